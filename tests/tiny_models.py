@@ -45,6 +45,8 @@ _ROBERTA_SPECIALS: dict[str, str] = {
     "unk_token": "<unk>",
     "mask_token": "<mask>",
 }
+# RoBERTa/MPNet tokenizers alias cls/sep to bos/eos; code asking for cls_token_id expects that.
+_ROBERTA_ALIASES: dict[str, str] = {"cls_token": "<s>", "sep_token": "</s>"}
 
 # "tokenization" is deliberately absent so WordPiece must split it into "token" + "##ization".
 _WORDS: tuple[str, ...] = tuple(
@@ -115,7 +117,7 @@ def _config_kwargs(family: str, vocab: dict[str, int]) -> dict[str, Any]:
         "hidden_dropout_prob": 0.0,
         "attention_probs_dropout_prob": 0.0,
     }
-    bert_ids = {"pad_token_id": vocab["[PAD]"]}
+    bert_ids = {"pad_token_id": vocab.get("[PAD]")}
     if family in ("roberta", "xlm-roberta", "mpnet"):
         # Positions start at pad_token_id + 1, so two extra rows keep 64 usable positions.
         extra: dict[str, Any] = {
@@ -186,6 +188,7 @@ def build_tiny_model(family: str, folder: pathlib.Path, *, seed: int = 0) -> pat
         model_input_names=input_names,
         padding_side="right",
         **names,
+        **(_ROBERTA_ALIASES if family in _ROBERTA_STYLE else {}),
     )
     tokenizer.save_pretrained(folder)
     return folder
