@@ -1,0 +1,54 @@
+"""bertscope: see and use every embedding of a BERT-family model.
+
+    import bertscope
+    m = bertscope.load()                 # the bundled all-MiniLM-L6-v2
+    m.static("bread"); m.anatomy("I am Sinan"); m.embed(["a cat", "a dog"], layers="-2")
+"""
+
+from ._enums import Combine, LongText, Pooling, SubwordPooling
+from .anatomy import Anatomy
+from .engine import EmbedSpec
+from .errors import (
+    BertscopeError,
+    CorpusError,
+    InputTooLong,
+    InvalidInput,
+    InvalidSpec,
+    ModelLoadError,
+    UnknownToken,
+    UnsupportedArchitecture,
+)
+from .families import SUPPORTED
+from .model import Model, ModelInfo, load
+from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
+from .static import Neighbor, StaticWord
+from .tokens import Tokens
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "load",
+    "Model",
+    "ModelInfo",
+    "Tokens",
+    "Anatomy",
+    "StaticWord",
+    "Neighbor",
+    "EmbedSpec",
+    "SentenceEmbeddings",
+    "TokenEmbeddings",
+    "WordEmbeddings",
+    "Pooling",
+    "Combine",
+    "LongText",
+    "SubwordPooling",
+    "SUPPORTED",
+    "BertscopeError",
+    "ModelLoadError",
+    "UnsupportedArchitecture",
+    "InvalidSpec",
+    "InvalidInput",
+    "UnknownToken",
+    "InputTooLong",
+    "CorpusError",
+]

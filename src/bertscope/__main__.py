@@ -1,0 +1,5 @@
+"""`python -m bertscope` runs the command line."""
+
+from .cli import main
+
+main()

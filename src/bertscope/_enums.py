@@ -1,0 +1,65 @@
+"""String enums for every strategy name, converted once at the boundary with an error listing the choices."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import TypeVar
+
+from .errors import InvalidSpec
+
+E = TypeVar("E", bound="StrEnum")
+
+
+class StrEnum(str, Enum):
+    """A strategy name; `parse` accepts the enum or its string and names the valid ones on error."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls: type[E], value: E | str, *, what: str) -> E:
+        """Return the member named `value`, or raise InvalidSpec listing the allowed names."""
+        if isinstance(value, cls):
+            return value
+        try:
+            return cls(str(value).strip().lower().replace("-", "_"))
+        except ValueError:
+            allowed = ", ".join(member.value for member in cls)
+            raise InvalidSpec(f"unknown {what} {value!r}; choose one of: {allowed}") from None
+
+
+class Pooling(StrEnum):
+    """How token vectors become one sentence vector."""
+
+    CLS = "cls"
+    POOLER = "pooler"
+    MEAN = "mean"
+    MAX = "max"
+    MEAN_SQRT_LEN = "mean_sqrt_len"
+    FIRST_LAST_AVG = "first_last_avg"
+    AUTO = "auto"
+
+
+class Combine(StrEnum):
+    """How the vectors of several selected layers become one."""
+
+    MEAN = "mean"
+    SUM = "sum"
+    CONCAT = "concat"
+
+
+class LongText(StrEnum):
+    """What happens to a text longer than the model's positions."""
+
+    TRUNCATE = "truncate"
+    WINDOW = "window"
+    ERROR = "error"
+
+
+class SubwordPooling(StrEnum):
+    """How the word pieces of one word become one word vector (first_last concatenates, as flair does)."""
+
+    FIRST = "first"
+    LAST = "last"
+    MEAN = "mean"
+    FIRST_LAST = "first_last"

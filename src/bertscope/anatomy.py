@@ -1,0 +1,95 @@
+"""The embedding layer taken apart: word + position + segment, (projection,) LayerNorm, and its proof.
+
+The parts are recomputed from the model's own modules and compared with the model's own layer 0
+(`output_hidden_states[0]`, the encoder's input); `max_abs_error` is that comparison.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from .tokens import Tokens, pad_batch
+
+if TYPE_CHECKING:
+    from .model import Model
+
+__all__ = ["Anatomy", "decompose"]
+
+STEPS = ("word", "position", "token_type", "summed", "projected", "normalized", "encoder_input", "model_output")
+
+
+@dataclass
+class Anatomy:
+    """One text's embedding layer, step by step; each array is (tokens, width of that step)."""
+
+    tokens: Tokens
+    word: np.ndarray
+    position: np.ndarray | None
+    token_type: np.ndarray | None
+    summed: np.ndarray
+    projected: np.ndarray | None
+    normalized: np.ndarray
+    encoder_input: np.ndarray
+    model_output: np.ndarray
+    position_ids: list[int]
+    lacks: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def max_abs_error(self) -> float:
+        """Largest |rebuilt - model's own layer 0| over all tokens and dimensions."""
+        return float(np.abs(self.encoder_input - self.model_output).max())
+
+    @property
+    def n_dropped(self) -> int:
+        """Tokens cut because the text is longer than the model's positions."""
+        return self.tokens.n_dropped
+
+
+def decompose(model: Model, tokens: list[Tokens]) -> list[Anatomy]:
+    """Rebuild layer 0 from its parts for a padded batch of texts and compare with the model's own."""
+    family, hf = model.family, model.hf_model
+    parts = family.parts(hf)
+    ids_np, mask_np = pad_batch([t.ids for t in tokens], model.pad_id)
+    types_np, _ = pad_batch([t.type_ids for t in tokens], 0)
+    ids = torch.from_numpy(ids_np).to(model.device)
+    mask = torch.from_numpy(mask_np).to(model.device)
+    types = torch.from_numpy(types_np).to(model.device)
+    position_ids = family.position_ids(ids, model.pad_id)
+    with torch.inference_mode():
+        steps: dict[str, torch.Tensor | None] = {"word": parts.word(ids)}
+        steps["position"] = parts.position(position_ids) if parts.position is not None else None
+        steps["token_type"] = parts.token_type(types) if parts.token_type is not None else None
+        summed = sum(s for s in (steps["word"], steps["position"], steps["token_type"]) if s is not None)
+        steps["summed"] = summed
+        before = parts.projection_before_norm
+        steps["projected"] = before(summed) if before is not None else None
+        normalized = parts.layernorm(steps["projected"] if before is not None else summed)
+        if parts.zero_padding:
+            normalized = normalized * mask.unsqueeze(-1).to(normalized.dtype)
+        steps["normalized"] = normalized
+        after = parts.projection_after_norm
+        steps["encoder_input"] = after(normalized) if after is not None else normalized
+        steps["model_output"] = model.engine.forward(ids_np, types_np, mask_np, 0)[0]
+    return [_one(tok, row, steps, position_ids, parts.lacks) for row, tok in enumerate(tokens)]
+
+
+def _one(
+    tok: Tokens, row: int, steps: dict[str, torch.Tensor | None], position_ids: torch.Tensor, lacks: tuple[str, ...]
+) -> Anatomy:
+    n = len(tok)
+
+    def take(name: str) -> np.ndarray | None:
+        step = steps[name]
+        return None if step is None else step[row, :n].float().cpu().numpy()
+
+    arrays = {name: take(name) for name in STEPS}
+    return Anatomy(
+        tokens=tok,
+        position_ids=position_ids[row, :n].tolist() if "position" not in lacks else [],
+        lacks=lacks,
+        **arrays,  # type: ignore[arg-type]
+    )

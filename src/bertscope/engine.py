@@ -1,0 +1,239 @@
+"""The batched forward: length-sorted batches under a token budget, order restored, early stop, streaming.
+
+Every entry point (library, command line, service, corpus jobs) embeds through `Engine`; nothing else
+batches, selects layers or pools.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from itertools import islice
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ._enums import Combine, LongText, Pooling
+from .families import Family
+from .layers import combine_layers
+from .pooling import pool_sentences
+from .results import SentenceEmbeddings
+from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
+
+__all__ = ["EmbedSpec", "Engine"]
+
+OnBatch = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class EmbedSpec:
+    """A fully resolved request: absolute layers, how they combine, pooling and post-processing."""
+
+    layers: tuple[int, ...]
+    combine: Combine = Combine.MEAN
+    pooling: Pooling = Pooling.MEAN
+    mask_special: bool = False
+    normalize: bool = False
+    long: LongText = LongText.TRUNCATE
+    stride: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able settings, for provenance in results and outputs."""
+        return {k: (v.value if hasattr(v, "value") else v) for k, v in asdict(self).items()}
+
+
+@dataclass
+class _Segment:
+    """One row of a batch: a whole text, or one window of a long text."""
+
+    text_index: int
+    ids: list[int]
+    type_ids: list[int]
+    special: list[bool]
+    window: int = 0
+
+
+class Engine:
+    """Runs texts through the model in length-sorted, token-budgeted batches and pools the result."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        family: Family,
+        tokenizer: TextTokenizer,
+        *,
+        pad_id: int,
+        device: torch.device,
+        token_budget: int,
+        max_batch: int = 512,
+        chunk_size: int = 4096,
+    ) -> None:
+        self.model = model
+        self.family = family
+        self.tokenizer = tokenizer
+        self.pad_id = pad_id
+        self.device = device
+        self.token_budget = token_budget
+        self.max_batch = max_batch
+        self.chunk_size = chunk_size
+        self.n_layers = family.num_layers(model)
+        self._pooler = family.pooler(model)
+        # transformers installs its hidden-state hooks on the layers present at the first call; that call
+        # must see every layer, or a model first run with early stop records too few layers ever after.
+        tiny = np.full((1, 2), pad_id, dtype=np.int64)
+        self.forward(tiny, np.zeros_like(tiny), np.ones_like(tiny), self.n_layers)
+
+    def forward(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int) -> tuple[torch.Tensor, ...]:
+        """Hidden states 0..deepest, each (batch, tokens, d), running no layer past `deepest`."""
+        inputs = {
+            "input_ids": torch.from_numpy(ids).to(self.device),
+            "attention_mask": torch.from_numpy(mask).to(self.device),
+        }
+        if self.family.uses_token_types:
+            inputs["token_type_ids"] = torch.from_numpy(type_ids).to(self.device)
+        with torch.inference_mode(), self.family.stop_after(self.model, deepest):
+            out = self.model(**inputs, output_hidden_states=True, return_dict=True)
+        return tuple(out.hidden_states)[: deepest + 1]
+
+    def sentences(
+        self, texts: Iterable[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
+    ) -> Iterator[SentenceEmbeddings]:
+        """Sentence vectors chunk by chunk, in input order; memory is bounded by the chunk size."""
+        start = 0
+        for chunk in _chunks(texts, self.chunk_size):
+            tokens = self._fit(chunk, spec, start)
+            vectors: list[np.ndarray | None] = [None] * len(tokens)
+            pending: dict[int, dict[int, np.ndarray]] = {}
+            segments = self._segments(tokens, spec)
+            windowed = _windowed(segments)
+            for batch, hidden, mask in self._run(segments, spec, on_batch):
+                direct = [row for row, seg in enumerate(batch) if seg.text_index not in windowed]
+                if direct:
+                    pooled = self._pool(hidden[direct], mask[direct], spec)
+                    for row, vec in zip(direct, pooled, strict=True):
+                        vectors[batch[row].text_index] = vec
+                for row, seg in enumerate(batch):
+                    if seg.text_index in windowed:
+                        matrix = hidden[row, : len(seg.ids)].float().cpu().numpy()
+                        pending.setdefault(seg.text_index, {})[seg.window] = matrix
+            for index, by_window in pending.items():
+                parts = [by_window[w] for w in sorted(by_window)]
+                stitched = torch.from_numpy(_stitch(tokens[index], parts, self.tokenizer.max_tokens, spec.stride))
+                special = torch.tensor([[0.0 if s and spec.mask_special else 1.0 for s in tokens[index].special_mask]])
+                vectors[index] = self._pool(stitched[None].to(self.device), special.to(self.device), spec)[0]
+            yield SentenceEmbeddings(
+                vectors=np.stack(vectors).astype(np.float32, copy=False),  # type: ignore[arg-type]
+                n_tokens=np.array([len(t) for t in tokens], dtype=np.int64),
+                truncated=np.array([t.n_dropped for t in tokens], dtype=np.int64),
+                spec=spec.as_dict(),
+            )
+            start += len(chunk)
+
+    def token_matrices(
+        self, texts: Iterable[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
+    ) -> Iterator[tuple[Tokens, np.ndarray]]:
+        """Each text's tokens with their combined-layer vectors (tokens, d), pad trimmed, in input order."""
+        start = 0
+        for chunk in _chunks(texts, self.chunk_size):
+            tokens = self._fit(chunk, spec, start)
+            parts: list[dict[int, np.ndarray]] = [{} for _ in tokens]
+            for batch, hidden, _ in self._run(self._segments(tokens, spec), spec, on_batch):
+                for row, seg in enumerate(batch):
+                    parts[seg.text_index][seg.window] = hidden[row, : len(seg.ids)].float().cpu().numpy()
+            for tok, by_window in zip(tokens, parts, strict=True):
+                pieces = [by_window[w] for w in sorted(by_window)]
+                yield tok, _stitch(tok, pieces, self.tokenizer.max_tokens, spec.stride)
+            start += len(chunk)
+
+    def _fit(self, chunk: Sequence[str], spec: EmbedSpec, start: int) -> list[Tokens]:
+        encoded = self.tokenizer.encode(chunk)
+        return [self.tokenizer.fit(t, spec.long, index=start + i) for i, t in enumerate(encoded)]
+
+    def _segments(self, tokens: Sequence[Tokens], spec: EmbedSpec) -> list[_Segment]:
+        segments = []
+        for index, tok in enumerate(tokens):
+            if len(tok) <= self.tokenizer.max_tokens:
+                segments.append(_Segment(index, tok.ids, tok.type_ids, tok.special_mask))
+                continue
+            for number, window in enumerate(tok.windows(self.tokenizer.max_tokens, spec.stride)):
+                n_ids = len(window.ids)
+                special = [i < window.n_prefix or i >= n_ids - tok.n_suffix for i in range(n_ids)]
+                segments.append(_Segment(index, window.ids, window.type_ids, special, number))
+        return segments
+
+    def _run(
+        self, segments: list[_Segment], spec: EmbedSpec, on_batch: OnBatch | None
+    ) -> Iterator[tuple[list[_Segment], torch.Tensor, torch.Tensor]]:
+        """(segments, combined hidden (batch, tokens, d), pooling mask (batch, tokens)) per batch."""
+        deepest = max(spec.layers)
+        for batch in _batches(segments, self.token_budget, self.max_batch):
+            ids, mask = pad_batch([s.ids for s in batch], self.pad_id)
+            type_ids, _ = pad_batch([s.type_ids for s in batch], 0)
+            states = self.forward(ids, type_ids, mask, deepest)
+            hidden = combine_layers([states[i] for i in spec.layers], spec.combine)
+            pool_mask = torch.from_numpy(mask).to(self.device)
+            if spec.mask_special:
+                special, _ = pad_batch([[int(x) for x in s.special] for s in batch], 1)
+                pool_mask = pool_mask * (1 - torch.from_numpy(special).to(self.device))
+            if on_batch is not None:
+                on_batch(len({s.text_index for s in batch}), int(mask.sum()))
+            yield batch, hidden, pool_mask
+
+    def _pool(self, hidden: torch.Tensor, mask: torch.Tensor, spec: EmbedSpec) -> np.ndarray:
+        dtype = next(self.model.parameters()).dtype
+        pooler = self._pooler
+
+        def model_pooler(h: torch.Tensor) -> torch.Tensor:
+            assert pooler is not None
+            return pooler(h.to(dtype)).float()
+
+        pooled = pool_sentences(hidden.float(), mask, spec.pooling, pooler=model_pooler if pooler else None)
+        if spec.normalize:
+            pooled = F.normalize(pooled, p=2, dim=1)
+        return pooled.cpu().numpy()
+
+
+def _chunks(texts: Iterable[str], size: int) -> Iterator[list[str]]:
+    iterator = iter(texts)
+    while chunk := list(islice(iterator, size)):
+        yield chunk
+
+
+def _windowed(segments: Sequence[_Segment]) -> set[int]:
+    seen: set[int] = set()
+    twice: set[int] = set()
+    for seg in segments:
+        (twice if seg.text_index in seen else seen).add(seg.text_index)
+    return twice
+
+
+def _batches(segments: Sequence[_Segment], token_budget: int, max_batch: int) -> Iterator[list[_Segment]]:
+    """Longest first, each batch filled while batch size x longest length stays within the budget."""
+    order = sorted(range(len(segments)), key=lambda i: len(segments[i].ids), reverse=True)
+    batch: list[_Segment] = []
+    for index in order:
+        segment = segments[index]
+        width = len(batch[0].ids) if batch else len(segment.ids)
+        if batch and ((len(batch) + 1) * width > token_budget or len(batch) >= max_batch):
+            yield batch
+            batch = []
+        batch.append(segment)
+    if batch:
+        yield batch
+
+
+def _stitch(tokens: Tokens, parts: Sequence[np.ndarray], max_tokens: int, stride: int | None) -> np.ndarray:
+    """One (tokens, d) matrix from a text's window matrices: each token from the window it is most central in."""
+    if len(parts) == 1:
+        return parts[0]
+    windows = tokens.windows(max_tokens, stride)
+    head, tail = tokens.n_prefix, tokens.n_suffix
+    n_content = len(tokens) - head - tail
+    owner = window_owner(windows, n_content)
+    content = np.stack(
+        [parts[w][head + pos - windows[w].content_start] for pos, w in enumerate(owner)]
+    )
+    return np.concatenate([parts[0][:head], content, parts[-1][len(parts[-1]) - tail :]])

@@ -1,0 +1,59 @@
+"""The exceptions bertscope raises; every one says what was asked, what is allowed and what to do.
+
+    BertscopeError
+    ├── ModelLoadError            a path, folder or hub id that does not give a model
+    │   └── UnsupportedArchitecture   a model that is not a BERT-family encoder
+    ├── InvalidSpec               an unknown layer, pooling, combine or other option value
+    ├── InvalidInput              an empty text, a non-string item, an empty list
+    │   ├── UnknownToken          a token or id that is not in the vocabulary
+    │   └── InputTooLong          a text longer than the model allows, with long="error"
+    └── CorpusError               a corpus file that cannot be read, or a malformed line in it
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BertscopeError",
+    "ModelLoadError",
+    "UnsupportedArchitecture",
+    "InvalidSpec",
+    "InvalidInput",
+    "UnknownToken",
+    "InputTooLong",
+    "CorpusError",
+]
+
+
+class BertscopeError(Exception):
+    """The root of every error bertscope raises on purpose."""
+
+
+class ModelLoadError(BertscopeError):
+    """The name or folder given does not load as a model."""
+
+
+class UnsupportedArchitecture(ModelLoadError):
+    """The model loads but is not one of the BERT families bertscope knows."""
+
+
+class InvalidSpec(BertscopeError, ValueError):
+    """An option value (layer spec, pooling, combine, ...) is not one of the allowed ones."""
+
+
+class InvalidInput(BertscopeError, ValueError):
+    """The texts, tokens or ids given cannot be embedded as they are."""
+
+
+class UnknownToken(InvalidInput, KeyError):
+    """A token string or id is not in the model's vocabulary."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InputTooLong(InvalidInput):
+    """A text has more tokens than the model's positions allow and long="error" was asked for."""
+
+
+class CorpusError(BertscopeError):
+    """A corpus file is missing, of an unknown type, or has a malformed record."""

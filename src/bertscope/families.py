@@ -1,0 +1,154 @@
+"""Per-family anatomy of the input embedding and access to the encoder layers.
+
+One adapter per `config.model_type`; nothing outside this module asks which family a model is.
+Each adapter names the parts of the embedding layer (`word`, `position`, `token_type`,
+`projection`, `layernorm`) and says which parts the family lacks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .errors import UnsupportedArchitecture
+
+__all__ = ["EmbeddingParts", "Family", "family_for", "SUPPORTED"]
+
+PoolerFn = Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class EmbeddingParts:
+    """The modules of one model's embedding layer, in the order the model applies them."""
+
+    word: nn.Embedding
+    position: nn.Embedding | None
+    token_type: nn.Embedding | None
+    projection_before_norm: nn.Module | None
+    layernorm: nn.Module
+    projection_after_norm: nn.Module | None
+    zero_padding: bool
+    lacks: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Family:
+    """How one family builds its input embedding and where its encoder layers live."""
+
+    name: str
+    model_types: tuple[str, ...]
+    layers_path: str = "encoder.layer"
+    positions_after_padding: bool = False
+    uses_token_types: bool = True
+
+    def parts(self, model: nn.Module) -> EmbeddingParts:
+        """The embedding-layer modules of `model` (the bare encoder, e.g. BertModel)."""
+        emb = model.embeddings
+        position = getattr(emb, "position_embeddings", None)
+        token_type = getattr(emb, "token_type_embeddings", None) if self.uses_token_types else None
+        before = getattr(emb, "embed_proj", None)
+        after = getattr(model, "embeddings_project", None)
+        encoder = getattr(model, "encoder", None)
+        after = after if after is not None else getattr(encoder, "embedding_hidden_mapping_in", None)
+        lacks = tuple(
+            name
+            for name, part in (("position", position), ("token_type", token_type), ("projection", before or after))
+            if part is None
+        )
+        return EmbeddingParts(
+            word=emb.word_embeddings,
+            position=position,
+            token_type=token_type,
+            projection_before_norm=before,
+            layernorm=emb.LayerNorm,
+            projection_after_norm=after,
+            zero_padding=self.name == "deberta-v2",
+            lacks=lacks,
+        )
+
+    def position_ids(self, input_ids: torch.Tensor, pad_token_id: int | None) -> torch.Tensor:
+        """Position ids the model itself uses for `input_ids` (batch, tokens)."""
+        if self.positions_after_padding:
+            # RoBERTa-style: real tokens count from pad_token_id + 1, pads keep pad_token_id.
+            pad = 1 if pad_token_id is None else pad_token_id
+            real = input_ids.ne(pad).long()
+            return torch.cumsum(real, dim=1) * real + pad
+        return torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+
+    def num_layers(self, model: nn.Module) -> int:
+        """The number of encoder layers (hidden states are this plus one)."""
+        return int(model.config.num_hidden_layers)
+
+    @contextmanager
+    def stop_after(self, model: nn.Module, n_layers: int) -> Iterator[None]:
+        """Run only the first `n_layers` encoder layers inside the block (at least one)."""
+        n_layers = max(1, n_layers)
+        if n_layers >= self.num_layers(model):
+            yield
+            return
+        owner_path, _, attr = self.layers_path.rpartition(".")
+        owner = model.get_submodule(owner_path)
+        full = getattr(owner, attr)
+        setattr(owner, attr, nn.ModuleList(list(full)[:n_layers]))
+        try:
+            yield
+        finally:
+            setattr(owner, attr, full)
+
+    def pooler(self, model: nn.Module) -> PoolerFn | None:
+        """The model's own trained pooler over the first token, or None if it has none."""
+        pooler = getattr(model, "pooler", None)
+        if pooler is None:
+            return None
+        activation = getattr(model, "pooler_activation", None)
+        if activation is not None:
+            return lambda hidden: activation(pooler(hidden[:, 0]))
+        return pooler
+
+
+@dataclass(frozen=True)
+class _Albert(Family):
+    """ALBERT shares layer groups; its loop runs `config.num_hidden_layers` times."""
+
+    @contextmanager
+    def stop_after(self, model: nn.Module, n_layers: int) -> Iterator[None]:
+        """Run only the first `n_layers` layer applications inside the block (at least one)."""
+        full = model.config.num_hidden_layers
+        # The group index is i / (layers / groups): keep the spacing by leaving groups as they are.
+        if model.config.num_hidden_groups != 1 or n_layers >= full:
+            yield
+            return
+        model.config.num_hidden_layers = max(1, n_layers)
+        try:
+            yield
+        finally:
+            model.config.num_hidden_layers = full
+
+
+_FAMILIES: tuple[Family, ...] = (
+    Family("bert", ("bert",)),
+    Family("roberta", ("roberta", "camembert"), positions_after_padding=True),
+    Family("xlm-roberta", ("xlm-roberta",), positions_after_padding=True),
+    Family("distilbert", ("distilbert",), layers_path="transformer.layer", uses_token_types=False),
+    _Albert("albert", ("albert",)),
+    Family("electra", ("electra",)),
+    Family("deberta-v2", ("deberta-v2",)),
+    Family("mpnet", ("mpnet",), positions_after_padding=True, uses_token_types=False),
+)
+
+SUPPORTED: tuple[str, ...] = tuple(t for family in _FAMILIES for t in family.model_types)
+
+
+def family_for(model_type: str) -> Family:
+    """The adapter for a `config.model_type`, or UnsupportedArchitecture naming the supported ones."""
+    for family in _FAMILIES:
+        if model_type in family.model_types:
+            return family
+    raise UnsupportedArchitecture(
+        f"model type {model_type!r} is not a BERT-family encoder bertscope supports; "
+        f"supported: {', '.join(SUPPORTED)}"
+    )

@@ -1,0 +1,71 @@
+"""Layer specs ("-1", "-2", "0", "6", "-4:", "1:4", "0,6", "all") and how several layers combine.
+
+Layer 0 is the embedding layer's output (as `output_hidden_states` numbers it), 1..L the encoder
+layers; negative numbers count from the end (-1 is the last layer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from ._enums import Combine
+from .errors import InvalidSpec
+
+__all__ = ["parse_layers", "combine_layers"]
+
+LayerSpec = str | int | Sequence[int]
+
+
+def parse_layers(spec: LayerSpec, n_layers: int) -> tuple[int, ...]:
+    """Absolute hidden-state indices (0..n_layers) selected by `spec` for a model of n_layers layers."""
+    count = n_layers + 1
+    allowed = f"layers are 0..{n_layers} (or -1..-{count}); specs look like -1, 0, 6, -4:, 1:4, 0,6, all"
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        parts: list[str] = [str(spec)]
+    elif isinstance(spec, str):
+        text = spec.strip().lower()
+        if text == "all":
+            return tuple(range(count))
+        parts = [p.strip() for p in text.split(",")]
+    elif isinstance(spec, Sequence):
+        parts = [str(p) for p in spec]
+    else:
+        raise InvalidSpec(f"layer spec {spec!r} is not a string, int or list of ints; {allowed}")
+    if not parts or any(not p for p in parts):
+        raise InvalidSpec(f"layer spec {spec!r} is malformed; {allowed}")
+    chosen: list[int] = []
+    for part in parts:
+        chosen.extend(_one(part, count, spec, allowed))
+    if not chosen:
+        raise InvalidSpec(f"layer spec {spec!r} selects no layer; {allowed}")
+    return tuple(chosen)
+
+
+def _one(part: str, count: int, spec: object, allowed: str) -> list[int]:
+    try:
+        if ":" in part:
+            bounds = [int(b) if b.strip() else None for b in part.split(":")]
+            if len(bounds) != 2:
+                raise ValueError
+            for bound in bounds:
+                if bound is not None and not -count <= bound <= count:
+                    raise InvalidSpec(f"layer {bound} in {spec!r} is out of range; {allowed}")
+            return list(range(count))[slice(*bounds)]
+        index = int(part)
+    except ValueError:
+        raise InvalidSpec(f"layer spec {spec!r} is malformed at {part!r}; {allowed}") from None
+    if not -count <= index < count:
+        raise InvalidSpec(f"layer {index} does not exist in {spec!r}; {allowed}")
+    return [index % count]
+
+
+def combine_layers(selected: Sequence[torch.Tensor], combine: Combine) -> torch.Tensor:
+    """One (batch, tokens, d or d*k) tensor from k selected (batch, tokens, d) layers."""
+    if len(selected) == 1:
+        return selected[0]
+    if combine is Combine.CONCAT:
+        return torch.cat(list(selected), dim=-1)
+    stacked = torch.stack(list(selected), dim=0)
+    return stacked.sum(dim=0) if combine is Combine.SUM else stacked.mean(dim=0)

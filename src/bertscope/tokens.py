@@ -1,0 +1,188 @@
+"""Tokens of a text as the model sees them, and how a long text is cut (truncate) or split (windows)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+from tokenizers import Encoding
+from tokenizers import Tokenizer as RustTokenizer
+
+from ._enums import LongText
+from .errors import InputTooLong, InvalidInput
+
+__all__ = ["Tokens", "Window", "TextTokenizer", "pad_batch", "check_texts"]
+
+
+@dataclass(frozen=True)
+class Tokens:
+    """One text's word pieces: tokens, ids, character offsets, word ids and which are special."""
+
+    text: str
+    tokens: list[str]
+    ids: list[int]
+    offsets: list[tuple[int, int]]
+    word_ids: list[int | None]
+    special_mask: list[bool]
+    type_ids: list[int] = field(repr=False)
+    n_dropped: int = 0
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def n_prefix(self) -> int:
+        """How many special tokens open the sequence ([CLS] or <s>)."""
+        count = 0
+        while count < len(self.special_mask) and self.special_mask[count]:
+            count += 1
+        return count
+
+    @property
+    def n_suffix(self) -> int:
+        """How many special tokens close the sequence ([SEP] or </s>)."""
+        count = 0
+        while count < len(self.special_mask) - self.n_prefix and self.special_mask[-1 - count]:
+            count += 1
+        return count
+
+    def truncated(self, max_tokens: int) -> Tokens:
+        """The first tokens that fit in `max_tokens`, closing specials kept, with n_dropped set."""
+        if len(self) <= max_tokens:
+            return self
+        head, tail = self.n_prefix, self.n_suffix
+        keep = max_tokens - head - tail
+        if keep < 1:
+            raise InvalidInput(f"max_tokens={max_tokens} leaves no room for text between {head + tail} specials")
+        index = list(range(head + keep)) + list(range(len(self) - tail, len(self)))
+        return self._take(index, n_dropped=len(self) - len(index))
+
+    def windows(self, max_tokens: int, stride: int | None = None) -> list[Window]:
+        """Overlapping windows of at most `max_tokens`, each with the specials; `stride` is the step."""
+        head, tail = self.n_prefix, self.n_suffix
+        width = max_tokens - head - tail
+        n_content = len(self) - head - tail
+        step = stride if stride else max(1, width // 2)
+        if step < 1 or step > width:
+            raise InvalidInput(f"window stride must be between 1 and {width} tokens, got {stride}")
+        starts = [0] if n_content <= width else list(range(0, n_content - width, step)) + [n_content - width]
+        return [
+            Window(
+                ids=self.ids[:head] + self.ids[head + s : head + s + width] + self.ids[len(self) - tail :],
+                type_ids=self.type_ids[:head]
+                + self.type_ids[head + s : head + s + width]
+                + self.type_ids[len(self) - tail :],
+                content_start=s,
+                content_stop=min(n_content, s + width),
+                n_prefix=head,
+            )
+            for s in starts
+        ]
+
+    def _take(self, index: list[int], *, n_dropped: int) -> Tokens:
+        return replace(
+            self,
+            tokens=[self.tokens[i] for i in index],
+            ids=[self.ids[i] for i in index],
+            offsets=[self.offsets[i] for i in index],
+            word_ids=[self.word_ids[i] for i in index],
+            special_mask=[self.special_mask[i] for i in index],
+            type_ids=[self.type_ids[i] for i in index],
+            n_dropped=n_dropped,
+        )
+
+    def as_records(self) -> list[dict[str, object]]:
+        """One dict per token: token, id, word, start, end, special."""
+        return [
+            {"token": tok, "id": i, "word": w, "start": s, "end": e, "special": sp}
+            for tok, i, w, (s, e), sp in zip(
+                self.tokens, self.ids, self.word_ids, self.offsets, self.special_mask, strict=True
+            )
+        ]
+
+
+@dataclass(frozen=True)
+class Window:
+    """One window of a long text: ids with specials, and which content tokens (by index) it covers."""
+
+    ids: list[int]
+    type_ids: list[int]
+    content_start: int
+    content_stop: int
+    n_prefix: int
+
+
+def window_owner(windows: Sequence[Window], n_content: int) -> np.ndarray:
+    """For each content token, the window in which it sits nearest the centre (its vector is kept)."""
+    positions = np.arange(n_content)[:, None]
+    starts = np.array([w.content_start for w in windows])[None, :]
+    stops = np.array([w.content_stop for w in windows])[None, :]
+    distance = np.abs(positions - (starts + stops - 1) / 2.0)
+    distance[(positions < starts) | (positions >= stops)] = np.inf
+    return np.asarray(distance.argmin(axis=1))
+
+
+def check_texts(texts: object) -> list[str]:
+    """Return texts as a list of non-empty strings, or raise InvalidInput naming the bad item."""
+    if isinstance(texts, str):
+        texts = [texts]
+    if not isinstance(texts, Sequence) or isinstance(texts, bytes):
+        raise InvalidInput(f"texts must be a string or a list of strings, got {type(texts).__name__}")
+    if len(texts) == 0:
+        raise InvalidInput("no texts given: pass at least one non-empty string")
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InvalidInput(f"text {index} is a {type(text).__name__}, not a string: pass str items only")
+        if not text.strip():
+            raise InvalidInput(f"text {index} is empty: every text needs at least one non-space character")
+    return list(texts)
+
+
+class TextTokenizer:
+    """Fast batch tokenization with the model's own tokenizer, never truncating on its own."""
+
+    def __init__(self, backend: RustTokenizer, *, max_tokens: int) -> None:
+        self.backend = copy.deepcopy(backend)
+        self.backend.no_truncation()
+        self.backend.no_padding()
+        self.max_tokens = max_tokens
+
+    def encode(self, texts: Sequence[str]) -> list[Tokens]:
+        """Tokens of each text in full (no truncation), with specials."""
+        return [_tokens(text, enc) for text, enc in zip(texts, self.backend.encode_batch(list(texts)), strict=True)]
+
+    def fit(self, tokens: Tokens, long: LongText, *, index: int = 0) -> Tokens:
+        """Apply the long-text policy to one text (window is resolved later by the engine)."""
+        if len(tokens) <= self.max_tokens or long is LongText.WINDOW:
+            return tokens
+        if long is LongText.ERROR:
+            raise InputTooLong(
+                f"text {index} has {len(tokens)} tokens but the model takes at most {self.max_tokens}; "
+                "use long='truncate' (drops the end, reported) or long='window' (overlapping windows)"
+            )
+        return tokens.truncated(self.max_tokens)
+
+
+def _tokens(text: str, enc: Encoding) -> Tokens:
+    return Tokens(
+        text=text,
+        tokens=list(enc.tokens),
+        ids=list(enc.ids),
+        offsets=[tuple(o) for o in enc.offsets],  # type: ignore[misc]
+        word_ids=list(enc.word_ids),
+        special_mask=[bool(s) for s in enc.special_tokens_mask],
+        type_ids=list(enc.type_ids),
+    )
+
+
+def pad_batch(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad id rows into (batch, tokens) int64 ids and the attention mask."""
+    width = max(len(r) for r in rows)
+    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(rows), width), dtype=np.int64)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = row
+        mask[i, : len(row)] = 1
+    return ids, mask
