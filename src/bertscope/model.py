@@ -170,6 +170,10 @@ class Model:
         """(n, d) static rows of word pieces or ids: no position, no segment."""
         return _static.static_rows(self, items)
 
+    def static_ids(self, items: str | int | Sequence[str | int]) -> list[int]:
+        """Ids of word pieces or ids, each checked against the vocabulary."""
+        return _static.token_ids(self, items)
+
     def static_word(self, word: str) -> _static.StaticWord:
         """One static vector for a word: the mean of its pieces' rows, with the pieces."""
         return _static.static_word(self, word)

@@ -1,0 +1,287 @@
+"""The command line: `bertscope info | tokens | static | anatomy | embed | similarity`.
+
+Data goes to stdout, progress and warnings to stderr; `--json` for machines, tables for people.
+Errors are one line (no traceback unless --debug).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from .errors import BertscopeError, InvalidInput
+
+app = typer.Typer(
+    help="See and use every embedding of a BERT-family model (default: the bundled all-MiniLM-L6-v2).",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+    rich_markup_mode="markdown",
+)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+_state = {"debug": os.environ.get("BERTSCOPE_DEBUG", "") not in ("", "0")}
+
+ModelOpt = Annotated[
+    str | None,
+    typer.Option("--model", "-m", envvar="BERTSCOPE_MODEL", help="Model folder or hub id (default: bundled)."),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
+DtypeOpt = Annotated[str, typer.Option("--dtype", help="float32 (exact), bfloat16, float16 (CUDA).")]
+LayersOpt = Annotated[str | None, typer.Option("--layers", "-l", help='Layer spec: -1, -2, 0, 6, -4:, 1:4, 0,6, all.')]
+CombineOpt = Annotated[str, typer.Option("--combine", help="How several layers combine: mean, sum, concat.")]
+LongOpt = Annotated[str, typer.Option("--long", help="Texts over the model's limit: truncate, window, error.")]
+StrideOpt = Annotated[int | None, typer.Option("--stride", help="Window step in tokens (default: half a window).")]
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks on errors.")] = False,
+) -> None:
+    """See and use every embedding of a BERT-family model."""
+    if debug:
+        _state["debug"] = True
+
+
+def _load(model: str | None, device: str = "auto", dtype: str = "float32") -> Any:
+    from .model import load
+
+    return load(model, device=device, dtype=dtype)
+
+
+def _emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=_jsonable) + "\n")
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, (np.floating, np.integer)):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def _read_texts(texts: list[str] | None, input_path: str | None) -> list[str]:
+    if texts and input_path:
+        raise InvalidInput("give texts as arguments or with -i/--input, not both")
+    if input_path is None:
+        if not texts:
+            raise InvalidInput("no texts given: pass them as arguments, or -i FILE (one per line, - for stdin)")
+        return texts
+    return list(_lines(input_path))
+
+
+def _lines(input_path: str) -> Iterator[str]:
+    if input_path == "-":
+        stream = sys.stdin
+    else:
+        path = Path(input_path)
+        if not path.is_file():
+            raise InvalidInput(f"cannot read {input_path}: no such file")
+        stream = path.open(encoding="utf-8")
+    with stream:
+        for line in stream:
+            if line.strip():
+                yield line.rstrip("\n")
+
+
+@app.command()
+def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
+    """Show the model: family, layers, sizes, vocabulary, limits, special tokens, pooling.
+
+    Example: `bertscope info --model ./my-bert`
+    """
+    details = _load(model).info().as_dict()
+    if as_json:
+        _emit_json(details)
+        return
+    table = Table(show_header=False, box=None)
+    for key, value in details.items():
+        table.add_row(key, ", ".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else str(value))
+    out.print(table)
+
+
+@app.command()
+def tokens(
+    texts: Annotated[list[str], typer.Argument(help="Texts to tokenize.")],
+    pad: Annotated[bool, typer.Option("--pad", help="Show the padded batch with its attention mask.")] = False,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Show how texts become word pieces: token, id, word, character span, special.
+
+    Examples: `bertscope tokens "I like eating bread"` and `bertscope tokens "a" "b c" --pad`
+    """
+    m = _load(model)
+    toks = m.tokenize(texts)
+    if pad:
+        from .tokens import pad_batch
+
+        ids, mask = pad_batch([t.ids for t in toks], m.pad_id)
+        types, _ = pad_batch([t.type_ids for t in toks], 0)
+        batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        if as_json:
+            _emit_json({**batch, "pad_id": m.pad_id})
+            return
+        for row, tok in enumerate(toks):
+            table = Table(title=f"text {row}: {tok.text!r}")
+            table.add_column("")
+            for col in range(ids.shape[1]):
+                table.add_column(str(col), justify="right")
+            names = tok.tokens + [m.id_to_token.get(m.pad_id, "[PAD]")] * (ids.shape[1] - len(tok))
+            table.add_row("token", *names)
+            for key, matrix in batch.items():
+                table.add_row(key, *(str(v) for v in matrix[row]))
+            out.print(table)
+        return
+    if as_json:
+        _emit_json([{"text": t.text, "tokens": t.as_records(), "dropped": t.n_dropped} for t in toks])
+        return
+    for tok in toks:
+        table = Table(title=repr(tok.text))
+        for col in ("token", "id", "word", "chars", "text", "special"):
+            table.add_column(col)
+        for rec in tok.as_records():
+            span = f"{rec['start']}-{rec['end']}"
+            table.add_row(
+                str(rec["token"]), str(rec["id"]), "" if rec["word"] is None else str(rec["word"]), span,
+                tok.text[rec["start"] : rec["end"]], "yes" if rec["special"] else "",
+            )
+        out.print(table)
+        if tok.n_dropped:
+            err.print(f"[yellow]warning:[/] {tok.n_dropped} tokens cut: the model takes at most {m.max_tokens}")
+
+
+@app.command()
+def static(
+    items: Annotated[list[str] | None, typer.Argument(help="Word pieces (or ids with --ids, words with --word).")] = None,
+    neighbors: Annotated[int, typer.Option("--neighbors", "-k", help="Show this many nearest pieces.")] = 0,
+    ids: Annotated[bool, typer.Option("--ids", help="Read the items as token ids.")] = False,
+    word: Annotated[bool, typer.Option("--word", help="Items are words: mean of their pieces' rows.")] = False,
+    export: Annotated[Path | None, typer.Option("--export", help="Write every row to this file.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="Export format: word2vec, npy, parquet, projector.")] = "word2vec",
+    include_special: Annotated[bool, typer.Option("--include-special", help="Let neighbours be special.")] = False,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Static word-piece vectors: rows of the input embedding matrix (no position, no segment).
+
+    Examples: `bertscope static bread cake --neighbors 10`,
+    `bertscope static --ids 7852`, `bertscope static --export vocab.vec --format word2vec`
+    """
+    m = _load(model)
+    if export is not None:
+        written = m.export_static(export, format=fmt)
+        _emit_json([str(p) for p in written]) if as_json else err.print(f"wrote {', '.join(map(str, written))}")
+        if not items:
+            return
+    if not items:
+        raise InvalidInput("name at least one word piece (e.g. `bertscope static bread`), or --export FILE")
+    keys: list[Any] = [int(i) if ids else i for i in items] if not word else list(items)
+    records = []
+    for key in keys:
+        if word:
+            sw = m.static_word(key)
+            rec: dict[str, Any] = {"item": key, "pieces": sw.pieces, "ids": sw.ids, "vector": sw.vector}
+            query: Any = sw.vector
+        else:
+            vector = m.static([key])[0]
+            token_id = m.static_ids([key])[0]
+            rec = {"item": key, "token": m.id_to_token[token_id], "id": token_id, "vector": vector}
+            query = token_id
+        rec["norm"] = float(np.linalg.norm(rec["vector"]))
+        if neighbors:
+            rec["neighbors"] = [
+                {"token": n.token, "id": n.id, "cosine": n.cosine}
+                for n in m.static_neighbors(query, k=neighbors, include_special=include_special)
+            ]
+        records.append(rec)
+    if as_json:
+        _emit_json(records)
+        return
+    for rec in records:
+        head = f"{rec['item']!r}: " + (f"pieces {rec['pieces']}" if word else f"id {rec['id']}")
+        preview = " ".join(f"{v:+.3f}" for v in rec["vector"][:6])
+        out.print(f"[bold]{head}[/]  norm {rec['norm']:.4f}  [{preview} ...] ({len(rec['vector'])} dims)")
+        if neighbors:
+            table = Table("rank", "piece", "id", "cosine")
+            for rank, n in enumerate(rec["neighbors"], 1):
+                table.add_row(str(rank), n["token"], str(n["id"]), f"{n['cosine']:.4f}")
+            out.print(table)
+
+
+@app.command()
+def anatomy(
+    text: Annotated[str, typer.Argument(help="One text to take apart.")],
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The embedding layer taken apart: word + position + segment, LayerNorm, and the proof.
+
+    Example: `bertscope anatomy "I am Sinan"`
+    """
+    m = _load(model)
+    a = m.anatomy(text)
+    steps = [s for s in ("word", "position", "token_type", "summed", "projected", "normalized", "encoder_input")
+             if getattr(a, s) is not None]
+    error = a.max_abs_error
+    if as_json:
+        _emit_json({
+            "tokens": a.tokens.tokens, "ids": a.tokens.ids, "position_ids": a.position_ids,
+            "lacks": list(a.lacks), "dropped": a.n_dropped, "max_abs_error": error,
+            **{s: getattr(a, s) for s in steps}, "model_output": a.model_output,
+        })
+        return
+    table = Table(title=f"embedding layer of {text!r}: the norm of each step's vector")
+    shown = [s for s in steps if not (s == "encoder_input" and a.encoder_input is a.normalized)]
+    labels = {"token_type": "segment", "normalized": "LayerNorm", "encoder_input": "enc. input"}
+    for col in ("token", "id", "pos", *(labels.get(s, s) for s in shown), "rebuild err"):
+        table.add_column(col, justify="right")
+    per_token = np.abs(a.encoder_input - a.model_output).max(axis=1)
+    for i, tok in enumerate(a.tokens.tokens):
+        pos = str(a.position_ids[i]) if a.position_ids else "-"
+        norms = [f"{np.linalg.norm(getattr(a, s)[i]):.2f}" for s in shown]
+        table.add_row(tok, str(a.tokens.ids[i]), pos, *norms, f"{per_token[i]:.1e}")
+    out.print(table)
+    parts = " + ".join(s for s in ("word", "position", "token_type") if getattr(a, s) is not None)
+    if a.projected is not None:
+        recipe = f"LayerNorm(projection({parts}))"
+    elif "projection" not in a.lacks:
+        recipe = f"projection(LayerNorm({parts}))"
+    else:
+        recipe = f"LayerNorm({parts})"
+    verdict = "[green]holds[/]" if error < 1e-5 else "[red]FAILS[/]"
+    out.print(f"proof: {recipe} rebuilds the model's own layer 0: max |error| = {error:.2e} (< 1e-5) {verdict}")
+    if a.lacks:
+        out.print(f"this family has no: {', '.join(a.lacks)}")
+    if a.n_dropped:
+        err.print(f"[yellow]warning:[/] {a.n_dropped} tokens cut: the model takes at most {m.max_tokens}")
+
+
+def main() -> None:
+    """Entry point: run the app, turning bertscope errors into one line on stderr."""
+    try:
+        app()
+    except BertscopeError as exc:
+        if _state["debug"]:
+            raise
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        sys.exit(130)
+
+
+from . import cli_embed as _cli_embed  # noqa: E402,F401  (registers embed and similarity)

@@ -1,0 +1,154 @@
+"""The command line's contextual commands: `embed` and `similarity`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from .cli import (
+    CombineOpt,
+    DeviceOpt,
+    DtypeOpt,
+    JsonOpt,
+    LayersOpt,
+    LongOpt,
+    ModelOpt,
+    StrideOpt,
+    _emit_json,
+    _load,
+    _read_texts,
+    app,
+    err,
+    out,
+)
+from .errors import InvalidInput
+
+PoolingOpt = Annotated[
+    str, typer.Option("--pooling", "-p", help="cls, pooler, mean, max, mean_sqrt_len, first_last_avg, auto.")
+]
+NormalizeOpt = Annotated[
+    bool | None, typer.Option("--normalize/--no-normalize", help="Unit-length vectors (auto: the model's own).")
+]
+MaskSpecialOpt = Annotated[bool, typer.Option("--mask-special", help="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")]
+
+
+@app.command()
+def embed(
+    texts: Annotated[list[str] | None, typer.Argument(help="Texts to embed.")] = None,
+    input_path: Annotated[str | None, typer.Option("--input", "-i", help="Read texts, one per line (- for stdin).")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write vectors to a .npy file.")] = None,
+    layers: LayersOpt = None,
+    combine: CombineOpt = "mean",
+    pooling: PoolingOpt = "auto",
+    mask_special: MaskSpecialOpt = False,
+    normalize: NormalizeOpt = None,
+    long: LongOpt = "truncate",
+    stride: StrideOpt = None,
+    tokens: Annotated[bool, typer.Option("--tokens", help="Token vectors instead of one vector per text.")] = False,
+    words: Annotated[bool, typer.Option("--words", help="Word vectors instead of one vector per text.")] = False,
+    subword: Annotated[str, typer.Option("--subword", help="Word pieces to word: first, last, mean, first_last.")] = "mean",
+    model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    as_json: JsonOpt = False,
+) -> None:
+    """Contextual vectors of any layer, pooled per text (default), per token or per word.
+
+    Examples: `bertscope embed "I like eating bread" --layers -2 --pooling mean`,
+    `bertscope embed -i texts.txt -o vectors.npy`, `bertscope embed "a cat" --tokens --layers 0,6`
+    """
+    if tokens and words:
+        raise InvalidInput("choose one of --tokens and --words")
+    items = _read_texts(texts, input_path)
+    m = _load(model, device, dtype)
+    if tokens or words:
+        _per_piece(m, items, words=words, subword=subword, layers=layers, combine=combine, long=long,
+                   stride=stride, output=output, as_json=as_json)
+        return
+    result = m.embed(items, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special,
+                     normalize=normalize, long=long, stride=stride)
+    if result.n_truncated:
+        err.print(f"[yellow]warning:[/] {result.n_truncated} text(s) longer than {m.max_tokens} tokens were "
+                  f"truncated ({int(result.truncated.sum())} tokens dropped); --long window keeps them all")
+    if output is not None:
+        _save_npy(output, result.vectors)
+        err.print(f"wrote {len(result)} vectors of {result.vectors.shape[1]} dims to {output}")
+        return
+    if as_json:
+        _emit_json({"vectors": result.vectors, "n_tokens": result.n_tokens, "truncated": result.truncated,
+                    "spec": result.spec})
+        return
+    table = Table("text", "tokens", "norm", "vector")
+    for text, vec, n in zip(items, result.vectors, result.n_tokens, strict=True):
+        preview = " ".join(f"{v:+.3f}" for v in vec[:5])
+        table.add_row(_short(text), str(n), f"{np.linalg.norm(vec):.3f}", f"[{preview} ...] ({len(vec)} dims)")
+    out.print(table)
+    out.print(f"spec: {result.spec}", highlight=False)
+
+
+def _per_piece(m: Any, items: list[str], *, words: bool, subword: str, output: Path | None, as_json: bool,
+               **options: Any) -> None:
+    results = m.embed_words(items, subword=subword, **options) if words else m.embed_tokens(items, **options)
+    labels = [(r.words if words else r.tokens) for r in results]
+    if output is not None:
+        _save_npy(output, np.concatenate([r.vectors for r in results]))
+        Path(str(output) + ".labels.txt").write_text(
+            "".join(f"{i}\t{label}\n" for i, row in enumerate(labels) for label in row)
+        )
+        err.print(f"wrote {sum(map(len, labels))} vectors to {output} (labels in {output}.labels.txt)")
+        return
+    if as_json:
+        key = "words" if words else "tokens"
+        _emit_json([{"text": r.text, key: lab, "spans" if words else "offsets": r.spans if words else r.offsets,
+                     "vectors": r.vectors} for r, lab in zip(results, labels, strict=True)])
+        return
+    for r, lab in zip(results, labels, strict=True):
+        table = Table("word" if words else "token", "norm", "vector", title=_short(r.text))
+        for label, vec in zip(lab, r.vectors, strict=True):
+            table.add_row(label, f"{np.linalg.norm(vec):.3f}", " ".join(f"{v:+.3f}" for v in vec[:5]) + " ...")
+        out.print(table)
+
+
+@app.command()
+def similarity(
+    texts: Annotated[list[str], typer.Argument(help="Two or more texts: every pair is compared.")],
+    layers: LayersOpt = None,
+    combine: CombineOpt = "mean",
+    pooling: PoolingOpt = "auto",
+    mask_special: MaskSpecialOpt = False,
+    long: LongOpt = "truncate",
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Cosine similarity of every pair of texts, as a matrix.
+
+    Example: `bertscope similarity "a cat" "a dog" "a car"`
+    """
+    if len(texts) < 2:
+        raise InvalidInput("similarity needs at least two texts")
+    m = _load(model)
+    matrix = m.similarity(texts, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special,
+                          long=long)
+    if as_json:
+        _emit_json({"texts": texts, "cosine": matrix})
+        return
+    table = Table("", *[f"{i}" for i in range(len(texts))], title="cosine similarity")
+    for i, row in enumerate(matrix):
+        table.add_row(f"{i} {_short(texts[i], 30)}", *[f"{v:.3f}" for v in row])
+    out.print(table)
+
+
+def _short(text: str, width: int = 50) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _save_npy(path: Path, vectors: np.ndarray) -> None:
+    if not path.parent.exists():
+        raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+    if path.suffix != ".npy":
+        raise InvalidInput(f"{path}: write vectors to a .npy file (corpus outputs come with `embed_corpus`)")
+    np.save(path, vectors.astype(np.float32, copy=False))

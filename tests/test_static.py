@@ -1,0 +1,164 @@
+"""Static word-piece vectors: rows of the input embedding matrix, neighbours, unknown tokens, export."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import bertscope
+
+BREAD_ID = 7852
+
+
+def _weight(model: bertscope.Model) -> np.ndarray:
+    """The model's input embedding matrix (vocab, d) as float32, read straight from the HF module."""
+    return model.hf_model.get_input_embeddings().weight.detach().float().cpu().numpy()
+
+
+def _vocab_list(model: bertscope.Model) -> list[str]:
+    """Token strings in id order, from the HF tokenizer."""
+    vocab = model.loaded.tokenizer.get_vocab()
+    names = [""] * len(vocab)
+    for token, index in vocab.items():
+        names[index] = token
+    return names
+
+
+def test_static_bread_is_row_7852(bundled: bertscope.Model) -> None:
+    row = bundled.static("bread")
+    assert row.shape == (1, 384) and row.dtype == np.float32
+    np.testing.assert_array_equal(row[0], _weight(bundled)[BREAD_ID])
+
+
+def test_static_is_independent_of_context(bundled: bertscope.Model) -> None:
+    by_piece = bundled.static("bread")[0]
+    np.testing.assert_array_equal(bundled.static([BREAD_ID])[0], by_piece)
+    np.testing.assert_array_equal(bundled.static(BREAD_ID)[0], by_piece)
+    pair = bundled.static(["[CLS]", "bread"])
+    assert pair.shape == (2, 384)
+    np.testing.assert_array_equal(pair[1], by_piece)
+    np.testing.assert_array_equal(pair[0], _weight(bundled)[bundled.vocab["[CLS]"]])
+
+
+def test_static_word_is_mean_of_its_pieces(bundled: bertscope.Model) -> None:
+    word = bundled.static_word("tokenization")
+    assert isinstance(word, bertscope.StaticWord)
+    assert word.pieces == ["token", "##ization"]
+    assert word.ids == [bundled.vocab["token"], bundled.vocab["##ization"]]
+    weight = _weight(bundled)
+    expected = (weight[word.ids[0]] + weight[word.ids[1]]) / 2
+    np.testing.assert_allclose(word.vector, expected, rtol=0, atol=1e-7)
+    assert not np.allclose(word.vector, weight[word.ids[0]])
+
+
+def test_static_word_of_a_single_piece_is_its_row(bundled: bertscope.Model) -> None:
+    word = bundled.static_word("bread")
+    assert word.pieces == ["bread"] and word.ids == [BREAD_ID]
+    np.testing.assert_array_equal(word.vector, _weight(bundled)[BREAD_ID])
+
+
+def test_static_neighbors_are_the_true_nearest(bundled: bertscope.Model) -> None:
+    found = bundled.static_neighbors("bread", k=10)
+    assert len(found) == 10
+    cosines = [n.cosine for n in found]
+    assert cosines == sorted(cosines, reverse=True)
+    special = set(bundled.loaded.tokenizer.all_special_ids)
+    weight = _weight(bundled).astype(np.float64)
+    query = weight[BREAD_ID]
+    for neighbor in found:
+        assert neighbor.token != "bread" and neighbor.id != BREAD_ID
+        assert neighbor.id not in special
+        assert not re.fullmatch(r"\[unused\d+\]", neighbor.token)
+        assert bundled.vocab[neighbor.token] == neighbor.id
+        row = weight[neighbor.id]
+        direct = float(row @ query / (np.linalg.norm(row) * np.linalg.norm(query)))
+        assert neighbor.cosine == pytest.approx(direct, abs=1e-5)
+    # The ten are the best ten among the eligible entries, computed here without bertscope.
+    all_cos = weight @ query / (np.linalg.norm(weight, axis=1) * np.linalg.norm(query))
+    names = _vocab_list(bundled)
+    excluded = [i for i, t in enumerate(names) if i in special or re.fullmatch(r"\[unused\d+\]", t)]
+    all_cos[excluded + [BREAD_ID]] = -np.inf
+    assert [n.id for n in found] == list(np.argsort(-all_cos)[:10])
+
+
+def test_static_neighbors_can_include_specials(bundled: bertscope.Model) -> None:
+    cls_id = bundled.vocab["[CLS]"]
+    plain = bundled.static_neighbors("[CLS]", k=5)
+    assert all(n.id != cls_id for n in plain)
+    with_special = bundled.static_neighbors("[SEP]", k=50, include_special=True)
+    assert any(n.id in bundled.loaded.tokenizer.all_special_ids for n in with_special)
+
+
+def test_unknown_piece_points_to_static_word(bundled: bertscope.Model) -> None:
+    with pytest.raises(bertscope.UnknownToken, match="static_word") as info:
+        bundled.static("tokenization")
+    assert "##ization" in str(info.value)
+    assert isinstance(info.value, bertscope.InvalidInput)
+
+
+@pytest.mark.parametrize("bad_id", [10**6, -1, 30522])
+def test_out_of_range_id_is_unknown_token(bundled: bertscope.Model, bad_id: int) -> None:
+    with pytest.raises(bertscope.UnknownToken, match="out of range"):
+        bundled.static(bad_id)
+    with pytest.raises(bertscope.UnknownToken):
+        bundled.static_neighbors(bad_id)
+
+
+def test_last_id_is_in_range(bundled: bertscope.Model) -> None:
+    np.testing.assert_array_equal(bundled.static(30521)[0], _weight(bundled)[30521])
+
+
+def test_export_word2vec_loads_in_gensim(bundled: bertscope.Model, tmp_path: Path) -> None:
+    from gensim.models import KeyedVectors
+
+    path = tmp_path / "static.txt"
+    assert bundled.export_static(path, format="word2vec") == [path]
+    with path.open(encoding="utf-8") as handle:
+        assert handle.readline().split() == ["30522", "384"]
+        assert sum(1 for _ in handle) == 30522
+    # Parsing every row in gensim takes ~13 s; the first 8000 hold every token checked here.
+    vectors = KeyedVectors.load_word2vec_format(str(path), binary=False, limit=8000)
+    weight = _weight(bundled)
+    for token in ["[PAD]", "[CLS]", "[SEP]", "the", "bread", "cat"]:
+        np.testing.assert_allclose(vectors[token], weight[bundled.vocab[token]], rtol=0, atol=1e-6)
+    assert vectors.key_to_index["bread"] == BREAD_ID
+
+
+def test_export_npy_round_trips(tiny_models: dict[str, bertscope.Model], tmp_path: Path) -> None:
+    model = tiny_models["bert"]
+    files = model.export_static(tmp_path / "static.npy", format="npy")
+    assert files == [tmp_path / "static.npy", tmp_path / "static.vocab.txt"]
+    np.testing.assert_array_equal(np.load(files[0]), _weight(model))
+    assert files[1].read_text().splitlines() == _vocab_list(model)
+
+
+def test_export_parquet_round_trips(tiny_models: dict[str, bertscope.Model], tmp_path: Path) -> None:
+    model = tiny_models["bert"]
+    (path,) = model.export_static(tmp_path / "static.parquet", format="parquet")
+    table = pq.read_table(path)
+    assert table.column_names == ["id", "token", "vector"]
+    weight = _weight(model)
+    assert table.column("id").to_pylist() == list(range(len(weight)))
+    assert table.column("token").to_pylist() == _vocab_list(model)
+    np.testing.assert_array_equal(np.array(table.column("vector").to_pylist(), dtype=np.float32), weight)
+
+
+def test_export_projector_round_trips(tiny_models: dict[str, bertscope.Model], tmp_path: Path) -> None:
+    model = tiny_models["bert"]
+    vectors_path, meta_path = model.export_static(tmp_path / "static", format="projector")
+    assert vectors_path.suffix == ".tsv" and meta_path.suffix == ".tsv" and vectors_path != meta_path
+    weight = _weight(model)
+    meta = meta_path.read_text(encoding="utf-8").splitlines()
+    vectors = np.loadtxt(vectors_path, delimiter="\t", dtype=np.float32)
+    assert len(meta) == len(vectors_path.read_text().splitlines()) == len(weight)
+    assert meta == _vocab_list(model)
+    np.testing.assert_allclose(vectors, weight, rtol=0, atol=1e-6)
+
+
+def test_export_unknown_format_is_invalid_spec(tiny_models: dict[str, bertscope.Model], tmp_path: Path) -> None:
+    with pytest.raises(bertscope.InvalidSpec, match="word2vec"):
+        tiny_models["bert"].export_static(tmp_path / "x", format="glove")

@@ -1,0 +1,123 @@
+"""Tokens on the bundled model: pieces, ids, offsets, word ids, specials, truncation, windows, bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+import bertscope
+
+BREAD_ID = 7852
+# 300 single-piece words plus [CLS] and [SEP]: 302 tokens, 46 over the bundled model's 256.
+LONG_TEXT = "bread " * 300
+LONG_TOKENS = 302
+
+
+def _distinct_words(n: int) -> str:
+    """A text of `n` different everyday words, so windows can be checked by id, not just by count."""
+    words = "the cat sat on a mat and ate some bread with butter while the dog slept near the door".split()
+    return " ".join(f"{words[i % len(words)]} {i}" for i in range(n))
+
+
+def test_bread_has_one_id_in_every_context(bundled: bertscope.Model) -> None:
+    first = bundled.tokenize("I like eating bread")
+    second = bundled.tokenize("The banana bread was horrible")
+    assert first.ids[first.tokens.index("bread")] == BREAD_ID
+    assert second.ids[second.tokens.index("bread")] == BREAD_ID
+    assert bundled.vocab["bread"] == BREAD_ID
+
+
+def test_tokens_fields(bundled: bertscope.Model) -> None:
+    text = "I like eating bread"
+    tok = bundled.tokenize(text)
+    assert isinstance(tok, bertscope.Tokens)
+    assert tok.text == text
+    assert tok.tokens == ["[CLS]", "i", "like", "eating", "bread", "[SEP]"]
+    assert tok.ids == [bundled.vocab[t] for t in tok.tokens]
+    assert tok.ids[0] == bundled.loaded.tokenizer.cls_token_id
+    assert tok.ids[-1] == bundled.loaded.tokenizer.sep_token_id
+    assert tok.word_ids == [None, 0, 1, 2, 3, None]
+    assert tok.special_mask == [True, False, False, False, False, True]
+    assert len(tok) == 6 and tok.n_dropped == 0
+    for piece, (start, end), special in zip(tok.tokens, tok.offsets, tok.special_mask, strict=True):
+        if special:
+            assert start == end
+        else:
+            assert text[start:end].lower() == piece
+
+
+def test_offsets_of_split_word_point_into_the_text(bundled: bertscope.Model) -> None:
+    text = "The tokenization works"
+    tok = bundled.tokenize(text)
+    assert tok.tokens[2:4] == ["token", "##ization"]
+    assert tok.word_ids[2] == tok.word_ids[3] == 1
+    assert text[slice(*tok.offsets[2])] == "token"
+    assert text[slice(*tok.offsets[3])] == "ization"
+
+
+def test_batch_returns_one_tokens_per_text(bundled: bertscope.Model) -> None:
+    toks = bundled.tokenize(["a cat", "I like eating bread"])
+    assert [t.text for t in toks] == ["a cat", "I like eating bread"]
+    assert [len(t) for t in toks] == [4, 6]
+
+
+def test_truncate_reports_exactly_what_was_dropped(bundled: bertscope.Model) -> None:
+    assert bundled.max_tokens == 256
+    full = bundled.loaded.tokenizer(LONG_TEXT)["input_ids"]
+    assert len(full) == LONG_TOKENS
+    tok = bundled.tokenize(LONG_TEXT, long="truncate")
+    assert len(tok) == bundled.max_tokens
+    assert tok.n_dropped == LONG_TOKENS - 256 == 46
+    assert tok.tokens[0] == "[CLS]" and tok.tokens[-1] == "[SEP]"
+    assert tok.special_mask[-1] and not any(tok.special_mask[1:-1])
+    assert tok.ids[:-1] == full[: bundled.max_tokens - 1]
+
+
+def test_error_policy_raises_input_too_long(bundled: bertscope.Model) -> None:
+    with pytest.raises(bertscope.InputTooLong, match="256"):
+        bundled.tokenize(LONG_TEXT, long="error")
+    assert bundled.tokenize("a short text", long="error").n_dropped == 0
+
+
+@pytest.mark.parametrize(("max_tokens", "stride"), [(16, None), (16, 5), (256, None)])
+def test_windows_cover_every_content_token(bundled: bertscope.Model, max_tokens: int, stride: int | None) -> None:
+    tok = bundled.tokenize(_distinct_words(150), long="window")
+    assert tok.n_dropped == 0 and len(tok) > 256
+    content = tok.ids[1:-1]
+    windows = tok.windows(max_tokens, stride)
+    assert len(windows) > 1
+    covered: set[int] = set()
+    for window in windows:
+        assert len(window.ids) <= max_tokens
+        assert window.ids[0] == tok.ids[0] and window.ids[-1] == tok.ids[-1]
+        assert window.n_prefix == 1
+        assert window.ids[1:-1] == content[window.content_start : window.content_stop]
+        covered.update(range(window.content_start, window.content_stop))
+    assert covered == set(range(len(content)))
+    if stride is not None:
+        starts = [w.content_start for w in windows]
+        assert all(b - a <= stride for a, b in zip(starts, starts[1:], strict=False))
+
+
+def test_short_text_is_one_window(bundled: bertscope.Model) -> None:
+    tok = bundled.tokenize("I like eating bread")
+    (window,) = tok.windows(bundled.max_tokens)
+    assert window.ids == tok.ids
+    assert (window.content_start, window.content_stop) == (0, 4)
+
+
+@pytest.mark.parametrize("bad", ["", "   \n\t", ["fine", 3], [], ["ok", ""], b"bytes"])
+def test_bad_input_raises_invalid_input(bundled: bertscope.Model, bad: object) -> None:
+    with pytest.raises(bertscope.InvalidInput):
+        bundled.tokenize(bad)  # type: ignore[arg-type]
+
+
+def test_bad_input_message_names_the_item(bundled: bertscope.Model) -> None:
+    with pytest.raises(bertscope.InvalidInput, match="text 1 is a int"):
+        bundled.tokenize(["fine", 3])  # type: ignore[list-item]
+    with pytest.raises(bertscope.InvalidInput, match="no texts"):
+        bundled.tokenize([])
+
+
+def test_unknown_long_policy_is_invalid_spec(bundled: bertscope.Model) -> None:
+    with pytest.raises(bertscope.InvalidSpec):
+        bundled.tokenize("a cat", long="chop")
