@@ -352,7 +352,7 @@ def test_long_error_raises(bundled: bertscope.Model) -> None:
 
 
 def test_window_gives_a_vector_for_every_token(bundled: bertscope.Model) -> None:
-    text = LONG_PARAGRAPH * 19
+    text = LONG_PARAGRAPH * 15
     full = bundled.tokenize(text, long="window")
     assert 2.2 * 256 < len(full) < 2.8 * 256
     window = bundled.embed_tokens(text, long="window")[0]
@@ -480,8 +480,9 @@ def test_bad_texts_raise_invalid_input(bundled: bertscope.Model, texts: Any, nee
 def test_bfloat16_stays_close_to_float32(bundled: bertscope.Model) -> None:
     bf16 = bertscope.load(device="cpu", dtype="bfloat16")
     assert bf16.info().dtype == "bfloat16"
-    low = bf16.embed(SENTENCES).vectors
-    high = bundled.embed(SENTENCES).vectors
+    texts = SENTENCES[:-1]  # short ones: bfloat16 matmuls are slow on CPU
+    low = bf16.embed(texts).vectors
+    high = bundled.embed(texts).vectors
     assert low.dtype == np.float32 and low.shape == high.shape
     assert _cosine_rows(low, high).min() >= 0.999
     assert not np.array_equal(low, high)

@@ -85,12 +85,14 @@ def test_static_neighbors_are_the_true_nearest(bundled: bertscope.Model) -> None
     assert [n.id for n in found] == list(np.argsort(-all_cos)[:10])
 
 
-def test_static_neighbors_can_include_specials(bundled: bertscope.Model) -> None:
-    cls_id = bundled.vocab["[CLS]"]
-    plain = bundled.static_neighbors("[CLS]", k=5)
-    assert all(n.id != cls_id for n in plain)
-    with_special = bundled.static_neighbors("[SEP]", k=50, include_special=True)
-    assert any(n.id in bundled.loaded.tokenizer.all_special_ids for n in with_special)
+def test_static_neighbors_of_a_vector_leave_specials_out_unless_asked(bundled: bertscope.Model) -> None:
+    mask_id = bundled.vocab["[MASK]"]
+    query = _weight(bundled)[mask_id]
+    plain = bundled.static_neighbors(query, k=5)
+    assert all(n.id not in bundled.loaded.tokenizer.all_special_ids for n in plain)
+    with_special = bundled.static_neighbors(query, k=5, include_special=True)
+    assert (with_special[0].token, with_special[0].id) == ("[MASK]", mask_id)
+    assert with_special[0].cosine == pytest.approx(1.0, abs=1e-6)
 
 
 def test_unknown_piece_points_to_static_word(bundled: bertscope.Model) -> None:
@@ -159,6 +161,8 @@ def test_export_projector_round_trips(tiny_models: dict[str, bertscope.Model], t
     np.testing.assert_allclose(vectors, weight, rtol=0, atol=1e-6)
 
 
-def test_export_unknown_format_is_invalid_spec(tiny_models: dict[str, bertscope.Model], tmp_path: Path) -> None:
+def test_export_unknown_format_is_invalid_spec(
+    tiny_models: dict[str, bertscope.Model], tmp_path: Path
+) -> None:
     with pytest.raises(bertscope.InvalidSpec, match="word2vec"):
         tiny_models["bert"].export_static(tmp_path / "x", format="glove")

@@ -79,7 +79,9 @@ def test_error_policy_raises_input_too_long(bundled: bertscope.Model) -> None:
 
 
 @pytest.mark.parametrize(("max_tokens", "stride"), [(16, None), (16, 5), (256, None)])
-def test_windows_cover_every_content_token(bundled: bertscope.Model, max_tokens: int, stride: int | None) -> None:
+def test_windows_cover_every_content_token(
+    bundled: bertscope.Model, max_tokens: int, stride: int | None
+) -> None:
     tok = bundled.tokenize(_distinct_words(150), long="window")
     assert tok.n_dropped == 0 and len(tok) > 256
     content = tok.ids[1:-1]

@@ -27,7 +27,8 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="markdown",
 )
-out = Console(soft_wrap=True)
+# Piped output keeps whole columns instead of wrapping to a guessed 80-character terminal.
+out = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True, soft_wrap=True)
 _state = {"debug": os.environ.get("BERTSCOPE_DEBUG", "") not in ("", "0")}
 
@@ -245,7 +246,7 @@ def anatomy(
         })
         return
     table = Table(title=f"embedding layer of {text!r}: the norm of each step's vector")
-    shown = [s for s in steps if not (s == "encoder_input" and a.encoder_input is a.normalized)]
+    shown = [s for s in steps if not (s == "encoder_input" and "projection" in a.lacks)]
     labels = {"token_type": "segment", "normalized": "LayerNorm", "encoder_input": "enc. input"}
     for col in ("token", "id", "pos", *(labels.get(s, s) for s in shown), "rebuild err"):
         table.add_column(col, justify="right")

@@ -1,0 +1,153 @@
+"""The embedding layer taken apart, per family, checked against the plain Hugging Face forward."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+import bertscope
+from tiny_models import FAMILIES
+
+TEXTS = ["I like eating bread", "a cat", "tokenization"]
+ROBERTA_STYLE = {"roberta", "xlm-roberta", "mpnet"}
+
+
+def _hf_layer0(folder: Path, texts: list[str]) -> list[np.ndarray]:
+    """Each text's hidden_states[0] from a plain transformers forward of a padded batch, pad trimmed."""
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    model = transformers.AutoModel.from_pretrained(folder).eval()
+    batch = tokenizer(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        layer0 = model(**batch, output_hidden_states=True).hidden_states[0]
+    lengths = batch["attention_mask"].sum(dim=1).tolist()
+    return [layer0[i, :n].numpy() for i, n in enumerate(lengths)]
+
+
+def _expected_positions(family: str, n: int, pad_id: int) -> list[int]:
+    """The position ids the family's model uses for n real tokens."""
+    if family in ROBERTA_STYLE:
+        return list(range(pad_id + 1, pad_id + 1 + n))
+    return list(range(n))
+
+
+@pytest.fixture(scope="module")
+def anatomies(tiny_models: dict[str, bertscope.Model]) -> dict[str, list[bertscope.Anatomy]]:
+    """The padded-batch anatomy of TEXTS for every tiny family model."""
+    return {family: model.anatomy(TEXTS) for family, model in tiny_models.items()}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_rebuild_matches_the_models_own_layer0(
+    family: str, anatomies: dict[str, list[bertscope.Anatomy]], tiny_dirs: dict[str, Path]
+) -> None:
+    result = anatomies[family]
+    assert [a.tokens.text for a in result] == TEXTS
+    lengths = {len(a.tokens) for a in result}
+    assert len(lengths) > 1, "the batch must need padding"
+    reference = _hf_layer0(tiny_dirs[family], TEXTS)
+    for anatomy, hf_row in zip(result, reference, strict=True):
+        assert anatomy.max_abs_error < 1e-5
+        assert anatomy.encoder_input.shape == hf_row.shape
+        np.testing.assert_allclose(anatomy.encoder_input, hf_row, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(anatomy.model_output, hf_row, rtol=0, atol=1e-5)
+        assert anatomy.n_dropped == 0
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_parts_are_the_models_own_rows(
+    family: str, anatomies: dict[str, list[bertscope.Anatomy]], tiny_models: dict[str, bertscope.Model]
+) -> None:
+    model = tiny_models[family]
+    emb = model.hf_model.embeddings
+    word_table = emb.word_embeddings.weight.detach().numpy()
+    for anatomy in anatomies[family]:
+        tok = anatomy.tokens
+        np.testing.assert_array_equal(anatomy.word, word_table[tok.ids])
+        expected = anatomy.word
+        if anatomy.position is not None:
+            positions = _expected_positions(family, len(tok), model.pad_id)
+            assert anatomy.position_ids == positions
+            np.testing.assert_array_equal(
+                anatomy.position, emb.position_embeddings.weight.detach().numpy()[positions]
+            )
+            expected = expected + anatomy.position
+        if anatomy.token_type is not None:
+            type_table = emb.token_type_embeddings.weight.detach().numpy()
+            np.testing.assert_array_equal(anatomy.token_type, type_table[tok.type_ids])
+            expected = expected + anatomy.token_type
+        np.testing.assert_array_equal(anatomy.summed, expected)
+
+
+@pytest.mark.parametrize("family", sorted(ROBERTA_STYLE))
+def test_roberta_style_positions_start_after_pad(
+    family: str, anatomies: dict[str, list[bertscope.Anatomy]], tiny_models: dict[str, bertscope.Model]
+) -> None:
+    assert tiny_models[family].pad_id == 1
+    for anatomy in anatomies[family]:
+        assert anatomy.position_ids[0] == 2
+        assert anatomy.position_ids == list(range(2, 2 + len(anatomy.tokens)))
+
+
+def test_bert_positions_count_from_zero(anatomies: dict[str, list[bertscope.Anatomy]]) -> None:
+    for anatomy in anatomies["bert"]:
+        assert anatomy.position_ids == list(range(len(anatomy.tokens)))
+        assert anatomy.token_type is not None and "token_type" not in anatomy.lacks
+
+
+def test_deberta_v2_lacks_position(anatomies: dict[str, list[bertscope.Anatomy]]) -> None:
+    for anatomy in anatomies["deberta-v2"]:
+        assert "position" in anatomy.lacks
+        assert anatomy.position is None and anatomy.position_ids == []
+
+
+def test_distilbert_lacks_token_type(anatomies: dict[str, list[bertscope.Anatomy]]) -> None:
+    for anatomy in anatomies["distilbert"]:
+        assert "token_type" in anatomy.lacks and anatomy.token_type is None
+        assert "position" not in anatomy.lacks
+
+
+@pytest.mark.parametrize("family", ["albert", "electra"])
+def test_projection_widens_16_to_32(family: str, anatomies: dict[str, list[bertscope.Anatomy]]) -> None:
+    for anatomy in anatomies[family]:
+        n = len(anatomy.tokens)
+        assert "projection" not in anatomy.lacks
+        assert anatomy.word.shape == (n, 16)
+        assert anatomy.summed.shape == (n, 16)
+        assert anatomy.encoder_input.shape == (n, 32)
+        if anatomy.projected is not None:
+            assert anatomy.projected.shape == (n, 32)
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2", "mpnet"])
+def test_no_projection_keeps_the_width(family: str, anatomies: dict[str, list[bertscope.Anatomy]]) -> None:
+    for anatomy in anatomies[family]:
+        assert "projection" in anatomy.lacks and anatomy.projected is None
+        np.testing.assert_array_equal(anatomy.encoder_input, anatomy.normalized)
+
+
+def test_single_text_gives_one_anatomy(tiny_models: dict[str, bertscope.Model]) -> None:
+    anatomy = tiny_models["bert"].anatomy("a cat")
+    assert isinstance(anatomy, bertscope.Anatomy)
+    assert anatomy.tokens.tokens == ["[CLS]", "a", "cat", "[SEP]"]
+
+
+def test_bundled_rebuild_is_exact(bundled: bertscope.Model, bundled_path: Path) -> None:
+    anatomy = bundled.anatomy("I am Sinan")
+    assert anatomy.max_abs_error < 1e-5
+    assert anatomy.word.shape == anatomy.encoder_input.shape == (len(anatomy.tokens), 384)
+    (reference,) = _hf_layer0(bundled_path, ["I am Sinan"])
+    np.testing.assert_allclose(anatomy.encoder_input, reference, rtol=0, atol=1e-5)
+
+
+def test_bundled_long_text_reports_dropped_tokens(bundled: bertscope.Model) -> None:
+    # 300 single-piece words + [CLS] + [SEP] = 302 tokens; the bundled model takes 256.
+    anatomy = bundled.anatomy("bread " * 300)
+    assert bundled.max_tokens == 256
+    assert anatomy.n_dropped == 302 - 256
+    assert anatomy.encoder_input.shape == (256, 384)
+    assert anatomy.tokens.tokens[-1] == "[SEP]"
+    assert anatomy.max_abs_error < 1e-5

@@ -1,0 +1,136 @@
+"""The command line, run as a user runs it: outputs, --json, exit codes and one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from bertscope.cli import app
+
+runner = CliRunner()
+
+
+def run_ok(*args: str) -> str:
+    """Invoke the app in-process and return stdout, failing the test on a non-zero exit."""
+    result = runner.invoke(app, list(args))
+    assert result.exit_code == 0, (result.output, result.exception)
+    return result.stdout
+
+
+def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `python -m bertscope` in a subprocess, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "bertscope", *args], capture_output=True, text=True, input=stdin, timeout=300
+    )
+
+
+def test_info_json_describes_the_bundled_model() -> None:
+    info = json.loads(run_ok("info", "--json"))
+    assert info["family"] == "bert" and info["layers"] == 6 and info["hidden_size"] == 384
+    assert info["vocab_size"] == 30522 and info["pooling"] == "mean" and info["normalize"] is True
+
+
+def test_tokens_table_and_json() -> None:
+    table = run_ok("tokens", "I like eating bread")
+    assert "7852" in table and "[CLS]" in table
+    records = json.loads(run_ok("tokens", "I like eating bread", "--json"))[0]["tokens"]
+    bread = [r for r in records if r["token"] == "bread"][0]
+    assert bread["id"] == 7852 and (bread["start"], bread["end"]) == (14, 19)
+
+
+def test_tokens_pad_shows_the_batch_the_model_receives() -> None:
+    batch = json.loads(run_ok("tokens", "a", "b c d", "--pad", "--json"))
+    assert batch["attention_mask"] == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]
+    assert batch["input_ids"][0][-2:] == [batch["pad_id"]] * 2
+
+
+def test_static_neighbors_and_ids(bundled) -> None:
+    records = json.loads(run_ok("static", "bread", "cake", "--neighbors", "3", "--json"))
+    assert [r["id"] for r in records] == [7852, 9850]
+    assert len(records[0]["neighbors"]) == 3
+    np.testing.assert_array_equal(np.array(records[0]["vector"], dtype=np.float32), bundled.static("bread")[0])
+    by_id = json.loads(run_ok("static", "--ids", "7852", "--json"))
+    assert by_id[0]["token"] == "bread"
+
+
+def test_static_export_word2vec(tmp_path: Path) -> None:
+    target = tmp_path / "vocab.vec"
+    run_ok("static", "--export", str(target), "--format", "word2vec")
+    with target.open() as handle:
+        assert handle.readline().split() == ["30522", "384"]
+
+
+def test_anatomy_prints_the_proof_line() -> None:
+    text = run_ok("anatomy", "I am Sinan")
+    assert "proof: LayerNorm(word + position + token_type)" in text and "holds" in text
+    data = json.loads(run_ok("anatomy", "I am Sinan", "--json"))
+    assert data["max_abs_error"] < 1e-5 and data["tokens"][0] == "[CLS]"
+
+
+def test_embed_json_and_npy(tmp_path: Path, bundled) -> None:
+    texts = ["I like eating bread", "The banana bread was horrible"]
+    data = json.loads(run_ok("embed", *texts, "--layers", "-2", "--pooling", "mean", "--json"))
+    expected = bundled.embed(texts, layers="-2", pooling="mean").vectors
+    np.testing.assert_allclose(np.array(data["vectors"]), expected, atol=1e-6)
+    source = tmp_path / "texts.txt"
+    source.write_text("\n".join(texts) + "\n")
+    target = tmp_path / "vectors.npy"
+    run_ok("embed", "-i", str(source), "-o", str(target))
+    np.testing.assert_allclose(np.load(target), bundled.embed(texts).vectors, atol=1e-6)
+
+
+def test_embed_tokens_and_words() -> None:
+    tokens = json.loads(run_ok("embed", "tokenization rocks", "--tokens", "--layers", "0", "--json"))[0]
+    assert tokens["tokens"] == ["[CLS]", "token", "##ization", "rocks", "[SEP]"]
+    words = json.loads(run_ok("embed", "tokenization rocks", "--words", "--json"))[0]
+    assert words["words"] == ["tokenization", "rocks"] and len(words["vectors"]) == 2
+
+
+def test_similarity_matrix() -> None:
+    data = json.loads(run_ok("similarity", "a cat", "a dog", "a car", "--json"))
+    matrix = np.array(data["cosine"])
+    assert matrix.shape == (3, 3) and np.allclose(np.diag(matrix), 1.0, atol=1e-5)
+    assert matrix[0, 1] > matrix[0, 2]
+
+
+def test_embed_from_stdin_warns_once_on_truncation() -> None:
+    long_text = "word " * 400
+    result = run_cli("embed", "-i", "-", "--json", stdin=f"short text\n{long_text}\n")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["truncated"][1] == 400 + 2 - 256
+    assert result.stderr.count("truncated") == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["info", "--model", "/no/such/folder"], "does not exist"),
+        (["embed", "a text", "--layers", "9"], "layer 9 does not exist"),
+        (["embed", "a text", "--pooling", "median"], "choose one of"),
+        (["anatomy", ""], "empty"),
+        (["static", "zzzqqq"], "static_word"),
+        (["static", "--ids", "999999"], "out of range"),
+        (["embed", "-i", "/no/such/file.txt"], "no such file"),
+    ],
+)
+def test_bad_input_is_one_line_without_traceback(args: list[str], needle: str) -> None:
+    result = run_cli(*args)
+    assert result.returncode == 1
+    assert result.stderr.startswith("error: ") and needle in result.stderr
+    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+
+
+def test_debug_shows_the_traceback() -> None:
+    result = run_cli("--debug", "info", "--model", "/no/such/folder")
+    assert result.returncode != 0 and "Traceback" in result.stderr
+
+
+def test_env_var_sets_the_default_model(tiny_dirs) -> None:
+    result = runner.invoke(app, ["info", "--json"], env={"BERTSCOPE_MODEL": str(tiny_dirs["roberta"])})
+    assert result.exit_code == 0 and json.loads(result.stdout)["family"] == "roberta"
