@@ -132,6 +132,18 @@ class Engine:
             )
             start += len(chunk)
 
+    def sentences_once(
+        self, texts: Sequence[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
+    ) -> SentenceEmbeddings:
+        """Sentence vectors for a whole list at once, in input order."""
+        parts = list(self.sentences(texts, spec, on_batch=on_batch))
+        return SentenceEmbeddings(
+            vectors=np.concatenate([p.vectors for p in parts]),
+            n_tokens=np.concatenate([p.n_tokens for p in parts]),
+            truncated=np.concatenate([p.truncated for p in parts]),
+            spec=spec.as_dict(),
+        )
+
     def token_matrices(
         self, texts: Iterable[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
     ) -> Iterator[tuple[Tokens, np.ndarray]]:

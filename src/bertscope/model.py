@@ -241,13 +241,9 @@ class Model:
     def embed(self, texts: str | Sequence[str], *, progress: bool | None = None, **options: Any) -> SentenceEmbeddings:
         """Sentence vectors (n, d) float32 for texts, any layers, any pooling; see `spec` for options."""
         items = check_texts(texts)
-        parts = list(self.iter_embed(items, progress=progress, total=len(items), **options))
-        return SentenceEmbeddings(
-            vectors=np.concatenate([p.vectors for p in parts]),
-            n_tokens=np.concatenate([p.n_tokens for p in parts]),
-            truncated=np.concatenate([p.truncated for p in parts]),
-            spec=parts[0].spec,
-        )
+        spec = self.spec(**options)
+        with progress_callback(len(items), enabled=progress) as on_batch:
+            return self.engine.sentences_once(items, spec, on_batch=on_batch)
 
     def embed_tokens(
         self,

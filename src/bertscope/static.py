@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -153,9 +154,11 @@ def export(model: Model, path: str | Path, fmt: ExportFormat | str = ExportForma
         with path.open("w", encoding="utf-8") as out:
             out.write(f"{rows} {dim}\n")
             for names, block in _rows_in_chunks(model):
-                for name, row in zip(names, block, strict=True):
-                    # word2vec text splits on spaces: a piece holding one would shift every column.
-                    out.write(name.replace(" ", "\u2581") + " " + " ".join(f"{v:.7g}" for v in row) + "\n")
+                text = io.StringIO()
+                np.savetxt(text, block, fmt="%.7g")
+                # word2vec text splits on spaces: a piece holding one would shift every column.
+                for name, row in zip(names, text.getvalue().splitlines(), strict=True):
+                    out.write(name.replace(" ", "\u2581") + " " + row + "\n")
         return [path]
     if fmt is ExportFormat.NPY:
         vocab_path = path.with_suffix(".vocab.txt")

@@ -68,18 +68,21 @@ class Tokens:
         if step < 1 or step > width:
             raise InvalidInput(f"window stride must be between 1 and {width} tokens, got {stride}")
         starts = [0] if n_content <= width else list(range(0, n_content - width, step)) + [n_content - width]
-        return [
-            Window(
-                ids=self.ids[:head] + self.ids[head + s : head + s + width] + self.ids[len(self) - tail :],
-                type_ids=self.type_ids[:head]
-                + self.type_ids[head + s : head + s + width]
-                + self.type_ids[len(self) - tail :],
-                content_start=s,
-                content_stop=min(n_content, s + width),
-                n_prefix=head,
+        windows = []
+        for start in starts:
+            stop = min(n_content, start + width)
+            inner = slice(head + start, head + stop)
+            closing = slice(len(self) - tail, len(self))
+            windows.append(
+                Window(
+                    ids=self.ids[:head] + self.ids[inner] + self.ids[closing],
+                    type_ids=self.type_ids[:head] + self.type_ids[inner] + self.type_ids[closing],
+                    content_start=start,
+                    content_stop=stop,
+                    n_prefix=head,
+                )
             )
-            for s in starts
-        ]
+        return windows
 
     def _take(self, index: list[int], *, n_dropped: int) -> Tokens:
         return replace(
