@@ -19,6 +19,10 @@ from .errors import (
     UnsupportedArchitecture,
 )
 from .families import SUPPORTED
+from .io.job import JobInterrupted, JobSummary, embed_corpus
+from .io.sqlite_store import list_collections
+from .io.stores import search
+from .similarity import Hit, cos_sim, pairwise_cos_sim
 from .model import Model, ModelInfo, load
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .static import Neighbor, StaticWord
@@ -28,6 +32,14 @@ __version__ = "0.1.0"
 
 __all__ = [
     "load",
+    "embed_corpus",
+    "search",
+    "list_collections",
+    "cos_sim",
+    "pairwise_cos_sim",
+    "Hit",
+    "JobSummary",
+    "JobInterrupted",
     "Model",
     "ModelInfo",
     "Tokens",

@@ -273,8 +273,13 @@ def anatomy(
 
 def main() -> None:
     """Entry point: run the app, turning bertscope errors into one line on stderr."""
+    from .io.job import JobInterrupted
+
     try:
         app()
+    except JobInterrupted as exc:
+        err.print(f"stopped: {exc}", highlight=False)
+        sys.exit(130)
     except BertscopeError as exc:
         if _state["debug"]:
             raise
@@ -285,4 +290,5 @@ def main() -> None:
         sys.exit(130)
 
 
+from . import cli_corpus as _cli_corpus  # noqa: E402,F401  (registers similar and collections)
 from . import cli_embed as _cli_embed  # noqa: E402,F401  (registers embed and similarity)

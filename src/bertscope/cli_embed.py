@@ -40,7 +40,16 @@ MaskSpecialOpt = Annotated[bool, typer.Option("--mask-special", help="Leave [CLS
 def embed(
     texts: Annotated[list[str] | None, typer.Argument(help="Texts to embed.")] = None,
     input_path: Annotated[str | None, typer.Option("--input", "-i", help="Read texts, one per line (- for stdin).")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write vectors to a .npy file.")] = None,
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to .parquet, .npy or .db (a corpus job).")] = None,
+    text_field: Annotated[str, typer.Option("--text-field", "--text-column", help="Text field (jsonl/csv/parquet).")] = "text",
+    id_field: Annotated[str | None, typer.Option("--id-field", "--id-column", help="Id field (default: line/row number).")] = None,
+    collection: Annotated[str | None, typer.Option("--collection", "-c", help="Collection name in a .db store.")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted job.")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output.")] = False,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Set malformed records aside in OUTPUT.rejects.")] = False,
+    no_text: Annotated[bool, typer.Option("--no-text", help="Do not store the texts with the vectors.")] = False,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per saved batch.")] = 1024,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no summary.")] = False,
     layers: LayersOpt = None,
     combine: CombineOpt = "mean",
     pooling: PoolingOpt = "auto",
@@ -59,10 +68,20 @@ def embed(
     """Contextual vectors of any layer, pooled per text (default), per token or per word.
 
     Examples: `bertscope embed "I like eating bread" --layers -2 --pooling mean`,
-    `bertscope embed -i texts.txt -o vectors.npy`, `bertscope embed "a cat" --tokens --layers 0,6`
+    `bertscope embed -i corpus.txt -o corpus.parquet`,
+    `bertscope embed -i docs.jsonl --text-field body --id-field id -o docs.db --collection news`,
+    `bertscope embed "a cat" --tokens --layers 0,6`
     """
     if tokens and words:
         raise InvalidInput("choose one of --tokens and --words")
+    if output is not None and not (tokens or words):
+        from .cli_corpus import run_job
+
+        run_job(texts, input_path, output, quiet=quiet, model=_load(model, device, dtype), text_field=text_field,
+                id_field=id_field, collection=collection, resume=resume, overwrite=overwrite, skip_bad=skip_bad,
+                keep_text=not no_text, batch_size=batch_size, layers=layers, combine=combine, pooling=pooling,
+                mask_special=mask_special, normalize=normalize, long=long, stride=stride)
+        return
     items = _read_texts(texts, input_path)
     m = _load(model, device, dtype)
     if tokens or words:
@@ -74,10 +93,6 @@ def embed(
     if result.n_truncated:
         err.print(f"[yellow]warning:[/] {result.n_truncated} text(s) longer than {m.max_tokens} tokens were "
                   f"truncated ({int(result.truncated.sum())} tokens dropped); --long window keeps them all")
-    if output is not None:
-        _save_npy(output, result.vectors)
-        err.print(f"wrote {len(result)} vectors of {result.vectors.shape[1]} dims to {output}")
-        return
     if as_json:
         _emit_json({"vectors": result.vectors, "n_tokens": result.n_tokens, "truncated": result.truncated,
                     "spec": result.spec})

@@ -1,0 +1,167 @@
+"""A resumable corpus job: read -> embed (the one engine) -> write, in batches, streaming."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+from ..errors import BertscopeError, CorpusError
+from .readers import Record, Rejects, read_corpus
+from .sinks import open_sink
+
+__all__ = ["JobSummary", "JobInterrupted", "embed_corpus", "job_settings"]
+
+
+class JobInterrupted(BertscopeError):
+    """The job stopped on Ctrl-C after saving its last whole batch; `--resume` continues it."""
+
+
+@dataclass
+class JobSummary:
+    """What a corpus job did: texts embedded, skipped and reused, tokens, truncations, time, files."""
+
+    output: Path
+    files: list[Path] = field(default_factory=list)
+    embedded: int = 0
+    resumed_from: int = 0
+    reused: int = 0
+    already: int = 0
+    empty: int = 0
+    rejected: int = 0
+    tokens: int = 0
+    truncated: int = 0
+    seconds: float = 0.0
+    rejects_file: Path | None = None
+
+    def line(self) -> str:
+        """The one-line summary printed at the end of a job."""
+        parts = [f"{self.embedded} texts embedded", f"{self.tokens} tokens", f"{self.truncated} truncated"]
+        if self.resumed_from:
+            parts.append(f"{self.resumed_from} already done")
+        if self.already:
+            parts.append(f"{self.already} already stored")
+        if self.reused:
+            parts.append(f"{self.reused} reused by content hash")
+        if self.empty:
+            parts.append(f"{self.empty} empty skipped")
+        if self.rejected:
+            parts.append(f"{self.rejected} rejected (see {self.rejects_file})")
+        rate = self.embedded / self.seconds if self.seconds else 0.0
+        return f"{', '.join(parts)} in {self.seconds:.1f}s ({rate:.0f} texts/s) -> {self.output}"
+
+
+def job_settings(model: Any, spec_dict: dict[str, Any], model_arg: str | None) -> dict[str, Any]:
+    """The provenance stored with every output: model, how to reload it, dtype and the embedding spec."""
+    info = model.info()
+    settings = {"model": info.source, "model_arg": model_arg, "dtype": info.dtype, **spec_dict}
+    # The JSON round trip makes what is compared now equal what was stored (tuples become lists).
+    return json.loads(json.dumps(settings))
+
+
+def embed_corpus(
+    input_path: str | Path | list[str],
+    output: str | Path,
+    *,
+    model: Any = None,
+    text_field: str = "text",
+    id_field: str | None = None,
+    collection: str | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    skip_bad: bool = False,
+    keep_text: bool = True,
+    batch_size: int = 1024,
+    progress: bool | None = None,
+    **options: Any,
+) -> JobSummary:
+    """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded."""
+    from ..model import Model, load
+    from ..progress import progress_callback
+
+    model_arg = None if model is None or isinstance(model, Model) else str(model)
+    m = model if isinstance(model, Model) else load(model_arg)
+    spec = m.spec(**options)
+    settings = job_settings(m, spec.as_dict(), model_arg if not isinstance(model, Model) else _arg_of(m))
+    rejects = Rejects()
+    records = read_corpus(input_path, text_field=text_field, id_field=id_field, skip_bad=skip_bad, rejects=rejects)
+    sink = open_sink(output, settings=settings, collection=collection, resume=resume, overwrite=overwrite,
+                     keep_text=keep_text)
+    summary = JobSummary(output=Path(output), resumed_from=sink.done if resume else 0)
+    if sink.done and resume and not hasattr(sink, "collection"):
+        records = _skip(records, sink.done, input_path)
+    start = time.perf_counter()
+    with _stop_on_interrupt() as stop, progress_callback(None, enabled=progress) as on_batch:
+        for batch in _batches(records, batch_size):
+            todo = sink.pending(batch)
+            if todo:
+                result = m.engine.sentences_once([r.text for r in todo], spec, on_batch=on_batch)
+                sink.write(todo, result.vectors, result.n_tokens, result.truncated)
+                summary.embedded += len(todo)
+                summary.tokens += int(result.n_tokens.sum())
+                summary.truncated += result.n_truncated
+            if stop.is_set():
+                summary.seconds = time.perf_counter() - start
+                raise JobInterrupted(
+                    f"interrupted after {summary.embedded} texts; everything up to there is saved. "
+                    "Run the same command with --resume to continue"
+                )
+    summary.files = sink.finish()
+    summary.seconds = time.perf_counter() - start
+    summary.reused = getattr(sink, "reused", 0)
+    summary.already = getattr(sink, "already", 0)
+    summary.empty = rejects.empty
+    summary.rejected = len(rejects.bad)
+    if rejects.bad:
+        summary.rejects_file = Path(str(output) + ".rejects")
+        summary.rejects_file.write_text("".join(line + "\n" for line in rejects.bad))
+    return summary
+
+
+def _arg_of(model: Any) -> str | None:
+    from ..loading import DEFAULT_MODEL
+
+    return None if model.loaded.source == DEFAULT_MODEL else model.loaded.source
+
+
+def _batches(records: Iterator[Record], size: int) -> Iterator[list[Record]]:
+    while batch := list(islice(records, size)):
+        yield batch
+
+
+def _skip(records: Iterator[Record], count: int, source: object) -> Iterator[Record]:
+    for skipped, _ in enumerate(islice(records, count), 1):
+        pass
+    else:
+        skipped = 0
+    if count and skipped < count:
+        raise CorpusError(f"{source} has fewer texts ({skipped}) than the unfinished job already wrote ({count})")
+    yield from records
+
+
+class _stop_on_interrupt:
+    """Turn the first Ctrl-C into a flag checked between batches (a second one stops at once)."""
+
+    def __enter__(self) -> threading.Event:
+        self.event = threading.Event()
+        self.previous = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.getsignal(signal.SIGINT)
+
+            def handler(signum: int, frame: Any) -> None:
+                if self.event.is_set():
+                    raise KeyboardInterrupt
+                self.event.set()
+
+            signal.signal(signal.SIGINT, handler)
+        return self.event
+
+    def __exit__(self, *exc: object) -> None:
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)

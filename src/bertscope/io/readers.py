@@ -1,0 +1,173 @@
+"""Streaming corpus readers: one Record at a time, with file:line for every complaint."""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..errors import CorpusError
+
+__all__ = ["Record", "Rejects", "read_corpus", "SUPPORTED_INPUTS"]
+
+SUPPORTED_INPUTS = (".txt", ".jsonl", ".csv", ".tsv", ".parquet", "- (stdin, one text per line)")
+
+
+@dataclass
+class Record:
+    """One text to embed, its id, where it came from (line or row, 1-based) and any extra fields."""
+
+    id: str
+    text: str
+    line: int
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Rejects:
+    """What a reader passed over: malformed records (with --skip-bad) and empty texts."""
+
+    bad: list[str] = field(default_factory=list)
+    empty: int = 0
+
+
+def read_corpus(
+    source: str | Path | list[str],
+    *,
+    text_field: str = "text",
+    id_field: str | None = None,
+    skip_bad: bool = False,
+    rejects: Rejects | None = None,
+) -> Iterator[Record]:
+    """Records of a corpus file (or "-" for stdin); empty texts are skipped and counted in `rejects`.
+
+    The file and its type are checked at once; records are read lazily.
+    """
+    rejects = rejects if rejects is not None else Rejects()
+    name = "<texts>" if isinstance(source, list) else str(source)
+    if isinstance(source, list):
+        records: Iterator[Record] = (Record(str(i), text, i) for i, text in enumerate(source, 1))
+    elif name == "-":
+        records = _lines(sys.stdin, "<stdin>")
+    else:
+        path = Path(name)
+        suffix = path.suffix.lower()
+        if not path.is_file():
+            raise CorpusError(f"cannot read {name}: no such file")
+        if suffix == ".txt":
+            records = _lines(path.open(encoding="utf-8"), name)
+        elif suffix == ".jsonl":
+            records = _jsonl(path, text_field, id_field, skip_bad, rejects)
+        elif suffix in (".csv", ".tsv"):
+            records = _csv(path, text_field, id_field, "\t" if suffix == ".tsv" else ",", skip_bad, rejects)
+        elif suffix == ".parquet":
+            records = _parquet(path, text_field, id_field)
+        else:
+            raise CorpusError(f"{name}: unknown corpus type {suffix or '(none)'}; supported: {', '.join(SUPPORTED_INPUTS)}")
+    return _checked(records, name, rejects)
+
+
+def _checked(records: Iterator[Record], name: str, rejects: Rejects) -> Iterator[Record]:
+    seen: set[str] = set()
+    for record in records:
+        if not record.text.strip():
+            rejects.empty += 1
+            continue
+        if record.id in seen:
+            raise CorpusError(f"{name}:{record.line}: duplicate id {record.id!r}; ids must be unique in a corpus")
+        seen.add(record.id)
+        yield record
+
+
+def _lines(stream: TextIO, name: str) -> Iterator[Record]:
+    with stream:
+        for number, line in enumerate(stream, 1):
+            yield Record(str(number), line.rstrip("\r\n"), number)
+
+
+def _jsonl(path: Path, text_field: str, id_field: str | None, skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
+    with path.open(encoding="utf-8") as stream:
+        for number, line in enumerate(stream, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict):
+                    raise ValueError(f"a JSON {type(row).__name__}, not an object")
+            except ValueError as exc:
+                _bad(f"{path}:{number}: not a JSON object: {exc}", skip_bad, rejects)
+                continue
+            yield from _row_or_reject(row, number, path, text_field, id_field, skip_bad, rejects)
+
+
+def _csv(
+    path: Path, text_field: str, id_field: str | None, delimiter: str, skip_bad: bool, rejects: Rejects
+) -> Iterator[Record]:
+    with path.open(encoding="utf-8", newline="") as stream:
+        reader = csv.reader(stream, delimiter=delimiter)
+        header = next(reader, None)
+        if header is None:
+            return
+        for row in reader:
+            number = reader.line_num
+            if not row:
+                continue
+            if len(row) != len(header):
+                _bad(f"{path}:{number}: {len(row)} fields where the header has {len(header)}", skip_bad, rejects)
+                continue
+            fields = dict(zip(header, row, strict=True))
+            yield from _row_or_reject(fields, number, path, text_field, id_field, skip_bad, rejects)
+
+
+def _parquet(path: Path, text_field: str, id_field: str | None) -> Iterator[Record]:
+    import pyarrow.parquet as pq
+
+    file = pq.ParquetFile(path)
+    columns = file.schema_arrow.names
+    for wanted in (text_field, id_field):
+        if wanted is not None and wanted not in columns:
+            raise CorpusError(f"{path}: no column {wanted!r}; the columns are: {', '.join(columns)}")
+    wanted_columns = [c for c in (text_field, id_field) if c is not None]
+    number = 0
+    for batch in file.iter_batches(columns=wanted_columns, batch_size=4096):
+        for row in batch.to_pylist():
+            number += 1
+            yield _from_row(row, number, path, text_field, id_field)
+
+
+def _row_or_reject(
+    row: dict[str, Any], number: int, path: Path, text_field: str, id_field: str | None, skip_bad: bool,
+    rejects: Rejects,
+) -> Iterator[Record]:
+    try:
+        yield _from_row(row, number, path, text_field, id_field)
+    except CorpusError as exc:
+        _bad(str(exc), skip_bad, rejects)
+
+
+def _from_row(row: dict[str, Any], number: int, path: Path, text_field: str, id_field: str | None) -> Record:
+    if text_field not in row:
+        raise CorpusError(f"{path}:{number}: no field {text_field!r}; the fields are: {', '.join(map(str, row))}")
+    text = row[text_field]
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise CorpusError(f"{path}:{number}: field {text_field!r} is a {type(text).__name__}, not text")
+    if id_field is None:
+        record_id = str(number)
+    elif id_field not in row or row[id_field] is None:
+        raise CorpusError(f"{path}:{number}: no id field {id_field!r}; the fields are: {', '.join(map(str, row))}")
+    else:
+        record_id = str(row[id_field])
+    meta = {k: v for k, v in row.items() if k not in (text_field, id_field)}
+    return Record(record_id, text, number, meta)
+
+
+def _bad(message: str, skip_bad: bool, rejects: Rejects) -> None:
+    if not skip_bad:
+        raise CorpusError(message + " (--skip-bad sets such records aside in a .rejects file)")
+    rejects.bad.append(message)

@@ -1,0 +1,205 @@
+"""The embedded store: SQLite (WAL), several collections per file, float32 blobs, content-hash dedup.
+
+Schema changes are numbered migrations recorded in `PRAGMA user_version`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import CorpusError
+from .readers import Record
+from .sinks import Sink
+
+__all__ = ["SqliteSink", "connect", "content_hash", "list_collections"]
+
+MIGRATIONS = (
+    """
+    CREATE TABLE collections (
+        name TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        settings TEXT NOT NULL,
+        dimension INTEGER NOT NULL,
+        created TEXT NOT NULL
+    );
+    CREATE TABLE embeddings (
+        collection TEXT NOT NULL REFERENCES collections(name) ON DELETE CASCADE,
+        id TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        text TEXT,
+        metadata TEXT,
+        embedding BLOB NOT NULL,
+        n_tokens INTEGER,
+        truncated INTEGER,
+        PRIMARY KEY (collection, id)
+    );
+    CREATE INDEX embeddings_hash ON embeddings (collection, content_hash);
+    """,
+)
+
+
+def connect(path: str | Path) -> sqlite3.Connection:
+    """Open (and migrate) an SQLite store in WAL mode."""
+    db = sqlite3.connect(str(path))
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA foreign_keys=ON")
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > len(MIGRATIONS):
+        raise CorpusError(f"{path} was written by a newer bertscope (schema {version}); upgrade bertscope")
+    for number, script in enumerate(MIGRATIONS[version:], version + 1):
+        with db:
+            db.executescript(script)
+            db.execute(f"PRAGMA user_version = {number}")
+    return db
+
+
+def content_hash(text: str) -> str:
+    """A stable hash of a text's content (same text, same hash)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def to_blob(vector: np.ndarray) -> bytes:
+    """Little-endian float32 bytes of one vector."""
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def from_blob(blob: bytes) -> np.ndarray:
+    """One vector from its float32 blob."""
+    return np.frombuffer(blob, dtype="<f4")
+
+
+def list_collections(path: str | Path) -> list[dict[str, Any]]:
+    """Each collection's name, model, settings, dimension, created time and row count."""
+    if not Path(path).is_file():
+        raise CorpusError(f"cannot read {path}: no such file")
+    db = connect(path)
+    rows = db.execute(
+        "SELECT c.name, c.model, c.settings, c.dimension, c.created, "
+        "(SELECT COUNT(*) FROM embeddings e WHERE e.collection = c.name) FROM collections c ORDER BY c.name"
+    ).fetchall()
+    db.close()
+    keys = ("name", "model", "settings", "dimension", "created", "count")
+    return [dict(zip(keys, (*r[:2], json.loads(r[2]), *r[3:]), strict=True)) for r in rows]
+
+
+class SqliteSink(Sink):
+    """One collection in an SQLite file; a batch is one transaction; same id and text are not redone."""
+
+    def __init__(self, path: Path, *, settings: dict[str, Any], collection: str, overwrite: bool,
+                 keep_text: bool) -> None:
+        self.path = path
+        self.collection = collection
+        self.settings = settings
+        self.keep_text = keep_text
+        self.db = connect(path)
+        if overwrite:
+            with self.db:
+                self.db.execute("DELETE FROM embeddings WHERE collection = ?", (collection,))
+                self.db.execute("DELETE FROM collections WHERE name = ?", (collection,))
+        row = self.db.execute("SELECT model, settings FROM collections WHERE name = ?", (collection,)).fetchone()
+        if row is not None:
+            stored = json.loads(row[1])
+            if stored != settings:
+                changed = sorted(k for k in set(stored) | set(settings) if stored.get(k) != settings.get(k))
+                raise CorpusError(
+                    f"collection {collection!r} in {path} was made with other settings "
+                    f"({', '.join(f'{k}: {stored.get(k)!r} there, {settings.get(k)!r} asked' for k in changed)}); "
+                    "use another --collection, the same options, or --overwrite to replace it"
+                )
+        self.created = row is not None
+        self.done = 0
+        self.reused = 0
+        self.already = 0
+
+    def pending(self, records: list[Record]) -> list[Record]:
+        """Records not yet stored; an id stored with other text is an error, a known text is copied."""
+        if not self.created:
+            return records
+        todo = []
+        copies = []
+        for record in records:
+            digest = content_hash(record.text)
+            row = self.db.execute(
+                "SELECT content_hash FROM embeddings WHERE collection = ? AND id = ?", (self.collection, record.id)
+            ).fetchone()
+            if row is not None:
+                if row[0] != digest:
+                    raise CorpusError(
+                        f"id {record.id!r} (line {record.line}) is already in collection {self.collection!r} with "
+                        "another text; give new ids, or --overwrite to rebuild the collection"
+                    )
+                self.done += 1
+                self.already += 1
+                continue
+            known = self.db.execute(
+                "SELECT embedding, n_tokens, truncated FROM embeddings WHERE collection = ? AND content_hash = ?",
+                (self.collection, digest),
+            ).fetchone()
+            if known is not None:
+                copies.append((record, digest, known))
+            else:
+                todo.append(record)
+        if copies:
+            with self.db:
+                self.db.executemany(
+                    "INSERT INTO embeddings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [self._row(r, d, k[0], k[1], k[2]) for r, d, k in copies],
+                )
+            self.done += len(copies)
+            self.reused += len(copies)
+        return todo
+
+    def _row(self, record: Record, digest: str, blob: bytes, n_tokens: int, truncated: int) -> tuple[Any, ...]:
+        meta = json.dumps(record.meta, default=str) if record.meta else None
+        text = record.text if self.keep_text else None
+        return (self.collection, record.id, digest, text, meta, blob, int(n_tokens), int(truncated))
+
+    def write(self, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray) -> None:
+        """Insert one batch in one transaction (the collection row comes with the first)."""
+        with self.db:
+            if not self.created:
+                self.db.execute(
+                    "INSERT INTO collections VALUES (?, ?, ?, ?, ?)",
+                    (self.collection, str(self.settings.get("model")), json.dumps(self.settings, sort_keys=True),
+                     int(vectors.shape[1]), datetime.now(timezone.utc).isoformat(timespec="seconds")),
+                )
+            self.db.executemany(
+                "INSERT INTO embeddings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    self._row(r, content_hash(r.text), to_blob(v), n, t)
+                    for r, v, n, t in zip(records, vectors, n_tokens, truncated, strict=True)
+                ],
+            )
+        self.created = True
+        self.done += len(records)
+
+    def finish(self) -> list[Path]:
+        """Close the connection (every batch is already committed)."""
+        self.db.close()
+        return [self.path]
+
+
+def iter_vectors(
+    db: sqlite3.Connection, collection: str, chunk: int
+) -> Iterator[tuple[list[str], list[str | None], np.ndarray]]:
+    """(ids, texts, vectors) of a collection, `chunk` rows at a time, in rowid order."""
+    last = -1
+    while True:
+        rows = db.execute(
+            "SELECT rowid, id, text, embedding FROM embeddings WHERE collection = ? AND rowid > ? "
+            "ORDER BY rowid LIMIT ?",
+            (collection, last, chunk),
+        ).fetchall()
+        if not rows:
+            return
+        last = rows[-1][0]
+        vectors = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        yield [r[1] for r in rows], [r[2] for r in rows], vectors

@@ -1,0 +1,146 @@
+"""Reading stored vectors back (Parquet, NumPy, SQLite) in chunks, and searching them exactly."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import CorpusError
+from ..similarity import Hit, TopK
+from .sinks import PARQUET_META_KEY
+
+__all__ = ["Store", "open_store", "search"]
+
+Chunk = tuple[list[str], list[str | None], np.ndarray]
+
+
+@dataclass
+class Store:
+    """A finished output: its settings and a way to read (ids, texts, vectors) in chunks."""
+
+    path: Path
+    collection: str | None
+    settings: dict[str, Any]
+
+    def chunks(self, size: int = 65536) -> Iterator[Chunk]:
+        """(ids, texts, vectors) of every stored row, `size` rows at a time."""
+        suffix = self.path.suffix.lower()
+        if suffix == ".parquet":
+            yield from _parquet_chunks(self.path, size)
+        elif suffix == ".npy":
+            yield from _npy_chunks(self.path, size)
+        else:
+            from .sqlite_store import connect, iter_vectors
+
+            db = connect(self.path)
+            try:
+                yield from iter_vectors(db, str(self.collection), size)
+            finally:
+                db.close()
+
+    def vector_of(self, item_id: str) -> np.ndarray:
+        """The stored vector of one id, or CorpusError if there is none."""
+        for ids, _, vectors in self.chunks():
+            if item_id in ids:
+                return np.array(vectors[ids.index(item_id)])
+        raise CorpusError(f"no id {item_id!r} in {self.path}" + (f" (collection {self.collection!r})"
+                                                                 if self.collection else ""))
+
+
+def open_store(path: str | Path, *, collection: str | None = None) -> Store:
+    """Open a bertscope output for reading; SQLite needs the collection (or has exactly one)."""
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"cannot read {path}: no such file")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        meta = pq.ParquetFile(path).schema_arrow.metadata or {}
+        if PARQUET_META_KEY not in meta:
+            raise CorpusError(f"{path} was not written by bertscope (no settings in its metadata)")
+        return Store(path, None, json.loads(meta[PARQUET_META_KEY]))
+    if suffix == ".npy":
+        settings_path = path.with_suffix(".settings.json")
+        if not settings_path.exists() or not path.with_suffix(".ids.txt").exists():
+            raise CorpusError(f"{path} has no {settings_path.name} / ids file beside it; was it written by bertscope?")
+        return Store(path, None, json.loads(settings_path.read_text()))
+    if suffix in (".db", ".sqlite", ".sqlite3"):
+        from .sqlite_store import list_collections
+
+        available = {c["name"]: c for c in list_collections(path)}
+        if collection is None and len(available) == 1:
+            collection = next(iter(available))
+        if collection not in available:
+            names = ", ".join(available) or "none"
+            raise CorpusError(f"{path} has no collection {collection!r}; its collections: {names}")
+        return Store(path, collection, available[collection]["settings"])
+    raise CorpusError(f"{path}: not a bertscope output (.parquet, .npy or .db)")
+
+
+def search(
+    query: str | np.ndarray | None,
+    store: str | Path | Store,
+    *,
+    collection: str | None = None,
+    k: int = 5,
+    item_id: str | None = None,
+    model: Any = None,
+    chunk_size: int = 65536,
+) -> list[Hit]:
+    """Exact top-k cosine search of a stored output, by a query text, a vector, or a stored id."""
+    if k < 1:
+        raise CorpusError(f"k must be at least 1, got {k}")
+    opened = store if isinstance(store, Store) else open_store(store, collection=collection)
+    if item_id is not None:
+        vector = opened.vector_of(str(item_id))
+    elif isinstance(query, np.ndarray):
+        vector = query
+    elif isinstance(query, str):
+        vector = _embed_query(query, opened.settings, model)
+    else:
+        raise CorpusError("give a query text, a vector, or a stored id to search with")
+    top = TopK(vector, k, exclude=None if item_id is None else str(item_id))
+    for ids, texts, vectors in opened.chunks(chunk_size):
+        top.add(ids, texts, vectors)
+    return top.hits
+
+
+def _embed_query(query: str, settings: dict[str, Any], model: Any) -> np.ndarray:
+    """Embed a query with the same model and settings the store was made with."""
+    from ..model import Model, load
+
+    m = model if isinstance(model, Model) else load(model or settings.get("model_arg"), dtype=settings.get("dtype", "float32"))
+    spec_keys = ("layers", "combine", "pooling", "mask_special", "normalize", "long", "stride")
+    options = {key: settings[key] for key in spec_keys if key in settings}
+    options["layers"] = list(options["layers"]) if "layers" in options else None
+    if options.get("pooling") == "first_last_avg":
+        options.pop("layers")
+    return np.asarray(m.embed([query], **options).vectors[0])
+
+
+def _parquet_chunks(path: Path, size: int) -> Iterator[Chunk]:
+    import pyarrow.parquet as pq
+
+    file = pq.ParquetFile(path)
+    columns = [c for c in ("id", "text", "embedding") if c in file.schema_arrow.names]
+    for batch in file.iter_batches(batch_size=size, columns=columns):
+        embedding = batch.column("embedding")
+        dimension = embedding.type.list_size
+        vectors = embedding.values.to_numpy(zero_copy_only=False).reshape(-1, dimension)
+        ids = batch.column("id").to_pylist()
+        texts = batch.column("text").to_pylist() if "text" in columns else [None] * len(ids)
+        yield ids, texts, vectors
+
+
+def _npy_chunks(path: Path, size: int) -> Iterator[Chunk]:
+    matrix = np.load(path, mmap_mode="r")
+    with path.with_suffix(".ids.txt").open() as ids_file:
+        for start in range(0, matrix.shape[0], size):
+            ids = [ids_file.readline().rstrip("\n") for _ in range(min(size, matrix.shape[0] - start))]
+            yield ids, [None] * len(ids), np.asarray(matrix[start : start + size])

@@ -1,0 +1,56 @@
+"""Cosine similarity: all pairs (`cos_sim`), row with row (`pairwise_cos_sim`), and chunked exact top-k."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["cos_sim", "pairwise_cos_sim", "unit", "Hit", "TopK"]
+
+
+def unit(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero)."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+
+
+def cos_sim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(len(a), len(b)) cosine of every row of a with every row of b."""
+    return unit(np.atleast_2d(a)) @ unit(np.atleast_2d(b)).T
+
+
+def pairwise_cos_sim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(n,) cosine of row i of a with row i of b."""
+    return np.sum(unit(a) * unit(b), axis=-1)
+
+
+@dataclass
+class Hit:
+    """One search result: stored id, its text when stored, and the cosine to the query."""
+
+    id: str
+    score: float
+    text: str | None = None
+
+
+class TopK:
+    """Exact top-k by cosine over vectors that arrive in chunks (memory: one chunk plus k)."""
+
+    def __init__(self, query: np.ndarray, k: int, *, exclude: str | None = None) -> None:
+        self.query = unit(query.reshape(-1))
+        self.k = k
+        self.exclude = exclude
+        self.hits: list[Hit] = []
+
+    def add(self, ids: list[str], texts: Iterable[str | None], vectors: np.ndarray) -> None:
+        """Score one chunk and keep the best k so far."""
+        scores = unit(vectors) @ self.query
+        texts = list(texts)
+        if self.exclude is not None:
+            scores = np.where(np.array(ids) == self.exclude, -np.inf, scores)
+        take = min(self.k, len(scores))
+        best = np.argpartition(-scores, take - 1)[:take] if take else []
+        merged = self.hits + [Hit(ids[i], float(scores[i]), texts[i]) for i in best if scores[i] > -np.inf]
+        self.hits = sorted(merged, key=lambda h: -h.score)[: self.k]
