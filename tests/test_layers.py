@@ -36,7 +36,9 @@ N_LAYERS = 6
         ((1, 2, 3), (1, 2, 3)),
     ],
 )
-def test_parse_layers_gives_absolute_indices(spec: str | int | Sequence[int], expected: tuple[int, ...]) -> None:
+def test_parse_layers_gives_absolute_indices(
+    spec: str | int | Sequence[int], expected: tuple[int, ...]
+) -> None:
     assert parse_layers(spec, N_LAYERS) == expected
 
 
@@ -46,7 +48,9 @@ def test_parse_layers_on_other_depths() -> None:
     assert parse_layers("-4:", 12) == (9, 10, 11, 12)
 
 
-@pytest.mark.parametrize("spec", ["9", "7", "-8", "abc", "1:2:3", "", "1,,2", "1,", "x:2", 9, -8, [0, 9], "3:1"])
+@pytest.mark.parametrize(
+    "spec", ["9", "7", "-8", "abc", "1:2:3", "", "1,,2", "1,", "x:2", 9, -8, [0, 9], "3:1"]
+)
 def test_parse_layers_rejects_bad_specs_naming_the_allowed_range(spec: object) -> None:
     with pytest.raises(bertscope.InvalidSpec) as info:
         parse_layers(spec, N_LAYERS)  # type: ignore[arg-type]

@@ -27,6 +27,8 @@ __all__ = ["EmbedSpec", "Engine"]
 
 OnBatch = Callable[[int, int], None]
 
+_MIN_FILL = 0.7
+
 
 @dataclass(frozen=True)
 class EmbedSpec:
@@ -194,6 +196,7 @@ class Engine:
                 on_batch(len({s.text_index for s in batch}), int(mask.sum()))
             yield batch, hidden, pool_mask
 
+    @torch.inference_mode()
     def _pool(self, hidden: torch.Tensor, mask: torch.Tensor, spec: EmbedSpec) -> np.ndarray:
         dtype = next(self.model.parameters()).dtype
         pooler = self._pooler
@@ -223,13 +226,18 @@ def _windowed(segments: Sequence[_Segment]) -> set[int]:
 
 
 def _batches(segments: Sequence[_Segment], token_budget: int, max_batch: int) -> Iterator[list[_Segment]]:
-    """Longest first, each batch filled while batch size x longest length stays within the budget."""
+    """Longest first, each batch filled while batch size x longest length stays within the budget.
+
+    A batch also closes when the next text is under `_MIN_FILL` of its width, so one long outlier
+    does not pad a batch of short texts to its length.
+    """
     order = sorted(range(len(segments)), key=lambda i: len(segments[i].ids), reverse=True)
     batch: list[_Segment] = []
     for index in order:
         segment = segments[index]
         width = len(batch[0].ids) if batch else len(segment.ids)
-        if batch and ((len(batch) + 1) * width > token_budget or len(batch) >= max_batch):
+        full = (len(batch) + 1) * width > token_budget or len(batch) >= max_batch
+        if batch and (full or len(segment.ids) < _MIN_FILL * width):
             yield batch
             batch = []
         batch.append(segment)
