@@ -136,11 +136,8 @@ def _batches(records: Iterator[Record], size: int) -> Iterator[list[Record]]:
 
 
 def _skip(records: Iterator[Record], count: int, source: object) -> Iterator[Record]:
-    for skipped, _ in enumerate(islice(records, count), 1):
-        pass
-    else:
-        skipped = 0
-    if count and skipped < count:
+    skipped = sum(1 for _ in islice(records, count))
+    if skipped < count:
         raise CorpusError(f"{source} has fewer texts ({skipped}) than the unfinished job already wrote ({count})")
     yield from records
 
