@@ -16,11 +16,16 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+DEMO_DB := demo/news.db
+
 demo: $(STAMP)
+	@mkdir -p demo
 	$(BIN)/bertscope info
-	$(BIN)/bertscope tokens "I like eating bread"
-	$(BIN)/bertscope static bread cake --neighbors 5
-	$(BIN)/bertscope anatomy "I am Sinan"
+	$(BIN)/bertscope embed -i examples/news.txt -o $(DEMO_DB) --collection news --overwrite
+	$(BIN)/bertscope collections $(DEMO_DB)
+	$(BIN)/bertscope similar "a storm hits the coast" --in $(DEMO_DB) --collection news -k 5
+	$(BIN)/bertscope similar "the price of food keeps rising" --in $(DEMO_DB) --collection news -k 5
+	$(BIN)/bertscope anatomy "I like eating bread"
 
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
@@ -36,4 +41,4 @@ bench: $(STAMP)
 	$(BIN)/python bench/bench_engine.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf demo $(VENV) build *.egg-info src/*.egg-info .pytest_cache
