@@ -1,0 +1,333 @@
+"""Which layer and pooling to trust: layer x pooling (x post-processing) sweeps against gold scores,
+word-similarity evaluation per layer, and the Lee document-similarity benchmark.
+
+Every sweep runs the forward once per text: all layers come out of one pass (`layers="all"`, concatenated)
+and every layer x pooling is pooled from those token vectors with `pooling.pool_sentences`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from scipy import stats
+
+from ._enums import LongText, Pooling
+from .errors import CorpusError, InvalidInput, InvalidSpec
+from .layers import LayerSpec, parse_layers
+from .pooling import pool_sentences
+from .post import PostKind, PostProcessor, fit_post
+from .tokens import check_texts
+
+if TYPE_CHECKING:
+    from .model import Model
+
+__all__ = [
+    "SweepResult",
+    "sweep",
+    "evaluate_pairs",
+    "read_pairs",
+    "layer_vectors",
+    "WordEval",
+    "evaluate_words",
+    "word_dataset",
+    "read_word_pairs",
+    "evaluate_docsim",
+    "correlations",
+]
+
+SWEEP_POOLINGS = (Pooling.CLS, Pooling.MEAN, Pooling.MAX, Pooling.MEAN_SQRT_LEN)
+WORD_DATASETS = {"simlex999": "simlex999.txt", "wordsim353": "wordsim353.tsv"}
+
+
+@dataclass
+class SweepResult:
+    """One record per layer x pooling x post: spearman, pearson and n; `best` is the top by spearman."""
+
+    records: list[dict[str, Any]]
+    layers: list[int]
+    poolings: list[str]
+    posts: list[str]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def best(self) -> dict[str, Any]:
+        """The record with the highest Spearman (NaNs, from constant similarities, never win)."""
+        valid = [r for r in self.records if np.isfinite(r["spearman"])]
+        return max(valid or self.records, key=lambda r: r["spearman"] if np.isfinite(r["spearman"]) else -2)
+
+    def grid(self, metric: str = "spearman") -> tuple[list[str], list[int], np.ndarray]:
+        """(row labels pooling[+post], layers, values (rows, layers)) for a heatmap."""
+        rows = [p if post == "none" else f"{p}+{post}" for post in self.posts for p in self.poolings]
+        values = np.full((len(rows), len(self.layers)), np.nan)
+        for r in self.records:
+            label = r["pooling"] if r["post"] == "none" else f"{r['pooling']}+{r['post']}"
+            values[rows.index(label), self.layers.index(r["layer"])] = r[metric]
+        return rows, self.layers, values
+
+    def to_pandas(self) -> Any:
+        """The records as a pandas DataFrame (pandas must be installed)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.records)
+
+
+def read_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
+    """Two texts and a gold score per tab-separated line (a header line and # comments are skipped)."""
+    left, right, gold = [], [], []
+    for number, fields in _tsv(path, 3):
+        try:
+            score = float(fields[2])
+        except ValueError:
+            if number == 1:
+                continue
+            raise CorpusError(f"{path}:{number}: the third field {fields[2]!r} is not a number") from None
+        left.append(fields[0])
+        right.append(fields[1])
+        gold.append(score)
+    if len(gold) < 3:
+        raise CorpusError(f"{path} has {len(gold)} scored pairs; a correlation needs at least 3")
+    return left, right, np.array(gold)
+
+
+def read_word_pairs(path: str | Path) -> list[tuple[str, str, float]]:
+    """Word pairs with a gold score from a tab-separated file (same layout as `read_pairs`)."""
+    left, right, gold = read_pairs(path)
+    return list(zip(left, right, gold.tolist(), strict=True))
+
+
+def _tsv(path: str | Path, width: int) -> Iterator[tuple[int, list[str]]]:
+    path = Path(path)
+    if not path.is_file():
+        raise CorpusError(f"cannot read {path}: no such file")
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip() or line.startswith("#"):
+                continue
+            fields = line.rstrip("\n").split("\t")
+            if len(fields) < width:
+                raise CorpusError(
+                    f"{path}:{number}: expected {width} tab-separated fields, found {len(fields)}"
+                )
+            yield number, fields
+
+
+def correlations(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> dict[str, float]:
+    """Spearman and Pearson of row-wise cosine(a_i, b_i) against gold (NaN when cosines are constant)."""
+    cos = np.sum(_unit(a) * _unit(b), axis=1)
+    if np.ptp(cos) < 1e-9:
+        return {"spearman": float("nan"), "pearson": float("nan")}
+    return {
+        "spearman": float(stats.spearmanr(cos, gold).statistic),
+        "pearson": float(stats.pearsonr(cos, gold)[0]),
+    }
+
+
+def layer_vectors(
+    model: Model,
+    texts: Sequence[str],
+    poolings: Sequence[Pooling | str] = SWEEP_POOLINGS,
+    *,
+    mask_special: bool = False,
+    long: LongText | str = "truncate",
+    stride: int | None = None,
+) -> dict[str, np.ndarray]:
+    """Per pooling, (texts, L+1, d) sentence vectors of every layer, from one forward per text."""
+    pools = [_sweep_pooling(p) for p in poolings]
+    texts = check_texts(texts)
+    spec = model.spec(layers="all", combine="concat", pooling="mean", long=long, stride=stride)
+    count = model.n_layers + 1
+    rows: dict[str, list[np.ndarray]] = {p.value: [] for p in pools}
+    for tok, matrix in model.engine.token_matrices(list(texts), spec):
+        hidden = torch.from_numpy(matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2).copy())
+        keep = torch.tensor([0.0 if s and mask_special else 1.0 for s in tok.special_mask])
+        mask = keep.expand(count, -1)
+        for p in pools:
+            rows[p.value].append(pool_sentences(hidden, mask, p).numpy())
+    return {name: np.stack(per_text) for name, per_text in rows.items()}
+
+
+def _sweep_pooling(value: Pooling | str) -> Pooling:
+    pool = Pooling.parse(value, what="pooling")
+    if pool not in SWEEP_POOLINGS:
+        allowed = ", ".join(p.value for p in SWEEP_POOLINGS)
+        raise InvalidSpec(
+            f"the sweep pools every layer with one of: {allowed}; {pool.value} is not per layer "
+            "(first_last_avg is layers 1 and -1 with mean, pooler and auto belong to the last layer)"
+        )
+    return pool
+
+
+def sweep(
+    model: Model,
+    left: Sequence[str],
+    right: Sequence[str],
+    gold: Sequence[float] | np.ndarray,
+    *,
+    layers: LayerSpec = "all",
+    poolings: Sequence[Pooling | str] = (Pooling.CLS, Pooling.MEAN, Pooling.MAX),
+    post: Sequence[PostKind | str | PostProcessor] = (),
+    post_dim: int | None = None,
+    mask_special: bool = False,
+    long: LongText | str = "truncate",
+) -> SweepResult:
+    """Spearman/Pearson of cosine against gold for every layer x pooling (x post), one forward per text.
+
+    A post kind ("whitening", "abtt", "pca") is fitted on this data's own vectors for each cell, with
+    `post_dim` dimensions (default: half the distinct texts, at most d: whitening n points in n-1
+    dimensions would make all their cosines equal). A fitted PostProcessor applies where its width fits.
+    """
+    gold = np.asarray(gold, dtype=np.float64)
+    if not len(left) == len(right) == len(gold) or len(gold) < 3:
+        raise InvalidInput("sweep needs equally long left, right and gold with at least 3 pairs")
+    chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
+    names = [_sweep_pooling(p).value for p in poolings]
+    unique = list(dict.fromkeys([*left, *right]))
+    where = {t: i for i, t in enumerate(unique)}
+    ia, ib = np.array([where[t] for t in left]), np.array([where[t] for t in right])
+    vectors = layer_vectors(model, unique, names, mask_special=mask_special, long=long)
+    posts = [("none", None), *[_post_entry(p) for p in post]]
+    records = []
+    for label, processor in posts:
+        for name in names:
+            for layer in chosen:
+                x = vectors[name][:, layer]
+                try:
+                    y = _post_apply(processor, x, post_dim)
+                except InvalidInput:
+                    # A cell whose vectors are all equal (layer 0 cls) cannot be fitted; it scores NaN.
+                    y = np.zeros_like(x)
+                if y is None:
+                    continue
+                scores = correlations(y[ia], y[ib], gold)
+                records.append({"layer": layer, "pooling": name, "post": label, **scores, "n": len(gold)})
+    return SweepResult(
+        records,
+        chosen,
+        names,
+        [label for label, _ in posts],
+        {"model": model.loaded.source, "texts": len(unique), "mask_special": mask_special},
+    )
+
+
+def _post_entry(item: PostKind | str | PostProcessor) -> tuple[str, PostKind | PostProcessor]:
+    if isinstance(item, PostProcessor):
+        return str(item.settings.get("name", item.kind.value)), item
+    kind = PostKind.parse(item, what="post-processing kind")
+    return kind.value, kind
+
+
+def _post_apply(
+    processor: PostKind | PostProcessor | None, x: np.ndarray, dim: int | None
+) -> np.ndarray | None:
+    if processor is None:
+        return x
+    if isinstance(processor, PostProcessor):
+        return processor.apply(x) if processor.dim_in == x.shape[1] else None
+    if dim is None and processor is not PostKind.ABTT:
+        dim = max(1, min(x.shape[1], len(x) // 2))
+    return fit_post(x, processor, dim=dim).apply(x)
+
+
+def evaluate_pairs(
+    model: Model,
+    left: Sequence[str],
+    right: Sequence[str],
+    gold: Sequence[float] | np.ndarray,
+    *,
+    post: PostProcessor | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """Spearman/Pearson of cosine against gold for one configuration (`model.embed` options)."""
+    gold = np.asarray(gold, dtype=np.float64)
+    unique = list(dict.fromkeys([*left, *right]))
+    result = model.embed(unique, **options)
+    vectors = result.vectors if post is None else post.apply(result.vectors)
+    where = {t: i for i, t in enumerate(unique)}
+    a = vectors[[where[t] for t in left]]
+    b = vectors[[where[t] for t in right]]
+    return {**correlations(a, b, gold), "n": len(gold), "truncated": result.n_truncated, "spec": result.spec}
+
+
+@dataclass
+class WordEval:
+    """Spearman per layer for word vectors of words encoded alone, plus the static rows; and coverage."""
+
+    records: list[dict[str, Any]]
+    coverage: dict[str, Any]
+
+
+def word_dataset(name: str) -> list[tuple[str, str, float]]:
+    """SimLex-999 or WordSim-353 word pairs with gold scores, from gensim's bundled test files."""
+    if name not in WORD_DATASETS:
+        raise InvalidSpec(f"unknown word dataset {name!r}; choose one of: {', '.join(WORD_DATASETS)}")
+    try:
+        from gensim.test.utils import datapath
+    except ImportError:
+        raise InvalidInput(
+            "the word datasets come with gensim: `pip install gensim`, or pass --pairs FILE"
+        ) from None
+    return read_word_pairs(datapath(WORD_DATASETS[name]))
+
+
+def evaluate_words(model: Model, pairs: Sequence[tuple[str, str, float]]) -> WordEval:
+    """Spearman of cosine against gold for static word vectors and for each layer (each word encoded alone).
+
+    A word the vocabulary lacks is never dropped: its vector is the mean over its word pieces, both for
+    the static rows and at every layer. `coverage` counts words kept whole and words split into pieces.
+    """
+    if len(pairs) < 3:
+        raise InvalidInput("word evaluation needs at least 3 scored pairs")
+    words = list(dict.fromkeys(w for a, b, _ in pairs for w in (a, b)))
+    where = {w: i for i, w in enumerate(words)}
+    ia, ib = np.array([where[a] for a, _, _ in pairs]), np.array([where[b] for _, b, _ in pairs])
+    gold = np.array([g for _, _, g in pairs], dtype=np.float64)
+    static = np.stack([model.static_word(w).vector for w in words])
+    layered = layer_vectors(model, words, [Pooling.MEAN], mask_special=True)["mean"]
+    records = [{"layer": "static", **correlations(static[ia], static[ib], gold)}]
+    records += [
+        {"layer": k, **correlations(layered[ia, k], layered[ib, k], gold)} for k in range(layered.shape[1])
+    ]
+    split = [w for w in words if len(model.static_word(w).ids) > 1]
+    coverage = {
+        "pairs": len(pairs),
+        "words": len(words),
+        "whole": len(words) - len(split),
+        "split": len(split),
+        "pairs_all_whole": int(sum(1 for a, b, _ in pairs if a not in split and b not in split)),
+        "oov": "words the vocabulary lacks are the mean of their word pieces (static and every layer)",
+    }
+    return WordEval(records, coverage)
+
+
+def evaluate_docsim(model: Model, *, post: PostProcessor | None = None, **options: Any) -> dict[str, Any]:
+    """Pearson/Spearman of document cosine against human similarity on gensim's Lee corpus (50 documents)."""
+    try:
+        from gensim.test.utils import datapath
+    except ImportError:
+        raise InvalidInput("the Lee corpus comes with gensim: `pip install gensim`") from None
+    docs = Path(datapath("lee.cor")).read_text(encoding="latin-1").strip().split("\n")
+    human = np.loadtxt(datapath("similarities0-1.txt"))
+    upper = np.triu_indices(len(docs), 1)
+    result = model.embed(docs, **options)
+    vectors = result.vectors if post is None else post.apply(result.vectors)
+    unit = _unit(vectors)
+    cos = (unit @ unit.T)[upper]
+    truth = human[upper]
+    return {
+        "pearson": float(stats.pearsonr(cos, truth)[0]),
+        "spearman": float(stats.spearmanr(cos, truth).statistic),
+        "documents": len(docs),
+        "pairs": len(truth),
+        "truncated": result.n_truncated,
+        "spec": result.spec,
+    }
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    x = np.asarray(vectors, dtype=np.float64)
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)

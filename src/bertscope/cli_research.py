@@ -1,0 +1,390 @@
+"""The research commands: `eval pairs|words|docsim`, `contextuality`, `fit-post`, `vocab add`,
+`plot words|layers`. Each prints a table (or --json) and writes a PNG picture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from .cli import CombineOpt, JsonOpt, LayersOpt, LongOpt, ModelOpt, _emit_json, _lines, _load, app, err, out
+from .errors import InvalidInput
+
+eval_app = typer.Typer(
+    help="Measure which layer, pooling and post-processing match human judgements.", no_args_is_help=True
+)
+vocab_app = typer.Typer(help="Extend the vocabulary with whole-word tokens.", no_args_is_help=True)
+plot_app = typer.Typer(
+    help="Pictures of word occurrences and of token-to-token cosine per layer.", no_args_is_help=True
+)
+app.add_typer(eval_app, name="eval")
+app.add_typer(vocab_app, name="vocab")
+app.add_typer(plot_app, name="plot")
+
+PlotOpt = Annotated[Path | None, typer.Option("--plot", "-o", help="Write the picture to this PNG file.")]
+NoPlotOpt = Annotated[bool, typer.Option("--no-plot", help="Print the table only, write no picture.")]
+PoolingOpt = Annotated[
+    str, typer.Option("--pooling", "-p", help="cls, pooler, mean, max, mean_sqrt_len, first_last_avg, auto.")
+]
+MaskSpecialOpt = Annotated[
+    bool, typer.Option("--mask-special", help="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
+]
+
+
+def _split(value: str | None) -> list[str]:
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def _picture(plot: Path | None, no_plot: bool, default: str) -> Path | None:
+    return None if no_plot else (plot or Path(default))
+
+
+def _fmt(value: Any) -> str:
+    return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def _records_table(records: list[dict[str, Any]], title: str, keys: list[str]) -> Table:
+    table = Table(*keys, title=title)
+    for rec in records:
+        table.add_row(*(_fmt(rec[k]) for k in keys))
+    return table
+
+
+def _post_option(post: str | None) -> list[Any]:
+    from .post import load_post
+
+    return [load_post(p) if Path(p).suffix in (".safetensors", ".npz") else p for p in _split(post)]
+
+
+@eval_app.command("pairs")
+def eval_pairs(
+    pairs: Annotated[
+        Path, typer.Argument(help="TSV: text_a, text_b, gold score per line (header optional).")
+    ],
+    layers: Annotated[str, typer.Option("--layers", "-l", help="Layers to sweep (a layer spec).")] = "all",
+    pooling: Annotated[
+        str, typer.Option("--pooling", "-p", help="Poolings to sweep: cls, mean, max, mean_sqrt_len.")
+    ] = "cls,mean,max",
+    post: Annotated[
+        str | None,
+        typer.Option("--post", help="Also sweep post-processing: whitening, abtt, pca, or a fitted file."),
+    ] = None,
+    post_dim: Annotated[
+        int | None, typer.Option("--post-dim", help="Dimensions kept by whitening/pca fitted here.")
+    ] = None,
+    mask_special: MaskSpecialOpt = False,
+    long: LongOpt = "truncate",
+    plot: PlotOpt = None,
+    no_plot: NoPlotOpt = False,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Spearman/Pearson of cosine vs gold for every layer x pooling (x post); one forward per text.
+
+    Examples: `bertscope eval pairs sts.tsv`, `bertscope eval pairs sts.tsv --layers -3: --pooling mean
+    --post whitening -o sweep.png`
+    """
+    from .analysis import read_pairs, sweep
+    from .plots import plot_sweep
+
+    left, right, gold = read_pairs(pairs)
+    result = sweep(
+        _load(model),
+        left,
+        right,
+        gold,
+        layers=layers,
+        poolings=_split(pooling),
+        post=_post_option(post),
+        post_dim=post_dim,
+        mask_special=mask_special,
+        long=long,
+    )
+    picture = _picture(plot, no_plot, "sweep.png")
+    if picture is not None:
+        plot_sweep(result, picture)
+        err.print(f"wrote {picture}")
+    if as_json:
+        _emit_json({"records": result.records, "best": result.best, "settings": result.settings})
+        return
+    out.print(
+        _records_table(
+            result.records, f"{pairs}: {len(gold)} pairs", ["layer", "pooling", "post", "spearman", "pearson"]
+        )
+    )
+    best = result.best
+    out.print(
+        f"best: layer {best['layer']}, pooling {best['pooling']}, post {best['post']}: "
+        f"spearman {best['spearman']:.4f}, pearson {best['pearson']:.4f}",
+        highlight=False,
+    )
+
+
+@eval_app.command("words")
+def eval_words(
+    dataset: Annotated[
+        str | None, typer.Option("--dataset", help="simlex999 or wordsim353 (gensim's files).")
+    ] = None,
+    pairs: Annotated[
+        Path | None, typer.Option("--pairs", help="TSV: word_a, word_b, gold score per line.")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Use only the first N pairs.")] = None,
+    plot: PlotOpt = None,
+    no_plot: NoPlotOpt = False,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Spearman per layer for words encoded alone, and for the static rows (mean of pieces).
+
+    Examples: `bertscope eval words --dataset simlex999`, `bertscope eval words --pairs words.tsv`
+    """
+    from .analysis import evaluate_words, read_word_pairs, word_dataset
+    from .plots import plot_word_eval
+
+    if (dataset is None) == (pairs is None):
+        raise InvalidInput("give one of --dataset simlex999|wordsim353 and --pairs FILE")
+    data = word_dataset(dataset) if dataset else read_word_pairs(pairs)  # type: ignore[arg-type]
+    result = evaluate_words(_load(model), data[:limit] if limit else data)
+    name = dataset or str(pairs)
+    picture = _picture(plot, no_plot, "words.png")
+    if picture is not None:
+        plot_word_eval(result, picture, title=name)
+        err.print(f"wrote {picture}")
+    if as_json:
+        _emit_json({"records": result.records, "coverage": result.coverage})
+        return
+    out.print(
+        _records_table(
+            result.records, f"{name}: Spearman of cosine vs gold", ["layer", "spearman", "pearson"]
+        )
+    )
+    cov = result.coverage
+    out.print(
+        f"coverage: {cov['pairs']} pairs, {cov['words']} words: {cov['whole']} whole, {cov['split']} split "
+        "into word pieces (kept: a split word is the mean of its pieces)",
+        highlight=False,
+    )
+
+
+@eval_app.command("docsim")
+def eval_docsim(
+    layers: LayersOpt = None,
+    combine: CombineOpt = "mean",
+    pooling: PoolingOpt = "auto",
+    mask_special: MaskSpecialOpt = False,
+    long: LongOpt = "truncate",
+    post: Annotated[
+        Path | None, typer.Option("--post", help="A fitted post-processing file to apply.")
+    ] = None,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Document similarity vs human scores on gensim's Lee corpus (50 documents, 1225 pairs).
+
+    Example: `bertscope eval docsim --layers -2 --pooling mean --long window`
+    """
+    from .analysis import evaluate_docsim
+    from .post import load_post
+
+    result = evaluate_docsim(
+        _load(model),
+        post=load_post(post) if post else None,
+        layers=layers,
+        combine=combine,
+        pooling=pooling,
+        mask_special=mask_special,
+        long=long,
+    )
+    if as_json:
+        _emit_json(result)
+        return
+    out.print(
+        _records_table(
+            [result],
+            "Lee corpus: document cosine vs human similarity",
+            ["documents", "pairs", "pearson", "spearman", "truncated"],
+        )
+    )
+    out.print(f"spec: {result['spec']}", highlight=False)
+
+
+@app.command("contextuality")
+def contextuality_cmd(
+    corpus: Annotated[str, typer.Argument(help="Sentences, one per line (- for stdin).")],
+    words: Annotated[
+        str | None, typer.Option("--words", "-w", help="Comma-separated words (default: the most frequent).")
+    ] = None,
+    top: Annotated[int, typer.Option("--top", help="Without --words: this many most frequent words.")] = 10,
+    min_contexts: Annotated[
+        int, typer.Option("--min-contexts", help="Without --words: sentences a word needs.")
+    ] = 5,
+    plot: PlotOpt = None,
+    no_plot: NoPlotOpt = False,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """How contextual words are per layer (Ethayarajh 2019): self-similarity, intra-sentence, anisotropy, MEV.
+
+    Example: `bertscope contextuality corpus.txt --words bread,bank`
+    """
+    from .contextuality import contextuality
+    from .plots import plot_contextuality
+
+    result = contextuality(
+        _load(model), list(_lines(corpus)), words=_split(words) or None, top=top, min_contexts=min_contexts
+    )
+    picture = _picture(plot, no_plot, "contextuality.png")
+    if picture is not None:
+        plot_contextuality(result, picture)
+        err.print(f"wrote {picture}")
+    if as_json:
+        _emit_json(
+            {"records": result.records, "per_word": result.per_word, "occurrences": result.occurrences}
+        )
+        return
+    keys = [
+        "layer",
+        "self_similarity",
+        "intra_sentence",
+        "baseline",
+        "self_adjusted",
+        "intra_adjusted",
+        "mev",
+    ]
+    out.print(_records_table(result.records, "contextuality per layer", keys))
+    out.print("words (occurrences): " + ", ".join(f"{w} ({n})" for w, n in result.occurrences.items()))
+    out.print(
+        "static = the word's piece rows alone (self-similarity exactly 1); layer 0 = LayerNorm(word + "
+        "position + segment), so occurrences differ only by position",
+        highlight=False,
+    )
+
+
+@app.command("fit-post")
+def fit_post_cmd(
+    corpus: Annotated[str, typer.Argument(help="Texts to fit on, one per line (- for stdin).")],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Write to .safetensors (or .npz).")],
+    kind: Annotated[str, typer.Option("--kind", help="whitening, abtt or pca.")] = "whitening",
+    dim: Annotated[
+        int | None, typer.Option("--dim", help="Dimensions kept (whitening, pca) or removed (abtt).")
+    ] = None,
+    layers: LayersOpt = None,
+    combine: CombineOpt = "mean",
+    pooling: PoolingOpt = "auto",
+    mask_special: MaskSpecialOpt = False,
+    long: LongOpt = "truncate",
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit whitening, all-but-the-top or PCA on a corpus's sentence vectors and save it.
+
+    Example: `bertscope fit-post corpus.txt --kind whitening --dim 256 -o white.safetensors`
+    """
+    from .post import fit_post_on_texts
+
+    processor = fit_post_on_texts(
+        _load(model),
+        list(_lines(corpus)),
+        kind,
+        dim=dim,
+        layers=layers,
+        combine=combine,
+        pooling=pooling,
+        mask_special=mask_special,
+        long=long,
+    )
+    processor.save(output)
+    summary = {
+        "output": str(output),
+        "kind": processor.kind.value,
+        "dim_in": processor.dim_in,
+        "dim_out": processor.dim_out,
+        **processor.settings,
+    }
+    if as_json:
+        _emit_json(summary)
+        return
+    err.print(
+        f"wrote {output}: {processor.kind.value} {processor.dim_in} -> {processor.dim_out} dims, "
+        f"fitted on {processor.settings['n_fit']} texts"
+    )
+
+
+@vocab_app.command("add")
+def vocab_add(
+    words: Annotated[list[str], typer.Argument(help="Words to keep whole as new tokens.")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Write the extended model to this new folder.")
+    ],
+    init: Annotated[str, typer.Option("--init", help="pieces, mean or random.")] = "pieces",
+    init_from: Annotated[
+        list[str] | None, typer.Option("--init-from", help="word=a,b: row from these words.")
+    ] = None,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add whole-word tokens with informed rows and save a model folder that transformers loads.
+
+    Examples: `bertscope vocab add covid19 mRNA --init pieces -o ./extended`,
+    `bertscope vocab add covid19 --init-from covid19=virus,disease -o ./extended`
+    """
+    from .vocab import add_tokens, save
+
+    m = _load(model)
+    how: Any = init
+    if init_from:
+        how = {k.strip(): _split(v) for k, v in (item.split("=", 1) for item in init_from if "=" in item)}
+    before = {w: _pieces(m, w) for w in words}
+    extended = add_tokens(m, words, init=how)
+    save(extended, output)
+    records = [{"word": w, "before": before[w], "after": _pieces(extended, w)} for w in words]
+    if as_json:
+        _emit_json({"output": str(output), "words": records})
+        return
+    table = Table("word", "pieces before", "tokens now", title=f"saved to {output}")
+    for rec in records:
+        table.add_row(rec["word"], " ".join(rec["before"]), " ".join(rec["after"]))
+    out.print(table)
+
+
+def _pieces(m: Any, word: str) -> list[str]:
+    tok = m.tokenize(word)
+    return tok.tokens[tok.n_prefix : len(tok) - tok.n_suffix]
+
+
+@plot_app.command("words")
+def plot_words_cmd(
+    words: Annotated[str, typer.Argument(help="Comma-separated words, e.g. bank,river,money,bread.")],
+    contexts: Annotated[str, typer.Option("--contexts", help="Sentences, one per line (- for stdin).")],
+    layer: Annotated[int, typer.Option("--layer", help="Layer (0 = embedding output, -1 = last).")] = -1,
+    method: Annotated[str, typer.Option("--method", help="pca or tsne.")] = "pca",
+    output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")] = Path("words.png"),
+    model: ModelOpt = None,
+) -> None:
+    """Each occurrence of each word as a point in 2-D, coloured by word.
+
+    Example: `bertscope plot words bank,river,money,bread --contexts corpus.txt --layer 6 -o words.png`
+    """
+    from .plots import plot_words
+
+    plot_words(_load(model), _split(words), list(_lines(contexts)), output, layer=layer, method=method)
+    err.print(f"wrote {output}")
+
+
+@plot_app.command("layers")
+def plot_layers_cmd(
+    text: Annotated[str, typer.Argument(help="One text.")],
+    layers: Annotated[str, typer.Option("--layers", "-l", help="Layers to show (a layer spec).")] = "all",
+    output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")] = Path("layers.png"),
+    model: ModelOpt = None,
+) -> None:
+    """Heatmaps of token-to-token cosine at each layer of one text.
+
+    Example: `bertscope plot layers "I like eating bread" -o layers.png`
+    """
+    from .plots import plot_layers
+
+    plot_layers(_load(model), text, output, layers=layers)
+    err.print(f"wrote {output}")

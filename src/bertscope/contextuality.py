@@ -1,0 +1,199 @@
+"""How contextual a word's vector is at each layer (Ethayarajh 2019), measured on the user's own corpus.
+
+Per layer, for words seen in several sentences:
+    self_similarity   mean cosine between a word's vectors in different sentences
+    intra_sentence    mean cosine between each word of a sentence and the sentence's mean word vector
+    baseline          anisotropy: mean cosine between random word occurrences from different sentences
+    *_adjusted        the figure minus the baseline
+    mev               share of the variance of a word's (uncentred) occurrence vectors on their first
+                      principal direction, as in the paper: 1 for a vector that never changes
+
+The rows are "static" and the layers 0..L. "static" is the mean of the word's piece rows in the input
+embedding matrix (the word part of layer 0, with no position, no segment and no LayerNorm): its
+self-similarity is exactly 1 whenever the tokenizer gives the word the same pieces (always in an uncased
+WordPiece vocabulary). Layer 0 is the embedding layer's output, LayerNorm(word + position + segment): two
+occurrences at the same position in different sentences have identical layer-0 vectors, and at other
+positions they differ only through the position row, so layer-0 self-similarity is high but below 1.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._enums import SubwordPooling
+from .errors import InvalidInput
+from .pooling import group_words, pool_words
+from .tokens import check_texts
+
+if TYPE_CHECKING:
+    from .model import Model
+
+__all__ = ["Contextuality", "contextuality", "word_occurrences"]
+
+
+@dataclass
+class Contextuality:
+    """Per-layer records (layer "static", 0..L) and per-word self-similarity; `occurrences` per word."""
+
+    records: list[dict[str, Any]]
+    per_word: dict[str, list[float]]
+    occurrences: dict[str, int]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class _Occurrences:
+    """Word occurrences found in a corpus: per word, sentence index and vectors per layer."""
+
+    sentences: dict[str, list[int]]
+    layered: dict[str, list[np.ndarray]]
+    static: dict[str, list[np.ndarray]]
+
+
+def _words_of(tok: Any) -> tuple[list[list[int]], list[str]]:
+    groups = group_words(tok.word_ids, tok.special_mask)
+    return groups, [tok.text[tok.offsets[g[0]][0] : tok.offsets[g[-1]][1]].lower() for g in groups]
+
+
+def frequent_words(model: Model, sentences: Sequence[str], *, top: int, min_contexts: int) -> list[str]:
+    """The `top` most frequent alphabetic words that occur in at least `min_contexts` sentences."""
+    counts: Counter[str] = Counter()
+    for tok in model.tokenize(list(sentences)):
+        counts.update({w for w in _words_of(tok)[1] if w.isalpha()})
+    return [w for w, n in counts.most_common() if n >= min_contexts][:top]
+
+
+def word_occurrences(
+    model: Model,
+    sentences: Sequence[str],
+    words: Sequence[str],
+    *,
+    max_contexts: int = 200,
+    sample: int = 4000,
+    seed: int = 0,
+) -> Any:
+    """Target words' vectors (L+1, d) and static vectors per sentence (one pass), intra-sentence figures,
+    and a uniform sample of `sample` word occurrences for the anisotropy baseline."""
+    rng = np.random.default_rng(seed)
+    seen = 0
+    targets = {w.lower() for w in words}
+    spec = model.spec(layers="all", combine="concat", pooling="mean")
+    matrix = model.input_embeddings
+    count = model.n_layers + 1
+    found = _Occurrences({}, {}, {})
+    intra: list[list[float]] = []
+    pool: list[tuple[int, np.ndarray, np.ndarray]] = []
+    for index, (tok, vectors) in enumerate(model.engine.token_matrices(list(sentences), spec)):
+        groups, names = _words_of(tok)
+        if not groups:
+            continue
+        layered = pool_words(vectors, groups, SubwordPooling.MEAN).reshape(len(groups), count, -1)
+        rows = matrix[tok.ids].detach().float().cpu().numpy()
+        static = pool_words(rows, groups, SubwordPooling.MEAN)
+        if len(groups) > 1:
+            intra.append([_intra(static)] + [_intra(layered[:, k]) for k in range(count)])
+        for name, lay, sta in zip(names, layered, static, strict=True):
+            seen += 1
+            slot = len(pool) if len(pool) < sample else int(rng.integers(0, seen))
+            if slot == len(pool):
+                pool.append((index, lay, sta))
+            elif slot < sample:
+                pool[slot] = (index, lay, sta)
+            if name in targets and len(found.sentences.get(name, [])) < max_contexts:
+                found.sentences.setdefault(name, []).append(index)
+                found.layered.setdefault(name, []).append(lay)
+                found.static.setdefault(name, []).append(sta)
+    return found, np.array(intra), pool
+
+
+def contextuality(
+    model: Model,
+    sentences: Sequence[str],
+    *,
+    words: Sequence[str] | None = None,
+    top: int = 10,
+    min_contexts: int = 5,
+    max_contexts: int = 200,
+    baseline_pairs: int = 2000,
+    seed: int = 0,
+) -> Contextuality:
+    """Self-similarity, intra-sentence similarity, anisotropy baseline, adjusted figures and MEV per layer."""
+    sentences = check_texts(list(sentences))
+    chosen = list(words) if words else frequent_words(model, sentences, top=top, min_contexts=min_contexts)
+    found, intra, pool = word_occurrences(
+        model, sentences, chosen, max_contexts=max_contexts, sample=2 * baseline_pairs, seed=seed
+    )
+    kept = [w.lower() for w in chosen if len(set(found.sentences.get(w.lower(), []))) >= 2]
+    if not kept:
+        raise InvalidInput(
+            f"none of {chosen[:10]} occurs in two or more sentences of the corpus; "
+            "name words that occur several times, or give a larger corpus"
+        )
+    labels: list[str | int] = ["static", *range(model.n_layers + 1)]
+    baseline = _baseline(pool, baseline_pairs, seed)
+    per_word: dict[str, list[float]] = {}
+    mev: dict[str, list[float]] = {}
+    for w in kept:
+        stacks = [np.stack(found.static[w])] + list(np.stack(found.layered[w]).transpose(1, 0, 2))
+        per_word[w] = [_self_similarity(s, found.sentences[w]) for s in stacks]
+        mev[w] = [_mev(s) for s in stacks]
+    records = []
+    for i, label in enumerate(labels):
+        self_sim = float(np.mean([per_word[w][i] for w in kept]))
+        intra_sim = float(intra[:, i].mean()) if len(intra) else float("nan")
+        records.append(
+            {
+                "layer": label,
+                "self_similarity": self_sim,
+                "intra_sentence": intra_sim,
+                "baseline": baseline[i],
+                "self_adjusted": self_sim - baseline[i],
+                "intra_adjusted": intra_sim - baseline[i],
+                "mev": float(np.mean([mev[w][i] for w in kept])),
+            }
+        )
+    occurrences = {w: len(found.sentences[w]) for w in kept}
+    settings = {"model": model.loaded.source, "sentences": len(sentences), "baseline_pairs": baseline_pairs}
+    return Contextuality(records, per_word, occurrences, settings)
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+def _intra(vectors: np.ndarray) -> float:
+    """Mean cosine of each word vector with the sentence's mean word vector."""
+    return float((_unit(vectors) @ _unit(vectors.mean(axis=0))).mean())
+
+
+def _self_similarity(vectors: np.ndarray, sentence_ids: Sequence[int]) -> float:
+    """Mean cosine over pairs of occurrences that come from different sentences."""
+    unit = _unit(vectors)
+    ids = np.asarray(sentence_ids)
+    different = ids[:, None] != ids[None, :]
+    return float((unit @ unit.T)[np.triu(different, 1)].mean())
+
+
+def _mev(vectors: np.ndarray) -> float:
+    singular = np.linalg.svd(np.asarray(vectors, dtype=np.float64), compute_uv=False)
+    return float(singular[0] ** 2 / max(float((singular**2).sum()), 1e-24))
+
+
+def _baseline(pool: list[tuple[int, np.ndarray, np.ndarray]], pairs: int, seed: int) -> list[float]:
+    """Per row (static, 0..L): mean cosine of random word-occurrence pairs from different sentences."""
+    rng = np.random.default_rng(seed)
+    left, right = rng.integers(0, len(pool), size=(2, pairs * 2))
+    keep = [(a, b) for a, b in zip(left, right, strict=True) if pool[a][0] != pool[b][0]][:pairs]
+    if not keep:
+        raise InvalidInput("the anisotropy baseline needs words from at least two sentences")
+    a = np.array([pool[i][2] for i, _ in keep]), np.stack([pool[i][1] for i, _ in keep])
+    b = np.array([pool[j][2] for _, j in keep]), np.stack([pool[j][1] for _, j in keep])
+    static = float((_unit(a[0]) * _unit(b[0])).sum(-1).mean())
+    layers = (_unit(a[1]) * _unit(b[1])).sum(-1).mean(axis=0)
+    return [static, *(float(v) for v in layers)]

@@ -1,0 +1,179 @@
+"""Pictures (PNG, matplotlib's Agg canvas, no display needed) of sweeps, word evaluations, contextuality,
+word occurrences in 2-D, and token-to-token cosine at every layer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from ._enums import StrEnum
+from .errors import InvalidInput, InvalidSpec
+from .layers import parse_layers
+
+if TYPE_CHECKING:
+    from .analysis import SweepResult, WordEval
+    from .contextuality import Contextuality
+    from .model import Model
+
+__all__ = ["Projection", "plot_sweep", "plot_word_eval", "plot_contextuality", "plot_words", "plot_layers"]
+
+
+class Projection(StrEnum):
+    """How word occurrences are laid out in two dimensions."""
+
+    PCA = "pca"
+    TSNE = "tsne"
+
+
+def _save(figure: Figure, path: str | Path) -> Path:
+    path = Path(path)
+    if not path.parent.exists():
+        raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+    FigureCanvasAgg(figure)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+    return path
+
+
+def plot_sweep(result: SweepResult, path: str | Path, *, metric: str = "spearman") -> Path:
+    """Heatmap of `metric` per pooling[+post] (rows) x layer (columns), the best cell outlined."""
+    rows, layers, values = result.grid(metric)
+    figure = Figure(figsize=(1.1 + 0.75 * len(layers), 1.4 + 0.45 * len(rows)))
+    ax = figure.add_subplot()
+    image = ax.imshow(values, cmap="viridis", aspect="auto")
+    figure.colorbar(image, ax=ax, label=metric)
+    ax.set_xticks(range(len(layers)), [str(k) for k in layers])
+    ax.set_yticks(range(len(rows)), rows)
+    ax.set_xlabel("layer (0 = embedding layer output)")
+    ax.set_ylabel("pooling (+ post-processing)")
+    for (i, j), value in np.ndenumerate(values):
+        ax.text(
+            j, i, "–" if np.isnan(value) else f"{value:.2f}", ha="center", va="center", fontsize=7, color="w"
+        )
+    best = result.best
+    label = best["pooling"] if best["post"] == "none" else f"{best['pooling']}+{best['post']}"
+    ax.add_patch(_outline(layers.index(best["layer"]), rows.index(label)))
+    ax.set_title(f"{metric} of cosine vs gold; best: layer {best['layer']}, {label} ({best[metric]:.3f})")
+    return _save(figure, path)
+
+
+def _outline(x: int, y: int) -> Any:
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2)
+
+
+def plot_word_eval(result: WordEval, path: str | Path, *, title: str = "word similarity") -> Path:
+    """Spearman per layer (line) with the static rows as a dashed reference."""
+    layered = [r for r in result.records if r["layer"] != "static"]
+    static = next(r for r in result.records if r["layer"] == "static")
+    figure = Figure(figsize=(6.4, 4.0))
+    ax = figure.add_subplot()
+    ax.plot(
+        [r["layer"] for r in layered],
+        [r["spearman"] for r in layered],
+        marker="o",
+        label="word alone, layer k",
+    )
+    ax.axhline(static["spearman"], linestyle="--", color="gray", label="static rows (mean of pieces)")
+    ax.set_xlabel("layer (0 = embedding layer output)")
+    ax.set_ylabel("Spearman vs gold")
+    cov = result.coverage
+    ax.set_title(f"{title}: {cov['pairs']} pairs, {cov['split']}/{cov['words']} words split into pieces")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    return _save(figure, path)
+
+
+def plot_contextuality(result: Contextuality, path: str | Path) -> Path:
+    """Self-similarity, intra-sentence similarity, baseline, adjusted self-similarity and MEV per layer."""
+    labels = [str(r["layer"]) for r in result.records]
+    figure = Figure(figsize=(7.0, 4.2))
+    ax = figure.add_subplot()
+    for key in ("self_similarity", "intra_sentence", "baseline", "self_adjusted", "mev"):
+        ax.plot(range(len(labels)), [r[key] for r in result.records], marker="o", label=key.replace("_", " "))
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_xlabel("static rows, then layer (0 = embedding layer output)")
+    ax.set_ylabel("cosine / share of variance")
+    words = ", ".join(f"{w} ({n})" for w, n in list(result.occurrences.items())[:6])
+    ax.set_title(f"contextuality of {words}")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _save(figure, path)
+
+
+def plot_words(
+    model: Model,
+    words: Sequence[str],
+    sentences: Sequence[str],
+    path: str | Path,
+    *,
+    layer: int = -1,
+    method: Projection | str = "pca",
+    seed: int = 0,
+) -> Path:
+    """Each occurrence of each word in the sentences as a point in 2-D (PCA or t-SNE), coloured by word."""
+    from .contextuality import word_occurrences
+
+    how = Projection.parse(method, what="projection")
+    absolute = parse_layers(layer, model.n_layers)[0]
+    found, _, _ = word_occurrences(model, sentences, words)
+    present = [w.lower() for w in words if w.lower() in found.layered]
+    if not present:
+        raise InvalidInput(f"none of {list(words)} occurs in the sentences given")
+    points = np.stack([v[absolute] for w in present for v in found.layered[w]])
+    owner = [w for w in present for _ in found.layered[w]]
+    if len(points) < 3:
+        raise InvalidInput(f"only {len(points)} occurrences found; a 2-D picture needs at least 3")
+    flat = _project(points, how, seed)
+    figure = Figure(figsize=(6.4, 5.2))
+    ax = figure.add_subplot()
+    for w in present:
+        chosen = [i for i, o in enumerate(owner) if o == w]
+        ax.scatter(flat[chosen, 0], flat[chosen, 1], label=f"{w} ({len(chosen)})", alpha=0.75)
+    ax.set_xlabel(f"{how.value} 1")
+    ax.set_ylabel(f"{how.value} 2")
+    note = " (embedding output: occurrences differ only by position)" if absolute == 0 else ""
+    ax.set_title(f"occurrences at layer {absolute}{note}", fontsize=10)
+    ax.legend()
+    return _save(figure, path)
+
+
+def _project(points: np.ndarray, how: Projection, seed: int) -> np.ndarray:
+    if how is Projection.PCA:
+        from sklearn.decomposition import PCA
+
+        return PCA(n_components=2, random_state=seed).fit_transform(points)
+    from sklearn.manifold import TSNE
+
+    perplexity = float(min(30, max(2, (len(points) - 1) // 3)))
+    return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(points)
+
+
+def plot_layers(model: Model, text: str, path: str | Path, *, layers: str = "all") -> Path:
+    """One heatmap per layer of the cosine between every two tokens of one text."""
+    if not isinstance(text, str):
+        raise InvalidSpec("plot_layers takes one text")
+    tok = model.embed_tokens(text, layers="all", combine="concat")[0]
+    states = tok.vectors.reshape(len(tok.tokens), model.n_layers + 1, -1).transpose(1, 0, 2)
+    chosen = parse_layers(layers, model.n_layers)
+    columns = min(4, len(chosen))
+    rows = -(-len(chosen) // columns)
+    size = 0.9 + 0.28 * len(tok.tokens)
+    figure = Figure(figsize=(columns * size + 1.2, rows * size + 0.6))
+    axes = figure.subplots(rows, columns, squeeze=False)
+    for ax in axes.flat[len(chosen) :]:
+        ax.set_axis_off()
+    for ax, k in zip(axes.flat, chosen, strict=False):
+        unit = states[k] / np.maximum(np.linalg.norm(states[k], axis=1, keepdims=True), 1e-12)
+        image = ax.imshow(unit @ unit.T, vmin=-1, vmax=1, cmap="coolwarm")
+        ax.set_title(f"layer {k}" + (" (embeddings)" if k == 0 else ""), fontsize=9)
+        ax.set_xticks(range(len(tok.tokens)), tok.tokens, rotation=90, fontsize=7)
+        ax.set_yticks(range(len(tok.tokens)), tok.tokens, fontsize=7)
+    figure.colorbar(image, ax=axes, shrink=0.8, label="cosine")
+    figure.suptitle(f"token-to-token cosine per layer: {text!r}")
+    return _save(figure, path)

@@ -1,0 +1,226 @@
+"""Post-processing that fixes cosine on anisotropic vectors: whitening, all-but-the-top, PCA.
+
+Each processor is fitted on a corpus's vectors (n, d), applied to any (m, d) vectors, and saved to a small
+file that explains itself: a safetensors file (or .npz) holding `mean` (d,) and `matrix` (d, k), with the
+kind and every setting as JSON (in the safetensors metadata, or an npz entry `settings`).
+
+    Whitening     (x - mean) @ U S^-1/2, keeping the top k directions: identity covariance on the corpus
+    AllButTheTop  x - mean with its projection on the top D principal directions removed (Mu & Viswanath 2018)
+    PCA           (x - mean) @ U, keeping the top k directions (a rotation, no rescaling)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ._enums import StrEnum
+from .errors import InvalidInput, InvalidSpec
+
+__all__ = [
+    "PostKind",
+    "PostProcessor",
+    "Whitening",
+    "AllButTheTop",
+    "PCA",
+    "fit_post",
+    "fit_post_on_texts",
+    "load_post",
+]
+
+_FORMAT = "bertscope-post/1"
+_EPS = 1e-12
+
+
+class PostKind(StrEnum):
+    """The post-processing kinds, as named on the command line and in saved files."""
+
+    WHITENING = "whitening"
+    ABTT = "abtt"
+    PCA = "pca"
+
+
+@dataclass
+class PostProcessor:
+    """A fitted linear post-processor: `apply` maps (n, d) vectors to (n, k) (or (n, d) for abtt)."""
+
+    mean: np.ndarray
+    matrix: np.ndarray
+    settings: dict[str, Any] = field(default_factory=dict)
+    kind: ClassVar[PostKind]
+
+    @property
+    def dim_in(self) -> int:
+        """Width of the vectors it takes."""
+        return int(self.mean.shape[0])
+
+    @property
+    def dim_out(self) -> int:
+        """Width of the vectors it gives."""
+        return self.dim_in if self.kind is PostKind.ABTT else int(self.matrix.shape[1])
+
+    def apply(self, vectors: np.ndarray) -> np.ndarray:
+        """Post-processed float32 vectors (n, k) from vectors (n, d)."""
+        x = np.asarray(vectors, dtype=np.float64)
+        if x.ndim != 2 or x.shape[1] != self.dim_in:
+            raise InvalidInput(
+                f"{self.kind.value} was fitted on {self.dim_in}-wide vectors; got shape {tuple(x.shape)}. "
+                "Apply it to vectors of the layer, pooling and combine it was fitted on (see .settings)"
+            )
+        centered = x - self.mean
+        if self.kind is PostKind.ABTT:
+            out = centered - (centered @ self.matrix) @ self.matrix.T
+        else:
+            out = centered @ self.matrix
+        return out.astype(np.float32)
+
+    __call__ = apply
+
+    def save(self, path: str | Path) -> Path:
+        """Write mean, matrix and settings to .safetensors (default) or .npz; returns the path."""
+        path = Path(path)
+        if not path.parent.exists():
+            raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+        meta = json.dumps({"format": _FORMAT, "kind": self.kind.value, **self.settings}, default=_plain)
+        arrays = {
+            "mean": self.mean.astype(np.float32),
+            "matrix": np.ascontiguousarray(self.matrix, np.float32),
+        }
+        if path.suffix == ".npz":
+            np.savez(path, settings=np.array(meta), **arrays)
+        else:
+            from safetensors.numpy import save_file
+
+            save_file(arrays, str(path), metadata={"bertscope_post": meta})
+        return path
+
+
+class Whitening(PostProcessor):
+    """Whitening (Su et al. 2021): centred, rotated to principal axes and scaled to unit variance."""
+
+    kind = PostKind.WHITENING
+
+    @classmethod
+    def fit(cls, vectors: np.ndarray, *, dim: int | None = None, **settings: Any) -> Whitening:
+        """Fit on (n, d) vectors; `dim` keeps the top k directions (default all d, needs n > d)."""
+        x, mean, values, axes = _principal(vectors)
+        k = _keep(dim, x, "dim")
+        if values[k - 1] <= _EPS * max(values[0], _EPS):
+            raise InvalidInput(
+                f"the fitting vectors span fewer than {k} directions (only {int((values > _EPS).sum())}); "
+                f"fit on more texts (at least {k + 1}) or whiten to fewer dimensions with dim"
+            )
+        matrix = axes[:, :k] / np.sqrt(values[:k])
+        return cls(mean, matrix, {"dim": k, "n_fit": len(x), **settings})
+
+
+class AllButTheTop(PostProcessor):
+    """All-but-the-top (Mu & Viswanath 2018): remove the mean and the top D principal directions."""
+
+    kind = PostKind.ABTT
+
+    @classmethod
+    def fit(cls, vectors: np.ndarray, *, remove: int | None = None, **settings: Any) -> AllButTheTop:
+        """Fit on (n, d) vectors; `remove` is D (default d/100 rounded, at least 1, as the paper suggests)."""
+        x, mean, _, axes = _principal(vectors)
+        d = x.shape[1]
+        count = max(1, round(d / 100)) if remove is None else remove
+        if not 0 <= count < min(len(x), d):
+            raise InvalidInput(f"remove must be 0..{min(len(x), d) - 1} for {len(x)} vectors of width {d}")
+        return cls(mean, axes[:, :count], {"remove": count, "n_fit": len(x), **settings})
+
+
+class PCA(PostProcessor):
+    """PCA: centred and rotated onto the top k principal directions (no rescaling)."""
+
+    kind = PostKind.PCA
+
+    @classmethod
+    def fit(cls, vectors: np.ndarray, *, dim: int | None = None, **settings: Any) -> PCA:
+        """Fit on (n, d) vectors; `dim` keeps the top k directions (default min(n, d))."""
+        x, mean, values, axes = _principal(vectors)
+        k = _keep(dim, x, "dim")
+        explained = float(values[:k].sum() / max(values.sum(), _EPS))
+        return cls(mean, axes[:, :k], {"dim": k, "n_fit": len(x), "explained": explained, **settings})
+
+
+_KINDS: dict[PostKind, type[PostProcessor]] = {
+    PostKind.WHITENING: Whitening,
+    PostKind.ABTT: AllButTheTop,
+    PostKind.PCA: PCA,
+}
+
+
+def fit_post(
+    vectors: np.ndarray, kind: PostKind | str, *, dim: int | None = None, **settings: Any
+) -> PostProcessor:
+    """Fit a processor of `kind` on (n, d) vectors; `dim` is k for whitening/pca and D for abtt."""
+    which = PostKind.parse(kind, what="post-processing kind")
+    if which is PostKind.ABTT:
+        return AllButTheTop.fit(vectors, remove=dim, **settings)
+    return _KINDS[which].fit(vectors, dim=dim, **settings)  # type: ignore[attr-defined, no-any-return]
+
+
+def load_post(path: str | Path) -> PostProcessor:
+    """Read a processor saved by `PostProcessor.save` (.safetensors or .npz)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInput(f"no post-processing file at {path}; make one with `bertscope fit-post`")
+    try:
+        if path.suffix == ".npz":
+            with np.load(path) as data:
+                meta, mean, matrix = str(data["settings"]), data["mean"], data["matrix"]
+        else:
+            from safetensors import safe_open
+
+            with safe_open(str(path), framework="numpy") as handle:
+                meta = (handle.metadata() or {})["bertscope_post"]
+                mean, matrix = handle.get_tensor("mean"), handle.get_tensor("matrix")
+        settings = json.loads(meta)
+    except (KeyError, ValueError, OSError) as exc:
+        raise InvalidInput(f"{path} is not a bertscope post-processing file ({exc})") from None
+    if settings.pop("format", None) != _FORMAT:
+        raise InvalidInput(f"{path} is not a bertscope post-processing file (format {_FORMAT} expected)")
+    kind = PostKind.parse(settings.pop("kind"), what="post-processing kind")
+    return _KINDS[kind](mean.astype(np.float64), matrix.astype(np.float64), settings)
+
+
+def _principal(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(x, mean, variances (desc), axes (d, r)) from the biased (1/n) covariance of x."""
+    x = np.asarray(vectors, dtype=np.float64)
+    if x.ndim != 2 or len(x) < 2:
+        raise InvalidInput(f"fitting needs (n, d) vectors with n >= 2; got shape {tuple(x.shape)}")
+    mean = x.mean(axis=0)
+    # SVD of the centred data is more accurate than an eigendecomposition of its covariance.
+    _, singular, vt = np.linalg.svd(x - mean, full_matrices=False)
+    return x, mean, singular**2 / len(x), vt.T
+
+
+def _keep(dim: int | None, x: np.ndarray, name: str) -> int:
+    limit = min(x.shape)
+    k = limit if dim is None else dim
+    if not 1 <= k <= limit:
+        raise InvalidSpec(
+            f"{name}={dim} is out of range: {len(x)} vectors of width {x.shape[1]} allow 1..{limit}"
+        )
+    return k
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    if isinstance(value, (tuple, set)):
+        return list(value)
+    return str(value)
+
+
+def fit_post_on_texts(
+    model: Any, texts: list[str], kind: PostKind | str, *, dim: int | None = None, **options: Any
+) -> PostProcessor:
+    """Embed texts with `model.embed(**options)` and fit on their vectors; the spec goes into the settings."""
+    result = model.embed(texts, **options)
+    return fit_post(result.vectors, kind, dim=dim, model=model.loaded.source, spec=result.spec)

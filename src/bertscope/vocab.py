@@ -1,0 +1,142 @@
+"""Adding whole-word tokens to a model, with informed initial rows, and saving the result as a model folder.
+
+init="pieces"            the mean of the rows of the pieces the old tokenizer split the word into
+init="mean"              the mean of every row of the input embedding matrix
+init="random"            normal(0, std of the existing rows), seeded
+init={"covid19": ["virus", "disease"]}   the mean of the listed words' static vectors (mean of pieces)
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from tokenizers import AddedToken
+
+from ._enums import StrEnum
+from .errors import InvalidInput, InvalidSpec
+
+if TYPE_CHECKING:
+    from .model import Model
+
+__all__ = ["Init", "add_tokens", "save"]
+
+InitSpec = str | Mapping[str, Sequence[str]]
+
+
+class Init(StrEnum):
+    """How a new token's row is initialised."""
+
+    PIECES = "pieces"
+    MEAN = "mean"
+    RANDOM = "random"
+
+
+def add_tokens(model: Model, words: Sequence[str], *, init: InitSpec = "pieces", seed: int = 0) -> Model:
+    """A new Model whose tokenizer keeps each word whole, with initialised rows; `model` is left unchanged.
+
+    Words the tokenizer already keeps as one piece (after its own normalisation, e.g. lowercasing) are
+    left as they are. The new tokens match whole words only (`single_word`), so "covid19x" still splits.
+    """
+    from .loading import Loaded
+    from .model import Model as ModelClass
+
+    if isinstance(words, str) or not words:
+        raise InvalidInput("add_tokens takes a non-empty list of words, e.g. ['covid19', 'mRNA']")
+    normalizer = model.loaded.tokenizer.backend_tokenizer.normalizer
+    forms = {w: (normalizer.normalize_str(w) if normalizer else w).strip() for w in words}
+    bad = [w for w, form in forms.items() if not form or any(c.isspace() for c in form)]
+    if bad:
+        raise InvalidInput(f"tokens must be single words without spaces; got {bad}")
+    new = [w for w, form in forms.items() if form not in model.vocab]
+    if not new:
+        return model
+    rows = _initial_rows(model, new, init, seed)
+    tokenizer = copy.deepcopy(model.loaded.tokenizer)
+    tokenizer.add_tokens([AddedToken(forms[w], single_word=True, normalized=True) for w in new])
+    hf_model = copy.deepcopy(model.hf_model)
+    ids = [tokenizer.convert_tokens_to_ids(forms[w]) for w in new]
+    size = max(int(hf_model.get_input_embeddings().weight.shape[0]), len(tokenizer), max(ids) + 1)
+    hf_model.resize_token_embeddings(size, mean_resizing=False)
+    weight = hf_model.get_input_embeddings().weight
+    with torch.no_grad():
+        weight[ids] = torch.from_numpy(rows).to(weight.dtype).to(weight.device)
+    loaded = model.loaded
+    extended = Loaded(
+        source=f"{loaded.source} + {len(new)} tokens",
+        path=None,
+        model=hf_model,
+        tokenizer=tokenizer,
+        family=loaded.family,
+        st_pooling=loaded.st_pooling,
+        st_normalize=loaded.st_normalize,
+        st_max_seq_length=loaded.st_max_seq_length,
+    )
+    return ModelClass(
+        extended, device=model.device, max_tokens=model.max_tokens, token_budget=model.engine.token_budget
+    )
+
+
+def _initial_rows(model: Model, words: Sequence[str], init: InitSpec, seed: int) -> np.ndarray:
+    """(len(words), d) float32 initial rows, computed from the old model's matrix."""
+    matrix = model.input_embeddings.detach().float().cpu().numpy()
+    if isinstance(init, Mapping):
+        missing = [w for w in words if not init.get(w)]
+        if missing:
+            raise InvalidSpec(f"init lists no words for {missing}; give e.g. {{{missing[0]!r}: ['virus']}}")
+        return np.stack([np.mean([model.static_word(s).vector for s in init[w]], axis=0) for w in words])
+    how = Init.parse(init, what="init")
+    if how is Init.PIECES:
+        return np.stack([model.static_word(w).vector for w in words]).astype(np.float32)
+    if how is Init.MEAN:
+        return np.repeat(matrix.mean(axis=0, keepdims=True), len(words), axis=0)
+    rng = np.random.default_rng(seed)
+    return rng.normal(0.0, float(matrix.std()), size=(len(words), matrix.shape[1])).astype(np.float32)
+
+
+def save(model: Model, folder: str | Path) -> Path:
+    """Write a model folder (weights, config, tokenizer, sentence-transformers pooling) that others load."""
+    folder = Path(folder)
+    if folder.exists() and any(folder.iterdir()):
+        raise InvalidInput(f"{folder} exists and is not empty; choose a new folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    model.hf_model.save_pretrained(folder)
+    model.loaded.tokenizer.save_pretrained(folder)
+    loaded = model.loaded
+    if loaded.st_pooling:
+        _write_sentence_transformers(
+            folder, loaded, int(getattr(model.config, "hidden_size", 0) or model.config.dim)
+        )
+    return folder
+
+
+def _write_sentence_transformers(folder: Path, loaded: Any, width: int) -> None:
+    """The modules.json, pooling and normalize configs that carry the model's own sentence pooling."""
+    modules: list[dict[str, Any]] = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    if loaded.st_normalize:
+        modules.append(
+            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
+        )
+        (folder / "2_Normalize").mkdir()
+    modes = {
+        "cls": "cls_token",
+        "mean": "mean_tokens",
+        "max": "max_tokens",
+        "mean_sqrt_len": "mean_sqrt_len_tokens",
+    }
+    pooling = {"word_embedding_dimension": width, **{f"pooling_mode_{m}": False for m in modes.values()}}
+    pooling[f"pooling_mode_{modes[loaded.st_pooling]}"] = True
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling, indent=2))
+    (folder / "modules.json").write_text(json.dumps(modules, indent=2))
+    if loaded.st_max_seq_length:
+        settings = {"max_seq_length": loaded.st_max_seq_length, "do_lower_case": False}
+        (folder / "sentence_bert_config.json").write_text(json.dumps(settings, indent=2))

@@ -1,0 +1,208 @@
+"""Sweeps, pair/word/document evaluation and contextuality on the bundled model and the test fixtures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import bertscope
+from bertscope import cli_research
+from bertscope.analysis import (
+    evaluate_docsim,
+    evaluate_pairs,
+    evaluate_words,
+    layer_vectors,
+    read_pairs,
+    sweep,
+    word_dataset,
+)
+from bertscope.cli import app
+from bertscope.contextuality import contextuality
+from bertscope.errors import CorpusError, InvalidSpec
+from bertscope.post import fit_post
+
+DATA = Path(__file__).parent / "data"
+CONTEXTS = (DATA / "contexts.txt").read_text().splitlines()
+
+
+@pytest.fixture(scope="module")
+def pairs() -> tuple[list[str], list[str], np.ndarray]:
+    """The 30 scored sentence pairs of the fixture."""
+    return read_pairs(DATA / "pairs.tsv")
+
+
+@pytest.fixture(autouse=True)
+def _cli_uses_bundled(bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_research, "_load", lambda *a, **k: bundled)
+
+
+def test_layer_vectors_equal_embed_at_every_layer(bundled: bertscope.Model) -> None:
+    texts = ["I like eating bread", "The bank by the river is closed today", "a cat"]
+    every = layer_vectors(bundled, texts, ["cls", "mean", "max", "mean_sqrt_len"], mask_special=True)
+    assert every["mean"].shape == (3, 7, 384)
+    every["cls"] = layer_vectors(bundled, texts, ["cls"])["cls"]
+    for pooling, layer in [
+        ("mean", 0),
+        ("mean", 3),
+        ("mean", 6),
+        ("max", 2),
+        ("mean_sqrt_len", 6),
+        ("cls", 6),
+    ]:
+        options = {"mask_special": pooling != "cls", "normalize": False}
+        one = bundled.embed(texts, layers=layer, pooling=pooling, **options)
+        np.testing.assert_allclose(every[pooling][:, layer], one.vectors, atol=1e-5)
+
+
+def test_sweep_runs_the_forward_once_per_text(
+    bundled: bertscope.Model, pairs: tuple, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows: list[int] = []
+    forward = bundled.engine.forward
+
+    def counting(ids: np.ndarray, *args: object) -> object:
+        rows.append(len(ids))
+        return forward(ids, *args)
+
+    monkeypatch.setattr(bundled.engine, "forward", counting)
+    left, right, gold = pairs
+    result = sweep(bundled, left, right, gold)
+    assert sum(rows) == len(set(left) | set(right))
+    assert len(result.records) == 7 * 3 and result.layers == list(range(7))
+
+
+def test_sweep_grid_best_and_degenerate_cells(bundled: bertscope.Model, pairs: tuple) -> None:
+    left, right, gold = pairs
+    result = sweep(bundled, left, right, gold, layers="0,-1", poolings=["cls", "mean"])
+    rows, layers, values = result.grid()
+    assert rows == ["cls", "mean"] and layers == [0, 6]
+    assert np.isnan(values[0, 0])  # layer 0 [CLS] is the same vector for every text: no ranking
+    assert result.best["spearman"] == np.nanmax(values) and result.best["layer"] == 6
+    assert result.best["spearman"] > 0.6
+    single = evaluate_pairs(bundled, left, right, gold, layers=6, pooling="mean")
+    cell = next(r for r in result.records if r["layer"] == 6 and r["pooling"] == "mean")
+    assert single["spearman"] == pytest.approx(cell["spearman"], abs=1e-9)
+    with pytest.raises(InvalidSpec, match="first_last_avg"):
+        sweep(bundled, left, right, gold, poolings=["first_last_avg"])
+
+
+def test_sweep_shows_the_effect_of_post_processing(bundled: bertscope.Model, pairs: tuple) -> None:
+    left, right, gold = pairs
+    vectors = layer_vectors(bundled, CONTEXTS, ["mean"])["mean"][:, 6]
+    fitted = fit_post(vectors, "abtt", dim=2, name="abtt-ctx")
+    result = sweep(
+        bundled, left, right, gold, layers="6", poolings=["mean"], post=["whitening", fitted], post_dim=20
+    )
+    by_post = {r["post"]: r["spearman"] for r in result.records}
+    assert set(by_post) == {"none", "whitening", "abtt-ctx"}
+    assert by_post["whitening"] != pytest.approx(by_post["none"], abs=1e-4)
+    assert by_post["abtt-ctx"] != pytest.approx(by_post["none"], abs=1e-4)
+    rows, _, _ = result.grid()
+    assert rows == ["mean", "mean+whitening", "mean+abtt-ctx"]
+
+
+def test_read_pairs_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("a\tb\t1\nc\td\n")
+    with pytest.raises(CorpusError, match="bad.tsv:2: expected 3"):
+        read_pairs(bad)
+    bad.write_text("a\tb\t1\nc\td\tx\n")
+    with pytest.raises(CorpusError, match="not a number"):
+        read_pairs(bad)
+
+
+def test_word_eval_on_a_simlex_subset(bundled: bertscope.Model) -> None:
+    data = word_dataset("simlex999")
+    assert len(data) == 999 and data[0] == ("old", "new", 1.58)
+    result = evaluate_words(bundled, data[:150])
+    assert [r["layer"] for r in result.records] == ["static", 0, 1, 2, 3, 4, 5, 6]
+    static = np.stack([[bundled.static_word(w).vector for w in (a, b)] for a, b, _ in data[:150]])
+    from scipy.stats import spearmanr
+
+    unit = static / np.linalg.norm(static, axis=2, keepdims=True)
+    expected = spearmanr((unit[:, 0] * unit[:, 1]).sum(1), [g for *_, g in data[:150]]).statistic
+    assert result.records[0]["spearman"] == pytest.approx(expected, abs=1e-6)
+    cov = result.coverage
+    assert cov["pairs"] == 150 and cov["whole"] + cov["split"] == cov["words"] and cov["split"] >= 1
+    assert all(-1 <= r["spearman"] <= 1 for r in result.records)
+
+
+def test_docsim_on_the_lee_corpus(bundled: bertscope.Model) -> None:
+    result = evaluate_docsim(bundled, layers=-1, pooling="mean")
+    assert result["documents"] == 50 and result["pairs"] == 1225
+    assert result["pearson"] > 0.4 and result["spearman"] > 0.3
+
+
+def test_contextuality_static_row_layer_zero_and_baseline(bundled: bertscope.Model) -> None:
+    result = contextuality(bundled, CONTEXTS, words=["bank", "bread", "river", "money"])
+    by_layer = {r["layer"]: r for r in result.records}
+    assert list(by_layer) == ["static", 0, 1, 2, 3, 4, 5, 6]
+    assert by_layer["static"]["self_similarity"] == pytest.approx(1.0, abs=1e-6)
+    assert by_layer["static"]["mev"] == pytest.approx(1.0, abs=1e-6)
+    assert 0.9 < by_layer[0]["self_similarity"] < 0.9999  # position alone moves layer 0
+    assert by_layer[6]["self_similarity"] < by_layer[0]["self_similarity"]
+    for r in result.records:
+        assert r["self_adjusted"] == pytest.approx(r["self_similarity"] - r["baseline"])
+        assert -1 < r["baseline"] < 1 and 0 < r["mev"] <= 1 + 1e-9
+    assert result.occurrences["bank"] >= 12
+
+
+def test_layer_zero_occurrences_differ_only_by_position(bundled: bertscope.Model) -> None:
+    same_position = ["the bank is closed", "a bank was robbed", "my bank sent mail"]
+    layer0 = np.stack([bundled.hidden_states(t)[0][2] for t in same_position])
+    np.testing.assert_allclose(layer0, layer0[0:1].repeat(3, axis=0), atol=1e-5)
+    moved = bundled.hidden_states("we sat on the bank")[0][5]
+    assert not np.allclose(moved, layer0[0], atol=1e-3)
+
+
+def test_contextuality_picks_frequent_words(bundled: bertscope.Model) -> None:
+    result = contextuality(bundled, CONTEXTS, top=3, min_contexts=15)
+    assert set(result.occurrences) <= {"the", "river", "money", "bank", "bread", "a"}
+    assert len(result.occurrences) == 3 and all(n >= 15 for n in result.occurrences.values())
+
+
+def test_eval_and_contextuality_commands(tmp_path: Path) -> None:
+    runner = CliRunner()
+    picture = tmp_path / "sweep.png"
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "pairs",
+            str(DATA / "pairs.tsv"),
+            "--layers",
+            "5:",
+            "--pooling",
+            "mean",
+            "-o",
+            str(picture),
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert len(data["records"]) == 2 and data["best"]["layer"] in (5, 6) and picture.stat().st_size > 5000
+    table = runner.invoke(app, ["eval", "pairs", str(DATA / "pairs.tsv"), "--layers", "6", "--no-plot"])
+    assert "best: layer 6" in table.stdout
+    words = tmp_path / "words.tsv"
+    words.write_text("bread\tloaf\t9\nbread\tcar\t1\nbank\tmoney\t7\nriver\tstream\t9\ncat\tdog\t6\n")
+    result = runner.invoke(app, ["eval", "words", "--pairs", str(words), "--no-plot", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["coverage"]["pairs"] == 5
+    result = runner.invoke(
+        app,
+        [
+            "contextuality",
+            str(DATA / "contexts.txt"),
+            "--words",
+            "bread,bank",
+            "-o",
+            str(tmp_path / "ctx.png"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "static" in result.stdout and "bread (15)" in result.stdout and (tmp_path / "ctx.png").exists()
