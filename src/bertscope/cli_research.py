@@ -339,7 +339,9 @@ def vocab_add(
     before = {w: _pieces(m, w) for w in words}
     extended = add_tokens(m, words, init=how)
     save(extended, output)
-    records = [{"word": w, "before": before[w], "after": _pieces(extended, w)} for w in words]
+    records: list[dict[str, Any]] = [
+        {"word": w, "before": before[w], "after": _pieces(extended, w)} for w in words
+    ]
     if as_json:
         _emit_json({"output": str(output), "words": records})
         return

@@ -91,7 +91,7 @@ class PostProcessor:
             "matrix": np.ascontiguousarray(self.matrix, np.float32),
         }
         if path.suffix == ".npz":
-            np.savez(path, settings=np.array(meta), **arrays)
+            np.savez(path, settings=np.array(meta), mean=arrays["mean"], matrix=arrays["matrix"])
         else:
             from safetensors.numpy import save_file
 
