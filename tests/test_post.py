@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 import bertscope
 from bertscope import cli_research
 from bertscope.cli import app
-from bertscope.errors import InvalidInput
-from bertscope.post import PCA, AllButTheTop, Whitening, fit_post, fit_post_on_texts, load_post
+from bertscope.errors import InvalidInput, InvalidSpec
+from bertscope.post import PCA, AllButTheTop, Whitening, as_post, fit_post, fit_post_on_texts, load_post
 
 DATA = Path(__file__).parent / "data"
 
@@ -109,3 +109,17 @@ def test_fit_post_command_writes_a_loadable_file(
     assert result.exit_code == 0, result.output
     post = load_post(target)
     assert post.dim_in == 384 and post.dim_out == 16 and post.settings["n_fit"] == 60
+
+
+def test_as_post_describe_and_spec_check(corpus_vectors: np.ndarray, tmp_path: Path) -> None:
+    spec = {"layers": (2,), "combine": "mean", "pooling": "mean", "mask_special": False, "normalize": False}
+    post = fit_post(corpus_vectors, "pca", dim=4, spec=spec)
+    path = post.save(tmp_path / "p.safetensors")
+    assert as_post(None) is None and as_post(post) is post
+    again = as_post(str(path))
+    assert (
+        again is not None and again.describe()["dim_out"] == 4 and again.describe()["spec"]["layers"] == [2]
+    )
+    again.check(dict(spec))
+    with pytest.raises(InvalidSpec, match="fitted on"):
+        again.check({**spec, "layers": (1,)})

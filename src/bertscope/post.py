@@ -30,6 +30,7 @@ __all__ = [
     "fit_post",
     "fit_post_on_texts",
     "load_post",
+    "as_post",
 ]
 
 _FORMAT = "bertscope-post/1"
@@ -79,6 +80,33 @@ class PostProcessor:
         return out.astype(np.float32)
 
     __call__ = apply
+
+    def describe(self) -> dict[str, Any]:
+        """The kind, widths and settings, JSON-able, for provenance next to the vectors."""
+        return json.loads(
+            json.dumps(
+                {"kind": self.kind.value, "dim_in": self.dim_in, "dim_out": self.dim_out, **self.settings},
+                default=_plain,
+            )
+        )
+
+    def check(self, spec: dict[str, Any]) -> None:
+        """Raise InvalidSpec if `spec` (an EmbedSpec dict) differs from the one this was fitted on."""
+        fitted = self.settings.get("spec")
+        if not fitted:
+            return
+        keys = ("layers", "combine", "pooling", "mask_special", "normalize")
+        differ = [
+            k
+            for k in keys
+            if json.dumps(fitted.get(k), default=_plain) != json.dumps(spec.get(k), default=_plain)
+        ]
+        if differ:
+            got = {k: spec.get(k) for k in differ}
+            want = {k: fitted.get(k) for k in differ}
+            raise InvalidSpec(
+                f"this {self.kind.value} was fitted on {want}, not {got}; embed with those options"
+            )
 
     def save(self, path: str | Path) -> Path:
         """Write mean, matrix and settings to .safetensors (default) or .npz; returns the path."""
@@ -163,6 +191,13 @@ def fit_post(
     if which is PostKind.ABTT:
         return AllButTheTop.fit(vectors, remove=dim, **settings)
     return _KINDS[which].fit(vectors, dim=dim, **settings)  # type: ignore[attr-defined, no-any-return]
+
+
+def as_post(value: PostProcessor | str | Path | None) -> PostProcessor | None:
+    """None, a fitted PostProcessor, or the path of a saved one (the form `embed(post=...)` accepts)."""
+    if value is None or isinstance(value, PostProcessor):
+        return value
+    return load_post(value)
 
 
 def load_post(path: str | Path) -> PostProcessor:
