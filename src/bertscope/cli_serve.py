@@ -1,0 +1,79 @@
+"""The command line's `serve`: the HTTP service (FastAPI + uvicorn) in front of one loaded model."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from .cli import DeviceOpt, DtypeOpt, ModelOpt, app, err
+
+_HOST = "127.0.0.1"
+_LOOPBACK = (_HOST, "localhost", "::1")
+
+
+@app.command()
+def serve(
+    model: ModelOpt = None,
+    host: Annotated[
+        str, typer.Option("--host", help="Address to listen on (0.0.0.0: every interface).")
+    ] = _HOST,
+    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", envvar="BERTSCOPE_API_KEY", help="Require 'Authorization: Bearer KEY'."),
+    ] = None,
+    cors_origin: Annotated[
+        list[str] | None, typer.Option("--cors-origin", help="Allow browser calls from it (repeatable).")
+    ] = None,
+    max_batch_tokens: Annotated[
+        int | None, typer.Option("--max-batch-tokens", min=1, help="Tokens per batch (default: engine's).")
+    ] = None,
+    max_wait_ms: Annotated[
+        float, typer.Option("--max-wait-ms", min=0, help="How long a batch waits for more requests.")
+    ] = 2.0,
+    max_queue: Annotated[int, typer.Option("--max-queue", min=1, help="Jobs waiting before 429.")] = 256,
+    max_inputs: Annotated[
+        int, typer.Option("--max-inputs", min=1, help="Texts per request (413 above).")
+    ] = 256,
+    max_body_bytes: Annotated[
+        int, typer.Option("--max-body-bytes", min=1, help="Request body size before 413.")
+    ] = 4 * 1024 * 1024,
+    auto_split: Annotated[
+        bool, typer.Option("--auto-split", help="Split requests over --max-inputs instead of a 413.")
+    ] = False,
+    no_batching: Annotated[
+        bool, typer.Option("--no-batching", help="One forward per request (for comparison).")
+    ] = False,
+    threads: Annotated[int | None, typer.Option("--threads", min=1, help="Torch CPU threads.")] = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
+) -> None:
+    """Serve every embedding over HTTP: /embed, /embed_tokens, /v1/embeddings (OpenAI), /docs and more.
+
+    Examples: `bertscope serve` (http://127.0.0.1:8000/docs), `bertscope serve --port 9000 --api-key s3cret`
+    """
+    import uvicorn
+
+    from .model import load
+    from .server import ServerSettings, create_app
+
+    settings = ServerSettings(
+        api_key=api_key,
+        cors_origins=tuple(cors_origin or ()),
+        max_batch_tokens=max_batch_tokens,
+        max_wait_ms=max_wait_ms,
+        max_queue=max_queue,
+        max_inputs=max_inputs,
+        max_body_bytes=max_body_bytes,
+        auto_split=auto_split,
+        batching=not no_batching,
+    )
+    if host not in _LOOPBACK and not api_key:
+        err.print(
+            f"[yellow]warning:[/] listening on {host} with no --api-key: anyone who reaches it can use it"
+        )
+    m = load(model, device=device, dtype=dtype, threads=threads)
+    err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
+    uvicorn.run(create_app(m, settings=settings), host=host, port=port, log_level=log_level)

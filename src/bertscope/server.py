@@ -1,0 +1,150 @@
+"""The HTTP service: every embedding bertscope makes, behind FastAPI, batched across requests.
+
+    app = create_app(bertscope.load(), settings=ServerSettings(api_key="secret"))
+
+Every request is checked (texts, options, long-text policy) before it is queued, so bad input is a 4xx
+and never reaches a batch; sentence work is then batched with other requests by the one worker
+(`server_batching`), and everything else that touches the model runs on that worker too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
+from fastapi.middleware.cors import CORSMiddleware
+
+from . import __version__
+from .results import SentenceEmbeddings
+from .server_batching import Batcher, Metrics
+from .server_http import Guard, ServerSettings, TooManyInputs, add_error_handlers
+from .server_routes import embedding_routes, model_routes, ops_routes
+from .tokens import check_texts
+
+if TYPE_CHECKING:
+    from .model import Model
+
+__all__ = ["create_app", "ServerSettings"]
+
+_INLINE_TEXTS = 16
+_INLINE_CHARS = 20_000
+
+
+def _small(texts: Any) -> bool:
+    """Whether texts are few and short enough to check on the event loop itself."""
+    items = [texts] if isinstance(texts, str) else texts
+    if len(items) > _INLINE_TEXTS:
+        return False
+    return sum(len(t) for t in items if isinstance(t, str)) <= _INLINE_CHARS
+
+
+class _Service:
+    """What the endpoints share: the model, the limits and the worker."""
+
+    def __init__(self, model: Model, settings: ServerSettings, batcher: Batcher) -> None:
+        self.model = model
+        self.settings = settings
+        self.batcher = batcher
+        self.name = model.info().source
+
+    def check_count(self, n: int, *, splittable: bool = False) -> None:
+        """Raise TooManyInputs when a request carries more than --max-inputs (and cannot be split)."""
+        limit = self.settings.max_inputs
+        if n > limit and not (splittable and self.settings.auto_split):
+            raise TooManyInputs(
+                f"inputs: {n} in one request, over the limit of {limit} per request "
+                "(--max-inputs); send several requests, or start the server with --auto-split"
+            )
+
+    async def sentences(self, texts: Any, options: dict[str, Any]) -> SentenceEmbeddings:
+        """Sentence vectors through the shared worker, checked first, split into parts under --auto-split."""
+        self.check_count(1 if isinstance(texts, str) else len(texts), splittable=True)
+        with self.batcher.arriving():
+            if _small(texts):
+                # A thread hop costs more than tokenizing a few short texts, and under load waits for the GIL.
+                items, spec, counts = self._prepare(texts, options)
+            else:
+                items, spec, counts = await run_in_threadpool(self._prepare, texts, options)
+            size = self.settings.max_inputs
+            parts = [(items[i : i + size], sum(counts[i : i + size])) for i in range(0, len(items), size)]
+            if len(parts) > self.batcher.max_queue:
+                raise TooManyInputs(
+                    f"inputs: {len(items)} need {len(parts)} parts of {size}, more than the queue "
+                    f"holds ({self.batcher.max_queue}, --max-queue)"
+                )
+            futures = self.batcher.sentences(parts, spec)
+        results = await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+        return SentenceEmbeddings(
+            vectors=np.concatenate([r.vectors for r in results]),
+            n_tokens=np.concatenate([r.n_tokens for r in results]),
+            truncated=np.concatenate([r.truncated for r in results]),
+            spec=results[0].spec,
+        )
+
+    def _prepare(self, texts: Any, options: dict[str, Any]) -> tuple[list[str], Any, list[int]]:
+        # Everything that can reject a request happens here, before the queue: a batch only gets good work.
+        items = check_texts(texts)
+        spec = self.model.spec(**options)
+        counts = [len(t) for t in self.model.tokenize(items, long=spec.long)]
+        return items, spec, counts
+
+    async def on_worker(self, fn: Callable[[], Any]) -> Any:
+        """Run `fn` on the worker thread that owns the model."""
+        return await asyncio.wrap_future(self.batcher.call(fn))
+
+    def texts(self, inputs: Any) -> list[str]:
+        """Checked texts within the per-request limit."""
+        items = check_texts(inputs)
+        self.check_count(len(items))
+        return items
+
+
+def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastAPI:
+    """The FastAPI app serving `model`; the worker thread runs while the app's lifespan does."""
+    settings = settings or ServerSettings()
+    metrics = Metrics()
+    batcher = Batcher(
+        model,
+        max_batch_tokens=settings.max_batch_tokens or model.engine.token_budget,
+        max_wait_ms=settings.max_wait_ms,
+        max_queue=settings.max_queue,
+        batching=settings.batching,
+        metrics=metrics,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        batcher.start()
+        try:
+            yield
+        finally:
+            await run_in_threadpool(batcher.stop)
+
+    app = FastAPI(
+        title="bertscope",
+        version=__version__,
+        lifespan=lifespan,
+        description="Every embedding of a BERT-family model: static rows, the embedding layer taken "
+        "apart, every layer's token vectors, word and sentence vectors; OpenAI-compatible /v1/embeddings.",
+    )
+    service = _Service(model, settings, batcher)
+    app.state.service = service
+    add_error_handlers(app)
+    embedding_routes(app, service)
+    model_routes(app, service)
+    ops_routes(app, service, metrics)
+    paths = frozenset(getattr(r, "path", "") for r in app.routes)
+    app.add_middleware(Guard, settings=settings, metrics=metrics, endpoints=paths)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["*"],
+            allow_headers=["*"],
+        )
+    return app

@@ -1,0 +1,263 @@
+"""The service's one inference worker: a bounded queue of jobs, cross-request batches, Prometheus metrics.
+
+One thread owns the model. It takes the oldest queued job, then more while they fit in `max_batch_tokens`
+and arrive within `max_wait_ms` of the first (it waits only while other requests are being checked),
+groups the sentence jobs that share a resolved `EmbedSpec`, and embeds each group with one
+`Engine.sentences_once` call (the engine's own token budget splits it into forwards); each job's rows go
+back through its future. Any other model work (token vectors, anatomy, static rows) runs on the same
+thread as a `call` job, alone, so the model is never used by two threads.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from .engine import EmbedSpec
+from .results import SentenceEmbeddings
+
+if TYPE_CHECKING:
+    from .model import Model
+
+__all__ = ["Batcher", "Metrics", "QueueFull", "ShuttingDown"]
+
+_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+_TOKENS = (16, 64, 256, 1024, 4096, 16384, 65536)
+
+
+class QueueFull(Exception):
+    """The queue has no room for this request now; the client should retry after `retry_after` seconds."""
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ShuttingDown(Exception):
+    """The worker stopped before this job ran."""
+
+
+class Metrics:
+    """The service's Prometheus metrics, in a registry of their own (one per app)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "bertscope_requests", "HTTP requests by endpoint and status", ["endpoint", "status"], registry=r
+        )
+        self.latency = Histogram(
+            "bertscope_request_seconds", "HTTP request latency by endpoint", ["endpoint"], registry=r
+        )
+        self.queue_size = Gauge("bertscope_queue_size", "Jobs waiting for the inference worker", registry=r)
+        self.batch_requests = Histogram(
+            "bertscope_batch_requests", "Jobs taken by the worker in one batch", buckets=_SIZES, registry=r
+        )
+        self.batch_texts = Histogram(
+            "bertscope_forward_texts", "Texts in one forward", buckets=_SIZES, registry=r
+        )
+        self.batch_tokens = Histogram(
+            "bertscope_forward_tokens", "Real (unpadded) tokens in one forward", buckets=_TOKENS, registry=r
+        )
+
+        self.busy = Counter("bertscope_worker_busy_seconds", "Time the worker spent running jobs", registry=r)
+
+    def on_forward(self, n_texts: int, n_tokens: int) -> None:
+        """Engine callback: record one forward's size."""
+        self.batch_texts.observe(n_texts)
+        self.batch_tokens.observe(n_tokens)
+
+
+@dataclass
+class _Job:
+    future: Future[Any]
+    n_tokens: int = 0
+    texts: Sequence[str] = ()
+    spec: EmbedSpec | None = None
+    call: Callable[[], Any] | None = None
+    enqueued: float = field(default_factory=time.monotonic)
+
+
+class Batcher:
+    """A bounded job queue in front of one worker thread that owns the model."""
+
+    def __init__(
+        self,
+        model: Model,
+        *,
+        max_batch_tokens: int,
+        max_wait_ms: float,
+        max_queue: int,
+        batching: bool = True,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.model = model
+        self.max_batch_tokens = max_batch_tokens
+        self.max_wait = max_wait_ms / 1000.0
+        self.max_queue = max_queue
+        self.batching = batching
+        self.metrics = metrics or Metrics()
+        self._jobs: deque[_Job] = deque()
+        self._cond = threading.Condition()
+        self._stopping = False
+        self._arriving = 0
+        self._thread: threading.Thread | None = None
+
+    # Client side (any thread) -------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the worker thread."""
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="bertscope-worker", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the worker after the batch it is running; jobs still queued fail with ShuttingDown."""
+        with self._cond:
+            self._stopping = True
+            left, self._jobs = list(self._jobs), deque()
+            self._cond.notify_all()
+        for job in left:
+            if job.future.set_running_or_notify_cancel():
+                job.future.set_exception(ShuttingDown("the server is shutting down"))
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        """Whether the worker thread runs."""
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def queued(self) -> int:
+        """Jobs waiting (not counting the batch being run)."""
+        return len(self._jobs)
+
+    @contextmanager
+    def arriving(self) -> Iterator[None]:
+        """Mark a request as on its way to the queue (being checked), so a batch waits for it."""
+        with self._cond:
+            self._arriving += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._arriving -= 1
+                self._cond.notify()
+
+    def sentences(self, parts: Sequence[tuple[Sequence[str], int]], spec: EmbedSpec) -> list[Future[Any]]:
+        """Queue (texts, n_tokens) parts, all or none, for sentence vectors; one future per part."""
+        return self._put([_Job(Future(), n_tokens=n, texts=texts, spec=spec) for texts, n in parts])
+
+    def call(self, fn: Callable[[], Any]) -> Future[Any]:
+        """Queue `fn` to run on the worker thread, alone; its result or exception comes back."""
+        return self._put([_Job(Future(), call=fn)])[0]
+
+    def _put(self, jobs: list[_Job]) -> list[Future[Any]]:
+        with self._cond:
+            if self._stopping:
+                raise ShuttingDown("the server is shutting down")
+            if len(self._jobs) + len(jobs) > self.max_queue:
+                raise QueueFull(f"the queue is full ({self.max_queue} jobs waiting); retry shortly")
+            self._jobs.extend(jobs)
+            self.metrics.queue_size.set(len(self._jobs))
+            self._cond.notify()
+        return [job.future for job in jobs]
+
+    # Worker side --------------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            batch = self._collect()
+            if batch is None:
+                return
+            self.metrics.batch_requests.observe(len(batch))
+            start = time.perf_counter()
+            self._run(batch)
+            self.metrics.busy.inc(time.perf_counter() - start)
+
+    def _collect(self) -> list[_Job] | None:
+        """The next batch: the oldest job, then followers while they fit the token budget and the wait."""
+        with self._cond:
+            while not self._jobs and not self._stopping:
+                self._cond.wait()
+            if self._stopping:
+                return None
+            first = self._jobs.popleft()
+            batch, tokens = [first], first.n_tokens
+            if first.call is None and self.batching:
+                deadline = first.enqueued + self.max_wait
+                while tokens < self.max_batch_tokens and not self._stopping:
+                    if not self._jobs:
+                        if not self._arriving:
+                            break
+                        left = deadline - time.monotonic()
+                        if left <= 0 or not self._cond.wait(left):
+                            break
+                        continue
+                    nxt = self._jobs[0]
+                    if nxt.call is not None or tokens + nxt.n_tokens > self.max_batch_tokens:
+                        break
+                    batch.append(self._jobs.popleft())
+                    tokens += nxt.n_tokens
+            self.metrics.queue_size.set(len(self._jobs))
+            return batch
+
+    def _run(self, batch: list[_Job]) -> None:
+        # A client that went away cancelled its future: its job is skipped, not computed.
+        live = [job for job in batch if job.future.set_running_or_notify_cancel()]
+        groups: dict[EmbedSpec, list[_Job]] = {}
+        for job in live:
+            if job.call is not None:
+                _settle(job.future, job.call)
+            else:
+                assert job.spec is not None
+                groups.setdefault(job.spec, []).append(job)
+        for spec, jobs in groups.items():
+            self._embed_group(spec, jobs)
+
+    def _embed_group(self, spec: EmbedSpec, jobs: list[_Job]) -> None:
+        texts = [text for job in jobs for text in job.texts]
+        try:
+            result = self.model.engine.sentences_once(texts, spec, on_batch=self.metrics.on_forward)
+        except Exception as exc:
+            if len(jobs) == 1:
+                jobs[0].future.set_exception(exc)
+                return
+            # Whatever failed belongs to one request: run each alone so the others still get answers.
+            for job in jobs:
+                _settle(job.future, lambda job=job: self._embed_one(job))  # type: ignore[misc]
+            return
+        start = 0
+        for job in jobs:
+            stop = start + len(job.texts)
+            job.future.set_result(_rows(result, start, stop))
+            start = stop
+
+    def _embed_one(self, job: _Job) -> SentenceEmbeddings:
+        assert job.spec is not None
+        return self.model.engine.sentences_once(list(job.texts), job.spec, on_batch=self.metrics.on_forward)
+
+
+def _settle(future: Future[Any], fn: Callable[[], Any]) -> None:
+    try:
+        future.set_result(fn())
+    except Exception as exc:  # the future carries it to the request that asked
+        future.set_exception(exc)
+
+
+def _rows(result: SentenceEmbeddings, start: int, stop: int) -> SentenceEmbeddings:
+    return SentenceEmbeddings(
+        vectors=result.vectors[start:stop],
+        n_tokens=result.n_tokens[start:stop],
+        truncated=result.truncated[start:stop],
+        spec=result.spec,
+    )

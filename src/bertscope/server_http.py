@@ -1,0 +1,211 @@
+"""The service's HTTP edge: settings, the guard (API key, body limit, metrics) and errors as JSON 4xx.
+
+    bertscope error (InvalidSpec, InvalidInput, ...)   422  {"detail": message}
+    a field pydantic rejects                          422  {"detail": "field: message; ...", "errors": [...]}
+    more inputs than --max-inputs                      413  (unless --auto-split)
+    a body over --max-body-bytes                       413
+    the queue full                                     429  with Retry-After
+    no or a wrong key with --api-key                   401
+Under /v1/ the body also carries OpenAI's {"error": {"message", "type", ...}} so its clients show the message.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from .errors import BertscopeError
+from .server_batching import Metrics, QueueFull, ShuttingDown
+
+__all__ = ["ServerSettings", "TooManyInputs", "Guard", "add_error_handlers", "error_response"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+log = logging.getLogger("bertscope.server")
+
+# Open without a key: a load balancer's probe and the API's own description.
+_OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """Limits and switches of one service; `None` max_batch_tokens means the engine's own token budget."""
+
+    api_key: str | None = None
+    cors_origins: tuple[str, ...] = ()
+    max_batch_tokens: int | None = None
+    max_wait_ms: float = 2.0
+    max_queue: int = 256
+    max_inputs: int = 256
+    max_body_bytes: int = 4 * 1024 * 1024
+    auto_split: bool = False
+    batching: bool = True
+
+
+class TooManyInputs(Exception):
+    """A request has more inputs than one request may carry."""
+
+
+def error_response(
+    path: str,
+    status: int,
+    message: str,
+    *,
+    kind: str = "invalid_request_error",
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    """A JSON error: {"detail": message}, plus OpenAI's error object under /v1/."""
+    body: dict[str, Any] = {"detail": message, **extra}
+    if path.startswith("/v1/"):
+        body["error"] = {"message": message, "type": kind, "param": None, "code": status}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _readable(exc: RequestValidationError) -> tuple[str, list[dict[str, Any]]]:
+    """One line naming each bad field and what it allows, and the errors without the echoed input."""
+    lines: list[str] = []
+    errors = []
+    for err in exc.errors():
+        loc = [str(p) for p in err.get("loc", ()) if p != "body"]
+        line = f"{'.'.join(loc) or 'body'}: {err.get('msg', 'invalid')}"
+        if err.get("type") == "json_invalid":
+            reason = (err.get("ctx") or {}).get("error", "")
+            line = f"body: not valid JSON at character {loc[0] if loc else '?'} ({reason})"
+        if line not in lines:
+            lines.append(line)
+        errors.append({k: v for k, v in err.items() if k in ("loc", "msg", "type")})
+    return "; ".join(lines), jsonable_encoder(errors)
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """Map bertscope and service errors to their 4xx (or 503) JSON answers."""
+
+    async def validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        message, errors = _readable(exc)
+        return error_response(request.url.path, 422, message, errors=errors)
+
+    async def bertscope_error(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(request.url.path, 422, str(exc))
+
+    async def too_many(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(request.url.path, 413, str(exc))
+
+    async def queue_full(request: Request, exc: Exception) -> JSONResponse:
+        retry = str(getattr(exc, "retry_after", 1))
+        return error_response(
+            request.url.path, 429, str(exc), kind="rate_limit_error", headers={"Retry-After": retry}
+        )
+
+    async def shutting_down(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(
+            request.url.path, 503, str(exc), kind="server_error", headers={"Retry-After": "5"}
+        )
+
+    app.add_exception_handler(RequestValidationError, validation)
+    app.add_exception_handler(BertscopeError, bertscope_error)
+    app.add_exception_handler(TooManyInputs, too_many)
+    app.add_exception_handler(QueueFull, queue_full)
+    app.add_exception_handler(ShuttingDown, shutting_down)
+
+
+class Guard:
+    """ASGI middleware: counts and times every request, checks the API key, and caps the body size."""
+
+    def __init__(
+        self, app: Any, *, settings: ServerSettings, metrics: Metrics, endpoints: frozenset[str]
+    ) -> None:
+        self.app = app
+        self.settings = settings
+        self.metrics = metrics
+        self.endpoints = endpoints
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Handle one ASGI call."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope["path"]
+        # Unknown paths share one label, so a scanner cannot grow the metrics without bound.
+        endpoint = path if path in self.endpoints else "other"
+        status = {"code": 500}
+        start = time.perf_counter()
+
+        async def counted(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = message["status"]
+            await send(message)
+
+        try:
+            await self._guarded(scope, receive, counted, path)
+        finally:
+            self.metrics.requests.labels(endpoint, str(status["code"])).inc()
+            self.metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        key = self.settings.api_key
+        if key and path not in _OPEN_PATHS and scope["method"] != "OPTIONS" and not _key_ok(headers, key):
+            message = "missing or wrong API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'"
+            response = error_response(
+                path, 401, message, kind="authentication_error", headers={"WWW-Authenticate": "Bearer"}
+            )
+            await response(scope, receive, send)
+            return
+        limit = self.settings.max_body_bytes
+        declared = headers.get("content-length", "")
+        if declared.isdigit():
+            if int(declared) > limit:
+                await self._too_large(scope, receive, send, path, int(declared))
+                return
+            await self.app(scope, receive, send)
+            return
+        # No length given (chunked): read up to the limit before the app sees any of it.
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                await self._too_large(scope, receive, send, path, size)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, scope: Scope, receive: Receive, send: Send, path: str, size: int) -> None:
+        limit = self.settings.max_body_bytes
+        message = f"request body of {size}+ bytes is over the limit of {limit} bytes (--max-body-bytes)"
+        await error_response(path, 413, message)(scope, receive, send)
+
+
+def _key_ok(headers: dict[str, str], key: str) -> bool:
+    given = headers.get("x-api-key", "")
+    auth = headers.get("authorization", "")
+    if auth[:7].lower() == "bearer ":
+        given = given or auth[7:].strip()
+    return hmac.compare_digest(given.encode(), key.encode())

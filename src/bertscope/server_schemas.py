@@ -1,0 +1,188 @@
+"""The service's request and response bodies (pydantic); the strategy fields reuse the library's enums."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ._enums import Combine, LongText, Pooling, SubwordPooling
+
+__all__ = [
+    "EmbedRequest",
+    "EmbedResponse",
+    "TokensRequest",
+    "TokensResponse",
+    "OpenAIRequest",
+    "OpenAIResponse",
+    "TokenizeRequest",
+    "StaticRequest",
+    "AnatomyRequest",
+    "SimilarityRequest",
+    "SimilarityResponse",
+]
+
+Texts = str | list[str]
+Layers = str | int | list[int] | None
+
+_TEXTS = "One text or a list of texts (each non-empty)."
+_LAYERS = (
+    "Layer spec: -1 (last), -2, 0 (embedding output), 6, -4:, 1:4, 0,6, all; or an int or a list of ints."
+)
+
+
+class _Strict(BaseModel):
+    # Unknown fields are errors, so a misspelt option is reported instead of silently ignored.
+    model_config = ConfigDict(extra="forbid")
+
+
+class _LayerFields(_Strict):
+    layers: Layers = Field(None, description=_LAYERS, examples=["-1", "-4:", "0,6"])
+    combine: Combine = Field(Combine.MEAN, description="How several layers combine.")
+    long: LongText = Field(
+        LongText.TRUNCATE,
+        description="Texts over the model's limit: cut (reported), overlapping windows, or a 422.",
+    )
+
+
+class _SpecFields(_LayerFields):
+    pooling: Pooling = Field(Pooling.AUTO, description="Sentence pooling; auto is the model's own.")
+    mask_special: bool = Field(False, description="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
+    normalize: bool | None = Field(None, description="Unit-length vectors (null: the model's own choice).")
+
+    def spec_options(self) -> dict[str, Any]:
+        """The fields that `Model.spec` takes."""
+        return {
+            k: getattr(self, k) for k in ("layers", "combine", "pooling", "mask_special", "normalize", "long")
+        }
+
+
+class EmbedRequest(_SpecFields):
+    """Sentence vectors for texts, any layers, any pooling."""
+
+    inputs: Texts = Field(description=_TEXTS, examples=[["I like eating bread", "a cat"]])
+    post: str | None = Field(None, description="Name of a loaded post-processing (whitening, PCA, ...).")
+
+
+class EmbedResponse(BaseModel):
+    """Sentence vectors (n, d) in input order, with per-text token counts and tokens cut by truncation."""
+
+    model: str
+    dim: int
+    vectors: list[list[float]]
+    n_tokens: list[int]
+    truncated: list[int]
+    spec: dict[str, Any]
+
+
+class TokensRequest(_LayerFields):
+    """Per-token (and with words=true, per-word) vectors of the chosen layers."""
+
+    inputs: Texts = Field(description=_TEXTS)
+    words: bool = Field(False, description="Also pool word pieces into word vectors.")
+    subword: SubwordPooling = Field(SubwordPooling.MEAN, description="How a word's pieces become one vector.")
+
+
+class WordItem(BaseModel):
+    """One text's words: the word, its character span, its pieces, its vector."""
+
+    words: list[str]
+    spans: list[tuple[int, int]]
+    pieces: list[list[str]]
+    vectors: list[list[float]]
+
+
+class TokenItem(BaseModel):
+    """One text's tokens with character offsets, which are special, and their vectors (tokens, d)."""
+
+    text: str
+    tokens: list[str]
+    offsets: list[tuple[int, int]]
+    special: list[bool]
+    vectors: list[list[float]]
+    n_dropped: int
+    words: WordItem | None = None
+
+
+class TokensResponse(BaseModel):
+    """Token (and word) vectors per input text."""
+
+    model: str
+    items: list[TokenItem]
+    spec: dict[str, Any]
+
+
+class OpenAIRequest(BaseModel):
+    """The OpenAI embeddings request: strings, or token ids of this model's own vocabulary."""
+
+    # Clients send fields of their own (user, extra_body); OpenAI ignores what it does not know, so do we.
+    model_config = ConfigDict(extra="ignore")
+
+    input: str | list[str] | list[int] | list[list[int]] = Field(description="Text(s) or token id list(s).")
+    model: str | None = Field(None, description="Any name; the served model answers and is named back.")
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = Field(None, ge=1, description="Keep the first N dimensions (unit length again).")
+    user: str | None = None
+
+
+class OpenAIEmbedding(BaseModel):
+    """One vector in OpenAI's shape."""
+
+    object: Literal["embedding"] = "embedding"
+    index: int
+    embedding: list[float] | str
+
+
+class OpenAIUsage(BaseModel):
+    """Tokens read, [CLS]/[SEP] included."""
+
+    prompt_tokens: int
+    total_tokens: int
+
+
+class OpenAIResponse(BaseModel):
+    """The OpenAI embeddings response."""
+
+    object: Literal["list"] = "list"
+    data: list[OpenAIEmbedding]
+    model: str
+    usage: OpenAIUsage
+
+
+class TokenizeRequest(_Strict):
+    """Word pieces of texts: token, id, word, character span, special."""
+
+    inputs: Texts = Field(description=_TEXTS)
+    long: LongText = LongText.TRUNCATE
+
+
+class StaticRequest(_Strict):
+    """Static rows of word pieces or ids (or words, as the mean of their pieces), with neighbours."""
+
+    items: str | int | list[str | int] = Field(
+        description="Word pieces or token ids (or words with word=true).", examples=[["bread", 7852]]
+    )
+    word: bool = Field(False, description="Items are words: the mean of their pieces' rows.")
+    k: int = Field(0, ge=0, le=1000, description="How many nearest vocabulary entries to list.")
+    include_special: bool = Field(False, description="Let neighbours be special or [unused] tokens.")
+
+
+class AnatomyRequest(_Strict):
+    """The embedding layer of one text taken apart."""
+
+    text: str = Field(description="One non-empty text.", examples=["I am Sinan"])
+
+
+class SimilarityRequest(_SpecFields):
+    """Cosine of one source sentence against each of the sentences, with the same embedding options."""
+
+    source: str = Field(description="The sentence to compare.", examples=["a cat"])
+    sentences: list[str] = Field(description="Sentences to compare it with.", examples=[["a dog", "a car"]])
+
+
+class SimilarityResponse(BaseModel):
+    """One cosine per sentence, in order."""
+
+    model: str
+    scores: list[float]
+    spec: dict[str, Any]

@@ -1,0 +1,352 @@
+"""The HTTP service, run as users run it: a real uvicorn on a loopback port, called with httpx and openai."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import random
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from contextlib import contextmanager
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+import uvicorn
+
+import bertscope
+from bertscope.server import ServerSettings, create_app
+from bertscope.server_batching import Batcher
+
+# The server's worker and the test thread share one Model; the test only runs the library itself while
+# the server is idle (before requests go out or after every answer is in).
+ATOL = 1e-5
+MAX_INPUTS = 64
+MAX_BODY = 256 * 1024
+
+
+@contextmanager
+def serving(model: bertscope.Model, **settings: Any) -> Iterator[str]:
+    """A real uvicorn on 127.0.0.1 (a free port) in a background thread; yields its base URL."""
+    config = uvicorn.Config(
+        create_app(model, settings=ServerSettings(**settings)),
+        host="127.0.0.1",
+        port=0,
+        log_level="warning",
+        lifespan="on",
+    )
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+
+
+@pytest.fixture(scope="module")
+def url(bundled: bertscope.Model) -> Iterator[str]:
+    """The service on the bundled model with small limits, for the whole module."""
+    with serving(bundled, max_inputs=MAX_INPUTS, max_body_bytes=MAX_BODY, max_queue=512) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def client(url: str) -> Iterator[httpx.Client]:
+    """A plain httpx client on the module's service."""
+    with httpx.Client(base_url=url, timeout=60) as c:
+        yield c
+
+
+def post_ok(client: httpx.Client, path: str, body: dict[str, Any]) -> Any:
+    """POST JSON and return the decoded answer, failing on anything but 200."""
+    response = client.post(path, json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_every_endpoint_answers_with_the_librarys_own_results(
+    client: httpx.Client, bundled: bertscope.Model
+) -> None:
+    texts = ["I like eating bread", "The banana bread was horrible"]
+    assert client.get("/health").json()["status"] == "ok"
+    info = client.get("/info").json()
+    assert (info["family"], info["layers"], info["limits"]["max_inputs"]) == ("bert", 6, MAX_INPUTS)
+    got = post_ok(
+        client, "/embed", {"inputs": texts, "layers": "-2", "pooling": "mean", "mask_special": True}
+    )
+    want = bundled.embed(texts, layers="-2", pooling="mean", mask_special=True)
+    np.testing.assert_allclose(np.array(got["vectors"]), want.vectors, atol=ATOL)
+    assert got["n_tokens"] == want.n_tokens.tolist() and got["truncated"] == [0, 0]
+    tok = post_ok(client, "/embed_tokens", {"inputs": texts[0], "layers": "0,6", "words": True})["items"][0]
+    want_tok = bundled.embed_tokens(texts[0], layers="0,6")[0]
+    want_words = bundled.embed_words(texts[0], layers="0,6")[0]
+    assert tok["tokens"] == want_tok.tokens and [tuple(o) for o in tok["offsets"]] == want_tok.offsets
+    np.testing.assert_allclose(np.array(tok["vectors"]), want_tok.vectors, atol=ATOL)
+    assert tok["words"]["words"] == ["I", "like", "eating", "bread"]
+    np.testing.assert_allclose(np.array(tok["words"]["vectors"]), want_words.vectors, atol=ATOL)
+    sim = post_ok(client, "/similarity", {"source": "a cat", "sentences": ["a dog", "a car"]})["scores"]
+    np.testing.assert_allclose(sim, bundled.similarity(["a cat"], ["a dog", "a car"])[0], atol=ATOL)
+    pieces = post_ok(client, "/tokenize", {"inputs": "I like eating bread"})["items"][0]["tokens"]
+    assert [p["token"] for p in pieces] == ["[CLS]", "i", "like", "eating", "bread", "[SEP]"]
+    static = post_ok(client, "/static", {"items": ["bread", 7852], "k": 3})["items"]
+    np.testing.assert_array_equal(np.array(static[0]["vector"], dtype=np.float32), bundled.static("bread")[0])
+    assert static[1]["token"] == "bread" and static[0]["neighbors"][0]["token"] == "loaf"
+    anatomy = post_ok(client, "/anatomy", {"text": "I am Sinan"})
+    assert anatomy["max_abs_error"] < 1e-5 and anatomy["tokens"][0] == "[CLS]"
+    openai_like = post_ok(
+        client, "/v1/embeddings", {"input": texts, "model": "any", "encoding_format": "base64"}
+    )
+    first = np.frombuffer(base64.b64decode(openai_like["data"][0]["embedding"]), dtype="<f4")
+    np.testing.assert_allclose(first, bundled.embed(texts).vectors[0], atol=ATOL)
+    ids = post_ok(client, "/v1/embeddings", {"input": [[101, 1037, 4937, 102]], "dimensions": 8})
+    assert len(ids["data"][0]["embedding"]) == 8 and ids["usage"]["prompt_tokens"] == 4
+    metrics = client.get("/metrics").text
+    for name in (
+        "bertscope_requests_total",
+        "bertscope_queue_size",
+        "bertscope_forward_tokens_bucket",
+        "bertscope_batch_requests_bucket",
+        "bertscope_request_seconds_bucket",
+    ):
+        assert name in metrics
+    assert (
+        client.get("/docs").status_code == 200
+        and "/v1/embeddings" in client.get("/openapi.json").json()["paths"]
+    )
+
+
+def test_openai_client_gets_the_librarys_vectors(url: str, bundled: bertscope.Model) -> None:
+    openai = pytest.importorskip("openai")
+    api = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+    texts = ["a cat sat on the mat", "stock markets fell sharply", "bread"]
+    got = api.embeddings.create(model="all-MiniLM-L6-v2", input=texts)
+    floats = api.embeddings.create(model="x", input=texts[0], encoding_format="float")
+    want = bundled.embed(texts)
+    np.testing.assert_allclose(np.array([d.embedding for d in got.data]), want.vectors, atol=ATOL)
+    np.testing.assert_allclose(floats.data[0].embedding, want.vectors[0], atol=ATOL)
+    assert got.usage.prompt_tokens == int(want.n_tokens.sum()) and [d.index for d in got.data] == [0, 1, 2]
+    with pytest.raises(openai.UnprocessableEntityError, match="text 0 is empty"):
+        api.embeddings.create(model="x", input=[" "])
+
+
+def _mixed_requests(count: int) -> list[dict[str, Any]]:
+    rng = random.Random(7)
+    words = "the a cat dog sat ran over under bread market fell rose quickly slowly river bank light".split()
+    requests = []
+    for i in range(count):
+        texts = [
+            f"request {i} text {j} " + " ".join(rng.choices(words, k=rng.randint(1, 30)))
+            for j in range(rng.choice([1, 1, 1, 2, 4, 8]))
+        ]
+        body: dict[str, Any] = {"inputs": texts if len(texts) > 1 or i % 2 else texts[0]}
+        if i % 3 == 0:
+            body.update(layers="-2", pooling="mean")
+        requests.append(body)
+    return requests
+
+
+async def _send_all(url: str, bodies: list[dict[str, Any]], path: str = "/embed") -> list[httpx.Response]:
+    """POST every body at once; 8 clients share the connections (one httpx pool is slow with hundreds)."""
+    clients = [httpx.AsyncClient(base_url=url, timeout=120, verify=False) for _ in range(8)]
+    try:
+        return await asyncio.gather(*(clients[i % 8].post(path, json=b) for i, b in enumerate(bodies)))
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
+def _expected(model: bertscope.Model, body: dict[str, Any]) -> np.ndarray:
+    options = {k: v for k, v in body.items() if k != "inputs"}
+    return model.embed(body["inputs"], **options).vectors
+
+
+def test_200_concurrent_requests_are_batched_and_each_gets_its_own_answer(
+    url: str, client: httpx.Client, bundled: bertscope.Model
+) -> None:
+    bodies = _mixed_requests(200)
+    # Bad requests in the same storm: rejected before the queue, so they cannot spoil a batch.
+    bad = [
+        {"inputs": ["fine", " "]},
+        {"inputs": "ok", "layers": "12"},
+        {"inputs": "word " * 400, "long": "error"},
+        {"inputs": ["ok", 3]},
+    ]
+    before = _batches(client)
+    responses = asyncio.run(_send_all(url, bodies + bad))
+    assert [r.status_code for r in responses[200:]] == [422] * 4
+    assert all(r.status_code == 200 for r in responses[:200]), [
+        r.text for r in responses if r.status_code != 200
+    ]
+    batches, requests = _batches(client)[0] - before[0], _batches(client)[1] - before[1]
+    assert requests == 200 and batches < 200, "concurrent requests were not batched together"
+    for body, response in zip(bodies, responses, strict=False):
+        np.testing.assert_allclose(np.array(response.json()["vectors"]), _expected(bundled, body), atol=ATOL)
+
+
+def _batches(client: httpx.Client) -> tuple[float, float]:
+    """(worker batches run, jobs in them) from /metrics."""
+    values = {}
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(("bertscope_batch_requests_count", "bertscope_batch_requests_sum")):
+            name, value = line.split()
+            values[name] = float(value)
+    return values["bertscope_batch_requests_count"], values["bertscope_batch_requests_sum"]
+
+
+def test_a_full_queue_answers_429_while_accepted_requests_succeed(bundled: bertscope.Model) -> None:
+    long_texts = [f"sentence {i} " + "about rivers and banks and markets " * 8 for i in range(16)]
+    bodies = [{"inputs": long_texts[i % 4 :] + [f"request {i}"]} for i in range(24)]
+    with serving(bundled, max_queue=2) as base:
+        responses = asyncio.run(_send_all(base, bodies))
+    codes = [r.status_code for r in responses]
+    assert 429 in codes and 200 in codes and set(codes) <= {200, 429}
+    rejected = next(r for r in responses if r.status_code == 429)
+    assert rejected.headers["retry-after"] == "1" and "queue is full" in rejected.json()["detail"]
+    for body, response in zip(bodies, responses, strict=True):
+        if response.status_code == 200:
+            np.testing.assert_allclose(
+                np.array(response.json()["vectors"]), _expected(bundled, body), atol=ATOL
+            )
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "says"),
+    [
+        ("/embed", {"inputs": "a", "pooling": "avg"}, 422, "pooling: Input should be 'cls'"),
+        (
+            "/embed",
+            {"inputs": "a", "long": "cut"},
+            422,
+            "long: Input should be 'truncate', 'window' or 'error'",
+        ),
+        ("/embed", {"inputs": "a", "layer": "-1"}, 422, "layer: Extra inputs are not permitted"),
+        ("/embed", {"texts": "a"}, 422, "inputs: Field required"),
+        ("/embed", {"inputs": "a", "layers": "7"}, 422, "layers are 0..6"),
+        ("/embed", {"inputs": "a", "layers": "x:y"}, 422, "malformed"),
+        ("/embed", {"inputs": []}, 422, "no texts given"),
+        ("/embed", {"inputs": ["a", ""]}, 422, "text 1 is empty"),
+        ("/embed", {"inputs": "a", "pooling": "cls", "mask_special": True}, 422, "mask_special cannot apply"),
+        (
+            "/embed",
+            {"inputs": "a", "post": "whitening"},
+            422,
+            "no post-processing named 'whitening' is loaded",
+        ),
+        ("/embed", {"inputs": "word " * 300, "long": "error"}, 422, "but the model takes at most 256"),
+        ("/embed", {"inputs": ["a"] * (MAX_INPUTS + 1)}, 413, f"over the limit of {MAX_INPUTS} per request"),
+        ("/embed_tokens", {"inputs": "a", "subword": "middle"}, 422, "subword: Input should be 'first'"),
+        ("/similarity", {"source": "a", "sentences": []}, 422, "no texts given"),
+        ("/static", {"items": ["breadz"]}, 422, "not a single word piece"),
+        ("/static", {"items": [999999]}, 422, "out of range"),
+        ("/static", {"items": "bread", "k": -1}, 422, "k: Input should be greater than or equal to 0"),
+        ("/tokenize", {"inputs": 5}, 422, "inputs.str: Input should be a valid string"),
+        ("/anatomy", {"text": "  "}, 422, "text 0 is empty"),
+        ("/v1/embeddings", {"input": [[101, 10**9]]}, 422, "token id 1000000000 is out of range"),
+        ("/v1/embeddings", {"input": "a", "encoding_format": "hex"}, 422, "encoding_format: Input should be"),
+        ("/v1/embeddings", {"input": "a", "dimensions": 999}, 422, "dimensions: 999 is more than"),
+    ],
+)
+def test_bad_input_gets_the_right_4xx_naming_the_problem(
+    client: httpx.Client, path: str, body: dict[str, Any], status: int, says: str
+) -> None:
+    response = client.post(path, json=body)
+    assert response.status_code == status, response.text
+    assert says in response.json()["detail"]
+    if path.startswith("/v1/"):
+        assert says in response.json()["error"]["message"]
+
+
+def test_malformed_and_oversized_bodies(client: httpx.Client) -> None:
+    broken = client.post("/embed", content=b'{"inputs": ', headers={"content-type": "application/json"})
+    assert broken.status_code == 422 and "JSON" in broken.json()["detail"]
+    big = client.post("/embed", json={"inputs": "x" * (MAX_BODY + 10)})
+    assert big.status_code == 413 and f"limit of {MAX_BODY} bytes" in big.json()["detail"]
+    chunked = client.post("/embed", content=iter([b'{"inputs": "', b"y" * MAX_BODY, b'"}']))
+    assert chunked.status_code == 413
+    streamed = client.post(
+        "/embed", content=iter([b'{"inputs": ', b'"a cat"}']), headers={"content-type": "application/json"}
+    )
+    assert streamed.status_code == 200
+    assert client.get("/nowhere").status_code == 404 and client.get("/embed").status_code == 405
+    assert "access-control-allow-origin" not in client.get("/health", headers={"Origin": "http://x"}).headers
+
+
+def test_api_key_cors_and_auto_split(bundled: bertscope.Model) -> None:
+    texts = [f"text number {i}" for i in range(10)]
+    with (
+        serving(
+            bundled, api_key="s3cret", cors_origins=("http://app.example",), auto_split=True, max_inputs=4
+        ) as base,
+        httpx.Client(base_url=base, timeout=60) as c,
+    ):
+        missing = c.post("/embed", json={"inputs": "a"})
+        wrong = c.post("/embed", json={"inputs": "a"}, headers={"Authorization": "Bearer nope"})
+        assert (missing.status_code, wrong.status_code) == (401, 401) and "API key" in missing.json()[
+            "detail"
+        ]
+        assert c.get("/health").status_code == 200
+        split = c.post("/embed", json={"inputs": texts}, headers={"Authorization": "Bearer s3cret"})
+        keyed = c.post("/tokenize", json={"inputs": "a"}, headers={"X-API-Key": "s3cret"})
+        over = c.post("/tokenize", json={"inputs": texts}, headers={"X-API-Key": "s3cret"})
+        preflight = c.options(
+            "/embed", headers={"Origin": "http://app.example", "Access-Control-Request-Method": "POST"}
+        )
+    assert split.status_code == 200 and keyed.status_code == 200, split.text
+    assert over.status_code == 413 and "over the limit of 4" in over.json()["detail"]
+    assert preflight.headers["access-control-allow-origin"] == "http://app.example"
+    np.testing.assert_allclose(np.array(split.json()["vectors"]), bundled.embed(texts).vectors, atol=ATOL)
+
+
+def test_a_job_failing_inside_a_batch_leaves_the_others_their_answers(bundled: bertscope.Model) -> None:
+    # The server checks input before queueing; this goes around it to prove the worker's own isolation.
+    spec = bundled.spec(long="error")
+    batcher = Batcher(bundled, max_batch_tokens=8192, max_wait_ms=200, max_queue=8)
+    good: list[Future[Any]] = batcher.sentences([(["a fine text"], 5)], spec)
+    bad = batcher.sentences([(["word " * 300], 302)], spec)
+    batcher.start()
+    try:
+        np.testing.assert_allclose(
+            good[0].result(60).vectors, bundled.embed("a fine text").vectors, atol=ATOL
+        )
+        with pytest.raises(bertscope.InputTooLong):
+            bad[0].result(60)
+    finally:
+        batcher.stop()
+
+
+def test_fuzzing_the_openapi_schema_finds_no_server_error(url: str) -> None:
+    schemathesis = pytest.importorskip("schemathesis")
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis.errors import Unsatisfiable
+
+    schema = schemathesis.openapi.from_url(f"{url}/openapi.json")
+    failures: list[str] = []
+    stop_at = time.monotonic() + 40
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
+
+            @settings(max_examples=25, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+            @given(case=operation.as_strategy(mode))
+            def call(case: Any) -> None:
+                if time.monotonic() > stop_at:
+                    return
+                response = case.call(base_url=url, timeout=60)
+                if response.status_code >= 500:
+                    failures.append(f"{case.method} {case.path} {case.body!r} -> {response.status_code}")
+
+            try:
+                call()
+            except Unsatisfiable:
+                pass  # no negative case exists for an operation without parameters or body (GET /health)
+    assert not failures, failures[:5]
