@@ -174,18 +174,19 @@ class Guard:
             await self.app(scope, receive, send)
             return
         # No length given (chunked): read up to the limit before the app sees any of it.
-        chunks, size, more = [], 0, True
+        chunks: list[bytes] = []
+        size, more = 0, True
         while more:
-            message = await receive()
-            if message["type"] != "http.request":
+            event = await receive()
+            if event["type"] != "http.request":
                 return
-            chunk = message.get("body", b"")
+            chunk = event.get("body", b"")
             size += len(chunk)
             if size > limit:
                 await self._too_large(scope, receive, send, path, size)
                 return
             chunks.append(chunk)
-            more = message.get("more_body", False)
+            more = event.get("more_body", False)
         replayed = False
 
         async def replay() -> Message:

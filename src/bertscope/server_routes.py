@@ -73,7 +73,7 @@ def embedding_routes(app: FastAPI, svc: _Service) -> None:
     async def embed_tokens(req: TokensRequest) -> Response:
         """Per-token vectors of any layers with tokens and offsets; per-word vectors with words=true."""
         items = svc.texts(req.inputs)
-        opts = {"layers": req.layers, "combine": req.combine, "long": req.long}
+        opts: dict[str, Any] = {"layers": req.layers, "combine": req.combine, "long": req.long}
 
         def work() -> tuple[list[Any], list[Any] | None]:
             words = svc.model.embed_words(items, subword=req.subword, **opts) if req.words else None
