@@ -6,6 +6,8 @@ batches, selects layers or pools.
 
 from __future__ import annotations
 
+import ctypes
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from itertools import islice
@@ -27,7 +29,7 @@ __all__ = ["EmbedSpec", "Engine"]
 
 OnBatch = Callable[[int, int], None]
 
-_MIN_FILL = 0.7
+_MIN_FILL = 0.85
 
 
 @dataclass(frozen=True)
@@ -215,6 +217,27 @@ def _chunks(texts: Iterable[str], size: int) -> Iterator[list[str]]:
     iterator = iter(texts)
     while chunk := list(islice(iterator, size)):
         yield chunk
+        _release_freed_memory()
+
+
+def _load_malloc_trim() -> Callable[[int], int] | None:
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim  # type: ignore[no-any-return]
+    except (OSError, AttributeError):
+        return None
+
+
+_MALLOC_TRIM = _load_malloc_trim() if sys.platform.startswith("linux") else None
+
+
+def _release_freed_memory() -> None:
+    """Hand freed heap back to the system between chunks.
+
+    Batches of ever-different shapes leave glibc's heap fragmented: without this, a long job's
+    resident memory creeps up by tens of MiB per thousand texts although nothing is kept.
+    """
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 def _windowed(segments: Sequence[_Segment]) -> set[int]:
