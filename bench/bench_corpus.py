@@ -63,13 +63,17 @@ def build_stores(folder: Path, rows: int, dim: int = 384, chunk: int = 100_000) 
     matrix = np.lib.format.open_memmap(npy, mode="w+", dtype=np.float32, shape=(rows, dim))
     db = connect(db_path)
     with db:
-        db.execute("INSERT INTO collections VALUES ('big', 'random', ?, ?, 'now')", (json.dumps(settings), dim))
+        db.execute(
+            "INSERT INTO collections VALUES ('big', 'random', ?, ?, 'now')", (json.dumps(settings), dim)
+        )
     with pq.ParquetWriter(parquet, schema) as writer, npy.with_suffix(".ids.txt").open("w") as ids_out:
         for start in range(0, rows, chunk):
             block = rng.standard_normal((min(chunk, rows - start), dim)).astype(np.float32)
             ids = [str(i) for i in range(start, start + len(block))]
             flat = pa.array(block.reshape(-1), pa.float32())
-            writer.write_table(pa.table([pa.array(ids), pa.FixedSizeListArray.from_arrays(flat, dim)], schema=schema))
+            writer.write_table(
+                pa.table([pa.array(ids), pa.FixedSizeListArray.from_arrays(flat, dim)], schema=schema)
+            )
             matrix[start : start + len(block)] = block
             ids_out.write("".join(i + "\n" for i in ids))
             with db:
@@ -117,7 +121,10 @@ def main() -> None:
         for lines in sizes:
             corpus = make_corpus(folder / f"c{lines}.txt", lines)
             memory[lines] = job_peak_rss(corpus, folder / f"c{lines}.parquet", args.model)
-            print(f"embed {lines:>7} lines: {memory[lines]['seconds']:.1f} s, peak RSS {memory[lines]['peak_rss_mib']:.0f} MiB")
+            print(
+                f"embed {lines:>7} lines: {memory[lines]['seconds']:.1f} s, "
+                f"peak RSS {memory[lines]['peak_rss_mib']:.0f} MiB"
+            )
         report["memory"] = memory
         start = time.perf_counter()
         stores = build_stores(folder, rows)

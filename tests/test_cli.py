@@ -54,7 +54,9 @@ def test_static_neighbors_and_ids(bundled) -> None:
     records = json.loads(run_ok("static", "bread", "cake", "--neighbors", "3", "--json"))
     assert [r["id"] for r in records] == [7852, 9850]
     assert len(records[0]["neighbors"]) == 3
-    np.testing.assert_array_equal(np.array(records[0]["vector"], dtype=np.float32), bundled.static("bread")[0])
+    np.testing.assert_array_equal(
+        np.array(records[0]["vector"], dtype=np.float32), bundled.static("bread")[0]
+    )
     by_id = json.loads(run_ok("static", "--ids", "7852", "--json"))
     assert by_id[0]["token"] == "bread"
 

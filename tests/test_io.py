@@ -43,7 +43,9 @@ def parquet_rows(path: Path) -> dict[str, list]:
 
 def test_txt_to_parquet_equals_embed(tmp_path: Path, bundled: bertscope.Model) -> None:
     source = write_txt(tmp_path, TEXTS)
-    summary = bertscope.embed_corpus(source, tmp_path / "out.parquet", model=bundled, layers="-2", pooling="mean")
+    summary = bertscope.embed_corpus(
+        source, tmp_path / "out.parquet", model=bundled, layers="-2", pooling="mean"
+    )
     assert summary.embedded == len(TEXTS)
     table = pq.read_table(tmp_path / "out.parquet")
     assert table.column_names == ["id", "text", "embedding", "n_tokens", "truncated"]
@@ -60,15 +62,23 @@ def test_txt_to_parquet_equals_embed(tmp_path: Path, bundled: bertscope.Model) -
 
 def test_jsonl_into_sqlite_collection_with_dedup(tmp_path: Path, bundled: bertscope.Model) -> None:
     source = tmp_path / "docs.jsonl"
-    source.write_text("".join(json.dumps({"id": f"d{i}", "body": t, "src": "x"}) + "\n" for i, t in enumerate(TEXTS)))
+    source.write_text(
+        "".join(json.dumps({"id": f"d{i}", "body": t, "src": "x"}) + "\n" for i, t in enumerate(TEXTS))
+    )
     store = tmp_path / "docs.db"
-    first = bertscope.embed_corpus(source, store, model=bundled, text_field="body", id_field="id", collection="news")
+    first = bertscope.embed_corpus(
+        source, store, model=bundled, text_field="body", id_field="id", collection="news"
+    )
     assert first.embedded == 6
-    again = bertscope.embed_corpus(source, store, model=bundled, text_field="body", id_field="id", collection="news")
+    again = bertscope.embed_corpus(
+        source, store, model=bundled, text_field="body", id_field="id", collection="news"
+    )
     assert again.embedded == 0 and again.already == 6
     extra = tmp_path / "extra.jsonl"
     extra.write_text(json.dumps({"id": "copy", "body": TEXTS[0]}) + "\n")
-    reused = bertscope.embed_corpus(extra, store, model=bundled, text_field="body", id_field="id", collection="news")
+    reused = bertscope.embed_corpus(
+        extra, store, model=bundled, text_field="body", id_field="id", collection="news"
+    )
     assert reused.embedded == 0 and reused.reused == 1
     db = sqlite3.connect(store)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -78,12 +88,15 @@ def test_jsonl_into_sqlite_collection_with_dedup(tmp_path: Path, bundled: bertsc
     (listing,) = bertscope.list_collections(store)
     assert listing["name"] == "news" and listing["count"] == 7 and listing["dimension"] == 384
     with pytest.raises(bertscope.CorpusError, match="other settings"):
-        bertscope.embed_corpus(source, store, model=bundled, text_field="body", id_field="id", collection="news",
-                               layers="0")
+        bertscope.embed_corpus(
+            source, store, model=bundled, text_field="body", id_field="id", collection="news", layers="0"
+        )
     clash = tmp_path / "clash.jsonl"
     clash.write_text(json.dumps({"id": "d1", "body": "another text"}) + "\n")
     with pytest.raises(bertscope.CorpusError, match="another text"):
-        bertscope.embed_corpus(clash, store, model=bundled, text_field="body", id_field="id", collection="news")
+        bertscope.embed_corpus(
+            clash, store, model=bundled, text_field="body", id_field="id", collection="news"
+        )
 
 
 def test_csv_to_npy_with_ids(tmp_path: Path, bundled: bertscope.Model) -> None:
@@ -121,7 +134,9 @@ def test_existing_output_is_never_overwritten_silently(tmp_path: Path, bundled: 
 
 def test_bad_records(tmp_path: Path, bundled: bertscope.Model) -> None:
     source = tmp_path / "bad.jsonl"
-    source.write_text('{"text": "fine"}\n{broken\n{"text": ""}\n{"body": "no text field"}\n{"text": "also fine"}\n')
+    source.write_text(
+        '{"text": "fine"}\n{broken\n{"text": ""}\n{"body": "no text field"}\n{"text": "also fine"}\n'
+    )
     with pytest.raises(bertscope.CorpusError, match=r"bad.jsonl:2: not a JSON object"):
         bertscope.embed_corpus(source, tmp_path / "a.parquet", model=bundled)
     assert not (tmp_path / "a.parquet").exists()
@@ -139,7 +154,9 @@ def test_bad_records(tmp_path: Path, bundled: bertscope.Model) -> None:
         bertscope.embed_corpus(dup, tmp_path / "d.parquet", model=bundled, id_field="id")
     with pytest.raises(bertscope.CorpusError, match="no column 'body'; the columns are: text"):
         pq.write_table(pa.table({"text": ["x"]}), tmp_path / "in.parquet")
-        bertscope.embed_corpus(tmp_path / "in.parquet", tmp_path / "e.parquet", model=bundled, text_field="body")
+        bertscope.embed_corpus(
+            tmp_path / "in.parquet", tmp_path / "e.parquet", model=bundled, text_field="body"
+        )
     with pytest.raises(bertscope.CorpusError, match="no such file"):
         bertscope.embed_corpus(tmp_path / "missing.txt", tmp_path / "f.parquet", model=bundled)
     (tmp_path / "corpus.xml").write_text("<x/>")
@@ -180,8 +197,14 @@ def test_search_reloads_the_stored_model_and_settings(tmp_path: Path, tiny_dirs:
 def _run_job(args: list[str], **kwargs: object) -> subprocess.Popen[str]:
     """Start `python -m bertscope embed ...` as a user would."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    return subprocess.Popen([sys.executable, "-m", "bertscope", "embed", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, **kwargs)  # type: ignore[call-overload]
+    return subprocess.Popen(
+        [sys.executable, "-m", "bertscope", "embed", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        **kwargs,
+    )  # type: ignore[call-overload]
 
 
 def _wait_for_parts(parts: Path, count: int, process: subprocess.Popen[str], timeout: float = 120) -> None:

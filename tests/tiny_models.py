@@ -80,8 +80,11 @@ def _backend(family: str) -> tuple[Tokenizer, dict[str, str]]:
     roberta = family in _ROBERTA_STYLE
     names = _ROBERTA_SPECIALS if roberta else _BERT_SPECIALS
     # Order fixes the ids: [PAD]=0 for BERT-style, <s>=0 / <pad>=1 / </s>=2 for RoBERTa-style.
-    order = ["bos_token", "pad_token", "eos_token", "unk_token", "mask_token"] if roberta else [
-        "pad_token", "unk_token", "cls_token", "sep_token", "mask_token"]
+    order = (
+        ["bos_token", "pad_token", "eos_token", "unk_token", "mask_token"]
+        if roberta
+        else ["pad_token", "unk_token", "cls_token", "sep_token", "mask_token"]
+    )
     vocab = _vocab([names[k] for k in order])
     tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token=names["unk_token"], max_input_chars_per_word=100))
     tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, lowercase=True)
@@ -167,7 +170,7 @@ def _config_kwargs(family: str, vocab: dict[str, int]) -> dict[str, Any]:
 
 
 def build_tiny_model(family: str, folder: pathlib.Path, *, seed: int = 0) -> pathlib.Path:
-    """Write a tiny random model of `family` (config.model_type) with a working fast tokenizer into folder; return folder."""
+    """Write a tiny random `family` model (config.model_type) with a fast tokenizer into folder."""
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
     folder = pathlib.Path(folder)

@@ -1,8 +1,8 @@
 """bertscope: see and use every embedding of a BERT-family model.
 
-    import bertscope
-    m = bertscope.load()                 # the bundled all-MiniLM-L6-v2
-    m.static("bread"); m.anatomy("I am Sinan"); m.embed(["a cat", "a dog"], layers="-2")
+import bertscope
+m = bertscope.load()                 # the bundled all-MiniLM-L6-v2
+m.static("bread"); m.anatomy("I am Sinan"); m.embed(["a cat", "a dog"], layers="-2")
 """
 
 from ._enums import Combine, LongText, Pooling, SubwordPooling
@@ -22,9 +22,9 @@ from .families import SUPPORTED
 from .io.job import JobInterrupted, JobSummary, embed_corpus
 from .io.sqlite_store import list_collections
 from .io.stores import search
-from .similarity import Hit, cos_sim, pairwise_cos_sim
 from .model import Model, ModelInfo, load
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
+from .similarity import Hit, cos_sim, pairwise_cos_sim
 from .static import Neighbor, StaticWord
 from .tokens import Tokens
 

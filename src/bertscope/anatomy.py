@@ -19,7 +19,16 @@ if TYPE_CHECKING:
 
 __all__ = ["Anatomy", "decompose"]
 
-STEPS = ("word", "position", "token_type", "summed", "projected", "normalized", "encoder_input", "model_output")
+STEPS = (
+    "word",
+    "position",
+    "token_type",
+    "summed",
+    "projected",
+    "normalized",
+    "encoder_input",
+    "model_output",
+)
 
 
 @dataclass
@@ -60,10 +69,14 @@ def decompose(model: Model, tokens: list[Tokens]) -> list[Anatomy]:
     types = torch.from_numpy(types_np).to(model.device)
     position_ids = family.position_ids(ids, model.pad_id)
     with torch.inference_mode():
-        steps: dict[str, torch.Tensor | None] = {"word": parts.word(ids)}
+        word = parts.word(ids)
+        steps: dict[str, torch.Tensor | None] = {"word": word}
         steps["position"] = parts.position(position_ids) if parts.position is not None else None
         steps["token_type"] = parts.token_type(types) if parts.token_type is not None else None
-        summed = sum(s for s in (steps["word"], steps["position"], steps["token_type"]) if s is not None)
+        summed = word
+        for extra in (steps["position"], steps["token_type"]):
+            if extra is not None:
+                summed = summed + extra
         steps["summed"] = summed
         before = parts.projection_before_norm
         steps["projected"] = before(summed) if before is not None else None
@@ -78,7 +91,11 @@ def decompose(model: Model, tokens: list[Tokens]) -> list[Anatomy]:
 
 
 def _one(
-    tok: Tokens, row: int, steps: dict[str, torch.Tensor | None], position_ids: torch.Tensor, lacks: tuple[str, ...]
+    tok: Tokens,
+    row: int,
+    steps: dict[str, torch.Tensor | None],
+    position_ids: torch.Tensor,
+    lacks: tuple[str, ...],
 ) -> Anatomy:
     n = len(tok)
 

@@ -34,15 +34,23 @@ _state = {"debug": os.environ.get("BERTSCOPE_DEBUG", "") not in ("", "0")}
 
 ModelOpt = Annotated[
     str | None,
-    typer.Option("--model", "-m", envvar="BERTSCOPE_MODEL", help="Model folder or hub id (default: bundled)."),
+    typer.Option(
+        "--model", "-m", envvar="BERTSCOPE_MODEL", help="Model folder or hub id (default: bundled)."
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="float32 (exact), bfloat16, float16 (CUDA).")]
-LayersOpt = Annotated[str | None, typer.Option("--layers", "-l", help='Layer spec: -1, -2, 0, 6, -4:, 1:4, 0,6, all.')]
+LayersOpt = Annotated[
+    str | None, typer.Option("--layers", "-l", help="Layer spec: -1, -2, 0, 6, -4:, 1:4, 0,6, all.")
+]
 CombineOpt = Annotated[str, typer.Option("--combine", help="How several layers combine: mean, sum, concat.")]
-LongOpt = Annotated[str, typer.Option("--long", help="Texts over the model's limit: truncate, window, error.")]
-StrideOpt = Annotated[int | None, typer.Option("--stride", help="Window step in tokens (default: half a window).")]
+LongOpt = Annotated[
+    str, typer.Option("--long", help="Texts over the model's limit: truncate, window, error.")
+]
+StrideOpt = Annotated[
+    int | None, typer.Option("--stride", help="Window step in tokens (default: half a window).")
+]
 
 
 @app.callback()
@@ -79,7 +87,9 @@ def _read_texts(texts: list[str] | None, input_path: str | None) -> list[str]:
         raise InvalidInput("give texts as arguments or with -i/--input, not both")
     if input_path is None:
         if not texts:
-            raise InvalidInput("no texts given: pass them as arguments, or -i FILE (one per line, - for stdin)")
+            raise InvalidInput(
+                "no texts given: pass them as arguments, or -i FILE (one per line, - for stdin)"
+            )
         return texts
     return list(_lines(input_path))
 
@@ -110,14 +120,18 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
         return
     table = Table(show_header=False, box=None)
     for key, value in details.items():
-        table.add_row(key, ", ".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else str(value))
+        table.add_row(
+            key, ", ".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else str(value)
+        )
     out.print(table)
 
 
 @app.command()
 def tokens(
     texts: Annotated[list[str], typer.Argument(help="Texts to tokenize.")],
-    pad: Annotated[bool, typer.Option("--pad", help="Show the padded batch with its attention mask.")] = False,
+    pad: Annotated[
+        bool, typer.Option("--pad", help="Show the padded batch with its attention mask.")
+    ] = False,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -152,28 +166,42 @@ def tokens(
         return
     for tok in toks:
         table = Table(title=repr(tok.text))
-        for col in ("token", "id", "word", "chars", "text", "special"):
-            table.add_column(col)
+        for heading in ("token", "id", "word", "chars", "text", "special"):
+            table.add_column(heading)
         for rec in tok.as_records():
             span = f"{rec['start']}-{rec['end']}"
             table.add_row(
-                str(rec["token"]), str(rec["id"]), "" if rec["word"] is None else str(rec["word"]), span,
-                tok.text[rec["start"] : rec["end"]], "yes" if rec["special"] else "",
+                str(rec["token"]),
+                str(rec["id"]),
+                "" if rec["word"] is None else str(rec["word"]),
+                span,
+                tok.text[rec["start"] : rec["end"]],
+                "yes" if rec["special"] else "",
             )
         out.print(table)
         if tok.n_dropped:
-            err.print(f"[yellow]warning:[/] {tok.n_dropped} tokens cut: the model takes at most {m.max_tokens}")
+            err.print(
+                f"[yellow]warning:[/] {tok.n_dropped} tokens cut: the model takes at most {m.max_tokens}"
+            )
 
 
 @app.command()
 def static(
-    items: Annotated[list[str] | None, typer.Argument(help="Word pieces (or ids with --ids, words with --word).")] = None,
+    items: Annotated[
+        list[str] | None, typer.Argument(help="Word pieces (or ids with --ids, words with --word).")
+    ] = None,
     neighbors: Annotated[int, typer.Option("--neighbors", "-k", help="Show this many nearest pieces.")] = 0,
     ids: Annotated[bool, typer.Option("--ids", help="Read the items as token ids.")] = False,
-    word: Annotated[bool, typer.Option("--word", help="Items are words: mean of their pieces' rows.")] = False,
+    word: Annotated[
+        bool, typer.Option("--word", help="Items are words: mean of their pieces' rows.")
+    ] = False,
     export: Annotated[Path | None, typer.Option("--export", help="Write every row to this file.")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="Export format: word2vec, npy, parquet, projector.")] = "word2vec",
-    include_special: Annotated[bool, typer.Option("--include-special", help="Let neighbours be special.")] = False,
+    fmt: Annotated[
+        str, typer.Option("--format", help="Export format: word2vec, npy, parquet, projector.")
+    ] = "word2vec",
+    include_special: Annotated[
+        bool, typer.Option("--include-special", help="Let neighbours be special.")
+    ] = False,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -185,7 +213,9 @@ def static(
     m = _load(model)
     if export is not None:
         written = m.export_static(export, format=fmt)
-        _emit_json([str(p) for p in written]) if as_json else err.print(f"wrote {', '.join(map(str, written))}")
+        _emit_json([str(p) for p in written]) if as_json else err.print(
+            f"wrote {', '.join(map(str, written))}"
+        )
         if not items:
             return
     if not items:
@@ -235,15 +265,25 @@ def anatomy(
     """
     m = _load(model)
     a = m.anatomy(text)
-    steps = [s for s in ("word", "position", "token_type", "summed", "projected", "normalized", "encoder_input")
-             if getattr(a, s) is not None]
+    steps = [
+        s
+        for s in ("word", "position", "token_type", "summed", "projected", "normalized", "encoder_input")
+        if getattr(a, s) is not None
+    ]
     error = a.max_abs_error
     if as_json:
-        _emit_json({
-            "tokens": a.tokens.tokens, "ids": a.tokens.ids, "position_ids": a.position_ids,
-            "lacks": list(a.lacks), "dropped": a.n_dropped, "max_abs_error": error,
-            **{s: getattr(a, s) for s in steps}, "model_output": a.model_output,
-        })
+        _emit_json(
+            {
+                "tokens": a.tokens.tokens,
+                "ids": a.tokens.ids,
+                "position_ids": a.position_ids,
+                "lacks": list(a.lacks),
+                "dropped": a.n_dropped,
+                "max_abs_error": error,
+                **{s: getattr(a, s) for s in steps},
+                "model_output": a.model_output,
+            }
+        )
         return
     table = Table(title=f"embedding layer of {text!r}: the norm of each step's vector")
     shown = [s for s in steps if not (s == "encoder_input" and "projection" in a.lacks)]
@@ -264,7 +304,9 @@ def anatomy(
     else:
         recipe = f"LayerNorm({parts})"
     verdict = "[green]holds[/]" if error < 1e-5 else "[red]FAILS[/]"
-    out.print(f"proof: {recipe} rebuilds the model's own layer 0: max |error| = {error:.2e} (< 1e-5) {verdict}")
+    out.print(
+        f"proof: {recipe} rebuilds the model's own layer 0: max |error| = {error:.2e} (< 1e-5) {verdict}"
+    )
     if a.lacks:
         out.print(f"this family has no: {', '.join(a.lacks)}")
     if a.n_dropped:
@@ -292,5 +334,5 @@ def main() -> None:
 
 from . import cli_corpus as _cli_corpus  # noqa: E402,F401  (registers similar and collections)
 from . import cli_embed as _cli_embed  # noqa: E402,F401  (registers embed and similarity)
-from . import cli_serve as _cli_serve  # noqa: E402,F401  (registers serve)
 from . import cli_research as _cli_research  # noqa: E402,F401  (registers research commands)
+from . import cli_serve as _cli_serve  # noqa: E402,F401  (registers serve)

@@ -14,7 +14,9 @@ from .errors import InvalidInput
 CORPUS_SUFFIXES = (".parquet", ".npy", ".db", ".sqlite", ".sqlite3")
 
 
-def run_job(items: list[str] | None, input_path: str | None, output: Path, *, quiet: bool, **options: Any) -> None:
+def run_job(
+    items: list[str] | None, input_path: str | None, output: Path, *, quiet: bool, **options: Any
+) -> None:
     """Run a corpus job for `bertscope embed -o FILE` and print its one-line summary."""
     from .io.job import embed_corpus
 
@@ -22,10 +24,13 @@ def run_job(items: list[str] | None, input_path: str | None, output: Path, *, qu
         raise InvalidInput("give texts as arguments or with -i/--input, not both")
     if not items and not input_path:
         raise InvalidInput("no texts given: pass them as arguments, or -i FILE (- for stdin)")
-    summary = embed_corpus(items if items else str(input_path), output,
-                           progress=False if quiet else None, **options)
+    summary = embed_corpus(
+        items if items else str(input_path), output, progress=False if quiet else None, **options
+    )
     if summary.truncated and not quiet:
-        err.print(f"[yellow]warning:[/] {summary.truncated} text(s) were truncated; --long window keeps every token")
+        err.print(
+            f"[yellow]warning:[/] {summary.truncated} text(s) were truncated; --long window keeps every token"
+        )
     if not quiet:
         err.print(summary.line(), highlight=False)
 
@@ -33,10 +38,17 @@ def run_job(items: list[str] | None, input_path: str | None, output: Path, *, qu
 @app.command()
 def similar(
     query: Annotated[str | None, typer.Argument(help="The text to search with.")] = None,
-    store: Annotated[Path, typer.Option("--in", help="A bertscope output: .db, .parquet or .npy.")] = Path("-"),
-    collection: Annotated[str | None, typer.Option("--collection", "-c", help="Collection in a .db file.")] = None,
+    store: Annotated[Path, typer.Option("--in", help="A bertscope output: .db, .parquet or .npy.")] = Path(
+        "-"
+    ),
+    collection: Annotated[
+        str | None, typer.Option("--collection", "-c", help="Collection in a .db file.")
+    ] = None,
     item_id: Annotated[str | None, typer.Option("--id", help="Search with a stored item's vector.")] = None,
     k: Annotated[int, typer.Option("-k", help="How many results.")] = 5,
+    post: Annotated[
+        Path | None, typer.Option("--post", help="The post-processing file the store used.")
+    ] = None,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -51,7 +63,7 @@ def similar(
         raise InvalidInput("name the store to search with --in FILE (.db, .parquet or .npy)")
     if (query is None) == (item_id is None):
         raise InvalidInput("give either a query text or --id ID")
-    hits = search(query, store, collection=collection, k=k, item_id=item_id, model=model)
+    hits = search(query, store, collection=collection, k=k, item_id=item_id, model=model, post=post)
     if as_json:
         _emit_json([{"id": h.id, "score": h.score, "text": h.text} for h in hits])
         return

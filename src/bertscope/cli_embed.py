@@ -31,25 +31,45 @@ PoolingOpt = Annotated[
     str, typer.Option("--pooling", "-p", help="cls, pooler, mean, max, mean_sqrt_len, first_last_avg, auto.")
 ]
 NormalizeOpt = Annotated[
-    bool | None, typer.Option("--normalize/--no-normalize", help="Unit-length vectors (auto: the model's own).")
+    bool | None,
+    typer.Option("--normalize/--no-normalize", help="Unit-length vectors (auto: the model's own)."),
 ]
-MaskSpecialOpt = Annotated[bool, typer.Option("--mask-special", help="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")]
+MaskSpecialOpt = Annotated[
+    bool, typer.Option("--mask-special", help="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
+]
 
 
 @app.command()
 def embed(
     texts: Annotated[list[str] | None, typer.Argument(help="Texts to embed.")] = None,
-    input_path: Annotated[str | None, typer.Option("--input", "-i", help="Read texts, one per line (- for stdin).")] = None,
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write to .parquet, .npy or .db (a corpus job).")] = None,
-    text_field: Annotated[str, typer.Option("--text-field", "--text-column", help="Text field (jsonl/csv/parquet).")] = "text",
-    id_field: Annotated[str | None, typer.Option("--id-field", "--id-column", help="Id field (default: line/row number).")] = None,
-    collection: Annotated[str | None, typer.Option("--collection", "-c", help="Collection name in a .db store.")] = None,
+    input_path: Annotated[
+        str | None, typer.Option("--input", "-i", help="Read texts, one per line (- for stdin).")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write to .parquet, .npy or .db (a corpus job).")
+    ] = None,
+    text_field: Annotated[
+        str, typer.Option("--text-field", "--text-column", help="Text field (jsonl/csv/parquet).")
+    ] = "text",
+    id_field: Annotated[
+        str | None, typer.Option("--id-field", "--id-column", help="Id field (default: line/row number).")
+    ] = None,
+    collection: Annotated[
+        str | None, typer.Option("--collection", "-c", help="Collection name in a .db store.")
+    ] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted job.")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output.")] = False,
-    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Set malformed records aside in OUTPUT.rejects.")] = False,
-    no_text: Annotated[bool, typer.Option("--no-text", help="Do not store the texts with the vectors.")] = False,
+    skip_bad: Annotated[
+        bool, typer.Option("--skip-bad", help="Set malformed records aside in OUTPUT.rejects.")
+    ] = False,
+    no_text: Annotated[
+        bool, typer.Option("--no-text", help="Do not store the texts with the vectors.")
+    ] = False,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per saved batch.")] = 1024,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no summary.")] = False,
+    post: Annotated[
+        Path | None, typer.Option("--post", help="A fitted post-processing file (see fit-post).")
+    ] = None,
     layers: LayersOpt = None,
     combine: CombineOpt = "mean",
     pooling: PoolingOpt = "auto",
@@ -57,9 +77,15 @@ def embed(
     normalize: NormalizeOpt = None,
     long: LongOpt = "truncate",
     stride: StrideOpt = None,
-    tokens: Annotated[bool, typer.Option("--tokens", help="Token vectors instead of one vector per text.")] = False,
-    words: Annotated[bool, typer.Option("--words", help="Word vectors instead of one vector per text.")] = False,
-    subword: Annotated[str, typer.Option("--subword", help="Word pieces to word: first, last, mean, first_last.")] = "mean",
+    tokens: Annotated[
+        bool, typer.Option("--tokens", help="Token vectors instead of one vector per text.")
+    ] = False,
+    words: Annotated[
+        bool, typer.Option("--words", help="Word vectors instead of one vector per text.")
+    ] = False,
+    subword: Annotated[
+        str, typer.Option("--subword", help="Word pieces to word: first, last, mean, first_last.")
+    ] = "mean",
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -77,36 +103,85 @@ def embed(
     if output is not None and not (tokens or words):
         from .cli_corpus import run_job
 
-        run_job(texts, input_path, output, quiet=quiet, model=_load(model, device, dtype), text_field=text_field,
-                id_field=id_field, collection=collection, resume=resume, overwrite=overwrite, skip_bad=skip_bad,
-                keep_text=not no_text, batch_size=batch_size, layers=layers, combine=combine, pooling=pooling,
-                mask_special=mask_special, normalize=normalize, long=long, stride=stride)
+        run_job(
+            texts,
+            input_path,
+            output,
+            quiet=quiet,
+            model=_load(model, device, dtype),
+            text_field=text_field,
+            id_field=id_field,
+            collection=collection,
+            resume=resume,
+            overwrite=overwrite,
+            skip_bad=skip_bad,
+            keep_text=not no_text,
+            batch_size=batch_size,
+            layers=layers,
+            combine=combine,
+            pooling=pooling,
+            mask_special=mask_special,
+            normalize=normalize,
+            long=long,
+            stride=stride,
+            post=post,
+        )
         return
     items = _read_texts(texts, input_path)
     m = _load(model, device, dtype)
     if tokens or words:
-        _per_piece(m, items, words=words, subword=subword, layers=layers, combine=combine, long=long,
-                   stride=stride, output=output, as_json=as_json)
+        _per_piece(
+            m,
+            items,
+            words=words,
+            subword=subword,
+            layers=layers,
+            combine=combine,
+            long=long,
+            stride=stride,
+            output=output,
+            as_json=as_json,
+        )
         return
-    result = m.embed(items, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special,
-                     normalize=normalize, long=long, stride=stride)
+    result = m.embed(
+        items,
+        layers=layers,
+        combine=combine,
+        pooling=pooling,
+        mask_special=mask_special,
+        normalize=normalize,
+        long=long,
+        stride=stride,
+        post=post,
+    )
     if result.n_truncated:
-        err.print(f"[yellow]warning:[/] {result.n_truncated} text(s) longer than {m.max_tokens} tokens were "
-                  f"truncated ({int(result.truncated.sum())} tokens dropped); --long window keeps them all")
+        err.print(
+            f"[yellow]warning:[/] {result.n_truncated} text(s) longer than {m.max_tokens} tokens were "
+            f"truncated ({int(result.truncated.sum())} tokens dropped); --long window keeps them all"
+        )
     if as_json:
-        _emit_json({"vectors": result.vectors, "n_tokens": result.n_tokens, "truncated": result.truncated,
-                    "spec": result.spec})
+        _emit_json(
+            {
+                "vectors": result.vectors,
+                "n_tokens": result.n_tokens,
+                "truncated": result.truncated,
+                "spec": result.spec,
+            }
+        )
         return
     table = Table("text", "tokens", "norm", "vector")
     for text, vec, n in zip(items, result.vectors, result.n_tokens, strict=True):
         preview = " ".join(f"{v:+.3f}" for v in vec[:5])
-        table.add_row(_short(text), str(n), f"{np.linalg.norm(vec):.3f}", f"[{preview} ...] ({len(vec)} dims)")
+        table.add_row(
+            _short(text), str(n), f"{np.linalg.norm(vec):.3f}", f"[{preview} ...] ({len(vec)} dims)"
+        )
     out.print(table)
     out.print(f"spec: {result.spec}", highlight=False)
 
 
-def _per_piece(m: Any, items: list[str], *, words: bool, subword: str, output: Path | None, as_json: bool,
-               **options: Any) -> None:
+def _per_piece(
+    m: Any, items: list[str], *, words: bool, subword: str, output: Path | None, as_json: bool, **options: Any
+) -> None:
     results = m.embed_words(items, subword=subword, **options) if words else m.embed_tokens(items, **options)
     labels = [(r.words if words else r.tokens) for r in results]
     if output is not None:
@@ -118,13 +193,24 @@ def _per_piece(m: Any, items: list[str], *, words: bool, subword: str, output: P
         return
     if as_json:
         key = "words" if words else "tokens"
-        _emit_json([{"text": r.text, key: lab, "spans" if words else "offsets": r.spans if words else r.offsets,
-                     "vectors": r.vectors} for r, lab in zip(results, labels, strict=True)])
+        _emit_json(
+            [
+                {
+                    "text": r.text,
+                    key: lab,
+                    "spans" if words else "offsets": r.spans if words else r.offsets,
+                    "vectors": r.vectors,
+                }
+                for r, lab in zip(results, labels, strict=True)
+            ]
+        )
         return
     for r, lab in zip(results, labels, strict=True):
         table = Table("word" if words else "token", "norm", "vector", title=_short(r.text))
         for label, vec in zip(lab, r.vectors, strict=True):
-            table.add_row(label, f"{np.linalg.norm(vec):.3f}", " ".join(f"{v:+.3f}" for v in vec[:5]) + " ...")
+            table.add_row(
+                label, f"{np.linalg.norm(vec):.3f}", " ".join(f"{v:+.3f}" for v in vec[:5]) + " ..."
+            )
         out.print(table)
 
 
@@ -146,8 +232,9 @@ def similarity(
     if len(texts) < 2:
         raise InvalidInput("similarity needs at least two texts")
     m = _load(model)
-    matrix = m.similarity(texts, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special,
-                          long=long)
+    matrix = m.similarity(
+        texts, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, long=long
+    )
     if as_json:
         _emit_json({"texts": texts, "cosine": matrix})
         return

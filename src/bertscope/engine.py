@@ -90,7 +90,9 @@ class Engine:
         tiny = np.full((1, 2), pad_id, dtype=np.int64)
         self.forward(tiny, np.zeros_like(tiny), np.ones_like(tiny), self.n_layers)
 
-    def forward(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int) -> tuple[torch.Tensor, ...]:
+    def forward(
+        self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int
+    ) -> tuple[torch.Tensor, ...]:
         """Hidden states 0..deepest, each (batch, tokens, d), running no layer past `deepest`."""
         inputs = {
             "input_ids": torch.from_numpy(ids).to(self.device),
@@ -125,8 +127,12 @@ class Engine:
                         pending.setdefault(seg.text_index, {})[seg.window] = matrix
             for index, by_window in pending.items():
                 parts = [by_window[w] for w in sorted(by_window)]
-                stitched = torch.from_numpy(_stitch(tokens[index], parts, self.tokenizer.max_tokens, spec.stride))
-                special = torch.tensor([[0.0 if s and spec.mask_special else 1.0 for s in tokens[index].special_mask]])
+                stitched = torch.from_numpy(
+                    _stitch(tokens[index], parts, self.tokenizer.max_tokens, spec.stride)
+                )
+                special = torch.tensor(
+                    [[0.0 if s and spec.mask_special else 1.0 for s in tokens[index].special_mask]]
+                )
                 vectors[index] = self._pool(stitched[None].to(self.device), special.to(self.device), spec)[0]
             yield SentenceEmbeddings(
                 vectors=np.stack(vectors).astype(np.float32, copy=False),  # type: ignore[arg-type]
@@ -269,14 +275,12 @@ def _batches(segments: Sequence[_Segment], token_budget: int, max_batch: int) ->
 
 
 def _stitch(tokens: Tokens, parts: Sequence[np.ndarray], max_tokens: int, stride: int | None) -> np.ndarray:
-    """One (tokens, d) matrix from a text's window matrices: each token from the window it is most central in."""
+    """One (tokens, d) matrix from a text's windows: each token from the window it is most central in."""
     if len(parts) == 1:
         return parts[0]
     windows = tokens.windows(max_tokens, stride)
     head, tail = tokens.n_prefix, tokens.n_suffix
     n_content = len(tokens) - head - tail
     owner = window_owner(windows, n_content)
-    content = np.stack(
-        [parts[w][head + pos - windows[w].content_start] for pos, w in enumerate(owner)]
-    )
+    content = np.stack([parts[w][head + pos - windows[w].content_start] for pos, w in enumerate(owner)])
     return np.concatenate([parts[0][:head], content, parts[-1][len(parts[-1]) - tail :]])

@@ -1,13 +1,13 @@
 """The exceptions bertscope raises; every one says what was asked, what is allowed and what to do.
 
-    BertscopeError
-    ├── ModelLoadError            a path, folder or hub id that does not give a model
-    │   └── UnsupportedArchitecture   a model that is not a BERT-family encoder
-    ├── InvalidSpec               an unknown layer, pooling, combine or other option value
-    ├── InvalidInput              an empty text, a non-string item, an empty list
-    │   ├── UnknownToken          a token or id that is not in the vocabulary
-    │   └── InputTooLong          a text longer than the model allows, with long="error"
-    └── CorpusError               a corpus file that cannot be read, or a malformed line in it
+BertscopeError
+├── ModelLoadError            a path, folder or hub id that does not give a model
+│   └── UnsupportedArchitecture   a model that is not a BERT-family encoder
+├── InvalidSpec               an unknown layer, pooling, combine or other option value
+├── InvalidInput              an empty text, a non-string item, an empty list
+│   ├── UnknownToken          a token or id that is not in the vocabulary
+│   └── InputTooLong          a text longer than the model allows, with long="error"
+└── CorpusError               a corpus file that cannot be read, or a malformed line in it
 """
 
 from __future__ import annotations

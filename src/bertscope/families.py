@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -45,7 +46,7 @@ class Family:
     positions_after_padding: bool = False
     uses_token_types: bool = True
 
-    def parts(self, model: nn.Module) -> EmbeddingParts:
+    def parts(self, model: Any) -> EmbeddingParts:
         """The embedding-layer modules of `model` (the bare encoder, e.g. BertModel)."""
         emb = model.embeddings
         position = getattr(emb, "position_embeddings", None)
@@ -56,7 +57,11 @@ class Family:
         after = after if after is not None else getattr(encoder, "embedding_hidden_mapping_in", None)
         lacks = tuple(
             name
-            for name, part in (("position", position), ("token_type", token_type), ("projection", before or after))
+            for name, part in (
+                ("position", position),
+                ("token_type", token_type),
+                ("projection", before or after),
+            )
             if part is None
         )
         return EmbeddingParts(
@@ -79,12 +84,12 @@ class Family:
             return torch.cumsum(real, dim=1) * real + pad
         return torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
 
-    def num_layers(self, model: nn.Module) -> int:
+    def num_layers(self, model: Any) -> int:
         """The number of encoder layers (hidden states are this plus one)."""
         return int(model.config.num_hidden_layers)
 
     @contextmanager
-    def stop_after(self, model: nn.Module, n_layers: int) -> Iterator[None]:
+    def stop_after(self, model: Any, n_layers: int) -> Iterator[None]:
         """Run only the first `n_layers` encoder layers inside the block (at least one)."""
         n_layers = max(1, n_layers)
         if n_layers >= self.num_layers(model):
@@ -99,7 +104,7 @@ class Family:
         finally:
             setattr(owner, attr, full)
 
-    def pooler(self, model: nn.Module) -> PoolerFn | None:
+    def pooler(self, model: Any) -> PoolerFn | None:
         """The model's own trained pooler over the first token, or None if it has none."""
         pooler = getattr(model, "pooler", None)
         if pooler is None:
@@ -115,7 +120,7 @@ class _Albert(Family):
     """ALBERT shares layer groups; its loop runs `config.num_hidden_layers` times."""
 
     @contextmanager
-    def stop_after(self, model: nn.Module, n_layers: int) -> Iterator[None]:
+    def stop_after(self, model: Any, n_layers: int) -> Iterator[None]:
         """Run only the first `n_layers` layer applications inside the block (at least one)."""
         full = model.config.num_hidden_layers
         # The group index is i / (layers / groups): keep the spacing by leaving groups as they are.

@@ -1,4 +1,4 @@
-"""Finding and loading a model: the bundled default, a local folder, or a hub id where the hub is reachable."""
+"""Finding and loading a model: the bundled default, a local folder, or a hub id where reachable."""
 
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ from .errors import InvalidInput, InvalidSpec
 from .layers import LayerSpec, parse_layers
 from .loading import load_parts, resolve_device, resolve_dtype
 from .pooling import group_words, pool_words
+from .post import apply_post, prepare_post
 from .progress import progress_callback
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .tokens import TextTokenizer, check_texts
@@ -79,7 +80,9 @@ def load(
 class Model:
     """A BERT-family encoder and every embedding it makes: static, anatomy, per layer, pooled."""
 
-    def __init__(self, loaded: Any, *, device: torch.device, max_tokens: int | None, token_budget: int | None) -> None:
+    def __init__(
+        self, loaded: Any, *, device: torch.device, max_tokens: int | None, token_budget: int | None
+    ) -> None:
         self.loaded = loaded
         self.hf_model = loaded.model
         self.family = loaded.family
@@ -144,7 +147,9 @@ class Model:
             family=self.family.name,
             model_type=self.config.model_type,
             layers=self.n_layers,
-            hidden_size=int(self.config.hidden_size if hasattr(self.config, "hidden_size") else self.config.dim),
+            hidden_size=int(
+                self.config.hidden_size if hasattr(self.config, "hidden_size") else self.config.dim
+            ),
             embedding_size=int(self.input_embeddings.shape[1]),
             vocab_size=int(self.input_embeddings.shape[0]),
             max_positions=self.max_positions,
@@ -217,7 +222,9 @@ class Model:
                 raise InvalidSpec("first_last_avg uses layers 1 and -1 itself; leave layers out")
             layers = "1,-1"
         if pool in (Pooling.CLS, Pooling.POOLER) and mask_special:
-            raise InvalidSpec(f"{pool.value} pooling reads the special first token; mask_special cannot apply")
+            raise InvalidSpec(
+                f"{pool.value} pooling reads the special first token; mask_special cannot apply"
+            )
         if pool is Pooling.POOLER and self.engine._pooler is None:
             raise InvalidSpec(f"{self.loaded.source} has no trained pooler; use pooling='cls' or 'mean'")
         return EmbedSpec(
@@ -231,19 +238,33 @@ class Model:
         )
 
     def iter_embed(
-        self, texts: Iterable[str], *, progress: bool | None = None, total: int | None = None, **options: Any
+        self,
+        texts: Iterable[str],
+        *,
+        post: Any = None,
+        progress: bool | None = None,
+        total: int | None = None,
+        **options: Any,
     ) -> Iterator[SentenceEmbeddings]:
         """Sentence vectors for a stream of texts, chunk by chunk in input order (bounded memory)."""
         spec = self.spec(**options)
+        processor = prepare_post(post, spec.as_dict())
         with progress_callback(total, enabled=progress) as on_batch:
-            yield from self.engine.sentences(_checked(texts), spec, on_batch=on_batch)
+            for chunk in self.engine.sentences(_checked(texts), spec, on_batch=on_batch):
+                yield apply_post(chunk, processor)
 
-    def embed(self, texts: str | Sequence[str], *, progress: bool | None = None, **options: Any) -> SentenceEmbeddings:
-        """Sentence vectors (n, d) float32 for texts, any layers, any pooling; see `spec` for options."""
+    def embed(
+        self, texts: str | Sequence[str], *, post: Any = None, progress: bool | None = None, **options: Any
+    ) -> SentenceEmbeddings:
+        """Sentence vectors (n, d) float32 for texts, any layers, any pooling; see `spec` for options.
+
+        `post` is a fitted post-processing (whitening, all-but-the-top, PCA) or the path of a saved one.
+        """
         items = check_texts(texts)
         spec = self.spec(**options)
+        processor = prepare_post(post, spec.as_dict())
         with progress_callback(len(items), enabled=progress) as on_batch:
-            return self.engine.sentences_once(items, spec, on_batch=on_batch)
+            return apply_post(self.engine.sentences_once(items, spec, on_batch=on_batch), processor)
 
     def embed_tokens(
         self,
@@ -260,7 +281,9 @@ class Model:
         spec = self.spec(layers=layers, combine=combine, pooling="mean", long=long, stride=stride)
         with progress_callback(len(items), enabled=progress) as on_batch:
             return [
-                TokenEmbeddings(t.text, t.tokens, t.offsets, t.word_ids, t.special_mask, m, t.n_dropped, spec.as_dict())
+                TokenEmbeddings(
+                    t.text, t.tokens, t.offsets, t.word_ids, t.special_mask, m, t.n_dropped, spec.as_dict()
+                )
                 for t, m in self.engine.token_matrices(items, spec, on_batch=on_batch)
             ]
 
@@ -293,6 +316,18 @@ class Model:
             )
         return results
 
+    def add_tokens(self, words: Sequence[str], *, init: Any = "pieces", seed: int = 0) -> Model:
+        """A new Model whose tokenizer keeps each word whole, its rows initialised from `init`."""
+        from .vocab import add_tokens
+
+        return add_tokens(self, words, init=init, seed=seed)
+
+    def save(self, folder: str | Path) -> Path:
+        """Write a model folder that bertscope.load and plain transformers load."""
+        from .vocab import save
+
+        return save(self, folder)
+
     def hidden_states(self, text: str, *, long: LongText | str = "truncate") -> np.ndarray:
         """(L+1, tokens, d) every layer's token vectors for one text: 0 is the embedding output."""
         if not isinstance(text, str):
@@ -301,7 +336,9 @@ class Model:
         width = tok.vectors.shape[1] // (self.n_layers + 1)
         return tok.vectors.reshape(len(tok.tokens), self.n_layers + 1, width).transpose(1, 0, 2).copy()
 
-    def similarity(self, a: str | Sequence[str], b: str | Sequence[str] | None = None, **options: Any) -> np.ndarray:
+    def similarity(
+        self, a: str | Sequence[str], b: str | Sequence[str] | None = None, **options: Any
+    ) -> np.ndarray:
         """Cosine matrix (len(a), len(b)) of sentence vectors; b defaults to a."""
         left = self.embed(a, **options).vectors
         right = left if b is None else self.embed(b, **options).vectors

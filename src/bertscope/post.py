@@ -20,6 +20,7 @@ import numpy as np
 
 from ._enums import StrEnum
 from .errors import InvalidInput, InvalidSpec
+from .results import SentenceEmbeddings
 
 __all__ = [
     "PostKind",
@@ -198,6 +199,23 @@ def as_post(value: PostProcessor | str | Path | None) -> PostProcessor | None:
     if value is None or isinstance(value, PostProcessor):
         return value
     return load_post(value)
+
+
+def prepare_post(value: PostProcessor | str | Path | None, spec: dict[str, Any]) -> PostProcessor | None:
+    """The processor for `post=` (None, a processor or a file), checked against the embedding spec."""
+    processor = as_post(value)
+    if processor is not None:
+        processor.check(spec)
+    return processor
+
+
+def apply_post(result: SentenceEmbeddings, processor: PostProcessor | None) -> SentenceEmbeddings:
+    """The result with its vectors post-processed and the processor recorded in its spec."""
+    if processor is None:
+        return result
+    result.vectors = processor.apply(result.vectors)
+    result.spec = {**result.spec, "post": processor.describe()}
+    return result
 
 
 def load_post(path: str | Path) -> PostProcessor:

@@ -12,7 +12,9 @@ _MIN_TEXTS = 256
 
 
 @contextmanager
-def progress_callback(total: int | None, *, enabled: bool | None = None) -> Iterator[Callable[[int, int], None] | None]:
+def progress_callback(
+    total: int | None, *, enabled: bool | None = None
+) -> Iterator[Callable[[int, int], None] | None]:
     """A per-batch callback (texts, tokens) that drives a rich progress bar, or None when not shown."""
     if enabled is None:
         enabled = sys.stderr.isatty() and (total is None or total >= _MIN_TEXTS)
@@ -20,7 +22,14 @@ def progress_callback(total: int | None, *, enabled: bool | None = None) -> Iter
         yield None
         return
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     columns = [
         TextColumn("embedding"),

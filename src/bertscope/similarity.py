@@ -51,6 +51,6 @@ class TopK:
         if self.exclude is not None:
             scores = np.where(np.array(ids) == self.exclude, -np.inf, scores)
         take = min(self.k, len(scores))
-        best = np.argpartition(-scores, take - 1)[:take] if take else []
+        best: np.ndarray = np.argpartition(-scores, take - 1)[:take] if take else np.array([], dtype=np.int64)
         merged = self.hits + [Hit(ids[i], float(scores[i]), texts[i]) for i in best if scores[i] > -np.inf]
         self.hits = sorted(merged, key=lambda h: -h.score)[: self.k]

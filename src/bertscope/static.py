@@ -120,7 +120,11 @@ def neighbors(
         scores[own] = -np.inf
     top = np.argpartition(-scores, min(k, len(scores) - 1))[:k]
     top = top[np.argsort(-scores[top])]
-    return [Neighbor(model.id_to_token.get(int(i), ""), int(i), float(scores[i])) for i in top if scores[i] > -np.inf]
+    return [
+        Neighbor(model.id_to_token.get(int(i), ""), int(i), float(scores[i]))
+        for i in top
+        if scores[i] > -np.inf
+    ]
 
 
 def _excluded(model: Model, include_special: bool) -> np.ndarray:
@@ -169,7 +173,9 @@ def export(model: Model, path: str | Path, fmt: ExportFormat | str = ExportForma
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        schema = pa.schema([("id", pa.int64()), ("token", pa.string()), ("vector", pa.list_(pa.float32(), dim))])
+        schema = pa.schema(
+            [("id", pa.int64()), ("token", pa.string()), ("vector", pa.list_(pa.float32(), dim))]
+        )
         with pq.ParquetWriter(path, schema) as writer:
             start = 0
             for names, block in _rows_in_chunks(model):

@@ -55,7 +55,9 @@ class Tokens:
         head, tail = self.n_prefix, self.n_suffix
         keep = max_tokens - head - tail
         if keep < 1:
-            raise InvalidInput(f"max_tokens={max_tokens} leaves no room for text between {head + tail} specials")
+            raise InvalidInput(
+                f"max_tokens={max_tokens} leaves no room for text between {head + tail} specials"
+            )
         index = list(range(head + keep)) + list(range(len(self) - tail, len(self)))
         return self._take(index, n_dropped=len(self) - len(index))
 
@@ -154,7 +156,10 @@ class TextTokenizer:
 
     def encode(self, texts: Sequence[str]) -> list[Tokens]:
         """Tokens of each text in full (no truncation), with specials."""
-        return [_tokens(text, enc) for text, enc in zip(texts, self.backend.encode_batch(list(texts)), strict=True)]
+        return [
+            _tokens(text, enc)
+            for text, enc in zip(texts, self.backend.encode_batch(list(texts)), strict=True)
+        ]
 
     def fit(self, tokens: Tokens, long: LongText, *, index: int = 0) -> Tokens:
         """Apply the long-text policy to one text (window is resolved later by the engine)."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BertscopeError, CorpusError
+from ..post import apply_post, prepare_post
 from .readers import Record, Rejects, read_corpus
 from .sinks import open_sink
 
@@ -79,6 +80,7 @@ def embed_corpus(
     keep_text: bool = True,
     batch_size: int = 1024,
     progress: bool | None = None,
+    post: Any = None,
     **options: Any,
 ) -> JobSummary:
     """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded."""
@@ -88,11 +90,21 @@ def embed_corpus(
     model_arg = None if model is None or isinstance(model, Model) else str(model)
     m = model if isinstance(model, Model) else load(model_arg)
     spec = m.spec(**options)
-    settings = job_settings(m, spec.as_dict(), model_arg if not isinstance(model, Model) else _arg_of(m))
+    processor = prepare_post(post, spec.as_dict())
+    recorded = {**spec.as_dict(), **({"post": processor.describe()} if processor else {})}
+    settings = job_settings(m, recorded, model_arg if not isinstance(model, Model) else _arg_of(m))
     rejects = Rejects()
-    records = read_corpus(input_path, text_field=text_field, id_field=id_field, skip_bad=skip_bad, rejects=rejects)
-    sink = open_sink(output, settings=settings, collection=collection, resume=resume, overwrite=overwrite,
-                     keep_text=keep_text)
+    records = read_corpus(
+        input_path, text_field=text_field, id_field=id_field, skip_bad=skip_bad, rejects=rejects
+    )
+    sink = open_sink(
+        output,
+        settings=settings,
+        collection=collection,
+        resume=resume,
+        overwrite=overwrite,
+        keep_text=keep_text,
+    )
     summary = JobSummary(output=Path(output), resumed_from=sink.done if resume else 0)
     if sink.done and resume and not hasattr(sink, "collection"):
         records = _skip(records, sink.done, input_path)
@@ -101,7 +113,9 @@ def embed_corpus(
         for batch in _batches(records, batch_size):
             todo = sink.pending(batch)
             if todo:
-                result = m.engine.sentences_once([r.text for r in todo], spec, on_batch=on_batch)
+                result = apply_post(
+                    m.engine.sentences_once([r.text for r in todo], spec, on_batch=on_batch), processor
+                )
                 sink.write(todo, result.vectors, result.n_tokens, result.truncated)
                 summary.embedded += len(todo)
                 summary.tokens += int(result.n_tokens.sum())
@@ -138,7 +152,9 @@ def _batches(records: Iterator[Record], size: int) -> Iterator[list[Record]]:
 def _skip(records: Iterator[Record], count: int, source: object) -> Iterator[Record]:
     skipped = sum(1 for _ in islice(records, count))
     if skipped < count:
-        raise CorpusError(f"{source} has fewer texts ({skipped}) than the unfinished job already wrote ({count})")
+        raise CorpusError(
+            f"{source} has fewer texts ({skipped}) than the unfinished job already wrote ({count})"
+        )
     yield from records
 
 

@@ -67,7 +67,9 @@ def read_corpus(
         elif suffix == ".parquet":
             records = _parquet(path, text_field, id_field)
         else:
-            raise CorpusError(f"{name}: unknown corpus type {suffix or '(none)'}; supported: {', '.join(SUPPORTED_INPUTS)}")
+            raise CorpusError(
+                f"{name}: unknown corpus type {suffix or '(none)'}; supported: {', '.join(SUPPORTED_INPUTS)}"
+            )
     return _checked(records, name, rejects)
 
 
@@ -78,7 +80,9 @@ def _checked(records: Iterator[Record], name: str, rejects: Rejects) -> Iterator
             rejects.empty += 1
             continue
         if record.id in seen:
-            raise CorpusError(f"{name}:{record.line}: duplicate id {record.id!r}; ids must be unique in a corpus")
+            raise CorpusError(
+                f"{name}:{record.line}: duplicate id {record.id!r}; ids must be unique in a corpus"
+            )
         seen.add(record.id)
         yield record
 
@@ -89,7 +93,9 @@ def _lines(stream: TextIO, name: str) -> Iterator[Record]:
             yield Record(str(number), line.rstrip("\r\n"), number)
 
 
-def _jsonl(path: Path, text_field: str, id_field: str | None, skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
+def _jsonl(
+    path: Path, text_field: str, id_field: str | None, skip_bad: bool, rejects: Rejects
+) -> Iterator[Record]:
     with path.open(encoding="utf-8") as stream:
         for number, line in enumerate(stream, 1):
             if not line.strip():
@@ -117,7 +123,11 @@ def _csv(
             if not row:
                 continue
             if len(row) != len(header):
-                _bad(f"{path}:{number}: {len(row)} fields where the header has {len(header)}", skip_bad, rejects)
+                _bad(
+                    f"{path}:{number}: {len(row)} fields where the header has {len(header)}",
+                    skip_bad,
+                    rejects,
+                )
                 continue
             fields = dict(zip(header, row, strict=True))
             yield from _row_or_reject(fields, number, path, text_field, id_field, skip_bad, rejects)
@@ -140,7 +150,12 @@ def _parquet(path: Path, text_field: str, id_field: str | None) -> Iterator[Reco
 
 
 def _row_or_reject(
-    row: dict[str, Any], number: int, path: Path, text_field: str, id_field: str | None, skip_bad: bool,
+    row: dict[str, Any],
+    number: int,
+    path: Path,
+    text_field: str,
+    id_field: str | None,
+    skip_bad: bool,
     rejects: Rejects,
 ) -> Iterator[Record]:
     try:
@@ -151,7 +166,9 @@ def _row_or_reject(
 
 def _from_row(row: dict[str, Any], number: int, path: Path, text_field: str, id_field: str | None) -> Record:
     if text_field not in row:
-        raise CorpusError(f"{path}:{number}: no field {text_field!r}; the fields are: {', '.join(map(str, row))}")
+        raise CorpusError(
+            f"{path}:{number}: no field {text_field!r}; the fields are: {', '.join(map(str, row))}"
+        )
     text = row[text_field]
     if text is None:
         text = ""
@@ -160,7 +177,9 @@ def _from_row(row: dict[str, Any], number: int, path: Path, text_field: str, id_
     if id_field is None:
         record_id = str(number)
     elif id_field not in row or row[id_field] is None:
-        raise CorpusError(f"{path}:{number}: no id field {id_field!r}; the fields are: {', '.join(map(str, row))}")
+        raise CorpusError(
+            f"{path}:{number}: no id field {id_field!r}; the fields are: {', '.join(map(str, row))}"
+        )
     else:
         record_id = str(row[id_field])
     meta = {k: v for k, v in row.items() if k not in (text_field, id_field)}

@@ -36,7 +36,9 @@ class Sink(ABC):
         return records
 
     @abstractmethod
-    def write(self, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray) -> None:
+    def write(
+        self, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray
+    ) -> None:
         """Store one batch atomically."""
 
     @abstractmethod
@@ -61,10 +63,17 @@ def open_sink(
     if suffix in (".db", ".sqlite", ".sqlite3"):
         from .sqlite_store import SqliteSink
 
-        return SqliteSink(path, settings=settings, collection=collection or "default", overwrite=overwrite,
-                          keep_text=keep_text)
+        return SqliteSink(
+            path,
+            settings=settings,
+            collection=collection or "default",
+            overwrite=overwrite,
+            keep_text=keep_text,
+        )
     if suffix not in (".parquet", ".npy"):
-        raise CorpusError(f"{path}: unknown output type {suffix or '(none)'}; supported: {', '.join(SUPPORTED_OUTPUTS)}")
+        raise CorpusError(
+            f"{path}: unknown output type {suffix or '(none)'}; supported: {', '.join(SUPPORTED_OUTPUTS)}"
+        )
     sink_type = ParquetSink if suffix == ".parquet" else NpySink
     return sink_type(path, settings=settings, resume=resume, overwrite=overwrite, keep_text=keep_text)
 
@@ -74,7 +83,9 @@ class _PartsSink(Sink):
 
     suffix = ""
 
-    def __init__(self, path: Path, *, settings: dict[str, Any], resume: bool, overwrite: bool, keep_text: bool) -> None:
+    def __init__(
+        self, path: Path, *, settings: dict[str, Any], resume: bool, overwrite: bool, keep_text: bool
+    ) -> None:
         self.path = path
         self.parts = path.with_name(path.name + ".parts")
         self.settings = settings
@@ -88,7 +99,8 @@ class _PartsSink(Sink):
             stored = json.loads(state.read_text())
             if stored != settings:
                 raise CorpusError(
-                    f"{path}: the unfinished job was started with other settings ({_diff(stored, settings)}); "
+                    f"{path}: the unfinished job was started with other settings "
+                    f"({settings_diff(stored, settings)}); "
                     "resume with the same options, or start again with --overwrite"
                 )
         elif resume and path.exists():
@@ -123,7 +135,7 @@ class _PartsSink(Sink):
 
 
 class ParquetSink(_PartsSink):
-    """id, text (optional), embedding (fixed-size list of float32), n_tokens, truncated; settings in metadata."""
+    """id, text (optional), embedding (fixed-size float32 list), n_tokens, truncated; settings in metadata."""
 
     suffix = ".parquet"
 
@@ -146,11 +158,15 @@ class ParquetSink(_PartsSink):
 
         return int(pq.ParquetFile(part).metadata.num_rows)
 
-    def write(self, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray) -> None:
+    def write(
+        self, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray
+    ) -> None:
         """Write one part file (temporary name, then rename)."""
         import pyarrow.parquet as pq
 
-        table = _arrow_table(self._schema(vectors.shape[1]), records, vectors, n_tokens, truncated, self.keep_text)
+        table = _arrow_table(
+            self._schema(vectors.shape[1]), records, vectors, n_tokens, truncated, self.keep_text
+        )
         part = self._next_part()
         tmp = part.with_suffix(".tmp")
         pq.write_table(table, tmp)
@@ -188,7 +204,9 @@ class NpySink(_PartsSink):
     def _rows(self, part: Path) -> int:
         return int(np.load(part, mmap_mode="r").shape[0])
 
-    def write(self, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray) -> None:
+    def write(
+        self, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray
+    ) -> None:
         """Write one part (vectors and ids), each to a temporary name then renamed; ids land last."""
         part = self._next_part()
         tmp = part.with_name(part.name + ".tmp")
@@ -215,14 +233,20 @@ class NpySink(_PartsSink):
         del matrix
         os.replace(tmp, self.path)
         os.replace(self.path.with_suffix(".ids.txt.tmp"), self.path.with_suffix(".ids.txt"))
-        _atomic_write_text(self.path.with_suffix(".settings.json"),
-                           json.dumps({**self.settings, "dimension": dimension}, indent=2))
+        _atomic_write_text(
+            self.path.with_suffix(".settings.json"),
+            json.dumps({**self.settings, "dimension": dimension}, indent=2),
+        )
         self._cleanup()
         return self.outputs()
 
 
 def _arrow_table(
-    schema: Any, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray,
+    schema: Any,
+    records: list[Record],
+    vectors: np.ndarray,
+    n_tokens: np.ndarray,
+    truncated: np.ndarray,
     keep_text: bool,
 ) -> Any:
     import pyarrow as pa
@@ -246,6 +270,7 @@ def _atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _diff(stored: dict[str, Any], asked: dict[str, Any]) -> str:
+def settings_diff(stored: dict[str, Any], asked: dict[str, Any]) -> str:
+    """Each setting that differs, as `key: stored then, asked now`."""
     keys = sorted(k for k in set(stored) | set(asked) if stored.get(k) != asked.get(k))
     return "; ".join(f"{k}: {stored.get(k)!r} then, {asked.get(k)!r} now" for k in keys)

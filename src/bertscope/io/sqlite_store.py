@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import CorpusError
 from .readers import Record
-from .sinks import Sink
+from .sinks import Sink, settings_diff
 
 __all__ = ["SqliteSink", "connect", "content_hash", "list_collections"]
 
@@ -93,8 +93,9 @@ def list_collections(path: str | Path) -> list[dict[str, Any]]:
 class SqliteSink(Sink):
     """One collection in an SQLite file; a batch is one transaction; same id and text are not redone."""
 
-    def __init__(self, path: Path, *, settings: dict[str, Any], collection: str, overwrite: bool,
-                 keep_text: bool) -> None:
+    def __init__(
+        self, path: Path, *, settings: dict[str, Any], collection: str, overwrite: bool, keep_text: bool
+    ) -> None:
         self.path = path
         self.collection = collection
         self.settings = settings
@@ -104,14 +105,15 @@ class SqliteSink(Sink):
             with self.db:
                 self.db.execute("DELETE FROM embeddings WHERE collection = ?", (collection,))
                 self.db.execute("DELETE FROM collections WHERE name = ?", (collection,))
-        row = self.db.execute("SELECT model, settings FROM collections WHERE name = ?", (collection,)).fetchone()
+        row = self.db.execute(
+            "SELECT model, settings FROM collections WHERE name = ?", (collection,)
+        ).fetchone()
         if row is not None:
             stored = json.loads(row[1])
             if stored != settings:
-                changed = sorted(k for k in set(stored) | set(settings) if stored.get(k) != settings.get(k))
                 raise CorpusError(
                     f"collection {collection!r} in {path} was made with other settings "
-                    f"({', '.join(f'{k}: {stored.get(k)!r} there, {settings.get(k)!r} asked' for k in changed)}); "
+                    f"({settings_diff(stored, settings)}); "
                     "use another --collection, the same options, or --overwrite to replace it"
                 )
         self.created = row is not None
@@ -128,19 +130,22 @@ class SqliteSink(Sink):
         for record in records:
             digest = content_hash(record.text)
             row = self.db.execute(
-                "SELECT content_hash FROM embeddings WHERE collection = ? AND id = ?", (self.collection, record.id)
+                "SELECT content_hash FROM embeddings WHERE collection = ? AND id = ?",
+                (self.collection, record.id),
             ).fetchone()
             if row is not None:
                 if row[0] != digest:
                     raise CorpusError(
-                        f"id {record.id!r} (line {record.line}) is already in collection {self.collection!r} with "
+                        f"id {record.id!r} (line {record.line}) is already in collection {self.collection!r} "
+                        "with "
                         "another text; give new ids, or --overwrite to rebuild the collection"
                     )
                 self.done += 1
                 self.already += 1
                 continue
             known = self.db.execute(
-                "SELECT embedding, n_tokens, truncated FROM embeddings WHERE collection = ? AND content_hash = ?",
+                "SELECT embedding, n_tokens, truncated FROM embeddings "
+                "WHERE collection = ? AND content_hash = ?",
                 (self.collection, digest),
             ).fetchone()
             if known is not None:
@@ -157,19 +162,28 @@ class SqliteSink(Sink):
             self.reused += len(copies)
         return todo
 
-    def _row(self, record: Record, digest: str, blob: bytes, n_tokens: int, truncated: int) -> tuple[Any, ...]:
+    def _row(
+        self, record: Record, digest: str, blob: bytes, n_tokens: int, truncated: int
+    ) -> tuple[Any, ...]:
         meta = json.dumps(record.meta, default=str) if record.meta else None
         text = record.text if self.keep_text else None
         return (self.collection, record.id, digest, text, meta, blob, int(n_tokens), int(truncated))
 
-    def write(self, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray) -> None:
+    def write(
+        self, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray
+    ) -> None:
         """Insert one batch in one transaction (the collection row comes with the first)."""
         with self.db:
             if not self.created:
                 self.db.execute(
                     "INSERT INTO collections VALUES (?, ?, ?, ?, ?)",
-                    (self.collection, str(self.settings.get("model")), json.dumps(self.settings, sort_keys=True),
-                     int(vectors.shape[1]), datetime.now(timezone.utc).isoformat(timespec="seconds")),
+                    (
+                        self.collection,
+                        str(self.settings.get("model")),
+                        json.dumps(self.settings, sort_keys=True),
+                        int(vectors.shape[1]),
+                        datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    ),
                 )
             self.db.executemany(
                 "INSERT INTO embeddings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",

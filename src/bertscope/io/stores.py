@@ -48,8 +48,10 @@ class Store:
         for ids, _, vectors in self.chunks():
             if item_id in ids:
                 return np.array(vectors[ids.index(item_id)])
-        raise CorpusError(f"no id {item_id!r} in {self.path}" + (f" (collection {self.collection!r})"
-                                                                 if self.collection else ""))
+        raise CorpusError(
+            f"no id {item_id!r} in {self.path}"
+            + (f" (collection {self.collection!r})" if self.collection else "")
+        )
 
 
 def open_store(path: str | Path, *, collection: str | None = None) -> Store:
@@ -68,7 +70,9 @@ def open_store(path: str | Path, *, collection: str | None = None) -> Store:
     if suffix == ".npy":
         settings_path = path.with_suffix(".settings.json")
         if not settings_path.exists() or not path.with_suffix(".ids.txt").exists():
-            raise CorpusError(f"{path} has no {settings_path.name} / ids file beside it; was it written by bertscope?")
+            raise CorpusError(
+                f"{path} has no {settings_path.name} / ids file beside it; was it written by bertscope?"
+            )
         return Store(path, None, json.loads(settings_path.read_text()))
     if suffix in (".db", ".sqlite", ".sqlite3"):
         from .sqlite_store import list_collections
@@ -91,6 +95,7 @@ def search(
     k: int = 5,
     item_id: str | None = None,
     model: Any = None,
+    post: Any = None,
     chunk_size: int = 65536,
 ) -> list[Hit]:
     """Exact top-k cosine search of a stored output, by a query text, a vector, or a stored id."""
@@ -102,7 +107,7 @@ def search(
     elif isinstance(query, np.ndarray):
         vector = query
     elif isinstance(query, str):
-        vector = _embed_query(query, opened.settings, model)
+        vector = _embed_query(query, opened.settings, model, post)
     else:
         raise CorpusError("give a query text, a vector, or a stored id to search with")
     top = TopK(vector, k, exclude=None if item_id is None else str(item_id))
@@ -111,17 +116,25 @@ def search(
     return top.hits
 
 
-def _embed_query(query: str, settings: dict[str, Any], model: Any) -> np.ndarray:
-    """Embed a query with the same model and settings the store was made with."""
+def _embed_query(query: str, settings: dict[str, Any], model: Any, post: Any = None) -> np.ndarray:
+    """Embed a query with the same model, settings and post-processing the store was made with."""
     from ..model import Model, load
 
-    m = model if isinstance(model, Model) else load(model or settings.get("model_arg"), dtype=settings.get("dtype", "float32"))
+    if settings.get("post") and post is None:
+        kind = settings["post"].get("kind", "post-processing")
+        raise CorpusError(f"this store's vectors went through {kind}; pass the same file with post= (--post)")
+
+    m = (
+        model
+        if isinstance(model, Model)
+        else load(model or settings.get("model_arg"), dtype=settings.get("dtype", "float32"))
+    )
     spec_keys = ("layers", "combine", "pooling", "mask_special", "normalize", "long", "stride")
     options = {key: settings[key] for key in spec_keys if key in settings}
     options["layers"] = list(options["layers"]) if "layers" in options else None
     if options.get("pooling") == "first_last_avg":
         options.pop("layers")
-    return np.asarray(m.embed([query], **options).vectors[0])
+    return np.asarray(m.embed([query], post=post, **options).vectors[0])
 
 
 def _parquet_chunks(path: Path, size: int) -> Iterator[Chunk]:
