@@ -30,6 +30,7 @@ __all__ = ["EmbedSpec", "Engine"]
 OnBatch = Callable[[int, int], None]
 
 _MIN_FILL = 0.85
+_PAD_TOKENS = 16
 
 
 @dataclass(frozen=True)
@@ -257,8 +258,10 @@ def _windowed(segments: Sequence[_Segment]) -> set[int]:
 def _batches(segments: Sequence[_Segment], token_budget: int, max_batch: int) -> Iterator[list[_Segment]]:
     """Longest first, each batch filled while batch size x longest length stays within the budget.
 
-    A batch also closes when the next text is under `_MIN_FILL` of its width, so one long outlier
-    does not pad a batch of short texts to its length.
+    A batch also closes when the next text would be padded by more than max(`_PAD_TOKENS`,
+    (1 - `_MIN_FILL`) x width) tokens: one long outlier does not pad a batch of short texts to its
+    length, and a handful of short texts (a service's requests) is not cut into many tiny forwards,
+    each of which costs a fixed overhead about the size of 16 tokens' compute on a CPU.
     """
     order = sorted(range(len(segments)), key=lambda i: len(segments[i].ids), reverse=True)
     batch: list[_Segment] = []
@@ -266,7 +269,8 @@ def _batches(segments: Sequence[_Segment], token_budget: int, max_batch: int) ->
         segment = segments[index]
         width = len(batch[0].ids) if batch else len(segment.ids)
         full = (len(batch) + 1) * width > token_budget or len(batch) >= max_batch
-        if batch and (full or len(segment.ids) < _MIN_FILL * width):
+        allowed_padding = max(_PAD_TOKENS, (1 - _MIN_FILL) * width)
+        if batch and (full or width - len(segment.ids) > allowed_padding):
             yield batch
             batch = []
         batch.append(segment)
