@@ -265,11 +265,9 @@ def anatomy(
     """
     m = _load(model)
     a = m.anatomy(text)
-    steps = [
-        s
-        for s in ("word", "position", "token_type", "summed", "projected", "normalized", "encoder_input")
-        if getattr(a, s) is not None
-    ]
+    from .anatomy import STEPS
+
+    steps = [s for s in STEPS if s != "model_output" and getattr(a, s) is not None]
     error = a.max_abs_error
     if as_json:
         _emit_json(

@@ -100,6 +100,8 @@ def embed(
     """
     if tokens and words:
         raise InvalidInput("choose one of --tokens and --words")
+    spec_options = dict(layers=layers, combine=combine, long=long, stride=stride)
+    pooled_options = dict(pooling=pooling, mask_special=mask_special, normalize=normalize, post=post)
     if output is not None and not (tokens or words):
         from .cli_corpus import run_job
 
@@ -117,43 +119,16 @@ def embed(
             skip_bad=skip_bad,
             keep_text=not no_text,
             batch_size=batch_size,
-            layers=layers,
-            combine=combine,
-            pooling=pooling,
-            mask_special=mask_special,
-            normalize=normalize,
-            long=long,
-            stride=stride,
-            post=post,
+            **spec_options,
+            **pooled_options,
         )
         return
     items = _read_texts(texts, input_path)
     m = _load(model, device, dtype)
     if tokens or words:
-        _per_piece(
-            m,
-            items,
-            words=words,
-            subword=subword,
-            layers=layers,
-            combine=combine,
-            long=long,
-            stride=stride,
-            output=output,
-            as_json=as_json,
-        )
+        _per_piece(m, items, words=words, subword=subword, output=output, as_json=as_json, **spec_options)
         return
-    result = m.embed(
-        items,
-        layers=layers,
-        combine=combine,
-        pooling=pooling,
-        mask_special=mask_special,
-        normalize=normalize,
-        long=long,
-        stride=stride,
-        post=post,
-    )
+    result = m.embed(items, **spec_options, **pooled_options)
     if result.n_truncated:
         err.print(
             f"[yellow]warning:[/] {result.n_truncated} text(s) longer than {m.max_tokens} tokens were "

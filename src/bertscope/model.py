@@ -27,7 +27,7 @@ from .tokens import TextTokenizer, check_texts
 
 __all__ = ["Model", "ModelInfo", "load"]
 
-_CPU_TOKEN_BUDGET = 8192
+_CPU_TOKEN_BUDGET = 2048
 _CUDA_TOKEN_BUDGET = 65536
 
 

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import __version__
+from .anatomy import STEPS
 from .errors import InvalidSpec
 from .server_batching import Metrics
 from .server_schemas import (
@@ -182,16 +183,7 @@ def model_routes(app: FastAPI, svc: _Service) -> None:
         """The embedding layer of one text taken apart, step by step, with the proof's max |error|."""
         check_texts(req.text)
         a = await svc.on_worker(lambda: svc.model.anatomy(req.text))
-        steps = (
-            "word",
-            "position",
-            "token_type",
-            "summed",
-            "projected",
-            "normalized",
-            "encoder_input",
-            "model_output",
-        )
+        steps = STEPS
         return JSONResponse(
             {
                 "model": svc.name,
