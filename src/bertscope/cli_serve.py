@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from .cli import DeviceOpt, DtypeOpt, ModelOpt, app, err
+from .errors import InvalidInput
 
 _HOST = "127.0.0.1"
 _LOOPBACK = (_HOST, "localhost", "::1")
@@ -46,6 +47,10 @@ def serve(
         bool, typer.Option("--no-batching", help="One forward per request (for comparison).")
     ] = False,
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="Torch CPU threads.")] = None,
+    post: Annotated[
+        list[str] | None,
+        typer.Option("--post", help="Load a fitted post-processing as NAME=FILE (repeatable)."),
+    ] = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
@@ -69,6 +74,7 @@ def serve(
         max_body_bytes=max_body_bytes,
         auto_split=auto_split,
         batching=not no_batching,
+        posts=tuple(_named_post(item) for item in post or ()),
     )
     if host not in _LOOPBACK and not api_key:
         err.print(
@@ -77,3 +83,11 @@ def serve(
     m = load(model, device=device, dtype=dtype, threads=threads)
     err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
     uvicorn.run(create_app(m, settings=settings), host=host, port=port, log_level=log_level)
+
+
+def _named_post(item: str) -> tuple[str, str]:
+    """NAME=FILE from --post, or a usage error naming the form."""
+    name, sep, path = item.partition("=")
+    if not sep or not name or not path:
+        raise InvalidInput(f"--post takes NAME=FILE (e.g. --post white=white.safetensors), got {item!r}")
+    return name, path

@@ -20,6 +20,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.middleware.cors import CORSMiddleware
 
 from . import __version__
+from .errors import InvalidSpec
+from .post import PostProcessor, load_post, prepare_post
 from .results import SentenceEmbeddings
 from .server_batching import Batcher, Metrics
 from .server_http import Guard, ServerSettings, TooManyInputs, add_error_handlers
@@ -51,6 +53,16 @@ class _Service:
         self.settings = settings
         self.batcher = batcher
         self.name = model.info().source
+        self.posts = {name: load_post(path) for name, path in settings.posts}
+
+    def post(self, name: str | None, spec: dict[str, Any]) -> PostProcessor | None:
+        """The loaded post-processing called `name`, checked against the request's spec."""
+        if name is None:
+            return None
+        if name not in self.posts:
+            loaded = ", ".join(self.posts) or "none (start the server with --post NAME=FILE)"
+            raise InvalidSpec(f"post: no post-processing named {name!r} is loaded; loaded: {loaded}")
+        return prepare_post(self.posts[name], spec)
 
     def check_count(self, n: int, *, splittable: bool = False) -> None:
         """Raise TooManyInputs when a request carries more than --max-inputs (and cannot be split)."""

@@ -52,6 +52,7 @@ class ServerSettings:
     max_body_bytes: int = 4 * 1024 * 1024
     auto_split: bool = False
     batching: bool = True
+    posts: tuple[tuple[str, str], ...] = ()
 
 
 class TooManyInputs(Exception):

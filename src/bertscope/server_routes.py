@@ -20,6 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from . import __version__
 from .anatomy import STEPS
 from .errors import InvalidSpec
+from .post import apply_post
 from .server_batching import Metrics
 from .server_schemas import (
     AnatomyRequest,
@@ -54,11 +55,9 @@ def embedding_routes(app: FastAPI, svc: _Service) -> None:
     @app.post("/embed", response_model=EmbedResponse, tags=["embeddings"])
     async def embed(req: EmbedRequest) -> Response:
         """Sentence vectors: any layers, combine, pooling, masking, normalisation, long-text policy."""
-        if req.post is not None:
-            raise InvalidSpec(
-                f"post: no post-processing named {req.post!r} is loaded (this server loads none)"
-            )
-        res = await svc.sentences(req.inputs, req.spec_options())
+        options = req.spec_options()
+        processor = svc.post(req.post, svc.model.spec(**options).as_dict())
+        res = apply_post(await svc.sentences(req.inputs, options), processor)
         return JSONResponse(
             {
                 "model": svc.name,
