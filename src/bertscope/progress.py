@@ -47,6 +47,8 @@ def progress_callback(
             nonlocal tokens_seen
             tokens_seen += n_tokens
             elapsed = bar.tasks[task].elapsed or 1e-9
-            bar.update(task, advance=n_texts, rate=f"{tokens_seen / elapsed:,.0f} tok/s")
+            texts_seen = bar.tasks[task].completed + n_texts
+            rate = f"{texts_seen / elapsed:,.0f} texts/s, {tokens_seen / elapsed:,.0f} tok/s"
+            bar.update(task, advance=n_texts, rate=rate)
 
         yield on_batch

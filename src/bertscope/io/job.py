@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -109,7 +110,9 @@ def embed_corpus(
     if sink.done and resume and not hasattr(sink, "collection"):
         records = _skip(records, sink.done, input_path)
     start = time.perf_counter()
-    with _stop_on_interrupt() as stop, progress_callback(None, enabled=progress) as on_batch:
+    shown = progress if progress is not None else sys.stderr.isatty()
+    total = _count_records(input_path) if shown else None
+    with _stop_on_interrupt() as stop, progress_callback(total, enabled=progress) as on_batch:
         for batch in _batches(records, batch_size):
             todo = sink.pending(batch)
             if todo:
@@ -136,6 +139,22 @@ def embed_corpus(
         summary.rejects_file = Path(str(output) + ".rejects")
         summary.rejects_file.write_text("".join(line + "\n" for line in rejects.bad))
     return summary
+
+
+def _count_records(source: str | Path | list[str]) -> int | None:
+    """How many records a corpus holds, cheaply (lines or Parquet metadata), for the progress ETA."""
+    if isinstance(source, list):
+        return len(source)
+    path = Path(str(source))
+    if str(source) == "-" or not path.is_file():
+        return None
+    if path.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    with path.open("rb") as handle:
+        lines = sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+    return max(0, lines - (1 if path.suffix.lower() in (".csv", ".tsv") else 0))
 
 
 def _arg_of(model: Any) -> str | None:
