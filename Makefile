@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 TORCH_VERSION := 2.13.0
 
-.PHONY: install demo test lint typecheck bench clean
+.PHONY: install demo test test-deps lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,7 +27,12 @@ demo: $(STAMP)
 	$(BIN)/bertscope similar "the price of food keeps rising" --in $(DEMO_DB) --collection news -k 5
 	$(BIN)/bertscope anatomy "I like eating bread"
 
-test: $(STAMP)
+# Debian's Chromium for the explorer's browser test (Playwright drives it; no browser is downloaded)
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+test-deps:
+	command -v chromium || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
+
+test: $(STAMP) test-deps
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
 lint: $(STAMP)

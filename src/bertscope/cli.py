@@ -332,5 +332,6 @@ def main() -> None:
 
 from . import cli_corpus as _cli_corpus  # noqa: E402,F401  (registers similar and collections)
 from . import cli_embed as _cli_embed  # noqa: E402,F401  (registers embed and similarity)
+from . import cli_explore as _cli_explore  # noqa: E402,F401  (registers explore)
 from . import cli_research as _cli_research  # noqa: E402,F401  (registers research commands)
 from . import cli_serve as _cli_serve  # noqa: E402,F401  (registers serve)

@@ -21,6 +21,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from . import __version__
 from .errors import InvalidSpec
+from .explorer_routes import mount_explorer
 from .post import PostProcessor, load_post, prepare_post
 from .results import SentenceEmbeddings
 from .server_batching import Batcher, Metrics
@@ -150,6 +151,7 @@ def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastA
     embedding_routes(app, service)
     model_routes(app, service)
     ops_routes(app, service, metrics)
+    mount_explorer(app)
     paths = frozenset(getattr(r, "path", "") for r in app.routes)
     app.add_middleware(Guard, settings=settings, metrics=metrics, endpoints=paths)
     if settings.cors_origins:

@@ -1,0 +1,60 @@
+"""The command line's `explore`: the service on a free loopback port, with the explorer page opened."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import webbrowser
+from typing import Annotated
+
+import typer
+
+from .cli import DeviceOpt, DtypeOpt, ModelOpt, app, err
+
+_HOST = "127.0.0.1"
+
+
+def free_port(host: str = _HOST) -> int:
+    """A TCP port on `host` that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+@app.command()
+def explore(
+    model: ModelOpt = None,
+    port: Annotated[int, typer.Option("--port", min=0, help="Port on 127.0.0.1 (0: a free one).")] = 0,
+    open_browser: Annotated[
+        bool, typer.Option("--open/--no-open", help="Open the page in the default browser.")
+    ] = True,
+    threads: Annotated[int | None, typer.Option("--threads", min=1, help="Torch CPU threads.")] = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+) -> None:
+    """Open the explorer: tokens, anatomy, layers, sentences and vocabulary of a model, in the browser.
+
+    Examples: `bertscope explore`, `bertscope explore --port 8765 --no-open`, `bertscope explore -m ./my-bert`
+    """
+    import uvicorn
+
+    from .model import load
+    from .server import create_app
+
+    m = load(model, device=device, dtype=dtype, threads=threads)
+    chosen = port or free_port()
+    url = f"http://{_HOST}:{chosen}/"
+    server = uvicorn.Server(uvicorn.Config(create_app(m), host=_HOST, port=chosen, log_level="warning"))
+
+    def announce() -> None:
+        while not server.started and not server.should_exit:
+            time.sleep(0.05)
+        if server.started:
+            print(url, flush=True)
+            err.print(f"exploring {m.info().source} at {url} (Ctrl+C stops)", highlight=False)
+            if open_browser:
+                webbrowser.open(url)
+
+    threading.Thread(target=announce, daemon=True).start()
+    server.run()

@@ -1,0 +1,367 @@
+// bertscope explorer: plain JS, inline SVG and <canvas>; every number comes from this server's endpoints.
+"use strict";
+
+const $ = (sel) => document.querySelector(sel);
+const state = { layers: null, info: null };
+const PALETTE = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777", "#0891b2", "#65a30d",
+  "#9333ea", "#ea580c", "#0d9488", "#4f46e5"];
+const SVGNS = "http://www.w3.org/2000/svg";
+
+// ---------- talking to the service ----------
+async function api(path, body) {
+  const headers = { "Content-Type": "application/json" };
+  const key = sessionStorage.getItem("bertscope-key");
+  if (key) headers["X-API-Key"] = key;
+  const res = await fetch(path, body === undefined ? { headers } : { method: "POST", headers, body: JSON.stringify(body) });
+  if (res.status === 401 && !key) {
+    const given = window.prompt("This server needs an API key:");
+    if (given) { sessionStorage.setItem("bertscope-key", given); return api(path, body); }
+  }
+  const data = await res.json().catch(() => ({}));
+  if (!res.ok) {
+    const msg = (data.error && data.error.message) || data.detail || res.statusText;
+    throw new Error(`${path}: ${typeof msg === "string" ? msg : JSON.stringify(msg)}`);
+  }
+  return data;
+}
+
+function showError(err) {
+  const box = $("#error");
+  box.hidden = !err;
+  box.textContent = err ? String(err.message || err) : "";
+}
+
+// ---------- small helpers ----------
+function el(tag, attrs = {}, ...children) {
+  const node = tag.startsWith("svg:") ? document.createElementNS(SVGNS, tag.slice(4)) : document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "text") node.textContent = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const c of children) node.append(c);
+  return node;
+}
+const svgEl = (tag, attrs, ...children) => el("svg:" + tag, attrs, ...children);
+
+function diverging(v, scale) {
+  // blue (negative) - white - red (positive), v in [-scale, scale]
+  const t = Math.max(-1, Math.min(1, v / (scale || 1)));
+  const a = Math.abs(t);
+  const [r, g, b] = t >= 0 ? [220, 38, 38] : [37, 99, 235];
+  const mix = (c) => Math.round(255 + (c - 255) * a);
+  return `rgb(${mix(r)},${mix(g)},${mix(b)})`;
+}
+
+function fmt(x, digits = 4) { return x === null || x === undefined ? "–" : Number(x).toFixed(digits); }
+
+// ---------- 1 · tokens ----------
+async function showTokens(text, text2) {
+  const data = await api("/tokenize", { inputs: [text] });
+  const toks = data.items[0].tokens;
+  const spans = $("#spans");
+  spans.replaceChildren();
+  const marks = [];
+  let at = 0;
+  const content = toks.filter((t) => !t.special);
+  content.forEach((t) => {
+    if (t.start > at) spans.append(text.slice(at, t.start));
+    const m = el("mark", { "data-word": t.word, class: `w${t.word % 2}`, text: text.slice(t.start, t.end) });
+    spans.append(m);
+    marks.push(m);
+    at = Math.max(at, t.end);
+  });
+  if (at < text.length) spans.append(text.slice(at));
+  const body = $("#tokens tbody");
+  body.replaceChildren();
+  toks.forEach((t, i) => {
+    const row = el("tr", { class: t.special ? "special" : "", title: "click: nearest static neighbours" },
+      el("td", { text: i }), el("td", { class: "piece", text: t.token }), el("td", { class: "id", text: t.id }),
+      el("td", { text: t.word === null ? "–" : t.word }),
+      el("td", { text: t.special ? "–" : `${t.start}–${t.end}` }), el("td", { text: t.special ? "yes" : "" }));
+    const mark = t.special ? null : marks[content.indexOf(t)];
+    row.addEventListener("mouseenter", () => mark && mark.classList.add("hot"));
+    row.addEventListener("mouseleave", () => mark && mark.classList.remove("hot"));
+    row.addEventListener("click", () => { $("#piece").value = t.token; switchTab("vocab"); neighbours(); });
+    body.append(row);
+  });
+  const box = $("#batch-box");
+  box.hidden = !text2;
+  if (text2) showBatch(await api("/explore/batch", { inputs: [text, text2] }));
+}
+
+function showBatch(b) {
+  const table = $("#batch");
+  table.replaceChildren();
+  const width = b.ids[0].length;
+  const head = el("tr", {}, el("th", { text: "" }));
+  for (let j = 0; j < width; j++) head.append(el("th", { text: j }));
+  table.append(el("thead", {}, head));
+  const body = el("tbody");
+  b.ids.forEach((ids, i) => {
+    const pieces = el("tr", {}, el("th", { text: `text ${i + 1}` }));
+    const mask = el("tr", { class: "mask" }, el("th", { text: "mask" }));
+    ids.forEach((id, j) => {
+      const pad = b.attention_mask[i][j] === 0;
+      pieces.append(el("td", { class: pad ? "pad" : "" }, el("div", { class: "piece", text: b.tokens[i][j] }),
+        el("div", { class: "id", text: id })));
+      mask.append(el("td", { class: pad ? "pad zero" : "one", text: b.attention_mask[i][j] }));
+    });
+    body.append(pieces, mask);
+  });
+  table.append(body);
+}
+
+// ---------- 2 · anatomy ----------
+const PARTS = [["word", "word"], ["position", "+ position"], ["token_type", "+ segment"], ["summed", "= sum"],
+  ["normalized", "LayerNorm"]];
+
+function strip(values, scale) {
+  const c = el("canvas", { width: values.length, height: 1, class: "strip" });
+  const ctx = c.getContext("2d");
+  values.forEach((v, i) => { ctx.fillStyle = diverging(v, scale); ctx.fillRect(i, 0, 1, 1); });
+  return c;
+}
+
+async function showAnatomy(text) {
+  const a = await api("/anatomy", { text });
+  const err = a.max_abs_error;
+  $("#proof").replaceChildren(
+    el("b", { text: "Proof: " }),
+    `rebuilding layer 0 from the parts gives the model's own layer 0 to within max |error| = `,
+    el("code", { id: "rebuild-error", text: err.toExponential(2) }),
+    el("span", { class: err < 1e-4 ? "ok" : "bad", text: err < 1e-4 ? "  ✓ equal" : "  ✗ differs" }),
+    a.lacks.length ? `  (this family has no ${a.lacks.join(", ")})` : "");
+  const parts = PARTS.filter(([k]) => a.steps[k]);
+  const table = $("#anatomy");
+  table.replaceChildren();
+  const head = el("tr", {}, el("th", { text: "piece" }), el("th", { text: "id" }), el("th", { text: "pos" }));
+  parts.forEach(([, label]) => head.append(el("th", { text: label })));
+  table.append(el("thead", {}, head));
+  // one colour scale per part, so strips of a column compare with each other
+  const scales = Object.fromEntries(parts.map(([k]) => {
+    const all = a.steps[k].flat().map(Math.abs).sort((x, y) => x - y);
+    return [k, all[Math.floor(all.length * 0.98)] || 1];
+  }));
+  const body = el("tbody");
+  a.tokens.forEach((tok, i) => {
+    const row = el("tr", {}, el("td", { class: "piece", text: tok }), el("td", { class: "id", text: a.ids[i] }),
+      el("td", { class: "id", text: a.position_ids[i] }));
+    parts.forEach(([k]) => {
+      const v = a.steps[k][i];
+      const norm = Math.sqrt(v.reduce((s, x) => s + x * x, 0));
+      row.append(el("td", { title: `${k}: |v| = ${norm.toFixed(3)}` }, strip(v, scales[k]),
+        el("div", { class: "norm", text: `|v| ${norm.toFixed(2)}` })));
+    });
+    body.append(row);
+  });
+  table.append(body);
+}
+
+// ---------- 3 · layers ----------
+async function showLayers(text) {
+  state.layers = await api("/explore/layers", { text });
+  const slider = $("#layer");
+  slider.max = state.layers.n_layers;
+  if (Number(slider.value) > state.layers.n_layers) slider.value = state.layers.n_layers;
+  drawLayer();
+}
+
+function drawLayer() {
+  const L = state.layers;
+  if (!L) return;
+  const layer = Number($("#layer").value);
+  $("#layer-label").textContent = layer === 0 ? "layer 0 (embedding output)" : `layer ${layer} of ${L.n_layers}`;
+  drawHeatmap(L.tokens, L.cosines[layer], layer);
+  drawDrift(L, layer);
+}
+
+function drawHeatmap(tokens, m, layer) {
+  const svg = $("#heatmap");
+  const n = tokens.length, cell = Math.max(30, Math.min(52, Math.floor(420 / n))), left = 80, top = 80;
+  const size = left + n * cell + 10;
+  svg.setAttribute("viewBox", `0 0 ${size} ${top + n * cell + 10}`);
+  svg.setAttribute("width", size);
+  svg.setAttribute("height", top + n * cell + 10);
+  svg.setAttribute("data-layer", layer);
+  svg.replaceChildren();
+  tokens.forEach((t, i) => {
+    svg.append(svgEl("text", { x: left - 6, y: top + i * cell + cell / 2 + 4, "text-anchor": "end", class: "lbl", text: t }));
+    svg.append(svgEl("text", { x: 0, y: 0, class: "lbl", "text-anchor": "start",
+      transform: `translate(${left + i * cell + cell / 2 + 4},${top - 6}) rotate(-60)`, text: t }));
+    m[i].forEach((v, j) => {
+      const g = svgEl("g", {});
+      g.append(svgEl("rect", { x: left + j * cell, y: top + i * cell, width: cell - 1, height: cell - 1,
+        fill: diverging(v, 1), "data-value": v }, svgEl("title", { text: `${tokens[i]} · ${tokens[j]}: ${fmt(v)}` })));
+      if (cell >= 30) g.append(svgEl("text", { x: left + j * cell + cell / 2, y: top + i * cell + cell / 2 + 4,
+        "text-anchor": "middle", class: v > 0.6 ? "val light" : "val", text: v.toFixed(2) }));
+      svg.append(g);
+    });
+  });
+}
+
+function drawDrift(L, layer) {
+  const svg = $("#drift");
+  const W = 500, H = 340, left = 44, right = 110, top = 14, bottom = 36;
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("width", W);
+  svg.setAttribute("height", H);
+  svg.replaceChildren();
+  if (!L.to_static) {
+    svg.append(svgEl("text", { x: 20, y: 40, text: "this family's static rows are narrower than its layers" }));
+    return;
+  }
+  const x = (l) => left + (l / L.n_layers) * (W - left - right);
+  const lo = Math.min(0, ...L.to_static.flat());
+  const y = (v) => top + (1 - (v - lo) / (1 - lo)) * (H - top - bottom);
+  for (let t = lo; t <= 1.0001; t += 0.25) {
+    svg.append(svgEl("line", { x1: left, x2: W - right, y1: y(t), y2: y(t), class: "gridline" }));
+    svg.append(svgEl("text", { x: left - 6, y: y(t) + 4, "text-anchor": "end", class: "tick", text: t.toFixed(2) }));
+  }
+  for (let l = 0; l <= L.n_layers; l++) {
+    svg.append(svgEl("text", { x: x(l), y: H - bottom + 16, "text-anchor": "middle", class: "tick", text: l }));
+  }
+  svg.append(svgEl("text", { x: (left + W - right) / 2, y: H - 4, "text-anchor": "middle", class: "tick", text: "layer" }));
+  svg.append(svgEl("line", { x1: x(layer), x2: x(layer), y1: top, y2: H - bottom, class: "marker" }));
+  const ends = [];
+  L.tokens.forEach((tok, i) => {
+    const color = PALETTE[i % PALETTE.length];
+    const pts = L.to_static.map((row, l) => `${x(l)},${y(row[i])}`).join(" ");
+    svg.append(svgEl("polyline", { points: pts, fill: "none", stroke: color, "stroke-width": L.special[i] ? 1.2 : 2.2,
+      "stroke-dasharray": L.special[i] ? "4 3" : "" }, svgEl("title", { text: tok })));
+    svg.append(svgEl("circle", { cx: x(layer), cy: y(L.to_static[layer][i]), r: 3, fill: color }));
+    ends.push({ tok, color, y: y(L.to_static[L.n_layers][i]) });
+  });
+  ends.sort((a, b) => a.y - b.y);
+  let last = -Infinity;
+  for (const e of ends) {  // keep end labels apart
+    const yy = Math.max(e.y, last + 12);
+    last = yy;
+    svg.append(svgEl("text", { x: W - right + 6, y: yy + 4, class: "lbl", style: `fill:${e.color}`, text: e.tok }));
+  }
+}
+
+// ---------- 4 · sentences ----------
+function unitRows(vs) {
+  return vs.map((v) => { const n = Math.sqrt(v.reduce((s, x) => s + x * x, 0)) || 1; return v.map((x) => x / n); });
+}
+
+function cosineMatrix(vs) {
+  const u = unitRows(vs);
+  return u.map((a) => u.map((b) => a.reduce((s, x, k) => s + x * b[k], 0)));
+}
+
+function matrixTable(id, title, names, m) {
+  const table = el("table", { id, class: "grid cos" });
+  const head = el("tr", {}, el("th", { text: "" }));
+  names.forEach((_, j) => head.append(el("th", { text: `S${j + 1}` })));
+  table.append(el("thead", {}, head));
+  const body = el("tbody");
+  m.forEach((row, i) => {
+    const tr = el("tr", {}, el("th", { text: `S${i + 1}`, title: names[i] }));
+    row.forEach((v, j) => tr.append(el("td", { "data-i": i, "data-j": j, "data-value": v,
+      style: `background:${diverging(v, 1)}`, class: v > 0.6 ? "light" : "", text: fmt(v) })));
+    body.append(tr);
+  });
+  table.append(body);
+  return el("figure", {}, el("h3", { text: title }), table);
+}
+
+function sentenceOptions() {
+  const opts = { pooling: $("#s-pooling").value, mask_special: $("#s-mask").checked };
+  const layers = $("#s-layers").value;
+  if (layers !== "") opts.layers = layers;
+  return opts;
+}
+
+async function compare() {
+  showError(null);
+  const names = $("#sentences").value.split("\n").map((s) => s.trim()).filter(Boolean);
+  const box = $("#matrices");
+  box.replaceChildren();
+  if (names.length < 2) { showError("write two or more sentences, one per line"); return; }
+  try {
+    const opts = sentenceOptions();
+    const res = await api("/embed", { inputs: names, ...opts });
+    const legend = el("ol", { class: "legend" });
+    names.forEach((s, i) => legend.append(el("li", { text: `S${i + 1}: ${s}` })));
+    box.append(el("div", {}, legend));
+    box.append(matrixTable("cosines", `cosine · ${describe(res.spec)}`, names, cosineMatrix(res.vectors)));
+    const posts = (await api("/explore/posts")).posts;
+    $("#posts-note").textContent = posts.length ? "" :
+      "No post-processing (whitening, …) is loaded on this server; with one loaded its cosines appear here too.";
+    for (const name of posts) {
+      try {
+        const w = await api("/embed", { inputs: names, ...opts, post: name });
+        box.append(matrixTable(`cosines-${name}`, `cosine after ${name}`, names, cosineMatrix(w.vectors)));
+      } catch (err) {
+        box.append(el("p", { class: "error", text: String(err.message) }));
+      }
+    }
+  } catch (err) { showError(err); }
+}
+
+function describe(spec) {
+  if (!spec) return "";
+  const layers = Array.isArray(spec.layers) ? spec.layers.join(",") : spec.layers;
+  return `layer${String(layers).match(/[,:]|all/) ? "s" : ""} ${layers}, ${spec.pooling}${spec.normalize ? ", normalised" : ""}`;
+}
+
+// ---------- 5 · vocabulary ----------
+async function neighbours() {
+  showError(null);
+  const raw = $("#piece").value.trim();
+  if (!raw) return;
+  const item = /^\d+$/.test(raw) ? Number(raw) : raw;
+  try {
+    const r = (await api("/static", { items: [item], k: Number($("#k").value) })).items[0];
+    $("#piece-info").textContent = `${r.token} · id ${r.id} · |row| = ${r.norm.toFixed(3)} · ${r.vector.length} dimensions`;
+    const body = $("#vocab tbody");
+    body.replaceChildren();
+    r.neighbors.forEach((n, i) => body.append(el("tr", {}, el("td", { text: i + 1 }),
+      el("td", { class: "piece", text: n.token }), el("td", { class: "id", text: n.id }),
+      el("td", { text: fmt(n.cosine) }),
+      el("td", {}, el("div", { class: "bar", style: `width:${Math.max(0, n.cosine) * 220}px` })))));
+  } catch (err) { showError(err); }
+}
+
+// ---------- wiring ----------
+function switchTab(name) {
+  document.querySelectorAll("#tabs button").forEach((b) => b.classList.toggle("active", b.dataset.tab === name));
+  document.querySelectorAll(".tab").forEach((s) => { s.hidden = s.id !== `tab-${name}`; });
+}
+
+async function explore(event) {
+  if (event) event.preventDefault();
+  const text = $("#text").value.trim(), text2 = $("#text2").value.trim();
+  if (!text) { showError("write a sentence first"); return; }
+  showError(null);
+  document.body.classList.add("busy");
+  try {
+    await Promise.all([showTokens(text, text2), showAnatomy(text), showLayers(text)]);
+    document.body.dataset.ready = text;
+  } catch (err) { showError(err); }
+  document.body.classList.remove("busy");
+}
+
+async function init() {
+  document.querySelectorAll("#tabs button").forEach((b) => b.addEventListener("click", () => switchTab(b.dataset.tab)));
+  $("#input").addEventListener("submit", explore);
+  $("#layer").addEventListener("input", drawLayer);
+  $("#compare").addEventListener("click", compare);
+  $("#neighbours").addEventListener("click", neighbours);
+  $("#piece").addEventListener("keydown", (e) => { if (e.key === "Enter") neighbours(); });
+  try {
+    const info = await api("/info");
+    state.info = info;
+    $("#model").textContent = `${info.model} · ${info.family || ""} · ${info.layers} layers · ` +
+      `${info.hidden_size} wide · ${info.vocab_size ? info.vocab_size + " pieces" : ""}`;
+    const sel = $("#s-layers");
+    sel.append(el("option", { value: "", text: "model default" }));
+    for (let l = info.layers; l >= 0; l--) sel.append(el("option", { value: String(l), text: l === 0 ? "0 (embedding)" : String(l) }));
+    sel.append(el("option", { value: "all", text: "all (mean)" }));
+  } catch (err) { showError(err); }
+  await Promise.all([explore(), neighbours()]);
+}
+
+init();

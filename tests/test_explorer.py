@@ -1,0 +1,138 @@
+"""The explorer page end to end: a real uvicorn on loopback, driven by Debian's Chromium via Playwright."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+import bertscope
+from bertscope.explorer_routes import layer_cosines
+from test_server import serving
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TEXT = "I like eating bread"
+PAIR = ["I like eating bread", "The banana bread was horrible"]
+
+
+def _chromium() -> str | None:
+    """Debian's Chromium, installed with apt when missing and we are root; None where it cannot be had."""
+    if Path(CHROMIUM).exists():
+        return CHROMIUM
+    if os.geteuid() == 0 and shutil.which("apt-get"):
+        for cmd in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "chromium"]):
+            subprocess.run(cmd, capture_output=True, timeout=600, check=False)
+    return CHROMIUM if Path(CHROMIUM).exists() else None
+
+
+@pytest.fixture(scope="module")
+def page(bundled: bertscope.Model) -> Iterator[tuple[Any, str]]:
+    """A headless Chromium page and the base URL of the service on the bundled model."""
+    playwright = pytest.importorskip("playwright.sync_api", reason="the dev extra installs playwright")
+    exe = _chromium()
+    if exe is None:
+        pytest.skip(f"{CHROMIUM} is absent and could not be installed (apt-get install chromium needs root)")
+    with (
+        serving(bundled) as base,
+        playwright.sync_playwright() as p,
+        tempfile.TemporaryDirectory() as profile,
+    ):
+        context = p.chromium.launch_persistent_context(
+            profile, executable_path=exe, args=FLAGS, viewport={"width": 1200, "height": 900}
+        )
+        context.set_default_timeout(20_000)
+        try:
+            yield context.new_page(), base
+        finally:
+            context.close()
+
+
+@pytest.mark.timeout(90)
+def test_page_shows_tokens_layers_and_sentence_cosines(
+    page: tuple[Any, str], bundled: bertscope.Model, tmp_path: Path
+) -> None:
+    pg, base = page
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(base + "/")
+    pg.fill("#text", TEXT)
+    pg.fill("#text2", PAIR[1])
+    pg.click("#go")
+    pg.wait_for_selector(f"body[data-ready='{TEXT}']")
+
+    # Tokens: "bread" is row 7852 of the vocabulary; the batch pads the shorter text with mask 0.
+    row = pg.locator("#tokens tbody tr", has=pg.locator("td.piece", has_text="bread"))
+    assert row.locator("td.id").inner_text() == "7852"
+    assert pg.locator("#spans mark").count() == 4
+    assert pg.locator("#batch tr.mask td.zero").count() == 1
+    pg.screenshot(path=str(tmp_path / "tokens.png"), full_page=True)
+
+    # Anatomy: one row per token and the proof's error, tiny.
+    pg.click("[data-tab=anatomy]")
+    assert pg.locator("#anatomy tbody tr").count() == 6
+    assert float(pg.inner_text("#rebuild-error")) < 1e-4
+    pg.screenshot(path=str(tmp_path / "anatomy.png"), full_page=True)
+
+    # Layers: moving the slider redraws the heatmap with that layer's cosines.
+    pg.click("[data-tab=layers]")
+    before = pg.inner_html("#heatmap")
+    pg.fill("#layer", "4")
+    pg.wait_for_selector("#heatmap[data-layer='4']")
+    assert pg.inner_html("#heatmap") != before
+    shown = [float(v) for v in pg.eval_on_selector_all("#heatmap rect", "rs => rs.map(r => r.dataset.value)")]
+    expected = np.asarray(layer_cosines(bundled, TEXT)["cosines"][4]).ravel()
+    np.testing.assert_allclose(shown, expected, atol=1e-4)
+    pg.screenshot(path=str(tmp_path / "layers.png"), full_page=True)
+
+    # Sentences: the page's cosine is the API's /similarity score for the same layer and pooling.
+    pg.click("[data-tab=sentences]")
+    pg.fill("#sentences", "\n".join(PAIR))
+    pg.select_option("#s-layers", "4")
+    pg.select_option("#s-pooling", "mean")
+    pg.click("#compare")
+    cell = pg.locator("#cosines td[data-i='0'][data-j='1']")
+    shown_cos = float(cell.inner_text())
+    body = {"source": PAIR[0], "sentences": [PAIR[1]], "layers": "4", "pooling": "mean"}
+    api = httpx.post(base + "/similarity", json=body, timeout=30).json()["scores"][0]
+    assert abs(shown_cos - api) < 6e-5, (shown_cos, api)
+    assert abs(float(cell.get_attribute("data-value")) - api) < 1e-5
+    pg.screenshot(path=str(tmp_path / "sentences.png"), full_page=True)
+
+    # Vocabulary: nearest static neighbours of a piece.
+    pg.click("[data-tab=vocab]")
+    pg.fill("#piece", "bread")
+    pg.click("#neighbours")
+    pg.wait_for_selector("#vocab tbody tr")
+    assert pg.locator("#vocab tbody tr").count() == 15
+    pg.screenshot(path=str(tmp_path / "vocab.png"), full_page=True)
+    assert not errors, errors
+    assert all((tmp_path / f"{n}.png").stat().st_size > 5000 for n in ("tokens", "layers", "sentences"))
+
+
+def test_explore_command_is_registered() -> None:
+    from typer.testing import CliRunner
+
+    from bertscope.cli import app
+    from bertscope.cli_explore import free_port
+
+    result = CliRunner().invoke(app, ["explore", "--help"])
+    assert result.exit_code == 0 and "--no-open" in result.output
+    assert 0 < free_port() < 65536
