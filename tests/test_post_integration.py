@@ -66,3 +66,11 @@ def test_service_applies_a_loaded_post(bundled: bertscope.Model, white_file: Pat
         assert missing.status_code == 422 and "loaded: white" in missing.text
         mismatch = client.post("/embed", json={"inputs": "a text", "post": "white", "layers": "0"})
         assert mismatch.status_code == 422 and "fitted on" in mismatch.text
+
+
+def test_api_key_guards_the_api_but_not_the_explorer_page(bundled: bertscope.Model) -> None:
+    with TestClient(create_app(bundled, settings=ServerSettings(api_key="s3cret"))) as client:
+        assert client.get("/").status_code == 200
+        assert client.post("/embed", json={"inputs": "a"}).status_code == 401
+        authorised = client.post("/embed", json={"inputs": "a"}, headers={"Authorization": "Bearer s3cret"})
+        assert authorised.status_code == 200

@@ -36,7 +36,9 @@ Send = Callable[[Message], Awaitable[None]]
 log = logging.getLogger("bertscope.server")
 
 # Open without a key: a load balancer's probe and the API's own description.
-_OPEN_PATHS = frozenset({"/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
+# The explorer's page and files are open so a browser can load it and then ask for the key itself.
+_OPEN_PATHS = frozenset({"/", "/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
+_OPEN_PREFIXES = ("/explorer/",)
 
 
 @dataclass(frozen=True)
@@ -159,7 +161,8 @@ class Guard:
     async def _guarded(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         key = self.settings.api_key
-        if key and path not in _OPEN_PATHS and scope["method"] != "OPTIONS" and not _key_ok(headers, key):
+        is_open = path in _OPEN_PATHS or path.startswith(_OPEN_PREFIXES)
+        if key and not is_open and scope["method"] != "OPTIONS" and not _key_ok(headers, key):
             message = "missing or wrong API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'"
             response = error_response(
                 path, 401, message, kind="authentication_error", headers={"WWW-Authenticate": "Bearer"}
