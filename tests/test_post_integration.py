@@ -15,7 +15,8 @@ from bertscope.cli import app as cli_app
 from bertscope.post import fit_post_on_texts
 from bertscope.server import ServerSettings, create_app
 
-TEXTS = [line for line in Path("examples/news.txt").read_text().splitlines() if line.strip()]
+NEWS = Path(__file__).resolve().parents[1] / "examples" / "news.txt"
+TEXTS = [line for line in NEWS.read_text().splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,7 @@ def test_corpus_job_and_search_use_the_same_post(
     bundled: bertscope.Model, white_file: Path, tmp_path: Path
 ) -> None:
     store = tmp_path / "white.parquet"
-    bertscope.embed_corpus("examples/news.txt", store, model=bundled, post=white_file)
+    bertscope.embed_corpus(NEWS, store, model=bundled, post=white_file)
     stored = bertscope.search(None, store, item_id="1", k=1)
     assert len(stored) == 1
     with pytest.raises(bertscope.CorpusError, match="pass the same file"):
