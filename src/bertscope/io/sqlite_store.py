@@ -208,8 +208,10 @@ def iter_vectors(
     last = -1
     while True:
         rows = db.execute(
-            "SELECT rowid, id, text, embedding FROM embeddings WHERE collection = ? AND rowid > ? "
-            "ORDER BY rowid LIMIT ?",
+            # NOT INDEXED: walk the rowid order; the planner would otherwise pick the (collection, hash) index
+            # and sort the whole collection for every chunk.
+            "SELECT rowid, id, text, embedding FROM embeddings NOT INDEXED "
+            "WHERE collection = ? AND rowid > ? ORDER BY rowid LIMIT ?",
             (collection, last, chunk),
         ).fetchall()
         if not rows:
