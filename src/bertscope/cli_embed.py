@@ -90,18 +90,44 @@ def embed(
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
     as_json: JsonOpt = False,
+    engine: Annotated[
+        str, typer.Option("--engine", help="local, or ray (Ray Data; -o names a folder of shards).")
+    ] = "local",
+    workers: Annotated[int, typer.Option("--workers", help="Ray actors, each with its own model.")] = 2,
+    address: Annotated[
+        str | None, typer.Option("--address", help="Ray cluster to join (auto: the running one).")
+    ] = None,
 ) -> None:
     """Contextual vectors of any layer, pooled per text (default), per token or per word.
 
     Examples: `bertscope embed "I like eating bread" --layers -2 --pooling mean`,
     `bertscope embed -i corpus.txt -o corpus.parquet`,
     `bertscope embed -i docs.jsonl --text-field body --id-field id -o docs.db --collection news`,
-    `bertscope embed "a cat" --tokens --layers 0,6`
+    `bertscope embed "a cat" --tokens --layers 0,6`,
+    `bertscope embed -i 'dir/*.parquet' -o out_dir/ --engine ray --workers 4`
     """
     if tokens and words:
         raise InvalidInput("choose one of --tokens and --words")
     spec_options = dict(layers=layers, combine=combine, long=long, stride=stride)
     pooled_options = dict(pooling=pooling, mask_special=mask_special, normalize=normalize, post=post)
+    if engine not in ("local", "ray"):
+        raise InvalidInput(f"--engine {engine!r}: choose local or ray")
+    if engine == "ray":
+        if output is None or not (texts or input_path) or tokens or words or resume or skip_bad or collection:
+            raise InvalidInput(
+                "--engine ray runs corpus jobs only: -i/texts and -o FOLDER, no --resume/--skip-bad"
+            )
+        from .distributed import run_ray_job
+
+        options: dict[str, Any] = {**spec_options, **pooled_options}
+        summary = run_ray_job(
+            texts or str(input_path), output, model=model, device=device, dtype=dtype, workers=workers,
+            address=address, text_field=text_field, id_field=id_field, keep_text=not no_text,
+            overwrite=overwrite, progress=not quiet, **options,
+        )  # fmt: skip
+        if not quiet:
+            err.print(summary.line(), highlight=False)
+        return
     if output is not None and not (tokens or words):
         from .cli_corpus import run_job
 

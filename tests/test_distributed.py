@@ -1,0 +1,187 @@
+"""The Ray Data runner against the local engine, on a local 2-CPU Ray cluster with the tiny BERT."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import bertscope
+from bertscope.errors import CorpusError, InvalidInput
+from bertscope.io.job import embed_corpus
+
+ray = pytest.importorskip("ray")
+
+pytestmark = pytest.mark.timeout(240)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """A local Ray cluster with the CI machine's 2 CPUs, shut down at the end of the module."""
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield ray
+    ray.shutdown()
+
+
+def _corpus(path: Path, n: int) -> Path:
+    """A JSONL corpus with blank lines and empty texts, as the local reader meets them."""
+    lines = []
+    for i in range(n):
+        lines.append(
+            "" if i % 50 == 7 else json.dumps({"text": "" if i % 13 == 5 else f"row {i} of cats {i % 9}"})
+        )
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _by_id(table: pa.Table) -> dict[str, np.ndarray]:
+    vectors = np.asarray(table.column("embedding").combine_chunks().flatten()).reshape(table.num_rows, -1)
+    return dict(zip(table.column("id").to_pylist(), vectors, strict=True))
+
+
+def _assert_same(ray_rows: dict[str, np.ndarray], local_rows: dict[str, np.ndarray]) -> None:
+    assert sorted(ray_rows) == sorted(local_rows)
+    for key, vector in local_rows.items():
+        np.testing.assert_allclose(ray_rows[key], vector, atol=1e-5)
+
+
+def test_ray_job_writes_the_local_sink_schema_and_rows(
+    cluster: Any, tiny_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    from bertscope.distributed import run_ray_job
+
+    corpus = _corpus(tmp_path / "c.jsonl", 300)
+    model = str(tiny_dirs["bert"])
+    embed_corpus(str(corpus), tmp_path / "local.parquet", model=model, progress=False, layers="-2")
+    summary = run_ray_job(
+        str(corpus), tmp_path / "out", model=model, workers=2, batch_size=40, progress=False, layers="-2"
+    )
+    local = pq.read_table(tmp_path / "local.parquet")
+    shards = sorted((tmp_path / "out").glob("part-*.parquet"))
+    assert shards and summary.files == shards
+    for shard in shards:
+        assert pq.read_schema(shard).equals(local.schema, check_metadata=True)
+    rows = pa.concat_tables(pq.read_table(s) for s in shards)
+    assert rows.num_rows == local.num_rows == summary.embedded
+    assert rows.column("id").to_pylist().count("1") == 1
+    _assert_same(_by_id(rows), _by_id(local))
+    with pytest.raises(CorpusError, match="--overwrite"):
+        run_ray_job(str(corpus), tmp_path / "out", model=model, progress=False)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Process ids under `pid` (Linux /proc), so the test only ever touches its own Ray workers."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            parent = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(parent, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _embedder_pids() -> list[int]:
+    pids = []
+    for pid in _descendants(os.getpid()):
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"_Embedder" in cmdline:
+            pids.append(pid)
+    return pids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the actor's process in /proc")
+def test_a_killed_actor_is_retried_and_nothing_is_lost_or_doubled(
+    cluster: Any, tiny_dirs: dict[str, Path]
+) -> None:
+    from bertscope.distributed import embed_dataset
+
+    texts = [f"sentence {i} about dogs and {i % 17} cats" for i in range(1, 601)]
+    model = bertscope.load(tiny_dirs["bert"], device="cpu")
+    local = dict(zip(map(str, range(1, 601)), model.embed(texts, layers="-2").vectors, strict=True))
+
+    def slowly(batch: dict[str, Any]) -> dict[str, Any]:
+        time.sleep(0.05)  # keeps the run going long enough to kill an actor in the middle of it
+        return batch
+
+    items = [{"id": str(i), "text": t} for i, t in enumerate(texts, 1)]
+    source = ray.data.from_items(items, override_num_blocks=60).map_batches(slowly, batch_size=10, num_cpus=0)
+    dataset = embed_dataset(
+        source, model=str(tiny_dirs["bert"]), workers=2, batch_size=10, max_restarts=3, max_task_retries=3,
+        layers="-2",
+    )  # fmt: skip
+    killed: list[int] = []
+
+    def kill_one() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            pids = _embedder_pids()
+            if len(pids) == 2:
+                os.kill(pids[0], signal.SIGKILL)
+                killed.append(pids[0])
+            time.sleep(0.2)
+
+    rows: list[pa.Table] = []
+    killer = threading.Thread(target=kill_one, daemon=True)
+    for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
+        if not killer.is_alive() and not killed:
+            killer.start()
+        rows.append(batch)
+    killer.join(timeout=60)
+    assert killed, "no actor was killed: the run ended before both actors were seen"
+    result = pa.concat_tables(rows)
+    assert result.num_rows == 600
+    _assert_same(_by_id(result), local)
+
+
+def test_several_files_get_stem_prefixed_ids_and_clashing_stems_are_refused(tmp_path: Path) -> None:
+    from bertscope.distributed import _prefix, _sources
+
+    (tmp_path / "a").mkdir()
+    for name in ("a/x.txt", "b.txt", "c.txt"):
+        (tmp_path / name).write_text("one\ntwo\n")
+    assert _sources(str(tmp_path / "*.txt")) == [str(tmp_path / "b.txt"), str(tmp_path / "c.txt")]
+    assert _prefix(str(tmp_path / "b.txt"), True, None) == "b:"
+    assert _prefix(str(tmp_path / "b.txt"), False, None) == ""
+    assert _prefix(str(tmp_path / "b.txt"), True, "id") == ""
+    (tmp_path / "b.jsonl").write_text('{"text": "three"}\n')
+    with pytest.raises(CorpusError, match="stem"):
+        _sources(str(tmp_path / "b.*"))
+    with pytest.raises(CorpusError, match="no file"):
+        _sources(str(tmp_path / "*.csv"))
+
+
+def test_without_ray_the_engine_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from bertscope.cli import app
+    from bertscope.distributed import _ray
+
+    monkeypatch.setitem(sys.modules, "ray", None)
+    with pytest.raises(InvalidInput, match=r"pip install 'bertscope\[ray\]'"):
+        _ray()
+    result = CliRunner().invoke(app, ["embed", "a text", "-o", "out_dir", "--engine", "ray"])
+    assert isinstance(result.exception, InvalidInput)  # the CLI's main() turns it into one line
+    assert "bertscope[ray]" in str(result.exception)
