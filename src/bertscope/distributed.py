@@ -16,7 +16,6 @@ import os
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -24,7 +23,7 @@ import numpy as np
 from .errors import CorpusError, InvalidInput
 from .io.job import JobSummary, _arg_of, job_settings
 from .io.readers import Record, read_corpus
-from .io.sinks import ParquetSink, _arrow_table
+from .io.sinks import arrow_table, parquet_schema
 from .model import _CPU_TOKEN_BUDGET, _CUDA_TOKEN_BUDGET, Model
 from .post import apply_post, prepare_post
 
@@ -298,12 +297,10 @@ def _shard_table(table: Any, settings: dict[str, Any], keep_text: bool) -> Any:
     vectors = np.asarray(column.flatten()).reshape(-1, dimension)
     texts = table.column("text").to_pylist()
     records = [Record(i, t, 0) for i, t in zip(table.column("id").to_pylist(), texts, strict=True)]
-    # ParquetSink._schema reads only `settings` and `keep_text` from the sink.
-    holder: Any = SimpleNamespace(settings=settings, keep_text=keep_text)
-    schema = ParquetSink._schema(holder, dimension)
+    schema = parquet_schema(settings, dimension, keep_text=keep_text)
     n_tokens = np.asarray(table.column("n_tokens"))
     truncated = np.asarray(table.column("truncated"))
-    return _arrow_table(schema, records, vectors, n_tokens, truncated, keep_text)
+    return arrow_table(schema, records, vectors, n_tokens, truncated, keep_text)
 
 
 def _reader(source: Any, text_field: str, id_field: str | None, prefix: str, rows: int) -> Any:

@@ -140,18 +140,7 @@ class ParquetSink(_PartsSink):
     suffix = ".parquet"
 
     def _schema(self, dimension: int) -> Any:
-        import pyarrow as pa
-
-        fields = [pa.field("id", pa.string())]
-        if self.keep_text:
-            fields.append(pa.field("text", pa.string()))
-        fields += [
-            pa.field("embedding", pa.list_(pa.float32(), dimension)),
-            pa.field("n_tokens", pa.int32()),
-            pa.field("truncated", pa.int32()),
-        ]
-        meta = {PARQUET_META_KEY: json.dumps({**self.settings, "dimension": dimension}).encode()}
-        return pa.schema(fields, metadata=meta)
+        return parquet_schema(self.settings, dimension, keep_text=self.keep_text)
 
     def _rows(self, part: Path) -> int:
         import pyarrow.parquet as pq
@@ -164,7 +153,7 @@ class ParquetSink(_PartsSink):
         """Write one part file (temporary name, then rename)."""
         import pyarrow.parquet as pq
 
-        table = _arrow_table(
+        table = arrow_table(
             self._schema(vectors.shape[1]), records, vectors, n_tokens, truncated, self.keep_text
         )
         part = self._next_part()
@@ -241,7 +230,23 @@ class NpySink(_PartsSink):
         return self.outputs()
 
 
-def _arrow_table(
+def parquet_schema(settings: dict[str, Any], dimension: int, *, keep_text: bool) -> Any:
+    """The Parquet output's schema (id, text?, embedding, n_tokens, truncated), settings in metadata."""
+    import pyarrow as pa
+
+    fields = [pa.field("id", pa.string())]
+    if keep_text:
+        fields.append(pa.field("text", pa.string()))
+    fields += [
+        pa.field("embedding", pa.list_(pa.float32(), dimension)),
+        pa.field("n_tokens", pa.int32()),
+        pa.field("truncated", pa.int32()),
+    ]
+    meta = {PARQUET_META_KEY: json.dumps({**settings, "dimension": dimension}).encode()}
+    return pa.schema(fields, metadata=meta)
+
+
+def arrow_table(
     schema: Any,
     records: list[Record],
     vectors: np.ndarray,
