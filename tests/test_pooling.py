@@ -150,9 +150,26 @@ def test_pooler_on_bundled_equals_hf_pooler(bundled: bertscope.Model) -> None:
 
 
 @pytest.mark.parametrize("pooling", ["cls", "pooler"])
-def test_first_token_pooling_with_mask_special_raises(bundled: bertscope.Model, pooling: str) -> None:
-    with pytest.raises(bertscope.InvalidSpec, match="mask_special"):
-        bundled.embed("hello there", pooling=pooling, mask_special=True)
+def test_first_token_pooling_ignores_mask_special(bundled: bertscope.Model, pooling: str) -> None:
+    masked = bundled.embed("hello there", layers="-4:", pooling=pooling, mask_special=True)
+    plain = bundled.embed("hello there", layers="-4:", pooling=pooling)
+    np.testing.assert_array_equal(masked.vectors, plain.vectors)
+    assert masked.spec["mask_special"] is False and masked.vectors.shape == (1, 384)
+
+
+def test_issue_example_cls_over_concatenated_layers(bundled: bertscope.Model) -> None:
+    result = bundled.embed(
+        ["a cat", "a dog"], layers="-4:", combine="concat", pooling="cls", mask_special=True, normalize=True
+    )
+    tokens = bundled.embed_tokens(["a cat", "a dog"], layers="-4:", combine="concat")
+    first = np.stack([t.vectors[0] for t in tokens])
+    expected = first / np.linalg.norm(first, axis=1, keepdims=True)
+    np.testing.assert_allclose(result.vectors, expected, atol=1e-6)
+
+
+def test_pooler_refuses_concatenated_layers(bundled: bertscope.Model) -> None:
+    with pytest.raises(bertscope.InvalidSpec, match="one hidden-size vector"):
+        bundled.embed("hello", layers="-2:", combine="concat", pooling="pooler")
 
 
 def test_cls_pooling_is_the_first_token_vector(bundled: bertscope.Model) -> None:

@@ -235,7 +235,12 @@ def test_a_full_queue_answers_429_while_accepted_requests_succeed(bundled: berts
         ("/embed", {"inputs": "a", "layers": "x:y"}, 422, "malformed"),
         ("/embed", {"inputs": []}, 422, "no texts given"),
         ("/embed", {"inputs": ["a", ""]}, 422, "text 1 is empty"),
-        ("/embed", {"inputs": "a", "pooling": "cls", "mask_special": True}, 422, "mask_special cannot apply"),
+        (
+            "/embed",
+            {"inputs": "a", "pooling": "pooler", "layers": "-2:", "combine": "concat"},
+            422,
+            "one hidden-size vector",
+        ),
         (
             "/embed",
             {"inputs": "a", "post": "whitening"},

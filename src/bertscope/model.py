@@ -212,7 +212,11 @@ class Model:
         long: LongText | str = "truncate",
         stride: int | None = None,
     ) -> EmbedSpec:
-        """Resolve user options (auto pooling, first_last_avg, defaults) into an EmbedSpec."""
+        """Resolve user options (auto pooling, first_last_avg, defaults) into an EmbedSpec.
+
+        `mask_special` leaves [CLS]/[SEP] (<s>, </s>) out of mean, max and mean_sqrt_len pooling;
+        cls and pooler read the first token itself, so for them it has no effect (recorded as False).
+        """
         pool = Pooling.parse(pooling, what="pooling")
         if pool is Pooling.AUTO:
             pool = Pooling(self.loaded.st_pooling or "mean")
@@ -221,15 +225,20 @@ class Model:
             if layers is not None:
                 raise InvalidSpec("first_last_avg uses layers 1 and -1 itself; leave layers out")
             layers = "1,-1"
-        if pool in (Pooling.CLS, Pooling.POOLER) and mask_special:
-            raise InvalidSpec(
-                f"{pool.value} pooling reads the special first token; mask_special cannot apply"
-            )
+        if pool in (Pooling.CLS, Pooling.POOLER):
+            # They read the first token itself: masking specials changes nothing, so the spec says so.
+            mask_special = False
         if pool is Pooling.POOLER and self.engine._pooler is None:
             raise InvalidSpec(f"{self.loaded.source} has no trained pooler; use pooling='cls' or 'mean'")
+        selected = parse_layers("-1" if layers is None else layers, self.n_layers)
+        how = Combine.parse(combine, what="combine")
+        if pool is Pooling.POOLER and how is Combine.CONCAT and len(selected) > 1:
+            raise InvalidSpec(
+                "the pooler takes one hidden-size vector; with several layers use combine='mean' or 'sum'"
+            )
         return EmbedSpec(
-            layers=parse_layers("-1" if layers is None else layers, self.n_layers),
-            combine=Combine.parse(combine, what="combine"),
+            layers=selected,
+            combine=how,
             pooling=pool,
             mask_special=mask_special,
             normalize=bool(normalize),
