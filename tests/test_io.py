@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import bertscope
+import bertscope.io
 from bertscope.io.stores import open_store
 
 TEXTS = [
@@ -271,3 +272,38 @@ def test_stdin_and_cli_summary(tmp_path: Path) -> None:
     assert job.returncode == 0, stderr
     assert "6 texts embedded" in stderr and str(target) in stderr
     assert parquet_rows(target)["text"] == TEXTS
+
+
+def test_edge_inputs_from_review(tmp_path: Path, bundled: bertscope.Model) -> None:
+    tsv = tmp_path / "quotes.tsv"
+    tsv.write_text('text\n"Hello there\nsecond row\n')
+    assert [r.text for r in bertscope.io.read_corpus(tsv)] == ['"Hello there', "second row"]
+    bom = tmp_path / "excel.csv"
+    bom.write_text("text,id\nhello,1\n", encoding="utf-8-sig")
+    assert [r.text for r in bertscope.io.read_corpus(bom)] == ["hello"]
+    latin = tmp_path / "latin.jsonl"
+    latin.write_bytes(b'{"text": "ok"}\n{"text": "caf\xe9"}\n')
+    with pytest.raises(bertscope.CorpusError, match="not UTF-8"):
+        bertscope.embed_corpus(latin, tmp_path / "latin.parquet", model=bundled)
+    not_db = tmp_path / "bad.db"
+    not_db.write_text("hello\n")
+    with pytest.raises(bertscope.CorpusError, match="not an SQLite store"):
+        open_store(not_db)
+    empty = write_txt(tmp_path, ["", "  "], "empty.txt")
+    for output in ("e.parquet", "e.npy", "e.db"):
+        with pytest.raises(bertscope.CorpusError, match="no texts to embed"):
+            bertscope.embed_corpus(empty, tmp_path / output, model=bundled)
+        assert not (tmp_path / (output + ".parts")).exists()
+    broken_ids = tmp_path / "ids.jsonl"
+    broken_ids.write_text(json.dumps({"id": "x\ry", "text": "apple pie"}) + "\n")
+    with pytest.raises(bertscope.CorpusError, match="line break"):
+        bertscope.embed_corpus(broken_ids, tmp_path / "ids.npy", model=bundled, id_field="id")
+    store = tmp_path / "s.npy"
+    bertscope.embed_corpus(write_txt(tmp_path, TEXTS), store, model=bundled)
+    with pytest.raises(bertscope.InvalidInput, match="10 dimensions"):
+        bertscope.search(np.zeros(10, np.float32), store)
+
+
+def test_texts_of_only_special_tokens_are_refused(bundled: bertscope.Model) -> None:
+    with pytest.raises(bertscope.InvalidInput, match="no word pieces besides the special ones"):
+        bundled.embed(["fine", "\x00"], pooling="max", mask_special=True)

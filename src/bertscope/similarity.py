@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import InvalidInput
+
 __all__ = ["cos_sim", "pairwise_cos_sim", "unit", "Hit", "TopK"]
 
 
@@ -46,6 +48,11 @@ class TopK:
 
     def add(self, ids: list[str], texts: Iterable[str | None], vectors: np.ndarray) -> None:
         """Score one chunk and keep the best k so far."""
+        if vectors.shape[1] != len(self.query):
+            raise InvalidInput(
+                f"the query has {len(self.query)} dimensions but the stored vectors have {vectors.shape[1]}; "
+                "search with the model, settings and post-processing the store was made with"
+            )
         scores = unit(vectors) @ self.query
         texts = list(texts)
         if self.exclude is not None:

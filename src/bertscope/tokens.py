@@ -66,7 +66,7 @@ class Tokens:
         head, tail = self.n_prefix, self.n_suffix
         width = max_tokens - head - tail
         n_content = len(self) - head - tail
-        step = stride if stride else max(1, width // 2)
+        step = max(1, width // 2) if stride is None else stride
         if step < 1 or step > width:
             raise InvalidInput(f"window stride must be between 1 and {width} tokens, got {stride}")
         starts = [0] if n_content <= width else list(range(0, n_content - width, step)) + [n_content - width]
@@ -163,6 +163,11 @@ class TextTokenizer:
 
     def fit(self, tokens: Tokens, long: LongText, *, index: int = 0) -> Tokens:
         """Apply the long-text policy to one text (window is resolved later by the engine)."""
+        if all(tokens.special_mask):
+            raise InvalidInput(
+                f"text {index} ({tokens.text[:20]!r}) gives no word pieces besides the special ones "
+                "(only control or zero-width characters?); give it some text"
+            )
         if len(tokens) <= self.max_tokens or long is LongText.WINDOW:
             return tokens
         if long is LongText.ERROR:

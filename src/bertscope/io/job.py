@@ -129,6 +129,12 @@ def embed_corpus(
                     f"interrupted after {summary.embedded} texts; everything up to there is saved. "
                     "Run the same command with --resume to continue"
                 )
+    if sink.done == 0:
+        sink.abandon()
+        raise CorpusError(
+            f"{input_path}: no texts to embed ({rejects.empty} empty, {len(rejects.bad)} rejected); "
+            f"nothing was written to {output}"
+        )
     summary.files = sink.finish()
     summary.seconds = time.perf_counter() - start
     summary.reused = getattr(sink, "reused", 0)

@@ -59,7 +59,7 @@ def read_corpus(
         if not path.is_file():
             raise CorpusError(f"cannot read {name}: no such file")
         if suffix == ".txt":
-            records = _lines(path.open(encoding="utf-8"), name)
+            records = _lines(path.open(encoding="utf-8-sig"), name)
         elif suffix == ".jsonl":
             records = _jsonl(path, text_field, id_field, skip_bad, rejects)
         elif suffix in (".csv", ".tsv"):
@@ -75,16 +75,21 @@ def read_corpus(
 
 def _checked(records: Iterator[Record], name: str, rejects: Rejects) -> Iterator[Record]:
     seen: set[str] = set()
-    for record in records:
-        if not record.text.strip():
-            rejects.empty += 1
-            continue
-        if record.id in seen:
-            raise CorpusError(
-                f"{name}:{record.line}: duplicate id {record.id!r}; ids must be unique in a corpus"
-            )
-        seen.add(record.id)
-        yield record
+    line = 0
+    try:
+        for record in records:
+            line = record.line
+            if not record.text.strip():
+                rejects.empty += 1
+                continue
+            if record.id in seen:
+                raise CorpusError(f"{name}:{line}: duplicate id {record.id!r}; ids must be unique")
+            seen.add(record.id)
+            yield record
+    except UnicodeDecodeError as exc:
+        raise CorpusError(
+            f"{name}: not UTF-8 text after line {line} ({exc.reason}); convert the file to UTF-8"
+        ) from None
 
 
 def _lines(stream: TextIO, name: str) -> Iterator[Record]:
@@ -96,7 +101,7 @@ def _lines(stream: TextIO, name: str) -> Iterator[Record]:
 def _jsonl(
     path: Path, text_field: str, id_field: str | None, skip_bad: bool, rejects: Rejects
 ) -> Iterator[Record]:
-    with path.open(encoding="utf-8") as stream:
+    with path.open(encoding="utf-8-sig") as stream:
         for number, line in enumerate(stream, 1):
             if not line.strip():
                 continue
@@ -113,8 +118,12 @@ def _jsonl(
 def _csv(
     path: Path, text_field: str, id_field: str | None, delimiter: str, skip_bad: bool, rejects: Rejects
 ) -> Iterator[Record]:
-    with path.open(encoding="utf-8", newline="") as stream:
-        reader = csv.reader(stream, delimiter=delimiter)
+    # Excel writes a byte-order mark (utf-8-sig); TSV has no quoting, so a leading '"' is just text.
+    with path.open(encoding="utf-8-sig", newline="") as stream:
+        if delimiter == "\t":
+            reader = csv.reader(stream, delimiter=delimiter, quoting=csv.QUOTE_NONE)
+        else:
+            reader = csv.reader(stream, delimiter=delimiter)
         header = next(reader, None)
         if header is None:
             return

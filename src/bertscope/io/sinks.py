@@ -45,6 +45,10 @@ class Sink(ABC):
     def finish(self) -> list[Path]:
         """Make the output whole and return the files it consists of."""
 
+    @abstractmethod
+    def abandon(self) -> None:
+        """Leave nothing behind for a job that stored nothing."""
+
 
 def open_sink(
     path: str | Path,
@@ -133,6 +137,10 @@ class _PartsSink(Sink):
     def _cleanup(self) -> None:
         shutil.rmtree(self.parts, ignore_errors=True)
 
+    def abandon(self) -> None:
+        """Remove the part folder of a job that stored nothing."""
+        self._cleanup()
+
 
 class ParquetSink(_PartsSink):
     """id, text (optional), embedding (fixed-size float32 list), n_tokens, truncated; settings in metadata."""
@@ -174,6 +182,7 @@ class ParquetSink(_PartsSink):
                 writer = pq.ParquetWriter(tmp, table.schema)
             writer.write_table(table)
         if writer is None:
+            self._cleanup()
             raise CorpusError(f"{self.path}: no texts were embedded, so there is nothing to write")
         writer.close()
         os.replace(tmp, self.path)
@@ -197,6 +206,12 @@ class NpySink(_PartsSink):
         self, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray
     ) -> None:
         """Write one part (vectors and ids), each to a temporary name then renamed; ids land last."""
+        broken = next((r for r in records if "\n" in r.id or "\r" in r.id), None)
+        if broken is not None:
+            raise CorpusError(
+                f"id {broken.id!r} (line {broken.line}) holds a line break, which the .ids.txt beside a .npy "
+                "cannot keep; write to .parquet or .db, or use other ids"
+            )
         part = self._next_part()
         tmp = part.with_name(part.name + ".tmp")
         with tmp.open("wb") as handle:

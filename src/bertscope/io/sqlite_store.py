@@ -49,10 +49,15 @@ MIGRATIONS = (
 def connect(path: str | Path) -> sqlite3.Connection:
     """Open (and migrate) an SQLite store in WAL mode."""
     db = sqlite3.connect(str(path))
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA foreign_keys=ON")
-    version = db.execute("PRAGMA user_version").fetchone()[0]
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA foreign_keys=ON")
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote") from None
     if version > len(MIGRATIONS):
+        db.close()
         raise CorpusError(f"{path} was written by a newer bertscope (schema {version}); upgrade bertscope")
     for number, script in enumerate(MIGRATIONS[version:], version + 1):
         with db:
@@ -199,6 +204,10 @@ class SqliteSink(Sink):
         """Close the connection (every batch is already committed)."""
         self.db.close()
         return [self.path]
+
+    def abandon(self) -> None:
+        """Close the connection; a collection is only created with its first batch."""
+        self.db.close()
 
 
 def iter_vectors(

@@ -153,7 +153,7 @@ def _parquet_chunks(path: Path, size: int) -> Iterator[Chunk]:
 
 def _npy_chunks(path: Path, size: int) -> Iterator[Chunk]:
     matrix = np.load(path, mmap_mode="r")
-    with path.with_suffix(".ids.txt").open() as ids_file:
+    with path.with_suffix(".ids.txt").open(newline="\n") as ids_file:
         for start in range(0, matrix.shape[0], size):
             ids = [ids_file.readline().rstrip("\n") for _ in range(min(size, matrix.shape[0] - start))]
             yield ids, [None] * len(ids), np.asarray(matrix[start : start + size])
