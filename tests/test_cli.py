@@ -87,6 +87,18 @@ def test_embed_json_and_npy(tmp_path: Path, bundled) -> None:
     np.testing.assert_allclose(np.load(target), bundled.embed(texts).vectors, atol=1e-6)
 
 
+def test_embed_threads_option(bundled) -> None:
+    import torch
+
+    before = torch.get_num_threads()
+    try:
+        data = json.loads(run_ok("embed", "a cat", "--threads", "1", "--json"))
+        assert torch.get_num_threads() == 1
+        np.testing.assert_allclose(np.array(data["vectors"]), bundled.embed(["a cat"]).vectors, atol=1e-6)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_embed_tokens_and_words() -> None:
     tokens = json.loads(run_ok("embed", "tokenization rocks", "--tokens", "--layers", "0", "--json"))[0]
     assert tokens["tokens"] == ["[CLS]", "token", "##ization", "rocks", "[SEP]"]

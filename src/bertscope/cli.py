@@ -41,6 +41,7 @@ ModelOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="float32 (exact), bfloat16, float16 (CUDA).")]
+ThreadsOpt = Annotated[int | None, typer.Option("--threads", min=1, help="Torch CPU threads (default: all).")]
 LayersOpt = Annotated[
     str | None, typer.Option("--layers", "-l", help="Layer spec: -1, -2, 0, 6, -4:, 1:4, 0,6, all.")
 ]
@@ -62,10 +63,10 @@ def _root(
         _state["debug"] = True
 
 
-def _load(model: str | None, device: str = "auto", dtype: str = "float32") -> Any:
+def _load(model: str | None, device: str = "auto", dtype: str = "float32", threads: int | None = None) -> Any:
     from .model import load
 
-    return load(model, device=device, dtype=dtype)
+    return load(model, device=device, dtype=dtype, threads=threads)
 
 
 def _emit_json(data: Any) -> None:

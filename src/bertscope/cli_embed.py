@@ -18,6 +18,7 @@ from .cli import (
     LongOpt,
     ModelOpt,
     StrideOpt,
+    ThreadsOpt,
     _emit_json,
     _load,
     _read_texts,
@@ -88,6 +89,7 @@ def embed(
     ] = "mean",
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
+    threads: ThreadsOpt = None,
     dtype: DtypeOpt = "float32",
     as_json: JsonOpt = False,
     engine: Annotated[
@@ -136,7 +138,7 @@ def embed(
             input_path,
             output,
             quiet=quiet,
-            model=_load(model, device, dtype),
+            model=_load(model, device, dtype, threads),
             text_field=text_field,
             id_field=id_field,
             collection=collection,
@@ -150,7 +152,7 @@ def embed(
         )
         return
     items = _read_texts(texts, input_path)
-    m = _load(model, device, dtype)
+    m = _load(model, device, dtype, threads)
     if tokens or words:
         _per_piece(m, items, words=words, subword=subword, output=output, as_json=as_json, **spec_options)
         return
