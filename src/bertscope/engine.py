@@ -86,6 +86,7 @@ class Engine:
         self.chunk_size = chunk_size
         self.n_layers = family.num_layers(model)
         self._pooler = family.pooler(model)
+        self._dtype = next(model.parameters()).dtype
         # transformers installs its hidden-state hooks on the layers present at the first call; that call
         # must see every layer, or a model first run with early stop records too few layers ever after.
         tiny = np.full((1, 2), pad_id, dtype=np.int64)
@@ -207,7 +208,7 @@ class Engine:
 
     @torch.inference_mode()
     def _pool(self, hidden: torch.Tensor, mask: torch.Tensor, spec: EmbedSpec) -> np.ndarray:
-        dtype = next(self.model.parameters()).dtype
+        dtype = self._dtype
         pooler = self._pooler
 
         def model_pooler(h: torch.Tensor) -> torch.Tensor:

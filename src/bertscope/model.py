@@ -23,6 +23,7 @@ from .pooling import group_words, pool_words
 from .post import apply_post, prepare_post
 from .progress import progress_callback
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
+from .similarity import cos_sim, unit
 from .tokens import TextTokenizer, check_texts
 
 __all__ = ["Model", "ModelInfo", "load"]
@@ -134,8 +135,7 @@ class Model:
     def unit_static_matrix(self) -> np.ndarray:
         """The static matrix with unit rows, for cosine neighbours (cached)."""
         if not hasattr(self, "_unit"):
-            rows = _static.matrix(self)
-            self._unit = rows / np.maximum(np.linalg.norm(rows, axis=1, keepdims=True), 1e-12)
+            self._unit = unit(_static.matrix(self))
         return self._unit
 
     def info(self) -> ModelInfo:
@@ -351,11 +351,7 @@ class Model:
         """Cosine matrix (len(a), len(b)) of sentence vectors; b defaults to a."""
         left = self.embed(a, **options).vectors
         right = left if b is None else self.embed(b, **options).vectors
-        return _unit(left) @ _unit(right).T
-
-
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        return cos_sim(left, right)
 
 
 def _checked(texts: Iterable[str]) -> Iterator[str]:

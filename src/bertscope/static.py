@@ -13,6 +13,7 @@ import numpy as np
 
 from ._enums import StrEnum
 from .errors import InvalidInput, UnknownToken
+from .similarity import unit
 
 if TYPE_CHECKING:
     from .model import Model
@@ -112,8 +113,7 @@ def neighbors(
     else:
         own = token_ids(model, query)[0]
         vector = static_rows(model, [own])[0]
-    unit = model.unit_static_matrix()
-    scores = unit @ (vector / max(float(np.linalg.norm(vector)), 1e-12))
+    scores = model.unit_static_matrix() @ unit(vector)
     scores = scores.astype(np.float64)
     scores[_excluded(model, include_special)] = -np.inf
     if own >= 0:

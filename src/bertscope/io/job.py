@@ -107,7 +107,7 @@ def embed_corpus(
         keep_text=keep_text,
     )
     summary = JobSummary(output=Path(output), resumed_from=sink.done if resume else 0)
-    if sink.done and resume and not hasattr(sink, "collection"):
+    if sink.done and resume and sink.resumes_by_position:
         records = _skip(records, sink.done, input_path)
     start = time.perf_counter()
     shown = progress if progress is not None else sys.stderr.isatty()
@@ -137,8 +137,8 @@ def embed_corpus(
         )
     summary.files = sink.finish()
     summary.seconds = time.perf_counter() - start
-    summary.reused = getattr(sink, "reused", 0)
-    summary.already = getattr(sink, "already", 0)
+    summary.reused = sink.reused
+    summary.already = sink.already
     summary.empty = rejects.empty
     summary.rejected = len(rejects.bad)
     if rejects.bad:

@@ -30,6 +30,10 @@ class Sink(ABC):
 
     path: Path
     done: int = 0
+    # Part-file sinks resume by skipping the records already written; SQLite skips them by id instead.
+    resumes_by_position: bool = True
+    reused: int = 0
+    already: int = 0
 
     def pending(self, records: list[Record]) -> list[Record]:
         """The records of a batch that still need embedding (all of them, unless the sink deduplicates)."""

@@ -98,6 +98,8 @@ def list_collections(path: str | Path) -> list[dict[str, Any]]:
 class SqliteSink(Sink):
     """One collection in an SQLite file; a batch is one transaction; same id and text are not redone."""
 
+    resumes_by_position = False
+
     def __init__(
         self, path: Path, *, settings: dict[str, Any], collection: str, overwrite: bool, keep_text: bool
     ) -> None:
