@@ -41,6 +41,12 @@ ModelOpt = Annotated[
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", help="float32 (exact), bfloat16, float16 (CUDA).")]
+BackendOpt = Annotated[
+    str, typer.Option("--backend", help="auto (torch; onnxruntime for int8), torch, or onnxruntime (CPU).")
+]
+QuantizeOpt = Annotated[
+    str, typer.Option("--quantize", help="none, or int8 (ONNX Runtime; ~0.995 min cosine to float32).")
+]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", min=1, help="Torch CPU threads (default: all).")]
 LayersOpt = Annotated[
     str | None, typer.Option("--layers", "-l", help="Layer spec: -1, -2, 0, 6, -4:, 1:4, 0,6, all.")
@@ -63,10 +69,17 @@ def _root(
         _state["debug"] = True
 
 
-def _load(model: str | None, device: str = "auto", dtype: str = "float32", threads: int | None = None) -> Any:
+def _load(
+    model: str | None,
+    device: str = "auto",
+    dtype: str = "float32",
+    threads: int | None = None,
+    backend: str = "auto",
+    quantize: str = "none",
+) -> Any:
     from .model import load
 
-    return load(model, device=device, dtype=dtype, threads=threads)
+    return load(model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize)
 
 
 def _emit_json(data: Any) -> None:

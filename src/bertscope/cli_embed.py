@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from .cli import (
+    BackendOpt,
     CombineOpt,
     DeviceOpt,
     DtypeOpt,
@@ -17,6 +18,7 @@ from .cli import (
     LayersOpt,
     LongOpt,
     ModelOpt,
+    QuantizeOpt,
     StrideOpt,
     ThreadsOpt,
     _emit_json,
@@ -91,6 +93,8 @@ def embed(
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
     dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
     as_json: JsonOpt = False,
     engine: Annotated[
         str, typer.Option("--engine", help="local, or ray (Ray Data; -o names a folder of shards).")
@@ -106,7 +110,8 @@ def embed(
     `bertscope embed -i corpus.txt -o corpus.parquet`,
     `bertscope embed -i docs.jsonl --text-field body --id-field id -o docs.db --collection news`,
     `bertscope embed "a cat" --tokens --layers 0,6`,
-    `bertscope embed -i 'dir/*.parquet' -o out_dir/ --engine ray --workers 4`
+    `bertscope embed -i 'dir/*.parquet' -o out_dir/ --engine ray --workers 4`,
+    `bertscope embed -i corpus.txt -o corpus.parquet --quantize int8` (faster on CPU, drift recorded)
     """
     if tokens and words:
         raise InvalidInput("choose one of --tokens and --words")
@@ -123,7 +128,8 @@ def embed(
 
         options: dict[str, Any] = {**spec_options, **pooled_options}
         summary = run_ray_job(
-            texts or str(input_path), output, model=model, device=device, dtype=dtype, workers=workers,
+            texts or str(input_path), output, model=model, device=device, dtype=dtype, backend=backend,
+            quantize=quantize, workers=workers,
             address=address, text_field=text_field, id_field=id_field, keep_text=not no_text,
             overwrite=overwrite, progress=not quiet, **options,
         )  # fmt: skip
@@ -138,7 +144,7 @@ def embed(
             input_path,
             output,
             quiet=quiet,
-            model=_load(model, device, dtype, threads),
+            model=_load(model, device, dtype, threads, backend, quantize),
             text_field=text_field,
             id_field=id_field,
             collection=collection,
@@ -152,7 +158,7 @@ def embed(
         )
         return
     items = _read_texts(texts, input_path)
-    m = _load(model, device, dtype, threads)
+    m = _load(model, device, dtype, threads, backend, quantize)
     if tokens or words:
         _per_piece(m, items, words=words, subword=subword, output=output, as_json=as_json, **spec_options)
         return

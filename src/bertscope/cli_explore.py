@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from .cli import DeviceOpt, DtypeOpt, ModelOpt, app, err
+from .cli import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, app, err
 
 _HOST = "127.0.0.1"
 
@@ -32,6 +32,8 @@ def explore(
     threads: Annotated[int | None, typer.Option("--threads", min=1, help="Torch CPU threads.")] = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
 ) -> None:
     """Open the explorer: tokens, anatomy, layers, sentences and vocabulary of a model, in the browser.
 
@@ -42,7 +44,7 @@ def explore(
     from .model import load
     from .server import create_app
 
-    m = load(model, device=device, dtype=dtype, threads=threads)
+    m = load(model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize)
     chosen = port or free_port()
     url = f"http://{_HOST}:{chosen}/"
     server = uvicorn.Server(uvicorn.Config(create_app(m), host=_HOST, port=chosen, log_level="warning"))

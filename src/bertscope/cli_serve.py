@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from .cli import DeviceOpt, DtypeOpt, ModelOpt, app, err
+from .cli import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, app, err
 from .errors import InvalidInput
 
 _HOST = "127.0.0.1"
@@ -53,6 +53,8 @@ def serve(
     ] = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
 ) -> None:
     """Serve every embedding over HTTP: /embed, /embed_tokens, /v1/embeddings (OpenAI), /docs and more.
@@ -80,7 +82,7 @@ def serve(
         err.print(
             f"[yellow]warning:[/] listening on {host} with no --api-key: anyone who reaches it can use it"
         )
-    m = load(model, device=device, dtype=dtype, threads=threads)
+    m = load(model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize)
     err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
     uvicorn.run(create_app(m, settings=settings), host=host, port=port, log_level=log_level)
 

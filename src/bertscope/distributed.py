@@ -53,12 +53,13 @@ class _Embedder:
         dtype: str,
         threads: int,
         text_column: str,
+        runtime: dict[str, Any],
         post: Any,
         options: dict[str, Any],
     ) -> None:
         from .model import load
 
-        self.model = load(model, device=device, dtype=dtype, threads=threads)
+        self.model = load(model, device=device, dtype=dtype, threads=threads, **runtime)
         self.spec = self.model.spec(**options)
         self.processor = prepare_post(post, self.spec.as_dict())
         self.text_column = text_column
@@ -96,6 +97,8 @@ def embed_dataset(
     workers: int = 2,
     device: str = "cpu",
     dtype: str = "float32",
+    backend: str = "auto",
+    quantize: str | None = None,
     cpus_per_worker: float = 1.0,
     batch_size: int | None = None,
     max_restarts: int | None = None,
@@ -112,6 +115,8 @@ def embed_dataset(
     """
     ray = _ray()
     model_arg = _arg_of(model) if isinstance(model, Model) else model
+    if isinstance(model, Model):
+        backend, quantize = model.backend, model.quantize
     gpus = _gpus_per_worker(ray, device)
     retries = {"max_restarts": max_restarts, "max_task_retries": max_task_retries}
     return dataset.map_batches(
@@ -126,6 +131,7 @@ def embed_dataset(
             "dtype": dtype,
             "threads": max(1, int(cpus_per_worker)),
             "text_column": text_column,
+            "runtime": {"backend": backend, "quantize": quantize},
             "post": post,
             "options": options,
         },
@@ -157,6 +163,8 @@ def run_ray_job(
     model: str | None = None,
     device: str = "cpu",
     dtype: str = "float32",
+    backend: str = "auto",
+    quantize: str | None = None,
     workers: int = 2,
     address: str | None = None,
     text_field: str = "text",
@@ -177,7 +185,8 @@ def run_ray_job(
     out = _output_dir(Path(output), overwrite=overwrite)
     sources = _sources(source)
     # The driver loads the model (CPU) only to check the options and to write the same provenance.
-    m = load(model, device="cpu", dtype=dtype)
+    # With int8 or onnxruntime this also exports the model once, so the actors find it in the cache.
+    m = load(model, device="cpu", dtype=dtype, backend=backend, quantize=quantize)
     spec = m.spec(**options)
     processor = prepare_post(post, spec.as_dict())
     recorded = {**spec.as_dict(), **({"post": processor.describe()} if processor else {})}
@@ -193,7 +202,8 @@ def run_ray_job(
         override_num_blocks=len(sources),
     )
     embedded = embed_dataset(
-        corpus, model=model, workers=workers, device=device, dtype=dtype, batch_size=rows,
+        corpus, model=model, workers=workers, device=device, dtype=dtype, backend=backend, quantize=quantize,
+        batch_size=rows,
         post=post, **options,
     )  # fmt: skip
     embedded.write_datasink(_shard_sink(out, settings, keep_text), ray_remote_args={"num_cpus": _IO_CPUS})

@@ -28,6 +28,8 @@ from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
 __all__ = ["EmbedSpec", "Engine"]
 
 OnBatch = Callable[[int, int], None]
+# (ids, type_ids, mask, deepest) -> hidden states 0..deepest: another runtime in place of the torch forward
+Runner = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[torch.Tensor, ...]]
 
 _MIN_FILL = 0.85
 _PAD_TOKENS = 16
@@ -87,6 +89,7 @@ class Engine:
         self.n_layers = family.num_layers(model)
         self._pooler = family.pooler(model)
         self._dtype = next(model.parameters()).dtype
+        self.runner: Runner | None = None
         # transformers installs its hidden-state hooks on the layers present at the first call; that call
         # must see every layer, or a model first run with early stop records too few layers ever after.
         tiny = np.full((1, 2), pad_id, dtype=np.int64)
@@ -96,6 +99,8 @@ class Engine:
         self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int
     ) -> tuple[torch.Tensor, ...]:
         """Hidden states 0..deepest, each (batch, tokens, d), running no layer past `deepest`."""
+        if self.runner is not None:
+            return self.runner(ids, type_ids, mask, deepest)
         inputs = {
             "input_ids": torch.from_numpy(ids).to(self.device),
             "attention_mask": torch.from_numpy(mask).to(self.device),

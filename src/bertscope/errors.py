@@ -4,6 +4,7 @@ BertscopeError
 ├── ModelLoadError            a path, folder or hub id that does not give a model
 │   └── UnsupportedArchitecture   a model that is not a BERT-family encoder
 ├── InvalidSpec               an unknown layer, pooling, combine or other option value
+├── BackendUnavailable        a backend whose optional packages are not installed
 ├── InvalidInput              an empty text, a non-string item, an empty list
 │   ├── UnknownToken          a token or id that is not in the vocabulary
 │   └── InputTooLong          a text longer than the model allows, with long="error"
@@ -17,6 +18,7 @@ __all__ = [
     "ModelLoadError",
     "UnsupportedArchitecture",
     "InvalidSpec",
+    "BackendUnavailable",
     "InvalidInput",
     "UnknownToken",
     "InputTooLong",
@@ -38,6 +40,10 @@ class UnsupportedArchitecture(ModelLoadError):
 
 class InvalidSpec(BertscopeError, ValueError):
     """An option value (layer spec, pooling, combine, ...) is not one of the allowed ones."""
+
+
+class BackendUnavailable(BertscopeError, ImportError):
+    """A backend was asked for whose optional packages are not installed; the message names the extra."""
 
 
 class InvalidInput(BertscopeError, ValueError):

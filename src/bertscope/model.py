@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -19,6 +20,7 @@ from .engine import EmbedSpec, Engine
 from .errors import InvalidInput, InvalidSpec
 from .layers import LayerSpec, parse_layers
 from .loading import load_parts, resolve_device, resolve_dtype
+from .onnx_backend import resolve_backend
 from .pooling import group_words, pool_words
 from .post import apply_post, prepare_post
 from .progress import progress_callback
@@ -52,6 +54,8 @@ class ModelInfo:
     lacks: list[str]
     device: str
     dtype: str
+    backend: str = "torch"
+    quantize: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The info as a plain dict (JSON-able)."""
@@ -66,16 +70,28 @@ def load(
     threads: int | None = None,
     max_tokens: int | None = None,
     token_budget: int | None = None,
+    backend: str = "auto",
+    quantize: str | None = None,
+    calibration: Sequence[str] | None = None,
 ) -> Model:
-    """Load a model: None (or BERTSCOPE_MODEL) for the bundled all-MiniLM-L6-v2, a folder, or a hub id."""
+    """Load a model: None (or BERTSCOPE_MODEL) for the bundled all-MiniLM-L6-v2, a folder, or a hub id.
+
+    `backend` is "torch", "onnxruntime" (CPU, float32 or int8; exported once and cached) or "auto"
+    (torch, or onnxruntime for int8). `quantize="int8"` runs ONNX Runtime's int8 with BERT's outlier
+    channels kept in float32, found on `calibration` texts (default: sentences shipped with bertscope).
+    """
     if name is None:
         name = os.environ.get("BERTSCOPE_MODEL") or None
     if threads is not None:
         torch.set_num_threads(threads)
     torch_device = resolve_device(device)
     torch_dtype = resolve_dtype(dtype, torch_device)
+    chosen = resolve_backend(backend, quantize, torch_dtype, torch_device)
     loaded = load_parts(name, dtype=torch_dtype, device=torch_device)
-    return Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
+    model = Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
+    if chosen == "onnxruntime":
+        model.use_onnxruntime(quantize=quantize, calibration=calibration)
+    return model
 
 
 class Model:
@@ -101,6 +117,33 @@ class Model:
             self.hf_model, self.family, self.tokenizer, pad_id=self.pad_id, device=device, token_budget=budget
         )
         self.n_layers = self.family.num_layers(self.hf_model)
+        self.backend = "torch"
+        self.quantize: str | None = None
+
+    def use_onnxruntime(
+        self, *, quantize: str | None = None, calibration: Sequence[str] | None = None
+    ) -> None:
+        """Run every forward on ONNX Runtime from now on (float32, or int8 with quantize="int8")."""
+        from .onnx_backend import OnnxRunner, resolve_backend
+
+        resolve_backend("onnxruntime", quantize, next(self.hf_model.parameters()).dtype, self.device)
+        self.engine.runner = None  # calibration watches the torch forward
+        deepest = EmbedSpec(layers=(self.n_layers,))
+
+        def calibrate(texts: Sequence[str]) -> None:
+            self.engine.sentences_once(texts, deepest)
+
+        self.engine.runner = OnnxRunner.build(
+            self.hf_model,
+            self.family,
+            self.n_layers,
+            quantize=quantize,
+            calibrate=calibrate,
+            calibration=calibration,
+            log=_stderr,
+        )
+        self.backend = "onnxruntime"
+        self.quantize = quantize if quantize not in (None, "none") else None
 
     def __repr__(self) -> str:
         return f"<bertscope.Model {self.loaded.source} ({self.family.name}, {self.n_layers} layers)>"
@@ -160,6 +203,8 @@ class Model:
             lacks=list(self.family.parts(self.hf_model).lacks),
             device=str(self.device),
             dtype=str(next(self.hf_model.parameters()).dtype).replace("torch.", ""),
+            backend=self.backend,
+            quantize=self.quantize,
         )
 
     # Tokens and static vectors ------------------------------------------------------------------
@@ -362,3 +407,7 @@ def _checked(texts: Iterable[str]) -> Iterator[str]:
         if not text.strip():
             raise InvalidInput(f"text {index} is empty: every text needs at least one non-space character")
         yield text
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)

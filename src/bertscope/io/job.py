@@ -60,9 +60,10 @@ class JobSummary:
 
 
 def job_settings(model: Any, spec_dict: dict[str, Any], model_arg: str | None) -> dict[str, Any]:
-    """The provenance stored with every output: model, how to reload it, dtype and the embedding spec."""
+    """The provenance stored with every output: model, how to reload it, how it ran, the embedding spec."""
     info = model.info()
-    settings = {"model": info.source, "model_arg": model_arg, "dtype": info.dtype, **spec_dict}
+    runtime = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize}
+    settings = {"model": info.source, "model_arg": model_arg, **runtime, **spec_dict}
     # The JSON round trip makes what is compared now equal what was stored (tuples become lists).
     return json.loads(json.dumps(settings))
 

@@ -127,7 +127,12 @@ def _embed_query(query: str, settings: dict[str, Any], model: Any, post: Any = N
     m = (
         model
         if isinstance(model, Model)
-        else load(model or settings.get("model_arg"), dtype=settings.get("dtype", "float32"))
+        else load(
+            model or settings.get("model_arg"),
+            dtype=settings.get("dtype", "float32"),
+            backend=settings.get("backend") or "auto",
+            quantize=settings.get("quantize"),
+        )
     )
     spec_keys = ("layers", "combine", "pooling", "mask_special", "normalize", "long", "stride")
     options = {key: settings[key] for key in spec_keys if key in settings}
