@@ -1,4 +1,4 @@
-"""The command line: `bertscope info | tokens | static | anatomy | embed | similarity`.
+"""The command line: `bertscope info | tokens | static | anatomy | embed | similarity | bench | ...`.
 
 Data goes to stdout, progress and warnings to stderr; `--json` for machines, tables for people.
 Errors are one line (no traceback unless --debug).
@@ -344,6 +344,7 @@ def main() -> None:
         sys.exit(130)
 
 
+from . import cli_bench as _cli_bench  # noqa: E402,F401  (registers bench)
 from . import cli_corpus as _cli_corpus  # noqa: E402,F401  (registers similar and collections)
 from . import cli_embed as _cli_embed  # noqa: E402,F401  (registers embed and similarity)
 from . import cli_explore as _cli_explore  # noqa: E402,F401  (registers explore)

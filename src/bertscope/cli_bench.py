@@ -1,0 +1,65 @@
+"""`bertscope bench`: every fast mode against float32 on your own texts: speed and drift."""
+
+from __future__ import annotations
+
+from itertools import islice
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from .cli import DeviceOpt, JsonOpt, ModelOpt, _emit_json, _lines, app, err, out
+from .errors import InvalidInput
+
+
+@app.command()
+def bench(
+    input_path: Annotated[
+        str | None, typer.Option("--input", "-i", help="Texts, one per line (- for stdin; default: bundled).")
+    ] = None,
+    modes: Annotated[
+        str,
+        typer.Option("--modes", help="Comma list of: float32, bfloat16, float16 (CUDA), onnxruntime, int8."),
+    ] = "float32,onnxruntime,int8",
+    drift: Annotated[
+        bool, typer.Option("--drift", help="Drift only: one untimed run per mode, no speed figures.")
+    ] = False,
+    limit: Annotated[int, typer.Option("--limit", min=1, help="Use the first N texts.")] = 500,
+    repeats: Annotated[int, typer.Option("--repeats", min=1, help="Timed runs per mode (best kept).")] = 2,
+    model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    as_json: JsonOpt = False,
+) -> None:
+    """Speed and drift of each mode against float32: texts/s, ratio, cosine min/mean to float32.
+
+    Examples: `bertscope bench -i corpus.txt`, `bertscope bench -i corpus.txt --drift --modes int8`,
+    `bertscope bench --modes float32,bfloat16 --device cuda`. Read the min cosine before embedding a
+    corpus with a fast mode; the bundled sample is the int8 calibration set, so pass your own texts.
+    """
+    from .modes import compare_modes
+    from .onnx_backend import calibration_texts
+
+    names = [name.strip() for name in modes.split(",") if name.strip()]
+    if not names:
+        raise InvalidInput("--modes is empty: give e.g. float32,int8")
+    texts = list(islice(_lines(input_path), limit)) if input_path else calibration_texts()[:limit]
+    if not texts:
+        raise InvalidInput(f"{input_path}: no texts (every line is empty)")
+    if input_path is None:
+        err.print("no -i given: using bertscope's own sample sentences (also int8's calibration set)")
+    reports = compare_modes(texts, names, model=model, device=device, repeats=repeats, time_it=not drift)
+    if as_json:
+        _emit_json([r.as_dict() for r in reports])
+        return
+    table = Table(title=f"{len(texts)} texts, against float32" + ("" if drift else f", best of {repeats}"))
+    table.add_column("mode")
+    if not drift:
+        table.add_column("texts/s", justify="right")
+        table.add_column("vs float32", justify="right")
+    table.add_column("cos min", justify="right")
+    table.add_column("cos mean", justify="right")
+    table.add_column("max |diff|", justify="right")
+    for r in reports:
+        speed = [] if drift else [f"{r.texts_per_s:.1f}", f"{r.vs_float32:.2f}x"]
+        table.add_row(r.mode, *speed, f"{r.cos_min:.6f}", f"{r.cos_mean:.6f}", f"{r.max_abs:.2e}")
+    out.print(table)
