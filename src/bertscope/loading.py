@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,7 +67,23 @@ def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype
         raise InvalidSpec(f"unknown dtype {dtype!r}; choose one of: {', '.join(_DTYPES)}")
     if resolved is torch.float16 and device.type != "cuda":
         raise InvalidSpec("float16 runs on CUDA only; on CPU use dtype='bfloat16' or 'float32'")
+    if resolved is torch.bfloat16 and device.type == "cpu" and not _cpu_has_native_bf16():
+        warnings.warn(
+            "this CPU has no native bfloat16 (AVX-512 BF16 or AMX): dtype='bfloat16' runs several times "
+            "slower than float32 here; for speed on this CPU use quantize='int8'",
+            UserWarning,
+            stacklevel=3,
+        )
     return resolved
+
+
+def _cpu_has_native_bf16() -> bool:
+    """True where the CPU multiplies bfloat16 natively (or where we cannot tell: no /proc/cpuinfo)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return True
+    return any(flag in flags for flag in ("avx512_bf16", "amx_bf16"))
 
 
 def load_parts(name: str | os.PathLike[str] | None, *, dtype: torch.dtype, device: torch.device) -> Loaded:
