@@ -50,9 +50,20 @@ def bundled_path() -> Path:
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """`auto` (or None) is CUDA where present, else CPU."""
+    from .errors import InvalidSpec
+
     if device is None or str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise InvalidSpec(f"unknown device {str(device)!r}; use auto, cpu, cuda or cuda:N") from exc
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidSpec(
+            f"device {str(device)!r} asked, but torch {torch.__version__} sees no CUDA GPU here; "
+            "use device='cpu' (or 'auto')"
+        )
+    return resolved
 
 
 def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:

@@ -1,0 +1,49 @@
+"""Device and dtype choices that CI (CPU only) can check: the CUDA-only paths refuse clearly here."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from bertscope.errors import InvalidSpec
+from bertscope.loading import resolve_device, resolve_dtype
+from bertscope.onnx_backend import resolve_backend
+
+CPU = torch.device("cpu")
+CUDA = torch.device("cuda")
+
+
+def test_auto_device_is_cpu_without_a_gpu() -> None:
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert resolve_device("auto").type == expected
+    assert resolve_device(None).type == expected
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal is for machines without CUDA")
+def test_cuda_without_a_gpu_is_a_clear_error() -> None:
+    with pytest.raises(InvalidSpec, match="sees no CUDA GPU.*device='cpu'"):
+        resolve_device("cuda")
+
+
+def test_unknown_device_names_the_choices() -> None:
+    with pytest.raises(InvalidSpec, match="auto, cpu, cuda"):
+        resolve_device("tpu:7")
+
+
+def test_float16_is_cuda_only_and_bfloat16_is_not() -> None:
+    with pytest.raises(InvalidSpec, match="float16 runs on CUDA only"):
+        resolve_dtype("float16", CPU)
+    assert resolve_dtype("float16", CUDA) is torch.float16
+    assert resolve_dtype("bfloat16", CUDA) is torch.bfloat16
+    with pytest.raises(InvalidSpec, match="unknown dtype"):
+        resolve_dtype("float8", CPU)
+
+
+def test_backend_choice_on_each_device() -> None:
+    assert resolve_backend("auto", None, torch.float32, CUDA) == "torch"
+    assert resolve_backend("auto", "int8", torch.float32, CPU) == "onnxruntime"
+    assert resolve_backend("auto", "none", torch.bfloat16, CPU) == "torch"
+    with pytest.raises(InvalidSpec, match="runs on the CPU.*dtype='float16'"):
+        resolve_backend("onnxruntime", None, torch.float32, CUDA)
+    with pytest.raises(InvalidSpec, match="runs on the CPU"):
+        resolve_backend("auto", "int8", torch.float16, CUDA)
