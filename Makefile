@@ -42,7 +42,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy src/bertscope
 
 bench: $(STAMP)
-	$(BIN)/pip install -q -e '.[bench]'
+	$(BIN)/pip install -q -e '.[bench,onnx]'
 	$(BIN)/python bench/bench_engine.py
 
 clean:
