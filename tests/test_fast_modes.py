@@ -293,11 +293,6 @@ def test_changed_weights_get_a_new_export(
     assert max_diff(got, original.embed(TINY_SAMPLE).vectors) > 1e-3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="model_hash hashes config.to_json_string(use_diff=False), which includes _name_or_path "
-    "(the folder the model was loaded from): the same weights in another folder are exported again",
-)
 def test_the_same_weights_in_another_folder_reuse_the_export(
     tiny_dirs: dict[str, Path], tmp_path: Path
 ) -> None:

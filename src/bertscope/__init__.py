@@ -9,6 +9,7 @@ from ._enums import Combine, LongText, Pooling, SubwordPooling
 from .anatomy import Anatomy
 from .engine import EmbedSpec
 from .errors import (
+    BackendUnavailable,
     BertscopeError,
     CorpusError,
     InputTooLong,
@@ -59,6 +60,7 @@ __all__ = [
     "ModelLoadError",
     "UnsupportedArchitecture",
     "InvalidSpec",
+    "BackendUnavailable",
     "InvalidInput",
     "UnknownToken",
     "InputTooLong",

@@ -101,9 +101,14 @@ def cache_dir() -> Path:
 
 
 def model_hash(model: nn.Module) -> str:
-    """SHA-256 of the model's config and every weight: a changed vocabulary or fine-tune is a new export."""
+    """SHA-256 of the model's config and every weight: a changed vocabulary or fine-tune is a new export.
+
+    The folder the model came from is left out, so the same weights moved or reinstalled reuse the export.
+    """
     digest = hashlib.sha256()
-    digest.update(model.config.to_json_string(use_diff=False).encode())  # type: ignore[union-attr,operator]
+    config = dict(model.config.to_dict())  # type: ignore[union-attr,operator]
+    config.pop("_name_or_path", None)
+    digest.update(json.dumps(config, sort_keys=True, default=str).encode())
     for name, tensor in sorted(model.state_dict().items()):
         digest.update(name.encode())
         digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
