@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -473,3 +474,19 @@ def test_cli_unknown_quantize_is_one_line_error(
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "unknown quantize 'int4'; choose one of: none, int8" in err
     assert "Traceback" not in err
+
+
+def test_the_service_serves_int8_and_says_so(int8: bertscope.Model, bundled: bertscope.Model) -> None:
+    """`serve --quantize int8`: /info reports the mode and /embed answers with int8's vectors."""
+    from test_server import serving
+
+    texts = ["a storm hit the coast overnight", "the bank raised its rates"]
+    expected = int8.embed(texts).vectors
+    with serving(int8) as base, httpx.Client(base_url=base, timeout=60) as client:
+        info = client.get("/info").json()
+        answer = client.post("/embed", json={"inputs": texts})
+    assert (info["backend"], info["quantize"], info["dtype"]) == ("onnxruntime", "int8", "float32")
+    assert answer.status_code == 200, answer.text
+    got = np.asarray(answer.json()["vectors"], dtype=np.float32)
+    assert np.abs(got - expected).max() <= 1e-5
+    assert cosines(got, bundled.embed(texts).vectors).min() >= 0.99
