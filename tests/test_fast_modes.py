@@ -490,3 +490,13 @@ def test_the_service_serves_int8_and_says_so(int8: bertscope.Model, bundled: ber
     got = np.asarray(answer.json()["vectors"], dtype=np.float32)
     assert np.abs(got - expected).max() <= 1e-5
     assert cosines(got, bundled.embed(texts).vectors).min() >= 0.99
+
+
+def test_an_unwritable_cache_is_a_clear_error(
+    tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("BERTSCOPE_CACHE", str(blocker))
+    with pytest.raises(bertscope.ModelLoadError, match="BERTSCOPE_CACHE to a writable folder"):
+        bertscope.load(tiny_dirs["bert"], device="cpu", backend="onnxruntime")

@@ -183,7 +183,13 @@ class OnnxRunner:
         if not path.exists():
             if log is not None:
                 log(f"exporting the model to ONNX ({variant}) -> {path}")
-            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise ModelLoadError(
+                    f"cannot create the ONNX cache folder {path.parent} ({exc.strerror}); "
+                    "set BERTSCOPE_CACHE to a writable folder"
+                ) from None
             stats = _activation_maxima(model, calibrate, texts) if int8 else None
             _export(model, family, path, stats)
         return cls(path, family.uses_token_types, n_layers + 1)
