@@ -243,6 +243,11 @@ def _quantizable(model: nn.Module) -> dict[str, nn.Linear]:
     }
 
 
+def _outliers(maxima: torch.Tensor) -> torch.Tensor:
+    """The input channels whose calibrated max |activation| exceeds `OUTLIER_FACTOR` x the median's."""
+    return maxima > OUTLIER_FACTOR * maxima.median()
+
+
 def _activation_maxima(
     model: nn.Module, calibrate: Callable[[Sequence[str]], None], texts: Sequence[str]
 ) -> dict[str, torch.Tensor]:
@@ -276,8 +281,7 @@ def _export(model: nn.Module, family: Family, path: Path, stats: dict[str, torch
         for name, linear in _quantizable(work).items():
             if name not in stats:
                 continue
-            maxima = stats[name]
-            outliers = maxima > OUTLIER_FACTOR * maxima.median()
+            outliers = _outliers(stats[name])
             owner, _, attr = name.rpartition(".")
             setattr(work.get_submodule(owner) if owner else work, attr, _SplitLinear(linear, outliers))
     n_inputs = 3 if family.uses_token_types else 2
@@ -345,6 +349,6 @@ def _write_sidecar(path: Path, stats: dict[str, torch.Tensor] | None) -> None:
     if stats is not None:
         about["outlier_factor"] = OUTLIER_FACTOR
         about["outlier_channels"] = {
-            name: int((m > OUTLIER_FACTOR * m.median()).sum()) for name, m in sorted(stats.items())
+            name: int(_outliers(maxima).sum()) for name, maxima in sorted(stats.items())
         }
     path.with_suffix(".json").write_text(json.dumps(about, indent=1), encoding="utf-8")
