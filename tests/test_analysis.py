@@ -10,7 +10,6 @@ import pytest
 from typer.testing import CliRunner
 
 import bertscope
-from bertscope import cli_research
 from bertscope.analysis import (
     evaluate_docsim,
     evaluate_pairs,
@@ -21,6 +20,7 @@ from bertscope.analysis import (
     word_dataset,
 )
 from bertscope.cli import app
+from bertscope.cli import research as cli_research
 from bertscope.contextuality import contextuality
 from bertscope.errors import CorpusError, InvalidSpec
 from bertscope.post import fit_post
@@ -37,7 +37,7 @@ def pairs() -> tuple[list[str], list[str], np.ndarray]:
 
 @pytest.fixture(autouse=True)
 def _cli_uses_bundled(bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli_research, "_load", lambda *a, **k: bundled)
+    monkeypatch.setattr(cli_research, "load_model", lambda *a, **k: bundled)
 
 
 def test_layer_vectors_equal_embed_at_every_layer(bundled: bertscope.Model) -> None:

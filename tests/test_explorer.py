@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import bertscope
-from bertscope.explorer_routes import layer_cosines
+from bertscope.server.explorer import layer_cosines
 from test_server import serving
 
 CHROMIUM = "/usr/bin/chromium"
@@ -131,7 +131,7 @@ def test_explore_command_is_registered() -> None:
     from typer.testing import CliRunner
 
     from bertscope.cli import app
-    from bertscope.cli_explore import free_port
+    from bertscope.cli.explore import free_port
 
     result = CliRunner().invoke(app, ["explore", "--help"])
     assert result.exit_code == 0 and "--no-open" in result.output

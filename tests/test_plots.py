@@ -10,9 +10,9 @@ from matplotlib.image import imread
 from typer.testing import CliRunner
 
 import bertscope
-from bertscope import cli_research
 from bertscope.analysis import read_pairs, sweep
 from bertscope.cli import app
+from bertscope.cli import research as cli_research
 from bertscope.errors import InvalidInput
 from bertscope.plots import plot_contextuality, plot_layers, plot_sweep, plot_word_eval, plot_words
 
@@ -71,7 +71,7 @@ def test_layers_heatmaps_and_commands(
     bundled: bertscope.Model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert_picture(plot_layers(bundled, "I like eating bread", tmp_path / "layers.png"), min_width=600)
-    monkeypatch.setattr(cli_research, "_load", lambda *a, **k: bundled)
+    monkeypatch.setattr(cli_research, "load_model", lambda *a, **k: bundled)
     runner = CliRunner()
     target = tmp_path / "cli-words.png"
     result = runner.invoke(

@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 import bertscope
-from bertscope import cli_research
 from bertscope.cli import app
+from bertscope.cli import research as cli_research
 from bertscope.errors import InvalidInput, InvalidSpec
 from bertscope.post import PCA, AllButTheTop, Whitening, as_post, fit_post, fit_post_on_texts, load_post
 
@@ -101,7 +101,7 @@ def test_fit_on_texts_records_the_spec(tiny_models: dict[str, bertscope.Model]) 
 def test_fit_post_command_writes_a_loadable_file(
     bundled: bertscope.Model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli_research, "_load", lambda *a, **k: bundled)
+    monkeypatch.setattr(cli_research, "load_model", lambda *a, **k: bundled)
     target = tmp_path / "white.safetensors"
     result = CliRunner().invoke(
         app, ["fit-post", str(DATA / "contexts.txt"), "--kind", "whitening", "--dim", "16", "-o", str(target)]

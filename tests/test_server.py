@@ -19,7 +19,7 @@ import uvicorn
 
 import bertscope
 from bertscope.server import ServerSettings, create_app
-from bertscope.server_batching import Batcher
+from bertscope.server.batching import Batcher
 
 # The server's worker and the test thread share one Model; the test only runs the library itself while
 # the server is idle (before requests go out or after every answer is in).

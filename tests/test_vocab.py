@@ -11,8 +11,8 @@ import transformers
 from typer.testing import CliRunner
 
 import bertscope
-from bertscope import cli_research
 from bertscope.cli import app
+from bertscope.cli import research as cli_research
 from bertscope.errors import InvalidInput, InvalidSpec
 from bertscope.vocab import add_tokens, save
 
@@ -98,7 +98,7 @@ def test_another_family_extends_and_runs(tiny_models: dict[str, bertscope.Model]
 
 
 def test_vocab_add_command(bundled: bertscope.Model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cli_research, "_load", lambda *a, **k: bundled)
+    monkeypatch.setattr(cli_research, "load_model", lambda *a, **k: bundled)
     result = CliRunner().invoke(
         app, ["vocab", "add", "covid19", "--init", "pieces", "-o", str(tmp_path / "x"), "--json"]
     )

@@ -8,8 +8,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .cli import JsonOpt, ModelOpt, _emit_json, app, err, out
-from .errors import InvalidInput
+from ..errors import InvalidInput
+from .app import JsonOpt, ModelOpt, app, emit_json, err, out
 
 CORPUS_SUFFIXES = (".parquet", ".npy", ".db", ".sqlite", ".sqlite3")
 
@@ -18,7 +18,7 @@ def run_job(
     items: list[str] | None, input_path: str | None, output: Path, *, quiet: bool, **options: Any
 ) -> None:
     """Run a corpus job for `bertscope embed -o FILE` and print its one-line summary."""
-    from .io.job import embed_corpus
+    from ..io.job import embed_corpus
 
     if items and input_path:
         raise InvalidInput("give texts as arguments or with -i/--input, not both")
@@ -57,7 +57,7 @@ def similar(
     Examples: `bertscope similar "a storm hits the coast" --in docs.db --collection news -k 5`,
     `bertscope similar --id 42 --in corpus.parquet -k 5`
     """
-    from .io.stores import search
+    from ..io.stores import search
 
     if str(store) == "-":
         raise InvalidInput("name the store to search with --in FILE (.db, .parquet or .npy)")
@@ -65,7 +65,7 @@ def similar(
         raise InvalidInput("give either a query text or --id ID")
     hits = search(query, store, collection=collection, k=k, item_id=item_id, model=model, post=post)
     if as_json:
-        _emit_json([{"id": h.id, "score": h.score, "text": h.text} for h in hits])
+        emit_json([{"id": h.id, "score": h.score, "text": h.text} for h in hits])
         return
     table = Table("rank", "id", "cosine", "text", title=f"nearest to {query or 'id ' + str(item_id)!r}")
     for rank, hit in enumerate(hits, 1):
@@ -82,11 +82,11 @@ def collections(
 
     Example: `bertscope collections docs.db`
     """
-    from .io.sqlite_store import list_collections
+    from ..io.sqlite_store import list_collections
 
     found = list_collections(store)
     if as_json:
-        _emit_json(found)
+        emit_json(found)
         return
     table = Table("name", "texts", "dim", "model", "settings", "created", title=str(store))
     for c in found:

@@ -9,7 +9,8 @@ import numpy as np
 import typer
 from rich.table import Table
 
-from .cli import (
+from ..errors import InvalidInput
+from .app import (
     BackendOpt,
     CombineOpt,
     DeviceOpt,
@@ -21,14 +22,13 @@ from .cli import (
     QuantizeOpt,
     StrideOpt,
     ThreadsOpt,
-    _emit_json,
-    _load,
-    _read_texts,
     app,
+    emit_json,
     err,
+    load_model,
     out,
+    read_texts,
 )
-from .errors import InvalidInput
 
 PoolingOpt = Annotated[
     str, typer.Option("--pooling", "-p", help="cls, pooler, mean, max, mean_sqrt_len, first_last_avg, auto.")
@@ -124,7 +124,7 @@ def embed(
             raise InvalidInput(
                 "--engine ray runs corpus jobs only: -i/texts and -o FOLDER, no --resume/--skip-bad"
             )
-        from .distributed import run_ray_job
+        from ..distributed import run_ray_job
 
         options: dict[str, Any] = {**spec_options, **pooled_options}
         summary = run_ray_job(
@@ -137,14 +137,14 @@ def embed(
             err.print(summary.line(), highlight=False)
         return
     if output is not None and not (tokens or words):
-        from .cli_corpus import run_job
+        from .corpus import run_job
 
         run_job(
             texts,
             input_path,
             output,
             quiet=quiet,
-            model=_load(model, device, dtype, threads, backend, quantize),
+            model=load_model(model, device, dtype, threads, backend, quantize),
             text_field=text_field,
             id_field=id_field,
             collection=collection,
@@ -157,8 +157,8 @@ def embed(
             **pooled_options,
         )
         return
-    items = _read_texts(texts, input_path)
-    m = _load(model, device, dtype, threads, backend, quantize)
+    items = read_texts(texts, input_path)
+    m = load_model(model, device, dtype, threads, backend, quantize)
     if tokens or words:
         _per_piece(m, items, words=words, subword=subword, output=output, as_json=as_json, **spec_options)
         return
@@ -169,7 +169,7 @@ def embed(
             f"truncated ({int(result.truncated.sum())} tokens dropped); --long window keeps them all"
         )
     if as_json:
-        _emit_json(
+        emit_json(
             {
                 "vectors": result.vectors,
                 "n_tokens": result.n_tokens,
@@ -202,7 +202,7 @@ def _per_piece(
         return
     if as_json:
         key = "words" if words else "tokens"
-        _emit_json(
+        emit_json(
             [
                 {
                     "text": r.text,
@@ -240,12 +240,12 @@ def similarity(
     """
     if len(texts) < 2:
         raise InvalidInput("similarity needs at least two texts")
-    m = _load(model)
+    m = load_model(model)
     matrix = m.similarity(
         texts, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, long=long
     )
     if as_json:
-        _emit_json({"texts": texts, "cosine": matrix})
+        emit_json({"texts": texts, "cosine": matrix})
         return
     table = Table("", *[f"{i}" for i in range(len(texts))], title="cosine similarity")
     for i, row in enumerate(matrix):

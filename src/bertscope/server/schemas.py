@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._enums import Combine, LongText, Pooling, SubwordPooling
+from .._enums import Combine, LongText, Pooling, SubwordPooling
 
 __all__ = [
     "EmbedRequest",

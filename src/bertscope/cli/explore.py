@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from .cli import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, app, err
+from .app import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, app, err
 
 _HOST = "127.0.0.1"
 
@@ -41,8 +41,8 @@ def explore(
     """
     import uvicorn
 
-    from .model import load
-    from .server import create_app
+    from ..model import load
+    from ..server import create_app
 
     m = load(model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize)
     chosen = port or free_port()

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from .cli import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, app, err
-from .errors import InvalidInput
+from ..errors import InvalidInput
+from .app import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, app, err
 
 _HOST = "127.0.0.1"
 _LOOPBACK = (_HOST, "localhost", "::1")
@@ -63,8 +63,8 @@ def serve(
     """
     import uvicorn
 
-    from .model import load
-    from .server import ServerSettings, create_app
+    from ..model import load
+    from ..server import ServerSettings, create_app
 
     settings = ServerSettings(
         api_key=api_key,

@@ -1,129 +1,16 @@
-"""The command line: `bertscope info | tokens | static | anatomy | embed | similarity | bench | ...`.
-
-Data goes to stdout, progress and warnings to stderr; `--json` for machines, tables for people.
-Errors are one line (no traceback unless --debug).
-"""
+"""Commands that look at the model itself: info, tokens, static, anatomy."""
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from .errors import BertscopeError, InvalidInput
-
-app = typer.Typer(
-    help="See and use every embedding of a BERT-family model (default: the bundled all-MiniLM-L6-v2).",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-    rich_markup_mode="markdown",
-)
-# Piped output keeps whole columns instead of wrapping to a guessed 80-character terminal.
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, soft_wrap=True)
-_state = {"debug": os.environ.get("BERTSCOPE_DEBUG", "") not in ("", "0")}
-
-ModelOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--model", "-m", envvar="BERTSCOPE_MODEL", help="Model folder or hub id (default: bundled)."
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
-DtypeOpt = Annotated[str, typer.Option("--dtype", help="float32 (exact), bfloat16, float16 (CUDA).")]
-BackendOpt = Annotated[
-    str, typer.Option("--backend", help="auto (torch; onnxruntime for int8), torch, or onnxruntime (CPU).")
-]
-QuantizeOpt = Annotated[
-    str,
-    typer.Option(
-        "--quantize",
-        help="none, or int8 (ONNX Runtime, CPU; cosine ~0.998 to float32, ~0.985 on 1-3 token texts).",
-    ),
-]
-ThreadsOpt = Annotated[int | None, typer.Option("--threads", min=1, help="Torch CPU threads (default: all).")]
-LayersOpt = Annotated[
-    str | None, typer.Option("--layers", "-l", help="Layer spec: -1, -2, 0, 6, -4:, 1:4, 0,6, all.")
-]
-CombineOpt = Annotated[str, typer.Option("--combine", help="How several layers combine: mean, sum, concat.")]
-LongOpt = Annotated[
-    str, typer.Option("--long", help="Texts over the model's limit: truncate, window, error.")
-]
-StrideOpt = Annotated[
-    int | None, typer.Option("--stride", help="Window step in tokens (default: half a window).")
-]
-
-
-@app.callback()
-def _root(
-    debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks on errors.")] = False,
-) -> None:
-    """See and use every embedding of a BERT-family model."""
-    if debug:
-        _state["debug"] = True
-
-
-def _load(
-    model: str | None,
-    device: str = "auto",
-    dtype: str = "float32",
-    threads: int | None = None,
-    backend: str = "auto",
-    quantize: str = "none",
-) -> Any:
-    from .model import load
-
-    return load(model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize)
-
-
-def _emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=_jsonable) + "\n")
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (np.floating, np.integer)):
-        return value.item()
-    if isinstance(value, Path):
-        return str(value)
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
-
-
-def _read_texts(texts: list[str] | None, input_path: str | None) -> list[str]:
-    if texts and input_path:
-        raise InvalidInput("give texts as arguments or with -i/--input, not both")
-    if input_path is None:
-        if not texts:
-            raise InvalidInput(
-                "no texts given: pass them as arguments, or -i FILE (one per line, - for stdin)"
-            )
-        return texts
-    return list(_lines(input_path))
-
-
-def _lines(input_path: str) -> Iterator[str]:
-    if input_path == "-":
-        stream = sys.stdin
-    else:
-        path = Path(input_path)
-        if not path.is_file():
-            raise InvalidInput(f"cannot read {input_path}: no such file")
-        stream = path.open(encoding="utf-8")
-    with stream:
-        for line in stream:
-            if line.strip():
-                yield line.rstrip("\n")
+from ..errors import InvalidInput
+from .app import JsonOpt, ModelOpt, app, emit_json, err, load_model, out
 
 
 @app.command()
@@ -132,9 +19,9 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
 
     Example: `bertscope info --model ./my-bert`
     """
-    details = _load(model).info().as_dict()
+    details = load_model(model).info().as_dict()
     if as_json:
-        _emit_json(details)
+        emit_json(details)
         return
     table = Table(show_header=False, box=None)
     for key, value in details.items():
@@ -157,16 +44,16 @@ def tokens(
 
     Examples: `bertscope tokens "I like eating bread"` and `bertscope tokens "a" "b c" --pad`
     """
-    m = _load(model)
+    m = load_model(model)
     toks = m.tokenize(texts)
     if pad:
-        from .tokens import pad_batch
+        from ..tokens import pad_batch
 
         ids, mask = pad_batch([t.ids for t in toks], m.pad_id)
         types, _ = pad_batch([t.type_ids for t in toks], 0)
         batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         if as_json:
-            _emit_json({**batch, "pad_id": m.pad_id})
+            emit_json({**batch, "pad_id": m.pad_id})
             return
         for row, tok in enumerate(toks):
             table = Table(title=f"text {row}: {tok.text!r}")
@@ -180,7 +67,7 @@ def tokens(
             out.print(table)
         return
     if as_json:
-        _emit_json([{"text": t.text, "tokens": t.as_records(), "dropped": t.n_dropped} for t in toks])
+        emit_json([{"text": t.text, "tokens": t.as_records(), "dropped": t.n_dropped} for t in toks])
         return
     for tok in toks:
         table = Table(title=repr(tok.text))
@@ -228,10 +115,10 @@ def static(
     Examples: `bertscope static bread cake --neighbors 10`,
     `bertscope static --ids 7852`, `bertscope static --export vocab.vec --format word2vec`
     """
-    m = _load(model)
+    m = load_model(model)
     if export is not None:
         written = m.export_static(export, format=fmt)
-        _emit_json([str(p) for p in written]) if as_json else err.print(
+        emit_json([str(p) for p in written]) if as_json else err.print(
             f"wrote {', '.join(map(str, written))}"
         )
         if not items:
@@ -258,7 +145,7 @@ def static(
             ]
         records.append(rec)
     if as_json:
-        _emit_json(records)
+        emit_json(records)
         return
     for rec in records:
         head = f"{rec['item']!r}: " + (f"pieces {rec['pieces']}" if word else f"id {rec['id']}")
@@ -281,14 +168,14 @@ def anatomy(
 
     Example: `bertscope anatomy "I am Sinan"`
     """
-    m = _load(model)
+    m = load_model(model)
     a = m.anatomy(text)
-    from .anatomy import STEPS
+    from ..anatomy import STEPS
 
     steps = [s for s in STEPS if s != "model_output" and getattr(a, s) is not None]
     error = a.max_abs_error
     if as_json:
-        _emit_json(
+        emit_json(
             {
                 "tokens": a.tokens.tokens,
                 "ids": a.tokens.ids,
@@ -327,30 +214,3 @@ def anatomy(
         out.print(f"this family has no: {', '.join(a.lacks)}")
     if a.n_dropped:
         err.print(f"[yellow]warning:[/] {a.n_dropped} tokens cut: the model takes at most {m.max_tokens}")
-
-
-def main() -> None:
-    """Entry point: run the app, turning bertscope errors into one line on stderr."""
-    from .io.job import JobInterrupted
-
-    try:
-        app()
-    except JobInterrupted as exc:
-        err.print(f"stopped: {exc}", highlight=False)
-        sys.exit(130)
-    except BertscopeError as exc:
-        if _state["debug"]:
-            raise
-        err.print(f"[red]error:[/] {exc}", highlight=False)
-        sys.exit(1)
-    except KeyboardInterrupt:
-        err.print("interrupted")
-        sys.exit(130)
-
-
-from . import cli_bench as _cli_bench  # noqa: E402,F401  (registers bench)
-from . import cli_corpus as _cli_corpus  # noqa: E402,F401  (registers similar and collections)
-from . import cli_embed as _cli_embed  # noqa: E402,F401  (registers embed and similarity)
-from . import cli_explore as _cli_explore  # noqa: E402,F401  (registers explore)
-from . import cli_research as _cli_research  # noqa: E402,F401  (registers research commands)
-from . import cli_serve as _cli_serve  # noqa: E402,F401  (registers serve)

@@ -9,8 +9,20 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .cli import CombineOpt, JsonOpt, LayersOpt, LongOpt, ModelOpt, _emit_json, _lines, _load, app, err, out
-from .errors import InvalidInput
+from ..errors import InvalidInput
+from .app import (
+    CombineOpt,
+    JsonOpt,
+    LayersOpt,
+    LongOpt,
+    ModelOpt,
+    app,
+    emit_json,
+    err,
+    load_model,
+    out,
+    read_lines,
+)
 
 eval_app = typer.Typer(
     help="Measure which layer, pooling and post-processing match human judgements.", no_args_is_help=True
@@ -53,7 +65,7 @@ def _records_table(records: list[dict[str, Any]], title: str, keys: list[str]) -
 
 
 def _post_option(post: str | None) -> list[Any]:
-    from .post import load_post
+    from ..post import load_post
 
     return [load_post(p) if Path(p).suffix in (".safetensors", ".npz") else p for p in _split(post)]
 
@@ -86,12 +98,12 @@ def eval_pairs(
     Examples: `bertscope eval pairs sts.tsv`, `bertscope eval pairs sts.tsv --layers -3: --pooling mean
     --post whitening -o sweep.png`
     """
-    from .analysis import read_pairs, sweep
-    from .plots import plot_sweep
+    from ..analysis import read_pairs, sweep
+    from ..plots import plot_sweep
 
     left, right, gold = read_pairs(pairs)
     result = sweep(
-        _load(model),
+        load_model(model),
         left,
         right,
         gold,
@@ -107,7 +119,7 @@ def eval_pairs(
         plot_sweep(result, picture)
         err.print(f"wrote {picture}")
     if as_json:
-        _emit_json({"records": result.records, "best": result.best, "settings": result.settings})
+        emit_json({"records": result.records, "best": result.best, "settings": result.settings})
         return
     out.print(
         _records_table(
@@ -140,20 +152,20 @@ def eval_words(
 
     Examples: `bertscope eval words --dataset simlex999`, `bertscope eval words --pairs words.tsv`
     """
-    from .analysis import evaluate_words, read_word_pairs, word_dataset
-    from .plots import plot_word_eval
+    from ..analysis import evaluate_words, read_word_pairs, word_dataset
+    from ..plots import plot_word_eval
 
     if (dataset is None) == (pairs is None):
         raise InvalidInput("give one of --dataset simlex999|wordsim353 and --pairs FILE")
     data = word_dataset(dataset) if dataset else read_word_pairs(pairs)  # type: ignore[arg-type]
-    result = evaluate_words(_load(model), data[:limit] if limit else data)
+    result = evaluate_words(load_model(model), data[:limit] if limit else data)
     name = dataset or str(pairs)
     picture = _picture(plot, no_plot, "words.png")
     if picture is not None:
         plot_word_eval(result, picture, title=name)
         err.print(f"wrote {picture}")
     if as_json:
-        _emit_json({"records": result.records, "coverage": result.coverage})
+        emit_json({"records": result.records, "coverage": result.coverage})
         return
     out.print(
         _records_table(
@@ -185,11 +197,11 @@ def eval_docsim(
 
     Example: `bertscope eval docsim --layers -2 --pooling mean --long window`
     """
-    from .analysis import evaluate_docsim
-    from .post import load_post
+    from ..analysis import evaluate_docsim
+    from ..post import load_post
 
     result = evaluate_docsim(
-        _load(model),
+        load_model(model),
         post=load_post(post) if post else None,
         layers=layers,
         combine=combine,
@@ -198,7 +210,7 @@ def eval_docsim(
         long=long,
     )
     if as_json:
-        _emit_json(result)
+        emit_json(result)
         return
     out.print(
         _records_table(
@@ -229,18 +241,19 @@ def contextuality_cmd(
 
     Example: `bertscope contextuality corpus.txt --words bread,bank`
     """
-    from .contextuality import contextuality
-    from .plots import plot_contextuality
+    from ..contextuality import contextuality
+    from ..plots import plot_contextuality
 
+    texts = list(read_lines(corpus))
     result = contextuality(
-        _load(model), list(_lines(corpus)), words=_split(words) or None, top=top, min_contexts=min_contexts
+        load_model(model), texts, words=_split(words) or None, top=top, min_contexts=min_contexts
     )
     picture = _picture(plot, no_plot, "contextuality.png")
     if picture is not None:
         plot_contextuality(result, picture)
         err.print(f"wrote {picture}")
     if as_json:
-        _emit_json(
+        emit_json(
             {"records": result.records, "per_word": result.per_word, "occurrences": result.occurrences}
         )
         return
@@ -282,11 +295,11 @@ def fit_post_cmd(
 
     Example: `bertscope fit-post corpus.txt --kind whitening --dim 256 -o white.safetensors`
     """
-    from .post import fit_post_on_texts
+    from ..post import fit_post_on_texts
 
     processor = fit_post_on_texts(
-        _load(model),
-        list(_lines(corpus)),
+        load_model(model),
+        list(read_lines(corpus)),
         kind,
         dim=dim,
         layers=layers,
@@ -304,7 +317,7 @@ def fit_post_cmd(
         **processor.settings,
     }
     if as_json:
-        _emit_json(summary)
+        emit_json(summary)
         return
     err.print(
         f"wrote {output}: {processor.kind.value} {processor.dim_in} -> {processor.dim_out} dims, "
@@ -330,9 +343,9 @@ def vocab_add(
     Examples: `bertscope vocab add covid19 mRNA --init pieces -o ./extended`,
     `bertscope vocab add covid19 --init-from covid19=virus,disease -o ./extended`
     """
-    from .vocab import add_tokens, save
+    from ..vocab import add_tokens, save
 
-    m = _load(model)
+    m = load_model(model)
     how: Any = init
     if init_from:
         how = {k.strip(): _split(v) for k, v in (item.split("=", 1) for item in init_from if "=" in item)}
@@ -343,7 +356,7 @@ def vocab_add(
         {"word": w, "before": before[w], "after": _pieces(extended, w)} for w in words
     ]
     if as_json:
-        _emit_json({"output": str(output), "words": records})
+        emit_json({"output": str(output), "words": records})
         return
     table = Table("word", "pieces before", "tokens now", title=f"saved to {output}")
     for rec in records:
@@ -369,9 +382,10 @@ def plot_words_cmd(
 
     Example: `bertscope plot words bank,river,money,bread --contexts corpus.txt --layer 6 -o words.png`
     """
-    from .plots import plot_words
+    from ..plots import plot_words
 
-    plot_words(_load(model), _split(words), list(_lines(contexts)), output, layer=layer, method=method)
+    contexts_read = list(read_lines(contexts))
+    plot_words(load_model(model), _split(words), contexts_read, output, layer=layer, method=method)
     err.print(f"wrote {output}")
 
 
@@ -386,7 +400,7 @@ def plot_layers_cmd(
 
     Example: `bertscope plot layers "I like eating bread" -o layers.png`
     """
-    from .plots import plot_layers
+    from ..plots import plot_layers
 
-    plot_layers(_load(model), text, output, layers=layers)
+    plot_layers(load_model(model), text, output, layers=layers)
     err.print(f"wrote {output}")

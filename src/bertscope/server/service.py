@@ -1,38 +1,29 @@
-"""The HTTP service: every embedding bertscope makes, behind FastAPI, batched across requests.
+"""The service's shared state: the model, the limits, the loaded post-processings and the one worker.
 
-    app = create_app(bertscope.load(), settings=ServerSettings(api_key="secret"))
-
-Every request is checked (texts, options, long-text policy) before it is queued, so bad input is a 4xx
-and never reaches a batch; sentence work is then batched with other requests by the one worker
-(`server_batching`), and everything else that touches the model runs on that worker too.
+Routes take a `Service` and hand model work to it: `sentences` (batched with other requests) or
+`on_worker` (anything else that touches the model).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
-from fastapi.middleware.cors import CORSMiddleware
 
-from . import __version__
-from .errors import InvalidSpec
-from .explorer_routes import mount_explorer
-from .post import PostProcessor, load_post, prepare_post
-from .results import SentenceEmbeddings
-from .server_batching import Batcher, Metrics
-from .server_http import Guard, ServerSettings, TooManyInputs, add_error_handlers
-from .server_routes import embedding_routes, model_routes, ops_routes
-from .tokens import check_texts
+from ..errors import InvalidSpec
+from ..post import PostProcessor, load_post, prepare_post
+from ..results import SentenceEmbeddings
+from ..tokens import check_texts
+from .batching import Batcher
+from .guard import ServerSettings, TooManyInputs
 
 if TYPE_CHECKING:
-    from .model import Model
+    from ..model import Model
 
-__all__ = ["create_app", "ServerSettings"]
+__all__ = ["Service"]
 
 _INLINE_TEXTS = 16
 _INLINE_CHARS = 20_000
@@ -46,7 +37,7 @@ def _small(texts: Any) -> bool:
     return sum(len(t) for t in items if isinstance(t, str)) <= _INLINE_CHARS
 
 
-class _Service:
+class Service:
     """What the endpoints share: the model, the limits and the worker."""
 
     def __init__(self, model: Model, settings: ServerSettings, batcher: Batcher) -> None:
@@ -115,50 +106,3 @@ class _Service:
         items = check_texts(inputs)
         self.check_count(len(items))
         return items
-
-
-def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastAPI:
-    """The FastAPI app serving `model`; the worker thread runs while the app's lifespan does."""
-    settings = settings or ServerSettings()
-    metrics = Metrics()
-    batcher = Batcher(
-        model,
-        max_batch_tokens=settings.max_batch_tokens or model.engine.token_budget,
-        max_wait_ms=settings.max_wait_ms,
-        max_queue=settings.max_queue,
-        batching=settings.batching,
-        metrics=metrics,
-    )
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        batcher.start()
-        try:
-            yield
-        finally:
-            await run_in_threadpool(batcher.stop)
-
-    app = FastAPI(
-        title="bertscope",
-        version=__version__,
-        lifespan=lifespan,
-        description="Every embedding of a BERT-family model: static rows, the embedding layer taken "
-        "apart, every layer's token vectors, word and sentence vectors; OpenAI-compatible /v1/embeddings.",
-    )
-    service = _Service(model, settings, batcher)
-    app.state.service = service
-    add_error_handlers(app)
-    embedding_routes(app, service)
-    model_routes(app, service)
-    ops_routes(app, service, metrics)
-    mount_explorer(app)
-    paths = frozenset(getattr(r, "path", "") for r in app.routes)
-    app.add_middleware(Guard, settings=settings, metrics=metrics, endpoints=paths)
-    if settings.cors_origins:
-        app.add_middleware(
-            CORSMiddleware,
-            allow_origins=list(settings.cors_origins),
-            allow_methods=["*"],
-            allow_headers=["*"],
-        )
-    return app

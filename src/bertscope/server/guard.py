@@ -23,8 +23,8 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from .errors import BertscopeError
-from .server_batching import Metrics, QueueFull, ShuttingDown
+from ..errors import BertscopeError
+from .batching import Metrics, QueueFull, ShuttingDown
 
 __all__ = ["ServerSettings", "TooManyInputs", "Guard", "add_error_handlers", "error_response"]
 

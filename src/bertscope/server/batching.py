@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from .engine import EmbedSpec
-from .results import SentenceEmbeddings
+from ..engine import EmbedSpec
+from ..results import SentenceEmbeddings
 
 if TYPE_CHECKING:
-    from .model import Model
+    from ..model import Model
 
 __all__ = ["Batcher", "Metrics", "QueueFull", "ShuttingDown"]
 

@@ -1,8 +1,8 @@
 """The service's endpoints: embeddings (/embed, /embed_tokens, /v1/embeddings, /similarity), the model
 (/tokenize, /static, /anatomy) and the service itself (/health, /info, /metrics).
 
-Handlers check what they can, then hand model work to the worker (`_Service.sentences` for sentence
-vectors, batched with other requests; `_Service.on_worker` for the rest); errors become 4xx in `server_http`.
+Handlers check what they can, then hand model work to the worker (`Service.sentences` for sentence
+vectors, batched with other requests; `Service.on_worker` for the rest); errors become 4xx in `guard`.
 """
 
 from __future__ import annotations
@@ -17,12 +17,14 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from . import __version__
-from .anatomy import STEPS
-from .errors import InvalidSpec
-from .post import apply_post
-from .server_batching import Metrics
-from .server_schemas import (
+from .. import __version__
+from ..anatomy import STEPS
+from ..errors import InvalidSpec
+from ..post import apply_post
+from ..similarity import cos_sim, unit
+from ..tokens import check_texts
+from .batching import Metrics
+from .schemas import (
     AnatomyRequest,
     EmbedRequest,
     EmbedResponse,
@@ -35,12 +37,10 @@ from .server_schemas import (
     TokensRequest,
     TokensResponse,
 )
-from .similarity import cos_sim, unit
-from .tokens import check_texts
 
 if TYPE_CHECKING:
-    from .model import Model
-    from .server import _Service
+    from ..model import Model
+    from .service import Service
 
 __all__ = ["embedding_routes", "model_routes", "ops_routes"]
 
@@ -49,7 +49,7 @@ def _rows(matrix: np.ndarray) -> list[list[float]]:
     return np.asarray(matrix, dtype=np.float32).tolist()  # type: ignore[no-any-return]
 
 
-def embedding_routes(app: FastAPI, svc: _Service) -> None:
+def embedding_routes(app: FastAPI, svc: Service) -> None:
     """Sentence, token, OpenAI and similarity endpoints."""
 
     @app.post("/embed", response_model=EmbedResponse, tags=["embeddings"])
@@ -141,7 +141,7 @@ def embedding_routes(app: FastAPI, svc: _Service) -> None:
         return JSONResponse({"model": svc.name, "scores": scores.astype(float).tolist(), "spec": res.spec})
 
 
-def _openai_texts(svc: _Service, given: Any) -> list[str]:
+def _openai_texts(svc: Service, given: Any) -> list[str]:
     """Texts from OpenAI's input: strings as they are; id lists (this model's vocabulary) decoded."""
     if isinstance(given, str) or not given or isinstance(given[0], str):
         return check_texts(given)
@@ -153,7 +153,7 @@ def _openai_texts(svc: _Service, given: Any) -> list[str]:
     ]
 
 
-def model_routes(app: FastAPI, svc: _Service) -> None:
+def model_routes(app: FastAPI, svc: Service) -> None:
     """Tokenizer, static rows and anatomy endpoints."""
 
     @app.post("/tokenize", tags=["model"])
@@ -223,7 +223,7 @@ def _static_record(model: Model, item: str | int, req: StaticRequest) -> dict[st
     return rec
 
 
-def ops_routes(app: FastAPI, svc: _Service, metrics: Metrics) -> None:
+def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
     """Health, info and metrics endpoints."""
 
     @app.get("/health", tags=["service"])

@@ -8,8 +8,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .cli import DeviceOpt, JsonOpt, ModelOpt, _emit_json, _lines, app, err, out
-from .errors import InvalidInput
+from ..errors import InvalidInput
+from .app import DeviceOpt, JsonOpt, ModelOpt, app, emit_json, err, out, read_lines
 
 
 @app.command()
@@ -36,20 +36,20 @@ def bench(
     `bertscope bench --modes float32,bfloat16 --device cuda`. Read the min cosine before embedding a
     corpus with a fast mode; the bundled sample is the int8 calibration set, so pass your own texts.
     """
-    from .modes import compare_modes
-    from .onnx_backend import calibration_texts
+    from ..modes import compare_modes
+    from ..onnx_backend import calibration_texts
 
     names = [name.strip() for name in modes.split(",") if name.strip()]
     if not names:
         raise InvalidInput("--modes is empty: give e.g. float32,int8")
-    texts = list(islice(_lines(input_path), limit)) if input_path else calibration_texts()[:limit]
+    texts = list(islice(read_lines(input_path), limit)) if input_path else calibration_texts()[:limit]
     if not texts:
         raise InvalidInput(f"{input_path}: no texts (every line is empty)")
     if input_path is None:
         err.print("no -i given: using bertscope's own sample sentences (also int8's calibration set)")
     reports = compare_modes(texts, names, model=model, device=device, repeats=repeats, time_it=not drift)
     if as_json:
-        _emit_json([r.as_dict() for r in reports])
+        emit_json([r.as_dict() for r in reports])
         return
     table = Table(title=f"{len(texts)} texts, against float32" + ("" if drift else f", best of {repeats}"))
     table.add_column("mode")

@@ -19,16 +19,16 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
-from .similarity import unit
-from .tokens import check_texts, pad_batch
+from ..similarity import unit
+from ..tokens import check_texts, pad_batch
 
 if TYPE_CHECKING:
-    from .model import Model
-    from .server import _Service
+    from ..model import Model
+    from .service import Service
 
 __all__ = ["mount_explorer", "layer_cosines"]
 
-STATIC_DIR = Path(__file__).parent / "explorer"
+STATIC_DIR = Path(__file__).parent / "static"
 
 
 class LayersRequest(BaseModel):
@@ -68,7 +68,7 @@ def layer_cosines(model: Model, text: str) -> dict[str, Any]:
 
 def mount_explorer(app: FastAPI) -> None:
     """Serve the explorer page at `/`, its files under /explorer, and its /explore/* endpoints."""
-    svc: _Service = app.state.service
+    svc: Service = app.state.service
 
     @app.get("/", include_in_schema=False)
     async def index() -> Response:

@@ -1,0 +1,77 @@
+"""The HTTP service: every embedding bertscope makes, behind FastAPI, batched across requests.
+
+    app = create_app(bertscope.load(), settings=ServerSettings(api_key="secret"))
+
+Every request is checked (texts, options, long-text policy) before it is queued, so bad input is a 4xx
+and never reaches a batch; sentence work is then batched with other requests by the one worker
+(`batching`), and everything else that touches the model runs on that worker too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
+from fastapi.middleware.cors import CORSMiddleware
+
+from .. import __version__
+from .batching import Batcher, Metrics
+from .explorer import mount_explorer
+from .guard import Guard, ServerSettings, add_error_handlers
+from .routes import embedding_routes, model_routes, ops_routes
+from .service import Service
+
+if TYPE_CHECKING:
+    from ..model import Model
+
+__all__ = ["create_app"]
+
+
+def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastAPI:
+    """The FastAPI app serving `model`; the worker thread runs while the app's lifespan does."""
+    settings = settings or ServerSettings()
+    metrics = Metrics()
+    batcher = Batcher(
+        model,
+        max_batch_tokens=settings.max_batch_tokens or model.engine.token_budget,
+        max_wait_ms=settings.max_wait_ms,
+        max_queue=settings.max_queue,
+        batching=settings.batching,
+        metrics=metrics,
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        batcher.start()
+        try:
+            yield
+        finally:
+            await run_in_threadpool(batcher.stop)
+
+    app = FastAPI(
+        title="bertscope",
+        version=__version__,
+        lifespan=lifespan,
+        description="Every embedding of a BERT-family model: static rows, the embedding layer taken "
+        "apart, every layer's token vectors, word and sentence vectors; OpenAI-compatible /v1/embeddings.",
+    )
+    service = Service(model, settings, batcher)
+    app.state.service = service
+    add_error_handlers(app)
+    embedding_routes(app, service)
+    model_routes(app, service)
+    ops_routes(app, service, metrics)
+    mount_explorer(app)
+    paths = frozenset(getattr(r, "path", "") for r in app.routes)
+    app.add_middleware(Guard, settings=settings, metrics=metrics, endpoints=paths)
+    if settings.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.cors_origins),
+            allow_methods=["*"],
+            allow_headers=["*"],
+        )
+    return app
