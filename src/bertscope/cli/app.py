@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.console import Console
 
@@ -128,6 +127,8 @@ def emit_json(data: Any) -> None:
 
 
 def _jsonable(value: Any) -> Any:
+    import numpy as np  # already loaded wherever a NumPy value reaches here
+
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, (np.floating, np.integer)):

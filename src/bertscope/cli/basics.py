@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
 from ..errors import InvalidInput
+from ..folder import FolderView
 from .app import JsonOpt, ModelOpt, app, emit_json, err, load_model, out
 
 
@@ -19,7 +19,9 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
 
     Example: `bertscope info --model ./my-bert`
     """
-    details = load_model(model).info().as_dict()
+    view = FolderView.open(model)
+    light = view.info() if view is not None else None
+    details = light if light is not None else load_model(model).info().as_dict()
     if as_json:
         emit_json(details)
         return
@@ -44,7 +46,8 @@ def tokens(
 
     Examples: `bertscope tokens "I like eating bread"` and `bertscope tokens "a" "b c" --pad`
     """
-    m = load_model(model)
+    # the tokenizer alone answers, without torch, where the folder has a tokenizer.json
+    m: Any = FolderView.open(model) or load_model(model)
     toks = m.tokenize(texts)
     if pad:
         from ..tokens import pad_batch
@@ -115,6 +118,8 @@ def static(
     Examples: `bertscope static bread cake --neighbors 10`,
     `bertscope static --ids 7852`, `bertscope static --export vocab.vec --format word2vec`
     """
+    import numpy as np
+
     m = load_model(model)
     if export is not None:
         written = m.export_static(export, format=fmt)
@@ -168,6 +173,8 @@ def anatomy(
 
     Example: `bertscope anatomy "I am Sinan"`
     """
+    import numpy as np
+
     m = load_model(model)
     a = m.anatomy(text)
     from ..anatomy import STEPS

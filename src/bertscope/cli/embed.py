@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
@@ -31,6 +30,9 @@ from .app import (
     out,
     read_texts,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
 
 PoolingOpt = Annotated[
     str, typer.Option("--pooling", "-p", help="cls, pooler, mean, max, mean_sqrt_len, first_last_avg, auto.")
@@ -176,6 +178,8 @@ def embed(
             }
         )
         return
+    import numpy as np
+
     table = Table("text", "tokens", "norm", "vector")
     for text, vec, n in zip(items, result.vectors, result.n_tokens, strict=True):
         preview = " ".join(f"{v:+.3f}" for v in vec[:5])
@@ -189,6 +193,8 @@ def embed(
 def _per_piece(
     m: Any, items: list[str], *, words: bool, subword: str, output: Path | None, as_json: bool, **options: Any
 ) -> None:
+    import numpy as np
+
     results = m.embed_words(items, subword=subword, **options) if words else m.embed_tokens(items, **options)
     labels = [(r.words if words else r.tokens) for r in results]
     if output is not None:
@@ -260,4 +266,6 @@ def _save_npy(path: Path, vectors: np.ndarray) -> None:
         raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
     if path.suffix != ".npy":
         raise InvalidInput(f"{path}: write vectors to a .npy file (corpus outputs come with `embed_corpus`)")
+    import numpy as np
+
     np.save(path, vectors.astype(np.float32, copy=False))

@@ -13,16 +13,12 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from ..errors import BertscopeError, CorpusError
+from ..errors import CorpusError, JobInterrupted
 from ..post import apply_post, prepare_post
 from .readers import Record, Rejects, read_corpus
 from .sinks import open_sink
 
 __all__ = ["JobSummary", "JobInterrupted", "embed_corpus", "job_settings"]
-
-
-class JobInterrupted(BertscopeError):
-    """The job stopped on Ctrl-C after saving its last whole batch; `--resume` continues it."""
 
 
 @dataclass
