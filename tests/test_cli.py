@@ -182,3 +182,15 @@ def test_embed_still_loads_the_model_it_needs() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "torch" in json.loads(done.stderr.strip().splitlines()[-1])
+
+
+def test_a_byte_order_mark_is_read_alike_with_and_without_output(tmp_path: Path) -> None:
+    """`embed -i f.txt` and `embed -i f.txt -o f.parquet` read the same first text: no BOM, no CR."""
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "bom.txt"
+    source.write_bytes("\ufeffbread and butter\r\n\r\n  \nsecond line\n".encode())
+    printed = json.loads(run_ok("embed", "-i", str(source), "--tokens", "--json"))
+    run_ok("embed", "-i", str(source), "-o", str(tmp_path / "f.parquet"), "--quiet")
+    stored = pq.read_table(tmp_path / "f.parquet").column("text").to_pylist()
+    assert [r["text"] for r in printed] == stored == ["bread and butter", "second line"]

@@ -10,7 +10,20 @@ from rich.table import Table
 
 from ..errors import InvalidInput
 from ..folder import FolderView
-from .app import JsonOpt, ModelOpt, app, emit_json, err, load_model, out
+from .app import (
+    BackendOpt,
+    DeviceOpt,
+    DtypeOpt,
+    JsonOpt,
+    ModelOpt,
+    QuantizeOpt,
+    ThreadsOpt,
+    app,
+    emit_json,
+    err,
+    load_model,
+    out,
+)
 
 
 @app.command()
@@ -111,6 +124,11 @@ def static(
         bool, typer.Option("--include-special", help="Let neighbours be special.")
     ] = False,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Static word-piece vectors: rows of the input embedding matrix (no position, no segment).
@@ -120,7 +138,7 @@ def static(
     """
     import numpy as np
 
-    m = load_model(model)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     if export is not None:
         written = m.export_static(export, format=fmt)
         emit_json([str(p) for p in written]) if as_json else err.print(
@@ -167,6 +185,11 @@ def static(
 def anatomy(
     text: Annotated[str, typer.Argument(help="One text to take apart.")],
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The embedding layer taken apart: word + position + segment, LayerNorm, and the proof.
@@ -175,7 +198,7 @@ def anatomy(
     """
     import numpy as np
 
-    m = load_model(model)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     a = m.anatomy(text)
     from ..anatomy import STEPS
 

@@ -9,7 +9,14 @@ import typer
 from rich.table import Table
 
 from ..errors import InvalidInput
-from .app import JsonOpt, ModelOpt, app, emit_json, err, out
+from .app import (
+    JsonOpt,
+    ModelOpt,
+    app,
+    emit_json,
+    err,
+    out,
+)
 
 CORPUS_SUFFIXES = (".parquet", ".npy", ".db", ".sqlite", ".sqlite3")
 

@@ -19,7 +19,9 @@ from .app import (
     JsonOpt,
     LayersOpt,
     LongOpt,
+    MaskSpecialOpt,
     ModelOpt,
+    PoolingOpt,
     QuantizeOpt,
     StrideOpt,
     ThreadsOpt,
@@ -34,15 +36,9 @@ from .app import (
 if TYPE_CHECKING:
     import numpy as np
 
-PoolingOpt = Annotated[
-    str, typer.Option("--pooling", "-p", help="cls, pooler, mean, max, mean_sqrt_len, first_last_avg, auto.")
-]
 NormalizeOpt = Annotated[
     bool | None,
     typer.Option("--normalize/--no-normalize", help="Unit-length vectors (auto: the model's own)."),
-]
-MaskSpecialOpt = Annotated[
-    bool, typer.Option("--mask-special", help="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
 ]
 
 
@@ -144,7 +140,9 @@ def embed(
             input_path,
             output,
             quiet=quiet,
-            model=load_model(model, device, dtype, threads, backend, quantize),
+            model=load_model(
+                model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads
+            ),
             text_field=text_field,
             id_field=id_field,
             collection=collection,
@@ -158,7 +156,7 @@ def embed(
         )
         return
     items = read_texts(texts, input_path)
-    m = load_model(model, device, dtype, threads, backend, quantize)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     if tokens or words:
         _per_piece(m, items, words=words, subword=subword, output=output, as_json=as_json, **spec_options)
         return
@@ -235,7 +233,13 @@ def similarity(
     pooling: PoolingOpt = "auto",
     mask_special: MaskSpecialOpt = False,
     long: LongOpt = "truncate",
+    stride: StrideOpt = None,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Cosine similarity of every pair of texts, as a matrix.
@@ -244,9 +248,15 @@ def similarity(
     """
     if len(texts) < 2:
         raise InvalidInput("similarity needs at least two texts")
-    m = load_model(model)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     matrix = m.similarity(
-        texts, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, long=long
+        texts,
+        layers=layers,
+        combine=combine,
+        pooling=pooling,
+        mask_special=mask_special,
+        long=long,
+        stride=stride,
     )
     if as_json:
         emit_json({"texts": texts, "cosine": matrix})

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from ..errors import InvalidInput
-from .app import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, app, err
+from .app import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, ThreadsOpt, app, err, load_model
 
 _HOST = "127.0.0.1"
 _LOOPBACK = (_HOST, "localhost", "::1")
@@ -46,7 +46,7 @@ def serve(
     no_batching: Annotated[
         bool, typer.Option("--no-batching", help="One forward per request (for comparison).")
     ] = False,
-    threads: Annotated[int | None, typer.Option("--threads", min=1, help="Torch CPU threads.")] = None,
+    threads: ThreadsOpt = None,
     post: Annotated[
         list[str] | None,
         typer.Option("--post", help="Load a fitted post-processing as NAME=FILE (repeatable)."),
@@ -63,7 +63,6 @@ def serve(
     """
     import uvicorn
 
-    from ..model import load
     from ..server import ServerSettings, create_app
 
     settings = ServerSettings(
@@ -82,7 +81,7 @@ def serve(
         err.print(
             f"[yellow]warning:[/] listening on {host} with no --api-key: anyone who reaches it can use it"
         )
-    m = load(model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
     uvicorn.run(create_app(m, settings=settings), host=host, port=port, log_level=log_level)
 

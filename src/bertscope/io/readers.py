@@ -12,7 +12,7 @@ from typing import Any, TextIO
 
 from ..errors import CorpusError
 
-__all__ = ["Record", "Rejects", "read_corpus", "SUPPORTED_INPUTS"]
+__all__ = ["Record", "Rejects", "read_corpus", "read_lines", "SUPPORTED_INPUTS"]
 
 SUPPORTED_INPUTS = (".txt", ".jsonl", ".csv", ".tsv", ".parquet", "- (stdin, one text per line)")
 
@@ -51,16 +51,14 @@ def read_corpus(
     name = "<texts>" if isinstance(source, list) else str(source)
     if isinstance(source, list):
         records: Iterator[Record] = (Record(str(i), text, i) for i, text in enumerate(source, 1))
-    elif name == "-":
-        records = _lines(sys.stdin, "<stdin>")
+    elif name == "-" or Path(name).suffix.lower() == ".txt":
+        records = _text_lines(name)
     else:
         path = Path(name)
         suffix = path.suffix.lower()
         if not path.is_file():
             raise CorpusError(f"cannot read {name}: no such file")
-        if suffix == ".txt":
-            records = _lines(path.open(encoding="utf-8-sig"), name)
-        elif suffix == ".jsonl":
+        if suffix == ".jsonl":
             records = _jsonl(path, text_field, id_field, skip_bad, rejects)
         elif suffix in (".csv", ".tsv"):
             records = _csv(path, text_field, id_field, "\t" if suffix == ".tsv" else ",", skip_bad, rejects)
@@ -71,6 +69,26 @@ def read_corpus(
                 f"{name}: unknown corpus type {suffix or '(none)'}; supported: {', '.join(SUPPORTED_INPUTS)}"
             )
     return _checked(records, name, rejects)
+
+
+def read_lines(source: str | Path) -> Iterator[str]:
+    """The non-empty lines of a text file (or stdin for "-"), read as `read_corpus` reads a .txt.
+
+    UTF-8 with a byte-order mark dropped, line ends cut, blank lines passed over: the command line's
+    `-i FILE` and a corpus job read the same file the same way.
+    """
+    name = str(source)
+    return (record.text for record in _checked(_text_lines(name), name, Rejects()))
+
+
+def _text_lines(name: str) -> Iterator[Record]:
+    """One Record per line of a text file or stdin; a missing file fails here, before any reading."""
+    if name == "-":
+        return _lines(sys.stdin, "<stdin>")
+    path = Path(name)
+    if not path.is_file():
+        raise CorpusError(f"cannot read {name}: no such file")
+    return _lines(path.open(encoding="utf-8-sig"), name)
 
 
 def _checked(records: Iterator[Record], name: str, rejects: Rejects) -> Iterator[Record]:
@@ -95,7 +113,9 @@ def _checked(records: Iterator[Record], name: str, rejects: Rejects) -> Iterator
 def _lines(stream: TextIO, name: str) -> Iterator[Record]:
     with stream:
         for number, line in enumerate(stream, 1):
-            yield Record(str(number), line.rstrip("\r\n"), number)
+            # stdin is not opened as utf-8-sig; a byte-order mark on it is dropped here alike
+            text = line.removeprefix("\ufeff") if number == 1 else line
+            yield Record(str(number), text.rstrip("\r\n"), number)
 
 
 def _jsonl(
