@@ -20,12 +20,14 @@ from typing import Any
 
 import numpy as np
 
+from ._enums import Combine, LongText, Pooling
 from .errors import CorpusError, InvalidInput
-from .io.job import JobSummary, _arg_of, job_settings
+from .io.job import JobSummary
 from .io.readers import Record, read_corpus
 from .io.sinks import arrow_table, parquet_schema
-from .model import _CPU_TOKEN_BUDGET, _CUDA_TOKEN_BUDGET, Model
-from .post import apply_post, prepare_post
+from .layers import LayerSpec
+from .model import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, Model
+from .spec import EmbedOptions, PostArg, reload_arg, resolve
 
 __all__ = ["embed_dataset", "run_ray_job"]
 
@@ -54,20 +56,18 @@ class _Embedder:
         threads: int,
         text_column: str,
         runtime: dict[str, Any],
-        post: Any,
-        options: dict[str, Any],
+        options: EmbedOptions,
     ) -> None:
         from .model import load
 
         self.model = load(model, device=device, dtype=dtype, threads=threads, **runtime)
-        self.spec = self.model.spec(**options)
-        self.processor = prepare_post(post, self.spec.as_dict())
+        self.recipe = resolve(self.model, options)
         self.text_column = text_column
         # The width after post-processing, so that a batch of only empty texts still has typed columns.
         self.dimension = self._embed(["a"]).vectors.shape[1]
 
     def _embed(self, texts: list[str]) -> Any:
-        return apply_post(self.model.engine.sentences_once(texts, self.spec), self.processor)
+        return self.recipe.finish(self.model.engine.sentences_once(texts, self.recipe.spec))
 
     def __call__(self, batch: Any) -> Any:
         """(rows) Arrow table -> the same rows with texts, plus embedding, n_tokens and truncated."""
@@ -103,8 +103,14 @@ def embed_dataset(
     batch_size: int | None = None,
     max_restarts: int | None = None,
     max_task_retries: int | None = None,
-    post: Any = None,
-    **options: Any,
+    layers: LayerSpec | None = None,
+    combine: Combine | str = "mean",
+    pooling: Pooling | str = "auto",
+    mask_special: bool = False,
+    normalize: bool | None = None,
+    long: LongText | str = "truncate",
+    stride: int | None = None,
+    post: PostArg = None,
 ) -> Any:
     """A Ray Dataset with `embedding` (fixed-size float32 list), `n_tokens` and `truncated` columns added.
 
@@ -113,8 +119,9 @@ def embed_dataset(
     each call fills a few token-budgeted forward batches. A failed actor is restarted and its tasks
     retried by Ray (`max_restarts`, `max_task_retries`; Ray's default -1 is without limit).
     """
+    options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
     ray = _ray()
-    model_arg = _arg_of(model) if isinstance(model, Model) else model
+    model_arg = reload_arg(model) if isinstance(model, Model) else model
     if isinstance(model, Model):
         backend, quantize = model.backend, model.quantize
     gpus = _gpus_per_worker(ray, device)
@@ -132,7 +139,6 @@ def embed_dataset(
             "threads": max(1, int(cpus_per_worker)),
             "text_column": text_column,
             "runtime": {"backend": backend, "quantize": quantize},
-            "post": post,
             "options": options,
         },
         num_cpus=cpus_per_worker,
@@ -143,7 +149,7 @@ def embed_dataset(
 
 
 def _default_batch(gpus: float) -> int:
-    return max(64, (_CUDA_TOKEN_BUDGET if gpus else _CPU_TOKEN_BUDGET) // 4)
+    return max(64, (CUDA_TOKEN_BUDGET if gpus else CPU_TOKEN_BUDGET) // 4)
 
 
 def _gpus_per_worker(ray: Any, device: str) -> float:
@@ -172,9 +178,15 @@ def run_ray_job(
     keep_text: bool = True,
     overwrite: bool = False,
     batch_size: int | None = None,
-    post: Any = None,
     progress: bool = True,
-    **options: Any,
+    layers: LayerSpec | None = None,
+    combine: Combine | str = "mean",
+    pooling: Pooling | str = "auto",
+    mask_special: bool = False,
+    normalize: bool | None = None,
+    long: LongText | str = "truncate",
+    stride: int | None = None,
+    post: PostArg = None,
 ) -> JobSummary:
     """Embed a corpus (a file, a glob or a list of texts) into Parquet shards `OUTPUT/part-*.parquet`."""
     ray = _ray()
@@ -187,10 +199,8 @@ def run_ray_job(
     # The driver loads the model (CPU) only to check the options and to write the same provenance.
     # With int8 or onnxruntime this also exports the model once, so the actors find it in the cache.
     m = load(model, device="cpu", dtype=dtype, backend=backend, quantize=quantize)
-    spec = m.spec(**options)
-    processor = prepare_post(post, spec.as_dict())
-    recorded = {**spec.as_dict(), **({"post": processor.describe()} if processor else {})}
-    settings = job_settings(m, recorded, model)
+    options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+    settings = resolve(m, options).settings(m, model)
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = progress
@@ -203,8 +213,8 @@ def run_ray_job(
     )
     embedded = embed_dataset(
         corpus, model=model, workers=workers, device=device, dtype=dtype, backend=backend, quantize=quantize,
-        batch_size=rows,
-        post=post, **options,
+        batch_size=rows, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special,
+        normalize=normalize, long=long, stride=stride, post=post,
     )  # fmt: skip
     embedded.write_datasink(_shard_sink(out, settings, keep_text), ray_remote_args={"num_cpus": _IO_CPUS})
     summary = JobSummary(output=out, files=sorted(out.glob("part-*.parquet")))

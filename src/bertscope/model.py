@@ -16,22 +16,22 @@ import torch
 from . import anatomy as _anatomy
 from . import static as _static
 from ._enums import Combine, LongText, Pooling, SubwordPooling
-from .engine import EmbedSpec, Engine
+from .engine import Engine
 from .errors import InvalidInput, InvalidSpec
-from .layers import LayerSpec, parse_layers
+from .layers import LayerSpec
 from .loading import load_parts, resolve_device, resolve_dtype
 from .onnx_backend import resolve_backend
 from .pooling import group_words, pool_words
-from .post import apply_post, prepare_post
 from .progress import progress_callback
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .similarity import cos_sim, unit
+from .spec import EmbedOptions, EmbedSpec, PostArg, Recipe, resolve, resolve_spec
 from .tokens import TextTokenizer, check_texts
 
 __all__ = ["Model", "ModelInfo", "load"]
 
-_CPU_TOKEN_BUDGET = 2048
-_CUDA_TOKEN_BUDGET = 65536
+CPU_TOKEN_BUDGET = 2048
+CUDA_TOKEN_BUDGET = 65536
 
 
 @dataclass
@@ -112,7 +112,7 @@ class Model:
         self.max_tokens = min(int(x) for x in limits if x)
         backend = loaded.tokenizer.backend_tokenizer
         self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
-        budget = token_budget or (_CUDA_TOKEN_BUDGET if device.type == "cuda" else _CPU_TOKEN_BUDGET)
+        budget = token_budget or (CUDA_TOKEN_BUDGET if device.type == "cuda" else CPU_TOKEN_BUDGET)
         self.engine = Engine(
             self.hf_model, self.family, self.tokenizer, pad_id=self.pad_id, device=device, token_budget=budget
         )
@@ -257,37 +257,15 @@ class Model:
         long: LongText | str = "truncate",
         stride: int | None = None,
     ) -> EmbedSpec:
-        """Resolve user options (auto pooling, first_last_avg, defaults) into an EmbedSpec.
-
-        `mask_special` leaves [CLS]/[SEP] (<s>, </s>) out of mean, max and mean_sqrt_len pooling;
-        cls and pooler read the first token itself, so for them it has no effect (recorded as False).
-        """
-        pool = Pooling.parse(pooling, what="pooling")
-        if pool is Pooling.AUTO:
-            pool = Pooling(self.loaded.st_pooling or "mean")
-            normalize = self.loaded.st_normalize if normalize is None else normalize
-        if pool is Pooling.FIRST_LAST_AVG:
-            if layers is not None:
-                raise InvalidSpec("first_last_avg uses layers 1 and -1 itself; leave layers out")
-            layers = "1,-1"
-        if pool in (Pooling.CLS, Pooling.POOLER):
-            # They read the first token itself: masking specials changes nothing, so the spec says so.
-            mask_special = False
-        if pool is Pooling.POOLER and self.engine._pooler is None:
-            raise InvalidSpec(f"{self.loaded.source} has no trained pooler; use pooling='cls' or 'mean'")
-        selected = parse_layers("-1" if layers is None else layers, self.n_layers)
-        how = Combine.parse(combine, what="combine")
-        if pool is Pooling.POOLER and how is Combine.CONCAT and len(selected) > 1:
-            raise InvalidSpec(
-                "the pooler takes one hidden-size vector; with several layers use combine='mean' or 'sum'"
-            )
-        return EmbedSpec(
-            layers=selected,
-            combine=how,
-            pooling=pool,
+        """Resolve user options (auto pooling, first_last_avg, defaults) into an EmbedSpec."""
+        return resolve_spec(
+            self,
+            layers=layers,
+            combine=combine,
+            pooling=pooling,
             mask_special=mask_special,
-            normalize=bool(normalize),
-            long=LongText.parse(long, what="long-text policy"),
+            normalize=normalize,
+            long=long,
             stride=stride,
         )
 
@@ -295,30 +273,52 @@ class Model:
         self,
         texts: Iterable[str],
         *,
-        post: Any = None,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        pooling: Pooling | str = "auto",
+        mask_special: bool = False,
+        normalize: bool | None = None,
+        long: LongText | str = "truncate",
+        stride: int | None = None,
+        post: PostArg = None,
         progress: bool | None = None,
         total: int | None = None,
-        **options: Any,
     ) -> Iterator[SentenceEmbeddings]:
-        """Sentence vectors for a stream of texts, chunk by chunk in input order (bounded memory)."""
-        spec = self.spec(**options)
-        processor = prepare_post(post, spec.as_dict())
+        """Sentence vectors (n, d) for a stream of texts, chunk by chunk in input order (bounded memory)."""
+        options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+        recipe = resolve(self, options)
         with progress_callback(total, enabled=progress) as on_batch:
-            for chunk in self.engine.sentences(_checked(texts), spec, on_batch=on_batch):
-                yield apply_post(chunk, processor)
+            for chunk in self.engine.sentences(_checked(texts), recipe.spec, on_batch=on_batch):
+                yield recipe.finish(chunk)
 
     def embed(
-        self, texts: str | Sequence[str], *, post: Any = None, progress: bool | None = None, **options: Any
+        self,
+        texts: str | Sequence[str],
+        *,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        pooling: Pooling | str = "auto",
+        mask_special: bool = False,
+        normalize: bool | None = None,
+        long: LongText | str = "truncate",
+        stride: int | None = None,
+        post: PostArg = None,
+        progress: bool | None = None,
     ) -> SentenceEmbeddings:
         """Sentence vectors (n, d) float32 for texts, any layers, any pooling; see `spec` for options.
 
         `post` is a fitted post-processing (whitening, all-but-the-top, PCA) or the path of a saved one.
         """
+        options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+        return self.embed_with(texts, resolve(self, options), progress=progress)
+
+    def embed_with(
+        self, texts: str | Sequence[str], recipe: Recipe, *, progress: bool | None = None
+    ) -> SentenceEmbeddings:
+        """Sentence vectors (n, d) for texts with a recipe already resolved by `spec.resolve`."""
         items = check_texts(texts)
-        spec = self.spec(**options)
-        processor = prepare_post(post, spec.as_dict())
         with progress_callback(len(items), enabled=progress) as on_batch:
-            return apply_post(self.engine.sentences_once(items, spec, on_batch=on_batch), processor)
+            return recipe.finish(self.engine.sentences_once(items, recipe.spec, on_batch=on_batch))
 
     def embed_tokens(
         self,
@@ -391,11 +391,24 @@ class Model:
         return tok.vectors.reshape(len(tok.tokens), self.n_layers + 1, width).transpose(1, 0, 2).copy()
 
     def similarity(
-        self, a: str | Sequence[str], b: str | Sequence[str] | None = None, **options: Any
+        self,
+        a: str | Sequence[str],
+        b: str | Sequence[str] | None = None,
+        *,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        pooling: Pooling | str = "auto",
+        mask_special: bool = False,
+        normalize: bool | None = None,
+        long: LongText | str = "truncate",
+        stride: int | None = None,
+        post: PostArg = None,
     ) -> np.ndarray:
         """Cosine matrix (len(a), len(b)) of sentence vectors; b defaults to a."""
-        left = self.embed(a, **options).vectors
-        right = left if b is None else self.embed(b, **options).vectors
+        options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+        recipe = resolve(self, options)
+        left = self.embed_with(a, recipe).vectors
+        right = left if b is None else self.embed_with(b, recipe).vectors
         return cos_sim(left, right)
 
 

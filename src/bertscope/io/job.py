@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading
@@ -13,12 +12,14 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from .._enums import Combine, LongText, Pooling
 from ..errors import BertscopeError, CorpusError
-from ..post import apply_post, prepare_post
+from ..layers import LayerSpec
+from ..spec import EmbedOptions, PostArg, reload_arg, resolve
 from .readers import Record, Rejects, read_corpus
 from .sinks import open_sink
 
-__all__ = ["JobSummary", "JobInterrupted", "embed_corpus", "job_settings"]
+__all__ = ["JobSummary", "JobInterrupted", "embed_corpus"]
 
 
 class JobInterrupted(BertscopeError):
@@ -59,15 +60,6 @@ class JobSummary:
         return f"{', '.join(parts)} in {self.seconds:.1f}s ({rate:.0f} texts/s) -> {self.output}"
 
 
-def job_settings(model: Any, spec_dict: dict[str, Any], model_arg: str | None) -> dict[str, Any]:
-    """The provenance stored with every output: model, how to reload it, how it ran, the embedding spec."""
-    info = model.info()
-    runtime = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize}
-    settings = {"model": info.source, "model_arg": model_arg, **runtime, **spec_dict}
-    # The JSON round trip makes what is compared now equal what was stored (tuples become lists).
-    return json.loads(json.dumps(settings))
-
-
 def embed_corpus(
     input_path: str | Path | list[str],
     output: str | Path,
@@ -82,19 +74,27 @@ def embed_corpus(
     keep_text: bool = True,
     batch_size: int = 1024,
     progress: bool | None = None,
-    post: Any = None,
-    **options: Any,
+    layers: LayerSpec | None = None,
+    combine: Combine | str = "mean",
+    pooling: Pooling | str = "auto",
+    mask_special: bool = False,
+    normalize: bool | None = None,
+    long: LongText | str = "truncate",
+    stride: int | None = None,
+    post: PostArg = None,
 ) -> JobSummary:
-    """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded."""
+    """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded.
+
+    The embedding options are those of `Model.embed`; they and the model are stored with the output.
+    """
     from ..model import Model, load
     from ..progress import progress_callback
 
     model_arg = None if model is None or isinstance(model, Model) else str(model)
     m = model if isinstance(model, Model) else load(model_arg)
-    spec = m.spec(**options)
-    processor = prepare_post(post, spec.as_dict())
-    recorded = {**spec.as_dict(), **({"post": processor.describe()} if processor else {})}
-    settings = job_settings(m, recorded, model_arg if not isinstance(model, Model) else _arg_of(m))
+    options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+    recipe = resolve(m, options)
+    settings = recipe.settings(m, model_arg if not isinstance(model, Model) else reload_arg(m))
     rejects = Rejects()
     records = read_corpus(
         input_path, text_field=text_field, id_field=id_field, skip_bad=skip_bad, rejects=rejects
@@ -117,8 +117,8 @@ def embed_corpus(
         for batch in _batches(records, batch_size):
             todo = sink.pending(batch)
             if todo:
-                result = apply_post(
-                    m.engine.sentences_once([r.text for r in todo], spec, on_batch=on_batch), processor
+                result = recipe.finish(
+                    m.engine.sentences_once([r.text for r in todo], recipe.spec, on_batch=on_batch)
                 )
                 sink.write(todo, result.vectors, result.n_tokens, result.truncated)
                 summary.embedded += len(todo)
@@ -162,12 +162,6 @@ def _count_records(source: str | Path | list[str]) -> int | None:
     with path.open("rb") as handle:
         lines = sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
     return max(0, lines - (1 if path.suffix.lower() in (".csv", ".tsv") else 0))
-
-
-def _arg_of(model: Any) -> str | None:
-    from ..loading import DEFAULT_MODEL
-
-    return None if model.loaded.source == DEFAULT_MODEL else model.loaded.source
 
 
 def _batches(records: Iterator[Record], size: int) -> Iterator[list[Record]]:

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from ..engine import EmbedSpec
 from ..results import SentenceEmbeddings
+from ..spec import EmbedSpec
 
 if TYPE_CHECKING:
     from ..model import Model

@@ -20,8 +20,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from .. import __version__
 from ..anatomy import STEPS
 from ..errors import InvalidSpec
-from ..post import apply_post
 from ..similarity import cos_sim, unit
+from ..spec import EmbedOptions
 from ..tokens import check_texts
 from .batching import Metrics
 from .schemas import (
@@ -55,9 +55,8 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/embed", response_model=EmbedResponse, tags=["embeddings"])
     async def embed(req: EmbedRequest) -> Response:
         """Sentence vectors: any layers, combine, pooling, masking, normalisation, long-text policy."""
-        options = req.spec_options()
-        processor = svc.post(req.post, svc.model.spec(**options).as_dict())
-        res = apply_post(await svc.sentences(req.inputs, options), processor)
+        recipe = svc.recipe(req.options(), req.post)
+        res = recipe.finish(await svc.sentences(req.inputs, recipe.spec))
         return JSONResponse(
             {
                 "model": svc.name,
@@ -73,7 +72,12 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
     async def embed_tokens(req: TokensRequest) -> Response:
         """Per-token vectors of any layers with tokens and offsets; per-word vectors with words=true."""
         items = svc.texts(req.inputs)
-        opts: dict[str, Any] = {"layers": req.layers, "combine": req.combine, "long": req.long}
+        opts: dict[str, Any] = {
+            "layers": req.layers,
+            "combine": req.combine,
+            "long": req.long,
+            "stride": req.stride,
+        }
 
         def work() -> tuple[list[Any], list[Any] | None]:
             words = svc.model.embed_words(items, subword=req.subword, **opts) if req.words else None
@@ -106,7 +110,7 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
     async def openai_embeddings(req: OpenAIRequest) -> Response:
         """OpenAI-compatible embeddings: the model's own sentence vectors (pooling auto), with usage."""
         texts = await run_in_threadpool(_openai_texts, svc, req.input)
-        res = await svc.sentences(texts, {})
+        res = await svc.sentences(texts, svc.recipe(EmbedOptions()).spec)
         vectors = res.vectors
         if req.dimensions is not None:
             if req.dimensions > vectors.shape[1]:
@@ -136,7 +140,7 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
     async def similarity(req: SimilarityRequest) -> Response:
         """Cosine of the source sentence with each sentence, embedded with the same options."""
         check_texts(req.sentences)
-        res = await svc.sentences([req.source, *req.sentences], req.spec_options())
+        res = await svc.sentences([req.source, *req.sentences], svc.recipe(req.options()).spec)
         scores = cos_sim(res.vectors[:1], res.vectors[1:])[0]
         return JSONResponse({"model": svc.name, "scores": scores.astype(float).tolist(), "spec": res.spec})
 

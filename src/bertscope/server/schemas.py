@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._enums import Combine, LongText, Pooling, SubwordPooling
+from ..spec import EmbedOptions
 
 __all__ = [
     "EmbedRequest",
@@ -43,6 +44,9 @@ class _LayerFields(_Strict):
         LongText.TRUNCATE,
         description="Texts over the model's limit: cut (reported), overlapping windows, or a 422.",
     )
+    stride: int | None = Field(
+        None, ge=1, description="Window step in tokens with long=window (default: half a window)."
+    )
 
 
 class _SpecFields(_LayerFields):
@@ -50,11 +54,11 @@ class _SpecFields(_LayerFields):
     mask_special: bool = Field(False, description="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
     normalize: bool | None = Field(None, description="Unit-length vectors (null: the model's own choice).")
 
-    def spec_options(self) -> dict[str, Any]:
-        """The fields that `Model.spec` takes."""
-        return {
-            k: getattr(self, k) for k in ("layers", "combine", "pooling", "mask_special", "normalize", "long")
-        }
+    def options(self) -> EmbedOptions:
+        """The embedding options these fields ask for (resolved once per request by `Service.recipe`)."""
+        return EmbedOptions(
+            self.layers, self.combine, self.pooling, self.mask_special, self.normalize, self.long, self.stride
+        )
 
 
 class EmbedRequest(_SpecFields):
