@@ -14,6 +14,7 @@ from __future__ import annotations
 import glob
 import os
 import time
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,7 @@ class _Embedder:
         device: str,
         dtype: str,
         threads: int,
-        text_column: str,
+        text_field: str,
         runtime: dict[str, Any],
         options: EmbedOptions,
     ) -> None:
@@ -62,7 +63,7 @@ class _Embedder:
 
         self.model = load(model, device=device, dtype=dtype, threads=threads, **runtime)
         self.recipe = resolve(self.model, options)
-        self.text_column = text_column
+        self.text_field = text_field
         # The width after post-processing, so that a batch of only empty texts still has typed columns.
         self.dimension = self._embed(["a"]).vectors.shape[1]
 
@@ -73,7 +74,7 @@ class _Embedder:
         """(rows) Arrow table -> the same rows with texts, plus embedding, n_tokens and truncated."""
         import pyarrow as pa
 
-        texts = batch.column(self.text_column).to_pylist()
+        texts = batch.column(self.text_field).to_pylist()
         keep = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
         if len(keep) < len(texts):  # empty texts are skipped, as the local job skips them
             batch = batch.take(pa.array(keep, pa.int64()))
@@ -92,7 +93,7 @@ class _Embedder:
 def embed_dataset(
     dataset: Any,
     *,
-    text_column: str = "text",
+    text_field: str = "text",
     model: str | Model | None = None,
     workers: int = 2,
     device: str = "cpu",
@@ -111,6 +112,7 @@ def embed_dataset(
     long: LongText | str = "truncate",
     stride: int | None = None,
     post: PostArg = None,
+    text_column: str | None = None,
 ) -> Any:
     """A Ray Dataset with `embedding` (fixed-size float32 list), `n_tokens` and `truncated` columns added.
 
@@ -118,6 +120,7 @@ def embed_dataset(
     dropped. `batch_size` (rows per actor call) defaults to a quarter of the engine's token budget, so
     each call fills a few token-budgeted forward batches. A failed actor is restarted and its tasks
     retried by Ray (`max_restarts`, `max_task_retries`; Ray's default -1 is without limit).
+    `text_column` is the old name of `text_field` (deprecated: it warns).
     """
     options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
     ray = _ray()
@@ -137,7 +140,7 @@ def embed_dataset(
             "device": device,
             "dtype": dtype,
             "threads": max(1, int(cpus_per_worker)),
-            "text_column": text_column,
+            "text_field": _text_field(text_field, text_column),
             "runtime": {"backend": backend, "quantize": quantize},
             "options": options,
         },
@@ -146,6 +149,17 @@ def embed_dataset(
         # Only when asked: Ray warns on these (its defaults already restart and retry without limit).
         **{k: v for k, v in retries.items() if v is not None},
     )
+
+
+def _text_field(text_field: str, text_column: str | None) -> str:
+    if text_column is None:
+        return text_field
+    warnings.warn(
+        "embed_dataset(text_column=...) is deprecated; use text_field=..., as embed_corpus does",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return text_column
 
 
 def _default_batch(gpus: float) -> int:

@@ -131,7 +131,7 @@ class Engine:
             yield SentenceEmbeddings(
                 vectors=np.stack(vectors).astype(np.float32, copy=False),  # type: ignore[arg-type]
                 n_tokens=np.array([len(t) for t in tokens], dtype=np.int64),
-                truncated=np.array([t.n_dropped for t in tokens], dtype=np.int64),
+                n_dropped=np.array([t.n_dropped for t in tokens], dtype=np.int64),
                 spec=spec.as_dict(),
             )
             start += len(chunk)
@@ -144,7 +144,7 @@ class Engine:
         return SentenceEmbeddings(
             vectors=np.concatenate([p.vectors for p in parts]),
             n_tokens=np.concatenate([p.n_tokens for p in parts]),
-            truncated=np.concatenate([p.truncated for p in parts]),
+            n_dropped=np.concatenate([p.n_dropped for p in parts]),
             spec=spec.as_dict(),
         )
 

@@ -16,7 +16,7 @@ from torch import nn
 from .errors import ModelLoadError
 from .families import Family, family_for
 
-__all__ = ["DEFAULT_MODEL", "Loaded", "load_parts", "resolve_device", "resolve_dtype"]
+__all__ = ["DEFAULT_MODEL", "ST_POOLING_MODES", "Loaded", "load_parts", "resolve_device", "resolve_dtype"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (bundled)"
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -157,6 +157,15 @@ def _not_loadable(source: str, path: Path | None, exc: Exception) -> ModelLoadEr
     return ModelLoadError(f"{source} could not be loaded as a model: {first}")
 
 
+# bertscope's pooling name -> sentence-transformers' `pooling_mode_*` suffix, read and written alike.
+ST_POOLING_MODES = {
+    "cls": "cls_token",
+    "mean": "mean_tokens",
+    "max": "max_tokens",
+    "mean_sqrt_len": "mean_sqrt_len_tokens",
+}
+
+
 def _sentence_transformers_settings(path: Path | None) -> tuple[str | None, bool, int | None]:
     """The pooling mode, normalisation and max length a sentence-transformers folder ships, if any."""
     if path is None or not (path / "modules.json").exists():
@@ -167,11 +176,9 @@ def _sentence_transformers_settings(path: Path | None) -> tuple[str | None, bool
     for module in modules:
         if module.get("type", "").endswith("Pooling"):
             config = json.loads((path / module["path"] / "config.json").read_text())
-            for mode in ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens"):
+            for name, mode in ST_POOLING_MODES.items():
                 if config.get(f"pooling_mode_{mode}"):
-                    pooling = {"cls_token": "cls", "mean_tokens": "mean", "max_tokens": "max"}.get(
-                        mode, "mean_sqrt_len"
-                    )
+                    pooling = name
                     break
     max_len = None
     st_config = path / "sentence_bert_config.json"

@@ -57,8 +57,8 @@ class ModelInfo:
     backend: str = "torch"
     quantize: str | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        """The info as a plain dict (JSON-able)."""
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: every field above, by its name."""
         return dict(self.__dict__)
 
 

@@ -98,6 +98,10 @@ class Tokens:
             n_dropped=n_dropped,
         )
 
+    def to_dict(self) -> dict[str, object]:
+        """JSON-able: text, tokens (one record per token, see `as_records`) and n_dropped."""
+        return {"text": self.text, "tokens": self.as_records(), "n_dropped": self.n_dropped}
+
     def as_records(self) -> list[dict[str, object]]:
         """One dict per token: token, id, word, start, end, special."""
         return [

@@ -166,17 +166,10 @@ def embed(
     if result.n_truncated:
         err.print(
             f"[yellow]warning:[/] {result.n_truncated} text(s) longer than {m.max_tokens} tokens were "
-            f"truncated ({int(result.truncated.sum())} tokens dropped); --long window keeps them all"
+            f"truncated ({int(result.n_dropped.sum())} tokens dropped); --long window keeps them all"
         )
     if as_json:
-        emit_json(
-            {
-                "vectors": result.vectors,
-                "n_tokens": result.n_tokens,
-                "truncated": result.truncated,
-                "spec": result.spec,
-            }
-        )
+        emit_json(result.to_dict())
         return
     table = Table("text", "tokens", "norm", "vector")
     for text, vec, n in zip(items, result.vectors, result.n_tokens, strict=True):
@@ -201,18 +194,9 @@ def _per_piece(
         err.print(f"wrote {sum(map(len, labels))} vectors to {output} (labels in {output}.labels.txt)")
         return
     if as_json:
-        key = "words" if words else "tokens"
-        emit_json(
-            [
-                {
-                    "text": r.text,
-                    key: lab,
-                    "spans" if words else "offsets": r.spans if words else r.offsets,
-                    "vectors": r.vectors,
-                }
-                for r, lab in zip(results, labels, strict=True)
-            ]
-        )
+        from ..results import per_text
+
+        emit_json(per_text(results))
         return
     for r, lab in zip(results, labels, strict=True):
         table = Table("word" if words else "token", "norm", "vector", title=_short(r.text))

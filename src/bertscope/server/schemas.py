@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from .._enums import Combine, LongText, Pooling, SubwordPooling
 from ..spec import EmbedOptions
@@ -75,7 +75,7 @@ class EmbedResponse(BaseModel):
     dim: int
     vectors: list[list[float]]
     n_tokens: list[int]
-    truncated: list[int]
+    n_dropped: list[int]
     spec: dict[str, Any]
 
 
@@ -90,10 +90,12 @@ class TokensRequest(_LayerFields):
 class WordItem(BaseModel):
     """One text's words: the word, its character span, its pieces, its vector."""
 
+    text: str
     words: list[str]
     spans: list[tuple[int, int]]
     pieces: list[list[str]]
     vectors: list[list[float]]
+    n_dropped: int
 
 
 class TokenItem(BaseModel):
@@ -102,6 +104,7 @@ class TokenItem(BaseModel):
     text: str
     tokens: list[str]
     offsets: list[tuple[int, int]]
+    word_ids: list[int | None]
     special: list[bool]
     vectors: list[list[float]]
     n_dropped: int
@@ -163,8 +166,10 @@ class TokenizeRequest(_Strict):
 class StaticRequest(_Strict):
     """Static rows of word pieces or ids (or words, as the mean of their pieces), with neighbours."""
 
-    items: str | int | list[str | int] = Field(
-        description="Word pieces or token ids (or words with word=true).", examples=[["bread", 7852]]
+    inputs: str | int | list[str | int] = Field(
+        description="Word pieces or token ids (or words with word=true); `items` is accepted too.",
+        examples=[["bread", 7852]],
+        validation_alias=AliasChoices("inputs", "items"),
     )
     word: bool = Field(False, description="Items are words: the mean of their pieces' rows.")
     k: int = Field(0, ge=0, le=1000, description="How many nearest vocabulary entries to list.")
@@ -174,7 +179,11 @@ class StaticRequest(_Strict):
 class AnatomyRequest(_Strict):
     """The embedding layer of one text taken apart."""
 
-    text: str = Field(description="One non-empty text.", examples=["I am Sinan"])
+    inputs: str = Field(
+        description="One non-empty text; `text` is accepted too.",
+        examples=["I am Sinan"],
+        validation_alias=AliasChoices("inputs", "text"),
+    )
 
 
 class SimilarityRequest(_SpecFields):

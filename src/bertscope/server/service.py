@@ -85,7 +85,7 @@ class Service:
         return SentenceEmbeddings(
             vectors=np.concatenate([r.vectors for r in results]),
             n_tokens=np.concatenate([r.n_tokens for r in results]),
-            truncated=np.concatenate([r.truncated for r in results]),
+            n_dropped=np.concatenate([r.n_dropped for r in results]),
             spec=results[0].spec,
         )
 
