@@ -108,8 +108,7 @@ class Model:
         pad = loaded.tokenizer.pad_token_id
         self.pad_id: int = int(pad if pad is not None else self.config.pad_token_id or 0)
         self.max_positions = self._usable_positions()
-        limits = [self.max_positions, loaded.st_max_seq_length, max_tokens]
-        self.max_tokens = min(int(x) for x in limits if x)
+        self.max_tokens = self._token_limit(max_tokens)
         backend = loaded.tokenizer.backend_tokenizer
         self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
         budget = token_budget or (_CUDA_TOKEN_BUDGET if device.type == "cuda" else _CPU_TOKEN_BUDGET)
@@ -147,6 +146,19 @@ class Model:
 
     def __repr__(self) -> str:
         return f"<bertscope.Model {self.loaded.source} ({self.family.name}, {self.n_layers} layers)>"
+
+    def _token_limit(self, asked: int | None) -> int:
+        """The tokens per text: the model's own limit, or the one asked (an override, as in ST) if it fits."""
+        if asked is None:
+            return min(int(x) for x in (self.max_positions, self.loaded.st_max_seq_length) if x)
+        if isinstance(asked, bool) or not isinstance(asked, int) or asked < 2:
+            raise InvalidSpec(f"max_tokens={asked!r}: give a whole number of at least 2 ([CLS] and [SEP])")
+        if asked > self.max_positions:
+            raise InvalidSpec(
+                f"max_tokens={asked} is over what {self.loaded.source} can take ({self.max_positions} "
+                f"positions); use max_tokens<={self.max_positions} and long='window' for longer texts"
+            )
+        return asked
 
     def _usable_positions(self) -> int:
         positions = int(getattr(self.config, "max_position_embeddings", 512))
@@ -263,7 +275,16 @@ class Model:
         cls and pooler read the first token itself, so for them it has no effect (recorded as False).
         """
         pool = Pooling.parse(pooling, what="pooling")
+        _check_flag(mask_special, "mask_special")
+        if normalize is not None:
+            _check_flag(normalize, "normalize")
         if pool is Pooling.AUTO:
+            if self.loaded.st_unsupported:
+                raise InvalidSpec(
+                    f"pooling='auto' cannot reproduce {self.loaded.source}: {self.loaded.st_unsupported}, "
+                    "which bertscope does not apply; name a pooling (e.g. pooling='mean') to get the encoder's "
+                    "own pooled vectors, or use sentence-transformers for this model's full pipeline"
+                )
             pool = Pooling(self.loaded.st_pooling or "mean")
             normalize = self.loaded.st_normalize if normalize is None else normalize
         if pool is Pooling.FIRST_LAST_AVG:
@@ -397,6 +418,12 @@ class Model:
         left = self.embed(a, **options).vectors
         right = left if b is None else self.embed(b, **options).vectors
         return cos_sim(left, right)
+
+
+def _check_flag(value: object, name: str) -> None:
+    """Refuse a non-boolean flag: "no" or 0.5 are truthy, and a silent normalize would be wrong."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidSpec(f"{name} must be True or False, not {value!r}")
 
 
 def _checked(texts: Iterable[str]) -> Iterator[str]:
