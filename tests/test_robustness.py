@@ -58,7 +58,8 @@ def test_auto_refuses_a_pooling_it_cannot_reproduce(
 def test_auto_refuses_a_dense_module(bundled_path: Path, tmp_path: Path) -> None:
     folder = _copy_bundled(bundled_path, tmp_path / "dense")
     modules = json.loads((folder / "modules.json").read_text())
-    modules.insert(2, {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"})
+    dense = {"idx": 2, "name": "2", "path": "2_Dense", "type": "sentence_transformers.models.Dense"}
+    modules.insert(2, dense)
     (folder / "modules.json").write_text(json.dumps(modules))
     with pytest.raises(bertscope.InvalidSpec, match="Dense module"):
         bertscope.load(folder, device="cpu").embed("a text")

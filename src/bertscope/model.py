@@ -282,8 +282,8 @@ class Model:
             if self.loaded.st_unsupported:
                 raise InvalidSpec(
                     f"pooling='auto' cannot reproduce {self.loaded.source}: {self.loaded.st_unsupported}, "
-                    "which bertscope does not apply; name a pooling (e.g. pooling='mean') to get the encoder's "
-                    "own pooled vectors, or use sentence-transformers for this model's full pipeline"
+                    "which bertscope does not apply; name a pooling (e.g. pooling='mean') to get the "
+                    "encoder's own pooled vectors, or sentence-transformers for the full pipeline"
                 )
             pool = Pooling(self.loaded.st_pooling or "mean")
             normalize = self.loaded.st_normalize if normalize is None else normalize
