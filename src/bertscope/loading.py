@@ -13,13 +13,14 @@ import torch
 import transformers
 from torch import nn
 
+from ._enums import DType
 from .errors import ModelLoadError
 from .families import Family, family_for
 
 __all__ = ["DEFAULT_MODEL", "Loaded", "load_parts", "resolve_device", "resolve_dtype"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (bundled)"
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_DTYPES = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
 
 
 @dataclass
@@ -67,16 +68,14 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return resolved
 
 
-def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
+def resolve_dtype(dtype: DType | str | torch.dtype, device: torch.device) -> torch.dtype:
     """A torch dtype from its name; float16 only where the device runs it well (CUDA)."""
     from .errors import InvalidSpec
 
     if isinstance(dtype, torch.dtype):
         resolved = dtype
-    elif str(dtype) in _DTYPES:
-        resolved = _DTYPES[str(dtype)]
     else:
-        raise InvalidSpec(f"unknown dtype {dtype!r}; choose one of: {', '.join(_DTYPES)}")
+        resolved = _DTYPES[DType.parse(dtype, what="dtype")]
     if resolved is torch.float16 and device.type != "cuda":
         raise InvalidSpec("float16 runs on CUDA only; on CPU use dtype='bfloat16' or 'float32'")
     if resolved is torch.bfloat16 and device.type == "cpu" and not _cpu_has_native_bf16():

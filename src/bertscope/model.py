@@ -15,7 +15,7 @@ import torch
 
 from . import anatomy as _anatomy
 from . import static as _static
-from ._enums import Combine, LongText, Pooling, SubwordPooling
+from ._enums import Backend, Combine, DType, LongText, Pooling, Quantize, SubwordPooling
 from .engine import EmbedSpec, Engine
 from .errors import InvalidInput, InvalidSpec
 from .layers import LayerSpec, parse_layers
@@ -66,12 +66,12 @@ def load(
     name: str | os.PathLike[str] | None = None,
     *,
     device: str | torch.device | None = "auto",
-    dtype: str | torch.dtype = "float32",
+    dtype: DType | str | torch.dtype = DType.FLOAT32,
     threads: int | None = None,
     max_tokens: int | None = None,
     token_budget: int | None = None,
-    backend: str = "auto",
-    quantize: str | None = None,
+    backend: Backend | str = Backend.AUTO,
+    quantize: Quantize | str | None = None,
     calibration: Sequence[str] | None = None,
 ) -> Model:
     """Load a model: None (or BERTSCOPE_MODEL) for the bundled all-MiniLM-L6-v2, a folder, or a hub id.
@@ -89,7 +89,7 @@ def load(
     chosen = resolve_backend(backend, quantize, torch_dtype, torch_device)
     loaded = load_parts(name, dtype=torch_dtype, device=torch_device)
     model = Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
-    if chosen == "onnxruntime":
+    if chosen is Backend.ONNXRUNTIME:
         model.use_onnxruntime(quantize=quantize, calibration=calibration)
     return model
 
@@ -120,12 +120,13 @@ class Model:
         self.quantize: str | None = None
 
     def use_onnxruntime(
-        self, *, quantize: str | None = None, calibration: Sequence[str] | None = None
+        self, *, quantize: Quantize | str | None = None, calibration: Sequence[str] | None = None
     ) -> None:
         """Run every forward on ONNX Runtime from now on (float32, or int8 with quantize="int8")."""
         from .onnx_backend import OnnxRunner, resolve_backend
 
-        resolve_backend("onnxruntime", quantize, next(self.hf_model.parameters()).dtype, self.device)
+        mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
+        resolve_backend(Backend.ONNXRUNTIME, mode, next(self.hf_model.parameters()).dtype, self.device)
         self.engine.runner = None  # calibration watches the torch forward
         deepest = EmbedSpec(layers=(self.n_layers,))
 
@@ -136,13 +137,13 @@ class Model:
             self.hf_model,
             self.family,
             self.n_layers,
-            quantize=quantize,
+            quantize=mode.value,
             calibrate=calibrate,
             calibration=calibration,
             log=_stderr,
         )
         self.backend = "onnxruntime"
-        self.quantize = quantize if quantize not in (None, "none") else None
+        self.quantize = None if mode is Quantize.NONE else mode.value
 
     def __repr__(self) -> str:
         return f"<bertscope.Model {self.loaded.source} ({self.family.name}, {self.n_layers} layers)>"
