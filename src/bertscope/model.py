@@ -388,6 +388,36 @@ class Model:
         with progress_callback(len(items), enabled=progress) as on_batch:
             return apply_post(self.engine.sentences_once(items, spec, on_batch=on_batch), processor)
 
+    def encode(
+        self,
+        sentences: str | Sequence[str],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        output_value: str | None = "sentence_embedding",
+        precision: str = "float32",
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        device: str | None = None,
+        normalize_embeddings: bool = False,
+        truncate_dim: int | None = None,
+    ) -> Any:
+        """sentence-transformers' `encode`: (d,) for a str, (n, d) for a list, with the model's own pooling.
+
+        `convert_to_tensor` gives a torch tensor, neither it nor numpy a list of (d,) tensors;
+        `output_value="token_embeddings"` a list of (tokens, d) last-layer tensors. Positional order and
+        defaults are sentence-transformers'; `batch_size` does not change the vectors (see bertscope.encode).
+        """
+        from .encode import encode
+
+        return encode(
+            self, sentences, prompt_name=prompt_name, prompt=prompt, batch_size=batch_size,
+            show_progress_bar=show_progress_bar, output_value=output_value, precision=precision,
+            convert_to_numpy=convert_to_numpy, convert_to_tensor=convert_to_tensor, device=device,
+            normalize_embeddings=normalize_embeddings, truncate_dim=truncate_dim,
+        )  # fmt: skip
+
     def embed_tokens(
         self,
         texts: str | Sequence[str],
