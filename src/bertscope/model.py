@@ -26,7 +26,7 @@ from .post import apply_post, prepare_post
 from .progress import progress_callback
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .similarity import cos_sim, unit
-from .tokens import TextTokenizer, check_texts
+from .tokens import TextTokenizer, check_texts, pad_batch
 
 __all__ = ["Model", "ModelInfo", "load"]
 
@@ -56,6 +56,8 @@ class ModelInfo:
     dtype: str
     backend: str = "torch"
     quantize: str | None = None
+    mode: str = "exact"
+    fast: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The info as a plain dict (JSON-able)."""
@@ -73,18 +75,41 @@ def load(
     backend: Backend | str = Backend.AUTO,
     quantize: Quantize | str | None = None,
     calibration: Sequence[str] | None = None,
+    mode: str = "exact",
+    fast_min_cosine: float = 0.999,
 ) -> Model:
     """Load a model: None (or BERTSCOPE_MODEL) for the bundled all-MiniLM-L6-v2, a folder, or a hub id.
 
     `backend` is "torch", "onnxruntime" (CPU, float32 or int8; exported once and cached) or "auto"
     (torch, or onnxruntime for int8). `quantize="int8"` runs ONNX Runtime's int8 with BERT's outlier
     channels kept in float32, found on `calibration` texts (default: sentences shipped with bertscope).
+    "openvino" runs the same exported graph on OpenVINO: float32, bfloat16 (CPUs with it natively) or
+    int8 (NNCF). `mode="fast"` measures the modes this machine runs and keeps the fastest whose min
+    cosine to float32 is >= `fast_min_cosine`, remembered per model and machine (backends/fast.py).
     """
     if name is None:
         name = os.environ.get("BERTSCOPE_MODEL") or None
     if threads is not None:
         torch.set_num_threads(threads)
     torch_device = resolve_device(device)
+    if str(mode) == "fast":
+        from .backends.fast import load_fast
+
+        asked = {"dtype": dtype, "backend": backend, "quantize": quantize}
+        return load_fast(
+            name, asked, device=torch_device, max_tokens=max_tokens, token_budget=token_budget,
+            min_cosine=fast_min_cosine, calibration=calibration,
+        )  # fmt: skip
+    if str(mode) != "exact":
+        raise InvalidSpec(f"unknown mode {mode!r}; choose one of: exact, fast")
+    if str(backend) == "openvino":
+        from .backends.openvino import resolve_precision
+
+        precision = resolve_precision(dtype, quantize, torch_device)
+        loaded = load_parts(name, dtype=torch.float32, device=torch_device)
+        model = Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
+        model.use_openvino(precision, calibration=calibration)
+        return model
     torch_dtype = resolve_dtype(dtype, torch_device)
     chosen = resolve_backend(backend, quantize, torch_dtype, torch_device)
     loaded = load_parts(name, dtype=torch_dtype, device=torch_device)
@@ -118,6 +143,46 @@ class Model:
         self.n_layers = self.family.num_layers(self.hf_model)
         self.backend = "torch"
         self.quantize: str | None = None
+        self.runtime_dtype: str | None = None
+        self.mode = "exact"
+        self.fast_choice: dict[str, Any] | None = None
+
+    def use_torch(self) -> None:
+        """Run every forward in torch again (the model's own dtype)."""
+        self.engine.runner = None
+        self.backend, self.quantize, self.runtime_dtype = "torch", None, None
+
+    def use_openvino(self, precision: str = "float32", *, calibration: Sequence[str] | None = None) -> None:
+        """Run every forward on OpenVINO from now on: precision float32, bfloat16 or int8 (NNCF)."""
+        from .backends.openvino import OpenVinoRunner
+
+        if next(self.hf_model.parameters()).dtype is not torch.float32 or self.device.type != "cpu":
+            raise InvalidSpec(
+                "backend='openvino' exports a float32 model on the CPU; load it with dtype='float32'"
+            )
+        runner = OpenVinoRunner.build(
+            self.hf_model,
+            self.family,
+            precision=precision,
+            batches=self._calibration_batches,
+            calibration=calibration,
+            log=_stderr,
+        )
+        self.engine.runner = runner
+        self.backend = "openvino"
+        self.quantize = "int8" if precision == "int8" else None
+        self.runtime_dtype = "float32" if precision == "int8" else precision
+
+    def _calibration_batches(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(ids, type_ids, mask) per batch of 8 texts, truncated and padded as the engine does."""
+        tokens = self.tokenize(list(texts))
+        batches = []
+        for start in range(0, len(tokens), 8):
+            part = tokens[start : start + 8]
+            ids, mask = pad_batch([t.ids for t in part], self.pad_id)
+            type_ids, _ = pad_batch([t.type_ids for t in part], 0)
+            batches.append((ids, type_ids, mask))
+        return batches
 
     def use_onnxruntime(
         self, *, quantize: Quantize | str | None = None, calibration: Sequence[str] | None = None
@@ -143,6 +208,7 @@ class Model:
             log=_stderr,
         )
         self.backend = "onnxruntime"
+        self.runtime_dtype = None
         self.quantize = None if mode is Quantize.NONE else mode.value
 
     def __repr__(self) -> str:
@@ -215,9 +281,11 @@ class Model:
             normalize=self.loaded.st_normalize,
             lacks=list(self.family.parts(self.hf_model).lacks),
             device=str(self.device),
-            dtype=str(next(self.hf_model.parameters()).dtype).replace("torch.", ""),
+            dtype=self.runtime_dtype or str(next(self.hf_model.parameters()).dtype).replace("torch.", ""),
             backend=self.backend,
             quantize=self.quantize,
+            mode=self.mode,
+            fast=self.fast_choice,
         )
 
     # Tokens and static vectors ------------------------------------------------------------------
@@ -341,6 +409,36 @@ class Model:
         processor = prepare_post(post, spec.as_dict())
         with progress_callback(len(items), enabled=progress) as on_batch:
             return apply_post(self.engine.sentences_once(items, spec, on_batch=on_batch), processor)
+
+    def encode(
+        self,
+        sentences: str | Sequence[str],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        output_value: str | None = "sentence_embedding",
+        precision: str = "float32",
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        device: str | None = None,
+        normalize_embeddings: bool = False,
+        truncate_dim: int | None = None,
+    ) -> Any:
+        """sentence-transformers' `encode`: (d,) for a str, (n, d) for a list, with the model's own pooling.
+
+        `convert_to_tensor` gives a torch tensor, neither it nor numpy a list of (d,) tensors;
+        `output_value="token_embeddings"` a list of (tokens, d) last-layer tensors. Positional order and
+        defaults are sentence-transformers'; `batch_size` does not change the vectors (see bertscope.encode).
+        """
+        from .encode import encode
+
+        return encode(
+            self, sentences, prompt_name=prompt_name, prompt=prompt, batch_size=batch_size,
+            show_progress_bar=show_progress_bar, output_value=output_value, precision=precision,
+            convert_to_numpy=convert_to_numpy, convert_to_tensor=convert_to_tensor, device=device,
+            normalize_embeddings=normalize_embeddings, truncate_dim=truncate_dim,
+        )  # fmt: skip
 
     def embed_tokens(
         self,
