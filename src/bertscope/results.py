@@ -67,11 +67,13 @@ class TokenEmbeddings:
     vectors: np.ndarray
     n_dropped: int
     spec: dict[str, Any] = field(default_factory=dict)
+    pair: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: text, tokens, offsets, word_ids, special, vectors (tokens, d), n_dropped."""
+        """JSON-able: text, pair, tokens, offsets, word_ids, special, vectors (tokens, d), n_dropped."""
         return {
             "text": self.text,
+            "pair": self.pair,
             "tokens": list(self.tokens),
             "offsets": [list(o) for o in self.offsets],
             "word_ids": list(self.word_ids),

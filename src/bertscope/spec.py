@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ._enums import Combine, LongText, Pooling
 from .errors import InvalidSpec
 from .layers import LayerSpec, parse_layers
@@ -32,6 +34,7 @@ __all__ = [
     "resolve",
     "resolve_spec",
     "reload_arg",
+    "stored_settings",
     "SPEC_KEYS",
 ]
 
@@ -99,18 +102,27 @@ class Recipe:
 
     def provenance(self) -> dict[str, Any]:
         """The spec as a plain dict, with the post-processing's description when there is one."""
-        recorded = self.spec.as_dict()
+        recorded: dict[str, Any] = self.spec.as_dict()
         if self.post is not None:
             recorded["post"] = self.post.describe()
         return recorded
 
     def settings(self, model: Model, model_arg: str | None) -> dict[str, Any]:
         """Everything stored with an output: model, how to reload it, how it ran, and the provenance."""
-        info = model.info()
-        runtime = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize}
-        settings = {"model": info.source, "model_arg": model_arg, **runtime, **self.provenance()}
-        # The JSON round trip makes what is compared now equal what was stored (tuples become lists).
-        return json.loads(json.dumps(settings))  # type: ignore[no-any-return]
+        return stored_settings(model, self.provenance(), model_arg)
+
+
+def stored_settings(model: Model, recorded: dict[str, Any], model_arg: str | None) -> dict[str, Any]:
+    """The settings stored with an output: model, how to reload it, how it ran, and what was `recorded`."""
+    info = model.info()
+    runtime: dict[str, Any] = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize}
+    runtime["mode"] = info.mode
+    if info.fast:
+        # The choice and its bound, not the measured speeds: a resumed job compares these settings.
+        runtime["fast"] = {key: info.fast[key] for key in ("chosen", "min_cosine")}
+    settings = {"model": info.source, "model_arg": model_arg, **runtime, **recorded}
+    # The JSON round trip makes what is compared now equal what was stored (tuples become lists).
+    return json.loads(json.dumps(settings))  # type: ignore[no-any-return]
 
 
 def resolve(model: Model, options: EmbedOptions | None = None) -> Recipe:
@@ -146,7 +158,16 @@ def resolve_spec(
     cls and pooler read the first token itself, so for them it has no effect (recorded as False).
     """
     pool = Pooling.parse(pooling, what="pooling")
+    _check_flag(mask_special, "mask_special")
+    if normalize is not None:
+        _check_flag(normalize, "normalize")
     if pool is Pooling.AUTO:
+        if model.loaded.st_unsupported:
+            raise InvalidSpec(
+                f"pooling='auto' cannot reproduce {model.loaded.source}: {model.loaded.st_unsupported}, "
+                "which bertscope does not apply; name a pooling (e.g. pooling='mean') to get the "
+                "encoder's own pooled vectors, or sentence-transformers for the full pipeline"
+            )
         pool = Pooling(model.loaded.st_pooling or "mean")
         normalize = model.loaded.st_normalize if normalize is None else normalize
     if pool is Pooling.FIRST_LAST_AVG:
@@ -173,6 +194,12 @@ def resolve_spec(
         long=LongText.parse(long, what="long-text policy"),
         stride=stride,
     )
+
+
+def _check_flag(value: object, name: str) -> None:
+    """Refuse a non-boolean flag: "no" or 0.5 are truthy, and a silent normalize would be wrong."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidSpec(f"{name} must be True or False, not {value!r}")
 
 
 def reload_arg(model: Model) -> str | None:

@@ -12,10 +12,11 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from .._enums import Combine, LongText, Pooling
+from .._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
 from ..errors import BertscopeError, CorpusError
 from ..layers import LayerSpec
-from ..spec import EmbedOptions, PostArg, reload_arg, resolve
+from ..spec import EmbedOptions, PostArg, reload_arg, stored_settings
+from .levels import make_level
 from .readers import Record, Rejects, read_corpus
 from .sinks import open_sink
 
@@ -65,6 +66,7 @@ def embed_corpus(
     output: str | Path,
     *,
     model: Any = None,
+    level: Level | str = "sentence",
     text_field: str = "text",
     id_field: str | None = None,
     collection: str | None = None,
@@ -74,6 +76,8 @@ def embed_corpus(
     keep_text: bool = True,
     batch_size: int = 1024,
     progress: bool | None = None,
+    precision: Precision | str = "float32",
+    subword: SubwordPooling | str = "mean",
     layers: LayerSpec | None = None,
     combine: Combine | str = "mean",
     pooling: Pooling | str = "auto",
@@ -85,7 +89,10 @@ def embed_corpus(
 ) -> JobSummary:
     """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded.
 
-    The embedding options are those of `Model.embed`; they and the model are stored with the output.
+    `level` is what a row is: "sentence" (one vector per text), "tokens" (one row per word piece) or
+    "words" (pieces pooled by `subword`); see `bertscope.io.levels`. `combine="stack"` keeps each layer
+    of a token or word row in its own `layer_N` column; `precision="float16"` halves the stored size.
+    The embedding options (`layers` ... `post`) are those of `Model.embed`, stored with the output.
     """
     from ..model import Model, load
     from ..progress import progress_callback
@@ -93,8 +100,9 @@ def embed_corpus(
     model_arg = None if model is None or isinstance(model, Model) else str(model)
     m = model if isinstance(model, Model) else load(model_arg)
     options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
-    recipe = resolve(m, options)
-    settings = recipe.settings(m, model_arg if not isinstance(model, Model) else reload_arg(m))
+    rows_of = make_level(level, m, options=options, keep_text=keep_text, precision=precision, subword=subword)
+    arg = model_arg if not isinstance(model, Model) else reload_arg(m)
+    settings = stored_settings(m, rows_of.recorded(), arg)
     rejects = Rejects()
     records = read_corpus(
         input_path, text_field=text_field, id_field=id_field, skip_bad=skip_bad, rejects=rejects
@@ -117,13 +125,11 @@ def embed_corpus(
         for batch in _batches(records, batch_size):
             todo = sink.pending(batch)
             if todo:
-                result = recipe.finish(
-                    m.engine.sentences_once([r.text for r in todo], recipe.spec, on_batch=on_batch)
-                )
-                sink.write(todo, result.vectors, result.n_tokens, result.truncated)
-                summary.embedded += len(todo)
-                summary.tokens += int(result.n_tokens.sum())
-                summary.truncated += result.n_truncated
+                rows = rows_of.embed(todo, on_batch=on_batch)
+                sink.write(todo, rows)
+                summary.embedded += rows.texts
+                summary.tokens += rows.tokens
+                summary.truncated += rows.truncated
             if stop.is_set():
                 summary.seconds = time.perf_counter() - start
                 raise JobInterrupted(
