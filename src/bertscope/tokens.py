@@ -106,7 +106,12 @@ class Tokens:
 
     def to_dict(self) -> dict[str, object]:
         """JSON-able: text, pair (the second text, or None), tokens (records, see `as_records`), n_dropped."""
-        return {"text": self.text, "pair": self.pair, "tokens": self.as_records(), "n_dropped": self.n_dropped}
+        return {
+            "text": self.text,
+            "pair": self.pair,
+            "tokens": self.as_records(),
+            "n_dropped": self.n_dropped,
+        }
 
     def as_records(self) -> list[dict[str, object]]:
         """One dict per token: token, id, word, start, end, special (and for a pair: sequence, type_id)."""
