@@ -537,7 +537,20 @@ class Model:
     # Explanations, baselines, attention and the names from the tutorials --------------------------
 
     def explain(
-        self, a: str, b: str, *, post: Any = None, top: int = 10, exact: bool = False, **options: Any
+        self,
+        a: str,
+        b: str,
+        *,
+        post: PostArg = None,
+        top: int = 10,
+        exact: bool = False,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        pooling: Pooling | str = "auto",
+        mask_special: bool = False,
+        normalize: bool | None = None,
+        long: LongText | str = "truncate",
+        stride: int | None = None,
     ) -> Any:
         """Why a and b score what `similarity(a, b, same options)` says: token-pair contributions.
 
@@ -547,16 +560,34 @@ class Model:
         """
         from .explain import explain
 
-        return explain(self, a, b, post=post, top=top, exact=exact, **options)
+        return explain(
+            self, a, b, post=post, top=top, exact=exact, layers=layers, combine=combine, pooling=pooling,
+            mask_special=mask_special, normalize=normalize, long=long, stride=stride,
+        )  # fmt: skip
 
-    def baseline(self, *, reference: Sequence[str] | None = None, post: Any = None, **options: Any) -> Any:
+    def baseline(
+        self,
+        *,
+        reference: Sequence[str] | None = None,
+        post: PostArg = None,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        pooling: Pooling | str = "auto",
+        mask_special: bool = False,
+        normalize: bool | None = None,
+        long: LongText | str = "truncate",
+        stride: int | None = None,
+    ) -> Any:
         """Cosines of random pairs of a reference corpus (default: the calibration sentences shipped).
 
         `.percentile(score)` then says where a score sits among unrelated pairs (see bertscope.baseline).
         """
         from .baseline import fit_baseline
 
-        return fit_baseline(self, reference=reference, post=post, **options)
+        return fit_baseline(
+            self, reference=reference, post=post, layers=layers, combine=combine, pooling=pooling,
+            mask_special=mask_special, normalize=normalize, long=long, stride=stride,
+        )  # fmt: skip
 
     def attentions(self, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
         """(layers, heads, tokens, tokens) attention weights for one text or pair, as output_attentions."""
