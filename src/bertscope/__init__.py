@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ._enums import Backend, Combine, DType, Engine, LongText, Pooling, Quantize, SubwordPooling
     from .anatomy import Anatomy
-    from .engine import EmbedSpec
     from .errors import (
         BackendUnavailable,
         BertscopeError,
@@ -30,6 +29,7 @@ if TYPE_CHECKING:
     from .model import Model, ModelInfo, load
     from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
     from .similarity import Hit, cos_sim, pairwise_cos_sim
+    from .spec import EmbedSpec
     from .static import Neighbor, StaticWord
     from .tokens import Tokens
 
@@ -45,7 +45,7 @@ _LAZY = {
     "Quantize": "._enums",
     "SubwordPooling": "._enums",
     "Anatomy": ".anatomy",
-    "EmbedSpec": ".engine",
+    "EmbedSpec": ".spec",
     "BackendUnavailable": ".errors",
     "BertscopeError": ".errors",
     "CorpusError": ".errors",

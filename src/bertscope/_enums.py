@@ -46,6 +46,23 @@ class Combine(StrEnum):
     MEAN = "mean"
     SUM = "sum"
     CONCAT = "concat"
+    # Each layer kept apart: one vector per layer (token and word levels store one column per layer).
+    STACK = "stack"
+
+
+class Level(StrEnum):
+    """What one row of a corpus job's output is."""
+
+    SENTENCE = "sentence"
+    TOKENS = "tokens"
+    WORDS = "words"
+
+
+class Precision(StrEnum):
+    """How stored vectors are written: float32 (exact) or float16 (half the bytes, ~1e-3 relative)."""
+
+    FLOAT32 = "float32"
+    FLOAT16 = "float16"
 
 
 class LongText(StrEnum):

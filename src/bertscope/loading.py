@@ -15,9 +15,15 @@ from torch import nn
 from ._enums import DType
 from .errors import ModelLoadError
 from .families import Family, family_for
-from .folder import DEFAULT_MODEL, bundled_path, local_folder, sentence_transformers_settings
+from .folder import (
+    DEFAULT_MODEL,
+    bundled_path,
+    local_folder,
+    pooling_config,
+    sentence_transformers_settings,
+)
 
-__all__ = ["DEFAULT_MODEL", "Loaded", "load_parts", "resolve_device", "resolve_dtype"]
+__all__ = ["DEFAULT_MODEL", "Loaded", "load_parts", "pooling_config", "resolve_device", "resolve_dtype"]
 
 _DTYPES = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
 
@@ -34,6 +40,7 @@ class Loaded:
     st_pooling: str | None
     st_normalize: bool
     st_max_seq_length: int | None
+    st_unsupported: str | None = None
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -106,9 +113,18 @@ def load_parts(name: str | os.PathLike[str] | None, *, dtype: torch.dtype, devic
         raise _not_loadable(source, path, exc) from None
     if getattr(tokenizer, "backend_tokenizer", None) is None:
         raise ModelLoadError(f"{source}: bertscope needs a fast (tokenizers) tokenizer; this folder has none")
+    rows = int(getattr(config, "vocab_size", 0) or 0)
+    if len(tokenizer) < rows // 2:
+        # transformers builds an empty tokenizer when the files are missing: every word would be [UNK].
+        raise ModelLoadError(
+            f"{source}: its tokenizer has {len(tokenizer)} entries for a vocabulary of {rows} rows, so the "
+            "tokenizer files are missing (tokenizer.json, vocab.txt, ...); copy them from the model's source"
+        )
     model.eval().to(device)
-    pooling, normalize, max_len = sentence_transformers_settings(path)
-    return Loaded(source, path, model, tokenizer, family, pooling, normalize, max_len)
+    st = sentence_transformers_settings(path)
+    return Loaded(
+        source, path, model, tokenizer, family, st.pooling, st.normalize, st.max_seq_length, st.unsupported
+    )
 
 
 def _not_loadable(source: str, path: Path | None, exc: Exception) -> ModelLoadError:

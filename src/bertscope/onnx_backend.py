@@ -40,6 +40,7 @@ __all__ = [
     "QUANTIZE",
     "OnnxRunner",
     "cache_dir",
+    "export_onnx",
     "calibration_texts",
     "model_hash",
     "resolve_backend",
@@ -173,29 +174,50 @@ class OnnxRunner:
         the outlier channels.
         """
         require_onnxruntime()
-        int8 = (quantize or "none") == "int8"
-        texts = list(calibration) if calibration is not None else calibration_texts()
-        if int8 and not texts:
-            raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
-        variant = "float32"
-        if int8:
-            calib_hash = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:10]
-            variant = f"int8-o{OUTLIER_FACTOR:g}-c{calib_hash}"
-        name = f"{family.name}-{model_hash(model)[:20]}-{variant}-v{EXPORT_FORMAT}.onnx"
-        path = cache_dir() / name
-        if not path.exists():
-            if log is not None:
-                log(f"exporting the model to ONNX ({variant}) -> {path}")
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise ModelLoadError(
-                    f"cannot create the ONNX cache folder {path.parent} ({exc.strerror}); "
-                    "set BERTSCOPE_CACHE to a writable folder"
-                ) from None
-            stats = _activation_maxima(model, calibrate, texts) if int8 else None
-            _export(model, family, path, stats)
+        path = export_onnx(
+            model, family, quantize=quantize, calibrate=calibrate, calibration=calibration, log=log
+        )
         return cls(path, family.uses_token_types, n_layers + 1)
+
+
+def export_onnx(
+    model: nn.Module,
+    family: Family,
+    *,
+    quantize: str | None = None,
+    calibrate: Callable[[Sequence[str]], None] | None = None,
+    calibration: Sequence[str] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Path:
+    """The cached ONNX export of `model` (every hidden state an output), made now when missing.
+
+    float32 needs only torch's exporter (and onnx); int8 also needs `calibrate` and ONNX Runtime's quantizer.
+    """
+    int8 = (quantize or "none") == "int8"
+    texts = list(calibration) if calibration is not None else calibration_texts()
+    if int8 and not texts:
+        raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
+    variant = "float32"
+    if int8:
+        calib_hash = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:10]
+        variant = f"int8-o{OUTLIER_FACTOR:g}-c{calib_hash}"
+    name = f"{family.name}-{model_hash(model)[:20]}-{variant}-v{EXPORT_FORMAT}.onnx"
+    path = cache_dir() / name
+    if not path.exists():
+        if log is not None:
+            log(f"exporting the model to ONNX ({variant}) -> {path}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ModelLoadError(
+                f"cannot create the ONNX cache folder {path.parent} ({exc.strerror}); "
+                "set BERTSCOPE_CACHE to a writable folder"
+            ) from None
+        if int8 and calibrate is None:
+            raise InvalidSpec("int8 export needs a calibrate function that runs the torch model")
+        stats = _activation_maxima(model, calibrate, texts) if int8 and calibrate else None
+        _export(model, family, path, stats)
+    return path
 
 
 class _HiddenStates(nn.Module):

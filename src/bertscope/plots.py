@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from ._enums import StrEnum
 from .errors import InvalidInput, InvalidSpec
 from .layers import parse_layers
+from .similarity import unit
 
 if TYPE_CHECKING:
     from .analysis import SweepResult, WordEval
@@ -230,9 +231,8 @@ def layer_cosines(model: Model, text: str, *, layers: str = "all") -> LayerCosin
     tok = model.embed_tokens(text, layers="all", combine="concat")[0]
     states = tok.vectors.reshape(len(tok.tokens), model.n_layers + 1, -1).transpose(1, 0, 2)
     chosen = list(parse_layers(layers, model.n_layers))
-    picked = states[chosen]
-    unit = picked / np.maximum(np.linalg.norm(picked, axis=2, keepdims=True), 1e-12)
-    return LayerCosines(text, list(tok.tokens), chosen, unit @ unit.transpose(0, 2, 1))
+    normed = unit(states[chosen])
+    return LayerCosines(text, list(tok.tokens), chosen, normed @ normed.transpose(0, 2, 1))
 
 
 def plot_layers(model: Model, text: str, path: str | Path, *, layers: str = "all") -> Path:

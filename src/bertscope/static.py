@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,7 +18,16 @@ from .similarity import unit
 if TYPE_CHECKING:
     from .model import Model
 
-__all__ = ["StaticWord", "Neighbor", "ExportFormat", "static_rows", "static_word", "neighbors", "export"]
+__all__ = [
+    "StaticWord",
+    "Neighbor",
+    "ExportFormat",
+    "static_rows",
+    "static_word",
+    "neighbors",
+    "export",
+    "lookup",
+]
 
 _UNUSED = re.compile(r"^\[unused\d+\]$|^<unused\d+>$")
 
@@ -32,6 +41,16 @@ class StaticWord:
     ids: list[int]
     vector: np.ndarray
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: word, pieces, ids, vector (d,) and its norm."""
+        return {
+            "word": self.word,
+            "pieces": list(self.pieces),
+            "ids": list(self.ids),
+            "vector": np.asarray(self.vector, dtype=np.float32).tolist(),
+            "norm": float(np.linalg.norm(self.vector)),
+        }
+
 
 @dataclass
 class Neighbor:
@@ -40,6 +59,10 @@ class Neighbor:
     token: str
     id: int
     cosine: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: token, id, cosine."""
+        return {"token": self.token, "id": self.id, "cosine": self.cosine}
 
 
 class ExportFormat(StrEnum):
@@ -100,6 +123,34 @@ def static_word(model: Model, word: str) -> StaticWord:
         raise InvalidInput(f"{word!r} gives no word pieces")
     rows = static_rows(model, list(encoding.ids))
     return StaticWord(word, list(encoding.tokens), list(encoding.ids), rows.mean(axis=0))
+
+
+def lookup(
+    model: Model, item: str | int, *, word: bool = False, k: int = 0, include_special: bool = False
+) -> dict[str, Any]:
+    """One JSON-able static record: a piece or id (token, id) or with `word` a word (word, pieces, ids),
+    with its vector (d,), norm, and with k > 0 its `neighbors` (token, id, cosine)."""
+    if word:
+        if not isinstance(item, str):
+            raise InvalidInput(f"{item!r} is not a word; with word=true every item is a string")
+        found = static_word(model, item)
+        record: dict[str, Any] = {"item": item, **found.to_dict()}
+        query: int | np.ndarray = found.vector
+    else:
+        query = token_ids(model, [item])[0]
+        vector = static_rows(model, [query])[0]
+        record = {
+            "item": item,
+            "token": model.id_to_token[query],
+            "id": query,
+            "vector": vector.tolist(),
+            "norm": float(np.linalg.norm(vector)),
+        }
+    if k:
+        record["neighbors"] = [
+            n.to_dict() for n in neighbors(model, query, k=k, include_special=include_special)
+        ]
+    return record
 
 
 def neighbors(

@@ -84,7 +84,13 @@ ThreadsOpt = Annotated[int | None, typer.Option("--threads", min=1, help="Torch 
 LayersOpt = Annotated[
     str | None, typer.Option("--layers", "-l", help="Layer spec: -1, -2, 0, 6, -4:, 1:4, 0,6, all.")
 ]
-CombineOpt = Annotated[str, typer.Option("--combine", help="How several layers combine: mean, sum, concat.")]
+CombineOpt = Annotated[
+    str,
+    typer.Option(
+        "--combine",
+        help="How several layers combine: mean, sum, concat, stack (tokens/words: one per layer).",
+    ),
+]
 LongOpt = Annotated[
     str, typer.Option("--long", help="Texts over the model's limit: truncate, window, error.")
 ]

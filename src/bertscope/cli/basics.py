@@ -34,7 +34,7 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
     """
     view = FolderView.open(model)
     light = view.info() if view is not None else None
-    details = light if light is not None else load_model(model).info().as_dict()
+    details = light if light is not None else load_model(model).info().to_dict()
     if as_json:
         emit_json(details)
         return
@@ -83,7 +83,7 @@ def tokens(
             out.print(table)
         return
     if as_json:
-        emit_json([{"text": t.text, "tokens": t.as_records(), "dropped": t.n_dropped} for t in toks])
+        emit_json({"items": [t.to_dict() for t in toks]})
         return
     for tok in toks:
         table = Table(title=repr(tok.text))
@@ -136,7 +136,6 @@ def static(
     Examples: `bertscope static bread cake --neighbors 10`,
     `bertscope static --ids 7852`, `bertscope static --export vocab.vec --format word2vec`
     """
-    import numpy as np
 
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     if export is not None:
@@ -148,27 +147,12 @@ def static(
             return
     if not items:
         raise InvalidInput("name at least one word piece (e.g. `bertscope static bread`), or --export FILE")
+    from ..static import lookup
+
     keys: list[Any] = [int(i) if ids else i for i in items] if not word else list(items)
-    records = []
-    for key in keys:
-        if word:
-            sw = m.static_word(key)
-            rec: dict[str, Any] = {"item": key, "pieces": sw.pieces, "ids": sw.ids, "vector": sw.vector}
-            query: Any = sw.vector
-        else:
-            vector = m.static([key])[0]
-            token_id = m.static_ids([key])[0]
-            rec = {"item": key, "token": m.id_to_token[token_id], "id": token_id, "vector": vector}
-            query = token_id
-        rec["norm"] = float(np.linalg.norm(rec["vector"]))
-        if neighbors:
-            rec["neighbors"] = [
-                {"token": n.token, "id": n.id, "cosine": n.cosine}
-                for n in m.static_neighbors(query, k=neighbors, include_special=include_special)
-            ]
-        records.append(rec)
+    records = [lookup(m, key, word=word, k=neighbors, include_special=include_special) for key in keys]
     if as_json:
-        emit_json(records)
+        emit_json({"items": records})
         return
     for rec in records:
         head = f"{rec['item']!r}: " + (f"pieces {rec['pieces']}" if word else f"id {rec['id']}")
@@ -205,18 +189,7 @@ def anatomy(
     steps = [s for s in STEPS if s != "model_output" and getattr(a, s) is not None]
     error = a.max_abs_error
     if as_json:
-        emit_json(
-            {
-                "tokens": a.tokens.tokens,
-                "ids": a.tokens.ids,
-                "position_ids": a.position_ids,
-                "lacks": list(a.lacks),
-                "dropped": a.n_dropped,
-                "max_abs_error": error,
-                **{s: getattr(a, s) for s in steps},
-                "model_output": a.model_output,
-            }
-        )
+        emit_json(a.to_dict())
         return
     table = Table(title=f"embedding layer of {text!r}: the norm of each step's vector")
     shown = [s for s in steps if not (s == "encoder_input" and "projection" in a.lacks)]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading
@@ -13,12 +12,15 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from .._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
 from ..errors import CorpusError, JobInterrupted
-from ..post import apply_post, prepare_post
+from ..layers import LayerSpec
+from ..spec import EmbedOptions, PostArg, reload_arg, stored_settings
+from .levels import make_level
 from .readers import Record, Rejects, read_corpus
 from .sinks import open_sink
 
-__all__ = ["JobSummary", "JobInterrupted", "embed_corpus", "job_settings"]
+__all__ = ["JobSummary", "JobInterrupted", "embed_corpus"]
 
 
 @dataclass
@@ -55,20 +57,12 @@ class JobSummary:
         return f"{', '.join(parts)} in {self.seconds:.1f}s ({rate:.0f} texts/s) -> {self.output}"
 
 
-def job_settings(model: Any, spec_dict: dict[str, Any], model_arg: str | None) -> dict[str, Any]:
-    """The provenance stored with every output: model, how to reload it, how it ran, the embedding spec."""
-    info = model.info()
-    runtime = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize}
-    settings = {"model": info.source, "model_arg": model_arg, **runtime, **spec_dict}
-    # The JSON round trip makes what is compared now equal what was stored (tuples become lists).
-    return json.loads(json.dumps(settings))
-
-
 def embed_corpus(
     input_path: str | Path | list[str],
     output: str | Path,
     *,
     model: Any = None,
+    level: Level | str = "sentence",
     text_field: str = "text",
     id_field: str | None = None,
     collection: str | None = None,
@@ -78,19 +72,33 @@ def embed_corpus(
     keep_text: bool = True,
     batch_size: int = 1024,
     progress: bool | None = None,
-    post: Any = None,
-    **options: Any,
+    precision: Precision | str = "float32",
+    subword: SubwordPooling | str = "mean",
+    layers: LayerSpec | None = None,
+    combine: Combine | str = "mean",
+    pooling: Pooling | str = "auto",
+    mask_special: bool = False,
+    normalize: bool | None = None,
+    long: LongText | str = "truncate",
+    stride: int | None = None,
+    post: PostArg = None,
 ) -> JobSummary:
-    """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded."""
+    """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded.
+
+    `level` is what a row is: "sentence" (one vector per text), "tokens" (one row per word piece) or
+    "words" (pieces pooled by `subword`); see `bertscope.io.levels`. `combine="stack"` keeps each layer
+    of a token or word row in its own `layer_N` column; `precision="float16"` halves the stored size.
+    The embedding options (`layers` ... `post`) are those of `Model.embed`, stored with the output.
+    """
     from ..model import Model, load
     from ..progress import progress_callback
 
     model_arg = None if model is None or isinstance(model, Model) else str(model)
     m = model if isinstance(model, Model) else load(model_arg)
-    spec = m.spec(**options)
-    processor = prepare_post(post, spec.as_dict())
-    recorded = {**spec.as_dict(), **({"post": processor.describe()} if processor else {})}
-    settings = job_settings(m, recorded, model_arg if not isinstance(model, Model) else _arg_of(m))
+    options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+    rows_of = make_level(level, m, options=options, keep_text=keep_text, precision=precision, subword=subword)
+    arg = model_arg if not isinstance(model, Model) else reload_arg(m)
+    settings = stored_settings(m, rows_of.recorded(), arg)
     rejects = Rejects()
     records = read_corpus(
         input_path, text_field=text_field, id_field=id_field, skip_bad=skip_bad, rejects=rejects
@@ -113,13 +121,11 @@ def embed_corpus(
         for batch in _batches(records, batch_size):
             todo = sink.pending(batch)
             if todo:
-                result = apply_post(
-                    m.engine.sentences_once([r.text for r in todo], spec, on_batch=on_batch), processor
-                )
-                sink.write(todo, result.vectors, result.n_tokens, result.truncated)
-                summary.embedded += len(todo)
-                summary.tokens += int(result.n_tokens.sum())
-                summary.truncated += result.n_truncated
+                rows = rows_of.embed(todo, on_batch=on_batch)
+                sink.write(todo, rows)
+                summary.embedded += rows.texts
+                summary.tokens += rows.tokens
+                summary.truncated += rows.truncated
             if stop.is_set():
                 summary.seconds = time.perf_counter() - start
                 raise JobInterrupted(
@@ -158,12 +164,6 @@ def _count_records(source: str | Path | list[str]) -> int | None:
     with path.open("rb") as handle:
         lines = sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
     return max(0, lines - (1 if path.suffix.lower() in (".csv", ".tsv") else 0))
-
-
-def _arg_of(model: Any) -> str | None:
-    from ..loading import DEFAULT_MODEL
-
-    return None if model.loaded.source == DEFAULT_MODEL else model.loaded.source
 
 
 def _batches(records: Iterator[Record], size: int) -> Iterator[list[Record]]:

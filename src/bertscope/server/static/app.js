@@ -2,7 +2,7 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const state = { layers: null, info: null };
+const state = { layers: null, info: null, running: Promise.resolve() };
 const PALETTE = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777", "#0891b2", "#65a30d",
   "#9333ea", "#ea580c", "#0d9488", "#4f46e5"];
 const SVGNS = "http://www.w3.org/2000/svg";
@@ -124,7 +124,7 @@ function strip(values, scale) {
 }
 
 async function showAnatomy(text) {
-  const a = await api("/anatomy", { text });
+  const a = await api("/anatomy", { inputs: text });
   const err = a.max_abs_error;
   $("#proof").replaceChildren(
     el("b", { text: "Proof: " }),
@@ -160,7 +160,7 @@ async function showAnatomy(text) {
 
 // ---------- 3 · layers ----------
 async function showLayers(text) {
-  state.layers = await api("/explore/layers", { text });
+  state.layers = await api("/explore/layers", { inputs: text });
   const slider = $("#layer");
   slider.max = state.layers.n_layers;
   if (Number(slider.value) > state.layers.n_layers) slider.value = state.layers.n_layers;
@@ -314,7 +314,7 @@ async function neighbours() {
   if (!raw) return;
   const item = /^\d+$/.test(raw) ? Number(raw) : raw;
   try {
-    const r = (await api("/static", { items: [item], k: Number($("#k").value) })).items[0];
+    const r = (await api("/static", { inputs: [item], k: Number($("#k").value) })).items[0];
     $("#piece-info").textContent = `${r.token} · id ${r.id} · |row| = ${r.norm.toFixed(3)} · ${r.vector.length} dimensions`;
     const body = $("#vocab tbody");
     body.replaceChildren();
@@ -331,15 +331,23 @@ function switchTab(name) {
   document.querySelectorAll(".tab").forEach((s) => { s.hidden = s.id !== `tab-${name}`; });
 }
 
-async function explore(event) {
+// Runs one after another: a slower earlier run (the one at page load) never draws over a later one,
+// and `data-ready` names exactly the inputs whose panels are all drawn.
+function explore(event) {
   if (event) event.preventDefault();
   const text = $("#text").value.trim(), text2 = $("#text2").value.trim();
+  state.running = state.running.then(() => exploreNow(text, text2));
+  return state.running;
+}
+
+async function exploreNow(text, text2) {
+  delete document.body.dataset.ready;
   if (!text) { showError("write a sentence first"); return; }
   showError(null);
   document.body.classList.add("busy");
   try {
     await Promise.all([showTokens(text, text2), showAnatomy(text), showLayers(text)]);
-    document.body.dataset.ready = text;
+    document.body.dataset.ready = text2 ? `${text} | ${text2}` : text;
   } catch (err) { showError(err); }
   document.body.classList.remove("busy");
 }
