@@ -243,7 +243,10 @@ class FolderView:
         return [text_tokenizer.fit(t, LongText.TRUNCATE, index=i) for i, t in enumerate(encoded)]
 
     def info(self) -> dict[str, Any] | None:
-        """What `Model.info()` says of this folder loaded with the defaults, or None without safetensors."""
+        """What `Model.info().to_dict()` says of this folder loaded with defaults; None without safetensors.
+
+        tests/test_folder.py holds the two equal on every family: a field added to ModelInfo goes here too.
+        """
         shapes = _safetensors_shapes(self.path)
         hidden = _config_value(self.config, "hidden_size")
         layers = _config_value(self.config, "num_hidden_layers")
@@ -278,6 +281,8 @@ class FolderView:
             "dtype": "float32",
             "backend": "torch",
             "quantize": None,
+            "mode": "exact",
+            "fast": None,
         }
 
 
