@@ -169,7 +169,7 @@ def text_problem(text: str) -> str | None:
         return f"holds a lone surrogate {bad}, which is not valid Unicode; fix its encoding"
     # any() stops at the first visible character, so ordinary text costs next to nothing here.
     if not any(unicodedata.category(c)[0] not in "CZ" for c in text):
-        return "has only control, format or space characters: nothing a tokenizer keeps"
+        return "has only control, format or space characters: no word pieces besides the special ones"
     return None
 
 
