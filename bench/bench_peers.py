@@ -166,6 +166,29 @@ def print_table(title: str, rows: Sequence[dict[str, Any]]) -> None:
         )
 
 
+def markdown(results: dict[str, Any]) -> str:
+    """All tables as one markdown table for BENCHMARKS.md: model, corpus, way, speed, ratios, cosine."""
+    lines = [
+        "| model | corpus | way | texts | texts/s | "
+        + " | ".join(f"x {p}" for p in PEERS)
+        + " | cos min / mean |",
+        "|---|---|---|---:|---:|" + "---:|" * len(PEERS) + "---|",
+    ]
+    for model, result in results.items():
+        for corpus, table in result["corpora"].items():
+            for r in table["rows"]:
+                ratios = " | ".join(f"{r[f'x {p}']:.2f}x" if r[f"x {p}"] else "-" for p in PEERS)
+                name = f"**{r['way']}**" if not r["peer"] else r["way"]
+                lines.append(
+                    f"| {model} | {corpus} | {name} | {r['texts']} | {r['texts_per_s']:.1f} | {ratios} "
+                    f"| {r['cos_min']:.5f} / {r['cos_mean']:.5f} |"
+                )
+    skipped = [
+        f"{model}: {name} ({why})" for model, r in results.items() for name, why in r["skipped"].items()
+    ]
+    return "\n".join(lines + ([f"\nSkipped: {'; '.join(skipped)}"] if skipped else []))
+
+
 def machine() -> dict[str, Any]:
     """CPU model, its vector flags, cores, and the versions of the packages compared."""
     cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
@@ -235,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         del ways
         gc.collect()
     total = time.perf_counter() - began
-    print(f"\ntotal wall time: {total:.0f} s")
+    print(f"\n{markdown(results)}\n\ntotal wall time: {total:.0f} s")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     out = {"argv": sys.argv, "threads": threads, "rounds": args.rounds, "limits": args.limit,
            "machine": info, "results": results, "wall_seconds": total}  # fmt: skip
