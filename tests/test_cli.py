@@ -195,4 +195,4 @@ def test_a_byte_order_mark_is_read_alike_with_and_without_output(tmp_path: Path)
     printed = json.loads(run_ok("embed", "-i", str(source), "--tokens", "--json"))
     run_ok("embed", "-i", str(source), "-o", str(tmp_path / "f.parquet"), "--quiet")
     stored = pq.read_table(tmp_path / "f.parquet").column("text").to_pylist()
-    assert [r["text"] for r in printed] == stored == ["bread and butter", "second line"]
+    assert [r["text"] for r in printed["items"]] == stored == ["bread and butter", "second line"]

@@ -26,7 +26,7 @@ from .progress import progress_callback
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .similarity import cos_sim, unit
 from .spec import EmbedOptions, EmbedSpec, PostArg, Recipe, resolve, resolve_spec
-from .tokens import Text, TextTokenizer, check_texts, is_pair, pad_batch
+from .tokens import Text, TextTokenizer, check_texts, is_pair, pad_batch, text_problem
 
 __all__ = ["Model", "ModelInfo", "load"]
 
@@ -624,6 +624,9 @@ def _checked(texts: Iterable[str]) -> Iterator[str]:
             raise InvalidInput(f"text {index} is a {type(text).__name__}, not a string: pass str items only")
         if not text.strip():
             raise InvalidInput(f"text {index} is empty: every text needs at least one non-space character")
+        problem = text_problem(text)
+        if problem:
+            raise InvalidInput(f"text {index} {problem}")
         yield text
 
 

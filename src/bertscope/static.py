@@ -14,6 +14,7 @@ import numpy as np
 from ._enums import StrEnum
 from .errors import InvalidInput, UnknownToken
 from .similarity import unit
+from .tokens import text_problem
 
 if TYPE_CHECKING:
     from .model import Model
@@ -93,11 +94,7 @@ def token_ids(model: Model, items: str | int | Sequence[str | int]) -> list[int]
             raise InvalidInput(f"{item!r} is neither a word piece (str) nor a token id (int)")
         if isinstance(item, str):
             if item not in vocab:
-                pieces = model.tokenizer.backend.encode(item, add_special_tokens=False).tokens
-                raise UnknownToken(
-                    f"{item!r} is not a single word piece in the vocabulary (the tokenizer splits it into "
-                    f"{pieces}); use static_word({item!r}) for the mean of its pieces"
-                )
+                raise UnknownToken(_not_a_piece(model, item))
             ids.append(vocab[item])
         else:
             if not 0 <= int(item) < rows:
@@ -106,6 +103,23 @@ def token_ids(model: Model, items: str | int | Sequence[str | int]) -> list[int]
                 raise UnknownToken(f"token id {item} has a row in the matrix but no token in the tokenizer")
             ids.append(int(item))
     return ids
+
+
+def _not_a_piece(model: Model, item: str) -> str:
+    """Why `item` has no row of its own, and what to pass instead."""
+    problem = text_problem(item)
+    if problem:
+        return f"{ascii(item)} {problem}"
+    pieces = model.tokenizer.backend.encode(item, add_special_tokens=False).tokens
+    if len(pieces) == 1:
+        return (
+            f"{item!r} is not in the vocabulary as written; the tokenizer normalises it to the piece "
+            f"{pieces[0]!r}: pass {pieces[0]!r}"
+        )
+    return (
+        f"{item!r} is not a single word piece in the vocabulary (the tokenizer splits it into {pieces}); "
+        f"use static_word({item!r}) for the mean of its pieces"
+    )
 
 
 def static_rows(model: Model, items: str | int | Sequence[str | int]) -> np.ndarray:

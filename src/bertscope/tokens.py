@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -14,7 +15,7 @@ from tokenizers import Tokenizer as RustTokenizer
 from ._enums import LongText
 from .errors import InputTooLong, InvalidInput
 
-__all__ = ["Text", "Tokens", "Window", "TextTokenizer", "pad_batch", "check_texts", "is_pair"]
+__all__ = ["Text", "Tokens", "Window", "TextTokenizer", "pad_batch", "check_texts", "is_pair", "text_problem"]
 
 # A text, or a sentence pair (A, B) that the model reads as [CLS] A [SEP] B [SEP].
 Text = str | tuple[str, str]
@@ -166,6 +167,19 @@ def is_pair(value: object) -> bool:
     )
 
 
+def text_problem(text: str) -> str | None:
+    """Why a tokenizer cannot take `text` (a lone surrogate; only control/format/space), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = ascii(text[exc.start])
+        return f"holds a lone surrogate {bad}, which is not valid Unicode; fix its encoding"
+    # any() stops at the first visible character, so ordinary text costs next to nothing here.
+    if not any(unicodedata.category(c)[0] not in "CZ" for c in text):
+        return "has only control, format or space characters: no word pieces besides the special ones"
+    return None
+
+
 def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
     """Return texts as a list of non-empty strings (and (A, B) tuples with `pairs`), or raise InvalidInput.
 
@@ -185,10 +199,10 @@ def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
                 kind = type(part).__name__
                 hint = "strings or (A, B) pairs" if pairs else "str items only (pairs are not taken here)"
                 raise InvalidInput(f"text {index} is a {kind}, not a string: pass {hint}")
-            if not part.strip():
-                raise InvalidInput(
-                    f"text {index} is empty: every text needs at least one non-space character"
-                )
+            blank = not part.strip()
+            problem = "is empty: every text needs a non-space character" if blank else text_problem(part)
+            if problem:
+                raise InvalidInput(f"text {index} {problem}")
         items.append(parts if len(parts) == 2 else text)
     return items
 

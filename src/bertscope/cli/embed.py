@@ -55,7 +55,12 @@ def embed(
         str, typer.Option("--text-field", "--text-column", help="Text field (jsonl/csv/parquet).")
     ] = "text",
     id_field: Annotated[
-        str | None, typer.Option("--id-field", "--id-column", help="Id field (default: line/row number).")
+        str | None,
+        typer.Option(
+            "--id-field",
+            "--id-column",
+            help="Id field (default: 1-based: line number in .txt/.jsonl, data row in .csv/.tsv/.parquet).",
+        ),
     ] = None,
     collection: Annotated[
         str | None, typer.Option("--collection", "-c", help="Collection name in a .db store.")

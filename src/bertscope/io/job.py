@@ -7,18 +7,19 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from .._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
-from ..errors import CorpusError, JobInterrupted
+from ..errors import CorpusError, InvalidSpec, JobInterrupted
 from ..layers import LayerSpec
 from ..spec import EmbedOptions, PostArg, reload_arg, stored_settings
 from .levels import make_level
 from .readers import Record, Rejects, read_corpus
-from .sinks import open_sink
+from .sinks import Sink, open_sink
 
 __all__ = ["JobSummary", "JobInterrupted", "embed_corpus"]
 
@@ -93,6 +94,8 @@ def embed_corpus(
     from ..model import Model, load
     from ..progress import progress_callback
 
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidSpec(f"batch_size={batch_size!r}: give a whole number of texts per batch, at least 1")
     model_arg = None if model is None or isinstance(model, Model) else str(model)
     m = model if isinstance(model, Model) else load(model_arg)
     options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
@@ -117,7 +120,11 @@ def embed_corpus(
     start = time.perf_counter()
     shown = progress if progress is not None else sys.stderr.isatty()
     total = _count_records(input_path) if shown else None
-    with _stop_on_interrupt() as stop, progress_callback(total, enabled=progress) as on_batch:
+    with (
+        _abandoned_on_failure(sink),
+        _stop_on_interrupt() as stop,
+        progress_callback(total, enabled=progress) as on_batch,
+    ):
         for batch in _batches(records, batch_size):
             todo = sink.pending(batch)
             if todo:
@@ -164,6 +171,17 @@ def _count_records(source: str | Path | list[str]) -> int | None:
     with path.open("rb") as handle:
         lines = sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
     return max(0, lines - (1 if path.suffix.lower() in (".csv", ".tsv") else 0))
+
+
+@contextmanager
+def _abandoned_on_failure(sink: Sink) -> Iterator[None]:
+    """A job that fails before saving anything leaves nothing behind to trip the next run."""
+    try:
+        yield
+    except BaseException:
+        if sink.done == 0:
+            sink.abandon()
+        raise
 
 
 def _batches(records: Iterator[Record], size: int) -> Iterator[list[Record]]:
