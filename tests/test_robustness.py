@@ -190,3 +190,45 @@ def test_resume_never_replaces_a_finished_output_nor_skips_over_a_gap(
         bertscope.embed_corpus(source, out, model=bundled, batch_size=2, resume=True)
     assert pq.read_table(out).to_pydict() == before and len(before["id"]) == 8
     assert not parts.exists()
+
+
+def test_a_layer_named_twice_is_refused_with_a_short_message(bundled: bertscope.Model) -> None:
+    with pytest.raises(
+        bertscope.InvalidSpec, match=r"layer 0 appears twice in '0,0,0,0,.*\.\.\.; name each"
+    ) as err:
+        bundled.embed("x", layers="0," * 100_000 + "0")
+    assert len(str(err.value)) < 300
+    assert bundled.embed("x", layers="0,-1", combine="concat").vectors.shape == (1, 768)
+
+
+def test_window_ownership_takes_linear_memory() -> None:
+    import tracemalloc
+
+    from bertscope.tokens import Window, window_owner
+
+    n, width, step = 40_000, 126, 63  # the quadratic version needed n x windows floats: 203 MB here
+    starts = list(range(0, n - width, step)) + [n - width]
+    windows = [Window([], [], s, s + width, 1) for s in starts]
+    tracemalloc.start()
+    owner = window_owner(windows, n)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 5_000_000, peak
+    centres = np.array([(w.content_start + w.content_stop - 1) / 2 for w in windows])
+    assert np.all(np.abs(np.arange(n) - centres[owner]) <= width / 2)
+
+
+def test_whitening_fits_to_the_rank_when_some_dimensions_are_constant() -> None:
+    from bertscope.post import Whitening
+
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(200, 20))
+    vectors[:, [3, 7, 11]] = 0.25  # constant, as LayerNorm dimensions with ~0 weight are
+    with pytest.warns(UserWarning, match="whitening to 17 dimensions.*3 of their 20 directions are constant"):
+        white = Whitening.fit(vectors)
+    z = white.apply(vectors)
+    np.testing.assert_allclose(z.T @ z / len(z), np.eye(17), atol=1e-6)
+    with pytest.raises(bertscope.InvalidInput, match="more texts will not help.*dim<=17"):
+        Whitening.fit(vectors, dim=18)
+    with pytest.raises(bertscope.InvalidInput, match=r"fit on more texts \(at least 11\)"):
+        Whitening.fit(vectors[:10], dim=10)
