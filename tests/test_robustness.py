@@ -232,3 +232,51 @@ def test_whitening_fits_to_the_rank_when_some_dimensions_are_constant() -> None:
         Whitening.fit(vectors, dim=18)
     with pytest.raises(bertscope.InvalidInput, match=r"fit on more texts \(at least 11\)"):
         Whitening.fit(vectors[:10], dim=10)
+
+
+def test_a_query_with_post_on_a_store_made_without_it_is_refused(
+    tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    from bertscope.post import fit_post
+
+    store = tmp_path / "plain.parquet"
+    bertscope.embed_corpus(_corpus(tmp_path, TEXTS), store, model=bundled)
+    white = fit_post(np.random.default_rng(0).normal(size=(50, 384)), "pca", dim=8).save(
+        tmp_path / "p.safetensors"
+    )
+    with pytest.raises(bertscope.CorpusError, match="made without post-processing"):
+        bertscope.search("a storm", store, model=bundled, post=white)
+
+
+def test_broken_files_are_one_line_errors(tmp_path: Path) -> None:
+    from bertscope.post import load_post
+
+    corrupt = tmp_path / "broken.parquet"
+    corrupt.write_bytes(b"PAR1 not really parquet")
+    with pytest.raises(bertscope.CorpusError, match="not a readable Parquet file"):
+        bertscope.search(np.zeros(384, np.float32), corrupt)
+    with pytest.raises(bertscope.CorpusError, match="a folder, not a file"):
+        bertscope.search(np.zeros(384, np.float32), tmp_path)
+    with pytest.raises(bertscope.CorpusError, match="a folder: give the corpus file"):
+        bertscope.embed_corpus(tmp_path, tmp_path / "out.parquet")
+    for name, data in (
+        ("w.safetensors", b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}"),
+        ("w.npz", b"PK\x03\x04 no"),
+    ):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(bertscope.InvalidInput, match="is not a bertscope post-processing file"):
+            load_post(tmp_path / name)
+
+
+def test_an_org_less_hub_id_gets_the_hub_advice_offline() -> None:
+    with pytest.raises(bertscope.ModelLoadError, match="not a local folder and the hub is switched off"):
+        bertscope.load("bert-base-uncased", device="cpu")
+
+
+def test_plot_words_says_which_words_are_missing(bundled: bertscope.Model, tmp_path: Path) -> None:
+    from bertscope.plots import plot_words
+
+    sentences = ["we sat on the bank", "the bank raised rates", "money in the bank", "river bank erosion"]
+    with pytest.warns(UserWarning, match="not in the picture: zebra"):
+        plot_words(bundled, ["zebra", "bank"], sentences, tmp_path / "w.png")
+    assert (tmp_path / "w.png").stat().st_size > 1000

@@ -239,6 +239,10 @@ def load_post(path: str | Path) -> PostProcessor:
     path = Path(path)
     if not path.is_file():
         raise InvalidInput(f"no post-processing file at {path}; make one with `bertscope fit-post`")
+    import zipfile
+
+    from safetensors import SafetensorError
+
     try:
         if path.suffix == ".npz":
             with np.load(path) as data:
@@ -250,7 +254,7 @@ def load_post(path: str | Path) -> PostProcessor:
                 meta = (handle.metadata() or {})["bertscope_post"]
                 mean, matrix = handle.get_tensor("mean"), handle.get_tensor("matrix")
         settings = json.loads(meta)
-    except (KeyError, ValueError, OSError) as exc:
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, SafetensorError) as exc:
         raise InvalidInput(f"{path} is not a bertscope post-processing file ({exc})") from None
     if settings.pop("format", None) != _FORMAT:
         raise InvalidInput(f"{path} is not a bertscope post-processing file (format {_FORMAT} expected)")

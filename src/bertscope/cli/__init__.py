@@ -10,6 +10,7 @@ serve, explore, bench
 from __future__ import annotations
 
 import sys
+import warnings
 
 from ..errors import BertscopeError
 from . import basics, bench, corpus, embed, explore, research, serve  # noqa: F401  (each registers its commands)
@@ -22,6 +23,11 @@ def main() -> None:
     """Entry point: run the app, turning bertscope errors into one line on stderr."""
     from ..io.job import JobInterrupted
 
+    def one_line(message: Warning | str, *args: object, **kwargs: object) -> None:
+        err.print(f"[yellow]warning:[/] {message}", highlight=False)
+
+    # Library warnings (a word missing from a plot, bfloat16 on a CPU without it) as one line each.
+    warnings.showwarning = one_line  # type: ignore[assignment]
     try:
         app()
     except JobInterrupted as exc:

@@ -61,7 +61,8 @@ def read_corpus(
         path = Path(name)
         suffix = path.suffix.lower()
         if not path.is_file():
-            raise CorpusError(f"cannot read {name}: no such file")
+            what = "a folder: give the corpus file inside it" if path.is_dir() else "no such file"
+            raise CorpusError(f"cannot read {name}: {what}")
         if suffix == ".txt":
             records = _file_lines(path, skip_bad, rejects)
         elif suffix == ".jsonl":
