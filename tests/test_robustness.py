@@ -280,3 +280,38 @@ def test_plot_words_says_which_words_are_missing(bundled: bertscope.Model, tmp_p
     with pytest.warns(UserWarning, match="not in the picture: zebra"):
         plot_words(bundled, ["zebra", "bank"], sentences, tmp_path / "w.png")
     assert (tmp_path / "w.png").stat().st_size > 1000
+
+
+def test_corrupt_weights_are_a_model_load_error(bundled_path: Path, tmp_path: Path) -> None:
+    folder = _copy_bundled(bundled_path, tmp_path / "corrupt")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100_000])
+    with pytest.raises(bertscope.ModelLoadError, match="could not be loaded as a model"):
+        bertscope.load(folder, device="cpu")
+
+
+def test_cli_errors_from_outside_are_one_line(tmp_path: Path) -> None:
+    """Bad ids, an unwritable place: one 'error:' line, exit 1, no traceback, as the console runs it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    corpus = _corpus(tmp_path, TEXTS)
+    cases = [
+        (["static", "--ids", "abc"], "--ids takes token ids"),
+        # /proc takes no new files, not even from root: the OSError of a read-only place, for everyone.
+        (["embed", "-i", str(corpus), "-o", "/proc/bertscope-out.parquet"], "error:"),
+    ]
+    for args, expected in cases:
+        run = subprocess.run(
+            [sys.executable, "-m", "bertscope", *args], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert run.returncode == 1, run.stderr
+        assert expected in run.stderr and "Traceback" not in run.stderr, run.stderr
+        assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+def test_static_npy_export_reports_the_file_it_writes(bundled: bertscope.Model, tmp_path: Path) -> None:
+    written = bundled.export_static(tmp_path / "vectors", format="npy")
+    assert written[0] == tmp_path / "vectors.npy" and written[0].exists()

@@ -9,6 +9,7 @@ serve, explore, bench
 
 from __future__ import annotations
 
+import sqlite3
 import sys
 import warnings
 
@@ -41,3 +42,11 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except (OSError, sqlite3.Error) as exc:
+        # The disk, permissions and other processes are outside bertscope: say what failed, in one line.
+        if is_debug():
+            raise
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        what = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        err.print(f"[red]error:[/] {what}{where}; nothing already saved is lost", highlight=False)
+        sys.exit(1)
