@@ -131,7 +131,7 @@ def add_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 400:
             # FastAPI's own words for bytes that do not decode say nothing of the fix.
             message = "body: not UTF-8 JSON; send a JSON object encoded as UTF-8"
-        return error_response(request.url.path, exc.status_code, message, headers=exc.headers)
+        return error_response(request.url.path, exc.status_code, message, headers=dict(exc.headers or {}))
 
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation)
