@@ -77,3 +77,24 @@ def test_an_empty_api_key_is_refused_not_taken_as_no_key(monkeypatch: pytest.Mon
 def test_a_port_out_of_range_is_a_usage_error() -> None:
     result = CliRunner().invoke(cli_app, ["serve", "--port", "99999"])
     assert result.exit_code == 2 and "65535" in result.output and "Traceback" not in result.output
+
+
+def test_requests_that_would_cost_too_much_are_refused_before_any_work(bundled: bertscope.Model) -> None:
+    with (
+        serving(bundled, max_answer_floats=100_000) as base,
+        httpx.Client(base_url=base, timeout=60) as client,
+    ):
+        big = client.post(
+            "/embed_tokens",
+            json={"inputs": ["a cat sat on the mat"] * 8, "layers": "all", "combine": "concat"},
+        )
+        assert big.status_code == 413 and "--max-answer-floats" in big.json()["detail"]
+        small = client.post("/embed_tokens", json={"inputs": "a cat", "layers": "-1"})
+        assert small.status_code == 200
+        wide = client.post("/v1/embeddings", json={"input": "a cat", "dimensions": 385})
+        assert wide.status_code == 422 and "more than the model's 384" in wide.json()["detail"]
+        coerced = client.post("/embed", json={"inputs": "a cat", "layers": True, "normalize": 1})
+        assert coerced.status_code == 422  # JSON true is not layer 1, 1 is not True
+        for raw in (b"\xff\xfe", b"\x80"):  # bytes FastAPI cannot decode: 400 or 422, and a word on the fix
+            bad = client.post("/embed", content=raw, headers={"content-type": "application/json"})
+            assert bad.status_code in (400, 422) and "JSON" in bad.json()["detail"], bad.text

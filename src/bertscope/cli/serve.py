@@ -41,6 +41,9 @@ def serve(
     max_body_bytes: Annotated[
         int, typer.Option("--max-body-bytes", min=1, help="Request body size before 413.")
     ] = 4 * 1024 * 1024,
+    max_answer_floats: Annotated[
+        int, typer.Option("--max-answer-floats", min=1, help="Numbers one answer may hold before 413.")
+    ] = 8 * 1024 * 1024,
     auto_split: Annotated[
         bool, typer.Option("--auto-split", help="Split requests over --max-inputs instead of a 413.")
     ] = False,
@@ -77,6 +80,7 @@ def serve(
         max_queue=max_queue,
         max_inputs=max_inputs,
         max_body_bytes=max_body_bytes,
+        max_answer_floats=max_answer_floats,
         auto_split=auto_split,
         batching=not no_batching,
         posts=tuple(_named_post(item) for item in post or ()),

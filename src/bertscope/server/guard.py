@@ -22,11 +22,12 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import BertscopeError, InvalidSpec
 from .batching import Metrics, QueueFull, ShuttingDown
 
-__all__ = ["ServerSettings", "TooManyInputs", "Guard", "add_error_handlers", "error_response"]
+__all__ = ["ServerSettings", "TooManyInputs", "Guard", "add_error_handlers", "error_response", "OPEN_PATHS"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -37,7 +38,7 @@ log = logging.getLogger("bertscope.server")
 
 # Open without a key: a load balancer's probe and the API's own description.
 # The explorer's page and files are open so a browser can load it and then ask for the key itself.
-_OPEN_PATHS = frozenset({"/", "/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
+OPEN_PATHS = frozenset({"/", "/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
 _OPEN_PREFIXES = ("/explorer/",)
 
 
@@ -52,6 +53,8 @@ class ServerSettings:
     max_queue: int = 256
     max_inputs: int = 256
     max_body_bytes: int = 4 * 1024 * 1024
+    # Numbers one answer may hold (token vectors of every layer for many texts grow past any memory).
+    max_answer_floats: int = 8 * 1024 * 1024
     auto_split: bool = False
     batching: bool = True
     posts: tuple[tuple[str, str], ...] = ()
@@ -122,6 +125,15 @@ def add_error_handlers(app: FastAPI) -> None:
             request.url.path, 503, str(exc), kind="server_error", headers={"Retry-After": "5"}
         )
 
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        message = str(exc.detail)
+        if exc.status_code == 400:
+            # FastAPI's own words for bytes that do not decode say nothing of the fix.
+            message = "body: not UTF-8 JSON; send a JSON object encoded as UTF-8"
+        return error_response(request.url.path, exc.status_code, message, headers=dict(exc.headers or {}))
+
+    app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation)
     app.add_exception_handler(BertscopeError, bertscope_error)
     app.add_exception_handler(TooManyInputs, too_many)
@@ -172,7 +184,7 @@ class Guard:
     async def _guarded(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         key = self.settings.api_key
-        is_open = path in _OPEN_PATHS or path.startswith(_OPEN_PREFIXES)
+        is_open = path in OPEN_PATHS or path.startswith(_OPEN_PREFIXES)
         if key and not is_open and scope["method"] != "OPTIONS" and not _key_ok(headers, key):
             message = "missing or wrong API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'"
             response = error_response(
