@@ -11,6 +11,7 @@ Under /v1/ the body also carries OpenAI's {"error": {"message", "type", ...}} so
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import time
@@ -53,6 +54,8 @@ class ServerSettings:
     max_queue: int = 256
     max_inputs: int = 256
     max_body_bytes: int = 4 * 1024 * 1024
+    # Seconds a request body may take to arrive in full.
+    body_timeout_s: float = 30.0
     # Numbers one answer may hold (token vectors of every layer for many texts grow past any memory).
     max_answer_floats: int = 8 * 1024 * 1024
     auto_split: bool = False
@@ -194,17 +197,21 @@ class Guard:
             return
         limit = self.settings.max_body_bytes
         declared = headers.get("content-length", "")
-        if declared.isdigit():
-            if int(declared) > limit:
-                await self._too_large(scope, receive, send, path, int(declared))
-                return
-            await self.app(scope, receive, send)
+        if declared.isdigit() and int(declared) > limit:
+            await self._too_large(scope, receive, send, path, int(declared))
             return
-        # No length given (chunked): read up to the limit before the app sees any of it.
+        # The whole body is read here, within the size limit and a deadline, before the app sees any of
+        # it: a client that sends a byte a minute cannot hold a connection (and its memory) for ever.
         chunks: list[bytes] = []
         size, more = 0, True
+        deadline = time.monotonic() + self.settings.body_timeout_s
         while more:
-            event = await receive()
+            try:
+                event = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11 on
+                message = f"the request body did not arrive within {self.settings.body_timeout_s:g} s"
+                await error_response(path, 408, message)(scope, receive, send)
+                return
             if event["type"] != "http.request":
                 return
             chunk = event.get("body", b"")

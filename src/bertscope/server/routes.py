@@ -43,6 +43,8 @@ from .schemas import (
 if TYPE_CHECKING:
     from .service import Service
 
+_MAX_NEIGHBOURS = 16_384  # items x k of one /static request: bounds its matrix work and answer
+
 __all__ = ["embedding_routes", "model_routes", "ops_routes"]
 
 
@@ -150,12 +152,18 @@ def model_routes(app: FastAPI, svc: Service) -> None:
         """Static word-piece rows (no position, no segment), or words as their pieces' mean; neighbours."""
         items = req.inputs if isinstance(req.inputs, list) else [req.inputs]
         svc.check_count(len(items))
+        if len(items) * req.k > _MAX_NEIGHBOURS:
+            raise TooManyInputs(
+                f"{len(items)} items x k={req.k} neighbours is over {_MAX_NEIGHBOURS} in one request; "
+                "ask for fewer items or a smaller k"
+            )
 
         def work() -> list[dict[str, Any]]:
             special = req.include_special
             return [lookup(svc.model, it, word=req.word, k=req.k, include_special=special) for it in items]
 
-        records = await svc.on_worker(work)
+        # Static rows only read the embedding matrix: they run beside the worker, never queue behind it.
+        records = await run_in_threadpool(work)
         return JSONResponse({"model": svc.name, "items": records})
 
     @app.post("/anatomy", tags=["model"])

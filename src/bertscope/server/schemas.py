@@ -225,6 +225,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     for status, why in {
         400: "The body is not UTF-8 JSON.",
         401: "The API key is missing or wrong (when the service has one).",
+        408: "The request body did not arrive in time.",
         413: "The body, the number of inputs or the answer is over the service's limits.",
         422: "A field or a text is invalid; `detail` says which and what is allowed.",
         429: "The queue is full; retry after the `Retry-After` seconds.",
