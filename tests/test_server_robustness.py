@@ -109,8 +109,8 @@ def test_a_slow_body_gets_408_and_a_full_queue_an_honest_retry_after(bundled: be
     with serving(bundled, body_timeout_s=0.5) as base:
         address = urlparse(base)
         with socket.create_connection((address.hostname, address.port), timeout=30) as sock:
-            head = b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n"
-            sock.sendall(head + b"\r\n{")
+            head = b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            sock.sendall(head + b"Content-Length: 100\r\n\r\n{")
             answer = sock.recv(65536).decode()  # the server answers on its own once the deadline passes
         assert answer.startswith("HTTP/1.1 408") and "did not arrive within 0.5 s" in answer
 
