@@ -434,7 +434,7 @@ class Model:
 
     def batch(self, texts: Text | Sequence[Text]) -> dict[str, np.ndarray]:
         """The padded batch as numpy: input_ids, attention_mask, token_type_ids (batch, tokens) int64."""
-        from .attention import padded_batch
+        from .forward import padded_batch
 
         return padded_batch(self, texts)
 
@@ -444,7 +444,7 @@ class Model:
         Returns a `ForwardOutput`: input_ids, attention_mask, token_type_ids (batch, tokens),
         last_hidden_state (batch, tokens, d), hidden_states (L+1 of them), pooler_output (batch, d) or None.
         """
-        from .attention import forward
+        from .forward import forward
 
         return forward(self, texts)
 
