@@ -237,9 +237,11 @@ class Model:
         """Nearest vocabulary entries by cosine of static rows (special/unused left out by default)."""
         return _static.neighbors(self, query, k=k, include_special=include_special)
 
-    def export_static(self, path: str | Path, *, format: str = "word2vec") -> list[Path]:
-        """Write every static row (word2vec, npy, parquet or projector); returns the files written."""
-        return _static.export(self, path, format)
+    def export_static(
+        self, path: str | Path, *, format: str = "word2vec", items: Sequence[str | int] | None = None
+    ) -> list[Path]:
+        """Write the static rows of `items` (default: every row) as word2vec, npy, parquet or projector."""
+        return _static.export(self, path, format, items=items)
 
     def anatomy(self, texts: Text | Sequence[Text]) -> Any:
         """The embedding layer taken apart for a text or pair (or a padded batch of them), with its proof."""
