@@ -84,6 +84,7 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         for i, tok in enumerate(tokens):
             item: dict[str, Any] = {
                 "text": tok.text,
+                "pair": tok.pair,
                 "tokens": tok.tokens,
                 "offsets": tok.offsets,
                 "special": tok.special_mask,
@@ -165,7 +166,10 @@ def model_routes(app: FastAPI, svc: Service) -> None:
             {
                 "model": svc.name,
                 "max_tokens": svc.model.max_tokens,
-                "items": [{"text": t.text, "tokens": t.as_records(), "n_dropped": t.n_dropped} for t in toks],
+                "items": [
+                    {"text": t.text, "pair": t.pair, "tokens": t.as_records(), "n_dropped": t.n_dropped}
+                    for t in toks
+                ],
             }
         )
 
@@ -180,14 +184,16 @@ def model_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/anatomy", tags=["model"])
     async def anatomy(req: AnatomyRequest) -> Response:
         """The embedding layer of one text taken apart, step by step, with the proof's max |error|."""
-        check_texts(req.text)
-        a = await svc.on_worker(lambda: svc.model.anatomy(req.text))
+        text: Any = tuple(req.text) if isinstance(req.text, list) else req.text
+        check_texts(text, pairs=True)
+        a = await svc.on_worker(lambda: svc.model.anatomy(text))
         steps = STEPS
         return JSONResponse(
             {
                 "model": svc.name,
                 "tokens": a.tokens.tokens,
                 "ids": a.tokens.ids,
+                "token_type_ids": a.tokens.type_ids,
                 "position_ids": a.position_ids,
                 "lacks": list(a.lacks),
                 "n_dropped": a.n_dropped,

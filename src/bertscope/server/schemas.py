@@ -20,12 +20,18 @@ __all__ = [
     "AnatomyRequest",
     "SimilarityRequest",
     "SimilarityResponse",
+    "ExplainRequest",
+    "AttentionRequest",
 ]
 
-Texts = str | list[str]
+Text = str | list[str]
+Texts = str | list[str | list[str]]
 Layers = str | int | list[int] | None
 
-_TEXTS = "One text or a list of texts (each non-empty)."
+_TEXTS = (
+    "One text or a list of texts (each non-empty); an item that is a list of two texts is a sentence pair "
+    "(A, B), read as [CLS] A [SEP] B [SEP]."
+)
 _LAYERS = (
     "Layer spec: -1 (last), -2, 0 (embedding output), 6, -4:, 1:4, 0,6, all; or an int or a list of ints."
 )
@@ -96,6 +102,7 @@ class TokenItem(BaseModel):
     """One text's tokens with character offsets, which are special, and their vectors (tokens, d)."""
 
     text: str
+    pair: str | None = None
     tokens: list[str]
     offsets: list[tuple[int, int]]
     special: list[bool]
@@ -170,7 +177,9 @@ class StaticRequest(_Strict):
 class AnatomyRequest(_Strict):
     """The embedding layer of one text taken apart."""
 
-    text: str = Field(description="One non-empty text.", examples=["I am Sinan"])
+    text: Text = Field(
+        description="One non-empty text, or a sentence pair as a list of two texts.", examples=["I am Sinan"]
+    )
 
 
 class SimilarityRequest(_SpecFields):
@@ -186,3 +195,22 @@ class SimilarityResponse(BaseModel):
     model: str
     scores: list[float]
     spec: dict[str, Any]
+
+
+class ExplainRequest(_SpecFields):
+    """Why two texts score what they score, with the same options as /embed and /similarity."""
+
+    a: str = Field(description="The first text.", examples=["The cat sat on the mat."])
+    b: str = Field(description="The second text.", examples=["A dog lay on the rug."])
+    post: str | None = Field(None, description="Name of a loaded post-processing (whitening, PCA, ...).")
+    top: int = Field(10, ge=0, le=1000, description="How many token pairs to list.")
+    exact: bool = Field(False, description="Refuse poolings with no exact split (cls, pooler) with a 422.")
+
+
+class AttentionRequest(_Strict):
+    """Attention weights of one text or (A, B) pair: one layer, one head, or all of them."""
+
+    text: Text = Field(description="One text, or a pair as a list of two texts.", examples=["I like bread"])
+    layer: int | None = Field(None, description="Encoder layer 1..L or -1..-L (null: every layer).")
+    head: int | None = Field(None, ge=0, description="One head (null: every head).")
+    mean_heads: bool = Field(False, description="Average over heads instead of listing them.")
