@@ -18,7 +18,11 @@ def test_attentions_equal_output_attentions(
 ) -> None:
     tokenizer = transformers.AutoTokenizer.from_pretrained(bundled_path)
     model = transformers.AutoModel.from_pretrained(bundled_path, attn_implementation="eager").eval()
-    batch = tokenizer(*text, return_tensors="pt") if isinstance(text, tuple) else tokenizer(text, return_tensors="pt")
+    batch = (
+        tokenizer(*text, return_tensors="pt")
+        if isinstance(text, tuple)
+        else tokenizer(text, return_tensors="pt")
+    )
     with torch.no_grad():
         expected = torch.stack(model(**batch, output_attentions=True).attentions)[:, 0].numpy()
     got = bundled.attentions(text)

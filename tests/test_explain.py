@@ -1,4 +1,4 @@
-"""Explanations: the token-pair contributions sum to `similarity`'s score for every linear pooling and post."""
+"""Explanations: token-pair contributions sum to `similarity`'s score for every linear pooling and post."""
 
 from __future__ import annotations
 
@@ -74,7 +74,10 @@ def test_several_layers_combined_and_a_long_text_in_windows(bundled: bertscope.M
         assert abs(e.contributions.sum() - bundled.similarity(A, B, pooling="mean", **options)[0, 0]) < 1e-5
     e = bundled.explain(long_text, B, pooling="mean", long="window")
     assert len(e.tokens_a) > bundled.max_tokens
-    assert abs(e.contributions.sum() - bundled.similarity(long_text, B, pooling="mean", long="window")[0, 0]) < 1e-5
+    assert (
+        abs(e.contributions.sum() - bundled.similarity(long_text, B, pooling="mean", long="window")[0, 0])
+        < 1e-5
+    )
 
 
 def test_top_pairs_are_the_largest_contributions_with_offsets(bundled: bertscope.Model) -> None:
@@ -103,7 +106,10 @@ def test_cls_and_pooler_are_labelled_not_exact(bundled: bertscope.Model, pooling
 def test_explain_on_a_tiny_roberta(tiny_models: dict[str, bertscope.Model]) -> None:
     m = tiny_models["roberta"]
     e = m.explain("a cat ate bread", "the dog ate", pooling="mean")
-    assert abs(e.contributions.sum() - m.similarity("a cat ate bread", "the dog ate", pooling="mean")[0, 0]) < 1e-5
+    assert (
+        abs(e.contributions.sum() - m.similarity("a cat ate bread", "the dog ate", pooling="mean")[0, 0])
+        < 1e-5
+    )
 
 
 def test_heatmap_png(bundled: bertscope.Model, tmp_path: Path) -> None:

@@ -42,7 +42,9 @@ def test_attention_slices_equal_the_library(url: str, bundled: bertscope.Model) 
     one = httpx.post(f"{url}/attention", json={"text": PAIR, "layer": 3, "head": 2}, timeout=60).json()
     np.testing.assert_allclose(one["attention"], full[2, 2], atol=1e-5)
     assert one["type_ids"][-1] == 1 and (one["n_layers"], one["n_heads"]) == (6, 12)
-    mean = httpx.post(f"{url}/attention", json={"text": A, "layer": -1, "mean_heads": True}, timeout=60).json()
+    mean = httpx.post(
+        f"{url}/attention", json={"text": A, "layer": -1, "mean_heads": True}, timeout=60
+    ).json()
     np.testing.assert_allclose(mean["attention"], bundled.attentions(A)[-1].mean(axis=0), atol=1e-5)
     everything = httpx.post(f"{url}/attention", json={"text": A}, timeout=60).json()
     assert np.asarray(everything["attention"]).shape == bundled.attentions(A).shape
@@ -55,5 +57,7 @@ def test_pairs_through_tokenize_anatomy_and_embed(url: str, bundled: bertscope.M
     assert item[0]["pair"] == PAIR[1] and item[0]["tokens"][-2]["type_id"] == 1 and item[1]["pair"] is None
     anatomy = httpx.post(f"{url}/anatomy", json={"text": PAIR}, timeout=60).json()
     assert anatomy["token_type_ids"] == bundled.tokenize(tuple(PAIR)).type_ids  # type: ignore[arg-type]
-    vectors = httpx.post(f"{url}/embed", json={"inputs": [PAIR], "pooling": "mean"}, timeout=60).json()["vectors"]
+    vectors = httpx.post(f"{url}/embed", json={"inputs": [PAIR], "pooling": "mean"}, timeout=60).json()[
+        "vectors"
+    ]
     np.testing.assert_allclose(vectors[0], bundled.embed(tuple(PAIR), pooling="mean").vectors[0], atol=1e-5)  # type: ignore[arg-type]

@@ -139,7 +139,9 @@ def test_explore_command_is_registered() -> None:
 
 
 @pytest.mark.timeout(120)
-def test_explain_and_attention_tabs_and_pairs(page: tuple[Any, str], bundled: bertscope.Model, tmp_path: Path) -> None:
+def test_explain_and_attention_tabs_and_pairs(
+    page: tuple[Any, str], bundled: bertscope.Model, tmp_path: Path
+) -> None:
     pg, base = page
     errors: list[str] = []
     pg.on("pageerror", lambda e: errors.append(str(e)))
@@ -161,7 +163,7 @@ def test_explain_and_attention_tabs_and_pairs(page: tuple[Any, str], bundled: be
     pg.screenshot(path=str(tmp_path / "explain.png"), full_page=True)
     pg.select_option("#x-pooling", "cls")
     pg.click("#explain")
-    pg.wait_for_function("() => (document.querySelector('#x-note') || {}).textContent?.includes('not an exact')")
+    pg.wait_for_function("() => document.querySelector('#x-note')?.textContent.includes('not an exact')")
     assert pg.locator("#x-map rect").count() == 0
 
     # Attention: the head view draws the chosen layer and head, equal to output_attentions.

@@ -14,7 +14,9 @@ TEXTS = ["I like eating bread", "a cat", "tokenization is fun"]
 
 
 def test_batch_equals_the_padded_tokenizer_call(bundled: bertscope.Model, bundled_path: Path) -> None:
-    reference = transformers.AutoTokenizer.from_pretrained(bundled_path)(TEXTS, padding=True, return_tensors="np")
+    reference = transformers.AutoTokenizer.from_pretrained(bundled_path)(
+        TEXTS, padding=True, return_tensors="np"
+    )
     batch = bundled.batch(TEXTS)
     for name in ("input_ids", "attention_mask", "token_type_ids"):
         np.testing.assert_array_equal(batch[name], reference[name])

@@ -94,7 +94,11 @@ def fit_baseline(
         pick = np.random.default_rng(seed).choice(len(left), _MAX_PAIRS, replace=False)
         left, right = left[pick], right[pick]
     cosines = np.sort(np.einsum("nd,nd->n", vectors[left], vectors[right]).astype(np.float64))
-    settings = {"model": model.loaded.source, "reference": len(texts), **score_settings(spec.as_dict(), processor)}
+    settings = {
+        "model": model.loaded.source,
+        "reference": len(texts),
+        **score_settings(spec.as_dict(), processor),
+    }
     return Baseline(cosines, settings)
 
 
@@ -131,7 +135,11 @@ class Threshold:
 
     def check(self, model: str, settings: dict[str, Any]) -> None:
         """Raise InvalidSpec when scores made by `model` with `settings` are not what this was fitted on."""
-        differ = {k: (settings.get(k), self.settings.get(k)) for k in _KEYS if settings.get(k) != self.settings.get(k)}
+        differ = {
+            k: (settings.get(k), self.settings.get(k))
+            for k in _KEYS
+            if settings.get(k) != self.settings.get(k)
+        }
         if model != self.model:
             differ["model"] = (model, self.model)
         if differ:

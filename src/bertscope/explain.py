@@ -90,7 +90,7 @@ def explain(
     exact: bool = False,
     **options: Any,
 ) -> Explanation:
-    """Split `model.similarity(a, b, **options, post=post)` into token pairs; `exact` refuses approximations."""
+    """Split `model.similarity(a, b, post=post, **options)` into token pairs; `exact` refuses the rest."""
     if not isinstance(a, str) or not isinstance(b, str):
         raise InvalidSpec("explain takes two texts (strings); pairs of segments are not explained")
     spec = model.spec(**options)
@@ -145,15 +145,15 @@ def token_parts(
         masked = np.where(keep[:, None] > 0, x, -np.inf)
         owner = masked.argmax(axis=0)
         pooled = masked[owner, np.arange(x.shape[1])]
-        scale = 1.0 / max(np.linalg.norm(pooled), 1e-12) if spec.normalize else 1.0
+        scale = 1.0 / max(float(np.linalg.norm(pooled)), 1e-12) if spec.normalize else 1.0
         shift = processor.mean if processor is not None else np.zeros(x.shape[1])
         parts = np.zeros_like(x)
         parts[owner, np.arange(x.shape[1])] = scale * pooled - shift
     else:
-        count = max(keep.sum(), 1e-9)
+        count = max(float(keep.sum()), 1e-9)
         weights = keep / (np.sqrt(count) if spec.pooling is Pooling.MEAN_SQRT_LEN else count)
         pooled = weights @ x
-        scale = 1.0 / max(np.linalg.norm(pooled), 1e-12) if spec.normalize else 1.0
+        scale = 1.0 / max(float(np.linalg.norm(pooled)), 1e-12) if spec.normalize else 1.0
         parts = scale * weights[:, None] * x
         if processor is not None:
             # The mean is shared out in proportion to each token's weight, so the parts still sum.
@@ -252,7 +252,9 @@ def plot_explanation(result: Explanation, path: str | Path) -> Path:
         grid = np.full((2, width), np.nan)
         grid[0, :n], grid[1, :m] = result.share_a, result.share_b
         ax.imshow(grid, cmap="viridis", aspect="auto")
-        for row, (tokens, values) in enumerate(((result.tokens_a, result.share_a), (result.tokens_b, result.share_b))):
+        for row, (tokens, values) in enumerate(
+            ((result.tokens_a, result.share_a), (result.tokens_b, result.share_b))
+        ):
             for col, (token, value) in enumerate(zip(tokens, values, strict=True)):
                 ax.text(col, row, f"{token}\n{value:.2f}", ha="center", va="center", fontsize=7, color="w")
         ax.set_yticks([0, 1], ["a", "b"])

@@ -341,8 +341,9 @@ class Model:
         with progress_callback(len(items), enabled=progress) as on_batch:
             return [
                 TokenEmbeddings(
-                    t.text, t.tokens, t.offsets, t.word_ids, t.special_mask, m, t.n_dropped, spec.as_dict(), t.pair
-                )
+                    t.text, t.tokens, t.offsets, t.word_ids, t.special_mask, m, t.n_dropped, spec.as_dict(),
+                    pair=t.pair,
+                )  # fmt: skip
                 for t, m in self.engine.token_matrices(items, spec, on_batch=on_batch)
             ]
 

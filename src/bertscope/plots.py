@@ -166,7 +166,8 @@ def _project(points: np.ndarray, how: Projection, seed: int) -> np.ndarray:
                 "pip install umap-learn (the bertscope extra 'umap'), or use --method pca or tsne"
             ) from None
         neighbours = int(min(15, max(2, len(points) - 1)))
-        return np.asarray(UMAP(n_components=2, n_neighbors=neighbours, random_state=seed).fit_transform(points))
+        reducer = UMAP(n_components=2, n_neighbors=neighbours, random_state=seed)
+        return np.asarray(reducer.fit_transform(points))
     from sklearn.manifold import TSNE
 
     perplexity = float(min(30, max(2, (len(points) - 1) // 3)))

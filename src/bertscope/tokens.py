@@ -179,7 +179,9 @@ def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
                 hint = "strings or (A, B) pairs" if pairs else "str items only (pairs are not taken here)"
                 raise InvalidInput(f"text {index} is a {kind}, not a string: pass {hint}")
             if not part.strip():
-                raise InvalidInput(f"text {index} is empty: every text needs at least one non-space character")
+                raise InvalidInput(
+                    f"text {index} is empty: every text needs at least one non-space character"
+                )
         items.append(parts if len(parts) == 2 else text)
     return items
 

@@ -209,7 +209,8 @@ def anatomy(
     for i, tok in enumerate(a.tokens.tokens):
         pos = str(a.position_ids[i]) if a.position_ids else "-"
         norms = [f"{np.linalg.norm(getattr(a, s)[i]):.2f}" for s in shown]
-        table.add_row(tok, str(a.tokens.ids[i]), pos, str(a.tokens.type_ids[i]), *norms, f"{per_token[i]:.1e}")
+        segment = str(a.tokens.type_ids[i])
+        table.add_row(tok, str(a.tokens.ids[i]), pos, segment, *norms, f"{per_token[i]:.1e}")
     out.print(table)
     parts = " + ".join(s for s in ("word", "position", "token_type") if getattr(a, s) is not None)
     if a.projected is not None:

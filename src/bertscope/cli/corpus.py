@@ -51,7 +51,7 @@ def similar(
     ] = None,
     threshold_file: Annotated[
         Path | None,
-        typer.Option("--threshold-file", help="Keep only hits at or above a `bertscope calibrate` threshold."),
+        typer.Option("--threshold-file", help="Keep hits at or above a `bertscope calibrate` threshold."),
     ] = None,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
@@ -89,7 +89,7 @@ def _above_threshold(hits: list[Any], path: Path, store: Path, collection: str |
     keys = ("layers", "combine", "pooling", "mask_special", "normalize", "post")
     threshold.check(str(settings.get("model")), {k: settings.get(k) for k in keys})
     kept = [h for h in hits if h.score >= threshold.threshold]
-    err.print(f"{len(kept)} of {len(hits)} hits at or above the calibrated threshold {threshold.threshold:.4f}")
+    err.print(f"{len(kept)} of {len(hits)} hits at or above the calibrated {threshold.threshold:.4f}")
     return kept
 
 

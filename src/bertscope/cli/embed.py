@@ -241,7 +241,7 @@ def similarity(
     ] = False,
     reference: Annotated[
         str | None,
-        typer.Option("--reference", help="Baseline corpus, one text per line (default: the shipped sentences)."),
+        typer.Option("--reference", help="Baseline corpus, one text a line (default: sentences shipped)."),
     ] = None,
     threshold_file: Annotated[
         Path | None, typer.Option("--threshold-file", help="A threshold from `bertscope calibrate`.")
@@ -260,9 +260,8 @@ def similarity(
     if reference is not None:
         baseline = True
     m = load_model(model)
-    options: dict[str, Any] = dict(
-        layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, normalize=normalize, long=long
-    )
+    options: dict[str, Any] = dict(layers=layers, combine=combine, pooling=pooling, long=long)
+    options.update(mask_special=mask_special, normalize=normalize)
     matrix = m.similarity(texts, post=post, **options)
     percentiles = same = None
     if baseline:

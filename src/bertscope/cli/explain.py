@@ -78,7 +78,10 @@ def explain(
             table.add_row(pair["token_a"], pair["token_b"], f"{pair['contribution']:+.4f}", f"{share:.1%}")
         out.print(table)
     heading = "share of the score" if result.exact else "[CLS] attention (not exact)"
-    for name, tokens, shares in (("a", result.tokens_a, result.share_a), ("b", result.tokens_b, result.share_b)):
+    for name, tokens, shares in (
+        ("a", result.tokens_a, result.share_a),
+        ("b", result.tokens_b, result.share_b),
+    ):
         table = Table("token", heading, title=f"each token of {name}")
         for token, value in zip(tokens, shares, strict=True):
             table.add_row(token, f"{value:+.4f}")
@@ -135,8 +138,12 @@ def calibrate(
 @app.command()
 def attention(
     text: Annotated[str, typer.Argument(help="One text (A with --pair).")],
-    pair: Annotated[str | None, typer.Option("--pair", help="A second text: the model reads A [SEP] B.")] = None,
-    layer: Annotated[int, typer.Option("--layer", help="Encoder layer 1..L (negative counts from the end).")] = -1,
+    pair: Annotated[
+        str | None, typer.Option("--pair", help="A second text: the model reads A [SEP] B.")
+    ] = None,
+    layer: Annotated[
+        int, typer.Option("--layer", help="Encoder layer 1..L (negative counts from the end).")
+    ] = -1,
     head: Annotated[
         int | None, typer.Option("--head", help="One head (default: the mean over heads).")
     ] = None,
@@ -153,7 +160,9 @@ def attention(
     tokens, weights = attention_of(m, text if pair is None else (text, pair))
     index = layer if layer < 0 else layer - 1
     if not (-m.n_layers <= index < m.n_layers) or layer == 0:
-        raise InvalidInput(f"--layer {layer}: this model's attention layers are 1..{m.n_layers} (or -1..-{m.n_layers})")
+        raise InvalidInput(
+            f"--layer {layer}: this model's attention layers are 1..{m.n_layers} (or -1..-{m.n_layers})"
+        )
     if head is not None and not 0 <= head < weights.shape[1]:
         raise InvalidInput(f"--head {head}: this model has heads 0..{weights.shape[1] - 1}")
     grid = weights[index].mean(axis=0) if head is None else weights[index, head]

@@ -19,9 +19,9 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from .. import __version__
 from .batching import Batcher, Metrics
+from .explain_routes import explain_routes
 from .explorer import mount_explorer
 from .guard import Guard, ServerSettings, add_error_handlers
-from .explain_routes import explain_routes
 from .routes import embedding_routes, model_routes, ops_routes
 from .service import Service
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from fastapi import FastAPI, Response
 from fastapi.responses import JSONResponse
+
 from ..attention import attention_of
 from ..errors import InvalidInput
 from ..tokens import check_texts
@@ -26,7 +27,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
 
     @app.post("/explain", tags=["explain"])
     async def explain(req: ExplainRequest) -> Response:
-        """The cosine of a and b split into token-pair contributions (exact), or [CLS] attention (labelled)."""
+        """The cosine of a and b as token-pair contributions (exact), or [CLS] attention (marked)."""
         check_texts([req.a, req.b])
         options = req.spec_options()
         processor = svc.post(req.post, svc.model.spec(**options).as_dict())
@@ -37,7 +38,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
 
     @app.post("/attention", tags=["explain"])
     async def attention(req: AttentionRequest) -> Response:
-        """Weights as Hugging Face's output_attentions: (layers, heads, tokens, tokens), or the slice asked."""
+        """Weights as output_attentions gives them: (layers, heads, tokens, tokens), or the slice asked."""
         text: Any = tuple(req.text) if isinstance(req.text, list) else req.text
         check_texts(text, pairs=True)
         tokens, weights = await svc.on_worker(lambda: attention_of(svc.model, text))
@@ -59,7 +60,9 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
         )
 
 
-def _pick(weights: np.ndarray, req: AttentionRequest, n_layers: int, n_heads: int) -> tuple[np.ndarray, int | None]:
+def _pick(
+    weights: np.ndarray, req: AttentionRequest, n_layers: int, n_heads: int
+) -> tuple[np.ndarray, int | None]:
     layer = None
     if req.layer is not None:
         if req.layer == 0 or not -n_layers <= req.layer <= n_layers:
