@@ -76,7 +76,8 @@ def test_page_shows_tokens_layers_and_sentence_cosines(
     pg.fill("#text", TEXT)
     pg.fill("#text2", PAIR[1])
     pg.click("#go")
-    pg.wait_for_selector(f"body[data-ready='{TEXT}']")
+    # The page marks itself ready with both inputs once every panel of this run is drawn.
+    pg.wait_for_selector(f"body[data-ready='{TEXT} | {PAIR[1]}']")
 
     # Tokens: "bread" is row 7852 of the vocabulary; the batch pads the shorter text with mask 0.
     row = pg.locator("#tokens tbody tr", has=pg.locator("td.piece", has_text="bread"))
@@ -188,7 +189,7 @@ def test_explain_and_attention_tabs_and_pairs(
     pg.fill("#text2", "Fine, thanks.")
     pg.check("#as-pair")
     pg.click("#go")
-    pg.wait_for_selector("body[data-ready='How are you?']")
+    pg.wait_for_selector("body[data-ready='How are you? | Fine, thanks.']")
     segments = pg.eval_on_selector_all("#tokens td.segment", "ts => ts.map(t => t.textContent)")
     expected = bundled.tokenize(("How are you?", "Fine, thanks."))
     assert segments == [str(t) for t in expected.type_ids] and "1" in segments
