@@ -78,14 +78,15 @@ def explain(
             table.add_row(pair["token_a"], pair["token_b"], f"{pair['contribution']:+.4f}", f"{share:.1%}")
         out.print(table)
     heading = "share of the score" if result.exact else "[CLS] attention (not exact)"
-    for name, tokens, shares in (
-        ("a", result.tokens_a, result.share_a),
-        ("b", result.tokens_b, result.share_b),
-    ):
-        table = Table("token", heading, title=f"each token of {name}")
-        for token, value in zip(tokens, shares, strict=True):
-            table.add_row(token, f"{value:+.4f}")
-        out.print(table)
+    table = Table("a", "", "b", "", title=f"each token: {heading}")
+    for row in range(max(len(result.tokens_a), len(result.tokens_b))):
+        a_cells = _cells(result.tokens_a, result.share_a, row)
+        table.add_row(*a_cells, *_cells(result.tokens_b, result.share_b, row))
+    out.print(table)
+
+
+def _cells(tokens: list[str], shares: np.ndarray, row: int) -> tuple[str, str]:
+    return (tokens[row], f"{shares[row]:+.4f}") if row < len(tokens) else ("", "")
 
 
 @app.command()
