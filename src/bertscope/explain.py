@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._enums import Pooling
-from .engine import EmbedSpec
+from ._enums import Combine, LongText, Pooling
 from .errors import InvalidSpec
-from .post import PostKind, PostProcessor, prepare_post
+from .layers import LayerSpec
+from .post import PostKind, PostProcessor
+from .similarity import cos_sim
+from .spec import EmbedOptions, EmbedSpec, resolve
 from .tokens import Tokens
 
 if TYPE_CHECKING:
@@ -88,14 +90,22 @@ def explain(
     post: PostProcessor | str | Path | None = None,
     top: int = 10,
     exact: bool = False,
-    **options: Any,
+    layers: LayerSpec | None = None,
+    combine: Combine | str = "mean",
+    pooling: Pooling | str = "auto",
+    mask_special: bool = False,
+    normalize: bool | None = None,
+    long: LongText | str = "truncate",
+    stride: int | None = None,
 ) -> Explanation:
     """Split `model.similarity(a, b, post=post, **options)` into token pairs; `exact` refuses the rest."""
     if not isinstance(a, str) or not isinstance(b, str):
         raise InvalidSpec("explain takes two texts (strings); pairs of segments are not explained")
-    spec = model.spec(**options)
-    processor = prepare_post(post, spec.as_dict())
-    score = float(model.similarity(a, b, post=processor, **options)[0, 0])
+    options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+    recipe = resolve(model, options)
+    spec, processor = recipe.spec, recipe.post
+    # Each text alone, as `similarity` embeds them, so the score is the one it reports.
+    score = float(cos_sim(model.embed_with([a], recipe).vectors, model.embed_with([b], recipe).vectors)[0, 0])
     if spec.pooling not in (*_LINEAR, Pooling.MAX):
         if exact:
             raise InvalidSpec(

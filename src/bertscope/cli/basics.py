@@ -5,12 +5,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
 from ..errors import InvalidInput
-from .app import JsonOpt, ModelOpt, PairOpt, app, emit_json, err, load_model, out, pair_note, with_pair
+from ..folder import FolderView
+from .app import (
+    BackendOpt,
+    DeviceOpt,
+    DtypeOpt,
+    JsonOpt,
+    ModelOpt,
+    PairOpt,
+    QuantizeOpt,
+    ThreadsOpt,
+    app,
+    emit_json,
+    err,
+    load_model,
+    out,
+    pair_note,
+    with_pair,
+)
 
 
 @app.command()
@@ -19,7 +35,9 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
 
     Example: `bertscope info --model ./my-bert`
     """
-    details = load_model(model).info().as_dict()
+    view = FolderView.open(model)
+    light = view.info() if view is not None else None
+    details = light if light is not None else load_model(model).info().to_dict()
     if as_json:
         emit_json(details)
         return
@@ -46,7 +64,8 @@ def tokens(
     Examples: `bertscope tokens "I like eating bread"`, `bertscope tokens "a" "b c" --pad`,
     `bertscope tokens "How are you?" --pair "Fine."`
     """
-    m = load_model(model)
+    # the tokenizer alone answers, without torch, where the folder has a tokenizer.json
+    m: Any = FolderView.open(model) or load_model(model)
     toks = m.tokenize(with_pair(texts, pair))
     if pad:
         from ..tokens import pad_batch
@@ -69,7 +88,7 @@ def tokens(
             out.print(table)
         return
     if as_json:
-        emit_json([{"text": t.text, "tokens": t.as_records(), "dropped": t.n_dropped} for t in toks])
+        emit_json({"items": [t.to_dict() for t in toks]})
         return
     for tok in toks:
         table = Table(title=repr(tok.text) if tok.pair is None else f"{tok.text!r} + {tok.pair!r}")
@@ -115,6 +134,11 @@ def static(
         bool, typer.Option("--include-special", help="Let neighbours be special.")
     ] = False,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Static word-piece vectors: rows of the input embedding matrix (no position, no segment).
@@ -123,7 +147,8 @@ def static(
     `bertscope static --ids 7852`, `bertscope static --export vocab.vec --format word2vec`,
     `bertscope static king queen bread --export three.vec` (only those rows)
     """
-    m = load_model(model)
+
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     if export is not None:
         if word and items:
             raise InvalidInput("--export writes word-piece rows; name pieces (or --ids), not --word words")
@@ -135,27 +160,12 @@ def static(
         return
     if not items:
         raise InvalidInput("name at least one word piece (e.g. `bertscope static bread`), or --export FILE")
+    from ..static import lookup
+
     keys: list[Any] = [int(i) if ids else i for i in items] if not word else list(items)
-    records = []
-    for key in keys:
-        if word:
-            sw = m.static_word(key)
-            rec: dict[str, Any] = {"item": key, "pieces": sw.pieces, "ids": sw.ids, "vector": sw.vector}
-            query: Any = sw.vector
-        else:
-            vector = m.static([key])[0]
-            token_id = m.static_ids([key])[0]
-            rec = {"item": key, "token": m.id_to_token[token_id], "id": token_id, "vector": vector}
-            query = token_id
-        rec["norm"] = float(np.linalg.norm(rec["vector"]))
-        if neighbors:
-            rec["neighbors"] = [
-                {"token": n.token, "id": n.id, "cosine": n.cosine}
-                for n in m.static_neighbors(query, k=neighbors, include_special=include_special)
-            ]
-        records.append(rec)
+    records = [lookup(m, key, word=word, k=neighbors, include_special=include_special) for key in keys]
     if as_json:
-        emit_json(records)
+        emit_json({"items": records})
         return
     for rec in records:
         head = f"{rec['item']!r}: " + (f"pieces {rec['pieces']}" if word else f"id {rec['id']}")
@@ -173,32 +183,27 @@ def anatomy(
     text: Annotated[str, typer.Argument(help="One text to take apart.")],
     pair: PairOpt = None,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The embedding layer taken apart: word + position + segment, LayerNorm, and the proof.
 
     Examples: `bertscope anatomy "I am Sinan"`, `bertscope anatomy "How are you?" --pair "Fine."`
     """
-    m = load_model(model)
+    import numpy as np
+
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     a = m.anatomy(text if pair is None else (text, pair))
     from ..anatomy import STEPS
 
     steps = [s for s in STEPS if s != "model_output" and getattr(a, s) is not None]
     error = a.max_abs_error
     if as_json:
-        emit_json(
-            {
-                "tokens": a.tokens.tokens,
-                "ids": a.tokens.ids,
-                "token_type_ids": a.tokens.type_ids,
-                "position_ids": a.position_ids,
-                "lacks": list(a.lacks),
-                "dropped": a.n_dropped,
-                "max_abs_error": error,
-                **{s: getattr(a, s) for s in steps},
-                "model_output": a.model_output,
-            }
-        )
+        emit_json(a.to_dict())
         return
     table = Table(title=f"embedding layer of {text!r}: the norm of each step's vector")
     shown = [s for s in steps if not (s == "encoder_input" and "projection" in a.lacks)]

@@ -10,7 +10,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import InvalidInput
-from .app import JsonOpt, ModelOpt, app, emit_json, err, out
+from .app import (
+    JsonOpt,
+    ModelOpt,
+    app,
+    emit_json,
+    err,
+    out,
+)
 
 CORPUS_SUFFIXES = (".parquet", ".npy", ".db", ".sqlite", ".sqlite3")
 
@@ -85,7 +92,7 @@ def similar(
     if threshold_file is not None:
         hits = _above_threshold(hits, threshold_file, store, collection)
     if as_json:
-        emit_json([{"id": h.id, "score": h.score, "text": h.text} for h in hits])
+        emit_json([h.to_dict() for h in hits])
         return
     table = Table("rank", "id", "cosine", "text", title=f"nearest to {query or 'id ' + str(item_id)!r}")
     for rank, hit in enumerate(hits, 1):

@@ -29,10 +29,13 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
     async def explain(req: ExplainRequest) -> Response:
         """The cosine of a and b as token-pair contributions (exact), or [CLS] attention (marked)."""
         check_texts([req.a, req.b])
-        options = req.spec_options()
-        processor = svc.post(req.post, svc.model.spec(**options).as_dict())
+        post = svc.recipe(req.options(), req.post).post  # checks the name and the spec it was fitted on
         result = await svc.on_worker(
-            lambda: svc.model.explain(req.a, req.b, post=processor, top=req.top, exact=req.exact, **options)
+            lambda: svc.model.explain(
+                req.a, req.b, post=post, top=req.top, exact=req.exact, layers=req.layers, combine=req.combine,
+                pooling=req.pooling, mask_special=req.mask_special, normalize=req.normalize, long=req.long,
+                stride=req.stride,
+            )  # fmt: skip
         )
         return JSONResponse({"model": svc.name, **result.to_dict()})
 
