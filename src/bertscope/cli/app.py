@@ -117,8 +117,10 @@ def with_pair(texts: list[str], pair: str | None) -> list[Any]:
 
 def pair_note(model: Any) -> str:
     """The note for a pair on a model whose tokenizer gives B no token type of its own."""
+    # A Model names its source; a tokenizer-only folder view does not.
+    source = getattr(getattr(model, "loaded", None), "source", "this model")
     return (
-        f"note: {model.loaded.source} has no token types (segment rows): B is marked by the separators "
+        f"note: {source} has no token types (segment rows): B is marked by the separators "
         "only, and every token type id is 0"
     )
 
