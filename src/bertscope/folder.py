@@ -234,12 +234,12 @@ class FolderView:
         """Id -> word piece (added tokens included)."""
         return {i: t for t, i in self.tokenizer.get_vocab(with_added_tokens=True).items()}
 
-    def tokenize(self, texts: Sequence[str]) -> list[Tokens]:
-        """Tokens of each text, cut to `max_tokens` as `Model.tokenize` cuts them (long='truncate')."""
+    def tokenize(self, texts: Sequence[Any]) -> list[Tokens]:
+        """Tokens of each text or (A, B) pair, cut to `max_tokens` as `Model.tokenize` cuts them."""
         from .tokens import TextTokenizer, check_texts
 
         text_tokenizer = TextTokenizer(self.tokenizer, max_tokens=self.max_tokens)
-        items = check_texts(list(texts))
+        items = check_texts(list(texts), pairs=True)
         encoded = text_tokenizer.encode(items)
         return [text_tokenizer.fit(t, LongText.TRUNCATE, index=i) for i, t in enumerate(encoded)]
 

@@ -14,7 +14,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from ._enums import StrEnum
-from .errors import InvalidInput, InvalidSpec
+from .errors import BackendUnavailable, InvalidInput, InvalidSpec
 from .layers import parse_layers
 from .similarity import unit
 
@@ -36,14 +36,16 @@ __all__ = [
     "plot_word_eval",
     "plot_words",
     "word_points",
+    "plot_static",
 ]
 
 
 class Projection(StrEnum):
-    """How word occurrences are laid out in two dimensions."""
+    """How word occurrences are laid out in two dimensions (umap needs the umap-learn package)."""
 
     PCA = "pca"
     TSNE = "tsne"
+    UMAP = "umap"
 
 
 def _save(figure: Figure, path: str | Path) -> Path:
@@ -208,6 +210,17 @@ def _project(points: np.ndarray, how: Projection, seed: int) -> np.ndarray:
         from sklearn.decomposition import PCA
 
         return PCA(n_components=2, random_state=seed).fit_transform(points)
+    if how is Projection.UMAP:
+        try:
+            from umap import UMAP
+        except ImportError:
+            raise BackendUnavailable(
+                "--method umap needs the umap-learn package, which is not installed: "
+                "pip install umap-learn (the bertscope extra 'umap'), or use --method pca or tsne"
+            ) from None
+        neighbours = int(min(15, max(2, len(points) - 1)))
+        reducer = UMAP(n_components=2, n_neighbors=neighbours, random_state=seed)
+        return np.asarray(reducer.fit_transform(points))
     from sklearn.manifold import TSNE
 
     perplexity = float(min(30, max(2, (len(points) - 1) // 3)))
@@ -266,4 +279,25 @@ def draw_layers(found: LayerCosines, path: str | Path) -> Path:
         ax.set_yticks(range(n_tokens), found.tokens, fontsize=7)
     figure.colorbar(image, ax=axes, shrink=0.8, label="cosine")
     figure.suptitle(f"token-to-token cosine per layer: {found.text!r}")
+    return _save(figure, path)
+
+
+def plot_static(
+    model: Model, ids: Sequence[int], path: str | Path, *, method: Projection | str = "pca", seed: int = 0
+) -> Path:
+    """The static rows of word pieces `ids` as labelled points in 2-D (PCA, t-SNE or UMAP)."""
+    how = Projection.parse(method, what="projection")
+    if len(ids) < 3:
+        raise InvalidInput(f"{len(ids)} pieces given; a 2-D picture needs at least 3")
+    flat = _project(model.static(list(ids)), how, seed)
+    side = min(14.0, 5.0 + 0.02 * len(ids))
+    figure = Figure(figsize=(side, side * 0.8))
+    ax = figure.add_subplot()
+    ax.scatter(flat[:, 0], flat[:, 1], s=8, alpha=0.6)
+    if len(ids) <= 400:  # beyond that the labels hide the points
+        for (x, y), i in zip(flat, ids, strict=True):
+            ax.annotate(model.id_to_token.get(i, str(i)), (x, y), fontsize=7, alpha=0.85)
+    ax.set_xlabel(f"{how.value} 1")
+    ax.set_ylabel(f"{how.value} 2")
+    ax.set_title(f"static word-piece rows ({len(ids)}), no position, no segment: {how.value}", fontsize=10)
     return _save(figure, path)

@@ -104,6 +104,25 @@ MaskSpecialOpt = Annotated[
 StrideOpt = Annotated[
     int | None, typer.Option("--stride", help="Window step in tokens (default: half a window).")
 ]
+PairOpt = Annotated[
+    str | None,
+    typer.Option("--pair", help="A second text B: each text is read as the pair [CLS] A [SEP] B [SEP]."),
+]
+
+
+def with_pair(texts: list[str], pair: str | None) -> list[Any]:
+    """The texts, each joined with `pair` as an (A, B) sentence pair when one is given."""
+    return list(texts) if pair is None else [(text, pair) for text in texts]
+
+
+def pair_note(model: Any) -> str:
+    """The note for a pair on a model whose tokenizer gives B no token type of its own."""
+    # A Model names its source; a tokenizer-only folder view does not.
+    source = getattr(getattr(model, "loaded", None), "source", "this model")
+    return (
+        f"note: {source} has no token types (segment rows): B is marked by the separators "
+        "only, and every token type id is 0"
+    )
 
 
 @app.callback()

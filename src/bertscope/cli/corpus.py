@@ -63,6 +63,10 @@ def similar(
     post: Annotated[
         Path | None, typer.Option("--post", help="The post-processing file the store used.")
     ] = None,
+    threshold_file: Annotated[
+        Path | None,
+        typer.Option("--threshold-file", help="Keep hits at or above a `bertscope calibrate` threshold."),
+    ] = None,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -85,6 +89,8 @@ def similar(
     if (query is None) == (item_id is None):
         raise InvalidInput("give either a query text or --id ID (or --word WORD for a token store)")
     hits = search(query, store, collection=collection, k=k, item_id=item_id, model=model, post=post)
+    if threshold_file is not None:
+        hits = _above_threshold(hits, threshold_file, store, collection)
     if as_json:
         emit_json([h.to_dict() for h in hits])
         return
@@ -92,6 +98,20 @@ def similar(
     for rank, hit in enumerate(hits, 1):
         table.add_row(str(rank), hit.id, f"{hit.score:.4f}", hit.text or "")
     out.print(table)
+
+
+def _above_threshold(hits: list[Any], path: Path, store: Path, collection: str | None) -> list[Any]:
+    """The hits at or above the threshold in `path`, refused unless it matches the store's settings."""
+    from ..baseline import load_threshold
+    from ..io.stores import open_store
+
+    threshold = load_threshold(path)
+    settings = open_store(store, collection=collection).settings
+    keys = ("layers", "combine", "pooling", "mask_special", "normalize", "post")
+    threshold.check(str(settings.get("model")), {k: settings.get(k) for k in keys})
+    kept = [h for h in hits if h.score >= threshold.threshold]
+    err.print(f"{len(kept)} of {len(hits)} hits at or above the calibrated {threshold.threshold:.4f}")
+    return kept
 
 
 def _occurrences(

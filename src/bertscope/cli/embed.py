@@ -30,6 +30,7 @@ from .app import (
     err,
     load_model,
     out,
+    read_lines,
     read_texts,
 )
 
@@ -224,7 +225,21 @@ def similarity(
     combine: CombineOpt = "mean",
     pooling: PoolingOpt = "auto",
     mask_special: MaskSpecialOpt = False,
+    normalize: NormalizeOpt = None,
     long: LongOpt = "truncate",
+    post: Annotated[
+        Path | None, typer.Option("--post", help="A fitted post-processing file (see fit-post).")
+    ] = None,
+    baseline: Annotated[
+        bool, typer.Option("--baseline", help="Add each score's percentile among unrelated pairs.")
+    ] = False,
+    reference: Annotated[
+        str | None,
+        typer.Option("--reference", help="Baseline corpus, one text a line (default: sentences shipped)."),
+    ] = None,
+    threshold_file: Annotated[
+        Path | None, typer.Option("--threshold-file", help="A threshold from `bertscope calibrate`.")
+    ] = None,
     stride: StrideOpt = None,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
@@ -236,27 +251,55 @@ def similarity(
 ) -> None:
     """Cosine similarity of every pair of texts, as a matrix.
 
-    Example: `bertscope similarity "a cat" "a dog" "a car"`
+    Examples: `bertscope similarity "a cat" "a dog" "a car"`,
+    `bertscope similarity "a cat" "a kitten" --baseline` (the percentile among unrelated pairs),
+    `bertscope similarity "a" "b" --threshold-file threshold.json` (same or different, calibrated)
     """
     if len(texts) < 2:
         raise InvalidInput("similarity needs at least two texts")
+    if reference is not None:
+        baseline = True
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
-    matrix = m.similarity(
-        texts,
-        layers=layers,
-        combine=combine,
-        pooling=pooling,
-        mask_special=mask_special,
-        long=long,
-        stride=stride,
-    )
+    options: dict[str, Any] = dict(layers=layers, combine=combine, pooling=pooling, long=long, stride=stride)
+    options.update(mask_special=mask_special, normalize=normalize)
+    matrix = m.similarity(texts, post=post, **options)
+    percentiles = same = None
+    if baseline:
+        refs = list(read_lines(reference)) if reference is not None else None
+        percentiles = m.baseline(reference=refs, post=post, **options).percentile(matrix)
+    if threshold_file is not None:
+        threshold = checked_threshold(m, threshold_file, post, options)
+        same = matrix >= threshold.threshold
     if as_json:
-        emit_json({"texts": texts, "cosine": matrix})
+        extra = {"percentile": percentiles} if percentiles is not None else {}
+        if same is not None:
+            extra["same"] = same.tolist()
+        emit_json({"texts": texts, "cosine": matrix, **extra})
         return
-    table = Table("", *[f"{i}" for i in range(len(texts))], title="cosine similarity")
+    title = "cosine similarity" + (" (percentile among unrelated pairs)" if baseline else "")
+    table = Table("", *[f"{i}" for i in range(len(texts))], title=title)
     for i, row in enumerate(matrix):
-        table.add_row(f"{i} {_short(texts[i], 30)}", *[f"{v:.3f}" for v in row])
+        cells = []
+        for j, v in enumerate(row):
+            cell = f"{v:.3f}"
+            if percentiles is not None:
+                cell += f" (p{100 * percentiles[i, j]:.0f})"
+            if same is not None:
+                cell += " same" if same[i, j] else " diff"
+            cells.append(cell)
+        table.add_row(f"{i} {_short(texts[i], 30)}", *cells)
     out.print(table)
+
+
+def checked_threshold(m: Any, path: Path, post: Path | None, options: dict[str, Any]) -> Any:
+    """The threshold in `path`, refused unless it was calibrated with this model and these settings."""
+    from ..baseline import load_threshold, score_settings
+    from ..post import prepare_post
+
+    threshold = load_threshold(path)
+    spec = m.spec(**options).as_dict()
+    threshold.check(m.loaded.source, score_settings(spec, prepare_post(post, spec)))
+    return threshold
 
 
 def _short(text: str, width: int = 50) -> str:

@@ -19,6 +19,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from .. import __version__
 from .batching import Batcher, Metrics
+from .explain_routes import explain_routes
 from .explorer import mount_explorer
 from .guard import Guard, ServerSettings, add_error_handlers
 from .routes import embedding_routes, model_routes, ops_routes
@@ -66,6 +67,7 @@ def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastA
     embedding_routes(app, service)
     model_routes(app, service)
     ops_routes(app, service, metrics)
+    explain_routes(app, service)
     mount_explorer(app)
     if settings.api_key:
         _declare_api_key(app)

@@ -169,8 +169,9 @@ def model_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/anatomy", tags=["model"])
     async def anatomy(req: AnatomyRequest) -> Response:
         """The embedding layer of one text taken apart, step by step, with the proof's max |error|."""
-        check_texts(req.inputs)
-        a = await svc.on_worker(lambda: svc.model.anatomy(req.inputs))
+        text: Any = tuple(req.inputs) if isinstance(req.inputs, list) else req.inputs
+        check_texts(text, pairs=True)
+        a = await svc.on_worker(lambda: svc.model.anatomy(text))
         return JSONResponse({"model": svc.name, **a.to_dict()})
 
 

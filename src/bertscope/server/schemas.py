@@ -23,13 +23,19 @@ __all__ = [
     "SimilarityResponse",
     "ErrorResponse",
     "ERROR_RESPONSES",
+    "ExplainRequest",
+    "AttentionRequest",
 ]
 
-Texts = str | list[str]
+Text = str | list[str]
+Texts = str | list[str | list[str]]
 # Strict: JSON true must not pass as layer 1 or token id 1 (pydantic's lax mode would coerce it).
 Layers = str | StrictInt | list[StrictInt] | None
 
-_TEXTS = "One text or a list of texts (each non-empty)."
+_TEXTS = (
+    "One text or a list of texts (each non-empty); an item that is a list of two texts is a sentence pair "
+    "(A, B), read as [CLS] A [SEP] B [SEP]."
+)
 _LAYERS = (
     "Layer spec: -1 (last), -2, 0 (embedding output), 6, -4:, 1:4, 0,6, all; or an int or a list of ints."
 )
@@ -107,6 +113,7 @@ class TokenItem(BaseModel):
     """One text's tokens with character offsets, which are special, and their vectors (tokens, d)."""
 
     text: str
+    pair: str | None = None
     tokens: list[str]
     offsets: list[tuple[int, int]]
     word_ids: list[int | None]
@@ -188,8 +195,8 @@ class StaticRequest(_Strict):
 class AnatomyRequest(_Strict):
     """The embedding layer of one text taken apart."""
 
-    inputs: str = Field(
-        description="One non-empty text; `text` is accepted too.",
+    inputs: Text = Field(
+        description="One non-empty text, or a sentence pair as a list of two texts; `text` is accepted too.",
         examples=["I am Sinan"],
         validation_alias=AliasChoices("inputs", "text"),
     )
@@ -208,6 +215,27 @@ class SimilarityResponse(BaseModel):
     model: str
     scores: list[float]
     spec: dict[str, Any]
+
+
+class ExplainRequest(_SpecFields):
+    """Why two texts score what they score, with the same options as /embed and /similarity."""
+
+    a: str = Field(description="The first text.", examples=["The cat sat on the mat."])
+    b: str = Field(description="The second text.", examples=["A dog lay on the rug."])
+    post: str | None = Field(None, description="Name of a loaded post-processing (whitening, PCA, ...).")
+    top: StrictInt = Field(10, ge=0, le=1000, description="How many token pairs to list.")
+    exact: StrictBool = Field(
+        False, description="Refuse poolings with no exact split (cls, pooler) with a 422."
+    )
+
+
+class AttentionRequest(_Strict):
+    """Attention weights of one text or (A, B) pair: one layer, one head, or all of them."""
+
+    text: Text = Field(description="One text, or a pair as a list of two texts.", examples=["I like bread"])
+    layer: StrictInt | None = Field(None, description="Encoder layer 1..L or -1..-L (null: every layer).")
+    head: StrictInt | None = Field(None, ge=0, description="One head (null: every head).")
+    mean_heads: bool = Field(False, description="Average over heads instead of listing them.")
 
 
 class ErrorResponse(BaseModel):
