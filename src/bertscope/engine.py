@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._enums import Combine, LongText, Pooling
+from .errors import InvalidSpec
 from .families import Family
 from .layers import combine_layers
 from .pooling import pool_sentences
@@ -115,6 +116,11 @@ class Engine:
         self, texts: Iterable[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
     ) -> Iterator[SentenceEmbeddings]:
         """Sentence vectors chunk by chunk, in input order; memory is bounded by the chunk size."""
+        if spec.combine is Combine.STACK and len(spec.layers) > 1:
+            raise InvalidSpec(
+                "combine='stack' keeps each layer's vector apart, which only token and word rows store "
+                "(level='tokens' or 'words'); pool sentence vectors with combine mean, sum or concat"
+            )
         start = 0
         for chunk in _chunks(texts, self.chunk_size):
             tokens = self._fit(chunk, spec, start)
