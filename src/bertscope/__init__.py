@@ -5,7 +5,7 @@ m = bertscope.load()                 # the bundled all-MiniLM-L6-v2
 m.static("bread"); m.anatomy("I am Sinan"); m.embed(["a cat", "a dog"], layers="-2")
 """
 
-from ._enums import Backend, Combine, DType, Engine, LongText, Pooling, Quantize, SubwordPooling
+from ._enums import Backend, Combine, DType, Engine, LongText, Mode, Pooling, Quantize, SubwordPooling
 from .anatomy import Anatomy
 from .engine import EmbedSpec
 from .errors import (
@@ -57,6 +57,7 @@ __all__ = [
     "SubwordPooling",
     "Backend",
     "Quantize",
+    "Mode",
     "DType",
     "Engine",
     "SUPPORTED",

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ._enums import Level, Precision, SubwordPooling
+from ._enums import Level, Mode, Precision, SubwordPooling
 from .errors import CorpusError, InvalidInput
 from .io.job import JobSummary, _arg_of, job_settings
 from .io.levels import make_level, vector_columns
@@ -102,7 +102,7 @@ def embed_dataset(
     ray = _ray()
     model_arg = _arg_of(model) if isinstance(model, Model) else model
     if isinstance(model, Model):
-        backend, quantize = model.backend, model.quantize
+        backend, quantize, dtype = model.backend, model.quantize, model.info().dtype
     gpus = _gpus_per_worker(ray, device)
     retries = {"max_restarts": max_restarts, "max_task_retries": max_task_retries}
     return dataset.map_batches(
@@ -169,9 +169,14 @@ def run_ray_job(
     level: Level | str = "sentence",
     precision: Precision | str = "float32",
     subword: SubwordPooling | str = "mean",
+    mode: Mode | str = Mode.EXACT,
+    fast_min_cosine: float = 0.999,
     **options: Any,
 ) -> JobSummary:
-    """Embed a corpus (a file, a glob or a list of texts) into Parquet shards `OUTPUT/part-*.parquet`."""
+    """Embed a corpus (a file, a glob or a list of texts) into Parquet shards `OUTPUT/part-*.parquet`.
+
+    `mode="fast"` is resolved once, by the driver (CPU); the actors run the mode it chose.
+    """
     ray = _ray()
     import pyarrow.parquet as pq
 
@@ -181,7 +186,13 @@ def run_ray_job(
     sources = _sources(source)
     # The driver loads the model (CPU) only to check the options and to write the same provenance.
     # With int8 or onnxruntime this also exports the model once, so the actors find it in the cache.
-    m = load(model, device="cpu", dtype=dtype, backend=backend, quantize=quantize)
+    m = load(
+        model, device="cpu", dtype=dtype, backend=backend, quantize=quantize, mode=mode,
+        fast_min_cosine=fast_min_cosine,
+    )  # fmt: skip
+    if m.mode == Mode.FAST:
+        info = m.info()
+        dtype, backend, quantize = info.dtype, info.backend, info.quantize
     how = {"post": post, "keep_text": keep_text, "precision": precision, "subword": subword}
     rows_of = make_level(level, m, options=options, **how)
     settings = job_settings(m, rows_of.recorded(), model)

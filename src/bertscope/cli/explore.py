@@ -10,7 +10,18 @@ from typing import Annotated
 
 import typer
 
-from .app import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, app, err
+from .app import (
+    BackendOpt,
+    DeviceOpt,
+    DtypeOpt,
+    FastMinCosineOpt,
+    FastOpt,
+    ModelOpt,
+    QuantizeOpt,
+    app,
+    err,
+    load_model,
+)
 
 _HOST = "127.0.0.1"
 
@@ -34,6 +45,8 @@ def explore(
     dtype: DtypeOpt = "float32",
     backend: BackendOpt = "auto",
     quantize: QuantizeOpt = "none",
+    fast: FastOpt = False,
+    fast_min_cosine: FastMinCosineOpt = 0.999,
 ) -> None:
     """Open the explorer: tokens, anatomy, layers, sentences and vocabulary of a model, in the browser.
 
@@ -41,10 +54,9 @@ def explore(
     """
     import uvicorn
 
-    from ..model import load
     from ..server import create_app
 
-    m = load(model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize)
+    m = load_model(model, device, dtype, threads, backend, quantize, fast, fast_min_cosine)
     chosen = port or free_port()
     url = f"http://{_HOST}:{chosen}/"
     server = uvicorn.Server(uvicorn.Config(create_app(m), host=_HOST, port=chosen, log_level="warning"))

@@ -7,7 +7,18 @@ from typing import Annotated
 import typer
 
 from ..errors import InvalidInput
-from .app import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, app, err
+from .app import (
+    BackendOpt,
+    DeviceOpt,
+    DtypeOpt,
+    FastMinCosineOpt,
+    FastOpt,
+    ModelOpt,
+    QuantizeOpt,
+    app,
+    err,
+    load_model,
+)
 
 _HOST = "127.0.0.1"
 _LOOPBACK = (_HOST, "localhost", "::1")
@@ -55,6 +66,8 @@ def serve(
     dtype: DtypeOpt = "float32",
     backend: BackendOpt = "auto",
     quantize: QuantizeOpt = "none",
+    fast: FastOpt = False,
+    fast_min_cosine: FastMinCosineOpt = 0.999,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
 ) -> None:
     """Serve every embedding over HTTP: /embed, /embed_tokens, /v1/embeddings (OpenAI), /docs and more.
@@ -63,7 +76,6 @@ def serve(
     """
     import uvicorn
 
-    from ..model import load
     from ..server import ServerSettings, create_app
 
     settings = ServerSettings(
@@ -82,7 +94,7 @@ def serve(
         err.print(
             f"[yellow]warning:[/] listening on {host} with no --api-key: anyone who reaches it can use it"
         )
-    m = load(model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize)
+    m = load_model(model, device, dtype, threads, backend, quantize, fast, fast_min_cosine)
     err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
     uvicorn.run(create_app(m, settings=settings), host=host, port=port, log_level=log_level)
 
