@@ -165,3 +165,25 @@ def test_bad_fast_options_are_refused(
 ) -> None:
     with pytest.raises(bertscope.InvalidSpec, match=needle):
         bertscope.load(tiny_dirs["bert"], device="cpu", **kwargs)
+
+
+def test_cli_fast_corpus_job_records_the_choice(
+    tiny_dirs: dict[str, Path], measured: list[Any], tmp_path: Path
+) -> None:
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from bertscope.cli import app
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(t + "\n" for t in TEXTS))
+    out = tmp_path / "out.parquet"
+    args = ["embed", "-i", str(corpus), "-o", str(out), "-m", str(tiny_dirs["bert"]), "--device", "cpu"]
+    result = CliRunner().invoke(app, [*args, "--fast", "--fast-min-cosine", "0.9999", "-q"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert measured  # the CLI went through the fast choice
+    settings = json.loads(pq.read_schema(out).metadata[b"bertscope"])
+    assert settings["mode"] == "fast" and settings["fast"]["min_cosine"] == 0.9999
+    rows = json.loads(next((tmp_path / "cache" / "fast").glob("*.json")).read_text())["measured"]
+    chosen = fast.choose([fast.Measured(**row) for row in rows], 0.9999)
+    assert settings["fast"]["chosen"] == chosen.mode

@@ -158,6 +158,11 @@ class OpenVinoRunner:
                 self._compiled[deepest] = self.core.compile_model(cut, "CPU", self.config)
             return self._compiled[deepest]
 
+    @property
+    def compiled_depths(self) -> list[int]:
+        """The depths compiled so far (each the deepest hidden state of one compiled model)."""
+        return sorted(self._compiled)
+
     def inference_precision(self) -> str:
         """The precision OpenVINO actually runs the float parts in (read back from a compiled model)."""
         deepest = max(self._compiled, default=len(self._results) - 1)
