@@ -81,6 +81,31 @@ def test_ray_job_writes_the_local_sink_schema_and_rows(
         run_ray_job(str(corpus), tmp_path / "out", model=model, progress=False)
 
 
+def test_ray_job_runs_openvino_like_the_local_engine(
+    cluster: Any, tiny_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    from bertscope.distributed import run_ray_job
+
+    corpus = _corpus(tmp_path / "c.jsonl", 60)
+    model = str(tiny_dirs["bert"])
+    local_model = bertscope.load(model, device="cpu", backend="openvino")
+    embed_corpus(str(corpus), tmp_path / "local.parquet", model=local_model, progress=False)
+    run_ray_job(
+        str(corpus),
+        tmp_path / "out",
+        model=model,
+        backend="openvino",
+        workers=2,
+        batch_size=20,
+        progress=False,
+    )
+    shards = sorted((tmp_path / "out").glob("part-*.parquet"))
+    settings = json.loads(pq.read_schema(shards[0]).metadata[b"bertscope"])
+    assert (settings["backend"], settings["dtype"], settings["mode"]) == ("openvino", "float32", "exact")
+    rows = pa.concat_tables(pq.read_table(s) for s in shards)
+    _assert_same(_by_id(rows), _by_id(pq.read_table(tmp_path / "local.parquet")))
+
+
 def _descendants(pid: int) -> list[int]:
     """Process ids under `pid` (Linux /proc), so the test only ever touches its own Ray workers."""
     children: dict[int, list[int]] = {}

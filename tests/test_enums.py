@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bertscope import Backend, DType, Engine, InvalidSpec, Quantize
+from bertscope import Backend, DType, Engine, InvalidSpec, Mode, Quantize
 
 
 @pytest.mark.parametrize(
@@ -15,6 +15,8 @@ from bertscope import Backend, DType, Engine, InvalidSpec, Quantize
         (DType, "bfloat16", DType.BFLOAT16),
         (Engine, "ray", Engine.RAY),
         (Engine, Engine.LOCAL, Engine.LOCAL),
+        (Backend, "OpenVINO", Backend.OPENVINO),
+        (Mode, "fast", Mode.FAST),
     ],
 )
 def test_parse_accepts_names_and_members(kind: type, text: str, member: object) -> None:
@@ -24,7 +26,8 @@ def test_parse_accepts_names_and_members(kind: type, text: str, member: object) 
 @pytest.mark.parametrize(
     ("kind", "what", "choices"),
     [
-        (Backend, "backend", "auto, torch, onnxruntime"),
+        (Backend, "backend", "auto, torch, onnxruntime, openvino"),
+        (Mode, "mode", "exact, fast"),
         (Quantize, "quantize", "none, int8"),
         (DType, "dtype", "float32, bfloat16, float16"),
         (Engine, "engine", "local, ray"),

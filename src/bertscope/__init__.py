@@ -8,7 +8,7 @@ m.static("bread"); m.anatomy("I am Sinan"); m.embed(["a cat", "a dog"], layers="
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._enums import Backend, Combine, DType, Engine, LongText, Pooling, Quantize, SubwordPooling
+    from ._enums import Backend, Combine, DType, Engine, LongText, Mode, Pooling, Quantize, SubwordPooling
     from .anatomy import Anatomy
     from .errors import (
         BackendUnavailable,
@@ -41,6 +41,7 @@ _LAZY = {
     "DType": "._enums",
     "Engine": "._enums",
     "LongText": "._enums",
+    "Mode": "._enums",
     "Pooling": "._enums",
     "Quantize": "._enums",
     "SubwordPooling": "._enums",
@@ -103,6 +104,7 @@ __all__ = [
     "SubwordPooling",
     "Backend",
     "Quantize",
+    "Mode",
     "DType",
     "Engine",
     "SUPPORTED",

@@ -83,15 +83,24 @@ class SubwordPooling(StrEnum):
 
 
 class Backend(StrEnum):
-    """What runs the forward: torch, ONNX Runtime (CPU), or auto (torch, or onnxruntime for int8)."""
+    """What runs the forward: torch, ONNX Runtime or OpenVINO (CPU), or auto (torch; onnxruntime for int8)."""
 
     AUTO = "auto"
     TORCH = "torch"
     ONNXRUNTIME = "onnxruntime"
+    OPENVINO = "openvino"
+
+
+class Mode(StrEnum):
+    """exact: the backend, dtype and quantize asked (float32 torch by default); fast: the fastest measured."""
+
+    EXACT = "exact"
+    FAST = "fast"
 
 
 class Quantize(StrEnum):
-    """Weight quantization: none, or int8 (ONNX Runtime with BERT's outlier channels kept in float32)."""
+    """Weight quantization: none, or int8 (ONNX Runtime with BERT's outlier channels kept in float32, or
+    OpenVINO's NNCF with SmoothQuant)."""
 
     NONE = "none"
     INT8 = "int8"

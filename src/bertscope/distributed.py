@@ -20,7 +20,18 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ._enums import Backend, Combine, DType, Level, LongText, Pooling, Precision, Quantize, SubwordPooling
+from ._enums import (
+    Backend,
+    Combine,
+    DType,
+    Level,
+    LongText,
+    Mode,
+    Pooling,
+    Precision,
+    Quantize,
+    SubwordPooling,
+)
 from .errors import CorpusError, InvalidInput
 from .io.job import JobSummary
 from .io.levels import make_level, vector_columns
@@ -114,7 +125,7 @@ def embed_dataset(
     ray = _ray()
     model_arg = reload_arg(model) if isinstance(model, Model) else model
     if isinstance(model, Model):
-        backend, quantize = model.backend, model.quantize
+        backend, quantize, dtype = model.backend, model.quantize, model.info().dtype
     gpus = _gpus_per_worker(ray, device)
     retries = {"max_restarts": max_restarts, "max_task_retries": max_task_retries}
     return dataset.map_batches(
@@ -198,8 +209,13 @@ def run_ray_job(
     long: LongText | str = "truncate",
     stride: int | None = None,
     post: PostArg = None,
+    mode: Mode | str = Mode.EXACT,
+    fast_min_cosine: float = 0.999,
 ) -> JobSummary:
-    """Embed a corpus (a file, a glob or a list of texts) into Parquet shards `OUTPUT/part-*.parquet`."""
+    """Embed a corpus (a file, a glob or a list of texts) into Parquet shards `OUTPUT/part-*.parquet`.
+
+    `mode="fast"` is resolved once, by the driver (CPU); the actors run the mode it chose.
+    """
     ray = _ray()
     import pyarrow.parquet as pq
 
@@ -209,7 +225,13 @@ def run_ray_job(
     sources = _sources(source)
     # The driver loads the model (CPU) only to check the options and to write the same provenance.
     # With int8 or onnxruntime this also exports the model once, so the actors find it in the cache.
-    m = load(model, device="cpu", dtype=dtype, backend=backend, quantize=quantize)
+    m = load(
+        model, device="cpu", dtype=dtype, backend=backend, quantize=quantize, mode=mode,
+        fast_min_cosine=fast_min_cosine,
+    )  # fmt: skip
+    if m.mode == Mode.FAST:
+        info = m.info()
+        dtype, backend, quantize = info.dtype, info.backend, info.quantize
     options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
     rows_of = make_level(level, m, options=options, keep_text=keep_text, precision=precision, subword=subword)
     settings = stored_settings(m, rows_of.recorded(), model)

@@ -43,7 +43,7 @@ def encode(
     """See `Model.encode`; the options are checked here, then one embed (or embed_tokens) runs."""
     _check(model, batch_size, output_value, precision, device, truncate_dim)
     single = isinstance(sentences, str)
-    texts = [sentences] if single else _as_list(sentences)
+    texts: list[str] = [sentences] if isinstance(sentences, str) else _as_list(sentences)
     if prompt is None and prompt_name is not None:
         raise InvalidSpec(
             f"prompt_name={prompt_name!r}: this model ships no named prompts; pass the text with prompt="

@@ -15,7 +15,7 @@ import torch
 
 from . import anatomy as _anatomy
 from . import static as _static
-from ._enums import Backend, Combine, DType, LongText, Pooling, Quantize, SubwordPooling
+from ._enums import Backend, Combine, DType, LongText, Mode, Pooling, Quantize, SubwordPooling
 from .engine import Engine
 from .errors import InvalidInput, InvalidSpec
 from .layers import LayerSpec
@@ -75,7 +75,7 @@ def load(
     backend: Backend | str = Backend.AUTO,
     quantize: Quantize | str | None = None,
     calibration: Sequence[str] | None = None,
-    mode: str = "exact",
+    mode: Mode | str = Mode.EXACT,
     fast_min_cosine: float = 0.999,
 ) -> Model:
     """Load a model: None (or BERTSCOPE_MODEL) for the bundled all-MiniLM-L6-v2, a folder, or a hub id.
@@ -92,7 +92,7 @@ def load(
     if threads is not None:
         torch.set_num_threads(threads)
     torch_device = resolve_device(device)
-    if str(mode) == "fast":
+    if Mode.parse(mode, what="mode") is Mode.FAST:
         from .backends.fast import load_fast
 
         asked = {"dtype": dtype, "backend": backend, "quantize": quantize}
@@ -100,9 +100,7 @@ def load(
             name, asked, device=torch_device, max_tokens=max_tokens, token_budget=token_budget,
             min_cosine=fast_min_cosine, calibration=calibration,
         )  # fmt: skip
-    if str(mode) != "exact":
-        raise InvalidSpec(f"unknown mode {mode!r}; choose one of: exact, fast")
-    if str(backend) == "openvino":
+    if Backend.parse(backend, what="backend") is Backend.OPENVINO:
         from .backends.openvino import resolve_precision
 
         precision = resolve_precision(dtype, quantize, torch_device)

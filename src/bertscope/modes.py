@@ -1,4 +1,4 @@
-"""The ways one model can run (float32, bfloat16, float16, ONNX Runtime, int8) and how far each drifts.
+"""The ways one model can run (float32, bfloat16, float16, ONNX Runtime, OpenVINO, int8) and their drift.
 
 `compare_modes` embeds the same texts in each mode and reports its speed against float32 and the
 cosine of its sentence vectors to float32's: the number to read before trusting a fast mode.
@@ -26,6 +26,8 @@ MODES: dict[str, dict[str, Any]] = {
     "float16": {"dtype": "float16"},
     "onnxruntime": {"backend": "onnxruntime"},
     "int8": {"quantize": "int8"},
+    "openvino": {"backend": "openvino"},
+    "openvino-int8": {"backend": "openvino", "quantize": "int8"},
 }
 
 

@@ -11,7 +11,10 @@ hint and runs float32, so bertscope warns, names the faster choice, and runs and
 
 int8 is NNCF's post-training quantization of that graph (`ModelType.TRANSFORMER`: SmoothQuant moves
 BERT's outlier activation channels into the weights before int8, and the attention softmax and LayerNorm
-stay float), calibrated on the same sentences as the ONNX Runtime int8, and cached as OpenVINO IR.
+stay float), calibrated on the same sentences as the ONNX Runtime int8, and cached as OpenVINO IR. The
+feed-forward output matmuls keep float activations: their input, after GELU, has the largest outliers,
+and quantizing it too gave a min cosine of 0.948 on 500 news sentences (0.992 without it; SmoothQuant
+at alpha 0.5 instead: 0.963).
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from ..onnx_backend import cache_dir, calibration_texts, export_onnx
 from .cpu import has_native_bf16
 
 __all__ = [
+    "FFN_OUTPUT_PATTERNS",
     "IR_FORMAT",
     "PRECISIONS",
     "OpenVinoRunner",
@@ -45,7 +49,14 @@ __all__ = [
 
 PRECISIONS = ("float32", "bfloat16", "int8")
 # Bumped whenever the quantized IR changes, so stale cache files are never reused.
-IR_FORMAT = 1
+IR_FORMAT = 2
+# The feed-forward output matmuls, whose input (after GELU) holds BERT's largest outlier channels: their
+# activations stay float (weights int8). BERT, RoBERTa, ELECTRA, DeBERTa, MPNet; DistilBERT; ALBERT.
+FFN_OUTPUT_PATTERNS = (
+    r".*/layer\.\d+/output/dense/MatMul",
+    r".*/ffn/lin2/MatMul",
+    r".*/ffn_output/MatMul",
+)
 _HINT = {"float32": "f32", "bfloat16": "bf16", "int8": "f32"}
 # Padded rows of the calibration batches: enough tokens for stable statistics, few enough to stay quick.
 _CALIBRATION_BATCH = 8
@@ -158,6 +169,11 @@ class OpenVinoRunner:
                 self._compiled[deepest] = self.core.compile_model(cut, "CPU", self.config)
             return self._compiled[deepest]
 
+    @property
+    def compiled_depths(self) -> list[int]:
+        """The depths compiled so far (each the deepest hidden state of one compiled model)."""
+        return sorted(self._compiled)
+
     def inference_precision(self) -> str:
         """The precision OpenVINO actually runs the float parts in (read back from a compiled model)."""
         deepest = max(self._compiled, default=len(self._results) - 1)
@@ -261,6 +277,7 @@ def _nncf_quantize(nncf: Any, source: Any, feeds: list[dict[str, np.ndarray]]) -
                 nncf.Dataset(feeds),
                 model_type=nncf.ModelType.TRANSFORMER,
                 subset_size=len(feeds),
+                ignored_scope=nncf.IgnoredScope(patterns=list(FFN_OUTPUT_PATTERNS), validate=False),
             )
     finally:
         nncf_log.setLevel(level)

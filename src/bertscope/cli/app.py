@@ -61,7 +61,7 @@ BackendOpt = Annotated[
     typer.Option(
         "--backend",
         callback=_enum_option(Backend, "backend"),
-        help="auto (torch; onnxruntime for int8), torch, or onnxruntime (CPU).",
+        help="auto (torch; onnxruntime for int8), torch, onnxruntime or openvino (CPU).",
     ),
 ]
 QuantizeOpt = Annotated[
@@ -69,8 +69,20 @@ QuantizeOpt = Annotated[
     typer.Option(
         "--quantize",
         callback=_enum_option(Quantize, "quantize"),
-        help="none, or int8 (ONNX Runtime, CPU; cosine ~0.998 to float32, ~0.985 on 1-3 token texts).",
+        help="none, or int8 (CPU; ONNX Runtime by default, --backend openvino for NNCF's; drift recorded).",
     ),
+]
+FastOpt = Annotated[
+    bool,
+    typer.Option(
+        "--fast",
+        help="Run the fastest mode this machine has within --fast-min-cosine of float32 "
+        "(measured once per model and machine, cached, recorded).",
+    ),
+]
+FastMinCosineOpt = Annotated[
+    float,
+    typer.Option("--fast-min-cosine", min=0.0, max=1.0, help="--fast's bound: min cosine to float32."),
 ]
 EngineOpt = Annotated[
     str,
@@ -147,11 +159,16 @@ def load_model(
     backend: Backend | str = Backend.AUTO,
     quantize: Quantize | str = Quantize.NONE,
     threads: int | None = None,
+    fast: bool = False,
+    fast_min_cosine: float = 0.999,
 ) -> Any:
-    """Load the model a command asked for, with the shared --device/--dtype/--backend/--quantize/--threads."""
+    """Load the model a command asked for with the shared load options (--fast: the fastest mode in bound)."""
     from ..model import load
 
-    return load(model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize)
+    return load(
+        model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize,
+        mode="fast" if fast else "exact", fast_min_cosine=fast_min_cosine,
+    )  # fmt: skip
 
 
 def emit_json(data: Any) -> None:

@@ -19,7 +19,11 @@ def bench(
     ] = None,
     modes: Annotated[
         str,
-        typer.Option("--modes", help="Comma list of: float32, bfloat16, float16 (CUDA), onnxruntime, int8."),
+        typer.Option(
+            "--modes",
+            help="Comma list of: float32, bfloat16, float16 (CUDA), onnxruntime, int8, openvino, "
+            "openvino-int8.",
+        ),
     ] = "float32,onnxruntime,int8",
     drift: Annotated[
         bool, typer.Option("--drift", help="Drift only: one untimed run per mode, no speed figures.")

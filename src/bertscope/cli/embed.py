@@ -16,6 +16,8 @@ from .app import (
     DeviceOpt,
     DtypeOpt,
     EngineOpt,
+    FastMinCosineOpt,
+    FastOpt,
     JsonOpt,
     LayersOpt,
     LongOpt,
@@ -104,6 +106,8 @@ def embed(
     dtype: DtypeOpt = "float32",
     backend: BackendOpt = "auto",
     quantize: QuantizeOpt = "none",
+    fast: FastOpt = False,
+    fast_min_cosine: FastMinCosineOpt = 0.999,
     as_json: JsonOpt = False,
     engine: EngineOpt = "local",
     workers: Annotated[int, typer.Option("--workers", help="Ray actors, each with its own model.")] = 2,
@@ -120,7 +124,8 @@ def embed(
     `bertscope embed -i corpus.txt -o tok.parquet --tokens --layers 4,6 --combine stack --precision float16`
     (one row per token, resumable with --resume; --words for one row per word),
     `bertscope embed -i 'dir/*.parquet' -o out_dir/ --engine ray --workers 4`,
-    `bertscope embed -i corpus.txt -o corpus.parquet --quantize int8` (faster on CPU, drift recorded)
+    `bertscope embed -i corpus.txt -o corpus.parquet --quantize int8` (faster on CPU, drift recorded),
+    `bertscope embed -i corpus.txt -o corpus.parquet --fast` (the fastest mode within cosine 0.999)
     """
     if tokens and words:
         raise InvalidInput("choose one of --tokens and --words")
@@ -142,7 +147,8 @@ def embed(
 
         summary = run_ray_job(
             texts or str(input_path), output, model=model, device=device, dtype=dtype, backend=backend,
-            quantize=quantize, workers=workers,
+            quantize=quantize, workers=workers, mode="fast" if fast else "exact",
+            fast_min_cosine=fast_min_cosine,
             address=address, text_field=text_field, id_field=id_field, keep_text=not no_text,
             overwrite=overwrite, progress=not quiet, level=level, **spec_options, **row_options,
         )  # fmt: skip
@@ -158,7 +164,8 @@ def embed(
             output,
             quiet=quiet,
             model=load_model(
-                model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads
+                model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads,
+                fast=fast, fast_min_cosine=fast_min_cosine,
             ),
             level=level,
             text_field=text_field,
@@ -174,7 +181,10 @@ def embed(
         )
         return
     items = read_texts(texts, input_path)
-    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+    m = load_model(
+        model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads,
+        fast=fast, fast_min_cosine=fast_min_cosine,
+    )
     if tokens or words:
         _per_piece(m, items, words=words, subword=subword, as_json=as_json, **spec_options)
         return

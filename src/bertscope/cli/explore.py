@@ -10,7 +10,19 @@ from typing import Annotated
 
 import typer
 
-from .app import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, ThreadsOpt, app, err, load_model
+from .app import (
+    BackendOpt,
+    DeviceOpt,
+    DtypeOpt,
+    FastMinCosineOpt,
+    FastOpt,
+    ModelOpt,
+    QuantizeOpt,
+    ThreadsOpt,
+    app,
+    err,
+    load_model,
+)
 
 _HOST = "127.0.0.1"
 
@@ -34,6 +46,8 @@ def explore(
     dtype: DtypeOpt = "float32",
     backend: BackendOpt = "auto",
     quantize: QuantizeOpt = "none",
+    fast: FastOpt = False,
+    fast_min_cosine: FastMinCosineOpt = 0.999,
 ) -> None:
     """Open the explorer: tokens, anatomy, layers, sentences and vocabulary of a model, in the browser.
 
@@ -43,7 +57,10 @@ def explore(
 
     from ..server import create_app
 
-    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+    m = load_model(
+        model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads,
+        fast=fast, fast_min_cosine=fast_min_cosine,
+    )
     chosen = port or free_port()
     url = f"http://{_HOST}:{chosen}/"
     server = uvicorn.Server(uvicorn.Config(create_app(m), host=_HOST, port=chosen, log_level="warning"))

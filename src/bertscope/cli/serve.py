@@ -8,7 +8,19 @@ from typing import Annotated
 import typer
 
 from ..errors import InvalidInput
-from .app import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, ThreadsOpt, app, err, load_model
+from .app import (
+    BackendOpt,
+    DeviceOpt,
+    DtypeOpt,
+    FastMinCosineOpt,
+    FastOpt,
+    ModelOpt,
+    QuantizeOpt,
+    ThreadsOpt,
+    app,
+    err,
+    load_model,
+)
 
 _HOST = "127.0.0.1"
 _LOOPBACK = (_HOST, "localhost", "::1")
@@ -62,6 +74,8 @@ def serve(
     dtype: DtypeOpt = "float32",
     backend: BackendOpt = "auto",
     quantize: QuantizeOpt = "none",
+    fast: FastOpt = False,
+    fast_min_cosine: FastMinCosineOpt = 0.999,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
 ) -> None:
     """Serve every embedding over HTTP: /embed, /embed_tokens, /v1/embeddings (OpenAI), /docs and more.
@@ -93,7 +107,10 @@ def serve(
         err.print(
             f"[yellow]warning:[/] listening on {host} with no --api-key: anyone who reaches it can use it"
         )
-    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+    m = load_model(
+        model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads,
+        fast=fast, fast_min_cosine=fast_min_cosine,
+    )
     err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
     uvicorn.run(create_app(m, settings=settings), host=host, port=port, log_level=log_level)
 

@@ -1,0 +1,189 @@
+"""mode="fast": the choice is measured once per model and machine, respects the bound, and is recorded.
+
+Speeds on a shared 2-core machine are noise, so the tests give each mode a fixed speed (the vectors, and
+so the cosines, are real) and assert on the choice, the cache file and a call counter, never on time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import bertscope
+from bertscope.backends import fast
+
+TEXTS = ["a small test sentence", "another one, a little longer than the first", "rain again", "ok"]
+# texts per second by (backend, quantize, dtype); int8 is the fastest, torch float32 the slowest
+SPEEDS = {
+    ("torch", None, "float32"): 100.0,
+    ("onnxruntime", None, "float32"): 150.0,
+    ("openvino", None, "float32"): 160.0,
+    ("onnxruntime", "int8", "float32"): 300.0,
+    ("openvino", "int8", "float32"): 400.0,
+}
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path: Path) -> Iterator[Path]:
+    """A fresh BERTSCOPE_CACHE per test: each test measures (or not) on its own."""
+    before = os.environ.get("BERTSCOPE_CACHE")
+    os.environ["BERTSCOPE_CACHE"] = str(tmp_path / "cache")
+    yield tmp_path / "cache"
+    if before is None:
+        os.environ.pop("BERTSCOPE_CACHE", None)
+    else:
+        os.environ["BERTSCOPE_CACHE"] = before
+
+
+@pytest.fixture
+def measured(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None, str]]:
+    """Replace the timing with SPEEDS (vectors stay real); returns the list of modes measured."""
+    calls: list[tuple[str, str | None, str]] = []
+
+    def fake(model: bertscope.Model, texts: list[str]) -> tuple[float, np.ndarray]:
+        info = model.info()
+        key = (info.backend, info.quantize, info.dtype)
+        calls.append(key)
+        return SPEEDS.get(key, 50.0), model.embed(list(texts), progress=False).vectors
+
+    monkeypatch.setattr(fast, "measure_mode", fake)
+    return calls
+
+
+def load_fast(path: Path, **kwargs: Any) -> bertscope.Model:
+    return bertscope.load(path, device="cpu", mode="fast", calibration=TEXTS, **kwargs)
+
+
+def test_the_fastest_mode_within_the_bound_is_kept(
+    tiny_dirs: dict[str, Path], measured: list[Any], cache: Path
+) -> None:
+    m = load_fast(tiny_dirs["bert"], fast_min_cosine=0.999)
+    rows = json.loads(next((cache / "fast").glob("*.json")).read_text())["measured"]
+    assert {row["mode"] for row in rows} == set(fast.candidates(m.device))
+    allowed = [r for r in rows if r["mode"] == "torch float32" or r["cos_min"] >= 0.999]
+    best = max(allowed, key=lambda r: r["texts_per_s"])
+    info = m.info()
+    assert info.mode == "fast" and info.fast is not None
+    assert info.fast["chosen"] == best["mode"] and info.fast["cos_min"] >= 0.999
+    assert (info.backend, info.quantize or "none") == (
+        best["options"].get("backend", "torch"),
+        best["options"].get("quantize", "none"),
+    )
+    reference = bertscope.load(tiny_dirs["bert"], device="cpu").embed(TEXTS).vectors
+    unit = reference / np.linalg.norm(reference, axis=1, keepdims=True)
+    cos = (m.embed(TEXTS, normalize=True).vectors * unit).sum(axis=1)
+    assert cos.min() >= 0.999
+
+
+def test_a_second_load_reuses_the_measurements(tiny_dirs: dict[str, Path], measured: list[Any]) -> None:
+    first = load_fast(tiny_dirs["bert"])
+    count = len(measured)
+    assert count == len(fast.candidates(first.device))
+    second = load_fast(tiny_dirs["bert"])
+    assert len(measured) == count  # nothing measured again
+    assert second.info().fast == first.info().fast
+    # Another bound is answered from the same measurements: the tightest leaves only exact float32 modes.
+    strict = load_fast(tiny_dirs["bert"], fast_min_cosine=1.0)
+    assert len(measured) == count
+    chosen = strict.info().fast
+    assert chosen is not None and (chosen["chosen"] == "torch float32" or chosen["cos_min"] >= 1.0)
+
+
+def test_another_machine_measures_again(
+    tiny_dirs: dict[str, Path], measured: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    load_fast(tiny_dirs["bert"])
+    count = len(measured)
+    monkeypatch.setattr(fast, "machine_key", lambda: "another-cpu")
+    load_fast(tiny_dirs["bert"])
+    assert len(measured) == 2 * count
+
+
+def test_nothing_faster_says_so_and_runs_float32(
+    tiny_dirs: dict[str, Path],
+    measured: list[Any],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setitem(SPEEDS, ("torch", None, "float32"), 1000.0)
+    m = load_fast(tiny_dirs["bert"])
+    assert "nothing on this machine beats torch float32" in capsys.readouterr().err
+    info = m.info()
+    assert (info.backend, info.dtype, info.quantize, info.mode) == ("torch", "float32", None, "fast")
+    assert info.fast is not None and info.fast["chosen"] == "torch float32"
+
+
+def test_the_choice_is_recorded_in_corpus_settings(
+    tiny_dirs: dict[str, Path], measured: list[Any], tmp_path: Path
+) -> None:
+    import pyarrow.parquet as pq
+
+    m = load_fast(tiny_dirs["bert"])
+    out = tmp_path / "out.parquet"
+    bertscope.embed_corpus(TEXTS, out, model=m, progress=False)
+    settings = json.loads(pq.read_schema(out).metadata[b"bertscope"])
+    assert settings["mode"] == "fast" and settings["fast"]["chosen"] == m.info().fast["chosen"]  # type: ignore[index]
+    assert (settings["backend"], settings["quantize"]) == (m.info().backend, m.info().quantize)
+
+
+def test_choose_takes_the_fastest_within_the_bound() -> None:
+    def row(mode: str, speed: float, cos: float) -> fast.Measured:
+        return fast.Measured(mode, {}, speed, speed / 100, cos, cos)
+
+    rows = [row("torch float32", 100, 1.0), row("a", 150, 0.99999), row("b", 400, 0.995)]
+    assert fast.choose(rows, 0.999).mode == "a"
+    assert fast.choose(rows, 0.99).mode == "b"
+    assert fast.choose(rows, 1.0).mode == "torch float32"
+
+
+def test_bfloat16_is_a_candidate_only_with_native_support(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setattr(fast, "has_native_bf16", lambda: False)
+    assert not any("bfloat16" in mode for mode in fast.candidates(torch.device("cpu")))
+    monkeypatch.setattr(fast, "has_native_bf16", lambda: True)
+    assert {"torch bfloat16", "openvino bfloat16"} <= set(fast.candidates(torch.device("cpu")))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"mode": "fast", "backend": "onnxruntime"}, "picks the backend"),
+        ({"mode": "fast", "quantize": "int8"}, "picks the backend"),
+        ({"mode": "fast", "fast_min_cosine": 1.5}, "fast_min_cosine"),
+        ({"mode": "quick"}, "unknown mode"),
+    ],
+)
+def test_bad_fast_options_are_refused(
+    tiny_dirs: dict[str, Path], kwargs: dict[str, Any], needle: str
+) -> None:
+    with pytest.raises(bertscope.InvalidSpec, match=needle):
+        bertscope.load(tiny_dirs["bert"], device="cpu", **kwargs)
+
+
+def test_cli_fast_corpus_job_records_the_choice(
+    tiny_dirs: dict[str, Path], measured: list[Any], tmp_path: Path
+) -> None:
+    import pyarrow.parquet as pq
+    from typer.testing import CliRunner
+
+    from bertscope.cli import app
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(t + "\n" for t in TEXTS))
+    out = tmp_path / "out.parquet"
+    args = ["embed", "-i", str(corpus), "-o", str(out), "-m", str(tiny_dirs["bert"]), "--device", "cpu"]
+    result = CliRunner().invoke(app, [*args, "--fast", "--fast-min-cosine", "0.9999", "-q"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert measured  # the CLI went through the fast choice
+    settings = json.loads(pq.read_schema(out).metadata[b"bertscope"])
+    assert settings["mode"] == "fast" and settings["fast"]["min_cosine"] == 0.9999
+    rows = json.loads(next((tmp_path / "cache" / "fast").glob("*.json")).read_text())["measured"]
+    chosen = fast.choose([fast.Measured(**row) for row in rows], 0.9999)
+    assert settings["fast"]["chosen"] == chosen.mode

@@ -1,0 +1,210 @@
+"""backend="openvino" against float32 torch: the bundled model and every tiny family, every feature.
+
+Bounds come from measurements on this sample (2-core AVX2 x86 CPU, openvino 2026.4, nncf 3.4, torch 2.13):
+  bundled float32: sentence vectors 1.6e-7, hidden states 2.7e-6 (values up to ~10); tiny families < 1e-5.
+  bundled int8 (NNCF, SmoothQuant, feed-forward outputs' activations float): min cosine 0.9953, mean
+  0.9974 on the news sentences (0.9922 / 0.9968 on 500 sentences of gensim's Lee corpus).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+import bertscope
+from bertscope.backends import openvino as ov_backend
+from bertscope.errors import BackendUnavailable
+from tiny_models import FAMILIES
+
+REPO = Path(__file__).resolve().parents[1]
+NEWS = [line for line in (REPO / "examples" / "news.txt").read_text().splitlines() if line.strip()]
+LONG = " ".join(["The committee met for hours to discuss the budget, the roads and the parks."] * 30)
+SAMPLE = [*NEWS[:16], "How do I reset my password?", LONG, "Bonjour, ça va ? Ünïcödé 🙂", "ok"]
+
+
+def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=1, keepdims=True)
+    return (a * b).sum(axis=1)
+
+
+def max_diff(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """BERTSCOPE_CACHE at a fresh folder for this module, so every export here is made here."""
+    root = tmp_path_factory.mktemp("bertscope-cache")
+    before = os.environ.get("BERTSCOPE_CACHE")
+    os.environ["BERTSCOPE_CACHE"] = str(root)
+    yield root
+    if before is None:
+        os.environ.pop("BERTSCOPE_CACHE", None)
+    else:
+        os.environ["BERTSCOPE_CACHE"] = before
+
+
+@pytest.fixture(scope="module")
+def ov32(cache: Path) -> bertscope.Model:
+    return bertscope.load(device="cpu", backend="openvino")
+
+
+@pytest.fixture(scope="module")
+def ov8(cache: Path) -> bertscope.Model:
+    return bertscope.load(device="cpu", backend="openvino", quantize="int8")
+
+
+def test_float32_sentence_vectors_equal_torch(bundled: bertscope.Model, ov32: bertscope.Model) -> None:
+    info = ov32.info()
+    assert (info.backend, info.quantize, info.dtype) == ("openvino", None, "float32")
+    assert ov32.engine.runner.inference_precision() == "f32"  # type: ignore[union-attr]
+    got, expected = ov32.embed(SAMPLE).vectors, bundled.embed(SAMPLE).vectors
+    assert max_diff(got, expected) <= 1e-5
+    assert cosines(got, expected).min() >= 1 - 1e-6
+
+
+@pytest.mark.parametrize("text", [SAMPLE[16], LONG, NEWS[7]], ids=["question", "truncated", "news"])
+def test_float32_hidden_states_equal_torch(
+    bundled: bertscope.Model, ov32: bertscope.Model, text: str
+) -> None:
+    expected = bundled.hidden_states(text)
+    got = ov32.hidden_states(text)
+    assert got.shape == expected.shape and expected.shape[0] == 7
+    assert max_diff(got, expected) <= 1e-4
+
+
+def test_early_stop_compiles_a_model_per_depth(bundled: bertscope.Model) -> None:
+    m = bertscope.load(device="cpu", backend="openvino")
+    runner = m.engine.runner
+    assert isinstance(runner, ov_backend.OpenVinoRunner)
+    got = m.embed(NEWS[:6], layers="2", pooling="mean").vectors
+    assert runner.compiled_depths == [2]  # only layers 0..2 were compiled, so only they run
+    assert len(runner.compiled(2).outputs) == 3
+    assert max_diff(got, bundled.embed(NEWS[:6], layers="2", pooling="mean").vectors) <= 1e-5
+
+
+def test_tokens_words_and_windows_equal_torch(bundled: bertscope.Model, ov32: bertscope.Model) -> None:
+    mine = ov32.embed_tokens([LONG, NEWS[0]], layers="0,-2", long="window", stride=64)
+    ref = bundled.embed_tokens([LONG, NEWS[0]], layers="0,-2", long="window", stride=64)
+    for a, b in zip(mine, ref, strict=True):
+        assert a.tokens == b.tokens and max_diff(a.vectors, b.vectors) <= 1e-4
+    words = ov32.embed_words(NEWS[:3], subword="first_last")
+    expected = bundled.embed_words(NEWS[:3], subword="first_last")
+    assert all(max_diff(a.vectors, b.vectors) <= 1e-4 for a, b in zip(words, expected, strict=True))
+    sentence = ov32.embed([LONG], long="window").vectors
+    assert max_diff(sentence, bundled.embed([LONG], long="window").vectors) <= 1e-5
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_tiny_float32_equals_torch(
+    family: str, tiny_dirs: dict[str, Path], tiny_models: dict[str, bertscope.Model]
+) -> None:
+    m = bertscope.load(tiny_dirs[family], device="cpu", backend="openvino")
+    texts = ["a small test sentence", "another one, a little longer than the first one"]
+    reference = tiny_models[family]
+    assert max_diff(m.embed(texts, layers="all", combine="concat").vectors,
+                    reference.embed(texts, layers="all", combine="concat").vectors) <= 1e-4  # fmt: skip
+    assert cosines(m.embed(texts).vectors, reference.embed(texts).vectors).min() >= 1 - 1e-6
+
+
+def test_int8_stays_close_to_float32(bundled: bertscope.Model, ov8: bertscope.Model) -> None:
+    info = ov8.info()
+    assert (info.backend, info.quantize, info.dtype) == ("openvino", "int8", "float32")
+    cos = cosines(ov8.embed(NEWS).vectors, bundled.embed(NEWS).vectors)
+    assert cos.min() >= 0.99 and cos.mean() >= 0.995
+
+
+def test_int8_is_cached_as_ir_and_reused(
+    ov8: bertscope.Model, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    files = sorted((cache / "openvino").glob("*-int8-nncf-*.xml"))
+    assert len(files) == 1 and files[0].with_suffix(".bin").stat().st_size > 1_000_000
+
+    def refuse(*_: object) -> None:
+        raise AssertionError("quantized again although the IR is cached")
+
+    monkeypatch.setattr(ov_backend, "_nncf_quantize", refuse)
+    again = bertscope.load(device="cpu", backend="openvino", quantize="int8")
+    assert max_diff(again.embed(NEWS[:4]).vectors, ov8.embed(NEWS[:4]).vectors) <= 1e-6
+
+
+def test_bfloat16_without_native_support_warns_and_runs_float32(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ov_backend, "has_native_bf16", lambda: False)
+    with pytest.warns(UserWarning, match=r"no native bfloat16.*quantize='int8'"):
+        m = bertscope.load(device="cpu", backend="openvino", dtype="bfloat16")
+    assert m.info().dtype == "float32" and m.engine.runner.config["INFERENCE_PRECISION_HINT"] == "f32"  # type: ignore[union-attr]
+    assert max_diff(m.embed(NEWS[:4]).vectors, bundled.embed(NEWS[:4]).vectors) <= 1e-5
+
+
+def test_bfloat16_with_native_support_asks_openvino_for_it(
+    tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ov_backend, "has_native_bf16", lambda: True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = bertscope.load(tiny_dirs["bert"], device="cpu", backend="openvino", dtype="bfloat16")
+    assert m.info().dtype == "bfloat16"
+    assert m.engine.runner.config["INFERENCE_PRECISION_HINT"] == "bf16"  # type: ignore[union-attr]
+    assert m.embed(["a sentence"]).vectors.shape == (1, 32)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"dtype": "float16"}, "needs backend='torch'"),
+        ({"quantize": "int4"}, "unknown quantize"),
+        ({"dtype": "bfloat16", "quantize": "int8"}, "leave dtype at 'float32'"),
+    ],
+)
+def test_impossible_openvino_modes_are_refused(
+    tiny_dirs: dict[str, Path], kwargs: dict[str, str], needle: str
+) -> None:
+    with pytest.raises(bertscope.InvalidSpec, match=needle):
+        bertscope.load(tiny_dirs["bert"], device="cpu", backend="openvino", **kwargs)
+
+
+@pytest.mark.parametrize("missing", ["openvino", "nncf"])
+def test_a_missing_package_names_the_extra(
+    missing: str, tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, cache: Path
+) -> None:
+    monkeypatch.setenv("BERTSCOPE_CACHE", str(cache / f"without-{missing}"))  # nothing cached to reuse
+    monkeypatch.setitem(sys.modules, missing, None)  # `import openvino` now raises ImportError
+    with pytest.raises(BackendUnavailable, match=r"pip install 'bertscope\[openvino\]'"):
+        bertscope.load(tiny_dirs["bert"], device="cpu", backend="openvino", quantize="int8")
+
+
+def test_corpus_jobs_record_openvino(tmp_path: Path, ov32: bertscope.Model) -> None:
+    import json
+
+    import pyarrow.parquet as pq
+
+    out = tmp_path / "out.parquet"
+    bertscope.embed_corpus(NEWS[:5], out, model=ov32, progress=False)
+    meta = pq.read_schema(out).metadata
+    settings = json.loads(next(v for k, v in meta.items() if b"bertscope" in k))
+    assert (settings["backend"], settings["dtype"], settings["mode"]) == ("openvino", "float32", "exact")
+    vectors = np.array(pq.read_table(out).column("embedding").to_pylist(), dtype=np.float32)
+    assert max_diff(vectors, ov32.embed(NEWS[:5]).vectors) <= 1e-6
+
+
+def test_the_service_serves_openvino(ov32: bertscope.Model, bundled: bertscope.Model) -> None:
+    from test_server import serving
+
+    texts = ["a storm hit the coast overnight", "the bank raised its rates"]
+    with serving(ov32) as base, httpx.Client(base_url=base, timeout=60) as client:
+        info = client.get("/info").json()
+        answer = client.post("/embed", json={"inputs": texts})
+    assert (info["backend"], info["dtype"]) == ("openvino", "float32")
+    assert answer.status_code == 200, answer.text
+    got = np.asarray(answer.json()["vectors"], dtype=np.float32)
+    assert max_diff(got, bundled.embed(texts).vectors) <= 1e-5
