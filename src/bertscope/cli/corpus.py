@@ -49,21 +49,38 @@ def similar(
     post: Annotated[
         Path | None, typer.Option("--post", help="The post-processing file the store used.")
     ] = None,
+    view: Annotated[
+        str | None, typer.Option("--view", help="Which view of a store with several views to search.")
+    ] = None,
+    exact: Annotated[
+        bool, typer.Option("--exact", help="Scan every row even when the store has an ANN index.")
+    ] = False,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Nearest stored texts by cosine (exact, in chunks: works on stores larger than memory).
+    """Nearest stored texts by cosine: exact, in chunks (stores larger than memory), or through the
+    store's ANN index when it has a fresh one (`bertscope index build`), re-ranked by exact cosine.
 
     Examples: `bertscope similar "a storm hits the coast" --in docs.db --collection news -k 5`,
-    `bertscope similar --id 42 --in corpus.parquet -k 5`
+    `bertscope similar --id 42 --in corpus.parquet -k 5`,
+    `bertscope similar "a storm" --in corpus.parquet --view cls4 --exact`
     """
+    import warnings
+
     from ..io.stores import search
 
     if str(store) == "-":
         raise InvalidInput("name the store to search with --in FILE (.db, .parquet or .npy)")
     if (query is None) == (item_id is None):
         raise InvalidInput("give either a query text or --id ID")
-    hits = search(query, store, collection=collection, k=k, item_id=item_id, model=model, post=post)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hits = search(
+            query, store, collection=collection, k=k, item_id=item_id, model=model, post=post,
+            view=view, exact=exact,
+        )  # fmt: skip
+    for warning in caught:
+        err.print(f"[yellow]warning:[/] {warning.message}", highlight=False)
     if as_json:
         emit_json([{"id": h.id, "score": h.score, "text": h.text} for h in hits])
         return

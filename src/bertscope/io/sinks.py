@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import CorpusError
 from .readers import Record
 
-__all__ = ["Sink", "open_sink", "SUPPORTED_OUTPUTS", "PARQUET_META_KEY"]
+__all__ = ["Sink", "open_sink", "view_column", "SUPPORTED_OUTPUTS", "PARQUET_META_KEY"]
 
 SUPPORTED_OUTPUTS = (".parquet", ".npy", ".db / .sqlite")
 PARQUET_META_KEY = b"bertscope"
@@ -247,6 +247,11 @@ class NpySink(_PartsSink):
         )
         self._cleanup()
         return self.outputs()
+
+
+def view_column(view: str) -> str:
+    """The Parquet column that holds one named view's vectors."""
+    return f"embedding_{view}"
 
 
 def parquet_schema(settings: dict[str, Any], dimension: int, *, keep_text: bool) -> Any:
