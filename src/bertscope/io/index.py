@@ -61,11 +61,11 @@ class IndexState:
         return self.status == "fresh"
 
 
-def index_paths(store_path: str | Path, column: str = "embedding") -> tuple[Path, Path]:
-    """(index file, its JSON description) beside a store; a view's column gets its own pair."""
+def index_paths(store_path: str | Path, column: str = "embedding") -> tuple[Path, Path, Path]:
+    """(index, its JSON description, the vectors' copy for re-ranking) beside a store, per column."""
     path = Path(store_path)
     stem = path.name if column == "embedding" else f"{path.name}.{column}"
-    return path.with_name(stem + ".index"), path.with_name(stem + ".index.json")
+    return tuple(path.with_name(stem + end) for end in (".index", ".index.json", ".index.npy"))  # type: ignore[return-value]
 
 
 def _faiss() -> Any:
@@ -116,7 +116,7 @@ def build_index(
     opened = store if isinstance(store, Store) else with_view(open_store(store), view)
     if opened.path.suffix.lower() not in (".parquet", ".npy"):
         raise CorpusError(f"{opened.path}: an index is built for .parquet and .npy stores only")
-    index_file, meta_file = index_paths(opened.path, opened.column)
+    index_file, meta_file, copy_file = index_paths(opened.path, opened.column)
     if index_file.exists() and not overwrite:
         raise CorpusError(f"{index_file} exists; pass --overwrite to build it again")
     rows = opened.count()
@@ -130,15 +130,25 @@ def build_index(
         faiss.IndexFlatIP(dimension), dimension, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
     )
     index.train(sample)
+    # Parquet decodes whole row groups, so candidates are re-ranked from a memory-mapped copy of the
+    # stored vectors (the same floats); a .npy store is memory-mapped already and needs none.
+    copy = None
+    if opened.path.suffix.lower() == ".parquet":
+        copy = np.lib.format.open_memmap(_tmp(copy_file), mode="w+", dtype=np.float32, shape=(rows, dimension))
     added = 0
     for _, _, vectors in opened.chunks(chunk_size):
         index.add(unit(vectors))  # ids are 0.. in the order added: the store's row numbers
+        if copy is not None:
+            copy[added : added + len(vectors)] = vectors
         added += len(vectors)
         if on_chunk is not None:
             on_chunk(added)
-    tmp = index_file.with_name(index_file.name + ".tmp")
-    faiss.write_index(index, str(tmp))
-    os.replace(tmp, index_file)
+    if copy is not None:
+        copy.flush()
+        del copy
+        os.replace(_tmp(copy_file), copy_file)
+    faiss.write_index(index, str(_tmp(index_file)))
+    os.replace(_tmp(index_file), index_file)
     meta = {
         "format": FORMAT,
         "library": f"faiss {faiss.__version__}",
@@ -165,17 +175,21 @@ def _training_sample(store: Store, rows: int, size: int, chunk_size: int, seed: 
     return np.ascontiguousarray(np.concatenate(parts))
 
 
+def _tmp(path: Path) -> Path:
+    return path.with_name(path.name + ".tmp")
+
+
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    _tmp(path).write_text(text)
+    os.replace(_tmp(path), path)
 
 
 def index_state(store: str | Path | Store, *, view: str | None = None) -> IndexState:
     """Whether the store (or one of its views) has an index and whether it still matches the store."""
     opened = store if isinstance(store, Store) else with_view(open_store(store), view)
-    index_file, meta_file = index_paths(opened.path, opened.column)
-    if not index_file.exists() or not meta_file.exists():
+    index_file, meta_file, copy_file = index_paths(opened.path, opened.column)
+    parquet = opened.path.suffix.lower() == ".parquet"
+    if not index_file.exists() or not meta_file.exists() or (parquet and not copy_file.exists()):
         return IndexState("missing", f"no index beside {opened.path}", index_file)
     meta = json.loads(meta_file.read_text())
     now = _describe(opened)
@@ -213,10 +227,15 @@ def ann_search(
         )
     index = _load(str(state.index), state.index.stat().st_mtime_ns)
     index.nprobe = nprobe or int(state.meta["nprobe"])
-    count = min(max(candidates, 4 * k + (exclude is not None)), int(state.meta["rows"]))
+    count = min(max(candidates, 4 * k + 1), int(state.meta["rows"]))
     _, found = index.search(unit(vector.reshape(1, -1)), count)
     rows = np.sort(found[0][found[0] >= 0])
-    ids, texts, vectors = store.take(rows)
+    parquet = store.path.suffix.lower() == ".parquet"
+    stored = np.load(index_paths(store.path, store.column)[2] if parquet else store.path, mmap_mode="r")
+    vectors = np.asarray(stored[rows], dtype=np.float32)
+    # The best k + 1 by exact cosine (one more in case the excluded id is among them), then their labels.
+    best = np.argsort(-(unit(vectors) @ unit(vector.reshape(-1))), kind="stable")[: k + 1]
+    ids, texts, _ = store.take(rows[best], vectors=False)
     top = TopK(vector, k, exclude=exclude)
-    top.add(ids, texts, vectors)
+    top.add(ids, texts, vectors[best])
     return top.hits

@@ -58,14 +58,17 @@ class Store:
             return int(np.load(self.path, mmap_mode="r").shape[0])
         return sum(len(ids) for ids, _, _ in self.chunks())
 
-    def take(self, rows: np.ndarray) -> Chunk:
-        """(ids, texts, vectors (len(rows), d)) of the given 0-based row numbers, in that order."""
+    def take(self, rows: np.ndarray, *, vectors: bool = True) -> Chunk:
+        """(ids, texts, vectors (len(rows), d)) of the given 0-based row numbers, in that order.
+
+        `vectors=False` reads ids and texts only (vectors come back as an empty (0, 0) array).
+        """
         rows = np.asarray(rows, dtype=np.int64)
         suffix = self.path.suffix.lower()
         if suffix == ".parquet":
-            return _parquet_take(self.path, rows, self.column)
+            return _parquet_take(self.path, rows, self.column if vectors else None)
         if suffix == ".npy":
-            return _npy_take(self.path, rows)
+            return _npy_take(self.path, rows, vectors)
         raise CorpusError(f"{self.path}: reading rows by number works on .parquet and .npy stores only")
 
     def vector_of(self, item_id: str) -> np.ndarray:
@@ -221,18 +224,20 @@ def _parquet_chunks(path: Path, size: int, column: str = "embedding") -> Iterato
         yield _parquet_rows(batch, column)
 
 
-def _parquet_rows(batch: Any, column: str) -> Chunk:
-    """(ids, texts, vectors) of an Arrow batch or table."""
+def _parquet_rows(batch: Any, column: str | None) -> Chunk:
+    """(ids, texts, vectors) of an Arrow batch or table (no vector column: an empty (0, 0) array)."""
+    ids = batch.column("id").to_pylist()
+    texts = batch.column("text").to_pylist() if "text" in batch.schema.names else [None] * len(ids)
+    if column is None:
+        return ids, texts, np.empty((0, 0), np.float32)
     embedding = batch.column(column)
     if hasattr(embedding, "combine_chunks"):
         embedding = embedding.combine_chunks()
     vectors = embedding.flatten().to_numpy(zero_copy_only=False).reshape(-1, embedding.type.list_size)
-    ids = batch.column("id").to_pylist()
-    texts = batch.column("text").to_pylist() if "text" in batch.schema.names else [None] * len(ids)
     return ids, texts, vectors
 
 
-def _parquet_take(path: Path, rows: np.ndarray, column: str) -> Chunk:
+def _parquet_take(path: Path, rows: np.ndarray, column: str | None) -> Chunk:
     """Read only the row groups that hold the rows asked for (a few per query, not the whole file)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -252,10 +257,10 @@ def _parquet_take(path: Path, rows: np.ndarray, column: str) -> Chunk:
     ids, texts, vectors = _parquet_rows(table, column)
     back = np.empty_like(order)
     back[order] = np.arange(len(order))
-    return [ids[i] for i in back], [texts[i] for i in back], vectors[back]
+    return [ids[i] for i in back], [texts[i] for i in back], vectors[back] if column else vectors
 
 
-def _npy_take(path: Path, rows: np.ndarray) -> Chunk:
+def _npy_take(path: Path, rows: np.ndarray, vectors: bool = True) -> Chunk:
     matrix = np.load(path, mmap_mode="r")
     wanted = {int(r) for r in rows}
     found: dict[int, str] = {}
@@ -266,7 +271,7 @@ def _npy_take(path: Path, rows: np.ndarray) -> Chunk:
                 if len(found) == len(wanted):
                     break
     ids = [found[int(r)] for r in rows]
-    return ids, [None] * len(ids), np.asarray(matrix[rows], dtype=np.float32)
+    return ids, [None] * len(ids), np.asarray(matrix[rows] if vectors else matrix[:0, :0], dtype=np.float32)
 
 
 def _npy_chunks(path: Path, size: int) -> Iterator[Chunk]:
