@@ -55,6 +55,9 @@ def similar(
     exact: Annotated[
         bool, typer.Option("--exact", help="Scan every row even when the store has an ANN index.")
     ] = False,
+    nprobe: Annotated[
+        int | None, typer.Option("--nprobe", min=1, help="Index cells to visit (default: the index's).")
+    ] = None,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -77,7 +80,7 @@ def similar(
         warnings.simplefilter("always")
         hits = search(
             query, store, collection=collection, k=k, item_id=item_id, model=model, post=post,
-            view=view, exact=exact,
+            view=view, exact=exact, nprobe=nprobe,
         )  # fmt: skip
     for warning in caught:
         err.print(f"[yellow]warning:[/] {warning.message}", highlight=False)

@@ -69,7 +69,9 @@ def info(
 
     state = index_state(with_view(open_store(store), view))
     if as_json:
-        emit_json({"status": state.status, "reason": state.reason, "index": str(state.index), **(state.meta or {})})
+        emit_json(
+            {"status": state.status, "reason": state.reason, "index": str(state.index), **(state.meta or {})}
+        )
         return
     table = Table("field", "value", title=f"{state.index}: {state.status}")
     table.add_row("status", f"{state.status}: {state.reason}")

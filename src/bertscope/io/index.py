@@ -79,8 +79,8 @@ def _faiss() -> Any:
 
 
 def cells_for(rows: int) -> int:
-    """IVF cells for a store: about 4 sqrt(rows), with enough rows to train each one."""
-    return max(1, min(int(4 * math.sqrt(rows)), rows // _TRAIN_PER_CELL))
+    """IVF cells for a store: about 2 sqrt(rows), with enough rows to train each one."""
+    return max(1, min(int(2 * math.sqrt(rows)), rows // _TRAIN_PER_CELL))
 
 
 def _describe(store: Store) -> dict[str, Any]:
@@ -127,14 +127,20 @@ def build_index(
     sample = _training_sample(opened, rows, min(rows, nlist * _TRAIN_PER_CELL), chunk_size, seed)
     dimension = sample.shape[1]
     index = faiss.IndexIVFScalarQuantizer(
-        faiss.IndexFlatIP(dimension), dimension, nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+        faiss.IndexFlatIP(dimension),
+        dimension,
+        nlist,
+        faiss.ScalarQuantizer.QT_8bit,
+        faiss.METRIC_INNER_PRODUCT,
     )
     index.train(sample)
     # Parquet decodes whole row groups, so candidates are re-ranked from a memory-mapped copy of the
     # stored vectors (the same floats); a .npy store is memory-mapped already and needs none.
     copy = None
     if opened.path.suffix.lower() == ".parquet":
-        copy = np.lib.format.open_memmap(_tmp(copy_file), mode="w+", dtype=np.float32, shape=(rows, dimension))
+        copy = np.lib.format.open_memmap(
+            _tmp(copy_file), mode="w+", dtype=np.float32, shape=(rows, dimension)
+        )
     added = 0
     for _, _, vectors in opened.chunks(chunk_size):
         index.add(unit(vectors))  # ids are 0.. in the order added: the store's row numbers

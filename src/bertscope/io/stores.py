@@ -149,12 +149,14 @@ def search(
     post: Any = None,
     view: str | None = None,
     exact: bool = False,
+    nprobe: int | None = None,
     chunk_size: int = 65536,
 ) -> list[Hit]:
     """Top-k cosine search of a stored output, by a query text, a vector, or a stored id.
 
     With a fresh ANN index beside the store (`build_index`) the index proposes candidates and they are
-    ranked by their exact cosines; `exact=True`, no index, or a stale one (warned) scan every row.
+    ranked by their exact cosines (`nprobe`: index cells visited, more for recall, fewer for speed);
+    `exact=True`, no index, or a stale one (warned) scan every row.
     A store with several views searches the one named by `view`, embedding the query its way.
     """
     if k < 1:
@@ -175,7 +177,7 @@ def search(
 
         state = index_state(opened)
         if state.fresh:
-            return ann_search(opened, vector, k=k, state=state, exclude=exclude)
+            return ann_search(opened, vector, k=k, state=state, exclude=exclude, nprobe=nprobe)
         if state.status == "stale":
             warnings.warn(
                 f"{state.reason}: searching every row instead; rebuild it with "
