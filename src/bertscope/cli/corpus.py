@@ -15,9 +15,15 @@ CORPUS_SUFFIXES = (".parquet", ".npy", ".db", ".sqlite", ".sqlite3")
 
 
 def run_job(
-    items: list[str] | None, input_path: str | None, output: Path, *, quiet: bool, **options: Any
+    items: list[str] | None,
+    input_path: str | None,
+    output: Path,
+    *,
+    quiet: bool,
+    index: bool = False,
+    **options: Any,
 ) -> None:
-    """Run a corpus job for `bertscope embed -o FILE` and print its one-line summary."""
+    """Run a corpus job for `bertscope embed -o FILE` (and `--index`) and print its one-line summary."""
     from ..io.job import embed_corpus
 
     if items and input_path:
@@ -33,6 +39,15 @@ def run_job(
         )
     if not quiet:
         err.print(summary.line(), highlight=False)
+    if index:
+        from ..io.index import build_index
+        from ..io.stores import open_store, with_view
+
+        opened = open_store(output)
+        for name in opened.settings.get("views") or [None]:
+            state = build_index(with_view(opened, name), overwrite=True)
+            if not quiet and state.meta is not None:
+                err.print(f"{state.meta['rows']} vectors indexed -> {state.index}", highlight=False)
 
 
 @app.command()

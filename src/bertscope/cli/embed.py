@@ -89,6 +89,17 @@ def embed(
     subword: Annotated[
         str, typer.Option("--subword", help="Word pieces to word: first, last, mean, first_last.")
     ] = "mean",
+    view: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--view",
+            help="A named sentence view NAME=LAYERS/POOLING[/OPTION...] (repeat it; one forward pass, "
+            "one Parquet column each), e.g. last=-1/mean, cls4=-4:/cls/concat.",
+        ),
+    ] = None,
+    index: Annotated[
+        bool, typer.Option("--index", help="Build the ANN index beside the .parquet/.npy output.")
+    ] = False,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
@@ -111,10 +122,13 @@ def embed(
     `bertscope embed -i docs.jsonl --text-field body --id-field id -o docs.db --collection news`,
     `bertscope embed "a cat" --tokens --layers 0,6`,
     `bertscope embed -i 'dir/*.parquet' -o out_dir/ --engine ray --workers 4`,
-    `bertscope embed -i corpus.txt -o corpus.parquet --quantize int8` (faster on CPU, drift recorded)
+    `bertscope embed -i corpus.txt -o corpus.parquet --quantize int8` (faster on CPU, drift recorded),
+    `bertscope embed -i corpus.txt -o views.parquet --view last=-1/mean --view cls4=-4:/cls`
     """
     if tokens and words:
         raise InvalidInput("choose one of --tokens and --words")
+    if (view or index) and (output is None or tokens or words or engine != "local"):
+        raise InvalidInput("--view and --index are for local sentence corpus jobs: give -o FILE.parquet")
     spec_options = dict(layers=layers, combine=combine, long=long, stride=stride)
     pooled_options = dict(pooling=pooling, mask_special=mask_special, normalize=normalize, post=post)
     if engine not in ("local", "ray"):
@@ -153,6 +167,8 @@ def embed(
             skip_bad=skip_bad,
             keep_text=not no_text,
             batch_size=batch_size,
+            views=view or None,
+            index=index,
             **spec_options,
             **pooled_options,
         )

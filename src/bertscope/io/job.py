@@ -7,11 +7,13 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ..errors import BertscopeError, CorpusError
 from ..post import apply_post, prepare_post
@@ -83,17 +85,23 @@ def embed_corpus(
     batch_size: int = 1024,
     progress: bool | None = None,
     post: Any = None,
+    views: Iterable[str] | Mapping[str, Mapping[str, Any]] | None = None,
     **options: Any,
 ) -> JobSummary:
-    """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded."""
+    """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded.
+
+    `views` ({name: {layers, pooling, ...}} or ["last=-1/mean", ...]) stores several sentence views
+    from one forward pass, each in its own Parquet column `embedding_<name>`, its spec in the metadata.
+    """
     from ..model import Model, load
     from ..progress import progress_callback
 
     model_arg = None if model is None or isinstance(model, Model) else str(model)
     m = model if isinstance(model, Model) else load(model_arg)
-    spec = m.spec(**options)
-    processor = prepare_post(post, spec.as_dict())
-    recorded = {**spec.as_dict(), **({"post": processor.describe()} if processor else {})}
+    spec: Any = m.spec(**options) if not views else _view_specs(m, views, options, output, post)
+    processor = prepare_post(post, spec.as_dict()) if not views else None
+    recorded = _recorded(spec) if views else spec.as_dict()
+    recorded.update({"post": processor.describe()} if processor else {})
     settings = job_settings(m, recorded, model_arg if not isinstance(model, Model) else _arg_of(m))
     rejects = Rejects()
     records = read_corpus(
@@ -117,13 +125,13 @@ def embed_corpus(
         for batch in _batches(records, batch_size):
             todo = sink.pending(batch)
             if todo:
-                result = apply_post(
-                    m.engine.sentences_once([r.text for r in todo], spec, on_batch=on_batch), processor
+                vectors, n_tokens, truncated = _embed_batch(
+                    m, [r.text for r in todo], spec, processor, on_batch
                 )
-                sink.write(todo, result.vectors, result.n_tokens, result.truncated)
+                sink.write(todo, vectors, n_tokens, truncated)
                 summary.embedded += len(todo)
-                summary.tokens += int(result.n_tokens.sum())
-                summary.truncated += result.n_truncated
+                summary.tokens += int(n_tokens.sum())
+                summary.truncated += int((truncated > 0).sum())
             if stop.is_set():
                 summary.seconds = time.perf_counter() - start
                 raise JobInterrupted(
@@ -146,6 +154,44 @@ def embed_corpus(
         summary.rejects_file = Path(str(output) + ".rejects")
         summary.rejects_file.write_text("".join(line + "\n" for line in rejects.bad))
     return summary
+
+
+def _view_specs(m: Any, views: Any, options: dict[str, Any], output: str | Path, post: Any) -> dict[str, Any]:
+    """Each view's resolved spec: the job's options with the view's own on top."""
+    from .views import parse_views
+
+    if Path(output).suffix.lower() != ".parquet":
+        raise CorpusError(f"{output}: several views are stored as Parquet columns; write to a .parquet file")
+    if post is not None:
+        raise CorpusError("post-processing is fitted to one view; leave --post out when asking for views")
+    return {name: m.spec(**{**options, **view}) for name, view in parse_views(views).items()}
+
+
+def _recorded(specs: dict[str, Any]) -> dict[str, Any]:
+    """Settings of a job with views: the shared long-text options, then each view's own spec."""
+    from .views import VIEW_KEYS
+
+    first = next(iter(specs.values())).as_dict()
+    shared = {key: value for key, value in first.items() if key not in VIEW_KEYS}
+    views = {name: {key: spec.as_dict()[key] for key in VIEW_KEYS} for name, spec in specs.items()}
+    return {**shared, "views": views}
+
+
+def _embed_batch(
+    m: Any, texts: list[str], spec: Any, processor: Any, on_batch: Any
+) -> tuple[Any, np.ndarray, np.ndarray]:
+    """(vectors (texts, d), or {view: vectors}; n_tokens; truncated) of one batch, in one forward pass."""
+    if isinstance(spec, dict):
+        chunks = list(m.engine.sentence_views(texts, spec, on_batch=on_batch))
+        vectors = {name: np.concatenate([c[name].vectors for c in chunks]) for name in spec}
+        first = [next(iter(c.values())) for c in chunks]
+        return (
+            vectors,
+            np.concatenate([c.n_tokens for c in first]),
+            np.concatenate([c.truncated for c in first]),
+        )
+    result = apply_post(m.engine.sentences_once(texts, spec, on_batch=on_batch), processor)
+    return result.vectors, result.n_tokens, result.truncated
 
 
 def _count_records(source: str | Path | list[str]) -> int | None:

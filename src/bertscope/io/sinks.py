@@ -151,7 +151,7 @@ class ParquetSink(_PartsSink):
 
     suffix = ".parquet"
 
-    def _schema(self, dimension: int) -> Any:
+    def _schema(self, dimension: int | dict[str, int]) -> Any:
         return parquet_schema(self.settings, dimension, keep_text=self.keep_text)
 
     def _rows(self, part: Path) -> int:
@@ -160,14 +160,21 @@ class ParquetSink(_PartsSink):
         return int(pq.ParquetFile(part).metadata.num_rows)
 
     def write(
-        self, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray
+        self,
+        records: list[Record],
+        vectors: np.ndarray | dict[str, np.ndarray],
+        n_tokens: np.ndarray,
+        truncated: np.ndarray,
     ) -> None:
-        """Write one part file (temporary name, then rename)."""
+        """Write one part file (temporary name, then rename); several views are {name: (rows, d)}."""
         import pyarrow.parquet as pq
 
-        table = arrow_table(
-            self._schema(vectors.shape[1]), records, vectors, n_tokens, truncated, self.keep_text
+        dimension = (
+            {name: v.shape[1] for name, v in vectors.items()}
+            if isinstance(vectors, dict)
+            else vectors.shape[1]
         )
+        table = arrow_table(self._schema(dimension), records, vectors, n_tokens, truncated, self.keep_text)
         part = self._next_part()
         tmp = part.with_suffix(".tmp")
         pq.write_table(table, tmp)
@@ -254,18 +261,21 @@ def view_column(view: str) -> str:
     return f"embedding_{view}"
 
 
-def parquet_schema(settings: dict[str, Any], dimension: int, *, keep_text: bool) -> Any:
-    """The Parquet output's schema (id, text?, embedding, n_tokens, truncated), settings in metadata."""
+def parquet_schema(settings: dict[str, Any], dimension: int | dict[str, int], *, keep_text: bool) -> Any:
+    """The Parquet output's schema (id, text?, embedding, n_tokens, truncated), settings in metadata.
+
+    With several views (`dimension` is {view: d}) there is one `embedding_<view>` column per view.
+    """
     import pyarrow as pa
 
     fields = [pa.field("id", pa.string())]
     if keep_text:
         fields.append(pa.field("text", pa.string()))
-    fields += [
-        pa.field("embedding", pa.list_(pa.float32(), dimension)),
-        pa.field("n_tokens", pa.int32()),
-        pa.field("truncated", pa.int32()),
-    ]
+    if isinstance(dimension, dict):
+        fields += [pa.field(view_column(name), pa.list_(pa.float32(), d)) for name, d in dimension.items()]
+    else:
+        fields.append(pa.field("embedding", pa.list_(pa.float32(), dimension)))
+    fields += [pa.field("n_tokens", pa.int32()), pa.field("truncated", pa.int32())]
     meta = {PARQUET_META_KEY: json.dumps({**settings, "dimension": dimension}).encode()}
     return pa.schema(fields, metadata=meta)
 
@@ -273,20 +283,20 @@ def parquet_schema(settings: dict[str, Any], dimension: int, *, keep_text: bool)
 def arrow_table(
     schema: Any,
     records: list[Record],
-    vectors: np.ndarray,
+    vectors: np.ndarray | dict[str, np.ndarray],
     n_tokens: np.ndarray,
     truncated: np.ndarray,
     keep_text: bool,
 ) -> Any:
     import pyarrow as pa
 
-    dimension = vectors.shape[1]
     columns = [pa.array([r.id for r in records], pa.string())]
     if keep_text:
         columns.append(pa.array([r.text for r in records], pa.string()))
-    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), pa.float32())
+    for matrix in vectors.values() if isinstance(vectors, dict) else [vectors]:
+        flat = pa.array(np.ascontiguousarray(matrix, dtype=np.float32).reshape(-1), pa.float32())
+        columns.append(pa.FixedSizeListArray.from_arrays(flat, matrix.shape[1]))
     columns += [
-        pa.FixedSizeListArray.from_arrays(flat, dimension),
         pa.array(n_tokens.astype(np.int32)),
         pa.array(truncated.astype(np.int32)),
     ]
