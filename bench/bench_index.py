@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from bertscope.io.index import build_index, index_paths
-from bertscope.io.sinks import parquet_schema
+from bertscope.io.sinks import with_settings
 from bertscope.io.stores import search
 from bertscope.similarity import unit
 
@@ -47,21 +47,27 @@ def write_store(path: Path, draw, rows: int, batch: int = 1024) -> np.ndarray:  
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = parquet_schema({"model": "synthetic", "pooling": "mean"}, draw.dim, keep_text=False)
     stream = np.random.default_rng(1)
-    blocks = []
-    with pq.ParquetWriter(path, schema, use_dictionary=["id"], compression="none") as writer:
-        for start in range(0, rows, batch):
-            block = draw(min(batch, rows - start), stream)
-            n = len(block)
-            columns = [
-                pa.array([str(start + i) for i in range(n)]),
-                pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), draw.dim),
-                pa.array(np.zeros(n, np.int32)),
-                pa.array(np.zeros(n, np.int32)),
-            ]
-            writer.write_table(pa.Table.from_arrays(columns, schema=schema))
-            blocks.append(block)
+    blocks: list[np.ndarray] = []
+    writer = None
+    for start in range(0, rows, batch):
+        block = draw(min(batch, rows - start), stream)
+        n = len(block)
+        table = pa.table(
+            {
+                "id": [str(start + i) for i in range(n)],
+                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), draw.dim),
+                "n_tokens": pa.array(np.zeros(n, np.int32)),
+                "truncated": pa.array(np.zeros(n, np.int32)),
+            }
+        )
+        table = with_settings(table, {"model": "synthetic", "pooling": "mean"})
+        if writer is None:
+            writer = pq.ParquetWriter(path, table.schema, use_dictionary=["id"], compression="none")
+        writer.write_table(table)
+        blocks.append(block)
+    assert writer is not None
+    writer.close()
     return np.concatenate(blocks)
 
 

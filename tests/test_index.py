@@ -8,6 +8,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
@@ -15,6 +16,7 @@ from bertscope.cli import app
 from bertscope.errors import BackendUnavailable, CorpusError
 from bertscope.io import index as index_module
 from bertscope.io.index import IndexStaleWarning, build_index, index_paths, index_state
+from bertscope.io.levels import Rows
 from bertscope.io.readers import Record
 from bertscope.io.sinks import open_sink
 from bertscope.io.stores import search
@@ -36,8 +38,16 @@ def write_store(path: Path, vectors: np.ndarray, *, overwrite: bool = False) -> 
     for start in range(0, len(vectors), 1000):
         block = vectors[start : start + 1000]
         records = [Record(f"r{start + i}", f"text {start + i}", start + i + 1) for i in range(len(block))]
-        zeros = np.zeros(len(block), dtype=np.int64)
-        sink.write(records, block, zeros + 3, zeros)
+        table = pa.table(
+            {
+                "id": [r.id for r in records],
+                "text": [r.text for r in records],
+                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), DIM),
+                "n_tokens": pa.array(np.full(len(block), 3, np.int32)),
+                "truncated": pa.array(np.zeros(len(block), np.int32)),
+            }
+        )
+        sink.write(records, Rows(table, len(block), 3 * len(block), 0))
     sink.finish()
     return path
 

@@ -27,7 +27,10 @@ VIEWS = {
 
 
 def test_view_syntax() -> None:
-    assert parse_view("cls4=-4:/cls/concat") == ("cls4", {"layers": "-4:", "pooling": "cls", "combine": "concat"})
+    assert parse_view("cls4=-4:/cls/concat") == (
+        "cls4",
+        {"layers": "-4:", "pooling": "cls", "combine": "concat"},
+    )
     assert parse_view("m=0,6/mean/mask_special/no_normalize")[1] == {
         "layers": "0,6",
         "pooling": "mean",
@@ -86,12 +89,16 @@ def test_views_cost_one_forward_per_batch(
     single = list(calls)
     calls.clear()
     shallow = {"a": {"layers": "1", "pooling": "mean"}, "b": {"layers": "2,3", "pooling": "cls"}}
-    embed_corpus(texts, tmp_path / "views.parquet", model=bundled, views=shallow, long="window", progress=False)
+    embed_corpus(
+        texts, tmp_path / "views.parquet", model=bundled, views=shallow, long="window", progress=False
+    )
     assert len(calls) == len(single)  # the same batches, one forward each, for two views
     assert set(calls) == {3}  # stopped at the deepest layer a view needs
 
 
-def test_similar_view_ranks_with_that_view(views_store: Path, bundled: bertscope.Model, texts: list[str]) -> None:
+def test_similar_view_ranks_with_that_view(
+    views_store: Path, bundled: bertscope.Model, texts: list[str]
+) -> None:
     query = "a storm hits the coast"
     table = pq.read_table(views_store)
     for name, options in VIEWS.items():
@@ -99,7 +106,9 @@ def test_similar_view_ranks_with_that_view(views_store: Path, bundled: bertscope
         stored = np.array(table.column(f"embedding_{name}").to_pylist(), dtype=np.float32)
         q = bundled.embed([query], long="window", **options).vectors  # type: ignore[arg-type]
         scores = cos_sim(q, stored)[0]
-        assert [h.id for h in hits] == [table.column("id")[i].as_py() for i in np.argsort(-scores, kind="stable")]
+        assert [h.id for h in hits] == [
+            table.column("id")[i].as_py() for i in np.argsort(-scores, kind="stable")
+        ]
         np.testing.assert_allclose([h.score for h in hits], np.sort(scores)[::-1], atol=1e-5)
     with pytest.raises(CorpusError, match="cls4, mid|last, cls4"):
         search(query, views_store, model=bundled)

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._enums import Combine, LongText, Pooling
+from .errors import InvalidSpec
 from .families import Family
 from .layers import combine_layers
 from .pooling import pool_sentences
@@ -126,6 +127,11 @@ class Engine:
         The specs must agree on `long` and `stride` (they decide the batches); the forward stops at
         the deepest layer any view needs. Each chunk gives {name: vectors (texts, d_view)}.
         """
+        if any(spec.combine is Combine.STACK and len(spec.layers) > 1 for spec in specs.values()):
+            raise InvalidSpec(
+                "combine='stack' keeps each layer's vector apart, which only token and word rows store "
+                "(level='tokens' or 'words'); pool sentence vectors with combine mean, sum or concat"
+            )
         first = next(iter(specs.values()))
         start = 0
         for chunk in _chunks(texts, self.chunk_size):

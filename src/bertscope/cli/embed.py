@@ -9,12 +9,14 @@ import numpy as np
 import typer
 from rich.table import Table
 
+from .._enums import Engine
 from ..errors import InvalidInput
 from .app import (
     BackendOpt,
     CombineOpt,
     DeviceOpt,
     DtypeOpt,
+    EngineOpt,
     JsonOpt,
     LayersOpt,
     LongOpt,
@@ -100,6 +102,9 @@ def embed(
     index: Annotated[
         bool, typer.Option("--index", help="Build the ANN index beside the .parquet/.npy output.")
     ] = False,
+    precision: Annotated[
+        str, typer.Option("--precision", help="Stored vectors: float32 (exact) or float16 (half the size).")
+    ] = "float32",
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
@@ -107,9 +112,7 @@ def embed(
     backend: BackendOpt = "auto",
     quantize: QuantizeOpt = "none",
     as_json: JsonOpt = False,
-    engine: Annotated[
-        str, typer.Option("--engine", help="local, or ray (Ray Data; -o names a folder of shards).")
-    ] = "local",
+    engine: EngineOpt = "local",
     workers: Annotated[int, typer.Option("--workers", help="Ray actors, each with its own model.")] = 2,
     address: Annotated[
         str | None, typer.Option("--address", help="Ray cluster to join (auto: the running one).")
@@ -121,36 +124,42 @@ def embed(
     `bertscope embed -i corpus.txt -o corpus.parquet`,
     `bertscope embed -i docs.jsonl --text-field body --id-field id -o docs.db --collection news`,
     `bertscope embed "a cat" --tokens --layers 0,6`,
+    `bertscope embed -i corpus.txt -o tok.parquet --tokens --layers 4,6 --combine stack --precision float16`
+    (one row per token, resumable with --resume; --words for one row per word),
     `bertscope embed -i 'dir/*.parquet' -o out_dir/ --engine ray --workers 4`,
     `bertscope embed -i corpus.txt -o corpus.parquet --quantize int8` (faster on CPU, drift recorded),
     `bertscope embed -i corpus.txt -o views.parquet --view last=-1/mean --view cls4=-4:/cls`
     """
     if tokens and words:
         raise InvalidInput("choose one of --tokens and --words")
-    if (view or index) and (output is None or tokens or words or engine != "local"):
+    spec_options: dict[str, Any] = dict(layers=layers, combine=combine, long=long, stride=stride)
+    if (view or index) and (output is None or tokens or words or engine is Engine.RAY):
         raise InvalidInput("--view and --index are for local sentence corpus jobs: give -o FILE.parquet")
-    spec_options = dict(layers=layers, combine=combine, long=long, stride=stride)
     pooled_options = dict(pooling=pooling, mask_special=mask_special, normalize=normalize, post=post)
-    if engine not in ("local", "ray"):
-        raise InvalidInput(f"--engine {engine!r}: choose local or ray")
-    if engine == "ray":
-        if output is None or not (texts or input_path) or tokens or words or resume or skip_bad or collection:
+    level = "tokens" if tokens else "words" if words else "sentence"
+    # Token and word rows are not pooled: only their own options go to the corpus job.
+    row_options: dict[str, Any] = (
+        {**pooled_options, "precision": precision}
+        if level == "sentence"
+        else {"precision": precision, "subword": subword}
+    )
+    if engine is Engine.RAY:
+        if output is None or not (texts or input_path) or resume or skip_bad or collection:
             raise InvalidInput(
                 "--engine ray runs corpus jobs only: -i/texts and -o FOLDER, no --resume/--skip-bad"
             )
         from ..distributed import run_ray_job
 
-        options: dict[str, Any] = {**spec_options, **pooled_options}
         summary = run_ray_job(
             texts or str(input_path), output, model=model, device=device, dtype=dtype, backend=backend,
             quantize=quantize, workers=workers,
             address=address, text_field=text_field, id_field=id_field, keep_text=not no_text,
-            overwrite=overwrite, progress=not quiet, **options,
+            overwrite=overwrite, progress=not quiet, level=level, **spec_options, **row_options,
         )  # fmt: skip
         if not quiet:
             err.print(summary.line(), highlight=False)
         return
-    if output is not None and not (tokens or words):
+    if output is not None:
         from .corpus import run_job
 
         run_job(
@@ -159,6 +168,7 @@ def embed(
             output,
             quiet=quiet,
             model=load_model(model, device, dtype, threads, backend, quantize),
+            level=level,
             text_field=text_field,
             id_field=id_field,
             collection=collection,
@@ -170,13 +180,13 @@ def embed(
             views=view or None,
             index=index,
             **spec_options,
-            **pooled_options,
+            **row_options,
         )
         return
     items = read_texts(texts, input_path)
     m = load_model(model, device, dtype, threads, backend, quantize)
     if tokens or words:
-        _per_piece(m, items, words=words, subword=subword, output=output, as_json=as_json, **spec_options)
+        _per_piece(m, items, words=words, subword=subword, as_json=as_json, **spec_options)
         return
     result = m.embed(items, **spec_options, **pooled_options)
     if result.n_truncated:
@@ -204,18 +214,9 @@ def embed(
     out.print(f"spec: {result.spec}", highlight=False)
 
 
-def _per_piece(
-    m: Any, items: list[str], *, words: bool, subword: str, output: Path | None, as_json: bool, **options: Any
-) -> None:
+def _per_piece(m: Any, items: list[str], *, words: bool, subword: str, as_json: bool, **options: Any) -> None:
     results = m.embed_words(items, subword=subword, **options) if words else m.embed_tokens(items, **options)
     labels = [(r.words if words else r.tokens) for r in results]
-    if output is not None:
-        _save_npy(output, np.concatenate([r.vectors for r in results]))
-        Path(str(output) + ".labels.txt").write_text(
-            "".join(f"{i}\t{label}\n" for i, row in enumerate(labels) for label in row)
-        )
-        err.print(f"wrote {sum(map(len, labels))} vectors to {output} (labels in {output}.labels.txt)")
-        return
     if as_json:
         key = "words" if words else "tokens"
         emit_json(
@@ -271,11 +272,3 @@ def similarity(
 
 def _short(text: str, width: int = 50) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _save_npy(path: Path, vectors: np.ndarray) -> None:
-    if not path.parent.exists():
-        raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
-    if path.suffix != ".npy":
-        raise InvalidInput(f"{path}: write vectors to a .npy file (corpus outputs come with `embed_corpus`)")
-    np.save(path, vectors.astype(np.float32, copy=False))

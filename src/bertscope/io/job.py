@@ -13,10 +13,9 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from .._enums import Level, Precision, SubwordPooling
 from ..errors import BertscopeError, CorpusError
-from ..post import apply_post, prepare_post
+from .levels import make_level
 from .readers import Record, Rejects, read_corpus
 from .sinks import open_sink
 
@@ -64,7 +63,10 @@ class JobSummary:
 def job_settings(model: Any, spec_dict: dict[str, Any], model_arg: str | None) -> dict[str, Any]:
     """The provenance stored with every output: model, how to reload it, how it ran, the embedding spec."""
     info = model.info()
-    runtime = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize}
+    runtime = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize, "mode": info.mode}
+    if info.fast:
+        # The choice and its bound, not the measured speeds: a resumed job compares these settings.
+        runtime["fast"] = {key: info.fast[key] for key in ("chosen", "min_cosine")}
     settings = {"model": info.source, "model_arg": model_arg, **runtime, **spec_dict}
     # The JSON round trip makes what is compared now equal what was stored (tuples become lists).
     return json.loads(json.dumps(settings))
@@ -75,6 +77,7 @@ def embed_corpus(
     output: str | Path,
     *,
     model: Any = None,
+    level: Level | str = "sentence",
     text_field: str = "text",
     id_field: str | None = None,
     collection: str | None = None,
@@ -86,23 +89,33 @@ def embed_corpus(
     progress: bool | None = None,
     post: Any = None,
     views: Iterable[str] | Mapping[str, Mapping[str, Any]] | None = None,
+    precision: Precision | str = "float32",
+    subword: SubwordPooling | str = "mean",
     **options: Any,
 ) -> JobSummary:
     """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded.
 
     `views` ({name: {layers, pooling, ...}} or ["last=-1/mean", ...]) stores several sentence views
     from one forward pass, each in its own Parquet column `embedding_<name>`, its spec in the metadata.
+    `level` is what a row is: "sentence" (one vector per text), "tokens" (one row per word piece) or
+    "words" (pieces pooled by `subword`); see `bertscope.io.levels`. `combine="stack"` keeps each layer
+    of a token or word row in its own `layer_N` column; `precision="float16"` halves the stored size.
     """
     from ..model import Model, load
     from ..progress import progress_callback
 
     model_arg = None if model is None or isinstance(model, Model) else str(model)
     m = model if isinstance(model, Model) else load(model_arg)
-    spec: Any = m.spec(**options) if not views else _view_specs(m, views, options, output, post)
-    processor = prepare_post(post, spec.as_dict()) if not views else None
-    recorded = _recorded(spec) if views else spec.as_dict()
-    recorded.update({"post": processor.describe()} if processor else {})
-    settings = job_settings(m, recorded, model_arg if not isinstance(model, Model) else _arg_of(m))
+    if views:
+        from .views import views_level
+
+        rows_of = views_level(m, views, options=options, output=output, level=level, post=post,
+                              keep_text=keep_text, precision=precision)  # fmt: skip
+    else:
+        rows_of = make_level(
+            level, m, options=options, post=post, keep_text=keep_text, precision=precision, subword=subword
+        )
+    settings = job_settings(m, rows_of.recorded(), model_arg if not isinstance(model, Model) else _arg_of(m))
     rejects = Rejects()
     records = read_corpus(
         input_path, text_field=text_field, id_field=id_field, skip_bad=skip_bad, rejects=rejects
@@ -125,13 +138,11 @@ def embed_corpus(
         for batch in _batches(records, batch_size):
             todo = sink.pending(batch)
             if todo:
-                vectors, n_tokens, truncated = _embed_batch(
-                    m, [r.text for r in todo], spec, processor, on_batch
-                )
-                sink.write(todo, vectors, n_tokens, truncated)
-                summary.embedded += len(todo)
-                summary.tokens += int(n_tokens.sum())
-                summary.truncated += int((truncated > 0).sum())
+                rows = rows_of.embed(todo, on_batch=on_batch)
+                sink.write(todo, rows)
+                summary.embedded += rows.texts
+                summary.tokens += rows.tokens
+                summary.truncated += rows.truncated
             if stop.is_set():
                 summary.seconds = time.perf_counter() - start
                 raise JobInterrupted(
@@ -154,44 +165,6 @@ def embed_corpus(
         summary.rejects_file = Path(str(output) + ".rejects")
         summary.rejects_file.write_text("".join(line + "\n" for line in rejects.bad))
     return summary
-
-
-def _view_specs(m: Any, views: Any, options: dict[str, Any], output: str | Path, post: Any) -> dict[str, Any]:
-    """Each view's resolved spec: the job's options with the view's own on top."""
-    from .views import parse_views
-
-    if Path(output).suffix.lower() != ".parquet":
-        raise CorpusError(f"{output}: several views are stored as Parquet columns; write to a .parquet file")
-    if post is not None:
-        raise CorpusError("post-processing is fitted to one view; leave --post out when asking for views")
-    return {name: m.spec(**{**options, **view}) for name, view in parse_views(views).items()}
-
-
-def _recorded(specs: dict[str, Any]) -> dict[str, Any]:
-    """Settings of a job with views: the shared long-text options, then each view's own spec."""
-    from .views import VIEW_KEYS
-
-    first = next(iter(specs.values())).as_dict()
-    shared = {key: value for key, value in first.items() if key not in VIEW_KEYS}
-    views = {name: {key: spec.as_dict()[key] for key in VIEW_KEYS} for name, spec in specs.items()}
-    return {**shared, "views": views}
-
-
-def _embed_batch(
-    m: Any, texts: list[str], spec: Any, processor: Any, on_batch: Any
-) -> tuple[Any, np.ndarray, np.ndarray]:
-    """(vectors (texts, d), or {view: vectors}; n_tokens; truncated) of one batch, in one forward pass."""
-    if isinstance(spec, dict):
-        chunks = list(m.engine.sentence_views(texts, spec, on_batch=on_batch))
-        vectors = {name: np.concatenate([c[name].vectors for c in chunks]) for name in spec}
-        first = [next(iter(c.values())) for c in chunks]
-        return (
-            vectors,
-            np.concatenate([c.n_tokens for c in first]),
-            np.concatenate([c.truncated for c in first]),
-        )
-    result = apply_post(m.engine.sentences_once(texts, spec, on_batch=on_batch), processor)
-    return result.vectors, result.n_tokens, result.truncated
 
 
 def _count_records(source: str | Path | list[str]) -> int | None:
