@@ -19,12 +19,16 @@ app.add_typer(index_app, name="index")
 ViewOpt = Annotated[
     str | None, typer.Option("--view", help="Which view of a store with several views to index.")
 ]
+ColumnOpt = Annotated[
+    str | None, typer.Option("--column", help="Another vector column, e.g. layer_6 of a token store.")
+]
 
 
 @index_app.command("build")
 def build(
     store: Annotated[Path, typer.Argument(help="A bertscope output: .parquet or .npy.")],
     view: ViewOpt = None,
+    column: ColumnOpt = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing index.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress.")] = False,
     as_json: JsonOpt = False,
@@ -42,7 +46,7 @@ def build(
         if not quiet:
             err.print(f"indexed {rows} rows", highlight=False)
 
-    state = build_index(opened, overwrite=overwrite, on_chunk=shown)
+    state = build_index(opened, column=column, overwrite=overwrite, on_chunk=shown)
     assert state.meta is not None
     if as_json:
         emit_json({"index": str(state.index), **state.meta})
@@ -58,6 +62,7 @@ def build(
 def info(
     store: Annotated[Path, typer.Argument(help="A bertscope output: .parquet or .npy.")],
     view: ViewOpt = None,
+    column: ColumnOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Whether a store has an index, what it was built from, and whether it is still fresh.
@@ -67,7 +72,7 @@ def info(
     from ..io.index import index_state
     from ..io.stores import open_store, with_view
 
-    state = index_state(with_view(open_store(store), view))
+    state = index_state(with_view(open_store(store), view), column=column)
     if as_json:
         emit_json(
             {"status": state.status, "reason": state.reason, "index": str(state.index), **(state.meta or {})}
