@@ -7,7 +7,6 @@ m.static("bread"); m.anatomy("I am Sinan"); m.embed(["a cat", "a dog"], layers="
 
 from ._enums import Backend, Combine, DType, Engine, LongText, Pooling, Quantize, SubwordPooling
 from .anatomy import Anatomy
-from .engine import EmbedSpec
 from .errors import (
     BackendUnavailable,
     BertscopeError,
@@ -26,6 +25,7 @@ from .io.stores import search
 from .model import Model, ModelInfo, load
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .similarity import Hit, cos_sim, pairwise_cos_sim
+from .spec import EmbedSpec
 from .static import Neighbor, StaticWord
 from .tokens import Tokens
 

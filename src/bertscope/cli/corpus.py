@@ -114,7 +114,7 @@ def similar(
     for warning in caught:
         err.print(f"[yellow]warning:[/] {warning.message}", highlight=False)
     if as_json:
-        emit_json([{"id": h.id, "score": h.score, "text": h.text} for h in hits])
+        emit_json([h.to_dict() for h in hits])
         return
     table = Table("rank", "id", "cosine", "text", title=f"nearest to {query or 'id ' + str(item_id)!r}")
     for rank, hit in enumerate(hits, 1):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +26,9 @@ import numpy as np
 import pyarrow as pa
 
 from .._enums import Combine, Level, Precision
-from ..engine import EmbedSpec, OnBatch
+from ..engine import OnBatch
 from ..errors import CorpusError, InvalidSpec
+from ..spec import EmbedOptions, EmbedSpec, resolve
 from .levels import CorpusLevel, Rows
 from .readers import Record
 from .sinks import view_column
@@ -122,7 +124,7 @@ class ViewsLevel(CorpusLevel):
             columns[view_column(name)] = pa.FixedSizeListArray.from_arrays(flat, int(vectors.shape[1]))
         first = [next(iter(chunk.values())) for chunk in chunks]
         n_tokens = np.concatenate([c.n_tokens for c in first])
-        truncated = np.concatenate([c.truncated for c in first])
+        truncated = np.concatenate([c.n_dropped for c in first])
         columns["n_tokens"] = pa.array(n_tokens.astype(np.int32))
         columns["truncated"] = pa.array(truncated.astype(np.int32))
         return Rows(pa.table(columns), len(records), int(n_tokens.sum()), int(np.count_nonzero(truncated)))
@@ -141,10 +143,9 @@ def views_level(
     model: Any,
     views: Iterable[str] | Mapping[str, Mapping[str, Any]],
     *,
-    options: dict[str, Any],
+    options: EmbedOptions,
     output: str | Path,
     level: Level | str = "sentence",
-    post: Any = None,
     keep_text: bool = True,
     precision: Precision | str = "float32",
 ) -> ViewsLevel:
@@ -153,9 +154,9 @@ def views_level(
         raise InvalidSpec("views are pooled sentence vectors; leave them out of token and word jobs")
     if Path(output).suffix.lower() != ".parquet":
         raise CorpusError(f"{output}: several views are stored as Parquet columns; write to a .parquet file")
-    if post is not None:
+    if options.post is not None:
         raise CorpusError("post-processing is fitted to one view; leave --post out when asking for views")
-    specs = {name: model.spec(**{**options, **view}) for name, view in parse_views(views).items()}
+    specs = {name: resolve(model, replace(options, **view)).spec for name, view in parse_views(views).items()}
     if not specs:
         raise InvalidSpec("no views given: name at least one, e.g. last=-1/mean")
     store_as = Precision.parse(precision, what="precision")
