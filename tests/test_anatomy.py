@@ -151,3 +151,38 @@ def test_bundled_long_text_reports_dropped_tokens(bundled: bertscope.Model) -> N
     assert anatomy.encoder_input.shape == (256, 384)
     assert anatomy.tokens.tokens[-1] == "[SEP]"
     assert anatomy.max_abs_error < 1e-5
+
+
+def test_pair_anatomy_equals_the_model_embeddings_with_token_types(
+    bundled: bertscope.Model, bundled_path: Path
+) -> None:
+    pair = ("How are you?", "Fine, thanks.")
+    batch = transformers.AutoTokenizer.from_pretrained(bundled_path)(*pair, return_tensors="pt")
+    model = transformers.AutoModel.from_pretrained(bundled_path).eval()
+    with torch.no_grad():
+        layer0 = model.embeddings(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"])[0]
+        segment = model.embeddings.token_type_embeddings(batch["token_type_ids"])[0]
+    a = bundled.anatomy(pair)
+    assert a.tokens.type_ids == batch["token_type_ids"][0].tolist()
+    np.testing.assert_allclose(a.token_type, segment.numpy(), atol=1e-6)
+    np.testing.assert_allclose(a.encoder_input, layer0.numpy(), atol=1e-5)
+    assert a.max_abs_error < 1e-5
+    # Segment row 1 really is used: the B tokens' segment vectors differ from A's.
+    b_start = a.tokens.tokens.index("[SEP]") + 1
+    assert not np.allclose(a.token_type[b_start], a.token_type[1])
+
+
+def test_pair_hidden_states_and_sentence_vector_equal_the_plain_forward(
+    bundled: bertscope.Model, bundled_path: Path
+) -> None:
+    pair = ("How are you?", "Fine, thanks.")
+    batch = transformers.AutoTokenizer.from_pretrained(bundled_path)(*pair, return_tensors="pt")
+    model = transformers.AutoModel.from_pretrained(bundled_path).eval()
+    with torch.no_grad():
+        states = torch.stack(model(**batch, output_hidden_states=True).hidden_states)[:, 0].numpy()
+    np.testing.assert_allclose(bundled.hidden_states(pair), states, atol=1e-5)
+    tokens = bundled.embed_tokens(pair, layers=-1)[0]
+    assert tokens.pair == pair[1]
+    np.testing.assert_allclose(tokens.vectors, states[-1], atol=1e-5)
+    vector = bundled.embed(pair, pooling="mean", normalize=False).vectors[0]
+    np.testing.assert_allclose(vector, states[-1].mean(axis=0), atol=1e-5)

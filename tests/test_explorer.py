@@ -137,3 +137,62 @@ def test_explore_command_is_registered() -> None:
     result = CliRunner().invoke(app, ["explore", "--help"])
     assert result.exit_code == 0 and "--no-open" in result.output
     assert 0 < free_port() < 65536
+
+
+@pytest.mark.timeout(120)
+def test_explain_and_attention_tabs_and_pairs(
+    page: tuple[Any, str], bundled: bertscope.Model, tmp_path: Path
+) -> None:
+    pg, base = page
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(base + "/")
+    pg.wait_for_selector(f"body[data-ready='{TEXT}']")
+
+    # Explain: the heatmap's cells are the library's contributions and add up to /similarity's score.
+    a, b = "The cat sat on the mat.", "A dog lay on the rug."
+    pg.click("[data-tab=explain]")
+    pg.select_option("#x-pooling", "mean")
+    pg.click("#explain")
+    pg.wait_for_selector("#tab-explain[data-explained]")
+    cells = [float(v) for v in pg.eval_on_selector_all("#x-map rect", "rs => rs.map(r => r.dataset.value)")]
+    np.testing.assert_allclose(cells, bundled.explain(a, b, pooling="mean").contributions.ravel(), atol=1e-5)
+    body = {"source": a, "sentences": [b], "pooling": "mean"}
+    api = httpx.post(base + "/similarity", json=body, timeout=30).json()["scores"][0]
+    assert abs(sum(cells) - api) < 1e-5
+    assert pg.locator("#x-top tbody tr").count() == 8
+    pg.screenshot(path=str(tmp_path / "explain.png"), full_page=True)
+    pg.select_option("#x-pooling", "cls")
+    pg.click("#explain")
+    pg.wait_for_function("() => document.querySelector('#x-note')?.textContent.includes('not an exact')")
+    assert pg.locator("#x-map rect").count() == 0
+
+    # Attention: the head view draws the chosen layer and head, equal to output_attentions.
+    pg.click("[data-tab=attention]")
+    pg.select_option("#a-layer", "3")
+    pg.wait_for_selector("#attention[data-layer='3'][data-head='mean']")
+    pg.select_option("#a-head", "2")
+    pg.wait_for_selector("#attention[data-layer='3'][data-head='2']")
+    shown = np.asarray(pg.evaluate("state.attention.weights"))
+    np.testing.assert_allclose(shown, bundled.attentions(TEXT)[2, 2], atol=1e-5)
+    assert int(pg.get_attribute("#attention", "data-lines")) > 0
+    pg.screenshot(path=str(tmp_path / "attention.png"), full_page=True)
+
+    # A few hundred tokens: the head view draws them all (the model keeps its first max_tokens).
+    long_text = " ".join(["the storm hit the coast and the rain kept falling"] * 30)
+    pg.evaluate("(t) => { state.source = t; return showAttention(); }", long_text)
+    pg.wait_for_selector(f"#attention[data-tokens='{bundled.max_tokens}']")
+    assert int(pg.get_attribute("#attention", "data-lines")) >= bundled.max_tokens
+
+    # A pair: segment 1 on B in the tokens table, and the anatomy of the pair.
+    pg.fill("#text", "How are you?")
+    pg.fill("#text2", "Fine, thanks.")
+    pg.check("#as-pair")
+    pg.click("#go")
+    pg.wait_for_selector("body[data-ready='How are you? | Fine, thanks.']")
+    segments = pg.eval_on_selector_all("#tokens td.segment", "ts => ts.map(t => t.textContent)")
+    expected = bundled.tokenize(("How are you?", "Fine, thanks."))
+    assert segments == [str(t) for t in expected.type_ids] and "1" in segments
+    assert pg.locator("#anatomy tbody tr").count() == len(expected)
+    assert pg.get_attribute("#attention", "data-tokens") == str(len(expected))
+    assert not errors, errors

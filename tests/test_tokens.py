@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
+
 import pytest
 
 import bertscope
@@ -123,3 +126,60 @@ def test_bad_input_message_names_the_item(bundled: bertscope.Model) -> None:
 def test_unknown_long_policy_is_invalid_spec(bundled: bertscope.Model) -> None:
     with pytest.raises(bertscope.InvalidSpec):
         bundled.tokenize("a cat", long="chop")
+
+
+# Sentence pairs ------------------------------------------------------------------------------------
+
+PAIR = ("How are you?", "Fine, thanks.")
+
+
+def test_pair_matches_the_plain_tokenizer(bundled: bertscope.Model, bundled_path: Path) -> None:
+    import transformers
+
+    reference = transformers.AutoTokenizer.from_pretrained(bundled_path)(*PAIR)
+    tok = bundled.tokenize(PAIR)
+    assert tok.ids == reference["input_ids"]
+    assert tok.type_ids == reference["token_type_ids"]
+    assert tok.tokens[0] == "[CLS]" and tok.tokens.count("[SEP]") == 2
+    assert set(tok.type_ids[tok.tokens.index("[SEP]") + 1 :]) == {1}
+    assert (tok.text, tok.pair) == PAIR
+
+
+def test_pair_offsets_point_into_their_own_text(bundled: bertscope.Model) -> None:
+    tok = bundled.tokenize(PAIR)
+    records = tok.as_records()
+    fine = next(i for i, r in enumerate(records) if r["token"] == "fine")
+    assert records[fine]["sequence"] == 1 and records[fine]["type_id"] == 1
+    assert tok.span_text(fine) == "Fine"
+    assert tok.span_text(tok.tokens.index("how")) == "How"
+
+
+def test_a_list_holds_texts_and_pairs(bundled: bertscope.Model) -> None:
+    toks = bundled.tokenize(["How are you?", PAIR, list(PAIR)])
+    assert [t.pair for t in toks] == [None, PAIR[1], PAIR[1]]
+    assert toks[1].ids == toks[2].ids
+
+
+def test_roberta_style_pair_has_separators_and_no_type_one(tiny_models: dict[str, bertscope.Model]) -> None:
+    tok = tiny_models["roberta"].tokenize(("a cat", "a dog"))
+    assert tok.tokens == ["<s>", "a", "cat", "</s>", "</s>", "a", "dog", "</s>"]
+    assert set(tok.type_ids) == {0}
+
+
+def test_a_tokenizer_without_pair_template_refuses_pairs(bundled: bertscope.Model) -> None:
+    from bertscope.tokens import TextTokenizer
+
+    backend = copy.deepcopy(bundled.tokenizer.backend)
+    backend.post_processor = None
+    with pytest.raises(bertscope.InvalidInput, match="no sentence-pair template"):
+        TextTokenizer(backend, max_tokens=512).encode([PAIR])
+
+
+def test_a_pair_over_the_limit_is_refused(bundled: bertscope.Model) -> None:
+    with pytest.raises(bertscope.InputTooLong, match="pair 0"):
+        bundled.tokenize(("word " * 400, "another"))
+
+
+def test_words_refuse_pairs(bundled: bertscope.Model) -> None:
+    with pytest.raises(bertscope.InvalidInput, match="not a string"):
+        bundled.embed_words([PAIR])

@@ -59,15 +59,18 @@ class Anatomy:
         return self.tokens.n_dropped
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: text, tokens, ids, position_ids, lacks, n_dropped, max_abs_error, and `steps`.
+        """JSON-able: text, pair, tokens, ids, token_type_ids, position_ids, lacks, n_dropped, max_abs_error,
+        and `steps`.
 
         `steps` maps each step name (word ... model_output, in order) to its (tokens, width) rows, or
         None where the family lacks that part.
         """
         return {
             "text": self.tokens.text,
+            "pair": self.tokens.pair,
             "tokens": list(self.tokens.tokens),
             "ids": list(self.tokens.ids),
+            "token_type_ids": list(self.tokens.type_ids),
             "position_ids": list(self.position_ids),
             "lacks": list(self.lacks),
             "n_dropped": self.n_dropped,

@@ -98,7 +98,7 @@ def explain(
     long: LongText | str = "truncate",
     stride: int | None = None,
 ) -> Explanation:
-    """Split `model.similarity(a, b, ...)` (same options) into token pairs; `exact` refuses approximations."""
+    """Split `model.similarity(a, b, post=post, **options)` into token pairs; `exact` refuses the rest."""
     if not isinstance(a, str) or not isinstance(b, str):
         raise InvalidSpec("explain takes two texts (strings); pairs of segments are not explained")
     options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
@@ -155,15 +155,15 @@ def token_parts(
         masked = np.where(keep[:, None] > 0, x, -np.inf)
         owner = masked.argmax(axis=0)
         pooled = masked[owner, np.arange(x.shape[1])]
-        scale = 1.0 / max(np.linalg.norm(pooled), 1e-12) if spec.normalize else 1.0
+        scale = 1.0 / max(float(np.linalg.norm(pooled)), 1e-12) if spec.normalize else 1.0
         shift = processor.mean if processor is not None else np.zeros(x.shape[1])
         parts = np.zeros_like(x)
         parts[owner, np.arange(x.shape[1])] = scale * pooled - shift
     else:
-        count = max(keep.sum(), 1e-9)
+        count = max(float(keep.sum()), 1e-9)
         weights = keep / (np.sqrt(count) if spec.pooling is Pooling.MEAN_SQRT_LEN else count)
         pooled = weights @ x
-        scale = 1.0 / max(np.linalg.norm(pooled), 1e-12) if spec.normalize else 1.0
+        scale = 1.0 / max(float(np.linalg.norm(pooled)), 1e-12) if spec.normalize else 1.0
         parts = scale * weights[:, None] * x
         if processor is not None:
             # The mean is shared out in proportion to each token's weight, so the parts still sum.

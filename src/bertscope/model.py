@@ -318,9 +318,11 @@ class Model:
         """Nearest vocabulary entries by cosine of static rows (special/unused left out by default)."""
         return _static.neighbors(self, query, k=k, include_special=include_special)
 
-    def export_static(self, path: str | Path, *, format: str = "word2vec") -> list[Path]:
-        """Write every static row (word2vec, npy, parquet or projector); returns the files written."""
-        return _static.export(self, path, format)
+    def export_static(
+        self, path: str | Path, *, format: str = "word2vec", items: Sequence[str | int] | None = None
+    ) -> list[Path]:
+        """Write the static rows of `items` (default: every row) as word2vec, npy, parquet or projector."""
+        return _static.export(self, path, format, items=items)
 
     def anatomy(self, texts: Text | Sequence[Text]) -> Any:
         """The embedding layer taken apart for a text or pair (or a padded batch of them), with its proof."""
@@ -597,7 +599,7 @@ class Model:
 
     def batch(self, texts: Text | Sequence[Text]) -> dict[str, np.ndarray]:
         """The padded batch as numpy: input_ids, attention_mask, token_type_ids (batch, tokens) int64."""
-        from .attention import padded_batch
+        from .forward import padded_batch
 
         return padded_batch(self, texts)
 
@@ -607,7 +609,7 @@ class Model:
         Returns a `ForwardOutput`: input_ids, attention_mask, token_type_ids (batch, tokens),
         last_hidden_state (batch, tokens, d), hidden_states (L+1 of them), pooler_output (batch, d) or None.
         """
-        from .attention import forward
+        from .forward import forward
 
         return forward(self, texts)
 

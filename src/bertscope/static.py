@@ -28,6 +28,7 @@ __all__ = [
     "neighbors",
     "export",
     "lookup",
+    "first_words",
 ]
 
 _UNUSED = re.compile(r"^\[unused\d+\]$|^<unused\d+>$")
@@ -204,25 +205,53 @@ def _excluded(model: Model, include_special: bool) -> np.ndarray:
     return mask
 
 
-def _rows_in_chunks(model: Model, chunk: int = 4096) -> Iterator[tuple[list[str], np.ndarray]]:
+def first_words(model: Model, n: int) -> list[int]:
+    """Ids of the first `n` whole-word pieces (letters only, 2+ characters, no ## or special) by id.
+
+    WordPiece and BPE vocabularies list pieces roughly by how often they were merged, so these are
+    about the commonest words; the vocabulary carries no counts to do better.
+    """
+    if n < 1:
+        raise InvalidInput(f"top must be at least 1, got {n}")
+    excluded = _excluded(model, include_special=False)
+    chosen = []
+    for i in range(model.input_embeddings.shape[0]):
+        word = model.id_to_token.get(i, "").lstrip("\u0120\u2581")
+        if not excluded[i] and len(word) > 1 and word.isalpha() and not model.id_to_token[i].startswith("##"):
+            chosen.append(i)
+            if len(chosen) == n:
+                break
+    return chosen
+
+
+def _rows_in_chunks(
+    model: Model, ids: Sequence[int], chunk: int = 4096
+) -> Iterator[tuple[list[int], list[str], np.ndarray]]:
     weight = model.input_embeddings
-    for start in range(0, weight.shape[0], chunk):
-        stop = min(start + chunk, weight.shape[0])
-        names = [model.id_to_token.get(i, f"[id{i}]") for i in range(start, stop)]
-        yield names, weight[start:stop].detach().float().cpu().numpy()
+    for start in range(0, len(ids), chunk):
+        block = list(ids[start : start + chunk])
+        names = [model.id_to_token.get(i, f"[id{i}]") for i in block]
+        yield block, names, weight[block].detach().float().cpu().numpy()
 
 
-def export(model: Model, path: str | Path, fmt: ExportFormat | str = ExportFormat.WORD2VEC) -> list[Path]:
-    """Write every static row to `path` in the format asked; returns the files written."""
+def export(
+    model: Model,
+    path: str | Path,
+    fmt: ExportFormat | str = ExportFormat.WORD2VEC,
+    *,
+    items: Sequence[str | int] | None = None,
+) -> list[Path]:
+    """Write the static rows of `items` (pieces or ids; default every row) to `path`; returns the files."""
     fmt = ExportFormat.parse(fmt, what="export format")
     path = Path(path)
     if not path.parent.exists():
         raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
-    rows, dim = model.input_embeddings.shape
+    chosen = list(range(model.input_embeddings.shape[0])) if items is None else token_ids(model, items)
+    rows, dim = len(chosen), int(model.input_embeddings.shape[1])
     if fmt is ExportFormat.WORD2VEC:
         with path.open("w", encoding="utf-8") as out:
             out.write(f"{rows} {dim}\n")
-            for names, block in _rows_in_chunks(model):
+            for _, names, block in _rows_in_chunks(model, chosen):
                 text = io.StringIO()
                 np.savetxt(text, block, fmt="%.7g")
                 # word2vec text splits on spaces: a piece holding one would shift every column.
@@ -230,9 +259,11 @@ def export(model: Model, path: str | Path, fmt: ExportFormat | str = ExportForma
                     out.write(name.replace(" ", "\u2581") + " " + row + "\n")
         return [path]
     if fmt is ExportFormat.NPY:
+        # np.save adds .npy to any other name; say the name it really writes.
+        path = path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
         vocab_path = path.with_suffix(".vocab.txt")
-        np.save(path, matrix(model))
-        vocab_path.write_text("".join(model.id_to_token.get(i, f"[id{i}]") + "\n" for i in range(rows)))
+        np.save(path, model.input_embeddings[chosen].detach().float().cpu().numpy())
+        vocab_path.write_text("".join(model.id_to_token.get(i, f"[id{i}]") + "\n" for i in chosen))
         return [path, vocab_path]
     if fmt is ExportFormat.PARQUET:
         import pyarrow as pa
@@ -242,16 +273,14 @@ def export(model: Model, path: str | Path, fmt: ExportFormat | str = ExportForma
             [("id", pa.int64()), ("token", pa.string()), ("vector", pa.list_(pa.float32(), dim))]
         )
         with pq.ParquetWriter(path, schema) as writer:
-            start = 0
-            for names, block in _rows_in_chunks(model):
+            for block_ids, names, block in _rows_in_chunks(model, chosen):
                 vectors = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), dim)
-                ids = pa.array(range(start, start + len(names)), pa.int64())
+                ids = pa.array(block_ids, pa.int64())
                 writer.write_table(pa.Table.from_arrays([ids, pa.array(names), vectors], schema=schema))
-                start += len(names)
         return [path]
     vectors_path, meta_path = path.with_suffix(".vectors.tsv"), path.with_suffix(".metadata.tsv")
     with vectors_path.open("w") as vec_out, meta_path.open("w", encoding="utf-8") as meta_out:
-        for names, block in _rows_in_chunks(model):
+        for _, names, block in _rows_in_chunks(model, chosen):
             np.savetxt(vec_out, block, delimiter="\t", fmt="%.7g")
             meta_out.write("".join(n.replace("\t", " ") + "\n" for n in names))
     return [vectors_path, meta_path]

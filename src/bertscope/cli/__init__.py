@@ -2,6 +2,7 @@
 
 basics    info, tokens, static, anatomy
 embed     embed, similarity
+explain   explain, calibrate, attention, plot static
 corpus    similar, collections (and the corpus job behind `embed -o`)
 index     index build, index info (the ANN index beside a store)
 research  eval, contextuality, fit-post, vocab, plot
@@ -10,10 +11,12 @@ serve, explore, bench
 
 from __future__ import annotations
 
+import sqlite3
 import sys
+import warnings
 
-from ..errors import BertscopeError
-from . import basics, bench, corpus, embed, explore, index, research, serve  # noqa: F401  (each registers)
+from ..errors import BertscopeError, JobInterrupted
+from . import basics, bench, corpus, embed, explain, explore, index, research, serve  # noqa: F401  (each registers)
 from .app import app, err, is_debug
 
 __all__ = ["app", "main"]
@@ -21,8 +24,11 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     """Entry point: run the app, turning bertscope errors into one line on stderr."""
-    from ..io.job import JobInterrupted
+    def one_line(message: Warning | str, *args: object, **kwargs: object) -> None:
+        err.print(f"[yellow]warning:[/] {message}", highlight=False)
 
+    # Library warnings (a word missing from a plot, bfloat16 on a CPU without it) as one line each.
+    warnings.showwarning = one_line  # type: ignore[assignment]
     try:
         app()
     except JobInterrupted as exc:
@@ -36,3 +42,11 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except (OSError, sqlite3.Error) as exc:
+        # The disk, permissions and other processes are outside bertscope: say what failed, in one line.
+        if is_debug():
+            raise
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        what = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        err.print(f"[red]error:[/] {what}{where}; nothing already saved is lost", highlight=False)
+        sys.exit(1)

@@ -5,12 +5,28 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
 from ..errors import InvalidInput
-from .app import JsonOpt, ModelOpt, app, emit_json, err, load_model, out
+from ..folder import FolderView
+from .app import (
+    BackendOpt,
+    DeviceOpt,
+    DtypeOpt,
+    JsonOpt,
+    ModelOpt,
+    PairOpt,
+    QuantizeOpt,
+    ThreadsOpt,
+    app,
+    emit_json,
+    err,
+    load_model,
+    out,
+    pair_note,
+    with_pair,
+)
 
 
 @app.command()
@@ -19,7 +35,9 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
 
     Example: `bertscope info --model ./my-bert`
     """
-    details = load_model(model).info().to_dict()
+    view = FolderView.open(model)
+    light = view.info() if view is not None else None
+    details = light if light is not None else load_model(model).info().to_dict()
     if as_json:
         emit_json(details)
         return
@@ -37,15 +55,18 @@ def tokens(
     pad: Annotated[
         bool, typer.Option("--pad", help="Show the padded batch with its attention mask.")
     ] = False,
+    pair: PairOpt = None,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Show how texts become word pieces: token, id, word, character span, special.
+    """Show how texts become word pieces: token, id, word, character span, special (and segment, --pair).
 
-    Examples: `bertscope tokens "I like eating bread"` and `bertscope tokens "a" "b c" --pad`
+    Examples: `bertscope tokens "I like eating bread"`, `bertscope tokens "a" "b c" --pad`,
+    `bertscope tokens "How are you?" --pair "Fine."`
     """
-    m = load_model(model)
-    toks = m.tokenize(texts)
+    # the tokenizer alone answers, without torch, where the folder has a tokenizer.json
+    m: Any = FolderView.open(model) or load_model(model)
+    toks = m.tokenize(with_pair(texts, pair))
     if pad:
         from ..tokens import pad_batch
 
@@ -70,20 +91,23 @@ def tokens(
         emit_json({"items": [t.to_dict() for t in toks]})
         return
     for tok in toks:
-        table = Table(title=repr(tok.text))
-        for heading in ("token", "id", "word", "chars", "text", "special"):
+        table = Table(title=repr(tok.text) if tok.pair is None else f"{tok.text!r} + {tok.pair!r}")
+        for heading in ("token", "id", "word", "chars", "text", "special", *(["segment"] if pair else [])):
             table.add_column(heading)
-        for rec in tok.as_records():
+        for index, rec in enumerate(tok.as_records()):
             span = f"{rec['start']}-{rec['end']}"
             table.add_row(
                 str(rec["token"]),
                 str(rec["id"]),
                 "" if rec["word"] is None else str(rec["word"]),
                 span,
-                tok.text[rec["start"] : rec["end"]],
+                tok.span_text(index),
                 "yes" if rec["special"] else "",
+                *([str(rec.get("type_id", 0))] if pair else []),
             )
         out.print(table)
+        if tok.pair is not None and not any(tok.type_ids):
+            err.print(pair_note(m))
         if tok.n_dropped:
             err.print(
                 f"[yellow]warning:[/] {tok.n_dropped} tokens cut: the model takes at most {m.max_tokens}"
@@ -100,7 +124,9 @@ def static(
     word: Annotated[
         bool, typer.Option("--word", help="Items are words: mean of their pieces' rows.")
     ] = False,
-    export: Annotated[Path | None, typer.Option("--export", help="Write every row to this file.")] = None,
+    export: Annotated[
+        Path | None, typer.Option("--export", help="Write the rows named (every row if none) to this file.")
+    ] = None,
     fmt: Annotated[
         str, typer.Option("--format", help="Export format: word2vec, npy, parquet, projector.")
     ] = "word2vec",
@@ -108,26 +134,35 @@ def static(
         bool, typer.Option("--include-special", help="Let neighbours be special.")
     ] = False,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Static word-piece vectors: rows of the input embedding matrix (no position, no segment).
 
     Examples: `bertscope static bread cake --neighbors 10`,
-    `bertscope static --ids 7852`, `bertscope static --export vocab.vec --format word2vec`
+    `bertscope static --ids 7852`, `bertscope static --export vocab.vec --format word2vec`,
+    `bertscope static king queen bread --export three.vec` (only those rows)
     """
-    m = load_model(model)
+
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     if export is not None:
-        written = m.export_static(export, format=fmt)
+        if word and items:
+            raise InvalidInput("--export writes word-piece rows; name pieces (or --ids), not --word words")
+        named: list[Any] | None = ([int(i) for i in items] if ids else list(items)) if items else None
+        written = m.export_static(export, format=fmt, items=named)
         emit_json([str(p) for p in written]) if as_json else err.print(
-            f"wrote {', '.join(map(str, written))}"
+            f"wrote {', '.join(map(str, written))} ({len(named) if named else 'every'} rows)"
         )
-        if not items:
-            return
+        return
     if not items:
         raise InvalidInput("name at least one word piece (e.g. `bertscope static bread`), or --export FILE")
     from ..static import lookup
 
-    keys: list[Any] = [int(i) if ids else i for i in items] if not word else list(items)
+    keys: list[Any] = [_token_id(i) if ids else i for i in items] if not word else list(items)
     records = [lookup(m, key, word=word, k=neighbors, include_special=include_special) for key in keys]
     if as_json:
         emit_json({"items": records})
@@ -146,15 +181,23 @@ def static(
 @app.command()
 def anatomy(
     text: Annotated[str, typer.Argument(help="One text to take apart.")],
+    pair: PairOpt = None,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The embedding layer taken apart: word + position + segment, LayerNorm, and the proof.
 
-    Example: `bertscope anatomy "I am Sinan"`
+    Examples: `bertscope anatomy "I am Sinan"`, `bertscope anatomy "How are you?" --pair "Fine."`
     """
-    m = load_model(model)
-    a = m.anatomy(text)
+    import numpy as np
+
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+    a = m.anatomy(text if pair is None else (text, pair))
     from ..anatomy import STEPS
 
     steps = [s for s in STEPS if s != "model_output" and getattr(a, s) is not None]
@@ -165,13 +208,14 @@ def anatomy(
     table = Table(title=f"embedding layer of {text!r}: the norm of each step's vector")
     shown = [s for s in steps if not (s == "encoder_input" and "projection" in a.lacks)]
     labels = {"token_type": "segment", "normalized": "LayerNorm", "encoder_input": "enc. input"}
-    for col in ("token", "id", "pos", *(labels.get(s, s) for s in shown), "rebuild err"):
+    for col in ("token", "id", "pos", "seg", *(labels.get(s, s) for s in shown), "rebuild err"):
         table.add_column(col, justify="right")
     per_token = np.abs(a.encoder_input - a.model_output).max(axis=1)
     for i, tok in enumerate(a.tokens.tokens):
         pos = str(a.position_ids[i]) if a.position_ids else "-"
         norms = [f"{np.linalg.norm(getattr(a, s)[i]):.2f}" for s in shown]
-        table.add_row(tok, str(a.tokens.ids[i]), pos, *norms, f"{per_token[i]:.1e}")
+        segment = str(a.tokens.type_ids[i])
+        table.add_row(tok, str(a.tokens.ids[i]), pos, segment, *norms, f"{per_token[i]:.1e}")
     out.print(table)
     parts = " + ".join(s for s in ("word", "position", "token_type") if getattr(a, s) is not None)
     if a.projected is not None:
@@ -186,5 +230,15 @@ def anatomy(
     )
     if a.lacks:
         out.print(f"this family has no: {', '.join(a.lacks)}")
+    if pair is not None and not any(a.tokens.type_ids):
+        err.print(pair_note(m))
     if a.n_dropped:
         err.print(f"[yellow]warning:[/] {a.n_dropped} tokens cut: the model takes at most {m.max_tokens}")
+
+
+def _token_id(item: str) -> int:
+    """A token id given on the command line, or a one-line error naming it."""
+    try:
+        return int(item)
+    except ValueError:
+        raise InvalidInput(f"--ids takes token ids (whole numbers), not {item!r}") from None

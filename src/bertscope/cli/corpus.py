@@ -10,7 +10,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import InvalidInput
-from .app import JsonOpt, ModelOpt, app, emit_json, err, out
+from .app import (
+    JsonOpt,
+    ModelOpt,
+    app,
+    emit_json,
+    err,
+    out,
+)
 
 CORPUS_SUFFIXES = (".parquet", ".npy", ".db", ".sqlite", ".sqlite3")
 
@@ -80,6 +87,10 @@ def similar(
     nprobe: Annotated[
         int | None, typer.Option("--nprobe", min=1, help="Index cells to visit (default: the index's).")
     ] = None,
+    threshold_file: Annotated[
+        Path | None,
+        typer.Option("--threshold-file", help="Keep hits at or above a `bertscope calibrate` threshold."),
+    ] = None,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -113,6 +124,8 @@ def similar(
         )  # fmt: skip
     for warning in caught:
         err.print(f"[yellow]warning:[/] {warning.message}", highlight=False)
+    if threshold_file is not None:
+        hits = _above_threshold(hits, threshold_file, store, collection)
     if as_json:
         emit_json([h.to_dict() for h in hits])
         return
@@ -120,6 +133,20 @@ def similar(
     for rank, hit in enumerate(hits, 1):
         table.add_row(str(rank), hit.id, f"{hit.score:.4f}", hit.text or "")
     out.print(table)
+
+
+def _above_threshold(hits: list[Any], path: Path, store: Path, collection: str | None) -> list[Any]:
+    """The hits at or above the threshold in `path`, refused unless it matches the store's settings."""
+    from ..baseline import load_threshold
+    from ..io.stores import open_store
+
+    threshold = load_threshold(path)
+    settings = open_store(store, collection=collection).settings
+    keys = ("layers", "combine", "pooling", "mask_special", "normalize", "post")
+    threshold.check(str(settings.get("model")), {k: settings.get(k) for k in keys})
+    kept = [h for h in hits if h.score >= threshold.threshold]
+    err.print(f"{len(kept)} of {len(hits)} hits at or above the calibrated {threshold.threshold:.4f}")
+    return kept
 
 
 def _occurrences(

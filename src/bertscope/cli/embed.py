@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
@@ -20,7 +19,9 @@ from .app import (
     JsonOpt,
     LayersOpt,
     LongOpt,
+    MaskSpecialOpt,
     ModelOpt,
+    PoolingOpt,
     QuantizeOpt,
     StrideOpt,
     ThreadsOpt,
@@ -29,18 +30,16 @@ from .app import (
     err,
     load_model,
     out,
+    read_lines,
     read_texts,
 )
 
-PoolingOpt = Annotated[
-    str, typer.Option("--pooling", "-p", help="cls, pooler, mean, max, mean_sqrt_len, first_last_avg, auto.")
-]
+if TYPE_CHECKING:
+    pass
+
 NormalizeOpt = Annotated[
     bool | None,
     typer.Option("--normalize/--no-normalize", help="Unit-length vectors (auto: the model's own)."),
-]
-MaskSpecialOpt = Annotated[
-    bool, typer.Option("--mask-special", help="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
 ]
 
 
@@ -172,7 +171,9 @@ def embed(
             input_path,
             output,
             quiet=quiet,
-            model=load_model(model, device, dtype, threads, backend, quantize),
+            model=load_model(
+                model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads
+            ),
             level=level,
             text_field=text_field,
             id_field=id_field,
@@ -189,7 +190,7 @@ def embed(
         )
         return
     items = read_texts(texts, input_path)
-    m = load_model(model, device, dtype, threads, backend, quantize)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     if tokens or words:
         _per_piece(m, items, words=words, subword=subword, as_json=as_json, **spec_options)
         return
@@ -202,6 +203,8 @@ def embed(
     if as_json:
         emit_json(result.to_dict())
         return
+    import numpy as np
+
     table = Table("text", "tokens", "norm", "vector")
     for text, vec, n in zip(items, result.vectors, result.n_tokens, strict=True):
         preview = " ".join(f"{v:+.3f}" for v in vec[:5])
@@ -220,6 +223,8 @@ def _per_piece(m: Any, items: list[str], *, words: bool, subword: str, as_json: 
 
         emit_json(per_text(results))
         return
+    import numpy as np
+
     for r, lab in zip(results, labels, strict=True):
         table = Table("word" if words else "token", "norm", "vector", title=_short(r.text))
         for label, vec in zip(lab, r.vectors, strict=True):
@@ -236,27 +241,81 @@ def similarity(
     combine: CombineOpt = "mean",
     pooling: PoolingOpt = "auto",
     mask_special: MaskSpecialOpt = False,
+    normalize: NormalizeOpt = None,
     long: LongOpt = "truncate",
+    post: Annotated[
+        Path | None, typer.Option("--post", help="A fitted post-processing file (see fit-post).")
+    ] = None,
+    baseline: Annotated[
+        bool, typer.Option("--baseline", help="Add each score's percentile among unrelated pairs.")
+    ] = False,
+    reference: Annotated[
+        str | None,
+        typer.Option("--reference", help="Baseline corpus, one text a line (default: sentences shipped)."),
+    ] = None,
+    threshold_file: Annotated[
+        Path | None, typer.Option("--threshold-file", help="A threshold from `bertscope calibrate`.")
+    ] = None,
+    stride: StrideOpt = None,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Cosine similarity of every pair of texts, as a matrix.
 
-    Example: `bertscope similarity "a cat" "a dog" "a car"`
+    Examples: `bertscope similarity "a cat" "a dog" "a car"`,
+    `bertscope similarity "a cat" "a kitten" --baseline` (the percentile among unrelated pairs),
+    `bertscope similarity "a" "b" --threshold-file threshold.json` (same or different, calibrated)
     """
     if len(texts) < 2:
         raise InvalidInput("similarity needs at least two texts")
-    m = load_model(model)
-    matrix = m.similarity(
-        texts, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, long=long
-    )
+    if reference is not None:
+        baseline = True
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+    options: dict[str, Any] = dict(layers=layers, combine=combine, pooling=pooling, long=long, stride=stride)
+    options.update(mask_special=mask_special, normalize=normalize)
+    matrix = m.similarity(texts, post=post, **options)
+    percentiles = same = None
+    if baseline:
+        refs = list(read_lines(reference)) if reference is not None else None
+        percentiles = m.baseline(reference=refs, post=post, **options).percentile(matrix)
+    if threshold_file is not None:
+        threshold = checked_threshold(m, threshold_file, post, options)
+        same = matrix >= threshold.threshold
     if as_json:
-        emit_json({"texts": texts, "cosine": matrix})
+        extra = {"percentile": percentiles} if percentiles is not None else {}
+        if same is not None:
+            extra["same"] = same.tolist()
+        emit_json({"texts": texts, "cosine": matrix, **extra})
         return
-    table = Table("", *[f"{i}" for i in range(len(texts))], title="cosine similarity")
+    title = "cosine similarity" + (" (percentile among unrelated pairs)" if baseline else "")
+    table = Table("", *[f"{i}" for i in range(len(texts))], title=title)
     for i, row in enumerate(matrix):
-        table.add_row(f"{i} {_short(texts[i], 30)}", *[f"{v:.3f}" for v in row])
+        cells = []
+        for j, v in enumerate(row):
+            cell = f"{v:.3f}"
+            if percentiles is not None:
+                cell += f" (p{100 * percentiles[i, j]:.0f})"
+            if same is not None:
+                cell += " same" if same[i, j] else " diff"
+            cells.append(cell)
+        table.add_row(f"{i} {_short(texts[i], 30)}", *cells)
     out.print(table)
+
+
+def checked_threshold(m: Any, path: Path, post: Path | None, options: dict[str, Any]) -> Any:
+    """The threshold in `path`, refused unless it was calibrated with this model and these settings."""
+    from ..baseline import load_threshold, score_settings
+    from ..post import prepare_post
+
+    threshold = load_threshold(path)
+    spec = m.spec(**options).as_dict()
+    threshold.check(m.loaded.source, score_settings(spec, prepare_post(post, spec)))
+    return threshold
 
 
 def _short(text: str, width: int = 50) -> str:

@@ -35,7 +35,7 @@ def _small(texts: Any) -> bool:
     items = [texts] if isinstance(texts, str) else texts
     if len(items) > _INLINE_TEXTS:
         return False
-    return sum(len(t) for t in items if isinstance(t, str)) <= _INLINE_CHARS
+    return sum(len(t) if isinstance(t, str) else sum(map(len, t)) for t in items) <= _INLINE_CHARS
 
 
 class Service:
@@ -91,7 +91,7 @@ class Service:
 
     def _prepare(self, texts: Any, spec: EmbedSpec) -> tuple[list[str], list[int]]:
         # Everything that can reject a request happens here, before the queue: a batch only gets good work.
-        items = check_texts(texts)
+        items = check_texts(texts, pairs=True)
         counts = [len(t) for t in self.model.tokenize(items, long=spec.long)]
         return items, counts
 
@@ -100,7 +100,7 @@ class Service:
         return await asyncio.wrap_future(self.batcher.call(fn))
 
     def texts(self, inputs: Any) -> list[str]:
-        """Checked texts within the per-request limit."""
-        items = check_texts(inputs)
+        """Checked texts (and (A, B) pairs, given as 2-lists) within the per-request limit."""
+        items = check_texts(inputs, pairs=True)
         self.check_count(len(items))
         return items

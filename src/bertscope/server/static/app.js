@@ -2,7 +2,7 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const state = { layers: null, info: null, running: Promise.resolve() };
+const state = { layers: null, info: null, attention: null, source: null, running: Promise.resolve() };
 const PALETTE = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777", "#0891b2", "#65a30d",
   "#9333ea", "#ea580c", "#0d9488", "#4f46e5"];
 const SVGNS = "http://www.w3.org/2000/svg";
@@ -56,14 +56,14 @@ function diverging(v, scale) {
 function fmt(x, digits = 4) { return x === null || x === undefined ? "–" : Number(x).toFixed(digits); }
 
 // ---------- 1 · tokens ----------
-async function showTokens(text, text2) {
-  const data = await api("/tokenize", { inputs: [text] });
+async function showTokens(text, text2, pair) {
+  const data = await api("/tokenize", { inputs: [pair ? [text, text2] : text] });
   const toks = data.items[0].tokens;
   const spans = $("#spans");
   spans.replaceChildren();
   const marks = [];
   let at = 0;
-  const content = toks.filter((t) => !t.special);
+  const content = toks.filter((t) => !t.special && t.sequence !== 1);
   content.forEach((t) => {
     if (t.start > at) spans.append(text.slice(at, t.start));
     const m = el("mark", { "data-word": t.word, class: `w${t.word % 2}`, text: text.slice(t.start, t.end) });
@@ -78,7 +78,8 @@ async function showTokens(text, text2) {
     const row = el("tr", { class: t.special ? "special" : "", title: "click: nearest static neighbours" },
       el("td", { text: i }), el("td", { class: "piece", text: t.token }), el("td", { class: "id", text: t.id }),
       el("td", { text: t.word === null ? "–" : t.word }),
-      el("td", { text: t.special ? "–" : `${t.start}–${t.end}` }), el("td", { text: t.special ? "yes" : "" }));
+      el("td", { text: t.special ? "–" : `${t.start}–${t.end}` }), el("td", { text: t.special ? "yes" : "" }),
+      el("td", { class: "segment", text: t.type_id === undefined ? 0 : t.type_id }));
     const mark = t.special ? null : marks[content.indexOf(t)];
     row.addEventListener("mouseenter", () => mark && mark.classList.add("hot"));
     row.addEventListener("mouseleave", () => mark && mark.classList.remove("hot"));
@@ -86,8 +87,8 @@ async function showTokens(text, text2) {
     body.append(row);
   });
   const box = $("#batch-box");
-  box.hidden = !text2;
-  if (text2) showBatch(await api("/explore/batch", { inputs: [text, text2] }));
+  box.hidden = !text2 || pair;
+  if (text2 && !pair) showBatch(await api("/explore/batch", { inputs: [text, text2] }));
 }
 
 function showBatch(b) {
@@ -124,7 +125,7 @@ function strip(values, scale) {
 }
 
 async function showAnatomy(text) {
-  const a = await api("/anatomy", { inputs: text });
+  const a = await api("/anatomy", { inputs: text });  // a string, or [A, B] for a pair
   const err = a.max_abs_error;
   $("#proof").replaceChildren(
     el("b", { text: "Proof: " }),
@@ -325,6 +326,141 @@ async function neighbours() {
   } catch (err) { showError(err); }
 }
 
+// ---------- 6 · explain ----------
+function fillLayerChoices(info) {
+  const xl = $("#x-layers");
+  xl.append(el("option", { value: "", text: "model default" }));
+  for (let l = info.layers; l >= 0; l--) xl.append(el("option", { value: String(l), text: l === 0 ? "0 (embedding)" : String(l) }));
+  const al = $("#a-layer");
+  for (let l = info.layers; l >= 1; l--) al.append(el("option", { value: String(l), text: String(l) }));
+}
+
+async function explainPair() {
+  showError(null);
+  const a = $("#x-a").value.trim(), b = $("#x-b").value.trim();
+  if (!a || !b) { showError("write both texts"); return; }
+  const body = { a, b, pooling: $("#x-pooling").value, mask_special: $("#x-mask").checked, top: 8 };
+  if ($("#x-layers").value !== "") body.layers = $("#x-layers").value;
+  try {
+    const r = await api("/explain", body);
+    state.explanation = r;
+    $("#x-score").replaceChildren(el("b", { text: `cosine ${fmt(r.score)}` }), ` · ${r.method} · `,
+      el("span", { id: "x-note", class: r.exact ? "ok" : "bad", text: r.note }));
+    const svg = $("#x-map");
+    if (r.contributions) drawContributions(svg, r); else svg.replaceChildren();
+    svg.setAttribute("data-score", r.score);
+    const top = $("#x-top tbody");
+    top.replaceChildren();
+    r.top_pairs.forEach((p) => top.append(el("tr", {}, el("td", { class: "piece", text: p.token_a }),
+      el("td", { class: "piece", text: p.token_b }), el("td", { text: fmt(p.contribution) }),
+      el("td", { text: r.score ? `${(100 * p.contribution / r.score).toFixed(1)}%` : "–" }))));
+    const shares = $("#x-shares");
+    shares.replaceChildren();
+    [["A", r.tokens_a, r.share_a], ["B", r.tokens_b, r.share_b]].forEach(([name, toks, vals]) => {
+      const scale = Math.max(...vals.map(Math.abs)) || 1;
+      const row = el("div", { class: "share" });
+      toks.forEach((t, i) => row.append(el("span", { style: `background:${diverging(vals[i], scale)}`,
+        title: `${t}: ${fmt(vals[i])}`, text: t })));
+      shares.append(el("figure", {}, el("h3", { text: r.exact ? `each token's share of the score · ${name}` :
+        `[CLS] attention (not exact) · ${name}` }), row));
+    });
+    svg.closest("section").dataset.explained = `${r.score}`;
+  } catch (err) { showError(err); }
+}
+
+function drawContributions(svg, r) {
+  const n = r.tokens_a.length, m = r.tokens_b.length;
+  const cell = Math.max(18, Math.min(44, Math.floor(460 / Math.max(n, m)))), left = 90, top = 80;
+  const W = left + m * cell + 10, H = top + n * cell + 10;
+  svg.setAttribute("viewBox", `0 0 ${W} ${H}`);
+  svg.setAttribute("width", W);
+  svg.setAttribute("height", H);
+  svg.replaceChildren();
+  const scale = Math.max(...r.contributions.flat().map(Math.abs)) || 1;
+  r.tokens_a.forEach((t, i) => svg.append(svgEl("text", { x: left - 6, y: top + i * cell + cell / 2 + 4,
+    "text-anchor": "end", class: "lbl", text: t })));
+  r.tokens_b.forEach((t, j) => svg.append(svgEl("text", { x: 0, y: 0, class: "lbl",
+    transform: `translate(${left + j * cell + cell / 2 + 4},${top - 6}) rotate(-60)`, text: t })));
+  r.contributions.forEach((row, i) => row.forEach((v, j) => svg.append(svgEl("rect", { x: left + j * cell,
+    y: top + i * cell, width: cell - 1, height: cell - 1, fill: diverging(v, scale), "data-value": v },
+    svgEl("title", { text: `${r.tokens_a[i]} · ${r.tokens_b[j]}: ${v.toFixed(5)}` })))));
+}
+
+// ---------- 7 · attention (head view) ----------
+function fillHeads(n) {
+  const sel = $("#a-head");
+  if (sel.options.length === n + 1) return;
+  const keep = sel.value;
+  sel.replaceChildren(el("option", { value: "mean", text: "mean of heads" }));
+  for (let h = 0; h < n; h++) sel.append(el("option", { value: String(h), text: String(h) }));
+  if (keep) sel.value = keep;
+}
+
+async function showAttention() {
+  if (!state.source) return;
+  const layer = Number($("#a-layer").value || -1), head = $("#a-head").value || "mean";
+  const body = { text: state.source, layer };
+  if (head === "mean") body.mean_heads = true; else body.head = Number(head);
+  const r = await api("/attention", body);
+  fillHeads(r.n_heads);
+  state.attention = { tokens: r.tokens, weights: r.attention, layer: r.layer, head, special: r.special };
+  $("#a-label").textContent = `layer ${r.layer} of ${r.n_layers} · ${head === "mean" ? "mean of " + r.n_heads + " heads" : "head " + head} · ${r.tokens.length} tokens`;
+  drawHeadView(null);
+}
+
+function drawHeadView(focus) {
+  const A = state.attention;
+  if (!A) return;
+  const canvas = $("#attention");
+  const n = A.tokens.length, row = 18, top = 10, colW = 150, gap = 260;
+  const ratio = window.devicePixelRatio || 1;
+  const W = colW * 2 + gap, H = top * 2 + n * row;
+  canvas.width = W * ratio; canvas.height = H * ratio;
+  canvas.style.width = `${W}px`; canvas.style.height = `${H}px`;
+  const ctx = canvas.getContext("2d");
+  ctx.scale(ratio, ratio);
+  ctx.clearRect(0, 0, W, H);
+  ctx.font = "13px ui-monospace, Menlo, Consolas, monospace";
+  ctx.textBaseline = "middle";
+  const y = (i) => top + i * row + row / 2;
+  let lines = 0;
+  ctx.lineWidth = 1.6;
+  for (let i = 0; i < n; i++) {
+    if (focus !== null && i !== focus) continue;
+    for (let j = 0; j < n; j++) {
+      const w = A.weights[i][j];
+      if (w < 0.01) continue;  // invisible anyway; keeps a few hundred tokens fast
+      ctx.strokeStyle = `rgba(37,99,235,${Math.min(1, w).toFixed(3)})`;
+      ctx.beginPath();
+      ctx.moveTo(colW, y(i));
+      ctx.lineTo(colW + gap, y(j));
+      ctx.stroke();
+      lines++;
+    }
+  }
+  A.tokens.forEach((t, i) => {
+    ctx.fillStyle = A.special[i] ? "#7c3aed" : (focus === i ? "#2563eb" : "#1f2937");
+    ctx.textAlign = "right";
+    ctx.fillText(t, colW - 8, y(i));
+    ctx.textAlign = "left";
+    ctx.fillText(t, colW + gap + 8, y(i));
+  });
+  canvas.dataset.layer = A.layer;
+  canvas.dataset.head = A.head;
+  canvas.dataset.tokens = n;
+  canvas.dataset.lines = lines;
+  canvas.dataset.focus = focus === null ? "" : focus;
+}
+
+function attentionHover(event) {
+  const A = state.attention;
+  if (!A) return;
+  const rect = event.target.getBoundingClientRect();
+  const x = event.clientX - rect.left, i = Math.floor((event.clientY - rect.top - 10) / 18);
+  const focus = x < 150 && i >= 0 && i < A.tokens.length ? i : null;
+  if (String(focus === null ? "" : focus) !== event.target.dataset.focus) drawHeadView(focus);
+}
+
 // ---------- wiring ----------
 function switchTab(name) {
   document.querySelectorAll("#tabs button").forEach((b) => b.classList.toggle("active", b.dataset.tab === name));
@@ -336,17 +472,19 @@ function switchTab(name) {
 function explore(event) {
   if (event) event.preventDefault();
   const text = $("#text").value.trim(), text2 = $("#text2").value.trim();
-  state.running = state.running.then(() => exploreNow(text, text2));
+  const pair = $("#as-pair").checked && Boolean(text2);
+  state.running = state.running.then(() => exploreNow(text, text2, pair));
   return state.running;
 }
 
-async function exploreNow(text, text2) {
+async function exploreNow(text, text2, pair) {
   delete document.body.dataset.ready;
   if (!text) { showError("write a sentence first"); return; }
+  state.source = pair ? [text, text2] : text;
   showError(null);
   document.body.classList.add("busy");
   try {
-    await Promise.all([showTokens(text, text2), showAnatomy(text), showLayers(text)]);
+    await Promise.all([showTokens(text, text2, pair), showAnatomy(state.source), showLayers(text), showAttention()]);
     document.body.dataset.ready = text2 ? `${text} | ${text2}` : text;
   } catch (err) { showError(err); }
   document.body.classList.remove("busy");
@@ -359,6 +497,11 @@ async function init() {
   $("#compare").addEventListener("click", compare);
   $("#neighbours").addEventListener("click", neighbours);
   $("#piece").addEventListener("keydown", (e) => { if (e.key === "Enter") neighbours(); });
+  $("#explain").addEventListener("click", explainPair);
+  $("#a-layer").addEventListener("change", showAttention);
+  $("#a-head").addEventListener("change", showAttention);
+  $("#attention").addEventListener("mousemove", attentionHover);
+  $("#attention").addEventListener("mouseleave", () => drawHeadView(null));
   try {
     const info = await api("/info");
     state.info = info;
@@ -368,6 +511,7 @@ async function init() {
     sel.append(el("option", { value: "", text: "model default" }));
     for (let l = info.layers; l >= 0; l--) sel.append(el("option", { value: String(l), text: l === 0 ? "0 (embedding)" : String(l) }));
     sel.append(el("option", { value: "all", text: "all (mean)" }));
+    fillLayerChoices(info);
   } catch (err) { showError(err); }
   await Promise.all([explore(), neighbours()]);
 }

@@ -1,0 +1,235 @@
+"""How high is high: a score's percentile among unrelated pairs, and a threshold calibrated on labels.
+
+Raw BERT cosines sit high for everything (anisotropy), so 0.62 says little alone. `fit_baseline` embeds
+a reference corpus (default: the sentences shipped in bertscope/calibration.txt) with the same model,
+layers, pooling and post-processing, and keeps the cosines of its random pairs; `percentile(score)`
+is the share of those at or below the score. `calibrate` finds the threshold that best separates
+labelled pairs (highest F1), with its precision and recall; a `Threshold` is saved to JSON and refuses
+to be applied to scores made with other settings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import InvalidInput, InvalidSpec
+from .post import PostProcessor, prepare_post
+from .similarity import unit
+
+if TYPE_CHECKING:
+    from .model import Model
+
+__all__ = [
+    "Baseline",
+    "Threshold",
+    "fit_baseline",
+    "calibrate",
+    "best_threshold",
+    "load_threshold",
+    "read_pairs",
+    "reference_sentences",
+    "score_settings",
+]
+
+_MAX_PAIRS = 20_000
+_FORMAT = "bertscope-threshold/1"
+# The settings that change a score: a threshold made with other values does not apply.
+_KEYS = ("layers", "combine", "pooling", "mask_special", "normalize", "post")
+
+
+def reference_sentences() -> list[str]:
+    """The calibration sentences shipped with bertscope (one per line)."""
+    text = resources.files("bertscope").joinpath("calibration.txt").read_text(encoding="utf-8")
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+@dataclass
+class Baseline:
+    """Sorted cosines (pairs,) of random pairs of distinct reference texts, with the settings used."""
+
+    cosines: np.ndarray
+    settings: dict[str, Any]
+
+    def percentile(self, scores: float | np.ndarray) -> Any:
+        """The share (0..1) of unrelated pairs scoring at or below each score (same shape as scores)."""
+        values = np.asarray(scores, dtype=np.float64)
+        share = np.searchsorted(self.cosines, values, side="right") / len(self.cosines)
+        return float(share) if share.ndim == 0 else share
+
+    def describe(self) -> dict[str, Any]:
+        """Pairs, reference size, median and 95th/99th percentile cosines, and the settings."""
+        return {
+            "pairs": len(self.cosines),
+            "median": float(np.median(self.cosines)),
+            "p95": float(np.quantile(self.cosines, 0.95)),
+            "p99": float(np.quantile(self.cosines, 0.99)),
+            **self.settings,
+        }
+
+
+def fit_baseline(
+    model: Model,
+    *,
+    reference: Sequence[str] | None = None,
+    post: PostProcessor | str | Path | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> Baseline:
+    """Cosines of up to 20,000 random pairs of distinct reference texts, embedded with `options`."""
+    texts = list(dict.fromkeys(reference if reference is not None else reference_sentences()))
+    if len(texts) < 3:
+        raise InvalidInput(f"the reference corpus has {len(texts)} distinct texts; give at least 3")
+    spec = model.spec(**options)
+    processor = prepare_post(post, spec.as_dict())
+    vectors = unit(model.embed(texts, post=processor, **options).vectors)
+    left, right = np.triu_indices(len(texts), k=1)
+    if len(left) > _MAX_PAIRS:
+        pick = np.random.default_rng(seed).choice(len(left), _MAX_PAIRS, replace=False)
+        left, right = left[pick], right[pick]
+    cosines = np.sort(np.einsum("nd,nd->n", vectors[left], vectors[right]).astype(np.float64))
+    settings = {
+        "model": model.loaded.source,
+        "reference": len(texts),
+        **score_settings(spec.as_dict(), processor),
+    }
+    return Baseline(cosines, settings)
+
+
+def score_settings(spec: dict[str, Any], processor: PostProcessor | None) -> dict[str, Any]:
+    """The settings that change a score: layers, combine, pooling, mask_special, normalize, post."""
+    post = None if processor is None else processor.describe()
+    return json.loads(json.dumps({**{k: spec.get(k) for k in _KEYS[:-1]}, "post": post}))
+
+
+@dataclass
+class Threshold:
+    """A cosine threshold (same >= threshold) with how well it separated the calibration pairs."""
+
+    threshold: float
+    precision: float
+    recall: float
+    f1: float
+    positives: int
+    negatives: int
+    model: str
+    settings: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything as plain JSON-able values."""
+        return asdict(self)
+
+    def save(self, path: str | Path) -> Path:
+        """Write the threshold and its settings as JSON."""
+        path = Path(path)
+        if not path.parent.exists():
+            raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+        path.write_text(json.dumps({"format": _FORMAT, **self.to_dict()}, indent=2) + "\n")
+        return path
+
+    def check(self, model: str, settings: dict[str, Any]) -> None:
+        """Raise InvalidSpec when scores made by `model` with `settings` are not what this was fitted on."""
+        differ = {
+            k: (settings.get(k), self.settings.get(k))
+            for k in _KEYS
+            if settings.get(k) != self.settings.get(k)
+        }
+        if model != self.model:
+            differ["model"] = (model, self.model)
+        if differ:
+            shown = "; ".join(f"{k}: {got} here, {want} in the file" for k, (got, want) in differ.items())
+            raise InvalidSpec(f"the threshold file was calibrated with other settings ({shown}); use those")
+
+
+def load_threshold(path: str | Path) -> Threshold:
+    """Read a threshold written by `Threshold.save` (`bertscope calibrate -o`)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise InvalidInput(f"cannot read the threshold file {path} ({exc})") from None
+    if not isinstance(data, dict) or data.pop("format", None) != _FORMAT:
+        raise InvalidInput(f"{path} is not a bertscope threshold file; make one with `bertscope calibrate`")
+    return Threshold(**data)
+
+
+def best_threshold(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float, float, float]:
+    """(threshold, precision, recall, f1) of the cut `score >= threshold` with the highest F1.
+
+    Candidate cuts lie halfway between consecutive distinct scores; ties go to the higher threshold.
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    labels = np.asarray(labels).astype(bool)
+    if labels.all() or not labels.any():
+        only = "same (1)" if labels.any() else "different (0)"
+        raise InvalidInput(
+            f"all {len(labels)} pairs are labelled {only}: a threshold needs pairs of both classes"
+        )
+    order = np.argsort(-scores, kind="stable")
+    ranked, hits = scores[order], labels[order]
+    true_pos = np.cumsum(hits)
+    predicted = np.arange(1, len(ranked) + 1)
+    # A cut can only fall where the next score differs.
+    last = np.r_[ranked[1:] != ranked[:-1], True]
+    precision = true_pos / predicted
+    recall = true_pos / hits.sum()
+    f1 = np.where(true_pos > 0, 2 * precision * recall / np.maximum(precision + recall, 1e-12), 0.0)
+    f1 = np.where(last, f1, -1.0)
+    k = int(np.argmax(f1))
+    cut = (ranked[k] + ranked[k + 1]) / 2 if k + 1 < len(ranked) else ranked[k] - 1e-6
+    return float(cut), float(precision[k]), float(recall[k]), float(f1[k])
+
+
+def calibrate(
+    model: Model,
+    pairs: Sequence[tuple[str, str, int]],
+    *,
+    post: PostProcessor | str | Path | None = None,
+    **options: Any,
+) -> Threshold:
+    """The threshold that best separates labelled pairs (text, text, 0/1) by F1, for these settings."""
+    if not pairs:
+        raise InvalidInput("no labelled pairs given: pass (text, text, 0/1) rows")
+    labels = np.array([int(label) for _, _, label in pairs])
+    if not set(labels.tolist()) <= {0, 1}:
+        raise InvalidInput("labels must be 0 (different) or 1 (same)")
+    spec = model.spec(**options)
+    processor = prepare_post(post, spec.as_dict())
+    left = unit(model.embed([p[0] for p in pairs], post=processor, **options).vectors)
+    right = unit(model.embed([p[1] for p in pairs], post=processor, **options).vectors)
+    scores = np.einsum("nd,nd->n", left, right)
+    cut, precision, recall, f1 = best_threshold(scores, labels)
+    return Threshold(
+        threshold=cut,
+        precision=precision,
+        recall=recall,
+        f1=f1,
+        positives=int(labels.sum()),
+        negatives=int(len(labels) - labels.sum()),
+        model=model.loaded.source,
+        settings=score_settings(spec.as_dict(), processor),
+    )
+
+
+def read_pairs(path: str | Path) -> list[tuple[str, str, int]]:
+    """Labelled pairs from a TSV file: text, text, 0/1 per line (a header line is skipped)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInput(f"cannot read {path}: no such file")
+    rows: list[tuple[str, str, int]] = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        cells = line.split("\t")
+        if len(cells) != 3 or cells[2].strip() not in ("0", "1"):
+            if number == 1 and not rows:
+                continue  # a header
+            raise InvalidInput(f"{path}:{number}: expected text<TAB>text<TAB>0 or 1, got {line[:60]!r}")
+        rows.append((cells[0], cells[1], int(cells[2])))
+    return rows

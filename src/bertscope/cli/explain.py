@@ -1,0 +1,204 @@
+"""Why and how similar: `explain`, `calibrate`, `attention`, and `plot static`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from ..errors import InvalidInput
+from .app import (
+    CombineOpt,
+    JsonOpt,
+    LayersOpt,
+    LongOpt,
+    ModelOpt,
+    StrideOpt,
+    app,
+    emit_json,
+    err,
+    load_model,
+    out,
+)
+from .embed import MaskSpecialOpt, NormalizeOpt, PoolingOpt
+from .research import plot_app
+
+PostOpt = Annotated[Path | None, typer.Option("--post", help="A fitted post-processing file (see fit-post).")]
+
+
+@app.command()
+def explain(
+    a: Annotated[str, typer.Argument(help="The first text.")],
+    b: Annotated[str, typer.Argument(help="The second text.")],
+    layers: LayersOpt = None,
+    combine: CombineOpt = "mean",
+    pooling: PoolingOpt = "auto",
+    mask_special: MaskSpecialOpt = False,
+    normalize: NormalizeOpt = None,
+    long: LongOpt = "truncate",
+    stride: StrideOpt = None,
+    post: PostOpt = None,
+    top: Annotated[int, typer.Option("--top", "-k", help="How many token pairs to list.")] = 10,
+    exact: Annotated[
+        bool, typer.Option("--exact", help="Refuse poolings that have no exact split (cls, pooler).")
+    ] = False,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write a heatmap of the contributions (PNG).")
+    ] = None,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Why two texts score what they score: the cosine split into token-pair contributions.
+
+    Exact for mean, mean_sqrt_len, first_last_avg and max pooling (through --post too); cls and pooler
+    show the [CLS] attention row instead, marked as not exact.
+    Example: `bertscope explain "The cat sat on the mat." "A dog lay on the rug." -p mean -o why.png`
+    """
+    m = load_model(model)
+    options = dict(layers=layers, combine=combine, pooling=pooling, mask_special=mask_special)
+    result = m.explain(
+        a, b, post=post, top=top, exact=exact, normalize=normalize, long=long, stride=stride, **options
+    )
+    if output is not None:
+        from ..explain import plot_explanation
+
+        err.print(f"wrote {plot_explanation(result, output)}")
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    out.print(f"cosine {result.score:.4f}  ({result.method})", highlight=False)
+    out.print(result.note, highlight=False)
+    if result.top_pairs:
+        table = Table("token in a", "token in b", "contribution", "of the score", title="top token pairs")
+        for pair in result.top_pairs:
+            share = pair["contribution"] / result.score if result.score else float("nan")
+            table.add_row(pair["token_a"], pair["token_b"], f"{pair['contribution']:+.4f}", f"{share:.1%}")
+        out.print(table)
+    heading = "share of the score" if result.exact else "[CLS] attention (not exact)"
+    table = Table("a", "", "b", "", title=f"each token: {heading}")
+    for row in range(max(len(result.tokens_a), len(result.tokens_b))):
+        a_cells = _cells(result.tokens_a, result.share_a, row)
+        table.add_row(*a_cells, *_cells(result.tokens_b, result.share_b, row))
+    out.print(table)
+
+
+def _cells(tokens: list[str], shares: np.ndarray, row: int) -> tuple[str, str]:
+    return (tokens[row], f"{shares[row]:+.4f}") if row < len(tokens) else ("", "")
+
+
+@app.command()
+def calibrate(
+    pairs: Annotated[Path, typer.Argument(help="TSV file: text, text, 0/1 label per line (header allowed).")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Where to save the threshold (JSON).")
+    ] = Path("threshold.json"),
+    layers: LayersOpt = None,
+    combine: CombineOpt = "mean",
+    pooling: PoolingOpt = "auto",
+    mask_special: MaskSpecialOpt = False,
+    normalize: NormalizeOpt = None,
+    long: LongOpt = "truncate",
+    post: PostOpt = None,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The cosine threshold that best separates labelled pairs (by F1), saved for `similarity`/`similar`.
+
+    Example: `bertscope calibrate pairs.tsv -p mean -o threshold.json`, then
+    `bertscope similarity "a" "b" -p mean --threshold-file threshold.json`
+    """
+    from ..baseline import calibrate as fit_threshold
+    from ..baseline import read_pairs
+
+    rows = read_pairs(pairs)
+    m = load_model(model)
+    threshold = fit_threshold(
+        m, rows, post=post, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special,
+        normalize=normalize, long=long,
+    )  # fmt: skip
+    threshold.save(output)
+    err.print(f"wrote {output}")
+    if as_json:
+        emit_json(threshold.to_dict())
+        return
+    table = Table("threshold", "precision", "recall", "F1", "pairs (1 / 0)", title=f"calibrated on {pairs}")
+    table.add_row(
+        f"{threshold.threshold:.4f}",
+        f"{threshold.precision:.3f}",
+        f"{threshold.recall:.3f}",
+        f"{threshold.f1:.3f}",
+        f"{threshold.positives} / {threshold.negatives}",
+    )
+    out.print(table)
+    out.print(f"settings: {threshold.settings}", highlight=False)
+
+
+@app.command()
+def attention(
+    text: Annotated[str, typer.Argument(help="One text (A with --pair).")],
+    pair: Annotated[
+        str | None, typer.Option("--pair", help="A second text: the model reads A [SEP] B.")
+    ] = None,
+    layer: Annotated[
+        int, typer.Option("--layer", help="Encoder layer 1..L (negative counts from the end).")
+    ] = -1,
+    head: Annotated[
+        int | None, typer.Option("--head", help="One head (default: the mean over heads).")
+    ] = None,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Attention weights of one layer: what each token reads most (heads averaged, or one head).
+
+    Example: `bertscope attention "The animal didn't cross the street because it was tired" --layer 5`
+    """
+    from ..attention import attention_of
+
+    m = load_model(model)
+    tokens, weights = attention_of(m, text if pair is None else (text, pair))
+    index = layer if layer < 0 else layer - 1
+    if not (-m.n_layers <= index < m.n_layers) or layer == 0:
+        raise InvalidInput(
+            f"--layer {layer}: this model's attention layers are 1..{m.n_layers} (or -1..-{m.n_layers})"
+        )
+    if head is not None and not 0 <= head < weights.shape[1]:
+        raise InvalidInput(f"--head {head}: this model has heads 0..{weights.shape[1] - 1}")
+    grid = weights[index].mean(axis=0) if head is None else weights[index, head]
+    if as_json:
+        emit_json({"tokens": tokens.tokens, "layer": index % m.n_layers + 1, "head": head, "weights": grid})
+        return
+    which = "mean over heads" if head is None else f"head {head}"
+    table = Table("token", "reads most", "weight", "then", title=f"layer {index % m.n_layers + 1}, {which}")
+    for i, token in enumerate(tokens.tokens):
+        order = np.argsort(-grid[i])
+        first, second = int(order[0]), int(order[1]) if len(order) > 1 else int(order[0])
+        table.add_row(token, tokens.tokens[first], f"{grid[i, first]:.3f}", tokens.tokens[second])
+    out.print(table)
+
+
+@plot_app.command("static")
+def plot_static_cmd(
+    items: Annotated[list[str] | None, typer.Argument(help="Word pieces to draw.")] = None,
+    top: Annotated[
+        int | None, typer.Option("--top", help="Draw the first N whole-word pieces of the vocabulary.")
+    ] = None,
+    method: Annotated[str, typer.Option("--method", help="pca, tsne, or umap (needs umap-learn).")] = "pca",
+    output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")] = Path("static.png"),
+    model: ModelOpt = None,
+) -> None:
+    """Static word-piece rows (no position, no segment) as points in 2-D, each labelled.
+
+    Examples: `bertscope plot static king queen man woman bread cake -o static.png`,
+    `bertscope plot static --top 300 --method tsne`
+    """
+    from ..plots import plot_static
+    from ..static import first_words
+
+    if bool(items) == (top is not None):
+        raise InvalidInput("name word pieces, or give --top N (not both)")
+    m = load_model(model)
+    ids: list[Any] = first_words(m, top) if top is not None else m.static_ids(items or [])
+    err.print(f"wrote {plot_static(m, ids, output, method=method)}")

@@ -1,0 +1,82 @@
+"""The endpoints behind "why" and "how": /explain (token-pair contributions of a cosine) and /attention.
+
+Both run on the worker that owns the model (`Service.on_worker`); errors become 4xx in `guard`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from fastapi import FastAPI, Response
+from fastapi.responses import JSONResponse
+
+from ..attention import attention_of
+from ..errors import InvalidInput
+from ..tokens import check_texts
+from .schemas import AttentionRequest, ExplainRequest
+
+if TYPE_CHECKING:
+    from .service import Service
+
+__all__ = ["explain_routes"]
+
+
+def explain_routes(app: FastAPI, svc: Service) -> None:
+    """POST /explain and POST /attention."""
+
+    @app.post("/explain", tags=["explain"])
+    async def explain(req: ExplainRequest) -> Response:
+        """The cosine of a and b as token-pair contributions (exact), or [CLS] attention (marked)."""
+        check_texts([req.a, req.b])
+        post = svc.recipe(req.options(), req.post).post  # checks the name and the spec it was fitted on
+        result = await svc.on_worker(
+            lambda: svc.model.explain(
+                req.a, req.b, post=post, top=req.top, exact=req.exact, layers=req.layers, combine=req.combine,
+                pooling=req.pooling, mask_special=req.mask_special, normalize=req.normalize, long=req.long,
+                stride=req.stride,
+            )  # fmt: skip
+        )
+        return JSONResponse({"model": svc.name, **result.to_dict()})
+
+    @app.post("/attention", tags=["explain"])
+    async def attention(req: AttentionRequest) -> Response:
+        """Weights as output_attentions gives them: (layers, heads, tokens, tokens), or the slice asked."""
+        text: Any = tuple(req.text) if isinstance(req.text, list) else req.text
+        check_texts(text, pairs=True)
+        tokens, weights = await svc.on_worker(lambda: attention_of(svc.model, text))
+        n_layers, n_heads = weights.shape[:2]
+        picked, layer = _pick(weights, req, n_layers, n_heads)
+        return JSONResponse(
+            {
+                "model": svc.name,
+                "tokens": tokens.tokens,
+                "type_ids": tokens.type_ids,
+                "special": tokens.special_mask,
+                "n_layers": int(n_layers),
+                "n_heads": int(n_heads),
+                "layer": layer,
+                "head": req.head,
+                "mean_heads": req.mean_heads,
+                "attention": np.round(picked.astype(np.float64), 6).tolist(),
+            }
+        )
+
+
+def _pick(
+    weights: np.ndarray, req: AttentionRequest, n_layers: int, n_heads: int
+) -> tuple[np.ndarray, int | None]:
+    layer = None
+    if req.layer is not None:
+        if req.layer == 0 or not -n_layers <= req.layer <= n_layers:
+            raise InvalidInput(f"layer: {req.layer}; attention layers are 1..{n_layers} (or -1..-{n_layers})")
+        layer = req.layer if req.layer > 0 else n_layers + 1 + req.layer
+        weights = weights[layer - 1 : layer]
+    if req.head is not None:
+        if req.head >= n_heads:
+            raise InvalidInput(f"head: {req.head}; this model has heads 0..{n_heads - 1}")
+        weights = weights[:, req.head : req.head + 1]
+    elif req.mean_heads:
+        weights = weights.mean(axis=1, keepdims=True)
+    picked = weights[0] if layer is not None else weights
+    return (picked[0] if (req.head is not None or req.mean_heads) and layer is not None else picked), layer

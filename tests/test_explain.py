@@ -1,0 +1,120 @@
+"""Explanations: token-pair contributions sum to `similarity`'s score for every linear pooling and post."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bertscope
+from bertscope.baseline import reference_sentences
+from bertscope.post import PostProcessor, fit_post_on_texts
+
+A = "The cat sat on the mat."
+B = "A dog lay on the rug by the door."
+EXACT = ["mean", "mean_sqrt_len", "max", "first_last_avg"]
+
+
+@pytest.fixture(scope="module")
+def posts(bundled: bertscope.Model) -> dict[tuple[str, str, bool], PostProcessor]:
+    """Whitening, PCA and all-but-the-top fitted on the shipped sentences, for mean and max pooling."""
+    texts = reference_sentences()
+    return {
+        (kind, pooling, normalize): fit_post_on_texts(
+            bundled, texts, kind, dim=2 if kind == "abtt" else 16, pooling=pooling, normalize=normalize
+        )
+        for kind in ("whitening", "pca", "abtt")
+        for pooling in ("mean", "max")
+        for normalize in (False, True)
+    }
+
+
+@pytest.mark.parametrize("pooling", EXACT)
+@pytest.mark.parametrize("normalize", [False, True])
+@pytest.mark.parametrize("mask_special", [False, True])
+def test_contributions_sum_to_the_score(
+    bundled: bertscope.Model, pooling: str, normalize: bool, mask_special: bool
+) -> None:
+    options = {"pooling": pooling, "normalize": normalize, "mask_special": mask_special}
+    e = bundled.explain(A, B, **options)
+    score = float(bundled.similarity(A, B, **options)[0, 0])
+    assert e.exact and e.contributions is not None
+    assert e.contributions.shape == (len(e.tokens_a), len(e.tokens_b))
+    assert abs(e.contributions.sum() - score) < 1e-5
+    assert abs(e.share_a.sum() - score) < 1e-5 and abs(e.share_b.sum() - score) < 1e-5
+    if mask_special:
+        # [CLS] and [SEP] take no part: their rows and columns are zero.
+        assert e.share_a[0] == 0 and e.share_b[-1] == 0
+
+
+@pytest.mark.parametrize("kind", ["whitening", "pca", "abtt"])
+@pytest.mark.parametrize("pooling", ["mean", "max"])
+@pytest.mark.parametrize("normalize", [False, True])
+def test_contributions_sum_through_post_processing(
+    bundled: bertscope.Model,
+    posts: dict[tuple[str, str, bool], PostProcessor],
+    kind: str,
+    pooling: str,
+    normalize: bool,
+) -> None:
+    post = posts[(kind, pooling, normalize)]
+    e = bundled.explain(A, B, pooling=pooling, normalize=normalize, post=post)
+    score = float(bundled.similarity(A, B, pooling=pooling, normalize=normalize, post=post)[0, 0])
+    plain = float(bundled.similarity(A, B, pooling=pooling, normalize=normalize)[0, 0])
+    assert abs(score - plain) > 1e-3  # the post-processing really changes the score being explained
+    assert e.contributions is not None and abs(e.contributions.sum() - score) < 1e-5
+    assert e.spec["post"]["kind"] == kind
+
+
+def test_several_layers_combined_and_a_long_text_in_windows(bundled: bertscope.Model) -> None:
+    long_text = " ".join(["the storm hit the coast and the rain kept falling"] * 60)
+    for options in ({"layers": "-2:", "combine": "concat"}, {"layers": "0,3", "combine": "sum"}):
+        e = bundled.explain(A, B, pooling="mean", **options)
+        assert abs(e.contributions.sum() - bundled.similarity(A, B, pooling="mean", **options)[0, 0]) < 1e-5
+    e = bundled.explain(long_text, B, pooling="mean", long="window")
+    assert len(e.tokens_a) > bundled.max_tokens
+    assert (
+        abs(e.contributions.sum() - bundled.similarity(long_text, B, pooling="mean", long="window")[0, 0])
+        < 1e-5
+    )
+
+
+def test_top_pairs_are_the_largest_contributions_with_offsets(bundled: bertscope.Model) -> None:
+    e = bundled.explain("I love bread", "bread is what I love", pooling="mean", mask_special=True, top=3)
+    values = [p["contribution"] for p in e.top_pairs]
+    assert values == sorted(values, reverse=True) and values[0] == pytest.approx(e.contributions.max())
+    best = e.top_pairs[0]
+    start, end = best["offsets_a"]
+    assert "I love bread"[start:end] == best["token_a"]
+    assert e.to_dict()["top_pairs"][0] == best
+
+
+@pytest.mark.parametrize("pooling", ["cls", "pooler"])
+def test_cls_and_pooler_are_labelled_not_exact(bundled: bertscope.Model, pooling: str) -> None:
+    if pooling == "pooler" and bundled.family.pooler(bundled.hf_model) is None:
+        pytest.skip("the bundled model ships no trained pooler")
+    e = bundled.explain(A, B, pooling=pooling)
+    assert not e.exact and e.contributions is None
+    assert "not an exact attribution" in e.note
+    np.testing.assert_allclose(e.share_a, bundled.attentions(A)[-1].mean(axis=0)[0], atol=1e-6)
+    assert e.score == pytest.approx(float(bundled.similarity(A, B, pooling=pooling)[0, 0]), abs=1e-6)
+    with pytest.raises(bertscope.InvalidSpec, match="no exact split"):
+        bundled.explain(A, B, pooling=pooling, exact=True)
+
+
+def test_explain_on_a_tiny_roberta(tiny_models: dict[str, bertscope.Model]) -> None:
+    m = tiny_models["roberta"]
+    e = m.explain("a cat ate bread", "the dog ate", pooling="mean")
+    assert (
+        abs(e.contributions.sum() - m.similarity("a cat ate bread", "the dog ate", pooling="mean")[0, 0])
+        < 1e-5
+    )
+
+
+def test_heatmap_png(bundled: bertscope.Model, tmp_path: Path) -> None:
+    from bertscope.explain import plot_explanation
+
+    for pooling in ("mean", "cls"):
+        path = plot_explanation(bundled.explain(A, B, pooling=pooling), tmp_path / f"{pooling}.png")
+        assert path.read_bytes()[:4] == b"\x89PNG" and path.stat().st_size > 5000
