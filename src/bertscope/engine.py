@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import sys
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
 
@@ -104,44 +104,62 @@ class Engine:
         self, texts: Iterable[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
     ) -> Iterator[SentenceEmbeddings]:
         """Sentence vectors chunk by chunk, in input order; memory is bounded by the chunk size."""
-        if spec.combine is Combine.STACK and len(spec.layers) > 1:
+        for views in self.sentence_views(texts, {"": spec}, on_batch=on_batch):
+            yield views[""]
+
+    def sentence_views(
+        self, texts: Iterable[str], specs: Mapping[str, EmbedSpec], *, on_batch: OnBatch | None = None
+    ) -> Iterator[dict[str, SentenceEmbeddings]]:
+        """Several views (layers x pooling) of each chunk from one forward per batch, in input order.
+
+        The specs must agree on `long` and `stride` (they decide the batches); the forward stops at
+        the deepest layer any view needs. Each chunk gives {name: vectors (texts, d_view)}.
+        """
+        if any(spec.combine is Combine.STACK and len(spec.layers) > 1 for spec in specs.values()):
             raise InvalidSpec(
                 "combine='stack' keeps each layer's vector apart, which only token and word rows store "
                 "(level='tokens' or 'words'); pool sentence vectors with combine mean, sum or concat"
             )
+        first = next(iter(specs.values()))
         start = 0
         for chunk in _chunks(texts, self.chunk_size):
-            tokens = self._fit(chunk, spec, start)
-            vectors: list[np.ndarray | None] = [None] * len(tokens)
-            pending: dict[int, dict[int, np.ndarray]] = {}
-            segments = self._segments(tokens, spec)
+            tokens = self._fit(chunk, first, start)
+            vectors: dict[str, list[np.ndarray | None]] = {name: [None] * len(tokens) for name in specs}
+            pending: dict[tuple[str, int], dict[int, np.ndarray]] = {}
+            segments = self._segments(tokens, first)
             windowed = _windowed(segments)
-            for batch, hidden, mask in self._run(segments, spec, on_batch):
+            for batch, views in self._run_views(segments, specs, on_batch):
                 direct = [row for row, seg in enumerate(batch) if seg.text_index not in windowed]
-                if direct:
-                    pooled = self._pool(hidden[direct], mask[direct], spec)
-                    for row, vec in zip(direct, pooled, strict=True):
-                        vectors[batch[row].text_index] = vec
-                for row, seg in enumerate(batch):
-                    if seg.text_index in windowed:
-                        matrix = hidden[row, : len(seg.ids)].float().cpu().numpy()
-                        pending.setdefault(seg.text_index, {})[seg.window] = matrix
-            for index, by_window in pending.items():
-                parts = [by_window[w] for w in sorted(by_window)]
-                stitched = torch.from_numpy(
-                    _stitch(tokens[index], parts, self.tokenizer.max_tokens, spec.stride)
+                for name, (hidden, mask) in views.items():
+                    if direct:
+                        pooled = self._pool(hidden[direct], mask[direct], specs[name])
+                        for row, vec in zip(direct, pooled, strict=True):
+                            vectors[name][batch[row].text_index] = vec
+                    for row, seg in enumerate(batch):
+                        if seg.text_index in windowed:
+                            matrix = hidden[row, : len(seg.ids)].float().cpu().numpy()
+                            pending.setdefault((name, seg.text_index), {})[seg.window] = matrix
+            for (name, index), by_window in pending.items():
+                vectors[name][index] = self._pool_windows(tokens[index], by_window, specs[name])
+            n_tokens = np.array([len(t) for t in tokens], dtype=np.int64)
+            n_dropped = np.array([t.n_dropped for t in tokens], dtype=np.int64)
+            yield {
+                name: SentenceEmbeddings(
+                    vectors=np.stack(rows).astype(np.float32, copy=False),  # type: ignore[arg-type]
+                    n_tokens=n_tokens,
+                    n_dropped=n_dropped,
+                    spec=specs[name].as_dict(),
                 )
-                special = torch.tensor(
-                    [[0.0 if s and spec.mask_special else 1.0 for s in tokens[index].special_mask]]
-                )
-                vectors[index] = self._pool(stitched[None].to(self.device), special.to(self.device), spec)[0]
-            yield SentenceEmbeddings(
-                vectors=np.stack(vectors).astype(np.float32, copy=False),  # type: ignore[arg-type]
-                n_tokens=np.array([len(t) for t in tokens], dtype=np.int64),
-                n_dropped=np.array([t.n_dropped for t in tokens], dtype=np.int64),
-                spec=spec.as_dict(),
-            )
+                for name, rows in vectors.items()
+            }
             start += len(chunk)
+
+    def _pool_windows(self, tokens: Tokens, by_window: dict[int, np.ndarray], spec: EmbedSpec) -> np.ndarray:
+        """One long text's sentence vector (d,), pooled over its windows stitched back together."""
+        parts = [by_window[w] for w in sorted(by_window)]
+        stitched = torch.from_numpy(_stitch(tokens, parts, self.tokenizer.max_tokens, spec.stride))
+        special = torch.tensor([[0.0 if s and spec.mask_special else 1.0 for s in tokens.special_mask]])
+        return self._pool(stitched[None].to(self.device), special.to(self.device), spec)[0]
 
     def sentences_once(
         self, texts: Sequence[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
@@ -191,19 +209,31 @@ class Engine:
         self, segments: list[_Segment], spec: EmbedSpec, on_batch: OnBatch | None
     ) -> Iterator[tuple[list[_Segment], torch.Tensor, torch.Tensor]]:
         """(segments, combined hidden (batch, tokens, d), pooling mask (batch, tokens)) per batch."""
-        deepest = max(spec.layers)
+        for batch, views in self._run_views(segments, {"": spec}, on_batch):
+            yield batch, *views[""]
+
+    def _run_views(
+        self, segments: list[_Segment], specs: Mapping[str, EmbedSpec], on_batch: OnBatch | None
+    ) -> Iterator[tuple[list[_Segment], dict[str, tuple[torch.Tensor, torch.Tensor]]]]:
+        """Per batch, one forward to the deepest layer asked, then each view's (hidden, pooling mask)."""
+        deepest = max(max(spec.layers) for spec in specs.values())
         for batch in _batches(segments, self.token_budget, self.max_batch):
             ids, mask = pad_batch([s.ids for s in batch], self.pad_id)
             type_ids, _ = pad_batch([s.type_ids for s in batch], 0)
             states = self.forward(ids, type_ids, mask, deepest)
-            hidden = combine_layers([states[i] for i in spec.layers], spec.combine)
-            pool_mask = torch.from_numpy(mask).to(self.device)
-            if spec.mask_special:
-                special, _ = pad_batch([[int(x) for x in s.special] for s in batch], 1)
-                pool_mask = pool_mask * (1 - torch.from_numpy(special).to(self.device))
+            attention = torch.from_numpy(mask).to(self.device)
+            special, _ = pad_batch([[int(x) for x in s.special] for s in batch], 1)
+            unspecial = attention * (1 - torch.from_numpy(special).to(self.device))
+            views = {
+                name: (
+                    combine_layers([states[i] for i in spec.layers], spec.combine),
+                    unspecial if spec.mask_special else attention,
+                )
+                for name, spec in specs.items()
+            }
             if on_batch is not None:
                 on_batch(len({s.text_index for s in batch}), int(mask.sum()))
-            yield batch, hidden, pool_mask
+            yield batch, views
 
     @torch.inference_mode()
     def _pool(self, hidden: torch.Tensor, mask: torch.Tensor, spec: EmbedSpec) -> np.ndarray:

@@ -4,6 +4,7 @@ basics    info, tokens, static, anatomy
 embed     embed, similarity
 explain   explain, calibrate, attention, plot static
 corpus    similar, collections (and the corpus job behind `embed -o`)
+index     index build, index info (the ANN index beside a store)
 research  eval, contextuality, fit-post, vocab, plot
 serve, explore, bench
 """
@@ -15,7 +16,7 @@ import sys
 import warnings
 
 from ..errors import BertscopeError, JobInterrupted
-from . import basics, bench, corpus, embed, explain, explore, research, serve  # noqa: F401  (each registers its commands)
+from . import basics, bench, corpus, embed, explain, explore, index, research, serve  # noqa: F401  (each registers)
 from .app import app, err, is_debug
 
 __all__ = ["app", "main"]

@@ -23,9 +23,15 @@ CORPUS_SUFFIXES = (".parquet", ".npy", ".db", ".sqlite", ".sqlite3")
 
 
 def run_job(
-    items: list[str] | None, input_path: str | None, output: Path, *, quiet: bool, **options: Any
+    items: list[str] | None,
+    input_path: str | None,
+    output: Path,
+    *,
+    quiet: bool,
+    index: bool = False,
+    **options: Any,
 ) -> None:
-    """Run a corpus job for `bertscope embed -o FILE` and print its one-line summary."""
+    """Run a corpus job for `bertscope embed -o FILE` (and `--index`) and print its one-line summary."""
     from ..io.job import embed_corpus
 
     if items and input_path:
@@ -41,6 +47,15 @@ def run_job(
         )
     if not quiet:
         err.print(summary.line(), highlight=False)
+    if index:
+        from ..io.index import build_index
+        from ..io.stores import open_store, with_view
+
+        opened = open_store(output)
+        for name in opened.settings.get("views") or [None]:
+            state = build_index(with_view(opened, name), overwrite=True)
+            if not quiet and state.meta is not None:
+                err.print(f"{state.meta['rows']} vectors indexed -> {state.index}", highlight=False)
 
 
 @app.command()
@@ -63,6 +78,15 @@ def similar(
     post: Annotated[
         Path | None, typer.Option("--post", help="The post-processing file the store used.")
     ] = None,
+    view: Annotated[
+        str | None, typer.Option("--view", help="Which view of a store with several views to search.")
+    ] = None,
+    exact: Annotated[
+        bool, typer.Option("--exact", help="Scan every row even when the store has an ANN index.")
+    ] = False,
+    nprobe: Annotated[
+        int | None, typer.Option("--nprobe", min=1, help="Index cells to visit (default: the index's).")
+    ] = None,
     threshold_file: Annotated[
         Path | None,
         typer.Option("--threshold-file", help="Keep hits at or above a `bertscope calibrate` threshold."),
@@ -70,13 +94,17 @@ def similar(
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Nearest stored texts by cosine (exact, in chunks: works on stores larger than memory).
+    """Nearest stored texts by cosine: exact, in chunks (stores larger than memory), or through the
+    store's ANN index when it has a fresh one (`bertscope index build`), re-ranked by exact cosine.
 
     Examples: `bertscope similar "a storm hits the coast" --in docs.db --collection news -k 5`,
     `bertscope similar --id 42 --in corpus.parquet -k 5`,
+    `bertscope similar "a storm" --in corpus.parquet --view cls4 --exact`,
     `bertscope similar --in tokens.parquet --word bank --context "we sat on the bank of the river" -k 10`
     (a store made with `embed --tokens` or `--words`; `--word bank` alone lists its occurrences)
     """
+    import warnings
+
     from ..io.stores import search
 
     if str(store) == "-":
@@ -88,7 +116,14 @@ def similar(
         return
     if (query is None) == (item_id is None):
         raise InvalidInput("give either a query text or --id ID (or --word WORD for a token store)")
-    hits = search(query, store, collection=collection, k=k, item_id=item_id, model=model, post=post)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        hits = search(
+            query, store, collection=collection, k=k, item_id=item_id, model=model, post=post,
+            view=view, exact=exact, nprobe=nprobe,
+        )  # fmt: skip
+    for warning in caught:
+        err.print(f"[yellow]warning:[/] {warning.message}", highlight=False)
     if threshold_file is not None:
         hits = _above_threshold(hits, threshold_file, store, collection)
     if as_json:

@@ -97,6 +97,17 @@ def embed(
     subword: Annotated[
         str, typer.Option("--subword", help="Word pieces to word: first, last, mean, first_last.")
     ] = "mean",
+    view: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--view",
+            help="A named sentence view NAME=LAYERS/POOLING[/OPTION...] (repeat it; one forward pass, "
+            "one Parquet column each), e.g. last=-1/mean, cls4=-4:/cls/concat.",
+        ),
+    ] = None,
+    index: Annotated[
+        bool, typer.Option("--index", help="Build the ANN index beside the .parquet/.npy output.")
+    ] = False,
     precision: Annotated[
         str, typer.Option("--precision", help="Stored vectors: float32 (exact) or float16 (half the size).")
     ] = "float32",
@@ -125,11 +136,14 @@ def embed(
     (one row per token, resumable with --resume; --words for one row per word),
     `bertscope embed -i 'dir/*.parquet' -o out_dir/ --engine ray --workers 4`,
     `bertscope embed -i corpus.txt -o corpus.parquet --quantize int8` (faster on CPU, drift recorded),
-    `bertscope embed -i corpus.txt -o corpus.parquet --fast` (the fastest mode within cosine 0.999)
+    `bertscope embed -i corpus.txt -o corpus.parquet --fast` (the fastest mode within cosine 0.999),
+    `bertscope embed -i corpus.txt -o views.parquet --view last=-1/mean --view cls4=-4:/cls`
     """
     if tokens and words:
         raise InvalidInput("choose one of --tokens and --words")
     spec_options: dict[str, Any] = dict(layers=layers, combine=combine, long=long, stride=stride)
+    if (view or index) and (output is None or tokens or words or engine is Engine.RAY):
+        raise InvalidInput("--view and --index are for local sentence corpus jobs: give -o FILE.parquet")
     pooled_options = dict(pooling=pooling, mask_special=mask_special, normalize=normalize, post=post)
     level = "tokens" if tokens else "words" if words else "sentence"
     # Token and word rows are not pooled: only their own options go to the corpus job.
@@ -176,6 +190,8 @@ def embed(
             skip_bad=skip_bad,
             keep_text=not no_text,
             batch_size=batch_size,
+            views=view or None,
+            index=index,
             **spec_options,
             **row_options,
         )

@@ -6,7 +6,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
@@ -17,7 +17,7 @@ from .._enums import Combine, Level, LongText, Pooling, Precision, SubwordPoolin
 from ..errors import CorpusError, InvalidSpec, JobInterrupted
 from ..layers import LayerSpec
 from ..spec import EmbedOptions, PostArg, reload_arg, stored_settings
-from .levels import make_level
+from .levels import CorpusLevel, make_level
 from .readers import Record, Rejects, read_corpus
 from .sinks import Sink, open_sink
 
@@ -75,6 +75,7 @@ def embed_corpus(
     progress: bool | None = None,
     precision: Precision | str = "float32",
     subword: SubwordPooling | str = "mean",
+    views: Iterable[str] | Mapping[str, Mapping[str, Any]] | None = None,
     layers: LayerSpec | None = None,
     combine: Combine | str = "mean",
     pooling: Pooling | str = "auto",
@@ -86,6 +87,8 @@ def embed_corpus(
 ) -> JobSummary:
     """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded.
 
+    `views` ({name: {layers, pooling, ...}} or ["last=-1/mean", ...]) stores several sentence views
+    from one forward pass, each in its own Parquet column `embedding_<name>`, its spec in the metadata.
     `level` is what a row is: "sentence" (one vector per text), "tokens" (one row per word piece) or
     "words" (pieces pooled by `subword`); see `bertscope.io.levels`. `combine="stack"` keeps each layer
     of a token or word row in its own `layer_N` column; `precision="float16"` halves the stored size.
@@ -99,7 +102,16 @@ def embed_corpus(
     model_arg = None if model is None or isinstance(model, Model) else str(model)
     m = model if isinstance(model, Model) else load(model_arg)
     options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
-    rows_of = make_level(level, m, options=options, keep_text=keep_text, precision=precision, subword=subword)
+    if views:
+        from .views import views_level
+
+        rows_of: CorpusLevel = views_level(
+            m, views, options=options, output=output, level=level, keep_text=keep_text, precision=precision
+        )
+    else:
+        rows_of = make_level(
+            level, m, options=options, keep_text=keep_text, precision=precision, subword=subword
+        )
     arg = model_arg if not isinstance(model, Model) else reload_arg(m)
     settings = stored_settings(m, rows_of.recorded(), arg)
     rejects = Rejects()

@@ -22,10 +22,23 @@ from .readers import Record
 if TYPE_CHECKING:
     from .levels import Rows
 
-__all__ = ["Sink", "open_sink", "with_settings", "npy_parts", "SUPPORTED_OUTPUTS", "PARQUET_META_KEY"]
+__all__ = [
+    "Sink",
+    "open_sink",
+    "with_settings",
+    "npy_parts",
+    "view_column",
+    "SUPPORTED_OUTPUTS",
+    "PARQUET_META_KEY",
+]
 
 SUPPORTED_OUTPUTS = (".parquet", ".npy", ".db / .sqlite")
 PARQUET_META_KEY = b"bertscope"
+
+
+def view_column(view: str) -> str:
+    """The Parquet column that holds one named sentence view's vectors."""
+    return f"embedding_{view}"
 
 
 class Sink(ABC):

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +14,9 @@ import numpy as np
 from ..errors import CorpusError
 from ..similarity import Hit, TopK
 from ..spec import EmbedOptions, PostArg, resolve
-from .sinks import PARQUET_META_KEY
+from .sinks import PARQUET_META_KEY, view_column
 
-__all__ = ["Store", "open_store", "search", "model_for"]
+__all__ = ["Store", "open_store", "search", "model_for", "with_view", "view_settings"]
 
 Chunk = tuple[list[str], list[str | None], np.ndarray]
 
@@ -27,12 +28,15 @@ class Store:
     path: Path
     collection: str | None
     settings: dict[str, Any]
+    # Which vector column is read: "embedding", or one view's column of a store with several views.
+    column: str = "embedding"
+    view: str | None = None
 
     def chunks(self, size: int = 65536) -> Iterator[Chunk]:
-        """(ids, texts, vectors) of every stored row, `size` rows at a time."""
+        """(ids, texts, vectors (rows, d)) of every stored row, `size` rows at a time."""
         suffix = self.path.suffix.lower()
         if suffix == ".parquet":
-            yield from _parquet_chunks(self.path, size)
+            yield from _parquet_chunks(self.path, size, self.column)
         elif suffix == ".npy":
             yield from _npy_chunks(self.path, size)
         else:
@@ -43,6 +47,30 @@ class Store:
                 yield from iter_vectors(db, str(self.collection), size)
             finally:
                 db.close()
+
+    def count(self) -> int:
+        """How many rows the store holds (from metadata for .parquet and .npy)."""
+        suffix = self.path.suffix.lower()
+        if suffix == ".parquet":
+            import pyarrow.parquet as pq
+
+            return int(pq.ParquetFile(self.path).metadata.num_rows)
+        if suffix == ".npy":
+            return int(np.load(self.path, mmap_mode="r").shape[0])
+        return sum(len(ids) for ids, _, _ in self.chunks())
+
+    def take(self, rows: np.ndarray, *, vectors: bool = True) -> Chunk:
+        """(ids, texts, vectors (len(rows), d)) of the given 0-based row numbers, in that order.
+
+        `vectors=False` reads ids and texts only (vectors come back as an empty (0, 0) array).
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        suffix = self.path.suffix.lower()
+        if suffix == ".parquet":
+            return _parquet_take(self.path, rows, self.column if vectors else None)
+        if suffix == ".npy":
+            return _npy_take(self.path, rows, vectors)
+        raise CorpusError(f"{self.path}: reading rows by number works on .parquet and .npy stores only")
 
     def vector_of(self, item_id: str) -> np.ndarray:
         """The stored vector of one id, or CorpusError if there is none."""
@@ -92,6 +120,29 @@ def open_store(path: str | Path, *, collection: str | None = None) -> Store:
     raise CorpusError(f"{path}: not a bertscope output (.parquet, .npy or .db)")
 
 
+def with_view(store: Store, view: str | None) -> Store:
+    """The store reading one view's column; a store with several views needs one named."""
+    views = store.settings.get("views")
+    if not views:
+        if view is not None:
+            raise CorpusError(f"{store.path} holds one vector per text and no views; leave --view out")
+        return store
+    if view is None and len(views) == 1:
+        view = next(iter(views))
+    if view is None or view not in views:
+        asked = "no view was named" if view is None else f"it has no view {view!r}"
+        raise CorpusError(f"{store.path} holds the views {', '.join(views)}; {asked}: pick one with --view")
+    return replace(store, column=view_column(view), view=view)
+
+
+def view_settings(store: Store) -> dict[str, Any]:
+    """The settings one column was made with: the store's, with its view's spec in place."""
+    settings = {k: v for k, v in store.settings.items() if k != "views"}
+    if store.view is not None:
+        settings.update(store.settings["views"][store.view])
+    return settings
+
+
 def search(
     query: str | np.ndarray | None,
     store: str | Path | Store,
@@ -101,9 +152,18 @@ def search(
     item_id: str | None = None,
     model: Any = None,
     post: PostArg = None,
+    view: str | None = None,
+    exact: bool = False,
+    nprobe: int | None = None,
     chunk_size: int = 65536,
 ) -> list[Hit]:
-    """Exact top-k cosine search of a stored output, by a query text, a vector, or a stored id."""
+    """Top-k cosine search of a stored output, by a query text, a vector, or a stored id.
+
+    With a fresh ANN index beside the store (`build_index`) the index proposes candidates and they are
+    ranked by their exact cosines (`nprobe`: index cells visited, more for recall, fewer for speed);
+    `exact=True`, no index, or a stale one (warned) scan every row.
+    A store with several views searches the one named by `view`, embedding the query its way.
+    """
     if k < 1:
         raise CorpusError(f"k must be at least 1, got {k}")
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
@@ -113,15 +173,30 @@ def search(
             f"{opened.path} holds {level} rows, not one vector per text; search it by occurrence "
             "(search_occurrences, or bertscope similar --in STORE --word WORD --context TEXT)"
         )
+    opened = with_view(opened, view)
     if item_id is not None:
         vector = opened.vector_of(str(item_id))
     elif isinstance(query, np.ndarray):
         vector = query
     elif isinstance(query, str):
-        vector = _embed_query(query, opened.settings, model, post)
+        vector = _embed_query(query, view_settings(opened), model, post)
     else:
         raise CorpusError("give a query text, a vector, or a stored id to search with")
-    top = TopK(vector, k, exclude=None if item_id is None else str(item_id))
+    exclude = None if item_id is None else str(item_id)
+    if not exact and opened.path.suffix.lower() in (".parquet", ".npy"):
+        from .index import IndexStaleWarning, ann_search, index_state
+
+        state = index_state(opened)
+        if state.fresh:
+            return ann_search(opened, vector, k=k, state=state, exclude=exclude, nprobe=nprobe)
+        if state.status == "stale":
+            warnings.warn(
+                f"{state.reason}: searching every row instead; rebuild it with "
+                f"`bertscope index build {opened.path}`",
+                IndexStaleWarning,
+                stacklevel=2,
+            )
+    top = TopK(vector, k, exclude=exclude)
     for ids, texts, vectors in opened.chunks(chunk_size):
         top.add(ids, texts, vectors)
     return top.hits
@@ -158,18 +233,63 @@ def model_for(settings: dict[str, Any], model: Any = None) -> Any:
     )
 
 
-def _parquet_chunks(path: Path, size: int) -> Iterator[Chunk]:
+def _parquet_chunks(path: Path, size: int, column: str = "embedding") -> Iterator[Chunk]:
     import pyarrow.parquet as pq
 
     file = pq.ParquetFile(path)
-    columns = [c for c in ("id", "text", "embedding") if c in file.schema_arrow.names]
+    columns = [c for c in ("id", "text", column) if c in file.schema_arrow.names]
     for batch in file.iter_batches(batch_size=size, columns=columns):
-        embedding = batch.column("embedding")
-        dimension = embedding.type.list_size
-        vectors = embedding.values.to_numpy(zero_copy_only=False).reshape(-1, dimension)
-        ids = batch.column("id").to_pylist()
-        texts = batch.column("text").to_pylist() if "text" in columns else [None] * len(ids)
-        yield ids, texts, vectors
+        yield _parquet_rows(batch, column)
+
+
+def _parquet_rows(batch: Any, column: str | None) -> Chunk:
+    """(ids, texts, vectors) of an Arrow batch or table (no vector column: an empty (0, 0) array)."""
+    ids = batch.column("id").to_pylist()
+    texts = batch.column("text").to_pylist() if "text" in batch.schema.names else [None] * len(ids)
+    if column is None:
+        return ids, texts, np.empty((0, 0), np.float32)
+    embedding = batch.column(column)
+    if hasattr(embedding, "combine_chunks"):
+        embedding = embedding.combine_chunks()
+    vectors = embedding.flatten().to_numpy(zero_copy_only=False).reshape(-1, embedding.type.list_size)
+    return ids, texts, vectors
+
+
+def _parquet_take(path: Path, rows: np.ndarray, column: str | None) -> Chunk:
+    """Read only the row groups that hold the rows asked for (a few per query, not the whole file)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    file = pq.ParquetFile(path)
+    meta = file.metadata
+    starts = np.cumsum([0] + [meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
+    groups = np.searchsorted(starts, rows, side="right") - 1
+    columns = [c for c in ("id", "text", column) if c in file.schema_arrow.names]
+    pieces = []
+    for group in np.unique(groups):
+        local = rows[groups == group] - starts[group]
+        pieces.append(file.read_row_group(int(group), columns=columns).take(pa.array(local)))
+    table = pa.concat_tables(pieces) if pieces else file.schema_arrow.empty_table().select(columns)
+    # concat_tables gathered the rows group by group; put them back in the order asked for.
+    order = np.concatenate([np.flatnonzero(groups == g) for g in np.unique(groups)]) if pieces else rows
+    ids, texts, vectors = _parquet_rows(table, column)
+    back = np.empty_like(order)
+    back[order] = np.arange(len(order))
+    return [ids[i] for i in back], [texts[i] for i in back], vectors[back] if column else vectors
+
+
+def _npy_take(path: Path, rows: np.ndarray, vectors: bool = True) -> Chunk:
+    matrix = np.load(path, mmap_mode="r")
+    wanted = {int(r) for r in rows}
+    found: dict[int, str] = {}
+    with path.with_suffix(".ids.txt").open(newline="\n") as ids_file:
+        for number, line in enumerate(ids_file):
+            if number in wanted:
+                found[number] = line.rstrip("\n")
+                if len(found) == len(wanted):
+                    break
+    ids = [found[int(r)] for r in rows]
+    return ids, [None] * len(ids), np.asarray(matrix[rows] if vectors else matrix[:0, :0], dtype=np.float32)
 
 
 def _npy_chunks(path: Path, size: int) -> Iterator[Chunk]:

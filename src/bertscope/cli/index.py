@@ -1,0 +1,85 @@
+"""The command line's `index` group: build and inspect the ANN index beside a store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from .app import JsonOpt, app, emit_json, err, out
+
+index_app = typer.Typer(
+    help="An approximate-nearest-neighbour index beside a .parquet or .npy store (for big stores).",
+    no_args_is_help=True,
+)
+app.add_typer(index_app, name="index")
+
+ViewOpt = Annotated[
+    str | None, typer.Option("--view", help="Which view of a store with several views to index.")
+]
+ColumnOpt = Annotated[
+    str | None, typer.Option("--column", help="Another vector column, e.g. layer_6 of a token store.")
+]
+
+
+@index_app.command("build")
+def build(
+    store: Annotated[Path, typer.Argument(help="A bertscope output: .parquet or .npy.")],
+    view: ViewOpt = None,
+    column: ColumnOpt = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing index.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build STORE.index (usearch HNSW) and STORE.index.json; `similar` then uses it while it is fresh.
+
+    Example: `bertscope index build corpus.parquet`
+    """
+    from ..io.index import build_index
+    from ..io.stores import open_store, with_view
+
+    opened = with_view(open_store(store), view)
+
+    def shown(rows: int) -> None:
+        if not quiet:
+            err.print(f"indexed {rows} rows", highlight=False)
+
+    state = build_index(opened, column=column, overwrite=overwrite, on_chunk=shown)
+    assert state.meta is not None
+    if as_json:
+        emit_json({"index": str(state.index), **state.meta})
+        return
+    if not quiet:
+        err.print(
+            f"{state.meta['rows']} vectors indexed in {state.meta['build_seconds']:.1f}s -> {state.index}",
+            highlight=False,
+        )
+
+
+@index_app.command("info")
+def info(
+    store: Annotated[Path, typer.Argument(help="A bertscope output: .parquet or .npy.")],
+    view: ViewOpt = None,
+    column: ColumnOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Whether a store has an index, what it was built from, and whether it is still fresh.
+
+    Example: `bertscope index info corpus.parquet`
+    """
+    from ..io.index import index_state
+    from ..io.stores import open_store, with_view
+
+    state = index_state(with_view(open_store(store), view), column=column)
+    if as_json:
+        emit_json(
+            {"status": state.status, "reason": state.reason, "index": str(state.index), **(state.meta or {})}
+        )
+        return
+    table = Table("field", "value", title=f"{state.index}: {state.status}")
+    table.add_row("status", f"{state.status}: {state.reason}")
+    for key, value in (state.meta or {}).items():
+        table.add_row(key, str(value))
+    out.print(table)

@@ -1,0 +1,163 @@
+"""Named sentence views of one corpus pass: `NAME=LAYERS/POOLING[/OPTION...]`, each its own column.
+
+A view is a layer spec with a pooling (and optionally how the layers combine, whether specials are
+masked and whether vectors are normalised). `/` separates the parts because layer specs use `:` and
+`,` themselves (`-4:`, `1:4`, `0,6`):
+
+    last=-1/mean              the last layer, mean-pooled
+    cls4=-4:/cls/concat       the last four layers concatenated, then the [CLS] vector
+    mid=2:4/max/mask_special  layers 2..4 averaged, max-pooled without [CLS]/[SEP]
+    first_last=0,-1/mean/normalize
+
+OPTIONs: `mean`, `sum` or `concat` (combine); `mask_special`; `normalize` or `no_normalize`.
+`ViewsLevel` is the corpus level that writes them: one row per text, one `embedding_<name>` column
+per view, from one forward per batch (`Engine.sentence_views`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .._enums import Combine, Level, Precision
+from ..engine import OnBatch
+from ..errors import CorpusError, InvalidSpec
+from ..spec import EmbedOptions, EmbedSpec, resolve
+from .levels import CorpusLevel, Rows
+from .readers import Record
+from .sinks import view_column
+
+__all__ = ["parse_view", "parse_views", "views_level", "ViewsLevel", "VIEW_KEYS"]
+
+# What a view may set; long texts and their stride are the job's (they decide the batches).
+VIEW_KEYS = ("layers", "combine", "pooling", "mask_special", "normalize")
+_NAME = re.compile(r"[A-Za-z0-9_]+")
+_SYNTAX = "NAME=LAYERS/POOLING[/OPTION...], e.g. last=-1/mean or cls4=-4:/cls/concat"
+
+
+def parse_view(text: str) -> tuple[str, dict[str, Any]]:
+    """`NAME=LAYERS/POOLING[/OPTION...]` -> (name, options for Model.spec)."""
+    name, sep, body = text.partition("=")
+    parts = body.split("/")
+    if not sep or len(parts) < 2 or not all(parts[:2]):
+        raise InvalidSpec(f"view {text!r}: write {_SYNTAX}")
+    _check_name(name)
+    options: dict[str, Any] = {"layers": parts[0], "pooling": parts[1]}
+    combines = {c.value for c in Combine}
+    for option in parts[2:]:
+        if option in combines:
+            options["combine"] = option
+        elif option in ("mask_special", "normalize", "no_normalize"):
+            options["normalize" if option.endswith("normalize") else option] = option != "no_normalize"
+        else:
+            raise InvalidSpec(
+                f"view {text!r}: unknown option {option!r}; allowed: {', '.join(sorted(combines))}, "
+                "mask_special, normalize, no_normalize"
+            )
+    return name, options
+
+
+def parse_views(views: Iterable[str] | Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Views given as strings (command line) or as {name: options} (library), checked."""
+    if isinstance(views, Mapping):
+        parsed = {}
+        for name, options in views.items():
+            _check_name(name)
+            unknown = sorted(set(options) - set(VIEW_KEYS))
+            if unknown:
+                raise InvalidSpec(
+                    f"view {name!r}: {', '.join(unknown)} cannot differ between views; "
+                    f"a view sets {', '.join(VIEW_KEYS)} (long and stride are the job's)"
+                )
+            parsed[name] = dict(options)
+        return parsed
+    result: dict[str, dict[str, Any]] = {}
+    for text in views:
+        name, options = parse_view(text)
+        if name in result:
+            raise InvalidSpec(f"view name {name!r} is given twice; each view needs its own name")
+        result[name] = options
+    return result
+
+
+def _check_name(name: str) -> None:
+    if not _NAME.fullmatch(name):
+        raise InvalidSpec(f"view name {name!r}: use letters, digits and _ only ({_SYNTAX})")
+
+
+class ViewsLevel(CorpusLevel):
+    """One row per text with one vector column per named view: id, text, embedding_<name>..., counts."""
+
+    name = Level.SENTENCE
+
+    def __init__(
+        self, model: Any, specs: dict[str, EmbedSpec], *, keep_text: bool, precision: Precision
+    ) -> None:
+        super().__init__(model, next(iter(specs.values())), keep_text=keep_text, precision=precision)
+        self.specs = specs
+
+    def recorded(self) -> dict[str, Any]:
+        """The shared long-text options, then each view's own spec under `views`."""
+        shared = {k: v for k, v in self.spec.as_dict().items() if k not in VIEW_KEYS}
+        views = {name: {k: spec.as_dict()[k] for k in VIEW_KEYS} for name, spec in self.specs.items()}
+        if self.precision is not Precision.FLOAT32:
+            shared["precision"] = self.precision.value
+        return {**shared, "views": views}
+
+    def embed(self, records: Sequence[Record], *, on_batch: OnBatch | None = None) -> Rows:
+        """id, text, one embedding_<name> per view, n_tokens, truncated per record."""
+        texts = [r.text for r in records]
+        chunks = list(self.model.engine.sentence_views(texts, self.specs, on_batch=on_batch))
+        columns: dict[str, Any] = {"id": pa.array([r.id for r in records], pa.string())}
+        if self.keep_text:
+            columns["text"] = pa.array(texts, pa.string())
+        dtype = np.float16 if self.precision is Precision.FLOAT16 else np.float32
+        for name in self.specs:
+            vectors = np.concatenate([chunk[name].vectors for chunk in chunks]).astype(dtype)
+            flat = pa.array(np.ascontiguousarray(vectors).reshape(-1))
+            columns[view_column(name)] = pa.FixedSizeListArray.from_arrays(flat, int(vectors.shape[1]))
+        first = [next(iter(chunk.values())) for chunk in chunks]
+        n_tokens = np.concatenate([c.n_tokens for c in first])
+        truncated = np.concatenate([c.n_dropped for c in first])
+        columns["n_tokens"] = pa.array(n_tokens.astype(np.int32))
+        columns["truncated"] = pa.array(truncated.astype(np.int32))
+        return Rows(pa.table(columns), len(records), int(n_tokens.sum()), int(np.count_nonzero(truncated)))
+
+    def tally(self, table: pa.Table) -> tuple[int, int, int]:
+        """Rows are texts."""
+        truncated = table.column("truncated").to_numpy()
+        return (
+            table.num_rows,
+            int(table.column("n_tokens").to_numpy().sum()),
+            int(np.count_nonzero(truncated)),
+        )
+
+
+def views_level(
+    model: Any,
+    views: Iterable[str] | Mapping[str, Mapping[str, Any]],
+    *,
+    options: EmbedOptions,
+    output: str | Path,
+    level: Level | str = "sentence",
+    keep_text: bool = True,
+    precision: Precision | str = "float32",
+) -> ViewsLevel:
+    """The corpus level for several views: each view's spec is the job's options with its own on top."""
+    if Level.parse(level, what="level") is not Level.SENTENCE:
+        raise InvalidSpec("views are pooled sentence vectors; leave them out of token and word jobs")
+    if Path(output).suffix.lower() != ".parquet":
+        raise CorpusError(f"{output}: several views are stored as Parquet columns; write to a .parquet file")
+    if options.post is not None:
+        raise CorpusError("post-processing is fitted to one view; leave --post out when asking for views")
+    specs = {name: resolve(model, replace(options, **view)).spec for name, view in parse_views(views).items()}
+    if not specs:
+        raise InvalidSpec("no views given: name at least one, e.g. last=-1/mean")
+    store_as = Precision.parse(precision, what="precision")
+    return ViewsLevel(model, specs, keep_text=keep_text, precision=store_as)
