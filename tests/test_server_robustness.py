@@ -128,3 +128,12 @@ def test_static_neighbours_are_bounded_per_request(bundled: bertscope.Model) -> 
         many = client.post("/static", json={"inputs": ["bread"] * 20, "k": 1000})
         assert many.status_code == 413 and "neighbours" in many.json()["detail"]
         assert client.post("/static", json={"inputs": ["bread"], "k": 5}).status_code == 200
+
+
+def test_anatomy_takes_one_text_or_one_pair_not_a_list(bundled: bertscope.Model) -> None:
+    """Found by the fuzzer: a list of four texts reached the route and crashed it (500)."""
+    with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
+        four = client.post("/anatomy", json={"inputs": ["a", "b", "c", "d"]})
+        assert four.status_code == 422 and "at most 2 items" in four.json()["detail"]
+        pair = client.post("/anatomy", json={"inputs": ["How are you?", "Fine."]})
+        assert pair.status_code == 200 and pair.json()["pair"] == "Fine."

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
@@ -27,8 +27,10 @@ __all__ = [
     "AttentionRequest",
 ]
 
-Text = str | list[str]
-Texts = str | list[str | list[str]]
+# A sentence pair (A, B) is a list of exactly two texts.
+Pair = Annotated[list[str], Field(min_length=2, max_length=2)]
+Text = str | Pair
+Texts = str | list[str | Pair]
 # Strict: JSON true must not pass as layer 1 or token id 1 (pydantic's lax mode would coerce it).
 Layers = str | StrictInt | list[StrictInt] | None
 
