@@ -46,10 +46,19 @@ class EmbedSpec:
     normalize: bool = False
     long: LongText = LongText.TRUNCATE
     stride: int | None = None
+    # The prompt put before every text, and how many leading tokens ([CLS] + the prompt's pieces) pooling
+    # leaves out: 0 where the model's Pooling config includes the prompt.
+    prompt_name: str | None = None
+    prompt: str = ""
+    prompt_length: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-able settings, for provenance in results and outputs."""
-        return {k: (v.value if hasattr(v, "value") else v) for k, v in asdict(self).items()}
+        """Plain JSON-able settings for provenance (the prompt keys only where a prompt is used)."""
+        plain = {k: (v.value if hasattr(v, "value") else v) for k, v in asdict(self).items()}
+        if not self.prompt:
+            for key in ("prompt_name", "prompt", "prompt_length"):
+                plain.pop(key)
+        return plain
 
 
 @dataclass
@@ -140,6 +149,7 @@ class Engine:
                 special = torch.tensor(
                     [[0.0 if s and spec.mask_special else 1.0 for s in tokens[index].special_mask]]
                 )
+                special[:, : spec.prompt_length] = 0.0
                 vectors[index] = self._pool(stitched[None].to(self.device), special.to(self.device), spec)[0]
             yield SentenceEmbeddings(
                 vectors=np.stack(vectors).astype(np.float32, copy=False),  # type: ignore[arg-type]
@@ -178,7 +188,7 @@ class Engine:
             start += len(chunk)
 
     def _fit(self, chunk: Sequence[str], spec: EmbedSpec, start: int) -> list[Tokens]:
-        encoded = self.tokenizer.encode(chunk)
+        encoded = self.tokenizer.encode([spec.prompt + text for text in chunk] if spec.prompt else chunk)
         return [self.tokenizer.fit(t, spec.long, index=start + i) for i, t in enumerate(encoded)]
 
     def _segments(self, tokens: Sequence[Tokens], spec: EmbedSpec) -> list[_Segment]:
@@ -207,6 +217,10 @@ class Engine:
             if spec.mask_special:
                 special, _ = pad_batch([[int(x) for x in s.special] for s in batch], 1)
                 pool_mask = pool_mask * (1 - torch.from_numpy(special).to(self.device))
+            if spec.prompt_length:
+                first = torch.tensor([s.window == 0 for s in batch], device=self.device)
+                pool_mask = pool_mask.clone()  # on CPU it shares memory with `mask`, still counted below
+                pool_mask[first, : spec.prompt_length] = 0
             if on_batch is not None:
                 on_batch(len({s.text_index for s in batch}), int(mask.sum()))
             yield batch, hidden, pool_mask

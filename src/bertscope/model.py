@@ -16,6 +16,7 @@ import torch
 from . import anatomy as _anatomy
 from . import static as _static
 from ._enums import Combine, LongText, Pooling, SubwordPooling
+from .chunking import ChunkBy
 from .engine import EmbedSpec, Engine
 from .errors import InvalidInput, InvalidSpec
 from .layers import LayerSpec, parse_layers
@@ -24,6 +25,7 @@ from .onnx_backend import resolve_backend
 from .pooling import group_words, pool_words
 from .post import apply_post, prepare_post
 from .progress import progress_callback
+from .prompts import Prompts, read_prompts
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .similarity import cos_sim, unit
 from .tokens import TextTokenizer, check_texts
@@ -256,11 +258,15 @@ class Model:
         normalize: bool | None = None,
         long: LongText | str = "truncate",
         stride: int | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> EmbedSpec:
-        """Resolve user options (auto pooling, first_last_avg, defaults) into an EmbedSpec.
+        """Resolve user options (auto pooling, first_last_avg, defaults, prompt) into an EmbedSpec.
 
         `mask_special` leaves [CLS]/[SEP] (<s>, </s>) out of mean, max and mean_sqrt_len pooling;
         cls and pooler read the first token itself, so for them it has no effect (recorded as False).
+        `prompt_name` picks one of the model's own prompts (default: its default prompt, if any);
+        `prompt` gives the text itself ("" for none).
         """
         pool = Pooling.parse(pooling, what="pooling")
         if pool is Pooling.AUTO:
@@ -281,6 +287,7 @@ class Model:
             raise InvalidSpec(
                 "the pooler takes one hidden-size vector; with several layers use combine='mean' or 'sum'"
             )
+        chosen = self.prompts.resolve(prompt_name=prompt_name, prompt=prompt)
         return EmbedSpec(
             layers=selected,
             combine=how,
@@ -289,7 +296,20 @@ class Model:
             normalize=bool(normalize),
             long=LongText.parse(long, what="long-text policy"),
             stride=stride,
+            prompt_name=chosen.name if chosen else None,
+            prompt=chosen.text if chosen else "",
+            prompt_length=0 if chosen is None or chosen.include else self._prompt_length(chosen.text),
         )
+
+    @cached_property
+    def prompts(self) -> Prompts:
+        """The model's own prompts (from config_sentence_transformers.json) and its include_prompt."""
+        return read_prompts(self.loaded.path)
+
+    def _prompt_length(self, prompt: str) -> int:
+        """Leading tokens a prompt fills: [CLS] and its pieces, without a closing special (as ST counts)."""
+        tokens = self.tokenizer.encode([prompt])[0]
+        return len(tokens) - (1 if tokens.special_mask and tokens.special_mask[-1] else 0)
 
     def iter_embed(
         self,
@@ -370,6 +390,56 @@ class Model:
             )
         return results
 
+    def embed_chunks(
+        self,
+        docs: str | Sequence[str],
+        *,
+        chunks: ChunkBy | str | Sequence[tuple[int, int]] = "sentence",
+        late: bool = True,
+        size: int = 128,
+        overlap: int = 0,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        pooling: Pooling | str = "auto",
+        mask_special: bool = False,
+        normalize: bool | None = None,
+        long: LongText | str | None = None,
+        stride: int | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        progress: bool | None = None,
+    ) -> Any:
+        """Chunk vectors of a document (ChunkEmbeddings) or of each of a list of documents (a list).
+
+        `chunks`: "sentence", "paragraph", "tokens" (`size` pieces, neighbours sharing `overlap`) or
+        (start, end) spans (for a list of documents, one list of spans per document). `late=True` runs
+        each document once (windows stitched; `long` defaults to "window") and pools its token vectors
+        per span; `late=False` embeds each chunk alone (`long` defaults to "truncate", reported).
+        """
+        from .chunk_embed import iter_chunk_embeddings, late_spec
+        from .chunking import chunk_spans
+
+        items = check_texts(docs)
+        spec = self.spec(
+            layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, normalize=normalize,
+            long=long or ("window" if late else "truncate"), stride=stride, prompt_name=prompt_name,
+            prompt=prompt,
+        )  # fmt: skip
+        if late:
+            spec = late_spec(spec)
+        per_doc = _spans_per_doc(chunks, items, isinstance(docs, str))
+        spans = (
+            (text, chunk_spans(text, given, tokenizer=self.tokenizer, size=size, overlap=overlap))
+            for text, given in zip(items, per_doc, strict=True)
+        )
+        settings = {"chunks": _chunks_name(chunks), "chunk_size": size, "chunk_overlap": overlap}
+        with progress_callback(len(items), enabled=progress) as on_batch:
+            chunked = iter_chunk_embeddings(
+                self.engine, spans, spec, late=late, settings=settings, on_batch=on_batch
+            )
+            results = list(chunked)
+        return results[0] if isinstance(docs, str) else results
+
     def add_tokens(self, words: Sequence[str], *, init: Any = "pieces", seed: int = 0) -> Model:
         """A new Model whose tokenizer keeps each word whole, its rows initialised from `init`."""
         from .vocab import add_tokens
@@ -407,6 +477,23 @@ def _checked(texts: Iterable[str]) -> Iterator[str]:
         if not text.strip():
             raise InvalidInput(f"text {index} is empty: every text needs at least one non-space character")
         yield text
+
+
+def _spans_per_doc(chunks: Any, docs: list[str], single: bool) -> list[Any]:
+    """The chunking of each document: one name for all, or the user's spans (one list per document)."""
+    if isinstance(chunks, str):
+        return [chunks] * len(docs)
+    if single:
+        return [chunks]
+    if not isinstance(chunks, Sequence) or len(chunks) != len(docs):
+        raise InvalidInput(
+            f"for {len(docs)} documents give one list of (start, end) spans per document, or a chunking name"
+        )
+    return list(chunks)
+
+
+def _chunks_name(chunks: Any) -> str:
+    return str(ChunkBy.parse(chunks, what="chunking").value) if isinstance(chunks, str) else "spans"
 
 
 def _stderr(message: str) -> None:

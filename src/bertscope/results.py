@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SentenceEmbeddings", "TokenEmbeddings", "WordEmbeddings"]
+__all__ = ["SentenceEmbeddings", "TokenEmbeddings", "WordEmbeddings", "ChunkEmbeddings"]
 
 
 @dataclass
@@ -53,3 +53,23 @@ class WordEmbeddings:
     vectors: np.ndarray
     n_dropped: int
     spec: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ChunkEmbeddings:
+    """One document's chunk vectors (chunks, d), each chunk with its text and character span.
+
+    `n_tokens` counts the word pieces pooled into each chunk; `truncated` the pieces a chunk embedded
+    alone (late=False) lost to the model's window (always 0 for late chunks, which see every token).
+    """
+
+    text: str
+    chunks: list[str]
+    spans: list[tuple[int, int]]
+    vectors: np.ndarray
+    n_tokens: np.ndarray
+    truncated: np.ndarray
+    spec: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.chunks)
