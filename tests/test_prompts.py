@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,26 +10,9 @@ import pytest
 
 import bertscope
 from bertscope.prompts import Prompts, query_prompt_name, read_prompts
+from prompted import PROMPTS, with_prompts
 
-PROMPTS = {
-    "query": "query: ",
-    "passage": "passage: ",
-    "instruct": "Represent this sentence for searching relevant passages: ",
-}
 TEXTS = ["a cat sat on the mat", "Berlin is the capital of Germany and its largest city."]
-
-
-def _with_prompts(source: Path, folder: Path, *, include_prompt: bool, default: str | None) -> Path:
-    """A copy of a sentence-transformers folder with PROMPTS in its config and include_prompt set."""
-    shutil.copytree(source, folder)
-    config_path = folder / "config_sentence_transformers.json"
-    config = json.loads(config_path.read_text())
-    config.update(prompts=PROMPTS, default_prompt_name=default)
-    config_path.write_text(json.dumps(config))
-    pooling_path = folder / "1_Pooling" / "config.json"
-    pooling = json.loads(pooling_path.read_text())
-    pooling_path.write_text(json.dumps({**pooling, "include_prompt": include_prompt}))
-    return folder
 
 
 @pytest.fixture(scope="module", params=[True, False], ids=["include_prompt", "exclude_prompt"])
@@ -39,7 +21,7 @@ def prompted(
 ) -> Path:
     """The bundled model with prompts (default: passage), pooling with and without the prompt's tokens."""
     folder = tmp_path_factory.mktemp("prompted") / "model"
-    return _with_prompts(bundled_path, folder, include_prompt=request.param, default="passage")
+    return with_prompts(bundled_path, folder, include_prompt=request.param, default="passage")
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +83,7 @@ def test_unknown_prompt_name_lists_the_models_prompts(
 def test_read_prompts_of_plain_and_bad_folders(tmp_path: Path, bundled_path: Path) -> None:
     assert read_prompts(None) == Prompts()
     assert read_prompts(bundled_path) == Prompts({}, None, True)
-    bad = _with_prompts(bundled_path, tmp_path / "bad", include_prompt=True, default=None)
+    bad = with_prompts(bundled_path, tmp_path / "bad", include_prompt=True, default=None)
     config = json.loads((bad / "config_sentence_transformers.json").read_text())
     (bad / "config_sentence_transformers.json").write_text(json.dumps({**config, "default_prompt_name": "x"}))
     with pytest.raises(bertscope.ModelLoadError, match="default_prompt_name 'x'"):

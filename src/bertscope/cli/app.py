@@ -58,6 +58,13 @@ CombineOpt = Annotated[str, typer.Option("--combine", help="How several layers c
 LongOpt = Annotated[
     str, typer.Option("--long", help="Texts over the model's limit: truncate, window, error.")
 ]
+PromptNameOpt = Annotated[
+    str | None,
+    typer.Option("--prompt-name", help="One of the model's own prompts (default: its default prompt)."),
+]
+PromptOpt = Annotated[
+    str | None, typer.Option("--prompt", help='A prompt text put before every text ("" for none).')
+]
 StrideOpt = Annotated[
     int | None, typer.Option("--stride", help="Window step in tokens (default: half a window).")
 ]

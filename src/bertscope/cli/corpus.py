@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from ..errors import InvalidInput
-from .app import JsonOpt, ModelOpt, app, emit_json, err, out
+from .app import JsonOpt, ModelOpt, PromptNameOpt, PromptOpt, app, emit_json, err, out
 
 CORPUS_SUFFIXES = (".parquet", ".npy", ".db", ".sqlite", ".sqlite3")
 
@@ -49,10 +49,15 @@ def similar(
     post: Annotated[
         Path | None, typer.Option("--post", help="The post-processing file the store used.")
     ] = None,
+    prompt_name: PromptNameOpt = None,
+    prompt: PromptOpt = None,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Nearest stored texts by cosine (exact, in chunks: works on stores larger than memory).
+
+    The query is embedded the store's way; a store made with a passage prompt is searched with the
+    model's query prompt (--prompt-name/--prompt choose another).
 
     Examples: `bertscope similar "a storm hits the coast" --in docs.db --collection news -k 5`,
     `bertscope similar --id 42 --in corpus.parquet -k 5`
@@ -63,7 +68,10 @@ def similar(
         raise InvalidInput("name the store to search with --in FILE (.db, .parquet or .npy)")
     if (query is None) == (item_id is None):
         raise InvalidInput("give either a query text or --id ID")
-    hits = search(query, store, collection=collection, k=k, item_id=item_id, model=model, post=post)
+    hits = search(
+        query, store, collection=collection, k=k, item_id=item_id, model=model, post=post,
+        prompt_name=prompt_name, prompt=prompt,
+    )  # fmt: skip
     if as_json:
         emit_json([{"id": h.id, "score": h.score, "text": h.text} for h in hits])
         return

@@ -19,6 +19,8 @@ from .app import (
     LayersOpt,
     LongOpt,
     ModelOpt,
+    PromptNameOpt,
+    PromptOpt,
     QuantizeOpt,
     StrideOpt,
     ThreadsOpt,
@@ -29,6 +31,7 @@ from .app import (
     out,
     read_texts,
 )
+from .chunks import ChunkOverlapOpt, ChunkSizeOpt, ChunksOpt, LateOpt, print_chunks
 
 PoolingOpt = Annotated[
     str, typer.Option("--pooling", "-p", help="cls, pooler, mean, max, mean_sqrt_len, first_last_avg, auto.")
@@ -80,6 +83,12 @@ def embed(
     normalize: NormalizeOpt = None,
     long: LongOpt = "truncate",
     stride: StrideOpt = None,
+    prompt_name: PromptNameOpt = None,
+    prompt: PromptOpt = None,
+    chunks: ChunksOpt = None,
+    late: LateOpt = True,
+    chunk_size: ChunkSizeOpt = 128,
+    chunk_overlap: ChunkOverlapOpt = 0,
     tokens: Annotated[
         bool, typer.Option("--tokens", help="Token vectors instead of one vector per text.")
     ] = False,
@@ -111,12 +120,26 @@ def embed(
     `bertscope embed -i docs.jsonl --text-field body --id-field id -o docs.db --collection news`,
     `bertscope embed "a cat" --tokens --layers 0,6`,
     `bertscope embed -i 'dir/*.parquet' -o out_dir/ --engine ray --workers 4`,
-    `bertscope embed -i corpus.txt -o corpus.parquet --quantize int8` (faster on CPU, drift recorded)
+    `bertscope embed -i corpus.txt -o corpus.parquet --quantize int8` (faster on CPU, drift recorded),
+    `bertscope embed -i docs.txt --chunks sentence --late` (a vector per sentence of each line, in context),
+    `bertscope embed "what is late chunking?" --prompt-name query` (the model's own query prompt)
     """
-    if tokens and words:
-        raise InvalidInput("choose one of --tokens and --words")
+    if sum((tokens, words, chunks is not None)) > 1:
+        raise InvalidInput("choose one of --tokens, --words and --chunks")
     spec_options = dict(layers=layers, combine=combine, long=long, stride=stride)
-    pooled_options = dict(pooling=pooling, mask_special=mask_special, normalize=normalize, post=post)
+    prompts = dict(prompt_name=prompt_name, prompt=prompt)
+    pooled_options = dict(
+        pooling=pooling, mask_special=mask_special, normalize=normalize, post=post, **prompts
+    )
+    if chunks is not None and output is None:
+        chunk_options = {**spec_options, "long": None if long == "truncate" else long}
+        del pooled_options["post"]
+        print_chunks(
+            load_model(model, device, dtype, threads, backend, quantize), read_texts(texts, input_path),
+            as_json=as_json, chunks=chunks, late=late, size=chunk_size, overlap=chunk_overlap,
+            **chunk_options, **pooled_options,
+        )  # fmt: skip
+        return
     if engine not in ("local", "ray"):
         raise InvalidInput(f"--engine {engine!r}: choose local or ray")
     if engine == "ray":
@@ -231,6 +254,8 @@ def similarity(
     pooling: PoolingOpt = "auto",
     mask_special: MaskSpecialOpt = False,
     long: LongOpt = "truncate",
+    prompt_name: PromptNameOpt = None,
+    prompt: PromptOpt = None,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -242,8 +267,9 @@ def similarity(
         raise InvalidInput("similarity needs at least two texts")
     m = load_model(model)
     matrix = m.similarity(
-        texts, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, long=long
-    )
+        texts, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, long=long,
+        prompt_name=prompt_name, prompt=prompt,
+    )  # fmt: skip
     if as_json:
         emit_json({"texts": texts, "cosine": matrix})
         return

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CorpusError
+from ..prompts import query_prompt_name
 from ..similarity import Hit, TopK
 from .sinks import PARQUET_META_KEY
 
@@ -97,8 +98,14 @@ def search(
     model: Any = None,
     post: Any = None,
     chunk_size: int = 65536,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
 ) -> list[Hit]:
-    """Exact top-k cosine search of a stored output, by a query text, a vector, or a stored id."""
+    """Exact top-k cosine search of a stored output, by a query text, a vector, or a stored id.
+
+    A query text is embedded the store's way; a store made with a passage prompt is searched with the
+    model's query prompt where it has one (`prompt_name` / `prompt` choose another).
+    """
     if k < 1:
         raise CorpusError(f"k must be at least 1, got {k}")
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
@@ -107,7 +114,7 @@ def search(
     elif isinstance(query, np.ndarray):
         vector = query
     elif isinstance(query, str):
-        vector = _embed_query(query, opened.settings, model, post)
+        vector = _embed_query(query, opened.settings, model, post, prompt_name=prompt_name, prompt=prompt)
     else:
         raise CorpusError("give a query text, a vector, or a stored id to search with")
     top = TopK(vector, k, exclude=None if item_id is None else str(item_id))
@@ -116,7 +123,15 @@ def search(
     return top.hits
 
 
-def _embed_query(query: str, settings: dict[str, Any], model: Any, post: Any = None) -> np.ndarray:
+def _embed_query(
+    query: str,
+    settings: dict[str, Any],
+    model: Any,
+    post: Any = None,
+    *,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+) -> np.ndarray:
     """Embed a query with the same model, settings and post-processing the store was made with."""
     from ..model import Model, load
 
@@ -139,7 +154,12 @@ def _embed_query(query: str, settings: dict[str, Any], model: Any, post: Any = N
     options["layers"] = list(options["layers"]) if "layers" in options else None
     if options.get("pooling") == "first_last_avg":
         options.pop("layers")
-    return np.asarray(m.embed([query], post=post, **options).vectors[0])
+    if prompt_name is None and prompt is None:
+        prompt_name = query_prompt_name(settings, m.prompts)
+        prompt = None if prompt_name else settings.get("prompt", "")
+    return np.asarray(
+        m.embed([query], post=post, prompt_name=prompt_name, prompt=prompt, **options).vectors[0]
+    )
 
 
 def _parquet_chunks(path: Path, size: int) -> Iterator[Chunk]:

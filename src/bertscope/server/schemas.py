@@ -49,12 +49,14 @@ class _SpecFields(_LayerFields):
     pooling: Pooling = Field(Pooling.AUTO, description="Sentence pooling; auto is the model's own.")
     mask_special: bool = Field(False, description="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
     normalize: bool | None = Field(None, description="Unit-length vectors (null: the model's own choice).")
+    prompt_name: str | None = Field(
+        None, description="One of the model's own prompts (e.g. query); null: its default prompt, if any."
+    )
 
     def spec_options(self) -> dict[str, Any]:
         """The fields that `Model.spec` takes."""
-        return {
-            k: getattr(self, k) for k in ("layers", "combine", "pooling", "mask_special", "normalize", "long")
-        }
+        keys = ("layers", "combine", "pooling", "mask_special", "normalize", "long", "prompt_name")
+        return {k: getattr(self, k) for k in keys}
 
 
 class EmbedRequest(_SpecFields):

@@ -94,7 +94,8 @@ class Service:
         # Everything that can reject a request happens here, before the queue: a batch only gets good work.
         items = check_texts(texts)
         spec = self.model.spec(**options)
-        counts = [len(t) for t in self.model.tokenize(items, long=spec.long)]
+        prompted = [spec.prompt + text for text in items] if spec.prompt else items
+        counts = [len(t) for t in self.model.tokenize(prompted, long=spec.long)]
         return items, spec, counts
 
     async def on_worker(self, fn: Callable[[], Any]) -> Any:
