@@ -48,15 +48,18 @@ def test_naive_chunk_over_the_window_warns_and_bad_options_are_one_line() -> Non
     long_chunk = "Short one. Words " + " ".join(["word"] * 300) + "."
     warned = run_cli("embed", long_chunk, "--chunks", "sentence", "--naive", "--json")
     assert warned.returncode == 0 and "1 chunk(s) longer than 256 tokens were truncated" in warned.stderr
-    for args, needle in (
-        (["embed", DOC, "--prompt-name", "query"], "unknown prompt name 'query'; this model's prompts: none"),
-        (["embed", DOC, "--chunks", "pages"], "unknown chunking 'pages'; choose one of: sentence, paragraph"),
-        (["embed", DOC, "--chunks", "sentence", "--pooling", "cls"], "late chunking pools token vectors"),
-        (["embed", DOC, "--chunks", "tokens", "--chunk-overlap", "200"], "0 <= overlap < size"),
+    failed = run_cli("embed", DOC, "--prompt-name", "query")
+    assert failed.returncode == 1
+    assert "unknown prompt name 'query'; this model's prompts: none" in failed.stderr
+    assert "Traceback" not in failed.stderr and len(failed.stderr.strip().splitlines()) == 1
+    for args, error, needle in (
+        (["--chunks", "pages"], bertscope.InvalidSpec, "unknown chunking 'pages'; choose one of: sentence"),
+        (["--chunks", "sentence", "--pooling", "cls"], bertscope.InvalidSpec, "late chunking pools token"),
+        (["--chunks", "tokens", "--chunk-overlap", "200"], bertscope.InvalidSpec, "0 <= overlap < size"),
+        (["--chunks", "sentence", "--tokens"], bertscope.InvalidInput, "choose one of --tokens, --words"),
     ):
-        failed = run_cli(*args)
-        assert failed.returncode == 1 and needle in failed.stderr, failed.stderr
-        assert "Traceback" not in failed.stderr and len(failed.stderr.strip().splitlines()) == 1
+        result = runner.invoke(app, ["embed", DOC, *args])
+        assert isinstance(result.exception, error) and needle in str(result.exception), result.exception
 
 
 def test_a_passage_store_is_searched_with_the_query_prompt(bundled_path: Path, tmp_path: Path) -> None:

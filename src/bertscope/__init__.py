@@ -5,7 +5,7 @@ m = bertscope.load()                 # the bundled all-MiniLM-L6-v2
 m.static("bread"); m.anatomy("I am Sinan"); m.embed(["a cat", "a dog"], layers="-2")
 """
 
-from ._enums import Combine, LongText, Pooling, SubwordPooling
+from ._enums import Backend, Combine, DType, Engine, LongText, Pooling, Quantize, SubwordPooling
 from .anatomy import Anatomy
 from .engine import EmbedSpec
 from .errors import (
@@ -55,6 +55,10 @@ __all__ = [
     "Combine",
     "LongText",
     "SubwordPooling",
+    "Backend",
+    "Quantize",
+    "DType",
+    "Engine",
     "SUPPORTED",
     "BertscopeError",
     "ModelLoadError",

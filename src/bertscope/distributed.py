@@ -1,8 +1,9 @@
 """The Ray Data runner: the one engine in a pool of actors, for corpora too big or too slow for one machine.
 
 Ray reads the corpus (bertscope's own readers inside Ray read tasks, so ids equal the local job's),
-`map_batches` runs `Engine.sentences_once` in an actor pool (the model loaded once per actor) and a Ray
-datasink writes Parquet shards with the local Parquet sink's schema and metadata.
+`map_batches` runs a corpus level (`bertscope.io.levels`: sentence, token or word rows) in an actor pool
+(the model loaded once per actor) and a Ray datasink writes Parquet shards with the local Parquet sink's
+schema and metadata.
 
 Ids: a single input gives the local ids (line or row number, or --id-field); several inputs (a glob)
 give `<file stem>:<line or row>`, or the --id-field values as they are (unique across files is the
@@ -18,14 +19,13 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from ._enums import Level, Precision, SubwordPooling
 from .errors import CorpusError, InvalidInput
 from .io.job import JobSummary, _arg_of, job_settings
+from .io.levels import make_level, vector_columns
 from .io.readers import Record, read_corpus
-from .io.sinks import arrow_table, parquet_schema
+from .io.sinks import with_settings
 from .model import _CPU_TOKEN_BUDGET, _CUDA_TOKEN_BUDGET, Model
-from .post import apply_post, prepare_post
 
 __all__ = ["embed_dataset", "run_ray_job"]
 
@@ -44,7 +44,7 @@ def _ray() -> Any:
 
 
 class _Embedder:
-    """A Ray actor: loads the model once, then embeds Arrow batches through the one engine."""
+    """A Ray actor: loads the model once, then turns Arrow batches into a level's rows through the engine."""
 
     def __init__(
         self,
@@ -54,39 +54,19 @@ class _Embedder:
         threads: int,
         text_column: str,
         runtime: dict[str, Any],
-        post: Any,
+        level: dict[str, Any],
         options: dict[str, Any],
     ) -> None:
         from .model import load
 
         self.model = load(model, device=device, dtype=dtype, threads=threads, **runtime)
-        self.spec = self.model.spec(**options)
-        self.processor = prepare_post(post, self.spec.as_dict())
+        self.level = make_level(level.pop("level"), self.model, options=options, **level)
         self.text_column = text_column
-        # The width after post-processing, so that a batch of only empty texts still has typed columns.
-        self.dimension = self._embed(["a"]).vectors.shape[1]
-
-    def _embed(self, texts: list[str]) -> Any:
-        return apply_post(self.model.engine.sentences_once(texts, self.spec), self.processor)
+        self.level.empty()  # the typed columns of a batch of only empty texts, found once
 
     def __call__(self, batch: Any) -> Any:
-        """(rows) Arrow table -> the same rows with texts, plus embedding, n_tokens and truncated."""
-        import pyarrow as pa
-
-        texts = batch.column(self.text_column).to_pylist()
-        keep = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
-        if len(keep) < len(texts):  # empty texts are skipped, as the local job skips them
-            batch = batch.take(pa.array(keep, pa.int64()))
-            texts = [texts[i] for i in keep]
-        if texts:
-            result = self._embed(texts)
-            vectors, n_tokens, truncated = result.vectors, result.n_tokens, result.truncated
-        else:
-            vectors, n_tokens, truncated = np.zeros((0, self.dimension)), np.zeros(0), np.zeros(0)
-        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), pa.float32())
-        batch = batch.append_column("embedding", pa.FixedSizeListArray.from_arrays(flat, self.dimension))
-        batch = batch.append_column("n_tokens", pa.array(n_tokens.astype(np.int32)))
-        return batch.append_column("truncated", pa.array(truncated.astype(np.int32)))
+        """(rows) Arrow table -> the level's rows (sentence: the same rows plus the vector columns)."""
+        return self.level.embed_arrow(batch, self.text_column)
 
 
 def embed_dataset(
@@ -104,12 +84,18 @@ def embed_dataset(
     max_restarts: int | None = None,
     max_task_retries: int | None = None,
     post: Any = None,
+    level: Level | str = "sentence",
+    keep_text: bool = True,
+    precision: Precision | str = "float32",
+    subword: SubwordPooling | str = "mean",
     **options: Any,
 ) -> Any:
     """A Ray Dataset with `embedding` (fixed-size float32 list), `n_tokens` and `truncated` columns added.
 
-    Options (`layers`, `pooling`, `combine`, ...) are those of `Model.embed`; rows with an empty text are
-    dropped. `batch_size` (rows per actor call) defaults to a quarter of the engine's token budget, so
+    With `level="tokens"` or `"words"` the rows are those of the local job's level (the dataset needs an
+    `id` column); see `bertscope.io.levels`. Options (`layers`, `pooling`, `combine`, ...) are those of
+    `Model.embed`; rows with an empty text are dropped. `batch_size` (rows per actor call) defaults to a
+    quarter of the engine's token budget, so
     each call fills a few token-budgeted forward batches. A failed actor is restarted and its tasks
     retried by Ray (`max_restarts`, `max_task_retries`; Ray's default -1 is without limit).
     """
@@ -132,7 +118,13 @@ def embed_dataset(
             "threads": max(1, int(cpus_per_worker)),
             "text_column": text_column,
             "runtime": {"backend": backend, "quantize": quantize},
-            "post": post,
+            "level": {
+                "level": level,
+                "post": post,
+                "keep_text": keep_text,
+                "precision": precision,
+                "subword": subword,
+            },
             "options": options,
         },
         num_cpus=cpus_per_worker,
@@ -174,6 +166,9 @@ def run_ray_job(
     batch_size: int | None = None,
     post: Any = None,
     progress: bool = True,
+    level: Level | str = "sentence",
+    precision: Precision | str = "float32",
+    subword: SubwordPooling | str = "mean",
     **options: Any,
 ) -> JobSummary:
     """Embed a corpus (a file, a glob or a list of texts) into Parquet shards `OUTPUT/part-*.parquet`."""
@@ -187,10 +182,10 @@ def run_ray_job(
     # The driver loads the model (CPU) only to check the options and to write the same provenance.
     # With int8 or onnxruntime this also exports the model once, so the actors find it in the cache.
     m = load(model, device="cpu", dtype=dtype, backend=backend, quantize=quantize)
-    spec = m.spec(**options)
-    processor = prepare_post(post, spec.as_dict())
-    recorded = {**spec.as_dict(), **({"post": processor.describe()} if processor else {})}
-    settings = job_settings(m, recorded, model)
+    how = {"post": post, "keep_text": keep_text, "precision": precision, "subword": subword}
+    rows_of = make_level(level, m, options=options, **how)
+    settings = job_settings(m, rows_of.recorded(), model)
+    schema = with_settings(rows_of.empty(), settings).schema
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = progress
@@ -203,16 +198,16 @@ def run_ray_job(
     )
     embedded = embed_dataset(
         corpus, model=model, workers=workers, device=device, dtype=dtype, backend=backend, quantize=quantize,
-        batch_size=rows,
-        post=post, **options,
+        batch_size=rows, level=level, **how, **options,
     )  # fmt: skip
-    embedded.write_datasink(_shard_sink(out, settings, keep_text), ray_remote_args={"num_cpus": _IO_CPUS})
+    embedded.write_datasink(_shard_sink(out, schema), ray_remote_args={"num_cpus": _IO_CPUS})
     summary = JobSummary(output=out, files=sorted(out.glob("part-*.parquet")))
+    vectors = set(vector_columns(schema))
     for shard in summary.files:
-        counts = pq.read_table(shard, columns=["n_tokens", "truncated"])
-        summary.embedded += counts.num_rows
-        summary.tokens += int(counts.column("n_tokens").to_numpy().sum())
-        summary.truncated += int(np.count_nonzero(counts.column("truncated").to_numpy()))
+        counts = rows_of.tally(pq.read_table(shard, columns=[n for n in schema.names if n not in vectors]))
+        summary.embedded += counts[0]
+        summary.tokens += counts[1]
+        summary.truncated += counts[2]
     summary.seconds = time.perf_counter() - start
     return summary
 
@@ -274,7 +269,7 @@ def _prefix(source: Any, several: bool, id_field: str | None) -> str:
     return f"{Path(source).stem}:" if several and id_field is None else ""
 
 
-def _shard_sink(out: Path, settings: dict[str, Any], keep_text: bool) -> Any:
+def _shard_sink(out: Path, schema: Any) -> Any:
     """A Ray datasink: each write task writes one shard `part-<task>.parquet` with the local schema."""
     from ray.data import Datasink
     from ray.data.block import BlockAccessor
@@ -290,27 +285,15 @@ def _shard_sink(out: Path, settings: dict[str, Any], keep_text: bool) -> Any:
             for block in blocks:
                 table = BlockAccessor.for_block(block).to_arrow()
                 if table.num_rows:
-                    shard = _shard_table(table, settings, keep_text)
-                    writer = writer or pq.ParquetWriter(tmp, shard.schema)
+                    # The level's columns in its order and types (extra input columns dropped), settings kept.
+                    shard = table.select(schema.names).cast(schema)
+                    writer = writer or pq.ParquetWriter(tmp, schema)
                     writer.write_table(shard)
             if writer is not None:
                 writer.close()
                 os.replace(tmp, part)
 
     return BertscopeShards()
-
-
-def _shard_table(table: Any, settings: dict[str, Any], keep_text: bool) -> Any:
-    """(rows) id, text, embedding, n_tokens, truncated -> the local Parquet sink's table and metadata."""
-    column = table.column("embedding").combine_chunks()
-    dimension = column.type.list_size
-    vectors = np.asarray(column.flatten()).reshape(-1, dimension)
-    texts = table.column("text").to_pylist()
-    records = [Record(i, t, 0) for i, t in zip(table.column("id").to_pylist(), texts, strict=True)]
-    schema = parquet_schema(settings, dimension, keep_text=keep_text)
-    n_tokens = np.asarray(table.column("n_tokens"))
-    truncated = np.asarray(table.column("truncated"))
-    return arrow_table(schema, records, vectors, n_tokens, truncated, keep_text)
 
 
 def _reader(source: Any, text_field: str, id_field: str | None, prefix: str, rows: int) -> Any:

@@ -19,9 +19,11 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._enums import Combine, LongText, Pooling
+from .errors import InvalidSpec
 from .families import Family
 from .layers import combine_layers
 from .pooling import pool_sentences
+from .prompts import prepend
 from .results import SentenceEmbeddings
 from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
 
@@ -124,6 +126,11 @@ class Engine:
         self, texts: Iterable[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
     ) -> Iterator[SentenceEmbeddings]:
         """Sentence vectors chunk by chunk, in input order; memory is bounded by the chunk size."""
+        if spec.combine is Combine.STACK and len(spec.layers) > 1:
+            raise InvalidSpec(
+                "combine='stack' keeps each layer's vector apart, which only token and word rows store "
+                "(level='tokens' or 'words'); pool sentence vectors with combine mean, sum or concat"
+            )
         start = 0
         for chunk in _chunks(texts, self.chunk_size):
             tokens = self._fit(chunk, spec, start)
@@ -188,7 +195,7 @@ class Engine:
             start += len(chunk)
 
     def _fit(self, chunk: Sequence[str], spec: EmbedSpec, start: int) -> list[Tokens]:
-        encoded = self.tokenizer.encode([spec.prompt + text for text in chunk] if spec.prompt else chunk)
+        encoded = self.tokenizer.encode(prepend(spec.prompt, chunk) if spec.prompt else chunk)
         return [self.tokenizer.fit(t, spec.long, index=start + i) for i, t in enumerate(encoded)]
 
     def _segments(self, tokens: Sequence[Tokens], spec: EmbedSpec) -> list[_Segment]:

@@ -62,10 +62,11 @@ def _one(part: str, count: int, spec: object, allowed: str) -> list[int]:
 
 
 def combine_layers(selected: Sequence[torch.Tensor], combine: Combine) -> torch.Tensor:
-    """One (batch, tokens, d or d*k) tensor from k selected (batch, tokens, d) layers."""
+    """One (batch, tokens, d or d*k) tensor from k selected (batch, tokens, d) layers (stack: d*k)."""
     if len(selected) == 1:
         return selected[0]
-    if combine is Combine.CONCAT:
+    if combine in (Combine.CONCAT, Combine.STACK):
+        # Stack is concat here; the corpus levels split the (.., k*d) rows back into k per-layer vectors.
         return torch.cat(list(selected), dim=-1)
     stacked = torch.stack(list(selected), dim=0)
     return stacked.sum(dim=0) if combine is Combine.SUM else stacked.mean(dim=0)

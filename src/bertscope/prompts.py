@@ -10,13 +10,14 @@ tokenizing the prompt alone) are left out of pooling.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import InvalidSpec, ModelLoadError
 
-__all__ = ["Prompts", "Prompt", "read_prompts", "query_prompt_name"]
+__all__ = ["Prompts", "Prompt", "read_prompts", "query_prompt_name", "prepend"]
 
 # Names under which models ship the prompt for the stored side of a search.
 _PASSAGE_NAMES = ("passage", "document", "doc", "corpus", "retrieval.passage")
@@ -63,6 +64,11 @@ class Prompts:
             )
         text = self.prompts[name]
         return Prompt(name, text, self.include_prompt) if text else None
+
+
+def prepend(prompt: str, texts: Sequence[Any]) -> list[Any]:
+    """Texts with the prompt put before each (before A of an (A, B) pair), as sentence-transformers does."""
+    return [(prompt + t[0], t[1]) if isinstance(t, tuple) else prompt + t for t in texts]
 
 
 def read_prompts(path: Path | None) -> Prompts:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ..errors import InvalidInput
@@ -45,6 +46,12 @@ def similar(
         str | None, typer.Option("--collection", "-c", help="Collection in a .db file.")
     ] = None,
     item_id: Annotated[str | None, typer.Option("--id", help="Search with a stored item's vector.")] = None,
+    word: Annotated[
+        str | None, typer.Option("--word", help="A token or word store: the occurrences of this word.")
+    ] = None,
+    context: Annotated[
+        str | None, typer.Option("--context", help="With --word: rank occurrences by the sense it has here.")
+    ] = None,
     k: Annotated[int, typer.Option("-k", help="How many results.")] = 5,
     post: Annotated[
         Path | None, typer.Option("--post", help="The post-processing file the store used.")
@@ -60,14 +67,21 @@ def similar(
     model's query prompt (--prompt-name/--prompt choose another).
 
     Examples: `bertscope similar "a storm hits the coast" --in docs.db --collection news -k 5`,
-    `bertscope similar --id 42 --in corpus.parquet -k 5`
+    `bertscope similar --id 42 --in corpus.parquet -k 5`,
+    `bertscope similar --in tokens.parquet --word bank --context "we sat on the bank of the river" -k 10`
+    (a store made with `embed --tokens` or `--words`; `--word bank` alone lists its occurrences)
     """
     from ..io.stores import search
 
     if str(store) == "-":
         raise InvalidInput("name the store to search with --in FILE (.db, .parquet or .npy)")
+    if word is not None or context is not None:
+        if word is None or query is not None or item_id is not None:
+            raise InvalidInput("--context goes with --word (and no query text or --id)")
+        _occurrences(store, word, context, k, model, as_json)
+        return
     if (query is None) == (item_id is None):
-        raise InvalidInput("give either a query text or --id ID")
+        raise InvalidInput("give either a query text or --id ID (or --word WORD for a token store)")
     hits = search(
         query, store, collection=collection, k=k, item_id=item_id, model=model, post=post,
         prompt_name=prompt_name, prompt=prompt,
@@ -78,6 +92,30 @@ def similar(
     table = Table("rank", "id", "cosine", "text", title=f"nearest to {query or 'id ' + str(item_id)!r}")
     for rank, hit in enumerate(hits, 1):
         table.add_row(str(rank), hit.id, f"{hit.score:.4f}", hit.text or "")
+    out.print(table)
+
+
+def _occurrences(
+    store: Path, word: str, context: str | None, k: int, model: str | None, as_json: bool
+) -> None:
+    from ..io.occurrences import search_occurrences
+
+    found = search_occurrences(store, word=word, context=context, k=k, model=model)
+    if as_json:
+        emit_json(
+            {
+                "word": word,
+                "context": context,
+                "total": found.total,
+                "hits": [h.__dict__ for h in found.hits],
+            }
+        )
+        return
+    what = f"{word!r} nearest to its use in {context!r}" if context else f"occurrences of {word!r}"
+    table = Table("rank", "id", "span", "cosine", "snippet", title=f"{what} ({found.total} in the store)")
+    for rank, hit in enumerate(found.hits, 1):
+        score = "" if hit.score is None else f"{hit.score:.4f}"
+        table.add_row(str(rank), hit.id, f"{hit.start}-{hit.end}", score, escape(hit.snippet))
     out.print(table)
 
 

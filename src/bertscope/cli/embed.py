@@ -9,12 +9,14 @@ import numpy as np
 import typer
 from rich.table import Table
 
+from .._enums import Engine
 from ..errors import InvalidInput
 from .app import (
     BackendOpt,
     CombineOpt,
     DeviceOpt,
     DtypeOpt,
+    EngineOpt,
     JsonOpt,
     LayersOpt,
     LongOpt,
@@ -98,6 +100,9 @@ def embed(
     subword: Annotated[
         str, typer.Option("--subword", help="Word pieces to word: first, last, mean, first_last.")
     ] = "mean",
+    precision: Annotated[
+        str, typer.Option("--precision", help="Stored vectors: float32 (exact) or float16 (half the size).")
+    ] = "float32",
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
@@ -105,9 +110,7 @@ def embed(
     backend: BackendOpt = "auto",
     quantize: QuantizeOpt = "none",
     as_json: JsonOpt = False,
-    engine: Annotated[
-        str, typer.Option("--engine", help="local, or ray (Ray Data; -o names a folder of shards).")
-    ] = "local",
+    engine: EngineOpt = "local",
     workers: Annotated[int, typer.Option("--workers", help="Ray actors, each with its own model.")] = 2,
     address: Annotated[
         str | None, typer.Option("--address", help="Ray cluster to join (auto: the running one).")
@@ -119,6 +122,8 @@ def embed(
     `bertscope embed -i corpus.txt -o corpus.parquet`,
     `bertscope embed -i docs.jsonl --text-field body --id-field id -o docs.db --collection news`,
     `bertscope embed "a cat" --tokens --layers 0,6`,
+    `bertscope embed -i corpus.txt -o tok.parquet --tokens --layers 4,6 --combine stack --precision float16`
+    (one row per token, resumable with --resume; --words for one row per word),
     `bertscope embed -i 'dir/*.parquet' -o out_dir/ --engine ray --workers 4`,
     `bertscope embed -i corpus.txt -o corpus.parquet --quantize int8` (faster on CPU, drift recorded),
     `bertscope embed -i docs.txt --chunks sentence --late` (a vector per sentence of each line, in context),
@@ -126,40 +131,47 @@ def embed(
     """
     if sum((tokens, words, chunks is not None)) > 1:
         raise InvalidInput("choose one of --tokens, --words and --chunks")
-    spec_options = dict(layers=layers, combine=combine, long=long, stride=stride)
+    spec_options: dict[str, Any] = dict(layers=layers, combine=combine, long=long, stride=stride)
     prompts = dict(prompt_name=prompt_name, prompt=prompt)
     pooled_options = dict(
         pooling=pooling, mask_special=mask_special, normalize=normalize, post=post, **prompts
     )
+    level = "tokens" if tokens else "words" if words else "chunks" if chunks else "sentence"
+    chunk_options = dict(chunks=chunks, late=late, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    if chunks is not None:
+        # Late chunks see every token (windows); chunks embedded alone are cut at the window, reported.
+        spec_options["long"] = None if long == "truncate" else long
     if chunks is not None and output is None:
-        chunk_options = {**spec_options, "long": None if long == "truncate" else long}
         del pooled_options["post"]
         print_chunks(
             load_model(model, device, dtype, threads, backend, quantize), read_texts(texts, input_path),
             as_json=as_json, chunks=chunks, late=late, size=chunk_size, overlap=chunk_overlap,
-            **chunk_options, **pooled_options,
+            **spec_options, **pooled_options,
         )  # fmt: skip
         return
-    if engine not in ("local", "ray"):
-        raise InvalidInput(f"--engine {engine!r}: choose local or ray")
-    if engine == "ray":
-        if output is None or not (texts or input_path) or tokens or words or resume or skip_bad or collection:
+    # Token and word rows are not pooled: only their own options go to the corpus job.
+    row_options: dict[str, Any] = {**pooled_options, "precision": precision}
+    if level == "chunks":
+        row_options.update(chunk_options)
+    elif level != "sentence":
+        row_options = {"precision": precision, "subword": subword}
+    if engine is Engine.RAY:
+        if output is None or not (texts or input_path) or resume or skip_bad or collection:
             raise InvalidInput(
                 "--engine ray runs corpus jobs only: -i/texts and -o FOLDER, no --resume/--skip-bad"
             )
         from ..distributed import run_ray_job
 
-        options: dict[str, Any] = {**spec_options, **pooled_options}
         summary = run_ray_job(
             texts or str(input_path), output, model=model, device=device, dtype=dtype, backend=backend,
             quantize=quantize, workers=workers,
             address=address, text_field=text_field, id_field=id_field, keep_text=not no_text,
-            overwrite=overwrite, progress=not quiet, **options,
+            overwrite=overwrite, progress=not quiet, level=level, **spec_options, **row_options,
         )  # fmt: skip
         if not quiet:
             err.print(summary.line(), highlight=False)
         return
-    if output is not None and not (tokens or words):
+    if output is not None:
         from .corpus import run_job
 
         run_job(
@@ -168,6 +180,7 @@ def embed(
             output,
             quiet=quiet,
             model=load_model(model, device, dtype, threads, backend, quantize),
+            level=level,
             text_field=text_field,
             id_field=id_field,
             collection=collection,
@@ -177,13 +190,13 @@ def embed(
             keep_text=not no_text,
             batch_size=batch_size,
             **spec_options,
-            **pooled_options,
+            **row_options,
         )
         return
     items = read_texts(texts, input_path)
     m = load_model(model, device, dtype, threads, backend, quantize)
     if tokens or words:
-        _per_piece(m, items, words=words, subword=subword, output=output, as_json=as_json, **spec_options)
+        _per_piece(m, items, words=words, subword=subword, as_json=as_json, **spec_options)
         return
     result = m.embed(items, **spec_options, **pooled_options)
     if result.n_truncated:
@@ -211,18 +224,9 @@ def embed(
     out.print(f"spec: {result.spec}", highlight=False)
 
 
-def _per_piece(
-    m: Any, items: list[str], *, words: bool, subword: str, output: Path | None, as_json: bool, **options: Any
-) -> None:
+def _per_piece(m: Any, items: list[str], *, words: bool, subword: str, as_json: bool, **options: Any) -> None:
     results = m.embed_words(items, subword=subword, **options) if words else m.embed_tokens(items, **options)
     labels = [(r.words if words else r.tokens) for r in results]
-    if output is not None:
-        _save_npy(output, np.concatenate([r.vectors for r in results]))
-        Path(str(output) + ".labels.txt").write_text(
-            "".join(f"{i}\t{label}\n" for i, row in enumerate(labels) for label in row)
-        )
-        err.print(f"wrote {sum(map(len, labels))} vectors to {output} (labels in {output}.labels.txt)")
-        return
     if as_json:
         key = "words" if words else "tokens"
         emit_json(
@@ -281,11 +285,3 @@ def similarity(
 
 def _short(text: str, width: int = 50) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _save_npy(path: Path, vectors: np.ndarray) -> None:
-    if not path.parent.exists():
-        raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
-    if path.suffix != ".npy":
-        raise InvalidInput(f"{path}: write vectors to a .npy file (corpus outputs come with `embed_corpus`)")
-    np.save(path, vectors.astype(np.float32, copy=False))

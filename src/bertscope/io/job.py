@@ -13,8 +13,9 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from .._enums import Level, Precision, SubwordPooling
 from ..errors import BertscopeError, CorpusError
-from ..post import apply_post, prepare_post
+from .levels import make_level
 from .readers import Record, Rejects, read_corpus
 from .sinks import open_sink
 
@@ -62,7 +63,10 @@ class JobSummary:
 def job_settings(model: Any, spec_dict: dict[str, Any], model_arg: str | None) -> dict[str, Any]:
     """The provenance stored with every output: model, how to reload it, how it ran, the embedding spec."""
     info = model.info()
-    runtime = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize}
+    runtime = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize, "mode": info.mode}
+    if info.fast:
+        # The choice and its bound, not the measured speeds: a resumed job compares these settings.
+        runtime["fast"] = {key: info.fast[key] for key in ("chosen", "min_cosine")}
     settings = {"model": info.source, "model_arg": model_arg, **runtime, **spec_dict}
     # The JSON round trip makes what is compared now equal what was stored (tuples become lists).
     return json.loads(json.dumps(settings))
@@ -73,6 +77,7 @@ def embed_corpus(
     output: str | Path,
     *,
     model: Any = None,
+    level: Level | str = "sentence",
     text_field: str = "text",
     id_field: str | None = None,
     collection: str | None = None,
@@ -83,18 +88,25 @@ def embed_corpus(
     batch_size: int = 1024,
     progress: bool | None = None,
     post: Any = None,
+    precision: Precision | str = "float32",
+    subword: SubwordPooling | str = "mean",
     **options: Any,
 ) -> JobSummary:
-    """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded."""
+    """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded.
+
+    `level` is what a row is: "sentence" (one vector per text), "tokens" (one row per word piece) or
+    "words" (pieces pooled by `subword`); see `bertscope.io.levels`. `combine="stack"` keeps each layer
+    of a token or word row in its own `layer_N` column; `precision="float16"` halves the stored size.
+    """
     from ..model import Model, load
     from ..progress import progress_callback
 
     model_arg = None if model is None or isinstance(model, Model) else str(model)
     m = model if isinstance(model, Model) else load(model_arg)
-    spec = m.spec(**options)
-    processor = prepare_post(post, spec.as_dict())
-    recorded = {**spec.as_dict(), **({"post": processor.describe()} if processor else {})}
-    settings = job_settings(m, recorded, model_arg if not isinstance(model, Model) else _arg_of(m))
+    rows_of = make_level(
+        level, m, options=options, post=post, keep_text=keep_text, precision=precision, subword=subword
+    )
+    settings = job_settings(m, rows_of.recorded(), model_arg if not isinstance(model, Model) else _arg_of(m))
     rejects = Rejects()
     records = read_corpus(
         input_path, text_field=text_field, id_field=id_field, skip_bad=skip_bad, rejects=rejects
@@ -117,13 +129,11 @@ def embed_corpus(
         for batch in _batches(records, batch_size):
             todo = sink.pending(batch)
             if todo:
-                result = apply_post(
-                    m.engine.sentences_once([r.text for r in todo], spec, on_batch=on_batch), processor
-                )
-                sink.write(todo, result.vectors, result.n_tokens, result.truncated)
-                summary.embedded += len(todo)
-                summary.tokens += int(result.n_tokens.sum())
-                summary.truncated += result.n_truncated
+                rows = rows_of.embed(todo, on_batch=on_batch)
+                sink.write(todo, rows)
+                summary.embedded += rows.texts
+                summary.tokens += rows.tokens
+                summary.truncated += rows.truncated
             if stop.is_set():
                 summary.seconds = time.perf_counter() - start
                 raise JobInterrupted(

@@ -12,21 +12,24 @@ import os
 import shutil
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import CorpusError
 from .readers import Record
 
-__all__ = ["Sink", "open_sink", "SUPPORTED_OUTPUTS", "PARQUET_META_KEY"]
+if TYPE_CHECKING:
+    from .levels import Rows
+
+__all__ = ["Sink", "open_sink", "with_settings", "npy_parts", "SUPPORTED_OUTPUTS", "PARQUET_META_KEY"]
 
 SUPPORTED_OUTPUTS = (".parquet", ".npy", ".db / .sqlite")
 PARQUET_META_KEY = b"bertscope"
 
 
 class Sink(ABC):
-    """Where a corpus job writes; `done` rows are already safe on disk (resume skips them)."""
+    """Where a corpus job writes; `done` records are already safe on disk (resume skips them)."""
 
     path: Path
     done: int = 0
@@ -40,10 +43,8 @@ class Sink(ABC):
         return records
 
     @abstractmethod
-    def write(
-        self, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray
-    ) -> None:
-        """Store one batch atomically."""
+    def write(self, records: list[Record], rows: Rows) -> None:
+        """Store one batch of a level's rows atomically."""
 
     @abstractmethod
     def finish(self) -> list[Path]:
@@ -63,12 +64,18 @@ def open_sink(
     overwrite: bool = False,
     keep_text: bool = True,
 ) -> Sink:
-    """The sink for an output path, by its suffix, checked against resume/overwrite."""
+    """The sink for an output path, by its suffix, checked against resume/overwrite and the level."""
     path = Path(path)
     if not path.parent.exists():
         raise CorpusError(f"cannot write {path}: the folder {path.parent} does not exist")
     suffix = path.suffix.lower()
+    level = settings.get("level", "sentence")
     if suffix in (".db", ".sqlite", ".sqlite3"):
+        if level != "sentence":
+            raise CorpusError(
+                f"{path}: an SQLite collection holds one vector per text; "
+                f"write {level} rows to .parquet or .npy"
+            )
         from .sqlite_store import SqliteSink
 
         return SqliteSink(
@@ -83,21 +90,22 @@ def open_sink(
             f"{path}: unknown output type {suffix or '(none)'}; supported: {', '.join(SUPPORTED_OUTPUTS)}"
         )
     sink_type = ParquetSink if suffix == ".parquet" else NpySink
-    return sink_type(path, settings=settings, resume=resume, overwrite=overwrite, keep_text=keep_text)
+    return sink_type(path, settings=settings, resume=resume, overwrite=overwrite)
 
 
 class _PartsSink(Sink):
-    """Numbered part files in `<output>.parts/`, joined into the output by `finish`."""
+    """Numbered part files in `<output>.parts/`, joined into the output by `finish`.
+
+    A part counts once its `.done` marker (holding how many records it covers) is written, last of its
+    files: a job killed mid-part redoes that part and no other.
+    """
 
     suffix = ""
 
-    def __init__(
-        self, path: Path, *, settings: dict[str, Any], resume: bool, overwrite: bool, keep_text: bool
-    ) -> None:
+    def __init__(self, path: Path, *, settings: dict[str, Any], resume: bool, overwrite: bool) -> None:
         self.path = path
         self.parts = path.with_name(path.name + ".parts")
         self.settings = settings
-        self.keep_text = keep_text
         state = self.parts / "settings.json"
         if overwrite:
             shutil.rmtree(self.parts, ignore_errors=True)
@@ -120,9 +128,10 @@ class _PartsSink(Sink):
             )
         self.parts.mkdir(exist_ok=True)
         _atomic_write_text(state, json.dumps(settings, sort_keys=True))
-        self.files = sorted(self.parts.glob(f"part-*{self.suffix}"))
-        self.done = sum(self._rows(f) for f in self.files)
-        self.dimension: int | None = None
+        self.files: list[Path] = []
+        while (part := self._next_part()).with_suffix(".done").exists():
+            self.files.append(part)
+            self.done += int(part.with_suffix(".done").read_text())
 
     def outputs(self) -> list[Path]:
         """The files a finished job consists of."""
@@ -131,12 +140,10 @@ class _PartsSink(Sink):
     def _next_part(self) -> Path:
         return self.parts / f"part-{len(self.files):06d}{self.suffix}"
 
-    @abstractmethod
-    def _rows(self, part: Path) -> int: ...
-
-    def _committed(self, part: Path, rows: int) -> None:
+    def _committed(self, part: Path, records: int) -> None:
+        _atomic_write_text(part.with_suffix(".done"), str(records))
         self.files.append(part)
-        self.done += rows
+        self.done += records
 
     def _cleanup(self) -> None:
         shutil.rmtree(self.parts, ignore_errors=True)
@@ -147,30 +154,17 @@ class _PartsSink(Sink):
 
 
 class ParquetSink(_PartsSink):
-    """id, text (optional), embedding (fixed-size float32 list), n_tokens, truncated; settings in metadata."""
+    """The level's columns (sentence: id, text, embedding, n_tokens, truncated); settings in metadata."""
 
     suffix = ".parquet"
 
-    def _schema(self, dimension: int) -> Any:
-        return parquet_schema(self.settings, dimension, keep_text=self.keep_text)
-
-    def _rows(self, part: Path) -> int:
+    def write(self, records: list[Record], rows: Rows) -> None:
+        """Write one part file (temporary name, then rename, then its marker)."""
         import pyarrow.parquet as pq
 
-        return int(pq.ParquetFile(part).metadata.num_rows)
-
-    def write(
-        self, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray
-    ) -> None:
-        """Write one part file (temporary name, then rename)."""
-        import pyarrow.parquet as pq
-
-        table = arrow_table(
-            self._schema(vectors.shape[1]), records, vectors, n_tokens, truncated, self.keep_text
-        )
         part = self._next_part()
         tmp = part.with_suffix(".tmp")
-        pq.write_table(table, tmp)
+        pq.write_table(with_settings(rows.table, self.settings), tmp)
         os.replace(tmp, part)
         self._committed(part, len(records))
 
@@ -195,97 +189,100 @@ class ParquetSink(_PartsSink):
 
 
 class NpySink(_PartsSink):
-    """A float32 .npy matrix (memory-mappable) with `<stem>.ids.txt` and `<stem>.settings.json` beside it."""
+    """A .npy matrix (memory-mappable) with its labels and `<stem>.settings.json` beside it.
+
+    Sentences: (texts, d) with `<stem>.ids.txt`. Token and word rows: (rows, d), or (rows, layers, d) for
+    combine="stack", with `<stem>.rows.jsonl` (one JSON object per row: id, position, token, span ...).
+    """
 
     suffix = ".npy"
 
+    @property
+    def labels_suffix(self) -> str:
+        """Where the row labels go: ids for sentences, JSON lines for the other levels."""
+        return ".ids.txt" if self.settings.get("level", "sentence") == "sentence" else ".rows.jsonl"
+
     def outputs(self) -> list[Path]:
-        """The matrix, its ids and its settings."""
-        return [self.path, self.path.with_suffix(".ids.txt"), self.path.with_suffix(".settings.json")]
+        """The matrix, its labels and its settings."""
+        return [self.path, self.path.with_suffix(self.labels_suffix), self.path.with_suffix(".settings.json")]
 
-    def _rows(self, part: Path) -> int:
-        return int(np.load(part, mmap_mode="r").shape[0])
-
-    def write(
-        self, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray
-    ) -> None:
-        """Write one part (vectors and ids), each to a temporary name then renamed; ids land last."""
+    def write(self, records: list[Record], rows: Rows) -> None:
+        """Write one part (vectors and labels), each to a temporary name then renamed; the marker last."""
         broken = next((r for r in records if "\n" in r.id or "\r" in r.id), None)
-        if broken is not None:
+        if broken is not None and self.labels_suffix == ".ids.txt":
             raise CorpusError(
                 f"id {broken.id!r} (line {broken.line}) holds a line break, which the .ids.txt beside a .npy "
                 "cannot keep; write to .parquet or .db, or use other ids"
             )
+        vectors, labels = npy_parts(rows.table)
         part = self._next_part()
         tmp = part.with_name(part.name + ".tmp")
         with tmp.open("wb") as handle:
-            np.save(handle, vectors.astype(np.float32, copy=False))
-        _atomic_write_text(part.with_suffix(".ids.txt"), "".join(r.id + "\n" for r in records))
+            np.save(handle, vectors)
+        _atomic_write_text(part.with_suffix(self.labels_suffix), labels)
         os.replace(tmp, part)
         self._committed(part, len(records))
 
     def finish(self) -> list[Path]:
-        """Join the parts into one .npy (streamed through a memory map) and write ids and settings."""
-        dims = {int(np.load(p, mmap_mode="r").shape[1]) for p in self.files}
-        dimension = dims.pop() if dims else 0
+        """Join the parts into one .npy (streamed through a memory map) and write labels and settings."""
+        blocks = [np.load(p, mmap_mode="r") for p in self.files]
+        shapes = {b.shape[1:] for b in blocks}
+        shape = shapes.pop() if shapes else (0,)
+        dtype = blocks[0].dtype if blocks else np.float32
+        total = sum(len(b) for b in blocks)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        matrix = np.lib.format.open_memmap(tmp, mode="w+", dtype=np.float32, shape=(self.done, dimension))
+        matrix = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(total, *shape))
         row = 0
-        with self.path.with_suffix(".ids.txt.tmp").open("w") as ids_out:
-            for part in self.files:
-                block = np.load(part, mmap_mode="r")
+        labels = self.path.with_suffix(self.labels_suffix)
+        with labels.with_name(labels.name + ".tmp").open("w") as labels_out:
+            for part, block in zip(self.files, blocks, strict=True):
                 matrix[row : row + len(block)] = block
                 row += len(block)
-                ids_out.write(part.with_suffix(".ids.txt").read_text())
+                labels_out.write(part.with_suffix(self.labels_suffix).read_text())
         matrix.flush()
-        del matrix
+        del matrix, blocks
         os.replace(tmp, self.path)
-        os.replace(self.path.with_suffix(".ids.txt.tmp"), self.path.with_suffix(".ids.txt"))
+        os.replace(labels.with_name(labels.name + ".tmp"), labels)
         _atomic_write_text(
             self.path.with_suffix(".settings.json"),
-            json.dumps({**self.settings, "dimension": dimension}, indent=2),
+            json.dumps({**self.settings, "dimension": int(shape[-1])}, indent=2),
         )
         self._cleanup()
         return self.outputs()
 
 
-def parquet_schema(settings: dict[str, Any], dimension: int, *, keep_text: bool) -> Any:
-    """The Parquet output's schema (id, text?, embedding, n_tokens, truncated), settings in metadata."""
+def with_settings(table: Any, settings: dict[str, Any]) -> Any:
+    """The table with the job's settings (and its vector width) in the schema metadata."""
+    widths = [f.type.list_size for f in table.schema if _is_vector(f.type)]
+    meta = {PARQUET_META_KEY: json.dumps({**settings, "dimension": widths[0] if widths else 0}).encode()}
+    return table.replace_schema_metadata(meta)
+
+
+def npy_parts(table: Any) -> tuple[np.ndarray, str]:
+    """(vectors, labels) of a level's rows for the .npy sink: ids per line for sentences, else JSON lines.
+
+    Several vector columns (combine="stack") become one (rows, layers, d) block.
+    """
+    names = [f.name for f in table.schema if _is_vector(f.type)]
+    blocks = [_matrix(table.column(n)) for n in names]
+    vectors = blocks[0] if len(blocks) == 1 else np.stack(blocks, axis=1)
+    if "n_tokens" in table.column_names:
+        return vectors, "".join(i + "\n" for i in table.column("id").to_pylist())
+    rows = table.drop_columns(names).to_pylist()
+    return vectors, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+
+
+def _is_vector(kind: Any) -> bool:
     import pyarrow as pa
 
-    fields = [pa.field("id", pa.string())]
-    if keep_text:
-        fields.append(pa.field("text", pa.string()))
-    fields += [
-        pa.field("embedding", pa.list_(pa.float32(), dimension)),
-        pa.field("n_tokens", pa.int32()),
-        pa.field("truncated", pa.int32()),
-    ]
-    meta = {PARQUET_META_KEY: json.dumps({**settings, "dimension": dimension}).encode()}
-    return pa.schema(fields, metadata=meta)
+    return bool(pa.types.is_fixed_size_list(kind))
 
 
-def arrow_table(
-    schema: Any,
-    records: list[Record],
-    vectors: np.ndarray,
-    n_tokens: np.ndarray,
-    truncated: np.ndarray,
-    keep_text: bool,
-) -> Any:
-    import pyarrow as pa
-
-    dimension = vectors.shape[1]
-    columns = [pa.array([r.id for r in records], pa.string())]
-    if keep_text:
-        columns.append(pa.array([r.text for r in records], pa.string()))
-    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).reshape(-1), pa.float32())
-    columns += [
-        pa.FixedSizeListArray.from_arrays(flat, dimension),
-        pa.array(n_tokens.astype(np.int32)),
-        pa.array(truncated.astype(np.int32)),
-    ]
-    return pa.Table.from_arrays(columns, schema=schema)
+def _matrix(column: Any) -> np.ndarray:
+    """(rows, d) NumPy from a fixed-size list column, in its stored precision."""
+    array = column.combine_chunks()
+    width = array.type.list_size
+    return np.asarray(array.flatten().to_numpy(zero_copy_only=False)).reshape(-1, width)
 
 
 def _atomic_write_text(path: Path, text: str) -> None:

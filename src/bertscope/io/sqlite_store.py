@@ -11,13 +11,16 @@ import sqlite3
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import CorpusError
 from .readers import Record
-from .sinks import Sink, settings_diff
+from .sinks import Sink, npy_parts, settings_diff
+
+if TYPE_CHECKING:
+    from .levels import Rows
 
 __all__ = ["SqliteSink", "connect", "content_hash", "list_collections"]
 
@@ -176,10 +179,11 @@ class SqliteSink(Sink):
         text = record.text if self.keep_text else None
         return (self.collection, record.id, digest, text, meta, blob, int(n_tokens), int(truncated))
 
-    def write(
-        self, records: list[Record], vectors: np.ndarray, n_tokens: np.ndarray, truncated: np.ndarray
-    ) -> None:
+    def write(self, records: list[Record], rows: Rows) -> None:
         """Insert one batch in one transaction (the collection row comes with the first)."""
+        vectors = npy_parts(rows.table)[0].astype(np.float32, copy=False)
+        n_tokens = rows.table.column("n_tokens").to_numpy()
+        truncated = rows.table.column("truncated").to_numpy()
         with self.db:
             if not self.created:
                 self.db.execute(

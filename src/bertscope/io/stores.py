@@ -15,7 +15,7 @@ from ..prompts import query_prompt_name
 from ..similarity import Hit, TopK
 from .sinks import PARQUET_META_KEY
 
-__all__ = ["Store", "open_store", "search"]
+__all__ = ["Store", "open_store", "search", "model_for"]
 
 Chunk = tuple[list[str], list[str | None], np.ndarray]
 
@@ -109,6 +109,12 @@ def search(
     if k < 1:
         raise CorpusError(f"k must be at least 1, got {k}")
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
+    level = opened.settings.get("level", "sentence")
+    if level != "sentence":
+        raise CorpusError(
+            f"{opened.path} holds {level} rows, not one vector per text; search it by occurrence "
+            "(search_occurrences, or bertscope similar --in STORE --word WORD --context TEXT)"
+        )
     if item_id is not None:
         vector = opened.vector_of(str(item_id))
     elif isinstance(query, np.ndarray):
@@ -133,22 +139,11 @@ def _embed_query(
     prompt: str | None = None,
 ) -> np.ndarray:
     """Embed a query with the same model, settings and post-processing the store was made with."""
-    from ..model import Model, load
-
     if settings.get("post") and post is None:
         kind = settings["post"].get("kind", "post-processing")
         raise CorpusError(f"this store's vectors went through {kind}; pass the same file with post= (--post)")
 
-    m = (
-        model
-        if isinstance(model, Model)
-        else load(
-            model or settings.get("model_arg"),
-            dtype=settings.get("dtype", "float32"),
-            backend=settings.get("backend") or "auto",
-            quantize=settings.get("quantize"),
-        )
-    )
+    m = model_for(settings, model)
     spec_keys = ("layers", "combine", "pooling", "mask_special", "normalize", "long", "stride")
     options = {key: settings[key] for key in spec_keys if key in settings}
     options["layers"] = list(options["layers"]) if "layers" in options else None
@@ -159,6 +154,20 @@ def _embed_query(
         prompt = None if prompt_name else settings.get("prompt", "")
     return np.asarray(
         m.embed([query], post=post, prompt_name=prompt_name, prompt=prompt, **options).vectors[0]
+    )
+
+
+def model_for(settings: dict[str, Any], model: Any = None) -> Any:
+    """The model to embed queries for a store: `model` if given, else the store's own, as it ran."""
+    from ..model import Model, load
+
+    if isinstance(model, Model):
+        return model
+    return load(
+        model or settings.get("model_arg"),
+        dtype=settings.get("dtype", "float32"),
+        backend=settings.get("backend") or "auto",
+        quantize=settings.get("quantize"),
     )
 
 

@@ -15,6 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from ..errors import InvalidSpec
 from ..post import PostProcessor, load_post, prepare_post
+from ..prompts import prepend
 from ..results import SentenceEmbeddings
 from ..tokens import check_texts
 from .batching import Batcher
@@ -94,7 +95,7 @@ class Service:
         # Everything that can reject a request happens here, before the queue: a batch only gets good work.
         items = check_texts(texts)
         spec = self.model.spec(**options)
-        prompted = [spec.prompt + text for text in items] if spec.prompt else items
+        prompted = prepend(spec.prompt, items) if spec.prompt else items
         counts = [len(t) for t in self.model.tokenize(prompted, long=spec.long)]
         return items, spec, counts
 

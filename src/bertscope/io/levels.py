@@ -1,0 +1,345 @@
+"""Corpus levels: what one row of a corpus job's output is.
+
+Every level runs through the same resumable job, the same sinks (Parquet, NumPy; SQLite for sentences)
+and the same Ray runner; adding a level is one `CorpusLevel` subclass here and one entry in `LEVELS`.
+
+    sentence  one row per text: id, text, embedding, n_tokens, truncated (post-processing applies)
+    tokens    one row per word piece: id, position, token, token_id, start, end, word_index, special,
+              text and truncated (on each text's first row only), then the vectors
+    words     one row per word, its pieces pooled by `subword`: id, position, word, pieces, start, end,
+              text and truncated (first row only), then the vectors
+
+Vectors are one `embedding` column, or with combine="stack" one `layer_N` column per kept layer (N the
+absolute layer number); `precision="float16"` stores them at half the size. A level turns records into
+`Rows` (an Arrow table without metadata, plus counts); the sinks attach the job's settings.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .._enums import Combine, Level, Precision, SubwordPooling
+from ..engine import EmbedSpec, OnBatch
+from ..errors import InvalidSpec
+from ..pooling import group_words, pool_words
+from ..post import PostProcessor, apply_post, prepare_post
+from .readers import Record
+
+__all__ = [
+    "Rows",
+    "CorpusLevel",
+    "SentenceLevel",
+    "TokenLevel",
+    "WordLevel",
+    "LEVELS",
+    "make_level",
+    "vector_columns",
+]
+
+# Options that pool tokens into one vector: meaningless for rows that are tokens or words.
+_POOLED_OPTIONS = ("pooling", "mask_special", "normalize")
+
+
+@dataclass
+class Rows:
+    """One batch of a level's rows (an Arrow table) and the texts, tokens and truncated texts behind it."""
+
+    table: pa.Table
+    texts: int
+    tokens: int
+    truncated: int
+
+
+class CorpusLevel(ABC):
+    """One kind of output row; `embed` turns a batch of records into rows of one fixed schema."""
+
+    name: ClassVar[Level]
+
+    def __init__(self, model: Any, spec: EmbedSpec, *, keep_text: bool, precision: Precision) -> None:
+        self.model = model
+        self.spec = spec
+        self.keep_text = keep_text
+        self.precision = precision
+        self._empty: pa.Table | None = None
+
+    @abstractmethod
+    def recorded(self) -> dict[str, Any]:
+        """This level's settings, stored with the output (the job adds the model and runtime)."""
+
+    @abstractmethod
+    def embed(self, records: Sequence[Record], *, on_batch: OnBatch | None = None) -> Rows:
+        """Rows for a batch of records, in record order."""
+
+    @abstractmethod
+    def tally(self, table: pa.Table) -> tuple[int, int, int]:
+        """(texts, tokens, truncated texts) behind a table of this level's rows."""
+
+    def empty(self) -> pa.Table:
+        """A table of no rows with this level's columns and types (vector widths found by one probe)."""
+        if self._empty is None:
+            self._empty = self.embed([Record("probe", "a", 0)]).table.slice(0, 0)
+        return self._empty
+
+    def embed_arrow(self, batch: pa.Table, text_column: str) -> pa.Table:
+        """Rows for an Arrow batch with `id` and `text_column` columns (Ray); empty texts are skipped."""
+        texts = batch.column(text_column).to_pylist()
+        ids = batch.column("id").to_pylist()
+        records = [
+            Record(str(i), t, 0) for i, t in zip(ids, texts, strict=True) if isinstance(t, str) and t.strip()
+        ]
+        return self.embed(records).table if records else self.empty()
+
+
+class SentenceLevel(CorpusLevel):
+    """One row per text: the pooled sentence vector (post-processed when asked)."""
+
+    name = Level.SENTENCE
+
+    def __init__(
+        self,
+        model: Any,
+        spec: EmbedSpec,
+        *,
+        keep_text: bool,
+        precision: Precision,
+        processor: PostProcessor | None,
+    ) -> None:
+        super().__init__(model, spec, keep_text=keep_text, precision=precision)
+        self.processor = processor
+
+    def recorded(self) -> dict[str, Any]:
+        """The spec and post-processing; level and precision only when not the defaults (older stores)."""
+        settings = self.spec.as_dict()
+        if self.processor is not None:
+            settings["post"] = self.processor.describe()
+        if self.precision is not Precision.FLOAT32:
+            settings["precision"] = self.precision.value
+        return settings
+
+    def embed(self, records: Sequence[Record], *, on_batch: OnBatch | None = None) -> Rows:
+        """id, text, embedding, n_tokens, truncated per record."""
+        texts = [r.text for r in records]
+        result = apply_post(
+            self.model.engine.sentences_once(texts, self.spec, on_batch=on_batch), self.processor
+        )
+        columns: dict[str, Any] = {"id": pa.array([r.id for r in records], pa.string())}
+        if self.keep_text:
+            columns["text"] = pa.array(texts, pa.string())
+        columns["embedding"] = _vector_array(result.vectors, self.precision)
+        columns["n_tokens"] = pa.array(result.n_tokens.astype(np.int32))
+        columns["truncated"] = pa.array(result.truncated.astype(np.int32))
+        return Rows(pa.table(columns), len(records), int(result.n_tokens.sum()), result.n_truncated)
+
+    def embed_arrow(self, batch: pa.Table, text_column: str) -> pa.Table:
+        """The batch's own columns with embedding, n_tokens and truncated added; empty texts dropped."""
+        texts = batch.column(text_column).to_pylist()
+        keep = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
+        if len(keep) < len(texts):
+            batch = batch.take(pa.array(keep, pa.int64()))
+        records = [Record("", texts[i], 0) for i in keep]
+        rows = self.embed(records).table if records else self.empty()
+        for name in ("embedding", "n_tokens", "truncated"):
+            batch = batch.append_column(name, rows.column(name))
+        return batch
+
+    def tally(self, table: pa.Table) -> tuple[int, int, int]:
+        """Rows are texts."""
+        n_tokens = table.column("n_tokens").to_numpy()
+        truncated = table.column("truncated").to_numpy()
+        return table.num_rows, int(n_tokens.sum()), int(np.count_nonzero(truncated))
+
+
+class _PieceLevel(CorpusLevel):
+    """Shared by token and word rows: per-layer vectors, per-text facts on each text's first row."""
+
+    def recorded(self) -> dict[str, Any]:
+        """Layers, combine, long-text policy, precision and the level; no pooling (rows are not pooled)."""
+        spec = {k: v for k, v in self.spec.as_dict().items() if k not in _POOLED_OPTIONS}
+        return {"level": self.name.value, **spec, "precision": self.precision.value}
+
+    def _layer_blocks(self, matrix: np.ndarray) -> list[np.ndarray]:
+        """(tokens, k*d) stacked rows -> k (tokens, d) blocks; one block for any other combine."""
+        if self.spec.combine is not Combine.STACK or len(self.spec.layers) == 1:
+            return [matrix]
+        return np.split(matrix, len(self.spec.layers), axis=1)
+
+    def _table(self, columns: dict[str, Any], blocks: list[list[np.ndarray]]) -> pa.Table:
+        names = self.vector_names()
+        for index, name in enumerate(names):
+            columns[name] = _vector_array(np.concatenate([b[index] for b in blocks]), self.precision)
+        return pa.table(columns)
+
+    def vector_names(self) -> list[str]:
+        """`embedding`, or `layer_N` per kept layer with combine="stack"."""
+        if self.spec.combine is Combine.STACK and len(self.spec.layers) > 1:
+            return [f"layer_{n}" for n in self.spec.layers]
+        return ["embedding"]
+
+    def _first_row(self, counts: list[int], values: list[Any]) -> list[Any]:
+        """Each text's value on its first row, null on the others (Parquet stores the nulls in bits)."""
+        out: list[Any] = []
+        for count, value in zip(counts, values, strict=True):
+            out.append(value)
+            out.extend([None] * (count - 1))
+        return out
+
+    def _common(self, records: Sequence[Record], counts: list[int]) -> dict[str, Any]:
+        ids = [r.id for r, n in zip(records, counts, strict=True) for _ in range(n)]
+        return {
+            "id": pa.array(ids, pa.string()),
+            "position": pa.array([p for n in counts for p in range(n)], pa.int32()),
+        }
+
+    def _tail(
+        self, columns: dict[str, Any], records: Sequence[Record], counts: list[int], dropped: list[int]
+    ) -> None:
+        if self.keep_text:
+            columns["text"] = pa.array(self._first_row(counts, [r.text for r in records]), pa.string())
+        columns["truncated"] = pa.array(self._first_row(counts, dropped), pa.int32())
+
+    def tally(self, table: pa.Table) -> tuple[int, int, int]:
+        """Texts are first rows; tokens are rows (pieces) or summed pieces (words)."""
+        first = table.column("position").to_numpy() == 0
+        dropped = table.column("truncated").to_numpy(zero_copy_only=False)
+        return int(first.sum()), self._tokens(table), int(np.count_nonzero(np.nan_to_num(dropped[first])))
+
+    def _tokens(self, table: pa.Table) -> int:
+        return table.num_rows
+
+
+class TokenLevel(_PieceLevel):
+    """One row per word piece, specials included (flagged), with its character span in the text."""
+
+    name = Level.TOKENS
+
+    def embed(self, records: Sequence[Record], *, on_batch: OnBatch | None = None) -> Rows:
+        """id, position, token, token_id, start, end, word_index, special, text, truncated, vectors."""
+        texts = [r.text for r in records]
+        pieces, ids, starts, ends, words, special = [], [], [], [], [], []
+        counts, dropped, blocks = [], [], []
+        for tok, matrix in self.model.engine.token_matrices(texts, self.spec, on_batch=on_batch):
+            counts.append(len(tok))
+            dropped.append(tok.n_dropped)
+            pieces += tok.tokens
+            ids += tok.ids
+            starts += [s for s, _ in tok.offsets]
+            ends += [e for _, e in tok.offsets]
+            words += tok.word_ids
+            special += tok.special_mask
+            blocks.append(self._layer_blocks(matrix))
+        columns = self._common(records, counts)
+        columns["token"] = pa.array(pieces, pa.string())
+        columns["token_id"] = pa.array(ids, pa.int32())
+        columns["start"] = pa.array(starts, pa.int32())
+        columns["end"] = pa.array(ends, pa.int32())
+        columns["word_index"] = pa.array(words, pa.int32())
+        columns["special"] = pa.array(special, pa.bool_())
+        self._tail(columns, records, counts, dropped)
+        table = self._table(columns, blocks)
+        return Rows(table, len(records), len(pieces), sum(1 for d in dropped if d))
+
+
+class WordLevel(_PieceLevel):
+    """One row per word (the tokenizer's word ids), its pieces pooled by `subword`; specials left out."""
+
+    name = Level.WORDS
+
+    def __init__(
+        self,
+        model: Any,
+        spec: EmbedSpec,
+        *,
+        keep_text: bool,
+        precision: Precision,
+        subword: SubwordPooling,
+    ) -> None:
+        super().__init__(model, spec, keep_text=keep_text, precision=precision)
+        self.subword = subword
+
+    def recorded(self) -> dict[str, Any]:
+        """The piece-level settings and how pieces pool into words."""
+        return {**super().recorded(), "subword": self.subword.value}
+
+    def embed(self, records: Sequence[Record], *, on_batch: OnBatch | None = None) -> Rows:
+        """id, position, word, pieces, start, end, text, truncated, vectors."""
+        texts = [r.text for r in records]
+        words, pieces, starts, ends = [], [], [], []
+        counts, dropped, blocks, n_pieces = [], [], [], 0
+        for tok, matrix in self.model.engine.token_matrices(texts, self.spec, on_batch=on_batch):
+            groups = group_words(tok.word_ids, tok.special_mask)
+            spans = [(tok.offsets[g[0]][0], tok.offsets[g[-1]][1]) for g in groups]
+            counts.append(len(groups))
+            dropped.append(tok.n_dropped)
+            words += [tok.text[s:e] for s, e in spans]
+            pieces += [[tok.tokens[i] for i in g] for g in groups]
+            starts += [s for s, _ in spans]
+            ends += [e for _, e in spans]
+            n_pieces += sum(len(g) for g in groups)
+            blocks.append([pool_words(b, groups, self.subword) for b in self._layer_blocks(matrix)])
+        columns = self._common(records, counts)
+        columns["word"] = pa.array(words, pa.string())
+        columns["pieces"] = pa.array(pieces, pa.list_(pa.string()))
+        columns["start"] = pa.array(starts, pa.int32())
+        columns["end"] = pa.array(ends, pa.int32())
+        self._tail(columns, records, counts, dropped)
+        table = self._table(columns, blocks)
+        return Rows(table, len(records), n_pieces, sum(1 for d in dropped if d))
+
+    def _tokens(self, table: pa.Table) -> int:
+        return int(pc.sum(pc.list_value_length(table.column("pieces"))).as_py() or 0)
+
+
+LEVELS: dict[Level, type[CorpusLevel]] = {
+    Level.SENTENCE: SentenceLevel,
+    Level.TOKENS: TokenLevel,
+    Level.WORDS: WordLevel,
+}
+
+
+def make_level(
+    level: Level | str,
+    model: Any,
+    *,
+    options: dict[str, Any],
+    post: Any = None,
+    keep_text: bool = True,
+    precision: Precision | str = "float32",
+    subword: SubwordPooling | str = "mean",
+) -> CorpusLevel:
+    """The level asked for, its spec resolved from the embedding options (`Model.spec`'s) once."""
+    kind = Level.parse(level, what="level")
+    store_as = Precision.parse(precision, what="precision")
+    if kind is Level.SENTENCE:
+        spec = model.spec(**options)
+        processor = prepare_post(post, spec.as_dict())
+        return SentenceLevel(model, spec, keep_text=keep_text, precision=store_as, processor=processor)
+    pooled = sorted(k for k in _POOLED_OPTIONS if options.get(k) not in (None, False))
+    if pooled or post is not None:
+        asked = ", ".join(pooled + (["post"] if post is not None else []))
+        raise InvalidSpec(
+            f"{asked} pool or post-process sentence vectors; {kind.value} rows are not pooled: "
+            f"leave {asked} out"
+        )
+    spec = model.spec(**{k: v for k, v in options.items() if k not in _POOLED_OPTIONS}, pooling="mean")
+    if kind is Level.WORDS:
+        how = SubwordPooling.parse(subword, what="subword pooling")
+        return WordLevel(model, spec, keep_text=keep_text, precision=store_as, subword=how)
+    return LEVELS[kind](model, spec, keep_text=keep_text, precision=store_as)  # type: ignore[call-arg]
+
+
+def vector_columns(schema: pa.Schema) -> list[str]:
+    """The names of a store's vector columns (fixed-size lists): `embedding` or `layer_N`..."""
+    return [f.name for f in schema if pa.types.is_fixed_size_list(f.type)]
+
+
+def _vector_array(vectors: np.ndarray, precision: Precision) -> pa.FixedSizeListArray:
+    dtype = np.float16 if precision is Precision.FLOAT16 else np.float32
+    flat = np.ascontiguousarray(vectors, dtype=dtype).reshape(-1)
+    return pa.FixedSizeListArray.from_arrays(pa.array(flat), int(vectors.shape[1]))

@@ -1,0 +1,273 @@
+"""Search a token or word store by occurrence: where a word is used, and where it is used in a given sense.
+
+A store of token rows (`level="tokens"`) or word rows (`level="words"`) is read in chunks of whole texts
+(a text's rows never straddle two chunks). A word's occurrence is a word row, or the pieces of one word
+(same text, same word index) whose span spells it; its vector is the stored word row, or the mean of
+its pieces' stored rows, all stored layers concatenated. The query word is embedded in its context the
+store's way (same model, layers, combine, subword pooling, long-text policy, stored precision), so a
+context taken from the corpus finds its own occurrence at cosine 1.
+"""
+
+from __future__ import annotations
+
+import difflib
+import heapq
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from .._enums import SubwordPooling
+from ..errors import CorpusError, InvalidInput
+from ..pooling import group_words, pool_words
+from ..similarity import unit
+from .levels import vector_columns
+from .stores import Store, model_for, open_store
+
+__all__ = ["Occurrence", "Occurrences", "search_occurrences", "occurrence_vectors", "token_store"]
+
+_SNIPPET = 40
+_CHUNK_ROWS = 65536
+
+
+@dataclass
+class Occurrence:
+    """One use of a word: its text's id, word number, character span, a marked snippet, its cosine."""
+
+    id: str
+    position: int
+    start: int
+    end: int
+    snippet: str
+    score: float | None = None
+
+
+@dataclass
+class Occurrences:
+    """The occurrences found (nearest first when a context was given) and how many the store holds."""
+
+    word: str
+    context: str | None
+    total: int
+    hits: list[Occurrence] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def token_store(store: str | Path | Store) -> Store:
+    """Open a store and check that it holds token or word rows (not one vector per text)."""
+    opened = store if isinstance(store, Store) else open_store(store)
+    level = opened.settings.get("level", "sentence")
+    if level not in ("tokens", "words") or opened.path.suffix.lower() != ".parquet":
+        raise CorpusError(
+            f"{opened.path} holds {level} rows in {opened.path.suffix}; occurrences need a .parquet store of "
+            "token or word rows: bertscope embed -i CORPUS -o OUT.parquet --tokens (or --words)"
+        )
+    return opened
+
+
+def search_occurrences(
+    store: str | Path | Store,
+    *,
+    word: str,
+    context: str | None = None,
+    k: int = 10,
+    model: Any = None,
+    layers: Any = None,
+) -> Occurrences:
+    """The stored occurrences of `word`: the k nearest to its use in `context` by cosine, or the first k.
+
+    `model` and `layers` default to the store's own; others are refused (vectors would not compare).
+    """
+    if k < 1:
+        raise InvalidInput(f"k must be at least 1, got {k}")
+    opened = token_store(store)
+    target = _checked_word(word)
+    query = None if context is None else _query_vector(opened, target, context, model, layers)
+    found = Occurrences(word=word, context=context, total=0, settings=opened.settings)
+    best: list[tuple[float, int, Occurrence]] = []
+    seen: Counter[str] = Counter()
+    for chunk in _chunks(opened, with_vectors=query is not None):
+        for occurrence, vector in _matches(chunk, target, opened.settings["level"], seen):
+            found.total += 1
+            if query is None:
+                if len(found.hits) < k:
+                    found.hits.append(occurrence)
+                continue
+            occurrence.score = float(unit(vector[None])[0] @ query)
+            item = (occurrence.score, -found.total, occurrence)
+            (heapq.heappush if len(best) < k else heapq.heappushpop)(best, item)
+    if found.total == 0:
+        raise CorpusError(_never(word, opened.path, seen))
+    if query is not None:
+        found.hits = [item[2] for item in sorted(best, key=lambda x: (-x[0], -x[1]))]
+    return found
+
+
+def occurrence_vectors(
+    store: str | Path | Store, *, word: str, limit: int = 2000
+) -> tuple[list[Occurrence], np.ndarray]:
+    """The first `limit` occurrences of `word` and their vectors (n, d), all stored layers concatenated."""
+    opened = token_store(store)
+    target = _checked_word(word)
+    hits: list[Occurrence] = []
+    vectors: list[np.ndarray] = []
+    seen: Counter[str] = Counter()
+    for chunk in _chunks(opened, with_vectors=True):
+        for occurrence, vector in _matches(chunk, target, opened.settings["level"], seen):
+            hits.append(occurrence)
+            vectors.append(vector)
+            if len(hits) >= limit:
+                return hits, np.stack(vectors)
+    if not hits:
+        raise CorpusError(_never(word, opened.path, seen))
+    return hits, np.stack(vectors)
+
+
+def _checked_word(word: str) -> str:
+    if not isinstance(word, str) or not word.strip() or len(word.split()) != 1:
+        raise InvalidInput(f"word {word!r}: give one word (no spaces), as it is written in the texts")
+    return word.strip().casefold()
+
+
+def _never(word: str, path: Path, seen: Counter[str]) -> str:
+    close = difflib.get_close_matches(word.casefold(), list(seen), n=5, cutoff=0.6)
+    hint = f"; close words that do: {', '.join(close)}" if close else "; no close word occurs either"
+    return f"{word!r} never occurs in {path}{hint}"
+
+
+def _chunks(store: Store, *, with_vectors: bool) -> Iterator[pa.Table]:
+    """The store's rows, whole texts at a time (a text's tail is carried into the next chunk)."""
+    import pyarrow.parquet as pq
+
+    file = pq.ParquetFile(store.path)
+    vectors = vector_columns(file.schema_arrow)
+    columns = [n for n in file.schema_arrow.names if n not in vectors or with_vectors]
+    carry: pa.Table | None = None
+    for batch in file.iter_batches(batch_size=_CHUNK_ROWS, columns=columns):
+        table = pa.Table.from_batches([batch])
+        table = table if carry is None else pa.concat_tables([carry, table])
+        starts = np.flatnonzero(table.column("position").to_numpy() == 0)
+        cut = int(starts[-1]) if len(starts) else 0
+        if cut:
+            yield table.slice(0, cut)
+        carry = table.slice(cut)
+    if carry is not None and carry.num_rows:
+        yield carry
+
+
+def _matches(
+    chunk: pa.Table, target: str, level: str, seen: Counter[str]
+) -> Iterator[tuple[Occurrence, np.ndarray]]:
+    """(occurrence, vector or empty) for each use of `target` in a chunk of whole texts."""
+    ids = chunk.column("id").to_pylist()
+    positions = chunk.column("position").to_numpy()
+    starts = chunk.column("start").to_numpy()
+    ends = chunk.column("end").to_numpy()
+    texts = chunk.column("text").to_pylist() if "text" in chunk.column_names else [None] * len(ids)
+    names = vector_columns(chunk.schema)
+    matrix = np.concatenate([_floats(chunk.column(n)) for n in names], axis=1) if names else None
+    groups = _word_groups(chunk, level)
+    text_of: str | None = None
+    first = np.flatnonzero(positions == 0)
+    owner = np.searchsorted(first, np.arange(len(ids)), side="right") - 1
+    for rows, spelled in groups:
+        row = rows[0]
+        text_of = texts[first[owner[row]]]
+        start, end = int(starts[rows[0]]), int(ends[rows[-1]])
+        written = text_of[start:end] if text_of is not None else spelled
+        key = written.casefold()
+        seen[key] += 1
+        if key != target:
+            continue
+        vector = matrix[rows].mean(axis=0) if matrix is not None else np.empty(0, np.float32)
+        snippet = _snippet(text_of, start, end) if text_of is not None else f"«{written}»"
+        yield Occurrence(ids[row], int(positions[row]), start, end, snippet), vector
+
+
+def _word_groups(chunk: pa.Table, level: str) -> list[tuple[list[int], str]]:
+    """Row indices of each word in a chunk and the word as its pieces spell it."""
+    if level == "words":
+        return [([i], w) for i, w in enumerate(chunk.column("word").to_pylist())]
+    pieces = chunk.column("token").to_pylist()
+    words = chunk.column("word_index").to_pylist()
+    positions = chunk.column("position").to_numpy()
+    groups: list[tuple[list[int], str]] = []
+    for i, (piece, word) in enumerate(zip(pieces, words, strict=True)):
+        if word is None:
+            continue
+        if groups and positions[i] != 0 and words[i - 1] == word and groups[-1][0][-1] == i - 1:
+            groups[-1][0].append(i)
+            groups[-1] = (groups[-1][0], groups[-1][1] + _bare(piece))
+        else:
+            groups.append(([i], _bare(piece)))
+    return groups
+
+
+def _bare(piece: str) -> str:
+    """A piece without its word-continuation or word-start marks (WordPiece ##, SentencePiece ▁, BPE Ġ)."""
+    return piece.removeprefix("##").lstrip("\u2581\u0120")
+
+
+def _snippet(text: str, start: int, end: int) -> str:
+    left = max(0, start - _SNIPPET)
+    right = min(len(text), end + _SNIPPET)
+    head = ("…" if left else "") + text[left:start]
+    tail = text[end:right] + ("…" if right < len(text) else "")
+    return " ".join(f"{head}«{text[start:end]}»{tail}".split())
+
+
+def _floats(column: Any) -> np.ndarray:
+    array = column.combine_chunks()
+    width = array.type.list_size
+    return np.asarray(array.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, width)
+
+
+def _query_vector(store: Store, target: str, context: str, model: Any, layers: Any) -> np.ndarray:
+    """(d,) unit vector of `target` in `context`, made exactly as the store made its rows."""
+    settings = store.settings
+    m = model_for(settings, model)
+    _check_same(store, m, layers)
+    options = {key: settings[key] for key in ("long", "stride") if key in settings}
+    stacked = settings.get("combine") == "stack"
+    combine = "concat" if stacked else settings.get("combine", "mean")
+    tok = m.embed_tokens(context, layers=settings["layers"], combine=combine, **options)[0]
+    groups = group_words(tok.word_ids, tok.special_mask)
+    spans = [(tok.offsets[g[0]][0], tok.offsets[g[-1]][1]) for g in groups]
+    if settings["level"] == "words":
+        # Pooled per layer, as the word level pools each stacked layer on its own.
+        how = SubwordPooling.parse(settings["subword"], what="subword pooling")
+        blocks = np.split(tok.vectors, len(settings["layers"]), axis=1) if stacked else [tok.vectors]
+        vectors = [np.concatenate([pool_words(b, [g], how) for b in blocks], axis=1) for g in groups]
+    else:
+        vectors = [tok.vectors[g] for g in groups]
+    for (start, end), rows_of_word in zip(spans, vectors, strict=True):
+        if context[start:end].casefold() == target:
+            # Round through the stored precision first, as the stored rows were.
+            stored = rows_of_word.astype(np.float16 if settings.get("precision") == "float16" else np.float32)
+            return unit(stored.astype(np.float32).mean(axis=0)[None])[0]  # type: ignore[no-any-return]
+    raise InvalidInput(
+        f"the context {context!r} does not contain the word {target!r} as a whole word; "
+        "give a sentence that uses it"
+    )
+
+
+def _check_same(store: Store, model: Any, layers: Any) -> None:
+    """Refuse a model or layers other than the store's: their vectors would not compare."""
+    from ..layers import parse_layers
+
+    settings = store.settings
+    made = f"{settings.get('model')}, layers {settings.get('layers')}, combine {settings.get('combine')}"
+    if model.info().source != settings.get("model"):
+        raise CorpusError(
+            f"{store.path} was made with {made}; the model asked for is {model.info().source}: "
+            "search it with the store's own model (leave -m/--model out)"
+        )
+    if layers is not None and list(parse_layers(layers, model.n_layers)) != list(settings["layers"]):
+        raise CorpusError(
+            f"{store.path} was made with {made}; layers {layers!r} were asked for: "
+            "search it with the store's own layers (leave --layers out)"
+        )

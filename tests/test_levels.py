@@ -1,0 +1,200 @@
+"""Corpus levels: token and word rows against plain Hugging Face, offsets, npy, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+import bertscope
+from bertscope.errors import CorpusError, InvalidSpec
+from test_io import _run_job, _wait_for_parts, write_txt
+
+TEXTS = [
+    "We sat on the bank of the river.",
+    "The bank raised its interest rates; tokenization happens.",
+    "Ünïcode café — naïve résumé, 3.14 and e-mail!",
+    "short",
+]
+
+
+def _hf_states(folder: Path, text: str) -> tuple[list[torch.Tensor], list[tuple[int, int]]]:
+    """Every hidden state (tokens, d) of one text from plain transformers, and its offsets."""
+    tokenizer = AutoTokenizer.from_pretrained(str(folder))
+    model = AutoModel.from_pretrained(str(folder)).eval()
+    batch = tokenizer(text, return_tensors="pt", return_offsets_mapping=True)
+    offsets = [tuple(o) for o in batch.pop("offset_mapping")[0].tolist()]
+    with torch.inference_mode():
+        states = model(**batch, output_hidden_states=True).hidden_states
+    return [s[0] for s in states], offsets  # type: ignore[misc]
+
+
+def _column(table: object, name: str) -> np.ndarray:
+    return np.array(table.column(name).to_pylist(), dtype=np.float32)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("precision, tolerance", [("float32", 1e-5), ("float16", 1e-3)])
+def test_token_rows_equal_hugging_face_hidden_states(
+    tmp_path: Path, bundled: bertscope.Model, bundled_path: Path, precision: str, tolerance: float
+) -> None:
+    source = write_txt(tmp_path, TEXTS)
+    out = tmp_path / "tokens.parquet"
+    summary = bertscope.embed_corpus(
+        source, out, model=bundled, level="tokens", layers="2,-1", combine="stack", precision=precision
+    )
+    table = pq.read_table(out)
+    assert table.column_names[-2:] == ["layer_2", "layer_6"]
+    settings = json.loads(table.schema.metadata[b"bertscope"])
+    assert settings["level"] == "tokens" and settings["layers"] == [2, 6] and settings["combine"] == "stack"
+    assert settings["precision"] == precision and "pooling" not in settings
+    stored = "halffloat" if precision == "float16" else "float"
+    assert str(table.schema.field("layer_2").type.value_type) == stored
+    assert summary.embedded == len(TEXTS) and summary.tokens == table.num_rows
+    rows = table.drop_columns(["layer_2", "layer_6"]).to_pylist()
+    layer2, layer6 = _column(table, "layer_2"), _column(table, "layer_6")
+    row = 0
+    for number, text in enumerate(TEXTS, 1):
+        states, offsets = _hf_states(bundled_path, text)
+        for position, (start, end) in enumerate(offsets):
+            record = rows[row]
+            assert record["id"] == str(number) and record["position"] == position
+            assert (record["start"], record["end"]) == (start, end)
+            assert (record["text"] == text) == (position == 0)
+            np.testing.assert_allclose(
+                layer2[row], states[2][position].numpy(), atol=tolerance, rtol=tolerance
+            )
+            np.testing.assert_allclose(
+                layer6[row], states[6][position].numpy(), atol=tolerance, rtol=tolerance
+            )
+            row += 1
+    assert row == table.num_rows
+
+
+def test_offsets_point_at_the_pieces(tmp_path: Path, bundled: bertscope.Model) -> None:
+    source = write_txt(tmp_path, TEXTS)
+    out = tmp_path / "tokens.parquet"
+    bertscope.embed_corpus(source, out, model=bundled, level="tokens", keep_text=False)
+    rows = pq.read_table(out).drop_columns(["embedding"]).to_pylist()
+    assert "text" not in rows[0]
+    for record in rows:
+        text = TEXTS[int(record["id"]) - 1]
+        if record["special"]:
+            assert record["token"] in ("[CLS]", "[SEP]") and record["word_index"] is None
+            continue
+        piece = record["token"].removeprefix("##")
+        span = text[record["start"] : record["end"]]
+        assert span.lower() == piece or piece == "[UNK]" or len(span) == len(piece), (span, piece)
+        assert record["token_id"] == bundled.vocab[record["token"]]
+
+
+def test_word_rows_equal_embed_words_and_npy_streams_the_same(
+    tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    source = write_txt(tmp_path, TEXTS)
+    out = tmp_path / "words.parquet"
+    bertscope.embed_corpus(source, out, model=bundled, level="words", layers="-2", subword="first")
+    table = pq.read_table(out)
+    expected = bundled.embed_words(TEXTS, layers="-2", subword="first")
+    assert table.column("word").to_pylist() == [w for e in expected for w in e.words]
+    assert table.column("pieces").to_pylist() == [p for e in expected for p in e.pieces]
+    np.testing.assert_allclose(
+        _column(table, "embedding"), np.concatenate([e.vectors for e in expected]), atol=1e-6
+    )
+    npy = tmp_path / "words.npy"
+    bertscope.embed_corpus(
+        source, npy, model=bundled, level="words", layers="-2", subword="first", batch_size=2
+    )
+    np.testing.assert_allclose(np.load(npy), _column(table, "embedding"), atol=1e-5)  # other batches
+    labels = [json.loads(line) for line in npy.with_suffix(".rows.jsonl").read_text().splitlines()]
+    assert [r["word"] for r in labels] == table.column("word").to_pylist()
+    assert json.loads(npy.with_suffix(".settings.json").read_text())["level"] == "words"
+
+
+def test_stacked_npy_is_rows_by_layers_by_width(tmp_path: Path, bundled: bertscope.Model) -> None:
+    source = write_txt(tmp_path, TEXTS[:2])
+    npy = tmp_path / "tokens.npy"
+    bertscope.embed_corpus(
+        source, npy, model=bundled, level="tokens", layers="0,3,6", combine="stack", precision="float16"
+    )
+    matrix = np.load(npy)
+    expected = bundled.embed_tokens(TEXTS[:2], layers="0,3,6", combine="concat")
+    flat = np.concatenate([e.vectors for e in expected])
+    assert matrix.shape == (len(flat), 3, 384) and matrix.dtype == np.float16
+    np.testing.assert_allclose(matrix.reshape(len(flat), -1).astype(np.float32), flat, atol=1e-2, rtol=1e-3)
+
+
+def test_long_texts_are_windowed_as_embed_tokens_does(tmp_path: Path, bundled: bertscope.Model) -> None:
+    long_text = " ".join(f"word{i} bank river money" for i in range(200))
+    source = write_txt(tmp_path, [long_text, "a short one"])
+    out = tmp_path / "tokens.parquet"
+    summary = bertscope.embed_corpus(source, out, model=bundled, level="tokens", long="window", stride=64)
+    table = pq.read_table(out)
+    expected = bundled.embed_tokens([long_text, "a short one"], long="window", stride=64)
+    assert len(expected[0].tokens) > bundled.max_tokens and summary.truncated == 0
+    assert table.column("token").to_pylist() == expected[0].tokens + expected[1].tokens
+    np.testing.assert_allclose(
+        _column(table, "embedding"), np.concatenate([e.vectors for e in expected]), atol=1e-5
+    )
+    cut = tmp_path / "cut.parquet"
+    summary = bertscope.embed_corpus(source, cut, model=bundled, level="tokens")
+    first = pq.read_table(cut).to_pylist()[0]
+    assert summary.truncated == 1 and first["truncated"] == len(expected[0].tokens) - bundled.max_tokens
+
+
+def test_bad_level_options_are_refused(tmp_path: Path, bundled: bertscope.Model) -> None:
+    source = write_txt(tmp_path, TEXTS)
+    with pytest.raises(InvalidSpec, match="stack"):
+        bertscope.embed_corpus(source, tmp_path / "s.parquet", model=bundled, layers="1,2", combine="stack")
+    with pytest.raises(InvalidSpec, match="pooling.*not pooled"):
+        bertscope.embed_corpus(source, tmp_path / "t.parquet", model=bundled, level="tokens", pooling="cls")
+    with pytest.raises(CorpusError, match="SQLite.*parquet"):
+        bertscope.embed_corpus(source, tmp_path / "t.db", model=bundled, level="tokens")
+    with pytest.raises(InvalidSpec, match="level.*sentence, tokens, words"):
+        bertscope.embed_corpus(source, tmp_path / "t.parquet", model=bundled, level="pages")
+    with pytest.raises(InvalidSpec, match="precision"):
+        bertscope.embed_corpus(
+            source, tmp_path / "t.parquet", model=bundled, level="tokens", precision="int4"
+        )
+
+
+@pytest.fixture(scope="module")
+def token_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A corpus that takes the tiny model a few seconds at the token level."""
+    rng = np.random.default_rng(1)
+    words = "we sat on the bank of a river money interest rates tokenization rocks".split()
+    lines = [" ".join(rng.choice(words, size=rng.integers(2, 25))) for _ in range(6000)]
+    return write_txt(tmp_path_factory.mktemp("tokens"), lines, "corpus.txt")
+
+
+def test_token_job_killed_with_sigkill_resumes_exactly(
+    tmp_path: Path, token_corpus: Path, tiny_dirs: dict[str, Path]
+) -> None:
+    common = [
+        "-i",
+        str(token_corpus),
+        "--model",
+        str(tiny_dirs["bert"]),
+        "--batch-size",
+        "300",
+        "-q",
+        "--tokens",
+    ]
+    common += ["--layers", "1,2", "--combine", "stack", "--precision", "float16"]
+    whole = tmp_path / "whole.parquet"
+    assert _run_job([*common, "-o", str(whole)]).wait(timeout=300) == 0
+    target = tmp_path / "resumed.parquet"
+    job = _run_job([*common, "-o", str(target)])
+    _wait_for_parts(target.with_name(target.name + ".parts"), 3, job)
+    job.send_signal(signal.SIGKILL)
+    job.wait(timeout=60)
+    assert not target.exists()
+    resumed = _run_job([*common, "-o", str(target), "--resume"])
+    assert resumed.wait(timeout=300) == 0, resumed.stderr.read() if resumed.stderr else ""
+    assert pq.read_table(target).equals(pq.read_table(whole))
+    assert pq.read_table(whole).column("position").to_pylist().count(0) == 6000
