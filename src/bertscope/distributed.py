@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ._enums import Level, Precision, SubwordPooling
+from .chunking import ChunkBy
 from .errors import CorpusError, InvalidInput
 from .io.job import JobSummary, _arg_of, job_settings
 from .io.levels import make_level, vector_columns
@@ -88,6 +89,10 @@ def embed_dataset(
     keep_text: bool = True,
     precision: Precision | str = "float32",
     subword: SubwordPooling | str = "mean",
+    chunks: ChunkBy | str = "sentence",
+    late: bool = True,
+    chunk_size: int = 128,
+    chunk_overlap: int = 0,
     **options: Any,
 ) -> Any:
     """A Ray Dataset with `embedding` (fixed-size float32 list), `n_tokens` and `truncated` columns added.
@@ -124,6 +129,10 @@ def embed_dataset(
                 "keep_text": keep_text,
                 "precision": precision,
                 "subword": subword,
+                "chunks": chunks,
+                "late": late,
+                "chunk_size": chunk_size,
+                "chunk_overlap": chunk_overlap,
             },
             "options": options,
         },
@@ -169,6 +178,10 @@ def run_ray_job(
     level: Level | str = "sentence",
     precision: Precision | str = "float32",
     subword: SubwordPooling | str = "mean",
+    chunks: ChunkBy | str = "sentence",
+    late: bool = True,
+    chunk_size: int = 128,
+    chunk_overlap: int = 0,
     **options: Any,
 ) -> JobSummary:
     """Embed a corpus (a file, a glob or a list of texts) into Parquet shards `OUTPUT/part-*.parquet`."""
@@ -182,7 +195,8 @@ def run_ray_job(
     # The driver loads the model (CPU) only to check the options and to write the same provenance.
     # With int8 or onnxruntime this also exports the model once, so the actors find it in the cache.
     m = load(model, device="cpu", dtype=dtype, backend=backend, quantize=quantize)
-    how = {"post": post, "keep_text": keep_text, "precision": precision, "subword": subword}
+    how: dict[str, Any] = {"post": post, "keep_text": keep_text, "precision": precision, "subword": subword}
+    how.update(chunks=chunks, late=late, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     rows_of = make_level(level, m, options=options, **how)
     settings = job_settings(m, rows_of.recorded(), model)
     schema = with_settings(rows_of.empty(), settings).schema

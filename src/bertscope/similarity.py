@@ -30,11 +30,18 @@ def pairwise_cos_sim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Hit:
-    """One search result: stored id, its text when stored, and the cosine to the query."""
+    """One search result: stored id, its text when stored, and the cosine to the query.
+
+    From a chunk store, `id` is the document's id and `chunk`, `start`, `end` the chunk's number and
+    character span in that document.
+    """
 
     id: str
     score: float
     text: str | None = None
+    chunk: int | None = None
+    start: int | None = None
+    end: int | None = None
 
 
 class TopK:

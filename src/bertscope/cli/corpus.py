@@ -67,6 +67,8 @@ def similar(
     model's query prompt (--prompt-name/--prompt choose another).
 
     Examples: `bertscope similar "a storm hits the coast" --in docs.db --collection news -k 5`,
+    `bertscope similar "how many people live there?" --in chunks.parquet` (a chunk store: each hit
+    with its document, chunk number and span),
     `bertscope similar --id 42 --in corpus.parquet -k 5`,
     `bertscope similar --in tokens.parquet --word bank --context "we sat on the bank of the river" -k 10`
     (a store made with `embed --tokens` or `--words`; `--word bank` alone lists its occurrences)
@@ -87,11 +89,21 @@ def similar(
         prompt_name=prompt_name, prompt=prompt,
     )  # fmt: skip
     if as_json:
-        emit_json([{"id": h.id, "score": h.score, "text": h.text} for h in hits])
+        chunk_keys = ("chunk", "start", "end")
+        emit_json(
+            [
+                {"id": h.id, "score": h.score, "text": h.text}
+                | ({k: getattr(h, k) for k in chunk_keys} if h.chunk is not None else {})
+                for h in hits
+            ]
+        )
         return
-    table = Table("rank", "id", "cosine", "text", title=f"nearest to {query or 'id ' + str(item_id)!r}")
+    chunked = any(h.chunk is not None for h in hits)
+    title = f"nearest to {query or 'id ' + str(item_id)!r}"
+    table = Table("rank", "id", *(("chunk", "span") if chunked else ()), "cosine", "text", title=title)
     for rank, hit in enumerate(hits, 1):
-        table.add_row(str(rank), hit.id, f"{hit.score:.4f}", hit.text or "")
+        where = (str(hit.chunk), f"{hit.start}-{hit.end}") if chunked else ()
+        table.add_row(str(rank), hit.id, *where, f"{hit.score:.4f}", hit.text or "")
     out.print(table)
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .._enums import Level, Precision, SubwordPooling
+from ..chunking import ChunkBy
 from ..errors import BertscopeError, CorpusError
 from .levels import make_level
 from .readers import Record, Rejects, read_corpus
@@ -90,6 +91,10 @@ def embed_corpus(
     post: Any = None,
     precision: Precision | str = "float32",
     subword: SubwordPooling | str = "mean",
+    chunks: ChunkBy | str = "sentence",
+    late: bool = True,
+    chunk_size: int = 128,
+    chunk_overlap: int = 0,
     **options: Any,
 ) -> JobSummary:
     """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded.
@@ -97,6 +102,8 @@ def embed_corpus(
     `level` is what a row is: "sentence" (one vector per text), "tokens" (one row per word piece) or
     "words" (pieces pooled by `subword`); see `bertscope.io.levels`. `combine="stack"` keeps each layer
     of a token or word row in its own `layer_N` column; `precision="float16"` halves the stored size.
+    "chunks" writes one row per chunk of each document (`chunks`, `late`, `chunk_size`, `chunk_overlap`
+    as in `Model.embed_chunks`).
     """
     from ..model import Model, load
     from ..progress import progress_callback
@@ -104,8 +111,9 @@ def embed_corpus(
     model_arg = None if model is None or isinstance(model, Model) else str(model)
     m = model if isinstance(model, Model) else load(model_arg)
     rows_of = make_level(
-        level, m, options=options, post=post, keep_text=keep_text, precision=precision, subword=subword
-    )
+        level, m, options=options, post=post, keep_text=keep_text, precision=precision, subword=subword,
+        chunks=chunks, late=late, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
+    )  # fmt: skip
     settings = job_settings(m, rows_of.recorded(), model_arg if not isinstance(model, Model) else _arg_of(m))
     rejects = Rejects()
     records = read_corpus(

@@ -110,7 +110,12 @@ def search(
         raise CorpusError(f"k must be at least 1, got {k}")
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
     level = opened.settings.get("level", "sentence")
-    if level != "sentence":
+    if level == "chunks" and (item_id is not None or opened.path.suffix.lower() != ".parquet"):
+        raise CorpusError(
+            f"{opened.path}: a chunk store is searched by a query text or vector, and written as .parquet "
+            "(its rows keep each chunk's document and span)"
+        )
+    if level not in ("sentence", "chunks"):
         raise CorpusError(
             f"{opened.path} holds {level} rows, not one vector per text; search it by occurrence "
             "(search_occurrences, or bertscope similar --in STORE --word WORD --context TEXT)"
@@ -124,9 +129,33 @@ def search(
     else:
         raise CorpusError("give a query text, a vector, or a stored id to search with")
     top = TopK(vector, k, exclude=None if item_id is None else str(item_id))
+    if level == "chunks":
+        return _chunk_hits(top, opened.path, chunk_size)
     for ids, texts, vectors in opened.chunks(chunk_size):
         top.add(ids, texts, vectors)
     return top.hits
+
+
+def _chunk_hits(top: TopK, path: Path, size: int) -> list[Hit]:
+    """Top chunks of a chunk store, each with its document id, chunk number and span."""
+    import pyarrow.parquet as pq
+
+    file = pq.ParquetFile(path)
+    names = ["id", "position", "start", "end", "text", "embedding"]
+    for batch in file.iter_batches(
+        batch_size=size, columns=[n for n in names if n in file.schema_arrow.names]
+    ):
+        rows = zip(*(batch.column(n).to_pylist() for n in ("id", "position", "start", "end")), strict=True)
+        keys = [json.dumps(row) for row in rows]  # a chunk's (document, number, start, end) as its key
+        texts = batch.column("text").to_pylist() if "text" in batch.schema.names else [None] * len(keys)
+        embedding = batch.column("embedding")
+        vectors = embedding.values.to_numpy(zero_copy_only=False).reshape(-1, embedding.type.list_size)
+        top.add(keys, texts, vectors)
+    hits = []
+    for hit in top.hits:
+        doc, number, start, end = json.loads(hit.id)
+        hits.append(Hit(doc, hit.score, hit.text, chunk=number, start=start, end=end))
+    return hits
 
 
 def _embed_query(
