@@ -5,11 +5,12 @@ Run: `PYTHONPATH=src .venv/bin/python bench/bench_chunks.py [--model DIR] [--jso
 Corpus: gensim's bundled Lee corpora (Lee, Pincombe & Welsh 2005; Australian news articles, shipped
 in the gensim wheel under gensim/test/test_data). Two tests:
 
-1. Lead retrieval (lee_background.cor, 300 articles, 101 of them longer than the bundled model's 256
-   tokens): the query is an article's first sentence (its lead); the index holds every article's
-   remaining sentences. An article's score is its best chunk's cosine (chunk methods) or its one
-   vector's cosine (whole document). Reported: recall@1, recall@5 and MRR, over all articles and split
-   by the length of the indexed remainder (fits in one window or not).
+1. Sentence retrieval (lee_background.cor, 300 articles, about a third longer than the bundled model's
+   256 tokens): the query is one sentence held out of an article, its first (`lead`: it sums the story
+   up) or its last (`last`: it sits where truncation no longer reaches); the index holds every
+   article without that sentence. An article's score is its best chunk's cosine (chunk methods) or
+   its one vector's cosine (whole document). Reported: recall@1, recall@5 and MRR, over all articles
+   and split by the length of the indexed text (fits in one window or not).
 2. Document similarity (lee.cor, 50 short articles, 83-rater mean similarity of every pair): an
    article's vector is the mean of its chunk vectors (or its own vector); reported: Pearson and
    Spearman correlation with the human ratings over the 1,225 pairs.
@@ -52,15 +53,19 @@ def method_vectors(model: bertscope.Model, docs: list[str], method: str) -> list
     return [v[None, :] for v in vectors]
 
 
-def lead_retrieval(model: bertscope.Model, methods: list[str]) -> dict[str, Any]:
-    """Recall@1/5 and MRR of finding an article from its lead sentence, per method and length bucket."""
+def sentence_retrieval(model: bertscope.Model, methods: list[str], *, held_out: str) -> dict[str, Any]:
+    """Recall@1/5 and MRR of finding an article from one of its sentences held out (first or last)."""
     queries, rests = [], []
     for doc in read_docs("lee_background.cor"):
         spans = sentence_spans(doc)
         if len(spans) < 3:
             continue
-        queries.append(doc[spans[0][0] : spans[0][1]])
-        rests.append(doc[spans[1][0] :])
+        if held_out == "lead":
+            queries.append(doc[spans[0][0] : spans[0][1]])
+            rests.append(doc[spans[1][0] :])
+        else:
+            queries.append(doc[spans[-1][0] : spans[-1][1]])
+            rests.append(doc[: spans[-2][1]])
     long = np.array([len(t) > model.max_tokens for t in model.tokenize(rests, long="window")])
     q = model.embed(queries, progress=False).vectors
     out: dict[str, Any] = {"articles": len(queries), "longer_than_window": int(long.sum())}
@@ -110,16 +115,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="model folder (default: the bundled one)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--tasks", default="lead,last,lee", help="any of lead, last, lee")
+    parser.add_argument("--methods", default="late,naive,truncate,window", help="chunk or document methods")
     args = parser.parse_args()
     model = bertscope.load(args.model, device="cpu")
-    methods = ["late", "naive", "truncate", "window"]
-    figures = {
+    methods = args.methods.split(",")
+    figures: dict[str, Any] = {
         "model": model.loaded.source,
         "max_tokens": model.max_tokens,
         "machine": platform.processor() or platform.machine(),
-        "lead_retrieval": lead_retrieval(model, methods),
-        "lee_similarity": lee_similarity(model, methods),
     }
+    for task in args.tasks.split(","):
+        if task == "lee":
+            figures["lee_similarity"] = lee_similarity(model, methods)
+        else:
+            figures[f"{task}_retrieval"] = sentence_retrieval(model, methods, held_out=task)
     text = json.dumps(figures, indent=2)
     print(text)
     if args.json:

@@ -556,7 +556,9 @@ class Model:
             (text, chunk_spans(text, given, tokenizer=self.tokenizer, size=size, overlap=overlap))
             for text, given in zip(items, per_doc, strict=True)
         )
-        settings = {"chunks": _chunks_name(chunks), "chunk_size": size, "chunk_overlap": overlap}
+        settings: dict[str, Any] = {"chunks": _chunks_name(chunks)}
+        if settings["chunks"] == ChunkBy.TOKENS.value:
+            settings.update(chunk_size=size, chunk_overlap=overlap)
         with progress_callback(len(items), enabled=progress) as on_batch:
             chunked = iter_chunk_embeddings(
                 self.engine, spans, spec, late=late, settings=settings, on_batch=on_batch
