@@ -39,7 +39,7 @@ def test_info_json_describes_the_bundled_model() -> None:
 def test_tokens_table_and_json() -> None:
     table = run_ok("tokens", "I like eating bread")
     assert "7852" in table and "[CLS]" in table
-    records = json.loads(run_ok("tokens", "I like eating bread", "--json"))[0]["tokens"]
+    records = json.loads(run_ok("tokens", "I like eating bread", "--json"))["items"][0]["tokens"]
     bread = [r for r in records if r["token"] == "bread"][0]
     assert bread["id"] == 7852 and (bread["start"], bread["end"]) == (14, 19)
 
@@ -51,13 +51,13 @@ def test_tokens_pad_shows_the_batch_the_model_receives() -> None:
 
 
 def test_static_neighbors_and_ids(bundled) -> None:
-    records = json.loads(run_ok("static", "bread", "cake", "--neighbors", "3", "--json"))
+    records = json.loads(run_ok("static", "bread", "cake", "--neighbors", "3", "--json"))["items"]
     assert [r["id"] for r in records] == [7852, 9850]
     assert len(records[0]["neighbors"]) == 3
     np.testing.assert_array_equal(
         np.array(records[0]["vector"], dtype=np.float32), bundled.static("bread")[0]
     )
-    by_id = json.loads(run_ok("static", "--ids", "7852", "--json"))
+    by_id = json.loads(run_ok("static", "--ids", "7852", "--json"))["items"]
     assert by_id[0]["token"] == "bread"
 
 
@@ -100,9 +100,11 @@ def test_embed_threads_option(bundled) -> None:
 
 
 def test_embed_tokens_and_words() -> None:
-    tokens = json.loads(run_ok("embed", "tokenization rocks", "--tokens", "--layers", "0", "--json"))[0]
+    tokens = json.loads(run_ok("embed", "tokenization rocks", "--tokens", "--layers", "0", "--json"))[
+        "items"
+    ][0]
     assert tokens["tokens"] == ["[CLS]", "token", "##ization", "rocks", "[SEP]"]
-    words = json.loads(run_ok("embed", "tokenization rocks", "--words", "--json"))[0]
+    words = json.loads(run_ok("embed", "tokenization rocks", "--words", "--json"))["items"][0]
     assert words["words"] == ["tokenization", "rocks"] and len(words["vectors"]) == 2
 
 
@@ -117,7 +119,7 @@ def test_embed_from_stdin_warns_once_on_truncation() -> None:
     long_text = "word " * 400
     result = run_cli("embed", "-i", "-", "--json", stdin=f"short text\n{long_text}\n")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["truncated"][1] == 400 + 2 - 256
+    assert json.loads(result.stdout)["n_dropped"][1] == 400 + 2 - 256
     assert result.stderr.count("truncated") == 1
 
 
@@ -148,3 +150,49 @@ def test_debug_shows_the_traceback() -> None:
 def test_env_var_sets_the_default_model(tiny_dirs) -> None:
     result = runner.invoke(app, ["info", "--json"], env={"BERTSCOPE_MODEL": str(tiny_dirs["roberta"])})
     assert result.exit_code == 0 and json.loads(result.stdout)["family"] == "roberta"
+
+
+HEAVY = ("torch", "transformers", "sklearn", "matplotlib", "fastapi")
+# Runs a command in a fresh interpreter and prints which heavy modules it imported.
+_WHICH_IMPORTED = """
+import json, sys
+sys.argv = ["bertscope", *sys.argv[1:]]
+from bertscope.cli import main
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(json.dumps([m for m in {heavy!r} if m in sys.modules]), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("args", [("--help",), ("tokens", "x"), ("info",), ("tokens", "--pad", "a", "b")])
+def test_help_tokens_and_info_import_no_torch(args: tuple[str, ...]) -> None:
+    """`--help`, `tokens` and `info` answer from the tokenizer and config alone: no torch, no transformers."""
+    code = _WHICH_IMPORTED.format(heavy=HEAVY)
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == []
+    assert done.stdout.strip()
+
+
+def test_embed_still_loads_the_model_it_needs() -> None:
+    """The check above can fail: a command that runs the model does import torch."""
+    code = _WHICH_IMPORTED.format(heavy=HEAVY)
+    done = subprocess.run(
+        [sys.executable, "-c", code, "embed", "x", "--json"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "torch" in json.loads(done.stderr.strip().splitlines()[-1])
+
+
+def test_a_byte_order_mark_is_read_alike_with_and_without_output(tmp_path: Path) -> None:
+    """`embed -i f.txt` and `embed -i f.txt -o f.parquet` read the same first text: no BOM, no CR."""
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "bom.txt"
+    source.write_bytes("\ufeffbread and butter\r\n\r\n  \nsecond line\n".encode())
+    printed = json.loads(run_ok("embed", "-i", str(source), "--tokens", "--json"))
+    run_ok("embed", "-i", str(source), "-o", str(tmp_path / "f.parquet"), "--quiet")
+    stored = pq.read_table(tmp_path / "f.parquet").column("text").to_pylist()
+    assert [r["text"] for r in printed["items"]] == stored == ["bread and butter", "second line"]

@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import InvalidSpec, ModelLoadError
 
-__all__ = ["Prompts", "Prompt", "read_prompts", "query_prompt_name", "prepend"]
+__all__ = ["Prompts", "Prompt", "read_prompts", "query_prompt_name", "prepend", "prompt_length"]
 
 # Names under which models ship the prompt for the stored side of a search.
 _PASSAGE_NAMES = ("passage", "document", "doc", "corpus", "retrieval.passage")
@@ -69,6 +69,12 @@ class Prompts:
 def prepend(prompt: str, texts: Sequence[Any]) -> list[Any]:
     """Texts with the prompt put before each (before A of an (A, B) pair), as sentence-transformers does."""
     return [(prompt + t[0], t[1]) if isinstance(t, tuple) else prompt + t for t in texts]
+
+
+def prompt_length(tokenizer: Any, prompt: str) -> int:
+    """Leading tokens a prompt fills: [CLS] and its pieces, without a closing special (as ST counts)."""
+    tokens = tokenizer.encode([prompt])[0]
+    return int(len(tokens) - (1 if tokens.special_mask and tokens.special_mask[-1] else 0))
 
 
 def read_prompts(path: Path | None) -> Prompts:

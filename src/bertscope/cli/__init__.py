@@ -1,17 +1,17 @@
 """The command line: `app` and the shared options in `app`, one module per command group.
 
-    basics    info, tokens, static, anatomy
-    embed     embed, similarity
-    corpus    similar, collections (and the corpus job behind `embed -o`)
-    research  eval, contextuality, fit-post, vocab, plot
-    serve, explore, bench
+basics    info, tokens, static, anatomy
+embed     embed, similarity
+corpus    similar, collections (and the corpus job behind `embed -o`)
+research  eval, contextuality, fit-post, vocab, plot
+serve, explore, bench
 """
 
 from __future__ import annotations
 
 import sys
 
-from ..errors import BertscopeError
+from ..errors import BertscopeError, JobInterrupted
 from . import basics, bench, corpus, embed, explore, research, serve  # noqa: F401  (each registers its commands)
 from .app import app, err, is_debug
 
@@ -20,8 +20,6 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     """Entry point: run the app, turning bertscope errors into one line on stderr."""
-    from ..io.job import JobInterrupted
-
     try:
         app()
     except JobInterrupted as exc:
@@ -35,5 +33,3 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
-
-

@@ -5,12 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
 from ..errors import InvalidInput
-from .app import JsonOpt, ModelOpt, app, emit_json, err, load_model, out
+from ..folder import FolderView
+from .app import (
+    BackendOpt,
+    DeviceOpt,
+    DtypeOpt,
+    JsonOpt,
+    ModelOpt,
+    QuantizeOpt,
+    ThreadsOpt,
+    app,
+    emit_json,
+    err,
+    load_model,
+    out,
+)
 
 
 @app.command()
@@ -19,7 +32,9 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
 
     Example: `bertscope info --model ./my-bert`
     """
-    details = load_model(model).info().as_dict()
+    view = FolderView.open(model)
+    light = view.info() if view is not None else None
+    details = light if light is not None else load_model(model).info().to_dict()
     if as_json:
         emit_json(details)
         return
@@ -44,7 +59,8 @@ def tokens(
 
     Examples: `bertscope tokens "I like eating bread"` and `bertscope tokens "a" "b c" --pad`
     """
-    m = load_model(model)
+    # the tokenizer alone answers, without torch, where the folder has a tokenizer.json
+    m: Any = FolderView.open(model) or load_model(model)
     toks = m.tokenize(texts)
     if pad:
         from ..tokens import pad_batch
@@ -67,7 +83,7 @@ def tokens(
             out.print(table)
         return
     if as_json:
-        emit_json([{"text": t.text, "tokens": t.as_records(), "dropped": t.n_dropped} for t in toks])
+        emit_json({"items": [t.to_dict() for t in toks]})
         return
     for tok in toks:
         table = Table(title=repr(tok.text))
@@ -108,6 +124,11 @@ def static(
         bool, typer.Option("--include-special", help="Let neighbours be special.")
     ] = False,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Static word-piece vectors: rows of the input embedding matrix (no position, no segment).
@@ -115,7 +136,8 @@ def static(
     Examples: `bertscope static bread cake --neighbors 10`,
     `bertscope static --ids 7852`, `bertscope static --export vocab.vec --format word2vec`
     """
-    m = load_model(model)
+
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     if export is not None:
         written = m.export_static(export, format=fmt)
         emit_json([str(p) for p in written]) if as_json else err.print(
@@ -125,27 +147,12 @@ def static(
             return
     if not items:
         raise InvalidInput("name at least one word piece (e.g. `bertscope static bread`), or --export FILE")
+    from ..static import lookup
+
     keys: list[Any] = [int(i) if ids else i for i in items] if not word else list(items)
-    records = []
-    for key in keys:
-        if word:
-            sw = m.static_word(key)
-            rec: dict[str, Any] = {"item": key, "pieces": sw.pieces, "ids": sw.ids, "vector": sw.vector}
-            query: Any = sw.vector
-        else:
-            vector = m.static([key])[0]
-            token_id = m.static_ids([key])[0]
-            rec = {"item": key, "token": m.id_to_token[token_id], "id": token_id, "vector": vector}
-            query = token_id
-        rec["norm"] = float(np.linalg.norm(rec["vector"]))
-        if neighbors:
-            rec["neighbors"] = [
-                {"token": n.token, "id": n.id, "cosine": n.cosine}
-                for n in m.static_neighbors(query, k=neighbors, include_special=include_special)
-            ]
-        records.append(rec)
+    records = [lookup(m, key, word=word, k=neighbors, include_special=include_special) for key in keys]
     if as_json:
-        emit_json(records)
+        emit_json({"items": records})
         return
     for rec in records:
         head = f"{rec['item']!r}: " + (f"pieces {rec['pieces']}" if word else f"id {rec['id']}")
@@ -162,31 +169,27 @@ def static(
 def anatomy(
     text: Annotated[str, typer.Argument(help="One text to take apart.")],
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The embedding layer taken apart: word + position + segment, LayerNorm, and the proof.
 
     Example: `bertscope anatomy "I am Sinan"`
     """
-    m = load_model(model)
+    import numpy as np
+
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     a = m.anatomy(text)
     from ..anatomy import STEPS
 
     steps = [s for s in STEPS if s != "model_output" and getattr(a, s) is not None]
     error = a.max_abs_error
     if as_json:
-        emit_json(
-            {
-                "tokens": a.tokens.tokens,
-                "ids": a.tokens.ids,
-                "position_ids": a.position_ids,
-                "lacks": list(a.lacks),
-                "dropped": a.n_dropped,
-                "max_abs_error": error,
-                **{s: getattr(a, s) for s in steps},
-                "model_output": a.model_output,
-            }
-        )
+        emit_json(a.to_dict())
         return
     table = Table(title=f"embedding layer of {text!r}: the norm of each step's vector")
     shown = [s for s in steps if not (s == "encoder_input" and "projection" in a.lacks)]

@@ -10,7 +10,16 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import InvalidInput
-from .app import JsonOpt, ModelOpt, PromptNameOpt, PromptOpt, app, emit_json, err, out
+from .app import (
+    JsonOpt,
+    ModelOpt,
+    PromptNameOpt,
+    PromptOpt,
+    app,
+    emit_json,
+    err,
+    out,
+)
 
 CORPUS_SUFFIXES = (".parquet", ".npy", ".db", ".sqlite", ".sqlite3")
 
@@ -89,14 +98,7 @@ def similar(
         prompt_name=prompt_name, prompt=prompt,
     )  # fmt: skip
     if as_json:
-        chunk_keys = ("chunk", "start", "end")
-        emit_json(
-            [
-                {"id": h.id, "score": h.score, "text": h.text}
-                | ({k: getattr(h, k) for k in chunk_keys} if h.chunk is not None else {})
-                for h in hits
-            ]
-        )
+        emit_json([h.to_dict() for h in hits])
         return
     chunked = any(h.chunk is not None for h in hits)
     title = f"nearest to {query or 'id ' + str(item_id)!r}"

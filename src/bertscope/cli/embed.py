@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
@@ -20,7 +19,9 @@ from .app import (
     JsonOpt,
     LayersOpt,
     LongOpt,
+    MaskSpecialOpt,
     ModelOpt,
+    PoolingOpt,
     PromptNameOpt,
     PromptOpt,
     QuantizeOpt,
@@ -35,15 +36,12 @@ from .app import (
 )
 from .chunks import ChunkOverlapOpt, ChunkSizeOpt, ChunksOpt, LateOpt, print_chunks
 
-PoolingOpt = Annotated[
-    str, typer.Option("--pooling", "-p", help="cls, pooler, mean, max, mean_sqrt_len, first_last_avg, auto.")
-]
+if TYPE_CHECKING:
+    pass
+
 NormalizeOpt = Annotated[
     bool | None,
     typer.Option("--normalize/--no-normalize", help="Unit-length vectors (auto: the model's own)."),
-]
-MaskSpecialOpt = Annotated[
-    bool, typer.Option("--mask-special", help="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
 ]
 
 
@@ -60,7 +58,12 @@ def embed(
         str, typer.Option("--text-field", "--text-column", help="Text field (jsonl/csv/parquet).")
     ] = "text",
     id_field: Annotated[
-        str | None, typer.Option("--id-field", "--id-column", help="Id field (default: line/row number).")
+        str | None,
+        typer.Option(
+            "--id-field",
+            "--id-column",
+            help="Id field (default: 1-based: line number in .txt/.jsonl, data row in .csv/.tsv/.parquet).",
+        ),
     ] = None,
     collection: Annotated[
         str | None, typer.Option("--collection", "-c", help="Collection name in a .db store.")
@@ -138,15 +141,14 @@ def embed(
     )
     level = "tokens" if tokens else "words" if words else "chunks" if chunks else "sentence"
     chunk_options = dict(chunks=chunks, late=late, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-    if chunks is not None:
-        # Late chunks see every token (windows); chunks embedded alone are cut at the window, reported.
-        spec_options["long"] = None if long == "truncate" else long
     if chunks is not None and output is None:
         del pooled_options["post"]
+        m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
         print_chunks(
-            load_model(model, device, dtype, threads, backend, quantize), read_texts(texts, input_path),
+            m, read_texts(texts, input_path),
             as_json=as_json, chunks=chunks, late=late, size=chunk_size, overlap=chunk_overlap,
-            **spec_options, **pooled_options,
+            # Late chunks see every token (windows); chunks embedded alone are cut at the window, reported.
+            **{**spec_options, "long": None if long == "truncate" else long}, **pooled_options,
         )  # fmt: skip
         return
     # Token and word rows are not pooled: only their own options go to the corpus job.
@@ -179,7 +181,9 @@ def embed(
             input_path,
             output,
             quiet=quiet,
-            model=load_model(model, device, dtype, threads, backend, quantize),
+            model=load_model(
+                model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads
+            ),
             level=level,
             text_field=text_field,
             id_field=id_field,
@@ -194,7 +198,7 @@ def embed(
         )
         return
     items = read_texts(texts, input_path)
-    m = load_model(model, device, dtype, threads, backend, quantize)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     if tokens or words:
         _per_piece(m, items, words=words, subword=subword, as_json=as_json, **spec_options)
         return
@@ -202,18 +206,13 @@ def embed(
     if result.n_truncated:
         err.print(
             f"[yellow]warning:[/] {result.n_truncated} text(s) longer than {m.max_tokens} tokens were "
-            f"truncated ({int(result.truncated.sum())} tokens dropped); --long window keeps them all"
+            f"truncated ({int(result.n_dropped.sum())} tokens dropped); --long window keeps them all"
         )
     if as_json:
-        emit_json(
-            {
-                "vectors": result.vectors,
-                "n_tokens": result.n_tokens,
-                "truncated": result.truncated,
-                "spec": result.spec,
-            }
-        )
+        emit_json(result.to_dict())
         return
+    import numpy as np
+
     table = Table("text", "tokens", "norm", "vector")
     for text, vec, n in zip(items, result.vectors, result.n_tokens, strict=True):
         preview = " ".join(f"{v:+.3f}" for v in vec[:5])
@@ -228,19 +227,12 @@ def _per_piece(m: Any, items: list[str], *, words: bool, subword: str, as_json: 
     results = m.embed_words(items, subword=subword, **options) if words else m.embed_tokens(items, **options)
     labels = [(r.words if words else r.tokens) for r in results]
     if as_json:
-        key = "words" if words else "tokens"
-        emit_json(
-            [
-                {
-                    "text": r.text,
-                    key: lab,
-                    "spans" if words else "offsets": r.spans if words else r.offsets,
-                    "vectors": r.vectors,
-                }
-                for r, lab in zip(results, labels, strict=True)
-            ]
-        )
+        from ..results import per_text
+
+        emit_json(per_text(results))
         return
+    import numpy as np
+
     for r, lab in zip(results, labels, strict=True):
         table = Table("word" if words else "token", "norm", "vector", title=_short(r.text))
         for label, vec in zip(lab, r.vectors, strict=True):
@@ -258,9 +250,15 @@ def similarity(
     pooling: PoolingOpt = "auto",
     mask_special: MaskSpecialOpt = False,
     long: LongOpt = "truncate",
+    stride: StrideOpt = None,
     prompt_name: PromptNameOpt = None,
     prompt: PromptOpt = None,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Cosine similarity of every pair of texts, as a matrix.
@@ -269,11 +267,18 @@ def similarity(
     """
     if len(texts) < 2:
         raise InvalidInput("similarity needs at least two texts")
-    m = load_model(model)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     matrix = m.similarity(
-        texts, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, long=long,
-        prompt_name=prompt_name, prompt=prompt,
-    )  # fmt: skip
+        texts,
+        layers=layers,
+        combine=combine,
+        pooling=pooling,
+        mask_special=mask_special,
+        long=long,
+        stride=stride,
+        prompt_name=prompt_name,
+        prompt=prompt,
+    )
     if as_json:
         emit_json({"texts": texts, "cosine": matrix})
         return

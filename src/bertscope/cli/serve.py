@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
 
 from ..errors import InvalidInput
-from .app import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, app, err
+from .app import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, ThreadsOpt, app, err, load_model
 
 _HOST = "127.0.0.1"
 _LOOPBACK = (_HOST, "localhost", "::1")
@@ -19,7 +20,7 @@ def serve(
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on (0.0.0.0: every interface).")
     ] = _HOST,
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8000,
     api_key: Annotated[
         str | None,
         typer.Option("--api-key", envvar="BERTSCOPE_API_KEY", help="Require 'Authorization: Bearer KEY'."),
@@ -46,7 +47,7 @@ def serve(
     no_batching: Annotated[
         bool, typer.Option("--no-batching", help="One forward per request (for comparison).")
     ] = False,
-    threads: Annotated[int | None, typer.Option("--threads", min=1, help="Torch CPU threads.")] = None,
+    threads: ThreadsOpt = None,
     post: Annotated[
         list[str] | None,
         typer.Option("--post", help="Load a fitted post-processing as NAME=FILE (repeatable)."),
@@ -63,9 +64,11 @@ def serve(
     """
     import uvicorn
 
-    from ..model import load
     from ..server import ServerSettings, create_app
 
+    if api_key is None and os.environ.get("BERTSCOPE_API_KEY") == "":
+        # click ignores an empty variable: serving with no key when one was meant must not pass in silence.
+        raise InvalidInput("BERTSCOPE_API_KEY is set but empty; set a key, or unset it to serve without one")
     settings = ServerSettings(
         api_key=api_key,
         cors_origins=tuple(cors_origin or ()),
@@ -82,7 +85,7 @@ def serve(
         err.print(
             f"[yellow]warning:[/] listening on {host} with no --api-key: anyone who reaches it can use it"
         )
-    m = load(model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
     uvicorn.run(create_app(m, settings=settings), host=host, port=port, log_level=log_level)
 

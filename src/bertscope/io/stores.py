@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ import numpy as np
 from ..errors import CorpusError
 from ..prompts import query_prompt_name
 from ..similarity import Hit, TopK
+from ..spec import EmbedOptions, PostArg, resolve
 from .sinks import PARQUET_META_KEY
 
 __all__ = ["Store", "open_store", "search", "model_for"]
@@ -96,7 +97,7 @@ def search(
     k: int = 5,
     item_id: str | None = None,
     model: Any = None,
-    post: Any = None,
+    post: PostArg = None,
     chunk_size: int = 65536,
     prompt_name: str | None = None,
     prompt: str | None = None,
@@ -162,7 +163,7 @@ def _embed_query(
     query: str,
     settings: dict[str, Any],
     model: Any,
-    post: Any = None,
+    post: PostArg = None,
     *,
     prompt_name: str | None = None,
     prompt: str | None = None,
@@ -173,17 +174,11 @@ def _embed_query(
         raise CorpusError(f"this store's vectors went through {kind}; pass the same file with post= (--post)")
 
     m = model_for(settings, model)
-    spec_keys = ("layers", "combine", "pooling", "mask_special", "normalize", "long", "stride")
-    options = {key: settings[key] for key in spec_keys if key in settings}
-    options["layers"] = list(options["layers"]) if "layers" in options else None
-    if options.get("pooling") == "first_last_avg":
-        options.pop("layers")
     if prompt_name is None and prompt is None:
         prompt_name = query_prompt_name(settings, m.prompts)
         prompt = None if prompt_name else settings.get("prompt", "")
-    return np.asarray(
-        m.embed([query], post=post, prompt_name=prompt_name, prompt=prompt, **options).vectors[0]
-    )
+    options = replace(EmbedOptions.from_settings(settings, post=post), prompt_name=prompt_name, prompt=prompt)
+    return np.asarray(m.embed_with([query], resolve(m, options)).vectors[0])
 
 
 def model_for(settings: dict[str, Any], model: Any = None) -> Any:
