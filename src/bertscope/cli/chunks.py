@@ -36,29 +36,7 @@ def print_chunks(model: Any, docs: list[str], *, as_json: bool, **options: Any) 
             "(embedded alone with --naive); --late or --long window keeps every token"
         )
     if as_json:
-        emit_json(
-            [
-                {
-                    "text": r.text,
-                    "chunks": [
-                        {
-                            "number": n,
-                            "start": s,
-                            "end": e,
-                            "text": c,
-                            "n_tokens": t,
-                            "truncated": d,
-                            "vector": v,
-                        }
-                        for n, ((s, e), c, t, d, v) in enumerate(
-                            zip(r.spans, r.chunks, r.n_tokens, r.truncated, r.vectors, strict=True)
-                        )
-                    ],
-                    "spec": r.spec,
-                }
-                for r in results
-            ]
-        )
+        emit_json([r.to_dict() for r in results])
         return
     for number, r in enumerate(results):
         table = Table("chunk", "start", "end", "tokens", "text", "vector", title=f"document {number}")
