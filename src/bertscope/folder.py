@@ -73,7 +73,8 @@ def local_folder(name: str) -> Path | None:
         if not path.is_dir():
             raise ModelLoadError(f"{name} is a file; a model is a folder holding config.json and the weights")
         return path
-    looks_like_hub_id = name.count("/") == 1 and not name.startswith((".", "/", "~"))
+    # "org/name", and the org-less ids of the first models ("bert-base-uncased") are hub ids too.
+    looks_like_hub_id = name.count("/") <= 1 and not name.startswith((".", "/", "~")) and "\\" not in name
     if not looks_like_hub_id:
         raise ModelLoadError(
             f"no model folder at {name}: the path does not exist. Pass a folder holding config.json, "

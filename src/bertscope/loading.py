@@ -106,10 +106,12 @@ def load_parts(name: str | os.PathLike[str] | None, *, dtype: torch.dtype, devic
     except (OSError, ValueError) as exc:
         raise _not_loadable(source, path, exc) from None
     family = family_for(config.model_type)
+    from safetensors import SafetensorError
+
     try:
         model = transformers.AutoModel.from_pretrained(target, dtype=dtype)
         tokenizer = transformers.AutoTokenizer.from_pretrained(target)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RuntimeError, SafetensorError) as exc:  # corrupt weights raise the last two
         raise _not_loadable(source, path, exc) from None
     if getattr(tokenizer, "backend_tokenizer", None) is None:
         raise ModelLoadError(f"{source}: bertscope needs a fast (tokenizers) tokenizer; this folder has none")

@@ -3,6 +3,7 @@ word occurrences in 2-D, and token-to-token cosine at every layer."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,6 +159,14 @@ def word_points(
     present = [w.lower() for w in words if w.lower() in found.layered]
     if not present:
         raise InvalidInput(f"none of {list(words)} occurs in the sentences given")
+    missing = [w for w in words if w.lower() not in found.layered]
+    if missing:
+        # The picture is still drawn, but a word left out of it must not go unnoticed.
+        warnings.warn(
+            f"not in the picture: {', '.join(missing)} (0 occurrences in the sentences given)",
+            UserWarning,
+            stacklevel=2,
+        )
     points = np.stack([v[absolute] for w in present for v in found.layered[w]])
     owner = [w for w in present for _ in found.layered[w]]
     if len(points) < 3:

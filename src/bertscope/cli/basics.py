@@ -149,7 +149,7 @@ def static(
         raise InvalidInput("name at least one word piece (e.g. `bertscope static bread`), or --export FILE")
     from ..static import lookup
 
-    keys: list[Any] = [int(i) if ids else i for i in items] if not word else list(items)
+    keys: list[Any] = [_token_id(i) if ids else i for i in items] if not word else list(items)
     records = [lookup(m, key, word=word, k=neighbors, include_special=include_special) for key in keys]
     if as_json:
         emit_json({"items": records})
@@ -217,3 +217,11 @@ def anatomy(
         out.print(f"this family has no: {', '.join(a.lacks)}")
     if a.n_dropped:
         err.print(f"[yellow]warning:[/] {a.n_dropped} tokens cut: the model takes at most {m.max_tokens}")
+
+
+def _token_id(item: str) -> int:
+    """A token id given on the command line, or a one-line error naming it."""
+    try:
+        return int(item)
+    except ValueError:
+        raise InvalidInput(f"--ids takes token ids (whole numbers), not {item!r}") from None

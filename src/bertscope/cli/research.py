@@ -196,7 +196,7 @@ def eval_words(
         data[:limit] if limit else data,
     )
     name = dataset or str(pairs)
-    picture = _picture(output, old_plot, no_plot, "words.png")
+    picture = _picture(output, old_plot, no_plot, "word-eval.png")
     if picture is not None:
         plot_word_eval(result, picture, title=name)
         err.print(f"wrote {picture}")

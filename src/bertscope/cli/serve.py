@@ -41,6 +41,12 @@ def serve(
     max_body_bytes: Annotated[
         int, typer.Option("--max-body-bytes", min=1, help="Request body size before 413.")
     ] = 4 * 1024 * 1024,
+    body_timeout: Annotated[
+        float, typer.Option("--body-timeout", min=0.1, help="Seconds a request body may take (408 after).")
+    ] = 30.0,
+    max_answer_floats: Annotated[
+        int, typer.Option("--max-answer-floats", min=1, help="Numbers one answer may hold before 413.")
+    ] = 8 * 1024 * 1024,
     auto_split: Annotated[
         bool, typer.Option("--auto-split", help="Split requests over --max-inputs instead of a 413.")
     ] = False,
@@ -77,6 +83,8 @@ def serve(
         max_queue=max_queue,
         max_inputs=max_inputs,
         max_body_bytes=max_body_bytes,
+        max_answer_floats=max_answer_floats,
+        body_timeout_s=body_timeout,
         auto_split=auto_split,
         batching=not no_batching,
         posts=tuple(_named_post(item) for item in post or ()),

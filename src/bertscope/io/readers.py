@@ -61,7 +61,7 @@ def read_corpus(
         path = Path(name)
         suffix = path.suffix.lower()
         if not path.is_file():
-            raise CorpusError(f"cannot read {name}: no such file")
+            raise _unreadable(name, path)
         if suffix == ".jsonl":
             records = _jsonl(path, text_field, id_field, skip_bad, rejects)
         elif suffix in (".csv", ".tsv"):
@@ -92,8 +92,13 @@ def _text_lines(name: str, skip_bad: bool, rejects: Rejects) -> Iterator[Record]
         return _lines(sys.stdin, "<stdin>")
     path = Path(name)
     if not path.is_file():
-        raise CorpusError(f"cannot read {name}: no such file")
+        raise _unreadable(name, path)
     return _file_lines(path, skip_bad, rejects)
+
+
+def _unreadable(name: str, path: Path) -> CorpusError:
+    what = "a folder: give the corpus file inside it" if path.is_dir() else "no such file"
+    return CorpusError(f"cannot read {name}: {what}")
 
 
 def _checked(records: Iterator[Record], name: str, rejects: Rejects, skip_bad: bool) -> Iterator[Record]:
