@@ -225,3 +225,37 @@ def test_text_column_is_the_deprecated_name_of_text_field() -> None:
     new = embed_dataset(Recorder(), text_field="body", device="cpu")
     assert old.kwargs["fn_constructor_kwargs"]["text_field"] == "body"
     assert new.kwargs["fn_constructor_kwargs"] == old.kwargs["fn_constructor_kwargs"]
+
+
+def test_ray_chunk_job_writes_the_local_chunk_rows(
+    cluster: Any, tiny_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    from bertscope.distributed import run_ray_job
+
+    corpus = tmp_path / "docs.jsonl"
+    docs = [f"The cat {i} likes bread. A dog ate it. The house is {'big ' * (i % 40)}." for i in range(120)]
+    corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs)))
+    model = str(tiny_dirs["bert"])
+    options: dict[str, Any] = {"level": "chunks", "chunks": "sentence", "late": True, "id_field": "id"}
+    embed_corpus(str(corpus), tmp_path / "local.parquet", model=model, progress=False, **options)
+    summary = run_ray_job(
+        str(corpus), tmp_path / "out", model=model, workers=2, batch_size=25, progress=False, **options
+    )
+    local = pq.read_table(tmp_path / "local.parquet")
+    shards = sorted((tmp_path / "out").glob("part-*.parquet"))
+    for shard in shards:
+        assert pq.read_schema(shard).equals(local.schema, check_metadata=True)
+    rows = pa.concat_tables(pq.read_table(s) for s in shards)
+    assert summary.embedded == 120 and rows.num_rows == local.num_rows == 3 * 120
+
+    def by_chunk(table: pa.Table) -> dict[str, np.ndarray]:
+        keys = [
+            f"{d}/{p}/{s}"
+            for d, p, s in zip(
+                *(table.column(c).to_pylist() for c in ("id", "position", "start")), strict=True
+            )
+        ]
+        vectors = np.asarray(table.column("embedding").combine_chunks().flatten()).reshape(table.num_rows, -1)
+        return dict(zip(keys, vectors, strict=True))
+
+    _assert_same(by_chunk(rows), by_chunk(local))

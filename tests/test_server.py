@@ -10,6 +10,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -20,6 +21,7 @@ import uvicorn
 import bertscope
 from bertscope.server import ServerSettings, create_app
 from bertscope.server.batching import Batcher
+from prompted import with_prompts
 
 # The server's worker and the test thread share one Model; the test only runs the library itself while
 # the server is idle (before requests go out or after every answer is in).
@@ -248,6 +250,7 @@ def test_a_full_queue_answers_429_while_accepted_requests_succeed(bundled: berts
             "no post-processing named 'whitening' is loaded",
         ),
         ("/embed", {"inputs": "word " * 300, "long": "error"}, 422, "but the model takes at most 256"),
+        ("/embed", {"inputs": "a", "prompt_name": "query"}, 422, "unknown prompt name 'query'"),
         ("/embed", {"inputs": ["a"] * (MAX_INPUTS + 1)}, 413, f"over the limit of {MAX_INPUTS} per request"),
         ("/embed_tokens", {"inputs": "a", "subword": "middle"}, 422, "subword: Input should be 'first'"),
         ("/similarity", {"source": "a", "sentences": []}, 422, "no texts given"),
@@ -269,6 +272,21 @@ def test_bad_input_gets_the_right_4xx_naming_the_problem(
     assert says in response.json()["detail"]
     if path.startswith("/v1/"):
         assert says in response.json()["error"]["message"]
+
+
+def test_prompt_name_picks_the_models_own_prompt(bundled_path: Path, tmp_path: Path) -> None:
+    folder = with_prompts(bundled_path, tmp_path / "prompted", include_prompt=False, default="passage")
+    model = bertscope.load(folder, device="cpu")
+    texts = ["a storm hits the coast", "what is late chunking?"]
+    expected = {name: model.embed(texts, prompt_name=name) for name in ("query", None)}
+    with serving(model) as base, httpx.Client(base_url=base, timeout=60) as http:
+        query = http.post("/embed", json={"inputs": texts, "prompt_name": "query"}).json()
+        default = http.post("/embed", json={"inputs": texts}).json()
+        unknown = http.post("/embed", json={"inputs": texts, "prompt_name": "qeury"})
+    np.testing.assert_allclose(query["vectors"], expected["query"].vectors, atol=ATOL)
+    np.testing.assert_allclose(default["vectors"], expected[None].vectors, atol=ATOL)
+    assert query["spec"]["prompt_name"] == "query" and default["spec"]["prompt_name"] == "passage"
+    assert unknown.status_code == 422 and "'query', 'passage', 'instruct'" in unknown.json()["detail"]
 
 
 def test_malformed_and_oversized_bodies(client: httpx.Client) -> None:

@@ -56,6 +56,7 @@ class Level(StrEnum):
     SENTENCE = "sentence"
     TOKENS = "tokens"
     WORDS = "words"
+    CHUNKS = "chunks"
 
 
 class Precision(StrEnum):

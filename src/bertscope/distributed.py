@@ -32,6 +32,7 @@ from ._enums import (
     Quantize,
     SubwordPooling,
 )
+from .chunking import ChunkBy
 from .errors import CorpusError, InvalidInput
 from .io.job import JobSummary
 from .io.levels import make_level, vector_columns
@@ -109,6 +110,12 @@ def embed_dataset(
     long: LongText | str = "truncate",
     stride: int | None = None,
     post: PostArg = None,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+    chunks: ChunkBy | str = "sentence",
+    late: bool = True,
+    chunk_size: int = 128,
+    chunk_overlap: int = 0,
     text_column: str | None = None,
 ) -> Any:
     """A Ray Dataset with `embedding` (fixed-size float32 list), `n_tokens` and `truncated` columns added.
@@ -121,7 +128,9 @@ def embed_dataset(
     retried by Ray (`max_restarts`, `max_task_retries`; Ray's default -1 is without limit).
     `text_column` is the old name of `text_field` (deprecated: it warns).
     """
-    options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+    options = EmbedOptions(
+        layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
+    )
     ray = _ray()
     model_arg = reload_arg(model) if isinstance(model, Model) else model
     if isinstance(model, Model):
@@ -146,6 +155,10 @@ def embed_dataset(
                 "keep_text": keep_text,
                 "precision": precision,
                 "subword": subword,
+                "chunks": chunks,
+                "late": late,
+                "chunk_size": chunk_size,
+                "chunk_overlap": chunk_overlap,
             },
             "options": options,
         },
@@ -211,6 +224,12 @@ def run_ray_job(
     post: PostArg = None,
     mode: Mode | str = Mode.EXACT,
     fast_min_cosine: float = 0.999,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+    chunks: ChunkBy | str = "sentence",
+    late: bool = True,
+    chunk_size: int = 128,
+    chunk_overlap: int = 0,
 ) -> JobSummary:
     """Embed a corpus (a file, a glob or a list of texts) into Parquet shards `OUTPUT/part-*.parquet`.
 
@@ -232,8 +251,14 @@ def run_ray_job(
     if m.mode == Mode.FAST:
         info = m.info()
         dtype, backend, quantize = info.dtype, info.backend, info.quantize
-    options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
-    rows_of = make_level(level, m, options=options, keep_text=keep_text, precision=precision, subword=subword)
+    options = EmbedOptions(
+        layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
+    )
+    chunking: dict[str, Any] = {"chunks": chunks, "late": late}
+    chunking.update(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    rows_of = make_level(
+        level, m, options=options, keep_text=keep_text, precision=precision, subword=subword, **chunking
+    )
     settings = stored_settings(m, rows_of.recorded(), model)
     schema = with_settings(rows_of.empty(), settings).schema
     if not ray.is_initialized():
@@ -250,7 +275,7 @@ def run_ray_job(
         corpus, model=model, workers=workers, device=device, dtype=dtype, backend=backend, quantize=quantize,
         batch_size=rows, level=level, keep_text=keep_text, precision=precision, subword=subword,
         layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, normalize=normalize,
-        long=long, stride=stride, post=post,
+        long=long, stride=stride, post=post, prompt_name=prompt_name, prompt=prompt, **chunking,
     )  # fmt: skip
     embedded.write_datasink(_shard_sink(out, schema), ray_remote_args={"num_cpus": _IO_CPUS})
     summary = JobSummary(output=out, files=sorted(out.glob("part-*.parquet")))

@@ -43,20 +43,21 @@ def encode(
     """See `Model.encode`; the options are checked here, then one embed (or embed_tokens) runs."""
     _check(model, batch_size, output_value, precision, device, truncate_dim)
     single = isinstance(sentences, str)
-    texts: list[str] = [sentences] if isinstance(sentences, str) else _as_list(sentences)
-    if prompt is None and prompt_name is not None:
-        raise InvalidSpec(
-            f"prompt_name={prompt_name!r}: this model ships no named prompts; pass the text with prompt="
-        )
-    if prompt:
-        texts = [prompt + text for text in texts]
+    texts = [sentences] if single else _as_list(sentences)
+    # The model's own prompts (and its default one) apply as in sentence-transformers.
+    chosen = model.prompts.resolve(prompt_name=prompt_name, prompt=prompt)
     if output_value == "token_embeddings":
-        rows = model.embed_tokens(texts, layers="-1", progress=bool(show_progress_bar))
+        prompted = [chosen.text + text for text in texts] if chosen else texts
+        rows = model.embed_tokens(prompted, layers="-1", progress=bool(show_progress_bar))
         tensors = [torch.from_numpy(np.ascontiguousarray(row.vectors)) for row in rows]
         return tensors[0] if single else tensors
     if not texts:
         return _empty(convert_to_tensor, convert_to_numpy)
-    vectors = torch.from_numpy(model.embed(texts, pooling="auto", progress=bool(show_progress_bar)).vectors)
+    vectors = torch.from_numpy(
+        model.embed(
+            texts, pooling="auto", prompt_name=prompt_name, prompt=prompt, progress=bool(show_progress_bar)
+        ).vectors
+    )
     if truncate_dim is not None:
         vectors = vectors[:, :truncate_dim]
     if normalize_embeddings:

@@ -22,6 +22,7 @@ from .errors import InvalidSpec
 from .families import Family
 from .layers import combine_layers
 from .pooling import pool_sentences
+from .prompts import prepend
 from .results import SentenceEmbeddings
 from .spec import EmbedSpec
 from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
@@ -159,6 +160,7 @@ class Engine:
         parts = [by_window[w] for w in sorted(by_window)]
         stitched = torch.from_numpy(_stitch(tokens, parts, self.tokenizer.max_tokens, spec.stride))
         special = torch.tensor([[0.0 if s and spec.mask_special else 1.0 for s in tokens.special_mask]])
+        special[:, : spec.prompt_length] = 0.0  # include_prompt false: the prompt's tokens do not count
         return self._pool(stitched[None].to(self.device), special.to(self.device), spec)[0]
 
     def sentences_once(
@@ -190,7 +192,7 @@ class Engine:
             start += len(chunk)
 
     def _fit(self, chunk: Sequence[str], spec: EmbedSpec, start: int) -> list[Tokens]:
-        encoded = self.tokenizer.encode(chunk)
+        encoded = self.tokenizer.encode(prepend(spec.prompt, chunk) if spec.prompt else chunk)
         return [self.tokenizer.fit(t, spec.long, index=start + i) for i, t in enumerate(encoded)]
 
     def _segments(self, tokens: Sequence[Tokens], spec: EmbedSpec) -> list[_Segment]:
@@ -224,10 +226,11 @@ class Engine:
             attention = torch.from_numpy(mask).to(self.device)
             special, _ = pad_batch([[int(x) for x in s.special] for s in batch], 1)
             unspecial = attention * (1 - torch.from_numpy(special).to(self.device))
+            first_windows = torch.tensor([s.window == 0 for s in batch], device=self.device)
             views = {
                 name: (
                     combine_layers([states[i] for i in spec.layers], spec.combine),
-                    unspecial if spec.mask_special else attention,
+                    _pooling_mask(unspecial if spec.mask_special else attention, first_windows, spec),
                 )
                 for name, spec in specs.items()
             }
@@ -275,6 +278,15 @@ def _release_freed_memory() -> None:
     """
     if _MALLOC_TRIM is not None:
         _MALLOC_TRIM(0)
+
+
+def _pooling_mask(mask: torch.Tensor, first_windows: torch.Tensor, spec: EmbedSpec) -> torch.Tensor:
+    """(batch, tokens) pooling mask; include_prompt false leaves the prompt (in first windows) out."""
+    if not spec.prompt_length:
+        return mask
+    mask = mask.clone()  # the attention mask itself is still counted for on_batch
+    mask[first_windows, : spec.prompt_length] = 0
+    return mask
 
 
 def _windowed(segments: Sequence[_Segment]) -> set[int]:

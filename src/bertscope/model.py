@@ -16,6 +16,7 @@ import torch
 from . import anatomy as _anatomy
 from . import static as _static
 from ._enums import Backend, Combine, DType, LongText, Mode, Pooling, Quantize, SubwordPooling
+from .chunking import ChunkBy
 from .engine import Engine
 from .errors import InvalidInput, InvalidSpec
 from .layers import LayerSpec
@@ -23,6 +24,7 @@ from .loading import load_parts, resolve_device, resolve_dtype
 from .onnx_backend import resolve_backend
 from .pooling import group_words, pool_words
 from .progress import progress_callback
+from .prompts import Prompts, read_prompts
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .similarity import cos_sim, unit
 from .spec import EmbedOptions, EmbedSpec, PostArg, Recipe, resolve, resolve_spec
@@ -340,8 +342,10 @@ class Model:
         normalize: bool | None = None,
         long: LongText | str = "truncate",
         stride: int | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> EmbedSpec:
-        """Resolve user options (auto pooling, first_last_avg, defaults) into an EmbedSpec."""
+        """Resolve user options (auto pooling, first_last_avg, defaults, prompt) into an EmbedSpec."""
         return resolve_spec(
             self,
             layers=layers,
@@ -351,7 +355,14 @@ class Model:
             normalize=normalize,
             long=long,
             stride=stride,
+            prompt_name=prompt_name,
+            prompt=prompt,
         )
+
+    @cached_property
+    def prompts(self) -> Prompts:
+        """The model's own prompts (from config_sentence_transformers.json) and its include_prompt."""
+        return read_prompts(self.loaded.path)
 
     def iter_embed(
         self,
@@ -365,11 +376,15 @@ class Model:
         long: LongText | str = "truncate",
         stride: int | None = None,
         post: PostArg = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
         progress: bool | None = None,
         total: int | None = None,
     ) -> Iterator[SentenceEmbeddings]:
         """Sentence vectors (n, d) for a stream of texts, chunk by chunk in input order (bounded memory)."""
-        options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+        options = EmbedOptions(
+            layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
+        )
         recipe = resolve(self, options)
         with progress_callback(total, enabled=progress) as on_batch:
             for chunk in self.engine.sentences(_checked(texts), recipe.spec, on_batch=on_batch):
@@ -387,13 +402,18 @@ class Model:
         long: LongText | str = "truncate",
         stride: int | None = None,
         post: PostArg = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
         progress: bool | None = None,
     ) -> SentenceEmbeddings:
         """Sentence vectors (n, d) float32 for texts (or (A, B) pairs), any layers, any pooling; see `spec`.
 
         `post` is a fitted post-processing (whitening, all-but-the-top, PCA) or the path of a saved one.
+        `prompt_name` is one of the model's own prompts (default: its default one), `prompt` the text.
         """
-        options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+        options = EmbedOptions(
+            layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
+        )
         return self.embed_with(texts, resolve(self, options), progress=progress)
 
     def embed_with(
@@ -493,6 +513,58 @@ class Model:
             )
         return results
 
+    def embed_chunks(
+        self,
+        docs: str | Sequence[str],
+        *,
+        chunks: ChunkBy | str | Sequence[tuple[int, int]] = "sentence",
+        late: bool = True,
+        size: int = 128,
+        overlap: int = 0,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        pooling: Pooling | str = "auto",
+        mask_special: bool = False,
+        normalize: bool | None = None,
+        long: LongText | str | None = None,
+        stride: int | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        progress: bool | None = None,
+    ) -> Any:
+        """Chunk vectors of a document (ChunkEmbeddings) or of each of a list of documents (a list).
+
+        `chunks`: "sentence", "paragraph", "tokens" (`size` pieces, neighbours sharing `overlap`) or
+        (start, end) spans (for a list of documents, one list of spans per document). `late=True` runs
+        each document once (windows stitched; `long` defaults to "window") and pools its token vectors
+        per span; `late=False` embeds each chunk alone (`long` defaults to "truncate", reported).
+        """
+        from .chunk_embed import iter_chunk_embeddings, late_spec
+        from .chunking import chunk_spans
+
+        items = check_texts(docs)
+        spec = self.spec(
+            layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, normalize=normalize,
+            long=long or ("window" if late else "truncate"), stride=stride, prompt_name=prompt_name,
+            prompt=prompt,
+        )  # fmt: skip
+        if late:
+            spec = late_spec(spec)
+        per_doc = _spans_per_doc(chunks, items, isinstance(docs, str))
+        spans = (
+            (text, chunk_spans(text, given, tokenizer=self.tokenizer, size=size, overlap=overlap))
+            for text, given in zip(items, per_doc, strict=True)
+        )
+        settings: dict[str, Any] = {"chunks": _chunks_name(chunks)}
+        if settings["chunks"] == ChunkBy.TOKENS.value:
+            settings.update(chunk_size=size, chunk_overlap=overlap)
+        with progress_callback(len(items), enabled=progress) as on_batch:
+            chunked = iter_chunk_embeddings(
+                self.engine, spans, spec, late=late, settings=settings, on_batch=on_batch
+            )
+            results = list(chunked)
+        return results[0] if isinstance(docs, str) else results
+
     def add_tokens(self, words: Sequence[str], *, init: Any = "pieces", seed: int = 0) -> Model:
         """A new Model whose tokenizer keeps each word whole, its rows initialised from `init`."""
         from .vocab import add_tokens
@@ -526,9 +598,13 @@ class Model:
         long: LongText | str = "truncate",
         stride: int | None = None,
         post: PostArg = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
     ) -> np.ndarray:
         """Cosine matrix (len(a), len(b)) of sentence vectors; b defaults to a."""
-        options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+        options = EmbedOptions(
+            layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
+        )
         recipe = resolve(self, options)
         left = self.embed_with(a, recipe).vectors
         right = left if b is None else self.embed_with(b, recipe).vectors
@@ -628,6 +704,23 @@ def _checked(texts: Iterable[str]) -> Iterator[str]:
         if problem:
             raise InvalidInput(f"text {index} {problem}")
         yield text
+
+
+def _spans_per_doc(chunks: Any, docs: list[str], single: bool) -> list[Any]:
+    """The chunking of each document: one name for all, or the user's spans (one list per document)."""
+    if isinstance(chunks, str):
+        return [chunks] * len(docs)
+    if single:
+        return [chunks]
+    if not isinstance(chunks, Sequence) or len(chunks) != len(docs):
+        raise InvalidInput(
+            f"for {len(docs)} documents give one list of (start, end) spans per document, or a chunking name"
+        )
+    return list(chunks)
+
+
+def _chunks_name(chunks: Any) -> str:
+    return str(ChunkBy.parse(chunks, what="chunking").value) if isinstance(chunks, str) else "spans"
 
 
 def _stderr(message: str) -> None:

@@ -9,7 +9,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["SentenceEmbeddings", "TokenEmbeddings", "WordEmbeddings", "rows", "plain", "per_text"]
+__all__ = [
+    "SentenceEmbeddings",
+    "TokenEmbeddings",
+    "WordEmbeddings",
+    "ChunkEmbeddings",
+    "rows",
+    "plain",
+    "per_text",
+]
 
 
 def rows(matrix: np.ndarray) -> list[list[float]]:
@@ -110,3 +118,41 @@ class WordEmbeddings:
 def per_text(results: Sequence[TokenEmbeddings | WordEmbeddings]) -> dict[str, Any]:
     """JSON-able: `items` (each result's own dict, in input order) and the `spec` they share."""
     return {"items": [r.to_dict() for r in results], "spec": plain(results[0].spec if results else {})}
+
+
+@dataclass
+class ChunkEmbeddings:
+    """One document's chunk vectors (chunks, d), each chunk with its text and character span.
+
+    `n_tokens` counts the word pieces pooled into each chunk; `truncated` the pieces a chunk embedded
+    alone (late=False) lost to the model's window (always 0 for late chunks, which see every token).
+    """
+
+    text: str
+    chunks: list[str]
+    spans: list[tuple[int, int]]
+    vectors: np.ndarray
+    n_tokens: np.ndarray
+    truncated: np.ndarray
+    spec: dict[str, Any] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: text, and per chunk its number, start, end, text, n_tokens, truncated and vector."""
+        chunks = [
+            {
+                "number": n,
+                "start": s,
+                "end": e,
+                "text": c,
+                "n_tokens": int(t),
+                "truncated": int(d),
+                "vector": v,
+            }
+            for n, ((s, e), c, t, d, v) in enumerate(
+                zip(self.spans, self.chunks, self.n_tokens, self.truncated, rows(self.vectors), strict=True)
+            )
+        ]
+        return {"text": self.text, "chunks": chunks, "spec": plain(self.spec)}

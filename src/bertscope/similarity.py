@@ -31,15 +31,25 @@ def pairwise_cos_sim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @dataclass
 class Hit:
-    """One search result: stored id, its text when stored, and the cosine to the query."""
+    """One search result: stored id, its text when stored, and the cosine to the query.
+
+    From a chunk store, `id` is the document's id and `chunk`, `start`, `end` the chunk's number and
+    character span in that document.
+    """
 
     id: str
     score: float
     text: str | None = None
+    chunk: int | None = None
+    start: int | None = None
+    end: int | None = None
 
     def to_dict(self) -> dict[str, object]:
-        """JSON-able: id, score (cosine), text (None when the store keeps no texts)."""
-        return {"id": self.id, "score": self.score, "text": self.text}
+        """JSON-able: id, score (cosine), text (None when the store keeps no texts); chunk, start, end too."""
+        found: dict[str, object] = {"id": self.id, "score": self.score, "text": self.text}
+        if self.chunk is not None:
+            found.update(chunk=self.chunk, start=self.start, end=self.end)
+        return found
 
 
 class TopK:

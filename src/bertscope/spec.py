@@ -21,6 +21,7 @@ from ._enums import Combine, LongText, Pooling
 from .errors import InvalidSpec
 from .layers import LayerSpec, parse_layers
 from .post import PostProcessor, apply_post, prepare_post
+from .prompts import prompt_length
 from .results import SentenceEmbeddings
 
 if TYPE_CHECKING:
@@ -55,10 +56,19 @@ class EmbedSpec:
     normalize: bool = False
     long: LongText = LongText.TRUNCATE
     stride: int | None = None
+    # The prompt put before every text, and how many leading tokens ([CLS] + the prompt's pieces) pooling
+    # leaves out: 0 where the model's Pooling config includes the prompt.
+    prompt_name: str | None = None
+    prompt: str = ""
+    prompt_length: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-able settings, for provenance in results and outputs."""
-        return {k: (v.value if hasattr(v, "value") else v) for k, v in asdict(self).items()}
+        """Plain JSON-able settings for provenance (the prompt keys only where a prompt is used)."""
+        plain = {k: (v.value if hasattr(v, "value") else v) for k, v in asdict(self).items()}
+        if not self.prompt:
+            for key in ("prompt_name", "prompt", "prompt_length"):
+                plain.pop(key)
+        return plain
 
 
 @dataclass(frozen=True)
@@ -73,6 +83,8 @@ class EmbedOptions:
     long: LongText | str = LongText.TRUNCATE
     stride: int | None = None
     post: PostArg = field(default=None, compare=False)
+    prompt_name: str | None = None
+    prompt: str | None = None
 
     @classmethod
     def from_settings(cls, settings: dict[str, Any], *, post: PostArg = None) -> EmbedOptions:
@@ -137,6 +149,8 @@ def resolve(model: Model, options: EmbedOptions | None = None) -> Recipe:
         normalize=options.normalize,
         long=options.long,
         stride=options.stride,
+        prompt_name=options.prompt_name,
+        prompt=options.prompt,
     )
     return Recipe(spec, prepare_post(options.post, spec.as_dict()))
 
@@ -151,11 +165,15 @@ def resolve_spec(
     normalize: bool | None = None,
     long: LongText | str = LongText.TRUNCATE,
     stride: int | None = None,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
 ) -> EmbedSpec:
-    """Resolve options (auto pooling, first_last_avg, defaults) against a model into an EmbedSpec.
+    """Resolve options (auto pooling, first_last_avg, defaults, prompt) against a model into an EmbedSpec.
 
     `mask_special` leaves [CLS]/[SEP] (<s>, </s>) out of mean, max and mean_sqrt_len pooling;
     cls and pooler read the first token itself, so for them it has no effect (recorded as False).
+    `prompt_name` picks one of the model's own prompts (default: its default prompt, if any);
+    `prompt` gives the text itself ("" for none).
     """
     pool = Pooling.parse(pooling, what="pooling")
     _check_flag(mask_special, "mask_special")
@@ -193,7 +211,16 @@ def resolve_spec(
         normalize=bool(normalize),
         long=LongText.parse(long, what="long-text policy"),
         stride=stride,
+        **_prompt_fields(model, prompt_name, prompt),
     )
+
+
+def _prompt_fields(model: Model, prompt_name: str | None, prompt: str | None) -> dict[str, Any]:
+    chosen = model.prompts.resolve(prompt_name=prompt_name, prompt=prompt)
+    if chosen is None:
+        return {}
+    skipped = 0 if chosen.include else prompt_length(model.tokenizer, chosen.text)
+    return {"prompt_name": chosen.name, "prompt": chosen.text, "prompt_length": skipped}
 
 
 def _check_flag(value: object, name: str) -> None:

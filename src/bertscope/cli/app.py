@@ -106,6 +106,13 @@ CombineOpt = Annotated[
 LongOpt = Annotated[
     str, typer.Option("--long", help="Texts over the model's limit: truncate, window, error.")
 ]
+PromptNameOpt = Annotated[
+    str | None,
+    typer.Option("--prompt-name", help="One of the model's own prompts (default: its default prompt)."),
+]
+PromptOpt = Annotated[
+    str | None, typer.Option("--prompt", help='A prompt text put before every text ("" for none).')
+]
 PoolingOpt = Annotated[
     str, typer.Option("--pooling", "-p", help="cls, pooler, mean, max, mean_sqrt_len, first_last_avg, auto.")
 ]

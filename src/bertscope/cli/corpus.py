@@ -13,6 +13,8 @@ from ..errors import InvalidInput
 from .app import (
     JsonOpt,
     ModelOpt,
+    PromptNameOpt,
+    PromptOpt,
     app,
     emit_json,
     err,
@@ -91,13 +93,20 @@ def similar(
         Path | None,
         typer.Option("--threshold-file", help="Keep hits at or above a `bertscope calibrate` threshold."),
     ] = None,
+    prompt_name: PromptNameOpt = None,
+    prompt: PromptOpt = None,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Nearest stored texts by cosine: exact, in chunks (stores larger than memory), or through the
     store's ANN index when it has a fresh one (`bertscope index build`), re-ranked by exact cosine.
 
+    The query is embedded the store's way; a store made with a passage prompt is searched with the
+    model's query prompt (--prompt-name/--prompt choose another).
+
     Examples: `bertscope similar "a storm hits the coast" --in docs.db --collection news -k 5`,
+    `bertscope similar "how many people live there?" --in chunks.parquet` (a chunk store: each hit
+    with its document, chunk number and span),
     `bertscope similar --id 42 --in corpus.parquet -k 5`,
     `bertscope similar "a storm" --in corpus.parquet --view cls4 --exact`,
     `bertscope similar --in tokens.parquet --word bank --context "we sat on the bank of the river" -k 10`
@@ -120,7 +129,7 @@ def similar(
         warnings.simplefilter("always")
         hits = search(
             query, store, collection=collection, k=k, item_id=item_id, model=model, post=post,
-            view=view, exact=exact, nprobe=nprobe,
+            view=view, exact=exact, nprobe=nprobe, prompt_name=prompt_name, prompt=prompt,
         )  # fmt: skip
     for warning in caught:
         err.print(f"[yellow]warning:[/] {warning.message}", highlight=False)
@@ -129,9 +138,12 @@ def similar(
     if as_json:
         emit_json([h.to_dict() for h in hits])
         return
-    table = Table("rank", "id", "cosine", "text", title=f"nearest to {query or 'id ' + str(item_id)!r}")
+    chunked = any(h.chunk is not None for h in hits)
+    title = f"nearest to {query or 'id ' + str(item_id)!r}"
+    table = Table("rank", "id", *(("chunk", "span") if chunked else ()), "cosine", "text", title=title)
     for rank, hit in enumerate(hits, 1):
-        table.add_row(str(rank), hit.id, f"{hit.score:.4f}", hit.text or "")
+        where = (str(hit.chunk), f"{hit.start}-{hit.end}") if chunked else ()
+        table.add_row(str(rank), hit.id, *where, f"{hit.score:.4f}", hit.text or "")
     out.print(table)
 
 

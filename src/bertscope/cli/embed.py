@@ -24,6 +24,8 @@ from .app import (
     MaskSpecialOpt,
     ModelOpt,
     PoolingOpt,
+    PromptNameOpt,
+    PromptOpt,
     QuantizeOpt,
     StrideOpt,
     ThreadsOpt,
@@ -35,6 +37,7 @@ from .app import (
     read_lines,
     read_texts,
 )
+from .chunks import ChunkOverlapOpt, ChunkSizeOpt, ChunksOpt, LateOpt, print_chunks
 
 if TYPE_CHECKING:
     pass
@@ -88,6 +91,12 @@ def embed(
     normalize: NormalizeOpt = None,
     long: LongOpt = "truncate",
     stride: StrideOpt = None,
+    prompt_name: PromptNameOpt = None,
+    prompt: PromptOpt = None,
+    chunks: ChunksOpt = None,
+    late: LateOpt = True,
+    chunk_size: ChunkSizeOpt = 128,
+    chunk_overlap: ChunkOverlapOpt = 0,
     tokens: Annotated[
         bool, typer.Option("--tokens", help="Token vectors instead of one vector per text.")
     ] = False,
@@ -137,21 +146,37 @@ def embed(
     `bertscope embed -i 'dir/*.parquet' -o out_dir/ --engine ray --workers 4`,
     `bertscope embed -i corpus.txt -o corpus.parquet --quantize int8` (faster on CPU, drift recorded),
     `bertscope embed -i corpus.txt -o corpus.parquet --fast` (the fastest mode within cosine 0.999),
-    `bertscope embed -i corpus.txt -o views.parquet --view last=-1/mean --view cls4=-4:/cls`
+    `bertscope embed -i corpus.txt -o views.parquet --view last=-1/mean --view cls4=-4:/cls`,
+    `bertscope embed -i docs.txt --chunks sentence --late` (a vector per sentence of each line, in context),
+    `bertscope embed "what is late chunking?" --prompt-name query` (the model's own query prompt)
     """
-    if tokens and words:
-        raise InvalidInput("choose one of --tokens and --words")
+    if sum((tokens, words, chunks is not None)) > 1:
+        raise InvalidInput("choose one of --tokens, --words and --chunks")
     spec_options: dict[str, Any] = dict(layers=layers, combine=combine, long=long, stride=stride)
-    if (view or index) and (output is None or tokens or words or engine is Engine.RAY):
+    if (view or index) and (output is None or tokens or words or chunks is not None or engine is Engine.RAY):
         raise InvalidInput("--view and --index are for local sentence corpus jobs: give -o FILE.parquet")
-    pooled_options = dict(pooling=pooling, mask_special=mask_special, normalize=normalize, post=post)
-    level = "tokens" if tokens else "words" if words else "sentence"
-    # Token and word rows are not pooled: only their own options go to the corpus job.
-    row_options: dict[str, Any] = (
-        {**pooled_options, "precision": precision}
-        if level == "sentence"
-        else {"precision": precision, "subword": subword}
+    prompts = dict(prompt_name=prompt_name, prompt=prompt)
+    pooled_options = dict(
+        pooling=pooling, mask_special=mask_special, normalize=normalize, post=post, **prompts
     )
+    level = "tokens" if tokens else "words" if words else "chunks" if chunks else "sentence"
+    chunk_options = dict(chunks=chunks, late=late, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
+    if chunks is not None and output is None:
+        del pooled_options["post"]
+        m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+        print_chunks(
+            m, read_texts(texts, input_path),
+            as_json=as_json, chunks=chunks, late=late, size=chunk_size, overlap=chunk_overlap,
+            # Late chunks see every token (windows); chunks embedded alone are cut at the window, reported.
+            **{**spec_options, "long": None if long == "truncate" else long}, **pooled_options,
+        )  # fmt: skip
+        return
+    # Token and word rows are not pooled: only their own options go to the corpus job.
+    row_options: dict[str, Any] = {**pooled_options, "precision": precision}
+    if level == "chunks":
+        row_options.update(chunk_options)
+    elif level != "sentence":
+        row_options = {"precision": precision, "subword": subword}
     if engine is Engine.RAY:
         if output is None or not (texts or input_path) or resume or skip_bad or collection:
             raise InvalidInput(
@@ -267,6 +292,8 @@ def similarity(
         Path | None, typer.Option("--threshold-file", help="A threshold from `bertscope calibrate`.")
     ] = None,
     stride: StrideOpt = None,
+    prompt_name: PromptNameOpt = None,
+    prompt: PromptOpt = None,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -288,7 +315,9 @@ def similarity(
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     options: dict[str, Any] = dict(layers=layers, combine=combine, pooling=pooling, long=long, stride=stride)
     options.update(mask_special=mask_special, normalize=normalize)
-    matrix = m.similarity(texts, post=post, **options)
+    if (baseline or threshold_file is not None) and (prompt_name or prompt):
+        raise InvalidInput("--baseline and --threshold-file do not take a prompt yet; leave --prompt* out")
+    matrix = m.similarity(texts, post=post, prompt_name=prompt_name, prompt=prompt, **options)
     percentiles = same = None
     if baseline:
         refs = list(read_lines(reference)) if reference is not None else None

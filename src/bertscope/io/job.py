@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
+from ..chunking import ChunkBy
 from ..errors import CorpusError, InvalidSpec, JobInterrupted
 from ..layers import LayerSpec
 from ..spec import EmbedOptions, PostArg, reload_arg, stored_settings
@@ -84,6 +85,12 @@ def embed_corpus(
     long: LongText | str = "truncate",
     stride: int | None = None,
     post: PostArg = None,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+    chunks: ChunkBy | str = "sentence",
+    late: bool = True,
+    chunk_size: int = 128,
+    chunk_overlap: int = 0,
 ) -> JobSummary:
     """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded.
 
@@ -92,7 +99,9 @@ def embed_corpus(
     `level` is what a row is: "sentence" (one vector per text), "tokens" (one row per word piece) or
     "words" (pieces pooled by `subword`); see `bertscope.io.levels`. `combine="stack"` keeps each layer
     of a token or word row in its own `layer_N` column; `precision="float16"` halves the stored size.
-    The embedding options (`layers` ... `post`) are those of `Model.embed`, stored with the output.
+    The embedding options (`layers` ... `prompt`) are those of `Model.embed`, stored with the output.
+    "chunks" writes one row per chunk of each document (`chunks`, `late`, `chunk_size`, `chunk_overlap`
+    as in `Model.embed_chunks`; late chunks always run windows over the whole document).
     """
     from ..model import Model, load
     from ..progress import progress_callback
@@ -101,7 +110,9 @@ def embed_corpus(
         raise InvalidSpec(f"batch_size={batch_size!r}: give a whole number of texts per batch, at least 1")
     model_arg = None if model is None or isinstance(model, Model) else str(model)
     m = model if isinstance(model, Model) else load(model_arg)
-    options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+    options = EmbedOptions(
+        layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
+    )
     if views:
         from .views import views_level
 
@@ -110,8 +121,9 @@ def embed_corpus(
         )
     else:
         rows_of = make_level(
-            level, m, options=options, keep_text=keep_text, precision=precision, subword=subword
-        )
+            level, m, options=options, keep_text=keep_text, precision=precision, subword=subword,
+            chunks=chunks, late=late, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
+        )  # fmt: skip
     arg = model_arg if not isinstance(model, Model) else reload_arg(m)
     settings = stored_settings(m, rows_of.recorded(), arg)
     rejects = Rejects()

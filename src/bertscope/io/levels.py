@@ -8,6 +8,7 @@ and the same Ray runner; adding a level is one `CorpusLevel` subclass here and o
               text and truncated (on each text's first row only), then the vectors
     words     one row per word, its pieces pooled by `subword`: id, position, word, pieces, start, end,
               text and truncated (first row only), then the vectors
+    chunks    one row per chunk of a document, late-chunked or each alone (`bertscope.io.chunk_level`)
 
 Vectors are one `embedding` column, or with combine="stack" one `layer_N` column per kept layer (N the
 absolute layer number); `precision="float16"` stores them at half the size. A level turns records into
@@ -25,7 +26,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._enums import Combine, Level, Pooling, Precision, SubwordPooling
+from .._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
+from ..chunking import ChunkBy
 from ..engine import OnBatch
 from ..errors import InvalidSpec
 from ..pooling import group_words, pool_words
@@ -42,6 +44,7 @@ __all__ = [
     "LEVELS",
     "make_level",
     "vector_columns",
+    "vector_array",
 ]
 
 # Options that pool tokens into one vector: meaningless for rows that are tokens or words.
@@ -129,7 +132,7 @@ class SentenceLevel(CorpusLevel):
         columns: dict[str, Any] = {"id": pa.array([r.id for r in records], pa.string())}
         if self.keep_text:
             columns["text"] = pa.array(texts, pa.string())
-        columns["embedding"] = _vector_array(result.vectors, self.precision)
+        columns["embedding"] = vector_array(result.vectors, self.precision)
         columns["n_tokens"] = pa.array(result.n_tokens.astype(np.int32))
         columns["truncated"] = pa.array(result.truncated.astype(np.int32))
         return Rows(pa.table(columns), len(records), int(result.n_tokens.sum()), result.n_truncated)
@@ -170,7 +173,7 @@ class _PieceLevel(CorpusLevel):
     def _table(self, columns: dict[str, Any], blocks: list[list[np.ndarray]]) -> pa.Table:
         names = self.vector_names()
         for index, name in enumerate(names):
-            columns[name] = _vector_array(np.concatenate([b[index] for b in blocks]), self.precision)
+            columns[name] = vector_array(np.concatenate([b[index] for b in blocks]), self.precision)
         return pa.table(columns)
 
     def vector_names(self) -> list[str]:
@@ -308,10 +311,32 @@ def make_level(
     keep_text: bool = True,
     precision: Precision | str = "float32",
     subword: SubwordPooling | str = "mean",
+    chunks: ChunkBy | str = "sentence",
+    late: bool = True,
+    chunk_size: int = 128,
+    chunk_overlap: int = 0,
 ) -> CorpusLevel:
-    """The level asked for, its spec resolved from the embedding options (`spec.resolve`) once."""
+    """The level asked for, its spec resolved from the embedding options (`spec.resolve`) once.
+
+    `chunks`, `late`, `chunk_size` and `chunk_overlap` say how the chunks level cuts and embeds documents
+    (see `Model.embed_chunks`).
+    """
     kind = Level.parse(level, what="level")
     store_as = Precision.parse(precision, what="precision")
+    if kind is Level.CHUNKS:
+        from ..chunk_embed import late_spec
+        from .chunk_level import ChunkLevel
+
+        cut = ChunkBy.parse(chunks, what="chunking")
+        long = LongText.TRUNCATE if options.long is None else LongText.parse(options.long, what="long")
+        if late and long is LongText.TRUNCATE:
+            long = LongText.WINDOW  # late chunks see every token: truncation is the default, never their wish
+        recipe = resolve(model, replace(options, long=long))
+        spec = late_spec(recipe.spec) if late else recipe.spec
+        return ChunkLevel(
+            model, spec, keep_text=keep_text, precision=store_as, processor=recipe.post, chunks=cut,
+            late=late, size=chunk_size, overlap=chunk_overlap,
+        )  # fmt: skip
     if kind is Level.SENTENCE:
         recipe = resolve(model, options)
         return SentenceLevel(
@@ -339,7 +364,8 @@ def vector_columns(schema: pa.Schema) -> list[str]:
     return [f.name for f in schema if pa.types.is_fixed_size_list(f.type)]
 
 
-def _vector_array(vectors: np.ndarray, precision: Precision) -> pa.FixedSizeListArray:
+def vector_array(vectors: np.ndarray, precision: Precision) -> pa.FixedSizeListArray:
+    """A fixed-size list column of (rows, d) vectors in the stored precision."""
     dtype = np.float16 if precision is Precision.FLOAT16 else np.float32
     flat = np.ascontiguousarray(vectors, dtype=dtype).reshape(-1)
     return pa.FixedSizeListArray.from_arrays(pa.array(flat), int(vectors.shape[1]))

@@ -298,7 +298,7 @@ def npy_parts(table: Any) -> tuple[np.ndarray, str]:
     names = [f.name for f in table.schema if _is_vector(f.type)]
     blocks = [_matrix(table.column(n)) for n in names]
     vectors = blocks[0] if len(blocks) == 1 else np.stack(blocks, axis=1)
-    if "n_tokens" in table.column_names:
+    if "position" not in table.column_names:  # sentence rows: one per text
         return vectors, "".join(i + "\n" for i in table.column("id").to_pylist())
     rows = table.drop_columns(names).to_pylist()
     return vectors, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CorpusError
+from ..prompts import query_prompt_name
 from ..similarity import Hit, TopK
 from ..spec import EmbedOptions, PostArg, resolve
 from .sinks import PARQUET_META_KEY, view_column
@@ -156,6 +157,8 @@ def search(
     exact: bool = False,
     nprobe: int | None = None,
     chunk_size: int = 65536,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
 ) -> list[Hit]:
     """Top-k cosine search of a stored output, by a query text, a vector, or a stored id.
 
@@ -163,12 +166,19 @@ def search(
     ranked by their exact cosines (`nprobe`: index cells visited, more for recall, fewer for speed);
     `exact=True`, no index, or a stale one (warned) scan every row.
     A store with several views searches the one named by `view`, embedding the query its way.
+    A query text is embedded the store's way; a store made with a passage prompt is searched with the
+    model's query prompt where it has one (`prompt_name` / `prompt` choose another).
     """
     if k < 1:
         raise CorpusError(f"k must be at least 1, got {k}")
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
     level = opened.settings.get("level", "sentence")
-    if level != "sentence":
+    if level == "chunks" and (item_id is not None or opened.path.suffix.lower() != ".parquet"):
+        raise CorpusError(
+            f"{opened.path}: a chunk store is searched by a query text or vector, and written as .parquet "
+            "(its rows keep each chunk's document and span)"
+        )
+    if level not in ("sentence", "chunks"):
         raise CorpusError(
             f"{opened.path} holds {level} rows, not one vector per text; search it by occurrence "
             "(search_occurrences, or bertscope similar --in STORE --word WORD --context TEXT)"
@@ -179,10 +189,14 @@ def search(
     elif isinstance(query, np.ndarray):
         vector = query
     elif isinstance(query, str):
-        vector = _embed_query(query, view_settings(opened), model, post)
+        vector = _embed_query(
+            query, view_settings(opened), model, post, prompt_name=prompt_name, prompt=prompt
+        )
     else:
         raise CorpusError("give a query text, a vector, or a stored id to search with")
     exclude = None if item_id is None else str(item_id)
+    if level == "chunks":
+        return _chunk_hits(TopK(vector, k, exclude=exclude), opened.path, chunk_size)
     if not exact and opened.path.suffix.lower() in (".parquet", ".npy"):
         from .index import IndexStaleWarning, ann_search, index_state
 
@@ -202,7 +216,37 @@ def search(
     return top.hits
 
 
-def _embed_query(query: str, settings: dict[str, Any], model: Any, post: PostArg = None) -> np.ndarray:
+def _chunk_hits(top: TopK, path: Path, size: int) -> list[Hit]:
+    """Top chunks of a chunk store, each with its document id, chunk number and span."""
+    import pyarrow.parquet as pq
+
+    file = pq.ParquetFile(path)
+    names = ["id", "position", "start", "end", "text", "embedding"]
+    for batch in file.iter_batches(
+        batch_size=size, columns=[n for n in names if n in file.schema_arrow.names]
+    ):
+        rows = zip(*(batch.column(n).to_pylist() for n in ("id", "position", "start", "end")), strict=True)
+        keys = [json.dumps(row) for row in rows]  # a chunk's (document, number, start, end) as its key
+        texts = batch.column("text").to_pylist() if "text" in batch.schema.names else [None] * len(keys)
+        embedding = batch.column("embedding")
+        vectors = embedding.values.to_numpy(zero_copy_only=False).reshape(-1, embedding.type.list_size)
+        top.add(keys, texts, vectors)
+    hits = []
+    for hit in top.hits:
+        doc, number, start, end = json.loads(hit.id)
+        hits.append(Hit(doc, hit.score, hit.text, chunk=number, start=start, end=end))
+    return hits
+
+
+def _embed_query(
+    query: str,
+    settings: dict[str, Any],
+    model: Any,
+    post: PostArg = None,
+    *,
+    prompt_name: str | None = None,
+    prompt: str | None = None,
+) -> np.ndarray:
     """Embed a query with the same model, settings and post-processing the store was made with."""
     if settings.get("post") and post is None:
         kind = settings["post"].get("kind", "post-processing")
@@ -215,8 +259,11 @@ def _embed_query(query: str, settings: dict[str, Any], model: Any, post: PostArg
         )
 
     m = model_for(settings, model)
-    recipe = resolve(m, EmbedOptions.from_settings(settings, post=post))
-    return np.asarray(m.embed_with([query], recipe).vectors[0])
+    if prompt_name is None and prompt is None:
+        prompt_name = query_prompt_name(settings, m.prompts)
+        prompt = None if prompt_name else settings.get("prompt", "")
+    options = replace(EmbedOptions.from_settings(settings, post=post), prompt_name=prompt_name, prompt=prompt)
+    return np.asarray(m.embed_with([query], resolve(m, options)).vectors[0])
 
 
 def model_for(settings: dict[str, Any], model: Any = None) -> Any:

@@ -66,12 +66,14 @@ class _SpecFields(_LayerFields):
     normalize: StrictBool | None = Field(
         None, description="Unit-length vectors (null: the model's own choice)."
     )
+    prompt_name: str | None = Field(
+        None, description="One of the model's own prompts (e.g. query); null: its default prompt, if any."
+    )
 
     def options(self) -> EmbedOptions:
         """The embedding options these fields ask for (resolved once per request by `Service.recipe`)."""
-        return EmbedOptions(
-            self.layers, self.combine, self.pooling, self.mask_special, self.normalize, self.long, self.stride
-        )
+        given = (self.layers, self.combine, self.pooling, self.mask_special, self.normalize, self.long)
+        return EmbedOptions(*given, self.stride, prompt_name=self.prompt_name)
 
 
 class EmbedRequest(_SpecFields):

@@ -15,6 +15,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from ..errors import InvalidSpec
 from ..post import load_post
+from ..prompts import prepend
 from ..results import SentenceEmbeddings
 from ..spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from ..tokens import check_texts
@@ -92,7 +93,8 @@ class Service:
     def _prepare(self, texts: Any, spec: EmbedSpec) -> tuple[list[str], list[int]]:
         # Everything that can reject a request happens here, before the queue: a batch only gets good work.
         items = check_texts(texts, pairs=True)
-        counts = [len(t) for t in self.model.tokenize(items, long=spec.long)]
+        prompted = prepend(spec.prompt, items) if spec.prompt else items
+        counts = [len(t) for t in self.model.tokenize(prompted, long=spec.long)]
         return items, counts
 
     async def on_worker(self, fn: Callable[[], Any]) -> Any:

@@ -1,0 +1,145 @@
+"""Chunk vectors of documents: late (the whole document once, token vectors pooled per span) or naive.
+
+Late chunking (Günther et al. 2024): the document runs through the model once, long ones in
+overlapping windows stitched as everywhere else, and each chunk's vector pools the document-context
+token vectors whose characters fall in its span, so a chunk keeps what the rest of its document says.
+Naive chunking embeds each chunk's text alone, exactly as `Model.embed` would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
+
+import numpy as np
+
+from ._enums import LongText, Pooling
+from .chunking import Span
+from .engine import EmbedSpec, Engine, OnBatch
+from .errors import InvalidInput, InvalidSpec
+from .results import ChunkEmbeddings
+
+__all__ = ["late_spec", "iter_chunk_embeddings", "pool_spans"]
+
+_DOCS_PER_GROUP = 64
+
+
+def late_spec(spec: EmbedSpec) -> EmbedSpec:
+    """The spec late chunking runs with: every token kept (windows), pooling that can pool a span."""
+    if spec.pooling in (Pooling.CLS, Pooling.POOLER):
+        raise InvalidSpec(
+            f"late chunking pools token vectors over each chunk's span; pooling={spec.pooling.value!r} "
+            "reads one token for the whole text. Use mean, max or mean_sqrt_len (or late=False)"
+        )
+    if spec.long is LongText.TRUNCATE:
+        raise InvalidSpec(
+            "late chunking needs every token of the document; use long='window' (the default for late "
+            "chunks) or 'error', or late=False to embed each chunk alone"
+        )
+    return spec
+
+
+def iter_chunk_embeddings(
+    engine: Engine,
+    docs: Iterable[tuple[str, list[Span]]],
+    spec: EmbedSpec,
+    *,
+    late: bool,
+    settings: dict[str, object],
+    on_batch: OnBatch | None = None,
+) -> Iterator[ChunkEmbeddings]:
+    """Each (document, its chunk spans) as ChunkEmbeddings (vectors (chunks, d)), in input order.
+
+    Documents go through the model a group at a time, so memory is bounded on any number of them.
+    """
+    iterator = iter(docs)
+    recorded = {**spec.as_dict(), **settings, "late": late}
+    while group := list(islice(iterator, _DOCS_PER_GROUP)):
+        texts = [doc for doc, _ in group]
+        spans = [doc_spans for _, doc_spans in group]
+        if late:
+            yield from _late(engine, texts, spans, spec, recorded, on_batch)
+        else:
+            yield from _naive(engine, texts, spans, spec, recorded, on_batch)
+
+
+def _late(
+    engine: Engine,
+    docs: list[str],
+    spans: list[list[Span]],
+    spec: EmbedSpec,
+    recorded: dict[str, object],
+    on_batch: OnBatch | None,
+) -> Iterator[ChunkEmbeddings]:
+    shift = len(spec.prompt)
+    for doc, doc_spans, (tokens, matrix) in zip(
+        docs, spans, engine.token_matrices(docs, spec, on_batch=on_batch), strict=True
+    ):
+        usable = [
+            (s - shift, e - shift) if not special and e > s and s >= shift else None
+            for (s, e), special in zip(tokens.offsets, tokens.special_mask, strict=True)
+        ]
+        rows = [_rows_in(usable, span, number) for number, span in enumerate(doc_spans)]
+        vectors = pool_spans(matrix, rows, spec.pooling)
+        if spec.normalize:
+            vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        yield ChunkEmbeddings(
+            text=doc,
+            chunks=[doc[s:e] for s, e in doc_spans],
+            spans=doc_spans,
+            vectors=vectors,
+            n_tokens=np.array([len(r) for r in rows], dtype=np.int64),
+            truncated=np.zeros(len(doc_spans), dtype=np.int64),
+            spec=recorded,
+        )
+
+
+def _naive(
+    engine: Engine,
+    docs: list[str],
+    spans: list[list[Span]],
+    spec: EmbedSpec,
+    recorded: dict[str, object],
+    on_batch: OnBatch | None,
+) -> Iterator[ChunkEmbeddings]:
+    texts = [doc[s:e] for doc, doc_spans in zip(docs, spans, strict=True) for s, e in doc_spans]
+    result = engine.sentences_once(texts, spec, on_batch=on_batch)
+    start = 0
+    for doc, doc_spans in zip(docs, spans, strict=True):
+        stop = start + len(doc_spans)
+        yield ChunkEmbeddings(
+            text=doc,
+            chunks=texts[start:stop],
+            spans=doc_spans,
+            vectors=result.vectors[start:stop],
+            n_tokens=result.n_tokens[start:stop],
+            truncated=result.truncated[start:stop],
+            spec=recorded,
+        )
+        start = stop
+
+
+def pool_spans(matrix: np.ndarray, rows: Sequence[Sequence[int]], pooling: Pooling) -> np.ndarray:
+    """(chunks, d) float32: the token vectors `matrix` (tokens, d) pooled over each chunk's token rows."""
+    out = np.empty((len(rows), matrix.shape[1]), dtype=np.float32)
+    for number, index in enumerate(rows):
+        block = matrix[list(index)].astype(np.float32, copy=False)
+        if pooling is Pooling.MAX:
+            out[number] = block.max(axis=0)
+        elif pooling is Pooling.MEAN_SQRT_LEN:
+            out[number] = block.sum(axis=0) / np.sqrt(len(index))
+        else:
+            out[number] = block.mean(axis=0)
+    return out
+
+
+def _rows_in(usable: Sequence[Span | None], span: Span, number: int) -> list[int]:
+    """Token rows whose characters overlap the span (a piece cut by a span boundary counts for both)."""
+    start, end = span
+    rows = [i for i, o in enumerate(usable) if o is not None and o[0] < end and o[1] > start]
+    if not rows:
+        raise InvalidInput(
+            f"chunk {number} {span} holds no word piece the model sees (only control or zero-width "
+            "characters?); give spans with text"
+        )
+    return rows

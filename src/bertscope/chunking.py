@@ -1,0 +1,149 @@
+"""Cutting a document into chunks: sentences, paragraphs, N tokens with overlap, or spans the user gives.
+
+Every chunk is a character span (start, end) into the document; `document[start:end]` is its text.
+Sentence and paragraph chunks cover every non-space character exactly once, in order, with the
+whitespace between them left out; token chunks cover every token, neighbours sharing `overlap` tokens.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ._enums import StrEnum
+from .errors import InvalidInput, InvalidSpec
+from .tokens import TextTokenizer
+
+__all__ = ["ChunkBy", "Span", "chunk_spans", "sentence_spans", "paragraph_spans", "check_spans"]
+
+Span = tuple[int, int]
+
+# A sentence ends at . ! ? or … (with closing quotes or brackets) followed by space and a non-lowercase
+# start; a blank line always ends one. Abbreviations and initials do not end a sentence.
+_END = re.compile(r"[.!?…]+[\"'”’)\]]*(?=\s+[^\sa-z])")
+_BLANK = re.compile(r"\n[ \t\r\f\v]*\n\s*")
+_ABBREVIATIONS = frozenset(
+    "mr mrs ms dr prof sr jr st vs etc e.g i.e u.s u.k no fig gen col lt sgt rep sen gov jan feb mar apr "
+    "jun jul aug sep sept oct nov dec inc ltd co corp mt ft".split()
+)
+
+
+class ChunkBy(StrEnum):
+    """How a document is cut into chunks."""
+
+    SENTENCE = "sentence"
+    PARAGRAPH = "paragraph"
+    TOKENS = "tokens"
+
+
+def chunk_spans(
+    text: str,
+    chunks: ChunkBy | str | Sequence[Span],
+    *,
+    tokenizer: TextTokenizer | None = None,
+    size: int = 128,
+    overlap: int = 0,
+) -> list[Span]:
+    """The (start, end) character spans of a document's chunks, in order.
+
+    `chunks` is "sentence", "paragraph", "tokens" (`size` tokens each, neighbours sharing `overlap`;
+    needs the model's `tokenizer`) or the spans themselves (checked: in range, in order, no overlap).
+    """
+    if not isinstance(chunks, str):
+        return check_spans(text, chunks)
+    how = ChunkBy.parse(chunks, what="chunking")
+    if how is ChunkBy.SENTENCE:
+        return sentence_spans(text)
+    if how is ChunkBy.PARAGRAPH:
+        return paragraph_spans(text)
+    if tokenizer is None:
+        raise InvalidSpec("chunks='tokens' needs the model's tokenizer")
+    return token_spans(text, tokenizer, size=size, overlap=overlap)
+
+
+def paragraph_spans(text: str) -> list[Span]:
+    """Spans of the paragraphs (separated by blank lines), surrounding whitespace left out."""
+    spans: list[Span] = []
+    start = 0
+    for gap in _BLANK.finditer(text):
+        spans += _trimmed(text, start, gap.start())
+        start = gap.end()
+    return spans + _trimmed(text, start, len(text))
+
+
+def sentence_spans(text: str) -> list[Span]:
+    """Spans of the sentences of every paragraph, surrounding whitespace left out."""
+    spans: list[Span] = []
+    for p_start, p_end in paragraph_spans(text):
+        start = p_start
+        for end in _sentence_ends(text[p_start:p_end]):
+            spans += _trimmed(text, start, p_start + end)
+            start = p_start + end
+        spans += _trimmed(text, start, p_end)
+    return spans
+
+
+def token_spans(text: str, tokenizer: TextTokenizer, *, size: int, overlap: int) -> list[Span]:
+    """Spans of `size` consecutive word pieces each, the next one starting `size - overlap` pieces on."""
+    if size < 1 or not 0 <= overlap < size:
+        raise InvalidSpec(
+            f"token chunks need size >= 1 and 0 <= overlap < size; got size={size}, overlap={overlap}"
+        )
+    tokens = tokenizer.encode([text])[0]
+    offsets = [o for o, special in zip(tokens.offsets, tokens.special_mask, strict=True) if not special]
+    if not offsets:
+        return []
+    step = size - overlap
+    starts = list(range(0, max(1, len(offsets) - overlap), step))
+    return [(offsets[s][0], offsets[min(s + size, len(offsets)) - 1][1]) for s in starts]
+
+
+def check_spans(text: str, spans: Sequence[Span]) -> list[Span]:
+    """User spans as (start, end) tuples; InvalidInput names the first one out of range or overlapping."""
+    checked: list[Span] = []
+    for number, span in enumerate(spans):
+        try:
+            start, end = (int(x) for x in span)
+        except (TypeError, ValueError):
+            raise InvalidInput(
+                f"chunk span {number} is {span!r}; give (start, end) character offsets"
+            ) from None
+        if not 0 <= start < end <= len(text):
+            raise InvalidInput(
+                f"chunk span {number} ({start}, {end}) is out of range: the text has {len(text)} characters "
+                "and a span needs 0 <= start < end <= len(text)"
+            )
+        if checked and start < checked[-1][1]:
+            raise InvalidInput(
+                f"chunk span {number} ({start}, {end}) overlaps or precedes span {number - 1} {checked[-1]}; "
+                "give spans in order without overlap"
+            )
+        if not text[start:end].strip():
+            raise InvalidInput(
+                f"chunk span {number} ({start}, {end}) holds only whitespace; give spans with text"
+            )
+        checked.append((start, end))
+    if not checked:
+        raise InvalidInput("no chunk spans given: pass at least one (start, end)")
+    return checked
+
+
+def _sentence_ends(paragraph: str) -> list[int]:
+    ends = []
+    for match in _END.finditer(paragraph):
+        word = paragraph[: match.start()].rsplit(None, 1)[-1] if paragraph[: match.start()].strip() else ""
+        stem = word.lower().lstrip("(\"'“‘")
+        if stem in _ABBREVIATIONS or (len(stem) == 1 and stem.isalpha() and paragraph[match.start()] == "."):
+            continue
+        ends.append(match.end())
+    return ends
+
+
+def _trimmed(text: str, start: int, end: int) -> list[Span]:
+    """[(s, e)] with the whitespace at both ends of text[start:end] left out, or [] if nothing is left."""
+    piece = text[start:end]
+    stripped = piece.strip()
+    if not stripped:
+        return []
+    s = start + (len(piece) - len(piece.lstrip()))
+    return [(s, s + len(stripped))]

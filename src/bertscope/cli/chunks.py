@@ -1,0 +1,50 @@
+"""Chunk options of `bertscope embed` and how chunk vectors print (the chunk store is a corpus job)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from .app import emit_json, err, out
+
+ChunksOpt = Annotated[
+    str | None,
+    typer.Option("--chunks", help="One vector per chunk: sentence, paragraph or tokens (see --chunk-size)."),
+]
+LateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--late/--naive",
+        help="Late chunking (the whole document once, token vectors pooled per chunk) or each chunk alone.",
+    ),
+]
+ChunkSizeOpt = Annotated[int, typer.Option("--chunk-size", help="Word pieces per chunk (--chunks tokens).")]
+ChunkOverlapOpt = Annotated[
+    int, typer.Option("--chunk-overlap", help="Word pieces neighbouring token chunks share.")
+]
+
+
+def print_chunks(model: Any, docs: list[str], *, as_json: bool, **options: Any) -> None:
+    """Embed each document's chunks and print them: a table per document, or JSON."""
+    results = model.embed_chunks(docs, **options)
+    truncated = sum(int((r.truncated > 0).sum()) for r in results)
+    if truncated:
+        err.print(
+            f"[yellow]warning:[/] {truncated} chunk(s) longer than {model.max_tokens} tokens were truncated "
+            "(embedded alone with --naive); --late or --long window keeps every token"
+        )
+    if as_json:
+        emit_json([r.to_dict() for r in results])
+        return
+    for number, r in enumerate(results):
+        table = Table("chunk", "start", "end", "tokens", "text", "vector", title=f"document {number}")
+        for i, ((s, e), chunk, n, vec) in enumerate(
+            zip(r.spans, r.chunks, r.n_tokens, r.vectors, strict=True)
+        ):
+            preview = " ".join(f"{v:+.3f}" for v in vec[:4])
+            short = chunk if len(chunk) <= 60 else chunk[:59] + "…"
+            table.add_row(str(i), str(s), str(e), str(n), short, f"[{preview} ...]")
+        out.print(table)
+    out.print(f"spec: {results[0].spec}", highlight=False)

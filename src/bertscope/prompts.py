@@ -1,0 +1,121 @@
+"""A model's own prompts ("query: ", "passage: ", instructions), read as sentence-transformers ships them.
+
+A sentence-transformers folder lists its prompts in `config_sentence_transformers.json` (`prompts`,
+`default_prompt_name`); its Pooling config says with `include_prompt` whether the prompt's tokens count
+in the pooled vector. The prompt is put before the text as a string, as sentence-transformers does, and
+with `include_prompt: false` the first `length` tokens ([CLS] and the prompt's pieces, counted by
+tokenizing the prompt alone) are left out of pooling.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import InvalidSpec, ModelLoadError
+
+__all__ = ["Prompts", "Prompt", "read_prompts", "query_prompt_name", "prepend", "prompt_length"]
+
+# Names under which models ship the prompt for the stored side of a search.
+_PASSAGE_NAMES = ("passage", "document", "doc", "corpus", "retrieval.passage")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A resolved prompt: its name (None when given as text), its text, and whether pooling counts it."""
+
+    name: str | None
+    text: str
+    include: bool = True
+
+    def settings(self) -> dict[str, Any]:
+        """What goes into provenance: prompt_name, prompt and include_prompt."""
+        return {"prompt_name": self.name, "prompt": self.text, "include_prompt": self.include}
+
+
+@dataclass(frozen=True)
+class Prompts:
+    """The prompts a model folder ships, its default prompt's name, and its Pooling's include_prompt."""
+
+    prompts: dict[str, str] = field(default_factory=dict)
+    default_name: str | None = None
+    include_prompt: bool = True
+
+    def resolve(self, *, prompt_name: str | None = None, prompt: str | None = None) -> Prompt | None:
+        """The prompt asked for (by name or as text), else the model's default; None for no prompt.
+
+        `prompt=""` asks for no prompt even where the model has a default.
+        """
+        if prompt_name is not None and prompt is not None:
+            raise InvalidSpec("give prompt_name or prompt, not both (prompt is the text itself)")
+        if prompt is not None:
+            return Prompt(None, prompt, self.include_prompt) if prompt else None
+        name = prompt_name if prompt_name is not None else self.default_name
+        if name is None:
+            return None
+        if name not in self.prompts:
+            known = ", ".join(repr(n) for n in self.prompts) if self.prompts else "none"
+            raise InvalidSpec(
+                f"unknown prompt name {name!r}; this model's prompts: {known}. "
+                "Use one of them, or give the text with prompt= (--prompt)"
+            )
+        text = self.prompts[name]
+        return Prompt(name, text, self.include_prompt) if text else None
+
+
+def prepend(prompt: str, texts: Sequence[Any]) -> list[Any]:
+    """Texts with the prompt put before each (before A of an (A, B) pair), as sentence-transformers does."""
+    return [(prompt + t[0], t[1]) if isinstance(t, tuple) else prompt + t for t in texts]
+
+
+def prompt_length(tokenizer: Any, prompt: str) -> int:
+    """Leading tokens a prompt fills: [CLS] and its pieces, without a closing special (as ST counts)."""
+    tokens = tokenizer.encode([prompt])[0]
+    return int(len(tokens) - (1 if tokens.special_mask and tokens.special_mask[-1] else 0))
+
+
+def read_prompts(path: Path | None) -> Prompts:
+    """The prompts of a sentence-transformers folder (none for a plain transformers folder)."""
+    if path is None:
+        return Prompts()
+    config = _json(path / "config_sentence_transformers.json")
+    prompts = {str(k): str(v) for k, v in (config.get("prompts") or {}).items()}
+    default = config.get("default_prompt_name") or None
+    if default is not None and default not in prompts:
+        raise ModelLoadError(
+            f"{path}: default_prompt_name {default!r} is not one of its prompts "
+            f"({', '.join(prompts) or 'none'}); fix config_sentence_transformers.json"
+        )
+    return Prompts(prompts, default, _include_prompt(path))
+
+
+def query_prompt_name(stored: dict[str, Any], prompts: Prompts) -> str | None:
+    """The prompt name to embed a search query with, for a store made with `stored` settings.
+
+    A store made with a passage prompt is searched with the model's query prompt where it has one;
+    otherwise the query gets the store's own prompt.
+    """
+    name = stored.get("prompt_name")
+    if name in _PASSAGE_NAMES and "query" in prompts.prompts:
+        return "query"
+    return name if isinstance(name, str) else None
+
+
+def _include_prompt(path: Path) -> bool:
+    modules = _json(path / "modules.json", default=[])
+    for module in modules if isinstance(modules, list) else []:
+        if str(module.get("type", "")).endswith("Pooling"):
+            return bool(_json(path / module.get("path", "") / "config.json").get("include_prompt", True))
+    return True
+
+
+def _json(path: Path, default: Any = None) -> Any:
+    if not path.is_file():
+        return {} if default is None else default
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"{path} is not valid JSON ({exc}); fix or remove it") from None
