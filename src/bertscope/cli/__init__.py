@@ -46,7 +46,8 @@ def main() -> None:
         # The disk, permissions and other processes are outside bertscope: say what failed, in one line.
         if is_debug():
             raise
-        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        filename = getattr(exc, "filename", None)
+        where = f" ({filename})" if filename else ""
         what = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         err.print(f"[red]error:[/] {what}{where}; nothing already saved is lost", highlight=False)
         sys.exit(1)
