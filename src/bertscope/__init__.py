@@ -5,7 +5,7 @@ m = bertscope.load()                 # the bundled all-MiniLM-L6-v2
 m.static("bread"); m.anatomy("I am Sinan"); m.embed(["a cat", "a dog"], layers="-2")
 """
 
-from ._enums import Combine, LongText, Pooling, SubwordPooling
+from ._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
 from .anatomy import Anatomy
 from .engine import EmbedSpec
 from .errors import (
@@ -21,10 +21,12 @@ from .errors import (
 )
 from .families import SUPPORTED
 from .io.job import JobInterrupted, JobSummary, embed_corpus
+from .io.occurrences import Occurrence, Occurrences, search_occurrences
 from .io.sqlite_store import list_collections
 from .io.stores import search
 from .model import Model, ModelInfo, load
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
+from .senses import Senses, word_senses
 from .similarity import Hit, cos_sim, pairwise_cos_sim
 from .static import Neighbor, StaticWord
 from .tokens import Tokens
@@ -35,6 +37,11 @@ __all__ = [
     "load",
     "embed_corpus",
     "search",
+    "search_occurrences",
+    "word_senses",
+    "Occurrence",
+    "Occurrences",
+    "Senses",
     "list_collections",
     "cos_sim",
     "pairwise_cos_sim",
@@ -55,6 +62,8 @@ __all__ = [
     "Combine",
     "LongText",
     "SubwordPooling",
+    "Level",
+    "Precision",
     "SUPPORTED",
     "BertscopeError",
     "ModelLoadError",

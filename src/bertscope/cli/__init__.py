@@ -3,6 +3,7 @@
     basics    info, tokens, static, anatomy
     embed     embed, similarity
     corpus    similar, collections (and the corpus job behind `embed -o`)
+    senses    senses (a word's occurrences in a token store, clustered)
     research  eval, contextuality, fit-post, vocab, plot
     serve, explore, bench
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import sys
 
 from ..errors import BertscopeError
-from . import basics, bench, corpus, embed, explore, research, serve  # noqa: F401  (each registers its commands)
+from . import basics, bench, corpus, embed, explore, research, senses, serve  # noqa: F401  (each registers its commands)
 from .app import app, err, is_debug
 
 __all__ = ["app", "main"]

@@ -21,6 +21,7 @@ from .. import __version__
 from .batching import Batcher, Metrics
 from .explorer import mount_explorer
 from .guard import Guard, ServerSettings, add_error_handlers
+from .occurrences import occurrence_routes
 from .routes import embedding_routes, model_routes, ops_routes
 from .service import Service
 
@@ -64,6 +65,7 @@ def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastA
     embedding_routes(app, service)
     model_routes(app, service)
     ops_routes(app, service, metrics)
+    occurrence_routes(app, service)
     mount_explorer(app)
     paths = frozenset(getattr(r, "path", "") for r in app.routes)
     app.add_middleware(Guard, settings=settings, metrics=metrics, endpoints=paths)

@@ -55,6 +55,7 @@ class ServerSettings:
     auto_split: bool = False
     batching: bool = True
     posts: tuple[tuple[str, str], ...] = ()
+    stores: tuple[tuple[str, str], ...] = ()
 
 
 class TooManyInputs(Exception):

@@ -20,6 +20,8 @@ __all__ = [
     "AnatomyRequest",
     "SimilarityRequest",
     "SimilarityResponse",
+    "OccurrencesRequest",
+    "OccurrencesResponse",
 ]
 
 Texts = str | list[str]
@@ -186,3 +188,37 @@ class SimilarityResponse(BaseModel):
     model: str
     scores: list[float]
     spec: dict[str, Any]
+
+
+class OccurrencesRequest(_Strict):
+    """A word's occurrences in a token or word store the server was started with (--store NAME=FILE)."""
+
+    store: str = Field(description="The store's name, as given to --store NAME=FILE.", examples=["news"])
+    word: str = Field(description="One word, as written in the texts.", examples=["bank"])
+    context: str | None = Field(
+        None,
+        description="A text using the word: occurrences are ranked by cosine to its use here.",
+        examples=["we sat on the bank of the river"],
+    )
+    k: int = Field(10, ge=1, le=1000, description="How many occurrences.")
+
+
+class OccurrenceHit(BaseModel):
+    """One stored occurrence: its text's id, row position, character span, marked snippet and cosine."""
+
+    id: str
+    position: int
+    start: int
+    end: int
+    snippet: str
+    score: float | None
+
+
+class OccurrencesResponse(BaseModel):
+    """The occurrences (nearest first with a context) and how many the store holds."""
+
+    model: str
+    store: str
+    word: str
+    total: int
+    hits: list[OccurrenceHit]
