@@ -76,7 +76,8 @@ def test_page_shows_tokens_layers_and_sentence_cosines(
     pg.fill("#text", TEXT)
     pg.fill("#text2", PAIR[1])
     pg.click("#go")
-    pg.wait_for_selector(f"body[data-ready='{TEXT}']")
+    # The page marks itself ready with both inputs once every panel of this run is drawn.
+    pg.wait_for_selector(f"body[data-ready='{TEXT} | {PAIR[1]}']")
 
     # Tokens: "bread" is row 7852 of the vocabulary; the batch pads the shorter text with mask 0.
     row = pg.locator("#tokens tbody tr", has=pg.locator("td.piece", has_text="bread"))

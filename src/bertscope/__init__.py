@@ -5,7 +5,18 @@ m = bertscope.load()                 # the bundled all-MiniLM-L6-v2
 m.static("bread"); m.anatomy("I am Sinan"); m.embed(["a cat", "a dog"], layers="-2")
 """
 
-from ._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
+from ._enums import (
+    Backend,
+    Combine,
+    DType,
+    Engine,
+    Level,
+    LongText,
+    Pooling,
+    Precision,
+    Quantize,
+    SubwordPooling,
+)
 from .anatomy import Anatomy
 from .engine import EmbedSpec
 from .errors import (
@@ -64,6 +75,10 @@ __all__ = [
     "SubwordPooling",
     "Level",
     "Precision",
+    "Backend",
+    "Quantize",
+    "DType",
+    "Engine",
     "SUPPORTED",
     "BertscopeError",
     "ModelLoadError",

@@ -80,3 +80,33 @@ class SubwordPooling(StrEnum):
     LAST = "last"
     MEAN = "mean"
     FIRST_LAST = "first_last"
+
+
+class Backend(StrEnum):
+    """What runs the forward: torch, ONNX Runtime (CPU), or auto (torch, or onnxruntime for int8)."""
+
+    AUTO = "auto"
+    TORCH = "torch"
+    ONNXRUNTIME = "onnxruntime"
+
+
+class Quantize(StrEnum):
+    """Weight quantization: none, or int8 (ONNX Runtime with BERT's outlier channels kept in float32)."""
+
+    NONE = "none"
+    INT8 = "int8"
+
+
+class DType(StrEnum):
+    """The floating-point type the weights and activations run in."""
+
+    FLOAT32 = "float32"
+    BFLOAT16 = "bfloat16"
+    FLOAT16 = "float16"
+
+
+class Engine(StrEnum):
+    """Where a corpus job runs: this process, or a Ray Data pool of actors."""
+
+    LOCAL = "local"
+    RAY = "ray"

@@ -13,13 +13,14 @@ import torch
 import transformers
 from torch import nn
 
+from ._enums import DType
 from .errors import ModelLoadError
 from .families import Family, family_for
 
 __all__ = ["DEFAULT_MODEL", "Loaded", "load_parts", "resolve_device", "resolve_dtype"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (bundled)"
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+_DTYPES = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
 
 
 @dataclass
@@ -34,6 +35,7 @@ class Loaded:
     st_pooling: str | None
     st_normalize: bool
     st_max_seq_length: int | None
+    st_unsupported: str | None = None
 
 
 def bundled_path() -> Path:
@@ -66,16 +68,14 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return resolved
 
 
-def resolve_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
+def resolve_dtype(dtype: DType | str | torch.dtype, device: torch.device) -> torch.dtype:
     """A torch dtype from its name; float16 only where the device runs it well (CUDA)."""
     from .errors import InvalidSpec
 
     if isinstance(dtype, torch.dtype):
         resolved = dtype
-    elif str(dtype) in _DTYPES:
-        resolved = _DTYPES[str(dtype)]
     else:
-        raise InvalidSpec(f"unknown dtype {dtype!r}; choose one of: {', '.join(_DTYPES)}")
+        resolved = _DTYPES[DType.parse(dtype, what="dtype")]
     if resolved is torch.float16 and device.type != "cuda":
         raise InvalidSpec("float16 runs on CUDA only; on CPU use dtype='bfloat16' or 'float32'")
     if resolved is torch.bfloat16 and device.type == "cpu" and not _cpu_has_native_bf16():
@@ -120,9 +120,18 @@ def load_parts(name: str | os.PathLike[str] | None, *, dtype: torch.dtype, devic
         raise _not_loadable(source, path, exc) from None
     if getattr(tokenizer, "backend_tokenizer", None) is None:
         raise ModelLoadError(f"{source}: bertscope needs a fast (tokenizers) tokenizer; this folder has none")
+    rows = int(getattr(config, "vocab_size", 0) or 0)
+    if len(tokenizer) < rows // 2:
+        # transformers builds an empty tokenizer when the files are missing: every word would be [UNK].
+        raise ModelLoadError(
+            f"{source}: its tokenizer has {len(tokenizer)} entries for a vocabulary of {rows} rows, so the "
+            "tokenizer files are missing (tokenizer.json, vocab.txt, ...); copy them from the model's source"
+        )
     model.eval().to(device)
-    pooling, normalize, max_len = _sentence_transformers_settings(path)
-    return Loaded(source, path, model, tokenizer, family, pooling, normalize, max_len)
+    st = sentence_transformers_settings(path)
+    return Loaded(
+        source, path, model, tokenizer, family, st.pooling, st.normalize, st.max_seq_length, st.unsupported
+    )
 
 
 def _local_folder(name: str) -> Path | None:
@@ -157,24 +166,60 @@ def _not_loadable(source: str, path: Path | None, exc: Exception) -> ModelLoadEr
     return ModelLoadError(f"{source} could not be loaded as a model: {first}")
 
 
-def _sentence_transformers_settings(path: Path | None) -> tuple[str | None, bool, int | None]:
+# sentence-transformers' pooling names (the `pooling_mode` of v5+, and the legacy `pooling_mode_*_token(s)`
+# booleans) -> ours. weightedmean and lasttoken have no bertscope equivalent.
+ST_POOLING_MODES = {"cls": "cls", "mean": "mean", "max": "max", "mean_sqrt_len_tokens": "mean_sqrt_len"}
+_ST_LEGACY_KEYS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+_ST_MODULES_AUTO_APPLIES = ("Transformer", "Pooling", "Normalize")
+
+
+@dataclass(frozen=True)
+class SentenceTransformersSettings:
+    """The sentence pipeline a sentence-transformers folder ships, as far as pooling='auto' can redo it."""
+
+    pooling: str | None = None
+    normalize: bool = False
+    max_seq_length: int | None = None
+    unsupported: str | None = None  # why pooling='auto' cannot reproduce the folder's pipeline
+
+
+def pooling_modes(config: dict[str, Any]) -> list[str]:
+    """sentence-transformers pooling mode names of a Pooling config.json, in either format."""
+    mode = config.get("pooling_mode")
+    if mode is None:
+        return [name for key, name in _ST_LEGACY_KEYS.items() if config.get(key)]
+    return [mode] if isinstance(mode, str) else [str(m) for m in mode]
+
+
+def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSettings:
     """The pooling mode, normalisation and max length a sentence-transformers folder ships, if any."""
     if path is None or not (path / "modules.json").exists():
-        return None, False, None
+        return SentenceTransformersSettings()
     modules = json.loads((path / "modules.json").read_text())
+    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+    normalize = "Normalize" in kinds
+    unsupported = None
+    extra = [k for k in kinds if k not in _ST_MODULES_AUTO_APPLIES]
+    if extra:
+        unsupported = f"its sentence-transformers pipeline has a {', '.join(extra)} module (modules.json)"
     pooling = None
-    normalize = any(m.get("type", "").endswith("Normalize") for m in modules)
-    for module in modules:
-        if module.get("type", "").endswith("Pooling"):
-            config = json.loads((path / module["path"] / "config.json").read_text())
-            for mode in ("cls_token", "mean_tokens", "max_tokens", "mean_sqrt_len_tokens"):
-                if config.get(f"pooling_mode_{mode}"):
-                    pooling = {"cls_token": "cls", "mean_tokens": "mean", "max_tokens": "max"}.get(
-                        mode, "mean_sqrt_len"
-                    )
-                    break
+    for module, kind in zip(modules, kinds, strict=True):
+        if kind != "Pooling":
+            continue
+        modes = pooling_modes(json.loads((path / module["path"] / "config.json").read_text()))
+        if len(modes) == 1 and modes[0] in ST_POOLING_MODES:
+            pooling = ST_POOLING_MODES[modes[0]]
+        elif modes:
+            unsupported = unsupported or f"its Pooling module asks for {' + '.join(modes)}"
     max_len = None
     st_config = path / "sentence_bert_config.json"
     if st_config.exists():
         max_len = json.loads(st_config.read_text()).get("max_seq_length")
-    return pooling, normalize, max_len
+    return SentenceTransformersSettings(pooling, normalize, max_len, unsupported)

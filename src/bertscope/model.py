@@ -15,7 +15,7 @@ import torch
 
 from . import anatomy as _anatomy
 from . import static as _static
-from ._enums import Combine, LongText, Pooling, SubwordPooling
+from ._enums import Backend, Combine, DType, LongText, Pooling, Quantize, SubwordPooling
 from .engine import EmbedSpec, Engine
 from .errors import InvalidInput, InvalidSpec
 from .layers import LayerSpec, parse_layers
@@ -26,7 +26,7 @@ from .post import apply_post, prepare_post
 from .progress import progress_callback
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .similarity import cos_sim, unit
-from .tokens import TextTokenizer, check_texts
+from .tokens import Text, TextTokenizer, check_texts, is_pair, pad_batch
 
 __all__ = ["Model", "ModelInfo", "load"]
 
@@ -56,6 +56,8 @@ class ModelInfo:
     dtype: str
     backend: str = "torch"
     quantize: str | None = None
+    mode: str = "exact"
+    fast: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The info as a plain dict (JSON-able)."""
@@ -66,30 +68,53 @@ def load(
     name: str | os.PathLike[str] | None = None,
     *,
     device: str | torch.device | None = "auto",
-    dtype: str | torch.dtype = "float32",
+    dtype: DType | str | torch.dtype = DType.FLOAT32,
     threads: int | None = None,
     max_tokens: int | None = None,
     token_budget: int | None = None,
-    backend: str = "auto",
-    quantize: str | None = None,
+    backend: Backend | str = Backend.AUTO,
+    quantize: Quantize | str | None = None,
     calibration: Sequence[str] | None = None,
+    mode: str = "exact",
+    fast_min_cosine: float = 0.999,
 ) -> Model:
     """Load a model: None (or BERTSCOPE_MODEL) for the bundled all-MiniLM-L6-v2, a folder, or a hub id.
 
     `backend` is "torch", "onnxruntime" (CPU, float32 or int8; exported once and cached) or "auto"
     (torch, or onnxruntime for int8). `quantize="int8"` runs ONNX Runtime's int8 with BERT's outlier
     channels kept in float32, found on `calibration` texts (default: sentences shipped with bertscope).
+    "openvino" runs the same exported graph on OpenVINO: float32, bfloat16 (CPUs with it natively) or
+    int8 (NNCF). `mode="fast"` measures the modes this machine runs and keeps the fastest whose min
+    cosine to float32 is >= `fast_min_cosine`, remembered per model and machine (backends/fast.py).
     """
     if name is None:
         name = os.environ.get("BERTSCOPE_MODEL") or None
     if threads is not None:
         torch.set_num_threads(threads)
     torch_device = resolve_device(device)
+    if str(mode) == "fast":
+        from .backends.fast import load_fast
+
+        asked = {"dtype": dtype, "backend": backend, "quantize": quantize}
+        return load_fast(
+            name, asked, device=torch_device, max_tokens=max_tokens, token_budget=token_budget,
+            min_cosine=fast_min_cosine, calibration=calibration,
+        )  # fmt: skip
+    if str(mode) != "exact":
+        raise InvalidSpec(f"unknown mode {mode!r}; choose one of: exact, fast")
+    if str(backend) == "openvino":
+        from .backends.openvino import resolve_precision
+
+        precision = resolve_precision(dtype, quantize, torch_device)
+        loaded = load_parts(name, dtype=torch.float32, device=torch_device)
+        model = Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
+        model.use_openvino(precision, calibration=calibration)
+        return model
     torch_dtype = resolve_dtype(dtype, torch_device)
     chosen = resolve_backend(backend, quantize, torch_dtype, torch_device)
     loaded = load_parts(name, dtype=torch_dtype, device=torch_device)
     model = Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
-    if chosen == "onnxruntime":
+    if chosen is Backend.ONNXRUNTIME:
         model.use_onnxruntime(quantize=quantize, calibration=calibration)
     return model
 
@@ -108,8 +133,7 @@ class Model:
         pad = loaded.tokenizer.pad_token_id
         self.pad_id: int = int(pad if pad is not None else self.config.pad_token_id or 0)
         self.max_positions = self._usable_positions()
-        limits = [self.max_positions, loaded.st_max_seq_length, max_tokens]
-        self.max_tokens = min(int(x) for x in limits if x)
+        self.max_tokens = self._token_limit(max_tokens)
         backend = loaded.tokenizer.backend_tokenizer
         self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
         budget = token_budget or (_CUDA_TOKEN_BUDGET if device.type == "cuda" else _CPU_TOKEN_BUDGET)
@@ -119,14 +143,55 @@ class Model:
         self.n_layers = self.family.num_layers(self.hf_model)
         self.backend = "torch"
         self.quantize: str | None = None
+        self.runtime_dtype: str | None = None
+        self.mode = "exact"
+        self.fast_choice: dict[str, Any] | None = None
+
+    def use_torch(self) -> None:
+        """Run every forward in torch again (the model's own dtype)."""
+        self.engine.runner = None
+        self.backend, self.quantize, self.runtime_dtype = "torch", None, None
+
+    def use_openvino(self, precision: str = "float32", *, calibration: Sequence[str] | None = None) -> None:
+        """Run every forward on OpenVINO from now on: precision float32, bfloat16 or int8 (NNCF)."""
+        from .backends.openvino import OpenVinoRunner
+
+        if next(self.hf_model.parameters()).dtype is not torch.float32 or self.device.type != "cpu":
+            raise InvalidSpec(
+                "backend='openvino' exports a float32 model on the CPU; load it with dtype='float32'"
+            )
+        runner = OpenVinoRunner.build(
+            self.hf_model,
+            self.family,
+            precision=precision,
+            batches=self._calibration_batches,
+            calibration=calibration,
+            log=_stderr,
+        )
+        self.engine.runner = runner
+        self.backend = "openvino"
+        self.quantize = "int8" if precision == "int8" else None
+        self.runtime_dtype = "float32" if precision == "int8" else precision
+
+    def _calibration_batches(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(ids, type_ids, mask) per batch of 8 texts, truncated and padded as the engine does."""
+        tokens = self.tokenize(list(texts))
+        batches = []
+        for start in range(0, len(tokens), 8):
+            part = tokens[start : start + 8]
+            ids, mask = pad_batch([t.ids for t in part], self.pad_id)
+            type_ids, _ = pad_batch([t.type_ids for t in part], 0)
+            batches.append((ids, type_ids, mask))
+        return batches
 
     def use_onnxruntime(
-        self, *, quantize: str | None = None, calibration: Sequence[str] | None = None
+        self, *, quantize: Quantize | str | None = None, calibration: Sequence[str] | None = None
     ) -> None:
         """Run every forward on ONNX Runtime from now on (float32, or int8 with quantize="int8")."""
         from .onnx_backend import OnnxRunner, resolve_backend
 
-        resolve_backend("onnxruntime", quantize, next(self.hf_model.parameters()).dtype, self.device)
+        mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
+        resolve_backend(Backend.ONNXRUNTIME, mode, next(self.hf_model.parameters()).dtype, self.device)
         self.engine.runner = None  # calibration watches the torch forward
         deepest = EmbedSpec(layers=(self.n_layers,))
 
@@ -137,16 +202,30 @@ class Model:
             self.hf_model,
             self.family,
             self.n_layers,
-            quantize=quantize,
+            quantize=mode.value,
             calibrate=calibrate,
             calibration=calibration,
             log=_stderr,
         )
         self.backend = "onnxruntime"
-        self.quantize = quantize if quantize not in (None, "none") else None
+        self.runtime_dtype = None
+        self.quantize = None if mode is Quantize.NONE else mode.value
 
     def __repr__(self) -> str:
         return f"<bertscope.Model {self.loaded.source} ({self.family.name}, {self.n_layers} layers)>"
+
+    def _token_limit(self, asked: int | None) -> int:
+        """The tokens per text: the model's own limit, or the one asked (an override, as in ST) if it fits."""
+        if asked is None:
+            return min(int(x) for x in (self.max_positions, self.loaded.st_max_seq_length) if x)
+        if isinstance(asked, bool) or not isinstance(asked, int) or asked < 2:
+            raise InvalidSpec(f"max_tokens={asked!r}: give a whole number of at least 2 ([CLS] and [SEP])")
+        if asked > self.max_positions:
+            raise InvalidSpec(
+                f"max_tokens={asked} is over what {self.loaded.source} can take ({self.max_positions} "
+                f"positions); use max_tokens<={self.max_positions} and long='window' for longer texts"
+            )
+        return asked
 
     def _usable_positions(self) -> int:
         positions = int(getattr(self.config, "max_position_embeddings", 512))
@@ -202,19 +281,24 @@ class Model:
             normalize=self.loaded.st_normalize,
             lacks=list(self.family.parts(self.hf_model).lacks),
             device=str(self.device),
-            dtype=str(next(self.hf_model.parameters()).dtype).replace("torch.", ""),
+            dtype=self.runtime_dtype or str(next(self.hf_model.parameters()).dtype).replace("torch.", ""),
             backend=self.backend,
             quantize=self.quantize,
+            mode=self.mode,
+            fast=self.fast_choice,
         )
 
     # Tokens and static vectors ------------------------------------------------------------------
 
-    def tokenize(self, texts: str | Sequence[str], *, long: LongText | str = "truncate") -> Any:
-        """Tokens of a text (or a list of Tokens): pieces, ids, offsets, word ids, special mask."""
+    def tokenize(self, texts: Text | Sequence[Text], *, long: LongText | str = "truncate") -> Any:
+        """Tokens of a text or an (A, B) pair (or a list of Tokens): pieces, ids, offsets, word ids, specials.
+
+        A pair reads [CLS] A [SEP] B [SEP] with token type 1 on B where the family has token types.
+        """
         policy = LongText.parse(long, what="long-text policy")
-        items = check_texts(texts)
+        items = check_texts(texts, pairs=True)
         tokens = [self.tokenizer.fit(t, policy, index=i) for i, t in enumerate(self.tokenizer.encode(items))]
-        return tokens[0] if isinstance(texts, str) else tokens
+        return tokens[0] if _single(texts) else tokens
 
     def static(self, items: str | int | Sequence[str | int]) -> np.ndarray:
         """(n, d) static rows of word pieces or ids: no position, no segment."""
@@ -238,11 +322,11 @@ class Model:
         """Write every static row (word2vec, npy, parquet or projector); returns the files written."""
         return _static.export(self, path, format)
 
-    def anatomy(self, texts: str | Sequence[str]) -> Any:
-        """The embedding layer taken apart for a text (or a padded batch of texts), with its proof."""
+    def anatomy(self, texts: Text | Sequence[Text]) -> Any:
+        """The embedding layer taken apart for a text or pair (or a padded batch of them), with its proof."""
         tokens = self.tokenize(texts)
-        result = _anatomy.decompose(self, [tokens] if isinstance(texts, str) else tokens)
-        return result[0] if isinstance(texts, str) else result
+        result = _anatomy.decompose(self, [tokens] if _single(texts) else tokens)
+        return result[0] if _single(texts) else result
 
     # Contextual vectors -------------------------------------------------------------------------
 
@@ -263,7 +347,16 @@ class Model:
         cls and pooler read the first token itself, so for them it has no effect (recorded as False).
         """
         pool = Pooling.parse(pooling, what="pooling")
+        _check_flag(mask_special, "mask_special")
+        if normalize is not None:
+            _check_flag(normalize, "normalize")
         if pool is Pooling.AUTO:
+            if self.loaded.st_unsupported:
+                raise InvalidSpec(
+                    f"pooling='auto' cannot reproduce {self.loaded.source}: {self.loaded.st_unsupported}, "
+                    "which bertscope does not apply; name a pooling (e.g. pooling='mean') to get the "
+                    "encoder's own pooled vectors, or sentence-transformers for the full pipeline"
+                )
             pool = Pooling(self.loaded.st_pooling or "mean")
             normalize = self.loaded.st_normalize if normalize is None else normalize
         if pool is Pooling.FIRST_LAST_AVG:
@@ -308,21 +401,51 @@ class Model:
                 yield apply_post(chunk, processor)
 
     def embed(
-        self, texts: str | Sequence[str], *, post: Any = None, progress: bool | None = None, **options: Any
+        self, texts: Text | Sequence[Text], *, post: Any = None, progress: bool | None = None, **options: Any
     ) -> SentenceEmbeddings:
-        """Sentence vectors (n, d) float32 for texts, any layers, any pooling; see `spec` for options.
+        """Sentence vectors (n, d) float32 for texts (or (A, B) pairs), any layers, any pooling; see `spec`.
 
         `post` is a fitted post-processing (whitening, all-but-the-top, PCA) or the path of a saved one.
         """
-        items = check_texts(texts)
+        items = check_texts(texts, pairs=True)
         spec = self.spec(**options)
         processor = prepare_post(post, spec.as_dict())
         with progress_callback(len(items), enabled=progress) as on_batch:
             return apply_post(self.engine.sentences_once(items, spec, on_batch=on_batch), processor)
 
+    def encode(
+        self,
+        sentences: str | Sequence[str],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        output_value: str | None = "sentence_embedding",
+        precision: str = "float32",
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        device: str | None = None,
+        normalize_embeddings: bool = False,
+        truncate_dim: int | None = None,
+    ) -> Any:
+        """sentence-transformers' `encode`: (d,) for a str, (n, d) for a list, with the model's own pooling.
+
+        `convert_to_tensor` gives a torch tensor, neither it nor numpy a list of (d,) tensors;
+        `output_value="token_embeddings"` a list of (tokens, d) last-layer tensors. Positional order and
+        defaults are sentence-transformers'; `batch_size` does not change the vectors (see bertscope.encode).
+        """
+        from .encode import encode
+
+        return encode(
+            self, sentences, prompt_name=prompt_name, prompt=prompt, batch_size=batch_size,
+            show_progress_bar=show_progress_bar, output_value=output_value, precision=precision,
+            convert_to_numpy=convert_to_numpy, convert_to_tensor=convert_to_tensor, device=device,
+            normalize_embeddings=normalize_embeddings, truncate_dim=truncate_dim,
+        )  # fmt: skip
+
     def embed_tokens(
         self,
-        texts: str | Sequence[str],
+        texts: Text | Sequence[Text],
         *,
         layers: LayerSpec | None = None,
         combine: Combine | str = "mean",
@@ -330,13 +453,13 @@ class Model:
         stride: int | None = None,
         progress: bool | None = None,
     ) -> list[TokenEmbeddings]:
-        """Per text: tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed."""
-        items = check_texts(texts)
+        """Per text (or pair): tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed."""
+        items = check_texts(texts, pairs=True)
         spec = self.spec(layers=layers, combine=combine, pooling="mean", long=long, stride=stride)
         with progress_callback(len(items), enabled=progress) as on_batch:
             return [
                 TokenEmbeddings(
-                    t.text, t.tokens, t.offsets, t.word_ids, t.special_mask, m, t.n_dropped, spec.as_dict()
+                    t.text, t.tokens, t.offsets, t.word_ids, t.special_mask, m, t.n_dropped, spec.as_dict(), t.pair
                 )
                 for t, m in self.engine.token_matrices(items, spec, on_batch=on_batch)
             ]
@@ -353,6 +476,7 @@ class Model:
     ) -> list[WordEmbeddings]:
         """Per text: words (from the tokenizer's word ids), char spans, and pooled word vectors."""
         how = SubwordPooling.parse(subword, what="subword pooling")
+        check_texts(texts)  # words index into one text: pairs are not taken here
         results = []
         for tok in self.embed_tokens(texts, layers=layers, combine=combine, long=long, stride=stride):
             groups = group_words(tok.word_ids, tok.special_mask)
@@ -382,10 +506,10 @@ class Model:
 
         return save(self, folder)
 
-    def hidden_states(self, text: str, *, long: LongText | str = "truncate") -> np.ndarray:
-        """(L+1, tokens, d) every layer's token vectors for one text: 0 is the embedding output."""
-        if not isinstance(text, str):
-            raise InvalidSpec("hidden_states takes one text; use embed_tokens for many")
+    def hidden_states(self, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
+        """(L+1, tokens, d) every layer's token vectors for one text or pair: 0 is the embedding output."""
+        if not _single(text):
+            raise InvalidSpec("hidden_states takes one text (or one (A, B) pair); use embed_tokens for many")
         tok = self.embed_tokens(text, layers="all", combine="concat", long=long)[0]
         width = tok.vectors.shape[1] // (self.n_layers + 1)
         return tok.vectors.reshape(len(tok.tokens), self.n_layers + 1, width).transpose(1, 0, 2).copy()
@@ -397,6 +521,63 @@ class Model:
         left = self.embed(a, **options).vectors
         right = left if b is None else self.embed(b, **options).vectors
         return cos_sim(left, right)
+
+    # Explanations, baselines, attention and the names from the tutorials --------------------------
+
+    def explain(
+        self, a: str, b: str, *, post: Any = None, top: int = 10, exact: bool = False, **options: Any
+    ) -> Any:
+        """Why a and b score what `similarity(a, b, same options)` says: token-pair contributions.
+
+        Exact for mean, mean_sqrt_len, first_last_avg and max (by dimension), with or without
+        mask_special, normalize and affine post-processing; cls and pooler get the [CLS] attention row,
+        marked as not exact (or refused with `exact=True`). Returns an `Explanation` (bertscope.explain).
+        """
+        from .explain import explain
+
+        return explain(self, a, b, post=post, top=top, exact=exact, **options)
+
+    def baseline(self, *, reference: Sequence[str] | None = None, post: Any = None, **options: Any) -> Any:
+        """Cosines of random pairs of a reference corpus (default: the calibration sentences shipped).
+
+        `.percentile(score)` then says where a score sits among unrelated pairs (see bertscope.baseline).
+        """
+        from .baseline import fit_baseline
+
+        return fit_baseline(self, reference=reference, post=post, **options)
+
+    def attentions(self, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
+        """(layers, heads, tokens, tokens) attention weights for one text or pair, as output_attentions."""
+        from .attention import attentions
+
+        return attentions(self, text, long=long)
+
+    def batch(self, texts: Text | Sequence[Text]) -> dict[str, np.ndarray]:
+        """The padded batch as numpy: input_ids, attention_mask, token_type_ids (batch, tokens) int64."""
+        from .attention import padded_batch
+
+        return padded_batch(self, texts)
+
+    def forward(self, texts: Text | Sequence[Text]) -> Any:
+        """The plain Hugging Face forward of one padded batch, by the names the tutorials use.
+
+        Returns a `ForwardOutput`: input_ids, attention_mask, token_type_ids (batch, tokens),
+        last_hidden_state (batch, tokens, d), hidden_states (L+1 of them), pooler_output (batch, d) or None.
+        """
+        from .attention import forward
+
+        return forward(self, texts)
+
+
+def _single(texts: object) -> bool:
+    """Whether `texts` is one text or one (A, B) pair (a tuple), not a list of them."""
+    return isinstance(texts, str) or (isinstance(texts, tuple) and is_pair(texts))
+
+
+def _check_flag(value: object, name: str) -> None:
+    """Refuse a non-boolean flag: "no" or 0.5 are truthy, and a silent normalize would be wrong."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidSpec(f"{name} must be True or False, not {value!r}")
 
 
 def _checked(texts: Iterable[str]) -> Iterator[str]:

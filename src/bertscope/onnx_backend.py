@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._enums import Backend, Quantize
 from .errors import BackendUnavailable, InvalidSpec, ModelLoadError
 from .families import Family
 
@@ -39,28 +40,31 @@ __all__ = [
     "QUANTIZE",
     "OnnxRunner",
     "cache_dir",
+    "export_onnx",
     "calibration_texts",
     "model_hash",
     "resolve_backend",
 ]
 
-BACKENDS = ("auto", "torch", "onnxruntime")
-QUANTIZE = ("none", "int8")
+BACKENDS = tuple(member.value for member in Backend)
+QUANTIZE = tuple(member.value for member in Quantize)
 # Bumped whenever the exported graph changes, so stale cache files are never reused.
 EXPORT_FORMAT = 1
 OUTLIER_FACTOR = 3.0
 _OUTLIER_WEIGHT = "outlier_weight"
 
 
-def resolve_backend(backend: str, quantize: str | None, dtype: torch.dtype, device: torch.device) -> str:
+def resolve_backend(
+    backend: Backend | str, quantize: Quantize | str | None, dtype: torch.dtype, device: torch.device
+) -> Backend:
     """The backend to run: `auto` is torch, or onnxruntime when int8 is asked; refuses what cannot run."""
-    if backend not in BACKENDS:
-        raise InvalidSpec(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
-    mode = quantize or "none"
-    if mode not in QUANTIZE:
-        raise InvalidSpec(f"unknown quantize {quantize!r}; choose one of: {', '.join(QUANTIZE)}")
-    chosen = ("onnxruntime" if mode == "int8" else "torch") if backend == "auto" else backend
-    if mode == "int8" and chosen == "torch":
+    asked = Backend.parse(backend, what="backend")
+    mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
+    if asked is Backend.AUTO:
+        chosen = Backend.ONNXRUNTIME if mode is Quantize.INT8 else Backend.TORCH
+    else:
+        chosen = asked
+    if mode is Quantize.INT8 and chosen is Backend.TORCH:
         raise InvalidSpec(
             "quantize='int8' runs on ONNX Runtime: torch's dynamic int8 drops to a min cosine of 0.78 "
             "on BERT's outlier activations; use backend='onnxruntime' (or 'auto')"
@@ -170,29 +174,50 @@ class OnnxRunner:
         the outlier channels.
         """
         require_onnxruntime()
-        int8 = (quantize or "none") == "int8"
-        texts = list(calibration) if calibration is not None else calibration_texts()
-        if int8 and not texts:
-            raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
-        variant = "float32"
-        if int8:
-            calib_hash = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:10]
-            variant = f"int8-o{OUTLIER_FACTOR:g}-c{calib_hash}"
-        name = f"{family.name}-{model_hash(model)[:20]}-{variant}-v{EXPORT_FORMAT}.onnx"
-        path = cache_dir() / name
-        if not path.exists():
-            if log is not None:
-                log(f"exporting the model to ONNX ({variant}) -> {path}")
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise ModelLoadError(
-                    f"cannot create the ONNX cache folder {path.parent} ({exc.strerror}); "
-                    "set BERTSCOPE_CACHE to a writable folder"
-                ) from None
-            stats = _activation_maxima(model, calibrate, texts) if int8 else None
-            _export(model, family, path, stats)
+        path = export_onnx(
+            model, family, quantize=quantize, calibrate=calibrate, calibration=calibration, log=log
+        )
         return cls(path, family.uses_token_types, n_layers + 1)
+
+
+def export_onnx(
+    model: nn.Module,
+    family: Family,
+    *,
+    quantize: str | None = None,
+    calibrate: Callable[[Sequence[str]], None] | None = None,
+    calibration: Sequence[str] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> Path:
+    """The cached ONNX export of `model` (every hidden state an output), made now when missing.
+
+    float32 needs only torch's exporter (and onnx); int8 also needs `calibrate` and ONNX Runtime's quantizer.
+    """
+    int8 = (quantize or "none") == "int8"
+    texts = list(calibration) if calibration is not None else calibration_texts()
+    if int8 and not texts:
+        raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
+    variant = "float32"
+    if int8:
+        calib_hash = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:10]
+        variant = f"int8-o{OUTLIER_FACTOR:g}-c{calib_hash}"
+    name = f"{family.name}-{model_hash(model)[:20]}-{variant}-v{EXPORT_FORMAT}.onnx"
+    path = cache_dir() / name
+    if not path.exists():
+        if log is not None:
+            log(f"exporting the model to ONNX ({variant}) -> {path}")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ModelLoadError(
+                f"cannot create the ONNX cache folder {path.parent} ({exc.strerror}); "
+                "set BERTSCOPE_CACHE to a writable folder"
+            ) from None
+        if int8 and calibrate is None:
+            raise InvalidSpec("int8 export needs a calibrate function that runs the torch model")
+        stats = _activation_maxima(model, calibrate, texts) if int8 and calibrate else None
+        _export(model, family, path, stats)
+    return path
 
 
 class _HiddenStates(nn.Module):

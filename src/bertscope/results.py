@@ -40,6 +40,7 @@ class TokenEmbeddings:
     vectors: np.ndarray
     n_dropped: int
     spec: dict[str, Any] = field(default_factory=dict)
+    pair: str | None = None
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 from tokenizers import Encoding
@@ -13,7 +14,10 @@ from tokenizers import Tokenizer as RustTokenizer
 from ._enums import LongText
 from .errors import InputTooLong, InvalidInput
 
-__all__ = ["Tokens", "Window", "TextTokenizer", "pad_batch", "check_texts"]
+__all__ = ["Text", "Tokens", "Window", "TextTokenizer", "pad_batch", "check_texts", "is_pair"]
+
+# A text, or a sentence pair (A, B) that the model reads as [CLS] A [SEP] B [SEP].
+Text = str | tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,8 @@ class Tokens:
     special_mask: list[bool]
     type_ids: list[int] = field(repr=False)
     n_dropped: int = 0
+    pair: str | None = None
+    sequence_ids: list[int | None] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -99,13 +105,28 @@ class Tokens:
         )
 
     def as_records(self) -> list[dict[str, object]]:
-        """One dict per token: token, id, word, start, end, special."""
-        return [
+        """One dict per token: token, id, word, start, end, special (and for a pair: sequence, type_id)."""
+        records: list[dict[str, object]] = [
             {"token": tok, "id": i, "word": w, "start": s, "end": e, "special": sp}
             for tok, i, w, (s, e), sp in zip(
                 self.tokens, self.ids, self.word_ids, self.offsets, self.special_mask, strict=True
             )
         ]
+        if self.pair is not None and self.sequence_ids is not None:
+            for rec, seq, kind in zip(records, self.sequence_ids, self.type_ids, strict=True):
+                rec["sequence"], rec["type_id"] = seq, kind
+        return records
+
+    def source(self, index: int) -> str:
+        """The text token `index`'s offsets point into: the text, or B for the pair's second part."""
+        if self.pair is not None and self.sequence_ids is not None and self.sequence_ids[index] == 1:
+            return self.pair
+        return self.text
+
+    def span_text(self, index: int) -> str:
+        """The characters token `index` covers in its own text."""
+        start, end = self.offsets[index]
+        return self.source(index)[start:end]
 
 
 @dataclass(frozen=True)
@@ -129,20 +150,38 @@ def window_owner(windows: Sequence[Window], n_content: int) -> np.ndarray:
     return np.asarray(distance.argmin(axis=1))
 
 
-def check_texts(texts: object) -> list[str]:
-    """Return texts as a list of non-empty strings, or raise InvalidInput naming the bad item."""
-    if isinstance(texts, str):
+def is_pair(value: object) -> bool:
+    """Whether `value` is a sentence pair: a tuple (or, inside a list, a list) of two strings."""
+    return (
+        isinstance(value, (tuple, list))
+        and len(value) == 2
+        and all(isinstance(part, str) for part in value)
+    )
+
+
+def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
+    """Return texts as a list of non-empty strings (and (A, B) tuples with `pairs`), or raise InvalidInput.
+
+    With `pairs`, a tuple of two strings is one pair, and a list item of two strings is a pair too.
+    """
+    if isinstance(texts, str) or (pairs and isinstance(texts, tuple) and is_pair(texts)):
         texts = [texts]
     if not isinstance(texts, Sequence) or isinstance(texts, bytes):
         raise InvalidInput(f"texts must be a string or a list of strings, got {type(texts).__name__}")
     if len(texts) == 0:
         raise InvalidInput("no texts given: pass at least one non-empty string")
+    items: list[Any] = []
     for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise InvalidInput(f"text {index} is a {type(text).__name__}, not a string: pass str items only")
-        if not text.strip():
-            raise InvalidInput(f"text {index} is empty: every text needs at least one non-space character")
-    return list(texts)
+        parts = tuple(text) if pairs and is_pair(text) else (text,)
+        for part in parts:
+            if not isinstance(part, str):
+                kind = type(part).__name__
+                hint = "strings or (A, B) pairs" if pairs else "str items only (pairs are not taken here)"
+                raise InvalidInput(f"text {index} is a {kind}, not a string: pass {hint}")
+            if not part.strip():
+                raise InvalidInput(f"text {index} is empty: every text needs at least one non-space character")
+        items.append(parts if len(parts) == 2 else text)
+    return items
 
 
 class TextTokenizer:
@@ -154,12 +193,24 @@ class TextTokenizer:
         self.backend.no_padding()
         self.max_tokens = max_tokens
 
-    def encode(self, texts: Sequence[str]) -> list[Tokens]:
-        """Tokens of each text in full (no truncation), with specials."""
+    def encode(self, texts: Sequence[Text]) -> list[Tokens]:
+        """Tokens of each text (or (A, B) pair) in full (no truncation), with specials."""
+        if any(isinstance(t, tuple) for t in texts):
+            self.check_pairs()
         return [
             _tokens(text, enc)
             for text, enc in zip(texts, self.backend.encode_batch(list(texts)), strict=True)
         ]
+
+    def check_pairs(self) -> None:
+        """Raise InvalidInput when this tokenizer has no template that puts a separator between A and B."""
+        single = sum(self.backend.encode("a").special_tokens_mask)
+        pair = self.backend.encode("a", "b").special_tokens_mask
+        if self.backend.post_processor is None or sum(pair) <= single:
+            raise InvalidInput(
+                "this tokenizer has no sentence-pair template (nothing marks where B starts); "
+                "pass the two texts as one string, or use a model whose tokenizer joins pairs"
+            )
 
     def fit(self, tokens: Tokens, long: LongText, *, index: int = 0) -> Tokens:
         """Apply the long-text policy to one text (window is resolved later by the engine)."""
@@ -167,6 +218,11 @@ class TextTokenizer:
             raise InvalidInput(
                 f"text {index} ({tokens.text[:20]!r}) gives no word pieces besides the special ones "
                 "(only control or zero-width characters?); give it some text"
+            )
+        if len(tokens) > self.max_tokens and tokens.pair is not None:
+            raise InputTooLong(
+                f"pair {index} has {len(tokens)} tokens but the model takes at most {self.max_tokens}, "
+                "and a pair is neither truncated nor windowed (either part could be cut); shorten A or B"
             )
         if len(tokens) <= self.max_tokens or long is LongText.WINDOW:
             return tokens
@@ -178,9 +234,12 @@ class TextTokenizer:
         return tokens.truncated(self.max_tokens)
 
 
-def _tokens(text: str, enc: Encoding) -> Tokens:
+def _tokens(text: Text, enc: Encoding) -> Tokens:
+    pair = isinstance(text, tuple)
     return Tokens(
-        text=text,
+        text=text[0] if pair else text,  # type: ignore[arg-type]
+        pair=text[1] if pair else None,
+        sequence_ids=list(enc.sequence_ids) if pair else None,
         tokens=list(enc.tokens),
         ids=list(enc.ids),
         offsets=[tuple(o) for o in enc.offsets],  # type: ignore[misc]

@@ -9,6 +9,7 @@ init={"covid19": ["virus", "disease"]}   the mean of the listed words' static ve
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -43,7 +44,6 @@ def add_tokens(model: Model, words: Sequence[str], *, init: InitSpec = "pieces",
     Words the tokenizer already keeps as one piece (after its own normalisation, e.g. lowercasing) are
     left as they are. The new tokens match whole words only (`single_word`), so "covid19x" still splits.
     """
-    from .loading import Loaded
     from .model import Model as ModelClass
 
     if isinstance(words, str) or not words:
@@ -67,15 +67,8 @@ def add_tokens(model: Model, words: Sequence[str], *, init: InitSpec = "pieces",
     with torch.no_grad():
         weight[ids] = torch.from_numpy(rows).to(weight.dtype).to(weight.device)
     loaded = model.loaded
-    extended = Loaded(
-        source=f"{loaded.source} + {len(new)} tokens",
-        path=None,
-        model=hf_model,
-        tokenizer=tokenizer,
-        family=loaded.family,
-        st_pooling=loaded.st_pooling,
-        st_normalize=loaded.st_normalize,
-        st_max_seq_length=loaded.st_max_seq_length,
+    extended = dataclasses.replace(
+        loaded, source=f"{loaded.source} + {len(new)} tokens", path=None, model=hf_model, tokenizer=tokenizer
     )
     return ModelClass(
         extended, device=model.device, max_tokens=model.max_tokens, token_budget=model.engine.token_budget

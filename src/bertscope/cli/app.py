@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,6 +17,7 @@ import numpy as np
 import typer
 from rich.console import Console
 
+from .._enums import Backend, DType, Engine, Quantize, StrEnum
 from ..errors import InvalidInput
 
 app = typer.Typer(
@@ -38,16 +39,46 @@ ModelOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def _enum_option(kind: type[StrEnum], what: str) -> Callable[[str], StrEnum]:
+    """A typer callback that turns the option's text into `kind` once, so a bad value fails first."""
+
+    def parse(value: str) -> StrEnum:
+        return kind.parse(value, what=what)
+
+    return parse
+
+
 DeviceOpt = Annotated[str, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
-DtypeOpt = Annotated[str, typer.Option("--dtype", help="float32 (exact), bfloat16, float16 (CUDA).")]
+DtypeOpt = Annotated[
+    str,
+    typer.Option(
+        "--dtype", callback=_enum_option(DType, "dtype"), help="float32 (exact), bfloat16, float16 (CUDA)."
+    ),
+]
 BackendOpt = Annotated[
-    str, typer.Option("--backend", help="auto (torch; onnxruntime for int8), torch, or onnxruntime (CPU).")
+    str,
+    typer.Option(
+        "--backend",
+        callback=_enum_option(Backend, "backend"),
+        help="auto (torch; onnxruntime for int8), torch, or onnxruntime (CPU).",
+    ),
 ]
 QuantizeOpt = Annotated[
     str,
     typer.Option(
         "--quantize",
+        callback=_enum_option(Quantize, "quantize"),
         help="none, or int8 (ONNX Runtime, CPU; cosine ~0.998 to float32, ~0.985 on 1-3 token texts).",
+    ),
+]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        callback=_enum_option(Engine, "engine"),
+        help="local, or ray (Ray Data; -o names a folder of shards).",
     ),
 ]
 ThreadsOpt = Annotated[int | None, typer.Option("--threads", min=1, help="Torch CPU threads (default: all).")]

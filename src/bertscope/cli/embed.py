@@ -9,12 +9,14 @@ import numpy as np
 import typer
 from rich.table import Table
 
+from .._enums import Engine
 from ..errors import InvalidInput
 from .app import (
     BackendOpt,
     CombineOpt,
     DeviceOpt,
     DtypeOpt,
+    EngineOpt,
     JsonOpt,
     LayersOpt,
     LongOpt,
@@ -99,9 +101,7 @@ def embed(
     backend: BackendOpt = "auto",
     quantize: QuantizeOpt = "none",
     as_json: JsonOpt = False,
-    engine: Annotated[
-        str, typer.Option("--engine", help="local, or ray (Ray Data; -o names a folder of shards).")
-    ] = "local",
+    engine: EngineOpt = "local",
     workers: Annotated[int, typer.Option("--workers", help="Ray actors, each with its own model.")] = 2,
     address: Annotated[
         str | None, typer.Option("--address", help="Ray cluster to join (auto: the running one).")
@@ -129,9 +129,7 @@ def embed(
         if level == "sentence"
         else {"precision": precision, "subword": subword}
     )
-    if engine not in ("local", "ray"):
-        raise InvalidInput(f"--engine {engine!r}: choose local or ray")
-    if engine == "ray":
+    if engine is Engine.RAY:
         if output is None or not (texts or input_path) or resume or skip_bad or collection:
             raise InvalidInput(
                 "--engine ray runs corpus jobs only: -i/texts and -o FOLDER, no --resume/--skip-bad"

@@ -63,7 +63,10 @@ class JobSummary:
 def job_settings(model: Any, spec_dict: dict[str, Any], model_arg: str | None) -> dict[str, Any]:
     """The provenance stored with every output: model, how to reload it, how it ran, the embedding spec."""
     info = model.info()
-    runtime = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize}
+    runtime = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize, "mode": info.mode}
+    if info.fast:
+        # The choice and its bound, not the measured speeds: a resumed job compares these settings.
+        runtime["fast"] = {key: info.fast[key] for key in ("chosen", "min_cosine")}
     settings = {"model": info.source, "model_arg": model_arg, **runtime, **spec_dict}
     # The JSON round trip makes what is compared now equal what was stored (tuples become lists).
     return json.loads(json.dumps(settings))

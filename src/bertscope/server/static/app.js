@@ -2,7 +2,7 @@
 "use strict";
 
 const $ = (sel) => document.querySelector(sel);
-const state = { layers: null, info: null };
+const state = { layers: null, info: null, running: Promise.resolve() };
 const PALETTE = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777", "#0891b2", "#65a30d",
   "#9333ea", "#ea580c", "#0d9488", "#4f46e5"];
 const SVGNS = "http://www.w3.org/2000/svg";
@@ -331,15 +331,23 @@ function switchTab(name) {
   document.querySelectorAll(".tab").forEach((s) => { s.hidden = s.id !== `tab-${name}`; });
 }
 
-async function explore(event) {
+// Runs one after another: a slower earlier run (the one at page load) never draws over a later one,
+// and `data-ready` names exactly the inputs whose panels are all drawn.
+function explore(event) {
   if (event) event.preventDefault();
   const text = $("#text").value.trim(), text2 = $("#text2").value.trim();
+  state.running = state.running.then(() => exploreNow(text, text2));
+  return state.running;
+}
+
+async function exploreNow(text, text2) {
+  delete document.body.dataset.ready;
   if (!text) { showError("write a sentence first"); return; }
   showError(null);
   document.body.classList.add("busy");
   try {
     await Promise.all([showTokens(text, text2), showAnatomy(text), showLayers(text)]);
-    document.body.dataset.ready = text;
+    document.body.dataset.ready = text2 ? `${text} | ${text2}` : text;
   } catch (err) { showError(err); }
   document.body.classList.remove("busy");
 }

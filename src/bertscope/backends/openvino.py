@@ -1,0 +1,266 @@
+"""OpenVINO running bertscope's own exported ONNX graph (every hidden state an output), on the CPU.
+
+float32 is the same graph as ONNX Runtime's and equals torch to ~1e-5. Early stop compiles one model per
+depth asked (the graph cut after `hidden_d`, so OpenVINO drops the layers past it): on the bundled model
+the depth-2 graph ran in 0.32x the time of the full one, so cutting beats computing everything and
+returning fewer outputs. `float32` is pinned with INFERENCE_PRECISION_HINT, because OpenVINO's own default
+on CPUs with native bfloat16 is bfloat16.
+
+bfloat16 runs only where the CPU has it natively (AVX-512 BF16 or AMX); elsewhere OpenVINO ignores the
+hint and runs float32, so bertscope warns, names the faster choice, and runs and records float32.
+
+int8 is NNCF's post-training quantization of that graph (`ModelType.TRANSFORMER`: SmoothQuant moves
+BERT's outlier activation channels into the weights before int8, and the attention softmax and LayerNorm
+stay float), calibrated on the same sentences as the ONNX Runtime int8, and cached as OpenVINO IR.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
+from ..families import Family
+from ..onnx_backend import cache_dir, calibration_texts, export_onnx
+from .cpu import has_native_bf16
+
+__all__ = [
+    "IR_FORMAT",
+    "PRECISIONS",
+    "OpenVinoRunner",
+    "openvino_cache_dir",
+    "require_openvino",
+    "resolve_precision",
+]
+
+PRECISIONS = ("float32", "bfloat16", "int8")
+# Bumped whenever the quantized IR changes, so stale cache files are never reused.
+IR_FORMAT = 1
+_HINT = {"float32": "f32", "bfloat16": "bf16", "int8": "f32"}
+# Padded rows of the calibration batches: enough tokens for stable statistics, few enough to stay quick.
+_CALIBRATION_BATCH = 8
+
+# (ids, type_ids, mask) per batch of calibration texts, padded the way the engine pads
+Batches = Callable[[Sequence[str]], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]
+
+
+def require_openvino() -> Any:
+    """The openvino module, or a clear error naming the extra that installs it."""
+    try:
+        import openvino
+    except ImportError as exc:
+        raise BackendUnavailable(
+            "backend='openvino' needs the openvino package: pip install 'bertscope[openvino]'"
+        ) from exc
+    return openvino
+
+
+def _require_nncf() -> Any:
+    try:
+        import nncf
+    except ImportError as exc:
+        raise BackendUnavailable(
+            "backend='openvino' with quantize='int8' needs nncf: pip install 'bertscope[openvino]'"
+        ) from exc
+    return nncf
+
+
+def openvino_cache_dir() -> Path:
+    """Where quantized OpenVINO models are kept, beside the ONNX exports ($BERTSCOPE_CACHE/openvino)."""
+    return cache_dir().parent / "openvino"
+
+
+def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: torch.device) -> str:
+    """float32, bfloat16 or int8 from load's options; refuses what OpenVINO cannot run here.
+
+    bfloat16 on a CPU without it warns and falls back to float32 (what OpenVINO would silently run).
+    """
+    if device.type != "cpu":
+        raise InvalidSpec(
+            f"backend='openvino' runs on the CPU; on {device.type} use backend='torch' "
+            "(with dtype='float16' or 'bfloat16' for speed)"
+        )
+    name = str(dtype).removeprefix("torch.")
+    mode = str(quantize or "none")
+    if mode not in ("none", "int8"):
+        raise InvalidSpec(f"unknown quantize {quantize!r}; choose one of: none, int8")
+    if name not in ("float32", "bfloat16"):
+        raise InvalidSpec(
+            f"backend='openvino' runs float32, bfloat16 or int8; dtype={name!r} needs backend='torch'"
+        )
+    if mode == "int8":
+        if name != "float32":
+            raise InvalidSpec("quantize='int8' keeps its float parts in float32; leave dtype at 'float32'")
+        return "int8"
+    if name == "bfloat16" and not has_native_bf16():
+        warnings.warn(
+            "this CPU has no native bfloat16 (AVX-512 BF16 or AMX), so OpenVINO runs float32 here; "
+            "bertscope runs and records float32. For speed on this CPU use quantize='int8' (or mode='fast')",
+            UserWarning,
+            stacklevel=3,
+        )
+        return "float32"
+    return name
+
+
+def _feed(
+    ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, token_types: bool
+) -> dict[str, np.ndarray]:
+    feed = {
+        "input_ids": ids.astype(np.int64, copy=False),
+        "attention_mask": mask.astype(np.int64, copy=False),
+    }
+    if token_types:
+        feed["token_type_ids"] = type_ids.astype(np.int64, copy=False)
+    return feed
+
+
+class OpenVinoRunner:
+    """Runs the exported graph on OpenVINO; called by the Engine in place of the torch forward."""
+
+    def __init__(self, ov_model: Any, uses_token_types: bool, precision: str, *, threads: int) -> None:
+        ov = require_openvino()
+        self.ov = ov
+        self.core = ov.Core()
+        self.ov_model = ov_model
+        self.precision = precision
+        # The exporter drops inputs the graph never reads (DeBERTa-v2 without segment embeddings).
+        names = {port.get_any_name() for port in ov_model.inputs}
+        self.uses_token_types = uses_token_types and "token_type_ids" in names
+        self.config = {
+            "PERFORMANCE_HINT": "LATENCY",
+            "INFERENCE_NUM_THREADS": threads,
+            "INFERENCE_PRECISION_HINT": _HINT[precision],
+        }
+        self._results = {
+            port.get_any_name(): result
+            for port, result in zip(ov_model.outputs, ov_model.get_results(), strict=True)
+        }
+        self._compiled: dict[int, Any] = {}
+        self._lock = threading.Lock()
+
+    def compiled(self, deepest: int) -> Any:
+        """The model compiled for hidden states 0..deepest (compiled once per depth, on first use)."""
+        with self._lock:
+            if deepest not in self._compiled:
+                results = [self._results[f"hidden_{i}"] for i in range(deepest + 1)]
+                cut = self.ov.Model(results, self.ov_model.get_parameters(), f"hidden_0_{deepest}")
+                self._compiled[deepest] = self.core.compile_model(cut, "CPU", self.config)
+            return self._compiled[deepest]
+
+    def inference_precision(self) -> str:
+        """The precision OpenVINO actually runs the float parts in (read back from a compiled model)."""
+        deepest = max(self._compiled, default=len(self._results) - 1)
+        value = self.compiled(deepest).get_property("INFERENCE_PRECISION_HINT")
+        return str(value.to_string()) if hasattr(value, "to_string") else str(value)
+
+    def __call__(
+        self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int
+    ) -> tuple[torch.Tensor, ...]:
+        """Hidden states 0..deepest as torch tensors, each (batch, tokens, d)."""
+        compiled = self.compiled(deepest)
+        # A request per call: requests are not thread-safe, and the service calls from several threads.
+        request = compiled.create_infer_request()
+        request.infer(_feed(ids, type_ids, mask, self.uses_token_types))
+        return tuple(
+            torch.from_numpy(np.array(request.get_output_tensor(i).data, copy=True))
+            for i in range(deepest + 1)
+        )
+
+    @classmethod
+    def build(
+        cls,
+        model: nn.Module,
+        family: Family,
+        *,
+        precision: str,
+        batches: Batches,
+        calibration: Sequence[str] | None = None,
+        log: Callable[[str], None] | None = None,
+    ) -> OpenVinoRunner:
+        """Export (or reuse) the ONNX graph, quantize it with NNCF for int8 (cached), and open it."""
+        ov = require_openvino()
+        if precision not in PRECISIONS:
+            raise InvalidSpec(
+                f"unknown OpenVINO precision {precision!r}; choose one of: {', '.join(PRECISIONS)}"
+            )
+        onnx_path = export_onnx(model, family, log=log)
+        core = ov.Core()
+        if precision == "int8":
+            texts = list(calibration) if calibration is not None else calibration_texts()
+            path = _quantized(core, onnx_path, texts, batches, family.uses_token_types, log)
+            ov_model = core.read_model(str(path))
+        else:
+            ov_model = core.read_model(str(onnx_path))
+        return cls(ov_model, family.uses_token_types, precision, threads=torch.get_num_threads())
+
+
+def _quantized(
+    core: Any,
+    onnx_path: Path,
+    texts: list[str],
+    batches: Batches,
+    token_types: bool,
+    log: Callable[[str], None] | None,
+) -> Path:
+    """The cached NNCF int8 IR of the ONNX graph, calibrated on `texts`; made now when missing."""
+    if not texts:
+        raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
+    nncf = _require_nncf()
+    calib_hash = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:10]
+    path = openvino_cache_dir() / f"{onnx_path.stem}-int8-nncf-c{calib_hash}-ir{IR_FORMAT}.xml"
+    if path.exists():
+        return path
+    if log is not None:
+        log(f"quantizing the model to int8 with NNCF -> {path}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ModelLoadError(
+            f"cannot create the OpenVINO cache folder {path.parent} ({exc.strerror}); "
+            "set BERTSCOPE_CACHE to a writable folder"
+        ) from None
+    feeds = [_feed(ids, type_ids, mask, token_types) for ids, type_ids, mask in batches(texts)]
+    source = core.read_model(str(onnx_path))
+    names = {port.get_any_name() for port in source.inputs}
+    feeds = [{k: v for k, v in feed.items() if k in names} for feed in feeds]
+    quantized = _nncf_quantize(nncf, source, feeds)
+    import openvino as ov
+
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".quantize-") as tmp:
+        staged = Path(tmp) / "model.xml"
+        # compress_to_fp16 would store the float weights (outlier paths included) in float16.
+        ov.save_model(quantized, str(staged), compress_to_fp16=False)
+        os.replace(staged.with_suffix(".bin"), path.with_suffix(".bin"))
+        os.replace(staged, path)
+    return path
+
+
+def _nncf_quantize(nncf: Any, source: Any, feeds: list[dict[str, np.ndarray]]) -> Any:
+    """NNCF post-training int8 for a transformer, every calibration batch used for the statistics."""
+    import logging
+
+    nncf_log = logging.getLogger("nncf")
+    level = nncf_log.level
+    nncf_log.setLevel(logging.ERROR)  # progress bars and advice go to the log; the caller said what runs
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return nncf.quantize(
+                source,
+                nncf.Dataset(feeds),
+                model_type=nncf.ModelType.TRANSFORMER,
+                subset_size=len(feeds),
+            )
+    finally:
+        nncf_log.setLevel(level)

@@ -1,0 +1,116 @@
+"""`Model.encode`: sentence-transformers' `encode` signature and results over bertscope's engine.
+
+A user switches with one line (`bertscope.load(path)` for `SentenceTransformer(path)`) and keeps their
+code: a str gives a 1-D array, a list a 2-D array; `convert_to_tensor` a torch tensor; neither numpy nor
+tensor a list of 1-D tensors; `output_value="token_embeddings"` a list of (tokens, d) tensors of the last
+layer, pad trimmed. Vectors use the model's own pooling and normalisation (`pooling="auto"`), so they
+equal sentence-transformers' within 1e-5. Texts are batched by a token budget, not by `batch_size`;
+the vectors do not depend on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .errors import InvalidInput, InvalidSpec
+
+__all__ = ["OUTPUT_VALUES", "encode"]
+
+OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
+
+
+def encode(
+    model: Any,
+    sentences: str | Sequence[str],
+    *,
+    prompt_name: str | None,
+    prompt: str | None,
+    batch_size: int,
+    show_progress_bar: bool | None,
+    output_value: str | None,
+    precision: str,
+    convert_to_numpy: bool,
+    convert_to_tensor: bool,
+    device: str | None,
+    normalize_embeddings: bool,
+    truncate_dim: int | None,
+) -> Any:
+    """See `Model.encode`; the options are checked here, then one embed (or embed_tokens) runs."""
+    _check(model, batch_size, output_value, precision, device, truncate_dim)
+    single = isinstance(sentences, str)
+    texts = [sentences] if single else _as_list(sentences)
+    if prompt is None and prompt_name is not None:
+        raise InvalidSpec(
+            f"prompt_name={prompt_name!r}: this model ships no named prompts; pass the text with prompt="
+        )
+    if prompt:
+        texts = [prompt + text for text in texts]
+    if output_value == "token_embeddings":
+        rows = model.embed_tokens(texts, layers="-1", progress=bool(show_progress_bar))
+        tensors = [torch.from_numpy(np.ascontiguousarray(row.vectors)) for row in rows]
+        return tensors[0] if single else tensors
+    if not texts:
+        return _empty(convert_to_tensor, convert_to_numpy)
+    vectors = torch.from_numpy(model.embed(texts, pooling="auto", progress=bool(show_progress_bar)).vectors)
+    if truncate_dim is not None:
+        vectors = vectors[:, :truncate_dim]
+    if normalize_embeddings:
+        vectors = F.normalize(vectors, p=2, dim=1)
+    result: Any
+    if convert_to_tensor:
+        result = vectors
+    elif convert_to_numpy:
+        result = vectors.numpy()
+    else:
+        result = list(vectors)
+    return result[0] if single else result
+
+
+def _check(
+    model: Any,
+    batch_size: int,
+    output_value: str | None,
+    precision: str,
+    device: str | None,
+    truncate_dim: int | None,
+) -> None:
+    if batch_size <= 0:
+        raise InvalidSpec(f"batch_size must be a positive integer, got {batch_size}")
+    if output_value not in OUTPUT_VALUES:
+        raise InvalidSpec(
+            f"output_value={output_value!r} is not supported; choose one of: {', '.join(OUTPUT_VALUES)}"
+        )
+    if precision != "float32":
+        raise InvalidSpec(
+            f"precision={precision!r}: encode returns float32; quantize the result with "
+            "sentence_transformers.quantization.quantize_embeddings"
+        )
+    if device is not None and torch.device(device) != model.device:
+        raise InvalidSpec(
+            f"device={device!r}, but the model runs on {model.device}; "
+            "load it there with bertscope.load(device=...)"
+        )
+    if truncate_dim is not None and truncate_dim <= 0:
+        raise InvalidSpec(f"truncate_dim must be a positive integer, got {truncate_dim}")
+
+
+def _as_list(sentences: Any) -> list[str]:
+    if isinstance(sentences, np.ndarray):
+        return [str(s) for s in sentences.tolist()]
+    try:
+        return list(sentences)
+    except TypeError:
+        raise InvalidInput(
+            f"encode takes a str or a list of str, not a {type(sentences).__name__}"
+        ) from None
+
+
+def _empty(convert_to_tensor: bool, convert_to_numpy: bool) -> Any:
+    if convert_to_tensor:
+        return torch.tensor([])
+    return np.array([]) if convert_to_numpy else []

@@ -1,0 +1,262 @@
+"""Why two texts score what they score: the cosine split exactly into token-pair contributions.
+
+With a pooling that is a weighted sum of token vectors (mean, mean_sqrt_len, first_last_avg), the sentence
+vector is S = sum_i p_i, so cos(S_A, S_B) = sum_ij p_i . q_j / (|S_A| |S_B|): each term c_ij belongs to
+one token pair and the terms add up to the score. Normalising scales every p_i by the same 1/|S|; an
+affine post-processing (x - mu) W (whitening, PCA, all-but-the-top) maps each part p_i to
+(p_i - w_i mu / sum w) W, still summing to the post-processed vector. Max pooling takes each dimension
+from one token, so dimension d (and its share of mu) goes to the token that holds the maximum: exact by
+dimension. cls and pooler read one vector that depends on every token through the layers: no exact
+split exists, and the explanation shows the [CLS] row of the attention instead, marked as not exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._enums import Pooling
+from .engine import EmbedSpec
+from .errors import InvalidSpec
+from .post import PostKind, PostProcessor, prepare_post
+from .tokens import Tokens
+
+if TYPE_CHECKING:
+    from .model import Model
+
+__all__ = ["Explanation", "explain", "token_parts", "plot_explanation"]
+
+_LINEAR = (Pooling.MEAN, Pooling.MEAN_SQRT_LEN, Pooling.FIRST_LAST_AVG)
+
+
+@dataclass
+class Explanation:
+    """The score of (a, b), and how it splits over token pairs (exact) or a labelled approximation.
+
+    contributions: (tokens of a, tokens of b), summing to `score` (None when not exact);
+    share_a (tokens of a,) and share_b (tokens of b,): row and column sums (each sums to the score),
+    or, when not exact, the [CLS] row of the attention (each sums to 1).
+    """
+
+    score: float
+    exact: bool
+    method: str
+    note: str
+    tokens_a: list[str]
+    tokens_b: list[str]
+    offsets_a: list[tuple[int, int]]
+    offsets_b: list[tuple[int, int]]
+    share_a: np.ndarray
+    share_b: np.ndarray
+    contributions: np.ndarray | None
+    top_pairs: list[dict[str, Any]]
+    spec: dict[str, Any] = field(default_factory=dict)
+    text_a: str = ""
+    text_b: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """Everything as plain JSON-able values."""
+        return {
+            "score": self.score,
+            "exact": self.exact,
+            "method": self.method,
+            "note": self.note,
+            "text_a": self.text_a,
+            "text_b": self.text_b,
+            "tokens_a": self.tokens_a,
+            "tokens_b": self.tokens_b,
+            "offsets_a": [list(o) for o in self.offsets_a],
+            "offsets_b": [list(o) for o in self.offsets_b],
+            "share_a": self.share_a.astype(float).tolist(),
+            "share_b": self.share_b.astype(float).tolist(),
+            "contributions": None
+            if self.contributions is None
+            else self.contributions.astype(float).tolist(),
+            "top_pairs": self.top_pairs,
+            "spec": self.spec,
+        }
+
+
+def explain(
+    model: Model,
+    a: str,
+    b: str,
+    *,
+    post: PostProcessor | str | Path | None = None,
+    top: int = 10,
+    exact: bool = False,
+    **options: Any,
+) -> Explanation:
+    """Split `model.similarity(a, b, **options, post=post)` into token pairs; `exact` refuses approximations."""
+    if not isinstance(a, str) or not isinstance(b, str):
+        raise InvalidSpec("explain takes two texts (strings); pairs of segments are not explained")
+    spec = model.spec(**options)
+    processor = prepare_post(post, spec.as_dict())
+    score = float(model.similarity(a, b, post=processor, **options)[0, 0])
+    if spec.pooling not in (*_LINEAR, Pooling.MAX):
+        if exact:
+            raise InvalidSpec(
+                f"pooling {spec.pooling.value!r} has no exact split into tokens (the vector depends on "
+                "every token through the layers); exact: mean, mean_sqrt_len, first_last_avg, max"
+            )
+        return _attention_view(model, a, b, spec, score)
+    (tok_a, mat_a), (tok_b, mat_b) = model.engine.token_matrices([a, b], spec)
+    parts_a = token_parts(mat_a, tok_a.special_mask, spec, processor)
+    parts_b = token_parts(mat_b, tok_b.special_mask, spec, processor)
+    norm = np.linalg.norm(parts_a.sum(axis=0)) * np.linalg.norm(parts_b.sum(axis=0))
+    contributions = parts_a @ parts_b.T / max(norm, 1e-24)
+    how = "dimension by dimension (max pooling)" if spec.pooling is Pooling.MAX else "token pairs"
+    note = (
+        f"exact: the {contributions.size} contributions sum to the score "
+        f"({contributions.sum():.6f} vs {score:.6f})"
+    )
+    return Explanation(
+        score=score,
+        exact=True,
+        method=how,
+        note=note,
+        tokens_a=tok_a.tokens,
+        tokens_b=tok_b.tokens,
+        offsets_a=tok_a.offsets,
+        offsets_b=tok_b.offsets,
+        share_a=contributions.sum(axis=1),
+        share_b=contributions.sum(axis=0),
+        contributions=contributions,
+        top_pairs=_top_pairs(contributions, tok_a, tok_b, top),
+        spec=_spec(spec, processor),
+        text_a=a,
+        text_b=b,
+    )
+
+
+def token_parts(
+    vectors: np.ndarray, special: list[bool], spec: EmbedSpec, processor: PostProcessor | None
+) -> np.ndarray:
+    """(tokens, k) float64 parts that sum to the text's (post-processed) sentence vector.
+
+    vectors: (tokens, d) combined-layer token vectors of one text, as pooling sees them.
+    """
+    x = np.asarray(vectors, dtype=np.float64)
+    keep = np.array([not (s and spec.mask_special) for s in special], dtype=np.float64)
+    if spec.pooling is Pooling.MAX:
+        masked = np.where(keep[:, None] > 0, x, -np.inf)
+        owner = masked.argmax(axis=0)
+        pooled = masked[owner, np.arange(x.shape[1])]
+        scale = 1.0 / max(np.linalg.norm(pooled), 1e-12) if spec.normalize else 1.0
+        shift = processor.mean if processor is not None else np.zeros(x.shape[1])
+        parts = np.zeros_like(x)
+        parts[owner, np.arange(x.shape[1])] = scale * pooled - shift
+    else:
+        count = max(keep.sum(), 1e-9)
+        weights = keep / (np.sqrt(count) if spec.pooling is Pooling.MEAN_SQRT_LEN else count)
+        pooled = weights @ x
+        scale = 1.0 / max(np.linalg.norm(pooled), 1e-12) if spec.normalize else 1.0
+        parts = scale * weights[:, None] * x
+        if processor is not None:
+            # The mean is shared out in proportion to each token's weight, so the parts still sum.
+            parts -= (weights / weights.sum())[:, None] * processor.mean[None, :]
+    return parts if processor is None else _linear(processor, parts)
+
+
+def _linear(processor: PostProcessor, parts: np.ndarray) -> np.ndarray:
+    """The linear part of the post-processing (its mean already subtracted from the parts)."""
+    matrix = np.asarray(processor.matrix, dtype=np.float64)
+    if processor.kind is PostKind.ABTT:
+        return parts - (parts @ matrix) @ matrix.T
+    return parts @ matrix
+
+
+def _top_pairs(contributions: np.ndarray, tok_a: Tokens, tok_b: Tokens, top: int) -> list[dict[str, Any]]:
+    order = np.argsort(-contributions, axis=None)[: max(top, 0)]
+    pairs = []
+    for flat in order:
+        i, j = np.unravel_index(flat, contributions.shape)
+        pairs.append(
+            {
+                "i": int(i),
+                "j": int(j),
+                "token_a": tok_a.tokens[i],
+                "token_b": tok_b.tokens[j],
+                "offsets_a": list(tok_a.offsets[i]),
+                "offsets_b": list(tok_b.offsets[j]),
+                "contribution": float(contributions[i, j]),
+            }
+        )
+    return pairs
+
+
+def _attention_view(model: Model, a: str, b: str, spec: EmbedSpec, score: float) -> Explanation:
+    from .attention import attention_of
+
+    layer = max(1, max(spec.layers))
+    rows = []
+    for text in (a, b):
+        tokens, weights = attention_of(model, text, long=spec.long.value)
+        rows.append((tokens, weights[layer - 1].mean(axis=0)[0].astype(np.float64)))
+    (tok_a, row_a), (tok_b, row_b) = rows
+    note = (
+        f"not an exact attribution: {spec.pooling.value} pooling reads one vector that depends on every "
+        f"token through the layers, so no exact split exists; shown is layer {layer}'s [CLS] attention "
+        "row, averaged over heads (what [CLS] read in its last step). Exact splits: mean, mean_sqrt_len, "
+        "first_last_avg, max"
+    )
+    return Explanation(
+        score=score,
+        exact=False,
+        method=f"[CLS] attention at layer {layer} (approximate)",
+        note=note,
+        tokens_a=tok_a.tokens,
+        tokens_b=tok_b.tokens,
+        offsets_a=tok_a.offsets,
+        offsets_b=tok_b.offsets,
+        share_a=row_a,
+        share_b=row_b,
+        contributions=None,
+        top_pairs=[],
+        spec=_spec(spec, None),
+        text_a=a,
+        text_b=b,
+    )
+
+
+def _spec(spec: EmbedSpec, processor: PostProcessor | None) -> dict[str, Any]:
+    settings = spec.as_dict()
+    return settings if processor is None else {**settings, "post": processor.describe()}
+
+
+def plot_explanation(result: Explanation, path: str | Path) -> Path:
+    """A heatmap PNG of the contributions (or, when not exact, the two attention rows)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    if not path.parent.exists():
+        raise InvalidSpec(f"cannot write {path}: the folder {path.parent} does not exist")
+    n, m = len(result.tokens_a), len(result.tokens_b)
+    figure = Figure(figsize=(1.5 + 0.45 * m, 1.2 + 0.4 * n))
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot()
+    if result.contributions is not None:
+        values = result.contributions
+        bound = float(np.abs(values).max()) or 1.0
+        image = ax.imshow(values, cmap="RdBu_r", vmin=-bound, vmax=bound, aspect="auto")
+        ax.set_xticks(range(m), result.tokens_b, rotation=60, ha="right")
+        ax.set_yticks(range(n), result.tokens_a)
+        ax.set_title(f"cosine {result.score:.4f} = sum of these {values.size} token-pair contributions")
+        figure.colorbar(image, ax=ax, label="contribution")
+    else:
+        width = max(n, m)
+        grid = np.full((2, width), np.nan)
+        grid[0, :n], grid[1, :m] = result.share_a, result.share_b
+        ax.imshow(grid, cmap="viridis", aspect="auto")
+        for row, (tokens, values) in enumerate(((result.tokens_a, result.share_a), (result.tokens_b, result.share_b))):
+            for col, (token, value) in enumerate(zip(tokens, values, strict=True)):
+                ax.text(col, row, f"{token}\n{value:.2f}", ha="center", va="center", fontsize=7, color="w")
+        ax.set_yticks([0, 1], ["a", "b"])
+        ax.set_xticks([])
+        ax.set_title(f"cosine {result.score:.4f}; NOT exact: {result.method}")
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+    return path

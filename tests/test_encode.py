@@ -1,0 +1,119 @@
+"""Model.encode against sentence-transformers' encode on the bundled model, option by option (1e-5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import bertscope
+from bertscope.errors import InvalidInput, InvalidSpec
+
+REPO = Path(__file__).resolve().parents[1]
+NEWS = [line for line in (REPO / "examples" / "news.txt").read_text().splitlines() if line.strip()][:12]
+TEXTS = [*NEWS, "How do I reset my password?", "Bonjour, ça va ? Ünïcödé 🙂", "short"]
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def st_model(bundled_path: Path) -> object:
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(bundled_path), device="cpu")
+
+
+def close(a: object, b: object) -> float:
+    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
+
+
+def test_a_list_gives_the_same_2d_array(bundled: bertscope.Model, st_model: object) -> None:
+    ours = bundled.encode(TEXTS)
+    theirs = st_model.encode(TEXTS)  # type: ignore[attr-defined]
+    assert isinstance(ours, np.ndarray) and ours.shape == theirs.shape == (len(TEXTS), 384)
+    assert ours.dtype == np.float32
+    assert close(ours, theirs) < TOL
+
+
+def test_a_str_gives_a_1d_array(bundled: bertscope.Model, st_model: object) -> None:
+    ours = bundled.encode(TEXTS[0])
+    theirs = st_model.encode(TEXTS[0])  # type: ignore[attr-defined]
+    assert ours.shape == theirs.shape == (384,)
+    assert close(ours, theirs) < TOL
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"convert_to_tensor": True},
+        {"convert_to_numpy": False},
+        {"normalize_embeddings": True},
+        {"truncate_dim": 64},
+        {"truncate_dim": 64, "normalize_embeddings": True},
+        {"prompt": "query: "},
+        {"batch_size": 3, "show_progress_bar": False},
+    ],
+    ids=lambda o: ",".join(o),
+)
+def test_each_option_matches(bundled: bertscope.Model, st_model: object, options: dict[str, object]) -> None:
+    ours = bundled.encode(TEXTS, **options)  # type: ignore[arg-type]
+    theirs = st_model.encode(TEXTS, **options)  # type: ignore[attr-defined]
+    assert type(ours) is type(theirs)
+    if isinstance(theirs, list):
+        assert len(ours) == len(theirs) and all(isinstance(t, torch.Tensor) for t in ours)
+        ours, theirs = torch.stack(ours), torch.stack(theirs)
+    assert tuple(ours.shape) == tuple(theirs.shape)
+    assert close(ours, theirs) < TOL
+
+
+def test_a_str_as_tensor(bundled: bertscope.Model, st_model: object) -> None:
+    ours = bundled.encode(TEXTS[1], convert_to_tensor=True)
+    theirs = st_model.encode(TEXTS[1], convert_to_tensor=True)  # type: ignore[attr-defined]
+    assert isinstance(ours, torch.Tensor) and ours.shape == theirs.shape == (384,)
+    assert close(ours, theirs) < TOL
+
+
+def test_token_embeddings_are_per_text_matrices(bundled: bertscope.Model, st_model: object) -> None:
+    ours = bundled.encode(TEXTS, output_value="token_embeddings")
+    theirs = st_model.encode(TEXTS, output_value="token_embeddings")  # type: ignore[attr-defined]
+    assert isinstance(ours, list) and len(ours) == len(theirs) == len(TEXTS)
+    for mine, ref in zip(ours, theirs, strict=True):
+        assert isinstance(mine, torch.Tensor) and tuple(mine.shape) == tuple(ref.shape)
+        assert close(mine, ref) < TOL
+    single = bundled.encode(TEXTS[2], output_value="token_embeddings")
+    assert close(single, theirs[2]) < TOL
+
+
+def test_a_long_text_is_truncated_like_sentence_transformers(
+    bundled: bertscope.Model, st_model: object
+) -> None:
+    long = " ".join(["The committee met for hours to discuss the budget and the roads."] * 40)
+    assert close(bundled.encode([long]), st_model.encode([long])) < TOL  # type: ignore[attr-defined]
+
+
+def test_an_empty_list_gives_an_empty_array(bundled: bertscope.Model, st_model: object) -> None:
+    assert bundled.encode([]).shape == st_model.encode([]).shape == (0,)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        ({"output_value": "input_ids"}, "output_value"),
+        ({"precision": "int8"}, "quantize_embeddings"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"truncate_dim": 0}, "truncate_dim"),
+        ({"prompt_name": "query"}, "prompt="),
+        ({"device": "meta"}, "bertscope.load(device"),
+    ],
+)
+def test_unsupported_options_are_refused_with_the_fix(
+    bundled: bertscope.Model, options: dict[str, object], needle: str
+) -> None:
+    with pytest.raises(InvalidSpec, match=needle.replace("(", r"\(")):
+        bundled.encode(TEXTS[:2], **options)  # type: ignore[arg-type]
+
+
+def test_a_non_text_is_refused(bundled: bertscope.Model) -> None:
+    with pytest.raises(InvalidInput):
+        bundled.encode(42)  # type: ignore[arg-type]
