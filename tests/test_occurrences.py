@@ -94,6 +94,10 @@ def test_bad_input_says_what_to_do(
         search_occurrences(stores["tokens"], word="bank", context="the bank", model=bundled, layers="-1")
     with pytest.raises(CorpusError, match="tokens rows.*--word"):
         bertscope.search("a river", stores["tokens"], model=bundled)
+    npy = stores["tokens"].with_name("tokens.npy")
+    bertscope.embed_corpus(SENSES, npy, model=bundled, level="tokens", overwrite=True)
+    with pytest.raises(CorpusError, match="tokens rows in .npy; occurrences need a .parquet store"):
+        search_occurrences(npy, word="bank")
 
 
 def test_cli_similar_by_word(stores: dict[str, Path]) -> None:
