@@ -41,9 +41,21 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy src/bertscope
 
-bench: $(STAMP)
-	$(BIN)/pip install -q -e '.[bench,onnx]'
+# The peers (sentence-transformers' onnx backend through optimum-onnx, which needs transformers < 4.58,
+# and its openvino backend through optimum-intel) cannot share the project's venv: they get their own
+BENCH_VENV := bench/.venv
+BENCH_STAMP := $(BENCH_VENV)/.installed
+PEERS_ARGS ?= --models minilm,mpnet --corpora news,docs --rounds 3 --limit news=400,docs=40
+
+$(BENCH_STAMP): pyproject.toml
+	test -x $(BENCH_VENV)/bin/python || $(PY) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q "torch==$(TORCH_VERSION)"
+	$(BENCH_VENV)/bin/pip install -q -e '.[bench,onnx,openvino]'
+	touch $(BENCH_STAMP)
+
+bench: $(STAMP) $(BENCH_STAMP)
 	$(BIN)/python bench/bench_engine.py
+	$(BENCH_VENV)/bin/python bench/bench_peers.py $(PEERS_ARGS)
 
 clean:
-	rm -rf demo $(VENV) build *.egg-info src/*.egg-info .pytest_cache
+	rm -rf demo $(VENV) $(BENCH_VENV) build *.egg-info src/*.egg-info .pytest_cache

@@ -39,7 +39,7 @@ def test_info_json_describes_the_bundled_model() -> None:
 def test_tokens_table_and_json() -> None:
     table = run_ok("tokens", "I like eating bread")
     assert "7852" in table and "[CLS]" in table
-    records = json.loads(run_ok("tokens", "I like eating bread", "--json"))[0]["tokens"]
+    records = json.loads(run_ok("tokens", "I like eating bread", "--json"))["items"][0]["tokens"]
     bread = [r for r in records if r["token"] == "bread"][0]
     assert bread["id"] == 7852 and (bread["start"], bread["end"]) == (14, 19)
 
@@ -51,13 +51,13 @@ def test_tokens_pad_shows_the_batch_the_model_receives() -> None:
 
 
 def test_static_neighbors_and_ids(bundled) -> None:
-    records = json.loads(run_ok("static", "bread", "cake", "--neighbors", "3", "--json"))
+    records = json.loads(run_ok("static", "bread", "cake", "--neighbors", "3", "--json"))["items"]
     assert [r["id"] for r in records] == [7852, 9850]
     assert len(records[0]["neighbors"]) == 3
     np.testing.assert_array_equal(
         np.array(records[0]["vector"], dtype=np.float32), bundled.static("bread")[0]
     )
-    by_id = json.loads(run_ok("static", "--ids", "7852", "--json"))
+    by_id = json.loads(run_ok("static", "--ids", "7852", "--json"))["items"]
     assert by_id[0]["token"] == "bread"
 
 
@@ -100,9 +100,11 @@ def test_embed_threads_option(bundled) -> None:
 
 
 def test_embed_tokens_and_words() -> None:
-    tokens = json.loads(run_ok("embed", "tokenization rocks", "--tokens", "--layers", "0", "--json"))[0]
+    tokens = json.loads(run_ok("embed", "tokenization rocks", "--tokens", "--layers", "0", "--json"))[
+        "items"
+    ][0]
     assert tokens["tokens"] == ["[CLS]", "token", "##ization", "rocks", "[SEP]"]
-    words = json.loads(run_ok("embed", "tokenization rocks", "--words", "--json"))[0]
+    words = json.loads(run_ok("embed", "tokenization rocks", "--words", "--json"))["items"][0]
     assert words["words"] == ["tokenization", "rocks"] and len(words["vectors"]) == 2
 
 
@@ -117,7 +119,7 @@ def test_embed_from_stdin_warns_once_on_truncation() -> None:
     long_text = "word " * 400
     result = run_cli("embed", "-i", "-", "--json", stdin=f"short text\n{long_text}\n")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["truncated"][1] == 400 + 2 - 256
+    assert json.loads(result.stdout)["n_dropped"][1] == 400 + 2 - 256
     assert result.stderr.count("truncated") == 1
 
 

@@ -216,3 +216,18 @@ def test_without_ray_the_engine_says_how_to_install_it(monkeypatch: pytest.Monke
     result = CliRunner().invoke(app, ["embed", "a text", "-o", "out_dir", "--engine", "ray"])
     assert isinstance(result.exception, InvalidInput)  # the CLI's main() turns it into one line
     assert "bertscope[ray]" in str(result.exception)
+
+
+def test_text_column_is_the_deprecated_name_of_text_field() -> None:
+    from bertscope.distributed import embed_dataset
+
+    class Recorder:
+        def map_batches(self, fn: Any, **kwargs: Any) -> Recorder:
+            self.kwargs = kwargs
+            return self
+
+    with pytest.warns(DeprecationWarning, match="use text_field"):
+        old = embed_dataset(Recorder(), text_column="body", device="cpu")
+    new = embed_dataset(Recorder(), text_field="body", device="cpu")
+    assert old.kwargs["fn_constructor_kwargs"]["text_field"] == "body"
+    assert new.kwargs["fn_constructor_kwargs"] == old.kwargs["fn_constructor_kwargs"]

@@ -29,7 +29,7 @@ def test_bundled_info(bundled: bertscope.Model) -> None:
     assert info.max_tokens == 256 and info.max_positions == 512
     assert info.device == "cpu" and info.dtype == "float32"
     assert info.path is not None and Path(info.path, "config.json").exists()
-    assert info.as_dict()["family"] == "bert"
+    assert info.to_dict()["family"] == "bert"
 
 
 def test_missing_path_says_it_does_not_exist(tmp_path: Path) -> None:

@@ -132,7 +132,7 @@ def test_unknown_pooling_lists_choices(bundled: bertscope.Model) -> None:
 @pytest.mark.parametrize("family", ["deberta-v2", "electra"])
 def test_pooler_on_model_without_pooler_raises(tiny_models: dict[str, bertscope.Model], family: str) -> None:
     model = tiny_models[family]
-    assert model.engine._pooler is None
+    assert not model.engine.has_pooler
     with pytest.raises(bertscope.InvalidSpec, match="pooler"):
         model.embed("the cat", pooling="pooler")
 

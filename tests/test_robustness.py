@@ -89,3 +89,104 @@ def test_max_tokens_overrides_the_sentence_transformers_limit_within_the_positio
     for bad in (0, 1, 513, True):
         with pytest.raises(bertscope.InvalidSpec, match="max_tokens"):
             bertscope.load(device="cpu", max_tokens=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("text", ["bad \ud800 text", "\u200b\u200b", "\x00\x01"])
+def test_texts_a_tokenizer_cannot_take_are_one_clear_error(bundled: bertscope.Model, text: str) -> None:
+    with pytest.raises(bertscope.InvalidInput, match="text 1 (holds a lone surrogate|has only control)"):
+        bundled.embed(["fine", text])
+    with pytest.raises(bertscope.InvalidInput, match="text 1"):
+        list(bundled.iter_embed(iter(["fine", text])))
+
+
+def test_a_corpus_line_of_invisible_characters_is_a_bad_record(
+    tmp_path: Path,
+    bundled: bertscope.Model,
+) -> None:
+    """It names file:line, and --skip-bad gets past it (it aborted the whole job as 'text 231')."""
+    source = tmp_path / "corpus.txt"
+    source.write_bytes("one fine line\n\u200b\u200b\nanother fine line\n".encode() + b"bad \xff byte\n")
+    with pytest.raises(bertscope.CorpusError, match=r"corpus.txt:2: the text has only control"):
+        bertscope.embed_corpus(source, tmp_path / "a.parquet", model=bundled)
+    summary = bertscope.embed_corpus(source, tmp_path / "b.parquet", model=bundled, skip_bad=True)
+    assert summary.embedded == 2 and summary.rejected == 2
+    rejects = Path(str(tmp_path / "b.parquet") + ".rejects").read_text()
+    assert "corpus.txt:2: the text has only control" in rejects and "corpus.txt:4: not UTF-8" in rejects
+    jsonl = tmp_path / "corpus.jsonl"
+    jsonl.write_text('{"text": "fine"}\n{"text": "bad \\ud800 escape"}\n')
+    with pytest.raises(bertscope.CorpusError, match=r"corpus.jsonl:2: the text holds a lone surrogate"):
+        bertscope.embed_corpus(jsonl, tmp_path / "c.parquet", model=bundled)
+
+
+def test_csv_ids_are_data_row_numbers_and_an_unclosed_quote_is_named(tmp_path: Path) -> None:
+    from bertscope.io.readers import read_corpus
+
+    good = tmp_path / "good.csv"
+    good.write_text('text,label\nfirst,1\n"second, with a comma",0\n')
+    assert [(r.id, r.text) for r in read_corpus(good)] == [("1", "first"), ("2", "second, with a comma")]
+    bad = tmp_path / "bad.csv"
+    bad.write_text('id,text\n1,hello there\n2,"an unclosed quote here\n3,third\n4,fourth\n')
+    with pytest.raises(bertscope.CorpusError, match=r"bad.csv:3: unexpected end of data .*unclosed quote"):
+        list(read_corpus(bad, id_field="id"))
+
+
+def _corpus(tmp_path: Path, lines: list[str]) -> Path:
+    source = tmp_path / "corpus.txt"
+    source.write_text("".join(line + "\n" for line in lines))
+    return source
+
+
+@pytest.mark.parametrize("batch_size", [0, -1, True])
+def test_a_batch_size_below_one_is_refused_and_leaves_nothing(
+    tmp_path: Path, bundled: bertscope.Model, batch_size: int
+) -> None:
+    out = tmp_path / "out.parquet"
+    with pytest.raises(bertscope.InvalidSpec, match="batch_size"):
+        bertscope.embed_corpus(_corpus(tmp_path, TEXTS), out, model=bundled, batch_size=batch_size)
+    assert list(tmp_path.iterdir()) == [tmp_path / "corpus.txt"]
+
+
+def test_a_job_failing_before_it_saved_anything_leaves_nothing(
+    tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    source = tmp_path / "corpus.jsonl"
+    source.write_text('{"text": "fine"}\nnot json\n')
+    out = tmp_path / "out.parquet"
+    with pytest.raises(bertscope.CorpusError, match="corpus.jsonl:2"):
+        bertscope.embed_corpus(source, out, model=bundled)
+    assert not Path(str(out) + ".parts").exists()
+    source.write_text('{"text": "fine"}\n')
+    assert bertscope.embed_corpus(source, out, model=bundled).embedded == 1  # no "exists (unfinished)"
+
+
+def test_resume_never_replaces_a_finished_output_nor_skips_over_a_gap(
+    tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    import pyarrow.parquet as pq
+
+    texts = [f"sentence number {i} about bread" for i in range(8)]
+    out = tmp_path / "out.parquet"
+    parts = Path(str(out) + ".parts")
+    source = tmp_path / "corpus.txt"
+    # A job stopped by a bad record after two whole parts of two texts.
+    source.write_bytes(
+        ("".join(t + "\n" for t in texts[:4])).encode() + b"\xff\n" + texts[5].encode() + b"\n"
+    )
+    with pytest.raises(bertscope.CorpusError, match="not UTF-8"):
+        bertscope.embed_corpus(source, out, model=bundled, batch_size=2)
+    assert sorted(p.name for p in parts.glob("*.done")) == ["part-000000.done", "part-000001.done"]
+    (parts / "part-000000.done").unlink()
+    with pytest.raises(bertscope.CorpusError, match="part 0 is missing"):
+        bertscope.embed_corpus(source, out, model=bundled, batch_size=2, resume=True)
+
+    # A finished output with parts left by a kill while they were being removed: resume refuses, data kept.
+    _corpus(tmp_path, texts)
+    bertscope.embed_corpus(source, out, model=bundled, batch_size=2, overwrite=True)
+    before = pq.read_table(out).to_pydict()
+    parts.mkdir()
+    (parts / "settings.json").write_text("{}")
+    (parts / "part-000003.done").write_text("2")
+    with pytest.raises(bertscope.CorpusError, match="already complete"):
+        bertscope.embed_corpus(source, out, model=bundled, batch_size=2, resume=True)
+    assert pq.read_table(out).to_pydict() == before and len(before["id"]) == 8
+    assert not parts.exists()

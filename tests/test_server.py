@@ -86,7 +86,7 @@ def test_every_endpoint_answers_with_the_librarys_own_results(
     )
     want = bundled.embed(texts, layers="-2", pooling="mean", mask_special=True)
     np.testing.assert_allclose(np.array(got["vectors"]), want.vectors, atol=ATOL)
-    assert got["n_tokens"] == want.n_tokens.tolist() and got["truncated"] == [0, 0]
+    assert got["n_tokens"] == want.n_tokens.tolist() and got["n_dropped"] == [0, 0]
     tok = post_ok(client, "/embed_tokens", {"inputs": texts[0], "layers": "0,6", "words": True})["items"][0]
     want_tok = bundled.embed_tokens(texts[0], layers="0,6")[0]
     want_words = bundled.embed_words(texts[0], layers="0,6")[0]

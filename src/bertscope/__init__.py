@@ -18,7 +18,6 @@ from ._enums import (
     SubwordPooling,
 )
 from .anatomy import Anatomy
-from .engine import EmbedSpec
 from .errors import (
     BackendUnavailable,
     BertscopeError,
@@ -39,6 +38,7 @@ from .model import Model, ModelInfo, load
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .senses import Senses, word_senses
 from .similarity import Hit, cos_sim, pairwise_cos_sim
+from .spec import EmbedSpec
 from .static import Neighbor, StaticWord
 from .tokens import Tokens
 

@@ -16,11 +16,12 @@ import numpy as np
 import torch
 from scipy import stats
 
-from ._enums import LongText, Pooling
+from ._enums import Combine, LongText, Pooling
 from .errors import CorpusError, InvalidInput, InvalidSpec
 from .layers import LayerSpec, parse_layers
 from .pooling import pool_sentences
 from .post import PostKind, PostProcessor, fit_post
+from .similarity import unit
 from .tokens import check_texts
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ def _tsv(path: str | Path, width: int) -> Iterator[tuple[int, list[str]]]:
 
 def correlations(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> dict[str, float]:
     """Spearman and Pearson of row-wise cosine(a_i, b_i) against gold (NaN when cosines are constant)."""
-    cos = np.sum(_unit(a) * _unit(b), axis=1)
+    cos = np.sum(unit(a, dtype=np.float64) * unit(b, dtype=np.float64), axis=1)
     if np.ptp(cos) < 1e-9:
         return {"spearman": float("nan"), "pearson": float("nan")}
     return {
@@ -240,12 +241,27 @@ def evaluate_pairs(
     gold: Sequence[float] | np.ndarray,
     *,
     post: PostProcessor | None = None,
-    **options: Any,
+    layers: LayerSpec | None = None,
+    combine: Combine | str = "mean",
+    pooling: Pooling | str = "auto",
+    mask_special: bool = False,
+    normalize: bool | None = None,
+    long: LongText | str = "truncate",
+    stride: int | None = None,
 ) -> dict[str, Any]:
     """Spearman/Pearson of cosine against gold for one configuration (`model.embed` options)."""
     gold = np.asarray(gold, dtype=np.float64)
     unique = list(dict.fromkeys([*left, *right]))
-    result = model.embed(unique, **options)
+    result = model.embed(
+        unique,
+        layers=layers,
+        combine=combine,
+        pooling=pooling,
+        mask_special=mask_special,
+        normalize=normalize,
+        long=long,
+        stride=stride,
+    )
     vectors = result.vectors if post is None else post.apply(result.vectors)
     where = {t: i for i, t in enumerate(unique)}
     a = vectors[[where[t] for t in left]]
@@ -304,7 +320,18 @@ def evaluate_words(model: Model, pairs: Sequence[tuple[str, str, float]]) -> Wor
     return WordEval(records, coverage)
 
 
-def evaluate_docsim(model: Model, *, post: PostProcessor | None = None, **options: Any) -> dict[str, Any]:
+def evaluate_docsim(
+    model: Model,
+    *,
+    post: PostProcessor | None = None,
+    layers: LayerSpec | None = None,
+    combine: Combine | str = "mean",
+    pooling: Pooling | str = "auto",
+    mask_special: bool = False,
+    normalize: bool | None = None,
+    long: LongText | str = "truncate",
+    stride: int | None = None,
+) -> dict[str, Any]:
     """Pearson/Spearman of document cosine against human similarity on gensim's Lee corpus (50 documents)."""
     try:
         from gensim.test.utils import datapath
@@ -313,10 +340,19 @@ def evaluate_docsim(model: Model, *, post: PostProcessor | None = None, **option
     docs = Path(datapath("lee.cor")).read_text(encoding="latin-1").strip().split("\n")
     human = np.loadtxt(datapath("similarities0-1.txt"))
     upper = np.triu_indices(len(docs), 1)
-    result = model.embed(docs, **options)
+    result = model.embed(
+        docs,
+        layers=layers,
+        combine=combine,
+        pooling=pooling,
+        mask_special=mask_special,
+        normalize=normalize,
+        long=long,
+        stride=stride,
+    )
     vectors = result.vectors if post is None else post.apply(result.vectors)
-    unit = _unit(vectors)
-    cos = (unit @ unit.T)[upper]
+    rows = unit(vectors, dtype=np.float64)
+    cos = (rows @ rows.T)[upper]
     truth = human[upper]
     return {
         "pearson": float(stats.pearsonr(cos, truth)[0]),
@@ -326,8 +362,3 @@ def evaluate_docsim(model: Model, *, post: PostProcessor | None = None, **option
         "truncated": result.n_truncated,
         "spec": result.spec,
     }
-
-
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    x = np.asarray(vectors, dtype=np.float64)
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)

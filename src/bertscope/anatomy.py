@@ -7,11 +7,12 @@ The parts are recomputed from the model's own modules and compared with the mode
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
+from .results import rows
 from .tokens import Tokens, pad_batch
 
 if TYPE_CHECKING:
@@ -56,6 +57,23 @@ class Anatomy:
     def n_dropped(self) -> int:
         """Tokens cut because the text is longer than the model's positions."""
         return self.tokens.n_dropped
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: text, tokens, ids, position_ids, lacks, n_dropped, max_abs_error, and `steps`.
+
+        `steps` maps each step name (word ... model_output, in order) to its (tokens, width) rows, or
+        None where the family lacks that part.
+        """
+        return {
+            "text": self.tokens.text,
+            "tokens": list(self.tokens.tokens),
+            "ids": list(self.tokens.ids),
+            "position_ids": list(self.position_ids),
+            "lacks": list(self.lacks),
+            "n_dropped": self.n_dropped,
+            "max_abs_error": self.max_abs_error,
+            "steps": {s: None if getattr(self, s) is None else rows(getattr(self, s)) for s in STEPS},
+        }
 
 
 def decompose(model: Model, tokens: list[Tokens]) -> list[Anatomy]:

@@ -28,6 +28,7 @@ import numpy as np
 from ._enums import SubwordPooling
 from .errors import InvalidInput
 from .pooling import group_words, pool_words
+from .similarity import unit
 from .tokens import check_texts
 
 if TYPE_CHECKING:
@@ -162,22 +163,17 @@ def contextuality(
     return Contextuality(records, per_word, occurrences, settings)
 
 
-def _unit(x: np.ndarray) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
-    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
-
-
 def _intra(vectors: np.ndarray) -> float:
     """Mean cosine of each word vector with the sentence's mean word vector."""
-    return float((_unit(vectors) @ _unit(vectors.mean(axis=0))).mean())
+    return float((unit(vectors, dtype=np.float64) @ unit(vectors.mean(axis=0), dtype=np.float64)).mean())
 
 
 def _self_similarity(vectors: np.ndarray, sentence_ids: Sequence[int]) -> float:
     """Mean cosine over pairs of occurrences that come from different sentences."""
-    unit = _unit(vectors)
+    rows = unit(vectors, dtype=np.float64)
     ids = np.asarray(sentence_ids)
     different = ids[:, None] != ids[None, :]
-    return float((unit @ unit.T)[np.triu(different, 1)].mean())
+    return float((rows @ rows.T)[np.triu(different, 1)].mean())
 
 
 def _mev(vectors: np.ndarray) -> float:
@@ -194,6 +190,6 @@ def _baseline(pool: list[tuple[int, np.ndarray, np.ndarray]], pairs: int, seed: 
         raise InvalidInput("the anisotropy baseline needs words from at least two sentences")
     a = np.array([pool[i][2] for i, _ in keep]), np.stack([pool[i][1] for i, _ in keep])
     b = np.array([pool[j][2] for _, j in keep]), np.stack([pool[j][1] for _, j in keep])
-    static = float((_unit(a[0]) * _unit(b[0])).sum(-1).mean())
-    layers = (_unit(a[1]) * _unit(b[1])).sum(-1).mean(axis=0)
+    static = float((unit(a[0], dtype=np.float64) * unit(b[0], dtype=np.float64)).sum(-1).mean())
+    layers = (unit(a[1], dtype=np.float64) * unit(b[1], dtype=np.float64)).sum(-1).mean(axis=0)
     return [static, *(float(v) for v in layers)]

@@ -15,17 +15,20 @@ from __future__ import annotations
 import glob
 import os
 import time
+import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ._enums import Level, Precision, SubwordPooling
+from ._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
 from .errors import CorpusError, InvalidInput
-from .io.job import JobSummary, _arg_of, job_settings
+from .io.job import JobSummary
 from .io.levels import make_level, vector_columns
 from .io.readers import Record, read_corpus
 from .io.sinks import with_settings
-from .model import _CPU_TOKEN_BUDGET, _CUDA_TOKEN_BUDGET, Model
+from .layers import LayerSpec
+from .model import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, Model
+from .spec import EmbedOptions, PostArg, reload_arg, stored_settings
 
 __all__ = ["embed_dataset", "run_ray_job"]
 
@@ -52,27 +55,27 @@ class _Embedder:
         device: str,
         dtype: str,
         threads: int,
-        text_column: str,
+        text_field: str,
         runtime: dict[str, Any],
         level: dict[str, Any],
-        options: dict[str, Any],
+        options: EmbedOptions,
     ) -> None:
         from .model import load
 
         self.model = load(model, device=device, dtype=dtype, threads=threads, **runtime)
         self.level = make_level(level.pop("level"), self.model, options=options, **level)
-        self.text_column = text_column
+        self.text_field = text_field
         self.level.empty()  # the typed columns of a batch of only empty texts, found once
 
     def __call__(self, batch: Any) -> Any:
         """(rows) Arrow table -> the level's rows (sentence: the same rows plus the vector columns)."""
-        return self.level.embed_arrow(batch, self.text_column)
+        return self.level.embed_arrow(batch, self.text_field)
 
 
 def embed_dataset(
     dataset: Any,
     *,
-    text_column: str = "text",
+    text_field: str = "text",
     model: str | Model | None = None,
     workers: int = 2,
     device: str = "cpu",
@@ -83,12 +86,19 @@ def embed_dataset(
     batch_size: int | None = None,
     max_restarts: int | None = None,
     max_task_retries: int | None = None,
-    post: Any = None,
     level: Level | str = "sentence",
     keep_text: bool = True,
     precision: Precision | str = "float32",
     subword: SubwordPooling | str = "mean",
-    **options: Any,
+    layers: LayerSpec | None = None,
+    combine: Combine | str = "mean",
+    pooling: Pooling | str = "auto",
+    mask_special: bool = False,
+    normalize: bool | None = None,
+    long: LongText | str = "truncate",
+    stride: int | None = None,
+    post: PostArg = None,
+    text_column: str | None = None,
 ) -> Any:
     """A Ray Dataset with `embedding` (fixed-size float32 list), `n_tokens` and `truncated` columns added.
 
@@ -98,9 +108,11 @@ def embed_dataset(
     quarter of the engine's token budget, so
     each call fills a few token-budgeted forward batches. A failed actor is restarted and its tasks
     retried by Ray (`max_restarts`, `max_task_retries`; Ray's default -1 is without limit).
+    `text_column` is the old name of `text_field` (deprecated: it warns).
     """
+    options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
     ray = _ray()
-    model_arg = _arg_of(model) if isinstance(model, Model) else model
+    model_arg = reload_arg(model) if isinstance(model, Model) else model
     if isinstance(model, Model):
         backend, quantize = model.backend, model.quantize
     gpus = _gpus_per_worker(ray, device)
@@ -116,11 +128,10 @@ def embed_dataset(
             "device": device,
             "dtype": dtype,
             "threads": max(1, int(cpus_per_worker)),
-            "text_column": text_column,
+            "text_field": _text_field(text_field, text_column),
             "runtime": {"backend": backend, "quantize": quantize},
             "level": {
                 "level": level,
-                "post": post,
                 "keep_text": keep_text,
                 "precision": precision,
                 "subword": subword,
@@ -134,8 +145,19 @@ def embed_dataset(
     )
 
 
+def _text_field(text_field: str, text_column: str | None) -> str:
+    if text_column is None:
+        return text_field
+    warnings.warn(
+        "embed_dataset(text_column=...) is deprecated; use text_field=..., as embed_corpus does",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return text_column
+
+
 def _default_batch(gpus: float) -> int:
-    return max(64, (_CUDA_TOKEN_BUDGET if gpus else _CPU_TOKEN_BUDGET) // 4)
+    return max(64, (CUDA_TOKEN_BUDGET if gpus else CPU_TOKEN_BUDGET) // 4)
 
 
 def _gpus_per_worker(ray: Any, device: str) -> float:
@@ -164,12 +186,18 @@ def run_ray_job(
     keep_text: bool = True,
     overwrite: bool = False,
     batch_size: int | None = None,
-    post: Any = None,
     progress: bool = True,
     level: Level | str = "sentence",
     precision: Precision | str = "float32",
     subword: SubwordPooling | str = "mean",
-    **options: Any,
+    layers: LayerSpec | None = None,
+    combine: Combine | str = "mean",
+    pooling: Pooling | str = "auto",
+    mask_special: bool = False,
+    normalize: bool | None = None,
+    long: LongText | str = "truncate",
+    stride: int | None = None,
+    post: PostArg = None,
 ) -> JobSummary:
     """Embed a corpus (a file, a glob or a list of texts) into Parquet shards `OUTPUT/part-*.parquet`."""
     ray = _ray()
@@ -182,9 +210,9 @@ def run_ray_job(
     # The driver loads the model (CPU) only to check the options and to write the same provenance.
     # With int8 or onnxruntime this also exports the model once, so the actors find it in the cache.
     m = load(model, device="cpu", dtype=dtype, backend=backend, quantize=quantize)
-    how = {"post": post, "keep_text": keep_text, "precision": precision, "subword": subword}
-    rows_of = make_level(level, m, options=options, **how)
-    settings = job_settings(m, rows_of.recorded(), model)
+    options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+    rows_of = make_level(level, m, options=options, keep_text=keep_text, precision=precision, subword=subword)
+    settings = stored_settings(m, rows_of.recorded(), model)
     schema = with_settings(rows_of.empty(), settings).schema
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False)
@@ -198,7 +226,9 @@ def run_ray_job(
     )
     embedded = embed_dataset(
         corpus, model=model, workers=workers, device=device, dtype=dtype, backend=backend, quantize=quantize,
-        batch_size=rows, level=level, **how, **options,
+        batch_size=rows, level=level, keep_text=keep_text, precision=precision, subword=subword,
+        layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, normalize=normalize,
+        long=long, stride=stride, post=post,
     )  # fmt: skip
     embedded.write_datasink(_shard_sink(out, schema), ray_remote_args={"num_cpus": _IO_CPUS})
     summary = JobSummary(output=out, files=sorted(out.glob("part-*.parquet")))

@@ -105,9 +105,7 @@ def _as_list(sentences: Any) -> list[str]:
     try:
         return list(sentences)
     except TypeError:
-        raise InvalidInput(
-            f"encode takes a str or a list of str, not a {type(sentences).__name__}"
-        ) from None
+        raise InvalidInput(f"encode takes a str or a list of str, not a {type(sentences).__name__}") from None
 
 
 def _empty(convert_to_tensor: bool, convert_to_numpy: bool) -> Any:

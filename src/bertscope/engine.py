@@ -9,24 +9,24 @@ from __future__ import annotations
 import ctypes
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from itertools import islice
-from typing import Any
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._enums import Combine, LongText, Pooling
+from ._enums import Combine
 from .errors import InvalidSpec
 from .families import Family
 from .layers import combine_layers
 from .pooling import pool_sentences
 from .results import SentenceEmbeddings
+from .spec import EmbedSpec
 from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
 
-__all__ = ["EmbedSpec", "Engine"]
+__all__ = ["Engine"]
 
 OnBatch = Callable[[int, int], None]
 # (ids, type_ids, mask, deepest) -> hidden states 0..deepest: another runtime in place of the torch forward
@@ -34,23 +34,6 @@ Runner = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[torch.Tensor,
 
 _MIN_FILL = 0.85
 _PAD_TOKENS = 16
-
-
-@dataclass(frozen=True)
-class EmbedSpec:
-    """A fully resolved request: absolute layers, how they combine, pooling and post-processing."""
-
-    layers: tuple[int, ...]
-    combine: Combine = Combine.MEAN
-    pooling: Pooling = Pooling.MEAN
-    mask_special: bool = False
-    normalize: bool = False
-    long: LongText = LongText.TRUNCATE
-    stride: int | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        """Plain JSON-able settings, for provenance in results and outputs."""
-        return {k: (v.value if hasattr(v, "value") else v) for k, v in asdict(self).items()}
 
 
 @dataclass
@@ -95,6 +78,11 @@ class Engine:
         # must see every layer, or a model first run with early stop records too few layers ever after.
         tiny = np.full((1, 2), pad_id, dtype=np.int64)
         self.forward(tiny, np.zeros_like(tiny), np.ones_like(tiny), self.n_layers)
+
+    @property
+    def has_pooler(self) -> bool:
+        """Whether the model has a trained pooler (dense + tanh over the first token)."""
+        return self._pooler is not None
 
     def forward(
         self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int
@@ -150,7 +138,7 @@ class Engine:
             yield SentenceEmbeddings(
                 vectors=np.stack(vectors).astype(np.float32, copy=False),  # type: ignore[arg-type]
                 n_tokens=np.array([len(t) for t in tokens], dtype=np.int64),
-                truncated=np.array([t.n_dropped for t in tokens], dtype=np.int64),
+                n_dropped=np.array([t.n_dropped for t in tokens], dtype=np.int64),
                 spec=spec.as_dict(),
             )
             start += len(chunk)
@@ -163,7 +151,7 @@ class Engine:
         return SentenceEmbeddings(
             vectors=np.concatenate([p.vectors for p in parts]),
             n_tokens=np.concatenate([p.n_tokens for p in parts]),
-            truncated=np.concatenate([p.truncated for p in parts]),
+            n_dropped=np.concatenate([p.n_dropped for p in parts]),
             spec=spec.as_dict(),
         )
 

@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._enums import Pooling
-from .engine import EmbedSpec
+from ._enums import Combine, LongText, Pooling
 from .errors import InvalidSpec
-from .post import PostKind, PostProcessor, prepare_post
+from .layers import LayerSpec
+from .post import PostKind, PostProcessor
+from .similarity import cos_sim
+from .spec import EmbedOptions, EmbedSpec, resolve
 from .tokens import Tokens
 
 if TYPE_CHECKING:
@@ -88,14 +90,22 @@ def explain(
     post: PostProcessor | str | Path | None = None,
     top: int = 10,
     exact: bool = False,
-    **options: Any,
+    layers: LayerSpec | None = None,
+    combine: Combine | str = "mean",
+    pooling: Pooling | str = "auto",
+    mask_special: bool = False,
+    normalize: bool | None = None,
+    long: LongText | str = "truncate",
+    stride: int | None = None,
 ) -> Explanation:
-    """Split `model.similarity(a, b, **options, post=post)` into token pairs; `exact` refuses approximations."""
+    """Split `model.similarity(a, b, ...)` (same options) into token pairs; `exact` refuses approximations."""
     if not isinstance(a, str) or not isinstance(b, str):
         raise InvalidSpec("explain takes two texts (strings); pairs of segments are not explained")
-    spec = model.spec(**options)
-    processor = prepare_post(post, spec.as_dict())
-    score = float(model.similarity(a, b, post=processor, **options)[0, 0])
+    options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+    recipe = resolve(model, options)
+    spec, processor = recipe.spec, recipe.post
+    # Each text alone, as `similarity` embeds them, so the score is the one it reports.
+    score = float(cos_sim(model.embed_with([a], recipe).vectors, model.embed_with([b], recipe).vectors)[0, 0])
     if spec.pooling not in (*_LINEAR, Pooling.MAX):
         if exact:
             raise InvalidSpec(
@@ -252,7 +262,9 @@ def plot_explanation(result: Explanation, path: str | Path) -> Path:
         grid = np.full((2, width), np.nan)
         grid[0, :n], grid[1, :m] = result.share_a, result.share_b
         ax.imshow(grid, cmap="viridis", aspect="auto")
-        for row, (tokens, values) in enumerate(((result.tokens_a, result.share_a), (result.tokens_b, result.share_b))):
+        for row, (tokens, values) in enumerate(
+            ((result.tokens_a, result.share_a), (result.tokens_b, result.share_b))
+        ):
             for col, (token, value) in enumerate(zip(tokens, values, strict=True)):
                 ax.text(col, row, f"{token}\n{value:.2f}", ha="center", va="center", fontsize=7, color="w")
         ax.set_yticks([0, 1], ["a", "b"])

@@ -17,7 +17,7 @@ from ._enums import DType
 from .errors import ModelLoadError
 from .families import Family, family_for
 
-__all__ = ["DEFAULT_MODEL", "Loaded", "load_parts", "resolve_device", "resolve_dtype"]
+__all__ = ["DEFAULT_MODEL", "Loaded", "load_parts", "pooling_config", "resolve_device", "resolve_dtype"]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (bundled)"
 _DTYPES = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
@@ -188,6 +188,14 @@ class SentenceTransformersSettings:
     normalize: bool = False
     max_seq_length: int | None = None
     unsupported: str | None = None  # why pooling='auto' cannot reproduce the folder's pipeline
+
+
+def pooling_config(pooling: str, width: int) -> dict[str, Any]:
+    """A sentence-transformers Pooling config.json for our pooling (legacy booleans, read by all versions)."""
+    ours = {name: st for st, name in ST_POOLING_MODES.items()}
+    chosen = {key for key, st in _ST_LEGACY_KEYS.items() if st == ours[pooling]}
+    flags = {key: key in chosen for key in _ST_LEGACY_KEYS if _ST_LEGACY_KEYS[key] in ST_POOLING_MODES}
+    return {"word_embedding_dimension": width, **flags}
 
 
 def pooling_modes(config: dict[str, Any]) -> list[str]:

@@ -16,22 +16,22 @@ import torch
 from . import anatomy as _anatomy
 from . import static as _static
 from ._enums import Backend, Combine, DType, LongText, Pooling, Quantize, SubwordPooling
-from .engine import EmbedSpec, Engine
+from .engine import Engine
 from .errors import InvalidInput, InvalidSpec
-from .layers import LayerSpec, parse_layers
+from .layers import LayerSpec
 from .loading import load_parts, resolve_device, resolve_dtype
 from .onnx_backend import resolve_backend
 from .pooling import group_words, pool_words
-from .post import apply_post, prepare_post
 from .progress import progress_callback
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .similarity import cos_sim, unit
-from .tokens import Text, TextTokenizer, check_texts, is_pair, pad_batch
+from .spec import EmbedOptions, EmbedSpec, PostArg, Recipe, resolve, resolve_spec
+from .tokens import Text, TextTokenizer, check_texts, is_pair, pad_batch, text_problem
 
 __all__ = ["Model", "ModelInfo", "load"]
 
-_CPU_TOKEN_BUDGET = 2048
-_CUDA_TOKEN_BUDGET = 65536
+CPU_TOKEN_BUDGET = 2048
+CUDA_TOKEN_BUDGET = 65536
 
 
 @dataclass
@@ -59,8 +59,8 @@ class ModelInfo:
     mode: str = "exact"
     fast: dict[str, Any] | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        """The info as a plain dict (JSON-able)."""
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: every field above, by its name."""
         return dict(self.__dict__)
 
 
@@ -136,7 +136,7 @@ class Model:
         self.max_tokens = self._token_limit(max_tokens)
         backend = loaded.tokenizer.backend_tokenizer
         self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
-        budget = token_budget or (_CUDA_TOKEN_BUDGET if device.type == "cuda" else _CPU_TOKEN_BUDGET)
+        budget = token_budget or (CUDA_TOKEN_BUDGET if device.type == "cuda" else CPU_TOKEN_BUDGET)
         self.engine = Engine(
             self.hf_model, self.family, self.tokenizer, pad_id=self.pad_id, device=device, token_budget=budget
         )
@@ -341,46 +341,15 @@ class Model:
         long: LongText | str = "truncate",
         stride: int | None = None,
     ) -> EmbedSpec:
-        """Resolve user options (auto pooling, first_last_avg, defaults) into an EmbedSpec.
-
-        `mask_special` leaves [CLS]/[SEP] (<s>, </s>) out of mean, max and mean_sqrt_len pooling;
-        cls and pooler read the first token itself, so for them it has no effect (recorded as False).
-        """
-        pool = Pooling.parse(pooling, what="pooling")
-        _check_flag(mask_special, "mask_special")
-        if normalize is not None:
-            _check_flag(normalize, "normalize")
-        if pool is Pooling.AUTO:
-            if self.loaded.st_unsupported:
-                raise InvalidSpec(
-                    f"pooling='auto' cannot reproduce {self.loaded.source}: {self.loaded.st_unsupported}, "
-                    "which bertscope does not apply; name a pooling (e.g. pooling='mean') to get the "
-                    "encoder's own pooled vectors, or sentence-transformers for the full pipeline"
-                )
-            pool = Pooling(self.loaded.st_pooling or "mean")
-            normalize = self.loaded.st_normalize if normalize is None else normalize
-        if pool is Pooling.FIRST_LAST_AVG:
-            if layers is not None:
-                raise InvalidSpec("first_last_avg uses layers 1 and -1 itself; leave layers out")
-            layers = "1,-1"
-        if pool in (Pooling.CLS, Pooling.POOLER):
-            # They read the first token itself: masking specials changes nothing, so the spec says so.
-            mask_special = False
-        if pool is Pooling.POOLER and self.engine._pooler is None:
-            raise InvalidSpec(f"{self.loaded.source} has no trained pooler; use pooling='cls' or 'mean'")
-        selected = parse_layers("-1" if layers is None else layers, self.n_layers)
-        how = Combine.parse(combine, what="combine")
-        if pool is Pooling.POOLER and how is Combine.CONCAT and len(selected) > 1:
-            raise InvalidSpec(
-                "the pooler takes one hidden-size vector; with several layers use combine='mean' or 'sum'"
-            )
-        return EmbedSpec(
-            layers=selected,
-            combine=how,
-            pooling=pool,
+        """Resolve user options (auto pooling, first_last_avg, defaults) into an EmbedSpec."""
+        return resolve_spec(
+            self,
+            layers=layers,
+            combine=combine,
+            pooling=pooling,
             mask_special=mask_special,
-            normalize=bool(normalize),
-            long=LongText.parse(long, what="long-text policy"),
+            normalize=normalize,
+            long=long,
             stride=stride,
         )
 
@@ -388,30 +357,52 @@ class Model:
         self,
         texts: Iterable[str],
         *,
-        post: Any = None,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        pooling: Pooling | str = "auto",
+        mask_special: bool = False,
+        normalize: bool | None = None,
+        long: LongText | str = "truncate",
+        stride: int | None = None,
+        post: PostArg = None,
         progress: bool | None = None,
         total: int | None = None,
-        **options: Any,
     ) -> Iterator[SentenceEmbeddings]:
-        """Sentence vectors for a stream of texts, chunk by chunk in input order (bounded memory)."""
-        spec = self.spec(**options)
-        processor = prepare_post(post, spec.as_dict())
+        """Sentence vectors (n, d) for a stream of texts, chunk by chunk in input order (bounded memory)."""
+        options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+        recipe = resolve(self, options)
         with progress_callback(total, enabled=progress) as on_batch:
-            for chunk in self.engine.sentences(_checked(texts), spec, on_batch=on_batch):
-                yield apply_post(chunk, processor)
+            for chunk in self.engine.sentences(_checked(texts), recipe.spec, on_batch=on_batch):
+                yield recipe.finish(chunk)
 
     def embed(
-        self, texts: Text | Sequence[Text], *, post: Any = None, progress: bool | None = None, **options: Any
+        self,
+        texts: Text | Sequence[Text],
+        *,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        pooling: Pooling | str = "auto",
+        mask_special: bool = False,
+        normalize: bool | None = None,
+        long: LongText | str = "truncate",
+        stride: int | None = None,
+        post: PostArg = None,
+        progress: bool | None = None,
     ) -> SentenceEmbeddings:
         """Sentence vectors (n, d) float32 for texts (or (A, B) pairs), any layers, any pooling; see `spec`.
 
         `post` is a fitted post-processing (whitening, all-but-the-top, PCA) or the path of a saved one.
         """
+        options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+        return self.embed_with(texts, resolve(self, options), progress=progress)
+
+    def embed_with(
+        self, texts: Text | Sequence[Text], recipe: Recipe, *, progress: bool | None = None
+    ) -> SentenceEmbeddings:
+        """Sentence vectors (n, d) for texts or pairs with a recipe already resolved by `spec.resolve`."""
         items = check_texts(texts, pairs=True)
-        spec = self.spec(**options)
-        processor = prepare_post(post, spec.as_dict())
         with progress_callback(len(items), enabled=progress) as on_batch:
-            return apply_post(self.engine.sentences_once(items, spec, on_batch=on_batch), processor)
+            return recipe.finish(self.engine.sentences_once(items, recipe.spec, on_batch=on_batch))
 
     def encode(
         self,
@@ -459,7 +450,15 @@ class Model:
         with progress_callback(len(items), enabled=progress) as on_batch:
             return [
                 TokenEmbeddings(
-                    t.text, t.tokens, t.offsets, t.word_ids, t.special_mask, m, t.n_dropped, spec.as_dict(), t.pair
+                    t.text,
+                    t.tokens,
+                    t.offsets,
+                    t.word_ids,
+                    t.special_mask,
+                    m,
+                    t.n_dropped,
+                    spec.as_dict(),
+                    t.pair,
                 )
                 for t, m in self.engine.token_matrices(items, spec, on_batch=on_batch)
             ]
@@ -515,17 +514,43 @@ class Model:
         return tok.vectors.reshape(len(tok.tokens), self.n_layers + 1, width).transpose(1, 0, 2).copy()
 
     def similarity(
-        self, a: str | Sequence[str], b: str | Sequence[str] | None = None, **options: Any
+        self,
+        a: str | Sequence[str],
+        b: str | Sequence[str] | None = None,
+        *,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        pooling: Pooling | str = "auto",
+        mask_special: bool = False,
+        normalize: bool | None = None,
+        long: LongText | str = "truncate",
+        stride: int | None = None,
+        post: PostArg = None,
     ) -> np.ndarray:
         """Cosine matrix (len(a), len(b)) of sentence vectors; b defaults to a."""
-        left = self.embed(a, **options).vectors
-        right = left if b is None else self.embed(b, **options).vectors
+        options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+        recipe = resolve(self, options)
+        left = self.embed_with(a, recipe).vectors
+        right = left if b is None else self.embed_with(b, recipe).vectors
         return cos_sim(left, right)
 
     # Explanations, baselines, attention and the names from the tutorials --------------------------
 
     def explain(
-        self, a: str, b: str, *, post: Any = None, top: int = 10, exact: bool = False, **options: Any
+        self,
+        a: str,
+        b: str,
+        *,
+        post: PostArg = None,
+        top: int = 10,
+        exact: bool = False,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        pooling: Pooling | str = "auto",
+        mask_special: bool = False,
+        normalize: bool | None = None,
+        long: LongText | str = "truncate",
+        stride: int | None = None,
     ) -> Any:
         """Why a and b score what `similarity(a, b, same options)` says: token-pair contributions.
 
@@ -535,16 +560,34 @@ class Model:
         """
         from .explain import explain
 
-        return explain(self, a, b, post=post, top=top, exact=exact, **options)
+        return explain(
+            self, a, b, post=post, top=top, exact=exact, layers=layers, combine=combine, pooling=pooling,
+            mask_special=mask_special, normalize=normalize, long=long, stride=stride,
+        )  # fmt: skip
 
-    def baseline(self, *, reference: Sequence[str] | None = None, post: Any = None, **options: Any) -> Any:
+    def baseline(
+        self,
+        *,
+        reference: Sequence[str] | None = None,
+        post: PostArg = None,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        pooling: Pooling | str = "auto",
+        mask_special: bool = False,
+        normalize: bool | None = None,
+        long: LongText | str = "truncate",
+        stride: int | None = None,
+    ) -> Any:
         """Cosines of random pairs of a reference corpus (default: the calibration sentences shipped).
 
         `.percentile(score)` then says where a score sits among unrelated pairs (see bertscope.baseline).
         """
         from .baseline import fit_baseline
 
-        return fit_baseline(self, reference=reference, post=post, **options)
+        return fit_baseline(
+            self, reference=reference, post=post, layers=layers, combine=combine, pooling=pooling,
+            mask_special=mask_special, normalize=normalize, long=long, stride=stride,
+        )  # fmt: skip
 
     def attentions(self, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
         """(layers, heads, tokens, tokens) attention weights for one text or pair, as output_attentions."""
@@ -574,12 +617,6 @@ def _single(texts: object) -> bool:
     return isinstance(texts, str) or (isinstance(texts, tuple) and is_pair(texts))
 
 
-def _check_flag(value: object, name: str) -> None:
-    """Refuse a non-boolean flag: "no" or 0.5 are truthy, and a silent normalize would be wrong."""
-    if not isinstance(value, (bool, np.bool_)):
-        raise InvalidSpec(f"{name} must be True or False, not {value!r}")
-
-
 def _checked(texts: Iterable[str]) -> Iterator[str]:
     """Pass texts through, raising InvalidInput (with the index) at the first bad one."""
     for index, text in enumerate(texts):
@@ -587,6 +624,9 @@ def _checked(texts: Iterable[str]) -> Iterator[str]:
             raise InvalidInput(f"text {index} is a {type(text).__name__}, not a string: pass str items only")
         if not text.strip():
             raise InvalidInput(f"text {index} is empty: every text needs at least one non-space character")
+        problem = text_problem(text)
+        if problem:
+            raise InvalidInput(f"text {index} {problem}")
         yield text
 
 

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 from ._enums import StrEnum
 from .errors import InvalidInput, InvalidSpec
 from .layers import parse_layers
+from .similarity import unit
 
 if TYPE_CHECKING:
     from .analysis import SweepResult, WordEval
@@ -198,8 +199,8 @@ def plot_layers(model: Model, text: str, path: str | Path, *, layers: str = "all
     for ax in axes.flat[len(chosen) :]:
         ax.set_axis_off()
     for ax, k in zip(axes.flat, chosen, strict=False):
-        unit = states[k] / np.maximum(np.linalg.norm(states[k], axis=1, keepdims=True), 1e-12)
-        image = ax.imshow(unit @ unit.T, vmin=-1, vmax=1, cmap="coolwarm")
+        normed = unit(states[k])
+        image = ax.imshow(normed @ normed.T, vmin=-1, vmax=1, cmap="coolwarm")
         ax.set_title(f"layer {k}" + (" (embeddings)" if k == 0 else ""), fontsize=9)
         ax.set_xticks(range(len(tok.tokens)), tok.tokens, rotation=90, fontsize=7)
         ax.set_yticks(range(len(tok.tokens)), tok.tokens, fontsize=7)

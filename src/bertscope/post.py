@@ -18,8 +18,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ._enums import StrEnum
+from ._enums import Combine, LongText, Pooling, StrEnum
 from .errors import InvalidInput, InvalidSpec
+from .layers import LayerSpec
 from .results import SentenceEmbeddings
 
 __all__ = [
@@ -272,8 +273,28 @@ def _plain(value: Any) -> Any:
 
 
 def fit_post_on_texts(
-    model: Any, texts: list[str], kind: PostKind | str, *, dim: int | None = None, **options: Any
+    model: Any,
+    texts: list[str],
+    kind: PostKind | str,
+    *,
+    dim: int | None = None,
+    layers: LayerSpec | None = None,
+    combine: Combine | str = "mean",
+    pooling: Pooling | str = "auto",
+    mask_special: bool = False,
+    normalize: bool | None = None,
+    long: LongText | str = "truncate",
+    stride: int | None = None,
 ) -> PostProcessor:
-    """Embed texts with `model.embed(**options)` and fit on their vectors; the spec goes into the settings."""
-    result = model.embed(texts, **options)
+    """Embed texts with `model.embed` and these options, fit on the (n, d) vectors; the spec is recorded."""
+    result = model.embed(
+        texts,
+        layers=layers,
+        combine=combine,
+        pooling=pooling,
+        mask_special=mask_special,
+        normalize=normalize,
+        long=long,
+        stride=stride,
+    )
     return fit_post(result.vectors, kind, dim=dim, model=model.loaded.source, spec=result.spec)

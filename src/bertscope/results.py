@@ -2,30 +2,57 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["SentenceEmbeddings", "TokenEmbeddings", "WordEmbeddings"]
+__all__ = ["SentenceEmbeddings", "TokenEmbeddings", "WordEmbeddings", "rows", "plain", "per_text"]
+
+
+def rows(matrix: np.ndarray) -> list[list[float]]:
+    """A (n, d) matrix as JSON-able float32 rows."""
+    return np.asarray(matrix, dtype=np.float32).tolist()  # type: ignore[no-any-return]
+
+
+def plain(settings: dict[str, Any]) -> dict[str, Any]:
+    """Settings (a spec, provenance) as plain JSON values: tuples become lists, enums their names."""
+    return json.loads(json.dumps(settings, default=str))  # type: ignore[no-any-return]
 
 
 @dataclass
 class SentenceEmbeddings:
-    """Sentence vectors (n, d) float32 with per-text token counts, dropped-token counts and the spec."""
+    """Sentence vectors (n, d) float32 , per text the tokens read and dropped (n,), and the spec."""
 
     vectors: np.ndarray
     n_tokens: np.ndarray
-    truncated: np.ndarray
+    n_dropped: np.ndarray
     spec: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
 
     @property
+    def truncated(self) -> np.ndarray:
+        """(n,) the same array as `n_dropped`, named as the column in corpus outputs."""
+        return self.n_dropped
+
+    @property
     def n_truncated(self) -> int:
         """How many texts lost tokens to truncation."""
-        return int((self.truncated > 0).sum())
+        return int((self.n_dropped > 0).sum())
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: dim, vectors (n, d), n_tokens (n,), n_dropped (n,) and the spec."""
+        return {
+            "dim": int(self.vectors.shape[1]),
+            "vectors": rows(self.vectors),
+            "n_tokens": np.asarray(self.n_tokens).astype(int).tolist(),
+            "n_dropped": np.asarray(self.n_dropped).astype(int).tolist(),
+            "spec": plain(self.spec),
+        }
 
 
 @dataclass
@@ -42,6 +69,19 @@ class TokenEmbeddings:
     spec: dict[str, Any] = field(default_factory=dict)
     pair: str | None = None
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: text, pair, tokens, offsets, word_ids, special, vectors (tokens, d), n_dropped."""
+        return {
+            "text": self.text,
+            "pair": self.pair,
+            "tokens": list(self.tokens),
+            "offsets": [list(o) for o in self.offsets],
+            "word_ids": list(self.word_ids),
+            "special": list(self.special_mask),
+            "vectors": rows(self.vectors),
+            "n_dropped": int(self.n_dropped),
+        }
+
 
 @dataclass
 class WordEmbeddings:
@@ -54,3 +94,19 @@ class WordEmbeddings:
     vectors: np.ndarray
     n_dropped: int
     spec: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: text, words, spans, pieces, vectors (words, d), n_dropped."""
+        return {
+            "text": self.text,
+            "words": list(self.words),
+            "spans": [list(s) for s in self.spans],
+            "pieces": [list(p) for p in self.pieces],
+            "vectors": rows(self.vectors),
+            "n_dropped": int(self.n_dropped),
+        }
+
+
+def per_text(results: Sequence[TokenEmbeddings | WordEmbeddings]) -> dict[str, Any]:
+    """JSON-able: `items` (each result's own dict, in input order) and the `spec` they share."""
+    return {"items": [r.to_dict() for r in results], "spec": plain(results[0].spec if results else {})}

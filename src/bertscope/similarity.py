@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -12,9 +13,9 @@ from .errors import InvalidInput
 __all__ = ["cos_sim", "pairwise_cos_sim", "unit", "Hit", "TopK"]
 
 
-def unit(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to unit length (zero rows stay zero)."""
-    vectors = np.asarray(vectors, dtype=np.float32)
+def unit(vectors: np.ndarray, *, dtype: type[np.floating[Any]] = np.float32) -> np.ndarray:
+    """(..., d) rows scaled to unit length in `dtype` (zero rows stay zero); the one normalisation."""
+    vectors = np.asarray(vectors, dtype=dtype)
     return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
 
 
@@ -35,6 +36,10 @@ class Hit:
     id: str
     score: float
     text: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-able: id, score (cosine), text (None when the store keeps no texts)."""
+        return {"id": self.id, "score": self.score, "text": self.text}
 
 
 class TopK:

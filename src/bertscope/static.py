@@ -7,18 +7,28 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ._enums import StrEnum
 from .errors import InvalidInput, UnknownToken
 from .similarity import unit
+from .tokens import text_problem
 
 if TYPE_CHECKING:
     from .model import Model
 
-__all__ = ["StaticWord", "Neighbor", "ExportFormat", "static_rows", "static_word", "neighbors", "export"]
+__all__ = [
+    "StaticWord",
+    "Neighbor",
+    "ExportFormat",
+    "static_rows",
+    "static_word",
+    "neighbors",
+    "export",
+    "lookup",
+]
 
 _UNUSED = re.compile(r"^\[unused\d+\]$|^<unused\d+>$")
 
@@ -32,6 +42,16 @@ class StaticWord:
     ids: list[int]
     vector: np.ndarray
 
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: word, pieces, ids, vector (d,) and its norm."""
+        return {
+            "word": self.word,
+            "pieces": list(self.pieces),
+            "ids": list(self.ids),
+            "vector": np.asarray(self.vector, dtype=np.float32).tolist(),
+            "norm": float(np.linalg.norm(self.vector)),
+        }
+
 
 @dataclass
 class Neighbor:
@@ -40,6 +60,10 @@ class Neighbor:
     token: str
     id: int
     cosine: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: token, id, cosine."""
+        return {"token": self.token, "id": self.id, "cosine": self.cosine}
 
 
 class ExportFormat(StrEnum):
@@ -70,11 +94,7 @@ def token_ids(model: Model, items: str | int | Sequence[str | int]) -> list[int]
             raise InvalidInput(f"{item!r} is neither a word piece (str) nor a token id (int)")
         if isinstance(item, str):
             if item not in vocab:
-                pieces = model.tokenizer.backend.encode(item, add_special_tokens=False).tokens
-                raise UnknownToken(
-                    f"{item!r} is not a single word piece in the vocabulary (the tokenizer splits it into "
-                    f"{pieces}); use static_word({item!r}) for the mean of its pieces"
-                )
+                raise UnknownToken(_not_a_piece(model, item))
             ids.append(vocab[item])
         else:
             if not 0 <= int(item) < rows:
@@ -83,6 +103,23 @@ def token_ids(model: Model, items: str | int | Sequence[str | int]) -> list[int]
                 raise UnknownToken(f"token id {item} has a row in the matrix but no token in the tokenizer")
             ids.append(int(item))
     return ids
+
+
+def _not_a_piece(model: Model, item: str) -> str:
+    """Why `item` has no row of its own, and what to pass instead."""
+    problem = text_problem(item)
+    if problem:
+        return f"{ascii(item)} {problem}"
+    pieces = model.tokenizer.backend.encode(item, add_special_tokens=False).tokens
+    if len(pieces) == 1:
+        return (
+            f"{item!r} is not in the vocabulary as written; the tokenizer normalises it to the piece "
+            f"{pieces[0]!r}: pass {pieces[0]!r}"
+        )
+    return (
+        f"{item!r} is not a single word piece in the vocabulary (the tokenizer splits it into {pieces}); "
+        f"use static_word({item!r}) for the mean of its pieces"
+    )
 
 
 def static_rows(model: Model, items: str | int | Sequence[str | int]) -> np.ndarray:
@@ -100,6 +137,34 @@ def static_word(model: Model, word: str) -> StaticWord:
         raise InvalidInput(f"{word!r} gives no word pieces")
     rows = static_rows(model, list(encoding.ids))
     return StaticWord(word, list(encoding.tokens), list(encoding.ids), rows.mean(axis=0))
+
+
+def lookup(
+    model: Model, item: str | int, *, word: bool = False, k: int = 0, include_special: bool = False
+) -> dict[str, Any]:
+    """One JSON-able static record: a piece or id (token, id) or with `word` a word (word, pieces, ids),
+    with its vector (d,), norm, and with k > 0 its `neighbors` (token, id, cosine)."""
+    if word:
+        if not isinstance(item, str):
+            raise InvalidInput(f"{item!r} is not a word; with word=true every item is a string")
+        found = static_word(model, item)
+        record: dict[str, Any] = {"item": item, **found.to_dict()}
+        query: int | np.ndarray = found.vector
+    else:
+        query = token_ids(model, [item])[0]
+        vector = static_rows(model, [query])[0]
+        record = {
+            "item": item,
+            "token": model.id_to_token[query],
+            "id": query,
+            "vector": vector.tolist(),
+            "norm": float(np.linalg.norm(vector)),
+        }
+    if k:
+        record["neighbors"] = [
+            n.to_dict() for n in neighbors(model, query, k=k, include_special=include_special)
+        ]
+    return record
 
 
 def neighbors(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -14,7 +15,7 @@ from tokenizers import Tokenizer as RustTokenizer
 from ._enums import LongText
 from .errors import InputTooLong, InvalidInput
 
-__all__ = ["Text", "Tokens", "Window", "TextTokenizer", "pad_batch", "check_texts", "is_pair"]
+__all__ = ["Text", "Tokens", "Window", "TextTokenizer", "pad_batch", "check_texts", "is_pair", "text_problem"]
 
 # A text, or a sentence pair (A, B) that the model reads as [CLS] A [SEP] B [SEP].
 Text = str | tuple[str, str]
@@ -104,6 +105,15 @@ class Tokens:
             n_dropped=n_dropped,
         )
 
+    def to_dict(self) -> dict[str, object]:
+        """JSON-able: text, pair (the second text, or None), tokens (records, see `as_records`), n_dropped."""
+        return {
+            "text": self.text,
+            "pair": self.pair,
+            "tokens": self.as_records(),
+            "n_dropped": self.n_dropped,
+        }
+
     def as_records(self) -> list[dict[str, object]]:
         """One dict per token: token, id, word, start, end, special (and for a pair: sequence, type_id)."""
         records: list[dict[str, object]] = [
@@ -153,10 +163,21 @@ def window_owner(windows: Sequence[Window], n_content: int) -> np.ndarray:
 def is_pair(value: object) -> bool:
     """Whether `value` is a sentence pair: a tuple (or, inside a list, a list) of two strings."""
     return (
-        isinstance(value, (tuple, list))
-        and len(value) == 2
-        and all(isinstance(part, str) for part in value)
+        isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(part, str) for part in value)
     )
+
+
+def text_problem(text: str) -> str | None:
+    """Why a tokenizer cannot take `text` (a lone surrogate; only control/format/space), or None."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = ascii(text[exc.start])
+        return f"holds a lone surrogate {bad}, which is not valid Unicode; fix its encoding"
+    # any() stops at the first visible character, so ordinary text costs next to nothing here.
+    if not any(unicodedata.category(c)[0] not in "CZ" for c in text):
+        return "has only control, format or space characters: no word pieces besides the special ones"
+    return None
 
 
 def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
@@ -178,8 +199,10 @@ def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
                 kind = type(part).__name__
                 hint = "strings or (A, B) pairs" if pairs else "str items only (pairs are not taken here)"
                 raise InvalidInput(f"text {index} is a {kind}, not a string: pass {hint}")
-            if not part.strip():
-                raise InvalidInput(f"text {index} is empty: every text needs at least one non-space character")
+            blank = not part.strip()
+            problem = "is empty: every text needs a non-space character" if blank else text_problem(part)
+            if problem:
+                raise InvalidInput(f"text {index} {problem}")
         items.append(parts if len(parts) == 2 else text)
     return items
 

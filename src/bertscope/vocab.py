@@ -119,14 +119,9 @@ def _write_sentence_transformers(folder: Path, loaded: Any, width: int) -> None:
             {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
         )
         (folder / "2_Normalize").mkdir()
-    modes = {
-        "cls": "cls_token",
-        "mean": "mean_tokens",
-        "max": "max_tokens",
-        "mean_sqrt_len": "mean_sqrt_len_tokens",
-    }
-    pooling = {"word_embedding_dimension": width, **{f"pooling_mode_{m}": False for m in modes.values()}}
-    pooling[f"pooling_mode_{modes[loaded.st_pooling]}"] = True
+    from .loading import pooling_config
+
+    pooling = pooling_config(loaded.st_pooling, width)
     (folder / "1_Pooling").mkdir()
     (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling, indent=2))
     (folder / "modules.json").write_text(json.dumps(modules, indent=2))

@@ -1,11 +1,11 @@
 """The command line: `app` and the shared options in `app`, one module per command group.
 
-    basics    info, tokens, static, anatomy
-    embed     embed, similarity
-    corpus    similar, collections (and the corpus job behind `embed -o`)
-    senses    senses (a word's occurrences in a token store, clustered)
-    research  eval, contextuality, fit-post, vocab, plot
-    serve, explore, bench
+basics    info, tokens, static, anatomy
+embed     embed, similarity
+corpus    similar, collections (and the corpus job behind `embed -o`)
+senses    senses (a word's occurrences in a token store, clustered)
+research  eval, contextuality, fit-post, vocab, plot
+serve, explore, bench
 """
 
 from __future__ import annotations
@@ -36,5 +36,3 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
-
-

@@ -19,7 +19,7 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
 
     Example: `bertscope info --model ./my-bert`
     """
-    details = load_model(model).info().as_dict()
+    details = load_model(model).info().to_dict()
     if as_json:
         emit_json(details)
         return
@@ -67,7 +67,7 @@ def tokens(
             out.print(table)
         return
     if as_json:
-        emit_json([{"text": t.text, "tokens": t.as_records(), "dropped": t.n_dropped} for t in toks])
+        emit_json({"items": [t.to_dict() for t in toks]})
         return
     for tok in toks:
         table = Table(title=repr(tok.text))
@@ -125,27 +125,12 @@ def static(
             return
     if not items:
         raise InvalidInput("name at least one word piece (e.g. `bertscope static bread`), or --export FILE")
+    from ..static import lookup
+
     keys: list[Any] = [int(i) if ids else i for i in items] if not word else list(items)
-    records = []
-    for key in keys:
-        if word:
-            sw = m.static_word(key)
-            rec: dict[str, Any] = {"item": key, "pieces": sw.pieces, "ids": sw.ids, "vector": sw.vector}
-            query: Any = sw.vector
-        else:
-            vector = m.static([key])[0]
-            token_id = m.static_ids([key])[0]
-            rec = {"item": key, "token": m.id_to_token[token_id], "id": token_id, "vector": vector}
-            query = token_id
-        rec["norm"] = float(np.linalg.norm(rec["vector"]))
-        if neighbors:
-            rec["neighbors"] = [
-                {"token": n.token, "id": n.id, "cosine": n.cosine}
-                for n in m.static_neighbors(query, k=neighbors, include_special=include_special)
-            ]
-        records.append(rec)
+    records = [lookup(m, key, word=word, k=neighbors, include_special=include_special) for key in keys]
     if as_json:
-        emit_json(records)
+        emit_json({"items": records})
         return
     for rec in records:
         head = f"{rec['item']!r}: " + (f"pieces {rec['pieces']}" if word else f"id {rec['id']}")
@@ -175,18 +160,7 @@ def anatomy(
     steps = [s for s in STEPS if s != "model_output" and getattr(a, s) is not None]
     error = a.max_abs_error
     if as_json:
-        emit_json(
-            {
-                "tokens": a.tokens.tokens,
-                "ids": a.tokens.ids,
-                "position_ids": a.position_ids,
-                "lacks": list(a.lacks),
-                "dropped": a.n_dropped,
-                "max_abs_error": error,
-                **{s: getattr(a, s) for s in steps},
-                "model_output": a.model_output,
-            }
-        )
+        emit_json(a.to_dict())
         return
     table = Table(title=f"embedding layer of {text!r}: the norm of each step's vector")
     shown = [s for s in steps if not (s == "encoder_input" and "projection" in a.lacks)]

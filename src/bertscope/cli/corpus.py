@@ -79,7 +79,7 @@ def similar(
         raise InvalidInput("give either a query text or --id ID (or --word WORD for a token store)")
     hits = search(query, store, collection=collection, k=k, item_id=item_id, model=model, post=post)
     if as_json:
-        emit_json([{"id": h.id, "score": h.score, "text": h.text} for h in hits])
+        emit_json([h.to_dict() for h in hits])
         return
     table = Table("rank", "id", "cosine", "text", title=f"nearest to {query or 'id ' + str(item_id)!r}")
     for rank, hit in enumerate(hits, 1):

@@ -57,7 +57,12 @@ def embed(
         str, typer.Option("--text-field", "--text-column", help="Text field (jsonl/csv/parquet).")
     ] = "text",
     id_field: Annotated[
-        str | None, typer.Option("--id-field", "--id-column", help="Id field (default: line/row number).")
+        str | None,
+        typer.Option(
+            "--id-field",
+            "--id-column",
+            help="Id field (default: 1-based: line number in .txt/.jsonl, data row in .csv/.tsv/.parquet).",
+        ),
     ] = None,
     collection: Annotated[
         str | None, typer.Option("--collection", "-c", help="Collection name in a .db store.")
@@ -176,17 +181,10 @@ def embed(
     if result.n_truncated:
         err.print(
             f"[yellow]warning:[/] {result.n_truncated} text(s) longer than {m.max_tokens} tokens were "
-            f"truncated ({int(result.truncated.sum())} tokens dropped); --long window keeps them all"
+            f"truncated ({int(result.n_dropped.sum())} tokens dropped); --long window keeps them all"
         )
     if as_json:
-        emit_json(
-            {
-                "vectors": result.vectors,
-                "n_tokens": result.n_tokens,
-                "truncated": result.truncated,
-                "spec": result.spec,
-            }
-        )
+        emit_json(result.to_dict())
         return
     table = Table("text", "tokens", "norm", "vector")
     for text, vec, n in zip(items, result.vectors, result.n_tokens, strict=True):
@@ -202,18 +200,9 @@ def _per_piece(m: Any, items: list[str], *, words: bool, subword: str, as_json: 
     results = m.embed_words(items, subword=subword, **options) if words else m.embed_tokens(items, **options)
     labels = [(r.words if words else r.tokens) for r in results]
     if as_json:
-        key = "words" if words else "tokens"
-        emit_json(
-            [
-                {
-                    "text": r.text,
-                    key: lab,
-                    "spans" if words else "offsets": r.spans if words else r.offsets,
-                    "vectors": r.vectors,
-                }
-                for r, lab in zip(results, labels, strict=True)
-            ]
-        )
+        from ..results import per_text
+
+        emit_json(per_text(results))
         return
     for r, lab in zip(results, labels, strict=True):
         table = Table("word" if words else "token", "norm", "vector", title=_short(r.text))

@@ -253,9 +253,7 @@ def contextuality_cmd(
         plot_contextuality(result, picture)
         err.print(f"wrote {picture}")
     if as_json:
-        emit_json(
-            {"records": result.records, "per_word": result.per_word, "occurrences": result.occurrences}
-        )
+        emit_json({"records": result.records, "per_word": result.per_word, "occurrences": result.occurrences})
         return
     keys = [
         "layer",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Annotated
 
 import typer
@@ -19,7 +20,7 @@ def serve(
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on (0.0.0.0: every interface).")
     ] = _HOST,
-    port: Annotated[int, typer.Option("--port", help="Port to listen on.")] = 8000,
+    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8000,
     api_key: Annotated[
         str | None,
         typer.Option("--api-key", envvar="BERTSCOPE_API_KEY", help="Require 'Authorization: Bearer KEY'."),
@@ -70,6 +71,9 @@ def serve(
     from ..model import load
     from ..server import ServerSettings, create_app
 
+    if api_key is None and os.environ.get("BERTSCOPE_API_KEY") == "":
+        # click ignores an empty variable: serving with no key when one was meant must not pass in silence.
+        raise InvalidInput("BERTSCOPE_API_KEY is set but empty; set a key, or unset it to serve without one")
     settings = ServerSettings(
         api_key=api_key,
         cors_origins=tuple(cors_origin or ()),

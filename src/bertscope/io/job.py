@@ -2,24 +2,26 @@
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from .._enums import Level, Precision, SubwordPooling
-from ..errors import BertscopeError, CorpusError
+from .._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
+from ..errors import BertscopeError, CorpusError, InvalidSpec
+from ..layers import LayerSpec
+from ..spec import EmbedOptions, PostArg, reload_arg, stored_settings
 from .levels import make_level
 from .readers import Record, Rejects, read_corpus
-from .sinks import open_sink
+from .sinks import Sink, open_sink
 
-__all__ = ["JobSummary", "JobInterrupted", "embed_corpus", "job_settings"]
+__all__ = ["JobSummary", "JobInterrupted", "embed_corpus"]
 
 
 class JobInterrupted(BertscopeError):
@@ -60,18 +62,6 @@ class JobSummary:
         return f"{', '.join(parts)} in {self.seconds:.1f}s ({rate:.0f} texts/s) -> {self.output}"
 
 
-def job_settings(model: Any, spec_dict: dict[str, Any], model_arg: str | None) -> dict[str, Any]:
-    """The provenance stored with every output: model, how to reload it, how it ran, the embedding spec."""
-    info = model.info()
-    runtime = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize, "mode": info.mode}
-    if info.fast:
-        # The choice and its bound, not the measured speeds: a resumed job compares these settings.
-        runtime["fast"] = {key: info.fast[key] for key in ("chosen", "min_cosine")}
-    settings = {"model": info.source, "model_arg": model_arg, **runtime, **spec_dict}
-    # The JSON round trip makes what is compared now equal what was stored (tuples become lists).
-    return json.loads(json.dumps(settings))
-
-
 def embed_corpus(
     input_path: str | Path | list[str],
     output: str | Path,
@@ -87,26 +77,35 @@ def embed_corpus(
     keep_text: bool = True,
     batch_size: int = 1024,
     progress: bool | None = None,
-    post: Any = None,
     precision: Precision | str = "float32",
     subword: SubwordPooling | str = "mean",
-    **options: Any,
+    layers: LayerSpec | None = None,
+    combine: Combine | str = "mean",
+    pooling: Pooling | str = "auto",
+    mask_special: bool = False,
+    normalize: bool | None = None,
+    long: LongText | str = "truncate",
+    stride: int | None = None,
+    post: PostArg = None,
 ) -> JobSummary:
     """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded.
 
     `level` is what a row is: "sentence" (one vector per text), "tokens" (one row per word piece) or
     "words" (pieces pooled by `subword`); see `bertscope.io.levels`. `combine="stack"` keeps each layer
     of a token or word row in its own `layer_N` column; `precision="float16"` halves the stored size.
+    The embedding options (`layers` ... `post`) are those of `Model.embed`, stored with the output.
     """
     from ..model import Model, load
     from ..progress import progress_callback
 
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidSpec(f"batch_size={batch_size!r}: give a whole number of texts per batch, at least 1")
     model_arg = None if model is None or isinstance(model, Model) else str(model)
     m = model if isinstance(model, Model) else load(model_arg)
-    rows_of = make_level(
-        level, m, options=options, post=post, keep_text=keep_text, precision=precision, subword=subword
-    )
-    settings = job_settings(m, rows_of.recorded(), model_arg if not isinstance(model, Model) else _arg_of(m))
+    options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
+    rows_of = make_level(level, m, options=options, keep_text=keep_text, precision=precision, subword=subword)
+    arg = model_arg if not isinstance(model, Model) else reload_arg(m)
+    settings = stored_settings(m, rows_of.recorded(), arg)
     rejects = Rejects()
     records = read_corpus(
         input_path, text_field=text_field, id_field=id_field, skip_bad=skip_bad, rejects=rejects
@@ -125,7 +124,11 @@ def embed_corpus(
     start = time.perf_counter()
     shown = progress if progress is not None else sys.stderr.isatty()
     total = _count_records(input_path) if shown else None
-    with _stop_on_interrupt() as stop, progress_callback(total, enabled=progress) as on_batch:
+    with (
+        _abandoned_on_failure(sink),
+        _stop_on_interrupt() as stop,
+        progress_callback(total, enabled=progress) as on_batch,
+    ):
         for batch in _batches(records, batch_size):
             todo = sink.pending(batch)
             if todo:
@@ -174,10 +177,15 @@ def _count_records(source: str | Path | list[str]) -> int | None:
     return max(0, lines - (1 if path.suffix.lower() in (".csv", ".tsv") else 0))
 
 
-def _arg_of(model: Any) -> str | None:
-    from ..loading import DEFAULT_MODEL
-
-    return None if model.loaded.source == DEFAULT_MODEL else model.loaded.source
+@contextmanager
+def _abandoned_on_failure(sink: Sink) -> Iterator[None]:
+    """A job that fails before saving anything leaves nothing behind to trip the next run."""
+    try:
+        yield
+    except BaseException:
+        if sink.done == 0:
+            sink.abandon()
+        raise
 
 
 def _batches(records: Iterator[Record], size: int) -> Iterator[list[Record]]:

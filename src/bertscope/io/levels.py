@@ -18,18 +18,19 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._enums import Combine, Level, Precision, SubwordPooling
-from ..engine import EmbedSpec, OnBatch
+from .._enums import Combine, Level, Pooling, Precision, SubwordPooling
+from ..engine import OnBatch
 from ..errors import InvalidSpec
 from ..pooling import group_words, pool_words
-from ..post import PostProcessor, apply_post, prepare_post
+from ..post import PostProcessor
+from ..spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from .readers import Record
 
 __all__ = [
@@ -112,13 +113,11 @@ class SentenceLevel(CorpusLevel):
         processor: PostProcessor | None,
     ) -> None:
         super().__init__(model, spec, keep_text=keep_text, precision=precision)
-        self.processor = processor
+        self.recipe = Recipe(spec, processor)
 
     def recorded(self) -> dict[str, Any]:
         """The spec and post-processing; level and precision only when not the defaults (older stores)."""
-        settings = self.spec.as_dict()
-        if self.processor is not None:
-            settings["post"] = self.processor.describe()
+        settings = self.recipe.provenance()
         if self.precision is not Precision.FLOAT32:
             settings["precision"] = self.precision.value
         return settings
@@ -126,9 +125,7 @@ class SentenceLevel(CorpusLevel):
     def embed(self, records: Sequence[Record], *, on_batch: OnBatch | None = None) -> Rows:
         """id, text, embedding, n_tokens, truncated per record."""
         texts = [r.text for r in records]
-        result = apply_post(
-            self.model.engine.sentences_once(texts, self.spec, on_batch=on_batch), self.processor
-        )
+        result = self.recipe.finish(self.model.engine.sentences_once(texts, self.spec, on_batch=on_batch))
         columns: dict[str, Any] = {"id": pa.array([r.id for r in records], pa.string())}
         if self.keep_text:
             columns["text"] = pa.array(texts, pa.string())
@@ -307,27 +304,30 @@ def make_level(
     level: Level | str,
     model: Any,
     *,
-    options: dict[str, Any],
-    post: Any = None,
+    options: EmbedOptions,
     keep_text: bool = True,
     precision: Precision | str = "float32",
     subword: SubwordPooling | str = "mean",
 ) -> CorpusLevel:
-    """The level asked for, its spec resolved from the embedding options (`Model.spec`'s) once."""
+    """The level asked for, its spec resolved from the embedding options (`spec.resolve`) once."""
     kind = Level.parse(level, what="level")
     store_as = Precision.parse(precision, what="precision")
     if kind is Level.SENTENCE:
-        spec = model.spec(**options)
-        processor = prepare_post(post, spec.as_dict())
-        return SentenceLevel(model, spec, keep_text=keep_text, precision=store_as, processor=processor)
-    pooled = sorted(k for k in _POOLED_OPTIONS if options.get(k) not in (None, False))
-    if pooled or post is not None:
-        asked = ", ".join(pooled + (["post"] if post is not None else []))
+        recipe = resolve(model, options)
+        return SentenceLevel(
+            model, recipe.spec, keep_text=keep_text, precision=store_as, processor=recipe.post
+        )
+    given = {"pooling": options.pooling != Pooling.AUTO, "mask_special": bool(options.mask_special)}
+    given["normalize"] = options.normalize not in (None, False)
+    pooled = [k for k in _POOLED_OPTIONS if given[k]]
+    if pooled or options.post is not None:
+        asked = ", ".join(pooled + (["post"] if options.post is not None else []))
         raise InvalidSpec(
             f"{asked} pool or post-process sentence vectors; {kind.value} rows are not pooled: "
             f"leave {asked} out"
         )
-    spec = model.spec(**{k: v for k, v in options.items() if k not in _POOLED_OPTIONS}, pooling="mean")
+    unpooled = replace(options, pooling=Pooling.MEAN, mask_special=False, normalize=None)
+    spec = resolve(model, unpooled).spec
     if kind is Level.WORDS:
         how = SubwordPooling.parse(subword, what="subword pooling")
         return WordLevel(model, spec, keep_text=keep_text, precision=store_as, subword=how)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import CorpusError
+from ..tokens import text_problem
 
 __all__ = ["Record", "Rejects", "read_corpus", "SUPPORTED_INPUTS"]
 
@@ -45,6 +46,9 @@ def read_corpus(
 ) -> Iterator[Record]:
     """Records of a corpus file (or "-" for stdin); empty texts are skipped and counted in `rejects`.
 
+    Without `id_field`, a record's id is 1-based: its line number in .txt and .jsonl, its data row number
+    (the header not counted) in .csv, .tsv and .parquet. Complaints name the file's own line.
+
     The file and its type are checked at once; records are read lazily.
     """
     rejects = rejects if rejects is not None else Rejects()
@@ -59,7 +63,7 @@ def read_corpus(
         if not path.is_file():
             raise CorpusError(f"cannot read {name}: no such file")
         if suffix == ".txt":
-            records = _lines(path.open(encoding="utf-8-sig"), name)
+            records = _file_lines(path, skip_bad, rejects)
         elif suffix == ".jsonl":
             records = _jsonl(path, text_field, id_field, skip_bad, rejects)
         elif suffix in (".csv", ".tsv"):
@@ -70,10 +74,10 @@ def read_corpus(
             raise CorpusError(
                 f"{name}: unknown corpus type {suffix or '(none)'}; supported: {', '.join(SUPPORTED_INPUTS)}"
             )
-    return _checked(records, name, rejects)
+    return _checked(records, name, rejects, skip_bad)
 
 
-def _checked(records: Iterator[Record], name: str, rejects: Rejects) -> Iterator[Record]:
+def _checked(records: Iterator[Record], name: str, rejects: Rejects, skip_bad: bool) -> Iterator[Record]:
     seen: set[str] = set()
     line = 0
     try:
@@ -84,11 +88,16 @@ def _checked(records: Iterator[Record], name: str, rejects: Rejects) -> Iterator
                 continue
             if record.id in seen:
                 raise CorpusError(f"{name}:{line}: duplicate id {record.id!r}; ids must be unique")
+            problem = text_problem(record.text)
+            if problem:
+                _bad(f"{name}:{line}: the text {problem}", skip_bad, rejects)
+                continue
             seen.add(record.id)
             yield record
     except UnicodeDecodeError as exc:
+        where = f"after line {line}" if line else "in its first lines"
         raise CorpusError(
-            f"{name}: not UTF-8 text after line {line} ({exc.reason}); convert the file to UTF-8"
+            f"{name}: not UTF-8 text {where} ({exc.reason}); convert the file to UTF-8"
         ) from None
 
 
@@ -98,21 +107,40 @@ def _lines(stream: TextIO, name: str) -> Iterator[Record]:
             yield Record(str(number), line.rstrip("\r\n"), number)
 
 
+def _decoded(path: Path, skip_bad: bool, rejects: Rejects) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a UTF-8 file, decoded per line: a bad byte is a bad record at file:line."""
+    with path.open("rb") as stream:
+        for number, raw in enumerate(stream, 1):
+            try:
+                # A byte-order mark (Excel, Notepad) is dropped from the first line only.
+                yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                _bad(
+                    f"{path}:{number}: not UTF-8 text ({exc.reason}); convert the file to UTF-8",
+                    skip_bad,
+                    rejects,
+                )
+
+
+def _file_lines(path: Path, skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
+    for number, line in _decoded(path, skip_bad, rejects):
+        yield Record(str(number), line.rstrip("\r\n"), number)
+
+
 def _jsonl(
     path: Path, text_field: str, id_field: str | None, skip_bad: bool, rejects: Rejects
 ) -> Iterator[Record]:
-    with path.open(encoding="utf-8-sig") as stream:
-        for number, line in enumerate(stream, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                if not isinstance(row, dict):
-                    raise ValueError(f"a JSON {type(row).__name__}, not an object")
-            except ValueError as exc:
-                _bad(f"{path}:{number}: not a JSON object: {exc}", skip_bad, rejects)
-                continue
-            yield from _row_or_reject(row, number, path, text_field, id_field, skip_bad, rejects)
+    for number, line in _decoded(path, skip_bad, rejects):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError(f"a JSON {type(row).__name__}, not an object")
+        except ValueError as exc:
+            _bad(f"{path}:{number}: not a JSON object: {exc}", skip_bad, rejects)
+            continue
+        yield from _row_or_reject(row, number, path, text_field, id_field, skip_bad, rejects)
 
 
 def _csv(
@@ -121,25 +149,45 @@ def _csv(
     # Excel writes a byte-order mark (utf-8-sig); TSV has no quoting, so a leading '"' is just text.
     with path.open(encoding="utf-8-sig", newline="") as stream:
         if delimiter == "\t":
-            reader = csv.reader(stream, delimiter=delimiter, quoting=csv.QUOTE_NONE)
+            reader = csv.reader(stream, delimiter=delimiter, quoting=csv.QUOTE_NONE, strict=True)
         else:
-            reader = csv.reader(stream, delimiter=delimiter)
+            reader = csv.reader(stream, delimiter=delimiter, strict=True)
         header = next(reader, None)
         if header is None:
             return
-        for row in reader:
-            number = reader.line_num
+        rows = 0
+        for first, number, row in _csv_rows(reader, path):
             if not row:
                 continue
+            rows += 1
             if len(row) != len(header):
+                where = f"{path}:{number}" if first == number else f"{path}:{first}-{number}"
+                # A quoted field over several lines that breaks the field count is an unclosed quote.
+                hint = (
+                    f": an unclosed quote on line {first} joined lines {first}-{number}"
+                    if first < number
+                    else ""
+                )
                 _bad(
-                    f"{path}:{number}: {len(row)} fields where the header has {len(header)}",
-                    skip_bad,
-                    rejects,
+                    f"{where}: {len(row)} fields where the header has {len(header)}{hint}", skip_bad, rejects
                 )
                 continue
             fields = dict(zip(header, row, strict=True))
-            yield from _row_or_reject(fields, number, path, text_field, id_field, skip_bad, rejects)
+            yield from _row_or_reject(fields, number, path, text_field, id_field, skip_bad, rejects, rows)
+
+
+def _csv_rows(reader: Any, path: Path) -> Iterator[tuple[int, int, list[str]]]:
+    """(first line, last line, fields) per record; a quoting error names the line its record began on."""
+    first = reader.line_num + 1
+    try:
+        for row in reader:
+            yield first, reader.line_num, row
+            first = reader.line_num + 1
+    except csv.Error as exc:
+        raise CorpusError(
+            f"{path}:{first}: {exc} in the record that begins on this line (an unclosed quote?); "
+            "fix its quotes"
+        ) from None
 
 
 def _parquet(path: Path, text_field: str, id_field: str | None) -> Iterator[Record]:
@@ -166,14 +214,23 @@ def _row_or_reject(
     id_field: str | None,
     skip_bad: bool,
     rejects: Rejects,
+    index: int | None = None,
 ) -> Iterator[Record]:
     try:
-        yield _from_row(row, number, path, text_field, id_field)
+        yield _from_row(row, number, path, text_field, id_field, index)
     except CorpusError as exc:
         _bad(str(exc), skip_bad, rejects)
 
 
-def _from_row(row: dict[str, Any], number: int, path: Path, text_field: str, id_field: str | None) -> Record:
+def _from_row(
+    row: dict[str, Any],
+    number: int,
+    path: Path,
+    text_field: str,
+    id_field: str | None,
+    index: int | None = None,
+) -> Record:
+    """A Record from a row at line `number`; without an id field its id is `index` (default: `number`)."""
     if text_field not in row:
         raise CorpusError(
             f"{path}:{number}: no field {text_field!r}; the fields are: {', '.join(map(str, row))}"
@@ -184,7 +241,7 @@ def _from_row(row: dict[str, Any], number: int, path: Path, text_field: str, id_
     if not isinstance(text, str):
         raise CorpusError(f"{path}:{number}: field {text_field!r} is a {type(text).__name__}, not text")
     if id_field is None:
-        record_id = str(number)
+        record_id = str(number if index is None else index)
     elif id_field not in row or row[id_field] is None:
         raise CorpusError(
             f"{path}:{number}: no id field {id_field!r}; the fields are: {', '.join(map(str, row))}"

@@ -111,6 +111,12 @@ class _PartsSink(Sink):
             shutil.rmtree(self.parts, ignore_errors=True)
             for old in self.outputs():
                 old.unlink(missing_ok=True)
+        elif self.complete():
+            # A job killed while removing its parts leaves the whole output and some parts: the output wins.
+            shutil.rmtree(self.parts, ignore_errors=True)
+            if resume:
+                raise CorpusError(f"{path} is already complete: nothing to resume (--overwrite redoes it)")
+            raise CorpusError(f"{path} exists; pass --overwrite to replace it")
         elif resume and state.exists():
             stored = json.loads(state.read_text())
             if stored != settings:
@@ -119,19 +125,30 @@ class _PartsSink(Sink):
                     f"({settings_diff(stored, settings)}); "
                     "resume with the same options, or start again with --overwrite"
                 )
-        elif resume and path.exists():
-            raise CorpusError(f"{path} is already complete: nothing to resume (use --overwrite to redo it)")
-        elif path.exists() or self.parts.exists():
+        elif self.parts.exists():
             raise CorpusError(
-                f"{path} exists{' (an unfinished job)' if self.parts.exists() else ''}; "
-                "pass --resume to continue it or --overwrite to replace it"
+                f"{self.parts} holds an unfinished job for {path}; "
+                "pass --resume to continue it or --overwrite to start again"
             )
+        elif any(output.exists() for output in self.outputs()):
+            raise CorpusError(f"{path} exists; pass --overwrite to replace it")
         self.parts.mkdir(exist_ok=True)
         _atomic_write_text(state, json.dumps(settings, sort_keys=True))
         self.files: list[Path] = []
         while (part := self._next_part()).with_suffix(".done").exists():
             self.files.append(part)
             self.done += int(part.with_suffix(".done").read_text())
+        markers = sorted(self.parts.glob("part-*.done"))
+        if len(markers) != len(self.files):
+            # Part names assume no gap: resuming past one would skip records and overwrite later parts.
+            raise CorpusError(
+                f"{self.parts}: part {len(self.files)} is missing but later parts exist, so the job "
+                "cannot be resumed exactly; start again with --overwrite"
+            )
+
+    def complete(self) -> bool:
+        """Whether the finished output is in place: every file of it (written before the cleanup)."""
+        return all(output.exists() for output in self.outputs())
 
     def outputs(self) -> list[Path]:
         """The files a finished job consists of."""
@@ -146,6 +163,8 @@ class _PartsSink(Sink):
         self.done += records
 
     def _cleanup(self) -> None:
+        # The resume marker goes first: parts left by a kill during removal can never be resumed over.
+        (self.parts / "settings.json").unlink(missing_ok=True)
         shutil.rmtree(self.parts, ignore_errors=True)
 
     def abandon(self) -> None:

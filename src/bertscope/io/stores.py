@@ -12,6 +12,7 @@ import numpy as np
 
 from ..errors import CorpusError
 from ..similarity import Hit, TopK
+from ..spec import EmbedOptions, PostArg, resolve
 from .sinks import PARQUET_META_KEY
 
 __all__ = ["Store", "open_store", "search", "model_for"]
@@ -96,7 +97,7 @@ def search(
     k: int = 5,
     item_id: str | None = None,
     model: Any = None,
-    post: Any = None,
+    post: PostArg = None,
     chunk_size: int = 65536,
 ) -> list[Hit]:
     """Exact top-k cosine search of a stored output, by a query text, a vector, or a stored id."""
@@ -123,19 +124,15 @@ def search(
     return top.hits
 
 
-def _embed_query(query: str, settings: dict[str, Any], model: Any, post: Any = None) -> np.ndarray:
+def _embed_query(query: str, settings: dict[str, Any], model: Any, post: PostArg = None) -> np.ndarray:
     """Embed a query with the same model, settings and post-processing the store was made with."""
     if settings.get("post") and post is None:
         kind = settings["post"].get("kind", "post-processing")
         raise CorpusError(f"this store's vectors went through {kind}; pass the same file with post= (--post)")
 
     m = model_for(settings, model)
-    spec_keys = ("layers", "combine", "pooling", "mask_special", "normalize", "long", "stride")
-    options = {key: settings[key] for key in spec_keys if key in settings}
-    options["layers"] = list(options["layers"]) if "layers" in options else None
-    if options.get("pooling") == "first_last_avg":
-        options.pop("layers")
-    return np.asarray(m.embed([query], post=post, **options).vectors[0])
+    recipe = resolve(m, EmbedOptions.from_settings(settings, post=post))
+    return np.asarray(m.embed_with([query], recipe).vectors[0])
 
 
 def model_for(settings: dict[str, Any], model: Any = None) -> Any:

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from ..engine import EmbedSpec
 from ..results import SentenceEmbeddings
+from ..spec import EmbedSpec
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -258,6 +258,6 @@ def _rows(result: SentenceEmbeddings, start: int, stop: int) -> SentenceEmbeddin
     return SentenceEmbeddings(
         vectors=result.vectors[start:stop],
         n_tokens=result.n_tokens[start:stop],
-        truncated=result.truncated[start:stop],
+        n_dropped=result.n_dropped[start:stop],
         spec=result.spec,
     )

@@ -17,7 +17,7 @@ from fastapi import FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ..similarity import unit
 from ..tokens import check_texts, pad_batch
@@ -35,7 +35,11 @@ class LayersRequest(BaseModel):
     """One text whose tokens are followed through every layer."""
 
     model_config = ConfigDict(extra="forbid")
-    text: str = Field(description="One non-empty text.", examples=["I like eating bread"])
+    inputs: str = Field(
+        description="One non-empty text; `text` is accepted too.",
+        examples=["I like eating bread"],
+        validation_alias=AliasChoices("inputs", "text"),
+    )
 
 
 class BatchRequest(BaseModel):
@@ -78,8 +82,8 @@ def mount_explorer(app: FastAPI) -> None:
     @app.post("/explore/layers", tags=["explorer"])
     async def explore_layers(req: LayersRequest) -> Response:
         """For one text: token-to-token cosine matrix per layer and each token's cosine to its static row."""
-        check_texts(req.text)
-        out = await svc.on_worker(lambda: layer_cosines(svc.model, req.text))
+        check_texts(req.inputs)
+        out = await svc.on_worker(lambda: layer_cosines(svc.model, req.inputs))
         return JSONResponse({"model": svc.name, **out})
 
     @app.post("/explore/batch", tags=["explorer"])

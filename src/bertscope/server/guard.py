@@ -23,7 +23,7 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from ..errors import BertscopeError
+from ..errors import BertscopeError, InvalidSpec
 from .batching import Metrics, QueueFull, ShuttingDown
 
 __all__ = ["ServerSettings", "TooManyInputs", "Guard", "add_error_handlers", "error_response"]
@@ -56,6 +56,10 @@ class ServerSettings:
     batching: bool = True
     posts: tuple[tuple[str, str], ...] = ()
     stores: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.api_key is not None and not self.api_key.strip():
+            raise InvalidSpec("api_key is empty: give a key, or None to serve without one")
 
 
 class TooManyInputs(Exception):
@@ -145,18 +149,25 @@ class Guard:
         path = scope["path"]
         # Unknown paths share one label, so a scanner cannot grow the metrics without bound.
         endpoint = path if path in self.endpoints else "other"
-        status = {"code": 500}
+        status = {"code": 500, "started": False}
         start = time.perf_counter()
 
         async def counted(message: Message) -> None:
             if message["type"] == "http.response.start":
-                status["code"] = message["status"]
+                status["code"], status["started"] = message["status"], True
             await send(message)
 
         try:
             await self._guarded(scope, receive, counted, path)
+        except Exception as exc:
+            # A bug still answers JSON and is not re-raised, so the server keeps the client's connection.
+            log.exception("unexpected error on %s", path)
+            if status["started"]:
+                raise
+            message = f"internal error ({type(exc).__name__}); this is a bertscope bug, please report it"
+            await error_response(path, 500, message, kind="server_error")(scope, receive, counted)
         finally:
-            self.metrics.requests.labels(endpoint, str(status["code"])).inc()
+            self.metrics.requests.labels(endpoint, str(int(status["code"]))).inc()
             self.metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
@@ -210,8 +221,12 @@ class Guard:
 
 
 def _key_ok(headers: dict[str, str], key: str) -> bool:
-    given = headers.get("x-api-key", "")
+    """Either header carrying the key lets the request in; both are compared in constant time."""
+    # Headers arrive as bytes decoded as latin-1: encoding back gives the client's own UTF-8 bytes.
+    wanted = key.encode("utf-8")
+    offered = [headers.get("x-api-key", "")]
     auth = headers.get("authorization", "")
     if auth[:7].lower() == "bearer ":
-        given = given or auth[7:].strip()
-    return hmac.compare_digest(given.encode(), key.encode())
+        offered.append(auth[7:].strip())
+    matches = [hmac.compare_digest(given.encode("latin-1"), wanted) for given in offered if given]
+    return any(matches)

@@ -11,17 +11,17 @@ import base64
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from fastapi import FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .. import __version__
-from ..anatomy import STEPS
 from ..errors import InvalidSpec
-from ..post import apply_post
+from ..results import per_text, plain
 from ..similarity import cos_sim, unit
+from ..spec import EmbedOptions
+from ..static import lookup
 from ..tokens import check_texts
 from .batching import Metrics
 from .schemas import (
@@ -39,14 +39,9 @@ from .schemas import (
 )
 
 if TYPE_CHECKING:
-    from ..model import Model
     from .service import Service
 
 __all__ = ["embedding_routes", "model_routes", "ops_routes"]
-
-
-def _rows(matrix: np.ndarray) -> list[list[float]]:
-    return np.asarray(matrix, dtype=np.float32).tolist()  # type: ignore[no-any-return]
 
 
 def embedding_routes(app: FastAPI, svc: Service) -> None:
@@ -55,58 +50,39 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/embed", response_model=EmbedResponse, tags=["embeddings"])
     async def embed(req: EmbedRequest) -> Response:
         """Sentence vectors: any layers, combine, pooling, masking, normalisation, long-text policy."""
-        options = req.spec_options()
-        processor = svc.post(req.post, svc.model.spec(**options).as_dict())
-        res = apply_post(await svc.sentences(req.inputs, options), processor)
-        return JSONResponse(
-            {
-                "model": svc.name,
-                "dim": int(res.vectors.shape[1]),
-                "vectors": _rows(res.vectors),
-                "n_tokens": res.n_tokens.tolist(),
-                "truncated": res.truncated.tolist(),
-                "spec": res.spec,
-            }
-        )
+        recipe = svc.recipe(req.options(), req.post)
+        res = recipe.finish(await svc.sentences(req.inputs, recipe.spec))
+        return JSONResponse({"model": svc.name, **res.to_dict()})
 
     @app.post("/embed_tokens", response_model=TokensResponse, tags=["embeddings"])
     async def embed_tokens(req: TokensRequest) -> Response:
         """Per-token vectors of any layers with tokens and offsets; per-word vectors with words=true."""
         items = svc.texts(req.inputs)
-        opts: dict[str, Any] = {"layers": req.layers, "combine": req.combine, "long": req.long}
+        opts: dict[str, Any] = {
+            "layers": req.layers,
+            "combine": req.combine,
+            "long": req.long,
+            "stride": req.stride,
+        }
 
         def work() -> tuple[list[Any], list[Any] | None]:
             words = svc.model.embed_words(items, subword=req.subword, **opts) if req.words else None
             return svc.model.embed_tokens(items, **opts), words
 
         tokens, words = await svc.on_worker(work)
-        out = []
-        for i, tok in enumerate(tokens):
-            item: dict[str, Any] = {
-                "text": tok.text,
-                "tokens": tok.tokens,
-                "offsets": tok.offsets,
-                "special": tok.special_mask,
-                "vectors": _rows(tok.vectors),
-                "n_dropped": tok.n_dropped,
-            }
-            if words is not None:
-                w = words[i]
-                item["words"] = {
-                    "words": w.words,
-                    "spans": w.spans,
-                    "pieces": w.pieces,
-                    "vectors": _rows(w.vectors),
-                }
-            out.append(item)
-        spec = words[0].spec if words else tokens[0].spec
-        return JSONResponse({"model": svc.name, "items": out, "spec": spec})
+        answer = per_text(tokens)
+        if words is not None:
+            # Both levels at once: each text's words ride along with its tokens, under the words' spec.
+            for item, w in zip(answer["items"], words, strict=True):
+                item["words"] = w.to_dict()
+            answer["spec"] = plain(words[0].spec)
+        return JSONResponse({"model": svc.name, **answer})
 
     @app.post("/v1/embeddings", response_model=OpenAIResponse, tags=["embeddings"])
     async def openai_embeddings(req: OpenAIRequest) -> Response:
         """OpenAI-compatible embeddings: the model's own sentence vectors (pooling auto), with usage."""
         texts = await run_in_threadpool(_openai_texts, svc, req.input)
-        res = await svc.sentences(texts, {})
+        res = await svc.sentences(texts, svc.recipe(EmbedOptions()).spec)
         vectors = res.vectors
         if req.dimensions is not None:
             if req.dimensions > vectors.shape[1]:
@@ -136,7 +112,7 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
     async def similarity(req: SimilarityRequest) -> Response:
         """Cosine of the source sentence with each sentence, embedded with the same options."""
         check_texts(req.sentences)
-        res = await svc.sentences([req.source, *req.sentences], req.spec_options())
+        res = await svc.sentences([req.source, *req.sentences], svc.recipe(req.options()).spec)
         scores = cos_sim(res.vectors[:1], res.vectors[1:])[0]
         return JSONResponse({"model": svc.name, "scores": scores.astype(float).tolist(), "spec": res.spec})
 
@@ -161,66 +137,28 @@ def model_routes(app: FastAPI, svc: Service) -> None:
         """Word pieces: token, id, word, character span, special; with tokens cut by truncation."""
         items = svc.texts(req.inputs)
         toks = await run_in_threadpool(svc.model.tokenize, items, long=req.long)
-        return JSONResponse(
-            {
-                "model": svc.name,
-                "max_tokens": svc.model.max_tokens,
-                "items": [{"text": t.text, "tokens": t.as_records(), "n_dropped": t.n_dropped} for t in toks],
-            }
-        )
+        answer = {"items": [t.to_dict() for t in toks]}
+        return JSONResponse({"model": svc.name, "max_tokens": svc.model.max_tokens, **answer})
 
     @app.post("/static", tags=["model"])
     async def static(req: StaticRequest) -> Response:
         """Static word-piece rows (no position, no segment), or words as their pieces' mean; neighbours."""
-        items = req.items if isinstance(req.items, list) else [req.items]
+        items = req.inputs if isinstance(req.inputs, list) else [req.inputs]
         svc.check_count(len(items))
-        records = await svc.on_worker(lambda: [_static_record(svc.model, it, req) for it in items])
+
+        def work() -> list[dict[str, Any]]:
+            special = req.include_special
+            return [lookup(svc.model, it, word=req.word, k=req.k, include_special=special) for it in items]
+
+        records = await svc.on_worker(work)
         return JSONResponse({"model": svc.name, "items": records})
 
     @app.post("/anatomy", tags=["model"])
     async def anatomy(req: AnatomyRequest) -> Response:
         """The embedding layer of one text taken apart, step by step, with the proof's max |error|."""
-        check_texts(req.text)
-        a = await svc.on_worker(lambda: svc.model.anatomy(req.text))
-        steps = STEPS
-        return JSONResponse(
-            {
-                "model": svc.name,
-                "tokens": a.tokens.tokens,
-                "ids": a.tokens.ids,
-                "position_ids": a.position_ids,
-                "lacks": list(a.lacks),
-                "n_dropped": a.n_dropped,
-                "max_abs_error": a.max_abs_error,
-                "steps": {s: None if getattr(a, s) is None else _rows(getattr(a, s)) for s in steps},
-            }
-        )
-
-
-def _static_record(model: Model, item: str | int, req: StaticRequest) -> dict[str, Any]:
-    if req.word:
-        if not isinstance(item, str):
-            raise InvalidSpec(f"items: {item!r} is not a word; with word=true every item is a string")
-        sw = model.static_word(item)
-        rec: dict[str, Any] = {"item": item, "pieces": sw.pieces, "ids": sw.ids, "vector": sw.vector}
-        query: Any = sw.vector
-    else:
-        token_id = model.static_ids([item])[0]
-        rec = {
-            "item": item,
-            "token": model.id_to_token[token_id],
-            "id": token_id,
-            "vector": model.static([item])[0],
-        }
-        query = token_id
-    rec["norm"] = float(np.linalg.norm(rec["vector"]))
-    rec["vector"] = rec["vector"].astype(float).tolist()
-    if req.k:
-        rec["neighbors"] = [
-            {"token": n.token, "id": n.id, "cosine": n.cosine}
-            for n in model.static_neighbors(query, k=req.k, include_special=req.include_special)
-        ]
-    return rec
+        check_texts(req.inputs)
+        a = await svc.on_worker(lambda: svc.model.anatomy(req.inputs))
+        return JSONResponse({"model": svc.name, **a.to_dict()})
 
 
 def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
@@ -250,7 +188,7 @@ def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
             "max_wait_ms": s.max_wait_ms,
         }
         return JSONResponse(
-            {"model": svc.name, "version": __version__, **svc.model.info().as_dict(), "limits": limits}
+            {"model": svc.name, "version": __version__, **svc.model.info().to_dict(), "limits": limits}
         )
 
     @app.get("/metrics", tags=["service"])

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from .._enums import Combine, LongText, Pooling, SubwordPooling
+from ..spec import EmbedOptions
 
 __all__ = [
     "EmbedRequest",
@@ -45,6 +46,9 @@ class _LayerFields(_Strict):
         LongText.TRUNCATE,
         description="Texts over the model's limit: cut (reported), overlapping windows, or a 422.",
     )
+    stride: int | None = Field(
+        None, ge=1, description="Window step in tokens with long=window (default: half a window)."
+    )
 
 
 class _SpecFields(_LayerFields):
@@ -52,11 +56,11 @@ class _SpecFields(_LayerFields):
     mask_special: bool = Field(False, description="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
     normalize: bool | None = Field(None, description="Unit-length vectors (null: the model's own choice).")
 
-    def spec_options(self) -> dict[str, Any]:
-        """The fields that `Model.spec` takes."""
-        return {
-            k: getattr(self, k) for k in ("layers", "combine", "pooling", "mask_special", "normalize", "long")
-        }
+    def options(self) -> EmbedOptions:
+        """The embedding options these fields ask for (resolved once per request by `Service.recipe`)."""
+        return EmbedOptions(
+            self.layers, self.combine, self.pooling, self.mask_special, self.normalize, self.long, self.stride
+        )
 
 
 class EmbedRequest(_SpecFields):
@@ -73,7 +77,7 @@ class EmbedResponse(BaseModel):
     dim: int
     vectors: list[list[float]]
     n_tokens: list[int]
-    truncated: list[int]
+    n_dropped: list[int]
     spec: dict[str, Any]
 
 
@@ -88,10 +92,12 @@ class TokensRequest(_LayerFields):
 class WordItem(BaseModel):
     """One text's words: the word, its character span, its pieces, its vector."""
 
+    text: str
     words: list[str]
     spans: list[tuple[int, int]]
     pieces: list[list[str]]
     vectors: list[list[float]]
+    n_dropped: int
 
 
 class TokenItem(BaseModel):
@@ -100,6 +106,7 @@ class TokenItem(BaseModel):
     text: str
     tokens: list[str]
     offsets: list[tuple[int, int]]
+    word_ids: list[int | None]
     special: list[bool]
     vectors: list[list[float]]
     n_dropped: int
@@ -161,8 +168,10 @@ class TokenizeRequest(_Strict):
 class StaticRequest(_Strict):
     """Static rows of word pieces or ids (or words, as the mean of their pieces), with neighbours."""
 
-    items: str | int | list[str | int] = Field(
-        description="Word pieces or token ids (or words with word=true).", examples=[["bread", 7852]]
+    inputs: str | int | list[str | int] = Field(
+        description="Word pieces or token ids (or words with word=true); `items` is accepted too.",
+        examples=[["bread", 7852]],
+        validation_alias=AliasChoices("inputs", "items"),
     )
     word: bool = Field(False, description="Items are words: the mean of their pieces' rows.")
     k: int = Field(0, ge=0, le=1000, description="How many nearest vocabulary entries to list.")
@@ -172,7 +181,11 @@ class StaticRequest(_Strict):
 class AnatomyRequest(_Strict):
     """The embedding layer of one text taken apart."""
 
-    text: str = Field(description="One non-empty text.", examples=["I am Sinan"])
+    inputs: str = Field(
+        description="One non-empty text; `text` is accepted too.",
+        examples=["I am Sinan"],
+        validation_alias=AliasChoices("inputs", "text"),
+    )
 
 
 class SimilarityRequest(_SpecFields):

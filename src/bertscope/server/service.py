@@ -14,8 +14,9 @@ import numpy as np
 from fastapi.concurrency import run_in_threadpool
 
 from ..errors import InvalidSpec
-from ..post import PostProcessor, load_post, prepare_post
+from ..post import load_post
 from ..results import SentenceEmbeddings
+from ..spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from ..tokens import check_texts
 from .batching import Batcher
 from .guard import ServerSettings, TooManyInputs
@@ -47,14 +48,12 @@ class Service:
         self.name = model.info().source
         self.posts = {name: load_post(path) for name, path in settings.posts}
 
-    def post(self, name: str | None, spec: dict[str, Any]) -> PostProcessor | None:
-        """The loaded post-processing called `name`, checked against the request's spec."""
-        if name is None:
-            return None
-        if name not in self.posts:
+    def recipe(self, options: EmbedOptions, post: str | None = None) -> Recipe:
+        """A request's options resolved once: the spec, and the loaded post-processing called `post`."""
+        if post is not None and post not in self.posts:
             loaded = ", ".join(self.posts) or "none (start the server with --post NAME=FILE)"
-            raise InvalidSpec(f"post: no post-processing named {name!r} is loaded; loaded: {loaded}")
-        return prepare_post(self.posts[name], spec)
+            raise InvalidSpec(f"post: no post-processing named {post!r} is loaded; loaded: {loaded}")
+        return resolve(self.model, options.with_post(None if post is None else self.posts[post]))
 
     def check_count(self, n: int, *, splittable: bool = False) -> None:
         """Raise TooManyInputs when a request carries more than --max-inputs (and cannot be split)."""
@@ -65,15 +64,15 @@ class Service:
                 "(--max-inputs); send several requests, or start the server with --auto-split"
             )
 
-    async def sentences(self, texts: Any, options: dict[str, Any]) -> SentenceEmbeddings:
-        """Sentence vectors through the shared worker, checked first, split into parts under --auto-split."""
+    async def sentences(self, texts: Any, spec: EmbedSpec) -> SentenceEmbeddings:
+        """Sentence vectors (n, d) through the shared worker, checked first, split under --auto-split."""
         self.check_count(1 if isinstance(texts, str) else len(texts), splittable=True)
         with self.batcher.arriving():
             if _small(texts):
                 # A thread hop costs more than tokenizing a few short texts, and under load waits for the GIL.
-                items, spec, counts = self._prepare(texts, options)
+                items, counts = self._prepare(texts, spec)
             else:
-                items, spec, counts = await run_in_threadpool(self._prepare, texts, options)
+                items, counts = await run_in_threadpool(self._prepare, texts, spec)
             size = self.settings.max_inputs
             parts = [(items[i : i + size], sum(counts[i : i + size])) for i in range(0, len(items), size)]
             if len(parts) > self.batcher.max_queue:
@@ -86,16 +85,15 @@ class Service:
         return SentenceEmbeddings(
             vectors=np.concatenate([r.vectors for r in results]),
             n_tokens=np.concatenate([r.n_tokens for r in results]),
-            truncated=np.concatenate([r.truncated for r in results]),
+            n_dropped=np.concatenate([r.n_dropped for r in results]),
             spec=results[0].spec,
         )
 
-    def _prepare(self, texts: Any, options: dict[str, Any]) -> tuple[list[str], Any, list[int]]:
+    def _prepare(self, texts: Any, spec: EmbedSpec) -> tuple[list[str], list[int]]:
         # Everything that can reject a request happens here, before the queue: a batch only gets good work.
         items = check_texts(texts)
-        spec = self.model.spec(**options)
         counts = [len(t) for t in self.model.tokenize(items, long=spec.long)]
-        return items, spec, counts
+        return items, counts
 
     async def on_worker(self, fn: Callable[[], Any]) -> Any:
         """Run `fn` on the worker thread that owns the model."""

@@ -124,7 +124,7 @@ function strip(values, scale) {
 }
 
 async function showAnatomy(text) {
-  const a = await api("/anatomy", { text });
+  const a = await api("/anatomy", { inputs: text });
   const err = a.max_abs_error;
   $("#proof").replaceChildren(
     el("b", { text: "Proof: " }),
@@ -160,7 +160,7 @@ async function showAnatomy(text) {
 
 // ---------- 3 · layers ----------
 async function showLayers(text) {
-  state.layers = await api("/explore/layers", { text });
+  state.layers = await api("/explore/layers", { inputs: text });
   const slider = $("#layer");
   slider.max = state.layers.n_layers;
   if (Number(slider.value) > state.layers.n_layers) slider.value = state.layers.n_layers;
@@ -314,7 +314,7 @@ async function neighbours() {
   if (!raw) return;
   const item = /^\d+$/.test(raw) ? Number(raw) : raw;
   try {
-    const r = (await api("/static", { items: [item], k: Number($("#k").value) })).items[0];
+    const r = (await api("/static", { inputs: [item], k: Number($("#k").value) })).items[0];
     $("#piece-info").textContent = `${r.token} · id ${r.id} · |row| = ${r.norm.toFixed(3)} · ${r.vector.length} dimensions`;
     const body = $("#vocab tbody");
     body.replaceChildren();

@@ -1,0 +1,209 @@
+"""Options -> a resolved spec with its post-processing and provenance; every entry point resolves here, once.
+
+    EmbedOptions  what a caller asks for (layers, combine, pooling, ..., post), not yet checked
+    EmbedSpec     the same resolved against one model: absolute layers, a concrete pooling, a bool normalize
+    Recipe        an EmbedSpec with its checked post-processing: applies it and says what to record
+
+The library (`Model.embed`), corpus jobs, the Ray runner, search and the service all call `resolve`;
+nothing else turns options into a spec.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._enums import Combine, LongText, Pooling
+from .errors import InvalidSpec
+from .layers import LayerSpec, parse_layers
+from .post import PostProcessor, apply_post, prepare_post
+from .results import SentenceEmbeddings
+
+if TYPE_CHECKING:
+    from .model import Model
+
+__all__ = [
+    "EmbedOptions",
+    "EmbedSpec",
+    "Recipe",
+    "PostArg",
+    "resolve",
+    "resolve_spec",
+    "reload_arg",
+    "stored_settings",
+    "SPEC_KEYS",
+]
+
+# A post-processing as callers give it: a fitted processor, the path of a saved one, or none.
+PostArg = PostProcessor | str | Path | None
+
+SPEC_KEYS = ("layers", "combine", "pooling", "mask_special", "normalize", "long", "stride")
+
+
+@dataclass(frozen=True)
+class EmbedSpec:
+    """A fully resolved request: absolute layers, how they combine, pooling and normalisation."""
+
+    layers: tuple[int, ...]
+    combine: Combine = Combine.MEAN
+    pooling: Pooling = Pooling.MEAN
+    mask_special: bool = False
+    normalize: bool = False
+    long: LongText = LongText.TRUNCATE
+    stride: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able settings, for provenance in results and outputs."""
+        return {k: (v.value if hasattr(v, "value") else v) for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class EmbedOptions:
+    """Embedding options as a caller gives them (library, CLI, service, corpus job), before resolution."""
+
+    layers: LayerSpec | None = None
+    combine: Combine | str = Combine.MEAN
+    pooling: Pooling | str = Pooling.AUTO
+    mask_special: bool = False
+    normalize: bool | None = None
+    long: LongText | str = LongText.TRUNCATE
+    stride: int | None = None
+    post: PostArg = field(default=None, compare=False)
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any], *, post: PostArg = None) -> EmbedOptions:
+        """The options that reproduce a stored output's settings (its recorded, resolved spec)."""
+        given = {key: settings[key] for key in SPEC_KEYS if key in settings}
+        if "layers" in given:
+            given["layers"] = list(given["layers"])
+        if given.get("pooling") == Pooling.FIRST_LAST_AVG.value:
+            given.pop("layers", None)  # first_last_avg picks its layers itself
+        return cls(**given, post=post)
+
+    def with_post(self, post: PostArg) -> EmbedOptions:
+        """The same options with another post-processing."""
+        return replace(self, post=post)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A resolved spec and its checked post-processing: what runs, and what gets recorded next to it."""
+
+    spec: EmbedSpec
+    post: PostProcessor | None = None
+
+    def finish(self, result: SentenceEmbeddings) -> SentenceEmbeddings:
+        """The engine's result with the post-processing applied and recorded in its spec."""
+        return apply_post(result, self.post)
+
+    def provenance(self) -> dict[str, Any]:
+        """The spec as a plain dict, with the post-processing's description when there is one."""
+        recorded: dict[str, Any] = self.spec.as_dict()
+        if self.post is not None:
+            recorded["post"] = self.post.describe()
+        return recorded
+
+    def settings(self, model: Model, model_arg: str | None) -> dict[str, Any]:
+        """Everything stored with an output: model, how to reload it, how it ran, and the provenance."""
+        return stored_settings(model, self.provenance(), model_arg)
+
+
+def stored_settings(model: Model, recorded: dict[str, Any], model_arg: str | None) -> dict[str, Any]:
+    """The settings stored with an output: model, how to reload it, how it ran, and what was `recorded`."""
+    info = model.info()
+    runtime: dict[str, Any] = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize}
+    runtime["mode"] = info.mode
+    if info.fast:
+        # The choice and its bound, not the measured speeds: a resumed job compares these settings.
+        runtime["fast"] = {key: info.fast[key] for key in ("chosen", "min_cosine")}
+    settings = {"model": info.source, "model_arg": model_arg, **runtime, **recorded}
+    # The JSON round trip makes what is compared now equal what was stored (tuples become lists).
+    return json.loads(json.dumps(settings))  # type: ignore[no-any-return]
+
+
+def resolve(model: Model, options: EmbedOptions | None = None) -> Recipe:
+    """Resolve options against a model into a Recipe: the spec, and the post-processing checked against it."""
+    options = options or EmbedOptions()
+    spec = resolve_spec(
+        model,
+        layers=options.layers,
+        combine=options.combine,
+        pooling=options.pooling,
+        mask_special=options.mask_special,
+        normalize=options.normalize,
+        long=options.long,
+        stride=options.stride,
+    )
+    return Recipe(spec, prepare_post(options.post, spec.as_dict()))
+
+
+def resolve_spec(
+    model: Model,
+    *,
+    layers: LayerSpec | None = None,
+    combine: Combine | str = Combine.MEAN,
+    pooling: Pooling | str = Pooling.AUTO,
+    mask_special: bool = False,
+    normalize: bool | None = None,
+    long: LongText | str = LongText.TRUNCATE,
+    stride: int | None = None,
+) -> EmbedSpec:
+    """Resolve options (auto pooling, first_last_avg, defaults) against a model into an EmbedSpec.
+
+    `mask_special` leaves [CLS]/[SEP] (<s>, </s>) out of mean, max and mean_sqrt_len pooling;
+    cls and pooler read the first token itself, so for them it has no effect (recorded as False).
+    """
+    pool = Pooling.parse(pooling, what="pooling")
+    _check_flag(mask_special, "mask_special")
+    if normalize is not None:
+        _check_flag(normalize, "normalize")
+    if pool is Pooling.AUTO:
+        if model.loaded.st_unsupported:
+            raise InvalidSpec(
+                f"pooling='auto' cannot reproduce {model.loaded.source}: {model.loaded.st_unsupported}, "
+                "which bertscope does not apply; name a pooling (e.g. pooling='mean') to get the "
+                "encoder's own pooled vectors, or sentence-transformers for the full pipeline"
+            )
+        pool = Pooling(model.loaded.st_pooling or "mean")
+        normalize = model.loaded.st_normalize if normalize is None else normalize
+    if pool is Pooling.FIRST_LAST_AVG:
+        if layers is not None:
+            raise InvalidSpec("first_last_avg uses layers 1 and -1 itself; leave layers out")
+        layers = "1,-1"
+    if pool in (Pooling.CLS, Pooling.POOLER):
+        # They read the first token itself: masking specials changes nothing, so the spec says so.
+        mask_special = False
+    if pool is Pooling.POOLER and not model.engine.has_pooler:
+        raise InvalidSpec(f"{model.loaded.source} has no trained pooler; use pooling='cls' or 'mean'")
+    selected = parse_layers("-1" if layers is None else layers, model.n_layers)
+    how = Combine.parse(combine, what="combine")
+    if pool is Pooling.POOLER and how is Combine.CONCAT and len(selected) > 1:
+        raise InvalidSpec(
+            "the pooler takes one hidden-size vector; with several layers use combine='mean' or 'sum'"
+        )
+    return EmbedSpec(
+        layers=selected,
+        combine=how,
+        pooling=pool,
+        mask_special=mask_special,
+        normalize=bool(normalize),
+        long=LongText.parse(long, what="long-text policy"),
+        stride=stride,
+    )
+
+
+def _check_flag(value: object, name: str) -> None:
+    """Refuse a non-boolean flag: "no" or 0.5 are truthy, and a silent normalize would be wrong."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise InvalidSpec(f"{name} must be True or False, not {value!r}")
+
+
+def reload_arg(model: Model) -> str | None:
+    """How to load a loaded model again: None for the bundled default, else its source."""
+    from .loading import DEFAULT_MODEL
+
+    return None if model.loaded.source == DEFAULT_MODEL else str(model.loaded.source)

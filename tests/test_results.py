@@ -1,0 +1,113 @@
+"""Each result's own JSON-able dict, and the same dict from the CLI's --json and from the service."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import bertscope
+from bertscope.cli import app
+from bertscope.static import lookup
+from test_server import serving
+
+TEXTS = ["I like eating bread", "The banana bread was horrible"]
+
+
+def cli_json(*args: str) -> Any:
+    """Run a CLI command in-process with --json and decode its stdout."""
+    result = CliRunner().invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    return json.loads(result.stdout)
+
+
+def assert_same(got: Any, want: Any, where: str = "") -> None:
+    """Equal keys everywhere and equal values, floats within 1e-6."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and sorted(got) == sorted(want), (where, sorted(got), sorted(want))
+        for key in want:
+            assert_same(got[key], want[key], f"{where}.{key}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_same(g, w, f"{where}[{i}]")
+    elif isinstance(want, float):
+        assert got == pytest.approx(want, abs=1e-6), where
+    else:
+        assert got == want, where
+
+
+@pytest.fixture(scope="module")
+def client(bundled: bertscope.Model) -> Iterator[httpx.Client]:
+    with serving(bundled) as base, httpx.Client(base_url=base, timeout=120) as c:
+        yield c
+
+
+def ask(client: httpx.Client, path: str, body: dict[str, Any]) -> dict[str, Any]:
+    response = client.post(path, json=body)
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    assert isinstance(answer.pop("model"), str)
+    return answer  # type: ignore[no-any-return]
+
+
+def test_every_result_dict_is_plain_json(bundled: bertscope.Model) -> None:
+    results: list[Any] = [
+        bundled.embed(TEXTS, layers="0,6", combine="concat"),
+        bundled.embed_tokens(TEXTS[0])[0],
+        bundled.embed_words(TEXTS[0])[0],
+        bundled.tokenize(TEXTS[0]),
+        bundled.anatomy(TEXTS[0]),
+        bundled.static_word("breadmaker"),
+        bundled.static_neighbors("bread", k=2)[0],
+        bundled.info(),
+    ]
+    for result in results:
+        data = result.to_dict()
+        assert json.loads(json.dumps(data)) == data, type(result).__name__  # no NumPy, no tuples
+    sentence = results[0].to_dict()
+    assert sentence["spec"]["layers"] == [0, 6] and sentence["n_dropped"] == [0, 0]
+    assert sentence["dim"] == 768 and np.array(sentence["vectors"]).shape == (2, 768)
+    anatomy = results[4].to_dict()
+    assert list(anatomy["steps"]) == list(bertscope.anatomy.STEPS) and anatomy["steps"]["projected"] is None
+
+
+def test_cli_json_equals_the_services_answer(client: httpx.Client) -> None:
+    options = ["--layers", "-2", "--pooling", "mean", "--mask-special"]
+    assert_same(
+        cli_json("embed", *TEXTS, *options),
+        ask(client, "/embed", {"inputs": TEXTS, "layers": "-2", "pooling": "mean", "mask_special": True}),
+    )
+    assert_same(
+        cli_json("embed", *TEXTS, "--tokens", "--layers", "0,6"),
+        ask(client, "/embed_tokens", {"inputs": TEXTS, "layers": "0,6"}),
+    )
+    served = ask(client, "/embed_tokens", {"inputs": TEXTS, "words": True, "subword": "first"})
+    words = cli_json("embed", *TEXTS, "--words", "--subword", "first")
+    assert_same(words["items"], [item["words"] for item in served["items"]])
+    assert_same(words["spec"], served["spec"])
+    tokenized = ask(client, "/tokenize", {"inputs": TEXTS})
+    assert tokenized.pop("max_tokens") == 256
+    assert_same(cli_json("tokens", *TEXTS), tokenized)
+    assert_same(
+        cli_json("static", "bread", "cake", "-k", "3"),
+        ask(client, "/static", {"inputs": ["bread", "cake"], "k": 3}),
+    )
+    assert_same(
+        cli_json("static", "breadmaker", "--word", "-k", "2"),
+        ask(client, "/static", {"inputs": "breadmaker", "word": True, "k": 2}),
+    )
+    assert_same(cli_json("anatomy", "I am Sinan"), ask(client, "/anatomy", {"inputs": "I am Sinan"}))
+    info = client.get("/info").json()
+    assert_same(cli_json("info"), {k: v for k, v in info.items() if k not in ("model", "version", "limits")})
+
+
+def test_old_body_names_still_work(client: httpx.Client, bundled: bertscope.Model) -> None:
+    assert ask(client, "/static", {"items": ["bread"]}) == ask(client, "/static", {"inputs": ["bread"]})
+    assert ask(client, "/anatomy", {"text": "I am Sinan"})["tokens"][1] == "i"
+    assert ask(client, "/static", {"inputs": "bread"})["items"] == [lookup(bundled, "bread")]

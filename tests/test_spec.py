@@ -1,0 +1,111 @@
+"""Options -> resolved spec, post-processing and provenance: the one recipe every entry point uses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+import bertscope
+from bertscope import spec as spec_module
+from bertscope.errors import InvalidSpec
+from bertscope.post import fit_post
+from bertscope.spec import EmbedOptions, EmbedSpec, Recipe, reload_arg, resolve
+
+TEXTS = ["I like eating bread", "a cat sat on the mat", "The banana bread was horrible", "rain again"]
+
+
+def test_embed_spec_stays_public_at_the_top_and_in_the_engine() -> None:
+    from bertscope import engine
+
+    assert bertscope.EmbedSpec is EmbedSpec
+    assert engine.EmbedSpec is EmbedSpec
+
+
+def test_resolve_gives_the_models_own_pooling_and_model_specs_spec(
+    bundled: bertscope.Model,
+) -> None:
+    recipe = resolve(bundled, EmbedOptions())
+    assert recipe.spec.pooling is bertscope.Pooling.MEAN  # all-MiniLM-L6-v2 ships mean + Normalize
+    assert recipe.spec.normalize is True
+    assert recipe.spec.layers == (bundled.n_layers,)
+    assert recipe.post is None
+    options = EmbedOptions(
+        layers="-2", combine="sum", pooling="cls", mask_special=True, long="window", stride=64
+    )
+    assert resolve(bundled, options).spec == bundled.spec(
+        layers="-2", combine="sum", pooling="cls", mask_special=True, long="window", stride=64
+    )
+
+
+def test_resolve_refuses_what_model_spec_refuses(bundled: bertscope.Model) -> None:
+    with pytest.raises(InvalidSpec, match="first_last_avg uses layers 1 and -1"):
+        resolve(bundled, EmbedOptions(pooling="first_last_avg", layers="2"))
+    with pytest.raises(InvalidSpec, match="unknown pooling"):
+        resolve(bundled, EmbedOptions(pooling="median"))
+
+
+def test_recipe_applies_and_records_its_post_processing(bundled: bertscope.Model) -> None:
+    base = bundled.embed(TEXTS, pooling="mean", normalize=False)
+    processor = fit_post(base.vectors, "pca", dim=3, model="bundled", spec=base.spec)
+    recipe = resolve(bundled, EmbedOptions(pooling="mean", normalize=False, post=processor))
+    assert recipe.provenance() == {**base.spec, "post": processor.describe()}
+    done = bundled.embed_with(TEXTS, recipe)
+    np.testing.assert_allclose(done.vectors, processor.apply(base.vectors), atol=1e-5)
+    assert done.spec == recipe.provenance()
+    # A processor fitted on other options is refused when resolving, before anything runs.
+    with pytest.raises(InvalidSpec, match="was fitted on"):
+        resolve(bundled, EmbedOptions(pooling="cls", post=processor))
+
+
+def test_settings_round_trip_to_the_same_spec(bundled: bertscope.Model) -> None:
+    for options in (
+        EmbedOptions(layers="0,6", combine="concat", pooling="max"),
+        EmbedOptions(pooling="first_last_avg"),
+        EmbedOptions(),
+    ):
+        recipe = resolve(bundled, options)
+        settings = recipe.settings(bundled, reload_arg(bundled))
+        assert settings["model_arg"] is None and settings["dtype"] == "float32"
+        assert settings["layers"] == list(recipe.spec.layers)  # JSON-plain, as stored
+        assert resolve(bundled, EmbedOptions.from_settings(settings)).spec == recipe.spec
+
+
+def test_the_service_resolves_a_request_once(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from test_server import serving
+
+    calls: list[EmbedOptions | None] = []
+    original = spec_module.resolve
+
+    def counting(model: Any, options: EmbedOptions | None = None) -> Recipe:
+        calls.append(options)
+        return original(model, options)
+
+    monkeypatch.setattr("bertscope.server.service.resolve", counting)
+    with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
+        answer = client.post("/embed", json={"inputs": TEXTS[:2], "layers": "-2", "pooling": "mean"})
+        assert answer.status_code == 200, answer.text
+        assert len(calls) == 1
+        windowed = client.post("/embed", json={"inputs": ["word " * 700], "long": "window", "stride": 100})
+        assert windowed.status_code == 200, windowed.text
+    assert windowed.json()["spec"]["stride"] == 100
+    expected = bundled.embed(["word " * 700], long="window", stride=100)
+    np.testing.assert_allclose(windowed.json()["vectors"], expected.vectors, atol=1e-5)
+    resolved = bundled.spec(layers="-2", pooling="mean").as_dict()
+    assert answer.json()["spec"] == {**resolved, "layers": list(resolved["layers"])}
+
+
+def test_search_embeds_its_query_with_the_stores_recipe(bundled: bertscope.Model, tmp_path: Path) -> None:
+    out = tmp_path / "c.parquet"
+    bertscope.embed_corpus(TEXTS, out, model=bundled, layers="-3", pooling="max", progress=False)
+    hits = bertscope.search("bread", out, model=bundled, k=4)
+    query = bundled.embed(["bread"], layers="-3", pooling="max").vectors[0]
+    stored = bundled.embed(TEXTS, layers="-3", pooling="max").vectors
+    scores = stored @ query / np.linalg.norm(stored, axis=1) / np.linalg.norm(query)
+    assert [h.id for h in hits] == [str(i + 1) for i in np.argsort(-scores)]
+    np.testing.assert_allclose([h.score for h in hits], np.sort(scores)[::-1], atol=1e-5)
