@@ -45,7 +45,7 @@ typecheck: $(STAMP)
 # and its openvino backend through optimum-intel) cannot share the project's venv: they get their own
 BENCH_VENV := bench/.venv
 BENCH_STAMP := $(BENCH_VENV)/.installed
-PEERS_ARGS ?= --models minilm,mpnet --corpora news,docs --rounds 3 --limit news=400,docs=40
+PEERS_ARGS ?= --models minilm,mpnet --corpora news,docs --rounds 3 --limit news=400,docs=40 --threads 2
 
 $(BENCH_STAMP): pyproject.toml
 	test -x $(BENCH_VENV)/bin/python || $(PY) -m venv $(BENCH_VENV)

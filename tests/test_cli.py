@@ -150,3 +150,49 @@ def test_debug_shows_the_traceback() -> None:
 def test_env_var_sets_the_default_model(tiny_dirs) -> None:
     result = runner.invoke(app, ["info", "--json"], env={"BERTSCOPE_MODEL": str(tiny_dirs["roberta"])})
     assert result.exit_code == 0 and json.loads(result.stdout)["family"] == "roberta"
+
+
+HEAVY = ("torch", "transformers", "sklearn", "matplotlib", "fastapi")
+# Runs a command in a fresh interpreter and prints which heavy modules it imported.
+_WHICH_IMPORTED = """
+import json, sys
+sys.argv = ["bertscope", *sys.argv[1:]]
+from bertscope.cli import main
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(json.dumps([m for m in {heavy!r} if m in sys.modules]), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("args", [("--help",), ("tokens", "x"), ("info",), ("tokens", "--pad", "a", "b")])
+def test_help_tokens_and_info_import_no_torch(args: tuple[str, ...]) -> None:
+    """`--help`, `tokens` and `info` answer from the tokenizer and config alone: no torch, no transformers."""
+    code = _WHICH_IMPORTED.format(heavy=HEAVY)
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == []
+    assert done.stdout.strip()
+
+
+def test_embed_still_loads_the_model_it_needs() -> None:
+    """The check above can fail: a command that runs the model does import torch."""
+    code = _WHICH_IMPORTED.format(heavy=HEAVY)
+    done = subprocess.run(
+        [sys.executable, "-c", code, "embed", "x", "--json"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "torch" in json.loads(done.stderr.strip().splitlines()[-1])
+
+
+def test_a_byte_order_mark_is_read_alike_with_and_without_output(tmp_path: Path) -> None:
+    """`embed -i f.txt` and `embed -i f.txt -o f.parquet` read the same first text: no BOM, no CR."""
+    import pyarrow.parquet as pq
+
+    source = tmp_path / "bom.txt"
+    source.write_bytes("\ufeffbread and butter\r\n\r\n  \nsecond line\n".encode())
+    printed = json.loads(run_ok("embed", "-i", str(source), "--tokens", "--json"))
+    run_ok("embed", "-i", str(source), "-o", str(tmp_path / "f.parquet"), "--quiet")
+    stored = pq.read_table(tmp_path / "f.parquet").column("text").to_pylist()
+    assert [r["text"] for r in printed["items"]] == stored == ["bread and butter", "second line"]

@@ -307,3 +307,15 @@ def test_edge_inputs_from_review(tmp_path: Path, bundled: bertscope.Model) -> No
 def test_texts_of_only_special_tokens_are_refused(bundled: bertscope.Model) -> None:
     with pytest.raises(bertscope.InvalidInput, match="no word pieces besides the special ones"):
         bundled.embed(["fine", "\x00"], pooling="max", mask_special=True)
+
+
+def test_read_lines_reads_a_txt_as_read_corpus_does(tmp_path: Path) -> None:
+    """One reader: BOM dropped, CR cut, blank lines passed over, in both."""
+    from bertscope.io.readers import read_lines
+
+    source = tmp_path / "bom.txt"
+    source.write_bytes("\ufeffone\r\n\r\n \ntwo\n".encode())
+    texts = [r.text for r in bertscope.io.read_corpus(source)]
+    assert list(read_lines(source)) == texts == ["one", "two"]
+    with pytest.raises(bertscope.CorpusError, match="no such file"):
+        read_lines(tmp_path / "missing.txt")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -94,3 +95,46 @@ def test_layers_heatmaps_and_commands(
     result = runner.invoke(app, ["plot", "layers", "a cat sat", "--layers", "0,6", "-o", str(target)])
     assert result.exit_code == 0, result.output
     assert_picture(target, min_width=300)
+
+
+def test_plot_commands_take_the_shared_names_and_print_json(
+    bundled: bertscope.Model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """-i/--input for the sentences, -o/--output for the picture, --json for the data drawn."""
+    monkeypatch.setattr(cli_research, "load_model", lambda *a, **k: bundled)
+    runner = CliRunner()
+    target = tmp_path / "w.png"
+    args = ["plot", "words", "bank,bread", "-i", str(DATA / "contexts.txt"), "-o", str(target), "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["layer"] == 6 and data["method"] == "pca" and set(data["words"]) == {"bank", "bread"}
+    assert len(data["points"]) == len(data["words"]) and len(data["points"][0]) == 2
+    assert_picture(target)
+    result = runner.invoke(
+        app, ["plot", "layers", "a cat sat", "-l", "0,6", "-o", str(tmp_path / "l.png"), "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["layers"] == [0, 6] and data["tokens"] == ["[CLS]", "a", "cat", "sat", "[SEP]"]
+    cosine = np.array(data["cosine"])
+    assert cosine.shape == (2, 5, 5) and np.allclose(np.diagonal(cosine, axis1=1, axis2=2), 1, atol=1e-5)
+
+
+def test_the_old_plot_spelling_still_writes_the_picture(
+    bundled: bertscope.Model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--plot FILE` (hidden now) still names the picture; -i and the old positional corpus agree."""
+    monkeypatch.setattr(cli_research, "load_model", lambda *a, **k: bundled)
+    runner = CliRunner()
+    corpus = str(DATA / "contexts.txt")
+    old = runner.invoke(
+        app, ["contextuality", corpus, "-w", "bread", "--plot", str(tmp_path / "a.png"), "--json"]
+    )
+    new = runner.invoke(
+        app, ["contextuality", "-i", corpus, "-w", "bread", "-o", str(tmp_path / "b.png"), "--json"]
+    )
+    assert old.exit_code == 0 and new.exit_code == 0, (old.output, new.output)
+    assert json.loads(old.stdout) == json.loads(new.stdout)
+    assert (tmp_path / "a.png").stat().st_size > 5000 and (tmp_path / "b.png").stat().st_size > 5000
+    assert "--plot" not in runner.invoke(app, ["contextuality", "--help"]).stdout

@@ -190,3 +190,128 @@ def test_resume_never_replaces_a_finished_output_nor_skips_over_a_gap(
         bertscope.embed_corpus(source, out, model=bundled, batch_size=2, resume=True)
     assert pq.read_table(out).to_pydict() == before and len(before["id"]) == 8
     assert not parts.exists()
+
+
+def test_a_layer_named_twice_is_refused_with_a_short_message(bundled: bertscope.Model) -> None:
+    with pytest.raises(
+        bertscope.InvalidSpec, match=r"layer 0 appears twice in '0,0,0,0,.*\.\.\.; name each"
+    ) as err:
+        bundled.embed("x", layers="0," * 100_000 + "0")
+    assert len(str(err.value)) < 300
+    assert bundled.embed("x", layers="0,-1", combine="concat").vectors.shape == (1, 768)
+
+
+def test_window_ownership_takes_linear_memory() -> None:
+    import tracemalloc
+
+    from bertscope.tokens import Window, window_owner
+
+    n, width, step = 40_000, 126, 63  # the quadratic version needed n x windows floats: 203 MB here
+    starts = list(range(0, n - width, step)) + [n - width]
+    windows = [Window([], [], s, s + width, 1) for s in starts]
+    tracemalloc.start()
+    owner = window_owner(windows, n)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 5_000_000, peak
+    centres = np.array([(w.content_start + w.content_stop - 1) / 2 for w in windows])
+    assert np.all(np.abs(np.arange(n) - centres[owner]) <= width / 2)
+
+
+def test_whitening_fits_to_the_rank_when_some_dimensions_are_constant() -> None:
+    from bertscope.post import Whitening
+
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(200, 20))
+    vectors[:, [3, 7, 11]] = 0.25  # constant, as LayerNorm dimensions with ~0 weight are
+    with pytest.warns(UserWarning, match="whitening to 17 dimensions.*3 of their 20 directions are constant"):
+        white = Whitening.fit(vectors)
+    z = white.apply(vectors)
+    np.testing.assert_allclose(z.T @ z / len(z), np.eye(17), atol=1e-6)
+    with pytest.raises(bertscope.InvalidInput, match="more texts will not help.*dim<=17"):
+        Whitening.fit(vectors, dim=18)
+    with pytest.raises(bertscope.InvalidInput, match=r"fit on more texts \(at least 11\)"):
+        Whitening.fit(vectors[:10], dim=10)
+
+
+def test_a_query_with_post_on_a_store_made_without_it_is_refused(
+    tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    from bertscope.post import fit_post
+
+    store = tmp_path / "plain.parquet"
+    bertscope.embed_corpus(_corpus(tmp_path, TEXTS), store, model=bundled)
+    white = fit_post(np.random.default_rng(0).normal(size=(50, 384)), "pca", dim=8).save(
+        tmp_path / "p.safetensors"
+    )
+    with pytest.raises(bertscope.CorpusError, match="made without post-processing"):
+        bertscope.search("a storm", store, model=bundled, post=white)
+
+
+def test_broken_files_are_one_line_errors(tmp_path: Path) -> None:
+    from bertscope.post import load_post
+
+    corrupt = tmp_path / "broken.parquet"
+    corrupt.write_bytes(b"PAR1 not really parquet")
+    with pytest.raises(bertscope.CorpusError, match="not a readable Parquet file"):
+        bertscope.search(np.zeros(384, np.float32), corrupt)
+    with pytest.raises(bertscope.CorpusError, match="a folder, not a file"):
+        bertscope.search(np.zeros(384, np.float32), tmp_path)
+    with pytest.raises(bertscope.CorpusError, match="a folder: give the corpus file"):
+        bertscope.embed_corpus(tmp_path, tmp_path / "out.parquet")
+    for name, data in (
+        ("w.safetensors", b"\x08\x00\x00\x00\x00\x00\x00\x00{broken}"),
+        ("w.npz", b"PK\x03\x04 no"),
+    ):
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(bertscope.InvalidInput, match="is not a bertscope post-processing file"):
+            load_post(tmp_path / name)
+
+
+def test_an_org_less_hub_id_gets_the_hub_advice_offline() -> None:
+    with pytest.raises(bertscope.ModelLoadError, match="not a local folder and the hub is switched off"):
+        bertscope.load("bert-base-uncased", device="cpu")
+
+
+def test_plot_words_says_which_words_are_missing(bundled: bertscope.Model, tmp_path: Path) -> None:
+    from bertscope.plots import plot_words
+
+    sentences = ["we sat on the bank", "the bank raised rates", "money in the bank", "river bank erosion"]
+    with pytest.warns(UserWarning, match="not in the picture: zebra"):
+        plot_words(bundled, ["zebra", "bank"], sentences, tmp_path / "w.png")
+    assert (tmp_path / "w.png").stat().st_size > 1000
+
+
+def test_corrupt_weights_are_a_model_load_error(bundled_path: Path, tmp_path: Path) -> None:
+    folder = _copy_bundled(bundled_path, tmp_path / "corrupt")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100_000])
+    with pytest.raises(bertscope.ModelLoadError, match="could not be loaded as a model"):
+        bertscope.load(folder, device="cpu")
+
+
+def test_cli_errors_from_outside_are_one_line(tmp_path: Path) -> None:
+    """Bad ids, an unwritable place: one 'error:' line, exit 1, no traceback, as the console runs it."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
+    corpus = _corpus(tmp_path, TEXTS)
+    cases = [
+        (["static", "--ids", "abc"], "--ids takes token ids"),
+        # /proc takes no new files, not even from root: the OSError of a read-only place, for everyone.
+        (["embed", "-i", str(corpus), "-o", "/proc/bertscope-out.parquet"], "error:"),
+    ]
+    for args, expected in cases:
+        run = subprocess.run(
+            [sys.executable, "-m", "bertscope", *args], capture_output=True, text=True, env=env, timeout=300
+        )
+        assert run.returncode == 1, run.stderr
+        assert expected in run.stderr and "Traceback" not in run.stderr, run.stderr
+        assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+
+
+def test_static_npy_export_reports_the_file_it_writes(bundled: bertscope.Model, tmp_path: Path) -> None:
+    written = bundled.export_static(tmp_path / "vectors", format="npy")
+    assert written[0] == tmp_path / "vectors.npy" and written[0].exists()

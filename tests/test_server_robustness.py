@@ -77,3 +77,54 @@ def test_an_empty_api_key_is_refused_not_taken_as_no_key(monkeypatch: pytest.Mon
 def test_a_port_out_of_range_is_a_usage_error() -> None:
     result = CliRunner().invoke(cli_app, ["serve", "--port", "99999"])
     assert result.exit_code == 2 and "65535" in result.output and "Traceback" not in result.output
+
+
+def test_requests_that_would_cost_too_much_are_refused_before_any_work(bundled: bertscope.Model) -> None:
+    with (
+        serving(bundled, max_answer_floats=100_000) as base,
+        httpx.Client(base_url=base, timeout=60) as client,
+    ):
+        big = client.post(
+            "/embed_tokens",
+            json={"inputs": ["a cat sat on the mat"] * 8, "layers": "all", "combine": "concat"},
+        )
+        assert big.status_code == 413 and "--max-answer-floats" in big.json()["detail"]
+        small = client.post("/embed_tokens", json={"inputs": "a cat", "layers": "-1"})
+        assert small.status_code == 200
+        wide = client.post("/v1/embeddings", json={"input": "a cat", "dimensions": 385})
+        assert wide.status_code == 422 and "more than the model's 384" in wide.json()["detail"]
+        coerced = client.post("/embed", json={"inputs": "a cat", "layers": True, "normalize": 1})
+        assert coerced.status_code == 422  # JSON true is not layer 1, 1 is not True
+        for raw in (b"\xff\xfe", b"\x80"):  # bytes FastAPI cannot decode: 400 or 422, and a word on the fix
+            bad = client.post("/embed", content=raw, headers={"content-type": "application/json"})
+            assert bad.status_code in (400, 422) and "JSON" in bad.json()["detail"], bad.text
+
+
+def test_a_slow_body_gets_408_and_a_full_queue_an_honest_retry_after(bundled: bertscope.Model) -> None:
+    import socket
+    from urllib.parse import urlparse
+
+    from bertscope.server.batching import Batcher, QueueFull
+
+    with serving(bundled, body_timeout_s=0.5) as base:
+        address = urlparse(base)
+        with socket.create_connection((address.hostname, address.port), timeout=30) as sock:
+            head = b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            sock.sendall(head + b"Content-Length: 100\r\n\r\n{")
+            answer = sock.recv(65536).decode()  # the server answers on its own once the deadline passes
+        assert answer.startswith("HTTP/1.1 408") and "did not arrive within 0.5 s" in answer
+
+    batcher = Batcher(bundled, max_batch_tokens=100, max_wait_ms=0, max_queue=10)
+    batcher._tokens_per_second = 50.0  # as measured by the worker on earlier batches
+    batcher.sentences([(["a text"], 3000)], bundled.spec())  # 3000 tokens waiting (no worker runs)
+    with pytest.raises(QueueFull, match="tokens of work") as full:
+        batcher.sentences([(["another"], 500)], bundled.spec())
+    assert full.value.retry_after == 60  # 3000 tokens at 50 tokens/s, capped at a minute
+    batcher.stop()
+
+
+def test_static_neighbours_are_bounded_per_request(bundled: bertscope.Model) -> None:
+    with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
+        many = client.post("/static", json={"inputs": ["bread"] * 20, "k": 1000})
+        assert many.status_code == 413 and "neighbours" in many.json()["detail"]
+        assert client.post("/static", json={"inputs": ["bread"], "k": 5}).status_code == 200

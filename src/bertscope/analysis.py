@@ -175,6 +175,7 @@ def sweep(
     post_dim: int | None = None,
     mask_special: bool = False,
     long: LongText | str = "truncate",
+    stride: int | None = None,
 ) -> SweepResult:
     """Spearman/Pearson of cosine against gold for every layer x pooling (x post), one forward per text.
 
@@ -190,7 +191,7 @@ def sweep(
     unique = list(dict.fromkeys([*left, *right]))
     where = {t: i for i, t in enumerate(unique)}
     ia, ib = np.array([where[t] for t in left]), np.array([where[t] for t in right])
-    vectors = layer_vectors(model, unique, names, mask_special=mask_special, long=long)
+    vectors = layer_vectors(model, unique, names, mask_special=mask_special, long=long, stride=stride)
     posts = [("none", None), *[_post_entry(p) for p in post]]
     records = []
     for label, processor in posts:

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
+from ._enums import Backend, Combine, DType, Level, LongText, Pooling, Precision, Quantize, SubwordPooling
 from .errors import CorpusError, InvalidInput
 from .io.job import JobSummary
 from .io.levels import make_level, vector_columns
@@ -79,9 +79,9 @@ def embed_dataset(
     model: str | Model | None = None,
     workers: int = 2,
     device: str = "cpu",
-    dtype: str = "float32",
-    backend: str = "auto",
-    quantize: str | None = None,
+    dtype: DType | str = DType.FLOAT32,
+    backend: Backend | str = Backend.AUTO,
+    quantize: Quantize | str | None = None,
     cpus_per_worker: float = 1.0,
     batch_size: int | None = None,
     max_restarts: int | None = None,
@@ -176,9 +176,9 @@ def run_ray_job(
     *,
     model: str | None = None,
     device: str = "cpu",
-    dtype: str = "float32",
-    backend: str = "auto",
-    quantize: str | None = None,
+    dtype: DType | str = DType.FLOAT32,
+    backend: Backend | str = Backend.AUTO,
+    quantize: Quantize | str | None = None,
     workers: int = 2,
     address: str | None = None,
     text_field: str = "text",

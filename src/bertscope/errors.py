@@ -8,7 +8,8 @@ BertscopeError
 ├── InvalidInput              an empty text, a non-string item, an empty list
 │   ├── UnknownToken          a token or id that is not in the vocabulary
 │   └── InputTooLong          a text longer than the model allows, with long="error"
-└── CorpusError               a corpus file that cannot be read, or a malformed line in it
+├── CorpusError               a corpus file that cannot be read, or a malformed line in it
+└── JobInterrupted            a corpus job stopped on Ctrl-C after saving its last whole batch
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
     "UnknownToken",
     "InputTooLong",
     "CorpusError",
+    "JobInterrupted",
 ]
 
 
@@ -63,3 +65,7 @@ class InputTooLong(InvalidInput):
 
 class CorpusError(BertscopeError):
     """A corpus file is missing, of an unknown type, or has a malformed record."""
+
+
+class JobInterrupted(BertscopeError):
+    """The job stopped on Ctrl-C after saving its last whole batch; `--resume` continues it."""

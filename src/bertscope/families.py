@@ -10,16 +10,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from .errors import UnsupportedArchitecture
 
+if TYPE_CHECKING:
+    # torch is imported where a model runs, so `bertscope tokens` and `info` can name a family without it
+    import torch
+    from torch import nn
+
 __all__ = ["EmbeddingParts", "Family", "family_for", "SUPPORTED"]
 
-PoolerFn = Callable[[torch.Tensor], torch.Tensor]
+PoolerFn = Callable[["torch.Tensor"], "torch.Tensor"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,8 @@ class Family:
 
     def position_ids(self, input_ids: torch.Tensor, pad_token_id: int | None) -> torch.Tensor:
         """Position ids the model itself uses for `input_ids` (batch, tokens)."""
+        import torch
+
         if self.positions_after_padding:
             # RoBERTa-style: real tokens count from pad_token_id + 1, pads keep pad_token_id.
             pad = 1 if pad_token_id is None else pad_token_id
@@ -95,6 +99,8 @@ class Family:
         if n_layers >= self.num_layers(model):
             yield
             return
+        from torch import nn
+
         owner_path, _, attr = self.layers_path.rpartition(".")
         owner = model.get_submodule(owner_path)
         full = getattr(owner, attr)

@@ -32,15 +32,24 @@ def parse_layers(spec: LayerSpec, n_layers: int) -> tuple[int, ...]:
     elif isinstance(spec, Sequence):
         parts = [str(p) for p in spec]
     else:
-        raise InvalidSpec(f"layer spec {spec!r} is not a string, int or list of ints; {allowed}")
+        raise InvalidSpec(f"layer spec {_short(spec)} is not a string, int or list of ints; {allowed}")
     if not parts or any(not p for p in parts):
-        raise InvalidSpec(f"layer spec {spec!r} is malformed; {allowed}")
+        raise InvalidSpec(f"layer spec {_short(spec)} is malformed; {allowed}")
     chosen: list[int] = []
     for part in parts:
-        chosen.extend(_one(part, count, spec, allowed))
+        for layer in _one(part, count, spec, allowed):
+            if layer in chosen:
+                # Repeats add nothing to a mean and only size to a concat; unbounded, they exhaust memory.
+                raise InvalidSpec(f"layer {layer} appears twice in {_short(spec)}; name each layer once")
+            chosen.append(layer)
     if not chosen:
-        raise InvalidSpec(f"layer spec {spec!r} selects no layer; {allowed}")
+        raise InvalidSpec(f"layer spec {_short(spec)} selects no layer; {allowed}")
     return tuple(chosen)
+
+
+def _short(spec: object) -> str:
+    text = repr(spec)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _one(part: str, count: int, spec: object, allowed: str) -> list[int]:
@@ -51,13 +60,13 @@ def _one(part: str, count: int, spec: object, allowed: str) -> list[int]:
                 raise ValueError
             for bound in bounds:
                 if bound is not None and not -count <= bound <= count:
-                    raise InvalidSpec(f"layer {bound} in {spec!r} is out of range; {allowed}")
+                    raise InvalidSpec(f"layer {bound} in {_short(spec)} is out of range; {allowed}")
             return list(range(count))[slice(*bounds)]
         index = int(part)
     except ValueError:
-        raise InvalidSpec(f"layer spec {spec!r} is malformed at {part!r}; {allowed}") from None
+        raise InvalidSpec(f"layer spec {_short(spec)} is malformed at {part!r}; {allowed}") from None
     if not -count <= index < count:
-        raise InvalidSpec(f"layer {index} does not exist in {spec!r}; {allowed}")
+        raise InvalidSpec(f"layer {index} does not exist in {_short(spec)}; {allowed}")
     return [index % count]
 
 

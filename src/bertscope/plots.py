@@ -3,7 +3,9 @@ word occurrences in 2-D, and token-to-token cosine at every layer."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,12 +25,18 @@ if TYPE_CHECKING:
     from .senses import Senses
 
 __all__ = [
+    "LayerCosines",
     "Projection",
+    "draw_layers",
+    "draw_words",
+    "WordPoints",
+    "layer_cosines",
+    "plot_contextuality",
+    "plot_layers",
     "plot_sweep",
     "plot_word_eval",
-    "plot_contextuality",
     "plot_words",
-    "plot_layers",
+    "word_points",
     "plot_senses",
 ]
 
@@ -116,6 +124,58 @@ def plot_contextuality(result: Contextuality, path: str | Path) -> Path:
     return _save(figure, path)
 
 
+@dataclass(frozen=True)
+class WordPoints:
+    """Each occurrence of each word as a 2-D point: `points` (occurrences, 2), `words` the owner of each."""
+
+    layer: int
+    method: str
+    words: list[str]
+    points: np.ndarray
+
+    def to_dict(self) -> dict[str, Any]:
+        """The points as JSON-able lists."""
+        return {
+            "layer": self.layer,
+            "method": self.method,
+            "words": self.words,
+            "points": self.points.tolist(),
+        }
+
+
+def word_points(
+    model: Model,
+    words: Sequence[str],
+    sentences: Sequence[str],
+    *,
+    layer: int = -1,
+    method: Projection | str = "pca",
+    seed: int = 0,
+) -> WordPoints:
+    """Each occurrence of each word in the sentences, projected to 2-D (PCA or t-SNE) at one layer."""
+    from .contextuality import word_occurrences
+
+    how = Projection.parse(method, what="projection")
+    absolute = parse_layers(layer, model.n_layers)[0]
+    found, _, _ = word_occurrences(model, sentences, words)
+    present = [w.lower() for w in words if w.lower() in found.layered]
+    if not present:
+        raise InvalidInput(f"none of {list(words)} occurs in the sentences given")
+    missing = [w for w in words if w.lower() not in found.layered]
+    if missing:
+        # The picture is still drawn, but a word left out of it must not go unnoticed.
+        warnings.warn(
+            f"not in the picture: {', '.join(missing)} (0 occurrences in the sentences given)",
+            UserWarning,
+            stacklevel=2,
+        )
+    points = np.stack([v[absolute] for w in present for v in found.layered[w]])
+    owner = [w for w in present for _ in found.layered[w]]
+    if len(points) < 3:
+        raise InvalidInput(f"only {len(points)} occurrences found; a 2-D picture needs at least 3")
+    return WordPoints(absolute, how.value, owner, _project(points, how, seed))
+
+
 def plot_words(
     model: Model,
     words: Sequence[str],
@@ -127,28 +187,20 @@ def plot_words(
     seed: int = 0,
 ) -> Path:
     """Each occurrence of each word in the sentences as a point in 2-D (PCA or t-SNE), coloured by word."""
-    from .contextuality import word_occurrences
+    return draw_words(word_points(model, words, sentences, layer=layer, method=method, seed=seed), path)
 
-    how = Projection.parse(method, what="projection")
-    absolute = parse_layers(layer, model.n_layers)[0]
-    found, _, _ = word_occurrences(model, sentences, words)
-    present = [w.lower() for w in words if w.lower() in found.layered]
-    if not present:
-        raise InvalidInput(f"none of {list(words)} occurs in the sentences given")
-    points = np.stack([v[absolute] for w in present for v in found.layered[w]])
-    owner = [w for w in present for _ in found.layered[w]]
-    if len(points) < 3:
-        raise InvalidInput(f"only {len(points)} occurrences found; a 2-D picture needs at least 3")
-    flat = _project(points, how, seed)
+
+def draw_words(found: WordPoints, path: str | Path) -> Path:
+    """Draw `word_points`' result as a scatter coloured by word."""
     figure = Figure(figsize=(6.4, 5.2))
     ax = figure.add_subplot()
-    for w in present:
-        chosen = [i for i, o in enumerate(owner) if o == w]
-        ax.scatter(flat[chosen, 0], flat[chosen, 1], label=f"{w} ({len(chosen)})", alpha=0.75)
-    ax.set_xlabel(f"{how.value} 1")
-    ax.set_ylabel(f"{how.value} 2")
-    note = " (embedding output: occurrences differ only by position)" if absolute == 0 else ""
-    ax.set_title(f"occurrences at layer {absolute}{note}", fontsize=10)
+    for w in dict.fromkeys(found.words):
+        chosen = [i for i, o in enumerate(found.words) if o == w]
+        ax.scatter(found.points[chosen, 0], found.points[chosen, 1], label=f"{w} ({len(chosen)})", alpha=0.75)
+    ax.set_xlabel(f"{found.method} 1")
+    ax.set_ylabel(f"{found.method} 2")
+    note = " (embedding output: occurrences differ only by position)" if found.layer == 0 else ""
+    ax.set_title(f"occurrences at layer {found.layer}{note}", fontsize=10)
     ax.legend()
     return _save(figure, path)
 
@@ -184,26 +236,56 @@ def _project(points: np.ndarray, how: Projection, seed: int) -> np.ndarray:
     return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(points)
 
 
-def plot_layers(model: Model, text: str, path: str | Path, *, layers: str = "all") -> Path:
-    """One heatmap per layer of the cosine between every two tokens of one text."""
+@dataclass(frozen=True)
+class LayerCosines:
+    """Token-to-token cosine of one text: `cosine` (layers, tokens, tokens) for the `layers` asked."""
+
+    text: str
+    tokens: list[str]
+    layers: list[int]
+    cosine: np.ndarray
+
+    def to_dict(self) -> dict[str, Any]:
+        """The matrices as JSON-able lists."""
+        return {
+            "text": self.text,
+            "tokens": self.tokens,
+            "layers": self.layers,
+            "cosine": self.cosine.tolist(),
+        }
+
+
+def layer_cosines(model: Model, text: str, *, layers: str = "all") -> LayerCosines:
+    """The cosine between every two tokens of one text, at each chosen layer."""
     if not isinstance(text, str):
         raise InvalidSpec("plot_layers takes one text")
     tok = model.embed_tokens(text, layers="all", combine="concat")[0]
     states = tok.vectors.reshape(len(tok.tokens), model.n_layers + 1, -1).transpose(1, 0, 2)
-    chosen = parse_layers(layers, model.n_layers)
-    columns = min(4, len(chosen))
-    rows = -(-len(chosen) // columns)
-    size = 0.9 + 0.28 * len(tok.tokens)
+    chosen = list(parse_layers(layers, model.n_layers))
+    normed = unit(states[chosen])
+    return LayerCosines(text, list(tok.tokens), chosen, normed @ normed.transpose(0, 2, 1))
+
+
+def plot_layers(model: Model, text: str, path: str | Path, *, layers: str = "all") -> Path:
+    """One heatmap per layer of the cosine between every two tokens of one text."""
+    return draw_layers(layer_cosines(model, text, layers=layers), path)
+
+
+def draw_layers(found: LayerCosines, path: str | Path) -> Path:
+    """Draw `layer_cosines`' result as one heatmap per layer."""
+    n_tokens = len(found.tokens)
+    columns = min(4, len(found.layers))
+    rows = -(-len(found.layers) // columns)
+    size = 0.9 + 0.28 * n_tokens
     figure = Figure(figsize=(columns * size + 1.2, rows * size + 0.6))
     axes = figure.subplots(rows, columns, squeeze=False)
-    for ax in axes.flat[len(chosen) :]:
+    for ax in axes.flat[len(found.layers) :]:
         ax.set_axis_off()
-    for ax, k in zip(axes.flat, chosen, strict=False):
-        normed = unit(states[k])
-        image = ax.imshow(normed @ normed.T, vmin=-1, vmax=1, cmap="coolwarm")
+    for ax, k, matrix in zip(axes.flat, found.layers, found.cosine, strict=False):
+        image = ax.imshow(matrix, vmin=-1, vmax=1, cmap="coolwarm")
         ax.set_title(f"layer {k}" + (" (embeddings)" if k == 0 else ""), fontsize=9)
-        ax.set_xticks(range(len(tok.tokens)), tok.tokens, rotation=90, fontsize=7)
-        ax.set_yticks(range(len(tok.tokens)), tok.tokens, fontsize=7)
+        ax.set_xticks(range(n_tokens), found.tokens, rotation=90, fontsize=7)
+        ax.set_yticks(range(n_tokens), found.tokens, fontsize=7)
     figure.colorbar(image, ax=axes, shrink=0.8, label="cosine")
-    figure.suptitle(f"token-to-token cosine per layer: {text!r}")
+    figure.suptitle(f"token-to-token cosine per layer: {found.text!r}")
     return _save(figure, path)

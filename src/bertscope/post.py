@@ -12,6 +12,7 @@ kind and every setting as JSON (in the safetensors metadata, or an npz entry `se
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -136,14 +137,28 @@ class Whitening(PostProcessor):
 
     @classmethod
     def fit(cls, vectors: np.ndarray, *, dim: int | None = None, **settings: Any) -> Whitening:
-        """Fit on (n, d) vectors; `dim` keeps the top k directions (default all d, needs n > d)."""
+        """Fit on (n, d) vectors; `dim` keeps the top k directions (default: all the vectors span)."""
         x, mean, values, axes = _principal(vectors)
+        rank = int((values > _EPS * max(values[0], _EPS)).sum())
+        # Centring costs one direction: n texts span at most n - 1, so a rank of n - 1 means "too few texts".
+        too_few_texts = rank >= len(x) - 1
         k = _keep(dim, x, "dim")
-        if values[k - 1] <= _EPS * max(values[0], _EPS):
-            raise InvalidInput(
-                f"the fitting vectors span fewer than {k} directions (only {int((values > _EPS).sum())}); "
-                f"fit on more texts (at least {k + 1}) or whiten to fewer dimensions with dim"
+        if dim is None and rank < k and not too_few_texts:
+            warnings.warn(
+                f"whitening to {rank} dimensions, all the fitting vectors span: {x.shape[1] - rank} of their "
+                f"{x.shape[1]} directions are constant (as some LayerNorm output dimensions are); "
+                "pass dim to choose fewer",
+                UserWarning,
+                stacklevel=2,
             )
+            k = rank
+        if rank < k:
+            advice = (
+                f"fit on more texts (at least {k + 1}) or whiten to fewer dimensions with dim<={rank}"
+                if too_few_texts
+                else f"more texts will not help (the rest are constant): whiten with dim<={rank}"
+            )
+            raise InvalidInput(f"the fitting vectors span fewer than {k} directions (only {rank}); {advice}")
         matrix = axes[:, :k] / np.sqrt(values[:k])
         return cls(mean, matrix, {"dim": k, "n_fit": len(x), **settings})
 
@@ -224,6 +239,10 @@ def load_post(path: str | Path) -> PostProcessor:
     path = Path(path)
     if not path.is_file():
         raise InvalidInput(f"no post-processing file at {path}; make one with `bertscope fit-post`")
+    import zipfile
+
+    from safetensors import SafetensorError
+
     try:
         if path.suffix == ".npz":
             with np.load(path) as data:
@@ -235,7 +254,7 @@ def load_post(path: str | Path) -> PostProcessor:
                 meta = (handle.metadata() or {})["bertscope_post"]
                 mean, matrix = handle.get_tensor("mean"), handle.get_tensor("matrix")
         settings = json.loads(meta)
-    except (KeyError, ValueError, OSError) as exc:
+    except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, SafetensorError) as exc:
         raise InvalidInput(f"{path} is not a bertscope post-processing file ({exc})") from None
     if settings.pop("format", None) != _FORMAT:
         raise InvalidInput(f"{path} is not a bertscope post-processing file (format {_FORMAT} expected)")

@@ -230,6 +230,8 @@ def export(model: Model, path: str | Path, fmt: ExportFormat | str = ExportForma
                     out.write(name.replace(" ", "\u2581") + " " + row + "\n")
         return [path]
     if fmt is ExportFormat.NPY:
+        # np.save adds .npy to any other name; say the name it really writes.
+        path = path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
         vocab_path = path.with_suffix(".vocab.txt")
         np.save(path, matrix(model))
         vocab_path.write_text("".join(model.id_to_token.get(i, f"[id{i}]") + "\n" for i in range(rows)))

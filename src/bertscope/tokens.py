@@ -151,13 +151,21 @@ class Window:
 
 
 def window_owner(windows: Sequence[Window], n_content: int) -> np.ndarray:
-    """For each content token, the window in which it sits nearest the centre (its vector is kept)."""
-    positions = np.arange(n_content)[:, None]
-    starts = np.array([w.content_start for w in windows])[None, :]
-    stops = np.array([w.content_stop for w in windows])[None, :]
-    distance = np.abs(positions - (starts + stops - 1) / 2.0)
-    distance[(positions < starts) | (positions >= stops)] = np.inf
-    return np.asarray(distance.argmin(axis=1))
+    """For each content token, the window in which it sits nearest the centre (its vector is kept).
+
+    Ties go to the earlier window. Work and memory are linear in the tokens (each window is visited
+    once over its own span), so a book-length text costs no more than its windows do.
+    """
+    owner = np.zeros(n_content, dtype=np.int64)
+    best = np.full(n_content, np.inf)
+    for k, window in enumerate(windows):
+        span = slice(window.content_start, window.content_stop)
+        positions = np.arange(window.content_start, window.content_stop)
+        distance = np.abs(positions - (window.content_start + window.content_stop - 1) / 2.0)
+        nearer = distance < best[span]
+        best[span][nearer] = distance[nearer]
+        owner[span][nearer] = k
+    return owner
 
 
 def is_pair(value: object) -> bool:

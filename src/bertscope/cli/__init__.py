@@ -10,9 +10,11 @@ serve, explore, bench
 
 from __future__ import annotations
 
+import sqlite3
 import sys
+import warnings
 
-from ..errors import BertscopeError
+from ..errors import BertscopeError, JobInterrupted
 from . import basics, bench, corpus, embed, explore, research, senses, serve  # noqa: F401  (each registers its commands)
 from .app import app, err, is_debug
 
@@ -21,8 +23,11 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     """Entry point: run the app, turning bertscope errors into one line on stderr."""
-    from ..io.job import JobInterrupted
+    def one_line(message: Warning | str, *args: object, **kwargs: object) -> None:
+        err.print(f"[yellow]warning:[/] {message}", highlight=False)
 
+    # Library warnings (a word missing from a plot, bfloat16 on a CPU without it) as one line each.
+    warnings.showwarning = one_line  # type: ignore[assignment]
     try:
         app()
     except JobInterrupted as exc:
@@ -36,3 +41,11 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except (OSError, sqlite3.Error) as exc:
+        # The disk, permissions and other processes are outside bertscope: say what failed, in one line.
+        if is_debug():
+            raise
+        where = f" ({exc.filename})" if getattr(exc, "filename", None) else ""
+        what = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        err.print(f"[red]error:[/] {what}{where}; nothing already saved is lost", highlight=False)
+        sys.exit(1)

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.console import Console
 
@@ -95,6 +94,13 @@ CombineOpt = Annotated[
 LongOpt = Annotated[
     str, typer.Option("--long", help="Texts over the model's limit: truncate, window, error.")
 ]
+PoolingOpt = Annotated[
+    str, typer.Option("--pooling", "-p", help="cls, pooler, mean, max, mean_sqrt_len, first_last_avg, auto.")
+]
+# Help text is markdown: code spans keep `<s>` from being read as an HTML tag and dropped.
+MaskSpecialOpt = Annotated[
+    bool, typer.Option("--mask-special", help="Leave `[CLS]`/`[SEP]` (`<s>`, `</s>`) out of pooling.")
+]
 StrideOpt = Annotated[
     int | None, typer.Option("--stride", help="Window step in tokens (default: half a window).")
 ]
@@ -116,13 +122,14 @@ def is_debug() -> bool:
 
 def load_model(
     model: str | None,
+    *,
     device: str = "auto",
-    dtype: str = "float32",
+    dtype: DType | str = DType.FLOAT32,
+    backend: Backend | str = Backend.AUTO,
+    quantize: Quantize | str = Quantize.NONE,
     threads: int | None = None,
-    backend: str = "auto",
-    quantize: str = "none",
 ) -> Any:
-    """Load the model a command asked for."""
+    """Load the model a command asked for, with the shared --device/--dtype/--backend/--quantize/--threads."""
     from ..model import load
 
     return load(model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize)
@@ -134,6 +141,8 @@ def emit_json(data: Any) -> None:
 
 
 def _jsonable(value: Any) -> Any:
+    import numpy as np  # already loaded wherever a NumPy value reaches here
+
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, (np.floating, np.integer)):
@@ -157,15 +166,7 @@ def read_texts(texts: list[str] | None, input_path: str | None) -> list[str]:
 
 
 def read_lines(input_path: str) -> Iterator[str]:
-    """The non-empty lines of a file (or stdin for -)."""
-    if input_path == "-":
-        stream = sys.stdin
-    else:
-        path = Path(input_path)
-        if not path.is_file():
-            raise InvalidInput(f"cannot read {input_path}: no such file")
-        stream = path.open(encoding="utf-8")
-    with stream:
-        for line in stream:
-            if line.strip():
-                yield line.rstrip("\n")
+    """The non-empty lines of a file (or stdin for -), read exactly as corpus jobs read a .txt."""
+    from ..io.readers import read_lines as read_text_lines
+
+    return read_text_lines(input_path)

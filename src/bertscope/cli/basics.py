@@ -5,12 +5,25 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
 from ..errors import InvalidInput
-from .app import JsonOpt, ModelOpt, app, emit_json, err, load_model, out
+from ..folder import FolderView
+from .app import (
+    BackendOpt,
+    DeviceOpt,
+    DtypeOpt,
+    JsonOpt,
+    ModelOpt,
+    QuantizeOpt,
+    ThreadsOpt,
+    app,
+    emit_json,
+    err,
+    load_model,
+    out,
+)
 
 
 @app.command()
@@ -19,7 +32,9 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
 
     Example: `bertscope info --model ./my-bert`
     """
-    details = load_model(model).info().to_dict()
+    view = FolderView.open(model)
+    light = view.info() if view is not None else None
+    details = light if light is not None else load_model(model).info().to_dict()
     if as_json:
         emit_json(details)
         return
@@ -44,7 +59,8 @@ def tokens(
 
     Examples: `bertscope tokens "I like eating bread"` and `bertscope tokens "a" "b c" --pad`
     """
-    m = load_model(model)
+    # the tokenizer alone answers, without torch, where the folder has a tokenizer.json
+    m: Any = FolderView.open(model) or load_model(model)
     toks = m.tokenize(texts)
     if pad:
         from ..tokens import pad_batch
@@ -108,6 +124,11 @@ def static(
         bool, typer.Option("--include-special", help="Let neighbours be special.")
     ] = False,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Static word-piece vectors: rows of the input embedding matrix (no position, no segment).
@@ -115,7 +136,8 @@ def static(
     Examples: `bertscope static bread cake --neighbors 10`,
     `bertscope static --ids 7852`, `bertscope static --export vocab.vec --format word2vec`
     """
-    m = load_model(model)
+
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     if export is not None:
         written = m.export_static(export, format=fmt)
         emit_json([str(p) for p in written]) if as_json else err.print(
@@ -127,7 +149,7 @@ def static(
         raise InvalidInput("name at least one word piece (e.g. `bertscope static bread`), or --export FILE")
     from ..static import lookup
 
-    keys: list[Any] = [int(i) if ids else i for i in items] if not word else list(items)
+    keys: list[Any] = [_token_id(i) if ids else i for i in items] if not word else list(items)
     records = [lookup(m, key, word=word, k=neighbors, include_special=include_special) for key in keys]
     if as_json:
         emit_json({"items": records})
@@ -147,13 +169,20 @@ def static(
 def anatomy(
     text: Annotated[str, typer.Argument(help="One text to take apart.")],
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The embedding layer taken apart: word + position + segment, LayerNorm, and the proof.
 
     Example: `bertscope anatomy "I am Sinan"`
     """
-    m = load_model(model)
+    import numpy as np
+
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     a = m.anatomy(text)
     from ..anatomy import STEPS
 
@@ -188,3 +217,11 @@ def anatomy(
         out.print(f"this family has no: {', '.join(a.lacks)}")
     if a.n_dropped:
         err.print(f"[yellow]warning:[/] {a.n_dropped} tokens cut: the model takes at most {m.max_tokens}")
+
+
+def _token_id(item: str) -> int:
+    """A token id given on the command line, or a one-line error naming it."""
+    try:
+        return int(item)
+    except ValueError:
+        raise InvalidInput(f"--ids takes token ids (whole numbers), not {item!r}") from None

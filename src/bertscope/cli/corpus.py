@@ -10,7 +10,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..errors import InvalidInput
-from .app import JsonOpt, ModelOpt, app, emit_json, err, out
+from .app import (
+    JsonOpt,
+    ModelOpt,
+    app,
+    emit_json,
+    err,
+    out,
+)
 
 CORPUS_SUFFIXES = (".parquet", ".npy", ".db", ".sqlite", ".sqlite3")
 

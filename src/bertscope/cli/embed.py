@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import numpy as np
 import typer
 from rich.table import Table
 
@@ -20,7 +19,9 @@ from .app import (
     JsonOpt,
     LayersOpt,
     LongOpt,
+    MaskSpecialOpt,
     ModelOpt,
+    PoolingOpt,
     QuantizeOpt,
     StrideOpt,
     ThreadsOpt,
@@ -32,15 +33,12 @@ from .app import (
     read_texts,
 )
 
-PoolingOpt = Annotated[
-    str, typer.Option("--pooling", "-p", help="cls, pooler, mean, max, mean_sqrt_len, first_last_avg, auto.")
-]
+if TYPE_CHECKING:
+    pass
+
 NormalizeOpt = Annotated[
     bool | None,
     typer.Option("--normalize/--no-normalize", help="Unit-length vectors (auto: the model's own)."),
-]
-MaskSpecialOpt = Annotated[
-    bool, typer.Option("--mask-special", help="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
 ]
 
 
@@ -158,7 +156,9 @@ def embed(
             input_path,
             output,
             quiet=quiet,
-            model=load_model(model, device, dtype, threads, backend, quantize),
+            model=load_model(
+                model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads
+            ),
             level=level,
             text_field=text_field,
             id_field=id_field,
@@ -173,7 +173,7 @@ def embed(
         )
         return
     items = read_texts(texts, input_path)
-    m = load_model(model, device, dtype, threads, backend, quantize)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     if tokens or words:
         _per_piece(m, items, words=words, subword=subword, as_json=as_json, **spec_options)
         return
@@ -186,6 +186,8 @@ def embed(
     if as_json:
         emit_json(result.to_dict())
         return
+    import numpy as np
+
     table = Table("text", "tokens", "norm", "vector")
     for text, vec, n in zip(items, result.vectors, result.n_tokens, strict=True):
         preview = " ".join(f"{v:+.3f}" for v in vec[:5])
@@ -204,6 +206,8 @@ def _per_piece(m: Any, items: list[str], *, words: bool, subword: str, as_json: 
 
         emit_json(per_text(results))
         return
+    import numpy as np
+
     for r, lab in zip(results, labels, strict=True):
         table = Table("word" if words else "token", "norm", "vector", title=_short(r.text))
         for label, vec in zip(lab, r.vectors, strict=True):
@@ -221,7 +225,13 @@ def similarity(
     pooling: PoolingOpt = "auto",
     mask_special: MaskSpecialOpt = False,
     long: LongOpt = "truncate",
+    stride: StrideOpt = None,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Cosine similarity of every pair of texts, as a matrix.
@@ -230,9 +240,15 @@ def similarity(
     """
     if len(texts) < 2:
         raise InvalidInput("similarity needs at least two texts")
-    m = load_model(model)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     matrix = m.similarity(
-        texts, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, long=long
+        texts,
+        layers=layers,
+        combine=combine,
+        pooling=pooling,
+        mask_special=mask_special,
+        long=long,
+        stride=stride,
     )
     if as_json:
         emit_json({"texts": texts, "cosine": matrix})

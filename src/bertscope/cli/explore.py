@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from .app import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, app, err
+from .app import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, ThreadsOpt, app, err, load_model
 
 _HOST = "127.0.0.1"
 
@@ -29,7 +29,7 @@ def explore(
     open_browser: Annotated[
         bool, typer.Option("--open/--no-open", help="Open the page in the default browser.")
     ] = True,
-    threads: Annotated[int | None, typer.Option("--threads", min=1, help="Torch CPU threads.")] = None,
+    threads: ThreadsOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
     backend: BackendOpt = "auto",
@@ -41,10 +41,9 @@ def explore(
     """
     import uvicorn
 
-    from ..model import load
     from ..server import create_app
 
-    m = load(model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     chosen = port or free_port()
     url = f"http://{_HOST}:{chosen}/"
     server = uvicorn.Server(uvicorn.Config(create_app(m), host=_HOST, port=chosen, log_level="warning"))

@@ -11,11 +11,19 @@ from rich.table import Table
 
 from ..errors import InvalidInput
 from .app import (
+    BackendOpt,
     CombineOpt,
+    DeviceOpt,
+    DtypeOpt,
     JsonOpt,
     LayersOpt,
     LongOpt,
+    MaskSpecialOpt,
     ModelOpt,
+    PoolingOpt,
+    QuantizeOpt,
+    StrideOpt,
+    ThreadsOpt,
     app,
     emit_json,
     err,
@@ -35,22 +43,27 @@ app.add_typer(eval_app, name="eval")
 app.add_typer(vocab_app, name="vocab")
 app.add_typer(plot_app, name="plot")
 
-PlotOpt = Annotated[Path | None, typer.Option("--plot", "-o", help="Write the picture to this PNG file.")]
+PlotOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Write the picture to this PNG file.")]
+# --plot was this option's name before -o/--output everywhere; still read, no longer shown
+OldPlotOpt = Annotated[Path | None, typer.Option("--plot", hidden=True)]
 NoPlotOpt = Annotated[bool, typer.Option("--no-plot", help="Print the table only, write no picture.")]
-PoolingOpt = Annotated[
-    str, typer.Option("--pooling", "-p", help="cls, pooler, mean, max, mean_sqrt_len, first_last_avg, auto.")
-]
-MaskSpecialOpt = Annotated[
-    bool, typer.Option("--mask-special", help="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
-]
 
 
 def _split(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
-def _picture(plot: Path | None, no_plot: bool, default: str) -> Path | None:
-    return None if no_plot else (plot or Path(default))
+def _picture(output: Path | None, old_plot: Path | None, no_plot: bool, default: str) -> Path | None:
+    return None if no_plot else (output or old_plot or Path(default))
+
+
+def _one_input(input_path: str | None, positional: str | None, what: str) -> str:
+    """The text file named by -i/--input, or by the older positional argument; exactly one of them."""
+    if input_path and positional:
+        raise InvalidInput(f"give the {what} once: -i/--input FILE")
+    if not (input_path or positional):
+        raise InvalidInput(f"name the {what} with -i/--input FILE (one per line, - for stdin)")
+    return str(input_path or positional)
 
 
 def _fmt(value: Any) -> str:
@@ -72,9 +85,11 @@ def _post_option(post: str | None) -> list[Any]:
 
 @eval_app.command("pairs")
 def eval_pairs(
-    pairs: Annotated[
-        Path, typer.Argument(help="TSV: text_a, text_b, gold score per line (header optional).")
-    ],
+    input_path: Annotated[
+        str | None,
+        typer.Option("--input", "-i", help="TSV: text_a, text_b, gold score per line (header optional)."),
+    ] = None,
+    pairs_file: Annotated[str | None, typer.Argument(hidden=True)] = None,
     layers: Annotated[str, typer.Option("--layers", "-l", help="Layers to sweep (a layer spec).")] = "all",
     pooling: Annotated[
         str, typer.Option("--pooling", "-p", help="Poolings to sweep: cls, mean, max, mean_sqrt_len.")
@@ -88,22 +103,31 @@ def eval_pairs(
     ] = None,
     mask_special: MaskSpecialOpt = False,
     long: LongOpt = "truncate",
-    plot: PlotOpt = None,
+    stride: StrideOpt = None,
+    output: PlotOpt = None,
+    old_plot: OldPlotOpt = None,
     no_plot: NoPlotOpt = False,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Spearman/Pearson of cosine vs gold for every layer x pooling (x post); one forward per text.
 
-    Examples: `bertscope eval pairs sts.tsv`, `bertscope eval pairs sts.tsv --layers -3: --pooling mean
+    Examples: `bertscope eval pairs -i sts.tsv`, `bertscope eval pairs -i sts.tsv --layers -3: --pooling mean
     --post whitening -o sweep.png`
     """
     from ..analysis import read_pairs, sweep
     from ..plots import plot_sweep
 
+    pairs = Path(_one_input(input_path, pairs_file, "pairs file"))
+
     left, right, gold = read_pairs(pairs)
     result = sweep(
-        load_model(model),
+        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
         left,
         right,
         gold,
@@ -113,8 +137,9 @@ def eval_pairs(
         post_dim=post_dim,
         mask_special=mask_special,
         long=long,
+        stride=stride,
     )
-    picture = _picture(plot, no_plot, "sweep.png")
+    picture = _picture(output, old_plot, no_plot, "sweep.png")
     if picture is not None:
         plot_sweep(result, picture)
         err.print(f"wrote {picture}")
@@ -139,28 +164,39 @@ def eval_words(
     dataset: Annotated[
         str | None, typer.Option("--dataset", help="simlex999 or wordsim353 (gensim's files).")
     ] = None,
-    pairs: Annotated[
-        Path | None, typer.Option("--pairs", help="TSV: word_a, word_b, gold score per line.")
+    input_path: Annotated[
+        Path | None, typer.Option("--input", "-i", help="TSV: word_a, word_b, gold score per line.")
     ] = None,
+    old_pairs: Annotated[Path | None, typer.Option("--pairs", hidden=True)] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Use only the first N pairs.")] = None,
-    plot: PlotOpt = None,
+    output: PlotOpt = None,
+    old_plot: OldPlotOpt = None,
     no_plot: NoPlotOpt = False,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Spearman per layer for words encoded alone, and for the static rows (mean of pieces).
 
-    Examples: `bertscope eval words --dataset simlex999`, `bertscope eval words --pairs words.tsv`
+    Examples: `bertscope eval words --dataset simlex999`, `bertscope eval words -i words.tsv --json`
     """
     from ..analysis import evaluate_words, read_word_pairs, word_dataset
     from ..plots import plot_word_eval
 
+    pairs = input_path or old_pairs
     if (dataset is None) == (pairs is None):
-        raise InvalidInput("give one of --dataset simlex999|wordsim353 and --pairs FILE")
+        raise InvalidInput("give one of --dataset simlex999|wordsim353 and -i/--input FILE")
     data = word_dataset(dataset) if dataset else read_word_pairs(pairs)  # type: ignore[arg-type]
-    result = evaluate_words(load_model(model), data[:limit] if limit else data)
+    result = evaluate_words(
+        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
+        data[:limit] if limit else data,
+    )
     name = dataset or str(pairs)
-    picture = _picture(plot, no_plot, "words.png")
+    picture = _picture(output, old_plot, no_plot, "word-eval.png")
     if picture is not None:
         plot_word_eval(result, picture, title=name)
         err.print(f"wrote {picture}")
@@ -187,10 +223,16 @@ def eval_docsim(
     pooling: PoolingOpt = "auto",
     mask_special: MaskSpecialOpt = False,
     long: LongOpt = "truncate",
+    stride: StrideOpt = None,
     post: Annotated[
         Path | None, typer.Option("--post", help="A fitted post-processing file to apply.")
     ] = None,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Document similarity vs human scores on gensim's Lee corpus (50 documents, 1225 pairs).
@@ -201,13 +243,14 @@ def eval_docsim(
     from ..post import load_post
 
     result = evaluate_docsim(
-        load_model(model),
+        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
         post=load_post(post) if post else None,
         layers=layers,
         combine=combine,
         pooling=pooling,
         mask_special=mask_special,
         long=long,
+        stride=stride,
     )
     if as_json:
         emit_json(result)
@@ -224,7 +267,10 @@ def eval_docsim(
 
 @app.command("contextuality")
 def contextuality_cmd(
-    corpus: Annotated[str, typer.Argument(help="Sentences, one per line (- for stdin).")],
+    input_path: Annotated[
+        str | None, typer.Option("--input", "-i", help="Sentences, one per line (- for stdin).")
+    ] = None,
+    corpus: Annotated[str | None, typer.Argument(hidden=True)] = None,
     words: Annotated[
         str | None, typer.Option("--words", "-w", help="Comma-separated words (default: the most frequent).")
     ] = None,
@@ -232,23 +278,33 @@ def contextuality_cmd(
     min_contexts: Annotated[
         int, typer.Option("--min-contexts", help="Without --words: sentences a word needs.")
     ] = 5,
-    plot: PlotOpt = None,
+    output: PlotOpt = None,
+    old_plot: OldPlotOpt = None,
     no_plot: NoPlotOpt = False,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """How contextual words are per layer (Ethayarajh 2019): self-similarity, intra-sentence, anisotropy, MEV.
 
-    Example: `bertscope contextuality corpus.txt --words bread,bank`
+    Example: `bertscope contextuality -i corpus.txt --words bread,bank -o contextuality.png`
     """
     from ..contextuality import contextuality
     from ..plots import plot_contextuality
 
-    texts = list(read_lines(corpus))
+    texts = list(read_lines(_one_input(input_path, corpus, "sentences")))
     result = contextuality(
-        load_model(model), texts, words=_split(words) or None, top=top, min_contexts=min_contexts
+        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
+        texts,
+        words=_split(words) or None,
+        top=top,
+        min_contexts=min_contexts,
     )
-    picture = _picture(plot, no_plot, "contextuality.png")
+    picture = _picture(output, old_plot, no_plot, "contextuality.png")
     if picture is not None:
         plot_contextuality(result, picture)
         err.print(f"wrote {picture}")
@@ -275,8 +331,11 @@ def contextuality_cmd(
 
 @app.command("fit-post")
 def fit_post_cmd(
-    corpus: Annotated[str, typer.Argument(help="Texts to fit on, one per line (- for stdin).")],
     output: Annotated[Path, typer.Option("--output", "-o", help="Write to .safetensors (or .npz).")],
+    input_path: Annotated[
+        str | None, typer.Option("--input", "-i", help="Texts to fit on, one per line (- for stdin).")
+    ] = None,
+    corpus: Annotated[str | None, typer.Argument(hidden=True)] = None,
     kind: Annotated[str, typer.Option("--kind", help="whitening, abtt or pca.")] = "whitening",
     dim: Annotated[
         int | None, typer.Option("--dim", help="Dimensions kept (whitening, pca) or removed (abtt).")
@@ -286,18 +345,24 @@ def fit_post_cmd(
     pooling: PoolingOpt = "auto",
     mask_special: MaskSpecialOpt = False,
     long: LongOpt = "truncate",
+    stride: StrideOpt = None,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit whitening, all-but-the-top or PCA on a corpus's sentence vectors and save it.
 
-    Example: `bertscope fit-post corpus.txt --kind whitening --dim 256 -o white.safetensors`
+    Example: `bertscope fit-post -i corpus.txt --kind whitening --dim 256 -o white.safetensors`
     """
     from ..post import fit_post_on_texts
 
     processor = fit_post_on_texts(
-        load_model(model),
-        list(read_lines(corpus)),
+        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
+        list(read_lines(_one_input(input_path, corpus, "texts to fit on"))),
         kind,
         dim=dim,
         layers=layers,
@@ -305,6 +370,7 @@ def fit_post_cmd(
         pooling=pooling,
         mask_special=mask_special,
         long=long,
+        stride=stride,
     )
     processor.save(output)
     summary = {
@@ -334,6 +400,11 @@ def vocab_add(
         list[str] | None, typer.Option("--init-from", help="word=a,b: row from these words.")
     ] = None,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Add whole-word tokens with informed rows and save a model folder that transformers loads.
@@ -343,7 +414,7 @@ def vocab_add(
     """
     from ..vocab import add_tokens, save
 
-    m = load_model(model)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     how: Any = init
     if init_from:
         how = {k.strip(): _split(v) for k, v in (item.split("=", 1) for item in init_from if "=" in item)}
@@ -370,21 +441,39 @@ def _pieces(m: Any, word: str) -> list[str]:
 @plot_app.command("words")
 def plot_words_cmd(
     words: Annotated[str, typer.Argument(help="Comma-separated words, e.g. bank,river,money,bread.")],
-    contexts: Annotated[str, typer.Option("--contexts", help="Sentences, one per line (- for stdin).")],
+    input_path: Annotated[
+        str | None, typer.Option("--input", "-i", help="Sentences, one per line (- for stdin).")
+    ] = None,
+    contexts: Annotated[str | None, typer.Option("--contexts", hidden=True)] = None,
     layer: Annotated[int, typer.Option("--layer", help="Layer (0 = embedding output, -1 = last).")] = -1,
     method: Annotated[str, typer.Option("--method", help="pca or tsne.")] = "pca",
     output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")] = Path("words.png"),
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Each occurrence of each word as a point in 2-D, coloured by word.
+    """Each occurrence of each word as a point in 2-D, coloured by word (--json: the points too).
 
-    Example: `bertscope plot words bank,river,money,bread --contexts corpus.txt --layer 6 -o words.png`
+    Example: `bertscope plot words bank,river,money,bread -i corpus.txt --layer 6 -o words.png`
     """
-    from ..plots import plot_words
+    from ..plots import draw_words, word_points
 
-    contexts_read = list(read_lines(contexts))
-    plot_words(load_model(model), _split(words), contexts_read, output, layer=layer, method=method)
+    contexts_read = list(read_lines(_one_input(input_path, contexts, "sentences")))
+    found = word_points(
+        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
+        _split(words),
+        contexts_read,
+        layer=layer,
+        method=method,
+    )
+    draw_words(found, output)
     err.print(f"wrote {output}")
+    if as_json:
+        emit_json(found.to_dict())
 
 
 @plot_app.command("layers")
@@ -393,12 +482,25 @@ def plot_layers_cmd(
     layers: Annotated[str, typer.Option("--layers", "-l", help="Layers to show (a layer spec).")] = "all",
     output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")] = Path("layers.png"),
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Heatmaps of token-to-token cosine at each layer of one text.
+    """Heatmaps of token-to-token cosine at each layer of one text (--json: the matrices too).
 
-    Example: `bertscope plot layers "I like eating bread" -o layers.png`
+    Example: `bertscope plot layers "I like eating bread" -l 0,6 -o layers.png --json`
     """
-    from ..plots import plot_layers
+    from ..plots import draw_layers, layer_cosines
 
-    plot_layers(load_model(model), text, output, layers=layers)
+    found = layer_cosines(
+        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
+        text,
+        layers=layers,
+    )
+    draw_layers(found, output)
     err.print(f"wrote {output}")
+    if as_json:
+        emit_json(found.to_dict())

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from ..errors import InvalidInput
-from .app import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, app, err
+from .app import BackendOpt, DeviceOpt, DtypeOpt, ModelOpt, QuantizeOpt, ThreadsOpt, app, err, load_model
 
 _HOST = "127.0.0.1"
 _LOOPBACK = (_HOST, "localhost", "::1")
@@ -41,13 +41,19 @@ def serve(
     max_body_bytes: Annotated[
         int, typer.Option("--max-body-bytes", min=1, help="Request body size before 413.")
     ] = 4 * 1024 * 1024,
+    body_timeout: Annotated[
+        float, typer.Option("--body-timeout", min=0.1, help="Seconds a request body may take (408 after).")
+    ] = 30.0,
+    max_answer_floats: Annotated[
+        int, typer.Option("--max-answer-floats", min=1, help="Numbers one answer may hold before 413.")
+    ] = 8 * 1024 * 1024,
     auto_split: Annotated[
         bool, typer.Option("--auto-split", help="Split requests over --max-inputs instead of a 413.")
     ] = False,
     no_batching: Annotated[
         bool, typer.Option("--no-batching", help="One forward per request (for comparison).")
     ] = False,
-    threads: Annotated[int | None, typer.Option("--threads", min=1, help="Torch CPU threads.")] = None,
+    threads: ThreadsOpt = None,
     post: Annotated[
         list[str] | None,
         typer.Option("--post", help="Load a fitted post-processing as NAME=FILE (repeatable)."),
@@ -68,7 +74,6 @@ def serve(
     """
     import uvicorn
 
-    from ..model import load
     from ..server import ServerSettings, create_app
 
     if api_key is None and os.environ.get("BERTSCOPE_API_KEY") == "":
@@ -82,6 +87,8 @@ def serve(
         max_queue=max_queue,
         max_inputs=max_inputs,
         max_body_bytes=max_body_bytes,
+        max_answer_floats=max_answer_floats,
+        body_timeout_s=body_timeout,
         auto_split=auto_split,
         batching=not no_batching,
         posts=tuple(_named_post(item) for item in post or ()),
@@ -91,7 +98,7 @@ def serve(
         err.print(
             f"[yellow]warning:[/] listening on {host} with no --api-key: anyone who reaches it can use it"
         )
-    m = load(model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
     uvicorn.run(create_app(m, settings=settings), host=host, port=port, log_level=log_level)
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
-from ..errors import BertscopeError, CorpusError, InvalidSpec
+from ..errors import CorpusError, InvalidSpec, JobInterrupted
 from ..layers import LayerSpec
 from ..spec import EmbedOptions, PostArg, reload_arg, stored_settings
 from .levels import make_level
@@ -22,10 +22,6 @@ from .readers import Record, Rejects, read_corpus
 from .sinks import Sink, open_sink
 
 __all__ = ["JobSummary", "JobInterrupted", "embed_corpus"]
-
-
-class JobInterrupted(BertscopeError):
-    """The job stopped on Ctrl-C after saving its last whole batch; `--resume` continues it."""
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from ..errors import CorpusError
 from ..tokens import text_problem
 
-__all__ = ["Record", "Rejects", "read_corpus", "SUPPORTED_INPUTS"]
+__all__ = ["Record", "Rejects", "read_corpus", "read_lines", "SUPPORTED_INPUTS"]
 
 SUPPORTED_INPUTS = (".txt", ".jsonl", ".csv", ".tsv", ".parquet", "- (stdin, one text per line)")
 
@@ -55,16 +55,14 @@ def read_corpus(
     name = "<texts>" if isinstance(source, list) else str(source)
     if isinstance(source, list):
         records: Iterator[Record] = (Record(str(i), text, i) for i, text in enumerate(source, 1))
-    elif name == "-":
-        records = _lines(sys.stdin, "<stdin>")
+    elif name == "-" or Path(name).suffix.lower() == ".txt":
+        records = _text_lines(name, skip_bad, rejects)
     else:
         path = Path(name)
         suffix = path.suffix.lower()
         if not path.is_file():
-            raise CorpusError(f"cannot read {name}: no such file")
-        if suffix == ".txt":
-            records = _file_lines(path, skip_bad, rejects)
-        elif suffix == ".jsonl":
+            raise _unreadable(name, path)
+        if suffix == ".jsonl":
             records = _jsonl(path, text_field, id_field, skip_bad, rejects)
         elif suffix in (".csv", ".tsv"):
             records = _csv(path, text_field, id_field, "\t" if suffix == ".tsv" else ",", skip_bad, rejects)
@@ -75,6 +73,32 @@ def read_corpus(
                 f"{name}: unknown corpus type {suffix or '(none)'}; supported: {', '.join(SUPPORTED_INPUTS)}"
             )
     return _checked(records, name, rejects, skip_bad)
+
+
+def read_lines(source: str | Path) -> Iterator[str]:
+    """The non-empty lines of a text file (or stdin for "-"), read as `read_corpus` reads a .txt.
+
+    UTF-8 with a byte-order mark dropped, line ends cut, blank lines passed over: the command line's
+    `-i FILE` and a corpus job read the same file the same way.
+    """
+    name, rejects = str(source), Rejects()
+    records = _checked(_text_lines(name, False, rejects), name, rejects, False)
+    return (record.text for record in records)
+
+
+def _text_lines(name: str, skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
+    """One Record per line of a text file or stdin; a missing file fails here, before any reading."""
+    if name == "-":
+        return _lines(sys.stdin, "<stdin>")
+    path = Path(name)
+    if not path.is_file():
+        raise _unreadable(name, path)
+    return _file_lines(path, skip_bad, rejects)
+
+
+def _unreadable(name: str, path: Path) -> CorpusError:
+    what = "a folder: give the corpus file inside it" if path.is_dir() else "no such file"
+    return CorpusError(f"cannot read {name}: {what}")
 
 
 def _checked(records: Iterator[Record], name: str, rejects: Rejects, skip_bad: bool) -> Iterator[Record]:
@@ -104,7 +128,9 @@ def _checked(records: Iterator[Record], name: str, rejects: Rejects, skip_bad: b
 def _lines(stream: TextIO, name: str) -> Iterator[Record]:
     with stream:
         for number, line in enumerate(stream, 1):
-            yield Record(str(number), line.rstrip("\r\n"), number)
+            # stdin is not opened as utf-8-sig; a byte-order mark on it is dropped here alike
+            text = line.removeprefix("\ufeff") if number == 1 else line
+            yield Record(str(number), text.rstrip("\r\n"), number)
 
 
 def _decoded(path: Path, skip_bad: bool, rejects: Rejects) -> Iterator[tuple[int, str]]:

@@ -184,25 +184,32 @@ class SqliteSink(Sink):
         vectors = npy_parts(rows.table)[0].astype(np.float32, copy=False)
         n_tokens = rows.table.column("n_tokens").to_numpy()
         truncated = rows.table.column("truncated").to_numpy()
-        with self.db:
-            if not self.created:
-                self.db.execute(
-                    "INSERT INTO collections VALUES (?, ?, ?, ?, ?)",
-                    (
-                        self.collection,
-                        str(self.settings.get("model")),
-                        json.dumps(self.settings, sort_keys=True),
-                        int(vectors.shape[1]),
-                        datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    ),
+        try:
+            with self.db:
+                if not self.created:
+                    self.db.execute(
+                        "INSERT INTO collections VALUES (?, ?, ?, ?, ?)",
+                        (
+                            self.collection,
+                            str(self.settings.get("model")),
+                            json.dumps(self.settings, sort_keys=True),
+                            int(vectors.shape[1]),
+                            datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                        ),
+                    )
+                self.db.executemany(
+                    "INSERT INTO embeddings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        self._row(r, content_hash(r.text), to_blob(v), n, t)
+                        for r, v, n, t in zip(records, vectors, n_tokens, truncated, strict=True)
+                    ],
                 )
-            self.db.executemany(
-                "INSERT INTO embeddings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    self._row(r, content_hash(r.text), to_blob(v), n, t)
-                    for r, v, n, t in zip(records, vectors, n_tokens, truncated, strict=True)
-                ],
-            )
+        except (sqlite3.OperationalError, sqlite3.IntegrityError) as exc:
+            # Two jobs on one collection: the second must stop with a reason, never a traceback.
+            raise CorpusError(
+                f"{self.path}: collection {self.collection!r} could not take this batch ({exc}); is another "
+                "job writing it? Run one job per collection at a time, then --resume"
+            ) from None
         self.created = True
         self.done += len(records)
 

@@ -59,12 +59,16 @@ def open_store(path: str | Path, *, collection: str | None = None) -> Store:
     """Open a bertscope output for reading; SQLite needs the collection (or has exactly one)."""
     path = Path(path)
     if not path.is_file():
-        raise CorpusError(f"cannot read {path}: no such file")
+        what = "a folder, not a file" if path.is_dir() else "no such file"
+        raise CorpusError(f"cannot read {path}: {what}")
     suffix = path.suffix.lower()
     if suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        meta = pq.ParquetFile(path).schema_arrow.metadata or {}
+        try:
+            meta = pq.ParquetFile(path).schema_arrow.metadata or {}
+        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+            raise CorpusError(f"{path} is not a readable Parquet file ({exc}); is it whole?") from None
         if PARQUET_META_KEY not in meta:
             raise CorpusError(f"{path} was not written by bertscope (no settings in its metadata)")
         return Store(path, None, json.loads(meta[PARQUET_META_KEY]))
@@ -129,6 +133,12 @@ def _embed_query(query: str, settings: dict[str, Any], model: Any, post: PostArg
     if settings.get("post") and post is None:
         kind = settings["post"].get("kind", "post-processing")
         raise CorpusError(f"this store's vectors went through {kind}; pass the same file with post= (--post)")
+    if post is not None and not settings.get("post"):
+        # A query moved by a post-processing the stored vectors never had ranks unrelated texts first.
+        raise CorpusError(
+            "this store's vectors were made without post-processing, so the query must be too; "
+            "leave out post= (--post), or embed the corpus again with it"
+        )
 
     m = model_for(settings, model)
     recipe = resolve(m, EmbedOptions.from_settings(settings, post=post))

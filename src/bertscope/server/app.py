@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
@@ -23,6 +23,7 @@ from .explorer import mount_explorer
 from .guard import Guard, ServerSettings, add_error_handlers
 from .occurrences import occurrence_routes
 from .routes import embedding_routes, model_routes, ops_routes
+from .schemas import ERROR_RESPONSES
 from .service import Service
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastA
         lifespan=lifespan,
         description="Every embedding of a BERT-family model: static rows, the embedding layer taken "
         "apart, every layer's token vectors, word and sentence vectors; OpenAI-compatible /v1/embeddings.",
+        responses=ERROR_RESPONSES,
     )
     service = Service(model, settings, batcher)
     app.state.service = service
@@ -67,6 +69,8 @@ def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastA
     ops_routes(app, service, metrics)
     occurrence_routes(app, service)
     mount_explorer(app)
+    if settings.api_key:
+        _declare_api_key(app)
     paths = frozenset(getattr(r, "path", "") for r in app.routes)
     app.add_middleware(Guard, settings=settings, metrics=metrics, endpoints=paths)
     if settings.cors_origins:
@@ -77,3 +81,31 @@ def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastA
             allow_headers=["*"],
         )
     return app
+
+
+def _declare_api_key(app: FastAPI) -> None:
+    """Say in the OpenAPI schema that every endpoint but the open ones takes the key, either way."""
+    from fastapi.openapi.utils import get_openapi
+
+    from .guard import OPEN_PATHS
+
+    def schema() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            doc = get_openapi(
+                title=app.title,
+                version=app.version,
+                description=app.description,
+                routes=app.routes,
+            )
+            doc.setdefault("components", {})["securitySchemes"] = {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+            }
+            for path, operations in doc.get("paths", {}).items():
+                if path not in OPEN_PATHS:
+                    for operation in operations.values():
+                        operation["security"] = [{"bearer": []}, {"apiKey": []}]
+            app.openapi_schema = doc
+        return app.openapi_schema
+
+    app.openapi = schema  # type: ignore[method-assign]

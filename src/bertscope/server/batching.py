@@ -10,6 +10,7 @@ thread as a `call` job, alone, so the model is never used by two threads.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -106,6 +107,10 @@ class Batcher:
         self.batching = batching
         self.metrics = metrics or Metrics()
         self._jobs: deque[_Job] = deque()
+        # The queue is bounded by work too: 256 long texts are not 256 short ones.
+        self.max_queue_tokens = max_batch_tokens * 32
+        self._queued_tokens = 0
+        self._tokens_per_second: float | None = None
         self._cond = threading.Condition()
         self._stopping = False
         self._arriving = 0
@@ -124,6 +129,7 @@ class Batcher:
         with self._cond:
             self._stopping = True
             left, self._jobs = list(self._jobs), deque()
+            self._queued_tokens = 0
             self._cond.notify_all()
         for job in left:
             if job.future.set_running_or_notify_cancel():
@@ -166,11 +172,27 @@ class Batcher:
             if self._stopping:
                 raise ShuttingDown("the server is shutting down")
             if len(self._jobs) + len(jobs) > self.max_queue:
-                raise QueueFull(f"the queue is full ({self.max_queue} jobs waiting); retry shortly")
+                raise QueueFull(
+                    f"the queue is full ({self.max_queue} jobs waiting); retry shortly", self._retry_after()
+                )
+            tokens = sum(job.n_tokens for job in jobs)
+            if self._jobs and self._queued_tokens + tokens > self.max_queue_tokens:
+                raise QueueFull(
+                    f"the queue holds {self._queued_tokens} tokens of work, and {tokens} more would pass "
+                    f"{self.max_queue_tokens}; retry after the Retry-After seconds",
+                    self._retry_after(),
+                )
+            self._queued_tokens += tokens
             self._jobs.extend(jobs)
             self.metrics.queue_size.set(len(self._jobs))
             self._cond.notify()
         return [job.future for job in jobs]
+
+    def _retry_after(self) -> int:
+        """Seconds until the queued work is likely done, at the rate the worker has been going (1..60)."""
+        if not self._tokens_per_second:
+            return 1
+        return max(1, min(60, math.ceil(self._queued_tokens / self._tokens_per_second)))
 
     # Worker side --------------------------------------------------------------------------------
 
@@ -208,6 +230,7 @@ class Batcher:
                         break
                     batch.append(self._jobs.popleft())
                     tokens += nxt.n_tokens
+            self._queued_tokens -= sum(job.n_tokens for job in batch)
             self.metrics.queue_size.set(len(self._jobs))
             return batch
 
@@ -226,8 +249,13 @@ class Batcher:
 
     def _embed_group(self, spec: EmbedSpec, jobs: list[_Job]) -> None:
         texts = [text for job in jobs for text in job.texts]
+        start = time.perf_counter()
         try:
             result = self.model.engine.sentences_once(texts, spec, on_batch=self.metrics.on_forward)
+            rate = sum(job.n_tokens for job in jobs) / max(time.perf_counter() - start, 1e-6)
+            with self._cond:  # a moving average, so Retry-After follows the load
+                old = self._tokens_per_second
+                self._tokens_per_second = rate if old is None else 0.8 * old + 0.2 * rate
         except Exception as exc:
             if len(jobs) == 1:
                 jobs[0].future.set_exception(exc)
@@ -236,11 +264,11 @@ class Batcher:
             for job in jobs:
                 _settle(job.future, lambda job=job: self._embed_one(job))  # type: ignore[misc]
             return
-        start = 0
+        first = 0
         for job in jobs:
-            stop = start + len(job.texts)
-            job.future.set_result(_rows(result, start, stop))
-            start = stop
+            stop = first + len(job.texts)
+            job.future.set_result(_rows(result, first, stop))
+            first = stop
 
     def _embed_one(self, job: _Job) -> SentenceEmbeddings:
         assert job.spec is not None

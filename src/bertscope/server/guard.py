@@ -11,6 +11,7 @@ Under /v1/ the body also carries OpenAI's {"error": {"message", "type", ...}} so
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import time
@@ -22,11 +23,12 @@ from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import BertscopeError, InvalidSpec
 from .batching import Metrics, QueueFull, ShuttingDown
 
-__all__ = ["ServerSettings", "TooManyInputs", "Guard", "add_error_handlers", "error_response"]
+__all__ = ["ServerSettings", "TooManyInputs", "Guard", "add_error_handlers", "error_response", "OPEN_PATHS"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -37,7 +39,7 @@ log = logging.getLogger("bertscope.server")
 
 # Open without a key: a load balancer's probe and the API's own description.
 # The explorer's page and files are open so a browser can load it and then ask for the key itself.
-_OPEN_PATHS = frozenset({"/", "/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
+OPEN_PATHS = frozenset({"/", "/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
 _OPEN_PREFIXES = ("/explorer/",)
 
 
@@ -52,6 +54,10 @@ class ServerSettings:
     max_queue: int = 256
     max_inputs: int = 256
     max_body_bytes: int = 4 * 1024 * 1024
+    # Seconds a request body may take to arrive in full.
+    body_timeout_s: float = 30.0
+    # Numbers one answer may hold (token vectors of every layer for many texts grow past any memory).
+    max_answer_floats: int = 8 * 1024 * 1024
     auto_split: bool = False
     batching: bool = True
     posts: tuple[tuple[str, str], ...] = ()
@@ -123,6 +129,15 @@ def add_error_handlers(app: FastAPI) -> None:
             request.url.path, 503, str(exc), kind="server_error", headers={"Retry-After": "5"}
         )
 
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        message = str(exc.detail)
+        if exc.status_code == 400:
+            # FastAPI's own words for bytes that do not decode say nothing of the fix.
+            message = "body: not UTF-8 JSON; send a JSON object encoded as UTF-8"
+        return error_response(request.url.path, exc.status_code, message, headers=dict(exc.headers or {}))
+
+    app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation)
     app.add_exception_handler(BertscopeError, bertscope_error)
     app.add_exception_handler(TooManyInputs, too_many)
@@ -173,7 +188,7 @@ class Guard:
     async def _guarded(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         key = self.settings.api_key
-        is_open = path in _OPEN_PATHS or path.startswith(_OPEN_PREFIXES)
+        is_open = path in OPEN_PATHS or path.startswith(_OPEN_PREFIXES)
         if key and not is_open and scope["method"] != "OPTIONS" and not _key_ok(headers, key):
             message = "missing or wrong API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'"
             response = error_response(
@@ -183,17 +198,21 @@ class Guard:
             return
         limit = self.settings.max_body_bytes
         declared = headers.get("content-length", "")
-        if declared.isdigit():
-            if int(declared) > limit:
-                await self._too_large(scope, receive, send, path, int(declared))
-                return
-            await self.app(scope, receive, send)
+        if declared.isdigit() and int(declared) > limit:
+            await self._too_large(scope, receive, send, path, int(declared))
             return
-        # No length given (chunked): read up to the limit before the app sees any of it.
+        # The whole body is read here, within the size limit and a deadline, before the app sees any of
+        # it: a client that sends a byte a minute cannot hold a connection (and its memory) for ever.
         chunks: list[bytes] = []
         size, more = 0, True
+        deadline = time.monotonic() + self.settings.body_timeout_s
         while more:
-            event = await receive()
+            try:
+                event = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
+            except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11 on
+                message = f"the request body did not arrive within {self.settings.body_timeout_s:g} s"
+                await error_response(path, 408, message)(scope, receive, send)
+                return
             if event["type"] != "http.request":
                 return
             chunk = event.get("body", b"")

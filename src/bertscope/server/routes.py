@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .. import __version__
+from .._enums import Combine
 from ..errors import InvalidSpec
 from ..results import per_text, plain
 from ..similarity import cos_sim, unit
@@ -24,6 +25,7 @@ from ..spec import EmbedOptions
 from ..static import lookup
 from ..tokens import check_texts
 from .batching import Metrics
+from .guard import TooManyInputs
 from .schemas import (
     AnatomyRequest,
     EmbedRequest,
@@ -40,6 +42,8 @@ from .schemas import (
 
 if TYPE_CHECKING:
     from .service import Service
+
+_MAX_NEIGHBOURS = 16_384  # items x k of one /static request: bounds its matrix work and answer
 
 __all__ = ["embedding_routes", "model_routes", "ops_routes"]
 
@@ -58,6 +62,7 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
     async def embed_tokens(req: TokensRequest) -> Response:
         """Per-token vectors of any layers with tokens and offsets; per-word vectors with words=true."""
         items = svc.texts(req.inputs)
+        await run_in_threadpool(_check_answer_size, svc, items, req)
         opts: dict[str, Any] = {
             "layers": req.layers,
             "combine": req.combine,
@@ -81,12 +86,14 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/v1/embeddings", response_model=OpenAIResponse, tags=["embeddings"])
     async def openai_embeddings(req: OpenAIRequest) -> Response:
         """OpenAI-compatible embeddings: the model's own sentence vectors (pooling auto), with usage."""
+        width = svc.model.info().hidden_size
+        if req.dimensions is not None and req.dimensions > width:
+            # Refused before any work: the model's sentence vectors are `width` wide whatever the texts.
+            raise InvalidSpec(f"dimensions: {req.dimensions} is more than the model's {width}")
         texts = await run_in_threadpool(_openai_texts, svc, req.input)
         res = await svc.sentences(texts, svc.recipe(EmbedOptions()).spec)
         vectors = res.vectors
         if req.dimensions is not None:
-            if req.dimensions > vectors.shape[1]:
-                raise InvalidSpec(f"dimensions: {req.dimensions} is more than the model's {vectors.shape[1]}")
             vectors = unit(vectors[:, : req.dimensions])
         data = [
             {
@@ -145,12 +152,18 @@ def model_routes(app: FastAPI, svc: Service) -> None:
         """Static word-piece rows (no position, no segment), or words as their pieces' mean; neighbours."""
         items = req.inputs if isinstance(req.inputs, list) else [req.inputs]
         svc.check_count(len(items))
+        if len(items) * req.k > _MAX_NEIGHBOURS:
+            raise TooManyInputs(
+                f"{len(items)} items x k={req.k} neighbours is over {_MAX_NEIGHBOURS} in one request; "
+                "ask for fewer items or a smaller k"
+            )
 
         def work() -> list[dict[str, Any]]:
             special = req.include_special
             return [lookup(svc.model, it, word=req.word, k=req.k, include_special=special) for it in items]
 
-        records = await svc.on_worker(work)
+        # Static rows only read the embedding matrix: they run beside the worker, never queue behind it.
+        records = await run_in_threadpool(work)
         return JSONResponse({"model": svc.name, "items": records})
 
     @app.post("/anatomy", tags=["model"])
@@ -191,7 +204,28 @@ def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
             {"model": svc.name, "version": __version__, **svc.model.info().to_dict(), "limits": limits}
         )
 
-    @app.get("/metrics", tags=["service"])
+    @app.get(
+        "/metrics",
+        tags=["service"],
+        response_class=PlainTextResponse,
+        responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
+    )
     async def prometheus() -> Response:
         """Prometheus metrics: requests, latencies, queue size, batch sizes and tokens."""
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _check_answer_size(svc: Service, items: list[Any], req: TokensRequest) -> None:
+    """Refuse (413) a token answer over --max-answer-floats before any forward: tokens x width."""
+    spec = svc.recipe(EmbedOptions(req.layers, req.combine, long=req.long, stride=req.stride)).spec
+    width = svc.model.info().hidden_size * (
+        len(spec.layers) if spec.combine in (Combine.CONCAT, Combine.STACK) else 1
+    )
+    tokens = sum(len(t) for t in svc.model.tokenize(items, long=spec.long))
+    floats = tokens * width * (2 if req.words else 1)
+    limit = svc.settings.max_answer_floats
+    if floats > limit:
+        raise TooManyInputs(
+            f"the answer would hold {floats:,} numbers ({tokens} tokens x {width} wide), over the limit of "
+            f"{limit:,} (--max-answer-floats); ask for fewer texts or layers, or combine layers with mean"
+        )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from .._enums import Combine, LongText, Pooling, SubwordPooling
 from ..spec import EmbedOptions
@@ -23,10 +23,13 @@ __all__ = [
     "SimilarityResponse",
     "OccurrencesRequest",
     "OccurrencesResponse",
+    "ErrorResponse",
+    "ERROR_RESPONSES",
 ]
 
 Texts = str | list[str]
-Layers = str | int | list[int] | None
+# Strict: JSON true must not pass as layer 1 or token id 1 (pydantic's lax mode would coerce it).
+Layers = str | StrictInt | list[StrictInt] | None
 
 _TEXTS = "One text or a list of texts (each non-empty)."
 _LAYERS = (
@@ -46,15 +49,17 @@ class _LayerFields(_Strict):
         LongText.TRUNCATE,
         description="Texts over the model's limit: cut (reported), overlapping windows, or a 422.",
     )
-    stride: int | None = Field(
+    stride: StrictInt | None = Field(
         None, ge=1, description="Window step in tokens with long=window (default: half a window)."
     )
 
 
 class _SpecFields(_LayerFields):
     pooling: Pooling = Field(Pooling.AUTO, description="Sentence pooling; auto is the model's own.")
-    mask_special: bool = Field(False, description="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
-    normalize: bool | None = Field(None, description="Unit-length vectors (null: the model's own choice).")
+    mask_special: StrictBool = Field(False, description="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
+    normalize: StrictBool | None = Field(
+        None, description="Unit-length vectors (null: the model's own choice)."
+    )
 
     def options(self) -> EmbedOptions:
         """The embedding options these fields ask for (resolved once per request by `Service.recipe`)."""
@@ -85,7 +90,7 @@ class TokensRequest(_LayerFields):
     """Per-token (and with words=true, per-word) vectors of the chosen layers."""
 
     inputs: Texts = Field(description=_TEXTS)
-    words: bool = Field(False, description="Also pool word pieces into word vectors.")
+    words: StrictBool = Field(False, description="Also pool word pieces into word vectors.")
     subword: SubwordPooling = Field(SubwordPooling.MEAN, description="How a word's pieces become one vector.")
 
 
@@ -127,10 +132,14 @@ class OpenAIRequest(BaseModel):
     # Clients send fields of their own (user, extra_body); OpenAI ignores what it does not know, so do we.
     model_config = ConfigDict(extra="ignore")
 
-    input: str | list[str] | list[int] | list[list[int]] = Field(description="Text(s) or token id list(s).")
+    input: str | list[str] | list[StrictInt] | list[list[StrictInt]] = Field(
+        description="Text(s) or token id list(s)."
+    )
     model: str | None = Field(None, description="Any name; the served model answers and is named back.")
     encoding_format: Literal["float", "base64"] = "float"
-    dimensions: int | None = Field(None, ge=1, description="Keep the first N dimensions (unit length again).")
+    dimensions: StrictInt | None = Field(
+        None, ge=1, description="Keep the first N dimensions (unit length again)."
+    )
     user: str | None = None
 
 
@@ -173,9 +182,9 @@ class StaticRequest(_Strict):
         examples=[["bread", 7852]],
         validation_alias=AliasChoices("inputs", "items"),
     )
-    word: bool = Field(False, description="Items are words: the mean of their pieces' rows.")
-    k: int = Field(0, ge=0, le=1000, description="How many nearest vocabulary entries to list.")
-    include_special: bool = Field(False, description="Let neighbours be special or [unused] tokens.")
+    word: StrictBool = Field(False, description="Items are words: the mean of their pieces' rows.")
+    k: StrictInt = Field(0, ge=0, le=1000, description="How many nearest vocabulary entries to list.")
+    include_special: StrictBool = Field(False, description="Let neighbours be special or [unused] tokens.")
 
 
 class AnatomyRequest(_Strict):
@@ -235,3 +244,28 @@ class OccurrencesResponse(BaseModel):
     word: str
     total: int
     hits: list[OccurrenceHit]
+
+
+class ErrorResponse(BaseModel):
+    """Every error answer: `detail` names the problem and the fix (OpenAI's `error` object under /v1/)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    detail: str
+    errors: list[dict[str, Any]] | None = None
+    error: dict[str, Any] | None = None
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorResponse, "description": why}
+    for status, why in {
+        400: "The body is not UTF-8 JSON.",
+        401: "The API key is missing or wrong (when the service has one).",
+        408: "The request body did not arrive in time.",
+        413: "The body, the number of inputs or the answer is over the service's limits.",
+        422: "A field or a text is invalid; `detail` says which and what is allowed.",
+        429: "The queue is full; retry after the `Retry-After` seconds.",
+        500: "A bug in bertscope (please report it); the answer is still JSON.",
+        503: "The service is shutting down.",
+    }.items()
+}

