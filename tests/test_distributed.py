@@ -106,6 +106,37 @@ def test_ray_job_runs_openvino_like_the_local_engine(
     _assert_same(_by_id(rows), _by_id(pq.read_table(tmp_path / "local.parquet")))
 
 
+@pytest.mark.parametrize("level", ["tokens", "words"])
+def test_ray_token_and_word_rows_equal_the_local_job(
+    cluster: Any, tiny_dirs: dict[str, Path], tmp_path: Path, level: str
+) -> None:
+    from bertscope.distributed import run_ray_job
+
+    corpus = _corpus(tmp_path / "c.jsonl", 200)
+    model = str(tiny_dirs["bert"])
+    options: dict[str, Any] = {"layers": "1,-1", "combine": "stack", "precision": "float16", "level": level}
+    local = embed_corpus(str(corpus), tmp_path / "local.parquet", model=model, progress=False, **options)
+    summary = run_ray_job(
+        str(corpus), tmp_path / "out", model=model, workers=2, batch_size=40, progress=False, **options
+    )
+    expected = pq.read_table(tmp_path / "local.parquet")
+    shards = sorted((tmp_path / "out").glob("part-*.parquet"))
+    for shard in shards:
+        assert pq.read_schema(shard).equals(expected.schema, check_metadata=True)
+    rows = pa.concat_tables(pq.read_table(s) for s in shards)
+    assert (summary.embedded, summary.tokens) == (local.embedded, local.tokens)
+    # Shards come in any order: compare row by (text id, position).
+    order = sorted(
+        range(rows.num_rows), key=lambda i: (int(rows["id"][i].as_py()), rows["position"][i].as_py())
+    )
+    rows = rows.take(order)
+    vectors = ["layer_1", "layer_2"]
+    assert rows.drop_columns(vectors).equals(expected.drop_columns(vectors))
+    for name in vectors:  # other batches, other float noise: equal within float16's step
+        got, want = (np.array(t.column(name).to_pylist(), dtype=np.float32) for t in (rows, expected))
+        np.testing.assert_allclose(got, want, atol=2e-3, rtol=1e-3)
+
+
 def _descendants(pid: int) -> list[int]:
     """Process ids under `pid` (Linux /proc), so the test only ever touches its own Ray workers."""
     children: dict[int, list[int]] = {}

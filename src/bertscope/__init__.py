@@ -8,7 +8,19 @@ m.static("bread"); m.anatomy("I am Sinan"); m.embed(["a cat", "a dog"], layers="
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._enums import Backend, Combine, DType, Engine, LongText, Mode, Pooling, Quantize, SubwordPooling
+    from ._enums import (
+        Backend,
+        Combine,
+        DType,
+        Engine,
+        Level,
+        LongText,
+        Mode,
+        Pooling,
+        Precision,
+        Quantize,
+        SubwordPooling,
+    )
     from .anatomy import Anatomy
     from .errors import (
         BackendUnavailable,
@@ -24,10 +36,12 @@ if TYPE_CHECKING:
     )
     from .families import SUPPORTED
     from .io.job import JobSummary, embed_corpus
+    from .io.occurrences import Occurrence, Occurrences, search_occurrences
     from .io.sqlite_store import list_collections
     from .io.stores import search
     from .model import Model, ModelInfo, load
     from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
+    from .senses import Senses, word_senses
     from .similarity import Hit, cos_sim, pairwise_cos_sim
     from .spec import EmbedSpec
     from .static import Neighbor, StaticWord
@@ -44,6 +58,8 @@ _LAZY = {
     "Mode": "._enums",
     "Pooling": "._enums",
     "Quantize": "._enums",
+    "Level": "._enums",
+    "Precision": "._enums",
     "SubwordPooling": "._enums",
     "Anatomy": ".anatomy",
     "EmbedSpec": ".spec",
@@ -62,6 +78,11 @@ _LAZY = {
     "embed_corpus": ".io.job",
     "list_collections": ".io.sqlite_store",
     "search": ".io.stores",
+    "search_occurrences": ".io.occurrences",
+    "Occurrence": ".io.occurrences",
+    "Occurrences": ".io.occurrences",
+    "word_senses": ".senses",
+    "Senses": ".senses",
     "Model": ".model",
     "ModelInfo": ".model",
     "load": ".model",
@@ -82,6 +103,11 @@ __all__ = [
     "load",
     "embed_corpus",
     "search",
+    "search_occurrences",
+    "word_senses",
+    "Occurrence",
+    "Occurrences",
+    "Senses",
     "list_collections",
     "cos_sim",
     "pairwise_cos_sim",
@@ -102,6 +128,8 @@ __all__ = [
     "Combine",
     "LongText",
     "SubwordPooling",
+    "Level",
+    "Precision",
     "Backend",
     "Quantize",
     "Mode",

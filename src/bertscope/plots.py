@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .analysis import SweepResult, WordEval
     from .contextuality import Contextuality
     from .model import Model
+    from .senses import Senses
 
 __all__ = [
     "LayerCosines",
@@ -37,6 +38,7 @@ __all__ = [
     "plot_words",
     "word_points",
     "plot_static",
+    "plot_senses",
 ]
 
 
@@ -202,6 +204,26 @@ def draw_words(found: WordPoints, path: str | Path) -> Path:
     note = " (embedding output: occurrences differ only by position)" if found.layer == 0 else ""
     ax.set_title(f"occurrences at layer {found.layer}{note}", fontsize=10)
     ax.legend()
+    return _save(figure, path)
+
+
+def plot_senses(senses: Senses, path: str | Path, *, method: Projection | str = "pca", seed: int = 0) -> Path:
+    """A word's occurrences in 2-D (PCA or t-SNE), coloured by sense, the central example of each named."""
+    how = Projection.parse(method, what="projection")
+    flat = _project(senses.vectors, how, seed)
+    figure = Figure(figsize=(6.4, 5.2))
+    ax = figure.add_subplot()
+    for sense in senses.senses:
+        chosen = senses.labels == sense.number
+        first = sense.examples[0].snippet if sense.examples else ""
+        label = (
+            f"{sense.number}: {sense.size} ({first[:40]}…)" if len(first) > 40 else f"{sense.number}: {first}"
+        )
+        ax.scatter(flat[chosen, 0], flat[chosen, 1], label=label, alpha=0.75)
+    ax.set_xlabel(f"{how.value} 1")
+    ax.set_ylabel(f"{how.value} 2")
+    ax.set_title(f"senses of {senses.word!r}: {senses.criterion}", fontsize=9)
+    ax.legend(fontsize=7)
     return _save(figure, path)
 
 

@@ -5,6 +5,7 @@ embed     embed, similarity
 explain   explain, calibrate, attention, plot static
 corpus    similar, collections (and the corpus job behind `embed -o`)
 index     index build, index info (the ANN index beside a store)
+senses    senses (a word's occurrences in a token store, clustered)
 research  eval, contextuality, fit-post, vocab, plot
 serve, explore, bench
 """
@@ -16,7 +17,18 @@ import sys
 import warnings
 
 from ..errors import BertscopeError, JobInterrupted
-from . import basics, bench, corpus, embed, explain, explore, index, research, serve  # noqa: F401  (each registers)
+from . import (  # noqa: F401  (each registers its commands)
+    basics,
+    bench,
+    corpus,
+    embed,
+    explain,
+    explore,
+    index,
+    research,
+    senses,
+    serve,
+)
 from .app import app, err, is_debug
 
 __all__ = ["app", "main"]

@@ -70,6 +70,10 @@ def serve(
         list[str] | None,
         typer.Option("--post", help="Load a fitted post-processing as NAME=FILE (repeatable)."),
     ] = None,
+    store: Annotated[
+        list[str] | None,
+        typer.Option("--store", help="Serve a token/word store for /occurrences as NAME=FILE (repeatable)."),
+    ] = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
     backend: BackendOpt = "auto",
@@ -102,6 +106,7 @@ def serve(
         auto_split=auto_split,
         batching=not no_batching,
         posts=tuple(_named_post(item) for item in post or ()),
+        stores=tuple(_named_post(item, "--store") for item in store or ()),
     )
     if host not in _LOOPBACK and not api_key:
         err.print(
@@ -115,9 +120,9 @@ def serve(
     uvicorn.run(create_app(m, settings=settings), host=host, port=port, log_level=log_level)
 
 
-def _named_post(item: str) -> tuple[str, str]:
-    """NAME=FILE from --post, or a usage error naming the form."""
+def _named_post(item: str, option: str = "--post") -> tuple[str, str]:
+    """NAME=FILE from --post (or --store), or a usage error naming the form."""
     name, sep, path = item.partition("=")
     if not sep or not name or not path:
-        raise InvalidInput(f"--post takes NAME=FILE (e.g. --post white=white.safetensors), got {item!r}")
+        raise InvalidInput(f"{option} takes NAME=FILE (e.g. {option} name=file), got {item!r}")
     return name, path

@@ -103,7 +103,8 @@ def open_store(path: str | Path, *, collection: str | None = None) -> Store:
         return Store(path, None, json.loads(meta[PARQUET_META_KEY]))
     if suffix == ".npy":
         settings_path = path.with_suffix(".settings.json")
-        if not settings_path.exists() or not path.with_suffix(".ids.txt").exists():
+        labels = [path.with_suffix(".ids.txt"), path.with_suffix(".rows.jsonl")]
+        if not settings_path.exists() or not any(p.exists() for p in labels):
             raise CorpusError(
                 f"{path} has no {settings_path.name} / ids file beside it; was it written by bertscope?"
             )

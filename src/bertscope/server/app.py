@@ -22,6 +22,7 @@ from .batching import Batcher, Metrics
 from .explain_routes import explain_routes
 from .explorer import mount_explorer
 from .guard import Guard, ServerSettings, add_error_handlers
+from .occurrences import occurrence_routes
 from .routes import embedding_routes, model_routes, ops_routes
 from .schemas import ERROR_RESPONSES
 from .service import Service
@@ -68,6 +69,7 @@ def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastA
     model_routes(app, service)
     ops_routes(app, service, metrics)
     explain_routes(app, service)
+    occurrence_routes(app, service)
     mount_explorer(app)
     if settings.api_key:
         _declare_api_key(app)

@@ -61,6 +61,7 @@ class ServerSettings:
     auto_split: bool = False
     batching: bool = True
     posts: tuple[tuple[str, str], ...] = ()
+    stores: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if self.api_key is not None and not self.api_key.strip():

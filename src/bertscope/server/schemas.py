@@ -21,6 +21,8 @@ __all__ = [
     "AnatomyRequest",
     "SimilarityRequest",
     "SimilarityResponse",
+    "OccurrencesRequest",
+    "OccurrencesResponse",
     "ErrorResponse",
     "ERROR_RESPONSES",
     "ExplainRequest",
@@ -239,7 +241,41 @@ class AttentionRequest(_Strict):
     text: Text = Field(description="One text, or a pair as a list of two texts.", examples=["I like bread"])
     layer: StrictInt | None = Field(None, description="Encoder layer 1..L or -1..-L (null: every layer).")
     head: StrictInt | None = Field(None, ge=0, description="One head (null: every head).")
-    mean_heads: bool = Field(False, description="Average over heads instead of listing them.")
+    mean_heads: StrictBool = Field(False, description="Average over heads instead of listing them.")
+
+
+class OccurrencesRequest(_Strict):
+    """A word's occurrences in a token or word store the server was started with (--store NAME=FILE)."""
+
+    store: str = Field(description="The store's name, as given to --store NAME=FILE.", examples=["news"])
+    word: str = Field(description="One word, as written in the texts.", examples=["bank"])
+    context: str | None = Field(
+        None,
+        description="A text using the word: occurrences are ranked by cosine to its use here.",
+        examples=["we sat on the bank of the river"],
+    )
+    k: int = Field(10, ge=1, le=1000, description="How many occurrences.")
+
+
+class OccurrenceHit(BaseModel):
+    """One stored occurrence: its text's id, row position, character span, marked snippet and cosine."""
+
+    id: str
+    position: int
+    start: int
+    end: int
+    snippet: str
+    score: float | None
+
+
+class OccurrencesResponse(BaseModel):
+    """The occurrences (nearest first with a context) and how many the store holds."""
+
+    model: str
+    store: str
+    word: str
+    total: int
+    hits: list[OccurrenceHit]
 
 
 class ErrorResponse(BaseModel):

@@ -1,0 +1,66 @@
+"""The command line's `senses`: a word's occurrences in a token or word store, clustered into senses."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from .app import JsonOpt, app, emit_json, err, out
+
+
+@app.command()
+def senses(
+    word: Annotated[str, typer.Argument(help="The word whose senses to find.")],
+    store: Annotated[
+        Path, typer.Option("--in", help="A token or word store (.parquet from embed --tokens/--words).")
+    ],
+    k: Annotated[
+        int | None, typer.Option("-k", help="How many senses (default: best silhouette of 2..8).")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Draw the occurrences to this PNG.")
+    ] = None,
+    method: Annotated[str, typer.Option("--method", help="2-D layout of the picture: pca or tsne.")] = "pca",
+    examples: Annotated[int, typer.Option("--examples", help="Central examples shown per sense.")] = 3,
+    limit: Annotated[int, typer.Option("--limit", help="Cluster at most this many occurrences.")] = 2000,
+    as_json: JsonOpt = False,
+) -> None:
+    """Cluster a word's occurrences into senses; print each sense's size and most central examples.
+
+    Example: `bertscope senses bank --in tokens.parquet -o senses.png` (k chosen by silhouette, or `-k 2`)
+    """
+    from ..plots import Projection
+    from ..senses import word_senses
+
+    how = Projection.parse(method, what="projection")
+    found = word_senses(store, word, k=k, examples=examples, limit=limit)
+    if output is not None:
+        from ..plots import plot_senses
+
+        plot_senses(found, output, method=how)
+        err.print(f"wrote {output}", highlight=False)
+    if found.capped:
+        err.print(f"[yellow]note:[/] clustered the first {limit} occurrences only (--limit)")
+    if as_json:
+        emit_json({**found.as_dict(), "picture": str(output) if output else None})
+        return
+    table = Table(
+        "sense", "size", "cosine", "central examples", title=f"senses of {word!r}: {found.criterion}"
+    )
+    for sense in found.senses:
+        for rank, example in enumerate(sense.examples):
+            first = rank == 0
+            table.add_row(
+                str(sense.number) if first else "",
+                str(sense.size) if first else "",
+                f"{example.score:.3f}",
+                f"{example.id}: {escape(example.snippet)}",
+            )
+    out.print(table)
+    if found.silhouettes:
+        scores = "  ".join(f"k={n}: {v:.3f}" for n, v in found.silhouettes.items())
+        out.print(f"silhouette (cosine) per k: {scores}", highlight=False)

@@ -1,0 +1,54 @@
+"""The service's occurrence search: POST /occurrences over the token and word stores it was started with.
+
+Stores are named at start-up (`bertscope serve --store NAME=FILE`), never by a path in a request, and
+must have been made with the served model: each is opened and checked once, when the app is built.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastapi import FastAPI
+
+from ..errors import CorpusError, InvalidSpec
+from ..io.occurrences import search_occurrences, token_store
+from ..io.stores import Store
+from .schemas import OccurrencesRequest, OccurrencesResponse
+
+if TYPE_CHECKING:
+    from .service import Service
+
+__all__ = ["occurrence_routes"]
+
+
+def occurrence_routes(app: FastAPI, svc: Service) -> None:
+    """POST /occurrences: a word's stored occurrences, nearest to its use in a context first."""
+    stores = {name: _served(token_store(path), svc) for name, path in svc.settings.stores}
+
+    @app.post("/occurrences", response_model=OccurrencesResponse, tags=["corpus"])
+    async def occurrences(req: OccurrencesRequest) -> OccurrencesResponse:
+        """The k stored occurrences of `word` nearest to its use in `context` (or the first k without one)."""
+        if req.store not in stores:
+            loaded = ", ".join(stores) or "none (start the server with --store NAME=FILE)"
+            raise InvalidSpec(f"store: no store named {req.store!r} is loaded; loaded: {loaded}")
+        store = stores[req.store]
+        found = await svc.on_worker(
+            lambda: search_occurrences(store, word=req.word, context=req.context, k=req.k, model=svc.model)
+        )
+        return OccurrencesResponse(
+            model=svc.name,
+            store=req.store,
+            word=req.word,
+            total=found.total,
+            hits=[hit.__dict__ for hit in found.hits],
+        )
+
+
+def _served(store: Store, svc: Service) -> Store:
+    made = store.settings.get("model")
+    if made != svc.name:
+        raise CorpusError(
+            f"--store {store.path} was made with {made}, but the server runs {svc.name}; "
+            "serve the store's own model (-m), or embed the corpus again with this one"
+        )
+    return store

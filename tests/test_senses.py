@@ -1,0 +1,57 @@
+"""Senses: the bank corpus splits into its river and money uses; the CLI prints, draws and says why k."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import bertscope
+from bertscope.errors import InvalidInput
+from bertscope.senses import word_senses
+from test_cli import run_ok
+
+SENSES = Path(__file__).parent / "data" / "bank_senses.txt"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory, bundled: bertscope.Model) -> Path:
+    """The bank corpus as word rows of the last layer."""
+    path = tmp_path_factory.mktemp("senses") / "words.parquet"
+    bertscope.embed_corpus(SENSES, path, model=bundled, level="words")
+    return path
+
+
+def test_silhouette_finds_the_two_senses(store: Path) -> None:
+    found = word_senses(store, "bank")
+    assert found.k == 2 and "silhouette" in found.criterion
+    assert max(found.silhouettes, key=lambda n: found.silhouettes[n]) == 2
+    groups = [
+        {o.id for o, label in zip(found.occurrences, found.labels, strict=True) if label == n} for n in (0, 1)
+    ]
+    river, money = {str(i) for i in range(1, 11)}, {str(i) for i in range(11, 21)}
+    assert sorted(groups, key=min) in ([river, money], [money, river])
+    for sense in found.senses:
+        scores = [e.score for e in sense.examples]
+        assert len(scores) == 3 and scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+
+
+def test_given_k_and_bad_input(store: Path) -> None:
+    found = word_senses(store, "bank", k=3)
+    assert found.k == 3 and found.criterion == "k=3: given" and sum(s.size for s in found.senses) == 20
+    sizes = [s.size for s in found.senses]
+    assert sizes == sorted(sizes, reverse=True)
+    with pytest.raises(InvalidInput, match="k=40"):
+        word_senses(store, "bank", k=40)
+    with pytest.raises(InvalidInput, match="'estuary' occurs 1 time"):
+        word_senses(store, "estuary")
+
+
+def test_cli_senses_prints_json_and_draws(store: Path, tmp_path: Path) -> None:
+    picture = tmp_path / "senses.png"
+    found = json.loads(run_ok("senses", "bank", "--in", str(store), "-o", str(picture), "--json"))
+    assert found["k"] == 2 and "silhouette" in found["criterion"] and found["picture"] == str(picture)
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = run_ok("senses", "bank", "--in", str(store), "-k", "2", "--method", "tsne")
+    assert "k=2: given" in table and "«bank»" in table
