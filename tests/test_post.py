@@ -31,9 +31,13 @@ def corpus_vectors(tiny_models: dict[str, bertscope.Model]) -> np.ndarray:
 
 def test_whitened_fitting_vectors_have_identity_covariance(corpus_vectors: np.ndarray) -> None:
     # The random tiny model's last LayerNorm (gain 1, bias 0) makes every vector sum to 0: 31 directions.
-    with pytest.raises(InvalidInput, match="only 31"):
-        Whitening.fit(corpus_vectors)
+    # Without dim, whitening keeps those 31 and says so (issue 13: it used to refuse, advising more texts).
+    with pytest.warns(UserWarning, match="whitening to 31 dimensions"):
+        default = Whitening.fit(corpus_vectors)
+    with pytest.raises(InvalidInput, match="only 31.*more texts will not help"):
+        Whitening.fit(corpus_vectors, dim=32)
     z = Whitening.fit(corpus_vectors, dim=31).apply(corpus_vectors)
+    np.testing.assert_allclose(default.apply(corpus_vectors), z, atol=1e-9)
     assert z.shape == (len(corpus_vectors), 31)
     np.testing.assert_allclose(z.mean(axis=0), 0, atol=1e-4)
     np.testing.assert_allclose(z.T @ z / len(z), np.eye(z.shape[1]), atol=1e-3)
