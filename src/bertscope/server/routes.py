@@ -18,7 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .. import __version__
 from .._enums import Combine
-from ..errors import InvalidSpec
+from ..errors import InvalidInput, InvalidSpec
 from ..results import per_text, plain
 from ..similarity import cos_sim, unit
 from ..spec import EmbedOptions
@@ -130,10 +130,19 @@ def _openai_texts(svc: Service, given: Any) -> list[str]:
         return check_texts(given)
     lists: Sequence[Any] = [given] if isinstance(given[0], int) else given
     svc.check_count(len(lists), splittable=True)
-    return [
-        svc.model.tokenizer.backend.decode(svc.model.static_ids(ids), skip_special_tokens=True)
-        for ids in lists
-    ]
+    backend, special = svc.model.tokenizer.backend, set(svc.model.special_ids)
+    texts = []
+    for index, ids in enumerate(lists):
+        text = backend.decode(svc.model.static_ids(ids), skip_special_tokens=True)
+        # The engine embeds text: ids that come back different from the text would be a silent swap.
+        wanted = [i for i in ids if i not in special]
+        if backend.encode(text, add_special_tokens=False).ids != wanted:
+            raise InvalidInput(
+                f"input {index}: these token ids decode to {text[:60]!r}, which this tokenizer reads as "
+                "other ids (a lone '##' piece, say); send the text itself instead of ids"
+            )
+        texts.append(text)
+    return texts
 
 
 def model_routes(app: FastAPI, svc: Service) -> None:
