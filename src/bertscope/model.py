@@ -319,9 +319,12 @@ class Model:
         return _static.neighbors(self, query, k=k, include_special=include_special)
 
     def export_static(
-        self, path: str | Path, *, format: str = "word2vec", items: Sequence[str | int] | None = None
+        self, path: str | Path, *, format: str | None = None, items: Sequence[str | int] | None = None
     ) -> list[Path]:
-        """Write the static rows of `items` (default: every row) as word2vec, npy, parquet or projector."""
+        """Write the static rows of `items` (default: every row) as word2vec, npy, parquet or projector.
+
+        Without `format` the suffix chooses: .npy, .parquet, else word2vec text.
+        """
         return _static.export(self, path, format, items=items)
 
     def anatomy(self, texts: Text | Sequence[Text]) -> Any:

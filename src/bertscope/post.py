@@ -152,11 +152,18 @@ class Whitening(PostProcessor):
                 stacklevel=2,
             )
             k = rank
+        if rank < k and dim is None:
+            # Without dim the wish grows with the texts, up to the width: only width + 1 texts surely suffice.
+            raise InvalidInput(
+                f"{len(x)} texts span only {rank} directions (centring costs one), too few to whiten all "
+                f"{x.shape[1]} dimensions; fit on at least {x.shape[1] + 1} texts or whiten to fewer "
+                f"dimensions with dim<={rank} (--dim)"
+            )
         if rank < k:
             advice = (
-                f"fit on more texts (at least {k + 1}) or whiten to fewer dimensions with dim<={rank}"
+                f"fit on more texts (at least {k + 1}) or whiten to fewer dimensions with dim<={rank} (--dim)"
                 if too_few_texts
-                else f"more texts will not help (the rest are constant): whiten with dim<={rank}"
+                else f"more texts will not help (the rest are constant): whiten with dim<={rank} (--dim)"
             )
             raise InvalidInput(f"the fitting vectors span fewer than {k} directions (only {rank}); {advice}")
         matrix = axes[:, :k] / np.sqrt(values[:k])

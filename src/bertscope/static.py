@@ -76,6 +76,24 @@ class ExportFormat(StrEnum):
     PROJECTOR = "projector"
 
 
+_SUFFIX_FORMATS = {".npy": ExportFormat.NPY, ".parquet": ExportFormat.PARQUET}
+
+
+def _export_format(path: Path, fmt: ExportFormat | str | None) -> ExportFormat:
+    """The format asked for, or the one the suffix names; a suffix naming another format is refused."""
+    implied = _SUFFIX_FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        return implied or ExportFormat.WORD2VEC
+    chosen = ExportFormat.parse(fmt, what="export format")
+    if implied is not None and implied is not chosen:
+        raise InvalidInput(
+            f"{path.name} ends in {path.suffix} (the {implied.value} format) but the format asked is "
+            f"{chosen.value}; "
+            f"leave the format out (the suffix chooses) or name the file for {chosen.value}"
+        )
+    return chosen
+
+
 def matrix(model: Model) -> np.ndarray:
     """The whole input embedding matrix (vocab, d) as float32."""
     return model.input_embeddings.detach().float().cpu().numpy()
@@ -237,13 +255,16 @@ def _rows_in_chunks(
 def export(
     model: Model,
     path: str | Path,
-    fmt: ExportFormat | str = ExportFormat.WORD2VEC,
+    fmt: ExportFormat | str | None = None,
     *,
     items: Sequence[str | int] | None = None,
 ) -> list[Path]:
-    """Write the static rows of `items` (pieces or ids; default every row) to `path`; returns the files."""
-    fmt = ExportFormat.parse(fmt, what="export format")
+    """Write the static rows of `items` (pieces or ids; default every row) to `path`; returns the files.
+
+    Without `fmt` the file's suffix chooses (.npy, .parquet; word2vec text otherwise).
+    """
     path = Path(path)
+    fmt = _export_format(path, fmt)
     if not path.parent.exists():
         raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
     chosen = list(range(model.input_embeddings.shape[0])) if items is None else token_ids(model, items)

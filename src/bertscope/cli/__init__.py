@@ -29,7 +29,7 @@ from . import (  # noqa: F401  (each registers its commands)
     senses,
     serve,
 )
-from .app import app, err, is_debug
+from .app import app, err, is_debug, warn
 
 __all__ = ["app", "main"]
 
@@ -37,7 +37,7 @@ __all__ = ["app", "main"]
 def main() -> None:
     """Entry point: run the app, turning bertscope errors into one line on stderr."""
     def one_line(message: Warning | str, *args: object, **kwargs: object) -> None:
-        err.print(f"[yellow]warning:[/] {message}", highlight=False)
+        warn(message)
 
     # Library warnings (a word missing from a plot, bfloat16 on a CPU without it) as one line each.
     warnings.showwarning = one_line  # type: ignore[assignment]
@@ -49,7 +49,7 @@ def main() -> None:
     except BertscopeError as exc:
         if is_debug():
             raise
-        err.print(f"[red]error:[/] {exc}", highlight=False)
+        warn(exc, label="error:", style="red")
         sys.exit(1)
     except KeyboardInterrupt:
         err.print("interrupted")
@@ -61,5 +61,5 @@ def main() -> None:
         filename = getattr(exc, "filename", None)
         where = f" ({filename})" if filename else ""
         what = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        err.print(f"[red]error:[/] {what}{where}; nothing already saved is lost", highlight=False)
+        warn(f"{what}{where}; nothing already saved is lost", label="error:", style="red")
         sys.exit(1)

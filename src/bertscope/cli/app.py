@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from .._enums import Backend, DType, Engine, Quantize, StrEnum
 from ..errors import InvalidInput
@@ -27,8 +28,9 @@ app = typer.Typer(
     rich_markup_mode="markdown",
 )
 # Piped output keeps whole columns instead of wrapping to a guessed 80-character terminal.
-out = Console(width=None if sys.stdout.isatty() else 160)
-err = Console(stderr=True, soft_wrap=True)
+# No markup is read in what is printed: texts, pieces and messages hold brackets ('[unused0]', '[b]').
+out = Console(width=None if sys.stdout.isatty() else 160, markup=False)
+err = Console(stderr=True, soft_wrap=True, markup=False)
 _state = {"debug": os.environ.get("BERTSCOPE_DEBUG", "") not in ("", "0")}
 
 ModelOpt = Annotated[
@@ -151,6 +153,11 @@ def _root(
     """See and use every embedding of a BERT-family model."""
     if debug:
         _state["debug"] = True
+
+
+def warn(message: object, *, label: str = "warning:", style: str = "yellow") -> None:
+    """One line on stderr: a coloured label, then the message exactly as written."""
+    err.print(Text.assemble((label, style), " ", str(message)), highlight=False)
 
 
 def is_debug() -> bool:

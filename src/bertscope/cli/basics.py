@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from rich.text import Text
 
 from ..errors import InvalidInput
 from ..folder import FolderView
@@ -25,6 +26,7 @@ from .app import (
     load_model,
     out,
     pair_note,
+    warn,
     with_pair,
 )
 
@@ -109,9 +111,7 @@ def tokens(
         if tok.pair is not None and not any(tok.type_ids):
             err.print(pair_note(m))
         if tok.n_dropped:
-            err.print(
-                f"[yellow]warning:[/] {tok.n_dropped} tokens cut: the model takes at most {m.max_tokens}"
-            )
+            warn(f"{tok.n_dropped} tokens cut: the model takes at most {m.max_tokens}")
 
 
 @app.command()
@@ -128,8 +128,12 @@ def static(
         Path | None, typer.Option("--export", help="Write the rows named (every row if none) to this file.")
     ] = None,
     fmt: Annotated[
-        str, typer.Option("--format", help="Export format: word2vec, npy, parquet, projector.")
-    ] = "word2vec",
+        str | None,
+        typer.Option(
+            "--format",
+            help="Export format: word2vec, npy, parquet, projector (default: by the suffix; .vec/.txt word2vec).",
+        ),
+    ] = None,
     include_special: Annotated[
         bool, typer.Option("--include-special", help="Let neighbours be special.")
     ] = False,
@@ -145,17 +149,19 @@ def static(
 
     Examples: `bertscope static bread cake --neighbors 10`,
     `bertscope static --ids 7852`, `bertscope static --export vocab.vec --format word2vec`,
-    `bertscope static king queen bread --export three.vec` (only those rows)
+    `bertscope static king queen bread --export three.vec` (only those rows),
+    `bertscope static bread cake --export sub.npy` (NumPy: the suffix chooses the format)
     """
 
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     if export is not None:
         if word and items:
             raise InvalidInput("--export writes word-piece rows; name pieces (or --ids), not --word words")
-        named: list[Any] | None = ([int(i) for i in items] if ids else list(items)) if items else None
+        named: list[Any] | None = ([_token_id(i) for i in items] if ids else list(items)) if items else None
         written = m.export_static(export, format=fmt, items=named)
+        rows = f"{len(named)} rows" if named else "every row"
         emit_json([str(p) for p in written]) if as_json else err.print(
-            f"wrote {', '.join(map(str, written))} ({len(named) if named else 'every'} rows)"
+            f"wrote {', '.join(map(str, written))} ({rows})", highlight=False
         )
         return
     if not items:
@@ -170,7 +176,8 @@ def static(
     for rec in records:
         head = f"{rec['item']!r}: " + (f"pieces {rec['pieces']}" if word else f"id {rec['id']}")
         preview = " ".join(f"{v:+.3f}" for v in rec["vector"][:6])
-        out.print(f"[bold]{head}[/]  norm {rec['norm']:.4f}  [{preview} ...] ({len(rec['vector'])} dims)")
+        line = f"  norm {rec['norm']:.4f}  [{preview} ...] ({len(rec['vector'])} dims)"
+        out.print(Text.assemble((head, "bold"), line))
         if neighbors:
             table = Table("rank", "piece", "id", "cosine")
             for rank, n in enumerate(rec["neighbors"], 1):
@@ -224,16 +231,18 @@ def anatomy(
         recipe = f"projection(LayerNorm({parts}))"
     else:
         recipe = f"LayerNorm({parts})"
-    verdict = "[green]holds[/]" if error < 1e-5 else "[red]FAILS[/]"
+    verdict = ("holds", "green") if error < 1e-5 else ("FAILS", "red")
     out.print(
-        f"proof: {recipe} rebuilds the model's own layer 0: max |error| = {error:.2e} (< 1e-5) {verdict}"
+        Text.assemble(
+            f"proof: {recipe} rebuilds the model's own layer 0: max |error| = {error:.2e} (< 1e-5) ", verdict
+        )
     )
     if a.lacks:
         out.print(f"this family has no: {', '.join(a.lacks)}")
     if pair is not None and not any(a.tokens.type_ids):
         err.print(pair_note(m))
     if a.n_dropped:
-        err.print(f"[yellow]warning:[/] {a.n_dropped} tokens cut: the model takes at most {m.max_tokens}")
+        warn(f"{a.n_dropped} tokens cut: the model takes at most {m.max_tokens}")
 
 
 def _token_id(item: str) -> int:

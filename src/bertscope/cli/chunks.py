@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .app import emit_json, err, out
+from .app import emit_json, out, warn
 
 ChunksOpt = Annotated[
     str | None,
@@ -31,8 +31,8 @@ def print_chunks(model: Any, docs: list[str], *, as_json: bool, **options: Any) 
     results = model.embed_chunks(docs, **options)
     truncated = sum(int((r.truncated > 0).sum()) for r in results)
     if truncated:
-        err.print(
-            f"[yellow]warning:[/] {truncated} chunk(s) longer than {model.max_tokens} tokens were truncated "
+        warn(
+            f"{truncated} chunk(s) longer than {model.max_tokens} tokens were truncated "
             "(embedded alone with --naive); --late or --long window keeps every token"
         )
     if as_json:

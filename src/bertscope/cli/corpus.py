@@ -19,6 +19,7 @@ from .app import (
     emit_json,
     err,
     out,
+    warn,
 )
 
 CORPUS_SUFFIXES = (".parquet", ".npy", ".db", ".sqlite", ".sqlite3")
@@ -44,9 +45,7 @@ def run_job(
         items if items else str(input_path), output, progress=False if quiet else None, **options
     )
     if summary.truncated and not quiet:
-        err.print(
-            f"[yellow]warning:[/] {summary.truncated} text(s) were truncated; --long window keeps every token"
-        )
+        warn(f"{summary.truncated} text(s) were truncated; --long window keeps every token")
     if not quiet:
         err.print(summary.line(), highlight=False)
     if index:
@@ -132,7 +131,7 @@ def similar(
             view=view, exact=exact, nprobe=nprobe, prompt_name=prompt_name, prompt=prompt,
         )  # fmt: skip
     for warning in caught:
-        err.print(f"[yellow]warning:[/] {warning.message}", highlight=False)
+        warn(warning.message)
     if threshold_file is not None:
         hits = _above_threshold(hits, threshold_file, store, collection)
     if as_json:

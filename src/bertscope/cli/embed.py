@@ -36,6 +36,7 @@ from .app import (
     out,
     read_lines,
     read_texts,
+    warn,
 )
 from .chunks import ChunkOverlapOpt, ChunkSizeOpt, ChunksOpt, LateOpt, print_chunks
 
@@ -231,8 +232,8 @@ def embed(
         return
     result = m.embed(items, **spec_options, **pooled_options)
     if result.n_truncated:
-        err.print(
-            f"[yellow]warning:[/] {result.n_truncated} text(s) longer than {m.max_tokens} tokens were "
+        warn(
+            f"{result.n_truncated} text(s) longer than {m.max_tokens} tokens were "
             f"truncated ({int(result.n_dropped.sum())} tokens dropped); --long window keeps them all"
         )
     if as_json:

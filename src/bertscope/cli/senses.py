@@ -9,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from .app import JsonOpt, app, emit_json, err, out
+from .app import JsonOpt, app, emit_json, err, out, warn
 
 
 @app.command()
@@ -44,7 +44,7 @@ def senses(
         plot_senses(found, output, method=how)
         err.print(f"wrote {output}", highlight=False)
     if found.capped:
-        err.print(f"[yellow]note:[/] clustered the first {limit} occurrences only (--limit)")
+        warn(f"clustered the first {limit} occurrences only (--limit)", label="note:")
     if as_json:
         emit_json({**found.as_dict(), "picture": str(output) if output else None})
         return

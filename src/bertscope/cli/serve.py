@@ -20,6 +20,7 @@ from .app import (
     app,
     err,
     load_model,
+    warn,
 )
 
 _HOST = "127.0.0.1"
@@ -109,9 +110,7 @@ def serve(
         stores=tuple(_named_post(item, "--store") for item in store or ()),
     )
     if host not in _LOOPBACK and not api_key:
-        err.print(
-            f"[yellow]warning:[/] listening on {host} with no --api-key: anyone who reaches it can use it"
-        )
+        warn(f"listening on {host} with no --api-key: anyone who reaches it can use it")
     m = load_model(
         model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads,
         fast=fast, fast_min_cosine=fast_min_cosine,

@@ -219,17 +219,21 @@ def _csv_rows(reader: Any, path: Path) -> Iterator[tuple[int, int, list[str]]]:
 def _parquet(path: Path, text_field: str, id_field: str | None) -> Iterator[Record]:
     import pyarrow.parquet as pq
 
-    file = pq.ParquetFile(path)
-    columns = file.schema_arrow.names
-    for wanted in (text_field, id_field):
-        if wanted is not None and wanted not in columns:
-            raise CorpusError(f"{path}: no column {wanted!r}; the columns are: {', '.join(columns)}")
-    wanted_columns = [c for c in (text_field, id_field) if c is not None]
     number = 0
-    for batch in file.iter_batches(columns=wanted_columns, batch_size=4096):
-        for row in batch.to_pylist():
-            number += 1
-            yield _from_row(row, number, path, text_field, id_field)
+    try:
+        file = pq.ParquetFile(path)
+        columns = file.schema_arrow.names
+        for wanted in (text_field, id_field):
+            if wanted is not None and wanted not in columns:
+                raise CorpusError(f"{path}: no column {wanted!r}; the columns are: {', '.join(columns)}")
+        wanted_columns = [c for c in (text_field, id_field) if c is not None]
+        for batch in file.iter_batches(columns=wanted_columns, batch_size=4096):
+            for row in batch.to_pylist():
+                number += 1
+                yield _from_row(row, number, path, text_field, id_field)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        where = f" after row {number}" if number else ""
+        raise CorpusError(f"{path} is not a readable Parquet file{where} ({exc}); is it whole?") from None
 
 
 def _row_or_reject(
