@@ -175,6 +175,8 @@ def test_resume_never_replaces_a_finished_output_nor_skips_over_a_gap(
     with pytest.raises(bertscope.CorpusError, match="not UTF-8"):
         bertscope.embed_corpus(source, out, model=bundled, batch_size=2)
     assert sorted(p.name for p in parts.glob("*.done")) == ["part-000000.done", "part-000001.done"]
+    with pytest.raises(bertscope.CorpusError, match=r"out.parquet.parts holds an unfinished job .*--resume"):
+        bertscope.embed_corpus(source, out, model=bundled, batch_size=2)  # not "out.parquet exists"
     (parts / "part-000000.done").unlink()
     with pytest.raises(bertscope.CorpusError, match="part 0 is missing"):
         bertscope.embed_corpus(source, out, model=bundled, batch_size=2, resume=True)
@@ -232,6 +234,9 @@ def test_whitening_fits_to_the_rank_when_some_dimensions_are_constant() -> None:
         Whitening.fit(vectors, dim=18)
     with pytest.raises(bertscope.InvalidInput, match=r"fit on more texts \(at least 11\)"):
         Whitening.fit(vectors[:10], dim=10)
+    # Without dim the wish grows with the texts: "at least 11" would fail again at 11 (it asked for 11).
+    with pytest.raises(bertscope.InvalidInput, match=r"10 texts span only 9 .*at least 21 texts.*dim<=9"):
+        Whitening.fit(vectors[:10])
 
 
 def test_a_query_with_post_on_a_store_made_without_it_is_refused(
@@ -257,6 +262,9 @@ def test_broken_files_are_one_line_errors(tmp_path: Path) -> None:
         bertscope.search(np.zeros(384, np.float32), corrupt)
     with pytest.raises(bertscope.CorpusError, match="a folder, not a file"):
         bertscope.search(np.zeros(384, np.float32), tmp_path)
+    with pytest.raises(bertscope.CorpusError, match="broken.parquet is not a readable Parquet file"):
+        bertscope.embed_corpus(corrupt, tmp_path / "out.parquet")  # as the corpus, not the store
+    assert not (tmp_path / "out.parquet.parts").exists()
     with pytest.raises(bertscope.CorpusError, match="a folder: give the corpus file"):
         bertscope.embed_corpus(tmp_path, tmp_path / "out.parquet")
     for name, data in (
@@ -300,6 +308,7 @@ def test_cli_errors_from_outside_are_one_line(tmp_path: Path) -> None:
     corpus = _corpus(tmp_path, TEXTS)
     cases = [
         (["static", "--ids", "abc"], "--ids takes token ids"),
+        (["static", "--ids", "abc", "--export", str(tmp_path / "x.vec")], "--ids takes token ids"),
         # /proc takes no new files, not even from root: the OSError of a read-only place, for everyone.
         (["embed", "-i", str(corpus), "-o", "/proc/bertscope-out.parquet"], "error:"),
     ]
@@ -315,3 +324,38 @@ def test_cli_errors_from_outside_are_one_line(tmp_path: Path) -> None:
 def test_static_npy_export_reports_the_file_it_writes(bundled: bertscope.Model, tmp_path: Path) -> None:
     written = bundled.export_static(tmp_path / "vectors", format="npy")
     assert written[0] == tmp_path / "vectors.npy" and written[0].exists()
+
+
+def test_static_export_takes_its_format_from_the_suffix(bundled: bertscope.Model, tmp_path: Path) -> None:
+    """`--export sub.npy` wrote word2vec text into sub.npy (the format defaulted to word2vec)."""
+    (path, vocab) = bundled.export_static(tmp_path / "sub.npy", items=["bread", "cake"])
+    np.testing.assert_array_equal(np.load(path), bundled.static(["bread", "cake"]))
+    assert vocab.read_text() == "bread\ncake\n"
+    (parquet,) = bundled.export_static(tmp_path / "sub.parquet", items=["bread"])
+    assert parquet.read_bytes()[:4] == b"PAR1"
+    with pytest.raises(bertscope.InvalidInput, match=r"sub.npy ends in .npy \(the npy format\) but"):
+        bundled.export_static(tmp_path / "sub.npy", format="word2vec", items=["bread"])
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".npy", ".db"])
+def test_a_file_size_limit_mid_job_is_one_clear_error_and_resume_finishes(
+    tmp_path: Path, bundled: bertscope.Model, suffix: str
+) -> None:
+    """A limit hit mid-write gave 40-line tracebacks ("38400 requested and 10208 written" for .npy)."""
+    import resource
+
+    texts = [f"sentence number {i} about bread and the bank of the river" for i in range(300)]
+    source, out = _corpus(tmp_path, texts), tmp_path / f"out{suffix}"
+    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+    # 100 vectors (154 kB) fit in a part or an SQLite batch; the 300 of the whole output do not.
+    resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, hard))
+    try:
+        with pytest.raises(bertscope.CorpusError, match=r"out\.(parquet|npy|db)\b.*(limit|large).*--resume"):
+            bertscope.embed_corpus(source, out, model=bundled, batch_size=100)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+    assert not [p for p in tmp_path.rglob("*.tmp")]
+    summary = bertscope.embed_corpus(source, out, model=bundled, batch_size=100, resume=True)
+    assert summary.resumed_from + summary.already + summary.embedded == 300
+    hits = bertscope.search(texts[250], out, model=bundled, k=1)
+    assert hits[0].id == "251" and hits[0].score == pytest.approx(1.0, abs=1e-5)

@@ -153,7 +153,10 @@ def embed_corpus(
             todo = sink.pending(batch)
             if todo:
                 rows = rows_of.embed(todo, on_batch=on_batch)
-                sink.write(todo, rows)
+                try:
+                    sink.write(todo, rows)
+                except OSError as exc:
+                    raise CorpusError(_write_failed(output, exc, sink.done)) from None
                 summary.embedded += rows.texts
                 summary.tokens += rows.tokens
                 summary.truncated += rows.truncated
@@ -169,7 +172,14 @@ def embed_corpus(
             f"{input_path}: no texts to embed ({rejects.empty} empty, {len(rejects.bad)} rejected); "
             f"nothing was written to {output}"
         )
-    summary.files = sink.finish()
+    try:
+        summary.files = sink.finish()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise CorpusError(
+            f"{output}: could not write the finished output ({reason}); all {sink.done} texts are saved as "
+            "parts beside it: fix that, then run again with --resume to write it"
+        ) from None
     summary.seconds = time.perf_counter() - start
     summary.reused = sink.reused
     summary.already = sink.already
@@ -179,6 +189,17 @@ def embed_corpus(
         summary.rejects_file = Path(str(output) + ".rejects")
         summary.rejects_file.write_text("".join(line + "\n" for line in rejects.bad))
     return summary
+
+
+def _write_failed(output: str | Path, exc: OSError, done: int) -> str:
+    """What a failed write (a full disk, a file-size limit, permissions) means for the job."""
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    kept = (
+        f"the {done} texts saved before it are kept; fix that, then run again with --resume"
+        if done
+        else "nothing was saved"
+    )
+    return f"{output}: could not write a batch ({reason}); {kept}"
 
 
 def _count_records(source: str | Path | list[str]) -> int | None:
@@ -191,7 +212,10 @@ def _count_records(source: str | Path | list[str]) -> int | None:
     if path.suffix.lower() == ".parquet":
         import pyarrow.parquet as pq
 
-        return int(pq.ParquetFile(path).metadata.num_rows)
+        try:
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        except (OSError, ValueError):  # an unreadable file is reported by the reader, with its name
+            return None
     with path.open("rb") as handle:
         lines = sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
     return max(0, lines - (1 if path.suffix.lower() in (".csv", ".tsv") else 0))

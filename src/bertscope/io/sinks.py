@@ -11,6 +11,8 @@ import json
 import os
 import shutil
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -206,15 +208,16 @@ class ParquetSink(_PartsSink):
 
         tmp = self.path.with_name(self.path.name + ".tmp")
         writer = None
-        for part in self.files:
-            table = pq.read_table(part)
+        with _removed_on_failure(tmp):
+            for part in self.files:
+                table = pq.read_table(part)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema)
+                writer.write_table(table)
             if writer is None:
-                writer = pq.ParquetWriter(tmp, table.schema)
-            writer.write_table(table)
-        if writer is None:
-            self._cleanup()
-            raise CorpusError(f"{self.path}: no texts were embedded, so there is nothing to write")
-        writer.close()
+                self._cleanup()
+                raise CorpusError(f"{self.path}: no texts were embedded, so there is nothing to write")
+            writer.close()
         os.replace(tmp, self.path)
         self._cleanup()
         return [self.path]
@@ -263,16 +266,17 @@ class NpySink(_PartsSink):
         dtype = blocks[0].dtype if blocks else np.float32
         total = sum(len(b) for b in blocks)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        matrix = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(total, *shape))
-        row = 0
         labels = self.path.with_suffix(self.labels_suffix)
-        with labels.with_name(labels.name + ".tmp").open("w") as labels_out:
-            for part, block in zip(self.files, blocks, strict=True):
-                matrix[row : row + len(block)] = block
-                row += len(block)
-                labels_out.write(part.with_suffix(self.labels_suffix).read_text())
-        matrix.flush()
-        del matrix, blocks
+        with _removed_on_failure(tmp), _removed_on_failure(labels.with_name(labels.name + ".tmp")):
+            matrix = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(total, *shape))
+            row = 0
+            with labels.with_name(labels.name + ".tmp").open("w") as labels_out:
+                for part, block in zip(self.files, blocks, strict=True):
+                    matrix[row : row + len(block)] = block
+                    row += len(block)
+                    labels_out.write(part.with_suffix(self.labels_suffix).read_text())
+            matrix.flush()
+            del matrix, blocks
         os.replace(tmp, self.path)
         os.replace(labels.with_name(labels.name + ".tmp"), labels)
         _atomic_write_text(
@@ -315,6 +319,16 @@ def _matrix(column: Any) -> np.ndarray:
     array = column.combine_chunks()
     width = array.type.list_size
     return np.asarray(array.flatten().to_numpy(zero_copy_only=False)).reshape(-1, width)
+
+
+@contextmanager
+def _removed_on_failure(path: Path) -> Iterator[None]:
+    """A temporary file that a failed step (a full disk, a kill's KeyboardInterrupt) leaves no trace of."""
+    try:
+        yield
+    except BaseException:
+        path.unlink(missing_ok=True)
+        raise
 
 
 def _atomic_write_text(path: Path, text: str) -> None:

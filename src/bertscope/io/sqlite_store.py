@@ -205,10 +205,15 @@ class SqliteSink(Sink):
                     ],
                 )
         except (sqlite3.OperationalError, sqlite3.IntegrityError) as exc:
-            # Two jobs on one collection: the second must stop with a reason, never a traceback.
+            # Two jobs on one collection show as a lock or a clash of keys; anything else is the disk's.
+            clash = isinstance(exc, sqlite3.IntegrityError) or "locked" in str(exc)
+            advice = (
+                "is another job writing it? Run one job per collection at a time, then --resume"
+                if clash
+                else "the batches written before it are kept; free the disk or lift the limit, then --resume"
+            )
             raise CorpusError(
-                f"{self.path}: collection {self.collection!r} could not take this batch ({exc}); is another "
-                "job writing it? Run one job per collection at a time, then --resume"
+                f"{self.path}: collection {self.collection!r} could not take this batch ({exc}); {advice}"
             ) from None
         self.created = True
         self.done += len(records)
