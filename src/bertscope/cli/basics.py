@@ -131,7 +131,8 @@ def static(
         str | None,
         typer.Option(
             "--format",
-            help="Export format: word2vec, npy, parquet, projector (default: by the suffix; .vec/.txt word2vec).",
+            help="Export format: word2vec, npy, parquet, projector "
+            "(default: npy for .npy, parquet for .parquet, else word2vec).",
         ),
     ] = None,
     include_special: Annotated[
