@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -196,3 +197,37 @@ def test_a_byte_order_mark_is_read_alike_with_and_without_output(tmp_path: Path)
     run_ok("embed", "-i", str(source), "-o", str(tmp_path / "f.parquet"), "--quiet")
     stored = pq.read_table(tmp_path / "f.parquet").column("text").to_pylist()
     assert [r["text"] for r in printed["items"]] == stored == ["bread and butter", "second line"]
+
+
+def _commands(command: object, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], object]]:
+    yield path, command
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from _commands(sub, (*path, name))
+
+
+def test_every_help_has_an_example_and_keeps_its_brackets() -> None:
+    """`bertscope --help`, each group's and each command's: an example, and no text eaten as markup."""
+    import re
+
+    import typer
+
+    for path, command in _commands(typer.main.get_command(app)):
+        result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "250"})
+        assert result.exit_code == 0, (path, result.output)
+        assert "Example" in result.output, f"bertscope {' '.join(path)} --help shows no example"
+        shown = re.sub(r"\s+", " ", result.output.replace("│", " "))
+        raw = [command.help or ""] + [getattr(p, "help", None) or "" for p in command.params]  # type: ignore[attr-defined]
+        for text in raw:
+            for piece in re.findall(r"\S*[<\[*_\\]\S*", text):
+                kept = piece.replace("`", "").strip(".,;:()")
+                assert kept in shown, f"bertscope {' '.join(path)} --help lost {piece!r}"
+    mask = runner.invoke(app, ["embed", "--help"], env={"COLUMNS": "250"}).output
+    assert "(<s>, </s>)" in mask
+
+
+def test_texts_and_pieces_with_brackets_are_printed_as_written() -> None:
+    """Rich read '[unused0]' and '[bold]' as markup: the piece printed as '' and titles lost words."""
+    assert "'[unused0]': id 1" in run_ok("static", "[unused0]")
+    assert "'[unused0] hi [bold]'" in run_ok("tokens", "[unused0] hi [bold]")
+    result = run_cli("static", "[foo]")
+    assert result.returncode == 1 and "'[foo]' is not a single word piece" in result.stderr

@@ -21,7 +21,10 @@ from .._enums import Backend, DType, Engine, Quantize, StrEnum
 from ..errors import InvalidInput
 
 app = typer.Typer(
-    help="See and use every embedding of a BERT-family model (default: the bundled all-MiniLM-L6-v2).",
+    help="See and use every embedding of a BERT-family model (default: the bundled all-MiniLM-L6-v2).\n\n"
+    'Examples: `bertscope tokens "I like eating bread"`, `bertscope embed "a cat" "a dog" --json`, '
+    "`bertscope embed -i corpus.txt -o corpus.parquet`, "
+    '`bertscope similar "a storm" --in corpus.parquet -k 5`; `bertscope COMMAND --help` shows more.',
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,

@@ -11,7 +11,8 @@ from rich.table import Table
 from .app import JsonOpt, app, emit_json, err, out
 
 index_app = typer.Typer(
-    help="An approximate-nearest-neighbour index beside a .parquet or .npy store (for big stores).",
+    help="An approximate-nearest-neighbour index beside a .parquet or .npy store (for big stores).\n\n"
+    "Example: `bertscope index build corpus.parquet`, then `bertscope index info corpus.parquet`.",
     no_args_is_help=True,
 )
 app.add_typer(index_app, name="index")

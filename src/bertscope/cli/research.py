@@ -33,11 +33,20 @@ from .app import (
 )
 
 eval_app = typer.Typer(
-    help="Measure which layer, pooling and post-processing match human judgements.", no_args_is_help=True
+    help="Measure which layer, pooling and post-processing match human judgements.\n\n"
+    "Examples: `bertscope eval pairs -i pairs.tsv`, `bertscope eval words --dataset simlex999`.",
+    no_args_is_help=True,
 )
-vocab_app = typer.Typer(help="Extend the vocabulary with whole-word tokens.", no_args_is_help=True)
+vocab_app = typer.Typer(
+    help="Extend the vocabulary with whole-word tokens.\n\n"
+    "Example: `bertscope vocab add covid19 mRNA --init pieces -o ./extended`.",
+    no_args_is_help=True,
+)
 plot_app = typer.Typer(
-    help="Pictures of word occurrences and of token-to-token cosine per layer.", no_args_is_help=True
+    help="Pictures of word occurrences and of token-to-token cosine per layer.\n\n"
+    "Examples: `bertscope plot words bank,river -i corpus.txt -o words.png`, "
+    '`bertscope plot layers "a cat"`.',
+    no_args_is_help=True,
 )
 app.add_typer(eval_app, name="eval")
 app.add_typer(vocab_app, name="vocab")
