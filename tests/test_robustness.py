@@ -119,11 +119,20 @@ def test_a_corpus_line_of_invisible_characters_is_a_bad_record(
 
 
 def test_csv_ids_are_data_row_numbers_and_an_unclosed_quote_is_named(tmp_path: Path) -> None:
-    from bertscope.io.readers import read_corpus
+    from bertscope.io.readers import Rejects, read_corpus
 
     good = tmp_path / "good.csv"
     good.write_text('text,label\nfirst,1\n"second, with a comma",0\n')
     assert [(r.id, r.text) for r in read_corpus(good)] == [("1", "first"), ("2", "second, with a comma")]
+    # A bad byte is named at its own line (it was "after line 0", or a guess from the decoder's buffer),
+    # and --skip-bad gets past it without renumbering the rows after it.
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes(b"text\nfirst\ncaf\xe9 au lait\nthird\n")
+    with pytest.raises(bertscope.CorpusError, match=r"latin.csv:3: not UTF-8"):
+        list(read_corpus(latin))
+    rejects = Rejects()
+    kept = [(r.id, r.text) for r in read_corpus(latin, skip_bad=True, rejects=rejects)]
+    assert kept == [("1", "first"), ("3", "third")] and rejects.bad[0].startswith(f"{latin}:3: not UTF-8")
     bad = tmp_path / "bad.csv"
     bad.write_text('id,text\n1,hello there\n2,"an unclosed quote here\n3,third\n4,fourth\n')
     with pytest.raises(bertscope.CorpusError, match=r"bad.csv:3: unexpected end of data .*unclosed quote"):

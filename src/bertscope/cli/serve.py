@@ -36,7 +36,11 @@ def serve(
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8000,
     api_key: Annotated[
         str | None,
-        typer.Option("--api-key", envvar="BERTSCOPE_API_KEY", help="Require 'Authorization: Bearer KEY'."),
+        typer.Option(
+            "--api-key",
+            envvar="BERTSCOPE_API_KEY",
+            help="Require 'Authorization: Bearer KEY' or 'X-API-Key: KEY'.",
+        ),
     ] = None,
     cors_origin: Annotated[
         list[str] | None, typer.Option("--cors-origin", help="Allow browser calls from it (repeatable).")

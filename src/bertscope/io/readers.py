@@ -172,34 +172,56 @@ def _jsonl(
 def _csv(
     path: Path, text_field: str, id_field: str | None, delimiter: str, skip_bad: bool, rejects: Rejects
 ) -> Iterator[Record]:
-    # Excel writes a byte-order mark (utf-8-sig); TSV has no quoting, so a leading '"' is just text.
-    with path.open(encoding="utf-8-sig", newline="") as stream:
-        if delimiter == "\t":
-            reader = csv.reader(stream, delimiter=delimiter, quoting=csv.QUOTE_NONE, strict=True)
-        else:
-            reader = csv.reader(stream, delimiter=delimiter, strict=True)
-        header = next(reader, None)
-        if header is None:
-            return
-        rows = 0
-        for first, number, row in _csv_rows(reader, path):
-            if not row:
-                continue
-            rows += 1
-            if len(row) != len(header):
-                where = f"{path}:{number}" if first == number else f"{path}:{first}-{number}"
-                # A quoted field over several lines that breaks the field count is an unclosed quote.
-                hint = (
-                    f": an unclosed quote on line {first} joined lines {first}-{number}"
-                    if first < number
-                    else ""
-                )
-                _bad(
-                    f"{where}: {len(row)} fields where the header has {len(header)}{hint}", skip_bad, rejects
-                )
-                continue
-            fields = dict(zip(header, row, strict=True))
-            yield from _row_or_reject(fields, number, path, text_field, id_field, skip_bad, rejects, rows)
+    # TSV has no quoting, so a leading '"' is just text.
+    bad_lines: set[int] = set()
+    stream = _csv_lines(path, skip_bad, rejects, bad_lines)
+    if delimiter == "\t":
+        reader = csv.reader(stream, delimiter=delimiter, quoting=csv.QUOTE_NONE, strict=True)
+    else:
+        reader = csv.reader(stream, delimiter=delimiter, strict=True)
+    header = next(reader, None)
+    if header is None:
+        return
+    rows = 0
+    for first, number, row in _csv_rows(reader, path):
+        set_aside = any(first <= bad <= number for bad in bad_lines)
+        if not row and not set_aside:
+            continue  # a blank line
+        rows += 1  # counted even when set aside: the ids of the rows after it stay their data row numbers
+        if set_aside:
+            continue  # a record holding a line already set aside as not UTF-8
+        if len(row) != len(header):
+            where = f"{path}:{number}" if first == number else f"{path}:{first}-{number}"
+            # A quoted field over several lines that breaks the field count is an unclosed quote.
+            hint = (
+                f": an unclosed quote on line {first} joined lines {first}-{number}"
+                if first < number
+                else ""
+            )
+            _bad(
+                f"{where}: {len(row)} fields where the header has {len(header)}{hint}", skip_bad, rejects
+            )
+            continue
+        fields = dict(zip(header, row, strict=True))
+        yield from _row_or_reject(fields, number, path, text_field, id_field, skip_bad, rejects, rows)
+
+
+def _csv_lines(path: Path, skip_bad: bool, rejects: Rejects, bad_lines: set[int]) -> Iterator[str]:
+    """The lines of a CSV decoded one by one, so a bad byte is named at its own line (not "after line 0")."""
+    for number, raw in _raw_lines(path):
+        try:
+            # Excel writes a byte-order mark (utf-8-sig) at the start of the file.
+            yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            message = f"{path}:{number}: not UTF-8 text ({exc.reason}); convert the file to UTF-8"
+            _bad(message, skip_bad, rejects)
+            bad_lines.add(number)
+            yield "\n"  # an empty line keeps the reader's line numbers the file's own
+
+
+def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    with path.open("rb") as stream:
+        yield from enumerate(stream, 1)
 
 
 def _csv_rows(reader: Any, path: Path) -> Iterator[tuple[int, int, list[str]]]:
