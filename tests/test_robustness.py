@@ -368,3 +368,36 @@ def test_a_file_size_limit_mid_job_is_one_clear_error_and_resume_finishes(
     assert summary.resumed_from + summary.already + summary.embedded == 300
     hits = bertscope.search(texts[250], out, model=bundled, k=1)
     assert hits[0].id == "251" and hits[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_cased_word_is_told_the_piece_it_normalises_to(bundled: bertscope.Model) -> None:
+    """`static Bread` said the tokenizer "splits it into ['bread']", one piece."""
+    with pytest.raises(bertscope.UnknownToken, match="normalises it to the piece 'bread': pass 'bread'"):
+        bundled.static("Bread")
+
+
+def test_two_jobs_on_one_sqlite_collection_are_one_clear_error(
+    tmp_path: Path, bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another job makes the collection between this job's check and its first write (was a traceback)."""
+    import sqlite3
+
+    from bertscope.io.sqlite_store import SqliteSink
+
+    original = SqliteSink.write
+
+    def raced(self: SqliteSink, records: list, rows: object) -> None:
+        if not self.created:
+            other = sqlite3.connect(self.path)
+            with other:
+                other.execute(
+                    "INSERT INTO collections VALUES (?, ?, ?, ?, ?)", (self.collection, "m", "{}", 384, "now")
+                )
+            other.close()
+        original(self, records, rows)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SqliteSink, "write", raced)
+    with pytest.raises(bertscope.CorpusError, match="collection 'news' could not take .*another job"):
+        bertscope.embed_corpus(
+            _corpus(tmp_path, TEXTS), tmp_path / "shared.db", model=bundled, collection="news"
+        )
