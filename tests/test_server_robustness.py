@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import pytest
@@ -156,3 +157,107 @@ def test_token_ids_are_embedded_only_when_they_are_what_the_text_gives(bundled: 
         np.testing.assert_allclose(
             ok.json()["data"][0]["embedding"], bundled.embed("i like bread").vectors[0], atol=1e-5
         )
+
+
+def _metric(client: httpx.Client, name: str) -> float:
+    """One unlabelled Prometheus value from /metrics (answered on the event loop, never queued)."""
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
+
+
+def _until(condition: Any, what: str, timeout: float = 60.0) -> None:
+    """Poll `condition` until it holds; fail naming `what` after `timeout` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+
+
+def _send_and_leave(base: str, body: dict[str, Any]) -> Any:
+    """Open a raw connection, send a whole POST /embed, and return the socket (close it to leave)."""
+    import socket
+    from urllib.parse import urlparse
+
+    address = urlparse(base)
+    sock = socket.create_connection((address.hostname, address.port), timeout=30)
+    payload = json.dumps(body).encode()
+    head = (
+        "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    )
+    sock.sendall(head.encode() + payload)
+    return sock
+
+
+def test_requests_whose_clients_left_are_taken_out_of_the_queue(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five clients queue behind a busy worker and hang up: none of their texts is embedded."""
+    import threading
+
+    embedded: list[str] = []
+    entered, release = threading.Event(), threading.Event()
+    real = bundled.engine.sentences_once
+
+    def held(texts: Any, spec: Any, **kwargs: Any) -> Any:
+        embedded.extend(texts)
+        if texts == ["hold the worker"]:
+            entered.set()
+            assert release.wait(60)
+        return real(texts, spec, **kwargs)
+
+    monkeypatch.setattr(bundled.engine, "sentences_once", held)
+    with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
+        holder = threading.Thread(
+            target=client.post, args=("/embed",), kwargs={"json": {"inputs": "hold the worker"}}
+        )
+        holder.start()
+        assert entered.wait(60)
+        sockets = [_send_and_leave(base, {"inputs": [f"left {i}", f"gone {i}"]}) for i in range(5)]
+        _until(lambda: _metric(client, "bertscope_queue_size") == 5, "5 queued requests")
+        for sock in sockets:
+            sock.close()
+        _until(lambda: _metric(client, "bertscope_requests_abandoned_total") == 5, "5 abandoned requests")
+        assert _metric(client, "bertscope_queue_size") == 0
+        assert _metric(client, "bertscope_abandoned_texts_skipped_total") == 10
+        release.set()
+        holder.join(60)
+        after = client.post("/embed", json={"inputs": "still served"})
+        assert after.status_code == 200
+        assert embedded == ["hold the worker", "still served"]
+        assert 'bertscope_requests_total{endpoint="/embed",status="499"} 5.0' in client.get("/metrics").text
+
+
+def test_a_running_request_whose_client_left_stops_after_the_forward_in_progress(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """64 texts in 16 forwards of 4: the client hangs up during the first, and no second one runs."""
+    import threading
+
+    forwards: list[int] = []
+    entered, release = threading.Event(), threading.Event()
+    real = bundled.engine.forward
+
+    def held(ids: Any, *args: Any) -> Any:
+        forwards.append(len(ids))
+        if len(forwards) == 1:
+            entered.set()
+            assert release.wait(60)
+        return real(ids, *args)
+
+    monkeypatch.setattr(bundled.engine, "max_batch", 4)
+    monkeypatch.setattr(bundled.engine, "forward", held)
+    with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
+        sock = _send_and_leave(base, {"inputs": [f"text number {i}" for i in range(64)]})
+        assert entered.wait(60)
+        sock.close()
+        _until(lambda: _metric(client, "bertscope_requests_abandoned_total") == 1, "the abandoned request")
+        release.set()
+        _until(lambda: _metric(client, "bertscope_abandoned_texts_skipped_total") == 60, "60 skipped texts")
+        assert forwards == [4]
+        monkeypatch.setattr(bundled.engine, "max_batch", 512)
+        assert client.post("/embed", json={"inputs": ["a", "b"]}).status_code == 200
+        assert len(forwards) == 2

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -82,7 +83,7 @@ class Service:
                     f"holds ({self.batcher.max_queue}, --max-queue)"
                 )
             futures = self.batcher.sentences(parts, spec)
-        results = await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+        results = await self._wait(futures)
         return SentenceEmbeddings(
             vectors=np.concatenate([r.vectors for r in results]),
             n_tokens=np.concatenate([r.n_tokens for r in results]),
@@ -99,7 +100,15 @@ class Service:
 
     async def on_worker(self, fn: Callable[[], Any]) -> Any:
         """Run `fn` on the worker thread that owns the model."""
-        return await asyncio.wrap_future(self.batcher.call(fn))
+        return (await self._wait([self.batcher.call(fn)]))[0]
+
+    async def _wait(self, futures: list[Future[Any]]) -> list[Any]:
+        """The futures' results; when the request is cancelled (its client left), the work is abandoned."""
+        try:
+            return await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+        except asyncio.CancelledError:
+            self.batcher.abandon(futures)
+            raise
 
     def texts(self, inputs: Any) -> list[str]:
         """Checked texts (and (A, B) pairs, given as 2-lists) within the per-request limit."""
