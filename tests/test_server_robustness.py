@@ -121,9 +121,10 @@ def test_a_slow_body_gets_408_and_a_full_queue_an_honest_retry_after(bundled: be
 
     batcher = Batcher(bundled, max_batch_tokens=100, max_wait_ms=0, max_queue=10)
     batcher._tokens_per_second = 50.0  # as measured by the worker on earlier batches
-    batcher.sentences([(["a text"], 3000)], bundled.spec())  # 3000 tokens waiting (no worker runs)
+    text, another = bundled.engine.prepare(["a text", "another"], bundled.spec())
+    batcher.sentences([([text], 3000)], bundled.spec())  # 3000 tokens waiting (no worker runs)
     with pytest.raises(QueueFull, match="tokens of work") as full:
-        batcher.sentences([(["another"], 500)], bundled.spec())
+        batcher.sentences([([another], 500)], bundled.spec())
     assert full.value.retry_after == 60  # 3000 tokens at 50 tokens/s, capped at a minute
     batcher.stop()
 
@@ -185,16 +186,16 @@ def test_requests_whose_clients_left_are_taken_out_of_the_queue(
 
     embedded: list[str] = []
     entered, release = threading.Event(), threading.Event()
-    real = bundled.engine.sentences_once
+    real = bundled.engine.fitted_sentences
 
-    def held(texts: Any, spec: Any, **kwargs: Any) -> Any:
-        embedded.extend(texts)
-        if texts == ["hold the worker"]:
+    def held(tokens: Any, spec: Any, **kwargs: Any) -> Any:
+        embedded.extend(t.text for t in tokens)
+        if embedded == ["hold the worker"]:
             entered.set()
             assert release.wait(60)
-        return real(texts, spec, **kwargs)
+        return real(tokens, spec, **kwargs)
 
-    monkeypatch.setattr(bundled.engine, "sentences_once", held)
+    monkeypatch.setattr(bundled.engine, "fitted_sentences", held)
     with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
         holder = threading.Thread(
             target=client.post, args=("/embed",), kwargs={"json": {"inputs": "hold the worker"}}

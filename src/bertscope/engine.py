@@ -141,10 +141,21 @@ class Engine:
         if not tokens:
             raise InvalidInput("no tokens given: pass at least one text's tokens")
         fitted = [self.tokenizer.fit(t, spec.long, index=i) for i, t in enumerate(tokens)]
+        return self.fitted_sentences(fitted, spec, on_batch=on_batch)
+
+    def prepare(self, texts: Sequence[str], spec: EmbedSpec) -> list[Tokens]:
+        """The texts tokenized as `sentences` would (prompt put before, long-text policy applied)."""
+        return self._fit(texts, spec, 0)
+
+    def fitted_sentences(
+        self, tokens: Sequence[Tokens], spec: EmbedSpec, *, on_batch: OnBatch | None = None
+    ) -> SentenceEmbeddings:
+        """Sentence vectors (n, d) of tokens already through `prepare` (or `fit`), in input order."""
+        _check_views({"": spec})
         size = self.chunk_size
         parts = [
-            self._views_of(fitted[i : i + size], {"": spec}, on_batch)[""]
-            for i in range(0, len(fitted), size)
+            self._views_of(list(tokens[i : i + size]), {"": spec}, on_batch)[""]
+            for i in range(0, len(tokens), size)
         ]
         return _joined(parts, spec)
 

@@ -95,11 +95,8 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         if lists is None:
             res = await svc.sentences(await run_in_threadpool(check_texts, req.input), spec)
         else:
-            tokens = await run_in_threadpool(_id_tokens, svc, lists, spec)
-            on_forward = svc.batcher.metrics.on_forward
-            res = await svc.on_worker(
-                lambda: svc.model.engine.token_sentences(tokens, spec, on_batch=on_forward)
-            )
+            # Batched with text requests and counted in the queue's tokens, like text.
+            res = await svc.fitted_sentences(await run_in_threadpool(_id_tokens, svc, lists, spec), spec)
         vectors = res.vectors
         if req.dimensions is not None:
             vectors = unit(vectors[:, : req.dimensions])
@@ -140,7 +137,7 @@ def _id_lists(given: Any) -> list[list[int]] | None:
 
 
 def _id_tokens(svc: Service, lists: Sequence[Sequence[int]], spec: EmbedSpec) -> list[Tokens]:
-    """Tokens of each id list, embedded as given: the model's own specials added once (see `from_ids`).
+    """Fitted tokens of each id list, embedded as given: the model's specials added once (`from_ids`).
 
     A client that sends [CLS] ... [SEP] (or <s> ... </s>) itself gets them once, not twice; OpenAI
     clients send ids without specials, and get them added. Every id is checked against the vocabulary.
@@ -161,7 +158,8 @@ def _id_tokens(svc: Service, lists: Sequence[Sequence[int]], spec: EmbedSpec) ->
         except UnknownToken as exc:
             position = next(p for p, i in enumerate(ids) if not _known(svc, i))
             raise UnknownToken(f"input {index}, position {position}: {exc}") from None
-        tokens.append(svc.model.tokenizer.from_ids(ids, index=index))
+        given = svc.model.tokenizer.from_ids(ids, index=index)
+        tokens.append(svc.model.tokenizer.fit(given, spec.long, index=index))  # long policy as text
     return tokens
 
 
