@@ -5,17 +5,19 @@ Run from the repository root:
     .venv/bin/python bench/bench_abandoned.py [--clients 20] [--texts 32] [--src PATH]
 
 Starts `bertscope serve` (the bundled model, 1 torch thread) in a subprocess, then `--clients` clients
-each POST /embed with `--texts` sentences of gensim's Lee corpus and hang up after `--patience` seconds
-without reading the answer. One more client then asks for one sentence: its latency is how long the
-server keeps doing work nobody waits for. `--src` serves another checkout's `src/` (an older commit, to
-compare). The server's own counters (/metrics) say how many texts it skipped.
+each POST /embed with `--texts` sentences of gensim's Lee corpus and hang up, without reading the answer,
+once the server holds them all (one running, the rest queued). One more client then asks for one
+sentence: its latency is how long the server keeps doing work nobody waits for. `--src` serves another
+checkout's `src/` (an older commit, to compare). The server's own counters (/metrics) say how many texts
+it skipped.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
+import json
 import os
+import socket
 import time
 from pathlib import Path
 
@@ -23,13 +25,16 @@ import httpx
 from bench_server import free_port, sentences, start_server
 
 
-async def hang_up(url: str, texts: list[str], patience: float) -> None:
-    """Send one request and leave after `patience` seconds, answered or not."""
-    async with httpx.AsyncClient(base_url=url) as client:
-        try:
-            await asyncio.wait_for(client.post("/embed", json={"inputs": texts}), patience)
-        except asyncio.TimeoutError:
-            pass
+def send(port: int, texts: list[str]) -> socket.socket:
+    """Send one whole POST /embed on a raw connection and return the socket, unread (close it to leave)."""
+    payload = json.dumps({"inputs": texts}).encode()
+    head = (
+        "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    )
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(head.encode() + payload)
+    return sock
 
 
 def metric(url: str, name: str) -> float:
@@ -45,7 +50,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--texts", type=int, default=32)
-    parser.add_argument("--patience", type=float, default=0.5)
     parser.add_argument("--src", type=Path, help="serve this checkout's src/ instead of the installed one")
     args = parser.parse_args()
     if args.src:
@@ -57,18 +61,21 @@ def main() -> None:
     try:
         httpx.post(f"{url}/embed", json={"inputs": corpus[:8]}, timeout=120).raise_for_status()  # warm-up
 
-        async def burst() -> None:
-            chunks = [corpus[i * args.texts : (i + 1) * args.texts] for i in range(args.clients)]
-            await asyncio.gather(*(hang_up(url, chunk, args.patience) for chunk in chunks))
-
-        asyncio.run(burst())
+        chunks = [corpus[i * args.texts : (i + 1) * args.texts] for i in range(args.clients)]
+        sockets = [send(port, chunk) for chunk in chunks]
+        # Leave once the server holds every request (one running, the rest queued), as impatient clients do.
+        deadline = time.monotonic() + 60
+        while metric(url, "bertscope_queue_size") < args.clients - 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for sock in sockets:
+            sock.close()
         start = time.perf_counter()
         httpx.post(f"{url}/embed", json={"inputs": "the next client"}, timeout=600).raise_for_status()
         waited = time.perf_counter() - start
         skipped = metric(url, "bertscope_abandoned_texts_skipped_total")
         left = metric(url, "bertscope_requests_abandoned_total")
         print(
-            f"{args.clients} clients x {args.texts} texts hung up after {args.patience:g} s; "
+            f"{args.clients} clients x {args.texts} texts hung up once queued; "
             f"the next request waited {waited:.2f} s; the server saw {left:.0f} abandoned requests "
             f"and skipped {skipped:.0f} of {args.clients * args.texts} texts"
         )
