@@ -178,6 +178,25 @@ def _send_and_leave(base: str, body: dict[str, Any]) -> Any:
     return sock
 
 
+def _hold_first_call(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, record: Any) -> tuple[Any, Any]:
+    """Patch owner.name to `record` each call's args and hold the first call until `release` is set."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+    real = getattr(owner, name)
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        first = not entered.is_set()
+        record(args)
+        if first:
+            entered.set()
+            assert release.wait(60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, held)
+    return entered, release
+
+
 def test_requests_whose_clients_left_are_taken_out_of_the_queue(
     bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -185,17 +204,9 @@ def test_requests_whose_clients_left_are_taken_out_of_the_queue(
     import threading
 
     embedded: list[str] = []
-    entered, release = threading.Event(), threading.Event()
-    real = bundled.engine.fitted_sentences
-
-    def held(tokens: Any, spec: Any, **kwargs: Any) -> Any:
-        embedded.extend(t.text for t in tokens)
-        if embedded == ["hold the worker"]:
-            entered.set()
-            assert release.wait(60)
-        return real(tokens, spec, **kwargs)
-
-    monkeypatch.setattr(bundled.engine, "fitted_sentences", held)
+    entered, release = _hold_first_call(
+        monkeypatch, bundled.engine, "fitted_sentences", lambda args: embedded.extend(t.text for t in args[0])
+    )
     with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
         holder = threading.Thread(
             target=client.post, args=("/embed",), kwargs={"json": {"inputs": "hold the worker"}}
@@ -221,21 +232,11 @@ def test_a_running_request_whose_client_left_stops_after_the_forward_in_progress
     bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """64 texts in 16 forwards of 4: the client hangs up during the first, and no second one runs."""
-    import threading
-
     forwards: list[int] = []
-    entered, release = threading.Event(), threading.Event()
-    real = bundled.engine.forward
-
-    def held(ids: Any, *args: Any) -> Any:
-        forwards.append(len(ids))
-        if len(forwards) == 1:
-            entered.set()
-            assert release.wait(60)
-        return real(ids, *args)
-
     monkeypatch.setattr(bundled.engine, "max_batch", 4)
-    monkeypatch.setattr(bundled.engine, "forward", held)
+    entered, release = _hold_first_call(
+        monkeypatch, bundled.engine, "forward", lambda args: forwards.append(len(args[0]))
+    )
     with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
         sock = _send_and_leave(base, {"inputs": [f"text number {i}" for i in range(64)]})
         assert entered.wait(60)
