@@ -80,7 +80,11 @@ def fit_openapi(doc: dict[str, Any], *, model: Model, settings: ServerSettings) 
         "head": lambda node: (
             {**node, "minimum": 0, "maximum": heads - 1} if heads else {**node, "minimum": 0}
         ),
-        "id": lambda node: {**node, "maximum": int(model.input_embeddings.shape[0]) - 1},
+        "id": lambda node: {
+            **node,
+            "maximum": min(int(model.input_embeddings.shape[0]), len(model.id_to_token)) - 1,
+        },
+        "ids": lambda node: _ids(node, model),
         "post": lambda node: {**node, "enum": [name for name, _ in settings.posts]},
         "store": lambda node: {**node, "enum": [name for name, _ in settings.stores]},
         "prompt": lambda node: {**node, "enum": list(model.prompts.prompts)},
@@ -154,6 +158,20 @@ def _layers(count: int) -> dict[str, Any]:
             {"type": "null"},
         ]
     }
+
+
+def _ids(node: dict[str, Any], model: Model) -> dict[str, Any]:
+    """One input as token ids: not the model's own specials alone, and none where it adds a prompt."""
+    if model.prompts.resolve() is not None:
+        # A prompt is text put before the text: ids cannot carry it exactly, so they are refused.
+        return {"not": {}}
+    backend = model.tokenizer.backend
+    framed = list(backend.encode("a", add_special_tokens=True).ids)
+    content = list(backend.encode("a", add_special_tokens=False).ids)
+    start = next(i for i in range(len(framed)) if framed[i : i + len(content)] == content)
+    opening, closing = framed[:start], framed[start + len(content) :]
+    alone = [ids for ids in (opening, closing, opening + closing) if ids]
+    return {**node, "not": {"enum": alone}} if alone else node
 
 
 def _poolings(model: Model) -> list[str]:

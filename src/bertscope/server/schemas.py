@@ -92,7 +92,7 @@ _PIECE: dict[str, Any] = {"type": "string", "minLength": 1}
 _STATIC_ITEMS = {
     "anyOf": [_PIECE, _ID, {"type": "array", "items": {"anyOf": [_PIECE, _ID]}, "x-fit": "inputs"}]
 }
-_IDS: dict[str, Any] = {"type": "array", "items": _ID, "minItems": 1}
+_IDS: dict[str, Any] = {"type": "array", "items": _ID, "minItems": 1, "x-fit": "ids"}
 _OPENAI_INPUT = {
     "anyOf": [
         _TEXT,
