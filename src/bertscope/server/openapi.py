@@ -171,7 +171,7 @@ def _ids(node: dict[str, Any], model: Model) -> dict[str, Any]:
     start = next(i for i in range(len(framed)) if framed[i : i + len(content)] == content)
     opening, closing = framed[:start], framed[start + len(content) :]
     alone = [ids for ids in (opening, closing, opening + closing) if ids]
-    return {**node, "not": {"enum": alone}} if alone else node
+    return {**node, "not": {"anyOf": [{"const": ids} for ids in alone]}} if alone else node
 
 
 def _poolings(model: Model) -> list[str]:
