@@ -16,6 +16,7 @@ import sys
 import unicodedata
 from collections.abc import Callable
 from functools import cache
+from itertools import product
 from typing import TYPE_CHECKING, Any
 
 from .._enums import Combine, LongText, Pooling
@@ -161,7 +162,7 @@ def _layers(count: int) -> dict[str, Any]:
 
 
 def _ids(node: dict[str, Any], model: Model) -> dict[str, Any]:
-    """One input as token ids: not the model's own specials alone, and none where it adds a prompt."""
+    """One input as token ids: more than the model's own frame ([CLS] ... [SEP]) alone; none with a prompt."""
     if model.prompts.resolve() is not None:
         # A prompt is text put before the text: ids cannot carry it exactly, so they are refused.
         return {"not": {}}
@@ -170,8 +171,26 @@ def _ids(node: dict[str, Any], model: Model) -> dict[str, Any]:
     content = list(backend.encode("a", add_special_tokens=False).ids)
     start = next(i for i in range(len(framed)) if framed[i : i + len(content)] == content)
     opening, closing = framed[:start], framed[start + len(content) :]
-    alone = [ids for ids in (opening, closing, opening + closing) if ids]
-    return {**node, "not": {"anyOf": [{"const": ids} for ids in alone]}} if alone else node
+    frame = sorted(set(opening + closing))
+    if not frame:
+        return node
+    # Written as what is taken (schema generators cannot draw from `not` over lists): an id outside the
+    # frame, more ids than the frame holds, or frame ids that still leave some once the frame is taken off.
+    short = [list(ids) for n in range(1, len(opening + closing) + 1) for ids in product(frame, repeat=n)]
+    kept = [ids for ids in short if _unframed(ids, opening, closing)]
+    taken: list[dict[str, Any]] = [
+        {"contains": {"not": {"enum": frame}}},
+        {"minItems": len(opening) + len(closing) + 1},
+    ]
+    return {**node, "anyOf": taken + ([{"enum": kept}] if kept else [])}
+
+
+def _unframed(ids: list[int], opening: list[int], closing: list[int]) -> list[int]:
+    """The ids left once a leading `opening` and a trailing `closing` are taken off (as `from_ids` does)."""
+    body = ids[len(opening) :] if opening and ids[: len(opening)] == opening else ids
+    if closing and len(body) >= len(closing) and body[len(body) - len(closing) :] == closing:
+        body = body[: len(body) - len(closing)]
+    return body
 
 
 def _poolings(model: Model) -> list[str]:
