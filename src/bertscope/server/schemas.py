@@ -88,7 +88,7 @@ def _fitted_int(fit: str) -> dict[str, Any]:
 
 
 _ID: dict[str, Any] = {"type": "integer", "minimum": 0, "x-fit": "id"}
-_PIECE: dict[str, Any] = {"type": "string", "minLength": 1}
+_PIECE = _TEXT  # a word piece of this vocabulary (which no schema lists), or with word=true a word
 _STATIC_ITEMS = {
     "anyOf": [_PIECE, _ID, {"type": "array", "items": {"anyOf": [_PIECE, _ID]}, "x-fit": "inputs"}]
 }
