@@ -52,7 +52,9 @@ def test_a_text_is_valid_in_the_schema_exactly_when_the_server_takes_it(doc: dic
         assert not text.is_valid(refused) and text_problem(refused) is not None
 
 
-def test_the_layer_specs_in_the_schema_are_the_models_own(doc: dict[str, Any], bundled: bertscope.Model) -> None:
+def test_the_layer_specs_in_the_schema_are_the_models_own(
+    doc: dict[str, Any], bundled: bertscope.Model
+) -> None:
     layers = doc["components"]["schemas"]["EmbedRequest"]["properties"]["layers"]
     valid = _validator(doc, layers)
     strings, integers, lists = (option for option in layers["anyOf"] if option.get("type") != "null")
