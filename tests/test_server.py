@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import random
 import threading
 import time
@@ -332,16 +333,18 @@ def test_api_key_cors_and_auto_split(bundled: bertscope.Model) -> None:
 
 def test_a_job_failing_inside_a_batch_leaves_the_others_their_answers(bundled: bertscope.Model) -> None:
     # The server checks input before queueing; this goes around it to prove the worker's own isolation.
-    spec = bundled.spec(long="error")
+    spec = bundled.spec()
     batcher = Batcher(bundled, max_batch_tokens=8192, max_wait_ms=200, max_queue=8)
-    good: list[Future[Any]] = batcher.sentences([(["a fine text"], 5)], spec)
-    bad = batcher.sentences([(["word " * 300], 302)], spec)
+    fine, other = bundled.engine.prepare(["a fine text", "another"], spec)
+    broken = dataclasses.replace(other, ids=[other.ids[0], 10**9, other.ids[-1]])  # no such row
+    good: list[Future[Any]] = batcher.sentences([([fine], len(fine))], spec)
+    bad = batcher.sentences([([broken], len(broken))], spec)
     batcher.start()
     try:
         np.testing.assert_allclose(
             good[0].result(60).vectors, bundled.embed("a fine text").vectors, atol=ATOL
         )
-        with pytest.raises(bertscope.InputTooLong):
+        with pytest.raises(IndexError):
             bad[0].result(60)
     finally:
         batcher.stop()
