@@ -373,6 +373,8 @@ def test_fuzzing_the_openapi_schema_finds_no_server_error_no_schema_violation_an
         checks.response_schema_conformance,
         checks.positive_data_acceptance,
     ]
+    # negative_data_rejection is left out: schemathesis draws "invalid" texts with a Latin-only stand-in
+    # for the schema's \p{L}, so a text of Greek or CJK letters counts as invalid though both take it.
     # Beyond schemathesis' own list, 413 only: the limits no schema states (body bytes, answer size).
     accepted = ["2xx", "3xx", "401", "403", "404", "409", "413", "429", "5xx"]
     config = SchemathesisConfig.from_dict(
@@ -385,6 +387,8 @@ def test_fuzzing_the_openapi_schema_finds_no_server_error_no_schema_violation_an
     for result in schema.get_all_operations():
         operation = result.ok()
         for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
+            if time.monotonic() > stop_at:
+                break  # drawing cases costs time too, even those that are not sent
 
             @settings(
                 max_examples=25,
