@@ -33,7 +33,8 @@ test-deps:
 	command -v chromium || ($(SUDO) apt-get update && $(SUDO) apt-get install -y chromium)
 
 test: $(STAMP) test-deps
-	# Two workers, one test file each at a time: the suite is mostly one-threaded, CI has two cores
+	# Two workers, one test file each at a time: the suite is mostly one-threaded, CI has two cores;
+	# tests/conftest.py hands the files out heaviest first so that both workers finish together
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15
 
 lint: $(STAMP)

@@ -13,7 +13,7 @@ import pytest
 import bertscope
 from bertscope.errors import CorpusError, InvalidSpec
 from bertscope.io.stores import search
-from test_io import _run_job, _wait_for_parts
+from test_io import _embed_in_process, _run_job, _wait_for_parts
 
 DOCS = {
     "berlin": "Berlin is the capital of Germany. The city has 3.8 million people. It is known for its art.",
@@ -99,14 +99,17 @@ def test_bad_chunk_options_are_refused(tmp_path: Path, bundled: bertscope.Model)
         bertscope.embed_corpus(source, tmp_path / "c.db", model=bundled, level="chunks")
 
 
+DOCS_IN_CORPUS = 1000
+
+
 @pytest.fixture(scope="module")
 def doc_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """2,000 documents of 1-6 sentences of the tiny model's words."""
+    """1,000 documents of 1-6 sentences of the tiny model's words: 10 parts, 7 to come after the kill."""
     rng = np.random.default_rng(0)
     words = "we sat on the bank of a river money interest rates the cat likes bread".split()
     folder = tmp_path_factory.mktemp("chunks")
     lines = []
-    for _ in range(2000):
+    for _ in range(DOCS_IN_CORPUS):
         sentences = [" ".join(rng.choice(words, size=rng.integers(2, 12))) for _ in range(rng.integers(1, 7))]
         lines.append(". ".join(s.capitalize() for s in sentences) + ".")
     path = folder / "docs.txt"
@@ -120,14 +123,13 @@ def test_chunk_job_killed_with_sigkill_resumes_exactly(
     common = ["-i", str(doc_corpus), "--model", str(tiny_dirs["bert"]), "--batch-size", "100", "-q"]
     common += ["--chunks", "sentence", "--late"]
     whole = tmp_path / "whole.parquet"
-    assert _run_job([*common, "-o", str(whole)]).wait(timeout=300) == 0
+    _embed_in_process([*common, "-o", str(whole)])  # only the job that is killed needs its own process
     target = tmp_path / "resumed.parquet"
     job = _run_job([*common, "-o", str(target)])
     _wait_for_parts(target.with_name(target.name + ".parts"), 3, job)
     job.send_signal(signal.SIGKILL)
     job.wait(timeout=60)
     assert not target.exists()
-    resumed = _run_job([*common, "-o", str(target), "--resume"])
-    assert resumed.wait(timeout=300) == 0, resumed.stderr.read() if resumed.stderr else ""
+    _embed_in_process([*common, "-o", str(target), "--resume"])
     assert pq.read_table(target).equals(pq.read_table(whole))
-    assert pq.read_table(whole).column("position").to_pylist().count(0) == 2000
+    assert pq.read_table(whole).column("position").to_pylist().count(0) == DOCS_IN_CORPUS

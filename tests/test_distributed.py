@@ -183,7 +183,11 @@ def test_a_killed_actor_is_retried_and_nothing_is_lost_or_doubled(
         return batch
 
     items = [{"id": str(i), "text": t} for i, t in enumerate(texts, 1)]
-    source = ray.data.from_items(items, override_num_blocks=60).map_batches(slowly, batch_size=10, num_cpus=0)
+    # One task at a time: a task that asks for no CPU is otherwise started once per block, each in a new
+    # worker process, and on two cores those starts cost more than the whole run.
+    source = ray.data.from_items(items, override_num_blocks=60).map_batches(
+        slowly, batch_size=10, num_cpus=0, compute=ray.data.TaskPoolStrategy(size=1)
+    )
     dataset = embed_dataset(
         source, model=str(tiny_dirs["bert"]), workers=2, batch_size=10, max_restarts=3, max_task_retries=3,
         layers="-2",

@@ -15,9 +15,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from typer.testing import CliRunner
 
 import bertscope
 import bertscope.io
+from bertscope.cli import app
 from bertscope.io.stores import open_store
 
 TEXTS = [
@@ -208,6 +210,12 @@ def _run_job(args: list[str], **kwargs: object) -> subprocess.Popen[str]:
     )  # type: ignore[call-overload]
 
 
+def _embed_in_process(args: list[str]) -> None:
+    """Run `bertscope embed ...` in this process: the same command, without a fresh interpreter's start."""
+    result = CliRunner().invoke(app, ["embed", *args])
+    assert result.exit_code == 0, (result.output, result.exception)
+
+
 def _wait_for_parts(parts: Path, count: int, process: subprocess.Popen[str], timeout: float = 120) -> None:
     """Block until the job has written `count` part files (and is still running)."""
     deadline = time.monotonic() + timeout
@@ -219,12 +227,16 @@ def _wait_for_parts(parts: Path, count: int, process: subprocess.Popen[str], tim
     raise AssertionError("the job wrote no parts in time")
 
 
+# 16 parts of 500: the job is stopped after 3, so 13 are still to come when the signal is sent.
+BIG = 8000
+
+
 @pytest.fixture(scope="module")
 def big_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A corpus large enough that the tiny model takes a few seconds on it."""
+    """A corpus large enough that the tiny model is still at work when the job is stopped."""
     rng = np.random.default_rng(0)
     words = "i like eating bread the banana was horrible a cat dog car am tokenization".split()
-    lines = [" ".join(rng.choice(words, size=rng.integers(2, 30))) for _ in range(20000)]
+    lines = [" ".join(rng.choice(words, size=rng.integers(2, 30))) for _ in range(BIG)]
     return write_txt(tmp_path_factory.mktemp("big"), lines, "big.txt")
 
 
@@ -235,9 +247,9 @@ def _job_args(big_corpus: Path, tiny_dirs: dict[str, Path]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def uninterrupted(big_corpus: Path, tiny_dirs: dict[str, Path]) -> Path:
-    """The output of the same job run without interruption."""
+    """The output of the same job run without interruption (in this process: only the stop needs its own)."""
     reference = big_corpus.with_name("whole.parquet")
-    assert _run_job([*_job_args(big_corpus, tiny_dirs), "-o", str(reference)]).wait(timeout=300) == 0
+    _embed_in_process([*_job_args(big_corpus, tiny_dirs), "-o", str(reference)])
     return reference
 
 
@@ -258,19 +270,17 @@ def test_interrupted_job_resumes_to_the_same_result(
         _, stderr = job.communicate(timeout=120)
         assert job.returncode == 130 and "--resume" in stderr
     assert not target.exists()
-    resumed = _run_job([*common, "-o", str(target), "--resume"])
-    assert resumed.wait(timeout=300) == 0, resumed.stderr.read() if resumed.stderr else ""
+    _embed_in_process([*common, "-o", str(target), "--resume"])
     whole, again = parquet_rows(reference), parquet_rows(target)
-    assert again["id"] == whole["id"] and len(whole["id"]) == 20000
+    assert again["id"] == whole["id"] and len(whole["id"]) == BIG
     np.testing.assert_allclose(np.array(again["embedding"]), np.array(whole["embedding"]), atol=1e-6)
 
 
 def test_stdin_and_cli_summary(tmp_path: Path) -> None:
     target = tmp_path / "out.parquet"
-    job = _run_job(["-i", "-", "-o", str(target)], stdin=subprocess.PIPE)
-    _, stderr = job.communicate("\n".join(TEXTS) + "\n\n", timeout=300)
-    assert job.returncode == 0, stderr
-    assert "6 texts embedded" in stderr and str(target) in stderr
+    result = CliRunner().invoke(app, ["embed", "-i", "-", "-o", str(target)], input="\n".join(TEXTS) + "\n\n")
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "6 texts embedded" in result.stderr and str(target) in result.stderr
     assert parquet_rows(target)["text"] == TEXTS
 
 

@@ -14,7 +14,7 @@ from transformers import AutoModel, AutoTokenizer
 
 import bertscope
 from bertscope.errors import CorpusError, InvalidSpec
-from test_io import _run_job, _wait_for_parts, write_txt
+from test_io import _embed_in_process, _run_job, _wait_for_parts, write_txt
 
 TEXTS = [
     "We sat on the bank of the river.",
@@ -163,12 +163,15 @@ def test_bad_level_options_are_refused(tmp_path: Path, bundled: bertscope.Model)
         )
 
 
+TOKEN_TEXTS = 3000
+
+
 @pytest.fixture(scope="module")
 def token_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A corpus that takes the tiny model a few seconds at the token level."""
+    """A corpus of 10 parts of 300 texts: 7 are still to come when the job is killed after 3."""
     rng = np.random.default_rng(1)
     words = "we sat on the bank of a river money interest rates tokenization rocks".split()
-    lines = [" ".join(rng.choice(words, size=rng.integers(2, 25))) for _ in range(6000)]
+    lines = [" ".join(rng.choice(words, size=rng.integers(2, 25))) for _ in range(TOKEN_TEXTS)]
     return write_txt(tmp_path_factory.mktemp("tokens"), lines, "corpus.txt")
 
 
@@ -187,14 +190,13 @@ def test_token_job_killed_with_sigkill_resumes_exactly(
     ]
     common += ["--layers", "1,2", "--combine", "stack", "--precision", "float16"]
     whole = tmp_path / "whole.parquet"
-    assert _run_job([*common, "-o", str(whole)]).wait(timeout=300) == 0
+    _embed_in_process([*common, "-o", str(whole)])  # only the job that is killed needs its own process
     target = tmp_path / "resumed.parquet"
     job = _run_job([*common, "-o", str(target)])
     _wait_for_parts(target.with_name(target.name + ".parts"), 3, job)
     job.send_signal(signal.SIGKILL)
     job.wait(timeout=60)
     assert not target.exists()
-    resumed = _run_job([*common, "-o", str(target), "--resume"])
-    assert resumed.wait(timeout=300) == 0, resumed.stderr.read() if resumed.stderr else ""
+    _embed_in_process([*common, "-o", str(target), "--resume"])
     assert pq.read_table(target).equals(pq.read_table(whole))
-    assert pq.read_table(whole).column("position").to_pylist().count(0) == 6000
+    assert pq.read_table(whole).column("position").to_pylist().count(0) == TOKEN_TEXTS

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import pytest
@@ -120,9 +121,10 @@ def test_a_slow_body_gets_408_and_a_full_queue_an_honest_retry_after(bundled: be
 
     batcher = Batcher(bundled, max_batch_tokens=100, max_wait_ms=0, max_queue=10)
     batcher._tokens_per_second = 50.0  # as measured by the worker on earlier batches
-    batcher.sentences([(["a text"], 3000)], bundled.spec())  # 3000 tokens waiting (no worker runs)
+    text, another = bundled.engine.prepare(["a text", "another"], bundled.spec())
+    batcher.sentences([([text], 3000)], bundled.spec())  # 3000 tokens waiting (no worker runs)
     with pytest.raises(QueueFull, match="tokens of work") as full:
-        batcher.sentences([(["another"], 500)], bundled.spec())
+        batcher.sentences([([another], 500)], bundled.spec())
     assert full.value.retry_after == 60  # 3000 tokens at 50 tokens/s, capped at a minute
     batcher.stop()
 
@@ -143,16 +145,106 @@ def test_anatomy_takes_one_text_or_one_pair_not_a_list(bundled: bertscope.Model)
         assert pair.status_code == 200 and pair.json()["pair"] == "Fine."
 
 
-def test_token_ids_are_embedded_only_when_they_are_what_the_text_gives(bundled: bertscope.Model) -> None:
-    """[2075] is '##ing' alone: decoded and re-read it would embed other pieces, so it is refused."""
-    import numpy as np
+def _metric(client: httpx.Client, name: str) -> float:
+    """One unlabelled Prometheus value from /metrics (answered on the event loop, never queued)."""
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    raise AssertionError(f"{name} not in /metrics")
 
+
+def _until(condition: Any, what: str, timeout: float = 60.0) -> None:
+    """Poll `condition` until it holds; fail naming `what` after `timeout` seconds."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+
+
+def _send_and_leave(base: str, body: dict[str, Any]) -> Any:
+    """Open a raw connection, send a whole POST /embed, and return the socket (close it to leave)."""
+    import socket
+    from urllib.parse import urlparse
+
+    address = urlparse(base)
+    sock = socket.create_connection((address.hostname, address.port), timeout=30)
+    payload = json.dumps(body).encode()
+    head = (
+        "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(payload)}\r\n\r\n"
+    )
+    sock.sendall(head.encode() + payload)
+    return sock
+
+
+def _hold_first_call(monkeypatch: pytest.MonkeyPatch, owner: Any, name: str, record: Any) -> tuple[Any, Any]:
+    """Patch owner.name to `record` each call's args and hold the first call until `release` is set."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+    real = getattr(owner, name)
+
+    def held(*args: Any, **kwargs: Any) -> Any:
+        first = not entered.is_set()
+        record(args)
+        if first:
+            entered.set()
+            assert release.wait(60)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, held)
+    return entered, release
+
+
+def test_requests_whose_clients_left_are_taken_out_of_the_queue(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Five clients queue behind a busy worker and hang up: none of their texts is embedded."""
+    import threading
+
+    embedded: list[str] = []
+    entered, release = _hold_first_call(
+        monkeypatch, bundled.engine, "fitted_sentences", lambda args: embedded.extend(t.text for t in args[0])
+    )
     with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
-        lone = client.post("/v1/embeddings", json={"input": [2075]})
-        assert lone.status_code == 422 and "send the text itself" in lone.json()["detail"]
-        ids = bundled.tokenize("i like bread").ids  # with [CLS] and [SEP], as clients may send them
-        ok = client.post("/v1/embeddings", json={"input": ids})
-        assert ok.status_code == 200
-        np.testing.assert_allclose(
-            ok.json()["data"][0]["embedding"], bundled.embed("i like bread").vectors[0], atol=1e-5
+        holder = threading.Thread(
+            target=client.post, args=("/embed",), kwargs={"json": {"inputs": "hold the worker"}}
         )
+        holder.start()
+        assert entered.wait(60)
+        sockets = [_send_and_leave(base, {"inputs": [f"left {i}", f"gone {i}"]}) for i in range(5)]
+        _until(lambda: _metric(client, "bertscope_queue_size") == 5, "5 queued requests")
+        for sock in sockets:
+            sock.close()
+        _until(lambda: _metric(client, "bertscope_requests_abandoned_total") == 5, "5 abandoned requests")
+        assert _metric(client, "bertscope_queue_size") == 0
+        assert _metric(client, "bertscope_abandoned_texts_skipped_total") == 10
+        release.set()
+        holder.join(60)
+        after = client.post("/embed", json={"inputs": "still served"})
+        assert after.status_code == 200
+        assert embedded == ["hold the worker", "still served"]
+        assert 'bertscope_requests_total{endpoint="/embed",status="499"} 5.0' in client.get("/metrics").text
+
+
+def test_a_running_request_whose_client_left_stops_after_the_forward_in_progress(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """64 texts in 16 forwards of 4: the client hangs up during the first, and no second one runs."""
+    forwards: list[int] = []
+    monkeypatch.setattr(bundled.engine, "max_batch", 4)
+    entered, release = _hold_first_call(
+        monkeypatch, bundled.engine, "forward", lambda args: forwards.append(len(args[0]))
+    )
+    with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
+        sock = _send_and_leave(base, {"inputs": [f"text number {i}" for i in range(64)]})
+        assert entered.wait(60)
+        sock.close()
+        _until(lambda: _metric(client, "bertscope_requests_abandoned_total") == 1, "the abandoned request")
+        release.set()
+        _until(lambda: _metric(client, "bertscope_abandoned_texts_skipped_total") == 60, "60 skipped texts")
+        assert forwards == [4]
+        monkeypatch.setattr(bundled.engine, "max_batch", 512)
+        assert client.post("/embed", json={"inputs": ["a", "b"]}).status_code == 200
+        assert len(forwards) == 2

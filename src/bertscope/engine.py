@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._enums import Combine
-from .errors import InvalidSpec
+from .errors import InvalidInput, InvalidSpec
 from .families import Family
 from .layers import combine_layers
 from .pooling import pool_sentences
@@ -116,44 +116,82 @@ class Engine:
         The specs must agree on `long` and `stride` (they decide the batches); the forward stops at
         the deepest layer any view needs. Each chunk gives {name: vectors (texts, d_view)}.
         """
-        if any(spec.combine is Combine.STACK and len(spec.layers) > 1 for spec in specs.values()):
-            raise InvalidSpec(
-                "combine='stack' keeps each layer's vector apart, which only token and word rows store "
-                "(level='tokens' or 'words'); pool sentence vectors with combine mean, sum or concat"
-            )
+        _check_views(specs)
         first = next(iter(specs.values()))
         start = 0
         for chunk in _chunks(texts, self.chunk_size):
-            tokens = self._fit(chunk, first, start)
-            vectors: dict[str, list[np.ndarray | None]] = {name: [None] * len(tokens) for name in specs}
-            pending: dict[tuple[str, int], dict[int, np.ndarray]] = {}
-            segments = self._segments(tokens, first)
-            windowed = _windowed(segments)
-            for batch, views in self._run_views(segments, specs, on_batch):
-                direct = [row for row, seg in enumerate(batch) if seg.text_index not in windowed]
-                for name, (hidden, mask) in views.items():
-                    if direct:
-                        pooled = self._pool(hidden[direct], mask[direct], specs[name])
-                        for row, vec in zip(direct, pooled, strict=True):
-                            vectors[name][batch[row].text_index] = vec
-                    for row, seg in enumerate(batch):
-                        if seg.text_index in windowed:
-                            matrix = hidden[row, : len(seg.ids)].float().cpu().numpy()
-                            pending.setdefault((name, seg.text_index), {})[seg.window] = matrix
-            for (name, index), by_window in pending.items():
-                vectors[name][index] = self._pool_windows(tokens[index], by_window, specs[name])
-            n_tokens = np.array([len(t) for t in tokens], dtype=np.int64)
-            n_dropped = np.array([t.n_dropped for t in tokens], dtype=np.int64)
-            yield {
-                name: SentenceEmbeddings(
-                    vectors=np.stack(rows).astype(np.float32, copy=False),  # type: ignore[arg-type]
-                    n_tokens=n_tokens,
-                    n_dropped=n_dropped,
-                    spec=specs[name].as_dict(),
-                )
-                for name, rows in vectors.items()
-            }
+            yield self._views_of(self._fit(chunk, first, start), specs, on_batch)
             start += len(chunk)
+
+    def token_sentences(
+        self, tokens: Sequence[Tokens], spec: EmbedSpec, *, on_batch: OnBatch | None = None
+    ) -> SentenceEmbeddings:
+        """Sentence vectors (n, d) of pre-built Tokens (ids given as they are), in input order.
+
+        The long-text policy of `spec` applies as it does to texts (truncate reports n_dropped; window;
+        error). A spec with a prompt is refused: the prompt is text put before the text, which
+        tokens built elsewhere cannot carry.
+        """
+        _check_views({"": spec})
+        if spec.prompt:
+            raise InvalidSpec(
+                f"the prompt {spec.prompt!r} is put before a text as text, and these tokens were built "
+                "without it; embed the text itself, or ask for no prompt (prompt='')"
+            )
+        if not tokens:
+            raise InvalidInput("no tokens given: pass at least one text's tokens")
+        fitted = [self.tokenizer.fit(t, spec.long, index=i) for i, t in enumerate(tokens)]
+        return self.fitted_sentences(fitted, spec, on_batch=on_batch)
+
+    def prepare(self, texts: Sequence[str], spec: EmbedSpec) -> list[Tokens]:
+        """The texts tokenized as `sentences` would (prompt put before, long-text policy applied)."""
+        return self._fit(texts, spec, 0)
+
+    def fitted_sentences(
+        self, tokens: Sequence[Tokens], spec: EmbedSpec, *, on_batch: OnBatch | None = None
+    ) -> SentenceEmbeddings:
+        """Sentence vectors (n, d) of tokens already through `prepare` (or `fit`), in input order."""
+        _check_views({"": spec})
+        size = self.chunk_size
+        parts = [
+            self._views_of(list(tokens[i : i + size]), {"": spec}, on_batch)[""]
+            for i in range(0, len(tokens), size)
+        ]
+        return _joined(parts, spec)
+
+    def _views_of(
+        self, tokens: list[Tokens], specs: Mapping[str, EmbedSpec], on_batch: OnBatch | None
+    ) -> dict[str, SentenceEmbeddings]:
+        """Each view's sentence vectors {name: (texts, d_view)} of fitted tokens, in their order."""
+        first = next(iter(specs.values()))
+        vectors: dict[str, list[np.ndarray | None]] = {name: [None] * len(tokens) for name in specs}
+        pending: dict[tuple[str, int], dict[int, np.ndarray]] = {}
+        segments = self._segments(tokens, first)
+        windowed = _windowed(segments)
+        for batch, views in self._run_views(segments, specs, on_batch):
+            direct = [row for row, seg in enumerate(batch) if seg.text_index not in windowed]
+            for name, (hidden, mask) in views.items():
+                if direct:
+                    pooled = self._pool(hidden[direct], mask[direct], specs[name])
+                    for row, vec in zip(direct, pooled, strict=True):
+                        vectors[name][batch[row].text_index] = vec
+                for row, seg in enumerate(batch):
+                    if seg.text_index in windowed:
+                        matrix = hidden[row, : len(seg.ids)].float().cpu().numpy()
+                        pending.setdefault((name, seg.text_index), {})[seg.window] = matrix
+        for (name, index), by_window in pending.items():
+            vectors[name][index] = self._pool_windows(tokens[index], by_window, specs[name])
+        n_tokens = np.array([len(t) for t in tokens], dtype=np.int64)
+        n_dropped = np.array([t.n_dropped for t in tokens], dtype=np.int64)
+        return {
+            name: SentenceEmbeddings(
+                vectors=np.stack(rows).astype(np.float32, copy=False),  # type: ignore[arg-type]
+                n_tokens=n_tokens,
+                n_dropped=n_dropped,
+                spec=specs[name].as_dict(),
+            )
+            for name, rows in vectors.items()
+        }
 
     def _pool_windows(self, tokens: Tokens, by_window: dict[int, np.ndarray], spec: EmbedSpec) -> np.ndarray:
         """One long text's sentence vector (d,), pooled over its windows stitched back together."""
@@ -167,13 +205,7 @@ class Engine:
         self, texts: Sequence[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
     ) -> SentenceEmbeddings:
         """Sentence vectors for a whole list at once, in input order."""
-        parts = list(self.sentences(texts, spec, on_batch=on_batch))
-        return SentenceEmbeddings(
-            vectors=np.concatenate([p.vectors for p in parts]),
-            n_tokens=np.concatenate([p.n_tokens for p in parts]),
-            n_dropped=np.concatenate([p.n_dropped for p in parts]),
-            spec=spec.as_dict(),
-        )
+        return _joined(list(self.sentences(texts, spec, on_batch=on_batch)), spec)
 
     def token_matrices(
         self, texts: Iterable[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
@@ -251,6 +283,24 @@ class Engine:
         if spec.normalize:
             pooled = F.normalize(pooled, p=2, dim=1)
         return pooled.cpu().numpy()
+
+
+def _check_views(specs: Mapping[str, EmbedSpec]) -> None:
+    if any(spec.combine is Combine.STACK and len(spec.layers) > 1 for spec in specs.values()):
+        raise InvalidSpec(
+            "combine='stack' keeps each layer's vector apart, which only token and word rows store "
+            "(level='tokens' or 'words'); pool sentence vectors with combine mean, sum or concat"
+        )
+
+
+def _joined(parts: Sequence[SentenceEmbeddings], spec: EmbedSpec) -> SentenceEmbeddings:
+    """One SentenceEmbeddings from consecutive chunks' results."""
+    return SentenceEmbeddings(
+        vectors=np.concatenate([p.vectors for p in parts]),
+        n_tokens=np.concatenate([p.n_tokens for p in parts]),
+        n_dropped=np.concatenate([p.n_dropped for p in parts]),
+        spec=spec.as_dict(),
+    )
 
 
 def _chunks(texts: Iterable[str], size: int) -> Iterator[list[str]]:

@@ -6,6 +6,7 @@ import copy
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -242,6 +243,57 @@ class TextTokenizer:
                 "this tokenizer has no sentence-pair template (nothing marks where B starts); "
                 "pass the two texts as one string, or use a model whose tokenizer joins pairs"
             )
+
+    def from_ids(self, ids: Sequence[int], *, index: int = 0) -> Tokens:
+        """Tokens of ids given as they are (no text), framed by the specials the tokenizer adds to one text.
+
+        The frame ([CLS] ... [SEP], <s> ... </s>, with its type ids) comes from the tokenizer's own
+        post-processor. Ids that already open with the frame's opening specials, or close with its
+        closing ones, are not framed twice: those are taken as the frame. Every other id is content,
+        [UNK] and [SEP] included, as it is in a tokenized text. There is no text: `text` is "", every
+        offset is (0, 0), and each content id is a word of its own (word ids 0, 1, ...). The ids must
+        be in the vocabulary (check them first, e.g. with `Model.static_ids`).
+        """
+        head, content_type, tail = self._frame
+        opening, closing = [i for i, _ in head], [i for i, _ in tail]
+        body = list(ids)
+        if opening and body[: len(opening)] == opening:
+            body = body[len(opening) :]
+        if closing and len(body) >= len(closing) and body[len(body) - len(closing) :] == closing:
+            body = body[: len(body) - len(closing)]
+        if not body:
+            raise InvalidInput(
+                f"input {index} holds no token ids besides the specials the model adds itself; "
+                "send the ids of some text"
+            )
+        all_ids = opening + body + closing
+        pieces = [self.backend.id_to_token(i) for i in all_ids]
+        if None in pieces:
+            raise InvalidInput(
+                f"input {index}: id {all_ids[pieces.index(None)]} has no token in the tokenizer"
+            )
+        n_head, n_body = len(opening), len(body)
+        return Tokens(
+            text="",
+            tokens=pieces,  # type: ignore[arg-type]
+            ids=all_ids,
+            offsets=[(0, 0)] * len(all_ids),
+            word_ids=[None] * n_head + list(range(n_body)) + [None] * len(closing),
+            special_mask=[True] * n_head + [False] * n_body + [True] * len(closing),
+            type_ids=[t for _, t in head] + [content_type] * n_body + [t for _, t in tail],
+        )
+
+    @cached_property
+    def _frame(self) -> tuple[list[tuple[int, int]], int, list[tuple[int, int]]]:
+        """(opening (id, type id)s, content type id, closing (id, type id)s) of one text's specials."""
+        probe = self.backend.encode("a", add_special_tokens=False)
+        framed = self.backend.post_process(probe, None, True)
+        mask, n_probe = framed.special_tokens_mask, len(probe.ids)
+        head = next((i for i, s in enumerate(mask) if not s), len(mask))
+        rows = list(zip(framed.ids, framed.type_ids, strict=True))
+        if n_probe == 0 or len(rows) - head < n_probe or not all(mask[head + n_probe :]):
+            raise InvalidInput("this tokenizer's post-processor does not frame one text as specials + text")
+        return rows[:head], framed.type_ids[head], rows[head + n_probe :]
 
     def fit(self, tokens: Tokens, long: LongText, *, index: int = 0) -> Tokens:
         """Apply the long-text policy to one text (window is resolved later by the engine)."""

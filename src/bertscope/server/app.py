@@ -23,6 +23,7 @@ from .explain_routes import explain_routes
 from .explorer import mount_explorer
 from .guard import Guard, ServerSettings, add_error_handlers
 from .occurrences import occurrence_routes
+from .openapi import fit_openapi
 from .routes import embedding_routes, model_routes, ops_routes
 from .schemas import ERROR_RESPONSES
 from .service import Service
@@ -71,8 +72,7 @@ def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastA
     explain_routes(app, service)
     occurrence_routes(app, service)
     mount_explorer(app)
-    if settings.api_key:
-        _declare_api_key(app)
+    _describe(app, model, settings)
     paths = frozenset(getattr(r, "path", "") for r in app.routes)
     app.add_middleware(Guard, settings=settings, metrics=metrics, endpoints=paths)
     if settings.cors_origins:
@@ -85,8 +85,9 @@ def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastA
     return app
 
 
-def _declare_api_key(app: FastAPI) -> None:
-    """Say in the OpenAPI schema that every endpoint but the open ones takes the key, either way."""
+def _describe(app: FastAPI, model: Model, settings: ServerSettings) -> None:
+    """The OpenAPI schema of this service: fitted to its model and limits, and with --api-key, saying
+    that every endpoint but the open ones takes the key, either way."""
     from fastapi.openapi.utils import get_openapi
 
     from .guard import OPEN_PATHS
@@ -99,14 +100,16 @@ def _declare_api_key(app: FastAPI) -> None:
                 description=app.description,
                 routes=app.routes,
             )
-            doc.setdefault("components", {})["securitySchemes"] = {
-                "bearer": {"type": "http", "scheme": "bearer"},
-                "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
-            }
-            for path, operations in doc.get("paths", {}).items():
-                if path not in OPEN_PATHS:
-                    for operation in operations.values():
-                        operation["security"] = [{"bearer": []}, {"apiKey": []}]
+            doc = fit_openapi(doc, model=model, settings=settings)
+            if settings.api_key:
+                doc.setdefault("components", {})["securitySchemes"] = {
+                    "bearer": {"type": "http", "scheme": "bearer"},
+                    "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+                }
+                for path, operations in doc.get("paths", {}).items():
+                    if path not in OPEN_PATHS:
+                        for operation in operations.values():
+                            operation["security"] = [{"bearer": []}, {"apiKey": []}]
             app.openapi_schema = doc
         return app.openapi_schema
 

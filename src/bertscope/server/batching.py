@@ -2,10 +2,15 @@
 
 One thread owns the model. It takes the oldest queued job, then more while they fit in `max_batch_tokens`
 and arrive within `max_wait_ms` of the first (it waits only while other requests are being checked),
-groups the sentence jobs that share a resolved `EmbedSpec`, and embeds each group with one
-`Engine.sentences_once` call (the engine's own token budget splits it into forwards); each job's rows go
-back through its future. Any other model work (token vectors, anatomy, static rows) runs on the same
-thread as a `call` job, alone, so the model is never used by two threads.
+groups the sentence jobs that share a resolved `EmbedSpec`, and embeds each group's tokens (made once,
+when the request was checked) with one `Engine.fitted_sentences` call (the engine's own token budget
+splits it into forwards); each job's rows go back through its future. Any other model work (token
+vectors, anatomy, static rows) runs on the same thread as a `call` job, alone, so the model is never used
+by two threads.
+
+Work nobody waits for is not done: a request whose client left calls `abandon`, which takes its queued
+jobs out of the queue, and stops a running group of sentence jobs after the forward in progress once
+every job in the group is abandoned.
 """
 
 from __future__ import annotations
@@ -24,11 +29,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ..results import SentenceEmbeddings
 from ..spec import EmbedSpec
+from ..tokens import Tokens
 
 if TYPE_CHECKING:
     from ..model import Model
 
-__all__ = ["Batcher", "Metrics", "QueueFull", "ShuttingDown"]
+__all__ = ["Abandoned", "Batcher", "Metrics", "QueueFull", "ShuttingDown", "Ticket"]
 
 _SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 _TOKENS = (16, 64, 256, 1024, 4096, 16384, 65536)
@@ -44,6 +50,16 @@ class QueueFull(Exception):
 
 class ShuttingDown(Exception):
     """The worker stopped before this job ran."""
+
+
+class Abandoned(Exception):
+    """Every request waiting on this work has gone away, so the worker stopped doing it."""
+
+
+class Ticket(Future[Any]):
+    """A job's future that also knows when the request waiting on it has gone away while it runs."""
+
+    abandoned = False
 
 
 class Metrics:
@@ -70,6 +86,14 @@ class Metrics:
         )
 
         self.busy = Counter("bertscope_worker_busy_seconds", "Time the worker spent running jobs", registry=r)
+        self.abandoned = Counter(
+            "bertscope_requests_abandoned", "Requests whose client left before the answer", registry=r
+        )
+        self.skipped_texts = Counter(
+            "bertscope_abandoned_texts_skipped",
+            "Texts of abandoned requests taken out of the queue or stopped before their forward",
+            registry=r,
+        )
 
     def on_forward(self, n_texts: int, n_tokens: int) -> None:
         """Engine callback: record one forward's size."""
@@ -79,9 +103,9 @@ class Metrics:
 
 @dataclass
 class _Job:
-    future: Future[Any]
+    future: Ticket
     n_tokens: int = 0
-    texts: Sequence[str] = ()
+    tokens: Sequence[Tokens] = ()
     spec: EmbedSpec | None = None
     call: Callable[[], Any] | None = None
     enqueued: float = field(default_factory=time.monotonic)
@@ -159,13 +183,26 @@ class Batcher:
                 self._arriving -= 1
                 self._cond.notify()
 
-    def sentences(self, parts: Sequence[tuple[Sequence[str], int]], spec: EmbedSpec) -> list[Future[Any]]:
-        """Queue (texts, n_tokens) parts, all or none, for sentence vectors; one future per part."""
-        return self._put([_Job(Future(), n_tokens=n, texts=texts, spec=spec) for texts, n in parts])
+    def sentences(self, parts: Sequence[tuple[Sequence[Tokens], int]], spec: EmbedSpec) -> list[Future[Any]]:
+        """Queue (fitted tokens, n_tokens) parts, all or none, for sentence vectors; one future per part."""
+        return self._put([_Job(Ticket(), n_tokens=n, tokens=tokens, spec=spec) for tokens, n in parts])
 
     def call(self, fn: Callable[[], Any]) -> Future[Any]:
         """Queue `fn` to run on the worker thread, alone; its result or exception comes back."""
-        return self._put([_Job(Future(), call=fn)])[0]
+        return self._put([_Job(Ticket(), call=fn)])[0]
+
+    def abandon(self, futures: Sequence[Future[Any]]) -> None:
+        """Nobody waits for these any more: drop the queued ones, and flag the running ones to stop."""
+        with self._cond:
+            for future in futures:
+                if not future.cancel() and isinstance(future, Ticket) and not future.done():
+                    future.abandoned = True  # running: its group stops after the forward in progress
+            dropped = [job for job in self._jobs if job.future.cancelled()]
+            if dropped:
+                self._jobs = deque(job for job in self._jobs if not job.future.cancelled())
+                self._queued_tokens -= sum(job.n_tokens for job in dropped)
+                self.metrics.queue_size.set(len(self._jobs))
+        self.metrics.skipped_texts.inc(sum(len(job.tokens) for job in dropped))
 
     def _put(self, jobs: list[_Job]) -> list[Future[Any]]:
         with self._cond:
@@ -248,14 +285,27 @@ class Batcher:
             self._embed_group(spec, jobs)
 
     def _embed_group(self, spec: EmbedSpec, jobs: list[_Job]) -> None:
-        texts = [text for job in jobs for text in job.texts]
+        tokens = [tok for job in jobs for tok in job.tokens]
+        forwarded = [0]
+
+        def on_forward(n_texts: int, n_tokens: int) -> None:
+            self.metrics.on_forward(n_texts, n_tokens)
+            forwarded[0] += n_texts
+            if all(job.future.abandoned for job in jobs):
+                raise Abandoned("every request waiting on this batch has gone away")
+
         start = time.perf_counter()
         try:
-            result = self.model.engine.sentences_once(texts, spec, on_batch=self.metrics.on_forward)
+            result = self.model.engine.fitted_sentences(tokens, spec, on_batch=on_forward)
             rate = sum(job.n_tokens for job in jobs) / max(time.perf_counter() - start, 1e-6)
             with self._cond:  # a moving average, so Retry-After follows the load
                 old = self._tokens_per_second
                 self._tokens_per_second = rate if old is None else 0.8 * old + 0.2 * rate
+        except Abandoned as exc:
+            for job in jobs:
+                job.future.set_exception(exc)
+            self.metrics.skipped_texts.inc(max(0, len(tokens) - forwarded[0]))
+            return
         except Exception as exc:
             if len(jobs) == 1:
                 jobs[0].future.set_exception(exc)
@@ -266,13 +316,14 @@ class Batcher:
             return
         first = 0
         for job in jobs:
-            stop = first + len(job.texts)
+            stop = first + len(job.tokens)
             job.future.set_result(_rows(result, first, stop))
             first = stop
 
     def _embed_one(self, job: _Job) -> SentenceEmbeddings:
         assert job.spec is not None
-        return self.model.engine.sentences_once(list(job.texts), job.spec, on_batch=self.metrics.on_forward)
+        engine = self.model.engine
+        return engine.fitted_sentences(list(job.tokens), job.spec, on_batch=self.metrics.on_forward)
 
 
 def _settle(future: Future[Any], fn: Callable[[], Any]) -> None:

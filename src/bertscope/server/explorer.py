@@ -21,6 +21,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ..similarity import unit
 from ..tokens import check_texts, pad_batch
+from .schemas import OneText, TextList
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -35,7 +36,7 @@ class LayersRequest(BaseModel):
     """One text whose tokens are followed through every layer."""
 
     model_config = ConfigDict(extra="forbid")
-    inputs: str = Field(
+    inputs: OneText = Field(
         description="One non-empty text; `text` is accepted too.",
         examples=["I like eating bread"],
         validation_alias=AliasChoices("inputs", "text"),
@@ -46,7 +47,7 @@ class BatchRequest(BaseModel):
     """Texts to pad into one batch."""
 
     model_config = ConfigDict(extra="forbid")
-    inputs: list[str] = Field(description="Texts (each non-empty).", examples=[["I like bread", "Hi"]])
+    inputs: TextList = Field(description="Texts (each non-empty).", examples=[["I like bread", "Hi"]])
 
 
 def layer_cosines(model: Model, text: str) -> dict[str, Any]:

@@ -12,6 +12,7 @@ Under /v1/ the body also carries OpenAI's {"error": {"message", "type", ...}} so
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import logging
 import time
@@ -66,6 +67,10 @@ class ServerSettings:
     def __post_init__(self) -> None:
         if self.api_key is not None and not self.api_key.strip():
             raise InvalidSpec("api_key is empty: give a key, or None to serve without one")
+
+
+class _ClientLeft(Exception):
+    """The client closed the connection before the answer; there is nobody to answer."""
 
 
 class TooManyInputs(Exception):
@@ -174,6 +179,8 @@ class Guard:
 
         try:
             await self._guarded(scope, receive, counted, path)
+        except _ClientLeft:
+            status["code"] = 499  # nginx's "client closed request": nothing was answered
         except Exception as exc:
             # A bug still answers JSON and is not re-raised, so the server keeps the client's connection.
             log.exception("unexpected error on %s", path)
@@ -214,7 +221,7 @@ class Guard:
                 await error_response(path, 408, message)(scope, receive, send)
                 return
             if event["type"] != "http.request":
-                return
+                raise _ClientLeft
             chunk = event.get("body", b"")
             size += len(chunk)
             if size > limit:
@@ -222,16 +229,51 @@ class Guard:
                 return
             chunks.append(chunk)
             more = event.get("more_body", False)
+        await self._answer(scope, b"".join(chunks), receive, send)
+
+    async def _answer(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
+        """Run the app on the body read; if the client leaves before the answer, cancel the request."""
+        # Nothing else reads `receive` from here on, so the watch below sees the disconnect first; the
+        # app gets the body, then waits on the watch like any ASGI receive.
+        left = asyncio.Event()
+        answered = False
         replayed = False
 
         async def replay() -> Message:
             nonlocal replayed
-            if replayed:
-                return await receive()
-            replayed = True
-            return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await left.wait()
+            return {"type": "http.disconnect"}
 
-        await self.app(scope, replay, send)
+        async def tracked(message: Message) -> None:
+            nonlocal answered
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                answered = True
+            await send(message)
+
+        async def watch() -> None:
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            left.set()
+
+        request = asyncio.ensure_future(self.app(scope, replay, tracked))
+        watcher = asyncio.ensure_future(watch())
+        try:
+            await asyncio.wait({request, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            if not request.done() and not answered:
+                # The client is gone (servers also report a disconnect once the answer is sent, hence
+                # `answered`): cancelling the request abandons its queued and running model work.
+                request.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await request
+                self.metrics.abandoned.inc()
+                raise _ClientLeft
+            await request
+        finally:
+            for task in (request, watcher):
+                task.cancel()
 
     async def _too_large(self, scope: Scope, receive: Receive, send: Send, path: str, size: int) -> None:
         limit = self.settings.max_body_bytes

@@ -18,12 +18,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .. import __version__
 from .._enums import Combine
-from ..errors import InvalidInput, InvalidSpec
+from ..errors import InvalidInput, InvalidSpec, UnknownToken
 from ..results import per_text, plain
 from ..similarity import cos_sim, unit
-from ..spec import EmbedOptions
+from ..spec import EmbedOptions, EmbedSpec
 from ..static import lookup
-from ..tokens import check_texts
+from ..tokens import Tokens, check_texts
 from .batching import Metrics
 from .guard import TooManyInputs
 from .schemas import (
@@ -90,8 +90,13 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         if req.dimensions is not None and req.dimensions > width:
             # Refused before any work: the model's sentence vectors are `width` wide whatever the texts.
             raise InvalidSpec(f"dimensions: {req.dimensions} is more than the model's {width}")
-        texts = await run_in_threadpool(_openai_texts, svc, req.input)
-        res = await svc.sentences(texts, svc.recipe(EmbedOptions()).spec)
+        spec = svc.recipe(EmbedOptions()).spec
+        lists = _id_lists(req.input)
+        if lists is None:
+            res = await svc.sentences(await run_in_threadpool(check_texts, req.input), spec)
+        else:
+            # Batched with text requests and counted in the queue's tokens, like text.
+            res = await svc.fitted_sentences(await run_in_threadpool(_id_tokens, svc, lists, spec), spec)
         vectors = res.vectors
         if req.dimensions is not None:
             vectors = unit(vectors[:, : req.dimensions])
@@ -124,25 +129,46 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         return JSONResponse({"model": svc.name, "scores": scores.astype(float).tolist(), "spec": res.spec})
 
 
-def _openai_texts(svc: Service, given: Any) -> list[str]:
-    """Texts from OpenAI's input: strings as they are; id lists (this model's vocabulary) decoded."""
+def _id_lists(given: Any) -> list[list[int]] | None:
+    """OpenAI's token-id input as id lists (one list of ints is one input); None for text input."""
     if isinstance(given, str) or not given or isinstance(given[0], str):
-        return check_texts(given)
-    lists: Sequence[Any] = [given] if isinstance(given[0], int) else given
-    svc.check_count(len(lists), splittable=True)
-    backend, special = svc.model.tokenizer.backend, set(svc.model.special_ids)
-    texts = []
+        return None
+    return [given] if isinstance(given[0], int) else list(given)
+
+
+def _id_tokens(svc: Service, lists: Sequence[Sequence[int]], spec: EmbedSpec) -> list[Tokens]:
+    """Fitted tokens of each id list, embedded as given: the model's specials added once (`from_ids`).
+
+    A client that sends [CLS] ... [SEP] (or <s> ... </s>) itself gets them once, not twice; OpenAI
+    clients send ids without specials, and get them added. Every id is checked against the vocabulary.
+    """
+    svc.check_count(len(lists), splittable=True)  # as text: run as one job, batched by the engine
+    if spec.prompt:
+        # The prompt is text before the text; tokenized apart from it, it could come out as other pieces.
+        raise InvalidInput(
+            f"this model puts its default prompt {spec.prompt_name!r} ({spec.prompt!r}) before every text, "
+            "which token ids cannot carry exactly; send the text itself instead of ids"
+        )
+    tokens = []
     for index, ids in enumerate(lists):
-        text = backend.decode(svc.model.static_ids(ids), skip_special_tokens=True)
-        # The engine embeds text: ids that come back different from the text would be a silent swap.
-        wanted = [i for i in ids if i not in special]
-        if backend.encode(text, add_special_tokens=False).ids != wanted:
-            raise InvalidInput(
-                f"input {index}: these token ids decode to {text[:60]!r}, which this tokenizer reads as "
-                "other ids (a lone '##' piece, say); send the text itself instead of ids"
-            )
-        texts.append(text)
-    return texts
+        if not ids:
+            raise InvalidInput(f"input {index} is an empty list of token ids; send at least one id")
+        try:
+            svc.model.static_ids(ids)
+        except UnknownToken as exc:
+            position = next(p for p, i in enumerate(ids) if not _known(svc, i))
+            raise UnknownToken(f"input {index}, position {position}: {exc}") from None
+        given = svc.model.tokenizer.from_ids(ids, index=index)
+        tokens.append(svc.model.tokenizer.fit(given, spec.long, index=index))  # long policy as text
+    return tokens
+
+
+def _known(svc: Service, token_id: int) -> bool:
+    try:
+        svc.model.static_ids([token_id])
+    except UnknownToken:
+        return False
+    return True
 
 
 def model_routes(app: FastAPI, svc: Service) -> None:

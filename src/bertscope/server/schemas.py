@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, StrictBool, StrictInt
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    WithJsonSchema,
+)
 
 from .._enums import Combine, LongText, Pooling, SubwordPooling
 from ..spec import EmbedOptions
 
 __all__ = [
+    "OneText",
+    "TextList",
     "EmbedRequest",
     "EmbedResponse",
     "TokensRequest",
@@ -29,12 +40,73 @@ __all__ = [
     "AttentionRequest",
 ]
 
+# The OpenAPI schema says what the server takes, but validation stays the server's own (`check_texts`,
+# `parse_layers`: one-line messages). What depends on the served model or the service's limits (layers,
+# vocabulary, names, --max-inputs) carries an "x-fit" mark that `openapi.fit_openapi` fills in per app.
+_TEXT: dict[str, Any] = {"type": "string", "minLength": 1, "x-fit": "text"}
+_PAIR: dict[str, Any] = {"type": "array", "items": _TEXT, "minItems": 2, "maxItems": 2}
+
+
+def _texts(fit: str) -> dict[str, Any]:
+    """One text, or a non-empty list of texts and pairs whose length the service's limit caps."""
+    listed = {"type": "array", "items": {"anyOf": [_TEXT, _PAIR]}, "minItems": 1, "x-fit": fit}
+    return {"anyOf": [_TEXT, listed]}
+
+
+OneText = Annotated[str, WithJsonSchema(_TEXT)]
+# Plain texts (no pairs), at most --max-inputs.
+TextList = Annotated[
+    list[str], WithJsonSchema({"type": "array", "items": _TEXT, "minItems": 1, "x-fit": "inputs"})
+]
 # A sentence pair (A, B) is a list of exactly two texts.
-Pair = Annotated[list[str], Field(min_length=2, max_length=2)]
-Text = str | Pair
-Texts = str | list[str | Pair]
+Pair = Annotated[list[str], Field(min_length=2, max_length=2), WithJsonSchema(_PAIR)]
+Text = Annotated[str | Pair, WithJsonSchema({"anyOf": [_TEXT, _PAIR]})]
+# inputs: at most --max-inputs; split: more are split into parts under --auto-split.
+Texts = Annotated[str | list[str | Pair], WithJsonSchema(_texts("inputs"))]
+SplitTexts = Annotated[str | list[str | Pair], WithJsonSchema(_texts("inputs-split"))]
+
+
+def _whole(value: Any) -> Any:
+    """1.0 as 1: JSON Schema's integer includes it (true and "1" stay refused by the strict int after)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 # Strict: JSON true must not pass as layer 1 or token id 1 (pydantic's lax mode would coerce it).
-Layers = str | StrictInt | list[StrictInt] | None
+WholeInt = Annotated[StrictInt, BeforeValidator(_whole)]
+PositiveInt = Annotated[StrictInt, Field(ge=1), BeforeValidator(_whole)]
+Layers = Annotated[
+    str | WholeInt | list[WholeInt] | None,
+    WithJsonSchema(
+        {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "array"}], "x-fit": "layers"}
+    ),
+]
+
+
+def _fitted_int(fit: str) -> dict[str, Any]:
+    """An integer whose bounds are the served model's (a layer, a head), or null."""
+    return {"anyOf": [{"type": "integer", "x-fit": fit}, {"type": "null"}]}
+
+
+_ID: dict[str, Any] = {"type": "integer", "minimum": 0, "x-fit": "id"}
+_PIECE = _TEXT  # a word piece of this vocabulary (which no schema lists), or with word=true a word
+_STATIC_ITEMS = {
+    "anyOf": [_PIECE, _ID, {"type": "array", "items": {"anyOf": [_PIECE, _ID]}, "x-fit": "inputs"}]
+}
+_IDS: dict[str, Any] = {"type": "array", "items": _ID, "minItems": 1, "x-fit": "ids"}
+_OPENAI_INPUT = {
+    "anyOf": [
+        _TEXT,
+        {"type": "array", "items": _TEXT, "minItems": 1, "x-fit": "inputs-split"},
+        _IDS,
+        {"type": "array", "items": _IDS, "minItems": 1, "x-fit": "inputs-split"},
+    ]
+}
+
+
+def _named(fit: str) -> WithJsonSchema:
+    """A name the service knows (a loaded post-processing, a prompt, a store), or null."""
+    return WithJsonSchema({"anyOf": [{"type": "string", "x-fit": fit}, {"type": "null"}]})
+
 
 _TEXTS = (
     "One text or a list of texts (each non-empty); an item that is a list of two texts is a sentence pair "
@@ -51,14 +123,14 @@ class _Strict(BaseModel):
 
 
 class _LayerFields(_Strict):
-    layers: Layers = Field(None, description=_LAYERS, examples=["-1", "-4:", "0,6"])
+    layers: Layers = Field(None, description=_LAYERS, examples=["-1", "-4:", "1:4"])
     combine: Combine = Field(Combine.MEAN, description="How several layers combine.")
     long: LongText = Field(
         LongText.TRUNCATE,
         description="Texts over the model's limit: cut (reported), overlapping windows, or a 422.",
     )
-    stride: StrictInt | None = Field(
-        None, ge=1, description="Window step in tokens with long=window (default: half a window)."
+    stride: PositiveInt | None = Field(
+        None, description="Window step in tokens with long=window (default: half a window)."
     )
 
 
@@ -68,7 +140,7 @@ class _SpecFields(_LayerFields):
     normalize: StrictBool | None = Field(
         None, description="Unit-length vectors (null: the model's own choice)."
     )
-    prompt_name: str | None = Field(
+    prompt_name: Annotated[str | None, _named("prompt")] = Field(
         None, description="One of the model's own prompts (e.g. query); null: its default prompt, if any."
     )
 
@@ -81,8 +153,10 @@ class _SpecFields(_LayerFields):
 class EmbedRequest(_SpecFields):
     """Sentence vectors for texts, any layers, any pooling."""
 
-    inputs: Texts = Field(description=_TEXTS, examples=[["I like eating bread", "a cat"]])
-    post: str | None = Field(None, description="Name of a loaded post-processing (whitening, PCA, ...).")
+    inputs: SplitTexts = Field(description=_TEXTS, examples=[["I like eating bread", "a cat"]])
+    post: Annotated[str | None, _named("post")] = Field(
+        None, description="Name of a loaded post-processing (whitening, PCA, ...)."
+    )
 
 
 class EmbedResponse(BaseModel):
@@ -143,14 +217,15 @@ class OpenAIRequest(BaseModel):
     # Clients send fields of their own (user, extra_body); OpenAI ignores what it does not know, so do we.
     model_config = ConfigDict(extra="ignore")
 
-    input: str | list[str] | list[StrictInt] | list[list[StrictInt]] = Field(
-        description="Text(s) or token id list(s)."
-    )
+    input: Annotated[
+        str | list[str] | list[WholeInt] | list[list[WholeInt]], WithJsonSchema(_OPENAI_INPUT)
+    ] = Field(description="Text(s) or token id list(s).")
     model: str | None = Field(None, description="Any name; the served model answers and is named back.")
     encoding_format: Literal["float", "base64"] = "float"
-    dimensions: StrictInt | None = Field(
-        None, ge=1, description="Keep the first N dimensions (unit length again)."
-    )
+    dimensions: Annotated[
+        PositiveInt | None,
+        WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1, "x-fit": "width"}, {"type": "null"}]}),
+    ] = Field(None, description="Keep the first N dimensions (unit length again).")
     user: str | None = None
 
 
@@ -188,13 +263,13 @@ class TokenizeRequest(_Strict):
 class StaticRequest(_Strict):
     """Static rows of word pieces or ids (or words, as the mean of their pieces), with neighbours."""
 
-    inputs: str | int | list[str | int] = Field(
+    inputs: Annotated[str | WholeInt | list[str | WholeInt], WithJsonSchema(_STATIC_ITEMS)] = Field(
         description="Word pieces or token ids (or words with word=true); `items` is accepted too.",
         examples=[["bread", 7852]],
         validation_alias=AliasChoices("inputs", "items"),
     )
     word: StrictBool = Field(False, description="Items are words: the mean of their pieces' rows.")
-    k: StrictInt = Field(0, ge=0, le=1000, description="How many nearest vocabulary entries to list.")
+    k: WholeInt = Field(0, ge=0, le=1000, description="How many nearest vocabulary entries to list.")
     include_special: StrictBool = Field(False, description="Let neighbours be special or [unused] tokens.")
 
 
@@ -211,8 +286,10 @@ class AnatomyRequest(_Strict):
 class SimilarityRequest(_SpecFields):
     """Cosine of one source sentence against each of the sentences, with the same embedding options."""
 
-    source: str = Field(description="The sentence to compare.", examples=["a cat"])
-    sentences: list[str] = Field(description="Sentences to compare it with.", examples=[["a dog", "a car"]])
+    source: OneText = Field(description="The sentence to compare.", examples=["a cat"])
+    sentences: Annotated[
+        list[str], WithJsonSchema({"type": "array", "items": _TEXT, "minItems": 1, "x-fit": "sentences"})
+    ] = Field(description="Sentences to compare it with.", examples=[["a dog", "a car"]])
 
 
 class SimilarityResponse(BaseModel):
@@ -226,10 +303,12 @@ class SimilarityResponse(BaseModel):
 class ExplainRequest(_SpecFields):
     """Why two texts score what they score, with the same options as /embed and /similarity."""
 
-    a: str = Field(description="The first text.", examples=["The cat sat on the mat."])
-    b: str = Field(description="The second text.", examples=["A dog lay on the rug."])
-    post: str | None = Field(None, description="Name of a loaded post-processing (whitening, PCA, ...).")
-    top: StrictInt = Field(10, ge=0, le=1000, description="How many token pairs to list.")
+    a: OneText = Field(description="The first text.", examples=["The cat sat on the mat."])
+    b: OneText = Field(description="The second text.", examples=["A dog lay on the rug."])
+    post: Annotated[str | None, _named("post")] = Field(
+        None, description="Name of a loaded post-processing (whitening, PCA, ...)."
+    )
+    top: WholeInt = Field(10, ge=0, le=1000, description="How many token pairs to list.")
     exact: StrictBool = Field(
         False, description="Refuse poolings with no exact split (cls, pooler) with a 422."
     )
@@ -239,17 +318,23 @@ class AttentionRequest(_Strict):
     """Attention weights of one text or (A, B) pair: one layer, one head, or all of them."""
 
     text: Text = Field(description="One text, or a pair as a list of two texts.", examples=["I like bread"])
-    layer: StrictInt | None = Field(None, description="Encoder layer 1..L or -1..-L (null: every layer).")
-    head: StrictInt | None = Field(None, ge=0, description="One head (null: every head).")
+    layer: Annotated[WholeInt | None, WithJsonSchema(_fitted_int("encoder-layer"))] = Field(
+        None, description="Encoder layer 1..L or -1..-L (null: every layer)."
+    )
+    head: Annotated[WholeInt | None, WithJsonSchema(_fitted_int("head"))] = Field(
+        None, ge=0, description="One head (null: every head)."
+    )
     mean_heads: StrictBool = Field(False, description="Average over heads instead of listing them.")
 
 
 class OccurrencesRequest(_Strict):
     """A word's occurrences in a token or word store the server was started with (--store NAME=FILE)."""
 
-    store: str = Field(description="The store's name, as given to --store NAME=FILE.", examples=["news"])
-    word: str = Field(description="One word, as written in the texts.", examples=["bank"])
-    context: str | None = Field(
+    store: Annotated[str, WithJsonSchema({"type": "string", "x-fit": "store"})] = Field(
+        description="The store's name, as given to --store NAME=FILE.", examples=["news"]
+    )
+    word: OneText = Field(description="One word, as written in the texts.", examples=["bank"])
+    context: Annotated[str | None, WithJsonSchema({"anyOf": [_TEXT, {"type": "null"}]})] = Field(
         None,
         description="A text using the word: occurrences are ranked by cosine to its use here.",
         examples=["we sat on the bank of the river"],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,10 +16,9 @@ from fastapi.concurrency import run_in_threadpool
 
 from ..errors import InvalidSpec
 from ..post import load_post
-from ..prompts import prepend
 from ..results import SentenceEmbeddings
 from ..spec import EmbedOptions, EmbedSpec, Recipe, resolve
-from ..tokens import check_texts
+from ..tokens import Tokens, check_texts
 from .batching import Batcher
 from .guard import ServerSettings, TooManyInputs
 
@@ -71,38 +71,60 @@ class Service:
         with self.batcher.arriving():
             if _small(texts):
                 # A thread hop costs more than tokenizing a few short texts, and under load waits for the GIL.
-                items, counts = self._prepare(texts, spec)
+                tokens = self._prepare(texts, spec)
             else:
-                items, counts = await run_in_threadpool(self._prepare, texts, spec)
-            size = self.settings.max_inputs
-            parts = [(items[i : i + size], sum(counts[i : i + size])) for i in range(0, len(items), size)]
-            if len(parts) > self.batcher.max_queue:
-                raise TooManyInputs(
-                    f"inputs: {len(items)} need {len(parts)} parts of {size}, more than the queue "
-                    f"holds ({self.batcher.max_queue}, --max-queue)"
-                )
-            futures = self.batcher.sentences(parts, spec)
-        results = await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
-        return SentenceEmbeddings(
-            vectors=np.concatenate([r.vectors for r in results]),
-            n_tokens=np.concatenate([r.n_tokens for r in results]),
-            n_dropped=np.concatenate([r.n_dropped for r in results]),
-            spec=results[0].spec,
-        )
+                tokens = await run_in_threadpool(self._prepare, texts, spec)
+            futures = self._queue(tokens, spec)
+        return _joined(await self._wait(futures))
 
-    def _prepare(self, texts: Any, spec: EmbedSpec) -> tuple[list[str], list[int]]:
-        # Everything that can reject a request happens here, before the queue: a batch only gets good work.
-        items = check_texts(texts, pairs=True)
-        prompted = prepend(spec.prompt, items) if spec.prompt else items
-        counts = [len(t) for t in self.model.tokenize(prompted, long=spec.long)]
-        return items, counts
+    async def fitted_sentences(self, tokens: list[Tokens], spec: EmbedSpec) -> SentenceEmbeddings:
+        """Sentence vectors (n, d) of tokens already fitted (`Engine.prepare`, `fit`), through the worker."""
+        self.check_count(len(tokens), splittable=True)
+        with self.batcher.arriving():
+            futures = self._queue(tokens, spec)
+        return _joined(await self._wait(futures))
+
+    def _queue(self, tokens: list[Tokens], spec: EmbedSpec) -> list[Future[Any]]:
+        """Queue the tokens in parts of --max-inputs, all or none; one future per part."""
+        size = self.settings.max_inputs
+        chunks = [tokens[i : i + size] for i in range(0, len(tokens), size)]
+        parts = [(chunk, sum(map(len, chunk))) for chunk in chunks]
+        if len(parts) > self.batcher.max_queue:
+            raise TooManyInputs(
+                f"inputs: {len(tokens)} need {len(parts)} parts of {size}, more than the queue "
+                f"holds ({self.batcher.max_queue}, --max-queue)"
+            )
+        return self.batcher.sentences(parts, spec)
+
+    def _prepare(self, texts: Any, spec: EmbedSpec) -> list[Tokens]:
+        # Everything that can reject a request happens here, before the queue: a batch only gets good
+        # work, and the tokens made here are the ones embedded (a request is tokenized once).
+        return self.model.engine.prepare(check_texts(texts, pairs=True), spec)
 
     async def on_worker(self, fn: Callable[[], Any]) -> Any:
         """Run `fn` on the worker thread that owns the model."""
-        return await asyncio.wrap_future(self.batcher.call(fn))
+        return (await self._wait([self.batcher.call(fn)]))[0]
+
+    async def _wait(self, futures: list[Future[Any]]) -> list[Any]:
+        """The futures' results; when the request is cancelled (its client left), the work is abandoned."""
+        try:
+            return await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+        except asyncio.CancelledError:
+            self.batcher.abandon(futures)
+            raise
 
     def texts(self, inputs: Any) -> list[str]:
         """Checked texts (and (A, B) pairs, given as 2-lists) within the per-request limit."""
         items = check_texts(inputs, pairs=True)
         self.check_count(len(items))
         return items
+
+
+def _joined(results: list[SentenceEmbeddings]) -> SentenceEmbeddings:
+    """The parts' rows in order, as one result."""
+    return SentenceEmbeddings(
+        vectors=np.concatenate([r.vectors for r in results]),
+        n_tokens=np.concatenate([r.n_tokens for r in results]),
+        n_dropped=np.concatenate([r.n_dropped for r in results]),
+        spec=results[0].spec,
+    )

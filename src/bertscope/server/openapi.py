@@ -1,0 +1,259 @@
+"""The OpenAPI document fitted to one service: what this server takes, so a schema-valid request is accepted.
+
+    doc = fit_openapi(get_openapi(...), model=model, settings=settings)
+
+`schemas` marks what depends on the served model or the service's settings with "x-fit"; this fills
+each mark in: texts need a visible character, layers and heads are this model's, ids its vocabulary's,
+names those loaded, list lengths --max-inputs. Combinations the server refuses are written as `not`.
+What still depends on the data itself (a text over the model's limit with long=error, a word piece not in
+the vocabulary, a word a store never saw) or on the load (body and answer size, a full queue) stays a
+documented 4xx.
+"""
+
+from __future__ import annotations
+
+import sys
+import unicodedata
+from collections.abc import Callable
+from functools import cache
+from itertools import product
+from typing import TYPE_CHECKING, Any
+
+from .._enums import Combine, LongText, Pooling
+
+if TYPE_CHECKING:
+    from ..model import Model
+    from .guard import ServerSettings
+
+__all__ = ["fit_openapi", "visible_pattern"]
+
+_TEXT_REF = "#/components/schemas/Text"
+_KEEP = ("title", "description", "examples", "default")
+
+
+@cache
+def visible_pattern() -> str:
+    """A regex class of the visible characters: letters, marks, numbers, punctuation and symbols.
+
+    That is neither control, format, unassigned, private-use (C*) nor space (Z*): the server's own rule
+    (`tokens.text_problem`). Letters are the property class \\p{L} (JSON Schema's ECMA 262 regexes
+    read it); the marks, numbers, punctuation and symbols are listed from Python's Unicode database,
+    the server's own, since fuzzers stand in for \\p{M} with ranges that hold unassigned points.
+    """
+    ranges: list[str] = []
+    start = None
+    for point in range(sys.maxunicode + 2):
+        listed = point <= sys.maxunicode and unicodedata.category(chr(point))[0] in "MNPS"
+        if listed and start is None:
+            start = point
+        elif not listed and start is not None:
+            last = point - 1
+            ranges.append(_escape(start) if start == last else f"{_escape(start)}-{_escape(last)}")
+            start = None
+    return "[\\p{L}" + "".join(ranges) + "]"
+
+
+def _escape(point: int) -> str:
+    # Python's re and the Rust regex of JSON Schema validators both read \uXXXX and \UXXXXXXXX.
+    return f"\\u{point:04X}" if point <= 0xFFFF else f"\\U{point:08X}"
+
+
+def fit_openapi(doc: dict[str, Any], *, model: Model, settings: ServerSettings) -> dict[str, Any]:
+    """`doc` (FastAPI's OpenAPI document) with every "x-fit" mark filled in for this model and service."""
+    count = model.n_layers + 1
+    limit = settings.max_inputs
+    split = None if settings.auto_split else limit
+    heads = int(getattr(model.config, "num_attention_heads", 0) or 0)
+    fits: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+        "text": lambda node: {"$ref": _TEXT_REF},
+        "inputs": lambda node: {**node, "maxItems": limit},
+        "inputs-split": lambda node: node if split is None else {**node, "maxItems": split},
+        # /similarity embeds the source with the sentences: one of the limit is the source's.
+        "sentences": lambda node: node if split is None else {**node, "maxItems": split - 1},
+        "layers": lambda node: {**node, **_layers(count)},
+        "encoder-layer": lambda node: {
+            "type": "integer",
+            "minimum": -model.n_layers,
+            "maximum": model.n_layers,
+            "not": {"const": 0},
+        },
+        "width": lambda node: {**node, "maximum": model.info().hidden_size},
+        "head": lambda node: (
+            {**node, "minimum": 0, "maximum": heads - 1} if heads else {**node, "minimum": 0}
+        ),
+        "id": lambda node: {
+            **node,
+            "maximum": min(int(model.input_embeddings.shape[0]), len(model.id_to_token)) - 1,
+        },
+        "ids": lambda node: _ids(node, model),
+        "post": lambda node: {**node, "enum": [name for name, _ in settings.posts]},
+        "store": lambda node: {**node, "enum": [name for name, _ in settings.stores]},
+        "prompt": lambda node: {**node, "enum": list(model.prompts.prompts)},
+    }
+    fitted = _filled(doc, fits)
+    schemas = fitted.setdefault("components", {}).setdefault("schemas", {})
+    schemas["Text"] = {
+        "type": "string",
+        "pattern": visible_pattern(),
+        "description": "A text with at least one visible character (not only control, format or space "
+        "characters), valid Unicode (no lone surrogate).",
+    }
+    poolings = _poolings(model)
+    if "Pooling" in schemas:
+        schemas["Pooling"] = {**schemas["Pooling"], "enum": poolings}
+    for name, schema in schemas.items():
+        refusals = _refused_combinations(schema, poolings, count, model.loaded.st_pooling)
+        if refusals:
+            schemas[name] = {**schema, "allOf": [{"not": r} for r in refusals]}
+    return fitted
+
+
+def _filled(node: Any, fits: dict[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> Any:
+    """A copy of `node` with each marked schema replaced by its fitted form (titles and examples kept)."""
+    if isinstance(node, list):
+        return [_filled(item, fits) for item in node]
+    if not isinstance(node, dict):
+        return node
+    filled = {key: _filled(value, fits) for key, value in node.items()}
+    mark = filled.pop("x-fit", None)
+    if mark is None:
+        return filled
+    kept = {key: filled[key] for key in _KEEP if key in filled}
+    return {**fits[mark](filled), **kept}
+
+
+def _layer_strings(count: int) -> dict[str, int]:
+    """Spec strings for `count` hidden states and how many layers each selects.
+
+    Listed: "all", one index, and slices that select at least one layer; comma lists such as "0,6" are
+    taken too, but are left out here since a list of ints says the same.
+    """
+    indexes = list(range(-count, count))
+    slices = [f"{i}:" for i in indexes] + [f":{j}" for j in range(-count + 1, count + 1) if j != 0]
+    slices += [f"{i}:{j}" for i in range(count) for j in range(i + 1, count + 1)]
+    strings = {"all": count, **{str(i): 1 for i in indexes}}
+    for spec in slices:
+        start, stop = (int(b) if b else None for b in spec.split(":"))
+        strings.setdefault(spec, len(range(count)[start:stop]))
+    return strings
+
+
+def _layers(count: int) -> dict[str, Any]:
+    """Layer specs this model has: an index, a list of distinct layers, or one of the spec strings."""
+    # The same layer twice (as 6 and -1 on six layers) is refused: it adds nothing but size.
+    twice = [
+        {"allOf": [{"contains": {"const": i}}, {"contains": {"const": i - count}}]} for i in range(count)
+    ]
+    return {
+        "anyOf": [
+            {"type": "string", "enum": list(_layer_strings(count))},
+            {"type": "integer", "minimum": -count, "maximum": count - 1},
+            {
+                "type": "array",
+                "items": {"type": "integer", "minimum": -count, "maximum": count - 1},
+                "minItems": 1,
+                "maxItems": count,
+                "uniqueItems": True,
+                "not": {"anyOf": twice},
+            },
+            {"type": "null"},
+        ]
+    }
+
+
+def _ids(node: dict[str, Any], model: Model) -> dict[str, Any]:
+    """One input as token ids: more than the model's own frame ([CLS] ... [SEP]) alone; none with a prompt."""
+    if model.prompts.resolve() is not None:
+        # A prompt is text put before the text: ids cannot carry it exactly, so they are refused.
+        return {"not": {}}
+    backend = model.tokenizer.backend
+    framed = list(backend.encode("a", add_special_tokens=True).ids)
+    content = list(backend.encode("a", add_special_tokens=False).ids)
+    start = next(i for i in range(len(framed)) if framed[i : i + len(content)] == content)
+    opening, closing = framed[:start], framed[start + len(content) :]
+    frame = sorted(set(opening + closing))
+    if not frame:
+        return node
+    # Written as what is taken (schema generators cannot draw from `not` over lists): an id outside the
+    # frame, more ids than the frame holds, or frame ids that still leave some once the frame is taken off.
+    short = [list(ids) for n in range(1, len(opening + closing) + 1) for ids in product(frame, repeat=n)]
+    kept = [ids for ids in short if _unframed(ids, opening, closing)]
+    taken: list[dict[str, Any]] = [
+        {"contains": {"not": {"enum": frame}}},
+        {"minItems": len(opening) + len(closing) + 1},
+    ]
+    return {**node, "anyOf": taken + ([{"enum": kept}] if kept else [])}
+
+
+def _unframed(ids: list[int], opening: list[int], closing: list[int]) -> list[int]:
+    """The ids left once a leading `opening` and a trailing `closing` are taken off (as `from_ids` does)."""
+    body = ids[len(opening) :] if opening and ids[: len(opening)] == opening else ids
+    if closing and len(body) >= len(closing) and body[len(body) - len(closing) :] == closing:
+        body = body[: len(body) - len(closing)]
+    return body
+
+
+def _poolings(model: Model) -> list[str]:
+    """The sentence poolings this model can do (auto where its own is reproducible, pooler where trained)."""
+    refused = set()
+    if not model.engine.has_pooler:
+        refused.add(Pooling.POOLER)
+    if model.loaded.st_unsupported:
+        refused.add(Pooling.AUTO)
+    return [p.value for p in Pooling if p not in refused]
+
+
+def _refused_combinations(
+    schema: dict[str, Any], poolings: list[str], count: int, st_pooling: str | None
+) -> list[dict[str, Any]]:
+    """Object schemas (as `not` bodies) of option combinations the server refuses for this model."""
+    fields = set(schema.get("properties", {}))
+    refused: list[dict[str, Any]] = []
+    if {"pooling", "layers"} <= fields:
+        # first_last_avg picks layers 1 and -1 itself.
+        refused.append(
+            _when(pooling={"const": Pooling.FIRST_LAST_AVG.value}, layers={"not": {"type": "null"}})
+        )
+        if Pooling.POOLER.value in poolings and "combine" in fields:
+            # The pooler takes one hidden-size vector: several layers may not be concatenated.
+            several = {
+                "anyOf": [
+                    {"type": "array", "minItems": 2},
+                    {"type": "string", "enum": [s for s, n in _layer_strings(count).items() if n > 1]},
+                ]
+            }
+            refused.append(
+                _when(
+                    pooling={"const": Pooling.POOLER.value},
+                    combine={"const": Combine.CONCAT.value},
+                    layers=several,
+                )
+            )
+    if {"words", "inputs"} <= fields:
+        # Words come from one text's own word ids: pairs are refused with words=true.
+        pairs = {"type": "array", "contains": {"type": "array"}}
+        refused.append(_when(words={"const": True}, inputs=pairs))
+    if {"word", "inputs"} <= fields:
+        # With word=true every item is a word (a string), not an id.
+        ids = {"anyOf": [{"type": "integer"}, {"type": "array", "contains": {"type": "integer"}}]}
+        refused.append(_when(word={"const": True}, inputs=ids))
+    if {"exact", "pooling"} <= fields:
+        # cls and pooler read one vector that depends on every token: no exact split, and what is shown
+        # instead, the [CLS] attention, is within one window.
+        inexact = {"enum": _inexact(poolings, st_pooling)}
+        refused.append(_when(exact={"const": True}, pooling=inexact))
+        refused.append(_when(pooling=inexact, long={"const": LongText.WINDOW.value}))
+    return refused
+
+
+def _inexact(poolings: list[str], st_pooling: str | None) -> list[str]:
+    """The poolings with no exact split into tokens (auto where the model's own is one of them)."""
+    inexact = [Pooling.CLS.value, Pooling.POOLER.value]
+    if (st_pooling or Pooling.MEAN.value) in inexact:
+        inexact.append(Pooling.AUTO.value)
+    return [p for p in inexact if p in poolings]
+
+
+def _when(**properties: dict[str, Any]) -> dict[str, Any]:
+    """An object schema matching bodies whose named fields all hold the given values."""
+    return {"type": "object", "required": list(properties), "properties": properties}
