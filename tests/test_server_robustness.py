@@ -22,6 +22,8 @@ SURROGATE_BODIES = [
     ("/static", {"items": ["\ud800"]}),
     ("/anatomy", {"text": "\ud800"}),
     ("/similarity", {"source": "\ud800", "sentences": ["a"]}),
+    ("/explain", {"a": "fine", "b": "\ud800"}),
+    ("/attention", {"text": "\ud800"}),
 ]
 
 
