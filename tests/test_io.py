@@ -227,6 +227,24 @@ def _wait_for_parts(parts: Path, count: int, process: subprocess.Popen[str], tim
     raise AssertionError("the job wrote no parts in time")
 
 
+def stop_and_resume(args: list[str], target: Path, *, how: str = "kill-9") -> None:
+    """Run `embed ARGS -o TARGET` as its own process, stop it after 3 parts, then --resume it here.
+
+    how: "kill-9" (SIGKILL) or "ctrl-c" (SIGINT, which must exit 130 and tell the user to --resume).
+    """
+    job = _run_job([*args, "-o", str(target)])
+    _wait_for_parts(target.with_name(target.name + ".parts"), 3, job)
+    if how == "kill-9":
+        job.send_signal(signal.SIGKILL)
+        job.wait(timeout=60)
+    else:
+        job.send_signal(signal.SIGINT)
+        _, stderr = job.communicate(timeout=120)
+        assert job.returncode == 130 and "--resume" in stderr
+    assert not target.exists()
+    _embed_in_process([*args, "-o", str(target), "--resume"])
+
+
 # 16 parts of 500: the job is stopped after 3, so 13 are still to come when the signal is sent.
 BIG = 8000
 
@@ -260,17 +278,7 @@ def test_interrupted_job_resumes_to_the_same_result(
     common = _job_args(big_corpus, tiny_dirs)
     reference = uninterrupted
     target = tmp_path / "resumed.parquet"
-    job = _run_job([*common, "-o", str(target)])
-    _wait_for_parts(target.with_name(target.name + ".parts"), 3, job)
-    if how == "kill-9":
-        job.send_signal(signal.SIGKILL)
-        job.wait(timeout=60)
-    else:
-        job.send_signal(signal.SIGINT)
-        _, stderr = job.communicate(timeout=120)
-        assert job.returncode == 130 and "--resume" in stderr
-    assert not target.exists()
-    _embed_in_process([*common, "-o", str(target), "--resume"])
+    stop_and_resume(common, target, how=how)
     whole, again = parquet_rows(reference), parquet_rows(target)
     assert again["id"] == whole["id"] and len(whole["id"]) == BIG
     np.testing.assert_allclose(np.array(again["embedding"]), np.array(whole["embedding"]), atol=1e-6)

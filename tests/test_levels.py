@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +13,7 @@ from transformers import AutoModel, AutoTokenizer
 
 import bertscope
 from bertscope.errors import CorpusError, InvalidSpec
-from test_io import _embed_in_process, _run_job, _wait_for_parts, write_txt
+from test_io import _embed_in_process, stop_and_resume, write_txt
 
 TEXTS = [
     "We sat on the bank of the river.",
@@ -192,11 +191,6 @@ def test_token_job_killed_with_sigkill_resumes_exactly(
     whole = tmp_path / "whole.parquet"
     _embed_in_process([*common, "-o", str(whole)])  # only the job that is killed needs its own process
     target = tmp_path / "resumed.parquet"
-    job = _run_job([*common, "-o", str(target)])
-    _wait_for_parts(target.with_name(target.name + ".parts"), 3, job)
-    job.send_signal(signal.SIGKILL)
-    job.wait(timeout=60)
-    assert not target.exists()
-    _embed_in_process([*common, "-o", str(target), "--resume"])
+    stop_and_resume(common, target)
     assert pq.read_table(target).equals(pq.read_table(whole))
     assert pq.read_table(whole).column("position").to_pylist().count(0) == TOKEN_TEXTS
