@@ -157,7 +157,7 @@ class Engine:
             self._views_of(list(tokens[i : i + size]), {"": spec}, on_batch)[""]
             for i in range(0, len(tokens), size)
         ]
-        return _joined(parts, spec)
+        return SentenceEmbeddings.joined(parts)
 
     def _views_of(
         self, tokens: list[Tokens], specs: Mapping[str, EmbedSpec], on_batch: OnBatch | None
@@ -205,7 +205,7 @@ class Engine:
         self, texts: Sequence[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
     ) -> SentenceEmbeddings:
         """Sentence vectors for a whole list at once, in input order."""
-        return _joined(list(self.sentences(texts, spec, on_batch=on_batch)), spec)
+        return SentenceEmbeddings.joined(list(self.sentences(texts, spec, on_batch=on_batch)))
 
     def token_matrices(
         self, texts: Iterable[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
@@ -291,16 +291,6 @@ def _check_views(specs: Mapping[str, EmbedSpec]) -> None:
             "combine='stack' keeps each layer's vector apart, which only token and word rows store "
             "(level='tokens' or 'words'); pool sentence vectors with combine mean, sum or concat"
         )
-
-
-def _joined(parts: Sequence[SentenceEmbeddings], spec: EmbedSpec) -> SentenceEmbeddings:
-    """One SentenceEmbeddings from consecutive chunks' results."""
-    return SentenceEmbeddings(
-        vectors=np.concatenate([p.vectors for p in parts]),
-        n_tokens=np.concatenate([p.n_tokens for p in parts]),
-        n_dropped=np.concatenate([p.n_dropped for p in parts]),
-        spec=spec.as_dict(),
-    )
 
 
 def _chunks(texts: Iterable[str], size: int) -> Iterator[list[str]]:

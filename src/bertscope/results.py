@@ -42,6 +42,16 @@ class SentenceEmbeddings:
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
 
+    @classmethod
+    def joined(cls, parts: Sequence[SentenceEmbeddings]) -> SentenceEmbeddings:
+        """Consecutive parts' rows as one result (n1 + n2 + ..., d), under the first part's spec."""
+        return cls(
+            vectors=np.concatenate([p.vectors for p in parts]),
+            n_tokens=np.concatenate([p.n_tokens for p in parts]),
+            n_dropped=np.concatenate([p.n_dropped for p in parts]),
+            spec=parts[0].spec,
+        )
+
     @property
     def truncated(self) -> np.ndarray:
         """(n,) the same array as `n_dropped`, named as the column in corpus outputs."""

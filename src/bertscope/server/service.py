@@ -11,7 +11,6 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from fastapi.concurrency import run_in_threadpool
 
 from ..errors import InvalidSpec
@@ -75,14 +74,14 @@ class Service:
             else:
                 tokens = await run_in_threadpool(self._prepare, texts, spec)
             futures = self._queue(tokens, spec)
-        return _joined(await self._wait(futures))
+        return SentenceEmbeddings.joined(await self._wait(futures))
 
     async def fitted_sentences(self, tokens: list[Tokens], spec: EmbedSpec) -> SentenceEmbeddings:
         """Sentence vectors (n, d) of tokens already fitted (`Engine.prepare`, `fit`), through the worker."""
         self.check_count(len(tokens), splittable=True)
         with self.batcher.arriving():
             futures = self._queue(tokens, spec)
-        return _joined(await self._wait(futures))
+        return SentenceEmbeddings.joined(await self._wait(futures))
 
     def _queue(self, tokens: list[Tokens], spec: EmbedSpec) -> list[Future[Any]]:
         """Queue the tokens in parts of --max-inputs, all or none; one future per part."""
@@ -118,13 +117,3 @@ class Service:
         items = check_texts(inputs, pairs=True)
         self.check_count(len(items))
         return items
-
-
-def _joined(results: list[SentenceEmbeddings]) -> SentenceEmbeddings:
-    """The parts' rows in order, as one result."""
-    return SentenceEmbeddings(
-        vectors=np.concatenate([r.vectors for r in results]),
-        n_tokens=np.concatenate([r.n_tokens for r in results]),
-        n_dropped=np.concatenate([r.n_dropped for r in results]),
-        spec=results[0].spec,
-    )
