@@ -1,0 +1,1 @@
+"""bertscope inside other frameworks (LangChain, LlamaIndex), each an optional extra."""

@@ -1,0 +1,1 @@
+"""What the vectors mean: layer sweeps, contextuality, probes, CKA, model diffs, static kinds, distillation."""
