@@ -40,6 +40,9 @@ if TYPE_CHECKING:
     from .io.sqlite_store import list_collections
     from .io.stores import search
     from .model import Model, ModelInfo, load
+    from .research.aggregate import AggregatedStatic
+    from .research.distill import distill
+    from .research.static_kinds import DecontextualizedStatic
     from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
     from .senses import Senses, word_senses
     from .similarity import Hit, cos_sim, pairwise_cos_sim
@@ -95,6 +98,9 @@ _LAZY = {
     "Neighbor": ".static",
     "StaticWord": ".static",
     "Tokens": ".tokens",
+    "distill": ".research.distill",
+    "AggregatedStatic": ".research.aggregate",
+    "DecontextualizedStatic": ".research.static_kinds",
 }
 
 __version__ = "0.1.0"
@@ -105,6 +111,9 @@ __all__ = [
     "search",
     "search_occurrences",
     "word_senses",
+    "distill",
+    "AggregatedStatic",
+    "DecontextualizedStatic",
     "Occurrence",
     "Occurrences",
     "Senses",

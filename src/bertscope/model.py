@@ -327,6 +327,33 @@ class Model:
         """
         return _static.export(self, path, format, items=items)
 
+    def static_from_corpus(
+        self,
+        corpus: str | Path | list[str],
+        *,
+        layers: LayerSpec = 1,
+        min_count: int = 1,
+        subword: SubwordPooling | str = "mean",
+        **options: Any,
+    ) -> Any:
+        """Each corpus word's mean vector at `layers` over its occurrences, with counts (AggregatedStatic).
+
+        Streaming and resumable with `checkpoint=FOLDER`; see `bertscope.research.aggregate`.
+        """
+        from .research.aggregate import static_from_corpus
+
+        return static_from_corpus(
+            self, corpus, layers=layers, min_count=min_count, subword=subword, **options
+        )
+
+    def static_decontextualized(
+        self, items: str | int | Sequence[str | int], *, layers: LayerSpec = "all", pieces: bool = False
+    ) -> Any:
+        """Words (or pieces) alone, [CLS] w [SEP], through the model: pieces' mean per layer."""
+        from .research.static_kinds import static_decontextualized
+
+        return static_decontextualized(self, items, layers=layers, pieces=pieces)
+
     def anatomy(self, texts: Text | Sequence[Text]) -> Any:
         """The embedding layer taken apart for a text or pair (or a padded batch of them), with its proof."""
         tokens = self.tokenize(texts)

@@ -23,6 +23,7 @@ __all__ = [
     "StaticWord",
     "Neighbor",
     "ExportFormat",
+    "export_format",
     "static_rows",
     "static_word",
     "neighbors",
@@ -79,7 +80,7 @@ class ExportFormat(StrEnum):
 _SUFFIX_FORMATS = {".npy": ExportFormat.NPY, ".parquet": ExportFormat.PARQUET}
 
 
-def _export_format(path: Path, fmt: ExportFormat | str | None) -> ExportFormat:
+def export_format(path: Path, fmt: ExportFormat | str | None) -> ExportFormat:
     """The format asked for, or the one the suffix names; a suffix naming another format is refused."""
     implied = _SUFFIX_FORMATS.get(path.suffix.lower())
     if fmt is None:
@@ -264,7 +265,7 @@ def export(
     Without `fmt` the file's suffix chooses (.npy, .parquet; word2vec text otherwise).
     """
     path = Path(path)
-    fmt = _export_format(path, fmt)
+    fmt = export_format(path, fmt)
     if not path.parent.exists():
         raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
     chosen = list(range(model.input_embeddings.shape[0])) if items is None else token_ids(model, items)

@@ -7,6 +7,7 @@ corpus    similar, collections (and the corpus job behind `embed -o`)
 index     index build, index info (the ANN index beside a store)
 senses    senses (a word's occurrences in a token store, clustered)
 research  eval, contextuality, fit-post, vocab, plot
+static_kinds  distill (and the aggregation behind `static --from-corpus`)
 serve, explore, bench
 """
 
@@ -28,6 +29,7 @@ from . import (  # noqa: F401  (each registers its commands)
     research,
     senses,
     serve,
+    static_kinds,
 )
 from .app import app, err, is_debug, warn
 

@@ -16,6 +16,7 @@ from .app import (
     DeviceOpt,
     DtypeOpt,
     JsonOpt,
+    LongOpt,
     ModelOpt,
     PairOpt,
     QuantizeOpt,
@@ -138,6 +139,24 @@ def static(
     include_special: Annotated[
         bool, typer.Option("--include-special", help="Let neighbours be special.")
     ] = False,
+    from_corpus: Annotated[
+        str | None,
+        typer.Option("--from-corpus", help="Aggregate each word's vectors over this corpus (- for stdin)."),
+    ] = None,
+    layers: Annotated[
+        str | None, typer.Option("--layers", "-l", help="With --from-corpus: layer(s) to aggregate (1).")
+    ] = None,
+    min_count: Annotated[
+        int, typer.Option("--min-count", help="With --from-corpus: leave out rarer words.")
+    ] = 1,
+    subword: Annotated[
+        str, typer.Option("--subword", help="With --from-corpus: pieces -> word: mean, first, last.")
+    ] = "mean",
+    long: LongOpt = "truncate",
+    resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted aggregation.")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing export.")] = False,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per saved batch.")] = 256,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no summary.")] = False,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -151,10 +170,22 @@ def static(
     Examples: `bertscope static bread cake --neighbors 10`,
     `bertscope static --ids 7852`, `bertscope static --export vocab.vec --format word2vec`,
     `bertscope static king queen bread --export three.vec` (only those rows),
-    `bertscope static bread cake --export sub.npy` (NumPy: the suffix chooses the format)
+    `bertscope static bread cake --export sub.npy` (NumPy: the suffix chooses the format),
+    `bertscope static --from-corpus corpus.txt --layers 1 --min-count 5 --export agg.vec` (each word's
+    mean layer-1 vector over the corpus, counts in agg.counts.tsv; resumable with --resume)
     """
 
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+    if from_corpus is not None:
+        if items:
+            raise InvalidInput("--from-corpus aggregates every corpus word; name no pieces with it")
+        from .static_kinds import aggregate_to_file
+
+        aggregate_to_file(
+            m, from_corpus, export, layers=layers, fmt=fmt, min_count=min_count, subword=subword, long=long,
+            resume=resume, overwrite=overwrite, batch_size=batch_size, quiet=quiet, as_json=as_json,
+        )  # fmt: skip
+        return
     if export is not None:
         if word and items:
             raise InvalidInput("--export writes word-piece rows; name pieces (or --ids), not --word words")

@@ -22,7 +22,7 @@ from .levels import CorpusLevel, make_level
 from .readers import Record, Rejects, read_corpus
 from .sinks import Sink, open_sink
 
-__all__ = ["JobSummary", "JobInterrupted", "embed_corpus"]
+__all__ = ["JobSummary", "JobInterrupted", "embed_corpus", "run_level"]
 
 
 @dataclass
@@ -106,7 +106,6 @@ def embed_corpus(
     as in `Model.embed_chunks`; late chunks always run windows over the whole document).
     """
     from ..model import Model, load
-    from ..progress import progress_callback
 
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidSpec(f"batch_size={batch_size!r}: give a whole number of texts per batch, at least 1")
@@ -140,6 +139,51 @@ def embed_corpus(
         overwrite=overwrite,
         keep_text=keep_text,
     )
+    summary = run_level(
+        records, rows_of, sink, source=input_path, output=output, rejects=rejects, resume=resume,
+        batch_size=batch_size, progress=progress,
+    )  # fmt: skip
+    start = time.perf_counter() - summary.seconds
+    try:
+        summary.files = sink.finish()
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise CorpusError(
+            f"{output}: could not write the finished output ({reason}); all {sink.done} texts are saved as "
+            "parts beside it: fix that, then run again with --resume to write it"
+        ) from None
+    summary.seconds = time.perf_counter() - start
+    summary.reused = sink.reused
+    summary.already = sink.already
+    summary.empty = rejects.empty
+    summary.rejected = len(rejects.bad)
+    if rejects.bad:
+        summary.rejects_file = Path(str(output) + ".rejects")
+        summary.rejects_file.write_text("".join(line + "\n" for line in rejects.bad))
+    return summary
+
+
+def run_level(
+    records: Iterator[Record],
+    rows_of: CorpusLevel,
+    sink: Sink,
+    *,
+    source: str | Path | list[str],
+    output: str | Path,
+    rejects: Rejects,
+    resume: bool = False,
+    batch_size: int = 1024,
+    progress: bool | None = None,
+) -> JobSummary:
+    """Turn each batch of a corpus's records into a level's rows and hand them to a sink; Ctrl-C safe.
+
+    The sink decides what a batch becomes (part files, SQLite rows, a running reduction); on resume its
+    `done` records are skipped. The summary's `seconds` counts this loop; CorpusError when nothing was
+    there to embed (the sink is then abandoned).
+    """
+    from ..progress import progress_callback
+
+    input_path = source
     summary = JobSummary(output=Path(output), resumed_from=sink.done if resume else 0)
     if sink.done and resume and sink.resumes_by_position:
         records = _skip(records, sink.done, input_path)
@@ -174,22 +218,7 @@ def embed_corpus(
             f"{input_path}: no texts to embed ({rejects.empty} empty, {len(rejects.bad)} rejected); "
             f"nothing was written to {output}"
         )
-    try:
-        summary.files = sink.finish()
-    except OSError as exc:
-        reason = exc.strerror or str(exc) or type(exc).__name__
-        raise CorpusError(
-            f"{output}: could not write the finished output ({reason}); all {sink.done} texts are saved as "
-            "parts beside it: fix that, then run again with --resume to write it"
-        ) from None
     summary.seconds = time.perf_counter() - start
-    summary.reused = sink.reused
-    summary.already = sink.already
-    summary.empty = rejects.empty
-    summary.rejected = len(rejects.bad)
-    if rejects.bad:
-        summary.rejects_file = Path(str(output) + ".rejects")
-        summary.rejects_file.write_text("".join(line + "\n" for line in rejects.bad))
     return summary
 
 

@@ -1,0 +1,95 @@
+"""Static vectors beyond the input rows: `static --from-corpus` (aggregated) and `distill` (model2vec)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import InvalidInput
+from .app import JsonOpt, ModelOpt, app, emit_json, err, load_model
+
+
+def aggregate_to_file(
+    model: Any,
+    corpus: str,
+    export: Path | None,
+    *,
+    layers: str | None,
+    fmt: str | None,
+    min_count: int,
+    subword: str,
+    long: str,
+    resume: bool,
+    overwrite: bool,
+    batch_size: int,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """`bertscope static --from-corpus FILE --export OUT`: aggregate, checkpointing in `OUT.parts/`."""
+    if export is None:
+        raise InvalidInput(
+            "--from-corpus writes its vectors to a file: add --export OUT (.vec, .npy, .parquet)"
+        )
+    if not export.parent.exists():
+        raise InvalidInput(f"cannot write {export}: the folder {export.parent} does not exist")
+    checkpoint = export.with_name(export.name + ".parts")
+    if not (resume or overwrite) and export.exists():
+        raise InvalidInput(f"{export} exists; pass --overwrite to replace it")
+    result = model.static_from_corpus(
+        corpus, layers=layers if layers is not None else 1, min_count=min_count, subword=subword, long=long,
+        checkpoint=checkpoint, export=export, format=fmt, resume=resume, overwrite=overwrite,
+        batch_size=batch_size, progress=False if quiet else None,
+    )  # fmt: skip
+    summary = {
+        "files": [str(p) for p in result.files],
+        "words": len(result.words),
+        "layers": list(result.layers),
+        "texts": result.settings["texts"],
+        "words_seen": result.settings["words_seen"],
+        "min_count": min_count,
+    }
+    if as_json:
+        emit_json(summary)
+    elif not quiet:
+        dropped = summary["words_seen"] - summary["words"]
+        err.print(result.summary.line(), highlight=False)
+        err.print(
+            f"wrote {', '.join(summary['files'])}: {summary['words']} words at layer(s) "
+            f"{', '.join(map(str, result.layers))} ({dropped} seen fewer than {min_count} times left out)",
+            highlight=False,
+        )
+
+
+@app.command()
+def distill(
+    output: Annotated[Path, typer.Option("--output", "-o", help="The new model2vec folder to write.")],
+    dim: Annotated[int, typer.Option("--dim", help="PCA dimensions kept (0: the model's width).")] = 256,
+    vocab: Annotated[
+        Path | None, typer.Option("--vocab", help="Extra whole words to distil, one per line.")
+    ] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing folder.")] = False,
+    model: ModelOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Distil a static sentence embedder (model2vec's format): every piece alone through the model,
+    PCA, Zipf weights. Loads with `model2vec.StaticModel.from_pretrained(FOLDER)`; encodes with no forward.
+
+    Examples: `bertscope distill -o ./static-minilm`,
+    `bertscope distill -o ./s128 --dim 128 --vocab words.txt`
+    """
+    from ..research.distill import distill as run_distill
+    from ..research.distill import read_vocabulary
+
+    words = read_vocabulary(vocab) if vocab is not None else None
+    if output.exists() and not overwrite:
+        raise InvalidInput(f"{output} exists; pass --overwrite to replace it")
+    folder = run_distill(
+        load_model(model, device="cpu"), output, dim=dim or None, vocabulary=words, overwrite=overwrite
+    )
+    summary = {"output": str(folder), "files": sorted(p.name for p in folder.iterdir())}
+    if as_json:
+        emit_json(summary)
+    else:
+        err.print(f"wrote {folder} ({', '.join(summary['files'])})", highlight=False)

@@ -1,0 +1,282 @@
+"""Static vectors aggregated from a corpus (Bommasani et al. 2020): each word's mean layer-L vector.
+
+Every occurrence of a word in the corpus is embedded in its sentence (the word level of a corpus job:
+pieces pooled by `subword`), and the vectors of one word are summed per layer as the corpus streams by.
+Memory grows with the corpus's vocabulary, not its length. The reduction is a `Sink` run by the corpus
+job's own loop (`io.job.run_level`), so it resumes like every corpus job: after each batch the running
+sums, counts and records done are saved at once (float64 sums: a resumed run equals an unbroken one).
+
+Words are keyed by their text as the tokenizer normalises it (lowercased and accent-stripped for
+uncased BERT, as written for cased models).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._enums import SubwordPooling
+from ..errors import CorpusError, InvalidInput
+from ..io.job import JobSummary, run_level
+from ..io.levels import WordLevel, make_level
+from ..io.readers import Record, Rejects, read_corpus
+from ..io.sinks import Sink, settings_diff
+from ..layers import LayerSpec
+from ..spec import EmbedOptions, reload_arg, stored_settings
+from .vector_files import write_vectors
+
+__all__ = ["AggregatedStatic", "static_from_corpus", "word_key"]
+
+_STATE = "state.npz"
+_SETTINGS = "settings.json"
+
+
+@dataclass
+class AggregatedStatic:
+    """One vector per corpus word and layer: words (n,), counts (n,), vectors (n, layers, d) float32."""
+
+    words: list[str]
+    counts: np.ndarray
+    layers: tuple[int, ...]
+    vectors: np.ndarray
+    settings: dict[str, Any] = field(default_factory=dict)
+    summary: JobSummary | None = None
+    files: list[Path] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.index = {w: i for i, w in enumerate(self.words)}
+
+    def layer(self, layer: int) -> np.ndarray:
+        """(n, d) vectors of one of the aggregated layers (absolute number, or negative from the end)."""
+        chosen = (
+            layer
+            if layer in self.layers
+            else (self.layers[layer] if -len(self.layers) <= layer < 0 else None)
+        )
+        if chosen is None or chosen not in self.layers:
+            raise InvalidInput(f"layer {layer} was not aggregated; these were: {list(self.layers)}")
+        return self.vectors[:, self.layers.index(chosen)]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: settings, layers, and per word its count (not the vectors: export them)."""
+        return {
+            "words": len(self.words),
+            "layers": list(self.layers),
+            "counts": dict(zip(self.words, self.counts.tolist(), strict=True)),
+            "settings": self.settings,
+        }
+
+    def export(self, path: str | Path, *, format: str | None = None) -> list[Path]:
+        """Write word, count and vector per word: word2vec text, npy, parquet or projector (see static).
+
+        Several layers write one file set per layer, named `<stem>.layerN<suffix>`.
+        """
+        path = Path(path)
+        if len(self.layers) == 1:
+            return write_vectors(path, format, self.words, self.counts, self.vectors[:, 0])
+        written: list[Path] = []
+        for k, layer in enumerate(self.layers):
+            named = path.with_name(f"{path.stem}.layer{layer}{path.suffix}")
+            written += write_vectors(named, format, self.words, self.counts, self.vectors[:, k])
+        return written
+
+
+def word_key(model: Any) -> Any:
+    """The function that turns a word's text into its key: the tokenizer's own normaliser, stripped."""
+    normalizer = model.tokenizer.backend.normalizer
+    if normalizer is None:
+        return str.strip
+    return lambda word: normalizer.normalize_str(word).strip()
+
+
+class _Running:
+    """Running float64 sums (words, layers, d) and counts, grown by doubling as new words arrive."""
+
+    def __init__(self, layers: int, width: int) -> None:
+        self.words: list[str] = []
+        self.index: dict[str, int] = {}
+        self.sums = np.zeros((64, layers, width), dtype=np.float64)
+        self.counts = np.zeros(64, dtype=np.int64)
+
+    def add(self, keys: Sequence[str], vectors: np.ndarray) -> None:
+        """Add (rows, layers, d) vectors to the words `keys` (one per row)."""
+        rows = np.fromiter((self._slot(k) for k in keys), dtype=np.int64, count=len(keys))
+        np.add.at(self.sums, rows, vectors.astype(np.float64))
+        np.add.at(self.counts, rows, 1)
+
+    def _slot(self, key: str) -> int:
+        slot = self.index.get(key)
+        if slot is None:
+            slot = self.index[key] = len(self.words)
+            self.words.append(key)
+            if slot == len(self.counts):
+                self.sums = np.concatenate([self.sums, np.zeros_like(self.sums)])
+                self.counts = np.concatenate([self.counts, np.zeros_like(self.counts)])
+        return slot
+
+    def save(self, path: Path, done: int) -> None:
+        """Everything so far and the records it covers, in one file replaced atomically."""
+        n = len(self.words)
+        tmp = path.with_name(path.name + ".tmp")
+        with tmp.open("wb") as handle:
+            words = np.array(self.words, dtype=str)
+            np.savez(handle, sums=self.sums[:n], counts=self.counts[:n], words=words, done=np.array(done))
+        os.replace(tmp, path)
+
+    def load(self, path: Path) -> int:
+        """Restore a saved state; the number of records it covers."""
+        with np.load(path, allow_pickle=False) as state:
+            self.words = [str(w) for w in state["words"]]
+            self.index = {w: i for i, w in enumerate(self.words)}
+            n = len(self.words)
+            self.sums = np.zeros((max(64, 2 * n), *state["sums"].shape[1:]), dtype=np.float64)
+            self.sums[:n] = state["sums"]
+            self.counts = np.zeros(len(self.sums), dtype=np.int64)
+            self.counts[:n] = state["counts"]
+            return int(state["done"])
+
+
+class AggregateSink(Sink):
+    """A corpus job's sink that reduces word rows into running sums instead of writing them."""
+
+    def __init__(
+        self, level: WordLevel, key: Any, *, checkpoint: Path | None, settings: dict[str, Any],
+        resume: bool, overwrite: bool,
+    ) -> None:  # fmt: skip
+        self.level, self.key, self.path = level, key, checkpoint or Path("(memory)")
+        self.checkpoint = checkpoint
+        width = level.empty().schema.field(level.vector_names()[0]).type.list_size
+        self.running = _Running(len(level.spec.layers), width)
+        self.names = level.vector_names()
+        if checkpoint is not None:
+            self._open(checkpoint, settings, resume=resume, overwrite=overwrite)
+
+    def _open(self, folder: Path, settings: dict[str, Any], *, resume: bool, overwrite: bool) -> None:
+        if not folder.parent.exists():
+            raise CorpusError(f"cannot write {folder}: the folder {folder.parent} does not exist")
+        if overwrite:
+            shutil.rmtree(folder, ignore_errors=True)
+        elif resume and (folder / _SETTINGS).exists():
+            stored = json.loads((folder / _SETTINGS).read_text())
+            if stored != settings:
+                raise CorpusError(
+                    f"{folder}: the unfinished aggregation was started with other settings "
+                    f"({settings_diff(stored, settings)}); resume with the same options, or --overwrite"
+                )
+            if (folder / _STATE).exists():
+                self.done = self.running.load(folder / _STATE)
+        elif folder.exists():
+            raise CorpusError(
+                f"{folder} holds an unfinished aggregation; pass --resume to continue it or --overwrite "
+                "to start again"
+            )
+        folder.mkdir(exist_ok=True)
+        (folder / _SETTINGS).write_text(json.dumps(settings, sort_keys=True))
+
+    def write(self, records: list[Record], rows: Any) -> None:
+        """Add a batch's word rows to the running sums, then save the state (when checkpointing)."""
+        table = rows.table
+        blocks = [_matrix(table.column(name)) for name in self.names]
+        vectors = np.stack(blocks, axis=1) if len(blocks) > 1 else blocks[0][:, None, :]
+        self.running.add([self.key(w) for w in table.column("word").to_pylist()], vectors)
+        self.done += len(records)
+        if self.checkpoint is not None:
+            self.running.save(self.checkpoint / _STATE, self.done)
+
+    def finish(self) -> list[Path]:
+        """The state stays until the caller has written its export (then `abandon` removes it)."""
+        return []
+
+    def abandon(self) -> None:
+        """Remove the checkpoint folder."""
+        if self.checkpoint is not None:
+            shutil.rmtree(self.checkpoint, ignore_errors=True)
+
+
+def _matrix(column: Any) -> np.ndarray:
+    array = column.combine_chunks()
+    return np.asarray(array.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(
+        -1, array.type.list_size
+    )
+
+
+def static_from_corpus(
+    model: Any,
+    corpus: str | Path | list[str],
+    *,
+    layers: LayerSpec = 1,
+    min_count: int = 1,
+    subword: SubwordPooling | str = "mean",
+    long: str = "truncate",
+    stride: int | None = None,
+    checkpoint: str | Path | None = None,
+    export: str | Path | None = None,
+    format: str | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    batch_size: int = 256,
+    progress: bool | None = None,
+    text_field: str = "text",
+) -> AggregatedStatic:
+    """Each corpus word's mean vector at each of `layers` over all its occurrences, with its count.
+
+    `model` is a loaded Model. `corpus` is a file (text, JSONL, CSV, Parquet; "-" stdin) or a list of
+    texts. With `checkpoint` (a folder) the running sums are saved after every batch of `batch_size`
+    texts and `resume=True` continues a killed run exactly; it is removed once the result (and `export`,
+    written as `AggregatedStatic.export` does) is complete. Words seen fewer than `min_count` times are
+    left out.
+    """
+    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
+        raise InvalidInput(f"min_count={min_count!r}: give a whole number of occurrences, at least 1")
+    options = EmbedOptions(layers, "stack", "auto", False, None, long, stride, None, None, None)
+    level = make_level("words", model, options=options, keep_text=False, subword=subword)
+    assert isinstance(level, WordLevel)
+    # min_count applies at the end only: a finished run resumed with another min_count reuses its sums.
+    recorded = {**level.recorded(), "kind": "aggregated"}
+    settings = stored_settings(model, recorded, reload_arg(model))
+    folder = None if checkpoint is None else Path(checkpoint)
+    rejects = Rejects()
+    records = read_corpus(corpus, text_field=text_field, rejects=rejects)
+    sink = AggregateSink(level, word_key(model), checkpoint=folder, settings=settings, resume=resume,
+                         overwrite=overwrite)  # fmt: skip
+    summary = run_level(
+        records, level, sink, source=corpus, output=folder or "memory", rejects=rejects, resume=resume,
+        batch_size=batch_size, progress=progress,
+    )  # fmt: skip
+    result = _result(sink, level, settings, summary, min_count, corpus)
+    if export is not None:
+        result.files = result.export(export, format=format)
+    sink.abandon()
+    return result
+
+
+def _result(
+    sink: AggregateSink, level: WordLevel, settings: dict[str, Any], summary: JobSummary, min_count: int,
+    corpus: object,
+) -> AggregatedStatic:  # fmt: skip
+    running = sink.running
+    n = len(running.words)
+    counts = running.counts[:n]
+    keep = np.flatnonzero(counts >= min_count)
+    if len(keep) == 0:
+        top = int(np.argmax(counts))
+        raise CorpusError(
+            f"{corpus}: no word occurs {min_count} times (the most frequent, {running.words[top]!r}, occurs "
+            f"{int(counts[top])} times); lower --min-count"
+            + (f" (the sums are kept in {sink.checkpoint}: add --resume)" if sink.checkpoint else "")
+        )
+    # Commonest first, then by first appearance: the order word2vec files use.
+    keep = keep[np.argsort(-counts[keep], kind="stable")]
+    means = (running.sums[keep] / counts[keep, None, None]).astype(np.float32)
+    result_settings = {**settings, "texts": sink.done, "words_seen": n, "words_kept": len(keep)}
+    return AggregatedStatic(
+        [running.words[i] for i in keep], counts[keep].copy(), tuple(level.spec.layers), means,
+        result_settings, summary,
+    )  # fmt: skip

@@ -1,0 +1,100 @@
+"""A static sentence embedder distilled from the model, in model2vec's folder format.
+
+model2vec's own `distill_from_model` does the work: every vocabulary piece (or every word of a given
+vocabulary) alone through the model, the mean of [CLS], piece and [SEP] at the last layer, then PCA to
+`dim` dimensions and Zipf/SIF weights. What bertscope adds: the loaded model (any family bertscope
+loads, bundled default included), the folder checks, and one-line errors. The folder loads with
+`model2vec.StaticModel.from_pretrained(folder)`; `encode` is then a lookup and a mean, no forward.
+
+model2vec's `[distill]` extra pins transformers below 5.4, which bertscope's own transformers is not;
+its distillation runs on newer ones, so bertscope's `distill` extra installs model2vec and skeletoken
+(what `distill_from_model` imports) without that pin.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..errors import BackendUnavailable, InvalidInput
+
+__all__ = ["distill", "load_static", "read_vocabulary"]
+
+_INSTALL = "distillation needs model2vec: pip install 'bertscope[distill]' (model2vec and skeletoken)"
+
+
+def _model2vec() -> Any:
+    try:
+        import model2vec
+        from model2vec.distill import distill_from_model
+    except ImportError as exc:
+        raise BackendUnavailable(_INSTALL) from exc
+    return model2vec, distill_from_model
+
+
+def read_vocabulary(path: str | Path) -> list[str]:
+    """Words to distil, one per line (blank lines skipped)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InvalidInput(f"cannot read the vocabulary {path}: no such file (one word per line)")
+    words = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not words:
+        raise InvalidInput(f"the vocabulary {path} holds no words: give one word per line")
+    return words
+
+
+def distill(
+    model: Any = None,
+    output: str | Path = "static-model",
+    *,
+    dim: int | None = 256,
+    vocabulary: Sequence[str] | None = None,
+    sif: float | None = 1e-4,
+    overwrite: bool = False,
+) -> Path:
+    """Distil a model2vec static model from `model` (a loaded Model, a name or folder, None: the bundled
+    default) into the folder `output`; returns the folder.
+
+    `dim` is the PCA width (None keeps the model's width), `vocabulary` extra whole words (default:
+    the tokenizer's own pieces), `sif` the SIF coefficient of the Zipf weights (None: no weights).
+    """
+    folder = Path(output)
+    if folder.exists() and not overwrite:
+        raise InvalidInput(f"{folder} exists; pass --overwrite (overwrite=True) to replace it")
+    if not folder.parent.exists():
+        raise InvalidInput(f"cannot write {folder}: the folder {folder.parent} does not exist")
+    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 1):
+        raise InvalidInput(f"dim={dim!r}: give a whole number of dimensions, at least 1 (or None)")
+    _, distill_from_model = _model2vec()
+    if model is None or isinstance(model, (str, Path)):
+        from .. import load
+
+        model = load(None if model is None else str(model), device="cpu")
+    width = int(model.info().hidden_size)
+    if dim is not None and dim > width:
+        raise InvalidInput(f"dim={dim} is wider than the model ({width}); give --dim {width} or less")
+    static = distill_from_model(
+        model.hf_model,
+        model.loaded.tokenizer,
+        vocabulary=list(vocabulary) if vocabulary else None,
+        device=str(model.device),
+        pca_dims=dim,
+        sif_coefficient=sif,
+    )
+    if folder.exists():
+        shutil.rmtree(folder)
+    static.save_pretrained(str(folder))
+    return folder
+
+
+def load_static(folder: str | Path) -> Any:
+    """A model2vec StaticModel from a folder written by `distill` (or any model2vec folder)."""
+    model2vec, _ = _model2vec()
+    path = Path(folder)
+    if not (path / "config.json").is_file():
+        raise InvalidInput(
+            f"{path} is not a model2vec folder (no config.json); make one with bertscope distill"
+        )
+    return model2vec.StaticModel.from_pretrained(str(path))

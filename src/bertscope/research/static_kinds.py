@@ -1,0 +1,140 @@
+"""The kinds of static vector one model gives, and how they compare on word similarity.
+
+    rows            the input embedding matrix: a word is the mean of its pieces' rows (`Model.static_word`)
+    decontextualised  the word alone through the model, [CLS] w [SEP], its pieces' mean at a layer
+    aggregated      the word's mean layer-L vector over a corpus (`research.aggregate`, Bommasani et al. 2020)
+    distilled       a model2vec static model (`research.distill`): decontextualised pieces, PCA, Zipf weights
+
+Decontextualised vectors run bertscope's own exact forward (the engine, float32 equal to Hugging Face):
+the mean of the word's own pieces at the layer asked, the specials left out. model2vec's distillation
+instead averages [CLS], the piece and [SEP] of the last layer; the distilled kind is model2vec's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .._enums import LongText
+from ..analysis import correlations
+from ..errors import InvalidInput
+from ..layers import LayerSpec, parse_layers
+from .aggregate import AggregatedStatic, word_key
+
+__all__ = ["DecontextualizedStatic", "static_decontextualized", "KindsEval", "compare_kinds"]
+
+
+@dataclass
+class DecontextualizedStatic:
+    """Items alone through the model: items (n,), their pieces, vectors (n, layers, d) float32."""
+
+    items: list[str]
+    pieces: list[list[str]]
+    layers: tuple[int, ...]
+    vectors: np.ndarray
+
+    def layer(self, layer: int) -> np.ndarray:
+        """(n, d) vectors at one of the layers computed (absolute number)."""
+        if layer not in self.layers:
+            raise InvalidInput(f"layer {layer} was not computed; these were: {list(self.layers)}")
+        return self.vectors[:, self.layers.index(layer)]
+
+
+def static_decontextualized(
+    model: Any, items: str | int | Sequence[str | int], *, layers: LayerSpec = "all", pieces: bool = False
+) -> DecontextualizedStatic:
+    """[CLS] item [SEP] through the model: the mean of the item's pieces at each of `layers`.
+
+    Items are words (split by the tokenizer) or, with `pieces=True`, vocabulary pieces or ids
+    (`##ing` alone, as model2vec distils). `model` is a loaded Model.
+    """
+    chosen = parse_layers(layers, model.n_layers)
+    many = [items] if isinstance(items, (str, int)) else list(items)
+    if not many:
+        raise InvalidInput("no words given: pass a word, or a list of them")
+    if pieces:
+        ids = model.static_ids(many)
+        tokens = [model.tokenizer.from_ids([i], index=n) for n, i in enumerate(ids)]
+    else:
+        for n, word in enumerate(many):
+            if not isinstance(word, str) or not word.strip():
+                raise InvalidInput(f"item {n} ({word!r}) is not a word: pass non-empty strings")
+        encoded = model.tokenizer.encode(many)
+        tokens = [model.tokenizer.fit(t, LongText.TRUNCATE, index=n) for n, t in enumerate(encoded)]
+    spec = model.spec(
+        layers=list(chosen), combine="concat", pooling="mean", mask_special=True, normalize=False
+    )
+    pooled = model.engine.fitted_sentences(tokens, spec).vectors
+    vectors = pooled.reshape(len(tokens), len(chosen), -1)
+    found = [[p for p, s in zip(t.tokens, t.special_mask, strict=True) if not s] for t in tokens]
+    return DecontextualizedStatic([str(i) for i in many], found, chosen, vectors)
+
+
+@dataclass
+class KindsEval:
+    """One record per kind x layer: kind, layer, pairs covered, coverage share, spearman, pearson."""
+
+    records: list[dict[str, Any]]
+    pairs: int
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def best(self) -> dict[str, Any]:
+        """The record with the highest Spearman."""
+        valid = [r for r in self.records if np.isfinite(r["spearman"])]
+        return max(valid or self.records, key=lambda r: r["spearman"] if np.isfinite(r["spearman"]) else -2)
+
+
+def compare_kinds(
+    model: Any,
+    pairs: Sequence[tuple[str, str, float]],
+    *,
+    layers: LayerSpec = "all",
+    aggregated: AggregatedStatic | None = None,
+    distilled: str | Path | None = None,
+) -> KindsEval:
+    """Spearman of cosine vs gold for every static kind on the same word pairs, with coverage.
+
+    Rows and decontextualised vectors cover every pair (a word the vocabulary lacks is its pieces'
+    mean); aggregated vectors cover the pairs whose two words the corpus held (keyed as the tokenizer
+    normalises them); the distilled model (a model2vec folder) covers every pair.
+    """
+    if len(pairs) < 3:
+        raise InvalidInput("word evaluation needs at least 3 scored pairs")
+    words = list(dict.fromkeys(w for a, b, _ in pairs for w in (a, b)))
+    where = {w: i for i, w in enumerate(words)}
+    ia, ib = np.array([where[a] for a, _, _ in pairs]), np.array([where[b] for _, b, _ in pairs])
+    gold = np.array([g for _, _, g in pairs], dtype=np.float64)
+    everyone = np.ones(len(pairs), dtype=bool)
+
+    def record(kind: str, layer: int | None, vectors: np.ndarray, covered: np.ndarray) -> dict[str, Any]:
+        scores = correlations(vectors[ia][covered], vectors[ib][covered], gold[covered])
+        if covered.sum() < 3:
+            scores = {"spearman": float("nan"), "pearson": float("nan")}
+        share = float(covered.mean())
+        return {"kind": kind, "layer": layer, "covered": int(covered.sum()), "coverage": share, **scores}
+
+    rows = np.stack([model.static_word(w).vector for w in words])
+    records = [record("rows", None, rows, everyone)]
+    alone = static_decontextualized(model, words, layers=layers)
+    records += [record("decontextualized", k, alone.layer(k), everyone) for k in alone.layers]
+    if aggregated is not None:
+        key = word_key(model)
+        slots = np.array([aggregated.index.get(key(w), -1) for w in words])
+        covered = (slots[ia] >= 0) & (slots[ib] >= 0)
+        for k in aggregated.layers:
+            matrix = np.vstack([aggregated.layer(k), np.zeros((1, aggregated.vectors.shape[2]), np.float32)])
+            records.append(record("aggregated", k, matrix[slots], covered))
+    if distilled is not None:
+        from .distill import load_static
+
+        static = load_static(distilled)
+        records.append(record("distilled", None, static.encode(words), everyone))
+    settings = {"model": model.loaded.source, "words": len(words)}
+    if aggregated is not None:
+        settings["corpus"] = {k: aggregated.settings.get(k) for k in ("texts", "words_kept", "subword")}
+    return KindsEval(records, len(pairs), settings)
