@@ -178,6 +178,17 @@ def eval_words(
     ] = None,
     old_pairs: Annotated[Path | None, typer.Option("--pairs", hidden=True)] = None,
     limit: Annotated[int | None, typer.Option("--limit", help="Use only the first N pairs.")] = None,
+    layers: Annotated[
+        str, typer.Option("--layers", "-l", help="Layers of the decontextualised and aggregated kinds.")
+    ] = "all",
+    corpus: Annotated[
+        str | None, typer.Option("--corpus", help="Also aggregate each word over this corpus (one per line).")
+    ] = None,
+    min_count: Annotated[int, typer.Option("--min-count", help="With --corpus: rarer words get none.")] = 1,
+    long: LongOpt = "window",
+    distilled: Annotated[
+        Path | None, typer.Option("--distilled", help="Also a model2vec folder (bertscope distill).")
+    ] = None,
     output: PlotOpt = None,
     old_plot: OldPlotOpt = None,
     no_plot: NoPlotOpt = False,
@@ -189,40 +200,50 @@ def eval_words(
     threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Spearman per layer for words encoded alone, and for the static rows (mean of pieces).
+    """Spearman of cosine vs gold for each kind of static vector: the input rows, each word alone
+    ([CLS] w [SEP]) at each layer, aggregated over --corpus at each layer, a --distilled model2vec model.
 
-    Examples: `bertscope eval words --dataset simlex999`, `bertscope eval words -i words.tsv --json`
+    Examples: `bertscope eval words --dataset simlex999`,
+    `bertscope eval words --dataset wordsim353 --corpus lee_background.cor --distilled ./static-minilm`
     """
-    from ..analysis import evaluate_words, read_word_pairs, word_dataset
-    from ..plots import plot_word_eval
+    from ..analysis import read_word_pairs, word_dataset
+    from ..research.static_kinds import compare_kinds, plot_kinds
 
     pairs = input_path or old_pairs
     if (dataset is None) == (pairs is None):
         raise InvalidInput("give one of --dataset simlex999|wordsim353 and -i/--input FILE")
     data = word_dataset(dataset) if dataset else read_word_pairs(pairs)  # type: ignore[arg-type]
-    result = evaluate_words(
-        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
-        data[:limit] if limit else data,
-    )
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+    aggregated = None
+    if corpus is not None:
+        aggregated = m.static_from_corpus(
+            corpus, layers=layers, min_count=min_count, long=long, progress=None
+        )
+    result = compare_kinds(m, data[:limit] if limit else data, layers=layers, aggregated=aggregated,
+                           distilled=distilled)  # fmt: skip
     name = dataset or str(pairs)
     picture = _picture(output, old_plot, no_plot, "word-eval.png")
     if picture is not None:
-        plot_word_eval(result, picture, title=name)
+        plot_kinds(result, picture, title=name)
         err.print(f"wrote {picture}")
     if as_json:
-        emit_json({"records": result.records, "coverage": result.coverage})
+        emit_json({"records": result.records, "coverage": result.coverage, "settings": result.settings})
         return
-    out.print(
-        _records_table(
-            result.records, f"{name}: Spearman of cosine vs gold", ["layer", "spearman", "pearson"]
-        )
-    )
+    shown = [{**r, "layer": "-" if r["layer"] is None else r["layer"]} for r in result.records]
+    keys = ["kind", "layer", "covered", "spearman", "pearson"]
+    out.print(_records_table(shown, f"{name}: Spearman of cosine vs gold, per kind of static vector", keys))
     cov = result.coverage
     out.print(
         f"coverage: {cov['pairs']} pairs, {cov['words']} words: {cov['whole']} whole, {cov['split']} split "
-        "into word pieces (kept: a split word is the mean of its pieces)",
+        "into word pieces (rows and decontextualised: a split word is the mean of its pieces)",
         highlight=False,
     )
+    if aggregated is not None:
+        out.print(
+            f"aggregated over {aggregated.settings['texts']} texts: {len(aggregated.words)} words "
+            f"(min count {min_count}); a pair is covered when the corpus held both words",
+            highlight=False,
+        )
 
 
 @eval_app.command("docsim")

@@ -25,7 +25,7 @@ from ..errors import InvalidInput
 from ..layers import LayerSpec, parse_layers
 from .aggregate import AggregatedStatic, word_key
 
-__all__ = ["DecontextualizedStatic", "static_decontextualized", "KindsEval", "compare_kinds"]
+__all__ = ["DecontextualizedStatic", "static_decontextualized", "KindsEval", "compare_kinds", "plot_kinds"]
 
 
 @dataclass
@@ -79,7 +79,7 @@ class KindsEval:
     """One record per kind x layer: kind, layer, pairs covered, coverage share, spearman, pearson."""
 
     records: list[dict[str, Any]]
-    pairs: int
+    coverage: dict[str, Any]
     settings: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -112,13 +112,14 @@ def compare_kinds(
     everyone = np.ones(len(pairs), dtype=bool)
 
     def record(kind: str, layer: int | None, vectors: np.ndarray, covered: np.ndarray) -> dict[str, Any]:
-        scores = correlations(vectors[ia][covered], vectors[ib][covered], gold[covered])
-        if covered.sum() < 3:
-            scores = {"spearman": float("nan"), "pearson": float("nan")}
+        scores = {"spearman": float("nan"), "pearson": float("nan")}
+        if covered.sum() >= 3:  # too few pairs covered: no correlation, not an error
+            scores = correlations(vectors[ia][covered], vectors[ib][covered], gold[covered])
         share = float(covered.mean())
         return {"kind": kind, "layer": layer, "covered": int(covered.sum()), "coverage": share, **scores}
 
-    rows = np.stack([model.static_word(w).vector for w in words])
+    found = [model.static_word(w) for w in words]
+    rows = np.stack([f.vector for f in found])
     records = [record("rows", None, rows, everyone)]
     alone = static_decontextualized(model, words, layers=layers)
     records += [record("decontextualized", k, alone.layer(k), everyone) for k in alone.layers]
@@ -137,4 +138,33 @@ def compare_kinds(
     settings = {"model": model.loaded.source, "words": len(words)}
     if aggregated is not None:
         settings["corpus"] = {k: aggregated.settings.get(k) for k in ("texts", "words_kept", "subword")}
-    return KindsEval(records, len(pairs), settings)
+    split = sum(1 for f in found if len(f.ids) > 1)
+    coverage = {"pairs": len(pairs), "words": len(words), "whole": len(words) - split, "split": split}
+    return KindsEval(records, coverage, settings)
+
+
+def plot_kinds(result: KindsEval, path: str | Path, *, title: str = "word similarity") -> Path:
+    """Spearman per layer for the layered kinds (lines), the rows and distilled model as dashed levels."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    path = Path(path)
+    if not path.parent.exists():
+        raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+    figure = Figure(figsize=(6.4, 4.0))
+    ax = figure.add_subplot()
+    for kind in ("decontextualized", "aggregated"):
+        points = [r for r in result.records if r["kind"] == kind]
+        if points:
+            label = kind if kind != "aggregated" else f"aggregated ({points[0]['covered']} pairs covered)"
+            ax.plot([r["layer"] for r in points], [r["spearman"] for r in points], marker="o", label=label)
+    for kind, style in (("rows", "--"), ("distilled", ":")):
+        for r in (r for r in result.records if r["kind"] == kind):
+            ax.axhline(r["spearman"], linestyle=style, color="gray", label=f"{kind} (no layer)")
+    ax.set_xlabel("layer (0 = embedding layer output)")
+    ax.set_ylabel("Spearman vs gold")
+    ax.set_title(f"{title}: {result.coverage['pairs']} pairs")
+    ax.legend(fontsize=8)
+    FigureCanvasAgg(figure)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
+    return path
