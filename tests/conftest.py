@@ -55,6 +55,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_server_robustness.py": 30,
     "test_openai_ids.py": 15,
     "test_fuzz_schema.py": 10,
+    "test_static_kinds.py": 27,
 }
 
 

@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -197,11 +198,11 @@ def test_search_reloads_the_stored_model_and_settings(tmp_path: Path, tiny_dirs:
     assert model.info().source == json.loads(json.dumps(open_store(store).settings))["model"]
 
 
-def _run_job(args: list[str], **kwargs: object) -> subprocess.Popen[str]:
-    """Start `python -m bertscope embed ...` as a user would."""
+def _run_job(args: list[str], command: str = "embed", **kwargs: object) -> subprocess.Popen[str]:
+    """Start `python -m bertscope embed ...` (or another command) as a user would."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     return subprocess.Popen(
-        [sys.executable, "-m", "bertscope", "embed", *args],
+        [sys.executable, "-m", "bertscope", command, *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -210,30 +211,48 @@ def _run_job(args: list[str], **kwargs: object) -> subprocess.Popen[str]:
     )  # type: ignore[call-overload]
 
 
-def _embed_in_process(args: list[str]) -> None:
+def _embed_in_process(args: list[str], command: str = "embed") -> None:
     """Run `bertscope embed ...` in this process: the same command, without a fresh interpreter's start."""
-    result = CliRunner().invoke(app, ["embed", *args])
+    result = CliRunner().invoke(app, [command, *args])
     assert result.exit_code == 0, (result.output, result.exception)
 
 
-def _wait_for_parts(parts: Path, count: int, process: subprocess.Popen[str], timeout: float = 120) -> None:
-    """Block until the job has written `count` part files (and is still running)."""
+def _wait_for_parts(
+    parts: Path,
+    count: int,
+    process: subprocess.Popen[str],
+    timeout: float = 120,
+    ready: Callable[[Path], bool] | None = None,
+) -> None:
+    """Block until the job has written `count` part files, or `ready(parts)` holds (and is still running)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if parts.exists() and len(list(parts.glob("part-*.parquet"))) >= count:
+        if ready is not None and ready(parts):
+            return
+        if ready is None and parts.exists() and len(list(parts.glob("part-*.parquet"))) >= count:
             return
         assert process.poll() is None, "the job ended before it could be interrupted"
         time.sleep(0.01)
     raise AssertionError("the job wrote no parts in time")
 
 
-def stop_and_resume(args: list[str], target: Path, *, how: str = "kill-9") -> None:
+def stop_and_resume(
+    args: list[str],
+    target: Path,
+    *,
+    how: str = "kill-9",
+    command: str = "embed",
+    out_flag: str = "-o",
+    ready: Callable[[Path], bool] | None = None,
+) -> None:
     """Run `embed ARGS -o TARGET` as its own process, stop it after 3 parts, then --resume it here.
 
     how: "kill-9" (SIGKILL) or "ctrl-c" (SIGINT, which must exit 130 and tell the user to --resume).
+    Another command (`static ... --export TARGET`) names its output flag and when it is far enough
+    along: `ready(TARGET.parts)`.
     """
-    job = _run_job([*args, "-o", str(target)])
-    _wait_for_parts(target.with_name(target.name + ".parts"), 3, job)
+    job = _run_job([*args, out_flag, str(target)], command)
+    _wait_for_parts(target.with_name(target.name + ".parts"), 3, job, ready=ready)
     if how == "kill-9":
         job.send_signal(signal.SIGKILL)
         job.wait(timeout=60)
@@ -242,7 +261,7 @@ def stop_and_resume(args: list[str], target: Path, *, how: str = "kill-9") -> No
         _, stderr = job.communicate(timeout=120)
         assert job.returncode == 130 and "--resume" in stderr
     assert not target.exists()
-    _embed_in_process([*args, "-o", str(target), "--resume"])
+    _embed_in_process([*args, out_flag, str(target), "--resume"], command)
 
 
 # 16 parts of 500: the job is stopped after 3, so 13 are still to come when the signal is sent.

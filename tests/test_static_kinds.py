@@ -1,0 +1,172 @@
+"""Static kinds: aggregated over a corpus (vs the Hugging Face forward; killed and resumed), decontextualised,
+distilled into a folder the real model2vec loads, compared in `eval words`; bad input in one line."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+from typer.testing import CliRunner
+
+import bertscope
+from bertscope.cli import app
+from test_io import stop_and_resume, write_txt
+
+TEXTS = [
+    "The Bank of the river was muddy.",
+    "I went to the bank to get money, and the bank was closed.",
+    "Tokenization of the café's menu is hard.",
+    "A cat sat on the bank.",
+]
+runner = CliRunner()
+
+
+def _key(word: str) -> str:
+    """An uncased BERT's word key, written out: lowercased, accents stripped."""
+    return "".join(c for c in unicodedata.normalize("NFD", word.lower()) if unicodedata.category(c) != "Mn")
+
+
+def _hf_means(path: Path, texts: list[str], layer: int) -> tuple[dict[str, np.ndarray], dict[str, int]]:
+    """Each word's mean layer-`layer` vector (its pieces' mean per occurrence) from the plain HF forward."""
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path).eval()
+    found: dict[str, list[np.ndarray]] = defaultdict(list)
+    for text in texts:
+        enc = tokenizer(text, return_tensors="pt", return_offsets_mapping=True)
+        offsets = enc.pop("offset_mapping")[0].tolist()
+        with torch.no_grad():
+            hidden = model(**enc, output_hidden_states=True).hidden_states[layer][0].numpy()
+        word_ids = enc.word_ids(0)
+        for word in sorted({w for w in word_ids if w is not None}):
+            rows = [i for i, w in enumerate(word_ids) if w == word]
+            found[_key(text[offsets[rows[0]][0] : offsets[rows[-1]][1]])].append(hidden[rows].mean(axis=0))
+    return {k: np.mean(v, axis=0) for k, v in found.items()}, {k: len(v) for k, v in found.items()}
+
+
+def test_aggregated_equals_the_mean_of_hugging_face_layer_vectors(bundled, bundled_path: Path) -> None:
+    result = bundled.static_from_corpus(TEXTS, layers="2,-1", batch_size=2)
+    for layer in (2, 6):
+        means, counts = _hf_means(bundled_path, TEXTS, layer)
+        assert set(result.words) == set(means) and {"bank", "cafe", "tokenization"} <= set(means)
+        for word in means:
+            got = result.layer(layer)[result.index[word]]
+            np.testing.assert_allclose(got, means[word], atol=1e-5)
+            assert result.counts[result.index[word]] == counts[word]
+    assert result.counts[result.index["bank"]] == 4 and result.words[0] == "the"  # commonest first
+    kept = bundled.static_from_corpus(TEXTS, layers=1, min_count=3)
+    assert kept.words == ["the", "bank", "."] and kept.settings["words_seen"] == len(means)
+
+
+def test_export_keeps_counts(bundled, tmp_path: Path) -> None:
+    target = tmp_path / "agg.parquet"
+    result = runner.invoke(
+        app, ["static", "--from-corpus", str(write_txt(tmp_path, TEXTS)), "--layers", "1", "--min-count", "2",
+              "--export", str(target), "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(target).to_pydict()
+    assert table["word"] == ["the", "bank", ".", "of", "was", "to"] and table["count"] == [6, 4, 4, 2, 2, 2]
+    assert json.loads(result.stdout)["words_seen"] > 4 and not target.with_name("agg.parquet.parts").exists()
+    vectors = bundled.static_from_corpus(TEXTS, layers=1, min_count=2)
+    np.testing.assert_allclose(np.array(table["vector"]), vectors.vectors[:, 0], atol=1e-6)
+
+
+def test_a_killed_aggregation_resumes_exactly(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    rng = np.random.default_rng(0)
+    words = "i like eating bread the banana was horrible a cat dog car am tokenization".split()
+    lines = [" ".join(rng.choice(words, size=rng.integers(2, 16))) for _ in range(2000)]
+    corpus = write_txt(tmp_path, lines, "big.txt")
+    common = ["--from-corpus", str(corpus), "--layers", "0,1", "--model", str(tiny_dirs["bert"])]
+    common += ["--batch-size", "125", "-q"]
+
+    def three_batches(parts: Path) -> bool:
+        try:
+            with np.load(parts / "state.npz") as state:
+                return int(state["done"]) >= 375
+        except (OSError, ValueError, KeyError):
+            return False
+
+    target = tmp_path / "resumed.npy"
+    stop_and_resume(common, target, command="static", out_flag="--export", ready=three_batches)
+    model = bertscope.load(tiny_dirs["bert"], device="cpu")
+    whole = model.static_from_corpus(lines, layers="0,1", batch_size=125)
+    for k, layer in enumerate(whole.layers):
+        again = np.load(target.with_name(f"resumed.layer{layer}.npy"))
+        vocab = target.with_name(f"resumed.layer{layer}.vocab.tsv").read_text().splitlines()
+        assert [line.split("\t")[0] for line in vocab] == whole.words
+        assert [int(line.split("\t")[1]) for line in vocab] == whole.counts.tolist()
+        np.testing.assert_array_equal(again, whole.vectors[:, k])
+
+
+def test_decontextualized_is_the_word_alone_through_the_model(bundled) -> None:
+    found = bundled.static_decontextualized(["bread", "tokenization"], layers="0,-1")
+    assert found.pieces == [["bread"], ["token", "##ization"]] and found.layers == (0, 6)
+    alone = bundled.hidden_states("tokenization")  # [CLS] token ##ization [SEP]
+    np.testing.assert_allclose(found.layer(6)[1], alone[6][1:3].mean(axis=0), atol=1e-6)
+    piece = bundled.static_decontextualized("##ing", layers=6, pieces=True)
+    assert piece.pieces == [["##ing"]] and piece.vectors.shape == (1, 1, 384)
+
+
+def test_distilled_folder_loads_in_model2vec(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    from model2vec import StaticModel
+
+    folder = tmp_path / "static"
+    result = runner.invoke(
+        app, ["distill", "-o", str(folder), "--dim", "8", "--model", str(tiny_dirs["bert"])]
+    )
+    assert result.exit_code == 0, result.output
+    static = StaticModel.from_pretrained(str(folder))
+    vectors = static.encode(["i like bread", "a cat"])
+    assert vectors.shape == (2, 8) and np.isfinite(vectors).all() and not np.allclose(vectors[0], vectors[1])
+    again = runner.invoke(app, ["distill", "-o", str(folder), "--model", str(tiny_dirs["bert"])])
+    assert isinstance(again.exception, bertscope.InvalidInput) and "--overwrite" in str(again.exception)
+
+
+def test_eval_words_compares_the_kinds(bundled, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bertscope.cli import research
+
+    monkeypatch.setattr(research, "load_model", lambda *a, **k: bundled)
+    pairs = tmp_path / "words.tsv"
+    pairs.write_text(
+        "bank\tmoney\t7\nbank\triver\t6\ncat\tbank\t1\nriver\tmoney\t2\ncat\tmenu\t1\nzebra\tcat\t5\n"
+    )
+    corpus = write_txt(tmp_path, TEXTS)
+    args = ["eval", "words", "-i", str(pairs), "--corpus", str(corpus), "--layers", "1,6", "--json"]
+    result = runner.invoke(app, [*args, "-o", str(tmp_path / "kinds.png")])
+    assert result.exit_code == 0, result.output
+    records = json.loads(result.stdout)["records"]
+    assert [(r["kind"], r["layer"]) for r in records] == [
+        ("rows", None), ("decontextualized", 1), ("decontextualized", 6), ("aggregated", 1), ("aggregated", 6)
+    ]  # fmt: skip
+    assert [r["covered"] for r in records] == [6, 6, 6, 5, 5]  # zebra is not in the corpus
+    assert (tmp_path / "kinds.png").stat().st_size > 5000
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "needle"),
+    [
+        (["--min-count", "9"], bertscope.CorpusError, "no word occurs 9 times"),
+        (["--layers", "7"], bertscope.InvalidSpec, "layer 7 does not exist"),
+        (["--empty"], bertscope.CorpusError, "no texts to embed"),
+    ],
+)
+def test_bad_aggregations_are_one_line(
+    bundled, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], error: type, needle: str
+) -> None:
+    from bertscope.cli import basics
+
+    monkeypatch.setattr(basics, "load_model", lambda *a, **k: bundled)
+    corpus = write_txt(tmp_path, ["", " "] if args == ["--empty"] else TEXTS)
+    given = [] if args == ["--empty"] else args
+    result = runner.invoke(
+        app, ["static", "--from-corpus", str(corpus), "--export", str(tmp_path / "a.vec"), *given]
+    )
+    assert isinstance(result.exception, error) and needle in str(result.exception)
+    assert "\n" not in str(result.exception) and not (tmp_path / "a.vec").exists()
