@@ -1,1 +1,2 @@
-"""What the vectors mean: layer sweeps, contextuality, probes, CKA, model diffs, static kinds, distillation."""
+"""What the vectors mean: layer sweeps, contextuality, probes, CKA, model diffs, static kinds,
+distillation."""
