@@ -294,3 +294,22 @@ def test_ray_chunk_job_writes_the_local_chunk_rows(
         return dict(zip(keys, vectors, strict=True))
 
     _assert_same(by_chunk(rows), by_chunk(local))
+
+
+def test_ray_aggregation_equals_the_local_one(
+    cluster: Any, tiny_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    from bertscope.research.aggregate_ray import aggregate_on_ray
+
+    corpus = _corpus(tmp_path / "c.jsonl", 120)
+    model = bertscope.load(tiny_dirs["bert"], device="cpu")
+    local = model.static_from_corpus(str(corpus), layers="0,-1", min_count=2)
+    remote = aggregate_on_ray(
+        str(corpus), model=model, layers="0,-1", min_count=2, batch_size=30, progress=False
+    )
+    assert sorted(remote.words) == sorted(local.words) and remote.settings["texts"] == local.settings["texts"]
+    for word in local.words:
+        assert remote.counts[remote.index[word]] == local.counts[local.index[word]]
+        np.testing.assert_allclose(
+            remote.vectors[remote.index[word]], local.vectors[local.index[word]], atol=1e-5
+        )

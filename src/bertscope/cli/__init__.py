@@ -38,6 +38,7 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     """Entry point: run the app, turning bertscope errors into one line on stderr."""
+
     def one_line(message: Warning | str, *args: object, **kwargs: object) -> None:
         warn(message)
 

@@ -15,6 +15,7 @@ from .app import (
     BackendOpt,
     DeviceOpt,
     DtypeOpt,
+    EngineOpt,
     JsonOpt,
     LongOpt,
     ModelOpt,
@@ -156,6 +157,8 @@ def static(
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted aggregation.")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing export.")] = False,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per saved batch.")] = 256,
+    engine: EngineOpt = "local",
+    workers: Annotated[int, typer.Option("--workers", help="With --engine ray: Ray actors.")] = 2,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no summary.")] = False,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
@@ -172,7 +175,8 @@ def static(
     `bertscope static king queen bread --export three.vec` (only those rows),
     `bertscope static bread cake --export sub.npy` (NumPy: the suffix chooses the format),
     `bertscope static --from-corpus corpus.txt --layers 1 --min-count 5 --export agg.vec` (each word's
-    mean layer-1 vector over the corpus, counts in agg.counts.tsv; resumable with --resume)
+    mean layer-1 vector over the corpus, counts in agg.counts.tsv; resumable with --resume;
+    `--engine ray --workers 4` runs the forwards on Ray actors)
     """
 
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
@@ -184,6 +188,7 @@ def static(
         aggregate_to_file(
             m, from_corpus, export, layers=layers, fmt=fmt, min_count=min_count, subword=subword, long=long,
             resume=resume, overwrite=overwrite, batch_size=batch_size, quiet=quiet, as_json=as_json,
+            engine=engine, workers=workers,
         )  # fmt: skip
         return
     if export is not None:

@@ -204,8 +204,14 @@ def embed(
             output,
             quiet=quiet,
             model=load_model(
-                model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads,
-                fast=fast, fast_min_cosine=fast_min_cosine,
+                model,
+                device=device,
+                dtype=dtype,
+                backend=backend,
+                quantize=quantize,
+                threads=threads,
+                fast=fast,
+                fast_min_cosine=fast_min_cosine,
             ),
             level=level,
             text_field=text_field,
@@ -224,8 +230,14 @@ def embed(
         return
     items = read_texts(texts, input_path)
     m = load_model(
-        model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads,
-        fast=fast, fast_min_cosine=fast_min_cosine,
+        model,
+        device=device,
+        dtype=dtype,
+        backend=backend,
+        quantize=quantize,
+        threads=threads,
+        fast=fast,
+        fast_min_cosine=fast_min_cosine,
     )
     if tokens or words:
         _per_piece(m, items, words=words, subword=subword, as_json=as_json, **spec_options)

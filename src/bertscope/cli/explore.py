@@ -58,8 +58,14 @@ def explore(
     from ..server import create_app
 
     m = load_model(
-        model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads,
-        fast=fast, fast_min_cosine=fast_min_cosine,
+        model,
+        device=device,
+        dtype=dtype,
+        backend=backend,
+        quantize=quantize,
+        threads=threads,
+        fast=fast,
+        fast_min_cosine=fast_min_cosine,
     )
     chosen = port or free_port()
     url = f"http://{_HOST}:{chosen}/"

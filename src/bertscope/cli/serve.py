@@ -116,8 +116,14 @@ def serve(
     if host not in _LOOPBACK and not api_key:
         warn(f"listening on {host} with no --api-key: anyone who reaches it can use it")
     m = load_model(
-        model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads,
-        fast=fast, fast_min_cosine=fast_min_cosine,
+        model,
+        device=device,
+        dtype=dtype,
+        backend=backend,
+        quantize=quantize,
+        threads=threads,
+        fast=fast,
+        fast_min_cosine=fast_min_cosine,
     )
     err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
     uvicorn.run(create_app(m, settings=settings), host=host, port=port, log_level=log_level)

@@ -26,8 +26,13 @@ def aggregate_to_file(
     batch_size: int,
     quiet: bool,
     as_json: bool,
+    engine: str = "local",
+    workers: int = 2,
 ) -> None:
-    """`bertscope static --from-corpus FILE --export OUT`: aggregate, checkpointing in `OUT.parts/`."""
+    """`bertscope static --from-corpus FILE --export OUT`: aggregate, checkpointing in `OUT.parts/`
+    (or on Ray's actors with `--engine ray`, not resumable)."""
+    from .._enums import Engine
+
     if export is None:
         raise InvalidInput(
             "--from-corpus writes its vectors to a file: add --export OUT (.vec, .npy, .parquet)"
@@ -37,11 +42,25 @@ def aggregate_to_file(
     checkpoint = export.with_name(export.name + ".parts")
     if not (resume or overwrite) and export.exists():
         raise InvalidInput(f"{export} exists; pass --overwrite to replace it")
-    result = model.static_from_corpus(
-        corpus, layers=layers if layers is not None else 1, min_count=min_count, subword=subword, long=long,
-        checkpoint=checkpoint, export=export, format=fmt, resume=resume, overwrite=overwrite,
-        batch_size=batch_size, progress=False if quiet else None,
-    )  # fmt: skip
+    chosen = layers if layers is not None else 1
+    if Engine.parse(engine, what="engine") is Engine.RAY:
+        if resume:
+            raise InvalidInput(
+                "--engine ray is not resumable (Ray retries failed actors itself); drop --resume"
+            )
+        from ..research.aggregate_ray import aggregate_on_ray
+
+        result = aggregate_on_ray(
+            corpus, model=model, layers=chosen, min_count=min_count, subword=subword, long=long,
+            workers=workers, progress=not quiet,
+        )  # fmt: skip
+        result.files = result.export(export, format=fmt)
+    else:
+        result = model.static_from_corpus(
+            corpus, layers=chosen, min_count=min_count, subword=subword, long=long, checkpoint=checkpoint,
+            export=export, format=fmt, resume=resume, overwrite=overwrite, batch_size=batch_size,
+            progress=False if quiet else None,
+        )  # fmt: skip
     summary = {
         "files": [str(p) for p in result.files],
         "words": len(result.words),
@@ -54,7 +73,8 @@ def aggregate_to_file(
         emit_json(summary)
     elif not quiet:
         dropped = summary["words_seen"] - summary["words"]
-        err.print(result.summary.line(), highlight=False)
+        if result.summary is not None and engine != "ray":
+            err.print(result.summary.line(), highlight=False)
         err.print(
             f"wrote {', '.join(summary['files'])}: {summary['words']} words at layer(s) "
             f"{', '.join(map(str, result.layers))} ({dropped} seen fewer than {min_count} times left out)",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from ..layers import LayerSpec
 from ..spec import EmbedOptions, reload_arg, stored_settings
 from .vector_files import write_vectors
 
-__all__ = ["AggregatedStatic", "static_from_corpus", "word_key"]
+__all__ = ["AggregatedStatic", "static_from_corpus", "word_level", "reduce_tables", "word_key"]
 
 _STATE = "state.npz"
 _SETTINGS = "settings.json"
@@ -182,13 +182,16 @@ class AggregateSink(Sink):
 
     def write(self, records: list[Record], rows: Any) -> None:
         """Add a batch's word rows to the running sums, then save the state (when checkpointing)."""
-        table = rows.table
+        self.add(rows.table, len(records))
+        if self.checkpoint is not None:
+            self.running.save(self.checkpoint / _STATE, self.done)
+
+    def add(self, table: Any, texts: int) -> None:
+        """Add the word rows of `texts` texts (a word level's Arrow table) to the running sums."""
         blocks = [_matrix(table.column(name)) for name in self.names]
         vectors = np.stack(blocks, axis=1) if len(blocks) > 1 else blocks[0][:, None, :]
         self.running.add([self.key(w) for w in table.column("word").to_pylist()], vectors)
-        self.done += len(records)
-        if self.checkpoint is not None:
-            self.running.save(self.checkpoint / _STATE, self.done)
+        self.done += texts
 
     def finish(self) -> list[Path]:
         """The state stays until the caller has written its export (then `abandon` removes it)."""
@@ -233,14 +236,8 @@ def static_from_corpus(
     written as `AggregatedStatic.export` does) is complete. Words seen fewer than `min_count` times are
     left out.
     """
-    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
-        raise InvalidInput(f"min_count={min_count!r}: give a whole number of occurrences, at least 1")
-    options = EmbedOptions(layers, "stack", "auto", False, None, long, stride, None, None, None)
-    level = make_level("words", model, options=options, keep_text=False, subword=subword)
-    assert isinstance(level, WordLevel)
-    # min_count applies at the end only: a finished run resumed with another min_count reuses its sums.
-    recorded = {**level.recorded(), "kind": "aggregated"}
-    settings = stored_settings(model, recorded, reload_arg(model))
+    level, settings = word_level(model, layers=layers, subword=subword, long=long, stride=stride)
+    _check_min_count(min_count)
     folder = None if checkpoint is None else Path(checkpoint)
     rejects = Rejects()
     records = read_corpus(corpus, text_field=text_field, rejects=rejects)
@@ -255,6 +252,42 @@ def static_from_corpus(
         result.files = result.export(export, format=format)
     sink.abandon()
     return result
+
+
+def word_level(
+    model: Any, *, layers: LayerSpec, subword: SubwordPooling | str, long: str, stride: int | None
+) -> tuple[WordLevel, dict[str, Any]]:
+    """The word level (every layer in its own column) an aggregation reduces, and its stored settings."""
+    options = EmbedOptions(layers, "stack", "auto", False, None, long, stride, None, None, None)
+    level = make_level("words", model, options=options, keep_text=False, subword=subword)
+    assert isinstance(level, WordLevel)
+    # min_count applies at the end only: a finished run resumed with another min_count reuses its sums.
+    recorded = {**level.recorded(), "kind": "aggregated"}
+    return level, stored_settings(model, recorded, reload_arg(model))
+
+
+def _check_min_count(min_count: int) -> None:
+    if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
+        raise InvalidInput(f"min_count={min_count!r}: give a whole number of occurrences, at least 1")
+
+
+def reduce_tables(
+    model: Any, level: WordLevel, settings: dict[str, Any], tables: Iterable[Any], *, min_count: int,
+    corpus: object,
+) -> AggregatedStatic:  # fmt: skip
+    """Aggregate word-level Arrow tables made elsewhere (Ray's actors) as the local job does."""
+    _check_min_count(min_count)
+    sink = AggregateSink(level, word_key(model), checkpoint=None, settings=settings, resume=False,
+                         overwrite=False)  # fmt: skip
+    summary = JobSummary(output=Path("memory"))
+    for table in tables:
+        if table.num_rows:
+            texts = int(np.count_nonzero(table.column("position").to_numpy() == 0))
+            sink.add(table, texts)
+            summary.embedded += texts
+    if sink.done == 0:
+        raise CorpusError(f"{corpus}: no texts to embed (all empty)")
+    return _result(sink, level, settings, summary, min_count, corpus)
 
 
 def _result(

@@ -1,0 +1,75 @@
+"""Aggregated static vectors on Ray: the Ray runner's actors make the word rows, the driver sums them.
+
+The corpus is read and embedded exactly as `bertscope embed --words --engine ray` does (the same
+datasource, the same word level in an actor pool); only the word rows' vectors and words come back to
+the driver, batch by batch, into the same running sums as the local job (`research.aggregate`). Memory
+on the driver grows with the corpus's vocabulary. A Ray run is not resumable: Ray retries failed
+actors itself, and the local job (`static_from_corpus(checkpoint=...)`) is the resumable one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .._enums import SubwordPooling
+from ..layers import LayerSpec
+from ..spec import reload_arg
+from .aggregate import AggregatedStatic, reduce_tables, word_level
+
+__all__ = ["aggregate_on_ray"]
+
+
+def aggregate_on_ray(
+    source: str | list[str],
+    *,
+    model: Any = None,
+    layers: LayerSpec = 1,
+    min_count: int = 1,
+    subword: SubwordPooling | str = "mean",
+    long: str = "truncate",
+    stride: int | None = None,
+    workers: int = 2,
+    device: str = "cpu",
+    address: str | None = None,
+    text_field: str = "text",
+    batch_size: int | None = None,
+    progress: bool = True,
+) -> AggregatedStatic:
+    """Each corpus word's mean vector at `layers` (as `static_from_corpus`), the forwards on Ray actors.
+
+    `source` is a file, a glob or a list of texts; `model` a loaded Model (the actors load its
+    source again), a folder or hub id (None: bundled).
+    """
+    from .. import load
+    from ..distributed import (
+        _IO_CPUS,
+        _corpus_source,
+        _default_batch,
+        _gpus_per_worker,
+        _ray,
+        _sources,
+        embed_dataset,
+    )
+
+    ray = _ray()
+    sources = _sources(source)
+    # The driver's model checks the options and gives the word level and settings the actors match.
+    driver = load(model, device="cpu") if model is None or isinstance(model, (str, Path)) else model
+    model = reload_arg(driver)
+    level, settings = word_level(driver, layers=layers, subword=subword, long=long, stride=stride)
+    if not ray.is_initialized():
+        ray.init(address=address, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = progress
+    rows = batch_size or _default_batch(_gpus_per_worker(ray, device))
+    corpus = ray.data.read_datasource(
+        _corpus_source(sources, text_field, None, rows), num_cpus=_IO_CPUS, override_num_blocks=len(sources)
+    )
+    words = embed_dataset(
+        corpus, model=model, workers=workers, device=device, batch_size=rows, level="words",
+        keep_text=False, subword=subword, layers=layers, combine="stack", long=long, stride=stride,
+    )  # fmt: skip
+    wanted = ["position", "word", *level.vector_names()]
+    tables = (batch.select(wanted) for batch in words.iter_batches(batch_format="pyarrow", batch_size=None))
+    shown = source if isinstance(source, str) else Path("texts")
+    return reduce_tables(driver, level, settings, tables, min_count=min_count, corpus=shown)
