@@ -156,7 +156,7 @@ def static(
     long: LongOpt = "truncate",
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted aggregation.")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing export.")] = False,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per saved batch.")] = 256,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per saved batch.")] = 64,
     engine: EngineOpt = "local",
     workers: Annotated[int, typer.Option("--workers", help="With --engine ray: Ray actors.")] = 2,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no summary.")] = False,

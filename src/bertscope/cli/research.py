@@ -230,7 +230,7 @@ def eval_words(
         emit_json({"records": result.records, "coverage": result.coverage, "settings": result.settings})
         return
     shown = [{**r, "layer": "-" if r["layer"] is None else r["layer"]} for r in result.records]
-    keys = ["kind", "layer", "covered", "spearman", "pearson"]
+    keys = ["kind", "layer", "covered", "spearman", "pearson", "spearman_common"]
     out.print(_records_table(shown, f"{name}: Spearman of cosine vs gold, per kind of static vector", keys))
     cov = result.coverage
     out.print(
@@ -241,7 +241,8 @@ def eval_words(
     if aggregated is not None:
         out.print(
             f"aggregated over {aggregated.settings['texts']} texts: {len(aggregated.words)} words "
-            f"(min count {min_count}); a pair is covered when the corpus held both words",
+            f"(min count {min_count}); a pair is covered when the corpus held both words; "
+            f"spearman_common: on the {result.records[0]['common']} pairs every kind covers",
             highlight=False,
         )
 

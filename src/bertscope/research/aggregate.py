@@ -36,6 +36,7 @@ __all__ = ["AggregatedStatic", "static_from_corpus", "word_level", "reduce_table
 
 _STATE = "state.npz"
 _SETTINGS = "settings.json"
+_SLICE = 2048
 
 
 @dataclass
@@ -108,7 +109,10 @@ class _Running:
     def add(self, keys: Sequence[str], vectors: np.ndarray) -> None:
         """Add (rows, layers, d) vectors to the words `keys` (one per row)."""
         rows = np.fromiter((self._slot(k) for k in keys), dtype=np.int64, count=len(keys))
-        np.add.at(self.sums, rows, vectors.astype(np.float64))
+        # In slices: a float64 copy of a whole batch of long documents' rows would be gigabytes.
+        for start in range(0, len(rows), _SLICE):
+            part = slice(start, start + _SLICE)
+            np.add.at(self.sums, rows[part], vectors[part].astype(np.float64))
         np.add.at(self.counts, rows, 1)
 
     def _slot(self, key: str) -> int:
@@ -224,7 +228,7 @@ def static_from_corpus(
     format: str | None = None,
     resume: bool = False,
     overwrite: bool = False,
-    batch_size: int = 256,
+    batch_size: int = 64,
     progress: bool | None = None,
     text_field: str = "text",
 ) -> AggregatedStatic:

@@ -76,7 +76,8 @@ def static_decontextualized(
 
 @dataclass
 class KindsEval:
-    """One record per kind x layer: kind, layer, pairs covered, coverage share, spearman, pearson."""
+    """One record per kind x layer: kind, layer, pairs covered, coverage share, spearman, pearson, and
+    spearman_common on the `common` pairs every kind covers."""
 
     records: list[dict[str, Any]]
     coverage: dict[str, Any]
@@ -116,7 +117,8 @@ def compare_kinds(
         if covered.sum() >= 3:  # too few pairs covered: no correlation, not an error
             scores = correlations(vectors[ia][covered], vectors[ib][covered], gold[covered])
         share = float(covered.mean())
-        return {"kind": kind, "layer": layer, "covered": int(covered.sum()), "coverage": share, **scores}
+        found = {"kind": kind, "layer": layer, "covered": int(covered.sum()), "coverage": share, **scores}
+        return {**found, "_covered": covered, "_vectors": vectors}
 
     found = [model.static_word(w) for w in words]
     rows = np.stack([f.vector for f in found])
@@ -135,12 +137,25 @@ def compare_kinds(
 
         static = load_static(distilled)
         records.append(record("distilled", None, static.encode(words), everyone))
+    # Kinds that cover fewer pairs are also scored on the pairs every kind covers, to compare like with like.
+    common = np.logical_and.reduce([r.pop("_covered") for r in records])
+    for r in records:
+        r["common"] = int(common.sum())
+        r["spearman_common"] = _spearman_on(r.pop("_vectors"), ia, ib, gold, common)
     settings = {"model": model.loaded.source, "words": len(words)}
     if aggregated is not None:
         settings["corpus"] = {k: aggregated.settings.get(k) for k in ("texts", "words_kept", "subword")}
     split = sum(1 for f in found if len(f.ids) > 1)
     coverage = {"pairs": len(pairs), "words": len(words), "whole": len(words) - split, "split": split}
     return KindsEval(records, coverage, settings)
+
+
+def _spearman_on(
+    vectors: np.ndarray, ia: np.ndarray, ib: np.ndarray, gold: np.ndarray, keep: np.ndarray
+) -> float:
+    if keep.sum() < 3:
+        return float("nan")
+    return correlations(vectors[ia][keep], vectors[ib][keep], gold[keep])["spearman"]
 
 
 def plot_kinds(result: KindsEval, path: str | Path, *, title: str = "word similarity") -> Path:
