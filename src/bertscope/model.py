@@ -16,12 +16,12 @@ import torch
 from . import anatomy as _anatomy
 from . import static as _static
 from ._enums import Backend, Combine, DType, LongText, Mode, Pooling, Quantize, SubwordPooling
+from .backends.onnx import resolve_backend
 from .chunking import ChunkBy
 from .engine import Engine
 from .errors import InvalidInput, InvalidSpec
 from .layers import LayerSpec
 from .loading import load_parts, resolve_device, resolve_dtype
-from .onnx_backend import resolve_backend
 from .pooling import group_words, pool_words
 from .progress import progress_callback
 from .prompts import Prompts, read_prompts
@@ -60,6 +60,7 @@ class ModelInfo:
     quantize: str | None = None
     mode: str = "exact"
     fast: dict[str, Any] | None = None
+    exact: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: every field above, by its name."""
@@ -79,6 +80,7 @@ def load(
     calibration: Sequence[str] | None = None,
     mode: Mode | str = Mode.EXACT,
     fast_min_cosine: float = 0.999,
+    remeasure: bool = False,
 ) -> Model:
     """Load a model: None (or BERTSCOPE_MODEL) for the bundled all-MiniLM-L6-v2, a folder, or a hub id.
 
@@ -88,6 +90,9 @@ def load(
     "openvino" runs the same exported graph on OpenVINO: float32, bfloat16 (CPUs with it natively) or
     int8 (NNCF). `mode="fast"` measures the modes this machine runs and keeps the fastest whose min
     cosine to float32 is >= `fast_min_cosine`, remembered per model and machine (backends/fast.py).
+    With no backend, dtype or quantize asked, the exact default runs the fastest runtime equal to torch
+    within 1e-5 (torch, ONNX Runtime or OpenVINO float32; measured once, backends/exact.py).
+    `remeasure=True` measures either choice again.
     """
     if name is None:
         name = os.environ.get("BERTSCOPE_MODEL") or None
@@ -100,7 +105,7 @@ def load(
         asked = {"dtype": dtype, "backend": backend, "quantize": quantize}
         return load_fast(
             name, asked, device=torch_device, max_tokens=max_tokens, token_budget=token_budget,
-            min_cosine=fast_min_cosine, calibration=calibration,
+            min_cosine=fast_min_cosine, calibration=calibration, remeasure=remeasure,
         )  # fmt: skip
     if Backend.parse(backend, what="backend") is Backend.OPENVINO:
         from .backends.openvino import resolve_precision
@@ -116,6 +121,10 @@ def load(
     model = Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
     if chosen is Backend.ONNXRUNTIME:
         model.use_onnxruntime(quantize=quantize, calibration=calibration)
+    elif Backend.parse(backend, what="backend") is Backend.AUTO:
+        from .backends.exact import choose_exact
+
+        choose_exact(model, remeasure=remeasure)
     return model
 
 
@@ -146,6 +155,7 @@ class Model:
         self.runtime_dtype: str | None = None
         self.mode = "exact"
         self.fast_choice: dict[str, Any] | None = None
+        self.exact_choice: dict[str, Any] | None = None
 
     def use_torch(self) -> None:
         """Run every forward in torch again (the model's own dtype)."""
@@ -188,7 +198,7 @@ class Model:
         self, *, quantize: Quantize | str | None = None, calibration: Sequence[str] | None = None
     ) -> None:
         """Run every forward on ONNX Runtime from now on (float32, or int8 with quantize="int8")."""
-        from .onnx_backend import OnnxRunner, resolve_backend
+        from .backends.onnx import OnnxRunner, resolve_backend
 
         mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
         resolve_backend(Backend.ONNXRUNTIME, mode, next(self.hf_model.parameters()).dtype, self.device)
@@ -286,6 +296,7 @@ class Model:
             quantize=self.quantize,
             mode=self.mode,
             fast=self.fast_choice,
+            exact=self.exact_choice,
         )
 
     # Tokens and static vectors ------------------------------------------------------------------
