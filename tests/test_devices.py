@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bertscope.core.loading import resolve_device, resolve_dtype
 from bertscope.errors import InvalidSpec
-from bertscope.loading import resolve_device, resolve_dtype
 from bertscope.onnx_backend import resolve_backend
 
 CPU = torch.device("cpu")

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from .core.similarity import unit
 from .errors import InvalidSpec
-from .similarity import unit
 
 __all__ = ["MODES", "ModeReport", "compare_modes", "mode_options"]
 
