@@ -3,6 +3,8 @@
 OLD and NEW are dotted names under bertscope (`tokens=core.tokens`). Runs `git mv`, then rewrites relative
 imports in src/bertscope (resolved from each file's old place, re-spelled from its new place) and the
 dotted names `bertscope.OLD` everywhere in src, tests, bench and docs. Used for issue 29's floors.
+`python bench/move_modules.py --rewrite` re-spells the imports of code written against the old places
+(a branch merged after the moves), with the moves of issue 29 (MOVED); it changes nothing else.
 """
 
 from __future__ import annotations
@@ -42,11 +44,20 @@ def relative(current: str, package: bool, target: str) -> str:
     return dots + ".".join(there[common:])
 
 
+MOVED = [
+    *(f"{m}=core.{m}" for m in "_enums engine families folder forward layers loading pooling".split()),
+    *(f"{m}=core.{m}" for m in "post progress prompts results similarity spec tokens chunking".split()),
+    *(f"{m}=research.{m}" for m in "analysis contextuality baseline senses plots".split()),
+]
+
+
 def main(pairs: list[str]) -> None:
-    moves = {f"bertscope.{a}": f"bertscope.{b}" for a, b in (p.split("=") for p in pairs)}
+    rewrite_only = pairs == ["--rewrite"]
+    given = MOVED if rewrite_only else pairs
+    moves = {f"bertscope.{a}": f"bertscope.{b}" for a, b in (p.split("=") for p in given)}
     files = sorted((SRC / "bertscope").rglob("*.py"))
     old_names = {path: module_of(path) for path in files}
-    for old, new in moves.items():
+    for old, new in ({} if rewrite_only else moves).items():
         src = SRC / (old.replace(".", "/") + ".py")
         dst = SRC / (new.replace(".", "/") + ".py")
         subprocess.run(["git", "mv", str(src), str(dst)], check=True, cwd=ROOT)
