@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from bertscope.backends.onnx import resolve_backend
+from bertscope.core.loading import resolve_device, resolve_dtype
 from bertscope.errors import InvalidSpec
-from bertscope.loading import resolve_device, resolve_dtype
 
 CPU = torch.device("cpu")
 CUDA = torch.device("cuda")

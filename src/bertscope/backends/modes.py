@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core.similarity import unit
 from ..errors import InvalidSpec
-from ..similarity import unit
 
 __all__ = ["MODES", "ModeReport", "Way", "compare_modes", "measure", "mode_options"]
 

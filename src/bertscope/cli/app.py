@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from .._enums import Backend, DType, Engine, Quantize, StrEnum
+from ..core._enums import Backend, DType, Engine, Quantize, StrEnum
 from ..errors import InvalidInput
 
 app = typer.Typer(

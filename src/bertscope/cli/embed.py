@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from .._enums import Engine
+from ..core._enums import Engine
 from ..errors import InvalidInput
 from .app import (
     BackendOpt,
@@ -269,7 +269,7 @@ def _per_piece(m: Any, items: list[str], *, words: bool, subword: str, as_json: 
     results = m.embed_words(items, subword=subword, **options) if words else m.embed_tokens(items, **options)
     labels = [(r.words if words else r.tokens) for r in results]
     if as_json:
-        from ..results import per_text
+        from ..core.results import per_text
 
         emit_json(per_text(results))
         return
@@ -363,8 +363,8 @@ def similarity(
 
 def checked_threshold(m: Any, path: Path, post: Path | None, options: dict[str, Any]) -> Any:
     """The threshold in `path`, refused unless it was calibrated with this model and these settings."""
-    from ..baseline import load_threshold, score_settings
-    from ..post import prepare_post
+    from ..core.post import prepare_post
+    from ..research.baseline import load_threshold, score_settings
 
     threshold = load_threshold(path)
     spec = m.spec(**options).as_dict()
