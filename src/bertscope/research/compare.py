@@ -71,7 +71,10 @@ def moved_rows(
     ids_b = np.array([vocab_b[t] for t in shared])
     x, y = rows_a[ids_a].astype(np.float64), rows_b[ids_b].astype(np.float64)
     norm_a, norm_b = np.linalg.norm(x, axis=1), np.linalg.norm(y, axis=1)
-    cosine = np.sum(x * y, axis=1) / np.maximum(norm_a * norm_b, 1e-12)
+    cosine = np.sum(x * y, axis=1) / np.maximum(norm_a * norm_b, 1e-300)
+    # A zero row (the pad row of many models) has no direction: it moved only if the other row is not zero.
+    zero = (norm_a == 0) | (norm_b == 0)
+    cosine[zero] = np.all(x[zero] == y[zero], axis=1).astype(np.float64)
     order = np.argsort(cosine, kind="stable")[:top]
     static = [
         {

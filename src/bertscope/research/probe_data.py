@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ..errors import CorpusError, InvalidInput
 
@@ -123,7 +124,7 @@ def read_sentences(path: str | Path) -> tuple[list[str], list[str]]:
     return texts, labels
 
 
-def as_sentences(data: Sequence[Sequence[tuple[str, str]]]) -> list[LabelledSentence]:
+def as_sentences(data: Sequence[Any]) -> list[LabelledSentence]:
     """Sentences given in Python: each a list of (word, label) pairs."""
     out = []
     for number, sentence in enumerate(data):
