@@ -31,7 +31,7 @@ def aggregate_to_file(
 ) -> None:
     """`bertscope static --from-corpus FILE --export OUT`: aggregate, checkpointing in `OUT.parts/`
     (or on Ray's actors with `--engine ray`, not resumable)."""
-    from .._enums import Engine
+    from ..core._enums import Engine
 
     if export is None:
         raise InvalidInput(
@@ -85,7 +85,9 @@ def aggregate_to_file(
 @app.command()
 def distill(
     output: Annotated[Path, typer.Option("--output", "-o", help="The new model2vec folder to write.")],
-    dim: Annotated[int, typer.Option("--dim", help="PCA dimensions kept (0: the model's width).")] = 256,
+    dim: Annotated[
+        int, typer.Option("--dim", help="PCA dimensions kept (0: no PCA, the model's width).")
+    ] = 256,
     vocab: Annotated[
         Path | None, typer.Option("--vocab", help="Extra whole words to distil, one per line.")
     ] = None,

@@ -22,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from .._enums import SubwordPooling
+from ..core._enums import LongText, SubwordPooling
+from ..core.layers import LayerSpec
+from ..core.spec import EmbedOptions, reload_arg, stored_settings
 from ..errors import CorpusError, InvalidInput
 from ..io.job import JobSummary, run_level
 from ..io.levels import WordLevel, make_level
 from ..io.readers import Record, Rejects, read_corpus
 from ..io.sinks import Sink, settings_diff
-from ..layers import LayerSpec
-from ..spec import EmbedOptions, reload_arg, stored_settings
 from .vector_files import write_vectors
 
 __all__ = ["AggregatedStatic", "static_from_corpus", "word_level", "reduce_tables", "word_key"]
@@ -55,13 +55,9 @@ class AggregatedStatic:
         self.index = {w: i for i, w in enumerate(self.words)}
 
     def layer(self, layer: int) -> np.ndarray:
-        """(n, d) vectors of one of the aggregated layers (absolute number, or negative from the end)."""
-        chosen = (
-            layer
-            if layer in self.layers
-            else (self.layers[layer] if -len(self.layers) <= layer < 0 else None)
-        )
-        if chosen is None or chosen not in self.layers:
+        """(n, d) vectors of one aggregated layer: its absolute number (1, 6), or -1 for the last of them."""
+        chosen = self.layers[layer] if -len(self.layers) <= layer < 0 else layer
+        if chosen not in self.layers:
             raise InvalidInput(f"layer {layer} was not aggregated; these were: {list(self.layers)}")
         return self.vectors[:, self.layers.index(chosen)]
 
@@ -221,7 +217,7 @@ def static_from_corpus(
     layers: LayerSpec = 1,
     min_count: int = 1,
     subword: SubwordPooling | str = "mean",
-    long: str = "truncate",
+    long: LongText | str = "truncate",
     stride: int | None = None,
     checkpoint: str | Path | None = None,
     export: str | Path | None = None,
@@ -240,6 +236,8 @@ def static_from_corpus(
     written as `AggregatedStatic.export` does) is complete. Words seen fewer than `min_count` times are
     left out.
     """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidInput(f"batch_size={batch_size!r}: give a whole number of texts per batch, at least 1")
     level, settings = word_level(model, layers=layers, subword=subword, long=long, stride=stride)
     _check_min_count(min_count)
     folder = None if checkpoint is None else Path(checkpoint)
@@ -259,7 +257,7 @@ def static_from_corpus(
 
 
 def word_level(
-    model: Any, *, layers: LayerSpec, subword: SubwordPooling | str, long: str, stride: int | None
+    model: Any, *, layers: LayerSpec, subword: SubwordPooling | str, long: LongText | str, stride: int | None
 ) -> tuple[WordLevel, dict[str, Any]]:
     """The word level (every layer in its own column) an aggregation reduces, and its stored settings."""
     options = EmbedOptions(layers, "stack", "auto", False, None, long, stride, None, None, None)

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._enums import SubwordPooling
-from ..layers import LayerSpec
-from ..spec import reload_arg
+from ..core._enums import LongText, SubwordPooling
+from ..core.layers import LayerSpec
+from ..core.spec import reload_arg
 from .aggregate import AggregatedStatic, reduce_tables, word_level
 
 __all__ = ["aggregate_on_ray"]
@@ -27,7 +27,7 @@ def aggregate_on_ray(
     layers: LayerSpec = 1,
     min_count: int = 1,
     subword: SubwordPooling | str = "mean",
-    long: str = "truncate",
+    long: LongText | str = "truncate",
     stride: int | None = None,
     workers: int = 2,
     device: str = "cpu",

@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._enums import StrEnum
+from ..core._enums import StrEnum
 from ..errors import InvalidInput
 from .states import layer_states
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..core.encoder import Encoder
 
 __all__ = ["CkaLevel", "CkaResult", "cka", "paired_rows", "Moments", "cka_of_arrays"]
 
@@ -189,8 +189,8 @@ def cka_of_arrays(a: np.ndarray, b: np.ndarray | None = None, *, debiased: bool 
 
 
 def paired_rows(
-    model: Model | Any,
-    other: Model | Any | None,
+    model: Encoder,
+    other: Encoder | None,
     texts: Iterable[str],
     *,
     level: CkaLevel,
@@ -244,9 +244,9 @@ def _joined(rows_a: list[np.ndarray], rows_b: list[np.ndarray]) -> tuple[np.ndar
 
 
 def cka(
-    model: Model | Any,
+    model: Encoder,
     texts: Iterable[str],
-    other: Model | Any | None = None,
+    other: Encoder | None = None,
     *,
     level: CkaLevel | str = CkaLevel.TOKEN,
     debiased: bool = False,

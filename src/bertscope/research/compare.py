@@ -9,7 +9,6 @@ need texts that both tokenizers cut the same way, or the comparison stops with a
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -20,7 +19,7 @@ from ..errors import InvalidInput
 from .cka import CkaLevel, Moments, paired_rows
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..core.encoder import Encoder
 
 __all__ = ["Comparison", "compare", "moved_rows"]
 
@@ -44,17 +43,7 @@ class Comparison:
         }
 
 
-def _model(value: Model | Any | str | os.PathLike[str]) -> Any:
-    if isinstance(value, (str, os.PathLike)):
-        from .. import load
-
-        return load(value)
-    return value
-
-
-def moved_rows(
-    a: Model | Any, b: Model | Any, *, top: int = 20
-) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def moved_rows(a: Encoder, b: Encoder, *, top: int = 20) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The `top` shared pieces whose input rows moved most (lowest cosine), and the vocabulary overlap."""
     vocab_a, vocab_b = a.vocab, b.vocab
     shared = sorted(set(vocab_a) & set(vocab_b), key=vocab_a.__getitem__)
@@ -99,8 +88,8 @@ def moved_rows(
 
 
 def compare(
-    a: Model | Any | str,
-    b: Model | Any | str,
+    a: Encoder,
+    b: Encoder,
     texts: Iterable[str],
     *,
     top: int = 20,
@@ -108,7 +97,6 @@ def compare(
     total: int | None = None,
 ) -> Comparison:
     """Static rows that moved most, and per layer CKA and mean token cosine of A vs B on `texts`."""
-    a, b = _model(a), _model(b)
     if a.n_layers != b.n_layers:
         raise InvalidInput(
             f"the models have {a.n_layers} and {b.n_layers} layers: compare pairs layer k with layer k; "

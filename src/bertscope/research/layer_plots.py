@@ -16,7 +16,7 @@ __all__ = ["plot_probe", "plot_cka", "plot_compare"]
 
 
 def _save(figure: Any, path: str | Path) -> Path:
-    from ..plots import _save as save
+    from .plots import _save as save
 
     return save(figure, path)
 

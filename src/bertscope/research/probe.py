@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._enums import StrEnum, SubwordPooling
+from ..core._enums import StrEnum, SubwordPooling
+from ..core.layers import LayerSpec, parse_layers
+from ..core.pooling import pool_words
 from ..errors import InvalidInput
-from ..layers import LayerSpec, parse_layers
-from ..pooling import pool_words
 from .probe_data import CONTEXT, LabelledSentence, as_sentences, read_sentences, read_words
 from .states import layer_states, static_rows
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..core.encoder import Encoder
 
 __all__ = ["Level", "ProbeResult", "probe", "word_features", "sentence_features"]
 
@@ -84,7 +84,7 @@ class ProbeResult:
 
 
 def word_features(
-    model: Model | Any,
+    model: Encoder,
     sentences: Sequence[LabelledSentence],
     *,
     layers: Sequence[int],
@@ -134,7 +134,7 @@ def _pieces(tok: Any, span: tuple[int, int], word: str, number: int) -> list[int
 
 
 def sentence_features(
-    model: Model | Any,
+    model: Encoder,
     texts: Sequence[str],
     labels: Sequence[str],
     *,
@@ -150,7 +150,7 @@ def sentence_features(
 
 
 def probe(
-    model: Model | Any,
+    model: Encoder,
     data: str | Path | Sequence[Any],
     *,
     level: Level | str = Level.WORD,

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.progress import progress_callback
+from ..core.tokens import Tokens, text_problem
 from ..errors import InvalidInput
-from ..progress import progress_callback
-from ..tokens import Tokens, text_problem
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..core.encoder import Encoder
 
 __all__ = ["layer_states", "static_rows", "CHUNK"]
 
@@ -24,7 +24,7 @@ CHUNK = 256
 
 
 def layer_states(
-    model: Model | Any,
+    model: Encoder,
     texts: Iterable[str],
     *,
     long: str = "window",
@@ -45,7 +45,7 @@ def layer_states(
                 yield tok, matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2)
 
 
-def static_rows(model: Model | Any, ids: Sequence[int]) -> np.ndarray:
+def static_rows(model: Encoder, ids: Sequence[int]) -> np.ndarray:
     """(len(ids), embedding width) float32 rows of the input embedding matrix: no position, no segment."""
     matrix = model.input_embeddings
     return matrix[list(ids)].detach().float().cpu().numpy()

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from .._enums import LongText
-from ..analysis import correlations
+from ..core._enums import LongText
+from ..core.layers import LayerSpec, parse_layers
 from ..errors import InvalidInput
-from ..layers import LayerSpec, parse_layers
 from .aggregate import AggregatedStatic, word_key
+from .analysis import correlations
 
 __all__ = ["DecontextualizedStatic", "static_decontextualized", "KindsEval", "compare_kinds", "plot_kinds"]
 
@@ -159,26 +159,29 @@ def _spearman_on(
 
 
 def plot_kinds(result: KindsEval, path: str | Path, *, title: str = "word similarity") -> Path:
-    """Spearman per layer for the layered kinds (lines), the rows and distilled model as dashed levels."""
+    """Spearman per layer for the layered kinds (lines), the rows and distilled model as levels; on the
+    pairs every kind covers when some kind (aggregated) covers fewer, so the lines compare like with like."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     path = Path(path)
     if not path.parent.exists():
         raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+    common = result.records[0]["common"]
+    metric = "spearman_common" if common < result.coverage["pairs"] else "spearman"
     figure = Figure(figsize=(6.4, 4.0))
     ax = figure.add_subplot()
     for kind in ("decontextualized", "aggregated"):
         points = [r for r in result.records if r["kind"] == kind]
         if points:
-            label = kind if kind != "aggregated" else f"aggregated ({points[0]['covered']} pairs covered)"
-            ax.plot([r["layer"] for r in points], [r["spearman"] for r in points], marker="o", label=label)
+            ax.plot([r["layer"] for r in points], [r[metric] for r in points], marker="o", label=kind)
     for kind, style in (("rows", "--"), ("distilled", ":")):
         for r in (r for r in result.records if r["kind"] == kind):
-            ax.axhline(r["spearman"], linestyle=style, color="gray", label=f"{kind} (no layer)")
+            ax.axhline(r[metric], linestyle=style, color="gray", label=f"{kind} (no layer)")
     ax.set_xlabel("layer (0 = embedding layer output)")
     ax.set_ylabel("Spearman vs gold")
-    ax.set_title(f"{title}: {result.coverage['pairs']} pairs")
+    scope = f"the {common} of {result.coverage['pairs']} pairs every kind covers"
+    ax.set_title(f"{title}: {scope if metric == 'spearman_common' else str(common) + ' pairs'}", fontsize=10)
     ax.legend(fontsize=8)
     FigureCanvasAgg(figure)
     figure.savefig(path, dpi=110, bbox_inches="tight")
