@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import copy
 import json
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,14 +19,23 @@ TEXTS = ["The bank raised its interest rates.", "We sat on the river bank.", "A 
 runner = CliRunner()
 
 
-def test_compare_finds_the_rows_changed_in_a_copy(bundled) -> None:
-    child = copy.deepcopy(bundled)
-    changed = bundled.static_ids(["bank", "storm", "zebra"])
+def _changed_copy(source: Path, folder: Path, ids: list[int]) -> None:
+    """The bundled model's folder copied, with the input rows of `ids` rescaled and nudged."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(source, folder)
+    weights = load_file(folder / "model.safetensors")
+    rows = weights["embeddings.word_embeddings.weight"]
     generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        rows = child.input_embeddings
-        for k, i in enumerate(changed):
-            rows[i] = rows[i] * (1 + k) + torch.randn(rows.shape[1], generator=generator) * 0.05
+    for k, i in enumerate(ids):
+        rows[i] = rows[i] * (1 + k) + torch.randn(rows.shape[1], generator=generator) * 0.05
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+def test_compare_finds_the_rows_changed_in_a_copy(bundled, bundled_path, tmp_path) -> None:
+    changed = bundled.static_ids(["bank", "storm", "zebra"])
+    _changed_copy(bundled_path, tmp_path / "child", changed)
+    child = bertscope.load(tmp_path / "child", device="cpu", backend="torch")
     result = bertscope.compare(bundled, child, TEXTS, top=5)
     assert {r["id"] for r in result.static[:3]} == set(changed)
     assert all(r["cosine"] < 0.999 for r in result.static[:3]) and result.static[3][
