@@ -104,7 +104,7 @@ async def load(url: str, texts: list[str], concurrency: int, total: int, seconds
             text = texts[sent % len(texts)]
             sent += 1
             start = time.perf_counter()
-            response = await client.post("/embed", json={"inputs": text})
+            response = await client.post("/v2/embed", json={"inputs": text})
             if response.status_code != 200 or len(response.json()["vectors"]) != 1:
                 errors += 1
                 continue

@@ -113,7 +113,7 @@ def test_page_shows_tokens_layers_and_sentence_cosines(
     cell = pg.locator("#cosines td[data-i='0'][data-j='1']")
     shown_cos = float(cell.inner_text())
     body = {"source": PAIR[0], "sentences": [PAIR[1]], "layers": "4", "pooling": "mean"}
-    api = httpx.post(base + "/similarity", json=body, timeout=120).json()["scores"][0]
+    api = httpx.post(base + "/v2/similarity", json=body, timeout=120).json()["scores"][0]
     assert abs(shown_cos - api) < 6e-5, (shown_cos, api)
     assert abs(float(cell.get_attribute("data-value")) - api) < 1e-5
     pg.screenshot(path=str(tmp_path / "sentences.png"), full_page=True)
@@ -159,7 +159,7 @@ def test_explain_and_attention_tabs_and_pairs(
     cells = [float(v) for v in pg.eval_on_selector_all("#x-map rect", "rs => rs.map(r => r.dataset.value)")]
     np.testing.assert_allclose(cells, bundled.explain(a, b, pooling="mean").contributions.ravel(), atol=1e-5)
     body = {"source": a, "sentences": [b], "pooling": "mean"}
-    api = httpx.post(base + "/similarity", json=body, timeout=120).json()["scores"][0]
+    api = httpx.post(base + "/v2/similarity", json=body, timeout=120).json()["scores"][0]
     assert abs(sum(cells) - api) < 1e-5
     assert pg.locator("#x-top tbody tr").count() == 8
     pg.screenshot(path=str(tmp_path / "explain.png"), full_page=True)

@@ -483,8 +483,8 @@ def test_the_service_serves_int8_and_says_so(int8: bertscope.Model, bundled: ber
     texts = ["a storm hit the coast overnight", "the bank raised its rates"]
     expected = int8.embed(texts).vectors
     with serving(int8) as base, httpx.Client(base_url=base, timeout=60) as client:
-        info = client.get("/info").json()
-        answer = client.post("/embed", json={"inputs": texts})
+        info = client.get("/v2/info").json()
+        answer = client.post("/v2/embed", json={"inputs": texts})
     assert (info["backend"], info["quantize"], info["dtype"]) == ("onnxruntime", "int8", "float32")
     assert answer.status_code == 200, answer.text
     got = np.asarray(answer.json()["vectors"], dtype=np.float32)

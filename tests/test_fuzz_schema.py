@@ -14,6 +14,7 @@ from bertscope.core.layers import parse_layers
 from bertscope.core.tokens import text_problem
 from bertscope.errors import InvalidSpec
 from bertscope.server import ServerSettings, create_app
+from bertscope.server.guard import TokenIds
 
 
 def _doc(model: bertscope.Model, **settings: Any) -> dict[str, Any]:
@@ -98,7 +99,10 @@ def test_names_and_combinations_the_server_refuses_are_left_out(
     explain = _validator(doc, {"$ref": "#/components/schemas/ExplainRequest"})
     assert not explain.is_valid({"a": "x", "b": "y", "pooling": "cls", "exact": True})
     assert schemas["Pooling"]["enum"] == [p.value for p in bertscope.Pooling]  # this model has a pooler
-    ids = _validator(doc, {"$ref": "#/components/schemas/OpenAIRequest"})
+    refusing = _validator(doc, {"$ref": "#/components/schemas/OpenAIRequest"})
+    assert not refusing.is_valid({"input": [7852]})  # token ids are refused unless --token-ids model
+    model_ids = _doc(bundled, max_inputs=8, token_ids=TokenIds.MODEL)
+    ids = _validator(model_ids, {"$ref": "#/components/schemas/OpenAIRequest"})
     cls, sep = bundled.tokenizer.backend.encode("", add_special_tokens=True).ids
     for taken in ([7852], [cls, 7852, sep], [cls, cls], [[7852], [sep, sep]]):
         assert ids.is_valid({"input": taken}), taken

@@ -21,7 +21,8 @@ import bertscope
 from bertscope.core._enums import LongText, Pooling
 from bertscope.core.spec import EmbedOptions, resolve
 from bertscope.errors import InvalidInput, InvalidSpec
-from bertscope.server import create_app
+from bertscope.server import ServerSettings, create_app
+from bertscope.server.guard import TokenIds
 from prompted import with_prompts
 from tiny_models import build_tiny_model
 
@@ -33,7 +34,7 @@ LONG_TEXT = "the bread that the baker made this morning was warm and good " * 40
 @pytest.fixture(scope="module")
 def client(bundled: bertscope.Model) -> Iterator[TestClient]:
     """The service on the bundled model, in process (its lifespan starts the worker)."""
-    with TestClient(create_app(bundled)) as c:
+    with TestClient(create_app(bundled, settings=ServerSettings(token_ids=TokenIds.MODEL))) as c:
         yield c
 
 
@@ -151,7 +152,7 @@ def test_roberta_ids_are_embedded_between_s_and_end(roberta: tuple[bertscope.Mod
     model, hf = roberta
     vocab = model.vocab
     cases = [[vocab["##ing"]], [vocab["<unk>"], vocab["##ing"], vocab["bread"]]]
-    with TestClient(create_app(model)) as client:
+    with TestClient(create_app(model, settings=ServerSettings(token_ids=TokenIds.MODEL))) as client:
         got = _vectors(_embed(client, cases))
         by_text = _vectors(_embed(client, ["the cat ate bread"]))
         raw = model.tokenize("the cat ate bread").ids[1:-1]
@@ -186,7 +187,7 @@ def test_ids_are_refused_where_text_would_get_a_default_prompt(bundled_path: Pat
     """Text input gets the model's default prompt; ids cannot carry it exactly, so they are refused."""
     folder = with_prompts(bundled_path, tmp_path / "prompted", include_prompt=False, default="query")
     model = bertscope.load(folder, device="cpu")
-    with TestClient(create_app(model)) as client:
+    with TestClient(create_app(model, settings=ServerSettings(token_ids=TokenIds.MODEL))) as client:
         refused = client.post("/v1/embeddings", json={"input": [1045, 2066]})
         assert refused.status_code == 422 and "default prompt 'query'" in refused.json()["detail"]
         assert client.post("/v1/embeddings", json={"input": "i like"}).status_code == 200

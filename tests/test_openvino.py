@@ -202,8 +202,8 @@ def test_the_service_serves_openvino(ov32: bertscope.Model, bundled: bertscope.M
 
     texts = ["a storm hit the coast overnight", "the bank raised its rates"]
     with serving(ov32) as base, httpx.Client(base_url=base, timeout=60) as client:
-        info = client.get("/info").json()
-        answer = client.post("/embed", json={"inputs": texts})
+        info = client.get("/v2/info").json()
+        answer = client.post("/v2/embed", json={"inputs": texts})
     assert (info["backend"], info["dtype"]) == ("openvino", "float32")
     assert answer.status_code == 200, answer.text
     got = np.asarray(answer.json()["vectors"], dtype=np.float32)

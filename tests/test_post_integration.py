@@ -58,20 +58,20 @@ def test_cli_embed_post(white_file: Path) -> None:
 def test_service_applies_a_loaded_post(bundled: bertscope.Model, white_file: Path) -> None:
     settings = ServerSettings(posts=(("white", str(white_file)),))
     with TestClient(create_app(bundled, settings=settings)) as client:
-        answer = client.post("/embed", json={"inputs": TEXTS[:3], "post": "white"})
+        answer = client.post("/v2/embed", json={"inputs": TEXTS[:3], "post": "white"})
         assert answer.status_code == 200, answer.text
         np.testing.assert_allclose(
             np.array(answer.json()["vectors"]), bundled.embed(TEXTS[:3], post=white_file).vectors, atol=1e-5
         )
-        missing = client.post("/embed", json={"inputs": "a text", "post": "pca"})
+        missing = client.post("/v2/embed", json={"inputs": "a text", "post": "pca"})
         assert missing.status_code == 422 and "loaded: white" in missing.text
-        mismatch = client.post("/embed", json={"inputs": "a text", "post": "white", "layers": "0"})
+        mismatch = client.post("/v2/embed", json={"inputs": "a text", "post": "white", "layers": "0"})
         assert mismatch.status_code == 422 and "fitted on" in mismatch.text
 
 
 def test_api_key_guards_the_api_but_not_the_explorer_page(bundled: bertscope.Model) -> None:
     with TestClient(create_app(bundled, settings=ServerSettings(api_key="s3cret"))) as client:
         assert client.get("/").status_code == 200
-        assert client.post("/embed", json={"inputs": "a"}).status_code == 401
-        authorised = client.post("/embed", json={"inputs": "a"}, headers={"Authorization": "Bearer s3cret"})
+        assert client.post("/v2/embed", json={"inputs": "a"}).status_code == 401
+        authorised = client.post("/v2/embed", json={"inputs": "a"}, headers={"Authorization": "Bearer s3cret"})
         assert authorised.status_code == 200

@@ -81,7 +81,7 @@ def test_cli_json_equals_the_services_answer(client: httpx.Client) -> None:
     options = ["--layers", "-2", "--pooling", "mean", "--mask-special"]
     assert_same(
         cli_json("embed", *TEXTS, *options),
-        ask(client, "/embed", {"inputs": TEXTS, "layers": "-2", "pooling": "mean", "mask_special": True}),
+        ask(client, "/v2/embed", {"inputs": TEXTS, "layers": "-2", "pooling": "mean", "mask_special": True}),
     )
     assert_same(
         cli_json("embed", *TEXTS, "--tokens", "--layers", "0,6"),
@@ -91,7 +91,7 @@ def test_cli_json_equals_the_services_answer(client: httpx.Client) -> None:
     words = cli_json("embed", *TEXTS, "--words", "--subword", "first")
     assert_same(words["items"], [item["words"] for item in served["items"]])
     assert_same(words["spec"], served["spec"])
-    tokenized = ask(client, "/tokenize", {"inputs": TEXTS})
+    tokenized = ask(client, "/v2/tokenize", {"inputs": TEXTS})
     assert tokenized.pop("max_tokens") == 256
     assert_same(cli_json("tokens", *TEXTS), tokenized)
     assert_same(
@@ -103,7 +103,7 @@ def test_cli_json_equals_the_services_answer(client: httpx.Client) -> None:
         ask(client, "/static", {"inputs": "breadmaker", "word": True, "k": 2}),
     )
     assert_same(cli_json("anatomy", "I am Sinan"), ask(client, "/anatomy", {"inputs": "I am Sinan"}))
-    info = client.get("/info").json()
+    info = client.get("/v2/info").json()
     assert_same(cli_json("info"), {k: v for k, v in info.items() if k not in ("model", "version", "limits")})
 
 

@@ -22,6 +22,7 @@ import uvicorn
 import bertscope
 from bertscope.server import ServerSettings, create_app
 from bertscope.server.batching import Batcher
+from bertscope.server.guard import TEI_PATHS
 from prompted import with_prompts
 
 # The server's worker and the test thread share one Model; the test only runs the library itself while
@@ -82,10 +83,10 @@ def test_every_endpoint_answers_with_the_librarys_own_results(
 ) -> None:
     texts = ["I like eating bread", "The banana bread was horrible"]
     assert client.get("/health").json()["status"] == "ok"
-    info = client.get("/info").json()
+    info = client.get("/v2/info").json()
     assert (info["family"], info["layers"], info["limits"]["max_inputs"]) == ("bert", 6, MAX_INPUTS)
     got = post_ok(
-        client, "/embed", {"inputs": texts, "layers": "-2", "pooling": "mean", "mask_special": True}
+        client, "/v2/embed", {"inputs": texts, "layers": "-2", "pooling": "mean", "mask_special": True}
     )
     want = bundled.embed(texts, layers="-2", pooling="mean", mask_special=True)
     np.testing.assert_allclose(np.array(got["vectors"]), want.vectors, atol=ATOL)
@@ -97,9 +98,9 @@ def test_every_endpoint_answers_with_the_librarys_own_results(
     np.testing.assert_allclose(np.array(tok["vectors"]), want_tok.vectors, atol=ATOL)
     assert tok["words"]["words"] == ["I", "like", "eating", "bread"]
     np.testing.assert_allclose(np.array(tok["words"]["vectors"]), want_words.vectors, atol=ATOL)
-    sim = post_ok(client, "/similarity", {"source": "a cat", "sentences": ["a dog", "a car"]})["scores"]
+    sim = post_ok(client, "/v2/similarity", {"source": "a cat", "sentences": ["a dog", "a car"]})["scores"]
     np.testing.assert_allclose(sim, bundled.similarity(["a cat"], ["a dog", "a car"])[0], atol=ATOL)
-    pieces = post_ok(client, "/tokenize", {"inputs": "I like eating bread"})["items"][0]["tokens"]
+    pieces = post_ok(client, "/v2/tokenize", {"inputs": "I like eating bread"})["items"][0]["tokens"]
     assert [p["token"] for p in pieces] == ["[CLS]", "i", "like", "eating", "bread", "[SEP]"]
     static = post_ok(client, "/static", {"items": ["bread", 7852], "k": 3})["items"]
     np.testing.assert_array_equal(np.array(static[0]["vector"], dtype=np.float32), bundled.static("bread")[0])
@@ -111,8 +112,9 @@ def test_every_endpoint_answers_with_the_librarys_own_results(
     )
     first = np.frombuffer(base64.b64decode(openai_like["data"][0]["embedding"]), dtype="<f4")
     np.testing.assert_allclose(first, bundled.embed(texts).vectors[0], atol=ATOL)
-    ids = post_ok(client, "/v1/embeddings", {"input": [[101, 1037, 4937, 102]], "dimensions": 8})
-    assert len(ids["data"][0]["embedding"]) == 8 and ids["usage"]["prompt_tokens"] == 4
+    # Token ids are refused by default (serve --token-ids model takes them; tests/test_openai_ids.py).
+    ids = client.post("/v1/embeddings", json={"input": [[101, 1037, 4937, 102]], "dimensions": 8})
+    assert ids.status_code == 422 and "check_embedding_ctx_length=False" in ids.json()["error"]["message"]
     metrics = client.get("/metrics").text
     for name in (
         "bertscope_requests_total",
@@ -158,7 +160,7 @@ def _mixed_requests(count: int) -> list[dict[str, Any]]:
     return requests
 
 
-async def _send_all(url: str, bodies: list[dict[str, Any]], path: str = "/embed") -> list[httpx.Response]:
+async def _send_all(url: str, bodies: list[dict[str, Any]], path: str = "/v2/embed") -> list[httpx.Response]:
     """POST every body at once; 8 clients share the connections (one httpx pool is slow with hundreds)."""
     clients = [httpx.AsyncClient(base_url=url, timeout=120, verify=False) for _ in range(8)]
     try:
@@ -225,42 +227,59 @@ def test_a_full_queue_answers_429_while_accepted_requests_succeed(bundled: berts
 @pytest.mark.parametrize(
     ("path", "body", "status", "says"),
     [
-        ("/embed", {"inputs": "a", "pooling": "avg"}, 422, "pooling: Input should be 'cls'"),
+        ("/v2/embed", {"inputs": "a", "pooling": "avg"}, 422, "pooling: Input should be 'cls'"),
         (
-            "/embed",
+            "/v2/embed",
             {"inputs": "a", "long": "cut"},
             422,
             "long: Input should be 'truncate', 'window' or 'error'",
         ),
-        ("/embed", {"inputs": "a", "layer": "-1"}, 422, "layer: Extra inputs are not permitted"),
-        ("/embed", {"texts": "a"}, 422, "inputs: Field required"),
-        ("/embed", {"inputs": "a", "layers": "7"}, 422, "layers are 0..6"),
-        ("/embed", {"inputs": "a", "layers": "x:y"}, 422, "malformed"),
-        ("/embed", {"inputs": []}, 422, "no texts given"),
-        ("/embed", {"inputs": ["a", ""]}, 422, "text 1 is empty"),
+        ("/v2/embed", {"inputs": "a", "layer": "-1"}, 422, "layer: Extra inputs are not permitted"),
+        ("/v2/embed", {"texts": "a"}, 422, "inputs: Field required"),
+        ("/v2/embed", {"inputs": "a", "layers": "7"}, 422, "layers are 0..6"),
+        ("/v2/embed", {"inputs": "a", "layers": "x:y"}, 422, "malformed"),
+        ("/v2/embed", {"inputs": []}, 422, "no texts given"),
+        ("/v2/embed", {"inputs": ["a", ""]}, 422, "text 1 is empty"),
         (
-            "/embed",
+            "/v2/embed",
             {"inputs": "a", "pooling": "pooler", "layers": "-2:", "combine": "concat"},
             422,
             "one hidden-size vector",
         ),
         (
-            "/embed",
+            "/v2/embed",
             {"inputs": "a", "post": "whitening"},
             422,
             "no post-processing named 'whitening' is loaded",
         ),
-        ("/embed", {"inputs": "word " * 300, "long": "error"}, 422, "but the model takes at most 256"),
-        ("/embed", {"inputs": "a", "prompt_name": "query"}, 422, "unknown prompt name 'query'"),
-        ("/embed", {"inputs": ["a"] * (MAX_INPUTS + 1)}, 413, f"over the limit of {MAX_INPUTS} per request"),
+        ("/v2/embed", {"inputs": "word " * 300, "long": "error"}, 422, "but the model takes at most 256"),
+        ("/v2/embed", {"inputs": "a", "prompt_name": "query"}, 422, "unknown prompt name 'query'"),
+        (
+            "/v2/embed",
+            {"inputs": ["a"] * (MAX_INPUTS + 1)},
+            413,
+            f"over the limit of {MAX_INPUTS} per request",
+        ),
         ("/embed_tokens", {"inputs": "a", "subword": "middle"}, 422, "subword: Input should be 'first'"),
-        ("/similarity", {"source": "a", "sentences": []}, 422, "no texts given"),
+        ("/v2/similarity", {"source": "a", "sentences": []}, 422, "no texts given"),
         ("/static", {"items": ["breadz"]}, 422, "not a single word piece"),
         ("/static", {"items": [999999]}, 422, "out of range"),
         ("/static", {"items": "bread", "k": -1}, 422, "k: Input should be greater than or equal to 0"),
-        ("/tokenize", {"inputs": 5}, 422, "inputs.str: Input should be a valid string"),
+        ("/v2/tokenize", {"inputs": 5}, 422, "inputs.str: Input should be a valid string"),
         ("/anatomy", {"text": "  "}, 422, "text 0 is empty"),
-        ("/v1/embeddings", {"input": [[101, 10**9]]}, 422, "token id 1000000000 is out of range"),
+        ("/v1/embeddings", {"input": [[101, 10**9]]}, 422, "token ids are refused"),
+        ("/embed", {"inputs": [40, 1093, 12459, 16385]}, 422, "check_embedding_ctx_length=False"),
+        ("/embed", {"inputs": "word " * 300}, 422, "but the model takes at most 256"),
+        ("/embed", {"inputs": ["a"] * (MAX_INPUTS + 1)}, 422, f"over the limit of {MAX_INPUTS} per request"),
+        (
+            "/embed",
+            {"inputs": "a", "truncation_direction": "left"},
+            422,
+            "Input should be 'right'",
+        ),
+        ("/embed_all", {"inputs": [[101, 102]]}, 422, "inputs.str: Input should be a valid string"),
+        ("/similarity", {"inputs": {"source_sentence": "a", "sentences": []}}, 422, "at least 1 item"),
+        ("/decode", {"ids": [10**9]}, 422, "token id 1000000000 is not in this model's vocabulary"),
         ("/v1/embeddings", {"input": "a", "encoding_format": "hex"}, 422, "encoding_format: Input should be"),
         ("/v1/embeddings", {"input": "a", "dimensions": 999}, 422, "dimensions: 999 is more than"),
     ],
@@ -273,6 +292,9 @@ def test_bad_input_gets_the_right_4xx_naming_the_problem(
     assert says in response.json()["detail"]
     if path.startswith("/v1/"):
         assert says in response.json()["error"]["message"]
+    elif path in TEI_PATHS:
+        # TEI's error body: {"error": message, "error_type": "validation"}.
+        assert says in response.json()["error"] and response.json()["error_type"] == "validation"
 
 
 def test_prompt_name_picks_the_models_own_prompt(bundled_path: Path, tmp_path: Path) -> None:
@@ -281,9 +303,9 @@ def test_prompt_name_picks_the_models_own_prompt(bundled_path: Path, tmp_path: P
     texts = ["a storm hits the coast", "what is late chunking?"]
     expected = {name: model.embed(texts, prompt_name=name) for name in ("query", None)}
     with serving(model) as base, httpx.Client(base_url=base, timeout=60) as http:
-        query = http.post("/embed", json={"inputs": texts, "prompt_name": "query"}).json()
-        default = http.post("/embed", json={"inputs": texts}).json()
-        unknown = http.post("/embed", json={"inputs": texts, "prompt_name": "qeury"})
+        query = http.post("/v2/embed", json={"inputs": texts, "prompt_name": "query"}).json()
+        default = http.post("/v2/embed", json={"inputs": texts}).json()
+        unknown = http.post("/v2/embed", json={"inputs": texts, "prompt_name": "qeury"})
     np.testing.assert_allclose(query["vectors"], expected["query"].vectors, atol=ATOL)
     np.testing.assert_allclose(default["vectors"], expected[None].vectors, atol=ATOL)
     assert query["spec"]["prompt_name"] == "query" and default["spec"]["prompt_name"] == "passage"
@@ -291,17 +313,17 @@ def test_prompt_name_picks_the_models_own_prompt(bundled_path: Path, tmp_path: P
 
 
 def test_malformed_and_oversized_bodies(client: httpx.Client) -> None:
-    broken = client.post("/embed", content=b'{"inputs": ', headers={"content-type": "application/json"})
+    broken = client.post("/v2/embed", content=b'{"inputs": ', headers={"content-type": "application/json"})
     assert broken.status_code == 422 and "JSON" in broken.json()["detail"]
-    big = client.post("/embed", json={"inputs": "x" * (MAX_BODY + 10)})
+    big = client.post("/v2/embed", json={"inputs": "x" * (MAX_BODY + 10)})
     assert big.status_code == 413 and f"limit of {MAX_BODY} bytes" in big.json()["detail"]
-    chunked = client.post("/embed", content=iter([b'{"inputs": "', b"y" * MAX_BODY, b'"}']))
+    chunked = client.post("/v2/embed", content=iter([b'{"inputs": "', b"y" * MAX_BODY, b'"}']))
     assert chunked.status_code == 413
     streamed = client.post(
-        "/embed", content=iter([b'{"inputs": ', b'"a cat"}']), headers={"content-type": "application/json"}
+        "/v2/embed", content=iter([b'{"inputs": ', b'"a cat"}']), headers={"content-type": "application/json"}
     )
     assert streamed.status_code == 200
-    assert client.get("/nowhere").status_code == 404 and client.get("/embed").status_code == 405
+    assert client.get("/nowhere").status_code == 404 and client.get("/v2/embed").status_code == 405
     assert "access-control-allow-origin" not in client.get("/health", headers={"Origin": "http://x"}).headers
 
 
@@ -313,17 +335,17 @@ def test_api_key_cors_and_auto_split(bundled: bertscope.Model) -> None:
         ) as base,
         httpx.Client(base_url=base, timeout=60) as c,
     ):
-        missing = c.post("/embed", json={"inputs": "a"})
-        wrong = c.post("/embed", json={"inputs": "a"}, headers={"Authorization": "Bearer nope"})
+        missing = c.post("/v2/embed", json={"inputs": "a"})
+        wrong = c.post("/v2/embed", json={"inputs": "a"}, headers={"Authorization": "Bearer nope"})
         assert (missing.status_code, wrong.status_code) == (401, 401) and "API key" in missing.json()[
             "detail"
         ]
         assert c.get("/health").status_code == 200
-        split = c.post("/embed", json={"inputs": texts}, headers={"Authorization": "Bearer s3cret"})
-        keyed = c.post("/tokenize", json={"inputs": "a"}, headers={"X-API-Key": "s3cret"})
-        over = c.post("/tokenize", json={"inputs": texts}, headers={"X-API-Key": "s3cret"})
+        split = c.post("/v2/embed", json={"inputs": texts}, headers={"Authorization": "Bearer s3cret"})
+        keyed = c.post("/v2/tokenize", json={"inputs": "a"}, headers={"X-API-Key": "s3cret"})
+        over = c.post("/v2/tokenize", json={"inputs": texts}, headers={"X-API-Key": "s3cret"})
         preflight = c.options(
-            "/embed", headers={"Origin": "http://app.example", "Access-Control-Request-Method": "POST"}
+            "/v2/embed", headers={"Origin": "http://app.example", "Access-Control-Request-Method": "POST"}
         )
     assert split.status_code == 200 and keyed.status_code == 200, split.text
     assert over.status_code == 413 and "over the limit of 4" in over.json()["detail"]

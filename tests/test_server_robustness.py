@@ -15,13 +15,13 @@ from bertscope.server import ServerSettings
 from test_server import serving
 
 SURROGATE_BODIES = [
-    ("/embed", {"inputs": ["fine", "\ud800"]}),
+    ("/v2/embed", {"inputs": ["fine", "\ud800"]}),
     ("/embed_tokens", {"inputs": "\ud800"}),
     ("/v1/embeddings", {"input": "\ud800"}),
-    ("/tokenize", {"inputs": "\ud800"}),
+    ("/v2/tokenize", {"inputs": "\ud800"}),
     ("/static", {"items": ["\ud800"]}),
     ("/anatomy", {"text": "\ud800"}),
-    ("/similarity", {"source": "\ud800", "sentences": ["a"]}),
+    ("/v2/similarity", {"source": "\ud800", "sentences": ["a"]}),
     ("/explain", {"a": "fine", "b": "\ud800"}),
     ("/attention", {"text": "\ud800"}),
 ]
@@ -36,7 +36,7 @@ def test_a_lone_surrogate_is_a_json_422_and_the_connection_stays_usable(bundled:
             )
             assert response.status_code == 422, (path, response.text)
             assert "surrogate" in response.json()["detail"], path
-            assert client.post("/tokenize", json={"inputs": "still here"}).status_code == 200
+            assert client.post("/v2/tokenize", json={"inputs": "still here"}).status_code == 200
 
 
 def test_an_unexpected_error_answers_json_500(
@@ -48,24 +48,24 @@ def test_an_unexpected_error_answers_json_500(
             raise RuntimeError("boom")
 
         monkeypatch.setattr(bundled, "info", broken)
-        response = client.get("/info")
+        response = client.get("/v2/info")
         assert response.status_code == 500
         assert response.headers["content-type"].startswith("application/json")
         assert "internal error (RuntimeError)" in response.json()["detail"]
         monkeypatch.undo()
-        assert client.get("/info").status_code == 200
+        assert client.get("/v2/info").status_code == 200
 
 
 def test_api_keys_are_compared_as_sent(bundled: bertscope.Model) -> None:
     key = "clé-secrète"
     with serving(bundled, api_key=key) as base, httpx.Client(base_url=base, timeout=60) as client:
         body = {"inputs": "a cat"}
-        assert client.post("/tokenize", json=body).status_code == 401
-        assert client.post("/tokenize", json=body, headers={"X-API-Key": key.encode()}).status_code == 200
+        assert client.post("/v2/tokenize", json=body).status_code == 401
+        assert client.post("/v2/tokenize", json=body, headers={"X-API-Key": key.encode()}).status_code == 200
         bearer = {"Authorization": b"Bearer " + key.encode(), "X-API-Key": "wrong"}
-        assert client.post("/tokenize", json=body, headers=bearer).status_code == 200
+        assert client.post("/v2/tokenize", json=body, headers=bearer).status_code == 200
         wrong = {"Authorization": "Bearer wrong", "X-API-Key": "also-wrong"}
-        assert client.post("/tokenize", json=body, headers=wrong).status_code == 401
+        assert client.post("/v2/tokenize", json=body, headers=wrong).status_code == 401
 
 
 def test_an_empty_api_key_is_refused_not_taken_as_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,10 +96,10 @@ def test_requests_that_would_cost_too_much_are_refused_before_any_work(bundled: 
         assert small.status_code == 200
         wide = client.post("/v1/embeddings", json={"input": "a cat", "dimensions": 385})
         assert wide.status_code == 422 and "more than the model's 384" in wide.json()["detail"]
-        coerced = client.post("/embed", json={"inputs": "a cat", "layers": True, "normalize": 1})
+        coerced = client.post("/v2/embed", json={"inputs": "a cat", "layers": True, "normalize": 1})
         assert coerced.status_code == 422  # JSON true is not layer 1, 1 is not True
         for raw in (b"\xff\xfe", b"\x80"):  # bytes FastAPI cannot decode: 400 or 422, and a word on the fix
-            bad = client.post("/embed", content=raw, headers={"content-type": "application/json"})
+            bad = client.post("/v2/embed", content=raw, headers={"content-type": "application/json"})
             assert bad.status_code in (400, 422) and "JSON" in bad.json()["detail"], bad.text
 
 
@@ -112,7 +112,7 @@ def test_a_slow_body_gets_408_and_a_full_queue_an_honest_retry_after(bundled: be
     with serving(bundled, body_timeout_s=0.5) as base:
         address = urlparse(base)
         with socket.create_connection((address.hostname, address.port), timeout=30) as sock:
-            head = b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            head = b"POST /v2/embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             sock.sendall(head + b"Content-Length: 100\r\n\r\n{")
             received = b""
             # The server answers on its own once the deadline passes; headers and body may come apart.
@@ -173,7 +173,7 @@ def _send_and_leave(base: str, body: dict[str, Any]) -> Any:
     sock = socket.create_connection((address.hostname, address.port), timeout=30)
     payload = json.dumps(body).encode()
     head = (
-        "POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        "POST /v2/embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
         f"Content-Length: {len(payload)}\r\n\r\n"
     )
     sock.sendall(head.encode() + payload)
@@ -211,7 +211,7 @@ def test_requests_whose_clients_left_are_taken_out_of_the_queue(
     )
     with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
         holder = threading.Thread(
-            target=client.post, args=("/embed",), kwargs={"json": {"inputs": "hold the worker"}}
+            target=client.post, args=("/v2/embed",), kwargs={"json": {"inputs": "hold the worker"}}
         )
         holder.start()
         assert entered.wait(60)
@@ -224,10 +224,12 @@ def test_requests_whose_clients_left_are_taken_out_of_the_queue(
         assert _metric(client, "bertscope_abandoned_texts_skipped_total") == 10
         release.set()
         holder.join(60)
-        after = client.post("/embed", json={"inputs": "still served"})
+        after = client.post("/v2/embed", json={"inputs": "still served"})
         assert after.status_code == 200
         assert embedded == ["hold the worker", "still served"]
-        assert 'bertscope_requests_total{endpoint="/embed",status="499"} 5.0' in client.get("/metrics").text
+        assert (
+            'bertscope_requests_total{endpoint="/v2/embed",status="499"} 5.0' in client.get("/metrics").text
+        )
 
 
 def test_a_running_request_whose_client_left_stops_after_the_forward_in_progress(
@@ -248,5 +250,5 @@ def test_a_running_request_whose_client_left_stops_after_the_forward_in_progress
         _until(lambda: _metric(client, "bertscope_abandoned_texts_skipped_total") == 60, "60 skipped texts")
         assert forwards == [4]
         monkeypatch.setattr(bundled.engine, "max_batch", 512)
-        assert client.post("/embed", json={"inputs": ["a", "b"]}).status_code == 200
+        assert client.post("/v2/embed", json={"inputs": ["a", "b"]}).status_code == 200
         assert len(forwards) == 2

@@ -88,10 +88,10 @@ def test_the_service_resolves_a_request_once(
 
     monkeypatch.setattr("bertscope.server.service.resolve", counting)
     with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
-        answer = client.post("/embed", json={"inputs": TEXTS[:2], "layers": "-2", "pooling": "mean"})
+        answer = client.post("/v2/embed", json={"inputs": TEXTS[:2], "layers": "-2", "pooling": "mean"})
         assert answer.status_code == 200, answer.text
         assert len(calls) == 1
-        windowed = client.post("/embed", json={"inputs": ["word " * 700], "long": "window", "stride": 100})
+        windowed = client.post("/v2/embed", json={"inputs": ["word " * 700], "long": "window", "stride": 100})
         assert windowed.status_code == 200, windowed.text
     assert windowed.json()["spec"]["stride"] == 100
     expected = bundled.embed(["word " * 700], long="window", stride=100)

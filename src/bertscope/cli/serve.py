@@ -80,6 +80,14 @@ def serve(
         list[str] | None,
         typer.Option("--store", help="Serve a token/word store for /occurrences as NAME=FILE (repeatable)."),
     ] = None,
+    token_ids: Annotated[
+        str,
+        typer.Option(
+            "--token-ids",
+            help="Lists of ints on /v1/embeddings and /embed: 'refuse' (a 422 naming the fix; tiktoken's ids "
+            "would be silently wrong) or 'model' (they are this model's own ids).",
+        ),
+    ] = "refuse",
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
     backend: BackendOpt = "auto",
@@ -89,13 +97,18 @@ def serve(
     remeasure: RemeasureOpt = False,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
 ) -> None:
-    """Serve every embedding over HTTP: /embed, /embed_tokens, /v1/embeddings (OpenAI), /docs and more.
+    """Serve every embedding over HTTP: TEI's API (/embed ...), OpenAI's /v1/embeddings, bertscope's /v2/.
 
-    Examples: `bertscope serve` (http://127.0.0.1:8000/docs), `bertscope serve --port 9000 --api-key s3cret`
+    Examples: `bertscope serve` (http://127.0.0.1:8000/docs), `bertscope serve --port 9000 --api-key s3cret`,
+    `bertscope serve --token-ids model` (take this model's own token ids on /v1/embeddings and /embed)
     """
     import uvicorn
 
     from ..server import ServerSettings, create_app
+    from ..server.guard import TokenIds
+
+    if token_ids not in {t.value for t in TokenIds}:
+        raise InvalidInput(f"--token-ids: {token_ids!r} is not one of refuse, model")
 
     if api_key is None and os.environ.get("BERTSCOPE_API_KEY") == "":
         # click ignores an empty variable: serving with no key when one was meant must not pass in silence.
@@ -114,6 +127,7 @@ def serve(
         batching=not no_batching,
         posts=tuple(_named_post(item) for item in post or ()),
         stores=tuple(_named_post(item, "--store") for item in store or ()),
+        token_ids=TokenIds(token_ids),
     )
     if host not in _LOOPBACK and not api_key:
         warn(f"listening on {host} with no --api-key: anyone who reaches it can use it")

@@ -27,6 +27,7 @@ from .openapi import fit_openapi
 from .routes import embedding_routes, model_routes, ops_routes
 from .schemas import ERROR_RESPONSES
 from .service import Service
+from .tei import tei_routes
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -66,6 +67,7 @@ def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastA
     service = Service(model, settings, batcher)
     app.state.service = service
     add_error_handlers(app)
+    tei_routes(app, service)
     embedding_routes(app, service)
     model_routes(app, service)
     ops_routes(app, service, metrics)

@@ -32,8 +32,17 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
         post = svc.recipe(req.options(), req.post).post  # checks the name and the spec it was fitted on
         result = await svc.on_worker(
             lambda: svc.model.explain(
-                req.a, req.b, post=post, top=req.top, exact=req.exact, layers=req.layers, combine=req.combine,
-                pooling=req.pooling, mask_special=req.mask_special, normalize=req.normalize, long=req.long,
+                req.a,
+                req.b,
+                post=post,
+                top=req.top,
+                exact=req.exact,
+                layers=req.layers,
+                combine=req.combine,
+                pooling=req.pooling,
+                mask_special=req.mask_special,
+                normalize=req.normalize,
+                long=req.long,
                 stride=req.stride,
             )  # fmt: skip
         )

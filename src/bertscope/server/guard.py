@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -29,7 +30,16 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..errors import BertscopeError, InvalidSpec
 from .batching import Metrics, QueueFull, ShuttingDown
 
-__all__ = ["ServerSettings", "TooManyInputs", "Guard", "add_error_handlers", "error_response", "OPEN_PATHS"]
+__all__ = [
+    "TEI_PATHS",
+    "TokenIds",
+    "ServerSettings",
+    "TooManyInputs",
+    "Guard",
+    "add_error_handlers",
+    "error_response",
+    "OPEN_PATHS",
+]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -40,8 +50,19 @@ log = logging.getLogger("bertscope.server")
 
 # Open without a key: a load balancer's probe and the API's own description.
 # The explorer's page and files are open so a browser can load it and then ask for the key itself.
+# text-embeddings-inference's routes: errors there carry TEI's body, {"error", "error_type"}.
+TEI_PATHS = frozenset({"/", "/embed", "/embed_all", "/similarity", "/tokenize", "/decode", "/info"})
+# TEI's error_type for each status (its router's ErrorType -> StatusCode, read backwards).
+_TEI_TYPES = {400: "empty", 424: "backend", 429: "overloaded", 503: "unhealthy", 500: "backend"}
 OPEN_PATHS = frozenset({"/", "/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
 _OPEN_PREFIXES = ("/explorer/",)
+
+
+class TokenIds(str, Enum):
+    """What the service does with inputs given as lists of token ids."""
+
+    REFUSE = "refuse"  # a client-side tokenizer's ids (tiktoken's) would be embedded as BERT pieces
+    MODEL = "model"  # the ids are this model's own vocabulary
 
 
 @dataclass(frozen=True)
@@ -63,6 +84,8 @@ class ServerSettings:
     batching: bool = True
     posts: tuple[tuple[str, str], ...] = ()
     stores: tuple[tuple[str, str], ...] = ()
+    # Lists of ints on /v1/embeddings and TEI's /embed: refused unless they are this model's own ids.
+    token_ids: TokenIds = TokenIds.REFUSE
 
     def __post_init__(self) -> None:
         if self.api_key is not None and not self.api_key.strip():
@@ -86,10 +109,13 @@ def error_response(
     headers: dict[str, str] | None = None,
     **extra: Any,
 ) -> JSONResponse:
-    """A JSON error: {"detail": message}, plus OpenAI's error object under /v1/."""
+    """A JSON error: {"detail": message}, plus OpenAI's error object under /v1/ and TEI's on TEI's paths."""
     body: dict[str, Any] = {"detail": message, **extra}
     if path.startswith("/v1/"):
         body["error"] = {"message": message, "type": kind, "param": None, "code": status}
+    elif path in TEI_PATHS:
+        body["error"] = message
+        body["error_type"] = _TEI_TYPES.get(status, "validation")
     return JSONResponse(body, status_code=status, headers=headers)
 
 
@@ -121,7 +147,9 @@ def add_error_handlers(app: FastAPI) -> None:
         return error_response(request.url.path, 422, str(exc))
 
     async def too_many(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(request.url.path, 413, str(exc))
+        # TEI answers a batch over max_client_batch_size with 422 (validation); bertscope's own routes, 413.
+        path = request.url.path
+        return error_response(path, 422 if path in TEI_PATHS else 413, str(exc))
 
     async def queue_full(request: Request, exc: Exception) -> JSONResponse:
         retry = str(getattr(exc, "retry_after", 1))
@@ -195,7 +223,10 @@ class Guard:
     async def _guarded(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         key = self.settings.api_key
-        is_open = path in OPEN_PATHS or path.startswith(_OPEN_PREFIXES)
+        # POST / is TEI's embed route, not the open page at GET /.
+        is_open = (path in OPEN_PATHS and not (path == "/" and scope["method"] == "POST")) or path.startswith(
+            _OPEN_PREFIXES
+        )
         if key and not is_open and scope["method"] != "OPTIONS" and not _key_ok(headers, key):
             message = "missing or wrong API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'"
             response = error_response(

@@ -20,6 +20,7 @@ from itertools import product
 from typing import TYPE_CHECKING, Any
 
 from ..core._enums import Combine, LongText, Pooling
+from .guard import TokenIds
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -85,7 +86,8 @@ def fit_openapi(doc: dict[str, Any], *, model: Model, settings: ServerSettings) 
             **node,
             "maximum": min(int(model.input_embeddings.shape[0]), len(model.id_to_token)) - 1,
         },
-        "ids": lambda node: _ids(node, model),
+        # Ids are refused unless the service takes this model's own (--token-ids model).
+        "ids": lambda node: _ids(node, model) if settings.token_ids == TokenIds.MODEL else {"not": {}},
         "post": lambda node: {**node, "enum": [name for name, _ in settings.posts]},
         "store": lambda node: {**node, "enum": [name for name, _ in settings.stores]},
         "prompt": lambda node: {**node, "enum": list(model.prompts.prompts)},

@@ -25,7 +25,7 @@ from ..core.tokens import Tokens, check_texts
 from ..errors import InvalidInput, InvalidSpec, UnknownToken
 from ..static import lookup
 from .batching import Metrics
-from .guard import TooManyInputs
+from .guard import TokenIds, TooManyInputs
 from .schemas import (
     AnatomyRequest,
     EmbedRequest,
@@ -45,13 +45,13 @@ if TYPE_CHECKING:
 
 _MAX_NEIGHBOURS = 16_384  # items x k of one /static request: bounds its matrix work and answer
 
-__all__ = ["embedding_routes", "model_routes", "ops_routes"]
+__all__ = ["embedding_routes", "id_lists", "id_tokens", "model_routes", "ops_routes", "refuse_ids"]
 
 
 def embedding_routes(app: FastAPI, svc: Service) -> None:
     """Sentence, token, OpenAI and similarity endpoints."""
 
-    @app.post("/embed", response_model=EmbedResponse, tags=["embeddings"])
+    @app.post("/v2/embed", response_model=EmbedResponse, tags=["embeddings"])
     async def embed(req: EmbedRequest) -> Response:
         """Sentence vectors: any layers, combine, pooling, masking, normalisation, long-text policy."""
         recipe = svc.recipe(req.options(), req.post)
@@ -91,12 +91,13 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
             # Refused before any work: the model's sentence vectors are `width` wide whatever the texts.
             raise InvalidSpec(f"dimensions: {req.dimensions} is more than the model's {width}")
         spec = svc.recipe(EmbedOptions()).spec
-        lists = _id_lists(req.input)
+        lists = id_lists(req.input)
         if lists is None:
             res = await svc.sentences(await run_in_threadpool(check_texts, req.input), spec)
         else:
+            refuse_ids(svc, "input")
             # Batched with text requests and counted in the queue's tokens, like text.
-            res = await svc.fitted_sentences(await run_in_threadpool(_id_tokens, svc, lists, spec), spec)
+            res = await svc.fitted_sentences(await run_in_threadpool(id_tokens, svc, lists, spec), spec)
         vectors = res.vectors
         if req.dimensions is not None:
             vectors = unit(vectors[:, : req.dimensions])
@@ -120,7 +121,7 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
             }
         )
 
-    @app.post("/similarity", response_model=SimilarityResponse, tags=["embeddings"])
+    @app.post("/v2/similarity", response_model=SimilarityResponse, tags=["embeddings"])
     async def similarity(req: SimilarityRequest) -> Response:
         """Cosine of the source sentence with each sentence, embedded with the same options."""
         check_texts(req.sentences)
@@ -129,14 +130,26 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         return JSONResponse({"model": svc.name, "scores": scores.astype(float).tolist(), "spec": res.spec})
 
 
-def _id_lists(given: Any) -> list[list[int]] | None:
+def refuse_ids(svc: Service, field: str) -> None:
+    """Raise the 422 that names the fix, unless the service was started with `--token-ids model`."""
+    if svc.settings.token_ids == TokenIds.MODEL:
+        return
+    raise InvalidInput(
+        f"{field}: token ids are refused; they look like a client-side tokenizer's ids (tiktoken's "
+        "cl100k), which would be embedded as this model's pieces and give silently wrong vectors. Send "
+        "text instead (LangChain OpenAIEmbeddings: check_embedding_ctx_length=False), or start the "
+        "server with --token-ids model if the ids are this model's own"
+    )
+
+
+def id_lists(given: Any) -> list[list[int]] | None:
     """OpenAI's token-id input as id lists (one list of ints is one input); None for text input."""
     if isinstance(given, str) or not given or isinstance(given[0], str):
         return None
     return [given] if isinstance(given[0], int) else list(given)
 
 
-def _id_tokens(svc: Service, lists: Sequence[Sequence[int]], spec: EmbedSpec) -> list[Tokens]:
+def id_tokens(svc: Service, lists: Sequence[Sequence[int]], spec: EmbedSpec) -> list[Tokens]:
     """Fitted tokens of each id list, embedded as given: the model's specials added once (`from_ids`).
 
     A client that sends [CLS] ... [SEP] (or <s> ... </s>) itself gets them once, not twice; OpenAI
@@ -174,7 +187,7 @@ def _known(svc: Service, token_id: int) -> bool:
 def model_routes(app: FastAPI, svc: Service) -> None:
     """Tokenizer, static rows and anatomy endpoints."""
 
-    @app.post("/tokenize", tags=["model"])
+    @app.post("/v2/tokenize", tags=["model"])
     async def tokenize(req: TokenizeRequest) -> Response:
         """Word pieces: token, id, word, character span, special; with tokens cut by truncation."""
         items = svc.texts(req.inputs)
@@ -222,7 +235,7 @@ def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
             status_code=200 if alive else 503,
         )
 
-    @app.get("/info", tags=["service"])
+    @app.get("/v2/info", tags=["service"])
     async def info() -> Response:
         """The model (family, layers, sizes, vocabulary, limits) and the service's limits."""
         s = svc.settings

@@ -103,7 +103,7 @@ _OPENAI_INPUT = {
 }
 
 
-def _named(fit: str) -> WithJsonSchema:
+def named(fit: str) -> WithJsonSchema:
     """A name the service knows (a loaded post-processing, a prompt, a store), or null."""
     return WithJsonSchema({"anyOf": [{"type": "string", "x-fit": fit}, {"type": "null"}]})
 
@@ -115,6 +115,18 @@ _TEXTS = (
 _LAYERS = (
     "Layer spec: -1 (last), -2, 0 (embedding output), 6, -4:, 1:4, 0,6, all; or an int or a list of ints."
 )
+
+# TEI's routes: text or texts (/embed also ids, fitted away unless --token-ids model); at most --max-inputs.
+TEI_INPUT = WithJsonSchema(_OPENAI_INPUT)
+TEI_TEXTS = WithJsonSchema(
+    {"anyOf": [_TEXT, {"type": "array", "items": _TEXT, "minItems": 1, "x-fit": "inputs"}]}
+)
+TEI_TEXT = WithJsonSchema(_TEXT)
+_ID_LIST = {"type": "array", "items": _ID, "minItems": 1}
+TEI_IDS = WithJsonSchema(
+    {"anyOf": [_ID_LIST, {"type": "array", "items": _ID_LIST, "minItems": 1, "x-fit": "inputs"}]}
+)
+TEI_SENTENCES = WithJsonSchema({"type": "array", "items": _TEXT, "minItems": 1, "x-fit": "sentences"})
 
 
 class _Strict(BaseModel):
@@ -140,7 +152,7 @@ class _SpecFields(_LayerFields):
     normalize: StrictBool | None = Field(
         None, description="Unit-length vectors (null: the model's own choice)."
     )
-    prompt_name: Annotated[str | None, _named("prompt")] = Field(
+    prompt_name: Annotated[str | None, named("prompt")] = Field(
         None, description="One of the model's own prompts (e.g. query); null: its default prompt, if any."
     )
 
@@ -154,7 +166,7 @@ class EmbedRequest(_SpecFields):
     """Sentence vectors for texts, any layers, any pooling."""
 
     inputs: SplitTexts = Field(description=_TEXTS, examples=[["I like eating bread", "a cat"]])
-    post: Annotated[str | None, _named("post")] = Field(
+    post: Annotated[str | None, named("post")] = Field(
         None, description="Name of a loaded post-processing (whitening, PCA, ...)."
     )
 
@@ -305,7 +317,7 @@ class ExplainRequest(_SpecFields):
 
     a: OneText = Field(description="The first text.", examples=["The cat sat on the mat."])
     b: OneText = Field(description="The second text.", examples=["A dog lay on the rug."])
-    post: Annotated[str | None, _named("post")] = Field(
+    post: Annotated[str | None, named("post")] = Field(
         None, description="Name of a loaded post-processing (whitening, PCA, ...)."
     )
     top: WholeInt = Field(10, ge=0, le=1000, description="How many token pairs to list.")
@@ -370,7 +382,9 @@ class ErrorResponse(BaseModel):
 
     detail: str
     errors: list[dict[str, Any]] | None = None
-    error: dict[str, Any] | None = None
+    # OpenAI's error object under /v1/; TEI's message (with `error_type`) on TEI's paths.
+    error: dict[str, Any] | str | None = None
+    error_type: str | None = None
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -386,3 +400,4 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         503: "The service is shutting down.",
     }.items()
 }
+Strict = _Strict  # TEI routes share the refusal of unknown fields

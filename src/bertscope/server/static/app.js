@@ -57,7 +57,7 @@ function fmt(x, digits = 4) { return x === null || x === undefined ? "–" : Num
 
 // ---------- 1 · tokens ----------
 async function showTokens(text, text2, pair) {
-  const data = await api("/tokenize", { inputs: [pair ? [text, text2] : text] });
+  const data = await api("/v2/tokenize", { inputs: [pair ? [text, text2] : text] });
   const toks = data.items[0].tokens;
   const spans = $("#spans");
   spans.replaceChildren();
@@ -283,7 +283,7 @@ async function compare() {
   if (names.length < 2) { showError("write two or more sentences, one per line"); return; }
   try {
     const opts = sentenceOptions();
-    const res = await api("/embed", { inputs: names, ...opts });
+    const res = await api("/v2/embed", { inputs: names, ...opts });
     const legend = el("ol", { class: "legend" });
     names.forEach((s, i) => legend.append(el("li", { text: `S${i + 1}: ${s}` })));
     box.append(el("div", {}, legend));
@@ -293,7 +293,7 @@ async function compare() {
       "No post-processing (whitening, …) is loaded on this server; with one loaded its cosines appear here too.";
     for (const name of posts) {
       try {
-        const w = await api("/embed", { inputs: names, ...opts, post: name });
+        const w = await api("/v2/embed", { inputs: names, ...opts, post: name });
         box.append(matrixTable(`cosines-${name}`, `cosine after ${name}`, names, cosineMatrix(w.vectors)));
       } catch (err) {
         box.append(el("p", { class: "error", text: String(err.message) }));
@@ -503,7 +503,7 @@ async function init() {
   $("#attention").addEventListener("mousemove", attentionHover);
   $("#attention").addEventListener("mouseleave", () => drawHeadView(null));
   try {
-    const info = await api("/info");
+    const info = await api("/v2/info");
     state.info = info;
     $("#model").textContent = `${info.model} · ${info.family || ""} · ${info.layers} layers · ` +
       `${info.hidden_size} wide · ${info.vocab_size ? info.vocab_size + " pieces" : ""}`;

@@ -1,0 +1,220 @@
+"""text-embeddings-inference's HTTP API, exactly as TEI's router defines it: `POST /` and `/embed`
+(bare arrays), `/embed_all`, `/similarity`, `/tokenize`, `/decode` and `GET /info`.
+
+bertscope's own, richer answers (layers, pooling, spec, n_dropped) live under `/v2/`. Errors on these
+paths carry TEI's body, `{"error", "error_type"}` (see `guard.error_response`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from fastapi import FastAPI, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from pydantic import Field, PositiveInt, WithJsonSchema
+
+from .. import __version__
+from ..core.similarity import cos_sim, unit
+from ..core.spec import EmbedOptions
+from ..errors import InvalidInput, InvalidSpec
+from .guard import TooManyInputs
+from .routes import id_lists, id_tokens, refuse_ids
+from .schemas import TEI_IDS, TEI_INPUT, TEI_SENTENCES, TEI_TEXT, TEI_TEXTS, Strict, named
+
+if TYPE_CHECKING:
+    from .service import Service
+
+__all__ = ["TEI_PATHS", "tei_routes"]
+
+from .guard import TEI_PATHS
+
+# TEI also takes "left"; bertscope cuts long texts on the right only, so the schema offers right alone.
+_Direction = Literal["right", "Right"]
+
+
+class TEIEmbedRequest(Strict):
+    """TEI's EmbedRequest: `inputs` is a text, a list of texts, or token ids (with --token-ids model)."""
+
+    inputs: Annotated[str | list[str] | list[int] | list[list[int]], TEI_INPUT] = Field(
+        examples=["I like eating bread"]
+    )
+    truncate: bool | None = Field(False, description="Cut texts over the model's length (else 422).")
+    truncation_direction: _Direction = "right"
+    prompt_name: Annotated[str | None, named("prompt")] = None
+    normalize: bool = True
+    dimensions: Annotated[
+        PositiveInt | None,
+        WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1, "x-fit": "width"}, {"type": "null"}]}),
+    ] = Field(None, description="Keep the first N dimensions (unit length again when normalize).")
+
+
+class TEIEmbedAllRequest(Strict):
+    """TEI's EmbedAllRequest: text or texts (token ids are refused here)."""
+
+    inputs: Annotated[str | list[str], TEI_TEXTS] = Field(examples=["I like eating bread"])
+    truncate: bool | None = Field(False, description="Cut texts over the model's length (else 422).")
+    truncation_direction: _Direction = "right"
+    prompt_name: Annotated[str | None, named("prompt")] = None
+
+
+class TEISimilarityInput(Strict):
+    source_sentence: Annotated[str, TEI_TEXT]
+    sentences: Annotated[list[str], TEI_SENTENCES] = Field(min_length=1)
+
+
+class TEISimilarityParameters(Strict):
+    truncate: bool | None = False
+    truncation_direction: _Direction = "right"
+    prompt_name: Annotated[str | None, named("prompt")] = None
+
+
+class TEISimilarityRequest(Strict):
+    """TEI's SimilarityRequest: `{"inputs": {"source_sentence", "sentences"}, "parameters"}`."""
+
+    inputs: TEISimilarityInput
+    parameters: TEISimilarityParameters | None = None
+
+
+class TEITokenizeRequest(Strict):
+    inputs: Annotated[str | list[str], TEI_TEXTS]
+    add_special_tokens: bool = True
+    prompt_name: Annotated[str | None, named("prompt")] = None
+
+
+class TEIDecodeRequest(Strict):
+    ids: Annotated[list[int] | list[list[int]], TEI_IDS]
+    skip_special_tokens: bool = True
+
+
+def _options(truncate: bool | None, prompt_name: str | None, **more: Any) -> EmbedOptions:
+    """TEI's knobs as bertscope's options: truncate -> long=truncate, else a 422 over the length."""
+    return EmbedOptions(long="truncate" if truncate else "error", prompt_name=prompt_name, **more)
+
+
+def _texts(svc: Service, inputs: Any) -> list[str]:
+    """A TEI input as texts; token ids are refused here (only /embed takes them, with --token-ids model)."""
+    if isinstance(inputs, str):
+        return [inputs]
+    if inputs and not isinstance(inputs[0], str):
+        refuse_ids(svc, "inputs")
+        raise InvalidInput("inputs: this route takes text only; send the texts (token ids go to /embed)")
+    return list(inputs)
+
+
+def tei_routes(app: FastAPI, svc: Service) -> None:
+    """TEI's routes, answering in TEI's shapes."""
+
+    async def embed(req: TEIEmbedRequest) -> Response:
+        opts = _options(req.truncate, req.prompt_name, normalize=req.normalize)
+        spec = svc.recipe(opts).spec
+        lists = id_lists(req.inputs)
+        if lists is None:
+            vectors = (await svc.sentences(_texts(svc, req.inputs), spec)).vectors
+        else:
+            refuse_ids(svc, "inputs")
+            tokens = await run_in_threadpool(id_tokens, svc, lists, spec)
+            vectors = (await svc.fitted_sentences(tokens, spec)).vectors
+        if req.dimensions is not None:
+            if req.dimensions > vectors.shape[1]:
+                raise InvalidSpec(f"dimensions: {req.dimensions} is more than the model's {vectors.shape[1]}")
+            vectors = vectors[:, : req.dimensions]
+            vectors = unit(vectors) if req.normalize else vectors
+        return JSONResponse(vectors.astype(float).tolist())
+
+    for path in ("/", "/embed"):
+        app.post(path, tags=["tei"], summary="TEI: sentence vectors as a bare [[...]]")(embed)
+
+    @app.post("/embed_all", tags=["tei"])
+    async def embed_all(req: TEIEmbedAllRequest) -> Response:
+        """TEI: every token's last-layer vector, [[[...]]], specials included."""
+        texts = _texts(svc, req.inputs)
+        opts = _options(req.truncate, req.prompt_name)
+        svc.check_count(len(texts))
+        width = svc.model.info().hidden_size
+        long = str(opts.long)
+        count = await run_in_threadpool(lambda: sum(len(t) for t in svc.model.tokenize(texts, long=long)))
+        if count * width > svc.settings.max_answer_floats:
+            raise TooManyInputs(
+                f"inputs: the answer would hold {count * width:,} numbers, over --max-answer-floats "
+                f"({svc.settings.max_answer_floats:,}); send fewer or shorter texts"
+            )
+        tokens = await svc.on_worker(lambda: svc.model.embed_tokens(texts, layers=-1, long=long))
+        return JSONResponse([t.vectors.astype(float).tolist() for t in tokens])
+
+    @app.post("/similarity", tags=["tei"])
+    async def similarity(req: TEISimilarityRequest) -> Response:
+        """TEI: the source sentence's cosine with each sentence, a bare list."""
+        p = req.parameters or TEISimilarityParameters()
+        spec = svc.recipe(_options(p.truncate, p.prompt_name)).spec
+        res = await svc.sentences([req.inputs.source_sentence, *req.inputs.sentences], spec)
+        return JSONResponse(cos_sim(res.vectors[:1], res.vectors[1:])[0].astype(float).tolist())
+
+    @app.post("/tokenize", tags=["tei"])
+    async def tokenize(req: TEITokenizeRequest) -> Response:
+        """TEI: per text, its tokens as {id, text, special, start, stop}."""
+        texts = svc.texts(req.inputs)
+        if req.prompt_name is not None:
+            raise InvalidSpec("prompt_name: not supported on /tokenize; use /v2/tokenize")
+        backend = svc.model.tokenizer.backend
+        encodings = await run_in_threadpool(
+            backend.encode_batch, texts, add_special_tokens=req.add_special_tokens
+        )
+        return JSONResponse([_simple(text, enc) for text, enc in zip(texts, encodings, strict=True)])
+
+    @app.post("/decode", tags=["tei"])
+    async def decode(req: TEIDecodeRequest) -> Response:
+        """TEI: token ids of this model back to text (ids here are always this model's own)."""
+        lists = [req.ids] if not req.ids or isinstance(req.ids[0], int) else req.ids
+        svc.check_count(len(lists))
+        size = svc.model.tokenizer.backend.get_vocab_size()
+        bad = next((i for ids in lists for i in ids if not 0 <= i < size), None)  # type: ignore[union-attr]
+        if bad is not None:
+            raise InvalidInput(f"ids: token id {bad} is not in this model's vocabulary of {size}")
+        out = svc.model.tokenizer.backend.decode_batch(lists, skip_special_tokens=req.skip_special_tokens)
+        return JSONResponse(list(out))
+
+    @app.get("/info", tags=["tei"])
+    async def info() -> Response:
+        """TEI's /info fields; bertscope's own description is /v2/info."""
+        return JSONResponse(_info(svc))
+
+
+def _simple(text: str, enc: Any) -> list[dict[str, Any]]:
+    """TEI's SimpleToken list: a piece's text is its span of the input; a special's, its token."""
+    out = []
+    for token_id, piece, (start, stop), special in zip(
+        enc.ids, enc.tokens, enc.offsets, enc.special_tokens_mask, strict=True
+    ):
+        out.append(
+            {
+                "id": token_id,
+                "text": piece if special else text[start:stop],
+                "special": bool(special),
+                "start": None if special else start,
+                "stop": None if special else stop,
+            }
+        )
+    return out
+
+
+def _info(svc: Service) -> dict[str, Any]:
+    s = svc.settings
+    spec = svc.recipe(EmbedOptions()).spec
+    return {
+        "model_id": svc.name,
+        "model_sha": None,
+        "model_dtype": str(svc.model.info().to_dict().get("dtype", "float32")),
+        "served_model_name": svc.name,
+        "model_type": {"embedding": {"pooling": str(getattr(spec.pooling, "value", spec.pooling))}},
+        "max_concurrent_requests": s.max_queue,
+        "max_input_length": svc.model.max_tokens,
+        "max_batch_tokens": svc.batcher.max_batch_tokens,
+        "max_batch_requests": None,
+        "max_client_batch_size": s.max_inputs,
+        "auto_truncate": False,
+        "tokenization_workers": 1,
+        "version": __version__,
+        "sha": None,
+        "docker_label": None,
+    }
