@@ -37,7 +37,8 @@ from .core.layers import LayerSpec
 from .core.spec import EmbedOptions, PostArg, reload_arg, stored_settings
 from .errors import CorpusError, InvalidInput
 from .io.job import JobSummary
-from .io.levels import make_level, vector_columns
+from .io.level_table import make_level
+from .io.levels import vector_columns
 from .io.readers import Record, read_corpus
 from .io.sinks import with_settings
 from .model import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, Model

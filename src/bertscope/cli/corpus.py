@@ -113,7 +113,7 @@ def similar(
     """
     import warnings
 
-    from ..io.stores import search
+    from ..io.search import search
 
     if str(store) == "-":
         raise InvalidInput("name the store to search with --in FILE (.db, .parquet or .npy)")

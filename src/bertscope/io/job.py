@@ -15,12 +15,15 @@ from typing import Any
 
 from ..core._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
 from ..core.chunking import ChunkBy
+from ..core.encoder import Encoder, open_encoder
 from ..core.layers import LayerSpec
 from ..core.spec import EmbedOptions, PostArg, reload_arg, stored_settings
 from ..errors import CorpusError, InvalidSpec, JobInterrupted
-from .levels import CorpusLevel, make_level
+from .formats import open_sink
+from .level_table import make_level
+from .levels import CorpusLevel
 from .readers import Record, Rejects, read_corpus
-from .sinks import Sink, open_sink
+from .sinks import Sink
 
 __all__ = ["JobSummary", "JobInterrupted", "embed_corpus", "run_level"]
 
@@ -105,12 +108,10 @@ def embed_corpus(
     "chunks" writes one row per chunk of each document (`chunks`, `late`, `chunk_size`, `chunk_overlap`
     as in `Model.embed_chunks`; late chunks always run windows over the whole document).
     """
-    from ..model import Model, load
-
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidSpec(f"batch_size={batch_size!r}: give a whole number of texts per batch, at least 1")
-    model_arg = None if model is None or isinstance(model, Model) else str(model)
-    m = model if isinstance(model, Model) else load(model_arg)
+    model_arg = None if model is None or isinstance(model, Encoder) else str(model)
+    m = model if isinstance(model, Encoder) else open_encoder(model_arg)
     options = EmbedOptions(
         layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
     )
@@ -125,7 +126,7 @@ def embed_corpus(
             level, m, options=options, keep_text=keep_text, precision=precision, subword=subword,
             chunks=chunks, late=late, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
         )  # fmt: skip
-    arg = model_arg if not isinstance(model, Model) else reload_arg(m)
+    arg = model_arg if not isinstance(model, Encoder) else reload_arg(m)
     settings = stored_settings(m, rows_of.recorded(), arg)
     rejects = Rejects()
     records = read_corpus(

@@ -26,7 +26,8 @@ from ..core.pooling import group_words, pool_words
 from ..core.similarity import unit
 from ..errors import CorpusError, InvalidInput
 from .levels import vector_columns
-from .stores import Store, model_for, open_store
+from .search import model_for
+from .stores import Store, open_store
 
 __all__ = ["Occurrence", "Occurrences", "search_occurrences", "occurrence_vectors", "token_store"]
 

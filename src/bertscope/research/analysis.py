@@ -23,9 +23,10 @@ from ..core.post import PostKind, PostProcessor, fit_post
 from ..core.similarity import unit
 from ..core.tokens import check_texts
 from ..errors import CorpusError, InvalidInput, InvalidSpec
+from ..static import static_word
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..core.encoder import Encoder
 
 __all__ = [
     "SweepResult",
@@ -129,7 +130,7 @@ def correlations(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> dict[str, fl
 
 
 def layer_vectors(
-    model: Model,
+    model: Encoder,
     texts: Sequence[str],
     poolings: Sequence[Pooling | str] = SWEEP_POOLINGS,
     *,
@@ -164,7 +165,7 @@ def _sweep_pooling(value: Pooling | str) -> Pooling:
 
 
 def sweep(
-    model: Model,
+    model: Encoder,
     left: Sequence[str],
     right: Sequence[str],
     gold: Sequence[float] | np.ndarray,
@@ -236,7 +237,7 @@ def _post_apply(
 
 
 def evaluate_pairs(
-    model: Model,
+    model: Encoder,
     left: Sequence[str],
     right: Sequence[str],
     gold: Sequence[float] | np.ndarray,
@@ -291,7 +292,7 @@ def word_dataset(name: str) -> list[tuple[str, str, float]]:
     return read_word_pairs(datapath(WORD_DATASETS[name]))
 
 
-def evaluate_words(model: Model, pairs: Sequence[tuple[str, str, float]]) -> WordEval:
+def evaluate_words(model: Encoder, pairs: Sequence[tuple[str, str, float]]) -> WordEval:
     """Spearman of cosine against gold for static word vectors and for each layer (each word encoded alone).
 
     A word the vocabulary lacks is never dropped: its vector is the mean over its word pieces, both for
@@ -303,13 +304,13 @@ def evaluate_words(model: Model, pairs: Sequence[tuple[str, str, float]]) -> Wor
     where = {w: i for i, w in enumerate(words)}
     ia, ib = np.array([where[a] for a, _, _ in pairs]), np.array([where[b] for _, b, _ in pairs])
     gold = np.array([g for _, _, g in pairs], dtype=np.float64)
-    static = np.stack([model.static_word(w).vector for w in words])
+    static = np.stack([static_word(model, w).vector for w in words])
     layered = layer_vectors(model, words, [Pooling.MEAN], mask_special=True)["mean"]
     records = [{"layer": "static", **correlations(static[ia], static[ib], gold)}]
     records += [
         {"layer": k, **correlations(layered[ia, k], layered[ib, k], gold)} for k in range(layered.shape[1])
     ]
-    split = [w for w in words if len(model.static_word(w).ids) > 1]
+    split = [w for w in words if len(static_word(model, w).ids) > 1]
     coverage = {
         "pairs": len(pairs),
         "words": len(words),
@@ -322,7 +323,7 @@ def evaluate_words(model: Model, pairs: Sequence[tuple[str, str, float]]) -> Wor
 
 
 def evaluate_docsim(
-    model: Model,
+    model: Encoder,
     *,
     post: PostProcessor | None = None,
     layers: LayerSpec | None = None,

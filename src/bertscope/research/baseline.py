@@ -24,7 +24,7 @@ from ..core.similarity import unit
 from ..errors import InvalidInput, InvalidSpec
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..core.encoder import Encoder
 
 __all__ = [
     "Baseline",
@@ -75,7 +75,7 @@ class Baseline:
 
 
 def fit_baseline(
-    model: Model,
+    model: Encoder,
     *,
     reference: Sequence[str] | None = None,
     post: PostProcessor | str | Path | None = None,
@@ -187,7 +187,7 @@ def best_threshold(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float
 
 
 def calibrate(
-    model: Model,
+    model: Encoder,
     pairs: Sequence[tuple[str, str, int]],
     *,
     post: PostProcessor | str | Path | None = None,
