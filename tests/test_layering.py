@@ -14,7 +14,8 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 # Lowest first. A module imports only from its own floor or below. Read as: the engine room; the backends;
 # the features, each over an Encoder; the corpus machinery they stream through (readers, sinks, levels,
 # the resumable job) and the research that aggregates over corpora; the facade (`Model`, `load`); what
-# takes a model by name and loads it (corpus jobs, search, Ray, research over stores); the shells.
+# takes a model by name and loads it with its backend (search, occurrences, Ray, research over stores);
+# the shells.
 FLOORS: list[tuple[str, ...]] = [
     ("errors",),
     ("core",),
@@ -160,11 +161,11 @@ def test_nothing_below_the_facade_imports_it() -> None:
 def test_the_checks_see_every_kind_of_import(tmp_path: Path) -> None:
     """A TYPE_CHECKING import, a function-level one and `from .. import load` each make an edge."""
     code = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..model import Model\n"
-    code += "def f():\n    from ..io import job\n    from .. import load\n"
-    modules = {"bertscope.model", "bertscope.io.job", "bertscope.core.probe_layering", "bertscope.io"}
+    code += "def f():\n    from ..io import search\n    from .. import load\n"
+    modules = {"bertscope.model", "bertscope.io.search", "bertscope.core.probe_layering", "bertscope.io"}
     probe_path = tmp_path / "probe_layering.py"
     probe_path.write_text(code, encoding="utf-8")
-    assert imports_of(probe_path, "bertscope.core.probe_layering", modules) == {FACADE, "bertscope.io.job"}
-    assert floor_of("bertscope.core.probe_layering") < floor_of(FACADE) < floor_of("bertscope.io.job")
+    assert imports_of(probe_path, "bertscope.core.probe_layering", modules) == {FACADE, "bertscope.io.search"}
+    assert floor_of("bertscope.core.probe_layering") < floor_of(FACADE) < floor_of("bertscope.io.search")
     assert cycle_from({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert cycle_from({"a": {"b"}, "b": set()}) is None
