@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .core._enums import Pooling
+from .core.pooling import POOLINGS
 from .core.post import PostKind, PostProcessor
 from .core.similarity import cos_sim
 from .core.spec import EmbedOptions, EmbedSpec, resolve
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Explanation", "explain", "token_parts", "plot_explanation"]
 
-_LINEAR = (Pooling.MEAN, Pooling.MEAN_SQRT_LEN, Pooling.FIRST_LAST_AVG)
+_LINEAR = tuple(p for p, rule in POOLINGS.items() if rule.linear)
 
 
 @dataclass
