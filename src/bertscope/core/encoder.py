@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from ..errors import InvalidInput, InvalidSpec
-from ._enums import Combine, LongText, Pooling, SubwordPooling
+from ._enums import Combine, LongText, SubwordPooling
 from .engine import Engine
 from .layers import LayerSpec
 from .loading import load_parts, resolve_device, resolve_dtype
@@ -27,7 +27,7 @@ from .progress import progress_callback
 from .prompts import Prompts, read_prompts
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .similarity import cos_sim, unit
-from .spec import EmbedOptions, EmbedSpec, Recipe, resolve, resolve_spec
+from .spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from .tokens import Text, TextTokenizer, check_texts, is_pair, pad_batch, text_problem
 
 if TYPE_CHECKING:
@@ -192,24 +192,12 @@ class Encoder:
         tokens = [self.tokenizer.fit(t, policy, index=i) for i, t in enumerate(self.tokenizer.encode(items))]
         return tokens[0] if single(texts) else tokens
 
-    def spec(
-        self,
-        *,
-        layers: LayerSpec | None = None,
-        combine: Combine | str = "mean",
-        pooling: Pooling | str = "auto",
-        mask_special: bool = False,
-        normalize: bool | None = None,
-        long: LongText | str = "truncate",
-        stride: int | None = None,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-    ) -> EmbedSpec:
-        """Resolve user options (auto pooling, first_last_avg, defaults, prompt) into an EmbedSpec."""
-        return resolve_spec(
-            self, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special,
-            normalize=normalize, long=long, stride=stride, prompt_name=prompt_name, prompt=prompt,
-        )  # fmt: skip
+    def spec(self, **options: Unpack[RecipeKeywords]) -> EmbedSpec:
+        """Resolve user options (auto pooling, first_last_avg, defaults, prompt) into an EmbedSpec.
+
+        `options` are `embed`'s (`RecipeKeywords`); a `post` given is checked against the spec.
+        """
+        return resolve(self, EmbedOptions(**options)).spec
 
     @cached_property
     def prompts(self) -> Prompts:

@@ -11,19 +11,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..core._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
+from ..core._enums import Level, Precision, SubwordPooling
 from ..core.chunking import ChunkBy
 from ..core.encoder import Encoder, open_encoder
-from ..core.layers import LayerSpec
-from ..core.spec import EmbedOptions, PostArg, reload_arg, stored_settings
+from ..core.spec import EmbedOptions, reload_arg, stored_settings
 from ..errors import CorpusError, InvalidSpec, JobInterrupted
 from .formats import open_sink
 from .level_table import make_level
 from .levels import CorpusLevel
 from .readers import Record, Rejects, read_corpus
 from .sinks import Sink
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..core.spec import RecipeKeywords
 
 __all__ = ["JobSummary", "JobInterrupted", "embed_corpus", "run_level"]
 
@@ -82,20 +86,11 @@ def embed_corpus(
     precision: Precision | str = "float32",
     subword: SubwordPooling | str = "mean",
     views: Iterable[str] | Mapping[str, Mapping[str, Any]] | None = None,
-    layers: LayerSpec | None = None,
-    combine: Combine | str = "mean",
-    pooling: Pooling | str = "auto",
-    mask_special: bool = False,
-    normalize: bool | None = None,
-    long: LongText | str = "truncate",
-    stride: int | None = None,
-    post: PostArg = None,
-    prompt_name: str | None = None,
-    prompt: str | None = None,
     chunks: ChunkBy | str = "sentence",
     late: bool = True,
     chunk_size: int = 128,
     chunk_overlap: int = 0,
+    **recipe: Unpack[RecipeKeywords],
 ) -> JobSummary:
     """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded.
 
@@ -112,9 +107,7 @@ def embed_corpus(
         raise InvalidSpec(f"batch_size={batch_size!r}: give a whole number of texts per batch, at least 1")
     model_arg = None if model is None or isinstance(model, Encoder) else str(model)
     m = model if isinstance(model, Encoder) else open_encoder(model_arg)
-    options = EmbedOptions(
-        layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
-    )
+    options = EmbedOptions(**recipe)
     if views:
         from .views import views_level
 

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from scipy import stats
 
-from ..core._enums import Combine, LongText, Pooling
+from ..core._enums import LongText, Pooling
 from ..core.layers import LayerSpec, parse_layers
 from ..core.pooling import pool_sentences
 from ..core.post import PostKind, PostProcessor, fit_post
@@ -26,7 +26,10 @@ from ..errors import CorpusError, InvalidInput, InvalidSpec
 from ..static import static_word
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from ..core.encoder import Encoder
+    from ..core.spec import RecipeKeywords
 
 __all__ = [
     "SweepResult",
@@ -241,30 +244,16 @@ def evaluate_pairs(
     left: Sequence[str],
     right: Sequence[str],
     gold: Sequence[float] | np.ndarray,
-    *,
-    post: PostProcessor | None = None,
-    layers: LayerSpec | None = None,
-    combine: Combine | str = "mean",
-    pooling: Pooling | str = "auto",
-    mask_special: bool = False,
-    normalize: bool | None = None,
-    long: LongText | str = "truncate",
-    stride: int | None = None,
+    **options: Unpack[RecipeKeywords],
 ) -> dict[str, Any]:
-    """Spearman/Pearson of cosine against gold for one configuration (`model.embed` options)."""
+    """Spearman/Pearson of cosine against gold for one configuration (`model.embed` options).
+
+    A `post` goes through the recipe like everywhere else: checked against the spec it was fitted on.
+    """
     gold = np.asarray(gold, dtype=np.float64)
     unique = list(dict.fromkeys([*left, *right]))
-    result = model.embed(
-        unique,
-        layers=layers,
-        combine=combine,
-        pooling=pooling,
-        mask_special=mask_special,
-        normalize=normalize,
-        long=long,
-        stride=stride,
-    )
-    vectors = result.vectors if post is None else post.apply(result.vectors)
+    result = model.embed(unique, **options)
+    vectors = result.vectors
     where = {t: i for i, t in enumerate(unique)}
     a = vectors[[where[t] for t in left]]
     b = vectors[[where[t] for t in right]]
@@ -324,17 +313,12 @@ def evaluate_words(model: Encoder, pairs: Sequence[tuple[str, str, float]]) -> W
 
 def evaluate_docsim(
     model: Encoder,
-    *,
-    post: PostProcessor | None = None,
-    layers: LayerSpec | None = None,
-    combine: Combine | str = "mean",
-    pooling: Pooling | str = "auto",
-    mask_special: bool = False,
-    normalize: bool | None = None,
-    long: LongText | str = "truncate",
-    stride: int | None = None,
+    **options: Unpack[RecipeKeywords],
 ) -> dict[str, Any]:
-    """Pearson/Spearman of document cosine against human similarity on gensim's Lee corpus (50 documents)."""
+    """Pearson/Spearman of document cosine against human similarity on gensim's Lee corpus (50 documents).
+
+    `options` are `model.embed`'s; a `post` is checked against the spec it was fitted on, as everywhere.
+    """
     try:
         from gensim.test.utils import datapath
     except ImportError:
@@ -342,18 +326,8 @@ def evaluate_docsim(
     docs = Path(datapath("lee.cor")).read_text(encoding="latin-1").strip().split("\n")
     human = np.loadtxt(datapath("similarities0-1.txt"))
     upper = np.triu_indices(len(docs), 1)
-    result = model.embed(
-        docs,
-        layers=layers,
-        combine=combine,
-        pooling=pooling,
-        mask_special=mask_special,
-        normalize=normalize,
-        long=long,
-        stride=stride,
-    )
-    vectors = result.vectors if post is None else post.apply(result.vectors)
-    rows = unit(vectors, dtype=np.float64)
+    result = model.embed(docs, **options)
+    rows = unit(result.vectors, dtype=np.float64)
     cos = (rows @ rows.T)[upper]
     truth = human[upper]
     return {
