@@ -8,7 +8,7 @@ extends, so no module below this one imports it.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ import torch
 
 from . import anatomy as _anatomy
 from . import static as _static
+from .backends.onnx import resolve_backend
 from .core._enums import Backend, DType, LongText, Mode, Quantize, SubwordPooling
 from .core.chunking import ChunkBy
 from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, Encoder, ModelInfo, single, stderr
@@ -25,7 +26,6 @@ from .core.loading import load_parts, resolve_device, resolve_dtype
 from .core.spec import EmbedSpec
 from .core.tokens import Text
 from .errors import InvalidSpec
-from .onnx_backend import resolve_backend
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -48,6 +48,7 @@ def load(
     calibration: Sequence[str] | None = None,
     mode: Mode | str = Mode.EXACT,
     fast_min_cosine: float = 0.999,
+    remeasure: bool = False,
 ) -> Model:
     """Load a model: None (or BERTSCOPE_MODEL) for the bundled all-MiniLM-L6-v2, a folder, or a hub id.
 
@@ -57,6 +58,9 @@ def load(
     "openvino" runs the same exported graph on OpenVINO: float32, bfloat16 (CPUs with it natively) or
     int8 (NNCF). `mode="fast"` measures the modes this machine runs and keeps the fastest whose min
     cosine to float32 is >= `fast_min_cosine`, remembered per model and machine (backends/fast.py).
+    With no backend, dtype or quantize asked, the exact default runs the fastest runtime equal to torch
+    within 1e-5 (torch, ONNX Runtime or OpenVINO float32; measured once, backends/exact.py).
+    `remeasure=True` measures either choice again.
     """
     if name is None:
         name = os.environ.get("BERTSCOPE_MODEL") or None
@@ -69,7 +73,7 @@ def load(
         asked = {"dtype": dtype, "backend": backend, "quantize": quantize}
         return load_fast(
             name, asked, device=torch_device, max_tokens=max_tokens, token_budget=token_budget,
-            min_cosine=fast_min_cosine, calibration=calibration,
+            min_cosine=fast_min_cosine, calibration=calibration, remeasure=remeasure,
         )  # fmt: skip
     if Backend.parse(backend, what="backend") is Backend.OPENVINO:
         from .backends.openvino import resolve_precision
@@ -85,6 +89,10 @@ def load(
     model = Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
     if chosen is Backend.ONNXRUNTIME:
         model.use_onnxruntime(quantize=quantize, calibration=calibration)
+    elif Backend.parse(backend, what="backend") is Backend.AUTO:
+        from .backends.exact import choose_exact
+
+        choose_exact(model, remeasure=remeasure)
     return model
 
 
@@ -116,7 +124,7 @@ class Model(Encoder):
         self, *, quantize: Quantize | str | None = None, calibration: Sequence[str] | None = None
     ) -> None:
         """Run every forward on ONNX Runtime from now on (float32, or int8 with quantize="int8")."""
-        from .onnx_backend import OnnxRunner
+        from .backends.onnx import OnnxRunner
 
         mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
         resolve_backend(Backend.ONNXRUNTIME, mode, next(self.hf_model.parameters()).dtype, self.device)
@@ -310,3 +318,42 @@ class Model(Encoder):
         from .core.forward import forward
 
         return forward(self, texts)
+
+    # What each layer holds (research/probe.py, research/cka.py) ---------------------------------
+
+    def probe(
+        self,
+        data: Any,
+        *,
+        level: str = "word",
+        layers: LayerSpec = "all",
+        folds: int = 5,
+        control: bool = False,
+        subword: SubwordPooling | str = "mean",
+        column: str | None = None,
+        seed: int = 0,
+        progress: bool | None = None,
+    ) -> Any:
+        """Cross-validated linear probes per layer (and `static`) on a labelled file or list; see
+        `research.probe.probe` (control task and selectivity with `control=True`)."""
+        from .research.probe import probe
+
+        return probe(
+            self, data, level=level, layers=layers, folds=folds, control=control, subword=subword,
+            column=column, seed=seed, progress=progress,
+        )  # fmt: skip
+
+    def cka(
+        self,
+        texts: Iterable[str],
+        other: Model | None = None,
+        *,
+        level: str = "token",
+        debiased: bool = False,
+        progress: bool | None = None,
+    ) -> Any:
+        """Linear CKA between every pair of layers, or against every layer of `other`; streamed."""
+        from .research.cka import cka
+
+        return cka(self, texts, other, level=level, debiased=debiased, progress=progress)
+

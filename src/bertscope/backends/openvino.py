@@ -34,8 +34,8 @@ from torch import nn
 
 from ..core.families import Family
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
-from ..onnx_backend import cache_dir, calibration_texts, export_onnx
 from .cpu import has_native_bf16
+from .onnx import cache_dir, calibration_texts, export_onnx
 
 __all__ = [
     "FFN_OUTPUT_PATTERNS",

@@ -85,6 +85,25 @@ FastOpt = Annotated[
         "(measured once per model and machine, cached, recorded).",
     ),
 ]
+
+
+def _forget_measurements(asked: bool) -> bool:
+    if asked:
+        from ..backends.fast import forget_measurements
+
+        forget_measurements()
+    return asked
+
+
+RemeasureOpt = Annotated[
+    bool,
+    typer.Option(
+        "--remeasure",
+        callback=_forget_measurements,
+        help="Measure this machine's runtimes again (--fast and the exact default), e.g. after it was "
+        "measured under load: `bertscope embed -i corpus.txt -o out.parquet --fast --remeasure`.",
+    ),
+]
 FastMinCosineOpt = Annotated[
     float,
     typer.Option("--fast-min-cosine", min=0.0, max=1.0, help="--fast's bound: min cosine to float32."),

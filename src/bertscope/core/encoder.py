@@ -67,6 +67,7 @@ class ModelInfo:
     quantize: str | None = None
     mode: str = "exact"
     fast: dict[str, Any] | None = None
+    exact: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: every field above, by its name."""
@@ -100,6 +101,7 @@ class Encoder:
         self.runtime_dtype: str | None = None
         self.mode = "exact"
         self.fast_choice: dict[str, Any] | None = None
+        self.exact_choice: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return f"<bertscope.Model {self.loaded.source} ({self.family.name}, {self.n_layers} layers)>"
@@ -180,6 +182,7 @@ class Encoder:
             quantize=self.quantize,
             mode=self.mode,
             fast=self.fast_choice,
+            exact=self.exact_choice,
         )
 
     def tokenize(self, texts: Text | Sequence[Text], *, long: LongText | str = "truncate") -> Any:
