@@ -49,6 +49,8 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_senses.py": 15,
     "test_attention.py": 14,
     "test_pooling.py": 13,
+    "test_layering.py": 4,
+    "test_pooling_table.py": 2,
     "test_anatomy.py": 12,
     "test_spec.py": 10,
     "test_loading.py": 10,
