@@ -17,7 +17,7 @@ from ..core.prompts import query_prompt_name
 from ..core.similarity import Hit, TopK
 from ..core.spec import EmbedOptions, PostArg, resolve
 from ..errors import CorpusError
-from .index import IndexStaleWarning, ann_search, index_state
+from . import index as ann  # looked up per call: tests watch ann.ann_search
 from .stores import Store, open_store, view_settings, with_view
 
 __all__ = ["search", "model_for"]
@@ -77,14 +77,14 @@ def search(
     if level == "chunks":
         return _chunk_hits(TopK(vector, k, exclude=exclude), opened.path, chunk_size)
     if not exact and opened.path.suffix.lower() in (".parquet", ".npy"):
-        state = index_state(opened)
+        state = ann.index_state(opened)
         if state.fresh:
-            return ann_search(opened, vector, k=k, state=state, exclude=exclude, nprobe=nprobe)
+            return ann.ann_search(opened, vector, k=k, state=state, exclude=exclude, nprobe=nprobe)
         if state.status == "stale":
             warnings.warn(
                 f"{state.reason}: searching every row instead; rebuild it with "
                 f"`bertscope index build {opened.path}`",
-                IndexStaleWarning,
+                ann.IndexStaleWarning,
                 stacklevel=2,
             )
     top = TopK(vector, k, exclude=exclude)
