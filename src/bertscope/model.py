@@ -22,13 +22,13 @@ from .errors import InvalidInput, InvalidSpec
 from .layers import LayerSpec
 from .loading import load_parts, resolve_device, resolve_dtype
 from .onnx_backend import resolve_backend
-from .pooling import group_words, pool_words
+from .pooling import word_embeddings
 from .progress import progress_callback
 from .prompts import Prompts, read_prompts
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .similarity import cos_sim, unit
 from .spec import EmbedOptions, EmbedSpec, PostArg, Recipe, resolve, resolve_spec
-from .tokens import Text, TextTokenizer, check_texts, is_pair, pad_batch, text_problem
+from .tokens import Text, TextTokenizer, check_texts, is_pair, iter_checked, pad_batch
 
 __all__ = ["Model", "ModelInfo", "load"]
 
@@ -417,7 +417,7 @@ class Model:
         )
         recipe = resolve(self, options)
         with progress_callback(total, enabled=progress) as on_batch:
-            for chunk in self.engine.sentences(_checked(texts), recipe.spec, on_batch=on_batch):
+            for chunk in self.engine.sentences(iter_checked(texts, pairs=True), recipe.spec, on_batch=on_batch):
                 yield recipe.finish(chunk)
 
     def embed(
@@ -494,24 +494,20 @@ class Model:
         stride: int | None = None,
         progress: bool | None = None,
     ) -> list[TokenEmbeddings]:
-        """Per text (or pair): tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed."""
+        """Per text (or pair): tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed.
+
+        combine="stack" keeps each layer apart: vectors (tokens, layers, d), in the order of `layers`.
+        """
         items = check_texts(texts, pairs=True)
         spec = self.spec(layers=layers, combine=combine, pooling="mean", long=long, stride=stride)
         with progress_callback(len(items), enabled=progress) as on_batch:
-            return [
-                TokenEmbeddings(
-                    t.text,
-                    t.tokens,
-                    t.offsets,
-                    t.word_ids,
-                    t.special_mask,
-                    m,
-                    t.n_dropped,
-                    spec.as_dict(),
-                    t.pair,
-                )
-                for t, m in self.engine.token_matrices(items, spec, on_batch=on_batch)
-            ]
+            found = self.engine.token_matrices(items, spec, on_batch=on_batch)
+            return [TokenEmbeddings.of(t, m, spec.as_dict()) for t, m in found]
+
+    def embed_fitted_tokens(self, tokens: Sequence[Any], spec: EmbedSpec) -> list[TokenEmbeddings]:
+        """`embed_tokens` of Tokens already through `engine.prepare` with `spec` (tokenized once)."""
+        found = self.engine.fitted_token_matrices(tokens, spec)
+        return [TokenEmbeddings.of(t, m, spec.as_dict()) for t, m in found]
 
     def embed_words(
         self,
@@ -526,22 +522,8 @@ class Model:
         """Per text: words (from the tokenizer's word ids), char spans, and pooled word vectors."""
         how = SubwordPooling.parse(subword, what="subword pooling")
         check_texts(texts)  # words index into one text: pairs are not taken here
-        results = []
-        for tok in self.embed_tokens(texts, layers=layers, combine=combine, long=long, stride=stride):
-            groups = group_words(tok.word_ids, tok.special_mask)
-            spans = [(tok.offsets[g[0]][0], tok.offsets[g[-1]][1]) for g in groups]
-            results.append(
-                WordEmbeddings(
-                    text=tok.text,
-                    words=[tok.text[s:e] for s, e in spans],
-                    spans=spans,
-                    pieces=[[tok.tokens[i] for i in g] for g in groups],
-                    vectors=pool_words(tok.vectors, groups, how),
-                    n_dropped=tok.n_dropped,
-                    spec={**tok.spec, "subword": how.value},
-                )
-            )
-        return results
+        tokens = self.embed_tokens(texts, layers=layers, combine=combine, long=long, stride=stride)
+        return [word_embeddings(tok, how) for tok in tokens]
 
     def embed_chunks(
         self,
@@ -721,19 +703,6 @@ class Model:
 def _single(texts: object) -> bool:
     """Whether `texts` is one text or one (A, B) pair (a tuple), not a list of them."""
     return isinstance(texts, str) or (isinstance(texts, tuple) and is_pair(texts))
-
-
-def _checked(texts: Iterable[str]) -> Iterator[str]:
-    """Pass texts through, raising InvalidInput (with the index) at the first bad one."""
-    for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise InvalidInput(f"text {index} is a {type(text).__name__}, not a string: pass str items only")
-        if not text.strip():
-            raise InvalidInput(f"text {index} is empty: every text needs at least one non-space character")
-        problem = text_problem(text)
-        if problem:
-            raise InvalidInput(f"text {index} {problem}")
-        yield text
 
 
 def _spans_per_doc(chunks: Any, docs: list[str], single: bool) -> list[Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -34,7 +36,7 @@ def build(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Build STORE.index (usearch HNSW) and STORE.index.json; `similar` then uses it while it is fresh.
+    """Build STORE.index (faiss IVF) and STORE.index.json; `similar` then uses it while it is fresh.
 
     Example: `bertscope index build corpus.parquet`
     """
@@ -42,12 +44,9 @@ def build(
     from ..io.stores import open_store, with_view
 
     opened = with_view(open_store(store), view)
-
-    def shown(rows: int) -> None:
-        if not quiet:
-            err.print(f"indexed {rows} rows", highlight=False)
-
-    state = build_index(opened, column=column, overwrite=overwrite, on_chunk=shown)
+    # A counter that updates in place and goes, then the one summary line below.
+    with _progress(quiet) as shown:
+        state = build_index(opened, column=column, overwrite=overwrite, on_chunk=shown)
     assert state.meta is not None
     if as_json:
         emit_json({"index": str(state.index), **state.meta})
@@ -57,6 +56,16 @@ def build(
             f"{state.meta['rows']} vectors indexed in {state.meta['build_seconds']:.1f}s -> {state.index}",
             highlight=False,
         )
+
+
+@contextmanager
+def _progress(quiet: bool) -> Iterator[Callable[[int], None]]:
+    """A rows-indexed counter on a terminal's stderr, cleared when done; nothing when piped or quiet."""
+    if quiet or not err.is_terminal:
+        yield lambda rows: None
+        return
+    with err.status("indexing") as status:
+        yield lambda rows: status.update(f"indexed {rows} rows")
 
 
 @index_app.command("info")

@@ -190,7 +190,21 @@ def _training_sample(store: Store, rows: int, size: int, chunk_size: int, seed: 
 
 def _opened(store: str | Path | Store, view: str | None, column: str | None) -> Store:
     opened = store if isinstance(store, Store) else with_view(open_store(store), view)
-    return replace(opened, column=column) if column else opened
+    opened = replace(opened, column=column) if column else opened
+    if opened.path.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        from .levels import vector_columns
+
+        have = vector_columns(pq.read_schema(opened.path))
+        if opened.column not in have:
+            # A stacked token store keeps one column per layer and no `embedding` column.
+            first = have[0] if have else "layer_N"
+            raise CorpusError(
+                f"{opened.path} has no vector column {opened.column!r}; its vector columns are "
+                f"{', '.join(have) or 'none'}: name one with column={first!r} (--column {first})"
+            )
+    return opened
 
 
 def _tmp(path: Path) -> Path:

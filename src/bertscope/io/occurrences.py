@@ -108,15 +108,16 @@ def search_occurrences(
 
 
 def occurrence_vectors(
-    store: str | Path | Store, *, word: str, limit: int = 2000
+    store: str | Path | Store, *, word: str, limit: int = 2000, layer: int | None = None
 ) -> tuple[list[Occurrence], np.ndarray]:
-    """The first `limit` occurrences of `word` and their vectors (n, d), all stored layers concatenated."""
+    """The first `limit` occurrences of `word` and their vectors (n, d): all stored layers concatenated,
+    or the one stored `layer` of a store made with combine="stack"."""
     opened = token_store(store)
     target = _checked_word(word)
     hits: list[Occurrence] = []
     vectors: list[np.ndarray] = []
     seen: Counter[str] = Counter()
-    for chunk in _chunks(opened, with_vectors=True):
+    for chunk in _chunks(opened, with_vectors=True, only=_layer_column(opened, layer)):
         for occurrence, vector in _matches(chunk, target, opened.settings["level"], seen):
             hits.append(occurrence)
             vectors.append(vector)
@@ -139,13 +140,34 @@ def _never(word: str, path: Path, seen: Counter[str]) -> str:
     return f"{word!r} never occurs in {path}{hint}"
 
 
-def _chunks(store: Store, *, with_vectors: bool) -> Iterator[pa.Table]:
+def _layer_column(store: Store, layer: int | None) -> str | None:
+    """The vector column of one stored layer (None: every vector column), checked against the store."""
+    if layer is None:
+        return None
+    settings = store.settings
+    kept = [int(n) for n in settings.get("layers") or ()]
+    if settings.get("combine") == "stack" and len(kept) > 1:
+        if layer in kept:
+            return f"layer_{layer}"
+    elif kept == [layer]:
+        return None
+    joined = ", ".join(map(str, kept))
+    combine = settings.get("combine")
+    how = "one column each" if combine == "stack" else f"combined by {combine}"
+    raise InvalidInput(
+        f"layer {layer}: {store.path} keeps layers {joined} ({how}), numbered 0..L as stored; choose one of "
+        "them, or embed the corpus again with --layers including it and --combine stack"
+    )
+
+
+def _chunks(store: Store, *, with_vectors: bool, only: str | None = None) -> Iterator[pa.Table]:
     """The store's rows, whole texts at a time (a text's tail is carried into the next chunk)."""
     import pyarrow.parquet as pq
 
     file = pq.ParquetFile(store.path)
     vectors = vector_columns(file.schema_arrow)
-    columns = [n for n in file.schema_arrow.names if n not in vectors or with_vectors]
+    wanted = [only] if only else vectors
+    columns = [n for n in file.schema_arrow.names if n not in vectors or (with_vectors and n in wanted)]
     carry: pa.Table | None = None
     for batch in file.iter_batches(batch_size=_CHUNK_ROWS, columns=columns):
         table = pa.Table.from_batches([batch])
