@@ -417,7 +417,8 @@ class Model:
         )
         recipe = resolve(self, options)
         with progress_callback(total, enabled=progress) as on_batch:
-            for chunk in self.engine.sentences(iter_checked(texts, pairs=True), recipe.spec, on_batch=on_batch):
+            checked = iter_checked(texts, pairs=True)
+            for chunk in self.engine.sentences(checked, recipe.spec, on_batch=on_batch):
                 yield recipe.finish(chunk)
 
     def embed(

@@ -17,8 +17,16 @@ from ._enums import LongText
 from .errors import InputTooLong, InvalidInput
 
 __all__ = [
-    "Text", "Tokens", "Window", "TextTokenizer", "pad_batch", "check_texts", "check_text", "iter_checked",
-    "is_pair", "text_problem",
+    "Text",
+    "Tokens",
+    "Window",
+    "TextTokenizer",
+    "pad_batch",
+    "check_texts",
+    "check_text",
+    "iter_checked",
+    "is_pair",
+    "text_problem",
 ]
 
 # A text, or a sentence pair (A, B) that the model reads as [CLS] A [SEP] B [SEP].

@@ -82,8 +82,8 @@ def search_occurrences(
 
     `model` and `layers` default to the store's own; others are refused (vectors would not compare).
     """
-    if k < 1:
-        raise InvalidInput(f"k must be at least 1, got {k}")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise InvalidInput(f"k must be a whole number of at least 1, got {k!r}")
     opened = token_store(store)
     target = _checked_word(word)
     query = None if context is None else _query_vector(opened, target, context, model, layers)
