@@ -185,11 +185,56 @@ def test_eval_pairs_json_is_valid_and_best_marks_in_sample(tmp_path: Path) -> No
 
 
 def test_index_build_on_a_stacked_token_store(stacked: Path) -> None:
-    pytest.importorskip("faiss")
+    from bertscope.io.index import build_index
+
+    with pytest.raises(CorpusError, match="column='layer_4'"):
+        build_index(stacked)  # no `embedding` column: the library names the ones there are
     code, _, stderr = run("index", "build", str(stacked))
-    assert code != 0 and "--column layer_4" in stderr
-    code, _, stderr = run("index", "build", str(stacked), "--column", "layer_6")
-    assert code == 0 and len([line for line in stderr.splitlines() if line.strip()]) == 1
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert code == 0 and len(lines) == 2 and "layer_4.index" in lines[0] and "layer_6.index" in lines[1]
+
+
+def test_occurrences_read_through_the_index(
+    stacked: Path, bundled: bertscope.Model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shutil
+    import warnings
+
+    from bertscope.io import occurrences
+    from bertscope.io.index import IndexStaleWarning, build_index, index_state
+
+    if not index_state(stacked, column="layer_6").fresh:
+        for column in ("layer_4", "layer_6"):
+            build_index(stacked, column=column, overwrite=True)
+    context = "we sat on the bank of the river"
+    exact = occurrences.search_occurrences(
+        stacked, word="bank", context=context, k=3, model=bundled, exact=True
+    )
+    read: list[bool] = []
+    original = occurrences._chunks
+
+    def watched(store: object, *, with_vectors: bool, only: object = None) -> object:
+        read.append(with_vectors)
+        return original(store, with_vectors=with_vectors, only=only)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(occurrences, "_chunks", watched)
+    indexed = occurrences.search_occurrences(stacked, word="bank", context=context, k=3, model=bundled)
+    assert read == [False]  # the store's vector columns were not read
+    assert indexed.total == exact.total == 4
+    assert [h.id for h in indexed.hits] == [h.id for h in exact.hits]
+    np.testing.assert_allclose([h.score for h in indexed.hits], [h.score for h in exact.hits], atol=1e-6)
+    # The store rewritten after its index was built: warned, and scanned as without an index.
+    copy = tmp_path / "stale.parquet"
+    for path in stacked.parent.glob(stacked.name + "*"):
+        shutil.copy(path, tmp_path / path.name.replace(stacked.name, copy.name))
+    bertscope.embed_corpus(TEXTS[:4], copy, model=bundled, level="tokens", layers="4,6", combine="stack",
+                           overwrite=True)  # fmt: skip
+    read.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        stale = occurrences.search_occurrences(copy, word="bank", context=context, k=3, model=bundled)
+    assert read == [True] and any(issubclass(w.category, IndexStaleWarning) for w in caught)
+    assert stale.hits[0].id == exact.hits[0].id
 
 
 def test_senses_takes_a_layer_of_a_stacked_store(stacked: Path) -> None:

@@ -141,7 +141,7 @@ def similar(
     if word is not None or context is not None:
         if word is None or query is not None or item_id is not None:
             raise InvalidInput("--context goes with --word (and no query text or --id)")
-        _occurrences(store, word, context, k, model, as_json)
+        _occurrences(store, word, context, k, model, as_json, exact=exact)
         return
     if (query is None) == (item_id is None):
         raise InvalidInput("give either a query text or --id ID (or --word WORD for a token store)")
@@ -197,10 +197,18 @@ def _above_threshold(hits: list[Any], path: Path, store: Path, collection: str |
     return kept
 
 
-def _occurrences(store: Path, word: str, context: str | None, k: int, model: Any, as_json: bool) -> None:
+def _occurrences(
+    store: Path, word: str, context: str | None, k: int, model: Any, as_json: bool, *, exact: bool
+) -> None:
+    import warnings
+
     from ..io.occurrences import search_occurrences
 
-    found = search_occurrences(store, word=word, context=context, k=k, model=model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        found = search_occurrences(store, word=word, context=context, k=k, model=model, exact=exact)
+    for warning in caught:
+        warn(warning.message)
     if as_json:
         emit_json(
             {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -38,24 +38,41 @@ def build(
 ) -> None:
     """Build STORE.index (faiss IVF) and STORE.index.json; `similar` then uses it while it is fresh.
 
-    Example: `bertscope index build corpus.parquet`
+    A token store made with `--combine stack` gets one index per layer column (or name one with
+    --column); `similar --word` then reads only the occurrences' vectors.
+
+    Examples: `bertscope index build corpus.parquet`, `bertscope index build tokens.parquet`
     """
     from ..io.index import build_index
     from ..io.stores import open_store, with_view
 
     opened = with_view(open_store(store), view)
-    # A counter that updates in place and goes, then the one summary line below.
-    with _progress(quiet) as shown:
-        state = build_index(opened, column=column, overwrite=overwrite, on_chunk=shown)
-    assert state.meta is not None
+    built = []
+    for name in [column] if column else _columns(opened):
+        # A counter that updates in place and goes, then one summary line per index.
+        with _progress(quiet) as shown:
+            state = build_index(opened, column=name, overwrite=overwrite, on_chunk=shown)
+        assert state.meta is not None
+        built.append({"index": str(state.index), **state.meta})
+        if not quiet and not as_json:
+            seconds = state.meta["build_seconds"]
+            err.print(
+                f"{state.meta['rows']} vectors indexed in {seconds:.1f}s -> {state.index}", highlight=False
+            )
     if as_json:
-        emit_json({"index": str(state.index), **state.meta})
-        return
-    if not quiet:
-        err.print(
-            f"{state.meta['rows']} vectors indexed in {state.meta['build_seconds']:.1f}s -> {state.index}",
-            highlight=False,
-        )
+        emit_json(built[0] if len(built) == 1 else built)
+
+
+def _columns(opened: Any) -> list[str | None]:
+    """The store's own vector column (None), or each layer column of a stacked token store."""
+    if opened.path.suffix.lower() != ".parquet" or opened.view is not None:
+        return [None]
+    import pyarrow.parquet as pq
+
+    from ..io.levels import vector_columns
+
+    names = vector_columns(pq.read_schema(opened.path))
+    return [None] if "embedding" in names or not names else list(names)
 
 
 @contextmanager

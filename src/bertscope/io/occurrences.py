@@ -25,6 +25,7 @@ from .._enums import SubwordPooling
 from ..errors import CorpusError, InvalidInput
 from ..pooling import group_words, pool_words
 from ..similarity import unit
+from .index import index_copies
 from .levels import vector_columns
 from .stores import Store, model_for, open_store
 
@@ -77,10 +78,14 @@ def search_occurrences(
     k: int = 10,
     model: Any = None,
     layers: Any = None,
+    exact: bool = False,
 ) -> Occurrences:
     """The stored occurrences of `word`: the k nearest to its use in `context` by cosine, or the first k.
 
     `model` and `layers` default to the store's own; others are refused (vectors would not compare).
+    When every vector column has a fresh index (`bertscope index build STORE`), the occurrences' vectors
+    are read from the index's copies instead of scanning the store's vectors, with the same exact
+    cosines; `exact=True`, no index or a stale one (warned) scan the store.
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise InvalidInput(f"k must be a whole number of at least 1, got {k!r}")
@@ -90,8 +95,14 @@ def search_occurrences(
     found = Occurrences(word=word, context=context, total=0, settings=opened.settings)
     best: list[tuple[float, int, Occurrence]] = []
     seen: Counter[str] = Counter()
-    for chunk in _chunks(opened, with_vectors=query is not None):
-        for occurrence, vector in _matches(chunk, target, opened.settings["level"], seen):
+    # With a fresh index of every vector column, only the occurrences' own rows are read (from the
+    # index's memory-mapped copies); the store's vector columns, most of its bytes, are not scanned.
+    copies = None if query is None or exact else index_copies(opened)
+    offset = 0
+    for chunk in _chunks(opened, with_vectors=query is not None and copies is None):
+        matches = _matches(chunk, target, opened.settings["level"], seen, copies=copies, offset=offset)
+        offset += chunk.num_rows
+        for occurrence, vector in matches:
             found.total += 1
             if query is None:
                 if len(found.hits) < k:
@@ -182,9 +193,19 @@ def _chunks(store: Store, *, with_vectors: bool, only: str | None = None) -> Ite
 
 
 def _matches(
-    chunk: pa.Table, target: str, level: str, seen: Counter[str]
+    chunk: pa.Table,
+    target: str,
+    level: str,
+    seen: Counter[str],
+    *,
+    copies: list[np.ndarray] | None = None,
+    offset: int = 0,
 ) -> Iterator[tuple[Occurrence, np.ndarray]]:
-    """(occurrence, vector or empty) for each use of `target` in a chunk of whole texts."""
+    """(occurrence, vector or empty) for each use of `target` in a chunk of whole texts.
+
+    The vector is the mean of the occurrence's rows of the chunk's vector columns, or with `copies`
+    (the store's vector columns, whole) of their rows `offset` + the chunk's row numbers.
+    """
     ids = chunk.column("id").to_pylist()
     positions = chunk.column("position").to_numpy()
     starts = chunk.column("start").to_numpy()
@@ -205,7 +226,12 @@ def _matches(
         seen[key] += 1
         if key != target:
             continue
-        vector = matrix[rows].mean(axis=0) if matrix is not None else np.empty(0, np.float32)
+        if copies is not None:
+            at = [offset + r for r in rows]
+            blocks = [np.asarray(c[at], dtype=np.float32) for c in copies]
+            vector = np.concatenate(blocks, axis=1).mean(axis=0)
+        else:
+            vector = matrix[rows].mean(axis=0) if matrix is not None else np.empty(0, np.float32)
         snippet = _snippet(text_of, start, end) if text_of is not None else f"«{written}»"
         yield Occurrence(ids[row], int(positions[row]), start, end, snippet), vector
 
