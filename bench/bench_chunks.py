@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 import bertscope
-from bertscope.chunking import sentence_spans
+from bertscope.core.chunking import sentence_spans
 
 
 def lee_path(name: str) -> Path:

@@ -27,9 +27,9 @@ from gensim.test.utils import datapath
 from scipy import stats
 
 import bertscope
-from bertscope.analysis import read_pairs
-from bertscope.baseline import best_threshold
-from bertscope.baseline import read_pairs as read_labelled
+from bertscope.research.analysis import read_pairs
+from bertscope.research.baseline import best_threshold
+from bertscope.research.baseline import read_pairs as read_labelled
 from bertscope.research.distill import load_static
 
 DATA = Path(__file__).resolve().parent.parent / "tests" / "data"

@@ -32,6 +32,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_server.py": 53,
     "test_explain.py": 53,
     "test_fast.py": 51,
+    "test_exact_default.py": 24,
     "test_static.py": 45,
     "test_encode.py": 43,
     "test_robustness.py": 39,

@@ -10,7 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 import bertscope
-from bertscope.analysis import (
+from bertscope.cli import app
+from bertscope.cli import research as cli_research
+from bertscope.core.post import fit_post
+from bertscope.errors import CorpusError, InvalidSpec
+from bertscope.research.analysis import (
     evaluate_docsim,
     evaluate_pairs,
     evaluate_words,
@@ -19,11 +23,7 @@ from bertscope.analysis import (
     sweep,
     word_dataset,
 )
-from bertscope.cli import app
-from bertscope.cli import research as cli_research
-from bertscope.contextuality import contextuality
-from bertscope.errors import CorpusError, InvalidSpec
-from bertscope.post import fit_post
+from bertscope.research.contextuality import contextuality
 
 DATA = Path(__file__).parent / "data"
 CONTEXTS = (DATA / "contexts.txt").read_text().splitlines()

@@ -9,11 +9,17 @@ import numpy as np
 import pytest
 
 import bertscope
-from bertscope.baseline import best_threshold, calibrate, load_threshold, read_pairs, reference_sentences
+from bertscope.research.baseline import (
+    best_threshold,
+    calibrate,
+    load_threshold,
+    read_pairs,
+    reference_sentences,
+)
 
 
 @pytest.fixture(scope="module")
-def baseline(bundled: bertscope.Model) -> bertscope.baseline.Baseline:
+def baseline(bundled: bertscope.Model) -> bertscope.research.baseline.Baseline:
     return bundled.baseline(pooling="mean")
 
 

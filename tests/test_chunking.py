@@ -1,4 +1,4 @@
-"""Chunk spans (bertscope.chunking) and chunk vectors, late and naive (bertscope.chunk_embed)."""
+"""Chunk spans (bertscope.core.chunking) and chunk vectors, late and naive (bertscope.chunk_embed)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import bertscope
-from bertscope.chunking import chunk_spans, paragraph_spans, sentence_spans
+from bertscope.core.chunking import chunk_spans, paragraph_spans, sentence_spans
 
 DOC = (
     "Berlin is the capital of Germany. The city has 3.8 million people. Mr. Smith moved there in 2019!\n\n"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from bertscope.backends.onnx import resolve_backend
+from bertscope.core.loading import resolve_device, resolve_dtype
 from bertscope.errors import InvalidSpec
-from bertscope.loading import resolve_device, resolve_dtype
-from bertscope.onnx_backend import resolve_backend
 
 CPU = torch.device("cpu")
 CUDA = torch.device("cuda")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import bertscope
-from bertscope.baseline import reference_sentences
-from bertscope.post import PostProcessor, fit_post
+from bertscope.core.post import PostProcessor, fit_post
+from bertscope.research.baseline import reference_sentences
 
 A = "The cat sat on the mat."
 B = "A dog lay on the rug by the door."

@@ -19,13 +19,13 @@ import bertscope
 from bertscope.backends import fast
 
 TEXTS = ["a small test sentence", "another one, a little longer than the first", "rain again", "ok"]
-# texts per second by (backend, quantize, dtype); int8 is the fastest, torch float32 the slowest
+# texts per second by mode; int8 is the fastest, torch float32 the slowest
 SPEEDS = {
-    ("torch", None, "float32"): 100.0,
-    ("onnxruntime", None, "float32"): 150.0,
-    ("openvino", None, "float32"): 160.0,
-    ("onnxruntime", "int8", "float32"): 300.0,
-    ("openvino", "int8", "float32"): 400.0,
+    "torch float32": 100.0,
+    "onnxruntime float32": 150.0,
+    "openvino float32": 160.0,
+    "onnxruntime int8": 300.0,
+    "openvino int8": 400.0,
 }
 
 
@@ -42,17 +42,15 @@ def cache(tmp_path: Path) -> Iterator[Path]:
 
 
 @pytest.fixture
-def measured(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str | None, str]]:
+def measured(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Replace the timing with SPEEDS (vectors stay real); returns the list of modes measured."""
-    calls: list[tuple[str, str | None, str]] = []
+    calls: list[str] = []
 
-    def fake(model: bertscope.Model, texts: list[str]) -> tuple[float, np.ndarray]:
-        info = model.info()
-        key = (info.backend, info.quantize, info.dtype)
-        calls.append(key)
-        return SPEEDS.get(key, 50.0), model.embed(list(texts), progress=False).vectors
+    def fake(ways: dict[str, Any], texts: list[str], *, rounds: int) -> dict[str, tuple[float, np.ndarray]]:
+        calls.extend(ways)
+        return {name: (SPEEDS.get(name, 50.0), embed(list(texts))) for name, embed in ways.items()}
 
-    monkeypatch.setattr(fast, "measure_mode", fake)
+    monkeypatch.setattr(fast, "measure", fake)
     return calls
 
 
@@ -111,7 +109,7 @@ def test_nothing_faster_says_so_and_runs_float32(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    monkeypatch.setitem(SPEEDS, ("torch", None, "float32"), 1000.0)
+    monkeypatch.setitem(SPEEDS, "torch float32", 1000.0)
     m = load_fast(tiny_dirs["bert"])
     assert "nothing on this machine beats torch float32" in capsys.readouterr().err
     info = m.info()
@@ -133,13 +131,69 @@ def test_the_choice_is_recorded_in_corpus_settings(
 
 
 def test_choose_takes_the_fastest_within_the_bound() -> None:
-    def row(mode: str, speed: float, cos: float) -> fast.Measured:
-        return fast.Measured(mode, {}, speed, speed / 100, cos, cos)
-
     rows = [row("torch float32", 100, 1.0), row("a", 150, 0.99999), row("b", 400, 0.995)]
     assert fast.choose(rows, 0.999).mode == "a"
     assert fast.choose(rows, 0.99).mode == "b"
     assert fast.choose(rows, 1.0).mode == "torch float32"
+
+
+def row(mode: str, speed: float, cos: float) -> fast.Measured:
+    return fast.Measured(mode, {}, speed, speed / 100, cos, cos)
+
+
+def test_int8_must_earn_its_drift() -> None:
+    # 1.4x the fastest float mode in the bound: int8 is not chosen; 1.6x: it is.
+    floats = [row("torch float32", 100, 1.0), row("openvino float32", 200, 0.99999)]
+    assert fast.choose([*floats, row("onnxruntime int8", 280, 0.995)], 0.99).mode == "openvino float32"
+    assert fast.choose([*floats, row("onnxruntime int8", 320, 0.995)], 0.99).mode == "onnxruntime int8"
+
+
+def test_int8_is_a_candidate_only_with_vnni(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setattr(fast, "has_vnni", lambda: False)
+    assert not any("int8" in mode for mode in fast.candidates(torch.device("cpu")))
+    monkeypatch.setattr(fast, "has_vnni", lambda: True)
+    assert {"onnxruntime int8", "openvino int8"} <= set(fast.candidates(torch.device("cpu")))
+
+
+def test_remeasure_stale_and_implausible_figures_measure_again(
+    tiny_dirs: dict[str, Path], measured: list[Any], cache: Path
+) -> None:
+    load_fast(tiny_dirs["bert"])
+    count = len(measured)
+    load_fast(tiny_dirs["bert"], remeasure=True)  # asked
+    assert len(measured) == 2 * count
+    path = next((cache / "fast").glob("*.json"))
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps({**data, "bertscope": "0.0.1"}))  # written by an older bertscope
+    load_fast(tiny_dirs["bert"])
+    assert len(measured) == 3 * count
+    data["measured"][1]["vs_float32"] = 150.0  # measured while something else held the CPU
+    path.write_text(json.dumps(data))
+    load_fast(tiny_dirs["bert"])
+    assert len(measured) == 4 * count
+    load_fast(tiny_dirs["bert"])  # the fresh figures are kept
+    assert len(measured) == 4 * count
+
+
+def test_cli_remeasure_forgets_this_machines_figures(
+    tiny_dirs: dict[str, Path], measured: list[Any], cache: Path, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from bertscope.cli import app
+
+    load_fast(tiny_dirs["bert"])
+    kept = next((cache / "fast").glob("*.json"))
+    count = len(measured)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(t + "\n" for t in TEXTS))
+    args = ["embed", "-i", str(corpus), "-o", str(tmp_path / "o.parquet"), "-m", str(tiny_dirs["bert"])]
+    result = CliRunner().invoke(app, [*args, "--device", "cpu", "--fast", "--remeasure", "-q"])
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert len(measured) == 2 * count
+    assert not kept.exists()  # the figures of the other calibration were forgotten too
 
 
 def test_bfloat16_is_a_candidate_only_with_native_support(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -31,9 +31,9 @@ import torch
 from typer.testing import CliRunner
 
 import bertscope
+from bertscope.backends.onnx import calibration_texts, model_hash, resolve_backend
 from bertscope.cli import app
 from bertscope.errors import BackendUnavailable
-from bertscope.onnx_backend import calibration_texts, model_hash, resolve_backend
 from tiny_models import FAMILIES
 
 REPO = Path(__file__).resolve().parents[1]

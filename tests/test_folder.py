@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import bertscope
-from bertscope.folder import FolderView
+from bertscope.core.folder import FolderView
 from tiny_models import FAMILIES
 
 TEXTS = ["I like eating bread", "Héllo WÖRLD naïve café  tabs\tand  spaces 🙂", "tokenization " * 400]

@@ -10,10 +10,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 import bertscope
+from bertscope.core.layers import parse_layers
+from bertscope.core.tokens import text_problem
 from bertscope.errors import InvalidSpec
-from bertscope.layers import parse_layers
 from bertscope.server import ServerSettings, create_app
-from bertscope.tokens import text_problem
 
 
 def _doc(model: bertscope.Model, **settings: Any) -> dict[str, Any]:

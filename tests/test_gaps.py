@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 import bertscope
 from bertscope.cli import app
 from bertscope.errors import BertscopeError, CorpusError, InvalidInput
-from bertscope.post import fit_post_on_texts
+from bertscope.core.post import fit_post_on_texts
 from bertscope.server import create_app
 
 TEXTS = [
@@ -123,9 +123,9 @@ def test_embed_tokens_route_tokenizes_once(bundled: bertscope.Model, monkeypatch
 
 
 def test_one_text_check_for_lists_and_streams(bundled: bertscope.Model) -> None:
-    from bertscope import model as model_module
+    from bertscope.core import encoder
 
-    assert not hasattr(model_module, "_checked")
+    assert not hasattr(encoder, "checked")  # the stream's own copy of the checks is gone
     for bad in ([" "], ["a", 3], ["\ud800"]):
         with pytest.raises(InvalidInput) as listed:
             bundled.embed(bad)
@@ -151,7 +151,7 @@ def test_search_refuses_another_post_file_of_the_same_width(
 
 
 def test_sweep_applies_a_file_only_where_it_was_fitted(bundled: bertscope.Model, tmp_path: Path) -> None:
-    from bertscope.analysis import sweep
+    from bertscope.research.analysis import sweep
 
     white = fit_post_on_texts(bundled, TEXTS, "whitening", dim=3, layers="6", pooling="mean")
     gold = [0.1, 0.9, 0.5]
@@ -239,7 +239,7 @@ def test_occurrences_read_through_the_index(
 
 def test_senses_takes_a_layer_of_a_stacked_store(stacked: Path) -> None:
     from bertscope.io.occurrences import occurrence_vectors
-    from bertscope.senses import word_senses
+    from bertscope.research.senses import word_senses
 
     _, both = occurrence_vectors(stacked, word="bank")
     _, six = occurrence_vectors(stacked, word="bank", layer=6)

@@ -1,4 +1,4 @@
-"""Layer specs and how several selected layers combine (bertscope.layers)."""
+"""Layer specs and how several selected layers combine (bertscope.core.layers)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 
 import bertscope
 from bertscope import Combine
-from bertscope.layers import combine_layers, parse_layers
+from bertscope.core.layers import combine_layers, parse_layers
 
 N_LAYERS = 6
 

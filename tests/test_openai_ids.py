@@ -18,10 +18,10 @@ from fastapi.testclient import TestClient
 from transformers import AutoModel
 
 import bertscope
-from bertscope._enums import LongText, Pooling
+from bertscope.core._enums import LongText, Pooling
+from bertscope.core.spec import EmbedOptions, resolve
 from bertscope.errors import InvalidInput, InvalidSpec
 from bertscope.server import create_app
-from bertscope.spec import EmbedOptions, resolve
 from prompted import with_prompts
 from tiny_models import build_tiny_model
 

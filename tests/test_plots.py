@@ -11,11 +11,11 @@ from matplotlib.image import imread
 from typer.testing import CliRunner
 
 import bertscope
-from bertscope.analysis import read_pairs, sweep
 from bertscope.cli import app
 from bertscope.cli import research as cli_research
 from bertscope.errors import InvalidInput
-from bertscope.plots import plot_contextuality, plot_layers, plot_sweep, plot_word_eval, plot_words
+from bertscope.research.analysis import read_pairs, sweep
+from bertscope.research.plots import plot_contextuality, plot_layers, plot_sweep, plot_word_eval, plot_words
 
 DATA = Path(__file__).parent / "data"
 CONTEXTS = (DATA / "contexts.txt").read_text().splitlines()
@@ -36,8 +36,8 @@ def test_sweep_heatmap(bundled: bertscope.Model, tmp_path: Path) -> None:
 
 
 def test_word_eval_and_contextuality_lines(tmp_path: Path) -> None:
-    from bertscope.analysis import WordEval
-    from bertscope.contextuality import Contextuality
+    from bertscope.research.analysis import WordEval
+    from bertscope.research.contextuality import Contextuality
 
     records = [{"layer": "static", "spearman": 0.4}] + [
         {"layer": k, "spearman": 0.3 + k / 20} for k in range(7)

@@ -1,4 +1,4 @@
-"""Token, word and sentence pooling (bertscope.pooling), directly and through Model.embed."""
+"""Token, word and sentence pooling (bertscope.core.pooling), directly and through Model.embed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 
 import bertscope
 from bertscope import Pooling, SubwordPooling
-from bertscope.pooling import group_words, pool_sentences, pool_words
+from bertscope.core.pooling import group_words, pool_sentences, pool_words
 
 MASK = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
 

@@ -11,8 +11,8 @@ from typer.testing import CliRunner
 import bertscope
 from bertscope.cli import app
 from bertscope.cli import research as cli_research
+from bertscope.core.post import PCA, AllButTheTop, Whitening, as_post, fit_post, fit_post_on_texts, load_post
 from bertscope.errors import InvalidInput, InvalidSpec
-from bertscope.post import PCA, AllButTheTop, Whitening, as_post, fit_post, fit_post_on_texts, load_post
 
 DATA = Path(__file__).parent / "data"
 

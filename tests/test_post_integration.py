@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 import bertscope
 from bertscope.cli import app as cli_app
-from bertscope.post import fit_post_on_texts
+from bertscope.core.post import fit_post_on_texts
 from bertscope.server import ServerSettings, create_app
 
 NEWS = Path(__file__).resolve().parents[1] / "examples" / "news.txt"
@@ -30,7 +30,7 @@ def test_embed_applies_post_and_records_it(bundled: bertscope.Model, white_file:
     plain = bundled.embed(TEXTS)
     white = bundled.embed(TEXTS, post=white_file)
     assert white.vectors.shape == (len(TEXTS), 16) and white.spec["post"]["kind"] == "whitening"
-    expected = bertscope.post.load_post(white_file).apply(plain.vectors)
+    expected = bertscope.core.post.load_post(white_file).apply(plain.vectors)
     np.testing.assert_allclose(white.vectors, expected, atol=1e-5)
     with pytest.raises(bertscope.InvalidSpec, match="fitted on"):
         bundled.embed(TEXTS[:2], post=white_file, layers="0")

@@ -1,4 +1,4 @@
-"""The model's own prompts (bertscope.prompts): read from its folder, equal to sentence-transformers."""
+"""The model's own prompts (bertscope.core.prompts): read from its folder, equal to sentence-transformers."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import bertscope
-from bertscope.prompts import Prompts, query_prompt_name, read_prompts
+from bertscope.core.prompts import Prompts, query_prompt_name, read_prompts
 from prompted import PROMPTS, with_prompts
 
 TEXTS = ["a cat sat on the mat", "Berlin is the capital of Germany and its largest city."]

@@ -215,7 +215,7 @@ def test_a_layer_named_twice_is_refused_with_a_short_message(bundled: bertscope.
 def test_window_ownership_takes_linear_memory() -> None:
     import tracemalloc
 
-    from bertscope.tokens import Window, window_owner
+    from bertscope.core.tokens import Window, window_owner
 
     n, width, step = 40_000, 126, 63  # the quadratic version needed n x windows floats: 203 MB here
     starts = list(range(0, n - width, step)) + [n - width]
@@ -230,7 +230,7 @@ def test_window_ownership_takes_linear_memory() -> None:
 
 
 def test_whitening_fits_to_the_rank_when_some_dimensions_are_constant() -> None:
-    from bertscope.post import Whitening
+    from bertscope.core.post import Whitening
 
     rng = np.random.default_rng(0)
     vectors = rng.normal(size=(200, 20))
@@ -251,7 +251,7 @@ def test_whitening_fits_to_the_rank_when_some_dimensions_are_constant() -> None:
 def test_a_query_with_post_on_a_store_made_without_it_is_refused(
     tmp_path: Path, bundled: bertscope.Model
 ) -> None:
-    from bertscope.post import fit_post
+    from bertscope.core.post import fit_post
 
     store = tmp_path / "plain.parquet"
     bertscope.embed_corpus(_corpus(tmp_path, TEXTS), store, model=bundled)
@@ -263,7 +263,7 @@ def test_a_query_with_post_on_a_store_made_without_it_is_refused(
 
 
 def test_broken_files_are_one_line_errors(tmp_path: Path) -> None:
-    from bertscope.post import load_post
+    from bertscope.core.post import load_post
 
     corrupt = tmp_path / "broken.parquet"
     corrupt.write_bytes(b"PAR1 not really parquet")
@@ -291,7 +291,7 @@ def test_an_org_less_hub_id_gets_the_hub_advice_offline() -> None:
 
 
 def test_plot_words_says_which_words_are_missing(bundled: bertscope.Model, tmp_path: Path) -> None:
-    from bertscope.plots import plot_words
+    from bertscope.research.plots import plot_words
 
     sentences = ["we sat on the bank", "the bank raised rates", "money in the bank", "river bank erosion"]
     with pytest.warns(UserWarning, match="not in the picture: zebra"):

@@ -9,7 +9,7 @@ import pytest
 
 import bertscope
 from bertscope.errors import InvalidInput
-from bertscope.senses import word_senses
+from bertscope.research.senses import word_senses
 from test_cli import run_ok
 
 SENSES = Path(__file__).parent / "data" / "bank_senses.txt"

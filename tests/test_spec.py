@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 
 import bertscope
-from bertscope import spec as spec_module
+from bertscope.core import spec as spec_module
+from bertscope.core.post import fit_post
+from bertscope.core.spec import EmbedOptions, EmbedSpec, Recipe, reload_arg, resolve
 from bertscope.errors import InvalidSpec
-from bertscope.post import fit_post
-from bertscope.spec import EmbedOptions, EmbedSpec, Recipe, reload_arg, resolve
 
 TEXTS = ["I like eating bread", "a cat sat on the mat", "The banana bread was horrible", "rain again"]
 
 
 def test_embed_spec_stays_public_at_the_top_and_in_the_engine() -> None:
-    from bertscope import engine
+    from bertscope.core import engine
 
     assert bertscope.EmbedSpec is EmbedSpec
     assert engine.EmbedSpec is EmbedSpec

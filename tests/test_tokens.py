@@ -167,7 +167,7 @@ def test_roberta_style_pair_has_separators_and_no_type_one(tiny_models: dict[str
 
 
 def test_a_tokenizer_without_pair_template_refuses_pairs(bundled: bertscope.Model) -> None:
-    from bertscope.tokens import TextTokenizer
+    from bertscope.core.tokens import TextTokenizer
 
     backend = copy.deepcopy(bundled.tokenizer.backend)
     backend.post_processor = None

@@ -12,11 +12,11 @@ from typer.testing import CliRunner
 
 import bertscope
 from bertscope.cli import app
+from bertscope.core.similarity import cos_sim
 from bertscope.errors import CorpusError, InvalidSpec
 from bertscope.io.job import embed_corpus
 from bertscope.io.stores import open_store, search
 from bertscope.io.views import parse_view, parse_views
-from bertscope.similarity import cos_sim
 
 NEWS = Path(__file__).parents[1] / "examples" / "news.txt"
 VIEWS = {

@@ -8,7 +8,8 @@ m.static("bread"); m.anatomy("I am Sinan"); m.embed(["a cat", "a dog"], layers="
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._enums import (
+    from .anatomy import Anatomy
+    from .core._enums import (
         Backend,
         Combine,
         DType,
@@ -21,7 +22,11 @@ if TYPE_CHECKING:
         Quantize,
         SubwordPooling,
     )
-    from .anatomy import Anatomy
+    from .core.families import SUPPORTED
+    from .core.results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
+    from .core.similarity import Hit, cos_sim, pairwise_cos_sim
+    from .core.spec import EmbedSpec
+    from .core.tokens import Tokens
     from .errors import (
         BackendUnavailable,
         BertscopeError,
@@ -34,7 +39,6 @@ if TYPE_CHECKING:
         UnknownToken,
         UnsupportedArchitecture,
     )
-    from .families import SUPPORTED
     from .io.job import JobSummary, embed_corpus
     from .io.occurrences import Occurrence, Occurrences, search_occurrences
     from .io.sqlite_store import list_collections
@@ -42,30 +46,26 @@ if TYPE_CHECKING:
     from .model import Model, ModelInfo, load
     from .research.aggregate import AggregatedStatic
     from .research.distill import distill
+    from .research.senses import Senses, word_senses
     from .research.static_kinds import DecontextualizedStatic
-    from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
-    from .senses import Senses, word_senses
-    from .similarity import Hit, cos_sim, pairwise_cos_sim
-    from .spec import EmbedSpec
     from .static import Neighbor, StaticWord
-    from .tokens import Tokens
 
 # Where each public name lives; a name's module is imported on first use (PEP 562), so
 # `import bertscope` and the command line's help cost no torch.
 _LAZY = {
-    "Backend": "._enums",
-    "Combine": "._enums",
-    "DType": "._enums",
-    "Engine": "._enums",
-    "LongText": "._enums",
-    "Mode": "._enums",
-    "Pooling": "._enums",
-    "Quantize": "._enums",
-    "Level": "._enums",
-    "Precision": "._enums",
-    "SubwordPooling": "._enums",
+    "Backend": ".core._enums",
+    "Combine": ".core._enums",
+    "DType": ".core._enums",
+    "Engine": ".core._enums",
+    "LongText": ".core._enums",
+    "Mode": ".core._enums",
+    "Pooling": ".core._enums",
+    "Quantize": ".core._enums",
+    "Level": ".core._enums",
+    "Precision": ".core._enums",
+    "SubwordPooling": ".core._enums",
     "Anatomy": ".anatomy",
-    "EmbedSpec": ".spec",
+    "EmbedSpec": ".core.spec",
     "BackendUnavailable": ".errors",
     "BertscopeError": ".errors",
     "CorpusError": ".errors",
@@ -75,7 +75,7 @@ _LAZY = {
     "ModelLoadError": ".errors",
     "UnknownToken": ".errors",
     "UnsupportedArchitecture": ".errors",
-    "SUPPORTED": ".families",
+    "SUPPORTED": ".core.families",
     "JobInterrupted": ".errors",
     "JobSummary": ".io.job",
     "embed_corpus": ".io.job",
@@ -84,20 +84,20 @@ _LAZY = {
     "search_occurrences": ".io.occurrences",
     "Occurrence": ".io.occurrences",
     "Occurrences": ".io.occurrences",
-    "word_senses": ".senses",
-    "Senses": ".senses",
+    "word_senses": ".research.senses",
+    "Senses": ".research.senses",
     "Model": ".model",
     "ModelInfo": ".model",
     "load": ".model",
-    "SentenceEmbeddings": ".results",
-    "TokenEmbeddings": ".results",
-    "WordEmbeddings": ".results",
-    "Hit": ".similarity",
-    "cos_sim": ".similarity",
-    "pairwise_cos_sim": ".similarity",
+    "SentenceEmbeddings": ".core.results",
+    "TokenEmbeddings": ".core.results",
+    "WordEmbeddings": ".core.results",
+    "Hit": ".core.similarity",
+    "cos_sim": ".core.similarity",
+    "pairwise_cos_sim": ".core.similarity",
     "Neighbor": ".static",
     "StaticWord": ".static",
-    "Tokens": ".tokens",
+    "Tokens": ".core.tokens",
     "distill": ".research.distill",
     "AggregatedStatic": ".research.aggregate",
     "DecontextualizedStatic": ".research.static_kinds",

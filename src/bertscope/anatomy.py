@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from .results import rows
-from .tokens import Tokens, pad_batch
+from .core.results import rows
+from .core.tokens import Tokens, pad_batch
 
 if TYPE_CHECKING:
     from .model import Model

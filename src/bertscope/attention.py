@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ._enums import LongText
+from .core._enums import LongText
+from .core.forward import model_inputs
+from .core.tokens import Text, Tokens, is_pair, pad_batch
 from .errors import InvalidInput
-from .forward import model_inputs
-from .tokens import Text, Tokens, is_pair, pad_batch
 
 if TYPE_CHECKING:
     from .model import Model

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
+from typing import Any
 
 import numpy as np
 
-from ._enums import LongText, Pooling
-from .chunking import Span
-from .engine import EmbedSpec, Engine, OnBatch
+from .core._enums import LongText, Pooling
+from .core.chunking import ChunkBy, Span, chunk_spans
+from .core.encoder import Encoder
+from .core.engine import EmbedSpec, Engine, OnBatch
+from .core.progress import progress_callback
+from .core.results import ChunkEmbeddings
+from .core.tokens import check_texts
 from .errors import InvalidInput, InvalidSpec
-from .results import ChunkEmbeddings
 
-__all__ = ["late_spec", "iter_chunk_embeddings", "pool_spans"]
+__all__ = ["embed_chunks", "late_spec", "iter_chunk_embeddings", "pool_spans"]
 
 _DOCS_PER_GROUP = 64
 
@@ -143,3 +147,56 @@ def _rows_in(usable: Sequence[Span | None], span: Span, number: int) -> list[int
             "characters?); give spans with text"
         )
     return rows
+
+
+def embed_chunks(
+    encoder: Encoder,
+    docs: str | Sequence[str],
+    *,
+    chunks: ChunkBy | str | Sequence[tuple[int, int]] = "sentence",
+    late: bool = True,
+    size: int = 128,
+    overlap: int = 0,
+    long: LongText | str | None = None,
+    progress: bool | None = None,
+    **options: Any,
+) -> Any:
+    """Chunk vectors of a document (ChunkEmbeddings) or of each of a list of documents (a list).
+
+    `options` are `Encoder.spec`'s; see `Model.embed_chunks` for the chunkings.
+    """
+    items = check_texts(docs)
+    spec = encoder.spec(long=long or ("window" if late else "truncate"), **options)
+    if late:
+        spec = late_spec(spec)
+    per_doc = _spans_per_doc(chunks, items, isinstance(docs, str))
+    spans = (
+        (text, chunk_spans(text, given, tokenizer=encoder.tokenizer, size=size, overlap=overlap))
+        for text, given in zip(items, per_doc, strict=True)
+    )
+    settings: dict[str, Any] = {"chunks": _chunks_name(chunks)}
+    if settings["chunks"] == ChunkBy.TOKENS.value:
+        settings.update(chunk_size=size, chunk_overlap=overlap)
+    with progress_callback(len(items), enabled=progress) as on_batch:
+        chunked = iter_chunk_embeddings(
+            encoder.engine, spans, spec, late=late, settings=settings, on_batch=on_batch
+        )
+        results = list(chunked)
+    return results[0] if isinstance(docs, str) else results
+
+
+def _spans_per_doc(chunks: Any, docs: list[str], single: bool) -> list[Any]:
+    """The chunking of each document: one name for all, or the user's spans (one list per document)."""
+    if isinstance(chunks, str):
+        return [chunks] * len(docs)
+    if single:
+        return [chunks]
+    if not isinstance(chunks, Sequence) or len(chunks) != len(docs):
+        raise InvalidInput(
+            f"for {len(docs)} documents give one list of (start, end) spans per document, or a chunking name"
+        )
+    return list(chunks)
+
+
+def _chunks_name(chunks: Any) -> str:
+    return str(ChunkBy.parse(chunks, what="chunking").value) if isinstance(chunks, str) else "spans"

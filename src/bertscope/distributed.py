@@ -20,7 +20,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ._enums import (
+from .core._enums import (
     Backend,
     Combine,
     DType,
@@ -32,15 +32,15 @@ from ._enums import (
     Quantize,
     SubwordPooling,
 )
-from .chunking import ChunkBy
+from .core.chunking import ChunkBy
+from .core.layers import LayerSpec
+from .core.spec import EmbedOptions, PostArg, reload_arg, stored_settings
 from .errors import CorpusError, InvalidInput
 from .io.job import JobSummary
 from .io.levels import make_level, vector_columns
 from .io.readers import Record, read_corpus
 from .io.sinks import with_settings
-from .layers import LayerSpec
 from .model import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, Model
-from .spec import EmbedOptions, PostArg, reload_arg, stored_settings
 
 __all__ = ["embed_dataset", "run_ray_job"]
 

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._enums import Combine, LongText, Pooling
+from .core._enums import Combine, LongText, Pooling
+from .core.layers import LayerSpec
+from .core.post import PostKind, PostProcessor
+from .core.similarity import cos_sim
+from .core.spec import EmbedOptions, EmbedSpec, resolve
+from .core.tokens import Tokens
 from .errors import InvalidSpec
-from .layers import LayerSpec
-from .post import PostKind, PostProcessor
-from .similarity import cos_sim
-from .spec import EmbedOptions, EmbedSpec, resolve
-from .tokens import Tokens
 
 if TYPE_CHECKING:
     from .model import Model

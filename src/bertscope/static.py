@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._enums import StrEnum
+from .core._enums import StrEnum
+from .core.similarity import unit
+from .core.tokens import text_problem
 from .errors import InvalidInput, UnknownToken
-from .similarity import unit
-from .tokens import text_problem
 
 if TYPE_CHECKING:
     from .model import Model

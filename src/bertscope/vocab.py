@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from tokenizers import AddedToken
 
-from ._enums import StrEnum
+from .core._enums import StrEnum
 from .errors import InvalidInput, InvalidSpec
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ def _write_sentence_transformers(folder: Path, loaded: Any, width: int) -> None:
             {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}
         )
         (folder / "2_Normalize").mkdir()
-    from .loading import pooling_config
+    from .core.loading import pooling_config
 
     pooling = pooling_config(loaded.st_pooling, width)
     (folder / "1_Pooling").mkdir()

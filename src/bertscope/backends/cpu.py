@@ -9,10 +9,20 @@ from pathlib import Path
 
 import torch
 
-__all__ = ["NATIVE_BF16_FLAGS", "cpu_flags", "cpu_name", "has_native_bf16", "machine_key"]
+__all__ = [
+    "NATIVE_BF16_FLAGS",
+    "VNNI_FLAGS",
+    "cpu_flags",
+    "cpu_name",
+    "has_native_bf16",
+    "has_vnni",
+    "machine_key",
+]
 
 # AVX-512 BF16 (Cooper Lake, Zen 4 on) or AMX (Sapphire Rapids on): bfloat16 matmuls in hardware.
 NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+# int8 dot products in one instruction (AVX-512 VNNI, AVX-VNNI, AMX): without them int8 loses to float32.
+VNNI_FLAGS = ("avx512_vnni", "avx_vnni", "amx_int8")
 
 
 @lru_cache(maxsize=1)
@@ -42,6 +52,11 @@ def cpu_name() -> str:
 def has_native_bf16() -> bool:
     """True where the CPU multiplies bfloat16 in hardware (AVX-512 BF16 or AMX)."""
     return any(flag in cpu_flags() for flag in NATIVE_BF16_FLAGS)
+
+
+def has_vnni() -> bool:
+    """True where the CPU has int8 dot-product instructions (AVX-512 VNNI, AVX-VNNI or AMX)."""
+    return any(flag in cpu_flags() for flag in VNNI_FLAGS)
 
 
 def machine_key() -> str:

@@ -1,11 +1,13 @@
 """mode="fast": measure the modes this machine can run, keep the fastest within a cosine bound to float32.
 
-The candidates are torch float32 (the exact default), ONNX Runtime and OpenVINO float32, their int8
-variants and, where the CPU multiplies bfloat16 natively, torch and OpenVINO bfloat16 (on CUDA: torch
-float32, bfloat16, float16), each only when its packages are installed. Each runs the calibration
-sentences (best of 3, after a warm-up); the fastest whose min cosine to float32 is >= the bound wins.
-The measurements are kept in the cache per model (weights' hash), machine (CPU model, flags, threads)
-and calibration texts, so a second load does not measure again, and another bound reuses them.
+The candidates come from the one mode table (modes.py): torch, ONNX Runtime and OpenVINO float32; where
+the CPU multiplies bfloat16 natively, torch and OpenVINO bfloat16; where it has VNNI, their int8 (on
+CUDA: torch float32, bfloat16, float16), each only when its packages are installed. Each runs the
+calibration sentences (median of 3 alternating rounds, after a warm-up); the fastest whose min cosine
+to float32 is >= the bound wins, int8 only when >= 1.5x the fastest float mode in the bound. The
+measurements are kept in the cache per model (weights' hash), machine (CPU model, flags, threads) and
+calibration texts, so a second load does not measure again, and another bound reuses them; they are
+measured again when older than the installed bertscope, implausible, or when asked (`remeasure`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ import importlib.util
 import json
 import os
 import sys
-import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -25,13 +26,31 @@ import numpy as np
 import torch
 
 from ..errors import InvalidSpec, ModelLoadError
-from ..onnx_backend import cache_dir, calibration_texts, model_hash
-from .cpu import cpu_name, has_native_bf16, machine_key
+from .cpu import cpu_name, has_native_bf16, has_vnni, machine_key
+from .modes import MODES, Way, measure
+from .onnx import cache_dir, calibration_texts, model_hash
 
-__all__ = ["FAST_FORMAT", "Measured", "candidates", "choose", "fast_cache_dir", "load_fast"]
+__all__ = [
+    "FAST_FORMAT",
+    "INT8_MIN_GAIN",
+    "Measured",
+    "candidates",
+    "choose",
+    "fast_cache_dir",
+    "forget_measurements",
+    "load_fast",
+    "plausible",
+    "read_measured",
+    "runtime_embedder",
+    "write_measured",
+]
 
-FAST_FORMAT = 1
+FAST_FORMAT = 2
 _REPEATS = 3
+# int8 is offered only where it is at least this much faster than the best float mode in the bound.
+INT8_MIN_GAIN = 1.5
+# A cached ratio beyond this either way says the measurement was disturbed: measure again.
+_MAX_RATIO = 20.0
 _FLOAT32 = "torch float32"
 
 
@@ -45,6 +64,7 @@ class Measured:
     vs_float32: float
     cos_min: float
     cos_mean: float
+    max_abs: float = 0.0
 
 
 def fast_cache_dir() -> Path:
@@ -56,30 +76,40 @@ def _installed(*modules: str) -> bool:
     return all(importlib.util.find_spec(name) is not None for name in modules)
 
 
-def candidates(device: torch.device) -> dict[str, dict[str, Any]]:
-    """Mode name -> load options, for the modes this machine and these packages can run."""
-    if device.type == "cuda":
-        return {_FLOAT32: {}, "torch bfloat16": {"dtype": "bfloat16"}, "torch float16": {"dtype": "float16"}}
-    ort, ov = _installed("onnxruntime", "onnx"), _installed("openvino", "onnx")
-    found: dict[str, dict[str, Any]] = {_FLOAT32: {}}
-    if ort:
-        found["onnxruntime float32"] = {"backend": "onnxruntime"}
-        found["onnxruntime int8"] = {"backend": "onnxruntime", "quantize": "int8"}
-    if ov:
-        found["openvino float32"] = {"backend": "openvino"}
-        if _installed("nncf"):
-            found["openvino int8"] = {"backend": "openvino", "quantize": "int8"}
-    if has_native_bf16():
-        found["torch bfloat16"] = {"dtype": "bfloat16"}
-        if ov:
-            found["openvino bfloat16"] = {"backend": "openvino", "dtype": "bfloat16"}
+def candidates(device: torch.device) -> dict[str, Way]:
+    """Label -> way, for the modes this machine and these packages can run (and that are worth running).
+
+    bfloat16 needs the CPU's native bfloat16 (elsewhere it is float32 with conversions); int8 needs VNNI
+    (elsewhere its int8 dot products take three AVX2 instructions each and lose to float32: measured on
+    a 2-core Zen 3, see bench/BENCHMARKS.md).
+    """
+    found: dict[str, Way] = {}
+    for way in MODES.values():
+        if device.type == "cuda":
+            if way.cuda:
+                found[way.label] = way
+            continue
+        if way.precision == "float16" or not _installed(*way.needs):
+            continue
+        if (way.native == "bf16" and not has_native_bf16()) or (way.native == "vnni" and not has_vnni()):
+            continue
+        found[way.label] = way
     return found
 
 
 def choose(measured: Sequence[Measured], min_cosine: float) -> Measured:
-    """The fastest mode whose min cosine to float32 is >= `min_cosine` (torch float32 always qualifies)."""
+    """The fastest mode whose min cosine to float32 is >= `min_cosine` (torch float32 always qualifies).
+
+    int8 must also earn its drift: it is chosen only when >= `INT8_MIN_GAIN` x the fastest float mode
+    within the same bound, else that float mode wins.
+    """
     allowed = [m for m in measured if m.mode == _FLOAT32 or m.cos_min >= min_cosine]
-    return max(allowed, key=lambda m: m.texts_per_s)
+    floats = [m for m in allowed if "int8" not in m.mode]
+    best_float = max(floats, key=lambda m: m.texts_per_s)
+    earned = [
+        m for m in allowed if "int8" in m.mode and m.texts_per_s >= INT8_MIN_GAIN * best_float.texts_per_s
+    ]
+    return max([best_float, *earned], key=lambda m: m.texts_per_s)
 
 
 def load_fast(
@@ -91,8 +121,13 @@ def load_fast(
     token_budget: int | None,
     min_cosine: float,
     calibration: Sequence[str] | None,
+    remeasure: bool = False,
 ) -> Any:
-    """A Model in the fastest mode within `min_cosine`, measured once per model and machine (cached)."""
+    """A Model in the fastest mode within `min_cosine`, measured once per model and machine (cached).
+
+    Measured again when asked (`remeasure`), when the cache was written by another bertscope version,
+    or when its figures are implausible (see `plausible`).
+    """
     from ..model import load
 
     if (
@@ -108,16 +143,16 @@ def load_fast(
     texts = list(calibration) if calibration is not None else calibration_texts()
     if not texts:
         raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
-    base = load(name, device=device, max_tokens=max_tokens, token_budget=token_budget)
+    base = load(name, device=device, max_tokens=max_tokens, token_budget=token_budget, backend="torch")
     path = _cache_path(base, texts)
     wanted = candidates(device)
-    measured = _read(path)
+    measured = None if remeasure else read_measured(path)
     if measured is None or set(wanted) - {m.mode for m in measured}:
         _say(f"fast mode: measuring {len(wanted)} modes on {len(texts)} sentences, once for this model "
              f"and machine ({cpu_name()}, {torch.get_num_threads()} threads)")  # fmt: skip
         measured = _measure_all(base, name, wanted, texts, device)
-        _write(path, measured)
-    best = choose(measured, min_cosine)
+        write_measured(path, measured)
+    best = choose([m for m in measured if m.mode in wanted], min_cosine)
     if best.mode == _FLOAT32:
         _say(f"fast mode: nothing on this machine beats torch float32 with min cosine >= {min_cosine}; "
              "running float32")  # fmt: skip
@@ -142,15 +177,33 @@ def _cache_path(base: Any, texts: Sequence[str]) -> Path:
     return fast_cache_dir() / f"{base.family.name}-{digest}-{machine_key()}-c{calib}-f{FAST_FORMAT}.json"
 
 
-def _read(path: Path) -> list[Measured] | None:
+def plausible(measured: Sequence[Measured]) -> bool:
+    """Whether cached figures can be trusted: torch float32 at 1.0x, every speed finite and positive, and
+    no ratio past `_MAX_RATIO` either way (a measurement taken while something else held the CPU)."""
+    if not any(m.mode == _FLOAT32 and abs(m.vs_float32 - 1.0) < 1e-6 for m in measured):
+        return False
+    return all(
+        np.isfinite(m.texts_per_s) and m.texts_per_s > 0 and 1 / _MAX_RATIO <= m.vs_float32 <= _MAX_RATIO
+        for m in measured
+    )
+
+
+def read_measured(path: Path) -> list[Measured] | None:
+    """The cached measurements, or None when missing, unreadable, from another version or implausible."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        return [Measured(**row) for row in data["measured"]]
+        measured = [Measured(**row) for row in data["measured"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    stale = data.get("bertscope") != _version() or path.stat().st_mtime < _package_time()
+    if stale or not plausible(measured):
+        _say(f"fast mode: the measurements in {path} are stale or implausible; measuring again")
+        return None
+    return measured
 
 
-def _write(path: Path, measured: Sequence[Measured]) -> None:
+def write_measured(path: Path, measured: Sequence[Measured]) -> None:
+    """Keep the measurements (atomically), with the CPU, threads and bertscope version they hold for."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -158,10 +211,35 @@ def _write(path: Path, measured: Sequence[Measured]) -> None:
             f"cannot create the cache folder {path.parent} ({exc.strerror}); "
             "set BERTSCOPE_CACHE to a writable folder"
         ) from None
-    about = {"cpu": cpu_name(), "threads": torch.get_num_threads(), "measured": [asdict(m) for m in measured]}
-    staged = path.with_suffix(".tmp")
+    about = {
+        "cpu": cpu_name(),
+        "threads": torch.get_num_threads(),
+        "bertscope": _version(),
+        "measured": [asdict(m) for m in measured],
+    }
+    staged = path.with_suffix(f".{os.getpid()}.tmp")
     staged.write_text(json.dumps(about, indent=1), encoding="utf-8")
     os.replace(staged, path)
+
+
+def forget_measurements() -> int:
+    """Delete this machine's cached measurements (every model): the next load measures again."""
+    gone = 0
+    for path in fast_cache_dir().glob(f"*-{machine_key()}-*.json"):
+        path.unlink(missing_ok=True)
+        gone += 1
+    return gone
+
+
+def _package_time() -> float:
+    """When this bertscope was installed (its package's modification time): older figures are stale."""
+    return Path(__file__).resolve().parents[1].joinpath("__init__.py").stat().st_mtime
+
+
+def _version() -> str:
+    from .. import __version__
+
+    return str(__version__)
 
 
 def _apply(
@@ -184,27 +262,39 @@ def _apply(
         precision = options.get("quantize") or options.get("dtype") or "float32"
         base.use_openvino(precision, calibration=texts)
         return base
-    return load(name, device=device, max_tokens=max_tokens, token_budget=token_budget, **options)
+    return load(
+        name, device=device, max_tokens=max_tokens, token_budget=token_budget, backend="torch", **options
+    )
+
+
+def runtime_embedder(model: Any, runner: Any) -> Callable[[list[str]], np.ndarray]:
+    """Embed with `model` on `runner` (None: torch), switching its engine to it for each call."""
+
+    def embed(texts: list[str]) -> np.ndarray:
+        model.engine.runner = runner
+        return np.asarray(model.embed(texts, progress=False).vectors)
+
+    return embed
 
 
 def _measure_all(
-    base: Any, name: Any, wanted: dict[str, dict[str, Any]], texts: Sequence[str], device: torch.device
+    base: Any, name: Any, wanted: dict[str, Way], texts: Sequence[str], device: torch.device
 ) -> list[Measured]:
-    """Every candidate timed on `texts` and compared with torch float32's vectors."""
-    timed: dict[str, tuple[float, np.ndarray]] = {}
-    for mode, options in wanted.items():
-        model = base if mode == _FLOAT32 else _apply(base, name, options, device, None, None, texts)
-        timed[mode] = measure_mode(model, texts)
-        if model is base:
-            base.use_torch()
+    """Every candidate timed on `texts` (alternating rounds) and compared with torch float32's vectors."""
+    ways = {}
+    for label, way in wanted.items():
+        model = base if label == _FLOAT32 else _apply(base, name, way.options, device, None, None, texts)
+        ways[label] = runtime_embedder(model, model.engine.runner)
+        base.use_torch()
+    timed = measure(ways, texts, rounds=_REPEATS)
     reference_speed, reference = timed[_FLOAT32]
     results = []
-    for mode, (speed, vectors) in timed.items():
+    for label, (speed, vectors) in timed.items():
         cos = (_unit(vectors) * _unit(reference)).sum(axis=1)
         results.append(
             Measured(
-                mode=mode,
-                options=wanted[mode],
+                mode=label,
+                options=wanted[label].options,
                 texts_per_s=speed,
                 vs_float32=speed / reference_speed,
                 cos_min=float(cos.min()),
@@ -212,18 +302,6 @@ def _measure_all(
             )
         )
     return results
-
-
-def measure_mode(model: Any, texts: Sequence[str]) -> tuple[float, np.ndarray]:
-    """(texts per second, best of 3 after a warm-up; the sentence vectors (n, d)) of one mode."""
-    model.embed(list(texts[:8]), progress=False)
-    best = float("inf")
-    vectors = np.empty(0)
-    for _ in range(_REPEATS):
-        start = time.perf_counter()
-        vectors = model.embed(list(texts), progress=False).vectors
-        best = min(best, time.perf_counter() - start)
-    return len(texts) / best, vectors
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

@@ -32,10 +32,10 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..core.families import Family
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
-from ..families import Family
-from ..onnx_backend import cache_dir, calibration_texts, export_onnx
 from .cpu import has_native_bf16
+from .onnx import cache_dir, calibration_texts, export_onnx
 
 __all__ = [
     "FFN_OUTPUT_PATTERNS",

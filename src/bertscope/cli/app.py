@@ -21,7 +21,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from .._enums import Backend, DType, Engine, Quantize, StrEnum
+from ..core._enums import Backend, DType, Engine, Quantize, StrEnum
 from ..errors import InvalidInput
 
 app = typer.Typer(
@@ -109,6 +109,25 @@ FastOpt = Annotated[
         "--fast",
         help="Run the fastest mode this machine has within --fast-min-cosine of float32 "
         "(measured once per model and machine, cached, recorded).",
+    ),
+]
+
+
+def _forget_measurements(asked: bool) -> bool:
+    if asked:
+        from ..backends.fast import forget_measurements
+
+        forget_measurements()
+    return asked
+
+
+RemeasureOpt = Annotated[
+    bool,
+    typer.Option(
+        "--remeasure",
+        callback=_forget_measurements,
+        help="Measure this machine's runtimes again (--fast and the exact default), e.g. after it was "
+        "measured under load: `bertscope embed -i corpus.txt -o out.parquet --fast --remeasure`.",
     ),
 ]
 FastMinCosineOpt = Annotated[

@@ -9,8 +9,8 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ..core.folder import FolderView
 from ..errors import InvalidInput
-from ..folder import FolderView
 from .app import (
     BackendOpt,
     DeviceOpt,
@@ -72,7 +72,7 @@ def tokens(
     m: Any = FolderView.open(model) or load_model(model)
     toks = m.tokenize(with_pair(texts, pair))
     if pad:
-        from ..tokens import pad_batch
+        from ..core.tokens import pad_batch
 
         ids, mask = pad_batch([t.ids for t in toks], m.pad_id)
         types, _ = pad_batch([t.type_ids for t in toks], 0)

@@ -40,8 +40,8 @@ def bench(
     `bertscope bench --modes float32,bfloat16 --device cuda`. Read the min cosine before embedding a
     corpus with a fast mode; the bundled sample is the int8 calibration set, so pass your own texts.
     """
-    from ..modes import compare_modes
-    from ..onnx_backend import calibration_texts
+    from ..backends.modes import compare_modes
+    from ..backends.onnx import calibration_texts
 
     names = [name.strip() for name in modes.split(",") if name.strip()]
     if not names:

@@ -185,8 +185,8 @@ def _store_model(store: Path, collection: str | None, model: str | None, run: di
 
 def _above_threshold(hits: list[Any], path: Path, store: Path, collection: str | None) -> list[Any]:
     """The hits at or above the threshold in `path`, refused unless it matches the store's settings."""
-    from ..baseline import load_threshold
     from ..io.stores import open_store
+    from ..research.baseline import load_threshold
 
     threshold = load_threshold(path)
     settings = open_store(store, collection=collection).settings

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from .._enums import Engine
+from ..core._enums import Engine
 from ..errors import InvalidInput
 from .app import (
     BackendOpt,
@@ -28,6 +28,7 @@ from .app import (
     PromptNameOpt,
     PromptOpt,
     QuantizeOpt,
+    RemeasureOpt,
     StrideOpt,
     ThreadsOpt,
     app,
@@ -132,6 +133,7 @@ def embed(
     quantize: QuantizeOpt = "none",
     fast: FastOpt = False,
     fast_min_cosine: FastMinCosineOpt = 0.999,
+    remeasure: RemeasureOpt = False,
     as_json: JsonOpt = False,
     engine: EngineOpt = "local",
     workers: Annotated[int, typer.Option("--workers", help="Ray actors, each with its own model.")] = 2,
@@ -281,7 +283,7 @@ def _per_piece(m: Any, items: list[Any], *, words: bool, subword: str, as_json: 
     results = m.embed_words(items, subword=subword, **options) if words else m.embed_tokens(items, **options)
     labels = [(r.words if words else r.tokens) for r in results]
     if as_json:
-        from ..results import per_text
+        from ..core.results import per_text
 
         emit_json(per_text(results))
         return
@@ -381,8 +383,8 @@ def similarity(
 
 def checked_threshold(m: Any, path: Path, post: Path | None, options: dict[str, Any]) -> Any:
     """The threshold in `path`, refused unless it was calibrated with this model and these settings."""
-    from ..baseline import load_threshold, score_settings
-    from ..post import prepare_post
+    from ..core.post import prepare_post
+    from ..research.baseline import load_threshold, score_settings
 
     threshold = load_threshold(path)
     spec = m.spec(**options).as_dict()

@@ -110,8 +110,8 @@ def calibrate(
     Example: `bertscope calibrate pairs.tsv -p mean -o threshold.json`, then
     `bertscope similarity "a" "b" -p mean --threshold-file threshold.json`
     """
-    from ..baseline import calibrate as fit_threshold
-    from ..baseline import read_pairs
+    from ..research.baseline import calibrate as fit_threshold
+    from ..research.baseline import read_pairs
 
     rows = read_pairs(pairs)
     m = load_model(model)
@@ -194,7 +194,7 @@ def plot_static_cmd(
     Examples: `bertscope plot static king queen man woman bread cake -o static.png`,
     `bertscope plot static --top 300 --method tsne`
     """
-    from ..plots import plot_static
+    from ..research.plots import plot_static
     from ..static import first_words
 
     if bool(items) == (top is not None):

@@ -18,6 +18,7 @@ from .app import (
     FastOpt,
     ModelOpt,
     QuantizeOpt,
+    RemeasureOpt,
     ThreadsOpt,
     app,
     err,
@@ -48,6 +49,7 @@ def explore(
     quantize: QuantizeOpt = "none",
     fast: FastOpt = False,
     fast_min_cosine: FastMinCosineOpt = 0.999,
+    remeasure: RemeasureOpt = False,
 ) -> None:
     """Open the explorer: tokens, anatomy, layers, sentences and vocabulary of a model, in the browser.
 

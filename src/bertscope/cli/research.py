@@ -87,7 +87,7 @@ def _records_table(records: list[dict[str, Any]], title: str, keys: list[str]) -
 
 
 def _post_option(post: str | None) -> list[Any]:
-    from ..post import load_post
+    from ..core.post import load_post
 
     return [load_post(p) if Path(p).suffix in (".safetensors", ".npz") else p for p in _split(post)]
 
@@ -129,8 +129,8 @@ def eval_pairs(
     Examples: `bertscope eval pairs -i sts.tsv`, `bertscope eval pairs -i sts.tsv --layers -3: --pooling mean
     --post whitening -o sweep.png`
     """
-    from ..analysis import read_pairs, sweep
-    from ..plots import plot_sweep
+    from ..research.analysis import read_pairs, sweep
+    from ..research.plots import plot_sweep
 
     pairs = Path(_one_input(input_path, pairs_file, "pairs file"))
 
@@ -205,7 +205,7 @@ def eval_words(
     Examples: `bertscope eval words --dataset simlex999`,
     `bertscope eval words --dataset wordsim353 --corpus lee_background.cor --distilled ./static-minilm`
     """
-    from ..analysis import read_word_pairs, word_dataset
+    from ..research.analysis import read_word_pairs, word_dataset
     from ..research.static_kinds import compare_kinds, plot_kinds
 
     pairs = input_path or old_pairs
@@ -269,8 +269,8 @@ def eval_docsim(
 
     Example: `bertscope eval docsim --layers -2 --pooling mean --long window`
     """
-    from ..analysis import evaluate_docsim
-    from ..post import load_post
+    from ..core.post import load_post
+    from ..research.analysis import evaluate_docsim
 
     result = evaluate_docsim(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
@@ -323,8 +323,8 @@ def contextuality_cmd(
 
     Example: `bertscope contextuality -i corpus.txt --words bread,bank -o contextuality.png`
     """
-    from ..contextuality import contextuality
-    from ..plots import plot_contextuality
+    from ..research.contextuality import contextuality
+    from ..research.plots import plot_contextuality
 
     texts = list(read_lines(_one_input(input_path, corpus, "sentences")))
     result = contextuality(
@@ -388,7 +388,7 @@ def fit_post_cmd(
 
     Example: `bertscope fit-post -i corpus.txt --kind whitening --dim 256 -o white.safetensors`
     """
-    from ..post import fit_post_on_texts
+    from ..core.post import fit_post_on_texts
 
     processor = fit_post_on_texts(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
@@ -490,7 +490,7 @@ def plot_words_cmd(
 
     Example: `bertscope plot words bank,river,money,bread -i corpus.txt --layer 6 -o words.png`
     """
-    from ..plots import draw_words, word_points
+    from ..research.plots import draw_words, word_points
 
     contexts_read = list(read_lines(_one_input(input_path, contexts, "sentences")))
     found = word_points(
@@ -523,7 +523,7 @@ def plot_layers_cmd(
 
     Example: `bertscope plot layers "I like eating bread" -l 0,6 -o layers.png --json`
     """
-    from ..plots import draw_layers, layer_cosines
+    from ..research.plots import draw_layers, layer_cosines
 
     found = layer_cosines(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),

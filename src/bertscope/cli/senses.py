@@ -38,13 +38,13 @@ def senses(
     Examples: `bertscope senses bank --in tokens.parquet -o senses.png` (k chosen by silhouette, or `-k 2`),
     `bertscope senses bank --in stacked.parquet --layer 6` (one layer of a store made with --combine stack)
     """
-    from ..plots import Projection
-    from ..senses import word_senses
+    from ..research.plots import Projection
+    from ..research.senses import word_senses
 
     how = Projection.parse(method, what="projection")
     found = word_senses(store, word, k=k, examples=examples, limit=limit, layer=layer)
     if output is not None:
-        from ..plots import plot_senses
+        from ..research.plots import plot_senses
 
         plot_senses(found, output, method=how)
         err.print(f"wrote {output}", highlight=False)

@@ -16,6 +16,7 @@ from .app import (
     FastOpt,
     ModelOpt,
     QuantizeOpt,
+    RemeasureOpt,
     ThreadsOpt,
     app,
     err,
@@ -85,6 +86,7 @@ def serve(
     quantize: QuantizeOpt = "none",
     fast: FastOpt = False,
     fast_min_cosine: FastMinCosineOpt = 0.999,
+    remeasure: RemeasureOpt = False,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
 ) -> None:
     """Serve every embedding over HTTP: /embed, /embed_tokens, /v1/embeddings (OpenAI), /docs and more.

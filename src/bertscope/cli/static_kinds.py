@@ -31,7 +31,7 @@ def aggregate_to_file(
 ) -> None:
     """`bertscope static --from-corpus FILE --export OUT`: aggregate, checkpointing in `OUT.parts/`
     (or on Ray's actors with `--engine ray`, not resumable)."""
-    from .._enums import Engine
+    from ..core._enums import Engine
 
     if export is None:
         raise InvalidInput(

@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .._enums import Level, Precision
 from ..chunk_embed import iter_chunk_embeddings
-from ..chunking import ChunkBy, chunk_spans
-from ..engine import EmbedSpec, OnBatch
-from ..post import PostProcessor
+from ..core._enums import Level, Precision
+from ..core.chunking import ChunkBy, chunk_spans
+from ..core.engine import EmbedSpec, OnBatch
+from ..core.post import PostProcessor
 from .levels import CorpusLevel, Rows, vector_array
 from .readers import Record
 

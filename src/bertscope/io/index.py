@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from ..core.similarity import Hit, TopK, unit
 from ..errors import BackendUnavailable, CorpusError
-from ..similarity import Hit, TopK, unit
 from .stores import Store, open_store, with_view
 
 __all__ = [

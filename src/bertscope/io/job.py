@@ -13,11 +13,11 @@ from itertools import islice
 from pathlib import Path
 from typing import Any
 
-from .._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
-from ..chunking import ChunkBy
+from ..core._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
+from ..core.chunking import ChunkBy
+from ..core.layers import LayerSpec
+from ..core.spec import EmbedOptions, PostArg, reload_arg, stored_settings
 from ..errors import CorpusError, InvalidSpec, JobInterrupted
-from ..layers import LayerSpec
-from ..spec import EmbedOptions, PostArg, reload_arg, stored_settings
 from .levels import CorpusLevel, make_level
 from .readers import Record, Rejects, read_corpus
 from .sinks import Sink, open_sink
@@ -181,7 +181,7 @@ def run_level(
     `done` records are skipped. The summary's `seconds` counts this loop; CorpusError when nothing was
     there to embed (the sink is then abandoned).
     """
-    from ..progress import progress_callback
+    from ..core.progress import progress_callback
 
     input_path = source
     summary = JobSummary(output=Path(output), resumed_from=sink.done if resume else 0)

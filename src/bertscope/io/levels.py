@@ -26,13 +26,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
-from ..chunking import ChunkBy
-from ..engine import OnBatch
+from ..core._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
+from ..core.chunking import ChunkBy
+from ..core.engine import OnBatch
+from ..core.pooling import group_words, pool_words
+from ..core.post import PostProcessor
+from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from ..errors import InvalidSpec
-from ..pooling import group_words, pool_words
-from ..post import PostProcessor
-from ..spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from .readers import Record
 
 __all__ = [

@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .._enums import SubwordPooling
+from ..core._enums import SubwordPooling
+from ..core.pooling import group_words, pool_words
+from ..core.similarity import unit
 from ..errors import CorpusError, InvalidInput
-from ..pooling import group_words, pool_words
-from ..similarity import unit
 from .index import index_copies
 from .levels import vector_columns
 from .stores import Store, model_for, open_store
@@ -305,7 +305,7 @@ def _query_vector(store: Store, target: str, context: str, model: Any, layers: A
 
 def _check_same(store: Store, model: Any, layers: Any) -> None:
     """Refuse a model or layers other than the store's: their vectors would not compare."""
-    from ..layers import parse_layers
+    from ..core.layers import parse_layers
 
     settings = store.settings
     made = f"{settings.get('model')}, layers {settings.get('layers')}, combine {settings.get('combine')}"

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..core.tokens import text_problem
 from ..errors import CorpusError
-from ..tokens import text_problem
 
 __all__ = ["Record", "Rejects", "read_corpus", "read_lines", "SUPPORTED_INPUTS"]
 

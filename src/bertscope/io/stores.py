@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from ..core.post import PostProcessor, as_post
+from ..core.prompts import query_prompt_name
+from ..core.similarity import Hit, TopK
+from ..core.spec import EmbedOptions, PostArg, resolve
 from ..errors import CorpusError
-from ..post import PostProcessor, as_post
-from ..prompts import query_prompt_name
-from ..similarity import Hit, TopK
-from ..spec import EmbedOptions, PostArg, resolve
 from .sinks import PARQUET_META_KEY, view_column
 
 __all__ = ["Store", "open_store", "search", "model_for", "with_view", "view_settings"]

@@ -25,10 +25,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .._enums import Combine, Level, Precision
-from ..engine import OnBatch
+from ..core._enums import Combine, Level, Precision
+from ..core.engine import OnBatch
+from ..core.spec import EmbedOptions, EmbedSpec, resolve
 from ..errors import CorpusError, InvalidSpec
-from ..spec import EmbedOptions, EmbedSpec, resolve
 from .levels import CorpusLevel, Rows
 from .readers import Record
 from .sinks import view_column

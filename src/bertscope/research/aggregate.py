@@ -22,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from .._enums import LongText, SubwordPooling
+from ..core._enums import LongText, SubwordPooling
+from ..core.layers import LayerSpec
+from ..core.spec import EmbedOptions, reload_arg, stored_settings
 from ..errors import CorpusError, InvalidInput
 from ..io.job import JobSummary, run_level
 from ..io.levels import WordLevel, make_level
 from ..io.readers import Record, Rejects, read_corpus
 from ..io.sinks import Sink, settings_diff
-from ..layers import LayerSpec
-from ..spec import EmbedOptions, reload_arg, stored_settings
 from .vector_files import write_vectors
 
 __all__ = ["AggregatedStatic", "static_from_corpus", "word_level", "reduce_tables", "word_key"]

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._enums import LongText, SubwordPooling
-from ..layers import LayerSpec
-from ..spec import reload_arg
+from ..core._enums import LongText, SubwordPooling
+from ..core.layers import LayerSpec
+from ..core.spec import reload_arg
 from .aggregate import AggregatedStatic, reduce_tables, word_level
 
 __all__ = ["aggregate_on_ray"]

@@ -19,11 +19,11 @@ from typing import Any
 
 import numpy as np
 
-from .._enums import LongText
-from ..analysis import correlations
+from ..core._enums import LongText
+from ..core.layers import LayerSpec, parse_layers
 from ..errors import InvalidInput
-from ..layers import LayerSpec, parse_layers
 from .aggregate import AggregatedStatic, word_key
+from .analysis import correlations
 
 __all__ = ["DecontextualizedStatic", "static_decontextualized", "KindsEval", "compare_kinds", "plot_kinds"]
 

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from ..results import SentenceEmbeddings
-from ..spec import EmbedSpec
-from ..tokens import Tokens
+from ..core.results import SentenceEmbeddings
+from ..core.spec import EmbedSpec
+from ..core.tokens import Tokens
 
 if TYPE_CHECKING:
     from ..model import Model

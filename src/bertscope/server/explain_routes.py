@@ -12,8 +12,8 @@ from fastapi import FastAPI, Response
 from fastapi.responses import JSONResponse
 
 from ..attention import attention_of
+from ..core.tokens import check_texts
 from ..errors import InvalidInput
-from ..tokens import check_texts
 from .schemas import AttentionRequest, ExplainRequest
 
 if TYPE_CHECKING:

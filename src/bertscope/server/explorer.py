@@ -19,8 +19,8 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
-from ..similarity import unit
-from ..tokens import check_texts, pad_batch
+from ..core.similarity import unit
+from ..core.tokens import check_texts, pad_batch
 from .schemas import OneText, TextList
 
 if TYPE_CHECKING:

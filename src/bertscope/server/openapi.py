@@ -19,7 +19,7 @@ from functools import cache
 from itertools import product
 from typing import TYPE_CHECKING, Any
 
-from .._enums import Combine, LongText, Pooling
+from ..core._enums import Combine, LongText, Pooling
 
 if TYPE_CHECKING:
     from ..model import Model

@@ -17,14 +17,14 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .. import __version__
-from .._enums import Combine, SubwordPooling
+from ..core._enums import Combine, SubwordPooling
+from ..core.pooling import word_embeddings
+from ..core.results import per_text, plain
+from ..core.similarity import cos_sim, unit
+from ..core.spec import EmbedOptions, EmbedSpec
+from ..core.tokens import Tokens, check_texts
 from ..errors import InvalidInput, InvalidSpec, UnknownToken
-from ..pooling import word_embeddings
-from ..results import per_text, plain
-from ..similarity import cos_sim, unit
-from ..spec import EmbedOptions, EmbedSpec
 from ..static import lookup
-from ..tokens import Tokens, check_texts
 from .batching import Metrics
 from .guard import TooManyInputs
 from .schemas import (

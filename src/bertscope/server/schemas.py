@@ -15,8 +15,8 @@ from pydantic import (
     WithJsonSchema,
 )
 
-from .._enums import Combine, LongText, Pooling, SubwordPooling
-from ..spec import EmbedOptions
+from ..core._enums import Combine, LongText, Pooling, SubwordPooling
+from ..core.spec import EmbedOptions
 
 __all__ = [
     "OneText",

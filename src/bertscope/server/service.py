@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi.concurrency import run_in_threadpool
 
+from ..core.post import load_post
+from ..core.results import SentenceEmbeddings
+from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
+from ..core.tokens import Tokens, check_texts
 from ..errors import InvalidSpec
-from ..post import load_post
-from ..results import SentenceEmbeddings
-from ..spec import EmbedOptions, EmbedSpec, Recipe, resolve
-from ..tokens import Tokens, check_texts
 from .batching import Batcher
 from .guard import ServerSettings, TooManyInputs
 

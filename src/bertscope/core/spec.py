@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..errors import InvalidSpec
 from ._enums import Combine, LongText, Pooling
-from .errors import InvalidSpec
 from .layers import LayerSpec, parse_layers
 from .post import PostProcessor, apply_post, prepare_post
 from .prompts import prompt_length
 from .results import SentenceEmbeddings
 
 if TYPE_CHECKING:
-    from .model import Model
+    from ..model import Model
 
 __all__ = [
     "EmbedOptions",

@@ -18,8 +18,8 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ModelLoadError, UnsupportedArchitecture
 from ._enums import LongText
-from .errors import ModelLoadError, UnsupportedArchitecture
 from .families import Family, family_for
 
 if TYPE_CHECKING:

@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._enums import SubwordPooling
-from .errors import InvalidInput
-from .pooling import group_words, pool_words
-from .similarity import unit
-from .tokens import check_texts
+from ..core._enums import SubwordPooling
+from ..core.pooling import group_words, pool_words
+from ..core.similarity import unit
+from ..core.tokens import check_texts
+from ..errors import InvalidInput
 
 if TYPE_CHECKING:
-    from .model import Model
+    from ..model import Model
 
 __all__ = ["Contextuality", "contextuality", "word_occurrences"]
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import InvalidSpec, ModelLoadError
+from ..errors import InvalidSpec, ModelLoadError
 
 __all__ = ["Prompts", "Prompt", "read_prompts", "query_prompt_name", "prepend", "prompt_length"]
 

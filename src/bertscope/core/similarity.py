@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidInput
+from ..errors import InvalidInput
 
 __all__ = ["cos_sim", "pairwise_cos_sim", "unit", "Hit", "TopK"]
 

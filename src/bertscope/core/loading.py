@@ -12,8 +12,8 @@ import torch
 import transformers
 from torch import nn
 
+from ..errors import ModelLoadError
 from ._enums import DType
-from .errors import ModelLoadError
 from .families import Family, family_for
 from .folder import (
     DEFAULT_MODEL,
@@ -45,7 +45,7 @@ class Loaded:
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """`auto` (or None) is CUDA where present, else CPU."""
-    from .errors import InvalidSpec
+    from ..errors import InvalidSpec
 
     if device is None or str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -63,7 +63,7 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
 def resolve_dtype(dtype: DType | str | torch.dtype, device: torch.device) -> torch.dtype:
     """A torch dtype from its name; float16 only where the device runs it well (CUDA)."""
-    from .errors import InvalidSpec
+    from ..errors import InvalidSpec
 
     if isinstance(dtype, torch.dtype):
         resolved = dtype

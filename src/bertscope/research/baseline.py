@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import InvalidInput, InvalidSpec
-from .post import PostProcessor, prepare_post
-from .similarity import unit
+from ..core.post import PostProcessor, prepare_post
+from ..core.similarity import unit
+from ..errors import InvalidInput, InvalidSpec
 
 if TYPE_CHECKING:
-    from .model import Model
+    from ..model import Model
 
 __all__ = [
     "Baseline",

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidInput
-from .io.occurrences import Occurrence, occurrence_vectors
-from .similarity import unit
+from ..core.similarity import unit
+from ..errors import InvalidInput
+from ..io.occurrences import Occurrence, occurrence_vectors
 
 __all__ = ["Sense", "Senses", "word_senses"]
 

@@ -20,8 +20,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from ..errors import InvalidInput, InvalidSpec
 from ._enums import Combine, LongText, Pooling, StrEnum
-from .errors import InvalidInput, InvalidSpec
 from .layers import LayerSpec
 from .results import SentenceEmbeddings
 

@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 
+from ..errors import InvalidSpec
 from ._enums import Pooling, SubwordPooling
-from .errors import InvalidSpec
 from .results import TokenEmbeddings, WordEmbeddings
 
 __all__ = ["pool_sentences", "pool_words", "group_words", "word_embeddings"]

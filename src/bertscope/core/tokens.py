@@ -13,8 +13,8 @@ import numpy as np
 from tokenizers import Encoding
 from tokenizers import Tokenizer as RustTokenizer
 
+from ..errors import InputTooLong, InvalidInput
 from ._enums import LongText
-from .errors import InputTooLong, InvalidInput
 
 __all__ = [
     "Text",

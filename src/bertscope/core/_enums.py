@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import TypeVar
 
-from .errors import InvalidSpec
+from ..errors import InvalidSpec
 
 E = TypeVar("E", bound="StrEnum")
 

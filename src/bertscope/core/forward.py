@@ -17,7 +17,7 @@ import torch
 from .tokens import Text, pad_batch
 
 if TYPE_CHECKING:
-    from .model import Model
+    from ..model import Model
 
 __all__ = ["ForwardOutput", "padded_batch", "forward", "model_inputs"]
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .errors import UnsupportedArchitecture
+from ..errors import UnsupportedArchitecture
 
 if TYPE_CHECKING:
     # torch is imported where a model runs, so `bertscope tokens` and `info` can name a family without it

@@ -29,9 +29,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._enums import Backend, Quantize
-from .errors import BackendUnavailable, InvalidSpec, ModelLoadError
-from .families import Family
+from ..core._enums import Backend, Quantize
+from ..core.families import Family
+from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
 
 __all__ = [
     "BACKENDS",

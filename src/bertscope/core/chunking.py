@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ..errors import InvalidInput, InvalidSpec
 from ._enums import StrEnum
-from .errors import InvalidInput, InvalidSpec
 from .tokens import TextTokenizer
 
 __all__ = ["ChunkBy", "Span", "chunk_spans", "sentence_spans", "paragraph_spans", "check_spans"]

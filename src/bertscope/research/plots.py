@@ -13,15 +13,15 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from ._enums import StrEnum
-from .errors import BackendUnavailable, InvalidInput, InvalidSpec
-from .layers import parse_layers
-from .similarity import unit
+from ..core._enums import StrEnum
+from ..core.layers import parse_layers
+from ..core.similarity import unit
+from ..errors import BackendUnavailable, InvalidInput, InvalidSpec
 
 if TYPE_CHECKING:
+    from ..model import Model
     from .analysis import SweepResult, WordEval
     from .contextuality import Contextuality
-    from .model import Model
     from .senses import Senses
 
 __all__ = [

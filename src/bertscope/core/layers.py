@@ -10,8 +10,8 @@ from collections.abc import Sequence
 
 import torch
 
+from ..errors import InvalidSpec
 from ._enums import Combine
-from .errors import InvalidSpec
 
 __all__ = ["parse_layers", "combine_layers"]
 

@@ -16,16 +16,16 @@ import numpy as np
 import torch
 from scipy import stats
 
-from ._enums import Combine, LongText, Pooling
-from .errors import CorpusError, InvalidInput, InvalidSpec
-from .layers import LayerSpec, parse_layers
-from .pooling import pool_sentences
-from .post import PostKind, PostProcessor, fit_post
-from .similarity import unit
-from .tokens import check_texts
+from ..core._enums import Combine, LongText, Pooling
+from ..core.layers import LayerSpec, parse_layers
+from ..core.pooling import pool_sentences
+from ..core.post import PostKind, PostProcessor, fit_post
+from ..core.similarity import unit
+from ..core.tokens import check_texts
+from ..errors import CorpusError, InvalidInput, InvalidSpec
 
 if TYPE_CHECKING:
-    from .model import Model
+    from ..model import Model
 
 __all__ = [
     "SweepResult",

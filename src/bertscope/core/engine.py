@@ -17,8 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import InvalidInput, InvalidSpec
 from ._enums import Combine
-from .errors import InvalidInput, InvalidSpec
 from .families import Family
 from .layers import combine_layers
 from .pooling import pool_sentences

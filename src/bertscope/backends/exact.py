@@ -1,0 +1,158 @@
+"""The exact default: with no options, `load()` runs the fastest runtime equal to torch within 1e-5.
+
+The candidates are the exact ways of the mode table (torch, ONNX Runtime and OpenVINO float32) whose
+packages are installed. Each must give every hidden state within `EXACT_ATOL` of torch's on the
+calibration sentences; the fastest of those (median of 3 alternating rounds) wins. Measured once per
+model and machine and cached beside the `mode="fast"` figures (measured again when older than the
+installed bertscope, implausible, or asked with `remeasure`). Torch stays where nothing else is
+installed, on CUDA, for other dtypes, and for models under `MIN_PARAMETERS`: there a forward costs less
+than the fixed overhead of a call, and the export would cost more than it ever saves.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .cpu import machine_key
+from .fast import (
+    Measured,
+    _installed,
+    _say,
+    fast_cache_dir,
+    read_measured,
+    runtime_embedder,
+    write_measured,
+)
+from .modes import MODES, measure
+from .onnx import calibration_texts, model_hash
+
+__all__ = ["EXACT_ATOL", "EXACT_FORMAT", "MIN_PARAMETERS", "choose_exact", "exact_candidates"]
+
+EXACT_ATOL = 1e-5
+EXACT_FORMAT = 1
+# Below this many weights torch stays: bertscope's tiny test models, not any model worth exporting.
+MIN_PARAMETERS = 5_000_000
+_TORCH = MODES["float32"].label
+_TIMED = 16  # calibration sentences timed per round
+_CHECKED = 8  # sentences whose every hidden state is compared
+
+
+def exact_candidates() -> dict[str, dict[str, Any]]:
+    """Label -> load options of the exact ways whose packages are installed (torch always)."""
+    return {way.label: way.options for way in MODES.values() if way.exact and _installed(*way.needs)}
+
+
+def choose_exact(model: Any, *, remeasure: bool = False) -> None:
+    """Switch `model` (torch float32, just loaded) to its fastest exact runtime; record the choice."""
+    why = _torch_only(model)
+    wanted = exact_candidates()
+    if why is None and len(wanted) == 1:
+        why = "no other runtime installed (pip install 'bertscope[onnx]')"
+    if why is not None:
+        model.exact_choice = {"chosen": _TORCH, "why": why}
+        return
+    texts = calibration_texts()
+    digest = _digest(model)
+    path = fast_cache_dir() / f"{model.family.name}-{digest}-{machine_key()}-exact-f{EXACT_FORMAT}.json"
+    measured = None if remeasure else read_measured(path)
+    if measured is None or set(wanted) - {m.mode for m in measured}:
+        start = time.perf_counter()
+        _say(f"exact default: timing {', '.join(wanted)} on this model and machine, once "
+             "(a first ONNX export takes seconds; cached after)")  # fmt: skip
+        measured = _measure(model, wanted, texts, digest)
+        write_measured(path, measured)
+        _say(f"exact default: measured in {time.perf_counter() - start:.1f} s")
+    exact = [m for m in measured if m.mode in wanted and m.max_abs <= EXACT_ATOL]
+    best = max(exact, key=lambda m: m.texts_per_s)
+    _switch(model, best.mode, digest)
+    model.exact_choice = {
+        "chosen": best.mode,
+        "vs_torch": round(best.vs_float32, 3),
+        "max_abs": float(f"{best.max_abs:.3g}"),
+        "measured": str(path),
+    }
+
+
+def _torch_only(model: Any) -> str | None:
+    """Why `model` must stay on torch, or None."""
+    if model.device.type != "cpu":
+        return f"{model.device.type} runs torch"
+    if next(model.hf_model.parameters()).dtype is not torch.float32:
+        return "only float32 has other exact runtimes"
+    if sum(p.numel() for p in model.hf_model.parameters()) < MIN_PARAMETERS:
+        return f"under {MIN_PARAMETERS:,} weights: an export would cost more than it saves"
+    return None
+
+
+def _switch(model: Any, label: str, digest: str) -> None:
+    """Run `model` on the way named `label`; a runtime built before in this process is reused."""
+    backend = next(way.options.get("backend") for way in MODES.values() if way.label == label)
+    key = (label, digest)
+    if backend is None:
+        model.use_torch()
+    elif key in _RUNNERS:
+        model.engine.runner = _RUNNERS[key]
+        model.backend, model.quantize, model.runtime_dtype = backend, None, _RUNTIME_DTYPE[backend]
+    else:
+        if backend == "onnxruntime":
+            model.use_onnxruntime()
+        else:
+            model.use_openvino("float32")
+        _RUNNERS[key] = model.engine.runner
+
+
+# (label, weights' hash) -> an opened runtime: a process that loads the same model again (a test suite,
+# a notebook) does not open ONNX Runtime or compile OpenVINO again.
+_RUNNERS: dict[tuple[str, str], Any] = {}
+_RUNTIME_DTYPE = {"onnxruntime": None, "openvino": "float32"}
+_DIGESTS: dict[tuple[Any, ...], str] = {}
+
+
+def _digest(model: Any) -> str:
+    """The weights' hash, remembered per model folder and its files' sizes and times."""
+    folder = getattr(model.loaded, "path", None)
+    if folder is None:
+        return model_hash(model.hf_model)[:20]
+    files = sorted(
+        (p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(folder).iterdir() if p.is_file()
+    )
+    key = (str(folder), tuple(files))
+    if key not in _DIGESTS:
+        _DIGESTS[key] = model_hash(model.hf_model)[:20]
+    return _DIGESTS[key]
+
+
+def _measure(model: Any, wanted: dict[str, dict[str, Any]], texts: list[str], digest: str) -> list[Measured]:
+    """Each way's speed, and its largest |difference| to torch over every hidden state (`max_abs`)."""
+    checked = texts[:_CHECKED]
+    reference = _all_hidden(model, checked)
+    ways, gaps = {}, {}
+    for label in wanted:
+        _switch(model, label, digest)
+        gaps[label] = float(np.abs(_all_hidden(model, checked) - reference).max())
+        ways[label] = runtime_embedder(model, model.engine.runner)
+    model.use_torch()
+    timed = measure(ways, texts[:_TIMED], rounds=3)
+    base = timed[_TORCH][0]
+    return [
+        Measured(
+            mode=label,
+            options=wanted[label],
+            texts_per_s=speed,
+            vs_float32=speed / base,
+            cos_min=1.0,
+            cos_mean=1.0,
+            max_abs=gaps[label],
+        )
+        for label, (speed, _vectors) in timed.items()
+    ]
+
+
+def _all_hidden(model: Any, texts: list[str]) -> np.ndarray:
+    rows = model.embed_tokens(texts, layers="all", combine="concat")
+    return np.concatenate([r.vectors for r in rows])

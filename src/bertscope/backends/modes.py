@@ -1,0 +1,180 @@
+"""The ways one model can run, in one table, and the one loop that measures them against each other.
+
+`MODES` names each way (torch float32, bfloat16, float16, ONNX Runtime, OpenVINO, their int8) with the
+load options, the precision its matmuls run in, the packages it needs and whether it is exact (equal to
+the plain Hugging Face forward within 1e-5). `measure` times ways against each other in one process,
+alternating rounds and taking the median, so a machine shared with other work slows every way alike.
+`compare_modes` embeds the same texts in each mode and reports its speed against float32 and the cosine
+of its sentence vectors to float32's: the number to read before trusting a fast mode. `mode="fast"`
+(fast.py) and the exact default (exact.py) choose from the same table with the same loop.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..core.similarity import unit
+from ..errors import InvalidSpec
+
+__all__ = ["MODES", "ModeReport", "Way", "compare_modes", "measure", "mode_options"]
+
+
+@dataclass(frozen=True)
+class Way:
+    """One way to run a model: load options, the matmuls' precision, the packages needed, exactness."""
+
+    options: dict[str, Any]
+    precision: str
+    label: str
+    needs: tuple[str, ...] = ()
+    exact: bool = False
+    native: str = ""  # the CPU flag family it needs to be worth running ("bf16", "vnni"), or ""
+    cuda: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# name -> way; the label is the name `mode="fast"` records in provenance and in its measurement cache.
+MODES: dict[str, Way] = {
+    "float32": Way({}, "float32", "torch float32", exact=True, cuda=True),
+    "onnxruntime": Way(
+        {"backend": "onnxruntime"}, "float32", "onnxruntime float32", ("onnxruntime", "onnx"), True
+    ),
+    "openvino": Way({"backend": "openvino"}, "float32", "openvino float32", ("openvino", "onnx"), True),
+    "bfloat16": Way({"dtype": "bfloat16"}, "bfloat16", "torch bfloat16", native="bf16", cuda=True),
+    "float16": Way({"dtype": "float16"}, "float16", "torch float16", cuda=True),
+    "openvino-bfloat16": Way(
+        {"backend": "openvino", "dtype": "bfloat16"},
+        "bfloat16",
+        "openvino bfloat16",
+        ("openvino", "onnx"),
+        native="bf16",
+    ),  # fmt: skip
+    "int8": Way(
+        {"backend": "onnxruntime", "quantize": "int8"},
+        "int8",
+        "onnxruntime int8",
+        ("onnxruntime", "onnx"),
+        native="vnni",
+    ),  # fmt: skip
+    "openvino-int8": Way(
+        {"backend": "openvino", "quantize": "int8"},
+        "int8",
+        "openvino int8",
+        ("openvino", "onnx", "nncf"),
+        native="vnni",
+    ),  # fmt: skip
+}
+
+
+@dataclass
+class ModeReport:
+    """One mode's speed and drift on the texts compared."""
+
+    mode: str
+    texts: int
+    seconds: float
+    texts_per_s: float
+    vs_float32: float
+    cos_min: float
+    cos_mean: float
+    max_abs: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain JSON-able fields."""
+        return dict(self.__dict__)
+
+
+def mode_options(mode: str) -> dict[str, Any]:
+    """The load options of a mode name, or InvalidSpec listing the names."""
+    if mode not in MODES:
+        raise InvalidSpec(f"unknown mode {mode!r}; choose from: {', '.join(MODES)}")
+    return dict(MODES[mode].options)
+
+
+Embed = Callable[[list[str]], np.ndarray]
+
+
+def measure(
+    ways: Mapping[str, Embed], texts: Sequence[str], *, rounds: int = 3
+) -> dict[str, tuple[float, np.ndarray]]:
+    """name -> (texts per second, median of `rounds` alternating rounds after a warm-up; vectors (n, d)).
+
+    `rounds=0` runs each way once, untimed (speed 0.0): drift only.
+    """
+    batch = list(texts)
+    vectors = {name: embed(batch[:8] if rounds else batch) for name, embed in ways.items()}
+    times: dict[str, list[float]] = {name: [] for name in ways}
+    for _ in range(rounds):
+        for name, embed in ways.items():  # alternating: a burst of load slows every way in its round
+            start = time.perf_counter()
+            vectors[name] = embed(batch)
+            times[name].append(time.perf_counter() - start)
+    return {
+        name: (len(batch) / statistics.median(times[name]) if rounds else 0.0, np.asarray(vectors[name]))
+        for name in ways
+    }
+
+
+def compare_modes(
+    texts: Sequence[str],
+    modes: Sequence[str] = ("float32", "onnxruntime", "int8"),
+    *,
+    model: str | os.PathLike[str] | None = None,
+    device: str = "auto",
+    repeats: int = 1,
+    time_it: bool = True,
+    **embed_options: Any,
+) -> list[ModeReport]:
+    """Embed `texts` in float32 and in each mode; speed ratio and cosine drift against float32.
+
+    Each mode is loaded once (exports happen then, untimed), warmed up on a few texts, then timed as the
+    median of `repeats` rounds that alternate between the modes (`time_it=False`: one untimed run, drift
+    only). float32 here is torch float32 (`backend="torch"`), the reference every mode drifts from.
+    """
+    from ..model import load
+
+    if not texts:
+        raise InvalidSpec("no texts to compare the modes on")
+    for mode in modes:
+        mode_options(mode)
+    wanted = ["float32", *[m for m in modes if m != "float32"]]
+    ways: dict[str, Embed] = {}
+    for mode in wanted:
+        options = mode_options(mode) or {"backend": "torch"}
+        loaded = load(model, device=device, **options)
+        ways[mode] = _embedder(loaded, embed_options)
+    timed = measure(ways, texts, rounds=repeats if time_it else 0)
+    reference_speed, reference = timed["float32"]
+    reports = []
+    for mode in wanted:
+        if mode not in modes:
+            continue
+        speed, vectors = timed[mode]
+        cos = (unit(vectors) * unit(reference)).sum(axis=1)
+        reports.append(
+            ModeReport(
+                mode=mode,
+                texts=len(texts),
+                seconds=len(texts) / speed if speed else 0.0,
+                texts_per_s=speed if speed else float("nan"),
+                vs_float32=speed / reference_speed if speed else float("nan"),
+                cos_min=float(cos.min()),
+                cos_mean=float(cos.mean()),
+                max_abs=float(np.abs(vectors - reference).max()),
+            )
+        )
+    return reports
+
+
+def _embedder(model: Any, options: dict[str, Any]) -> Embed:
+    def embed(texts: list[str]) -> np.ndarray:
+        return np.asarray(model.embed(texts, progress=False, **options).vectors)
+
+    return embed

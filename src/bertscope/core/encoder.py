@@ -1,0 +1,228 @@
+"""Encoder: the loaded model, its tokenizer and the one engine; what every feature module works on.
+
+`bertscope.Model` (model.py, the facade) is an Encoder with a method per feature. Feature and research
+modules take an Encoder, so nothing below the facade needs model.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import InvalidSpec
+from ._enums import Combine, LongText, Pooling
+from .engine import Engine
+from .layers import LayerSpec
+from .prompts import Prompts, read_prompts
+from .similarity import unit
+from .spec import EmbedSpec, resolve_spec
+from .tokens import Text, TextTokenizer, check_texts, is_pair, pad_batch
+
+__all__ = ["CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "single"]
+
+CPU_TOKEN_BUDGET = 2048
+CUDA_TOKEN_BUDGET = 65536
+
+
+@dataclass
+class ModelInfo:
+    """What a model is: family, sizes, limits, special tokens and its own sentence pooling."""
+
+    source: str
+    path: str | None
+    family: str
+    model_type: str
+    layers: int
+    hidden_size: int
+    embedding_size: int
+    vocab_size: int
+    max_positions: int
+    max_tokens: int
+    special_tokens: dict[str, str]
+    pooling: str | None
+    normalize: bool
+    lacks: list[str]
+    device: str
+    dtype: str
+    backend: str = "torch"
+    quantize: str | None = None
+    mode: str = "exact"
+    fast: dict[str, Any] | None = None
+    exact: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: every field above, by its name."""
+        return dict(self.__dict__)
+
+
+class Encoder:
+    """A loaded BERT-family encoder: weights, tokenizer, family adapter, limits and the batched engine."""
+
+    def __init__(
+        self, loaded: Any, *, device: torch.device, max_tokens: int | None, token_budget: int | None
+    ) -> None:
+        self.loaded = loaded
+        self.hf_model = loaded.model
+        self.family = loaded.family
+        self.device = device
+        self.config = self.hf_model.config
+        pad = loaded.tokenizer.pad_token_id
+        self.pad_id: int = int(pad if pad is not None else self.config.pad_token_id or 0)
+        self.max_positions = self._usable_positions()
+        self.max_tokens = self._token_limit(max_tokens)
+        backend = loaded.tokenizer.backend_tokenizer
+        self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
+        budget = token_budget or (CUDA_TOKEN_BUDGET if device.type == "cuda" else CPU_TOKEN_BUDGET)
+        self.engine = Engine(
+            self.hf_model, self.family, self.tokenizer, pad_id=self.pad_id, device=device, token_budget=budget
+        )
+        self.n_layers = self.family.num_layers(self.hf_model)
+        self.backend = "torch"
+        self.quantize: str | None = None
+        self.runtime_dtype: str | None = None
+        self.mode = "exact"
+        self.fast_choice: dict[str, Any] | None = None
+        self.exact_choice: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"<bertscope.Model {self.loaded.source} ({self.family.name}, {self.n_layers} layers)>"
+
+    def use_torch(self) -> None:
+        """Run every forward in torch again (the model's own dtype)."""
+        self.engine.runner = None
+        self.backend, self.quantize, self.runtime_dtype = "torch", None, None
+
+    def _token_limit(self, asked: int | None) -> int:
+        """The tokens per text: the model's own limit, or the one asked (an override, as in ST) if it fits."""
+        if asked is None:
+            return min(int(x) for x in (self.max_positions, self.loaded.st_max_seq_length) if x)
+        if isinstance(asked, bool) or not isinstance(asked, int) or asked < 2:
+            raise InvalidSpec(f"max_tokens={asked!r}: give a whole number of at least 2 ([CLS] and [SEP])")
+        if asked > self.max_positions:
+            raise InvalidSpec(
+                f"max_tokens={asked} is over what {self.loaded.source} can take ({self.max_positions} "
+                f"positions); use max_tokens<={self.max_positions} and long='window' for longer texts"
+            )
+        return asked
+
+    def _usable_positions(self) -> int:
+        positions = int(getattr(self.config, "max_position_embeddings", 512))
+        if self.family.positions_after_padding:
+            positions -= self.pad_id + 1
+        tokenizer_max = int(getattr(self.loaded.tokenizer, "model_max_length", positions) or positions)
+        return min(positions, tokenizer_max)
+
+    @cached_property
+    def vocab(self) -> dict[str, int]:
+        """Word piece -> id."""
+        return dict(self.loaded.tokenizer.get_vocab())
+
+    @cached_property
+    def id_to_token(self) -> dict[int, str]:
+        """Id -> word piece."""
+        return {i: t for t, i in self.vocab.items()}
+
+    @cached_property
+    def special_ids(self) -> list[int]:
+        """Ids of the special tokens ([CLS], [SEP], [PAD], ... or <s>, </s>, <pad>, ...)."""
+        return sorted(set(self.loaded.tokenizer.all_special_ids))
+
+    @property
+    def input_embeddings(self) -> torch.Tensor:
+        """The word-piece embedding matrix (vocab, embedding width)."""
+        return self.hf_model.get_input_embeddings().weight
+
+    def unit_static_matrix(self) -> np.ndarray:
+        """The static matrix with unit rows, for cosine neighbours (cached)."""
+        if not hasattr(self, "_unit"):
+            self._unit = unit(self.input_embeddings.detach().float().cpu().numpy())
+        return self._unit
+
+    def info(self) -> ModelInfo:
+        """Family, layers, sizes, vocabulary, limits, special tokens and pooling config."""
+        tok = self.loaded.tokenizer
+        config = self.config
+        return ModelInfo(
+            source=self.loaded.source,
+            path=str(self.loaded.path) if self.loaded.path else None,
+            family=self.family.name,
+            model_type=config.model_type,
+            layers=self.n_layers,
+            hidden_size=int(config.hidden_size if hasattr(config, "hidden_size") else config.dim),
+            embedding_size=int(self.input_embeddings.shape[1]),
+            vocab_size=int(self.input_embeddings.shape[0]),
+            max_positions=self.max_positions,
+            max_tokens=self.max_tokens,
+            special_tokens={k: str(v) for k, v in tok.special_tokens_map.items()},
+            pooling=self.loaded.st_pooling,
+            normalize=self.loaded.st_normalize,
+            lacks=list(self.family.parts(self.hf_model).lacks),
+            device=str(self.device),
+            dtype=self.runtime_dtype or str(next(self.hf_model.parameters()).dtype).replace("torch.", ""),
+            backend=self.backend,
+            quantize=self.quantize,
+            mode=self.mode,
+            fast=self.fast_choice,
+            exact=self.exact_choice,
+        )
+
+    def tokenize(self, texts: Text | Sequence[Text], *, long: LongText | str = "truncate") -> Any:
+        """Tokens of a text or an (A, B) pair (or a list of Tokens): pieces, ids, offsets, word ids, specials.
+
+        A pair reads [CLS] A [SEP] B [SEP] with token type 1 on B where the family has token types.
+        """
+        policy = LongText.parse(long, what="long-text policy")
+        items = check_texts(texts, pairs=True)
+        tokens = [self.tokenizer.fit(t, policy, index=i) for i, t in enumerate(self.tokenizer.encode(items))]
+        return tokens[0] if single(texts) else tokens
+
+    def spec(
+        self,
+        *,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        pooling: Pooling | str = "auto",
+        mask_special: bool = False,
+        normalize: bool | None = None,
+        long: LongText | str = "truncate",
+        stride: int | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+    ) -> EmbedSpec:
+        """Resolve user options (auto pooling, first_last_avg, defaults, prompt) into an EmbedSpec."""
+        return resolve_spec(
+            self, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special,
+            normalize=normalize, long=long, stride=stride, prompt_name=prompt_name, prompt=prompt,
+        )  # fmt: skip
+
+    @cached_property
+    def prompts(self) -> Prompts:
+        """The model's own prompts (from config_sentence_transformers.json) and its include_prompt."""
+        return read_prompts(self.loaded.path)
+
+    def calibration_batches(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """(ids, type_ids, mask) per batch of 8 texts, truncated and padded as the engine does."""
+        tokens = self.tokenize(list(texts))
+        batches = []
+        for start in range(0, len(tokens), 8):
+            part = tokens[start : start + 8]
+            ids, mask = pad_batch([t.ids for t in part], self.pad_id)
+            type_ids, _ = pad_batch([t.type_ids for t in part], 0)
+            batches.append((ids, type_ids, mask))
+        return batches
+
+
+def single(texts: object) -> bool:
+    """Whether `texts` is one text or one (A, B) pair (a tuple), not a list of them."""
+    return isinstance(texts, str) or (isinstance(texts, tuple) and is_pair(texts))
+
+
+def stderr(message: str) -> None:
+    """One line on stderr, flushed (the backends' build logs)."""
+    print(message, file=sys.stderr, flush=True)

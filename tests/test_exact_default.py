@@ -1,0 +1,86 @@
+"""The exact default: load() with no options runs the fastest runtime equal to torch within 1e-5.
+
+The bundled model (the session fixture) goes through the real choice once per test session: its
+export and measurement are what the suite pays for it (measured: see FILE_WEIGHTS). Tiny models stay
+on torch (under MIN_PARAMETERS), except here, where the threshold is lowered to exercise the choice.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import bertscope
+from bertscope.backends import exact
+
+TEXTS = ["a small test sentence", "another one, a little longer than the first", ("a pair", "of texts")]
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Iterator[Path]:
+    before = os.environ.get("BERTSCOPE_CACHE")
+    os.environ["BERTSCOPE_CACHE"] = str(tmp_path / "cache")
+    yield tmp_path / "cache"
+    if before is None:
+        os.environ.pop("BERTSCOPE_CACHE", None)
+    else:
+        os.environ["BERTSCOPE_CACHE"] = before
+
+
+def hf_hidden(model: bertscope.Model, text: str) -> np.ndarray:
+    """(L+1, tokens, d) from the plain Hugging Face forward of the model's own torch weights."""
+    out = model.forward([text])
+    return np.stack([np.asarray(h[0]) for h in out.hidden_states])
+
+
+def test_bundled_default_is_exact_and_recorded(bundled: bertscope.Model) -> None:
+    info = bundled.info()
+    assert info.exact is not None and info.exact["chosen"] in exact.exact_candidates()
+    assert info.backend == info.exact["chosen"].split()[0]
+    for text in ["The storm hit the coast at dawn.", "short"]:
+        assert np.abs(bundled.hidden_states(text) - hf_hidden(bundled, text)).max() <= 1e-5
+
+
+def test_tiny_models_stay_on_torch_and_say_why(tiny_dirs: dict[str, Path]) -> None:
+    m = bertscope.load(tiny_dirs["bert"], device="cpu")
+    assert m.info().backend == "torch"
+    assert m.exact_choice is not None and "weights" in m.exact_choice["why"]
+
+
+def test_the_choice_is_measured_once_exact_and_every_method_agrees(
+    tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
+    calls: list[int] = []
+    real = exact._measure
+    monkeypatch.setattr(exact, "_measure", lambda *a: calls.append(1) or real(*a))
+    m = bertscope.load(tiny_dirs["bert"], device="cpu")
+    again = bertscope.load(tiny_dirs["bert"], device="cpu")
+    assert len(calls) == 1 and again.exact_choice == m.exact_choice
+    ref = bertscope.load(tiny_dirs["bert"], device="cpu", backend="torch")
+    assert ref.info().backend == "torch" and ref.exact_choice is None
+    assert m.info().backend == m.exact_choice["chosen"].split()[0]  # type: ignore[index]
+    assert m.exact_choice["max_abs"] <= 1e-5  # type: ignore[index]
+    close = {"atol": 1e-5, "rtol": 0}
+    np.testing.assert_allclose(m.embed(TEXTS).vectors, ref.embed(TEXTS).vectors, **close)
+    for a, b in zip(m.embed_tokens(TEXTS, layers="all"), ref.embed_tokens(TEXTS, layers="all"), strict=True):
+        np.testing.assert_allclose(a.vectors, b.vectors, **close)
+    np.testing.assert_allclose(m.hidden_states(TEXTS[1]), hf_hidden(ref, TEXTS[1]), **close)
+    np.testing.assert_allclose(m.attentions(TEXTS[2]), ref.attentions(TEXTS[2]), **close)
+    np.testing.assert_allclose(m.similarity(TEXTS[:2]), ref.similarity(TEXTS[:2]), **close)
+    bertscope.load(tiny_dirs["bert"], device="cpu", remeasure=True)
+    assert len(calls) == 2
+
+
+def test_cuda_and_other_dtypes_stay_on_torch(
+    tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
+    m = bertscope.load(tiny_dirs["bert"], device="cpu", dtype="bfloat16")
+    assert m.info().backend == "torch" and "float32" in m.exact_choice["why"]  # type: ignore[index]
+    assert next(m.hf_model.parameters()).dtype is torch.bfloat16
