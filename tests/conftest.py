@@ -57,6 +57,9 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_openai_ids.py": 15,
     "test_fuzz_schema.py": 10,
     "test_static_kinds.py": 27,
+    "test_probe.py": 28,
+    "test_cka.py": 26,
+    "test_compare.py": 24,
 }
 
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .io.stores import search
     from .model import Model, ModelInfo, load
     from .research.aggregate import AggregatedStatic
+    from .research.compare import compare
     from .research.distill import distill
     from .research.senses import Senses, word_senses
     from .research.static_kinds import DecontextualizedStatic
@@ -101,6 +102,7 @@ _LAZY = {
     "distill": ".research.distill",
     "AggregatedStatic": ".research.aggregate",
     "DecontextualizedStatic": ".research.static_kinds",
+    "compare": ".research.compare",
 }
 
 __version__ = "0.1.0"
@@ -112,6 +114,7 @@ __all__ = [
     "search_occurrences",
     "word_senses",
     "distill",
+    "compare",
     "AggregatedStatic",
     "DecontextualizedStatic",
     "Occurrence",

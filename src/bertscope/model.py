@@ -474,3 +474,42 @@ class Model(Encoder):
         from .core.forward import forward
 
         return forward(self, texts)
+
+    # What each layer holds (research/probe.py, research/cka.py) ---------------------------------
+
+    def probe(
+        self,
+        data: Any,
+        *,
+        level: str = "word",
+        layers: LayerSpec = "all",
+        folds: int = 5,
+        control: bool = False,
+        subword: SubwordPooling | str = "mean",
+        column: str | None = None,
+        seed: int = 0,
+        progress: bool | None = None,
+    ) -> Any:
+        """Cross-validated linear probes per layer (and `static`) on a labelled file or list; see
+        `research.probe.probe` (control task and selectivity with `control=True`)."""
+        from .research.probe import probe
+
+        return probe(
+            self, data, level=level, layers=layers, folds=folds, control=control, subword=subword,
+            column=column, seed=seed, progress=progress,
+        )  # fmt: skip
+
+    def cka(
+        self,
+        texts: Iterable[str],
+        other: Model | None = None,
+        *,
+        level: str = "token",
+        debiased: bool = False,
+        progress: bool | None = None,
+    ) -> Any:
+        """Linear CKA between every pair of layers, or against every layer of `other`; streamed."""
+        from .research.cka import cka
+
+        return cka(self, texts, other, level=level, debiased=debiased, progress=progress)
+

@@ -7,6 +7,7 @@ corpus    similar, collections (and the corpus job behind `embed -o`)
 index     index build, index info (the ANN index beside a store)
 senses    senses (a word's occurrences in a token store, clustered)
 research  eval, contextuality, fit-post, vocab, plot
+layers    probe, cka, compare (what each layer holds)
 static_kinds  distill (and the aggregation behind `static --from-corpus`)
 serve, explore, bench
 """
@@ -26,6 +27,7 @@ from . import (  # noqa: F401  (each registers its commands)
     explain,
     explore,
     index,
+    layers,
     research,
     senses,
     serve,

@@ -1,0 +1,197 @@
+"""What each layer holds: `probe` (linear probes per layer, control task, selectivity), `cka` (layer and
+model similarity) and `compare` (a base model against its fine-tuned child)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from .app import (
+    DeviceOpt,
+    JsonOpt,
+    ModelOpt,
+    ThreadsOpt,
+    app,
+    emit_json,
+    err,
+    load_model,
+    out,
+    read_lines,
+)
+
+PictureOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Also write a PNG picture here.")]
+InputOpt = Annotated[str, typer.Option("--input", "-i", help="Texts, one per line (- for stdin).")]
+CONTROL_NOTE = (
+    "selectivity = task - control: a probe that also learns random per-type labels well is memorising "
+    "word identity, not reading the property from the layer"
+)
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _written(path: Path) -> None:
+    err.print(f"wrote {path}", highlight=False)
+
+
+@app.command("probe")
+def probe_command(
+    input_path: Annotated[
+        str,
+        typer.Option(
+            "--input",
+            "-i",
+            help="Word level: `word<TAB>label` per line, a blank line between sentences, label _ for "
+            "context only (or CoNLL-U with --column). Sentence level: `text<TAB>label`.",
+        ),
+    ],
+    level: Annotated[str, typer.Option("--level", help="word or sentence.")] = "word",
+    layers: Annotated[str, typer.Option("--layers", "-l", help="Layers to probe (a layer spec).")] = "all",
+    folds: Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds (by sentence).")] = 5,
+    control: Annotated[
+        bool, typer.Option("--control", help="Also run the control task (random label per word type).")
+    ] = False,
+    column: Annotated[
+        str | None, typer.Option("--column", help="CoNLL-U column holding the label: upos, xpos, deprel, ...")
+    ] = None,
+    subword: Annotated[
+        str, typer.Option("--subword", help="Pieces of one word: first, last, mean, first_last.")
+    ] = "mean",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the folds and the control labels.")] = 0,
+    output: PictureOpt = None,
+    model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    threads: ThreadsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Linear probes per layer: accuracy and macro-F1 (95% CI over folds), the majority baseline, and with
+    --control the control task and selectivity. Rows: `static` (input rows alone), then layers 0..L.
+
+    Examples: `bertscope probe -i examples/senses.tsv`,
+    `bertscope probe -i examples/pos.conllu --column upos --control -o probe.png`,
+    `bertscope probe -i examples/topics.tsv --level sentence --json`
+    """
+    from ..research.probe import probe
+
+    m = load_model(model, device=device, threads=threads)
+    result = probe(
+        m, input_path, level=level, layers=layers, folds=folds, control=control, subword=subword,
+        column=column, seed=seed,
+    )  # fmt: skip
+    if output is not None:
+        from ..research.layer_plots import plot_probe
+
+        _written(plot_probe(result, output, title=Path(input_path).name))
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    labels = ", ".join(f"{k} {v}" for k, v in result.labels.items())
+    table = Table(
+        "layer", "accuracy", "95% CI", "macro-F1", "control", "selectivity",
+        title=f"{input_path}: {result.n_items} items ({labels}), {result.n_groups} sentences, "
+        f"{result.folds}-fold CV grouped by sentence",
+    )  # fmt: skip
+    for row in result.rows:
+        low, high = row["accuracy_ci"]
+        table.add_row(
+            str(row["layer"]), _fmt(row["accuracy"]), f"{low:.3f}-{high:.3f}", _fmt(row["macro_f1"]),
+            _fmt(row["control_accuracy"]), _fmt(row["selectivity"]),
+        )  # fmt: skip
+    out.print(table)
+    out.print(f"majority baseline: {result.majority:.3f}", highlight=False)
+    if control:
+        out.print(CONTROL_NOTE, highlight=False)
+
+
+@app.command("cka")
+def cka_command(
+    input_path: InputOpt,
+    model_b: Annotated[
+        str | None, typer.Option("--model-b", help="Compare every layer of --model with every layer of this.")
+    ] = None,
+    level: Annotated[
+        str, typer.Option("--level", help="token (every non-pad token) or sentence (mean per text).")
+    ] = "token",
+    debiased: Annotated[
+        bool, typer.Option("--debiased", help="The debiased estimator (Nguyen et al.): for few rows.")
+    ] = False,
+    output: PictureOpt = None,
+    model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    threads: ThreadsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Linear CKA between every pair of layers of one model, or of --model against --model-b; streamed
+    (sums of d x d products, not n x n Gram matrices: memory does not grow with the texts).
+
+    Examples: `bertscope cka -i examples/news.txt -o cka.png`,
+    `bertscope cka -i examples/news.txt --model-b ./finetuned --level sentence --debiased --json`
+    """
+    from ..research.cka import cka
+
+    a = load_model(model, device=device, threads=threads)
+    b = None if model_b is None else load_model(model_b, device=device, threads=threads)
+    result = cka(a, read_lines(input_path), b, level=level, debiased=debiased)
+    if output is not None:
+        from ..research.layer_plots import plot_cka
+
+        _written(plot_cka(result, output))
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    s = result.settings
+    table = Table(
+        "A \\ B", *(str(k) for k in result.layers_b),
+        title=f"{s['estimator']} CKA, {s['level']} level, {result.n_rows} rows: rows are layers of "
+        f"{s['model_a']}, columns layers of {s['model_b']}",
+    )  # fmt: skip
+    for layer, row in zip(result.layers_a, result.cka, strict=True):
+        table.add_row(str(layer), *(_fmt(float(v)) for v in row))
+    out.print(table)
+
+
+@app.command("compare")
+def compare_command(
+    model_a: Annotated[str, typer.Argument(help="The base model (a folder; `bundled` for the default).")],
+    model_b: Annotated[str, typer.Argument(help="Its fine-tuned child (a folder).")],
+    input_path: InputOpt,
+    top: Annotated[int, typer.Option("--top", min=1, help="How many most-moved static rows to show.")] = 20,
+    output: PictureOpt = None,
+    device: DeviceOpt = "auto",
+    threads: ThreadsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """What fine-tuning changed: the static rows that moved most, and per layer the CKA and mean token
+    cosine between the two models on the same texts.
+
+    Examples: `bertscope compare bundled ./finetuned -i examples/news.txt`,
+    `bertscope compare ./base ./child -i texts.txt --top 50 --json -o compare.png`
+    """
+    from ..research.compare import compare
+
+    a = load_model(None if model_a == "bundled" else model_a, device=device, threads=threads)
+    b = load_model(None if model_b == "bundled" else model_b, device=device, threads=threads)
+    result = compare(a, b, read_lines(input_path), top=top)
+    if output is not None:
+        from ..research.layer_plots import plot_compare
+
+        _written(plot_compare(result, output))
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    if result.vocabulary["note"]:
+        err.print(f"note: {result.vocabulary['note']}", highlight=False)
+    moved = Table("token", "id", "cosine", "norm A", "norm B", title="static rows that moved most")
+    for r in result.static:
+        moved.add_row(r["token"], str(r["id"]), _fmt(r["cosine"]), _fmt(r["norm_a"]), _fmt(r["norm_b"]))
+    out.print(moved)
+    layers = Table("layer", "CKA", "mean cosine", title=f"per layer, {result.settings['tokens']} tokens")
+    for r in result.layers:
+        layers.add_row(str(r["layer"]), _fmt(r["cka"]), _fmt(r["mean_cosine"]))
+    out.print(layers)

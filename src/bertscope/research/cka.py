@@ -1,0 +1,272 @@
+"""Linear CKA (Kornblith et al. 2019) between every layer of one model, or every layer of A against every
+layer of B, streamed over any number of texts.
+
+Both estimators stream: they need only sums over rows, never the n x n Gram matrices. Per layer pair
+(X, Y) the sums are n, sum x, sum y, X^T Y (d_a x d_b), and for the debiased one also sum x |y|^2,
+sum y |x|^2 and sum |x|^2 |y|^2, from which the Gram-matrix formulas follow exactly:
+
+    linear    CKA = |Cxy|_F^2 / (|Cxx|_F |Cyy|_F), C the centred cross-covariance (Kornblith et al.)
+    debiased  HSIC_1 of Song et al. 2012 with linear kernels (the debiased CKA of Nguyen et al. 2021),
+              tr(K~L~) = |X^T Y|_F^2 - sum |x|^2|y|^2,  1^T K~ 1 = |sum x|^2 - sum |x|^2,  and
+              1^T K~ L~ 1 = sx^T X^T Y sy - sx^T sum x|y|^2 - sy^T sum y|x|^2 + sum |x|^2|y|^2
+
+Memory is the sums: (L_a+1) x d_a x (L_b+1) x d_b float64 (58 MB for the bundled model against
+itself), whatever the number of texts. Rows are shifted by the first batch's mean before summing (both
+estimators are unchanged by a shift; it keeps float64 sums of large-mean BERT vectors exact).
+The linear estimator is biased upward when n is not much larger than d; use `debiased` for few rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import tee
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core._enums import StrEnum
+from ..errors import InvalidInput
+from .states import layer_states
+
+if TYPE_CHECKING:
+    from ..core.encoder import Encoder
+
+__all__ = ["CkaLevel", "CkaResult", "cka", "paired_rows", "Moments", "cka_of_arrays"]
+
+_MIN_ROWS = {False: 2, True: 4}
+_FLUSH = 2048  # rows gathered before one matrix product
+
+
+class CkaLevel(StrEnum):
+    """The rows CKA compares: every non-pad token, or one mean-pooled vector per text."""
+
+    TOKEN = "token"
+    SENTENCE = "sentence"
+
+
+@dataclass
+class CkaResult:
+    """cka[i][j]: layer layers_a[i] of A against layers_b[j] of B (B is A when one model is given)."""
+
+    layers_a: list[int]
+    layers_b: list[int]
+    cka: np.ndarray
+    n_rows: int
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: layers_a, layers_b, cka (rows: A's layers), and how it was measured."""
+        return {
+            "layers_a": self.layers_a,
+            "layers_b": self.layers_b,
+            "cka": [[_num(v) for v in row] for row in self.cka],
+            "n_rows": self.n_rows,
+            "settings": self.settings,
+        }
+
+
+def _num(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+class Moments:
+    """Running sums over rows of (L_a, d_a) and (L_b, d_b) vectors for CKA of every layer pair.
+
+    `diagonal` keeps only pairs (i, i) (two models of one depth); `same` means B is A (one model).
+    """
+
+    def __init__(self, *, same: bool = False, diagonal: bool = False) -> None:
+        self.same, self.diagonal = same, diagonal
+        self.n = 0
+        self._sums: dict[str, np.ndarray] = {}
+        self._shift: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _add(self, name: str, value: np.ndarray) -> None:
+        if name in self._sums:
+            self._sums[name] += value
+        else:
+            self._sums[name] = value.copy()
+
+    def add(self, a: np.ndarray, b: np.ndarray | None = None) -> None:
+        """Add rows: a (n, L_a, d_a) and b (n, L_b, d_b) (b ignored when `same`)."""
+        if self._shift is None:
+            other = a if self.same or b is None else b
+            self._shift = (a.mean(axis=0, dtype=np.float64), other.mean(axis=0, dtype=np.float64))
+        x = a.astype(np.float64) - self._shift[0]
+        y = x if self.same or b is None else b.astype(np.float64) - self._shift[1]
+        self.n += len(x)
+        nx = self._side("x", x)
+        ny = nx if self.same else self._side("y", y)
+        self._add("ab", nx.T @ ny)
+        self._add("xb", np.tensordot(x, ny, axes=(0, 0)))
+        self._add("ya", np.tensordot(y, nx, axes=(0, 0)))
+        if self.diagonal:
+            self._add("xy", _gram(x, y))
+        else:
+            n, la, da = x.shape
+            self._add("xy", (x.reshape(n, -1).T @ y.reshape(n, -1)).reshape(la, da, y.shape[1], -1))
+
+    def _side(self, name: str, z: np.ndarray) -> np.ndarray:
+        """Sums of one side's rows alone; returns their squared lengths (n, L)."""
+        lengths = np.einsum("nld,nld->nl", z, z)
+        self._add(f"s{name}", z.sum(axis=0))
+        self._add(f"a{name}", lengths.sum(axis=0))
+        self._add(f"q{name}", (lengths**2).sum(axis=0))
+        self._add(f"w{name}", np.einsum("nld,nl->ld", z, lengths))
+        self._add(f"g{name}", _gram(z, z))
+        return lengths
+
+    def matrix(self, *, debiased: bool = False) -> np.ndarray:
+        """CKA per layer pair: (L_a, L_b), or (L,) for `diagonal`."""
+        s = self._sums
+        if self.n < _MIN_ROWS[debiased]:
+            raise InvalidInput(
+                f"CKA over {self.n} row(s): the {'debiased' if debiased else 'linear'} estimator needs at "
+                f"least {_MIN_ROWS[debiased]}; give more texts (or --level token, which counts every token)"
+            )
+        la, lb = s["sx"].shape[0], s["ay"].shape[0] if not self.same else s["sx"].shape[0]
+        self_x = [self._self_hsic("x", i, debiased) for i in range(la)]
+        self_y = self_x if self.same else [self._self_hsic("y", j, debiased) for j in range(lb)]
+        sy = s["sx"] if self.same else s["sy"]
+        ay = s["ax"] if self.same else s["ay"]
+        pairs = (
+            [(i, i) for i in range(la)] if self.diagonal else [(i, j) for i in range(la) for j in range(lb)]
+        )
+        out = np.full(len(pairs), np.nan)
+        for k, (i, j) in enumerate(pairs):
+            xy = s["xy"][i] if self.diagonal else s["xy"][i, :, j]
+            cross = _hsic(
+                xy, s["sx"][i], sy[j], s["xb"][i, :, j], s["ya"][j, :, i], s["ab"][i, j],
+                s["ax"][i], ay[j], self.n, debiased,
+            )  # fmt: skip
+            denominator = self_x[i] * self_y[j]
+            out[k] = cross / np.sqrt(denominator) if denominator > 0 else np.nan
+        return out if self.diagonal else out.reshape(la, lb)
+
+    def _self_hsic(self, side: str, i: int, debiased: bool) -> float:
+        s = self._sums
+        total, weighted, lengths = s[f"s{side}"][i], s[f"w{side}"][i], s[f"a{side}"][i]
+        return _hsic(
+            s[f"g{side}"][i], total, total, weighted, weighted, s[f"q{side}"][i], lengths, lengths,
+            self.n, debiased,
+        )  # fmt: skip
+
+
+def _gram(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """(L, d_x, d_y) sums of x y^T per layer from (n, L, d) rows, as one batched BLAS product."""
+    return np.matmul(x.transpose(1, 2, 0), y.transpose(1, 0, 2))
+
+
+def _hsic(
+    xy: np.ndarray,
+    sx: np.ndarray,
+    sy: np.ndarray,
+    x_b: np.ndarray,
+    y_a: np.ndarray,
+    ab: float,
+    a: float,
+    b: float,
+    n: int,
+    debiased: bool,
+) -> float:
+    """Linear HSIC from the sums: |Cxy|_F^2 (linear), or Song et al.'s unbiased HSIC_1 (debiased)."""
+    if not debiased:
+        centred = xy - np.outer(sx, sy) / n
+        return float(np.sum(centred**2))
+    t1 = np.sum(xy**2) - ab
+    t2 = (sx @ sx - a) * (sy @ sy - b)
+    t3 = sx @ xy @ sy - sx @ x_b - sy @ y_a + ab
+    return float((t1 + t2 / ((n - 1) * (n - 2)) - 2 * t3 / (n - 2)) / (n * (n - 3)))
+
+
+def cka_of_arrays(a: np.ndarray, b: np.ndarray | None = None, *, debiased: bool = False) -> np.ndarray:
+    """CKA of in-memory rows: a (n, L_a, d_a) against b (n, L_b, d_b), or a against itself."""
+    moments = Moments(same=b is None)
+    for start in range(0, len(a), _FLUSH):
+        moments.add(a[start : start + _FLUSH], None if b is None else b[start : start + _FLUSH])
+    return moments.matrix(debiased=debiased)
+
+
+def paired_rows(
+    model: Encoder,
+    other: Encoder | None,
+    texts: Iterable[str],
+    *,
+    level: CkaLevel,
+    progress: bool | None = None,
+    total: int | None = None,
+) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+    """Rows of A and of B for the same texts, about `_FLUSH` rows at a time: (n, L_a, d_a), (n, L_b, d_b).
+
+    Token level needs both tokenizers to give the same pieces (checked text by text).
+    """
+    if other is None:
+        states_a = layer_states(model, texts, progress=progress, total=total)
+        both: Iterator[tuple[Any, Any]] = ((s, None) for s in states_a)
+    else:
+        first, second = tee(texts)
+        both = zip(
+            layer_states(model, first, progress=progress, total=total),
+            layer_states(other, second, progress=False),
+            strict=True,
+        )
+    rows_a: list[np.ndarray] = []
+    rows_b: list[np.ndarray] = []
+    count = 0
+    for number, (state_a, state_b) in enumerate(both):
+        tok, a = state_a
+        if state_b is not None and level is CkaLevel.TOKEN and state_b[0].ids != tok.ids:
+            raise InvalidInput(
+                f"text {number} ({tok.text[:30]!r}) is tokenized differently by model B, so its tokens "
+                "cannot be paired; use --level sentence (one vector per text) or models with one tokenizer"
+            )
+        rows_a.append(_rows(a, level))
+        if state_b is not None:
+            rows_b.append(_rows(state_b[1], level))
+        count += len(rows_a[-1])
+        if count >= _FLUSH:
+            yield _joined(rows_a, rows_b)
+            rows_a, rows_b, count = [], [], 0
+    if rows_a:
+        yield _joined(rows_a, rows_b)
+
+
+def _rows(states: np.ndarray, level: CkaLevel) -> np.ndarray:
+    """(rows, L+1, d) from one text's (L+1, tokens, d): every token, or their mean (specials included)."""
+    if level is CkaLevel.SENTENCE:
+        return states.mean(axis=1)[None]
+    return states.transpose(1, 0, 2)
+
+
+def _joined(rows_a: list[np.ndarray], rows_b: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray | None]:
+    return np.concatenate(rows_a), (np.concatenate(rows_b) if rows_b else None)
+
+
+def cka(
+    model: Encoder,
+    texts: Iterable[str],
+    other: Encoder | None = None,
+    *,
+    level: CkaLevel | str = CkaLevel.TOKEN,
+    debiased: bool = False,
+    progress: bool | None = None,
+    total: int | None = None,
+) -> CkaResult:
+    """Linear CKA between every layer of `model` (0 = embedding output .. L), or against every layer of
+    `other`; streamed (see the module docstring for the sums kept and their memory)."""
+    how = CkaLevel.parse(level, what="CKA level")
+    moments = Moments(same=other is None)
+    for a, b in paired_rows(model, other, texts, level=how, progress=progress, total=total):
+        moments.add(a, b)
+    matrix = moments.matrix(debiased=debiased)
+    second = model if other is None else other
+    settings = {
+        "model_a": model.loaded.source,
+        "model_b": second.loaded.source,
+        "level": how.value,
+        "estimator": "debiased" if debiased else "linear",
+    }
+    return CkaResult(
+        list(range(model.n_layers + 1)), list(range(second.n_layers + 1)), matrix, moments.n, settings
+    )

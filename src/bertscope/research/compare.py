@@ -1,0 +1,124 @@
+"""What fine-tuning changed: a base model against its fine-tuned child (same vocabulary, widths, depth).
+
+Static rows: the cosine between each piece's two input-embedding rows and their norms, most moved
+(lowest cosine) first. Layers: per layer, linear CKA between the two models' token vectors on the same
+texts (streamed, see `research.cka`) and the mean cosine between the two vectors of each token.
+Vocabularies that differ are compared on the pieces they share (said in `vocabulary`); the layers then
+need texts that both tokenizers cut the same way, or the comparison stops with a clear error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..errors import InvalidInput
+from .cka import CkaLevel, Moments, paired_rows
+
+if TYPE_CHECKING:
+    from ..core.encoder import Encoder
+
+__all__ = ["Comparison", "compare", "moved_rows"]
+
+
+@dataclass
+class Comparison:
+    """Static rows most moved first, and per layer CKA and mean token cosine between the two models."""
+
+    static: list[dict[str, Any]]
+    layers: list[dict[str, Any]]
+    vocabulary: dict[str, Any]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: static (token, id, cosine, norm_a, norm_b), layers (layer, cka, mean_cosine)."""
+        return {
+            "static": self.static,
+            "layers": self.layers,
+            "vocabulary": self.vocabulary,
+            "settings": self.settings,
+        }
+
+
+def moved_rows(a: Encoder, b: Encoder, *, top: int = 20) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The `top` shared pieces whose input rows moved most (lowest cosine), and the vocabulary overlap."""
+    vocab_a, vocab_b = a.vocab, b.vocab
+    shared = sorted(set(vocab_a) & set(vocab_b), key=vocab_a.__getitem__)
+    if not shared:
+        raise InvalidInput("the two models share no word piece: their static rows cannot be compared")
+    rows_a = a.input_embeddings.detach().float().cpu().numpy()
+    rows_b = b.input_embeddings.detach().float().cpu().numpy()
+    if rows_a.shape[1] != rows_b.shape[1]:
+        raise InvalidInput(
+            f"static rows are {rows_a.shape[1]} and {rows_b.shape[1]} wide: compare takes a model and its "
+            "fine-tuned child; for any two models use `bertscope cka --model-b`"
+        )
+    ids_a = np.array([vocab_a[t] for t in shared])
+    ids_b = np.array([vocab_b[t] for t in shared])
+    x, y = rows_a[ids_a].astype(np.float64), rows_b[ids_b].astype(np.float64)
+    norm_a, norm_b = np.linalg.norm(x, axis=1), np.linalg.norm(y, axis=1)
+    cosine = np.sum(x * y, axis=1) / np.maximum(norm_a * norm_b, 1e-300)
+    # A zero row (the pad row of many models) has no direction: it moved only if the other row is not zero.
+    zero = (norm_a == 0) | (norm_b == 0)
+    cosine[zero] = np.all(x[zero] == y[zero], axis=1).astype(np.float64)
+    order = np.argsort(cosine, kind="stable")[:top]
+    static = [
+        {
+            "token": shared[k],
+            "id": int(ids_a[k]),
+            "cosine": float(cosine[k]),
+            "norm_a": float(norm_a[k]),
+            "norm_b": float(norm_b[k]),
+        }
+        for k in order
+    ]
+    same = vocab_a == vocab_b
+    vocabulary = {
+        "same": same,
+        "shared": len(shared),
+        "only_a": len(vocab_a) - len(shared),
+        "only_b": len(vocab_b) - len(shared),
+        "unchanged_rows": int(np.sum(np.all(x == y, axis=1))),
+        "note": None if same else "the vocabularies differ: static rows compared on the shared pieces only",
+    }
+    return static, vocabulary
+
+
+def compare(
+    a: Encoder,
+    b: Encoder,
+    texts: Iterable[str],
+    *,
+    top: int = 20,
+    progress: bool | None = None,
+    total: int | None = None,
+) -> Comparison:
+    """Static rows that moved most, and per layer CKA and mean token cosine of A vs B on `texts`."""
+    if a.n_layers != b.n_layers:
+        raise InvalidInput(
+            f"the models have {a.n_layers} and {b.n_layers} layers: compare pairs layer k with layer k; "
+            "for models of other depths use `bertscope cka --model-b` (every layer against every layer)"
+        )
+    static, vocabulary = moved_rows(a, b, top=top)
+    moments = Moments(diagonal=True)
+    cosines = np.zeros(a.n_layers + 1)
+    for x, y in paired_rows(a, b, texts, level=CkaLevel.TOKEN, progress=progress, total=total):
+        assert y is not None
+        if x.shape[2] != y.shape[2]:
+            raise InvalidInput(
+                f"the models' layers are {x.shape[2]} and {y.shape[2]} wide; use cka --model-b"
+            )
+        moments.add(x, y)
+        dot = np.einsum("nld,nld->nl", x, y, dtype=np.float64)
+        norms = np.linalg.norm(x.astype(np.float64), axis=2) * np.linalg.norm(y.astype(np.float64), axis=2)
+        cosines += (dot / np.maximum(norms, 1e-12)).sum(axis=0)
+    per_layer = moments.matrix()
+    layers = [
+        {"layer": k, "cka": float(per_layer[k]), "mean_cosine": float(cosines[k] / moments.n)}
+        for k in range(a.n_layers + 1)
+    ]
+    settings = {"model_a": a.loaded.source, "model_b": b.loaded.source, "tokens": moments.n}
+    return Comparison(static, layers, vocabulary, settings)

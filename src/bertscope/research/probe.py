@@ -1,0 +1,324 @@
+"""Linear probes per layer (Tenney et al. 2019) with control tasks and selectivity (Hewitt & Liang 2019).
+
+Each item (a labelled word in its sentence, or a labelled sentence) becomes one vector per layer from one
+forward pass per batch: a row `static` (the input embedding rows alone, no position or segment), then
+layer 0 (the embedding layer's output) to L. A logistic regression (scikit-learn, features standardised)
+is scored by k-fold cross-validation grouped by sentence (no sentence in both train and test, labels
+stratified where possible): accuracy and macro-F1 per layer, the mean over folds with a 95% t-interval.
+
+`majority` is the same cross-validation's baseline: each fold predicts its training majority. The control
+task gives each word type (sentence level: each distinct text) one fixed random label drawn from the
+task's label distribution (seeded); selectivity = task accuracy - control accuracy. A high accuracy with
+a high control accuracy says the probe memorised word identity, not that the layer encodes the property.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core._enums import StrEnum, SubwordPooling
+from ..core.layers import LayerSpec, parse_layers
+from ..core.pooling import pool_words
+from ..errors import InvalidInput
+from .probe_data import CONTEXT, LabelledSentence, as_sentences, read_sentences, read_words
+from .states import layer_states, static_rows
+
+if TYPE_CHECKING:
+    from ..core.encoder import Encoder
+
+__all__ = ["Level", "ProbeResult", "probe", "word_features", "sentence_features"]
+
+Split = tuple[np.ndarray, np.ndarray]
+
+
+class Level(StrEnum):
+    """What a probe labels: a word in its sentence, or a whole sentence."""
+
+    WORD = "word"
+    SENTENCE = "sentence"
+
+
+@dataclass
+class Features:
+    """Probe inputs: static (n, e), layers (n, k, d) for `layer_numbers`, and per item its group and type."""
+
+    static: np.ndarray
+    layers: np.ndarray
+    layer_numbers: list[int]
+    labels: list[str]
+    groups: list[str]
+    types: list[str]
+
+
+@dataclass
+class ProbeResult:
+    """Per row (static, then each layer): accuracy, macro-F1 (with 95% intervals), control and selectivity."""
+
+    level: str
+    n_items: int
+    n_groups: int
+    folds: int
+    labels: dict[str, int]
+    majority: float
+    rows: list[dict[str, Any]]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: level, n_items, majority, rows, and how the probe was run."""
+        return {
+            "level": self.level,
+            "n_items": self.n_items,
+            "n_groups": self.n_groups,
+            "folds": self.folds,
+            "labels": self.labels,
+            "majority": self.majority,
+            "rows": self.rows,
+            "settings": self.settings,
+        }
+
+
+def word_features(
+    model: Encoder,
+    sentences: Sequence[LabelledSentence],
+    *,
+    layers: Sequence[int],
+    subword: SubwordPooling = SubwordPooling.MEAN,
+    progress: bool | None = None,
+) -> Features:
+    """Every labelled word's vector per layer (its pieces pooled by `subword`) and its static rows."""
+    static, stacked, labels, groups, types = [], [], [], [], []
+    texts = (s.text for s in sentences)
+    for number, (sentence, (tok, states)) in enumerate(
+        zip(sentences, layer_states(model, texts, progress=progress, total=len(sentences)), strict=True)
+    ):
+        probed = [i for i, label in enumerate(sentence.labels) if label != CONTEXT]
+        if not probed:
+            continue
+        spans = sentence.spans()
+        groups_of = [_pieces(tok, spans[i], sentence.words[i], number) for i in probed]
+        ids = [tok.ids[j] for group in groups_of for j in group]
+        rows = static_rows(model, ids)
+        start = 0
+        offsets = []
+        for group in groups_of:
+            offsets.append(list(range(start, start + len(group))))
+            start += len(group)
+        static.append(pool_words(rows, offsets, subword))
+        stacked.append(np.stack([pool_words(states[k], groups_of, subword) for k in layers], axis=1))
+        labels += [sentence.labels[i] for i in probed]
+        groups += [sentence.text] * len(probed)
+        types += [sentence.words[i] for i in probed]
+    if not labels:
+        raise InvalidInput(
+            "no word is labelled (every label is _): label the words to probe, _ marks context only"
+        )
+    return Features(np.concatenate(static), np.concatenate(stacked), list(layers), labels, groups, types)
+
+
+def _pieces(tok: Any, span: tuple[int, int], word: str, number: int) -> list[int]:
+    start, end = span
+    found = [
+        j
+        for j, ((a, b), special) in enumerate(zip(tok.offsets, tok.special_mask, strict=True))
+        if not special and b > a and start <= a < end
+    ]
+    if not found:
+        raise InvalidInput(f"sentence {number}: the word {word!r} gives no word pieces; remove it or fix it")
+    return found
+
+
+def sentence_features(
+    model: Encoder,
+    texts: Sequence[str],
+    labels: Sequence[str],
+    *,
+    layers: Sequence[int],
+    progress: bool | None = None,
+) -> Features:
+    """Each text's mean over its tokens (specials included) per layer, and the mean of its static rows."""
+    static, stacked = [], []
+    for tok, states in layer_states(model, texts, progress=progress, total=len(texts)):
+        static.append(static_rows(model, tok.ids).mean(axis=0))
+        stacked.append(states[list(layers)].mean(axis=1))
+    return Features(np.stack(static), np.stack(stacked), list(layers), list(labels), list(texts), list(texts))
+
+
+def probe(
+    model: Encoder,
+    data: str | Path | Sequence[Any],
+    *,
+    level: Level | str = Level.WORD,
+    layers: LayerSpec = "all",
+    folds: int = 5,
+    control: bool = False,
+    subword: SubwordPooling | str = SubwordPooling.MEAN,
+    column: str | None = None,
+    seed: int = 0,
+    progress: bool | None = None,
+) -> ProbeResult:
+    """Cross-validated linear probes on every layer asked (plus `static`) for a labelled file or list.
+
+    `data` is a path (word level: `word<TAB>label`, blank line between sentences, or CoNLL-U with
+    `column`; sentence level: `text<TAB>label`), or in Python: word level a list of sentences of
+    (word, label) pairs, sentence level a list of (text, label) pairs.
+    """
+    kind = Level.parse(level, what="probe level")
+    how = SubwordPooling.parse(subword, what="subword pooling")
+    chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
+    if folds < 2:
+        raise InvalidInput(f"--folds {folds}: cross-validation needs at least 2 folds")
+    name = str(data) if isinstance(data, (str, Path)) else "the data given"
+    if kind is Level.WORD:
+        sentences = read_words(data, column=column) if isinstance(data, (str, Path)) else as_sentences(data)
+        _check_labels([label for s in sentences for label in s.labels if label != CONTEXT], name, folds)
+        _check_groups({s.text for s in sentences if set(s.labels) != {CONTEXT}}, name, folds)
+        feats = word_features(model, sentences, layers=chosen, subword=how, progress=progress)
+    else:
+        texts, labels = read_sentences(data) if isinstance(data, (str, Path)) else _pairs(data)
+        _check_labels(labels, name, folds)
+        _check_groups(set(texts), name, folds)
+        feats = sentence_features(model, texts, labels, layers=chosen, progress=progress)
+    if control:
+        _check_types(feats, name)
+    settings = {"model": model.loaded.source, "subword": how.value, "seed": seed, "control": control}
+    return evaluate(feats, kind, folds=folds, control=control, seed=seed, settings=settings)
+
+
+def _pairs(data: Sequence[Any]) -> tuple[list[str], list[str]]:
+    if any(not isinstance(p, (tuple, list)) or len(p) != 2 for p in data):
+        raise InvalidInput("sentence-level data in Python is a list of (text, label) pairs")
+    return [str(t) for t, _ in data], [str(label) for _, label in data]
+
+
+def _check_labels(labels: Sequence[str], name: str, folds: int) -> None:
+    if not labels:
+        raise InvalidInput(f"{name} labels no item (every label is _): label the words to probe")
+    if len(set(labels)) < 2:
+        raise InvalidInput(
+            f"{name} has one label ({labels[0]!r}) on all {len(labels)} items; "
+            "a probe needs two labels or more"
+        )
+
+
+def _check_groups(groups: set[str], name: str, folds: int) -> None:
+    if len(groups) < folds:
+        raise InvalidInput(
+            f"{name} has {len(groups)} distinct labelled sentence(s) but --folds {folds} needs at least "
+            f"{folds} (no sentence is split across folds); add sentences or lower --folds"
+        )
+
+
+def _check_types(feats: Features, name: str) -> None:
+    if len(set(feats.types)) < 2:
+        raise InvalidInput(
+            f"the control task gives each word type one random label, and every probed item in {name} is "
+            f"{feats.types[0]!r}: its control has one label; probe several word types, or leave out --control"
+        )
+
+
+def control_labels(types: Sequence[str], labels: Sequence[str], *, seed: int = 0) -> list[str]:
+    """Hewitt & Liang's control task: each type one fixed label drawn from the labels' distribution."""
+    names, counts = np.unique(np.asarray(labels), return_counts=True)
+    distinct = sorted(set(types))
+    rng = np.random.default_rng(seed)
+    drawn = rng.choice(len(names), size=len(distinct), p=counts / counts.sum())
+    by_type = {t: str(names[i]) for t, i in zip(distinct, drawn, strict=True)}
+    return [by_type[t] for t in types]
+
+
+def fold_splits(labels: Sequence[str], groups: Sequence[str], folds: int, seed: int) -> list[Split]:
+    """(train, test) index arrays: grouped (a group never on both sides), stratified by label."""
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    y = np.asarray(labels)
+    splitter = StratifiedGroupKFold(n_splits=folds, shuffle=True, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # "least populated class has fewer members than folds"
+        return list(splitter.split(np.zeros(len(y)), y, np.asarray(groups)))
+
+
+def evaluate(
+    feats: Features,
+    level: Level,
+    *,
+    folds: int,
+    control: bool,
+    seed: int,
+    settings: dict[str, Any] | None = None,
+) -> ProbeResult:
+    """Score every row of `feats` on the same grouped folds (and the control task when asked)."""
+    y = np.asarray(feats.labels)
+    splits = fold_splits(feats.labels, feats.groups, folds, seed)
+    y_control = np.asarray(control_labels(feats.types, feats.labels, seed=seed)) if control else None
+    majority = float(np.mean([_majority_accuracy(y[train], y[test]) for train, test in splits]))
+    named: list[tuple[str | int, np.ndarray]] = [("static", feats.static)]
+    named += [(k, feats.layers[:, i]) for i, k in enumerate(feats.layer_numbers)]
+    rows = []
+    for layer, x in named:
+        task = _scores(x, y, splits)
+        row: dict[str, Any] = {"layer": layer, **_summary(task)}
+        if y_control is not None:
+            ctrl = _scores(x, y_control, splits)
+            row["control_accuracy"] = float(ctrl[:, 0].mean())
+            row["selectivity"] = row["accuracy"] - row["control_accuracy"]
+        else:
+            row["control_accuracy"] = row["selectivity"] = None
+        rows.append(row)
+    names, counts = np.unique(y, return_counts=True)
+    return ProbeResult(
+        level=level.value,
+        n_items=len(y),
+        n_groups=len(set(feats.groups)),
+        folds=folds,
+        labels={str(n): int(c) for n, c in zip(names, counts, strict=True)},
+        majority=majority,
+        rows=rows,
+        settings=settings or {},
+    )
+
+
+def _majority_accuracy(train: np.ndarray, test: np.ndarray) -> float:
+    names, counts = np.unique(train, return_counts=True)
+    return float(np.mean(test == names[np.argmax(counts)]))
+
+
+def _scores(x: np.ndarray, y: np.ndarray, splits: Sequence[Split]) -> np.ndarray:
+    """(folds, 2) accuracy and macro-F1 of a standardised logistic regression on each fold."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import f1_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    out = np.empty((len(splits), 2))
+    for row, (train, test) in enumerate(splits):
+        if len(set(y[train])) == 1:
+            # A fold whose training side holds one label can only predict it.
+            predicted = np.full(len(test), y[train][0])
+        else:
+            classifier = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
+            predicted = classifier.fit(x[train], y[train]).predict(x[test])
+        out[row] = (
+            np.mean(predicted == y[test]),
+            f1_score(y[test], predicted, average="macro", zero_division=0),
+        )
+    return out
+
+
+def _summary(scores: np.ndarray) -> dict[str, Any]:
+    from scipy import stats
+
+    k = len(scores)
+    half = stats.t.ppf(0.975, k - 1) * scores.std(axis=0, ddof=1) / np.sqrt(k)
+    mean = scores.mean(axis=0)
+    return {
+        "accuracy": float(mean[0]),
+        "accuracy_ci": [float(mean[0] - half[0]), float(mean[0] + half[0])],
+        "macro_f1": float(mean[1]),
+        "macro_f1_ci": [float(mean[1] - half[1]), float(mean[1] + half[1])],
+    }

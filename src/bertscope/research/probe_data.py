@@ -1,0 +1,135 @@
+"""Labelled data for probes: words in sentences (`word<TAB>label`, or CoNLL-U) and whole sentences
+(`text<TAB>label`).
+
+A word-level file holds one word per line and a blank line between sentences; a word labelled `_` is
+context only (it is read by the model but not probed), so a sense task can label just its ambiguous word.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import CorpusError, InvalidInput
+
+__all__ = ["LabelledSentence", "read_words", "read_sentences", "CONLLU_COLUMNS", "CONTEXT"]
+
+CONTEXT = "_"
+CONLLU_COLUMNS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
+
+
+@dataclass(frozen=True)
+class LabelledSentence:
+    """One sentence's words and their labels (`_` = context only, not probed)."""
+
+    words: tuple[str, ...]
+    labels: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        """The words joined by single spaces: the text the model reads."""
+        return " ".join(self.words)
+
+    def spans(self) -> list[tuple[int, int]]:
+        """Each word's (start, end) character span in `text`."""
+        spans, start = [], 0
+        for word in self.words:
+            spans.append((start, start + len(word)))
+            start += len(word) + 1
+        return spans
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    if not path.is_file():
+        raise CorpusError(f"cannot read {path}: no such file")
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            yield number, line.rstrip("\n").rstrip("\r")
+
+
+def _column_index(column: str | int) -> int:
+    if isinstance(column, int) or column.isdigit():
+        index = int(column) - 1
+        if not 1 <= index < len(CONLLU_COLUMNS):
+            raise InvalidInput(f"CoNLL-U column {column} does not exist; give 2..10 or a name")
+        return index
+    if column.lower() not in CONLLU_COLUMNS[1:]:
+        raise InvalidInput(
+            f"unknown CoNLL-U column {column!r}; choose one of: {', '.join(CONLLU_COLUMNS[2:])}"
+        )
+    return CONLLU_COLUMNS.index(column.lower())
+
+
+def read_words(path: str | Path, *, column: str | int | None = None) -> list[LabelledSentence]:
+    """Sentences of labelled words from `word<TAB>label` lines, or from CoNLL-U (`column`, default upos).
+
+    A `.conllu` file, or any file when `column` is given, is read as CoNLL-U: comment lines, multiword
+    ranges (1-2) and empty nodes (1.1) are skipped, the word is FORM and the label the column asked.
+    """
+    path = Path(path)
+    conllu = column is not None or path.suffix.lower() == ".conllu"
+    index = _column_index(column or "upos") if conllu else 1
+    sentences: list[LabelledSentence] = []
+    words: list[str] = []
+    labels: list[str] = []
+
+    def close() -> None:
+        if words:
+            sentences.append(LabelledSentence(tuple(words), tuple(labels)))
+            words.clear()
+            labels.clear()
+
+    for number, line in _lines(path):
+        if not line.strip():
+            close()
+            continue
+        fields = line.split("\t")
+        if conllu:
+            if line.startswith("#") or "-" in fields[0] or "." in fields[0]:
+                continue
+            if len(fields) != len(CONLLU_COLUMNS):
+                raise CorpusError(
+                    f"{path}:{number}: a CoNLL-U line has 10 tab-separated fields, found {len(fields)}"
+                )
+            word, label = fields[1], fields[index]
+        else:
+            if len(fields) != 2:
+                raise CorpusError(
+                    f"{path}:{number}: expected word<TAB>label (label _ for a context word), "
+                    f"found {len(fields)} field(s); a CoNLL-U file needs --column (e.g. upos)"
+                )
+            word, label = fields
+        if not word.strip() or not label.strip():
+            raise CorpusError(f"{path}:{number}: an empty word or label; write _ for a context word's label")
+        words.append(word.strip())
+        labels.append(label.strip())
+    close()
+    return sentences
+
+
+def read_sentences(path: str | Path) -> tuple[list[str], list[str]]:
+    """Texts and labels from `text<TAB>label` lines (blank lines and # comments skipped)."""
+    path = Path(path)
+    texts, labels = [], []
+    for number, line in _lines(path):
+        if not line.strip() or line.startswith("#"):
+            continue
+        text, tab, label = line.rpartition("\t")
+        if not tab or not text.strip() or not label.strip():
+            raise CorpusError(f"{path}:{number}: expected text<TAB>label")
+        texts.append(text.strip())
+        labels.append(label.strip())
+    return texts, labels
+
+
+def as_sentences(data: Sequence[Any]) -> list[LabelledSentence]:
+    """Sentences given in Python: each a list of (word, label) pairs."""
+    out = []
+    for number, sentence in enumerate(data):
+        pairs = list(sentence)
+        if not pairs or any(len(p) != 2 or not str(p[0]).strip() for p in pairs):
+            raise InvalidInput(f"sentence {number} must be a non-empty list of (word, label) pairs")
+        out.append(LabelledSentence(tuple(str(w) for w, _ in pairs), tuple(str(label) for _, label in pairs)))
+    return out

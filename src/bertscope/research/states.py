@@ -1,0 +1,64 @@
+"""Every layer's token vectors of many texts, a few texts at a time: the one forward pass per batch that
+probes, CKA and model comparison share (the engine's own batching, all layers at once)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..core.progress import progress_callback
+from ..core.tokens import Tokens, text_problem
+from ..errors import InvalidInput
+
+if TYPE_CHECKING:
+    from ..core.encoder import Encoder
+
+__all__ = ["layer_states", "static_rows", "CHUNK"]
+
+# Texts handed to the engine at once: it holds each chunk's token vectors of every layer, so the chunk
+# (not the corpus) bounds memory: 256 texts of 64 tokens x 7 layers x 384 floats is ~170 MB at most.
+CHUNK = 256
+
+
+def layer_states(
+    model: Encoder,
+    texts: Iterable[str],
+    *,
+    long: str = "window",
+    progress: bool | None = None,
+    total: int | None = None,
+) -> Iterator[tuple[Tokens, np.ndarray]]:
+    """Each text's Tokens and its hidden states (L+1, tokens, d) float32, in input order, pad trimmed.
+
+    One forward per batch gives every layer (0 = the embedding layer's output); long texts are
+    windowed by default, so no token is lost.
+    """
+    spec = model.spec(layers="all", combine="concat", pooling="mean", long=long)
+    count = model.n_layers + 1
+    iterator = _checked(texts)
+    with progress_callback(total, enabled=progress) as on_batch:
+        while chunk := list(islice(iterator, CHUNK)):
+            for tok, matrix in model.engine.token_matrices(chunk, spec, on_batch=on_batch):
+                yield tok, matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2)
+
+
+def static_rows(model: Encoder, ids: Sequence[int]) -> np.ndarray:
+    """(len(ids), embedding width) float32 rows of the input embedding matrix: no position, no segment."""
+    matrix = model.input_embeddings
+    return matrix[list(ids)].detach().float().cpu().numpy()
+
+
+def _checked(texts: Iterable[str]) -> Iterator[str]:
+    """The texts, stopping at the first that is not a non-empty string (named by its index)."""
+    for index, text in enumerate(texts):
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidInput(
+                f"text {index} ({text!r}) is not a non-empty string: give every text some words"
+            )
+        problem = text_problem(text)
+        if problem:
+            raise InvalidInput(f"text {index} {problem}")
+        yield text

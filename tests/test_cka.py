@@ -1,0 +1,123 @@
+"""CKA: the formula on Hugging Face hidden states, streamed sums equal to one shot, A vs B, errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from bertscope.cli import app
+from bertscope.errors import InvalidInput
+from bertscope.research.cka import cka, cka_of_arrays
+
+TEXTS = [
+    "The bank raised its interest rates.",
+    "We sat on the river bank and fished.",
+    "A storm closed two roads overnight.",
+    "She baked fresh bread this morning.",
+    "The striker scored twice in the final.",
+    "Snow fell all night on the mountain pass.",
+]
+runner = CliRunner()
+
+
+def _linear(x: np.ndarray, y: np.ndarray) -> float:
+    """Kornblith et al.'s linear CKA, written directly (centred features)."""
+    x, y = x - x.mean(0), y - y.mean(0)
+    return float(np.sum((x.T @ y) ** 2) / np.sqrt(np.sum((x.T @ x) ** 2) * np.sum((y.T @ y) ** 2)))
+
+
+def _hsic1(k: np.ndarray, l: np.ndarray) -> float:  # noqa: E741
+    """Song et al. 2012's unbiased HSIC on n x n Gram matrices."""
+    n = len(k)
+    k, l = k.copy(), l.copy()  # noqa: E741
+    np.fill_diagonal(k, 0)
+    np.fill_diagonal(l, 0)
+    one = np.ones(n)
+    return float(
+        (
+            np.trace(k @ l)
+            + (one @ k @ one) * (one @ l @ one) / ((n - 1) * (n - 2))
+            - 2 / (n - 2) * one @ k @ l @ one
+        )
+        / (n * (n - 3))
+    )
+
+
+def _debiased(x: np.ndarray, y: np.ndarray) -> float:
+    k, l = x @ x.T, y @ y.T  # noqa: E741
+    return _hsic1(k, l) / np.sqrt(_hsic1(k, k) * _hsic1(l, l))
+
+
+@pytest.fixture(scope="module")
+def hf_states(bundled_path) -> list[np.ndarray]:
+    """Each text alone (no padding) through plain transformers: (L+1, tokens, d) float64."""
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(bundled_path)
+    model = AutoModel.from_pretrained(bundled_path).eval()
+    states = []
+    with torch.no_grad():
+        for text in TEXTS:
+            out = model(**tokenizer(text, return_tensors="pt"), output_hidden_states=True)
+            states.append(torch.stack(out.hidden_states)[:, 0].double().numpy())
+    return states
+
+
+@pytest.mark.parametrize(("level", "debiased"), [("token", False), ("sentence", True)])
+def test_cka_equals_the_formula_on_hugging_face_states(bundled, hf_states, level, debiased) -> None:
+    if level == "token":
+        rows = np.concatenate([s.transpose(1, 0, 2) for s in hf_states])  # (tokens, L+1, d)
+    else:
+        rows = np.stack([s.mean(axis=1) for s in hf_states])  # (texts, L+1, d)
+    formula = _debiased if debiased else _linear
+    expected = np.array([[formula(rows[:, i], rows[:, j]) for j in range(7)] for i in range(7)])
+    result = cka(bundled, TEXTS, level=level, debiased=debiased)
+    assert result.cka.shape == (7, 7) and result.n_rows == len(rows)
+    np.testing.assert_allclose(result.cka, expected, atol=1e-6)
+    np.testing.assert_allclose(np.diag(result.cka), 1.0, atol=1e-6)
+
+
+def test_streamed_sums_equal_one_shot_for_two_sides() -> None:
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(5000, 3, 6)).astype(np.float32) + 40.0  # a large mean, as BERT's outlier dims
+    b = (a[:, :2, :4] * 2 + rng.normal(size=(5000, 2, 4))).astype(np.float32)
+    matrix = cka_of_arrays(a, b)  # three batches of sums
+    expected = [[_linear(a[:, i].astype(float), b[:, j].astype(float)) for j in range(2)] for i in range(3)]
+    np.testing.assert_allclose(matrix, expected, atol=1e-9)
+    small = cka_of_arrays(a[:40], b[:40], debiased=True)
+    assert small[0, 0] == pytest.approx(_debiased(a[:40, 0].astype(float), b[:40, 0].astype(float)), abs=1e-7)
+
+
+def test_two_models_of_other_widths_at_sentence_level(tiny_models) -> None:
+    result = cka(tiny_models["bert"], TEXTS, tiny_models["roberta"], level="sentence")
+    assert result.cka.shape == (3, 3) and result.layers_b == [0, 1, 2]
+    assert np.all((result.cka > -1e-9) & (result.cka < 1 + 1e-9))
+
+
+def test_token_level_refuses_another_tokenizer(tiny_models) -> None:
+    with pytest.raises(InvalidInput, match="tokenized differently by model B.*--level sentence"):
+        cka(tiny_models["bert"], TEXTS, tiny_models["roberta"], level="token")
+
+
+def test_too_few_rows_for_the_estimator(tiny_models) -> None:
+    with pytest.raises(InvalidInput, match="debiased estimator needs at least 4"):
+        cka(tiny_models["bert"], TEXTS[:3], level="sentence", debiased=True)
+    with pytest.raises(InvalidInput, match="linear estimator needs at least 2"):
+        cka(tiny_models["bert"], TEXTS[:1], level="sentence")
+
+
+def test_cli_json_shape(tiny_dirs, tmp_path) -> None:
+    path = tmp_path / "texts.txt"
+    path.write_text("\n".join(TEXTS))
+    picture = tmp_path / "cka.png"
+    args = ["cka", "-i", str(path), "-m", str(tiny_dirs["bert"]), "--json", "-o", str(picture)]
+    done = runner.invoke(app, args)
+    assert done.exit_code == 0, done.output
+    data = json.loads(done.stdout)
+    assert data["layers_a"] == data["layers_b"] == [0, 1, 2]
+    assert len(data["cka"]) == 3 and all(len(row) == 3 for row in data["cka"])
+    assert picture.stat().st_size > 0

@@ -1,0 +1,78 @@
+"""compare: finds the static rows changed in a copy of the bundled model; per-layer CKA and cosine."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import bertscope
+from bertscope.cli import app
+from bertscope.errors import InvalidInput
+
+TEXTS = ["The bank raised its interest rates.", "We sat on the river bank.", "A storm closed two roads."]
+runner = CliRunner()
+
+
+def _changed_copy(source: Path, folder: Path, ids: list[int]) -> None:
+    """The bundled model's folder copied, with the input rows of `ids` rescaled and nudged."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(source, folder)
+    weights = load_file(folder / "model.safetensors")
+    rows = weights["embeddings.word_embeddings.weight"]
+    generator = torch.Generator().manual_seed(0)
+    for k, i in enumerate(ids):
+        rows[i] = rows[i] * (1 + k) + torch.randn(rows.shape[1], generator=generator) * 0.05
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+def test_compare_finds_the_rows_changed_in_a_copy(bundled, bundled_path, tmp_path) -> None:
+    changed = bundled.static_ids(["bank", "storm", "zebra"])
+    _changed_copy(bundled_path, tmp_path / "child", changed)
+    child = bertscope.load(tmp_path / "child", device="cpu", backend="torch")
+    result = bertscope.compare(bundled, child, TEXTS, top=5)
+    assert {r["id"] for r in result.static[:3]} == set(changed)
+    assert all(r["cosine"] < 0.999 for r in result.static[:3]) and result.static[3][
+        "cosine"
+    ] == pytest.approx(1.0)
+    top = result.static[0]
+    assert top["token"] == bundled.id_to_token[top["id"]] and top["norm_a"] > 0
+    assert result.vocabulary["same"] and result.vocabulary["unchanged_rows"] == len(bundled.vocab) - 3
+    layers = result.layers
+    assert [r["layer"] for r in layers] == list(range(7))
+    assert all(r["mean_cosine"] < 1 - 1e-4 for r in layers)  # "bank" and "storm" are in the texts
+    assert all(0.9 < r["cka"] < 1.0 for r in layers)
+    same = bertscope.compare(bundled, bundled, TEXTS, top=2)
+    assert all(r["cka"] == pytest.approx(1.0, abs=1e-9) for r in same.layers)
+    assert all(r["mean_cosine"] == pytest.approx(1.0, abs=1e-6) for r in same.layers)
+
+
+def test_other_depth_and_other_tokenizer_are_refused(bundled, tiny_models) -> None:
+    with pytest.raises(InvalidInput, match="6 and 2 layers.*cka --model-b"):
+        bertscope.compare(bundled, tiny_models["bert"], TEXTS)
+    with pytest.raises(InvalidInput, match="tokenized differently"):
+        bertscope.compare(tiny_models["bert"], tiny_models["roberta"], TEXTS)
+
+
+def test_cli_json(tiny_dirs, tmp_path) -> None:
+    path = tmp_path / "texts.txt"
+    path.write_text("\n".join(TEXTS))
+    folder = str(tiny_dirs["bert"])
+    done = runner.invoke(app, ["compare", folder, folder, "-i", str(path), "--top", "3", "--json"])
+    assert done.exit_code == 0, done.output
+    data = json.loads(done.stdout)
+    assert len(data["static"]) == 3 and set(data["static"][0]) == {
+        "token",
+        "id",
+        "cosine",
+        "norm_a",
+        "norm_b",
+    }
+    assert [set(r) for r in data["layers"]] == [{"layer", "cka", "mean_cosine"}] * 3
+    assert np.allclose([r["cosine"] for r in data["static"]], 1.0)

@@ -1,0 +1,138 @@
+"""Probes per layer: grouped folds, the static row on a sense task, control task, readers, bad input."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from bertscope.cli import app, main
+from bertscope.errors import CorpusError, InvalidInput
+from bertscope.research.probe import control_labels, fold_splits, probe
+from bertscope.research.probe_data import read_sentences, read_words
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+runner = CliRunner()
+
+
+def test_folds_never_split_a_sentence() -> None:
+    rng = np.random.default_rng(1)
+    groups = [f"s{k}" for k in rng.integers(0, 23, size=200)]
+    labels = [str(x) for x in rng.integers(0, 3, size=200)]
+    splits = fold_splits(labels, groups, 5, seed=0)
+    tested = np.concatenate([test for _, test in splits])
+    assert sorted(tested.tolist()) == list(range(200))  # every item tested exactly once
+    for train, test in splits:
+        assert not {groups[i] for i in train} & {groups[i] for i in test}
+
+
+def test_static_row_sits_exactly_at_majority_on_the_sense_task(bundled) -> None:
+    """One word ("bank"), one input row: the static row cannot beat the majority; layers separate senses."""
+    result = probe(bundled, EXAMPLES / "senses.tsv", layers="0,-1", folds=4)
+    rows = {r["layer"]: r for r in result.rows}
+    assert result.labels == {"money": 22, "river": 18} and result.n_groups == 40
+    assert [r["layer"] for r in result.rows] == ["static", 0, 6]
+    assert rows["static"]["accuracy"] == result.majority
+    assert rows[6]["accuracy"] >= result.majority + 0.3
+    assert rows["static"]["control_accuracy"] is None  # no control asked
+    low, high = rows[6]["accuracy_ci"]
+    assert low <= rows[6]["accuracy"] <= high
+
+
+def test_control_task_is_fixed_per_type_and_seeded() -> None:
+    types = ["a", "b", "a", "c", "b", "d"] * 5
+    labels = ["x", "y", "x", "y", "z", "x"] * 5
+    first = control_labels(types, labels, seed=3)
+    assert first == control_labels(types, labels, seed=3)
+    by_type: dict[str, set[str]] = {}
+    for t, label in zip(types, first, strict=True):
+        by_type.setdefault(t, set()).add(label)
+    assert all(len(v) == 1 for v in by_type.values()) and set(first) <= set(labels)
+
+
+def test_word_probe_with_control_on_a_tiny_model(tiny_models, tmp_path) -> None:
+    lines = []
+    for k in range(10):
+        det, noun, verb = (
+            ("the", "a", "this", "that")[k % 4],
+            ("cat", "dog", "car")[k % 3],
+            ("ran", "went")[k % 2],
+        )
+        lines += [f"{det}\tDET", f"{noun}\tNOUN", f"{verb}\tVERB", ""]
+    path = tmp_path / "pos.tsv"
+    path.write_text("\n".join(lines))
+    result = probe(tiny_models["bert"], path, folds=4, control=True)
+    assert result.n_items == 30 and result.n_groups == 10
+    assert [r["layer"] for r in result.rows] == ["static", 0, 1, 2]
+    for row in result.rows:
+        assert row["selectivity"] == pytest.approx(row["accuracy"] - row["control_accuracy"])
+
+
+def test_sentence_probe_json_from_the_cli(tiny_dirs) -> None:
+    done = runner.invoke(
+        app, ["probe", "-i", str(EXAMPLES / "topics.tsv"), "--level", "sentence", "--folds", "3",
+              "-m", str(tiny_dirs["bert"]), "--json"],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    data = json.loads(done.stdout)
+    assert data["level"] == "sentence" and data["n_items"] == 36
+    assert 0 < data["majority"] < 0.5
+    assert set(data["rows"][0]) >= {"layer", "accuracy", "macro_f1", "control_accuracy", "selectivity"}
+
+
+def test_conllu_reader_takes_the_column_and_skips_ranges(tmp_path) -> None:
+    text = (
+        "# text = Don't go\n1-2\tDon't\t_\t_\t_\t_\t_\t_\t_\t_\n1\tDo\tdo\tAUX\tVBP\t_\t3\taux\t_\t_\n"
+        "2\tn't\tnot\tPART\tRB\t_\t3\tadvmod\t_\t_\n2.1\tx\t_\tX\t_\t_\t_\t_\t_\t_\n"
+        "3\tgo\tgo\tVERB\tVB\t_\t0\troot\t_\t_\n"
+    )
+    path = tmp_path / "a.conllu"
+    path.write_text(text)
+    (sentence,) = read_words(path)
+    assert sentence.words == ("Do", "n't", "go") and sentence.labels == ("AUX", "PART", "VERB")
+    assert read_words(path, column="deprel")[0].labels == ("aux", "advmod", "root")
+    assert read_words(EXAMPLES / "pos.conllu", column="upos")[0].labels[:3] == ("PRON", "AUX", "VERB")
+
+
+@pytest.mark.parametrize(
+    ("content", "level", "folds", "message"),
+    [
+        ("a\tX\nb\tX\n\nc\tX\n", "word", 2, "one label"),
+        ("a\t_\nb\t_\n\nc\t_\n", "word", 2, "labels no item"),
+        ("a\tX\nb\tY\n\nc\tX\n", "word", 5, "--folds 5 needs at least 5"),
+        ("a\tX\tY\n", "word", 2, "expected word<TAB>label"),
+        ("one text\tX\ntwo texts\tX\n", "sentence", 2, "one label"),
+        ("no label here\n", "sentence", 2, "expected text<TAB>label"),
+    ],
+)
+def test_bad_input_is_one_clear_error(bundled, tmp_path, content, level, folds, message) -> None:
+    path = tmp_path / "task.tsv"
+    path.write_text(content)
+    with pytest.raises((InvalidInput, CorpusError), match=message):
+        probe(bundled, path, level=level, folds=folds)
+
+
+def test_control_on_one_word_type_is_refused(bundled) -> None:
+    with pytest.raises(InvalidInput, match="every probed item .* is 'bank'"):
+        probe(bundled, EXAMPLES / "senses.tsv", layers="-1", folds=2, control=True)
+
+
+def test_cli_prints_the_error_in_one_line(tmp_path, monkeypatch, capsys) -> None:
+    path = tmp_path / "task.tsv"
+    path.write_text("a\tX\nb\tX\n")
+    monkeypatch.setattr(sys, "argv", ["bertscope", "probe", "-i", str(path)])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    assert stop.value.code == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "one label" in lines[0] and "Traceback" not in lines[0]
+
+
+def test_sentence_reader(tmp_path) -> None:
+    path = tmp_path / "s.tsv"
+    path.write_text("# comment\na text\twith\tlast field label\tL\n\nanother\tM\n")
+    assert read_sentences(path) == (["a text\twith\tlast field label", "another"], ["L", "M"])
