@@ -14,8 +14,8 @@ from typer.testing import CliRunner
 
 import bertscope
 from bertscope.cli import app
-from bertscope.errors import BertscopeError, CorpusError, InvalidInput
 from bertscope.core.post import fit_post_on_texts
+from bertscope.errors import BertscopeError, CorpusError, InvalidInput
 from bertscope.server import create_app
 
 TEXTS = [
