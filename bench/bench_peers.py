@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import peak
 import peers
 import torch
 from bench_engine import lee_documents, split_sentences
@@ -45,6 +46,8 @@ from bench_engine import lee_documents, split_sentences
 CACHE = Path("bench/.cache")
 WARMUP_TEXTS = 8
 REFERENCE = "bertscope float32"
+# precision -> {"gflops", "how"}: this CPU's peaks, measured at start by bench/peak.py's kernel
+PEAKS: dict[str, dict[str, Any]] = {}
 NOTEBOOK_SHARE = 0.25  # the notebook loop runs the first quarter of each corpus: one text at a time is slow
 LABELS = {"minilm": "all-MiniLM-L6-v2", "mpnet": "all-mpnet-base-v2"}
 PEERS = ("ST torch", "ST onnx int8", "ST openvino")
@@ -120,8 +123,25 @@ def cosines(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return float(cos.min()), float(cos.mean())
 
 
-def time_corpus(ways: Sequence[peers.Way], texts: list[str], rounds: int) -> list[dict[str, Any]]:
-    """Warm up every way, then alternating rounds; per way its median seconds, texts/s and cosines."""
+def precision_of(way: str) -> str:
+    """The precision a way's matmuls run in on this CPU (OpenVINO's default is bf16 only where native)."""
+    if "int8" in way:
+        return "int8"
+    if "bf16" in way or "bfloat16" in way or (way == "ST openvino" and PEAKS["bfloat16"]["gflops"]):
+        return "bfloat16"
+    return "float32"
+
+
+def time_corpus(
+    ways: Sequence[peers.Way], texts: list[str], rounds: int, flops: tuple[float, float] = (0.0, 0.0)
+) -> list[dict[str, Any]]:
+    """Warm up every way, then alternating rounds; per way its median seconds, texts/s and cosines.
+
+    `flops` (FLOPs per token, tokens per text): each round also runs the peak kernel, so every way's
+    GFLOP/s is read against the peak measured under the same load (median of the rounds).
+    """
+    threads = torch.get_num_threads()
+    peak_runs: list[float] = []
     for way in ways:
         way.run(texts[:WARMUP_TEXTS])
     share = {w.name: texts[: max(1, round(len(texts) * w.share))] for w in ways}
@@ -133,6 +153,7 @@ def time_corpus(ways: Sequence[peers.Way], texts: list[str], rounds: int) -> lis
             start = time.perf_counter()
             vectors[way.name] = way.run(share[way.name])
             seconds[way.name].append(time.perf_counter() - start)
+        peak_runs.append(peak.fp32_peak(threads, seconds=0.3, repeats=1)[0])
         print(f"  round {r + 1}: " + ", ".join(f"{n} {s[-1]:.1f}s" for n, s in seconds.items()), flush=True)
     rows = []
     for way in ways:
@@ -142,7 +163,7 @@ def time_corpus(ways: Sequence[peers.Way], texts: list[str], rounds: int) -> lis
         rows.append(
             {"way": way.name, "peer": way.peer, "texts": count, "seconds": seconds[way.name],
              "median_s": median, "texts_per_s": count / median, "cos_min": low, "cos_mean": mean,
-             "notes": way.notes}
+             "notes": way.notes, **achieved(way.name, count / median, flops, float(np.median(peak_runs)))}
         )  # fmt: skip
     speed = {r["way"]: r["texts_per_s"] for r in rows}
     for row in rows:
@@ -152,17 +173,32 @@ def time_corpus(ways: Sequence[peers.Way], texts: list[str], rounds: int) -> lis
     return rows
 
 
+def achieved(way: str, texts_per_s: float, flops: tuple[float, float], fp32_peak: float) -> dict[str, Any]:
+    """GFLOP/s from the matmul FLOPs of the tokens run, and the share of this CPU's peak for its precision."""
+    gflops = texts_per_s * flops[1] * flops[0] / 1e9
+    precision = precision_of(way)
+    if precision == "float32":
+        return {
+            "gflops": gflops,
+            "precision": precision,
+            "peak_share": f"{gflops / fp32_peak:.0%} of fp32 FMA",
+        }
+    how = PEAKS[precision]["how"]
+    return {"gflops": gflops, "precision": precision, "peak_share": f"{precision}: {how}"}
+
+
 def print_table(title: str, rows: Sequence[dict[str, Any]]) -> None:
     """Print one model x corpus table: texts/s, ratios to the peers, cosine to bertscope float32."""
     print(f"\n{title}")
     head = f"{'way':<28}{'texts':>6}{'texts/s':>9}" + "".join(f"{'x ' + p:>16}" for p in PEERS)
-    head += f"{'cos min':>10}{'cos mean':>10}"
+    head += f"{'cos min':>10}{'cos mean':>10}{'GFLOP/s':>9}  share of peak"
     print(head)
     print("-" * len(head))
     for r in rows:
         ratios = "".join(f"{r[f'x {p}']:>15.2f}x" if r[f"x {p}"] is not None else f"{'-':>16}" for p in PEERS)
         print(
             f"{r['way']:<28}{r['texts']:>6}{r['texts_per_s']:>9.1f}{ratios}{r['cos_min']:>10.5f}{r['cos_mean']:>10.5f}"
+            f"{r.get('gflops', 0.0):>9.1f}  {r.get('peak_share', '')}"
         )
 
 
@@ -171,8 +207,8 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         "| model | corpus | way | texts | texts/s | "
         + " | ".join(f"x {p}" for p in PEERS)
-        + " | cos min / mean |",
-        "|---|---|---|---:|---:|" + "---:|" * len(PEERS) + "---|",
+        + " | cos min / mean | GFLOP/s | share of peak |",
+        "|---|---|---|---:|---:|" + "---:|" * len(PEERS) + "---|---:|---|",
     ]
     for model, result in results.items():
         for corpus, table in result["corpora"].items():
@@ -181,7 +217,8 @@ def markdown(results: dict[str, Any]) -> str:
                 name = f"**{r['way']}**" if not r["peer"] else r["way"]
                 lines.append(
                     f"| {model} | {corpus} | {name} | {r['texts']} | {r['texts_per_s']:.1f} | {ratios} "
-                    f"| {r['cos_min']:.5f} / {r['cos_mean']:.5f} |"
+                    f"| {r['cos_min']:.5f} / {r['cos_mean']:.5f} | {r.get('gflops', 0.0):.1f} "
+                    f"| {r.get('peak_share', '')} |"
                 )
     skipped = [
         f"{model}: {name} ({why})" for model, r in results.items() for name, why in r["skipped"].items()
@@ -203,6 +240,18 @@ def machine() -> dict[str, Any]:
     load = subprocess.run(["cat", "/proc/loadavg"], capture_output=True, text=True).stdout.strip()
     return {"cpu": found.group(1).strip() if found else platform.processor(), "flags": flags,
             "cores": os.cpu_count(), "loadavg_at_start": load, "versions": versions}  # fmt: skip
+
+
+def flops_of(path: str, texts: Sequence[str]) -> tuple[float, float]:
+    """(matmul FLOPs per token, real tokens per text, truncated as every way truncates) for a model."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(path)
+    st_config = Path(path) / "sentence_bert_config.json"
+    limit = json.loads(st_config.read_text()).get("max_seq_length") if st_config.exists() else None
+    limit = int(limit or config.max_position_embeddings)
+    ids = AutoTokenizer.from_pretrained(path)(list(texts), truncation=True, max_length=limit)["input_ids"]
+    return peak.matmul_flops_per_token(config), float(np.mean([len(i) for i in ids]))
 
 
 def parse_limits(text: str) -> dict[str, int]:
@@ -238,6 +287,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     torch.set_num_threads(threads)
     began = time.perf_counter()
     info = machine()
+    PEAKS.update(peak.peaks(threads))
+    info["peaks"] = PEAKS
+    print("peaks: " + "; ".join(f"{k} {v['gflops'] or '-'} ({v['how']})" for k, v in PEAKS.items()))
     print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {info['cpu']}, {info['cores']} cores, "
           f"{' '.join(info['flags'])}; {threads} threads; load {info['loadavg_at_start']}")  # fmt: skip
     print("versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()))
@@ -252,7 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         results[model] = {"path": path, "skipped": skipped, "corpora": {}}
         for corpus, items in texts.items():
             print(f"\n[{model} / {corpus}] {len(items)} texts", flush=True)
-            rows = time_corpus(ways, items, args.rounds)
+            rows = time_corpus(ways, items, args.rounds, flops_of(path, items))
             results[model]["corpora"][corpus] = {"texts": len(items), "rows": rows}
             print_table(f"{model}, {corpus}: {len(items)} texts, median of {args.rounds}", rows)
         del ways

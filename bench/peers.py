@@ -175,7 +175,9 @@ def notebook_way(model_path: str, max_tokens: int) -> Run:
 # bertscope's modes: name -> load() options. The OpenVINO and fast ones exist only once that branch
 # has landed; a load that fails (an unknown option, a missing extra, a refusal) skips its row.
 BERTSCOPE_MODES: dict[str, dict[str, Any]] = {
-    "bertscope float32": {"dtype": "float32"},
+    "bertscope float32": {"backend": "torch"},
+    # the exact default: load() with no options, the fastest runtime equal to torch within 1e-5
+    "bertscope default": {},
     "bertscope bfloat16": {"dtype": "bfloat16"},
     "bertscope onnxruntime": {"backend": "onnxruntime"},
     "bertscope int8": {"quantize": "int8"},
@@ -197,6 +199,9 @@ def bertscope_way(model_path: str, options: dict[str, Any], threads: int) -> tup
     choice = getattr(model, "fast_choice", None)
     if choice:
         notes.append(f"fast chose {choice}")
+    exact = getattr(model, "exact_choice", None)
+    if exact and not options:
+        notes.append(f"default chose {exact['chosen']}")
 
     def run(texts: Sequence[str]) -> np.ndarray:
         return np.asarray(model.embed(list(texts), progress=False).vectors, dtype=np.float32)

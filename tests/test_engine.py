@@ -225,7 +225,9 @@ def test_layer_k_equals_full_forward_hidden_state(bundled: bertscope.Model) -> N
         np.testing.assert_allclose(got, full[k], atol=1e-5, rtol=0)
 
 
-def test_early_stop_runs_no_layer_past_k(bundled: bertscope.Model) -> None:
+def test_early_stop_runs_no_layer_past_k() -> None:
+    # the torch forward's own layers are watched: the runtime the exact default picks is not torch
+    bundled = bertscope.load(device="cpu", backend="torch")
     layers = bundled.hf_model.encoder.layer
     assert len(layers) == 6
     calls = [0] * len(layers)
@@ -499,3 +501,20 @@ def test_bfloat16_stays_close_to_float32(bundled: bertscope.Model) -> None:
     assert low.dtype == np.float32 and low.shape == high.shape
     assert _cosine_rows(low, high).min() >= 0.999
     assert not np.array_equal(low, high)
+
+
+def test_long_documents_take_fewer_forwards_results_unchanged(tiny_dirs: dict[str, Path]) -> None:
+    # 8 documents of the full 64 tokens under a default budget of 128 tokens (the tiny model's scale of
+    # 8 x 512 tokens under 2,048): 4 forwards of 2 before the budget adapted to long rows, 1 forward now;
+    # the vectors equal one document per forward.
+    docs = [" ".join(f"word{i} number{j}" for j in range(40)) for i in range(8)]
+    m = bertscope.load(tiny_dirs["bert"], device="cpu")
+    m.engine.token_budget = 128
+    calls: list[int] = []
+    forward = m.engine.forward
+    m.engine.forward = lambda ids, *rest: calls.append(len(ids)) or forward(ids, *rest)  # type: ignore[method-assign]
+    got = m.embed(docs, long="truncate").vectors
+    assert calls == [8]
+    one = bertscope.load(tiny_dirs["bert"], device="cpu", token_budget=64)
+    one.engine.max_batch = 1
+    np.testing.assert_allclose(got, np.stack([one.embed([d]).vectors[0] for d in docs]), atol=1e-5, rtol=0)

@@ -17,7 +17,7 @@ import torch
 
 from ..errors import InvalidInput, InvalidSpec
 from ._enums import Combine, LongText, Pooling
-from .engine import Engine
+from .engine import MIN_ROWS, Engine
 from .layers import LayerSpec
 from .prompts import Prompts, read_prompts
 from .similarity import unit
@@ -80,7 +80,13 @@ class Encoder:
         self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
         budget = token_budget or (CUDA_TOKEN_BUDGET if device.type == "cuda" else CPU_TOKEN_BUDGET)
         self.engine = Engine(
-            self.hf_model, self.family, self.tokenizer, pad_id=self.pad_id, device=device, token_budget=budget
+            self.hf_model,
+            self.family,
+            self.tokenizer,
+            pad_id=self.pad_id,
+            device=device,
+            token_budget=budget,
+            min_rows=MIN_ROWS if token_budget is None else 1,
         )
         self.n_layers = self.family.num_layers(self.hf_model)
         self.backend = "torch"

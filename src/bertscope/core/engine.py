@@ -27,7 +27,7 @@ from .results import SentenceEmbeddings
 from .spec import EmbedSpec
 from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
 
-__all__ = ["Engine"]
+__all__ = ["MIN_ROWS", "Engine"]
 
 OnBatch = Callable[[int, int], None]
 # (ids, type_ids, mask, deepest) -> hidden states 0..deepest: another runtime in place of the torch forward
@@ -35,6 +35,10 @@ Runner = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[torch.Tensor,
 
 _MIN_FILL = 0.85
 _PAD_TOKENS = 16
+# Under the default budget, long rows get at least this many per forward (sentence-transformers' batch is
+# 32): 8 documents of 512 tokens were 4 forwards under the 2,048-token budget; a forward of 16 x 512 tokens
+# holds 16 x heads x 512^2 attention weights (~200 MB at 12 heads). A budget the user sets is kept as is.
+MIN_ROWS = 16
 
 
 @dataclass
@@ -62,6 +66,7 @@ class Engine:
         token_budget: int,
         max_batch: int = 512,
         chunk_size: int = 4096,
+        min_rows: int = 1,
     ) -> None:
         self.model = model
         self.family = family
@@ -69,6 +74,7 @@ class Engine:
         self.pad_id = pad_id
         self.device = device
         self.token_budget = token_budget
+        self.min_rows = min_rows
         self.max_batch = max_batch
         self.chunk_size = chunk_size
         self.n_layers = family.num_layers(model)
@@ -251,7 +257,7 @@ class Engine:
     ) -> Iterator[tuple[list[_Segment], dict[str, tuple[torch.Tensor, torch.Tensor]]]]:
         """Per batch, one forward to the deepest layer asked, then each view's (hidden, pooling mask)."""
         deepest = max(max(spec.layers) for spec in specs.values())
-        for batch in _batches(segments, self.token_budget, self.max_batch):
+        for batch in _batches(segments, self.token_budget, self.max_batch, self.min_rows):
             ids, mask = pad_batch([s.ids for s in batch], self.pad_id)
             type_ids, _ = pad_batch([s.type_ids for s in batch], 0)
             states = self.forward(ids, type_ids, mask, deepest)
@@ -337,8 +343,13 @@ def _windowed(segments: Sequence[_Segment]) -> set[int]:
     return twice
 
 
-def _batches(segments: Sequence[_Segment], token_budget: int, max_batch: int) -> Iterator[list[_Segment]]:
+def _batches(
+    segments: Sequence[_Segment], token_budget: int, max_batch: int, min_rows: int = 1
+) -> Iterator[list[_Segment]]:
     """Longest first, each batch filled while batch size x longest length stays within the budget.
+
+    The budget adapts to long rows: a batch may hold `min_rows` rows of any width, so long texts and
+    windows are not cut into forwards of two or four rows, each paying the fixed cost of a call.
 
     A batch also closes when the next text would be padded by more than max(`_PAD_TOKENS`,
     (1 - `_MIN_FILL`) x width) tokens: one long outlier does not pad a batch of short texts to its
@@ -350,7 +361,8 @@ def _batches(segments: Sequence[_Segment], token_budget: int, max_batch: int) ->
     for index in order:
         segment = segments[index]
         width = len(batch[0].ids) if batch else len(segment.ids)
-        full = (len(batch) + 1) * width > token_budget or len(batch) >= max_batch
+        budget = max(token_budget, min_rows * width)
+        full = (len(batch) + 1) * width > budget or len(batch) >= max_batch
         allowed_padding = max(_PAD_TOKENS, (1 - _MIN_FILL) * width)
         if batch and (full or width - len(segment.ids) > allowed_padding):
             yield batch
