@@ -17,18 +17,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from ..errors import InvalidInput, InvalidSpec
+from ..errors import InvalidSpec
 from ._enums import Combine, LongText, SubwordPooling
 from .engine import MIN_ROWS, Engine
 from .layers import LayerSpec
 from .loading import load_parts, resolve_device, resolve_dtype
-from .pooling import group_words, pool_words
+from .pooling import word_embeddings
 from .progress import progress_callback
 from .prompts import Prompts, read_prompts
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .similarity import cos_sim, unit
 from .spec import EmbedOptions, EmbedSpec, Recipe, resolve
-from .tokens import Text, TextTokenizer, check_texts, is_pair, pad_batch, text_problem
+from .tokens import Text, TextTokenizer, Tokens, check_texts, is_pair, iter_checked, pad_batch
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .spec import RecipeKeywords
 
 __all__ = [
-    "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "checked", "open_encoder", "single",
+    "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "open_encoder", "single",
 ]  # fmt: skip
 
 CPU_TOKEN_BUDGET = 2048
@@ -229,7 +229,8 @@ class Encoder:
         """
         recipe = resolve(self, EmbedOptions(**options))
         with progress_callback(total, enabled=progress) as on_batch:
-            for chunk in self.engine.sentences(checked(texts), recipe.spec, on_batch=on_batch):
+            checked = iter_checked(texts, pairs=True)
+            for chunk in self.engine.sentences(checked, recipe.spec, on_batch=on_batch):
                 yield recipe.finish(chunk)
 
     def embed(
@@ -274,24 +275,20 @@ class Encoder:
         stride: int | None = None,
         progress: bool | None = None,
     ) -> list[TokenEmbeddings]:
-        """Per text (or pair): tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed."""
+        """Per text (or pair): tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed.
+
+        combine="stack" keeps each layer apart: vectors (tokens, layers, d), in the order of `layers`.
+        """
         items = check_texts(texts, pairs=True)
         spec = self.spec(layers=layers, combine=combine, pooling="mean", long=long, stride=stride)
         with progress_callback(len(items), enabled=progress) as on_batch:
-            return [
-                TokenEmbeddings(
-                    t.text,
-                    t.tokens,
-                    t.offsets,
-                    t.word_ids,
-                    t.special_mask,
-                    m,
-                    t.n_dropped,
-                    spec.as_dict(),
-                    t.pair,
-                )  # fmt: skip
-                for t, m in self.engine.token_matrices(items, spec, on_batch=on_batch)
-            ]
+            found = self.engine.token_matrices(items, spec, on_batch=on_batch)
+            return [TokenEmbeddings.of(t, m, spec.as_dict()) for t, m in found]
+
+    def embed_fitted_tokens(self, tokens: Sequence[Tokens], spec: EmbedSpec) -> list[TokenEmbeddings]:
+        """`embed_tokens` of Tokens already through `engine.prepare` with `spec` (tokenized once)."""
+        found = self.engine.fitted_token_matrices(tokens, spec)
+        return [TokenEmbeddings.of(t, m, spec.as_dict()) for t, m in found]
 
     def embed_words(
         self,
@@ -306,22 +303,8 @@ class Encoder:
         """Per text: words (from the tokenizer's word ids), char spans, and pooled word vectors."""
         how = SubwordPooling.parse(subword, what="subword pooling")
         check_texts(texts)  # words index into one text: pairs are not taken here
-        results = []
-        for tok in self.embed_tokens(texts, layers=layers, combine=combine, long=long, stride=stride):
-            groups = group_words(tok.word_ids, tok.special_mask)
-            spans = [(tok.offsets[g[0]][0], tok.offsets[g[-1]][1]) for g in groups]
-            results.append(
-                WordEmbeddings(
-                    text=tok.text,
-                    words=[tok.text[s:e] for s, e in spans],
-                    spans=spans,
-                    pieces=[[tok.tokens[i] for i in g] for g in groups],
-                    vectors=pool_words(tok.vectors, groups, how),
-                    n_dropped=tok.n_dropped,
-                    spec={**tok.spec, "subword": how.value},
-                )
-            )
-        return results
+        found = self.embed_tokens(texts, layers=layers, combine=combine, long=long, stride=stride)
+        return [word_embeddings(tok, how) for tok in found]
 
     def hidden_states(self, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
         """(L+1, tokens, d) every layer's token vectors for one text or pair: 0 is the embedding output."""
@@ -346,19 +329,6 @@ class Encoder:
 def single(texts: object) -> bool:
     """Whether `texts` is one text or one (A, B) pair (a tuple), not a list of them."""
     return isinstance(texts, str) or (isinstance(texts, tuple) and is_pair(texts))
-
-
-def checked(texts: Iterable[str]) -> Iterator[str]:
-    """Pass texts through, raising InvalidInput (with the index) at the first bad one."""
-    for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise InvalidInput(f"text {index} is a {type(text).__name__}, not a string: pass str items only")
-        if not text.strip():
-            raise InvalidInput(f"text {index} is empty: every text needs at least one non-space character")
-        problem = text_problem(text)
-        if problem:
-            raise InvalidInput(f"text {index} {problem}")
-        yield text
 
 
 def stderr(message: str) -> None:
