@@ -260,13 +260,14 @@ def test_library_type_errors_are_one_line(bundled: bertscope.Model, corpus: Path
         bertscope.search("a bank", store, model=bundled, k="5")  # type: ignore[arg-type]
 
 
-def test_a_store_of_another_model_is_named(
-    corpus: Path, bundled: bertscope.Model, tiny_models: dict[str, bertscope.Model], tmp_path: Path
-) -> None:
+def test_a_store_of_another_model_is_named(corpus: Path, bundled: bertscope.Model, tmp_path: Path) -> None:
+    from tiny_models import build_tiny_model
+
     store = tmp_path / "s.npy"
     bertscope.embed_corpus(corpus, store, model=bundled, layers="6")
+    tiny = bertscope.load(build_tiny_model("bert", tmp_path / "tiny"), device="cpu")  # 2 layers, no layer 6
     with pytest.raises(CorpusError, match="made with all-MiniLM-L6-v2"):
-        bertscope.search("a bank", store, model=tiny_models["bert"])
+        bertscope.search("a bank", store, model=tiny)
 
 
 def test_a_folder_for_a_file_says_so(tmp_path: Path) -> None:

@@ -512,4 +512,3 @@ class Model(Encoder):
         from .research.cka import cka
 
         return cka(self, texts, other, level=level, debiased=debiased, progress=progress)
-
