@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import tempfile
 from collections import defaultdict
 from pathlib import Path
 
@@ -25,6 +26,7 @@ def profile(path: Path, batches: list, threads: int) -> dict[str, float]:
     """op type -> microseconds over all batches (ONNX Runtime's profiler, node events only)."""
     options = ort.SessionOptions()
     options.enable_profiling = True
+    options.profile_file_prefix = str(Path(tempfile.mkdtemp(prefix="bertscope-profile-")) / "ort")
     options.intra_op_num_threads = threads
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
