@@ -21,6 +21,7 @@ from tiny_models import FAMILIES, build_tiny_model  # noqa: E402
 FILE_WEIGHTS: dict[str, float] = {
     "test_distributed.py": 659,
     "test_io.py": 256,
+    "test_gaps.py": 38,
     "test_cli.py": 142,
     "test_plots.py": 124,
     "test_cli_chunks.py": 123,

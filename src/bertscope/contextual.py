@@ -12,16 +12,25 @@ from typing import Any
 import numpy as np
 
 from .core._enums import LongText, SubwordPooling
-from .core.encoder import Encoder, checked, single
-from .core.pooling import group_words, pool_words
+from .core.encoder import Encoder, single
+from .core.pooling import word_embeddings
 from .core.progress import progress_callback
 from .core.results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .core.similarity import cos_sim
-from .core.spec import EmbedOptions, Recipe, resolve
-from .core.tokens import Text, check_texts
+from .core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
+from .core.tokens import Text, Tokens, check_texts, iter_checked
 from .errors import InvalidSpec
 
-__all__ = ["embed", "embed_tokens", "embed_with", "embed_words", "hidden_states", "iter_embed", "similarity"]
+__all__ = [
+    "embed",
+    "embed_fitted_tokens",
+    "embed_tokens",
+    "embed_with",
+    "embed_words",
+    "hidden_states",
+    "iter_embed",
+    "similarity",
+]
 
 
 def iter_embed(
@@ -35,7 +44,8 @@ def iter_embed(
     """Sentence vectors (n, d) for a stream of texts, chunk by chunk in input order (bounded memory)."""
     recipe = resolve(encoder, options)
     with progress_callback(total, enabled=progress) as on_batch:
-        for chunk in encoder.engine.sentences(checked(texts), recipe.spec, on_batch=on_batch):
+        checked = iter_checked(texts, pairs=True)
+        for chunk in encoder.engine.sentences(checked, recipe.spec, on_batch=on_batch):
             yield recipe.finish(chunk)
 
 
@@ -70,25 +80,20 @@ def embed_tokens(
 ) -> list[TokenEmbeddings]:
     """Per text (or pair): tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed.
 
-    `options`: layers, combine, long, stride (as `Encoder.spec`).
+    `options`: layers, combine, long, stride (as `Encoder.spec`). combine="stack" keeps each layer
+    apart: vectors (tokens, layers, d), in the order of `layers`.
     """
     items = check_texts(texts, pairs=True)
     spec = encoder.spec(pooling="mean", **options)
     with progress_callback(len(items), enabled=progress) as on_batch:
-        return [
-            TokenEmbeddings(
-                t.text,
-                t.tokens,
-                t.offsets,
-                t.word_ids,
-                t.special_mask,
-                m,
-                t.n_dropped,
-                spec.as_dict(),
-                t.pair,
-            )
-            for t, m in encoder.engine.token_matrices(items, spec, on_batch=on_batch)
-        ]
+        found = encoder.engine.token_matrices(items, spec, on_batch=on_batch)
+        return [TokenEmbeddings.of(t, m, spec.as_dict()) for t, m in found]
+
+
+def embed_fitted_tokens(encoder: Encoder, tokens: Sequence[Tokens], spec: EmbedSpec) -> list[TokenEmbeddings]:
+    """`embed_tokens` of Tokens already through `engine.prepare` with `spec` (tokenized once)."""
+    found = encoder.engine.fitted_token_matrices(tokens, spec)
+    return [TokenEmbeddings.of(t, m, spec.as_dict()) for t, m in found]
 
 
 def embed_words(
@@ -97,22 +102,7 @@ def embed_words(
     """Per text: words (from the tokenizer's word ids), char spans, and pooled word vectors."""
     how = SubwordPooling.parse(subword, what="subword pooling")
     check_texts(texts)  # words index into one text: pairs are not taken here
-    results = []
-    for tok in embed_tokens(encoder, texts, **options):
-        groups = group_words(tok.word_ids, tok.special_mask)
-        spans = [(tok.offsets[g[0]][0], tok.offsets[g[-1]][1]) for g in groups]
-        results.append(
-            WordEmbeddings(
-                text=tok.text,
-                words=[tok.text[s:e] for s, e in spans],
-                spans=spans,
-                pieces=[[tok.tokens[i] for i in g] for g in groups],
-                vectors=pool_words(tok.vectors, groups, how),
-                n_dropped=tok.n_dropped,
-                spec={**tok.spec, "subword": how.value},
-            )
-        )
-    return results
+    return [word_embeddings(tok, how) for tok in embed_tokens(encoder, texts, **options)]
 
 
 def hidden_states(encoder: Encoder, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:

@@ -301,10 +301,17 @@ class Model(Encoder):
         stride: int | None = None,
         progress: bool | None = None,
     ) -> list[TokenEmbeddings]:
-        """Per text (or pair): tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed."""
+        """Per text (or pair): tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed.
+
+        combine="stack" keeps each layer apart: vectors (tokens, layers, d), in the order of `layers`.
+        """
         return _contextual.embed_tokens(
             self, texts, layers=layers, combine=combine, long=long, stride=stride, progress=progress
         )
+
+    def embed_fitted_tokens(self, tokens: Sequence[Any], spec: EmbedSpec) -> list[TokenEmbeddings]:
+        """`embed_tokens` of Tokens already through `engine.prepare` with `spec` (tokenized once)."""
+        return _contextual.embed_fitted_tokens(self, tokens, spec)
 
     def embed_words(
         self,
@@ -505,4 +512,3 @@ class Model(Encoder):
         from .research.cka import cka
 
         return cka(self, texts, other, level=level, debiased=debiased, progress=progress)
-

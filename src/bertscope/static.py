@@ -102,8 +102,14 @@ def matrix(model: Model) -> np.ndarray:
 
 def token_ids(model: Model, items: str | int | Sequence[str | int]) -> list[int]:
     """Ids of word-piece strings or ids, each checked against the vocabulary."""
-    if isinstance(items, (str, int)):
+    if isinstance(items, (str, int, np.integer)):
         items = [items]
+    if not isinstance(items, Sequence | np.ndarray):
+        # A float (7852.0) or another scalar: say what is taken instead of failing on len().
+        raise InvalidInput(
+            f"{items!r} is neither a word piece (str), a token id (int), nor a list of them; "
+            "pass an id as an int (7852, not 7852.0)"
+        )
     if len(items) == 0:
         raise InvalidInput("no tokens given: pass a word piece, an id, or a list of them")
     vocab = model.vocab

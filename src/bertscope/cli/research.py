@@ -76,7 +76,7 @@ def _one_input(input_path: str | None, positional: str | None, what: str) -> str
 
 
 def _fmt(value: Any) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
+    return f"{value:.4f}" if isinstance(value, float) else "-" if value is None else str(value)
 
 
 def _records_table(records: list[dict[str, Any]], title: str, keys: list[str]) -> Table:
@@ -155,14 +155,13 @@ def eval_pairs(
     if as_json:
         emit_json({"records": result.records, "best": result.best, "settings": result.settings})
         return
-    out.print(
-        _records_table(
-            result.records, f"{pairs}: {len(gold)} pairs", ["layer", "pooling", "post", "spearman", "pearson"]
-        )
-    )
+    keys = ["layer", "pooling", "post", "fitted", "spearman", "pearson"]
+    out.print(_records_table(result.records, f"{pairs}: {len(gold)} pairs", keys))
     best = result.best
+    # A post-processing fitted on these very pairs' texts flatters them: say so where it wins.
+    mark = " (in-sample: fitted on these pairs' own texts)" if best.get("fitted") == "in-sample" else ""
     out.print(
-        f"best: layer {best['layer']}, pooling {best['pooling']}, post {best['post']}: "
+        f"best: layer {best['layer']}, pooling {best['pooling']}, post {best['post']}{mark}: "
         f"spearman {best['spearman']:.4f}, pearson {best['pearson']:.4f}",
         highlight=False,
     )

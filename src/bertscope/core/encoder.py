@@ -7,7 +7,7 @@ modules take an Encoder, so nothing below the facade needs model.py.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -15,16 +15,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..errors import InvalidInput, InvalidSpec
+from ..errors import InvalidSpec
 from ._enums import Combine, LongText, Pooling
 from .engine import MIN_ROWS, Engine
 from .layers import LayerSpec
 from .prompts import Prompts, read_prompts
 from .similarity import unit
 from .spec import EmbedSpec, resolve_spec
-from .tokens import Text, TextTokenizer, check_texts, is_pair, pad_batch, text_problem
+from .tokens import Text, TextTokenizer, check_texts, is_pair, pad_batch
 
-__all__ = ["CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "checked", "single"]
+__all__ = ["CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "single"]
 
 CPU_TOKEN_BUDGET = 2048
 CUDA_TOKEN_BUDGET = 65536
@@ -227,19 +227,6 @@ class Encoder:
 def single(texts: object) -> bool:
     """Whether `texts` is one text or one (A, B) pair (a tuple), not a list of them."""
     return isinstance(texts, str) or (isinstance(texts, tuple) and is_pair(texts))
-
-
-def checked(texts: Iterable[str]) -> Iterator[str]:
-    """Pass texts through, raising InvalidInput (with the index) at the first bad one."""
-    for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise InvalidInput(f"text {index} is a {type(text).__name__}, not a string: pass str items only")
-        if not text.strip():
-            raise InvalidInput(f"text {index} is empty: every text needs at least one non-space character")
-        problem = text_problem(text)
-        if problem:
-            raise InvalidInput(f"text {index} {problem}")
-        yield text
 
 
 def stderr(message: str) -> None:

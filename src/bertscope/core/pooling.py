@@ -9,8 +9,9 @@ import torch
 
 from ..errors import InvalidSpec
 from ._enums import Pooling, SubwordPooling
+from .results import TokenEmbeddings, WordEmbeddings
 
-__all__ = ["pool_sentences", "pool_words", "group_words"]
+__all__ = ["pool_sentences", "pool_words", "group_words", "word_embeddings"]
 
 
 def pool_sentences(
@@ -64,3 +65,23 @@ def pool_words(vectors: np.ndarray, groups: Sequence[Sequence[int]], subword: Su
         else:
             out[row] = np.concatenate([pieces[0], pieces[-1]])
     return out
+
+
+def word_embeddings(tok: TokenEmbeddings, subword: SubwordPooling) -> WordEmbeddings:
+    """One text's words (from the tokenizer's word ids) pooled from its token vectors, each layer apart."""
+    groups = group_words(tok.word_ids, tok.special_mask)
+    spans = [(tok.offsets[g[0]][0], tok.offsets[g[-1]][1]) for g in groups]
+    if tok.vectors.ndim == 3:  # stacked layers: (tokens, k, d) -> (words, k, d), pooled per layer
+        layers = range(tok.vectors.shape[1])
+        vectors = np.stack([pool_words(tok.vectors[:, i], groups, subword) for i in layers], axis=1)
+    else:
+        vectors = pool_words(tok.vectors, groups, subword)
+    return WordEmbeddings(
+        text=tok.text,
+        words=[tok.text[s:e] for s, e in spans],
+        spans=spans,
+        pieces=[[tok.tokens[i] for i in g] for g in groups],
+        vectors=vectors,
+        n_dropped=tok.n_dropped,
+        spec={**tok.spec, "subword": subword.value},
+    )

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.post import PostProcessor, as_post
 from ..core.prompts import query_prompt_name
 from ..core.similarity import Hit, TopK
 from ..core.spec import EmbedOptions, PostArg, resolve
@@ -170,8 +171,8 @@ def search(
     A query text is embedded the store's way; a store made with a passage prompt is searched with the
     model's query prompt where it has one (`prompt_name` / `prompt` choose another).
     """
-    if k < 1:
-        raise CorpusError(f"k must be at least 1, got {k}")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise CorpusError(f"k must be a whole number of at least 1, got {k!r}")
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
     level = opened.settings.get("level", "sentence")
     if level == "chunks" and (item_id is not None or opened.path.suffix.lower() != ".parquet"):
@@ -259,12 +260,38 @@ def _embed_query(
             "leave out post= (--post), or embed the corpus again with it"
         )
 
+    processor = as_post(post)  # read once: checked here, applied by the recipe
+    _check_same_post(settings.get("post"), processor)
     m = model_for(settings, model)
+    _check_same_model(settings, m)
     if prompt_name is None and prompt is None:
         prompt_name = query_prompt_name(settings, m.prompts)
         prompt = None if prompt_name else settings.get("prompt", "")
-    options = replace(EmbedOptions.from_settings(settings, post=post), prompt_name=prompt_name, prompt=prompt)
+    options = EmbedOptions.from_settings(settings, post=processor)
+    options = replace(options, prompt_name=prompt_name, prompt=prompt)
     return np.asarray(m.embed_with([query], resolve(m, options)).vectors[0])
+
+
+def _check_same_post(recorded: dict[str, Any] | None, processor: PostProcessor | None) -> None:
+    """Refuse a post-processing other than the store's: same width, unrelated axes, unrelated hits."""
+    if not recorded or processor is None or "fingerprint" not in recorded:
+        return  # stores written before fingerprints were recorded are checked by width only
+    if processor.fingerprint != recorded["fingerprint"]:
+        raise CorpusError(
+            f"this store's vectors went through another {recorded.get('kind', 'post-processing')} "
+            f"(fingerprint {recorded['fingerprint'][:12]}), not the file given ({processor.kind.value}, "
+            f"{processor.fingerprint[:12]}); pass the file the store was made with"
+        )
+
+
+def _check_same_model(settings: dict[str, Any], model: Any) -> None:
+    """Refuse a model other than the store's: its layers, width and space are not the store's."""
+    made = settings.get("model")
+    if made and model.info().source != made:
+        raise CorpusError(
+            f"this store was made with {made}; the model given is {model.info().source}: "
+            "search it with the store's own model (leave -m/--model out)"
+        )
 
 
 def model_for(settings: dict[str, Any], model: Any = None) -> Any:

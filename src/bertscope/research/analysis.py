@@ -104,7 +104,8 @@ def read_word_pairs(path: str | Path) -> list[tuple[str, str, float]]:
 def _tsv(path: str | Path, width: int) -> Iterator[tuple[int, list[str]]]:
     path = Path(path)
     if not path.is_file():
-        raise CorpusError(f"cannot read {path}: no such file")
+        what = "it is a folder: give the file inside it" if path.is_dir() else "no such file"
+        raise CorpusError(f"cannot read {path}: {what}")
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip() or line.startswith("#"):
@@ -181,7 +182,9 @@ def sweep(
 
     A post kind ("whitening", "abtt", "pca") is fitted on this data's own vectors for each cell, with
     `post_dim` dimensions (default: half the distinct texts, at most d: whitening n points in n-1
-    dimensions would make all their cosines equal). A fitted PostProcessor applies where its width fits.
+    dimensions would make all their cosines equal): each such record says `fitted: "in-sample"`. A
+    fitted PostProcessor applies only to the layer and pooling its file says it was fitted on
+    (`fitted: "file"`), or, from a file that does not say, to every cell of its width.
     """
     gold = np.asarray(gold, dtype=np.float64)
     if not len(left) == len(right) == len(gold) or len(gold) < 3:
@@ -197,6 +200,9 @@ def sweep(
     for label, processor in posts:
         for name in names:
             for layer in chosen:
+                fitted = _fitted_where(processor, layer, name, mask_special)
+                if fitted is None and processor is not None:
+                    continue  # a file applies only to the cell it was fitted on
                 x = vectors[name][:, layer]
                 try:
                     y = _post_apply(processor, x, post_dim)
@@ -206,7 +212,8 @@ def sweep(
                 if y is None:
                     continue
                 scores = correlations(y[ia], y[ib], gold)
-                records.append({"layer": layer, "pooling": name, "post": label, **scores, "n": len(gold)})
+                cell = {"layer": layer, "pooling": name, "post": label, "fitted": fitted}
+                records.append({**cell, **scores, "n": len(gold)})
     return SweepResult(
         records,
         chosen,
@@ -214,6 +221,23 @@ def sweep(
         [label for label, _ in posts],
         {"model": model.loaded.source, "texts": len(unique), "mask_special": mask_special},
     )
+
+
+def _fitted_where(
+    processor: PostKind | PostProcessor | None, layer: int, pooling: str, mask_special: bool
+) -> str | None:
+    """Where a cell's post-processing was fitted: "in-sample" (on these pairs' own texts), "file"
+    (a file fitted on this very layer and pooling, or one that does not say), None (none, or a file
+    fitted on another cell: its centre and axes belong to other vectors)."""
+    if processor is None:
+        return None
+    if not isinstance(processor, PostProcessor):
+        return "in-sample"
+    spec = processor.settings.get("spec")
+    if not spec:
+        return "file"
+    same = list(spec.get("layers") or ()) == [layer] and spec.get("pooling") == pooling
+    return "file" if same and bool(spec.get("mask_special")) == mask_special else None
 
 
 def _post_entry(item: PostKind | str | PostProcessor) -> tuple[str, PostKind | PostProcessor]:
