@@ -23,8 +23,8 @@ import numpy as np
 
 from bertscope.core.similarity import unit
 from bertscope.io.index import build_index, index_paths
+from bertscope.io.search import search
 from bertscope.io.sinks import with_settings
-from bertscope.io.stores import search
 
 
 def generator(dim: int, rows: int, lowrank: float, seed: int = 0):  # type: ignore[no-untyped-def]

@@ -21,6 +21,7 @@ from tiny_models import FAMILIES, build_tiny_model  # noqa: E402
 FILE_WEIGHTS: dict[str, float] = {
     "test_distributed.py": 659,
     "test_io.py": 256,
+    "test_gaps.py": 38,
     "test_cli.py": 142,
     "test_plots.py": 124,
     "test_cli_chunks.py": 123,
@@ -49,6 +50,8 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_senses.py": 15,
     "test_attention.py": 14,
     "test_pooling.py": 13,
+    "test_layering.py": 4,
+    "test_pooling_table.py": 2,
     "test_anatomy.py": 12,
     "test_spec.py": 10,
     "test_loading.py": 10,

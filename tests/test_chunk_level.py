@@ -11,7 +11,7 @@ import pytest
 
 import bertscope
 from bertscope.errors import CorpusError, InvalidSpec
-from bertscope.io.stores import search
+from bertscope.io.search import search
 from test_io import _embed_in_process, stop_and_resume
 
 DOCS = {

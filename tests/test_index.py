@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 from bertscope.cli import app
 from bertscope.errors import BackendUnavailable, CorpusError
 from bertscope.io import index as index_module
+from bertscope.io.formats import open_sink
 from bertscope.io.index import IndexStaleWarning, build_index, index_paths, index_state
 from bertscope.io.levels import Rows
 from bertscope.io.readers import Record
-from bertscope.io.sinks import open_sink
-from bertscope.io.stores import search
+from bertscope.io.search import search
 
 DIM = 64
 SETTINGS = {"model": "synthetic", "layers": [6], "pooling": "mean"}

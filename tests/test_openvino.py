@@ -53,6 +53,12 @@ def cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
+def bundled() -> bertscope.Model:
+    """The bundled model on torch float32, the reference (the session's `bundled` runs the exact default)."""
+    return bertscope.load(device="cpu", backend="torch")
+
+
+@pytest.fixture(scope="module")
 def ov32(cache: Path) -> bertscope.Model:
     return bertscope.load(device="cpu", backend="openvino")
 

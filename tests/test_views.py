@@ -15,7 +15,8 @@ from bertscope.cli import app
 from bertscope.core.similarity import cos_sim
 from bertscope.errors import CorpusError, InvalidSpec
 from bertscope.io.job import embed_corpus
-from bertscope.io.stores import open_store, search
+from bertscope.io.search import search
+from bertscope.io.stores import open_store
 from bertscope.io.views import parse_view, parse_views
 
 NEWS = Path(__file__).parents[1] / "examples" / "news.txt"

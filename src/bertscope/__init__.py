@@ -41,8 +41,8 @@ if TYPE_CHECKING:
     )
     from .io.job import JobSummary, embed_corpus
     from .io.occurrences import Occurrence, Occurrences, search_occurrences
+    from .io.search import search
     from .io.sqlite_store import list_collections
-    from .io.stores import search
     from .model import Model, ModelInfo, load
     from .research.aggregate import AggregatedStatic
     from .research.compare import compare
@@ -81,7 +81,7 @@ _LAZY = {
     "JobSummary": ".io.job",
     "embed_corpus": ".io.job",
     "list_collections": ".io.sqlite_store",
-    "search": ".io.stores",
+    "search": ".io.search",
     "search_occurrences": ".io.occurrences",
     "Occurrence": ".io.occurrences",
     "Occurrences": ".io.occurrences",

@@ -16,7 +16,7 @@ from .core.results import rows
 from .core.tokens import Tokens, pad_batch
 
 if TYPE_CHECKING:
-    from .model import Model
+    from .core.encoder import Encoder
 
 __all__ = ["Anatomy", "decompose"]
 
@@ -79,7 +79,7 @@ class Anatomy:
         }
 
 
-def decompose(model: Model, tokens: list[Tokens]) -> list[Anatomy]:
+def decompose(model: Encoder, tokens: list[Tokens]) -> list[Anatomy]:
     """Rebuild layer 0 from its parts for a padded batch of texts and compare with the model's own."""
     family, hf = model.family, model.hf_model
     parts = family.parts(hf)

@@ -19,12 +19,12 @@ from .core.tokens import Text, Tokens, is_pair, pad_batch
 from .errors import InvalidInput
 
 if TYPE_CHECKING:
-    from .model import Model
+    from .core.encoder import Encoder
 
 __all__ = ["attentions", "attention_of"]
 
 
-def attentions(model: Model, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
+def attentions(model: Encoder, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
     """(layers, heads, tokens, tokens) float32 attention weights of one text or (A, B) pair.
 
     Row i of [layer - 1, head] is how token i's layer-`layer` vector weighs every token of layer - 1.
@@ -32,7 +32,9 @@ def attentions(model: Model, text: Text, *, long: LongText | str = "truncate") -
     return attention_of(model, text, long=long)[1]
 
 
-def attention_of(model: Model, text: Text, *, long: LongText | str = "truncate") -> tuple[Tokens, np.ndarray]:
+def attention_of(
+    model: Encoder, text: Text, *, long: LongText | str = "truncate"
+) -> tuple[Tokens, np.ndarray]:
     """The tokens of one text or pair, and its (layers, heads, tokens, tokens) attention weights."""
     if not (isinstance(text, str) or (isinstance(text, tuple) and is_pair(text))):
         raise InvalidInput("attentions takes one text or one (A, B) pair (a tuple of two strings)")

@@ -18,6 +18,7 @@ from .core._enums import LongText, Pooling
 from .core.chunking import ChunkBy, Span, chunk_spans
 from .core.encoder import Encoder
 from .core.engine import EmbedSpec, Engine, OnBatch
+from .core.pooling import POOLINGS, pool_span
 from .core.progress import progress_callback
 from .core.results import ChunkEmbeddings
 from .core.tokens import check_texts
@@ -30,10 +31,10 @@ _DOCS_PER_GROUP = 64
 
 def late_spec(spec: EmbedSpec) -> EmbedSpec:
     """The spec late chunking runs with: every token kept (windows), pooling that can pool a span."""
-    if spec.pooling in (Pooling.CLS, Pooling.POOLER):
+    if spec.pooling not in POOLINGS:
         raise InvalidSpec(
             f"late chunking pools token vectors over each chunk's span; pooling={spec.pooling.value!r} "
-            "reads one token for the whole text. Use mean, max or mean_sqrt_len (or late=False)"
+            f"reads one token for the whole text. Use {', '.join(p.value for p in POOLINGS)} (or late=False)"
         )
     if spec.long is LongText.TRUNCATE:
         raise InvalidSpec(
@@ -127,13 +128,7 @@ def pool_spans(matrix: np.ndarray, rows: Sequence[Sequence[int]], pooling: Pooli
     """(chunks, d) float32: the token vectors `matrix` (tokens, d) pooled over each chunk's token rows."""
     out = np.empty((len(rows), matrix.shape[1]), dtype=np.float32)
     for number, index in enumerate(rows):
-        block = matrix[list(index)].astype(np.float32, copy=False)
-        if pooling is Pooling.MAX:
-            out[number] = block.max(axis=0)
-        elif pooling is Pooling.MEAN_SQRT_LEN:
-            out[number] = block.sum(axis=0) / np.sqrt(len(index))
-        else:
-            out[number] = block.mean(axis=0)
+        out[number] = pool_span(matrix[list(index)], pooling)
     return out
 
 

@@ -18,29 +18,31 @@ import time
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .core._enums import (
     Backend,
-    Combine,
     DType,
     Level,
-    LongText,
     Mode,
-    Pooling,
     Precision,
     Quantize,
     SubwordPooling,
 )
 from .core.chunking import ChunkBy
-from .core.layers import LayerSpec
-from .core.spec import EmbedOptions, PostArg, reload_arg, stored_settings
+from .core.spec import EmbedOptions, reload_arg, stored_settings
 from .errors import CorpusError, InvalidInput
 from .io.job import JobSummary
-from .io.levels import make_level, vector_columns
+from .io.level_table import make_level
+from .io.levels import vector_columns
 from .io.readers import Record, read_corpus
 from .io.sinks import with_settings
 from .model import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, Model
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .core.spec import RecipeKeywords
 
 __all__ = ["embed_dataset", "run_ray_job"]
 
@@ -102,21 +104,12 @@ def embed_dataset(
     keep_text: bool = True,
     precision: Precision | str = "float32",
     subword: SubwordPooling | str = "mean",
-    layers: LayerSpec | None = None,
-    combine: Combine | str = "mean",
-    pooling: Pooling | str = "auto",
-    mask_special: bool = False,
-    normalize: bool | None = None,
-    long: LongText | str = "truncate",
-    stride: int | None = None,
-    post: PostArg = None,
-    prompt_name: str | None = None,
-    prompt: str | None = None,
     chunks: ChunkBy | str = "sentence",
     late: bool = True,
     chunk_size: int = 128,
     chunk_overlap: int = 0,
     text_column: str | None = None,
+    **recipe: Unpack[RecipeKeywords],
 ) -> Any:
     """A Ray Dataset with `embedding` (fixed-size float32 list), `n_tokens` and `truncated` columns added.
 
@@ -128,9 +121,7 @@ def embed_dataset(
     retried by Ray (`max_restarts`, `max_task_retries`; Ray's default -1 is without limit).
     `text_column` is the old name of `text_field` (deprecated: it warns).
     """
-    options = EmbedOptions(
-        layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
-    )
+    options = EmbedOptions(**recipe)
     ray = _ray()
     model_arg = reload_arg(model) if isinstance(model, Model) else model
     if isinstance(model, Model):
@@ -214,22 +205,13 @@ def run_ray_job(
     level: Level | str = "sentence",
     precision: Precision | str = "float32",
     subword: SubwordPooling | str = "mean",
-    layers: LayerSpec | None = None,
-    combine: Combine | str = "mean",
-    pooling: Pooling | str = "auto",
-    mask_special: bool = False,
-    normalize: bool | None = None,
-    long: LongText | str = "truncate",
-    stride: int | None = None,
-    post: PostArg = None,
     mode: Mode | str = Mode.EXACT,
     fast_min_cosine: float = 0.999,
-    prompt_name: str | None = None,
-    prompt: str | None = None,
     chunks: ChunkBy | str = "sentence",
     late: bool = True,
     chunk_size: int = 128,
     chunk_overlap: int = 0,
+    **recipe: Unpack[RecipeKeywords],
 ) -> JobSummary:
     """Embed a corpus (a file, a glob or a list of texts) into Parquet shards `OUTPUT/part-*.parquet`.
 
@@ -251,9 +233,7 @@ def run_ray_job(
     if m.mode == Mode.FAST:
         info = m.info()
         dtype, backend, quantize = info.dtype, info.backend, info.quantize
-    options = EmbedOptions(
-        layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
-    )
+    options = EmbedOptions(**recipe)
     chunking: dict[str, Any] = {"chunks": chunks, "late": late}
     chunking.update(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     rows_of = make_level(
@@ -274,8 +254,7 @@ def run_ray_job(
     embedded = embed_dataset(
         corpus, model=model, workers=workers, device=device, dtype=dtype, backend=backend, quantize=quantize,
         batch_size=rows, level=level, keep_text=keep_text, precision=precision, subword=subword,
-        layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, normalize=normalize,
-        long=long, stride=stride, post=post, prompt_name=prompt_name, prompt=prompt, **chunking,
+        **recipe, **chunking,
     )  # fmt: skip
     embedded.write_datasink(_shard_sink(out, schema), ray_remote_args={"num_cpus": _IO_CPUS})
     summary = JobSummary(output=out, files=sorted(out.glob("part-*.parquet")))

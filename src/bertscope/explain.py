@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .core._enums import Combine, LongText, Pooling
-from .core.layers import LayerSpec
+from .core._enums import Pooling
+from .core.pooling import POOLINGS
 from .core.post import PostKind, PostProcessor
 from .core.similarity import cos_sim
 from .core.spec import EmbedOptions, EmbedSpec, resolve
@@ -27,11 +27,14 @@ from .core.tokens import Tokens
 from .errors import InvalidSpec
 
 if TYPE_CHECKING:
-    from .model import Model
+    from typing_extensions import Unpack
+
+    from .core.encoder import Encoder
+    from .core.spec import RecipeKeywords
 
 __all__ = ["Explanation", "explain", "token_parts", "plot_explanation"]
 
-_LINEAR = (Pooling.MEAN, Pooling.MEAN_SQRT_LEN, Pooling.FIRST_LAST_AVG)
+_LINEAR = tuple(p for p, rule in POOLINGS.items() if rule.linear)
 
 
 @dataclass
@@ -83,26 +86,12 @@ class Explanation:
 
 
 def explain(
-    model: Model,
-    a: str,
-    b: str,
-    *,
-    post: PostProcessor | str | Path | None = None,
-    top: int = 10,
-    exact: bool = False,
-    layers: LayerSpec | None = None,
-    combine: Combine | str = "mean",
-    pooling: Pooling | str = "auto",
-    mask_special: bool = False,
-    normalize: bool | None = None,
-    long: LongText | str = "truncate",
-    stride: int | None = None,
+    model: Encoder, a: str, b: str, *, top: int = 10, exact: bool = False, **options: Unpack[RecipeKeywords]
 ) -> Explanation:
-    """Split `model.similarity(a, b, post=post, **options)` into token pairs; `exact` refuses the rest."""
+    """Split `model.similarity(a, b, **options)` into token pairs; `exact` refuses the rest."""
     if not isinstance(a, str) or not isinstance(b, str):
         raise InvalidSpec("explain takes two texts (strings); pairs of segments are not explained")
-    options = EmbedOptions(layers, combine, pooling, mask_special, normalize, long, stride, post)
-    recipe = resolve(model, options)
+    recipe = resolve(model, EmbedOptions(**options))
     spec, processor = recipe.spec, recipe.post
     # Each text alone, as `similarity` embeds them, so the score is the one it reports.
     score = float(cos_sim(model.embed_with([a], recipe).vectors, model.embed_with([b], recipe).vectors)[0, 0])
@@ -198,7 +187,7 @@ def _top_pairs(contributions: np.ndarray, tok_a: Tokens, tok_b: Tokens, top: int
     return pairs
 
 
-def _attention_view(model: Model, a: str, b: str, spec: EmbedSpec, score: float) -> Explanation:
+def _attention_view(model: Encoder, a: str, b: str, spec: EmbedSpec, score: float) -> Explanation:
     from .attention import attention_of
 
     layer = max(1, max(spec.layers))

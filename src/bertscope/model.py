@@ -8,26 +8,29 @@ extends, so no module below this one imports it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from . import anatomy as _anatomy
-from . import contextual as _contextual
 from . import static as _static
 from .backends.onnx import resolve_backend
-from .core._enums import Backend, Combine, DType, LongText, Mode, Pooling, Quantize, SubwordPooling
+from .core._enums import Backend, DType, LongText, Mode, Quantize, SubwordPooling
 from .core.chunking import ChunkBy
 from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, Encoder, ModelInfo, single, stderr
 from .core.layers import LayerSpec
 from .core.loading import load_parts, resolve_device, resolve_dtype
-from .core.results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
-from .core.spec import EmbedOptions, EmbedSpec, PostArg, Recipe
+from .core.spec import EmbedSpec
 from .core.tokens import Text
 from .errors import InvalidSpec
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .core.spec import RecipeKeywords
 
 __all__ = ["CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Model", "ModelInfo", "load"]
 
@@ -206,61 +209,6 @@ class Model(Encoder):
         result = _anatomy.decompose(self, [tokens] if single(texts) else tokens)
         return result[0] if single(texts) else result
 
-    def iter_embed(
-        self,
-        texts: Iterable[str],
-        *,
-        layers: LayerSpec | None = None,
-        combine: Combine | str = "mean",
-        pooling: Pooling | str = "auto",
-        mask_special: bool = False,
-        normalize: bool | None = None,
-        long: LongText | str = "truncate",
-        stride: int | None = None,
-        post: PostArg = None,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        progress: bool | None = None,
-        total: int | None = None,
-    ) -> Iterator[SentenceEmbeddings]:
-        """Sentence vectors (n, d) for a stream of texts, chunk by chunk in input order (bounded memory)."""
-        options = EmbedOptions(
-            layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
-        )
-        return _contextual.iter_embed(self, texts, options, progress=progress, total=total)
-
-    def embed(
-        self,
-        texts: Text | Sequence[Text],
-        *,
-        layers: LayerSpec | None = None,
-        combine: Combine | str = "mean",
-        pooling: Pooling | str = "auto",
-        mask_special: bool = False,
-        normalize: bool | None = None,
-        long: LongText | str = "truncate",
-        stride: int | None = None,
-        post: PostArg = None,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-        progress: bool | None = None,
-    ) -> SentenceEmbeddings:
-        """Sentence vectors (n, d) float32 for texts (or (A, B) pairs), any layers, any pooling; see `spec`.
-
-        `post` is a fitted post-processing (whitening, all-but-the-top, PCA) or the path of a saved one.
-        `prompt_name` is one of the model's own prompts (default: its default one), `prompt` the text.
-        """
-        options = EmbedOptions(
-            layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
-        )
-        return _contextual.embed(self, texts, options, progress=progress)
-
-    def embed_with(
-        self, texts: Text | Sequence[Text], recipe: Recipe, *, progress: bool | None = None
-    ) -> SentenceEmbeddings:
-        """Sentence vectors (n, d) for texts or pairs with a recipe already resolved by `spec.resolve`."""
-        return _contextual.embed_with(self, texts, recipe, progress=progress)
-
     def encode(
         self,
         sentences: str | Sequence[str],
@@ -291,36 +239,6 @@ class Model(Encoder):
             normalize_embeddings=normalize_embeddings, truncate_dim=truncate_dim,
         )  # fmt: skip
 
-    def embed_tokens(
-        self,
-        texts: Text | Sequence[Text],
-        *,
-        layers: LayerSpec | None = None,
-        combine: Combine | str = "mean",
-        long: LongText | str = "truncate",
-        stride: int | None = None,
-        progress: bool | None = None,
-    ) -> list[TokenEmbeddings]:
-        """Per text (or pair): tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed."""
-        return _contextual.embed_tokens(
-            self, texts, layers=layers, combine=combine, long=long, stride=stride, progress=progress
-        )
-
-    def embed_words(
-        self,
-        texts: str | Sequence[str],
-        *,
-        subword: SubwordPooling | str = "mean",
-        layers: LayerSpec | None = None,
-        combine: Combine | str = "mean",
-        long: LongText | str = "truncate",
-        stride: int | None = None,
-    ) -> list[WordEmbeddings]:
-        """Per text: words (from the tokenizer's word ids), char spans, and pooled word vectors."""
-        return _contextual.embed_words(
-            self, texts, subword=subword, layers=layers, combine=combine, long=long, stride=stride
-        )
-
     def embed_chunks(
         self,
         docs: str | Sequence[str],
@@ -329,16 +247,8 @@ class Model(Encoder):
         late: bool = True,
         size: int = 128,
         overlap: int = 0,
-        layers: LayerSpec | None = None,
-        combine: Combine | str = "mean",
-        pooling: Pooling | str = "auto",
-        mask_special: bool = False,
-        normalize: bool | None = None,
-        long: LongText | str | None = None,
-        stride: int | None = None,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
         progress: bool | None = None,
+        **options: Unpack[RecipeKeywords],
     ) -> Any:
         """Chunk vectors of a document (ChunkEmbeddings) or of each of a list of documents (a list).
 
@@ -350,10 +260,8 @@ class Model(Encoder):
         from .chunk_embed import embed_chunks
 
         return embed_chunks(
-            self, docs, chunks=chunks, late=late, size=size, overlap=overlap, layers=layers, combine=combine,
-            pooling=pooling, mask_special=mask_special, normalize=normalize, long=long, stride=stride,
-            prompt_name=prompt_name, prompt=prompt, progress=progress,
-        )  # fmt: skip
+            self, docs, chunks=chunks, late=late, size=size, overlap=overlap, progress=progress, **options
+        )
 
     def add_tokens(self, words: Sequence[str], *, init: Any = "pieces", seed: int = 0) -> Model:
         """A new Model whose tokenizer keeps each word whole, its rows initialised from `init`."""
@@ -367,47 +275,8 @@ class Model(Encoder):
 
         return save(self, folder)
 
-    def hidden_states(self, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
-        """(L+1, tokens, d) every layer's token vectors for one text or pair: 0 is the embedding output."""
-        return _contextual.hidden_states(self, text, long=long)
-
-    def similarity(
-        self,
-        a: str | Sequence[str],
-        b: str | Sequence[str] | None = None,
-        *,
-        layers: LayerSpec | None = None,
-        combine: Combine | str = "mean",
-        pooling: Pooling | str = "auto",
-        mask_special: bool = False,
-        normalize: bool | None = None,
-        long: LongText | str = "truncate",
-        stride: int | None = None,
-        post: PostArg = None,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-    ) -> np.ndarray:
-        """Cosine matrix (len(a), len(b)) of sentence vectors; b defaults to a."""
-        options = EmbedOptions(
-            layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
-        )
-        return _contextual.similarity(self, a, b, options)
-
     def explain(
-        self,
-        a: str,
-        b: str,
-        *,
-        post: PostArg = None,
-        top: int = 10,
-        exact: bool = False,
-        layers: LayerSpec | None = None,
-        combine: Combine | str = "mean",
-        pooling: Pooling | str = "auto",
-        mask_special: bool = False,
-        normalize: bool | None = None,
-        long: LongText | str = "truncate",
-        stride: int | None = None,
+        self, a: str, b: str, *, top: int = 10, exact: bool = False, **options: Unpack[RecipeKeywords]
     ) -> Any:
         """Why a and b score what `similarity(a, b, same options)` says: token-pair contributions.
 
@@ -417,34 +286,16 @@ class Model(Encoder):
         """
         from .explain import explain
 
-        return explain(
-            self, a, b, post=post, top=top, exact=exact, layers=layers, combine=combine, pooling=pooling,
-            mask_special=mask_special, normalize=normalize, long=long, stride=stride,
-        )  # fmt: skip
+        return explain(self, a, b, top=top, exact=exact, **options)
 
-    def baseline(
-        self,
-        *,
-        reference: Sequence[str] | None = None,
-        post: PostArg = None,
-        layers: LayerSpec | None = None,
-        combine: Combine | str = "mean",
-        pooling: Pooling | str = "auto",
-        mask_special: bool = False,
-        normalize: bool | None = None,
-        long: LongText | str = "truncate",
-        stride: int | None = None,
-    ) -> Any:
+    def baseline(self, *, reference: Sequence[str] | None = None, **options: Unpack[RecipeKeywords]) -> Any:
         """Cosines of random pairs of a reference corpus (default: the calibration sentences shipped).
 
         `.percentile(score)` then says where a score sits among unrelated pairs (research/baseline.py).
         """
         from .research.baseline import fit_baseline
 
-        return fit_baseline(
-            self, reference=reference, post=post, layers=layers, combine=combine, pooling=pooling,
-            mask_special=mask_special, normalize=normalize, long=long, stride=stride,
-        )  # fmt: skip
+        return fit_baseline(self, reference=reference, **options)
 
     def attentions(self, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
         """(layers, heads, tokens, tokens) attention weights for one text or pair, as output_attentions."""
@@ -505,4 +356,3 @@ class Model(Encoder):
         from .research.cka import cka
 
         return cka(self, texts, other, level=level, debiased=debiased, progress=progress)
-

@@ -17,7 +17,7 @@ from .core.tokens import text_problem
 from .errors import InvalidInput, UnknownToken
 
 if TYPE_CHECKING:
-    from .model import Model
+    from .core.encoder import Encoder
 
 __all__ = [
     "StaticWord",
@@ -95,15 +95,21 @@ def export_format(path: Path, fmt: ExportFormat | str | None) -> ExportFormat:
     return chosen
 
 
-def matrix(model: Model) -> np.ndarray:
+def matrix(model: Encoder) -> np.ndarray:
     """The whole input embedding matrix (vocab, d) as float32."""
     return model.input_embeddings.detach().float().cpu().numpy()
 
 
-def token_ids(model: Model, items: str | int | Sequence[str | int]) -> list[int]:
+def token_ids(model: Encoder, items: str | int | Sequence[str | int]) -> list[int]:
     """Ids of word-piece strings or ids, each checked against the vocabulary."""
-    if isinstance(items, (str, int)):
+    if isinstance(items, (str, int, np.integer)):
         items = [items]
+    if not isinstance(items, Sequence | np.ndarray):
+        # A float (7852.0) or another scalar: say what is taken instead of failing on len().
+        raise InvalidInput(
+            f"{items!r} is neither a word piece (str), a token id (int), nor a list of them; "
+            "pass an id as an int (7852, not 7852.0)"
+        )
     if len(items) == 0:
         raise InvalidInput("no tokens given: pass a word piece, an id, or a list of them")
     vocab = model.vocab
@@ -125,7 +131,7 @@ def token_ids(model: Model, items: str | int | Sequence[str | int]) -> list[int]
     return ids
 
 
-def _not_a_piece(model: Model, item: str) -> str:
+def _not_a_piece(model: Encoder, item: str) -> str:
     """Why `item` has no row of its own, and what to pass instead."""
     problem = text_problem(item)
     if problem:
@@ -142,13 +148,13 @@ def _not_a_piece(model: Model, item: str) -> str:
     )
 
 
-def static_rows(model: Model, items: str | int | Sequence[str | int]) -> np.ndarray:
+def static_rows(model: Encoder, items: str | int | Sequence[str | int]) -> np.ndarray:
     """(n, d) rows of the input embedding matrix for word pieces or ids."""
     ids = token_ids(model, items)
     return model.input_embeddings[ids].detach().float().cpu().numpy()
 
 
-def static_word(model: Model, word: str) -> StaticWord:
+def static_word(model: Encoder, word: str) -> StaticWord:
     """One vector for a word split into pieces: the mean of its pieces' rows."""
     if not isinstance(word, str) or not word.strip():
         raise InvalidInput("static_word needs a non-empty word")
@@ -160,7 +166,7 @@ def static_word(model: Model, word: str) -> StaticWord:
 
 
 def lookup(
-    model: Model, item: str | int, *, word: bool = False, k: int = 0, include_special: bool = False
+    model: Encoder, item: str | int, *, word: bool = False, k: int = 0, include_special: bool = False
 ) -> dict[str, Any]:
     """One JSON-able static record: a piece or id (token, id) or with `word` a word (word, pieces, ids),
     with its vector (d,), norm, and with k > 0 its `neighbors` (token, id, cosine)."""
@@ -188,7 +194,7 @@ def lookup(
 
 
 def neighbors(
-    model: Model, query: str | int | np.ndarray, *, k: int = 10, include_special: bool = False
+    model: Encoder, query: str | int | np.ndarray, *, k: int = 10, include_special: bool = False
 ) -> list[Neighbor]:
     """The k vocabulary entries nearest to a piece, id or vector by cosine (the query itself left out)."""
     if k < 1:
@@ -212,7 +218,7 @@ def neighbors(
     ]
 
 
-def _excluded(model: Model, include_special: bool) -> np.ndarray:
+def _excluded(model: Encoder, include_special: bool) -> np.ndarray:
     rows = model.input_embeddings.shape[0]
     mask = np.zeros(rows, dtype=bool)
     missing = [i for i in range(rows) if i not in model.id_to_token]
@@ -224,7 +230,7 @@ def _excluded(model: Model, include_special: bool) -> np.ndarray:
     return mask
 
 
-def first_words(model: Model, n: int) -> list[int]:
+def first_words(model: Encoder, n: int) -> list[int]:
     """Ids of the first `n` whole-word pieces (letters only, 2+ characters, no ## or special) by id.
 
     WordPiece and BPE vocabularies list pieces roughly by how often they were merged, so these are
@@ -244,7 +250,7 @@ def first_words(model: Model, n: int) -> list[int]:
 
 
 def _rows_in_chunks(
-    model: Model, ids: Sequence[int], chunk: int = 4096
+    model: Encoder, ids: Sequence[int], chunk: int = 4096
 ) -> Iterator[tuple[list[int], list[str], np.ndarray]]:
     weight = model.input_embeddings
     for start in range(0, len(ids), chunk):
@@ -254,7 +260,7 @@ def _rows_in_chunks(
 
 
 def export(
-    model: Model,
+    model: Encoder,
     path: str | Path,
     fmt: ExportFormat | str | None = None,
     *,

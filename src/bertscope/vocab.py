@@ -13,7 +13,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import torch
@@ -21,13 +21,15 @@ from tokenizers import AddedToken
 
 from .core._enums import StrEnum
 from .errors import InvalidInput, InvalidSpec
+from .static import static_word
 
 if TYPE_CHECKING:
-    from .model import Model
+    from .core.encoder import Encoder
 
 __all__ = ["Init", "add_tokens", "save"]
 
 InitSpec = str | Mapping[str, Sequence[str]]
+E = TypeVar("E", bound="Encoder")
 
 
 class Init(StrEnum):
@@ -38,14 +40,12 @@ class Init(StrEnum):
     RANDOM = "random"
 
 
-def add_tokens(model: Model, words: Sequence[str], *, init: InitSpec = "pieces", seed: int = 0) -> Model:
+def add_tokens(model: E, words: Sequence[str], *, init: InitSpec = "pieces", seed: int = 0) -> E:
     """A new Model whose tokenizer keeps each word whole, with initialised rows; `model` is left unchanged.
 
     Words the tokenizer already keeps as one piece (after its own normalisation, e.g. lowercasing) are
     left as they are. The new tokens match whole words only (`single_word`), so "covid19x" still splits.
     """
-    from .model import Model as ModelClass
-
     if isinstance(words, str) or not words:
         raise InvalidInput("add_tokens takes a non-empty list of words, e.g. ['covid19', 'mRNA']")
     normalizer = model.loaded.tokenizer.backend_tokenizer.normalizer
@@ -70,29 +70,30 @@ def add_tokens(model: Model, words: Sequence[str], *, init: InitSpec = "pieces",
     extended = dataclasses.replace(
         loaded, source=f"{loaded.source} + {len(new)} tokens", path=None, model=hf_model, tokenizer=tokenizer
     )
-    return ModelClass(
+    # the caller's own class (bertscope.Model from the facade), without this module importing it
+    return type(model)(
         extended, device=model.device, max_tokens=model.max_tokens, token_budget=model.engine.token_budget
     )
 
 
-def _initial_rows(model: Model, words: Sequence[str], init: InitSpec, seed: int) -> np.ndarray:
+def _initial_rows(model: Encoder, words: Sequence[str], init: InitSpec, seed: int) -> np.ndarray:
     """(len(words), d) float32 initial rows, computed from the old model's matrix."""
     matrix = model.input_embeddings.detach().float().cpu().numpy()
     if isinstance(init, Mapping):
         missing = [w for w in words if not init.get(w)]
         if missing:
             raise InvalidSpec(f"init lists no words for {missing}; give e.g. {{{missing[0]!r}: ['virus']}}")
-        return np.stack([np.mean([model.static_word(s).vector for s in init[w]], axis=0) for w in words])
+        return np.stack([np.mean([static_word(model, s).vector for s in init[w]], axis=0) for w in words])
     how = Init.parse(init, what="init")
     if how is Init.PIECES:
-        return np.stack([model.static_word(w).vector for w in words]).astype(np.float32)
+        return np.stack([static_word(model, w).vector for w in words]).astype(np.float32)
     if how is Init.MEAN:
         return np.repeat(matrix.mean(axis=0, keepdims=True), len(words), axis=0)
     rng = np.random.default_rng(seed)
     return rng.normal(0.0, float(matrix.std()), size=(len(words), matrix.shape[1])).astype(np.float32)
 
 
-def save(model: Model, folder: str | Path) -> Path:
+def save(model: Encoder, folder: str | Path) -> Path:
     """Write a model folder (weights, config, tokenizer, sentence-transformers pooling) that others load."""
     folder = Path(folder)
     if folder.exists() and any(folder.iterdir()):

@@ -7,6 +7,7 @@ Errors are one line (no traceback unless --debug).
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator
@@ -14,7 +15,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
+import typer.rich_utils
+from rich.columns import Columns
+from rich.console import Console, ConsoleOptions, Group, RenderResult
+from rich.table import Table
 from rich.text import Text
 
 from ..core._enums import Backend, DType, Engine, Quantize, StrEnum
@@ -30,6 +34,28 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="markdown",
 )
+
+
+class _FoldingTable(Table):
+    """typer's help tables with every column folding what does not fit, instead of cutting it with "…"."""
+
+    def add_row(self, *renderables: Any, **options: Any) -> None:
+        super().add_row(*renderables, **options)
+        for column in self.columns:
+            column.overflow = "fold"
+
+
+class _StackedColumns(Columns):
+    """An option's help and its [default: ...] one under the other, each wrapped to the column's width."""
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Group(*self.renderables)
+
+
+# typer has no setting for this: at 80 columns its help tables cut long option names and help words
+# with "…" (rich's default overflow); these two classes, in typer's own module, make them wrap.
+typer.rich_utils.Table = _FoldingTable  # type: ignore[misc]
+typer.rich_utils.Columns = _StackedColumns  # type: ignore[misc]
 # Piped output keeps whole columns instead of wrapping to a guessed 80-character terminal.
 # No markup is read in what is printed: texts, pieces and messages hold brackets ('[unused0]', '[b]').
 out = Console(width=None if sys.stdout.isatty() else 160, markup=False)
@@ -208,8 +234,26 @@ def load_model(
 
 
 def emit_json(data: Any) -> None:
-    """Write one JSON document on stdout (NumPy arrays and paths included)."""
-    sys.stdout.write(json.dumps(data, ensure_ascii=False, default=_jsonable) + "\n")
+    """Write one JSON document on stdout (NumPy arrays and paths included; NaN and infinity as null)."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, default=_jsonable, allow_nan=False)
+    except ValueError:
+        # Bare NaN is not JSON; only a document that holds one pays for the second walk.
+        text = json.dumps(_finite(data), ensure_ascii=False, default=_jsonable, allow_nan=False)
+    sys.stdout.write(text + "\n")
+
+
+def _finite(value: Any) -> Any:
+    """`value` with every non-finite float (NaN, inf) as None, through dicts, lists and arrays."""
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        return _finite(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
 
 
 def _jsonable(value: Any) -> Any:

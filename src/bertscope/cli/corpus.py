@@ -15,6 +15,7 @@ from .app import (
     ModelOpt,
     PromptNameOpt,
     PromptOpt,
+    ThreadsOpt,
     app,
     emit_json,
     err,
@@ -23,6 +24,18 @@ from .app import (
 )
 
 CORPUS_SUFFIXES = (".parquet", ".npy", ".db", ".sqlite", ".sqlite3")
+
+# How the query's model runs; each left out is the store's own (as it was made), not a fixed default.
+_StoreDevice = Annotated[str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
+_StoreDtype = Annotated[
+    str | None, typer.Option("--dtype", help="float32, bfloat16, float16 (default: the store's).")
+]
+_StoreBackend = Annotated[
+    str | None, typer.Option("--backend", help="torch, onnxruntime, openvino (default: the store's).")
+]
+_StoreQuantize = Annotated[
+    str | None, typer.Option("--quantize", help="none or int8 (default: the store's).")
+]
 
 
 def run_job(
@@ -95,6 +108,11 @@ def similar(
     prompt_name: PromptNameOpt = None,
     prompt: PromptOpt = None,
     model: ModelOpt = None,
+    device: _StoreDevice = None,
+    dtype: _StoreDtype = None,
+    backend: _StoreBackend = None,
+    quantize: _StoreQuantize = None,
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Nearest stored texts by cosine: exact, in chunks (stores larger than memory), or through the
@@ -113,14 +131,17 @@ def similar(
     """
     import warnings
 
-    from ..io.stores import search
+    from ..io.search import search
 
     if str(store) == "-":
         raise InvalidInput("name the store to search with --in FILE (.db, .parquet or .npy)")
+    run = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize, "threads": threads}
+    if any(value is not None for value in run.values()):
+        model = _store_model(store, collection, model, run)
     if word is not None or context is not None:
         if word is None or query is not None or item_id is not None:
             raise InvalidInput("--context goes with --word (and no query text or --id)")
-        _occurrences(store, word, context, k, model, as_json)
+        _occurrences(store, word, context, k, model, as_json, exact=exact)
         return
     if (query is None) == (item_id is None):
         raise InvalidInput("give either a query text or --id ID (or --word WORD for a token store)")
@@ -146,6 +167,22 @@ def similar(
     out.print(table)
 
 
+def _store_model(store: Path, collection: str | None, model: str | None, run: dict[str, Any]) -> Any:
+    """The query's model loaded with the run options given, the store's own settings for the rest."""
+    from ..io.stores import open_store
+    from .app import load_model
+
+    settings = open_store(store, collection=collection).settings
+    return load_model(
+        model or settings.get("model_arg"),
+        device=run["device"] or "auto",
+        dtype=run["dtype"] or settings.get("dtype") or "float32",
+        backend=run["backend"] or settings.get("backend") or "auto",
+        quantize=run["quantize"] or settings.get("quantize") or "none",
+        threads=run["threads"],
+    )
+
+
 def _above_threshold(hits: list[Any], path: Path, store: Path, collection: str | None) -> list[Any]:
     """The hits at or above the threshold in `path`, refused unless it matches the store's settings."""
     from ..io.stores import open_store
@@ -161,11 +198,17 @@ def _above_threshold(hits: list[Any], path: Path, store: Path, collection: str |
 
 
 def _occurrences(
-    store: Path, word: str, context: str | None, k: int, model: str | None, as_json: bool
+    store: Path, word: str, context: str | None, k: int, model: Any, as_json: bool, *, exact: bool
 ) -> None:
+    import warnings
+
     from ..io.occurrences import search_occurrences
 
-    found = search_occurrences(store, word=word, context=context, k=k, model=model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        found = search_occurrences(store, word=word, context=context, k=k, model=model, exact=exact)
+    for warning in caught:
+        warn(warning.message)
     if as_json:
         emit_json(
             {

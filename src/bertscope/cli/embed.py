@@ -23,6 +23,7 @@ from .app import (
     LongOpt,
     MaskSpecialOpt,
     ModelOpt,
+    PairOpt,
     PoolingOpt,
     PromptNameOpt,
     PromptOpt,
@@ -38,6 +39,7 @@ from .app import (
     read_lines,
     read_texts,
     warn,
+    with_pair,
 )
 from .chunks import ChunkOverlapOpt, ChunkSizeOpt, ChunksOpt, LateOpt, print_chunks
 
@@ -122,6 +124,7 @@ def embed(
     precision: Annotated[
         str, typer.Option("--precision", help="Stored vectors: float32 (exact) or float16 (half the size).")
     ] = "float32",
+    pair: PairOpt = None,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
@@ -151,10 +154,16 @@ def embed(
     `bertscope embed -i corpus.txt -o corpus.parquet --fast` (the fastest mode within cosine 0.999),
     `bertscope embed -i corpus.txt -o views.parquet --view last=-1/mean --view cls4=-4:/cls`,
     `bertscope embed -i docs.txt --chunks sentence --late` (a vector per sentence of each line, in context),
-    `bertscope embed "what is late chunking?" --prompt-name query` (the model's own query prompt)
+    `bertscope embed "what is late chunking?" --prompt-name query` (the model's own query prompt),
+    `bertscope embed "How are you?" --pair "Fine, thanks."` ([CLS] A [SEP] B [SEP]; with --tokens too)
     """
     if sum((tokens, words, chunks is not None)) > 1:
         raise InvalidInput("choose one of --tokens, --words and --chunks")
+    if pair is not None and (output is not None or words or chunks is not None):
+        raise InvalidInput(
+            "--pair reads each text as [CLS] A [SEP] B [SEP]: for sentence or --tokens vectors printed "
+            "here; words and chunks index into one text, and corpus jobs (-o) take single texts"
+        )
     spec_options: dict[str, Any] = dict(layers=layers, combine=combine, long=long, stride=stride)
     if (view or index) and (output is None or tokens or words or chunks is not None or engine is Engine.RAY):
         raise InvalidInput("--view and --index are for local sentence corpus jobs: give -o FILE.parquet")
@@ -230,7 +239,7 @@ def embed(
             **row_options,
         )
         return
-    items = read_texts(texts, input_path)
+    items = with_pair(read_texts(texts, input_path), pair)
     m = load_model(
         model,
         device=device,
@@ -256,7 +265,7 @@ def embed(
     import numpy as np
 
     table = Table("text", "tokens", "norm", "vector")
-    for text, vec, n in zip(items, result.vectors, result.n_tokens, strict=True):
+    for text, vec, n in zip(map(_shown, items), result.vectors, result.n_tokens, strict=True):
         preview = " ".join(f"{v:+.3f}" for v in vec[:5])
         table.add_row(
             _short(text), str(n), f"{np.linalg.norm(vec):.3f}", f"[{preview} ...] ({len(vec)} dims)"
@@ -265,7 +274,12 @@ def embed(
     out.print(f"spec: {result.spec}", highlight=False)
 
 
-def _per_piece(m: Any, items: list[str], *, words: bool, subword: str, as_json: bool, **options: Any) -> None:
+def _shown(item: Any) -> str:
+    """A text, or an (A, B) pair as `A + B`."""
+    return item if isinstance(item, str) else " + ".join(item)
+
+
+def _per_piece(m: Any, items: list[Any], *, words: bool, subword: str, as_json: bool, **options: Any) -> None:
     results = m.embed_words(items, subword=subword, **options) if words else m.embed_tokens(items, **options)
     labels = [(r.words if words else r.tokens) for r in results]
     if as_json:
@@ -276,7 +290,8 @@ def _per_piece(m: Any, items: list[str], *, words: bool, subword: str, as_json: 
     import numpy as np
 
     for r, lab in zip(results, labels, strict=True):
-        table = Table("word" if words else "token", "norm", "vector", title=_short(r.text))
+        title = _short(r.text if getattr(r, "pair", None) is None else f"{r.text} + {r.pair}")
+        table = Table("word" if words else "token", "norm", "vector", title=title)
         for label, vec in zip(lab, r.vectors, strict=True):
             table.add_row(
                 label, f"{np.linalg.norm(vec):.3f}", " ".join(f"{v:+.3f}" for v in vec[:5]) + " ..."
@@ -309,6 +324,7 @@ def similarity(
     stride: StrideOpt = None,
     prompt_name: PromptNameOpt = None,
     prompt: PromptOpt = None,
+    pair: PairOpt = None,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -321,10 +337,13 @@ def similarity(
 
     Examples: `bertscope similarity "a cat" "a dog" "a car"`,
     `bertscope similarity "a cat" "a kitten" --baseline` (the percentile among unrelated pairs),
-    `bertscope similarity "a" "b" --threshold-file threshold.json` (same or different, calibrated)
+    `bertscope similarity "a" "b" --threshold-file threshold.json` (same or different, calibrated),
+    `bertscope similarity "How are you?" "How old are you?" --pair "Fine."` (each text read with B)
     """
     if len(texts) < 2:
         raise InvalidInput("similarity needs at least two texts")
+    if pair is not None and (baseline or threshold_file is not None):
+        raise InvalidInput("--baseline and --threshold-file score single texts; leave --pair out with them")
     if reference is not None:
         baseline = True
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
@@ -332,7 +351,8 @@ def similarity(
     options.update(mask_special=mask_special, normalize=normalize)
     if (baseline or threshold_file is not None) and (prompt_name or prompt):
         raise InvalidInput("--baseline and --threshold-file do not take a prompt yet; leave --prompt* out")
-    matrix = m.similarity(texts, post=post, prompt_name=prompt_name, prompt=prompt, **options)
+    items = with_pair(texts, pair)
+    matrix = m.similarity(items, post=post, prompt_name=prompt_name, prompt=prompt, **options)
     percentiles = same = None
     if baseline:
         refs = list(read_lines(reference)) if reference is not None else None
@@ -357,7 +377,7 @@ def similarity(
             if same is not None:
                 cell += " same" if same[i, j] else " diff"
             cells.append(cell)
-        table.add_row(f"{i} {_short(texts[i], 30)}", *cells)
+        table.add_row(f"{i} {_short(_shown(items[i]), 30)}", *cells)
     out.print(table)
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -34,29 +36,53 @@ def build(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Build STORE.index (usearch HNSW) and STORE.index.json; `similar` then uses it while it is fresh.
+    """Build STORE.index (faiss IVF) and STORE.index.json; `similar` then uses it while it is fresh.
 
-    Example: `bertscope index build corpus.parquet`
+    A token store made with `--combine stack` gets one index per layer column (or name one with
+    --column); `similar --word` then reads only the occurrences' vectors.
+
+    Examples: `bertscope index build corpus.parquet`, `bertscope index build tokens.parquet`
     """
     from ..io.index import build_index
     from ..io.stores import open_store, with_view
 
     opened = with_view(open_store(store), view)
-
-    def shown(rows: int) -> None:
-        if not quiet:
-            err.print(f"indexed {rows} rows", highlight=False)
-
-    state = build_index(opened, column=column, overwrite=overwrite, on_chunk=shown)
-    assert state.meta is not None
+    built = []
+    for name in [column] if column else _columns(opened):
+        # A counter that updates in place and goes, then one summary line per index.
+        with _progress(quiet) as shown:
+            state = build_index(opened, column=name, overwrite=overwrite, on_chunk=shown)
+        assert state.meta is not None
+        built.append({"index": str(state.index), **state.meta})
+        if not quiet and not as_json:
+            seconds = state.meta["build_seconds"]
+            err.print(
+                f"{state.meta['rows']} vectors indexed in {seconds:.1f}s -> {state.index}", highlight=False
+            )
     if as_json:
-        emit_json({"index": str(state.index), **state.meta})
+        emit_json(built[0] if len(built) == 1 else built)
+
+
+def _columns(opened: Any) -> list[str | None]:
+    """The store's own vector column (None), or each layer column of a stacked token store."""
+    if opened.path.suffix.lower() != ".parquet" or opened.view is not None:
+        return [None]
+    import pyarrow.parquet as pq
+
+    from ..io.levels import vector_columns
+
+    names = vector_columns(pq.read_schema(opened.path))
+    return [None] if "embedding" in names or not names else list(names)
+
+
+@contextmanager
+def _progress(quiet: bool) -> Iterator[Callable[[int], None]]:
+    """A rows-indexed counter on a terminal's stderr, cleared when done; nothing when piped or quiet."""
+    if quiet or not err.is_terminal:
+        yield lambda rows: None
         return
-    if not quiet:
-        err.print(
-            f"{state.meta['rows']} vectors indexed in {state.meta['build_seconds']:.1f}s -> {state.index}",
-            highlight=False,
-        )
+    with err.status("indexing") as status:
+        yield lambda rows: status.update(f"indexed {rows} rows")
 
 
 @index_app.command("info")

@@ -25,8 +25,8 @@ from .app import (
 PictureOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Also write a PNG picture here.")]
 InputOpt = Annotated[str, typer.Option("--input", "-i", help="Texts, one per line (- for stdin).")]
 CONTROL_NOTE = (
-    "selectivity = task - control: a probe that also learns random per-type labels well is memorising "
-    "word identity, not reading the property from the layer"
+    "selectivity = task - control: a probe that also learns random per-{unit} labels well is memorising "
+    "{unit} identity, not reading the property from the layer"
 )
 
 
@@ -106,7 +106,7 @@ def probe_command(
     out.print(table)
     out.print(f"majority baseline: {result.majority:.3f}", highlight=False)
     if control:
-        out.print(CONTROL_NOTE, highlight=False)
+        out.print(CONTROL_NOTE.format(unit="word" if result.level == "word" else "text"), highlight=False)
 
 
 @app.command("cka")

@@ -31,21 +31,11 @@ from .app import (
     out,
     read_lines,
 )
+from .pictures import one_input, plot_app, split_list, vocab_app
 
 eval_app = typer.Typer(
     help="Measure which layer, pooling and post-processing match human judgements.\n\n"
     "Examples: `bertscope eval pairs -i pairs.tsv`, `bertscope eval words --dataset simlex999`.",
-    no_args_is_help=True,
-)
-vocab_app = typer.Typer(
-    help="Extend the vocabulary with whole-word tokens.\n\n"
-    "Example: `bertscope vocab add covid19 mRNA --init pieces -o ./extended`.",
-    no_args_is_help=True,
-)
-plot_app = typer.Typer(
-    help="Pictures of word occurrences and of token-to-token cosine per layer.\n\n"
-    "Examples: `bertscope plot words bank,river -i corpus.txt -o words.png`, "
-    '`bertscope plot layers "a cat"`.',
     no_args_is_help=True,
 )
 app.add_typer(eval_app, name="eval")
@@ -58,25 +48,12 @@ OldPlotOpt = Annotated[Path | None, typer.Option("--plot", hidden=True)]
 NoPlotOpt = Annotated[bool, typer.Option("--no-plot", help="Print the table only, write no picture.")]
 
 
-def _split(value: str | None) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
-
-
 def _picture(output: Path | None, old_plot: Path | None, no_plot: bool, default: str) -> Path | None:
     return None if no_plot else (output or old_plot or Path(default))
 
 
-def _one_input(input_path: str | None, positional: str | None, what: str) -> str:
-    """The text file named by -i/--input, or by the older positional argument; exactly one of them."""
-    if input_path and positional:
-        raise InvalidInput(f"give the {what} once: -i/--input FILE")
-    if not (input_path or positional):
-        raise InvalidInput(f"name the {what} with -i/--input FILE (one per line, - for stdin)")
-    return str(input_path or positional)
-
-
 def _fmt(value: Any) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
+    return f"{value:.4f}" if isinstance(value, float) else "-" if value is None else str(value)
 
 
 def _records_table(records: list[dict[str, Any]], title: str, keys: list[str]) -> Table:
@@ -89,7 +66,7 @@ def _records_table(records: list[dict[str, Any]], title: str, keys: list[str]) -
 def _post_option(post: str | None) -> list[Any]:
     from ..core.post import load_post
 
-    return [load_post(p) if Path(p).suffix in (".safetensors", ".npz") else p for p in _split(post)]
+    return [load_post(p) if Path(p).suffix in (".safetensors", ".npz") else p for p in split_list(post)]
 
 
 @eval_app.command("pairs")
@@ -132,7 +109,7 @@ def eval_pairs(
     from ..research.analysis import read_pairs, sweep
     from ..research.plots import plot_sweep
 
-    pairs = Path(_one_input(input_path, pairs_file, "pairs file"))
+    pairs = Path(one_input(input_path, pairs_file, "pairs file"))
 
     left, right, gold = read_pairs(pairs)
     result = sweep(
@@ -141,7 +118,7 @@ def eval_pairs(
         right,
         gold,
         layers=layers,
-        poolings=_split(pooling),
+        poolings=split_list(pooling),
         post=_post_option(post),
         post_dim=post_dim,
         mask_special=mask_special,
@@ -155,14 +132,13 @@ def eval_pairs(
     if as_json:
         emit_json({"records": result.records, "best": result.best, "settings": result.settings})
         return
-    out.print(
-        _records_table(
-            result.records, f"{pairs}: {len(gold)} pairs", ["layer", "pooling", "post", "spearman", "pearson"]
-        )
-    )
+    keys = ["layer", "pooling", "post", "fitted", "spearman", "pearson"]
+    out.print(_records_table(result.records, f"{pairs}: {len(gold)} pairs", keys))
     best = result.best
+    # A post-processing fitted on these very pairs' texts flatters them: say so where it wins.
+    mark = " (in-sample: fitted on these pairs' own texts)" if best.get("fitted") == "in-sample" else ""
     out.print(
-        f"best: layer {best['layer']}, pooling {best['pooling']}, post {best['post']}: "
+        f"best: layer {best['layer']}, pooling {best['pooling']}, post {best['post']}{mark}: "
         f"spearman {best['spearman']:.4f}, pearson {best['pearson']:.4f}",
         highlight=False,
     )
@@ -327,11 +303,11 @@ def contextuality_cmd(
     from ..research.contextuality import contextuality
     from ..research.plots import plot_contextuality
 
-    texts = list(read_lines(_one_input(input_path, corpus, "sentences")))
+    texts = list(read_lines(one_input(input_path, corpus, "sentences")))
     result = contextuality(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
         texts,
-        words=_split(words) or None,
+        words=split_list(words) or None,
         top=top,
         min_contexts=min_contexts,
     )
@@ -393,7 +369,7 @@ def fit_post_cmd(
 
     processor = fit_post_on_texts(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
-        list(read_lines(_one_input(input_path, corpus, "texts to fit on"))),
+        list(read_lines(one_input(input_path, corpus, "texts to fit on"))),
         kind,
         dim=dim,
         layers=layers,
@@ -418,120 +394,3 @@ def fit_post_cmd(
         f"wrote {output}: {processor.kind.value} {processor.dim_in} -> {processor.dim_out} dims, "
         f"fitted on {processor.settings['n_fit']} texts"
     )
-
-
-@vocab_app.command("add")
-def vocab_add(
-    words: Annotated[list[str], typer.Argument(help="Words to keep whole as new tokens.")],
-    output: Annotated[
-        Path, typer.Option("--output", "-o", help="Write the extended model to this new folder.")
-    ],
-    init: Annotated[str, typer.Option("--init", help="pieces, mean or random.")] = "pieces",
-    init_from: Annotated[
-        list[str] | None, typer.Option("--init-from", help="word=a,b: row from these words.")
-    ] = None,
-    model: ModelOpt = None,
-    device: DeviceOpt = "auto",
-    dtype: DtypeOpt = "float32",
-    backend: BackendOpt = "auto",
-    quantize: QuantizeOpt = "none",
-    threads: ThreadsOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Add whole-word tokens with informed rows and save a model folder that transformers loads.
-
-    Examples: `bertscope vocab add covid19 mRNA --init pieces -o ./extended`,
-    `bertscope vocab add covid19 --init-from covid19=virus,disease -o ./extended`
-    """
-    from ..vocab import add_tokens, save
-
-    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
-    how: Any = init
-    if init_from:
-        how = {k.strip(): _split(v) for k, v in (item.split("=", 1) for item in init_from if "=" in item)}
-    before = {w: _pieces(m, w) for w in words}
-    extended = add_tokens(m, words, init=how)
-    save(extended, output)
-    records: list[dict[str, Any]] = [
-        {"word": w, "before": before[w], "after": _pieces(extended, w)} for w in words
-    ]
-    if as_json:
-        emit_json({"output": str(output), "words": records})
-        return
-    table = Table("word", "pieces before", "tokens now", title=f"saved to {output}")
-    for rec in records:
-        table.add_row(rec["word"], " ".join(rec["before"]), " ".join(rec["after"]))
-    out.print(table)
-
-
-def _pieces(m: Any, word: str) -> list[str]:
-    tok = m.tokenize(word)
-    return tok.tokens[tok.n_prefix : len(tok) - tok.n_suffix]
-
-
-@plot_app.command("words")
-def plot_words_cmd(
-    words: Annotated[str, typer.Argument(help="Comma-separated words, e.g. bank,river,money,bread.")],
-    input_path: Annotated[
-        str | None, typer.Option("--input", "-i", help="Sentences, one per line (- for stdin).")
-    ] = None,
-    contexts: Annotated[str | None, typer.Option("--contexts", hidden=True)] = None,
-    layer: Annotated[int, typer.Option("--layer", help="Layer (0 = embedding output, -1 = last).")] = -1,
-    method: Annotated[str, typer.Option("--method", help="pca or tsne.")] = "pca",
-    output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")] = Path("words.png"),
-    model: ModelOpt = None,
-    device: DeviceOpt = "auto",
-    dtype: DtypeOpt = "float32",
-    backend: BackendOpt = "auto",
-    quantize: QuantizeOpt = "none",
-    threads: ThreadsOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Each occurrence of each word as a point in 2-D, coloured by word (--json: the points too).
-
-    Example: `bertscope plot words bank,river,money,bread -i corpus.txt --layer 6 -o words.png`
-    """
-    from ..research.plots import draw_words, word_points
-
-    contexts_read = list(read_lines(_one_input(input_path, contexts, "sentences")))
-    found = word_points(
-        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
-        _split(words),
-        contexts_read,
-        layer=layer,
-        method=method,
-    )
-    draw_words(found, output)
-    err.print(f"wrote {output}")
-    if as_json:
-        emit_json(found.to_dict())
-
-
-@plot_app.command("layers")
-def plot_layers_cmd(
-    text: Annotated[str, typer.Argument(help="One text.")],
-    layers: Annotated[str, typer.Option("--layers", "-l", help="Layers to show (a layer spec).")] = "all",
-    output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")] = Path("layers.png"),
-    model: ModelOpt = None,
-    device: DeviceOpt = "auto",
-    dtype: DtypeOpt = "float32",
-    backend: BackendOpt = "auto",
-    quantize: QuantizeOpt = "none",
-    threads: ThreadsOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Heatmaps of token-to-token cosine at each layer of one text (--json: the matrices too).
-
-    Example: `bertscope plot layers "I like eating bread" -l 0,6 -o layers.png --json`
-    """
-    from ..research.plots import draw_layers, layer_cosines
-
-    found = layer_cosines(
-        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
-        text,
-        layers=layers,
-    )
-    draw_layers(found, output)
-    err.print(f"wrote {output}")
-    if as_json:
-        emit_json(found.to_dict())

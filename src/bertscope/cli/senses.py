@@ -27,17 +27,22 @@ def senses(
     method: Annotated[str, typer.Option("--method", help="2-D layout of the picture: pca or tsne.")] = "pca",
     examples: Annotated[int, typer.Option("--examples", help="Central examples shown per sense.")] = 3,
     limit: Annotated[int, typer.Option("--limit", help="Cluster at most this many occurrences.")] = 2000,
+    layer: Annotated[
+        int | None,
+        typer.Option("--layer", help="One layer of a stacked store (embed --combine stack); default: all."),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Cluster a word's occurrences into senses; print each sense's size and most central examples.
 
-    Example: `bertscope senses bank --in tokens.parquet -o senses.png` (k chosen by silhouette, or `-k 2`)
+    Examples: `bertscope senses bank --in tokens.parquet -o senses.png` (k chosen by silhouette, or `-k 2`),
+    `bertscope senses bank --in stacked.parquet --layer 6` (one layer of a store made with --combine stack)
     """
     from ..research.plots import Projection
     from ..research.senses import word_senses
 
     how = Projection.parse(method, what="projection")
-    found = word_senses(store, word, k=k, examples=examples, limit=limit)
+    found = word_senses(store, word, k=k, examples=examples, limit=limit, layer=layer)
     if output is not None:
         from ..research.plots import plot_senses
 

@@ -1,30 +1,43 @@
-"""Encoder: the loaded model, its tokenizer and the one engine; what every feature module works on.
+"""Encoder: the loaded model, its tokenizer and the one engine, and the contextual vectors they make.
 
 `bertscope.Model` (model.py, the facade) is an Encoder with a method per feature. Feature and research
-modules take an Encoder, so nothing below the facade needs model.py.
+modules take an Encoder (tokens, spec, embed, embed_tokens, embed_words, similarity are here, built on
+the engine alone), so nothing below the facade needs model.py.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
-from ..errors import InvalidInput, InvalidSpec
-from ._enums import Combine, LongText, Pooling
+from ..errors import InvalidSpec
+from ._enums import Combine, LongText, SubwordPooling
 from .engine import MIN_ROWS, Engine
 from .layers import LayerSpec
+from .loading import load_parts, resolve_device, resolve_dtype
+from .pooling import word_embeddings
+from .progress import progress_callback
 from .prompts import Prompts, read_prompts
-from .similarity import unit
-from .spec import EmbedSpec, resolve_spec
-from .tokens import Text, TextTokenizer, check_texts, is_pair, pad_batch, text_problem
+from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
+from .similarity import cos_sim, unit
+from .spec import EmbedOptions, EmbedSpec, Recipe, resolve
+from .tokens import Text, TextTokenizer, Tokens, check_texts, is_pair, iter_checked, pad_batch
 
-__all__ = ["CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "checked", "single"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from .spec import RecipeKeywords
+
+__all__ = [
+    "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "open_encoder", "single",
+]  # fmt: skip
 
 CPU_TOKEN_BUDGET = 2048
 CUDA_TOKEN_BUDGET = 65536
@@ -188,29 +201,118 @@ class Encoder:
         tokens = [self.tokenizer.fit(t, policy, index=i) for i, t in enumerate(self.tokenizer.encode(items))]
         return tokens[0] if single(texts) else tokens
 
-    def spec(
-        self,
-        *,
-        layers: LayerSpec | None = None,
-        combine: Combine | str = "mean",
-        pooling: Pooling | str = "auto",
-        mask_special: bool = False,
-        normalize: bool | None = None,
-        long: LongText | str = "truncate",
-        stride: int | None = None,
-        prompt_name: str | None = None,
-        prompt: str | None = None,
-    ) -> EmbedSpec:
-        """Resolve user options (auto pooling, first_last_avg, defaults, prompt) into an EmbedSpec."""
-        return resolve_spec(
-            self, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special,
-            normalize=normalize, long=long, stride=stride, prompt_name=prompt_name, prompt=prompt,
-        )  # fmt: skip
+    def spec(self, **options: Unpack[RecipeKeywords]) -> EmbedSpec:
+        """Resolve user options (auto pooling, first_last_avg, defaults, prompt) into an EmbedSpec.
+
+        `options` are `embed`'s (`RecipeKeywords`); a `post` given is checked against the spec.
+        """
+        return resolve(self, EmbedOptions(**options)).spec
 
     @cached_property
     def prompts(self) -> Prompts:
         """The model's own prompts (from config_sentence_transformers.json) and its include_prompt."""
         return read_prompts(self.loaded.path)
+
+    # Contextual vectors -------------------------------------------------------------------------
+
+    def iter_embed(
+        self,
+        texts: Iterable[str],
+        *,
+        progress: bool | None = None,
+        total: int | None = None,
+        **options: Unpack[RecipeKeywords],
+    ) -> Iterator[SentenceEmbeddings]:
+        """Sentence vectors (n, d) for a stream of texts, chunk by chunk in input order (bounded memory).
+
+        `options` are `embed`'s (layers, combine, pooling, ... prompt: `RecipeKeywords`).
+        """
+        recipe = resolve(self, EmbedOptions(**options))
+        with progress_callback(total, enabled=progress) as on_batch:
+            checked = iter_checked(texts, pairs=True)
+            for chunk in self.engine.sentences(checked, recipe.spec, on_batch=on_batch):
+                yield recipe.finish(chunk)
+
+    def embed(
+        self, texts: Text | Sequence[Text], *, progress: bool | None = None, **options: Unpack[RecipeKeywords]
+    ) -> SentenceEmbeddings:
+        """Sentence vectors (n, d) float32 for texts (or (A, B) pairs), any layers, any pooling; see `spec`.
+
+        `options` (`RecipeKeywords`): layers, combine, pooling, mask_special, normalize, long, stride,
+        post, prompt_name, prompt. `post` is a fitted post-processing (whitening, all-but-the-top, PCA) or
+        the path of a saved one; `prompt_name` one of the model's own prompts (default: its default one),
+        `prompt` the text.
+        """
+        return self.embed_with(texts, resolve(self, EmbedOptions(**options)), progress=progress)
+
+    def embed_with(
+        self, texts: Text | Sequence[Text], recipe: Recipe, *, progress: bool | None = None
+    ) -> SentenceEmbeddings:
+        """Sentence vectors (n, d) for texts or pairs with a recipe already resolved by `spec.resolve`."""
+        items = check_texts(texts, pairs=True)
+        with progress_callback(len(items), enabled=progress) as on_batch:
+            return recipe.finish(self.engine.sentences_once(items, recipe.spec, on_batch=on_batch))
+
+    def similarity(
+        self,
+        a: str | Sequence[str],
+        b: str | Sequence[str] | None = None,
+        **options: Unpack[RecipeKeywords],
+    ) -> np.ndarray:
+        """Cosine matrix (len(a), len(b)) of sentence vectors with `embed`'s options; b defaults to a."""
+        recipe = resolve(self, EmbedOptions(**options))
+        left = self.embed_with(a, recipe).vectors
+        right = left if b is None else self.embed_with(b, recipe).vectors
+        return cos_sim(left, right)
+
+    def embed_tokens(
+        self,
+        texts: Text | Sequence[Text],
+        *,
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        long: LongText | str = "truncate",
+        stride: int | None = None,
+        progress: bool | None = None,
+    ) -> list[TokenEmbeddings]:
+        """Per text (or pair): tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed.
+
+        combine="stack" keeps each layer apart: vectors (tokens, layers, d), in the order of `layers`.
+        """
+        items = check_texts(texts, pairs=True)
+        spec = self.spec(layers=layers, combine=combine, pooling="mean", long=long, stride=stride)
+        with progress_callback(len(items), enabled=progress) as on_batch:
+            found = self.engine.token_matrices(items, spec, on_batch=on_batch)
+            return [TokenEmbeddings.of(t, m, spec.as_dict()) for t, m in found]
+
+    def embed_fitted_tokens(self, tokens: Sequence[Tokens], spec: EmbedSpec) -> list[TokenEmbeddings]:
+        """`embed_tokens` of Tokens already through `engine.prepare` with `spec` (tokenized once)."""
+        found = self.engine.fitted_token_matrices(tokens, spec)
+        return [TokenEmbeddings.of(t, m, spec.as_dict()) for t, m in found]
+
+    def embed_words(
+        self,
+        texts: str | Sequence[str],
+        *,
+        subword: SubwordPooling | str = "mean",
+        layers: LayerSpec | None = None,
+        combine: Combine | str = "mean",
+        long: LongText | str = "truncate",
+        stride: int | None = None,
+    ) -> list[WordEmbeddings]:
+        """Per text: words (from the tokenizer's word ids), char spans, and pooled word vectors."""
+        how = SubwordPooling.parse(subword, what="subword pooling")
+        check_texts(texts)  # words index into one text: pairs are not taken here
+        found = self.embed_tokens(texts, layers=layers, combine=combine, long=long, stride=stride)
+        return [word_embeddings(tok, how) for tok in found]
+
+    def hidden_states(self, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
+        """(L+1, tokens, d) every layer's token vectors for one text or pair: 0 is the embedding output."""
+        if not single(text):
+            raise InvalidSpec("hidden_states takes one text (or one (A, B) pair); use embed_tokens for many")
+        tok = self.embed_tokens(text, layers="all", combine="concat", long=long)[0]
+        width = tok.vectors.shape[1] // (self.n_layers + 1)
+        return tok.vectors.reshape(len(tok.tokens), self.n_layers + 1, width).transpose(1, 0, 2).copy()
 
     def calibration_batches(self, texts: Sequence[str]) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """(ids, type_ids, mask) per batch of 8 texts, truncated and padded as the engine does."""
@@ -229,19 +331,19 @@ def single(texts: object) -> bool:
     return isinstance(texts, str) or (isinstance(texts, tuple) and is_pair(texts))
 
 
-def checked(texts: Iterable[str]) -> Iterator[str]:
-    """Pass texts through, raising InvalidInput (with the index) at the first bad one."""
-    for index, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise InvalidInput(f"text {index} is a {type(text).__name__}, not a string: pass str items only")
-        if not text.strip():
-            raise InvalidInput(f"text {index} is empty: every text needs at least one non-space character")
-        problem = text_problem(text)
-        if problem:
-            raise InvalidInput(f"text {index} {problem}")
-        yield text
-
-
 def stderr(message: str) -> None:
     """One line on stderr, flushed (the backends' build logs)."""
     print(message, file=sys.stderr, flush=True)
+
+
+def open_encoder(name: str | os.PathLike[str] | None = None, *, device: str = "auto") -> Encoder:
+    """The float32 torch Encoder `bertscope.load(name)` makes (None: BERTSCOPE_MODEL or the bundled model).
+
+    For the modules below the facade that take a model by name (corpus jobs, distillation); `load` adds
+    the backends and modes on top.
+    """
+    if name is None:
+        name = os.environ.get("BERTSCOPE_MODEL") or None
+    torch_device = resolve_device(device)
+    loaded = load_parts(name, dtype=resolve_dtype("float32", torch_device), device=torch_device)
+    return Encoder(loaded, device=torch_device, max_tokens=None, token_budget=None)

@@ -219,15 +219,23 @@ class Engine:
         """Each text's tokens with their combined-layer vectors (tokens, d), pad trimmed, in input order."""
         start = 0
         for chunk in _chunks(texts, self.chunk_size):
-            tokens = self._fit(chunk, spec, start)
-            parts: list[dict[int, np.ndarray]] = [{} for _ in tokens]
-            for batch, hidden, _ in self._run(self._segments(tokens, spec), spec, on_batch):
-                for row, seg in enumerate(batch):
-                    parts[seg.text_index][seg.window] = hidden[row, : len(seg.ids)].float().cpu().numpy()
-            for tok, by_window in zip(tokens, parts, strict=True):
-                pieces = [by_window[w] for w in sorted(by_window)]
-                yield tok, _stitch(tok, pieces, self.tokenizer.max_tokens, spec.stride)
+            yield from self.fitted_token_matrices(self._fit(chunk, spec, start), spec, on_batch=on_batch)
             start += len(chunk)
+
+    def fitted_token_matrices(
+        self, tokens: Sequence[Tokens], spec: EmbedSpec, *, on_batch: OnBatch | None = None
+    ) -> Iterator[tuple[Tokens, np.ndarray]]:
+        """`token_matrices` of tokens already through `prepare` (or `fit`): no second tokenization.
+
+        The caller bounds the list: its vectors are all held until the last batch has run.
+        """
+        parts: list[dict[int, np.ndarray]] = [{} for _ in tokens]
+        for batch, hidden, _ in self._run(self._segments(tokens, spec), spec, on_batch):
+            for row, seg in enumerate(batch):
+                parts[seg.text_index][seg.window] = hidden[row, : len(seg.ids)].float().cpu().numpy()
+        for tok, by_window in zip(tokens, parts, strict=True):
+            pieces = [by_window[w] for w in sorted(by_window)]
+            yield tok, _stitch(tok, pieces, self.tokenizer.max_tokens, spec.stride)
 
     def _fit(self, chunk: Sequence[str], spec: EmbedSpec, start: int) -> list[Tokens]:
         encoded = self.tokenizer.encode(prepend(spec.prompt, chunk) if spec.prompt else chunk)

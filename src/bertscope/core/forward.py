@@ -17,7 +17,7 @@ import torch
 from .tokens import Text, pad_batch
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from .encoder import Encoder
 
 __all__ = ["ForwardOutput", "padded_batch", "forward", "model_inputs"]
 
@@ -54,7 +54,7 @@ class ForwardOutput(Mapping[str, Any]):
         return [f.name for f in fields(cls)]
 
 
-def padded_batch(model: Model, texts: Text | Sequence[Text]) -> dict[str, np.ndarray]:
+def padded_batch(model: Encoder, texts: Text | Sequence[Text]) -> dict[str, np.ndarray]:
     """input_ids, attention_mask, token_type_ids (batch, tokens) int64, right-padded with the pad id."""
     tokens = model.tokenize(texts)
     rows = [tokens] if not isinstance(tokens, list) else tokens
@@ -63,13 +63,13 @@ def padded_batch(model: Model, texts: Text | Sequence[Text]) -> dict[str, np.nda
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 
-def model_inputs(model: Model, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
+def model_inputs(model: Encoder, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
     """The batch as the tensors the model's forward takes (token_type_ids only where the family has them)."""
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if model.family.uses_token_types else [])
     return {name: torch.from_numpy(batch[name]).to(model.device) for name in names}
 
 
-def forward(model: Model, texts: Text | Sequence[Text]) -> ForwardOutput:
+def forward(model: Encoder, texts: Text | Sequence[Text]) -> ForwardOutput:
     """The plain Hugging Face forward (output_hidden_states=True) of one padded batch, as numpy."""
     batch = padded_batch(model, texts)
     with torch.inference_mode():

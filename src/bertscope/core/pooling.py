@@ -1,16 +1,57 @@
-"""Token, word and sentence pooling over (batch, tokens, d) tensors; pad never counts."""
+"""Token, word and sentence pooling over (batch, tokens, d) tensors; pad never counts.
+
+`POOLINGS` is the one table of sentence poolings: each pooling over a text's tokens is one entry, used by
+the engine (a whole text), late chunking (a chunk's span of a document) and explain (whether a score
+splits exactly into token pairs). A new pooling is a `Pooling` member and an entry here.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from ..errors import InvalidSpec
 from ._enums import Pooling, SubwordPooling
+from .results import TokenEmbeddings, WordEmbeddings
 
-__all__ = ["pool_sentences", "pool_words", "group_words"]
+__all__ = [
+    "POOLINGS", "PoolingRule", "pool_sentences", "pool_span", "pool_words", "group_words", "word_embeddings",
+]  # fmt: skip
+
+Tokens = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _mean(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+
+
+def _mean_sqrt_len(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9).sqrt()
+
+
+def _max(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    # A copy, never an in-place fill: the hidden states may be shared with other requests.
+    return hidden.masked_fill(weights == 0, -1e9).max(dim=1).values
+
+
+@dataclass(frozen=True)
+class PoolingRule:
+    """A pooling over the (masked) token vectors of a text: its function, and whether it is linear."""
+
+    tokens: Tokens  # (batch, tokens, d) hidden and (batch, tokens, 1) 0/1 weights -> (batch, d)
+    linear: bool  # a weighted sum of token vectors: a cosine splits exactly into token pairs
+
+
+# cls and pooler read one token, auto resolves to another pooling (core/spec.py): none pools a span.
+POOLINGS: dict[Pooling, PoolingRule] = {
+    Pooling.MEAN: PoolingRule(_mean, linear=True),
+    Pooling.FIRST_LAST_AVG: PoolingRule(_mean, linear=True),  # its layers are chosen by the spec
+    Pooling.MEAN_SQRT_LEN: PoolingRule(_mean_sqrt_len, linear=True),
+    Pooling.MAX: PoolingRule(_max, linear=False),
+}
 
 
 def pool_sentences(
@@ -27,17 +68,20 @@ def pool_sentences(
         if pooler is None:
             raise InvalidSpec("this model has no trained pooler; use pooling='cls' or 'mean'")
         return pooler(hidden)
-    weights = mask.to(hidden.dtype).unsqueeze(-1)
-    if pooling is Pooling.MAX:
-        # A copy, never an in-place fill: the hidden states may be shared with other requests.
-        return hidden.masked_fill(weights == 0, -1e9).max(dim=1).values
-    summed = (hidden * weights).sum(dim=1)
-    counts = weights.sum(dim=1).clamp(min=1e-9)
-    if pooling is Pooling.MEAN_SQRT_LEN:
-        return summed / counts.sqrt()
-    if pooling in (Pooling.MEAN, Pooling.FIRST_LAST_AVG):
-        return summed / counts
-    raise InvalidSpec(f"pooling {pooling.value!r} must be resolved before pooling")
+    rule = POOLINGS.get(pooling)
+    if rule is None:
+        raise InvalidSpec(f"pooling {pooling.value!r} must be resolved before pooling")
+    return rule.tokens(hidden, mask.to(hidden.dtype).unsqueeze(-1))
+
+
+def pool_span(block: np.ndarray, pooling: Pooling) -> np.ndarray:
+    """(d,) float32: the token vectors `block` (tokens, d) of one span pooled as a whole text would be."""
+    rule = POOLINGS.get(pooling)
+    if rule is None:
+        spannable = ", ".join(p.value for p in POOLINGS)
+        raise InvalidSpec(f"pooling {pooling.value!r} cannot pool a span of tokens; use one of: {spannable}")
+    hidden = torch.from_numpy(np.ascontiguousarray(block, dtype=np.float32))[None]
+    return rule.tokens(hidden, torch.ones(1, len(block), 1)).numpy()[0]
 
 
 def group_words(word_ids: Sequence[int | None], special_mask: Sequence[bool]) -> list[list[int]]:
@@ -64,3 +108,23 @@ def pool_words(vectors: np.ndarray, groups: Sequence[Sequence[int]], subword: Su
         else:
             out[row] = np.concatenate([pieces[0], pieces[-1]])
     return out
+
+
+def word_embeddings(tok: TokenEmbeddings, subword: SubwordPooling) -> WordEmbeddings:
+    """One text's words (from the tokenizer's word ids) pooled from its token vectors, each layer apart."""
+    groups = group_words(tok.word_ids, tok.special_mask)
+    spans = [(tok.offsets[g[0]][0], tok.offsets[g[-1]][1]) for g in groups]
+    if tok.vectors.ndim == 3:  # stacked layers: (tokens, k, d) -> (words, k, d), pooled per layer
+        layers = range(tok.vectors.shape[1])
+        vectors = np.stack([pool_words(tok.vectors[:, i], groups, subword) for i in layers], axis=1)
+    else:
+        vectors = pool_words(tok.vectors, groups, subword)
+    return WordEmbeddings(
+        text=tok.text,
+        words=[tok.text[s:e] for s, e in spans],
+        spans=spans,
+        pieces=[[tok.tokens[i] for i in g] for g in groups],
+        vectors=vectors,
+        n_dropped=tok.n_dropped,
+        spec={**tok.spec, "subword": subword.value},
+    )

@@ -11,6 +11,7 @@ kind and every setting as JSON (in the safetensors metadata, or an npz entry `se
 
 from __future__ import annotations
 
+import hashlib
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -84,14 +85,18 @@ class PostProcessor:
 
     __call__ = apply
 
+    @property
+    def fingerprint(self) -> str:
+        """SHA-256 of the float32 mean and matrix as saved: the same file, the same fingerprint."""
+        digest = hashlib.sha256(self.kind.value.encode())
+        for array in (self.mean, self.matrix):
+            digest.update(np.ascontiguousarray(array, dtype="<f4").tobytes())
+        return digest.hexdigest()
+
     def describe(self) -> dict[str, Any]:
-        """The kind, widths and settings, JSON-able, for provenance next to the vectors."""
-        return json.loads(
-            json.dumps(
-                {"kind": self.kind.value, "dim_in": self.dim_in, "dim_out": self.dim_out, **self.settings},
-                default=_plain,
-            )
-        )
+        """The kind, widths, fingerprint and settings, JSON-able, for provenance next to the vectors."""
+        widths = {"dim_in": self.dim_in, "dim_out": self.dim_out, "fingerprint": self.fingerprint}
+        return json.loads(json.dumps({"kind": self.kind.value, **widths, **self.settings}, default=_plain))
 
     def check(self, spec: dict[str, Any]) -> None:
         """Raise InvalidSpec if `spec` (an EmbedSpec dict) differs from the one this was fitted on."""

@@ -20,8 +20,8 @@ __all__ = [
 ]
 
 
-def rows(matrix: np.ndarray) -> list[list[float]]:
-    """A (n, d) matrix as JSON-able float32 rows."""
+def rows(matrix: np.ndarray) -> list[Any]:
+    """A (n, d) matrix (or (n, k, d) block) as JSON-able float32 rows."""
     return np.asarray(matrix, dtype=np.float32).tolist()  # type: ignore[no-any-return]
 
 
@@ -75,7 +75,10 @@ class SentenceEmbeddings:
 
 @dataclass
 class TokenEmbeddings:
-    """One text's token vectors (tokens, d), pad trimmed, with tokens and character offsets."""
+    """One text's token vectors (tokens, d), pad trimmed, with tokens and character offsets.
+
+    With combine="stack" and several layers the vectors are (tokens, layers, d): one per kept layer.
+    """
 
     text: str
     tokens: list[str]
@@ -87,8 +90,22 @@ class TokenEmbeddings:
     spec: dict[str, Any] = field(default_factory=dict)
     pair: str | None = None
 
+    @classmethod
+    def of(cls, tokens: Any, matrix: np.ndarray, spec: dict[str, Any]) -> TokenEmbeddings:
+        """From an engine's (Tokens, (tokens, d or k*d) matrix); stacked layers split to (tokens, k, d)."""
+        k = len(spec.get("layers") or ())
+        if spec.get("combine") == "stack" and k > 1:
+            matrix = matrix.reshape(len(matrix), k, -1)
+        return cls(
+            tokens.text, tokens.tokens, tokens.offsets, tokens.word_ids, tokens.special_mask, matrix,
+            tokens.n_dropped, spec, tokens.pair,
+        )  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: text, pair, tokens, offsets, word_ids, special, vectors (tokens, d), n_dropped."""
+        """JSON-able: text, pair, tokens, offsets, word_ids, special, vectors, n_dropped, layers, combine.
+
+        `vectors` is (tokens, d), or (tokens, layers, d) with combine "stack": one vector per `layers` entry.
+        """
         return {
             "text": self.text,
             "pair": self.pair,
@@ -98,6 +115,7 @@ class TokenEmbeddings:
             "special": list(self.special_mask),
             "vectors": rows(self.vectors),
             "n_dropped": int(self.n_dropped),
+            **_layering(self.spec),
         }
 
 
@@ -114,7 +132,7 @@ class WordEmbeddings:
     spec: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: text, words, spans, pieces, vectors (words, d), n_dropped."""
+        """JSON-able: text, words, spans, pieces, vectors (words, d; or words, layers, d), n_dropped."""
         return {
             "text": self.text,
             "words": list(self.words),
@@ -122,7 +140,13 @@ class WordEmbeddings:
             "pieces": [list(p) for p in self.pieces],
             "vectors": rows(self.vectors),
             "n_dropped": int(self.n_dropped),
+            **_layering(self.spec),
         }
+
+
+def _layering(spec: dict[str, Any]) -> dict[str, Any]:
+    """The layers and combine behind token or word vectors, when the spec names them."""
+    return plain({k: spec[k] for k in ("layers", "combine") if k in spec})
 
 
 def per_text(results: Sequence[TokenEmbeddings | WordEmbeddings]) -> dict[str, Any]:

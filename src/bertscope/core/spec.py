@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import numpy as np
 
@@ -21,11 +21,11 @@ from ..errors import InvalidSpec
 from ._enums import Combine, LongText, Pooling
 from .layers import LayerSpec, parse_layers
 from .post import PostProcessor, apply_post, prepare_post
-from .prompts import prompt_length
+from .prompts import Prompts, prompt_length
 from .results import SentenceEmbeddings
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from .tokens import TextTokenizer
 
 __all__ = [
     "EmbedOptions",
@@ -43,6 +43,20 @@ __all__ = [
 PostArg = PostProcessor | str | Path | None
 
 SPEC_KEYS = ("layers", "combine", "pooling", "mask_special", "normalize", "long", "stride")
+
+
+class Encoder(Protocol):
+    """What resolving needs of core/encoder.py's Encoder (typed structurally: the Encoder imports this)."""
+
+    loaded: Any
+    engine: Any
+    tokenizer: TextTokenizer
+    n_layers: int
+
+    @property
+    def prompts(self) -> Prompts: ...
+
+    def info(self) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -101,6 +115,25 @@ class EmbedOptions:
         return replace(self, post=post)
 
 
+class RecipeKeywords(TypedDict, total=False):
+    """EmbedOptions as keywords: what `Model.embed`, `similarity`, `explain`, ... take as `**options`.
+
+    One type spells the recipe's options out; a signature takes `**options: Unpack[RecipeKeywords]` and
+    passes them on (`EmbedOptions(**options)`), so a new option is added here and in EmbedOptions only.
+    """
+
+    layers: LayerSpec | None
+    combine: Combine | str
+    pooling: Pooling | str
+    mask_special: bool
+    normalize: bool | None
+    long: LongText | str
+    stride: int | None
+    post: PostArg
+    prompt_name: str | None
+    prompt: str | None
+
+
 @dataclass(frozen=True)
 class Recipe:
     """A resolved spec and its checked post-processing: what runs, and what gets recorded next to it."""
@@ -119,12 +152,12 @@ class Recipe:
             recorded["post"] = self.post.describe()
         return recorded
 
-    def settings(self, model: Model, model_arg: str | None) -> dict[str, Any]:
+    def settings(self, model: Encoder, model_arg: str | None) -> dict[str, Any]:
         """Everything stored with an output: model, how to reload it, how it ran, and the provenance."""
         return stored_settings(model, self.provenance(), model_arg)
 
 
-def stored_settings(model: Model, recorded: dict[str, Any], model_arg: str | None) -> dict[str, Any]:
+def stored_settings(model: Encoder, recorded: dict[str, Any], model_arg: str | None) -> dict[str, Any]:
     """The settings stored with an output: model, how to reload it, how it ran, and what was `recorded`."""
     info = model.info()
     runtime: dict[str, Any] = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize}
@@ -137,7 +170,7 @@ def stored_settings(model: Model, recorded: dict[str, Any], model_arg: str | Non
     return json.loads(json.dumps(settings))  # type: ignore[no-any-return]
 
 
-def resolve(model: Model, options: EmbedOptions | None = None) -> Recipe:
+def resolve(model: Encoder, options: EmbedOptions | None = None) -> Recipe:
     """Resolve options against a model into a Recipe: the spec, and the post-processing checked against it."""
     options = options or EmbedOptions()
     spec = resolve_spec(
@@ -156,7 +189,7 @@ def resolve(model: Model, options: EmbedOptions | None = None) -> Recipe:
 
 
 def resolve_spec(
-    model: Model,
+    model: Encoder,
     *,
     layers: LayerSpec | None = None,
     combine: Combine | str = Combine.MEAN,
@@ -215,7 +248,7 @@ def resolve_spec(
     )
 
 
-def _prompt_fields(model: Model, prompt_name: str | None, prompt: str | None) -> dict[str, Any]:
+def _prompt_fields(model: Encoder, prompt_name: str | None, prompt: str | None) -> dict[str, Any]:
     chosen = model.prompts.resolve(prompt_name=prompt_name, prompt=prompt)
     if chosen is None:
         return {}
@@ -229,7 +262,7 @@ def _check_flag(value: object, name: str) -> None:
         raise InvalidSpec(f"{name} must be True or False, not {value!r}")
 
 
-def reload_arg(model: Model) -> str | None:
+def reload_arg(model: Encoder) -> str | None:
     """How to load a loaded model again: None for the bundled default, else its source."""
     from .loading import DEFAULT_MODEL
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
@@ -16,7 +16,18 @@ from tokenizers import Tokenizer as RustTokenizer
 from ..errors import InputTooLong, InvalidInput
 from ._enums import LongText
 
-__all__ = ["Text", "Tokens", "Window", "TextTokenizer", "pad_batch", "check_texts", "is_pair", "text_problem"]
+__all__ = [
+    "Text",
+    "Tokens",
+    "Window",
+    "TextTokenizer",
+    "pad_batch",
+    "check_texts",
+    "check_text",
+    "iter_checked",
+    "is_pair",
+    "text_problem",
+]
 
 # A text, or a sentence pair (A, B) that the model reads as [CLS] A [SEP] B [SEP].
 Text = str | tuple[str, str]
@@ -200,20 +211,28 @@ def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
         raise InvalidInput(f"texts must be a string or a list of strings, got {type(texts).__name__}")
     if len(texts) == 0:
         raise InvalidInput("no texts given: pass at least one non-empty string")
-    items: list[Any] = []
+    return [check_text(text, index, pairs=pairs) for index, text in enumerate(texts)]
+
+
+def check_text(text: object, index: int, *, pairs: bool = False) -> Any:
+    """One text (or (A, B) tuple with `pairs`) checked, or InvalidInput naming its index and the fix."""
+    parts = tuple(text) if pairs and is_pair(text) else (text,)  # type: ignore[arg-type]
+    for part in parts:
+        if not isinstance(part, str):
+            kind = type(part).__name__
+            hint = "strings or (A, B) pairs" if pairs else "str items only (pairs are not taken here)"
+            raise InvalidInput(f"text {index} is a {kind}, not a string: pass {hint}")
+        blank = not part.strip()
+        problem = "is empty: every text needs a non-space character" if blank else text_problem(part)
+        if problem:
+            raise InvalidInput(f"text {index} {problem}")
+    return parts if len(parts) == 2 else text
+
+
+def iter_checked(texts: Iterable[object], *, pairs: bool = False) -> Iterator[Any]:
+    """A stream of texts (and pairs) through `check_text`, raising at the first bad one (with its index)."""
     for index, text in enumerate(texts):
-        parts = tuple(text) if pairs and is_pair(text) else (text,)
-        for part in parts:
-            if not isinstance(part, str):
-                kind = type(part).__name__
-                hint = "strings or (A, B) pairs" if pairs else "str items only (pairs are not taken here)"
-                raise InvalidInput(f"text {index} is a {kind}, not a string: pass {hint}")
-            blank = not part.strip()
-            problem = "is empty: every text needs a non-space character" if blank else text_problem(part)
-            if problem:
-                raise InvalidInput(f"text {index} {problem}")
-        items.append(parts if len(parts) == 2 else text)
-    return items
+        yield check_text(text, index, pairs=pairs)
 
 
 class TextTokenizer:

@@ -34,7 +34,15 @@ from ..core.similarity import Hit, TopK, unit
 from ..errors import BackendUnavailable, CorpusError
 from .stores import Store, open_store, with_view
 
-__all__ = ["IndexState", "IndexStaleWarning", "build_index", "index_state", "index_paths", "ann_search"]
+__all__ = [
+    "IndexState",
+    "IndexStaleWarning",
+    "build_index",
+    "index_state",
+    "index_paths",
+    "index_copies",
+    "ann_search",
+]
 
 FORMAT = 1
 # Measured on 1M vectors (bench/bench_index.py): recall@10 >= 0.95 after exact re-ranking.
@@ -190,7 +198,21 @@ def _training_sample(store: Store, rows: int, size: int, chunk_size: int, seed: 
 
 def _opened(store: str | Path | Store, view: str | None, column: str | None) -> Store:
     opened = store if isinstance(store, Store) else with_view(open_store(store), view)
-    return replace(opened, column=column) if column else opened
+    opened = replace(opened, column=column) if column else opened
+    if opened.path.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        from .levels import vector_columns
+
+        have = vector_columns(pq.read_schema(opened.path))
+        if opened.column not in have:
+            # A stacked token store keeps one column per layer and no `embedding` column.
+            first = have[0] if have else "layer_N"
+            raise CorpusError(
+                f"{opened.path} has no vector column {opened.column!r}; its vector columns are "
+                f"{', '.join(have) or 'none'}: name one with column={first!r} (--column {first})"
+            )
+    return opened
 
 
 def _tmp(path: Path) -> Path:
@@ -220,6 +242,33 @@ def index_state(
         reason = f"{opened.path} changed since its index was built ({', '.join(changed)} differ)"
         return IndexState("stale", reason, index_file, meta)
     return IndexState("fresh", f"index of {meta['rows']} rows", index_file, meta)
+
+
+def index_copies(store: Store) -> list[np.ndarray] | None:
+    """Memory-mapped float32 copies of each vector column of a .parquet store, in the store's column
+    order, from their fresh indexes; None when a column has no index, or a stale one (warned)."""
+    import warnings
+
+    import pyarrow.parquet as pq
+
+    from .levels import vector_columns
+
+    if store.path.suffix.lower() != ".parquet":
+        return None
+    copies = []
+    for name in vector_columns(pq.read_schema(store.path)):
+        state = index_state(replace(store, column=name))
+        if state.status == "stale":
+            warnings.warn(
+                f"{state.reason}: reading every row instead; rebuild it with `bertscope index build "
+                f"{store.path}`",
+                IndexStaleWarning,
+                stacklevel=3,
+            )
+        if not state.fresh:
+            return None
+        copies.append(np.load(index_paths(store.path, name)[2], mmap_mode="r"))
+    return copies or None
 
 
 @functools.lru_cache(maxsize=4)

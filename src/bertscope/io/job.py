@@ -11,16 +11,23 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..core._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
+from ..core._enums import Level, Precision, SubwordPooling
 from ..core.chunking import ChunkBy
-from ..core.layers import LayerSpec
-from ..core.spec import EmbedOptions, PostArg, reload_arg, stored_settings
+from ..core.encoder import Encoder, open_encoder
+from ..core.spec import EmbedOptions, reload_arg, stored_settings
 from ..errors import CorpusError, InvalidSpec, JobInterrupted
-from .levels import CorpusLevel, make_level
+from .formats import open_sink
+from .level_table import make_level
+from .levels import CorpusLevel
 from .readers import Record, Rejects, read_corpus
-from .sinks import Sink, open_sink
+from .sinks import Sink
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..core.spec import RecipeKeywords
 
 __all__ = ["JobSummary", "JobInterrupted", "embed_corpus", "run_level"]
 
@@ -79,20 +86,11 @@ def embed_corpus(
     precision: Precision | str = "float32",
     subword: SubwordPooling | str = "mean",
     views: Iterable[str] | Mapping[str, Mapping[str, Any]] | None = None,
-    layers: LayerSpec | None = None,
-    combine: Combine | str = "mean",
-    pooling: Pooling | str = "auto",
-    mask_special: bool = False,
-    normalize: bool | None = None,
-    long: LongText | str = "truncate",
-    stride: int | None = None,
-    post: PostArg = None,
-    prompt_name: str | None = None,
-    prompt: str | None = None,
     chunks: ChunkBy | str = "sentence",
     late: bool = True,
     chunk_size: int = 128,
     chunk_overlap: int = 0,
+    **recipe: Unpack[RecipeKeywords],
 ) -> JobSummary:
     """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded.
 
@@ -105,15 +103,11 @@ def embed_corpus(
     "chunks" writes one row per chunk of each document (`chunks`, `late`, `chunk_size`, `chunk_overlap`
     as in `Model.embed_chunks`; late chunks always run windows over the whole document).
     """
-    from ..model import Model, load
-
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidSpec(f"batch_size={batch_size!r}: give a whole number of texts per batch, at least 1")
-    model_arg = None if model is None or isinstance(model, Model) else str(model)
-    m = model if isinstance(model, Model) else load(model_arg)
-    options = EmbedOptions(
-        layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
-    )
+    model_arg = None if model is None or isinstance(model, Encoder) else str(model)
+    m = model if isinstance(model, Encoder) else open_encoder(model_arg)
+    options = EmbedOptions(**recipe)
     if views:
         from .views import views_level
 
@@ -125,7 +119,7 @@ def embed_corpus(
             level, m, options=options, keep_text=keep_text, precision=precision, subword=subword,
             chunks=chunks, late=late, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
         )  # fmt: skip
-    arg = model_arg if not isinstance(model, Model) else reload_arg(m)
+    arg = model_arg if not isinstance(model, Encoder) else reload_arg(m)
     settings = stored_settings(m, rows_of.recorded(), arg)
     rejects = Rejects()
     records = read_corpus(

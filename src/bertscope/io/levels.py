@@ -1,7 +1,7 @@
 """Corpus levels: what one row of a corpus job's output is.
 
 Every level runs through the same resumable job, the same sinks (Parquet, NumPy; SQLite for sentences)
-and the same Ray runner; adding a level is one `CorpusLevel` subclass here and one entry in `LEVELS`.
+and the same Ray runner; adding a level is one `CorpusLevel` subclass and one entry in `io.level_table`.
 
     sentence  one row per text: id, text, embedding, n_tokens, truncated (post-processing applies)
     tokens    one row per word piece: id, position, token, token_id, start, end, word_index, special,
@@ -19,20 +19,18 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core._enums import Combine, Level, LongText, Pooling, Precision, SubwordPooling
-from ..core.chunking import ChunkBy
+from ..core._enums import Combine, Level, Precision, SubwordPooling
 from ..core.engine import OnBatch
 from ..core.pooling import group_words, pool_words
 from ..core.post import PostProcessor
-from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
-from ..errors import InvalidSpec
+from ..core.spec import EmbedSpec, Recipe
 from .readers import Record
 
 __all__ = [
@@ -41,14 +39,13 @@ __all__ = [
     "SentenceLevel",
     "TokenLevel",
     "WordLevel",
-    "LEVELS",
-    "make_level",
+    "POOLED_OPTIONS",
     "vector_columns",
     "vector_array",
 ]
 
 # Options that pool tokens into one vector: meaningless for rows that are tokens or words.
-_POOLED_OPTIONS = ("pooling", "mask_special", "normalize")
+POOLED_OPTIONS = ("pooling", "mask_special", "normalize")
 
 
 @dataclass
@@ -161,7 +158,7 @@ class _PieceLevel(CorpusLevel):
 
     def recorded(self) -> dict[str, Any]:
         """Layers, combine, long-text policy, precision and the level; no pooling (rows are not pooled)."""
-        spec = {k: v for k, v in self.spec.as_dict().items() if k not in _POOLED_OPTIONS}
+        spec = {k: v for k, v in self.spec.as_dict().items() if k not in POOLED_OPTIONS}
         return {"level": self.name.value, **spec, "precision": self.precision.value}
 
     def _layer_blocks(self, matrix: np.ndarray) -> list[np.ndarray]:
@@ -294,69 +291,6 @@ class WordLevel(_PieceLevel):
 
     def _tokens(self, table: pa.Table) -> int:
         return int(pc.sum(pc.list_value_length(table.column("pieces"))).as_py() or 0)
-
-
-LEVELS: dict[Level, type[CorpusLevel]] = {
-    Level.SENTENCE: SentenceLevel,
-    Level.TOKENS: TokenLevel,
-    Level.WORDS: WordLevel,
-}
-
-
-def make_level(
-    level: Level | str,
-    model: Any,
-    *,
-    options: EmbedOptions,
-    keep_text: bool = True,
-    precision: Precision | str = "float32",
-    subword: SubwordPooling | str = "mean",
-    chunks: ChunkBy | str = "sentence",
-    late: bool = True,
-    chunk_size: int = 128,
-    chunk_overlap: int = 0,
-) -> CorpusLevel:
-    """The level asked for, its spec resolved from the embedding options (`spec.resolve`) once.
-
-    `chunks`, `late`, `chunk_size` and `chunk_overlap` say how the chunks level cuts and embeds documents
-    (see `Model.embed_chunks`).
-    """
-    kind = Level.parse(level, what="level")
-    store_as = Precision.parse(precision, what="precision")
-    if kind is Level.CHUNKS:
-        from ..chunk_embed import late_spec
-        from .chunk_level import ChunkLevel
-
-        cut = ChunkBy.parse(chunks, what="chunking")
-        long = LongText.TRUNCATE if options.long is None else LongText.parse(options.long, what="long")
-        if late and long is LongText.TRUNCATE:
-            long = LongText.WINDOW  # late chunks see every token: truncation is the default, never their wish
-        recipe = resolve(model, replace(options, long=long))
-        spec = late_spec(recipe.spec) if late else recipe.spec
-        return ChunkLevel(
-            model, spec, keep_text=keep_text, precision=store_as, processor=recipe.post, chunks=cut,
-            late=late, size=chunk_size, overlap=chunk_overlap,
-        )  # fmt: skip
-    if kind is Level.SENTENCE:
-        recipe = resolve(model, options)
-        return SentenceLevel(
-            model, recipe.spec, keep_text=keep_text, precision=store_as, processor=recipe.post
-        )
-    given = {"pooling": options.pooling != Pooling.AUTO, "mask_special": bool(options.mask_special)}
-    given["normalize"] = options.normalize not in (None, False)
-    pooled = [k for k in _POOLED_OPTIONS if given[k]]
-    if pooled or options.post is not None:
-        asked = ", ".join(pooled + (["post"] if options.post is not None else []))
-        raise InvalidSpec(
-            f"{asked} pool or post-process sentence vectors; {kind.value} rows are not pooled: "
-            f"leave {asked} out"
-        )
-    unpooled = replace(options, pooling=Pooling.MEAN, mask_special=False, normalize=None)
-    spec = resolve(model, unpooled).spec
-    if kind is Level.WORDS:
-        how = SubwordPooling.parse(subword, what="subword pooling")
-        return WordLevel(model, spec, keep_text=keep_text, precision=store_as, subword=how)
-    return LEVELS[kind](model, spec, keep_text=keep_text, precision=store_as)  # type: ignore[call-arg]
 
 
 def vector_columns(schema: pa.Schema) -> list[str]:

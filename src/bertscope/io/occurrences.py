@@ -25,8 +25,10 @@ from ..core._enums import SubwordPooling
 from ..core.pooling import group_words, pool_words
 from ..core.similarity import unit
 from ..errors import CorpusError, InvalidInput
+from .index import index_copies
 from .levels import vector_columns
-from .stores import Store, model_for, open_store
+from .search import model_for
+from .stores import Store, open_store
 
 __all__ = ["Occurrence", "Occurrences", "search_occurrences", "occurrence_vectors", "token_store"]
 
@@ -77,21 +79,31 @@ def search_occurrences(
     k: int = 10,
     model: Any = None,
     layers: Any = None,
+    exact: bool = False,
 ) -> Occurrences:
     """The stored occurrences of `word`: the k nearest to its use in `context` by cosine, or the first k.
 
     `model` and `layers` default to the store's own; others are refused (vectors would not compare).
+    When every vector column has a fresh index (`bertscope index build STORE`), the occurrences' vectors
+    are read from the index's copies instead of scanning the store's vectors, with the same exact
+    cosines; `exact=True`, no index or a stale one (warned) scan the store.
     """
-    if k < 1:
-        raise InvalidInput(f"k must be at least 1, got {k}")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise InvalidInput(f"k must be a whole number of at least 1, got {k!r}")
     opened = token_store(store)
     target = _checked_word(word)
     query = None if context is None else _query_vector(opened, target, context, model, layers)
     found = Occurrences(word=word, context=context, total=0, settings=opened.settings)
     best: list[tuple[float, int, Occurrence]] = []
     seen: Counter[str] = Counter()
-    for chunk in _chunks(opened, with_vectors=query is not None):
-        for occurrence, vector in _matches(chunk, target, opened.settings["level"], seen):
+    # With a fresh index of every vector column, only the occurrences' own rows are read (from the
+    # index's memory-mapped copies); the store's vector columns, most of its bytes, are not scanned.
+    copies = None if query is None or exact else index_copies(opened)
+    offset = 0
+    for chunk in _chunks(opened, with_vectors=query is not None and copies is None):
+        matches = _matches(chunk, target, opened.settings["level"], seen, copies=copies, offset=offset)
+        offset += chunk.num_rows
+        for occurrence, vector in matches:
             found.total += 1
             if query is None:
                 if len(found.hits) < k:
@@ -108,15 +120,16 @@ def search_occurrences(
 
 
 def occurrence_vectors(
-    store: str | Path | Store, *, word: str, limit: int = 2000
+    store: str | Path | Store, *, word: str, limit: int = 2000, layer: int | None = None
 ) -> tuple[list[Occurrence], np.ndarray]:
-    """The first `limit` occurrences of `word` and their vectors (n, d), all stored layers concatenated."""
+    """The first `limit` occurrences of `word` and their vectors (n, d): all stored layers concatenated,
+    or the one stored `layer` of a store made with combine="stack"."""
     opened = token_store(store)
     target = _checked_word(word)
     hits: list[Occurrence] = []
     vectors: list[np.ndarray] = []
     seen: Counter[str] = Counter()
-    for chunk in _chunks(opened, with_vectors=True):
+    for chunk in _chunks(opened, with_vectors=True, only=_layer_column(opened, layer)):
         for occurrence, vector in _matches(chunk, target, opened.settings["level"], seen):
             hits.append(occurrence)
             vectors.append(vector)
@@ -139,13 +152,34 @@ def _never(word: str, path: Path, seen: Counter[str]) -> str:
     return f"{word!r} never occurs in {path}{hint}"
 
 
-def _chunks(store: Store, *, with_vectors: bool) -> Iterator[pa.Table]:
+def _layer_column(store: Store, layer: int | None) -> str | None:
+    """The vector column of one stored layer (None: every vector column), checked against the store."""
+    if layer is None:
+        return None
+    settings = store.settings
+    kept = [int(n) for n in settings.get("layers") or ()]
+    if settings.get("combine") == "stack" and len(kept) > 1:
+        if layer in kept:
+            return f"layer_{layer}"
+    elif kept == [layer]:
+        return None
+    joined = ", ".join(map(str, kept))
+    combine = settings.get("combine")
+    how = "one column each" if combine == "stack" else f"combined by {combine}"
+    raise InvalidInput(
+        f"layer {layer}: {store.path} keeps layers {joined} ({how}), numbered 0..L as stored; choose one of "
+        "them, or embed the corpus again with --layers including it and --combine stack"
+    )
+
+
+def _chunks(store: Store, *, with_vectors: bool, only: str | None = None) -> Iterator[pa.Table]:
     """The store's rows, whole texts at a time (a text's tail is carried into the next chunk)."""
     import pyarrow.parquet as pq
 
     file = pq.ParquetFile(store.path)
     vectors = vector_columns(file.schema_arrow)
-    columns = [n for n in file.schema_arrow.names if n not in vectors or with_vectors]
+    wanted = [only] if only else vectors
+    columns = [n for n in file.schema_arrow.names if n not in vectors or (with_vectors and n in wanted)]
     carry: pa.Table | None = None
     for batch in file.iter_batches(batch_size=_CHUNK_ROWS, columns=columns):
         table = pa.Table.from_batches([batch])
@@ -160,9 +194,19 @@ def _chunks(store: Store, *, with_vectors: bool) -> Iterator[pa.Table]:
 
 
 def _matches(
-    chunk: pa.Table, target: str, level: str, seen: Counter[str]
+    chunk: pa.Table,
+    target: str,
+    level: str,
+    seen: Counter[str],
+    *,
+    copies: list[np.ndarray] | None = None,
+    offset: int = 0,
 ) -> Iterator[tuple[Occurrence, np.ndarray]]:
-    """(occurrence, vector or empty) for each use of `target` in a chunk of whole texts."""
+    """(occurrence, vector or empty) for each use of `target` in a chunk of whole texts.
+
+    The vector is the mean of the occurrence's rows of the chunk's vector columns, or with `copies`
+    (the store's vector columns, whole) of their rows `offset` + the chunk's row numbers.
+    """
     ids = chunk.column("id").to_pylist()
     positions = chunk.column("position").to_numpy()
     starts = chunk.column("start").to_numpy()
@@ -183,7 +227,12 @@ def _matches(
         seen[key] += 1
         if key != target:
             continue
-        vector = matrix[rows].mean(axis=0) if matrix is not None else np.empty(0, np.float32)
+        if copies is not None:
+            at = [offset + r for r in rows]
+            blocks = [np.asarray(c[at], dtype=np.float32) for c in copies]
+            vector = np.concatenate(blocks, axis=1).mean(axis=0)
+        else:
+            vector = matrix[rows].mean(axis=0) if matrix is not None else np.empty(0, np.float32)
         snippet = _snippet(text_of, start, end) if text_of is not None else f"«{written}»"
         yield Occurrence(ids[row], int(positions[row]), start, end, snippet), vector
 

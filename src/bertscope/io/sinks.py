@@ -26,15 +26,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Sink",
-    "open_sink",
     "with_settings",
     "npy_parts",
     "view_column",
-    "SUPPORTED_OUTPUTS",
     "PARQUET_META_KEY",
 ]
 
-SUPPORTED_OUTPUTS = (".parquet", ".npy", ".db / .sqlite")
 PARQUET_META_KEY = b"bertscope"
 
 
@@ -68,44 +65,6 @@ class Sink(ABC):
     @abstractmethod
     def abandon(self) -> None:
         """Leave nothing behind for a job that stored nothing."""
-
-
-def open_sink(
-    path: str | Path,
-    *,
-    settings: dict[str, Any],
-    collection: str | None = None,
-    resume: bool = False,
-    overwrite: bool = False,
-    keep_text: bool = True,
-) -> Sink:
-    """The sink for an output path, by its suffix, checked against resume/overwrite and the level."""
-    path = Path(path)
-    if not path.parent.exists():
-        raise CorpusError(f"cannot write {path}: the folder {path.parent} does not exist")
-    suffix = path.suffix.lower()
-    level = settings.get("level", "sentence")
-    if suffix in (".db", ".sqlite", ".sqlite3"):
-        if level != "sentence":
-            raise CorpusError(
-                f"{path}: an SQLite collection holds one vector per text; "
-                f"write {level} rows to .parquet or .npy"
-            )
-        from .sqlite_store import SqliteSink
-
-        return SqliteSink(
-            path,
-            settings=settings,
-            collection=collection or "default",
-            overwrite=overwrite,
-            keep_text=keep_text,
-        )
-    if suffix not in (".parquet", ".npy"):
-        raise CorpusError(
-            f"{path}: unknown output type {suffix or '(none)'}; supported: {', '.join(SUPPORTED_OUTPUTS)}"
-        )
-    sink_type = ParquetSink if suffix == ".parquet" else NpySink
-    return sink_type(path, settings=settings, resume=resume, overwrite=overwrite)
 
 
 class _PartsSink(Sink):

@@ -1,9 +1,8 @@
-"""Reading stored vectors back (Parquet, NumPy, SQLite) in chunks, and searching them exactly."""
+"""Reading stored vectors back (Parquet, NumPy, SQLite) in chunks; `io.search` searches them."""
 
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -11,13 +10,10 @@ from typing import Any
 
 import numpy as np
 
-from ..core.prompts import query_prompt_name
-from ..core.similarity import Hit, TopK
-from ..core.spec import EmbedOptions, PostArg, resolve
 from ..errors import CorpusError
 from .sinks import PARQUET_META_KEY, view_column
 
-__all__ = ["Store", "open_store", "search", "model_for", "with_view", "view_settings"]
+__all__ = ["Store", "open_store", "with_view", "view_settings"]
 
 Chunk = tuple[list[str], list[str | None], np.ndarray]
 
@@ -143,142 +139,6 @@ def view_settings(store: Store) -> dict[str, Any]:
     if store.view is not None:
         settings.update(store.settings["views"][store.view])
     return settings
-
-
-def search(
-    query: str | np.ndarray | None,
-    store: str | Path | Store,
-    *,
-    collection: str | None = None,
-    k: int = 5,
-    item_id: str | None = None,
-    model: Any = None,
-    post: PostArg = None,
-    view: str | None = None,
-    exact: bool = False,
-    nprobe: int | None = None,
-    chunk_size: int = 65536,
-    prompt_name: str | None = None,
-    prompt: str | None = None,
-) -> list[Hit]:
-    """Top-k cosine search of a stored output, by a query text, a vector, or a stored id.
-
-    With a fresh ANN index beside the store (`build_index`) the index proposes candidates and they are
-    ranked by their exact cosines (`nprobe`: index cells visited, more for recall, fewer for speed);
-    `exact=True`, no index, or a stale one (warned) scan every row.
-    A store with several views searches the one named by `view`, embedding the query its way.
-    A query text is embedded the store's way; a store made with a passage prompt is searched with the
-    model's query prompt where it has one (`prompt_name` / `prompt` choose another).
-    """
-    if k < 1:
-        raise CorpusError(f"k must be at least 1, got {k}")
-    opened = store if isinstance(store, Store) else open_store(store, collection=collection)
-    level = opened.settings.get("level", "sentence")
-    if level == "chunks" and (item_id is not None or opened.path.suffix.lower() != ".parquet"):
-        raise CorpusError(
-            f"{opened.path}: a chunk store is searched by a query text or vector, and written as .parquet "
-            "(its rows keep each chunk's document and span)"
-        )
-    if level not in ("sentence", "chunks"):
-        raise CorpusError(
-            f"{opened.path} holds {level} rows, not one vector per text; search it by occurrence "
-            "(search_occurrences, or bertscope similar --in STORE --word WORD --context TEXT)"
-        )
-    opened = with_view(opened, view)
-    if item_id is not None:
-        vector = opened.vector_of(str(item_id))
-    elif isinstance(query, np.ndarray):
-        vector = query
-    elif isinstance(query, str):
-        vector = _embed_query(
-            query, view_settings(opened), model, post, prompt_name=prompt_name, prompt=prompt
-        )
-    else:
-        raise CorpusError("give a query text, a vector, or a stored id to search with")
-    exclude = None if item_id is None else str(item_id)
-    if level == "chunks":
-        return _chunk_hits(TopK(vector, k, exclude=exclude), opened.path, chunk_size)
-    if not exact and opened.path.suffix.lower() in (".parquet", ".npy"):
-        from .index import IndexStaleWarning, ann_search, index_state
-
-        state = index_state(opened)
-        if state.fresh:
-            return ann_search(opened, vector, k=k, state=state, exclude=exclude, nprobe=nprobe)
-        if state.status == "stale":
-            warnings.warn(
-                f"{state.reason}: searching every row instead; rebuild it with "
-                f"`bertscope index build {opened.path}`",
-                IndexStaleWarning,
-                stacklevel=2,
-            )
-    top = TopK(vector, k, exclude=exclude)
-    for ids, texts, vectors in opened.chunks(chunk_size):
-        top.add(ids, texts, vectors)
-    return top.hits
-
-
-def _chunk_hits(top: TopK, path: Path, size: int) -> list[Hit]:
-    """Top chunks of a chunk store, each with its document id, chunk number and span."""
-    import pyarrow.parquet as pq
-
-    file = pq.ParquetFile(path)
-    names = ["id", "position", "start", "end", "text", "embedding"]
-    for batch in file.iter_batches(
-        batch_size=size, columns=[n for n in names if n in file.schema_arrow.names]
-    ):
-        rows = zip(*(batch.column(n).to_pylist() for n in ("id", "position", "start", "end")), strict=True)
-        keys = [json.dumps(row) for row in rows]  # a chunk's (document, number, start, end) as its key
-        texts = batch.column("text").to_pylist() if "text" in batch.schema.names else [None] * len(keys)
-        embedding = batch.column("embedding")
-        vectors = embedding.values.to_numpy(zero_copy_only=False).reshape(-1, embedding.type.list_size)
-        top.add(keys, texts, vectors)
-    hits = []
-    for hit in top.hits:
-        doc, number, start, end = json.loads(hit.id)
-        hits.append(Hit(doc, hit.score, hit.text, chunk=number, start=start, end=end))
-    return hits
-
-
-def _embed_query(
-    query: str,
-    settings: dict[str, Any],
-    model: Any,
-    post: PostArg = None,
-    *,
-    prompt_name: str | None = None,
-    prompt: str | None = None,
-) -> np.ndarray:
-    """Embed a query with the same model, settings and post-processing the store was made with."""
-    if settings.get("post") and post is None:
-        kind = settings["post"].get("kind", "post-processing")
-        raise CorpusError(f"this store's vectors went through {kind}; pass the same file with post= (--post)")
-    if post is not None and not settings.get("post"):
-        # A query moved by a post-processing the stored vectors never had ranks unrelated texts first.
-        raise CorpusError(
-            "this store's vectors were made without post-processing, so the query must be too; "
-            "leave out post= (--post), or embed the corpus again with it"
-        )
-
-    m = model_for(settings, model)
-    if prompt_name is None and prompt is None:
-        prompt_name = query_prompt_name(settings, m.prompts)
-        prompt = None if prompt_name else settings.get("prompt", "")
-    options = replace(EmbedOptions.from_settings(settings, post=post), prompt_name=prompt_name, prompt=prompt)
-    return np.asarray(m.embed_with([query], resolve(m, options)).vectors[0])
-
-
-def model_for(settings: dict[str, Any], model: Any = None) -> Any:
-    """The model to embed queries for a store: `model` if given, else the store's own, as it ran."""
-    from ..model import Model, load
-
-    if isinstance(model, Model):
-        return model
-    return load(
-        model or settings.get("model_arg"),
-        dtype=settings.get("dtype", "float32"),
-        backend=settings.get("backend") or "auto",
-        quantize=settings.get("quantize"),
-    )
 
 
 def _parquet_chunks(path: Path, size: int, column: str = "embedding") -> Iterator[Chunk]:

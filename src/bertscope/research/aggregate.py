@@ -27,7 +27,8 @@ from ..core.layers import LayerSpec
 from ..core.spec import EmbedOptions, reload_arg, stored_settings
 from ..errors import CorpusError, InvalidInput
 from ..io.job import JobSummary, run_level
-from ..io.levels import WordLevel, make_level
+from ..io.level_table import make_level
+from ..io.levels import WordLevel
 from ..io.readers import Record, Rejects, read_corpus
 from ..io.sinks import Sink, settings_diff
 from .vector_files import write_vectors

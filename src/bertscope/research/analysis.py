@@ -16,16 +16,20 @@ import numpy as np
 import torch
 from scipy import stats
 
-from ..core._enums import Combine, LongText, Pooling
+from ..core._enums import LongText, Pooling
 from ..core.layers import LayerSpec, parse_layers
 from ..core.pooling import pool_sentences
 from ..core.post import PostKind, PostProcessor, fit_post
 from ..core.similarity import unit
 from ..core.tokens import check_texts
 from ..errors import CorpusError, InvalidInput, InvalidSpec
+from ..static import static_word
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from typing_extensions import Unpack
+
+    from ..core.encoder import Encoder
+    from ..core.spec import RecipeKeywords
 
 __all__ = [
     "SweepResult",
@@ -104,7 +108,8 @@ def read_word_pairs(path: str | Path) -> list[tuple[str, str, float]]:
 def _tsv(path: str | Path, width: int) -> Iterator[tuple[int, list[str]]]:
     path = Path(path)
     if not path.is_file():
-        raise CorpusError(f"cannot read {path}: no such file")
+        what = "it is a folder: give the file inside it" if path.is_dir() else "no such file"
+        raise CorpusError(f"cannot read {path}: {what}")
     with path.open(encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):
             if not line.strip() or line.startswith("#"):
@@ -129,7 +134,7 @@ def correlations(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> dict[str, fl
 
 
 def layer_vectors(
-    model: Model,
+    model: Encoder,
     texts: Sequence[str],
     poolings: Sequence[Pooling | str] = SWEEP_POOLINGS,
     *,
@@ -164,7 +169,7 @@ def _sweep_pooling(value: Pooling | str) -> Pooling:
 
 
 def sweep(
-    model: Model,
+    model: Encoder,
     left: Sequence[str],
     right: Sequence[str],
     gold: Sequence[float] | np.ndarray,
@@ -181,7 +186,9 @@ def sweep(
 
     A post kind ("whitening", "abtt", "pca") is fitted on this data's own vectors for each cell, with
     `post_dim` dimensions (default: half the distinct texts, at most d: whitening n points in n-1
-    dimensions would make all their cosines equal). A fitted PostProcessor applies where its width fits.
+    dimensions would make all their cosines equal): each such record says `fitted: "in-sample"`. A
+    fitted PostProcessor applies only to the layer and pooling its file says it was fitted on
+    (`fitted: "file"`), or, from a file that does not say, to every cell of its width.
     """
     gold = np.asarray(gold, dtype=np.float64)
     if not len(left) == len(right) == len(gold) or len(gold) < 3:
@@ -197,6 +204,9 @@ def sweep(
     for label, processor in posts:
         for name in names:
             for layer in chosen:
+                fitted = _fitted_where(processor, layer, name, mask_special)
+                if fitted is None and processor is not None:
+                    continue  # a file applies only to the cell it was fitted on
                 x = vectors[name][:, layer]
                 try:
                     y = _post_apply(processor, x, post_dim)
@@ -206,7 +216,8 @@ def sweep(
                 if y is None:
                     continue
                 scores = correlations(y[ia], y[ib], gold)
-                records.append({"layer": layer, "pooling": name, "post": label, **scores, "n": len(gold)})
+                cell = {"layer": layer, "pooling": name, "post": label, "fitted": fitted}
+                records.append({**cell, **scores, "n": len(gold)})
     return SweepResult(
         records,
         chosen,
@@ -214,6 +225,23 @@ def sweep(
         [label for label, _ in posts],
         {"model": model.loaded.source, "texts": len(unique), "mask_special": mask_special},
     )
+
+
+def _fitted_where(
+    processor: PostKind | PostProcessor | None, layer: int, pooling: str, mask_special: bool
+) -> str | None:
+    """Where a cell's post-processing was fitted: "in-sample" (on these pairs' own texts), "file"
+    (a file fitted on this very layer and pooling, or one that does not say), None (none, or a file
+    fitted on another cell: its centre and axes belong to other vectors)."""
+    if processor is None:
+        return None
+    if not isinstance(processor, PostProcessor):
+        return "in-sample"
+    spec = processor.settings.get("spec")
+    if not spec:
+        return "file"
+    same = list(spec.get("layers") or ()) == [layer] and spec.get("pooling") == pooling
+    return "file" if same and bool(spec.get("mask_special")) == mask_special else None
 
 
 def _post_entry(item: PostKind | str | PostProcessor) -> tuple[str, PostKind | PostProcessor]:
@@ -236,34 +264,20 @@ def _post_apply(
 
 
 def evaluate_pairs(
-    model: Model,
+    model: Encoder,
     left: Sequence[str],
     right: Sequence[str],
     gold: Sequence[float] | np.ndarray,
-    *,
-    post: PostProcessor | None = None,
-    layers: LayerSpec | None = None,
-    combine: Combine | str = "mean",
-    pooling: Pooling | str = "auto",
-    mask_special: bool = False,
-    normalize: bool | None = None,
-    long: LongText | str = "truncate",
-    stride: int | None = None,
+    **options: Unpack[RecipeKeywords],
 ) -> dict[str, Any]:
-    """Spearman/Pearson of cosine against gold for one configuration (`model.embed` options)."""
+    """Spearman/Pearson of cosine against gold for one configuration (`model.embed` options).
+
+    A `post` goes through the recipe like everywhere else: checked against the spec it was fitted on.
+    """
     gold = np.asarray(gold, dtype=np.float64)
     unique = list(dict.fromkeys([*left, *right]))
-    result = model.embed(
-        unique,
-        layers=layers,
-        combine=combine,
-        pooling=pooling,
-        mask_special=mask_special,
-        normalize=normalize,
-        long=long,
-        stride=stride,
-    )
-    vectors = result.vectors if post is None else post.apply(result.vectors)
+    result = model.embed(unique, **options)
+    vectors = result.vectors
     where = {t: i for i, t in enumerate(unique)}
     a = vectors[[where[t] for t in left]]
     b = vectors[[where[t] for t in right]]
@@ -291,7 +305,7 @@ def word_dataset(name: str) -> list[tuple[str, str, float]]:
     return read_word_pairs(datapath(WORD_DATASETS[name]))
 
 
-def evaluate_words(model: Model, pairs: Sequence[tuple[str, str, float]]) -> WordEval:
+def evaluate_words(model: Encoder, pairs: Sequence[tuple[str, str, float]]) -> WordEval:
     """Spearman of cosine against gold for static word vectors and for each layer (each word encoded alone).
 
     A word the vocabulary lacks is never dropped: its vector is the mean over its word pieces, both for
@@ -303,13 +317,13 @@ def evaluate_words(model: Model, pairs: Sequence[tuple[str, str, float]]) -> Wor
     where = {w: i for i, w in enumerate(words)}
     ia, ib = np.array([where[a] for a, _, _ in pairs]), np.array([where[b] for _, b, _ in pairs])
     gold = np.array([g for _, _, g in pairs], dtype=np.float64)
-    static = np.stack([model.static_word(w).vector for w in words])
+    static = np.stack([static_word(model, w).vector for w in words])
     layered = layer_vectors(model, words, [Pooling.MEAN], mask_special=True)["mean"]
     records = [{"layer": "static", **correlations(static[ia], static[ib], gold)}]
     records += [
         {"layer": k, **correlations(layered[ia, k], layered[ib, k], gold)} for k in range(layered.shape[1])
     ]
-    split = [w for w in words if len(model.static_word(w).ids) > 1]
+    split = [w for w in words if len(static_word(model, w).ids) > 1]
     coverage = {
         "pairs": len(pairs),
         "words": len(words),
@@ -322,18 +336,13 @@ def evaluate_words(model: Model, pairs: Sequence[tuple[str, str, float]]) -> Wor
 
 
 def evaluate_docsim(
-    model: Model,
-    *,
-    post: PostProcessor | None = None,
-    layers: LayerSpec | None = None,
-    combine: Combine | str = "mean",
-    pooling: Pooling | str = "auto",
-    mask_special: bool = False,
-    normalize: bool | None = None,
-    long: LongText | str = "truncate",
-    stride: int | None = None,
+    model: Encoder,
+    **options: Unpack[RecipeKeywords],
 ) -> dict[str, Any]:
-    """Pearson/Spearman of document cosine against human similarity on gensim's Lee corpus (50 documents)."""
+    """Pearson/Spearman of document cosine against human similarity on gensim's Lee corpus (50 documents).
+
+    `options` are `model.embed`'s; a `post` is checked against the spec it was fitted on, as everywhere.
+    """
     try:
         from gensim.test.utils import datapath
     except ImportError:
@@ -341,18 +350,8 @@ def evaluate_docsim(
     docs = Path(datapath("lee.cor")).read_text(encoding="latin-1").strip().split("\n")
     human = np.loadtxt(datapath("similarities0-1.txt"))
     upper = np.triu_indices(len(docs), 1)
-    result = model.embed(
-        docs,
-        layers=layers,
-        combine=combine,
-        pooling=pooling,
-        mask_special=mask_special,
-        normalize=normalize,
-        long=long,
-        stride=stride,
-    )
-    vectors = result.vectors if post is None else post.apply(result.vectors)
-    rows = unit(vectors, dtype=np.float64)
+    result = model.embed(docs, **options)
+    rows = unit(result.vectors, dtype=np.float64)
     cos = (rows @ rows.T)[upper]
     truth = human[upper]
     return {

@@ -24,7 +24,7 @@ from ..core.similarity import unit
 from ..errors import InvalidInput, InvalidSpec
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..core.encoder import Encoder
 
 __all__ = [
     "Baseline",
@@ -75,7 +75,7 @@ class Baseline:
 
 
 def fit_baseline(
-    model: Model,
+    model: Encoder,
     *,
     reference: Sequence[str] | None = None,
     post: PostProcessor | str | Path | None = None,
@@ -187,7 +187,7 @@ def best_threshold(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float
 
 
 def calibrate(
-    model: Model,
+    model: Encoder,
     pairs: Sequence[tuple[str, str, int]],
     *,
     post: PostProcessor | str | Path | None = None,
@@ -221,7 +221,8 @@ def read_pairs(path: str | Path) -> list[tuple[str, str, int]]:
     """Labelled pairs from a TSV file: text, text, 0/1 per line (a header line is skipped)."""
     path = Path(path)
     if not path.is_file():
-        raise InvalidInput(f"cannot read {path}: no such file")
+        what = "it is a folder: give the file inside it" if path.is_dir() else "no such file"
+        raise InvalidInput(f"cannot read {path}: {what}")
     rows: list[tuple[str, str, int]] = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():

@@ -32,7 +32,7 @@ from ..core.tokens import check_texts
 from ..errors import InvalidInput
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..core.encoder import Encoder
 
 __all__ = ["Contextuality", "contextuality", "word_occurrences"]
 
@@ -61,7 +61,7 @@ def _words_of(tok: Any) -> tuple[list[list[int]], list[str]]:
     return groups, [tok.text[tok.offsets[g[0]][0] : tok.offsets[g[-1]][1]].lower() for g in groups]
 
 
-def frequent_words(model: Model, sentences: Sequence[str], *, top: int, min_contexts: int) -> list[str]:
+def frequent_words(model: Encoder, sentences: Sequence[str], *, top: int, min_contexts: int) -> list[str]:
     """The `top` most frequent alphabetic words that occur in at least `min_contexts` sentences."""
     counts: Counter[str] = Counter()
     for tok in model.tokenize(list(sentences)):
@@ -70,7 +70,7 @@ def frequent_words(model: Model, sentences: Sequence[str], *, top: int, min_cont
 
 
 def word_occurrences(
-    model: Model,
+    model: Encoder,
     sentences: Sequence[str],
     words: Sequence[str],
     *,
@@ -113,7 +113,7 @@ def word_occurrences(
 
 
 def contextuality(
-    model: Model,
+    model: Encoder,
     sentences: Sequence[str],
     *,
     words: Sequence[str] | None = None,

@@ -69,9 +69,9 @@ def distill(
         raise InvalidInput(f"dim={dim!r}: give a whole number of dimensions, at least 1 (or None)")
     _, distill_from_model = _model2vec()
     if model is None or isinstance(model, (str, Path)):
-        from .. import load
+        from ..core.encoder import open_encoder
 
-        model = load(None if model is None else str(model), device="cpu")
+        model = open_encoder(None if model is None else str(model), device="cpu")
     width = int(model.info().hidden_size)
     if dim is not None and dim > width:
         raise InvalidInput(f"dim={dim} is wider than the model ({width}); give --dim {width} or less")

@@ -17,9 +17,10 @@ from ..core._enums import StrEnum
 from ..core.layers import parse_layers
 from ..core.similarity import unit
 from ..errors import BackendUnavailable, InvalidInput, InvalidSpec
+from ..static import static_rows
 
 if TYPE_CHECKING:
-    from ..model import Model
+    from ..core.encoder import Encoder
     from .analysis import SweepResult, WordEval
     from .contextuality import Contextuality
     from .senses import Senses
@@ -146,7 +147,7 @@ class WordPoints:
 
 
 def word_points(
-    model: Model,
+    model: Encoder,
     words: Sequence[str],
     sentences: Sequence[str],
     *,
@@ -179,7 +180,7 @@ def word_points(
 
 
 def plot_words(
-    model: Model,
+    model: Encoder,
     words: Sequence[str],
     sentences: Sequence[str],
     path: str | Path,
@@ -268,7 +269,7 @@ class LayerCosines:
         }
 
 
-def layer_cosines(model: Model, text: str, *, layers: str = "all") -> LayerCosines:
+def layer_cosines(model: Encoder, text: str, *, layers: str = "all") -> LayerCosines:
     """The cosine between every two tokens of one text, at each chosen layer."""
     if not isinstance(text, str):
         raise InvalidSpec("plot_layers takes one text")
@@ -279,7 +280,7 @@ def layer_cosines(model: Model, text: str, *, layers: str = "all") -> LayerCosin
     return LayerCosines(text, list(tok.tokens), chosen, normed @ normed.transpose(0, 2, 1))
 
 
-def plot_layers(model: Model, text: str, path: str | Path, *, layers: str = "all") -> Path:
+def plot_layers(model: Encoder, text: str, path: str | Path, *, layers: str = "all") -> Path:
     """One heatmap per layer of the cosine between every two tokens of one text."""
     return draw_layers(layer_cosines(model, text, layers=layers), path)
 
@@ -305,13 +306,13 @@ def draw_layers(found: LayerCosines, path: str | Path) -> Path:
 
 
 def plot_static(
-    model: Model, ids: Sequence[int], path: str | Path, *, method: Projection | str = "pca", seed: int = 0
+    model: Encoder, ids: Sequence[int], path: str | Path, *, method: Projection | str = "pca", seed: int = 0
 ) -> Path:
     """The static rows of word pieces `ids` as labelled points in 2-D (PCA, t-SNE or UMAP)."""
     how = Projection.parse(method, what="projection")
     if len(ids) < 3:
         raise InvalidInput(f"{len(ids)} pieces given; a 2-D picture needs at least 3")
-    flat = _project(model.static(list(ids)), how, seed)
+    flat = _project(static_rows(model, list(ids)), how, seed)
     side = min(14.0, 5.0 + 0.02 * len(ids))
     figure = Figure(figsize=(side, side * 0.8))
     ax = figure.add_subplot()

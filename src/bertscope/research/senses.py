@@ -69,12 +69,16 @@ def word_senses(
     examples: int = 3,
     limit: int = 2000,
     seed: int = 0,
+    layer: int | None = None,
 ) -> Senses:
-    """Cluster the first `limit` occurrences of `word` in a token or word store into k senses."""
+    """Cluster the first `limit` occurrences of `word` in a token or word store into k senses.
+
+    `layer` clusters one stored layer of a store made with combine="stack" (default: all it keeps).
+    """
     from sklearn.cluster import KMeans
     from sklearn.metrics import silhouette_score
 
-    hits, vectors = occurrence_vectors(store, word=word, limit=limit)
+    hits, vectors = occurrence_vectors(store, word=word, limit=limit, layer=layer)
     points = unit(vectors)
     if len(points) < 3:
         raise InvalidInput(f"{word!r} occurs {len(points)} time(s) in {store}; clustering needs at least 3")

@@ -17,7 +17,8 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .. import __version__
-from ..core._enums import Combine
+from ..core._enums import Combine, SubwordPooling
+from ..core.pooling import word_embeddings
 from ..core.results import per_text, plain
 from ..core.similarity import cos_sim, unit
 from ..core.spec import EmbedOptions, EmbedSpec
@@ -62,20 +63,21 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
     async def embed_tokens(req: TokensRequest) -> Response:
         """Per-token vectors of any layers with tokens and offsets; per-word vectors with words=true."""
         items = svc.texts(req.inputs)
-        await run_in_threadpool(_check_answer_size, svc, items, req)
-        opts: dict[str, Any] = {
-            "layers": req.layers,
-            "combine": req.combine,
-            "long": req.long,
-            "stride": req.stride,
-        }
+        if req.words and any(isinstance(item, tuple) for item in items):
+            raise InvalidInput("words=true takes texts, not (A, B) pairs: words index into one text")
+        how = SubwordPooling.parse(req.subword, what="subword pooling")
+        spec = svc.model.spec(layers=req.layers, combine=req.combine, pooling="mean", long=req.long,
+                              stride=req.stride)  # fmt: skip
+        # Tokenized once: these tokens bound the answer and are the ones embedded.
+        tokens = await run_in_threadpool(svc.model.engine.prepare, items, spec)
+        _check_answer_size(svc, tokens, spec, words=req.words)
 
         def work() -> tuple[list[Any], list[Any] | None]:
-            words = svc.model.embed_words(items, subword=req.subword, **opts) if req.words else None
-            return svc.model.embed_tokens(items, **opts), words
+            found = svc.model.embed_fitted_tokens(tokens, spec)
+            return found, [word_embeddings(t, how) for t in found] if req.words else None
 
-        tokens, words = await svc.on_worker(work)
-        answer = per_text(tokens)
+        found, words = await svc.on_worker(work)
+        answer = per_text(found)
         if words is not None:
             # Both levels at once: each text's words ride along with its tokens, under the words' spec.
             for item, w in zip(answer["items"], words, strict=True):
@@ -264,17 +266,16 @@ def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def _check_answer_size(svc: Service, items: list[Any], req: TokensRequest) -> None:
+def _check_answer_size(svc: Service, tokens: list[Tokens], spec: EmbedSpec, *, words: bool) -> None:
     """Refuse (413) a token answer over --max-answer-floats before any forward: tokens x width."""
-    spec = svc.recipe(EmbedOptions(req.layers, req.combine, long=req.long, stride=req.stride)).spec
     width = svc.model.info().hidden_size * (
         len(spec.layers) if spec.combine in (Combine.CONCAT, Combine.STACK) else 1
     )
-    tokens = sum(len(t) for t in svc.model.tokenize(items, long=spec.long))
-    floats = tokens * width * (2 if req.words else 1)
+    count = sum(len(t) for t in tokens)
+    floats = count * width * (2 if words else 1)
     limit = svc.settings.max_answer_floats
     if floats > limit:
         raise TooManyInputs(
-            f"the answer would hold {floats:,} numbers ({tokens} tokens x {width} wide), over the limit of "
+            f"the answer would hold {floats:,} numbers ({count} tokens x {width} wide), over the limit of "
             f"{limit:,} (--max-answer-floats); ask for fewer texts or layers, or combine layers with mean"
         )

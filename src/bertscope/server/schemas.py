@@ -190,6 +190,11 @@ class TokensRequest(_LayerFields):
     subword: SubwordPooling = Field(SubwordPooling.MEAN, description="How a word's pieces become one vector.")
 
 
+# (tokens or words, d), or with combine "stack" and several layers (tokens or words, layers, d).
+_LayeredVectors = list[list[float]] | list[list[list[float]]]
+_LAYERS = "The layers the vectors come from (0 is the embedding output), in the order stacked."
+
+
 class WordItem(BaseModel):
     """One text's words: the word, its character span, its pieces, its vector."""
 
@@ -197,8 +202,10 @@ class WordItem(BaseModel):
     words: list[str]
     spans: list[tuple[int, int]]
     pieces: list[list[str]]
-    vectors: list[list[float]]
+    vectors: _LayeredVectors = Field(description="(words, d), or (words, layers, d) with combine stack.")
     n_dropped: int
+    layers: list[int] = Field(description=_LAYERS)
+    combine: str = Field(description="How the layers were combined; stack keeps one vector per layer.")
 
 
 class TokenItem(BaseModel):
@@ -210,8 +217,10 @@ class TokenItem(BaseModel):
     offsets: list[tuple[int, int]]
     word_ids: list[int | None]
     special: list[bool]
-    vectors: list[list[float]]
+    vectors: _LayeredVectors = Field(description="(tokens, d), or (tokens, layers, d) with combine stack.")
     n_dropped: int
+    layers: list[int] = Field(description=_LAYERS)
+    combine: str = Field(description="How the layers were combined; stack keeps one vector per layer.")
     words: WordItem | None = None
 
 

@@ -1,0 +1,70 @@
+"""Where int8's time goes: ONNX Runtime's per-op profile of the float32 and int8 exports, side by side.
+
+    python bench/profile_int8.py [--texts 64] [--threads 2]
+
+Runs the calibration sentences through both exports of the bundled model (the engine's padded batches)
+with ONNX Runtime's profiler on, and prints each op type's share of the run time and its total.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+import onnxruntime as ort
+import torch
+
+import bertscope
+from bertscope.backends.onnx import calibration_texts
+
+
+def profile(path: Path, batches: list, threads: int) -> dict[str, float]:
+    """op type -> microseconds over all batches (ONNX Runtime's profiler, node events only)."""
+    options = ort.SessionOptions()
+    options.enable_profiling = True
+    options.profile_file_prefix = str(Path(tempfile.mkdtemp(prefix="bertscope-profile-")) / "ort")
+    options.intra_op_num_threads = threads
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    names = {i.name for i in session.get_inputs()}
+    outputs = [session.get_outputs()[-1].name]
+    for ids, type_ids, mask in batches:
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": type_ids}
+        session.run(outputs, {k: v for k, v in feed.items() if k in names})
+    events = json.loads(Path(session.end_profiling()).read_text())
+    by_op: dict[str, float] = defaultdict(float)
+    for event in events:
+        if event.get("cat") == "Node" and event["name"].endswith("_kernel_time"):
+            by_op[event["args"]["op_name"]] += event["dur"]
+    return dict(by_op)
+
+
+def main() -> None:
+    """Profile float32 and int8; print per-op totals."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--texts", type=int, default=64)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    texts = calibration_texts()[: args.texts]
+    model = bertscope.load(backend="torch")
+    batches = model.calibration_batches(texts)
+    model.use_onnxruntime()
+    f32 = model.engine.runner.path  # type: ignore[union-attr]
+    model.use_torch()
+    model.use_onnxruntime(quantize="int8")
+    i8 = model.engine.runner.path  # type: ignore[union-attr]
+    results = {"float32": profile(f32, batches, args.threads), "int8": profile(i8, batches, args.threads)}
+    for name, ops in results.items():
+        total = sum(ops.values())
+        print(f"\n{name}: {total / 1e3:.0f} ms in kernels over {len(texts)} texts")
+        for op, us in sorted(ops.items(), key=lambda kv: -kv[1])[:12]:
+            print(f"  {op:<28}{us / 1e3:9.1f} ms {us / total:6.1%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,170 @@
+"""`bertscope vocab add` and `bertscope plot words|layers`: a model with whole-word tokens, and pictures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ..errors import InvalidInput
+from .app import (
+    BackendOpt,
+    DeviceOpt,
+    DtypeOpt,
+    JsonOpt,
+    ModelOpt,
+    QuantizeOpt,
+    ThreadsOpt,
+    emit_json,
+    err,
+    load_model,
+    out,
+    read_lines,
+)
+
+__all__ = ["one_input", "plot_app", "split_list", "vocab_app"]
+
+vocab_app = typer.Typer(
+    help="Extend the vocabulary with whole-word tokens.\n\n"
+    "Example: `bertscope vocab add covid19 mRNA --init pieces -o ./extended`.",
+    no_args_is_help=True,
+)
+plot_app = typer.Typer(
+    help="Pictures of word occurrences and of token-to-token cosine per layer.\n\n"
+    "Examples: `bertscope plot words bank,river -i corpus.txt -o words.png`, "
+    '`bertscope plot layers "a cat"`.',
+    no_args_is_help=True,
+)
+
+
+def split_list(value: str | None) -> list[str]:
+    """The items of a comma-separated option, stripped, empty ones left out."""
+    return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def one_input(input_path: str | None, positional: str | None, what: str) -> str:
+    """The text file named by -i/--input, or by the older positional argument; exactly one of them."""
+    if input_path and positional:
+        raise InvalidInput(f"give the {what} once: -i/--input FILE")
+    if not (input_path or positional):
+        raise InvalidInput(f"name the {what} with -i/--input FILE (one per line, - for stdin)")
+    return str(input_path or positional)
+
+
+@vocab_app.command("add")
+def vocab_add(
+    words: Annotated[list[str], typer.Argument(help="Words to keep whole as new tokens.")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="Write the extended model to this new folder.")
+    ],
+    init: Annotated[str, typer.Option("--init", help="pieces, mean or random.")] = "pieces",
+    init_from: Annotated[
+        list[str] | None, typer.Option("--init-from", help="word=a,b: row from these words.")
+    ] = None,
+    model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Add whole-word tokens with informed rows and save a model folder that transformers loads.
+
+    Examples: `bertscope vocab add covid19 mRNA --init pieces -o ./extended`,
+    `bertscope vocab add covid19 --init-from covid19=virus,disease -o ./extended`
+    """
+    from ..vocab import add_tokens, save
+
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+    how: Any = init
+    if init_from:
+        how = {k.strip(): split_list(v) for k, v in (item.split("=", 1) for item in init_from if "=" in item)}
+    before = {w: _pieces(m, w) for w in words}
+    extended = add_tokens(m, words, init=how)
+    save(extended, output)
+    records: list[dict[str, Any]] = [
+        {"word": w, "before": before[w], "after": _pieces(extended, w)} for w in words
+    ]
+    if as_json:
+        emit_json({"output": str(output), "words": records})
+        return
+    table = Table("word", "pieces before", "tokens now", title=f"saved to {output}")
+    for rec in records:
+        table.add_row(rec["word"], " ".join(rec["before"]), " ".join(rec["after"]))
+    out.print(table)
+
+
+def _pieces(m: Any, word: str) -> list[str]:
+    tok = m.tokenize(word)
+    return tok.tokens[tok.n_prefix : len(tok) - tok.n_suffix]
+
+
+@plot_app.command("words")
+def plot_words_cmd(
+    words: Annotated[str, typer.Argument(help="Comma-separated words, e.g. bank,river,money,bread.")],
+    input_path: Annotated[
+        str | None, typer.Option("--input", "-i", help="Sentences, one per line (- for stdin).")
+    ] = None,
+    contexts: Annotated[str | None, typer.Option("--contexts", hidden=True)] = None,
+    layer: Annotated[int, typer.Option("--layer", help="Layer (0 = embedding output, -1 = last).")] = -1,
+    method: Annotated[str, typer.Option("--method", help="pca or tsne.")] = "pca",
+    output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")] = Path("words.png"),
+    model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Each occurrence of each word as a point in 2-D, coloured by word (--json: the points too).
+
+    Example: `bertscope plot words bank,river,money,bread -i corpus.txt --layer 6 -o words.png`
+    """
+    from ..research.plots import draw_words, word_points
+
+    contexts_read = list(read_lines(one_input(input_path, contexts, "sentences")))
+    found = word_points(
+        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
+        split_list(words),
+        contexts_read,
+        layer=layer,
+        method=method,
+    )
+    draw_words(found, output)
+    err.print(f"wrote {output}")
+    if as_json:
+        emit_json(found.to_dict())
+
+
+@plot_app.command("layers")
+def plot_layers_cmd(
+    text: Annotated[str, typer.Argument(help="One text.")],
+    layers: Annotated[str, typer.Option("--layers", "-l", help="Layers to show (a layer spec).")] = "all",
+    output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")] = Path("layers.png"),
+    model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Heatmaps of token-to-token cosine at each layer of one text (--json: the matrices too).
+
+    Example: `bertscope plot layers "I like eating bread" -l 0,6 -o layers.png --json`
+    """
+    from ..research.plots import draw_layers, layer_cosines
+
+    found = layer_cosines(
+        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
+        text,
+        layers=layers,
+    )
+    draw_layers(found, output)
+    err.print(f"wrote {output}")
+    if as_json:
+        emit_json(found.to_dict())
