@@ -39,6 +39,7 @@ test: $(STAMP) test-deps
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
 
 typecheck: $(STAMP)
 	$(BIN)/mypy src/bertscope

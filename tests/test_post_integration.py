@@ -73,5 +73,7 @@ def test_api_key_guards_the_api_but_not_the_explorer_page(bundled: bertscope.Mod
     with TestClient(create_app(bundled, settings=ServerSettings(api_key="s3cret"))) as client:
         assert client.get("/").status_code == 200
         assert client.post("/v2/embed", json={"inputs": "a"}).status_code == 401
-        authorised = client.post("/v2/embed", json={"inputs": "a"}, headers={"Authorization": "Bearer s3cret"})
+        authorised = client.post(
+            "/v2/embed", json={"inputs": "a"}, headers={"Authorization": "Bearer s3cret"}
+        )
         assert authorised.status_code == 200

@@ -194,13 +194,9 @@ def _csv(
             where = f"{path}:{number}" if first == number else f"{path}:{first}-{number}"
             # A quoted field over several lines that breaks the field count is an unclosed quote.
             hint = (
-                f": an unclosed quote on line {first} joined lines {first}-{number}"
-                if first < number
-                else ""
+                f": an unclosed quote on line {first} joined lines {first}-{number}" if first < number else ""
             )
-            _bad(
-                f"{where}: {len(row)} fields where the header has {len(header)}{hint}", skip_bad, rejects
-            )
+            _bad(f"{where}: {len(row)} fields where the header has {len(header)}{hint}", skip_bad, rejects)
             continue
         fields = dict(zip(header, row, strict=True))
         yield from _row_or_reject(fields, number, path, text_field, id_field, skip_bad, rejects, rows)
