@@ -63,7 +63,7 @@ def test_parts_are_the_models_own_rows(
 ) -> None:
     model = tiny_models[family]
     emb = model.hf_model.embeddings
-    word_table = emb.word_embeddings.weight.detach().numpy()
+    word_table = model.family.parts(model.hf_model).word.weight.detach().numpy()
     for anatomy in anatomies[family]:
         tok = anatomy.tokens
         np.testing.assert_array_equal(anatomy.word, word_table[tok.ids])
@@ -122,7 +122,9 @@ def test_projection_widens_16_to_32(family: str, anatomies: dict[str, list[berts
             assert anatomy.projected.shape == (n, 32)
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2", "mpnet"])
+@pytest.mark.parametrize(
+    "family", ["bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2", "mpnet", "modernbert"]
+)
 def test_no_projection_keeps_the_width(family: str, anatomies: dict[str, list[bertscope.Anatomy]]) -> None:
     for anatomy in anatomies[family]:
         assert "projection" in anatomy.lacks and anatomy.projected is None

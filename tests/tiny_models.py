@@ -19,17 +19,21 @@ FAMILIES: tuple[str, ...] = (
     "electra",
     "deberta-v2",
     "mpnet",
+    "modernbert",
 )
 
 _ROBERTA_STYLE: frozenset[str] = frozenset({"roberta", "xlm-roberta", "mpnet"})
 # These models' forward() takes no token_type_ids, so the tokenizer must not emit them.
-_NO_TOKEN_TYPES: frozenset[str] = frozenset({"roberta", "xlm-roberta", "distilbert", "mpnet"})
+_NO_TOKEN_TYPES: frozenset[str] = frozenset({"roberta", "xlm-roberta", "distilbert", "mpnet", "modernbert"})
 
 _MAX_LEN = 64
 _HIDDEN = 32
 _LAYERS = 2
 _HEADS = 4
 _INTERMEDIATE = 37
+# ModernBERT's local attention window (tokens, both sides together): texts longer than this reach past it
+# in the sliding-window layer (layer 1 of 2; layer 0 is global, as in every third layer of the real ones).
+MODERNBERT_WINDOW = 8
 
 _BERT_SPECIALS: dict[str, str] = {
     "pad_token": "[PAD]",
@@ -165,6 +169,22 @@ def _config_kwargs(family: str, vocab: dict[str, int]) -> dict[str, Any]:
             "position_buckets": 16,
             "norm_rel_ebd": "layer_norm",
             "share_att_key": True,
+        }
+    if family == "modernbert":
+        return {
+            "vocab_size": len(vocab),
+            "hidden_size": _HIDDEN,
+            "num_hidden_layers": _LAYERS,
+            "num_attention_heads": _HEADS,
+            "intermediate_size": _INTERMEDIATE,
+            "max_position_embeddings": _MAX_LEN,
+            "local_attention": MODERNBERT_WINDOW,
+            "global_attn_every_n_layers": 2,
+            **bert_ids,
+            "cls_token_id": vocab["[CLS]"],
+            "sep_token_id": vocab["[SEP]"],
+            "bos_token_id": vocab["[CLS]"],
+            "eos_token_id": vocab["[SEP]"],
         }
     raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
 

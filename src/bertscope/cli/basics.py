@@ -276,6 +276,8 @@ def anatomy(
     )
     if a.lacks:
         out.print(f"this family has no: {', '.join(a.lacks)}")
+    for note in a.notes:
+        out.print(note)
     if pair is not None and not any(a.tokens.type_ids):
         err.print(pair_note(m))
     if a.n_dropped:

@@ -251,7 +251,7 @@ class FolderView:
         shapes = _safetensors_shapes(self.path)
         hidden = _config_value(self.config, "hidden_size")
         layers = _config_value(self.config, "num_hidden_layers")
-        word = [shape for key, shape in shapes.items() if key.endswith("embeddings.word_embeddings.weight")]
+        word = [shape for key, shape in shapes.items() if key.endswith(self.family.word_weight)]
         if len(word) != 1 or hidden is None or layers is None:
             return None
 
@@ -278,6 +278,7 @@ class FolderView:
             "pooling": self.st_pooling,
             "normalize": self.st_normalize,
             "lacks": [name for name, present in parts.items() if not present],
+            "positions_in_attention": self.family.positions_in_attention(self.config),
             "device": _default_device(),
             "dtype": "float32",
             "backend": "torch",
