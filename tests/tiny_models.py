@@ -189,15 +189,23 @@ def _config_kwargs(family: str, vocab: dict[str, int]) -> dict[str, Any]:
     raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
 
 
-def build_tiny_model(family: str, folder: pathlib.Path, *, seed: int = 0) -> pathlib.Path:
-    """Write a tiny random `family` model (config.model_type) with a fast tokenizer into folder."""
+def build_tiny_model(
+    family: str, folder: pathlib.Path, *, seed: int = 0, max_positions: int | None = None
+) -> pathlib.Path:
+    """Write a tiny random `family` model (config.model_type) with a fast tokenizer into folder.
+
+    `max_positions` overrides the 64 positions of model and tokenizer (a long-context model, tiny).
+    """
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     backend, names = _backend(family)
     vocab = backend.get_vocab()
-    config = AutoConfig.for_model(family, **_config_kwargs(family, vocab))
+    kwargs = _config_kwargs(family, vocab)
+    if max_positions is not None:
+        kwargs["max_position_embeddings"] = max_positions
+    config = AutoConfig.for_model(family, **kwargs)
     torch.manual_seed(seed)
     model = AutoModel.from_config(config)
     model.eval()
@@ -207,7 +215,7 @@ def build_tiny_model(family: str, folder: pathlib.Path, *, seed: int = 0) -> pat
         input_names.insert(1, "token_type_ids")
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend,
-        model_max_length=_MAX_LEN,
+        model_max_length=max_positions or _MAX_LEN,
         model_input_names=input_names,
         padding_side="right",
         **names,
