@@ -80,7 +80,7 @@ class Engine:
         self.n_layers = family.num_layers(model)
         self._pooler = family.pooler(model)
         self._dtype = next(model.parameters()).dtype
-        self.vocab_rows = int(model.get_input_embeddings().weight.shape[0])
+        self.vocab_rows = int(family.parts(model).word.num_embeddings)
         self.runner: Runner | None = None
         # transformers installs its hidden-state hooks on the layers present at the first call; that call
         # must see every layer, or a model first run with early stop records too few layers ever after.
