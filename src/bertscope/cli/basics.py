@@ -39,8 +39,10 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
 
     Example: `bertscope info --model ./my-bert`
     """
+    from ..backends.exact import folder_info
+
     view = FolderView.open(model)
-    light = view.info() if view is not None else None
+    light = folder_info(view) if view is not None else None
     details = light if light is not None else load_model(model).info().to_dict()
     if as_json:
         emit_json(details)

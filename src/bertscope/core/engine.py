@@ -80,6 +80,7 @@ class Engine:
         self.n_layers = family.num_layers(model)
         self._pooler = family.pooler(model)
         self._dtype = next(model.parameters()).dtype
+        self.vocab_rows = int(family.parts(model).word.num_embeddings)
         self.runner: Runner | None = None
         # transformers installs its hidden-state hooks on the layers present at the first call; that call
         # must see every layer, or a model first run with early stop records too few layers ever after.
@@ -95,6 +96,12 @@ class Engine:
         self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int
     ) -> tuple[torch.Tensor, ...]:
         """Hidden states 0..deepest, each (batch, tokens, d), running no layer past `deepest`."""
+        # Checked here, not per runtime: torch, ONNX Runtime and OpenVINO each fail differently on a bad id.
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_rows):
+            bad = int(ids.min() if ids.min() < 0 else ids.max())
+            raise IndexError(
+                f"token id {bad} is out of range: this vocabulary has ids 0..{self.vocab_rows - 1}"
+            )
         if self.runner is not None:
             return self.runner(ids, type_ids, mask, deepest)
         inputs = {
