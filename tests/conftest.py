@@ -64,6 +64,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_probe.py": 28,
     "test_cka.py": 26,
     "test_compare.py": 24,
+    "test_modernbert.py": 10,
 }
 
 

@@ -20,6 +20,9 @@ FAMILIES: tuple[str, ...] = (
     "deberta-v2",
     "mpnet",
     "modernbert",
+    "gte",
+    "nomic_bert",
+    "roformer",
 )
 
 _ROBERTA_STYLE: frozenset[str] = frozenset({"roberta", "xlm-roberta", "mpnet"})
@@ -170,6 +173,9 @@ def _config_kwargs(family: str, vocab: dict[str, int]) -> dict[str, Any]:
             "norm_rel_ebd": "layer_norm",
             "share_att_key": True,
         }
+    if family in ("gte", "nomic_bert", "roformer"):
+        # gte without token types, as gte-base-en-v1.5 ships it; the others keep BERT's two segments.
+        return {**common, **bert_ids, "type_vocab_size": 0 if family == "gte" else 2}
     if family == "modernbert":
         return {
             "vocab_size": len(vocab),

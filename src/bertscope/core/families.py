@@ -56,6 +56,8 @@ class Family:
     # A norm the model applies after its last layer and reports as the last hidden state (ModernBERT's
     # final_norm): a forward stopped early must skip it, or layer k would come out normalised.
     final_norm_attr: str | None = None
+    # "rotary" where every attention layer turns queries and keys by position (no position row is added).
+    rotary: bool = False
 
     @property
     def word_weight(self) -> str:
@@ -64,6 +66,8 @@ class Family:
 
     def positions_in_attention(self, config: Any) -> str | None:
         """`relative` or `rotary` where positions enter inside attention, else None (a config or its dict)."""
+        if self.rotary:
+            return "rotary"
         relative = config.get("relative_attention") if isinstance(config, dict) else None
         if not isinstance(config, dict):
             relative = getattr(config, "relative_attention", None)
@@ -184,19 +188,6 @@ class _Albert(Family):
             model.config.num_hidden_layers = full
 
 
-@dataclass(frozen=True)
-class _ModernBert(Family):
-    """ModernBERT: word rows and a bias-free LayerNorm; positions are rotary, inside attention.
-
-    Its layers alternate global and local (sliding-window) attention, and the last hidden state is the
-    final LayerNorm of the last layer's output, as `output_hidden_states` reports it.
-    """
-
-    def positions_in_attention(self, config: Any) -> str | None:
-        """Always `rotary`."""
-        return "rotary"
-
-
 _FAMILIES: tuple[Family, ...] = (
     Family("bert", ("bert",)),
     Family("roberta", ("roberta", "camembert"), positions_after_padding=True),
@@ -206,7 +197,9 @@ _FAMILIES: tuple[Family, ...] = (
     Family("electra", ("electra",)),
     Family("deberta-v2", ("deberta-v2",)),
     Family("mpnet", ("mpnet",), positions_after_padding=True, uses_token_types=False),
-    _ModernBert(
+    # ModernBERT: word rows and a bias-free LayerNorm; its layers alternate global and local (sliding
+    # window) attention, and the last hidden state is the final LayerNorm of the last layer's output.
+    Family(
         "modernbert",
         ("modernbert",),
         layers_path="layers",
@@ -214,7 +207,12 @@ _FAMILIES: tuple[Family, ...] = (
         word_attr="tok_embeddings",
         norm_attr="norm",
         final_norm_attr="final_norm",
+        rotary=True,
     ),
+    # BERT's embedding layer without the position rows; rotary attention (GTE-en v1.5, Nomic BERT).
+    Family("gte", ("gte",), layers_path="layers", rotary=True),
+    Family("nomic_bert", ("nomic_bert",), layers_path="layers", rotary=True),
+    Family("roformer", ("roformer",), rotary=True),
 )
 
 SUPPORTED: tuple[str, ...] = tuple(t for family in _FAMILIES for t in family.model_types)
