@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import InvalidInput, InvalidSpec
+from ..errors import InvalidInput, InvalidSpec, ModelLoadError
 from ._enums import Combine
 from .families import Family
 from .layers import combine_layers
@@ -112,7 +112,13 @@ class Engine:
             inputs["token_type_ids"] = torch.from_numpy(type_ids).to(self.device)
         with torch.inference_mode(), self.family.stop_after(self.model, deepest):
             out = self.model(**inputs, output_hidden_states=True, return_dict=True)
-        return tuple(out.hidden_states)[: deepest + 1]
+        states = getattr(out, "hidden_states", None)
+        if states is None:  # code shipped with a model (trust_remote_code) may not report them
+            raise ModelLoadError(
+                f"{type(self.model).__name__} returns no hidden states (output_hidden_states=True), "
+                "which every bertscope feature reads; this model's code cannot be used"
+            )
+        return tuple(states)[: deepest + 1]
 
     def sentences(
         self, texts: Iterable[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None

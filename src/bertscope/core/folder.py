@@ -174,6 +174,8 @@ class FolderView:
         if path is None or not (path / "tokenizer.json").is_file():
             return None
         config = _read_json(path / "config.json")
+        if isinstance(config.get("auto_map"), dict):
+            return None  # model code shipped with the folder: only a load (which may refuse it) can tell
         try:
             family = family_for(str(config.get("model_type")))
         except UnsupportedArchitecture:
