@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -63,6 +64,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_probe.py": 28,
     "test_cka.py": 26,
     "test_compare.py": 24,
+    "test_modernbert.py": 10,
 }
 
 
@@ -102,3 +104,17 @@ def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def tiny_models(tiny_dirs: dict[str, Path]) -> dict[str, bertscope.Model]:
     """Each tiny family model loaded through bertscope."""
     return {family: bertscope.load(path, device="cpu") for family, path in tiny_dirs.items()}
+
+
+@pytest.fixture(autouse=True)
+def _torch_threads_restored() -> Iterator[None]:
+    """A test that loads with `threads=N` (a process-wide torch setting) does not change the next test's.
+
+    A job resumed in this process must run on as many threads as the process that started it did: float
+    sums over another thread count round differently, and resumed outputs are compared bit for bit.
+    """
+    import torch
+
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)

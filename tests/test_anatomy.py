@@ -63,7 +63,7 @@ def test_parts_are_the_models_own_rows(
 ) -> None:
     model = tiny_models[family]
     emb = model.hf_model.embeddings
-    word_table = emb.word_embeddings.weight.detach().numpy()
+    word_table = model.family.parts(model.hf_model).word.weight.detach().numpy()
     for anatomy in anatomies[family]:
         tok = anatomy.tokens
         np.testing.assert_array_equal(anatomy.word, word_table[tok.ids])
@@ -98,6 +98,17 @@ def test_bert_positions_count_from_zero(anatomies: dict[str, list[bertscope.Anat
         assert anatomy.token_type is not None and "token_type" not in anatomy.lacks
 
 
+@pytest.mark.parametrize("family", ["modernbert", "gte", "nomic_bert", "roformer"])
+def test_rotary_families_say_where_positions_go(
+    family: str, anatomies: dict[str, list[bertscope.Anatomy]]
+) -> None:
+    for anatomy in anatomies[family]:
+        assert "position" in anatomy.lacks and anatomy.position is None
+        assert anatomy.positions_in_attention == "rotary"
+        assert anatomy.position_ids == list(range(len(anatomy.tokens)))
+        assert "positions are rotary" in anatomy.notes[0]
+
+
 def test_deberta_v2_lacks_position(anatomies: dict[str, list[bertscope.Anatomy]]) -> None:
     for anatomy in anatomies["deberta-v2"]:
         assert "position" in anatomy.lacks
@@ -122,7 +133,11 @@ def test_projection_widens_16_to_32(family: str, anatomies: dict[str, list[berts
             assert anatomy.projected.shape == (n, 32)
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2", "mpnet"])
+@pytest.mark.parametrize(
+    "family",
+    ["bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2", "mpnet", "modernbert", "gte", "nomic_bert"]
+    + ["roformer"],
+)
 def test_no_projection_keeps_the_width(family: str, anatomies: dict[str, list[bertscope.Anatomy]]) -> None:
     for anatomy in anatomies[family]:
         assert "projection" in anatomy.lacks and anatomy.projected is None

@@ -39,7 +39,9 @@ def test_the_default_attention_path_is_unchanged(bundled: bertscope.Model) -> No
     np.testing.assert_array_equal(bundled.embed("a cat").vectors, vector)
 
 
-@pytest.mark.parametrize("family", ["roberta", "distilbert", "albert", "deberta-v2"])
+@pytest.mark.parametrize(
+    "family", ["roberta", "distilbert", "albert", "deberta-v2", "modernbert", "gte", "nomic_bert", "roformer"]
+)
 def test_attentions_on_every_family_are_one_map_per_layer(
     tiny_models: dict[str, bertscope.Model], family: str
 ) -> None:

@@ -16,8 +16,7 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 import bertscope
-
-FAMILIES = ("bert", "roberta", "xlm-roberta", "distilbert", "albert", "electra", "deberta-v2", "mpnet")
+from tiny_models import FAMILIES
 
 LONG_PARAGRAPH = (
     "Word embeddings map each token of a vocabulary to a dense vector, and contextual models such as BERT "

@@ -84,3 +84,30 @@ def test_cuda_and_other_dtypes_stay_on_torch(
     m = bertscope.load(tiny_dirs["bert"], device="cpu", dtype="bfloat16")
     assert m.info().backend == "torch" and "float32" in m.exact_choice["why"]  # type: ignore[index]
     assert next(m.hf_model.parameters()).dtype is torch.bfloat16
+
+
+def test_a_store_made_on_one_exact_runtime_takes_rows_from_another(
+    tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    from typer.testing import CliRunner
+
+    from bertscope.cli import app
+    from bertscope.io.sinks import settings_differ
+    from bertscope.io.sqlite_store import connect, iter_vectors
+
+    db = tmp_path / "store.db"
+    first, second = tmp_path / "first.txt", tmp_path / "second.txt"
+    first.write_text("the first text\n")
+    second.write_text("the first text\na second text, added later\n")
+    for path, backend in ((first, "torch"), (second, "onnxruntime")):
+        args = ["embed", "-i", str(path), "-o", str(db), "--collection", "c", "--backend", backend, "-q"]
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, (result.output, result.exception)
+    _, texts, vectors = next(iter_vectors(connect(db), "c", 10))
+    assert texts == ["the first text", "a second text, added later"]
+    np.testing.assert_allclose(vectors, bundled.embed(texts).vectors, atol=1e-5)
+    exact_torch = {"mode": "exact", "dtype": "float32", "quantize": None, "backend": "torch", "layers": [6]}
+    assert not settings_differ(exact_torch, {**exact_torch, "backend": "openvino"})
+    assert settings_differ(exact_torch, {**exact_torch, "backend": "openvino", "dtype": "bfloat16"})
+    assert settings_differ(exact_torch, {**exact_torch, "backend": "onnxruntime", "quantize": "int8"})
+    assert settings_differ(exact_torch, {**exact_torch, "layers": [5]})

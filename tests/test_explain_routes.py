@@ -53,11 +53,11 @@ def test_attention_slices_equal_the_library(url: str, bundled: bertscope.Model) 
 
 
 def test_pairs_through_tokenize_anatomy_and_embed(url: str, bundled: bertscope.Model) -> None:
-    item = httpx.post(f"{url}/tokenize", json={"inputs": [PAIR, "a cat"]}, timeout=60).json()["items"]
+    item = httpx.post(f"{url}/v2/tokenize", json={"inputs": [PAIR, "a cat"]}, timeout=60).json()["items"]
     assert item[0]["pair"] == PAIR[1] and item[0]["tokens"][-2]["type_id"] == 1 and item[1]["pair"] is None
     anatomy = httpx.post(f"{url}/anatomy", json={"text": PAIR}, timeout=60).json()
     assert anatomy["token_type_ids"] == bundled.tokenize(tuple(PAIR)).type_ids  # type: ignore[arg-type]
-    vectors = httpx.post(f"{url}/embed", json={"inputs": [PAIR], "pooling": "mean"}, timeout=60).json()[
+    vectors = httpx.post(f"{url}/v2/embed", json={"inputs": [PAIR], "pooling": "mean"}, timeout=60).json()[
         "vectors"
     ]
     np.testing.assert_allclose(vectors[0], bundled.embed(tuple(PAIR), pooling="mean").vectors[0], atol=1e-5)  # type: ignore[arg-type]

@@ -19,17 +19,24 @@ FAMILIES: tuple[str, ...] = (
     "electra",
     "deberta-v2",
     "mpnet",
+    "modernbert",
+    "gte",
+    "nomic_bert",
+    "roformer",
 )
 
 _ROBERTA_STYLE: frozenset[str] = frozenset({"roberta", "xlm-roberta", "mpnet"})
 # These models' forward() takes no token_type_ids, so the tokenizer must not emit them.
-_NO_TOKEN_TYPES: frozenset[str] = frozenset({"roberta", "xlm-roberta", "distilbert", "mpnet"})
+_NO_TOKEN_TYPES: frozenset[str] = frozenset({"roberta", "xlm-roberta", "distilbert", "mpnet", "modernbert"})
 
 _MAX_LEN = 64
 _HIDDEN = 32
 _LAYERS = 2
 _HEADS = 4
 _INTERMEDIATE = 37
+# ModernBERT's local attention window (tokens, both sides together): texts longer than this reach past it
+# in the sliding-window layer (layer 1 of 2; layer 0 is global, as in every third layer of the real ones).
+MODERNBERT_WINDOW = 8
 
 _BERT_SPECIALS: dict[str, str] = {
     "pad_token": "[PAD]",
@@ -166,18 +173,45 @@ def _config_kwargs(family: str, vocab: dict[str, int]) -> dict[str, Any]:
             "norm_rel_ebd": "layer_norm",
             "share_att_key": True,
         }
+    if family in ("gte", "nomic_bert", "roformer"):
+        # gte without token types, as gte-base-en-v1.5 ships it; the others keep BERT's two segments.
+        return {**common, **bert_ids, "type_vocab_size": 0 if family == "gte" else 2}
+    if family == "modernbert":
+        return {
+            "vocab_size": len(vocab),
+            "hidden_size": _HIDDEN,
+            "num_hidden_layers": _LAYERS,
+            "num_attention_heads": _HEADS,
+            "intermediate_size": _INTERMEDIATE,
+            "max_position_embeddings": _MAX_LEN,
+            "local_attention": MODERNBERT_WINDOW,
+            "global_attn_every_n_layers": 2,
+            **bert_ids,
+            "cls_token_id": vocab["[CLS]"],
+            "sep_token_id": vocab["[SEP]"],
+            "bos_token_id": vocab["[CLS]"],
+            "eos_token_id": vocab["[SEP]"],
+        }
     raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
 
 
-def build_tiny_model(family: str, folder: pathlib.Path, *, seed: int = 0) -> pathlib.Path:
-    """Write a tiny random `family` model (config.model_type) with a fast tokenizer into folder."""
+def build_tiny_model(
+    family: str, folder: pathlib.Path, *, seed: int = 0, max_positions: int | None = None
+) -> pathlib.Path:
+    """Write a tiny random `family` model (config.model_type) with a fast tokenizer into folder.
+
+    `max_positions` overrides the 64 positions of model and tokenizer (a long-context model, tiny).
+    """
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     backend, names = _backend(family)
     vocab = backend.get_vocab()
-    config = AutoConfig.for_model(family, **_config_kwargs(family, vocab))
+    kwargs = _config_kwargs(family, vocab)
+    if max_positions is not None:
+        kwargs["max_position_embeddings"] = max_positions
+    config = AutoConfig.for_model(family, **kwargs)
     torch.manual_seed(seed)
     model = AutoModel.from_config(config)
     model.eval()
@@ -187,7 +221,7 @@ def build_tiny_model(family: str, folder: pathlib.Path, *, seed: int = 0) -> pat
         input_names.insert(1, "token_type_ids")
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend,
-        model_max_length=_MAX_LEN,
+        model_max_length=max_positions or _MAX_LEN,
         model_input_names=input_names,
         padding_side="right",
         **names,

@@ -1,7 +1,9 @@
 """The embedding layer taken apart: word + position + segment, (projection,) LayerNorm, and its proof.
 
 The parts are recomputed from the model's own modules and compared with the model's own layer 0
-(`output_hidden_states[0]`, the encoder's input); `max_abs_error` is that comparison.
+(`output_hidden_states[0]`, the encoder's input); `max_abs_error` is that comparison. A family whose
+positions enter inside attention (DeBERTa: relative; ModernBERT: rotary) has no position step: the
+anatomy says where they go instead (`positions_in_attention`, `notes`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from .core.families import EmbeddingParts
 from .core.results import rows
 from .core.tokens import Tokens, pad_batch
 
@@ -47,6 +50,8 @@ class Anatomy:
     model_output: np.ndarray
     position_ids: list[int]
     lacks: tuple[str, ...] = field(default_factory=tuple)
+    positions_in_attention: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def max_abs_error(self) -> float:
@@ -59,8 +64,11 @@ class Anatomy:
         return self.tokens.n_dropped
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: text, pair, tokens, ids, token_type_ids, position_ids, lacks, n_dropped, max_abs_error,
-        and `steps`.
+        """JSON-able: text, pair, tokens, ids, token_type_ids, position_ids, lacks, positions_in_attention,
+        notes, n_dropped, max_abs_error, and `steps`.
+
+        position_ids are the rotary positions where `positions_in_attention` is "rotary", [] where the
+        family uses none the anatomy can show.
 
         `steps` maps each step name (word ... model_output, in order) to its (tokens, width) rows, or
         None where the family lacks that part.
@@ -73,6 +81,8 @@ class Anatomy:
             "token_type_ids": list(self.tokens.type_ids),
             "position_ids": list(self.position_ids),
             "lacks": list(self.lacks),
+            "positions_in_attention": self.positions_in_attention,
+            "notes": list(self.notes),
             "n_dropped": self.n_dropped,
             "max_abs_error": self.max_abs_error,
             "steps": {s: None if getattr(self, s) is None else rows(getattr(self, s)) for s in STEPS},
@@ -108,7 +118,7 @@ def decompose(model: Encoder, tokens: list[Tokens]) -> list[Anatomy]:
         after = parts.projection_after_norm
         steps["encoder_input"] = after(normalized) if after is not None else normalized
         steps["model_output"] = model.engine.forward(ids_np, types_np, mask_np, 0)[0]
-    return [_one(tok, row, steps, position_ids, parts.lacks) for row, tok in enumerate(tokens)]
+    return [_one(tok, row, steps, position_ids, parts) for row, tok in enumerate(tokens)]
 
 
 def _one(
@@ -116,9 +126,11 @@ def _one(
     row: int,
     steps: dict[str, torch.Tensor | None],
     position_ids: torch.Tensor,
-    lacks: tuple[str, ...],
+    parts: EmbeddingParts,
 ) -> Anatomy:
     n = len(tok)
+    # Rotary positions are real position ids (the attention turns by them), though no row is added here.
+    shown = parts.position is not None or parts.positions_in_attention == "rotary"
 
     def take(name: str) -> np.ndarray | None:
         step = steps[name]
@@ -127,7 +139,9 @@ def _one(
     arrays = {name: take(name) for name in STEPS}
     return Anatomy(
         tokens=tok,
-        position_ids=position_ids[row, :n].tolist() if "position" not in lacks else [],
-        lacks=lacks,
+        position_ids=position_ids[row, :n].tolist() if shown else [],
+        lacks=parts.lacks,
+        positions_in_attention=parts.positions_in_attention,
+        notes=parts.notes,
         **arrays,  # type: ignore[arg-type]
     )

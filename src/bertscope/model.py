@@ -49,6 +49,7 @@ def load(
     mode: Mode | str = Mode.EXACT,
     fast_min_cosine: float = 0.999,
     remeasure: bool = False,
+    trust_remote_code: bool = False,
 ) -> Model:
     """Load a model: None (or BERTSCOPE_MODEL) for the bundled all-MiniLM-L6-v2, a folder, or a hub id.
 
@@ -60,7 +61,9 @@ def load(
     cosine to float32 is >= `fast_min_cosine`, remembered per model and machine (backends/fast.py).
     With no backend, dtype or quantize asked, the exact default runs the fastest runtime equal to torch
     within 1e-5 (torch, ONNX Runtime or OpenVINO float32; measured once, backends/exact.py).
-    `remeasure=True` measures either choice again.
+    `remeasure=True` measures either choice again. `trust_remote_code=True` runs the model code a folder
+    ships (config.json `auto_map`), as transformers' own option does; without it such a folder is refused,
+    never run as another class.
     """
     if name is None:
         name = os.environ.get("BERTSCOPE_MODEL") or None
@@ -74,18 +77,21 @@ def load(
         return load_fast(
             name, asked, device=torch_device, max_tokens=max_tokens, token_budget=token_budget,
             min_cosine=fast_min_cosine, calibration=calibration, remeasure=remeasure,
+            trust_remote_code=trust_remote_code,
         )  # fmt: skip
     if Backend.parse(backend, what="backend") is Backend.OPENVINO:
         from .backends.openvino import resolve_precision
 
         precision = resolve_precision(dtype, quantize, torch_device)
-        loaded = load_parts(name, dtype=torch.float32, device=torch_device)
+        loaded = load_parts(
+            name, dtype=torch.float32, device=torch_device, trust_remote_code=trust_remote_code
+        )
         model = Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
         model.use_openvino(precision, calibration=calibration)
         return model
     torch_dtype = resolve_dtype(dtype, torch_device)
     chosen = resolve_backend(backend, quantize, torch_dtype, torch_device)
-    loaded = load_parts(name, dtype=torch_dtype, device=torch_device)
+    loaded = load_parts(name, dtype=torch_dtype, device=torch_device, trust_remote_code=trust_remote_code)
     model = Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
     if chosen is Backend.ONNXRUNTIME:
         model.use_onnxruntime(quantize=quantize, calibration=calibration)

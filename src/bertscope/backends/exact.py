@@ -11,6 +11,8 @@ than the fixed overhead of a call, and the export would cost more than it ever s
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -18,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..core.folder import FolderView
 from .cpu import machine_key
 from .fast import (
     Measured,
@@ -31,7 +34,15 @@ from .fast import (
 from .modes import MODES, measure
 from .onnx import calibration_texts, model_hash
 
-__all__ = ["EXACT_ATOL", "EXACT_FORMAT", "MIN_PARAMETERS", "choose_exact", "exact_candidates"]
+__all__ = [
+    "EXACT_ATOL",
+    "EXACT_FORMAT",
+    "MIN_PARAMETERS",
+    "choose_exact",
+    "exact_candidates",
+    "folder_info",
+    "recorded_choice",
+]
 
 EXACT_ATOL = 1e-5
 EXACT_FORMAT = 1
@@ -52,13 +63,13 @@ def choose_exact(model: Any, *, remeasure: bool = False) -> None:
     why = _torch_only(model)
     wanted = exact_candidates()
     if why is None and len(wanted) == 1:
-        why = "no other runtime installed (pip install 'bertscope[onnx]')"
+        why = _ALONE
     if why is not None:
         model.exact_choice = {"chosen": _TORCH, "why": why}
         return
     texts = calibration_texts()
     digest = _digest(model)
-    path = fast_cache_dir() / f"{model.family.name}-{digest}-{machine_key()}-exact-f{EXACT_FORMAT}.json"
+    path = _measured_path(model.family.name, digest)
     measured = None if remeasure else read_measured(path)
     if measured is None or set(wanted) - {m.mode for m in measured}:
         start = time.perf_counter()
@@ -67,15 +78,70 @@ def choose_exact(model: Any, *, remeasure: bool = False) -> None:
         measured = _measure(model, wanted, texts, digest)
         write_measured(path, measured)
         _say(f"exact default: measured in {time.perf_counter() - start:.1f} s")
-    exact = [m for m in measured if m.mode in wanted and m.max_abs <= EXACT_ATOL]
-    best = max(exact, key=lambda m: m.texts_per_s)
+    best = _fastest_exact(measured, wanted)
     _switch(model, best.mode, digest)
-    model.exact_choice = {
+    model.exact_choice = _recorded(best, path)
+
+
+def recorded_choice(folder: Path, family: str, n_weights: int, device: str) -> dict[str, Any] | None:
+    """What `load()` of this folder would record as its exact choice, read without loading; None if unknown.
+
+    Unknown: never measured on this machine (or stale), or a weight count (from the safetensors headers,
+    which may differ from the loaded model's by a few buffers) too close to `MIN_PARAMETERS` to call.
+    Returns {"backend", "dtype", "exact"}, the fields of `ModelInfo` the choice sets.
+    """
+    torch_only = {"backend": "torch", "dtype": "float32"}
+    if device != "cpu":
+        return {**torch_only, "exact": {"chosen": _TORCH, "why": f"{device} runs torch"}}
+    if n_weights < MIN_PARAMETERS // 2:
+        return {**torch_only, "exact": {"chosen": _TORCH, "why": _SMALL}}
+    wanted = exact_candidates()
+    if len(wanted) == 1:
+        return {**torch_only, "exact": {"chosen": _TORCH, "why": _ALONE}}
+    digest = _remembered_digests().get(str(folder), {})
+    if n_weights < 2 * MIN_PARAMETERS or digest.get("files") != _files_key(folder):
+        return None
+    path = _measured_path(family, digest["digest"])
+    measured = read_measured(path) if path.is_file() else None
+    if measured is None or set(wanted) - {m.mode for m in measured}:
+        return None
+    best = _fastest_exact(measured, wanted)
+    return {"backend": _backend(best.mode) or "torch", "dtype": "float32", "exact": _recorded(best, path)}
+
+
+def folder_info(view: FolderView) -> dict[str, Any] | None:
+    """`load(folder).info().to_dict()` from the folder and the cached choice; None if a load must tell."""
+    light = view.info()
+    if light is None:
+        return None
+    choice = recorded_choice(view.path, view.family.name, view.n_weights(), light["device"])
+    return None if choice is None else {**light, **choice}
+
+
+_SMALL = f"under {MIN_PARAMETERS:,} weights: an export would cost more than it saves"
+_ALONE = "no other runtime installed (pip install 'bertscope[onnx]')"
+
+
+def _measured_path(family: str, digest: str) -> Path:
+    return fast_cache_dir() / f"{family}-{digest}-{machine_key()}-exact-f{EXACT_FORMAT}.json"
+
+
+def _fastest_exact(measured: list[Measured], wanted: dict[str, dict[str, Any]]) -> Measured:
+    exact = [m for m in measured if m.mode in wanted and m.max_abs <= EXACT_ATOL]
+    return max(exact, key=lambda m: m.texts_per_s)
+
+
+def _recorded(best: Measured, path: Path) -> dict[str, Any]:
+    return {
         "chosen": best.mode,
         "vs_torch": round(best.vs_float32, 3),
         "max_abs": float(f"{best.max_abs:.3g}"),
         "measured": str(path),
     }
+
+
+def _backend(label: str) -> str | None:
+    return next(way.options.get("backend") for way in MODES.values() if way.label == label)
 
 
 def _torch_only(model: Any) -> str | None:
@@ -85,13 +151,13 @@ def _torch_only(model: Any) -> str | None:
     if next(model.hf_model.parameters()).dtype is not torch.float32:
         return "only float32 has other exact runtimes"
     if sum(p.numel() for p in model.hf_model.parameters()) < MIN_PARAMETERS:
-        return f"under {MIN_PARAMETERS:,} weights: an export would cost more than it saves"
+        return _SMALL
     return None
 
 
 def _switch(model: Any, label: str, digest: str) -> None:
     """Run `model` on the way named `label`; a runtime built before in this process is reused."""
-    backend = next(way.options.get("backend") for way in MODES.values() if way.label == label)
+    backend = _backend(label)
     key = (label, digest)
     if backend is None:
         model.use_torch()
@@ -110,7 +176,7 @@ def _switch(model: Any, label: str, digest: str) -> None:
 # a notebook) does not open ONNX Runtime or compile OpenVINO again.
 _RUNNERS: dict[tuple[str, str], Any] = {}
 _RUNTIME_DTYPE = {"onnxruntime": None, "openvino": "float32"}
-_DIGESTS: dict[tuple[Any, ...], str] = {}
+_DIGESTS: dict[tuple[str, str], str] = {}
 
 
 def _digest(model: Any) -> str:
@@ -118,13 +184,43 @@ def _digest(model: Any) -> str:
     folder = getattr(model.loaded, "path", None)
     if folder is None:
         return model_hash(model.hf_model)[:20]
-    files = sorted(
-        (p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(folder).iterdir() if p.is_file()
-    )
-    key = (str(folder), tuple(files))
+    files = _files_key(Path(folder))
+    key = (str(folder), json.dumps(files))
     if key not in _DIGESTS:
         _DIGESTS[key] = model_hash(model.hf_model)[:20]
+        _remember_digest(Path(folder), files, _DIGESTS[key])
     return _DIGESTS[key]
+
+
+def _files_key(folder: Path) -> list[list[Any]]:
+    """The folder's files, sizes and times: while they stay, so do the weights and their hash."""
+    return sorted([p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in folder.iterdir() if p.is_file())
+
+
+def _digests_path() -> Path:
+    return fast_cache_dir() / "folders.json"
+
+
+def _remembered_digests() -> dict[str, Any]:
+    """Folder -> {"files", "digest"}: kept so that `bertscope info` finds the choice without loading."""
+    try:
+        data = json.loads(_digests_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _remember_digest(folder: Path, files: list[list[Any]], digest: str) -> None:
+    known = _remembered_digests()
+    known[str(folder)] = {"files": files, "digest": digest}
+    path = _digests_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staged = path.with_suffix(f".{os.getpid()}.tmp")
+        staged.write_text(json.dumps(known), encoding="utf-8")
+        os.replace(staged, path)
+    except OSError:
+        pass  # only `info`'s shortcut is lost: it loads the model instead
 
 
 def _measure(model: Any, wanted: dict[str, dict[str, Any]], texts: list[str], digest: str) -> list[Measured]:

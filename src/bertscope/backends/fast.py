@@ -122,6 +122,7 @@ def load_fast(
     min_cosine: float,
     calibration: Sequence[str] | None,
     remeasure: bool = False,
+    trust_remote_code: bool = False,
 ) -> Any:
     """A Model in the fastest mode within `min_cosine`, measured once per model and machine (cached).
 
@@ -143,7 +144,10 @@ def load_fast(
     texts = list(calibration) if calibration is not None else calibration_texts()
     if not texts:
         raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
-    base = load(name, device=device, max_tokens=max_tokens, token_budget=token_budget, backend="torch")
+    base = load(
+        name, device=device, max_tokens=max_tokens, token_budget=token_budget, backend="torch",
+        trust_remote_code=trust_remote_code,
+    )  # fmt: skip
     path = _cache_path(base, texts)
     wanted = candidates(device)
     measured = None if remeasure else read_measured(path)
@@ -263,8 +267,9 @@ def _apply(
         base.use_openvino(precision, calibration=texts)
         return base
     return load(
-        name, device=device, max_tokens=max_tokens, token_budget=token_budget, backend="torch", **options
-    )
+        name, device=device, max_tokens=max_tokens, token_budget=token_budget, backend="torch",
+        trust_remote_code=base.loaded.trust_remote_code, **options,
+    )  # fmt: skip
 
 
 def runtime_embedder(model: Any, runner: Any) -> Callable[[list[str]], np.ndarray]:

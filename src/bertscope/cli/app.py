@@ -197,10 +197,18 @@ def pair_note(model: Any) -> str:
 @app.callback()
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks on errors.")] = False,
+    trust_remote_code: Annotated[
+        bool,
+        typer.Option(
+            "--trust-remote-code",
+            help="Run the model code a folder ships (config.json auto_map); only for sources you trust.",
+        ),
+    ] = False,
 ) -> None:
     """See and use every embedding of a BERT-family model."""
     if debug:
         _state["debug"] = True
+    _state["trust_remote_code"] = trust_remote_code  # per invocation: one test's flag must not leak
 
 
 def warn(message: object, *, label: str = "warning:", style: str = "yellow") -> None:
@@ -230,6 +238,7 @@ def load_model(
     return load(
         model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize,
         mode="fast" if fast else "exact", fast_min_cosine=fast_min_cosine,
+        trust_remote_code=bool(_state.get("trust_remote_code")),
     )  # fmt: skip
 
 

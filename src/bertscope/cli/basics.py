@@ -39,8 +39,10 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
 
     Example: `bertscope info --model ./my-bert`
     """
+    from ..backends.exact import folder_info
+
     view = FolderView.open(model)
-    light = view.info() if view is not None else None
+    light = folder_info(view) if view is not None else None
     details = light if light is not None else load_model(model).info().to_dict()
     if as_json:
         emit_json(details)
@@ -276,6 +278,8 @@ def anatomy(
     )
     if a.lacks:
         out.print(f"this family has no: {', '.join(a.lacks)}")
+    for note in a.notes:
+        out.print(note)
     if pair is not None and not any(a.tokens.type_ids):
         err.print(pair_note(m))
     if a.n_dropped:

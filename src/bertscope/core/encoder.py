@@ -61,6 +61,7 @@ class ModelInfo:
     pooling: str | None
     normalize: bool
     lacks: list[str]
+    positions_in_attention: str | None  # "relative" or "rotary" where positions enter inside attention
     device: str
     dtype: str
     backend: str = "torch"
@@ -182,6 +183,7 @@ class Encoder:
             pooling=self.loaded.st_pooling,
             normalize=self.loaded.st_normalize,
             lacks=list(self.family.parts(self.hf_model).lacks),
+            positions_in_attention=self.family.positions_in_attention(config),
             device=str(self.device),
             dtype=self.runtime_dtype or str(next(self.hf_model.parameters()).dtype).replace("torch.", ""),
             backend=self.backend,

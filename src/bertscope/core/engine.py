@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import InvalidInput, InvalidSpec
+from ..errors import InvalidInput, InvalidSpec, ModelLoadError
 from ._enums import Combine
 from .families import Family
 from .layers import combine_layers
@@ -80,6 +80,7 @@ class Engine:
         self.n_layers = family.num_layers(model)
         self._pooler = family.pooler(model)
         self._dtype = next(model.parameters()).dtype
+        self.vocab_rows = int(family.parts(model).word.num_embeddings)
         self.runner: Runner | None = None
         # transformers installs its hidden-state hooks on the layers present at the first call; that call
         # must see every layer, or a model first run with early stop records too few layers ever after.
@@ -95,6 +96,12 @@ class Engine:
         self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int
     ) -> tuple[torch.Tensor, ...]:
         """Hidden states 0..deepest, each (batch, tokens, d), running no layer past `deepest`."""
+        # Checked here, not per runtime: torch, ONNX Runtime and OpenVINO each fail differently on a bad id.
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_rows):
+            bad = int(ids.min() if ids.min() < 0 else ids.max())
+            raise IndexError(
+                f"token id {bad} is out of range: this vocabulary has ids 0..{self.vocab_rows - 1}"
+            )
         if self.runner is not None:
             return self.runner(ids, type_ids, mask, deepest)
         inputs = {
@@ -105,7 +112,13 @@ class Engine:
             inputs["token_type_ids"] = torch.from_numpy(type_ids).to(self.device)
         with torch.inference_mode(), self.family.stop_after(self.model, deepest):
             out = self.model(**inputs, output_hidden_states=True, return_dict=True)
-        return tuple(out.hidden_states)[: deepest + 1]
+        states = getattr(out, "hidden_states", None)
+        if states is None:  # code shipped with a model (trust_remote_code) may not report them
+            raise ModelLoadError(
+                f"{type(self.model).__name__} returns no hidden states (output_hidden_states=True), "
+                "which every bertscope feature reads; this model's code cannot be used"
+            )
+        return tuple(states)[: deepest + 1]
 
     def sentences(
         self, texts: Iterable[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None

@@ -2,7 +2,9 @@
 
 One adapter per `config.model_type`; nothing outside this module asks which family a model is.
 Each adapter names the parts of the embedding layer (`word`, `position`, `token_type`,
-`projection`, `layernorm`) and says which parts the family lacks.
+`projection`, `layernorm`), says which parts the family lacks, and where positions enter instead
+when they are not an embedding row: `relative` (DeBERTa's attention biases) or `rotary` (ModernBERT
+turns queries and keys by their positions inside every attention layer).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ class EmbeddingParts:
     projection_after_norm: nn.Module | None
     zero_padding: bool
     lacks: tuple[str, ...]
+    positions_in_attention: str | None = None  # "relative" or "rotary": positions enter inside attention
+    notes: tuple[str, ...] = ()  # what else a learner should know about this embedding layer
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,27 @@ class Family:
     layers_path: str = "encoder.layer"
     positions_after_padding: bool = False
     uses_token_types: bool = True
+    word_attr: str = "word_embeddings"
+    norm_attr: str = "LayerNorm"
+    # A norm the model applies after its last layer and reports as the last hidden state (ModernBERT's
+    # final_norm): a forward stopped early must skip it, or layer k would come out normalised.
+    final_norm_attr: str | None = None
+    # "rotary" where every attention layer turns queries and keys by position (no position row is added).
+    rotary: bool = False
+
+    @property
+    def word_weight(self) -> str:
+        """The state-dict key (suffix) of the word-piece embedding matrix."""
+        return f"embeddings.{self.word_attr}.weight"
+
+    def positions_in_attention(self, config: Any) -> str | None:
+        """`relative` or `rotary` where positions enter inside attention, else None (a config or its dict)."""
+        if self.rotary:
+            return "rotary"
+        relative = config.get("relative_attention") if isinstance(config, dict) else None
+        if not isinstance(config, dict):
+            relative = getattr(config, "relative_attention", None)
+        return "relative" if relative else None
 
     def parts(self, model: Any) -> EmbeddingParts:
         """The embedding-layer modules of `model` (the bare encoder, e.g. BertModel)."""
@@ -66,16 +91,34 @@ class Family:
             )
             if part is None
         )
+        layernorm = getattr(emb, self.norm_attr)
         return EmbeddingParts(
-            word=emb.word_embeddings,
+            word=getattr(emb, self.word_attr),
             position=position,
             token_type=token_type,
             projection_before_norm=before,
-            layernorm=emb.LayerNorm,
+            layernorm=layernorm,
             projection_after_norm=after,
             zero_padding=self.name == "deberta-v2",
             lacks=lacks,
+            positions_in_attention=self.positions_in_attention(model.config),
+            notes=self._notes(model, layernorm),
         )
+
+    def _notes(self, model: Any, layernorm: Any) -> tuple[str, ...]:
+        """Plain sentences on what this embedding layer does that the parts alone do not show."""
+        notes = []
+        where = self.positions_in_attention(model.config)
+        if where == "rotary":
+            notes.append(
+                "positions are rotary: each attention layer turns queries and keys by the token's position "
+                "(0, 1, 2, ...); no position row is added here"
+            )
+        elif where == "relative":
+            notes.append("positions are relative: each attention layer adds position-to-content biases")
+        if getattr(layernorm, "bias", True) is None:
+            notes.append("the LayerNorm has no bias: it scales, it does not shift")
+        return tuple(notes)
 
     def position_ids(self, input_ids: torch.Tensor, pad_token_id: int | None) -> torch.Tensor:
         """Position ids the model itself uses for `input_ids` (batch, tokens)."""
@@ -102,13 +145,18 @@ class Family:
         from torch import nn
 
         owner_path, _, attr = self.layers_path.rpartition(".")
-        owner = model.get_submodule(owner_path)
+        owner = model.get_submodule(owner_path) if owner_path else model
         full = getattr(owner, attr)
         setattr(owner, attr, nn.ModuleList(list(full)[:n_layers]))
+        final = getattr(model, self.final_norm_attr) if self.final_norm_attr else None
+        if final is not None:
+            setattr(model, self.final_norm_attr, nn.Identity())  # type: ignore[arg-type]
         try:
             yield
         finally:
             setattr(owner, attr, full)
+            if final is not None:
+                setattr(model, self.final_norm_attr, final)  # type: ignore[arg-type]
 
     def pooler(self, model: Any) -> PoolerFn | None:
         """The model's own trained pooler over the first token, or None if it has none."""
@@ -149,6 +197,22 @@ _FAMILIES: tuple[Family, ...] = (
     Family("electra", ("electra",)),
     Family("deberta-v2", ("deberta-v2",)),
     Family("mpnet", ("mpnet",), positions_after_padding=True, uses_token_types=False),
+    # ModernBERT: word rows and a bias-free LayerNorm; its layers alternate global and local (sliding
+    # window) attention, and the last hidden state is the final LayerNorm of the last layer's output.
+    Family(
+        "modernbert",
+        ("modernbert",),
+        layers_path="layers",
+        uses_token_types=False,
+        word_attr="tok_embeddings",
+        norm_attr="norm",
+        final_norm_attr="final_norm",
+        rotary=True,
+    ),
+    # BERT's embedding layer without the position rows; rotary attention (GTE-en v1.5, Nomic BERT).
+    Family("gte", ("gte",), layers_path="layers", rotary=True),
+    Family("nomic_bert", ("nomic_bert",), layers_path="layers", rotary=True),
+    Family("roformer", ("roformer",), rotary=True),
 )
 
 SUPPORTED: tuple[str, ...] = tuple(t for family in _FAMILIES for t in family.model_types)

@@ -174,6 +174,8 @@ class FolderView:
         if path is None or not (path / "tokenizer.json").is_file():
             return None
         config = _read_json(path / "config.json")
+        if isinstance(config.get("auto_map"), dict):
+            return None  # model code shipped with the folder: only a load (which may refuse it) can tell
         try:
             family = family_for(str(config.get("model_type")))
         except UnsupportedArchitecture:
@@ -251,7 +253,7 @@ class FolderView:
         shapes = _safetensors_shapes(self.path)
         hidden = _config_value(self.config, "hidden_size")
         layers = _config_value(self.config, "num_hidden_layers")
-        word = [shape for key, shape in shapes.items() if key.endswith("embeddings.word_embeddings.weight")]
+        word = [shape for key, shape in shapes.items() if key.endswith(self.family.word_weight)]
         if len(word) != 1 or hidden is None or layers is None:
             return None
 
@@ -278,13 +280,25 @@ class FolderView:
             "pooling": self.st_pooling,
             "normalize": self.st_normalize,
             "lacks": [name for name, present in parts.items() if not present],
+            "positions_in_attention": self.family.positions_in_attention(self.config),
             "device": _default_device(),
             "dtype": "float32",
             "backend": "torch",
             "quantize": None,
             "mode": "exact",
             "fast": None,
+            "exact": None,  # the runtime choice is the backends' to read (backends.exact.folder_info)
         }
+
+    def n_weights(self) -> int:
+        """How many numbers the safetensors files hold (0 without them)."""
+        total = 0
+        for shape in _safetensors_shapes(self.path).values():
+            count = 1
+            for size in shape:
+                count *= int(size)
+            total += count
+        return total
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import warnings
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ class Loaded:
     st_normalize: bool
     st_max_seq_length: int | None
     st_unsupported: str | None = None
+    trust_remote_code: bool = False
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -90,8 +92,19 @@ def _cpu_has_native_bf16() -> bool:
     return any(flag in flags for flag in ("avx512_bf16", "amx_bf16"))
 
 
-def load_parts(name: str | os.PathLike[str] | None, *, dtype: torch.dtype, device: torch.device) -> Loaded:
-    """Load the model and tokenizer behind `name` (None: the bundled default)."""
+def load_parts(
+    name: str | os.PathLike[str] | None,
+    *,
+    dtype: torch.dtype,
+    device: torch.device,
+    trust_remote_code: bool = False,
+) -> Loaded:
+    """Load the model and tokenizer behind `name` (None: the bundled default).
+
+    A folder whose config.json maps AutoModel to code it ships (`auto_map`) is refused unless
+    `trust_remote_code`: without it transformers would prompt, or run its own class of the same
+    model_type on weights made for another (Jina BERT's config says "bert").
+    """
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     if name is None:
@@ -101,16 +114,25 @@ def load_parts(name: str | os.PathLike[str] | None, *, dtype: torch.dtype, devic
         source = str(name)
         path = local_folder(source)
     target = str(path) if path is not None else source
+    remote = {"trust_remote_code": trust_remote_code}
+    shipped = _shipped_code(path)
+    if shipped is not None and not trust_remote_code:
+        raise _needs_remote_code(source, shipped)
     try:
-        config = transformers.AutoConfig.from_pretrained(target)
+        config = transformers.AutoConfig.from_pretrained(target, **remote)
     except (OSError, ValueError) as exc:
+        if "trust_remote_code" in str(exc):
+            raise _needs_remote_code(source, "its config's model type") from None
         raise _not_loadable(source, path, exc) from None
+    shipped = _auto_model(getattr(config, "auto_map", None), config.model_type)
+    if shipped is not None and not trust_remote_code:  # a hub id: its config.json is read only now
+        raise _needs_remote_code(source, shipped)
     family = family_for(config.model_type)
     from safetensors import SafetensorError
 
     try:
-        model = transformers.AutoModel.from_pretrained(target, dtype=dtype)
-        tokenizer = transformers.AutoTokenizer.from_pretrained(target)
+        model = transformers.AutoModel.from_pretrained(target, dtype=dtype, **remote)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(target, **remote)
     except (OSError, ValueError, RuntimeError, SafetensorError) as exc:  # corrupt weights raise the last two
         raise _not_loadable(source, path, exc) from None
     if getattr(tokenizer, "backend_tokenizer", None) is None:
@@ -125,7 +147,50 @@ def load_parts(name: str | os.PathLike[str] | None, *, dtype: torch.dtype, devic
     model.eval().to(device)
     st = sentence_transformers_settings(path)
     return Loaded(
-        source, path, model, tokenizer, family, st.pooling, st.normalize, st.max_seq_length, st.unsupported
+        source, path, model, tokenizer, family, st.pooling, st.normalize, st.max_seq_length, st.unsupported,
+        trust_remote_code,
+    )  # fmt: skip
+
+
+def _shipped_code(path: Path | None) -> str | None:
+    """The class a local folder's config.json maps AutoModel to in code it ships, or None."""
+    if path is None or not (path / "config.json").is_file():
+        return None
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # transformers' own reading says what is wrong with it
+    if not isinstance(config, dict):
+        return None
+    return _auto_model(config.get("auto_map"), str(config.get("model_type")))
+
+
+def _auto_model(auto_map: Any, model_type: str) -> str | None:
+    """auto_map's AutoModel (or AutoConfig) entry, unless it names transformers' own class of the type.
+
+    transformers ports some remote-code encoders (Nomic BERT) under their original class names and
+    converts their weights on load: those run transformers' own code, so nothing shipped is needed.
+    """
+    if not isinstance(auto_map, dict):
+        return None
+    entry = auto_map.get("AutoModel") or auto_map.get("AutoConfig")
+    if isinstance(entry, (list, tuple)):
+        entry = entry[0]
+    if not entry:
+        return None
+    from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
+
+    native = MODEL_MAPPING_NAMES.get(model_type)
+    if "AutoModel" in auto_map and native == str(entry).rsplit(".", 1)[-1]:
+        return None
+    return str(entry)
+
+
+def _needs_remote_code(source: str, shipped: str) -> ModelLoadError:
+    return ModelLoadError(
+        f"{source} needs the model code it ships ({shipped}, config.json auto_map), which bertscope does "
+        "not run unless asked: if you trust its source, pass trust_remote_code=True to load() "
+        "(command line: bertscope --trust-remote-code ...)"
     )
 
 

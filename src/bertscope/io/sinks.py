@@ -93,7 +93,7 @@ class _PartsSink(Sink):
             raise CorpusError(f"{path} exists; pass --overwrite to replace it")
         elif resume and state.exists():
             stored = json.loads(state.read_text())
-            if stored != settings:
+            if settings_differ(stored, settings):
                 raise CorpusError(
                     f"{path}: the unfinished job was started with other settings "
                     f"({settings_diff(stored, settings)}); "
@@ -296,7 +296,33 @@ def _atomic_write_text(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
+def settings_differ(stored: dict[str, Any], asked: dict[str, Any]) -> bool:
+    """Whether a stored job's settings forbid going on with the asked ones.
+
+    The exact runtimes (float32, unquantised torch, ONNX Runtime, OpenVINO) give vectors equal within
+    1e-5, so a job started on one goes on on another: the exact default may choose again (`--remeasure`,
+    another machine), and stores made before it existed say torch.
+    """
+    return _comparable(stored) != _comparable(asked)
+
+
+def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
+    exact = (
+        settings.get("mode", "exact") == "exact"
+        and settings.get("dtype") == "float32"
+        and settings.get("quantize") is None
+        and settings.get("backend") in _EXACT_RUNTIMES
+    )
+    if not exact:
+        return settings
+    return {**{k: v for k, v in settings.items() if k != "backend"}, "mode": "exact"}
+
+
+_EXACT_RUNTIMES = ("torch", "onnxruntime", "openvino")
+
+
 def settings_diff(stored: dict[str, Any], asked: dict[str, Any]) -> str:
     """Each setting that differs, as `key: stored then, asked now`."""
+    stored, asked = _comparable(stored), _comparable(asked)
     keys = sorted(k for k in set(stored) | set(asked) if stored.get(k) != asked.get(k))
     return "; ".join(f"{k}: {stored.get(k)!r} then, {asked.get(k)!r} now" for k in keys)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import CorpusError
 from .readers import Record
-from .sinks import Sink, npy_parts, settings_diff
+from .sinks import Sink, npy_parts, settings_diff, settings_differ
 
 if TYPE_CHECKING:
     from .levels import Rows
@@ -120,7 +120,7 @@ class SqliteSink(Sink):
         ).fetchone()
         if row is not None:
             stored = json.loads(row[1])
-            if stored != settings:
+            if settings_differ(stored, settings):
                 raise CorpusError(
                     f"collection {collection!r} in {path} was made with other settings "
                     f"({settings_diff(stored, settings)}); "

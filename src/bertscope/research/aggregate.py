@@ -30,7 +30,7 @@ from ..io.job import JobSummary, run_level
 from ..io.level_table import make_level
 from ..io.levels import WordLevel
 from ..io.readers import Record, Rejects, read_corpus
-from ..io.sinks import Sink, settings_diff
+from ..io.sinks import Sink, settings_diff, settings_differ
 from .vector_files import write_vectors
 
 __all__ = ["AggregatedStatic", "static_from_corpus", "word_level", "reduce_tables", "word_key"]
@@ -166,7 +166,7 @@ class AggregateSink(Sink):
             shutil.rmtree(folder, ignore_errors=True)
         elif resume and (folder / _SETTINGS).exists():
             stored = json.loads((folder / _SETTINGS).read_text())
-            if stored != settings:
+            if settings_differ(stored, settings):
                 raise CorpusError(
                     f"{folder}: the unfinished aggregation was started with other settings "
                     f"({settings_diff(stored, settings)}); resume with the same options, or --overwrite"
