@@ -64,6 +64,8 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_probe.py": 28,
     "test_cka.py": 26,
     "test_compare.py": 24,
+    "test_clients.py": 8,
+    "test_integrations.py": 10,
     "test_modernbert.py": 12,
     "test_remote_code.py": 5,
 }

@@ -278,7 +278,10 @@ def test_a_full_queue_answers_429_while_accepted_requests_succeed(bundled: berts
             "Input should be 'right'",
         ),
         ("/embed_all", {"inputs": [[101, 102]]}, 422, "inputs.str: Input should be a valid string"),
-        ("/similarity", {"inputs": {"source_sentence": "a", "sentences": []}}, 422, "at least 1 item"),
+        # TEI answers an empty batch 400, error_type "Empty", in its own words.
+        ("/similarity", {"inputs": {"source_sentence": "a", "sentences": []}}, 400, "cannot be empty"),
+        ("/embed", {"inputs": []}, 400, "`inputs` cannot be empty"),
+        ("/tokenize", {"inputs": []}, 400, "`inputs` cannot be empty"),
         ("/decode", {"ids": [10**9]}, 422, "token id 1000000000 is not in this model's vocabulary"),
         ("/v1/embeddings", {"input": "a", "encoding_format": "hex"}, 422, "encoding_format: Input should be"),
         ("/v1/embeddings", {"input": "a", "dimensions": 999}, 422, "dimensions: 999 is more than"),
@@ -293,8 +296,9 @@ def test_bad_input_gets_the_right_4xx_naming_the_problem(
     if path.startswith("/v1/"):
         assert says in response.json()["error"]["message"]
     elif path in TEI_PATHS:
-        # TEI's error body: {"error": message, "error_type": "validation"}.
-        assert says in response.json()["error"] and response.json()["error_type"] == "validation"
+        # TEI's error body: {"error": message, "error_type": "Validation"} ("Empty" with its 400).
+        kind = "Empty" if status == 400 else "Validation"
+        assert says in response.json()["error"] and response.json()["error_type"] == kind
 
 
 def test_prompt_name_picks_the_models_own_prompt(bundled_path: Path, tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ __all__ = [
     "TokenIds",
     "ServerSettings",
     "TooManyInputs",
+    "EmptyInputs",
     "Guard",
     "add_error_handlers",
     "error_response",
@@ -53,7 +54,8 @@ log = logging.getLogger("bertscope.server")
 # text-embeddings-inference's routes: errors there carry TEI's body, {"error", "error_type"}.
 TEI_PATHS = frozenset({"/", "/embed", "/embed_all", "/similarity", "/tokenize", "/decode", "/info"})
 # TEI's error_type for each status (its router's ErrorType -> StatusCode, read backwards).
-_TEI_TYPES = {400: "empty", 424: "backend", 429: "overloaded", 503: "unhealthy", 500: "backend"}
+# TEI writes the variant names as they are: "Validation", "Empty", ...
+_TEI_TYPES = {400: "Empty", 424: "Backend", 429: "Overloaded", 503: "Unhealthy", 500: "Backend"}
 OPEN_PATHS = frozenset({"/", "/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
 _OPEN_PREFIXES = ("/explorer/",)
 
@@ -100,6 +102,10 @@ class TooManyInputs(Exception):
     """A request has more inputs than one request may carry."""
 
 
+class EmptyInputs(Exception):
+    """A TEI route got an empty batch: TEI answers 400 with error_type "Empty"."""
+
+
 def error_response(
     path: str,
     status: int,
@@ -107,6 +113,7 @@ def error_response(
     *,
     kind: str = "invalid_request_error",
     headers: dict[str, str] | None = None,
+    tei_type: str | None = None,
     **extra: Any,
 ) -> JSONResponse:
     """A JSON error: {"detail": message}, plus OpenAI's error object under /v1/ and TEI's on TEI's paths."""
@@ -115,7 +122,7 @@ def error_response(
         body["error"] = {"message": message, "type": kind, "param": None, "code": status}
     elif path in TEI_PATHS:
         body["error"] = message
-        body["error_type"] = _TEI_TYPES.get(status, "validation")
+        body["error_type"] = tei_type or _TEI_TYPES.get(status, "Validation")
     return JSONResponse(body, status_code=status, headers=headers)
 
 
@@ -151,6 +158,9 @@ def add_error_handlers(app: FastAPI) -> None:
         path = request.url.path
         return error_response(path, 422 if path in TEI_PATHS else 413, str(exc))
 
+    async def empty(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(request.url.path, 400, str(exc))
+
     async def queue_full(request: Request, exc: Exception) -> JSONResponse:
         retry = str(getattr(exc, "retry_after", 1))
         return error_response(
@@ -168,12 +178,20 @@ def add_error_handlers(app: FastAPI) -> None:
         if exc.status_code == 400:
             # FastAPI's own words for bytes that do not decode say nothing of the fix.
             message = "body: not UTF-8 JSON; send a JSON object encoded as UTF-8"
-        return error_response(request.url.path, exc.status_code, message, headers=dict(exc.headers or {}))
+        # TEI calls a body it cannot read a validation error; its 400 means an empty batch.
+        return error_response(
+            request.url.path,
+            exc.status_code,
+            message,
+            headers=dict(exc.headers or {}),
+            tei_type="Validation" if exc.status_code == 400 else None,
+        )
 
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation)
     app.add_exception_handler(BertscopeError, bertscope_error)
     app.add_exception_handler(TooManyInputs, too_many)
+    app.add_exception_handler(EmptyInputs, empty)
     app.add_exception_handler(QueueFull, queue_full)
     app.add_exception_handler(ShuttingDown, shutting_down)
 

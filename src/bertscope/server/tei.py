@@ -18,7 +18,7 @@ from .. import __version__
 from ..core.similarity import cos_sim, unit
 from ..core.spec import EmbedOptions
 from ..errors import InvalidInput, InvalidSpec
-from .guard import TooManyInputs
+from .guard import EmptyInputs, TooManyInputs
 from .routes import id_lists, id_tokens, refuse_ids
 from .schemas import TEI_IDS, TEI_INPUT, TEI_SENTENCES, TEI_TEXT, TEI_TEXTS, Strict, named
 
@@ -60,7 +60,8 @@ class TEIEmbedAllRequest(Strict):
 
 class TEISimilarityInput(Strict):
     source_sentence: Annotated[str, TEI_TEXT]
-    sentences: Annotated[list[str], TEI_SENTENCES] = Field(min_length=1)
+    # Empty is TEI's 400 (error_type "Empty"), checked in the handler, not pydantic's 422.
+    sentences: Annotated[list[str], TEI_SENTENCES]
 
 
 class TEISimilarityParameters(Strict):
@@ -92,8 +93,15 @@ def _options(truncate: bool | None, prompt_name: str | None, **more: Any) -> Emb
     return EmbedOptions(long="truncate" if truncate else "error", prompt_name=prompt_name, **more)
 
 
+def _not_empty(items: Any, field: str = "inputs") -> None:
+    """TEI's answer to an empty batch: 400, error_type "Empty", in its own words."""
+    if isinstance(items, list) and not items:
+        raise EmptyInputs(f"`{field}` cannot be empty")
+
+
 def _texts(svc: Service, inputs: Any) -> list[str]:
     """A TEI input as texts; token ids are refused here (only /embed takes them, with --token-ids model)."""
+    _not_empty(inputs)
     if isinstance(inputs, str):
         return [inputs]
     if inputs and not isinstance(inputs[0], str):
@@ -108,6 +116,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
     async def embed(req: TEIEmbedRequest) -> Response:
         opts = _options(req.truncate, req.prompt_name, normalize=req.normalize)
         spec = svc.recipe(opts).spec
+        _not_empty(req.inputs)
         lists = id_lists(req.inputs)
         if lists is None:
             vectors = (await svc.sentences(_texts(svc, req.inputs), spec)).vectors
@@ -145,6 +154,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/similarity", tags=["tei"])
     async def similarity(req: TEISimilarityRequest) -> Response:
         """TEI: the source sentence's cosine with each sentence, a bare list."""
+        _not_empty(req.inputs.sentences, "inputs.sentences")
         p = req.parameters or TEISimilarityParameters()
         spec = svc.recipe(_options(p.truncate, p.prompt_name)).spec
         res = await svc.sentences([req.inputs.source_sentence, *req.inputs.sentences], spec)
@@ -153,6 +163,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/tokenize", tags=["tei"])
     async def tokenize(req: TEITokenizeRequest) -> Response:
         """TEI: per text, its tokens as {id, text, special, start, stop}."""
+        _not_empty(req.inputs)
         texts = svc.texts(req.inputs)
         if req.prompt_name is not None:
             raise InvalidSpec("prompt_name: not supported on /tokenize; use /v2/tokenize")
@@ -165,6 +176,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/decode", tags=["tei"])
     async def decode(req: TEIDecodeRequest) -> Response:
         """TEI: token ids of this model back to text (ids here are always this model's own)."""
+        # A bare [] is one empty sequence to TEI (it decodes to ""), as its untagged enum reads it.
         lists = [req.ids] if not req.ids or isinstance(req.ids[0], int) else req.ids
         svc.check_count(len(lists))
         size = svc.model.tokenizer.backend.get_vocab_size()

@@ -1,0 +1,68 @@
+"""bertscope as a LangChain `Embeddings`, in process (no server): `pip install 'bertscope[langchain]'`.
+
+from bertscope.integrations.langchain import BertscopeEmbeddings
+emb = BertscopeEmbeddings(layers="-2", pooling="mean", query_prompt_name="query")
+emb.embed_documents(["a cat", "a dog"])    # == bertscope.load().embed([...], layers="-2", ...)
+emb.embed_query("pets")                     # with the model's "query" prompt
+"""
+
+from __future__ import annotations
+
+import os
+
+from typing_extensions import Unpack
+
+from ..core.spec import RecipeKeywords
+from ..model import Model
+from ._shared import model_and_recipes, vectors
+
+try:
+    from langchain_core.embeddings import Embeddings
+except ImportError as exc:  # the extra is optional: say which one to install
+    raise ImportError(
+        "bertscope.integrations.langchain needs langchain-core: pip install 'bertscope[langchain]'"
+    ) from exc
+
+__all__ = ["BertscopeEmbeddings"]
+
+
+class BertscopeEmbeddings(Embeddings):
+    """LangChain embeddings from a bertscope model: any layers, pooling, mode and prompts, equal to `embed`.
+
+    `model`: a name or folder (None: the bundled all-MiniLM-L6-v2) or a loaded `bertscope.Model`;
+    `mode`, `device`, `dtype`, `backend`: how it loads (`bertscope.load`); `query_prompt_name` /
+    `query_prompt` and `document_prompt_name` / `document_prompt`: each role's prompt (None: the
+    model's default); `options`: `Model.embed`'s (layers, combine, pooling, mask_special, normalize,
+    long, stride, post).
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | Model | None = None,
+        *,
+        mode: str | None = None,
+        device: str | None = None,
+        dtype: str | None = None,
+        backend: str | None = None,
+        query_prompt_name: str | None = None,
+        query_prompt: str | None = None,
+        document_prompt_name: str | None = None,
+        document_prompt: str | None = None,
+        **options: Unpack[RecipeKeywords],
+    ) -> None:
+        load_kwargs = {
+            k: v for k, v in {"mode": mode, "device": device, "dtype": dtype, "backend": backend}.items() if v
+        }
+        prompts = {
+            "query": (query_prompt_name, query_prompt),
+            "document": (document_prompt_name, document_prompt),
+        }
+        self.model, self._recipes = model_and_recipes(model, load_kwargs, prompts, options)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """One vector per text, with the documents' prompt."""
+        return vectors(self.model, self._recipes["document"], texts)
+
+    def embed_query(self, text: str) -> list[float]:
+        """The query's vector, with the query prompt."""
+        return vectors(self.model, self._recipes["query"], [text])[0]

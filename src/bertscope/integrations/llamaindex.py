@@ -1,0 +1,100 @@
+"""bertscope as a LlamaIndex `BaseEmbedding`, in process (no server): `pip install 'bertscope[llamaindex]'`.
+
+from llama_index.core import Settings
+from bertscope.integrations.llamaindex import BertscopeEmbedding
+Settings.embed_model = BertscopeEmbedding(layers="-2", pooling="mean", query_prompt_name="query")
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any
+
+from typing_extensions import Unpack
+
+from ..core.spec import RecipeKeywords
+from ..model import Model
+from ._shared import model_and_recipes, vectors
+
+try:
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.core.bridge.pydantic import PrivateAttr
+except ImportError as exc:  # the extra is optional: say which one to install
+    raise ImportError(
+        "bertscope.integrations.llamaindex needs llama-index-core: pip install 'bertscope[llamaindex]'"
+    ) from exc
+
+__all__ = ["BertscopeEmbedding"]
+
+
+class BertscopeEmbedding(BaseEmbedding):
+    """LlamaIndex embeddings from a bertscope model: any layers, pooling, mode and prompts, equal to `embed`.
+
+    `model`: a name or folder (None: the bundled all-MiniLM-L6-v2) or a loaded `bertscope.Model`;
+    `mode`, `device`, `dtype`, `backend`: how it loads (`bertscope.load`); `query_prompt_name` /
+    `query_prompt` and `text_prompt_name` / `text_prompt`: each role's prompt (None: the model's
+    default); `options`: `Model.embed`'s (layers, combine, pooling, mask_special, normalize, long,
+    stride, post). `embed_batch_size` only sets how many texts go in one call: vectors do not depend on it.
+    """
+
+    _model: Model = PrivateAttr()
+    _recipes: dict[str, Any] = PrivateAttr()
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] | Model | None = None,
+        *,
+        mode: str | None = None,
+        device: str | None = None,
+        dtype: str | None = None,
+        backend: str | None = None,
+        query_prompt_name: str | None = None,
+        query_prompt: str | None = None,
+        text_prompt_name: str | None = None,
+        text_prompt: str | None = None,
+        embed_batch_size: int = 64,
+        callback_manager: Any = None,
+        **options: Unpack[RecipeKeywords],
+    ) -> None:
+        load_kwargs = {
+            k: v for k, v in {"mode": mode, "device": device, "dtype": dtype, "backend": backend}.items() if v
+        }
+        prompts = {"query": (query_prompt_name, query_prompt), "text": (text_prompt_name, text_prompt)}
+        loaded, recipes = model_and_recipes(model, load_kwargs, prompts, options)
+        super().__init__(
+            model_name=loaded.info().source,
+            embed_batch_size=embed_batch_size,
+            callback_manager=callback_manager,
+        )
+        self._model = loaded
+        self._recipes = recipes
+
+    @classmethod
+    def class_name(cls) -> str:
+        """LlamaIndex's name for this class."""
+        return "BertscopeEmbedding"
+
+    @property
+    def model(self) -> Model:
+        """The bertscope model behind these embeddings."""
+        return self._model
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return vectors(self._model, self._recipes["query"], [query])[0]
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return vectors(self._model, self._recipes["text"], [text])[0]
+
+    def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return vectors(self._model, self._recipes["text"], texts)
+
+    # The forward runs in a thread, so an async caller's event loop keeps serving while it runs.
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return await asyncio.to_thread(self._get_query_embedding, query)
+
+    async def _aget_text_embedding(self, text: str) -> list[float]:
+        return await asyncio.to_thread(self._get_text_embedding, text)
+
+    async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
+        return await asyncio.to_thread(self._get_text_embeddings, texts)

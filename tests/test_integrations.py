@@ -1,0 +1,112 @@
+"""bertscope inside LangChain and LlamaIndex, in process: each framework's calls equal `Model.embed`."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bertscope
+from bertscope.errors import InvalidSpec
+from prompted import with_prompts
+
+ATOL = 1e-5
+TEXTS = ["I like eating bread", "The banana bread was horrible", "a cat sat on the mat"]
+OPTIONS = {"layers": "-2", "pooling": "mean", "mask_special": True}
+
+
+@pytest.fixture(scope="module")
+def prompted(bundled_path: Path, tmp_path_factory: pytest.TempPathFactory) -> bertscope.Model:
+    """The bundled model with "query" / "passage" prompts and "passage" as its default."""
+    folder = tmp_path_factory.mktemp("prompted") / "model"
+    return bertscope.load(
+        with_prompts(bundled_path, folder, include_prompt=False, default="passage"), device="cpu"
+    )
+
+
+def test_langchain_embeddings_equal_the_library(bundled: bertscope.Model, prompted: bertscope.Model) -> None:
+    langchain = pytest.importorskip("bertscope.integrations.langchain")
+    from langchain_core.embeddings import Embeddings
+
+    emb = langchain.BertscopeEmbeddings(bundled, **OPTIONS)
+    assert isinstance(emb, Embeddings) and emb.embed_documents([]) == []
+    want = bundled.embed(TEXTS, **OPTIONS).vectors
+    np.testing.assert_allclose(emb.embed_documents(TEXTS), want, atol=ATOL)
+    np.testing.assert_allclose(emb.embed_query(TEXTS[1]), want[1], atol=ATOL)
+    # LangChain's async default runs the sync call in an executor: the same vectors.
+    np.testing.assert_allclose(asyncio.run(emb.aembed_documents(TEXTS)), want, atol=ATOL)
+    # Each role gets its own prompt; none given is the model's default ("passage").
+    roles = langchain.BertscopeEmbeddings(prompted, query_prompt_name="query")
+    np.testing.assert_allclose(
+        roles.embed_query(TEXTS[0]), prompted.embed(TEXTS[0], prompt_name="query").vectors[0], atol=ATOL
+    )
+    passages = prompted.embed(TEXTS).vectors
+    np.testing.assert_allclose(roles.embed_documents(TEXTS), passages, atol=ATOL)
+    assert not np.allclose(passages, prompted.embed(TEXTS, prompt="").vectors, atol=1e-3)
+    texted = langchain.BertscopeEmbeddings(prompted, document_prompt="search_document: ")
+    np.testing.assert_allclose(
+        texted.embed_documents(TEXTS[:1]),
+        prompted.embed(TEXTS[:1], prompt="search_document: ").vectors,
+        atol=ATOL,
+    )
+
+
+def test_llamaindex_embedding_equals_the_library(bundled: bertscope.Model, prompted: bertscope.Model) -> None:
+    llamaindex = pytest.importorskip("bertscope.integrations.llamaindex")
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+
+    emb = llamaindex.BertscopeEmbedding(bundled, embed_batch_size=2, **OPTIONS)
+    assert isinstance(emb, BaseEmbedding) and emb.model_name == bundled.info().source
+    want = bundled.embed(TEXTS, **OPTIONS).vectors
+    # Batches of 2 (LlamaIndex splits them): vectors do not depend on the batch.
+    np.testing.assert_allclose(emb.get_text_embedding_batch(TEXTS), want, atol=ATOL)
+    np.testing.assert_allclose(emb.get_text_embedding(TEXTS[2]), want[2], atol=ATOL)
+    np.testing.assert_allclose(emb.get_query_embedding(TEXTS[0]), want[0], atol=ATOL)
+    np.testing.assert_allclose(asyncio.run(emb.aget_text_embedding_batch(TEXTS)), want, atol=ATOL)
+    roles = llamaindex.BertscopeEmbedding(prompted, query_prompt_name="query", text_prompt_name="passage")
+    np.testing.assert_allclose(
+        asyncio.run(roles.aget_query_embedding(TEXTS[0])),
+        prompted.embed(TEXTS[0], prompt_name="query").vectors[0],
+        atol=ATOL,
+    )
+    np.testing.assert_allclose(
+        roles.get_text_embedding_batch(TEXTS), prompted.embed(TEXTS, prompt_name="passage").vectors, atol=ATOL
+    )
+
+
+def test_bad_options_fail_when_the_embeddings_are_made(bundled: bertscope.Model) -> None:
+    langchain = pytest.importorskip("bertscope.integrations.langchain")
+    llamaindex = pytest.importorskip("bertscope.integrations.llamaindex")
+    with pytest.raises(InvalidSpec, match="query_prompt_name, document_prompt_name"):
+        langchain.BertscopeEmbeddings(bundled, prompt_name="query")
+    with pytest.raises(InvalidSpec, match="query_prompt, text_prompt"):
+        llamaindex.BertscopeEmbedding(bundled, prompt="query: ")
+    with pytest.raises(InvalidSpec, match="mode: how a model loads"):
+        langchain.BertscopeEmbeddings(bundled, mode="fast")
+    with pytest.raises(InvalidSpec, match="unknown prompt name 'query'"):
+        llamaindex.BertscopeEmbedding(bundled, query_prompt_name="query")
+    with pytest.raises(InvalidSpec, match="malformed"):
+        langchain.BertscopeEmbeddings(bundled, layers="x:y")
+
+
+@pytest.mark.parametrize(
+    ("module", "blocked", "extra"),
+    [
+        ("langchain", "langchain_core", "bertscope[langchain]"),
+        ("llamaindex", "llama_index", "bertscope[llamaindex]"),
+    ],
+)
+def test_a_missing_framework_names_the_extra_to_install(module: str, blocked: str, extra: str) -> None:
+    # A fresh interpreter where the framework cannot be imported, as on a machine without the extra.
+    code = (
+        f"import sys; sys.modules[{blocked!r}] = None\n"
+        f"try:\n    import bertscope.integrations.{module}\nexcept ImportError as e:\n    print(e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert f"pip install '{extra}'" in out.stdout, out.stdout + out.stderr
