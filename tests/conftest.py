@@ -66,6 +66,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_compare.py": 24,
     "test_clients.py": 8,
     "test_integrations.py": 10,
+    "test_tei.py": 5,
     "test_modernbert.py": 12,
     "test_remote_code.py": 5,
 }

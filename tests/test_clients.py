@@ -154,3 +154,22 @@ def test_llamaindex_clients(url: str, want: np.ndarray) -> None:
     )
     np.testing.assert_allclose(by_openai.get_text_embedding_batch(TEXTS), want, atol=ATOL)
     np.testing.assert_allclose(by_openai.get_query_embedding(TEXTS[1]), want[1], atol=ATOL)
+
+
+def test_each_client_sends_the_api_key_its_own_way(
+    bundled: bertscope.Model, want: np.ndarray, hub_online: Any
+) -> None:
+    openai = pytest.importorskip("openai")
+    tei = pytest.importorskip("llama_index.embeddings.text_embeddings_inference")
+    key = "s3cret"
+    with serving(bundled, api_key=key) as base:
+        by_hub = hub_online.InferenceClient(model=f"{base}/embed", token=key).feature_extraction(TEXTS)
+        by_llama = tei.TextEmbeddingsInference(model_name="m", base_url=base, auth_token=key)
+        api = openai.OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0)
+        by_openai = [d.embedding for d in api.embeddings.create(model="m", input=TEXTS).data]
+        for got in (by_hub, by_llama.get_text_embedding_batch(TEXTS), by_openai):
+            np.testing.assert_allclose(got, want, atol=ATOL)
+        # POST / is TEI's embed route, not the open page at GET /: it takes the key too.
+        with pytest.raises(hub_online.errors.HfHubHTTPError, match="API key") as refused:
+            hub_online.InferenceClient(base_url=base, token="wrong").feature_extraction(TEXTS[0])
+        assert refused.value.response.status_code == 401

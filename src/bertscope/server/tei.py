@@ -137,8 +137,11 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/embed_all", tags=["tei"])
     async def embed_all(req: TEIEmbedAllRequest) -> Response:
         """TEI: every token's last-layer vector, [[[...]]], specials included."""
-        texts = _texts(svc, req.inputs)
-        opts = _options(req.truncate, req.prompt_name)
+        # TEI puts the prompt (the named one, else the model's default) before each text and answers
+        # every token of the whole, the prompt's included.
+        prompt = _prompt(svc, req.prompt_name)
+        texts = [prompt + text for text in _texts(svc, req.inputs)]
+        opts = _options(req.truncate, None)
         svc.check_count(len(texts))
         width = svc.model.info().hidden_size
         long = str(opts.long)
@@ -164,9 +167,9 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
     async def tokenize(req: TEITokenizeRequest) -> Response:
         """TEI: per text, its tokens as {id, text, special, start, stop}."""
         _not_empty(req.inputs)
-        texts = svc.texts(req.inputs)
-        if req.prompt_name is not None:
-            raise InvalidSpec("prompt_name: not supported on /tokenize; use /v2/tokenize")
+        # As TEI: the prompt (named, else the model's default) goes before each text, offsets into the whole.
+        prompt = _prompt(svc, req.prompt_name)
+        texts = [prompt + text for text in svc.texts(req.inputs)]
         backend = svc.model.tokenizer.backend
         encodings = await run_in_threadpool(
             backend.encode_batch, texts, add_special_tokens=req.add_special_tokens
@@ -192,8 +195,17 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         return JSONResponse(_info(svc))
 
 
+def _prompt(svc: Service, prompt_name: str | None) -> str:
+    """The prompt TEI puts before each text: the named one, else the model's default, else none."""
+    return svc.recipe(EmbedOptions(prompt_name=prompt_name)).spec.prompt
+
+
 def _simple(text: str, enc: Any) -> list[dict[str, Any]]:
     """TEI's SimpleToken list: a piece's text is its span of the input; a special's, its token."""
+    # TEI's start and stop count UTF-8 bytes (Rust's tokenizers); Python's offsets count characters.
+    at = [0]
+    for char in text:
+        at.append(at[-1] + len(char.encode("utf-8")))
     out = []
     for token_id, piece, (start, stop), special in zip(
         enc.ids, enc.tokens, enc.offsets, enc.special_tokens_mask, strict=True
@@ -203,8 +215,8 @@ def _simple(text: str, enc: Any) -> list[dict[str, Any]]:
                 "id": token_id,
                 "text": piece if special else text[start:stop],
                 "special": bool(special),
-                "start": None if special else start,
-                "stop": None if special else stop,
+                "start": None if special else at[start],
+                "stop": None if special else at[stop],
             }
         )
     return out
