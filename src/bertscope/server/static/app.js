@@ -132,7 +132,8 @@ async function showAnatomy(text) {
     `rebuilding layer 0 from the parts gives the model's own layer 0 to within max |error| = `,
     el("code", { id: "rebuild-error", text: err.toExponential(2) }),
     el("span", { class: err < 1e-4 ? "ok" : "bad", text: err < 1e-4 ? "  ✓ equal" : "  ✗ differs" }),
-    a.lacks.length ? `  (this family has no ${a.lacks.join(", ")})` : "");
+    a.lacks.length ? `  (this family has no ${a.lacks.join(", ")})` : "",
+    ...(a.notes || []).map((note) => el("div", { class: "note", text: note })));
   const parts = PARTS.filter(([k]) => a.steps[k]);
   const table = $("#anatomy");
   table.replaceChildren();
