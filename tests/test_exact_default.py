@@ -111,3 +111,25 @@ def test_a_store_made_on_one_exact_runtime_takes_rows_from_another(
     assert settings_differ(exact_torch, {**exact_torch, "backend": "openvino", "dtype": "bfloat16"})
     assert settings_differ(exact_torch, {**exact_torch, "backend": "onnxruntime", "quantize": "int8"})
     assert settings_differ(exact_torch, {**exact_torch, "layers": [5]})
+
+
+def test_a_runtime_the_model_cannot_be_exported_to_is_left_out(
+    tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bertscope.backends import onnx, openvino
+    from bertscope.errors import ModelLoadError
+
+    def refuse(*_: object, **__: object) -> None:
+        raise ModelLoadError(
+            "this modernbert model could not be exported to ONNX (stand-in); use backend='torch'"
+        )
+
+    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
+    monkeypatch.setattr(onnx, "export_onnx", refuse)
+    monkeypatch.setattr(openvino, "export_onnx", refuse)
+    m = bertscope.load(tiny_dirs["modernbert"], device="cpu")
+    assert m.info().backend == "torch" and m.exact_choice["chosen"] == "torch float32"  # type: ignore[index]
+    calls: list[int] = []
+    monkeypatch.setattr(exact, "_measure", lambda *a: calls.append(1))
+    assert bertscope.load(tiny_dirs["modernbert"], device="cpu").info().backend == "torch"
+    assert not calls  # what did not apply is remembered, not tried again

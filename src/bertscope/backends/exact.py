@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from ..core.folder import FolderView
+from ..errors import ModelLoadError
 from .cpu import machine_key
 from .fast import (
     Measured,
@@ -229,12 +230,19 @@ def _measure(model: Any, wanted: dict[str, dict[str, Any]], texts: list[str], di
     reference = _all_hidden(model, checked)
     ways, gaps = {}, {}
     for label in wanted:
-        _switch(model, label, digest)
+        try:
+            _switch(model, label, digest)
+        except ModelLoadError as exc:  # a model the exporter cannot trace: that way does not apply
+            _say(f"exact default: {label} does not apply ({exc})")
+            gaps[label] = float("inf")
+            continue
         gaps[label] = float(np.abs(_all_hidden(model, checked) - reference).max())
         ways[label] = runtime_embedder(model, model.engine.runner)
     model.use_torch()
     timed = measure(ways, texts[:_TIMED], rounds=3)
     base = timed[_TORCH][0]
+    # Kept with an infinite gap so they are never chosen, and not tried again on the next load.
+    timed.update({label: (base, np.empty(0)) for label in wanted if label not in ways})
     return [
         Measured(
             mode=label,
