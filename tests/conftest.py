@@ -67,7 +67,8 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_clients.py": 8,
     "test_integrations.py": 10,
     "test_tei.py": 5,
-    "test_modernbert.py": 10,
+    "test_modernbert.py": 12,
+    "test_remote_code.py": 5,
 }
 
 

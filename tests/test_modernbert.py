@@ -245,3 +245,11 @@ def test_the_exact_default_chooses_an_exact_runtime(
         chosen.embed_tokens(TEXTS, layers="all"), m.embed_tokens(TEXTS, layers="all"), strict=True
     ):
         np.testing.assert_allclose(a.vectors, b.vectors, atol=ATOL, rtol=0)
+
+
+def test_mean_pooling_equals_sentence_transformers(m: bertscope.Model, folder: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(folder), device="cpu")  # a plain folder: Transformer + mean Pooling
+    expected = st.encode(TEXTS, convert_to_numpy=True, batch_size=2)
+    np.testing.assert_allclose(m.embed(TEXTS, pooling="mean", normalize=False).vectors, expected, atol=ATOL)
