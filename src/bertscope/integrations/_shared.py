@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..core.spec import EmbedOptions, Recipe, RecipeKeywords, resolve
@@ -36,7 +37,7 @@ def model_and_recipes(
     else:
         loaded = load(model, **(load_kwargs or {}))
     recipes = {
-        role: resolve(loaded, EmbedOptions(**options, prompt_name=name, prompt=text))
+        role: resolve(loaded, replace(EmbedOptions(**options), prompt_name=name, prompt=text))
         for role, (name, text) in prompts.items()
     }
     return loaded, recipes

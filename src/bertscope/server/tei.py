@@ -7,7 +7,7 @@ paths carry TEI's body, `{"error", "error_type"}` (see `guard.error_response`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from fastapi import FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
@@ -180,10 +180,10 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
     async def decode(req: TEIDecodeRequest) -> Response:
         """TEI: token ids of this model back to text (ids here are always this model's own)."""
         # A bare [] is one empty sequence to TEI (it decodes to ""), as its untagged enum reads it.
-        lists = [req.ids] if not req.ids or isinstance(req.ids[0], int) else req.ids
+        lists = cast("list[list[int]]", [req.ids] if not req.ids or isinstance(req.ids[0], int) else req.ids)
         svc.check_count(len(lists))
         size = svc.model.tokenizer.backend.get_vocab_size()
-        bad = next((i for ids in lists for i in ids if not 0 <= i < size), None)  # type: ignore[union-attr]
+        bad = next((i for ids in lists for i in ids if not 0 <= i < size), None)
         if bad is not None:
             raise InvalidInput(f"ids: token id {bad} is not in this model's vocabulary of {size}")
         out = svc.model.tokenizer.backend.decode_batch(lists, skip_special_tokens=req.skip_special_tokens)
