@@ -253,3 +253,23 @@ def test_mean_pooling_equals_sentence_transformers(m: bertscope.Model, folder: P
     st = SentenceTransformer(str(folder), device="cpu")  # a plain folder: Transformer + mean Pooling
     expected = st.encode(TEXTS, convert_to_numpy=True, batch_size=2)
     np.testing.assert_allclose(m.embed(TEXTS, pooling="mean", normalize=False).vectors, expected, atol=ATOL)
+
+
+def test_a_byte_level_tokenizer_gives_words_without_their_space(tmp_path: Path) -> None:
+    """ModernBERT ships a byte-level BPE whose offsets keep the space before a word ("Ġlike" at " like")."""
+    folder = build_tiny_model("modernbert", tmp_path / "bpe", byte_level=True)
+    bpe = bertscope.load(folder, device="cpu")
+    text = "I like eating bread, tokenization!"
+    tokens = bpe.tokenize(text)
+    hf = AutoTokenizer.from_pretrained(str(folder))(text, return_offsets_mapping=True)
+    assert tokens.ids == hf["input_ids"] and tokens.offsets == [tuple(o) for o in hf["offset_mapping"]]
+    spaced = [i for i, t in enumerate(tokens.tokens) if t.startswith("Ġ")]
+    assert spaced and all(text[tokens.offsets[i][0]] == " " for i in spaced)  # the space is in the piece
+    words = bpe.embed_words(text)[0]
+    assert words.words == ["I", "like", "eating", "bread", ",", "tokenization", "!"]
+    assert all(text[s:e] == w for (s, e), w in zip(words.spans, words.words, strict=True))
+    source = write_txt(tmp_path, [text])
+    bertscope.embed_corpus(source, tmp_path / "words.parquet", model=bpe, level="words")
+    table = pq.read_table(tmp_path / "words.parquet")
+    assert table.column("word").to_pylist() == words.words
+    assert table.column("start").to_pylist() == [s for s, _ in words.spans]

@@ -7,7 +7,7 @@ import string
 from typing import Any
 
 import torch
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import AutoConfig, AutoModel, PreTrainedTokenizerFast
 
 FAMILIES: tuple[str, ...] = (
@@ -195,18 +195,50 @@ def _config_kwargs(family: str, vocab: dict[str, int]) -> dict[str, Any]:
     raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
 
 
+def _byte_level_backend() -> tuple[Tokenizer, dict[str, str]]:
+    """Byte-level BPE, BERT's specials, [CLS] A [SEP], as ModernBERT ships: offsets keep the space."""
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    order = ["pad_token", "unk_token", "cls_token", "sep_token", "mask_token"]
+    specials = [_BERT_SPECIALS[k] for k in order]
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    words = " ".join(w.removeprefix("##") for w in _WORDS)
+    tok.train_from_iterator([words, "tokenization splits words into pieces"] * 4, trainer)
+    cls, sep = _BERT_SPECIALS["cls_token"], _BERT_SPECIALS["sep_token"]
+    ids = tok.get_vocab()
+    tok.post_processor = processors.TemplateProcessing(
+        single=f"{cls}:0 $A:0 {sep}:0",
+        pair=f"{cls}:0 $A:0 {sep}:0 $B:1 {sep}:1",
+        special_tokens=[(cls, ids[cls]), (sep, ids[sep])],
+    )
+    return tok, _BERT_SPECIALS
+
+
 def build_tiny_model(
-    family: str, folder: pathlib.Path, *, seed: int = 0, max_positions: int | None = None
+    family: str,
+    folder: pathlib.Path,
+    *,
+    seed: int = 0,
+    max_positions: int | None = None,
+    byte_level: bool = False,
 ) -> pathlib.Path:
     """Write a tiny random `family` model (config.model_type) with a fast tokenizer into folder.
 
-    `max_positions` overrides the 64 positions of model and tokenizer (a long-context model, tiny).
+    `max_positions` overrides the 64 positions of model and tokenizer (a long-context model, tiny);
+    `byte_level` gives it a byte-level BPE tokenizer (BERT-style families only) instead of WordPiece.
     """
     if family not in FAMILIES:
         raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    backend, names = _backend(family)
+    backend, names = _byte_level_backend() if byte_level else _backend(family)
     vocab = backend.get_vocab()
     kwargs = _config_kwargs(family, vocab)
     if max_positions is not None:

@@ -19,6 +19,7 @@ from .results import TokenEmbeddings, WordEmbeddings
 
 __all__ = [
     "POOLINGS", "PoolingRule", "pool_sentences", "pool_span", "pool_words", "group_words", "word_embeddings",
+    "word_spans",
 ]  # fmt: skip
 
 Tokens = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -93,6 +94,25 @@ def group_words(word_ids: Sequence[int | None], special_mask: Sequence[bool]) ->
     return list(groups.values())
 
 
+def word_spans(
+    text: str, offsets: Sequence[tuple[int, int]], groups: Sequence[Sequence[int]]
+) -> list[tuple[int, int]]:
+    """Each word's (start, end) characters in `text`, from its first piece's start to its last's end.
+
+    Byte-level BPE tokenizers whose offsets keep the space before a word ("Ġlike" at " like": ModernBERT's,
+    GPT-2's) would make the word " like"; the space is not part of the word, so it is left out.
+    """
+    spans = []
+    for group in groups:
+        start, end = offsets[group[0]][0], offsets[group[-1]][1]
+        while start < end and text[start].isspace():
+            start += 1
+        while end > start and text[end - 1].isspace():
+            end -= 1
+        spans.append((start, end))
+    return spans
+
+
 def pool_words(vectors: np.ndarray, groups: Sequence[Sequence[int]], subword: SubwordPooling) -> np.ndarray:
     """(words, d) word vectors (2d for first_last) from token vectors (tokens, d) and word groups."""
     width = vectors.shape[1] * (2 if subword is SubwordPooling.FIRST_LAST else 1)
@@ -113,7 +133,7 @@ def pool_words(vectors: np.ndarray, groups: Sequence[Sequence[int]], subword: Su
 def word_embeddings(tok: TokenEmbeddings, subword: SubwordPooling) -> WordEmbeddings:
     """One text's words (from the tokenizer's word ids) pooled from its token vectors, each layer apart."""
     groups = group_words(tok.word_ids, tok.special_mask)
-    spans = [(tok.offsets[g[0]][0], tok.offsets[g[-1]][1]) for g in groups]
+    spans = word_spans(tok.text, tok.offsets, groups)
     if tok.vectors.ndim == 3:  # stacked layers: (tokens, k, d) -> (words, k, d), pooled per layer
         layers = range(tok.vectors.shape[1])
         vectors = np.stack([pool_words(tok.vectors[:, i], groups, subword) for i in layers], axis=1)

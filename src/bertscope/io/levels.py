@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from ..core._enums import Combine, Level, Precision, SubwordPooling
 from ..core.engine import OnBatch
-from ..core.pooling import group_words, pool_words
+from ..core.pooling import group_words, pool_words, word_spans
 from ..core.post import PostProcessor
 from ..core.spec import EmbedSpec, Recipe
 from .readers import Record
@@ -271,7 +271,7 @@ class WordLevel(_PieceLevel):
         counts, dropped, blocks, n_pieces = [], [], [], 0
         for tok, matrix in self.model.engine.token_matrices(texts, self.spec, on_batch=on_batch):
             groups = group_words(tok.word_ids, tok.special_mask)
-            spans = [(tok.offsets[g[0]][0], tok.offsets[g[-1]][1]) for g in groups]
+            spans = word_spans(tok.text, tok.offsets, groups)
             counts.append(len(groups))
             dropped.append(tok.n_dropped)
             words += [tok.text[s:e] for s, e in spans]

@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..core._enums import SubwordPooling
-from ..core.pooling import group_words, pool_words
+from ..core.pooling import group_words, pool_words, word_spans
 from ..core.similarity import unit
 from ..errors import CorpusError, InvalidInput
 from .index import index_copies
@@ -285,7 +285,7 @@ def _query_vector(store: Store, target: str, context: str, model: Any, layers: A
     combine = "concat" if stacked else settings.get("combine", "mean")
     tok = m.embed_tokens(context, layers=settings["layers"], combine=combine, **options)[0]
     groups = group_words(tok.word_ids, tok.special_mask)
-    spans = [(tok.offsets[g[0]][0], tok.offsets[g[-1]][1]) for g in groups]
+    spans = word_spans(tok.text, tok.offsets, groups)
     if settings["level"] == "words":
         # Pooled per layer, as the word level pools each stacked layer on its own.
         how = SubwordPooling.parse(settings["subword"], what="subword pooling")
