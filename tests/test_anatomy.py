@@ -98,7 +98,7 @@ def test_bert_positions_count_from_zero(anatomies: dict[str, list[bertscope.Anat
         assert anatomy.token_type is not None and "token_type" not in anatomy.lacks
 
 
-@pytest.mark.parametrize("family", ["modernbert", "gte", "nomic_bert", "roformer"])
+@pytest.mark.parametrize("family", ["modernbert", "gte", "nomic_bert", "roformer", "jina_embeddings_v3"])
 def test_rotary_families_say_where_positions_go(
     family: str, anatomies: dict[str, list[bertscope.Anatomy]]
 ) -> None:
@@ -136,7 +136,7 @@ def test_projection_widens_16_to_32(family: str, anatomies: dict[str, list[berts
 @pytest.mark.parametrize(
     "family",
     ["bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2", "mpnet", "modernbert", "gte", "nomic_bert"]
-    + ["roformer"],
+    + ["roformer", "jina_embeddings_v3"],
 )
 def test_no_projection_keeps_the_width(family: str, anatomies: dict[str, list[bertscope.Anatomy]]) -> None:
     for anatomy in anatomies[family]:

@@ -40,7 +40,18 @@ def test_the_default_attention_path_is_unchanged(bundled: bertscope.Model) -> No
 
 
 @pytest.mark.parametrize(
-    "family", ["roberta", "distilbert", "albert", "deberta-v2", "modernbert", "gte", "nomic_bert", "roformer"]
+    "family",
+    [
+        "roberta",
+        "distilbert",
+        "albert",
+        "deberta-v2",
+        "modernbert",
+        "gte",
+        "nomic_bert",
+        "roformer",
+        "jina_embeddings_v3",
+    ],
 )
 def test_attentions_on_every_family_are_one_map_per_layer(
     tiny_models: dict[str, bertscope.Model], family: str

@@ -23,11 +23,14 @@ FAMILIES: tuple[str, ...] = (
     "gte",
     "nomic_bert",
     "roformer",
+    "jina_embeddings_v3",
 )
 
-_ROBERTA_STYLE: frozenset[str] = frozenset({"roberta", "xlm-roberta", "mpnet"})
+_ROBERTA_STYLE: frozenset[str] = frozenset({"roberta", "xlm-roberta", "mpnet", "jina_embeddings_v3"})
 # These models' forward() takes no token_type_ids, so the tokenizer must not emit them.
-_NO_TOKEN_TYPES: frozenset[str] = frozenset({"roberta", "xlm-roberta", "distilbert", "mpnet", "modernbert"})
+_NO_TOKEN_TYPES: frozenset[str] = frozenset(
+    {"roberta", "xlm-roberta", "distilbert", "mpnet", "modernbert", "jina_embeddings_v3"}
+)
 
 _MAX_LEN = 64
 _HIDDEN = 32
@@ -173,6 +176,10 @@ def _config_kwargs(family: str, vocab: dict[str, int]) -> dict[str, Any]:
             "norm_rel_ebd": "layer_norm",
             "share_att_key": True,
         }
+    if family == "jina_embeddings_v3":
+        # XLM-R's tokenizer and special ids; rotary positions count from 0, so no pad offset.
+        ids = {"pad_token_id": vocab["<pad>"], "bos_token_id": vocab["<s>"], "eos_token_id": vocab["</s>"]}
+        return {**common, **ids, "type_vocab_size": 1}
     if family in ("gte", "nomic_bert", "roformer"):
         # gte without token types, as gte-base-en-v1.5 ships it; the others keep BERT's two segments.
         return {**common, **bert_ids, "type_vocab_size": 0 if family == "gte" else 2}

@@ -213,6 +213,9 @@ _FAMILIES: tuple[Family, ...] = (
     Family("gte", ("gte",), layers_path="layers", rotary=True),
     Family("nomic_bert", ("nomic_bert",), layers_path="layers", rotary=True),
     Family("roformer", ("roformer",), rotary=True),
+    # Jina embeddings v3 as transformers ports it: XLM-R's embedding layer without position rows; the task
+    # LoRA adapters of the original code are not part of it.
+    Family("jina_embeddings_v3", ("jina_embeddings_v3",), layers_path="layers", rotary=True),
 )
 
 SUPPORTED: tuple[str, ...] = tuple(t for family in _FAMILIES for t in family.model_types)
