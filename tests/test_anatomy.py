@@ -62,8 +62,8 @@ def test_parts_are_the_models_own_rows(
     family: str, anatomies: dict[str, list[bertscope.Anatomy]], tiny_models: dict[str, bertscope.Model]
 ) -> None:
     model = tiny_models[family]
-    emb = model.hf_model.embeddings
-    word_table = model.family.parts(model.hf_model).word.weight.detach().numpy()
+    parts = model.family.parts(model.hf_model)  # the model's own modules, wherever the family keeps them
+    word_table = parts.word.weight.detach().numpy()
     for anatomy in anatomies[family]:
         tok = anatomy.tokens
         np.testing.assert_array_equal(anatomy.word, word_table[tok.ids])
@@ -72,11 +72,12 @@ def test_parts_are_the_models_own_rows(
             positions = _expected_positions(family, len(tok), model.pad_id)
             assert anatomy.position_ids == positions
             np.testing.assert_array_equal(
-                anatomy.position, emb.position_embeddings.weight.detach().numpy()[positions]
+                anatomy.position,
+                parts.position.weight.detach().numpy()[positions],  # type: ignore[union-attr]
             )
             expected = expected + anatomy.position
         if anatomy.token_type is not None:
-            type_table = emb.token_type_embeddings.weight.detach().numpy()
+            type_table = parts.token_type.weight.detach().numpy()  # type: ignore[union-attr]
             np.testing.assert_array_equal(anatomy.token_type, type_table[tok.type_ids])
             expected = expected + anatomy.token_type
         np.testing.assert_array_equal(anatomy.summed, expected)
@@ -98,7 +99,9 @@ def test_bert_positions_count_from_zero(anatomies: dict[str, list[bertscope.Anat
         assert anatomy.token_type is not None and "token_type" not in anatomy.lacks
 
 
-@pytest.mark.parametrize("family", ["modernbert", "gte", "nomic_bert", "roformer", "jina_embeddings_v3"])
+@pytest.mark.parametrize(
+    "family", ["modernbert", "gte", "nomic_bert", "roformer", "jina_embeddings_v3", "eurobert"]
+)
 def test_rotary_families_say_where_positions_go(
     family: str, anatomies: dict[str, list[bertscope.Anatomy]]
 ) -> None:
@@ -136,12 +139,21 @@ def test_projection_widens_16_to_32(family: str, anatomies: dict[str, list[berts
 @pytest.mark.parametrize(
     "family",
     ["bert", "roberta", "xlm-roberta", "distilbert", "deberta-v2", "mpnet", "modernbert", "gte", "nomic_bert"]
-    + ["roformer", "jina_embeddings_v3"],
+    + ["roformer", "jina_embeddings_v3", "eurobert"],
 )
 def test_no_projection_keeps_the_width(family: str, anatomies: dict[str, list[bertscope.Anatomy]]) -> None:
     for anatomy in anatomies[family]:
         assert "projection" in anatomy.lacks and anatomy.projected is None
-        np.testing.assert_array_equal(anatomy.encoder_input, anatomy.normalized)
+        normalized = anatomy.summed if "layernorm" in anatomy.lacks else anatomy.normalized
+        np.testing.assert_array_equal(anatomy.encoder_input, normalized)
+
+
+def test_eurobert_has_no_norm_in_its_embedding_layer(anatomies: dict[str, list[bertscope.Anatomy]]) -> None:
+    for anatomy in anatomies["eurobert"]:
+        assert anatomy.lacks == ("position", "token_type", "projection", "layernorm")
+        assert anatomy.normalized is None and anatomy.max_abs_error == 0.0
+        np.testing.assert_array_equal(anatomy.encoder_input, anatomy.word)
+        assert any("no norm here" in note for note in anatomy.notes)
 
 
 def test_single_text_gives_one_anatomy(tiny_models: dict[str, bertscope.Model]) -> None:

@@ -24,12 +24,13 @@ FAMILIES: tuple[str, ...] = (
     "nomic_bert",
     "roformer",
     "jina_embeddings_v3",
+    "eurobert",
 )
 
 _ROBERTA_STYLE: frozenset[str] = frozenset({"roberta", "xlm-roberta", "mpnet", "jina_embeddings_v3"})
 # These models' forward() takes no token_type_ids, so the tokenizer must not emit them.
 _NO_TOKEN_TYPES: frozenset[str] = frozenset(
-    {"roberta", "xlm-roberta", "distilbert", "mpnet", "modernbert", "jina_embeddings_v3"}
+    {"roberta", "xlm-roberta", "distilbert", "mpnet", "modernbert", "jina_embeddings_v3", "eurobert"}
 )
 
 _MAX_LEN = 64
@@ -175,6 +176,19 @@ def _config_kwargs(family: str, vocab: dict[str, int]) -> dict[str, Any]:
             "position_buckets": 16,
             "norm_rel_ebd": "layer_norm",
             "share_att_key": True,
+        }
+    if family == "eurobert":
+        return {
+            "vocab_size": len(vocab),
+            "hidden_size": _HIDDEN,
+            "num_hidden_layers": _LAYERS,
+            "num_attention_heads": _HEADS,
+            "intermediate_size": _INTERMEDIATE,
+            "max_position_embeddings": _MAX_LEN,
+            **bert_ids,
+            "bos_token_id": vocab["[CLS]"],
+            "eos_token_id": vocab["[SEP]"],
+            "mask_token_id": vocab["[MASK]"],
         }
     if family == "jina_embeddings_v3":
         # XLM-R's tokenizer and special ids; rotary positions count from 0, so no pad offset.

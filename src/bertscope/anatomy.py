@@ -45,7 +45,7 @@ class Anatomy:
     token_type: np.ndarray | None
     summed: np.ndarray
     projected: np.ndarray | None
-    normalized: np.ndarray
+    normalized: np.ndarray | None
     encoder_input: np.ndarray
     model_output: np.ndarray
     position_ids: list[int]
@@ -111,10 +111,11 @@ def decompose(model: Encoder, tokens: list[Tokens]) -> list[Anatomy]:
         steps["summed"] = summed
         before = parts.projection_before_norm
         steps["projected"] = before(summed) if before is not None else None
-        normalized = parts.layernorm(steps["projected"] if before is not None else summed)
+        normed_input = steps["projected"] if before is not None else summed
+        normalized = parts.layernorm(normed_input) if parts.layernorm is not None else normed_input
         if parts.zero_padding:
             normalized = normalized * mask.unsqueeze(-1).to(normalized.dtype)
-        steps["normalized"] = normalized
+        steps["normalized"] = normalized if parts.layernorm is not None else None
         after = parts.projection_after_norm
         steps["encoder_input"] = after(normalized) if after is not None else normalized
         steps["model_output"] = model.engine.forward(ids_np, types_np, mask_np, 0)[0]

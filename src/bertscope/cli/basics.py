@@ -264,7 +264,9 @@ def anatomy(
         table.add_row(tok, str(a.tokens.ids[i]), pos, segment, *norms, f"{per_token[i]:.1e}")
     out.print(table)
     parts = " + ".join(s for s in ("word", "position", "token_type") if getattr(a, s) is not None)
-    if a.projected is not None:
+    if "layernorm" in a.lacks:
+        recipe = parts
+    elif a.projected is not None:
         recipe = f"LayerNorm(projection({parts}))"
     elif "projection" not in a.lacks:
         recipe = f"projection(LayerNorm({parts}))"

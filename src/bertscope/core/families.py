@@ -34,7 +34,7 @@ class EmbeddingParts:
     position: nn.Embedding | None
     token_type: nn.Embedding | None
     projection_before_norm: nn.Module | None
-    layernorm: nn.Module
+    layernorm: nn.Module | None  # None: layer 0 is the rows as they are (EuroBERT)
     projection_after_norm: nn.Module | None
     zero_padding: bool
     lacks: tuple[str, ...]
@@ -51,8 +51,10 @@ class Family:
     layers_path: str = "encoder.layer"
     positions_after_padding: bool = False
     uses_token_types: bool = True
+    # Where the embedding modules live: `model.embeddings` for most, the model itself (None) for EuroBERT.
+    embeddings_attr: str | None = "embeddings"
     word_attr: str = "word_embeddings"
-    norm_attr: str = "LayerNorm"
+    norm_attr: str | None = "LayerNorm"  # None: no norm in the embedding layer
     # A norm the model applies after its last layer and reports as the last hidden state (ModernBERT's
     # final_norm): a forward stopped early must skip it, or layer k would come out normalised.
     final_norm_attr: str | None = None
@@ -62,7 +64,8 @@ class Family:
     @property
     def word_weight(self) -> str:
         """The state-dict key (suffix) of the word-piece embedding matrix."""
-        return f"embeddings.{self.word_attr}.weight"
+        prefix = f"{self.embeddings_attr}." if self.embeddings_attr else ""
+        return f"{prefix}{self.word_attr}.weight"
 
     def positions_in_attention(self, config: Any) -> str | None:
         """`relative` or `rotary` where positions enter inside attention, else None (a config or its dict)."""
@@ -75,7 +78,7 @@ class Family:
 
     def parts(self, model: Any) -> EmbeddingParts:
         """The embedding-layer modules of `model` (the bare encoder, e.g. BertModel)."""
-        emb = model.embeddings
+        emb = getattr(model, self.embeddings_attr) if self.embeddings_attr else model
         position = getattr(emb, "position_embeddings", None)
         token_type = getattr(emb, "token_type_embeddings", None) if self.uses_token_types else None
         before = getattr(emb, "embed_proj", None)
@@ -88,10 +91,11 @@ class Family:
                 ("position", position),
                 ("token_type", token_type),
                 ("projection", before or after),
+                ("layernorm", self.norm_attr),
             )
             if part is None
         )
-        layernorm = getattr(emb, self.norm_attr)
+        layernorm = getattr(emb, self.norm_attr) if self.norm_attr else None
         return EmbeddingParts(
             word=getattr(emb, self.word_attr),
             position=position,
@@ -116,7 +120,11 @@ class Family:
             )
         elif where == "relative":
             notes.append("positions are relative: each attention layer adds position-to-content biases")
-        if getattr(layernorm, "bias", True) is None:
+        if layernorm is None:
+            notes.append(
+                "no norm here: layer 0 is the word rows themselves; each layer normalises its own input"
+            )
+        elif getattr(layernorm, "bias", True) is None:
             notes.append("the LayerNorm has no bias: it scales, it does not shift")
         return tuple(notes)
 
@@ -216,6 +224,18 @@ _FAMILIES: tuple[Family, ...] = (
     # Jina embeddings v3 as transformers ports it: XLM-R's embedding layer without position rows; the task
     # LoRA adapters of the original code are not part of it.
     Family("jina_embeddings_v3", ("jina_embeddings_v3",), layers_path="layers", rotary=True),
+    # EuroBERT: word rows straight into pre-norm (RMSNorm) layers; its last hidden state is the final norm's.
+    Family(
+        "eurobert",
+        ("eurobert",),
+        layers_path="layers",
+        uses_token_types=False,
+        embeddings_attr=None,
+        word_attr="embed_tokens",
+        norm_attr=None,
+        final_norm_attr="norm",
+        rotary=True,
+    ),
 )
 
 SUPPORTED: tuple[str, ...] = tuple(t for family in _FAMILIES for t in family.model_types)

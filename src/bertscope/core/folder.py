@@ -264,6 +264,7 @@ class FolderView:
             "position": has("embeddings.position_embeddings.weight"),
             "token_type": self.family.uses_token_types and has("embeddings.token_type_embeddings.weight"),
             "projection": has(*_PROJECTIONS),
+            "layernorm": self.family.norm_attr is not None,
         }
         return {
             "source": self.source,
