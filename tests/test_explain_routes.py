@@ -61,3 +61,12 @@ def test_pairs_through_tokenize_anatomy_and_embed(url: str, bundled: bertscope.M
         "vectors"
     ]
     np.testing.assert_allclose(vectors[0], bundled.embed(tuple(PAIR), pooling="mean").vectors[0], atol=1e-5)  # type: ignore[arg-type]
+
+
+def test_attention_takes_inputs_as_tei_names_it(url: str, bundled: bertscope.Model) -> None:
+    by_inputs = httpx.post(f"{url}/attention", json={"inputs": PAIR, "layer": 2}, timeout=60)
+    assert by_inputs.status_code == 200, by_inputs.text
+    full = bundled.attentions(tuple(PAIR))  # type: ignore[arg-type]
+    np.testing.assert_allclose(by_inputs.json()["attention"], full[1], atol=1e-5)
+    both = httpx.post(f"{url}/attention", json={"inputs": A, "text": A}, timeout=60)
+    assert both.status_code == 422 and "inputs" in both.json()["detail"]

@@ -338,7 +338,11 @@ class ExplainRequest(_SpecFields):
 class AttentionRequest(_Strict):
     """Attention weights of one text or (A, B) pair: one layer, one head, or all of them."""
 
-    text: Text = Field(description="One text, or a pair as a list of two texts.", examples=["I like bread"])
+    text: Text = Field(
+        description="One text, or a pair as a list of two texts; `inputs` (TEI's name) is accepted too.",
+        examples=["I like bread"],
+        validation_alias=AliasChoices("text", "inputs"),
+    )
     layer: Annotated[WholeInt | None, WithJsonSchema(_fitted_int("encoder-layer"))] = Field(
         None, description="Encoder layer 1..L or -1..-L (null: every layer)."
     )
