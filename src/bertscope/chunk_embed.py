@@ -9,12 +9,13 @@ Naive chunking embeds each chunk's text alone, exactly as `Model.embed` would.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
 import numpy as np
 
-from .core._enums import LongText, Pooling
+from .core._enums import Combine, LongText, Pooling
 from .core.chunking import ChunkBy, Span, chunk_spans
 from .core.encoder import Encoder
 from .core.engine import EmbedSpec, Engine, OnBatch
@@ -24,7 +25,7 @@ from .core.results import ChunkEmbeddings
 from .core.tokens import check_texts
 from .errors import InvalidInput, InvalidSpec
 
-__all__ = ["embed_chunks", "late_spec", "iter_chunk_embeddings", "pool_spans"]
+__all__ = ["ChunkPlan", "embed_chunks", "plan_chunks", "late_spec", "iter_chunk_embeddings", "pool_spans"]
 
 _DOCS_PER_GROUP = 64
 
@@ -35,6 +36,12 @@ def late_spec(spec: EmbedSpec) -> EmbedSpec:
         raise InvalidSpec(
             f"late chunking pools token vectors over each chunk's span; pooling={spec.pooling.value!r} "
             f"reads one token for the whole text. Use {', '.join(p.value for p in POOLINGS)} (or late=False)"
+        )
+    if spec.combine is Combine.STACK and len(spec.layers) > 1:
+        # A chunk vector is pooled like a sentence vector, which keeps no layer apart (as embed refuses).
+        raise InvalidSpec(
+            "combine='stack' keeps each layer's vector apart, which only token and word rows store; "
+            "pool chunk vectors with combine mean, sum or concat"
         )
     if spec.long is LongText.TRUNCATE:
         raise InvalidSpec(
@@ -144,11 +151,77 @@ def _rows_in(usable: Sequence[Span | None], span: Span, number: int) -> list[int
     return rows
 
 
+@dataclass(frozen=True)
+class ChunkPlan:
+    """Documents cut into chunks, with the spec they run under: what `embed_chunks` embeds.
+
+    Planned apart from the run so that a caller (the service) can bound the answer (`count` chunks)
+    before any forward pass, and the spans made here are the ones embedded.
+    """
+
+    docs: list[str]
+    spans: list[list[Span]]
+    spec: EmbedSpec
+    late: bool
+    settings: dict[str, Any]
+
+    @property
+    def count(self) -> int:
+        """How many chunks all the documents have together."""
+        return sum(map(len, self.spans))
+
+    def run(self, engine: Engine, *, progress: bool | None = None) -> list[ChunkEmbeddings]:
+        """Each document's ChunkEmbeddings, in input order."""
+        with progress_callback(len(self.docs), enabled=progress) as on_batch:
+            chunked = iter_chunk_embeddings(
+                engine,
+                zip(self.docs, self.spans, strict=True),
+                self.spec,
+                late=self.late,
+                settings=self.settings,
+                on_batch=on_batch,
+            )
+            return list(chunked)
+
+
+def plan_chunks(
+    encoder: Encoder,
+    docs: str | Sequence[str],
+    *,
+    chunks: ChunkBy | str | Sequence[Any] = "sentence",
+    late: bool = True,
+    size: int = 128,
+    overlap: int = 0,
+    long: LongText | str | None = None,
+    **options: Any,
+) -> ChunkPlan:
+    """Check the documents and options and cut each document into chunk spans (see `embed_chunks`)."""
+    items = check_texts(docs)
+    spec = encoder.spec(long=long or ("window" if late else "truncate"), **options)
+    if late:
+        spec = late_spec(spec)
+    per_doc = _spans_per_doc(chunks, items, isinstance(docs, str))
+    spans = []
+    for index, (text, given) in enumerate(zip(items, per_doc, strict=True)):
+        found = chunk_spans(text, given, tokenizer=encoder.tokenizer, size=size, overlap=overlap)
+        if not found:
+            # Only token chunks can come out empty: a text whose characters the tokenizer drops.
+            raise InvalidInput(
+                f"document {index} ({text[:20]!r}) gives no word pieces to chunk (only control or "
+                "zero-width characters?); give it some text"
+            )
+        spans.append(found)
+    settings: dict[str, Any] = {"chunks": _chunks_name(chunks)}
+    if settings["chunks"] == ChunkBy.TOKENS.value:
+        settings.update(chunk_size=size, chunk_overlap=overlap)
+    return ChunkPlan(items, spans, spec, late, settings)
+
+
 def embed_chunks(
     encoder: Encoder,
     docs: str | Sequence[str],
     *,
-    chunks: ChunkBy | str | Sequence[tuple[int, int]] = "sentence",
+    chunks: ChunkBy | str | Sequence[Any] = "sentence",
     late: bool = True,
     size: int = 128,
     overlap: int = 0,
@@ -160,23 +233,10 @@ def embed_chunks(
 
     `options` are `Encoder.spec`'s; see `Model.embed_chunks` for the chunkings.
     """
-    items = check_texts(docs)
-    spec = encoder.spec(long=long or ("window" if late else "truncate"), **options)
-    if late:
-        spec = late_spec(spec)
-    per_doc = _spans_per_doc(chunks, items, isinstance(docs, str))
-    spans = (
-        (text, chunk_spans(text, given, tokenizer=encoder.tokenizer, size=size, overlap=overlap))
-        for text, given in zip(items, per_doc, strict=True)
+    plan = plan_chunks(
+        encoder, docs, chunks=chunks, late=late, size=size, overlap=overlap, long=long, **options
     )
-    settings: dict[str, Any] = {"chunks": _chunks_name(chunks)}
-    if settings["chunks"] == ChunkBy.TOKENS.value:
-        settings.update(chunk_size=size, chunk_overlap=overlap)
-    with progress_callback(len(items), enabled=progress) as on_batch:
-        chunked = iter_chunk_embeddings(
-            encoder.engine, spans, spec, late=late, settings=settings, on_batch=on_batch
-        )
-        results = list(chunked)
+    results = plan.run(encoder.engine, progress=progress)
     return results[0] if isinstance(docs, str) else results
 
 

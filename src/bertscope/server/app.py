@@ -19,6 +19,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from .. import __version__
 from .batching import Batcher, Metrics
+from .chunk_routes import chunk_routes
 from .explain_routes import explain_routes
 from .explorer import mount_explorer
 from .guard import Guard, ServerSettings, add_error_handlers
@@ -69,6 +70,7 @@ def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastA
     add_error_handlers(app)
     tei_routes(app, service)
     embedding_routes(app, service)
+    chunk_routes(app, service)
     model_routes(app, service)
     ops_routes(app, service, metrics)
     explain_routes(app, service)

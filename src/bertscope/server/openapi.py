@@ -211,6 +211,12 @@ def _refused_combinations(
     """Object schemas (as `not` bodies) of option combinations the server refuses for this model."""
     fields = set(schema.get("properties", {}))
     refused: list[dict[str, Any]] = []
+    several = {
+        "anyOf": [
+            {"type": "array", "minItems": 2},
+            {"type": "string", "enum": [s for s, n in _layer_strings(count).items() if n > 1]},
+        ]
+    }
     if {"pooling", "layers"} <= fields:
         # first_last_avg picks layers 1 and -1 itself.
         refused.append(
@@ -218,12 +224,6 @@ def _refused_combinations(
         )
         if Pooling.POOLER.value in poolings and "combine" in fields:
             # The pooler takes one hidden-size vector: several layers may not be concatenated.
-            several = {
-                "anyOf": [
-                    {"type": "array", "minItems": 2},
-                    {"type": "string", "enum": [s for s, n in _layer_strings(count).items() if n > 1]},
-                ]
-            }
             refused.append(
                 _when(
                     pooling={"const": Pooling.POOLER.value},
@@ -231,6 +231,23 @@ def _refused_combinations(
                     layers=several,
                 )
             )
+    if {"pooling", "combine", "layers"} <= fields:
+        # A sentence (or chunk) vector keeps no layer apart: stack is for token and word rows.
+        refused.append(_when(combine={"const": Combine.STACK.value}, layers=several))
+    if {"late", "pooling", "long"} <= fields:
+        # Late chunking (late absent or true) pools each chunk's token vectors: it needs a pooling over
+        # tokens and every token of the document.
+        late = {"late": {"const": True}}
+        inexact = {"enum": _inexact(poolings, st_pooling)}
+        refused.append(_when(pooling=inexact) | {"properties": {**late, "pooling": inexact}})
+        truncate = {"const": LongText.TRUNCATE.value}
+        refused.append(_when(long=truncate) | {"properties": {**late, "long": truncate}})
+    if {"chunks", "inputs"} <= fields:
+        # Spans are one list for one document, one list per document for a list of documents.
+        flat = {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}}
+        nested = {"type": "array", "items": {"type": "array", "items": {"type": "array"}}}
+        refused.append(_when(inputs={"type": "string"}, chunks={**nested, "minItems": 1}))
+        refused.append(_when(inputs={"type": "array"}, chunks={**flat, "minItems": 1}))
     if {"words", "inputs"} <= fields:
         # Words come from one text's own word ids: pairs are refused with words=true.
         pairs = {"type": "array", "contains": {"type": "array"}}

@@ -1,5 +1,5 @@
-"""The service's endpoints: embeddings (/embed, /embed_tokens, /v1/embeddings, /similarity), the model
-(/tokenize, /static, /anatomy) and the service itself (/health, /info, /metrics).
+"""The service's endpoints: embeddings (/embed, /embed_tokens, /v1/embeddings, /similarity and its baseline),
+the model (/tokenize, /static, /anatomy) and the service itself (/health, /info, /metrics).
 
 Handlers check what they can, then hand model work to the worker (`Service.sentences` for sentence
 vectors, batched with other requests; `Service.on_worker` for the rest); errors become 4xx in `guard`.
@@ -125,11 +125,17 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
 
     @app.post("/v2/similarity", response_model=SimilarityResponse, tags=["embeddings"])
     async def similarity(req: SimilarityRequest) -> Response:
-        """Cosine of the source sentence with each sentence, embedded with the same options."""
+        """Cosine of the source sentence with each sentence, embedded with the same options; with baseline,
+        each cosine's percentile among unrelated pairs of a reference corpus embedded the same way."""
         check_texts(req.sentences)
-        res = await svc.sentences([req.source, *req.sentences], svc.recipe(req.options()).spec)
+        options = req.options()
+        res = await svc.sentences([req.source, *req.sentences], svc.recipe(options).spec)
         scores = cos_sim(res.vectors[:1], res.vectors[1:])[0]
-        return JSONResponse({"model": svc.name, "scores": scores.astype(float).tolist(), "spec": res.spec})
+        answer = {"model": svc.name, "scores": scores.astype(float).tolist(), "spec": res.spec}
+        if req.baseline or req.reference is not None:
+            fitted = await svc.baseline(options, req.reference)
+            answer.update(percentile=fitted.percentile(scores).tolist(), baseline=fitted.describe())
+        return JSONResponse(answer)
 
 
 def refuse_ids(svc: Service, field: str) -> None:

@@ -16,6 +16,7 @@ from pydantic import (
 )
 
 from ..core._enums import Combine, LongText, Pooling, SubwordPooling
+from ..core.chunking import ChunkBy
 from ..core.spec import EmbedOptions
 
 __all__ = [
@@ -32,6 +33,8 @@ __all__ = [
     "AnatomyRequest",
     "SimilarityRequest",
     "SimilarityResponse",
+    "ChunksRequest",
+    "ChunksResponse",
     "OccurrencesRequest",
     "OccurrencesResponse",
     "ErrorResponse",
@@ -53,11 +56,14 @@ def _texts(fit: str) -> dict[str, Any]:
     return {"anyOf": [_TEXT, listed]}
 
 
+def _texts_only(fit: str) -> dict[str, Any]:
+    """A non-empty list of texts (no pairs) whose length the service's limit caps."""
+    return {"type": "array", "items": _TEXT, "minItems": 1, "x-fit": fit}
+
+
 OneText = Annotated[str, WithJsonSchema(_TEXT)]
 # Plain texts (no pairs), at most --max-inputs.
-TextList = Annotated[
-    list[str], WithJsonSchema({"type": "array", "items": _TEXT, "minItems": 1, "x-fit": "inputs"})
-]
+TextList = Annotated[list[str], WithJsonSchema(_texts_only("inputs"))]
 # A sentence pair (A, B) is a list of exactly two texts.
 Pair = Annotated[list[str], Field(min_length=2, max_length=2), WithJsonSchema(_PAIR)]
 Text = Annotated[str | Pair, WithJsonSchema({"anyOf": [_TEXT, _PAIR]})]
@@ -311,14 +317,102 @@ class SimilarityRequest(_SpecFields):
     sentences: Annotated[
         list[str], WithJsonSchema({"type": "array", "items": _TEXT, "minItems": 1, "x-fit": "sentences"})
     ] = Field(description="Sentences to compare it with.", examples=[["a dog", "a car"]])
+    baseline: StrictBool = Field(
+        False, description="Add each score's percentile among unrelated pairs of a reference corpus."
+    )
+    reference: Annotated[
+        list[str] | None,
+        WithJsonSchema(
+            {
+                "anyOf": [
+                    {"type": "array", "items": _TEXT, "minItems": 3, "uniqueItems": True, "x-fit": "inputs"},
+                    {"type": "null"},
+                ]
+            }
+        ),
+    ] = Field(
+        None,
+        description="The baseline's reference corpus, at least 3 distinct texts (null: the sentences "
+        "shipped with bertscope); implies baseline.",
+    )
 
 
 class SimilarityResponse(BaseModel):
-    """One cosine per sentence, in order."""
+    """One cosine per sentence, in order; with baseline, each one's percentile among unrelated pairs."""
 
     model: str
     scores: list[float]
     spec: dict[str, Any]
+    percentile: list[float] | None = Field(
+        None, description="The share (0..1) of unrelated reference pairs scoring at or below each score."
+    )
+    baseline: dict[str, Any] | None = Field(
+        None, description="The baseline's pairs, median, p95, p99 and the settings it was fitted with."
+    )
+
+
+# A chunk's (start, end) character span; one document's spans; one list of spans per document.
+_SPAN = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2}
+_SPANS = {"type": "array", "items": _SPAN, "minItems": 1}
+_SPANS_PER_DOC = {"type": "array", "items": _SPANS, "minItems": 1, "x-fit": "inputs"}
+Span = tuple[Annotated[StrictInt, Field(ge=0)], Annotated[StrictInt, Field(ge=0)]]
+
+
+class ChunksRequest(_SpecFields):
+    """Chunk vectors of documents, late (each document once, token vectors pooled per chunk) or naive."""
+
+    inputs: Annotated[str | list[str], WithJsonSchema({"anyOf": [_TEXT, _texts_only("inputs")]})] = Field(
+        description="One document or a list of documents (no pairs).",
+        examples=["Late chunking keeps context. Each chunk sees the whole document."],
+    )
+    chunks: Annotated[
+        ChunkBy | list[Span] | list[list[Span]],
+        WithJsonSchema(
+            {"anyOf": [{"type": "string", "enum": [c.value for c in ChunkBy]}, _SPANS, _SPANS_PER_DOC]}
+        ),
+    ] = Field(
+        ChunkBy.SENTENCE,
+        description="sentence, paragraph, tokens (`size` pieces, neighbours sharing `overlap`), or the "
+        "(start, end) character spans: a list of spans for one document, one list per document for a list.",
+    )
+    late: StrictBool = Field(
+        True, description="Late chunking (the whole document once, windows stitched) or each chunk alone."
+    )
+    size: PositiveInt = Field(128, description="Word pieces per chunk with chunks=tokens.")
+    overlap: Annotated[StrictInt, Field(ge=0), BeforeValidator(_whole)] = Field(
+        0, description="Word pieces neighbouring token chunks share (less than size)."
+    )
+    long: LongText | None = Field(  # type: ignore[assignment]
+        None,
+        description="Documents or chunks over the model's limit (null: window when late, truncate when not).",
+    )
+
+
+class ChunkItem(BaseModel):
+    """One chunk: its number, character span, text, word pieces pooled, pieces cut, vector."""
+
+    number: int
+    start: int
+    end: int
+    text: str
+    n_tokens: int
+    truncated: int
+    vector: list[float]
+
+
+class ChunkDocument(BaseModel):
+    """One document's chunks, as `ChunkEmbeddings.to_dict()`."""
+
+    text: str
+    chunks: list[ChunkItem]
+    spec: dict[str, Any]
+
+
+class ChunksResponse(BaseModel):
+    """Each document's chunks in input order."""
+
+    model: str
+    items: list[ChunkDocument]
 
 
 class ExplainRequest(_SpecFields):

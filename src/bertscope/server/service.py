@@ -7,8 +7,11 @@ Routes take a `Service` and hand model work to it: `sentences` (batched with oth
 from __future__ import annotations
 
 import asyncio
+import json
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from fastapi.concurrency import run_in_threadpool
@@ -18,6 +21,7 @@ from ..core.results import SentenceEmbeddings
 from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from ..core.tokens import Tokens, check_texts
 from ..errors import InvalidSpec
+from ..research.baseline import Baseline
 from .batching import Batcher
 from .guard import ServerSettings, TooManyInputs
 
@@ -27,6 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["Service"]
 
 _INLINE_TEXTS = 16
+_BASELINES_KEPT = 8
 _INLINE_CHARS = 20_000
 
 
@@ -47,6 +52,8 @@ class Service:
         self.batcher = batcher
         self.name = model.info().source
         self.posts = {name: load_post(path) for name, path in settings.posts}
+        # Baselines on the shipped reference, by spec: fitting one embeds the whole reference corpus.
+        self._baselines: OrderedDict[str, Baseline] = OrderedDict()
 
     def recipe(self, options: EmbedOptions, post: str | None = None) -> Recipe:
         """A request's options resolved once: the spec, and the loaded post-processing called `post`."""
@@ -99,6 +106,26 @@ class Service:
         # Everything that can reject a request happens here, before the queue: a batch only gets good
         # work, and the tokens made here are the ones embedded (a request is tokenized once).
         return self.model.engine.prepare(check_texts(texts, pairs=True), spec)
+
+    async def baseline(self, options: EmbedOptions, reference: list[str] | None = None) -> Baseline:
+        """`Model.baseline` for these options (no post-processing), fitted on the worker.
+
+        Fitted once per spec on the shipped reference sentences and kept (the last few specs); a
+        request's own reference (at most --max-inputs texts) is fitted for that request alone.
+        """
+        keywords = {f.name: getattr(options, f.name) for f in fields(options) if f.name != "post"}
+        if reference is not None:
+            self.check_count(len(reference))
+            texts = check_texts(reference)
+            return await self.on_worker(lambda: self.model.baseline(reference=texts, **keywords))
+        key = json.dumps(resolve(self.model, options).spec.as_dict(), sort_keys=True)
+        if key not in self._baselines:
+            fitted = await self.on_worker(lambda: self.model.baseline(**keywords))
+            self._baselines[key] = fitted
+            while len(self._baselines) > _BASELINES_KEPT:
+                self._baselines.popitem(last=False)
+        self._baselines.move_to_end(key)
+        return self._baselines[key]
 
     async def on_worker(self, fn: Callable[[], Any]) -> Any:
         """Run `fn` on the worker thread that owns the model."""

@@ -1,0 +1,70 @@
+"""The service's document routes: POST /v2/embed_chunks, chunk vectors as `Model.embed_chunks` makes them.
+
+The documents are cut into chunks before any forward pass, so the answer is bounded (chunks x width,
+--max-answer-floats) before the worker is asked; the spans cut here are the ones embedded.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from ..chunk_embed import ChunkPlan, plan_chunks
+from ..core._enums import Combine
+from .guard import TooManyInputs
+from .schemas import ChunksRequest, ChunksResponse
+
+if TYPE_CHECKING:
+    from .service import Service
+
+__all__ = ["chunk_routes"]
+
+
+def chunk_routes(app: FastAPI, svc: Service) -> None:
+    """POST /v2/embed_chunks."""
+
+    @app.post("/v2/embed_chunks", response_model=ChunksResponse, tags=["embeddings"])
+    async def embed_chunks(req: ChunksRequest) -> Response:
+        """Chunk vectors of documents: sentence, paragraph, token or given spans; late or each chunk alone."""
+        svc.check_count(1 if isinstance(req.inputs, str) else len(req.inputs))
+        options = req.options()
+        chunks: Any = req.chunks.value if isinstance(req.chunks, str) else req.chunks
+
+        def plan() -> ChunkPlan:
+            return plan_chunks(
+                svc.model,
+                req.inputs,
+                chunks=chunks,
+                late=req.late,
+                size=req.size,
+                overlap=req.overlap,
+                long=req.long,
+                layers=options.layers,
+                combine=options.combine,
+                pooling=options.pooling,
+                mask_special=options.mask_special,
+                normalize=options.normalize,
+                stride=options.stride,
+                prompt_name=options.prompt_name,
+            )  # fmt: skip
+
+        planned = await run_in_threadpool(plan)
+        _check_answer_size(svc, planned)
+        results = await svc.on_worker(lambda: planned.run(svc.model.engine, progress=False))
+        return JSONResponse({"model": svc.name, "items": [r.to_dict() for r in results]})
+
+
+def _check_answer_size(svc: Service, plan: ChunkPlan) -> None:
+    """Refuse (413) an answer over --max-answer-floats before any forward: chunks x width."""
+    spec = plan.spec
+    width = svc.model.info().hidden_size * (len(spec.layers) if spec.combine is Combine.CONCAT else 1)
+    floats = plan.count * width
+    limit = svc.settings.max_answer_floats
+    if floats > limit:
+        raise TooManyInputs(
+            f"the answer would hold {floats:,} numbers ({plan.count} chunks x {width} wide), over the limit "
+            f"of {limit:,} (--max-answer-floats); send fewer or shorter documents, or larger chunks"
+        )
