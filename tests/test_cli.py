@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+import bertscope
 from bertscope.cli import app
 
 runner = CliRunner()
@@ -168,8 +169,11 @@ print(json.dumps([m for m in {heavy!r} if m in sys.modules]), file=sys.stderr)
 
 
 @pytest.mark.parametrize("args", [("--help",), ("tokens", "x"), ("info",), ("tokens", "--pad", "a", "b")])
-def test_help_tokens_and_info_import_no_torch(args: tuple[str, ...]) -> None:
-    """`--help`, `tokens` and `info` answer from the tokenizer and config alone: no torch, no transformers."""
+def test_help_tokens_and_info_import_no_torch(args: tuple[str, ...], bundled: bertscope.Model) -> None:
+    """`--help`, `tokens` and `info` answer from the tokenizer and config alone: no torch, no transformers.
+
+    `info` also says the runtime a load runs, which a load of the same folder recorded (the fixture's).
+    """
     code = _WHICH_IMPORTED.format(heavy=HEAVY)
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

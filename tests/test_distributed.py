@@ -95,7 +95,7 @@ def test_ray_job_runs_openvino_like_the_local_engine(
         tmp_path / "out",
         model=model,
         backend="openvino",
-        workers=2,
+        workers=1,
         batch_size=20,
         progress=False,
     )
@@ -117,7 +117,7 @@ def test_ray_token_and_word_rows_equal_the_local_job(
     options: dict[str, Any] = {"layers": "1,-1", "combine": "stack", "precision": "float16", "level": level}
     local = embed_corpus(str(corpus), tmp_path / "local.parquet", model=model, progress=False, **options)
     summary = run_ray_job(
-        str(corpus), tmp_path / "out", model=model, workers=2, batch_size=40, progress=False, **options
+        str(corpus), tmp_path / "out", model=model, workers=1, batch_size=40, progress=False, **options
     )
     expected = pq.read_table(tmp_path / "local.parquet")
     shards = sorted((tmp_path / "out").glob("part-*.parquet"))
@@ -274,7 +274,7 @@ def test_ray_chunk_job_writes_the_local_chunk_rows(
     options: dict[str, Any] = {"level": "chunks", "chunks": "sentence", "late": True, "id_field": "id"}
     embed_corpus(str(corpus), tmp_path / "local.parquet", model=model, progress=False, **options)
     summary = run_ray_job(
-        str(corpus), tmp_path / "out", model=model, workers=2, batch_size=25, progress=False, **options
+        str(corpus), tmp_path / "out", model=model, workers=1, batch_size=25, progress=False, **options
     )
     local = pq.read_table(tmp_path / "local.parquet")
     shards = sorted((tmp_path / "out").glob("part-*.parquet"))

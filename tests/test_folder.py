@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import bertscope
-from bertscope.backends.exact import folder_info
+from bertscope.backends.recorded import folder_info
 from bertscope.core.folder import FolderView
 from tiny_models import FAMILIES
 

@@ -111,7 +111,8 @@ def decompose(model: Encoder, tokens: list[Tokens]) -> list[Anatomy]:
         steps["summed"] = summed
         before = parts.projection_before_norm
         steps["projected"] = before(summed) if before is not None else None
-        normed_input = steps["projected"] if before is not None else summed
+        projected = steps["projected"]
+        normed_input = projected if projected is not None else summed
         normalized = parts.layernorm(normed_input) if parts.layernorm is not None else normed_input
         if parts.zero_padding:
             normalized = normalized * mask.unsqueeze(-1).to(normalized.dtype)

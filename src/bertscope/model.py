@@ -98,7 +98,7 @@ def load(
     elif Backend.parse(backend, what="backend") is Backend.AUTO:
         from .backends.exact import choose_exact
 
-        choose_exact(model, remeasure=remeasure)
+        choose_exact(model, remeasure=remeasure, record=threads is None)
     return model
 
 

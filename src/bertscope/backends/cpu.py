@@ -7,8 +7,6 @@ import platform
 from functools import lru_cache
 from pathlib import Path
 
-import torch
-
 __all__ = [
     "NATIVE_BF16_FLAGS",
     "VNNI_FLAGS",
@@ -61,5 +59,7 @@ def has_vnni() -> bool:
 
 def machine_key() -> str:
     """A short key for this CPU model, its flags and the thread count (a fast-mode choice holds for it)."""
+    import torch  # here: cpu_name and cpu_flags serve `bertscope info`, which imports no torch
+
     text = f"{cpu_name()}|{' '.join(sorted(cpu_flags()))}|{torch.get_num_threads()}"
     return hashlib.sha256(text.encode()).hexdigest()[:12]

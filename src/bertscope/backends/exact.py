@@ -11,16 +11,14 @@ than the fixed overhead of a call, and the export would cost more than it ever s
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from filelock import FileLock
 
-from ..core.folder import FolderView
 from ..errors import ModelLoadError
 from .cpu import machine_key
 from .fast import (
@@ -30,10 +28,12 @@ from .fast import (
     fast_cache_dir,
     read_measured,
     runtime_embedder,
+    writable_folder,
     write_measured,
 )
 from .modes import MODES, measure
 from .onnx import calibration_texts, model_hash
+from .recorded import remember
 
 __all__ = [
     "EXACT_ATOL",
@@ -41,8 +41,6 @@ __all__ = [
     "MIN_PARAMETERS",
     "choose_exact",
     "exact_candidates",
-    "folder_info",
-    "recorded_choice",
 ]
 
 EXACT_ATOL = 1e-5
@@ -59,64 +57,42 @@ def exact_candidates() -> dict[str, dict[str, Any]]:
     return {way.label: way.options for way in MODES.values() if way.exact and _installed(*way.needs)}
 
 
-def choose_exact(model: Any, *, remeasure: bool = False) -> None:
-    """Switch `model` (torch float32, just loaded) to its fastest exact runtime; record the choice."""
+def choose_exact(model: Any, *, remeasure: bool = False, record: bool = True) -> None:
+    """Switch `model` (torch float32, just loaded) to its fastest exact runtime; record the choice.
+
+    `record`: also keep it for `bertscope info` (backends/recorded.py); False where threads were asked.
+    """
     why = _torch_only(model)
     wanted = exact_candidates()
     if why is None and len(wanted) == 1:
         why = _ALONE
     if why is not None:
         model.exact_choice = {"chosen": _TORCH, "why": why}
-        return
-    texts = calibration_texts()
-    digest = _digest(model)
-    path = _measured_path(model.family.name, digest)
-    measured = None if remeasure else read_measured(path)
-    if measured is None or set(wanted) - {m.mode for m in measured}:
-        start = time.perf_counter()
-        _say(f"exact default: timing {', '.join(wanted)} on this model and machine, once "
-             "(a first ONNX export takes seconds; cached after)")  # fmt: skip
-        measured = _measure(model, wanted, texts, digest)
-        write_measured(path, measured)
-        _say(f"exact default: measured in {time.perf_counter() - start:.1f} s")
-    best = _fastest_exact(measured, wanted)
-    _switch(model, best.mode, digest)
-    model.exact_choice = _recorded(best, path)
-
-
-def recorded_choice(folder: Path, family: str, n_weights: int, device: str) -> dict[str, Any] | None:
-    """What `load()` of this folder would record as its exact choice, read without loading; None if unknown.
-
-    Unknown: never measured on this machine (or stale), or a weight count (from the safetensors headers,
-    which may differ from the loaded model's by a few buffers) too close to `MIN_PARAMETERS` to call.
-    Returns {"backend", "dtype", "exact"}, the fields of `ModelInfo` the choice sets.
-    """
-    torch_only = {"backend": "torch", "dtype": "float32"}
-    if device != "cpu":
-        return {**torch_only, "exact": {"chosen": _TORCH, "why": f"{device} runs torch"}}
-    if n_weights < MIN_PARAMETERS // 2:
-        return {**torch_only, "exact": {"chosen": _TORCH, "why": _SMALL}}
-    wanted = exact_candidates()
-    if len(wanted) == 1:
-        return {**torch_only, "exact": {"chosen": _TORCH, "why": _ALONE}}
-    digest = _remembered_digests().get(str(folder), {})
-    if n_weights < 2 * MIN_PARAMETERS or digest.get("files") != _files_key(folder):
-        return None
-    path = _measured_path(family, digest["digest"])
-    measured = read_measured(path) if path.is_file() else None
-    if measured is None or set(wanted) - {m.mode for m in measured}:
-        return None
-    best = _fastest_exact(measured, wanted)
-    return {"backend": _backend(best.mode) or "torch", "dtype": "float32", "exact": _recorded(best, path)}
-
-
-def folder_info(view: FolderView) -> dict[str, Any] | None:
-    """`load(folder).info().to_dict()` from the folder and the cached choice; None if a load must tell."""
-    light = view.info()
-    if light is None:
-        return None
-    choice = recorded_choice(view.path, view.family.name, view.n_weights(), light["device"])
-    return None if choice is None else {**light, **choice}
+    else:
+        texts = calibration_texts()
+        digest = _digest(model)
+        path = _measured_path(model.family.name, digest)
+        writable_folder(path.parent)
+        # Two processes loading the same model at once (a test suite's workers, a server's replicas) measure
+        # it once: the second waits and reads the first's figures, so both run and record the same choice.
+        with FileLock(f"{path}.lock"):
+            measured = None if remeasure else read_measured(path)
+            if measured is None or set(wanted) - {m.mode for m in measured}:
+                start = time.perf_counter()
+                _say(f"exact default: timing {', '.join(wanted)} on this model and machine, once "
+                     "(a first ONNX export takes seconds; cached after)")  # fmt: skip
+                measured = _measure(model, wanted, texts, digest)
+                write_measured(path, measured)
+                _say(f"exact default: measured in {time.perf_counter() - start:.1f} s")
+        best = _fastest_exact(measured, wanted)
+        _switch(model, best.mode, digest)
+        model.exact_choice = _recorded(best, path)
+    folder = getattr(model.loaded, "path", None)
+    if record and folder is not None:
+        info = model.info()
+        remember(
+            Path(folder), {"backend": info.backend, "dtype": info.dtype, "exact": info.exact}, info.device
+        )
 
 
 _SMALL = f"under {MIN_PARAMETERS:,} weights: an export would cost more than it saves"
@@ -177,7 +153,7 @@ def _switch(model: Any, label: str, digest: str) -> None:
 # a notebook) does not open ONNX Runtime or compile OpenVINO again.
 _RUNNERS: dict[tuple[str, str], Any] = {}
 _RUNTIME_DTYPE = {"onnxruntime": None, "openvino": "float32"}
-_DIGESTS: dict[tuple[str, str], str] = {}
+_DIGESTS: dict[tuple[Any, ...], str] = {}
 
 
 def _digest(model: Any) -> str:
@@ -185,43 +161,13 @@ def _digest(model: Any) -> str:
     folder = getattr(model.loaded, "path", None)
     if folder is None:
         return model_hash(model.hf_model)[:20]
-    files = _files_key(Path(folder))
-    key = (str(folder), json.dumps(files))
+    files = sorted(
+        (p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(folder).iterdir() if p.is_file()
+    )
+    key = (str(folder), tuple(files))
     if key not in _DIGESTS:
         _DIGESTS[key] = model_hash(model.hf_model)[:20]
-        _remember_digest(Path(folder), files, _DIGESTS[key])
     return _DIGESTS[key]
-
-
-def _files_key(folder: Path) -> list[list[Any]]:
-    """The folder's files, sizes and times: while they stay, so do the weights and their hash."""
-    return sorted([p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in folder.iterdir() if p.is_file())
-
-
-def _digests_path() -> Path:
-    return fast_cache_dir() / "folders.json"
-
-
-def _remembered_digests() -> dict[str, Any]:
-    """Folder -> {"files", "digest"}: kept so that `bertscope info` finds the choice without loading."""
-    try:
-        data = json.loads(_digests_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _remember_digest(folder: Path, files: list[list[Any]], digest: str) -> None:
-    known = _remembered_digests()
-    known[str(folder)] = {"files": files, "digest": digest}
-    path = _digests_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        staged = path.with_suffix(f".{os.getpid()}.tmp")
-        staged.write_text(json.dumps(known), encoding="utf-8")
-        os.replace(staged, path)
-    except OSError:
-        pass  # only `info`'s shortcut is lost: it loads the model instead
 
 
 def _measure(model: Any, wanted: dict[str, dict[str, Any]], texts: list[str], digest: str) -> list[Measured]:

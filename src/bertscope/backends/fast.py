@@ -206,15 +206,20 @@ def read_measured(path: Path) -> list[Measured] | None:
     return measured
 
 
-def write_measured(path: Path, measured: Sequence[Measured]) -> None:
-    """Keep the measurements (atomically), with the CPU, threads and bertscope version they hold for."""
+def writable_folder(folder: Path) -> None:
+    """Create the cache folder `folder`, or say in one line how to give a writable one."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ModelLoadError(
-            f"cannot create the cache folder {path.parent} ({exc.strerror}); "
+            f"cannot create the cache folder {folder} ({exc.strerror}); "
             "set BERTSCOPE_CACHE to a writable folder"
         ) from None
+
+
+def write_measured(path: Path, measured: Sequence[Measured]) -> None:
+    """Keep the measurements (atomically), with the CPU, threads and bertscope version they hold for."""
+    writable_folder(path.parent)
     about = {
         "cpu": cpu_name(),
         "threads": torch.get_num_threads(),

@@ -97,11 +97,9 @@ def require_onnxruntime() -> Any:
 
 def cache_dir() -> Path:
     """Where exported models are kept: $BERTSCOPE_CACHE, else $XDG_CACHE_HOME/bertscope, else ~/.cache."""
-    root = os.environ.get("BERTSCOPE_CACHE")
-    if root:
-        return Path(root) / "onnx"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "bertscope" / "onnx"
+    from .recorded import cache_root
+
+    return cache_root() / "onnx"
 
 
 def model_hash(model: nn.Module) -> str:

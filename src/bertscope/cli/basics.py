@@ -39,7 +39,7 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
 
     Example: `bertscope info --model ./my-bert`
     """
-    from ..backends.exact import folder_info
+    from ..backends.recorded import folder_info
 
     view = FolderView.open(model)
     light = folder_info(view) if view is not None else None

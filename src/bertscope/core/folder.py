@@ -288,18 +288,8 @@ class FolderView:
             "quantize": None,
             "mode": "exact",
             "fast": None,
-            "exact": None,  # the runtime choice is the backends' to read (backends.exact.folder_info)
+            "exact": None,  # what a load chose is recorded by the backends (backends.exact.folder_info)
         }
-
-    def n_weights(self) -> int:
-        """How many numbers the safetensors files hold (0 without them)."""
-        total = 0
-        for shape in _safetensors_shapes(self.path).values():
-            count = 1
-            for size in shape:
-                count *= int(size)
-            total += count
-        return total
 
 
 def _read_json(path: Path) -> dict[str, Any]:

@@ -1,0 +1,90 @@
+"""The runtime each `load()` of a folder chose on this machine, kept so that `bertscope info` can say it
+without torch.
+
+`load()` with the exact default records, per model folder, the `ModelInfo` fields the choice sets
+(backend, dtype, exact) with what they hold for: the folder's files (sizes and times), this CPU, its
+OMP_NUM_THREADS and bertscope's version. A load with `threads=` asked records nothing (the choice holds
+for that thread count only). Reading it back imports no torch; anything changed, and `info` loads.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..core.folder import FolderView
+from .cpu import cpu_flags, cpu_name
+
+__all__ = ["cache_root", "folder_info", "recall", "remember"]
+
+
+def cache_root() -> Path:
+    """bertscope's cache: $BERTSCOPE_CACHE, else $XDG_CACHE_HOME/bertscope, else ~/.cache/bertscope."""
+    root = os.environ.get("BERTSCOPE_CACHE")
+    if root:
+        return Path(root)
+    return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "bertscope"
+
+
+def remember(folder: Path, runtime: dict[str, Any], device: str) -> None:
+    """Keep `runtime` ({"backend", "dtype", "exact"}) as what a default load of `folder` runs here."""
+    known = _read()
+    known[str(folder)] = {"holds_for": _holds_for(folder, device), "runtime": runtime}
+    path = _path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        staged = path.with_suffix(f".{os.getpid()}.tmp")
+        staged.write_text(json.dumps(known), encoding="utf-8")
+        os.replace(staged, path)
+    except OSError:
+        pass  # only `info`'s shortcut is lost: it loads the model instead
+
+
+def recall(folder: Path, device: str) -> dict[str, Any] | None:
+    """What a default load of `folder` would run here, if recorded and still true; else None."""
+    entry = _read().get(str(folder))
+    if not isinstance(entry, dict) or entry.get("holds_for") != _holds_for(folder, device):
+        return None
+    runtime = entry.get("runtime")
+    measured = (runtime or {}).get("exact", {}).get("measured")
+    if measured is not None and not _fresh(Path(measured)):
+        return None  # measured again since, forgotten (--remeasure) or from another install
+    return runtime if isinstance(runtime, dict) else None
+
+
+def folder_info(view: FolderView) -> dict[str, Any] | None:
+    """`load(folder).info().to_dict()` from the folder and the recorded choice; None if a load must tell."""
+    light = view.info()
+    runtime = recall(view.path, light["device"]) if light is not None else None
+    return None if light is None or runtime is None else {**light, **runtime}
+
+
+def _holds_for(folder: Path, device: str) -> str:
+    from .. import __version__
+
+    files = sorted([p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in folder.iterdir() if p.is_file())
+    about = [files, cpu_name(), sorted(cpu_flags()), os.environ.get("OMP_NUM_THREADS"), __version__, device]
+    return hashlib.sha256(json.dumps(about).encode()).hexdigest()[:24]
+
+
+def _fresh(measured: Path) -> bool:
+    package = Path(__file__).resolve().parents[1].joinpath("__init__.py").stat().st_mtime
+    try:
+        return measured.stat().st_mtime >= package
+    except OSError:
+        return False
+
+
+def _path() -> Path:
+    return cache_root() / "fast" / "folders.json"
+
+
+def _read() -> dict[str, Any]:
+    try:
+        data = json.loads(_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
