@@ -55,13 +55,6 @@ FLOORS: list[tuple[str, ...]] = [
     ("", "__main__", "cli", "server", "integrations"),
 ]
 FACADE = "bertscope.model"
-# Issue 26 (branch speed) owns backends/: `mode="fast"` measures each mode by loading it with
-# `bertscope.load` (a function-level import of the facade). These edges go when the backends build on an
-# Encoder; until then they are the only ones the checks pass over.
-PENDING_ISSUE_26 = {
-    ("bertscope.backends.fast", FACADE),
-    ("bertscope.backends.modes", FACADE),
-}
 FACADE_NAMES = {"load", "Model", "ModelInfo"}
 
 
@@ -107,8 +100,7 @@ def imports_of(path: Path, name: str, modules: set[str]) -> set[str]:
                 else:
                     found.add(target)
     # a module's own parent packages load before it: not an import that can make a cycle
-    found = {m for m in found if m in modules and m != name and not name.startswith(m + ".")}
-    return {m for m in found if (name, m) not in PENDING_ISSUE_26}
+    return {m for m in found if m in modules and m != name and not name.startswith(m + ".")}
 
 
 def graph() -> dict[str, set[str]]:

@@ -17,15 +17,14 @@ import torch
 
 from . import anatomy as _anatomy
 from . import static as _static
+from .backends import runtimes as _runtimes
 from .backends.onnx import resolve_backend
 from .core._enums import Backend, DType, LongText, Mode, Quantize, SubwordPooling
 from .core.chunking import ChunkBy
-from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, Encoder, ModelInfo, single, stderr
+from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, Encoder, ModelInfo, single
 from .core.layers import LayerSpec
 from .core.loading import load_parts, resolve_device, resolve_dtype
-from .core.spec import EmbedSpec
 from .core.tokens import Text
-from .errors import InvalidSpec
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -73,11 +72,16 @@ def load(
     if Mode.parse(mode, what="mode") is Mode.FAST:
         from .backends.fast import load_fast
 
+        def build(torch_dtype: torch.dtype) -> Model:
+            # A fresh torch Model of the same folder and limits: the fast modes switch its runtime.
+            trusted = trust_remote_code
+            parts = load_parts(name, dtype=torch_dtype, device=torch_device, trust_remote_code=trusted)
+            return Model(parts, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
+
         asked = {"dtype": dtype, "backend": backend, "quantize": quantize}
         return load_fast(
-            name, asked, device=torch_device, max_tokens=max_tokens, token_budget=token_budget,
-            min_cosine=fast_min_cosine, calibration=calibration, remeasure=remeasure,
-            trust_remote_code=trust_remote_code,
+            asked, device=torch_device, min_cosine=fast_min_cosine, calibration=calibration,
+            remeasure=remeasure, build=build,
         )  # fmt: skip
     if Backend.parse(backend, what="backend") is Backend.OPENVINO:
         from .backends.openvino import resolve_precision
@@ -107,51 +111,13 @@ class Model(Encoder):
 
     def use_openvino(self, precision: str = "float32", *, calibration: Sequence[str] | None = None) -> None:
         """Run every forward on OpenVINO from now on: precision float32, bfloat16 or int8 (NNCF)."""
-        from .backends.openvino import OpenVinoRunner
-
-        if next(self.hf_model.parameters()).dtype is not torch.float32 or self.device.type != "cpu":
-            raise InvalidSpec(
-                "backend='openvino' exports a float32 model on the CPU; load it with dtype='float32'"
-            )
-        runner = OpenVinoRunner.build(
-            self.hf_model,
-            self.family,
-            precision=precision,
-            batches=self.calibration_batches,
-            calibration=calibration,
-            log=stderr,
-        )
-        self.engine.runner = runner
-        self.backend = "openvino"
-        self.quantize = "int8" if precision == "int8" else None
-        self.runtime_dtype = "float32" if precision == "int8" else precision
+        _runtimes.use_openvino(self, precision, calibration=calibration)
 
     def use_onnxruntime(
         self, *, quantize: Quantize | str | None = None, calibration: Sequence[str] | None = None
     ) -> None:
         """Run every forward on ONNX Runtime from now on (float32, or int8 with quantize="int8")."""
-        from .backends.onnx import OnnxRunner
-
-        mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
-        resolve_backend(Backend.ONNXRUNTIME, mode, next(self.hf_model.parameters()).dtype, self.device)
-        self.engine.runner = None  # calibration watches the torch forward
-        deepest = EmbedSpec(layers=(self.n_layers,))
-
-        def calibrate(texts: Sequence[str]) -> None:
-            self.engine.sentences_once(texts, deepest)
-
-        self.engine.runner = OnnxRunner.build(
-            self.hf_model,
-            self.family,
-            self.n_layers,
-            quantize=mode.value,
-            calibrate=calibrate,
-            calibration=calibration,
-            log=stderr,
-        )
-        self.backend = "onnxruntime"
-        self.runtime_dtype = None
-        self.quantize = None if mode is Quantize.NONE else mode.value
+        _runtimes.use_onnxruntime(self, quantize=quantize, calibration=calibration)
 
     # Tokens and static vectors ------------------------------------------------------------------
 

@@ -20,15 +20,19 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
+from ..core.encoder import Encoder
 from ..errors import InvalidSpec, ModelLoadError
 from .cpu import cpu_name, has_native_bf16, has_vnni, machine_key
 from .modes import MODES, Way, measure
 from .onnx import cache_dir, calibration_texts, model_hash
+from .runtimes import apply_way
+
+E = TypeVar("E", bound=Encoder)
 
 __all__ = [
     "FAST_FORMAT",
@@ -113,24 +117,20 @@ def choose(measured: Sequence[Measured], min_cosine: float) -> Measured:
 
 
 def load_fast(
-    name: str | os.PathLike[str] | None,
     asked: dict[str, Any],
     *,
     device: torch.device,
-    max_tokens: int | None,
-    token_budget: int | None,
     min_cosine: float,
     calibration: Sequence[str] | None,
     remeasure: bool = False,
-    trust_remote_code: bool = False,
-) -> Any:
-    """A Model in the fastest mode within `min_cosine`, measured once per model and machine (cached).
+    build: Callable[[torch.dtype], E],
+) -> E:
+    """The model `build` makes, in the fastest mode within `min_cosine`, measured once per model and machine.
 
-    Measured again when asked (`remeasure`), when the cache was written by another bertscope version,
-    or when its figures are implausible (see `plausible`).
+    `build(dtype)` opens a fresh torch encoder of the model at that dtype (the facade passes its own, so
+    the answer is a `Model`). Measured again when asked (`remeasure`), when the cache was written by
+    another bertscope version, or when its figures are implausible (see `plausible`).
     """
-    from ..model import load
-
     if (
         str(asked["dtype"]).removeprefix("torch.") != "float32"
         or str(asked["backend"]) != "auto"
@@ -144,17 +144,14 @@ def load_fast(
     texts = list(calibration) if calibration is not None else calibration_texts()
     if not texts:
         raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
-    base = load(
-        name, device=device, max_tokens=max_tokens, token_budget=token_budget, backend="torch",
-        trust_remote_code=trust_remote_code,
-    )  # fmt: skip
+    base = build(torch.float32)
     path = _cache_path(base, texts)
     wanted = candidates(device)
     measured = None if remeasure else read_measured(path)
     if measured is None or set(wanted) - {m.mode for m in measured}:
         _say(f"fast mode: measuring {len(wanted)} modes on {len(texts)} sentences, once for this model "
              f"and machine ({cpu_name()}, {torch.get_num_threads()} threads)")  # fmt: skip
-        measured = _measure_all(base, name, wanted, texts, device)
+        measured = _measure_all(base, wanted, texts, build)
         write_measured(path, measured)
     best = choose([m for m in measured if m.mode in wanted], min_cosine)
     if best.mode == _FLOAT32:
@@ -163,7 +160,7 @@ def load_fast(
         model = base
     else:
         _say(f"fast mode: {best.mode}, {best.vs_float32:.2f}x torch float32, min cosine {best.cos_min:.5f}")
-        model = _apply(base, name, best.options, device, max_tokens, token_budget, texts)
+        model = apply_way(base, best.options, build=build, calibration=texts)
     model.mode = "fast"
     model.fast_choice = {
         "chosen": best.mode,
@@ -251,32 +248,6 @@ def _version() -> str:
     return str(__version__)
 
 
-def _apply(
-    base: Any,
-    name: Any,
-    options: dict[str, Any],
-    device: torch.device,
-    max_tokens: int | None,
-    token_budget: int | None,
-    texts: Sequence[str],
-) -> Any:
-    """`base` switched to the mode's runtime, or a fresh load where the mode needs other torch weights."""
-    from ..model import load
-
-    backend = options.get("backend", "torch")
-    if backend == "onnxruntime":
-        base.use_onnxruntime(quantize=options.get("quantize"), calibration=texts)
-        return base
-    if backend == "openvino":
-        precision = options.get("quantize") or options.get("dtype") or "float32"
-        base.use_openvino(precision, calibration=texts)
-        return base
-    return load(
-        name, device=device, max_tokens=max_tokens, token_budget=token_budget, backend="torch",
-        trust_remote_code=base.loaded.trust_remote_code, **options,
-    )  # fmt: skip
-
-
 def runtime_embedder(model: Any, runner: Any) -> Callable[[list[str]], np.ndarray]:
     """Embed with `model` on `runner` (None: torch), switching its engine to it for each call."""
 
@@ -288,12 +259,12 @@ def runtime_embedder(model: Any, runner: Any) -> Callable[[list[str]], np.ndarra
 
 
 def _measure_all(
-    base: Any, name: Any, wanted: dict[str, Way], texts: Sequence[str], device: torch.device
+    base: E, wanted: dict[str, Way], texts: Sequence[str], build: Callable[[torch.dtype], E]
 ) -> list[Measured]:
     """Every candidate timed on `texts` (alternating rounds) and compared with torch float32's vectors."""
     ways = {}
     for label, way in wanted.items():
-        model = base if label == _FLOAT32 else _apply(base, name, way.options, device, None, None, texts)
+        model = base if label == _FLOAT32 else apply_way(base, way.options, build=build, calibration=texts)
         ways[label] = runtime_embedder(model, model.engine.runner)
         base.use_torch()
     timed = measure(ways, texts, rounds=_REPEATS)

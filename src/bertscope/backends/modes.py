@@ -19,7 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
+from ..core.encoder import Encoder
 from ..core.similarity import unit
 from ..errors import InvalidSpec
 
@@ -138,17 +140,22 @@ def compare_modes(
     median of `repeats` rounds that alternate between the modes (`time_it=False`: one untimed run, drift
     only). float32 here is torch float32 (`backend="torch"`), the reference every mode drifts from.
     """
-    from ..model import load
+    from ..core.encoder import open_encoder
+    from .runtimes import apply_way
 
     if not texts:
         raise InvalidSpec("no texts to compare the modes on")
     for mode in modes:
         mode_options(mode)
     wanted = ["float32", *[m for m in modes if m != "float32"]]
+
+    def build(dtype: torch.dtype) -> Encoder:
+        return open_encoder(model, device=device, dtype=dtype)
+
     ways: dict[str, Embed] = {}
     for mode in wanted:
-        options = mode_options(mode) or {"backend": "torch"}
-        loaded = load(model, device=device, **options)
+        # Each mode its own encoder, as `load(model, **mode_options(mode))` makes it (exports untimed).
+        loaded = apply_way(build(torch.float32), mode_options(mode), build=build)
         ways[mode] = _embedder(loaded, embed_options)
     timed = measure(ways, texts, rounds=repeats if time_it else 0)
     reference_speed, reference = timed["float32"]

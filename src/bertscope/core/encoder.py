@@ -338,14 +338,20 @@ def stderr(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def open_encoder(name: str | os.PathLike[str] | None = None, *, device: str = "auto") -> Encoder:
-    """The float32 torch Encoder `bertscope.load(name)` makes (None: BERTSCOPE_MODEL or the bundled model).
+def open_encoder(
+    name: str | os.PathLike[str] | None = None,
+    *,
+    device: str | torch.device = "auto",
+    dtype: str | torch.dtype = "float32",
+) -> Encoder:
+    """The torch Encoder `bertscope.load(name, dtype=dtype, backend="torch")` makes (None: BERTSCOPE_MODEL
+    or the bundled model).
 
-    For the modules below the facade that take a model by name (corpus jobs, distillation); `load` adds
-    the backends and modes on top.
+    For the modules below the facade that take a model by name (corpus jobs, distillation, the mode
+    measurements); `load` adds the backends and modes on top.
     """
     if name is None:
         name = os.environ.get("BERTSCOPE_MODEL") or None
     torch_device = resolve_device(device)
-    loaded = load_parts(name, dtype=resolve_dtype("float32", torch_device), device=torch_device)
+    loaded = load_parts(name, dtype=resolve_dtype(dtype, torch_device), device=torch_device)
     return Encoder(loaded, device=torch_device, max_tokens=None, token_budget=None)

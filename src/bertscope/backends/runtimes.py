@@ -1,0 +1,95 @@
+"""Switching an Encoder's forward to ONNX Runtime or OpenVINO, and one way of the mode table applied.
+
+`Model.use_onnxruntime` / `use_openvino` (the facade) and the mode measurements (fast.py, modes.py) all
+switch runtimes here, on the `Encoder` they are given; a way that needs other torch weights (bfloat16,
+float16) gets them from the caller's `build`, so nothing here loads a model by name or needs the facade.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import torch
+
+from ..core._enums import Backend, Quantize
+from ..core.encoder import Encoder, stderr
+from ..core.loading import resolve_dtype
+from ..core.spec import EmbedSpec
+from ..errors import InvalidSpec
+from .onnx import OnnxRunner, resolve_backend
+
+__all__ = ["apply_way", "use_onnxruntime", "use_openvino"]
+
+E = TypeVar("E", bound=Encoder)
+
+
+def use_openvino(
+    encoder: Encoder, precision: str = "float32", *, calibration: Sequence[str] | None = None
+) -> None:
+    """Run every forward of `encoder` on OpenVINO from now on: precision float32, bfloat16 or int8 (NNCF)."""
+    from .openvino import OpenVinoRunner
+
+    if next(encoder.hf_model.parameters()).dtype is not torch.float32 or encoder.device.type != "cpu":
+        raise InvalidSpec(
+            "backend='openvino' exports a float32 model on the CPU; load it with dtype='float32'"
+        )
+    runner = OpenVinoRunner.build(
+        encoder.hf_model,
+        encoder.family,
+        precision=precision,
+        batches=encoder.calibration_batches,
+        calibration=calibration,
+        log=stderr,
+    )
+    encoder.engine.runner = runner
+    encoder.backend = "openvino"
+    encoder.quantize = "int8" if precision == "int8" else None
+    encoder.runtime_dtype = "float32" if precision == "int8" else precision
+
+
+def use_onnxruntime(
+    encoder: Encoder, *, quantize: Quantize | str | None = None, calibration: Sequence[str] | None = None
+) -> None:
+    """Run every forward of `encoder` on ONNX Runtime from now on (float32, or int8 with quantize="int8")."""
+    mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
+    resolve_backend(Backend.ONNXRUNTIME, mode, next(encoder.hf_model.parameters()).dtype, encoder.device)
+    encoder.engine.runner = None  # calibration watches the torch forward
+    deepest = EmbedSpec(layers=(encoder.n_layers,))
+
+    def calibrate(texts: Sequence[str]) -> None:
+        encoder.engine.sentences_once(texts, deepest)
+
+    encoder.engine.runner = OnnxRunner.build(
+        encoder.hf_model,
+        encoder.family,
+        encoder.n_layers,
+        quantize=mode.value,
+        calibrate=calibrate,
+        calibration=calibration,
+        log=stderr,
+    )
+    encoder.backend = "onnxruntime"
+    encoder.runtime_dtype = None
+    encoder.quantize = None if mode is Quantize.NONE else mode.value
+
+
+def apply_way(
+    base: E,
+    options: dict[str, Any],
+    *,
+    build: Callable[[torch.dtype], E],
+    calibration: Sequence[str] | None = None,
+) -> E:
+    """`base` (float32 torch) switched to a mode's runtime, or `build(dtype)`: the other torch weights."""
+    backend = options.get("backend", "torch")
+    if backend == "onnxruntime":
+        use_onnxruntime(base, quantize=options.get("quantize"), calibration=calibration)
+        return base
+    if backend == "openvino":
+        from .openvino import resolve_precision
+
+        precision = resolve_precision(options.get("dtype", "float32"), options.get("quantize"), base.device)
+        use_openvino(base, precision, calibration=calibration)
+        return base
+    return build(resolve_dtype(options.get("dtype", "float32"), base.device))
