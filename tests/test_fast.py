@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 import bertscope
 from bertscope.backends import fast
@@ -241,3 +242,18 @@ def test_cli_fast_corpus_job_records_the_choice(
     rows = json.loads(next((tmp_path / "cache" / "fast").glob("*.json")).read_text())["measured"]
     chosen = fast.choose([fast.Measured(**row) for row in rows], 0.9999)
     assert settings["fast"]["chosen"] == chosen.mode
+
+
+def test_compare_modes_loads_each_mode_without_the_facade(tiny_dirs: dict[str, Path]) -> None:
+    """`bertscope bench`'s comparison: each mode opened as an Encoder and switched, drift against float32."""
+    from bertscope.backends.modes import compare_modes
+    from bertscope.core.encoder import open_encoder
+
+    pytest.importorskip("onnxruntime")
+    reports = compare_modes(
+        TEXTS, ("float32", "onnxruntime"), model=tiny_dirs["bert"], device="cpu", time_it=False
+    )
+    assert [r.mode for r in reports] == ["float32", "onnxruntime"]
+    assert reports[0].max_abs == 0.0 and reports[1].max_abs < 1e-5 and reports[1].cos_min > 0.99999
+    half = open_encoder(tiny_dirs["bert"], device="cpu", dtype="bfloat16")
+    assert next(half.hf_model.parameters()).dtype is torch.bfloat16
