@@ -38,6 +38,7 @@ FLOORS: list[tuple[str, ...]] = [
         "io.chunk_level",
         "io.level_table",
         "io.formats",
+        "io.vector_files",
         "io.sqlite_store",
         "io.views",
         "research.aggregate",

@@ -65,13 +65,9 @@ def build(
 
 def _columns(opened: Any) -> list[str | None]:
     """The store's own vector column (None), or each layer column of a stacked token store."""
-    if opened.path.suffix.lower() != ".parquet" or opened.view is not None:
+    if not opened.rules.columns or opened.view is not None:
         return [None]
-    import pyarrow.parquet as pq
-
-    from ..io.levels import vector_columns
-
-    names = vector_columns(pq.read_schema(opened.path))
+    names = opened.rules.reader.columns(opened.path)
     return [None] if "embedding" in names or not names else list(names)
 
 

@@ -1,17 +1,25 @@
-"""The output formats of corpus jobs, by suffix: the one table the sinks, stores and index read.
+"""The output formats of corpus jobs: the one table the sinks, stores, index, search and views read.
 
-A new format is a `Format` member with its suffixes here and its sink (and store reader) beside the others.
+Each format has its suffixes, its sink, its reader and what it can do (rows by number, a memory-mapped
+matrix, named vector columns, the row levels it holds); the rest of io asks `rules_of(path)` instead of
+testing suffixes. A new format is a `Format` member and a row of `RULES` here, with its sink and reader
+in a module of its own.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+
+import numpy as np
 
 from ..core._enums import StrEnum
 from ..errors import CorpusError
 from .sinks import NpySink, ParquetSink, Sink
-from .sqlite_store import SqliteSink
+from .sqlite_store import SqliteReader, SqliteSink
+from .vector_files import Chunk, NpyReader, ParquetReader
 
 __all__ = ["Format", "FORMATS", "SUPPORTED_OUTPUTS", "format_of", "open_sink"]
 
@@ -24,21 +32,105 @@ class Format(StrEnum):
     SQLITE = "sqlite"
 
 
-# suffix -> format; the first suffix of each format is its name in messages
-FORMATS: dict[str, Format] = {
-    ".parquet": Format.PARQUET,
-    ".npy": Format.NPY,
-    ".db": Format.SQLITE,
-    ".sqlite": Format.SQLITE,
-    ".sqlite3": Format.SQLITE,
+class StoreReader(Protocol):
+    """How a format's store is read back (`stores.Store` asks these)."""
+
+    def open(self, path: Path, collection: str | None) -> tuple[str | None, dict[str, Any]]: ...
+    def chunks(self, path: Path, collection: str | None, column: str, size: int) -> Iterator[Chunk]: ...
+    def count(self, path: Path, collection: str | None) -> int: ...
+    def take(self, path: Path, rows: np.ndarray, column: str | None) -> Chunk: ...
+    def columns(self, path: Path) -> list[str]: ...
+
+
+OpenSink = Callable[..., Sink]  # (path, *, settings, collection, resume, overwrite, keep_text) -> Sink
+
+
+@dataclass(frozen=True)
+class FormatRules:
+    """One format: its suffixes (the first names it), sink, reader and what its stores can do."""
+
+    format: Format
+    label: str  # its name in messages
+    suffixes: tuple[str, ...]
+    sink: OpenSink
+    reader: StoreReader
+    by_row: bool = False  # rows read by number (`Store.take`), so an ANN index can point at them
+    mapped: bool = False  # the file is itself a (rows, d) matrix numpy maps: an index keeps no copy
+    columns: bool = False  # named vector columns: views, a column per layer, chunk and token rows
+    levels: tuple[str, ...] | None = None  # the row levels it holds (None: every level)
+
+
+def _file_sink(kind: type[Sink]) -> OpenSink:
+    def open_(
+        path: Path, *, settings: dict[str, Any], collection: str | None, resume: bool, overwrite: bool,
+        keep_text: bool,
+    ) -> Sink:  # fmt: skip
+        return kind(path, settings=settings, resume=resume, overwrite=overwrite)  # type: ignore[call-arg]
+
+    return open_
+
+
+def _sqlite_sink(
+    path: Path, *, settings: dict[str, Any], collection: str | None, resume: bool, overwrite: bool,
+    keep_text: bool,
+) -> Sink:  # fmt: skip
+    # A collection is appended to by content hash: resuming is what it always does.
+    return SqliteSink(
+        path, settings=settings, collection=collection or "default", overwrite=overwrite, keep_text=keep_text
+    )
+
+
+RULES: dict[Format, FormatRules] = {
+    Format.PARQUET: FormatRules(
+        Format.PARQUET,
+        "Parquet",
+        (".parquet",),
+        _file_sink(ParquetSink),
+        ParquetReader(),
+        by_row=True,
+        columns=True,
+    ),
+    Format.NPY: FormatRules(
+        Format.NPY, "NumPy", (".npy",), _file_sink(NpySink), NpyReader(), by_row=True, mapped=True
+    ),
+    Format.SQLITE: FormatRules(
+        Format.SQLITE,
+        "SQLite",
+        (".db", ".sqlite", ".sqlite3"),
+        _sqlite_sink,
+        SqliteReader(),
+        levels=("sentence",),
+    ),
 }
+# suffix -> format; the first suffix of each format is its name in messages
+FORMATS: dict[str, Format] = {suffix: kind for kind, rules in RULES.items() for suffix in rules.suffixes}
 SINKS: dict[Format, Any] = {Format.PARQUET: ParquetSink, Format.NPY: NpySink}
-SUPPORTED_OUTPUTS = (".parquet", ".npy", ".db / .sqlite")
+SUPPORTED_OUTPUTS = tuple(" / ".join(rules.suffixes[:2]) for rules in RULES.values())
 
 
 def format_of(path: str | Path) -> Format | None:
     """The format a path's suffix names (case-insensitive), or None."""
     return FORMATS.get(Path(path).suffix.lower())
+
+
+def rules_of(path: str | Path) -> FormatRules | None:
+    """The format rules of a path, by its suffix, or None."""
+    kind = format_of(path)
+    return None if kind is None else RULES[kind]
+
+
+def store_rules(path: str | Path) -> FormatRules:
+    """The format rules of a store to read, or CorpusError naming the outputs bertscope writes."""
+    rules = rules_of(path)
+    if rules is None:
+        raise CorpusError(f"{path}: not a bertscope output ({', '.join(SUPPORTED_OUTPUTS)})")
+    return rules
+
+
+def suffixes_where(can: Callable[[FormatRules], bool]) -> str:
+    """The formats that can do something, by their first suffix, for messages: ".parquet and .npy"."""
+    names = [rules.suffixes[0] for rules in RULES.values() if can(rules)]
+    return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def open_sink(
@@ -54,22 +146,22 @@ def open_sink(
     path = Path(path)
     if not path.parent.exists():
         raise CorpusError(f"cannot write {path}: the folder {path.parent} does not exist")
-    kind = format_of(path)
-    level = settings.get("level", "sentence")
-    if kind is Format.SQLITE:
-        if level != "sentence":
-            raise CorpusError(
-                f"{path}: an SQLite collection holds one vector per text; "
-                f"write {level} rows to .parquet or .npy"
-            )
-        return SqliteSink(
-            path,
-            settings=settings,
-            collection=collection or "default",
-            overwrite=overwrite,
-            keep_text=keep_text,
-        )
-    if kind is None:
+    rules = rules_of(path)
+    if rules is None:
         suffix = path.suffix.lower() or "(none)"
         raise CorpusError(f"{path}: unknown output type {suffix}; supported: {', '.join(SUPPORTED_OUTPUTS)}")
-    return SINKS[kind](path, settings=settings, resume=resume, overwrite=overwrite)
+    level = settings.get("level", "sentence")
+    if rules.levels is not None and level not in rules.levels:
+        elsewhere = suffixes_where(lambda r: r.levels is None or level in r.levels).replace(" and ", " or ")
+        raise CorpusError(
+            f"{path}: {rules.label} stores hold {', '.join(rules.levels)} rows only; "
+            f"write {level} rows to {elsewhere}"
+        )
+    return rules.sink(
+        path,
+        settings=settings,
+        collection=collection,
+        resume=resume,
+        overwrite=overwrite,
+        keep_text=keep_text,
+    )

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..core.similarity import Hit, TopK, unit
 from ..errors import BackendUnavailable, CorpusError
+from .formats import suffixes_where
 from .stores import Store, open_store, with_view
 
 __all__ = [
@@ -129,8 +130,9 @@ def build_index(
     """
     faiss = _faiss()
     opened = _opened(store, view, column)
-    if opened.path.suffix.lower() not in (".parquet", ".npy"):
-        raise CorpusError(f"{opened.path}: an index is built for .parquet and .npy stores only")
+    if not opened.rules.by_row:
+        where = suffixes_where(lambda r: r.by_row)
+        raise CorpusError(f"{opened.path}: an index is built for {where} stores only")
     index_file, meta_file, copy_file = index_paths(opened.path, opened.column)
     if index_file.exists() and not overwrite:
         raise CorpusError(f"{index_file} exists; pass --overwrite to build it again")
@@ -152,7 +154,7 @@ def build_index(
     # Parquet decodes whole row groups, so candidates are re-ranked from a memory-mapped copy of the
     # stored vectors (the same floats); a .npy store is memory-mapped already and needs none.
     copy = None
-    if opened.path.suffix.lower() == ".parquet":
+    if not opened.rules.mapped:
         copy = np.lib.format.open_memmap(
             _tmp(copy_file), mode="w+", dtype=np.float32, shape=(rows, dimension)
         )
@@ -199,12 +201,8 @@ def _training_sample(store: Store, rows: int, size: int, chunk_size: int, seed: 
 def _opened(store: str | Path | Store, view: str | None, column: str | None) -> Store:
     opened = store if isinstance(store, Store) else with_view(open_store(store), view)
     opened = replace(opened, column=column) if column else opened
-    if opened.path.suffix.lower() == ".parquet":
-        import pyarrow.parquet as pq
-
-        from .levels import vector_columns
-
-        have = vector_columns(pq.read_schema(opened.path))
+    if opened.rules.columns:
+        have = opened.rules.reader.columns(opened.path)
         if opened.column not in have:
             # A stacked token store keeps one column per layer and no `embedding` column.
             first = have[0] if have else "layer_N"
@@ -230,8 +228,8 @@ def index_state(
     """Whether the store (one of its views, or a vector column) has an index that still matches it."""
     opened = _opened(store, view, column)
     index_file, meta_file, copy_file = index_paths(opened.path, opened.column)
-    parquet = opened.path.suffix.lower() == ".parquet"
-    if not index_file.exists() or not meta_file.exists() or (parquet and not copy_file.exists()):
+    copied = not opened.rules.mapped
+    if not index_file.exists() or not meta_file.exists() or (copied and not copy_file.exists()):
         return IndexState("missing", f"no index beside {opened.path}", index_file)
     meta = json.loads(meta_file.read_text())
     now = _describe(opened)
@@ -249,14 +247,10 @@ def index_copies(store: Store) -> list[np.ndarray] | None:
     order, from their fresh indexes; None when a column has no index, or a stale one (warned)."""
     import warnings
 
-    import pyarrow.parquet as pq
-
-    from .levels import vector_columns
-
-    if store.path.suffix.lower() != ".parquet":
+    if not store.rules.columns or store.rules.mapped:
         return None
     copies = []
-    for name in vector_columns(pq.read_schema(store.path)):
+    for name in store.rules.reader.columns(store.path):
         state = index_state(replace(store, column=name))
         if state.status == "stale":
             warnings.warn(
@@ -299,8 +293,8 @@ def ann_search(
     count = min(max(candidates, 4 * k + 1), int(state.meta["rows"]))
     _, found = index.search(unit(vector.reshape(1, -1)), count)
     rows = np.sort(found[0][found[0] >= 0])
-    parquet = store.path.suffix.lower() == ".parquet"
-    stored = np.load(index_paths(store.path, store.column)[2] if parquet else store.path, mmap_mode="r")
+    mapped = store.rules.mapped
+    stored = np.load(store.path if mapped else index_paths(store.path, store.column)[2], mmap_mode="r")
     vectors = np.asarray(stored[rows], dtype=np.float32)
     # The best k + 1 by exact cosine (one more in case the excluded id is among them), then their labels.
     best = np.argsort(-(unit(vectors) @ unit(vector.reshape(-1))), kind="stable")[: k + 1]

@@ -25,6 +25,7 @@ from ..core._enums import SubwordPooling
 from ..core.pooling import group_words, pool_words, word_spans
 from ..core.similarity import unit
 from ..errors import CorpusError, InvalidInput
+from .formats import suffixes_where
 from .index import index_copies
 from .levels import vector_columns
 from .search import model_for
@@ -63,9 +64,10 @@ def token_store(store: str | Path | Store) -> Store:
     """Open a store and check that it holds token or word rows (not one vector per text)."""
     opened = store if isinstance(store, Store) else open_store(store)
     level = opened.settings.get("level", "sentence")
-    if level not in ("tokens", "words") or opened.path.suffix.lower() != ".parquet":
+    if level not in ("tokens", "words") or not opened.rules.columns:
+        where = suffixes_where(lambda r: r.columns)
         raise CorpusError(
-            f"{opened.path} holds {level} rows in {opened.path.suffix}; occurrences need a .parquet store of "
+            f"{opened.path} holds {level} rows in {opened.path.suffix}; occurrences need a {where} store of "
             "token or word rows: bertscope embed -i CORPUS -o OUT.parquet --tokens (or --words)"
         )
     return opened

@@ -53,7 +53,7 @@ def search(
         raise CorpusError(f"k must be a whole number of at least 1, got {k!r}")
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
     level = opened.settings.get("level", "sentence")
-    if level == "chunks" and (item_id is not None or opened.path.suffix.lower() != ".parquet"):
+    if level == "chunks" and (item_id is not None or not opened.rules.columns):
         raise CorpusError(
             f"{opened.path}: a chunk store is searched by a query text or vector, and written as .parquet "
             "(its rows keep each chunk's document and span)"
@@ -77,7 +77,7 @@ def search(
     exclude = None if item_id is None else str(item_id)
     if level == "chunks":
         return _chunk_hits(TopK(vector, k, exclude=exclude), opened.path, chunk_size)
-    if not exact and opened.path.suffix.lower() in (".parquet", ".npy"):
+    if not exact and opened.rules.by_row:
         state = ann.index_state(opened)
         if state.fresh:
             return ann.ann_search(opened, vector, k=k, state=state, exclude=exclude, nprobe=nprobe)

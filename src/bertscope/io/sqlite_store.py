@@ -246,3 +246,41 @@ def iter_vectors(
         last = rows[-1][0]
         vectors = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(len(rows), -1)
         yield [r[1] for r in rows], [r[2] for r in rows], vectors
+
+
+class SqliteReader:
+    """An SQLite store read back: one collection's settings and (ids, texts, vectors) in rowid order."""
+
+    def open(self, path: Path, collection: str | None) -> tuple[str | None, dict[str, Any]]:
+        """(collection, its settings); the collection may be left out when the file holds exactly one."""
+        available = {c["name"]: c for c in list_collections(path)}
+        if collection is None and len(available) == 1:
+            collection = next(iter(available))
+        if collection not in available:
+            names = ", ".join(available) or "none"
+            raise CorpusError(f"{path} has no collection {collection!r}; its collections: {names}")
+        return collection, available[collection]["settings"]
+
+    def chunks(
+        self, path: Path, collection: str | None, column: str, size: int
+    ) -> Iterator[tuple[list[str], list[str | None], np.ndarray]]:
+        """(ids, texts, vectors) of the collection, `size` rows at a time."""
+        db = connect(path)
+        try:
+            yield from iter_vectors(db, str(collection), size)
+        finally:
+            db.close()
+
+    def count(self, path: Path, collection: str | None) -> int:
+        """The collection's rows, counted by reading them."""
+        return sum(len(ids) for ids, _, _ in self.chunks(path, collection, "embedding", 65536))
+
+    def take(
+        self, path: Path, rows: np.ndarray, column: str | None
+    ) -> tuple[list[str], list[str | None], np.ndarray]:
+        """Not offered: rows have no fixed numbers in a collection (the format table says so)."""
+        raise CorpusError(f"{path}: an SQLite collection is not read by row number")
+
+    def columns(self, path: Path) -> list[str]:
+        """One vector per text, in one column."""
+        return ["embedding"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -11,11 +10,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import CorpusError
-from .sinks import PARQUET_META_KEY, view_column
+from .formats import FormatRules, store_rules, suffixes_where
+from .sinks import view_column
+from .vector_files import Chunk
 
 __all__ = ["Store", "open_store", "with_view", "view_settings"]
-
-Chunk = tuple[list[str], list[str | None], np.ndarray]
 
 
 @dataclass
@@ -29,45 +28,30 @@ class Store:
     column: str = "embedding"
     view: str | None = None
 
+    @property
+    def rules(self) -> FormatRules:
+        """What the store's format is and can do (formats.py)."""
+        return store_rules(self.path)
+
     def chunks(self, size: int = 65536) -> Iterator[Chunk]:
         """(ids, texts, vectors (rows, d)) of every stored row, `size` rows at a time."""
-        suffix = self.path.suffix.lower()
-        if suffix == ".parquet":
-            yield from _parquet_chunks(self.path, size, self.column)
-        elif suffix == ".npy":
-            yield from _npy_chunks(self.path, size)
-        else:
-            from .sqlite_store import connect, iter_vectors
-
-            db = connect(self.path)
-            try:
-                yield from iter_vectors(db, str(self.collection), size)
-            finally:
-                db.close()
+        yield from self.rules.reader.chunks(self.path, self.collection, self.column, size)
 
     def count(self) -> int:
         """How many rows the store holds (from metadata for .parquet and .npy)."""
-        suffix = self.path.suffix.lower()
-        if suffix == ".parquet":
-            import pyarrow.parquet as pq
-
-            return int(pq.ParquetFile(self.path).metadata.num_rows)
-        if suffix == ".npy":
-            return int(np.load(self.path, mmap_mode="r").shape[0])
-        return sum(len(ids) for ids, _, _ in self.chunks())
+        return self.rules.reader.count(self.path, self.collection)
 
     def take(self, rows: np.ndarray, *, vectors: bool = True) -> Chunk:
         """(ids, texts, vectors (len(rows), d)) of the given 0-based row numbers, in that order.
 
         `vectors=False` reads ids and texts only (vectors come back as an empty (0, 0) array).
         """
+        rules = self.rules
+        if not rules.by_row:
+            where = suffixes_where(lambda r: r.by_row)
+            raise CorpusError(f"{self.path}: reading rows by number works on {where} stores only")
         rows = np.asarray(rows, dtype=np.int64)
-        suffix = self.path.suffix.lower()
-        if suffix == ".parquet":
-            return _parquet_take(self.path, rows, self.column if vectors else None)
-        if suffix == ".npy":
-            return _npy_take(self.path, rows, vectors)
-        raise CorpusError(f"{self.path}: reading rows by number works on .parquet and .npy stores only")
+        return rules.reader.take(self.path, rows, self.column if vectors else None)
 
     def vector_of(self, item_id: str) -> np.ndarray:
         """The stored vector of one id, or CorpusError if there is none."""
@@ -86,36 +70,8 @@ def open_store(path: str | Path, *, collection: str | None = None) -> Store:
     if not path.is_file():
         what = "a folder, not a file" if path.is_dir() else "no such file"
         raise CorpusError(f"cannot read {path}: {what}")
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
-        import pyarrow.parquet as pq
-
-        try:
-            meta = pq.ParquetFile(path).schema_arrow.metadata or {}
-        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-            raise CorpusError(f"{path} is not a readable Parquet file ({exc}); is it whole?") from None
-        if PARQUET_META_KEY not in meta:
-            raise CorpusError(f"{path} was not written by bertscope (no settings in its metadata)")
-        return Store(path, None, json.loads(meta[PARQUET_META_KEY]))
-    if suffix == ".npy":
-        settings_path = path.with_suffix(".settings.json")
-        labels = [path.with_suffix(".ids.txt"), path.with_suffix(".rows.jsonl")]
-        if not settings_path.exists() or not any(p.exists() for p in labels):
-            raise CorpusError(
-                f"{path} has no {settings_path.name} / ids file beside it; was it written by bertscope?"
-            )
-        return Store(path, None, json.loads(settings_path.read_text()))
-    if suffix in (".db", ".sqlite", ".sqlite3"):
-        from .sqlite_store import list_collections
-
-        available = {c["name"]: c for c in list_collections(path)}
-        if collection is None and len(available) == 1:
-            collection = next(iter(available))
-        if collection not in available:
-            names = ", ".join(available) or "none"
-            raise CorpusError(f"{path} has no collection {collection!r}; its collections: {names}")
-        return Store(path, collection, available[collection]["settings"])
-    raise CorpusError(f"{path}: not a bertscope output (.parquet, .npy or .db)")
+    found, settings = store_rules(path).reader.open(path, collection)
+    return Store(path, found, settings)
 
 
 def with_view(store: Store, view: str | None) -> Store:
@@ -139,70 +95,3 @@ def view_settings(store: Store) -> dict[str, Any]:
     if store.view is not None:
         settings.update(store.settings["views"][store.view])
     return settings
-
-
-def _parquet_chunks(path: Path, size: int, column: str = "embedding") -> Iterator[Chunk]:
-    import pyarrow.parquet as pq
-
-    file = pq.ParquetFile(path)
-    columns = [c for c in ("id", "text", column) if c in file.schema_arrow.names]
-    for batch in file.iter_batches(batch_size=size, columns=columns):
-        yield _parquet_rows(batch, column)
-
-
-def _parquet_rows(batch: Any, column: str | None) -> Chunk:
-    """(ids, texts, vectors) of an Arrow batch or table (no vector column: an empty (0, 0) array)."""
-    ids = batch.column("id").to_pylist()
-    texts = batch.column("text").to_pylist() if "text" in batch.schema.names else [None] * len(ids)
-    if column is None:
-        return ids, texts, np.empty((0, 0), np.float32)
-    embedding = batch.column(column)
-    if hasattr(embedding, "combine_chunks"):
-        embedding = embedding.combine_chunks()
-    vectors = embedding.flatten().to_numpy(zero_copy_only=False).reshape(-1, embedding.type.list_size)
-    return ids, texts, vectors
-
-
-def _parquet_take(path: Path, rows: np.ndarray, column: str | None) -> Chunk:
-    """Read only the row groups that hold the rows asked for (a few per query, not the whole file)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    file = pq.ParquetFile(path)
-    meta = file.metadata
-    starts = np.cumsum([0] + [meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
-    groups = np.searchsorted(starts, rows, side="right") - 1
-    columns = [c for c in ("id", "text", column) if c in file.schema_arrow.names]
-    pieces = []
-    for group in np.unique(groups):
-        local = rows[groups == group] - starts[group]
-        pieces.append(file.read_row_group(int(group), columns=columns).take(pa.array(local)))
-    table = pa.concat_tables(pieces) if pieces else file.schema_arrow.empty_table().select(columns)
-    # concat_tables gathered the rows group by group; put them back in the order asked for.
-    order = np.concatenate([np.flatnonzero(groups == g) for g in np.unique(groups)]) if pieces else rows
-    ids, texts, vectors = _parquet_rows(table, column)
-    back = np.empty_like(order)
-    back[order] = np.arange(len(order))
-    return [ids[i] for i in back], [texts[i] for i in back], vectors[back] if column else vectors
-
-
-def _npy_take(path: Path, rows: np.ndarray, vectors: bool = True) -> Chunk:
-    matrix = np.load(path, mmap_mode="r")
-    wanted = {int(r) for r in rows}
-    found: dict[int, str] = {}
-    with path.with_suffix(".ids.txt").open(newline="\n") as ids_file:
-        for number, line in enumerate(ids_file):
-            if number in wanted:
-                found[number] = line.rstrip("\n")
-                if len(found) == len(wanted):
-                    break
-    ids = [found[int(r)] for r in rows]
-    return ids, [None] * len(ids), np.asarray(matrix[rows] if vectors else matrix[:0, :0], dtype=np.float32)
-
-
-def _npy_chunks(path: Path, size: int) -> Iterator[Chunk]:
-    matrix = np.load(path, mmap_mode="r")
-    with path.with_suffix(".ids.txt").open(newline="\n") as ids_file:
-        for start in range(0, matrix.shape[0], size):
-            ids = [ids_file.readline().rstrip("\n") for _ in range(min(size, matrix.shape[0] - start))]
-            yield ids, [None] * len(ids), np.asarray(matrix[start : start + size])

@@ -29,6 +29,7 @@ from ..core._enums import Combine, Level, Precision
 from ..core.engine import OnBatch
 from ..core.spec import EmbedOptions, EmbedSpec, resolve
 from ..errors import CorpusError, InvalidSpec
+from .formats import rules_of, suffixes_where
 from .levels import CorpusLevel, Rows
 from .readers import Record
 from .sinks import view_column
@@ -152,8 +153,12 @@ def views_level(
     """The corpus level for several views: each view's spec is the job's options with its own on top."""
     if Level.parse(level, what="level") is not Level.SENTENCE:
         raise InvalidSpec("views are pooled sentence vectors; leave them out of token and word jobs")
-    if Path(output).suffix.lower() != ".parquet":
-        raise CorpusError(f"{output}: several views are stored as Parquet columns; write to a .parquet file")
+    rules = rules_of(output)
+    if rules is None or not rules.columns:
+        where = suffixes_where(lambda r: r.columns).replace(" and ", " or ")
+        raise CorpusError(
+            f"{output}: several views are stored as named vector columns; write to a {where} file"
+        )
     if options.post is not None:
         raise CorpusError("post-processing is fitted to one view; leave --post out when asking for views")
     specs = {name: resolve(model, replace(options, **view)).spec for name, view in parse_views(views).items()}
