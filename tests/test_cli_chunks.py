@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 import bertscope
 from bertscope.cli import app
+from bertscope.io.stores import open_store
 from prompted import with_prompts
 
 runner = CliRunner()
@@ -70,7 +71,7 @@ def test_a_passage_store_is_searched_with_the_query_prompt(bundled_path: Path, t
     )
     store = tmp_path / "docs.parquet"
     run_ok("embed", "-i", str(corpus), "-o", str(store), "-m", str(folder), "--prompt-name", "passage", "-q")
-    settings = bertscope.io.stores.open_store(store).settings
+    settings = open_store(store).settings
     assert settings["prompt_name"] == "passage" and settings["prompt"] == "passage: "
     hits = json.loads(run_ok("similar", "money and loans", "--in", str(store), "-m", str(folder), "--json"))
     model = bertscope.load(folder, device="cpu")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -162,6 +163,7 @@ def test_the_schema_states_what_the_chunk_route_refuses(url: str) -> None:
         {"inputs": DOC, "pooling": "cls", "late": True},
         {"inputs": DOC, "long": "truncate"},
         {"inputs": DOC, "layers": [0, 6], "combine": "stack"},
+        {"inputs": DOC, "pooling": "first_last_avg", "combine": "stack"},
         {"inputs": DOC, "chunks": [[[0, 4]]]},
         {"inputs": [DOC], "chunks": [[0, 4]]},
         {"inputs": [DOC] * 9},
@@ -181,3 +183,26 @@ def test_fuzzing_the_v2_routes_finds_no_server_error_and_no_valid_request_refuse
     cases, failures = fuzz(url, paths=("/v2/embed_chunks", "/v2/similarity"), seconds=20)
     assert cases > 40, cases
     assert not failures, failures[:5]
+
+
+def test_chunks_take_a_post_processing_in_the_library_and_the_service(
+    bundled: bertscope.Model, tmp_path: Path
+) -> None:
+    from bertscope.core.post import fit_post_on_texts
+    from bertscope.research.baseline import reference_sentences
+
+    pca = fit_post_on_texts(bundled, reference_sentences(), "pca", dim=16)
+    plain = bundled.embed_chunks(DOC, late=False)
+    fitted = bundled.embed_chunks(DOC, late=False, post=pca)
+    # Before, chunks took `post` and left the vectors as they were.
+    assert fitted.vectors.shape == (len(plain), 16) and fitted.spec["post"] == pca.describe()
+    np.testing.assert_allclose(fitted.vectors, pca.apply(plain.vectors), atol=ATOL)
+    pca.save(tmp_path / "pca.safetensors")
+    with serving(bundled, posts=(("pca", str(tmp_path / "pca.safetensors")),)) as base:
+        answer = post(base, "/v2/embed_chunks", {"inputs": DOC, "late": False, "post": "pca"})
+        unknown = post(base, "/v2/embed_chunks", {"inputs": DOC, "post": "white"})
+        other_layer = post(base, "/v2/embed_chunks", {"inputs": DOC, "post": "pca", "layers": "-2"})
+    assert answer.status_code == 200, answer.text
+    assert_same(answer.json()["items"][0], fitted.to_dict())
+    assert unknown.status_code == 422 and "no post-processing named 'white'" in unknown.json()["detail"]
+    assert other_layer.status_code == 422 and "fitted on" in other_layer.json()["detail"]

@@ -20,8 +20,10 @@ from .core.chunking import ChunkBy, Span, chunk_spans
 from .core.encoder import Encoder
 from .core.engine import EmbedSpec, Engine, OnBatch
 from .core.pooling import POOLINGS, pool_span
+from .core.post import PostProcessor
 from .core.progress import progress_callback
 from .core.results import ChunkEmbeddings
+from .core.spec import EmbedOptions, resolve
 from .core.tokens import check_texts
 from .errors import InvalidInput, InvalidSpec
 
@@ -164,6 +166,7 @@ class ChunkPlan:
     spec: EmbedSpec
     late: bool
     settings: dict[str, Any]
+    post: PostProcessor | None = None
 
     @property
     def count(self) -> int:
@@ -181,7 +184,13 @@ class ChunkPlan:
                 settings=self.settings,
                 on_batch=on_batch,
             )
-            return list(chunked)
+            results = list(chunked)
+        if self.post is not None:
+            # As the chunk store and `embed` do: every chunk vector post-processed, the processor recorded.
+            for result in results:
+                result.vectors = self.post.apply(result.vectors)
+                result.spec = {**result.spec, "post": self.post.describe()}
+        return results
 
 
 def plan_chunks(
@@ -197,7 +206,8 @@ def plan_chunks(
 ) -> ChunkPlan:
     """Check the documents and options and cut each document into chunk spans (see `embed_chunks`)."""
     items = check_texts(docs)
-    spec = encoder.spec(long=long or ("window" if late else "truncate"), **options)
+    recipe = resolve(encoder, EmbedOptions(long=long or ("window" if late else "truncate"), **options))
+    spec = recipe.spec
     if late:
         spec = late_spec(spec)
     per_doc = _spans_per_doc(chunks, items, isinstance(docs, str))
@@ -214,7 +224,7 @@ def plan_chunks(
     settings: dict[str, Any] = {"chunks": _chunks_name(chunks)}
     if settings["chunks"] == ChunkBy.TOKENS.value:
         settings.update(chunk_size=size, chunk_overlap=overlap)
-    return ChunkPlan(items, spans, spec, late, settings)
+    return ChunkPlan(items, spans, spec, late, settings, recipe.post)
 
 
 def embed_chunks(

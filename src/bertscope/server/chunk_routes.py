@@ -32,6 +32,7 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
         svc.check_count(1 if isinstance(req.inputs, str) else len(req.inputs))
         options = req.options()
         chunks: Any = req.chunks.value if isinstance(req.chunks, str) else req.chunks
+        post = svc.post(req.post)
 
         def plan() -> ChunkPlan:
             return plan_chunks(
@@ -49,6 +50,7 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
                 normalize=options.normalize,
                 stride=options.stride,
                 prompt_name=options.prompt_name,
+                post=post,  # checked against the spec it was fitted on
             )  # fmt: skip
 
         planned = await run_in_threadpool(plan)

@@ -234,6 +234,9 @@ def _refused_combinations(
     if {"pooling", "combine", "layers"} <= fields:
         # A sentence (or chunk) vector keeps no layer apart: stack is for token and word rows.
         refused.append(_when(combine={"const": Combine.STACK.value}, layers=several))
+        # first_last_avg picks two layers itself.
+        first_last = {"const": Pooling.FIRST_LAST_AVG.value}
+        refused.append(_when(combine={"const": Combine.STACK.value}, pooling=first_last))
     if {"late", "pooling", "long"} <= fields:
         # Late chunking (late absent or true) pools each chunk's token vectors: it needs a pooling over
         # tokens and every token of the document.

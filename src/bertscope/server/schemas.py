@@ -355,7 +355,8 @@ class SimilarityResponse(BaseModel):
 _SPAN = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2}
 _SPANS = {"type": "array", "items": _SPAN, "minItems": 1}
 _SPANS_PER_DOC = {"type": "array", "items": _SPANS, "minItems": 1, "x-fit": "inputs"}
-Span = tuple[Annotated[StrictInt, Field(ge=0)], Annotated[StrictInt, Field(ge=0)]]
+_Offset = Annotated[StrictInt, Field(ge=0), BeforeValidator(_whole)]
+Span = tuple[_Offset, _Offset]
 
 
 class ChunksRequest(_SpecFields):
@@ -385,6 +386,9 @@ class ChunksRequest(_SpecFields):
     long: LongText | None = Field(  # type: ignore[assignment]
         None,
         description="Documents or chunks over the model's limit (null: window when late, truncate when not).",
+    )
+    post: Annotated[str | None, named("post")] = Field(
+        None, description="Name of a loaded post-processing (whitening, PCA, ...), applied to every chunk."
     )
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi.concurrency import run_in_threadpool
 
-from ..core.post import load_post
+from ..core.post import PostProcessor, load_post
 from ..core.results import SentenceEmbeddings
 from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from ..core.tokens import Tokens, check_texts
@@ -57,10 +57,16 @@ class Service:
 
     def recipe(self, options: EmbedOptions, post: str | None = None) -> Recipe:
         """A request's options resolved once: the spec, and the loaded post-processing called `post`."""
-        if post is not None and post not in self.posts:
+        return resolve(self.model, options.with_post(self.post(post)))
+
+    def post(self, name: str | None) -> PostProcessor | None:
+        """The loaded post-processing called `name` (None for none), or InvalidSpec naming those loaded."""
+        if name is None:
+            return None
+        if name not in self.posts:
             loaded = ", ".join(self.posts) or "none (start the server with --post NAME=FILE)"
-            raise InvalidSpec(f"post: no post-processing named {post!r} is loaded; loaded: {loaded}")
-        return resolve(self.model, options.with_post(None if post is None else self.posts[post]))
+            raise InvalidSpec(f"post: no post-processing named {name!r} is loaded; loaded: {loaded}")
+        return self.posts[name]
 
     def check_count(self, n: int, *, splittable: bool = False) -> None:
         """Raise TooManyInputs when a request carries more than --max-inputs (and cannot be split)."""
