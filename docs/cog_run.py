@@ -1,0 +1,189 @@
+"""Runs the commands and code whose output the docs show, in one process, for cog (`cog -I docs`).
+
+`make docs` regenerates every block (`cog -r`); `tests/test_docs.py` fails when one is stale
+(`cog --check`). Each command runs in-process on the bundled model, loaded once per cog run, in a
+scratch folder holding a link to examples/, with the terminal 100 columns wide: the output is the same
+on every machine. Timings never appear here: stderr (progress, timings) is left out unless asked for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+os.environ["COLUMNS"] = "100"
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.pop("BERTSCOPE_MODEL", None)
+
+REPO = Path(__file__).resolve().parents[1]
+_SCRATCH: Path | None = None
+_LOADED: dict[str, Any] = {}
+
+
+def _scratch() -> Path:
+    """One scratch folder per cog run, with examples/ and docs/ reachable by their repo names."""
+    global _SCRATCH
+    if _SCRATCH is None:
+        _SCRATCH = Path(tempfile.mkdtemp(prefix="bertscope-docs-"))
+        (_SCRATCH / "demo").mkdir()
+        for shared in ("examples", "tests"):
+            (_SCRATCH / shared).symlink_to(REPO / shared)
+        _patch_load()
+    os.chdir(_SCRATCH)
+    return _SCRATCH
+
+
+def _patch_load() -> None:
+    """Every command's `load(...)` with the same arguments returns the same loaded model."""
+    import bertscope.model as facade
+
+    original = facade.load
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        key = repr((args, sorted(kwargs.items())))
+        if key not in _LOADED:
+            _LOADED[key] = original(*args, **kwargs)
+        return _LOADED[key]
+
+    for module in list(sys.modules.values()):
+        if getattr(module, "__name__", "").startswith("bertscope") and getattr(module, "load", None) is original:
+            module.load = load  # type: ignore[attr-defined]
+
+
+def output(command: str, *, stderr: bool = False, fails: bool = False) -> str:
+    """What `command` (a `bertscope ...` line) prints on stdout (and stderr if asked), run in-process.
+
+    A command that fails raises (the docs never show a broken command by accident), unless `fails`:
+    then its error line is the output.
+    """
+    _scratch()
+    from bertscope.cli import main
+
+    argv = shlex.split(command)
+    assert argv[0] == "bertscope", command
+    out, err = io.StringIO(), io.StringIO()
+    old_argv = sys.argv
+    sys.argv = argv
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = 0
+            try:
+                main()
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        sys.argv = old_argv
+    if bool(code) != fails:
+        raise RuntimeError(f"{command!r} exited {code}: {err.getvalue().strip()[-800:]}")
+    text = out.getvalue() + (err.getvalue() if stderr or fails else "")
+    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")
+
+
+def sh(*commands: str, stderr: bool = False, fails: bool = False) -> None:
+    """A console block: each command after `$ `, then its output."""
+    import cog
+
+    parts = [f"$ {command}\n{output(command, stderr=stderr, fails=fails)}".rstrip() for command in commands]
+    cog.outl("```console\n" + "\n\n".join(parts) + "\n```")
+
+
+def quiet(*commands: str) -> None:
+    """Run commands whose output the page does not show (files the next block reads)."""
+    for command in commands:
+        output(command)
+
+
+def py(code: str) -> None:
+    """A Python block: each statement run, each expression's value shown below it as a comment."""
+    import ast
+
+    import cog
+
+    _scratch()
+    scope: dict[str, Any] = {}
+    shown: list[str] = []
+    tree = ast.parse(code)
+    source = code.strip("\n").splitlines()
+    for node in tree.body:
+        text = "\n".join(source[node.lineno - 1 : node.end_lineno])
+        shown.append(text)
+        if isinstance(node, ast.Expr):
+            value = eval(compile(ast.Expression(node.value), "<docs>", "eval"), scope)
+            if value is not None:
+                shown.extend(f"# {line}" for line in _show(value).splitlines())
+        else:
+            exec(compile(ast.Module([node], []), "<docs>", "exec"), scope)
+    cog.outl("```python\n" + "\n".join(shown) + "\n```")
+
+
+def _show(value: Any) -> str:
+    import numpy as np
+
+    with np.printoptions(precision=4, suppress=True, threshold=12, edgeitems=3, linewidth=100):
+        text = repr(value)
+    return text if len(text) < 600 else text[:600] + " ..."
+
+
+def include(path: str) -> None:
+    """The text of a file of the repository (bench/BENCHMARKS.md on the site)."""
+    import cog
+
+    cog.out((REPO / path).read_text(encoding="utf-8"))
+
+
+def write(name: str, text: str) -> None:
+    """A small file in the scratch folder, for the commands after it."""
+    (_scratch() / name).write_text(text, encoding="utf-8")
+
+
+def tiny(family: str, name: str, **options: Any) -> None:
+    """A tiny random model of `family` in the scratch folder (the tests' builder, seeded: the same each run)."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from tiny_models import build_tiny_model
+
+    if not (_scratch() / name).exists():
+        build_tiny_model(family, _scratch() / name, **options)
+
+
+def shipping_code(source: str, name: str) -> None:
+    """A copy of the model folder `source` whose config maps AutoModel to code the folder ships."""
+    import json
+    import shutil
+
+    folder = _scratch() / name
+    if not folder.exists():
+        shutil.copytree(_scratch() / source, folder)
+        (folder / "modeling_custom.py").write_text("# the folder's own model code\n")
+        config = json.loads((folder / "config.json").read_text())
+        config["auto_map"] = {"AutoModel": "modeling_custom.CustomBertModel"}
+        (folder / "config.json").write_text(json.dumps(config))
+
+
+def changed_copy(name: str, tokens: list[str]) -> None:
+    """The bundled model's folder copied as `name`, the input rows of `tokens` rescaled and nudged
+    (a stand-in for fine-tuning that moved those rows)."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    from bertscope.core.folder import bundled_path
+
+    folder = _scratch() / name
+    if folder.exists():
+        return
+    shutil.copytree(bundled_path(), folder)
+    weights = load_file(folder / "model.safetensors")
+    rows = weights["embeddings.word_embeddings.weight"]
+    vocab = {line: i for i, line in enumerate((folder / "vocab.txt").read_text().splitlines())}
+    generator = torch.Generator().manual_seed(0)
+    for k, token in enumerate(tokens):
+        i = vocab[token]
+        rows[i] = rows[i] * (1 + k) + torch.randn(rows.shape[1], generator=generator) * 0.05
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
