@@ -2,8 +2,10 @@
 
 `make docs` regenerates every block (`cog -r`); `tests/test_docs.py` fails when one is stale
 (`cog --check`). Each command runs in-process on the bundled model, loaded once per cog run, in a
-scratch folder holding a link to examples/, with the terminal 100 columns wide: the output is the same
-on every machine. Timings never appear here: stderr (progress, timings) is left out unless asked for.
+scratch folder holding a link to examples/, with the terminal 100 columns wide, on torch (the exact
+reference, not the runtime this machine's exact default picks), with float32 noise below 1e-5 printed as
+`<1e-5`: the output is the same on every machine. Timings never appear here: stderr (progress, timings)
+is left out unless asked for.
 """
 
 from __future__ import annotations
@@ -27,16 +29,24 @@ _LOADED: dict[str, Any] = {}
 
 
 def _scratch() -> Path:
-    """One scratch folder per cog run, with examples/ and docs/ reachable by their repo names."""
+    """A scratch folder per page (its own files), with examples/ and tests/ reachable by their names."""
     global _SCRATCH
     if _SCRATCH is None:
         _SCRATCH = Path(tempfile.mkdtemp(prefix="bertscope-docs-"))
-        (_SCRATCH / "demo").mkdir()
-        for shared in ("examples", "tests"):
-            (_SCRATCH / shared).symlink_to(REPO / shared)
         _patch_load()
-    os.chdir(_SCRATCH)
-    return _SCRATCH
+    try:
+        import cog
+
+        page = Path(str(cog.inFile)).stem or "page"
+    except (ImportError, AttributeError):
+        page = "page"
+    folder = _SCRATCH / page
+    if not folder.exists():
+        (folder / "demo").mkdir(parents=True)
+        for shared in ("examples", "tests"):
+            (folder / shared).symlink_to(REPO / shared)
+    os.chdir(folder)
+    return folder
 
 
 def _patch_load() -> None:
@@ -46,13 +56,20 @@ def _patch_load() -> None:
     original = facade.load
 
     def load(*args: Any, **kwargs: Any) -> Any:
+        # torch, the reference: the exact default's choice (and its last-bit rounding) differs by machine
+        if kwargs.get("backend") in (None, "auto") and kwargs.get("mode") in (None, "exact"):
+            kwargs["backend"] = "torch"
         key = repr((args, sorted(kwargs.items())))
         if key not in _LOADED:
             _LOADED[key] = original(*args, **kwargs)
         return _LOADED[key]
 
+    import bertscope
+
+    bertscope.load = load  # type: ignore[attr-defined]
     for module in list(sys.modules.values()):
-        if getattr(module, "__name__", "").startswith("bertscope") and getattr(module, "load", None) is original:
+        ours = getattr(module, "__name__", "").startswith("bertscope")
+        if ours and getattr(module, "load", None) is original:
             module.load = load  # type: ignore[attr-defined]
 
 
@@ -82,7 +99,17 @@ def output(command: str, *, stderr: bool = False, fails: bool = False) -> str:
     if bool(code) != fails:
         raise RuntimeError(f"{command!r} exited {code}: {err.getvalue().strip()[-800:]}")
     text = out.getvalue() + (err.getvalue() if stderr or fails else "")
-    return "\n".join(line.rstrip() for line in text.splitlines()).strip("\n")
+    return _stable("\n".join(line.rstrip() for line in text.splitlines()).strip("\n"))
+
+
+def _stable(text: str) -> str:
+    """Float32 rounding noise (a number below 1e-5 in scientific notation) as `<1e-5`: its digits differ
+    between CPUs, and a page must read the same wherever it is generated."""
+    import re
+
+    # a job's summary line carries its speed: machine-dependent, so it is left out
+    text = "\n".join(line for line in text.splitlines() if not re.search(r"\d texts/s\)", line))
+    return re.sub(r"\b\d(?:\.\d+)?e-(?:0[6-9]|[1-9]\d)\b", lambda m: "<1e-5".rjust(len(m.group())), text)
 
 
 def sh(*commands: str, stderr: bool = False, fails: bool = False) -> None:
@@ -108,8 +135,9 @@ def py(code: str) -> None:
     _scratch()
     scope: dict[str, Any] = {}
     shown: list[str] = []
+    code = code.strip("\n")
     tree = ast.parse(code)
-    source = code.strip("\n").splitlines()
+    source = code.splitlines()
     for node in tree.body:
         text = "\n".join(source[node.lineno - 1 : node.end_lineno])
         shown.append(text)
@@ -126,8 +154,19 @@ def _show(value: Any) -> str:
     import numpy as np
 
     with np.printoptions(precision=4, suppress=True, threshold=12, edgeitems=3, linewidth=100):
-        text = repr(value)
+        text = repr(_rounded(value))
     return text if len(text) < 600 else text[:600] + " ..."
+
+
+def _rounded(value: Any) -> Any:
+    """Floats to 4 decimals, inside lists, tuples and dicts too: their last digits differ between CPUs."""
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, (list, tuple)):
+        return type(value)(_rounded(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
 
 
 def include(path: str) -> None:
@@ -143,7 +182,7 @@ def write(name: str, text: str) -> None:
 
 
 def tiny(family: str, name: str, **options: Any) -> None:
-    """A tiny random model of `family` in the scratch folder (the tests' builder, seeded: the same each run)."""
+    """A tiny random `family` model in the scratch folder (the tests' builder, seeded: the same each run)."""
     sys.path.insert(0, str(REPO / "tests"))
     from tiny_models import build_tiny_model
 

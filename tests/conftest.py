@@ -64,6 +64,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_probe.py": 28,
     "test_cka.py": 26,
     "test_compare.py": 24,
+    "test_docs.py": 30,
     "test_clients.py": 8,
     "test_integrations.py": 10,
     "test_tei.py": 5,
