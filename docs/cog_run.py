@@ -10,10 +10,12 @@ is left out unless asked for.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import os
 import shlex
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -33,6 +35,7 @@ def _scratch() -> Path:
     global _SCRATCH
     if _SCRATCH is None:
         _SCRATCH = Path(tempfile.mkdtemp(prefix="bertscope-docs-"))
+        atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
         _patch_load()
     try:
         import cog
