@@ -102,7 +102,8 @@ def load(
     elif Backend.parse(backend, what="backend") is Backend.AUTO:
         from .backends.exact import choose_exact
 
-        choose_exact(model, remeasure=remeasure, record=threads is None)
+        # only what a plain load would choose is kept for `bertscope info` (no threads, float32 asked)
+        choose_exact(model, remeasure=remeasure, record=threads is None and torch_dtype is torch.float32)
     return model
 
 
