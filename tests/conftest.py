@@ -123,3 +123,10 @@ def _torch_threads_restored() -> Iterator[None]:
     before = torch.get_num_threads()
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh BERTSCOPE_CACHE for one test: it measures (or not) and exports on its own."""
+    monkeypatch.setenv("BERTSCOPE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"

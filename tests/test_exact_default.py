@@ -7,8 +7,6 @@ on torch (under MIN_PARAMETERS), except here, where the threshold is lowered to 
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,17 +17,6 @@ import bertscope
 from bertscope.backends import exact
 
 TEXTS = ["a small test sentence", "another one, a little longer than the first", ("a pair", "of texts")]
-
-
-@pytest.fixture
-def cache(tmp_path: Path) -> Iterator[Path]:
-    before = os.environ.get("BERTSCOPE_CACHE")
-    os.environ["BERTSCOPE_CACHE"] = str(tmp_path / "cache")
-    yield tmp_path / "cache"
-    if before is None:
-        os.environ.pop("BERTSCOPE_CACHE", None)
-    else:
-        os.environ["BERTSCOPE_CACHE"] = before
 
 
 def hf_hidden(model: bertscope.Model, text: str) -> np.ndarray:

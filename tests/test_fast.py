@@ -7,8 +7,6 @@ so the cosines, are real) and assert on the choice, the cache file and a call co
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,16 +28,7 @@ SPEEDS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def cache(tmp_path: Path) -> Iterator[Path]:
-    """A fresh BERTSCOPE_CACHE per test: each test measures (or not) on its own."""
-    before = os.environ.get("BERTSCOPE_CACHE")
-    os.environ["BERTSCOPE_CACHE"] = str(tmp_path / "cache")
-    yield tmp_path / "cache"
-    if before is None:
-        os.environ.pop("BERTSCOPE_CACHE", None)
-    else:
-        os.environ["BERTSCOPE_CACHE"] = before
+pytestmark = pytest.mark.usefixtures("cache")  # a fresh BERTSCOPE_CACHE per test
 
 
 @pytest.fixture

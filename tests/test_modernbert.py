@@ -8,8 +8,6 @@ folder, ...) cover the rest of the family through the `tiny_models` parametrisat
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -205,17 +203,6 @@ def test_the_service_serves_it(m: bertscope.Model) -> None:
         assert tei.status_code == 200 and np.array(tei.json()).shape == (2, 32)
         anatomy = client.post("/anatomy", json={"inputs": "a cat"}).json()
         assert anatomy["positions_in_attention"] == "rotary" and anatomy["max_abs_error"] < ATOL
-
-
-@pytest.fixture
-def cache(tmp_path: Path) -> Iterator[Path]:
-    before = os.environ.get("BERTSCOPE_CACHE")
-    os.environ["BERTSCOPE_CACHE"] = str(tmp_path / "cache")
-    yield tmp_path / "cache"
-    if before is None:
-        os.environ.pop("BERTSCOPE_CACHE", None)
-    else:
-        os.environ["BERTSCOPE_CACHE"] = before
 
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "openvino"])
