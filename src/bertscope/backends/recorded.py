@@ -31,14 +31,19 @@ def cache_root() -> Path:
 
 def remember(folder: Path, runtime: dict[str, Any], device: str) -> None:
     """Keep `runtime` ({"backend", "dtype", "exact"}) as what a default load of `folder` runs here."""
-    known = _read()
-    known[str(folder)] = {"holds_for": _holds_for(folder, device), "runtime": runtime}
+    from filelock import FileLock
+
     path = _path()
+    entry = {"holds_for": _holds_for(folder, device), "runtime": runtime}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        staged = path.with_suffix(f".{os.getpid()}.tmp")
-        staged.write_text(json.dumps(known), encoding="utf-8")
-        os.replace(staged, path)
+        # read, add, write under a lock: two processes loading at once must not drop each other's entry
+        with FileLock(f"{path}.lock"):
+            known = {name: seen for name, seen in _read().items() if Path(name).is_dir()}  # gone: dropped
+            known[str(folder)] = entry
+            staged = path.with_suffix(f".{os.getpid()}.tmp")
+            staged.write_text(json.dumps(known), encoding="utf-8")
+            os.replace(staged, path)
     except OSError:
         pass  # only `info`'s shortcut is lost: it loads the model instead
 
