@@ -6,8 +6,6 @@ batches, selects layers or pools.
 
 from __future__ import annotations
 
-import ctypes
-import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -21,6 +19,7 @@ from ..errors import InvalidInput, InvalidSpec, ModelLoadError
 from ._enums import Combine
 from .families import Family
 from .layers import combine_layers
+from .memory import release_freed_memory
 from .pooling import pool_sentences
 from .prompts import prepend
 from .results import SentenceEmbeddings
@@ -324,27 +323,7 @@ def _chunks(texts: Iterable[str], size: int) -> Iterator[list[str]]:
     iterator = iter(texts)
     while chunk := list(islice(iterator, size)):
         yield chunk
-        _release_freed_memory()
-
-
-def _load_malloc_trim() -> Callable[[int], int] | None:
-    try:
-        return ctypes.CDLL("libc.so.6").malloc_trim  # type: ignore[no-any-return]
-    except (OSError, AttributeError):
-        return None
-
-
-_MALLOC_TRIM = _load_malloc_trim() if sys.platform.startswith("linux") else None
-
-
-def _release_freed_memory() -> None:
-    """Hand freed heap back to the system between chunks.
-
-    Batches of ever-different shapes leave glibc's heap fragmented: without this, a long job's
-    resident memory creeps up by tens of MiB per thousand texts although nothing is kept.
-    """
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
+        release_freed_memory()
 
 
 def _pooling_mask(mask: torch.Tensor, first_windows: torch.Tensor, spec: EmbedSpec) -> torch.Tensor:

@@ -14,8 +14,8 @@ from fastapi.responses import JSONResponse
 
 from ..chunk_embed import ChunkPlan, plan_chunks
 from ..core._enums import Combine
+from .feature_schemas import ChunksRequest, ChunksResponse
 from .guard import TooManyInputs
-from .schemas import ChunksRequest, ChunksResponse
 
 if TYPE_CHECKING:
     from .service import Service

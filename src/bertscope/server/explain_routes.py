@@ -14,7 +14,7 @@ from fastapi.responses import JSONResponse
 from ..attention import attention_of
 from ..core.tokens import check_texts
 from ..errors import InvalidInput
-from .schemas import AttentionRequest, ExplainRequest
+from .feature_schemas import AttentionRequest, ExplainRequest
 
 if TYPE_CHECKING:
     from .service import Service

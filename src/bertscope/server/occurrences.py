@@ -13,7 +13,7 @@ from fastapi import FastAPI
 from ..errors import CorpusError, InvalidSpec
 from ..io.occurrences import search_occurrences, token_store
 from ..io.stores import Store
-from .schemas import OccurrencesRequest, OccurrencesResponse
+from .feature_schemas import OccurrencesRequest, OccurrencesResponse
 
 if TYPE_CHECKING:
     from .service import Service

@@ -1,0 +1,179 @@
+"""Request and answer bodies of the routes past embedding: chunks, explain, attention, occurrences."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    BeforeValidator,
+    Field,
+    StrictBool,
+    StrictInt,
+    WithJsonSchema,
+)
+
+from ..core._enums import LongText
+from ..core.chunking import ChunkBy
+from .schemas import (
+    _TEXT,
+    OneText,
+    PositiveInt,
+    Text,
+    WholeInt,
+    _fitted_int,
+    _SpecFields,
+    _Strict,
+    _texts_only,
+    _whole,
+    named,
+)
+
+__all__ = [
+    "ChunksRequest",
+    "ChunkItem",
+    "ChunkDocument",
+    "ChunksResponse",
+    "ExplainRequest",
+    "AttentionRequest",
+    "OccurrencesRequest",
+    "OccurrenceHit",
+    "OccurrencesResponse",
+    "Span",
+]
+
+
+# A chunk's (start, end) character span; one document's spans; one list of spans per document.
+_SPAN = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2}
+_SPANS = {"type": "array", "items": _SPAN, "minItems": 1}
+_SPANS_PER_DOC = {"type": "array", "items": _SPANS, "minItems": 1, "x-fit": "inputs"}
+_Offset = Annotated[StrictInt, Field(ge=0), BeforeValidator(_whole)]
+Span = tuple[_Offset, _Offset]
+
+
+class ChunksRequest(_SpecFields):
+    """Chunk vectors of documents, late (each document once, token vectors pooled per chunk) or naive."""
+
+    inputs: Annotated[str | list[str], WithJsonSchema({"anyOf": [_TEXT, _texts_only("inputs")]})] = Field(
+        description="One document or a list of documents (no pairs).",
+        examples=["Late chunking keeps context. Each chunk sees the whole document."],
+    )
+    chunks: Annotated[
+        ChunkBy | list[Span] | list[list[Span]],
+        WithJsonSchema(
+            {"anyOf": [{"type": "string", "enum": [c.value for c in ChunkBy]}, _SPANS, _SPANS_PER_DOC]}
+        ),
+    ] = Field(
+        ChunkBy.SENTENCE,
+        description="sentence, paragraph, tokens (`size` pieces, neighbours sharing `overlap`), or the "
+        "(start, end) character spans: a list of spans for one document, one list per document for a list.",
+    )
+    late: StrictBool = Field(
+        True, description="Late chunking (the whole document once, windows stitched) or each chunk alone."
+    )
+    size: PositiveInt = Field(128, description="Word pieces per chunk with chunks=tokens.")
+    overlap: Annotated[StrictInt, Field(ge=0), BeforeValidator(_whole)] = Field(
+        0, description="Word pieces neighbouring token chunks share (less than size)."
+    )
+    long: LongText | None = Field(  # type: ignore[assignment]
+        None,
+        description="Documents or chunks over the model's limit (null: window when late, truncate when not).",
+    )
+    post: Annotated[str | None, named("post")] = Field(
+        None, description="Name of a loaded post-processing (whitening, PCA, ...), applied to every chunk."
+    )
+
+
+class ChunkItem(BaseModel):
+    """One chunk: its number, character span, text, word pieces pooled, pieces cut, vector."""
+
+    number: int
+    start: int
+    end: int
+    text: str
+    n_tokens: int
+    truncated: int
+    vector: list[float]
+
+
+class ChunkDocument(BaseModel):
+    """One document's chunks, as `ChunkEmbeddings.to_dict()`."""
+
+    text: str
+    chunks: list[ChunkItem]
+    spec: dict[str, Any]
+
+
+class ChunksResponse(BaseModel):
+    """Each document's chunks in input order."""
+
+    model: str
+    items: list[ChunkDocument]
+
+
+class ExplainRequest(_SpecFields):
+    """Why two texts score what they score, with the same options as /embed and /similarity."""
+
+    a: OneText = Field(description="The first text.", examples=["The cat sat on the mat."])
+    b: OneText = Field(description="The second text.", examples=["A dog lay on the rug."])
+    post: Annotated[str | None, named("post")] = Field(
+        None, description="Name of a loaded post-processing (whitening, PCA, ...)."
+    )
+    top: WholeInt = Field(10, ge=0, le=1000, description="How many token pairs to list.")
+    exact: StrictBool = Field(
+        False, description="Refuse poolings with no exact split (cls, pooler) with a 422."
+    )
+
+
+class AttentionRequest(_Strict):
+    """Attention weights of one text or (A, B) pair: one layer, one head, or all of them."""
+
+    text: Text = Field(
+        description="One text, or a pair as a list of two texts; `inputs` (TEI's name) is accepted too.",
+        examples=["I like bread"],
+        validation_alias=AliasChoices("text", "inputs"),
+    )
+    layer: Annotated[WholeInt | None, WithJsonSchema(_fitted_int("encoder-layer"))] = Field(
+        None, description="Encoder layer 1..L or -1..-L (null: every layer)."
+    )
+    head: Annotated[WholeInt | None, WithJsonSchema(_fitted_int("head"))] = Field(
+        None, ge=0, description="One head (null: every head)."
+    )
+    mean_heads: StrictBool = Field(False, description="Average over heads instead of listing them.")
+
+
+class OccurrencesRequest(_Strict):
+    """A word's occurrences in a token or word store the server was started with (--store NAME=FILE)."""
+
+    store: Annotated[str, WithJsonSchema({"type": "string", "x-fit": "store"})] = Field(
+        description="The store's name, as given to --store NAME=FILE.", examples=["news"]
+    )
+    word: OneText = Field(description="One word, as written in the texts.", examples=["bank"])
+    context: Annotated[str | None, WithJsonSchema({"anyOf": [_TEXT, {"type": "null"}]})] = Field(
+        None,
+        description="A text using the word: occurrences are ranked by cosine to its use here.",
+        examples=["we sat on the bank of the river"],
+    )
+    k: int = Field(10, ge=1, le=1000, description="How many occurrences.")
+
+
+class OccurrenceHit(BaseModel):
+    """One stored occurrence: its text's id, row position, character span, marked snippet and cosine."""
+
+    id: str
+    position: int
+    start: int
+    end: int
+    snippet: str
+    score: float | None
+
+
+class OccurrencesResponse(BaseModel):
+    """The occurrences (nearest first with a context) and how many the store holds."""
+
+    model: str
+    store: str
+    word: str
+    total: int
+    hits: list[OccurrenceHit]
