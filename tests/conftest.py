@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -84,10 +85,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: -FILE_WEIGHTS.get(item.path.name, 1))
 
 
+_SESSION_CACHE = os.environ.get("BERTSCOPE_CACHE")
+
+
+@contextmanager
+def _session_cache() -> Iterator[None]:
+    """The session's BERTSCOPE_CACHE while a session model loads, even inside a test with a fresh cache:
+    the load records its runtime there, where `bertscope info` and tests/test_folder.py read it."""
+    before = os.environ.get("BERTSCOPE_CACHE")
+    _set_cache(_SESSION_CACHE)
+    try:
+        yield
+    finally:
+        _set_cache(before)
+
+
+def _set_cache(value: str | None) -> None:
+    if value is None:
+        os.environ.pop("BERTSCOPE_CACHE", None)
+    else:
+        os.environ["BERTSCOPE_CACHE"] = value
+
+
 @pytest.fixture(scope="session")
 def bundled() -> bertscope.Model:
     """The bundled all-MiniLM-L6-v2, loaded once per test session."""
-    return bertscope.load(device="cpu")
+    with _session_cache():
+        return bertscope.load(device="cpu")
 
 
 @pytest.fixture(scope="session")
@@ -108,7 +132,8 @@ def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 @pytest.fixture(scope="session")
 def tiny_models(tiny_dirs: dict[str, Path]) -> dict[str, bertscope.Model]:
     """Each tiny family model loaded through bertscope."""
-    return {family: bertscope.load(path, device="cpu") for family, path in tiny_dirs.items()}
+    with _session_cache():
+        return {family: bertscope.load(path, device="cpu") for family, path in tiny_dirs.items()}
 
 
 @pytest.fixture(autouse=True)
