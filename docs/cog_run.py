@@ -5,7 +5,7 @@
 scratch folder holding a link to examples/, with the terminal 100 columns wide, on torch (the exact
 reference, not the runtime this machine's exact default picks), with float32 noise below 1e-5 printed as
 `<1e-5`: the output is the same on every machine. Timings never appear here: stderr (progress, timings)
-is left out unless asked for.
+is left out unless asked for. A picture a command writes with `-o NAME.png` is copied to docs/img/.
 """
 
 from __future__ import annotations
@@ -120,7 +120,19 @@ def sh(*commands: str, stderr: bool = False, fails: bool = False) -> None:
     import cog
 
     parts = [f"$ {command}\n{output(command, stderr=stderr, fails=fails)}".rstrip() for command in commands]
+    for command in commands:
+        _keep_pictures(command)
     cog.outl("```console\n" + "\n\n".join(parts) + "\n```")
+
+
+def _keep_pictures(command: str) -> None:
+    """The PNG pictures a command wrote (`-o NAME.png`) go to docs/img/, where the pages show them."""
+    argv = shlex.split(command)
+    for flag, value in zip(argv, argv[1:], strict=False):
+        if flag in ("-o", "--output") and value.endswith(".png") and Path(value).is_file():
+            target = REPO / "docs" / "img" / Path(value).name
+            target.parent.mkdir(exist_ok=True)
+            shutil.copyfile(value, target)
 
 
 def quiet(*commands: str) -> None:
