@@ -126,7 +126,11 @@ def sh(*commands: str, stderr: bool = False, fails: bool = False) -> None:
 
 
 def _keep_pictures(command: str) -> None:
-    """The PNG pictures a command wrote (`-o NAME.png`) go to docs/img/, where the pages show them."""
+    """The PNG pictures a command wrote (`-o NAME.png`) go to docs/img/, where the pages show them.
+
+    Not while the tests check the pages (`BERTSCOPE_DOCS_CHECK`): a check leaves the checkout as it was."""
+    if os.environ.get("BERTSCOPE_DOCS_CHECK"):
+        return
     argv = shlex.split(command)
     for flag, value in zip(argv, argv[1:], strict=False):
         if flag in ("-o", "--output") and value.endswith(".png") and Path(value).is_file():
