@@ -11,7 +11,15 @@ from ..core.spec import EmbedOptions, Recipe, RecipeKeywords, resolve
 from ..errors import InvalidSpec
 from ..model import Model, load
 
-__all__ = ["model_and_recipes", "vectors"]
+__all__ = ["load_options", "model_and_recipes", "vectors"]
+
+
+def load_options(
+    mode: str | None, device: str | None, dtype: str | None, backend: str | None
+) -> dict[str, str]:
+    """The `bertscope.load` options a framework class was given (those left out take load's defaults)."""
+    given = {"mode": mode, "device": device, "dtype": dtype, "backend": backend}
+    return {key: value for key, value in given.items() if value}
 
 
 def model_and_recipes(

@@ -14,7 +14,7 @@ from typing_extensions import Unpack
 
 from ..core.spec import RecipeKeywords
 from ..model import Model
-from ._shared import model_and_recipes, vectors
+from ._shared import load_options, model_and_recipes, vectors
 
 try:
     from langchain_core.embeddings import Embeddings
@@ -50,9 +50,7 @@ class BertscopeEmbeddings(Embeddings):
         document_prompt: str | None = None,
         **options: Unpack[RecipeKeywords],
     ) -> None:
-        load_kwargs = {
-            k: v for k, v in {"mode": mode, "device": device, "dtype": dtype, "backend": backend}.items() if v
-        }
+        load_kwargs = load_options(mode, device, dtype, backend)
         prompts = {
             "query": (query_prompt_name, query_prompt),
             "document": (document_prompt_name, document_prompt),

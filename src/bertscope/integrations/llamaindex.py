@@ -15,7 +15,7 @@ from typing_extensions import Unpack
 
 from ..core.spec import RecipeKeywords
 from ..model import Model
-from ._shared import model_and_recipes, vectors
+from ._shared import load_options, model_and_recipes, vectors
 
 try:
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -57,9 +57,7 @@ class BertscopeEmbedding(BaseEmbedding):
         callback_manager: Any = None,
         **options: Unpack[RecipeKeywords],
     ) -> None:
-        load_kwargs = {
-            k: v for k, v in {"mode": mode, "device": device, "dtype": dtype, "backend": backend}.items() if v
-        }
+        load_kwargs = load_options(mode, device, dtype, backend)
         prompts = {"query": (query_prompt_name, query_prompt), "text": (text_prompt_name, text_prompt)}
         loaded, recipes = model_and_recipes(model, load_kwargs, prompts, options)
         super().__init__(

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["Level", "ProbeResult", "probe", "word_features", "sentence_features"]
 
 Split = tuple[np.ndarray, np.ndarray]
-PROBE_TOLERANCE = 1e-6  # the logistic regression's stopping tolerance (see _fold_scores)
+PROBE_TOLERANCE = 1e-6
 
 
 class Level(StrEnum):
