@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 import bertscope
 from bertscope.cli import app
+from console import run_main
 
 runner = CliRunner()
 
@@ -138,10 +139,10 @@ def test_embed_from_stdin_warns_once_on_truncation() -> None:
     ],
 )
 def test_bad_input_is_one_line_without_traceback(args: list[str], needle: str) -> None:
-    result = run_cli(*args)
-    assert result.returncode == 1
-    assert result.stderr.startswith("error: ") and needle in result.stderr
-    assert "Traceback" not in result.stderr and result.stderr.count("\n") == 1
+    code, stderr = run_main(*args)
+    assert code == 1
+    assert stderr.startswith("error: ") and needle in stderr
+    assert "Traceback" not in stderr and stderr.count("\n") == 1
 
 
 def test_debug_shows_the_traceback() -> None:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +11,7 @@ from typer.testing import CliRunner
 import bertscope
 from bertscope.cli import app
 from bertscope.io.stores import open_store
+from console import run_main
 from prompted import with_prompts
 
 runner = CliRunner()
@@ -24,13 +23,6 @@ def run_ok(*args: str) -> str:
     result = runner.invoke(app, list(args))
     assert result.exit_code == 0, (result.output, result.exception)
     return result.stdout
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """Run `python -m bertscope` in a subprocess, as a user would."""
-    return subprocess.run(
-        [sys.executable, "-m", "bertscope", *args], capture_output=True, text=True, timeout=300
-    )
 
 
 def test_embed_chunks_json_equals_the_library(bundled: bertscope.Model) -> None:
@@ -47,12 +39,12 @@ def test_embed_chunks_json_equals_the_library(bundled: bertscope.Model) -> None:
 
 def test_naive_chunk_over_the_window_warns_and_bad_options_are_one_line() -> None:
     long_chunk = "Short one. Words " + " ".join(["word"] * 300) + "."
-    warned = run_cli("embed", long_chunk, "--chunks", "sentence", "--naive", "--json")
-    assert warned.returncode == 0 and "1 chunk(s) longer than 256 tokens were truncated" in warned.stderr
-    failed = run_cli("embed", DOC, "--prompt-name", "query")
-    assert failed.returncode == 1
-    assert "unknown prompt name 'query'; this model's prompts: none" in failed.stderr
-    assert "Traceback" not in failed.stderr and len(failed.stderr.strip().splitlines()) == 1
+    code, warned = run_main("embed", long_chunk, "--chunks", "sentence", "--naive", "--json")
+    assert code == 0 and "1 chunk(s) longer than 256 tokens were truncated" in warned
+    code, failed = run_main("embed", DOC, "--prompt-name", "query")
+    assert code == 1
+    assert "unknown prompt name 'query'; this model's prompts: none" in failed
+    assert "Traceback" not in failed and len(failed.strip().splitlines()) == 1
     for args, error, needle in (
         (["--chunks", "pages"], bertscope.InvalidSpec, "unknown chunking 'pages'; choose one of: sentence"),
         (["--chunks", "sentence", "--pooling", "cls"], bertscope.InvalidSpec, "late chunking pools token"),

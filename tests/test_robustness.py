@@ -313,21 +313,23 @@ def test_cli_errors_from_outside_are_one_line(tmp_path: Path) -> None:
     import subprocess
     import sys
 
+    from console import run_main
+
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": os.pathsep.join(sys.path)}
     corpus = _corpus(tmp_path, TEXTS)
-    cases = [
-        (["static", "--ids", "abc"], "--ids takes token ids"),
-        (["static", "--ids", "abc", "--export", str(tmp_path / "x.vec")], "--ids takes token ids"),
-        # /proc takes no new files, not even from root: the OSError of a read-only place, for everyone.
-        (["embed", "-i", str(corpus), "-o", "/proc/bertscope-out.parquet"], "error:"),
-    ]
-    for args, expected in cases:
-        run = subprocess.run(
-            [sys.executable, "-m", "bertscope", *args], capture_output=True, text=True, env=env, timeout=300
-        )
-        assert run.returncode == 1, run.stderr
-        assert expected in run.stderr and "Traceback" not in run.stderr, run.stderr
-        assert len(run.stderr.strip().splitlines()) == 1, run.stderr
+    # /proc takes no new files, not even from root: the OSError of a read-only place, for everyone.
+    # This one runs as the console runs it, in its own process; the others in-process (the same main).
+    args = ["embed", "-i", str(corpus), "-o", "/proc/bertscope-out.parquet"]
+    run = subprocess.run(
+        [sys.executable, "-m", "bertscope", *args], capture_output=True, text=True, env=env, timeout=300
+    )
+    outcomes = [(run.returncode, run.stderr, "error:")]
+    for args in (["static", "--ids", "abc"], ["static", "--ids", "abc", "--export", str(tmp_path / "x.vec")]):
+        outcomes.append((*run_main(*args), "--ids takes token ids"))
+    for code, stderr, expected in outcomes:
+        assert code == 1, stderr
+        assert expected in stderr and "Traceback" not in stderr, stderr
+        assert len(stderr.strip().splitlines()) == 1, stderr
 
 
 def test_static_npy_export_reports_the_file_it_writes(bundled: bertscope.Model, tmp_path: Path) -> None:

@@ -1,0 +1,31 @@
+"""The console entry point run in-process, as the tests that check its output and exit code use it."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import sys
+import warnings
+
+
+def run_main(*args: str) -> tuple[int, str]:
+    """Run `bertscope.cli.main` (its one-line errors and warnings included) in-process: (exit code, stderr).
+
+    A subprocess pays ~8 s of imports and model loading per call; the cases that must run as the
+    console runs them (a separate process: tests/test_robustness.py, `--debug` in tests/test_cli.py,
+    the killed jobs) keep one.
+    """
+    from bertscope.cli import main
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    old_argv, old_showwarning = sys.argv, warnings.showwarning
+    sys.argv = ["bertscope", *args]
+    code = 0
+    try:
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            main()
+    except SystemExit as exit_:
+        code = exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        sys.argv, warnings.showwarning = old_argv, old_showwarning
+    return code, stderr.getvalue()
