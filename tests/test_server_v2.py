@@ -180,9 +180,9 @@ def test_the_schema_states_what_the_chunk_route_refuses(url: str) -> None:
 
 
 def test_fuzzing_the_v2_routes_finds_no_server_error_and_no_valid_request_refused(url: str) -> None:
-    # Two routes x two modes x 25 examples is at most 100 cases, drawn in ~15 s on a quiet 2-core
+    # Three routes x two modes x 25 examples is at most 150 cases, drawn in ~25 s on a quiet 2-core
     # machine: the time cap is for a pathological machine only, so the count never hangs on the load.
-    cases, failures = fuzz(url, paths=("/v2/embed_chunks", "/v2/similarity"), seconds=120)
+    cases, failures = fuzz(url, paths=("/v2/embed_chunks", "/v2/similarity", "/v2/cka"), seconds=120)
     assert cases > 40, cases
     assert not failures, failures[:5]
 
@@ -208,3 +208,31 @@ def test_chunks_take_a_post_processing_in_the_library_and_the_service(
     assert_same(answer.json()["items"][0], fitted.to_dict())
     assert unknown.status_code == 422 and "no post-processing named 'white'" in unknown.json()["detail"]
     assert other_layer.status_code == 422 and "fitted on" in other_layer.json()["detail"]
+
+
+CKA_TEXTS = [
+    "The cat sat on the mat.",
+    "A dog ran across the park.",
+    "Rain fell over the city all day.",
+    "Prices rose again this month.",
+    "She plays the piano.",
+]
+
+
+@pytest.mark.parametrize(("level", "debiased"), [("token", False), ("sentence", True)])
+def test_cka_route_equals_the_library(url: str, bundled: bertscope.Model, level: str, debiased: bool) -> None:
+    response = post(url, "/v2/cka", {"inputs": CKA_TEXTS, "level": level, "debiased": debiased})
+    assert response.status_code == 200, response.text
+    answer = response.json()
+    expected = bundled.cka(CKA_TEXTS, level=level, debiased=debiased, progress=False).to_dict()
+    assert answer["layers_a"] == answer["layers_b"] == list(range(bundled.info().layers + 1))
+    assert answer["n_rows"] == expected["n_rows"] and answer["settings"] == expected["settings"]
+    np.testing.assert_allclose(np.array(answer["cka"], dtype=float), np.array(expected["cka"]), atol=1e-6)
+    assert answer["cka"][0][0] == pytest.approx(1.0, abs=1e-6)
+
+
+def test_cka_route_refuses_too_few_texts_and_too_many(url: str) -> None:
+    few = post(url, "/v2/cka", {"inputs": CKA_TEXTS[:3]})
+    assert few.status_code == 422 and "inputs" in few.text
+    many = post(url, "/v2/cka", {"inputs": CKA_TEXTS * 2})
+    assert many.status_code == 413 and "--max-inputs" in many.json()["detail"]

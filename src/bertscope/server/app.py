@@ -25,6 +25,7 @@ from .explorer import mount_explorer
 from .guard import Guard, ServerSettings, add_error_handlers
 from .occurrences import occurrence_routes
 from .openapi import fit_openapi
+from .research_routes import research_routes
 from .routes import embedding_routes, model_routes, ops_routes
 from .schemas import ERROR_RESPONSES
 from .service import Service
@@ -75,6 +76,7 @@ def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastA
     ops_routes(app, service, metrics)
     explain_routes(app, service)
     occurrence_routes(app, service)
+    research_routes(app, service)
     mount_explorer(app)
     _describe(app, model, settings)
     paths = frozenset(getattr(r, "path", "") for r in app.routes)

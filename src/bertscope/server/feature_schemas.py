@@ -16,6 +16,7 @@ from pydantic import (
 
 from ..core._enums import LongText
 from ..core.chunking import ChunkBy
+from ..research.cka import CkaLevel
 from .schemas import (
     _TEXT,
     OneText,
@@ -41,6 +42,8 @@ __all__ = [
     "OccurrenceHit",
     "OccurrencesResponse",
     "Span",
+    "CkaRequest",
+    "CkaResponse",
 ]
 
 
@@ -177,3 +180,32 @@ class OccurrencesResponse(BaseModel):
     word: str
     total: int
     hits: list[OccurrenceHit]
+
+
+# CKA's estimators need rows: the linear one 2, the debiased one 4 (one row per text at sentence level).
+_CKA_TEXTS = {**_texts_only("inputs"), "minItems": 4}
+
+
+class CkaRequest(_Strict):
+    """POST /v2/cka: linear CKA between every pair of the served model's layers, as `Model.cka`."""
+
+    inputs: Annotated[list[str], Field(min_length=4), WithJsonSchema(_CKA_TEXTS)] = Field(
+        description="The texts (at least 4, at most --max-inputs).",
+        examples=[["The cat sat.", "A dog ran.", "Rain fell all day.", "Prices rose again."]],
+    )
+    level: CkaLevel = Field(
+        CkaLevel.TOKEN,
+        description="token: every non-pad token is a row; sentence: one mean-pooled vector per text.",
+    )
+    debiased: StrictBool = Field(False, description="The debiased estimator (better for few rows).")
+
+
+class CkaResponse(BaseModel):
+    """Layers 0..L against layers 0..L; a cell is null where a layer's rows do not vary."""
+
+    model: str
+    layers_a: list[int]
+    layers_b: list[int]
+    cka: list[list[float | None]]
+    n_rows: int
+    settings: dict[str, Any]
