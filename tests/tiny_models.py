@@ -123,16 +123,16 @@ def _backend(family: str) -> tuple[Tokenizer, dict[str, str]]:
 
 def _config_kwargs(family: str, vocab: dict[str, int]) -> dict[str, Any]:
     """Return tiny config kwargs for `family`, using its native attribute names."""
-    common: dict[str, Any] = {
+    # The sizes every family shares; BERT's dropout names are added for the families that take them.
+    sizes: dict[str, Any] = {
         "vocab_size": len(vocab),
         "hidden_size": _HIDDEN,
         "num_hidden_layers": _LAYERS,
         "num_attention_heads": _HEADS,
         "intermediate_size": _INTERMEDIATE,
         "max_position_embeddings": _MAX_LEN,
-        "hidden_dropout_prob": 0.0,
-        "attention_probs_dropout_prob": 0.0,
     }
+    common: dict[str, Any] = {**sizes, "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
     bert_ids = {"pad_token_id": vocab.get("[PAD]")}
     if family in ("roberta", "xlm-roberta", "mpnet"):
         # Positions start at pad_token_id + 1, so two extra rows keep 64 usable positions.
@@ -181,12 +181,7 @@ def _config_kwargs(family: str, vocab: dict[str, int]) -> dict[str, Any]:
         }
     if family == "eurobert":
         return {
-            "vocab_size": len(vocab),
-            "hidden_size": _HIDDEN,
-            "num_hidden_layers": _LAYERS,
-            "num_attention_heads": _HEADS,
-            "intermediate_size": _INTERMEDIATE,
-            "max_position_embeddings": _MAX_LEN,
+            **sizes,
             **bert_ids,
             "bos_token_id": vocab["[CLS]"],
             "eos_token_id": vocab["[SEP]"],
@@ -201,12 +196,7 @@ def _config_kwargs(family: str, vocab: dict[str, int]) -> dict[str, Any]:
         return {**common, **bert_ids, "type_vocab_size": 0 if family == "gte" else 2}
     if family == "modernbert":
         return {
-            "vocab_size": len(vocab),
-            "hidden_size": _HIDDEN,
-            "num_hidden_layers": _LAYERS,
-            "num_attention_heads": _HEADS,
-            "intermediate_size": _INTERMEDIATE,
-            "max_position_embeddings": _MAX_LEN,
+            **sizes,
             "local_attention": MODERNBERT_WINDOW,
             "global_attn_every_n_layers": 2,
             **bert_ids,
