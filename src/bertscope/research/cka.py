@@ -32,9 +32,9 @@ from .states import layer_states
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
 
-__all__ = ["CkaLevel", "CkaResult", "cka", "paired_rows", "Moments", "cka_of_arrays"]
+__all__ = ["CkaLevel", "CkaResult", "MIN_ROWS", "cka", "paired_rows", "Moments", "cka_of_arrays"]
 
-_MIN_ROWS = {False: 2, True: 4}
+MIN_ROWS = {False: 2, True: 4}  # rows each estimator needs: linear (False), debiased (True)
 _FLUSH = 2048  # rows gathered before one matrix product
 
 
@@ -120,10 +120,10 @@ class Moments:
     def matrix(self, *, debiased: bool = False) -> np.ndarray:
         """CKA per layer pair: (L_a, L_b), or (L,) for `diagonal`."""
         s = self._sums
-        if self.n < _MIN_ROWS[debiased]:
+        if self.n < MIN_ROWS[debiased]:
             raise InvalidInput(
                 f"CKA over {self.n} row(s): the {'debiased' if debiased else 'linear'} estimator needs at "
-                f"least {_MIN_ROWS[debiased]}; give more texts (or --level token, which counts every token)"
+                f"least {MIN_ROWS[debiased]}; give more texts (or --level token, which counts every token)"
             )
         la, lb = s["sx"].shape[0], s["ay"].shape[0] if not self.same else s["sx"].shape[0]
         self_x = [self._self_hsic("x", i, debiased) for i in range(la)]

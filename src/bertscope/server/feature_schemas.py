@@ -16,19 +16,19 @@ from pydantic import (
 
 from ..core._enums import LongText
 from ..core.chunking import ChunkBy
-from ..research.cka import CkaLevel
+from ..research.cka import MIN_ROWS, CkaLevel
 from .schemas import (
-    _TEXT,
+    TEXT_SCHEMA,
     OneText,
     PositiveInt,
+    SpecFields,
+    Strict,
     Text,
     WholeInt,
-    _fitted_int,
-    _SpecFields,
-    _Strict,
-    _texts_only,
-    _whole,
+    fitted_int,
     named,
+    texts_only,
+    whole_number,
 )
 
 __all__ = [
@@ -51,16 +51,18 @@ __all__ = [
 _SPAN = {"type": "array", "items": {"type": "integer", "minimum": 0}, "minItems": 2, "maxItems": 2}
 _SPANS = {"type": "array", "items": _SPAN, "minItems": 1}
 _SPANS_PER_DOC = {"type": "array", "items": _SPANS, "minItems": 1, "x-fit": "inputs"}
-_Offset = Annotated[StrictInt, Field(ge=0), BeforeValidator(_whole)]
+_Offset = Annotated[StrictInt, Field(ge=0), BeforeValidator(whole_number)]
 Span = tuple[_Offset, _Offset]
 
 
-class ChunksRequest(_SpecFields):
+class ChunksRequest(SpecFields):
     """Chunk vectors of documents, late (each document once, token vectors pooled per chunk) or naive."""
 
-    inputs: Annotated[str | list[str], WithJsonSchema({"anyOf": [_TEXT, _texts_only("inputs")]})] = Field(
-        description="One document or a list of documents (no pairs).",
-        examples=["Late chunking keeps context. Each chunk sees the whole document."],
+    inputs: Annotated[str | list[str], WithJsonSchema({"anyOf": [TEXT_SCHEMA, texts_only("inputs")]})] = (
+        Field(
+            description="One document or a list of documents (no pairs).",
+            examples=["Late chunking keeps context. Each chunk sees the whole document."],
+        )
     )
     chunks: Annotated[
         ChunkBy | list[Span] | list[list[Span]],
@@ -76,7 +78,7 @@ class ChunksRequest(_SpecFields):
         True, description="Late chunking (the whole document once, windows stitched) or each chunk alone."
     )
     size: PositiveInt = Field(128, description="Word pieces per chunk with chunks=tokens.")
-    overlap: Annotated[StrictInt, Field(ge=0), BeforeValidator(_whole)] = Field(
+    overlap: Annotated[StrictInt, Field(ge=0), BeforeValidator(whole_number)] = Field(
         0, description="Word pieces neighbouring token chunks share (less than size)."
     )
     long: LongText | None = Field(  # type: ignore[assignment]
@@ -115,7 +117,7 @@ class ChunksResponse(BaseModel):
     items: list[ChunkDocument]
 
 
-class ExplainRequest(_SpecFields):
+class ExplainRequest(SpecFields):
     """Why two texts score what they score, with the same options as /embed and /similarity."""
 
     a: OneText = Field(description="The first text.", examples=["The cat sat on the mat."])
@@ -129,7 +131,7 @@ class ExplainRequest(_SpecFields):
     )
 
 
-class AttentionRequest(_Strict):
+class AttentionRequest(Strict):
     """Attention weights of one text or (A, B) pair: one layer, one head, or all of them."""
 
     text: Text = Field(
@@ -137,23 +139,23 @@ class AttentionRequest(_Strict):
         examples=["I like bread"],
         validation_alias=AliasChoices("text", "inputs"),
     )
-    layer: Annotated[WholeInt | None, WithJsonSchema(_fitted_int("encoder-layer"))] = Field(
+    layer: Annotated[WholeInt | None, WithJsonSchema(fitted_int("encoder-layer"))] = Field(
         None, description="Encoder layer 1..L or -1..-L (null: every layer)."
     )
-    head: Annotated[WholeInt | None, WithJsonSchema(_fitted_int("head"))] = Field(
+    head: Annotated[WholeInt | None, WithJsonSchema(fitted_int("head"))] = Field(
         None, ge=0, description="One head (null: every head)."
     )
     mean_heads: StrictBool = Field(False, description="Average over heads instead of listing them.")
 
 
-class OccurrencesRequest(_Strict):
+class OccurrencesRequest(Strict):
     """A word's occurrences in a token or word store the server was started with (--store NAME=FILE)."""
 
     store: Annotated[str, WithJsonSchema({"type": "string", "x-fit": "store"})] = Field(
         description="The store's name, as given to --store NAME=FILE.", examples=["news"]
     )
     word: OneText = Field(description="One word, as written in the texts.", examples=["bank"])
-    context: Annotated[str | None, WithJsonSchema({"anyOf": [_TEXT, {"type": "null"}]})] = Field(
+    context: Annotated[str | None, WithJsonSchema({"anyOf": [TEXT_SCHEMA, {"type": "null"}]})] = Field(
         None,
         description="A text using the word: occurrences are ranked by cosine to its use here.",
         examples=["we sat on the bank of the river"],
@@ -182,15 +184,16 @@ class OccurrencesResponse(BaseModel):
     hits: list[OccurrenceHit]
 
 
-# CKA's estimators need rows: the linear one 2, the debiased one 4 (one row per text at sentence level).
-_CKA_TEXTS = {**_texts_only("inputs"), "minItems": 4}
+# Enough texts for either estimator at sentence level (one row per text): the debiased one needs most.
+_CKA_MIN_TEXTS = max(MIN_ROWS.values())
+_CKA_TEXTS = {**texts_only("inputs"), "minItems": _CKA_MIN_TEXTS}
 
 
-class CkaRequest(_Strict):
+class CkaRequest(Strict):
     """POST /v2/cka: linear CKA between every pair of the served model's layers, as `Model.cka`."""
 
-    inputs: Annotated[list[str], Field(min_length=4), WithJsonSchema(_CKA_TEXTS)] = Field(
-        description="The texts (at least 4, at most --max-inputs).",
+    inputs: Annotated[list[str], Field(min_length=_CKA_MIN_TEXTS), WithJsonSchema(_CKA_TEXTS)] = Field(
+        description=f"The texts (at least {_CKA_MIN_TEXTS}, at most --max-inputs).",
         examples=[["The cat sat.", "A dog ran.", "Rain fell all day.", "Prices rose again."]],
     )
     level: CkaLevel = Field(

@@ -19,6 +19,12 @@ from ..core._enums import Combine, LongText, Pooling, SubwordPooling
 from ..core.spec import EmbedOptions
 
 __all__ = [
+    "TEXT_SCHEMA",
+    "Strict",
+    "SpecFields",
+    "fitted_int",
+    "texts_only",
+    "whole_number",
     "OneText",
     "TextList",
     "EmbedRequest",
@@ -39,40 +45,40 @@ __all__ = [
 # The OpenAPI schema says what the server takes, but validation stays the server's own (`check_texts`,
 # `parse_layers`: one-line messages). What depends on the served model or the service's limits (layers,
 # vocabulary, names, --max-inputs) carries an "x-fit" mark that `openapi.fit_openapi` fills in per app.
-_TEXT: dict[str, Any] = {"type": "string", "minLength": 1, "x-fit": "text"}
-_PAIR: dict[str, Any] = {"type": "array", "items": _TEXT, "minItems": 2, "maxItems": 2}
+TEXT_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1, "x-fit": "text"}
+_PAIR: dict[str, Any] = {"type": "array", "items": TEXT_SCHEMA, "minItems": 2, "maxItems": 2}
 
 
 def _texts(fit: str) -> dict[str, Any]:
     """One text, or a non-empty list of texts and pairs whose length the service's limit caps."""
-    listed = {"type": "array", "items": {"anyOf": [_TEXT, _PAIR]}, "minItems": 1, "x-fit": fit}
-    return {"anyOf": [_TEXT, listed]}
+    listed = {"type": "array", "items": {"anyOf": [TEXT_SCHEMA, _PAIR]}, "minItems": 1, "x-fit": fit}
+    return {"anyOf": [TEXT_SCHEMA, listed]}
 
 
-def _texts_only(fit: str) -> dict[str, Any]:
+def texts_only(fit: str) -> dict[str, Any]:
     """A non-empty list of texts (no pairs) whose length the service's limit caps."""
-    return {"type": "array", "items": _TEXT, "minItems": 1, "x-fit": fit}
+    return {"type": "array", "items": TEXT_SCHEMA, "minItems": 1, "x-fit": fit}
 
 
-OneText = Annotated[str, WithJsonSchema(_TEXT)]
+OneText = Annotated[str, WithJsonSchema(TEXT_SCHEMA)]
 # Plain texts (no pairs), at most --max-inputs.
-TextList = Annotated[list[str], WithJsonSchema(_texts_only("inputs"))]
+TextList = Annotated[list[str], WithJsonSchema(texts_only("inputs"))]
 # A sentence pair (A, B) is a list of exactly two texts.
 Pair = Annotated[list[str], Field(min_length=2, max_length=2), WithJsonSchema(_PAIR)]
-Text = Annotated[str | Pair, WithJsonSchema({"anyOf": [_TEXT, _PAIR]})]
+Text = Annotated[str | Pair, WithJsonSchema({"anyOf": [TEXT_SCHEMA, _PAIR]})]
 # inputs: at most --max-inputs; split: more are split into parts under --auto-split.
 Texts = Annotated[str | list[str | Pair], WithJsonSchema(_texts("inputs"))]
 SplitTexts = Annotated[str | list[str | Pair], WithJsonSchema(_texts("inputs-split"))]
 
 
-def _whole(value: Any) -> Any:
+def whole_number(value: Any) -> Any:
     """1.0 as 1: JSON Schema's integer includes it (true and "1" stay refused by the strict int after)."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 # Strict: JSON true must not pass as layer 1 or token id 1 (pydantic's lax mode would coerce it).
-WholeInt = Annotated[StrictInt, BeforeValidator(_whole)]
-PositiveInt = Annotated[StrictInt, Field(ge=1), BeforeValidator(_whole)]
+WholeInt = Annotated[StrictInt, BeforeValidator(whole_number)]
+PositiveInt = Annotated[StrictInt, Field(ge=1), BeforeValidator(whole_number)]
 Layers = Annotated[
     str | WholeInt | list[WholeInt] | None,
     WithJsonSchema(
@@ -81,21 +87,21 @@ Layers = Annotated[
 ]
 
 
-def _fitted_int(fit: str) -> dict[str, Any]:
+def fitted_int(fit: str) -> dict[str, Any]:
     """An integer whose bounds are the served model's (a layer, a head), or null."""
     return {"anyOf": [{"type": "integer", "x-fit": fit}, {"type": "null"}]}
 
 
 _ID: dict[str, Any] = {"type": "integer", "minimum": 0, "x-fit": "id"}
-_PIECE = _TEXT  # a word piece of this vocabulary (which no schema lists), or with word=true a word
+_PIECE = TEXT_SCHEMA  # a word piece of this vocabulary (which no schema lists), or with word=true a word
 _STATIC_ITEMS = {
     "anyOf": [_PIECE, _ID, {"type": "array", "items": {"anyOf": [_PIECE, _ID]}, "x-fit": "inputs"}]
 }
 _IDS: dict[str, Any] = {"type": "array", "items": _ID, "minItems": 1, "x-fit": "ids"}
 _OPENAI_INPUT = {
     "anyOf": [
-        _TEXT,
-        {"type": "array", "items": _TEXT, "minItems": 1, "x-fit": "inputs-split"},
+        TEXT_SCHEMA,
+        texts_only("inputs-split"),
         _IDS,
         {"type": "array", "items": _IDS, "minItems": 1, "x-fit": "inputs-split"},
     ]
@@ -117,23 +123,21 @@ _LAYERS = (
 
 # TEI's routes: text or texts (/embed also ids, fitted away unless --token-ids model); at most --max-inputs.
 TEI_INPUT = WithJsonSchema(_OPENAI_INPUT)
-TEI_TEXTS = WithJsonSchema(
-    {"anyOf": [_TEXT, {"type": "array", "items": _TEXT, "minItems": 1, "x-fit": "inputs"}]}
-)
-TEI_TEXT = WithJsonSchema(_TEXT)
+TEI_TEXTS = WithJsonSchema({"anyOf": [TEXT_SCHEMA, texts_only("inputs")]})
+TEI_TEXT = WithJsonSchema(TEXT_SCHEMA)
 _ID_LIST = {"type": "array", "items": _ID, "minItems": 1}
 TEI_IDS = WithJsonSchema(
     {"anyOf": [_ID_LIST, {"type": "array", "items": _ID_LIST, "minItems": 1, "x-fit": "inputs"}]}
 )
-TEI_SENTENCES = WithJsonSchema({"type": "array", "items": _TEXT, "minItems": 1, "x-fit": "sentences"})
+TEI_SENTENCES = WithJsonSchema(texts_only("sentences"))
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
     # Unknown fields are errors, so a misspelt option is reported instead of silently ignored.
     model_config = ConfigDict(extra="forbid")
 
 
-class _LayerFields(_Strict):
+class _LayerFields(Strict):
     layers: Layers = Field(None, description=_LAYERS, examples=["-1", "-4:", "1:4"])
     combine: Combine = Field(Combine.MEAN, description="How several layers combine.")
     long: LongText = Field(
@@ -145,7 +149,7 @@ class _LayerFields(_Strict):
     )
 
 
-class _SpecFields(_LayerFields):
+class SpecFields(_LayerFields):
     pooling: Pooling = Field(Pooling.AUTO, description="Sentence pooling; auto is the model's own.")
     mask_special: StrictBool = Field(False, description="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
     normalize: StrictBool | None = Field(
@@ -161,7 +165,7 @@ class _SpecFields(_LayerFields):
         return EmbedOptions(*given, self.stride, prompt_name=self.prompt_name)
 
 
-class EmbedRequest(_SpecFields):
+class EmbedRequest(SpecFields):
     """Sentence vectors for texts, any layers, any pooling."""
 
     inputs: SplitTexts = Field(description=_TEXTS, examples=[["I like eating bread", "a cat"]])
@@ -273,14 +277,14 @@ class OpenAIResponse(BaseModel):
     usage: OpenAIUsage
 
 
-class TokenizeRequest(_Strict):
+class TokenizeRequest(Strict):
     """Word pieces of texts: token, id, word, character span, special."""
 
     inputs: Texts = Field(description=_TEXTS)
     long: LongText = LongText.TRUNCATE
 
 
-class StaticRequest(_Strict):
+class StaticRequest(Strict):
     """Static rows of word pieces or ids (or words, as the mean of their pieces), with neighbours."""
 
     inputs: Annotated[str | WholeInt | list[str | WholeInt], WithJsonSchema(_STATIC_ITEMS)] = Field(
@@ -293,7 +297,7 @@ class StaticRequest(_Strict):
     include_special: StrictBool = Field(False, description="Let neighbours be special or [unused] tokens.")
 
 
-class AnatomyRequest(_Strict):
+class AnatomyRequest(Strict):
     """The embedding layer of one text taken apart."""
 
     inputs: Text = Field(
@@ -303,12 +307,13 @@ class AnatomyRequest(_Strict):
     )
 
 
-class SimilarityRequest(_SpecFields):
+class SimilarityRequest(SpecFields):
     """Cosine of one source sentence against each of the sentences, with the same embedding options."""
 
     source: OneText = Field(description="The sentence to compare.", examples=["a cat"])
     sentences: Annotated[
-        list[str], WithJsonSchema({"type": "array", "items": _TEXT, "minItems": 1, "x-fit": "sentences"})
+        list[str],
+        WithJsonSchema(texts_only("sentences")),
     ] = Field(description="Sentences to compare it with.", examples=[["a dog", "a car"]])
     baseline: StrictBool = Field(
         False, description="Add each score's percentile among unrelated pairs of a reference corpus."
@@ -318,7 +323,13 @@ class SimilarityRequest(_SpecFields):
         WithJsonSchema(
             {
                 "anyOf": [
-                    {"type": "array", "items": _TEXT, "minItems": 3, "uniqueItems": True, "x-fit": "inputs"},
+                    {
+                        "type": "array",
+                        "items": TEXT_SCHEMA,
+                        "minItems": 3,
+                        "uniqueItems": True,
+                        "x-fit": "inputs",
+                    },
                     {"type": "null"},
                 ]
             }
@@ -369,4 +380,3 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         503: "The service is shutting down.",
     }.items()
 }
-Strict = _Strict  # TEI routes share the refusal of unknown fields
