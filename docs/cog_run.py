@@ -11,8 +11,6 @@ is left out unless asked for. A picture a command writes with `-o NAME.png` is c
 from __future__ import annotations
 
 import atexit
-import contextlib
-import io
 import os
 import shlex
 import shutil
@@ -28,6 +26,13 @@ os.environ.pop("BERTSCOPE_MODEL", None)
 REPO = Path(__file__).resolve().parents[1]
 _SCRATCH: Path | None = None
 _LOADED: dict[str, Any] = {}
+
+
+def _tests_on_path() -> None:
+    """The tests' console runner and tiny-model builder importable (cog restores sys.path between
+    blocks, so each use puts it back)."""
+    if str(REPO / "tests") not in sys.path:
+        sys.path.insert(0, str(REPO / "tests"))
 
 
 def _scratch() -> Path:
@@ -83,25 +88,15 @@ def output(command: str, *, stderr: bool = False, fails: bool = False) -> str:
     then its error line is the output.
     """
     _scratch()
-    from bertscope.cli import main
+    _tests_on_path()
+    from console import run_main
 
     argv = shlex.split(command)
     assert argv[0] == "bertscope", command
-    out, err = io.StringIO(), io.StringIO()
-    old_argv = sys.argv
-    sys.argv = argv
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = 0
-            try:
-                main()
-            except SystemExit as exit_:
-                code = exit_.code if isinstance(exit_.code, int) else 1
-    finally:
-        sys.argv = old_argv
-    if bool(code) != fails:
-        raise RuntimeError(f"{command!r} exited {code}: {err.getvalue().strip()[-800:]}")
-    text = out.getvalue() + (err.getvalue() if stderr or fails else "")
+    ran = run_main(*argv[1:])
+    if bool(ran.code) != fails:
+        raise RuntimeError(f"{command!r} exited {ran.code}: {ran.stderr.strip()[-800:]}")
+    text = ran.stdout + (ran.stderr if stderr or fails else "")
     return _stable("\n".join(line.rstrip() for line in text.splitlines()).strip("\n"))
 
 
@@ -202,7 +197,7 @@ def write(name: str, text: str) -> None:
 
 def tiny(family: str, name: str, **options: Any) -> None:
     """A tiny random `family` model in the scratch folder (the tests' builder, seeded: the same each run)."""
-    sys.path.insert(0, str(REPO / "tests"))
+    _tests_on_path()
     from tiny_models import build_tiny_model
 
     if not (_scratch() / name).exists():

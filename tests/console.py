@@ -6,10 +6,21 @@ import contextlib
 import io
 import sys
 import warnings
+from typing import NamedTuple
 
 
-def run_main(*args: str) -> tuple[int, str]:
-    """Run `bertscope.cli.main` (its one-line errors and warnings included) in-process: (exit code, stderr).
+class Ran(NamedTuple):
+    """What one in-process run of the console printed, and how it exited."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+
+def run_main(*args: str) -> Ran:
+    """Run `bertscope.cli.main` (its one-line errors and warnings included) in-process, as
+    `bertscope ARGS...` would run: its exit code, stdout and stderr. docs/cog_run.py runs the docs'
+    commands through it too.
 
     A subprocess pays ~8 s of imports and model loading per call; the cases that must run as the
     console runs them (a separate process: tests/test_robustness.py, `--debug` in tests/test_cli.py,
@@ -28,4 +39,4 @@ def run_main(*args: str) -> tuple[int, str]:
         code = exit_.code if isinstance(exit_.code, int) else 1
     finally:
         sys.argv, warnings.showwarning = old_argv, old_showwarning
-    return code, stderr.getvalue()
+    return Ran(code, stdout.getvalue(), stderr.getvalue())

@@ -139,7 +139,7 @@ def test_embed_from_stdin_warns_once_on_truncation() -> None:
     ],
 )
 def test_bad_input_is_one_line_without_traceback(args: list[str], needle: str) -> None:
-    code, stderr = run_main(*args)
+    code, _, stderr = run_main(*args)
     assert code == 1
     assert stderr.startswith("error: ") and needle in stderr
     assert "Traceback" not in stderr and stderr.count("\n") == 1

@@ -39,9 +39,9 @@ def test_embed_chunks_json_equals_the_library(bundled: bertscope.Model) -> None:
 
 def test_naive_chunk_over_the_window_warns_and_bad_options_are_one_line() -> None:
     long_chunk = "Short one. Words " + " ".join(["word"] * 300) + "."
-    code, warned = run_main("embed", long_chunk, "--chunks", "sentence", "--naive", "--json")
+    code, _, warned = run_main("embed", long_chunk, "--chunks", "sentence", "--naive", "--json")
     assert code == 0 and "1 chunk(s) longer than 256 tokens were truncated" in warned
-    code, failed = run_main("embed", DOC, "--prompt-name", "query")
+    code, _, failed = run_main("embed", DOC, "--prompt-name", "query")
     assert code == 1
     assert "unknown prompt name 'query'; this model's prompts: none" in failed
     assert "Traceback" not in failed and len(failed.strip().splitlines()) == 1

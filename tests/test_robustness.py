@@ -325,7 +325,8 @@ def test_cli_errors_from_outside_are_one_line(tmp_path: Path) -> None:
     )
     outcomes = [(run.returncode, run.stderr, "error:")]
     for args in (["static", "--ids", "abc"], ["static", "--ids", "abc", "--export", str(tmp_path / "x.vec")]):
-        outcomes.append((*run_main(*args), "--ids takes token ids"))
+        ran = run_main(*args)
+        outcomes.append((ran.code, ran.stderr, "--ids takes token ids"))
     for code, stderr, expected in outcomes:
         assert code == 1, stderr
         assert expected in stderr and "Traceback" not in stderr, stderr
