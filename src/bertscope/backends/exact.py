@@ -23,11 +23,11 @@ from ..errors import ModelLoadError
 from .cpu import machine_key
 from .fast import (
     Measured,
-    _installed,
-    _say,
     fast_cache_dir,
+    is_installed,
     read_measured,
     runtime_embedder,
+    say,
     writable_folder,
     write_measured,
 )
@@ -54,7 +54,7 @@ _CHECKED = 8  # sentences whose every hidden state is compared
 
 def exact_candidates() -> dict[str, dict[str, Any]]:
     """Label -> load options of the exact ways whose packages are installed (torch always)."""
-    return {way.label: way.options for way in MODES.values() if way.exact and _installed(*way.needs)}
+    return {way.label: way.options for way in MODES.values() if way.exact and is_installed(*way.needs)}
 
 
 def choose_exact(model: Any, *, remeasure: bool = False, record: bool = True) -> None:
@@ -79,11 +79,11 @@ def choose_exact(model: Any, *, remeasure: bool = False, record: bool = True) ->
             measured = None if remeasure else read_measured(path)
             if measured is None or set(wanted) - {m.mode for m in measured}:
                 start = time.perf_counter()
-                _say(f"exact default: timing {', '.join(wanted)} on this model and machine, once "
+                say(f"exact default: timing {', '.join(wanted)} on this model and machine, once "
                      "(a first ONNX export takes seconds; cached after)")  # fmt: skip
                 measured = _measure(model, wanted, texts, digest)
                 write_measured(path, measured)
-                _say(f"exact default: measured in {time.perf_counter() - start:.1f} s")
+                say(f"exact default: measured in {time.perf_counter() - start:.1f} s")
         best = _fastest_exact(measured, wanted)
         _switch(model, best.mode, digest)
         model.exact_choice = _recorded(best, path)
@@ -179,7 +179,7 @@ def _measure(model: Any, wanted: dict[str, dict[str, Any]], texts: list[str], di
         try:
             _switch(model, label, digest)
         except ModelLoadError as exc:  # a model the exporter cannot trace: that way does not apply
-            _say(f"exact default: {label} does not apply ({exc})")
+            say(f"exact default: {label} does not apply ({exc})")
             gaps[label] = float("inf")
             continue
         gaps[label] = float(np.abs(_all_hidden(model, checked) - reference).max())

@@ -35,6 +35,8 @@ from .runtimes import apply_way
 E = TypeVar("E", bound=Encoder)
 
 __all__ = [
+    "is_installed",
+    "say",
     "FAST_FORMAT",
     "INT8_MIN_GAIN",
     "Measured",
@@ -76,7 +78,8 @@ def fast_cache_dir() -> Path:
     return cache_dir().parent / "fast"
 
 
-def _installed(*modules: str) -> bool:
+def is_installed(*modules: str) -> bool:
+    """Whether every module named can be imported (found, not imported)."""
     return all(importlib.util.find_spec(name) is not None for name in modules)
 
 
@@ -93,7 +96,7 @@ def candidates(device: torch.device) -> dict[str, Way]:
             if way.cuda:
                 found[way.label] = way
             continue
-        if way.precision == "float16" or not _installed(*way.needs):
+        if way.precision == "float16" or not is_installed(*way.needs):
             continue
         if (way.native == "bf16" and not has_native_bf16()) or (way.native == "vnni" and not has_vnni()):
             continue
@@ -149,17 +152,17 @@ def load_fast(
     wanted = candidates(device)
     measured = None if remeasure else read_measured(path)
     if measured is None or set(wanted) - {m.mode for m in measured}:
-        _say(f"fast mode: measuring {len(wanted)} modes on {len(texts)} sentences, once for this model "
+        say(f"fast mode: measuring {len(wanted)} modes on {len(texts)} sentences, once for this model "
              f"and machine ({cpu_name()}, {torch.get_num_threads()} threads)")  # fmt: skip
         measured = _measure_all(base, wanted, texts, build)
         write_measured(path, measured)
     best = choose([m for m in measured if m.mode in wanted], min_cosine)
     if best.mode == _FLOAT32:
-        _say(f"fast mode: nothing on this machine beats torch float32 with min cosine >= {min_cosine}; "
+        say(f"fast mode: nothing on this machine beats torch float32 with min cosine >= {min_cosine}; "
              "running float32")  # fmt: skip
         model = base
     else:
-        _say(f"fast mode: {best.mode}, {best.vs_float32:.2f}x torch float32, min cosine {best.cos_min:.5f}")
+        say(f"fast mode: {best.mode}, {best.vs_float32:.2f}x torch float32, min cosine {best.cos_min:.5f}")
         model = apply_way(base, best.options, build=build, calibration=texts)
     model.mode = "fast"
     model.fast_choice = {
@@ -198,7 +201,7 @@ def read_measured(path: Path) -> list[Measured] | None:
         return None
     stale = data.get("bertscope") != _version() or path.stat().st_mtime < _package_time()
     if stale or not plausible(measured):
-        _say(f"fast mode: the measurements in {path} are stale or implausible; measuring again")
+        say(f"fast mode: the measurements in {path} are stale or implausible; measuring again")
         return None
     return measured
 
@@ -289,5 +292,6 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
 
-def _say(message: str) -> None:
+def say(message: str) -> None:
+    """One progress line on stderr, flushed at once."""
     print(message, file=sys.stderr, flush=True)

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 __all__ = ["plot_probe", "plot_cka", "plot_compare"]
 
 
-def _save(figure: Any, path: str | Path) -> Path:
-    from .plots import _save as save
+def save_figure(figure: Any, path: str | Path) -> Path:
+    from .plots import save_figure as save
 
     return save(figure, path)
 
@@ -50,7 +50,7 @@ def plot_probe(result: ProbeResult, path: str | Path, *, title: str = "probe") -
     ax.set_title(f"{title}: {result.n_items} {result.level} items, {result.folds}-fold grouped CV")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_cka(result: CkaResult, path: str | Path, *, title: str | None = None) -> Path:
@@ -69,7 +69,7 @@ def plot_cka(result: CkaResult, path: str | Path, *, title: str | None = None) -
         ax.text(j, i, text, ha="center", va="center", fontsize=7, color="w" if value < 0.6 else "k")
     level, estimator = result.settings.get("level"), result.settings.get("estimator")
     ax.set_title(title or f"{estimator} CKA, {level} level, {result.n_rows} rows")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_compare(result: Comparison, path: str | Path) -> Path:
@@ -84,4 +84,4 @@ def plot_compare(result: Comparison, path: str | Path) -> Path:
     ax.set_title(f"{result.settings['model_a']} vs {result.settings['model_b']}", fontsize=9)
     ax.legend()
     ax.grid(alpha=0.3)
-    return _save(figure, path)
+    return save_figure(figure, path)

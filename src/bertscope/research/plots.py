@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .senses import Senses
 
 __all__ = [
+    "save_figure",
     "LayerCosines",
     "Projection",
     "draw_layers",
@@ -51,7 +52,8 @@ class Projection(StrEnum):
     UMAP = "umap"
 
 
-def _save(figure: Figure, path: str | Path) -> Path:
+def save_figure(figure: Figure, path: str | Path) -> Path:
+    """Write `figure` to `path` (its suffix picks the format; the folder must exist); the path written."""
     path = Path(path)
     if not path.parent.exists():
         raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
@@ -79,7 +81,7 @@ def plot_sweep(result: SweepResult, path: str | Path, *, metric: str = "spearman
     label = best["pooling"] if best["post"] == "none" else f"{best['pooling']}+{best['post']}"
     ax.add_patch(_outline(layers.index(best["layer"]), rows.index(label)))
     ax.set_title(f"{metric} of cosine vs gold; best: layer {best['layer']}, {label} ({best[metric]:.3f})")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def _outline(x: int, y: int) -> Any:
@@ -107,7 +109,7 @@ def plot_word_eval(result: WordEval, path: str | Path, *, title: str = "word sim
     ax.set_title(f"{title}: {cov['pairs']} pairs, {cov['split']}/{cov['words']} words split into pieces")
     ax.legend()
     ax.grid(alpha=0.3)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_contextuality(result: Contextuality, path: str | Path) -> Path:
@@ -124,7 +126,7 @@ def plot_contextuality(result: Contextuality, path: str | Path) -> Path:
     ax.set_title(f"contextuality of {words}")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 @dataclass(frozen=True)
@@ -205,7 +207,7 @@ def draw_words(found: WordPoints, path: str | Path) -> Path:
     note = " (embedding output: occurrences differ only by position)" if found.layer == 0 else ""
     ax.set_title(f"occurrences at layer {found.layer}{note}", fontsize=10)
     ax.legend()
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_senses(senses: Senses, path: str | Path, *, method: Projection | str = "pca", seed: int = 0) -> Path:
@@ -225,7 +227,7 @@ def plot_senses(senses: Senses, path: str | Path, *, method: Projection | str = 
     ax.set_ylabel(f"{how.value} 2")
     ax.set_title(f"senses of {senses.word!r}: {senses.criterion}", fontsize=9)
     ax.legend(fontsize=7)
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def _project(points: np.ndarray, how: Projection, seed: int) -> np.ndarray:
@@ -302,7 +304,7 @@ def draw_layers(found: LayerCosines, path: str | Path) -> Path:
         ax.set_yticks(range(n_tokens), found.tokens, fontsize=7)
     figure.colorbar(image, ax=axes, shrink=0.8, label="cosine")
     figure.suptitle(f"token-to-token cosine per layer: {found.text!r}")
-    return _save(figure, path)
+    return save_figure(figure, path)
 
 
 def plot_static(
@@ -323,4 +325,4 @@ def plot_static(
     ax.set_xlabel(f"{how.value} 1")
     ax.set_ylabel(f"{how.value} 2")
     ax.set_title(f"static word-piece rows ({len(ids)}), no position, no segment: {how.value}", fontsize=10)
-    return _save(figure, path)
+    return save_figure(figure, path)
