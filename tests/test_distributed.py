@@ -217,31 +217,31 @@ def test_a_killed_actor_is_retried_and_nothing_is_lost_or_doubled(
 
 
 def test_several_files_get_stem_prefixed_ids_and_clashing_stems_are_refused(tmp_path: Path) -> None:
-    from bertscope.distributed import _prefix, _sources
+    from bertscope.distributed import _prefix, input_sources
 
     (tmp_path / "a").mkdir()
     for name in ("a/x.txt", "b.txt", "c.txt"):
         (tmp_path / name).write_text("one\ntwo\n")
-    assert _sources(str(tmp_path / "*.txt")) == [str(tmp_path / "b.txt"), str(tmp_path / "c.txt")]
+    assert input_sources(str(tmp_path / "*.txt")) == [str(tmp_path / "b.txt"), str(tmp_path / "c.txt")]
     assert _prefix(str(tmp_path / "b.txt"), True, None) == "b:"
     assert _prefix(str(tmp_path / "b.txt"), False, None) == ""
     assert _prefix(str(tmp_path / "b.txt"), True, "id") == ""
     (tmp_path / "b.jsonl").write_text('{"text": "three"}\n')
     with pytest.raises(CorpusError, match="stem"):
-        _sources(str(tmp_path / "b.*"))
+        input_sources(str(tmp_path / "b.*"))
     with pytest.raises(CorpusError, match="no file"):
-        _sources(str(tmp_path / "*.csv"))
+        input_sources(str(tmp_path / "*.csv"))
 
 
 def test_without_ray_the_engine_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
     from bertscope.cli import app
-    from bertscope.distributed import _ray
+    from bertscope.distributed import import_ray
 
     monkeypatch.setitem(sys.modules, "ray", None)
     with pytest.raises(InvalidInput, match=r"pip install 'bertscope\[ray\]'"):
-        _ray()
+        import_ray()
     result = CliRunner().invoke(app, ["embed", "a text", "-o", "out_dir", "--engine", "ray"])
     assert isinstance(result.exception, InvalidInput)  # the CLI's main() turns it into one line
     assert "bertscope[ray]" in str(result.exception)

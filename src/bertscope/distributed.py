@@ -44,15 +44,25 @@ if TYPE_CHECKING:
 
     from .core.spec import RecipeKeywords
 
-__all__ = ["embed_dataset", "run_ray_job"]
+__all__ = [
+    "embed_dataset",
+    "run_ray_job",
+    "IO_CPUS",
+    "import_ray",
+    "default_batch",
+    "gpus_per_worker",
+    "input_sources",
+    "corpus_datasource",
+]
 
 # Readers and writers are light next to the model; asking no CPU for them keeps them from waiting forever
 # behind actors that hold every CPU (2 actors on a 2-CPU machine would otherwise deadlock).
-_IO_CPUS = 0.0
+IO_CPUS = 0.0
 _INSTALL = "the Ray engine needs Ray: pip install 'bertscope[ray]' (or pip install 'ray[data]')"
 
 
-def _ray() -> Any:
+def import_ray() -> Any:
+    """The ray module, or a one-line error saying how to install it."""
     try:
         import ray
     except ImportError as exc:
@@ -122,15 +132,15 @@ def embed_dataset(
     `text_column` is the old name of `text_field` (deprecated: it warns).
     """
     options = EmbedOptions(**recipe)
-    ray = _ray()
+    ray = import_ray()
     model_arg = reload_arg(model) if isinstance(model, Model) else model
     if isinstance(model, Model):
         backend, quantize, dtype = model.backend, model.quantize, model.info().dtype
-    gpus = _gpus_per_worker(ray, device)
+    gpus = gpus_per_worker(ray, device)
     retries = {"max_restarts": max_restarts, "max_task_retries": max_task_retries}
     return dataset.map_batches(
         _Embedder,
-        batch_size=batch_size or _default_batch(gpus),
+        batch_size=batch_size or default_batch(gpus),
         batch_format="pyarrow",
         zero_copy_batch=True,
         compute=ray.data.ActorPoolStrategy(size=workers),
@@ -171,11 +181,13 @@ def _text_field(text_field: str, text_column: str | None) -> str:
     return text_column
 
 
-def _default_batch(gpus: float) -> int:
+def default_batch(gpus: float) -> int:
+    """Rows per Ray batch when none is given: a quarter of the device's token budget, at least 64."""
     return max(64, (CUDA_TOKEN_BUDGET if gpus else CPU_TOKEN_BUDGET) // 4)
 
 
-def _gpus_per_worker(ray: Any, device: str) -> float:
+def gpus_per_worker(ray: Any, device: str) -> float:
+    """GPUs each embedding actor asks Ray for on `device` (auto: one where the cluster has GPUs)."""
     if device.startswith("cuda"):
         return 1.0
     if device == "auto":
@@ -217,13 +229,13 @@ def run_ray_job(
 
     `mode="fast"` is resolved once, by the driver (CPU); the actors run the mode it chose.
     """
-    ray = _ray()
+    ray = import_ray()
     import pyarrow.parquet as pq
 
     from .model import load
 
     out = _output_dir(Path(output), overwrite=overwrite)
-    sources = _sources(source)
+    sources = input_sources(source)
     # The driver loads the model (CPU) only to check the options and to write the same provenance.
     # With int8 or onnxruntime this also exports the model once, so the actors find it in the cache.
     m = load(
@@ -245,10 +257,10 @@ def run_ray_job(
         ray.init(address=address, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = progress
     start = time.perf_counter()
-    rows = batch_size or _default_batch(_gpus_per_worker(ray, device))
+    rows = batch_size or default_batch(gpus_per_worker(ray, device))
     corpus = ray.data.read_datasource(
-        _corpus_source(sources, text_field, id_field, rows),
-        num_cpus=_IO_CPUS,
+        corpus_datasource(sources, text_field, id_field, rows),
+        num_cpus=IO_CPUS,
         override_num_blocks=len(sources),
     )
     embedded = embed_dataset(
@@ -256,7 +268,7 @@ def run_ray_job(
         batch_size=rows, level=level, keep_text=keep_text, precision=precision, subword=subword,
         **recipe, **chunking,
     )  # fmt: skip
-    embedded.write_datasink(_shard_sink(out, schema), ray_remote_args={"num_cpus": _IO_CPUS})
+    embedded.write_datasink(_shard_sink(out, schema), ray_remote_args={"num_cpus": IO_CPUS})
     summary = JobSummary(output=out, files=sorted(out.glob("part-*.parquet")))
     vectors = set(vector_columns(schema))
     for shard in summary.files:
@@ -282,7 +294,8 @@ def _output_dir(out: Path, *, overwrite: bool) -> Path:
     return out
 
 
-def _sources(source: str | list[str]) -> list[Any]:
+def input_sources(source: str | list[str]) -> list[Any]:
+    """The inputs a Ray job reads: a list of texts as one source, or the files a path or glob names."""
     if isinstance(source, list):
         return [source]
     if source == "-":
@@ -298,7 +311,7 @@ def _sources(source: str | list[str]) -> list[Any]:
     return paths
 
 
-def _corpus_source(sources: list[Any], text_field: str, id_field: str | None, rows: int) -> Any:
+def corpus_datasource(sources: list[Any], text_field: str, id_field: str | None, rows: int) -> Any:
     """A Ray datasource: one read task per input, streaming bertscope's reader in blocks of `rows`."""
     from ray.data import Datasource
     from ray.data.block import BlockMetadata

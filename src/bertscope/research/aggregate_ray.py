@@ -43,17 +43,17 @@ def aggregate_on_ray(
     """
     from .. import load
     from ..distributed import (
-        _IO_CPUS,
-        _corpus_source,
-        _default_batch,
-        _gpus_per_worker,
-        _ray,
-        _sources,
+        IO_CPUS,
+        corpus_datasource,
+        default_batch,
         embed_dataset,
+        gpus_per_worker,
+        import_ray,
+        input_sources,
     )
 
-    ray = _ray()
-    sources = _sources(source)
+    ray = import_ray()
+    sources = input_sources(source)
     # The driver's model checks the options and gives the word level and settings the actors match.
     driver = load(model, device="cpu") if model is None or isinstance(model, (str, Path)) else model
     model = reload_arg(driver)
@@ -61,9 +61,9 @@ def aggregate_on_ray(
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = progress
-    rows = batch_size or _default_batch(_gpus_per_worker(ray, device))
+    rows = batch_size or default_batch(gpus_per_worker(ray, device))
     corpus = ray.data.read_datasource(
-        _corpus_source(sources, text_field, None, rows), num_cpus=_IO_CPUS, override_num_blocks=len(sources)
+        corpus_datasource(sources, text_field, None, rows), num_cpus=IO_CPUS, override_num_blocks=len(sources)
     )
     words = embed_dataset(
         corpus, model=model, workers=workers, device=device, batch_size=rows, level="words",
