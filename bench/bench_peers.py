@@ -107,9 +107,11 @@ def load_ways(
             skipped[name] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
             print(f"  skipped {name}: {skipped[name]}", flush=True)
             continue
-        run, notes = loaded if isinstance(loaded, tuple) else (loaded, [])
+        # a peer loader gives a run function or (run, notes); bertscope's also what it chose to run
+        run, notes, *chosen = loaded if isinstance(loaded, tuple) else (loaded, [])
         share = NOTEBOOK_SHARE if name == "notebook loop" else 1.0
-        ways.append(peers.Way(name, not name.startswith("bertscope"), run, notes, share))
+        peer = not name.startswith("bertscope")
+        ways.append(peers.Way(name, peer, run, notes, share, chosen[0] if chosen else None))
         torch.set_num_threads(threads)  # a loader may have changed it
         extra = f" ({'; '.join(notes)})" if notes else ""
         print(f"  loaded {name:<28}{time.perf_counter() - start:7.1f} s{extra}", flush=True)
@@ -123,12 +125,8 @@ def cosines(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
     return float(cos.min()), float(cos.mean())
 
 
-def precision_of(way: str, notes: Sequence[str] = ()) -> str:
-    """The precision a way's matmuls run in on this CPU (OpenVINO's default is bf16 only where native;
-    `mode="fast"` runs what it chose, named in its notes)."""
-    chosen = next((n.split("'chosen': '")[1].split("'")[0] for n in notes if "'chosen': '" in n), None)
-    if chosen is not None and chosen != "torch float32":
-        way = chosen
+def precision_of(way: str) -> str:
+    """The precision a way's matmuls run in on this CPU (OpenVINO's default is bf16 only where native)."""
     if "int8" in way:
         return "int8"
     if "bf16" in way or "bfloat16" in way or (way == "ST openvino" and PEAKS["bfloat16"]["gflops"]):
@@ -185,7 +183,8 @@ def achieved(
     float32 is read against the peak measured in the same rounds; bfloat16 and int8 against their
     kernels' peaks measured at the start (their instructions share the FMA units' load)."""
     gflops = texts_per_s * flops[1] * flops[0] / 1e9
-    precision = precision_of(way.name, way.notes)
+    # a mode that chooses runs in the precision of what it chose
+    precision = precision_of(way.chosen or way.name)
     peak_now = fp32_peak if precision == "float32" else PEAKS[precision]["gflops"]
     label = {"float32": "fp32 FMA", "bfloat16": "bf16 dot", "int8": "int8 VNNI"}[precision]
     share = f"{gflops / peak_now:.0%} of {label}" if peak_now else f"{precision}: {PEAKS[precision]['how']}"

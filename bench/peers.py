@@ -35,6 +35,8 @@ class Way:
     notes: list[str] = field(default_factory=list)
     # the share of each corpus it runs (its first texts): the notebook loop is too slow for all of them
     share: float = 1.0
+    # what a bertscope mode that chooses (`mode="fast"`, the exact default) chose to run, e.g. "openvino bf16"
+    chosen: str | None = None
 
 
 def quantization_config() -> str:
@@ -188,22 +190,28 @@ BERTSCOPE_MODES: dict[str, dict[str, Any]] = {
 }
 
 
-def bertscope_way(model_path: str, options: dict[str, Any], threads: int) -> tuple[Run, list[str]]:
-    """bertscope.load(path, **options).embed with its defaults; notes: warnings and the fast choice."""
+def bertscope_way(
+    model_path: str, options: dict[str, Any], threads: int
+) -> tuple[Run, list[str], str | None]:
+    """bertscope.load(path, **options).embed with its defaults; notes: warnings and the fast choice;
+    and the runtime it chose, where it chooses one."""
     import bertscope
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = bertscope.load(model_path, device="cpu", threads=threads, **options)
     notes = [str(w.message).splitlines()[0] for w in caught if issubclass(w.category, UserWarning)]
+    chosen = None
     choice = getattr(model, "fast_choice", None)
     if choice:
         notes.append(f"fast chose {choice}")
+        chosen = choice["chosen"]
     exact = getattr(model, "exact_choice", None)
     if exact and not options:
         notes.append(f"default chose {exact['chosen']}")
+        chosen = exact["chosen"]
 
     def run(texts: Sequence[str]) -> np.ndarray:
         return np.asarray(model.embed(list(texts), progress=False).vectors, dtype=np.float32)
 
-    return run, notes
+    return run, notes, chosen
