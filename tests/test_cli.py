@@ -64,6 +64,35 @@ def test_static_neighbors_and_ids(bundled) -> None:
     assert by_id[0]["token"] == "bread"
 
 
+def test_static_rows_are_read_from_the_folder_without_torch_and_equal_a_load(tmp_path: Path) -> None:
+    args = ["static", "bread", "cake", "--neighbors", "3", "--json"]
+    light = subprocess.run(
+        [sys.executable, "-c", LIGHT_MAIN, *args], capture_output=True, text=True, timeout=300
+    )
+    assert light.returncode == 0, light.stderr
+    # --device cpu is not the default load option, so this one loads the model through torch
+    assert json.loads(light.stdout) == json.loads(run_ok(*args, "--device", "cpu"))
+    words = ["static", "bread", "unbelievable", "--word", "--json"]
+    assert run_ok(*words) == run_ok(*words, "--device", "cpu")
+    exports = [tmp_path / "light.npy", tmp_path / "loaded.npy"]
+    run_ok("static", "bread", "##ing", "--export", str(exports[0]))
+    run_ok("static", "bread", "##ing", "--export", str(exports[1]), "--device", "cpu")
+    np.testing.assert_array_equal(np.load(exports[0]), np.load(exports[1]))
+
+
+# The console entry point in a fresh interpreter, failing if the command imported torch.
+LIGHT_MAIN = """
+import sys
+from bertscope.cli import main
+sys.argv[0] = "bertscope"
+try:
+    main()
+except SystemExit as stop:
+    assert not stop.code, stop.code
+assert "torch" not in sys.modules, "the command imported torch"
+"""
+
+
 def test_static_export_word2vec(tmp_path: Path) -> None:
     target = tmp_path / "vocab.vec"
     run_ok("static", "--export", str(target), "--format", "word2vec")

@@ -6,9 +6,13 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
+import safetensors.torch
+import torch
 
 import bertscope
+from bertscope import static
 from bertscope.backends.recorded import folder_info
 from bertscope.core.folder import FolderView
 from tiny_models import FAMILIES
@@ -22,6 +26,24 @@ def _same_as_loaded(view: FolderView | None, model: bertscope.Model) -> None:
     assert view.pad_id == model.pad_id and view.max_tokens == model.max_tokens
     assert view.tokenize(TEXTS) == model.tokenize(TEXTS)
     assert view.id_to_token == model.id_to_token
+    _same_static_rows(view, model)
+
+
+def _same_static_rows(view: FolderView, model: bertscope.Model) -> None:
+    """The static functions answer from the folder's safetensors exactly as from the loaded model."""
+    assert view.word_matrix is not None
+    assert view.vocab == model.vocab and view.special_ids == model.special_ids
+    assert view.static_shape == model.static_shape
+    np.testing.assert_array_equal(view.word_matrix, model.input_embeddings.detach().numpy())
+    pieces = [model.id_to_token[i] for i in static.first_words(model, 3)] or [model.id_to_token[0]]
+    assert static.first_words(view, 3) == static.first_words(model, 3)
+    for piece in pieces:
+        assert static.lookup(view, piece, k=5) == static.lookup(model, piece, k=5)
+        assert static.lookup(view, piece, k=5, include_special=True) == static.lookup(
+            model, piece, k=5, include_special=True
+        )
+    word = "".join(pieces).replace("##", "")
+    assert static.lookup(view, word, word=True, k=3) == static.lookup(model, word, word=True, k=3)
 
 
 def test_bundled_folder_matches_the_loaded_model(bundled: bertscope.Model) -> None:
@@ -40,8 +62,12 @@ def test_sharded_safetensors_are_read_from_the_index(tmp_path: Path, tiny_dirs: 
     (folder / "model.safetensors").rename(folder / "model-00001-of-00001.safetensors")
     index = {"weight_map": {"embeddings.word_embeddings.weight": "model-00001-of-00001.safetensors"}}
     (folder / "model.safetensors.index.json").write_text(json.dumps(index))
-    info = FolderView.open(folder).info()  # type: ignore[union-attr]
-    assert info is not None and info["vocab_size"] == bertscope.load(tiny_dirs["bert"]).info().vocab_size
+    view = FolderView.open(folder)
+    assert view is not None
+    info = view.info()
+    loaded = bertscope.load(tiny_dirs["bert"])
+    assert info is not None and info["vocab_size"] == loaded.info().vocab_size
+    np.testing.assert_array_equal(view.word_matrix, loaded.input_embeddings.detach().numpy())
 
 
 def test_what_only_a_load_can_tell_returns_none(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
@@ -51,7 +77,19 @@ def test_what_only_a_load_can_tell_returns_none(tmp_path: Path, tiny_dirs: dict[
     folder = shutil.copytree(tiny_dirs["bert"], tmp_path / "bin_weights")
     (folder / "model.safetensors").unlink()
     view = FolderView.open(folder)
-    assert view is not None and view.info() is None
+    assert view is not None and view.info() is None and view.word_matrix is None
+    with pytest.raises(bertscope.ModelLoadError, match="no safetensors embedding matrix"):
+        static.lookup(view, "[CLS]")
+    for dtype in (torch.bfloat16, torch.float16):  # widened to float32 exactly, as a load widens them
+        folder = shutil.copytree(tiny_dirs["bert"], tmp_path / f"{dtype}_weights")
+        weights = safetensors.torch.load_file(folder / "model.safetensors")
+        safetensors.torch.save_file(
+            {k: v.to(dtype) for k, v in weights.items()}, folder / "model.safetensors"
+        )
+        view = FolderView.open(folder)
+        loaded = bertscope.load(folder).input_embeddings.detach().numpy()
+        assert view is not None and view.word_matrix is not None and loaded.dtype == np.float32
+        np.testing.assert_array_equal(view.word_matrix, loaded)
     folder = shutil.copytree(tiny_dirs["bert"], tmp_path / "gpt2")
     (folder / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     assert FolderView.open(folder) is None

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -17,9 +17,10 @@ from .core.tokens import text_problem
 from .errors import InvalidInput, UnknownToken
 
 if TYPE_CHECKING:
-    from .core.encoder import Encoder
+    from tokenizers import Encoding
 
 __all__ = [
+    "StaticSource",
     "StaticWord",
     "Neighbor",
     "ExportFormat",
@@ -33,6 +34,28 @@ __all__ = [
 ]
 
 _UNUSED = re.compile(r"^\[unused\d+\]$|^<unused\d+>$")
+
+
+class StaticSource(Protocol):
+    """What the static functions read: a loaded model, or a model folder read without torch (FolderView)."""
+
+    @property
+    def vocab(self) -> dict[str, int]: ...
+
+    @property
+    def id_to_token(self) -> dict[int, str]: ...
+
+    @property
+    def special_ids(self) -> list[int]: ...
+
+    @property
+    def static_shape(self) -> tuple[int, int]: ...
+
+    def embedding_rows(self, ids: Sequence[int]) -> np.ndarray: ...
+
+    def unit_static_matrix(self) -> np.ndarray: ...
+
+    def pieces(self, text: str) -> Encoding: ...
 
 
 @dataclass
@@ -95,12 +118,7 @@ def export_format(path: Path, fmt: ExportFormat | str | None) -> ExportFormat:
     return chosen
 
 
-def matrix(model: Encoder) -> np.ndarray:
-    """The whole input embedding matrix (vocab, d) as float32."""
-    return model.input_embeddings.detach().float().cpu().numpy()
-
-
-def token_ids(model: Encoder, items: str | int | Sequence[str | int]) -> list[int]:
+def token_ids(model: StaticSource, items: str | int | Sequence[str | int]) -> list[int]:
     """Ids of word-piece strings or ids, each checked against the vocabulary."""
     if isinstance(items, (str, int, np.integer)):
         items = [items]
@@ -113,7 +131,7 @@ def token_ids(model: Encoder, items: str | int | Sequence[str | int]) -> list[in
     if len(items) == 0:
         raise InvalidInput("no tokens given: pass a word piece, an id, or a list of them")
     vocab = model.vocab
-    rows = model.input_embeddings.shape[0]
+    rows = model.static_shape[0]
     ids = []
     for item in items:
         if isinstance(item, bool) or not isinstance(item, (str, int, np.integer)):
@@ -131,12 +149,12 @@ def token_ids(model: Encoder, items: str | int | Sequence[str | int]) -> list[in
     return ids
 
 
-def _not_a_piece(model: Encoder, item: str) -> str:
+def _not_a_piece(model: StaticSource, item: str) -> str:
     """Why `item` has no row of its own, and what to pass instead."""
     problem = text_problem(item)
     if problem:
         return f"{ascii(item)} {problem}"
-    pieces = model.tokenizer.backend.encode(item, add_special_tokens=False).tokens
+    pieces = model.pieces(item).tokens
     if len(pieces) == 1:
         return (
             f"{item!r} is not in the vocabulary as written; the tokenizer normalises it to the piece "
@@ -148,17 +166,17 @@ def _not_a_piece(model: Encoder, item: str) -> str:
     )
 
 
-def static_rows(model: Encoder, items: str | int | Sequence[str | int]) -> np.ndarray:
+def static_rows(model: StaticSource, items: str | int | Sequence[str | int]) -> np.ndarray:
     """(n, d) rows of the input embedding matrix for word pieces or ids."""
     ids = token_ids(model, items)
-    return model.input_embeddings[ids].detach().float().cpu().numpy()
+    return model.embedding_rows(ids)
 
 
-def static_word(model: Encoder, word: str) -> StaticWord:
+def static_word(model: StaticSource, word: str) -> StaticWord:
     """One vector for a word split into pieces: the mean of its pieces' rows."""
     if not isinstance(word, str) or not word.strip():
         raise InvalidInput("static_word needs a non-empty word")
-    encoding = model.tokenizer.backend.encode(word, add_special_tokens=False)
+    encoding = model.pieces(word)
     if not encoding.ids:
         raise InvalidInput(f"{word!r} gives no word pieces")
     rows = static_rows(model, list(encoding.ids))
@@ -166,7 +184,7 @@ def static_word(model: Encoder, word: str) -> StaticWord:
 
 
 def lookup(
-    model: Encoder, item: str | int, *, word: bool = False, k: int = 0, include_special: bool = False
+    model: StaticSource, item: str | int, *, word: bool = False, k: int = 0, include_special: bool = False
 ) -> dict[str, Any]:
     """One JSON-able static record: a piece or id (token, id) or with `word` a word (word, pieces, ids),
     with its vector (d,), norm, and with k > 0 its `neighbors` (token, id, cosine)."""
@@ -194,7 +212,7 @@ def lookup(
 
 
 def neighbors(
-    model: Encoder, query: str | int | np.ndarray, *, k: int = 10, include_special: bool = False
+    model: StaticSource, query: str | int | np.ndarray, *, k: int = 10, include_special: bool = False
 ) -> list[Neighbor]:
     """The k vocabulary entries nearest to a piece, id or vector by cosine (the query itself left out)."""
     if k < 1:
@@ -218,8 +236,8 @@ def neighbors(
     ]
 
 
-def _excluded(model: Encoder, include_special: bool) -> np.ndarray:
-    rows = model.input_embeddings.shape[0]
+def _excluded(model: StaticSource, include_special: bool) -> np.ndarray:
+    rows = model.static_shape[0]
     mask = np.zeros(rows, dtype=bool)
     missing = [i for i in range(rows) if i not in model.id_to_token]
     mask[missing] = True
@@ -230,7 +248,7 @@ def _excluded(model: Encoder, include_special: bool) -> np.ndarray:
     return mask
 
 
-def first_words(model: Encoder, n: int) -> list[int]:
+def first_words(model: StaticSource, n: int) -> list[int]:
     """Ids of the first `n` whole-word pieces (letters only, 2+ characters, no ## or special) by id.
 
     WordPiece and BPE vocabularies list pieces roughly by how often they were merged, so these are
@@ -240,7 +258,7 @@ def first_words(model: Encoder, n: int) -> list[int]:
         raise InvalidInput(f"top must be at least 1, got {n}")
     excluded = _excluded(model, include_special=False)
     chosen = []
-    for i in range(model.input_embeddings.shape[0]):
+    for i in range(model.static_shape[0]):
         word = model.id_to_token.get(i, "").lstrip("\u0120\u2581")
         if not excluded[i] and len(word) > 1 and word.isalpha() and not model.id_to_token[i].startswith("##"):
             chosen.append(i)
@@ -250,17 +268,16 @@ def first_words(model: Encoder, n: int) -> list[int]:
 
 
 def _rows_in_chunks(
-    model: Encoder, ids: Sequence[int], chunk: int = 4096
+    model: StaticSource, ids: Sequence[int], chunk: int = 4096
 ) -> Iterator[tuple[list[int], list[str], np.ndarray]]:
-    weight = model.input_embeddings
     for start in range(0, len(ids), chunk):
         block = list(ids[start : start + chunk])
         names = [model.id_to_token.get(i, f"[id{i}]") for i in block]
-        yield block, names, weight[block].detach().float().cpu().numpy()
+        yield block, names, model.embedding_rows(block)
 
 
 def export(
-    model: Encoder,
+    model: StaticSource,
     path: str | Path,
     fmt: ExportFormat | str | None = None,
     *,
@@ -274,8 +291,8 @@ def export(
     fmt = export_format(path, fmt)
     if not path.parent.exists():
         raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
-    chosen = list(range(model.input_embeddings.shape[0])) if items is None else token_ids(model, items)
-    rows, dim = len(chosen), int(model.input_embeddings.shape[1])
+    chosen = list(range(model.static_shape[0])) if items is None else token_ids(model, items)
+    rows, dim = len(chosen), model.static_shape[1]
     if fmt is ExportFormat.WORD2VEC:
         with path.open("w", encoding="utf-8") as out:
             out.write(f"{rows} {dim}\n")
@@ -290,7 +307,7 @@ def export(
         # np.save adds .npy to any other name; say the name it really writes.
         path = path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
         vocab_path = path.with_suffix(".vocab.txt")
-        np.save(path, model.input_embeddings[chosen].detach().float().cpu().numpy())
+        np.save(path, model.embedding_rows(chosen))
         vocab_path.write_text("".join(model.id_to_token.get(i, f"[id{i}]") + "\n" for i in chosen))
         return [path, vocab_path]
     if fmt is ExportFormat.PARQUET:

@@ -31,6 +31,7 @@ from .spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from .tokens import Text, TextTokenizer, Tokens, check_texts, is_pair, iter_checked, pad_batch
 
 if TYPE_CHECKING:
+    from tokenizers import Encoding
     from typing_extensions import Unpack
 
     from .spec import RecipeKeywords
@@ -158,11 +159,25 @@ class Encoder:
         """The word-piece embedding matrix (vocab, embedding width)."""
         return self.hf_model.get_input_embeddings().weight
 
+    @property
+    def static_shape(self) -> tuple[int, int]:
+        """(rows, width) of the input embedding matrix; rows may outnumber the tokenizer's vocabulary."""
+        rows, width = self.input_embeddings.shape
+        return int(rows), int(width)
+
+    def embedding_rows(self, ids: Sequence[int]) -> np.ndarray:
+        """(n, width) float32 rows of the input embedding matrix (ids already checked)."""
+        return self.input_embeddings[list(ids)].detach().float().cpu().numpy()
+
     def unit_static_matrix(self) -> np.ndarray:
         """The static matrix with unit rows, for cosine neighbours (cached)."""
         if not hasattr(self, "_unit"):
             self._unit = unit(self.input_embeddings.detach().float().cpu().numpy())
         return self._unit
+
+    def pieces(self, text: str) -> Encoding:
+        """The tokenizer's `Encoding` of `text` without special tokens: its word pieces and their ids."""
+        return self.tokenizer.backend.encode(text, add_special_tokens=False)
 
     def info(self) -> ModelInfo:
         """Family, layers, sizes, vocabulary, limits, special tokens and pooling config."""

@@ -1,9 +1,11 @@
 """A model folder read without torch: where it is, its config, tokenizer and sentence-transformers files.
 
-`load()` reads the same folder through transformers; `bertscope tokens` and `info` answer from here, in a
-fraction of a second, whenever the folder holds what they need (tokenizer.json, config.json and, for
-`info`, safetensors weights, whose header gives the matrix shapes). Otherwise `FolderView.open` returns
-None and the caller loads the model.
+`load()` reads the same folder through transformers; `bertscope tokens`, `info` and `static` (its row
+look-ups and exports, with the default load options) answer from here, in a fraction of a second,
+whenever the folder holds what they need (tokenizer.json, config.json and, for `info` and `static`,
+safetensors weights: the header gives the matrix shapes, the word-piece matrix is read as float32).
+Otherwise `FolderView.open` returns None (or `word_matrix` is None) and the caller loads the model.
+tests/test_folder.py holds each answer equal to the loaded model's on every family.
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import ModelLoadError, UnsupportedArchitecture
 from ._enums import LongText
 from .families import Family, family_for
 
 if TYPE_CHECKING:
-    from tokenizers import Tokenizer
+    from tokenizers import Encoding, Tokenizer
 
-    from .tokens import Tokens
+    from .tokens import TextTokenizer, Tokens
 
 __all__ = [
     "DEFAULT_MODEL",
@@ -236,14 +240,83 @@ class FolderView:
         """Id -> word piece (added tokens included)."""
         return {i: t for t, i in self.tokenizer.get_vocab(with_added_tokens=True).items()}
 
+    @cached_property
+    def text_tokenizer(self) -> TextTokenizer:
+        """The tokenizer as `Model` runs it: no truncation or padding from tokenizer.json, our limit."""
+        from .tokens import TextTokenizer
+
+        return TextTokenizer(self.tokenizer, max_tokens=self.max_tokens)
+
     def tokenize(self, texts: Sequence[Any]) -> list[Tokens]:
         """Tokens of each text or (A, B) pair, cut to `max_tokens` as `Model.tokenize` cuts them."""
-        from .tokens import TextTokenizer, check_texts
+        from .tokens import check_texts
 
-        text_tokenizer = TextTokenizer(self.tokenizer, max_tokens=self.max_tokens)
         items = check_texts(list(texts), pairs=True)
-        encoded = text_tokenizer.encode(items)
-        return [text_tokenizer.fit(t, LongText.TRUNCATE, index=i) for i, t in enumerate(encoded)]
+        encoded = self.text_tokenizer.encode(items)
+        return [self.text_tokenizer.fit(t, LongText.TRUNCATE, index=i) for i, t in enumerate(encoded)]
+
+    # The static rows, read from the safetensors weights (the `StaticSource` of bertscope.static) ---------
+
+    @cached_property
+    def vocab(self) -> dict[str, int]:
+        """Word piece -> id (added tokens included)."""
+        return dict(self.tokenizer.get_vocab(with_added_tokens=True))
+
+    @cached_property
+    def special_ids(self) -> list[int]:
+        """Ids of the named special tokens and the extra ones tokenizer_config lists (transformers' set)."""
+        listed = [*self.special_tokens.values()]
+        for key in ("additional_special_tokens", "extra_special_tokens"):
+            extra = self.tokenizer_config.get(key)
+            if isinstance(extra, list):
+                listed += [str(t.get("content") if isinstance(t, dict) else t) for t in extra]
+        unk = self.special_tokens.get("unk_token")
+        unk_id = self.tokenizer.token_to_id(unk) if unk is not None else None
+        ids = {self.tokenizer.token_to_id(token) for token in listed}
+        # transformers maps a special token missing from the vocabulary to the unknown token's id
+        return sorted(i for i in {unk_id if i is None else i for i in ids} if i is not None)
+
+    @cached_property
+    def word_matrix(self) -> np.ndarray | None:
+        """The input embedding matrix as float32 from safetensors; None where only a load can read it."""
+        shapes = _safetensors_shapes(self.path)
+        names = [key for key, shape in shapes.items() if key.endswith(self.family.word_weight)]
+        if len(names) != 1 or len(shapes[names[0]]) != 2:
+            return None
+        index = self.path / "model.safetensors.index.json"
+        file = self.path / "model.safetensors"
+        if index.is_file():
+            file = self.path / _read_json(index)["weight_map"][names[0]]
+        return _float32_tensor(file, names[0])
+
+    def _static_matrix(self) -> np.ndarray:
+        if self.word_matrix is None:
+            raise ModelLoadError(f"{self.path} has no safetensors embedding matrix to read; load the model")
+        return self.word_matrix
+
+    @property
+    def static_shape(self) -> tuple[int, int]:
+        """(rows, width) of the input embedding matrix."""
+        rows, width = self._static_matrix().shape
+        return int(rows), int(width)
+
+    def embedding_rows(self, ids: Sequence[int]) -> np.ndarray:
+        """(n, width) float32 rows of the input embedding matrix (ids already checked)."""
+        return self._static_matrix()[list(ids)]
+
+    @cached_property
+    def _unit_matrix(self) -> np.ndarray:
+        from .similarity import unit
+
+        return unit(self._static_matrix())
+
+    def unit_static_matrix(self) -> np.ndarray:
+        """The static matrix with unit rows, for cosine neighbours (cached)."""
+        return self._unit_matrix
+
+    def pieces(self, text: str) -> Encoding:
+        """The tokenizer's `Encoding` of `text` without special tokens: its word pieces and their ids."""
+        return self.text_tokenizer.backend.encode(text, add_special_tokens=False)
 
     def info(self) -> dict[str, Any] | None:
         """What `Model.info().to_dict()` says of this folder loaded with defaults; None without safetensors.
@@ -321,6 +394,33 @@ def _safetensors_shapes(path: Path) -> dict[str, list[int]]:
             header = json.loads(stream.read(size))
         shapes.update({k: v["shape"] for k, v in header.items() if k != "__metadata__"})
     return shapes
+
+
+# safetensors' float types as NumPy reads their bytes (bfloat16 as the 16 bits it is, widened below)
+_SAFETENSORS_FLOATS: dict[str, np.dtype[Any]] = {
+    "F32": np.dtype("<f4"),
+    "F16": np.dtype("<f2"),
+    "BF16": np.dtype("<u2"),
+}
+
+
+def _float32_tensor(file: Path, name: str) -> np.ndarray | None:
+    """A float32, float16 or bfloat16 tensor of a safetensors file, widened exactly to float32; else None.
+
+    Read from the header's offsets rather than with safetensors' NumPy reader, which knows bfloat16 only
+    when some other package has registered a NumPy bfloat16 type.
+    """
+    with file.open("rb") as stream:
+        (size,) = struct.unpack("<Q", stream.read(8))
+        entry = json.loads(stream.read(size))[name]
+    stored = _SAFETENSORS_FLOATS.get(entry["dtype"])
+    if stored is None:
+        return None
+    begin, end = entry["data_offsets"]
+    flat = np.fromfile(file, dtype=stored, count=(end - begin) // stored.itemsize, offset=8 + size + begin)
+    if entry["dtype"] == "BF16":  # bfloat16 is the top half of a float32
+        flat = (flat.astype(np.uint32) << 16).view(np.float32)
+    return flat.astype(np.float32, copy=False).reshape(entry["shape"])
 
 
 def _default_device() -> str:
