@@ -66,6 +66,9 @@ def page(bundled: bertscope.Model) -> Iterator[tuple[Any, str]]:
             context.close()
 
 
+CKA_TEXTS = ["I like eating bread", "The bank raised its rates", "A storm hits the coast", "We sat by it"]
+
+
 @pytest.mark.timeout(400)  # the module's server and browser start count too
 def test_page_shows_tokens_layers_and_sentence_cosines(
     page: tuple[Any, str], bundled: bertscope.Model, tmp_path: Path
@@ -103,6 +106,22 @@ def test_page_shows_tokens_layers_and_sentence_cosines(
     expected = np.asarray(layer_cosines(bundled, TEXT)["cosines"][4]).ravel()
     np.testing.assert_allclose(shown, expected, atol=1e-4)
     pg.screenshot(path=str(tmp_path / "layers.png"), full_page=True)
+
+    # Layers: CKA between every two layers over the Sentences tab's lines is Model.cka's, cell by cell.
+    pg.click("[data-tab=sentences]")
+    pg.fill("#sentences", "\n".join(CKA_TEXTS[:3]))
+    pg.click("[data-tab=layers]")
+    pg.click("#cka-go")
+    pg.wait_for_selector("#cka-note:has-text('four or more')")
+    pg.click("[data-tab=sentences]")
+    pg.fill("#sentences", "\n".join(CKA_TEXTS))
+    pg.click("[data-tab=layers]")
+    pg.click("#cka-go")
+    pg.wait_for_selector("#cka[data-rows]")
+    shown = [float(v) for v in pg.eval_on_selector_all("#cka rect", "rs => rs.map(r => r.dataset.value)")]
+    result = bundled.cka(CKA_TEXTS, progress=False)
+    assert int(pg.get_attribute("#cka", "data-rows") or 0) == result.n_rows
+    np.testing.assert_allclose(shown, result.cka.ravel(), atol=1e-6)
 
     # Sentences: the page's cosine is the API's /similarity score for the same layer and pooling.
     pg.click("[data-tab=sentences]")

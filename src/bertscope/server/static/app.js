@@ -174,18 +174,18 @@ function drawLayer() {
   if (!L) return;
   const layer = Number($("#layer").value);
   $("#layer-label").textContent = layer === 0 ? "layer 0 (embedding output)" : `layer ${layer} of ${L.n_layers}`;
-  drawHeatmap(L.tokens, L.cosines[layer], layer);
+  drawHeatmap($("#heatmap"), L.tokens, L.cosines[layer], { "data-layer": layer });
   drawDrift(L, layer);
 }
 
-function drawHeatmap(tokens, m, layer) {
-  const svg = $("#heatmap");
+// A labelled square matrix of values in [-1, 1] (null: undefined, drawn grey); `marks` are set on the svg.
+function drawHeatmap(svg, tokens, m, marks) {
   const n = tokens.length, cell = Math.max(30, Math.min(52, Math.floor(420 / n))), left = 80, top = 80;
   const size = left + n * cell + 10;
   svg.setAttribute("viewBox", `0 0 ${size} ${top + n * cell + 10}`);
   svg.setAttribute("width", size);
   svg.setAttribute("height", top + n * cell + 10);
-  svg.setAttribute("data-layer", layer);
+  for (const [k, v] of Object.entries(marks)) svg.setAttribute(k, v);
   svg.replaceChildren();
   tokens.forEach((t, i) => {
     svg.append(svgEl("text", { x: left - 6, y: top + i * cell + cell / 2 + 4, "text-anchor": "end", class: "lbl", text: t }));
@@ -194,12 +194,26 @@ function drawHeatmap(tokens, m, layer) {
     m[i].forEach((v, j) => {
       const g = svgEl("g", {});
       g.append(svgEl("rect", { x: left + j * cell, y: top + i * cell, width: cell - 1, height: cell - 1,
-        fill: diverging(v, 1), "data-value": v }, svgEl("title", { text: `${tokens[i]} · ${tokens[j]}: ${fmt(v)}` })));
+        fill: v === null ? "#ddd" : diverging(v, 1), "data-value": v ?? "" },
+        svgEl("title", { text: `${tokens[i]} · ${tokens[j]}: ${fmt(v)}` })));
       if (cell >= 30) g.append(svgEl("text", { x: left + j * cell + cell / 2, y: top + i * cell + cell / 2 + 4,
-        "text-anchor": "middle", class: v > 0.6 ? "val light" : "val", text: v.toFixed(2) }));
+        "text-anchor": "middle", class: v > 0.6 ? "val light" : "val", text: v === null ? "–" : v.toFixed(2) }));
       svg.append(g);
     });
   });
+}
+
+async function showCka() {
+  showError(null);
+  const texts = $("#sentences").value.split("\n").map((s) => s.trim()).filter(Boolean);
+  const note = $("#cka-note");
+  if (texts.length < 4) { note.textContent = "CKA needs four or more sentences: write them in tab 4, one per line"; return; }
+  note.textContent = "computing…";
+  try {
+    const r = await api("/v2/cka", { inputs: texts, level: "token" });
+    drawHeatmap($("#cka"), r.layers_a.map(String), r.cka, { "data-rows": r.n_rows });
+    note.textContent = `${r.n_rows} token rows from ${texts.length} sentences`;
+  } catch (err) { note.textContent = ""; showError(err); }
 }
 
 function drawDrift(L, layer) {
@@ -496,6 +510,7 @@ async function init() {
   $("#input").addEventListener("submit", explore);
   $("#layer").addEventListener("input", drawLayer);
   $("#compare").addEventListener("click", compare);
+  $("#cka-go").addEventListener("click", showCka);
   $("#neighbours").addEventListener("click", neighbours);
   $("#piece").addEventListener("keydown", (e) => { if (e.key === "Enter") neighbours(); });
   $("#explain").addEventListener("click", explainPair);
