@@ -43,6 +43,26 @@ def test_static_row_sits_exactly_at_majority_on_the_sense_task(bundled) -> None:
     assert low <= rows[6]["accuracy"] <= high
 
 
+def test_each_fit_moves_the_progress_bar_once(bundled, monkeypatch) -> None:
+    """Rows x folds x (task, control) fits: the bar is made for that many steps and each one advances it."""
+    import contextlib
+
+    from bertscope.research import probe as probe_module
+
+    made: list[tuple[int, str, bool | None]] = []
+    steps: list[int] = []
+
+    @contextlib.contextmanager
+    def counting(total: int, what: str, *, enabled: bool | None = None):  # type: ignore[no-untyped-def]
+        made.append((total, what, enabled))
+        yield lambda: steps.append(1)
+
+    monkeypatch.setattr(probe_module, "step_progress", counting)
+    pos = EXAMPLES / "pos.conllu"
+    probe(bundled, pos, column="upos", layers="0,-1", folds=3, control=True, progress=True)
+    assert made == [(3 * 3 * 2, "fitting probes", True)] and len(steps) == 3 * 3 * 2
+
+
 def test_control_task_is_fixed_per_type_and_seeded() -> None:
     types = ["a", "b", "a", "c", "b", "d"] * 5
     labels = ["x", "y", "x", "y", "z", "x"] * 5

@@ -6,7 +6,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["progress_callback"]
+__all__ = ["progress_callback", "step_progress"]
 
 _MIN_TEXTS = 256
 
@@ -52,3 +52,20 @@ def progress_callback(
             bar.update(task, advance=n_texts, rate=rate)
 
         yield on_batch
+
+
+@contextmanager
+def step_progress(total: int, what: str, *, enabled: bool | None = None) -> Iterator[Callable[[], None]]:
+    """A callback to call once per finished step (a probe's fit, ...): a rich bar on stderr when shown."""
+    if enabled is None:
+        enabled = sys.stderr.isatty()
+    if not enabled:
+        yield lambda: None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = [TextColumn(what), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(what, total=total)
+        yield lambda: bar.advance(task)

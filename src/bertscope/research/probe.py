@@ -16,7 +16,7 @@ a high control accuracy says the probe memorised word identity, not that the lay
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,7 @@ import numpy as np
 from ..core._enums import StrEnum, SubwordPooling
 from ..core.layers import LayerSpec, parse_layers
 from ..core.pooling import pool_words
+from ..core.progress import step_progress
 from ..errors import InvalidInput
 from .probe_data import CONTEXT, LabelledSentence, as_sentences, read_sentences, read_words
 from .states import layer_states, static_rows
@@ -189,7 +190,9 @@ def probe(
     if control:
         _check_types(feats, name)
     settings = {"model": model.loaded.source, "subword": how.value, "seed": seed, "control": control}
-    return evaluate(feats, kind, folds=folds, control=control, seed=seed, settings=settings)
+    return evaluate(
+        feats, kind, folds=folds, control=control, seed=seed, settings=settings, progress=progress
+    )
 
 
 def _pairs(data: Sequence[Any]) -> tuple[list[str], list[str]]:
@@ -253,6 +256,7 @@ def evaluate(
     control: bool,
     seed: int,
     settings: dict[str, Any] | None = None,
+    progress: bool | None = None,
 ) -> ProbeResult:
     """Score every row of `feats` on the same grouped folds (and the control task when asked)."""
     y = np.asarray(feats.labels)
@@ -262,16 +266,18 @@ def evaluate(
     named: list[tuple[str | int, np.ndarray]] = [("static", feats.static)]
     named += [(k, feats.layers[:, i]) for i, k in enumerate(feats.layer_numbers)]
     rows = []
-    for layer, x in named:
-        task = _scores(x, y, splits)
-        row: dict[str, Any] = {"layer": layer, **_summary(task)}
-        if y_control is not None:
-            ctrl = _scores(x, y_control, splits)
-            row["control_accuracy"] = float(ctrl[:, 0].mean())
-            row["selectivity"] = row["accuracy"] - row["control_accuracy"]
-        else:
-            row["control_accuracy"] = row["selectivity"] = None
-        rows.append(row)
+    fits = len(named) * len(splits) * (2 if control else 1)
+    with step_progress(fits, "fitting probes", enabled=progress) as fitted:
+        for layer, x in named:
+            task = _scores(x, y, splits, fitted)
+            row: dict[str, Any] = {"layer": layer, **_summary(task)}
+            if y_control is not None:
+                ctrl = _scores(x, y_control, splits, fitted)
+                row["control_accuracy"] = float(ctrl[:, 0].mean())
+                row["selectivity"] = row["accuracy"] - row["control_accuracy"]
+            else:
+                row["control_accuracy"] = row["selectivity"] = None
+            rows.append(row)
     names, counts = np.unique(y, return_counts=True)
     return ProbeResult(
         level=level.value,
@@ -290,7 +296,7 @@ def _majority_accuracy(train: np.ndarray, test: np.ndarray) -> float:
     return float(np.mean(test == names[np.argmax(counts)]))
 
 
-def _scores(x: np.ndarray, y: np.ndarray, splits: Sequence[Split]) -> np.ndarray:
+def _scores(x: np.ndarray, y: np.ndarray, splits: Sequence[Split], fitted: Callable[[], None]) -> np.ndarray:
     """(folds, 2) accuracy and macro-F1 of a standardised logistic regression on each fold."""
     from threadpoolctl import threadpool_limits
 
@@ -299,6 +305,7 @@ def _scores(x: np.ndarray, y: np.ndarray, splits: Sequence[Split]) -> np.ndarray
     with threadpool_limits(limits=1):
         for row, (train, test) in enumerate(splits):
             out[row] = _fold_scores(x, y, train, test)
+            fitted()
     return out
 
 
