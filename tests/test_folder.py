@@ -31,10 +31,10 @@ def _same_as_loaded(view: FolderView | None, model: bertscope.Model) -> None:
 
 def _same_static_rows(view: FolderView, model: bertscope.Model) -> None:
     """The static functions answer from the folder's safetensors exactly as from the loaded model."""
-    assert view.word_matrix is not None
+    assert view.static_matrix is not None
     assert view.vocab == model.vocab and view.special_ids == model.special_ids
     assert view.static_shape == model.static_shape
-    np.testing.assert_array_equal(view.word_matrix, model.input_embeddings.detach().numpy())
+    np.testing.assert_array_equal(view.static_matrix, model.input_embeddings.detach().numpy())
     pieces = [model.id_to_token[i] for i in static.first_words(model, 3)] or [model.id_to_token[0]]
     assert static.first_words(view, 3) == static.first_words(model, 3)
     for piece in pieces:
@@ -67,7 +67,7 @@ def test_sharded_safetensors_are_read_from_the_index(tmp_path: Path, tiny_dirs: 
     info = view.info()
     loaded = bertscope.load(tiny_dirs["bert"])
     assert info is not None and info["vocab_size"] == loaded.info().vocab_size
-    np.testing.assert_array_equal(view.word_matrix, loaded.input_embeddings.detach().numpy())
+    np.testing.assert_array_equal(view.static_matrix, loaded.input_embeddings.detach().numpy())
 
 
 def test_what_only_a_load_can_tell_returns_none(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
@@ -77,7 +77,7 @@ def test_what_only_a_load_can_tell_returns_none(tmp_path: Path, tiny_dirs: dict[
     folder = shutil.copytree(tiny_dirs["bert"], tmp_path / "bin_weights")
     (folder / "model.safetensors").unlink()
     view = FolderView.open(folder)
-    assert view is not None and view.info() is None and view.word_matrix is None
+    assert view is not None and view.info() is None and view.static_matrix is None
     with pytest.raises(bertscope.ModelLoadError, match="no safetensors embedding matrix"):
         static.lookup(view, "[CLS]")
     for dtype in (torch.bfloat16, torch.float16):  # widened to float32 exactly, as a load widens them
@@ -88,8 +88,8 @@ def test_what_only_a_load_can_tell_returns_none(tmp_path: Path, tiny_dirs: dict[
         )
         view = FolderView.open(folder)
         loaded = bertscope.load(folder).input_embeddings.detach().numpy()
-        assert view is not None and view.word_matrix is not None and loaded.dtype == np.float32
-        np.testing.assert_array_equal(view.word_matrix, loaded)
+        assert view is not None and view.static_matrix is not None and loaded.dtype == np.float32
+        np.testing.assert_array_equal(view.static_matrix, loaded)
     folder = shutil.copytree(tiny_dirs["bert"], tmp_path / "gpt2")
     (folder / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     assert FolderView.open(folder) is None

@@ -40,22 +40,29 @@ class StaticSource(Protocol):
     """What the static functions read: a loaded model, or a model folder read without torch (FolderView)."""
 
     @property
-    def vocab(self) -> dict[str, int]: ...
+    def vocab(self) -> dict[str, int]:
+        """Word piece -> id."""
 
     @property
-    def id_to_token(self) -> dict[int, str]: ...
+    def id_to_token(self) -> dict[int, str]:
+        """Id -> word piece."""
 
     @property
-    def special_ids(self) -> list[int]: ...
+    def special_ids(self) -> list[int]:
+        """Ids of the special tokens."""
 
     @property
-    def static_shape(self) -> tuple[int, int]: ...
+    def static_shape(self) -> tuple[int, int]:
+        """(rows, width) of the input embedding matrix."""
 
-    def embedding_rows(self, ids: Sequence[int]) -> np.ndarray: ...
+    def embedding_rows(self, ids: Sequence[int]) -> np.ndarray:
+        """(n, width) float32 rows of the input embedding matrix."""
 
-    def unit_static_matrix(self) -> np.ndarray: ...
+    def unit_static_matrix(self) -> np.ndarray:
+        """The matrix with unit rows, for cosine neighbours."""
 
-    def pieces(self, text: str) -> Encoding: ...
+    def pieces(self, text: str) -> Encoding:
+        """The tokenizer's encoding of `text` without special tokens."""
 
 
 @dataclass

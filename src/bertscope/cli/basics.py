@@ -181,13 +181,14 @@ def static(
     `--engine ray --workers 4` runs the forwards on Ray actors)
     """
 
-    from .. import static as static_rows
+    from ..static import export as export_static
+    from ..static import lookup
 
     # Rows of the matrix need no forward: with the default load options they are read from the folder's
     # safetensors without torch (about 1 s where a load takes 6-9 s), the same float32 values a load gives.
     defaults = (device, dtype, backend, quantize, threads) == ("auto", "float32", "auto", "none", None)
     view = FolderView.open(model) if from_corpus is None and defaults else None
-    m: Any = view if view is not None and view.word_matrix is not None else None
+    m: Any = view if view is not None and view.static_matrix is not None else None
     if m is None:
         m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     if from_corpus is not None:
@@ -205,7 +206,7 @@ def static(
         if word and items:
             raise InvalidInput("--export writes word-piece rows; name pieces (or --ids), not --word words")
         named: list[Any] | None = ([_token_id(i) for i in items] if ids else list(items)) if items else None
-        written = static_rows.export(m, export, fmt, items=named)
+        written = export_static(m, export, fmt, items=named)
         rows = f"{len(named)} rows" if named else "every row"
         emit_json([str(p) for p in written]) if as_json else err.print(
             f"wrote {', '.join(map(str, written))} ({rows})", highlight=False
@@ -214,9 +215,7 @@ def static(
     if not items:
         raise InvalidInput("name at least one word piece (e.g. `bertscope static bread`), or --export FILE")
     keys: list[Any] = [_token_id(i) if ids else i for i in items] if not word else list(items)
-    records = [
-        static_rows.lookup(m, key, word=word, k=neighbors, include_special=include_special) for key in keys
-    ]
+    records = [lookup(m, key, word=word, k=neighbors, include_special=include_special) for key in keys]
     if as_json:
         emit_json({"items": records})
         return

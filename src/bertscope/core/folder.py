@@ -4,7 +4,7 @@
 look-ups and exports, with the default load options) answer from here, in a fraction of a second,
 whenever the folder holds what they need (tokenizer.json, config.json and, for `info` and `static`,
 safetensors weights: the header gives the matrix shapes, the word-piece matrix is read as float32).
-Otherwise `FolderView.open` returns None (or `word_matrix` is None) and the caller loads the model.
+Otherwise `FolderView.open` returns None (or `static_matrix` is None) and the caller loads the model.
 tests/test_folder.py holds each answer equal to the loaded model's on every family.
 """
 
@@ -277,7 +277,7 @@ class FolderView:
         return sorted(i for i in {unk_id if i is None else i for i in ids} if i is not None)
 
     @cached_property
-    def word_matrix(self) -> np.ndarray | None:
+    def static_matrix(self) -> np.ndarray | None:
         """The input embedding matrix as float32 from safetensors; None where only a load can read it."""
         shapes = _safetensors_shapes(self.path)
         names = [key for key, shape in shapes.items() if key.endswith(self.family.word_weight)]
@@ -289,26 +289,26 @@ class FolderView:
             file = self.path / _read_json(index)["weight_map"][names[0]]
         return _float32_tensor(file, names[0])
 
-    def _static_matrix(self) -> np.ndarray:
-        if self.word_matrix is None:
+    def _matrix_or_refuse(self) -> np.ndarray:
+        if self.static_matrix is None:
             raise ModelLoadError(f"{self.path} has no safetensors embedding matrix to read; load the model")
-        return self.word_matrix
+        return self.static_matrix
 
     @property
     def static_shape(self) -> tuple[int, int]:
         """(rows, width) of the input embedding matrix."""
-        rows, width = self._static_matrix().shape
+        rows, width = self._matrix_or_refuse().shape
         return int(rows), int(width)
 
     def embedding_rows(self, ids: Sequence[int]) -> np.ndarray:
         """(n, width) float32 rows of the input embedding matrix (ids already checked)."""
-        return self._static_matrix()[list(ids)]
+        return self._matrix_or_refuse()[list(ids)]
 
     @cached_property
     def _unit_matrix(self) -> np.ndarray:
         from .similarity import unit
 
-        return unit(self._static_matrix())
+        return unit(self._matrix_or_refuse())
 
     def unit_static_matrix(self) -> np.ndarray:
         """The static matrix with unit rows, for cosine neighbours (cached)."""
