@@ -1,6 +1,7 @@
 """The service's real clients, unchanged, against a real uvicorn on 127.0.0.1: each gets `Model.embed`'s
 vectors, or the clear 422 that says what to change (a client-side tokenizer's ids).
 
+Haystack's TEI embedders are huggingface_hub's InferenceClient underneath too, called by Haystack itself.
 Loopback only, no network: huggingface_hub blocks every request while HF_HUB_OFFLINE=1, local ones too,
 so its tests lift that for themselves alone. langchain-huggingface is not installed (it pins
 huggingface-hub<2); its HuggingFaceEndpointEmbeddings is huggingface_hub's InferenceClient.feature_extraction
@@ -68,6 +69,26 @@ def test_huggingface_hub_inference_client(
     with pytest.raises(hub_online.errors.HfHubHTTPError, match=FIX) as refused:
         hub_online.InferenceClient(model=url).feature_extraction(CL100K[TEXTS[0]])
     assert refused.value.response.status_code == 422
+
+
+def test_haystack_tei_embedders(
+    url: str, want: np.ndarray, bundled: bertscope.Model, hub_online: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Haystack's HuggingFaceAPI{Text,Document}Embedder with api_type text_embeddings_inference."""
+    monkeypatch.setenv("HAYSTACK_TELEMETRY_ENABLED", "False")  # no posthog calls from a test
+    from haystack import Document
+    from haystack_integrations.components.embedders import huggingface_api as haystack_tei
+
+    where = {"url": url}
+    # Haystack's default is normalize=False: TEI's flag, which the service honours.
+    text = haystack_tei.HuggingFaceAPITextEmbedder(api_type="text_embeddings_inference", api_params=where)
+    raw = bundled.embed(TEXTS[0], normalize=False).vectors[0]
+    np.testing.assert_allclose(text.run(TEXTS[0])["embedding"], raw, atol=ATOL)
+    documents = haystack_tei.HuggingFaceAPIDocumentEmbedder(
+        api_type="text_embeddings_inference", api_params=where, normalize=True, progress_bar=False
+    )
+    embedded = documents.run([Document(content=t) for t in TEXTS])["documents"]
+    np.testing.assert_allclose([d.embedding for d in embedded], want, atol=ATOL)
 
 
 def _hf_endpoint_embed_documents(client: Any, texts: list[str], **model_kwargs: Any) -> list[list[float]]:
@@ -157,16 +178,25 @@ def test_llamaindex_clients(url: str, want: np.ndarray) -> None:
 
 
 def test_each_client_sends_the_api_key_its_own_way(
-    bundled: bertscope.Model, want: np.ndarray, hub_online: Any
+    bundled: bertscope.Model, want: np.ndarray, hub_online: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     openai = pytest.importorskip("openai")
     tei = pytest.importorskip("llama_index.embeddings.text_embeddings_inference")
+    monkeypatch.setenv("HAYSTACK_TELEMETRY_ENABLED", "False")
+    from haystack.utils import Secret
+    from haystack_integrations.components.embedders import huggingface_api as haystack_tei
+
     key = "s3cret"
     with serving(bundled, api_key=key) as base:
         by_hub = hub_online.InferenceClient(model=f"{base}/embed", token=key).feature_extraction(TEXTS)
         by_llama = tei.TextEmbeddingsInference(model_name="m", base_url=base, auth_token=key)
         api = openai.OpenAI(base_url=f"{base}/v1", api_key=key, max_retries=0)
         by_openai = [d.embedding for d in api.embeddings.create(model="m", input=TEXTS).data]
+        by_haystack = haystack_tei.HuggingFaceAPITextEmbedder(
+            api_type="text_embeddings_inference", api_params={"url": base}, token=Secret.from_token(key),
+            normalize=True,
+        )  # fmt: skip
+        np.testing.assert_allclose(by_haystack.run(TEXTS[0])["embedding"], want[0], atol=ATOL)
         for got in (by_hub, by_llama.get_text_embedding_batch(TEXTS), by_openai):
             np.testing.assert_allclose(got, want, atol=ATOL)
         # POST / is TEI's embed route, not the open page at GET /: it takes the key too.
