@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -61,6 +63,42 @@ def test_each_fit_moves_the_progress_bar_once(bundled, monkeypatch) -> None:
     pos = EXAMPLES / "pos.conllu"
     probe(bundled, pos, column="upos", layers="0,-1", folds=3, control=True, progress=True)
     assert made == [(3 * 3 * 2, "fitting probes", True)] and len(steps) == 3 * 3 * 2
+
+
+def test_fits_on_worker_processes_equal_the_fits_in_this_process(bundled) -> None:
+    pos = EXAMPLES / "pos.conllu"
+    here = probe(bundled, pos, column="upos", layers="-1", folds=3, control=True, n_jobs=1)
+    spawned = probe(bundled, pos, column="upos", layers="-1", folds=3, control=True, n_jobs=2)
+    assert spawned.to_dict() == here.to_dict()  # deterministic fits: exactly equal, not close
+
+
+def test_the_command_line_fits_on_worker_processes(bundled) -> None:
+    """`python -m bertscope probe --n-jobs 2` as a user runs it: spawned workers, the same rows."""
+    topics = EXAMPLES / "topics.tsv"
+    args = ["probe", "-i", str(topics), "--level", "sentence", "--layers", "-1", "--folds", "3"]
+    ran = subprocess.run(
+        [sys.executable, "-m", "bertscope", *args, "--n-jobs", "2", "--json"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    here = probe(bundled, topics, level="sentence", layers="-1", folds=3, n_jobs=1).to_dict()
+    assert json.loads(ran.stdout)["rows"] == here["rows"]
+
+
+def test_how_many_processes_fit() -> None:
+    from bertscope.research.probe_fit import PARALLEL_MIN_ITEMS, fit_workers
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    assert fit_workers(None, PARALLEL_MIN_ITEMS - 1, 16) == 1  # small probes stay in this process
+    assert fit_workers(None, PARALLEL_MIN_ITEMS, 16) == min(cpus, 16)
+    assert fit_workers(-1, 10, 3) == min(cpus, 3) and fit_workers(5, 10, 3) == 3
+    assert fit_workers(1, 10**6, 9) == 1
+
+
+@pytest.mark.parametrize("n_jobs", [0, -2, 1.5, True])
+def test_a_bad_n_jobs_is_one_clear_error(bundled, n_jobs) -> None:
+    with pytest.raises(InvalidInput, match="n_jobs"):
+        probe(bundled, EXAMPLES / "senses.tsv", n_jobs=n_jobs)
 
 
 def test_control_task_is_fixed_per_type_and_seeded() -> None:

@@ -306,14 +306,15 @@ class Model(Encoder):
         column: str | None = None,
         seed: int = 0,
         progress: bool | None = None,
+        n_jobs: int | None = None,
     ) -> Any:
         """Cross-validated linear probes per layer (and `static`) on a labelled file or list; see
-        `research.probe.probe` (control task and selectivity with `control=True`)."""
+        `research.probe.probe` (control task and selectivity with `control=True`, fits on `n_jobs`)."""
         from .research.probe import probe
 
         return probe(
             self, data, level=level, layers=layers, folds=folds, control=control, subword=subword,
-            column=column, seed=seed, progress=progress,
+            column=column, seed=seed, progress=progress, n_jobs=n_jobs,
         )  # fmt: skip
 
     def cka(

@@ -64,6 +64,14 @@ def probe_command(
         str, typer.Option("--subword", help="Pieces of one word: first, last, mean, first_last.")
     ] = "mean",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the folds and the control labels.")] = 0,
+    n_jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--n-jobs",
+            min=-1,
+            help="Processes for the fits (-1: every CPU; default: every CPU from 2,000 items, else 1).",
+        ),
+    ] = None,
     output: PictureOpt = None,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
@@ -82,7 +90,7 @@ def probe_command(
     m = load_model(model, device=device, threads=threads)
     result = probe(
         m, input_path, level=level, layers=layers, folds=folds, control=control, subword=subword,
-        column=column, seed=seed,
+        column=column, seed=seed, n_jobs=n_jobs,
     )  # fmt: skip
     if output is not None:
         from ..research.layer_plots import plot_probe

@@ -16,7 +16,7 @@ a high control accuracy says the probe memorised word identity, not that the lay
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,15 +29,13 @@ from ..core.pooling import pool_words
 from ..core.progress import step_progress
 from ..errors import InvalidInput
 from .probe_data import CONTEXT, LabelledSentence, as_sentences, read_sentences, read_words
+from .probe_fit import Split, fit_workers, scores_of_rows
 from .states import layer_states, static_rows
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
 
 __all__ = ["Level", "ProbeResult", "probe", "word_features", "sentence_features"]
-
-Split = tuple[np.ndarray, np.ndarray]
-PROBE_TOLERANCE = 1e-6
 
 
 class Level(StrEnum):
@@ -164,18 +162,23 @@ def probe(
     column: str | None = None,
     seed: int = 0,
     progress: bool | None = None,
+    n_jobs: int | None = None,
 ) -> ProbeResult:
     """Cross-validated linear probes on every layer asked (plus `static`) for a labelled file or list.
 
     `data` is a path (word level: `word<TAB>label`, blank line between sentences, or CoNLL-U with
     `column`; sentence level: `text<TAB>label`), or in Python: word level a list of sentences of
-    (word, label) pairs, sentence level a list of (text, label) pairs.
+    (word, label) pairs, sentence level a list of (text, label) pairs. `n_jobs` processes run the fits
+    (scikit-learn's convention, -1 every CPU; None: every CPU from 2,000 items, else this process).
     """
     kind = Level.parse(level, what="probe level")
     how = SubwordPooling.parse(subword, what="subword pooling")
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
     if folds < 2:
         raise InvalidInput(f"--folds {folds}: cross-validation needs at least 2 folds")
+    usable_jobs = isinstance(n_jobs, int) and not isinstance(n_jobs, bool) and (n_jobs == -1 or n_jobs >= 1)
+    if n_jobs is not None and not usable_jobs:
+        raise InvalidInput(f"n_jobs={n_jobs!r}: give a number of processes (1 or more), or -1 for every CPU")
     name = str(data) if isinstance(data, (str, Path)) else "the data given"
     if kind is Level.WORD:
         sentences = read_words(data, column=column) if isinstance(data, (str, Path)) else as_sentences(data)
@@ -191,8 +194,9 @@ def probe(
         _check_types(feats, name)
     settings = {"model": model.loaded.source, "subword": how.value, "seed": seed, "control": control}
     return evaluate(
-        feats, kind, folds=folds, control=control, seed=seed, settings=settings, progress=progress
-    )
+        feats, kind, folds=folds, control=control, seed=seed, settings=settings, progress=progress,
+        n_jobs=n_jobs,
+    )  # fmt: skip
 
 
 def _pairs(data: Sequence[Any]) -> tuple[list[str], list[str]]:
@@ -257,27 +261,31 @@ def evaluate(
     seed: int,
     settings: dict[str, Any] | None = None,
     progress: bool | None = None,
+    n_jobs: int | None = None,
 ) -> ProbeResult:
-    """Score every row of `feats` on the same grouped folds (and the control task when asked)."""
+    """Score every row of `feats` on the same grouped folds (and the control task when asked); the fits
+    run on `n_jobs` processes (see `probe_fit.fit_workers`)."""
     y = np.asarray(feats.labels)
     splits = fold_splits(feats.labels, feats.groups, folds, seed)
     y_control = np.asarray(control_labels(feats.types, feats.labels, seed=seed)) if control else None
     majority = float(np.mean([_majority_accuracy(y[train], y[test]) for train, test in splits]))
     named: list[tuple[str | int, np.ndarray]] = [("static", feats.static)]
     named += [(k, feats.layers[:, i]) for i, k in enumerate(feats.layer_numbers)]
+    tasks = [y] if y_control is None else [y, y_control]
+    fits = [(x, labels) for _, x in named for labels in tasks]
+    workers = fit_workers(n_jobs, len(y), len(fits))
+    with step_progress(len(fits) * len(splits), "fitting probes", enabled=progress) as fitted:
+        scores = iter(scores_of_rows(fits, splits, workers=workers, fitted=fitted))
     rows = []
-    fits = len(named) * len(splits) * (2 if control else 1)
-    with step_progress(fits, "fitting probes", enabled=progress) as fitted:
-        for layer, x in named:
-            task = _scores(x, y, splits, fitted)
-            row: dict[str, Any] = {"layer": layer, **_summary(task)}
-            if y_control is not None:
-                ctrl = _scores(x, y_control, splits, fitted)
-                row["control_accuracy"] = float(ctrl[:, 0].mean())
-                row["selectivity"] = row["accuracy"] - row["control_accuracy"]
-            else:
-                row["control_accuracy"] = row["selectivity"] = None
-            rows.append(row)
+    for layer, _ in named:
+        row: dict[str, Any] = {"layer": layer, **_summary(next(scores))}
+        if y_control is not None:
+            ctrl = next(scores)
+            row["control_accuracy"] = float(ctrl[:, 0].mean())
+            row["selectivity"] = row["accuracy"] - row["control_accuracy"]
+        else:
+            row["control_accuracy"] = row["selectivity"] = None
+        rows.append(row)
     names, counts = np.unique(y, return_counts=True)
     return ProbeResult(
         level=level.value,
@@ -294,39 +302,6 @@ def evaluate(
 def _majority_accuracy(train: np.ndarray, test: np.ndarray) -> float:
     names, counts = np.unique(train, return_counts=True)
     return float(np.mean(test == names[np.argmax(counts)]))
-
-
-def _scores(x: np.ndarray, y: np.ndarray, splits: Sequence[Split], fitted: Callable[[], None]) -> np.ndarray:
-    """(folds, 2) accuracy and macro-F1 of a standardised logistic regression on each fold."""
-    from threadpoolctl import threadpool_limits
-
-    out = np.empty((len(splits), 2))
-    # One BLAS thread: the fits are small, and threads fighting over busy cores made them 10x slower.
-    with threadpool_limits(limits=1):
-        for row, (train, test) in enumerate(splits):
-            out[row] = _fold_scores(x, y, train, test)
-            fitted()
-    return out
-
-
-def _fold_scores(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> tuple[float, float]:
-    """Accuracy and macro-F1 on one fold's test side."""
-    from sklearn.linear_model import LogisticRegression
-    from sklearn.metrics import f1_score
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    if len(set(y[train])) == 1:
-        # A fold whose training side holds one label can only predict it.
-        predicted = np.full(len(test), y[train][0])
-    else:
-        # Converged (tol 1e-6, not scikit-learn's 1e-4): stopped early, the fit ends where this CPU's
-        # rounding led it and a probe's scores moved by 0.01 between machines; converged, they agree.
-        probe = LogisticRegression(max_iter=2000, tol=PROBE_TOLERANCE)
-        classifier = make_pipeline(StandardScaler(), probe)
-        predicted = classifier.fit(x[train], y[train]).predict(x[test])
-    f1 = f1_score(y[test], predicted, average="macro", zero_division=0)
-    return float(np.mean(predicted == y[test])), float(f1)
 
 
 def _summary(scores: np.ndarray) -> dict[str, Any]:
