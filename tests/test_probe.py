@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from bertscope.cli import app, main
 from bertscope.errors import CorpusError, InvalidInput
 from bertscope.research.probe import control_labels, fold_splits, probe
 from bertscope.research.probe_data import read_sentences, read_words
+from console import run_main
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 runner = CliRunner()
@@ -73,14 +73,23 @@ def test_fits_on_worker_processes_equal_the_fits_in_this_process(bundled) -> Non
 
 
 def test_the_command_line_fits_on_worker_processes(bundled) -> None:
-    """`python -m bertscope probe --n-jobs 2` as a user runs it: spawned workers, the same rows."""
-    topics = EXAMPLES / "topics.tsv"
-    args = ["probe", "-i", str(topics), "--level", "sentence", "--layers", "-1", "--folds", "3"]
-    ran = subprocess.run(
-        [sys.executable, "-m", "bertscope", *args, "--n-jobs", "2", "--json"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert ran.returncode == 0, ran.stderr
+    """`bertscope probe --n-jobs 2 --json`: worker processes, the same rows as one process."""
+    topics = str(EXAMPLES / "topics.tsv")
+    ran = run_main(
+        "probe",
+        "-i",
+        topics,
+        "--level",
+        "sentence",
+        "--layers",
+        "-1",
+        "--folds",
+        "3",
+        "--n-jobs",
+        "2",
+        "--json",
+    )
+    assert ran.code == 0, ran.stderr
     here = probe(bundled, topics, level="sentence", layers="-1", folds=3, n_jobs=1).to_dict()
     assert json.loads(ran.stdout)["rows"] == here["rows"]
 
