@@ -75,20 +75,8 @@ def test_fits_on_worker_processes_equal_the_fits_in_this_process(bundled) -> Non
 def test_the_command_line_fits_on_worker_processes(bundled) -> None:
     """`bertscope probe --n-jobs 2 --json`: worker processes, the same rows as one process."""
     topics = str(EXAMPLES / "topics.tsv")
-    ran = run_main(
-        "probe",
-        "-i",
-        topics,
-        "--level",
-        "sentence",
-        "--layers",
-        "-1",
-        "--folds",
-        "3",
-        "--n-jobs",
-        "2",
-        "--json",
-    )
+    args = ["-i", topics, "--level", "sentence", "--layers", "-1", "--folds", "3", "--n-jobs", "2", "--json"]
+    ran = run_main("probe", *args)
     assert ran.code == 0, ran.stderr
     here = probe(bundled, topics, level="sentence", layers="-1", folds=3, n_jobs=1).to_dict()
     assert json.loads(ran.stdout)["rows"] == here["rows"]
