@@ -188,8 +188,8 @@ def static(
     # safetensors without torch (about 1 s where a load takes 6-9 s), the same float32 values a load gives.
     defaults = (device, dtype, backend, quantize, threads) == ("auto", "float32", "auto", "none", None)
     view = FolderView.open(model) if from_corpus is None and defaults else None
-    m: Any = view if view is not None and view.static_matrix is not None else None
-    if m is None:
+    m: Any = view
+    if view is None or view.static_matrix is None:
         m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     if from_corpus is not None:
         if items:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -238,7 +238,7 @@ class FolderView:
     @cached_property
     def id_to_token(self) -> dict[int, str]:
         """Id -> word piece (added tokens included)."""
-        return {i: t for t, i in self.tokenizer.get_vocab(with_added_tokens=True).items()}
+        return {i: t for t, i in self.vocab.items()}
 
     @cached_property
     def text_tokenizer(self) -> TextTokenizer:
@@ -277,17 +277,16 @@ class FolderView:
         return sorted(i for i in {unk_id if i is None else i for i in ids} if i is not None)
 
     @cached_property
+    def _tensors(self) -> dict[str, _Stored]:
+        return _safetensors_tensors(self.path)
+
+    @cached_property
     def static_matrix(self) -> np.ndarray | None:
         """The input embedding matrix as float32 from safetensors; None where only a load can read it."""
-        shapes = _safetensors_shapes(self.path)
-        names = [key for key, shape in shapes.items() if key.endswith(self.family.word_weight)]
-        if len(names) != 1 or len(shapes[names[0]]) != 2:
+        word = [stored for key, stored in self._tensors.items() if key.endswith(self.family.word_weight)]
+        if len(word) != 1 or len(word[0].shape) != 2:
             return None
-        index = self.path / "model.safetensors.index.json"
-        file = self.path / "model.safetensors"
-        if index.is_file():
-            file = self.path / _read_json(index)["weight_map"][names[0]]
-        return _float32_tensor(file, names[0])
+        return _float32_tensor(word[0])
 
     def _matrix_or_refuse(self) -> np.ndarray:
         if self.static_matrix is None:
@@ -323,7 +322,7 @@ class FolderView:
 
         tests/test_folder.py holds the two equal on every family: a field added to ModelInfo goes here too.
         """
-        shapes = _safetensors_shapes(self.path)
+        shapes = {key: stored.shape for key, stored in self._tensors.items()}
         hidden = _config_value(self.config, "hidden_size")
         layers = _config_value(self.config, "num_hidden_layers")
         word = [shape for key, shape in shapes.items() if key.endswith(self.family.word_weight)]
@@ -379,21 +378,36 @@ def _config_value(config: dict[str, Any], name: str) -> Any:
     return next((config[key] for key in _CONFIG_ALIASES.get(name, (name,)) if key in config), None)
 
 
-def _safetensors_shapes(path: Path) -> dict[str, list[int]]:
-    """Tensor name -> shape from the safetensors headers (one file or an index of shards); {} if none."""
+class _Stored(NamedTuple):
+    """Where one tensor's bytes are in a safetensors file, and how they are stored."""
+
+    file: Path
+    dtype: str
+    shape: list[int]
+    start: int  # byte offset of the first element in `file`
+    end: int
+
+
+def _safetensors_tensors(path: Path) -> dict[str, _Stored]:
+    """Tensor name -> where it is, from the safetensors headers (one file or an index of shards); {} if
+    none. Only the headers are read."""
     index = path / "model.safetensors.index.json"
     files = [path / "model.safetensors"]
     if index.is_file():
         files = [path / name for name in sorted(set(_read_json(index).get("weight_map", {}).values()))]
-    shapes: dict[str, list[int]] = {}
+    tensors: dict[str, _Stored] = {}
     for file in files:
         if not file.is_file():
             return {}
         with file.open("rb") as stream:
             (size,) = struct.unpack("<Q", stream.read(8))
             header = json.loads(stream.read(size))
-        shapes.update({k: v["shape"] for k, v in header.items() if k != "__metadata__"})
-    return shapes
+        data = 8 + size  # the tensors' bytes follow the 8-byte length and the header
+        for name, entry in header.items():
+            if name != "__metadata__":
+                begin, end = entry["data_offsets"]
+                tensors[name] = _Stored(file, entry["dtype"], entry["shape"], data + begin, data + end)
+    return tensors
 
 
 # safetensors' float types as NumPy reads their bytes (bfloat16 as the 16 bits it is, widened below)
@@ -404,23 +418,20 @@ _SAFETENSORS_FLOATS: dict[str, np.dtype[Any]] = {
 }
 
 
-def _float32_tensor(file: Path, name: str) -> np.ndarray | None:
+def _float32_tensor(stored: _Stored) -> np.ndarray | None:
     """A float32, float16 or bfloat16 tensor of a safetensors file, widened exactly to float32; else None.
 
     Read from the header's offsets rather than with safetensors' NumPy reader, which knows bfloat16 only
     when some other package has registered a NumPy bfloat16 type.
     """
-    with file.open("rb") as stream:
-        (size,) = struct.unpack("<Q", stream.read(8))
-        entry = json.loads(stream.read(size))[name]
-    stored = _SAFETENSORS_FLOATS.get(entry["dtype"])
-    if stored is None:
+    kind = _SAFETENSORS_FLOATS.get(stored.dtype)
+    if kind is None:
         return None
-    begin, end = entry["data_offsets"]
-    flat = np.fromfile(file, dtype=stored, count=(end - begin) // stored.itemsize, offset=8 + size + begin)
-    if entry["dtype"] == "BF16":  # bfloat16 is the top half of a float32
+    count = (stored.end - stored.start) // kind.itemsize
+    flat = np.fromfile(stored.file, dtype=kind, count=count, offset=stored.start)
+    if stored.dtype == "BF16":  # bfloat16 is the top half of a float32
         flat = (flat.astype(np.uint32) << 16).view(np.float32)
-    return flat.astype(np.float32, copy=False).reshape(entry["shape"])
+    return flat.astype(np.float32, copy=False).reshape(stored.shape)
 
 
 def _default_device() -> str:
