@@ -205,7 +205,7 @@ function drawHeatmap(svg, tokens, m, marks) {
 
 async function showCka() {
   showError(null);
-  const texts = $("#sentences").value.split("\n").map((s) => s.trim()).filter(Boolean);
+  const texts = sentenceLines();
   const note = $("#cka-note");
   if (texts.length < 4) { note.textContent = "CKA needs four or more sentences: write them in tab 4, one per line"; return; }
   note.textContent = "computing…";
@@ -290,9 +290,14 @@ function sentenceOptions() {
   return opts;
 }
 
+// The Sentences tab's non-empty lines (its comparison and the Layers tab's CKA read them).
+function sentenceLines() {
+  return $("#sentences").value.split("\n").map((s) => s.trim()).filter(Boolean);
+}
+
 async function compare() {
   showError(null);
-  const names = $("#sentences").value.split("\n").map((s) => s.trim()).filter(Boolean);
+  const names = sentenceLines();
   const box = $("#matrices");
   box.replaceChildren();
   if (names.length < 2) { showError("write two or more sentences, one per line"); return; }
