@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -83,9 +82,11 @@ def test_the_command_line_fits_on_worker_processes(bundled) -> None:
 
 
 def test_how_many_processes_fit() -> None:
+    from joblib import cpu_count
+
     from bertscope.research.probe_fit import PARALLEL_MIN_ITEMS, fit_workers
 
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cpus = cpu_count()
     assert fit_workers(None, PARALLEL_MIN_ITEMS - 1, 16) == 1  # small probes stay in this process
     assert fit_workers(None, PARALLEL_MIN_ITEMS, 16) == min(cpus, 16)
     assert fit_workers(-1, 10, 3) == min(cpus, 3) and fit_workers(5, 10, 3) == 3

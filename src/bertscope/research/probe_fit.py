@@ -9,7 +9,6 @@ parallel exactly equal to one process, in the library and from the command line)
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -25,7 +24,10 @@ PARALLEL_MIN_ITEMS = 2000
 def fit_workers(n_jobs: int | None, n_items: int, n_rows: int) -> int:
     """Worker processes for `n_rows` rows of fits: n_jobs as scikit-learn reads it (-1: every CPU), or
     with None one per CPU for large probes (at least PARALLEL_MIN_ITEMS items) and 1 otherwise."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    from joblib import cpu_count
+
+    # joblib's count honours the CPU affinity and a container's CPU quota (a 2-CPU CI box that sees 16)
+    cpus = cpu_count()
     if n_jobs is None:
         n_jobs = -1 if n_items >= PARALLEL_MIN_ITEMS else 1
     wanted = cpus if n_jobs == -1 else n_jobs
