@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import bertscope
+from tiny_models import FAMILIES
 
 BREAD_ID = 7852
 # 300 single-piece words plus [CLS] and [SEP]: 302 tokens, 46 over the bundled model's 256.
@@ -183,3 +184,75 @@ def test_a_pair_over_the_limit_is_refused(bundled: bertscope.Model) -> None:
 def test_words_refuse_pairs(bundled: bertscope.Model) -> None:
     with pytest.raises(bertscope.InvalidInput, match="not a string"):
         bundled.embed_words([PAIR])
+
+
+# Text is text: a special token's text written in the input is split like any other characters ----------
+
+
+def _specials_written_out(tokenizer: object) -> str:
+    """Every special token's text, as a user might type it, between ordinary words."""
+    return " a ".join(tokenizer.all_special_tokens) + " end"  # type: ignore[attr-defined]
+
+
+def _written_specials_stay_text(model: bertscope.Model) -> bertscope.Tokens:
+    """Tokens of a text that spells out every special: real special ids only where the template puts them."""
+    hf = model.loaded.tokenizer
+    text = _specials_written_out(hf)
+    tok = model.tokenize(text)
+    frame = model.tokenize("a")
+    head, tail = frame.n_prefix, frame.n_suffix
+    assert tok.ids[:head] == frame.ids[:head] and tok.ids[-tail:] == frame.ids[-tail:]
+    assert tok.special_mask == [True] * head + [False] * (len(tok) - head - tail) + [True] * tail
+    framing = set(hf.all_special_ids) - {hf.unk_token_id}
+    assert not framing & set(tok.ids[head : len(tok) - tail])
+    assert tok.ids == hf(text, split_special_tokens=True)["input_ids"]
+    return tok
+
+
+def test_a_written_cls_is_text_not_the_cls_id(bundled: bertscope.Model) -> None:
+    tok = bundled.tokenize("[CLS] a [SEP]")
+    cls_id = bundled.loaded.tokenizer.cls_token_id
+    assert tok.tokens == ["[CLS]", "[", "cl", "##s", "]", "a", "[", "sep", "]", "[SEP]"]
+    assert [i for i, token_id in enumerate(tok.ids) if token_id == cls_id] == [0]
+    assert bundled.tokenize(("[SEP] x", "y")).tokens == ["[CLS]", "[", "sep", "]", "x", "[SEP]", "y", "[SEP]"]
+    _written_specials_stay_text(bundled)
+
+
+def test_the_model_tokenizer_still_reads_specials(bundled: bertscope.Model) -> None:
+    """The tokenizer others rely on is not changed: only bertscope's own copy splits special text."""
+    bundled.tokenize("[CLS]")
+    assert bundled.loaded.tokenizer("[CLS]", add_special_tokens=False)["input_ids"] == [101]
+
+
+def test_probe_words_spelling_a_special_are_text(bundled: bertscope.Model) -> None:
+    """A probe sentence with a literal [CLS] word probes that word's pieces, not the [CLS] vector."""
+    from bertscope.research.probe import word_features
+    from bertscope.research.probe_data import LabelledSentence
+
+    sentence = LabelledSentence(words=("the", "[CLS]", "cat"), labels=("_", "X", "Y"))
+    feats = word_features(bundled, [sentence], layers=[0])
+    pieces = [bundled.vocab[p] for p in ("[", "cl", "##s", "]")]
+    assert feats.static[0] == pytest.approx(bundled.static(pieces).mean(axis=0), abs=1e-6)
+    assert feats.static[0] != pytest.approx(bundled.static(["[CLS]"])[0], abs=1e-3)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_written_specials_are_text_in_every_family(
+    tiny_models: dict[str, bertscope.Model], tiny_dirs: dict[str, Path], family: str
+) -> None:
+    from bertscope.core.folder import FolderView
+
+    model = tiny_models[family]
+    tok = _written_specials_stay_text(model)
+    view = FolderView.open(tiny_dirs[family])
+    assert view is not None
+    assert view.tokenize([_specials_written_out(model.loaded.tokenizer)])[0].ids == tok.ids
+
+
+def test_the_folder_view_reads_written_specials_as_the_model_does(bundled: bertscope.Model) -> None:
+    from bertscope.core.folder import FolderView
+
+    view = FolderView.open(None)
+    assert view is not None
+    text = "[CLS] a [SEP] [MASK]"
+    assert view.tokenize([text])[0].ids == bundled.tokenize(text).ids

@@ -236,12 +236,19 @@ def iter_checked(texts: Iterable[object], *, pairs: bool = False) -> Iterator[An
 
 
 class TextTokenizer:
-    """Fast batch tokenization with the model's own tokenizer, never truncating on its own."""
+    """Fast batch tokenization with the model's own tokenizer, never truncating on its own.
+
+    Text is text: a special token's text written in the input ("[CLS]", "<s>", "[MASK]") is split
+    as ordinary characters, never read as the special id (the tokenizers' `encode_special_tokens`,
+    transformers' `split_special_tokens=True`). The specials the template adds ([CLS] A [SEP]) are
+    the real ids. The caller's tokenizer is copied, not changed.
+    """
 
     def __init__(self, backend: RustTokenizer, *, max_tokens: int) -> None:
         self.backend = copy.deepcopy(backend)
         self.backend.no_truncation()
         self.backend.no_padding()
+        self.backend.encode_special_tokens = True
         self.max_tokens = max_tokens
 
     def encode(self, texts: Sequence[Text]) -> list[Tokens]:
