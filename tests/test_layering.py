@@ -11,6 +11,10 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 
+# Modules that only keep an old public import path working (`from bertscope.post import ...`): on the top
+# floor, so nothing inside bertscope can import them instead of the code's real home.
+PUBLIC_PATHS = ("post", "similarity", "results", "spec", "tokens", "families", "senses")
+
 # Lowest first. A module imports only from its own floor or below. Read as: the engine room; the backends;
 # the features, each over an Encoder; the corpus machinery they stream through (readers, sinks, levels,
 # the resumable job) and the research that aggregates over corpora; the facade (`Model`, `load`); what
@@ -53,7 +57,7 @@ FLOORS: list[tuple[str, ...]] = [
         "research.plots",
         "research.layer_plots",
     ),
-    ("", "__main__", "cli", "server", "integrations"),
+    ("", "__main__", "cli", "server", "integrations", *PUBLIC_PATHS),
 ]
 FACADE = "bertscope.model"
 FACADE_NAMES = {"load", "Model", "ModelInfo"}

@@ -1,0 +1,29 @@
+"""Post-processing that fixes cosine (whitening, all-but-the-top, PCA).
+
+A public path kept: the code lives in `bertscope.core.post`; `from bertscope.post import ...` works as
+the docs and earlier releases show it. Nothing inside bertscope imports this module.
+"""
+
+from .core.post import (
+    PCA,
+    AllButTheTop,
+    PostKind,
+    PostProcessor,
+    Whitening,
+    as_post,
+    fit_post,
+    fit_post_on_texts,
+    load_post,
+)
+
+__all__ = [
+    "PostKind",
+    "PostProcessor",
+    "Whitening",
+    "AllButTheTop",
+    "PCA",
+    "fit_post",
+    "fit_post_on_texts",
+    "load_post",
+    "as_post",
+]

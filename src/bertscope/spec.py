@@ -1,0 +1,29 @@
+"""Options resolved to one embedding spec, with post-processing and provenance.
+
+A public path kept: the code lives in `bertscope.core.spec`; `from bertscope.spec import ...` works as
+the docs and earlier releases show it. Nothing inside bertscope imports this module.
+"""
+
+from .core.spec import (
+    SPEC_KEYS,
+    EmbedOptions,
+    EmbedSpec,
+    PostArg,
+    Recipe,
+    reload_arg,
+    resolve,
+    resolve_spec,
+    stored_settings,
+)
+
+__all__ = [
+    "EmbedOptions",
+    "EmbedSpec",
+    "Recipe",
+    "PostArg",
+    "resolve",
+    "resolve_spec",
+    "reload_arg",
+    "stored_settings",
+    "SPEC_KEYS",
+]

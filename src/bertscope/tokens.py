@@ -1,0 +1,31 @@
+"""Tokens of a text as the model sees them.
+
+A public path kept: the code lives in `bertscope.core.tokens`; `from bertscope.tokens import ...` works
+as the docs and earlier releases show it. Nothing inside bertscope imports this module.
+"""
+
+from .core.tokens import (
+    Text,
+    TextTokenizer,
+    Tokens,
+    Window,
+    check_text,
+    check_texts,
+    is_pair,
+    iter_checked,
+    pad_batch,
+    text_problem,
+)
+
+__all__ = [
+    "Text",
+    "Tokens",
+    "Window",
+    "TextTokenizer",
+    "pad_batch",
+    "check_texts",
+    "check_text",
+    "iter_checked",
+    "is_pair",
+    "text_problem",
+]
