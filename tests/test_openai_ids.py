@@ -64,8 +64,8 @@ def _reference(model: bertscope.Model, hf: Any, ids: Sequence[int]) -> np.ndarra
     return (F.normalize(pooled, dim=1) if spec.normalize else pooled)[0].numpy()
 
 
-def _embed(client: TestClient, given: Any) -> dict[str, Any]:
-    response = client.post("/v1/embeddings", json={"input": given})
+def _embed(client: TestClient, given: Any, **more: Any) -> dict[str, Any]:
+    response = client.post("/v1/embeddings", json={"input": given, **more})
     assert response.status_code == 200, response.text
     return response.json()  # type: ignore[no-any-return]
 
@@ -103,11 +103,18 @@ def test_ids_that_round_trip_equal_the_text_answer(client: TestClient, bundled: 
     np.testing.assert_allclose(_vectors(one)[0], _vectors(by_text)[0], atol=ATOL, rtol=0)
 
 
-def test_too_many_ids_are_truncated_as_text_is(client: TestClient, bundled: bertscope.Model) -> None:
-    """Over max_tokens, ids follow the same long-text policy as the text: the same vector and usage."""
+def test_too_many_ids_follow_the_text_rule(client: TestClient, bundled: bertscope.Model) -> None:
+    """Over max_tokens, ids follow the text's rule: OpenAI's 400 naming the limit, cut with truncate."""
     ids = bundled.tokenize(LONG_TEXT, long="window").ids[1:-1]
     assert len(ids) > bundled.max_tokens
-    by_ids, by_text = _embed(client, [ids]), _embed(client, [LONG_TEXT])
+    for given in ([ids], [LONG_TEXT]):
+        refused = client.post("/v1/embeddings", json={"input": given})
+        assert refused.status_code == 400, refused.text
+        error = refused.json()["error"]
+        assert error["type"] == "invalid_request_error"
+        assert f"maximum context length is {bundled.max_tokens} tokens" in error["message"]
+        assert f"input 0 has {len(ids) + 2} tokens" in error["message"]
+    by_ids, by_text = _embed(client, [ids], truncate=True), _embed(client, [LONG_TEXT], truncate=True)
     np.testing.assert_allclose(_vectors(by_ids), _vectors(by_text), atol=ATOL, rtol=0)
     assert by_ids["usage"]["prompt_tokens"] == by_text["usage"]["prompt_tokens"] == bundled.max_tokens
 

@@ -53,7 +53,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
         """Weights as output_attentions gives them: (layers, heads, tokens, tokens), or the slice asked."""
         text: Any = tuple(req.text) if isinstance(req.text, list) else req.text
         check_texts(text, pairs=True)
-        tokens, weights = await svc.on_worker(lambda: attention_of(svc.model, text))
+        tokens, weights = await svc.on_worker(lambda: attention_of(svc.model, text, long=req.long))
         n_layers, n_heads = weights.shape[:2]
         picked, layer = _pick(weights, req, n_layers, n_heads)
         return JSONResponse(
@@ -62,6 +62,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
                 "tokens": tokens.tokens,
                 "type_ids": tokens.type_ids,
                 "special": tokens.special_mask,
+                "n_dropped": tokens.n_dropped,
                 "n_layers": int(n_layers),
                 "n_heads": int(n_heads),
                 "layer": layer,

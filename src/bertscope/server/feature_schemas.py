@@ -18,7 +18,9 @@ from ..core._enums import LongText
 from ..core.chunking import ChunkBy
 from ..research.cka import MIN_ROWS, CkaLevel
 from .schemas import (
+    CUT_HELP,
     TEXT_SCHEMA,
+    Cut,
     OneText,
     PositiveInt,
     SpecFields,
@@ -146,6 +148,7 @@ class AttentionRequest(Strict):
         None, ge=0, description="One head (null: every head)."
     )
     mean_heads: StrictBool = Field(False, description="Average over heads instead of listing them.")
+    long: Cut = Field(LongText.TRUNCATE, description=CUT_HELP)
 
 
 class OccurrencesRequest(Strict):
@@ -160,7 +163,7 @@ class OccurrencesRequest(Strict):
         description="A text using the word: occurrences are ranked by cosine to its use here.",
         examples=["we sat on the bank of the river"],
     )
-    k: int = Field(10, ge=1, le=1000, description="How many occurrences.")
+    k: WholeInt = Field(10, ge=1, le=1000, description="How many occurrences.")
 
 
 class OccurrenceHit(BaseModel):

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import hmac
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import BertscopeError, InvalidSpec
+from ..errors import BertscopeError, InputTooLong, InvalidSpec
 from .batching import Metrics, QueueFull, ShuttingDown
 
 __all__ = [
@@ -153,6 +154,11 @@ def add_error_handlers(app: FastAPI) -> None:
     async def bertscope_error(request: Request, exc: Exception) -> JSONResponse:
         return error_response(request.url.path, 422, str(exc))
 
+    async def too_long(request: Request, exc: Exception) -> JSONResponse:
+        path = request.url.path
+        status, message = _too_long_answer(path, str(exc))
+        return error_response(path, status, message, kind="invalid_request_error")
+
     async def too_many(request: Request, exc: Exception) -> JSONResponse:
         # TEI answers a batch over max_client_batch_size with 422 (validation); bertscope's own routes, 413.
         path = request.url.path
@@ -190,10 +196,46 @@ def add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, validation)
     app.add_exception_handler(BertscopeError, bertscope_error)
+    app.add_exception_handler(InputTooLong, too_long)
     app.add_exception_handler(TooManyInputs, too_many)
     app.add_exception_handler(EmptyInputs, empty)
     app.add_exception_handler(QueueFull, queue_full)
     app.add_exception_handler(ShuttingDown, shutting_down)
+
+
+# The library's words for a text over the model's limit; each route adds the field that cuts it.
+_TOO_LONG = re.compile(r"^(?:text|input) (\d+) has (\d+) tokens but the model takes at most (\d+)")
+# TEI's routes cut with `truncate` (TEI's field); /similarity keeps it under `parameters`.
+_TEI_TRUNCATE = {"/similarity": '"parameters": {"truncate": true}'}
+# Routes that read one window of one text: `long` is truncate or error there, never window.
+_ONE_WINDOW = frozenset({"/anatomy", "/attention"})
+
+
+def _too_long_answer(path: str, message: str) -> tuple[int, str]:
+    """(status, message) for a text over the model's limit on `path`, naming the field that cuts it.
+
+    One rule on every route: an over-long input is refused unless the request asked for the cut, and
+    the refusal names that route's own field: OpenAI's 400 on /v1/ (OpenAI refuses input over the
+    context) with bertscope's `truncate` extension, TEI's `truncate: true` on TEI's routes, `long`
+    on bertscope's own. A pair (which is never cut) keeps the library's message.
+    """
+    found = _TOO_LONG.match(message)
+    if found is None:
+        return 422, message
+    index, count, limit = found.groups()
+    if path.startswith("/v1/"):
+        return 400, (
+            f"This model's maximum context length is {limit} tokens, however input {index} has {count} "
+            f'tokens; shorten it, or send "truncate": true (bertscope\'s extension; the openai client: '
+            f'extra_body={{"truncate": True}}) to cut it to {limit} tokens'
+        )
+    head = f"text {index} has {count} tokens but the model takes at most {limit}"
+    if path in TEI_PATHS:
+        field = _TEI_TRUNCATE.get(path, '"truncate": true')
+        return 422, f"{head}; send {field} to cut it to {limit} tokens (TEI's field), or shorten it"
+    window = "" if path in _ONE_WINDOW else ' or "long": "window" (overlapping windows)'
+    cut = '"long": "truncate" (drops the end, counted in n_dropped)'
+    return 422, f"{head}; send {cut}{window}, or shorten it"
 
 
 class Guard:

@@ -92,7 +92,8 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         if req.dimensions is not None and req.dimensions > width:
             # Refused before any work: the model's sentence vectors are `width` wide whatever the texts.
             raise InvalidSpec(f"dimensions: {req.dimensions} is more than the model's {width}")
-        spec = svc.recipe(EmbedOptions()).spec
+        # OpenAI refuses an input over the model's context (a 400 naming it); cut only when asked.
+        spec = svc.recipe(EmbedOptions(long="truncate" if req.truncate else "error")).spec
         lists = id_lists(req.input)
         if lists is None:
             res = await svc.sentences(await run_in_threadpool(check_texts, req.input), spec)
@@ -226,9 +227,10 @@ def model_routes(app: FastAPI, svc: Service) -> None:
     async def anatomy(req: AnatomyRequest) -> Response:
         """The embedding layer of one text taken apart, step by step, with the proof's max |error|."""
         text: Any = tuple(req.inputs) if isinstance(req.inputs, list) else req.inputs
-        check_texts(text, pairs=True)
+        # Refused (long=error) or counted before the worker: the anatomy reads the text cut the same way.
+        tokens = await run_in_threadpool(svc.model.tokenize, text, long=req.long)
         a = await svc.on_worker(lambda: svc.model.anatomy(text))
-        return JSONResponse({"model": svc.name, **a.to_dict()})
+        return JSONResponse({"model": svc.name, **a.to_dict(), "n_dropped": tokens.n_dropped})
 
 
 def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:

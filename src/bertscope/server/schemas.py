@@ -25,6 +25,8 @@ __all__ = [
     "fitted_int",
     "texts_only",
     "whole_number",
+    "WholeInt",
+    "PositiveInt",
     "OneText",
     "TextList",
     "EmbedRequest",
@@ -36,6 +38,8 @@ __all__ = [
     "TokenizeRequest",
     "StaticRequest",
     "AnatomyRequest",
+    "Cut",
+    "CUT_HELP",
     "SimilarityRequest",
     "SimilarityResponse",
     "ErrorResponse",
@@ -251,6 +255,12 @@ class OpenAIRequest(BaseModel):
         WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1, "x-fit": "width"}, {"type": "null"}]}),
     ] = Field(None, description="Keep the first N dimensions (unit length again).")
     user: str | None = None
+    # Not OpenAI's: its API refuses an input over the context (400); TEI's field name asks for the cut.
+    truncate: StrictBool = Field(
+        False,
+        description="bertscope's extension (TEI's name): cut inputs over the model's limit instead of "
+        "a 400 (openai client: extra_body={'truncate': True}).",
+    )
 
 
 class OpenAIEmbedding(BaseModel):
@@ -297,6 +307,12 @@ class StaticRequest(Strict):
     include_special: StrictBool = Field(False, description="Let neighbours be special or [unused] tokens.")
 
 
+# One text's routes (/anatomy, /attention) read one window: a text over it is cut (counted in
+# n_dropped) or refused; window is /v2/embed's.
+Cut = Literal[LongText.TRUNCATE, LongText.ERROR]
+CUT_HELP = "A text over the model's limit: cut (counted in n_dropped) or a 422."
+
+
 class AnatomyRequest(Strict):
     """The embedding layer of one text taken apart."""
 
@@ -305,6 +321,7 @@ class AnatomyRequest(Strict):
         examples=["I am Sinan"],
         validation_alias=AliasChoices("inputs", "text"),
     )
+    long: Cut = Field(LongText.TRUNCATE, description=CUT_HELP)
 
 
 class SimilarityRequest(SpecFields):
@@ -370,7 +387,7 @@ class ErrorResponse(BaseModel):
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorResponse, "description": why}
     for status, why in {
-        400: "The body is not UTF-8 JSON.",
+        400: "The body is not UTF-8 JSON; under /v1/, also an input over the model's context (OpenAI's).",
         401: "The API key is missing or wrong (when the service has one).",
         408: "The request body did not arrive in time.",
         413: "The body, the number of inputs or the answer is over the service's limits.",

