@@ -6,6 +6,7 @@ Every test waits on a condition (an answer, a closed socket, a counter), never o
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import bertscope
-from bertscope.server import create_app
+from bertscope.server import ServerSettings, create_app
 from bertscope.server.guard import TEI_PATHS
 
 LONG = "bread " * 400  # 402 tokens, over the bundled model's 256
@@ -115,3 +116,17 @@ def test_every_boolean_takes_json_true_or_false_only(
     response = client.post(path, json=sent)
     assert response.status_code == 422, response.text
     assert f"{field}: Input should be a valid boolean" in response.json()["detail"]
+
+
+@pytest.mark.parametrize("page", ["/docs", "/redoc"])
+def test_the_api_pages_load_only_the_services_own_files(bundled: bertscope.Model, page: str) -> None:
+    """/docs and /redoc work offline: every script, style and icon they name is served by the service."""
+    with TestClient(create_app(bundled, settings=ServerSettings(api_key="k"))) as keyless:
+        html = keyless.get(page)
+        assert html.status_code == 200
+        named = re.findall(r"""(?:src|href|url)\s*[=:]\s*['"]([^'"]+)['"]""", html.text)
+        assert any(url.endswith(".js") for url in named), named
+        for url in named:
+            assert url.startswith("/"), f"{page} loads {url} from elsewhere"
+            assert keyless.get(url).status_code == 200, url  # open without the key, like the page
+        assert "http://" not in html.text and "https://" not in html.text  # no CDN, no web fonts

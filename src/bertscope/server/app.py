@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 from fastapi.middleware.cors import CORSMiddleware
+from fastapi_offline import FastAPIOffline
 
 from .. import __version__
 from .batching import Batcher, Metrics
 from .chunk_routes import chunk_routes
 from .explain_routes import explain_routes
 from .explorer import mount_explorer
-from .guard import Guard, ServerSettings, add_error_handlers
+from .guard import DOCS_ASSETS, Guard, ServerSettings, add_error_handlers
 from .occurrences import occurrence_routes
 from .openapi import fit_openapi
 from .research_routes import research_routes
@@ -58,7 +59,10 @@ def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastA
         finally:
             await run_in_threadpool(batcher.stop)
 
-    app = FastAPI(
+    # FastAPIOffline is FastAPI with /docs and /redoc loading swagger-ui's and ReDoc's files from the
+    # service itself (the package ships them), not from a CDN: they work on a machine with no internet.
+    app = FastAPIOffline(
+        static_url=DOCS_ASSETS,
         title="bertscope",
         version=__version__,
         lifespan=lifespan,

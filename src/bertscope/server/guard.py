@@ -32,6 +32,7 @@ from ..errors import BertscopeError, InputTooLong, InvalidSpec
 from .batching import Metrics, QueueFull, ShuttingDown
 
 __all__ = [
+    "DOCS_ASSETS",
     "TEI_PATHS",
     "TokenIds",
     "ServerSettings",
@@ -58,7 +59,9 @@ TEI_PATHS = frozenset({"/", "/embed", "/embed_all", "/similarity", "/tokenize", 
 # TEI writes the variant names as they are: "Validation", "Empty", ...
 _TEI_TYPES = {400: "Empty", 424: "Backend", 429: "Overloaded", 503: "Unhealthy", 500: "Backend"}
 OPEN_PATHS = frozenset({"/", "/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
-_OPEN_PREFIXES = ("/explorer/",)
+# swagger-ui's and ReDoc's files, served by the service so /docs and /redoc work offline.
+DOCS_ASSETS = "/docs/static"
+_OPEN_PREFIXES = ("/explorer/", f"{DOCS_ASSETS}/")
 
 
 class TokenIds(str, Enum):
