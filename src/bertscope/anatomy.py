@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from .core.engine import as_array
 from .core.families import EmbeddingParts
 from .core.results import rows
 from .core.tokens import Tokens, pad_batch
@@ -119,7 +120,9 @@ def decompose(model: Encoder, tokens: list[Tokens]) -> list[Anatomy]:
         steps["normalized"] = normalized if parts.layernorm is not None else None
         after = parts.projection_after_norm
         steps["encoder_input"] = after(normalized) if after is not None else normalized
-        steps["model_output"] = model.engine.forward(ids_np, types_np, mask_np, 0)[0]
+        steps["model_output"] = torch.from_numpy(
+            as_array(model.engine.forward(ids_np, types_np, mask_np, 0)[0])
+        )
     return [_one(tok, row, steps, position_ids, parts) for row, tok in enumerate(tokens)]
 
 

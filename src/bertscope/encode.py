@@ -14,9 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 
+from .core.engine import unit_rows
 from .errors import InvalidInput, InvalidSpec
 
 __all__ = ["OUTPUT_VALUES", "encode"]
@@ -49,26 +48,24 @@ def encode(
     if output_value == "token_embeddings":
         prompted = [chosen.text + text for text in texts] if chosen else texts
         rows = model.embed_tokens(prompted, layers="-1", progress=bool(show_progress_bar))
+        import torch  # sentence-transformers gives token embeddings as tensors
+
         tensors = [torch.from_numpy(np.ascontiguousarray(row.vectors)) for row in rows]
         return tensors[0] if single else tensors
     if not texts:
         return _empty(convert_to_tensor, convert_to_numpy)
-    vectors = torch.from_numpy(
-        model.embed(
-            texts, pooling="auto", prompt_name=prompt_name, prompt=prompt, progress=bool(show_progress_bar)
-        ).vectors
-    )
+    vectors = model.embed(
+        texts, pooling="auto", prompt_name=prompt_name, prompt=prompt, progress=bool(show_progress_bar)
+    ).vectors
     if truncate_dim is not None:
-        vectors = vectors[:, :truncate_dim]
+        vectors = np.ascontiguousarray(vectors[:, :truncate_dim])
     if normalize_embeddings:
-        vectors = F.normalize(vectors, p=2, dim=1)
-    result: Any
-    if convert_to_tensor:
-        result = vectors
-    elif convert_to_numpy:
-        result = vectors.numpy()
-    else:
-        result = list(vectors)
+        vectors = unit_rows(vectors)
+    result: Any = vectors
+    if convert_to_tensor or not convert_to_numpy:  # sentence-transformers' tensor and list-of-tensor outputs
+        import torch
+
+        result = torch.from_numpy(vectors) if convert_to_tensor else list(torch.from_numpy(vectors))
     return result[0] if single else result
 
 
@@ -91,13 +88,19 @@ def _check(
             f"precision={precision!r}: encode returns float32; quantize the result with "
             "sentence_transformers.quantization.quantize_embeddings"
         )
-    if device is not None and torch.device(device) != model.device:
+    if device is not None and not _same_device(device, model.device):
         raise InvalidSpec(
             f"device={device!r}, but the model runs on {model.device}; "
             "load it there with bertscope.load(device=...)"
         )
     if truncate_dim is not None and truncate_dim <= 0:
         raise InvalidSpec(f"truncate_dim must be a positive integer, got {truncate_dim}")
+
+
+def _same_device(asked: Any, running: Any) -> bool:
+    import torch
+
+    return bool(torch.device(asked) == torch.device(running))
 
 
 def _as_list(sentences: Any) -> list[str]:
@@ -111,5 +114,7 @@ def _as_list(sentences: Any) -> list[str]:
 
 def _empty(convert_to_tensor: bool, convert_to_numpy: bool) -> Any:
     if convert_to_tensor:
+        import torch
+
         return torch.tensor([])
     return np.array([]) if convert_to_numpy else []

@@ -13,9 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
-from . import anatomy as _anatomy
 from . import static as _static
 from .backends import runtimes as _runtimes
 from .backends.onnx import resolve_backend
@@ -27,6 +25,7 @@ from .core.loading import load_parts, resolve_device, resolve_dtype
 from .core.tokens import Text
 
 if TYPE_CHECKING:
+    import torch
     from typing_extensions import Unpack
 
     from .core.spec import RecipeKeywords
@@ -67,6 +66,20 @@ def load(
     if name is None:
         name = os.environ.get("BERTSCOPE_MODEL") or None
     if threads is not None:
+        from .backends.cpu import ask_threads
+
+        ask_threads(threads)
+    asked = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize, "mode": mode}
+    if _opens_light(asked, trust_remote_code):
+        light = _load_light(
+            name, backend=Backend.parse(backend, what="backend"), remeasure=remeasure,
+            record=threads is None, max_tokens=max_tokens, token_budget=token_budget,
+        )  # fmt: skip
+        if light is not None:
+            return light
+    import torch
+
+    if threads is not None:
         torch.set_num_threads(threads)
     torch_device = resolve_device(device)
     if Mode.parse(mode, what="mode") is Mode.FAST:
@@ -104,6 +117,48 @@ def load(
 
         # only what a plain load would choose is kept for `bertscope info` (no threads, float32 asked)
         choose_exact(model, remeasure=remeasure, record=threads is None and torch_dtype is torch.float32)
+    return model
+
+
+def _opens_light(asked: dict[str, Any], trust_remote_code: bool) -> bool:
+    """Whether `load`'s options let the folder open without torch: float32 on the CPU, the exact default
+    or ONNX Runtime float32, no model code to run. The runtime decides later whether torch is needed."""
+    from .core.folder import default_device
+
+    if trust_remote_code or asked["quantize"] not in (None, "none", Quantize.NONE):
+        return False
+    if Mode.parse(asked["mode"], what="mode") is not Mode.EXACT:
+        return False
+    if Backend.parse(asked["backend"], what="backend") not in (Backend.AUTO, Backend.ONNXRUNTIME):
+        return False
+    if str(asked["dtype"]).removeprefix("torch.") not in ("float32", DType.FLOAT32.value):
+        return False
+    device = str(asked["device"] or "auto")
+    return device == "cpu" or (device == "auto" and default_device() == "cpu")
+
+
+def _load_light(
+    name: str | os.PathLike[str] | None,
+    *,
+    backend: Backend,
+    remeasure: bool,
+    record: bool,
+    max_tokens: int | None,
+    token_budget: int | None,
+) -> Model | None:
+    """The model opened without torch (None where only a full load can open it), on its exact runtime."""
+    from .core.loading import open_light
+
+    loaded = open_light(name)
+    if loaded is None:
+        return None
+    model = Model(loaded, device="cpu", max_tokens=max_tokens, token_budget=token_budget)
+    if backend is Backend.ONNXRUNTIME:
+        model.use_onnxruntime()
+    else:
+        from .backends.exact import choose_exact
+
+        choose_exact(model, remeasure=remeasure, record=record)
     return model
 
 
@@ -179,6 +234,8 @@ class Model(Encoder):
     def anatomy(self, texts: Text | Sequence[Text]) -> Any:
         """The embedding layer taken apart for a text or pair (or a padded batch of them), with its proof."""
         tokens = self.tokenize(texts)
+        from . import anatomy as _anatomy
+
         result = _anatomy.decompose(self, [tokens] if single(texts) else tokens)
         return result[0] if single(texts) else result
 

@@ -68,7 +68,12 @@ def add_tokens(model: E, words: Sequence[str], *, init: InitSpec = "pieces", see
         weight[ids] = torch.from_numpy(rows).to(weight.dtype).to(weight.device)
     loaded = model.loaded
     extended = dataclasses.replace(
-        loaded, source=f"{loaded.source} + {len(new)} tokens", path=None, model=hf_model, tokenizer=tokenizer
+        loaded,
+        source=f"{loaded.source} + {len(new)} tokens",
+        path=None,
+        torch_model=hf_model,
+        hf_tokenizer=tokenizer,
+        view=None,
     )
     # the caller's own class (bertscope.Model from the facade), without this module importing it
     return type(model)(

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -14,6 +16,8 @@ __all__ = [
     "cpu_name",
     "has_native_bf16",
     "has_vnni",
+    "ask_threads",
+    "cpu_threads",
     "machine_key",
 ]
 
@@ -57,9 +61,48 @@ def has_vnni() -> bool:
     return any(flag in cpu_flags() for flag in VNNI_FLAGS)
 
 
+_ASKED_THREADS: list[int] = []
+
+
+def ask_threads(threads: int) -> None:
+    """Use `threads` CPU threads for every runtime of this process (torch too, where it is loaded)."""
+    _ASKED_THREADS[:] = [threads]
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+    else:  # torch, where a feature loads it later, starts with this many
+        os.environ["OMP_NUM_THREADS"] = str(threads)
+
+
+def cpu_threads() -> int:
+    """The intra-op threads every runtime uses here: those asked (`load(threads=)`), else torch's default
+    (OMP_NUM_THREADS or MKL_NUM_THREADS, else the physical cores this process may run on), read without
+    importing torch so that ONNX Runtime and OpenVINO run alike in a process that never loads it."""
+    if _ASKED_THREADS:
+        return _ASKED_THREADS[0]
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        value = os.environ.get(name, "")
+        if value.isdigit() and int(value) > 0:
+            return int(value)
+    return _physical_cores()
+
+
+@lru_cache(maxsize=1)
+def _physical_cores() -> int:
+    """Distinct (package, core) pairs among the CPUs this process may use; its CPU count where unknown."""
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set(range(os.cpu_count() or 1))
+    cores, cpu, package = set(), None, "0"
+    for line in _cpuinfo().splitlines():
+        key, _, value = (part.strip() for part in line.partition(":"))
+        if key == "processor":
+            cpu = int(value)
+        elif key == "physical id":
+            package = value
+        elif key == "core id" and cpu in allowed:
+            cores.add((package, value))
+    return max(1, len(cores) or len(allowed))
+
+
 def machine_key() -> str:
     """A short key for this CPU model, its flags and the thread count (a fast-mode choice holds for it)."""
-    import torch  # here: cpu_name and cpu_flags serve `bertscope info`, which imports no torch
-
-    text = f"{cpu_name()}|{' '.join(sorted(cpu_flags()))}|{torch.get_num_threads()}"
+    text = f"{cpu_name()}|{' '.join(sorted(cpu_flags()))}|{cpu_threads()}"
     return hashlib.sha256(text.encode()).hexdigest()[:12]

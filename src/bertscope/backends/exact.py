@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from filelock import FileLock
 
 from ..errors import ModelLoadError
@@ -32,7 +31,7 @@ from .fast import (
     write_measured,
 )
 from .modes import MODES, measure
-from .onnx import calibration_texts, model_hash
+from .onnx import calibration_texts, encoder_digest
 from .recorded import remember
 
 __all__ = [
@@ -72,7 +71,12 @@ def choose_exact(model: Any, *, remeasure: bool = False, record: bool = True) ->
         texts = calibration_texts()
         digest = _digest(model)
         path = _measured_path(model.family.name, digest)
-        writable_folder(path.parent)
+        try:
+            writable_folder(path.parent)
+        except ModelLoadError as exc:  # no cache, no export: torch answers, exactly
+            say(f"exact default: {exc}; running torch")
+            model.exact_choice = {"chosen": _TORCH, "why": "the cache folder cannot be written"}
+            return
         # Two processes loading the same model at once (a test suite's workers, a server's replicas) measure
         # it once: the second waits and reads the first's figures, so both run and record the same choice.
         with FileLock(f"{path}.lock"):
@@ -123,13 +127,21 @@ def _backend(label: str) -> str | None:
 
 def _torch_only(model: Any) -> str | None:
     """Why `model` must stay on torch, or None."""
-    if model.device.type != "cpu":
-        return f"{model.device.type} runs torch"
-    if next(model.hf_model.parameters()).dtype is not torch.float32:
+    if model.device_type != "cpu":
+        return f"{model.device_type} runs torch"
+    if model.torch_dtype_name != "float32":
         return "only float32 has other exact runtimes"
-    if sum(p.numel() for p in model.hf_model.parameters()) < MIN_PARAMETERS:
+    if _parameters(model) < MIN_PARAMETERS:
         return _SMALL
     return None
+
+
+def _parameters(model: Any) -> int:
+    """How many weights the model has (counted in the folder's safetensors where it was opened light)."""
+    view = model.loaded.view
+    if model.light and view is not None:
+        return view.n_parameters
+    return sum(p.numel() for p in model.hf_model.parameters())
 
 
 def _switch(model: Any, label: str, digest: str) -> None:
@@ -153,21 +165,11 @@ def _switch(model: Any, label: str, digest: str) -> None:
 # a notebook) does not open ONNX Runtime or compile OpenVINO again.
 _RUNNERS: dict[tuple[str, str], Any] = {}
 _RUNTIME_DTYPE = {"onnxruntime": None, "openvino": "float32"}
-_DIGESTS: dict[tuple[Any, ...], str] = {}
 
 
 def _digest(model: Any) -> str:
-    """The weights' hash, remembered per model folder and its files' sizes and times."""
-    folder = getattr(model.loaded, "path", None)
-    if folder is None:
-        return model_hash(model.hf_model)[:20]
-    files = sorted(
-        (p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in Path(folder).iterdir() if p.is_file()
-    )
-    key = (str(folder), tuple(files))
-    if key not in _DIGESTS:
-        _DIGESTS[key] = model_hash(model.hf_model)[:20]
-    return _DIGESTS[key]
+    """The model's content digest: its folder's files (weights, config, tokenizer), else its weights."""
+    return encoder_digest(model)
 
 
 def _measure(model: Any, wanted: dict[str, dict[str, Any]], texts: list[str], digest: str) -> list[Measured]:

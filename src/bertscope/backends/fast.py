@@ -20,17 +20,19 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
-import torch
 
 from ..core.encoder import Encoder
 from ..errors import InvalidSpec, ModelLoadError
-from .cpu import cpu_name, has_native_bf16, has_vnni, machine_key
+from .cpu import cpu_name, cpu_threads, has_native_bf16, has_vnni, machine_key
 from .modes import MODES, Way, measure
-from .onnx import cache_dir, calibration_texts, model_hash
+from .onnx import cache_dir, calibration_texts, encoder_digest
 from .runtimes import apply_way
+
+if TYPE_CHECKING:
+    import torch
 
 E = TypeVar("E", bound=Encoder)
 
@@ -147,13 +149,15 @@ def load_fast(
     texts = list(calibration) if calibration is not None else calibration_texts()
     if not texts:
         raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
+    import torch
+
     base = build(torch.float32)
     path = _cache_path(base, texts)
     wanted = candidates(device)
     measured = None if remeasure else read_measured(path)
     if measured is None or set(wanted) - {m.mode for m in measured}:
         say(f"fast mode: measuring {len(wanted)} modes on {len(texts)} sentences, once for this model "
-             f"and machine ({cpu_name()}, {torch.get_num_threads()} threads)")  # fmt: skip
+             f"and machine ({cpu_name()}, {cpu_threads()} threads)")  # fmt: skip
         measured = _measure_all(base, wanted, texts, build)
         write_measured(path, measured)
     best = choose([m for m in measured if m.mode in wanted], min_cosine)
@@ -177,7 +181,7 @@ def load_fast(
 
 def _cache_path(base: Any, texts: Sequence[str]) -> Path:
     calib = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:10]
-    digest = model_hash(base.hf_model)[:20]
+    digest = encoder_digest(base)
     return fast_cache_dir() / f"{base.family.name}-{digest}-{machine_key()}-c{calib}-f{FAST_FORMAT}.json"
 
 
@@ -222,7 +226,7 @@ def write_measured(path: Path, measured: Sequence[Measured]) -> None:
     writable_folder(path.parent)
     about = {
         "cpu": cpu_name(),
-        "threads": torch.get_num_threads(),
+        "threads": cpu_threads(),
         "bertscope": _version(),
         "measured": [asdict(m) for m in measured],
     }

@@ -16,14 +16,16 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from ..core.encoder import Encoder
 from ..core.similarity import unit
 from ..errors import InvalidSpec
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["MODES", "ModeReport", "Way", "compare_modes", "measure", "mode_options"]
 
@@ -140,6 +142,8 @@ def compare_modes(
     median of `repeats` rounds that alternate between the modes (`time_it=False`: one untimed run, drift
     only). float32 here is torch float32 (`backend="torch"`), the reference every mode drifts from.
     """
+    import torch
+
     from ..core.encoder import open_encoder
     from .runtimes import apply_way
 

@@ -1,4 +1,8 @@
-"""The ONNX Runtime backend: the model exported once (cached by its weights' hash), in float32 or int8.
+"""The ONNX Runtime backend: the model exported once (cached by its files' content), in float32 or int8.
+
+This module imports no torch: a process whose runtime is ONNX Runtime (or OpenVINO) opens the cached
+export and answers without it. Making an export needs the PyTorch module (backends/export.py), once per
+model content: `bertscope cache` lists the exports, `bertscope cache --clear` removes them.
 
 float32 runs the same graph as torch (eager attention, every hidden state an output) and matches it to
 1e-6. int8 is ONNX Runtime's dynamic quantization (per-channel int8 weights, per-tensor uint8
@@ -13,25 +17,24 @@ calibration). On all-MiniLM-L6-v2 that is ~7 channels per matmul, and the min co
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
-import logging
 import os
-import tempfile
-import warnings
+import sys
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import nn
 
 from ..core._enums import Backend, Quantize
 from ..core.families import Family
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
+from .cpu import cpu_threads
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "BACKENDS",
@@ -40,7 +43,11 @@ __all__ = [
     "QUANTIZE",
     "OnnxRunner",
     "cache_dir",
+    "cached_export",
+    "content_digest",
+    "encoder_digest",
     "export_onnx",
+    "export_path",
     "calibration_texts",
     "model_hash",
     "resolve_backend",
@@ -48,8 +55,9 @@ __all__ = [
 
 BACKENDS = tuple(member.value for member in Backend)
 QUANTIZE = tuple(member.value for member in Quantize)
-# Bumped whenever the exported graph changes, so stale cache files are never reused.
-EXPORT_FORMAT = 1
+# Bumped whenever the exported graph or its cache key changes, so stale cache files are never reused
+# (2: keyed by the model folder's content, with the export's size and SHA-256 beside it).
+EXPORT_FORMAT = 2
 OUTLIER_FACTOR = 3.0
 _OUTLIER_WEIGHT = "outlier_weight"
 
@@ -58,6 +66,8 @@ def resolve_backend(
     backend: Backend | str, quantize: Quantize | str | None, dtype: torch.dtype, device: torch.device
 ) -> Backend:
     """The backend to run: `auto` is torch, or onnxruntime when int8 is asked; refuses what cannot run."""
+    import torch
+
     asked = Backend.parse(backend, what="backend")
     mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
     if asked is Backend.AUTO:
@@ -102,21 +112,6 @@ def cache_dir() -> Path:
     return cache_root() / "onnx"
 
 
-def model_hash(model: nn.Module) -> str:
-    """SHA-256 of the model's config and every weight: a changed vocabulary or fine-tune is a new export.
-
-    The folder the model came from is left out, so the same weights moved or reinstalled reuse the export.
-    """
-    digest = hashlib.sha256()
-    config = dict(model.config.to_dict())  # type: ignore[union-attr,operator]
-    config.pop("_name_or_path", None)
-    digest.update(json.dumps(config, sort_keys=True, default=str).encode())
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
-
-
 def calibration_texts() -> list[str]:
     """The sentences shipped with bertscope for finding outlier channels when none are given."""
     text = resources.files("bertscope").joinpath("calibration.txt").read_text(encoding="utf-8")
@@ -129,7 +124,7 @@ class OnnxRunner:
     def __init__(self, path: Path, uses_token_types: bool, n_outputs: int) -> None:
         ort = require_onnxruntime()
         options = ort.SessionOptions()
-        options.intra_op_num_threads = torch.get_num_threads()
+        options.intra_op_num_threads = cpu_threads()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
         self.path = path
@@ -142,8 +137,8 @@ class OnnxRunner:
 
     def __call__(
         self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int
-    ) -> tuple[torch.Tensor, ...]:
-        """Hidden states 0..deepest as torch tensors."""
+    ) -> tuple[np.ndarray, ...]:
+        """Hidden states 0..deepest, each (batch, tokens, d) float32."""
         feed = {
             "input_ids": ids.astype(np.int64, copy=False),
             "attention_mask": mask.astype(np.int64, copy=False),
@@ -152,226 +147,232 @@ class OnnxRunner:
             feed["token_type_ids"] = type_ids.astype(np.int64, copy=False)
         # Asking only for the layers needed lets ONNX Runtime skip the ones past them.
         outputs = self.session.run(self.output_names[: deepest + 1], feed)
-        return tuple(torch.from_numpy(o) for o in outputs)
+        return tuple(outputs)
 
     @classmethod
     def build(
         cls,
-        model: nn.Module,
+        model: Callable[[], Any],
         family: Family,
         n_layers: int,
         *,
+        digest: str,
         quantize: str | None,
         calibrate: Callable[[Sequence[str]], None],
         calibration: Sequence[str] | None = None,
         log: Callable[[str], None] | None = None,
     ) -> OnnxRunner:
-        """Export (or reuse the cached export of) `model` and open an ONNX Runtime session on it.
+        """Open an ONNX Runtime session on the cached export of the model whose content is `digest`,
+        exported now from `model()` (the PyTorch module, asked for only then) when missing.
 
         `calibrate(texts)` must run the torch model over the texts; int8 watches those forwards to pick
         the outlier channels.
         """
         require_onnxruntime()
         path = export_onnx(
-            model, family, quantize=quantize, calibrate=calibrate, calibration=calibration, log=log
-        )
+            model, family, digest=digest, quantize=quantize, calibrate=calibrate, calibration=calibration,
+            log=log,
+        )  # fmt: skip
         return cls(path, family.uses_token_types, n_layers + 1)
 
 
+def encoder_digest(encoder: Any) -> str:
+    """The content digest of an encoder's model: its folder's files, or its weights where it has no folder
+    (a model built in memory, such as a vocabulary extended by `add_tokens`)."""
+    folder = getattr(encoder.loaded, "path", None)
+    if folder is not None:
+        return content_digest(Path(folder))
+    return model_hash(encoder.hf_model)[:20]
+
+
+def model_hash(model: torch.nn.Module) -> str:
+    """SHA-256 of a PyTorch model's config and every weight (for a model that has no folder)."""
+    from .export import weights_hash
+
+    return weights_hash(model)
+
+
+# The files whose bytes make a model what it is: config, weights, tokenizer. A folder's other files
+# (README, sentence-transformers settings, the ONNX files some repos carry) do not change the graph.
+_CONTENT_FILES = (
+    "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+    "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model",
+    "model.safetensors.index.json", "pytorch_model.bin.index.json",
+)  # fmt: skip
+_CONTENT_SUFFIXES = (".safetensors", ".bin", ".model")
+_DIGESTS: dict[tuple[Any, ...], str] = {}
+
+
+def content_digest(folder: Path) -> str:
+    """20 hex digits of SHA-256 over a model folder's config, weight and tokenizer files (names and bytes).
+
+    The same model in two checkouts or venvs is one digest, so one export; a changed weight or vocabulary
+    is another. Remembered per file sizes and times (in this process and in the cache), so a fresh process
+    does not read the weights again.
+    """
+    files = sorted(
+        p for p in Path(folder).iterdir()
+        if p.is_file() and (p.name in _CONTENT_FILES or p.suffix in _CONTENT_SUFFIXES)
+    )  # fmt: skip
+    stats = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    key = (str(Path(folder).resolve()), stats)
+    if key in _DIGESTS:
+        return _DIGESTS[key]
+    known = _read_digests()
+    remembered = known.get(_digest_key(key))
+    if isinstance(remembered, str):
+        _DIGESTS[key] = remembered
+        return remembered
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as stream:
+            while block := stream.read(1 << 22):
+                digest.update(block)
+    _DIGESTS[key] = digest.hexdigest()[:20]
+    _write_digest(_digest_key(key), _DIGESTS[key])
+    return _DIGESTS[key]
+
+
+def _digest_key(key: tuple[Any, ...]) -> str:
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
+
+
+def _digests_path() -> Path:
+    return cache_dir().parent / "digests.json"
+
+
+def _read_digests() -> dict[str, Any]:
+    try:
+        data = json.loads(_digests_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_digest(key: str, digest: str) -> None:
+    """Remember one folder's digest; a cache that cannot be written only costs a re-read next time."""
+    path = _digests_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        known = _read_digests()
+        known[key] = digest
+        staged = path.with_suffix(f".{os.getpid()}.tmp")
+        staged.write_text(json.dumps(dict(list(known.items())[-512:])), encoding="utf-8")
+        os.replace(staged, path)
+    except OSError:
+        pass
+
+
+def export_variant(quantize: str | None, calibration: Sequence[str]) -> str:
+    """`float32`, or `int8-o<outlier factor>-c<calibration texts' hash>`."""
+    if (quantize or "none") != "int8":
+        return "float32"
+    calib_hash = hashlib.sha256("\n".join(calibration).encode()).hexdigest()[:10]
+    return f"int8-o{OUTLIER_FACTOR:g}-c{calib_hash}"
+
+
+def export_path(family: str, digest: str, variant: str = "float32") -> Path:
+    """Where the export of the model whose content is `digest` is kept."""
+    return cache_dir() / f"{family}-{digest}-{variant}-v{EXPORT_FORMAT}.onnx"
+
+
+def cached_export(path: Path, *, log: Callable[[str], None] | None = None) -> Path | None:
+    """`path` when it is a whole export (its size and SHA-256 as recorded when it was made), else None.
+
+    A damaged file (a disk error, a copy cut short, an edit) is named in one line on `log` and left to be
+    made again; a file from an older bertscope has another name and is never read.
+    """
+    if not path.is_file():
+        return None
+    about = _read_about(path)
+    stat = path.stat()
+    if about.get("bytes") == stat.st_size and about.get("mtime_ns") == stat.st_mtime_ns:
+        return path
+    if about.get("bytes") == stat.st_size and about.get("sha256") == file_sha256(path):
+        record_export(path, {**about, "mtime_ns": stat.st_mtime_ns})  # copied or touched, still whole
+        return path
+    if log is not None:
+        log(f"the cached export {path} does not match its recorded size and SHA-256; exporting it again")
+    return None
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file, read in blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while block := stream.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def record_export(path: Path, about: dict[str, Any]) -> None:
+    """Write the JSON beside an export (what it is, its size, time and SHA-256), atomically."""
+    staged = path.with_suffix(f".{os.getpid()}.json.tmp")
+    staged.write_text(json.dumps(about, indent=1), encoding="utf-8")
+    os.replace(staged, path.with_suffix(".json"))
+
+
+def _read_about(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
 def export_onnx(
-    model: nn.Module,
+    model: Callable[[], Any],
     family: Family,
     *,
+    digest: str,
     quantize: str | None = None,
     calibrate: Callable[[Sequence[str]], None] | None = None,
     calibration: Sequence[str] | None = None,
     log: Callable[[str], None] | None = None,
 ) -> Path:
-    """The cached ONNX export of `model` (every hidden state an output), made now when missing.
+    """The cached ONNX export of the model whose content is `digest` (every hidden state an output), made
+    now from `model()` (the PyTorch module) when missing or damaged.
 
+    Two processes exporting the same model at once make it once: the second waits and opens the first's.
     float32 needs only torch's exporter (and onnx); int8 also needs `calibrate` and ONNX Runtime's quantizer.
     """
     int8 = (quantize or "none") == "int8"
     texts = list(calibration) if calibration is not None else calibration_texts()
     if int8 and not texts:
         raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
-    variant = "float32"
-    if int8:
-        calib_hash = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:10]
-        variant = f"int8-o{OUTLIER_FACTOR:g}-c{calib_hash}"
-    name = f"{family.name}-{model_hash(model)[:20]}-{variant}-v{EXPORT_FORMAT}.onnx"
-    path = cache_dir() / name
-    if not path.exists():
-        if log is not None:
-            log(f"exporting the model to ONNX ({variant}) -> {path}")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise ModelLoadError(
-                f"cannot create the ONNX cache folder {path.parent} ({exc.strerror}); "
-                "set BERTSCOPE_CACHE to a writable folder"
-            ) from None
-        if int8 and calibrate is None:
-            raise InvalidSpec("int8 export needs a calibrate function that runs the torch model")
-        stats = _activation_maxima(model, calibrate, texts) if int8 and calibrate else None
-        _export(model, family, path, stats)
+    path = export_path(family.name, digest, export_variant(quantize, texts))
+    if cached_export(path, log=log) is not None:
+        return path
+    if int8 and calibrate is None:
+        raise InvalidSpec("int8 export needs a calibrate function that runs the torch model")
+    from filelock import FileLock
+
+    from .export import write_export
+
+    _writable(path.parent)
+    with FileLock(f"{path}.lock"):
+        if cached_export(path) is None:
+            if log is not None:
+                log(f"exporting the model to ONNX ({path.stem.split('-', 2)[-1]}) -> {path}")
+            write_export(model(), family, path, calibrate=calibrate if int8 else None, texts=texts)
     return path
 
 
-class _HiddenStates(nn.Module):
-    """The encoder with every hidden state as an output, the signature ONNX export traces."""
-
-    def __init__(self, model: nn.Module, uses_token_types: bool) -> None:
-        super().__init__()
-        self.model = model
-        self.uses_token_types = uses_token_types
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *rest: torch.Tensor) -> Any:
-        """All hidden states, embedding output first."""
-        extra = {"token_type_ids": rest[0]} if self.uses_token_types else {}
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            output_hidden_states=True,
-            return_dict=True,
-            **extra,
-        )
-        return tuple(out.hidden_states)
-
-
-class _SplitLinear(nn.Module):
-    """A Linear whose outlier input channels are multiplied in float32 beside the (to be int8) rest."""
-
-    def __init__(self, linear: nn.Linear, outliers: torch.Tensor) -> None:
-        super().__init__()
-        self.linear = linear
-        self.register_buffer("keep_mask", (~outliers).to(linear.weight.dtype))
-        self.register_buffer("outlier_index", torch.nonzero(outliers).flatten())
-        self.register_buffer(_OUTLIER_WEIGHT, linear.weight.detach()[:, outliers].T.contiguous())
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """linear(x with outliers zeroed) + x[outliers] @ W[:, outliers]^T: the same as linear(x)."""
-        index: torch.Tensor = self.outlier_index  # type: ignore[assignment]
-        keep: torch.Tensor = self.keep_mask  # type: ignore[assignment]
-        side = torch.matmul(x.index_select(-1, index), getattr(self, _OUTLIER_WEIGHT))
-        return self.linear(x * keep) + side
-
-
-def _quantizable(model: nn.Module) -> dict[str, nn.Linear]:
-    """The Linear layers inside the traced graph: all but the pooler (it runs in torch, on the output)."""
-    return {
-        name: module
-        for name, module in model.named_modules()
-        if isinstance(module, nn.Linear) and not name.split(".")[0].startswith("pooler")
-    }
-
-
-def _outliers(maxima: torch.Tensor) -> torch.Tensor:
-    """The input channels whose calibrated max |activation| exceeds `OUTLIER_FACTOR` x the median's."""
-    return maxima > OUTLIER_FACTOR * maxima.median()
-
-
-def _activation_maxima(
-    model: nn.Module, calibrate: Callable[[Sequence[str]], None], texts: Sequence[str]
-) -> dict[str, torch.Tensor]:
-    """Per input channel, the largest |activation| each Linear saw over the calibration texts."""
-    maxima: dict[str, torch.Tensor] = {}
-
-    def watch(name: str) -> Callable[..., None]:
-        def hook(_module: nn.Module, inputs: tuple[torch.Tensor, ...], _output: torch.Tensor) -> None:
-            seen = inputs[0].detach().float().abs().reshape(-1, inputs[0].shape[-1]).amax(0)
-            maxima[name] = seen if name not in maxima else torch.maximum(maxima[name], seen)
-
-        return hook
-
-    handles = [module.register_forward_hook(watch(name)) for name, module in _quantizable(model).items()]
+def _writable(folder: Path) -> None:
+    """Create the cache folder, or say in one line how to give a writable one."""
     try:
-        calibrate(texts)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return maxima
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise ModelLoadError(
+            f"cannot write the export cache {folder} ({exc.strerror}); set BERTSCOPE_CACHE to a writable "
+            "folder, or load with backend='torch'"
+        ) from None
 
 
-def _export(model: nn.Module, family: Family, path: Path, stats: dict[str, torch.Tensor] | None) -> None:
-    """Export to `path` atomically: float32, or int8 (split outliers) when `stats` are given."""
-    work = copy.deepcopy(model).float().cpu().eval()
-    try:
-        work.set_attn_implementation("eager")  # type: ignore[operator]
-    except (AttributeError, ValueError):
-        pass  # a model without the switch exports with what it has
-    if stats is not None:
-        for name, linear in _quantizable(work).items():
-            if name not in stats:
-                continue
-            outliers = _outliers(stats[name])
-            owner, _, attr = name.rpartition(".")
-            setattr(work.get_submodule(owner) if owner else work, attr, _SplitLinear(linear, outliers))
-    n_inputs = 3 if family.uses_token_types else 2
-    input_names = ["input_ids", "attention_mask", "token_type_ids"][:n_inputs]
-    sample = torch.ones(2, 8, dtype=torch.long)
-    args = (sample, torch.ones_like(sample), torch.zeros_like(sample))[:n_inputs]
-    n_layers = len(_HiddenStates(work, family.uses_token_types)(*args))
-    output_names = [f"hidden_{i}" for i in range(n_layers)]
-    axes = {name: {0: "batch", 1: "tokens"} for name in [*input_names, *output_names]}
-    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".export-") as tmp:
-        float_path = Path(tmp) / "float32.onnx"
-        try:
-            with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(
-                    _HiddenStates(work, family.uses_token_types),
-                    args,
-                    str(float_path),
-                    input_names=input_names,
-                    output_names=output_names,
-                    dynamic_axes=axes,
-                    opset_version=17,
-                    dynamo=False,
-                )
-        except Exception as exc:  # the exporter raises many types; all mean "this model does not export"
-            raise ModelLoadError(
-                f"this {family.name} model could not be exported to ONNX ({type(exc).__name__}: {exc}); "
-                "use backend='torch'"
-            ) from exc
-        final = float_path
-        if stats is not None:
-            final = Path(tmp) / "int8.onnx"
-            _quantize(float_path, final)
-        os.replace(final, path)
-        _write_sidecar(path, stats)
-
-
-def _quantize(source: Path, target: Path) -> None:
-    """ONNX Runtime dynamic int8 with per-channel weights; the outliers' float32 side matmuls left alone."""
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    graph = onnx.load(str(source)).graph
-    side = [node.name for node in graph.node if node.op_type == "MatMul" and _OUTLIER_WEIGHT in node.input[1]]
-    root = logging.getLogger()
-    level = root.level
-    # The quantizer logs a generic "consider pre-processing" advice on the root logger; it does not apply.
-    root.setLevel(logging.ERROR)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        quantize_dynamic(
-            str(source),
-            str(target),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            nodes_to_exclude=side,
-            extra_options={"MatMulConstBOnly": True},
-        )
-    root.setLevel(level)
-
-
-def _write_sidecar(path: Path, stats: dict[str, torch.Tensor] | None) -> None:
-    """A small JSON beside the export saying what it is (for people looking in the cache folder)."""
-    about: dict[str, Any] = {"format": EXPORT_FORMAT, "torch": torch.__version__}
-    if stats is not None:
-        about["outlier_factor"] = OUTLIER_FACTOR
-        about["outlier_channels"] = {
-            name: int(_outliers(maxima).sum()) for name, maxima in sorted(stats.items())
-        }
-    path.with_suffix(".json").write_text(json.dumps(about, indent=1), encoding="utf-8")
+def torch_loaded() -> bool:
+    """Whether this process has imported torch (the light path's promise, for `info` and tests)."""
+    return "torch" in sys.modules

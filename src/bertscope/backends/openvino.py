@@ -26,16 +26,17 @@ import threading
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
-from torch import nn
 
 from ..core.families import Family
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
-from .cpu import has_native_bf16
+from .cpu import cpu_threads, has_native_bf16
 from .onnx import cache_dir, calibration_texts, export_onnx
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "FFN_OUTPUT_PATTERNS",
@@ -182,23 +183,24 @@ class OpenVinoRunner:
 
     def __call__(
         self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int
-    ) -> tuple[torch.Tensor, ...]:
-        """Hidden states 0..deepest as torch tensors, each (batch, tokens, d)."""
+    ) -> tuple[np.ndarray, ...]:
+        """Hidden states 0..deepest, each (batch, tokens, d) float32."""
         compiled = self.compiled(deepest)
         # A request per call: requests are not thread-safe, and the service calls from several threads.
         request = compiled.create_infer_request()
         request.infer(_feed(ids, type_ids, mask, self.uses_token_types))
         return tuple(
-            torch.from_numpy(np.array(request.get_output_tensor(i).data, copy=True))
+            np.array(request.get_output_tensor(i).data, dtype=np.float32, copy=True)
             for i in range(deepest + 1)
         )
 
     @classmethod
     def build(
         cls,
-        model: nn.Module,
+        model: Callable[[], Any],
         family: Family,
         *,
+        digest: str,
         precision: str,
         batches: Batches,
         calibration: Sequence[str] | None = None,
@@ -210,7 +212,7 @@ class OpenVinoRunner:
             raise InvalidSpec(
                 f"unknown OpenVINO precision {precision!r}; choose one of: {', '.join(PRECISIONS)}"
             )
-        onnx_path = export_onnx(model, family, log=log)
+        onnx_path = export_onnx(model, family, digest=digest, log=log)
         core = ov.Core()
         if precision == "int8":
             texts = list(calibration) if calibration is not None else calibration_texts()
@@ -218,7 +220,7 @@ class OpenVinoRunner:
             ov_model = core.read_model(str(path))
         else:
             ov_model = core.read_model(str(onnx_path))
-        return cls(ov_model, family.uses_token_types, precision, threads=torch.get_num_threads())
+        return cls(ov_model, family.uses_token_types, precision, threads=cpu_threads())
 
 
 def _quantized(

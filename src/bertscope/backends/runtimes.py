@@ -8,16 +8,16 @@ float16) gets them from the caller's `build`, so nothing here loads a model by n
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
-
-import torch
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core._enums import Backend, Quantize
 from ..core.encoder import Encoder, stderr
-from ..core.loading import resolve_dtype
 from ..core.spec import EmbedSpec
 from ..errors import InvalidSpec
-from .onnx import OnnxRunner, resolve_backend
+from .onnx import OnnxRunner, encoder_digest, resolve_backend
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["apply_way", "use_onnxruntime", "use_openvino"]
 
@@ -30,13 +30,14 @@ def use_openvino(
     """Run every forward of `encoder` on OpenVINO from now on: precision float32, bfloat16 or int8 (NNCF)."""
     from .openvino import OpenVinoRunner
 
-    if next(encoder.hf_model.parameters()).dtype is not torch.float32 or encoder.device.type != "cpu":
+    if encoder.torch_dtype_name != "float32" or encoder.device_type != "cpu":
         raise InvalidSpec(
             "backend='openvino' exports a float32 model on the CPU; load it with dtype='float32'"
         )
     runner = OpenVinoRunner.build(
-        encoder.hf_model,
+        lambda: encoder.hf_model,
         encoder.family,
+        digest=encoder_digest(encoder),
         precision=precision,
         batches=encoder.calibration_batches,
         calibration=calibration,
@@ -53,7 +54,8 @@ def use_onnxruntime(
 ) -> None:
     """Run every forward of `encoder` on ONNX Runtime from now on (float32, or int8 with quantize="int8")."""
     mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
-    resolve_backend(Backend.ONNXRUNTIME, mode, next(encoder.hf_model.parameters()).dtype, encoder.device)
+    if encoder.torch_dtype_name != "float32" or encoder.device_type != "cpu":
+        resolve_backend(Backend.ONNXRUNTIME, mode, next(encoder.hf_model.parameters()).dtype, encoder.device)
     encoder.engine.runner = None  # calibration watches the torch forward
     deepest = EmbedSpec(layers=(encoder.n_layers,))
 
@@ -61,9 +63,10 @@ def use_onnxruntime(
         encoder.engine.sentences_once(texts, deepest)
 
     encoder.engine.runner = OnnxRunner.build(
-        encoder.hf_model,
+        lambda: encoder.hf_model,
         encoder.family,
         encoder.n_layers,
+        digest=encoder_digest(encoder),
         quantize=mode.value,
         calibrate=calibrate,
         calibration=calibration,
@@ -92,4 +95,6 @@ def apply_way(
         precision = resolve_precision(options.get("dtype", "float32"), options.get("quantize"), base.device)
         use_openvino(base, precision, calibration=calibration)
         return base
+    from ..core.loading import resolve_dtype
+
     return build(resolve_dtype(options.get("dtype", "float32"), base.device))

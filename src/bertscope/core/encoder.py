@@ -15,13 +15,12 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from ..errors import InvalidSpec
 from ._enums import Combine, LongText, SubwordPooling
-from .engine import MIN_ROWS, Engine
+from .engine import MIN_ROWS, Engine, ModelFacts
 from .layers import LayerSpec
-from .loading import load_parts, resolve_device, resolve_dtype
+from .loading import Loaded, load_parts, resolve_device, resolve_dtype
 from .pooling import word_embeddings
 from .progress import progress_callback
 from .prompts import Prompts, read_prompts
@@ -31,6 +30,7 @@ from .spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from .tokens import Text, TextTokenizer, Tokens, check_texts, is_pair, iter_checked, pad_batch
 
 if TYPE_CHECKING:
+    import torch
     from tokenizers import Encoding
     from typing_extensions import Unpack
 
@@ -77,25 +77,41 @@ class ModelInfo:
 
 
 class Encoder:
-    """A loaded BERT-family encoder: weights, tokenizer, family adapter, limits and the batched engine."""
+    """A loaded BERT-family encoder: weights, tokenizer, family adapter, limits and the batched engine.
+
+    Opened light (`loaded.view`: the folder read without torch), its facts come from the folder and the
+    PyTorch module is loaded only when a feature needs it (`hf_model`); tests/test_light.py holds every
+    answer equal to the module's.
+    """
 
     def __init__(
-        self, loaded: Any, *, device: torch.device, max_tokens: int | None, token_budget: int | None
+        self, loaded: Loaded, *, device: torch.device | str, max_tokens: int | None, token_budget: int | None
     ) -> None:
         self.loaded = loaded
-        self.hf_model = loaded.model
         self.family = loaded.family
         self.device = device
-        self.config = self.hf_model.config
-        pad = loaded.tokenizer.pad_token_id
-        self.pad_id: int = int(pad if pad is not None else self.config.pad_token_id or 0)
-        self.max_positions = self._usable_positions()
+        view = loaded.view
+        if view is not None and not loaded.has_torch:
+            self.pad_id: int = view.pad_id
+            self.max_positions = view.max_positions
+            backend = view.tokenizer
+            info = view.info() or {}
+            facts = ModelFacts(int(info["layers"]), int(info["vocab_size"]), view.has_pooler)
+        else:
+            hf_model = loaded.model
+            pad = loaded.tokenizer.pad_token_id
+            self.pad_id = int(pad if pad is not None else hf_model.config.pad_token_id or 0)
+            self.max_positions = self._usable_positions()
+            backend = loaded.tokenizer.backend_tokenizer
+            word = self.family.parts(hf_model).word
+            has_pooler = self.family.pooler(hf_model) is not None
+            facts = ModelFacts(self.family.num_layers(hf_model), int(word.num_embeddings), has_pooler)
         self.max_tokens = self._token_limit(max_tokens)
-        backend = loaded.tokenizer.backend_tokenizer
         self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
-        budget = token_budget or (CUDA_TOKEN_BUDGET if device.type == "cuda" else CPU_TOKEN_BUDGET)
+        budget = token_budget or (CUDA_TOKEN_BUDGET if self.device_type == "cuda" else CPU_TOKEN_BUDGET)
         self.engine = Engine(
-            self.hf_model,
+            lambda: self.loaded.model,
+            facts,
             self.family,
             self.tokenizer,
             pad_id=self.pad_id,
@@ -103,13 +119,45 @@ class Encoder:
             token_budget=budget,
             min_rows=MIN_ROWS if token_budget is None else 1,
         )
-        self.n_layers = self.family.num_layers(self.hf_model)
+        if not self.light:
+            self.engine.model  # noqa: B018 - warms the hidden-state hooks now, before any caller's hooks
+        self.n_layers = facts.n_layers
         self.backend = "torch"
         self.quantize: str | None = None
         self.runtime_dtype: str | None = None
         self.mode = "exact"
         self.fast_choice: dict[str, Any] | None = None
         self.exact_choice: dict[str, Any] | None = None
+
+    @property
+    def light(self) -> bool:
+        """Whether the PyTorch module is not loaded (the folder was opened without it, and nothing asked)."""
+        return self.loaded.view is not None and not self.loaded.has_torch
+
+    @property
+    def hf_model(self) -> Any:
+        """The PyTorch module (transformers' AutoModel), loaded on first use where opened light."""
+        return self.loaded.model
+
+    @property
+    def config(self) -> Any:
+        """The model's config: transformers' where the module is loaded, else the folder's config.json."""
+        if self.light:
+            assert self.loaded.view is not None
+            return self.loaded.view.config_facts
+        return self.hf_model.config
+
+    @property
+    def device_type(self) -> str:
+        """ "cpu" or "cuda" (read without torch where opened light)."""
+        return str(getattr(self.device, "type", self.device)).split(":")[0]
+
+    @property
+    def torch_dtype_name(self) -> str:
+        """The PyTorch module's dtype ("float32" where opened light: only float32 opens light)."""
+        if self.light:
+            return "float32"
+        return str(next(self.hf_model.parameters()).dtype).removeprefix("torch.")
 
     def __repr__(self) -> str:
         return f"<bertscope.Model {self.loaded.source} ({self.family.name}, {self.n_layers} layers)>"
@@ -133,7 +181,7 @@ class Encoder:
         return asked
 
     def _usable_positions(self) -> int:
-        positions = int(getattr(self.config, "max_position_embeddings", 512))
+        positions = int(getattr(self.hf_model.config, "max_position_embeddings", 512))
         if self.family.positions_after_padding:
             positions -= self.pad_id + 1
         tokenizer_max = int(getattr(self.loaded.tokenizer, "model_max_length", positions) or positions)
@@ -142,6 +190,9 @@ class Encoder:
     @cached_property
     def vocab(self) -> dict[str, int]:
         """Word piece -> id."""
+        if self.light:
+            assert self.loaded.view is not None
+            return dict(self.loaded.view.vocab)
         return dict(self.loaded.tokenizer.get_vocab())
 
     @cached_property
@@ -152,6 +203,9 @@ class Encoder:
     @cached_property
     def special_ids(self) -> list[int]:
         """Ids of the special tokens ([CLS], [SEP], [PAD], ... or <s>, </s>, <pad>, ...)."""
+        if self.light:
+            assert self.loaded.view is not None
+            return list(self.loaded.view.special_ids)
         return sorted(set(self.loaded.tokenizer.all_special_ids))
 
     @property
@@ -162,15 +216,24 @@ class Encoder:
     @property
     def static_shape(self) -> tuple[int, int]:
         """(rows, width) of the input embedding matrix; rows may outnumber the tokenizer's vocabulary."""
+        if self.light:
+            assert self.loaded.view is not None
+            return self.loaded.view.static_shape
         rows, width = self.input_embeddings.shape
         return int(rows), int(width)
 
     def embedding_rows(self, ids: Sequence[int]) -> np.ndarray:
         """(n, width) float32 rows of the input embedding matrix (ids already checked)."""
+        if self.light:
+            assert self.loaded.view is not None
+            return self.loaded.view.embedding_rows(ids)
         return self.input_embeddings[list(ids)].detach().float().cpu().numpy()
 
     def unit_static_matrix(self) -> np.ndarray:
         """The static matrix with unit rows, for cosine neighbours (cached)."""
+        if self.light:
+            assert self.loaded.view is not None
+            return self.loaded.view.unit_static_matrix()
         if not hasattr(self, "_unit"):
             self._unit = unit(self.input_embeddings.detach().float().cpu().numpy())
         return self._unit
@@ -181,6 +244,15 @@ class Encoder:
 
     def info(self) -> ModelInfo:
         """Family, layers, sizes, vocabulary, limits, special tokens and pooling config."""
+        runtime = {
+            "backend": self.backend, "quantize": self.quantize, "mode": self.mode, "fast": self.fast_choice,
+            "exact": self.exact_choice,
+        }  # fmt: skip
+        if self.light:
+            assert self.loaded.view is not None
+            facts = {**(self.loaded.view.info() or {}), "source": self.loaded.source}
+            facts.update(max_tokens=self.max_tokens, device=self.device_type)
+            return ModelInfo(**{**facts, **runtime, "dtype": self.runtime_dtype or "float32"})
         tok = self.loaded.tokenizer
         config = self.config
         return ModelInfo(

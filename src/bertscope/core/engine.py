@@ -9,14 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
+from typing import Any
 
 import numpy as np
-import torch
-import torch.nn.functional as F
-from torch import nn
 
 from ..errors import InvalidInput, InvalidSpec, ModelLoadError
-from ._enums import Combine
+from ._enums import Combine, Pooling
 from .families import Family
 from .layers import combine_layers
 from .memory import release_freed_memory
@@ -26,11 +24,13 @@ from .results import SentenceEmbeddings
 from .spec import EmbedSpec
 from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
 
-__all__ = ["MIN_ROWS", "Engine"]
+__all__ = ["MIN_ROWS", "Engine", "ModelFacts", "as_array", "unit_rows"]
 
 OnBatch = Callable[[int, int], None]
-# (ids, type_ids, mask, deepest) -> hidden states 0..deepest: another runtime in place of the torch forward
-Runner = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[torch.Tensor, ...]]
+# (ids, type_ids, mask, deepest) -> hidden states 0..deepest (float32 arrays): another runtime in place of
+# the torch forward
+Runner = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, ...]]
+# What the engine knows of the model without it: layers, vocabulary rows, whether it has a pooler
 
 _MIN_FILL = 0.85
 _PAD_TOKENS = 16
@@ -51,23 +51,38 @@ class _Segment:
     window: int = 0
 
 
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the engine needs to know of a model without holding it: its layers, vocabulary rows, pooler."""
+
+    n_layers: int
+    vocab_rows: int
+    has_pooler: bool
+
+
 class Engine:
-    """Runs texts through the model in length-sorted, token-budgeted batches and pools the result."""
+    """Runs texts through the model in length-sorted, token-budgeted batches and pools the result.
+
+    The PyTorch module is asked of `torch_model` only when a forward runs on torch (no runner) or the
+    model's own pooler is asked for: where an exported graph serves (`runner`), no torch is imported.
+    """
 
     def __init__(
         self,
-        model: nn.Module,
+        torch_model: Callable[[], Any],
+        facts: ModelFacts,
         family: Family,
         tokenizer: TextTokenizer,
         *,
         pad_id: int,
-        device: torch.device,
+        device: Any,
         token_budget: int,
         max_batch: int = 512,
         chunk_size: int = 4096,
         min_rows: int = 1,
     ) -> None:
-        self.model = model
+        self._torch_model = torch_model
+        self._model: Any = None
         self.family = family
         self.tokenizer = tokenizer
         self.pad_id = pad_id
@@ -76,25 +91,35 @@ class Engine:
         self.min_rows = min_rows
         self.max_batch = max_batch
         self.chunk_size = chunk_size
-        self.n_layers = family.num_layers(model)
-        self._pooler = family.pooler(model)
-        self._dtype = next(model.parameters()).dtype
-        self.vocab_rows = int(family.parts(model).word.num_embeddings)
+        self.n_layers = facts.n_layers
+        self.vocab_rows = facts.vocab_rows
+        self._has_pooler = facts.has_pooler
         self.runner: Runner | None = None
-        # transformers installs its hidden-state hooks on the layers present at the first call; that call
-        # must see every layer, or a model first run with early stop records too few layers ever after.
-        tiny = np.full((1, 2), pad_id, dtype=np.int64)
-        self.forward(tiny, np.zeros_like(tiny), np.ones_like(tiny), self.n_layers)
+
+    @property
+    def model(self) -> Any:
+        """The PyTorch module (loaded on first use where the model was opened without it)."""
+        if self._model is None:
+            self._model = self._torch_model()
+            # transformers installs its hidden-state hooks on the layers present at the first call; that
+            # call must see every layer, or a model first run with early stop records too few layers ever
+            # after.
+            tiny = np.full((1, 2), self.pad_id, dtype=np.int64)
+            self._torch_forward(tiny, np.zeros_like(tiny), np.ones_like(tiny), self.n_layers)
+        return self._model
 
     @property
     def has_pooler(self) -> bool:
         """Whether the model has a trained pooler (dense + tanh over the first token)."""
-        return self._pooler is not None
+        return self._has_pooler
 
     def forward(
         self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int
-    ) -> tuple[torch.Tensor, ...]:
-        """Hidden states 0..deepest, each (batch, tokens, d), running no layer past `deepest`."""
+    ) -> tuple[Any, ...]:
+        """Hidden states 0..deepest, each (batch, tokens, d), running no layer past `deepest`.
+
+        A runner gives float32 arrays, torch gives tensors in the model's dtype (`as_array` reads either).
+        """
         # Checked here, not per runtime: torch, ONNX Runtime and OpenVINO each fail differently on a bad id.
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_rows):
             bad = int(ids.min() if ids.min() < 0 else ids.max())
@@ -103,18 +128,25 @@ class Engine:
             )
         if self.runner is not None:
             return self.runner(ids, type_ids, mask, deepest)
+        self.model  # noqa: B018 - loads and warms the module on first use
+        return self._torch_forward(ids, type_ids, mask, deepest)
+
+    def _torch_forward(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int) -> Any:
+        import torch
+
+        module = self._model
         inputs = {
             "input_ids": torch.from_numpy(ids).to(self.device),
             "attention_mask": torch.from_numpy(mask).to(self.device),
         }
         if self.family.uses_token_types:
             inputs["token_type_ids"] = torch.from_numpy(type_ids).to(self.device)
-        with torch.inference_mode(), self.family.stop_after(self.model, deepest):
-            out = self.model(**inputs, output_hidden_states=True, return_dict=True)
+        with torch.inference_mode(), self.family.stop_after(module, deepest):
+            out = module(**inputs, output_hidden_states=True, return_dict=True)
         states = getattr(out, "hidden_states", None)
         if states is None:  # code shipped with a model (trust_remote_code) may not report them
             raise ModelLoadError(
-                f"{type(self.model).__name__} returns no hidden states (output_hidden_states=True), "
+                f"{type(module).__name__} returns no hidden states (output_hidden_states=True), "
                 "which every bertscope feature reads; this model's code cannot be used"
             )
         return tuple(states)[: deepest + 1]
@@ -195,7 +227,7 @@ class Engine:
                         vectors[name][batch[row].text_index] = vec
                 for row, seg in enumerate(batch):
                     if seg.text_index in windowed:
-                        matrix = hidden[row, : len(seg.ids)].float().cpu().numpy()
+                        matrix = hidden[row, : len(seg.ids)]
                         pending.setdefault((name, seg.text_index), {})[seg.window] = matrix
         for (name, index), by_window in pending.items():
             vectors[name][index] = self._pool_windows(tokens[index], by_window, specs[name])
@@ -214,10 +246,12 @@ class Engine:
     def _pool_windows(self, tokens: Tokens, by_window: dict[int, np.ndarray], spec: EmbedSpec) -> np.ndarray:
         """One long text's sentence vector (d,), pooled over its windows stitched back together."""
         parts = [by_window[w] for w in sorted(by_window)]
-        stitched = torch.from_numpy(_stitch(tokens, parts, self.tokenizer.max_tokens, spec.stride))
-        special = torch.tensor([[0.0 if s and spec.mask_special else 1.0 for s in tokens.special_mask]])
+        stitched = _stitch(tokens, parts, self.tokenizer.max_tokens, spec.stride)
+        special = np.array(
+            [[0.0 if s and spec.mask_special else 1.0 for s in tokens.special_mask]], np.float32
+        )
         special[:, : spec.prompt_length] = 0.0  # include_prompt false: the prompt's tokens do not count
-        return self._pool(stitched[None].to(self.device), special.to(self.device), spec)[0]
+        return self._pool(stitched[None], special, spec)[0]
 
     def sentences_once(
         self, texts: Sequence[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
@@ -244,7 +278,7 @@ class Engine:
         parts: list[dict[int, np.ndarray]] = [{} for _ in tokens]
         for batch, hidden, _ in self._run(self._segments(tokens, spec), spec, on_batch):
             for row, seg in enumerate(batch):
-                parts[seg.text_index][seg.window] = hidden[row, : len(seg.ids)].float().cpu().numpy()
+                parts[seg.text_index][seg.window] = hidden[row, : len(seg.ids)]
         for tok, by_window in zip(tokens, parts, strict=True):
             pieces = [by_window[w] for w in sorted(by_window)]
             yield tok, _stitch(tok, pieces, self.tokenizer.max_tokens, spec.stride)
@@ -267,27 +301,29 @@ class Engine:
 
     def _run(
         self, segments: list[_Segment], spec: EmbedSpec, on_batch: OnBatch | None
-    ) -> Iterator[tuple[list[_Segment], torch.Tensor, torch.Tensor]]:
-        """(segments, combined hidden (batch, tokens, d), pooling mask (batch, tokens)) per batch."""
+    ) -> Iterator[tuple[list[_Segment], np.ndarray, np.ndarray]]:
+        """(segments, combined hidden (batch, tokens, d) float32, pooling mask (batch, tokens)) per batch."""
         for batch, views in self._run_views(segments, {"": spec}, on_batch):
             yield batch, *views[""]
 
     def _run_views(
         self, segments: list[_Segment], specs: Mapping[str, EmbedSpec], on_batch: OnBatch | None
-    ) -> Iterator[tuple[list[_Segment], dict[str, tuple[torch.Tensor, torch.Tensor]]]]:
+    ) -> Iterator[tuple[list[_Segment], dict[str, tuple[np.ndarray, np.ndarray]]]]:
         """Per batch, one forward to the deepest layer asked, then each view's (hidden, pooling mask)."""
         deepest = max(max(spec.layers) for spec in specs.values())
         for batch in _batches(segments, self.token_budget, self.max_batch, self.min_rows):
             ids, mask = pad_batch([s.ids for s in batch], self.pad_id)
             type_ids, _ = pad_batch([s.type_ids for s in batch], 0)
             states = self.forward(ids, type_ids, mask, deepest)
-            attention = torch.from_numpy(mask).to(self.device)
+            wanted = {i for spec in specs.values() for i in spec.layers}
+            arrays = {i: as_array(states[i]) for i in wanted}
+            attention = mask.astype(np.float32)
             special, _ = pad_batch([[int(x) for x in s.special] for s in batch], 1)
-            unspecial = attention * (1 - torch.from_numpy(special).to(self.device))
-            first_windows = torch.tensor([s.window == 0 for s in batch], device=self.device)
+            unspecial = attention * (1 - special.astype(np.float32))
+            first_windows = np.array([s.window == 0 for s in batch])
             views = {
                 name: (
-                    combine_layers([states[i] for i in spec.layers], spec.combine),
+                    combine_layers([arrays[i] for i in spec.layers], spec.combine),
                     _pooling_mask(unspecial if spec.mask_special else attention, first_windows, spec),
                 )
                 for name, spec in specs.items()
@@ -296,19 +332,37 @@ class Engine:
                 on_batch(len({s.text_index for s in batch}), int(mask.sum()))
             yield batch, views
 
-    @torch.inference_mode()
-    def _pool(self, hidden: torch.Tensor, mask: torch.Tensor, spec: EmbedSpec) -> np.ndarray:
-        dtype = self._dtype
-        pooler = self._pooler
-
-        def model_pooler(h: torch.Tensor) -> torch.Tensor:
-            assert pooler is not None
-            return pooler(h.to(dtype)).float()
-
-        pooled = pool_sentences(hidden.float(), mask, spec.pooling, pooler=model_pooler if pooler else None)
+    def _pool(self, hidden: np.ndarray, mask: np.ndarray, spec: EmbedSpec) -> np.ndarray:
+        """(batch, d) float32 sentence vectors of hidden (batch, tokens, d) float32 under a 0/1 mask."""
+        pooler = self._model_pooler if spec.pooling is Pooling.POOLER and self.has_pooler else None
+        pooled = pool_sentences(hidden, mask, spec.pooling, pooler=pooler)
         if spec.normalize:
-            pooled = F.normalize(pooled, p=2, dim=1)
-        return pooled.cpu().numpy()
+            pooled = unit_rows(pooled)
+        return np.asarray(pooled, dtype=np.float32)
+
+    def _model_pooler(self, hidden: np.ndarray) -> np.ndarray:
+        """The model's own trained pooler (dense + tanh over the first token), run in torch."""
+        import torch
+
+        module = self.model
+        pooler = self.family.pooler(module)
+        assert pooler is not None
+        dtype = next(module.parameters()).dtype
+        with torch.inference_mode():
+            return pooler(torch.from_numpy(hidden).to(self.device, dtype)).float().cpu().numpy()
+
+
+def as_array(state: Any) -> np.ndarray:
+    """A hidden state as a float32 NumPy array: a runner's as it is, a torch tensor widened and copied."""
+    if isinstance(state, np.ndarray):
+        return state if state.dtype == np.float32 else state.astype(np.float32)
+    return state.detach().float().cpu().numpy()
+
+
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1 (a zero row stays zero), as torch's F.normalize(p=2, dim=1, eps=1e-12)."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, np.float32(1e-12))
 
 
 def _check_views(specs: Mapping[str, EmbedSpec]) -> None:
@@ -326,11 +380,11 @@ def _chunks(texts: Iterable[str], size: int) -> Iterator[list[str]]:
         release_freed_memory()
 
 
-def _pooling_mask(mask: torch.Tensor, first_windows: torch.Tensor, spec: EmbedSpec) -> torch.Tensor:
+def _pooling_mask(mask: np.ndarray, first_windows: np.ndarray, spec: EmbedSpec) -> np.ndarray:
     """(batch, tokens) pooling mask; include_prompt false leaves the prompt (in first windows) out."""
     if not spec.prompt_length:
         return mask
-    mask = mask.clone()  # the attention mask itself is still counted for on_batch
+    mask = mask.copy()  # the attention mask itself is still counted for on_batch
     mask[first_windows, : spec.prompt_length] = 0
     return mask
 

@@ -36,6 +36,7 @@ __all__ = [
     "SPECIAL_TOKENS",
     "FolderView",
     "bundled_path",
+    "default_device",
     "local_folder",
     "SentenceTransformersSettings",
     "pooling_config",
@@ -317,6 +318,21 @@ class FolderView:
         """The tokenizer's `Encoding` of `text` without special tokens: its word pieces and their ids."""
         return self.text_tokenizer.backend.encode(text, add_special_tokens=False)
 
+    @property
+    def n_parameters(self) -> int:
+        """How many weights the safetensors files hold (from their headers)."""
+        return sum(int(np.prod(stored.shape)) for stored in self._tensors.values())
+
+    @property
+    def has_pooler(self) -> bool:
+        """Whether the weights hold a trained pooler (dense + activation over the first token)."""
+        return any("pooler" in key.split(".") for key in self._tensors)
+
+    @cached_property
+    def config_facts(self) -> ConfigFacts:
+        """config.json by attribute, as transformers' config reads it (DistilBERT's `dim` is hidden_size)."""
+        return ConfigFacts(self.config)
+
     def info(self) -> dict[str, Any] | None:
         """What `Model.info().to_dict()` says of this folder loaded with defaults; None without safetensors.
 
@@ -354,7 +370,7 @@ class FolderView:
             "normalize": self.st_normalize,
             "lacks": [name for name, present in parts.items() if not present],
             "positions_in_attention": self.family.positions_in_attention(self.config),
-            "device": _default_device(),
+            "device": default_device(),
             "dtype": "float32",
             "backend": "torch",
             "quantize": None,
@@ -362,6 +378,23 @@ class FolderView:
             "fast": None,
             "exact": None,  # what a load chose is recorded by the backends (backends.exact.folder_info)
         }
+
+
+class ConfigFacts:
+    """A config.json's values by attribute, with the standard names for the families' own (`dim`)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self._config = config
+
+    def __getattr__(self, name: str) -> Any:
+        value = _config_value(self._config, name)
+        if value is None and name not in self._config:
+            raise AttributeError(f"config.json has no {name!r}")
+        return value
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as read from config.json."""
+        return dict(self._config)
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -434,7 +467,7 @@ def _float32_tensor(stored: _Stored) -> np.ndarray | None:
     return flat.astype(np.float32, copy=False).reshape(stored.shape)
 
 
-def _default_device() -> str:
+def default_device() -> str:
     """The device `load()` picks by default, asking torch only where torch was built for a GPU."""
     spec = find_spec("torch")
     lib = Path(spec.origin).parent / "lib" if spec is not None and spec.origin else None

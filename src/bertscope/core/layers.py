@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
+import numpy as np
 
 from ..errors import InvalidSpec
 from ._enums import Combine
@@ -70,12 +70,12 @@ def _one(part: str, count: int, spec: object, allowed: str) -> list[int]:
     return [index % count]
 
 
-def combine_layers(selected: Sequence[torch.Tensor], combine: Combine) -> torch.Tensor:
-    """One (batch, tokens, d or d*k) tensor from k selected (batch, tokens, d) layers (stack: d*k)."""
+def combine_layers(selected: Sequence[np.ndarray], combine: Combine) -> np.ndarray:
+    """One (batch, tokens, d or d*k) array from k selected (batch, tokens, d) layers (stack: d*k)."""
     if len(selected) == 1:
         return selected[0]
     if combine in (Combine.CONCAT, Combine.STACK):
         # Stack is concat here; the corpus levels split the (.., k*d) rows back into k per-layer vectors.
-        return torch.cat(list(selected), dim=-1)
-    stacked = torch.stack(list(selected), dim=0)
-    return stacked.sum(dim=0) if combine is Combine.SUM else stacked.mean(dim=0)
+        return np.concatenate(list(selected), axis=-1)
+    stacked = np.stack(list(selected), axis=0)
+    return stacked.sum(axis=0) if combine is Combine.SUM else stacked.mean(axis=0)

@@ -1,52 +1,119 @@
-"""Finding and loading a model: the bundled default, a local folder, or a hub id where reachable."""
+"""Finding and loading a model: the bundled default, a local folder, or a hub id where reachable.
+
+`load_parts` loads the PyTorch module and transformers' tokenizer. `open_light` opens a local folder
+without either (a `FolderView`: config, tokenizer.json, safetensors): its `Loaded` loads the PyTorch
+module only when a feature first asks for it (`Loaded.model`), saying so on stderr when that takes seconds.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
-import transformers
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelLoadError
 from ._enums import DType
 from .families import Family, family_for
 from .folder import (
     DEFAULT_MODEL,
+    FolderView,
     bundled_path,
     local_folder,
     pooling_config,
     sentence_transformers_settings,
 )
 
-__all__ = ["DEFAULT_MODEL", "Loaded", "load_parts", "pooling_config", "resolve_device", "resolve_dtype"]
+if TYPE_CHECKING:
+    import torch
 
-_DTYPES = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
+__all__ = [
+    "DEFAULT_MODEL", "Loaded", "load_parts", "open_light", "pooling_config", "resolve_device",
+    "resolve_dtype",
+]  # fmt: skip
+
+# Loading the PyTorch module for a feature that needs it: said on stderr when it takes this long.
+_SAY_AFTER_S = 1.0
 
 
 @dataclass
 class Loaded:
-    """What a model folder holds: the encoder, its tokenizer, family and sentence-transformers settings."""
+    """What a model folder holds: the encoder, its tokenizer, family and sentence-transformers settings.
+
+    Opened light (`view` set, `torch_model` None), the PyTorch module and transformers' tokenizer are
+    loaded on first use of `model` or `tokenizer`; the engine answers from an exported graph without them.
+    """
 
     source: str
     path: Path | None
-    model: nn.Module
-    tokenizer: Any
+    torch_model: Any
+    hf_tokenizer: Any
     family: Family
     st_pooling: str | None
     st_normalize: bool
     st_max_seq_length: int | None
     st_unsupported: str | None = None
     trust_remote_code: bool = False
+    view: FolderView | None = None  # the folder read without torch, where it was opened light
+
+    @property
+    def model(self) -> Any:
+        """The PyTorch module (float32 on the CPU where the folder was opened light)."""
+        if self.torch_model is None:
+            self._load_torch()
+        return self.torch_model
+
+    @property
+    def tokenizer(self) -> Any:
+        """transformers' tokenizer of the folder."""
+        if self.hf_tokenizer is None:
+            self._load_torch()
+        return self.hf_tokenizer
+
+    @property
+    def has_torch(self) -> bool:
+        """Whether the PyTorch module is loaded."""
+        return self.torch_model is not None
+
+    def _load_torch(self) -> None:
+        import torch
+
+        fresh = "transformers" not in sys.modules
+        start = time.perf_counter()
+        name = None if self.source == DEFAULT_MODEL else str(self.path)
+        parts = load_parts(name, dtype=torch.float32, device=torch.device("cpu"))
+        self.torch_model, self.hf_tokenizer = parts.torch_model, parts.hf_tokenizer
+        took = time.perf_counter() - start
+        if fresh and took >= _SAY_AFTER_S:
+            print(
+                f"bertscope: loaded PyTorch and the model in {took:.1f} s for a feature the exported graph "
+                "does not serve (an export, anatomy, attention, gradients); embeddings do not need it",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+def open_light(name: str | os.PathLike[str] | None) -> Loaded | None:
+    """`name`'s folder opened without torch or transformers, or None where only a full load can open it
+    (no tokenizer.json or safetensors matrix, model code shipped with it, a family not known)."""
+    view = FolderView.open(name)
+    if view is None or view.info() is None:
+        return None
+    st = sentence_transformers_settings(view.path)
+    return Loaded(
+        view.source, view.path, None, None, view.family, st.pooling, st.normalize, st.max_seq_length,
+        st.unsupported, False, view,
+    )  # fmt: skip
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """`auto` (or None) is CUDA where present, else CPU."""
+    import torch
+
     from ..errors import InvalidSpec
 
     if device is None or str(device) == "auto":
@@ -65,12 +132,15 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
 def resolve_dtype(dtype: DType | str | torch.dtype, device: torch.device) -> torch.dtype:
     """A torch dtype from its name; float16 only where the device runs it well (CUDA)."""
+    import torch
+
     from ..errors import InvalidSpec
 
     if isinstance(dtype, torch.dtype):
         resolved = dtype
     else:
-        resolved = _DTYPES[DType.parse(dtype, what="dtype")]
+        names = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
+        resolved = names[DType.parse(dtype, what="dtype")]
     if resolved is torch.float16 and device.type != "cuda":
         raise InvalidSpec("float16 runs on CUDA only; on CPU use dtype='bfloat16' or 'float32'")
     if resolved is torch.bfloat16 and device.type == "cpu" and not _cpu_has_native_bf16():
@@ -105,6 +175,8 @@ def load_parts(
     `trust_remote_code`: without it transformers would prompt, or run its own class of the same
     model_type on weights made for another (Jina BERT's config says "bert").
     """
+    import transformers
+
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
     if name is None:

@@ -1,4 +1,4 @@
-"""Token, word and sentence pooling over (batch, tokens, d) tensors; pad never counts.
+"""Token, word and sentence pooling over (batch, tokens, d) float32 arrays; pad never counts.
 
 `POOLINGS` is the one table of sentence poolings: each pooling over a text's tokens is one entry, used by
 the engine (a whole text), late chunking (a chunk's span of a document) and explain (whether a score
@@ -11,7 +11,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from ..errors import InvalidSpec
 from ._enums import Pooling, SubwordPooling
@@ -22,27 +21,28 @@ __all__ = [
     "word_spans",
 ]  # fmt: skip
 
-Tokens = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# NumPy, not torch: a process that answers from an exported graph imports no torch (DESIGN.md).
+Tokens = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
-def _mean(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9)
+def _mean(hidden: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    return (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), np.float32(1e-9))
 
 
-def _mean_sqrt_len(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
-    return (hidden * weights).sum(dim=1) / weights.sum(dim=1).clamp(min=1e-9).sqrt()
+def _mean_sqrt_len(hidden: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    return (hidden * weights).sum(axis=1) / np.sqrt(np.maximum(weights.sum(axis=1), np.float32(1e-9)))
 
 
-def _max(hidden: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+def _max(hidden: np.ndarray, weights: np.ndarray) -> np.ndarray:
     # A copy, never an in-place fill: the hidden states may be shared with other requests.
-    return hidden.masked_fill(weights == 0, -1e9).max(dim=1).values
+    return np.where(weights == 0, np.float32(-1e9), hidden).max(axis=1)
 
 
 @dataclass(frozen=True)
 class PoolingRule:
     """A pooling over the (masked) token vectors of a text: its function, and whether it is linear."""
 
-    tokens: Tokens  # (batch, tokens, d) hidden and (batch, tokens, 1) 0/1 weights -> (batch, d)
+    tokens: Tokens  # (batch, tokens, d) hidden and (batch, tokens, 1) 0/1 float32 weights -> (batch, d)
     linear: bool  # a weighted sum of token vectors: a cosine splits exactly into token pairs
 
 
@@ -56,13 +56,14 @@ POOLINGS: dict[Pooling, PoolingRule] = {
 
 
 def pool_sentences(
-    hidden: torch.Tensor,
-    mask: torch.Tensor,
+    hidden: np.ndarray,
+    mask: np.ndarray,
     pooling: Pooling,
     *,
-    pooler: Callable[[torch.Tensor], torch.Tensor] | None = None,
-) -> torch.Tensor:
-    """(batch, d) sentence vectors from hidden (batch, tokens, d) and a 0/1 mask (batch, tokens)."""
+    pooler: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> np.ndarray:
+    """(batch, d) float32 sentence vectors from hidden (batch, tokens, d) float32 and a 0/1 mask (batch,
+    tokens)."""
     if pooling is Pooling.CLS:
         return hidden[:, 0]
     if pooling is Pooling.POOLER:
@@ -72,7 +73,7 @@ def pool_sentences(
     rule = POOLINGS.get(pooling)
     if rule is None:
         raise InvalidSpec(f"pooling {pooling.value!r} must be resolved before pooling")
-    return rule.tokens(hidden, mask.to(hidden.dtype).unsqueeze(-1))
+    return rule.tokens(hidden, np.asarray(mask, dtype=hidden.dtype)[..., None])
 
 
 def pool_span(block: np.ndarray, pooling: Pooling) -> np.ndarray:
@@ -81,8 +82,8 @@ def pool_span(block: np.ndarray, pooling: Pooling) -> np.ndarray:
     if rule is None:
         spannable = ", ".join(p.value for p in POOLINGS)
         raise InvalidSpec(f"pooling {pooling.value!r} cannot pool a span of tokens; use one of: {spannable}")
-    hidden = torch.from_numpy(np.ascontiguousarray(block, dtype=np.float32))[None]
-    return rule.tokens(hidden, torch.ones(1, len(block), 1)).numpy()[0]
+    hidden = np.ascontiguousarray(block, dtype=np.float32)[None]
+    return rule.tokens(hidden, np.ones((1, len(block), 1), dtype=np.float32))[0]
 
 
 def group_words(word_ids: Sequence[int | None], special_mask: Sequence[bool]) -> list[list[int]]:

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 from scipy import stats
 
 from ..core._enums import LongText, Pooling
@@ -149,11 +148,11 @@ def layer_vectors(
     count = model.n_layers + 1
     rows: dict[str, list[np.ndarray]] = {p.value: [] for p in pools}
     for tok, matrix in model.engine.token_matrices(list(texts), spec):
-        hidden = torch.from_numpy(matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2).copy())
-        keep = torch.tensor([0.0 if s and mask_special else 1.0 for s in tok.special_mask])
-        mask = keep.expand(count, -1)
+        hidden = matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2)
+        keep = np.array([0.0 if s and mask_special else 1.0 for s in tok.special_mask], dtype=np.float32)
+        mask = np.broadcast_to(keep, (count, len(keep)))
         for p in pools:
-            rows[p.value].append(pool_sentences(hidden, mask, p).numpy())
+            rows[p.value].append(pool_sentences(hidden, mask, p))
     return {name: np.stack(per_text) for name, per_text in rows.items()}
 
 
