@@ -74,10 +74,12 @@ def _sqlite_sink(
     path: Path, *, settings: dict[str, Any], collection: str | None, resume: bool, overwrite: bool,
     keep_text: bool,
 ) -> Sink:  # fmt: skip
-    # A collection is appended to by content hash: resuming is what it always does.
+    # A collection is appended to by content hash: resuming is what it always does (--resume also checks
+    # the rows already stored).
     return SqliteSink(
-        path, settings=settings, collection=collection or "default", overwrite=overwrite, keep_text=keep_text
-    )
+        path, settings=settings, collection=collection or "default", overwrite=overwrite, keep_text=keep_text,
+        resume=resume,
+    )  # fmt: skip
 
 
 RULES: dict[Format, FormatRules] = {

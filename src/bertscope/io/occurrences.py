@@ -28,6 +28,7 @@ from ..errors import CorpusError, InvalidInput
 from .formats import suffixes_where
 from .index import index_copies
 from .levels import vector_columns
+from .parquet_checked import CheckedParquet
 from .search import model_for
 from .stores import Store, open_store
 
@@ -176,15 +177,13 @@ def _layer_column(store: Store, layer: int | None) -> str | None:
 
 def _chunks(store: Store, *, with_vectors: bool, only: str | None = None) -> Iterator[pa.Table]:
     """The store's rows, whole texts at a time (a text's tail is carried into the next chunk)."""
-    import pyarrow.parquet as pq
-
-    file = pq.ParquetFile(store.path)
-    vectors = vector_columns(file.schema_arrow)
+    checked = CheckedParquet(store.path)
+    schema = checked.file.schema_arrow
+    vectors = vector_columns(schema)
     wanted = [only] if only else vectors
-    columns = [n for n in file.schema_arrow.names if n not in vectors or (with_vectors and n in wanted)]
+    columns = [n for n in schema.names if n not in vectors or (with_vectors and n in wanted)]
     carry: pa.Table | None = None
-    for batch in file.iter_batches(batch_size=_CHUNK_ROWS, columns=columns):
-        table = pa.Table.from_batches([batch])
+    for table in checked.tables(columns, _CHUNK_ROWS):
         table = table if carry is None else pa.concat_tables([carry, table])
         starts = np.flatnonzero(table.column("position").to_numpy() == 0)
         cut = int(starts[-1]) if len(starts) else 0

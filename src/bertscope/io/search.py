@@ -19,6 +19,7 @@ from ..core.similarity import Hit, TopK
 from ..core.spec import EmbedOptions, PostArg, resolve
 from ..errors import CorpusError
 from . import index as ann  # looked up per call: tests watch ann.ann_search
+from .parquet_checked import CheckedParquet
 from .stores import Store, open_store, view_settings, with_view
 
 __all__ = ["search", "model_for"]
@@ -96,13 +97,9 @@ def search(
 
 def _chunk_hits(top: TopK, path: Path, size: int) -> list[Hit]:
     """Top chunks of a chunk store, each with its document id, chunk number and span."""
-    import pyarrow.parquet as pq
-
-    file = pq.ParquetFile(path)
+    checked = CheckedParquet(path)
     names = ["id", "position", "start", "end", "text", "embedding"]
-    for batch in file.iter_batches(
-        batch_size=size, columns=[n for n in names if n in file.schema_arrow.names]
-    ):
+    for batch in checked.tables([n for n in names if n in checked.file.schema_arrow.names], size):
         rows = zip(*(batch.column(n).to_pylist() for n in ("id", "position", "start", "end")), strict=True)
         keys = [json.dumps(row) for row in rows]  # a chunk's (document, number, start, end) as its key
         texts = batch.column("text").to_pylist() if "text" in batch.schema.names else [None] * len(keys)

@@ -3,6 +3,8 @@
 Parquet and NumPy outputs grow as numbered part files in `<output>.parts/` (each written to a temporary
 name, then renamed) and are joined into the final file at the end; a killed job resumes after the
 last whole part. SQLite writes one transaction per batch and skips what it already holds.
+Every batch's vectors are refused when not finite and stored with their checksums (`io.checksums`);
+the parts are checked again when a job resumes and when they are joined.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import CorpusError
+from .checksums import ALGORITHM, MISMATCH, NOT_FINITE, checksum, corrupt, non_finite, refuse_non_finite
+from .parquet_checked import CheckedParquet, write_checked
 from .readers import Record
 
 if TYPE_CHECKING:
@@ -33,6 +37,8 @@ __all__ = [
 ]
 
 PARQUET_META_KEY = b"bertscope"
+# How a job whose saved parts fail their checks is made again.
+_REDO = "start the job again with --overwrite"
 
 
 def view_column(view: str) -> str:
@@ -111,7 +117,7 @@ class _PartsSink(Sink):
         self.files: list[Path] = []
         while (part := self._next_part()).with_suffix(".done").exists():
             self.files.append(part)
-            self.done += int(part.with_suffix(".done").read_text())
+            self.done += int(_marker(part)["records"])
         markers = sorted(self.parts.glob("part-*.done"))
         if len(markers) != len(self.files):
             # Part names assume no gap: resuming past one would skip records and overwrite later parts.
@@ -119,6 +125,8 @@ class _PartsSink(Sink):
                 f"{self.parts}: part {len(self.files)} is missing but later parts exist, so the job "
                 "cannot be resumed exactly; start again with --overwrite"
             )
+        for part in self.files:  # a resumed job goes on only from parts that are whole
+            self._check_part(part)
 
     def complete(self) -> bool:
         """Whether the finished output is in place: every file of it (written before the cleanup)."""
@@ -131,8 +139,17 @@ class _PartsSink(Sink):
     def _next_part(self) -> Path:
         return self.parts / f"part-{len(self.files):06d}{self.suffix}"
 
-    def _committed(self, part: Path, records: int) -> None:
-        _atomic_write_text(part.with_suffix(".done"), str(records))
+    def _check_part(self, part: Path) -> None:
+        """Refuse a saved part whose vectors fail their checksums (or are not finite)."""
+
+    def _refuse_non_finite(self, table: Any) -> None:
+        names = [f.name for f in table.schema if _is_vector(f.type)]
+        matrices = [_matrix(table.column(n)) for n in names]
+        refuse_non_finite(self.path, table.column("id").to_pylist(), matrices, done=self.done)
+
+    def _committed(self, part: Path, records: int, sums: dict[str, Any] | None = None) -> None:
+        marker = str(records) if sums is None else json.dumps({"records": records, **sums})
+        _atomic_write_text(part.with_suffix(".done"), marker)
         self.files.append(part)
         self.done += records
 
@@ -153,33 +170,40 @@ class ParquetSink(_PartsSink):
 
     def write(self, records: list[Record], rows: Rows) -> None:
         """Write one part file (temporary name, then rename, then its marker)."""
-        import pyarrow.parquet as pq
 
         part = self._next_part()
         tmp = part.with_suffix(".tmp")
-        pq.write_table(with_settings(rows.table, self.settings), tmp)
+        self._refuse_non_finite(rows.table)
+        with _removed_on_failure(tmp):
+            write_checked(tmp, [with_settings(rows.table, self.settings)])
         os.replace(tmp, part)
         self._committed(part, len(records))
 
+    def _check_part(self, part: Path) -> None:
+        checked = CheckedParquet(part, rebuild=_REDO)
+        names = [f.name for f in checked.file.schema_arrow if _is_vector(f.type)]
+        for group in range(checked.file.metadata.num_row_groups):
+            checked.group(group, names)
+
     def finish(self) -> list[Path]:
-        """Join the parts into one Parquet file, streaming part by part."""
+        """Join the parts into one Parquet file, streaming row group by row group, each one checked."""
         import pyarrow.parquet as pq
 
+        if not self.files:
+            self._cleanup()
+            raise CorpusError(f"{self.path}: no texts were embedded, so there is nothing to write")
         tmp = self.path.with_name(self.path.name + ".tmp")
-        writer = None
         with _removed_on_failure(tmp):
-            for part in self.files:
-                table = pq.read_table(part)
-                if writer is None:
-                    writer = pq.ParquetWriter(tmp, table.schema)
-                writer.write_table(table)
-            if writer is None:
-                self._cleanup()
-                raise CorpusError(f"{self.path}: no texts were embedded, so there is nothing to write")
-            writer.close()
+            write_checked(tmp, self._groups(), pq.read_schema(self.files[0]))
         os.replace(tmp, self.path)
         self._cleanup()
         return [self.path]
+
+    def _groups(self) -> Iterator[Any]:
+        for part in self.files:
+            checked = CheckedParquet(part, rebuild=_REDO)
+            for group in range(checked.file.metadata.num_row_groups):
+                yield checked.group(group, None)
 
 
 class NpySink(_PartsSink):
@@ -208,6 +232,7 @@ class NpySink(_PartsSink):
                 f"id {broken.id!r} (line {broken.line}) holds a line break, which the .ids.txt beside a .npy "
                 "cannot keep; write to .parquet or .db, or use other ids"
             )
+        self._refuse_non_finite(rows.table)
         vectors, labels = npy_parts(rows.table)
         part = self._next_part()
         tmp = part.with_name(part.name + ".tmp")
@@ -215,11 +240,27 @@ class NpySink(_PartsSink):
             np.save(handle, vectors)
         _atomic_write_text(part.with_suffix(self.labels_suffix), labels)
         os.replace(tmp, part)
-        self._committed(part, len(records))
+        self._committed(part, len(records), {"rows": len(vectors), "embedding": checksum(vectors)})
+
+    def _check_part(self, part: Path) -> None:
+        self._checked_sum(part)
+
+    def _checked_sum(self, part: Path) -> int:
+        """The checksum of a part's vectors, refused when they do not match the one saved with them."""
+        block = np.load(part, mmap_mode="r")
+        found = checksum(block)
+        wanted = _marker(part).get("embedding")
+        if wanted is not None and found != wanted:
+            raise corrupt(str(part), (0, len(block) - 1), MISMATCH, _REDO)
+        bad = non_finite(block) if wanted is None else []  # a part saved before checksums
+        if len(bad):
+            raise corrupt(str(part), (int(bad[0]), int(bad[-1])), NOT_FINITE, _REDO)
+        return found
 
     def finish(self) -> list[Path]:
         """Join the parts into one .npy (streamed through a memory map) and write labels and settings."""
         blocks = [np.load(p, mmap_mode="r") for p in self.files]
+        batches = []
         shapes = {b.shape[1:] for b in blocks}
         shape = shapes.pop() if shapes else (0,)
         dtype = blocks[0].dtype if blocks else np.float32
@@ -231,6 +272,7 @@ class NpySink(_PartsSink):
             row = 0
             with labels.with_name(labels.name + ".tmp").open("w") as labels_out:
                 for part, block in zip(self.files, blocks, strict=True):
+                    batches.append({"rows": len(block), "embedding": self._checked_sum(part)})
                     matrix[row : row + len(block)] = block
                     row += len(block)
                     labels_out.write(part.with_suffix(self.labels_suffix).read_text())
@@ -238,9 +280,10 @@ class NpySink(_PartsSink):
             del matrix, blocks
         os.replace(tmp, self.path)
         os.replace(labels.with_name(labels.name + ".tmp"), labels)
+        sums = {"algorithm": ALGORITHM, "batches": batches}
         _atomic_write_text(
             self.path.with_suffix(".settings.json"),
-            json.dumps({**self.settings, "dimension": int(shape[-1])}, indent=2),
+            json.dumps({**self.settings, "dimension": int(shape[-1]), "checksums": sums}, indent=2),
         )
         self._cleanup()
         return self.outputs()
@@ -288,6 +331,13 @@ def _removed_on_failure(path: Path) -> Iterator[None]:
     except BaseException:
         path.unlink(missing_ok=True)
         raise
+
+
+def _marker(part: Path) -> dict[str, Any]:
+    """A part's `.done` marker: its records, and for a .npy part its rows and checksum (a plain count
+    in parts saved before checksums)."""
+    text = part.with_suffix(".done").read_text()
+    return json.loads(text) if text.lstrip().startswith("{") else {"records": int(text)}  # type: ignore[no-any-return]
 
 
 def _atomic_write_text(path: Path, text: str) -> None:

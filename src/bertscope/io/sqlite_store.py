@@ -1,6 +1,8 @@
 """The embedded store: SQLite (WAL), several collections per file, float32 blobs, content-hash dedup.
 
-Schema changes are numbered migrations recorded in `PRAGMA user_version`.
+Schema changes are numbered migrations recorded in `PRAGMA user_version`. Each row keeps the CRC-32 of
+its blob (migration 2; rows stored before it have none and are checked to be finite), checked whenever
+the row is read or copied (`io.checksums`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import CorpusError
+from .checksums import MISMATCH, NOT_FINITE, checksum, corrupt, non_finite, rebuild_hint, refuse_non_finite
 from .readers import Record
 from .sinks import Sink, npy_parts, settings_diff, settings_differ
 
@@ -46,7 +49,13 @@ MIGRATIONS = (
     );
     CREATE INDEX embeddings_hash ON embeddings (collection, content_hash);
     """,
+    # 2: the CRC-32 of each row's embedding blob (NULL in rows stored before it)
+    """
+    ALTER TABLE embeddings ADD COLUMN checksum INTEGER;
+    """,
 )
+_COLUMNS = "collection, id, content_hash, text, metadata, embedding, n_tokens, truncated, checksum"
+_INSERT = f"INSERT INTO embeddings ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
@@ -104,7 +113,14 @@ class SqliteSink(Sink):
     resumes_by_position = False
 
     def __init__(
-        self, path: Path, *, settings: dict[str, Any], collection: str, overwrite: bool, keep_text: bool
+        self,
+        path: Path,
+        *,
+        settings: dict[str, Any],
+        collection: str,
+        overwrite: bool,
+        keep_text: bool,
+        resume: bool = False,
     ) -> None:
         self.path = path
         self.collection = collection
@@ -130,6 +146,9 @@ class SqliteSink(Sink):
         self.done = 0
         self.reused = 0
         self.already = 0
+        if resume and self.created:  # go on only from a collection whose rows are whole
+            for _ in iter_vectors(self.db, collection, 65536, path=path):
+                pass
 
     def pending(self, records: list[Record]) -> list[Record]:
         """Records not yet stored; an id stored with other text is an error, a known text is copied."""
@@ -154,20 +173,18 @@ class SqliteSink(Sink):
                 self.already += 1
                 continue
             known = self.db.execute(
-                "SELECT embedding, n_tokens, truncated FROM embeddings "
+                "SELECT embedding, n_tokens, truncated, checksum, id FROM embeddings "
                 "WHERE collection = ? AND content_hash = ?",
                 (self.collection, digest),
             ).fetchone()
             if known is not None:
+                self._check_copy(known)
                 copies.append((record, digest, known))
             else:
                 todo.append(record)
         if copies:
             with self.db:
-                self.db.executemany(
-                    "INSERT INTO embeddings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [self._row(r, d, k[0], k[1], k[2]) for r, d, k in copies],
-                )
+                self.db.executemany(_INSERT, [self._row(r, d, k[0], k[1], k[2]) for r, d, k in copies])
             self.done += len(copies)
             self.reused += len(copies)
         return todo
@@ -177,11 +194,25 @@ class SqliteSink(Sink):
     ) -> tuple[Any, ...]:
         meta = json.dumps(record.meta, default=str) if record.meta else None
         text = record.text if self.keep_text else None
-        return (self.collection, record.id, digest, text, meta, blob, int(n_tokens), int(truncated))
+        row = (self.collection, record.id, digest, text, meta, blob, int(n_tokens), int(truncated))
+        return (*row, checksum(blob))
+
+    def _check_copy(self, known: tuple[Any, ...]) -> None:
+        """Refuse to copy a stored vector (same text, another id) that fails its checksum."""
+        blob, stored = known[0], known[3]
+        if stored is not None and checksum(blob) != stored:
+            problem = MISMATCH
+        elif stored is None and len(non_finite(from_blob(blob)[None])):
+            problem = NOT_FINITE
+        else:
+            return
+        where = f"collection {self.collection!r} in {self.path}"
+        raise corrupt(where, None, problem, rebuild_hint(self.path, self.collection), ids=[known[4]])
 
     def write(self, records: list[Record], rows: Rows) -> None:
         """Insert one batch in one transaction (the collection row comes with the first)."""
         vectors = npy_parts(rows.table)[0].astype(np.float32, copy=False)
+        refuse_non_finite(self.path, [r.id for r in records], [vectors], done=self.done)
         n_tokens = rows.table.column("n_tokens").to_numpy()
         truncated = rows.table.column("truncated").to_numpy()
         try:
@@ -198,7 +229,7 @@ class SqliteSink(Sink):
                         ),
                     )
                 self.db.executemany(
-                    "INSERT INTO embeddings VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    _INSERT,
                     [
                         self._row(r, content_hash(r.text), to_blob(v), n, t)
                         for r, v, n, t in zip(records, vectors, n_tokens, truncated, strict=True)
@@ -229,23 +260,51 @@ class SqliteSink(Sink):
 
 
 def iter_vectors(
-    db: sqlite3.Connection, collection: str, chunk: int
+    db: sqlite3.Connection, collection: str, chunk: int, *, path: str | Path | None = None
 ) -> Iterator[tuple[list[str], list[str | None], np.ndarray]]:
-    """(ids, texts, vectors) of a collection, `chunk` rows at a time, in rowid order."""
-    last = -1
+    """(ids, texts, vectors) of a collection, `chunk` rows at a time, in rowid order, each row checked
+    against its checksum (rows stored before checksums: checked to be finite) before it is handed on.
+
+    `path` names the file in errors (default: the connection's main database file).
+    """
+    path = path if path is not None else db.execute("PRAGMA database_list").fetchone()[2]
+    found = db.execute("SELECT dimension FROM collections WHERE name = ?", (collection,)).fetchone()
+    width = 4 * int(found[0]) if found else None
+    last, offset = -1, 0
     while True:
         rows = db.execute(
             # NOT INDEXED: walk the rowid order; the planner would otherwise pick the (collection, hash) index
             # and sort the whole collection for every chunk.
-            "SELECT rowid, id, text, embedding FROM embeddings NOT INDEXED "
+            "SELECT rowid, id, text, embedding, checksum FROM embeddings NOT INDEXED "
             "WHERE collection = ? AND rowid > ? ORDER BY rowid LIMIT ?",
             (collection, last, chunk),
         ).fetchall()
         if not rows:
             return
         last = rows[-1][0]
+        bad = [
+            i for i, r in enumerate(rows)
+            if len(r[3]) != (width or len(rows[0][3])) or (r[4] is not None and checksum(r[3]) != r[4])
+        ]  # fmt: skip
+        if bad:
+            _refuse(rows, bad, offset, MISMATCH, collection, path)
         vectors = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        unchecked = [i for i, r in enumerate(rows) if r[4] is None]
+        bad = [unchecked[i] for i in non_finite(vectors[unchecked])] if unchecked else []
+        if bad:
+            _refuse(rows, bad, offset, NOT_FINITE, collection, path)
+        offset += len(rows)
         yield [r[1] for r in rows], [r[2] for r in rows], vectors
+
+
+def _refuse(
+    rows: list[Any], bad: list[int], offset: int, problem: str, collection: str, path: str | Path
+) -> None:
+    """Raise the one-line error for the rows of a chunk (`bad`, numbers within it) that fail their check."""
+    where = f"collection {collection!r} in {path}"
+    span = (offset + bad[0], offset + bad[-1])
+    ids = [rows[i][1] for i in bad]
+    raise corrupt(where, span, problem, rebuild_hint(path, collection), ids=ids)
 
 
 class SqliteReader:
@@ -267,7 +326,7 @@ class SqliteReader:
         """(ids, texts, vectors) of the collection, `size` rows at a time."""
         db = connect(path)
         try:
-            yield from iter_vectors(db, str(collection), size)
+            yield from iter_vectors(db, str(collection), size, path=path)
         finally:
             db.close()
 

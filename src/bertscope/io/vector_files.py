@@ -1,7 +1,9 @@
 """Reading .parquet and .npy stores back: settings, rows in chunks, rows by number, vector columns.
 
 Each reader answers the questions of `formats.StoreReader` for its format; `stores.Store` asks them
-through the format table (formats.py), never by testing a suffix.
+through the format table (formats.py), never by testing a suffix. Every batch of vectors read is
+checked against its stored checksum first (`io.checksums`); a store written before checksums has its
+vectors checked to be finite.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import CorpusError
+from .checksums import MISMATCH, NOT_FINITE, checksum, corrupt, non_finite, rebuild_hint, rechunk, recorded
+from .parquet_checked import CheckedParquet
 from .sinks import PARQUET_META_KEY
 
 __all__ = ["Chunk", "NpyReader", "ParquetReader"]
@@ -39,12 +43,10 @@ class ParquetReader:
 
     def chunks(self, path: Path, collection: str | None, column: str, size: int) -> Iterator[Chunk]:
         """(ids, texts, vectors) of every row, `size` rows at a time, from the vector column `column`."""
-        import pyarrow.parquet as pq
-
-        file = pq.ParquetFile(path)
-        columns = [c for c in ("id", "text", column) if c in file.schema_arrow.names]
-        for batch in file.iter_batches(batch_size=size, columns=columns):
-            yield _parquet_rows(batch, column)
+        checked = CheckedParquet(path)
+        columns = [c for c in ("id", "text", column) if c in checked.file.schema_arrow.names]
+        for table in checked.tables(columns, size):
+            yield _parquet_rows(table, column)
 
     def count(self, path: Path, collection: str | None) -> int:
         """The rows, from the file's metadata."""
@@ -55,17 +57,15 @@ class ParquetReader:
     def take(self, path: Path, rows: np.ndarray, column: str | None) -> Chunk:
         """Read only the row groups that hold the rows asked for (a few per query, not the whole file)."""
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
-        file = pq.ParquetFile(path)
-        meta = file.metadata
-        starts = np.cumsum([0] + [meta.row_group(g).num_rows for g in range(meta.num_row_groups)])
+        checked = CheckedParquet(path)
+        file, starts = checked.file, checked.starts
         groups = np.searchsorted(starts, rows, side="right") - 1
         columns = [c for c in ("id", "text", column) if c in file.schema_arrow.names]
         pieces = []
         for group in np.unique(groups):
             local = rows[groups == group] - starts[group]
-            pieces.append(file.read_row_group(int(group), columns=columns).take(pa.array(local)))
+            pieces.append(checked.group(int(group), columns).take(pa.array(local)))
         table = pa.concat_tables(pieces) if pieces else file.schema_arrow.empty_table().select(columns)
         # concat_tables gathered the rows group by group; put them back in the order asked for.
         order = np.concatenate([np.flatnonzero(groups == g) for g in np.unique(groups)]) if pieces else rows
@@ -94,15 +94,17 @@ class NpyReader:
             raise CorpusError(
                 f"{path} has no {settings_path.name} / ids file beside it; was it written by bertscope?"
             )
-        return None, json.loads(settings_path.read_text())
+        settings = json.loads(settings_path.read_text())
+        settings.pop("checksums", None)  # how the vectors are checked, not how they were made
+        return None, settings
 
     def chunks(self, path: Path, collection: str | None, column: str, size: int) -> Iterator[Chunk]:
         """(ids, no texts, vectors) of every row, `size` rows at a time (the matrix memory-mapped)."""
         matrix = np.load(path, mmap_mode="r")
         with path.with_suffix(".ids.txt").open(newline="\n") as ids_file:
-            for start in range(0, matrix.shape[0], size):
-                ids = [ids_file.readline().rstrip("\n") for _ in range(min(size, matrix.shape[0] - start))]
-                yield ids, [None] * len(ids), np.asarray(matrix[start : start + size])
+            for block in _checked_blocks(path, matrix, size):
+                ids = [ids_file.readline().rstrip("\n") for _ in range(len(block))]
+                yield ids, [None] * len(ids), block
 
     def count(self, path: Path, collection: str | None) -> int:
         """The matrix's rows."""
@@ -120,12 +122,46 @@ class NpyReader:
                     if len(found) == len(wanted):
                         break
         ids = [found[int(r)] for r in rows]
-        picked = matrix[rows] if column is not None else matrix[:0, :0]
-        return ids, [None] * len(ids), np.asarray(picked, dtype=np.float32)
+        picked = np.asarray(matrix[rows] if column is not None else matrix[:0, :0], dtype=np.float32)
+        bad = non_finite(picked)  # scattered rows: their batches' checksums are checked by a full read
+        if len(bad):
+            raise corrupt(str(path), (int(rows[bad[0]]), int(rows[bad[0]])), NOT_FINITE, rebuild_hint(path))
+        return ids, [None] * len(ids), picked
 
     def columns(self, path: Path) -> list[str]:
         """One vector column, the matrix itself."""
         return ["embedding"]
+
+
+def _checked_blocks(path: Path, matrix: np.ndarray, size: int) -> Iterator[np.ndarray]:
+    """The rows of a .npy store, `size` at a time, each stored batch checked against its checksum
+    (`<stem>.settings.json`); a store written before checksums has its rows checked to be finite."""
+    found = recorded(json.loads(path.with_suffix(".settings.json").read_text()).get("checksums"), str(path))
+    rows = matrix.shape[0]
+    if found is None:
+        for start in range(0, rows, size):
+            block = np.asarray(matrix[start : start + size])
+            bad = non_finite(block)
+            if len(bad):
+                span = (start + int(bad[0]), start + int(bad[-1]))
+                raise corrupt(str(path), span, NOT_FINITE, rebuild_hint(path))
+            yield block
+        return
+    batches = found["batches"]
+    if sum(b["rows"] for b in batches) != rows:
+        raise corrupt(str(path), (0, rows - 1), "are not laid out as its checksums say", rebuild_hint(path))
+
+    def checked() -> Iterator[np.ndarray]:
+        start = 0
+        for batch in batches:
+            block = np.asarray(matrix[start : start + batch["rows"]])
+            if checksum(block) != batch["embedding"]:
+                span = (start, start + len(block) - 1)
+                raise corrupt(str(path), span, MISMATCH, rebuild_hint(path))
+            start += len(block)
+            yield block
+
+    yield from rechunk(checked(), size, len, np.concatenate, lambda a, start, n: a[start : start + n])
 
 
 def _parquet_rows(batch: Any, column: str | None) -> Chunk:

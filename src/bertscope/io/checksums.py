@@ -1,0 +1,162 @@
+"""Checksums of stored vectors: every stored batch carries a CRC-32 of its vectors' bytes, checked on reading.
+
+A flipped byte in a store must be an error, never a silently wrong cosine. Each batch a sink writes
+gets a CRC-32 (zlib) of its vectors' little-endian bytes in their stored precision:
+
+    Parquet  one row group per batch; the file's key-value metadata `bertscope.checksums` holds
+             {"algorithm": "crc32", "row_groups": [{"rows": 1024, "embedding": 2062123640}, ...]}
+             (one entry per vector column: a view's `embedding_<name>`, a stacked store's `layer_N`)
+    NumPy    `<stem>.settings.json` holds {"algorithm": "crc32", "batches": [{"rows": .., "embedding": ..}]}
+             under "checksums"; each unfinished part's `.done` marker holds its own
+    SQLite   a `checksum` column per row (schema migration 2)
+
+Reading checks each batch it decodes before handing its rows on, so memory stays bounded; vectors that
+are not finite are refused when written and, in stores written before checksums, when read. The
+error is one line naming the file, the rows and how to rebuild it (`corrupt`).
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ..errors import CorpusError
+
+__all__ = [
+    "ALGORITHM",
+    "MISMATCH",
+    "NOT_FINITE",
+    "PARQUET_KEY",
+    "checksum",
+    "column_values",
+    "vector_names",
+    "recorded",
+    "table_checksums",
+    "non_finite",
+    "corrupt",
+    "rebuild_hint",
+    "refuse_non_finite",
+    "rechunk",
+]
+
+ALGORITHM = "crc32"
+# What is wrong with rows that fail their check, as the error says it.
+MISMATCH = "do not match their checksum"
+NOT_FINITE = "hold values that are not finite (NaN or infinity)"
+_SINGULAR = {
+    MISMATCH: "does not match its checksum",
+    NOT_FINITE: "holds values that are not finite (NaN or infinity)",
+}
+PARQUET_KEY = b"bertscope.checksums"
+
+T = TypeVar("T")
+
+
+def checksum(values: np.ndarray | bytes) -> int:
+    """CRC-32 of an array's little-endian bytes in its own dtype (float32 or float16), or of raw bytes."""
+    if isinstance(values, np.ndarray):
+        values = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
+    return zlib.crc32(values)
+
+
+def column_values(column: Any) -> np.ndarray:
+    """(rows, d) stored values of a fixed-size list column (an Arrow array or chunked array)."""
+    if hasattr(column, "combine_chunks"):
+        column = column.combine_chunks()
+    flat = np.asarray(column.flatten().to_numpy(zero_copy_only=False))
+    return flat.reshape(len(column), column.type.list_size)
+
+
+def vector_names(schema: Any) -> list[str]:
+    """The fixed-size list (vector) columns of an Arrow schema."""
+    import pyarrow as pa
+
+    return [f.name for f in schema if pa.types.is_fixed_size_list(f.type)]
+
+
+def table_checksums(table: Any) -> dict[str, int]:
+    """{vector column: its checksum} for every vector column of an Arrow table."""
+    return {name: checksum(column_values(table.column(name))) for name in vector_names(table.schema)}
+
+
+def non_finite(matrix: np.ndarray) -> np.ndarray:
+    """Row numbers of a (rows, ...) array holding a NaN or an infinity."""
+    flat = matrix.reshape(len(matrix), -1)
+    return np.flatnonzero(~np.isfinite(flat).all(axis=1))
+
+
+def rebuild_hint(path: str | Path, collection: str | None = None) -> str:
+    """How to make a corrupt store again."""
+    named = f" --collection {collection}" if collection else ""
+    return f"rebuild it with `bertscope embed -i CORPUS -o {path}{named} --overwrite` and its options"
+
+
+def corrupt(
+    where: str, rows: tuple[int, int] | None, problem: str, rebuild: str, *, ids: list[str] | None = None
+) -> CorpusError:
+    """The one-line error for stored rows that fail their check: which rows of what, and what to do.
+
+    `rows` is the first and last row number (0-based, in stored order), or None for one row named by id.
+    """
+    one = rows is None or rows[0] == rows[1]
+    span = "a row" if rows is None else f"row {rows[0]}" if one else f"rows {rows[0]}-{rows[1]}"
+    named = f" (id {_ids(ids)})" if ids else ""
+    said = _SINGULAR.get(problem, problem) if one else problem
+    return CorpusError(f"{span} of {where}{named} {said}: the file is corrupt; {rebuild}")
+
+
+def _ids(ids: list[str]) -> str:
+    shown = ", ".join(repr(i) for i in ids[:3])
+    return shown + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
+
+
+def refuse_non_finite(path: Path, ids: list[str], matrices: Iterable[np.ndarray], *, done: int) -> None:
+    """Refuse a batch to be stored whose vectors hold NaN or infinity (a float16 overflow, a broken model).
+
+    `ids` name each row; `done` is how many texts were stored before this batch (they are kept).
+    """
+    bad = sorted({int(row) for matrix in matrices for row in non_finite(matrix)})
+    if not bad:
+        return
+    kept = f"the {done} texts stored before it are kept" if done else "nothing was stored"
+    named = _ids([ids[r] for r in bad])
+    raise CorpusError(
+        f"{path}: {len(bad)} vector(s) of this batch are not finite (NaN or infinity; id {named}), "
+        f"so the batch was not stored and {kept}; embed with --dtype float32 and --precision float32 "
+        "(lower precisions can overflow), or leave those texts out"
+    )
+
+
+def rechunk(pieces: Iterable[T], size: int, length: Callable[[T], int], join: Callable[[list[T]], T],
+            cut: Callable[[T, int, int], T]) -> Iterator[T]:  # fmt: skip
+    """Pieces (checked batches) regrouped into chunks of exactly `size` rows (the last may be shorter)."""
+    held: list[T] = []
+    rows = 0
+    for piece in pieces:
+        held.append(piece)
+        rows += length(piece)
+        while rows >= size:
+            whole = held[0] if len(held) == 1 else join(held)
+            yield cut(whole, 0, size)
+            rest = cut(whole, size, rows - size)
+            held, rows = ([rest] if rows > size else []), rows - size
+    if rows:
+        yield held[0] if len(held) == 1 else join(held)
+
+
+def recorded(raw: bytes | str | dict[str, Any] | None, where: str) -> dict[str, Any] | None:
+    """Checksums as stored (JSON, or its dict), or None for a store written before them."""
+    if raw is None:
+        return None
+    found = raw if isinstance(raw, dict) else json.loads(raw)
+    if found.get("algorithm") != ALGORITHM:
+        raise CorpusError(
+            f"{where}: its checksums are {found.get('algorithm')!r}, which this bertscope does not know; "
+            "upgrade bertscope to read it"
+        )
+    return found

@@ -1,0 +1,156 @@
+"""Parquet files whose vector columns carry a checksum per row group (see `io.checksums`).
+
+`write_checked` writes tables as row groups and records each group's checksums in the file's metadata;
+`CheckedParquet` reads groups back and refuses one whose vectors do not match (or, in a file written
+before checksums, are not finite); `checked_tables` streams a file's rows in chunks, every row checked
+before it is handed on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .checksums import (
+    ALGORITHM,
+    MISMATCH,
+    NOT_FINITE,
+    PARQUET_KEY,
+    checksum,
+    column_values,
+    corrupt,
+    non_finite,
+    rebuild_hint,
+    rechunk,
+    recorded,
+    table_checksums,
+    vector_names,
+)
+
+__all__ = ["GROUP_ROWS", "CheckedParquet", "checked_tables", "write_checked"]
+
+# The most rows one row group holds: a bigger batch is split, each piece with its own checksums.
+GROUP_ROWS = 1 << 20
+
+
+def write_checked(path: Path, tables: Iterable[Any], schema: Any = None) -> int:
+    """Write the tables to `path` as row groups (one per table, split past GROUP_ROWS rows), each
+    group's vector checksums in the file's metadata; returns the rows written (0: no file was made)."""
+    import pyarrow.parquet as pq
+
+    writer = None
+    groups: list[dict[str, int]] = []
+    try:
+        for table in tables:
+            if writer is None:
+                writer = pq.ParquetWriter(path, schema if schema is not None else table.schema)
+            for start in range(0, table.num_rows, GROUP_ROWS):
+                piece = table.slice(start, GROUP_ROWS)
+                writer.write_table(piece, row_group_size=piece.num_rows)
+                groups.append({"rows": piece.num_rows, **table_checksums(piece)})
+        if writer is not None:
+            sums = {"algorithm": ALGORITHM, "row_groups": groups}
+            writer.add_key_value_metadata({PARQUET_KEY: json.dumps(sums)})
+    finally:
+        if writer is not None:
+            writer.close()
+    if writer is not None and pq.ParquetFile(path).metadata.num_row_groups != len(groups):
+        raise RuntimeError(f"{path}: pyarrow split a row group, so its checksums would not line up")
+    return sum(g["rows"] for g in groups)
+
+
+class CheckedParquet:
+    """A Parquet file read row group by row group, each group's vectors checked before use.
+
+    `where` names the file in errors and `rebuild` says how to make it again.
+    """
+
+    def __init__(self, path: Path, *, where: str | None = None, rebuild: str | None = None) -> None:
+        import pyarrow.parquet as pq
+
+        self.path = path
+        self.where = where or str(path)
+        self.rebuild = rebuild or rebuild_hint(path)
+        self.file = pq.ParquetFile(path)
+        meta = self.file.metadata
+        sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
+        self.starts = np.cumsum([0, *sizes])
+        found = recorded((meta.metadata or {}).get(PARQUET_KEY), self.where)
+        self.groups: list[dict[str, int]] | None = None if found is None else found["row_groups"]
+        if self.groups is not None and [g["rows"] for g in self.groups] != sizes:
+            raise corrupt(
+                self.where, (0, max(0, int(self.starts[-1]) - 1)),
+                "are not laid out as its checksums say", self.rebuild,
+            )  # fmt: skip
+
+    def group(self, number: int, columns: list[str] | None) -> Any:
+        """Row group `number` (its `columns`, None for all) as an Arrow table, its vectors checked."""
+        first, end = int(self.starts[number]), int(self.starts[number + 1])
+        try:
+            table = self.file.read_row_group(number, columns=columns)
+        except (OSError, ValueError) as exc:  # a broken page: pyarrow's ArrowInvalid is a ValueError
+            raise self._error(first, end - 1, f"cannot be decoded ({_first_line(exc)})") from None
+        self.check(table, first, None if self.groups is None else self.groups[number])
+        return table
+
+    def check(self, table: Any, first: int, expected: dict[str, int] | None) -> None:
+        """Refuse a table of rows `first`.. whose vectors miss their checksums or are not finite."""
+        for name in vector_names(table.schema):
+            values = column_values(table.column(name))
+            wanted = None if expected is None else expected.get(name)
+            if wanted is not None:
+                if checksum(values) != wanted:
+                    raise self._error(first, first + table.num_rows - 1, MISMATCH)
+                continue
+            bad = non_finite(values)
+            if len(bad):
+                rows = (first + int(bad[0]), first + int(bad[-1]))
+                raise self._error(*rows, NOT_FINITE)
+
+    def tables(self, columns: list[str] | None, size: int) -> Iterator[Any]:
+        """The file's rows (`columns`, None for all), `size` rows at a time, every one checked."""
+        import pyarrow as pa
+
+        if self.groups is None:
+            yield from self._unrecorded(columns, size)
+            return
+        pieces = (self.group(g, columns) for g in range(self.file.metadata.num_row_groups))
+        yield from rechunk(
+            pieces, size, lambda t: t.num_rows, pa.concat_tables, lambda t, start, n: t.slice(start, n)
+        )
+
+    def _unrecorded(self, columns: list[str] | None, size: int) -> Iterator[Any]:
+        """A file written before checksums: streamed in batches, its vectors checked to be finite."""
+        import pyarrow as pa
+
+        first = 0
+        batches = self.file.iter_batches(batch_size=size, columns=columns)
+        while True:
+            try:
+                batch = next(batches)
+            except StopIteration:
+                return
+            except (OSError, ValueError) as exc:
+                end = int(self.starts[-1]) - 1
+                raise self._error(first, end, f"cannot be decoded ({_first_line(exc)})") from None
+            table = pa.Table.from_batches([batch])
+            self.check(table, first, None)
+            first += table.num_rows
+            yield table
+
+    def _error(self, first: int, last: int, problem: str) -> Exception:
+        return corrupt(self.where, (first, last), problem, self.rebuild)
+
+
+def checked_tables(path: Path, columns: list[str] | None, size: int) -> Iterator[Any]:
+    """A stored Parquet file's rows (`columns`), `size` rows at a time, each vector checked first."""
+    yield from CheckedParquet(path).tables(columns, size)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0]
