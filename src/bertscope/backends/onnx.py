@@ -46,6 +46,7 @@ __all__ = [
     "cached_export",
     "content_digest",
     "encoder_digest",
+    "known_folders",
     "export_onnx",
     "export_path",
     "calibration_texts",
@@ -218,11 +219,10 @@ def content_digest(folder: Path) -> str:
     key = (str(Path(folder).resolve()), stats)
     if key in _DIGESTS:
         return _DIGESTS[key]
-    known = _read_digests()
-    remembered = known.get(_digest_key(key))
-    if isinstance(remembered, str):
-        _DIGESTS[key] = remembered
-        return remembered
+    remembered = _read_digests().get(_digest_key(key))
+    if isinstance(remembered, dict) and isinstance(remembered.get("digest"), str):
+        _DIGESTS[key] = remembered["digest"]
+        return _DIGESTS[key]
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0")
@@ -230,8 +230,17 @@ def content_digest(folder: Path) -> str:
             while block := stream.read(1 << 22):
                 digest.update(block)
     _DIGESTS[key] = digest.hexdigest()[:20]
-    _write_digest(_digest_key(key), _DIGESTS[key])
+    _write_digest(_digest_key(key), {"digest": _DIGESTS[key], "folder": key[0]})
     return _DIGESTS[key]
+
+
+def known_folders() -> dict[str, set[str]]:
+    """Digest -> the model folders seen with that content (for `bertscope cache`)."""
+    found: dict[str, set[str]] = {}
+    for entry in _read_digests().values():
+        if isinstance(entry, dict) and isinstance(entry.get("digest"), str):
+            found.setdefault(entry["digest"], set()).add(str(entry.get("folder")))
+    return found
 
 
 def _digest_key(key: tuple[Any, ...]) -> str:
@@ -250,7 +259,7 @@ def _read_digests() -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _write_digest(key: str, digest: str) -> None:
+def _write_digest(key: str, digest: dict[str, str]) -> None:
     """Remember one folder's digest; a cache that cannot be written only costs a re-read next time."""
     path = _digests_path()
     try:

@@ -10,6 +10,7 @@ research  eval, contextuality, fit-post, vocab, plot
 layers    probe, cka, compare (what each layer holds)
 static_kinds  distill (and the aggregation behind `static --from-corpus`)
 serve, explore, bench
+cache     cache (the exports and measurements bertscope keeps)
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from ..errors import BertscopeError, JobInterrupted
 from . import (  # noqa: F401  (each registers its commands)
     basics,
     bench,
+    cache,
     corpus,
     embed,
     explain,

@@ -1,0 +1,74 @@
+"""What bertscope keeps in its cache ($BERTSCOPE_CACHE): ONNX exports, OpenVINO models and runtime
+measurements, each named by its model's content digest, listed and removed for `bertscope cache`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from .onnx import EXPORT_FORMAT, cache_dir, known_folders
+
+__all__ = ["CachedFile", "cached_files", "clear_cache"]
+
+# The cache's folders of files that belong to one model (their names begin <family>-<digest>-).
+_KINDS = {"onnx": "ONNX export", "openvino": "OpenVINO model", "fast": "runtime measurement"}
+
+
+@dataclass(frozen=True)
+class CachedFile:
+    """One cached file: what it is, which model content it belongs to, its size and the folders seen."""
+
+    kind: str
+    path: Path
+    digest: str | None
+    bytes: int
+    folders: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-able: every field above, by its name."""
+        return {**self.__dict__, "path": str(self.path), "folders": list(self.folders)}
+
+
+def _files() -> Iterator[tuple[str, Path]]:
+    """(kind, path) of each model file; an export's record (its .json) goes with it, not on its own."""
+    root = cache_dir().parent
+    for folder, kind in _KINDS.items():
+        if not (root / folder).is_dir():
+            continue
+        for path in sorted((root / folder).iterdir()):
+            if not path.is_file() or path.name.endswith((".lock", ".tmp")) or path.name == "folders.json":
+                continue
+            if folder == "onnx" and path.suffix != ".onnx" and path.with_suffix(".onnx").exists():
+                continue
+            if folder == "onnx" and not path.name.endswith(f"-v{EXPORT_FORMAT}.onnx"):
+                kind = f"{kind} (older bertscope, unused)"
+            yield kind, path
+
+
+def _digest_of(path: Path) -> str | None:
+    parts = path.name.split("-")
+    return parts[1] if len(parts) > 2 and len(parts[1]) == 20 else None
+
+
+def cached_files() -> list[CachedFile]:
+    """Every file in the cache that belongs to a model (exports with their records, measurements)."""
+    folders = known_folders()
+    found = []
+    for kind, path in _files():
+        digest = _digest_of(path)
+        seen = tuple(sorted(folders.get(digest, ()))) if digest else ()
+        record = path.with_suffix(".json") if path.suffix == ".onnx" else None
+        size = path.stat().st_size + (record.stat().st_size if record and record.exists() else 0)
+        found.append(CachedFile(kind, path, digest, size, seen))
+    return found
+
+
+def clear_cache(digest: str | None = None) -> list[CachedFile]:
+    """Remove the cached files of the model whose content is `digest` (None: of every model); the removed."""
+    removed = [f for f in cached_files() if digest is None or f.digest == digest]
+    for cached in removed:
+        cached.path.unlink(missing_ok=True)
+        if cached.path.suffix == ".onnx":
+            cached.path.with_suffix(".json").unlink(missing_ok=True)
+    return removed
