@@ -22,6 +22,7 @@ import uvicorn
 import bertscope
 from bertscope.server import ServerSettings, create_app
 from bertscope.server.batching import Batcher
+from bertscope.server.connection import uvicorn_config
 from bertscope.server.guard import TEI_PATHS
 from prompted import with_prompts
 
@@ -35,14 +36,11 @@ MAX_BODY = 256 * 1024
 @contextmanager
 def serving(model: bertscope.Model, **settings: Any) -> Iterator[str]:
     """A real uvicorn on 127.0.0.1 (a free port) in a background thread; yields its base URL."""
-    config = uvicorn.Config(
-        create_app(model, settings=ServerSettings(**settings)),
-        host="127.0.0.1",
-        port=0,
-        log_level="warning",
-        lifespan="on",
+    given = ServerSettings(**settings)
+    app = create_app(model, settings=given)
+    server = uvicorn.Server(
+        uvicorn_config(app, host="127.0.0.1", port=0, settings=given, log_level="warning")
     )
-    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

@@ -6,16 +6,20 @@ Every test waits on a condition (an answer, a closed socket, a counter), never o
 
 from __future__ import annotations
 
+import json
 import re
+import socket
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from fastapi.testclient import TestClient
 
 import bertscope
 from bertscope.server import ServerSettings, create_app
 from bertscope.server.guard import TEI_PATHS
+from test_server import serving
 
 LONG = "bread " * 400  # 402 tokens, over the bundled model's 256
 
@@ -130,3 +134,71 @@ def test_the_api_pages_load_only_the_services_own_files(bundled: bertscope.Model
             assert url.startswith("/"), f"{page} loads {url} from elsewhere"
             assert keyless.get(url).status_code == 200, url  # open without the key, like the page
         assert "http://" not in html.text and "https://" not in html.text  # no CDN, no web fonts
+
+
+def _socket(base: str) -> socket.socket:
+    """A raw connection to the service; the timeout only keeps a broken server from hanging the test."""
+    return socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])), timeout=60)
+
+
+def _until_closed(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data
+
+
+def _head(length: int, path: str = "/v2/tokenize") -> bytes:
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+def test_a_stalled_body_is_answered_408_and_its_connection_closed(bundled: bertscope.Model) -> None:
+    with serving(bundled, body_timeout_s=0.2) as base, _socket(base) as sock:
+        sock.sendall(_head(100) + b'{"inputs": "a ')  # and then nothing
+        answer = _until_closed(sock)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:200]
+    assert b"did not arrive within 0.2 s" in answer
+
+
+def test_a_request_head_that_never_ends_is_cut_off(bundled: bertscope.Model) -> None:
+    # The keep-alive timer (reset by every byte) is long here: only the head deadline can close these.
+    with serving(bundled, header_timeout_s=0.2, keep_alive_s=600) as base:
+        with _socket(base) as silent, _socket(base) as slow:
+            slow.sendall(b"POST /v2/tokenize HTTP/1.1\r\nHost: test\r\n")  # one header line, no more
+            assert _until_closed(slow) == b""
+            assert _until_closed(silent) == b""
+
+
+def _held(client: httpx.Client) -> float:
+    """Bytes of request bodies the service holds now, from /metrics."""
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("bertscope_request_body_bytes_held "):
+            return float(line.split()[1])
+    raise AssertionError("no bertscope_request_body_bytes_held in /metrics")
+
+
+def _wait_held(client: httpx.Client, wanted: float) -> None:
+    while _held(client) != wanted:  # each look is a request: the condition itself, no sleep
+        pass
+
+
+def test_bodies_held_across_connections_share_one_budget(bundled: bertscope.Model) -> None:
+    big = json.dumps({"inputs": "a " * 1900}).encode()  # ~3,800 bytes of one valid request
+    settings = {"max_body_bytes": 4096, "max_buffered_bytes": 6000, "body_timeout_s": 600}
+    with serving(bundled, **settings) as base, httpx.Client(base_url=base, timeout=60) as client:
+        with _socket(base) as stalled:
+            stalled.sendall(_head(len(big)) + big[:10])  # holds its declared length, and stalls
+            _wait_held(client, len(big))
+            refused = client.post("/v2/tokenize", content=big, headers={"content-type": "application/json"})
+            assert refused.status_code == 503, refused.text
+            assert "--max-buffered-bytes" in refused.json()["detail"]
+            assert refused.headers["retry-after"] == "1"
+            # A small body still fits beside the stalled one.
+            assert client.post("/v2/tokenize", json={"inputs": "a cat"}).status_code == 200
+        _wait_held(client, 0)  # the stalled client left: its bytes are given back
+        again = client.post("/v2/tokenize", content=big, headers={"content-type": "application/json"})
+        assert again.status_code == 200, again.text

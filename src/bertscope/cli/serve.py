@@ -62,6 +62,18 @@ def serve(
     body_timeout: Annotated[
         float, typer.Option("--body-timeout", min=0.1, help="Seconds a request body may take (408 after).")
     ] = 30.0,
+    max_buffered_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-buffered-bytes", min=1, help="Request body bytes held at once, all clients (503 above)."
+        ),
+    ] = 64 * 1024 * 1024,
+    header_timeout: Annotated[
+        float,
+        typer.Option(
+            "--header-timeout", min=0.1, help="Seconds a request's headers may take (closed after)."
+        ),
+    ] = 10.0,
     max_answer_floats: Annotated[
         int, typer.Option("--max-answer-floats", min=1, help="Numbers one answer may hold before 413.")
     ] = 8 * 1024 * 1024,
@@ -105,6 +117,7 @@ def serve(
     import uvicorn
 
     from ..server import ServerSettings, create_app
+    from ..server.connection import uvicorn_config
     from ..server.guard import TokenIds
 
     if token_ids not in {t.value for t in TokenIds}:
@@ -123,6 +136,8 @@ def serve(
         max_body_bytes=max_body_bytes,
         max_answer_floats=max_answer_floats,
         body_timeout_s=body_timeout,
+        max_buffered_bytes=max_buffered_bytes,
+        header_timeout_s=header_timeout,
         auto_split=auto_split,
         batching=not no_batching,
         posts=tuple(_named_post(item) for item in post or ()),
@@ -142,7 +157,8 @@ def serve(
         fast_min_cosine=fast_min_cosine,
     )
     err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
-    uvicorn.run(create_app(m, settings=settings), host=host, port=port, log_level=log_level)
+    app = create_app(m, settings=settings)
+    uvicorn.Server(uvicorn_config(app, host=host, port=port, settings=settings, log_level=log_level)).run()
 
 
 def _named_post(item: str, option: str = "--post") -> tuple[str, str]:

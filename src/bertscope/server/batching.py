@@ -75,6 +75,9 @@ class Metrics:
             "bertscope_request_seconds", "HTTP request latency by endpoint", ["endpoint"], registry=r
         )
         self.queue_size = Gauge("bertscope_queue_size", "Jobs waiting for the inference worker", registry=r)
+        self.buffered_bytes = Gauge(
+            "bertscope_request_body_bytes_held", "Bytes of request bodies held across connections", registry=r
+        )
         self.batch_requests = Histogram(
             "bertscope_batch_requests", "Jobs taken by the worker in one batch", buckets=_SIZES, registry=r
         )

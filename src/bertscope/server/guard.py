@@ -1,9 +1,12 @@
 """The service's HTTP edge: settings, the guard (API key, body limit, metrics) and errors as JSON 4xx.
 
     bertscope error (InvalidSpec, InvalidInput, ...)   422  {"detail": message}
+    a text over the model's limit, not asked to cut    422  naming the route's field (400 under /v1/)
     a field pydantic rejects                          422  {"detail": "field: message; ...", "errors": [...]}
     more inputs than --max-inputs                      413  (unless --auto-split)
     a body over --max-body-bytes                       413
+    a body not in within --body-timeout                408  and the connection closed
+    bodies held over --max-buffered-bytes             503  with Retry-After
     the queue full                                     429  with Retry-After
     no or a wrong key with --api-key                   401
 Under /v1/ the body also carries OpenAI's {"error": {"message", "type", ...}} so its clients show the message.
@@ -30,6 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import BertscopeError, InputTooLong, InvalidSpec
 from .batching import Metrics, QueueFull, ShuttingDown
+from .bodies import BodyBudget, BodyRefused, ClientLeft, reading
 
 __all__ = [
     "DOCS_ASSETS",
@@ -82,8 +86,15 @@ class ServerSettings:
     max_queue: int = 256
     max_inputs: int = 256
     max_body_bytes: int = 4 * 1024 * 1024
-    # Seconds a request body may take to arrive in full.
+    # Seconds a request body may take to arrive in full (408, and the connection is closed).
     body_timeout_s: float = 30.0
+    # Bytes of request bodies held at once across every connection (503 with Retry-After above).
+    max_buffered_bytes: int = 64 * 1024 * 1024
+    # Seconds a request's head (request line and headers) may take, from the connection opening or the
+    # last answer; the connection is closed after (`connection.HeadTimedH11Protocol`).
+    header_timeout_s: float = 10.0
+    # Seconds an idle connection stays open after an answer (uvicorn's timeout_keep_alive).
+    keep_alive_s: float = 5.0
     # Numbers one answer may hold (token vectors of every layer for many texts grow past any memory).
     max_answer_floats: int = 8 * 1024 * 1024
     auto_split: bool = False
@@ -96,10 +107,6 @@ class ServerSettings:
     def __post_init__(self) -> None:
         if self.api_key is not None and not self.api_key.strip():
             raise InvalidSpec("api_key is empty: give a key, or None to serve without one")
-
-
-class _ClientLeft(Exception):
-    """The client closed the connection before the answer; there is nobody to answer."""
 
 
 class TooManyInputs(Exception):
@@ -251,6 +258,7 @@ class Guard:
         self.settings = settings
         self.metrics = metrics
         self.endpoints = endpoints
+        self.budget = BodyBudget(settings.max_buffered_bytes, metrics.buffered_bytes)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Handle one ASGI call."""
@@ -270,7 +278,7 @@ class Guard:
 
         try:
             await self._guarded(scope, receive, counted, path)
-        except _ClientLeft:
+        except ClientLeft:
             status["code"] = 499  # nginx's "client closed request": nothing was answered
         except Exception as exc:
             # A bug still answers JSON and is not re-raised, so the server keeps the client's connection.
@@ -297,33 +305,17 @@ class Guard:
             )
             await response(scope, receive, send)
             return
-        limit = self.settings.max_body_bytes
         declared = headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > limit:
-            await self._too_large(scope, receive, send, path, int(declared))
-            return
-        # The whole body is read here, within the size limit and a deadline, before the app sees any of
-        # it: a client that sends a byte a minute cannot hold a connection (and its memory) for ever.
-        chunks: list[bytes] = []
-        size, more = 0, True
-        deadline = time.monotonic() + self.settings.body_timeout_s
-        while more:
-            try:
-                event = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
-            except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11 on
-                message = f"the request body did not arrive within {self.settings.body_timeout_s:g} s"
-                await error_response(path, 408, message)(scope, receive, send)
-                return
-            if event["type"] != "http.request":
-                raise _ClientLeft
-            chunk = event.get("body", b"")
-            size += len(chunk)
-            if size > limit:
-                await self._too_large(scope, receive, send, path, size)
-                return
-            chunks.append(chunk)
-            more = event.get("more_body", False)
-        await self._answer(scope, b"".join(chunks), receive, send)
+        try:
+            async with reading(
+                receive, int(declared) if declared.isdigit() else None, settings=self.settings,
+                budget=self.budget,
+            ) as body:  # fmt: skip
+                await self._answer(scope, body, receive, send)
+        except BodyRefused as refused:
+            await error_response(path, refused.status, str(refused), headers=refused.headers)(
+                scope, receive, send
+            )
 
     async def _answer(self, scope: Scope, body: bytes, receive: Receive, send: Send) -> None:
         """Run the app on the body read; if the client leaves before the answer, cancel the request."""
@@ -363,16 +355,11 @@ class Guard:
                 with contextlib.suppress(asyncio.CancelledError):
                     await request
                 self.metrics.abandoned.inc()
-                raise _ClientLeft
+                raise ClientLeft
             await request
         finally:
             for task in (request, watcher):
                 task.cancel()
-
-    async def _too_large(self, scope: Scope, receive: Receive, send: Send, path: str, size: int) -> None:
-        limit = self.settings.max_body_bytes
-        message = f"request body of {size}+ bytes is over the limit of {limit} bytes (--max-body-bytes)"
-        await error_response(path, 413, message)(scope, receive, send)
 
 
 def _key_ok(headers: dict[str, str], key: str) -> bool:

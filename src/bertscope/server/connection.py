@@ -1,0 +1,101 @@
+"""The service's HTTP connections: uvicorn's h11 protocol with a deadline on every request head.
+
+    uvicorn.Server(uvicorn_config(app, host="127.0.0.1", port=8000, settings=settings)).run()
+
+uvicorn closes a connection that stays idle after an answer (`timeout_keep_alive`), but any byte resets
+that timer, and a new connection has none: a client that sends one header line every few seconds, or
+connects and sends nothing, holds its connection for ever. Here the head of each request (the request
+line and every header) must arrive within `--header-timeout` seconds of the connection opening or of
+the last answer, as nginx's `client_header_timeout`; the connection is closed otherwise. The same clock
+bounds the rest of a body the service refused without reading (uvicorn discards it, unbuffered). The
+body itself is the guard's (`guard.Guard`: its deadline, its size, the bytes buffered across requests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from .guard import ServerSettings
+
+__all__ = ["HeadTimedH11Protocol", "uvicorn_config"]
+
+
+class HeadTimedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol, closing a connection whose next request head is not in within the deadline.
+
+    The clock starts when the connection opens and after every answer, and stops when a request's
+    head is complete (uvicorn starts a new request cycle); data in between does not reset it.
+    """
+
+    head_timeout: float = 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._waiting_after: Any = None  # the request cycle the awaited head comes after (None: the first)
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
+        """Start the clock for the first request's head."""
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        """Feed uvicorn; stop the clock once a new request's head is complete."""
+        super().data_received(data)
+        self._disarm_if_started()
+
+    def on_response_complete(self) -> None:
+        """Start the clock for the next request's head (uvicorn may start a pipelined one at once)."""
+        self._arm()
+        super().on_response_complete()
+        self._disarm_if_started()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        """Stop the clock with the connection."""
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._waiting_after = self.cycle
+        self._head_timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _disarm_if_started(self) -> None:
+        if self._head_timer is not None and self.cycle is not self._waiting_after:
+            self._disarm()
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if not self.transport.is_closing():
+            self.logger.info("closing a connection whose request head took over %g s", self.head_timeout)
+            self.transport.close()
+
+
+def uvicorn_config(
+    app: FastAPI, *, host: str, port: int, settings: ServerSettings, log_level: str = "info"
+) -> uvicorn.Config:
+    """uvicorn's configuration for the service: h11 with the head deadline of `settings`."""
+    protocol = type(
+        "HeadTimedH11Protocol", (HeadTimedH11Protocol,), {"head_timeout": settings.header_timeout_s}
+    )
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        log_level=log_level,
+        http=protocol,
+        timeout_keep_alive=settings.keep_alive_s,
+        lifespan="on",
+    )
