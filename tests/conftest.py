@@ -71,6 +71,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_tei.py": 5,
     "test_modernbert.py": 12,
     "test_remote_code.py": 5,
+    "test_light.py": 40,
 }
 
 
@@ -145,9 +146,12 @@ def _torch_threads_restored() -> Iterator[None]:
     """
     import torch
 
-    before = torch.get_num_threads()
+    from bertscope.backends import cpu
+
+    before, asked = torch.get_num_threads(), list(cpu._ASKED_THREADS)
     yield
     torch.set_num_threads(before)
+    cpu._ASKED_THREADS[:] = asked
 
 
 @pytest.fixture

@@ -217,21 +217,21 @@ def content_digest(folder: Path) -> str:
     )  # fmt: skip
     stats = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files)
     key = (str(Path(folder).resolve()), stats)
-    if key in _DIGESTS:
-        return _DIGESTS[key]
+    if (key, _digests_path()) in _DIGESTS:  # per cache: each cache knows the folders it has seen
+        return _DIGESTS[key, _digests_path()]
     remembered = _read_digests().get(_digest_key(key))
     if isinstance(remembered, dict) and isinstance(remembered.get("digest"), str):
-        _DIGESTS[key] = remembered["digest"]
-        return _DIGESTS[key]
+        _DIGESTS[key, _digests_path()] = remembered["digest"]
+        return str(remembered["digest"])
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode() + b"\0")
         with path.open("rb") as stream:
             while block := stream.read(1 << 22):
                 digest.update(block)
-    _DIGESTS[key] = digest.hexdigest()[:20]
-    _write_digest(_digest_key(key), {"digest": _DIGESTS[key], "folder": key[0]})
-    return _DIGESTS[key]
+    found = _DIGESTS[key, _digests_path()] = digest.hexdigest()[:20]
+    _write_digest(_digest_key(key), {"digest": found, "folder": key[0]})
+    return found
 
 
 def known_folders() -> dict[str, set[str]]:

@@ -1,0 +1,200 @@
+"""The light engine: a folder whose runtime is an exported graph opens and embeds without torch or
+transformers, with the same answers as the plain Hugging Face forward (within 1e-5); the export cache is
+keyed by content, checked on open, made once under a lock, and `bertscope cache` lists and clears it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoModel, AutoTokenizer
+
+import bertscope
+from bertscope.core.loading import open_light
+from bertscope.model import Model
+
+TEXTS = ["I like eating bread", "The storm hit the coast at night.", "a cat"]
+
+# Embeds TEXTS in a fresh interpreter and says which heavy modules it imported.
+_EMBED = """
+import json, sys, bertscope
+m = bertscope.load({options})
+vectors = m.embed({texts!r}).vectors
+print(json.dumps({{"torch": "torch" in sys.modules, "transformers": "transformers" in sys.modules,
+                  "backend": m.info().backend, "vectors": vectors.tolist()}}))
+"""
+
+
+def _fresh(code: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "BERTSCOPE_CACHE": str(cache)}
+    env.pop("BERTSCOPE_MODEL", None)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+
+
+def _embedded(options: str, cache: Path) -> tuple[dict[str, object], str]:
+    done = _fresh(_EMBED.format(options=options, texts=TEXTS), cache)
+    return json.loads(done.stdout), done.stderr
+
+
+@pytest.fixture(scope="module")
+def reference(bundled_path: Path) -> np.ndarray:
+    """The plain Hugging Face forward of TEXTS, mean-pooled and normalised as the model's own pipeline."""
+    tokenizer = AutoTokenizer.from_pretrained(bundled_path)
+    model = AutoModel.from_pretrained(bundled_path).eval()
+    batch = tokenizer(TEXTS, padding=True, truncation=True, max_length=256, return_tensors="pt")
+    with torch.inference_mode():
+        hidden = model(**batch).last_hidden_state
+    mask = batch["attention_mask"].unsqueeze(-1).float()
+    pooled = (hidden * mask).sum(1) / mask.sum(1)
+    return torch.nn.functional.normalize(pooled, dim=1).numpy()
+
+
+def test_a_fresh_process_embeds_from_the_export_without_torch(cache: Path, reference: np.ndarray) -> None:
+    first, said = _embedded("backend='onnxruntime'", cache)  # exports: the one step that needs torch
+    assert first["torch"] and "exporting the model to ONNX" in said
+    again, said = _embedded("backend='onnxruntime'", cache)
+    assert again["torch"] is False and again["transformers"] is False and said == ""
+    for found in (first, again):
+        assert np.abs(np.array(found["vectors"]) - reference).max() < 1e-5
+
+
+def test_the_default_load_is_light_wherever_its_recorded_runtime_is_not_torch(
+    cache: Path, reference: np.ndarray
+) -> None:
+    _embedded("", cache)  # the first load measures the runtimes (and exports) once
+    again, said = _embedded("", cache)
+    assert np.abs(np.array(again["vectors"]) - reference).max() < 1e-5
+    # Which runtime wins is this machine's measurement; the promise holds for whichever it is.
+    assert again["torch"] is (again["backend"] == "torch")
+    assert again["transformers"] is (again["backend"] == "torch")
+
+
+def test_the_command_line_embeds_without_torch(cache: Path, reference: np.ndarray) -> None:
+    _embedded("backend='onnxruntime'", cache)
+    code = (
+        "import json, sys\nfrom bertscope.cli import main\n"
+        "sys.argv = ['bertscope', 'embed', *%r, '--backend', 'onnxruntime', '--json']\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(['torch' in sys.modules, 'transformers' in sys.modules]), file=sys.stderr)\n"
+    ) % (TEXTS,)
+    done = _fresh(code, cache)
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == [False, False]
+    assert np.abs(np.array(json.loads(done.stdout)["vectors"]) - reference).max() < 1e-5
+
+
+def test_light_facts_equal_the_loaded_module_on_every_family(tiny_dirs: dict[str, Path]) -> None:
+    """Opened without torch, each family tokenizes, counts and pools as the loaded module does; its
+    forwards (torch, loaded on first use) give the same vectors."""
+    opened = 0
+    for family, folder in tiny_dirs.items():
+        parts = open_light(folder)
+        if parts is None:  # model code shipped with the folder: only a full load may open it
+            continue
+        opened += 1
+        light = Model(parts, device="cpu", max_tokens=None, token_budget=None)
+        full = bertscope.load(folder, device="cpu", backend="torch")
+        assert light.light, family
+        assert light.info().to_dict() == {**full.info().to_dict(), "exact": None}, family
+        assert (light.n_layers, light.pad_id, light.max_tokens) == (
+            full.n_layers,
+            full.pad_id,
+            full.max_tokens,
+        )
+        assert light.engine.has_pooler == full.engine.has_pooler, family
+        assert light.special_ids == full.special_ids and light.vocab == full.vocab, family
+        pair = ("How are you?", "Fine, thanks.")
+        assert [t.ids for t in light.tokenize([*TEXTS, pair])] == [
+            t.ids for t in full.tokenize([*TEXTS, pair])
+        ]
+        np.testing.assert_array_equal(light.static(["a", "cat"]), full.static(["a", "cat"]))
+        assert light.light, f"{family}: static rows must not load torch"
+        for pooling in ("mean", "cls", "max", *(["pooler"] if full.engine.has_pooler else [])):
+            got = light.embed(TEXTS, layers="all", pooling=pooling).vectors
+            want = full.embed(TEXTS, layers="all", pooling=pooling).vectors
+            assert np.abs(got - want).max() < 1e-5, (family, pooling)
+    assert opened >= 10
+
+
+def test_the_export_cache_is_one_copy_per_model_content(
+    tmp_path: Path, cache: Path, bundled_path: Path
+) -> None:
+    """Two checkouts of the same model share one export; a changed weight is another."""
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(bundled_path, copy)
+    first = bertscope.load(bundled_path, backend="onnxruntime")
+    second = bertscope.load(copy, backend="onnxruntime")
+    assert first.engine.runner.path == second.engine.runner.path
+    exports = sorted((cache / "onnx").glob("*.onnx"))
+    assert len(exports) == 1
+    np.testing.assert_array_equal(first.embed(TEXTS).vectors, second.embed(TEXTS).vectors)
+
+
+@pytest.mark.parametrize("damage", ["flipped", "truncated", "no record"])
+def test_a_damaged_export_is_made_again_and_never_trusted(
+    cache: Path, reference: np.ndarray, damage: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    _embedded("backend='onnxruntime'", cache)
+    (export,) = (cache / "onnx").glob("*.onnx")
+    data = bytearray(export.read_bytes())
+    if damage == "flipped":  # the same size, other bytes: only the SHA-256 can tell
+        middle = len(data) // 2
+        data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
+        export.write_bytes(bytes(data))
+    elif damage == "truncated":  # a copy cut short
+        export.write_bytes(bytes(data[: len(data) // 3]))
+    else:
+        export.with_suffix(".json").unlink()
+    found, said = _embedded("backend='onnxruntime'", cache)
+    assert "exporting the model to ONNX" in said
+    if damage != "no record":
+        assert "does not match its recorded size and SHA-256" in said
+    assert np.abs(np.array(found["vectors"]) - reference).max() < 1e-5
+    again, said = _embedded("backend='onnxruntime'", cache)
+    assert again["torch"] is False and said == ""
+
+
+def test_two_processes_export_the_same_model_once(cache: Path, reference: np.ndarray) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "BERTSCOPE_CACHE": str(cache)}
+    code = _EMBED.format(options="backend='onnxruntime'", texts=TEXTS)
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        for _ in range(2)
+    ]
+    outputs = [run.communicate() for run in runs]
+    assert [run.returncode for run in runs] == [0, 0]
+    said = "".join(err.decode() for _, err in outputs)
+    assert said.count("exporting the model to ONNX") == 1
+    for out, _ in outputs:
+        assert np.abs(np.array(json.loads(out)["vectors"]) - reference).max() < 1e-5
+
+
+def test_an_unwritable_cache_still_answers_exactly(tmp_path: Path, reference: np.ndarray) -> None:
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    found, said = _embedded("", blocked / "cache")
+    assert found["backend"] == "torch" and "set BERTSCOPE_CACHE to a writable folder" in said
+    assert np.abs(np.array(found["vectors"]) - reference).max() < 1e-5
+
+
+def test_the_cache_command_lists_and_clears(cache: Path, bundled_path: Path) -> None:
+    from console import run_main
+
+    bertscope.load(bundled_path, backend="onnxruntime")
+    listed = json.loads(run_main("cache", "--json").stdout)["files"]
+    exports = [f for f in listed if f["kind"] == "ONNX export"]
+    assert len(exports) == 1 and exports[0]["bytes"] > 10_000_000
+    assert str(bundled_path.resolve()) in exports[0]["folders"]
+    removed = json.loads(run_main("cache", "--clear", str(bundled_path), "--json").stdout)["removed"]
+    assert [f["path"] for f in removed] == [exports[0]["path"]]
+    assert not list((cache / "onnx").glob("*.onnx"))
+    assert run_main("cache", "some-folder").code == 2  # a model is taken with --clear only
