@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
-import torch
 
 import bertscope
 from bertscope import Combine
@@ -76,24 +76,30 @@ def test_invalid_spec_is_a_value_error() -> None:
         parse_layers("abc", N_LAYERS)
 
 
-def _layers(k: int) -> list[torch.Tensor]:
-    """k distinct (batch=2, tokens=3, d=4) tensors: layer i holds values i*100 + position."""
-    base = torch.arange(24, dtype=torch.float32).reshape(2, 3, 4)
-    return [base + 100.0 * i for i in range(k)]
+def _close(actual: np.ndarray, expected: np.ndarray) -> None:
+    """Equal within float32 tolerances (torch.testing.assert_close's), same shape and dtype."""
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, rtol=1.3e-6, atol=1e-5)
+
+
+def _layers(k: int) -> list[np.ndarray]:
+    """k distinct (batch=2, tokens=3, d=4) float32 arrays: layer i holds values i*100 + position."""
+    base = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    return [base + np.float32(100.0 * i) for i in range(k)]
 
 
 def test_combine_mean() -> None:
     layers = _layers(3)
     out = combine_layers(layers, Combine.MEAN)
     assert out.shape == (2, 3, 4)
-    torch.testing.assert_close(out, layers[0] + 100.0)
+    _close(out, layers[0] + np.float32(100.0))
 
 
 def test_combine_sum() -> None:
     layers = _layers(3)
     out = combine_layers(layers, Combine.SUM)
     assert out.shape == (2, 3, 4)
-    torch.testing.assert_close(out, 3 * layers[0] + 300.0)
+    _close(out, 3 * layers[0] + np.float32(300.0))
 
 
 def test_combine_concat_keeps_layer_order() -> None:
@@ -101,13 +107,13 @@ def test_combine_concat_keeps_layer_order() -> None:
     out = combine_layers(layers, Combine.CONCAT)
     assert out.shape == (2, 3, 12)
     for i, layer in enumerate(layers):
-        torch.testing.assert_close(out[..., 4 * i : 4 * (i + 1)], layer)
+        _close(out[..., 4 * i : 4 * (i + 1)], layer)
 
 
 @pytest.mark.parametrize("combine", list(Combine))
 def test_combine_one_layer_is_that_layer(combine: Combine) -> None:
     (layer,) = _layers(1)
-    torch.testing.assert_close(combine_layers([layer], combine), layer)
+    _close(combine_layers([layer], combine), layer)
 
 
 def test_combine_parse_lists_choices() -> None:
