@@ -6,7 +6,6 @@ import json
 import shutil
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -37,10 +36,9 @@ def test_compare_finds_the_rows_changed_in_a_copy(bundled, bundled_path, tmp_pat
     _changed_copy(bundled_path, tmp_path / "child", changed)
     child = bertscope.load(tmp_path / "child", device="cpu", backend="torch")
     result = bertscope.compare(bundled, child, TEXTS, top=5)
-    assert {r["id"] for r in result.static[:3]} == set(changed)
-    assert all(r["cosine"] < 0.999 for r in result.static[:3]) and result.static[3][
-        "cosine"
-    ] == pytest.approx(1.0)
+    # only the 3 changed rows: the table is not padded with unchanged rows at cosine 1.000
+    assert {r["id"] for r in result.static} == set(changed) and len(result.static) == 3
+    assert all(r["cosine"] < 0.999 for r in result.static)
     top = result.static[0]
     assert top["token"] == bundled.id_to_token[top["id"]] and top["norm_a"] > 0
     assert result.vocabulary["same"] and result.vocabulary["unchanged_rows"] == len(bundled.vocab) - 3
@@ -56,8 +54,11 @@ def test_compare_finds_the_rows_changed_in_a_copy(bundled, bundled_path, tmp_pat
 def test_other_depth_and_other_tokenizer_are_refused(bundled, tiny_models) -> None:
     with pytest.raises(InvalidInput, match="6 and 2 layers.*cka --model-b"):
         bertscope.compare(bundled, tiny_models["bert"], TEXTS)
-    with pytest.raises(InvalidInput, match="tokenized differently"):
+    with pytest.raises(InvalidInput, match="tokenized differently") as refused:
         bertscope.compare(tiny_models["bert"], tiny_models["roberta"], TEXTS)
+    # compare has no --level: the advice names the command that has one
+    assert "cka --model-b B --level sentence" in str(refused.value)
+    assert "use --level" not in str(refused.value)
 
 
 def test_cli_json(tiny_dirs, tmp_path) -> None:
@@ -67,12 +68,24 @@ def test_cli_json(tiny_dirs, tmp_path) -> None:
     done = runner.invoke(app, ["compare", folder, folder, "-i", str(path), "--top", "3", "--json"])
     assert done.exit_code == 0, done.output
     data = json.loads(done.stdout)
-    assert len(data["static"]) == 3 and set(data["static"][0]) == {
-        "token",
-        "id",
-        "cosine",
-        "norm_a",
-        "norm_b",
-    }
+    assert data["static"] == []  # a model against itself: no row moved, none listed
     assert [set(r) for r in data["layers"]] == [{"layer", "cka", "mean_cosine"}] * 3
-    assert np.allclose([r["cosine"] for r in data["static"]], 1.0)
+    assert data["vocabulary"]["unchanged_rows"] == data["vocabulary"]["shared"]
+
+
+def test_cli_table_lists_only_the_rows_that_moved(tiny_dirs, tmp_path) -> None:
+    path = tmp_path / "texts.txt"
+    path.write_text("\n".join(TEXTS))
+    base = tiny_dirs["bert"]
+    model = bertscope.load(base, device="cpu")
+    _changed_copy(base, tmp_path / "child", model.static_ids(["cat", "dog"]))
+    done = runner.invoke(app, ["compare", str(base), str(tmp_path / "child"), "-i", str(path), "--top", "5"])
+    assert done.exit_code == 0, done.output
+    shared = len(model.vocab)
+    rows = [line for line in done.stdout.splitlines() if line.startswith("│")]
+    assert sorted(line.split("│")[1].strip() for line in rows[:2]) == ["cat", "dog"]
+    assert f"static rows: 2 of the {shared} shared rows changed, the others are identical" in done.stdout
+    assert "1.000  │" not in "\n".join(rows[:2])
+    same = runner.invoke(app, ["compare", str(base), str(base), "-i", str(path)])
+    assert same.exit_code == 0, same.output
+    assert "moved most" not in same.stdout and f"0 of the {shared} shared rows changed" in same.stdout

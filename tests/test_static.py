@@ -166,3 +166,21 @@ def test_export_unknown_format_is_invalid_spec(
 ) -> None:
     with pytest.raises(bertscope.InvalidSpec, match="word2vec"):
         tiny_models["bert"].export_static(tmp_path / "x", format="glove")
+
+
+def test_an_export_suffix_that_names_no_format_is_refused(
+    tiny_models: dict[str, bertscope.Model], tmp_path: Path
+) -> None:
+    """`--export o.weird` once wrote word2vec text by guess; now the suffix chooses or the format is named."""
+    model = tiny_models["bert"]
+    for name in ("o.weird", "vectors"):
+        with pytest.raises(bertscope.InvalidInput, match="names no export format.*word2vec, npy, parquet"):
+            model.export_static(tmp_path / name)
+        assert not (tmp_path / name).exists()
+    for name in ("o.vec", "o.txt", "o.w2v"):
+        (path,) = model.export_static(tmp_path / name)
+        assert (
+            path.read_text(encoding="utf-8").split("\n", 1)[0]
+            == f"{len(_weight(model))} {_weight(model).shape[1]}"
+        )
+    assert model.export_static(tmp_path / "o.weird", format="word2vec") == [tmp_path / "o.weird"]

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 import bertscope
 from bertscope.cli import app
+from console import run_main
 from test_io import stop_and_resume, write_txt
 
 TEXTS = [
@@ -171,3 +172,65 @@ def test_bad_aggregations_are_one_line(
     )
     assert isinstance(result.exception, error) and needle in str(result.exception)
     assert "\n" not in str(result.exception) and not (tmp_path / "a.vec").exists()
+
+
+# What a user of `static --from-corpus` and `eval words --corpus` is told (issue 39, items 8 and 9) -------
+
+
+def test_a_text_corpus_of_any_suffix_is_read_as_lines(bundled, tmp_path: Path) -> None:
+    """gensim's lee_background.cor is plain text: a .cor (or no suffix) reads as one text per line."""
+    as_txt = bundled.static_from_corpus(str(write_txt(tmp_path, TEXTS)), layers=1)
+    for name in ("lee_background.cor", "corpus"):
+        other = bundled.static_from_corpus(str(write_txt(tmp_path, TEXTS, name)), layers=1)
+        assert other.words == as_txt.words and other.counts.tolist() == as_txt.counts.tolist()
+    binary = tmp_path / "vectors.bin"
+    binary.write_bytes(b"\x00\x01\xfe\xff" * 64)
+    with pytest.raises(bertscope.CorpusError, match="unknown corpus type .bin and not UTF-8 text"):
+        bundled.static_from_corpus(str(binary))
+
+
+def test_eval_words_takes_a_cor_corpus(bundled, tmp_path: Path) -> None:
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("bank\tmoney\t7.5\ncat\tdog\t6\nbank\triver\t5\nthe\tcat\t1\n")
+    corpus = write_txt(tmp_path, TEXTS + ["The dog and the cat and the money."], "lee_background.cor")
+    done = run_main(
+        "eval", "words", "-i", str(pairs), "--corpus", str(corpus), "--layers", "1", "--json", "--no-plot"
+    )
+    assert done.code == 0, done.stderr
+    kinds = {r["kind"] for r in json.loads(done.stdout)["records"]}
+    assert "aggregated" in kinds
+
+
+def test_from_corpus_windows_long_texts_and_says_when_it_truncates(bundled, tmp_path: Path) -> None:
+    """Windowed by default, every word of a long text is aggregated (as `eval words` does); with
+    --long truncate the cut is said on stderr with its count. No "0 seen fewer than 1" line."""
+    long_text = " ".join(f"word{i % 150}" for i in range(300))  # 2+ pieces a word: far past 256 tokens
+    corpus = write_txt(tmp_path, [long_text, "a short text"])
+    target = tmp_path / "agg.vec"
+    windowed = run_main("static", "--from-corpus", str(corpus), "--export", str(target))
+    assert windowed.code == 0, windowed.stderr
+    whole = bundled.static_from_corpus([long_text, "a short text"], layers=1, long="window")
+    assert int(target.read_text().split()[0]) == len(whole.words)
+    assert "truncated (--long truncate)" not in windowed.stderr and "seen fewer" not in windowed.stderr
+    cut = run_main("static", "--from-corpus", str(corpus), "--export", str(target), "--overwrite",
+                   "--long", "truncate", "-q")  # fmt: skip
+    assert cut.code == 0, cut.stderr
+    assert "warning: 1 text(s) ran past the model's 256 tokens and were truncated" in cut.stderr
+    assert int(target.read_text().split()[0]) < len(whole.words)
+    rare = run_main("static", "--from-corpus", str(corpus), "--export", str(target), "--overwrite",
+                    "--min-count", "2")  # fmt: skip
+    assert rare.code == 0 and "seen fewer than 2 times left out" in rare.stderr
+
+
+def test_an_unknown_export_suffix_is_refused_before_any_work(bundled, tmp_path: Path) -> None:
+    corpus = write_txt(tmp_path, TEXTS)
+    done = run_main("static", "--from-corpus", str(corpus), "--export", str(tmp_path / "o.weird"))
+    assert (
+        done.code != 0 and not (tmp_path / "o.weird.parts").exists() and not (tmp_path / "o.weird").exists()
+    )
+    line = done.stderr.strip()
+    assert line.count("\n") == 0 and "the suffix .weird names no export format" in line
+    assert all(name in line for name in (".vec", ".npy", ".parquet", "word2vec", "projector"))
+    named = run_main("static", "--from-corpus", str(corpus), "--export", str(tmp_path / "o.weird"),
+                     "--format", "word2vec")  # fmt: skip
+    assert named.code == 0, named.stderr

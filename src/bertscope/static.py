@@ -107,14 +107,28 @@ class ExportFormat(StrEnum):
     PROJECTOR = "projector"
 
 
-_SUFFIX_FORMATS = {".npy": ExportFormat.NPY, ".parquet": ExportFormat.PARQUET}
+# The suffixes that choose a format on their own; any other file needs the format named.
+_SUFFIX_FORMATS = {
+    ".vec": ExportFormat.WORD2VEC,
+    ".txt": ExportFormat.WORD2VEC,
+    ".w2v": ExportFormat.WORD2VEC,
+    ".npy": ExportFormat.NPY,
+    ".parquet": ExportFormat.PARQUET,
+}
 
 
 def export_format(path: Path, fmt: ExportFormat | str | None) -> ExportFormat:
-    """The format asked for, or the one the suffix names; a suffix naming another format is refused."""
+    """The format asked for, or the one the suffix names; a suffix naming another format is refused,
+    and so is a suffix that names none (`o.weird`) when no format is asked: nothing is written by guess."""
     implied = _SUFFIX_FORMATS.get(path.suffix.lower())
     if fmt is None:
-        return implied or ExportFormat.WORD2VEC
+        if implied is None:
+            raise InvalidInput(
+                f"{path.name}: the suffix {path.suffix or '(none)'} names no export format; end the name in "
+                ".vec, .txt or .w2v (word2vec text), .npy or .parquet, or name the format (format=, --format): "
+                f"{', '.join(f.value for f in ExportFormat)}"
+            )
+        return implied
     chosen = ExportFormat.parse(fmt, what="export format")
     if implied is not None and implied is not chosen:
         raise InvalidInput(
@@ -292,7 +306,8 @@ def export(
 ) -> list[Path]:
     """Write the static rows of `items` (pieces or ids; default every row) to `path`; returns the files.
 
-    Without `fmt` the file's suffix chooses (.npy, .parquet; word2vec text otherwise).
+    Without `fmt` the file's suffix chooses (.vec/.txt/.w2v word2vec text, .npy, .parquet; any other
+    suffix is refused).
     """
     path = Path(path)
     fmt = export_format(path, fmt)

@@ -17,7 +17,6 @@ from .app import (
     DtypeOpt,
     EngineOpt,
     JsonOpt,
-    LongOpt,
     ModelOpt,
     PairOpt,
     QuantizeOpt,
@@ -136,7 +135,7 @@ def static(
         typer.Option(
             "--format",
             help="Export format: word2vec, npy, parquet, projector "
-            "(default: npy for .npy, parquet for .parquet, else word2vec).",
+            "(default: word2vec for .vec/.txt/.w2v, npy for .npy, parquet for .parquet).",
         ),
     ] = None,
     include_special: Annotated[
@@ -155,7 +154,13 @@ def static(
     subword: Annotated[
         str, typer.Option("--subword", help="With --from-corpus: pieces -> word: mean, first, last.")
     ] = "mean",
-    long: LongOpt = "truncate",
+    long: Annotated[
+        str,
+        typer.Option(
+            "--long",
+            help="With --from-corpus, texts over the model's limit: window (every word), truncate, error.",
+        ),
+    ] = "window",
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted aggregation.")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing export.")] = False,
     batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per saved batch.")] = 64,

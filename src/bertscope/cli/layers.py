@@ -195,10 +195,17 @@ def compare_command(
         return
     if result.vocabulary["note"]:
         err.print(f"note: {result.vocabulary['note']}", highlight=False)
-    moved = Table("token", "id", "cosine", "norm A", "norm B", title="static rows that moved most")
-    for r in result.static:
-        moved.add_row(r["token"], str(r["id"]), _fmt(r["cosine"]), _fmt(r["norm_a"]), _fmt(r["norm_b"]))
-    out.print(moved)
+    vocab = result.vocabulary
+    changed = vocab["shared"] - vocab["unchanged_rows"]
+    if result.static:
+        moved = Table("token", "id", "cosine", "norm A", "norm B", title="static rows that moved most")
+        for r in result.static:
+            moved.add_row(r["token"], str(r["id"]), _fmt(r["cosine"]), _fmt(r["norm_a"]), _fmt(r["norm_b"]))
+        out.print(moved)
+    out.print(
+        f"static rows: {changed} of the {vocab['shared']} shared rows changed, the others are identical",
+        highlight=False,
+    )
     layers = Table("layer", "CKA", "mean cosine", title=f"per layer, {result.settings['tokens']} tokens")
     for r in result.layers:
         layers.add_row(str(r["layer"]), _fmt(r["cka"]), _fmt(r["mean_cosine"]))

@@ -32,6 +32,7 @@ def aggregate_to_file(
     """`bertscope static --from-corpus FILE --export OUT`: aggregate, checkpointing in `OUT.parts/`
     (or on Ray's actors with `--engine ray`, not resumable)."""
     from ..core._enums import Engine
+    from ..static import export_format
 
     if export is None:
         raise InvalidInput(
@@ -39,6 +40,7 @@ def aggregate_to_file(
         )
     if not export.parent.exists():
         raise InvalidInput(f"cannot write {export}: the folder {export.parent} does not exist")
+    export_format(export, fmt)  # an unknown suffix is refused now, not after the whole corpus has run
     checkpoint = export.with_name(export.name + ".parts")
     if not (resume or overwrite) and export.exists():
         raise InvalidInput(f"{export} exists; pass --overwrite to replace it")
@@ -61,6 +63,7 @@ def aggregate_to_file(
             export=export, format=fmt, resume=resume, overwrite=overwrite, batch_size=batch_size,
             progress=False if quiet else None,
         )  # fmt: skip
+    truncated = result.summary.truncated if result.summary is not None else 0
     summary = {
         "files": [str(p) for p in result.files],
         "words": len(result.words),
@@ -68,18 +71,32 @@ def aggregate_to_file(
         "texts": result.settings["texts"],
         "words_seen": result.settings["words_seen"],
         "min_count": min_count,
+        "truncated": truncated,
     }
+    if truncated:
+        # a warning, so it shows even with --quiet and --json: words past the limit were not aggregated
+        err.print(
+            f"warning: {truncated} text(s) ran past the model's {model.max_tokens} tokens and were truncated "
+            "(--long truncate): their last words are not in the vectors; --long window keeps every word",
+            highlight=False,
+        )
     if as_json:
         emit_json(summary)
     elif not quiet:
-        dropped = summary["words_seen"] - summary["words"]
         if result.summary is not None and engine != "ray":
             err.print(result.summary.line(), highlight=False)
         err.print(
-            f"wrote {', '.join(summary['files'])}: {summary['words']} words at layer(s) "
-            f"{', '.join(map(str, result.layers))} ({dropped} seen fewer than {min_count} times left out)",
-            highlight=False,
+            f"wrote {', '.join(summary['files'])}: {_words_line(summary, result.layers)}", highlight=False
         )
+
+
+def _words_line(summary: dict[str, Any], layers: Any) -> str:
+    """'N words at layer(s) L', with how many rarer words were left out when there were any."""
+    line = f"{summary['words']} words at layer(s) {', '.join(map(str, layers))}"
+    dropped = summary["words_seen"] - summary["words"]
+    if dropped:
+        line += f" ({dropped} seen fewer than {summary['min_count']} times left out)"
+    return line
 
 
 @app.command()

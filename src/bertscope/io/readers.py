@@ -15,7 +15,10 @@ from ..errors import CorpusError
 
 __all__ = ["Record", "Rejects", "read_corpus", "read_lines", "SUPPORTED_INPUTS"]
 
-SUPPORTED_INPUTS = (".txt", ".jsonl", ".csv", ".tsv", ".parquet", "- (stdin, one text per line)")
+SUPPORTED_INPUTS = (
+    ".txt or any UTF-8 text file (one text per line)", ".jsonl", ".csv", ".tsv", ".parquet",
+    "- (stdin, one text per line)",
+)  # fmt: skip
 
 
 @dataclass
@@ -68,11 +71,30 @@ def read_corpus(
             records = _csv(path, text_field, id_field, "\t" if suffix == ".tsv" else ",", skip_bad, rejects)
         elif suffix == ".parquet":
             records = _parquet(path, text_field, id_field)
+        elif _is_text(path):
+            records = _file_lines(path, skip_bad, rejects)  # lee_background.cor: text is text, any suffix
         else:
             raise CorpusError(
-                f"{name}: unknown corpus type {suffix or '(none)'}; supported: {', '.join(SUPPORTED_INPUTS)}"
+                f"{name}: unknown corpus type {suffix or '(none)'} and not UTF-8 text; supported: "
+                f"{', '.join(SUPPORTED_INPUTS)}"
             )
     return _checked(records, name, rejects, skip_bad)
+
+
+def _is_text(path: Path, *, sample: int = 1 << 16) -> bool:
+    """Whether a file of another suffix reads as plain UTF-8 text (its first 64 KiB: no NUL, valid UTF-8)."""
+    import codecs
+
+    with path.open("rb") as stream:
+        head = stream.read(sample)
+    if b"\0" in head:
+        return False
+    try:
+        # not final: a character cut at the sample's end is not a fault
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def read_lines(source: str | Path) -> Iterator[str]:

@@ -1,15 +1,16 @@
 """What fine-tuning changed: a base model against its fine-tuned child (same vocabulary, widths, depth).
 
-Static rows: the cosine between each piece's two input-embedding rows and their norms, most moved
-(lowest cosine) first. Layers: per layer, linear CKA between the two models' token vectors on the same
-texts (streamed, see `research.cka`) and the mean cosine between the two vectors of each token.
-Vocabularies that differ are compared on the pieces they share (said in `vocabulary`); the layers then
-need texts that both tokenizers cut the same way, or the comparison stops with a clear error.
+Static rows: the cosine between each piece's two input-embedding rows and their norms, most moved (lowest
+cosine) first; rows left exactly as they were are not listed (`vocabulary` counts them). Layers: per layer,
+linear CKA between the two models' token vectors on the same texts (streamed, see `research.cka`) and the
+mean cosine between the two vectors of each token. Vocabularies that differ are compared on the pieces they
+share (said in `vocabulary`); the layers then need texts that both tokenizers cut the same way, or the
+comparison stops with a clear error.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +45,10 @@ class Comparison:
 
 
 def moved_rows(a: Encoder, b: Encoder, *, top: int = 20) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The `top` shared pieces whose input rows moved most (lowest cosine), and the vocabulary overlap."""
+    """The `top` shared pieces whose input rows moved most (lowest cosine), and the vocabulary overlap.
+
+    Only rows that changed are listed: fewer than `top` when fewer changed, none for two equal models.
+    """
     vocab_a, vocab_b = a.vocab, b.vocab
     shared = sorted(set(vocab_a) & set(vocab_b), key=vocab_a.__getitem__)
     if not shared:
@@ -64,7 +68,9 @@ def moved_rows(a: Encoder, b: Encoder, *, top: int = 20) -> tuple[list[dict[str,
     # A zero row (the pad row of many models) has no direction: it moved only if the other row is not zero.
     zero = (norm_a == 0) | (norm_b == 0)
     cosine[zero] = np.all(x[zero] == y[zero], axis=1).astype(np.float64)
-    order = np.argsort(cosine, kind="stable")[:top]
+    unchanged = np.all(x == y, axis=1)
+    changed = np.flatnonzero(~unchanged)
+    order = changed[np.argsort(cosine[changed], kind="stable")][:top]
     static = [
         {
             "token": shared[k],
@@ -81,7 +87,7 @@ def moved_rows(a: Encoder, b: Encoder, *, top: int = 20) -> tuple[list[dict[str,
         "shared": len(shared),
         "only_a": len(vocab_a) - len(shared),
         "only_b": len(vocab_b) - len(shared),
-        "unchanged_rows": int(np.sum(np.all(x == y, axis=1))),
+        "unchanged_rows": int(np.sum(unchanged)),
         "note": None if same else "the vocabularies differ: static rows compared on the shared pieces only",
     }
     return static, vocabulary
@@ -105,7 +111,10 @@ def compare(
     static, vocabulary = moved_rows(a, b, top=top)
     moments = Moments(diagonal=True)
     cosines = np.zeros(a.n_layers + 1)
-    for x, y in paired_rows(a, b, texts, level=CkaLevel.TOKEN, progress=progress, total=total):
+    paired = paired_rows(
+        a, b, _same_pieces(a, b, texts), level=CkaLevel.TOKEN, progress=progress, total=total
+    )
+    for x, y in paired:
         assert y is not None
         if x.shape[2] != y.shape[2]:
             raise InvalidInput(
@@ -122,3 +131,18 @@ def compare(
     ]
     settings = {"model_a": a.loaded.source, "model_b": b.loaded.source, "tokens": moments.n}
     return Comparison(static, layers, vocabulary, settings)
+
+
+def _same_pieces(a: Encoder, b: Encoder, texts: Iterable[str]) -> Iterator[str]:
+    """The texts, refusing the first that the two tokenizers cut into different pieces: compare pairs
+    token k of A with token k of B, which takes a model and its fine-tuned child (one tokenizer)."""
+    for number, text in enumerate(texts):
+        if isinstance(text, str) and text.strip():
+            ids_a, ids_b = (m.tokenizer.encode([text])[0].ids for m in (a, b))
+            if ids_a != ids_b:
+                raise InvalidInput(
+                    f"text {number} ({text[:30]!r}) is tokenized differently by the two models, so compare "
+                    "cannot pair their tokens: it takes a model and its fine-tuned child (one tokenizer); "
+                    "for any two models use `bertscope cka --model-b B --level sentence`"
+                )
+        yield text
