@@ -86,14 +86,15 @@ def table_checksums(table: Any) -> dict[str, int]:
 
 def non_finite(matrix: np.ndarray) -> np.ndarray:
     """Row numbers of a (rows, ...) array holding a NaN or an infinity."""
-    flat = matrix.reshape(len(matrix), -1)
+    flat = matrix.reshape(len(matrix), -1) if matrix.size else matrix.reshape(len(matrix), 0)
     return np.flatnonzero(~np.isfinite(flat).all(axis=1))
 
 
 def rebuild_hint(path: str | Path, collection: str | None = None) -> str:
     """How to make a corrupt store again."""
     named = f" --collection {collection}" if collection else ""
-    return f"rebuild it with `bertscope embed -i CORPUS -o {path}{named} --overwrite` and its options"
+    command = f"bertscope embed -i CORPUS -o {path}{named} --overwrite"
+    return f"rebuild it with `{command}` and the options it was made with"
 
 
 def corrupt(

@@ -18,7 +18,8 @@ from ..core.chunking import ChunkBy
 from ..core.encoder import Encoder, open_encoder
 from ..core.spec import EmbedOptions, reload_arg, stored_settings
 from ..errors import CorpusError, InvalidSpec, JobInterrupted
-from .formats import open_sink
+from .formats import Format, format_of, open_sink
+from .job_lock import job_lock
 from .level_table import make_level
 from .levels import CorpusLevel
 from .readers import Record, Rejects, read_corpus
@@ -125,18 +126,32 @@ def embed_corpus(
     records = read_corpus(
         input_path, text_field=text_field, id_field=id_field, skip_bad=skip_bad, rejects=rejects
     )
-    sink = open_sink(
-        output,
-        settings=settings,
-        collection=collection,
-        resume=resume,
-        overwrite=overwrite,
-        keep_text=keep_text,
-    )
-    summary = run_level(
-        records, rows_of, sink, source=input_path, output=output, rejects=rejects, resume=resume,
-        batch_size=batch_size, progress=progress,
-    )  # fmt: skip
+    locked = (collection or "default") if format_of(output) is Format.SQLITE else None
+    # One job per output: a second one (say a --resume while this runs) is refused, naming this one.
+    with job_lock(output, collection=locked):
+        sink = open_sink(
+            output,
+            settings=settings,
+            collection=collection,
+            resume=resume,
+            overwrite=overwrite,
+            keep_text=keep_text,
+        )
+        summary = run_level(
+            records, rows_of, sink, source=input_path, output=output, rejects=rejects, resume=resume,
+            batch_size=batch_size, progress=progress,
+        )  # fmt: skip
+        _finish(sink, summary, output)
+    summary.empty = rejects.empty
+    summary.rejected = len(rejects.bad)
+    if rejects.bad:
+        summary.rejects_file = Path(str(output) + ".rejects")
+        summary.rejects_file.write_text("".join(line + "\n" for line in rejects.bad))
+    return summary
+
+
+def _finish(sink: Sink, summary: JobSummary, output: str | Path) -> None:
+    """Make the sink's output whole and count its time and its reuse into the summary."""
     start = time.perf_counter() - summary.seconds
     try:
         summary.files = sink.finish()
@@ -149,12 +164,6 @@ def embed_corpus(
     summary.seconds = time.perf_counter() - start
     summary.reused = sink.reused
     summary.already = sink.already
-    summary.empty = rejects.empty
-    summary.rejected = len(rejects.bad)
-    if rejects.bad:
-        summary.rejects_file = Path(str(output) + ".rejects")
-        summary.rejects_file.write_text("".join(line + "\n" for line in rejects.bad))
-    return summary
 
 
 def run_level(

@@ -19,6 +19,7 @@ from ..core.similarity import Hit, TopK
 from ..core.spec import EmbedOptions, PostArg, resolve
 from ..errors import CorpusError
 from . import index as ann  # looked up per call: tests watch ann.ann_search
+from .checksums import column_values
 from .parquet_checked import CheckedParquet
 from .stores import Store, open_store, view_settings, with_view
 
@@ -103,9 +104,7 @@ def _chunk_hits(top: TopK, path: Path, size: int) -> list[Hit]:
         rows = zip(*(batch.column(n).to_pylist() for n in ("id", "position", "start", "end")), strict=True)
         keys = [json.dumps(row) for row in rows]  # a chunk's (document, number, start, end) as its key
         texts = batch.column("text").to_pylist() if "text" in batch.schema.names else [None] * len(keys)
-        embedding = batch.column("embedding")
-        vectors = embedding.values.to_numpy(zero_copy_only=False).reshape(-1, embedding.type.list_size)
-        top.add(keys, texts, vectors)
+        top.add(keys, texts, column_values(batch.column("embedding")))
     hits = []
     for hit in top.hits:
         doc, number, start, end = json.loads(hit.id)
