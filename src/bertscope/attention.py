@@ -11,10 +11,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from .core._enums import LongText
-from .core.forward import model_inputs
 from .core.tokens import Text, Tokens, is_pair, pad_batch
 from .errors import InvalidInput
 
@@ -44,6 +42,10 @@ def attention_of(
     ids, mask = pad_batch([tokens.ids], model.pad_id)
     types, _ = pad_batch([tokens.type_ids], 0)
     batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+    import torch  # attention weights are the PyTorch module's own
+
+    from .core.forward import model_inputs
+
     with torch.inference_mode(), _eager(model.hf_model):
         out = model.hf_model(**model_inputs(model, batch), output_attentions=True, return_dict=True)
     weights = [a for a in (out.attentions or ()) if a is not None]
