@@ -187,6 +187,10 @@ def test_a_text_corpus_of_any_suffix_is_read_as_lines(bundled, tmp_path: Path) -
     binary.write_bytes(b"\x00\x01\xfe\xff" * 64)
     with pytest.raises(bertscope.CorpusError, match="unknown corpus type .bin and not UTF-8 text"):
         bundled.static_from_corpus(str(binary))
+    array = tmp_path / "texts.json"
+    array.write_text('[{"text": "a cat"}]')
+    with pytest.raises(bertscope.CorpusError, match="read one object per line: write it as .jsonl"):
+        bundled.static_from_corpus(str(array))
 
 
 def test_eval_words_takes_a_cor_corpus(bundled, tmp_path: Path) -> None:
@@ -234,3 +238,36 @@ def test_an_unknown_export_suffix_is_refused_before_any_work(bundled, tmp_path: 
     named = run_main("static", "--from-corpus", str(corpus), "--export", str(tmp_path / "o.weird"),
                      "--format", "word2vec")  # fmt: skip
     assert named.code == 0, named.stderr
+
+
+@pytest.mark.parametrize("score", ["nan", "inf", "-inf", "NaN"])
+def test_eval_words_refuses_a_gold_score_that_is_not_finite(bundled, tmp_path: Path, score: str) -> None:
+    """A NaN gold score once made every correlation nan and exited 0; now the line is named."""
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text(
+        f"word1\tword2\tscore\nbank\tmoney\t7.5\ncat\tdog\t{score}\nbank\triver\t5\nthe\tcat\t1\n"
+    )
+    done = run_main("eval", "words", "-i", str(pairs), "--layers", "1", "--no-plot")
+    assert done.code == 1 and done.stdout == ""
+    assert done.stderr.strip() == (
+        f"error: {pairs}:3: the gold score {score!r} is not a finite number; give a real score"
+    )
+    from bertscope.research.static_kinds import compare_kinds
+
+    with pytest.raises(bertscope.InvalidInput, match=r"pair 1 \('cat', 'dog'\) has the gold score"):
+        compare_kinds(bundled, [("bank", "money", 7.5), ("cat", "dog", float(score)), ("a", "b", 1.0)])
+
+
+def test_an_empty_corpus_is_said_to_be_empty(bundled, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.raises(bertscope.CorpusError) as refused:
+        bundled.static_from_corpus(str(empty))
+    assert (
+        str(refused.value)
+        == f"{empty}: the corpus is empty (no text in it): give a file with one text or more"
+    )
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("bank\tmoney\t7.5\ncat\tdog\t6\nbank\triver\t5\n")
+    done = run_main("eval", "words", "-i", str(pairs), "--corpus", str(empty), "--no-plot")
+    assert done.code == 1 and "the corpus is empty" in done.stderr and "memory" not in done.stderr

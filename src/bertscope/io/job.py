@@ -217,12 +217,23 @@ def run_level(
                 )
     if sink.done == 0:
         sink.abandon()
-        raise CorpusError(
-            f"{input_path}: no texts to embed ({rejects.empty} empty, {len(rejects.bad)} rejected); "
-            f"nothing was written to {output}"
-        )
+        raise CorpusError(_nothing_to_embed(input_path, output, rejects))
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _nothing_to_embed(source: str | Path | list[str], output: str | Path, rejects: Rejects) -> str:
+    """Why a job found no text: the corpus is empty, or every text in it was empty or rejected."""
+    name = "the texts given" if isinstance(source, list) else str(source)
+    if not rejects.empty and not rejects.bad:
+        what = "the corpus is empty (no text in it): give " + (
+            "one text or more" if isinstance(source, list) else "a file with one text or more"
+        )
+    else:
+        what = f"no texts to embed ({rejects.empty} empty, {len(rejects.bad)} rejected)"
+    # an aggregation in memory (static_from_corpus without a checkpoint) writes nowhere to speak of
+    written = "" if str(output) == "memory" else f"; nothing was written to {output}"
+    return f"{name}: {what}{written}"
 
 
 def _write_failed(output: str | Path, exc: OSError, done: int) -> str:

@@ -71,6 +71,8 @@ def read_corpus(
             records = _csv(path, text_field, id_field, "\t" if suffix == ".tsv" else ",", skip_bad, rejects)
         elif suffix == ".parquet":
             records = _parquet(path, text_field, id_field)
+        elif suffix == ".json":
+            raise CorpusError(f"{name}: a JSON corpus is read one object per line: write it as .jsonl")
         elif _is_text(path):
             records = _file_lines(path, skip_bad, rejects)  # lee_background.cor: text is text, any suffix
         else:

@@ -7,6 +7,7 @@ and every layer x pooling is pooled from those token vectors with `pooling.pool_
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +91,11 @@ def read_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
             if number == 1:
                 continue
             raise CorpusError(f"{path}:{number}: the third field {fields[2]!r} is not a number") from None
+        if not math.isfinite(score):
+            # a NaN gold score turns every correlation into nan, and the run would still exit 0
+            raise CorpusError(
+                f"{path}:{number}: the gold score {fields[2]!r} is not a finite number; give a real score"
+            )
         left.append(fields[0])
         right.append(fields[1])
         gold.append(score)

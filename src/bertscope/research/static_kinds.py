@@ -110,6 +110,12 @@ def compare_kinds(
     where = {w: i for i, w in enumerate(words)}
     ia, ib = np.array([where[a] for a, _, _ in pairs]), np.array([where[b] for _, b, _ in pairs])
     gold = np.array([g for _, _, g in pairs], dtype=np.float64)
+    if not np.isfinite(gold).all():
+        bad = int(np.flatnonzero(~np.isfinite(gold))[0])
+        raise InvalidInput(
+            f"pair {bad} ({pairs[bad][0]!r}, {pairs[bad][1]!r}) has the gold score {gold[bad]}: every score "
+            "must be a finite number (a NaN would make every correlation nan)"
+        )
     everyone = np.ones(len(pairs), dtype=bool)
 
     def record(kind: str, layer: int | None, vectors: np.ndarray, covered: np.ndarray) -> dict[str, Any]:
