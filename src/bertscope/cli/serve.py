@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -126,6 +127,13 @@ def serve(
     if api_key is None and os.environ.get("BERTSCOPE_API_KEY") == "":
         # click ignores an empty variable: serving with no key when one was meant must not pass in silence.
         raise InvalidInput("BERTSCOPE_API_KEY is set but empty; set a key, or unset it to serve without one")
+    if api_key is not None and not api_key.strip():
+        raise InvalidInput(
+            "--api-key is empty: an empty key is not allowed; give a key, or leave --api-key out to serve "
+            "without one"
+        )
+    named_files = [_named_file(item, "--post") for item in post or ()]
+    named_stores = [_named_file(item, "--store") for item in store or ()]
     settings = ServerSettings(
         api_key=api_key,
         cors_origins=tuple(cors_origin or ()),
@@ -140,8 +148,8 @@ def serve(
         header_timeout_s=header_timeout,
         auto_split=auto_split,
         batching=not no_batching,
-        posts=tuple(_named_post(item) for item in post or ()),
-        stores=tuple(_named_post(item, "--store") for item in store or ()),
+        posts=tuple(named_files),
+        stores=tuple(named_stores),
         token_ids=TokenIds(token_ids),
     )
     if host not in _LOOPBACK and not api_key:
@@ -156,14 +164,18 @@ def serve(
         fast=fast,
         fast_min_cosine=fast_min_cosine,
     )
-    err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
+    # the app loads the --post files and --store stores: a bad one fails here, before "serving" is said
     app = create_app(m, settings=settings)
+    err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
     uvicorn.Server(uvicorn_config(app, host=host, port=port, settings=settings, log_level=log_level)).run()
 
 
-def _named_post(item: str, option: str = "--post") -> tuple[str, str]:
-    """NAME=FILE from --post (or --store), or a usage error naming the form."""
+def _named_file(item: str, option: str) -> tuple[str, str]:
+    """NAME=FILE from --post or --store whose FILE is there, or a usage error naming the form or the file;
+    checked before the model loads (a --store may be a folder of parts)."""
     name, sep, path = item.partition("=")
     if not sep or not name or not path:
         raise InvalidInput(f"{option} takes NAME=FILE (e.g. {option} name=file), got {item!r}")
+    if not Path(path).exists():
+        raise InvalidInput(f"{option} {item}: there is no file {path}")
     return name, path
