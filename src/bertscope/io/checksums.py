@@ -31,6 +31,7 @@ __all__ = [
     "ALGORITHM",
     "MISMATCH",
     "NOT_FINITE",
+    "LAYOUT",
     "PARQUET_KEY",
     "checksum",
     "column_values",
@@ -48,6 +49,7 @@ ALGORITHM = "crc32"
 # What is wrong with rows that fail their check, as the error says it.
 MISMATCH = "do not match their checksum"
 NOT_FINITE = "hold values that are not finite (NaN or infinity)"
+LAYOUT = "are not laid out as the file's checksums say"
 _SINGULAR = {
     MISMATCH: "does not match its checksum",
     NOT_FINITE: "holds values that are not finite (NaN or infinity)",
@@ -60,7 +62,7 @@ T = TypeVar("T")
 def checksum(values: np.ndarray | bytes) -> int:
     """CRC-32 of an array's little-endian bytes in its own dtype (float32 or float16), or of raw bytes."""
     if isinstance(values, np.ndarray):
-        values = np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
+        return zlib.crc32(np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<")).data)
     return zlib.crc32(values)
 
 
@@ -150,14 +152,24 @@ def rechunk(pieces: Iterable[T], size: int, length: Callable[[T], int], join: Ca
         yield held[0] if len(held) == 1 else join(held)
 
 
-def recorded(raw: bytes | str | dict[str, Any] | None, where: str) -> dict[str, Any] | None:
+def recorded(
+    raw: bytes | str | dict[str, Any] | None, where: str, rebuild: str | None = None
+) -> dict[str, Any] | None:
     """Checksums as stored (JSON, or its dict), or None for a store written before them."""
     if raw is None:
         return None
-    found = raw if isinstance(raw, dict) else json.loads(raw)
+    try:
+        found = raw if isinstance(raw, dict) else json.loads(raw)
+        listed = found.get("row_groups", found.get("batches"))
+        whole = isinstance(listed, list) and all(isinstance(g.get("rows"), int) for g in listed)
+    except (ValueError, AttributeError):
+        whole = False
+    if not whole:
+        hint = rebuild or rebuild_hint(where)
+        raise CorpusError(f"{where}: its checksums cannot be read: the file is corrupt; {hint}")
     if found.get("algorithm") != ALGORITHM:
         raise CorpusError(
             f"{where}: its checksums are {found.get('algorithm')!r}, which this bertscope does not know; "
             "upgrade bertscope to read it"
         )
-    return found
+    return found  # type: ignore[no-any-return]

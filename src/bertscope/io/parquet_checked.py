@@ -15,8 +15,10 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import CorpusError
 from .checksums import (
     ALGORITHM,
+    LAYOUT,
     MISMATCH,
     NOT_FINITE,
     PARQUET_KEY,
@@ -75,17 +77,20 @@ class CheckedParquet:
         self.path = path
         self.where = where or str(path)
         self.rebuild = rebuild or rebuild_hint(path)
-        self.file = pq.ParquetFile(path)
+        try:
+            self.file = pq.ParquetFile(path)
+        except (OSError, ValueError) as exc:  # a broken footer
+            raise CorpusError(
+                f"{self.where} is not a readable Parquet file ({_first_line(exc)}): the file is corrupt; "
+                f"{self.rebuild}"
+            ) from None
         meta = self.file.metadata
         sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
         self.starts = np.cumsum([0, *sizes])
-        found = recorded((meta.metadata or {}).get(PARQUET_KEY), self.where)
+        found = recorded((meta.metadata or {}).get(PARQUET_KEY), self.where, self.rebuild)
         self.groups: list[dict[str, int]] | None = None if found is None else found["row_groups"]
         if self.groups is not None and [g["rows"] for g in self.groups] != sizes:
-            raise corrupt(
-                self.where, (0, max(0, int(self.starts[-1]) - 1)),
-                "are not laid out as its checksums say", self.rebuild,
-            )  # fmt: skip
+            raise self._error(0, max(0, int(self.starts[-1]) - 1), LAYOUT)
 
     def group(self, number: int, columns: list[str] | None) -> Any:
         """Row group `number` (its `columns`, None for all) as an Arrow table, its vectors checked."""

@@ -252,7 +252,7 @@ class NpySink(_PartsSink):
         wanted = _marker(part).get("embedding")
         if wanted is not None and found != wanted:
             raise corrupt(str(part), (0, len(block) - 1), MISMATCH, _REDO)
-        bad = non_finite(block) if wanted is None else []  # a part saved before checksums
+        bad = non_finite(block) if wanted is None else np.empty(0, int)  # a part saved before checksums
         if len(bad):
             raise corrupt(str(part), (int(bad[0]), int(bad[-1])), NOT_FINITE, _REDO)
         return found

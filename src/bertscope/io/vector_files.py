@@ -16,7 +16,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import CorpusError
-from .checksums import MISMATCH, NOT_FINITE, checksum, corrupt, non_finite, rebuild_hint, rechunk, recorded
+from .checksums import (
+    LAYOUT,
+    MISMATCH,
+    NOT_FINITE,
+    checksum,
+    corrupt,
+    non_finite,
+    rebuild_hint,
+    rechunk,
+    recorded,
+)
 from .parquet_checked import CheckedParquet
 from .sinks import PARQUET_META_KEY
 
@@ -61,7 +71,7 @@ class ParquetReader:
         checked = CheckedParquet(path)
         file, starts = checked.file, checked.starts
         groups = np.searchsorted(starts, rows, side="right") - 1
-        columns = [c for c in ("id", "text", column) if c in file.schema_arrow.names]
+        columns = [c for c in ("id", "text", column) if c is not None and c in file.schema_arrow.names]
         pieces = []
         for group in np.unique(groups):
             local = rows[groups == group] - starts[group]
@@ -149,7 +159,7 @@ def _checked_blocks(path: Path, matrix: np.ndarray, size: int) -> Iterator[np.nd
         return
     batches = found["batches"]
     if sum(b["rows"] for b in batches) != rows:
-        raise corrupt(str(path), (0, rows - 1), "are not laid out as its checksums say", rebuild_hint(path))
+        raise corrupt(str(path), (0, rows - 1), LAYOUT, rebuild_hint(path))
 
     def checked() -> Iterator[np.ndarray]:
         start = 0
