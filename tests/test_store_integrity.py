@@ -21,7 +21,7 @@ import pytest
 
 import bertscope
 from bertscope.errors import CorpusError
-from bertscope.io import sinks
+from bertscope.io import sinks, sqlite_store
 from bertscope.io.checksums import PARQUET_KEY
 from bertscope.io.formats import open_sink
 from bertscope.io.index import build_index
@@ -234,6 +234,28 @@ def test_stores_written_before_checksums_still_read_and_refuse_non_finite_rows(t
         CorpusError, match=r"^row 9 of collection 'c' in .* \(id 'r9'\) holds values that are not"
     ):
         search(data[4], db_path, k=1)
+
+
+def test_an_old_sqlite_store_on_read_only_media_reads_at_its_own_schema(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.executescript(MIGRATIONS[0])
+    db.execute("PRAGMA user_version = 1")
+    db.execute("INSERT INTO collections VALUES ('c', 'synthetic', ?, ?, 'then')", (json.dumps(SETTINGS), DIM))
+    for i, vector in enumerate(vectors(5)):
+        values = ("c", f"r{i}", f"h{i}", f"text {i}", None, vector.astype("<f4").tobytes(), 3, 0)
+        db.execute("INSERT INTO embeddings VALUES (?, ?, ?, ?, ?, ?, ?, ?)", values)
+    db.commit()  # left open, as a store being served: its WAL index lets read-only readers in
+    plain = sqlite3.connect
+    monkeypatch.setattr(sqlite_store.sqlite3, "connect", lambda p: plain(f"file:{p}?mode=ro", uri=True))
+    assert [h.id for h in search(vectors(5)[3], path, k=1)] == ["r3"]
+    assert db.execute("PRAGMA user_version").fetchone()[0] == 1  # read as it is, not migrated
+    with pytest.raises(CorpusError, match=r"^cannot write .*old.db: the file is read-only"):
+        open_sink(path, settings=SETTINGS, collection="c")
+    db.close()
 
 
 @pytest.mark.parametrize("suffix", ["parquet", "npy", "db"])

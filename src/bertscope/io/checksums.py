@@ -114,6 +114,7 @@ def corrupt(
 
 
 def _ids(ids: list[str]) -> str:
+    ids = list(dict.fromkeys(ids))  # token and word rows repeat their text's id
     shown = ", ".join(repr(i) for i in ids[:3])
     return shown + (f" and {len(ids) - 3} more" if len(ids) > 3 else "")
 

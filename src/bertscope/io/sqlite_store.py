@@ -72,10 +72,20 @@ def connect(path: str | Path) -> sqlite3.Connection:
         db.close()
         raise CorpusError(f"{path} was written by a newer bertscope (schema {version}); upgrade bertscope")
     for number, script in enumerate(MIGRATIONS[version:], version + 1):
-        with db:
-            db.executescript(script)
-            db.execute(f"PRAGMA user_version = {number}")
+        try:
+            with db:
+                db.executescript(script)
+                db.execute(f"PRAGMA user_version = {number}")
+        except sqlite3.OperationalError as exc:
+            if "readonly" not in str(exc):
+                raise
+            break  # a store on read-only media is read at its own schema (a write says it cannot)
     return db
+
+
+def _checksummed(db: sqlite3.Connection) -> bool:
+    """Whether the store's schema has the checksum column (migration 2)."""
+    return int(db.execute("PRAGMA user_version").fetchone()[0]) >= 2
 
 
 def content_hash(text: str) -> str:
@@ -127,6 +137,9 @@ class SqliteSink(Sink):
         self.settings = settings
         self.keep_text = keep_text
         self.db = connect(path)
+        if not _checksummed(self.db):  # left at an older schema: the file could not be migrated
+            self.db.close()
+            raise CorpusError(f"cannot write {path}: the file is read-only")
         if overwrite:
             with self.db:
                 self.db.execute("DELETE FROM embeddings WHERE collection = ?", (collection,))
@@ -270,12 +283,13 @@ def iter_vectors(
     path = path if path is not None else db.execute("PRAGMA database_list").fetchone()[2]
     found = db.execute("SELECT dimension FROM collections WHERE name = ?", (collection,)).fetchone()
     width = 4 * int(found[0]) if found else None
+    checksums = "checksum" if _checksummed(db) else "NULL"
     last, offset = -1, 0
     while True:
         rows = db.execute(
             # NOT INDEXED: walk the rowid order; the planner would otherwise pick the (collection, hash) index
             # and sort the whole collection for every chunk.
-            "SELECT rowid, id, text, embedding, checksum FROM embeddings NOT INDEXED "
+            f"SELECT rowid, id, text, embedding, {checksums} FROM embeddings NOT INDEXED "
             "WHERE collection = ? AND rowid > ? ORDER BY rowid LIMIT ?",
             (collection, last, chunk),
         ).fetchall()
