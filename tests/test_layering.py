@@ -45,6 +45,9 @@ FLOORS: list[tuple[str, ...]] = [
         "io.vector_files",
         "io.sqlite_store",
         "io.views",
+        "io.checksums",
+        "io.parquet_checked",
+        "io.job_lock",
         "research.aggregate",
         "research.static_kinds",
     ),  # fmt: skip

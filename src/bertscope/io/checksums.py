@@ -136,9 +136,15 @@ def refuse_non_finite(path: Path, ids: list[str], matrices: Iterable[np.ndarray]
     )
 
 
-def rechunk(pieces: Iterable[T], size: int, length: Callable[[T], int], join: Callable[[list[T]], T],
-            cut: Callable[[T, int, int], T]) -> Iterator[T]:  # fmt: skip
-    """Pieces (checked batches) regrouped into chunks of exactly `size` rows (the last may be shorter)."""
+def rechunk(
+    pieces: Iterable[T],
+    size: int,
+    length: Callable[[T], int],
+    join: Callable[[list[T]], T],
+    cut: Callable[[T, int, int], T],
+) -> Iterator[T]:
+    """Pieces (checked batches) regrouped into chunks of exactly `size` rows (the last may be shorter);
+    `join` concatenates pieces and `cut(piece, start, rows)` slices one."""
     held: list[T] = []
     rows = 0
     for piece in pieces:
