@@ -37,7 +37,13 @@ MAX_BODY = 256 * 1024
 def serving(model: bertscope.Model, **settings: Any) -> Iterator[str]:
     """A real uvicorn on 127.0.0.1 (a free port) in a background thread; yields its base URL."""
     given = ServerSettings(**settings)
-    app = create_app(model, settings=given)
+    with serving_app(create_app(model, settings=given), given) as base:
+        yield base
+
+
+@contextmanager
+def serving_app(app: Any, given: ServerSettings) -> Iterator[str]:
+    """`serving` for an app already made (a test that reaches into its service)."""
     server = uvicorn.Server(
         uvicorn_config(app, host="127.0.0.1", port=0, settings=given, log_level="warning")
     )

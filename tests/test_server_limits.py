@@ -7,9 +7,12 @@ Every test waits on a condition (an answer, a closed socket, a counter), never o
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
@@ -19,7 +22,8 @@ from fastapi.testclient import TestClient
 import bertscope
 from bertscope.server import ServerSettings, create_app
 from bertscope.server.guard import TEI_PATHS
-from test_server import serving
+from bertscope.server.service import request_token_budget
+from test_server import serving, serving_app
 
 LONG = "bread " * 400  # 402 tokens, over the bundled model's 256
 
@@ -202,3 +206,138 @@ def test_bodies_held_across_connections_share_one_budget(bundled: bertscope.Mode
         _wait_held(client, 0)  # the stalled client left: its bytes are given back
         again = client.post("/v2/tokenize", content=big, headers={"content-type": "application/json"})
         assert again.status_code == 200, again.text
+
+
+DOC = "word " * 7000  # 7,002 tokens: 4+ forwards of 16 windows on the bundled model
+
+# (path, a request over a budget of 300 tokens, the layers its budget counts)
+OVER_BUDGET = [
+    ("/v2/embed", {"inputs": "word " * 400, "long": "window"}),
+    ("/embed", {"inputs": ["word " * 200, "word " * 200]}),
+    ("/v1/embeddings", {"input": ["word " * 200, "word " * 200]}),
+    ("/embed_tokens", {"inputs": "word " * 400, "long": "window"}),
+    ("/embed_all", {"inputs": ["word " * 200, "word " * 200]}),
+    ("/v2/embed_chunks", {"inputs": "word " * 400}),
+    ("/explain", {"a": "word " * 400, "b": "a", "long": "window"}),
+    ("/v2/similarity", {"source": "word " * 200, "sentences": ["word " * 200]}),
+    # 4 texts of 12 tokens are 48 tokens, but CKA keeps 7 layers of each: 336 > 300.
+    ("/v2/cka", {"inputs": ["one two three four five six seven eight nine ten"] * 4}),
+]
+
+
+def _forwards(client: Any) -> float:
+    """Forwards the worker has run, from /metrics."""
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("bertscope_forward_texts_count "):
+            return float(line.split()[1])
+    raise AssertionError("no bertscope_forward_texts_count in /metrics")
+
+
+@pytest.mark.parametrize(("path", "body"), OVER_BUDGET, ids=[p for p, _ in OVER_BUDGET])
+def test_a_request_over_the_token_budget_is_refused_before_any_forward(
+    bundled: bertscope.Model, path: str, body: dict[str, Any]
+) -> None:
+    with TestClient(create_app(bundled, settings=ServerSettings(max_request_tokens=300))) as budgeted:
+        before = _forwards(budgeted)
+        refused = budgeted.post(path, json=body)
+        assert refused.status_code == 413, refused.text
+        assert "(--max-request-tokens)" in refused.json()["detail"]
+        assert _forwards(budgeted) == before
+        assert budgeted.get("/v2/info").json()["limits"]["max_request_tokens"] == 300
+
+
+def test_the_default_token_budget_follows_the_machines_memory(bundled: bertscope.Model) -> None:
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    budget = request_token_budget(bundled)
+    assert budget >= 4 * bundled.max_tokens
+    assert budget * bundled.info().hidden_size * 4 * 8 <= max(memory // 8, 4 * bundled.max_tokens * 384 * 32)
+
+
+def _is_window_batch(args: tuple[Any, ...]) -> bool:
+    return bool(args[0].shape[1] == 256)  # a batch of the long document's windows
+
+
+def test_a_small_request_runs_between_a_long_documents_batches(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The small request is sent once the long document's 1st batch runs; the long one's 2nd batch waits
+    until the small one is queued, its 3rd until the small one has its answer: only a worker that runs
+    the small request between the long one's batches gets past both."""
+    settings = ServerSettings()
+    app = create_app(bundled, settings=settings)
+    batcher = app.state.service.batcher
+    first, queued, answered = threading.Event(), threading.Event(), threading.Event()
+    plain, long_batches = type(bundled.engine).forward.__get__(bundled.engine), [0]
+    put = batcher.sentences
+
+    def noted(*args: Any) -> Any:
+        futures = put(*args)
+        queued.set()
+        return futures
+
+    def gated(*args: Any) -> Any:
+        if threading.current_thread().name == "bertscope-worker" and _is_window_batch(args):
+            long_batches[0] += 1
+            first.set()
+            if long_batches[0] == 2:
+                assert queued.wait(60), "no small request came"
+            if long_batches[0] == 3:
+                assert answered.wait(60), "the small request was not answered between the long one's batches"
+        return plain(*args)
+
+    monkeypatch.setattr(batcher, "sentences", noted)
+    monkeypatch.setattr(bundled.engine, "forward", gated)
+    with serving_app(app, settings) as base, httpx.Client(base_url=base, timeout=120) as client:
+        with ThreadPoolExecutor(1) as pool:
+            long = pool.submit(client.post, "/v2/embed_chunks", json={"inputs": DOC})
+            assert first.wait(120), "the long document never started"
+            small = client.post("/embed", json={"inputs": "a cat"})
+            assert small.status_code == 200
+            assert not long.done()
+            answered.set()
+            assert long.result().status_code == 200
+    assert long_batches[0] >= 4
+
+
+ABANDONED = [
+    ("/v2/embed_chunks", {"inputs": DOC}),
+    ("/v2/embed", {"inputs": DOC, "long": "window"}),
+    ("/embed_tokens", {"inputs": DOC, "long": "window"}),
+    ("/v2/cka", {"inputs": [DOC, "a b", "c d", "e f"]}),
+]
+
+
+@pytest.mark.parametrize(("path", "body"), ABANDONED, ids=[p for p, _ in ABANDONED])
+def test_work_whose_client_left_stops_at_the_next_batch(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch, path: str, body: dict[str, Any]
+) -> None:
+    """The long request's client hangs up during its 2nd batch: no 3rd batch runs."""
+    settings = ServerSettings()
+    app = create_app(bundled, settings=settings)
+    batcher = app.state.service.batcher
+    second, left = threading.Event(), threading.Event()
+    plain, long_batches = type(bundled.engine).forward.__get__(bundled.engine), [0]
+    abandon = batcher.abandon
+
+    def noted(futures: Any) -> None:
+        abandon(futures)
+        left.set()
+
+    def gated(*args: Any) -> Any:
+        if threading.current_thread().name == "bertscope-worker" and _is_window_batch(args):
+            long_batches[0] += 1
+            if long_batches[0] == 2:
+                second.set()
+                assert left.wait(60), "the server did not see the client leave"
+        return plain(*args)
+
+    monkeypatch.setattr(batcher, "abandon", noted)
+    monkeypatch.setattr(bundled.engine, "forward", gated)
+    raw = json.dumps(body).encode()
+    with serving_app(app, settings) as base, httpx.Client(base_url=base, timeout=60) as client:
+        with _socket(base) as sock:
+            sock.sendall(_head(len(raw), path) + raw)
+            assert second.wait(120), "the long request never reached its 2nd batch"
+        while "bertscope_abandoned_work_stopped_total 1.0" not in client.get("/metrics").text:
+            pass  # each look is a request: the condition itself, no sleep
+    assert long_batches[0] == 2

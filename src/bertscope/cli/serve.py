@@ -63,6 +63,14 @@ def serve(
     body_timeout: Annotated[
         float, typer.Option("--body-timeout", min=0.1, help="Seconds a request body may take (408 after).")
     ] = 30.0,
+    max_request_tokens: Annotated[
+        int | None,
+        typer.Option(
+            "--max-request-tokens",
+            min=1,
+            help="Tokens one request may run, x layers kept (413 above; default: an eighth of memory).",
+        ),
+    ] = None,
     max_buffered_bytes: Annotated[
         int,
         typer.Option(
@@ -145,6 +153,7 @@ def serve(
         max_answer_floats=max_answer_floats,
         body_timeout_s=body_timeout,
         max_buffered_bytes=max_buffered_bytes,
+        max_request_tokens=max_request_tokens,
         header_timeout_s=header_timeout,
         auto_split=auto_split,
         batching=not no_batching,

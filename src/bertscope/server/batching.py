@@ -8,9 +8,16 @@ splits it into forwards); each job's rows go back through its future. Any other 
 vectors, anatomy, static rows) runs on the same thread as a `call` job, alone, so the model is never used
 by two threads.
 
+Fair at every batch boundary: before each forward of a running job (the engine's `forward`, which
+every route's model work goes through, is wrapped while the worker runs), the worker first runs the small
+jobs waiting (known to fit one batch, `max_batch_tokens` of them at most), then goes on. A long document
+is thus cut into its batches with other clients' work between them, so a small request waits about
+one batch, not a whole document; long jobs keep their order among themselves (the small go first
+because they finish in one step, and the long are cut up anyway).
+
 Work nobody waits for is not done: a request whose client left calls `abandon`, which takes its queued
-jobs out of the queue, and stops a running group of sentence jobs after the forward in progress once
-every job in the group is abandoned.
+jobs out of the queue, and stops a running job (any route's, and a group of sentence jobs once every
+job in it is abandoned) at its next batch boundary.
 """
 
 from __future__ import annotations
@@ -92,6 +99,11 @@ class Metrics:
         self.abandoned = Counter(
             "bertscope_requests_abandoned", "Requests whose client left before the answer", registry=r
         )
+        self.stopped = Counter(
+            "bertscope_abandoned_work_stopped",
+            "Running jobs stopped at a batch boundary because every client waiting on them left",
+            registry=r,
+        )
         self.skipped_texts = Counter(
             "bertscope_abandoned_texts_skipped",
             "Texts of abandoned requests taken out of the queue or stopped before their forward",
@@ -112,6 +124,57 @@ class _Job:
     spec: EmbedSpec | None = None
     call: Callable[[], Any] | None = None
     enqueued: float = field(default_factory=time.monotonic)
+    # A call's tokens when known (it may run between another job's batches when they fit one batch).
+    known: bool = True
+
+    @property
+    def abandoned(self) -> bool:
+        return self.future.abandoned
+
+
+@dataclass
+class _Group:
+    """Sentence jobs run as one engine call: abandoned once every job in it is."""
+
+    jobs: list[_Job]
+
+    @property
+    def abandoned(self) -> bool:
+        return all(job.future.abandoned for job in self.jobs)
+
+
+# The worker thread's running jobs, outermost first: a batch boundary of the outermost may run others.
+_running = threading.local()
+
+
+class _Boundary:
+    """`engine.forward` wrapped while a worker runs: each forward on a worker thread first passes
+    its batch boundary (`Batcher._boundary`); any other thread's forward runs as it is."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.had_own = "forward" in vars(engine)
+        self.plain = engine.forward
+        engine.forward = self
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        batcher: Batcher | None = getattr(_running, "batcher", None)
+        if batcher is None or getattr(_running, "inside", False):
+            return self.plain(*args, **kwargs)  # not a worker, or an outer wrapper passed the boundary
+        batcher._boundary(args[0], args[2])
+        _running.inside = True
+        try:
+            return self.plain(*args, **kwargs)
+        finally:
+            _running.inside = False
+
+    def remove(self) -> None:
+        """Put the engine's forward back, unless another wrapper went on after this one."""
+        if vars(self.engine).get("forward") is self:
+            if self.had_own:
+                self.engine.forward = self.plain
+            else:
+                del self.engine.forward
 
 
 class Batcher:
@@ -142,11 +205,13 @@ class Batcher:
         self._stopping = False
         self._arriving = 0
         self._thread: threading.Thread | None = None
+        self._boundary_hook: _Boundary | None = None
 
     # Client side (any thread) -------------------------------------------------------------------
 
     def start(self) -> None:
         """Start the worker thread."""
+        self._boundary_hook = _Boundary(self.model.engine)
         self._stopping = False
         self._thread = threading.Thread(target=self._loop, name="bertscope-worker", daemon=True)
         self._thread.start()
@@ -163,6 +228,9 @@ class Batcher:
                 job.future.set_exception(ShuttingDown("the server is shutting down"))
         if self._thread is not None:
             self._thread.join(timeout)
+        if self._boundary_hook is not None:
+            self._boundary_hook.remove()
+            self._boundary_hook = None
 
     @property
     def alive(self) -> bool:
@@ -190,9 +258,14 @@ class Batcher:
         """Queue (fitted tokens, n_tokens) parts, all or none, for sentence vectors; one future per part."""
         return self._put([_Job(Ticket(), n_tokens=n, tokens=tokens, spec=spec) for tokens, n in parts])
 
-    def call(self, fn: Callable[[], Any]) -> Future[Any]:
-        """Queue `fn` to run on the worker thread, alone; its result or exception comes back."""
-        return self._put([_Job(Ticket(), call=fn)])[0]
+    def call(self, fn: Callable[[], Any], n_tokens: int | None = None) -> Future[Any]:
+        """Queue `fn` to run on the worker thread, alone; its result or exception comes back.
+
+        `n_tokens`, the tokens it runs when known, lets it run between another job's batches when it
+        fits one batch, and counts in the queue's tokens.
+        """
+        known = n_tokens is not None
+        return self._put([_Job(Ticket(), n_tokens=n_tokens or 0, call=fn, known=known)])[0]
 
     def abandon(self, futures: Sequence[Future[Any]]) -> None:
         """Nobody waits for these any more: drop the queued ones, and flag the running ones to stop."""
@@ -237,6 +310,7 @@ class Batcher:
     # Worker side --------------------------------------------------------------------------------
 
     def _loop(self) -> None:
+        _running.batcher, _running.jobs = self, []
         while True:
             batch = self._collect()
             if batch is None:
@@ -278,14 +352,60 @@ class Batcher:
         # A client that went away cancelled its future: its job is skipped, not computed.
         live = [job for job in batch if job.future.set_running_or_notify_cancel()]
         groups: dict[EmbedSpec, list[_Job]] = {}
+        running: list[Any] = _running.jobs
         for job in live:
             if job.call is not None:
-                _settle(job.future, job.call)
+                running.append(job)
+                try:
+                    _settle(job.future, job.call)
+                finally:
+                    running.pop()
             else:
                 assert job.spec is not None
                 groups.setdefault(job.spec, []).append(job)
         for spec, jobs in groups.items():
-            self._embed_group(spec, jobs)
+            running.append(_Group(jobs))
+            try:
+                self._embed_group(spec, jobs)
+            finally:
+                running.pop()
+
+    def _boundary(self, ids: Any, mask: Any) -> None:
+        """Before a forward on the worker: stop an abandoned job; between the outermost job's batches,
+        run the small jobs waiting first. Calls' forwards are counted here (groups count their own)."""
+        running: list[Any] = _running.jobs
+        if not running:
+            return
+        current = running[-1]
+        if current.abandoned:
+            self.metrics.stopped.inc()
+            raise Abandoned("the request waiting on this work has gone away")
+        if len(running) == 1:
+            waiting = self._small_waiting()
+            if waiting:
+                self.metrics.batch_requests.observe(len(waiting))
+                self._run(waiting)
+                if current.abandoned:
+                    self.metrics.stopped.inc()
+                    raise Abandoned("the request waiting on this work has gone away")
+        if isinstance(current, _Job):
+            self.metrics.on_forward(int(ids.shape[0]), int(mask.sum()))
+
+    def _small_waiting(self) -> list[_Job]:
+        """Queued jobs that each fit one batch, oldest first, within one batch's tokens together."""
+        with self._cond:
+            taken: list[_Job] = []
+            tokens = 0
+            for job in self._jobs:
+                if job.known and tokens + job.n_tokens <= self.max_batch_tokens:
+                    taken.append(job)
+                    tokens += job.n_tokens
+            if taken:
+                chosen = {id(job) for job in taken}
+                self._jobs = deque(job for job in self._jobs if id(job) not in chosen)
+                self._queued_tokens -= tokens
+                self.metrics.queue_size.set(len(self._jobs))
+        return taken
 
     def _embed_group(self, spec: EmbedSpec, jobs: list[_Job]) -> None:
         tokens = [tok for job in jobs for tok in job.tokens]
@@ -294,8 +414,6 @@ class Batcher:
         def on_forward(n_texts: int, n_tokens: int) -> None:
             self.metrics.on_forward(n_texts, n_tokens)
             forwarded[0] += n_texts
-            if all(job.future.abandoned for job in jobs):
-                raise Abandoned("every request waiting on this batch has gone away")
 
         start = time.perf_counter()
         try:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from fastapi import FastAPI, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from ..attention import attention_of
@@ -30,6 +31,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
         """The cosine of a and b as token-pair contributions (exact), or [CLS] attention (marked)."""
         check_texts([req.a, req.b])
         post = svc.recipe(req.options(), req.post).post  # checks the name and the spec it was fitted on
+        count = svc.check_tokens(await run_in_threadpool(svc.count_tokens, [req.a, req.b], req.long))
         result = await svc.on_worker(
             lambda: svc.model.explain(
                 req.a,
@@ -44,7 +46,8 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
                 normalize=req.normalize,
                 long=req.long,
                 stride=req.stride,
-            )  # fmt: skip
+            ),  # fmt: skip
+            n_tokens=count,
         )
         return JSONResponse({"model": svc.name, **result.to_dict()})
 
@@ -53,7 +56,10 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
         """Weights as output_attentions gives them: (layers, heads, tokens, tokens), or the slice asked."""
         text: Any = tuple(req.text) if isinstance(req.text, list) else req.text
         check_texts(text, pairs=True)
-        tokens, weights = await svc.on_worker(lambda: attention_of(svc.model, text, long=req.long))
+        # One window of one text at most: it may run between another request's batches.
+        tokens, weights = await svc.on_worker(
+            lambda: attention_of(svc.model, text, long=req.long), n_tokens=svc.model.max_tokens
+        )
         n_layers, n_heads = weights.shape[:2]
         picked, layer = _pick(weights, req, n_layers, n_heads)
         return JSONResponse(

@@ -4,6 +4,7 @@
     a text over the model's limit, not asked to cut    422  naming the route's field (400 under /v1/)
     a field pydantic rejects                          422  {"detail": "field: message; ...", "errors": [...]}
     more inputs than --max-inputs                      413  (unless --auto-split)
+    more tokens (x layers kept) than --max-request-tokens  413  before any forward
     a body over --max-body-bytes                       413
     a body not in within --body-timeout                408  and the connection closed
     bodies held over --max-buffered-bytes             503  with Retry-After
@@ -41,6 +42,7 @@ __all__ = [
     "TokenIds",
     "ServerSettings",
     "TooManyInputs",
+    "OverBudget",
     "EmptyInputs",
     "Guard",
     "add_error_handlers",
@@ -88,6 +90,9 @@ class ServerSettings:
     max_body_bytes: int = 4 * 1024 * 1024
     # Seconds a request body may take to arrive in full (408, and the connection is closed).
     body_timeout_s: float = 30.0
+    # Tokens one request may run, x the layers kept of each where a route keeps several (413 above);
+    # None: what an eighth of the machine's memory holds (`service.request_token_budget`).
+    max_request_tokens: int | None = None
     # Bytes of request bodies held at once across every connection (503 with Retry-After above).
     max_buffered_bytes: int = 64 * 1024 * 1024
     # Seconds a request's head (request line and headers) may take, from the connection opening or the
@@ -111,6 +116,10 @@ class ServerSettings:
 
 class TooManyInputs(Exception):
     """A request has more inputs than one request may carry."""
+
+
+class OverBudget(Exception):
+    """A request runs more tokens (x layers kept) than --max-request-tokens: 413 on every route."""
 
 
 class EmptyInputs(Exception):
@@ -174,6 +183,9 @@ def add_error_handlers(app: FastAPI) -> None:
         path = request.url.path
         return error_response(path, 422 if path in TEI_PATHS else 413, str(exc))
 
+    async def over_budget(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(request.url.path, 413, str(exc), tei_type="Validation")
+
     async def empty(request: Request, exc: Exception) -> JSONResponse:
         return error_response(request.url.path, 400, str(exc))
 
@@ -208,6 +220,7 @@ def add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(BertscopeError, bertscope_error)
     app.add_exception_handler(InputTooLong, too_long)
     app.add_exception_handler(TooManyInputs, too_many)
+    app.add_exception_handler(OverBudget, over_budget)
     app.add_exception_handler(EmptyInputs, empty)
     app.add_exception_handler(QueueFull, queue_full)
     app.add_exception_handler(ShuttingDown, shutting_down)

@@ -1,7 +1,9 @@
 """The service's research route: POST /v2/cka, linear CKA between the served model's layers.
 
-For small inputs (at most --max-inputs texts, each cut at the model's window): the estimator's sums are
-(layers x width)^2 whatever the texts, and the answer is (layers + 1)^2 numbers.
+At most --max-inputs texts, read whole (long texts windowed), whose tokens x (layers + 1) stay within
+--max-request-tokens: the library keeps every layer of each text it reads, so the budget, checked
+before any forward, bounds the memory. The estimator's sums are (layers x width)^2 whatever the texts,
+and the answer is (layers + 1)^2 numbers.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Response
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from ..core.tokens import check_texts
@@ -28,7 +31,11 @@ def research_routes(app: FastAPI, svc: Service) -> None:
         """Linear CKA between every pair of layers (0 = the embedding output), token or sentence rows."""
         svc.check_count(len(req.inputs))
         check_texts(req.inputs)
+        # CKA keeps every layer of each text it reads: the budget counts tokens x layers.
+        count = await run_in_threadpool(svc.count_tokens, req.inputs)
+        svc.check_tokens(count, layers=svc.model.n_layers + 1)
         result = await svc.on_worker(
-            lambda: svc.model.cka(req.inputs, level=req.level.value, debiased=req.debiased, progress=False)
+            lambda: svc.model.cka(req.inputs, level=req.level.value, debiased=req.debiased, progress=False),
+            n_tokens=count,
         )
         return JSONResponse({"model": svc.name, **result.to_dict()})

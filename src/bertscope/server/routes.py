@@ -71,12 +71,14 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         # Tokenized once: these tokens bound the answer and are the ones embedded.
         tokens = await run_in_threadpool(svc.model.engine.prepare, items, spec)
         _check_answer_size(svc, tokens, spec, words=req.words)
+        kept = len(spec.layers) if spec.combine in (Combine.CONCAT, Combine.STACK) else 1
+        count = svc.check_tokens(sum(len(t) for t in tokens), layers=kept)
 
         def work() -> tuple[list[Any], list[Any] | None]:
             found = svc.model.embed_fitted_tokens(tokens, spec)
             return found, [word_embeddings(t, how) for t in found] if req.words else None
 
-        found, words = await svc.on_worker(work)
+        found, words = await svc.on_worker(work, n_tokens=count)
         answer = per_text(found)
         if words is not None:
             # Both levels at once: each text's words ride along with its tokens, under the words' spec.
@@ -229,7 +231,7 @@ def model_routes(app: FastAPI, svc: Service) -> None:
         text: Any = tuple(req.inputs) if isinstance(req.inputs, list) else req.inputs
         # Refused (long=error) or counted before the worker: the anatomy reads the text cut the same way.
         tokens = await run_in_threadpool(svc.model.tokenize, text, long=req.long)
-        a = await svc.on_worker(lambda: svc.model.anatomy(text))
+        a = await svc.on_worker(lambda: svc.model.anatomy(text), n_tokens=len(tokens))
         return JSONResponse({"model": svc.name, **a.to_dict(), "n_dropped": tokens.n_dropped})
 
 
@@ -258,6 +260,8 @@ def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
             "batching": s.batching,
             "max_batch_tokens": svc.batcher.max_batch_tokens,
             "max_wait_ms": s.max_wait_ms,
+            "max_request_tokens": svc.max_request_tokens,
+            "max_buffered_bytes": s.max_buffered_bytes,
         }
         return JSONResponse(
             {"model": svc.name, "version": __version__, **svc.model.info().to_dict(), "limits": limits}

@@ -7,11 +7,14 @@ Routes take a `Service` and hand model work to it: `sentences` (batched with oth
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import fields
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi.concurrency import run_in_threadpool
@@ -23,16 +26,39 @@ from ..core.tokens import Tokens, check_texts
 from ..errors import InvalidSpec
 from ..research.baseline import Baseline
 from .batching import Batcher
-from .guard import ServerSettings, TooManyInputs
+from .guard import OverBudget, ServerSettings, TooManyInputs
 
 if TYPE_CHECKING:
     from ..model import Model
 
-__all__ = ["Service"]
+__all__ = ["Service", "request_token_budget"]
 
 _INLINE_TEXTS = 16
 _BASELINES_KEPT = 8
 _INLINE_CHARS = 20_000
+_COPIES = 8  # float32 copies of each kept token-layer while a request runs (`request_token_budget`)
+
+
+def request_token_budget(model: Model) -> int:
+    """--max-request-tokens' default: what an eighth of this machine's memory holds.
+
+    A token costs hidden x 4 bytes for each layer a route keeps of it, and about 8 such copies while
+    a request runs (windows overlapping, stitched, float64 sums): tokens x layers kept x hidden x 32
+    bytes stay under an eighth of the memory (the container's limit where it has one), and never under
+    4 windows of the model.
+    """
+    per = model.info().hidden_size * 4 * _COPIES
+    return max(4 * model.max_tokens, _memory_bytes() // 8 // per)
+
+
+def _memory_bytes() -> int:
+    """The machine's memory, or the container's limit (cgroup v2) when lower."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    with contextlib.suppress(OSError, ValueError):
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit.isdigit():
+            total = min(total, int(limit))
+    return total
 
 
 def _small(texts: Any) -> bool:
@@ -52,6 +78,7 @@ class Service:
         self.batcher = batcher
         self.name = model.info().source
         self.posts = {name: load_post(path) for name, path in settings.posts}
+        self.max_request_tokens = settings.max_request_tokens or request_token_budget(model)
         # Baselines on the shipped reference, by spec: fitting one embeds the whole reference corpus.
         self._baselines: OrderedDict[str, Baseline] = OrderedDict()
 
@@ -86,12 +113,14 @@ class Service:
                 tokens = self._prepare(texts, spec)
             else:
                 tokens = await run_in_threadpool(self._prepare, texts, spec)
+            self.check_tokens(sum(map(len, tokens)))
             futures = self._queue(tokens, spec)
         return SentenceEmbeddings.joined(await self._wait(futures))
 
     async def fitted_sentences(self, tokens: list[Tokens], spec: EmbedSpec) -> SentenceEmbeddings:
         """Sentence vectors (n, d) of tokens already fitted (`Engine.prepare`, `fit`), through the worker."""
         self.check_count(len(tokens), splittable=True)
+        self.check_tokens(sum(map(len, tokens)))
         with self.batcher.arriving():
             futures = self._queue(tokens, spec)
         return SentenceEmbeddings.joined(await self._wait(futures))
@@ -133,9 +162,25 @@ class Service:
         self._baselines.move_to_end(key)
         return self._baselines[key]
 
-    async def on_worker(self, fn: Callable[[], Any]) -> Any:
-        """Run `fn` on the worker thread that owns the model."""
-        return (await self._wait([self.batcher.call(fn)]))[0]
+    async def on_worker(self, fn: Callable[[], Any], *, n_tokens: int | None = None) -> Any:
+        """Run `fn` on the worker thread that owns the model (`n_tokens`: what it runs, when known)."""
+        return (await self._wait([self.batcher.call(fn, n_tokens)]))[0]
+
+    def check_tokens(self, count: int, *, layers: int = 1) -> int:
+        """`count` tokens, or OverBudget (413) when they (x the layers kept of each) pass the budget."""
+        limit = self.max_request_tokens
+        cost = count * layers
+        if cost > limit:
+            kept = f" x {layers} layers kept = {cost:,}" if layers > 1 else ""
+            raise OverBudget(
+                f"this request runs {count:,} tokens{kept}, over the limit of {limit:,} per request "
+                "(--max-request-tokens); send fewer or shorter texts, or cut them (truncate)"
+            )
+        return count
+
+    def count_tokens(self, texts: Any, long: Any = "window") -> int:
+        """Tokens the texts run under the long-text policy `long` (window: read whole), before any forward."""
+        return sum(len(t) for t in self.model.tokenize(check_texts(texts), long=long))
 
     async def _wait(self, futures: list[Future[Any]]) -> list[Any]:
         """The futures' results; when the request is cancelled (its client left), the work is abandoned."""

@@ -161,7 +161,10 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
                 f"inputs: the answer would hold {count * width:,} numbers, over --max-answer-floats "
                 f"({svc.settings.max_answer_floats:,}); send fewer or shorter texts"
             )
-        tokens = await svc.on_worker(lambda: svc.model.embed_tokens(texts, layers=-1, long=long))
+        svc.check_tokens(count)
+        tokens = await svc.on_worker(
+            lambda: svc.model.embed_tokens(texts, layers=-1, long=long), n_tokens=count
+        )
         return JSONResponse([t.vectors.astype(float).tolist() for t in tokens])
 
     @app.post("/similarity", tags=["tei"])
