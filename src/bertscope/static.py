@@ -124,9 +124,9 @@ def export_format(path: Path, fmt: ExportFormat | str | None) -> ExportFormat:
     if fmt is None:
         if implied is None:
             raise InvalidInput(
-                f"{path.name}: the suffix {path.suffix or '(none)'} names no export format; end the name in "
-                ".vec, .txt or .w2v (word2vec text), .npy or .parquet, or name the format (format=, --format): "
-                f"{', '.join(f.value for f in ExportFormat)}"
+                f"{path.name}: the suffix {path.suffix or '(none)'} names no export format; end the name "
+                "in .vec, .txt or .w2v (word2vec text), .npy or .parquet, or name the format "
+                f"(format=, --format): {', '.join(f.value for f in ExportFormat)}"
             )
         return implied
     chosen = ExportFormat.parse(fmt, what="export format")
