@@ -116,6 +116,7 @@ def main() -> None:
     floor = results.get("floor: ONNX Runtime + tokenizers")
     floor_wall = statistics.median(r[0] for r in floor) if floor else None
     floor_rss = statistics.median(r[1] for r in floor) if floor else None
+    first = _first_load(folder, export, args.text)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
           f"chosen runtime: {model.info().backend}; rounds: {args.rounds}")  # fmt: skip
     print("| way | wall (median) | peak RSS | x floor wall | x floor RSS | max abs diff to bertscope |")
@@ -127,6 +128,19 @@ def main() -> None:
         ratio_wall = f"{wall / floor_wall:.2f}x" if floor_wall else "-"
         ratio_rss = f"{rss / floor_rss:.2f}x" if floor_rss else "-"
         print(f"| {name} | {wall:.2f} s | {rss:.0f} MB | {ratio_wall} | {ratio_rss} | {gap:.1e} |")
+    torch_wall = statistics.median(r[0] for r in results["bertscope.load(backend='torch')"])
+    print(f"\nfirst load of the model on this machine (empty cache: export + runtime choice), one process: "
+          f"{first:.2f} s, {first / torch_wall:.2f}x a torch load's process ({torch_wall:.2f} s)")
+
+
+def _first_load(folder: str, export: str, text: str) -> float:
+    """Wall time of the default load + one embed in a fresh process with an empty cache."""
+    with tempfile.TemporaryDirectory() as cache:
+        os.environ["BERTSCOPE_CACHE"] = cache
+        try:
+            return _run([sys.executable, "-c", _LIBRARY.format(options=""), folder, export, text])[0]
+        finally:
+            os.environ.pop("BERTSCOPE_CACHE")
 
 
 if __name__ == "__main__":
