@@ -72,6 +72,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_modernbert.py": 12,
     "test_remote_code.py": 5,
     "test_light.py": 40,
+    "test_server_limits.py": 70,
 }
 
 

@@ -197,3 +197,27 @@ def test_the_cache_command_lists_and_clears(cache: Path, bundled_path: Path) -> 
     assert [f["path"] for f in removed] == [exports[0]["path"]]
     assert not list((cache / "onnx").glob("*.onnx"))
     assert run_main("cache", "some-folder").code == 2  # a model is taken with --clear only
+
+
+def test_onnx_runtime_stops_at_the_deepest_layer_asked(bundled_path: Path) -> None:
+    """Early stop on ONNX Runtime: a forward to layer k runs a graph holding no node of a later layer,
+    and gives what the whole graph gives for layers 0..k."""
+    from bertscope.backends.onnx import cut_graph
+
+    m = bertscope.load(bundled_path, backend="onnxruntime")
+    runner = m.engine.runner
+    whole = m.embed_tokens(TEXTS, layers="0:3", combine="concat")
+    early = m.embed_tokens(TEXTS, layers="0:3", combine="concat")  # the same depth: its cut graph
+    assert runner.cut_depths == [2]
+    for a, b in zip(whole, early, strict=True):
+        np.testing.assert_array_equal(a.vectors, b.vectors)
+    full = bertscope.load(bundled_path, backend="torch").embed_tokens(TEXTS, layers="0:3", combine="concat")
+    for a, b in zip(early, full, strict=True):
+        assert np.abs(a.vectors - b.vectors).max() < 1e-5
+    nodes = [
+        node.name for node in cut_graph(runner.path, runner.input_names, ["hidden_0", "hidden_1"]).graph.node
+    ]
+    assert any("/layer.0/" in name for name in nodes)
+    assert not any(f"/layer.{i}/" in name for name in nodes for i in range(1, 6))
+    m.embed(TEXTS, layers="-1")  # the last layer runs the whole graph, opening no cut
+    assert runner.cut_depths == [2]
