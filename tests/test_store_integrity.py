@@ -236,6 +236,32 @@ def test_stores_written_before_checksums_still_read_and_refuse_non_finite_rows(t
         search(data[4], db_path, k=1)
 
 
+def test_npy_stores_and_parts_saved_before_checksums_still_read_and_resume(tmp_path: Path) -> None:
+    data = vectors()
+    path = write_store(tmp_path / "old.npy", data)
+    settings_file = tmp_path / "old.settings.json"
+    settings = json.loads(settings_file.read_text())
+    settings.pop("checksums")
+    settings_file.write_text(json.dumps(settings))
+    np.testing.assert_array_equal(np.concatenate([v for _, _, v in open_store(path).chunks(700)]), data)
+    matrix = np.load(path, mmap_mode="r+")
+    matrix[2222, 5] = np.nan
+    matrix.flush()
+    del matrix
+    with pytest.raises(CorpusError, match=r"^row 2222 of .*old.npy holds values that are not finite"):
+        read_all(path)
+    # Parts of a job started before checksums: plain markers, Parquet parts with no checksums.
+    out = write_store(tmp_path / "out.parquet", data, finish=False)
+    for part in sorted((tmp_path / "out.parquet.parts").glob("part-*.parquet")):
+        pq.write_table(pq.read_table(part), part)
+    assert PARQUET_KEY not in (pq.ParquetFile(part).metadata.metadata or {})
+    sink = open_sink(out, settings=SETTINGS, resume=True)
+    assert sink.done == ROWS
+    sink.finish()
+    assert len(json.loads(pq.ParquetFile(out).metadata.metadata[PARQUET_KEY])["row_groups"]) == 3
+    np.testing.assert_array_equal(np.concatenate([v for _, _, v in open_store(out).chunks(700)]), data)
+
+
 def test_an_old_sqlite_store_on_read_only_media_reads_at_its_own_schema(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
