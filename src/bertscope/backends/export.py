@@ -20,7 +20,6 @@ from torch import nn
 
 from ..core.families import Family
 from ..errors import ModelLoadError
-from .onnx import EXPORT_FORMAT, OUTLIER_FACTOR, file_sha256, record_export
 
 __all__ = ["weights_hash", "write_export"]
 
@@ -49,10 +48,18 @@ def write_export(
     *,
     calibrate: Callable[[Sequence[str]], None] | None,
     texts: Sequence[str],
-) -> None:
-    """Export `model` to `path` atomically: float32, or int8 (split outliers) when `calibrate` is given."""
+    outlier_factor: float,
+) -> dict[str, Any]:
+    """Export `model` to `path` atomically: float32, or int8 (the input channels past `outlier_factor` x
+    the median's kept in float32) when `calibrate` is given. Returns what it made, for its record."""
     stats = _activation_maxima(model, calibrate, texts) if calibrate is not None else None
-    _export(model, family, path, stats)
+    outliers = {name: maxima > outlier_factor * maxima.median() for name, maxima in (stats or {}).items()}
+    _export(model, family, path, outliers if stats is not None else None)
+    about: dict[str, Any] = {"torch": torch.__version__}
+    if stats is not None:
+        about["outlier_factor"] = outlier_factor
+        about["outlier_channels"] = {name: int(mask.sum()) for name, mask in sorted(outliers.items())}
+    return about
 
 
 class _HiddenStates(nn.Module):
@@ -103,11 +110,6 @@ def _quantizable(model: nn.Module) -> dict[str, nn.Linear]:
     }
 
 
-def _outliers(maxima: torch.Tensor) -> torch.Tensor:
-    """The input channels whose calibrated max |activation| exceeds `OUTLIER_FACTOR` x the median's."""
-    return maxima > OUTLIER_FACTOR * maxima.median()
-
-
 def _activation_maxima(
     model: nn.Module, calibrate: Callable[[Sequence[str]], None], texts: Sequence[str]
 ) -> dict[str, torch.Tensor]:
@@ -130,20 +132,20 @@ def _activation_maxima(
     return maxima
 
 
-def _export(model: nn.Module, family: Family, path: Path, stats: dict[str, torch.Tensor] | None) -> None:
-    """Export to `path` atomically: float32, or int8 (split outliers) when `stats` are given."""
+def _export(model: nn.Module, family: Family, path: Path, outliers: dict[str, torch.Tensor] | None) -> None:
+    """Export to `path` atomically: float32, or int8 (each Linear's `outliers` split off) when given."""
     work = copy.deepcopy(model).float().cpu().eval()
     try:
         work.set_attn_implementation("eager")  # type: ignore[operator]
     except (AttributeError, ValueError):
         pass  # a model without the switch exports with what it has
-    if stats is not None:
+    if outliers is not None:
         for name, linear in _quantizable(work).items():
-            if name not in stats:
+            if name not in outliers:
                 continue
-            outliers = _outliers(stats[name])
+            split = outliers[name]
             owner, _, attr = name.rpartition(".")
-            setattr(work.get_submodule(owner) if owner else work, attr, _SplitLinear(linear, outliers))
+            setattr(work.get_submodule(owner) if owner else work, attr, _SplitLinear(linear, split))
     n_inputs = 3 if family.uses_token_types else 2
     input_names = ["input_ids", "attention_mask", "token_type_ids"][:n_inputs]
     sample = torch.ones(2, 8, dtype=torch.long)
@@ -172,13 +174,10 @@ def _export(model: nn.Module, family: Family, path: Path, stats: dict[str, torch
                 "use backend='torch'"
             ) from exc
         final = float_path
-        if stats is not None:
+        if outliers is not None:
             final = Path(tmp) / "int8.onnx"
             _quantize(float_path, final)
-        # a process killed before the record is written leaves an export that no later load trusts
-        about = _about(final, stats)
-        os.replace(final, path)
-        record_export(path, {**about, "mtime_ns": path.stat().st_mtime_ns})
+        os.replace(final, path)  # the caller records it: a file without its record is never trusted
 
 
 def _quantize(source: Path, target: Path) -> None:
@@ -203,15 +202,3 @@ def _quantize(source: Path, target: Path) -> None:
             extra_options={"MatMulConstBOnly": True},
         )
     root.setLevel(level)
-
-
-def _about(path: Path, stats: dict[str, torch.Tensor] | None) -> dict[str, Any]:
-    """What the export at `path` is (for people looking in the cache folder), with its size and SHA-256."""
-    about: dict[str, Any] = {"format": EXPORT_FORMAT, "torch": torch.__version__}
-    about.update(bytes=path.stat().st_size, sha256=file_sha256(path))
-    if stats is not None:
-        about["outlier_factor"] = OUTLIER_FACTOR
-        about["outlier_channels"] = {
-            name: int(_outliers(maxima).sum()) for name, maxima in sorted(stats.items())
-        }
-    return about

@@ -408,7 +408,14 @@ def export_onnx(
         if cached_export(path) is None:
             if log is not None:
                 log(f"exporting the model to ONNX ({path.stem.split('-', 2)[-1]}) -> {path}")
-            write_export(model(), family, path, calibrate=calibrate if int8 else None, texts=texts)
+            about = write_export(
+                model(), family, path, calibrate=calibrate if int8 else None, texts=texts,
+                outlier_factor=OUTLIER_FACTOR,
+            )  # fmt: skip
+            # recorded after the file is in place: an export without its record is never trusted
+            stat = path.stat()
+            about.update(format=EXPORT_FORMAT, bytes=stat.st_size, sha256=file_sha256(path))
+            record_export(path, {**about, "mtime_ns": stat.st_mtime_ns})
     return path
 
 

@@ -283,6 +283,36 @@ class Engine:
             pieces = [by_window[w] for w in sorted(by_window)]
             yield tok, _stitch(tok, pieces, self.tokenizer.max_tokens, spec.stride)
 
+    def token_blocks(
+        self, tokens: Tokens, spec: EmbedSpec, *, windows_per_block: int = MIN_ROWS
+    ) -> Iterator[np.ndarray]:
+        """One fitted text's combined-layer token vectors as consecutive blocks of rows (rows, d), in token
+        order: together the matrix `fitted_token_matrices` gives, with memory bounded by
+        `windows_per_block` windows instead of the whole text (a book-length line)."""
+        segments = self._segments([tokens], spec)
+        if len(segments) == 1:
+            for _, hidden, _ in self._run(segments, spec, None):
+                yield hidden[0, : len(segments[0].ids)]
+            return
+        windows = tokens.windows(self.tokenizer.max_tokens, spec.stride)
+        head, tail = tokens.n_prefix, tokens.n_suffix
+        owner = window_owner(windows, len(tokens) - head - tail)
+        for first in range(0, len(segments), windows_per_block):
+            group = segments[first : first + windows_per_block]
+            parts: dict[int, np.ndarray] = {}
+            for batch, hidden, _ in self._run(group, spec, None):
+                for row, seg in enumerate(batch):
+                    parts[seg.window] = hidden[row, : len(seg.ids)]
+            for k in sorted(parts):
+                window = windows[k]
+                owned = np.flatnonzero(owner[window.content_start : window.content_stop] == k)
+                rows = parts[k][head + owned]
+                if k == 0:
+                    rows = np.concatenate([parts[k][:head], rows])
+                if k == len(windows) - 1:
+                    rows = np.concatenate([rows, parts[k][len(parts[k]) - tail :]])
+                yield rows
+
     def _fit(self, chunk: Sequence[str], spec: EmbedSpec, start: int) -> list[Tokens]:
         encoded = self.tokenizer.encode(prepend(spec.prompt, chunk) if spec.prompt else chunk)
         return [self.tokenizer.fit(t, spec.long, index=start + i) for i, t in enumerate(encoded)]

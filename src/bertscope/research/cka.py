@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core._enums import StrEnum
+from ..core.tokens import Tokens
 from ..errors import InvalidInput
-from .states import layer_states
+from .states import layer_blocks
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -199,37 +200,85 @@ def paired_rows(
 ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
     """Rows of A and of B for the same texts, about `_FLUSH` rows at a time: (n, L_a, d_a), (n, L_b, d_b).
 
-    Token level needs both tokenizers to give the same pieces (checked text by text).
+    Token level needs both tokenizers to give the same pieces (checked text by text). A long text comes
+    a few windows at a time (`layer_blocks`), so memory is bounded by them, not by the text.
     """
     if other is None:
-        states_a = layer_states(model, texts, progress=progress, total=total)
-        both: Iterator[tuple[Any, Any]] = ((s, None) for s in states_a)
+        side_a = _level_rows(layer_blocks(model, texts, progress=progress, total=total), level)
+        pairs: Iterator[tuple[np.ndarray, np.ndarray | None]] = ((rows, None) for rows, _ in side_a)
     else:
         first, second = tee(texts)
-        both = zip(
-            layer_states(model, first, progress=progress, total=total),
-            layer_states(other, second, progress=False),
-            strict=True,
-        )
+        side_a = _level_rows(layer_blocks(model, first, progress=progress, total=total), level)
+        side_b = _level_rows(layer_blocks(other, second, progress=False), level)
+        pairs = _aligned(side_a, side_b, level)
     rows_a: list[np.ndarray] = []
     rows_b: list[np.ndarray] = []
     count = 0
-    for number, (state_a, state_b) in enumerate(both):
-        tok, a = state_a
-        if state_b is not None and level is CkaLevel.TOKEN and state_b[0].ids != tok.ids:
-            raise InvalidInput(
-                f"text {number} ({tok.text[:30]!r}) is tokenized differently by model B, so its tokens "
-                "cannot be paired; use --level sentence (one vector per text) or models with one tokenizer"
-            )
-        rows_a.append(_rows(a, level))
-        if state_b is not None:
-            rows_b.append(_rows(state_b[1], level))
-        count += len(rows_a[-1])
+    for a, b in pairs:
+        rows_a.append(a)
+        if b is not None:
+            rows_b.append(b)
+        count += len(a)
         if count >= _FLUSH:
             yield _joined(rows_a, rows_b)
             rows_a, rows_b, count = [], [], 0
     if rows_a:
         yield _joined(rows_a, rows_b)
+
+
+_Block = tuple[int, Tokens, np.ndarray, bool]
+_Text = tuple[int, Tokens]
+
+
+def _level_rows(blocks: Iterator[_Block], level: CkaLevel) -> Iterator[tuple[np.ndarray, _Text]]:
+    """(rows (n, L+1, d), (text number, Tokens)) from layer blocks: every token, or each text's mean."""
+    total: np.ndarray | None = None
+    for number, tok, states, last in blocks:
+        if level is CkaLevel.TOKEN:
+            yield _rows(states, level), (number, tok)
+            continue
+        if last and total is None:  # the whole text in one block
+            yield _rows(states, level), (number, tok)
+            continue
+        summed = states.sum(axis=1)
+        total = summed if total is None else total + summed
+        if last:
+            yield (total / len(tok))[None], (number, tok)
+            total = None
+
+
+def _aligned(
+    side_a: Iterator[tuple[np.ndarray, _Text]],
+    side_b: Iterator[tuple[np.ndarray, _Text]],
+    level: CkaLevel,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Rows of A and B paired one to one, whatever blocks each side came in."""
+    held_b: list[np.ndarray] = []
+    seen: tuple[dict[int, Tokens], dict[int, Tokens]] = ({}, {})
+    for rows_a, text_a in side_a:
+        _same_pieces(seen, 0, text_a, level)
+        while sum(len(r) for r in held_b) < len(rows_a):
+            rows_b, text_b = next(side_b)
+            held_b.append(rows_b)
+            _same_pieces(seen, 1, text_b, level)
+        joined_b = np.concatenate(held_b)
+        held_b = [joined_b[len(rows_a) :]]
+        yield rows_a, joined_b[: len(rows_a)]
+
+
+def _same_pieces(
+    seen: tuple[dict[int, Tokens], dict[int, Tokens]], side: int, text: _Text, level: CkaLevel
+) -> None:
+    """Refuse a text that the two models tokenize differently (token rows pair one to one)."""
+    number, tok = text
+    other = seen[1 - side].pop(number, None)  # both sides seen: nothing more to keep of this text
+    if other is None:
+        seen[side].setdefault(number, tok)
+    if level is CkaLevel.TOKEN and other is not None and other.ids != tok.ids:
+        raise InvalidInput(
+            f"text {number} ({tok.text[:30]!r}) is tokenized differently by model B, so its tokens "
+            "cannot be paired; use --level sentence (one vector per text) or models with one tokenizer"
+        )
 
 
 def _rows(states: np.ndarray, level: CkaLevel) -> np.ndarray:

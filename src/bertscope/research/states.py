@@ -16,11 +16,13 @@ from ..errors import InvalidInput
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
 
-__all__ = ["layer_states", "static_rows", "CHUNK"]
+__all__ = ["layer_blocks", "layer_states", "static_rows", "CHUNK", "LONG_TOKENS"]
 
 # Texts handed to the engine at once: it holds each chunk's token vectors of every layer, so the chunk
 # (not the corpus) bounds memory: 256 texts of 64 tokens x 7 layers x 384 floats is ~170 MB at most.
 CHUNK = 256
+# A text longer than this many tokens is given block by block (`layer_blocks`), never whole.
+LONG_TOKENS = 4096
 
 
 def layer_states(
@@ -45,10 +47,45 @@ def layer_states(
                 yield tok, matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2)
 
 
+def layer_blocks(
+    model: Encoder,
+    texts: Iterable[str],
+    *,
+    long: str = "window",
+    progress: bool | None = None,
+    total: int | None = None,
+) -> Iterator[tuple[int, Tokens, np.ndarray, bool]]:
+    """(text number, its Tokens, hidden states (L+1, rows, d) of consecutive tokens, whether the text
+    ends here): `layer_states` with a long text given a few windows at a time, so memory is bounded by
+    the windows, not by the text (CKA over a book-length line)."""
+    spec = model.spec(layers="all", combine="concat", pooling="mean", long=long)
+    count = model.n_layers + 1
+    number = 0
+    iterator = _checked(texts)
+    with progress_callback(total, enabled=progress) as on_batch:
+        while chunk := list(islice(iterator, CHUNK)):
+            fitted = model.engine.prepare(chunk, spec)
+            short = [tok for tok in fitted if len(tok) <= LONG_TOKENS]
+            matrices = iter(model.engine.fitted_token_matrices(short, spec, on_batch=on_batch))
+            for tok in fitted:
+                if len(tok) <= LONG_TOKENS:
+                    _, matrix = next(matrices)
+                    yield number, tok, matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2), True
+                else:
+                    blocks = model.engine.token_blocks(tok, spec)
+                    block = next(blocks)
+                    for following in blocks:
+                        yield number, tok, block.reshape(len(block), count, -1).transpose(1, 0, 2), False
+                        block = following
+                    yield number, tok, block.reshape(len(block), count, -1).transpose(1, 0, 2), True
+                    if on_batch is not None:
+                        on_batch(1, len(tok))
+                number += 1
+
+
 def static_rows(model: Encoder, ids: Sequence[int]) -> np.ndarray:
     """(len(ids), embedding width) float32 rows of the input embedding matrix: no position, no segment."""
-    matrix = model.input_embeddings
-    return matrix[list(ids)].detach().float().cpu().numpy()
+    return model.embedding_rows(list(ids))
 
 
 def _checked(texts: Iterable[str]) -> Iterator[str]:
