@@ -17,14 +17,20 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.memory import release_freed_memory
 
 if TYPE_CHECKING:
     from prometheus_client import Gauge
 
-    from .guard import ServerSettings
+
+class BodyLimits(Protocol):
+    """The limits a body is read under (guard.ServerSettings has them)."""
+
+    max_body_bytes: int
+    body_timeout_s: float
+
 
 __all__ = ["BodyBudget", "BodyRefused", "ClientLeft", "reading"]
 
@@ -84,7 +90,7 @@ class BodyBudget:
 
 @asynccontextmanager
 async def reading(
-    receive: Receive, declared: int | None, *, settings: ServerSettings, budget: BodyBudget
+    receive: Receive, declared: int | None, *, settings: BodyLimits, budget: BodyBudget
 ) -> AsyncIterator[bytes]:
     """The whole body (its bytes held in `budget` while the block runs), or BodyRefused / ClientLeft."""
     limit = settings.max_body_bytes
