@@ -146,20 +146,25 @@ def test_onnxruntime_early_stop_runs_only_the_layers_asked(
     torch32: bertscope.Model, ort32: bertscope.Model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked: list[list[str]] = []
-    session = ort32.engine.runner.session
+    graphs: list[list[str]] = []  # the outputs of each session run: a graph cut at the deepest layer asked
+    runner = ort32.engine.runner
+    session_for = runner.session_for
 
     class Spy:
+        def __init__(self, session: Any) -> None:
+            self.session = session
+
         def run(self, names: list[str], feed: dict[str, np.ndarray]) -> Any:
             asked.append(list(names))
-            return session.run(names, feed)
+            graphs.append([o.name for o in self.session.get_outputs()])
+            return self.session.run(names, feed)
 
-        def __getattr__(self, name: str) -> Any:
-            return getattr(session, name)
-
-    monkeypatch.setattr(ort32.engine.runner, "session", Spy())
+    monkeypatch.setattr(runner, "session_for", lambda deepest: Spy(session_for(deepest)))
     got = ort32.embed(SAMPLE, layers=2).vectors
     assert max_diff(got, torch32.embed(SAMPLE, layers=2).vectors) <= 1e-5
     assert asked and all(names == ["hidden_0", "hidden_1", "hidden_2"] for names in asked)
+    assert all(names == ["hidden_0", "hidden_1", "hidden_2"] for names in graphs)
+    assert 2 in runner.cut_depths
 
 
 def test_int8_stays_close_to_float32(int8: bertscope.Model, reference: np.ndarray) -> None:
