@@ -69,9 +69,13 @@ class Loaded:
 
     @property
     def tokenizer(self) -> Any:
-        """transformers' tokenizer of the folder."""
+        """transformers' tokenizer of the folder (loaded on first use where the folder was opened light)."""
         if self.hf_tokenizer is None:
-            self._load_torch()
+            import transformers
+
+            assert self.path is not None
+            _quiet(transformers)
+            self.hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(self.path))
         return self.hf_tokenizer
 
     @property
@@ -84,9 +88,17 @@ class Loaded:
 
         fresh = "transformers" not in sys.modules
         start = time.perf_counter()
-        name = None if self.source == DEFAULT_MODEL else str(self.path)
-        parts = load_parts(name, dtype=torch.float32, device=torch.device("cpu"))
-        self.torch_model, self.hf_tokenizer = parts.torch_model, parts.hf_tokenizer
+        import transformers
+        from safetensors import SafetensorError
+
+        # The folder passed `open_light`'s checks (a known family, no model code); the module alone is
+        # loaded: transformers' tokenizer only if something asks for it (`tokenizer`).
+        _quiet(transformers)
+        try:
+            module = transformers.AutoModel.from_pretrained(str(self.path), dtype=torch.float32)
+        except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
+            raise _not_loadable(self.source, self.path, exc) from None
+        self.torch_model = module.eval()
         took = time.perf_counter() - start
         if fresh and took >= _SAY_AFTER_S:
             print(
@@ -177,8 +189,7 @@ def load_parts(
     """
     import transformers
 
-    transformers.utils.logging.set_verbosity_error()
-    transformers.utils.logging.disable_progress_bar()
+    _quiet(transformers)
     if name is None:
         path: Path | None = bundled_path()
         source = DEFAULT_MODEL
@@ -222,6 +233,12 @@ def load_parts(
         source, path, model, tokenizer, family, st.pooling, st.normalize, st.max_seq_length, st.unsupported,
         trust_remote_code,
     )  # fmt: skip
+
+
+def _quiet(transformers: Any) -> None:
+    """transformers' warnings and progress bars off: bertscope says what matters in its own words."""
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
 
 
 def _shipped_code(path: Path | None) -> str | None:
