@@ -21,6 +21,7 @@ from typer.testing import CliRunner
 import bertscope
 from bertscope.backends import exact
 from bertscope.cli.app import app as cli_app
+from bertscope.core.engine import as_array
 from bertscope.core.tokens import pad_batch
 from bertscope.server import create_app
 from test_io import write_txt
@@ -72,7 +73,7 @@ def test_a_padded_batch_of_very_different_lengths_equals_each_text_alone(
         hf_padded = hf(**batch, output_hidden_states=True).hidden_states
     for row, tok in enumerate(tokens):
         alone = _hf_states(hf, tok.ids)
-        got = np.stack([s[row, : len(tok)].numpy() for s in states])
+        got = np.stack([as_array(s)[row, : len(tok)] for s in states])
         np.testing.assert_allclose(got, alone, atol=ATOL, rtol=0)
         padded = np.stack([s[row, : len(tok)].numpy() for s in hf_padded])
         np.testing.assert_allclose(got, padded, atol=ATOL, rtol=0)
@@ -218,7 +219,7 @@ def test_exported_runtimes_equal_torch_at_every_layer(
     got = other.engine.forward(ids, np.zeros_like(ids), mask, m.n_layers)
     for row, tok in enumerate(tokens):  # the sliding-window mask was traced, not frozen at the export's size
         for a, b in zip(got, want, strict=True):
-            np.testing.assert_allclose(a[row, : len(tok)].numpy(), b[row, : len(tok)].numpy(), atol=ATOL)
+            np.testing.assert_allclose(as_array(a)[row, : len(tok)], as_array(b)[row, : len(tok)], atol=ATOL)
 
 
 def test_the_exact_default_chooses_an_exact_runtime(
