@@ -55,11 +55,15 @@ def reference(bundled_path: Path) -> np.ndarray:
     return torch.nn.functional.normalize(pooled, dim=1).numpy()
 
 
-def test_a_fresh_process_embeds_from_the_export_without_torch(cache: Path, reference: np.ndarray) -> None:
-    first, said = _embedded("backend='onnxruntime'", cache)  # exports: the one step that needs torch
+@pytest.mark.parametrize("backend", ["onnxruntime", "openvino"])
+def test_a_fresh_process_embeds_from_the_export_without_torch(
+    cache: Path, reference: np.ndarray, backend: str
+) -> None:
+    first, said = _embedded(f"backend={backend!r}", cache)  # exports: the one step that needs torch
     assert first["torch"] and "exporting the model to ONNX" in said
-    again, said = _embedded("backend='onnxruntime'", cache)
+    again, said = _embedded(f"backend={backend!r}", cache)
     assert again["torch"] is False and again["transformers"] is False and said == ""
+    assert again["backend"] == backend
     for found in (first, again):
         assert np.abs(np.array(found["vectors"]) - reference).max() < 1e-5
 

@@ -122,14 +122,15 @@ def load(
 
 def _opens_light(asked: dict[str, Any], trust_remote_code: bool) -> bool:
     """Whether `load`'s options let the folder open without torch: float32 on the CPU, the exact default
-    or ONNX Runtime float32, no model code to run. The runtime decides later whether torch is needed."""
+    or ONNX Runtime / OpenVINO float32, no model code to run. Whether torch is needed is decided later:
+    to make an export that is not cached yet, or to run a forward on torch."""
     from .core.folder import default_device
 
     if trust_remote_code or asked["quantize"] not in (None, "none", Quantize.NONE):
         return False
     if Mode.parse(asked["mode"], what="mode") is not Mode.EXACT:
         return False
-    if Backend.parse(asked["backend"], what="backend") not in (Backend.AUTO, Backend.ONNXRUNTIME):
+    if Backend.parse(asked["backend"], what="backend") is Backend.TORCH:
         return False
     if str(asked["dtype"]).removeprefix("torch.") not in ("float32", DType.FLOAT32.value):
         return False
@@ -155,6 +156,8 @@ def _load_light(
     model = Model(loaded, device="cpu", max_tokens=max_tokens, token_budget=token_budget)
     if backend is Backend.ONNXRUNTIME:
         model.use_onnxruntime()
+    elif backend is Backend.OPENVINO:
+        model.use_openvino("float32")
     else:
         from .backends.exact import choose_exact
 

@@ -83,9 +83,10 @@ def resolve_backend(
             "on BERT's outlier activations; use backend='onnxruntime' (or 'auto')"
         )
     if chosen == "onnxruntime":
-        if device.type != "cpu":
+        kind = str(getattr(device, "type", device)).split(":")[0]  # a torch.device, or "cpu" where light
+        if kind != "cpu":
             raise InvalidSpec(
-                f"backend='onnxruntime' runs on the CPU; on {device.type} use backend='torch' "
+                f"backend='onnxruntime' runs on the CPU; on {kind} use backend='torch' "
                 "(with dtype='float16' or 'bfloat16' for speed)"
             )
         if dtype is not torch.float32:

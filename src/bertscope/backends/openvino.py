@@ -97,9 +97,10 @@ def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: to
 
     bfloat16 on a CPU without it warns and falls back to float32 (what OpenVINO would silently run).
     """
-    if device.type != "cpu":
+    kind = str(getattr(device, "type", device)).split(":")[0]  # a torch.device, or "cpu" where light
+    if kind != "cpu":
         raise InvalidSpec(
-            f"backend='openvino' runs on the CPU; on {device.type} use backend='torch' "
+            f"backend='openvino' runs on the CPU; on {kind} use backend='torch' "
             "(with dtype='float16' or 'bfloat16' for speed)"
         )
     name = str(dtype).removeprefix("torch.")
