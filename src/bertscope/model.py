@@ -390,3 +390,21 @@ class Model(Encoder):
         from .research.cka import cka
 
         return cka(self, texts, other, level=level, debiased=debiased, progress=progress)
+
+    def geometry(
+        self,
+        texts: Iterable[str],
+        *,
+        layers: LayerSpec = "all",
+        top: int = 3,
+        max_tokens_sampled: int = 5000,
+        seed: int = 0,
+        progress: bool | None = None,
+    ) -> Any:
+        """Per layer: IsoScore, rogue dimensions and TwoNN intrinsic dimension of the token vectors; streamed."""
+        from .research.geometry import geometry
+
+        return geometry(
+            self, texts, layers=layers, top=top, max_tokens_sampled=max_tokens_sampled, seed=seed,
+            progress=progress,
+        )  # fmt: skip

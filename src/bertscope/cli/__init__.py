@@ -8,6 +8,7 @@ index     index build, index info (the ANN index beside a store)
 senses    senses (a word's occurrences in a token store, clustered)
 research  eval, contextuality, fit-post, vocab, plot
 layers    probe, cka, compare (what each layer holds)
+geometry  geometry (IsoScore, rogue dimensions, intrinsic dimension per layer)
 static_kinds  distill (and the aggregation behind `static --from-corpus`)
 serve, explore, bench
 cache     cache (the exports and measurements bertscope keeps)
@@ -28,6 +29,7 @@ from . import (  # noqa: F401  (each registers its commands)
     embed,
     explain,
     explore,
+    geometry,
     index,
     layers,
     research,

@@ -1,0 +1,73 @@
+"""The geometry command: the shape of the space per layer (IsoScore, rogue dimensions, TwoNN)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from .app import DeviceOpt, JsonOpt, LayersOpt, ModelOpt, ThreadsOpt, app, emit_json, load_model, out, read_lines
+
+InputOpt = Annotated[str, typer.Option("--input", "-i", help="Texts, one per line (- for stdin).")]
+
+
+@app.command()
+def geometry(
+    input_path: InputOpt,
+    layers: LayersOpt = None,
+    top: Annotated[int, typer.Option("--top", min=0, help="How many rogue dimensions to name.")] = 3,
+    max_tokens_sampled: Annotated[
+        int,
+        typer.Option(
+            "--max-tokens-sampled", min=3, help="Tokens TwoNN samples per layer (uniformly, seeded)."
+        ),
+    ] = 5000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the TwoNN sample.")] = 0,
+    model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    threads: ThreadsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The shape of the space per layer, over the vectors of every token but [CLS]/[SEP]: IsoScore
+    (1 isotropic, 0 one direction), the expected cosine of two random tokens and the rogue dimensions
+    that hold most of it, and the intrinsic dimension (TwoNN). Streamed: memory does not grow with the
+    texts; TwoNN runs on a uniform sample of at most --max-tokens-sampled tokens.
+
+    Examples: `bertscope geometry -i examples/news.txt`,
+    `bertscope geometry -i corpus.txt --layers -1 --top 10 --json`
+    """
+    from ..research.geometry import geometry as measure
+
+    m = load_model(model, device=device, threads=threads)
+    result = measure(
+        m, read_lines(input_path), layers=layers or "all", top=top, max_tokens_sampled=max_tokens_sampled,
+        seed=seed,
+    )  # fmt: skip
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    s = result.settings
+    sampled = "all of them" if s["twonn_sample"] == s["tokens"] else f"a sample of {s['twonn_sample']}"
+    table = Table(
+        "layer", "IsoScore", "intrinsic dim", "E[cos]", "rogue dimensions (share of E[cos])",
+        title=f"{s['tokens']} tokens (special tokens left out); TwoNN on {sampled}",
+    )  # fmt: skip
+    for row in result.layers:
+        rogue = ", ".join(f"{r['dim']}: {r['share']:.2f}" for r in row["rogue"])
+        table.add_row(
+            str(row["layer"]), _fmt(row["isoscore"]), _fmt(row["intrinsic_dim"], ".1f"),
+            _fmt(row["expected_cosine"]), rogue,
+        )  # fmt: skip
+    out.print(table)
+    for row in result.layers:
+        if row["twins"]:
+            out.print(
+                f"layer {row['layer']}: TwoNN left out {row['twins']} tokens with a twin (the same vector: "
+                "the same piece at the same position)",
+                highlight=False,
+            )
+
+
+def _fmt(value: Any, spec: str = ".3f") -> str:
+    return "-" if value is None or value != value else format(value, spec)

@@ -1,0 +1,261 @@
+"""The shape of the space, per layer, over the token vectors of the non-special tokens of many texts.
+
+    IsoScore       (Rudman et al. 2022) how evenly the variance spreads over the d dimensions: 1 when
+                   isotropic, 0 when it all lies in one direction. From the covariance's singular values,
+                   as the `isoscore` package's `IsoScore.IsoScore` computes it.
+    rogue dims     (Timkey & van Schijndel 2021) the expected cosine of two random tokens is |mu|^2, mu the
+                   mean of the unit-normalised token vectors; dimension i's share of it is
+                   mu_i^2 / sum_j mu_j^2. A few dimensions holding most of it are rogue: they decide cosine.
+    intrinsic dim  TwoNN (Facco et al. 2017) with scikit-dimension's `skdim.id.TwoNN()` defaults: the ratio
+                   mu = r2 / r1 of each point's second to first neighbour distance, the largest 10% of the
+                   ratios discarded, the slope of -log(1 - F(mu)) against log mu by least squares through
+                   the origin. Points with a twin (r1 == 0: the same piece at the same position in layer 0)
+                   are dropped first, as scikit-dimension drops them.
+
+Streamed, memory bounded whatever the number of texts: per layer a running mean and d x d scatter
+(IsoScore), the sum of the unit vectors (rogue), and, because TwoNN needs points, a seeded uniform sample
+(reservoir sampling) of at most `max_tokens_sampled` tokens whose vectors of every chosen layer are kept:
+(layers, max_tokens_sampled, d) float32 (54 MB for the bundled model at the default 5,000).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.layers import LayerSpec, parse_layers
+from ..core.progress import step_progress
+from ..errors import InvalidInput, InvalidSpec
+from .states import layer_states
+
+if TYPE_CHECKING:
+    from ..core.encoder import Encoder
+
+__all__ = ["GeometryResult", "geometry", "isoscore", "rogue_shares", "twonn", "Reservoir", "MIN_TOKENS"]
+
+MIN_TOKENS = 3  # TwoNN keeps 90% of the ratios and fits a line through at least 2 of them
+DISCARD_FRACTION = 0.1  # scikit-dimension's TwoNN default
+_FLUSH = 2048  # token rows gathered before one update of the sums
+
+
+def isoscore(points: np.ndarray) -> float:
+    """IsoScore of (n, d) points: equal to `IsoScore.IsoScore(points)` of the `isoscore` package."""
+    x = np.asarray(points, dtype=np.float64)
+    if x.ndim != 2 or len(x) < 2:
+        raise InvalidInput(f"IsoScore needs (n, d) points with n >= 2; got shape {tuple(x.shape)}")
+    return isoscore_of_covariance(np.cov(x, rowvar=False))
+
+
+def isoscore_of_covariance(cov: np.ndarray) -> float:
+    """IsoScore from a (d, d) covariance matrix (its scale does not matter)."""
+    # The package takes the singular values; of a symmetric matrix they are its eigenvalues' sizes.
+    pcs = np.abs(np.linalg.eigvalsh(np.atleast_2d(cov)))
+    n = float(len(pcs))
+    total = float(np.linalg.norm(pcs))
+    if n < 2 or total == 0.0:
+        return float("nan")  # one dimension, or every point the same: isotropy is undefined
+    normed = pcs * np.sqrt(n) / total
+    defect = np.linalg.norm(normed - 1.0) / np.sqrt(2 * (n - np.sqrt(n)))
+    return float(((n - defect**2 * (n - np.sqrt(n))) ** 2 - n) / (n * (n - 1)))
+
+
+def rogue_shares(unit_mean: np.ndarray) -> tuple[float, np.ndarray]:
+    """(expected cosine |mu|^2, each dimension's share mu_i^2 / |mu|^2) from mu, the (d,) mean unit vector."""
+    squares = np.asarray(unit_mean, dtype=np.float64) ** 2
+    total = float(squares.sum())
+    return total, squares / total if total > 0 else np.zeros_like(squares)
+
+
+def twonn(points: np.ndarray, *, discard_fraction: float = DISCARD_FRACTION) -> tuple[float, int]:
+    """(intrinsic dimension, points dropped as twins) of (n, d) points by TwoNN: equal to
+    `skdim.id.TwoNN(discard_fraction).fit(points).dimension_` on points without twins."""
+    from sklearn.neighbors import NearestNeighbors
+
+    x = np.asarray(points, dtype=np.float64)
+    if x.ndim != 2 or len(x) < MIN_TOKENS:
+        raise InvalidInput(f"TwoNN needs (n, d) points with n >= {MIN_TOKENS}; got shape {tuple(x.shape)}")
+    _, index = NearestNeighbors(n_neighbors=2).fit(x).kneighbors()
+    # The two distances again, each as one difference: a twin is exactly 0 here, never rounding noise.
+    r1 = np.linalg.norm(x - x[index[:, 0]], axis=1)
+    r2 = np.linalg.norm(x - x[index[:, 1]], axis=1)
+    distinct = r1 > 0
+    ratios = np.sort(r2[distinct] / r1[distinct])
+    total = len(ratios)
+    keep = int(total * (1 - discard_fraction))
+    if keep < 2:
+        return float("nan"), int((~distinct).sum())
+    log_mu = np.log(ratios[:keep])
+    target = -np.log(1 - np.arange(1, keep + 1) / total)
+    denominator = float(log_mu @ log_mu)
+    slope = float(log_mu @ target) / denominator if denominator > 0 else float("nan")
+    return slope, int((~distinct).sum())
+
+
+class Reservoir:
+    """A uniform sample of at most `size` rows of a stream (Algorithm R), the same whatever the batches:
+    row t (0-based) past the first `size` replaces slot floor(u_t (t + 1)) when that is < size, u_t the
+    t-th draw of a seeded generator."""
+
+    def __init__(self, size: int, *, seed: int = 0) -> None:
+        if size < MIN_TOKENS:
+            raise InvalidSpec(f"max_tokens_sampled={size} is too small: TwoNN needs at least {MIN_TOKENS}")
+        self.size, self.seen = size, 0
+        self.rng = np.random.default_rng(seed)
+        self.rows: np.ndarray | None = None
+
+    def add(self, rows: np.ndarray) -> None:
+        """Offer (n, ...) rows, in stream order."""
+        count = len(rows)
+        fill = max(0, min(count, self.size - self.seen))
+        if fill:
+            self._grow(self.seen + fill, rows)
+            assert self.rows is not None
+            self.rows[self.seen : self.seen + fill] = rows[:fill]
+        rest = count - fill
+        if rest:
+            assert self.rows is not None
+            position = np.arange(self.seen + fill, self.seen + count)
+            slot = np.floor(self.rng.random(rest) * (position + 1)).astype(np.int64)
+            taken = np.flatnonzero(slot < self.size)
+            # Of the rows that land on one slot in this batch, the last one stays (as one at a time would).
+            slots, last = np.unique(slot[taken][::-1], return_index=True)
+            self.rows[slots] = rows[fill + taken[::-1][last]]
+        self.seen += count
+
+    def sample(self) -> np.ndarray:
+        """The rows kept: (min(seen, size), ...)."""
+        if self.rows is None:
+            return np.zeros((0,))
+        return self.rows[: min(self.seen, self.size)]
+
+    def _grow(self, needed: int, like: np.ndarray) -> None:
+        capacity = 0 if self.rows is None else len(self.rows)
+        if needed <= capacity:
+            return
+        grown = np.empty((min(self.size, max(needed, 2 * capacity)), *like.shape[1:]), dtype=like.dtype)
+        if self.rows is not None:
+            grown[:capacity] = self.rows
+        self.rows = grown
+
+
+class _Moments:
+    """Per layer: token count, running mean and scatter (d x d), sum of unit vectors; merged batch by batch
+    (Chan et al.), so float64 sums of large-mean BERT vectors stay exact."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.mean: np.ndarray | None = None
+        self.scatter: np.ndarray | None = None
+        self.unit_sum: np.ndarray | None = None
+
+    def add(self, rows: np.ndarray) -> None:
+        """rows: (layers, n, d)."""
+        x = rows.astype(np.float64)
+        count = x.shape[1]
+        mean = x.mean(axis=1)
+        centred = x - mean[:, None, :]
+        scatter = centred.transpose(0, 2, 1) @ centred
+        norms = np.maximum(np.linalg.norm(x, axis=2, keepdims=True), 1e-12)
+        unit = (x / norms).sum(axis=1)
+        if self.mean is None or self.scatter is None or self.unit_sum is None:
+            self.n, self.mean, self.scatter, self.unit_sum = count, mean, scatter, unit
+            return
+        total = self.n + count
+        delta = mean - self.mean
+        self.scatter += scatter + delta[:, :, None] * delta[:, None, :] * (self.n * count / total)
+        self.mean += delta * (count / total)
+        self.unit_sum += unit
+        self.n = total
+
+
+@dataclass
+class GeometryResult:
+    """One record per layer: layer, isoscore, intrinsic_dim, expected_cosine, rogue [{dim, share}],
+    twins (points TwoNN dropped); `settings` says how it was measured."""
+
+    layers: list[dict[str, Any]]
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: {"layers": [...], "settings": {...}} (NaN as null)."""
+        return {"layers": [{k: _plain(v) for k, v in row.items()} for row in self.layers], "settings": self.settings}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if np.isfinite(value) else None
+    return value
+
+
+def geometry(
+    model: Encoder,
+    texts: Iterable[str],
+    *,
+    layers: LayerSpec = "all",
+    top: int = 3,
+    max_tokens_sampled: int = 5000,
+    seed: int = 0,
+    progress: bool | None = None,
+    total: int | None = None,
+) -> GeometryResult:
+    """IsoScore, rogue dimensions (the `top` largest shares) and TwoNN intrinsic dimension of each chosen
+    layer's non-special token vectors (0 = the embedding layer's output .. L), streamed."""
+    if top < 0:
+        raise InvalidSpec(f"top={top}: give how many rogue dimensions to name, 0 or more")
+    chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
+    moments, reservoir = _Moments(), Reservoir(max_tokens_sampled, seed=seed)
+    pending: list[np.ndarray] = []
+    gathered = 0
+    for tok, states in layer_states(model, texts, progress=progress, total=total):
+        keep = ~np.asarray(tok.special_mask, dtype=bool)
+        pending.append(states[chosen][:, keep])
+        gathered += int(keep.sum())
+        if gathered >= _FLUSH:
+            _flush(pending, moments, reservoir)
+            pending, gathered = [], 0
+    if gathered:
+        _flush(pending, moments, reservoir)
+    if moments.n < MIN_TOKENS or moments.mean is None:
+        raise InvalidInput(
+            f"geometry needs at least {MIN_TOKENS} tokens that are not special ([CLS], [SEP]); the texts "
+            f"gave {moments.n}: give more text"
+        )
+    assert moments.scatter is not None and moments.unit_sum is not None
+    sample = reservoir.sample()
+    records = []
+    with step_progress(len(chosen), "TwoNN", enabled=progress) as step:
+        for i, layer in enumerate(chosen):
+            expected, shares = rogue_shares(moments.unit_sum[i] / moments.n)
+            order = np.argsort(-shares, kind="stable")[:top]
+            dim, twins = twonn(sample[:, i])
+            records.append(
+                {
+                    "layer": layer,
+                    "isoscore": isoscore_of_covariance(moments.scatter[i] / (moments.n - 1)),
+                    "intrinsic_dim": dim,
+                    "expected_cosine": expected,
+                    "rogue": [{"dim": int(d), "share": float(shares[d])} for d in order],
+                    "twins": twins,
+                }
+            )
+            step()
+    settings = {
+        "model": model.loaded.source,
+        "tokens": moments.n,
+        "special_tokens": "left out",
+        "twonn_sample": len(sample),
+        "max_tokens_sampled": max_tokens_sampled,
+        "seed": seed,
+        "sampling": "uniform reservoir sample of the tokens, the same tokens for every layer (TwoNN only)",
+        "discard_fraction": DISCARD_FRACTION,
+    }
+    return GeometryResult(records, settings)
+
+
+def _flush(pending: list[np.ndarray], moments: _Moments, reservoir: Reservoir) -> None:
+    rows = np.concatenate(pending, axis=1)  # (layers, n, d)
+    moments.add(rows)
+    reservoir.add(rows.transpose(1, 0, 2))
