@@ -8,7 +8,7 @@ Ways (alternating rounds, median of each; the bundled model; every way reads the
   library      `import bertscope; bertscope.load().embed([TEXT])`
   torch        `bertscope.load(backend="torch")`: the PyTorch module itself (what every load cost before)
   st           sentence-transformers on the same folder (torch)
-  fastembed    fastembed on the same export, where it is installed (bench/.venv)
+  fastembed    fastembed on the same export (--fastembed-python: a Python that has it; bench/.venv has)
 Each prints its vector; the table gives the max abs difference to the library's. The first load of the
 model (export, measurement) is made before timing, as a user's second command would find it.
 """
@@ -81,6 +81,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--text", default="I like eating bread")
+    parser.add_argument("--fastembed-python", help="a Python with fastembed installed (default: this one)")
     args = parser.parse_args()
     import bertscope
 
@@ -97,13 +98,18 @@ def main() -> None:
     }
     if find_spec("sentence_transformers"):
         ways["sentence-transformers (torch)"] = [py, "-c", _ST]
-    if find_spec("fastembed"):
-        ways["fastembed (same export)"] = [py, "-c", _FASTEMBED]
+    if args.fastembed_python or find_spec("fastembed"):
+        ways["fastembed (same export)"] = [args.fastembed_python or py, "-c", _FASTEMBED]
     if not export:
         ways.pop("floor: ONNX Runtime + tokenizers")  # the default chose torch here: no export to read
     fastembed_dir = tempfile.mkdtemp()
     if export:
-        os.symlink(export, Path(fastembed_dir) / "model.onnx")
+        # fastembed pools its graph's first output: the same export with the last hidden state alone
+        from bertscope.backends.onnx import cut_graph
+
+        runner = model.engine.runner
+        last = cut_graph(Path(export), runner.input_names, [runner.output_names[-1]])
+        (Path(fastembed_dir) / "model.onnx").write_bytes(last.SerializeToString())
         for name in ("tokenizer.json", "tokenizer_config.json", "config.json", "special_tokens_map.json"):
             if (Path(folder) / name).exists():
                 os.symlink(Path(folder) / name, Path(fastembed_dir) / name)
