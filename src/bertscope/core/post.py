@@ -1,4 +1,4 @@
-"""Post-processing that fixes cosine on anisotropic vectors: whitening, all-but-the-top, PCA.
+"""Post-processing that fixes cosine on anisotropic vectors: whitening, all-but-the-top, PCA, standardize.
 
 Each processor is fitted on a corpus's vectors (n, d), applied to any (m, d) vectors, and saved to a small
 file that explains itself: a safetensors file (or .npz) holding `mean` (d,) and `matrix` (d, k), with the
@@ -7,6 +7,8 @@ kind and every setting as JSON (in the safetensors metadata, or an npz entry `se
     Whitening     (x - mean) @ U S^-1/2, keeping the top k directions: identity covariance on the corpus
     AllButTheTop  x - mean with its projection on the top D principal directions removed (Mu & Viswanath 2018)
     PCA           (x - mean) @ U, keeping the top k directions (a rotation, no rescaling)
+    Standardize   (x - mean) / std per dimension, a diagonal matrix: zero mean and unit variance per
+                  dimension on the corpus (what tames rogue dimensions without rotating the space)
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ __all__ = [
     "Whitening",
     "AllButTheTop",
     "PCA",
+    "Standardize",
     "fit_post",
     "fit_post_on_texts",
     "load_post",
@@ -47,6 +50,7 @@ class PostKind(StrEnum):
     WHITENING = "whitening"
     ABTT = "abtt"
     PCA = "pca"
+    STANDARDIZE = "standardize"
 
 
 @dataclass
@@ -205,17 +209,49 @@ class PCA(PostProcessor):
         return cls(mean, axes[:, :k], {"dim": k, "n_fit": len(x), "explained": explained, **settings})
 
 
+class Standardize(PostProcessor):
+    """Standardisation: each dimension centred and divided by its standard deviation (a z-score), as
+    scikit-learn's StandardScaler does; a dimension constant on the corpus is only centred."""
+
+    kind = PostKind.STANDARDIZE
+
+    @classmethod
+    def fit(cls, vectors: np.ndarray, *, dim: int | None = None, **settings: Any) -> Standardize:
+        """Fit on (n, d) vectors; every dimension is kept, so `dim` must be left out."""
+        if dim is not None:
+            raise InvalidSpec(
+                f"standardize keeps every dimension; dim={dim} is not taken: leave dim (--dim) out, or "
+                "use pca or whitening to keep fewer"
+            )
+        x = np.asarray(vectors, dtype=np.float64)
+        if x.ndim != 2 or len(x) < 2:
+            raise InvalidInput(f"fitting needs (n, d) vectors with n >= 2; got shape {tuple(x.shape)}")
+        mean, std = x.mean(axis=0), x.std(axis=0)
+        constant = std <= _EPS * max(float(np.abs(x).max()), _EPS)
+        if constant.any():
+            warnings.warn(
+                f"{int(constant.sum())} of the {x.shape[1]} dimensions are constant on the fitting vectors "
+                "(as some LayerNorm output dimensions are): they are centred, not scaled",
+                UserWarning,
+                stacklevel=2,
+            )
+        scale = np.where(constant, 1.0, 1.0 / np.where(constant, 1.0, std))
+        return cls(mean, np.diag(scale), {"n_fit": len(x), "constant": int(constant.sum()), **settings})
+
+
 _KINDS: dict[PostKind, type[PostProcessor]] = {
     PostKind.WHITENING: Whitening,
     PostKind.ABTT: AllButTheTop,
     PostKind.PCA: PCA,
+    PostKind.STANDARDIZE: Standardize,
 }
 
 
 def fit_post(
     vectors: np.ndarray, kind: PostKind | str, *, dim: int | None = None, **settings: Any
 ) -> PostProcessor:
-    """Fit a processor of `kind` on (n, d) vectors; `dim` is k for whitening/pca and D for abtt."""
+    """Fit a processor of `kind` on (n, d) vectors; `dim` is k for whitening/pca and D for abtt (standardize
+    keeps every dimension and takes none)."""
     which = PostKind.parse(kind, what="post-processing kind")
     if which is PostKind.ABTT:
         return AllButTheTop.fit(vectors, remove=dim, **settings)
