@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -38,6 +39,7 @@ __all__ = [
 
 # Loading the PyTorch module for a feature that needs it: said on stderr when it takes this long.
 _SAY_AFTER_S = 1.0
+_TORCH_LOAD = threading.Lock()
 
 
 @dataclass
@@ -64,7 +66,9 @@ class Loaded:
     def model(self) -> Any:
         """The PyTorch module (float32 on the CPU where the folder was opened light)."""
         if self.torch_model is None:
-            self._load_torch()
+            with _TORCH_LOAD:  # the service's threads may ask at once: one load
+                if self.torch_model is None:
+                    self._load_torch()
         return self.torch_model
 
     @property
