@@ -401,7 +401,7 @@ class Model(Encoder):
         seed: int = 0,
         progress: bool | None = None,
     ) -> Any:
-        """Per layer: IsoScore, rogue dimensions and TwoNN intrinsic dimension of the token vectors; streamed."""
+        """Per layer: IsoScore, rogue dimensions and TwoNN intrinsic dimension of the tokens; streamed."""
         from .research.geometry import geometry
 
         return geometry(

@@ -7,7 +7,18 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .app import DeviceOpt, JsonOpt, LayersOpt, ModelOpt, ThreadsOpt, app, emit_json, load_model, out, read_lines
+from .app import (
+    DeviceOpt,
+    JsonOpt,
+    LayersOpt,
+    ModelOpt,
+    ThreadsOpt,
+    app,
+    emit_json,
+    load_model,
+    out,
+    read_lines,
+)
 
 InputOpt = Annotated[str, typer.Option("--input", "-i", help="Texts, one per line (- for stdin).")]
 

@@ -181,7 +181,10 @@ class GeometryResult:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: {"layers": [...], "settings": {...}} (NaN as null)."""
-        return {"layers": [{k: _plain(v) for k, v in row.items()} for row in self.layers], "settings": self.settings}
+        return {
+            "layers": [{k: _plain(v) for k, v in row.items()} for row in self.layers],
+            "settings": self.settings,
+        }
 
 
 def _plain(value: Any) -> Any:
