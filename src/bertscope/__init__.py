@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from .research.senses import Senses, word_senses
     from .research.static_kinds import DecontextualizedStatic
     from .static import Neighbor, StaticWord
+    from .verify import verify_store
 
 # Where each public name lives; a name's module is imported on first use (PEP 562), so
 # `import bertscope` and the command line's help cost no torch.
@@ -103,6 +104,7 @@ _LAZY = {
     "AggregatedStatic": ".research.aggregate",
     "DecontextualizedStatic": ".research.static_kinds",
     "compare": ".research.compare",
+    "verify_store": ".verify",
 }
 
 __version__ = "0.1.0"
@@ -115,6 +117,7 @@ __all__ = [
     "word_senses",
     "distill",
     "compare",
+    "verify_store",
     "AggregatedStatic",
     "DecontextualizedStatic",
     "Occurrence",

@@ -12,6 +12,7 @@ geometry  geometry (IsoScore, rogue dimensions, intrinsic dimension per layer)
 static_kinds  distill (and the aggregation behind `static --from-corpus`)
 serve, explore, bench
 cache     cache (the exports and measurements bertscope keeps)
+verify    verify (the model against the reference, a fingerprint, or a store)
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from . import (  # noqa: F401  (each registers its commands)
     senses,
     serve,
     static_kinds,
+    verify,
 )
 from .app import app, err, is_debug, warn
 

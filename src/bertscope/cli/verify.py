@@ -1,0 +1,215 @@
+"""The verify command: the model against the plain Hugging Face forward, a fingerprint, or a store.
+
+Exit status: 0 within tolerance (or the same fingerprint), 1 on drift (or any difference), 2 on bad input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from ..core._enums import Backend, DType, Quantize
+from ..errors import BertscopeError, InvalidInput
+from .app import JsonOpt, ModelOpt, ThreadsOpt, app, emit_json, load_model, out, read_lines, warn
+
+_Device = Annotated[str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
+_Dtype = Annotated[str | None, typer.Option("--dtype", help="float32 (exact), bfloat16, float16 (CUDA).")]
+_Backend = Annotated[
+    str | None, typer.Option("--backend", help="auto, torch, onnxruntime or openvino (--store: the store's).")
+]
+_Quantize = Annotated[str | None, typer.Option("--quantize", help="none or int8 (--store: the store's).")]
+
+
+@app.command()
+def verify(
+    model: ModelOpt = None,
+    sample: Annotated[
+        Path | None,
+        typer.Option("--sample", help="Also compare up to --lines lines of this file (one text a line)."),
+    ] = None,
+    lines: Annotated[
+        int, typer.Option("--lines", min=1, help="How many lines of --sample to compare.")
+    ] = 100,
+    save: Annotated[
+        Path | None, typer.Option("--save", help="Write the model's fingerprint to this JSON file.")
+    ] = None,
+    against: Annotated[
+        Path | None, typer.Option("--against", help="Compare with a fingerprint written by --save.")
+    ] = None,
+    store: Annotated[
+        Path | None, typer.Option("--store", help="Re-embed a sample of this store and compare its vectors.")
+    ] = None,
+    rows: Annotated[int, typer.Option("--rows", min=1, help="With --store: how many rows to check.")] = 200,
+    collection: Annotated[
+        str | None, typer.Option("--collection", "-c", help="With --store: the collection in a .db file.")
+    ] = None,
+    corpus: Annotated[
+        Path | None,
+        typer.Option(
+            "--corpus", help="With --store: the corpus it was made from, where it keeps no texts (.npy)."
+        ),
+    ] = None,
+    post: Annotated[
+        Path | None, typer.Option("--post", help="With --store: its post-processing file.")
+    ] = None,
+    device: _Device = None,
+    dtype: _Dtype = None,
+    backend: _Backend = None,
+    quantize: _Quantize = None,
+    threads: ThreadsOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Prove the vectors are still the vectors: the model as set up against the plain Hugging Face float32
+    forward (every layer of the calibration sentences, a text over the limit, --sample lines), against a
+    saved fingerprint, or a store's vectors against this deployment.
+
+    Exit 0 within tolerance (1e-5 for exact modes; the fast mode's cosine bound for lossy ones), 1 on
+    drift or any difference, 2 on bad input.
+
+    Examples:
+      bertscope verify
+      bertscope verify -m ./my-model --save my-model.fingerprint.json     # at build time
+      bertscope verify -m ./my-model --against my-model.fingerprint.json  # in CI, after every upgrade
+      bertscope verify --store corpus.parquet --rows 1000                 # before querying a store
+    """
+    run = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize, "threads": threads}
+    try:
+        if sum(x is not None for x in (save, against, store)) > 1:
+            raise InvalidInput("give one of --save, --against and --store")
+        if store is not None:
+            code = _verify_store(
+                store, model, run, rows=rows, collection=collection, corpus=corpus, post=post, as_json=as_json
+            )
+        else:
+            loaded = _load(model, run)
+            code = _verify_model(loaded, sample, lines, save=save, against=against, as_json=as_json)
+    except BertscopeError as exc:
+        warn(exc, label="error:", style="red")
+        raise typer.Exit(2) from None
+    raise typer.Exit(code)
+
+
+def _load(model: str | None, run: dict[str, Any], stored: dict[str, Any] | None = None) -> Any:
+    """The model with the load options given, the store's runtime (where given) for the rest."""
+    stored = stored or {}
+    return load_model(
+        model,
+        device=run["device"] or "auto",
+        dtype=DType.parse(run["dtype"] or stored.get("dtype") or "float32", what="dtype"),
+        backend=Backend.parse(run["backend"] or stored.get("backend") or "auto", what="backend"),
+        quantize=Quantize.parse(run["quantize"] or stored.get("quantize") or "none", what="quantize"),
+        threads=run["threads"],
+    )
+
+
+def _verify_model(
+    model: Any, sample: Path | None, lines: int, *, save: Path | None, against: Path | None, as_json: bool
+) -> int:
+    from ..verify import read_fingerprint, save_fingerprint, verify_model
+
+    if against is not None:
+        if sample is not None:
+            raise InvalidInput("--sample is compared with the reference forward; leave it out with --against")
+        expected = read_fingerprint(against)  # a bad file is bad input, before any forward
+        check = verify_model(model, against=expected)
+        _show_differences(
+            check.to_dict(), as_json, same=f"same fingerprint as {against} (id {check.found_id})"
+        )
+        return 0 if check.ok else 1
+    texts = _sample(sample, lines) if sample is not None else []
+    result = verify_model(model, texts)
+    if save is not None:
+        made = save_fingerprint(model, save)
+        warn(f"fingerprint {made['id']} written to {save}", label="saved:", style="green")
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        _show_verification(result)
+    return 0 if result.ok else 1
+
+
+def _sample(path: Path, lines: int) -> list[str]:
+    if not path.is_file():
+        raise InvalidInput(f"--sample {path}: no such file; give a text file, one text a line")
+    texts = []
+    for line in read_lines(str(path)):
+        texts.append(line)
+        if len(texts) >= lines:
+            break
+    if not texts:
+        raise InvalidInput(f"--sample {path} holds no text")
+    return texts
+
+
+def _verify_store(
+    path: Path, model: str | None, run: dict[str, Any], *, rows: int, collection: str | None,
+    corpus: Path | None, post: Path | None, as_json: bool,
+) -> int:  # fmt: skip
+    from ..io.stores import open_store
+    from ..verify import verify_store
+
+    opened = open_store(path, collection=collection)
+    chosen: Any = model
+    if any(value is not None for value in run.values()):
+        chosen = _load(model or opened.settings.get("model_arg"), run, opened.settings)
+    check = verify_store(opened, model=chosen, rows=rows, corpus=corpus, post=post)
+    if as_json:
+        emit_json(check.to_dict())
+        return 0 if check.ok else 1
+    what = f"{check.rows_checked} of {check.rows} rows of {check.store} re-embedded with {check.model}"
+    figures = f"max abs {check.max_abs:.3g}, min cosine {check.min_cosine:.8f}"
+    out.print(f"{'ok' if check.ok else 'DRIFT'}: {what}: {figures}", highlight=False)
+    if check.differences:
+        _show_differences(check.to_dict(), False, same="")
+    return 0 if check.ok else 1
+
+
+def _show_verification(result: Any) -> None:
+    table = Table("layer", "max abs", "min cosine")
+    for drift in result.layers:
+        table.add_row(str(drift.layer), f"{drift.max_abs:.3g}", f"{drift.min_cosine:.8f}")
+    out.print(table)
+    s = result.settings
+    facts = [
+        f"{result.environment['backend']} {s['precision']['dtype']}"
+        + (f" {s['precision']['quantize']}" if s["precision"]["quantize"] else ""),
+        f"weights {s['weights_dtype']}",
+        f"{s['attention']['mask']} mask",
+        f"truncation at {s['truncation']['max_tokens']} tokens ({s['truncation']['side']})",
+        f"{s['pooling']['pooling']} pooling of layers {s['pooling']['layers']}"
+        + (", normalized" if s["pooling"]["normalize"] else ""),
+        "lowercasing tokenizer" if s["tokenizer"]["lowercase"] else "cased tokenizer",
+    ]
+    out.print("settings: " + "; ".join(facts), highlight=False)
+    bound = result.tolerance
+    limit = (
+        f"max abs <= {bound['max_abs']:g}" if "max_abs" in bound else f"min cosine >= {bound['min_cosine']}"
+    )
+    verdict = "ok" if result.ok else "DRIFT"
+    out.print(
+        f"{verdict}: {result.texts} texts, {result.tokens} tokens against the plain Hugging Face float32 "
+        f"forward; tolerance {limit} ({bound['of']}); sentence min cosine {result.sentence_min_cosine:.8f}",
+        highlight=False,
+    )
+    for problem in result.problems:
+        warn(problem, label="problem:", style="red")
+    for note in result.warnings:
+        warn(note)
+
+
+def _show_differences(found: dict[str, Any], as_json: bool, *, same: str) -> None:
+    if as_json:
+        emit_json(found)
+        return
+    if not found["differences"]:
+        out.print(f"ok: {same}", highlight=False)
+        return
+    table = Table("what", "expected", "found")
+    for difference in found["differences"]:
+        table.add_row(*(str(difference[key]) for key in ("what", "expected", "found")))
+    out.print(table)
+    if "rows_checked" not in found:
+        out.print(f"DIFFERENT: {len(found['differences'])} differences from the fingerprint", highlight=False)

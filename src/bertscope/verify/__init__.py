@@ -1,0 +1,48 @@
+"""verify: a certificate that the vectors are still the vectors.
+
+Three checks, one per question:
+
+    verify_model(model)                 does this deployment equal the plain Hugging Face float32
+                                        forward? (reference.py: per layer max abs, min cosine)
+    verify_model(model, against=FP)     is it the model a saved fingerprint describes? (fingerprint.py:
+                                        settings, file hashes, canary vectors; each difference named)
+    verify_store(store)                 do a store's vectors and this deployment share one space?
+                                        (store.py: a stratified sample re-embedded and compared)
+
+What decides vectors (precision, stored weight dtype, attention mask, truncation, pooling, prompts,
+tokenizer) is read in settings.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .fingerprint import (
+    Difference,
+    FingerprintCheck,
+    canary_texts,
+    check_fingerprint,
+    fingerprint,
+    read_fingerprint,
+    save_fingerprint,
+)
+from .reference import LayerDrift, Verification, compare_to_reference
+from .store import StoreCheck, verify_store
+
+__all__ = [
+    "Difference", "FingerprintCheck", "LayerDrift", "StoreCheck", "Verification", "check_fingerprint",
+    "fingerprint", "read_fingerprint", "save_fingerprint", "verify_model", "verify_store",
+]  # fmt: skip
+
+
+def verify_model(
+    model: Any, texts: Sequence[str] | None = None, *, against: dict[str, Any] | str | Path | None = None
+) -> Verification | FingerprintCheck:
+    """`model` as set up against the plain Hugging Face float32 forward on the calibration sentences, a
+    text over its limit and `texts` (a `Verification`); with `against` (a fingerprint or its file),
+    against that fingerprint instead (a `FingerprintCheck`: no reference forward, no torch needed)."""
+    if against is not None:
+        return check_fingerprint(model, against)
+    return compare_to_reference(model, [*canary_texts(model), *(texts or [])])

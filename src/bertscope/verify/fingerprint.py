@@ -1,0 +1,244 @@
+"""A model's fingerprint: the settings that decide its vectors, its files' hashes, and canary vectors.
+
+The canaries are the calibration sentences and one text longer than the model's limit, run through every
+layer: per text and layer, the mean of its token vectors projected on `DIRECTIONS` fixed directions
+(signs drawn from SHA-256, the same on every machine), kept to 6 significant digits, with each text's
+token count and a hash of every id read. Compared within `CANARY_RTOL` (relative, per text and layer),
+the same float32 model gives the same fingerprint on any runtime, thread count or machine (their
+differences stay below 1e-6), while a weight moved by 1e-4 or stored in float16 moves the canaries by
+more than 3e-4. The `id` hashes the settings and files only: equal ids, the same model set up alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidInput
+from .settings import environment, file_hashes, flatten, is_lossy, lossy_floor, vector_settings
+
+__all__ = [
+    "CANARY_RTOL", "DIRECTIONS", "FORMAT", "Difference", "FingerprintCheck", "canary_texts",
+    "check_fingerprint", "compare_fingerprints", "fingerprint", "fingerprint_id", "read_fingerprint",
+    "save_fingerprint",
+]  # fmt: skip
+
+FORMAT = 1
+DIRECTIONS = 8
+# Float32 runtimes move a canary by ~1e-6 of its size; a 1e-4 weight change or float16 weights by >3e-4.
+CANARY_RTOL = 5e-5
+_DIGITS = 6
+
+
+@dataclass
+class Difference:
+    """One way the model differs from what was expected: what, the expected value, the value found."""
+
+    what: str
+    expected: Any
+    found: Any
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"what": self.what, "expected": self.expected, "found": self.found}
+
+
+@dataclass
+class FingerprintCheck:
+    """A model against a saved fingerprint: ok when nothing differs."""
+
+    ok: bool
+    differences: list[Difference] = field(default_factory=list)
+    expected_id: str | None = None
+    found_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: ok, differences [{what, expected, found}], expected_id, found_id."""
+        return {
+            "ok": self.ok,
+            "differences": [d.to_dict() for d in self.differences],
+            "expected_id": self.expected_id,
+            "found_id": self.found_id,
+        }
+
+
+def canary_texts(model: Any) -> list[str]:
+    """The calibration sentences and one text longer than the model's positions (kept as truncated)."""
+    from ..backends.onnx import calibration_texts
+
+    sentences = calibration_texts()
+    joined = " ".join(sentences)
+    repeats = model.max_positions // max(1, len(joined.split())) + 1
+    return [*sentences, " ".join([joined] * repeats)]
+
+
+def fingerprint(model: Any, *, with_canaries: bool = True) -> dict[str, Any]:
+    """`model`'s fingerprint as a JSON-able dict (see the module docstring); `with_canaries=False` leaves
+    the forward out (settings, files and id only: what a store's metadata carries)."""
+    settings = vector_settings(model)
+    files = file_hashes(model.loaded.path)
+    made: dict[str, Any] = {
+        "bertscope_fingerprint": FORMAT,
+        "id": fingerprint_id(settings, files),
+        "model": model.info().source,
+        "settings": settings,
+        "files": files,
+    }
+    if with_canaries:
+        made["canaries"] = _canaries(model)
+    made["environment"] = environment(model)
+    made["made"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return made
+
+
+def fingerprint_id(settings: dict[str, Any], files: dict[str, str]) -> str:
+    """16 hex digits over the settings and file hashes (not the canaries, which are compared within a
+    tolerance): one model set up alike has one id on every machine and runtime."""
+    canonical = json.dumps({"settings": settings, "files": files}, sort_keys=True)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def save_fingerprint(model: Any, path: str | Path) -> dict[str, Any]:
+    """Write `model`'s fingerprint to `path` as JSON; returns it."""
+    made = fingerprint(model)
+    Path(path).write_text(json.dumps(made, indent=1) + "\n", encoding="utf-8")
+    return made
+
+
+def read_fingerprint(path: str | Path) -> dict[str, Any]:
+    """A fingerprint file written by `save_fingerprint`, or InvalidInput saying what is wrong with it."""
+    try:
+        made = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InvalidInput(f"cannot read the fingerprint {path}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise InvalidInput(f"{path} is not JSON; give a file written by `bertscope verify --save`") from None
+    if not isinstance(made, dict) or "bertscope_fingerprint" not in made:
+        raise InvalidInput(f"{path} is not a bertscope fingerprint; write one with `bertscope verify --save`")
+    if made["bertscope_fingerprint"] != FORMAT:
+        raise InvalidInput(
+            f"{path} is fingerprint format {made['bertscope_fingerprint']}; this bertscope reads format "
+            f"{FORMAT}: save it again with this version"
+        )
+    return made
+
+
+def check_fingerprint(model: Any, expected: dict[str, Any] | str | Path) -> FingerprintCheck:
+    """`model` (as set up) against a saved fingerprint (a dict or its file): every difference named."""
+    if not isinstance(expected, dict):
+        expected = read_fingerprint(expected)
+    found = fingerprint(model, with_canaries="canaries" in expected)
+    floor = lossy_floor(model)
+    differences = compare_fingerprints(expected, found, lossy_floor=floor)
+    return FingerprintCheck(not differences, differences, expected.get("id"), found["id"])
+
+
+def compare_fingerprints(
+    expected: dict[str, Any], found: dict[str, Any], *, lossy_floor: float = 0.999
+) -> list[Difference]:
+    """Each difference between two fingerprints: settings, files, then canaries (skipped where either
+    has none). Canaries of a lossy mode are held to the cosine floor's distance, not `CANARY_RTOL`."""
+    differences = _dict_differences("settings", expected.get("settings", {}), found["settings"])
+    differences += _dict_differences("files", expected.get("files", {}), found["files"], flat=False)
+    if "canaries" in expected and "canaries" in found:
+        lossy = is_lossy(expected.get("settings", {})) or is_lossy(found["settings"])
+        rtol = math.sqrt(2 * (1 - lossy_floor)) if lossy else CANARY_RTOL
+        differences += _canary_differences(expected["canaries"], found["canaries"], rtol)
+    return differences
+
+
+def _canaries(model: Any) -> dict[str, Any]:
+    texts = canary_texts(model)
+    tokens = model.tokenize(texts)
+    found = model.embed_tokens(texts, layers="all", combine="concat")
+    n_layers = model.n_layers + 1
+    means = np.stack([e.vectors.reshape(len(e.tokens), n_layers, -1).mean(axis=0) for e in found])
+    projected = means.astype(np.float64) @ _directions(means.shape[-1])  # (texts, layers, DIRECTIONS)
+    ids = json.dumps([list(t.ids) for t in tokens])
+    return {
+        "texts": hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()[:16],
+        "tokens": [len(t.ids) for t in tokens],
+        "ids": hashlib.sha256(ids.encode("utf-8")).hexdigest()[:16],
+        "directions": f"sha256-signs/{DIRECTIONS}",
+        "layers": [
+            {"layer": layer, "mean": [[_rounded(v) for v in row] for row in projected[:, layer]]}
+            for layer in range(n_layers)
+        ],
+    }
+
+
+def _directions(width: int) -> np.ndarray:
+    """(width, DIRECTIONS) unit columns of ±1/sqrt(width), the signs from SHA-256 (no RNG to change)."""
+    need = width * DIRECTIONS
+    stream = b"".join(
+        hashlib.sha256(f"bertscope canary {block}".encode()).digest() for block in range(need // 256 + 1)
+    )
+    bits = np.unpackbits(np.frombuffer(stream, dtype=np.uint8))[:need]
+    return (bits.astype(np.float64) * 2 - 1).reshape(width, DIRECTIONS) / math.sqrt(width)
+
+
+def _rounded(value: float) -> float:
+    return float(f"{value:.{_DIGITS}g}")
+
+
+def _dict_differences(
+    name: str, expected: dict[str, Any], found: dict[str, Any], *, flat: bool = True
+) -> list[Difference]:
+    want, got = (flatten(expected), flatten(found)) if flat else (expected, found)
+    missing = object()
+    return [
+        Difference(f"{name}.{key}", want.get(key), got.get(key))
+        for key in sorted(set(want) | set(got))
+        if want.get(key, missing) != got.get(key, missing)
+    ]
+
+
+def _canary_differences(expected: dict[str, Any], found: dict[str, Any], rtol: float) -> list[Difference]:
+    differences = []
+    if expected.get("texts") != found["texts"]:
+        differences.append(Difference("canaries.texts", expected.get("texts"), found["texts"]))
+    want_tokens, got_tokens = expected.get("tokens", []), found["tokens"]
+    changed = [i for i, (a, b) in enumerate(zip(want_tokens, got_tokens, strict=False)) if a != b]
+    if changed or len(want_tokens) != len(got_tokens):
+        first = changed[0] if changed else min(len(want_tokens), len(got_tokens))
+        differences.append(
+            Difference(
+                f"canaries.tokens (text {first}, {len(changed)} texts differ)",
+                want_tokens[first] if first < len(want_tokens) else None,
+                got_tokens[first] if first < len(got_tokens) else None,
+            )
+        )
+    if expected.get("ids") != found["ids"]:
+        differences.append(Difference("canaries.ids", expected.get("ids"), found["ids"]))
+    for want, got in zip(expected.get("layers", []), found["layers"], strict=False):
+        drift = _relative_drift(np.asarray(want["mean"], dtype=np.float64), np.asarray(got["mean"]))
+        if drift is not None and drift[0] > rtol:
+            differences.append(
+                Difference(
+                    f"canaries.layer {got['layer']}",
+                    f"relative drift <= {rtol:.3g}",
+                    f"{drift[0]:.3g} (text {drift[1]})",
+                )
+            )
+    if len(expected.get("layers", [])) != len(found["layers"]):
+        differences.append(
+            Difference("canaries.layers", len(expected.get("layers", [])), len(found["layers"]))
+        )
+    return differences
+
+
+def _relative_drift(want: np.ndarray, got: np.ndarray) -> tuple[float, int] | None:
+    """(largest ‖got - want‖ / ‖want‖ over the texts both have, and which text), or None if none."""
+    count = min(len(want), len(got))
+    if count == 0 or want.shape[1:] != got.shape[1:]:
+        return None
+    want, got = want[:count], got[:count]
+    drift = np.linalg.norm(got - want, axis=1) / np.maximum(np.linalg.norm(want, axis=1), 1e-12)
+    worst = int(np.argmax(drift))
+    return float(drift[worst]), worst

@@ -1,0 +1,192 @@
+"""The model as it is set up against the plain Hugging Face float32 forward, layer by layer.
+
+The reference is what a tutorial runs: `AutoTokenizer` + `AutoModel.from_pretrained(folder)` in float32
+on the CPU, one text at a time (no padding), `output_hidden_states=True`, truncated at the model's limit.
+The model runs exactly as loaded (runtime, dtype, quantization, batching). Exact modes must match every
+token vector of every layer within `EXACT_ATOL`; lossy modes (bfloat16, float16, int8) must keep the
+sentence vectors' cosine to the reference at or above their floor (fast mode's bound).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..backends.exact import EXACT_ATOL
+from ..core._enums import Combine, Pooling
+from ..core.layers import combine_layers
+from ..core.pooling import pool_sentences
+from .settings import environment, is_lossy, lossy_floor, vector_settings, weights_dtype
+
+__all__ = ["LayerDrift", "Verification", "compare_to_reference", "reference_states"]
+
+
+@dataclass
+class LayerDrift:
+    """How far one layer's token vectors are from the reference's: max abs difference, min cosine."""
+
+    layer: int
+    max_abs: float
+    min_cosine: float
+
+
+@dataclass
+class Verification:
+    """The model against the plain Hugging Face float32 forward: per layer, per sentence, and the verdict."""
+
+    ok: bool
+    layers: list[LayerDrift]
+    sentence_min_cosine: float
+    tolerance: dict[str, Any]
+    texts: int
+    tokens: int
+    settings: dict[str, Any]
+    environment: dict[str, Any]
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: ok, layers [{layer, max_abs, min_cosine}], settings, and the rest by name."""
+        return {
+            "ok": self.ok,
+            "layers": [dict(d.__dict__) for d in self.layers],
+            "settings": self.settings,
+            "sentence": {"min_cosine": self.sentence_min_cosine},
+            "tolerance": self.tolerance,
+            "texts": self.texts,
+            "tokens": self.tokens,
+            "problems": list(self.problems),
+            "warnings": list(self.warnings),
+            "environment": self.environment,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def reference_states(model: Any, texts: Sequence[str]) -> tuple[list[list[int]], list[np.ndarray]]:
+    """Per text, the reference's token ids and hidden states (L+1, tokens, d) float32."""
+    import torch
+    import transformers
+    from transformers import AutoModel, AutoTokenizer
+
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    target = str(model.loaded.path or model.loaded.source)
+    remote = {"trust_remote_code": bool(model.loaded.trust_remote_code)}
+    # bertscope reads "[SEP]" written in a text as characters, never as the special token
+    tokenizer = AutoTokenizer.from_pretrained(target, split_special_tokens=True, **remote)
+    hf = AutoModel.from_pretrained(target, dtype=torch.float32, **remote).eval()
+    ids, states = [], []
+    with torch.inference_mode():
+        for text in texts:
+            batch = tokenizer(text, truncation=True, max_length=model.max_tokens, return_tensors="pt")
+            hidden = hf(**batch, output_hidden_states=True).hidden_states
+            ids.append(batch["input_ids"][0].tolist())
+            states.append(torch.stack([h[0] for h in hidden]).float().numpy())
+    return ids, states
+
+
+def compare_to_reference(model: Any, texts: Sequence[str]) -> Verification:
+    """Run `texts` through `model` as set up and through the reference; see the module docstring."""
+    start = time.perf_counter()
+    texts = list(texts)
+    tokens = model.tokenize(texts)
+    found = model.embed_tokens(texts, layers="all", combine="concat")
+    ref_ids, ref_states = reference_states(model, texts)
+    n_layers = model.n_layers + 1
+    max_abs = np.zeros(n_layers)
+    min_cos = np.ones(n_layers)
+    sentence_cos = 1.0
+    problems: list[str] = []
+    spec = model.spec()
+    for index, (tok, emb, want_ids, want) in enumerate(zip(tokens, found, ref_ids, ref_states, strict=True)):
+        if list(tok.ids) != want_ids:
+            problems.append(_token_problem(index, tok.ids, want_ids))
+            continue
+        got = emb.vectors.reshape(len(tok.ids), n_layers, -1).transpose(1, 0, 2)
+        if got.shape != want.shape:
+            problems.append(f"text {index}: hidden states {got.shape} here, {want.shape} in the reference")
+            continue
+        max_abs = np.maximum(max_abs, np.abs(got - want).max(axis=(1, 2)))
+        min_cos = np.minimum(min_cos, _cosines(got, want).min(axis=1))
+        mask = np.array([0.0 if s else 1.0 for s in tok.special_mask]) if spec.mask_special else None
+        pair = [_sentence(states, mask, spec) for states in (got, want)]
+        sentence_cos = min(sentence_cos, float(_cosines(pair[0], pair[1])))
+    settings = vector_settings(model)
+    tolerance = _tolerance(model, settings)
+    within = (
+        sentence_cos >= tolerance["min_cosine"]
+        if "min_cosine" in tolerance
+        else bool((max_abs <= tolerance["max_abs"]).all())
+    )
+    problems += _setting_problems(settings)
+    layers = [LayerDrift(i, float(max_abs[i]), float(min_cos[i])) for i in range(n_layers)]
+    return Verification(
+        ok=within and not problems,
+        layers=layers,
+        sentence_min_cosine=sentence_cos,
+        tolerance=tolerance,
+        texts=len(texts),
+        tokens=sum(len(t.ids) for t in tokens),
+        settings=settings,
+        environment=environment(model),
+        problems=problems,
+        warnings=_setting_warnings(settings, model),
+        seconds=time.perf_counter() - start,
+    )
+
+
+def _tolerance(model: Any, settings: dict[str, Any]) -> dict[str, Any]:
+    if is_lossy(settings):
+        return {"min_cosine": lossy_floor(model), "of": "sentence vectors (the model's own pooling)"}
+    return {"max_abs": EXACT_ATOL, "of": "every token vector of every layer"}
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(..., tokens) cosine of each vector of a (..., tokens, d) with b's; 1 where both are zero."""
+    dot = (a.astype(np.float64) * b).sum(axis=-1)
+    norms = np.linalg.norm(a.astype(np.float64), axis=-1) * np.linalg.norm(b.astype(np.float64), axis=-1)
+    return np.where(norms > 0, dot / np.maximum(norms, 1e-300), 1.0)
+
+
+def _sentence(states: np.ndarray, mask: np.ndarray | None, spec: Any) -> np.ndarray:
+    """(d,) one text's sentence vector from (L+1, tokens, d) states with the spec's layers and pooling
+    (the model's pooler is not rerun: pooler pooling is measured as cls)."""
+    selected = [states[layer][None] for layer in spec.layers]
+    hidden = combine_layers(selected, Combine(spec.combine)).astype(np.float32)
+    pooling = Pooling.CLS if spec.pooling is Pooling.POOLER else spec.pooling
+    weights = np.ones(hidden.shape[1], dtype=np.float32) if mask is None else mask.astype(np.float32)
+    return pool_sentences(hidden, weights[None], pooling)[0]
+
+
+def _token_problem(index: int, got: Sequence[int], want: Sequence[int]) -> str:
+    at = next(
+        (i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want))
+    )
+    return (
+        f"text {index}: the tokenizer gives other ids than the reference's ({len(got)} tokens here, "
+        f"{len(want)} there; first difference at token {at})"
+    )
+
+
+def _setting_problems(settings: dict[str, Any]) -> list[str]:
+    if settings["attention"]["is_decoder"]:
+        return [
+            "config.json sets is_decoder: every layer runs a causal mask (each token sees only the tokens "
+            "before it), which no BERT-family encoder was trained with; remove is_decoder"
+        ]
+    return []
+
+
+def _setting_warnings(settings: dict[str, Any], model: Any) -> list[str]:
+    stored = settings["weights_dtype"] or weights_dtype(model.loaded.path)
+    if stored and stored != "float32":
+        return [
+            f"the weights are stored in {stored}: float32 runs on the rounded weights, and any copy saved "
+            "in float32 gives other vectors"
+        ]
+    return []
