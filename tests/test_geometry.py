@@ -187,6 +187,27 @@ def test_geometry_samples_within_its_bound(bundled: bertscope.Model) -> None:
     assert again.to_dict() == small.to_dict()
 
 
+def test_a_long_text_in_blocks_gives_the_same(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A text of ~950 tokens (two windows) given a few windows at a time: the same numbers as given whole,
+    its special tokens (first and last block) left out."""
+    import bertscope.research.states as states
+
+    long_text = " ".join(TEXTS * 20)
+    whole = geometry(bundled, [long_text, TEXTS[0]], layers="0,3,-1")
+    monkeypatch.setattr(states, "LONG_TOKENS", 100)
+    blocks = geometry(bundled, [long_text, TEXTS[0]], layers="0,3,-1")
+    count = sum(
+        sum(not s for s in bundled.tokenize(t, long="window").special_mask) for t in [long_text, TEXTS[0]]
+    )
+    assert whole.settings["tokens"] == blocks.settings["tokens"] == count > 900
+    for a, b in zip(whole.layers, blocks.layers, strict=True):
+        assert a["twins"] == b["twins"]
+        for key in ("isoscore", "intrinsic_dim", "expected_cosine"):
+            assert a[key] == pytest.approx(b[key], rel=1e-6), key
+
+
 def test_geometry_leaves_special_tokens_out_in_every_family(tiny_models: dict[str, bertscope.Model]) -> None:
     for family in ("roberta", "albert"):
         model = tiny_models[family]

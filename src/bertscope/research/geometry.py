@@ -12,7 +12,8 @@
                    the origin. Points with a twin (r1 == 0: the same piece at the same position in layer 0)
                    are dropped first, as scikit-dimension drops them.
 
-Streamed, memory bounded whatever the number of texts: per layer a running mean and d x d scatter
+Streamed, memory bounded whatever the number and length of the texts (a book-length line comes a few
+windows at a time): per layer a running mean and d x d scatter
 (IsoScore), the sum of the unit vectors (rogue), and, because TwoNN needs points, a seeded uniform sample
 (reservoir sampling) of at most `max_tokens_sampled` tokens whose vectors of every chosen layer are kept:
 (layers, max_tokens_sampled, d) float32 (54 MB for the bundled model at the default 5,000).
@@ -29,7 +30,7 @@ import numpy as np
 from ..core.layers import LayerSpec, parse_layers
 from ..core.progress import step_progress
 from ..errors import InvalidInput, InvalidSpec
-from .states import layer_states
+from .states import layer_blocks
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -212,8 +213,11 @@ def geometry(
     moments, reservoir = _Moments(), Reservoir(max_tokens_sampled, seed=seed)
     pending: list[np.ndarray] = []
     gathered = 0
-    for tok, states in layer_states(model, texts, progress=progress, total=total):
-        keep = ~np.asarray(tok.special_mask, dtype=bool)
+    position = 0  # where the block starts in its text: a long text comes a few windows at a time
+    for _, tok, states, last in layer_blocks(model, texts, progress=progress, total=total):
+        width = states.shape[1]
+        keep = ~np.asarray(tok.special_mask[position : position + width], dtype=bool)
+        position = 0 if last else position + width
         pending.append(states[chosen][:, keep])
         gathered += int(keep.sum())
         if gathered >= _FLUSH:
