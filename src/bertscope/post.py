@@ -1,4 +1,4 @@
-"""Post-processing that fixes cosine (whitening, all-but-the-top, PCA).
+"""Post-processing that fixes cosine (whitening, all-but-the-top, PCA, standardize).
 
 A public path kept: the code lives in `bertscope.core.post`; `from bertscope.post import ...` works as
 the docs and earlier releases show it. Nothing inside bertscope imports this module.
@@ -9,6 +9,7 @@ from .core.post import (
     AllButTheTop,
     PostKind,
     PostProcessor,
+    Standardize,
     Whitening,
     as_post,
     fit_post,
@@ -22,6 +23,7 @@ __all__ = [
     "Whitening",
     "AllButTheTop",
     "PCA",
+    "Standardize",
     "fit_post",
     "fit_post_on_texts",
     "load_post",

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from ..errors import InvalidInput
+from ..errors import CorpusError, InvalidInput
 from .app import (
     BackendOpt,
     CombineOpt,
@@ -63,6 +63,17 @@ def _records_table(records: list[dict[str, Any]], title: str, keys: list[str]) -
     return table
 
 
+def _text_file(read: Any, path: Path) -> Any:
+    """`read(path)`, a file that is not UTF-8 turned into one line naming it and the fix."""
+    try:
+        return read(path)
+    except UnicodeDecodeError as exc:
+        raise CorpusError(
+            f"{path}: not UTF-8 text ({exc.reason}); convert the file to UTF-8 "
+            "(e.g. iconv -f latin1 -t utf-8)"
+        ) from None
+
+
 def _post_option(post: str | None) -> list[Any]:
     from ..core.post import load_post
 
@@ -82,7 +93,9 @@ def eval_pairs(
     ] = "cls,mean,max",
     post: Annotated[
         str | None,
-        typer.Option("--post", help="Also sweep post-processing: whitening, abtt, pca, or a fitted file."),
+        typer.Option(
+            "--post", help="Also sweep post-processing: whitening, abtt, pca, standardize, or a fitted file."
+        ),
     ] = None,
     post_dim: Annotated[
         int | None, typer.Option("--post-dim", help="Dimensions kept by whitening/pca fitted here.")
@@ -111,7 +124,7 @@ def eval_pairs(
 
     pairs = Path(one_input(input_path, pairs_file, "pairs file"))
 
-    left, right, gold = read_pairs(pairs)
+    left, right, gold = _text_file(read_pairs, pairs)
     result = sweep(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
         left,
@@ -188,7 +201,7 @@ def eval_words(
     pairs = input_path or old_pairs
     if (dataset is None) == (pairs is None):
         raise InvalidInput("give one of --dataset simlex999|wordsim353 and -i/--input FILE")
-    data = word_dataset(dataset) if dataset else read_word_pairs(pairs)  # type: ignore[arg-type]
+    data = word_dataset(dataset) if dataset else _text_file(read_word_pairs, pairs)  # type: ignore[arg-type]
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     aggregated = None
     if corpus is not None:
@@ -343,7 +356,7 @@ def fit_post_cmd(
         str | None, typer.Option("--input", "-i", help="Texts to fit on, one per line (- for stdin).")
     ] = None,
     corpus: Annotated[str | None, typer.Argument(hidden=True)] = None,
-    kind: Annotated[str, typer.Option("--kind", help="whitening, abtt or pca.")] = "whitening",
+    kind: Annotated[str, typer.Option("--kind", help="whitening, abtt, pca or standardize.")] = "whitening",
     dim: Annotated[
         int | None, typer.Option("--dim", help="Dimensions kept (whitening, pca) or removed (abtt).")
     ] = None,

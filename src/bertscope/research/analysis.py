@@ -263,7 +263,7 @@ def _post_apply(
         return x
     if isinstance(processor, PostProcessor):
         return processor.apply(x) if processor.dim_in == x.shape[1] else None
-    if dim is None and processor is not PostKind.ABTT:
+    if dim is None and processor not in (PostKind.ABTT, PostKind.STANDARDIZE):
         dim = max(1, min(x.shape[1], len(x) // 2))
     return fit_post(x, processor, dim=dim).apply(x)
 
