@@ -1,7 +1,7 @@
 """The model as it is set up against the plain Hugging Face float32 forward, layer by layer.
 
 The reference is what a tutorial runs: `AutoTokenizer` + `AutoModel.from_pretrained(folder)` in float32
-on the CPU, one text at a time (no padding), `output_hidden_states=True`, truncated at the model's limit.
+on the CPU, `output_hidden_states=True`, truncated at the model's limit (texts of like length batched).
 The model runs exactly as loaded (runtime, dtype, quantization, batching). Exact modes must match every
 token vector of every layer within `EXACT_ATOL`; lossy modes (bfloat16, float16, int8) must keep the
 sentence vectors' cosine to the reference at or above their floor (fast mode's bound).
@@ -23,6 +23,9 @@ from ..core.pooling import pool_sentences
 from .settings import environment, is_lossy, lossy_floor, vector_settings, weights_dtype
 
 __all__ = ["LayerDrift", "Verification", "compare_to_reference", "reference_states"]
+
+# Texts per reference forward, sorted by length: a pad is masked out exactly, so only the last bits move.
+_REFERENCE_BATCH = 16
 
 
 @dataclass
@@ -80,13 +83,17 @@ def reference_states(model: Any, texts: Sequence[str]) -> tuple[list[list[int]],
     # bertscope reads "[SEP]" written in a text as characters, never as the special token
     tokenizer = AutoTokenizer.from_pretrained(target, split_special_tokens=True, **remote)
     hf = AutoModel.from_pretrained(target, dtype=torch.float32, **remote).eval()
-    ids, states = [], []
+    encoded = tokenizer(list(texts), truncation=True, max_length=model.max_tokens)
+    ids: list[list[int]] = [list(row) for row in encoded["input_ids"]]
+    states: list[np.ndarray] = [np.empty(0)] * len(ids)
+    order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # like lengths together: little padding
     with torch.inference_mode():
-        for text in texts:
-            batch = tokenizer(text, truncation=True, max_length=model.max_tokens, return_tensors="pt")
-            hidden = hf(**batch, output_hidden_states=True).hidden_states
-            ids.append(batch["input_ids"][0].tolist())
-            states.append(torch.stack([h[0] for h in hidden]).float().numpy())
+        for start in range(0, len(order), _REFERENCE_BATCH):
+            chosen = order[start : start + _REFERENCE_BATCH]
+            batch = tokenizer.pad({k: [encoded[k][i] for i in chosen] for k in encoded}, return_tensors="pt")
+            hidden = torch.stack(hf(**batch, output_hidden_states=True).hidden_states, dim=1).float().numpy()
+            for row, index in enumerate(chosen):
+                states[index] = hidden[row, :, : len(ids[index])]
     return ids, states
 
 

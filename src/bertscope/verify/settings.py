@@ -160,11 +160,8 @@ def _tokenizer_facts(model: Any) -> dict[str, Any]:
 
 
 def _tokenizer_json(model: Any) -> str:
-    """tokenizer.json as the runtime reads it, without the truncation and padding bertscope sets itself."""
-    config = json.loads(model.tokenizer.backend.to_str())
-    config.pop("truncation", None)
-    config.pop("padding", None)
-    return json.dumps(config, sort_keys=True)
+    """tokenizer.json as the runtime reads it (truncation and padding off: bertscope sets them itself)."""
+    return str(model.tokenizer.backend.to_str())
 
 
 def _lowercases(normalizer: Any) -> bool:

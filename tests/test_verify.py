@@ -1,0 +1,264 @@
+"""verify: the bundled model equals the plain Hugging Face float32 forward on every layer; its fingerprint
+is the same on every exact runtime and thread count, and names each way a tampered copy of its folder
+differs (causal mask, float16 weights, truncation length, a tokenizer that keeps case, a weight moved by
+1e-4); a store's vectors are checked against the deployment, and drift is caught."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from safetensors.numpy import load_file, save_file
+
+import bertscope
+from bertscope.backends.onnx import calibration_texts
+from bertscope.core.loading import open_light
+from bertscope.model import Model
+from bertscope.verify import check_fingerprint, verify_model, verify_store
+from bertscope.verify.fingerprint import canary_texts
+from console import run_main
+
+SAMPLE = ["The river bank was flooded after the storm.", "I deposited the cheque at the bank [SEP] today."]
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    """`bertscope verify --save FP --sample FILE --json` on the bundled model: its report and the file."""
+    folder = tmp_path_factory.mktemp("verify")
+    sample = folder / "sample.txt"
+    sample.write_text("\n".join(SAMPLE) + "\n", encoding="utf-8")
+    path = folder / "bundled.fingerprint.json"
+    ran = run_main("verify", "--sample", str(sample), "--save", str(path), "--json")
+    assert ran.code == 0, ran.stderr
+    return json.loads(ran.stdout), path
+
+
+def test_the_bundled_model_equals_the_reference_on_every_layer(
+    saved: tuple[dict[str, Any], Path], bundled: Model
+) -> None:
+    report, _ = saved
+    assert report["ok"] is True and report["problems"] == []
+    assert [d["layer"] for d in report["layers"]] == list(range(bundled.n_layers + 1))
+    assert all(d["max_abs"] <= 1e-5 and d["min_cosine"] > 0.99999 for d in report["layers"])
+    assert report["texts"] == len(canary_texts(bundled)) + len(SAMPLE)
+    settings = report["settings"]
+    assert settings["truncation"] == {"max_tokens": 256, "side": "right", "long": "truncate"}
+    assert settings["attention"]["mask"] == "bidirectional" and settings["weights_dtype"] == "float32"
+    assert settings["pooling"]["pooling"] == "mean" and settings["pooling"]["normalize"] is True
+    assert settings["tokenizer"]["lowercase"] is True and settings["precision"]["dtype"] == "float32"
+
+
+def test_the_fingerprint_file_holds_settings_hashes_and_canaries(saved: tuple[dict[str, Any], Path]) -> None:
+    made = json.loads(saved[1].read_text(encoding="utf-8"))
+    assert {"id", "settings", "files", "canaries", "environment"} <= set(made)
+    assert {"config.json", "model.safetensors", "tokenizer.json", "1_Pooling/config.json"} <= set(
+        made["files"]
+    )
+    canaries = made["canaries"]
+    assert len(canaries["layers"]) == 7 and canaries["tokens"][-1] == 256  # the long text, truncated
+
+
+@pytest.mark.parametrize(
+    ("backend", "threads"), [("torch", 1), ("torch", 2), ("onnxruntime", 1), ("openvino", 2)]
+)
+def test_the_same_fingerprint_on_every_exact_runtime_and_thread_count(
+    saved: tuple[dict[str, Any], Path], backend: str, threads: int
+) -> None:
+    if backend == "openvino":
+        pytest.importorskip("openvino")
+    model = bertscope.load(backend=backend, threads=threads, device="cpu")
+    check = model.verify(against=saved[1])
+    assert check.ok, check.to_dict()
+    assert check.found_id == check.expected_id
+
+
+def _tampered(root: Path, name: str, edit: Callable[[Path], None], bundled_path: Path) -> Model:
+    """A copy of the bundled folder (links to the files `edit` leaves alone), opened as `load()` opens
+    a folder whose runtime needs no export: without torch for the tokenizer, torch for the forward."""
+    folder = root / name
+    folder.mkdir()
+    for item in bundled_path.iterdir():
+        (folder / item.name).symlink_to(item)
+    edit(folder)
+    loaded = open_light(folder)
+    assert loaded is not None
+    return Model(loaded, device="cpu", max_tokens=None, token_budget=None)
+
+
+def _json_edit(name: str, change: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]:
+    def edit(folder: Path) -> None:
+        data = json.loads((folder / name).read_text(encoding="utf-8"))
+        (folder / name).unlink()
+        change(data)
+        (folder / name).write_text(json.dumps(data), encoding="utf-8")
+
+    return edit
+
+
+def _weights_edit(change: Callable[[str, np.ndarray], np.ndarray]) -> Callable[[Path], None]:
+    def edit(folder: Path) -> None:
+        weights = load_file(folder / "model.safetensors")
+        (folder / "model.safetensors").unlink()
+        save_file({key: change(key, value) for key, value in weights.items()}, folder / "model.safetensors")
+
+    return edit
+
+
+def _perturbed(key: str, value: np.ndarray) -> np.ndarray:
+    if "encoder.layer.2." not in key:
+        return value
+    noise = np.random.default_rng(0).uniform(-1e-4, 1e-4, value.shape)
+    return (value + noise).astype(value.dtype)
+
+
+def _unset_lowercase(tokenizer: dict[str, Any]) -> None:
+    tokenizer["normalizer"]["lowercase"] = False
+
+
+TAMPERED: dict[str, tuple[Callable[[Path], None], set[str]]] = {
+    "causal mask": (
+        _json_edit("config.json", lambda c: c.update(is_decoder=True)),
+        {"settings.attention.mask", "files.config.json", "canaries.layer 1"},
+    ),
+    "float16 weights": (
+        _weights_edit(lambda _, v: v.astype(np.float16) if v.dtype == np.float32 else v),
+        {"settings.weights_dtype", "files.model.safetensors", "canaries.layer 0"},
+    ),
+    "truncation length": (
+        _json_edit("sentence_bert_config.json", lambda c: c.update(max_seq_length=128)),
+        {"settings.truncation.max_tokens", "canaries.ids", "canaries.layer 6"},
+    ),
+    "cased tokenizer": (
+        _json_edit("tokenizer.json", _unset_lowercase),
+        {"settings.tokenizer.lowercase", "files.tokenizer.json", "canaries.ids", "canaries.layer 0"},
+    ),
+    "1e-4 on layer 2's weights": (
+        _weights_edit(_perturbed),
+        {"files.model.safetensors", "canaries.layer 3", "canaries.layer 6"},
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(TAMPERED))
+def test_a_tampered_copy_is_caught_and_each_difference_named(
+    saved: tuple[dict[str, Any], Path], tmp_path: Path, bundled_path: Path, case: str
+) -> None:
+    edit, named = TAMPERED[case]
+    model = _tampered(tmp_path, "copy", edit, bundled_path)
+    check = check_fingerprint(model, saved[1])
+    found = {d.what for d in check.differences}
+    assert not check.ok and named <= found, (case, sorted(found))
+    if case == "1e-4 on layer 2's weights":  # the drift is named from the layer where it starts
+        assert not found & {"canaries.layer 0", "canaries.layer 1", "canaries.layer 2"}
+        assert not any(what.startswith("settings.") for what in found)
+
+
+def test_a_causal_mask_fails_verify_even_without_a_fingerprint(tmp_path: Path, bundled_path: Path) -> None:
+    """The reference runs the same config (so the vectors agree), but the setting itself is named."""
+    edit, _ = TAMPERED["causal mask"]
+    report = verify_model(_tampered(tmp_path, "causal", edit, bundled_path))
+    assert report.ok is False and "is_decoder" in report.problems[0]
+    assert all(d.max_abs <= 1e-5 for d in report.layers)
+
+
+def test_the_command_line_names_the_differences_and_exits_1(
+    saved: tuple[dict[str, Any], Path], tmp_path: Path, bundled_path: Path
+) -> None:
+    edit, _ = TAMPERED["1e-4 on layer 2's weights"]
+    _tampered(tmp_path, "moved", edit, bundled_path)
+    ran = run_main(
+        "verify", "-m", str(tmp_path / "moved"), "--backend", "torch", "--against", str(saved[1]), "--json"
+    )
+    assert ran.code == 1, ran.stderr
+    report = json.loads(ran.stdout)
+    assert report["ok"] is False
+    assert {"what": "canaries.layer 3"}.items() <= report["differences"][1].items()
+    assert set(report["differences"][0]) == {"what", "expected", "found"}
+    same = run_main("verify", "--against", str(saved[1]))
+    assert same.code == 0 and same.stdout.startswith("ok: same fingerprint"), same.stdout
+
+
+def test_bad_input_exits_2(saved: tuple[dict[str, Any], Path], tmp_path: Path) -> None:
+    not_json = tmp_path / "fp.json"
+    not_json.write_text("{", encoding="utf-8")
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({"bertscope_fingerprint": 99}), encoding="utf-8")
+    for args in (
+        ["--against", str(not_json)],
+        ["--against", str(other)],
+        ["--against", str(tmp_path / "missing.json")],
+        ["--sample", str(tmp_path / "missing.txt")],
+        ["--save", str(tmp_path / "a.json"), "--against", str(saved[1])],
+        ["--store", str(tmp_path / "missing.parquet")],
+    ):
+        ran = run_main("verify", *args)
+        assert ran.code == 2 and ran.stderr.startswith("error:"), (args, ran.stderr)
+
+
+# Stores ---------------------------------------------------------------------------------------------
+
+TEXTS = [f"{sentence} ({n})" for n in range(4) for sentence in calibration_texts()[:10]]
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory: pytest.TempPathFactory, bundled: Model) -> dict[str, Path]:
+    """The same 40 texts embedded into each format by the bundled model (float32 and float16 Parquet)."""
+    folder = tmp_path_factory.mktemp("stores")
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    made = {}
+    for name in ("s.parquet", "s.sqlite", "s.npy"):
+        bertscope.embed_corpus(corpus, folder / name, model=bundled, progress=False, batch_size=16)
+        made[name] = folder / name
+    bertscope.embed_corpus(
+        corpus, folder / "half.parquet", model=bundled, progress=False, precision="float16"
+    )
+    made["half.parquet"], made["corpus"] = folder / "half.parquet", corpus
+    return made
+
+
+@pytest.mark.parametrize("name", ["s.parquet", "s.sqlite", "s.npy", "half.parquet"])
+def test_a_store_and_its_deployment_share_one_space(
+    stores: dict[str, Path], bundled: Model, name: str
+) -> None:
+    corpus = stores["corpus"] if name.endswith(".npy") else None
+    check = verify_store(stores[name], model=bundled, rows=12, corpus=corpus)
+    assert check.ok, check.to_dict()
+    assert check.rows_checked == 12 and check.rows == len(TEXTS)
+    assert check.max_abs <= (1e-3 if name == "half.parquet" else 1e-5)
+
+
+def test_the_sample_is_stratified_over_the_rows() -> None:
+    from bertscope.verify.store import sample_rows
+
+    rows = sample_rows(1000, 10, seed=3)
+    assert [r // 100 for r in rows] == list(range(10))
+    assert list(sample_rows(5, 10)) == [0, 1, 2, 3, 4]
+
+
+def test_a_store_checked_with_another_model_drifts(
+    stores: dict[str, Path], tmp_path: Path, bundled_path: Path
+) -> None:
+    edit, _ = TAMPERED["1e-4 on layer 2's weights"]
+    moved = _tampered(tmp_path, "moved", edit, bundled_path)
+    check = verify_store(stores["s.parquet"], model=moved, rows=8)
+    assert check.ok is False and check.max_abs > 1e-5
+    assert check.differences[0].what.startswith("row ") and check.differences[0].expected == "stored"
+
+
+def test_verify_store_on_the_command_line(stores: dict[str, Path]) -> None:
+    ran = run_main("verify", "--store", str(stores["s.parquet"]), "--rows", "5", "--json")
+    assert ran.code == 0, ran.stderr
+    report = json.loads(ran.stdout)
+    assert {"ok", "rows_checked", "max_abs", "min_cosine", "differences"} <= set(report)
+    assert report["rows_checked"] == 5 and report["differences"] == []
+    no_texts = run_main("verify", "--store", str(stores["s.npy"]))
+    assert no_texts.code == 2 and "--corpus" in no_texts.stderr
+    with_texts = run_main(
+        "verify", "--store", str(stores["s.npy"]), "--corpus", str(stores["corpus"]), "--rows", "4"
+    )
+    assert with_texts.code == 0 and with_texts.stdout.startswith("ok: 4 of 40 rows"), with_texts.stdout
