@@ -121,3 +121,27 @@ def test_cli_json_shape(tiny_dirs, tmp_path) -> None:
     assert data["layers_a"] == data["layers_b"] == [0, 1, 2]
     assert len(data["cka"]) == 3 and all(len(row) == 3 for row in data["cka"])
     assert picture.stat().st_size > 0
+
+
+def test_few_rows_for_their_width_bring_a_note(tiny_models) -> None:
+    """Linear CKA over fewer rows than twice the width reads too high (400 rows of 384 dims: .535 against
+    .478 debiased): the result says so and names --debiased; the debiased estimator needs no note."""
+    from bertscope.research.cka import few_rows_note
+
+    few = cka(tiny_models["bert"], TEXTS, level="sentence")  # 6 rows, 32 dimensions
+    assert few.note is not None and "6 rows for 32 dimensions" in few.note and "--debiased" in few.note
+    assert cka(tiny_models["bert"], TEXTS, level="sentence", debiased=True).note is None
+    assert few_rows_note(400, 384) is not None and few_rows_note(777, 384) is None
+
+
+def test_cli_prints_the_few_rows_note_on_stderr(tiny_dirs, tmp_path) -> None:
+    from console import run_main
+
+    path = tmp_path / "texts.txt"
+    path.write_text("\n".join(TEXTS))
+    ran = run_main("cka", "-i", str(path), "-m", str(tiny_dirs["bert"]), "--level", "sentence", "--json")
+    assert ran.code == 0, ran.stderr
+    assert "note: 6 rows for 32 dimensions" in " ".join(ran.stderr.split()) and json.loads(ran.stdout)
+    debiased = run_main("cka", "-i", str(path), "-m", str(tiny_dirs["bert"]), "--level", "sentence",
+                        "--debiased")  # fmt: skip
+    assert debiased.code == 0 and "note:" not in debiased.stderr

@@ -20,6 +20,7 @@ from .app import (
     load_model,
     out,
     read_lines,
+    warn,
 )
 
 PictureOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Also write a PNG picture here.")]
@@ -100,9 +101,12 @@ def probe_command(
         emit_json(result.to_dict())
         return
     labels = ", ".join(f"{k} {v}" for k, v in result.labels.items())
+    # Repeated sentences are merged into one group (never on both sides of a fold): count them as such.
+    merged = result.n_groups < result.n_sentences
+    sentences = f"{result.n_groups} distinct sentences" if merged else f"{result.n_groups} sentences"
     table = Table(
         "layer", "accuracy", "95% CI", "macro-F1", "control", "selectivity",
-        title=f"{input_path}: {result.n_items} items ({labels}), {result.n_groups} sentences, "
+        title=f"{input_path}: {result.n_items} items ({labels}), {sentences}, "
         f"{result.folds}-fold CV grouped by sentence",
     )  # fmt: skip
     for row in result.rows:
@@ -146,6 +150,8 @@ def cka_command(
     a = load_model(model, device=device, threads=threads)
     b = None if model_b is None else load_model(model_b, device=device, threads=threads)
     result = cka(a, read_lines(input_path), b, level=level, debiased=debiased)
+    if result.note:
+        warn(result.note, label="note:", style="cyan")
     if output is not None:
         from ..research.layer_plots import plot_cka
 

@@ -9,15 +9,21 @@ loads, bundled default included), the folder checks, and one-line errors. The fo
 model2vec's `[distill]` extra pins transformers below 5.4, which bertscope's own transformers is not;
 its distillation runs on newer ones, so bertscope's `distill` extra installs model2vec and skeletoken
 (what `distill_from_model` imports) without that pin.
+
+model2vec's forward loop draws a tqdm bar, which in a log is hundreds of redraws; for the length of the
+call its bar is bertscope's own progress (core.progress: a bar on a terminal, a line every few seconds
+in a log), as for every other long command.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..core.progress import step_progress
 from ..errors import BackendUnavailable, InvalidInput
 
 __all__ = ["distill", "load_static", "read_vocabulary"]
@@ -53,12 +59,14 @@ def distill(
     vocabulary: Sequence[str] | None = None,
     sif: float | None = 1e-4,
     overwrite: bool = False,
+    progress: bool | None = None,
 ) -> Path:
     """Distil a model2vec static model from `model` (a loaded Model, a name or folder, None: the bundled
     default) into the folder `output`; returns the folder.
 
     `dim` is the PCA width (None keeps the model's width), `vocabulary` extra whole words (default:
-    the tokenizer's own pieces), `sif` the SIF coefficient of the Zipf weights (None: no weights).
+    the tokenizer's own pieces), `sif` the SIF coefficient of the Zipf weights (None: no weights);
+    `progress` False shows none (None: a bar on a terminal, lines in a log).
     """
     folder = Path(output)
     if folder.exists() and not overwrite:
@@ -75,18 +83,52 @@ def distill(
     width = int(model.info().hidden_size)
     if dim is not None and dim > width:
         raise InvalidInput(f"dim={dim} is wider than the model ({width}); give --dim {width} or less")
-    static = distill_from_model(
-        model.hf_model,
-        model.loaded.tokenizer,
-        vocabulary=list(vocabulary) if vocabulary else None,
-        device=str(model.device),
-        pca_dims=dim,
-        sif_coefficient=sif,
-    )
+    with _progress_of_model2vec(progress):
+        static = distill_from_model(
+            model.hf_model,
+            model.loaded.tokenizer,
+            vocabulary=list(vocabulary) if vocabulary else None,
+            device=str(model.device),
+            pca_dims=dim,
+            sif_coefficient=sif,
+        )
     if folder.exists():
         shutil.rmtree(folder)
     static.save_pretrained(str(folder))
     return folder
+
+
+@contextmanager
+def _progress_of_model2vec(progress: bool | None) -> Iterator[None]:
+    """While it lasts, model2vec's forward loop reports to `step_progress` instead of drawing tqdm bars."""
+    from model2vec.distill import inference
+
+    original = inference.tqdm
+    with ExitStack() as opened:
+
+        def bar(*iterable: Any, total: int | None = None, **options: Any) -> Any:
+            if iterable:  # a loop wrapped in a bar, which this version does not draw: no bar at all
+                return original(*iterable, total=total, disable=True, **options)
+            step = opened.enter_context(
+                step_progress(total or 0, "distilling", enabled=progress, unit="pieces")
+            )
+            return _Steps(step)
+
+        inference.tqdm = bar
+        try:
+            yield
+        finally:
+            inference.tqdm = original
+
+
+class _Steps:
+    """Stands in for model2vec's tqdm bar: `update(n)` as pieces are encoded."""
+
+    def __init__(self, step: Any) -> None:
+        self.update = step
+
+    def close(self) -> None:
+        """Closed with the call (model2vec leaves its bar open)."""
 
 
 def load_static(folder: str | Path) -> Any:

@@ -5,7 +5,8 @@ forward pass per batch: a row `static` (the input embedding rows alone, no posit
 layer 0 (the embedding layer's output) to L. A logistic regression (scikit-learn, features standardised)
 is scored by k-fold cross-validation grouped by sentence (no sentence in both train and test, labels
 stratified where possible): accuracy and macro-F1 per layer, the mean over folds with a 95% t-interval
-(cut to [0, 1]).
+(cut to [0, 1]). The fits are CPU-independent (float64, converged, and exact ties on identical rows
+broken by rule: see probe_fit).
 
 `majority` is the same cross-validation's baseline: each fold predicts its training majority. The control
 task gives each word type (sentence level: each distinct text) one fixed random label drawn from the
@@ -47,7 +48,8 @@ class Level(StrEnum):
 
 @dataclass
 class Features:
-    """Probe inputs: static (n, e), layers (n, k, d) for `layer_numbers`, and per item its group and type."""
+    """Probe inputs: static (n, e), layers (n, k, d) for `layer_numbers`, and per item its group and type;
+    `n_texts` labelled sentences were given (repeats of one text are one group)."""
 
     static: np.ndarray
     layers: np.ndarray
@@ -55,11 +57,15 @@ class Features:
     labels: list[str]
     groups: list[str]
     types: list[str]
+    n_texts: int = 0
 
 
 @dataclass
 class ProbeResult:
-    """Per row (static, then each layer): accuracy, macro-F1 (with 95% intervals), control and selectivity."""
+    """Per row (static, then each layer): accuracy, macro-F1 (with 95% intervals), control and selectivity.
+
+    `n_groups` distinct texts of the `n_sentences` labelled ones given: a repeated text is one group, so
+    it is never on both sides of a fold."""
 
     level: str
     n_items: int
@@ -69,12 +75,14 @@ class ProbeResult:
     majority: float
     rows: list[dict[str, Any]]
     settings: dict[str, Any] = field(default_factory=dict)
+    n_sentences: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: level, n_items, majority, rows, and how the probe was run."""
         return {
             "level": self.level,
             "n_items": self.n_items,
+            "n_sentences": self.n_sentences,
             "n_groups": self.n_groups,
             "folds": self.folds,
             "labels": self.labels,
@@ -94,6 +102,7 @@ def word_features(
 ) -> Features:
     """Every labelled word's vector per layer (its pieces pooled by `subword`) and its static rows."""
     static, stacked, labels, groups, types = [], [], [], [], []
+    n_texts = 0
     texts = (s.text for s in sentences)
     for number, (sentence, (tok, states)) in enumerate(
         zip(sentences, layer_states(model, texts, progress=progress, total=len(sentences)), strict=True)
@@ -101,6 +110,7 @@ def word_features(
         probed = [i for i, label in enumerate(sentence.labels) if label != CONTEXT]
         if not probed:
             continue
+        n_texts += 1
         spans = sentence.spans()
         groups_of = [_pieces(tok, spans[i], sentence.words[i], number) for i in probed]
         ids = [tok.ids[j] for group in groups_of for j in group]
@@ -119,7 +129,9 @@ def word_features(
         raise InvalidInput(
             "no word is labelled (every label is _): label the words to probe, _ marks context only"
         )
-    return Features(np.concatenate(static), np.concatenate(stacked), list(layers), labels, groups, types)
+    return Features(
+        np.concatenate(static), np.concatenate(stacked), list(layers), labels, groups, types, n_texts
+    )
 
 
 def _pieces(tok: Any, span: tuple[int, int], word: str, number: int) -> list[int]:
@@ -147,7 +159,9 @@ def sentence_features(
     for tok, states in layer_states(model, texts, progress=progress, total=len(texts)):
         static.append(static_rows(model, tok.ids).mean(axis=0))
         stacked.append(states[list(layers)].mean(axis=1))
-    return Features(np.stack(static), np.stack(stacked), list(layers), list(labels), list(texts), list(texts))
+    return Features(
+        np.stack(static), np.stack(stacked), list(layers), list(labels), list(texts), list(texts), len(texts)
+    )
 
 
 def probe(
@@ -176,6 +190,7 @@ def probe(
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
     if folds < 2:
         raise InvalidInput(f"--folds {folds}: cross-validation needs at least 2 folds")
+    _check_seed(seed)
     usable_jobs = isinstance(n_jobs, int) and not isinstance(n_jobs, bool) and (n_jobs == -1 or n_jobs >= 1)
     if n_jobs is not None and not usable_jobs:
         raise InvalidInput(f"n_jobs={n_jobs!r}: give a number of processes (1 or more), or -1 for every CPU")
@@ -197,6 +212,12 @@ def probe(
         feats, kind, folds=folds, control=control, seed=seed, settings=settings, progress=progress,
         n_jobs=n_jobs,
     )  # fmt: skip
+
+
+def _check_seed(seed: Any) -> None:
+    # numpy and scikit-learn take seeds 0 .. 2**32 - 1 and fail deep inside with anything else
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or not 0 <= seed < 2**32:
+        raise InvalidInput(f"--seed {seed!r}: a seed is a whole number from 0 to {2**32 - 1}")
 
 
 def _pairs(data: Sequence[Any]) -> tuple[list[str], list[str]]:
@@ -290,6 +311,7 @@ def evaluate(
     return ProbeResult(
         level=level.value,
         n_items=len(y),
+        n_sentences=feats.n_texts or len(set(feats.groups)),
         n_groups=len(set(feats.groups)),
         folds=folds,
         labels={str(n): int(c) for n, c in zip(names, counts, strict=True)},

@@ -42,11 +42,24 @@ class LabelledSentence:
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a UTF-8 file, a byte-order mark dropped; a bad byte is named at its line."""
     if not path.is_file():
-        raise CorpusError(f"cannot read {path}: no such file")
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
+        what = "it is a folder: give a file inside it" if path.is_dir() else "no such file"
+        raise CorpusError(f"cannot read {path}: {what}")
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, 1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise CorpusError(
+                    f"{path}:{number}: not UTF-8 text ({exc.reason}); convert the file to UTF-8 "
+                    f"(e.g. iconv -f latin1 -t utf-8)"
+                ) from None
             yield number, line.rstrip("\n").rstrip("\r")
+
+
+def _empty(path: Path, layout: str) -> CorpusError:
+    return CorpusError(f"{path} is empty: a probe file holds one {layout} per line")
 
 
 def _column_index(column: str | int) -> int:
@@ -106,6 +119,8 @@ def read_words(path: str | Path, *, column: str | int | None = None) -> list[Lab
         words.append(word.strip())
         labels.append(label.strip())
     close()
+    if not sentences:
+        raise _empty(path, "CoNLL-U token" if conllu else "word<TAB>label")
     return sentences
 
 
@@ -121,6 +136,8 @@ def read_sentences(path: str | Path) -> tuple[list[str], list[str]]:
             raise CorpusError(f"{path}:{number}: expected text<TAB>label")
         texts.append(text.strip())
         labels.append(label.strip())
+    if not texts:
+        raise _empty(path, "text<TAB>label")
     return texts, labels
 
 
