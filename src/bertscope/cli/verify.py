@@ -84,8 +84,7 @@ def verify(
                 store, model, run, rows=rows, collection=collection, corpus=corpus, post=post, as_json=as_json
             )
         else:
-            loaded = _load(model, run)
-            code = _verify_model(loaded, sample, lines, save=save, against=against, as_json=as_json)
+            code = _verify_model(model, run, sample, lines, save=save, against=against, as_json=as_json)
     except BertscopeError as exc:
         warn(exc, label="error:", style="red")
         raise typer.Exit(2) from None
@@ -106,23 +105,31 @@ def _load(model: str | None, run: dict[str, Any], stored: dict[str, Any] | None 
 
 
 def _verify_model(
-    model: Any, sample: Path | None, lines: int, *, save: Path | None, against: Path | None, as_json: bool
+    model: str | None,
+    run: dict[str, Any],
+    sample: Path | None,
+    lines: int,
+    *,
+    save: Path | None,
+    against: Path | None,
+    as_json: bool,
 ) -> int:
-    from ..verify import read_fingerprint, save_fingerprint, verify_model
+    from ..verify import check_fingerprint, compare_to_reference, read_fingerprint, save_fingerprint
+    from ..verify.fingerprint import canary_texts
 
     if against is not None:
         if sample is not None:
             raise InvalidInput("--sample is compared with the reference forward; leave it out with --against")
-        expected = read_fingerprint(against)  # a bad file is bad input, before any forward
-        check = verify_model(model, against=expected)
-        _show_differences(
-            check.to_dict(), as_json, same=f"same fingerprint as {against} (id {check.found_id})"
-        )
+        expected = read_fingerprint(against)  # a bad file is bad input, found before the model loads
+        check = check_fingerprint(_load(model, run), expected)
+        same = f"same fingerprint as {against} (id {check.found_id})"
+        _show_differences(check.to_dict(), as_json, same=same)
         return 0 if check.ok else 1
     texts = _sample(sample, lines) if sample is not None else []
-    result = verify_model(model, texts)
+    loaded = _load(model, run)
+    result = compare_to_reference(loaded, [*canary_texts(loaded), *texts])
     if save is not None:
-        made = save_fingerprint(model, save)
+        made = save_fingerprint(loaded, save)
         warn(f"fingerprint {made['id']} written to {save}", label="saved:", style="green")
     if as_json:
         emit_json(result.to_dict())

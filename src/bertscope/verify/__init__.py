@@ -33,7 +33,8 @@ from .store import StoreCheck, verify_store
 
 __all__ = [
     "Difference", "FingerprintCheck", "LayerDrift", "StoreCheck", "Verification", "check_fingerprint",
-    "fingerprint", "read_fingerprint", "save_fingerprint", "verify_model", "verify_store",
+    "compare_to_reference", "fingerprint", "read_fingerprint", "save_fingerprint", "verify_model",
+    "verify_store",
 ]  # fmt: skip
 
 
