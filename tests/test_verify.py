@@ -262,3 +262,26 @@ def test_verify_store_on_the_command_line(stores: dict[str, Path]) -> None:
         "verify", "--store", str(stores["s.npy"]), "--corpus", str(stores["corpus"]), "--rows", "4"
     )
     assert with_texts.code == 0 and with_texts.stdout.startswith("ok: 4 of 40 rows"), with_texts.stdout
+
+
+LEVELS = {
+    "tokens": {"level": "tokens", "layers": "0,3,6", "combine": "stack"},
+    "words": {"level": "words", "precision": "float16"},
+    "chunks": {"level": "chunks"},
+}
+
+
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_token_word_and_chunk_stores_are_checked_row_by_row(
+    stores: dict[str, Path], bundled: Model, tmp_path: Path, bundled_path: Path, level: str
+) -> None:
+    out = tmp_path / f"{level}.parquet"
+    bertscope.embed_corpus(stores["corpus"], out, model=bundled, progress=False, **LEVELS[level])
+    corpus = stores["corpus"] if level == "chunks" else None  # chunk rows hold the chunk, not the text
+    check = verify_store(out, model=bundled, rows=20, corpus=corpus)
+    assert check.ok and check.rows_checked == 20, check.to_dict()
+    if level == "tokens":  # one layer_N column per kept layer: the drift starts at layer 3
+        edit, _ = TAMPERED["1e-4 on layer 2's weights"]
+        drifted = verify_store(out, model=_tampered(tmp_path, "moved", edit, bundled_path), rows=20)
+        named = {d.what.split()[0] for d in drifted.differences}
+        assert not drifted.ok and named == {"layer_3", "layer_6"}, named

@@ -1,0 +1,108 @@
+"""Stored vectors against freshly made ones: the result of a store check, and the one comparison.
+
+Exact on both sides, each vector must match within `EXACT_ATOL` (a float16 store: within one float16
+step more); a lossy side (bfloat16, float16 or int8 arithmetic) holds the cosine to `2 floor^2 - 1`, where
+both are within `floor` of float32.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..backends.exact import EXACT_ATOL
+from .fingerprint import Difference
+from .settings import LOSSY_FLOOR, is_lossy, lossy_floor, vector_settings
+
+__all__ = ["StoreCheck", "add_drift"]
+
+_WORST_SHOWN = 5
+
+
+@dataclass
+class StoreCheck:
+    """A store's vectors against this deployment's: ok when every sampled row is within tolerance."""
+
+    ok: bool
+    rows_checked: int
+    max_abs: float
+    min_cosine: float
+    differences: list[Difference] = field(default_factory=list)
+    tolerance: dict[str, Any] = field(default_factory=dict)
+    store: str = ""
+    rows: int = 0
+    model: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: ok, rows_checked, max_abs, min_cosine, differences [{what, expected, found}], ..."""
+        return {
+            "ok": self.ok,
+            "rows_checked": self.rows_checked,
+            "max_abs": self.max_abs,
+            "min_cosine": self.min_cosine,
+            "differences": [d.to_dict() for d in self.differences],
+            "tolerance": self.tolerance,
+            "store": self.store,
+            "rows": self.rows,
+            "model": self.model,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def add_drift(
+    check: StoreCheck,
+    model: Any,
+    settings: dict[str, Any],
+    labels: Sequence[str],
+    stored: np.ndarray,
+    fresh: np.ndarray,
+    *,
+    column: str = "",
+) -> None:
+    """Add one vector column's drift to `check`: max abs, min cosine, and its worst rows (named by
+    `labels`) when out of tolerance. `stored` and `fresh` are (rows, d), row for row."""
+    where = f"{column} " if column else ""
+    if stored.shape != fresh.shape:
+        found = f"{fresh.shape[-1]} dimensions here"
+        check.differences.append(Difference(f"{where}width", f"{stored.shape[-1]} dimensions", found))
+        return
+    float16 = settings.get("precision") == "float16"
+    if float16:  # the store kept float16: compare what this deployment would store
+        fresh = fresh.astype(np.float16).astype(np.float32)
+    diff = np.abs(fresh - stored)
+    dots = (fresh.astype(np.float64) * stored).sum(axis=1)
+    norms = np.linalg.norm(fresh.astype(np.float64), axis=1) * np.linalg.norm(
+        stored.astype(np.float64), axis=1
+    )
+    cosines = np.where(norms > 0, dots / np.maximum(norms, 1e-300), 1.0)
+    check.max_abs = max(check.max_abs, float(diff.max(initial=0.0)))
+    check.min_cosine = min(check.min_cosine, float(cosines.min(initial=1.0)))
+    if _lossy_store(settings) or is_lossy(vector_settings(model)):
+        floor = min(lossy_floor(model), _stored_floor(settings))
+        bound = 2 * floor**2 - 1
+        check.tolerance = {"min_cosine": bound}
+        bad = np.flatnonzero(cosines < bound)
+    else:
+        allowed = EXACT_ATOL + (np.abs(np.spacing(stored.astype(np.float16))) if float16 else 0.0)
+        check.tolerance = {"max_abs": EXACT_ATOL, "float16_step": float16}
+        bad = np.flatnonzero((diff > allowed).any(axis=1))
+    worst = bad[np.argsort(cosines[bad])][:_WORST_SHOWN]
+    for row in worst:
+        found = f"cosine {cosines[row]:.6f}, max abs {diff[row].max():.3g}"
+        check.differences.append(Difference(f"{where}{labels[row]}", "stored", found))
+    if len(bad) > len(worst):
+        more = f"{len(bad) - len(worst)} more rows out of tolerance"
+        check.differences.append(Difference(f"{where}rows", "stored", more))
+
+
+def _lossy_store(settings: dict[str, Any]) -> bool:
+    return settings.get("dtype", "float32") != "float32" or settings.get("quantize") not in (None, "none")
+
+
+def _stored_floor(settings: dict[str, Any]) -> float:
+    fast = settings.get("fast") or {}
+    return float(fast.get("min_cosine", LOSSY_FLOOR))

@@ -1,0 +1,99 @@
+"""Token, word and chunk stores (a row per token, word or chunk of a text) against this deployment.
+
+The documents behind the sampled rows are embedded again with the store's own level and settings (the
+same `make_level` the corpus job ran), and each sampled row is compared with the fresh row of the same
+(id, position), in every vector column (`embedding`, or one `layer_N` per kept layer). Tokens and words
+take each document's text from its first row; chunk rows hold their chunk only, so a chunk store (and one
+written without texts) needs the corpus it was made from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ..core.spec import EmbedOptions
+from ..errors import InvalidInput
+from ..io.checksums import column_values, vector_names
+from ..io.level_table import make_level
+from ..io.readers import Record
+from ..io.stores import Store
+from .drift import StoreCheck, add_drift
+from .fingerprint import Difference
+
+__all__ = ["check_rows"]
+
+
+def check_rows(
+    check: StoreCheck, model: Any, opened: Store, positions: np.ndarray, corpus: dict[str, Any]
+) -> None:
+    """Add the drift of a token, word or chunk store's sampled rows to `check` (see the module docstring)."""
+    import pyarrow.parquet as pq
+
+    from .store import texts_by_id
+
+    settings = opened.settings
+    level = settings["level"]
+    if opened.path.suffix.lower() != ".parquet":
+        raise InvalidInput(f"{opened.path}: {level} rows are checked in Parquet stores")
+    schema = pq.read_schema(opened.path)
+    keys = pq.read_table(opened.path, columns=[c for c in ("id", "position", "text") if c in schema.names])
+    ids, places = keys.column("id").to_pylist(), keys.column("position").to_pylist()
+    sampled = [(str(ids[p]), int(places[p])) for p in positions]
+    docs = list(dict.fromkeys(doc for doc, _ in sampled))
+    stored_texts = _first_texts(keys, set(docs)) if level != "chunks" and "text" in schema.names else {}
+    if all(doc in stored_texts for doc in docs):
+        texts = [stored_texts[doc] for doc in docs]
+    else:
+        texts = texts_by_id(docs, corpus, opened.path)
+    made = _level(level, model, settings).embed([Record(d, t, 0) for d, t in zip(docs, texts, strict=True)])
+    fresh_rows = {
+        (str(doc), int(place)): row
+        for row, (doc, place) in enumerate(
+            zip(made.table.column("id").to_pylist(), made.table.column("position").to_pylist(), strict=True)
+        )
+    }
+    present = [i for i, key in enumerate(sampled) if key in fresh_rows]
+    for i in [i for i, key in enumerate(sampled) if key not in fresh_rows][:5]:
+        doc, place = sampled[i]
+        found = f"no row {place} made for text {doc} here"
+        check.differences.append(
+            Difference(f"row {int(positions[i])} (id {doc}, position {place})", "stored", found)
+        )
+    columns = vector_names(schema)
+    labels = [f"row {int(positions[i])} (id {sampled[i][0]}, position {sampled[i][1]})" for i in present]
+    for column in columns:
+        stored = np.asarray(replace(opened, column=column).take(positions[present])[2], dtype=np.float32)
+        fresh = column_values(made.table.column(column)).astype(np.float32)
+        fresh = fresh[[fresh_rows[sampled[i]] for i in present]]
+        name = column if len(columns) > 1 else ""
+        add_drift(check, model, settings, labels, stored, fresh, column=name)
+
+
+def _first_texts(keys: Any, wanted: set[str]) -> dict[str, str]:
+    """Each wanted document's text, from the first of its rows that holds it."""
+    found: dict[str, str] = {}
+    for doc, text in zip(keys.column("id").to_pylist(), keys.column("text").to_pylist(), strict=True):
+        if text is not None and doc in wanted and doc not in found:
+            found[str(doc)] = str(text)
+    return found
+
+
+def _level(level: str, model: Any, settings: dict[str, Any]) -> Any:
+    """The corpus level the store was written with, from its settings."""
+    options = EmbedOptions.from_settings(settings)
+    if level != "chunks":  # token and word rows are not pooled: only layers, combine and long count
+        options = replace(options, pooling=EmbedOptions().pooling, mask_special=False, normalize=None)
+    return make_level(
+        level,
+        model,
+        options=options,
+        precision=settings.get("precision", "float32"),
+        subword=settings.get("subword", "mean"),
+        chunks=settings.get("chunks", "sentence"),
+        late=bool(settings.get("late", True)),
+        chunk_size=int(settings.get("chunk_size", 128)),
+        chunk_overlap=int(settings.get("chunk_overlap", 0)),
+    )
