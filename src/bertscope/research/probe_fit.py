@@ -103,9 +103,10 @@ def tie_broken(
 
     A test row whose features are exactly those of some training rows (a word piece's static row) is one
     point to the classifier; where those rows' most common labels tie (`light` once a NOUN, once a VERB)
-    and the classifier picks one of them, its pick among them is a matter of rounding, and so of the CPU.
-    Such a row gets, of the tied labels, the one most frequent in the whole training side, then the first
-    by name. Every other prediction is the classifier's own.
+    and the classifier picks one of them, the data at that point has no preference: the pick comes from
+    the pull of other rows, often by a hair (1e-3 in the POS probe's log-odds) that the CPU's rounding
+    decided. Such a row gets, of the tied labels, the one most frequent in the whole training side, then
+    the first by name. Every other prediction is the classifier's own.
     """
     labels_at: dict[bytes, Counter[Any]] = {}
     for row, label in zip(np.ascontiguousarray(x_train), y_train, strict=True):
