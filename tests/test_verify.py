@@ -285,3 +285,16 @@ def test_token_word_and_chunk_stores_are_checked_row_by_row(
         drifted = verify_store(out, model=_tampered(tmp_path, "moved", edit, bundled_path), rows=20)
         named = {d.what.split()[0] for d in drifted.differences}
         assert not drifted.ok and named == {"layer_3", "layer_6"}, named
+
+
+def test_a_lossy_mode_is_held_to_its_cosine_floor() -> None:
+    """bfloat16 is not within 1e-5; it is judged by its sentence vectors' cosine to the reference."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # bfloat16 on a CPU without it natively: slow, and said so
+        model = bertscope.load(dtype="bfloat16", backend="torch", device="cpu")
+    loose = model.verify(min_cosine=0.99)
+    assert loose.ok and loose.tolerance["min_cosine"] == 0.99, loose.to_dict()
+    assert loose.settings["precision"]["dtype"] == "bfloat16" and max(d.max_abs for d in loose.layers) > 1e-5
+    assert 0.99 < loose.sentence_min_cosine < 0.9999999  # a floor above it fails

@@ -352,14 +352,17 @@ class Model(Encoder):
 
         return forward(self, texts)
 
-    def verify(self, texts: Sequence[str] | None = None, *, against: Any = None) -> Any:
+    def verify(
+        self, texts: Sequence[str] | None = None, *, against: Any = None, min_cosine: float | None = None
+    ) -> Any:
         """This model as set up against the plain Hugging Face float32 forward, every layer, on the
         calibration sentences, a text over the limit and `texts` (a `Verification`: ok, per-layer max abs
-        and min cosine, settings); with `against` (a fingerprint dict or file from
-        `bertscope.verify.save_fingerprint`), each difference from it (a `FingerprintCheck`)."""
+        and min cosine, settings; a lossy mode held to `min_cosine`, default its fast bound or 0.999);
+        with `against` (a fingerprint dict or file from `bertscope.verify.save_fingerprint`), each
+        difference from it (a `FingerprintCheck`)."""
         from .verify import verify_model
 
-        return verify_model(self, texts, against=against)
+        return verify_model(self, texts, against=against, min_cosine=min_cosine)
 
     # What each layer holds (research/probe.py, research/cka.py) ---------------------------------
 

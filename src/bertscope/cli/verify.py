@@ -13,7 +13,20 @@ from rich.table import Table
 
 from ..core._enums import Backend, DType, Quantize
 from ..errors import BertscopeError, InvalidInput
-from .app import JsonOpt, ModelOpt, ThreadsOpt, app, emit_json, load_model, out, read_lines, warn
+from .app import (
+    FastMinCosineOpt,
+    FastOpt,
+    JsonOpt,
+    ModelOpt,
+    ThreadsOpt,
+    app,
+    emit_json,
+    err,
+    load_model,
+    out,
+    read_lines,
+    warn,
+)
 
 _Device = Annotated[str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 _Dtype = Annotated[str | None, typer.Option("--dtype", help="float32 (exact), bfloat16, float16 (CUDA).")]
@@ -60,6 +73,17 @@ def verify(
     backend: _Backend = None,
     quantize: _Quantize = None,
     threads: ThreadsOpt = None,
+    fast: FastOpt = False,
+    fast_min_cosine: FastMinCosineOpt = 0.999,
+    min_cosine: Annotated[
+        float | None,
+        typer.Option(
+            "--min-cosine",
+            min=0.0,
+            max=1.0,
+            help="A lossy mode's floor (default: --fast's bound, else 0.999).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Prove the vectors are still the vectors: the model as set up against the plain Hugging Face float32
@@ -69,13 +93,15 @@ def verify(
     Exit 0 within tolerance (1e-5 for exact modes; the fast mode's cosine bound for lossy ones), 1 on
     drift or any difference, 2 on bad input.
 
-    Examples:
-      bertscope verify
-      bertscope verify -m ./my-model --save my-model.fingerprint.json     # at build time
-      bertscope verify -m ./my-model --against my-model.fingerprint.json  # in CI, after every upgrade
-      bertscope verify --store corpus.parquet --rows 1000                 # before querying a store
+    Examples: `bertscope verify`, `bertscope verify --backend onnxruntime --sample corpus.txt --json`,
+    at build time `bertscope verify -m ./my-model --save my-model.fingerprint.json`, in CI after every
+    upgrade `bertscope verify -m ./my-model --against my-model.fingerprint.json`, before querying a
+    store `bertscope verify --store corpus.parquet --rows 1000`
     """
-    run = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize, "threads": threads}
+    run: dict[str, Any] = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize}
+    run["threads"] = threads
+    if fast:
+        run["fast_min_cosine"] = fast_min_cosine
     try:
         if sum(x is not None for x in (save, against, store)) > 1:
             raise InvalidInput("give one of --save, --against and --store")
@@ -84,7 +110,9 @@ def verify(
                 store, model, run, rows=rows, collection=collection, corpus=corpus, post=post, as_json=as_json
             )
         else:
-            code = _verify_model(model, run, sample, lines, save=save, against=against, as_json=as_json)
+            code = _verify_model(
+                model, run, sample, lines, save=save, against=against, min_cosine=min_cosine, as_json=as_json
+            )
     except BertscopeError as exc:
         warn(exc, label="error:", style="red")
         raise typer.Exit(2) from None
@@ -101,6 +129,8 @@ def _load(model: str | None, run: dict[str, Any], stored: dict[str, Any] | None 
         backend=Backend.parse(run["backend"] or stored.get("backend") or "auto", what="backend"),
         quantize=Quantize.parse(run["quantize"] or stored.get("quantize") or "none", what="quantize"),
         threads=run["threads"],
+        fast="fast_min_cosine" in run,
+        fast_min_cosine=run.get("fast_min_cosine", 0.999),
     )
 
 
@@ -112,6 +142,7 @@ def _verify_model(
     *,
     save: Path | None,
     against: Path | None,
+    min_cosine: float | None,
     as_json: bool,
 ) -> int:
     from ..verify import check_fingerprint, compare_to_reference, read_fingerprint, save_fingerprint
@@ -127,7 +158,7 @@ def _verify_model(
         return 0 if check.ok else 1
     texts = _sample(sample, lines) if sample is not None else []
     loaded = _load(model, run)
-    result = compare_to_reference(loaded, [*canary_texts(loaded), *texts])
+    result = compare_to_reference(loaded, [*canary_texts(loaded), *texts], min_cosine=min_cosine)
     if save is not None:
         made = save_fingerprint(loaded, save)
         warn(f"fingerprint {made['id']} written to {save}", label="saved:", style="green")
@@ -135,6 +166,7 @@ def _verify_model(
         emit_json(result.to_dict())
     else:
         _show_verification(result)
+    err.print(f"verified in {result.seconds:.1f} s", highlight=False)
     return 0 if result.ok else 1
 
 
@@ -163,6 +195,7 @@ def _verify_store(
     if any(value is not None for value in run.values()):
         chosen = _load(model or opened.settings.get("model_arg"), run, opened.settings)
     check = verify_store(opened, model=chosen, rows=rows, corpus=corpus, post=post)
+    err.print(f"verified in {check.seconds:.1f} s", highlight=False)
     if as_json:
         emit_json(check.to_dict())
         return 0 if check.ok else 1

@@ -39,11 +39,16 @@ __all__ = [
 
 
 def verify_model(
-    model: Any, texts: Sequence[str] | None = None, *, against: dict[str, Any] | str | Path | None = None
+    model: Any,
+    texts: Sequence[str] | None = None,
+    *,
+    against: dict[str, Any] | str | Path | None = None,
+    min_cosine: float | None = None,
 ) -> Verification | FingerprintCheck:
     """`model` as set up against the plain Hugging Face float32 forward on the calibration sentences, a
-    text over its limit and `texts` (a `Verification`); with `against` (a fingerprint or its file),
-    against that fingerprint instead (a `FingerprintCheck`: no reference forward, no torch needed)."""
+    text over its limit and `texts` (a `Verification`; a lossy mode held to `min_cosine`, default its
+    fast bound or 0.999); with `against` (a fingerprint or its file), against that fingerprint instead
+    (a `FingerprintCheck`: no reference forward, no torch needed)."""
     if against is not None:
         return check_fingerprint(model, against)
-    return compare_to_reference(model, [*canary_texts(model), *(texts or [])])
+    return compare_to_reference(model, [*canary_texts(model), *(texts or [])], min_cosine=min_cosine)

@@ -49,7 +49,6 @@ class StoreCheck:
             "store": self.store,
             "rows": self.rows,
             "model": self.model,
-            "seconds": round(self.seconds, 3),
         }
 
 

@@ -207,13 +207,10 @@ def _canary_differences(expected: dict[str, Any], found: dict[str, Any], rtol: f
     changed = [i for i, (a, b) in enumerate(zip(want_tokens, got_tokens, strict=False)) if a != b]
     if changed or len(want_tokens) != len(got_tokens):
         first = changed[0] if changed else min(len(want_tokens), len(got_tokens))
-        differences.append(
-            Difference(
-                f"canaries.tokens (text {first}, {len(changed)} texts differ)",
-                want_tokens[first] if first < len(want_tokens) else None,
-                got_tokens[first] if first < len(got_tokens) else None,
-            )
-        )
+        want = f"{want_tokens[first]} tokens" if first < len(want_tokens) else "no text"
+        got = f"{got_tokens[first]} tokens" if first < len(got_tokens) else "no text"
+        count = f"{len(changed)} of {len(want_tokens)} texts differ"
+        differences.append(Difference("canaries.tokens", f"text {first}: {want}", f"{got} ({count})"))
     if expected.get("ids") != found["ids"]:
         differences.append(Difference("canaries.ids", expected.get("ids"), found["ids"]))
     for want, got in zip(expected.get("layers", []), found["layers"], strict=False):
