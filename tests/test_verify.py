@@ -298,3 +298,26 @@ def test_a_lossy_mode_is_held_to_its_cosine_floor() -> None:
     assert loose.ok and loose.tolerance["min_cosine"] == 0.99, loose.to_dict()
     assert loose.settings["precision"]["dtype"] == "bfloat16" and max(d.max_abs for d in loose.layers) > 1e-5
     assert 0.99 < loose.sentence_min_cosine < 0.9999999  # a floor above it fails
+
+
+def test_a_fingerprint_in_a_stores_settings_is_compared_too(
+    stores: dict[str, Path], bundled: Model, tmp_path: Path
+) -> None:
+    import shutil
+
+    from bertscope.verify.fingerprint import store_fingerprint
+
+    for suffix in (".npy", ".ids.txt", ".settings.json"):
+        shutil.copyfile(stores["s.npy"].with_suffix(suffix), tmp_path / f"s{suffix}")
+    settings_file = tmp_path / "s.settings.json"
+    settings = json.loads(settings_file.read_text(encoding="utf-8"))
+    recorded = store_fingerprint(bundled)
+    assert set(recorded) == {"id", "settings", "files"}  # nothing of the machine: equal on a resume
+    settings["fingerprint"] = recorded
+    settings_file.write_text(json.dumps(settings), encoding="utf-8")
+    corpus = stores["corpus"]
+    assert verify_store(tmp_path / "s.npy", model=bundled, rows=4, corpus=corpus).ok
+    recorded["settings"]["truncation"]["max_tokens"] = 128
+    settings_file.write_text(json.dumps(settings), encoding="utf-8")
+    check = verify_store(tmp_path / "s.npy", model=bundled, rows=4, corpus=corpus)
+    assert not check.ok and [d.what for d in check.differences] == ["settings.truncation.max_tokens"]

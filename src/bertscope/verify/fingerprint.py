@@ -27,7 +27,7 @@ from .settings import environment, file_hashes, flatten, is_lossy, lossy_floor, 
 __all__ = [
     "CANARY_RTOL", "DIRECTIONS", "FORMAT", "Difference", "FingerprintCheck", "canary_texts",
     "check_fingerprint", "compare_fingerprints", "fingerprint", "fingerprint_id", "read_fingerprint",
-    "save_fingerprint",
+    "save_fingerprint", "store_fingerprint",
 ]  # fmt: skip
 
 FORMAT = 1
@@ -95,6 +95,13 @@ def fingerprint(model: Any, *, with_canaries: bool = True) -> dict[str, Any]:
     made["environment"] = environment(model)
     made["made"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return made
+
+
+def store_fingerprint(model: Any) -> dict[str, Any]:
+    """What a store's settings carry: the fingerprint's id, settings and file hashes (no canaries, and
+    nothing of the machine: a job resumed elsewhere compares its settings equal)."""
+    made = fingerprint(model, with_canaries=False)
+    return json.loads(json.dumps({key: made[key] for key in ("id", "settings", "files")}))  # type: ignore[no-any-return]
 
 
 def fingerprint_id(settings: dict[str, Any], files: dict[str, str]) -> str:
