@@ -157,11 +157,18 @@ def test_a_tampered_copy_is_caught_and_each_difference_named(
         assert not any(what.startswith("settings.") for what in found)
 
 
-def test_a_causal_mask_fails_verify_even_without_a_fingerprint(tmp_path: Path, bundled_path: Path) -> None:
-    """The reference runs the same config (so the vectors agree), but the setting itself is named."""
-    edit, _ = TAMPERED["causal mask"]
-    report = verify_model(_tampered(tmp_path, "causal", edit, bundled_path))
-    assert report.ok is False and "is_decoder" in report.problems[0]
+@pytest.mark.parametrize(
+    ("case", "named"), [("causal mask", "is_decoder"), ("cased tokenizer", "tokenized otherwise")]
+)
+def test_verify_alone_names_a_causal_mask_and_a_tokenizer_unlike_the_reference(
+    tmp_path: Path, bundled_path: Path, case: str, named: str
+) -> None:
+    """A causal mask: the reference runs the same config (so the vectors agree), but the setting itself is
+    named. A tokenizer.json that stopped lowercasing: transformers still lowercases (tokenizer_config
+    says do_lower_case), the model as opened does not, and every text reads other ids."""
+    edit, _ = TAMPERED[case]
+    report = verify_model(_tampered(tmp_path, "copy", edit, bundled_path))
+    assert report.ok is False and named in report.problems[0], report.problems
     assert all(d.max_abs <= 1e-5 for d in report.layers)
 
 

@@ -113,10 +113,11 @@ def compare_to_reference(
     min_cos = np.ones(n_layers)
     sentence_cos = 1.0
     problems: list[str] = []
+    mismatched: list[str] = []
     spec = model.spec()
     for index, (tok, emb, want_ids, want) in enumerate(zip(tokens, found, ref_ids, ref_states, strict=True)):
         if list(tok.ids) != want_ids:
-            problems.append(_token_problem(index, tok.ids, want_ids))
+            mismatched.append(_token_problem(index, tok.ids, want_ids))
             continue
         got = emb.vectors.reshape(len(tok.ids), n_layers, -1).transpose(1, 0, 2)
         if got.shape != want.shape:
@@ -134,6 +135,12 @@ def compare_to_reference(
         if "min_cosine" in tolerance
         else bool((max_abs <= tolerance["max_abs"]).all())
     )
+    if mismatched:
+        problems.insert(
+            0,
+            f"{len(mismatched)} of {len(texts)} texts tokenized otherwise than by the reference's "
+            f"tokenizer (first: {mismatched[0]}); they are left out of the figures",
+        )
     problems += _setting_problems(settings)
     layers = [LayerDrift(i, float(max_abs[i]), float(min_cos[i])) for i in range(n_layers)]
     return Verification(
@@ -179,10 +186,8 @@ def _token_problem(index: int, got: Sequence[int], want: Sequence[int]) -> str:
     at = next(
         (i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want))
     )
-    return (
-        f"text {index}: the tokenizer gives other ids than the reference's ({len(got)} tokens here, "
-        f"{len(want)} there; first difference at token {at})"
-    )
+    tokens = f"{len(got)} tokens" if len(got) == len(want) else f"{len(got)} tokens here, {len(want)} there"
+    return f"text {index}, {tokens}, ids differ from token {at} on"
 
 
 def _setting_problems(settings: dict[str, Any]) -> list[str]:
