@@ -59,6 +59,7 @@ FLOORS: list[tuple[str, ...]] = [
         "research.senses",
         "research.plots",
         "research.layer_plots",
+        "research.structural_plots",
     ),
     ("", "__main__", "cli", "server", "integrations", *PUBLIC_PATHS),
 ]

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from ..errors import InvalidSpec
 from .app import (
     DeviceOpt,
     JsonOpt,
@@ -52,6 +53,22 @@ def probe_command(
             "context only (or CoNLL-U with --column). Sentence level: `text<TAB>label`.",
         ),
     ],
+    test: Annotated[
+        str | None,
+        typer.Option(
+            "--test", help="Score on this file (same layout), trained on --input: held out, no folds."
+        ),
+    ] = None,
+    task: Annotated[
+        str,
+        typer.Option(
+            "--task",
+            help="label (a linear probe of the labels), or a structural probe on CoNLL-U trees: distance "
+            "(UUAS, DSpr) or depth (root accuracy, NSpr).",
+        ),
+    ] = "label",
+    rank: Annotated[int, typer.Option("--rank", min=1, help="Structural probes: the rank of B.")] = 128,
+    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Structural probes: training epochs.")] = 40,
     level: Annotated[str, typer.Option("--level", help="word or sentence.")] = "word",
     layers: Annotated[str, typer.Option("--layers", "-l", help="Layers to probe (a layer spec).")] = "all",
     folds: Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds (by sentence).")] = 5,
@@ -84,10 +101,22 @@ def probe_command(
 
     Examples: `bertscope probe -i examples/senses.tsv`,
     `bertscope probe -i examples/pos.conllu --column upos --control -o probe.png`,
-    `bertscope probe -i examples/topics.tsv --level sentence --json`
+    `bertscope probe -i examples/topics.tsv --level sentence --json`,
+    `bertscope probe -i examples/trees.conllu --test examples/trees-test.conllu --task distance`
     """
     from ..research.probe import probe
 
+    if task.strip().lower() != "label":
+        from .syntax import TASKS, run_structural
+
+        if task.strip().lower() not in TASKS:
+            raise InvalidSpec(f"unknown --task {task!r}; choose one of: label, {', '.join(TASKS)}")
+        m = load_model(model, device=device, threads=threads)
+        run_structural(
+            m, input_path, test, task=task, layers=layers, rank=rank, epochs=epochs, subword=subword,
+            seed=seed, output=output, as_json=as_json,
+        )  # fmt: skip
+        return
     m = load_model(model, device=device, threads=threads)
     result = probe(
         m, input_path, level=level, layers=layers, folds=folds, control=control, subword=subword,

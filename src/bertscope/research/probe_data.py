@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import CorpusError, InvalidInput
 
-__all__ = ["LabelledSentence", "read_words", "read_sentences", "CONLLU_COLUMNS", "CONTEXT"]
+__all__ = ["LabelledSentence", "read_words", "read_sentences", "text_lines", "CONLLU_COLUMNS", "CONTEXT"]
 
 CONTEXT = "_"
 CONLLU_COLUMNS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
@@ -56,6 +56,9 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
                     f"(e.g. iconv -f latin1 -t utf-8)"
                 ) from None
             yield number, line.rstrip("\n").rstrip("\r")
+
+
+text_lines = _lines  # public: the structural probes' tree reader (conllu.py) reads files the same way
 
 
 def _empty(path: Path, layout: str) -> CorpusError:

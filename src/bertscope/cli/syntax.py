@@ -1,0 +1,59 @@
+"""`probe --task distance|depth`: the structural probes' run, table and picture (the probe command in
+layers.py hands over here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from .app import emit_json, err, out
+
+TASKS = ("distance", "depth")
+NOTE = {
+    "distance": "UUAS: gold undirected edges (punctuation left out) found by the minimum spanning tree of "
+    "the predicted distances; DSpr: Spearman of predicted and gold distances, averaged over lengths 5-50",
+    "depth": "root acc.: the least deep word (punctuation left out) is the root; NSpr: Spearman of "
+    "predicted and gold depths, averaged over lengths 5-50; the chain's root is the first word",
+}
+
+
+def _fmt(value: Any) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def run_structural(
+    model: Any, train: str, test: str | None, *, task: str, layers: str, rank: int, epochs: int,
+    subword: str, seed: int, output: Path | None, as_json: bool,
+) -> None:  # fmt: skip
+    """Train on `train`, score on `test` (or every 5th sentence of `train`), print or emit JSON."""
+    from ..research.structural import structural_probe
+    from ..research.structural_plots import SCORES
+
+    result = structural_probe(
+        model, train, test, task=task, layers=layers, rank=rank, epochs=epochs, subword=subword, seed=seed
+    )
+    if output is not None:
+        from ..research.structural_plots import plot_structural
+
+        plot_structural(result, output, title=Path(train).name)
+        err.print(f"wrote {output}", highlight=False)
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    (a, name_a), (b, name_b) = SCORES[result.task]
+    held = test if test is not None else f"{result.settings['test']} sentence of {train}"
+    table = Table("layer", name_a, name_b, title=f"{result.task} probe per layer")
+    for row in result.rows:
+        table.add_row(str(row["layer"]), _fmt(row[a]), _fmt(row[b]))
+    table.add_row("chain", _fmt(result.baseline[a]), _fmt(result.baseline[b]), style="dim")
+    out.print(table)
+    ranks = sorted(set(result.settings["rank"].values()))
+    out.print(
+        f"trained on {result.n_train} sentences of {train} (rank {'/'.join(map(str, ranks))}, "
+        f"{result.settings['epochs']} epochs), tested on {result.n_test} ({held}); chain: the linear-chain "
+        "baseline (each word linked to the next)",
+        highlight=False,
+    )
+    out.print(NOTE[result.task], highlight=False)

@@ -1,0 +1,137 @@
+"""Dependency trees from CoNLL-U for the structural probes: words, UPOS and heads per sentence, and the
+tree facts the probes learn (path distance between every two words, depth from the root).
+
+Comment lines, multiword-token ranges (`1-2`) and empty nodes (`1.1`) are skipped: the words are the
+syntactic words, whose HEAD column points at another word's ID (0 for the root).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import CorpusError
+from .probe_data import CONLLU_COLUMNS, text_lines
+
+__all__ = ["PUNCT", "Tree", "read_trees", "tree_distances", "tree_depths"]
+
+PUNCT = "PUNCT"
+
+
+@dataclass(frozen=True)
+class Tree:
+    """One sentence: its words, their UPOS, and each word's head as a 0-based index (-1 for the root)."""
+
+    words: tuple[str, ...]
+    upos: tuple[str, ...]
+    heads: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    @property
+    def text(self) -> str:
+        """The words joined by single spaces: the text the model reads."""
+        return " ".join(self.words)
+
+    def spans(self) -> list[tuple[int, int]]:
+        """Each word's (start, end) character span in `text`."""
+        spans, start = [], 0
+        for word in self.words:
+            spans.append((start, start + len(word)))
+            start += len(word) + 1
+        return spans
+
+    @property
+    def root(self) -> int:
+        """The index of the word whose head is 0."""
+        return self.heads.index(-1)
+
+    @property
+    def kept(self) -> np.ndarray:
+        """(n,) bool: the words that are not punctuation (UPOS PUNCT), the ones the metrics score."""
+        return np.array([tag != PUNCT for tag in self.upos])
+
+
+def tree_distances(heads: tuple[int, ...] | list[int]) -> np.ndarray:
+    """(n, n) float64 number of edges on the path between words i and j of the undirected tree."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import shortest_path
+
+    n = len(heads)
+    child = [i for i, h in enumerate(heads) if h >= 0]
+    edges = coo_matrix((np.ones(len(child)), (child, [heads[i] for i in child])), shape=(n, n))
+    return shortest_path(edges, directed=False, unweighted=True)
+
+
+def tree_depths(heads: tuple[int, ...] | list[int]) -> np.ndarray:
+    """(n,) float64 number of edges from each word up to the root."""
+    depths = []
+    for i in range(len(heads)):
+        depth, k = 0, heads[i]
+        while k >= 0:
+            depth, k = depth + 1, heads[k]
+        depths.append(depth)
+    return np.array(depths, dtype=np.float64)
+
+
+def read_trees(path: str | Path) -> list[Tree]:
+    """Every sentence of a CoNLL-U file as a Tree; a sentence without a tree (HEAD `_`, no root, a
+    cycle, a head that is no word of the sentence) is refused at its line."""
+    path = Path(path)
+    trees: list[Tree] = []
+    rows: list[tuple[int, list[str]]] = []
+    for number, line in text_lines(path):
+        if not line.strip():
+            if rows:
+                trees.append(_tree(path, rows))
+                rows = []
+            continue
+        fields = line.split("\t")
+        if line.startswith("#") or "-" in fields[0] or "." in fields[0]:
+            continue
+        if len(fields) != len(CONLLU_COLUMNS):
+            raise CorpusError(
+                f"{path}:{number}: a CoNLL-U line has 10 tab-separated fields, found {len(fields)}"
+            )
+        rows.append((number, fields))
+    if rows:
+        trees.append(_tree(path, rows))
+    if not trees:
+        raise CorpusError(f"{path} has no sentence: a structural probe needs CoNLL-U with trees (HEAD)")
+    return trees
+
+
+def _tree(path: Path, rows: list[tuple[int, list[str]]]) -> Tree:
+    index = {fields[0]: k for k, (_, fields) in enumerate(rows)}
+    heads = []
+    for number, fields in rows:
+        head = fields[6]
+        if head == "0":
+            heads.append(-1)
+        elif head in index:
+            heads.append(index[head])
+        else:
+            what = "no HEAD (_)" if head == "_" else f"HEAD {head}, which is no word of its sentence"
+            raise CorpusError(
+                f"{path}:{number}: the word {fields[1]!r} has {what}; a structural probe needs every "
+                "word's head (a parsed treebank such as Universal Dependencies)"
+            )
+    first = rows[0][0]
+    if heads.count(-1) != 1:
+        raise CorpusError(
+            f"{path}:{first}: the sentence has {heads.count(-1)} roots (HEAD 0); a tree has exactly one"
+        )
+    for i in range(len(heads)):
+        seen = {i}
+        k = heads[i]
+        while k >= 0:
+            if k in seen:
+                raise CorpusError(f"{path}:{first}: the heads of the sentence form a cycle, not a tree")
+            seen.add(k)
+            k = heads[k]
+    words = tuple(fields[1] for _, fields in rows)
+    upos = tuple(fields[3] for _, fields in rows)
+    return Tree(words, upos, tuple(heads))

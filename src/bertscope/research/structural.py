@@ -1,0 +1,250 @@
+"""Structural probes (Hewitt & Manning 2019): is a parse tree a linear map away from a layer?
+
+The distance probe learns a rank-k map B whose squared distances ||B(h_i - h_j)||^2 between the word
+vectors of a sentence approximate the path lengths between the words in its dependency tree; the depth
+probe learns ||B h_i||^2 ~ each word's depth. One probe per layer (and the `static` row: the input
+embedding rows alone) is trained on one CoNLL-U file and scored on another (UUAS and DSpr, root
+accuracy and NSpr: see structural_metrics), beside the linear-chain baseline that reads word order only.
+
+A word's vector is the mean (or first, last ...) of its word pieces, aligned by character offsets into
+the words joined by spaces. The vectors of every asked layer go to a temporary file-backed array as the
+sentences stream through the model, and the fits read them a batch of sentences at a time: memory is
+bounded by a batch, not by the treebank.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from bisect import bisect_right
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core._enums import StrEnum, SubwordPooling
+from ..core.layers import LayerSpec, parse_layers
+from ..core.pooling import pool_words
+from ..core.progress import step_progress
+from ..errors import InvalidInput
+from .conllu import Tree, read_trees, tree_depths, tree_distances
+from .states import layer_states, static_rows
+from .structural_fit import fit_probe, predict_depths, predict_distances
+from .structural_metrics import chain_depths, chain_distances, depth_scores, distance_scores
+
+if TYPE_CHECKING:
+    from ..core.encoder import Encoder
+
+__all__ = ["StructuralTask", "StructuralResult", "structural_probe", "tree_word_vectors"]
+
+HELD_OUT_EVERY = 5
+
+
+class StructuralTask(StrEnum):
+    """What a structural probe reads from a layer: distances between words, or each word's depth."""
+
+    DISTANCE = "distance"
+    DEPTH = "depth"
+
+
+@dataclass
+class StructuralResult:
+    """Per row (static, then each layer) the test scores, and the linear-chain baseline's."""
+
+    task: str
+    rows: list[dict[str, Any]]
+    baseline: dict[str, Any]
+    n_train: int
+    n_test: int
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: task, rows, baseline, sentence counts and how the probes were trained."""
+        return {
+            "task": self.task,
+            "n_train": self.n_train,
+            "n_test": self.n_test,
+            "rows": self.rows,
+            "baseline": self.baseline,
+            "settings": self.settings,
+        }
+
+
+def tree_word_vectors(
+    model: Encoder,
+    trees: Sequence[Tree],
+    folder: Path,
+    *,
+    layers: Sequence[int],
+    subword: SubwordPooling = SubwordPooling.MEAN,
+    progress: bool | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(static (words, e), layers (words, k, d), offsets (sentences + 1,)): every word's vectors, in
+    float32 arrays backed by files in `folder`; sentence s is rows offsets[s]:offsets[s+1]."""
+    offsets = np.concatenate([[0], np.cumsum([len(t) for t in trees])]).astype(np.int64)
+    total = int(offsets[-1])
+    static = stacked = np.empty(0, dtype=np.float32)
+    texts = (t.text for t in trees)
+    states_of = layer_states(model, texts, progress=progress, total=len(trees))
+    for number, (tree, (tok, states)) in enumerate(zip(trees, states_of, strict=True)):
+        groups = _word_pieces(tok, tree, number)
+        first, last = offsets[number], offsets[number + 1]
+        rows = static_rows(model, [tok.ids[j] for group in groups for j in group])
+        if number == 0:  # the widths are known now: the arrays are made once, on disk
+            shape = (total, rows.shape[1])
+            static = np.lib.format.open_memmap(folder / "static.npy", "w+", np.float32, shape)
+            shape = (total, len(layers), states.shape[-1])
+            stacked = np.lib.format.open_memmap(folder / "layers.npy", "w+", np.float32, shape)
+        local, start = [], 0
+        for group in groups:
+            local.append(list(range(start, start + len(group))))
+            start += len(group)
+        static[first:last] = pool_words(rows, local, subword)
+        for i, k in enumerate(layers):
+            stacked[first:last, i] = pool_words(states[k], groups, subword)
+    return static, stacked, offsets
+
+
+def _word_pieces(tok: Any, tree: Tree, number: int) -> list[list[int]]:
+    """Each word's token indices: the non-special pieces whose first character lies in its span."""
+    spans = tree.spans()
+    starts = [a for a, _ in spans]
+    groups: list[list[int]] = [[] for _ in spans]
+    for j, ((a, b), special) in enumerate(zip(tok.offsets, tok.special_mask, strict=True)):
+        if special or b <= a:
+            continue
+        word = bisect_right(starts, a) - 1
+        if word >= 0 and a < spans[word][1]:
+            groups[word].append(j)
+    for word, group in enumerate(groups):
+        if not group:
+            raise InvalidInput(
+                f"sentence {number}: the word {tree.words[word]!r} gives no word pieces; fix or remove it"
+            )
+    return groups
+
+
+def structural_probe(
+    model: Encoder,
+    train: str | Path | Sequence[Tree],
+    test: str | Path | Sequence[Tree] | None = None,
+    *,
+    task: StructuralTask | str = StructuralTask.DISTANCE,
+    layers: LayerSpec = "all",
+    rank: int = 128,
+    subword: SubwordPooling | str = SubwordPooling.MEAN,
+    epochs: int = 40,
+    batch_size: int = 20,
+    lr: float = 0.005,
+    seed: int = 0,
+    progress: bool | None = None,
+) -> StructuralResult:
+    """Train a structural probe per layer (and the static row) on `train` and score it on `test`.
+
+    `train` and `test` are CoNLL-U files with trees (or lists of Tree). Without `test`, every 5th
+    sentence of `train` is held out for testing and the others train. `rank` is cut to the width.
+    """
+    kind = StructuralTask.parse(task, what="structural probe task")
+    how = SubwordPooling.parse(subword, what="subword pooling")
+    chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
+    _check_numbers(rank=rank, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
+    train_trees = read_trees(train) if isinstance(train, (str, Path)) else list(train)
+    if test is None:
+        test_trees = train_trees[HELD_OUT_EVERY - 1 :: HELD_OUT_EVERY]
+        train_trees = [t for i, t in enumerate(train_trees) if (i + 1) % HELD_OUT_EVERY]
+        if not test_trees or not train_trees:
+            raise InvalidInput(
+                f"{train} has {len(train_trees)} sentence(s): give --test TEST.conllu, or at least "
+                f"{HELD_OUT_EVERY} sentences so that every {HELD_OUT_EVERY}th can be held out"
+            )
+    else:
+        test_trees = read_trees(test) if isinstance(test, (str, Path)) else list(test)
+    distance = kind is StructuralTask.DISTANCE
+    settings = {
+        "model": model.loaded.source, "subword": how.value, "epochs": epochs, "batch_size": batch_size,
+        "lr": lr, "seed": seed, "test": "given" if test is not None else f"every {HELD_OUT_EVERY}th",
+    }  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="bertscope-structural-") as scratch:
+        folder = Path(scratch)
+        (folder / "train").mkdir()
+        (folder / "test").mkdir()
+        feats = tree_word_vectors(model, train_trees, folder / "train", layers=chosen, subword=how)
+        tested = tree_word_vectors(model, test_trees, folder / "test", layers=chosen, subword=how)
+        golds = [tree_distances(t.heads) if distance else tree_depths(t.heads) for t in train_trees]
+        named: list[tuple[str | int, Any, Any]] = [("static", feats[0], tested[0])]
+        named += [(k, feats[1][:, i], tested[1][:, i]) for i, k in enumerate(chosen)]
+        rows = []
+        with step_progress(len(named) * epochs, "training structural probes", enabled=progress) as step:
+            for layer, x, x_test in named:
+                fit = Fit(distance, rank, epochs, batch_size, lr, seed)
+                scores, k, loss = _layer_row(x, feats[2], golds, x_test, tested[2], test_trees, fit, step)
+                rows.append({"layer": layer, **scores})
+                settings.setdefault("rank", {})[str(layer)] = k
+                settings.setdefault("train_loss", {})[str(layer)] = round(loss, 6)
+        del feats, tested, named
+    chain = [chain_distances(len(t)) if distance else chain_depths(len(t)) for t in test_trees]
+    baseline = {"name": "linear chain", **_scores(test_trees, chain, distance=distance)}
+    return StructuralResult(kind.value, rows, baseline, len(train_trees), len(test_trees), settings)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How each layer's probe is trained."""
+
+    distance: bool
+    rank: int
+    epochs: int
+    batch_size: int
+    lr: float
+    seed: int
+
+
+def _layer_row(
+    x: np.ndarray,
+    offsets: np.ndarray,
+    golds: list[np.ndarray],
+    x_test: np.ndarray,
+    test_offsets: np.ndarray,
+    test_trees: Sequence[Tree],
+    fit: Fit,
+    step: Any,
+) -> tuple[dict[str, Any], int, float]:
+    """One row's test scores, the rank used and the last training loss: the probe trained on (words, d)
+    `x` (sentence s: rows offsets[s]:offsets[s+1]) and scored on `x_test`."""
+    scale = _scale(x)
+    width = x.shape[1]
+    rank = min(fit.rank, width)
+    b, loss = fit_probe(
+        lambda s: x[offsets[s] : offsets[s + 1]] / scale, golds, distance=fit.distance, rank=rank,
+        width=width, epochs=fit.epochs, batch=fit.batch_size, lr=fit.lr, seed=fit.seed, step=step,
+    )  # fmt: skip
+    predict = predict_distances if fit.distance else predict_depths
+    predicted = [
+        predict(b, x_test[test_offsets[s] : test_offsets[s + 1]] / scale) for s in range(len(test_trees))
+    ]  # fmt: skip
+    return _scores(test_trees, predicted, distance=fit.distance), rank, loss
+
+
+def _scores(trees: Sequence[Tree], predicted: list[np.ndarray], *, distance: bool) -> dict[str, Any]:
+    return distance_scores(trees, predicted) if distance else depth_scores(trees, predicted)
+
+
+def _scale(x: np.ndarray, chunk: int = 4096) -> float:
+    """The root mean squared norm of the training vectors, read a chunk at a time: each layer's vectors
+    are divided by it, so one learning rate suits layers whose norms differ tenfold."""
+    total = 0.0
+    for first in range(0, len(x), chunk):
+        part = np.asarray(x[first : first + chunk], dtype=np.float64)
+        total += float((part * part).sum())
+    return float(np.sqrt(total / max(len(x), 1))) or 1.0
+
+
+def _check_numbers(*, rank: int, epochs: int, batch_size: int, lr: float, seed: int) -> None:
+    for name, value in (("--rank", rank), ("--epochs", epochs), ("--batch-size", batch_size)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise InvalidInput(f"{name} {value!r}: give a whole number of 1 or more")
+    if not lr > 0:
+        raise InvalidInput(f"--lr {lr!r}: a learning rate is a number above 0 (e.g. 0.005)")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
+        raise InvalidInput(f"--seed {seed!r}: a seed is a whole number from 0 to {2**32 - 1}")

@@ -1,0 +1,260 @@
+"""Structural probes: tree reading, the metrics against direct computations on hand-built trees, the
+gradients against PyTorch's autograd, a probe on the bundled model above the linear chain, the CLI."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from bertscope.cli import app
+from bertscope.errors import CorpusError, InvalidSpec
+from bertscope.research.conllu import Tree, read_trees, tree_depths, tree_distances
+from bertscope.research.structural import structural_probe
+from bertscope.research.structural_fit import gradient
+from bertscope.research.structural_metrics import (
+    chain_depths,
+    chain_distances,
+    depth_scores,
+    distance_scores,
+    mst_edges,
+    row_spearman,
+)
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+runner = CliRunner()
+
+# "The old cat sleeps here ." : sleeps is the root; cat <- The, old; here -> sleeps; . -> sleeps
+SLEEPS = Tree(
+    ("The", "old", "cat", "sleeps", "here", "."),
+    ("DET", "ADJ", "NOUN", "VERB", "ADV", "PUNCT"),
+    (2, 2, 3, -1, 3, 3),
+)
+
+
+def _bfs_distances(heads: tuple[int, ...]) -> np.ndarray:
+    n = len(heads)
+    adjacent = {i: set() for i in range(n)}
+    for i, h in enumerate(heads):
+        if h >= 0:
+            adjacent[i].add(h)
+            adjacent[h].add(i)
+    out = np.zeros((n, n))
+    for start in range(n):
+        seen, frontier, depth = {start}, [start], 0
+        while frontier:
+            for node in frontier:
+                out[start, node] = depth
+            frontier = [m for node in frontier for m in adjacent[node] if m not in seen]
+            seen.update(frontier)
+            depth += 1
+    return out
+
+
+def test_tree_distances_and_depths_are_path_lengths() -> None:
+    assert tree_distances(SLEEPS.heads).tolist() == _bfs_distances(SLEEPS.heads).tolist()
+    assert tree_distances(SLEEPS.heads)[0, 4] == 3  # The -> cat -> sleeps -> here
+    assert tree_depths(SLEEPS.heads).tolist() == [2, 2, 1, 0, 1, 1]
+    for tree in read_trees(EXAMPLES / "trees-test.conllu"):
+        assert np.array_equal(tree_distances(tree.heads), _bfs_distances(tree.heads))
+        assert np.array_equal(tree_depths(tree.heads), tree_distances(tree.heads)[tree.root])
+
+
+def test_gold_distances_score_perfectly_and_the_chain_as_counted_by_hand() -> None:
+    gold = distance_scores([SLEEPS], [tree_distances(SLEEPS.heads)])
+    assert gold == {"uuas": 1.0, "dspr": 1.0}
+    # Chain over the 5 words that are not punctuation: The-old, old-cat, cat-sleeps, sleeps-here.
+    # Gold edges between them: The-cat, old-cat, cat-sleeps, sleeps-here: 3 of 4 found.
+    chain = distance_scores([SLEEPS], [chain_distances(len(SLEEPS))])
+    assert chain["uuas"] == 0.75
+    expected = np.mean(
+        [
+            np.corrcoef(_ranks(chain_distances(6)[i]), _ranks(tree_distances(SLEEPS.heads)[i]))[0, 1]
+            for i in range(6)
+        ]
+    )
+    assert chain["dspr"] == pytest.approx(expected, abs=1e-12)
+
+
+def _ranks(values: np.ndarray) -> np.ndarray:
+    from scipy.stats import rankdata
+
+    return rankdata(values)
+
+
+def test_uuas_counts_over_the_test_set_and_leaves_punctuation_out() -> None:
+    """UUAS is found edges / gold edges summed over sentences; a punctuation word's edges never count,
+    whatever its predicted distances."""
+    twisted = tree_distances(SLEEPS.heads)
+    twisted[5, :] = twisted[:, 5] = 0.0  # the full stop predicted next to every word
+    assert distance_scores([SLEEPS], [twisted])["uuas"] == 1.0
+    short = Tree(("Dogs", "bark", "loudly"), ("NOUN", "VERB", "ADV"), (1, -1, 1))
+    chain = [chain_distances(len(SLEEPS)), chain_distances(3)]
+    assert distance_scores([SLEEPS, short], chain)["uuas"] == (3 + 2) / (4 + 2)
+
+
+def test_mst_edges_equal_a_brute_force_minimum() -> None:
+    rng = np.random.default_rng(0)
+    points = rng.normal(size=(6, 3))
+    distances = ((points[:, None] - points[None]) ** 2).sum(-1)
+    pairs = list(itertools.combinations(range(6), 2))
+    best = min(
+        (sum(distances[i, j] for i, j in edges), set(edges))
+        for edges in itertools.combinations(pairs, 5)
+        if len(_connected(edges)) == 6
+    )
+    assert mst_edges(distances) == best[1]
+    assert mst_edges(np.zeros((3, 3))) and len(mst_edges(np.zeros((3, 3)))) == 2  # zeros are still edges
+
+
+def _connected(edges: tuple[tuple[int, int], ...]) -> set[int]:
+    reached, grew = {0}, True
+    while grew:
+        grew = False
+        for i, j in edges:
+            if (i in reached) != (j in reached):
+                reached |= {i, j}
+                grew = True
+    return reached
+
+
+def test_depth_scores_on_a_known_tree() -> None:
+    assert depth_scores([SLEEPS], [tree_depths(SLEEPS.heads)]) == {"root_acc": 1.0, "nspr": 1.0}
+    # The chain's root is the first word (The), not sleeps.
+    chain = depth_scores([SLEEPS], [chain_depths(len(SLEEPS))])
+    assert chain["root_acc"] == 0.0
+    from scipy.stats import spearmanr
+
+    assert chain["nspr"] == pytest.approx(spearmanr(np.arange(6), tree_depths(SLEEPS.heads))[0], abs=1e-12)
+    # The least deep word is punctuation: it is passed over, the next least deep word counts.
+    predicted = tree_depths(SLEEPS.heads)
+    predicted[5] = -1.0
+    assert depth_scores([SLEEPS], [predicted])["root_acc"] == 1.0
+
+
+def test_spearman_is_averaged_over_lengths_5_to_50_only() -> None:
+    short = Tree(("Dogs", "bark", "loudly"), ("NOUN", "VERB", "ADV"), (1, -1, 1))
+    # A 3-word sentence is left out of DSpr and NSpr (but counted in UUAS and root accuracy).
+    assert distance_scores([short], [chain_distances(3)])["dspr"] is None
+    assert depth_scores([short], [chain_depths(3)])["nspr"] is None
+
+
+def test_row_spearman_equals_scipy() -> None:
+    from scipy.stats import spearmanr
+
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(0, 4, size=(5, 9)).astype(float), rng.normal(size=(5, 9))
+    ours = row_spearman(a, b)
+    for i in range(5):
+        assert ours[i] == pytest.approx(spearmanr(a[i], b[i])[0], abs=1e-12)
+
+
+@pytest.mark.parametrize("distance", [True, False])
+def test_gradients_equal_torch_autograd(distance: bool) -> None:
+    import torch
+
+    rng = np.random.default_rng(1)
+    b = rng.normal(size=(4, 6))
+    trees = [SLEEPS, Tree(("a", "b", "c"), ("X", "X", "X"), (-1, 0, 1))]
+    vectors = [rng.normal(size=(len(t), 6)) for t in trees]
+    golds = [tree_distances(t.heads) if distance else tree_depths(t.heads) for t in trees]
+    loss, grad = gradient(b, vectors, golds, distance=distance)
+    bt = torch.tensor(b, requires_grad=True)
+    losses = []
+    for h, gold in zip(vectors, golds, strict=True):
+        u = torch.tensor(h) @ bt.T
+        if distance:
+            predicted = ((u[:, None] - u[None]) ** 2).sum(-1)
+        else:
+            predicted = (u * u).sum(-1)
+        losses.append((predicted - torch.tensor(gold)).abs().sum() / len(h) ** (2 if distance else 1))
+    total = torch.stack(losses).mean()
+    total.backward()
+    assert loss == pytest.approx(float(total.detach()), rel=1e-12)
+    assert np.allclose(grad, bt.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_reader_refuses_files_without_trees(tmp_path: Path) -> None:
+    with pytest.raises(CorpusError, match="has no HEAD"):
+        read_trees(EXAMPLES / "pos.conllu")
+    path = tmp_path / "two.conllu"
+    path.write_text("1\tA\t_\tX\t_\t_\t0\troot\t_\t_\n2\tB\t_\tX\t_\t_\t0\troot\t_\t_\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match="2 roots"):
+        read_trees(path)
+    path.write_text("1\tA\t_\tX\t_\t_\t2\tdep\t_\t_\n2\tB\t_\tX\t_\t_\t1\tdep\t_\t_\n", encoding="utf-8")
+    with pytest.raises(CorpusError, match="0 roots"):
+        read_trees(path)
+    blank = "\t".join("_" * 8)
+    text = f"# c\n1-2\tAB\t{blank}\n1\tA\t_\tX\t_\t_\t0\troot\t_\t_\n1.1\tE\t{blank}\n"
+    path.write_text(text + "2\tB\t_\tPUNCT\t_\t_\t1\tpunct\t_\t_\n", encoding="utf-8")
+    (tree,) = read_trees(path)
+    assert tree == Tree(("A", "B"), ("X", "PUNCT"), (-1, 0))
+
+
+@pytest.fixture(scope="module")
+def distance_result(bundled):  # type: ignore[no-untyped-def]
+    return structural_probe(
+        bundled, EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu", layers="2,3,4", epochs=60
+    )
+
+
+def test_a_middle_layer_beats_the_linear_chain_and_static_does_not(distance_result) -> None:  # type: ignore[no-untyped-def]
+    rows = {r["layer"]: r for r in distance_result.rows}
+    chain = distance_result.baseline
+    assert [r["layer"] for r in distance_result.rows] == ["static", 2, 3, 4]
+    assert distance_result.n_train == 46 and distance_result.n_test == 20
+    assert max(rows[k]["uuas"] for k in (2, 3, 4)) > chain["uuas"]
+    assert max(rows[k]["dspr"] for k in (2, 3, 4)) > chain["dspr"] + 0.05
+    assert rows["static"]["uuas"] < chain["uuas"]
+
+
+def test_the_probe_is_the_same_for_the_same_seed(bundled, distance_result) -> None:  # type: ignore[no-untyped-def]
+    again = structural_probe(
+        bundled, EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu", layers="2,3,4", epochs=60
+    )
+    assert again.to_dict() == distance_result.to_dict()
+    other = structural_probe(
+        bundled, EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu", layers="3", epochs=60, seed=1
+    )
+    assert other.rows[1] != distance_result.rows[2]
+
+
+def test_depth_probe_holds_out_every_fifth_sentence_without_test(bundled) -> None:  # type: ignore[no-untyped-def]
+    result = structural_probe(bundled, EXAMPLES / "trees.conllu", task="depth", layers="3", epochs=20)
+    assert (result.n_train, result.n_test) == (37, 9)
+    assert result.settings["test"] == "every 5th"
+    assert set(result.rows[1]) == {"layer", "root_acc", "nspr"}
+    assert result.rows[1]["root_acc"] > result.baseline["root_acc"]
+
+
+def test_tiny_model_with_a_narrow_width_cuts_the_rank(tiny_models) -> None:  # type: ignore[no-untyped-def]
+    model = next(iter(tiny_models.values()))
+    trees = read_trees(EXAMPLES / "trees.conllu")[:10]
+    result = structural_probe(model, trees, trees[:3], layers="-1", rank=4096, epochs=2)
+    assert all(0 < k <= 4096 for k in result.settings["rank"].values())
+    assert result.settings["rank"]["static"] < 4096
+    assert 0.0 <= result.rows[-1]["uuas"] <= 1.0
+
+
+def test_cli_json_and_table(tmp_path: Path) -> None:
+    args = ["probe", "-i", str(EXAMPLES / "trees.conllu"), "--test", str(EXAMPLES / "trees-test.conllu")]
+    got = runner.invoke(app, [*args, "--task", "distance", "--layers", "3", "--epochs", "5", "--json"])
+    assert got.exit_code == 0, got.output
+    data = json.loads(got.stdout)
+    assert [set(r) for r in data["rows"]] == [{"layer", "uuas", "dspr"}] * 2
+    assert data["baseline"]["name"] == "linear chain"
+    picture = tmp_path / "depth.png"
+    got = runner.invoke(app, [*args, "--task", "depth", "--layers", "3", "--epochs", "5", "-o", str(picture)])
+    assert got.exit_code == 0, got.output
+    assert "root acc." in got.stdout and "chain" in got.stdout and picture.stat().st_size > 0
+
+
+def test_cli_refuses_an_unknown_task_and_a_file_without_trees() -> None:
+    got = runner.invoke(app, ["probe", "-i", str(EXAMPLES / "trees.conllu"), "--task", "tree"])
+    assert got.exit_code != 0 and isinstance(got.exception, (InvalidSpec, SystemExit))
+    got = runner.invoke(app, ["probe", "-i", str(EXAMPLES / "pos.conllu"), "--task", "depth"])
+    assert got.exit_code != 0
