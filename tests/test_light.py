@@ -225,3 +225,21 @@ def test_onnx_runtime_stops_at_the_deepest_layer_asked(bundled_path: Path) -> No
     assert not any(f"/layer.{i}/" in name for name in nodes for i in range(1, 6))
     m.embed(TEXTS, layers="-1")  # the last layer runs the whole graph, opening no cut
     assert runner.cut_depths == [2]
+
+
+def test_a_tokenizer_json_that_disagrees_with_its_config_is_read_as_transformers_reads_it(
+    tmp_path: Path, bundled_path: Path
+) -> None:
+    """transformers rebuilds BERT's normalizer from tokenizer_config.json (do_lower_case): a tokenizer.json
+    that no longer lowercases must not make the light path tokenize otherwise; it loads instead."""
+    import shutil
+
+    folder = tmp_path / "stale"
+    shutil.copytree(bundled_path, folder)
+    spec = json.loads((folder / "tokenizer.json").read_text())
+    spec["normalizer"]["lowercase"] = False
+    (folder / "tokenizer.json").write_text(json.dumps(spec))
+    assert open_light(folder) is None
+    hf = AutoTokenizer.from_pretrained(folder)
+    model = bertscope.load(folder, backend="torch")
+    assert model.tokenize("The Bank").ids == hf("The Bank")["input_ids"]

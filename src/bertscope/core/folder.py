@@ -186,6 +186,8 @@ class FolderView:
         except UnsupportedArchitecture:
             return None  # the full load says what is wrong, in its words
         tokenizer_config = _read_json(path / "tokenizer_config.json")
+        if not _normalizer_agrees(path / "tokenizer.json", tokenizer_config):
+            return None  # transformers builds the normalizer from tokenizer_config: only a load reads it so
         st = sentence_transformers_settings(path)
         settings = (st.pooling, st.normalize, st.max_seq_length)
         return cls(source, path, config, family, tokenizer_config, *settings)
@@ -395,6 +397,27 @@ class ConfigFacts:
     def to_dict(self) -> dict[str, Any]:
         """The config as read from config.json."""
         return dict(self._config)
+
+
+# BertNormalizer's settings in tokenizer.json, the tokenizer_config.json keys transformers builds them from
+# (BertTokenizer and the classes built like it) and the defaults it uses where the config says nothing.
+_BERT_NORMALIZER = {
+    "lowercase": ("do_lower_case", True),
+    "strip_accents": ("strip_accents", None),
+    "handle_chinese_chars": ("tokenize_chinese_chars", True),
+}
+
+
+def _normalizer_agrees(tokenizer_json: Path, tokenizer_config: dict[str, Any]) -> bool:
+    """Whether tokenizer.json normalises text as transformers will: it rebuilds a BertNormalizer from
+    tokenizer_config.json (do_lower_case, strip_accents, tokenize_chinese_chars), whatever the file says."""
+    normalizer = _read_json(tokenizer_json).get("normalizer")
+    if not isinstance(normalizer, dict) or normalizer.get("type") != "BertNormalizer":
+        return True
+    return all(
+        normalizer.get(setting) == tokenizer_config.get(key, default)
+        for setting, (key, default) in _BERT_NORMALIZER.items()
+    )
 
 
 def _read_json(path: Path) -> dict[str, Any]:
