@@ -198,7 +198,7 @@ def test_reader_refuses_files_without_trees(tmp_path: Path) -> None:
 @pytest.fixture(scope="module")
 def distance_result(bundled):  # type: ignore[no-untyped-def]
     return structural_probe(
-        bundled, EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu", layers="2,3,4", epochs=60
+        bundled, EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu", layers="2,3,4", epochs=100
     )
 
 
@@ -214,11 +214,11 @@ def test_a_middle_layer_beats_the_linear_chain_and_static_does_not(distance_resu
 
 def test_the_probe_is_the_same_for_the_same_seed(bundled, distance_result) -> None:  # type: ignore[no-untyped-def]
     again = structural_probe(
-        bundled, EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu", layers="2,3,4", epochs=60
+        bundled, EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu", layers="2,3,4", epochs=100
     )
     assert again.to_dict() == distance_result.to_dict()
     other = structural_probe(
-        bundled, EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu", layers="3", epochs=60, seed=1
+        bundled, EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu", layers="3", epochs=100, seed=1
     )
     assert other.rows[1] != distance_result.rows[2]
 

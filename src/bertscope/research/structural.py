@@ -92,10 +92,11 @@ def tree_word_vectors(
         first, last = offsets[number], offsets[number + 1]
         rows = static_rows(model, [tok.ids[j] for group in groups for j in group])
         if number == 0:  # the widths are known now: the arrays are made once, on disk
-            shape = (total, rows.shape[1])
-            static = np.lib.format.open_memmap(folder / "static.npy", "w+", np.float32, shape)
-            shape = (total, len(layers), states.shape[-1])
-            stacked = np.lib.format.open_memmap(folder / "layers.npy", "w+", np.float32, shape)
+            wide = (total, len(layers), states.shape[-1])
+            static = np.lib.format.open_memmap(
+                folder / "static.npy", "w+", np.float32, (total, rows.shape[1])
+            )
+            stacked = np.lib.format.open_memmap(folder / "layers.npy", "w+", np.float32, wide)
         local, start = [], 0
         for group in groups:
             local.append(list(range(start, start + len(group))))
@@ -161,9 +162,10 @@ def structural_probe(
     else:
         test_trees = read_trees(test) if isinstance(test, (str, Path)) else list(test)
     distance = kind is StructuralTask.DISTANCE
-    settings = {
+    settings: dict[str, Any] = {
         "model": model.loaded.source, "subword": how.value, "epochs": epochs, "batch_size": batch_size,
         "lr": lr, "seed": seed, "test": "given" if test is not None else f"every {HELD_OUT_EVERY}th",
+        "rank": {}, "train_loss": {},
     }  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bertscope-structural-") as scratch:
         folder = Path(scratch)
@@ -180,8 +182,8 @@ def structural_probe(
                 fit = Fit(distance, rank, epochs, batch_size, lr, seed)
                 scores, k, loss = _layer_row(x, feats[2], golds, x_test, tested[2], test_trees, fit, step)
                 rows.append({"layer": layer, **scores})
-                settings.setdefault("rank", {})[str(layer)] = k
-                settings.setdefault("train_loss", {})[str(layer)] = round(loss, 6)
+                settings["rank"][str(layer)] = k
+                settings["train_loss"][str(layer)] = round(loss, 6)
         del feats, tested, named
     chain = [chain_distances(len(t)) if distance else chain_depths(len(t)) for t in test_trees]
     baseline = {"name": "linear chain", **_scores(test_trees, chain, distance=distance)}
