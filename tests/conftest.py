@@ -73,6 +73,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_remote_code.py": 5,
     "test_light.py": 40,
     "test_server_limits.py": 70,
+    "test_verify.py": 45,
 }
 
 

@@ -33,6 +33,7 @@ FLOORS: list[tuple[str, ...]] = [
         "encode",
         "vocab",
         "research",
+        "verify",
     ),  # fmt: skip
     (
         "io.job",
@@ -60,6 +61,8 @@ FLOORS: list[tuple[str, ...]] = [
         "research.plots",
         "research.layer_plots",
         "research.structural_plots",
+        "verify.store",
+        "verify.rows",
     ),
     ("", "__main__", "cli", "server", "integrations", *PUBLIC_PATHS),
 ]

@@ -18,8 +18,9 @@ import bertscope
 from bertscope.backends.onnx import calibration_texts
 from bertscope.core.loading import open_light
 from bertscope.model import Model
-from bertscope.verify import check_fingerprint, verify_model, verify_store
+from bertscope.verify import check_fingerprint, verify_model
 from bertscope.verify.fingerprint import canary_texts
+from bertscope.verify.store import verify_store
 from console import run_main
 
 SAMPLE = ["The river bank was flooded after the storm.", "I deposited the cheque at the bank [SEP] today."]
@@ -119,6 +120,13 @@ def _unset_lowercase(tokenizer: dict[str, Any]) -> None:
     tokenizer["normalizer"]["lowercase"] = False
 
 
+def _cased(folder: Path) -> None:
+    """A tokenizer that no longer lowercases, as transformers reads one: its config says so (it rebuilds
+    BERT's normalizer from do_lower_case), and so does tokenizer.json."""
+    _json_edit("tokenizer.json", _unset_lowercase)(folder)
+    _json_edit("tokenizer_config.json", lambda c: c.update(do_lower_case=False))(folder)
+
+
 TAMPERED: dict[str, tuple[Callable[[Path], None], set[str]]] = {
     "causal mask": (
         _json_edit("config.json", lambda c: c.update(is_decoder=True)),
@@ -133,7 +141,7 @@ TAMPERED: dict[str, tuple[Callable[[Path], None], set[str]]] = {
         {"settings.truncation.max_tokens", "canaries.ids", "canaries.layer 6"},
     ),
     "cased tokenizer": (
-        _json_edit("tokenizer.json", _unset_lowercase),
+        _cased,
         {"settings.tokenizer.lowercase", "files.tokenizer.json", "canaries.ids", "canaries.layer 0"},
     ),
     "1e-4 on layer 2's weights": (
@@ -157,15 +165,11 @@ def test_a_tampered_copy_is_caught_and_each_difference_named(
         assert not any(what.startswith("settings.") for what in found)
 
 
-@pytest.mark.parametrize(
-    ("case", "named"), [("causal mask", "is_decoder"), ("cased tokenizer", "tokenized otherwise")]
-)
-def test_verify_alone_names_a_causal_mask_and_a_tokenizer_unlike_the_reference(
-    tmp_path: Path, bundled_path: Path, case: str, named: str
-) -> None:
+@pytest.mark.parametrize(("case", "named"), [("causal mask", "is_decoder")])
+def test_verify_alone_names_a_causal_mask(tmp_path: Path, bundled_path: Path, case: str, named: str) -> None:
     """A causal mask: the reference runs the same config (so the vectors agree), but the setting itself is
-    named. A tokenizer.json that stopped lowercasing: transformers still lowercases (tokenizer_config
-    says do_lower_case), the model as opened does not, and every text reads other ids."""
+    named. (A tokenizer.json that stopped lowercasing while its config still says do_lower_case is read as
+    transformers reads it, lowercasing: tests/test_light.py.)"""
     edit, _ = TAMPERED[case]
     report = verify_model(_tampered(tmp_path, "copy", edit, bundled_path))
     assert report.ok is False and named in report.problems[0], report.problems

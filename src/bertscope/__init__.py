@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from .research.senses import Senses, word_senses
     from .research.static_kinds import DecontextualizedStatic
     from .static import Neighbor, StaticWord
-    from .verify import verify_store
+    from .verify.store import verify_store
 
 # Where each public name lives; a name's module is imported on first use (PEP 562), so
 # `import bertscope` and the command line's help cost no torch.
@@ -104,7 +104,7 @@ _LAZY = {
     "AggregatedStatic": ".research.aggregate",
     "DecontextualizedStatic": ".research.static_kinds",
     "compare": ".research.compare",
-    "verify_store": ".verify",
+    "verify_store": ".verify.store",
 }
 
 __version__ = "0.1.0"

@@ -188,7 +188,7 @@ def _verify_store(
     corpus: Path | None, post: Path | None, as_json: bool,
 ) -> int:  # fmt: skip
     from ..io.stores import open_store
-    from ..verify import verify_store
+    from ..verify.store import verify_store
 
     opened = open_store(path, collection=collection)
     chosen: Any = model

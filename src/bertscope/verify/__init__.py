@@ -7,7 +7,10 @@ Three checks, one per question:
     verify_model(model, against=FP)     is it the model a saved fingerprint describes? (fingerprint.py:
                                         settings, file hashes, canary vectors; each difference named)
     verify_store(store)                 do a store's vectors and this deployment share one space?
-                                        (store.py: a stratified sample re-embedded and compared)
+                                        (store.py: a stratified sample re-embedded and compared; it
+                                        loads a store's model by name, so it stands above the facade:
+                                        `from bertscope.verify.store import verify_store`, or
+                                        `bertscope.verify_store`)
 
 What decides vectors (precision, stored weight dtype, attention mask, truncation, pooling, prompts,
 tokenizer) is read in settings.py.
@@ -19,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .drift import StoreCheck
 from .fingerprint import (
     Difference,
     FingerprintCheck,
@@ -29,12 +33,10 @@ from .fingerprint import (
     save_fingerprint,
 )
 from .reference import LayerDrift, Verification, compare_to_reference
-from .store import StoreCheck, verify_store
 
 __all__ = [
     "Difference", "FingerprintCheck", "LayerDrift", "StoreCheck", "Verification", "check_fingerprint",
     "compare_to_reference", "fingerprint", "read_fingerprint", "save_fingerprint", "verify_model",
-    "verify_store",
 ]  # fmt: skip
 
 

@@ -9,7 +9,9 @@ written without texts) needs the corpus it was made from.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,7 +25,7 @@ from ..io.stores import Store
 from .drift import StoreCheck, add_drift
 from .fingerprint import Difference
 
-__all__ = ["check_rows"]
+__all__ = ["check_rows", "texts_by_id"]
 
 
 def check_rows(
@@ -31,8 +33,6 @@ def check_rows(
 ) -> None:
     """Add the drift of a token, word or chunk store's sampled rows to `check` (see the module docstring)."""
     import pyarrow.parquet as pq
-
-    from .store import texts_by_id
 
     settings = opened.settings
     level = settings["level"]
@@ -97,3 +97,27 @@ def _level(level: str, model: Any, settings: dict[str, Any]) -> Any:
         chunk_size=int(settings.get("chunk_size", 128)),
         chunk_overlap=int(settings.get("chunk_overlap", 0)),
     )
+
+
+def texts_by_id(ids: Sequence[str], corpus: dict[str, Any], path: Path) -> list[str]:
+    """The texts of `ids` read from the corpus a store was made from (`corpus`: verify_store's options)."""
+    if corpus["corpus"] is None:
+        raise InvalidInput(
+            f"{path} keeps no texts to re-embed: pass the corpus it was made from (corpus=, --corpus FILE)"
+        )
+    from ..io.readers import read_corpus
+
+    wanted = set(ids)
+    found: dict[str, str] = {}
+    records = read_corpus(corpus["corpus"], text_field=corpus["text_field"], id_field=corpus["id_field"])
+    for record in records:
+        if record.id in wanted:
+            found[record.id] = record.text
+            if len(found) == len(wanted):
+                break
+    missing = [i for i in ids if i not in found]
+    if missing:
+        raise InvalidInput(
+            f"{corpus['corpus']} has no text with id {missing[0]!r} of {path}: is it the store's corpus?"
+        )
+    return [found[i] for i in ids]

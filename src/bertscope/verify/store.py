@@ -11,7 +11,6 @@ deployment's too. The tolerances are drift.py's.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,9 @@ from ..errors import InvalidInput
 from ..io.stores import Store, open_store, view_settings, with_view
 from .drift import StoreCheck, add_drift
 from .fingerprint import compare_fingerprints, fingerprint
+from .rows import check_rows, texts_by_id
 
-__all__ = ["StoreCheck", "sample_rows", "texts_by_id", "verify_store"]
+__all__ = ["StoreCheck", "sample_rows", "verify_store"]
 
 
 def sample_rows(count: int, rows: int, *, seed: int = 0) -> np.ndarray:
@@ -76,8 +76,6 @@ def verify_store(
     if opened.settings.get("level", "sentence") == "sentence":
         _check_sentences(check, m, opened, positions, post, corpus_texts)
     else:
-        from .rows import check_rows
-
         check_rows(check, m, opened, positions, corpus_texts)
     recorded = opened.settings.get("fingerprint")
     if isinstance(recorded, dict):
@@ -85,30 +83,6 @@ def verify_store(
     check.ok = not check.differences
     check.seconds = time.perf_counter() - start
     return check
-
-
-def texts_by_id(ids: Sequence[str], corpus: dict[str, Any], path: Path) -> list[str]:
-    """The texts of `ids` read from the corpus a store was made from (`corpus`: verify_store's options)."""
-    if corpus["corpus"] is None:
-        raise InvalidInput(
-            f"{path} keeps no texts to re-embed: pass the corpus it was made from (corpus=, --corpus FILE)"
-        )
-    from ..io.readers import read_corpus
-
-    wanted = set(ids)
-    found: dict[str, str] = {}
-    records = read_corpus(corpus["corpus"], text_field=corpus["text_field"], id_field=corpus["id_field"])
-    for record in records:
-        if record.id in wanted:
-            found[record.id] = record.text
-            if len(found) == len(wanted):
-                break
-    missing = [i for i in ids if i not in found]
-    if missing:
-        raise InvalidInput(
-            f"{corpus['corpus']} has no text with id {missing[0]!r} of {path}: is it the store's corpus?"
-        )
-    return [found[i] for i in ids]
 
 
 def _check_sentences(
