@@ -258,3 +258,10 @@ def test_cli_refuses_an_unknown_task_and_a_file_without_trees() -> None:
     assert got.exit_code != 0 and isinstance(got.exception, (InvalidSpec, SystemExit))
     got = runner.invoke(app, ["probe", "-i", str(EXAMPLES / "pos.conllu"), "--task", "depth"])
     assert got.exit_code != 0
+
+
+def test_cli_refuses_test_for_a_label_probe_before_loading() -> None:
+    got = runner.invoke(
+        app, ["probe", "-i", str(EXAMPLES / "pos.conllu"), "--test", str(EXAMPLES / "pos.conllu")]
+    )
+    assert got.exit_code != 0 and "structural probe" in str(got.exception)

@@ -117,6 +117,11 @@ def probe_command(
             seed=seed, output=output, as_json=as_json,
         )  # fmt: skip
         return
+    if test is not None:
+        raise InvalidSpec(
+            "--test scores a structural probe (--task distance or depth) for now; a label probe is "
+            "scored by grouped cross-validation (--folds): leave --test out"
+        )
     m = load_model(model, device=device, threads=threads)
     result = probe(
         m, input_path, level=level, layers=layers, folds=folds, control=control, subword=subword,
