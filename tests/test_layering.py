@@ -26,6 +26,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("backends",),
     (
         "static",
+        "static_model",
         "anatomy",
         "explain",
         "attention",

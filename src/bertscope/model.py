@@ -23,6 +23,7 @@ from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, Encoder, ModelInf
 from .core.layers import LayerSpec
 from .core.loading import load_parts, resolve_device, resolve_dtype
 from .core.tokens import Text
+from .static_model import is_model2vec, load_static
 
 if TYPE_CHECKING:
     import torch
@@ -65,6 +66,11 @@ def load(
     """
     if name is None:
         name = os.environ.get("BERTSCOPE_MODEL") or None
+    if is_model2vec(name):  # a static model (what `bertscope distill` writes): rows, no layers, no forward
+        return load_static(  # type: ignore[return-value]
+            name, max_tokens=max_tokens, token_budget=token_budget, device=device, dtype=dtype,
+            backend=backend, quantize=quantize, mode=mode, trust_remote_code=trust_remote_code,
+        )  # fmt: skip
     if threads is not None:
         from .backends.cpu import ask_threads
 

@@ -18,6 +18,7 @@ from ..core.chunking import ChunkBy
 from ..core.encoder import Encoder, open_encoder
 from ..core.spec import EmbedOptions, reload_arg, stored_settings
 from ..errors import CorpusError, InvalidSpec, JobInterrupted
+from ..static_model import StaticModel, is_model2vec, load_static
 from .formats import Format, format_of, open_sink
 from .job_lock import job_lock
 from .level_table import make_level
@@ -106,8 +107,12 @@ def embed_corpus(
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidSpec(f"batch_size={batch_size!r}: give a whole number of texts per batch, at least 1")
-    model_arg = None if model is None or isinstance(model, Encoder) else str(model)
-    m = model if isinstance(model, Encoder) else open_encoder(model_arg)
+    loaded = isinstance(model, (Encoder, StaticModel))
+    model_arg = None if model is None or loaded else str(model)
+    m = model if loaded else load_static(model_arg) if is_model2vec(model_arg) else open_encoder(model_arg)
+    kind = Level.parse(level, what="level")
+    if isinstance(m, StaticModel) and (views or kind is not Level.SENTENCE):
+        raise m.refusal("several views" if views else f"{kind.value} rows")
     options = EmbedOptions(**recipe)
     if views:
         from .views import views_level
@@ -120,7 +125,7 @@ def embed_corpus(
             level, m, options=options, keep_text=keep_text, precision=precision, subword=subword,
             chunks=chunks, late=late, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
         )  # fmt: skip
-    arg = model_arg if not isinstance(model, Encoder) else reload_arg(m)
+    arg = model_arg if not loaded else reload_arg(m)
     settings = stored_settings(m, rows_of.recorded(), arg)
     rejects = Rejects()
     records = read_corpus(

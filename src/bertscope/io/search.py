@@ -169,8 +169,9 @@ def _check_same_model(settings: dict[str, Any], model: Any) -> None:
 def model_for(settings: dict[str, Any], model: Any = None) -> Any:
     """The model to embed queries for a store: `model` if given, else the store's own, as it ran."""
     from ..model import Model, load
+    from ..static_model import StaticModel
 
-    if isinstance(model, Model):
+    if isinstance(model, (Model, StaticModel)):
         return model
     return load(
         model or settings.get("model_arg"),

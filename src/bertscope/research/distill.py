@@ -26,7 +26,7 @@ from typing import Any
 from ..core.progress import step_progress
 from ..errors import BackendUnavailable, InvalidInput
 
-__all__ = ["distill", "load_static", "read_vocabulary"]
+__all__ = ["distill", "load_static", "portable_name", "read_vocabulary"]
 
 _INSTALL = "distillation needs model2vec: pip install 'bertscope[distill]' (model2vec and skeletoken)"
 
@@ -92,10 +92,22 @@ def distill(
             pca_dims=dim,
             sif_coefficient=sif,
         )
+    static.config["tokenizer_name"] = portable_name(str(model.loaded.source))
     if folder.exists():
         shutil.rmtree(folder)
     static.save_pretrained(str(folder))
     return folder
+
+
+def portable_name(source: str) -> str:
+    """The source model as config.json's `tokenizer_name` records it on any machine: a hub id as it is,
+    the bundled default by its hub id, a local folder by its own name (never this machine's path)."""
+    from ..core.folder import DEFAULT_MODEL
+
+    if source == DEFAULT_MODEL:
+        return "sentence-transformers/all-MiniLM-L6-v2"
+    path = Path(source)
+    return path.name if path.is_absolute() or path.exists() else source
 
 
 @contextmanager

@@ -1,0 +1,479 @@
+"""A static model: a model2vec folder (what `bertscope distill` writes) loaded as a sentence embedder.
+
+One vector per word piece and no layers: a text's vector is the mean of its pieces' rows, as
+`model2vec.StaticModel.encode` computes it (the same pieces, the same truncation, the same arithmetic in
+the folder's own dtype, unit length where its config says `normalize`). `load()` returns a
+`StaticModel` for such a folder; it answers the sentence-level surface of `Model` (embed, iter_embed,
+similarity, encode, tokenize, info, static rows) through the same spec, recipe and post-processing, and
+refuses every layer-level feature in one line. NumPy, tokenizers and safetensors only: no torch.
+
+    folder/config.json         {"model_type": "model2vec", "normalize": ..., "max_length": ...}
+    folder/tokenizer.json      the tokenizers' pipeline, used without specials
+    folder/model.safetensors   "embeddings" (vocabulary, d); optional "weights" (vocabulary,), "mapping"
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
+from functools import cached_property
+from pathlib import Path
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import static as _static
+from .core._enums import LongText, Pooling
+from .core.encoder import ModelInfo
+from .core.progress import progress_callback
+from .core.prompts import Prompts, read_prompts
+from .core.results import SentenceEmbeddings
+from .core.similarity import cos_sim, unit
+from .core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
+from .core.tokens import TextTokenizer, Tokens, check_texts, iter_checked
+from .errors import InvalidSpec, ModelLoadError
+
+if TYPE_CHECKING:
+    from tokenizers import Encoding
+    from typing_extensions import Unpack
+
+    from .core.spec import RecipeKeywords
+
+__all__ = ["StaticModel", "is_model2vec", "load_static"]
+
+_DEFAULT_MAX_LENGTH = 512  # model2vec's, where a config names none
+_INSTEAD = "embed, similarity, encode or static rows of it, or the model it was distilled from ({origin})"
+# What a static model has not got, for `info()`.
+_LACKS = ["layers", "position", "token_type", "layernorm", "attention", "contextual token vectors"]
+# Load options that choose how a forward runs; a static model runs none. Only the defaults (and the
+# values its own stores record) are taken.
+_NEUTRAL = {
+    "dtype": {"float32", "torch.float32"},
+    "backend": {"auto", "numpy"},
+    "quantize": {"None", "none"},
+    "mode": {"exact"},
+    "device": {"auto", "cpu", "None"},
+}
+
+
+def is_model2vec(name: str | os.PathLike[str] | None) -> bool:
+    """Whether `name` is a local folder whose config.json says `"model_type": "model2vec"`."""
+    if name is None:
+        return False
+    config = Path(name) / "config.json"
+    try:
+        return bool(
+            config.is_file() and json.loads(config.read_text("utf-8")).get("model_type") == "model2vec"
+        )
+    except (OSError, ValueError, AttributeError):
+        return False  # an unreadable config is the full loader's to report
+
+
+def load_static(
+    name: str | os.PathLike[str],
+    *,
+    max_tokens: int | None = None,
+    token_budget: int | None = None,
+    **options: Any,
+) -> StaticModel:
+    """The model2vec folder `name` as a StaticModel; `options` (load's dtype, backend, quantize, mode,
+    device, trust_remote_code) are refused unless they are the defaults: nothing runs a forward."""
+    for key, value in options.items():
+        shown = str(getattr(value, "value", value))
+        if key == "trust_remote_code" and not value or shown in _NEUTRAL.get(key, ()):
+            continue
+        raise InvalidSpec(
+            f"{name} is a static model (model2vec): {key}={shown} does not apply, there is no forward "
+            f"to run; leave {key} out"
+        )
+    return StaticModel(Path(name), max_tokens=max_tokens, token_budget=token_budget)
+
+
+def _refused(feature: str) -> Callable[..., Any]:
+    def refuse(self: StaticModel, *args: Any, **options: Any) -> Any:
+        raise self.refusal(feature)
+
+    refuse.__doc__ = f"Refused: a static model has no layers ({feature})."
+    return refuse
+
+
+class StaticModel:
+    """A model2vec folder: (vocabulary, d) rows and a tokenizer; sentence vectors are row means."""
+
+    n_layers = 0
+    family_name = "model2vec"
+
+    def __init__(
+        self, folder: Path, *, max_tokens: int | None = None, token_budget: int | None = None
+    ) -> None:
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        self.path = folder.resolve()
+        self.source = str(folder)
+        try:
+            self.settings: dict[str, Any] = json.loads((folder / "config.json").read_text("utf-8"))
+            tensors = load_file(str(folder / "model.safetensors"))
+            backend = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        except (OSError, ValueError, Exception) as exc:  # safetensors and tokenizers raise their own kinds
+            raise ModelLoadError(
+                f"{folder} is a model2vec folder but cannot be read ({type(exc).__name__}: {exc}); "
+                "it needs config.json, tokenizer.json and model.safetensors: distil it again"
+            ) from None
+        if "embeddings" not in tensors:
+            raise ModelLoadError(f"{folder}/model.safetensors holds no 'embeddings' matrix: distil it again")
+        self.rows = tensors["embeddings"]
+        self.weights = tensors.get("weights")
+        self.mapping = tensors.get("mapping")
+        self.normalize = bool(self.settings.get("normalize", False))
+        limit = self.settings.get("max_length", _DEFAULT_MAX_LENGTH)
+        self.max_length: int | None = max_tokens or (None if limit is None else int(limit))
+        self.max_tokens = self.max_length or len(self.rows)
+        vocab = sorted(backend.get_vocab().items(), key=lambda item: item[1])
+        self.id_to_token = {i: token for token, i in vocab}
+        self._median_length = int(np.median([len(token) for token, _ in vocab]))
+        self._unk = _unk_id(backend)
+        backend.no_padding()
+        backend.encode_special_tokens = True  # text is text: "[CLS]" typed in a text is characters
+        self._whole = copy.deepcopy(backend)
+        self._whole.no_truncation()
+        self._cut = copy.deepcopy(backend)
+        if self.max_length is not None:
+            self._cut.enable_truncation(self.max_length)
+        self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
+        self.loaded = SimpleNamespace(
+            source=self.source, path=self.path, st_pooling="mean", st_normalize=self.normalize,
+            st_unsupported=None, view=None, has_torch=False,
+        )  # fmt: skip
+        self.config = SimpleNamespace(model_type="model2vec", num_attention_heads=0)
+        self.engine = _StaticEngine(self, token_budget)
+        self.pad_id = 0
+        self._unit: np.ndarray | None = None
+        self.device = "cpu"
+
+    def __repr__(self) -> str:
+        return f"StaticModel({self.source!r}, rows={self.rows.shape}, normalize={self.normalize})"
+
+    # What it is -------------------------------------------------------------------------------------
+
+    @property
+    def origin(self) -> str:
+        """The model it was distilled from, as its config records it."""
+        return str(self.settings.get("tokenizer_name") or "unknown")
+
+    def refusal(self, feature: str) -> InvalidSpec:
+        """The one line for a feature a static model has not got."""
+        return InvalidSpec(
+            f"{self.source} is a static model (model2vec) with no layers: {feature} needs a transformer; "
+            f"use {_INSTEAD.format(origin=self.origin)}"
+        )
+
+    def info(self) -> ModelInfo:
+        """family "model2vec", layers 0, the rows' width and count, and what a static model lacks."""
+        return ModelInfo(
+            source=self.source, path=str(self.path), family=self.family_name, model_type="model2vec",
+            layers=0, hidden_size=int(self.rows.shape[1]), embedding_size=int(self.rows.shape[1]),
+            vocab_size=len(self.id_to_token), max_positions=self.max_tokens, max_tokens=self.max_tokens,
+            special_tokens={}, pooling="mean", normalize=self.normalize, lacks=list(_LACKS),
+            positions_in_attention=None, device="cpu", dtype="float32", backend="numpy",
+            exact={"static": True, "distilled_from": self.origin},
+        )  # fmt: skip
+
+    @property
+    def prompts(self) -> Prompts:
+        """The folder's sentence-transformers prompts (model2vec folders have none)."""
+        return read_prompts(self.path)
+
+    @property
+    def input_embeddings(self) -> np.ndarray:
+        """(vocabulary rows, d) the static matrix."""
+        return self.rows
+
+    # Tokens --------------------------------------------------------------------------------------
+
+    def pieces_of(self, texts: Sequence[str], *, whole: bool = False) -> list[Tokens]:
+        """Per text the pieces averaged (model2vec's: no specials, [UNK] left out, cut at max_length unless
+        `whole`), with their character offsets and how many pieces the cut dropped (`n_dropped`)."""
+        if whole or self.max_length is None:
+            every = self._whole.encode_batch(list(texts), add_special_tokens=False)
+            return [self._tokens(t, e) for t, e in zip(texts, every, strict=True)]
+        chars = self.max_length * self._median_length
+        cut = self._cut.encode_batch([t[:chars] for t in texts], add_special_tokens=False)
+        found = [self._tokens(t, e) for t, e in zip(texts, cut, strict=True)]
+        for index, text in enumerate(texts):
+            if len(text) > chars or len(found[index]) >= self.max_length:
+                whole_count = len(self._known(self.pieces(text).ids))
+                found[index] = replace(found[index], n_dropped=whole_count - len(found[index]))
+        return found
+
+    def _known(self, ids: Sequence[int]) -> list[int]:
+        return [i for i in ids if i != self._unk]
+
+    def _tokens(self, text: str, encoding: Encoding) -> Tokens:
+        keep = [k for k, i in enumerate(encoding.ids) if i != self._unk]
+        return Tokens(
+            text=text, tokens=[encoding.tokens[k] for k in keep], ids=[encoding.ids[k] for k in keep],
+            offsets=[encoding.offsets[k] for k in keep], word_ids=[encoding.word_ids[k] for k in keep],
+            special_mask=[False] * len(keep), type_ids=[0] * len(keep),
+        )  # fmt: skip
+
+    def pieces(self, text: str) -> Encoding:
+        """The tokenizer's `Encoding` of `text` without special tokens, never cut."""
+        return self._whole.encode(text, add_special_tokens=False)
+
+    def tokenize(self, texts: str | Sequence[str], *, long: LongText | str = "truncate") -> Any:
+        """Tokens (no specials, [UNK] left out) of a text or of each text: the pieces whose rows average."""
+        policy = self.engine.policy(LongText.parse(long, what="long-text policy"))
+        items = check_texts(texts)
+        tokens = self.pieces_of(items, whole=policy is LongText.WINDOW)
+        return tokens[0] if isinstance(texts, str) else tokens
+
+    # Sentence vectors ----------------------------------------------------------------------------
+
+    def spec(self, **options: Unpack[RecipeKeywords]) -> EmbedSpec:
+        """The options resolved as for `Model.spec` (layers resolve to the rows, layer 0)."""
+        return self.engine.checked(resolve(self, EmbedOptions(**options)).spec)
+
+    def embed(
+        self, texts: str | Sequence[str], *, progress: bool | None = None, **options: Unpack[RecipeKeywords]
+    ) -> SentenceEmbeddings:
+        """(n, d) float32: the mean of each text's rows (unit length if normalize); `Model.embed`'s options
+        where they apply (normalize, long, post); other poolings and layers are refused."""
+        return self.embed_with(texts, resolve(self, EmbedOptions(**options)), progress=progress)
+
+    def embed_with(
+        self, texts: str | Sequence[str], recipe: Recipe, *, progress: bool | None = None
+    ) -> SentenceEmbeddings:
+        """Sentence vectors (n, d) with a recipe already resolved."""
+        items = check_texts(texts)
+        with progress_callback(len(items), enabled=progress) as on_batch:
+            return recipe.finish(self.engine.sentences_once(items, recipe.spec, on_batch=on_batch))
+
+    def iter_embed(
+        self,
+        texts: Iterable[str],
+        *,
+        progress: bool | None = None,
+        total: int | None = None,
+        **options: Unpack[RecipeKeywords],
+    ) -> Iterator[SentenceEmbeddings]:
+        """Sentence vectors for a stream of texts, chunk by chunk in input order."""
+        recipe = resolve(self, EmbedOptions(**options))
+        with progress_callback(total, enabled=progress) as on_batch:
+            for chunk in self.engine.sentences(iter_checked(texts), recipe.spec, on_batch=on_batch):
+                yield recipe.finish(chunk)
+
+    def similarity(
+        self, a: str | Sequence[str], b: str | Sequence[str] | None = None, **options: Unpack[RecipeKeywords]
+    ) -> np.ndarray:
+        """Cosine matrix (len(a), len(b)) of sentence vectors; b defaults to a."""
+        recipe = resolve(self, EmbedOptions(**options))
+        left = self.embed_with(a, recipe).vectors
+        right = left if b is None else self.embed_with(b, recipe).vectors
+        return cos_sim(left, right)
+
+    def encode(
+        self,
+        sentences: str | Sequence[str],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        batch_size: int = 32,
+        show_progress_bar: bool | None = None,
+        output_value: str | None = "sentence_embedding",
+        precision: str = "float32",
+        convert_to_numpy: bool = True,
+        convert_to_tensor: bool = False,
+        device: str | None = None,
+        normalize_embeddings: bool = False,
+        truncate_dim: int | None = None,
+    ) -> Any:
+        """sentence-transformers' `encode` where a static model has it: (d,) for a str, (n, d) for a list."""
+        if output_value != "sentence_embedding" or convert_to_tensor or precision != "float32":
+            raise self.refusal("encode with token embeddings, tensors or another precision")
+        found = self.embed(
+            [sentences] if isinstance(sentences, str) else sentences, prompt_name=prompt_name, prompt=prompt,
+            progress=show_progress_bar,
+        ).vectors  # fmt: skip
+        if truncate_dim is not None:
+            found = found[:, :truncate_dim]
+        if normalize_embeddings:
+            found = unit(found)
+        return found[0] if isinstance(sentences, str) else found
+
+    # Static rows ---------------------------------------------------------------------------------
+
+    @cached_property
+    def vocab(self) -> dict[str, int]:
+        """Piece -> id."""
+        return {token: i for i, token in self.id_to_token.items()}
+
+    @property
+    def static_shape(self) -> tuple[int, int]:
+        """(vocabulary, d)."""
+        return len(self.id_to_token), int(self.rows.shape[1])
+
+    @cached_property
+    def special_ids(self) -> list[int]:
+        """Ids of the tokenizer's special tokens ([PAD], [UNK], ...)."""
+        added = self.tokenizer.backend.get_added_tokens_decoder()
+        return sorted(i for i, token in added.items() if token.special)
+
+    def embedding_rows(self, ids: Sequence[int]) -> np.ndarray:
+        """(len(ids), d) float32 rows, mapped and weighted as the means read them."""
+        return self.engine.rows_of(ids).astype(np.float32)
+
+    def unit_static_matrix(self) -> np.ndarray:
+        """(vocabulary, d) every row at unit length (for neighbours), made once."""
+        if self._unit is None:
+            self._unit = unit(self.embedding_rows(list(self.id_to_token)))
+        return self._unit
+
+    def static_ids(self, items: str | int | Sequence[str | int]) -> list[int]:
+        """Ids of word pieces or ids, each checked against the vocabulary."""
+        return _static.token_ids(self, items)
+
+    def static(self, items: str | int | Sequence[str | int]) -> np.ndarray:
+        """(n, d) float32 rows of word pieces or ids."""
+        return _static.static_rows(self, items)
+
+    def static_word(self, word: str) -> _static.StaticWord:
+        """One vector for a word: the mean of its pieces' rows, with the pieces."""
+        return _static.static_word(self, word)
+
+    def static_neighbors(
+        self, query: str | int | np.ndarray, *, k: int = 10, include_special: bool = False
+    ) -> list[_static.Neighbor]:
+        """Nearest vocabulary entries by cosine of rows (special ones left out by default)."""
+        return _static.neighbors(self, query, k=k, include_special=include_special)
+
+    def export_static(
+        self, path: str | Path, *, format: str | None = None, items: Sequence[str | int] | None = None
+    ) -> list[Path]:
+        """Write the rows of `items` (default: every row) as word2vec, npy, parquet or projector."""
+        return _static.export(self, path, format, items=items)
+
+    # Refused: a static model has no layers -------------------------------------------------------
+
+    embed_tokens = _refused("token vectors (embed_tokens, --tokens)")
+    embed_fitted_tokens = _refused("token vectors")
+    embed_words = _refused("word vectors (embed_words, --words)")
+    embed_chunks = _refused("chunk vectors (embed_chunks, --chunks)")
+    hidden_states = _refused("hidden states")
+    anatomy = _refused("the embedding layer's anatomy")
+    attentions = _refused("attention")
+    forward = _refused("a forward pass")
+    probe = _refused("probing layers")
+    cka = _refused("CKA between layers")
+    geometry = _refused("layer geometry")
+    explain = _refused("explain (token-pair contributions)")
+    baseline = _refused("a baseline of random pairs")
+    static_from_corpus = _refused("contextual vectors aggregated over a corpus")
+    static_decontextualized = _refused("decontextualised vectors")
+    verify = _refused("verify against the Hugging Face forward")
+
+
+class _StaticEngine:
+    """What the corpus jobs and the service call on `model.engine`, for rows and means instead of layers."""
+
+    has_pooler = False
+
+    def __init__(self, model: StaticModel, token_budget: int | None) -> None:
+        self.model = model
+        self.token_budget = token_budget or 65536
+
+    def checked(self, spec: EmbedSpec) -> EmbedSpec:
+        """`spec`, or the one line when it asks for what rows cannot give (layers, another pooling)."""
+        if spec.layers != (0,) or spec.pooling is not Pooling.MEAN:
+            raise self.model.refusal(f"layers {list(spec.layers)} with {spec.pooling.value} pooling")
+        if spec.prompt:
+            raise self.model.refusal("a prompt")
+        self.policy(spec.long)
+        return spec
+
+    def policy(self, long: LongText) -> LongText:
+        """truncate (model2vec's cut) or window (every piece counts); error where a text is cut."""
+        return long
+
+    def prepare(self, texts: Sequence[str], spec: EmbedSpec) -> list[Tokens]:
+        """The service's first step: checked spec, then the tokens (refuses long="error" over the limit)."""
+        from .errors import InputTooLong
+
+        self.checked(spec)
+        tokens = self.model.pieces_of(texts, whole=spec.long is LongText.WINDOW)
+        if spec.long is LongText.ERROR:
+            for index, t in enumerate(tokens):
+                if t.n_dropped:
+                    raise InputTooLong(
+                        f"text {index} has {len(t) + t.n_dropped} pieces but {self.model.source} averages "
+                        f"at most {self.model.max_tokens}; use long='truncate' or long='window'"
+                    )
+        return tokens
+
+    def rows_of(self, ids: Sequence[int]) -> np.ndarray:
+        """(len(ids), d) rows in the folder's dtype, mapped and weighted as model2vec reads them."""
+        m = self.model
+        rows = m.rows[m.mapping[list(ids)] if m.mapping is not None else list(ids)]
+        return rows * m.weights[list(ids)][:, None] if m.weights is not None else rows
+
+    def fitted_sentences(
+        self, tokens: Sequence[Tokens], spec: EmbedSpec, *, on_batch: Any = None
+    ) -> SentenceEmbeddings:
+        """(n, d) float32 means of the tokens' rows: model2vec's `encode` arithmetic, to the last bit."""
+        m = self.model
+        dtype = np.float32 if m.rows.dtype == np.int8 else m.rows.dtype
+        out = np.zeros((len(tokens), m.rows.shape[1]), dtype=dtype)
+        for i, t in enumerate(tokens):
+            if t.ids:
+                out[i] = self.rows_of(t.ids).mean(axis=0)
+        if spec.normalize:
+            wide = out.astype(np.float32)
+            out = (wide / (np.linalg.norm(wide, axis=1, keepdims=True) + 1e-32)).astype(out.dtype)
+        if on_batch is not None:
+            on_batch(len(tokens), sum(map(len, tokens)))
+        return SentenceEmbeddings(
+            vectors=out.astype(np.float32),
+            n_tokens=np.array([len(t) for t in tokens], dtype=np.int64),
+            n_dropped=np.array([t.n_dropped for t in tokens], dtype=np.int64),
+            spec=spec.as_dict(),
+        )
+
+    def sentences_once(
+        self, texts: Sequence[str], spec: EmbedSpec, *, on_batch: Any = None
+    ) -> SentenceEmbeddings:
+        """(n, d) sentence vectors of a list of texts."""
+        return self.fitted_sentences(self.prepare(texts, spec), spec, on_batch=on_batch)
+
+    def sentences(
+        self, texts: Iterable[str], spec: EmbedSpec, *, on_batch: Any = None, chunk: int = 1024
+    ) -> Iterator[SentenceEmbeddings]:
+        """Sentence vectors of a stream of texts, `chunk` texts at a time, in order."""
+        batch: list[str] = []
+        for text in texts:
+            batch.append(text)
+            if len(batch) == chunk:
+                yield self.sentences_once(batch, spec, on_batch=on_batch)
+                batch = []
+        if batch:
+            yield self.sentences_once(batch, spec, on_batch=on_batch)
+
+    def forward(self, *args: Any, **options: Any) -> Any:
+        """Refused: no layers to run (the service's worker wraps this name)."""
+        raise self.model.refusal("a forward pass")
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise self.model.refusal(f"the engine's {name.strip('_').replace('_', ' ')}")
+
+
+def _unk_id(backend: Any) -> int | None:
+    """The [UNK] id model2vec leaves out of every mean (WordPiece, BPE, WordLevel; Unigram's unk_id)."""
+    model = backend.model
+    if hasattr(model, "unk_token"):
+        return None if model.unk_token is None else backend.token_to_id(model.unk_token)
+    found = json.loads(backend.to_str())["model"].get("unk_id")
+    return None if found is None else int(found)
