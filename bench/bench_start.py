@@ -135,8 +135,10 @@ def main() -> None:
         ratio_rss = f"{rss / floor_rss:.2f}x" if floor_rss else "-"
         print(f"| {name} | {wall:.2f} s | {rss:.0f} MB | {ratio_wall} | {ratio_rss} | {gap:.1e} |")
     torch_wall = statistics.median(r[0] for r in results["bertscope.load(backend='torch')"])
-    print(f"\nfirst load of the model on this machine (empty cache: export + runtime choice), one process: "
-          f"{first:.2f} s, {first / torch_wall:.2f}x a torch load's process ({torch_wall:.2f} s)")
+    print(
+        f"\nfirst load of the model on this machine (empty cache: export + runtime choice), one process: "
+        f"{first:.2f} s, {first / torch_wall:.2f}x a torch load's process ({torch_wall:.2f} s)"
+    )
 
 
 def _first_load(folder: str, export: str, text: str) -> float:

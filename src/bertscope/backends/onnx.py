@@ -66,7 +66,7 @@ _OUTLIER_WEIGHT = "outlier_weight"
 
 
 def resolve_backend(
-    backend: Backend | str, quantize: Quantize | str | None, dtype: torch.dtype, device: torch.device
+    backend: Backend | str, quantize: Quantize | str | None, dtype: torch.dtype, device: torch.device | str
 ) -> Backend:
     """The backend to run: `auto` is torch, or onnxruntime when int8 is asked; refuses what cannot run."""
     import torch

@@ -92,7 +92,7 @@ def openvino_cache_dir() -> Path:
     return cache_dir().parent / "openvino"
 
 
-def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: torch.device) -> str:
+def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: torch.device | str) -> str:
     """float32, bfloat16 or int8 from load's options; refuses what OpenVINO cannot run here.
 
     bfloat16 on a CPU without it warns and falls back to float32 (what OpenVINO would silently run).

@@ -146,7 +146,7 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return resolved
 
 
-def resolve_dtype(dtype: DType | str | torch.dtype, device: torch.device) -> torch.dtype:
+def resolve_dtype(dtype: DType | str | torch.dtype, device: torch.device | str) -> torch.dtype:
     """A torch dtype from its name; float16 only where the device runs it well (CUDA)."""
     import torch
 
@@ -157,9 +157,10 @@ def resolve_dtype(dtype: DType | str | torch.dtype, device: torch.device) -> tor
     else:
         names = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
         resolved = names[DType.parse(dtype, what="dtype")]
-    if resolved is torch.float16 and device.type != "cuda":
+    kind = str(getattr(device, "type", device)).split(":")[0]  # a torch.device, or "cpu" where light
+    if resolved is torch.float16 and kind != "cuda":
         raise InvalidSpec("float16 runs on CUDA only; on CPU use dtype='bfloat16' or 'float32'")
-    if resolved is torch.bfloat16 and device.type == "cpu" and not _cpu_has_native_bf16():
+    if resolved is torch.bfloat16 and kind == "cpu" and not _cpu_has_native_bf16():
         warnings.warn(
             "this CPU has no native bfloat16 (AVX-512 BF16 or AMX): dtype='bfloat16' runs several times "
             "slower than float32 here; for speed on this CPU use quantize='int8'",

@@ -28,8 +28,13 @@ if TYPE_CHECKING:
 class BodyLimits(Protocol):
     """The limits a body is read under (guard.ServerSettings has them)."""
 
-    max_body_bytes: int
-    body_timeout_s: float
+    @property
+    def max_body_bytes(self) -> int:
+        """The largest body taken, in bytes."""
+
+    @property
+    def body_timeout_s(self) -> float:
+        """How long a body may take to arrive."""
 
 
 __all__ = ["BodyBudget", "BodyRefused", "ClientLeft", "reading"]

@@ -96,6 +96,6 @@ def uvicorn_config(
         port=port,
         log_level=log_level,
         http=protocol,
-        timeout_keep_alive=settings.keep_alive_s,
+        timeout_keep_alive=int(settings.keep_alive_s),
         lifespan="on",
     )
