@@ -39,6 +39,19 @@ def test_a_lone_surrogate_is_a_json_422_and_the_connection_stays_usable(bundled:
             assert client.post("/v2/tokenize", json={"inputs": "still here"}).status_code == 200
 
 
+def test_deeply_nested_valid_json_is_a_400_naming_the_nesting(bundled: bertscope.Model) -> None:
+    """10,000 nested arrays are valid JSON that Python's parser gives up on: the answer says so, not
+    "not UTF-8 JSON"; bytes that do not decode still get that line."""
+    nested = "[" * 10_000 + "]" * 10_000
+    with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
+        for path in ("/v2/embed", "/embed", "/v1/embeddings"):
+            response = client.post(path, content=nested, headers={"content-type": "application/json"})
+            assert response.status_code == 400, (path, response.text)
+            assert "nested too deeply" in response.text and "UTF-8" not in response.text, path
+        garbled = client.post("/v2/embed", content=b"\xff\xfe", headers={"content-type": "application/json"})
+        assert garbled.status_code in (400, 422) and "nested" not in garbled.text
+
+
 def test_an_unexpected_error_answers_json_500(
     bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
 ) -> None:

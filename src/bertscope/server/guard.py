@@ -203,7 +203,10 @@ def add_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         message = str(exc.detail)
-        if exc.status_code == 400:
+        if exc.status_code == 400 and isinstance(exc.__cause__, RecursionError):
+            # valid JSON whose arrays or objects nest deeper than Python's parser goes
+            message = "body: JSON nested too deeply (over about 1,000 levels of [ and {); send a flatter body"
+        elif exc.status_code == 400:
             # FastAPI's own words for bytes that do not decode say nothing of the fix.
             message = "body: not UTF-8 JSON; send a JSON object encoded as UTF-8"
         # TEI calls a body it cannot read a validation error; its 400 means an empty batch.
