@@ -27,6 +27,7 @@ FLOORS: list[tuple[str, ...]] = [
     (
         "static",
         "static_model",
+        "static_engine",
         "anatomy",
         "explain",
         "attention",

@@ -97,6 +97,7 @@ def test_distill_records_a_portable_source(folder: Path, tiny_dirs: dict[str, Pa
         lambda m: m.probe([]),
         lambda m: m.cka(["a"]),
         lambda m: m.embed("a cat", pooling="cls"),
+        lambda m: m.embed("a cat", layers=1),
         lambda m: m.embed_chunks("a cat. a dog."),
     ],
 )

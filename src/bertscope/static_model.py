@@ -14,28 +14,27 @@ refuses every layer-level feature in one line. NumPy, tokenizers and safetensors
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import numpy as np
 
 from . import static as _static
-from .core._enums import LongText, Pooling
+from .core._enums import LongText
 from .core.encoder import ModelInfo
 from .core.progress import progress_callback
 from .core.prompts import Prompts, read_prompts
 from .core.results import SentenceEmbeddings
 from .core.similarity import cos_sim, unit
 from .core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
-from .core.tokens import TextTokenizer, Tokens, check_texts, iter_checked
+from .core.tokens import TextTokenizer, check_texts, iter_checked
 from .errors import InvalidSpec, ModelLoadError
+from .static_engine import StaticEngine
 
 if TYPE_CHECKING:
     from tokenizers import Encoding
@@ -60,7 +59,7 @@ _NEUTRAL = {
 }
 
 
-def is_model2vec(name: str | os.PathLike[str] | None) -> bool:
+def is_model2vec(name: str | os.PathLike[str] | None) -> TypeGuard[str | os.PathLike[str]]:
     """Whether `name` is a local folder whose config.json says `"model_type": "model2vec"`."""
     if name is None:
         return False
@@ -119,38 +118,28 @@ class StaticModel:
             self.settings: dict[str, Any] = json.loads((folder / "config.json").read_text("utf-8"))
             tensors = load_file(str(folder / "model.safetensors"))
             backend = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        except (OSError, ValueError, Exception) as exc:  # safetensors and tokenizers raise their own kinds
+        except Exception as exc:  # noqa: BLE001 - json, safetensors and tokenizers each raise their own kinds
             raise ModelLoadError(
                 f"{folder} is a model2vec folder but cannot be read ({type(exc).__name__}: {exc}); "
                 "it needs config.json, tokenizer.json and model.safetensors: distil it again"
             ) from None
         if "embeddings" not in tensors:
             raise ModelLoadError(f"{folder}/model.safetensors holds no 'embeddings' matrix: distil it again")
-        self.rows = tensors["embeddings"]
-        self.weights = tensors.get("weights")
-        self.mapping = tensors.get("mapping")
         self.normalize = bool(self.settings.get("normalize", False))
         limit = self.settings.get("max_length", _DEFAULT_MAX_LENGTH)
-        self.max_length: int | None = max_tokens or (None if limit is None else int(limit))
-        self.max_tokens = self.max_length or len(self.rows)
-        vocab = sorted(backend.get_vocab().items(), key=lambda item: item[1])
-        self.id_to_token = {i: token for token, i in vocab}
-        self._median_length = int(np.median([len(token) for token, _ in vocab]))
-        self._unk = _unk_id(backend)
-        backend.no_padding()
-        backend.encode_special_tokens = True  # text is text: "[CLS]" typed in a text is characters
-        self._whole = copy.deepcopy(backend)
-        self._whole.no_truncation()
-        self._cut = copy.deepcopy(backend)
-        if self.max_length is not None:
-            self._cut.enable_truncation(self.max_length)
+        max_length: int | None = max_tokens or (None if limit is None else int(limit))
+        self.engine = StaticEngine(
+            backend, tensors, max_length=max_length, token_budget=token_budget, refusal=self.refusal
+        )
+        self.rows = self.engine.rows
+        self.id_to_token = self.engine.id_to_token
+        self.max_tokens = max_length or len(self.id_to_token)
         self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
         self.loaded = SimpleNamespace(
             source=self.source, path=self.path, st_pooling="mean", st_normalize=self.normalize,
             st_unsupported=None, view=None, has_torch=False,
         )  # fmt: skip
         self.config = SimpleNamespace(model_type="model2vec", num_attention_heads=0)
-        self.engine = _StaticEngine(self, token_budget)
         self.pad_id = 0
         self._unit: np.ndarray | None = None
         self.device = "cpu"
@@ -195,55 +184,34 @@ class StaticModel:
 
     # Tokens --------------------------------------------------------------------------------------
 
-    def pieces_of(self, texts: Sequence[str], *, whole: bool = False) -> list[Tokens]:
-        """Per text the pieces averaged (model2vec's: no specials, [UNK] left out, cut at max_length unless
-        `whole`), with their character offsets and how many pieces the cut dropped (`n_dropped`)."""
-        if whole or self.max_length is None:
-            every = self._whole.encode_batch(list(texts), add_special_tokens=False)
-            return [self._tokens(t, e) for t, e in zip(texts, every, strict=True)]
-        chars = self.max_length * self._median_length
-        cut = self._cut.encode_batch([t[:chars] for t in texts], add_special_tokens=False)
-        found = [self._tokens(t, e) for t, e in zip(texts, cut, strict=True)]
-        for index, text in enumerate(texts):
-            if len(text) > chars or len(found[index]) >= self.max_length:
-                whole_count = len(self._known(self.pieces(text).ids))
-                found[index] = replace(found[index], n_dropped=whole_count - len(found[index]))
-        return found
-
-    def _known(self, ids: Sequence[int]) -> list[int]:
-        return [i for i in ids if i != self._unk]
-
-    def _tokens(self, text: str, encoding: Encoding) -> Tokens:
-        keep = [k for k, i in enumerate(encoding.ids) if i != self._unk]
-        return Tokens(
-            text=text, tokens=[encoding.tokens[k] for k in keep], ids=[encoding.ids[k] for k in keep],
-            offsets=[encoding.offsets[k] for k in keep], word_ids=[encoding.word_ids[k] for k in keep],
-            special_mask=[False] * len(keep), type_ids=[0] * len(keep),
-        )  # fmt: skip
-
-    def pieces(self, text: str) -> Encoding:
-        """The tokenizer's `Encoding` of `text` without special tokens, never cut."""
-        return self._whole.encode(text, add_special_tokens=False)
-
     def tokenize(self, texts: str | Sequence[str], *, long: LongText | str = "truncate") -> Any:
         """Tokens (no specials, [UNK] left out) of a text or of each text: the pieces whose rows average."""
-        policy = self.engine.policy(LongText.parse(long, what="long-text policy"))
-        items = check_texts(texts)
-        tokens = self.pieces_of(items, whole=policy is LongText.WINDOW)
+        policy = LongText.parse(long, what="long-text policy")
+        tokens = self.engine.pieces_of(check_texts(texts), whole=policy is LongText.WINDOW)
         return tokens[0] if isinstance(texts, str) else tokens
 
     # Sentence vectors ----------------------------------------------------------------------------
 
+    def _recipe(self, options: RecipeKeywords) -> Recipe:
+        """The options resolved as for a Model; a layer other than the rows is refused in the one line."""
+        if options.get("layers") not in (None, 0, -1, "0", "-1"):
+            raise self.refusal(f"layers={options.get('layers')!r}")
+        return resolve(self, EmbedOptions(**options))
+
+    def pieces(self, text: str) -> Encoding:
+        """The tokenizer's `Encoding` of `text` without special tokens, never cut."""
+        return self.engine.pieces(text)
+
     def spec(self, **options: Unpack[RecipeKeywords]) -> EmbedSpec:
         """The options resolved as for `Model.spec` (layers resolve to the rows, layer 0)."""
-        return self.engine.checked(resolve(self, EmbedOptions(**options)).spec)
+        return self.engine.checked(self._recipe(options).spec)
 
     def embed(
         self, texts: str | Sequence[str], *, progress: bool | None = None, **options: Unpack[RecipeKeywords]
     ) -> SentenceEmbeddings:
         """(n, d) float32: the mean of each text's rows (unit length if normalize); `Model.embed`'s options
         where they apply (normalize, long, post); other poolings and layers are refused."""
-        return self.embed_with(texts, resolve(self, EmbedOptions(**options)), progress=progress)
+        return self.embed_with(texts, self._recipe(options), progress=progress)
 
     def embed_with(
         self, texts: str | Sequence[str], recipe: Recipe, *, progress: bool | None = None
@@ -262,7 +230,7 @@ class StaticModel:
         **options: Unpack[RecipeKeywords],
     ) -> Iterator[SentenceEmbeddings]:
         """Sentence vectors for a stream of texts, chunk by chunk in input order."""
-        recipe = resolve(self, EmbedOptions(**options))
+        recipe = self._recipe(options)
         with progress_callback(total, enabled=progress) as on_batch:
             for chunk in self.engine.sentences(iter_checked(texts), recipe.spec, on_batch=on_batch):
                 yield recipe.finish(chunk)
@@ -271,7 +239,7 @@ class StaticModel:
         self, a: str | Sequence[str], b: str | Sequence[str] | None = None, **options: Unpack[RecipeKeywords]
     ) -> np.ndarray:
         """Cosine matrix (len(a), len(b)) of sentence vectors; b defaults to a."""
-        recipe = resolve(self, EmbedOptions(**options))
+        recipe = self._recipe(options)
         left = self.embed_with(a, recipe).vectors
         right = left if b is None else self.embed_with(b, recipe).vectors
         return cos_sim(left, right)
@@ -374,106 +342,3 @@ class StaticModel:
     static_from_corpus = _refused("contextual vectors aggregated over a corpus")
     static_decontextualized = _refused("decontextualised vectors")
     verify = _refused("verify against the Hugging Face forward")
-
-
-class _StaticEngine:
-    """What the corpus jobs and the service call on `model.engine`, for rows and means instead of layers."""
-
-    has_pooler = False
-
-    def __init__(self, model: StaticModel, token_budget: int | None) -> None:
-        self.model = model
-        self.token_budget = token_budget or 65536
-
-    def checked(self, spec: EmbedSpec) -> EmbedSpec:
-        """`spec`, or the one line when it asks for what rows cannot give (layers, another pooling)."""
-        if spec.layers != (0,) or spec.pooling is not Pooling.MEAN:
-            raise self.model.refusal(f"layers {list(spec.layers)} with {spec.pooling.value} pooling")
-        if spec.prompt:
-            raise self.model.refusal("a prompt")
-        self.policy(spec.long)
-        return spec
-
-    def policy(self, long: LongText) -> LongText:
-        """truncate (model2vec's cut) or window (every piece counts); error where a text is cut."""
-        return long
-
-    def prepare(self, texts: Sequence[str], spec: EmbedSpec) -> list[Tokens]:
-        """The service's first step: checked spec, then the tokens (refuses long="error" over the limit)."""
-        from .errors import InputTooLong
-
-        self.checked(spec)
-        tokens = self.model.pieces_of(texts, whole=spec.long is LongText.WINDOW)
-        if spec.long is LongText.ERROR:
-            for index, t in enumerate(tokens):
-                if t.n_dropped:
-                    raise InputTooLong(
-                        f"text {index} has {len(t) + t.n_dropped} pieces but {self.model.source} averages "
-                        f"at most {self.model.max_tokens}; use long='truncate' or long='window'"
-                    )
-        return tokens
-
-    def rows_of(self, ids: Sequence[int]) -> np.ndarray:
-        """(len(ids), d) rows in the folder's dtype, mapped and weighted as model2vec reads them."""
-        m = self.model
-        rows = m.rows[m.mapping[list(ids)] if m.mapping is not None else list(ids)]
-        return rows * m.weights[list(ids)][:, None] if m.weights is not None else rows
-
-    def fitted_sentences(
-        self, tokens: Sequence[Tokens], spec: EmbedSpec, *, on_batch: Any = None
-    ) -> SentenceEmbeddings:
-        """(n, d) float32 means of the tokens' rows: model2vec's `encode` arithmetic, to the last bit."""
-        m = self.model
-        dtype = np.float32 if m.rows.dtype == np.int8 else m.rows.dtype
-        out = np.zeros((len(tokens), m.rows.shape[1]), dtype=dtype)
-        for i, t in enumerate(tokens):
-            if t.ids:
-                out[i] = self.rows_of(t.ids).mean(axis=0)
-        if spec.normalize:
-            wide = out.astype(np.float32)
-            out = (wide / (np.linalg.norm(wide, axis=1, keepdims=True) + 1e-32)).astype(out.dtype)
-        if on_batch is not None:
-            on_batch(len(tokens), sum(map(len, tokens)))
-        return SentenceEmbeddings(
-            vectors=out.astype(np.float32),
-            n_tokens=np.array([len(t) for t in tokens], dtype=np.int64),
-            n_dropped=np.array([t.n_dropped for t in tokens], dtype=np.int64),
-            spec=spec.as_dict(),
-        )
-
-    def sentences_once(
-        self, texts: Sequence[str], spec: EmbedSpec, *, on_batch: Any = None
-    ) -> SentenceEmbeddings:
-        """(n, d) sentence vectors of a list of texts."""
-        return self.fitted_sentences(self.prepare(texts, spec), spec, on_batch=on_batch)
-
-    def sentences(
-        self, texts: Iterable[str], spec: EmbedSpec, *, on_batch: Any = None, chunk: int = 1024
-    ) -> Iterator[SentenceEmbeddings]:
-        """Sentence vectors of a stream of texts, `chunk` texts at a time, in order."""
-        batch: list[str] = []
-        for text in texts:
-            batch.append(text)
-            if len(batch) == chunk:
-                yield self.sentences_once(batch, spec, on_batch=on_batch)
-                batch = []
-        if batch:
-            yield self.sentences_once(batch, spec, on_batch=on_batch)
-
-    def forward(self, *args: Any, **options: Any) -> Any:
-        """Refused: no layers to run (the service's worker wraps this name)."""
-        raise self.model.refusal("a forward pass")
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise self.model.refusal(f"the engine's {name.strip('_').replace('_', ' ')}")
-
-
-def _unk_id(backend: Any) -> int | None:
-    """The [UNK] id model2vec leaves out of every mean (WordPiece, BPE, WordLevel; Unigram's unk_id)."""
-    model = backend.model
-    if hasattr(model, "unk_token"):
-        return None if model.unk_token is None else backend.token_to_id(model.unk_token)
-    found = json.loads(backend.to_str())["model"].get("unk_id")
-    return None if found is None else int(found)
