@@ -159,5 +159,6 @@ def test_service_embed_routes_answer_and_layer_routes_refuse(static: StaticModel
         assert openai.status_code == 200, openai.text
         np.testing.assert_allclose(openai.json()["data"][1]["embedding"], want[1], atol=1e-6)
         assert client.get("/v2/info").json()["family"] == "model2vec"
-        refused = client.post("/embed_tokens", json={"inputs": "a cat"})
-        assert 400 <= refused.status_code < 500 and "no layers" in refused.text, refused.text
+        for path, body in [("/embed_tokens", {"inputs": "a cat"}), ("/attention", {"text": "a cat"})]:
+            refused = client.post(path, json=body)
+            assert refused.status_code == 422 and "no layers" in refused.text, (path, refused.text)

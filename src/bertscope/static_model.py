@@ -178,6 +178,11 @@ class StaticModel:
         return read_prompts(self.path)
 
     @property
+    def hf_model(self) -> Any:
+        """Refused: there is no transformer module (attention, exports and the anatomy read it)."""
+        raise self.refusal("the transformer module (attention, anatomy, exports)")
+
+    @property
     def input_embeddings(self) -> np.ndarray:
         """(vocabulary rows, d) the static matrix."""
         return self.rows
