@@ -59,6 +59,33 @@ def probe_command(
             "--test", help="Score on this file (same layout), trained on --input: held out, no folds."
         ),
     ] = None,
+    probe_kind: Annotated[
+        str | None,
+        typer.Option(
+            "--probe",
+            help="Label probes: linear (logistic regression, default) or mlp (one hidden layer, 64 units).",
+        ),
+    ] = None,
+    sweep: Annotated[
+        str | None,
+        typer.Option(
+            "--sweep",
+            help="Probe capacity, a row per size per layer: hidden=16,64,256 (MLP hidden units) or "
+            "rank=8,32,128 (a linear probe on the top r principal components of the standardised vectors).",
+        ),
+    ] = None,
+    per_label: Annotated[
+        bool,
+        typer.Option(
+            "--per-label", help="Per-label precision, recall, F1 and the confusion matrix of a row."
+        ),
+    ] = False,
+    per_label_layer: Annotated[
+        str | None,
+        typer.Option(
+            "--per-label-layer", help="The row --per-label reports (a layer or static; default the best)."
+        ),
+    ] = None,
     task: Annotated[
         str,
         typer.Option(
@@ -102,6 +129,8 @@ def probe_command(
     Examples: `bertscope probe -i examples/senses.tsv`,
     `bertscope probe -i examples/pos.conllu --column upos --control -o probe.png`,
     `bertscope probe -i examples/topics.tsv --level sentence --json`,
+    `bertscope probe -i examples/trees.conllu --test examples/trees-test.conllu --column upos --per-label`,
+    `bertscope probe -i examples/pos.conllu --column upos --control --sweep hidden=16,256`,
     `bertscope probe -i examples/trees.conllu --test examples/trees-test.conllu --task distance`
     """
     from ..research.probe import probe
@@ -117,42 +146,77 @@ def probe_command(
             seed=seed, output=output, as_json=as_json,
         )  # fmt: skip
         return
-    if test is not None:
-        raise InvalidSpec(
-            "--test scores a structural probe (--task distance or depth) for now; a label probe is "
-            "scored by grouped cross-validation (--folds): leave --test out"
-        )
+    if per_label_layer is not None and not per_label:
+        raise InvalidSpec("--per-label-layer chooses the row --per-label reports: add --per-label")
     m = load_model(model, device=device, threads=threads)
     result = probe(
         m, input_path, level=level, layers=layers, folds=folds, control=control, subword=subword,
-        column=column, seed=seed, n_jobs=n_jobs,
+        column=column, seed=seed, n_jobs=n_jobs, test=test, kind=probe_kind, sweep=sweep,
+        per_label=per_label, per_label_layer=per_label_layer,
     )  # fmt: skip
     if output is not None:
-        from ..research.layer_plots import plot_probe
+        from ..research.layer_plots import plot_confusion, plot_probe
 
         _written(plot_probe(result, output, title=Path(input_path).name))
+        if result.per_label is not None:
+            _written(plot_confusion(result.per_label, _beside(output, "confusion")))
     if as_json:
         emit_json(result.to_dict())
         return
+    _probe_table(result, input_path, test, sized=probe_kind is not None or sweep is not None)
+    if control:
+        out.print(CONTROL_NOTE.format(unit="word" if result.level == "word" else "text"), highlight=False)
+    if result.per_label is not None:
+        _per_label_tables(result.per_label)
+
+
+def _beside(path: Path, what: str) -> Path:
+    return path.with_name(f"{path.stem}-{what}{path.suffix}")
+
+
+def _probe_name(row: dict[str, Any]) -> str:
+    if row["probe"] == "mlp":
+        return f"mlp {row['capacity']}"
+    return "linear" if row["capacity"] is None else f"linear rank {row['capacity']}"
+
+
+def _probe_table(result: Any, input_path: str, test: str | None, *, sized: bool) -> None:
     labels = ", ".join(f"{k} {v}" for k, v in result.labels.items())
     # Repeated sentences are merged into one group (never on both sides of a fold): count them as such.
     merged = result.n_groups < result.n_sentences
     sentences = f"{result.n_groups} distinct sentences" if merged else f"{result.n_groups} sentences"
-    table = Table(
-        "layer", "accuracy", "95% CI", "macro-F1", "control", "selectivity",
-        title=f"{input_path}: {result.n_items} items ({labels}), {sentences}, "
-        f"{result.folds}-fold CV grouped by sentence",
-    )  # fmt: skip
+    if test is None:
+        how = f"{result.folds}-fold CV grouped by sentence"
+    else:
+        how = f"trained on it, scored on {result.n_test} held-out items of {test}"
+    columns = ["layer", "accuracy", "95% CI", "macro-F1", "control", "selectivity"]
+    title = f"{input_path}: {result.n_items} items ({labels}), {sentences}, {how}"
+    table = Table(*(["probe"] if sized else []), *columns, title=title)
     for row in result.rows:
         low, high = row["accuracy_ci"]
         table.add_row(
-            str(row["layer"]), _fmt(row["accuracy"]), f"{low:.3f}-{high:.3f}", _fmt(row["macro_f1"]),
-            _fmt(row["control_accuracy"]), _fmt(row["selectivity"]),
+            *([_probe_name(row)] if sized else []), str(row["layer"]), _fmt(row["accuracy"]),
+            f"{low:.3f}-{high:.3f}", _fmt(row["macro_f1"]), _fmt(row["control_accuracy"]),
+            _fmt(row["selectivity"]),
         )  # fmt: skip
     out.print(table)
     out.print(f"majority baseline: {result.majority:.3f}", highlight=False)
-    if control:
-        out.print(CONTROL_NOTE.format(unit="word" if result.level == "word" else "text"), highlight=False)
+
+
+def _per_label_tables(report: dict[str, Any]) -> None:
+    """Precision, recall, F1 and support per label, then the confusion matrix (rows true)."""
+    name = f"layer {report['layer']}, {_probe_name(report)}"
+    table = Table("label", "precision", "recall", "F1", "support", title=f"per label: {name}")
+    for i, label in enumerate(report["labels"]):
+        table.add_row(
+            label, _fmt(report["precision"][i]), _fmt(report["recall"][i]), _fmt(report["f1"][i]),
+            str(report["support"][i]),
+        )  # fmt: skip
+    out.print(table)
+    matrix = Table("true \\ predicted", *report["labels"], title=f"confusion matrix: {name}")
+    for label, counts in zip(report["labels"], report["confusion"], strict=True):
+        matrix.add_row(label, *(str(c) for c in counts))
+    out.print(matrix)
 
 
 @app.command("cka")

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from .compare import Comparison
     from .probe import ProbeResult
 
-__all__ = ["plot_probe", "plot_cka", "plot_compare"]
+__all__ = ["plot_probe", "plot_confusion", "plot_cka", "plot_compare"]
 
 
 def save_figure(figure: Any, path: str | Path) -> Path:
@@ -28,28 +28,75 @@ def _figure(size: tuple[float, float]) -> Any:
 
 
 def plot_probe(result: ProbeResult, path: str | Path, *, title: str = "probe") -> Path:
-    """Accuracy per row (static, 0..L) with its 95% interval, the majority line, control and selectivity."""
-    labels = [str(r["layer"]) for r in result.rows]
-    x = np.arange(len(labels))
-    accuracy = np.array([r["accuracy"] for r in result.rows])
-    low = accuracy - np.array([r["accuracy_ci"][0] for r in result.rows])
-    high = np.array([r["accuracy_ci"][1] for r in result.rows]) - accuracy
+    """Accuracy per row (static, 0..L) with its 95% interval, the majority line, control and selectivity;
+    with a capacity sweep, accuracy and selectivity per layer for each probe size."""
+    layers = list(dict.fromkeys(str(r["layer"]) for r in result.rows))
+    x = np.arange(len(layers))
+    sizes = list(dict.fromkeys((r["probe"], r["capacity"]) for r in result.rows))
     figure = _figure((7.0, 4.2))
     ax = figure.add_subplot()
-    ax.errorbar(x, accuracy, yerr=[low, high], marker="o", capsize=3, label="task accuracy (95% CI)")
+    for kind, capacity in sizes:
+        rows = [r for r in result.rows if (r["probe"], r["capacity"]) == (kind, capacity)]
+        _probe_lines(ax, x, rows, "" if len(sizes) == 1 else f"{_size_name(kind, capacity)}: ")
     ax.axhline(
         result.majority, linestyle="--", color="gray", label=f"majority baseline ({result.majority:.2f})"
     )
-    if result.rows[0]["control_accuracy"] is not None:
-        ax.plot(x, [r["control_accuracy"] for r in result.rows], marker="s", label="control task accuracy")
-        ax.plot(x, [r["selectivity"] for r in result.rows], marker="^", label="selectivity (task - control)")
-    ax.set_xticks(x, labels)
+    ax.set_xticks(x, layers)
     ax.set_xlabel("static rows, then layer (0 = embedding layer output)")
     ax.set_ylabel("accuracy")
-    ax.set_ylim(min(0.0, float(np.nanmin(accuracy)) - 0.05), 1.05)
-    ax.set_title(f"{title}: {result.n_items} {result.level} items, {result.folds}-fold grouped CV")
-    ax.legend(fontsize=8)
+    lowest = min(float(np.nanmin([r["accuracy"] for r in result.rows])) - 0.05, 0.0)
+    ax.set_ylim(lowest, 1.05)
+    how = f"{result.folds}-fold grouped CV" if not result.n_test else f"{result.n_test} held-out items"
+    ax.set_title(f"{title}: {result.n_items} {result.level} items, {how}")
+    ax.legend(fontsize=7 if len(sizes) > 1 else 8)
     ax.grid(alpha=0.3)
+    return save_figure(figure, path)
+
+
+def _size_name(kind: str, capacity: int | None) -> str:
+    if kind == "mlp":
+        return f"mlp {capacity}"
+    return "linear" if capacity is None else f"linear rank {capacity}"
+
+
+def _probe_lines(ax: Any, x: np.ndarray, rows: list[dict[str, Any]], prefix: str) -> None:
+    accuracy = np.array([r["accuracy"] for r in rows])
+    low = accuracy - np.array([r["accuracy_ci"][0] for r in rows])
+    high = np.array([r["accuracy_ci"][1] for r in rows]) - accuracy
+    shown = ax.errorbar(
+        x, accuracy, yerr=[low, high], marker="o", capsize=3, label=f"{prefix}task accuracy (95% CI)"
+    )
+    if rows[0]["control_accuracy"] is None:
+        return
+    if prefix:  # a sweep: one colour per size, selectivity dashed
+        color = shown.lines[0].get_color()
+        selectivity = [r["selectivity"] for r in rows]
+        ax.plot(x, selectivity, marker="^", linestyle="--", color=color, label=f"{prefix}selectivity")
+        return
+    ax.plot(x, [r["control_accuracy"] for r in rows], marker="s", label="control task accuracy")
+    ax.plot(x, [r["selectivity"] for r in rows], marker="^", label="selectivity (task - control)")
+
+
+def plot_confusion(report: dict[str, Any], path: str | Path) -> Path:
+    """The confusion matrix of a per-label report (rows true, columns predicted), each row's share
+    coloured and each count written."""
+    counts = np.asarray(report["confusion"], dtype=float)
+    shares = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1)
+    n = len(report["labels"])
+    figure = _figure((2.0 + 0.45 * n, 1.6 + 0.4 * n))
+    ax = figure.add_subplot()
+    image = ax.imshow(shares, cmap="Blues", vmin=0.0, vmax=1.0)
+    figure.colorbar(image, ax=ax, label="share of the true label")
+    ax.set_xticks(range(n), report["labels"], rotation=90)
+    ax.set_yticks(range(n), report["labels"])
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    for (i, j), value in np.ndenumerate(counts):
+        if value:
+            color = "w" if shares[i, j] > 0.6 else "k"
+            ax.text(j, i, str(int(value)), ha="center", va="center", fontsize=7, color=color)
+    size = _size_name(report["probe"], report["capacity"])
+    ax.set_title(f"confusion matrix, layer {report['layer']}, {size}")
     return save_figure(figure, path)
 
 

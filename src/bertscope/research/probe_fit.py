@@ -18,16 +18,21 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 __all__ = [
+    "LINEAR",
+    "MLP_HIDDEN",
     "PARALLEL_MIN_ITEMS",
     "PROBE_TOLERANCE",
+    "Classifier",
     "Split",
     "fit_workers",
     "predict",
+    "predictions",
     "row_scores",
     "scores_of_rows",
     "tie_broken",
@@ -37,6 +42,22 @@ Split = tuple[np.ndarray, np.ndarray]
 PROBE_TOLERANCE = 1e-6
 # Below this many items the fits take seconds and starting worker processes (~1-2 s each) costs more.
 PARALLEL_MIN_ITEMS = 2000
+MLP_MAX_ITER = 500
+MLP_HIDDEN = 64
+
+
+@dataclass(frozen=True)
+class Classifier:
+    """The probe fitted on standardised features: `linear` (a logistic regression; `capacity` a rank: the
+    features are first projected on their top `capacity` principal components, None for all of them) or
+    `mlp` (one hidden layer of `capacity` ReLU units, L-BFGS, weights drawn from `seed`)."""
+
+    kind: str = "linear"
+    capacity: int | None = None
+    seed: int = 0
+
+
+LINEAR = Classifier()
 
 
 def fit_workers(n_jobs: int | None, n_items: int, n_rows: int) -> int:
@@ -53,47 +74,92 @@ def fit_workers(n_jobs: int | None, n_items: int, n_rows: int) -> int:
 
 
 def row_scores(
-    x: np.ndarray, y: np.ndarray, splits: Sequence[Split], fitted: Callable[[], None] | None = None
+    x: np.ndarray,
+    y: np.ndarray,
+    splits: Sequence[Split],
+    fitted: Callable[[], None] | None = None,
+    classifier: Classifier = LINEAR,
 ) -> np.ndarray:
-    """(folds, 2) accuracy and macro-F1 of a standardised logistic regression on each fold."""
+    """(folds, 2) accuracy and macro-F1 of `classifier` (standardised features) on each fold."""
     from threadpoolctl import threadpool_limits
 
     out = np.empty((len(splits), 2))
     # One BLAS thread: the fits are small, and threads fighting over busy cores made them 10x slower.
     with threadpool_limits(limits=1):
         for row, (train, test) in enumerate(splits):
-            out[row] = fold_scores(x, y, train, test)
+            out[row] = fold_scores(x, y, train, test, classifier)
             if fitted is not None:
                 fitted()
     return out
 
 
-def fold_scores(x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray) -> tuple[float, float]:
+def fold_scores(
+    x: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, classifier: Classifier = LINEAR
+) -> tuple[float, float]:
     """Accuracy and macro-F1 on one fold's test side."""
     from sklearn.metrics import f1_score
 
-    predicted = predict(x[train], y[train], x[test])
+    predicted = predict(x[train], y[train], x[test], classifier)
     f1 = f1_score(y[test], predicted, average="macro", zero_division=0)
     return float(np.mean(predicted == y[test])), float(f1)
 
 
-def predict(x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray) -> np.ndarray:
-    """The labels a standardised logistic regression fitted on (n, d) `x_train` gives (m, d) `x_test`,
-    ties among identical training rows broken by `tie_broken`."""
+def predict(
+    x_train: np.ndarray, y_train: np.ndarray, x_test: np.ndarray, classifier: Classifier = LINEAR
+) -> np.ndarray:
+    """The labels `classifier` fitted on (n, d) `x_train` (standardised) gives (m, d) `x_test`, ties
+    among identical training rows broken by `tie_broken`."""
+    if len(set(y_train)) == 1:
+        # A fold whose training side holds one label can only predict it.
+        return np.full(len(x_test), y_train[0])
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    pipeline = _pipeline(classifier, *x_train.shape)
+    with warnings.catch_warnings():
+        if classifier.kind == "mlp":
+            # an MLP that memorises its training side stops at its iteration cap: that is its nature
+            warnings.simplefilter("ignore", ConvergenceWarning)
+        pipeline.fit(x_train.astype(np.float64), y_train)
+    predicted = pipeline.predict(x_test.astype(np.float64))
+    return tie_broken(predicted, x_train, y_train, x_test)
+
+
+def _pipeline(classifier: Classifier, n: int, d: int) -> Any:
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    if len(set(y_train)) == 1:
-        # A fold whose training side holds one label can only predict it.
-        return np.full(len(x_test), y_train[0])
+    if classifier.kind == "mlp":
+        from sklearn.neural_network import MLPClassifier
+
+        mlp = MLPClassifier(
+            hidden_layer_sizes=(classifier.capacity or MLP_HIDDEN,), solver="lbfgs", max_iter=MLP_MAX_ITER,
+            tol=PROBE_TOLERANCE, random_state=classifier.seed,
+        )  # fmt: skip
+        return make_pipeline(StandardScaler(), mlp)
     # Converged (tol 1e-6, not scikit-learn's 1e-4) and in float64: stopped early, or stalled by float32
     # rounding, the fit ends where this CPU's rounding led it and a probe's scores moved between machines.
     probe = LogisticRegression(max_iter=2000, tol=PROBE_TOLERANCE)
-    classifier = make_pipeline(StandardScaler(), probe)
-    classifier.fit(x_train.astype(np.float64), y_train)
-    predicted = classifier.predict(x_test.astype(np.float64))
-    return tie_broken(predicted, x_train, y_train, x_test)
+    if classifier.capacity is None or classifier.capacity >= min(n, d):
+        return make_pipeline(StandardScaler(), probe)
+    from sklearn.decomposition import PCA
+
+    # A rank-r linear probe: the top r principal components of the training side (exact SVD), then the
+    # logistic regression on them (r at most the training items and the dimensions).
+    return make_pipeline(StandardScaler(), PCA(classifier.capacity, svd_solver="full"), probe)
+
+
+def predictions(
+    x: np.ndarray, y: np.ndarray, splits: Sequence[Split], classifier: Classifier = LINEAR
+) -> tuple[np.ndarray, np.ndarray]:
+    """(true, predicted) labels of every tested item, fold after fold (each predicted by its own fold)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1):
+        found = [predict(x[train], y[train], x[test], classifier) for train, test in splits]
+    return np.concatenate([y[test] for _, test in splits]), np.concatenate(found)
 
 
 def tie_broken(
@@ -125,23 +191,23 @@ def tie_broken(
 
 
 def scores_of_rows(
-    rows: Sequence[tuple[np.ndarray, np.ndarray]],
+    rows: Sequence[tuple[np.ndarray, np.ndarray, Classifier]],
     splits: Sequence[Split],
     *,
     workers: int,
     fitted: Callable[[], None],
 ) -> list[np.ndarray]:
-    """`row_scores` of each (x, y) in order, on `workers` worker processes when more than one;
-    `fitted()` is called once per fold fitted."""
+    """`row_scores` of each (x, y, classifier) in order, on `workers` worker processes when more than
+    one; `fitted()` is called once per fold fitted."""
     if workers <= 1:
-        return [row_scores(x, y, splits, fitted) for x, y in rows]
+        return [row_scores(x, y, splits, fitted, c) for x, y, c in rows]
     from joblib import Parallel, delayed
 
     out = []
     # loky (scikit-learn's own backend): fresh interpreters, not forks, and no need for the caller's
     # script to guard itself with `if __name__ == "__main__"` as multiprocessing's spawn would.
     parallel = Parallel(n_jobs=workers, backend="loky", return_as="generator")
-    for scores in parallel(delayed(row_scores)(x, y, splits) for x, y in rows):
+    for scores in parallel(delayed(row_scores)(x, y, splits, None, c) for x, y, c in rows):
         out.append(scores)
         for _ in splits:
             fitted()
