@@ -311,3 +311,145 @@ def test_the_fits_write_progress_lines_to_a_log(bundled, capfd, monkeypatch) -> 
     lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("fitting probes")]
     assert lines[0].startswith("fitting probes: 1/4 (25%), 11 s elapsed, about 33 s left"), lines
     assert lines[-1].startswith("fitting probes: 4/4 (100%), done in") and "\r" not in "".join(lines)
+
+
+# Held out, per label, capacity (issue 36) -------------------------------------------------------------
+
+TREES, TREES_TEST = EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu"
+
+
+def _independent_fit(x_train, y_train, x_test):  # type: ignore[no-untyped-def]
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    fitted = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000, tol=1e-6))
+    fitted.fit(x_train.astype(np.float64), y_train)
+    return fitted.predict(x_test.astype(np.float64))
+
+
+def test_held_out_equals_an_independent_fit_on_train_scored_on_test(bundled) -> None:
+    """Trained on trees.conllu, scored on trees-test.conllu: accuracy, macro-F1 and the per-label figures
+    are those of a plain scikit-learn fit on the same word vectors, and of sklearn.metrics."""
+    from sklearn.metrics import confusion_matrix, f1_score, precision_recall_fscore_support
+
+    from bertscope.research.probe import word_features
+
+    result = probe(
+        bundled, TREES, test=TREES_TEST, column="upos", layers="3,6", per_label=True, per_label_layer=6
+    )
+    train = word_features(bundled, read_words(TREES, column="upos"), layers=[3, 6])
+    test = word_features(bundled, read_words(TREES_TEST, column="upos"), layers=[3, 6])
+    y_train, y_test = np.asarray(train.labels), np.asarray(test.labels)
+    assert result.folds == 0 and result.n_items == len(y_train) and result.n_test == len(y_test)
+    rows = {r["layer"]: r for r in result.rows}
+    for i, layer in enumerate([3, 6]):
+        predicted = _independent_fit(train.layers[:, i], y_train, test.layers[:, i])
+        row = rows[layer]
+        assert row["accuracy"] == pytest.approx(np.mean(predicted == y_test), abs=1e-9)
+        assert row["macro_f1"] == pytest.approx(f1_score(y_test, predicted, average="macro"), abs=1e-9)
+        low, high = row["accuracy_ci"]
+        assert low < row["accuracy"] < high and row["macro_f1_ci"] is None
+    report = result.per_label
+    assert report is not None and report["layer"] == 6 and report["probe"] == "linear"
+    predicted = _independent_fit(train.layers[:, 1], y_train, test.layers[:, 1])
+    labels = sorted(set(y_test) | set(predicted))
+    p, r, f, s = precision_recall_fscore_support(y_test, predicted, labels=labels, zero_division=0)
+    assert report["labels"] == labels and report["support"] == s.tolist()
+    np.testing.assert_allclose(report["precision"], p, atol=1e-9)
+    np.testing.assert_allclose(report["recall"], r, atol=1e-9)
+    np.testing.assert_allclose(report["f1"], f, atol=1e-9)
+    assert report["confusion"] == confusion_matrix(y_test, predicted, labels=labels).tolist()
+    assert result.to_dict()["evaluation"] == "held_out"
+
+
+def test_per_label_defaults_to_the_best_row_and_pools_the_folds(bundled) -> None:
+    result = probe(bundled, EXAMPLES / "senses.tsv", layers="0,-1", folds=4, per_label=True)
+    best = max(result.rows, key=lambda r: r["accuracy"])
+    report = result.per_label
+    assert report is not None and report["layer"] == best["layer"]
+    assert sum(report["support"]) == result.n_items  # every item tested once, over the folds
+    assert np.trace(report["confusion"]) / result.n_items == pytest.approx(best["accuracy"], abs=0.03)
+
+
+def test_the_control_label_of_a_word_type_is_the_same_in_train_and_test() -> None:
+    from bertscope.research.probe_eval import control_table
+
+    train_types, labels = ["the", "cat", "ran", "the", "dog"], ["DET", "NOUN", "VERB", "DET", "NOUN"]
+    test_types = ["the", "bird", "ran", "flew", "bird"]
+    table = control_table(train_types, labels, seed=5, unseen=test_types)
+    assert set(table) == set(train_types) | set(test_types) and set(table.values()) <= set(labels)
+    # the training types' labels are those of the folds' control task (no test file): unseen types come after
+    alone = control_table(train_types, labels, seed=5)
+    assert {t: table[t] for t in alone} == alone
+    assert control_table(train_types, labels, seed=5, unseen=test_types) == table
+
+
+def test_held_out_control_labels_agree_across_the_two_files(bundled, monkeypatch) -> None:
+    """The labels the control fits see: one per word type, on both sides of the split."""
+    from bertscope.research import probe as probe_module
+
+    seen: list[np.ndarray] = []
+    real = probe_module.scores_of_rows
+
+    def spy(rows, splits, **kw):  # type: ignore[no-untyped-def]
+        seen.extend(y for _, y, _ in rows)
+        return real(rows, splits, **kw)
+
+    monkeypatch.setattr(probe_module, "scores_of_rows", spy)
+    probe(bundled, TREES, test=TREES_TEST, column="upos", layers="-1", control=True)
+    task, control = seen[0], seen[1]
+    types = [w for s in read_words(TREES) + read_words(TREES_TEST) for w in s.words]
+    assert len(types) == len(control) and not np.array_equal(task, control)
+    by_type: dict[str, set[str]] = {}
+    for word, label in zip(types, control, strict=True):
+        by_type.setdefault(word, set()).add(str(label))
+    assert all(len(v) == 1 for v in by_type.values())
+
+
+def test_mlp_rows_are_deterministic_and_a_sweep_gives_a_row_per_size(bundled) -> None:
+    args = dict(test=TREES_TEST, column="upos", layers="-1", control=True)
+    first = probe(bundled, TREES, sweep="hidden=8,32", seed=3, **args).to_dict()
+    again = probe(bundled, TREES, kind="mlp", sweep="hidden=8,32", seed=3, **args).to_dict()
+    assert first == again
+    assert [(r["probe"], r["capacity"], r["layer"]) for r in first["rows"]] == [
+        ("mlp", 8, "static"), ("mlp", 8, 6), ("mlp", 32, "static"), ("mlp", 32, 6)
+    ]  # fmt: skip
+    for row in first["rows"]:
+        assert row["selectivity"] == pytest.approx(row["accuracy"] - row["control_accuracy"])
+    ranked = probe(bundled, TREES, sweep="rank=4", **args).to_dict()["rows"]
+    assert {(r["probe"], r["capacity"]) for r in ranked} == {("linear", 4)}
+    plain = probe(bundled, TREES, **args).to_dict()["rows"]
+    assert {(r["probe"], r["capacity"]) for r in plain} == {("linear", None)}
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--sweep", "depth=3"], "--sweep 'depth=3': give a size and its values"),
+        (["--sweep", "hidden=16,x"], "the hidden values are whole numbers from 1"),
+        (["--sweep", "hidden=0"], "whole numbers from 1"),
+        (["--sweep", "rank=8", "--probe", "mlp"], "sweeps a linear probe, not --probe mlp"),
+        (["--probe", "tree"], "unknown --probe 'tree'; choose one of: linear, mlp"),
+        (["--per-label", "--per-label-layer", "9"], "--per-label-layer 9: this probe's rows are static"),
+        (["--per-label-layer", "2"], "add --per-label"),
+    ],
+)
+def test_bad_capacity_and_per_label_options_are_one_line(args, message) -> None:
+    ran = run_main("probe", "-i", str(EXAMPLES / "senses.tsv"), "--layers", "0,-1", *args)
+    assert ran.code == 1 and ran.stderr.count("\n") == 1 and message in ran.stderr, ran.stderr
+
+
+def test_held_out_per_label_from_the_cli(tmp_path) -> None:
+    picture = tmp_path / "p.png"
+    args = ["-i", str(TREES), "--test", str(TREES_TEST), "--column", "upos", "--layers", "-1"]
+    ran = run_main("probe", *args, "--per-label", "--json", "-o", str(picture))
+    assert ran.code == 0, ran.stderr
+    data = json.loads(ran.stdout)
+    assert data["evaluation"] == "held_out" and data["folds"] == 0
+    assert set(data["per_label"]) == {
+        "layer", "probe", "capacity", "labels", "precision", "recall", "f1", "support", "confusion"
+    }  # fmt: skip
+    assert picture.exists() and (tmp_path / "p-confusion.png").exists()
+    shown = run_main("probe", *args, "--per-label", "--sweep", "rank=8")
+    assert shown.code == 0 and "confusion matrix" in shown.stdout and "linear rank 8" in shown.stdout
