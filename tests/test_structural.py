@@ -262,8 +262,8 @@ def test_cli_refuses_an_unknown_task_and_a_file_without_trees() -> None:
     assert got.exit_code != 0
 
 
-def test_cli_refuses_test_for_a_label_probe_before_loading() -> None:
-    got = runner.invoke(
-        app, ["probe", "-i", str(EXAMPLES / "pos.conllu"), "--test", str(EXAMPLES / "pos.conllu")]
-    )
-    assert got.exit_code != 0 and "structural probe" in str(got.exception)
+def test_cli_refuses_structural_options_without_a_structural_task() -> None:
+    """--rank and --epochs belong to --task distance|depth: on a label probe they are refused before
+    loading (a label probe takes --test for held-out scoring: tests/test_probe.py)."""
+    got = runner.invoke(app, ["probe", "-i", str(EXAMPLES / "pos.conllu"), "--rank", "8"])
+    assert got.exit_code != 0

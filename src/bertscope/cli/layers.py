@@ -94,8 +94,12 @@ def probe_command(
             "(UUAS, DSpr) or depth (root accuracy, NSpr).",
         ),
     ] = "label",
-    rank: Annotated[int, typer.Option("--rank", min=1, help="Structural probes: the rank of B.")] = 128,
-    epochs: Annotated[int, typer.Option("--epochs", min=1, help="Structural probes: training epochs.")] = 40,
+    rank: Annotated[
+        int | None, typer.Option("--rank", min=1, help="Structural probes: the rank of B (default 128).")
+    ] = None,
+    epochs: Annotated[
+        int | None, typer.Option("--epochs", min=1, help="Structural probes: training epochs (default 40).")
+    ] = None,
     level: Annotated[str, typer.Option("--level", help="word or sentence.")] = "word",
     layers: Annotated[str, typer.Option("--layers", "-l", help="Layers to probe (a layer spec).")] = "all",
     folds: Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds (by sentence).")] = 5,
@@ -142,10 +146,16 @@ def probe_command(
             raise InvalidSpec(f"unknown --task {task!r}; choose one of: label, {', '.join(TASKS)}")
         m = load_model(model, device=device, threads=threads)
         run_structural(
-            m, input_path, test, task=task, layers=layers, rank=rank, epochs=epochs, subword=subword,
-            seed=seed, output=output, as_json=as_json,
+            m, input_path, test, task=task, layers=layers, rank=128 if rank is None else rank,
+            epochs=40 if epochs is None else epochs, subword=subword, seed=seed, output=output,
+            as_json=as_json,
         )  # fmt: skip
         return
+    if rank is not None or epochs is not None:
+        raise InvalidSpec(
+            "--rank and --epochs train structural probes (--task distance or depth); a label probe's "
+            "capacity is --probe and --sweep"
+        )
     if per_label_layer is not None and not per_label:
         raise InvalidSpec("--per-label-layer chooses the row --per-label reports: add --per-label")
     m = load_model(model, device=device, threads=threads)
