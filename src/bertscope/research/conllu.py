@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import CorpusError
-from .probe_data import CONLLU_COLUMNS, text_lines
+from .probe_data import CONLLU_COLUMNS, JoinedWords, text_lines
 
 __all__ = ["PUNCT", "Tree", "read_trees", "tree_distances", "tree_depths"]
 
@@ -21,7 +21,7 @@ PUNCT = "PUNCT"
 
 
 @dataclass(frozen=True)
-class Tree:
+class Tree(JoinedWords):
     """One sentence: its words, their UPOS, and each word's head as a 0-based index (-1 for the root)."""
 
     words: tuple[str, ...]
@@ -30,19 +30,6 @@ class Tree:
 
     def __len__(self) -> int:
         return len(self.words)
-
-    @property
-    def text(self) -> str:
-        """The words joined by single spaces: the text the model reads."""
-        return " ".join(self.words)
-
-    def spans(self) -> list[tuple[int, int]]:
-        """Each word's (start, end) character span in `text`."""
-        spans, start = [], 0
-        for word in self.words:
-            spans.append((start, start + len(word)))
-            start += len(word) + 1
-        return spans
 
     @property
     def root(self) -> int:

@@ -14,18 +14,19 @@ from typing import Any
 
 from ..errors import CorpusError, InvalidInput
 
-__all__ = ["LabelledSentence", "read_words", "read_sentences", "text_lines", "CONLLU_COLUMNS", "CONTEXT"]
+__all__ = [
+    "JoinedWords", "LabelledSentence", "read_words", "read_sentences", "text_lines", "CONLLU_COLUMNS",
+    "CONTEXT",
+]  # fmt: skip
 
 CONTEXT = "_"
 CONLLU_COLUMNS = ("id", "form", "lemma", "upos", "xpos", "feats", "head", "deprel", "deps", "misc")
 
 
-@dataclass(frozen=True)
-class LabelledSentence:
-    """One sentence's words and their labels (`_` = context only, not probed)."""
+class JoinedWords:
+    """A sentence given as words, read by the model as the words joined by single spaces."""
 
     words: tuple[str, ...]
-    labels: tuple[str, ...]
 
     @property
     def text(self) -> str:
@@ -39,6 +40,14 @@ class LabelledSentence:
             spans.append((start, start + len(word)))
             start += len(word) + 1
         return spans
+
+
+@dataclass(frozen=True)
+class LabelledSentence(JoinedWords):
+    """One sentence's words and their labels (`_` = context only, not probed)."""
+
+    words: tuple[str, ...]
+    labels: tuple[str, ...]
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
