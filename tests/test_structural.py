@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -267,3 +268,15 @@ def test_cli_refuses_structural_options_without_a_structural_task() -> None:
     loading (a label probe takes --test for held-out scoring: tests/test_probe.py)."""
     got = runner.invoke(app, ["probe", "-i", str(EXAMPLES / "pos.conllu"), "--rank", "8"])
     assert got.exit_code != 0
+
+
+def test_the_model_facade_runs_the_same_probe(tiny_models: dict[str, Any]) -> None:
+    """`Model.structural_probe` is `structural_probe` on that model, option for option."""
+    from bertscope.research.structural import structural_probe
+
+    model = tiny_models["bert"]
+    train, test = EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu"
+    options = {"task": "depth", "layers": "1", "epochs": 2, "rank": 4, "seed": 3}
+    facade = model.structural_probe(train, test, **options)
+    direct = structural_probe(model, train, test, **options)
+    assert facade.to_dict() == direct.to_dict()

@@ -385,15 +385,41 @@ class Model(Encoder):
         seed: int = 0,
         progress: bool | None = None,
         n_jobs: int | None = None,
+        test: Any = None,
+        kind: str | None = None,
+        sweep: str | None = None,
+        per_label: bool = False,
+        per_label_layer: int | str | None = None,
     ) -> Any:
-        """Cross-validated linear probes per layer (and `static`) on a labelled file or list; see
-        `research.probe.probe` (control task and selectivity with `control=True`, fits on `n_jobs`)."""
+        """Probes per layer (and `static`) on a labelled file or list, cross-validated by sentence or
+        scored on `test` (held out); see `research.probe.probe` (control task and selectivity with
+        `control=True`, `kind` linear or mlp, a capacity `sweep`, `per_label` figures, fits on `n_jobs`)."""
         from .research.probe import probe
 
         return probe(
             self, data, level=level, layers=layers, folds=folds, control=control, subword=subword,
-            column=column, seed=seed, progress=progress, n_jobs=n_jobs,
+            column=column, seed=seed, progress=progress, n_jobs=n_jobs, test=test, kind=kind, sweep=sweep,
+            per_label=per_label, per_label_layer=per_label_layer,
         )  # fmt: skip
+
+    def structural_probe(
+        self,
+        train: Any,
+        test: Any = None,
+        *,
+        task: str = "distance",
+        layers: LayerSpec = "all",
+        rank: int = 128,
+        epochs: int = 40,
+        seed: int = 0,
+    ) -> Any:
+        """Hewitt & Manning's structural probes (distance: UUAS, DSpr; depth: root accuracy, NSpr) per
+        layer on CoNLL-U trees; see `research.structural.structural_probe`."""
+        from .research.structural import structural_probe
+
+        return structural_probe(
+            self, train, test, task=task, layers=layers, rank=rank, epochs=epochs, seed=seed
+        )
 
     def cka(
         self,
