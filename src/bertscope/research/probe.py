@@ -216,7 +216,7 @@ def probe(
     if n_jobs is not None and not usable_jobs:
         raise InvalidInput(f"n_jobs={n_jobs!r}: give a number of processes (1 or more), or -1 for every CPU")
     report_row = _report_row(per_label_layer, chosen, model.n_layers)
-    read = dict(level=level, layers=chosen, subword=subword, column=column, progress=progress)
+    read: dict[str, Any] = dict(level=level, layers=chosen, subword=subword, column=column, progress=progress)
     feats = _features(model, data, folds=None if test is not None else folds, **read)
     n_train = None
     if test is not None:
