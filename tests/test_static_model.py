@@ -162,3 +162,12 @@ def test_service_embed_routes_answer_and_layer_routes_refuse(static: StaticModel
         for path, body in [("/embed_tokens", {"inputs": "a cat"}), ("/attention", {"text": "a cat"})]:
             refused = client.post(path, json=body)
             assert refused.status_code == 422 and "no layers" in refused.text, (path, refused.text)
+
+
+def test_a_static_model_has_no_transformer_module_as_python_sees_it(static: StaticModel) -> None:
+    """`hasattr` is False (the refusal is an AttributeError), and asking still gets the one line."""
+    from bertscope.errors import InvalidSpec
+
+    assert not hasattr(static, "hf_model")
+    with pytest.raises(InvalidSpec, match="static model"):
+        static.hf_model  # noqa: B018

@@ -100,6 +100,10 @@ def _refused(feature: str) -> Callable[..., Any]:
     return refuse
 
 
+class MissingModule(InvalidSpec, AttributeError):
+    """A static model's refusal of its (absent) transformer module: one line, and an AttributeError."""
+
+
 class StaticModel:
     """A model2vec folder: (vocabulary, d) rows and a tokenizer; sentence vectors are row means."""
 
@@ -179,8 +183,12 @@ class StaticModel:
 
     @property
     def hf_model(self) -> Any:
-        """Refused: there is no transformer module (attention, exports and the anatomy read it)."""
-        raise self.refusal("the transformer module (attention, anatomy, exports)")
+        """Refused: there is no transformer module (attention, exports and the anatomy read it).
+
+        The refusal is also an AttributeError, so `hasattr(m, "hf_model")` is False, as for any
+        attribute an object has not got."""
+        error = self.refusal("the transformer module (attention, anatomy, exports)")
+        raise MissingModule(str(error))
 
     @property
     def input_embeddings(self) -> np.ndarray:
