@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .core.engine import unit_rows
+from .core.similarity import unit
 from .errors import InvalidInput, InvalidSpec
 
 __all__ = ["OUTPUT_VALUES", "encode"]
@@ -60,7 +60,7 @@ def encode(
     if truncate_dim is not None:
         vectors = np.ascontiguousarray(vectors[:, :truncate_dim])
     if normalize_embeddings:
-        vectors = unit_rows(vectors)
+        vectors = unit(vectors)
     result: Any = vectors
     if convert_to_tensor or not convert_to_numpy:  # sentence-transformers' tensor and list-of-tensor outputs
         import torch

@@ -29,11 +29,10 @@ from .fast import (
     read_measured,
     runtime_embedder,
     say,
-    writable_folder,
     write_measured,
 )
 from .modes import MODES, measure
-from .onnx import calibration_texts, encoder_digest
+from .onnx import calibration_texts, encoder_digest, writable_folder
 from .recorded import remember
 
 __all__ = [
@@ -74,7 +73,7 @@ def choose_exact(model: Any, *, remeasure: bool = False, record: bool = True) ->
         model.exact_choice = {"chosen": _TORCH, "why": why}
     else:
         texts = calibration_texts()
-        digest = _digest(model)
+        digest = encoder_digest(model)
         path = _measured_path(model.family.name, digest)
         try:
             writable_folder(path.parent)
@@ -170,11 +169,6 @@ def _switch(model: Any, label: str, digest: str) -> None:
 # a notebook) does not open ONNX Runtime or compile OpenVINO again.
 _RUNNERS: dict[tuple[str, str], Any] = {}
 _RUNTIME_DTYPE = {"onnxruntime": None, "openvino": "float32"}
-
-
-def _digest(model: Any) -> str:
-    """The model's content digest: its folder's files (weights, config, tokenizer), else its weights."""
-    return encoder_digest(model)
 
 
 def _measure(model: Any, wanted: dict[str, dict[str, Any]], texts: list[str], digest: str) -> list[Measured]:

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from ..core.encoder import Encoder
-from ..errors import InvalidSpec, ModelLoadError
+from ..errors import InvalidSpec
 from .cpu import cpu_name, cpu_threads, has_native_bf16, has_vnni, machine_key
 from .modes import MODES, Way, measure
-from .onnx import cache_dir, calibration_texts, encoder_digest
+from .onnx import cache_dir, calibration_texts, encoder_digest, writable_folder
 from .runtimes import apply_way
 
 if TYPE_CHECKING:
@@ -209,17 +209,6 @@ def read_measured(path: Path, *, check_plausible: bool = True) -> list[Measured]
         say(f"fast mode: the measurements in {path} are stale or implausible; measuring again")
         return None
     return measured
-
-
-def writable_folder(folder: Path) -> None:
-    """Create the cache folder `folder`, or say in one line how to give a writable one."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ModelLoadError(
-            f"cannot create the cache folder {folder} ({exc.strerror}); "
-            "set BERTSCOPE_CACHE to a writable folder"
-        ) from None
 
 
 def write_measured(path: Path, measured: Sequence[Measured]) -> None:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import threading
 from collections.abc import Callable, Sequence
 from importlib import resources
@@ -31,6 +30,7 @@ import numpy as np
 
 from ..core._enums import Backend, Quantize
 from ..core.families import Family
+from ..core.loading import device_kind
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
 from .cpu import cpu_threads
 
@@ -54,6 +54,7 @@ __all__ = [
     "calibration_texts",
     "model_hash",
     "resolve_backend",
+    "writable_folder",
 ]
 
 BACKENDS = tuple(member.value for member in Backend)
@@ -83,7 +84,7 @@ def resolve_backend(
             "on BERT's outlier activations; use backend='onnxruntime' (or 'auto')"
         )
     if chosen == "onnxruntime":
-        kind = str(getattr(device, "type", device)).split(":")[0]  # a torch.device, or "cpu" where light
+        kind = device_kind(device)
         if kind != "cpu":
             raise InvalidSpec(
                 f"backend='onnxruntime' runs on the CPU; on {kind} use backend='torch' "
@@ -404,7 +405,7 @@ def export_onnx(
 
     from .export import write_export
 
-    _writable(path.parent)
+    writable_folder(path.parent)
     with FileLock(f"{path}.lock"):
         if cached_export(path) is None:
             if log is not None:
@@ -420,8 +421,8 @@ def export_onnx(
     return path
 
 
-def _writable(folder: Path) -> None:
-    """Create the cache folder, or say in one line how to give a writable one."""
+def writable_folder(folder: Path) -> None:
+    """Create the cache folder `folder` and check it takes a file, or say in one line how to give one."""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         probe = folder / f".write-test-{os.getpid()}"
@@ -429,11 +430,6 @@ def _writable(folder: Path) -> None:
         probe.unlink()
     except OSError as exc:
         raise ModelLoadError(
-            f"cannot write the export cache {folder} ({exc.strerror}); set BERTSCOPE_CACHE to a writable "
-            "folder, or load with backend='torch'"
+            f"cannot write the cache folder {folder} ({exc.strerror}); set BERTSCOPE_CACHE to a writable "
+            "folder"
         ) from None
-
-
-def torch_loaded() -> bool:
-    """Whether this process has imported torch (the light path's promise, for `info` and tests)."""
-    return "torch" in sys.modules

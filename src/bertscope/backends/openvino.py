@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.families import Family
+from ..core.loading import device_kind
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
 from .cpu import cpu_threads, has_native_bf16
 from .onnx import cache_dir, calibration_texts, export_onnx
@@ -97,7 +98,7 @@ def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: to
 
     bfloat16 on a CPU without it warns and falls back to float32 (what OpenVINO would silently run).
     """
-    kind = str(getattr(device, "type", device)).split(":")[0]  # a torch.device, or "cpu" where light
+    kind = device_kind(device)
     if kind != "cpu":
         raise InvalidSpec(
             f"backend='openvino' runs on the CPU; on {kind} use backend='torch' "

@@ -20,7 +20,7 @@ from ..errors import InvalidSpec
 from ._enums import Combine, LongText, SubwordPooling
 from .engine import MIN_ROWS, Engine, ModelFacts
 from .layers import LayerSpec
-from .loading import Loaded, load_parts, resolve_device, resolve_dtype
+from .loading import Loaded, device_kind, load_parts, resolve_device, resolve_dtype
 from .pooling import word_embeddings
 from .progress import progress_callback
 from .prompts import Prompts, read_prompts
@@ -150,7 +150,7 @@ class Encoder:
     @property
     def device_type(self) -> str:
         """ "cpu" or "cuda" (read without torch where opened light)."""
-        return str(getattr(self.device, "type", self.device)).split(":")[0]
+        return device_kind(self.device)
 
     @property
     def torch_dtype_name(self) -> str:

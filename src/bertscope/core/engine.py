@@ -21,10 +21,11 @@ from .memory import release_freed_memory
 from .pooling import pool_sentences
 from .prompts import prepend
 from .results import SentenceEmbeddings
+from .similarity import unit
 from .spec import EmbedSpec
 from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
 
-__all__ = ["MIN_ROWS", "Engine", "ModelFacts", "as_array", "unit_rows"]
+__all__ = ["MIN_ROWS", "Engine", "ModelFacts", "as_array"]
 
 OnBatch = Callable[[int, int], None]
 # (ids, type_ids, mask, deepest) -> hidden states 0..deepest (float32 arrays): another runtime in place of
@@ -367,7 +368,7 @@ class Engine:
         pooler = self._model_pooler if spec.pooling is Pooling.POOLER and self.has_pooler else None
         pooled = pool_sentences(hidden, mask, spec.pooling, pooler=pooler)
         if spec.normalize:
-            pooled = unit_rows(pooled)
+            pooled = unit(pooled)
         return np.asarray(pooled, dtype=np.float32)
 
     def _model_pooler(self, hidden: np.ndarray) -> np.ndarray:
@@ -387,12 +388,6 @@ def as_array(state: Any) -> np.ndarray:
     if isinstance(state, np.ndarray):
         return state if state.dtype == np.float32 else state.astype(np.float32)
     return state.detach().float().cpu().numpy()
-
-
-def unit_rows(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to length 1 (a zero row stays zero), as torch's F.normalize(p=2, dim=1, eps=1e-12)."""
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.maximum(norms, np.float32(1e-12))
 
 
 def _check_views(specs: Mapping[str, EmbedSpec]) -> None:

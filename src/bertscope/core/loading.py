@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "DEFAULT_MODEL", "Loaded", "load_parts", "open_light", "pooling_config", "resolve_device",
+    "DEFAULT_MODEL", "Loaded", "device_kind", "load_parts", "open_light", "pooling_config", "resolve_device",
     "resolve_dtype",
 ]  # fmt: skip
 
@@ -126,6 +126,12 @@ def open_light(name: str | os.PathLike[str] | None) -> Loaded | None:
     )  # fmt: skip
 
 
+def device_kind(device: torch.device | str) -> str:
+    """ "cpu" or "cuda" (or another torch device type) of a torch.device or a device name ("cuda:1"), read
+    without torch: a model opened light holds the name "cpu"."""
+    return str(getattr(device, "type", device)).split(":")[0]
+
+
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """`auto` (or None) is CUDA where present, else CPU."""
     import torch
@@ -157,7 +163,7 @@ def resolve_dtype(dtype: DType | str | torch.dtype, device: torch.device | str) 
     else:
         names = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
         resolved = names[DType.parse(dtype, what="dtype")]
-    kind = str(getattr(device, "type", device)).split(":")[0]  # a torch.device, or "cpu" where light
+    kind = device_kind(device)
     if resolved is torch.float16 and kind != "cuda":
         raise InvalidSpec("float16 runs on CUDA only; on CPU use dtype='bfloat16' or 'float32'")
     if resolved is torch.bfloat16 and kind == "cpu" and not _cpu_has_native_bf16():
