@@ -23,8 +23,6 @@ from .app import (
     warn,
 )
 
-CORPUS_SUFFIXES = (".parquet", ".npy", ".db", ".sqlite", ".sqlite3")
-
 # How the query's model runs; each left out is the store's own (as it was made), not a fixed default.
 _StoreDevice = Annotated[str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 _StoreDtype = Annotated[
