@@ -50,7 +50,8 @@ def tree_distances(heads: tuple[int, ...] | list[int]) -> np.ndarray:
     n = len(heads)
     child = [i for i, h in enumerate(heads) if h >= 0]
     edges = coo_matrix((np.ones(len(child)), (child, [heads[i] for i in child])), shape=(n, n))
-    return shortest_path(edges, directed=False, unweighted=True)
+    # CSR: scipy's dense-graph path (Floyd-Warshall, chosen for short sentences) refuses COO
+    return shortest_path(edges.tocsr(), directed=False, unweighted=True)
 
 
 def tree_depths(heads: tuple[int, ...] | list[int]) -> np.ndarray:
