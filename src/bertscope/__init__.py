@@ -7,6 +7,8 @@ m.static("bread"); m.anatomy("I am Sinan"); m.embed(["a cat", "a dog"], layers="
 
 from typing import TYPE_CHECKING, Any
 
+from .core.loaders import register_loader as _register_loader
+
 if TYPE_CHECKING:
     from .anatomy import Anatomy
     from .core._enums import (
@@ -161,6 +163,16 @@ __all__ = [
     "InputTooLong",
     "CorpusError",
 ]
+
+
+def _load(name: Any = None, **settings: Any) -> Any:
+    """`load`, imported on first use: the loader that modules below the facade call (core/loaders.py)."""
+    from .model import load
+
+    return load(name, **settings)
+
+
+_register_loader(_load)
 
 
 def __getattr__(name: str) -> Any:

@@ -30,6 +30,8 @@ from .core._enums import (
     SubwordPooling,
 )
 from .core.chunking import ChunkBy
+from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, Encoder
+from .core.loaders import load_model
 from .core.spec import EmbedOptions, reload_arg, stored_settings
 from .errors import CorpusError, InvalidInput
 from .io.job import JobSummary
@@ -37,7 +39,6 @@ from .io.level_table import make_level
 from .io.levels import vector_columns
 from .io.readers import Record, read_corpus
 from .io.sinks import with_settings
-from .model import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, Model
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -84,9 +85,7 @@ class _Embedder:
         level: dict[str, Any],
         options: EmbedOptions,
     ) -> None:
-        from .model import load
-
-        self.model = load(model, device=device, dtype=dtype, threads=threads, **runtime)
+        self.model = load_model(model, device=device, dtype=dtype, threads=threads, **runtime)
         self.level = make_level(level.pop("level"), self.model, options=options, **level)
         self.text_field = text_field
         self.level.empty()  # the typed columns of a batch of only empty texts, found once
@@ -100,7 +99,7 @@ def embed_dataset(
     dataset: Any,
     *,
     text_field: str = "text",
-    model: str | Model | None = None,
+    model: str | Encoder | None = None,
     workers: int = 2,
     device: str = "cpu",
     dtype: DType | str = DType.FLOAT32,
@@ -133,8 +132,8 @@ def embed_dataset(
     """
     options = EmbedOptions(**recipe)
     ray = import_ray()
-    model_arg = reload_arg(model) if isinstance(model, Model) else model
-    if isinstance(model, Model):
+    model_arg = reload_arg(model) if isinstance(model, Encoder) else model
+    if isinstance(model, Encoder):
         backend, quantize, dtype = model.backend, model.quantize, model.info().dtype
     gpus = gpus_per_worker(ray, device)
     retries = {"max_restarts": max_restarts, "max_task_retries": max_task_retries}
@@ -232,13 +231,11 @@ def run_ray_job(
     ray = import_ray()
     import pyarrow.parquet as pq
 
-    from .model import load
-
     out = _output_dir(Path(output), overwrite=overwrite)
     sources = input_sources(source)
     # The driver loads the model (CPU) only to check the options and to write the same provenance.
     # With int8 or onnxruntime this also exports the model once, so the actors find it in the cache.
-    m = load(
+    m = load_model(
         model, device="cpu", dtype=dtype, backend=backend, quantize=quantize, mode=mode,
         fast_min_cosine=fast_min_cosine,
     )  # fmt: skip

@@ -1,6 +1,7 @@
 """Searching a stored output: exact top-k cosine, or the ANN index's candidates ranked exactly.
 
-A query text is embedded by the store's own model as it ran (`model_for`, which loads it by name).
+A query text is embedded by the store's own model as it ran (`model_for`, which loads it by name through
+the loader the package registers: `core.loaders`).
 """
 
 from __future__ import annotations
@@ -168,12 +169,13 @@ def _check_same_model(settings: dict[str, Any], model: Any) -> None:
 
 def model_for(settings: dict[str, Any], model: Any = None) -> Any:
     """The model to embed queries for a store: `model` if given, else the store's own, as it ran."""
-    from ..model import Model, load
+    from ..core.encoder import Encoder
+    from ..core.loaders import load_model
     from ..static_model import StaticModel
 
-    if isinstance(model, (Model, StaticModel)):
+    if isinstance(model, (Encoder, StaticModel)):
         return model
-    return load(
+    return load_model(
         model or settings.get("model_arg"),
         dtype=settings.get("dtype", "float32"),
         backend=settings.get("backend") or "auto",

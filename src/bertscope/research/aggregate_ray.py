@@ -41,7 +41,7 @@ def aggregate_on_ray(
     `source` is a file, a glob or a list of texts; `model` a loaded Model (the actors load its
     source again), a folder or hub id (None: bundled).
     """
-    from .. import load
+    from ..core.loaders import load_model
     from ..distributed import (
         IO_CPUS,
         corpus_datasource,
@@ -55,7 +55,7 @@ def aggregate_on_ray(
     ray = import_ray()
     sources = input_sources(source)
     # The driver's model checks the options and gives the word level and settings the actors match.
-    driver = load(model, device="cpu") if model is None or isinstance(model, (str, Path)) else model
+    driver = load_model(model, device="cpu") if model is None or isinstance(model, (str, Path)) else model
     model = reload_arg(driver)
     level, settings = word_level(driver, layers=layers, subword=subword, long=long, stride=stride)
     if not ray.is_initialized():
