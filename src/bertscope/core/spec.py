@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 __all__ = [
     "EmbedOptions",
     "EmbedSpec",
+    "RecipeKeywords",
+    "TokenKeywords",
     "Recipe",
     "PostArg",
     "resolve",
@@ -115,20 +117,26 @@ class EmbedOptions:
         return replace(self, post=post)
 
 
-class RecipeKeywords(TypedDict, total=False):
+class TokenKeywords(TypedDict, total=False):
+    """The recipe's options for vectors that are not pooled: what `embed_tokens`, `embed_words` and the
+    word-row aggregations take as `**options` (pooling, normalisation and prompts are `RecipeKeywords`')."""
+
+    layers: LayerSpec | None
+    combine: Combine | str
+    long: LongText | str
+    stride: int | None
+
+
+class RecipeKeywords(TokenKeywords, total=False):
     """EmbedOptions as keywords: what `Model.embed`, `similarity`, `explain`, ... take as `**options`.
 
     One type spells the recipe's options out; a signature takes `**options: Unpack[RecipeKeywords]` and
     passes them on (`EmbedOptions(**options)`), so a new option is added here and in EmbedOptions only.
     """
 
-    layers: LayerSpec | None
-    combine: Combine | str
     pooling: Pooling | str
     mask_special: bool
     normalize: bool | None
-    long: LongText | str
-    stride: int | None
     post: PostArg
     prompt_name: str | None
     prompt: str | None
@@ -158,7 +166,10 @@ class Recipe:
 
 
 def stored_settings(model: Encoder, recorded: dict[str, Any], model_arg: str | None) -> dict[str, Any]:
-    """The settings stored with an output: model, how to reload it, how it ran, and what was `recorded`."""
+    """The settings stored with an output: model, how to reload it, how it ran, what was `recorded`, and
+    the model's fingerprint (settings that decide vectors, file hashes: `bertscope verify --store`)."""
+    from .fingerprint_facts import store_fingerprint
+
     info = model.info()
     runtime: dict[str, Any] = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize}
     runtime["mode"] = info.mode
@@ -166,6 +177,7 @@ def stored_settings(model: Encoder, recorded: dict[str, Any], model_arg: str | N
         # The choice and its bound, not the measured speeds: a resumed job compares these settings.
         runtime["fast"] = {key: info.fast[key] for key in ("chosen", "min_cosine")}
     settings = {"model": info.source, "model_arg": model_arg, **runtime, **recorded}
+    settings["fingerprint"] = store_fingerprint(model)
     # The JSON round trip makes what is compared now equal what was stored (tuples become lists).
     return json.loads(json.dumps(settings))  # type: ignore[no-any-return]
 

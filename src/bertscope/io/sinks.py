@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.fingerprint_facts import flatten
 from ..errors import CorpusError
 from .checksums import ALGORITHM, MISMATCH, NOT_FINITE, checksum, corrupt, non_finite, refuse_non_finite
 from .parquet_checked import CheckedParquet, write_checked
@@ -351,12 +352,15 @@ def settings_differ(stored: dict[str, Any], asked: dict[str, Any]) -> bool:
 
     The exact runtimes (float32, unquantised torch, ONNX Runtime, OpenVINO) give vectors equal within
     1e-5, so a job started on one goes on on another: the exact default may choose again (`--remeasure`,
-    another machine), and stores made before it existed say torch.
+    another machine), and stores made before it existed say torch. A store written before stores carried
+    the model's fingerprint goes on without one (its other settings still compared).
     """
-    return _comparable(stored) != _comparable(asked)
+    return _comparable(stored) != _comparable(asked, like=stored)
 
 
-def _comparable(settings: dict[str, Any]) -> dict[str, Any]:
+def _comparable(settings: dict[str, Any], *, like: dict[str, Any] | None = None) -> dict[str, Any]:
+    if like is not None and "fingerprint" not in like:
+        settings = {k: v for k, v in settings.items() if k != "fingerprint"}
     exact = (
         settings.get("mode", "exact") == "exact"
         and settings.get("dtype") == "float32"
@@ -372,7 +376,12 @@ _EXACT_RUNTIMES = ("torch", "onnxruntime", "openvino")
 
 
 def settings_diff(stored: dict[str, Any], asked: dict[str, Any]) -> str:
-    """Each setting that differs, as `key: stored then, asked now`."""
-    stored, asked = _comparable(stored), _comparable(asked)
+    """Each setting that differs, as `key: stored then, asked now`; the model's fingerprint by the keys
+    inside it that differ (`fingerprint files.model.safetensors: ...`; its id follows from them)."""
+    stored, asked = dict(_comparable(stored)), dict(_comparable(asked, like=stored))
+    for settings in (stored, asked):
+        inner = {k: v for k, v in (settings.pop("fingerprint", None) or {}).items() if k != "id"}
+        settings.update({f"fingerprint {k}": v for k, v in flatten(inner).items() if inner})
     keys = sorted(k for k in set(stored) | set(asked) if stored.get(k) != asked.get(k))
-    return "; ".join(f"{k}: {stored.get(k)!r} then, {asked.get(k)!r} now" for k in keys)
+    said = [f"{k}: {stored.get(k)!r} then, {asked.get(k)!r} now" for k in keys[:4]]
+    return "; ".join(said + [f"{len(keys) - 4} more"] * (len(keys) > 4))

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.fingerprint_facts import fingerprint_id, store_fingerprint
 from ..errors import InvalidInput
 from .settings import environment, file_hashes, flatten, is_lossy, lossy_floor, vector_settings
 
@@ -80,7 +81,7 @@ def canary_texts(model: Any) -> list[str]:
 
 def fingerprint(model: Any, *, with_canaries: bool = True) -> dict[str, Any]:
     """`model`'s fingerprint as a JSON-able dict (see the module docstring); `with_canaries=False` leaves
-    the forward out (settings, files and id only: what a store's metadata carries)."""
+    the forward out (settings, files and id; a store's metadata carries those three: `store_fingerprint`)."""
     settings = vector_settings(model)
     files = file_hashes(model.loaded.path)
     made: dict[str, Any] = {
@@ -95,20 +96,6 @@ def fingerprint(model: Any, *, with_canaries: bool = True) -> dict[str, Any]:
     made["environment"] = environment(model)
     made["made"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return made
-
-
-def store_fingerprint(model: Any) -> dict[str, Any]:
-    """What a store's settings carry: the fingerprint's id, settings and file hashes (no canaries, and
-    nothing of the machine: a job resumed elsewhere compares its settings equal)."""
-    made = fingerprint(model, with_canaries=False)
-    return json.loads(json.dumps({key: made[key] for key in ("id", "settings", "files")}))  # type: ignore[no-any-return]
-
-
-def fingerprint_id(settings: dict[str, Any], files: dict[str, str]) -> str:
-    """16 hex digits over the settings and file hashes (not the canaries, which are compared within a
-    tolerance): one model set up alike has one id on every machine and runtime."""
-    canonical = json.dumps({"settings": settings, "files": files}, sort_keys=True)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
 def save_fingerprint(model: Any, path: str | Path) -> dict[str, Any]:

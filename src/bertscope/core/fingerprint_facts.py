@@ -1,0 +1,180 @@
+"""What decides a model's vectors, and the fingerprint every store carries of it (no forward, no torch).
+
+    vector_settings(model)    precision, stored weight dtype, attention mask, truncation, default pooling,
+                              prompts, tokenizer: the same on every machine, runtime and thread count
+    file_hashes(folder)       SHA-256 of each file that makes the model (remembered per file size and
+                              modification time in this process: a job and its check read gigabytes once)
+    store_fingerprint(model)  {"id", "settings", "files"}: what `stored_settings` writes beside every
+                              store's vectors, `/v2/info` and `bertscope info` report, and `verify` checks
+
+Down here (not in verify/) because corpus jobs record it through core/spec.py's `stored_settings`; the
+canary vectors and the comparisons, which run the model, are verify/fingerprint.py's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "file_hashes", "fingerprint_id", "flatten", "store_fingerprint", "tokenizer_json", "vector_settings",
+    "weights_dtype",
+]  # fmt: skip
+
+# Files whose bytes make the model: config, weights, tokenizer, sentence-transformers pipeline.
+_MODEL_FILES = (
+    "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json",
+    "vocab.txt", "vocab.json", "merges.txt", "spiece.model", "sentencepiece.bpe.model", "modules.json",
+    "sentence_bert_config.json", "config_sentence_transformers.json", "model.safetensors.index.json",
+    "pytorch_model.bin.index.json",
+)  # fmt: skip
+_WEIGHT_SUFFIXES = (".safetensors", ".bin")
+_SAFETENSORS_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64"}
+# (resolved path, size, mtime_ns) -> digest: a changed file has another size or time, so another key.
+_FILE_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
+def vector_settings(model: Any) -> dict[str, Any]:
+    """The settings that decide `model`'s vectors, as plain JSON values (compared by fingerprints)."""
+    info = model.info()
+    spec, pooling = _default_spec(model)
+    is_decoder = bool(getattr(model.config, "is_decoder", False))
+    return {
+        "model_type": info.model_type,
+        "family": info.family,
+        "layers": info.layers,
+        "hidden_size": info.hidden_size,
+        "vocab_size": info.vocab_size,
+        "precision": {"dtype": info.dtype, "quantize": info.quantize},
+        "weights_dtype": weights_dtype(model.loaded.path),
+        "attention": {"mask": "causal" if is_decoder else "bidirectional", "is_decoder": is_decoder},
+        "truncation": {"max_tokens": model.max_tokens, "side": "right", "long": spec.long.value},
+        "pooling": pooling,
+        "prompts": asdict(model.prompts),
+        "tokenizer": _tokenizer_facts(model),
+        "special_tokens": dict(sorted(info.special_tokens.items())),
+    }
+
+
+def store_fingerprint(model: Any) -> dict[str, Any]:
+    """What a store's settings carry: the fingerprint's id, settings and file hashes (no canaries, and
+    nothing of the machine: a job resumed elsewhere compares its settings equal)."""
+    settings = vector_settings(model)
+    files = file_hashes(model.loaded.path)
+    made = {"id": fingerprint_id(settings, files), "settings": settings, "files": files}
+    return json.loads(json.dumps(made))  # type: ignore[no-any-return]
+
+
+def fingerprint_id(settings: dict[str, Any], files: dict[str, str]) -> str:
+    """16 hex digits over the settings and file hashes (not the canaries, which are compared within a
+    tolerance): one model set up alike has one id on every machine and runtime."""
+    canonical = json.dumps({"settings": settings, "files": files}, sort_keys=True)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
+def file_hashes(folder: str | Path | None) -> dict[str, str]:
+    """SHA-256 (32 hex digits) of each file that makes the model in `folder`, by its path in the folder."""
+    if folder is None:
+        return {}
+    folder = Path(folder)
+    names = [p.name for p in folder.iterdir() if p.is_file() and _makes_model(p.name)]
+    modules = folder / "modules.json"
+    if modules.is_file():
+        try:
+            listed = json.loads(modules.read_text(encoding="utf-8"))
+        except ValueError:
+            listed = []
+        for module in listed if isinstance(listed, list) else []:
+            sub = str(module.get("path", "")) if isinstance(module, dict) else ""
+            if sub and (folder / sub / "config.json").is_file():
+                names.append(f"{sub}/config.json")
+    return {name: _file_sha(folder / name) for name in sorted(names)}
+
+
+def weights_dtype(folder: str | Path | None) -> str | None:
+    """The dtype the weights are stored in (safetensors headers; "float16+float32" when mixed), or None
+    where the folder holds no safetensors (a pytorch_model.bin is not read: that would need torch)."""
+    if folder is None:
+        return None
+    files = sorted(Path(folder).glob("*.safetensors"))
+    kinds: set[str] = set()
+    for file in files:
+        with file.open("rb") as stream:
+            (size,) = struct.unpack("<Q", stream.read(8))
+            header = json.loads(stream.read(size))
+        # integer buffers (position ids) are not weights
+        stored = [entry.get("dtype") for name, entry in header.items() if name != "__metadata__"]
+        kinds |= {_SAFETENSORS_DTYPES[kind] for kind in stored if kind in _SAFETENSORS_DTYPES}
+    return "+".join(sorted(kinds)) or None
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """Nested dicts as one level of dotted keys ({"a": {"b": 1}} -> {"a.b": 1}); other values as they are."""
+    if not isinstance(value, dict) or not value:
+        return {prefix: value}
+    flat: dict[str, Any] = {}
+    for key, inner in value.items():
+        flat.update(flatten(inner, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
+
+
+def tokenizer_json(model: Any) -> str:
+    """tokenizer.json as the runtime reads it (truncation and padding off: bertscope sets them itself)."""
+    return str(model.tokenizer.backend.to_str())
+
+
+def _default_spec(model: Any) -> tuple[Any, dict[str, Any]]:
+    """The spec bertscope resolves with no options, and its pooling as plain values; a model whose
+    sentence-transformers pipeline bertscope cannot reproduce records "auto": "unsupported" (and mean)."""
+    unsupported = bool(getattr(model.loaded, "st_unsupported", None))
+    spec = model.spec(pooling="mean") if unsupported else model.spec()
+    pooling = {
+        "pooling": spec.pooling.value,
+        "layers": list(spec.layers),
+        "combine": spec.combine.value,
+        "mask_special": spec.mask_special,
+        "normalize": spec.normalize,
+    }
+    if unsupported:
+        pooling["auto"] = "unsupported"
+    return spec, pooling
+
+
+def _tokenizer_facts(model: Any) -> dict[str, Any]:
+    """Whether it lowercases, and a hash of its vocabulary (the ids it reads are in the canaries)."""
+    config = json.loads(tokenizer_json(model))
+    vocab = sorted(model.vocab.items())
+    return {"lowercase": _lowercases(config.get("normalizer")), "vocab": _sha(json.dumps(vocab))}
+
+
+def _lowercases(normalizer: Any) -> bool:
+    """Whether a tokenizers normalizer (possibly a Sequence of them) lowercases its input."""
+    if not isinstance(normalizer, dict):
+        return False
+    if normalizer.get("type") == "Lowercase" or normalizer.get("lowercase") is True:
+        return True
+    return any(_lowercases(inner) for inner in normalizer.get("normalizers") or [])
+
+
+def _makes_model(name: str) -> bool:
+    return name in _MODEL_FILES or name.endswith(_WEIGHT_SUFFIXES) or name.endswith(".model")
+
+
+def _file_sha(path: Path) -> str:
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    if key not in _FILE_DIGESTS:
+        digest = hashlib.sha256()
+        with path.open("rb") as stream:
+            while block := stream.read(1 << 22):
+                digest.update(block)
+        _FILE_DIGESTS[key] = digest.hexdigest()[:32]
+    return _FILE_DIGESTS[key]
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
