@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .core._enums import Pooling
-from .core.pooling import POOLINGS
+from .core.pooling import POOLING_RULES, exact_poolings
 from .core.post import PostKind, PostProcessor
 from .core.similarity import cos_sim
 from .core.spec import EmbedOptions, EmbedSpec, resolve
@@ -33,8 +32,6 @@ if TYPE_CHECKING:
     from .core.spec import RecipeKeywords
 
 __all__ = ["Explanation", "explain", "token_parts", "plot_explanation"]
-
-_LINEAR = tuple(p for p, rule in POOLINGS.items() if rule.linear)
 
 
 @dataclass
@@ -95,11 +92,11 @@ def explain(
     spec, processor = recipe.spec, recipe.post
     # Each text alone, as `similarity` embeds them, so the score is the one it reports.
     score = float(cos_sim(model.embed_with([a], recipe).vectors, model.embed_with([b], recipe).vectors)[0, 0])
-    if spec.pooling not in (*_LINEAR, Pooling.MAX):
+    if spec.pooling not in exact_poolings():
         if exact:
             raise InvalidSpec(
                 f"pooling {spec.pooling.value!r} has no exact split into tokens (the vector depends on "
-                "every token through the layers); exact: mean, mean_sqrt_len, first_last_avg, max"
+                f"every token through the layers); exact: {_exact_names()}"
             )
         return _attention_view(model, a, b, spec, score)
     (tok_a, mat_a), (tok_b, mat_b) = model.engine.token_matrices([a, b], spec)
@@ -107,7 +104,8 @@ def explain(
     parts_b = token_parts(mat_b, tok_b.special_mask, spec, processor)
     norm = np.linalg.norm(parts_a.sum(axis=0)) * np.linalg.norm(parts_b.sum(axis=0))
     contributions = parts_a @ parts_b.T / max(norm, 1e-24)
-    how = "dimension by dimension (max pooling)" if spec.pooling is Pooling.MAX else "token pairs"
+    linear = POOLING_RULES[spec.pooling].linear
+    how = "token pairs" if linear else f"dimension by dimension ({spec.pooling.value} pooling)"
     note = (
         f"exact: the {contributions.size} contributions sum to the score "
         f"({contributions.sum():.6f} vs {score:.6f})"
@@ -140,23 +138,25 @@ def token_parts(
     """
     x = np.asarray(vectors, dtype=np.float64)
     keep = np.array([not (s and spec.mask_special) for s in special], dtype=np.float64)
-    if spec.pooling is Pooling.MAX:
-        masked = np.where(keep[:, None] > 0, x, -np.inf)
-        owner = masked.argmax(axis=0)
-        pooled = masked[owner, np.arange(x.shape[1])]
-        scale = 1.0 / max(float(np.linalg.norm(pooled)), 1e-12) if spec.normalize else 1.0
-        shift = processor.mean if processor is not None else np.zeros(x.shape[1])
-        parts = np.zeros_like(x)
-        parts[owner, np.arange(x.shape[1])] = scale * pooled - shift
-    else:
-        count = max(float(keep.sum()), 1e-9)
-        weights = keep / (np.sqrt(count) if spec.pooling is Pooling.MEAN_SQRT_LEN else count)
+    rule = POOLING_RULES[spec.pooling]
+    if rule.weights is not None:
+        weights = rule.weights(keep)
         pooled = weights @ x
         scale = 1.0 / max(float(np.linalg.norm(pooled)), 1e-12) if spec.normalize else 1.0
         parts = scale * weights[:, None] * x
         if processor is not None:
             # The mean is shared out in proportion to each token's weight, so the parts still sum.
             parts -= (weights / weights.sum())[:, None] * processor.mean[None, :]
+    elif rule.owners is not None:
+        # Each dimension is one token's value: it (and its share of the mean) goes to that token.
+        owner = rule.owners(x, keep)
+        pooled = x[owner, np.arange(x.shape[1])]
+        scale = 1.0 / max(float(np.linalg.norm(pooled)), 1e-12) if spec.normalize else 1.0
+        shift = processor.mean if processor is not None else np.zeros(x.shape[1])
+        parts = np.zeros_like(x)
+        parts[owner, np.arange(x.shape[1])] = scale * pooled - shift
+    else:
+        raise InvalidSpec(f"pooling {spec.pooling.value!r} has no exact split into tokens")
     return parts if processor is None else _linear(processor, parts)
 
 
@@ -199,8 +199,8 @@ def _attention_view(model: Encoder, a: str, b: str, spec: EmbedSpec, score: floa
     note = (
         f"not an exact attribution: {spec.pooling.value} pooling reads one vector that depends on every "
         f"token through the layers, so no exact split exists; shown is layer {layer}'s [CLS] attention "
-        "row, averaged over heads (what [CLS] read in its last step). Exact splits: mean, mean_sqrt_len, "
-        "first_last_avg, max"
+        "row, averaged over heads (what [CLS] read in its last step). Exact splits: "
+        f"{_exact_names()}"
     )
     return Explanation(
         score=score,
@@ -219,6 +219,10 @@ def _attention_view(model: Encoder, a: str, b: str, spec: EmbedSpec, score: floa
         text_a=a,
         text_b=b,
     )
+
+
+def _exact_names() -> str:
+    return ", ".join(p.value for p in exact_poolings())
 
 
 def _spec(spec: EmbedSpec, processor: PostProcessor | None) -> dict[str, Any]:

@@ -1,13 +1,15 @@
 """Token, word and sentence pooling over (batch, tokens, d) float32 arrays; pad never counts.
 
-`POOLINGS` is the one table of sentence poolings: each pooling over a text's tokens is one entry, used by
-the engine (a whole text), late chunking (a chunk's span of a document) and explain (whether a score
-splits exactly into token pairs). A new pooling is a `Pooling` member and an entry here.
+`POOLING_RULES` is the one table of sentence poolings: every fact of a pooling is its entry, read by the
+engine (a whole text), late chunking (a chunk's span of a document), explain (the token weights or the
+owner of each dimension that split a score exactly), the service's schema (which poolings have an exact
+split) and the sentence-transformers folder reader (its mode name). `POOLINGS` is the part of it that
+pools a text's tokens. A new pooling is a `Pooling` member and an entry here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,12 +19,14 @@ from ._enums import Pooling, SubwordPooling
 from .results import TokenEmbeddings, WordEmbeddings
 
 __all__ = [
-    "POOLINGS", "PoolingRule", "pool_sentences", "pool_span", "pool_words", "group_words", "word_embeddings",
-    "word_spans",
+    "POOLINGS", "POOLING_RULES", "PoolingRule", "exact_poolings", "pool_sentences", "pool_span", "pool_words",
+    "group_words", "word_embeddings", "word_spans",
 ]  # fmt: skip
 
 # NumPy, not torch: a process that answers from an exported graph imports no torch (DESIGN.md).
 Tokens = Callable[[np.ndarray, np.ndarray], np.ndarray]
+Weights = Callable[[np.ndarray], np.ndarray]
+Owners = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
 def _mean(hidden: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -38,21 +42,80 @@ def _max(hidden: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return np.where(weights == 0, np.float32(-1e9), hidden).max(axis=1)
 
 
+def _mean_weights(keep: np.ndarray) -> np.ndarray:
+    return keep / max(float(keep.sum()), 1e-9)
+
+
+def _mean_sqrt_len_weights(keep: np.ndarray) -> np.ndarray:
+    return keep / np.sqrt(max(float(keep.sum()), 1e-9))
+
+
+def _max_owners(vectors: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    return np.where(keep[:, None] > 0, vectors, -np.inf).argmax(axis=0)
+
+
 @dataclass(frozen=True)
 class PoolingRule:
-    """A pooling over the (masked) token vectors of a text: its function, and whether it is linear."""
+    """Every fact of one sentence pooling: how it pools, how a score splits over its tokens, its ST name."""
 
-    tokens: Tokens  # (batch, tokens, d) hidden and (batch, tokens, 1) 0/1 float32 weights -> (batch, d)
-    linear: bool  # a weighted sum of token vectors: a cosine splits exactly into token pairs
+    # (batch, tokens, d) hidden and (batch, tokens, 1) 0/1 float32 weights -> (batch, d); None: the
+    # pooling reads one vector instead (cls, pooler)
+    tokens: Tokens | None
+    # (tokens,) 0/1 kept tokens -> (tokens,) float64 weights w with pooled = w @ vectors: a cosine splits
+    # exactly into token pairs. Held equal to `tokens` by tests/test_pooling_table.py.
+    weights: Weights | None = None
+    # (tokens, d) vectors and (tokens,) 0/1 kept -> (d,) the token each dimension is taken from: a cosine
+    # splits exactly by dimension (max pooling).
+    owners: Owners | None = None
+    st_mode: str | None = None  # sentence-transformers' `pooling_mode` name, where it has this pooling
+
+    @property
+    def linear(self) -> bool:
+        """A weighted sum of token vectors."""
+        return self.weights is not None
+
+    @property
+    def exact(self) -> bool:
+        """Whether a cosine of two pooled vectors splits exactly over the texts' tokens."""
+        return self.weights is not None or self.owners is not None
 
 
-# cls and pooler read one token, auto resolves to another pooling (core/spec.py): none pools a span.
-POOLINGS: dict[Pooling, PoolingRule] = {
-    Pooling.MEAN: PoolingRule(_mean, linear=True),
-    Pooling.FIRST_LAST_AVG: PoolingRule(_mean, linear=True),  # its layers are chosen by the spec
-    Pooling.MEAN_SQRT_LEN: PoolingRule(_mean_sqrt_len, linear=True),
-    Pooling.MAX: PoolingRule(_max, linear=False),
+# auto resolves to another pooling (core/spec.py); cls and pooler read one vector that depends on every
+# token through the layers, so they pool no span and have no exact split.
+POOLING_RULES: dict[Pooling, PoolingRule] = {
+    Pooling.MEAN: PoolingRule(_mean, weights=_mean_weights, st_mode="mean"),
+    Pooling.MEAN_SQRT_LEN: PoolingRule(
+        _mean_sqrt_len, weights=_mean_sqrt_len_weights, st_mode="mean_sqrt_len_tokens"
+    ),
+    Pooling.FIRST_LAST_AVG: PoolingRule(_mean, weights=_mean_weights),  # its layers are chosen by the spec
+    Pooling.MAX: PoolingRule(_max, owners=_max_owners, st_mode="max"),
+    Pooling.CLS: PoolingRule(None, st_mode="cls"),
+    Pooling.POOLER: PoolingRule(None),
 }
+
+
+class _OverTokens(Mapping[Pooling, PoolingRule]):
+    """The entries of POOLING_RULES that pool a text's tokens: a live view, never a second table."""
+
+    def __getitem__(self, pooling: Pooling) -> PoolingRule:
+        rule = POOLING_RULES[pooling]
+        if rule.tokens is None:
+            raise KeyError(pooling)
+        return rule
+
+    def __iter__(self) -> Iterator[Pooling]:
+        return (p for p, rule in POOLING_RULES.items() if rule.tokens is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+POOLINGS: Mapping[Pooling, PoolingRule] = _OverTokens()
+
+
+def exact_poolings() -> list[Pooling]:
+    """The poolings whose cosine splits exactly over tokens, in the table's order."""
+    return [p for p, rule in POOLING_RULES.items() if rule.exact]
 
 
 def pool_sentences(
@@ -71,7 +134,7 @@ def pool_sentences(
             raise InvalidSpec("this model has no trained pooler; use pooling='cls' or 'mean'")
         return pooler(hidden)
     rule = POOLINGS.get(pooling)
-    if rule is None:
+    if rule is None or rule.tokens is None:
         raise InvalidSpec(f"pooling {pooling.value!r} must be resolved before pooling")
     return rule.tokens(hidden, np.asarray(mask, dtype=hidden.dtype)[..., None])
 
@@ -79,7 +142,7 @@ def pool_sentences(
 def pool_span(block: np.ndarray, pooling: Pooling) -> np.ndarray:
     """(d,) float32: the token vectors `block` (tokens, d) of one span pooled as a whole text would be."""
     rule = POOLINGS.get(pooling)
-    if rule is None:
+    if rule is None or rule.tokens is None:
         spannable = ", ".join(p.value for p in POOLINGS)
         raise InvalidSpec(f"pooling {pooling.value!r} cannot pool a span of tokens; use one of: {spannable}")
     hidden = np.ascontiguousarray(block, dtype=np.float32)[None]

@@ -20,6 +20,7 @@ from itertools import product
 from typing import TYPE_CHECKING, Any
 
 from ..core._enums import Combine, LongText, Pooling
+from ..core.pooling import POOLING_RULES, PoolingRule
 from .guard import TokenIds
 
 if TYPE_CHECKING:
@@ -241,8 +242,8 @@ def _refused_combinations(
         # Late chunking (late absent or true) pools each chunk's token vectors: it needs a pooling over
         # tokens and every token of the document.
         late = {"late": {"const": True}}
-        inexact = {"enum": _inexact(poolings, st_pooling)}
-        refused.append(_when(pooling=inexact) | {"properties": {**late, "pooling": inexact}})
+        one_vector = {"enum": _without(lambda rule: rule.tokens is not None, poolings, st_pooling)}
+        refused.append(_when(pooling=one_vector) | {"properties": {**late, "pooling": one_vector}})
         truncate = {"const": LongText.TRUNCATE.value}
         refused.append(_when(long=truncate) | {"properties": {**late, "long": truncate}})
     if {"chunks", "inputs"} <= fields:
@@ -262,18 +263,18 @@ def _refused_combinations(
     if {"exact", "pooling"} <= fields:
         # cls and pooler read one vector that depends on every token: no exact split, and what is shown
         # instead, the [CLS] attention, is within one window.
-        inexact = {"enum": _inexact(poolings, st_pooling)}
+        inexact = {"enum": _without(lambda rule: rule.exact, poolings, st_pooling)}
         refused.append(_when(exact={"const": True}, pooling=inexact))
         refused.append(_when(pooling=inexact, long={"const": LongText.WINDOW.value}))
     return refused
 
 
-def _inexact(poolings: list[str], st_pooling: str | None) -> list[str]:
-    """The poolings with no exact split into tokens (auto where the model's own is one of them)."""
-    inexact = [Pooling.CLS.value, Pooling.POOLER.value]
-    if (st_pooling or Pooling.MEAN.value) in inexact:
-        inexact.append(Pooling.AUTO.value)
-    return [p for p in inexact if p in poolings]
+def _without(fact: Callable[[PoolingRule], bool], poolings: list[str], st_pooling: str | None) -> list[str]:
+    """The poolings of the table lacking `fact` (auto where the model's own pooling lacks it)."""
+    lacking = [p for p, rule in POOLING_RULES.items() if not fact(rule)]
+    if Pooling(st_pooling or Pooling.MEAN.value) in lacking:
+        lacking.append(Pooling.AUTO)
+    return [p.value for p in lacking if p.value in poolings]
 
 
 def _when(**properties: dict[str, Any]) -> dict[str, Any]:
