@@ -12,19 +12,27 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import ModelLoadError, UnsupportedArchitecture
 from ._enums import LongText
 from .families import Family, family_for
+from .safetensors_header import Stored, float32_tensor, safetensors_tensors
+
+# Kept importable from here (core/loading.py reads them so); their home is st_settings.py.
+from .st_settings import (
+    SentenceTransformersSettings,
+    pooling_config,
+    pooling_modes,
+    sentence_transformers_settings,
+)
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
@@ -86,73 +94,6 @@ def local_folder(name: str) -> Path | None:
             "the weights and the tokenizer, or leave the model out to use the bundled all-MiniLM-L6-v2"
         )
     return None
-
-
-# sentence-transformers' pooling names (the `pooling_mode` of v5+, and the legacy `pooling_mode_*_token(s)`
-# booleans) -> ours. weightedmean and lasttoken have no bertscope equivalent.
-ST_POOLING_MODES = {"cls": "cls", "mean": "mean", "max": "max", "mean_sqrt_len_tokens": "mean_sqrt_len"}
-_ST_LEGACY_KEYS = {
-    "pooling_mode_cls_token": "cls",
-    "pooling_mode_max_tokens": "max",
-    "pooling_mode_mean_tokens": "mean",
-    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
-    "pooling_mode_weightedmean_tokens": "weightedmean",
-    "pooling_mode_lasttoken": "lasttoken",
-}
-_ST_MODULES_AUTO_APPLIES = ("Transformer", "Pooling", "Normalize")
-
-
-@dataclass(frozen=True)
-class SentenceTransformersSettings:
-    """The sentence pipeline a sentence-transformers folder ships, as far as pooling='auto' can redo it."""
-
-    pooling: str | None = None
-    normalize: bool = False
-    max_seq_length: int | None = None
-    unsupported: str | None = None  # why pooling='auto' cannot reproduce the folder's pipeline
-
-
-def pooling_config(pooling: str, width: int) -> dict[str, Any]:
-    """A sentence-transformers Pooling config.json for our pooling (legacy booleans, read by all versions)."""
-    ours = {name: st for st, name in ST_POOLING_MODES.items()}
-    chosen = {key for key, st in _ST_LEGACY_KEYS.items() if st == ours[pooling]}
-    flags = {key: key in chosen for key in _ST_LEGACY_KEYS if _ST_LEGACY_KEYS[key] in ST_POOLING_MODES}
-    return {"word_embedding_dimension": width, **flags}
-
-
-def pooling_modes(config: dict[str, Any]) -> list[str]:
-    """sentence-transformers pooling mode names of a Pooling config.json, in either format."""
-    mode = config.get("pooling_mode")
-    if mode is None:
-        return [name for key, name in _ST_LEGACY_KEYS.items() if config.get(key)]
-    return [mode] if isinstance(mode, str) else [str(m) for m in mode]
-
-
-def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSettings:
-    """The pooling mode, normalisation and max length a sentence-transformers folder ships, if any."""
-    if path is None or not (path / "modules.json").exists():
-        return SentenceTransformersSettings()
-    modules = json.loads((path / "modules.json").read_text())
-    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
-    normalize = "Normalize" in kinds
-    unsupported = None
-    extra = [k for k in kinds if k not in _ST_MODULES_AUTO_APPLIES]
-    if extra:
-        unsupported = f"its sentence-transformers pipeline has a {', '.join(extra)} module (modules.json)"
-    pooling = None
-    for module, kind in zip(modules, kinds, strict=True):
-        if kind != "Pooling":
-            continue
-        modes = pooling_modes(json.loads((path / module["path"] / "config.json").read_text()))
-        if len(modes) == 1 and modes[0] in ST_POOLING_MODES:
-            pooling = ST_POOLING_MODES[modes[0]]
-        elif modes:
-            unsupported = unsupported or f"its Pooling module asks for {' + '.join(modes)}"
-    max_len = None
-    st_config = path / "sentence_bert_config.json"
-    if st_config.exists():
-        max_len = json.loads(st_config.read_text()).get("max_seq_length")
-    return SentenceTransformersSettings(pooling, normalize, max_len, unsupported)
 
 
 @dataclass
@@ -280,8 +221,8 @@ class FolderView:
         return sorted(i for i in {unk_id if i is None else i for i in ids} if i is not None)
 
     @cached_property
-    def _tensors(self) -> dict[str, _Stored]:
-        return _safetensors_tensors(self.path)
+    def _tensors(self) -> dict[str, Stored]:
+        return safetensors_tensors(self.path)
 
     @cached_property
     def static_matrix(self) -> np.ndarray | None:
@@ -289,7 +230,7 @@ class FolderView:
         word = [stored for key, stored in self._tensors.items() if key.endswith(self.family.word_weight)]
         if len(word) != 1 or len(word[0].shape) != 2:
             return None
-        return _float32_tensor(word[0])
+        return float32_tensor(word[0])
 
     def _matrix_or_refuse(self) -> np.ndarray:
         if self.static_matrix is None:
@@ -432,62 +373,6 @@ def _read_json(path: Path) -> dict[str, Any]:
 
 def _config_value(config: dict[str, Any], name: str) -> Any:
     return next((config[key] for key in _CONFIG_ALIASES.get(name, (name,)) if key in config), None)
-
-
-class _Stored(NamedTuple):
-    """Where one tensor's bytes are in a safetensors file, and how they are stored."""
-
-    file: Path
-    dtype: str
-    shape: list[int]
-    start: int  # byte offset of the first element in `file`
-    end: int
-
-
-def _safetensors_tensors(path: Path) -> dict[str, _Stored]:
-    """Tensor name -> where it is, from the safetensors headers (one file or an index of shards); {} if
-    none. Only the headers are read."""
-    index = path / "model.safetensors.index.json"
-    files = [path / "model.safetensors"]
-    if index.is_file():
-        files = [path / name for name in sorted(set(_read_json(index).get("weight_map", {}).values()))]
-    tensors: dict[str, _Stored] = {}
-    for file in files:
-        if not file.is_file():
-            return {}
-        with file.open("rb") as stream:
-            (size,) = struct.unpack("<Q", stream.read(8))
-            header = json.loads(stream.read(size))
-        data = 8 + size  # the tensors' bytes follow the 8-byte length and the header
-        for name, entry in header.items():
-            if name != "__metadata__":
-                begin, end = entry["data_offsets"]
-                tensors[name] = _Stored(file, entry["dtype"], entry["shape"], data + begin, data + end)
-    return tensors
-
-
-# safetensors' float types as NumPy reads their bytes (bfloat16 as the 16 bits it is, widened below)
-_SAFETENSORS_FLOATS: dict[str, np.dtype[Any]] = {
-    "F32": np.dtype("<f4"),
-    "F16": np.dtype("<f2"),
-    "BF16": np.dtype("<u2"),
-}
-
-
-def _float32_tensor(stored: _Stored) -> np.ndarray | None:
-    """A float32, float16 or bfloat16 tensor of a safetensors file, widened exactly to float32; else None.
-
-    Read from the header's offsets rather than with safetensors' NumPy reader, which knows bfloat16 only
-    when some other package has registered a NumPy bfloat16 type.
-    """
-    kind = _SAFETENSORS_FLOATS.get(stored.dtype)
-    if kind is None:
-        return None
-    count = (stored.end - stored.start) // kind.itemsize
-    flat = np.fromfile(stored.file, dtype=kind, count=count, offset=stored.start)
-    if stored.dtype == "BF16":  # bfloat16 is the top half of a float32
-        flat = (flat.astype(np.uint32) << 16).view(np.float32)
-    return flat.astype(np.float32, copy=False).reshape(stored.shape)
 
 
 def default_device() -> str:

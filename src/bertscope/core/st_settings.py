@@ -1,0 +1,90 @@
+"""A sentence-transformers folder's own sentence pipeline, read from its files without torch.
+
+modules.json names the modules; a Pooling module's config.json says its mode (`pooling_mode` from v5, the
+legacy `pooling_mode_*` booleans before); sentence_bert_config.json the max length. Which of those modes
+bertscope can redo is the pooling table's fact (`PoolingRule.st_mode`, core/pooling.py), not this file's.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .pooling import POOLING_RULES
+
+__all__ = [
+    "ST_POOLING_MODES",
+    "SentenceTransformersSettings",
+    "pooling_config",
+    "pooling_modes",
+    "sentence_transformers_settings",
+]
+
+# sentence-transformers' pooling mode names -> ours, from the pooling table. weightedmean and lasttoken
+# have no bertscope equivalent.
+ST_POOLING_MODES = {rule.st_mode: p.value for p, rule in POOLING_RULES.items() if rule.st_mode}
+# The legacy booleans of a Pooling config.json (every sentence-transformers version reads them).
+_ST_LEGACY_KEYS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+_ST_MODULES_AUTO_APPLIES = ("Transformer", "Pooling", "Normalize")
+
+
+@dataclass(frozen=True)
+class SentenceTransformersSettings:
+    """The sentence pipeline a sentence-transformers folder ships, as far as pooling='auto' can redo it."""
+
+    pooling: str | None = None
+    normalize: bool = False
+    max_seq_length: int | None = None
+    unsupported: str | None = None  # why pooling='auto' cannot reproduce the folder's pipeline
+
+
+def pooling_config(pooling: str, width: int) -> dict[str, Any]:
+    """A sentence-transformers Pooling config.json for our pooling (legacy booleans, read by all versions)."""
+    ours = {name: st for st, name in ST_POOLING_MODES.items()}
+    chosen = {key for key, st in _ST_LEGACY_KEYS.items() if st == ours[pooling]}
+    flags = {key: key in chosen for key in _ST_LEGACY_KEYS if _ST_LEGACY_KEYS[key] in ST_POOLING_MODES}
+    return {"word_embedding_dimension": width, **flags}
+
+
+def pooling_modes(config: dict[str, Any]) -> list[str]:
+    """sentence-transformers pooling mode names of a Pooling config.json, in either format."""
+    mode = config.get("pooling_mode")
+    if mode is None:
+        return [name for key, name in _ST_LEGACY_KEYS.items() if config.get(key)]
+    return [mode] if isinstance(mode, str) else [str(m) for m in mode]
+
+
+def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSettings:
+    """The pooling mode, normalisation and max length a sentence-transformers folder ships, if any."""
+    if path is None or not (path / "modules.json").exists():
+        return SentenceTransformersSettings()
+    modules = json.loads((path / "modules.json").read_text())
+    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+    normalize = "Normalize" in kinds
+    unsupported = None
+    extra = [k for k in kinds if k not in _ST_MODULES_AUTO_APPLIES]
+    if extra:
+        unsupported = f"its sentence-transformers pipeline has a {', '.join(extra)} module (modules.json)"
+    pooling = None
+    for module, kind in zip(modules, kinds, strict=True):
+        if kind != "Pooling":
+            continue
+        modes = pooling_modes(json.loads((path / module["path"] / "config.json").read_text()))
+        if len(modes) == 1 and modes[0] in ST_POOLING_MODES:
+            pooling = ST_POOLING_MODES[modes[0]]
+        elif modes:
+            unsupported = unsupported or f"its Pooling module asks for {' + '.join(modes)}"
+    max_len = None
+    st_config = path / "sentence_bert_config.json"
+    if st_config.exists():
+        max_len = json.loads(st_config.read_text()).get("max_seq_length")
+    return SentenceTransformersSettings(pooling, normalize, max_len, unsupported)
