@@ -48,7 +48,7 @@ def test_each_fit_moves_the_progress_bar_once(bundled, monkeypatch) -> None:
     """Rows x folds x (task, control) fits: the bar is made for that many steps and each one advances it."""
     import contextlib
 
-    from bertscope.research import probe as probe_module
+    from bertscope.research import probe_score as probe_module
 
     made: list[tuple[int, str, bool | None]] = []
     steps: list[int] = []
@@ -387,7 +387,7 @@ def test_the_control_label_of_a_word_type_is_the_same_in_train_and_test() -> Non
 
 def test_held_out_control_labels_agree_across_the_two_files(bundled, monkeypatch) -> None:
     """The labels the control fits see: one per word type, on both sides of the split."""
-    from bertscope.research import probe as probe_module
+    from bertscope.research import probe_score as probe_module
 
     seen: list[np.ndarray] = []
     real = probe_module.scores_of_rows

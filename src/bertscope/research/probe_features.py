@@ -1,0 +1,198 @@
+"""A probe's inputs: each labelled item's vector per layer (and its static rows), read from a file or a
+Python list, with the checks that make a bad file one clear line (see probe.py for the probe itself).
+
+Word level: every labelled word's word pieces pooled (`subword`) at each asked layer, from one forward
+pass per batch; sentence level: each text's mean over its tokens. Items keep their group (the sentence's
+text: a repeated text is one group) and type (the word, or the text) for the folds and the control task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core._enums import StrEnum, SubwordPooling
+from ..core.pooling import pool_words
+from ..errors import InvalidInput
+from .probe_data import CONTEXT, LabelledSentence, as_sentences, read_sentences, read_words
+from .states import layer_states, static_rows
+
+if TYPE_CHECKING:
+    from ..core.encoder import Encoder
+
+__all__ = [
+    "Features",
+    "Level",
+    "joined",
+    "read_features",
+    "sentence_features",
+    "source_name",
+    "word_features",
+]
+
+
+class Level(StrEnum):
+    """What a probe labels: a word in its sentence, or a whole sentence."""
+
+    WORD = "word"
+    SENTENCE = "sentence"
+
+
+@dataclass
+class Features:
+    """Probe inputs: static (n, e), layers (n, k, d) for `layer_numbers`, and per item its group and type;
+    `n_texts` labelled sentences were given (repeats of one text are one group)."""
+
+    static: np.ndarray
+    layers: np.ndarray
+    layer_numbers: list[int]
+    labels: list[str]
+    groups: list[str]
+    types: list[str]
+    n_texts: int = 0
+
+
+def word_features(
+    model: Encoder,
+    sentences: Sequence[LabelledSentence],
+    *,
+    layers: Sequence[int],
+    subword: SubwordPooling = SubwordPooling.MEAN,
+    progress: bool | None = None,
+) -> Features:
+    """Every labelled word's vector per layer (its pieces pooled by `subword`) and its static rows."""
+    static, stacked, labels, groups, types = [], [], [], [], []
+    n_texts = 0
+    texts = (s.text for s in sentences)
+    for number, (sentence, (tok, states)) in enumerate(
+        zip(sentences, layer_states(model, texts, progress=progress, total=len(sentences)), strict=True)
+    ):
+        probed = [i for i, label in enumerate(sentence.labels) if label != CONTEXT]
+        if not probed:
+            continue
+        n_texts += 1
+        spans = sentence.spans()
+        groups_of = [_pieces(tok, spans[i], sentence.words[i], number) for i in probed]
+        ids = [tok.ids[j] for group in groups_of for j in group]
+        rows = static_rows(model, ids)
+        start = 0
+        offsets = []
+        for group in groups_of:
+            offsets.append(list(range(start, start + len(group))))
+            start += len(group)
+        static.append(pool_words(rows, offsets, subword))
+        stacked.append(np.stack([pool_words(states[k], groups_of, subword) for k in layers], axis=1))
+        labels += [sentence.labels[i] for i in probed]
+        groups += [sentence.text] * len(probed)
+        types += [sentence.words[i] for i in probed]
+    if not labels:
+        raise InvalidInput(
+            "no word is labelled (every label is _): label the words to probe, _ marks context only"
+        )
+    return Features(
+        np.concatenate(static), np.concatenate(stacked), list(layers), labels, groups, types, n_texts
+    )
+
+
+def _pieces(tok: Any, span: tuple[int, int], word: str, number: int) -> list[int]:
+    start, end = span
+    found = [
+        j
+        for j, ((a, b), special) in enumerate(zip(tok.offsets, tok.special_mask, strict=True))
+        if not special and b > a and start <= a < end
+    ]
+    if not found:
+        raise InvalidInput(f"sentence {number}: the word {word!r} gives no word pieces; remove it or fix it")
+    return found
+
+
+def sentence_features(
+    model: Encoder,
+    texts: Sequence[str],
+    labels: Sequence[str],
+    *,
+    layers: Sequence[int],
+    progress: bool | None = None,
+) -> Features:
+    """Each text's mean over its tokens (specials included) per layer, and the mean of its static rows."""
+    static, stacked = [], []
+    for tok, states in layer_states(model, texts, progress=progress, total=len(texts)):
+        static.append(static_rows(model, tok.ids).mean(axis=0))
+        stacked.append(states[list(layers)].mean(axis=1))
+    return Features(
+        np.stack(static), np.stack(stacked), list(layers), list(labels), list(texts), list(texts), len(texts)
+    )
+
+
+def source_name(data: Any) -> str:
+    return str(data) if isinstance(data, (str, Path)) else "the data given"
+
+
+def read_features(
+    model: Encoder,
+    data: Any,
+    *,
+    level: Level | str,
+    layers: list[int],
+    subword: SubwordPooling | str,
+    column: str | None,
+    progress: bool | None,
+    folds: int | None,
+    checked: bool = True,
+) -> Features:
+    """One file's (or list's) features; `checked`: it is a training side (two labels or more; with
+    `folds`, as many distinct sentences)."""
+    kind = Level.parse(level, what="probe level")
+    how = SubwordPooling.parse(subword, what="subword pooling")
+    name = source_name(data)
+    if kind is Level.WORD:
+        sentences = read_words(data, column=column) if isinstance(data, (str, Path)) else as_sentences(data)
+        labels = [label for s in sentences for label in s.labels if label != CONTEXT]
+        groups = {s.text for s in sentences if set(s.labels) != {CONTEXT}}
+    else:
+        texts, labels = read_sentences(data) if isinstance(data, (str, Path)) else _pairs(data)
+        groups = set(texts)
+    if checked:
+        _check_labels(labels, name, folds or 0)
+    if folds is not None:
+        _check_groups(groups, name, folds)
+    if kind is Level.WORD:
+        return word_features(model, sentences, layers=layers, subword=how, progress=progress)
+    return sentence_features(model, texts, labels, layers=layers, progress=progress)
+
+
+def joined(train: Features, test: Features) -> Features:
+    """The training items, then the test items: one held-out split over both."""
+    return Features(
+        np.concatenate([train.static, test.static]), np.concatenate([train.layers, test.layers]),
+        train.layer_numbers, train.labels + test.labels, train.groups + test.groups,
+        train.types + test.types, train.n_texts,
+    )  # fmt: skip
+
+
+def _pairs(data: Sequence[Any]) -> tuple[list[str], list[str]]:
+    if any(not isinstance(p, (tuple, list)) or len(p) != 2 for p in data):
+        raise InvalidInput("sentence-level data in Python is a list of (text, label) pairs")
+    return [str(t) for t, _ in data], [str(label) for _, label in data]
+
+
+def _check_labels(labels: Sequence[str], name: str, folds: int) -> None:
+    if not labels:
+        raise InvalidInput(f"{name} labels no item (every label is _): label the words to probe")
+    if len(set(labels)) < 2:
+        raise InvalidInput(
+            f"{name} has one label ({labels[0]!r}) on all {len(labels)} items; "
+            "a probe needs two labels or more"
+        )
+
+
+def _check_groups(groups: set[str], name: str, folds: int) -> None:
+    if len(groups) < folds:
+        raise InvalidInput(
+            f"{name} has {len(groups)} distinct labelled sentence(s) but --folds {folds} needs at least "
+            f"{folds} (no sentence is split across folds); add sentences or lower --folds"
+        )
