@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -17,10 +16,10 @@ from ..errors import InvalidInput, InvalidSpec, ModelLoadError
 from ._enums import Combine, Pooling
 from .families import Family
 from .layers import combine_layers
-from .memory import release_freed_memory
 from .pooling import pool_sentences
 from .prompts import prepend
 from .results import SentenceEmbeddings
+from .segments import MIN_ROWS, Segment, batches, chunks, segments_of, stitch, windowed
 from .similarity import unit
 from .spec import EmbedSpec
 from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
@@ -31,25 +30,6 @@ OnBatch = Callable[[int, int], None]
 # (ids, type_ids, mask, deepest) -> hidden states 0..deepest (float32 arrays): another runtime in place of
 # the torch forward
 Runner = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, ...]]
-# What the engine knows of the model without it: layers, vocabulary rows, whether it has a pooler
-
-_MIN_FILL = 0.85
-_PAD_TOKENS = 16
-# Under the default budget, long rows get at least this many per forward (sentence-transformers' batch is
-# 32): 8 documents of 512 tokens were 4 forwards under the 2,048-token budget; a forward of 16 x 512 tokens
-# holds 16 x heads x 512^2 attention weights (~200 MB at 12 heads). A budget the user sets is kept as is.
-MIN_ROWS = 16
-
-
-@dataclass
-class _Segment:
-    """One row of a batch: a whole text, or one window of a long text."""
-
-    text_index: int
-    ids: list[int]
-    type_ids: list[int]
-    special: list[bool]
-    window: int = 0
 
 
 @dataclass(frozen=True)
@@ -170,7 +150,7 @@ class Engine:
         _check_views(specs)
         first = next(iter(specs.values()))
         start = 0
-        for chunk in _chunks(texts, self.chunk_size):
+        for chunk in chunks(texts, self.chunk_size):
             yield self._views_of(self._fit(chunk, first, start), specs, on_batch)
             start += len(chunk)
 
@@ -217,17 +197,17 @@ class Engine:
         first = next(iter(specs.values()))
         vectors: dict[str, list[np.ndarray | None]] = {name: [None] * len(tokens) for name in specs}
         pending: dict[tuple[str, int], dict[int, np.ndarray]] = {}
-        segments = self._segments(tokens, first)
-        windowed = _windowed(segments)
+        segments = segments_of(tokens, self.tokenizer.max_tokens, first.stride)
+        long_texts = windowed(segments)
         for batch, views in self._run_views(segments, specs, on_batch):
-            direct = [row for row, seg in enumerate(batch) if seg.text_index not in windowed]
+            direct = [row for row, seg in enumerate(batch) if seg.text_index not in long_texts]
             for name, (hidden, mask) in views.items():
                 if direct:
                     pooled = self._pool(hidden[direct], mask[direct], specs[name])
                     for row, vec in zip(direct, pooled, strict=True):
                         vectors[name][batch[row].text_index] = vec
                 for row, seg in enumerate(batch):
-                    if seg.text_index in windowed:
+                    if seg.text_index in long_texts:
                         matrix = hidden[row, : len(seg.ids)]
                         pending.setdefault((name, seg.text_index), {})[seg.window] = matrix
         for (name, index), by_window in pending.items():
@@ -247,7 +227,7 @@ class Engine:
     def _pool_windows(self, tokens: Tokens, by_window: dict[int, np.ndarray], spec: EmbedSpec) -> np.ndarray:
         """One long text's sentence vector (d,), pooled over its windows stitched back together."""
         parts = [by_window[w] for w in sorted(by_window)]
-        stitched = _stitch(tokens, parts, self.tokenizer.max_tokens, spec.stride)
+        stitched = stitch(tokens, parts, self.tokenizer.max_tokens, spec.stride)
         special = np.array(
             [[0.0 if s and spec.mask_special else 1.0 for s in tokens.special_mask]], np.float32
         )
@@ -265,7 +245,7 @@ class Engine:
     ) -> Iterator[tuple[Tokens, np.ndarray]]:
         """Each text's tokens with their combined-layer vectors (tokens, d), pad trimmed, in input order."""
         start = 0
-        for chunk in _chunks(texts, self.chunk_size):
+        for chunk in chunks(texts, self.chunk_size):
             yield from self.fitted_token_matrices(self._fit(chunk, spec, start), spec, on_batch=on_batch)
             start += len(chunk)
 
@@ -277,12 +257,14 @@ class Engine:
         The caller bounds the list: its vectors are all held until the last batch has run.
         """
         parts: list[dict[int, np.ndarray]] = [{} for _ in tokens]
-        for batch, hidden, _ in self._run(self._segments(tokens, spec), spec, on_batch):
+        for batch, hidden, _ in self._run(
+            segments_of(tokens, self.tokenizer.max_tokens, spec.stride), spec, on_batch
+        ):
             for row, seg in enumerate(batch):
                 parts[seg.text_index][seg.window] = hidden[row, : len(seg.ids)]
         for tok, by_window in zip(tokens, parts, strict=True):
             pieces = [by_window[w] for w in sorted(by_window)]
-            yield tok, _stitch(tok, pieces, self.tokenizer.max_tokens, spec.stride)
+            yield tok, stitch(tok, pieces, self.tokenizer.max_tokens, spec.stride)
 
     def token_blocks(
         self, tokens: Tokens, spec: EmbedSpec, *, windows_per_block: int = MIN_ROWS
@@ -290,7 +272,7 @@ class Engine:
         """One fitted text's combined-layer token vectors as consecutive blocks of rows (rows, d), in token
         order: together the matrix `fitted_token_matrices` gives, with memory bounded by
         `windows_per_block` windows instead of the whole text (a book-length line)."""
-        segments = self._segments([tokens], spec)
+        segments = segments_of([tokens], self.tokenizer.max_tokens, spec.stride)
         if len(segments) == 1:
             for _, hidden, _ in self._run(segments, spec, None):
                 yield hidden[0, : len(segments[0].ids)]
@@ -318,31 +300,19 @@ class Engine:
         encoded = self.tokenizer.encode(prepend(spec.prompt, chunk) if spec.prompt else chunk)
         return [self.tokenizer.fit(t, spec.long, index=start + i) for i, t in enumerate(encoded)]
 
-    def _segments(self, tokens: Sequence[Tokens], spec: EmbedSpec) -> list[_Segment]:
-        segments = []
-        for index, tok in enumerate(tokens):
-            if len(tok) <= self.tokenizer.max_tokens:
-                segments.append(_Segment(index, tok.ids, tok.type_ids, tok.special_mask))
-                continue
-            for number, window in enumerate(tok.windows(self.tokenizer.max_tokens, spec.stride)):
-                n_ids = len(window.ids)
-                special = [i < window.n_prefix or i >= n_ids - tok.n_suffix for i in range(n_ids)]
-                segments.append(_Segment(index, window.ids, window.type_ids, special, number))
-        return segments
-
     def _run(
-        self, segments: list[_Segment], spec: EmbedSpec, on_batch: OnBatch | None
-    ) -> Iterator[tuple[list[_Segment], np.ndarray, np.ndarray]]:
+        self, segments: list[Segment], spec: EmbedSpec, on_batch: OnBatch | None
+    ) -> Iterator[tuple[list[Segment], np.ndarray, np.ndarray]]:
         """(segments, combined hidden (batch, tokens, d) float32, pooling mask (batch, tokens)) per batch."""
         for batch, views in self._run_views(segments, {"": spec}, on_batch):
             yield batch, *views[""]
 
     def _run_views(
-        self, segments: list[_Segment], specs: Mapping[str, EmbedSpec], on_batch: OnBatch | None
-    ) -> Iterator[tuple[list[_Segment], dict[str, tuple[np.ndarray, np.ndarray]]]]:
+        self, segments: list[Segment], specs: Mapping[str, EmbedSpec], on_batch: OnBatch | None
+    ) -> Iterator[tuple[list[Segment], dict[str, tuple[np.ndarray, np.ndarray]]]]:
         """Per batch, one forward to the deepest layer asked, then each view's (hidden, pooling mask)."""
         deepest = max(max(spec.layers) for spec in specs.values())
-        for batch in _batches(segments, self.token_budget, self.max_batch, self.min_rows):
+        for batch in batches(segments, self.token_budget, self.max_batch, self.min_rows):
             ids, mask = pad_batch([s.ids for s in batch], self.pad_id)
             type_ids, _ = pad_batch([s.type_ids for s in batch], 0)
             states = self.forward(ids, type_ids, mask, deepest)
@@ -398,13 +368,6 @@ def _check_views(specs: Mapping[str, EmbedSpec]) -> None:
         )
 
 
-def _chunks(texts: Iterable[str], size: int) -> Iterator[list[str]]:
-    iterator = iter(texts)
-    while chunk := list(islice(iterator, size)):
-        yield chunk
-        release_freed_memory()
-
-
 def _pooling_mask(mask: np.ndarray, first_windows: np.ndarray, spec: EmbedSpec) -> np.ndarray:
     """(batch, tokens) pooling mask; include_prompt false leaves the prompt (in first windows) out."""
     if not spec.prompt_length:
@@ -412,52 +375,3 @@ def _pooling_mask(mask: np.ndarray, first_windows: np.ndarray, spec: EmbedSpec) 
     mask = mask.copy()  # the attention mask itself is still counted for on_batch
     mask[first_windows, : spec.prompt_length] = 0
     return mask
-
-
-def _windowed(segments: Sequence[_Segment]) -> set[int]:
-    seen: set[int] = set()
-    twice: set[int] = set()
-    for seg in segments:
-        (twice if seg.text_index in seen else seen).add(seg.text_index)
-    return twice
-
-
-def _batches(
-    segments: Sequence[_Segment], token_budget: int, max_batch: int, min_rows: int = 1
-) -> Iterator[list[_Segment]]:
-    """Longest first, each batch filled while batch size x longest length stays within the budget.
-
-    The budget adapts to long rows: a batch may hold `min_rows` rows of any width, so long texts and
-    windows are not cut into forwards of two or four rows, each paying the fixed cost of a call.
-
-    A batch also closes when the next text would be padded by more than max(`_PAD_TOKENS`,
-    (1 - `_MIN_FILL`) x width) tokens: one long outlier does not pad a batch of short texts to its
-    length, and a handful of short texts (a service's requests) is not cut into many tiny forwards,
-    each of which costs a fixed overhead about the size of 16 tokens' compute on a CPU.
-    """
-    order = sorted(range(len(segments)), key=lambda i: len(segments[i].ids), reverse=True)
-    batch: list[_Segment] = []
-    for index in order:
-        segment = segments[index]
-        width = len(batch[0].ids) if batch else len(segment.ids)
-        budget = max(token_budget, min_rows * width)
-        full = (len(batch) + 1) * width > budget or len(batch) >= max_batch
-        allowed_padding = max(_PAD_TOKENS, (1 - _MIN_FILL) * width)
-        if batch and (full or width - len(segment.ids) > allowed_padding):
-            yield batch
-            batch = []
-        batch.append(segment)
-    if batch:
-        yield batch
-
-
-def _stitch(tokens: Tokens, parts: Sequence[np.ndarray], max_tokens: int, stride: int | None) -> np.ndarray:
-    """One (tokens, d) matrix from a text's windows: each token from the window it is most central in."""
-    if len(parts) == 1:
-        return parts[0]
-    windows = tokens.windows(max_tokens, stride)
-    head, tail = tokens.n_prefix, tokens.n_suffix
-    n_content = len(tokens) - head - tail
-    owner = window_owner(windows, n_content)
-    content = np.stack([parts[w][head + pos - windows[w].content_start] for pos, w in enumerate(owner)])
-    return np.concatenate([parts[0][:head], content, parts[-1][len(parts[-1]) - tail :]])
