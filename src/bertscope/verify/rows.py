@@ -4,12 +4,14 @@ The documents behind the sampled rows are embedded again with the store's own le
 same `make_level` the corpus job ran), and each sampled row is compared with the fresh row of the same
 (id, position), in every vector column (`embedding`, or one `layer_N` per kept layer). Tokens and words
 take each document's text from its first row; chunk rows hold their chunk only, so a chunk store (and one
-written without texts) needs the corpus it was made from.
+written without texts) needs the corpus it was made from. Parquet and .npy stores (a matrix with its row
+labels in `<stem>.rows.jsonl`); SQLite stores hold sentence vectors only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,8 @@ import numpy as np
 from ..core.spec import EmbedOptions
 from ..errors import InvalidInput
 from ..io.checksums import column_values, vector_names
-from ..io.level_table import make_level
+from ..io.level_table import CorpusOptions, make_level
+from ..io.levels import LevelOptions
 from ..io.readers import Record
 from ..io.stores import Store
 from .drift import StoreCheck, add_drift
@@ -32,18 +35,15 @@ def check_rows(
     check: StoreCheck, model: Any, opened: Store, positions: np.ndarray, corpus: dict[str, Any]
 ) -> None:
     """Add the drift of a token, word or chunk store's sampled rows to `check` (see the module docstring)."""
-    import pyarrow.parquet as pq
-
     settings = opened.settings
     level = settings["level"]
-    if opened.path.suffix.lower() != ".parquet":
-        raise InvalidInput(f"{opened.path}: {level} rows are checked in Parquet stores")
-    schema = pq.read_schema(opened.path)
-    keys = pq.read_table(opened.path, columns=[c for c in ("id", "position", "text") if c in schema.names])
-    ids, places = keys.column("id").to_pylist(), keys.column("position").to_pylist()
+    keys, columns, stored_of = (
+        _npy_rows(opened) if opened.path.suffix.lower() == ".npy" else _parquet_rows(opened)
+    )
+    ids, places = keys["id"], keys["position"]
     sampled = [(str(ids[p]), int(places[p])) for p in positions]
     docs = list(dict.fromkeys(doc for doc, _ in sampled))
-    stored_texts = _first_texts(keys, set(docs)) if level != "chunks" and "text" in schema.names else {}
+    stored_texts = _first_texts(keys, set(docs)) if level != "chunks" and "text" in keys else {}
     if all(doc in stored_texts for doc in docs):
         texts = [stored_texts[doc] for doc in docs]
     else:
@@ -62,41 +62,67 @@ def check_rows(
         check.differences.append(
             Difference(f"row {int(positions[i])} (id {doc}, position {place})", "stored", found)
         )
-    columns = vector_names(schema)
+    columns = columns or vector_names(made.table.schema)  # a .npy's columns are the level's, in order
     labels = [f"row {int(positions[i])} (id {sampled[i][0]}, position {sampled[i][1]})" for i in present]
-    for column in columns:
-        stored = np.asarray(replace(opened, column=column).take(positions[present])[2], dtype=np.float32)
+    for number, column in enumerate(columns):
+        stored = stored_of(positions[present], number, column)
         fresh = column_values(made.table.column(column)).astype(np.float32)
         fresh = fresh[[fresh_rows[sampled[i]] for i in present]]
         name = column if len(columns) > 1 else ""
         add_drift(check, model, settings, labels, stored, fresh, column=name)
 
 
-def _first_texts(keys: Any, wanted: set[str]) -> dict[str, str]:
+_Stored = Callable[[np.ndarray, int, str], np.ndarray]  # (rows, column number, column name) -> (rows, d)
+
+
+def _parquet_rows(opened: Store) -> tuple[dict[str, list[Any]], list[str], _Stored]:
+    """({id, position[, text]: every row's value}, the vector columns, how to read sampled vectors)."""
+    import pyarrow.parquet as pq
+
+    schema = pq.read_schema(opened.path)
+    names = [c for c in ("id", "position", "text") if c in schema.names]
+    table = pq.read_table(opened.path, columns=names)
+    keys = {name: table.column(name).to_pylist() for name in names}
+
+    def stored(rows: np.ndarray, number: int, column: str) -> np.ndarray:
+        return np.asarray(replace(opened, column=column).take(rows)[2], dtype=np.float32)
+
+    return keys, vector_names(schema), stored
+
+
+def _npy_rows(opened: Store) -> tuple[dict[str, list[Any]], list[str], _Stored]:
+    """As `_parquet_rows` for a .npy: the row labels from `<stem>.rows.jsonl`, the vectors from the matrix
+    ((rows, d), or (rows, layers, d) where each layer kept its own column: the level's columns in order)."""
+    labels = opened.path.with_suffix(".rows.jsonl")
+    keys: dict[str, list[Any]] = {"id": [], "position": [], "text": []}
+    with labels.open(encoding="utf-8") as lines:
+        for line in lines:
+            row = json.loads(line)
+            for name in keys:
+                keys[name].append(row.get(name))
+    matrix = np.load(opened.path, mmap_mode="r")
+
+    def stored(rows: np.ndarray, number: int, column: str) -> np.ndarray:
+        picked = np.asarray(matrix[np.sort(rows)] if len(rows) else matrix[:0], dtype=np.float32)
+        picked = picked[np.argsort(np.argsort(rows))]  # back in the order asked
+        return picked[:, number] if picked.ndim == 3 else picked
+
+    return keys, [], stored
+
+
+def _first_texts(keys: dict[str, list[Any]], wanted: set[str]) -> dict[str, str]:
     """Each wanted document's text, from the first of its rows that holds it."""
     found: dict[str, str] = {}
-    for doc, text in zip(keys.column("id").to_pylist(), keys.column("text").to_pylist(), strict=True):
+    for doc, text in zip(keys["id"], keys["text"], strict=True):
         if text is not None and doc in wanted and doc not in found:
             found[str(doc)] = str(text)
     return found
 
 
 def _level(level: str, model: Any, settings: dict[str, Any]) -> Any:
-    """The corpus level the store was written with, from its settings."""
-    options = EmbedOptions.from_settings(settings)
-    if level != "chunks":  # token and word rows are not pooled: only layers, combine and long count
-        options = replace(options, pooling=EmbedOptions().pooling, mask_special=False, normalize=None)
-    return make_level(
-        level,
-        model,
-        options=options,
-        precision=settings.get("precision", "float32"),
-        subword=settings.get("subword", "mean"),
-        chunks=settings.get("chunks", "sentence"),
-        late=bool(settings.get("late", True)),
-        chunk_size=int(settings.get("chunk_size", 128)),
-        chunk_overlap=int(settings.get("chunk_overlap", 0)),
-    )
+    """The corpus level the store was written with, from its settings (an unpooled level: its own only)."""
+    asked = LevelOptions.from_settings({**settings, "level": level})
+    return make_level(model, CorpusOptions(EmbedOptions.from_settings(settings), asked).for_level())
 
 
 def texts_by_id(ids: Sequence[str], corpus: dict[str, Any], path: Path) -> list[str]:
