@@ -32,88 +32,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
 from ..core.results import SentenceEmbeddings
 from ..core.spec import EmbedSpec
 from ..core.tokens import Tokens
+from .metrics import Metrics
+from .tickets import Abandoned, QueueFull, ShuttingDown, Ticket
 
 if TYPE_CHECKING:
     from ..model import Model
 
 __all__ = ["Abandoned", "Batcher", "Metrics", "QueueFull", "ShuttingDown", "Ticket"]
-
-_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
-_TOKENS = (16, 64, 256, 1024, 4096, 16384, 65536)
-
-
-class QueueFull(Exception):
-    """The queue has no room for this request now; the client should retry after `retry_after` seconds."""
-
-    def __init__(self, message: str, retry_after: int = 1) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class ShuttingDown(Exception):
-    """The worker stopped before this job ran."""
-
-
-class Abandoned(Exception):
-    """Every request waiting on this work has gone away, so the worker stopped doing it."""
-
-
-class Ticket(Future[Any]):
-    """A job's future that also knows when the request waiting on it has gone away while it runs."""
-
-    abandoned = False
-
-
-class Metrics:
-    """The service's Prometheus metrics, in a registry of their own (one per app)."""
-
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        r = self.registry
-        self.requests = Counter(
-            "bertscope_requests", "HTTP requests by endpoint and status", ["endpoint", "status"], registry=r
-        )
-        self.latency = Histogram(
-            "bertscope_request_seconds", "HTTP request latency by endpoint", ["endpoint"], registry=r
-        )
-        self.queue_size = Gauge("bertscope_queue_size", "Jobs waiting for the inference worker", registry=r)
-        self.buffered_bytes = Gauge(
-            "bertscope_request_body_bytes_held", "Bytes of request bodies held across connections", registry=r
-        )
-        self.batch_requests = Histogram(
-            "bertscope_batch_requests", "Jobs taken by the worker in one batch", buckets=_SIZES, registry=r
-        )
-        self.batch_texts = Histogram(
-            "bertscope_forward_texts", "Texts in one forward", buckets=_SIZES, registry=r
-        )
-        self.batch_tokens = Histogram(
-            "bertscope_forward_tokens", "Real (unpadded) tokens in one forward", buckets=_TOKENS, registry=r
-        )
-
-        self.busy = Counter("bertscope_worker_busy_seconds", "Time the worker spent running jobs", registry=r)
-        self.abandoned = Counter(
-            "bertscope_requests_abandoned", "Requests whose client left before the answer", registry=r
-        )
-        self.stopped = Counter(
-            "bertscope_abandoned_work_stopped",
-            "Running jobs stopped at a batch boundary because every client waiting on them left",
-            registry=r,
-        )
-        self.skipped_texts = Counter(
-            "bertscope_abandoned_texts_skipped",
-            "Texts of abandoned requests taken out of the queue or stopped before their forward",
-            registry=r,
-        )
-
-    def on_forward(self, n_texts: int, n_tokens: int) -> None:
-        """Engine callback: record one forward's size."""
-        self.batch_texts.observe(n_texts)
-        self.batch_tokens.observe(n_tokens)
 
 
 @dataclass

@@ -1,0 +1,31 @@
+"""What a job handed to the inference worker can end in: its future (a `Ticket`), a full queue, a stopped
+worker, or work stopped because everyone waiting on it left."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any
+
+__all__ = ["Abandoned", "QueueFull", "ShuttingDown", "Ticket"]
+
+
+class QueueFull(Exception):
+    """The queue has no room for this request now; the client should retry after `retry_after` seconds."""
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ShuttingDown(Exception):
+    """The worker stopped before this job ran."""
+
+
+class Abandoned(Exception):
+    """Every request waiting on this work has gone away, so the worker stopped doing it."""
+
+
+class Ticket(Future[Any]):
+    """A job's future that also knows when the request waiting on it has gone away while it runs."""
+
+    abandoned = False
