@@ -20,22 +20,13 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .core._enums import (
-    Backend,
-    DType,
-    Level,
-    Mode,
-    Precision,
-    Quantize,
-    SubwordPooling,
-)
-from .core.chunking import ChunkBy
+from .core._enums import Backend, DType, Mode, Quantize
 from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, Encoder
 from .core.loaders import load_model
-from .core.spec import EmbedOptions, reload_arg, stored_settings
+from .core.spec import reload_arg, stored_settings
 from .errors import CorpusError, InvalidInput
 from .io.job import JobSummary
-from .io.level_table import make_level
+from .io.level_table import CorpusOptions, make_level
 from .io.levels import vector_columns
 from .io.readers import Record, read_corpus
 from .io.sinks import with_settings
@@ -43,7 +34,7 @@ from .io.sinks import with_settings
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from .core.spec import RecipeKeywords
+    from .io.level_table import CorpusKeywords
 
 __all__ = [
     "embed_dataset",
@@ -82,11 +73,10 @@ class _Embedder:
         threads: int,
         text_field: str,
         runtime: dict[str, Any],
-        level: dict[str, Any],
-        options: EmbedOptions,
+        options: CorpusOptions,
     ) -> None:
         self.model = load_model(model, device=device, dtype=dtype, threads=threads, **runtime)
-        self.level = make_level(level.pop("level"), self.model, options=options, **level)
+        self.level = make_level(self.model, options)
         self.text_field = text_field
         self.level.empty()  # the typed columns of a batch of only empty texts, found once
 
@@ -109,16 +99,9 @@ def embed_dataset(
     batch_size: int | None = None,
     max_restarts: int | None = None,
     max_task_retries: int | None = None,
-    level: Level | str = "sentence",
-    keep_text: bool = True,
-    precision: Precision | str = "float32",
-    subword: SubwordPooling | str = "mean",
-    chunks: ChunkBy | str = "sentence",
-    late: bool = True,
-    chunk_size: int = 128,
-    chunk_overlap: int = 0,
     text_column: str | None = None,
-    **recipe: Unpack[RecipeKeywords],
+    options: CorpusOptions | None = None,
+    **keywords: Unpack[CorpusKeywords],
 ) -> Any:
     """A Ray Dataset with `embedding` (fixed-size float32 list), `n_tokens` and `truncated` columns added.
 
@@ -128,9 +111,10 @@ def embed_dataset(
     quarter of the engine's token budget, so
     each call fills a few token-budgeted forward batches. A failed actor is restarted and its tasks
     retried by Ray (`max_restarts`, `max_task_retries`; Ray's default -1 is without limit).
-    `text_column` is the old name of `text_field` (deprecated: it warns).
+    `text_column` is the old name of `text_field` (deprecated: it warns). The recipe and level keywords
+    (`CorpusKeywords`: level, keep_text, precision, subword, chunks, ...) may come as one `options`.
     """
-    options = EmbedOptions(**recipe)
+    asked = _options(options, keywords)
     ray = import_ray()
     model_arg = reload_arg(model) if isinstance(model, Encoder) else model
     if isinstance(model, Encoder):
@@ -150,23 +134,20 @@ def embed_dataset(
             "threads": max(1, int(cpus_per_worker)),
             "text_field": _text_field(text_field, text_column),
             "runtime": {"backend": backend, "quantize": quantize},
-            "level": {
-                "level": level,
-                "keep_text": keep_text,
-                "precision": precision,
-                "subword": subword,
-                "chunks": chunks,
-                "late": late,
-                "chunk_size": chunk_size,
-                "chunk_overlap": chunk_overlap,
-            },
-            "options": options,
+            "options": asked,
         },
         num_cpus=cpus_per_worker,
         num_gpus=gpus,
         # Only when asked: Ray warns on these (its defaults already restart and retry without limit).
         **{k: v for k, v in retries.items() if v is not None},
     )
+
+
+def _options(options: CorpusOptions | None, keywords: CorpusKeywords) -> CorpusOptions:
+    """The options given as one object or as keywords (not both)."""
+    if options is not None and keywords:
+        raise InvalidInput(f"give the options as options= or as keywords, not both ({', '.join(keywords)})")
+    return options or CorpusOptions.of(**keywords)
 
 
 def _text_field(text_field: str, text_column: str | None) -> str:
@@ -209,25 +190,20 @@ def run_ray_job(
     address: str | None = None,
     text_field: str = "text",
     id_field: str | None = None,
-    keep_text: bool = True,
     overwrite: bool = False,
     batch_size: int | None = None,
     progress: bool = True,
-    level: Level | str = "sentence",
-    precision: Precision | str = "float32",
-    subword: SubwordPooling | str = "mean",
     mode: Mode | str = Mode.EXACT,
     fast_min_cosine: float = 0.999,
-    chunks: ChunkBy | str = "sentence",
-    late: bool = True,
-    chunk_size: int = 128,
-    chunk_overlap: int = 0,
-    **recipe: Unpack[RecipeKeywords],
+    options: CorpusOptions | None = None,
+    **keywords: Unpack[CorpusKeywords],
 ) -> JobSummary:
     """Embed a corpus (a file, a glob or a list of texts) into Parquet shards `OUTPUT/part-*.parquet`.
 
-    `mode="fast"` is resolved once, by the driver (CPU); the actors run the mode it chose.
+    `mode="fast"` is resolved once, by the driver (CPU); the actors run the mode it chose. The recipe
+    and level keywords (`CorpusKeywords`) may come as one `options`, as the command line gives them.
     """
+    asked = _options(options, keywords)
     ray = import_ray()
     import pyarrow.parquet as pq
 
@@ -242,12 +218,7 @@ def run_ray_job(
     if m.mode == Mode.FAST:
         info = m.info()
         dtype, backend, quantize = info.dtype, info.backend, info.quantize
-    options = EmbedOptions(**recipe)
-    chunking: dict[str, Any] = {"chunks": chunks, "late": late}
-    chunking.update(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
-    rows_of = make_level(
-        level, m, options=options, keep_text=keep_text, precision=precision, subword=subword, **chunking
-    )
+    rows_of = make_level(m, asked)
     settings = stored_settings(m, rows_of.recorded(), model)
     schema = with_settings(rows_of.empty(), settings).schema
     if not ray.is_initialized():
@@ -262,8 +233,7 @@ def run_ray_job(
     )
     embedded = embed_dataset(
         corpus, model=model, workers=workers, device=device, dtype=dtype, backend=backend, quantize=quantize,
-        batch_size=rows, level=level, keep_text=keep_text, precision=precision, subword=subword,
-        **recipe, **chunking,
+        batch_size=rows, options=asked,
     )  # fmt: skip
     embedded.write_datasink(_shard_sink(out, schema), ray_remote_args={"num_cpus": IO_CPUS})
     summary = JobSummary(output=out, files=sorted(out.glob("part-*.parquet")))

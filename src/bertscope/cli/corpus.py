@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -23,6 +24,9 @@ from .app import (
     warn,
 )
 
+if TYPE_CHECKING:
+    from ..io.level_table import CorpusOptions
+
 # How the query's model runs; each left out is the store's own (as it was made), not a fixed default.
 _StoreDevice = Annotated[str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 _StoreDtype = Annotated[
@@ -36,14 +40,30 @@ _StoreQuantize = Annotated[
 ]
 
 
+@dataclass(frozen=True)
+class CorpusJob:
+    """How `bertscope embed -o FILE` reads its corpus and runs the job (what it embeds: `CorpusOptions`)."""
+
+    text_field: str = "text"
+    id_field: str | None = None
+    collection: str | None = None
+    resume: bool = False
+    overwrite: bool = False
+    skip_bad: bool = False
+    batch_size: int = 1024
+    views: list[str] | None = None
+
+
 def run_job(
     items: list[str] | None,
     input_path: str | None,
     output: Path,
     *,
+    model: Any,
+    options: CorpusOptions,
+    job: CorpusJob,
     quiet: bool,
     index: bool = False,
-    **options: Any,
 ) -> None:
     """Run a corpus job for `bertscope embed -o FILE` (and `--index`) and print its one-line summary."""
     from ..io.job import embed_corpus
@@ -53,8 +73,9 @@ def run_job(
     if not items and not input_path:
         raise InvalidInput("no texts given: pass them as arguments, or -i FILE (- for stdin)")
     summary = embed_corpus(
-        items if items else str(input_path), output, progress=False if quiet else None, **options
-    )
+        items if items else str(input_path), output, model=model, options=options,
+        progress=False if quiet else None, **asdict(job),
+    )  # fmt: skip
     if summary.truncated and not quiet:
         warn(f"{summary.truncated} text(s) were truncated; --long window keeps every token")
     if not quiet:

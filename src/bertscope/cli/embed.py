@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -44,7 +45,8 @@ from .app import (
 from .chunks import ChunkOverlapOpt, ChunkSizeOpt, ChunksOpt, LateOpt, print_chunks
 
 if TYPE_CHECKING:
-    pass
+    from ..core.spec import EmbedOptions
+
 
 NormalizeOpt = Annotated[
     bool | None,
@@ -164,31 +166,31 @@ def embed(
             "--pair reads each text as [CLS] A [SEP] B [SEP]: for sentence or --tokens vectors printed "
             "here; words and chunks index into one text, and corpus jobs (-o) take single texts"
         )
-    spec_options: dict[str, Any] = dict(layers=layers, combine=combine, long=long, stride=stride)
     if (view or index) and (output is None or tokens or words or chunks is not None or engine is Engine.RAY):
         raise InvalidInput("--view and --index are for local sentence corpus jobs: give -o FILE.parquet")
-    prompts = dict(prompt_name=prompt_name, prompt=prompt)
-    pooled_options = dict(
-        pooling=pooling, mask_special=mask_special, normalize=normalize, post=post, **prompts
+    from ..core.spec import EmbedOptions, resolve
+    from ..io.level_table import CorpusOptions
+    from ..io.levels import LevelOptions
+
+    recipe = EmbedOptions(
+        layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
     )
-    level = "tokens" if tokens else "words" if words else "chunks" if chunks else "sentence"
-    chunk_options = dict(chunks=chunks, late=late, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     if chunks is not None and output is None:
-        del pooled_options["post"]
         m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+        # Late chunks see every token (windows); chunks embedded alone are cut at the window, reported.
+        shown = {k: v for k, v in asdict(recipe).items() if k != "post"}
+        shown["long"] = None if long == "truncate" else long
         print_chunks(
-            m, read_texts(texts, input_path),
-            as_json=as_json, chunks=chunks, late=late, size=chunk_size, overlap=chunk_overlap,
-            # Late chunks see every token (windows); chunks embedded alone are cut at the window, reported.
-            **{**spec_options, "long": None if long == "truncate" else long}, **pooled_options,
+            m, read_texts(texts, input_path), as_json=as_json, chunks=chunks, late=late, size=chunk_size,
+            overlap=chunk_overlap, **shown,
         )  # fmt: skip
         return
-    # Token and word rows are not pooled: only their own options go to the corpus job.
-    row_options: dict[str, Any] = {**pooled_options, "precision": precision}
-    if level == "chunks":
-        row_options.update(chunk_options)
-    elif level != "sentence":
-        row_options = {"precision": precision, "subword": subword}
+    level = "tokens" if tokens else "words" if words else "chunks" if chunks else "sentence"
+    rows = LevelOptions(
+        level, not no_text, precision, subword, chunks or "sentence", late, chunk_size, chunk_overlap
+    )
+    # The level table says which options the level reads: token and word rows are not pooled.
+    asked = CorpusOptions(recipe, rows).for_level()
     if engine is Engine.RAY:
         if output is None or not (texts or input_path) or resume or skip_bad or collection:
             raise InvalidInput(
@@ -199,61 +201,35 @@ def embed(
         summary = run_ray_job(
             texts or str(input_path), output, model=model, device=device, dtype=dtype, backend=backend,
             quantize=quantize, workers=workers, mode="fast" if fast else "exact",
-            fast_min_cosine=fast_min_cosine,
-            address=address, text_field=text_field, id_field=id_field, keep_text=not no_text,
-            overwrite=overwrite, progress=not quiet, level=level, **spec_options, **row_options,
+            fast_min_cosine=fast_min_cosine, address=address, text_field=text_field, id_field=id_field,
+            overwrite=overwrite, progress=not quiet, options=asked,
         )  # fmt: skip
         if not quiet:
             err.print(summary.line(), highlight=False)
         return
+    run: dict[str, Any] = {
+        "device": device,
+        "dtype": dtype,
+        "backend": backend,
+        "quantize": quantize,
+        "threads": threads,
+    }
     if output is not None:
-        from .corpus import run_job
+        from .corpus import CorpusJob, run_job
 
-        run_job(
-            texts,
-            input_path,
-            output,
-            quiet=quiet,
-            model=load_model(
-                model,
-                device=device,
-                dtype=dtype,
-                backend=backend,
-                quantize=quantize,
-                threads=threads,
-                fast=fast,
-                fast_min_cosine=fast_min_cosine,
-            ),
-            level=level,
-            text_field=text_field,
-            id_field=id_field,
-            collection=collection,
-            resume=resume,
-            overwrite=overwrite,
-            skip_bad=skip_bad,
-            keep_text=not no_text,
-            batch_size=batch_size,
-            views=view or None,
-            index=index,
-            **spec_options,
-            **row_options,
-        )
+        job = CorpusJob(
+            text_field=text_field, id_field=id_field, collection=collection, resume=resume,
+            overwrite=overwrite, skip_bad=skip_bad, batch_size=batch_size, views=view or None,
+        )  # fmt: skip
+        m = load_model(model, **run, fast=fast, fast_min_cosine=fast_min_cosine)
+        run_job(texts, input_path, output, model=m, options=asked, job=job, quiet=quiet, index=index)
         return
     items = with_pair(read_texts(texts, input_path), pair)
-    m = load_model(
-        model,
-        device=device,
-        dtype=dtype,
-        backend=backend,
-        quantize=quantize,
-        threads=threads,
-        fast=fast,
-        fast_min_cosine=fast_min_cosine,
-    )
+    m = load_model(model, **run, fast=fast, fast_min_cosine=fast_min_cosine)
     if tokens or words:
-        _per_piece(m, items, words=words, subword=subword, as_json=as_json, **spec_options)
+        _per_piece(m, items, recipe, words=words, subword=subword, as_json=as_json)
         return
-    result = m.embed(items, **spec_options, **pooled_options)
+    result = m.embed_with(items, resolve(m, recipe))
     if result.n_truncated:
         warn(
             f"{result.n_truncated} text(s) longer than {m.max_tokens} tokens were "
@@ -279,7 +255,16 @@ def _shown(item: Any) -> str:
     return item if isinstance(item, str) else " + ".join(item)
 
 
-def _per_piece(m: Any, items: list[Any], *, words: bool, subword: str, as_json: bool, **options: Any) -> None:
+def _per_piece(
+    m: Any, items: list[Any], recipe: EmbedOptions, *, words: bool, subword: str, as_json: bool
+) -> None:
+    """Token or word vectors printed: the recipe's layers, combine and long-text policy (not pooled)."""
+    options = {
+        "layers": recipe.layers,
+        "combine": recipe.combine,
+        "long": recipe.long,
+        "stride": recipe.stride,
+    }
     results = m.embed_words(items, subword=subword, **options) if words else m.embed_tokens(items, **options)
     labels = [(r.words if words else r.tokens) for r in results]
     if as_json:

@@ -10,17 +10,19 @@ It runs through the same resumable job, sinks and Ray runner as the other levels
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from ..chunk_embed import iter_chunk_embeddings
-from ..core._enums import Level, Precision
+from ..chunk_embed import iter_chunk_embeddings, late_spec
+from ..core._enums import Level, LongText, Precision
 from ..core.chunking import ChunkBy, chunk_spans
 from ..core.engine import EmbedSpec, OnBatch
 from ..core.post import PostProcessor
-from .levels import CorpusLevel, Rows, vector_array
+from ..core.spec import EmbedOptions, resolve
+from .levels import CorpusLevel, LevelOptions, Rows, storage, vector_array
 from .readers import Record
 
 __all__ = ["ChunkLevel"]
@@ -30,6 +32,23 @@ class ChunkLevel(CorpusLevel):
     """One row per chunk: the document's id, the chunk's number, span, text and vector."""
 
     name = Level.CHUNKS
+    pooled = True
+    searchable = True
+    options = ("chunks", "late", "chunk_size", "chunk_overlap")
+
+    @classmethod
+    def build(cls, model: Any, recipe: EmbedOptions, asked: LevelOptions) -> ChunkLevel:
+        """Documents cut by `chunks` (`chunk_size`, `chunk_overlap`), late or not, as `Model.embed_chunks`."""
+        cut = ChunkBy.parse(asked.chunks, what="chunking")
+        long = LongText.TRUNCATE if recipe.long is None else LongText.parse(recipe.long, what="long")
+        if asked.late and long is LongText.TRUNCATE:
+            long = LongText.WINDOW  # late chunks see every token: truncation is the default, never their wish
+        resolved = resolve(model, replace(recipe, long=long))
+        spec = late_spec(resolved.spec) if asked.late else resolved.spec
+        return cls(
+            model, spec, **storage(asked), processor=resolved.post, chunks=cut, late=asked.late,
+            size=asked.chunk_size, overlap=asked.chunk_overlap,
+        )  # fmt: skip
 
     def __init__(
         self,

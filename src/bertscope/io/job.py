@@ -13,15 +13,14 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core._enums import Level, Precision, SubwordPooling
-from ..core.chunking import ChunkBy
+from ..core._enums import Level
 from ..core.encoder import Encoder, open_encoder
-from ..core.spec import EmbedOptions, reload_arg, stored_settings
+from ..core.spec import reload_arg, stored_settings
 from ..errors import CorpusError, InvalidSpec, JobInterrupted
 from ..static_model import StaticModel, is_model2vec, load_static
 from .formats import Format, format_of, open_sink
 from .job_lock import job_lock
-from .level_table import make_level
+from .level_table import CorpusOptions, make_level
 from .levels import CorpusLevel
 from .readers import Record, Rejects, read_corpus
 from .sinks import Sink
@@ -29,7 +28,7 @@ from .sinks import Sink
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-    from ..core.spec import RecipeKeywords
+    from .level_table import CorpusKeywords
 
 __all__ = ["JobSummary", "JobInterrupted", "embed_corpus", "run_level"]
 
@@ -75,24 +74,17 @@ def embed_corpus(
     output: str | Path,
     *,
     model: Any = None,
-    level: Level | str = "sentence",
     text_field: str = "text",
     id_field: str | None = None,
     collection: str | None = None,
     resume: bool = False,
     overwrite: bool = False,
     skip_bad: bool = False,
-    keep_text: bool = True,
     batch_size: int = 1024,
     progress: bool | None = None,
-    precision: Precision | str = "float32",
-    subword: SubwordPooling | str = "mean",
     views: Iterable[str] | Mapping[str, Mapping[str, Any]] | None = None,
-    chunks: ChunkBy | str = "sentence",
-    late: bool = True,
-    chunk_size: int = 128,
-    chunk_overlap: int = 0,
-    **recipe: Unpack[RecipeKeywords],
+    options: CorpusOptions | None = None,
+    **keywords: Unpack[CorpusKeywords],
 ) -> JobSummary:
     """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded.
 
@@ -103,28 +95,26 @@ def embed_corpus(
     of a token or word row in its own `layer_N` column; `precision="float16"` halves the stored size.
     The embedding options (`layers` ... `prompt`) are those of `Model.embed`, stored with the output.
     "chunks" writes one row per chunk of each document (`chunks`, `late`, `chunk_size`, `chunk_overlap`
-    as in `Model.embed_chunks`; late chunks always run windows over the whole document).
+    as in `Model.embed_chunks`; late chunks always run windows over the whole document). The recipe and
+    level keywords (`CorpusKeywords`; `keep_text=False` leaves texts out) may come as one `options`.
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidSpec(f"batch_size={batch_size!r}: give a whole number of texts per batch, at least 1")
+    if options is not None and keywords:
+        raise InvalidSpec(f"give the options as options= or as keywords, not both ({', '.join(keywords)})")
+    asked = options or CorpusOptions.of(**keywords)
     loaded = isinstance(model, (Encoder, StaticModel))
     model_arg = None if model is None or loaded else str(model)
     m = model if loaded else load_static(model_arg) if is_model2vec(model_arg) else open_encoder(model_arg)
-    kind = Level.parse(level, what="level")
+    kind = Level.parse(asked.level.level, what="level")
     if isinstance(m, StaticModel) and (views or kind is not Level.SENTENCE):
         raise m.refusal("several views" if views else f"{kind.value} rows")
-    options = EmbedOptions(**recipe)
     if views:
         from .views import views_level
 
-        rows_of: CorpusLevel = views_level(
-            m, views, options=options, output=output, level=level, keep_text=keep_text, precision=precision
-        )
+        rows_of: CorpusLevel = views_level(m, views, options=asked.recipe, asked=asked.level, output=output)
     else:
-        rows_of = make_level(
-            level, m, options=options, keep_text=keep_text, precision=precision, subword=subword,
-            chunks=chunks, late=late, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
-        )  # fmt: skip
+        rows_of = make_level(m, asked)
     arg = model_arg if not loaded else reload_arg(m)
     settings = stored_settings(m, rows_of.recorded(), arg)
     rejects = Rejects()
@@ -140,7 +130,7 @@ def embed_corpus(
             collection=collection,
             resume=resume,
             overwrite=overwrite,
-            keep_text=keep_text,
+            keep_text=asked.level.keep_text,
         )
         summary = run_level(
             records, rows_of, sink, source=input_path, output=output, rejects=rejects, resume=resume,

@@ -1,22 +1,33 @@
-"""The corpus levels by name (`Level`), and `make_level`, which builds one from the embedding options.
+"""The corpus levels by name (`LEVELS`), the options a corpus job takes, and `make_level`.
 
-The one table of levels: the job, the Ray runner and the research aggregations build their level here.
+The one table of levels: the job, the Ray runner, the CLI, search and the research aggregations read a
+level's facts (`pooled`, `searchable`, the options it reads) and build it here. Each level declares them
+on its class (`bertscope.io.levels`); adding a level is its class and one row below.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING
 
-from ..chunk_embed import late_spec
-from ..core._enums import Level, LongText, Pooling, Precision, SubwordPooling
-from ..core.chunking import ChunkBy
-from ..core.spec import EmbedOptions, resolve
+from ..core._enums import Level, Pooling
+from ..core.spec import EmbedOptions, RecipeKeywords
 from ..errors import InvalidSpec
 from .chunk_level import ChunkLevel
-from .levels import POOLED_OPTIONS, CorpusLevel, SentenceLevel, TokenLevel, WordLevel
+from .levels import (
+    POOLED_OPTIONS,
+    CorpusLevel,
+    LevelKeywords,
+    LevelOptions,
+    SentenceLevel,
+    TokenLevel,
+    WordLevel,
+)
 
-__all__ = ["LEVELS", "make_level"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = ["LEVELS", "CorpusKeywords", "CorpusOptions", "level_of", "make_level"]
 
 LEVELS: dict[Level, type[CorpusLevel]] = {
     Level.SENTENCE: SentenceLevel,
@@ -26,54 +37,65 @@ LEVELS: dict[Level, type[CorpusLevel]] = {
 }
 
 
-def make_level(
-    level: Level | str,
-    model: Any,
-    *,
-    options: EmbedOptions,
-    keep_text: bool = True,
-    precision: Precision | str = "float32",
-    subword: SubwordPooling | str = "mean",
-    chunks: ChunkBy | str = "sentence",
-    late: bool = True,
-    chunk_size: int = 128,
-    chunk_overlap: int = 0,
-) -> CorpusLevel:
-    """The level asked for, its spec resolved from the embedding options (`spec.resolve`) once.
+class CorpusKeywords(RecipeKeywords, LevelKeywords, total=False):
+    """A corpus job's options as keywords: the recipe (`RecipeKeywords`) and the level's (`LevelKeywords`)."""
 
-    `chunks`, `late`, `chunk_size` and `chunk_overlap` say how the chunks level cuts and embeds documents
-    (see `Model.embed_chunks`).
+
+@dataclass(frozen=True)
+class CorpusOptions:
+    """What a corpus job embeds and how its rows are made: the recipe and the level options, one object.
+
+    The command line builds it from its flags and passes it on; `embed_corpus`, `embed_dataset` and
+    `run_ray_job` build it from their keywords (`of`).
     """
-    kind = Level.parse(level, what="level")
-    store_as = Precision.parse(precision, what="precision")
-    if kind is Level.CHUNKS:
-        cut = ChunkBy.parse(chunks, what="chunking")
-        long = LongText.TRUNCATE if options.long is None else LongText.parse(options.long, what="long")
-        if late and long is LongText.TRUNCATE:
-            long = LongText.WINDOW  # late chunks see every token: truncation is the default, never their wish
-        recipe = resolve(model, replace(options, long=long))
-        spec = late_spec(recipe.spec) if late else recipe.spec
-        return ChunkLevel(
-            model, spec, keep_text=keep_text, precision=store_as, processor=recipe.post, chunks=cut,
-            late=late, size=chunk_size, overlap=chunk_overlap,
-        )  # fmt: skip
-    if kind is Level.SENTENCE:
-        recipe = resolve(model, options)
-        return SentenceLevel(
-            model, recipe.spec, keep_text=keep_text, precision=store_as, processor=recipe.post
+
+    recipe: EmbedOptions = field(default_factory=EmbedOptions)
+    level: LevelOptions = field(default_factory=LevelOptions)
+
+    @classmethod
+    def of(cls, **given: Unpack[CorpusKeywords]) -> CorpusOptions:
+        """Keywords split into the recipe and the level options (an unknown one is a TypeError)."""
+        names = {f.name for f in fields(LevelOptions)}
+        level = {key: value for key, value in given.items() if key in names}
+        recipe = {key: value for key, value in given.items() if key not in names}
+        return cls(EmbedOptions(**recipe), LevelOptions(**level))  # type: ignore[arg-type]
+
+    def for_level(self) -> CorpusOptions:
+        """Only what the level reads: an unpooled level's pooling, normalisation, post and prompt left out.
+
+        For callers that hold every option whatever the level (the command line's flags); the library
+        refuses pooled options given to an unpooled level instead (`make_level`).
+        """
+        if level_of(self.level).pooled:
+            return self
+        kept = EmbedOptions(
+            self.recipe.layers, self.recipe.combine, long=self.recipe.long, stride=self.recipe.stride
         )
-    given = {"pooling": options.pooling != Pooling.AUTO, "mask_special": bool(options.mask_special)}
-    given["normalize"] = options.normalize not in (None, False)
-    pooled = [k for k in POOLED_OPTIONS if given[k]]
-    if pooled or options.post is not None:
-        asked = ", ".join(pooled + (["post"] if options.post is not None else []))
-        raise InvalidSpec(
-            f"{asked} pool or post-process sentence vectors; {kind.value} rows are not pooled: "
-            f"leave {asked} out"
-        )
-    unpooled = replace(options, pooling=Pooling.MEAN, mask_special=False, normalize=None)
-    spec = resolve(model, unpooled).spec
-    if kind is Level.WORDS:
-        how = SubwordPooling.parse(subword, what="subword pooling")
-        return WordLevel(model, spec, keep_text=keep_text, precision=store_as, subword=how)
-    return LEVELS[kind](model, spec, keep_text=keep_text, precision=store_as)  # type: ignore[call-arg]
+        return CorpusOptions(kept, self.level)
+
+
+def level_of(asked: LevelOptions | Level | str) -> type[CorpusLevel]:
+    """The table's row (the level's class, with its facts) for a level or the options naming one."""
+    name = asked.level if isinstance(asked, LevelOptions) else asked
+    return LEVELS[Level.parse(name, what="level")]
+
+
+def make_level(model: object, options: CorpusOptions) -> CorpusLevel:
+    """The level asked for, its spec resolved from the recipe (`spec.resolve`) once.
+
+    A level that is not pooled refuses the options that pool or post-process (pooling, mask_special,
+    normalize, post): its rows are tokens or words.
+    """
+    row = level_of(options.level)
+    recipe = options.recipe
+    if not row.pooled:
+        given = {"pooling": recipe.pooling != Pooling.AUTO, "mask_special": bool(recipe.mask_special)}
+        given["normalize"] = recipe.normalize not in (None, False)
+        pooled = [k for k in POOLED_OPTIONS if given[k]] + (["post"] if recipe.post is not None else [])
+        if pooled:
+            asked = ", ".join(pooled)
+            raise InvalidSpec(
+                f"{asked} pool or post-process sentence vectors; {row.name.value} rows are not pooled: "
+                f"leave {asked} out"
+            )
+    return row.build(model, recipe, options.level)

@@ -2,6 +2,8 @@
 
 Every level runs through the same resumable job, the same sinks (Parquet, NumPy; SQLite for sentences)
 and the same Ray runner; adding a level is one `CorpusLevel` subclass and one entry in `io.level_table`.
+A level declares its facts where it is defined (`pooled`, `searchable`, the `LevelOptions` it reads) and
+builds itself from the options types (`build`); the job, Ray, the CLI and search read them from the table.
 
     sentence  one row per text: id, text, embedding, n_tokens, truncated (post-processing applies)
     tokens    one row per word piece: id, position, token, token_id, start, end, word_index, special,
@@ -19,21 +21,24 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar, TypedDict
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..core._enums import Combine, Level, Precision, SubwordPooling
+from ..core._enums import Combine, Level, Pooling, Precision, SubwordPooling
+from ..core.chunking import ChunkBy
 from ..core.engine import OnBatch
 from ..core.pooling import group_words, pool_words, word_spans
 from ..core.post import PostProcessor
-from ..core.spec import EmbedSpec, Recipe
+from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from .readers import Record
 
 __all__ = [
+    "LevelOptions",
+    "LevelKeywords",
     "Rows",
     "CorpusLevel",
     "SentenceLevel",
@@ -46,6 +51,40 @@ __all__ = [
 
 # Options that pool tokens into one vector: meaningless for rows that are tokens or words.
 POOLED_OPTIONS = ("pooling", "mask_special", "normalize")
+
+
+@dataclass(frozen=True)
+class LevelOptions:
+    """What a corpus job asks of its level besides the recipe: which level, how its rows are stored, and
+    the options a level reads when it declares them (`CorpusLevel.options`: subword, chunks, ...)."""
+
+    level: Level | str = Level.SENTENCE
+    keep_text: bool = True
+    precision: Precision | str = Precision.FLOAT32
+    subword: SubwordPooling | str = SubwordPooling.MEAN
+    chunks: ChunkBy | str = ChunkBy.SENTENCE
+    late: bool = True
+    chunk_size: int = 128
+    chunk_overlap: int = 0
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> LevelOptions:
+        """The level options that reproduce a stored output's settings."""
+        names = cls.__dataclass_fields__
+        return cls(**{key: value for key, value in settings.items() if key in names and key != "keep_text"})
+
+
+class LevelKeywords(TypedDict, total=False):
+    """LevelOptions as keywords (`embed_corpus`, `embed_dataset`, `run_ray_job` take them with the recipe)."""
+
+    level: Level | str
+    keep_text: bool
+    precision: Precision | str
+    subword: SubwordPooling | str
+    chunks: ChunkBy | str
+    late: bool
+    chunk_size: int
+    chunk_overlap: int
 
 
 @dataclass
@@ -62,6 +101,12 @@ class CorpusLevel(ABC):
     """One kind of output row; `embed` turns a batch of records into rows of one fixed schema."""
 
     name: ClassVar[Level]
+    # The facts every runner reads from the table: rows are pooled vectors (pooling, mask_special,
+    # normalize, post and prompt apply), a query text searches them (else: by occurrence), and the
+    # LevelOptions fields the level reads besides keep_text and precision.
+    pooled: ClassVar[bool] = False
+    searchable: ClassVar[bool] = False
+    options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, model: Any, spec: EmbedSpec, *, keep_text: bool, precision: Precision) -> None:
         self.model = model
@@ -69,6 +114,15 @@ class CorpusLevel(ABC):
         self.keep_text = keep_text
         self.precision = precision
         self._empty: pa.Table | None = None
+
+    @classmethod
+    def build(cls, model: Any, recipe: EmbedOptions, asked: LevelOptions) -> CorpusLevel:
+        """This level for a model, its spec resolved from the recipe (`spec.resolve`) once.
+
+        Every level in the table (`io.level_table.LEVELS`) has one; several views are built by
+        `io.views.views_level`, from the views asked.
+        """
+        raise NotImplementedError(f"{cls.__name__} is not built from the level table")
 
     @abstractmethod
     def recorded(self) -> dict[str, Any]:
@@ -102,6 +156,8 @@ class SentenceLevel(CorpusLevel):
     """One row per text: the pooled sentence vector (post-processed when asked)."""
 
     name = Level.SENTENCE
+    pooled = True
+    searchable = True
 
     def __init__(
         self,
@@ -114,6 +170,12 @@ class SentenceLevel(CorpusLevel):
     ) -> None:
         super().__init__(model, spec, keep_text=keep_text, precision=precision)
         self.recipe = Recipe(spec, processor)
+
+    @classmethod
+    def build(cls, model: Any, recipe: EmbedOptions, asked: LevelOptions) -> SentenceLevel:
+        """The recipe resolved as `Model.embed` resolves it, post-processing included."""
+        resolved = resolve(model, recipe)
+        return cls(model, resolved.spec, **storage(asked), processor=resolved.post)
 
     def recorded(self) -> dict[str, Any]:
         """The spec and post-processing; level and precision only when not the defaults (older stores)."""
@@ -155,6 +217,11 @@ class SentenceLevel(CorpusLevel):
 
 class _PieceLevel(CorpusLevel):
     """Shared by token and word rows: per-layer vectors, per-text facts on each text's first row."""
+
+    @classmethod
+    def build(cls, model: Any, recipe: EmbedOptions, asked: LevelOptions) -> CorpusLevel:
+        """Layers, combine and the long-text policy of the recipe (rows are not pooled)."""
+        return cls(model, unpooled_spec(model, recipe), **storage(asked))  # type: ignore[call-arg]
 
     def recorded(self) -> dict[str, Any]:
         """Layers, combine, long-text policy, precision and the level; no pooling (rows are not pooled)."""
@@ -247,6 +314,13 @@ class WordLevel(_PieceLevel):
     """One row per word (the tokenizer's word ids), its pieces pooled by `subword`; specials left out."""
 
     name = Level.WORDS
+    options = ("subword",)
+
+    @classmethod
+    def build(cls, model: Any, recipe: EmbedOptions, asked: LevelOptions) -> WordLevel:
+        """As token rows, with the pieces of each word pooled by `subword`."""
+        how = SubwordPooling.parse(asked.subword, what="subword pooling")
+        return cls(model, unpooled_spec(model, recipe), **storage(asked), subword=how)
 
     def __init__(
         self,
@@ -291,6 +365,16 @@ class WordLevel(_PieceLevel):
 
     def _tokens(self, table: pa.Table) -> int:
         return int(pc.sum(pc.list_value_length(table.column("pieces"))).as_py() or 0)
+
+
+def storage(asked: LevelOptions) -> dict[str, Any]:
+    """How every level stores its rows: keep_text, and the precision checked."""
+    return {"keep_text": asked.keep_text, "precision": Precision.parse(asked.precision, what="precision")}
+
+
+def unpooled_spec(model: Any, recipe: EmbedOptions) -> EmbedSpec:
+    """The spec of rows that are not pooled: the recipe's layers, combine, long and stride."""
+    return resolve(model, replace(recipe, pooling=Pooling.MEAN, mask_special=False, normalize=None)).spec
 
 
 def vector_columns(schema: pa.Schema) -> list[str]:

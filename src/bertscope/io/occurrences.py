@@ -27,6 +27,7 @@ from ..core.similarity import unit
 from ..errors import CorpusError, InvalidInput
 from .formats import suffixes_where
 from .index import index_copies
+from .level_table import level_of
 from .levels import vector_columns
 from .parquet_checked import CheckedParquet
 from .search import model_for
@@ -65,7 +66,7 @@ def token_store(store: str | Path | Store) -> Store:
     """Open a store and check that it holds token or word rows (not one vector per text)."""
     opened = store if isinstance(store, Store) else open_store(store)
     level = opened.settings.get("level", "sentence")
-    if level not in ("tokens", "words") or not opened.rules.columns:
+    if level_of(level).pooled or not opened.rules.columns:  # occurrences are rows that are not pooled
         where = suffixes_where(lambda r: r.columns)
         raise CorpusError(
             f"{opened.path} holds {level} rows in {opened.path.suffix}; occurrences need a {where} store of "

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core._enums import Level
 from ..core.post import PostProcessor, as_post
 from ..core.prompts import query_prompt_name
 from ..core.similarity import Hit, TopK
@@ -21,6 +22,7 @@ from ..core.spec import EmbedOptions, PostArg, resolve
 from ..errors import CorpusError
 from . import index as ann  # looked up per call: tests watch ann.ann_search
 from .checksums import column_values
+from .level_table import level_of
 from .parquet_checked import CheckedParquet
 from .stores import Store, open_store, view_settings, with_view
 
@@ -55,16 +57,17 @@ def search(
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise CorpusError(f"k must be a whole number of at least 1, got {k!r}")
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
-    level = opened.settings.get("level", "sentence")
-    if level == "chunks" and (item_id is not None or not opened.rules.columns):
+    level = level_of(opened.settings.get("level", "sentence"))
+    if not level.searchable:
+        raise CorpusError(
+            f"{opened.path} holds {level.name.value} rows, not one vector per text; search it by occurrence "
+            "(search_occurrences, or bertscope similar --in STORE --word WORD --context TEXT)"
+        )
+    spans = level.name is Level.CHUNKS  # a hit is a span of a document: its id, number and span come back
+    if spans and (item_id is not None or not opened.rules.columns):
         raise CorpusError(
             f"{opened.path}: a chunk store is searched by a query text or vector, and written as .parquet "
             "(its rows keep each chunk's document and span)"
-        )
-    if level not in ("sentence", "chunks"):
-        raise CorpusError(
-            f"{opened.path} holds {level} rows, not one vector per text; search it by occurrence "
-            "(search_occurrences, or bertscope similar --in STORE --word WORD --context TEXT)"
         )
     opened = with_view(opened, view)
     if item_id is not None:
@@ -78,7 +81,7 @@ def search(
     else:
         raise CorpusError("give a query text, a vector, or a stored id to search with")
     exclude = None if item_id is None else str(item_id)
-    if level == "chunks":
+    if spans:
         return _chunk_hits(TopK(vector, k, exclude=exclude), opened.path, chunk_size)
     if not exact and opened.rules.by_row:
         state = ann.index_state(opened)

@@ -30,7 +30,7 @@ from ..core.engine import OnBatch
 from ..core.spec import EmbedOptions, EmbedSpec, resolve
 from ..errors import CorpusError, InvalidSpec
 from .formats import rules_of, suffixes_where
-from .levels import CorpusLevel, Rows
+from .levels import CorpusLevel, LevelOptions, Rows, storage
 from .readers import Record
 from .sinks import view_column
 
@@ -145,13 +145,11 @@ def views_level(
     views: Iterable[str] | Mapping[str, Mapping[str, Any]],
     *,
     options: EmbedOptions,
+    asked: LevelOptions,
     output: str | Path,
-    level: Level | str = "sentence",
-    keep_text: bool = True,
-    precision: Precision | str = "float32",
 ) -> ViewsLevel:
     """The corpus level for several views: each view's spec is the job's options with its own on top."""
-    if Level.parse(level, what="level") is not Level.SENTENCE:
+    if Level.parse(asked.level, what="level") is not Level.SENTENCE:
         raise InvalidSpec("views are pooled sentence vectors; leave them out of token and word jobs")
     rules = rules_of(output)
     if rules is None or not rules.columns:
@@ -164,5 +162,4 @@ def views_level(
     specs = {name: resolve(model, replace(options, **view)).spec for name, view in parse_views(views).items()}
     if not specs:
         raise InvalidSpec("no views given: name at least one, e.g. last=-1/mean")
-    store_as = Precision.parse(precision, what="precision")
-    return ViewsLevel(model, specs, keep_text=keep_text, precision=store_as)
+    return ViewsLevel(model, specs, **storage(asked))

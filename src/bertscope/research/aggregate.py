@@ -16,24 +16,28 @@ import json
 import os
 import shutil
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core._enums import LongText, SubwordPooling
-from ..core.layers import LayerSpec
+from ..core._enums import Combine, Level, SubwordPooling
 from ..core.spec import EmbedOptions, reload_arg, stored_settings
-from ..errors import CorpusError, InvalidInput
+from ..errors import CorpusError, InvalidInput, InvalidSpec
 from ..io.job import JobSummary, run_level
-from ..io.level_table import make_level
-from ..io.levels import WordLevel
+from ..io.level_table import CorpusOptions, make_level
+from ..io.levels import LevelOptions, WordLevel
 from ..io.readers import Record, Rejects, read_corpus
 from ..io.sinks import Sink, settings_diff, settings_differ
 from .vector_files import write_vectors
 
-__all__ = ["AggregatedStatic", "static_from_corpus", "word_level", "reduce_tables", "word_key"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..core.spec import TokenKeywords
+
+__all__ = ["AggregatedStatic", "aggregated", "static_from_corpus", "word_level", "reduce_tables", "word_key"]
 
 _STATE = "state.npz"
 _SETTINGS = "settings.json"
@@ -215,11 +219,8 @@ def static_from_corpus(
     model: Any,
     corpus: str | Path | list[str],
     *,
-    layers: LayerSpec = 1,
     min_count: int = 1,
     subword: SubwordPooling | str = "mean",
-    long: LongText | str = "truncate",
-    stride: int | None = None,
     checkpoint: str | Path | None = None,
     export: str | Path | None = None,
     format: str | None = None,
@@ -228,6 +229,7 @@ def static_from_corpus(
     batch_size: int = 64,
     progress: bool | None = None,
     text_field: str = "text",
+    **options: Unpack[TokenKeywords],
 ) -> AggregatedStatic:
     """Each corpus word's mean vector at each of `layers` over all its occurrences, with its count.
 
@@ -235,11 +237,12 @@ def static_from_corpus(
     texts. With `checkpoint` (a folder) the running sums are saved after every batch of `batch_size`
     texts and `resume=True` continues a killed run exactly; it is removed once the result (and `export`,
     written as `AggregatedStatic.export` does) is complete. Words seen fewer than `min_count` times are
-    left out.
+    left out. `options`: `layers` (default 1), `long`, `stride` (`TokenKeywords`; every layer is kept
+    apart, so no `combine`).
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInput(f"batch_size={batch_size!r}: give a whole number of texts per batch, at least 1")
-    level, settings = word_level(model, layers=layers, subword=subword, long=long, stride=stride)
+    level, settings = word_level(model, aggregated(**options), subword)
     _check_min_count(min_count)
     folder = None if checkpoint is None else Path(checkpoint)
     rejects = Rejects()
@@ -257,12 +260,24 @@ def static_from_corpus(
     return result
 
 
+def aggregated(**options: Unpack[TokenKeywords]) -> EmbedOptions:
+    """The recipe of an aggregation: `layers` (default 1), `long` and `stride`; each layer kept apart."""
+    if options.get("combine", Combine.STACK) != Combine.STACK:
+        raise InvalidSpec(
+            "an aggregation keeps each of its layers apart (one vector per layer); leave combine out"
+        )
+    layers = options.get("layers", 1)
+    return EmbedOptions(
+        layers, Combine.STACK, long=options.get("long", "truncate"), stride=options.get("stride")
+    )
+
+
 def word_level(
-    model: Any, *, layers: LayerSpec, subword: SubwordPooling | str, long: LongText | str, stride: int | None
+    model: Any, options: EmbedOptions, subword: SubwordPooling | str
 ) -> tuple[WordLevel, dict[str, Any]]:
     """The word level (every layer in its own column) an aggregation reduces, and its stored settings."""
-    options = EmbedOptions(layers, "stack", "auto", False, None, long, stride, None, None, None)
-    level = make_level("words", model, options=options, keep_text=False, subword=subword)
+    asked = LevelOptions(level=Level.WORDS, keep_text=False, subword=subword)
+    level = make_level(model, CorpusOptions(replace(options, combine=Combine.STACK), asked))
     assert isinstance(level, WordLevel)
     # min_count applies at the end only: a finished run resumed with another min_count reuses its sums.
     recorded = {**level.recorded(), "kind": "aggregated"}

@@ -10,12 +10,18 @@ actors itself, and the local job (`static_from_corpus(checkpoint=...)`) is the r
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..core._enums import LongText, SubwordPooling
-from ..core.layers import LayerSpec
+from ..core._enums import Level, SubwordPooling
 from ..core.spec import reload_arg
-from .aggregate import AggregatedStatic, reduce_tables, word_level
+from ..io.level_table import CorpusOptions
+from ..io.levels import LevelOptions
+from .aggregate import AggregatedStatic, aggregated, reduce_tables, word_level
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..core.spec import TokenKeywords
 
 __all__ = ["aggregate_on_ray"]
 
@@ -24,22 +30,20 @@ def aggregate_on_ray(
     source: str | list[str],
     *,
     model: Any = None,
-    layers: LayerSpec = 1,
     min_count: int = 1,
     subword: SubwordPooling | str = "mean",
-    long: LongText | str = "truncate",
-    stride: int | None = None,
     workers: int = 2,
     device: str = "cpu",
     address: str | None = None,
     text_field: str = "text",
     batch_size: int | None = None,
     progress: bool = True,
+    **options: Unpack[TokenKeywords],
 ) -> AggregatedStatic:
     """Each corpus word's mean vector at `layers` (as `static_from_corpus`), the forwards on Ray actors.
 
     `source` is a file, a glob or a list of texts; `model` a loaded Model (the actors load its
-    source again), a folder or hub id (None: bundled).
+    source again), a folder or hub id (None: bundled). `options`: `layers` (default 1), `long`, `stride`.
     """
     from ..core.loaders import load_model
     from ..distributed import (
@@ -57,7 +61,8 @@ def aggregate_on_ray(
     # The driver's model checks the options and gives the word level and settings the actors match.
     driver = load_model(model, device="cpu") if model is None or isinstance(model, (str, Path)) else model
     model = reload_arg(driver)
-    level, settings = word_level(driver, layers=layers, subword=subword, long=long, stride=stride)
+    recipe = aggregated(**options)
+    level, settings = word_level(driver, recipe, subword)
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = progress
@@ -65,9 +70,10 @@ def aggregate_on_ray(
     corpus = ray.data.read_datasource(
         corpus_datasource(sources, text_field, None, rows), num_cpus=IO_CPUS, override_num_blocks=len(sources)
     )
+    asked = LevelOptions(level=Level.WORDS, keep_text=False, subword=subword)
     words = embed_dataset(
-        corpus, model=model, workers=workers, device=device, batch_size=rows, level="words",
-        keep_text=False, subword=subword, layers=layers, combine="stack", long=long, stride=stride,
+        corpus, model=model, workers=workers, device=device, batch_size=rows,
+        options=CorpusOptions(recipe, asked),
     )  # fmt: skip
     wanted = ["position", "word", *level.vector_names()]
     tables = (batch.select(wanted) for batch in words.iter_batches(batch_format="pyarrow", batch_size=None))
