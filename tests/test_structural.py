@@ -280,3 +280,116 @@ def test_the_model_facade_runs_the_same_probe(tiny_models: dict[str, Any]) -> No
     facade = model.structural_probe(train, test, **options)
     direct = structural_probe(model, train, test, **options)
     assert facade.to_dict() == direct.to_dict()
+
+
+# UD English EWT (CC BY-SA 4.0): 150 training and 60 dev sentences shipped in examples/ewt/.
+EWT_TRAIN, EWT_DEV = EXAMPLES / "ewt" / "train.conllu", EXAMPLES / "ewt" / "dev.conllu"
+
+
+def test_the_ewt_slice_names_its_source_and_licence_and_reads_as_trees() -> None:
+    for path, count in ((EWT_TRAIN, 150), (EWT_DEV, 60)):
+        header = path.read_text(encoding="utf-8").splitlines()[:3]
+        assert "CC BY-SA 4.0" in header[0] and "UD_English-EWT" in header[1] and "commit" in header[2]
+        trees = read_trees(path)
+        assert len(trees) == count and all(5 <= len(t) <= 40 for t in trees)
+        for tree in trees:
+            assert np.array_equal(tree_distances(tree.heads), _bfs_distances(tree.heads))
+            assert np.array_equal(tree_depths(tree.heads), tree_distances(tree.heads)[tree.root])
+    readme = (EXAMPLES / "ewt" / "README.md").read_text(encoding="utf-8")
+    assert "CC BY-SA 4.0" in readme and "UniversalDependencies/UD_English-EWT" in readme
+    # the shortest trees (two words, one word) take scipy's dense path, which once refused the graph
+    assert tree_distances((1, -1)).tolist() == [[0.0, 1.0], [1.0, 0.0]]
+    assert tree_distances((-1,)).tolist() == [[0.0]]
+
+
+def _prim(distances: np.ndarray) -> set[tuple[int, int]]:
+    """The minimum spanning tree's (i, j), i < j, edges, by Prim's algorithm in plain Python."""
+    n = len(distances)
+    inside, edges = {0}, set()
+    while len(inside) < n:
+        i, j = min(((a, b) for a in inside for b in range(n) if b not in inside), key=lambda e: distances[e])
+        inside.add(j)
+        edges.add((min(i, j), max(i, j)))
+    return edges
+
+
+def _uuas_by_hand(trees: list[Tree], predicted: list[np.ndarray]) -> float:
+    found = total = 0
+    for tree, pred in zip(trees, predicted, strict=True):
+        kept = [i for i, tag in enumerate(tree.upos) if tag != "PUNCT"]
+        gold = {
+            (min(i, h), max(i, h))
+            for i, h in enumerate(tree.heads)
+            if h >= 0 and tree.upos[i] != "PUNCT" and tree.upos[h] != "PUNCT"
+        }
+        mst = {(kept[a], kept[b]) for a, b in _prim(pred[np.ix_(kept, kept)])}
+        found += len(gold & mst)
+        total += len(gold)
+    return found / total
+
+
+def _dspr_by_hand(trees: list[Tree], predicted: list[np.ndarray]) -> float:
+    from scipy.stats import spearmanr
+
+    per_length: dict[int, list[float]] = {}
+    for tree, pred in zip(trees, predicted, strict=True):
+        gold = tree_distances(tree.heads)
+        rho = [spearmanr(pred[i], gold[i]).statistic for i in range(len(tree))]
+        if 5 <= len(tree) <= 50:
+            per_length.setdefault(len(tree), []).append(float(np.mean(rho)))
+    return float(np.mean([np.mean(v) for v in per_length.values()]))
+
+
+def test_uuas_and_dspr_on_ewt_equal_a_count_by_hand() -> None:
+    """Noisy distances on the EWT dev slice: UUAS and DSpr equal Prim's tree counted by hand and
+    scipy's spearmanr; the gold distances score 1."""
+    trees = read_trees(EWT_DEV)
+    rng = np.random.default_rng(0)
+    noisy = []
+    for tree in trees:
+        noise = rng.normal(scale=1.5, size=(len(tree), len(tree)))
+        noisy.append(tree_distances(tree.heads) + noise + noise.T)  # symmetric, ties impossible
+    scores = distance_scores(trees, noisy)
+    assert scores["uuas"] == pytest.approx(_uuas_by_hand(trees, noisy), abs=1e-12)
+    assert scores["dspr"] == pytest.approx(_dspr_by_hand(trees, noisy), abs=1e-12)
+    assert 0.2 < scores["uuas"] < 0.95  # the noise moved some edges, not all
+    assert distance_scores(trees, [tree_distances(t.heads) for t in trees]) == {"uuas": 1.0, "dspr": 1.0}
+
+
+@pytest.fixture(scope="module")
+def ewt_results(bundled):  # type: ignore[no-untyped-def]
+    return {
+        task: structural_probe(bundled, EWT_TRAIN, EWT_DEV, task=task, layers="0,3,6", epochs=10)
+        for task in ("distance", "depth")
+    }
+
+
+def test_the_chain_baseline_on_ewt_equals_a_direct_computation(ewt_results) -> None:  # type: ignore[no-untyped-def]
+    """The chain links each word that is not punctuation to the next such word: its UUAS is the share
+    of gold edges between neighbours; its DSpr is spearmanr of |i - j| with the tree distances; its root
+    is the first word that is not punctuation."""
+    trees = read_trees(EWT_DEV)
+    neighbours = gold = 0
+    for tree in trees:
+        kept = [i for i, tag in enumerate(tree.upos) if tag != "PUNCT"]
+        edges = {(min(i, h), max(i, h)) for i, h in enumerate(tree.heads) if h in kept and i in kept}
+        neighbours += len(edges & set(itertools.pairwise(kept)))
+        gold += len(edges)
+    chain = [chain_distances(len(t)) for t in trees]
+    distance = ewt_results["distance"].baseline
+    assert distance["uuas"] == pytest.approx(neighbours / gold, abs=1e-12)
+    assert distance["dspr"] == pytest.approx(_dspr_by_hand(trees, chain), abs=1e-12)
+    first_is_root = [next(i for i, t in enumerate(tree.upos) if t != "PUNCT") == tree.root for tree in trees]
+    assert ewt_results["depth"].baseline["root_acc"] == pytest.approx(np.mean(first_is_root), abs=1e-12)
+
+
+def test_on_ewt_a_middle_layer_beats_the_chain_and_static_and_the_last_layer_do_not(ewt_results) -> None:  # type: ignore[no-untyped-def]
+    distance, depth = ewt_results["distance"], ewt_results["depth"]
+    assert (distance.n_train, distance.n_test) == (150, 60)
+    rows = {r["layer"]: r for r in distance.rows}
+    chain = distance.baseline
+    assert rows[3]["uuas"] > chain["uuas"] + 0.05 and rows[3]["dspr"] > chain["dspr"] + 0.05
+    assert rows["static"]["uuas"] < chain["uuas"] and rows[6]["uuas"] < chain["uuas"]
+    deep = {r["layer"]: r for r in depth.rows}
+    assert deep[3]["root_acc"] > depth.baseline["root_acc"] + 0.2
+    assert deep[3]["nspr"] > max(depth.baseline["nspr"], deep["static"]["nspr"]) + 0.1
