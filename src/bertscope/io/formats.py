@@ -106,7 +106,6 @@ RULES: dict[Format, FormatRules] = {
 }
 # suffix -> format; the first suffix of each format is its name in messages
 FORMATS: dict[str, Format] = {suffix: kind for kind, rules in RULES.items() for suffix in rules.suffixes}
-SINKS: dict[Format, Any] = {Format.PARQUET: ParquetSink, Format.NPY: NpySink}
 SUPPORTED_OUTPUTS = tuple(" / ".join(rules.suffixes[:2]) for rules in RULES.values())
 
 
