@@ -10,17 +10,16 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import InvalidSpec
-from ._enums import Combine, LongText, SubwordPooling
+from ._enums import LongText, SubwordPooling
 from .engine import MIN_ROWS, Engine, ModelFacts
-from .layers import LayerSpec
 from .loading import Loaded, device_kind, load_parts, resolve_device, resolve_dtype
+from .model_info import ModelInfo, model_info
 from .pooling import word_embeddings
 from .progress import progress_callback
 from .prompts import Prompts, read_prompts
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
     from tokenizers import Encoding
     from typing_extensions import Unpack
 
-    from .spec import RecipeKeywords
+    from .spec import RecipeKeywords, TokenKeywords
 
 __all__ = [
     "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "open_encoder", "single",
@@ -42,38 +41,6 @@ __all__ = [
 
 CPU_TOKEN_BUDGET = 2048
 CUDA_TOKEN_BUDGET = 65536
-
-
-@dataclass
-class ModelInfo:
-    """What a model is: family, sizes, limits, special tokens and its own sentence pooling."""
-
-    source: str
-    path: str | None
-    family: str
-    model_type: str
-    layers: int
-    hidden_size: int
-    embedding_size: int
-    vocab_size: int
-    max_positions: int
-    max_tokens: int
-    special_tokens: dict[str, str]
-    pooling: str | None
-    normalize: bool
-    lacks: list[str]
-    positions_in_attention: str | None  # "relative" or "rotary" where positions enter inside attention
-    device: str
-    dtype: str
-    backend: str = "torch"
-    quantize: str | None = None
-    mode: str = "exact"
-    fast: dict[str, Any] | None = None
-    exact: dict[str, Any] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able: every field above, by its name."""
-        return dict(self.__dict__)
 
 
 class Encoder:
@@ -244,41 +211,7 @@ class Encoder:
 
     def info(self) -> ModelInfo:
         """Family, layers, sizes, vocabulary, limits, special tokens and pooling config."""
-        runtime = {
-            "backend": self.backend, "quantize": self.quantize, "mode": self.mode, "fast": self.fast_choice,
-            "exact": self.exact_choice,
-        }  # fmt: skip
-        if self.light:
-            assert self.loaded.view is not None
-            facts = {**(self.loaded.view.info() or {}), "source": self.loaded.source}
-            facts.update(max_tokens=self.max_tokens, device=self.device_type)
-            return ModelInfo(**{**facts, **runtime, "dtype": self.runtime_dtype or "float32"})
-        tok = self.loaded.tokenizer
-        config = self.config
-        return ModelInfo(
-            source=self.loaded.source,
-            path=str(self.loaded.path) if self.loaded.path else None,
-            family=self.family.name,
-            model_type=config.model_type,
-            layers=self.n_layers,
-            hidden_size=int(config.hidden_size if hasattr(config, "hidden_size") else config.dim),
-            embedding_size=int(self.input_embeddings.shape[1]),
-            vocab_size=int(self.input_embeddings.shape[0]),
-            max_positions=self.max_positions,
-            max_tokens=self.max_tokens,
-            special_tokens={k: str(v) for k, v in tok.special_tokens_map.items()},
-            pooling=self.loaded.st_pooling,
-            normalize=self.loaded.st_normalize,
-            lacks=list(self.family.parts(self.hf_model).lacks),
-            positions_in_attention=self.family.positions_in_attention(config),
-            device=str(self.device),
-            dtype=self.runtime_dtype or str(next(self.hf_model.parameters()).dtype).replace("torch.", ""),
-            backend=self.backend,
-            quantize=self.quantize,
-            mode=self.mode,
-            fast=self.fast_choice,
-            exact=self.exact_choice,
-        )
+        return model_info(self)
 
     def tokenize(self, texts: Text | Sequence[Text], *, long: LongText | str = "truncate") -> Any:
         """Tokens of a text or an (A, B) pair (or a list of Tokens): pieces, ids, offsets, word ids, specials.
@@ -358,18 +291,16 @@ class Encoder:
         self,
         texts: Text | Sequence[Text],
         *,
-        layers: LayerSpec | None = None,
-        combine: Combine | str = "mean",
-        long: LongText | str = "truncate",
-        stride: int | None = None,
         progress: bool | None = None,
+        **options: Unpack[TokenKeywords],
     ) -> list[TokenEmbeddings]:
         """Per text (or pair): tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed.
 
-        combine="stack" keeps each layer apart: vectors (tokens, layers, d), in the order of `layers`.
+        `options` (`TokenKeywords`): layers, combine, long, stride, as `embed`'s; combine="stack" keeps
+        each layer apart: vectors (tokens, layers, d), in the order of `layers`.
         """
         items = check_texts(texts, pairs=True)
-        spec = self.spec(layers=layers, combine=combine, pooling="mean", long=long, stride=stride)
+        spec = self.spec(**options, pooling="mean")
         with progress_callback(len(items), enabled=progress) as on_batch:
             found = self.engine.token_matrices(items, spec, on_batch=on_batch)
             return [TokenEmbeddings.of(t, m, spec.as_dict()) for t, m in found]
@@ -384,15 +315,13 @@ class Encoder:
         texts: str | Sequence[str],
         *,
         subword: SubwordPooling | str = "mean",
-        layers: LayerSpec | None = None,
-        combine: Combine | str = "mean",
-        long: LongText | str = "truncate",
-        stride: int | None = None,
+        **options: Unpack[TokenKeywords],
     ) -> list[WordEmbeddings]:
-        """Per text: words (from the tokenizer's word ids), char spans, and pooled word vectors."""
+        """Per text: words (from the tokenizer's word ids), char spans, and word vectors: their pieces'
+        vectors (`embed_tokens` with `options`) pooled by `subword`."""
         how = SubwordPooling.parse(subword, what="subword pooling")
         check_texts(texts)  # words index into one text: pairs are not taken here
-        found = self.embed_tokens(texts, layers=layers, combine=combine, long=long, stride=stride)
+        found = self.embed_tokens(texts, **options)
         return [word_embeddings(tok, how) for tok in found]
 
     def hidden_states(self, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:

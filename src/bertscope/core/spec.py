@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EmbedOptions",
     "EmbedSpec",
+    "QueryKeywords",
     "RecipeKeywords",
     "TokenKeywords",
     "Recipe",
@@ -127,7 +128,15 @@ class TokenKeywords(TypedDict, total=False):
     stride: int | None
 
 
-class RecipeKeywords(TokenKeywords, total=False):
+class QueryKeywords(TypedDict, total=False):
+    """The recipe's options a query sets on top of a store's own recipe (`search`): post and prompt."""
+
+    post: PostArg
+    prompt_name: str | None
+    prompt: str | None
+
+
+class RecipeKeywords(TokenKeywords, QueryKeywords, total=False):
     """EmbedOptions as keywords: what `Model.embed`, `similarity`, `explain`, ... take as `**options`.
 
     One type spells the recipe's options out; a signature takes `**options: Unpack[RecipeKeywords]` and
@@ -137,9 +146,6 @@ class RecipeKeywords(TokenKeywords, total=False):
     pooling: Pooling | str
     mask_special: bool
     normalize: bool | None
-    post: PostArg
-    prompt_name: str | None
-    prompt: str | None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import json
 import warnings
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -18,13 +18,18 @@ from ..core._enums import Level
 from ..core.post import PostProcessor, as_post
 from ..core.prompts import query_prompt_name
 from ..core.similarity import Hit, TopK
-from ..core.spec import EmbedOptions, PostArg, resolve
+from ..core.spec import EmbedOptions, resolve
 from ..errors import CorpusError
 from . import index as ann  # looked up per call: tests watch ann.ann_search
 from .checksums import column_values
 from .level_table import level_of
 from .parquet_checked import CheckedParquet
 from .stores import Store, open_store, view_settings, with_view
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+    from ..core.spec import QueryKeywords
 
 __all__ = ["search", "model_for"]
 
@@ -37,13 +42,11 @@ def search(
     k: int = 5,
     item_id: str | None = None,
     model: Any = None,
-    post: PostArg = None,
     view: str | None = None,
     exact: bool = False,
     nprobe: int | None = None,
     chunk_size: int = 65536,
-    prompt_name: str | None = None,
-    prompt: str | None = None,
+    **query_options: Unpack[QueryKeywords],
 ) -> list[Hit]:
     """Top-k cosine search of a stored output, by a query text, a vector, or a stored id.
 
@@ -52,7 +55,8 @@ def search(
     `exact=True`, no index, or a stale one (warned) scan every row.
     A store with several views searches the one named by `view`, embedding the query its way.
     A query text is embedded the store's way; a store made with a passage prompt is searched with the
-    model's query prompt where it has one (`prompt_name` / `prompt` choose another).
+    model's query prompt where it has one (`prompt_name` / `prompt` choose another); `post` is the
+    post-processing the store was made with (`QueryKeywords`).
     """
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
         raise CorpusError(f"k must be a whole number of at least 1, got {k!r}")
@@ -75,9 +79,7 @@ def search(
     elif isinstance(query, np.ndarray):
         vector = query
     elif isinstance(query, str):
-        vector = _embed_query(
-            query, view_settings(opened), model, post, prompt_name=prompt_name, prompt=prompt
-        )
+        vector = _embed_query(query, view_settings(opened), model, EmbedOptions(**query_options))
     else:
         raise CorpusError("give a query text, a vector, or a stored id to search with")
     exclude = None if item_id is None else str(item_id)
@@ -116,16 +118,13 @@ def _chunk_hits(top: TopK, path: Path, size: int) -> list[Hit]:
     return hits
 
 
-def _embed_query(
-    query: str,
-    settings: dict[str, Any],
-    model: Any,
-    post: PostArg = None,
-    *,
-    prompt_name: str | None = None,
-    prompt: str | None = None,
-) -> np.ndarray:
-    """Embed a query with the same model, settings and post-processing the store was made with."""
+def _embed_query(query: str, settings: dict[str, Any], model: Any, asked: EmbedOptions) -> np.ndarray:
+    """Embed a query with the same model, settings and post-processing the store was made with.
+
+    Of `asked`, the post-processing (which must be the store's) and the prompt are read: the rest of the
+    recipe is the store's own.
+    """
+    post, prompt_name, prompt = asked.post, asked.prompt_name, asked.prompt
     if settings.get("post") and post is None:
         kind = settings["post"].get("kind", "post-processing")
         raise CorpusError(f"this store's vectors went through {kind}; pass the same file with post= (--post)")

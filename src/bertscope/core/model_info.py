@@ -1,0 +1,82 @@
+"""What a model is (`ModelInfo`): family, sizes, limits, special tokens, pooling and how it runs.
+
+Read from the folder where the encoder was opened light (no torch), from the PyTorch module otherwise;
+tests/test_light.py holds the two equal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["ModelInfo", "model_info"]
+
+
+@dataclass
+class ModelInfo:
+    """What a model is: family, sizes, limits, special tokens and its own sentence pooling."""
+
+    source: str
+    path: str | None
+    family: str
+    model_type: str
+    layers: int
+    hidden_size: int
+    embedding_size: int
+    vocab_size: int
+    max_positions: int
+    max_tokens: int
+    special_tokens: dict[str, str]
+    pooling: str | None
+    normalize: bool
+    lacks: list[str]
+    positions_in_attention: str | None  # "relative" or "rotary" where positions enter inside attention
+    device: str
+    dtype: str
+    backend: str = "torch"
+    quantize: str | None = None
+    mode: str = "exact"
+    fast: dict[str, Any] | None = None
+    exact: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: every field above, by its name."""
+        return dict(self.__dict__)
+
+
+def model_info(encoder: Any) -> ModelInfo:
+    """The ModelInfo of an Encoder (core/encoder.py, which imports this) as it runs now: backend,
+    quantize, mode and the choices made."""
+    runtime = {"backend": encoder.backend, "quantize": encoder.quantize, "mode": encoder.mode}
+    runtime.update(fast=encoder.fast_choice, exact=encoder.exact_choice)
+    if encoder.light:
+        assert encoder.loaded.view is not None
+        facts = {**(encoder.loaded.view.info() or {}), "source": encoder.loaded.source}
+        facts.update(max_tokens=encoder.max_tokens, device=encoder.device_type)
+        return ModelInfo(**{**facts, **runtime, "dtype": encoder.runtime_dtype or "float32"})
+    tok = encoder.loaded.tokenizer
+    config = encoder.config
+    return ModelInfo(
+        source=encoder.loaded.source,
+        path=str(encoder.loaded.path) if encoder.loaded.path else None,
+        family=encoder.family.name,
+        model_type=config.model_type,
+        layers=encoder.n_layers,
+        hidden_size=int(config.hidden_size if hasattr(config, "hidden_size") else config.dim),
+        embedding_size=int(encoder.input_embeddings.shape[1]),
+        vocab_size=int(encoder.input_embeddings.shape[0]),
+        max_positions=encoder.max_positions,
+        max_tokens=encoder.max_tokens,
+        special_tokens={k: str(v) for k, v in tok.special_tokens_map.items()},
+        pooling=encoder.loaded.st_pooling,
+        normalize=encoder.loaded.st_normalize,
+        lacks=list(encoder.family.parts(encoder.hf_model).lacks),
+        positions_in_attention=encoder.family.positions_in_attention(config),
+        device=str(encoder.device),
+        dtype=encoder.runtime_dtype or str(next(encoder.hf_model.parameters()).dtype).replace("torch.", ""),
+        backend=encoder.backend,
+        quantize=encoder.quantize,
+        mode=encoder.mode,
+        fast=encoder.fast_choice,
+        exact=encoder.exact_choice,
+    )
