@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -11,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from .core._enums import StrEnum
+from .core.exports import Block, ExportFormat, RowKind, Rows, export_format, write_rows
 from .core.similarity import unit
 from .core.tokens import text_problem
 from .errors import InvalidInput, UnknownToken
@@ -96,47 +95,6 @@ class Neighbor:
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: token, id, cosine."""
         return {"token": self.token, "id": self.id, "cosine": self.cosine}
-
-
-class ExportFormat(StrEnum):
-    """Files the static vectors export to."""
-
-    WORD2VEC = "word2vec"
-    NPY = "npy"
-    PARQUET = "parquet"
-    PROJECTOR = "projector"
-
-
-# The suffixes that choose a format on their own; any other file needs the format named.
-_SUFFIX_FORMATS = {
-    ".vec": ExportFormat.WORD2VEC,
-    ".txt": ExportFormat.WORD2VEC,
-    ".w2v": ExportFormat.WORD2VEC,
-    ".npy": ExportFormat.NPY,
-    ".parquet": ExportFormat.PARQUET,
-}
-
-
-def export_format(path: Path, fmt: ExportFormat | str | None) -> ExportFormat:
-    """The format asked for, or the one the suffix names; a suffix naming another format is refused,
-    and so is a suffix that names none (`o.weird`) when no format is asked: nothing is written by guess."""
-    implied = _SUFFIX_FORMATS.get(path.suffix.lower())
-    if fmt is None:
-        if implied is None:
-            raise InvalidInput(
-                f"{path.name}: the suffix {path.suffix or '(none)'} names no export format; end the name "
-                "in .vec, .txt or .w2v (word2vec text), .npy or .parquet, or name the format "
-                f"(format=, --format): {', '.join(f.value for f in ExportFormat)}"
-            )
-        return implied
-    chosen = ExportFormat.parse(fmt, what="export format")
-    if implied is not None and implied is not chosen:
-        raise InvalidInput(
-            f"{path.name} ends in {path.suffix} (the {implied.value} format) but the format asked is "
-            f"{chosen.value}; "
-            f"leave the format out (the suffix chooses) or name the file for {chosen.value}"
-        )
-    return chosen
 
 
 def token_ids(model: StaticSource, items: str | int | Sequence[str | int]) -> list[int]:
@@ -288,13 +246,16 @@ def first_words(model: StaticSource, n: int) -> list[int]:
     return chosen
 
 
-def _rows_in_chunks(
-    model: StaticSource, ids: Sequence[int], chunk: int = 4096
-) -> Iterator[tuple[list[int], list[str], np.ndarray]]:
+# A static row: its id and word piece beside the vector; the piece names it in the side files.
+_PIECES = RowKind(columns=(("id", int), ("token", str)), side=("token",))
+
+
+def _blocks(model: StaticSource, ids: Sequence[int], chunk: int = 4096) -> Iterator[Block]:
+    """The rows of `ids` a chunk at a time: a whole vocabulary is never held twice."""
     for start in range(0, len(ids), chunk):
         block = list(ids[start : start + chunk])
         names = [model.id_to_token.get(i, f"[id{i}]") for i in block]
-        yield block, names, model.embedding_rows(block)
+        yield {"id": block, "token": names}, model.embedding_rows(block)
 
 
 def export(
@@ -309,45 +270,7 @@ def export(
     Without `fmt` the file's suffix chooses (.vec/.txt/.w2v word2vec text, .npy, .parquet; any other
     suffix is refused).
     """
-    path = Path(path)
-    fmt = export_format(path, fmt)
-    if not path.parent.exists():
-        raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+    export_format(Path(path), fmt)  # a wrong name is refused before the rows are checked
     chosen = list(range(model.static_shape[0])) if items is None else token_ids(model, items)
-    rows, dim = len(chosen), model.static_shape[1]
-    if fmt is ExportFormat.WORD2VEC:
-        with path.open("w", encoding="utf-8") as out:
-            out.write(f"{rows} {dim}\n")
-            for _, names, block in _rows_in_chunks(model, chosen):
-                text = io.StringIO()
-                np.savetxt(text, block, fmt="%.7g")
-                # word2vec text splits on spaces: a piece holding one would shift every column.
-                for name, row in zip(names, text.getvalue().splitlines(), strict=True):
-                    out.write(name.replace(" ", "\u2581") + " " + row + "\n")
-        return [path]
-    if fmt is ExportFormat.NPY:
-        # np.save adds .npy to any other name; say the name it really writes.
-        path = path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
-        vocab_path = path.with_suffix(".vocab.txt")
-        np.save(path, model.embedding_rows(chosen))
-        vocab_path.write_text("".join(model.id_to_token.get(i, f"[id{i}]") + "\n" for i in chosen))
-        return [path, vocab_path]
-    if fmt is ExportFormat.PARQUET:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        schema = pa.schema(
-            [("id", pa.int64()), ("token", pa.string()), ("vector", pa.list_(pa.float32(), dim))]
-        )
-        with pq.ParquetWriter(path, schema) as writer:
-            for block_ids, names, block in _rows_in_chunks(model, chosen):
-                vectors = pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), dim)
-                ids = pa.array(block_ids, pa.int64())
-                writer.write_table(pa.Table.from_arrays([ids, pa.array(names), vectors], schema=schema))
-        return [path]
-    vectors_path, meta_path = path.with_suffix(".vectors.tsv"), path.with_suffix(".metadata.tsv")
-    with vectors_path.open("w") as vec_out, meta_path.open("w", encoding="utf-8") as meta_out:
-        for _, names, block in _rows_in_chunks(model, chosen):
-            np.savetxt(vec_out, block, delimiter="\t", fmt="%.7g")
-            meta_out.write("".join(n.replace("\t", " ") + "\n" for n in names))
-    return [vectors_path, meta_path]
+    rows = Rows(_PIECES, len(chosen), model.static_shape[1], _blocks(model, chosen))
+    return write_rows(path, fmt, rows)

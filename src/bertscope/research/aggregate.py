@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core._enums import Combine, Level, SubwordPooling
+from ..core.exports import write_vectors
 from ..core.spec import EmbedOptions, reload_arg, stored_settings
 from ..errors import CorpusError, InvalidInput, InvalidSpec
 from ..io.job import JobSummary, run_level
@@ -30,7 +31,6 @@ from ..io.level_table import CorpusOptions, make_level
 from ..io.levels import LevelOptions, WordLevel
 from ..io.readers import Record, Rejects, read_corpus
 from ..io.sinks import Sink, settings_diff, settings_differ
-from .vector_files import write_vectors
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

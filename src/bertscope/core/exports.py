@@ -1,0 +1,205 @@
+"""The one table of vector export files and their one writer: static rows and word vectors alike.
+
+Rows are named vectors with a few columns beside them (a piece and its id, a word and its count). Each
+format is one entry of `EXPORTS`: the suffixes that choose it alone and its writer.
+
+word2vec   `<path>`: "n d" then "name v1 ... vd" per line (spaces in a name become U+2581), and, where the
+           rows have more columns than their name, `<stem>.counts.tsv` (gensim's vocabulary file)
+npy        `<path>.npy` (n, d) float32 and the side file: `<stem>.vocab.txt` (one name a line) or
+           `<stem>.vocab.tsv` (several columns)
+parquet    the columns, then vector (fixed-size float32 list)
+projector  `<stem>.vectors.tsv` and `<stem>.metadata.tsv` (a header line where it has several columns, as
+           projector.tensorflow.org reads it)
+
+A new format is an `ExportFormat` member and an entry in `EXPORTS`. Cells of a .tsv never hold a tab.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidInput
+from ._enums import StrEnum
+
+__all__ = [
+    "EXPORTS", "Block", "ExportFormat", "ExportRule", "RowKind", "Rows", "export_format", "write_rows",
+    "write_vectors",
+]  # fmt: skip
+
+
+class ExportFormat(StrEnum):
+    """Files the static vectors export to."""
+
+    WORD2VEC = "word2vec"
+    NPY = "npy"
+    PARQUET = "parquet"
+    PROJECTOR = "projector"
+
+
+@dataclass(frozen=True)
+class RowKind:
+    """What a row holds beside its vector: its columns (name first among `side`) and their types."""
+
+    columns: tuple[tuple[str, type], ...]  # Parquet's columns before the vector, in order: (name, int|str)
+    side: tuple[str, ...]  # the columns of the side files (vocabulary, metadata), the row's name first
+
+
+# (columns by name, (n, d) vectors): n rows
+Block = tuple[dict[str, Sequence[Any]], np.ndarray]
+
+
+@dataclass
+class Rows:
+    """Rows to write: their kind, how many and how wide, and blocks of (columns, (n, d) vectors)."""
+
+    kind: RowKind
+    count: int
+    dim: int
+    blocks: Iterable[Block]
+
+
+Writer = Callable[[Path, Rows], list[Path]]
+
+
+@dataclass(frozen=True)
+class ExportRule:
+    """One export format: the suffixes that choose it alone, what they are called, and its writer."""
+
+    suffixes: tuple[str, ...]
+    described: str  # how messages name the suffixes
+    write: Writer
+
+
+def _side_lines(rows: Rows, columns: dict[str, Sequence[Any]], *, tsv: bool) -> str:
+    cells = [[str(v) for v in columns[name]] for name in rows.kind.side]
+    if tsv:
+        cells = [[v.replace("\t", " ") for v in column] for column in cells]
+    return "".join("\t".join(row) + "\n" for row in zip(*cells, strict=True))
+
+
+def _side_file(path: Path, rows: Rows, blocks: Iterable[dict[str, Sequence[Any]]], *, header: bool) -> None:
+    tsv = path.suffix == ".tsv"
+    with path.open("w", encoding="utf-8") as out:
+        if header:
+            out.write("\t".join(rows.kind.side) + "\n")
+        for columns in blocks:
+            out.write(_side_lines(rows, columns, tsv=tsv))
+
+
+def _word2vec(path: Path, rows: Rows) -> list[Path]:
+    name = rows.kind.side[0]
+    kept: list[dict[str, Sequence[Any]]] = []
+    with path.open("w", encoding="utf-8") as out:
+        out.write(f"{rows.count} {rows.dim}\n")
+        for columns, block in rows.blocks:
+            text = io.StringIO()
+            np.savetxt(text, np.asarray(block, dtype=np.float32), fmt="%.7g")
+            # word2vec text splits on spaces: a name holding one would shift every column.
+            for label, row in zip(columns[name], text.getvalue().splitlines(), strict=True):
+                out.write(str(label).replace(" ", "\u2581") + " " + row + "\n")
+            if len(rows.kind.side) > 1:
+                kept.append(columns)
+    if len(rows.kind.side) == 1:
+        return [path]
+    counts = path.with_name(path.stem + ".counts.tsv")
+    _side_file(counts, rows, kept, header=False)
+    return [path, counts]
+
+
+def _npy(path: Path, rows: Rows) -> list[Path]:
+    # np.save adds .npy to any other name; say the name it really writes.
+    path = path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
+    vocab = path.with_suffix(".vocab.txt" if len(rows.kind.side) == 1 else ".vocab.tsv")
+    blocks = list(rows.blocks)
+    vectors = [np.asarray(block, dtype=np.float32) for _, block in blocks]
+    np.save(path, vectors[0] if len(vectors) == 1 else np.concatenate(vectors))
+    _side_file(vocab, rows, (columns for columns, _ in blocks), header=False)
+    return [path, vocab]
+
+
+def _parquet(path: Path, rows: Rows) -> list[Path]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    types = {int: pa.int64(), str: pa.string()}
+    fields = [(name, types[kind]) for name, kind in rows.kind.columns]
+    schema = pa.schema([*fields, ("vector", pa.list_(pa.float32(), rows.dim))])
+    with pq.ParquetWriter(path, schema) as writer:
+        for columns, block in rows.blocks:
+            flat = np.asarray(block, dtype=np.float32).reshape(-1)
+            vectors = pa.FixedSizeListArray.from_arrays(pa.array(flat), rows.dim)
+            arrays = [pa.array(list(columns[name]), kind) for name, kind in fields]
+            writer.write_table(pa.Table.from_arrays([*arrays, vectors], schema=schema))
+    return [path]
+
+
+def _projector(path: Path, rows: Rows) -> list[Path]:
+    vectors_path, meta_path = path.with_suffix(".vectors.tsv"), path.with_suffix(".metadata.tsv")
+    with vectors_path.open("w") as vec_out, meta_path.open("w", encoding="utf-8") as meta_out:
+        if len(rows.kind.side) > 1:  # the projector reads a header only where there are several columns
+            meta_out.write("\t".join(rows.kind.side) + "\n")
+        for columns, block in rows.blocks:
+            np.savetxt(vec_out, np.asarray(block, dtype=np.float32), delimiter="\t", fmt="%.7g")
+            meta_out.write(_side_lines(rows, columns, tsv=True))
+    return [vectors_path, meta_path]
+
+
+EXPORTS: dict[ExportFormat, ExportRule] = {
+    ExportFormat.WORD2VEC: ExportRule(
+        (".vec", ".txt", ".w2v"), ".vec, .txt or .w2v (word2vec text)", _word2vec
+    ),
+    ExportFormat.NPY: ExportRule((".npy",), ".npy", _npy),
+    ExportFormat.PARQUET: ExportRule((".parquet",), ".parquet", _parquet),
+    ExportFormat.PROJECTOR: ExportRule((), "", _projector),
+}
+
+
+def export_format(path: Path, fmt: ExportFormat | str | None) -> ExportFormat:
+    """The format asked for, or the one the suffix names; a suffix naming another format is refused,
+    and so is a suffix that names none (`o.weird`) when no format is asked: nothing is written by guess."""
+    implied = next((f for f, rule in EXPORTS.items() if path.suffix.lower() in rule.suffixes), None)
+    if fmt is None:
+        if implied is None:
+            suffixes = ", ".join(rule.described for rule in EXPORTS.values() if rule.described)
+            raise InvalidInput(
+                f"{path.name}: the suffix {path.suffix or '(none)'} names no export format; end the name "
+                f"in {suffixes.rsplit(', ', 1)[0]} or {suffixes.rsplit(', ', 1)[-1]}, or name the format "
+                f"(format=, --format): {', '.join(f.value for f in ExportFormat)}"
+            )
+        return implied
+    chosen = ExportFormat.parse(fmt, what="export format")
+    if implied is not None and implied is not chosen:
+        raise InvalidInput(
+            f"{path.name} ends in {path.suffix} (the {implied.value} format) but the format asked is "
+            f"{chosen.value}; "
+            f"leave the format out (the suffix chooses) or name the file for {chosen.value}"
+        )
+    return chosen
+
+
+def write_rows(path: str | Path, fmt: ExportFormat | str | None, rows: Rows) -> list[Path]:
+    """Write `rows` to `path` in `fmt` (None: the suffix chooses); returns the files written."""
+    path = Path(path)
+    chosen = export_format(path, fmt)
+    if not path.parent.exists():
+        raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+    return EXPORTS[chosen].write(path, rows)
+
+
+_WORDS = RowKind(columns=(("word", str), ("count", int)), side=("word", "count"))
+
+
+def write_vectors(
+    path: str | Path, fmt: ExportFormat | str | None, words: Sequence[str], counts: np.ndarray,
+    vectors: np.ndarray,
+) -> list[Path]:  # fmt: skip
+    """Write (n, d) `vectors` of `words` with their `counts`; returns the files written."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    block = ({"word": list(words), "count": np.asarray(counts).tolist()}, vectors)
+    return write_rows(path, fmt, Rows(_WORDS, len(words), int(vectors.shape[1]), [block]))
