@@ -107,6 +107,22 @@ def test_cli_json_equals_the_services_answer(client: httpx.Client) -> None:
     assert_same(cli_json("info"), {k: v for k, v in info.items() if k not in ("model", "version", "limits")})
 
 
+def test_the_service_reports_the_fingerprint_its_stores_carry(
+    client: httpx.Client, bundled: bertscope.Model
+) -> None:
+    from bertscope.core.fingerprint_facts import store_fingerprint
+
+    served = client.get("/v2/info").json()["fingerprint"]
+    assert served == store_fingerprint(bundled) and set(served) == {"id", "settings", "files"}
+    tei = client.get("/info").json()
+    assert tei.pop("fingerprint") == served  # one key beside TEI's own, which stay as TEI has them
+    assert set(tei) == {
+        "model_id", "model_sha", "model_dtype", "served_model_name", "model_type", "max_concurrent_requests",
+        "max_input_length", "max_batch_tokens", "max_batch_requests", "max_client_batch_size",
+        "auto_truncate", "tokenization_workers", "version", "sha", "docker_label",
+    }  # fmt: skip
+
+
 def test_old_body_names_still_work(client: httpx.Client, bundled: bertscope.Model) -> None:
     assert ask(client, "/static", {"items": ["bread"]}) == ask(client, "/static", {"inputs": ["bread"]})
     assert ask(client, "/anatomy", {"text": "I am Sinan"})["tokens"][1] == "i"

@@ -39,13 +39,20 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
     Example: `bertscope info --model ./my-bert`
     """
     from ..backends.recorded import folder_info
+    from ..verify.fingerprint import light_fingerprint, store_fingerprint
 
     view = FolderView.open(model)
     light = folder_info(view) if view is not None else None
-    details = light if light is not None else load_model(model).info().to_dict()
+    fingerprint = light_fingerprint(model) if light is not None else None
+    if light is None or fingerprint is None:
+        loaded = load_model(model)
+        light, fingerprint = loaded.info().to_dict(), store_fingerprint(loaded)
+    # what `bertscope verify --store` and /v2/info compare: the id, settings and file hashes
+    details = {**light, "fingerprint": fingerprint}
     if as_json:
         emit_json(details)
         return
+    details["fingerprint"] = fingerprint["id"]
     table = Table(show_header=False, box=None)
     for key, value in details.items():
         table.add_row(

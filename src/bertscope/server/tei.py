@@ -19,7 +19,7 @@ from ..core.similarity import cos_sim, unit
 from ..core.spec import EmbedOptions
 from ..errors import InvalidInput, InvalidSpec
 from .guard import EmptyInputs, TooManyInputs
-from .routes import id_lists, id_tokens, refuse_ids
+from .routes import id_lists, id_tokens, refuse_ids, served_fingerprint
 from .schemas import (
     TEI_IDS,
     TEI_INPUT,
@@ -204,8 +204,8 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
 
     @app.get("/info", tags=["tei"])
     async def info() -> Response:
-        """TEI's /info fields; bertscope's own description is /v2/info."""
-        return JSONResponse(_info(svc))
+        """TEI's /info fields, and the model's fingerprint; bertscope's own description is /v2/info."""
+        return JSONResponse(await run_in_threadpool(_info, svc))
 
 
 def _prompt(svc: Service, prompt_name: str | None) -> str:
@@ -254,4 +254,6 @@ def _info(svc: Service) -> dict[str, Any]:
         "version": __version__,
         "sha": None,
         "docker_label": None,
+        # not TEI's (its clients read the fields above and ignore others): the same as /v2/info's
+        "fingerprint": served_fingerprint(svc),
     }

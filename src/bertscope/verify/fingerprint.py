@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -27,8 +28,8 @@ from .settings import environment, file_hashes, flatten, is_lossy, lossy_floor, 
 
 __all__ = [
     "CANARY_RTOL", "DIRECTIONS", "FORMAT", "Difference", "FingerprintCheck", "canary_texts",
-    "check_fingerprint", "compare_fingerprints", "fingerprint", "fingerprint_id", "read_fingerprint",
-    "save_fingerprint", "store_fingerprint",
+    "check_fingerprint", "compare_fingerprints", "fingerprint", "fingerprint_id", "light_fingerprint",
+    "read_fingerprint", "save_fingerprint", "store_fingerprint",
 ]  # fmt: skip
 
 FORMAT = 1
@@ -96,6 +97,18 @@ def fingerprint(model: Any, *, with_canaries: bool = True) -> dict[str, Any]:
     made["environment"] = environment(model)
     made["made"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     return made
+
+
+def light_fingerprint(name: str | os.PathLike[str] | None) -> dict[str, Any] | None:
+    """`store_fingerprint` of `name`'s folder opened without torch (as `load(name)` opens it: float32 on
+    the CPU), or None where only a full load can open it (`bertscope info` then loads the model)."""
+    from ..core.encoder import Encoder
+    from ..core.loading import open_light
+
+    loaded = open_light(name)
+    if loaded is None:
+        return None
+    return store_fingerprint(Encoder(loaded, device="cpu", max_tokens=None, token_budget=None))
 
 
 def save_fingerprint(model: Any, path: str | Path) -> dict[str, Any]:
