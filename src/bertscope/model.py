@@ -2,13 +2,14 @@
 
 Every method's body lives in the module of its concept (static, anatomy, contextual, chunk_embed, encode,
 explain, attention, vocab, research/...), each of which takes the `Encoder` (core/encoder.py) this class
-extends, so no module below this one imports it.
+extends, so no module below this one imports it. The methods that read what each layer holds (probe,
+cka, geometry, ...) come from `research.methods.ResearchMethods`, the Encoder that Model extends.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,10 +20,11 @@ from .backends import runtimes as _runtimes
 from .backends.onnx import resolve_backend
 from .core._enums import Backend, DType, LongText, Mode, Quantize, SubwordPooling
 from .core.chunking import ChunkBy
-from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, Encoder, ModelInfo, single
+from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, ModelInfo, single
 from .core.layers import LayerSpec
 from .core.loading import load_parts, resolve_device, resolve_dtype
 from .core.tokens import Text
+from .research.methods import ResearchMethods
 from .static_model import is_model2vec, load_static
 
 if TYPE_CHECKING:
@@ -171,7 +173,7 @@ def _load_light(
     return model
 
 
-class Model(Encoder):
+class Model(ResearchMethods):
     """A BERT-family encoder and every embedding it makes: static, anatomy, per layer, pooled."""
 
     def use_openvino(self, precision: str = "float32", *, calibration: Sequence[str] | None = None) -> None:
@@ -239,6 +241,8 @@ class Model(Encoder):
         from .research.static_kinds import static_decontextualized
 
         return static_decontextualized(self, items, layers=layers, pieces=pieces)
+
+    # What each layer holds (research/probe.py, research/cka.py) ---------------------------------
 
     def anatomy(self, texts: Text | Sequence[Text]) -> Any:
         """The embedding layer taken apart for a text or pair (or a padded batch of them), with its proof."""
@@ -369,86 +373,3 @@ class Model(Encoder):
         from .verify import verify_model
 
         return verify_model(self, texts, against=against, min_cosine=min_cosine)
-
-    # What each layer holds (research/probe.py, research/cka.py) ---------------------------------
-
-    def probe(
-        self,
-        data: Any,
-        *,
-        level: str = "word",
-        layers: LayerSpec = "all",
-        folds: int = 5,
-        control: bool = False,
-        subword: SubwordPooling | str = "mean",
-        column: str | None = None,
-        seed: int = 0,
-        progress: bool | None = None,
-        n_jobs: int | None = None,
-        test: Any = None,
-        kind: str | None = None,
-        sweep: str | None = None,
-        per_label: bool = False,
-        per_label_layer: int | str | None = None,
-    ) -> Any:
-        """Probes per layer (and `static`) on a labelled file or list, cross-validated by sentence or
-        scored on `test` (held out); see `research.probe.probe` (control task and selectivity with
-        `control=True`, `kind` linear or mlp, a capacity `sweep`, `per_label` figures, fits on `n_jobs`)."""
-        from .research.probe import probe
-
-        return probe(
-            self, data, level=level, layers=layers, folds=folds, control=control, subword=subword,
-            column=column, seed=seed, progress=progress, n_jobs=n_jobs, test=test, kind=kind, sweep=sweep,
-            per_label=per_label, per_label_layer=per_label_layer,
-        )  # fmt: skip
-
-    def structural_probe(
-        self,
-        train: Any,
-        test: Any = None,
-        *,
-        task: str = "distance",
-        layers: LayerSpec = "all",
-        rank: int = 128,
-        epochs: int = 40,
-        seed: int = 0,
-    ) -> Any:
-        """Hewitt & Manning's structural probes (distance: UUAS, DSpr; depth: root accuracy, NSpr) per
-        layer on CoNLL-U trees; see `research.structural.structural_probe`."""
-        from .research.structural import structural_probe
-
-        return structural_probe(
-            self, train, test, task=task, layers=layers, rank=rank, epochs=epochs, seed=seed
-        )
-
-    def cka(
-        self,
-        texts: Iterable[str],
-        other: Model | None = None,
-        *,
-        level: str = "token",
-        debiased: bool = False,
-        progress: bool | None = None,
-    ) -> Any:
-        """Linear CKA between every pair of layers, or against every layer of `other`; streamed."""
-        from .research.cka import cka
-
-        return cka(self, texts, other, level=level, debiased=debiased, progress=progress)
-
-    def geometry(
-        self,
-        texts: Iterable[str],
-        *,
-        layers: LayerSpec = "all",
-        top: int = 3,
-        max_tokens_sampled: int = 5000,
-        seed: int = 0,
-        progress: bool | None = None,
-    ) -> Any:
-        """Per layer: IsoScore, rogue dimensions and TwoNN intrinsic dimension of the tokens; streamed."""
-        from .research.geometry import geometry
-
-        return geometry(
-            self, texts, layers=layers, top=top, max_tokens_sampled=max_tokens_sampled, seed=seed,
-            progress=progress,
-        )  # fmt: skip

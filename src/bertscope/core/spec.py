@@ -30,9 +30,6 @@ if TYPE_CHECKING:
 __all__ = [
     "EmbedOptions",
     "EmbedSpec",
-    "QueryKeywords",
-    "RecipeKeywords",
-    "TokenKeywords",
     "Recipe",
     "PostArg",
     "resolve",

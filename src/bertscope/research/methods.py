@@ -1,0 +1,102 @@
+"""The research methods of the facade (`Model` extends `ResearchMethods`): what each layer holds.
+
+Each method's body lives in its research module (probe, structural, cka, geometry), which takes an
+`Encoder`; this class gives them `Model`'s keyword arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ..core._enums import SubwordPooling
+from ..core.encoder import Encoder
+from ..core.layers import LayerSpec
+
+__all__ = ["ResearchMethods"]
+
+
+class ResearchMethods(Encoder):
+    """An Encoder with the research methods that read layers: probes, structural probes, CKA and
+    geometry per layer (the static kinds, which run corpus jobs, stay on Model)."""
+
+    def probe(
+        self,
+        data: Any,
+        *,
+        level: str = "word",
+        layers: LayerSpec = "all",
+        folds: int = 5,
+        control: bool = False,
+        subword: SubwordPooling | str = "mean",
+        column: str | None = None,
+        seed: int = 0,
+        progress: bool | None = None,
+        n_jobs: int | None = None,
+        test: Any = None,
+        kind: str | None = None,
+        sweep: str | None = None,
+        per_label: bool = False,
+        per_label_layer: int | str | None = None,
+    ) -> Any:
+        """Probes per layer (and `static`) on a labelled file or list, cross-validated by sentence or
+        scored on `test` (held out); see `research.probe.probe` (control task and selectivity with
+        `control=True`, `kind` linear or mlp, a capacity `sweep`, `per_label` figures, fits on `n_jobs`)."""
+        from .probe import probe
+
+        return probe(
+            self, data, level=level, layers=layers, folds=folds, control=control, subword=subword,
+            column=column, seed=seed, progress=progress, n_jobs=n_jobs, test=test, kind=kind, sweep=sweep,
+            per_label=per_label, per_label_layer=per_label_layer,
+        )  # fmt: skip
+
+    def structural_probe(
+        self,
+        train: Any,
+        test: Any = None,
+        *,
+        task: str = "distance",
+        layers: LayerSpec = "all",
+        rank: int = 128,
+        epochs: int = 40,
+        seed: int = 0,
+    ) -> Any:
+        """Hewitt & Manning's structural probes (distance: UUAS, DSpr; depth: root accuracy, NSpr) per
+        layer on CoNLL-U trees; see `research.structural.structural_probe`."""
+        from .structural import structural_probe
+
+        return structural_probe(
+            self, train, test, task=task, layers=layers, rank=rank, epochs=epochs, seed=seed
+        )
+
+    def cka(
+        self,
+        texts: Iterable[str],
+        other: Encoder | None = None,
+        *,
+        level: str = "token",
+        debiased: bool = False,
+        progress: bool | None = None,
+    ) -> Any:
+        """Linear CKA between every pair of layers, or against every layer of `other`; streamed."""
+        from .cka import cka
+
+        return cka(self, texts, other, level=level, debiased=debiased, progress=progress)
+
+    def geometry(
+        self,
+        texts: Iterable[str],
+        *,
+        layers: LayerSpec = "all",
+        top: int = 3,
+        max_tokens_sampled: int = 5000,
+        seed: int = 0,
+        progress: bool | None = None,
+    ) -> Any:
+        """Per layer: IsoScore, rogue dimensions and TwoNN intrinsic dimension of the tokens; streamed."""
+        from .geometry import geometry
+
+        return geometry(
+            self, texts, layers=layers, top=top, max_tokens_sampled=max_tokens_sampled, seed=seed,
+            progress=progress,
+        )  # fmt: skip
