@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import bertscope
+from bertscope.core.exports import EXPORTS, ExportFormat, export_format, write_vectors
 
 BREAD_ID = 7852
 
@@ -184,3 +185,41 @@ def test_an_export_suffix_that_names_no_format_is_refused(
             == f"{len(_weight(model))} {_weight(model).shape[1]}"
         )
     assert model.export_static(tmp_path / "o.weird", format="word2vec") == [tmp_path / "o.weird"]
+
+
+def _read_back(files: list[Path], fmt: ExportFormat) -> tuple[list[str], np.ndarray]:
+    """(names, vectors) of an export, read as a consumer of the format would."""
+    if fmt is ExportFormat.WORD2VEC:
+        lines = files[0].read_text(encoding="utf-8").splitlines()[1:]
+        return [ln.split(" ")[0] for ln in lines], np.array([ln.split(" ")[1:] for ln in lines], np.float32)
+    if fmt is ExportFormat.NPY:
+        names = [ln.split("\t")[0] for ln in files[1].read_text(encoding="utf-8").splitlines()]
+        return names, np.load(files[0])
+    if fmt is ExportFormat.PARQUET:
+        table = pq.read_table(files[0]).to_pydict()
+        return table.get("token", table.get("word")), np.array(table["vector"], np.float32)
+    lines = files[1].read_text(encoding="utf-8").splitlines()
+    names = [ln.split("\t")[0] for ln in (lines[1:] if "\t" in lines[0] else lines)]
+    return names, np.loadtxt(files[0], delimiter="\t", dtype=np.float32, ndmin=2)
+
+
+@pytest.mark.parametrize("fmt", list(EXPORTS))
+def test_static_rows_and_word_vectors_go_through_one_export_table(
+    tiny_models: dict[str, bertscope.Model], tmp_path: Path, fmt: ExportFormat
+) -> None:
+    model = tiny_models["bert"]
+    rule = EXPORTS[fmt]
+    for suffix in rule.suffixes:  # each suffix chooses its format alone
+        assert export_format(Path("o" + suffix), None) is fmt
+    name = "o" + (rule.suffixes[0] if rule.suffixes else "")
+    (tmp_path / "static").mkdir()
+    (tmp_path / "words").mkdir()
+    ids = [5, 6, 7]
+    names, vectors = _read_back(model.export_static(tmp_path / "static" / name, format=fmt, items=ids), fmt)
+    assert names == [model.id_to_token[i] for i in ids]
+    np.testing.assert_allclose(vectors, model.static(ids), rtol=1e-6)
+    rows = np.arange(6, dtype=np.float32).reshape(2, 3) / 7
+    files = write_vectors(tmp_path / "words" / name, fmt, ["bread", "cake"], np.array([4, 2]), rows)
+    names, vectors = _read_back(files, fmt)
+    assert names == ["bread", "cake"]
+    np.testing.assert_allclose(vectors, rows, rtol=1e-6)

@@ -32,12 +32,11 @@ def aggregate_to_file(
     """`bertscope static --from-corpus FILE --export OUT`: aggregate, checkpointing in `OUT.parts/`
     (or on Ray's actors with `--engine ray`, not resumable)."""
     from ..core._enums import Engine
-    from ..static import export_format
+    from ..core.exports import EXPORTS, export_format
 
     if export is None:
-        raise InvalidInput(
-            "--from-corpus writes its vectors to a file: add --export OUT (.vec, .npy, .parquet)"
-        )
+        suffixes = ", ".join(rule.suffixes[0] for rule in EXPORTS.values() if rule.suffixes)
+        raise InvalidInput(f"--from-corpus writes its vectors to a file: add --export OUT ({suffixes})")
     if not export.parent.exists():
         raise InvalidInput(f"cannot write {export}: the folder {export.parent} does not exist")
     export_format(export, fmt)  # an unknown suffix is refused now, not after the whole corpus has run
