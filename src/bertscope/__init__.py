@@ -8,6 +8,7 @@ m.static("bread"); m.anatomy("I am Sinan"); m.embed(["a cat", "a dog"], layers="
 from typing import TYPE_CHECKING, Any
 
 from .core.loaders import register_loader as _register_loader
+from .core.version import __version__ as __version__  # its one home, below every floor
 
 if TYPE_CHECKING:
     from .anatomy import Anatomy
@@ -108,8 +109,6 @@ _LAZY = {
     "compare": ".research.compare",
     "verify_store": ".verify.store",
 }
-
-__version__ = "0.1.0"
 
 __all__ = [
     "load",

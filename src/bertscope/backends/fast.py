@@ -240,7 +240,7 @@ def _package_time() -> float:
 
 
 def _version() -> str:
-    from .. import __version__
+    from ..core.version import __version__
 
     return str(__version__)
 

@@ -68,7 +68,7 @@ def folder_info(view: FolderView) -> dict[str, Any] | None:
 
 
 def _holds_for(folder: Path, device: str) -> str:
-    from .. import __version__
+    from ..core.version import __version__
 
     files = sorted([p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in folder.iterdir() if p.is_file())
     about = [files, cpu_name(), sorted(cpu_flags()), os.environ.get("OMP_NUM_THREADS"), __version__, device]
