@@ -1,15 +1,13 @@
-"""The research commands: `eval pairs|words|docsim`, `contextuality`, `fit-post`, `vocab add`,
-`plot words|layers`. Each prints a table (or --json) and writes a PNG picture."""
+"""The research commands: `eval pairs|words|docsim` (`cli.evaluate`), `contextuality`, `fit-post`,
+`vocab add`, `plot words|layers`. Each prints a table (or --json) and writes a PNG picture."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.table import Table
 
-from ..errors import CorpusError, InvalidInput
 from .app import (
     BackendOpt,
     CombineOpt,
@@ -31,258 +29,12 @@ from .app import (
     out,
     read_lines,
 )
+from .evaluate import NoPlotOpt, OldPlotOpt, PlotOpt, eval_app, picture_path, records_table
 from .pictures import one_input, plot_app, split_list, vocab_app
 
-eval_app = typer.Typer(
-    help="Measure which layer, pooling and post-processing match human judgements.\n\n"
-    "Examples: `bertscope eval pairs -i pairs.tsv`, `bertscope eval words --dataset simlex999`.",
-    no_args_is_help=True,
-)
 app.add_typer(eval_app, name="eval")
 app.add_typer(vocab_app, name="vocab")
 app.add_typer(plot_app, name="plot")
-
-PlotOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Write the picture to this PNG file.")]
-# --plot was this option's name before -o/--output everywhere; still read, no longer shown
-OldPlotOpt = Annotated[Path | None, typer.Option("--plot", hidden=True)]
-NoPlotOpt = Annotated[bool, typer.Option("--no-plot", help="Print the table only, write no picture.")]
-
-
-def _picture(output: Path | None, old_plot: Path | None, no_plot: bool, default: str) -> Path | None:
-    return None if no_plot else (output or old_plot or Path(default))
-
-
-def _fmt(value: Any) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else "-" if value is None else str(value)
-
-
-def _records_table(records: list[dict[str, Any]], title: str, keys: list[str]) -> Table:
-    table = Table(*keys, title=title)
-    for rec in records:
-        table.add_row(*(_fmt(rec[k]) for k in keys))
-    return table
-
-
-def _text_file(read: Any, path: Path) -> Any:
-    """`read(path)`, a file that is not UTF-8 turned into one line naming it and the fix."""
-    try:
-        return read(path)
-    except UnicodeDecodeError as exc:
-        raise CorpusError(
-            f"{path}: not UTF-8 text ({exc.reason}); convert the file to UTF-8 "
-            "(e.g. iconv -f latin1 -t utf-8)"
-        ) from None
-
-
-def _post_option(post: str | None) -> list[Any]:
-    from ..core.post import load_post
-
-    return [load_post(p) if Path(p).suffix in (".safetensors", ".npz") else p for p in split_list(post)]
-
-
-@eval_app.command("pairs")
-def eval_pairs(
-    input_path: Annotated[
-        str | None,
-        typer.Option("--input", "-i", help="TSV: text_a, text_b, gold score per line (header optional)."),
-    ] = None,
-    pairs_file: Annotated[str | None, typer.Argument(hidden=True)] = None,
-    layers: Annotated[str, typer.Option("--layers", "-l", help="Layers to sweep (a layer spec).")] = "all",
-    pooling: Annotated[
-        str, typer.Option("--pooling", "-p", help="Poolings to sweep: cls, mean, max, mean_sqrt_len.")
-    ] = "cls,mean,max",
-    post: Annotated[
-        str | None,
-        typer.Option(
-            "--post", help="Also sweep post-processing: whitening, abtt, pca, standardize, or a fitted file."
-        ),
-    ] = None,
-    post_dim: Annotated[
-        int | None, typer.Option("--post-dim", help="Dimensions kept by whitening/pca fitted here.")
-    ] = None,
-    mask_special: MaskSpecialOpt = False,
-    long: LongOpt = "truncate",
-    stride: StrideOpt = None,
-    output: PlotOpt = None,
-    old_plot: OldPlotOpt = None,
-    no_plot: NoPlotOpt = False,
-    model: ModelOpt = None,
-    device: DeviceOpt = "auto",
-    dtype: DtypeOpt = "float32",
-    backend: BackendOpt = "auto",
-    quantize: QuantizeOpt = "none",
-    threads: ThreadsOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Spearman/Pearson of cosine vs gold for every layer x pooling (x post); one forward per text.
-
-    Examples: `bertscope eval pairs -i sts.tsv`, `bertscope eval pairs -i sts.tsv --layers -3: --pooling mean
-    --post whitening -o sweep.png`
-    """
-    from ..research.analysis import read_pairs, sweep
-    from ..research.plots import plot_sweep
-
-    pairs = Path(one_input(input_path, pairs_file, "pairs file"))
-
-    left, right, gold = _text_file(read_pairs, pairs)
-    result = sweep(
-        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
-        left,
-        right,
-        gold,
-        layers=layers,
-        poolings=split_list(pooling),
-        post=_post_option(post),
-        post_dim=post_dim,
-        mask_special=mask_special,
-        long=long,
-        stride=stride,
-    )
-    picture = _picture(output, old_plot, no_plot, "sweep.png")
-    if picture is not None:
-        plot_sweep(result, picture)
-        err.print(f"wrote {picture}")
-    if as_json:
-        emit_json({"records": result.records, "best": result.best, "settings": result.settings})
-        return
-    keys = ["layer", "pooling", "post", "fitted", "spearman", "pearson"]
-    out.print(_records_table(result.records, f"{pairs}: {len(gold)} pairs", keys))
-    best = result.best
-    # A post-processing fitted on these very pairs' texts flatters them: say so where it wins.
-    mark = " (in-sample: fitted on these pairs' own texts)" if best.get("fitted") == "in-sample" else ""
-    out.print(
-        f"best: layer {best['layer']}, pooling {best['pooling']}, post {best['post']}{mark}: "
-        f"spearman {best['spearman']:.4f}, pearson {best['pearson']:.4f}",
-        highlight=False,
-    )
-
-
-@eval_app.command("words")
-def eval_words(
-    dataset: Annotated[
-        str | None, typer.Option("--dataset", help="simlex999 or wordsim353 (gensim's files).")
-    ] = None,
-    input_path: Annotated[
-        Path | None, typer.Option("--input", "-i", help="TSV: word_a, word_b, gold score per line.")
-    ] = None,
-    old_pairs: Annotated[Path | None, typer.Option("--pairs", hidden=True)] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="Use only the first N pairs.")] = None,
-    layers: Annotated[
-        str, typer.Option("--layers", "-l", help="Layers of the decontextualised and aggregated kinds.")
-    ] = "all",
-    corpus: Annotated[
-        str | None, typer.Option("--corpus", help="Also aggregate each word over this corpus (one per line).")
-    ] = None,
-    min_count: Annotated[int, typer.Option("--min-count", help="With --corpus: rarer words get none.")] = 1,
-    long: LongOpt = "window",
-    distilled: Annotated[
-        Path | None, typer.Option("--distilled", help="Also a model2vec folder (bertscope distill).")
-    ] = None,
-    output: PlotOpt = None,
-    old_plot: OldPlotOpt = None,
-    no_plot: NoPlotOpt = False,
-    model: ModelOpt = None,
-    device: DeviceOpt = "auto",
-    dtype: DtypeOpt = "float32",
-    backend: BackendOpt = "auto",
-    quantize: QuantizeOpt = "none",
-    threads: ThreadsOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Spearman of cosine vs gold for each kind of static vector: the input rows, each word alone
-    ([CLS] w [SEP]) at each layer, aggregated over --corpus at each layer, a --distilled model2vec model.
-
-    Examples: `bertscope eval words --dataset simlex999`,
-    `bertscope eval words --dataset wordsim353 --corpus lee_background.cor --distilled ./static-minilm`
-    """
-    from ..research.analysis import read_word_pairs, word_dataset
-    from ..research.static_kinds import compare_kinds, plot_kinds
-
-    pairs = input_path or old_pairs
-    if (dataset is None) == (pairs is None):
-        raise InvalidInput("give one of --dataset simlex999|wordsim353 and -i/--input FILE")
-    data = word_dataset(dataset) if dataset else _text_file(read_word_pairs, pairs)  # type: ignore[arg-type]
-    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
-    aggregated = None
-    if corpus is not None:
-        aggregated = m.static_from_corpus(
-            corpus, layers=layers, min_count=min_count, long=long, progress=None
-        )
-    result = compare_kinds(m, data[:limit] if limit else data, layers=layers, aggregated=aggregated,
-                           distilled=distilled)  # fmt: skip
-    name = dataset or str(pairs)
-    picture = _picture(output, old_plot, no_plot, "word-eval.png")
-    if picture is not None:
-        plot_kinds(result, picture, title=name)
-        err.print(f"wrote {picture}")
-    if as_json:
-        emit_json({"records": result.records, "coverage": result.coverage, "settings": result.settings})
-        return
-    shown = [{**r, "layer": "-" if r["layer"] is None else r["layer"]} for r in result.records]
-    keys = ["kind", "layer", "covered", "spearman", "pearson", "spearman_common"]
-    out.print(_records_table(shown, f"{name}: Spearman of cosine vs gold, per kind of static vector", keys))
-    cov = result.coverage
-    out.print(
-        f"coverage: {cov['pairs']} pairs, {cov['words']} words: {cov['whole']} whole, {cov['split']} split "
-        "into word pieces (rows and decontextualised: a split word is the mean of its pieces)",
-        highlight=False,
-    )
-    if aggregated is not None:
-        out.print(
-            f"aggregated over {aggregated.settings['texts']} texts: {len(aggregated.words)} words "
-            f"(min count {min_count}); a pair is covered when the corpus held both words; "
-            f"spearman_common: on the {result.records[0]['common']} pairs every kind covers",
-            highlight=False,
-        )
-
-
-@eval_app.command("docsim")
-def eval_docsim(
-    layers: LayersOpt = None,
-    combine: CombineOpt = "mean",
-    pooling: PoolingOpt = "auto",
-    mask_special: MaskSpecialOpt = False,
-    long: LongOpt = "truncate",
-    stride: StrideOpt = None,
-    post: Annotated[
-        Path | None, typer.Option("--post", help="A fitted post-processing file to apply.")
-    ] = None,
-    model: ModelOpt = None,
-    device: DeviceOpt = "auto",
-    dtype: DtypeOpt = "float32",
-    backend: BackendOpt = "auto",
-    quantize: QuantizeOpt = "none",
-    threads: ThreadsOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Document similarity vs human scores on gensim's Lee corpus (50 documents, 1225 pairs).
-
-    Example: `bertscope eval docsim --layers -2 --pooling mean --long window`
-    """
-    from ..core.post import load_post
-    from ..research.analysis import evaluate_docsim
-
-    result = evaluate_docsim(
-        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
-        post=load_post(post) if post else None,
-        layers=layers,
-        combine=combine,
-        pooling=pooling,
-        mask_special=mask_special,
-        long=long,
-        stride=stride,
-    )
-    if as_json:
-        emit_json(result)
-        return
-    out.print(
-        _records_table(
-            [result],
-            "Lee corpus: document cosine vs human similarity",
-            ["documents", "pairs", "pearson", "spearman", "truncated"],
-        )
-    )
-    out.print(f"spec: {result['spec']}", highlight=False)
 
 
 @app.command("contextuality")
@@ -324,7 +76,7 @@ def contextuality_cmd(
         top=top,
         min_contexts=min_contexts,
     )
-    picture = _picture(output, old_plot, no_plot, "contextuality.png")
+    picture = picture_path(output, old_plot, no_plot, "contextuality.png")
     if picture is not None:
         plot_contextuality(result, picture)
         err.print(f"wrote {picture}")
@@ -340,7 +92,7 @@ def contextuality_cmd(
         "intra_adjusted",
         "mev",
     ]
-    out.print(_records_table(result.records, "contextuality per layer", keys))
+    out.print(records_table(result.records, "contextuality per layer", keys))
     out.print("words (occurrences): " + ", ".join(f"{w} ({n})" for w, n in result.occurrences.items()))
     out.print(
         "static = the word's piece rows alone (self-similarity exactly 1); layer 0 = LayerNorm(word + "
