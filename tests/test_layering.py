@@ -16,10 +16,10 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 PUBLIC_PATHS = ("post", "similarity", "results", "spec", "tokens", "families", "senses")
 
 # Lowest first. A module imports only from its own floor or below. Read as: the engine room; the backends;
-# the features, each over an Encoder; the corpus machinery they stream through (readers, sinks, levels,
-# the resumable job) and the research that aggregates over corpora; the facade (`Model`, `load`); what
-# takes a model by name and loads it with its backend (search, occurrences, Ray, research over stores);
-# the shells.
+# the features, each over an Encoder, with research/ (what the vectors mean); the corpus machinery they
+# stream through (readers, sinks, levels, the resumable job, stores, search, occurrences, Ray) and the
+# research that aggregates over corpora or stores; the facade (`Model`, `load`); the shells. A model is
+# loaded by name through the loader registered low (core/loaders.py), so nothing below the facade needs it.
 FLOORS: list[tuple[str, ...]] = [
     ("errors",),
     ("core",),
@@ -38,34 +38,19 @@ FLOORS: list[tuple[str, ...]] = [
         "verify",
     ),  # fmt: skip
     (
-        "io.job",
-        "io.readers",
-        "io.sinks",
-        "io.levels",
-        "io.chunk_level",
-        "io.level_table",
-        "io.formats",
-        "io.vector_files",
-        "io.sqlite_store",
-        "io.views",
-        "io.checksums",
-        "io.parquet_checked",
-        "io.job_lock",
-        "research.aggregate",
-        "research.static_kinds",
-    ),  # fmt: skip
-    ("model",),
-    (
         "io",
         "distributed",
+        "research.aggregate",
         "research.aggregate_ray",
+        "research.static_kinds",
         "research.senses",
         "research.plots",
         "research.layer_plots",
         "research.structural_plots",
         "verify.store",
         "verify.rows",
-    ),
+    ),  # fmt: skip
+    ("model",),
     ("", "__main__", "cli", "server", "integrations", *PUBLIC_PATHS),
 ]
 FACADE = "bertscope.model"
@@ -113,8 +98,10 @@ def imports_of(path: Path, name: str, modules: set[str]) -> set[str]:
                     found.add(FACADE)
                 else:
                     found.add(target)
-    # a module's own parent packages load before it: not an import that can make a cycle
-    return {m for m in found if m in modules and m != name and not name.startswith(m + ".")}
+    # A package's own `__init__` named in an import counts: `from . import X` in io/formats.py runs io's
+    # __init__, and if that imports io.formats the two are a cycle (the loading of a parent package that
+    # every import does by itself is not named, so it makes no edge).
+    return {m for m in found if m in modules and m != name}
 
 
 def graph() -> dict[str, set[str]]:
@@ -174,6 +161,17 @@ def test_the_checks_see_every_kind_of_import(tmp_path: Path) -> None:
     probe_path = tmp_path / "probe_layering.py"
     probe_path.write_text(code, encoding="utf-8")
     assert imports_of(probe_path, "bertscope.core.probe_layering", modules) == {FACADE, "bertscope.io.search"}
-    assert floor_of("bertscope.core.probe_layering") < floor_of(FACADE) < floor_of("bertscope.io.search")
+    assert floor_of("bertscope.core.probe_layering") < floor_of(FACADE) < floor_of("bertscope.cli.embed")
+    # research is a feature floor: every module of it, the corpus-wide ones too, is below the facade
+    research = [m for m in graph() if m.startswith("bertscope.research")]
+    assert research and all(floor_of(m) < floor_of(FACADE) for m in research)
     assert cycle_from({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    # a cycle through a package's __init__: io imports io.formats, which imports a name of io
+    init, formats = tmp_path / "__init__.py", tmp_path / "formats.py"
+    init.write_text("from .formats import RULES\n", encoding="utf-8")
+    formats.write_text("from . import Store\n", encoding="utf-8")
+    package = {"bertscope.io", "bertscope.io.formats"}
+    edges = {"bertscope.io": imports_of(init, "bertscope.io", package)}
+    edges["bertscope.io.formats"] = imports_of(formats, "bertscope.io.formats", package)
+    assert cycle_from(edges) == ["bertscope.io", "bertscope.io.formats", "bertscope.io"]
     assert cycle_from({"a": {"b"}, "b": set()}) is None
