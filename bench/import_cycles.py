@@ -47,8 +47,9 @@ def imports(path: Path, name: str, modules: set[str], *, top_only: bool) -> set[
             visit(child, inside)
 
     visit(tree, True)
-    # a module's own parent packages are imported before it, always: not an edge of a cycle
-    return {m for m in found if m in modules and m != name and not name.startswith(m + ".")}
+    # an import naming a package's own __init__ counts (io -> io.formats -> io is a cycle); the parent
+    # loading every import does by itself is named nowhere, so it makes no edge
+    return {m for m in found if m in modules and m != name}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
