@@ -36,6 +36,7 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin")
 _SAFETENSORS_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64"}
 # (resolved path, size, mtime_ns) -> digest: a changed file has another size or time, so another key.
 _FILE_DIGESTS: dict[tuple[str, int, int], str] = {}
+_TOKENIZER_FACTS: dict[str, dict[str, Any]] = {}
 
 
 def vector_settings(model: Any) -> dict[str, Any]:
@@ -145,10 +146,15 @@ def _default_spec(model: Any) -> tuple[Any, dict[str, Any]]:
 
 
 def _tokenizer_facts(model: Any) -> dict[str, Any]:
-    """Whether it lowercases, and a hash of its vocabulary (the ids it reads are in the canaries)."""
-    config = json.loads(tokenizer_json(model))
-    vocab = sorted(model.vocab.items())
-    return {"lowercase": _lowercases(config.get("normalizer")), "vocab": _sha(json.dumps(vocab))}
+    """Whether it lowercases, and a hash of its vocabulary (the ids it reads are in the canaries);
+    remembered per tokenizer.json (which holds the vocabulary), as reading them takes a few tenths."""
+    text = tokenizer_json(model)
+    key = _sha(text)
+    if key not in _TOKENIZER_FACTS:
+        lowercase = _lowercases(json.loads(text).get("normalizer"))
+        vocab = _sha(json.dumps(sorted(model.vocab.items())))
+        _TOKENIZER_FACTS[key] = {"lowercase": lowercase, "vocab": vocab}
+    return dict(_TOKENIZER_FACTS[key])
 
 
 def _lowercases(normalizer: Any) -> bool:
