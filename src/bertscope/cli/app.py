@@ -21,7 +21,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from ..core._enums import Backend, DType, Engine, Quantize, StrEnum
+from ..core._enums import Backend, DType, Engine, Pooling, Quantize, StrEnum
 from ..errors import InvalidInput
 
 app = typer.Typer(
@@ -163,9 +163,7 @@ PromptNameOpt = Annotated[
 PromptOpt = Annotated[
     str | None, typer.Option("--prompt", help='A prompt text put before every text ("" for none).')
 ]
-PoolingOpt = Annotated[
-    str, typer.Option("--pooling", "-p", help="cls, pooler, mean, max, mean_sqrt_len, first_last_avg, auto.")
-]
+PoolingOpt = Annotated[str, typer.Option("--pooling", "-p", help=", ".join(p.value for p in Pooling) + ".")]
 # Help text is markdown: code spans keep `<s>` from being read as an HTML tag and dropped.
 MaskSpecialOpt = Annotated[
     bool, typer.Option("--mask-special", help="Leave `[CLS]`/`[SEP]` (`<s>`, `</s>`) out of pooling.")

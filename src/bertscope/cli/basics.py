@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from ..core.exports import formats_help
 from ..core.folder import FolderView
 from ..errors import InvalidInput
 from .app import (
@@ -141,8 +142,7 @@ def static(
         str | None,
         typer.Option(
             "--format",
-            help="Export format: word2vec, npy, parquet, projector "
-            "(default: word2vec for .vec/.txt/.w2v, npy for .npy, parquet for .parquet).",
+            help=f"Export format: {formats_help()}.",
         ),
     ] = None,
     include_special: Annotated[

@@ -28,8 +28,8 @@ from ..errors import InvalidInput
 from ._enums import StrEnum
 
 __all__ = [
-    "EXPORTS", "Block", "ExportFormat", "ExportRule", "RowKind", "Rows", "export_format", "write_rows",
-    "write_vectors",
+    "EXPORTS", "Block", "ExportFormat", "ExportRule", "RowKind", "Rows", "export_format", "formats_help",
+    "write_rows", "write_vectors",
 ]  # fmt: skip
 
 
@@ -158,6 +158,12 @@ EXPORTS: dict[ExportFormat, ExportRule] = {
     ExportFormat.PARQUET: ExportRule((".parquet",), ".parquet", _parquet),
     ExportFormat.PROJECTOR: ExportRule((), "", _projector),
 }
+
+
+def formats_help() -> str:
+    """The formats and the suffixes that choose them, as the command line's --format help says it."""
+    chosen = [f"{f.value} for {'/'.join(rule.suffixes)}" for f, rule in EXPORTS.items() if rule.suffixes]
+    return f"{', '.join(f.value for f in EXPORTS)} (default: {', '.join(chosen)})"
 
 
 def export_format(path: Path, fmt: ExportFormat | str | None) -> ExportFormat:
