@@ -140,6 +140,22 @@ def test_embed_tokens_and_words() -> None:
     assert words["words"] == ["tokenization", "rocks"] and len(words["vectors"]) == 2
 
 
+def test_embed_level_names_a_row_of_the_level_table(tmp_path: Path) -> None:
+    """`--level words -o` is `--words -o`; a level beside another level's flag, or an unknown one: refused."""
+    by_flag, by_name = tmp_path / "flag.parquet", tmp_path / "name.parquet"
+    run_ok("embed", "tokenization rocks", "a cat", "-o", str(by_flag), "--words", "--layers", "0", "-q")
+    run_ok(
+        "embed", "tokenization rocks", "a cat", "-o", str(by_name), "--level", "words", "--layers", "0", "-q"
+    )
+    import pyarrow.parquet as pq
+
+    assert pq.read_table(by_flag).equals(pq.read_table(by_name))
+    both = runner.invoke(app, ["embed", "a cat", "--level", "tokens", "--words"])
+    assert both.exit_code != 0 and "choose one of --level" in str(both.exception)
+    unknown = runner.invoke(app, ["embed", "a cat", "--level", "pages"])
+    assert unknown.exit_code != 0 and "sentence, tokens, words, chunks" in str(unknown.exception)
+
+
 def test_similarity_matrix() -> None:
     data = json.loads(run_ok("similarity", "a cat", "a dog", "a car", "--json"))
     matrix = np.array(data["cosine"])

@@ -199,6 +199,29 @@ def test_search_reloads_the_stored_model_and_settings(tmp_path: Path, tiny_dirs:
     assert model.info().source == json.loads(json.dumps(open_store(store).settings))["model"]
 
 
+def test_search_loads_the_stores_model_through_the_registered_loader(
+    monkeypatch: pytest.MonkeyPatch, bundled: bertscope.Model
+) -> None:
+    """model_for loads by name through core.loaders (the package registers bertscope.load): the store's
+    name and runtime settings reach the loader, and a loaded model is used as it is."""
+    from bertscope.core import loaders
+    from bertscope.io.search import model_for
+
+    asked: list[tuple[object, dict[str, object]]] = []
+
+    def loader(name: object = None, **settings: object) -> bertscope.Model:
+        asked.append((name, settings))
+        return bundled
+
+    monkeypatch.setattr(loaders, "_registered", [loader])
+    settings = {"model_arg": "some/folder", "dtype": "float32", "backend": "onnxruntime", "quantize": "int8"}
+    assert model_for(settings) is bundled and model_for(settings, bundled) is bundled
+    assert asked == [("some/folder", {"dtype": "float32", "backend": "onnxruntime", "quantize": "int8"})]
+    monkeypatch.setattr(loaders, "_registered", [])
+    with pytest.raises(bertscope.ModelLoadError, match="import bertscope"):
+        model_for(settings)
+
+
 def _run_job(args: list[str], command: str = "embed", **kwargs: object) -> subprocess.Popen[str]:
     """Start `python -m bertscope embed ...` (or another command) as a user would."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}

@@ -12,7 +12,10 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 import bertscope
+from bertscope.core.spec import EmbedOptions
 from bertscope.errors import CorpusError, InvalidSpec
+from bertscope.io.level_table import CorpusOptions, make_level
+from bertscope.io.levels import LevelOptions
 from test_io import _embed_in_process, stop_and_resume, write_txt
 
 TEXTS = [
@@ -194,3 +197,55 @@ def test_token_job_killed_with_sigkill_resumes_exactly(
     stop_and_resume(common, target)
     assert pq.read_table(target).equals(pq.read_table(whole))
     assert pq.read_table(whole).column("position").to_pylist().count(0) == TOKEN_TEXTS
+
+
+def test_each_level_declares_its_facts_in_the_table() -> None:
+    """The runners read pooled, searchable and the level's own options from the table (issue 37)."""
+    from bertscope.io.level_table import LEVELS, level_of
+
+    assert set(LEVELS) == set(bertscope.Level)
+    for name, row in LEVELS.items():
+        assert row.name is name and level_of(name.value) is row
+        assert set(row.options) <= set(LevelOptions.__dataclass_fields__)
+    assert {n.value for n, row in LEVELS.items() if row.pooled} == {"sentence", "chunks"}
+    assert {n.value for n, row in LEVELS.items() if row.searchable} == {"sentence", "chunks"}
+    assert LEVELS[bertscope.Level.WORDS].options == ("subword",)
+    assert "late" in LEVELS[bertscope.Level.CHUNKS].options
+
+
+def test_corpus_options_split_keywords_and_narrow_to_the_level() -> None:
+    """Keywords split into the recipe and the level options; an unpooled level keeps only its own."""
+    asked = CorpusOptions.of(level="tokens", layers="0,6", pooling="cls", precision="float16", prompt="q: ")
+    assert asked.recipe == EmbedOptions(layers="0,6", pooling="cls", prompt="q: ")
+    assert asked.level == LevelOptions(level="tokens", precision="float16")
+    narrowed = asked.for_level()
+    assert narrowed.recipe == EmbedOptions(layers="0,6") and narrowed.level == asked.level
+    sentence = CorpusOptions.of(pooling="cls", normalize=True)
+    assert sentence.for_level() is sentence
+    with pytest.raises(TypeError):
+        CorpusOptions.of(pooling="cls", unknown=1)  # type: ignore[call-arg]
+
+
+def test_level_options_from_settings_rebuild_the_stored_level(
+    tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    """A store's settings give back the options that made it: the same level records the same settings."""
+    out = tmp_path / "words.parquet"
+    bertscope.embed_corpus(TEXTS[:2], out, model=bundled, level="words", layers="-2", subword="first")
+    settings = json.loads(pq.read_table(out).schema.metadata[b"bertscope"])
+    again = CorpusOptions(EmbedOptions.from_settings(settings), LevelOptions.from_settings(settings))
+    recorded = json.loads(json.dumps(make_level(bundled, again.for_level()).recorded()))
+    assert recorded == {key: settings[key] for key in recorded}
+
+
+def test_options_as_one_object_equal_the_keywords(tmp_path: Path, bundled: bertscope.Model) -> None:
+    """embed_corpus(options=CorpusOptions(...)), as the CLI passes it, writes what the keywords write."""
+    by_words = tmp_path / "keywords.parquet"
+    by_object = tmp_path / "object.parquet"
+    bertscope.embed_corpus(TEXTS, by_words, model=bundled, level="words", layers="-2", keep_text=False)
+    asked = CorpusOptions(EmbedOptions(layers="-2"), LevelOptions(level="words", keep_text=False))
+    bertscope.embed_corpus(TEXTS, by_object, model=bundled, options=asked)
+    assert pq.read_table(by_words).equals(pq.read_table(by_object))
+    assert "text" not in pq.read_table(by_object).column_names
+    with pytest.raises(InvalidSpec, match="not both"):
+        bertscope.embed_corpus(TEXTS, tmp_path / "both.parquet", model=bundled, options=asked, layers="-1")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from ..core._enums import Engine
+from ..core._enums import Engine, Level
 from ..errors import InvalidInput
 from .app import (
     BackendOpt,
@@ -103,6 +103,14 @@ def embed(
     late: LateOpt = True,
     chunk_size: ChunkSizeOpt = 128,
     chunk_overlap: ChunkOverlapOpt = 0,
+    level_name: Annotated[
+        str | None,
+        typer.Option(
+            "--level",
+            help=f"What a row is: {', '.join(v.value for v in Level)} (the corpus-level table; "
+            "--tokens, --words and --chunks name one each).",
+        ),
+    ] = None,
     tokens: Annotated[
         bool, typer.Option("--tokens", help="Token vectors instead of one vector per text.")
     ] = False,
@@ -156,11 +164,19 @@ def embed(
     `bertscope embed -i corpus.txt -o corpus.parquet --fast` (the fastest mode within cosine 0.999),
     `bertscope embed -i corpus.txt -o views.parquet --view last=-1/mean --view cls4=-4:/cls`,
     `bertscope embed -i docs.txt --chunks sentence --late` (a vector per sentence of each line, in context),
+    `bertscope embed -i corpus.txt -o words.parquet --level words` (any level of the table by name),
     `bertscope embed "what is late chunking?" --prompt-name query` (the model's own query prompt),
     `bertscope embed "How are you?" --pair "Fine, thanks."` ([CLS] A [SEP] B [SEP]; with --tokens too)
     """
-    if sum((tokens, words, chunks is not None)) > 1:
-        raise InvalidInput("choose one of --tokens, --words and --chunks")
+    flagged = [
+        name for name, on in (("tokens", tokens), ("words", words), ("chunks", chunks is not None)) if on
+    ]
+    if len(flagged) > 1 or (level_name is not None and flagged and flagged != [level_name]):
+        raise InvalidInput("choose one of --level, --tokens, --words and --chunks")
+    level = Level.parse(level_name or (flagged[0] if flagged else "sentence"), what="level").value
+    tokens, words = level == "tokens", level == "words"
+    if level == "chunks" and chunks is None:
+        chunks = "sentence"
     if pair is not None and (output is not None or words or chunks is not None):
         raise InvalidInput(
             "--pair reads each text as [CLS] A [SEP] B [SEP]: for sentence or --tokens vectors printed "
@@ -185,7 +201,6 @@ def embed(
             overlap=chunk_overlap, **shown,
         )  # fmt: skip
         return
-    level = "tokens" if tokens else "words" if words else "chunks" if chunks else "sentence"
     rows = LevelOptions(
         level, not no_text, precision, subword, chunks or "sentence", late, chunk_size, chunk_overlap
     )
@@ -224,6 +239,8 @@ def embed(
         m = load_model(model, **run, fast=fast, fast_min_cosine=fast_min_cosine)
         run_job(texts, input_path, output, model=m, options=asked, job=job, quiet=quiet, index=index)
         return
+    if level not in ("sentence", "tokens", "words"):
+        raise InvalidInput(f"--level {level} rows are written by a corpus job: give -o FILE.parquet")
     items = with_pair(read_texts(texts, input_path), pair)
     m = load_model(model, **run, fast=fast, fast_min_cosine=fast_min_cosine)
     if tokens or words:
