@@ -453,3 +453,66 @@ def test_held_out_per_label_from_the_cli(tmp_path) -> None:
     assert picture.exists() and (tmp_path / "p-confusion.png").exists()
     shown = run_main("probe", *args, "--per-label", "--sweep", "rank=8")
     assert shown.code == 0 and "confusion matrix" in shown.stdout and "linear rank 8" in shown.stdout
+
+
+# One MLP probe, printed as JSON by a fresh interpreter under the OpenBLAS kernels it is given.
+MLP_RUN = (
+    "import json, sys; from bertscope import load; from bertscope.research.probe import probe; "
+    "r = probe(load(), sys.argv[1], test=sys.argv[2], column='upos', layers='0', control=True, "
+    "sweep='hidden=16'); print(json.dumps(r.to_dict(), sort_keys=True))"
+)
+
+
+def _cpu_has(feature: str) -> bool:
+    import importlib
+
+    return bool(importlib.import_module("numpy._core._multiarray_umath").__cpu_features__.get(feature))
+
+
+def test_mlp_probes_are_byte_equal_under_every_openblas_kernel() -> None:
+    """The control row of an MLP once moved by 0.012 between AVX2 and AVX-512 kernels (the static row
+    of this very probe: 0.484 and 0.472); its fits now run with pinned arithmetic (probe_fit.pinned_env),
+    so the JSON is the same under OpenBLAS's Sandybridge, Haswell and (where the CPU has it) SkylakeX."""
+    import os
+    import subprocess
+
+    from bertscope.research.probe_fit import pinned_env
+
+    if pinned_env() is None:
+        pytest.skip("pinned arithmetic needs an x86-64 CPU with AVX2 and FMA")
+    kernels = ["Sandybridge", "Haswell"] + (["SkylakeX"] if _cpu_has("AVX512F") else [])
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", MLP_RUN, str(TREES), str(TREES_TEST)],
+            env={**os.environ, "OPENBLAS_CORETYPE": kernel, "HF_HUB_OFFLINE": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for kernel in kernels
+    ]
+    outputs = [run.communicate(timeout=600) for run in runs]
+    assert all(run.returncode == 0 for run in runs), [err.decode()[-2000:] for _, err in outputs]
+    first = outputs[0][0]
+    assert all(out == first for out, _ in outputs), "an MLP probe's JSON depends on the BLAS kernel"
+    rows = json.loads(first)["rows"]
+    assert [(r["probe"], r["capacity"], r["layer"]) for r in rows] == [("mlp", 16, "static"), ("mlp", 16, 0)]
+
+
+def _worker_arithmetic() -> tuple[list[str], bool]:
+    import importlib
+
+    from threadpoolctl import threadpool_info
+
+    umath = importlib.import_module("numpy._core._multiarray_umath")
+    blas = [i.get("architecture") for i in threadpool_info() if i.get("internal_api") == "openblas"]
+    return blas, bool(umath.__cpu_features__.get("X86_V4"))
+
+
+def test_the_pinned_worker_runs_haswell_kernels_and_no_avx512_loops() -> None:
+    from bertscope.research import probe_fit
+
+    env = probe_fit.pinned_env()
+    if env is None:
+        pytest.skip("pinned arithmetic needs an x86-64 CPU with AVX2 and FMA")
+    blas, avx512_loops = probe_fit._pinned_executor(1, env).submit(_worker_arithmetic).result()
+    assert blas and set(blas) == {"Haswell"} and not avx512_loops

@@ -12,6 +12,13 @@ probe's static macro-F1 was 0.759 on AVX2 and 0.770 on AVX-512). And rows that a
 static row gives every occurrence of a word piece the same features) are one point to a linear
 classifier: where the training rows at a test row's exact features tie between labels, the classifier's
 preference among them is a rounding matter, so the tie is broken by rule (`tie_broken`).
+
+An MLP's fit is another matter: its loss is not convex, and L-BFGS's path through it is chaotic. The
+last bit of one product (OpenBLAS's AVX2 and AVX-512 kernels sum in different orders) sends two fits
+from the same seed to different minima (weights apart by 0.3-1.8, converged or not, with any L2 penalty
+tried), and a control accuracy moved by 0.012. So MLP fits run in a worker process whose arithmetic is
+pinned (`pinned_env`): OpenBLAS's Haswell kernels and NumPy's AVX2 loops, the same code on every x86-64
+CPU with AVX2 (tests/test_probe.py holds the JSON byte-equal under OpenBLAS's Haswell and SkylakeX).
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ __all__ = [
     "Classifier",
     "Split",
     "fit_workers",
+    "pinned_env",
     "predict",
     "predictions",
     "row_scores",
@@ -44,6 +52,9 @@ PROBE_TOLERANCE = 1e-6
 PARALLEL_MIN_ITEMS = 2000
 MLP_MAX_ITER = 500
 MLP_HIDDEN = 64
+# The kernels every x86-64 CPU with AVX2 and FMA runs alike; OPENBLAS_CORETYPE names them.
+PINNED_BLAS = "Haswell"
+PINNED_MARK = "BERTSCOPE_PINNED_ARITHMETIC"
 
 
 @dataclass(frozen=True)
@@ -157,6 +168,10 @@ def predictions(
     """(true, predicted) labels of every tested item, fold after fold (each predicted by its own fold)."""
     from threadpoolctl import threadpool_limits
 
+    env = pinned_env() if classifier.kind == "mlp" else None
+    if env is not None:
+        return _pinned_executor(1, env).submit(predictions, x, y, splits, classifier).result()
+
     with threadpool_limits(limits=1):
         found = [predict(x[train], y[train], x[test], classifier) for train, test in splits]
     return np.concatenate([y[test] for _, test in splits]), np.concatenate(found)
@@ -198,7 +213,17 @@ def scores_of_rows(
     fitted: Callable[[], None],
 ) -> list[np.ndarray]:
     """`row_scores` of each (x, y, classifier) in order, on `workers` worker processes when more than
-    one; `fitted()` is called once per fold fitted."""
+    one (an MLP's: in pinned worker processes, see `pinned_env`); `fitted()` is called once per fold."""
+    env = pinned_env() if any(c.kind == "mlp" for _, _, c in rows) else None
+    if env is not None:
+        executor = _pinned_executor(workers, env)
+        futures = [executor.submit(row_scores, x, y, splits, None, c) for x, y, c in rows]
+        pinned = []
+        for future in futures:
+            pinned.append(future.result())
+            for _ in splits:
+                fitted()
+        return pinned
     if workers <= 1:
         return [row_scores(x, y, splits, fitted, c) for x, y, c in rows]
     from joblib import Parallel, delayed
@@ -212,3 +237,32 @@ def scores_of_rows(
         for _ in splits:
             fitted()
     return out
+
+
+def pinned_env() -> dict[str, str] | None:
+    """The environment of a worker whose arithmetic is the same on every x86-64 CPU with AVX2 and FMA:
+    OpenBLAS's Haswell kernels, NumPy's loops up to AVX2 (its AVX-512 ones turned off); None where the
+    CPU lacks them (or another architecture) and in such a worker already."""
+    import os
+
+    if os.environ.get(PINNED_MARK):
+        return None
+    import importlib
+
+    try:
+        umath = importlib.import_module("numpy._core._multiarray_umath")
+    except ImportError:  # NumPy 1.x
+        umath = importlib.import_module("numpy.core._multiarray_umath")
+    __cpu_dispatch__, __cpu_features__ = umath.__cpu_dispatch__, umath.__cpu_features__
+    if not (__cpu_features__.get("AVX2") and __cpu_features__.get("FMA3")):
+        return None
+    wider = [f for f in __cpu_dispatch__ if f.startswith("AVX512") or f == "X86_V4"]
+    off = " ".join(f for f in wider if __cpu_features__.get(f))
+    return {"OPENBLAS_CORETYPE": PINNED_BLAS, "NPY_DISABLE_CPU_FEATURES": off, PINNED_MARK: "1"}
+
+
+def _pinned_executor(workers: int, env: dict[str, str]) -> Any:
+    # loky's reusable executor: started once per environment, kept for the next probe
+    from joblib.externals.loky import get_reusable_executor
+
+    return get_reusable_executor(max_workers=max(1, workers), env=env)
