@@ -516,3 +516,23 @@ def test_the_pinned_worker_runs_haswell_kernels_and_no_avx512_loops() -> None:
         pytest.skip("pinned arithmetic needs an x86-64 CPU with AVX2 and FMA")
     blas, avx512_loops = probe_fit._pinned_executor(1, env).submit(_worker_arithmetic).result()
     assert blas and set(blas) == {"Haswell"} and not avx512_loops
+
+
+EWT_TRAIN, EWT_DEV = EXAMPLES / "ewt" / "train.conllu", EXAMPLES / "ewt" / "dev.conllu"
+
+
+def test_held_out_upos_on_the_ewt_slice_equals_an_independent_fit(bundled) -> None:
+    """UD English EWT (150 training, 60 dev sentences): layer 3's held-out accuracy is a plain
+    scikit-learn fit's on the same vectors, above the static row's, and more of it is selective."""
+    from bertscope.research.probe import word_features
+
+    result = probe(bundled, EWT_TRAIN, test=EWT_DEV, column="upos", layers="3", control=True)
+    train = word_features(bundled, read_words(EWT_TRAIN, column="upos"), layers=[3])
+    test = word_features(bundled, read_words(EWT_DEV, column="upos"), layers=[3])
+    y_train, y_test = np.asarray(train.labels), np.asarray(test.labels)
+    assert (result.n_items, result.n_test) == (len(y_train), len(y_test))
+    rows = {r["layer"]: r for r in result.rows}
+    predicted = _independent_fit(train.layers[:, 0], y_train, test.layers[:, 0])
+    assert rows[3]["accuracy"] == pytest.approx(np.mean(predicted == y_test), abs=1e-9)
+    assert rows[3]["accuracy"] > rows["static"]["accuracy"] > result.majority
+    assert rows[3]["selectivity"] > rows["static"]["selectivity"] + 0.1
