@@ -21,7 +21,7 @@ from ..core.spec import EmbedOptions, PostArg, resolve
 from ..errors import InvalidInput
 from ..io.stores import Store, open_store, view_settings, with_view
 from .drift import StoreCheck, add_drift
-from .fingerprint import compare_fingerprints, fingerprint
+from .fingerprint import compare_fingerprints, store_fingerprint
 from .rows import check_rows, texts_by_id
 
 __all__ = ["StoreCheck", "sample_rows", "verify_store"]
@@ -79,7 +79,7 @@ def verify_store(
         check_rows(check, m, opened, positions, corpus_texts)
     recorded = opened.settings.get("fingerprint")
     if isinstance(recorded, dict):
-        check.differences += compare_fingerprints(recorded, fingerprint(m, with_canaries=False))
+        check.differences += compare_fingerprints(recorded, store_fingerprint(m))
     check.ok = not check.differences
     check.seconds = time.perf_counter() - start
     return check
