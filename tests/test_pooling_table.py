@@ -95,3 +95,13 @@ def test_the_schema_and_explain_refuse_what_the_table_says(
     assert not exact_max_taken()
     with pytest.raises(InvalidSpec, match="no exact split"):
         bundled.explain("a", "b", pooling="max", exact=True)
+
+
+def test_sentence_transformers_mode_names_come_from_the_table() -> None:
+    from bertscope.core.st_settings import ST_POOLING_MODES, pooling_config
+
+    # what a sentence-transformers folder's Pooling config is read as (stored settings depend on it)
+    ours = {"mean": "mean", "mean_sqrt_len_tokens": "mean_sqrt_len", "max": "max", "cls": "cls"}
+    assert ST_POOLING_MODES == ours
+    flags = pooling_config("mean_sqrt_len", 8)
+    assert flags["pooling_mode_mean_sqrt_len_tokens"] and not flags["pooling_mode_mean_tokens"]
