@@ -1,5 +1,6 @@
 """Making the ONNX export of a PyTorch model (every hidden state an output), float32 or int8: the one part
-of the exported runtimes that needs torch. backends/onnx.py keeps, finds and opens what this writes.
+of the exported runtimes that needs torch. backends/onnx.py keeps, finds and opens what this writes;
+backends/quantize.py fuses and quantizes the float32 graph this traces for int8.
 """
 
 from __future__ import annotations
@@ -7,7 +8,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-import logging
 import os
 import tempfile
 import warnings
@@ -15,15 +15,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
 from ..core.families import Family
 from ..errors import ModelLoadError
+from .quantize import OUTLIER_WEIGHT, fuse, quantize, splits_outliers
 
 __all__ = ["weights_hash", "write_export"]
 
-_OUTLIER_WEIGHT = "outlier_weight"
+# the model inputs of each calibration forward, as ONNX Runtime takes them
+Feeds = list[dict[str, np.ndarray]]
 
 
 def weights_hash(model: nn.Module) -> str:
@@ -49,15 +52,22 @@ def write_export(
     calibrate: Callable[[Sequence[str]], None] | None,
     texts: Sequence[str],
     outlier_factor: float,
+    scheme: str = "dynamic",
 ) -> dict[str, Any]:
-    """Export `model` to `path` atomically: float32, or int8 (the input channels past `outlier_factor` x
-    the median's kept in float32) when `calibrate` is given. Returns what it made, for its record."""
-    stats = _activation_maxima(model, calibrate, texts) if calibrate is not None else None
-    outliers = {name: maxima > outlier_factor * maxima.median() for name, maxima in (stats or {}).items()}
-    _export(model, family, path, outliers if stats is not None else None)
+    """Export `model` to `path` atomically: float32, or int8 by `scheme` (backends/quantize.py; input
+    channels past `outlier_factor` x the median's kept in float32) when `calibrate` is given. Returns what
+    it made, for its record."""
+    feeds: Feeds = []
+    stats = _activation_maxima(model, calibrate, texts, feeds) if calibrate is not None else None
+    outliers = {
+        name: maxima > outlier_factor * maxima.median()
+        for name, maxima in (stats or {}).items()
+        if splits_outliers(name, scheme)
+    }
+    fused = _export(model, family, path, outliers if stats is not None else None, scheme=scheme, feeds=feeds)
     about: dict[str, Any] = {"torch": torch.__version__}
     if stats is not None:
-        about["outlier_factor"] = outlier_factor
+        about.update(scheme=scheme, fused=fused, outlier_factor=outlier_factor)
         about["outlier_channels"] = {name: int(mask.sum()) for name, mask in sorted(outliers.items())}
     return about
 
@@ -88,17 +98,23 @@ class _SplitLinear(nn.Module):
 
     def __init__(self, linear: nn.Linear, outliers: torch.Tensor) -> None:
         super().__init__()
-        self.linear = linear
         self.register_buffer("keep_mask", (~outliers).to(linear.weight.dtype))
         self.register_buffer("outlier_index", torch.nonzero(outliers).flatten())
-        self.register_buffer(_OUTLIER_WEIGHT, linear.weight.detach()[:, outliers].T.contiguous())
+        self.register_buffer(OUTLIER_WEIGHT, linear.weight.detach()[:, outliers].T.contiguous())
+        self.register_buffer("weight_t", linear.weight.detach().T.contiguous())
+        self.register_buffer("bias", linear.bias.detach() if linear.bias is not None else None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """linear(x with outliers zeroed) + x[outliers] @ W[:, outliers]^T: the same as linear(x)."""
+        """(x with outliers zeroed) @ W^T + x[outliers] @ W[:, outliers]^T + b: the same as linear(x).
+
+        The bias is added last, so the fuser still finds its Add next to the GELU or the residual.
+        """
         index: torch.Tensor = self.outlier_index  # type: ignore[assignment]
         keep: torch.Tensor = self.keep_mask  # type: ignore[assignment]
-        side = torch.matmul(x.index_select(-1, index), getattr(self, _OUTLIER_WEIGHT))
-        return self.linear(x * keep) + side
+        side = torch.matmul(x.index_select(-1, index), getattr(self, OUTLIER_WEIGHT))
+        bias: torch.Tensor | None = self.bias  # type: ignore[assignment]
+        out = torch.matmul(x * keep, self.weight_t) + side  # type: ignore[arg-type]
+        return out if bias is None else out + bias
 
 
 def _quantizable(model: nn.Module) -> dict[str, nn.Linear]:
@@ -111,10 +127,17 @@ def _quantizable(model: nn.Module) -> dict[str, nn.Linear]:
 
 
 def _activation_maxima(
-    model: nn.Module, calibrate: Callable[[Sequence[str]], None], texts: Sequence[str]
+    model: nn.Module, calibrate: Callable[[Sequence[str]], None], texts: Sequence[str], feeds: Feeds
 ) -> dict[str, torch.Tensor]:
-    """Per input channel, the largest |activation| each Linear saw over the calibration texts."""
+    """Per input channel, the largest |activation| each Linear saw over the calibration texts; the
+    model's inputs of each forward are appended to `feeds` (static int8 calibrates its scales on them)."""
     maxima: dict[str, torch.Tensor] = {}
+
+    def keep_inputs(_module: nn.Module, _args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        names = ("input_ids", "attention_mask", "token_type_ids")
+        feed = {k: kwargs[k] for k in names if isinstance(kwargs.get(k), torch.Tensor)}
+        if "input_ids" in feed:
+            feeds.append({k: np.asarray(v.detach().cpu(), dtype=np.int64) for k, v in feed.items()})
 
     def watch(name: str) -> Callable[..., None]:
         def hook(_module: nn.Module, inputs: tuple[torch.Tensor, ...], _output: torch.Tensor) -> None:
@@ -124,6 +147,7 @@ def _activation_maxima(
         return hook
 
     handles = [module.register_forward_hook(watch(name)) for name, module in _quantizable(model).items()]
+    handles.append(model.register_forward_pre_hook(keep_inputs, with_kwargs=True))
     try:
         calibrate(texts)
     finally:
@@ -132,8 +156,17 @@ def _activation_maxima(
     return maxima
 
 
-def _export(model: nn.Module, family: Family, path: Path, outliers: dict[str, torch.Tensor] | None) -> None:
-    """Export to `path` atomically: float32, or int8 (each Linear's `outliers` split off) when given."""
+def _export(
+    model: nn.Module,
+    family: Family,
+    path: Path,
+    outliers: dict[str, torch.Tensor] | None,
+    *,
+    scheme: str = "dynamic",
+    feeds: Sequence[dict[str, np.ndarray]] = (),
+) -> bool:
+    """Export to `path` atomically: float32, or int8 by `scheme` (each Linear's `outliers` split off; the
+    `fused` scheme's graph fused first) when `outliers` is given. Returns whether the graph was fused."""
     work = copy.deepcopy(model).float().cpu().eval()
     try:
         work.set_attn_implementation("eager")  # type: ignore[operator]
@@ -173,32 +206,13 @@ def _export(model: nn.Module, family: Family, path: Path, outliers: dict[str, to
                 f"this {family.name} model could not be exported to ONNX ({type(exc).__name__}: {exc}); "
                 "use backend='torch'"
             ) from exc
-        final = float_path
+        final, fused = float_path, False
         if outliers is not None:
-            final = Path(tmp) / "int8.onnx"
-            _quantize(float_path, final)
+            fused_path, final = Path(tmp) / "fused.onnx", Path(tmp) / "int8.onnx"
+            config = getattr(model, "config", None)
+            heads, width = getattr(config, "num_attention_heads", 0), getattr(config, "hidden_size", 0)
+            if scheme == "fused":
+                fused = fuse(float_path, fused_path, num_heads=int(heads or 0), hidden_size=int(width or 0))
+            quantize(fused_path if fused else float_path, final, scheme=scheme, feeds=feeds)
         os.replace(final, path)  # the caller records it: a file without its record is never trusted
-
-
-def _quantize(source: Path, target: Path) -> None:
-    """ONNX Runtime dynamic int8 with per-channel weights; the outliers' float32 side matmuls left alone."""
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    graph = onnx.load(str(source)).graph
-    side = [node.name for node in graph.node if node.op_type == "MatMul" and _OUTLIER_WEIGHT in node.input[1]]
-    root = logging.getLogger()
-    level = root.level
-    # The quantizer logs a generic "consider pre-processing" advice on the root logger; it does not apply.
-    root.setLevel(logging.ERROR)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        quantize_dynamic(
-            str(source),
-            str(target),
-            weight_type=QuantType.QInt8,
-            per_channel=True,
-            nodes_to_exclude=side,
-            extra_options={"MatMulConstBOnly": True},
-        )
-    root.setLevel(level)
+    return fused

@@ -67,6 +67,22 @@ MODES: dict[str, Way] = {
         ("onnxruntime", "onnx"),
         native="vnni",
     ),  # fmt: skip
+    # The other int8 schemes (backends/quantize.py): the graph fused offline (QAttention), and calibrated
+    # activation scales (QDQ); `mode="fast"` measures them beside the dynamic one and keeps the fastest.
+    "int8-fused": Way(
+        {"backend": "onnxruntime", "quantize": "int8", "int8": "fused"},
+        "int8",
+        "onnxruntime int8 fused",
+        ("onnxruntime", "onnx"),
+        native="vnni",
+    ),  # fmt: skip
+    "int8-static": Way(
+        {"backend": "onnxruntime", "quantize": "int8", "int8": "static"},
+        "int8",
+        "onnxruntime int8 static",
+        ("onnxruntime", "onnx"),
+        native="vnni",
+    ),  # fmt: skip
     "openvino-int8": Way(
         {"backend": "openvino", "quantize": "int8"},
         "int8",

@@ -5,14 +5,10 @@ export and answers without it. Making an export needs the PyTorch module (backen
 model content: `bertscope cache` lists the exports, `bertscope cache --clear` removes them.
 
 float32 runs the same graph as torch (eager attention, every hidden state an output) and matches it to
-1e-6. int8 is ONNX Runtime's dynamic quantization (per-channel int8 weights, per-tensor uint8
-activations) with one change that keeps it usable: BERT's activations have a few outlier channels
-(up to ~30 after LayerNorm and ~25 after GELU in all-MiniLM-L6-v2, against a median channel of ~2),
-and one such channel sets the quantization step for the whole tensor. Quantizing every Linear naively
-gives a min cosine of 0.91-0.98 to float32. Here each Linear is split: channels whose calibrated
-max |activation| exceeds `OUTLIER_FACTOR` x the median channel's are zeroed before the int8 matmul and
-multiplied in float32 on the side (the LLM.int8() decomposition with outliers chosen once, at
-calibration). On all-MiniLM-L6-v2 that is ~7 channels per matmul, and the min cosine is ~0.995.
+1e-6. int8 (backends/quantize.py) is that graph with the feed-forward Linears' outlier input channels
+split off in float32, fused by ONNX Runtime's transformer optimizer (attention, bias-GELU, skip-LayerNorm)
+and then quantized: `dynamic` (activation scales per batch; what `quantize="int8"` runs) or `static`
+(scales calibrated once; one of the ways `mode="fast"` measures). Model digests live in backends/digest.py.
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ import json
 import os
 import threading
 from collections.abc import Callable, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +28,8 @@ from ..core.families import Family
 from ..core.loading import device_kind
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
 from .cpu import cpu_threads
+from .digest import content_digest, known_folders
+from .quantize import OUTLIER_FACTOR, SCHEMES, calibration_texts, export_variant
 
 if TYPE_CHECKING:
     import torch
@@ -60,10 +57,9 @@ __all__ = [
 BACKENDS = tuple(member.value for member in Backend)
 QUANTIZE = tuple(member.value for member in Quantize)
 # Bumped whenever the exported graph or its cache key changes, so stale cache files are never reused
-# (2: keyed by the model folder's content, with the export's size and SHA-256 beside it).
+# (2: keyed by the model folder's content, with the export's size and SHA-256 beside it; the int8
+# variants' names also say their scheme and that they are fused, quantize.export_variant).
 EXPORT_FORMAT = 2
-OUTLIER_FACTOR = 3.0
-_OUTLIER_WEIGHT = "outlier_weight"
 
 
 def resolve_backend(
@@ -114,12 +110,6 @@ def cache_dir() -> Path:
     from .recorded import cache_root
 
     return cache_root() / "onnx"
-
-
-def calibration_texts() -> list[str]:
-    """The sentences shipped with bertscope for finding outlier channels when none are given."""
-    text = resources.files("bertscope").joinpath("calibration.txt").read_text(encoding="utf-8")
-    return [line for line in text.splitlines() if line.strip()]
 
 
 class OnnxRunner:
@@ -193,18 +183,19 @@ class OnnxRunner:
         quantize: str | None,
         calibrate: Callable[[Sequence[str]], None],
         calibration: Sequence[str] | None = None,
+        scheme: str = "dynamic",
         log: Callable[[str], None] | None = None,
     ) -> OnnxRunner:
         """Open an ONNX Runtime session on the cached export of the model whose content is `digest`,
         exported now from `model()` (the PyTorch module, asked for only then) when missing.
 
         `calibrate(texts)` must run the torch model over the texts; int8 watches those forwards to pick
-        the outlier channels.
+        the outlier channels (and, with `scheme="static"`, the activation scales).
         """
         require_onnxruntime()
         path = export_onnx(
             model, family, digest=digest, quantize=quantize, calibrate=calibrate, calibration=calibration,
-            log=log,
+            scheme=scheme, log=log,
         )  # fmt: skip
         return cls(path, family.uses_token_types, n_layers + 1)
 
@@ -231,94 +222,6 @@ def model_hash(model: torch.nn.Module) -> str:
     from .export import weights_hash
 
     return weights_hash(model)
-
-
-# The files whose bytes make a model what it is: config, weights, tokenizer. A folder's other files
-# (README, sentence-transformers settings, the ONNX files some repos carry) do not change the graph.
-_CONTENT_FILES = (
-    "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
-    "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model",
-    "model.safetensors.index.json", "pytorch_model.bin.index.json",
-)  # fmt: skip
-_CONTENT_SUFFIXES = (".safetensors", ".bin", ".model")
-_DIGESTS: dict[tuple[Any, ...], str] = {}
-
-
-def content_digest(folder: Path) -> str:
-    """20 hex digits of SHA-256 over a model folder's config, weight and tokenizer files (names and bytes).
-
-    The same model in two checkouts or venvs is one digest, so one export; a changed weight or vocabulary
-    is another. Remembered per file sizes and times (in this process and in the cache), so a fresh process
-    does not read the weights again.
-    """
-    files = sorted(
-        p for p in Path(folder).iterdir()
-        if p.is_file() and (p.name in _CONTENT_FILES or p.suffix in _CONTENT_SUFFIXES)
-    )  # fmt: skip
-    stats = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files)
-    key = (str(Path(folder).resolve()), stats)
-    if (key, _digests_path()) in _DIGESTS:  # per cache: each cache knows the folders it has seen
-        return _DIGESTS[key, _digests_path()]
-    remembered = _read_digests().get(_digest_key(key))
-    if isinstance(remembered, dict) and isinstance(remembered.get("digest"), str):
-        _DIGESTS[key, _digests_path()] = remembered["digest"]
-        return str(remembered["digest"])
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode() + b"\0")
-        with path.open("rb") as stream:
-            while block := stream.read(1 << 22):
-                digest.update(block)
-    found = _DIGESTS[key, _digests_path()] = digest.hexdigest()[:20]
-    _write_digest(_digest_key(key), {"digest": found, "folder": key[0]})
-    return found
-
-
-def known_folders() -> dict[str, set[str]]:
-    """Digest -> the model folders seen with that content (for `bertscope cache`)."""
-    found: dict[str, set[str]] = {}
-    for entry in _read_digests().values():
-        if isinstance(entry, dict) and isinstance(entry.get("digest"), str):
-            found.setdefault(entry["digest"], set()).add(str(entry.get("folder")))
-    return found
-
-
-def _digest_key(key: tuple[Any, ...]) -> str:
-    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
-
-
-def _digests_path() -> Path:
-    return cache_dir().parent / "digests.json"
-
-
-def _read_digests() -> dict[str, Any]:
-    try:
-        data = json.loads(_digests_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _write_digest(key: str, digest: dict[str, str]) -> None:
-    """Remember one folder's digest; a cache that cannot be written only costs a re-read next time."""
-    path = _digests_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        known = _read_digests()
-        known[key] = digest
-        staged = path.with_suffix(f".{os.getpid()}.tmp")
-        staged.write_text(json.dumps(dict(list(known.items())[-512:])), encoding="utf-8")
-        os.replace(staged, path)
-    except OSError:
-        pass
-
-
-def export_variant(quantize: str | None, calibration: Sequence[str]) -> str:
-    """`float32`, or `int8-o<outlier factor>-c<calibration texts' hash>`."""
-    if (quantize or "none") != "int8":
-        return "float32"
-    calib_hash = hashlib.sha256("\n".join(calibration).encode()).hexdigest()[:10]
-    return f"int8-o{OUTLIER_FACTOR:g}-c{calib_hash}"
 
 
 def export_path(family: str, digest: str, variant: str = "float32") -> Path:
@@ -378,6 +281,7 @@ def export_onnx(
     quantize: str | None = None,
     calibrate: Callable[[Sequence[str]], None] | None = None,
     calibration: Sequence[str] | None = None,
+    scheme: str = "dynamic",
     log: Callable[[str], None] | None = None,
 ) -> Path:
     """The cached ONNX export of the model whose content is `digest` (every hidden state an output), made
@@ -390,7 +294,9 @@ def export_onnx(
     texts = list(calibration) if calibration is not None else calibration_texts()
     if int8 and not texts:
         raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
-    path = export_path(family.name, digest, export_variant(quantize, texts))
+    if scheme not in SCHEMES:
+        raise InvalidSpec(f"unknown int8 scheme {scheme!r}; choose one of: {', '.join(SCHEMES)}")
+    path = export_path(family.name, digest, export_variant(quantize, texts, scheme))
     if cached_export(path, log=log) is not None:
         return path
     if int8 and calibrate is None:
@@ -412,7 +318,7 @@ def export_onnx(
                 log(f"exporting the model to ONNX ({path.stem.split('-', 2)[-1]}) -> {path}")
             about = write_export(
                 model(), family, path, calibrate=calibrate if int8 else None, texts=texts,
-                outlier_factor=OUTLIER_FACTOR,
+                outlier_factor=OUTLIER_FACTOR, scheme=scheme,
             )  # fmt: skip
             # recorded after the file is in place: an export without its record is never trusted
             stat = path.stat()

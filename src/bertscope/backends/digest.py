@@ -1,0 +1,100 @@
+"""The content digest of a model folder: what names its ONNX exports and measurements in the cache.
+
+Moved out of backends/onnx.py (issue 38: that module stays under 400 lines); onnx.py re-exports the names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["content_digest", "known_folders"]
+
+
+def _cache_parent() -> Path:
+    from .recorded import cache_root
+
+    return cache_root()
+
+
+# The files whose bytes make a model what it is: config, weights, tokenizer. A folder's other files
+# (README, sentence-transformers settings, the ONNX files some repos carry) do not change the graph.
+_CONTENT_FILES = (
+    "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+    "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model",
+    "model.safetensors.index.json", "pytorch_model.bin.index.json",
+)  # fmt: skip
+_CONTENT_SUFFIXES = (".safetensors", ".bin", ".model")
+_DIGESTS: dict[tuple[Any, ...], str] = {}
+
+
+def content_digest(folder: Path) -> str:
+    """20 hex digits of SHA-256 over a model folder's config, weight and tokenizer files (names and bytes).
+
+    The same model in two checkouts or venvs is one digest, so one export; a changed weight or vocabulary
+    is another. Remembered per file sizes and times (in this process and in the cache), so a fresh process
+    does not read the weights again.
+    """
+    files = sorted(
+        p for p in Path(folder).iterdir()
+        if p.is_file() and (p.name in _CONTENT_FILES or p.suffix in _CONTENT_SUFFIXES)
+    )  # fmt: skip
+    stats = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    key = (str(Path(folder).resolve()), stats)
+    if (key, _digests_path()) in _DIGESTS:  # per cache: each cache knows the folders it has seen
+        return _DIGESTS[key, _digests_path()]
+    remembered = _read_digests().get(_digest_key(key))
+    if isinstance(remembered, dict) and isinstance(remembered.get("digest"), str):
+        _DIGESTS[key, _digests_path()] = remembered["digest"]
+        return str(remembered["digest"])
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0")
+        with path.open("rb") as stream:
+            while block := stream.read(1 << 22):
+                digest.update(block)
+    found = _DIGESTS[key, _digests_path()] = digest.hexdigest()[:20]
+    _write_digest(_digest_key(key), {"digest": found, "folder": key[0]})
+    return found
+
+
+def known_folders() -> dict[str, set[str]]:
+    """Digest -> the model folders seen with that content (for `bertscope cache`)."""
+    found: dict[str, set[str]] = {}
+    for entry in _read_digests().values():
+        if isinstance(entry, dict) and isinstance(entry.get("digest"), str):
+            found.setdefault(entry["digest"], set()).add(str(entry.get("folder")))
+    return found
+
+
+def _digest_key(key: tuple[Any, ...]) -> str:
+    return hashlib.sha256(json.dumps(key).encode()).hexdigest()[:24]
+
+
+def _digests_path() -> Path:
+    return _cache_parent() / "digests.json"
+
+
+def _read_digests() -> dict[str, Any]:
+    try:
+        data = json.loads(_digests_path().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_digest(key: str, digest: dict[str, str]) -> None:
+    """Remember one folder's digest; a cache that cannot be written only costs a re-read next time."""
+    path = _digests_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        known = _read_digests()
+        known[key] = digest
+        staged = path.with_suffix(f".{os.getpid()}.tmp")
+        staged.write_text(json.dumps(dict(list(known.items())[-512:])), encoding="utf-8")
+        os.replace(staged, path)
+    except OSError:
+        pass

@@ -1,0 +1,230 @@
+"""int8 for the ONNX Runtime backend: three schemes over the float32 export, measured against each other.
+
+BERT's activations have a few outlier channels (after LayerNorm and after GELU, up to ~30 against a
+median of ~2 in all-MiniLM-L6-v2); one such channel sets the int8 step of a whole tensor. Each Linear
+keeps its input channels past `OUTLIER_FACTOR` x the median in float32 beside the int8 matmul
+(backends/export.py), then the graph is quantized by one of `SCHEMES`:
+
+- `dynamic` (`quantize="int8"`): per-channel int8 weights, activations quantized per tensor at run time
+  (DynamicQuantizeMatMul); ONNX Runtime fuses what it can (GELU) when it opens the graph.
+- `fused`: the float32 graph fused offline first by ONNX Runtime's transformer optimizer (`model_type=
+  "bert"`, the config's heads and width: Attention, BiasGelu, SkipLayerNormalization), checked against
+  the unfused graph on a padded sample (a family the optimizer misreads keeps its unfused graph), then
+  quantized dynamically: Attention becomes QAttention. Only the feed-forward Linears are split (a split
+  inside attention stops its fusion). The quantizer's nodes otherwise sit where ONNX Runtime's own
+  fusions look for MatMul and Add, so this is the only way an int8 graph gets fused attention.
+- `static`: activation scales calibrated once over the calibration texts (MinMax, QDQ nodes that ONNX
+  Runtime folds into its int8 kernels), no per-batch scan of the activations.
+
+`mode="fast"` measures each (modes.py) and keeps the fastest with min cosine >= its bound on the
+calibration and the held-out texts. On all-MiniLM-L6-v2, ONNX Runtime 1.32, a Zen 4 core (AVX-512
+VNNI), `dynamic` was the fastest: ONNX Runtime's fused Attention was slower than its unfused attention
+on ~30-token sentences, in float32 too (docs/fast-modes.md, bench/BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import warnings
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "FUSED_GELU",
+    "GRAPH_FORMAT",
+    "OUTLIER_FACTOR",
+    "OUTLIER_WEIGHT",
+    "SCHEMES",
+    "calibration_texts",
+    "export_variant",
+    "fuse",
+    "heldout_texts",
+    "op_counts",
+    "quantize",
+    "splits_outliers",
+]
+
+OUTLIER_FACTOR = 3.0
+# The name every outlier side matmul's weight carries, so the quantizer can leave those matmuls float.
+OUTLIER_WEIGHT = "outlier_weight"
+SCHEMES = ("dynamic", "fused", "static")
+# Bumped whenever an int8 graph changes (2: the bias added after the outlier side matmul; the schemes).
+GRAPH_FORMAT = 2
+FUSED_GELU = ("Gelu", "BiasGelu", "FastGelu", "QuickGelu")
+# The fused graph's outputs may differ from the unfused graph's by float rounding only.
+_FUSED_TOLERANCE = 1e-3
+
+
+def calibration_texts() -> list[str]:
+    """The sentences shipped with bertscope for calibrating int8 when none are given."""
+    return _shipped("calibration.txt")
+
+
+def heldout_texts() -> list[str]:
+    """Shipped sentences that no int8 export is calibrated on: int8's drift is also measured on these."""
+    return _shipped("heldout.txt")
+
+
+def _shipped(name: str) -> list[str]:
+    text = resources.files("bertscope").joinpath(name).read_text(encoding="utf-8")
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def export_variant(quantize: str | None, calibration: Sequence[str], scheme: str = "dynamic") -> str:
+    """`float32`, or `int8-<scheme>-g<GRAPH_FORMAT>-o<outlier factor>-c<calibration texts' hash>`.
+
+    The name says everything that makes the int8 graph what it is, so an export made another way (an
+    earlier bertscope's graph, another scheme, other texts) is never mistaken for this one.
+    """
+    if (quantize or "none") != "int8":
+        return "float32"
+    calib_hash = hashlib.sha256("\n".join(calibration).encode()).hexdigest()[:10]
+    return f"int8-{scheme}-g{GRAPH_FORMAT}-o{OUTLIER_FACTOR:g}-c{calib_hash}"
+
+
+def splits_outliers(linear_name: str, scheme: str) -> bool:
+    """Whether a Linear keeps its outlier input channels in float32: every one, but in the `fused` graph
+    only those outside attention (a split there stops the attention fusion)."""
+    return scheme != "fused" or ("attention" not in linear_name and "attn" not in linear_name)
+
+
+def op_counts(model: Any) -> Counter[str]:
+    """Op type -> how many nodes of it, for an ONNX model or the path of one."""
+    import onnx
+
+    proto = onnx.load(str(model), load_external_data=False) if isinstance(model, str | Path) else model
+    return Counter(node.op_type for node in proto.graph.node)
+
+
+def fuse(source: Path, target: Path, *, num_heads: int, hidden_size: int) -> bool:
+    """Write `source` fused by ONNX Runtime's transformer optimizer to `target`; False (and `target`
+    unwritten) when the optimizer fails or its graph answers differently from `source`."""
+    from onnxruntime.transformers import optimizer
+    from onnxruntime.transformers.fusion_options import FusionOptions
+
+    options = FusionOptions("bert")
+    # The embedding fusion assumes BERT's positions (0..n-1) and right padding; other families differ
+    # and the embedding is a small share of the time, so it stays as exported.
+    options.enable_embed_layer_norm = False
+    try:
+        with _quiet():
+            fused = optimizer.optimize_model(
+                str(source), model_type="bert", num_heads=num_heads, hidden_size=hidden_size,
+                optimization_options=options, opt_level=0,
+            )  # fmt: skip
+            fused.save_model_to_file(str(target))
+    except Exception:  # the optimizer raises many types; all mean "keep the graph as exported"
+        return False
+    if not _same_answers(source, target):
+        target.unlink(missing_ok=True)
+        return False
+    return True
+
+
+def _same_answers(first: Path, second: Path) -> bool:
+    """Whether two graphs give the same hidden states (within `_FUSED_TOLERANCE`) on a padded sample."""
+    import onnxruntime as ort
+
+    sessions = [ort.InferenceSession(str(p), providers=["CPUExecutionProvider"]) for p in (first, second)]
+    names = {i.name for i in sessions[0].get_inputs()}
+    ids = (np.arange(24, dtype=np.int64).reshape(2, 12) * 37) % 1000 + 100  # inside every vocabulary
+    mask = np.ones_like(ids)
+    mask[1, 8:] = 0  # a padded row: the fused attention must read the mask as the unfused one does
+    feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+    feed = {k: v for k, v in feed.items() if k in names}
+    outputs = [o.name for o in sessions[0].get_outputs()]
+    try:
+        answers = [s.run(outputs, feed) for s in sessions]
+    except Exception:  # a graph that does not run is not the same graph
+        return False
+    keep = mask.astype(bool)  # padded positions are free to differ
+    return all(np.abs(a[keep] - b[keep]).max() <= _FUSED_TOLERANCE for a, b in zip(*answers, strict=True))
+
+
+def quantize(source: Path, target: Path, *, scheme: str, feeds: Sequence[dict[str, np.ndarray]] = ()) -> None:
+    """int8 `source` -> `target` by `scheme` (`dynamic` and `fused`: scales per batch; `static`: scales
+    from `feeds`); the outlier side matmuls stay float32."""
+    import onnx
+    from onnxruntime.quantization import QuantType
+
+    model = onnx.load(str(source))
+    weights = {init.name for init in model.graph.initializer}
+    # Matmuls by a weight (not attention's activation x activation ones), but the outliers' side ones.
+    targets = [
+        n.name for n in model.graph.node
+        if (n.op_type == "MatMul" and n.input[1] in weights and OUTLIER_WEIGHT not in n.input[1])
+        or (n.op_type == "Attention" and scheme != "static")
+    ]  # fmt: skip
+    common: dict[str, Any] = {
+        "weight_type": QuantType.QInt8,
+        "per_channel": True,
+        "nodes_to_quantize": targets,
+        # contrib ops (Attention, SkipLayerNormalization) have no ONNX type inference: their outputs are float
+        "extra_options": {"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT},
+    }
+    with _quiet():
+        if scheme != "static":
+            from onnxruntime.quantization import quantize_dynamic
+
+            quantize_dynamic(str(source), str(target), op_types_to_quantize=["MatMul", "Attention"], **common)
+        else:
+            _quantize_static(model, target, feeds, common)
+
+
+def _quantize_static(model: Any, target: Path, feeds: Sequence[dict[str, np.ndarray]], common: dict) -> None:
+    """Calibrated QDQ int8 of every MatMul (MinMax over `feeds`), activations uint8, weights int8."""
+    import tempfile
+
+    import onnx
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        CalibrationMethod,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    names = {i.name for i in model.graph.input}
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.batches = iter([{k: v for k, v in feed.items() if k in names} for feed in feeds])
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.batches, None)
+
+    # The calibrator must know every MatMul input is float; the contrib ops' outputs need symbolic shapes.
+    typed = SymbolicShapeInference.infer_shapes(model, auto_merge=True)
+    # Only the matmuls' inputs get fixed scales: their outputs (before GELU, the residual) hold the outliers.
+    options = {**common["extra_options"], "OpTypesToExcludeOutputQuantization": ["MatMul"]}
+    common = {**common, "extra_options": options}
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".static-") as tmp:
+        staged = Path(tmp) / "typed.onnx"
+        onnx.save(typed, str(staged))
+        quantize_static(
+            str(staged), str(target), Reader(), quant_format=QuantFormat.QDQ, op_types_to_quantize=["MatMul"],
+            activation_type=QuantType.QUInt8, calibrate_method=CalibrationMethod.MinMax,
+            calibration_providers=["CPUExecutionProvider"], **common,
+        )  # fmt: skip
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence the optimizer's and quantizer's advice (root logger, warnings) for the duration."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        root.setLevel(level)
