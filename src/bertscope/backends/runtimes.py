@@ -50,7 +50,11 @@ def use_openvino(
 
 
 def use_onnxruntime(
-    encoder: Encoder, *, quantize: Quantize | str | None = None, calibration: Sequence[str] | None = None
+    encoder: Encoder,
+    *,
+    quantize: Quantize | str | None = None,
+    calibration: Sequence[str] | None = None,
+    scheme: str = "dynamic",
 ) -> None:
     """Run every forward of `encoder` on ONNX Runtime from now on (float32, or int8 with quantize="int8")."""
     mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
@@ -70,6 +74,7 @@ def use_onnxruntime(
         quantize=mode.value,
         calibrate=calibrate,
         calibration=calibration,
+        scheme=scheme,  # int8's: "dynamic", or "static" (a way mode="fast" measures, backends/quantize.py)
         log=stderr,
     )
     encoder.backend = "onnxruntime"
@@ -87,7 +92,8 @@ def apply_way(
     """`base` (float32 torch) switched to a mode's runtime, or `build(dtype)`: the other torch weights."""
     backend = options.get("backend", "torch")
     if backend == "onnxruntime":
-        use_onnxruntime(base, quantize=options.get("quantize"), calibration=calibration)
+        scheme = options.get("int8", "dynamic")
+        use_onnxruntime(base, quantize=options.get("quantize"), calibration=calibration, scheme=scheme)
         return base
     if backend == "openvino":
         from .openvino import resolve_precision
