@@ -151,7 +151,7 @@ def test_embed_level_names_a_row_of_the_level_table(tmp_path: Path) -> None:
 
     assert pq.read_table(by_flag).equals(pq.read_table(by_name))
     both = runner.invoke(app, ["embed", "a cat", "--level", "tokens", "--words"])
-    assert both.exit_code != 0 and "choose one of --level" in str(both.exception)
+    assert both.exit_code != 0 and "--chunks and --level" in str(both.exception)
     unknown = runner.invoke(app, ["embed", "a cat", "--level", "pages"])
     assert unknown.exit_code != 0 and "sentence, tokens, words, chunks" in str(unknown.exception)
 

@@ -172,7 +172,7 @@ def embed(
         name for name, on in (("tokens", tokens), ("words", words), ("chunks", chunks is not None)) if on
     ]
     if len(flagged) > 1 or (level_name is not None and flagged and flagged != [level_name]):
-        raise InvalidInput("choose one of --level, --tokens, --words and --chunks")
+        raise InvalidInput("choose one of --tokens, --words, --chunks and --level")
     level = Level.parse(level_name or (flagged[0] if flagged else "sentence"), what="level").value
     tokens, words = level == "tokens", level == "words"
     if level == "chunks" and chunks is None:
