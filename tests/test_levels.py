@@ -209,6 +209,7 @@ def test_each_level_declares_its_facts_in_the_table() -> None:
         assert set(row.options) <= set(LevelOptions.__dataclass_fields__)
     assert {n.value for n, row in LEVELS.items() if row.pooled} == {"sentence", "chunks"}
     assert {n.value for n, row in LEVELS.items() if row.searchable} == {"sentence", "chunks"}
+    assert {n.value for n, row in LEVELS.items() if row.spans} == {"chunks"}
     assert LEVELS[bertscope.Level.WORDS].options == ("subword",)
     assert "late" in LEVELS[bertscope.Level.CHUNKS].options
 

@@ -34,6 +34,7 @@ class ChunkLevel(CorpusLevel):
     name = Level.CHUNKS
     pooled = True
     searchable = True
+    spans = True
     options = ("chunks", "late", "chunk_size", "chunk_overlap")
 
     @classmethod

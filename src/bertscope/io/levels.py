@@ -102,10 +102,12 @@ class CorpusLevel(ABC):
 
     name: ClassVar[Level]
     # The facts every runner reads from the table: rows are pooled vectors (pooling, mask_special,
-    # normalize, post and prompt apply), a query text searches them (else: by occurrence), and the
-    # LevelOptions fields the level reads besides keep_text and precision.
+    # normalize, post and prompt apply), a query text searches them (else: by occurrence), a row is a
+    # span of a document (a hit names its document, number and span), and the LevelOptions fields the
+    # level reads besides keep_text and precision.
     pooled: ClassVar[bool] = False
     searchable: ClassVar[bool] = False
+    spans: ClassVar[bool] = False
     options: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, model: Any, spec: EmbedSpec, *, keep_text: bool, precision: Precision) -> None:

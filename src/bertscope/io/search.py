@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core._enums import Level
 from ..core.post import PostProcessor, as_post
 from ..core.prompts import query_prompt_name
 from ..core.similarity import Hit, TopK
@@ -67,11 +66,11 @@ def search(
             f"{opened.path} holds {level.name.value} rows, not one vector per text; search it by occurrence "
             "(search_occurrences, or bertscope similar --in STORE --word WORD --context TEXT)"
         )
-    spans = level.name is Level.CHUNKS  # a hit is a span of a document: its id, number and span come back
+    spans = level.spans  # a hit is a span of a document: its id, number and span come back
     if spans and (item_id is not None or not opened.rules.columns):
         raise CorpusError(
-            f"{opened.path}: a chunk store is searched by a query text or vector, and written as .parquet "
-            "(its rows keep each chunk's document and span)"
+            f"{opened.path}: a store of {level.name.value} is searched by a query text or vector, and "
+            "written as .parquet (its rows keep each one's document and span)"
         )
     opened = with_view(opened, view)
     if item_id is not None:
