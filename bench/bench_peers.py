@@ -87,8 +87,12 @@ def load_ways(
     max_tokens, dim = probe.max_tokens, int(probe.config.hidden_size)
     del probe
     qconfig = peers.quantization_config()
-    exports = peers.prepare_exports(path, CACHE / "st" / label, qconfig)
-    fast_dir = peers.prepare_fastembed(exports, CACHE / "fastembed" / label, max_tokens)
+    exports, fast_dir = CACHE / "st" / label, CACHE / "fastembed" / label
+    try:  # a venv without the peers' exporters (optimum) still runs bertscope's ways and ST torch
+        peers.prepare_exports(path, exports, qconfig)
+        peers.prepare_fastembed(exports, fast_dir, max_tokens)
+    except Exception as error:
+        print(f"  peers' exports not made ({type(error).__name__}: {error}); they are skipped", flush=True)
     loaders: dict[str, Any] = {
         **peers.st_ways(path, exports, qconfig, threads),
         "fastembed": lambda: peers.fastembed_way(fast_dir, dim, threads),

@@ -1,9 +1,12 @@
-"""Where int8's time goes: ONNX Runtime's per-op profile of the float32 and int8 exports, side by side.
+"""Where int8's time goes: ONNX Runtime's per-op profile of the float32 export and each int8 scheme's.
 
     python bench/profile_int8.py [--texts 64] [--threads 2]
 
-Runs the calibration sentences through both exports of the bundled model (the engine's padded batches)
-with ONNX Runtime's profiler on, and prints each op type's share of the run time and its total.
+Runs the calibration sentences through the float32 export and the int8 graph of each scheme
+(backends/quantize.py: dynamic, fused, static) of the bundled model (the engine's padded batches) with
+ONNX Runtime's profiler on, and prints each op type's share of the run time and its total. The profiler
+times kernels by the wall clock: on a loaded machine a kernel's time includes the time its threads
+waited for a core, so read the shares on a quiet one.
 """
 
 from __future__ import annotations
@@ -19,7 +22,8 @@ import onnxruntime as ort
 import torch
 
 import bertscope
-from bertscope.backends.onnx import calibration_texts
+from bertscope.backends.quantize import SCHEMES, calibration_texts
+from bertscope.backends.runtimes import use_onnxruntime
 
 
 def profile(path: Path, batches: list, threads: int) -> dict[str, float]:
@@ -54,11 +58,12 @@ def main() -> None:
     model = bertscope.load(backend="torch")
     batches = model.calibration_batches(texts)
     model.use_onnxruntime()
-    f32 = model.engine.runner.path  # type: ignore[union-attr]
-    model.use_torch()
-    model.use_onnxruntime(quantize="int8")
-    i8 = model.engine.runner.path  # type: ignore[union-attr]
-    results = {"float32": profile(f32, batches, args.threads), "int8": profile(i8, batches, args.threads)}
+    paths = {"float32": model.engine.runner.path}  # type: ignore[union-attr]
+    for scheme in SCHEMES:
+        model.use_torch()
+        use_onnxruntime(model, quantize="int8", scheme=scheme)
+        paths[f"int8 {scheme}"] = model.engine.runner.path  # type: ignore[union-attr]
+    results = {name: profile(path, batches, args.threads) for name, path in paths.items()}
     for name, ops in results.items():
         total = sum(ops.values())
         print(f"\n{name}: {total / 1e3:.0f} ms in kernels over {len(texts)} texts")
