@@ -182,15 +182,16 @@ def embed(
             "--pair reads each text as [CLS] A [SEP] B [SEP]: for sentence or --tokens vectors printed "
             "here; words and chunks index into one text, and corpus jobs (-o) take single texts"
         )
-    if (view or index) and (output is None or tokens or words or chunks is not None or engine is Engine.RAY):
+    if (view or index) and (output is None or level != "sentence" or engine is Engine.RAY):
         raise InvalidInput("--view and --index are for local sentence corpus jobs: give -o FILE.parquet")
     from ..core.spec import EmbedOptions, resolve
     from ..io.level_table import CorpusOptions
     from ..io.levels import LevelOptions
 
     recipe = EmbedOptions(
-        layers, combine, pooling, mask_special, normalize, long, stride, post, prompt_name, prompt
-    )
+        layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, normalize=normalize,
+        long=long, stride=stride, post=post, prompt_name=prompt_name, prompt=prompt,
+    )  # fmt: skip
     if chunks is not None and output is None:
         m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
         # Late chunks see every token (windows); chunks embedded alone are cut at the window, reported.
@@ -202,8 +203,9 @@ def embed(
         )  # fmt: skip
         return
     rows = LevelOptions(
-        level, not no_text, precision, subword, chunks or "sentence", late, chunk_size, chunk_overlap
-    )
+        level=level, keep_text=not no_text, precision=precision, subword=subword, chunks=chunks or "sentence",
+        late=late, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
+    )  # fmt: skip
     # The level table says which options the level reads: token and word rows are not pooled.
     asked = CorpusOptions(recipe, rows).for_level()
     if engine is Engine.RAY:
@@ -222,13 +224,8 @@ def embed(
         if not quiet:
             err.print(summary.line(), highlight=False)
         return
-    run: dict[str, Any] = {
-        "device": device,
-        "dtype": dtype,
-        "backend": backend,
-        "quantize": quantize,
-        "threads": threads,
-    }
+    run: dict[str, Any] = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize}
+    run.update(threads=threads, fast=fast, fast_min_cosine=fast_min_cosine)
     if output is not None:
         from .corpus import CorpusJob, run_job
 
@@ -236,13 +233,13 @@ def embed(
             text_field=text_field, id_field=id_field, collection=collection, resume=resume,
             overwrite=overwrite, skip_bad=skip_bad, batch_size=batch_size, views=view or None,
         )  # fmt: skip
-        m = load_model(model, **run, fast=fast, fast_min_cosine=fast_min_cosine)
+        m = load_model(model, **run)
         run_job(texts, input_path, output, model=m, options=asked, job=job, quiet=quiet, index=index)
         return
     if level not in ("sentence", "tokens", "words"):
         raise InvalidInput(f"--level {level} rows are written by a corpus job: give -o FILE.parquet")
     items = with_pair(read_texts(texts, input_path), pair)
-    m = load_model(model, **run, fast=fast, fast_min_cosine=fast_min_cosine)
+    m = load_model(model, **run)
     if tokens or words:
         _per_piece(m, items, recipe, words=words, subword=subword, as_json=as_json)
         return
