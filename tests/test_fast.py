@@ -72,7 +72,8 @@ def test_the_fastest_mode_within_the_bound_is_kept(
 def test_a_second_load_reuses_the_measurements(tiny_dirs: dict[str, Path], measured: list[Any]) -> None:
     first = load_fast(tiny_dirs["bert"])
     count = len(measured)
-    assert count == len(fast.candidates(first.device))
+    # each candidate twice: timed on the calibration texts, then drift only on the held-out ones
+    assert count == 2 * len(fast.candidates(first.device))
     second = load_fast(tiny_dirs["bert"])
     assert len(measured) == count  # nothing measured again
     assert second.info().fast == first.info().fast
