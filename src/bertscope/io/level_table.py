@@ -8,7 +8,7 @@ on its class (`bertscope.io.levels`); adding a level is its class and one row be
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..core._enums import Level, Pooling
 from ..core.spec import EmbedOptions, RecipeKeywords
@@ -56,9 +56,9 @@ class CorpusOptions:
     def of(cls, **given: Unpack[CorpusKeywords]) -> CorpusOptions:
         """Keywords split into the recipe and the level options (an unknown one is a TypeError)."""
         names = {f.name for f in fields(LevelOptions)}
-        level = {key: value for key, value in given.items() if key in names}
-        recipe = {key: value for key, value in given.items() if key not in names}
-        return cls(EmbedOptions(**recipe), LevelOptions(**level))  # type: ignore[arg-type]
+        level: dict[str, Any] = {key: value for key, value in given.items() if key in names}
+        recipe: dict[str, Any] = {key: value for key, value in given.items() if key not in names}
+        return cls(EmbedOptions(**recipe), LevelOptions(**level))
 
     def for_level(self) -> CorpusOptions:
         """Only what the level reads: an unpooled level's pooling, normalisation, post and prompt left out.

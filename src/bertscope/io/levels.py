@@ -223,7 +223,7 @@ class _PieceLevel(CorpusLevel):
     @classmethod
     def build(cls, model: Any, recipe: EmbedOptions, asked: LevelOptions) -> CorpusLevel:
         """Layers, combine and the long-text policy of the recipe (rows are not pooled)."""
-        return cls(model, unpooled_spec(model, recipe), **storage(asked))  # type: ignore[call-arg]
+        return cls(model, unpooled_spec(model, recipe), **storage(asked))
 
     def recorded(self) -> dict[str, Any]:
         """Layers, combine, long-text policy, precision and the level; no pooling (rows are not pooled)."""
