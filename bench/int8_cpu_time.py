@@ -1,5 +1,8 @@
 """int8 schemes against float32 by CPU time, not wall time: a comparison that holds on a shared machine.
 
+Also the float32 graph fused offline by ONNX Runtime's transformer optimizer (`float32 fused`), to tell
+the fusion's own effect from int8's.
+
     python bench/int8_cpu_time.py [--texts 300] [--threads 2] [--rounds 3]
 
 Every ONNX graph of the bundled model (float32 and each int8 scheme of backends/quantize.py) runs the
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import time
 from pathlib import Path
 
@@ -22,7 +26,7 @@ import onnxruntime as ort
 from bench_engine import lee_documents, split_sentences
 
 import bertscope
-from bertscope.backends.quantize import SCHEMES
+from bertscope.backends.quantize import SCHEMES, fuse
 from bertscope.backends.runtimes import use_onnxruntime
 
 
@@ -62,6 +66,10 @@ def main() -> None:
     batches = [b for i in range(0, len(texts), 32) for b in model.calibration_batches(texts[i : i + 32])]
     model.use_onnxruntime()
     paths = {"float32": model.engine.runner.path}  # type: ignore[union-attr]
+    fused = Path(tempfile.mkdtemp(prefix="bertscope-fused-")) / "float32-fused.onnx"
+    heads, width = model.config.num_attention_heads, model.config.hidden_size
+    if fuse(paths["float32"], fused, num_heads=heads, hidden_size=width):
+        paths["float32 fused"] = fused
     for scheme in SCHEMES:
         model.use_torch()
         use_onnxruntime(model, quantize="int8", scheme=scheme)
