@@ -393,3 +393,22 @@ def test_on_ewt_a_middle_layer_beats_the_chain_and_static_and_the_last_layer_do_
     deep = {r["layer"]: r for r in depth.rows}
     assert deep[3]["root_acc"] > depth.baseline["root_acc"] + 0.2
     assert deep[3]["nspr"] > max(depth.baseline["nspr"], deep["static"]["nspr"]) + 0.1
+
+
+def test_row_file_reads_back_what_was_appended(tmp_path: Path) -> None:
+    """The word vectors' store: appended blocks come back as runs of rows, float32, from the file."""
+    from bertscope.research.row_file import RowFile
+
+    rng = np.random.default_rng(0)
+    blocks = [rng.normal(size=(n, 5)) for n in (3, 1, 4)]
+    with RowFile(tmp_path / "rows.f32", 5) as rows:
+        for block in blocks:
+            rows.append(block)
+        rows.finish()
+        whole = np.concatenate(blocks).astype(np.float32)
+        assert rows.shape == (8, 5) and len(rows) == 8
+        assert np.array_equal(rows[0:8], whole) and np.array_equal(rows[3:4], whole[3:4])
+        assert rows[8:8].shape == (0, 5)
+        with pytest.raises(IndexError):
+            rows[0:8:2]
+    assert (tmp_path / "rows.f32").stat().st_size == whole.nbytes

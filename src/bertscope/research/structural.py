@@ -7,9 +7,9 @@ embedding rows alone) is trained on one CoNLL-U file and scored on another (UUAS
 accuracy and NSpr: see structural_metrics), beside the linear-chain baseline that reads word order only.
 
 A word's vector is the mean (or first, last ...) of its word pieces, aligned by character offsets into
-the words joined by spaces. The vectors of every asked layer go to a temporary file-backed array as the
-sentences stream through the model, and the fits read them a batch of sentences at a time: memory is
-bounded by a batch, not by the treebank.
+the words joined by spaces. The vectors of every asked layer go to temporary files (one per row of the
+table, appended to as the sentences stream through the model), and the fits read them a batch of
+sentences at a time: memory is bounded by a batch, not by the treebank (see row_file).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from ..core.pooling import pool_words
 from ..core.progress import step_progress
 from ..errors import InvalidInput
 from .conllu import Tree, read_trees, tree_depths, tree_distances
+from .row_file import RowFile
 from .states import layer_states, static_rows
 from .structural_fit import fit_probe, predict_depths, predict_distances
 from .structural_metrics import chain_depths, chain_distances, depth_scores, distance_scores
@@ -79,32 +80,31 @@ def tree_word_vectors(
     layers: Sequence[int],
     subword: SubwordPooling = SubwordPooling.MEAN,
     progress: bool | None = None,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(static (words, e), layers (words, k, d), offsets (sentences + 1,)): every word's vectors, in
-    float32 arrays backed by files in `folder`; sentence s is rows offsets[s]:offsets[s+1]."""
+) -> tuple[RowFile, list[RowFile], np.ndarray]:
+    """(static (words, e), one (words, d) per layer of `layers`, offsets (sentences + 1,)): every word's
+    vectors, in float32 files in `folder` read a run of rows at a time; sentence s is rows
+    offsets[s]:offsets[s+1]. The caller closes the files."""
     offsets = np.concatenate([[0], np.cumsum([len(t) for t in trees])]).astype(np.int64)
-    total = int(offsets[-1])
-    static = stacked = np.empty(0, dtype=np.float32)
+    static: RowFile | None = None
+    stacked: list[RowFile] = []
     texts = (t.text for t in trees)
     states_of = layer_states(model, texts, progress=progress, total=len(trees))
     for number, (tree, (tok, states)) in enumerate(zip(trees, states_of, strict=True)):
         groups = _word_pieces(tok, tree, number)
-        first, last = offsets[number], offsets[number + 1]
         rows = static_rows(model, [tok.ids[j] for group in groups for j in group])
-        if number == 0:  # the widths are known now: the arrays are made once, on disk
-            wide = (total, len(layers), states.shape[-1])
-            static = np.lib.format.open_memmap(
-                folder / "static.npy", "w+", np.float32, (total, rows.shape[1])
-            )
-            stacked = np.lib.format.open_memmap(folder / "layers.npy", "w+", np.float32, wide)
+        if static is None:  # the widths are known now: one file per row of the table
+            static = RowFile(folder / "static.f32", rows.shape[1])
+            stacked = [RowFile(folder / f"layer{k}.f32", states.shape[-1]) for k in layers]
         local, start = [], 0
         for group in groups:
             local.append(list(range(start, start + len(group))))
             start += len(group)
-        static[first:last] = pool_words(rows, local, subword)
-        for i, k in enumerate(layers):
-            stacked[first:last, i] = pool_words(states[k], groups, subword)
-    return static, stacked, offsets
+        static.append(pool_words(rows, local, subword))
+        for k, out in zip(layers, stacked, strict=True):
+            out.append(pool_words(states[k], groups, subword))
+    if static is None:
+        raise InvalidInput("no sentence to probe: give a CoNLL-U file with trees")
+    return static.finish(), [out.finish() for out in stacked], offsets
 
 
 def _word_pieces(tok: Any, tree: Tree, number: int) -> list[list[int]]:
@@ -174,8 +174,8 @@ def structural_probe(
         feats = tree_word_vectors(model, train_trees, folder / "train", layers=chosen, subword=how)
         tested = tree_word_vectors(model, test_trees, folder / "test", layers=chosen, subword=how)
         golds = [tree_distances(t.heads) if distance else tree_depths(t.heads) for t in train_trees]
-        named: list[tuple[str | int, Any, Any]] = [("static", feats[0], tested[0])]
-        named += [(k, feats[1][:, i], tested[1][:, i]) for i, k in enumerate(chosen)]
+        named: list[tuple[str | int, RowFile, RowFile]] = [("static", feats[0], tested[0])]
+        named += [(k, feats[1][i], tested[1][i]) for i, k in enumerate(chosen)]
         rows = []
         with step_progress(len(named) * epochs, "training structural probes", enabled=progress) as step:
             for layer, x, x_test in named:
@@ -184,7 +184,9 @@ def structural_probe(
                 rows.append({"layer": layer, **scores})
                 settings["rank"][str(layer)] = k
                 settings["train_loss"][str(layer)] = round(loss, 6)
-        del feats, tested, named
+        for _, x, x_test in named:
+            x.close()
+            x_test.close()
     chain = [chain_distances(len(t)) if distance else chain_depths(len(t)) for t in test_trees]
     baseline = {"name": "linear chain", **_scores(test_trees, chain, distance=distance)}
     return StructuralResult(kind.value, rows, baseline, len(train_trees), len(test_trees), settings)
@@ -203,10 +205,10 @@ class Fit:
 
 
 def _layer_row(
-    x: np.ndarray,
+    x: RowFile,
     offsets: np.ndarray,
     golds: list[np.ndarray],
-    x_test: np.ndarray,
+    x_test: RowFile,
     test_offsets: np.ndarray,
     test_trees: Sequence[Tree],
     fit: Fit,
@@ -232,7 +234,7 @@ def _scores(trees: Sequence[Tree], predicted: list[np.ndarray], *, distance: boo
     return distance_scores(trees, predicted) if distance else depth_scores(trees, predicted)
 
 
-def _scale(x: np.ndarray, chunk: int = 4096) -> float:
+def _scale(x: RowFile, chunk: int = 4096) -> float:
     """The root mean squared norm of the training vectors, read a chunk at a time: each layer's vectors
     are divided by it, so one learning rate suits layers whose norms differ tenfold."""
     total = 0.0
