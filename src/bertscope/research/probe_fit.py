@@ -261,8 +261,16 @@ def pinned_env() -> dict[str, str] | None:
     return {"OPENBLAS_CORETYPE": PINNED_BLAS, "NPY_DISABLE_CPU_FEATURES": off, PINNED_MARK: "1"}
 
 
-def _pinned_executor(workers: int, env: dict[str, str]) -> Any:
-    # loky's reusable executor: started once per environment, kept for the next probe
-    from joblib.externals.loky import get_reusable_executor
+_PINNED: dict[int, Any] = {}
 
-    return get_reusable_executor(max_workers=max(1, workers), env=env)
+
+def _pinned_executor(workers: int, env: dict[str, str]) -> Any:
+    """A loky executor of `workers` pinned processes, kept for the next probe. Not loky's reusable
+    singleton: joblib's Parallel takes that one over and expects its own attributes on it."""
+    from joblib.externals.loky.process_executor import ProcessPoolExecutor
+
+    workers = max(1, workers)
+    executor = _PINNED.get(workers)
+    if executor is None or getattr(executor, "_broken", None) or getattr(executor, "_shutdown_thread", False):
+        executor = _PINNED[workers] = ProcessPoolExecutor(max_workers=workers, env=env)
+    return executor
