@@ -74,6 +74,9 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_light.py": 40,
     "test_server_limits.py": 70,
     "test_verify.py": 45,
+    "test_int8.py": 35,
+    "test_store_fingerprint.py": 25,
+    "test_structural.py": 30,
 }
 
 

@@ -47,7 +47,7 @@ def reference(module_cache: Path) -> np.ndarray:
 
 def quantized(scheme: str) -> bertscope.Model:
     model = bertscope.load(device="cpu", backend="torch")
-    use_onnxruntime(model, quantize="int8", scheme=scheme)
+    use_onnxruntime(model, quantize="int8" if scheme == "dynamic" else f"int8_{scheme}")
     return model
 
 
@@ -120,3 +120,49 @@ def test_each_scheme_has_its_own_cache_name() -> None:
     # an earlier bertscope's int8 export (int8-o3-c<hash>) is never read as one of these
     old = export_path("bert", "0" * 20, "int8-o3-c0123456789")
     assert all(export_path("bert", "0" * 20, n) != old for n in names)
+
+
+def test_a_scheme_is_recorded_as_its_quantize_name_and_reloads_as_the_same_graph(
+    fused: bertscope.Model, module_cache: Path
+) -> None:
+    from bertscope.core.spec import stored_settings
+    from bertscope.io.search import model_for
+
+    assert fused.info().quantize == "int8_fused"  # not "int8": that reloads as the dynamic graph
+    settings = stored_settings(fused, {}, None)
+    assert settings["quantize"] == "int8_fused"
+    again = model_for(settings)
+    assert again.info().quantize == "int8_fused"
+    assert again.engine.runner.path == fused.engine.runner.path  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"backend": "torch", "quantize": "int8_static"}, "runs on ONNX Runtime"),
+        ({"backend": "openvino", "quantize": "int8_static"}, "OpenVINO's int8 is quantize='int8'"),
+        ({"quantize": "int8_slow"}, "choose one of: none, int8, int8_fused, int8_static"),
+    ],
+)
+def test_an_int8_scheme_on_another_runtime_is_refused_in_one_line(options: dict[str, str], says: str) -> None:
+    with pytest.raises(bertscope.InvalidSpec) as caught:
+        bertscope.load(device="cpu", **options)
+    assert says in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_cache_listing_marks_an_earlier_int8_graph_unused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bertscope.backends.cache import cached_files
+    from bertscope.backends.onnx import cache_dir
+
+    monkeypatch.setenv("BERTSCOPE_CACHE", str(tmp_path))
+    digest = "0" * 20
+    current = export_path("bert", digest, export_variant("int8", TEXTS, "static"))
+    earlier = export_path("bert", digest, "int8-o3-c0123456789")  # before the schemes
+    cache_dir().mkdir(parents=True, exist_ok=True)
+    for path in (current, earlier, export_path("bert", digest)):
+        path.write_bytes(b"graph")
+    kinds = {f.path.name: f.kind for f in cached_files()}
+    assert kinds[current.name] == "ONNX export" == kinds[export_path("bert", digest).name]
+    assert kinds[earlier.name] == "ONNX export (older bertscope, unused)"

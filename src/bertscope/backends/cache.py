@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .onnx import EXPORT_FORMAT, cache_dir, known_folders
+from .quantize import GRAPH_FORMAT, SCHEMES
 
 __all__ = ["CachedFile", "cached_files", "clear_cache"]
 
@@ -41,9 +42,15 @@ def _files() -> Iterator[tuple[str, Path]]:
                 continue
             if folder == "onnx" and path.suffix != ".onnx" and path.with_suffix(".onnx").exists():
                 continue
-            if folder == "onnx" and not path.name.endswith(f"-v{EXPORT_FORMAT}.onnx"):
-                kind = f"{kind} (older bertscope, unused)"
-            yield kind, path
+            unused = folder == "onnx" and not _current_export(path.name)
+            yield (f"{kind} (older bertscope, unused)" if unused else kind), path
+
+
+def _current_export(name: str) -> bool:
+    """Whether an export's file name is one this bertscope reads (its format, and an int8 graph's scheme)."""
+    if not name.endswith(f"-v{EXPORT_FORMAT}.onnx"):
+        return False
+    return "-int8-" not in name or any(f"-int8-{scheme}-g{GRAPH_FORMAT}-" in name for scheme in SCHEMES)
 
 
 def _digest_of(path: Path) -> str | None:

@@ -70,14 +70,14 @@ MODES: dict[str, Way] = {
     # The other int8 schemes (backends/quantize.py): the graph fused offline (QAttention), and calibrated
     # activation scales (QDQ); `mode="fast"` measures them beside the dynamic one and keeps the fastest.
     "int8-fused": Way(
-        {"backend": "onnxruntime", "quantize": "int8", "int8": "fused"},
+        {"backend": "onnxruntime", "quantize": "int8_fused"},
         "int8",
         "onnxruntime int8 fused",
         ("onnxruntime", "onnx"),
         native="vnni",
     ),  # fmt: skip
     "int8-static": Way(
-        {"backend": "onnxruntime", "quantize": "int8", "int8": "static"},
+        {"backend": "onnxruntime", "quantize": "int8_static"},
         "int8",
         "onnxruntime int8 static",
         ("onnxruntime", "onnx"),

@@ -71,13 +71,18 @@ def resolve_backend(
     asked = Backend.parse(backend, what="backend")
     mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
     if asked is Backend.AUTO:
-        chosen = Backend.ONNXRUNTIME if mode is Quantize.INT8 else Backend.TORCH
+        chosen = Backend.ONNXRUNTIME if mode.int8_scheme else Backend.TORCH
     else:
         chosen = asked
-    if mode is Quantize.INT8 and chosen is Backend.TORCH:
+    if mode.int8_scheme and chosen is Backend.TORCH:
         raise InvalidSpec(
-            "quantize='int8' runs on ONNX Runtime: torch's dynamic int8 drops to a min cosine of 0.78 "
-            "on BERT's outlier activations; use backend='onnxruntime' (or 'auto')"
+            f"quantize='{mode.value}' runs on ONNX Runtime: torch's dynamic int8 drops to a min cosine of "
+            "0.78 on BERT's outlier activations; use backend='onnxruntime' (or 'auto')"
+        )
+    if mode.int8_scheme not in (None, "dynamic") and chosen is not Backend.ONNXRUNTIME:
+        raise InvalidSpec(
+            f"quantize='{mode.value}' is an ONNX Runtime graph; use backend='onnxruntime', "
+            f"or quantize='int8' for {chosen.value}'s int8"
         )
     if chosen == "onnxruntime":
         kind = device_kind(device)

@@ -106,6 +106,8 @@ def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: to
         )
     name = str(dtype).removeprefix("torch.")
     mode = str(quantize or "none")
+    if mode in ("int8_fused", "int8_static"):
+        raise InvalidSpec(f"quantize='{mode}' is an ONNX Runtime graph; OpenVINO's int8 is quantize='int8'")
     if mode not in ("none", "int8"):
         raise InvalidSpec(f"unknown quantize {quantize!r}; choose one of: none, int8")
     if name not in ("float32", "bfloat16"):

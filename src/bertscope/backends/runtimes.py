@@ -54,9 +54,9 @@ def use_onnxruntime(
     *,
     quantize: Quantize | str | None = None,
     calibration: Sequence[str] | None = None,
-    scheme: str = "dynamic",
 ) -> None:
-    """Run every forward of `encoder` on ONNX Runtime from now on (float32, or int8 with quantize="int8")."""
+    """Run every forward of `encoder` on ONNX Runtime from now on (float32, or int8 with quantize="int8",
+    "int8_fused" or "int8_static")."""
     mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
     if encoder.torch_dtype_name != "float32" or encoder.device_type != "cpu":
         resolve_backend(Backend.ONNXRUNTIME, mode, next(encoder.hf_model.parameters()).dtype, encoder.device)
@@ -71,10 +71,10 @@ def use_onnxruntime(
         encoder.family,
         encoder.n_layers,
         digest=encoder_digest(encoder),
-        quantize=mode.value,
+        quantize="int8" if mode.int8_scheme else None,
         calibrate=calibrate,
         calibration=calibration,
-        scheme=scheme,  # int8's: "dynamic", or "static" (a way mode="fast" measures, backends/quantize.py)
+        scheme=mode.int8_scheme or "dynamic",
         log=stderr,
     )
     encoder.backend = "onnxruntime"
@@ -92,8 +92,7 @@ def apply_way(
     """`base` (float32 torch) switched to a mode's runtime, or `build(dtype)`: the other torch weights."""
     backend = options.get("backend", "torch")
     if backend == "onnxruntime":
-        scheme = options.get("int8", "dynamic")
-        use_onnxruntime(base, quantize=options.get("quantize"), calibration=calibration, scheme=scheme)
+        use_onnxruntime(base, quantize=options.get("quantize"), calibration=calibration)
         return base
     if backend == "openvino":
         from .openvino import resolve_precision

@@ -21,8 +21,8 @@ def bench(
         str,
         typer.Option(
             "--modes",
-            help="Comma list of: float32, bfloat16, float16 (CUDA), onnxruntime, int8, openvino, "
-            "openvino-int8.",
+            help="Comma list of: float32, bfloat16, float16 (CUDA), onnxruntime, int8, int8-fused, "
+            "int8-static, openvino, openvino-bfloat16, openvino-int8.",
         ),
     ] = "float32,onnxruntime,int8",
     drift: Annotated[

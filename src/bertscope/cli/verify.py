@@ -33,7 +33,10 @@ _Dtype = Annotated[str | None, typer.Option("--dtype", help="float32 (exact), bf
 _Backend = Annotated[
     str | None, typer.Option("--backend", help="auto, torch, onnxruntime or openvino (--store: the store's).")
 ]
-_Quantize = Annotated[str | None, typer.Option("--quantize", help="none or int8 (--store: the store's).")]
+_Quantize = Annotated[
+    str | None,
+    typer.Option("--quantize", help="none, int8, int8_fused or int8_static (--store: the store's)."),
+]
 
 
 @app.command()

@@ -101,10 +101,20 @@ class Mode(StrEnum):
 
 class Quantize(StrEnum):
     """Weight quantization: none, or int8 (ONNX Runtime with BERT's outlier channels kept in float32, or
-    OpenVINO's NNCF with SmoothQuant)."""
+    OpenVINO's NNCF with SmoothQuant); `int8_fused` and `int8_static` are ONNX Runtime's other int8 graphs
+    (backends/quantize.py), named so that a model mode="fast" switched to one reloads as the same graph."""
 
     NONE = "none"
     INT8 = "int8"
+    INT8_FUSED = "int8_fused"
+    INT8_STATIC = "int8_static"
+
+    @property
+    def int8_scheme(self) -> str | None:
+        """ONNX Runtime's int8 scheme this names (dynamic, fused or static), or None for no quantization."""
+        if self is Quantize.NONE:
+            return None
+        return "dynamic" if self is Quantize.INT8 else self.value.removeprefix("int8_")
 
 
 class DType(StrEnum):
