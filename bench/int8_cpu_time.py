@@ -72,7 +72,7 @@ def main() -> None:
         paths["float32 fused"] = fused
     for scheme in SCHEMES:
         model.use_torch()
-        use_onnxruntime(model, quantize="int8", scheme=scheme)
+        use_onnxruntime(model, quantize="int8" if scheme == "dynamic" else f"int8_{scheme}")
         paths[f"int8 {scheme}"] = model.engine.runner.path  # type: ignore[union-attr]
     last = f"hidden_{model.n_layers}"
     sessions = {name: session(path, args.threads) for name, path in paths.items()}

@@ -183,9 +183,9 @@ BERTSCOPE_MODES: dict[str, dict[str, Any]] = {
     "bertscope bfloat16": {"dtype": "bfloat16"},
     "bertscope onnxruntime": {"backend": "onnxruntime"},
     "bertscope int8": {"quantize": "int8"},
-    # the other int8 schemes mode="fast" measures (backends/quantize.py): not load() options
-    "bertscope int8 fused": {"quantize": "int8", "int8": "fused"},
-    "bertscope int8 static": {"quantize": "int8", "int8": "static"},
+    # the other int8 schemes mode="fast" measures (backends/quantize.py)
+    "bertscope int8 fused": {"quantize": "int8_fused"},
+    "bertscope int8 static": {"quantize": "int8_static"},
     "bertscope openvino": {"backend": "openvino"},
     "bertscope openvino bf16": {"backend": "openvino", "dtype": "bfloat16"},
     "bertscope openvino int8": {"backend": "openvino", "quantize": "int8"},
@@ -200,17 +200,9 @@ def bertscope_way(
     and the runtime it chose, where it chooses one."""
     import bertscope
 
-    options = dict(options)
-    scheme = options.pop("int8", None)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        if scheme is None:
-            model = bertscope.load(model_path, device="cpu", threads=threads, **options)
-        else:
-            from bertscope.backends.runtimes import use_onnxruntime
-
-            model = bertscope.load(model_path, device="cpu", threads=threads, backend="torch")
-            use_onnxruntime(model, quantize="int8", scheme=scheme)
+        model = bertscope.load(model_path, device="cpu", threads=threads, **options)
     notes = [str(w.message).splitlines()[0] for w in caught if issubclass(w.category, UserWarning)]
     chosen = None
     choice = getattr(model, "fast_choice", None)

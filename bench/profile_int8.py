@@ -65,7 +65,7 @@ def main() -> None:
     paths = {"float32": model.engine.runner.path}  # type: ignore[union-attr]
     for scheme in SCHEMES:
         model.use_torch()
-        use_onnxruntime(model, quantize="int8", scheme=scheme)
+        use_onnxruntime(model, quantize="int8" if scheme == "dynamic" else f"int8_{scheme}")
         paths[f"int8 {scheme}"] = model.engine.runner.path  # type: ignore[union-attr]
     results = {name: profile(path, batches, args.threads) for name, path in paths.items()}
     for name, ops in results.items():
