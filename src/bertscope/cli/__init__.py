@@ -1,13 +1,17 @@
 """The command line: `app` and the shared options in `app`, one module per command group.
 
 basics    info, tokens, static, anatomy
-embed     embed, similarity
+embed     embed (`--level NAME`: any level of the corpus-level table), similarity
+chunks    the chunk options of `embed` and how chunk vectors print
 explain   explain, calibrate, attention, plot static
 corpus    similar, collections (and the corpus job behind `embed -o`)
 index     index build, index info (the ANN index beside a store)
 senses    senses (a word's occurrences in a token store, clustered)
-research  eval, contextuality, fit-post, vocab, plot
+research  contextuality, fit-post; registers the eval, vocab and plot groups
+evaluate  eval pairs, eval words, eval docsim (which layer, pooling and post-processing match judgements)
+pictures  vocab add, plot words, plot layers
 layers    probe, cka, compare (what each layer holds)
+syntax    probe --task distance|depth (the structural probes' run, table and picture)
 geometry  geometry (IsoScore, rogue dimensions, intrinsic dimension per layer)
 static_kinds  distill (and the aggregation behind `static --from-corpus`)
 serve, explore, bench
