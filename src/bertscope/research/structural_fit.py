@@ -4,8 +4,8 @@ Distance (Hewitt & Manning 2019): minimise the mean over sentences of (1/n^2) su
 ||B(h_i - h_j)||^2|, d the path length in the tree. Depth: the mean of (1/n) sum_i |depth(i) -
 ||B h_i||^2|. |e| is read as the pseudo-Huber sqrt(e^2 + SMOOTH^2) - SMOOTH: the paper's L1 wherever a
 prediction is off by more than a quarter of an edge, smooth near an exact fit. Only a batch of
-sentences is in memory at once: `read(s)` hands over sentence s's word vectors (n, d), from a file-backed
-array.
+sentences is in memory at once: `read(s)` hands over sentence s's word vectors (n, d), read from a
+file (row_file.RowFile).
 
 The gradients are written out (`gradient`; tests/test_structural.py holds them equal to PyTorch's
 autograd), so the fit is NumPy alone: one BLAS thread, no torch start-up, a few milliseconds a batch.
