@@ -62,7 +62,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_openai_ids.py": 15,
     "test_fuzz_schema.py": 10,
     "test_static_kinds.py": 27,
-    "test_probe.py": 28,
+    "test_probe.py": 67,
     "test_cka.py": 26,
     "test_compare.py": 24,
     "test_docs.py": 115,
@@ -76,7 +76,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_verify.py": 45,
     "test_int8.py": 35,
     "test_store_fingerprint.py": 25,
-    "test_structural.py": 30,
+    "test_structural.py": 40,
 }
 
 
