@@ -17,7 +17,7 @@ keeps its input channels past `OUTLIER_FACTOR` x the median in float32 beside th
   Runtime folds into its int8 kernels), no per-batch scan of the activations.
 
 `mode="fast"` measures each (modes.py) and keeps the fastest with min cosine >= its bound on the
-calibration and the held-out texts. On all-MiniLM-L6-v2, ONNX Runtime 1.32, a Zen 4 core (AVX-512
+calibration and the held-out texts. On all-MiniLM-L6-v2, ONNX Runtime 1.32, a Zen 5 core (AVX-512
 VNNI), `dynamic` was the fastest: ONNX Runtime's fused Attention was slower than its unfused attention
 on ~30-token sentences, in float32 too (docs/fast-modes.md, bench/BENCHMARKS.md).
 """
