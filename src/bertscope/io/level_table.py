@@ -63,15 +63,29 @@ class CorpusOptions:
     def for_level(self) -> CorpusOptions:
         """Only what the level reads: an unpooled level's pooling, normalisation, post and prompt left out.
 
-        For callers that hold every option whatever the level (the command line's flags); the library
-        refuses pooled options given to an unpooled level instead (`make_level`).
+        For callers that hold every option whatever the level (the command line's flags): an option left
+        at its default is dropped, one given is refused (it would be ignored), as `make_level` refuses it.
         """
-        if level_of(self.level).pooled:
+        row = level_of(self.level)
+        if row.pooled:
             return self
+        unread = (*POOLED_OPTIONS, "post", "prompt_name", "prompt")
+        given = [name for name in unread if _given(self.recipe, name)]
+        if given:
+            asked = ", ".join(given)
+            raise InvalidSpec(
+                f"{row.name.value} rows are not pooled, so {asked} would be ignored: leave {asked} out"
+            )
         kept = EmbedOptions(
             self.recipe.layers, self.recipe.combine, long=self.recipe.long, stride=self.recipe.stride
         )
         return CorpusOptions(kept, self.level)
+
+
+def _given(recipe: EmbedOptions, name: str) -> bool:
+    """Whether a pooled option was given (not left at its default: pooling auto, normalize None, ...)."""
+    value = getattr(recipe, name)
+    return bool(value) if name == "mask_special" else value not in (None, Pooling.AUTO)
 
 
 def level_of(asked: LevelOptions | Level | str) -> type[CorpusLevel]:

@@ -8,9 +8,9 @@ Three checks, one per question:
                                         settings, file hashes, canary vectors; each difference named)
     verify_store(store)                 do a store's vectors and this deployment share one space?
                                         (store.py: a stratified sample re-embedded and compared; it
-                                        loads a store's model by name, so it stands above the facade:
-                                        `from bertscope.verify.store import verify_store`, or
-                                        `bertscope.verify_store`)
+                                        loads a store's model by name through the loader registered
+                                        low, core/loaders.py: `from bertscope.verify.store import
+                                        verify_store`, or `bertscope.verify_store`)
 
 What decides vectors (precision, stored weight dtype, attention mask, truncation, pooling, prompts,
 tokenizer) is read in settings.py.
