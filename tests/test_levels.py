@@ -219,7 +219,7 @@ def test_corpus_options_split_keywords_and_narrow_to_the_level() -> None:
     asked = CorpusOptions.of(level="tokens", layers="0,6", pooling="cls", precision="float16", prompt="q: ")
     assert asked.recipe == EmbedOptions(layers="0,6", pooling="cls", prompt="q: ")
     assert asked.level == LevelOptions(level="tokens", precision="float16")
-    with pytest.raises(bertscope.InvalidSpec, match="tokens rows are not pooled, so pooling, prompt would be"):
+    with pytest.raises(bertscope.InvalidSpec, match="tokens rows are not pooled, so pooling, prompt"):
         asked.for_level()  # given to token rows, they would be ignored: refused, as make_level refuses them
     defaults = CorpusOptions.of(level="tokens", layers="0,6", long="window", precision="float16")
     narrowed = defaults.for_level()
