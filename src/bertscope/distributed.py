@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .core._enums import Backend, DType, Mode, Quantize
-from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, Encoder
+from .core.encoder import CUDA_TOKEN_BUDGET, Encoder
 from .core.loaders import load_model
 from .core.spec import reload_arg, stored_settings
 from .errors import CorpusError, InvalidInput
@@ -162,8 +162,9 @@ def _text_field(text_field: str, text_column: str | None) -> str:
 
 
 def default_batch(gpus: float) -> int:
-    """Rows per Ray batch when none is given: a quarter of the device's token budget, at least 64."""
-    return max(64, (CUDA_TOKEN_BUDGET if gpus else CPU_TOKEN_BUDGET) // 4)
+    """Rows per Ray batch when none is given: a GPU's token budget / 4, or 512 rows on CPUs (the engine
+    splits a Ray batch into forwards by its own budget; a Ray batch amortises Ray's per-batch cost)."""
+    return max(64, CUDA_TOKEN_BUDGET // 4) if gpus else 512
 
 
 def gpus_per_worker(ray: Any, device: str) -> float:

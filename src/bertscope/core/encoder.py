@@ -39,7 +39,11 @@ __all__ = [
     "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "open_encoder", "single",
 ]  # fmt: skip
 
-CPU_TOKEN_BUDGET = 2048
+# Padded tokens per forward on the CPU (at least MIN_ROWS rows whatever their width). Smaller batches keep
+# the activations in cache: on a Zen 5 (AVX-512) 1024 ran every runtime 1.06-1.20x faster than 2048
+# (int8 the most; bench/budget_sweep.py), and on a Zen 3 (AVX2) torch ran 1024 level with 2048 while 512
+# lost 5% there (bench/BENCHMARKS.md, "Engine"): 1024 is at or near the best on both.
+CPU_TOKEN_BUDGET = 1024
 CUDA_TOKEN_BUDGET = 65536
 
 
