@@ -13,7 +13,6 @@ and then quantized: `dynamic` (activation scales per batch; what `quantize="int8
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -25,6 +24,7 @@ import numpy as np
 
 from ..core._enums import Backend, Quantize
 from ..core.families import Family
+from ..core.fingerprint_facts import file_sha256
 from ..core.loading import device_kind
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
 from .cpu import cpu_threads
@@ -252,15 +252,6 @@ def cached_export(path: Path, *, log: Callable[[str], None] | None = None) -> Pa
     if log is not None:
         log(f"the cached export {path} does not match its recorded size and SHA-256; exporting it again")
     return None
-
-
-def file_sha256(path: Path) -> str:
-    """SHA-256 of a file, read in blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        while block := stream.read(1 << 22):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def record_export(path: Path, about: dict[str, Any]) -> None:

@@ -15,14 +15,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-import struct
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from .safetensors_header import safetensors_header
+
 __all__ = [
-    "file_hashes", "fingerprint_id", "flatten", "store_fingerprint", "tokenizer_json", "vector_settings",
-    "weights_dtype",
+    "file_hashes", "file_sha256", "fingerprint_id", "flatten", "store_fingerprint", "tokenizer_json",
+    "text_sha", "vector_settings", "weights_dtype",
 ]  # fmt: skip
 
 # Files whose bytes make the model: config, weights, tokenizer, sentence-transformers pipeline.
@@ -104,9 +105,7 @@ def weights_dtype(folder: str | Path | None) -> str | None:
     files = sorted(Path(folder).glob("*.safetensors"))
     kinds: set[str] = set()
     for file in files:
-        with file.open("rb") as stream:
-            (size,) = struct.unpack("<Q", stream.read(8))
-            header = json.loads(stream.read(size))
+        _, header = safetensors_header(file)
         # integer buffers (position ids) are not weights
         stored = [entry.get("dtype") for name, entry in header.items() if name != "__metadata__"]
         kinds |= {_SAFETENSORS_DTYPES[kind] for kind in stored if kind in _SAFETENSORS_DTYPES}
@@ -149,10 +148,10 @@ def _tokenizer_facts(model: Any) -> dict[str, Any]:
     """Whether it lowercases, and a hash of its vocabulary (the ids it reads are in the canaries);
     remembered per tokenizer.json (which holds the vocabulary), as reading them takes a few tenths."""
     text = tokenizer_json(model)
-    key = _sha(text)
+    key = text_sha(text)
     if key not in _TOKENIZER_FACTS:
         lowercase = _lowercases(json.loads(text).get("normalizer"))
-        vocab = _sha(json.dumps(sorted(model.vocab.items())))
+        vocab = text_sha(json.dumps(sorted(model.vocab.items())))
         _TOKENIZER_FACTS[key] = {"lowercase": lowercase, "vocab": vocab}
     return dict(_TOKENIZER_FACTS[key])
 
@@ -170,17 +169,23 @@ def _makes_model(name: str) -> bool:
     return name in _MODEL_FILES or name.endswith(_WEIGHT_SUFFIXES) or name.endswith(".model")
 
 
+def file_sha256(path: Path) -> str:
+    """SHA-256 of a file (64 hex digits), read in blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        while block := stream.read(1 << 22):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def _file_sha(path: Path) -> str:
     stat = path.stat()
     key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
     if key not in _FILE_DIGESTS:
-        digest = hashlib.sha256()
-        with path.open("rb") as stream:
-            while block := stream.read(1 << 22):
-                digest.update(block)
-        _FILE_DIGESTS[key] = digest.hexdigest()[:32]
+        _FILE_DIGESTS[key] = file_sha256(path)[:32]
     return _FILE_DIGESTS[key]
 
 
-def _sha(text: str) -> str:
+def text_sha(text: str) -> str:
+    """SHA-256 of a text's UTF-8 bytes, 32 hex digits (as the fingerprint writes hashes)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]

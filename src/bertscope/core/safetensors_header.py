@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["Stored", "float32_tensor", "safetensors_tensors"]
+__all__ = ["Stored", "float32_tensor", "safetensors_header", "safetensors_tensors"]
 
 
 class Stored(NamedTuple):
@@ -24,6 +24,13 @@ class Stored(NamedTuple):
     shape: list[int]
     start: int  # byte offset of the first element in `file`
     end: int
+
+
+def safetensors_header(file: Path) -> tuple[int, dict[str, Any]]:
+    """A safetensors file's header: its byte length and JSON (tensor name -> dtype, shape, offsets)."""
+    with file.open("rb") as stream:
+        (size,) = struct.unpack("<Q", stream.read(8))
+        return size, json.loads(stream.read(size))
 
 
 def safetensors_tensors(path: Path) -> dict[str, Stored]:
@@ -41,9 +48,7 @@ def safetensors_tensors(path: Path) -> dict[str, Stored]:
     for file in files:
         if not file.is_file():
             return {}
-        with file.open("rb") as stream:
-            (size,) = struct.unpack("<Q", stream.read(8))
-            header = json.loads(stream.read(size))
+        size, header = safetensors_header(file)
         data = 8 + size  # the tensors' bytes follow the 8-byte length and the header
         for name, entry in header.items():
             if name != "__metadata__":

@@ -9,12 +9,18 @@ hashes are read in core/fingerprint_facts.py (corpus jobs store them); they are 
 
 from __future__ import annotations
 
-import hashlib
 import platform
 from importlib import metadata
 from typing import Any
 
-from ..core.fingerprint_facts import file_hashes, flatten, tokenizer_json, vector_settings, weights_dtype
+from ..core.fingerprint_facts import (
+    file_hashes,
+    flatten,
+    text_sha,
+    tokenizer_json,
+    vector_settings,
+    weights_dtype,
+)
 
 __all__ = [
     "LOSSY_FLOOR", "environment", "file_hashes", "flatten", "is_lossy", "lossy_floor", "vector_settings",
@@ -40,7 +46,7 @@ def environment(model: Any) -> dict[str, Any]:
         "device": info.device,
         "threads": cpu_threads(),
         "attention_implementation": attention_implementation(model),
-        "tokenizer_json": _sha(tokenizer_json(model)),
+        "tokenizer_json": text_sha(tokenizer_json(model)),
         "versions": {name: _version(name) for name in _PACKAGES},
         "python": platform.python_version(),
         "cpu": cpu_name(),
@@ -66,10 +72,6 @@ def lossy_floor(model: Any) -> float:
     """The min cosine to float32 a lossy model is held to: fast mode's recorded bound, else `LOSSY_FLOOR`."""
     fast = model.info().fast or {}
     return float(fast.get("min_cosine", LOSSY_FLOOR))
-
-
-def _sha(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 def _version(name: str) -> str | None:
