@@ -10,7 +10,6 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from fastapi import FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
@@ -19,7 +18,6 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .. import __version__
 from ..core._enums import Combine, SubwordPooling
-from ..core.fingerprint_facts import store_fingerprint
 from ..core.pooling import word_embeddings
 from ..core.results import per_text, plain
 from ..core.similarity import cos_sim, unit
@@ -48,10 +46,7 @@ if TYPE_CHECKING:
 
 _MAX_NEIGHBOURS = 16_384  # items x k of one /static request: bounds its matrix work and answer
 
-__all__ = [
-    "embedding_routes", "id_lists", "id_tokens", "model_routes", "ops_routes", "refuse_ids",
-    "served_fingerprint",
-]  # fmt: skip
+__all__ = ["embedding_routes", "id_lists", "id_tokens", "model_routes", "ops_routes", "refuse_ids"]
 
 
 def embedding_routes(app: FastAPI, svc: Service) -> None:
@@ -268,7 +263,7 @@ def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
             "max_request_tokens": svc.max_request_tokens,
             "max_buffered_bytes": s.max_buffered_bytes,
         }
-        fingerprint = await run_in_threadpool(served_fingerprint, svc)
+        fingerprint = await run_in_threadpool(lambda: svc.fingerprint)
         described = {"model": svc.name, "version": __version__, **svc.model.info().to_dict()}
         return JSONResponse({**described, "fingerprint": fingerprint, "limits": limits})
 
@@ -281,17 +276,6 @@ def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
     async def prometheus() -> Response:
         """Prometheus metrics: requests, latencies, queue size, batch sizes and tokens."""
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
-
-
-def served_fingerprint(svc: Service) -> dict[str, Any]:
-    """The served model's fingerprint (id, settings, file hashes; what its stores carry), made once."""
-    if svc not in _FINGERPRINTS:
-        _FINGERPRINTS[svc] = store_fingerprint(svc.model)
-    return _FINGERPRINTS[svc]
-
-
-# Hashing the weights takes a moment: once per service, dropped with it.
-_FINGERPRINTS: WeakKeyDictionary[Service, dict[str, Any]] = WeakKeyDictionary()
 
 
 def _check_answer_size(svc: Service, tokens: list[Tokens], spec: EmbedSpec, *, words: bool) -> None:

@@ -14,11 +14,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import fields
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fastapi.concurrency import run_in_threadpool
 
+from ..core.fingerprint_facts import store_fingerprint
 from ..core.post import PostProcessor, load_post
 from ..core.results import SentenceEmbeddings
 from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
@@ -81,6 +83,12 @@ class Service:
         self.max_request_tokens = settings.max_request_tokens or request_token_budget(model)
         # Baselines on the shipped reference, by spec: fitting one embeds the whole reference corpus.
         self._baselines: OrderedDict[str, Baseline] = OrderedDict()
+
+    @cached_property
+    def fingerprint(self) -> dict[str, Any]:
+        """The served model's fingerprint (id, settings, file hashes: what its stores carry), made once:
+        hashing the weights takes a moment."""
+        return store_fingerprint(self.model)
 
     def recipe(self, options: EmbedOptions, post: str | None = None) -> Recipe:
         """A request's options resolved once: the spec, and the loaded post-processing called `post`."""

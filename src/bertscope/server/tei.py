@@ -19,7 +19,7 @@ from ..core.similarity import cos_sim, unit
 from ..core.spec import EmbedOptions
 from ..errors import InvalidInput, InvalidSpec
 from .guard import EmptyInputs, TooManyInputs
-from .routes import id_lists, id_tokens, refuse_ids, served_fingerprint
+from .routes import id_lists, id_tokens, refuse_ids
 from .schemas import (
     TEI_IDS,
     TEI_INPUT,
@@ -255,5 +255,5 @@ def _info(svc: Service) -> dict[str, Any]:
         "sha": None,
         "docker_label": None,
         # not TEI's (its clients read the fields above and ignore others): the same as /v2/info's
-        "fingerprint": served_fingerprint(svc),
+        "fingerprint": svc.fingerprint,
     }
