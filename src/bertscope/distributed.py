@@ -164,7 +164,7 @@ def _text_field(text_field: str, text_column: str | None) -> str:
 def default_batch(gpus: float) -> int:
     """Rows per Ray batch when none is given: a GPU's token budget / 4, or 512 rows on CPUs (the engine
     splits a Ray batch into forwards by its own budget; a Ray batch amortises Ray's per-batch cost)."""
-    return max(64, CUDA_TOKEN_BUDGET // 4) if gpus else 512
+    return CUDA_TOKEN_BUDGET // 4 if gpus else 512
 
 
 def gpus_per_worker(ray: Any, device: str) -> float:
