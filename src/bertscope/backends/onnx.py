@@ -79,11 +79,6 @@ def resolve_backend(
             f"quantize='{mode.value}' runs on ONNX Runtime: torch's dynamic int8 drops to a min cosine of "
             "0.78 on BERT's outlier activations; use backend='onnxruntime' (or 'auto')"
         )
-    if mode.int8_scheme not in (None, "dynamic") and chosen is not Backend.ONNXRUNTIME:
-        raise InvalidSpec(
-            f"quantize='{mode.value}' is an ONNX Runtime graph; use backend='onnxruntime', "
-            f"or quantize='int8' for {chosen.value}'s int8"
-        )
     if chosen == "onnxruntime":
         kind = device_kind(device)
         if kind != "cpu":
