@@ -56,6 +56,11 @@ __all__ = [
 
 BACKENDS = tuple(member.value for member in Backend)
 QUANTIZE = tuple(member.value for member in Quantize)
+# ONNX Runtime's own fusions left out of every session. SkipLayerNormFusion: its CPU kernel ran 4-8x
+# slower than the Add and LayerNormalization it replaces (ONNX Runtime 1.32, Zen 5; the int8 graphs ran
+# 1.19x faster without it, bench/profile_int8.py); the float32 graphs of the families tested never
+# receive it.
+DISABLED_FUSIONS = ("SkipLayerNormFusion",)
 # Bumped whenever the exported graph or its cache key changes, so stale cache files are never reused
 # (2: keyed by the model folder's content, with the export's size and SHA-256 beside it; the int8
 # variants' names also say their scheme and that they are fused, quantize.export_variant).
@@ -139,7 +144,9 @@ class OnnxRunner:
         options.intra_op_num_threads = cpu_threads()
         options.graph_optimization_level = self.ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
-        return self.ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        return self.ort.InferenceSession(
+            model, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_FUSIONS)
+        )
 
     def session_for(self, deepest: int) -> Any:
         """The session that computes hidden states 0..deepest and nothing past them."""

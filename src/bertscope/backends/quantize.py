@@ -55,8 +55,9 @@ OUTLIER_FACTOR = 3.0
 # The name every outlier side matmul's weight carries, so the quantizer can leave those matmuls float.
 OUTLIER_WEIGHT = "outlier_weight"
 SCHEMES = ("dynamic", "fused", "static")
-# Bumped whenever an int8 graph changes (2: the bias added after the outlier side matmul; the schemes).
-GRAPH_FORMAT = 2
+# Bumped whenever an int8 graph changes (2: the bias added after the outlier side matmul; the schemes;
+# 3: no SkipLayerNormalization in the fused graph).
+GRAPH_FORMAT = 3
 FUSED_GELU = ("Gelu", "BiasGelu", "FastGelu", "QuickGelu")
 # The fused graph's outputs may differ from the unfused graph's by float rounding only.
 _FUSED_TOLERANCE = 1e-3
@@ -113,6 +114,10 @@ def fuse(source: Path, target: Path, *, num_heads: int, hidden_size: int) -> boo
     # The embedding fusion assumes BERT's positions (0..n-1) and right padding; other families differ
     # and the embedding is a small share of the time, so it stays as exported.
     options.enable_embed_layer_norm = False
+    # SkipLayerNormalization's CPU kernel is slower than the Add and LayerNormalization it replaces
+    # (onnx.DISABLED_FUSIONS), so the residual Adds and LayerNorms stay as they are.
+    options.enable_skip_layer_norm = False
+    options.enable_bias_skip_layer_norm = False
     try:
         with _quiet():
             fused = optimizer.optimize_model(
