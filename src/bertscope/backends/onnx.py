@@ -44,12 +44,14 @@ __all__ = [
     "cached_export",
     "content_digest",
     "cut_graph",
+    "DISABLED_FUSIONS",
     "encoder_digest",
     "known_folders",
     "export_onnx",
     "export_path",
     "calibration_texts",
     "model_hash",
+    "open_session",
     "resolve_backend",
     "writable_folder",
 ]
@@ -140,13 +142,7 @@ class OnnxRunner:
         self._lock = threading.Lock()
 
     def _session(self, model: str | bytes) -> Any:
-        options = self.ort.SessionOptions()
-        options.intra_op_num_threads = cpu_threads()
-        options.graph_optimization_level = self.ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        return self.ort.InferenceSession(
-            model, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_FUSIONS)
-        )
+        return open_session(model)
 
     def session_for(self, deepest: int) -> Any:
         """The session that computes hidden states 0..deepest and nothing past them."""
@@ -205,6 +201,22 @@ class OnnxRunner:
             scheme=scheme, log=log,
         )  # fmt: skip
         return cls(path, family.uses_token_types, n_layers + 1)
+
+
+def open_session(model: str | bytes, *, optimized_to: Path | None = None) -> Any:
+    """An ONNX Runtime CPU session on `model` (a path or the bytes of one) as every runner opens it: all
+    of ONNX Runtime's graph optimizations but `DISABLED_FUSIONS`, `cpu_threads()` threads; `optimized_to`
+    also writes the graph ONNX Runtime runs after its optimizations (for tests and profiles)."""
+    ort = require_onnxruntime()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = cpu_threads()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    if optimized_to is not None:
+        options.optimized_model_filepath = str(optimized_to)
+    return ort.InferenceSession(
+        model, options, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_FUSIONS)
+    )
 
 
 def encoder_digest(encoder: Any) -> str:

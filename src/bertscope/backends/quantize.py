@@ -8,7 +8,8 @@ keeps its input channels past `OUTLIER_FACTOR` x the median in float32 beside th
 - `dynamic` (`quantize="int8"`): per-channel int8 weights, activations quantized per tensor at run time
   (DynamicQuantizeMatMul); ONNX Runtime fuses what it can (GELU) when it opens the graph.
 - `fused`: the float32 graph fused offline first by ONNX Runtime's transformer optimizer (`model_type=
-  "bert"`, the config's heads and width: Attention, BiasGelu, SkipLayerNormalization), checked against
+  "bert"`, the config's heads and width: Attention and BiasGelu; not SkipLayerNormalization, whose CPU
+  kernel is slower than the Add and LayerNormalization it replaces, onnx.DISABLED_FUSIONS), checked against
   the unfused graph on a padded sample (a family the optimizer misreads keeps its unfused graph), then
   quantized dynamically: Attention becomes QAttention. Only the feed-forward Linears are split (a split
   inside attention stops its fusion). The quantizer's nodes otherwise sit where ONNX Runtime's own
