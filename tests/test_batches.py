@@ -1,0 +1,75 @@
+"""The engine's batches: length-sorted rows cut where padding plus each forward's fixed cost is least."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from bertscope.core.segments import _CALL_COST, Segment, batches
+
+
+def rows(lengths: list[int]) -> list[Segment]:
+    return [Segment(i, [1] * n, [0] * n, [False] * n) for i, n in enumerate(lengths)]
+
+
+def cost(plan: list[list[Segment]], budget: int) -> float:
+    return sum(_CALL_COST * budget + len(b) * len(b[0].ids) for b in plan)
+
+
+def least_cost(lengths: list[int], budget: int, max_batch: int, min_rows: int) -> float:
+    """Every way to cut the sorted rows, by plain recursion (small inputs only)."""
+    ordered = sorted(lengths, reverse=True)
+    memo: dict[int, float] = {}
+
+    def from_row(i: int) -> float:
+        if i == len(ordered):
+            return 0.0
+        if i not in memo:
+            options = []
+            for j in range(i + 1, len(ordered) + 1):
+                n, width = j - i, ordered[i]
+                if n > 1 and (n > max_batch or n * width > max(budget, min_rows * width)):
+                    break
+                options.append(_CALL_COST * budget + n * width + from_row(j))
+            memo[i] = min(options)
+        return memo[i]
+
+    return from_row(0)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_cuts_are_the_cheapest_within_the_limits(seed: int) -> None:
+    rng = random.Random(seed)
+    lengths = [rng.choice([rng.randint(3, 40), rng.randint(40, 300)]) for _ in range(rng.randint(1, 60))]
+    budget, max_batch, min_rows = rng.choice([64, 256, 1024]), rng.choice([4, 16, 512]), rng.choice([1, 4])
+    plan = list(batches(rows(lengths), budget, max_batch, min_rows))
+    flat = [s for b in plan for s in b]
+    assert sorted(s.text_index for s in flat) == list(range(len(lengths)))  # each row once
+    assert [len(s.ids) for s in flat] == sorted(lengths, reverse=True)  # longest first
+    for b in plan:
+        width = len(b[0].ids)
+        assert len(b) == 1 or (len(b) <= max_batch and len(b) * width <= max(budget, min_rows * width))
+    assert cost(plan, budget) == pytest.approx(least_cost(lengths, budget, max_batch, min_rows))
+
+
+def test_it_pads_less_than_filling_each_batch_to_the_budget() -> None:
+    rng = random.Random(0)
+    lengths = [max(3, int(rng.lognormvariate(3.3, 0.4))) for _ in range(300)]  # sentence-like
+    plan = list(batches(rows(lengths), 1024, 512))
+    padded = sum(len(b) * len(b[0].ids) for b in plan)
+    filled, batch = 0, []  # greedy: each batch as full as the budget lets it be
+    for n in sorted(lengths, reverse=True):
+        if batch and (len(batch) + 1) * batch[0] > 1024:
+            filled += len(batch) * batch[0]
+            batch = []
+        batch.append(n)
+    filled += len(batch) * batch[0]
+    assert padded < filled
+    assert padded - sum(lengths) < 0.6 * (filled - sum(lengths)), (padded, filled, sum(lengths))
+
+
+def test_a_long_outlier_runs_alone_and_a_few_short_texts_run_together() -> None:
+    plan = list(batches(rows([8, 9, 7, 500, 8, 10]), 1024, 512))
+    assert [len(b) for b in plan] == [1, 5] and len(plan[0][0].ids) == 500
+    assert list(batches([], 1024, 512)) == []
