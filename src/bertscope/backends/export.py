@@ -21,7 +21,7 @@ from torch import nn
 
 from ..core.families import Family
 from ..errors import ModelLoadError
-from .quantize import OUTLIER_WEIGHT, fuse, quantize, splits_outliers
+from .quantize import OUTLIER_WEIGHT, fuse, quantize, same_answers, smooth_attention_inputs, splits_outliers
 
 __all__ = ["weights_hash", "write_export"]
 
@@ -64,10 +64,12 @@ def write_export(
         for name, maxima in (stats or {}).items()
         if splits_outliers(name, scheme)
     }
-    fused = _export(model, family, path, outliers if stats is not None else None, scheme=scheme, feeds=feeds)
+    fused, smoothed = _export(
+        model, family, path, outliers if stats is not None else None, scheme=scheme, feeds=feeds
+    )
     about: dict[str, Any] = {"torch": torch.__version__}
     if stats is not None:
-        about.update(scheme=scheme, fused=fused, outlier_factor=outlier_factor)
+        about.update(scheme=scheme, fused=fused, outlier_factor=outlier_factor, smoothed_channels=smoothed)
         about["outlier_channels"] = {name: int(mask.sum()) for name, mask in sorted(outliers.items())}
     return about
 
@@ -164,9 +166,10 @@ def _export(
     *,
     scheme: str = "dynamic",
     feeds: Sequence[dict[str, np.ndarray]] = (),
-) -> bool:
+) -> tuple[bool, int]:
     """Export to `path` atomically: float32, or int8 by `scheme` (each Linear's `outliers` split off; the
-    `fused` scheme's graph fused first) when `outliers` is given. Returns whether the graph was fused."""
+    `fused` scheme's graph fused first, its attention inputs smoothed) when `outliers` is given. Returns
+    whether the graph was fused and how many attention input channels were smoothed."""
     work = copy.deepcopy(model).float().cpu().eval()
     try:
         work.set_attn_implementation("eager")  # type: ignore[operator]
@@ -206,13 +209,19 @@ def _export(
                 f"this {family.name} model could not be exported to ONNX ({type(exc).__name__}: {exc}); "
                 "use backend='torch'"
             ) from exc
-        final, fused = float_path, False
+        final, fused, smoothed = float_path, False, 0
         if outliers is not None:
             fused_path, final = Path(tmp) / "fused.onnx", Path(tmp) / "int8.onnx"
             config = getattr(model, "config", None)
             heads, width = getattr(config, "num_attention_heads", 0), getattr(config, "hidden_size", 0)
+            graph = float_path
             if scheme == "fused":
                 fused = fuse(float_path, fused_path, num_heads=int(heads or 0), hidden_size=int(width or 0))
-            quantize(fused_path if fused else float_path, final, scheme=scheme, feeds=feeds)
+                graph = fused_path if fused else float_path
+                smoothed_path = Path(tmp) / "smoothed.onnx"
+                scaled = smooth_attention_inputs(fused_path, smoothed_path, feeds) if fused else 0
+                if scaled and same_answers(fused_path, smoothed_path):
+                    graph, smoothed = smoothed_path, scaled
+            quantize(graph, final, scheme=scheme, feeds=feeds)
         os.replace(final, path)  # the caller records it: a file without its record is never trusted
-    return fused
+    return fused, smoothed
