@@ -247,3 +247,17 @@ def test_compare_modes_loads_each_mode_without_the_facade(tiny_dirs: dict[str, P
     assert reports[0].max_abs == 0.0 and reports[1].max_abs < 1e-5 and reports[1].cos_min > 0.99999
     half = open_encoder(tiny_dirs["bert"], device="cpu", dtype="bfloat16")
     assert next(half.hf_model.parameters()).dtype is torch.bfloat16
+
+
+def test_measurements_are_named_by_the_graphs_they_timed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A measurement made on an earlier int8 graph (or export, or OpenVINO IR) is never read as one of
+    today's: the graph formats are part of the file's name."""
+    from bertscope.backends import exact
+
+    model = bertscope.load(device="cpu", backend="torch")
+    texts = ["one sentence"]
+    before = (fast._cache_path(model, texts), exact._measured_path("bert", "digest"))
+    assert all(fast.graphs_key() in path.name for path in before)
+    monkeypatch.setattr(fast, "GRAPH_FORMAT", fast.GRAPH_FORMAT + 1)
+    after = (fast._cache_path(model, texts), exact._measured_path("bert", "digest"))
+    assert all(a != b for a, b in zip(before, after, strict=True))

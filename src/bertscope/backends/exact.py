@@ -25,6 +25,7 @@ from .cpu import machine_key
 from .fast import (
     Measured,
     fast_cache_dir,
+    graphs_key,
     is_installed,
     read_measured,
     runtime_embedder,
@@ -108,7 +109,7 @@ _ALONE = "no other runtime installed (pip install 'bertscope[onnx]')"
 
 
 def _measured_path(family: str, digest: str) -> Path:
-    return fast_cache_dir() / f"{family}-{digest}-{machine_key()}-exact-f{EXACT_FORMAT}.json"
+    return fast_cache_dir() / f"{family}-{digest}-{machine_key()}-exact-f{EXACT_FORMAT}-{graphs_key()}.json"
 
 
 def _fastest_exact(measured: list[Measured], wanted: dict[str, dict[str, Any]]) -> Measured:

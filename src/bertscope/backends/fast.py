@@ -30,8 +30,9 @@ from ..core.encoder import Encoder
 from ..errors import InvalidSpec
 from .cpu import cpu_name, cpu_threads, has_native_bf16, has_vnni, machine_key
 from .modes import MODES, Way, measure
-from .onnx import cache_dir, calibration_texts, encoder_digest, writable_folder
-from .quantize import heldout_texts
+from .onnx import EXPORT_FORMAT, cache_dir, calibration_texts, encoder_digest, writable_folder
+from .openvino import IR_FORMAT
+from .quantize import GRAPH_FORMAT, heldout_texts
 from .runtimes import apply_way
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ __all__ = [
     "is_installed",
     "say",
     "FAST_FORMAT",
+    "graphs_key",
     "INT8_MIN_GAIN",
     "Measured",
     "candidates",
@@ -182,10 +184,17 @@ def load_fast(
     return model
 
 
+def graphs_key() -> str:
+    """The formats of every graph a way runs (the ONNX export, the int8 graphs, OpenVINO's int8 IR): in the
+    name of each measurement file, so figures measured on an earlier graph are measured again."""
+    return f"e{EXPORT_FORMAT}g{GRAPH_FORMAT}i{IR_FORMAT}"
+
+
 def _cache_path(base: Any, texts: Sequence[str]) -> Path:
     calib = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:10]
     digest = encoder_digest(base)
-    return fast_cache_dir() / f"{base.family.name}-{digest}-{machine_key()}-c{calib}-f{FAST_FORMAT}.json"
+    name = f"{base.family.name}-{digest}-{machine_key()}-c{calib}-f{FAST_FORMAT}-{graphs_key()}.json"
+    return fast_cache_dir() / name
 
 
 def plausible(measured: Sequence[Measured]) -> bool:
