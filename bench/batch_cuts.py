@@ -25,6 +25,7 @@ from bench_peers import corpora
 
 import bertscope
 from bertscope.backends.onnx import OnnxRunner
+from bertscope.core.segments import _cuts
 from bertscope.core.tokens import pad_batch
 
 
@@ -70,6 +71,10 @@ def main() -> None:
         "--ways", default="default,int8_fused", help="comma list of: default, int8, int8_fused"
     )
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument(
+        "--call-costs", type=lambda v: v.split(","), default=[],
+        help="also cut with these fixed costs per forward, in tokens (comma list; the engine's: budget / 16)",
+    )  # fmt: skip
     args = parser.parse_args()
     texts = corpora(["news"], {"news": 300})["news"]
     print(f"CPU: {os.cpu_count()} threads; {len(texts)} news sentences; median of {args.rounds} rounds")
@@ -83,6 +88,10 @@ def main() -> None:
         starts = np.cumsum([0, *[len(b) for b in engine_plan]])
         plans = {"engine": list(zip(starts[:-1], starts[1:], strict=True))}
         plans["greedy"] = greedy(lengths, model.engine.token_budget)
+        budget = model.engine.token_budget
+        for tokens in args.call_costs:  # the engine's cuts with other fixed costs per forward
+            cost = int(tokens) / budget
+            plans[f"cost {tokens}"] = _cuts(np.array(lengths), budget, model.engine.max_batch, 1, cost)
         feeds = {}
         for name, cuts in plans.items():
             feeds[name] = []
@@ -103,7 +112,7 @@ def main() -> None:
             padded = sum(b[0].size for b in batches)
             ms = float(np.median(times[name][1:])) * 1000
             print(
-                f"{way:11s} {name:7s} {len(batches):3d} forwards, {padded} tokens ({padded / real - 1:5.1%} "
+                f"{way:11s} {name:9s} {len(batches):3d} forwards, {padded} tokens ({padded / real - 1:5.1%} "
                 f"padding): {ms:6.1f} ms, {len(texts) / ms * 1000:6.1f} texts/s in the runtime"
             )
         ratio = np.median(times["greedy"][1:]) / np.median(times["engine"][1:])

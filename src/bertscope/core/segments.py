@@ -90,11 +90,13 @@ def batches(
         yield [segments[i] for i in order[start:stop]]
 
 
-def _cuts(lengths: np.ndarray, token_budget: int, max_batch: int, min_rows: int) -> list[tuple[int, int]]:
+def _cuts(
+    lengths: np.ndarray, token_budget: int, max_batch: int, min_rows: int, call_cost: float = _CALL_COST
+) -> list[tuple[int, int]]:
     """(start, stop) of each batch over `lengths` sorted longest first: the least padded tokens plus
-    `_CALL_COST` x `token_budget` per batch, within the row and token limits (`batches`)."""
+    `call_cost` x `token_budget` per batch, within the row and token limits (`batches`)."""
     n = len(lengths)
-    call = _CALL_COST * token_budget
+    call = call_cost * token_budget
     best = np.zeros(n + 1)  # best[j]: the least cost of batching rows 0..j-1
     start_of = np.zeros(n + 1, dtype=np.int64)
     for stop in range(1, n + 1):
