@@ -90,8 +90,7 @@ def main() -> None:
         plans["greedy"] = greedy(lengths, model.engine.token_budget)
         budget = model.engine.token_budget
         for tokens in args.call_costs:  # the engine's cuts with other fixed costs per forward
-            cost = int(tokens) / budget
-            plans[f"cost {tokens}"] = _cuts(np.array(lengths), budget, model.engine.max_batch, 1, cost)
+            plans[f"cost {tokens}"] = _cuts(np.array(lengths), budget, model.engine.max_batch, 1, int(tokens))
         feeds = {}
         for name, cuts in plans.items():
             feeds[name] = []

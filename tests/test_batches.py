@@ -6,18 +6,18 @@ import random
 
 import pytest
 
-from bertscope.core.segments import _CALL_COST, Segment, batches
+from bertscope.core.segments import CALL_COST, Segment, batches
 
 
 def rows(lengths: list[int]) -> list[Segment]:
     return [Segment(i, [1] * n, [0] * n, [False] * n) for i, n in enumerate(lengths)]
 
 
-def cost(plan: list[list[Segment]], budget: int) -> float:
-    return sum(_CALL_COST * budget + len(b) * len(b[0].ids) for b in plan)
+def cost(plan: list[list[Segment]], call: float) -> float:
+    return sum(call + len(b) * len(b[0].ids) for b in plan)
 
 
-def least_cost(lengths: list[int], budget: int, max_batch: int, min_rows: int) -> float:
+def least_cost(lengths: list[int], budget: int, max_batch: int, min_rows: int, call: float) -> float:
     """Every way to cut the sorted rows, by plain recursion (small inputs only)."""
     ordered = sorted(lengths, reverse=True)
     memo: dict[int, float] = {}
@@ -31,26 +31,30 @@ def least_cost(lengths: list[int], budget: int, max_batch: int, min_rows: int) -
                 n, width = j - i, ordered[i]
                 if n > 1 and (n > max_batch or n * width > max(budget, min_rows * width)):
                     break
-                options.append(_CALL_COST * budget + n * width + from_row(j))
+                options.append(call + n * width + from_row(j))
             memo[i] = min(options)
         return memo[i]
 
     return from_row(0)
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(16))
 def test_the_cuts_are_the_cheapest_within_the_limits(seed: int) -> None:
     rng = random.Random(seed)
-    lengths = [rng.choice([rng.randint(3, 40), rng.randint(40, 300)]) for _ in range(rng.randint(1, 60))]
-    budget, max_batch, min_rows = rng.choice([64, 256, 1024]), rng.choice([4, 16, 512]), rng.choice([1, 4])
-    plan = list(batches(rows(lengths), budget, max_batch, min_rows))
+    short = (1, 4) if seed % 4 == 0 else (3, 40)  # some plans of one- to four-token rows
+    lengths = [rng.choice([rng.randint(*short), rng.randint(40, 300)]) for _ in range(rng.randint(1, 60))]
+    budget, max_batch = rng.choice([64, 256, 1024]), rng.choice([1, 4, 16, 512])
+    min_rows = rng.choice([1, 4, 64])  # 64: more rows of any width than the budget holds
+    call = rng.choice([None, 0.0, 8.0, 500.0])  # None: CALL_COST x the budget
+    plan = list(batches(rows(lengths), budget, max_batch, min_rows, call))
     flat = [s for b in plan for s in b]
     assert sorted(s.text_index for s in flat) == list(range(len(lengths)))  # each row once
     assert [len(s.ids) for s in flat] == sorted(lengths, reverse=True)  # longest first
     for b in plan:
         width = len(b[0].ids)
         assert len(b) == 1 or (len(b) <= max_batch and len(b) * width <= max(budget, min_rows * width))
-    assert cost(plan, budget) == pytest.approx(least_cost(lengths, budget, max_batch, min_rows))
+    fixed = CALL_COST * budget if call is None else call
+    assert cost(plan, fixed) == pytest.approx(least_cost(lengths, budget, max_batch, min_rows, fixed))
 
 
 def test_it_pads_less_than_filling_each_batch_to_the_budget() -> None:
@@ -73,3 +77,15 @@ def test_a_long_outlier_runs_alone_and_a_few_short_texts_run_together() -> None:
     plan = list(batches(rows([8, 9, 7, 500, 8, 10]), 1024, 512))
     assert [len(b) for b in plan] == [1, 5] and len(plan[0][0].ids) == 500
     assert list(batches([], 1024, 512)) == []
+
+
+def test_a_budget_the_user_raises_keeps_the_device_s_fixed_cost_per_forward() -> None:
+    """The engine's fixed cost per forward comes from its device's default budget: a user's larger
+    budget allows bigger forwards without making each one look dearer (and so padding more)."""
+    import bertscope
+    from bertscope.model import CPU_TOKEN_BUDGET
+
+    default = bertscope.load(device="cpu", backend="torch")
+    raised = bertscope.load(device="cpu", backend="torch", token_budget=16 * CPU_TOKEN_BUDGET)
+    assert raised.engine.token_budget == 16 * default.engine.token_budget
+    assert raised.engine.call_tokens == default.engine.call_tokens == CALL_COST * CPU_TOKEN_BUDGET

@@ -219,7 +219,10 @@ def _export(
                 fused = fuse(float_path, fused_path, num_heads=int(heads or 0), hidden_size=int(width or 0))
                 graph = fused_path if fused else float_path
                 smoothed_path = Path(tmp) / "smoothed.onnx"
-                scaled = smooth_attention_inputs(fused_path, smoothed_path, feeds) if fused else 0
+                try:  # smoothing is a refinement: a graph it cannot read keeps its fused attention as is
+                    scaled = smooth_attention_inputs(fused_path, smoothed_path, feeds) if fused else 0
+                except Exception:
+                    scaled = 0
                 if scaled and same_answers(fused_path, smoothed_path):
                     graph, smoothed = smoothed_path, scaled
             quantize(graph, final, scheme=scheme, feeds=feeds)

@@ -161,19 +161,28 @@ def smooth_attention_inputs(source: Path, target: Path, feeds: Sequence[dict[str
     maxima = dict.fromkeys(inputs, 0.0)
     for feed in feeds:
         real = feed["attention_mask"].astype(bool)
+        if not real.any():
+            continue
         values = session.run(inputs, {k: v for k, v in feed.items() if k in names})
         for name, value in zip(inputs, values, strict=True):
             maxima[name] = np.maximum(maxima[name], np.abs(value[real]).max(axis=0))
     weights = {init.name: init for init in graph.initializer}
+    readers = Counter(name for node in graph.node for name in node.input)
     scaled, nodes = 0, []
     for node in graph.node:
         if node.op_type == "Attention" and node.input[1] in weights:
             seen = np.asarray(maxima[node.input[0]], dtype=np.float32)
             bound = OUTLIER_FACTOR * float(np.median(seen))
-            scale = np.where(seen > bound, seen / max(bound, 1e-12), 1.0).astype(np.float32)
-            if (scale > 1).any():
+            # a median of 0 (an input that is all zeros) leaves the node as it is
+            scale = np.where(seen > bound, seen / max(bound, 1e-30), 1.0).astype(np.float32)
+            if bound > 0 and (scale > 1).any():
                 weight = numpy_helper.to_array(weights[node.input[1]]) * scale[:, None]
-                weights[node.input[1]].CopyFrom(numpy_helper.from_array(weight, node.input[1]))
+                if readers[node.input[1]] > 1:  # a weight another node reads too gets its own scaled copy
+                    copy = f"{node.name}_smooth_weight"
+                    graph.initializer.append(numpy_helper.from_array(weight, copy))
+                    node.input[1] = copy
+                else:
+                    weights[node.input[1]].CopyFrom(numpy_helper.from_array(weight, node.input[1]))
                 divide = f"{node.name}_smooth"
                 graph.initializer.append(numpy_helper.from_array((1 / scale).astype(np.float32), divide))
                 nodes.append(

@@ -24,6 +24,7 @@ from .pooling import word_embeddings
 from .progress import progress_callback
 from .prompts import Prompts, read_prompts
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
+from .segments import CALL_COST
 from .similarity import cos_sim, unit
 from .spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from .tokens import Text, TextTokenizer, Tokens, check_texts, is_pair, iter_checked, pad_batch
@@ -79,7 +80,8 @@ class Encoder:
             facts = ModelFacts(self.family.num_layers(hf_model), int(word.num_embeddings), has_pooler)
         self.max_tokens = self._token_limit(max_tokens)
         self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
-        budget = token_budget or (CUDA_TOKEN_BUDGET if self.device_type == "cuda" else CPU_TOKEN_BUDGET)
+        device_budget = CUDA_TOKEN_BUDGET if self.device_type == "cuda" else CPU_TOKEN_BUDGET
+        budget = token_budget or device_budget
         self.engine = Engine(
             lambda: self.loaded.model,
             facts,
@@ -89,6 +91,7 @@ class Encoder:
             device=device,
             token_budget=budget,
             min_rows=MIN_ROWS if token_budget is None else 1,
+            call_tokens=CALL_COST * device_budget,
         )
         if not self.light:
             self.engine.model  # noqa: B018 - warms the hidden-state hooks now, before any caller's hooks

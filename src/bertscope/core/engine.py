@@ -61,6 +61,7 @@ class Engine:
         max_batch: int = 512,
         chunk_size: int = 4096,
         min_rows: int = 1,
+        call_tokens: float | None = None,
     ) -> None:
         self._torch_model = torch_model
         self._model: Any = None
@@ -71,6 +72,7 @@ class Engine:
         self.token_budget = token_budget
         self.min_rows = min_rows
         self.max_batch = max_batch
+        self.call_tokens = call_tokens  # a forward's fixed cost in tokens, for segments.batches
         self.chunk_size = chunk_size
         self.n_layers = facts.n_layers
         self.vocab_rows = facts.vocab_rows
@@ -312,7 +314,7 @@ class Engine:
     ) -> Iterator[tuple[list[Segment], dict[str, tuple[np.ndarray, np.ndarray]]]]:
         """Per batch, one forward to the deepest layer asked, then each view's (hidden, pooling mask)."""
         deepest = max(max(spec.layers) for spec in specs.values())
-        for batch in batches(segments, self.token_budget, self.max_batch, self.min_rows):
+        for batch in batches(segments, self.token_budget, self.max_batch, self.min_rows, self.call_tokens):
             ids, mask = pad_batch([s.ids for s in batch], self.pad_id)
             type_ids, _ = pad_batch([s.type_ids for s in batch], 0)
             states = self.forward(ids, type_ids, mask, deepest)

@@ -14,12 +14,12 @@ import numpy as np
 from .memory import release_freed_memory
 from .tokens import Tokens, window_owner
 
-__all__ = ["MIN_ROWS", "Segment", "batches", "chunks", "segments_of", "stitch", "windowed"]
+__all__ = ["CALL_COST", "MIN_ROWS", "Segment", "batches", "chunks", "segments_of", "stitch", "windowed"]
 
 # A forward's fixed cost, as a share of the token budget's compute: on a CPU at the 1,024-token budget
 # it is 64 tokens (300 news sentences ran fastest with it between 32 and 64, bench/BENCHMARKS.md
-# "Batches"); on a GPU, whose budget is 64x larger, a call's launch costs are that much larger too.
-_CALL_COST = 1 / 16
+# "Batches"). On a GPU the budget is 64x larger and so is the cost this assumes (not yet measured there).
+CALL_COST = 1 / 16
 # Under the default budget, long rows get at least this many per forward (sentence-transformers' batch is
 # 32): 8 documents of 512 tokens were 4 forwards under the 2,048-token budget; a forward of 16 x 512 tokens
 # holds 16 x heads x 512^2 attention weights (~200 MB at 12 heads). A budget the user sets is kept as is.
@@ -69,34 +69,41 @@ def windowed(segments: Sequence[Segment]) -> set[int]:
 
 
 def batches(
-    segments: Sequence[Segment], token_budget: int, max_batch: int, min_rows: int = 1
+    segments: Sequence[Segment],
+    token_budget: int,
+    max_batch: int,
+    min_rows: int = 1,
+    call_tokens: float | None = None,
 ) -> Iterator[list[Segment]]:
     """Longest first, cut where padding plus each forward's fixed cost is least.
 
     The rows are sorted by length, and the cuts are the cheapest path over them: a batch of sorted rows
     i..j-1 is padded to row i's length, holds at most `max_batch` rows and at most max(`token_budget`,
-    `min_rows` x width) tokens, and costs its padded tokens plus `_CALL_COST` x `token_budget`, a forward's
-    fixed cost. So one long outlier does not pad a batch of short texts to its length, a handful of short
-    texts (a service's requests) is not cut into many tiny forwards, and a forward fills the budget only
-    where that pads little (300 news sentences: 2.5% padding against greedy filling's 8.9%, and 1.04x
-    its speed on ONNX Runtime float32 and int8, bench/BENCHMARKS.md "Batches").
+    `min_rows` x width) tokens, and costs its padded tokens plus `call_tokens`, a forward's fixed cost in
+    tokens (the engine passes `CALL_COST` x its device's default budget, so a budget the user raises does
+    not make each forward look dearer; without it, `CALL_COST` x `token_budget`). So one long outlier
+    does not pad a batch of short texts to its length, a handful of short texts (a service's requests) is
+    not cut into many tiny forwards, and a forward fills the budget only where that pads little (300
+    news sentences: 5.4% padding against greedy filling's 8.9%, 1.03x its speed on ONNX Runtime float32
+    and 1.04-1.08x on int8, bench/BENCHMARKS.md "Batches").
 
     The budget adapts to long rows: a batch may hold `min_rows` rows of any width, so long texts and
     windows are not cut into forwards of two or four rows, each paying the fixed cost of a call.
     """
     order = sorted(range(len(segments)), key=lambda i: len(segments[i].ids), reverse=True)
-    for start, stop in _cuts(np.array([len(segments[i].ids) for i in order], dtype=np.int64),
-                             token_budget, max_batch, min_rows):  # fmt: skip
+    lengths = np.array([len(segments[i].ids) for i in order], dtype=np.int64)
+    call = CALL_COST * token_budget if call_tokens is None else call_tokens
+    for start, stop in _cuts(lengths, token_budget, max_batch, min_rows, call):
         yield [segments[i] for i in order[start:stop]]
 
 
 def _cuts(
-    lengths: np.ndarray, token_budget: int, max_batch: int, min_rows: int, call_cost: float = _CALL_COST
+    lengths: np.ndarray, token_budget: int, max_batch: int, min_rows: int, call: float
 ) -> list[tuple[int, int]]:
     """(start, stop) of each batch over `lengths` sorted longest first: the least padded tokens plus
-    `call_cost` x `token_budget` per batch, within the row and token limits (`batches`)."""
+    `call` tokens per batch, within the row and token limits (`batches`)."""
     n = len(lengths)
-    call = call_cost * token_budget
+    max_batch = max(max_batch, 1)
     best = np.zeros(n + 1)  # best[j]: the least cost of batching rows 0..j-1
     start_of = np.zeros(n + 1, dtype=np.int64)
     for stop in range(1, n + 1):
