@@ -58,10 +58,10 @@ __all__ = [
 
 BACKENDS = tuple(member.value for member in Backend)
 QUANTIZE = tuple(member.value for member in Quantize)
-# ONNX Runtime's own fusions left out of every session. SkipLayerNormFusion: its CPU kernel ran 4-8x
-# slower than the Add and LayerNormalization it replaces (ONNX Runtime 1.32, Zen 5; the int8 graphs ran
-# 1.19x faster without it, bench/profile_int8.py); the float32 graphs of the families tested never
-# receive it.
+# ONNX Runtime's own fusions left out of every session. SkipLayerNormFusion: its CPU kernel ran slower
+# than the Add and LayerNormalization it replaces (ONNX Runtime 1.32, Zen 5: the int8 graphs ran 1.15x
+# (dynamic) and 1.27x (fused) faster without it, bench/ort_fusions.py); the float32 graphs of the
+# families tested never receive it.
 DISABLED_FUSIONS = ("SkipLayerNormFusion",)
 # Bumped whenever the exported graph or its cache key changes, so stale cache files are never reused
 # (2: keyed by the model folder's content, with the export's size and SHA-256 beside it; the int8
