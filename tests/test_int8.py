@@ -138,7 +138,8 @@ def test_the_default_int8_is_within_0_99_on_calibration_and_held_out_texts(
     assert cos[:n].min() >= 0.99 and cos[n:].min() >= 0.99
     assert cos.max() < 1 - 1e-7  # int8 really ran
     ops = op_counts(dynamic.engine.runner.path)  # type: ignore[union-attr]
-    assert ops["MatMulInteger"] == 6 * dynamic.n_layers  # every Linear, the outlier side matmuls float
+    assert ops["MatMulInteger"] == 6 * dynamic.n_layers  # every Linear, once: no float32 side matmul
+    assert ops["MatMul"] == 2 * dynamic.n_layers  # only attention's own (scores and weighted values)
 
 
 def test_onnx_runtime_runs_the_int8_graph_without_its_skip_layernorm_fusion(
@@ -228,3 +229,25 @@ def test_the_cache_listing_marks_an_earlier_int8_graph_unused(
     kinds = {f.path.name: f.kind for f in cached_files()}
     assert kinds[current.name] == "ONNX export" == kinds[export_path("bert", digest).name]
     assert kinds[earlier.name] == "ONNX export (older bertscope, unused)"
+
+
+def test_spreading_the_outlier_channels_keeps_the_linear_s_product() -> None:
+    import torch
+
+    from bertscope.backends.export import _copies, _SpreadLinear
+
+    torch.manual_seed(0)
+    linear = torch.nn.Linear(16, 8)
+    x = torch.randn(3, 5, 16)
+    x[..., 3] *= 30  # two outlier channels, one of them 10x the bound
+    x[..., 7] *= 7
+    maxima = x.abs().reshape(-1, 16).amax(0)
+    copies = _copies(maxima, 3.0 * float(maxima.median()))
+    assert copies[3] >= 5 and copies[7] >= 1 and int((copies > 0).sum()) == 2
+    spread = _SpreadLinear(linear, copies)
+    assert spread.weight_t.shape == (16 + int(copies.sum()), 8)
+    torch.testing.assert_close(spread(x), linear(x), atol=1e-5, rtol=1e-5)
+    inside = torch.cat(
+        [x * spread.keep_mask, x.index_select(-1, spread.spread_index) * spread.spread_scale], -1
+    )
+    assert float(inside.abs().max()) <= 3.0 * float(maxima.median()) * 1.0001  # every column within the bound

@@ -2,8 +2,9 @@
 
 BERT's activations have a few outlier channels (after LayerNorm and after GELU, up to ~30 against a
 median of ~2 in all-MiniLM-L6-v2); one such channel sets the int8 step of a whole tensor. Each Linear
-keeps its input channels past `OUTLIER_FACTOR` x the median in float32 beside the int8 matmul
-(backends/export.py), then the graph is quantized by one of `SCHEMES`:
+spreads its input channels past `OUTLIER_FACTOR` x the median over several columns of its matmul, each
+copy within that bound, beside its weight row repeated (backends/export.py; until GRAPH_FORMAT 5 they ran
+in a float32 side matmul, 1.11x slower), then the graph is quantized by one of `SCHEMES`:
 
 - `dynamic` (`quantize="int8"`): per-channel int8 weights, activations quantized per tensor at run time
   (DynamicQuantizeMatMul); ONNX Runtime fuses what it can (GELU) when it opens the graph.
@@ -11,8 +12,8 @@ keeps its input channels past `OUTLIER_FACTOR` x the median in float32 beside th
   "bert"`, the config's heads and width: Attention and BiasGelu; not SkipLayerNormalization, whose CPU
   kernel is slower than the Add and LayerNormalization it replaces, onnx.DISABLED_FUSIONS), checked against
   the unfused graph on a padded sample (a family the optimizer misreads keeps its unfused graph), then
-  quantized dynamically: Attention becomes QAttention. Only the feed-forward Linears are split (a split
-  inside attention stops its fusion); each Attention's input outlier channels are instead divided down
+  quantized dynamically: Attention becomes QAttention. Only the feed-forward Linears are spread (a
+  spread inside attention stops its fusion); each Attention's input outlier channels are instead divided down
   by a Mul and its Q/K/V weight rows multiplied up (`smooth_attention_inputs`), which took its held-out
   min cosine from 0.985 to 0.990. The quantizer's nodes otherwise sit where ONNX Runtime's own
   fusions look for MatMul and Add, so this is the only way an int8 graph gets fused attention.
@@ -43,7 +44,6 @@ __all__ = [
     "FUSED_GELU",
     "GRAPH_FORMAT",
     "OUTLIER_FACTOR",
-    "OUTLIER_WEIGHT",
     "SCHEMES",
     "calibration_texts",
     "export_variant",
@@ -53,16 +53,15 @@ __all__ = [
     "quantize",
     "same_answers",
     "smooth_attention_inputs",
-    "splits_outliers",
+    "spreads_outliers",
 ]
 
 OUTLIER_FACTOR = 3.0
-# The name every outlier side matmul's weight carries, so the quantizer can leave those matmuls float.
-OUTLIER_WEIGHT = "outlier_weight"
 SCHEMES = ("dynamic", "fused", "static")
 # Bumped whenever an int8 graph changes (2: the bias added after the outlier side matmul; the schemes;
-# 3: no SkipLayerNormalization in the fused graph; 4: the fused graph's attention inputs smoothed).
-GRAPH_FORMAT = 4
+# 3: no SkipLayerNormalization in the fused graph; 4: the fused graph's attention inputs smoothed;
+# 5: outlier channels spread over int8 columns, no float32 side matmul).
+GRAPH_FORMAT = 5
 FUSED_GELU = ("Gelu", "BiasGelu", "FastGelu", "QuickGelu")
 # The fused graph's outputs may differ from the unfused graph's by float rounding only.
 _FUSED_TOLERANCE = 1e-3
@@ -95,9 +94,9 @@ def export_variant(quantize: str | None, calibration: Sequence[str], scheme: str
     return f"int8-{scheme}-g{GRAPH_FORMAT}-o{OUTLIER_FACTOR:g}-c{calib_hash}"
 
 
-def splits_outliers(linear_name: str, scheme: str) -> bool:
-    """Whether a Linear keeps its outlier input channels in float32: every one, but in the `fused` graph
-    only those outside attention (a split there stops the attention fusion)."""
+def spreads_outliers(linear_name: str, scheme: str) -> bool:
+    """Whether a Linear spreads its outlier input channels over int8 columns: every one, but in the
+    `fused` graph only those outside attention (a spread there stops the attention fusion)."""
     return scheme != "fused" or ("attention" not in linear_name and "attn" not in linear_name)
 
 
@@ -221,16 +220,16 @@ def same_answers(first: Path, second: Path) -> bool:
 
 def quantize(source: Path, target: Path, *, scheme: str, feeds: Sequence[dict[str, np.ndarray]] = ()) -> None:
     """int8 `source` -> `target` by `scheme` (`dynamic` and `fused`: scales per batch; `static`: scales
-    from `feeds`); the outlier side matmuls stay float32."""
+    from `feeds`): every matmul by a weight, and the fused Attention."""
     import onnx
     from onnxruntime.quantization import QuantType
 
     model = onnx.load(str(source))
     weights = {init.name for init in model.graph.initializer}
-    # Matmuls by a weight (not attention's activation x activation ones), but the outliers' side ones.
+    # Matmuls by a weight (not attention's activation x activation ones).
     targets = [
         n.name for n in model.graph.node
-        if (n.op_type == "MatMul" and n.input[1] in weights and OUTLIER_WEIGHT not in n.input[1])
+        if (n.op_type == "MatMul" and n.input[1] in weights)
         or (n.op_type == "Attention" and scheme != "static")
     ]  # fmt: skip
     common: dict[str, Any] = {
