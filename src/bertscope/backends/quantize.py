@@ -22,8 +22,8 @@ in a float32 side matmul, 1.11x slower), then the graph is quantized by one of `
 
 `mode="fast"` measures each (modes.py) and keeps the fastest with min cosine >= its bound on the
 calibration and the held-out texts. On all-MiniLM-L6-v2, ONNX Runtime 1.32, a Zen 5 core (AVX-512
-VNNI), `dynamic` was the fastest: ONNX Runtime's fused Attention was slower than its unfused attention
-on ~30-token sentences, in float32 too (docs/fast-modes.md, bench/BENCHMARKS.md).
+VNNI), `dynamic` and `fused` ran level on news sentences (946-976 and 927-969 texts/s) and `static`
+slower (docs/fast-modes.md, bench/BENCHMARKS.md).
 """
 
 from __future__ import annotations
