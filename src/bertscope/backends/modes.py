@@ -44,6 +44,12 @@ class Way:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def _onnxruntime_int8(quantize: str, label: str) -> Way:
+    """ONNX Runtime running one of its int8 graphs (`quantize` names the scheme); worth it with VNNI."""
+    options = {"backend": "onnxruntime", "quantize": quantize}
+    return Way(options, "int8", label, ("onnxruntime", "onnx"), native="vnni")
+
+
 # name -> way; the label is the name `mode="fast"` records in provenance and in its measurement cache.
 MODES: dict[str, Way] = {
     "float32": Way({}, "float32", "torch float32", exact=True, cuda=True),
@@ -60,29 +66,11 @@ MODES: dict[str, Way] = {
         ("openvino", "onnx"),
         native="bf16",
     ),  # fmt: skip
-    "int8": Way(
-        {"backend": "onnxruntime", "quantize": "int8"},
-        "int8",
-        "onnxruntime int8",
-        ("onnxruntime", "onnx"),
-        native="vnni",
-    ),  # fmt: skip
+    "int8": _onnxruntime_int8("int8", "onnxruntime int8"),
     # The other int8 schemes (backends/quantize.py): the graph fused offline (QAttention), and calibrated
     # activation scales (QDQ); `mode="fast"` measures them beside the dynamic one and keeps the fastest.
-    "int8-fused": Way(
-        {"backend": "onnxruntime", "quantize": "int8_fused"},
-        "int8",
-        "onnxruntime int8 fused",
-        ("onnxruntime", "onnx"),
-        native="vnni",
-    ),  # fmt: skip
-    "int8-static": Way(
-        {"backend": "onnxruntime", "quantize": "int8_static"},
-        "int8",
-        "onnxruntime int8 static",
-        ("onnxruntime", "onnx"),
-        native="vnni",
-    ),  # fmt: skip
+    "int8-fused": _onnxruntime_int8("int8_fused", "onnxruntime int8 fused"),
+    "int8-static": _onnxruntime_int8("int8_static", "onnxruntime int8 static"),
     "openvino-int8": Way(
         {"backend": "openvino", "quantize": "int8"},
         "int8",
