@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..core.folder import read_json_object
+
 __all__ = ["content_digest", "known_folders"]
 
 
@@ -79,11 +81,7 @@ def _digests_path() -> Path:
 
 
 def _read_digests() -> dict[str, Any]:
-    try:
-        data = json.loads(_digests_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_json_object(_digests_path())
 
 
 def _write_digest(key: str, digest: dict[str, str]) -> None:

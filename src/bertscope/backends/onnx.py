@@ -5,10 +5,11 @@ export and answers without it. Making an export needs the PyTorch module (backen
 model content: `bertscope cache` lists the exports, `bertscope cache --clear` removes them.
 
 float32 runs the same graph as torch (eager attention, every hidden state an output) and matches it to
-1e-6. int8 (backends/quantize.py) is that graph with the feed-forward Linears' outlier input channels
-split off in float32, fused by ONNX Runtime's transformer optimizer (attention, bias-GELU, skip-LayerNorm)
-and then quantized: `dynamic` (activation scales per batch; what `quantize="int8"` runs) or `static`
-(scales calibrated once; one of the ways `mode="fast"` measures). Model digests live in backends/digest.py.
+1e-6. int8 (backends/quantize.py) is that graph with each Linear's outlier input channels spread over
+int8 columns, then quantized by one of three schemes: `dynamic` (activation scales per batch; what
+`quantize="int8"` runs), `fused` (attention and bias-GELU fused by ONNX Runtime's transformer optimizer
+first) or `static` (scales calibrated once). Every session leaves out `DISABLED_FUSIONS`. Model digests
+live in backends/digest.py.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import numpy as np
 from ..core._enums import Backend, Quantize
 from ..core.families import Family
 from ..core.fingerprint_facts import file_sha256
+from ..core.folder import read_json_object
 from ..core.loading import device_kind
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
 from .cpu import cpu_threads
@@ -276,11 +278,7 @@ def record_export(path: Path, about: dict[str, Any]) -> None:
 
 
 def _read_about(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_json_object(path.with_suffix(".json"))
 
 
 def export_onnx(

@@ -15,7 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..core.folder import FolderView
+from ..core.folder import FolderView, read_json_object
 from .cpu import cpu_flags, cpu_name
 
 __all__ = ["cache_root", "folder_info", "recall", "remember"]
@@ -88,8 +88,4 @@ def _path() -> Path:
 
 
 def _read() -> dict[str, Any]:
-    try:
-        data = json.loads(_path().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_json_object(_path())

@@ -49,6 +49,7 @@ __all__ = [
     "SentenceTransformersSettings",
     "pooling_config",
     "pooling_modes",
+    "read_json_object",
     "sentence_transformers_settings",
 ]
 
@@ -119,14 +120,14 @@ class FolderView:
         path = bundled_path() if name is None else local_folder(source)
         if path is None or not (path / "tokenizer.json").is_file():
             return None
-        config = _read_json(path / "config.json")
+        config = read_json_object(path / "config.json")
         if isinstance(config.get("auto_map"), dict):
             return None  # model code shipped with the folder: only a load (which may refuse it) can tell
         try:
             family = family_for(str(config.get("model_type")))
         except UnsupportedArchitecture:
             return None  # the full load says what is wrong, in its words
-        tokenizer_config = _read_json(path / "tokenizer_config.json")
+        tokenizer_config = read_json_object(path / "tokenizer_config.json")
         if not _normalizer_agrees(path / "tokenizer.json", tokenizer_config):
             return None  # transformers builds the normalizer from tokenizer_config: only a load reads it so
         st = sentence_transformers_settings(path)
@@ -148,7 +149,7 @@ class FolderView:
         values = dict(self.tokenizer_config)
         legacy = self.path / "special_tokens_map.json"
         if "added_tokens_decoder" not in values and legacy.is_file():
-            values.update(_read_json(legacy))
+            values.update(read_json_object(legacy))
         found = {}
         for name in SPECIAL_TOKENS:
             value = values.get(name)
@@ -352,7 +353,7 @@ _BERT_NORMALIZER = {
 def _normalizer_agrees(tokenizer_json: Path, tokenizer_config: dict[str, Any]) -> bool:
     """Whether tokenizer.json normalises text as transformers will: it rebuilds a BertNormalizer from
     tokenizer_config.json (do_lower_case, strip_accents, tokenize_chinese_chars), whatever the file says."""
-    normalizer = _read_json(tokenizer_json).get("normalizer")
+    normalizer = read_json_object(tokenizer_json).get("normalizer")
     if not isinstance(normalizer, dict) or normalizer.get("type") != "BertNormalizer":
         return True
     return all(
@@ -361,7 +362,8 @@ def _normalizer_agrees(tokenizer_json: Path, tokenizer_config: dict[str, Any]) -
     )
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def read_json_object(path: Path) -> dict[str, Any]:
+    """A JSON file's top-level object, or {} when the file is missing, unreadable or holds no object."""
     if not path.is_file():
         return {}
     try:
