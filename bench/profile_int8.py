@@ -22,6 +22,7 @@ import onnxruntime as ort
 import torch
 
 import bertscope
+from bertscope.backends.onnx import DISABLED_FUSIONS
 from bertscope.backends.quantize import SCHEMES, calibration_texts
 from bertscope.backends.runtimes import use_onnxruntime
 
@@ -33,7 +34,10 @@ def profile(path: Path, batches: list, threads: int) -> dict[str, float]:
     options.profile_file_prefix = str(Path(tempfile.mkdtemp(prefix="bertscope-profile-")) / "ort")
     options.intra_op_num_threads = threads
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    # as bertscope opens its sessions (backends.onnx.open_session): all fusions but DISABLED_FUSIONS
+    session = ort.InferenceSession(
+        str(path), options, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_FUSIONS)
+    )
     names = {i.name for i in session.get_inputs()}
     outputs = [session.get_outputs()[-1].name]
     for _ in range(2):  # the first pass warms up (buffers, packed weights); only the second is counted
