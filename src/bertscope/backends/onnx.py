@@ -61,8 +61,8 @@ __all__ = [
 BACKENDS = tuple(member.value for member in Backend)
 QUANTIZE = tuple(member.value for member in Quantize)
 # ONNX Runtime's own fusions left out of every session. SkipLayerNormFusion: its CPU kernel ran slower
-# than the Add and LayerNormalization it replaces (ONNX Runtime 1.32, Zen 5: the int8 graphs ran 1.15x
-# (dynamic) and 1.27x (fused) faster without it, bench/ort_fusions.py); the float32 graphs of the
+# than the Add and LayerNormalization it replaces (ONNX Runtime 1.32, Zen 5: the int8 graphs ran 1.10-1.15x
+# (dynamic) and 1.19-1.27x (fused) faster without it, bench/ort_fusions.py); the float32 graphs of the
 # families tested never receive it.
 DISABLED_FUSIONS = ("SkipLayerNormFusion",)
 # Bumped whenever the exported graph or its cache key changes, so stale cache files are never reused

@@ -84,8 +84,8 @@ def batches(
     not make each forward look dearer; without it, `CALL_COST` x `token_budget`). So one long outlier
     does not pad a batch of short texts to its length, a handful of short texts (a service's requests) is
     not cut into many tiny forwards, and a forward fills the budget only where that pads little (300
-    news sentences: 5.4% padding against greedy filling's 8.9%, 1.03x its speed on ONNX Runtime float32
-    and 1.04-1.08x on int8, bench/BENCHMARKS.md "Batches").
+    news sentences: 5.4% padding against greedy filling's 8.9%, 1.02-1.03x its speed on ONNX Runtime
+    float32 and 1.02-1.08x on int8, bench/BENCHMARKS.md "Batches").
 
     The budget adapts to long rows: a batch may hold `min_rows` rows of any width, so long texts and
     windows are not cut into forwards of two or four rows, each paying the fixed cost of a call.
