@@ -4,7 +4,7 @@ BERT's activations have a few outlier channels (after LayerNorm and after GELU, 
 median of ~2 in all-MiniLM-L6-v2); one such channel sets the int8 step of a whole tensor. Each Linear
 spreads its input channels past `OUTLIER_FACTOR` x the median over several columns of its matmul, each
 copy within that bound, beside its weight row repeated (backends/export.py; until GRAPH_FORMAT 5 they ran
-in a float32 side matmul, 1.11x slower), then the graph is quantized by one of `SCHEMES`:
+in a float32 side matmul, slower), then the graph is quantized by one of `SCHEMES`:
 
 - `dynamic` (`quantize="int8"`): per-channel int8 weights, activations quantized per tensor at run time
   (DynamicQuantizeMatMul); ONNX Runtime fuses what it can (GELU) when it opens the graph.
