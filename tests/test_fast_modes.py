@@ -162,9 +162,14 @@ def test_onnxruntime_early_stop_runs_only_the_layers_asked(
     monkeypatch.setattr(runner, "session_for", lambda deepest: Spy(session_for(deepest)))
     got = ort32.embed(SAMPLE, layers=2).vectors
     assert max_diff(got, torch32.embed(SAMPLE, layers=2).vectors) <= 1e-5
-    assert asked and all(names == ["hidden_0", "hidden_1", "hidden_2"] for names in asked)
+    # the graph is cut at layer 2, and only the state read is fetched from it
+    assert asked and all(names == ["hidden_2"] for names in asked)
     assert all(names == ["hidden_0", "hidden_1", "hidden_2"] for names in graphs)
     assert 2 in runner.cut_depths
+    asked.clear()
+    got = ort32.embed(SAMPLE, layers="0,2", combine="mean").vectors
+    assert max_diff(got, torch32.embed(SAMPLE, layers="0,2", combine="mean").vectors) <= 1e-5
+    assert asked and all(names == ["hidden_0", "hidden_2"] for names in asked)
 
 
 def test_int8_stays_close_to_float32(int8: bertscope.Model, reference: np.ndarray) -> None:

@@ -93,6 +93,8 @@ def test_early_stop_compiles_a_model_per_depth(bundled: bertscope.Model) -> None
     assert isinstance(runner, ov_backend.OpenVinoRunner)
     got = m.embed(NEWS[:6], layers="2", pooling="mean").vectors
     assert runner.compiled_depths == [2]  # only layers 0..2 were compiled, so only they run
+    # and only the state read is an output: OpenVINO keeps and converts no other
+    assert [len(c.outputs) for c in runner._compiled.values()] == [1]
     assert len(runner.compiled(2).outputs) == 3
     assert max_diff(got, bundled.embed(NEWS[:6], layers="2", pooling="mean").vectors) <= 1e-5
 

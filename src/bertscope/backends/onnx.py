@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -161,16 +161,26 @@ class OnnxRunner:
             return self._cut[deepest]
 
     def __call__(
-        self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int
-    ) -> tuple[np.ndarray, ...]:
-        """Hidden states 0..deepest, each (batch, tokens, d) float32."""
+        self,
+        ids: np.ndarray,
+        type_ids: np.ndarray,
+        mask: np.ndarray,
+        deepest: int,
+        layers: Collection[int] | None = None,
+    ) -> tuple[np.ndarray | None, ...]:
+        """Hidden states 0..deepest, each (batch, tokens, d) float32; None outside `layers` when given."""
         feed = {
             "input_ids": ids.astype(np.int64, copy=False),
             "attention_mask": mask.astype(np.int64, copy=False),
         }
         if self.uses_token_types:
             feed["token_type_ids"] = type_ids.astype(np.int64, copy=False)
-        return tuple(self.session_for(deepest).run(self.output_names[: deepest + 1], feed))
+        wanted = range(deepest + 1) if layers is None else sorted(i for i in layers if i <= deepest)
+        arrays = self.session_for(deepest).run([self.output_names[i] for i in wanted], feed)
+        states: list[np.ndarray | None] = [None] * (deepest + 1)
+        for i, array in zip(wanted, arrays, strict=True):
+            states[i] = array
+        return tuple(states)
 
     @property
     def cut_depths(self) -> list[int]:

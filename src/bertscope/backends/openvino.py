@@ -24,7 +24,7 @@ import os
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -162,41 +162,51 @@ class OpenVinoRunner:
             port.get_any_name(): result
             for port, result in zip(ov_model.outputs, ov_model.get_results(), strict=True)
         }
-        self._compiled: dict[int, Any] = {}
+        # outputs (hidden state indices, ascending) -> compiled model: a state no caller reads is not
+        # an output, so OpenVINO neither keeps it nor converts it from bfloat16
+        self._compiled: dict[tuple[int, ...], Any] = {}
         self._lock = threading.Lock()
 
-    def compiled(self, deepest: int) -> Any:
-        """The model compiled for hidden states 0..deepest (compiled once per depth, on first use)."""
+    def compiled(self, deepest: int, layers: Collection[int] | None = None) -> Any:
+        """The model compiled for hidden states 0..deepest, returning those in `layers` (all when None);
+        compiled once per set of outputs, on first use."""
+        outputs = tuple(range(deepest + 1)) if layers is None else tuple(sorted(set(layers)))
         with self._lock:
-            if deepest not in self._compiled:
-                results = [self._results[f"hidden_{i}"] for i in range(deepest + 1)]
+            if outputs not in self._compiled:
+                results = [self._results[f"hidden_{i}"] for i in outputs]
                 cut = self.ov.Model(results, self.ov_model.get_parameters(), f"hidden_0_{deepest}")
-                self._compiled[deepest] = self.core.compile_model(cut, "CPU", self.config)
-            return self._compiled[deepest]
+                self._compiled[outputs] = self.core.compile_model(cut, "CPU", self.config)
+            return self._compiled[outputs]
 
     @property
     def compiled_depths(self) -> list[int]:
         """The depths compiled so far (each the deepest hidden state of one compiled model)."""
-        return sorted(self._compiled)
+        return sorted({max(outputs) for outputs in self._compiled})
 
     def inference_precision(self) -> str:
         """The precision OpenVINO actually runs the float parts in (read back from a compiled model)."""
-        deepest = max(self._compiled, default=len(self._results) - 1)
-        value = self.compiled(deepest).get_property("INFERENCE_PRECISION_HINT")
+        compiled = next(iter(self._compiled.values()), None) or self.compiled(len(self._results) - 1)
+        value = compiled.get_property("INFERENCE_PRECISION_HINT")
         return str(value.to_string()) if hasattr(value, "to_string") else str(value)
 
     def __call__(
-        self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int
-    ) -> tuple[np.ndarray, ...]:
-        """Hidden states 0..deepest, each (batch, tokens, d) float32."""
-        compiled = self.compiled(deepest)
+        self,
+        ids: np.ndarray,
+        type_ids: np.ndarray,
+        mask: np.ndarray,
+        deepest: int,
+        layers: Collection[int] | None = None,
+    ) -> tuple[np.ndarray | None, ...]:
+        """Hidden states 0..deepest, each (batch, tokens, d) float32; None outside `layers` when given."""
+        wanted = range(deepest + 1) if layers is None else sorted({i for i in layers if i <= deepest})
+        compiled = self.compiled(deepest, wanted)
         # A request per call: requests are not thread-safe, and the service calls from several threads.
         request = compiled.create_infer_request()
         request.infer(_feed(ids, type_ids, mask, self.uses_token_types))
-        return tuple(
-            np.array(request.get_output_tensor(i).data, dtype=np.float32, copy=True)
-            for i in range(deepest + 1)
-        )
+        states: list[np.ndarray | None] = [None] * (deepest + 1)
+        for n, i in enumerate(wanted):
+            states[i] = np.array(request.get_output_tensor(n).data, dtype=np.float32, copy=True)
+        return tuple(states)
 
     @classmethod
     def build(

@@ -6,7 +6,7 @@ batches, selects layers or pools.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,9 +27,9 @@ from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
 __all__ = ["MIN_ROWS", "Engine", "ModelFacts", "as_array"]
 
 OnBatch = Callable[[int, int], None]
-# (ids, type_ids, mask, deepest) -> hidden states 0..deepest (float32 arrays): another runtime in place of
-# the torch forward
-Runner = Callable[[np.ndarray, np.ndarray, np.ndarray, int], tuple[np.ndarray, ...]]
+# (ids, type_ids, mask, deepest, layers=None) -> hidden states 0..deepest (float32 arrays; None at each
+# index outside `layers` when it is given): another runtime in place of the torch forward
+Runner = Callable[..., tuple[np.ndarray | None, ...]]
 
 
 @dataclass(frozen=True)
@@ -97,11 +97,18 @@ class Engine:
         return self._has_pooler
 
     def forward(
-        self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int
+        self,
+        ids: np.ndarray,
+        type_ids: np.ndarray,
+        mask: np.ndarray,
+        deepest: int,
+        layers: Collection[int] | None = None,
     ) -> tuple[Any, ...]:
         """Hidden states 0..deepest, each (batch, tokens, d), running no layer past `deepest`.
 
         A runner gives float32 arrays, torch gives tensors in the model's dtype (`as_array` reads either).
+        `layers` names the states the caller reads: a runner may leave the others out (None), which
+        spares it copying them out (OpenVINO also converting them from bfloat16).
         """
         # Checked here, not per runtime: torch, ONNX Runtime and OpenVINO each fail differently on a bad id.
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_rows):
@@ -110,7 +117,7 @@ class Engine:
                 f"token id {bad} is out of range: this vocabulary has ids 0..{self.vocab_rows - 1}"
             )
         if self.runner is not None:
-            return self.runner(ids, type_ids, mask, deepest)
+            return self.runner(ids, type_ids, mask, deepest, layers)
         self.model  # noqa: B018 - loads and warms the module on first use
         return self._torch_forward(ids, type_ids, mask, deepest)
 
@@ -313,12 +320,12 @@ class Engine:
         self, segments: list[Segment], specs: Mapping[str, EmbedSpec], on_batch: OnBatch | None
     ) -> Iterator[tuple[list[Segment], dict[str, tuple[np.ndarray, np.ndarray]]]]:
         """Per batch, one forward to the deepest layer asked, then each view's (hidden, pooling mask)."""
-        deepest = max(max(spec.layers) for spec in specs.values())
+        wanted = frozenset(i for spec in specs.values() for i in spec.layers)
+        deepest = max(wanted)
         for batch in batches(segments, self.token_budget, self.max_batch, self.min_rows, self.call_tokens):
             ids, mask = pad_batch([s.ids for s in batch], self.pad_id)
             type_ids, _ = pad_batch([s.type_ids for s in batch], 0)
-            states = self.forward(ids, type_ids, mask, deepest)
-            wanted = {i for spec in specs.values() for i in spec.layers}
+            states = self.forward(ids, type_ids, mask, deepest, wanted)
             arrays = {i: as_array(states[i]) for i in wanted}
             attention = mask.astype(np.float32)
             special, _ = pad_batch([[int(x) for x in s.special] for s in batch], 1)
