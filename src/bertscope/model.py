@@ -24,6 +24,7 @@ from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, ModelInfo, single
 from .core.layers import LayerSpec
 from .core.loading import load_parts, resolve_device, resolve_dtype
 from .core.tokens import Text
+from .errors import InvalidSpec
 from .research.methods import ResearchMethods
 from .static_model import is_model2vec, load_static
 
@@ -56,9 +57,10 @@ def load(
 
     `backend` is "torch", "onnxruntime" (CPU, float32 or int8; exported once and cached) or "auto"
     (torch, or onnxruntime for int8). `quantize="int8"` runs ONNX Runtime's int8 with BERT's outlier
-    channels kept in float32, found on `calibration` texts (default: sentences shipped with bertscope).
-    "openvino" runs the same exported graph on OpenVINO: float32, bfloat16 (CPUs with it natively) or
-    int8 (NNCF). `mode="fast"` measures the modes this machine runs and keeps the fastest whose min
+    channels spread over extra int8 columns, found on `calibration` texts (default: sentences shipped
+    with bertscope). "openvino" runs the same exported graph on OpenVINO: float32, bfloat16 (CPUs with
+    it natively) or int8 (int8 weights, each activation quantized per group of 64 channels as it runs;
+    no calibration). `mode="fast"` measures the modes this machine runs and keeps the fastest whose min
     cosine to float32 is >= `fast_min_cosine`, remembered per model and machine (backends/fast.py).
     With no backend, dtype or quantize asked, the exact default runs the fastest runtime equal to torch
     within 1e-5 (torch, ONNX Runtime or OpenVINO float32; measured once, backends/exact.py).
@@ -108,11 +110,16 @@ def load(
         from .backends.openvino import resolve_precision
 
         precision = resolve_precision(dtype, quantize, torch_device)
+        if calibration is not None:
+            raise InvalidSpec(
+                "backend='openvino' reads no calibration texts (its int8 takes each activation's scale "
+                "at run time); leave calibration out, or use backend='onnxruntime' with quantize='int8'"
+            )
         loaded = load_parts(
             name, dtype=torch.float32, device=torch_device, trust_remote_code=trust_remote_code
         )
         model = Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
-        model.use_openvino(precision, calibration=calibration)
+        model.use_openvino(precision)
         return model
     torch_dtype = resolve_dtype(dtype, torch_device)
     chosen = resolve_backend(backend, quantize, torch_dtype, torch_device)
@@ -176,9 +183,9 @@ def _load_light(
 class Model(ResearchMethods):
     """A BERT-family encoder and every embedding it makes: static, anatomy, per layer, pooled."""
 
-    def use_openvino(self, precision: str = "float32", *, calibration: Sequence[str] | None = None) -> None:
-        """Run every forward on OpenVINO from now on: precision float32, bfloat16 or int8 (NNCF)."""
-        _runtimes.use_openvino(self, precision, calibration=calibration)
+    def use_openvino(self, precision: str = "float32") -> None:
+        """Run every forward on OpenVINO from now on: precision float32, bfloat16 or int8."""
+        _runtimes.use_openvino(self, precision)
 
     def use_onnxruntime(
         self, *, quantize: Quantize | str | None = None, calibration: Sequence[str] | None = None

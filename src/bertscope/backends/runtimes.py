@@ -24,10 +24,9 @@ __all__ = ["apply_way", "use_onnxruntime", "use_openvino"]
 E = TypeVar("E", bound=Encoder)
 
 
-def use_openvino(
-    encoder: Encoder, precision: str = "float32", *, calibration: Sequence[str] | None = None
-) -> None:
-    """Run every forward of `encoder` on OpenVINO from now on: precision float32, bfloat16 or int8 (NNCF)."""
+def use_openvino(encoder: Encoder, precision: str = "float32") -> None:
+    """Run every forward of `encoder` on OpenVINO from now on: precision float32, bfloat16 or int8 (int8
+    weights, activations quantized per group at run time: no calibration texts)."""
     from .openvino import OpenVinoRunner
 
     if encoder.torch_dtype_name != "float32" or encoder.device_type != "cpu":
@@ -39,8 +38,6 @@ def use_openvino(
         encoder.family,
         digest=encoder_digest(encoder),
         precision=precision,
-        batches=encoder.calibration_batches,
-        calibration=calibration,
         log=stderr,
     )
     encoder.engine.runner = runner
@@ -98,7 +95,7 @@ def apply_way(
         from .openvino import resolve_precision
 
         precision = resolve_precision(options.get("dtype", "float32"), options.get("quantize"), base.device)
-        use_openvino(base, precision, calibration=calibration)
+        use_openvino(base, precision)  # its int8 reads no calibration texts
         return base
     from ..core.loading import resolve_dtype
 

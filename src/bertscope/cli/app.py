@@ -100,7 +100,7 @@ QuantizeOpt = Annotated[
     typer.Option(
         "--quantize",
         callback=_enum_option(Quantize, "quantize"),
-        help="none, or int8 (CPU; ONNX Runtime by default, --backend openvino for NNCF's; drift recorded).",
+        help="none, or int8 (CPU; ONNX Runtime by default, or --backend openvino; drift recorded).",
     ),
 ]
 FastOpt = Annotated[

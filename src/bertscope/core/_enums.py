@@ -100,9 +100,10 @@ class Mode(StrEnum):
 
 
 class Quantize(StrEnum):
-    """Weight quantization: none, or int8 (ONNX Runtime with BERT's outlier channels kept in float32, or
-    OpenVINO's NNCF with SmoothQuant); `int8_fused` and `int8_static` are ONNX Runtime's other int8 graphs
-    (backends/quantize.py), named so that a model mode="fast" switched to one reloads as the same graph."""
+    """Weight quantization: none, or int8 (ONNX Runtime with BERT's outlier channels spread over extra
+    int8 columns, or OpenVINO's int8 weights with activations scaled per group as it runs); `int8_fused`
+    and `int8_static` are ONNX Runtime's other int8 graphs (backends/quantize.py), named so that a model
+    mode="fast" switched to one reloads as the same graph."""
 
     NONE = "none"
     INT8 = "int8"
