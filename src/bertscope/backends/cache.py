@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .onnx import EXPORT_FORMAT, cache_dir, known_folders
+from .openvino import IR_FORMAT
 from .quantize import GRAPH_FORMAT, SCHEMES
 
 __all__ = ["CachedFile", "cached_files", "clear_cache"]
@@ -42,7 +43,9 @@ def _files() -> Iterator[tuple[str, Path]]:
                 continue
             if folder == "onnx" and path.suffix != ".onnx" and path.with_suffix(".onnx").exists():
                 continue
-            unused = folder == "onnx" and not _current_export(path.name)
+            unused = (folder == "onnx" and not _current_export(path.name)) or (
+                folder == "openvino" and f"-ir{IR_FORMAT}." not in path.name
+            )
             yield (f"{kind} (older bertscope, unused)" if unused else kind), path
 
 
