@@ -262,3 +262,13 @@ def test_int8_compression_keeps_stdout_clean(
     bertscope.load(tiny_dirs["bert"], device="cpu", backend="openvino", quantize="int8")
     captured = capfd.readouterr()
     assert captured.out == "" and "compressing the model's weights to int8" in captured.err
+
+
+def test_compiled_models_stay_few_whatever_layers_are_asked(ov32: bertscope.Model) -> None:
+    # each compiled model holds its own packed weights: a layer sweep must not keep one per layer
+    runner = ov32.engine.runner
+    assert isinstance(runner, ov_backend.OpenVinoRunner)
+    for layer in range(ov32.n_layers + 1):
+        ov32.embed(NEWS[:2], layers=str(layer))
+    assert len(runner._compiled) == runner.MAX_COMPILED < ov32.n_layers + 1
+    assert list(runner._compiled)[-1] == (ov32.n_layers,)  # the most recent kept

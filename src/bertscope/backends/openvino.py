@@ -140,6 +140,10 @@ def _feed(
 class OpenVinoRunner:
     """Runs the exported graph on OpenVINO; called by the Engine in place of the torch forward."""
 
+    # Each compiled model holds its own packed weights (about 50 MiB on the bundled model), so a sweep
+    # over layers keeps only the most recent few.
+    MAX_COMPILED = 3
+
     def __init__(self, ov_model: Any, uses_token_types: bool, precision: str, *, threads: int) -> None:
         ov = require_openvino()
         self.ov = ov
@@ -170,10 +174,14 @@ class OpenVinoRunner:
         compiled once per set of outputs, on first use."""
         outputs = tuple(range(deepest + 1)) if layers is None else tuple(sorted(set(layers)))
         with self._lock:
-            if outputs not in self._compiled:
+            if outputs in self._compiled:
+                self._compiled[outputs] = self._compiled.pop(outputs)  # most recently used last
+            else:
                 results = [self._results[f"hidden_{i}"] for i in outputs]
                 cut = self.ov.Model(results, self.ov_model.get_parameters(), f"hidden_0_{deepest}")
                 self._compiled[outputs] = self.core.compile_model(cut, "CPU", self.config)
+                while len(self._compiled) > self.MAX_COMPILED:
+                    self._compiled.pop(next(iter(self._compiled)))
             return self._compiled[outputs]
 
     @property
