@@ -220,7 +220,9 @@ def test_a_full_queue_answers_429_while_accepted_requests_succeed(bundled: berts
     codes = [r.status_code for r in responses]
     assert 429 in codes and 200 in codes and set(codes) <= {200, 429}
     rejected = next(r for r in responses if r.status_code == 429)
-    assert rejected.headers["retry-after"] == "1" and "queue is full" in rejected.json()["detail"]
+    # the queued work at the worker's measured rate: 1 s here unless the machine is busy (the exact
+    # figure from a known rate is tests/test_server_robustness.py's)
+    assert 1 <= int(rejected.headers["retry-after"]) <= 60 and "queue is full" in rejected.json()["detail"]
     for body, response in zip(bodies, responses, strict=True):
         if response.status_code == 200:
             np.testing.assert_allclose(

@@ -81,9 +81,9 @@ def test_views_cost_one_forward_per_batch(
     calls: list[int] = []
     real = bundled.engine.forward
 
-    def counted(ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int):  # type: ignore[no-untyped-def]
+    def counted(ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int, layers=None):  # type: ignore[no-untyped-def]
         calls.append(deepest)
-        return real(ids, type_ids, mask, deepest)
+        return real(ids, type_ids, mask, deepest, layers)
 
     monkeypatch.setattr(bundled.engine, "forward", counted)
     embed_corpus(texts, tmp_path / "one.parquet", model=bundled, layers="-1", long="window", progress=False)
