@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core._enums import Backend, Quantize
+from ..core.engine import States, asked_states, placed
 from ..core.families import Family
 from ..core.fingerprint_facts import file_sha256
 from ..core.folder import read_json_object
@@ -121,6 +122,21 @@ def cache_dir() -> Path:
     return cache_root() / "onnx"
 
 
+Array = np.ndarray
+Layers = Collection[int] | None  # the hidden states a caller reads (None: all up to the deepest)
+
+
+def runtime_feed(ids: Array, type_ids: Array, mask: Array, token_types: bool) -> dict[str, Array]:
+    """The exported graph's inputs (int64), token types only where the graph reads them."""
+    feed = {
+        "input_ids": ids.astype(np.int64, copy=False),
+        "attention_mask": mask.astype(np.int64, copy=False),
+    }
+    if token_types:
+        feed["token_type_ids"] = type_ids.astype(np.int64, copy=False)
+    return feed
+
+
 class OnnxRunner:
     """Runs the exported model on ONNX Runtime; called by the Engine in place of the torch forward.
 
@@ -161,26 +177,14 @@ class OnnxRunner:
             return self._cut[deepest]
 
     def __call__(
-        self,
-        ids: np.ndarray,
-        type_ids: np.ndarray,
-        mask: np.ndarray,
-        deepest: int,
-        layers: Collection[int] | None = None,
-    ) -> tuple[np.ndarray | None, ...]:
+        self, ids: Array, type_ids: Array, mask: Array, deepest: int, layers: Layers = None
+    ) -> States:
         """Hidden states 0..deepest, each (batch, tokens, d) float32; None outside `layers` when given."""
-        feed = {
-            "input_ids": ids.astype(np.int64, copy=False),
-            "attention_mask": mask.astype(np.int64, copy=False),
-        }
-        if self.uses_token_types:
-            feed["token_type_ids"] = type_ids.astype(np.int64, copy=False)
-        wanted = range(deepest + 1) if layers is None else sorted(i for i in layers if i <= deepest)
-        arrays = self.session_for(deepest).run([self.output_names[i] for i in wanted], feed)
-        states: list[np.ndarray | None] = [None] * (deepest + 1)
-        for i, array in zip(wanted, arrays, strict=True):
-            states[i] = array
-        return tuple(states)
+        wanted = asked_states(deepest, layers)
+        feed = runtime_feed(ids, type_ids, mask, self.uses_token_types)
+        return placed(
+            deepest, wanted, self.session_for(deepest).run([self.output_names[i] for i in wanted], feed)
+        )
 
     @property
     def cut_depths(self) -> list[int]:

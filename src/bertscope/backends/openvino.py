@@ -32,11 +32,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.engine import States, asked_states, placed
 from ..core.families import Family
 from ..core.loading import device_kind
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
 from .cpu import cpu_threads, has_native_bf16
-from .onnx import cache_dir, export_onnx
+from .onnx import Array, Layers, cache_dir, export_onnx, runtime_feed
 
 if TYPE_CHECKING:
     import torch
@@ -125,18 +126,6 @@ def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: to
     return name
 
 
-def _feed(
-    ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, token_types: bool
-) -> dict[str, np.ndarray]:
-    feed = {
-        "input_ids": ids.astype(np.int64, copy=False),
-        "attention_mask": mask.astype(np.int64, copy=False),
-    }
-    if token_types:
-        feed["token_type_ids"] = type_ids.astype(np.int64, copy=False)
-    return feed
-
-
 class OpenVinoRunner:
     """Runs the exported graph on OpenVINO; called by the Engine in place of the torch forward."""
 
@@ -196,23 +185,15 @@ class OpenVinoRunner:
         return str(value.to_string()) if hasattr(value, "to_string") else str(value)
 
     def __call__(
-        self,
-        ids: np.ndarray,
-        type_ids: np.ndarray,
-        mask: np.ndarray,
-        deepest: int,
-        layers: Collection[int] | None = None,
-    ) -> tuple[np.ndarray | None, ...]:
+        self, ids: Array, type_ids: Array, mask: Array, deepest: int, layers: Layers = None
+    ) -> States:
         """Hidden states 0..deepest, each (batch, tokens, d) float32; None outside `layers` when given."""
-        wanted = range(deepest + 1) if layers is None else sorted({i for i in layers if i <= deepest})
-        compiled = self.compiled(deepest, wanted)
+        wanted = asked_states(deepest, layers)
         # A request per call: requests are not thread-safe, and the service calls from several threads.
-        request = compiled.create_infer_request()
-        request.infer(_feed(ids, type_ids, mask, self.uses_token_types))
-        states: list[np.ndarray | None] = [None] * (deepest + 1)
-        for n, i in enumerate(wanted):
-            states[i] = np.array(request.get_output_tensor(n).data, dtype=np.float32, copy=True)
-        return tuple(states)
+        request = self.compiled(deepest, wanted).create_infer_request()
+        request.infer(runtime_feed(ids, type_ids, mask, self.uses_token_types))
+        arrays = (request.get_output_tensor(n).data for n in range(len(wanted)))
+        return placed(deepest, wanted, (np.array(a, dtype=np.float32, copy=True) for a in arrays))
 
     @classmethod
     def build(

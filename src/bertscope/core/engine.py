@@ -24,12 +24,26 @@ from .similarity import unit
 from .spec import EmbedSpec
 from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
 
-__all__ = ["MIN_ROWS", "Engine", "ModelFacts", "as_array"]
+__all__ = ["MIN_ROWS", "Engine", "ModelFacts", "States", "as_array", "asked_states", "placed"]
 
 OnBatch = Callable[[int, int], None]
-# (ids, type_ids, mask, deepest, layers=None) -> hidden states 0..deepest (float32 arrays; None at each
-# index outside `layers` when it is given): another runtime in place of the torch forward
-Runner = Callable[..., tuple[np.ndarray | None, ...]]
+# Hidden states 0..deepest as a runner returns them: float32 arrays, None at each index not asked
+States = tuple[np.ndarray | None, ...]
+# (ids, type_ids, mask, deepest, layers=None) -> States: another runtime in place of the torch forward
+Runner = Callable[..., States]
+
+
+def asked_states(deepest: int, layers: Collection[int] | None) -> list[int]:
+    """The hidden state indices a runner returns: 0..deepest, or those of `layers` up to `deepest`."""
+    return list(range(deepest + 1)) if layers is None else sorted({i for i in layers if i <= deepest})
+
+
+def placed(deepest: int, wanted: Sequence[int], arrays: Iterable[np.ndarray]) -> States:
+    """Hidden states 0..deepest: `arrays` at the `wanted` indices (in order), None elsewhere."""
+    states: list[np.ndarray | None] = [None] * (deepest + 1)
+    for i, array in zip(wanted, arrays, strict=True):
+        states[i] = array
+    return tuple(states)
 
 
 @dataclass(frozen=True)
