@@ -217,7 +217,7 @@ def test_the_cache_listing_marks_an_earlier_int8_graph_unused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from bertscope.backends.cache import cached_files
-    from bertscope.backends.onnx import cache_dir
+    from bertscope.backends.onnx import EXPORT_FORMAT, cache_dir
     from bertscope.backends.openvino import IR_FORMAT
 
     monkeypatch.setenv("BERTSCOPE_CACHE", str(tmp_path))
@@ -230,17 +230,17 @@ def test_the_cache_listing_marks_an_earlier_int8_graph_unused(
     # an OpenVINO int8 IR of an earlier format (NNCF's static int8, ir2) beside the current one
     ir_folder = tmp_path / "openvino"
     ir_folder.mkdir()
-    ir_now, ir_then = (
-        f"bert-{digest}-float32-v2-int8-weights-ir{IR_FORMAT}",
-        f"bert-{digest}-float32-v2-int8-nncf-c0123456789-ir2",
-    )
-    for stem in (ir_now, ir_then):
+    ir_now = f"bert-{digest}-float32-v{EXPORT_FORMAT}-int8-weights-ir{IR_FORMAT}"
+    ir_then = f"bert-{digest}-float32-v{EXPORT_FORMAT}-int8-nncf-c0123456789-ir2"
+    ir_old_export = f"bert-{digest}-float32-v{EXPORT_FORMAT - 1}-int8-weights-ir{IR_FORMAT}"
+    for stem in (ir_now, ir_then, ir_old_export):
         (ir_folder / f"{stem}.xml").write_text("<net/>")
     kinds = {f.path.name: f.kind for f in cached_files()}
     assert kinds[current.name] == "ONNX export" == kinds[export_path("bert", digest).name]
     assert kinds[earlier.name] == "ONNX export (older bertscope, unused)"
     assert kinds[f"{ir_now}.xml"] == "OpenVINO model"
     assert kinds[f"{ir_then}.xml"] == "OpenVINO model (older bertscope, unused)"
+    assert kinds[f"{ir_old_export}.xml"] == "OpenVINO model (older bertscope, unused)"
 
 
 def test_spreading_the_outlier_channels_keeps_the_linear_s_product() -> None:

@@ -244,11 +244,13 @@ def test_int8_passes_the_gate_on_the_held_out_sentences(
     assert cos.min() >= 0.99, (cos.min(), held[int(cos.argmin())])
 
 
-def test_openvino_refuses_calibration_texts(tiny_dirs: dict[str, Path]) -> None:
+@pytest.mark.parametrize("options", [{"quantize": "int8"}, {}], ids=["int8", "float32"])
+def test_openvino_refuses_calibration_texts(tiny_dirs: dict[str, Path], options: dict[str, str]) -> None:
+    # float32 too: its load may answer from the recorded export, before any runtime is opened
     with pytest.raises(bertscope.InvalidSpec, match="reads no calibration texts"):
-        bertscope.load(
-            tiny_dirs["bert"], device="cpu", backend="openvino", quantize="int8", calibration=["a b"]
-        )
+        bertscope.load(tiny_dirs["bert"], device="cpu", backend="openvino", calibration=["a b"], **options)
+    with pytest.raises(bertscope.InvalidSpec, match="reads no calibration texts"):
+        bertscope.load(device="cpu", backend="openvino", calibration=["a b"], **options)
 
 
 def test_int8_compression_keeps_stdout_clean(
@@ -264,11 +266,32 @@ def test_int8_compression_keeps_stdout_clean(
     assert captured.out == "" and "compressing the model's weights to int8" in captured.err
 
 
-def test_compiled_models_stay_few_whatever_layers_are_asked(ov32: bertscope.Model) -> None:
+def test_compiled_models_stay_few_whatever_layers_are_asked(
+    bundled: bertscope.Model, ov32: bertscope.Model
+) -> None:
     # each compiled model holds its own packed weights: a layer sweep must not keep one per layer
     runner = ov32.engine.runner
     assert isinstance(runner, ov_backend.OpenVinoRunner)
     for layer in range(ov32.n_layers + 1):
         ov32.embed(NEWS[:2], layers=str(layer))
     assert len(runner._compiled) == runner.MAX_COMPILED < ov32.n_layers + 1
-    assert list(runner._compiled)[-1] == (ov32.n_layers,)  # the most recent kept
+    # once full, a new set at a depth compiles every state to it, which serves the other sets there
+    deepest = ov32.n_layers
+    assert list(runner._compiled)[-1] == tuple(range(deepest + 1))
+    compiles = 0
+    compile_model = runner.core.compile_model
+
+    def counting(*args: object, **kwargs: object) -> object:
+        nonlocal compiles
+        compiles += 1
+        return compile_model(*args, **kwargs)
+
+    runner.core.compile_model = counting
+    try:
+        for layers in ("0,6", "1,6", "2,5,6", "3,6", "6", "1"):  # none compiles at depth 6, kept whole
+            got = ov32.embed(NEWS[:2], layers=layers, combine="mean").vectors
+            # the states are read by their place among the kept model's outputs
+            assert max_diff(got, bundled.embed(NEWS[:2], layers=layers, combine="mean").vectors) <= 1e-5
+    finally:
+        runner.core.compile_model = compile_model
+    assert compiles == 1  # only "1": depth 1 is no longer kept

@@ -79,6 +79,11 @@ def load(
         from .backends.cpu import ask_threads
 
         ask_threads(threads)
+    if calibration is not None and Backend.parse(backend, what="backend") is Backend.OPENVINO:
+        raise InvalidSpec(
+            "backend='openvino' reads no calibration texts (its int8 takes each activation's scale "
+            "at run time); leave calibration out, or use backend='onnxruntime' with quantize='int8'"
+        )
     asked = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize, "mode": mode}
     if _opens_light(asked, trust_remote_code):
         light = _load_light(
@@ -110,11 +115,6 @@ def load(
         from .backends.openvino import resolve_precision
 
         precision = resolve_precision(dtype, quantize, torch_device)
-        if calibration is not None:
-            raise InvalidSpec(
-                "backend='openvino' reads no calibration texts (its int8 takes each activation's scale "
-                "at run time); leave calibration out, or use backend='onnxruntime' with quantize='int8'"
-            )
         loaded = load_parts(
             name, dtype=torch.float32, device=torch_device, trust_remote_code=trust_remote_code
         )

@@ -44,7 +44,8 @@ def _files() -> Iterator[tuple[str, Path]]:
             if folder == "onnx" and path.suffix != ".onnx" and path.with_suffix(".onnx").exists():
                 continue
             unused = (folder == "onnx" and not _current_export(path.name)) or (
-                folder == "openvino" and f"-ir{IR_FORMAT}." not in path.name
+                folder == "openvino"
+                and not (f"-v{EXPORT_FORMAT}-" in path.name and f"-ir{IR_FORMAT}." in path.name)
             )
             yield (f"{kind} (older bertscope, unused)" if unused else kind), path
 

@@ -1,10 +1,11 @@
 """OpenVINO running bertscope's own exported ONNX graph (every hidden state an output), on the CPU.
 
 float32 is the same graph as ONNX Runtime's and equals torch to ~1e-5. Early stop compiles one model per
-depth asked (the graph cut after `hidden_d`, so OpenVINO drops the layers past it): on the bundled model
-the depth-2 graph ran in 0.32x the time of the full one, so cutting beats computing everything and
-returning fewer outputs. `float32` is pinned with INFERENCE_PRECISION_HINT, because OpenVINO's own default
-on CPUs with native bfloat16 is bfloat16.
+set of states asked (the graph cut after the deepest, `hidden_d`, so OpenVINO drops the layers past it,
+and only those states as outputs): on the bundled model the depth-2 graph ran in 0.32x the time of the
+full one, so cutting beats computing everything and returning fewer outputs. At most `MAX_COMPILED` are
+kept (`OpenVinoRunner.model_for`). `float32` is pinned with INFERENCE_PRECISION_HINT, because OpenVINO's
+own default on CPUs with native bfloat16 is bfloat16.
 
 bfloat16 runs only where the CPU has it natively (AVX-512 BF16 or AMX); elsewhere OpenVINO ignores the
 hint and runs float32, so bertscope warns, names the faster choice, and runs and records float32.
@@ -26,7 +27,7 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -57,10 +58,9 @@ PRECISIONS = ("float32", "bfloat16", "int8")
 IR_FORMAT = 3  # 3: int8 weights with run-time activation scales (was NNCF's static int8)
 _HINT = {"float32": "f32", "bfloat16": "bf16", "int8": "f32"}
 # int8: each activation row is quantized at run time in groups of this many channels, each with its own
-# scale, so BERT's outlier channels spoil only their own group. On the bundled model (Zen 5, 300 news
-# sentences, one process; the session's scratch runs, see bench/BENCHMARKS.md for the kept figures) 32
-# ran 0.92x of 64, and 96 and 128 no faster than 64 while drifting more (held-out min cosine 0.9974 at
-# 32, 0.9962 at 64, 0.9935 at 128; 384, one scale per row: 0.9864).
+# scale, so BERT's outlier channels spoil only their own group. Chosen for drift (bench/openvino_int8.py
+# on Zen 5, bench/BENCHMARKS.md): held-out min cosine 0.9976 at 32, 0.9966 at 64, 0.9941 at 128; 64 ran
+# 1.13-1.16x the speed of 32 and 0.96x that of 128.
 DYNAMIC_GROUP = 64
 
 
@@ -129,8 +129,8 @@ def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: to
 class OpenVinoRunner:
     """Runs the exported graph on OpenVINO; called by the Engine in place of the torch forward."""
 
-    # Each compiled model holds its own packed weights (about 50 MiB on the bundled model), so a sweep
-    # over layers keeps only the most recent few.
+    # Each compiled model holds its own packed weights (40-57 MiB on the bundled model), so a sweep over
+    # layers keeps only the most recent few.
     MAX_COMPILED = 3
 
     def __init__(self, ov_model: Any, uses_token_types: bool, precision: str, *, threads: int) -> None:
@@ -159,28 +159,44 @@ class OpenVinoRunner:
         self._lock = threading.Lock()
 
     def compiled(self, deepest: int, layers: Collection[int] | None = None) -> Any:
-        """The model compiled for hidden states 0..deepest, returning those in `layers` (all when None);
-        compiled once per set of outputs, on first use."""
-        outputs = tuple(range(deepest + 1)) if layers is None else tuple(sorted(set(layers)))
+        """A compiled model that runs no layer past `deepest` and returns at least the states in
+        `layers` (all of 0..deepest when None); see `model_for`."""
+        return self.model_for(deepest, asked_states(deepest, layers))[0]
+
+    def model_for(self, deepest: int, wanted: Sequence[int]) -> tuple[Any, tuple[int, ...]]:
+        """(compiled model, the states it returns): the model compiled for exactly `wanted`, or a kept one
+        of the same depth that returns them too. Once `MAX_COMPILED` are kept, a new set compiles all of
+        0..deepest instead, which then serves every set at that depth: requests that rotate over many
+        sets do not compile again at every forward."""
+        outputs = tuple(wanted)
         with self._lock:
-            if outputs in self._compiled:
-                self._compiled[outputs] = self._compiled.pop(outputs)  # most recently used last
-            else:
-                results = [self._results[f"hidden_{i}"] for i in outputs]
+            key = outputs if outputs in self._compiled else None
+            if key is None:
+                key = next(
+                    (k for k in reversed(self._compiled) if k[-1] == deepest and set(outputs) <= set(k)), None
+                )
+            if key is None:
+                key = outputs if len(self._compiled) < self.MAX_COMPILED else tuple(range(deepest + 1))
+                results = [self._results[f"hidden_{i}"] for i in key]
                 cut = self.ov.Model(results, self.ov_model.get_parameters(), f"hidden_0_{deepest}")
-                self._compiled[outputs] = self.core.compile_model(cut, "CPU", self.config)
+                self._compiled[key] = self.core.compile_model(cut, "CPU", self.config)
                 while len(self._compiled) > self.MAX_COMPILED:
                     self._compiled.pop(next(iter(self._compiled)))
-            return self._compiled[outputs]
+            else:
+                self._compiled[key] = self._compiled.pop(key)  # most recently used last
+            return self._compiled[key], key
 
     @property
     def compiled_depths(self) -> list[int]:
-        """The depths compiled so far (each the deepest hidden state of one compiled model)."""
-        return sorted({max(outputs) for outputs in self._compiled})
+        """The depths of the compiled models kept now (each the deepest hidden state it computes)."""
+        with self._lock:
+            return sorted({outputs[-1] for outputs in self._compiled})
 
     def inference_precision(self) -> str:
         """The precision OpenVINO actually runs the float parts in (read back from a compiled model)."""
-        compiled = next(iter(self._compiled.values()), None) or self.compiled(len(self._results) - 1)
+        with self._lock:
+            kept = next(iter(self._compiled.values()), None)
+        compiled = kept or self.compiled(len(self._results) - 1)
         value = compiled.get_property("INFERENCE_PRECISION_HINT")
         return str(value.to_string()) if hasattr(value, "to_string") else str(value)
 
@@ -189,10 +205,11 @@ class OpenVinoRunner:
     ) -> States:
         """Hidden states 0..deepest, each (batch, tokens, d) float32; None outside `layers` when given."""
         wanted = asked_states(deepest, layers)
+        compiled, outputs = self.model_for(deepest, wanted)
         # A request per call: requests are not thread-safe, and the service calls from several threads.
-        request = self.compiled(deepest, wanted).create_infer_request()
+        request = compiled.create_infer_request()
         request.infer(runtime_feed(ids, type_ids, mask, self.uses_token_types))
-        arrays = (request.get_output_tensor(n).data for n in range(len(wanted)))
+        arrays = (request.get_output_tensor(outputs.index(i)).data for i in wanted)
         return placed(deepest, wanted, (np.array(a, dtype=np.float32, copy=True) for a in arrays))
 
     @classmethod
