@@ -38,6 +38,7 @@ from bench_peers import corpora
 
 import bertscope
 from bertscope.backends import openvino as ov_backend
+from bertscope.backends.onnx import runtime_feed
 from bertscope.backends.quantize import calibration_texts, heldout_texts
 from bertscope.core.tokens import pad_batch
 
@@ -70,20 +71,13 @@ def pooled(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
-def static_int8(onnx_path: Path, calibration: list[Batch]) -> object:
+def static_int8(onnx_path: Path, calibration: list[Batch], token_types: bool) -> object:
     """The replaced scheme: NNCF's post-training int8 of the ONNX graph, calibrated on `calibration`."""
     import nncf
     import openvino as ov
 
     logging.getLogger("nncf").setLevel(logging.ERROR)
-    feeds = [
-        {
-            "input_ids": i.astype(np.int64),
-            "token_type_ids": t.astype(np.int64),
-            "attention_mask": m.astype(np.int64),
-        }
-        for i, t, m in calibration
-    ]
+    feeds = [runtime_feed(ids, type_ids, mask, token_types) for ids, type_ids, mask in calibration]
     with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
         warnings.simplefilter("ignore")
         return nncf.quantize(
@@ -99,7 +93,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--groups", default="32,64,128", help="comma list of activation group sizes")
     args = parser.parse_args()
-    exact = bertscope.load()
+    exact = bertscope.load(backend="onnxruntime")  # the float32 reference, whatever the exact default picks
     deepest = exact.n_layers
     sets = {
         "calibration": engine_feeds(exact, calibration_texts()),
@@ -118,15 +112,19 @@ def main() -> None:
             runner = engine_runner
         else:
             runner = ov_backend.OpenVinoRunner(
-                engine_runner.ov_model, True, "int8", threads=engine_runner.config["INFERENCE_NUM_THREADS"]
+                engine_runner.ov_model,
+                engine_runner.uses_token_types,
+                "int8",
+                threads=engine_runner.config["INFERENCE_NUM_THREADS"],
             )
             runner.config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = group
         ways[f"openvino int8 g{group}"] = last_state(runner, deepest)
     onnx_path = exact.engine.runner.path  # type: ignore[union-attr]
+    token_types = engine_runner.uses_token_types
+    static_model = static_int8(onnx_path, exact.calibration_batches(calibration_texts()), token_types)
     static = ov_backend.OpenVinoRunner(
-        static_int8(onnx_path, exact.calibration_batches(calibration_texts())), True, "int8",
-        threads=engine_runner.config["INFERENCE_NUM_THREADS"],
-    )  # fmt: skip
+        static_model, token_types, "int8", threads=engine_runner.config["INFERENCE_NUM_THREADS"]
+    )
     static.config.pop("DYNAMIC_QUANTIZATION_GROUP_SIZE")
     ways["openvino int8 static"] = last_state(static, deepest)
     bf16_runner = bertscope.load(backend="openvino", dtype="bfloat16").engine.runner
