@@ -4,13 +4,12 @@ The candidates come from the one mode table (modes.py): torch, ONNX Runtime and 
 the CPU multiplies bfloat16 natively, torch and OpenVINO bfloat16; where it has VNNI, their int8 (on
 CUDA: torch float32, bfloat16, float16), each only when its packages are installed. Each is timed on
 the calibration sentences alone, in pairs and in fours (`timing_texts`; median of 3 alternating rounds,
-after a warm-up); the fastest whose min cosine
-to float32, on the calibration sentences and on held-out ones (`heldout_texts`: int8 is calibrated on the
-first, so its drift is also read where it was not fitted), is >= the bound wins, int8 only when >= 1.5x
-the fastest float mode in the bound. The measurements are kept in the cache per model (weights' hash),
-machine (CPU model, flags, threads) and calibration texts, so a second load does not measure again, and
-another bound reuses them; they are measured again when older than the installed bertscope, implausible,
-or when asked (`remeasure`).
+after a warm-up); the fastest whose min cosine to float32, on the calibration sentences and on held-out
+ones (`heldout_texts`: ONNX Runtime's int8 is calibrated on the first, so its drift is also read where it
+was not fitted), is >= the bound wins, int8 only when >= 1.5x the fastest float mode in the bound. The
+measurements are kept in the cache per model (weights' hash), machine (CPU model, flags, threads) and
+calibration texts, so a second load does not measure again, and another bound reuses them; they are
+measured again when older than the installed bertscope, implausible, or when asked (`remeasure`).
 """
 
 from __future__ import annotations
