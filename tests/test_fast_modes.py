@@ -172,6 +172,18 @@ def test_onnxruntime_early_stop_runs_only_the_layers_asked(
     assert asked and all(names == ["hidden_0", "hidden_2"] for names in asked)
 
 
+def test_a_runner_returns_only_the_states_asked_and_refuses_none(ort32: bertscope.Model) -> None:
+    ids = np.array([[101, 7592, 2088, 102]])
+    mask = np.ones_like(ids)
+    every = ort32.engine.forward(ids, np.zeros_like(ids), mask, 4)
+    some = ort32.engine.forward(ids, np.zeros_like(ids), mask, 4, {1, 4})
+    assert [i for i, state in enumerate(some) if state is not None] == [1, 4]
+    assert all(np.array_equal(some[i], every[i]) for i in (1, 4))
+    for bad in ([], [-1], [5]):
+        with pytest.raises(bertscope.InvalidSpec, match=r"name no hidden state in 0\.\.4"):
+            ort32.engine.forward(ids, np.zeros_like(ids), mask, 4, bad)
+
+
 def test_int8_stays_close_to_float32(int8: bertscope.Model, reference: np.ndarray) -> None:
     info = int8.info()
     assert (info.backend, info.quantize, info.dtype) == ("onnxruntime", "int8", "float32")

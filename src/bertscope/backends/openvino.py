@@ -272,7 +272,8 @@ def _compress_weights(nncf: Any, source: Any) -> Any:
     level = nncf_log.level
     nncf_log.setLevel(logging.ERROR)  # progress bars and advice go to the log; the caller said what runs
     try:
-        # NNCF draws its progress bar on stdout, which may be the caller's data (`bertscope embed > x`)
+        # NNCF draws its progress bar on stdout, which may be the caller's data (`bertscope embed > x`);
+        # the redirect is process-wide for the few seconds this takes (a first int8 load, then cached)
         with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
             warnings.simplefilter("ignore")
             return nncf.compress_weights(

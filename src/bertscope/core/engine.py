@@ -35,7 +35,12 @@ Runner = Callable[..., States]
 
 def asked_states(deepest: int, layers: Collection[int] | None) -> list[int]:
     """The hidden state indices a runner returns: 0..deepest, or those of `layers` up to `deepest`."""
-    return list(range(deepest + 1)) if layers is None else sorted({i for i in layers if i <= deepest})
+    if layers is None:
+        return list(range(deepest + 1))
+    wanted = sorted({i for i in layers if i <= deepest})
+    if not wanted or wanted[0] < 0:
+        raise InvalidSpec(f"layers {sorted(layers)} name no hidden state in 0..{deepest}")
+    return wanted
 
 
 def placed(deepest: int, wanted: Sequence[int], arrays: Iterable[np.ndarray]) -> States:
