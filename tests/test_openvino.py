@@ -295,3 +295,14 @@ def test_compiled_models_stay_few_whatever_layers_are_asked(
     finally:
         runner.core.compile_model = compile_model
     assert compiles == 1  # only "1": depth 1 is no longer kept
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_tiny_int8_runs_every_family_close_to_torch(
+    family: str, tiny_dirs: dict[str, Path], tiny_models: dict[str, bertscope.Model]
+) -> None:
+    # weight compression and run-time activation scales on each architecture's own graph
+    m = bertscope.load(tiny_dirs[family], device="cpu", backend="openvino", quantize="int8")
+    texts = ["a small test sentence", "another one, a little longer than the first one"]
+    assert (m.info().backend, m.info().quantize) == ("openvino", "int8")
+    assert cosines(m.embed(texts).vectors, tiny_models[family].embed(texts).vectors).min() >= 0.99
