@@ -17,14 +17,14 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..core._enums import Backend, Quantize
-from ..core.engine import States, asked_states, placed
+from ..core.engine import Array, AskedStates, States, asked_states, placed
 from ..core.families import Family
 from ..core.fingerprint_facts import file_sha256
 from ..core.folder import read_json_object
@@ -122,10 +122,6 @@ def cache_dir() -> Path:
     return cache_root() / "onnx"
 
 
-Array = np.ndarray
-Layers = Collection[int] | None  # the hidden states a caller reads (None: all up to the deepest)
-
-
 def runtime_feed(ids: Array, type_ids: Array, mask: Array, token_types: bool) -> dict[str, Array]:
     """The exported graph's inputs (int64), token types only where the graph reads them."""
     feed = {
@@ -177,7 +173,7 @@ class OnnxRunner:
             return self._cut[deepest]
 
     def __call__(
-        self, ids: Array, type_ids: Array, mask: Array, deepest: int, layers: Layers = None
+        self, ids: Array, type_ids: Array, mask: Array, deepest: int, layers: AskedStates = None
     ) -> States:
         """Hidden states 0..deepest, each (batch, tokens, d) float32; None outside `layers` when given."""
         wanted = asked_states(deepest, layers)

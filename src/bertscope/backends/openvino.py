@@ -27,18 +27,18 @@ import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.engine import States, asked_states, placed
+from ..core.engine import Array, AskedStates, States, asked_states, placed
 from ..core.families import Family
 from ..core.loading import device_kind
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
 from .cpu import cpu_threads, has_native_bf16
-from .onnx import Array, Layers, cache_dir, export_onnx, runtime_feed
+from .onnx import cache_dir, export_onnx, runtime_feed
 
 if TYPE_CHECKING:
     import torch
@@ -158,7 +158,7 @@ class OpenVinoRunner:
         self._compiled: dict[tuple[int, ...], Any] = {}
         self._lock = threading.Lock()
 
-    def compiled(self, deepest: int, layers: Collection[int] | None = None) -> Any:
+    def compiled(self, deepest: int, layers: AskedStates = None) -> Any:
         """A compiled model that runs no layer past `deepest` and returns at least the states in
         `layers` (all of 0..deepest when None); see `model_for`."""
         return self.model_for(deepest, asked_states(deepest, layers))[0]
@@ -201,7 +201,7 @@ class OpenVinoRunner:
         return str(value.to_string()) if hasattr(value, "to_string") else str(value)
 
     def __call__(
-        self, ids: Array, type_ids: Array, mask: Array, deepest: int, layers: Layers = None
+        self, ids: Array, type_ids: Array, mask: Array, deepest: int, layers: AskedStates = None
     ) -> States:
         """Hidden states 0..deepest, each (batch, tokens, d) float32; None outside `layers` when given."""
         wanted = asked_states(deepest, layers)

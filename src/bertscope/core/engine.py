@@ -24,16 +24,22 @@ from .similarity import unit
 from .spec import EmbedSpec
 from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
 
-__all__ = ["MIN_ROWS", "Engine", "ModelFacts", "States", "as_array", "asked_states", "placed"]
+__all__ = [
+    "MIN_ROWS", "Array", "AskedStates", "Engine", "ModelFacts", "States", "as_array", "asked_states",
+    "placed",
+]  # fmt: skip
 
 OnBatch = Callable[[int, int], None]
-# Hidden states 0..deepest as a runner returns them: float32 arrays, None at each index not asked
-States = tuple[np.ndarray | None, ...]
+Array = np.ndarray
+# The hidden states a caller reads (None: every one up to the deepest), and 0..deepest as a runner returns
+# them: float32 arrays, None at each index not asked
+AskedStates = Collection[int] | None
+States = tuple[Array | None, ...]
 # (ids, type_ids, mask, deepest, layers=None) -> States: another runtime in place of the torch forward
 Runner = Callable[..., States]
 
 
-def asked_states(deepest: int, layers: Collection[int] | None) -> list[int]:
+def asked_states(deepest: int, layers: AskedStates) -> list[int]:
     """The hidden state indices a runner returns: 0..deepest, or those of `layers` up to `deepest`."""
     if layers is None:
         return list(range(deepest + 1))
@@ -121,7 +127,7 @@ class Engine:
         type_ids: np.ndarray,
         mask: np.ndarray,
         deepest: int,
-        layers: Collection[int] | None = None,
+        layers: AskedStates = None,
     ) -> tuple[Any, ...]:
         """Hidden states 0..deepest, each (batch, tokens, d), running no layer past `deepest`.
 
