@@ -60,7 +60,7 @@ _HINT = {"float32": "f32", "bfloat16": "bf16", "int8": "f32"}
 # int8: each activation row is quantized at run time in groups of this many channels, each with its own
 # scale, so BERT's outlier channels spoil only their own group. Chosen for drift (bench/openvino_int8.py
 # on Zen 5, bench/BENCHMARKS.md): held-out min cosine 0.9976 at 32, 0.9966 at 64, 0.9941 at 128; 64 ran
-# 1.13-1.16x the speed of 32 and 0.96x that of 128.
+# 1.13-1.17x the speed of 32 and 0.96-0.98x that of 128.
 DYNAMIC_GROUP = 64
 
 
