@@ -71,10 +71,19 @@ def model_path(name: str) -> str:
 
 
 def corpora(names: Sequence[str], limits: dict[str, int]) -> dict[str, list[str]]:
-    """The first --limit texts of each corpus: news sentences, whole documents."""
-    documents = lee_documents()
-    every = {"news": split_sentences(documents), "docs": documents}
-    return {name: every[name][: limits.get(name) or None] for name in names}
+    """The first --limit texts of each corpus: news sentences, whole documents, or a file's lines.
+
+    A file (one text per line) serves a machine without gensim, such as a lent GPU machine: there
+    bench/gpu/texts.txt (bench/bench_gpu.py --prepare) holds the news sentences, repeated."""
+    out = {}
+    for name in names:
+        if Path(name).is_file():
+            texts = Path(name).read_text(encoding="utf-8").splitlines()
+        else:
+            documents = lee_documents()
+            texts = {"news": split_sentences(documents), "docs": documents}[name]
+        out[name] = texts[: limits.get(name, limits.get("news")) or None]
+    return out
 
 
 def load_ways(
