@@ -142,6 +142,39 @@ def padding(folder: Path, texts: Sequence[str], device: str) -> float:
     return sum(len(b) * max(len(s.ids) for s in b) for b in seen) / real - 1
 
 
+def ceiling(folder: Path, device: str, texts: Sequence[str], rounds: int, batch: int) -> dict[str, float]:
+    """Texts/s of tokenizing alone, and of the plain Hugging Face float16 forward alone on ids already
+    on the device (length-sorted batches of `batch` rows): what any way's overheads are read against."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(folder / MODEL))
+    start = time.perf_counter()
+    ids = tokenizer(list(texts))["input_ids"]
+    tokenize = len(texts) / (time.perf_counter() - start)
+    dtype = torch.float16 if device.startswith("cuda") else torch.bfloat16
+    model = AutoModel.from_pretrained(str(folder / MODEL), dtype=dtype).to(device).eval()
+    rows = sorted(ids, key=len)
+    batches = []
+    for at in range(0, len(rows), batch):
+        chunk = rows[at : at + batch]
+        width = max(len(r) for r in chunk)
+        padded = torch.tensor([r + [0] * (width - len(r)) for r in chunk], device=device)
+        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in chunk], device=device)
+        batches.append((padded, mask))
+    seconds = []
+    with torch.inference_mode():
+        for r in range(rounds + 1):
+            sync(device)
+            start = time.perf_counter()
+            for padded, mask in batches:
+                model(input_ids=padded, attention_mask=mask)
+            sync(device)
+            if r:  # the first round warms up
+                seconds.append(time.perf_counter() - start)
+    return {"tokenize_texts_per_s": tokenize, "forward_texts_per_s": len(texts) / float(np.median(seconds))}
+
+
 def run(folder: Path, device: str, rounds: int, limit: int | None, out: Path | None) -> None:
     """Measure every way on the carried texts and print and write the table."""
     import torch
@@ -192,6 +225,14 @@ def run(folder: Path, device: str, rounds: int, limit: int | None, out: Path | N
         + ", ".join(f"{k} {v:.3g}" for k, v in peak.items())
         + f"; bertscope's padding {facts['padding']:.1%}"
     )
+    ceilings = {b: ceiling(folder, device, texts, rounds, b) for b in (64, 256, 1024)}
+    facts["ceilings"] = ceilings
+    half = "float16" if device.startswith("cuda") else "bfloat16"
+    print(f"tokenizing alone: {ceilings[256]['tokenize_texts_per_s']:.0f} texts/s (one call of the fast tokenizer)")
+    for b, c in ceilings.items():
+        share = c["forward_texts_per_s"] * flops / 1e12 / peak[half]
+        print(f"plain HF {half} forward alone, ids on the device, sorted batches of {b}: "
+              f"{c['forward_texts_per_s']:.0f} texts/s, {share:.1%} of the {half} peak")  # fmt: skip
     print("| way | texts/s | x ST float32 | TFLOP/s | share of its precision's peak | cos min / mean | max abs diff |")
     print("|---|---:|---:|---:|---:|---|---:|")
     for r in rows:

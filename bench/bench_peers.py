@@ -200,6 +200,8 @@ def achieved(
     precision = precision_of(way.chosen or way.name)
     peak_now = fp32_peak if precision == "float32" else PEAKS[precision]["gflops"]
     label = {"float32": "fp32 FMA", "bfloat16": "bf16 dot", "int8": "int8 VNNI"}[precision]
+    if precision != "float32" and "AMX" in PEAKS[precision]["how"]:  # the CPU's tiles set its peak
+        label = {"bfloat16": "AMX bf16", "int8": "AMX int8"}[precision]
     share = f"{gflops / peak_now:.0%} of {label}" if peak_now else f"{precision}: {PEAKS[precision]['how']}"
     return {"gflops": gflops, "precision": precision, "peak_share": share}
 

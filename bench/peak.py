@@ -11,8 +11,11 @@ ceiling a matmul library approaches.
 - int8: `vpdpbusd` (AVX-512 VNNI, or the 256-bit AVX-VNNI): each int32 lane adds four u8 x s8
   products, 8 ops.
 
-Where the instruction is missing the row says so instead of a figure (AMX tiles are not measured: no
-runtime here uses them for these models' shapes).
+- AMX (Intel Sapphire Rapids and later): `tdpbf16ps` and `tdpbssd` tile products, 16 x 16 x 32 bf16 or
+  x 64 int8 each, on 4 accumulator tiles; where a CPU has AMX it sets the bfloat16 and int8 peaks, since
+  oneDNN (torch's bfloat16) and OpenVINO run these models' matmuls on its tiles.
+
+Where the instruction is missing the row says so instead of a figure.
 
     python bench/peak.py            # prints the peaks and MiniLM's FLOPs per token
 """
@@ -55,6 +58,43 @@ double peak(long iters) {{
 """
 
 
+# AMX: 4 accumulator tiles (16 rows x 64 bytes), 12 tile products a loop, each 16 x 16 x K. Linux lends a
+# process AMX's tile state only when asked (arch_prctl ARCH_REQ_XCOMP_PERM, XTILEDATA = 18); without it
+# peak() returns -1 and the kernel counts as missing.
+_AMX = r"""
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+typedef struct {{ uint8_t palette; uint8_t start_row; uint8_t reserved[14]; uint16_t colsb[16];
+                 uint8_t rows[16]; }} __attribute__((packed)) TileConfig;
+double peak(long iters) {{
+    if (syscall(SYS_arch_prctl, 0x1023, 18) != 0) return -1.0;
+    TileConfig cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int t = 0; t < 8; t++) {{ cfg.colsb[t] = 64; cfg.rows[t] = 16; }}
+    _tile_loadconfig(&cfg);
+    static __thread {operand} a[16 * 64 / sizeof({operand})] __attribute__((aligned(64)));
+    static __thread int32_t c[16 * 16] __attribute__((aligned(64)));
+    for (unsigned i = 0; i < sizeof a / sizeof a[0]; i++) a[i] = ({operand})1;
+    _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+    _tile_loadd(4, a, 64); _tile_loadd(5, a, 64); _tile_loadd(6, a, 64); _tile_loadd(7, a, 64);
+    for (long n = 0; n < iters; n++) {{
+        {step}(0, 4, 6); {step}(1, 4, 7); {step}(2, 5, 6); {step}(3, 5, 7);
+        {step}(0, 4, 6); {step}(1, 4, 7); {step}(2, 5, 6); {step}(3, 5, 7);
+        {step}(0, 4, 6); {step}(1, 4, 7); {step}(2, 5, 6); {step}(3, 5, 7);
+    }}
+    double total = 0;
+    _tile_stored(0, c, 64); for (int i = 0; i < 256; i++) total += c[i];
+    _tile_stored(3, c, 64); for (int i = 0; i < 256; i++) total += c[i];
+    _tile_release();
+    return total;
+}}
+"""
+
+
 @dataclass(frozen=True)
 class Kernel:
     """One peak kernel: the CPU flag and compiler flags it needs, its C pieces, and ops per STEP."""
@@ -69,9 +109,12 @@ class Kernel:
     operands: str
     step: str
     ops_per_step: int  # lanes x products per lane x 2 (multiply and add)
+    amx: bool = False  # `step` is a tile product and `operands` its element type (the AMX template)
 
     def source(self) -> str:
         """The kernel's C source."""
+        if self.amx:
+            return _AMX.format(operand=self.operands, step=self.step)
         pieces = ("reg", "init", "add", "total", "operands", "step")
         return _TEMPLATE.format(**{p: getattr(self, p) for p in pieces})
 
@@ -107,9 +150,22 @@ KERNELS = {
         "const __m256i u = _mm256_set1_epi8(3), w = _mm256_set1_epi8(-2);",
         "x = _mm256_dpbusd_avx_epi32(x, u, w)", 8 * 4 * 2,
     ),
+    # one tile product: 16 x 16 outputs, each adding 32 bf16 or 64 int8 products; the float32 result
+    # tile is read as int32 bits, which only keeps the sum from being optimised away
+    "amx_bf16": Kernel(
+        "AMX bf16 tdpbf16ps", "amx_bf16", ("-mamx-tile", "-mamx-bf16"),
+        "", "", "", "", "uint16_t", "_tile_dpbf16ps", 16 * 16 * 32 * 2, amx=True,
+    ),
+    "amx_int8": Kernel(
+        "AMX int8 tdpbssd", "amx_int8", ("-mamx-tile", "-mamx-int8"),
+        "", "", "", "", "int8_t", "_tile_dpbssd", 16 * 16 * 64 * 2, amx=True,
+    ),
 }  # fmt: skip
-# precision -> its kernels, widest first
-PRECISIONS = {"float32": ("fma512", "fma256"), "bfloat16": ("bf16",), "int8": ("vnni512", "vnni256")}
+# precision -> its kernels, widest first: a CPU with AMX is measured by its tiles, which oneDNN (torch's
+# bfloat16) and OpenVINO use for these models' matmuls
+PRECISIONS = {
+    "float32": ("fma512", "fma256"), "bfloat16": ("amx_bf16", "bf16"), "int8": ("amx_int8", "vnni512", "vnni256"),
+}  # fmt: skip
 
 
 def cpu_flags() -> set[str]:
@@ -134,6 +190,8 @@ def compiled(name: str) -> Any:
     library = ctypes.CDLL(str(folder / "k.so"))
     library.peak.argtypes = [ctypes.c_long]
     library.peak.restype = ctypes.c_double
+    if kernel.amx and library.peak(1) < 0:  # the OS refused the tile state: as if the CPU lacked AMX
+        return None
     return library
 
 
