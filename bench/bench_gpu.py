@@ -228,12 +228,16 @@ def run(folder: Path, device: str, rounds: int, limit: int | None, out: Path | N
     ceilings = {b: ceiling(folder, device, texts, rounds, b) for b in (64, 256, 1024)}
     facts["ceilings"] = ceilings
     half = "float16" if device.startswith("cuda") else "bfloat16"
-    print(f"tokenizing alone: {ceilings[256]['tokenize_texts_per_s']:.0f} texts/s (one call of the fast tokenizer)")
+    tokenize = ceilings[256]["tokenize_texts_per_s"]
+    print(f"tokenizing alone: {tokenize:.0f} texts/s (one call of the fast tokenizer)")
     for b, c in ceilings.items():
         share = c["forward_texts_per_s"] * flops / 1e12 / peak[half]
         print(f"plain HF {half} forward alone, ids on the device, sorted batches of {b}: "
               f"{c['forward_texts_per_s']:.0f} texts/s, {share:.1%} of the {half} peak")  # fmt: skip
-    print("| way | texts/s | x ST float32 | TFLOP/s | share of its precision's peak | cos min / mean | max abs diff |")
+    print(
+        "| way | texts/s | x ST float32 | TFLOP/s | share of its precision's peak | cos min / mean "
+        "| max abs diff |"
+    )
     print("|---|---:|---:|---:|---:|---|---:|")
     for r in rows:
         print(

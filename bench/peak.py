@@ -164,8 +164,10 @@ KERNELS = {
 # precision -> its kernels, widest first: a CPU with AMX is measured by its tiles, which oneDNN (torch's
 # bfloat16) and OpenVINO use for these models' matmuls
 PRECISIONS = {
-    "float32": ("fma512", "fma256"), "bfloat16": ("amx_bf16", "bf16"), "int8": ("amx_int8", "vnni512", "vnni256"),
-}  # fmt: skip
+    "float32": ("fma512", "fma256"),
+    "bfloat16": ("amx_bf16", "bf16"),
+    "int8": ("amx_int8", "vnni512", "vnni256"),
+}
 
 
 def cpu_flags() -> set[str]:
