@@ -25,8 +25,8 @@ from .spec import EmbedSpec
 from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
 
 __all__ = [
-    "MIN_ROWS", "Array", "AskedStates", "Engine", "ModelFacts", "States", "as_array", "asked_states",
-    "placed",
+    "MIN_ROWS", "TENSOR_POOLINGS", "Array", "AskedStates", "Engine", "ModelFacts", "States", "as_array",
+    "asked_states", "placed", "pool_tensor",
 ]  # fmt: skip
 
 OnBatch = Callable[[int, int], None]
@@ -103,6 +103,8 @@ class Engine:
         self.vocab_rows = facts.vocab_rows
         self._has_pooler = facts.has_pooler
         self.runner: Runner | None = None
+        # None: pool torch's states where they are when that is a GPU (`pools_on_device`); tests set it
+        self.device_pooling: bool | None = None
 
     @property
     def model(self) -> Any:
@@ -120,6 +122,18 @@ class Engine:
     def has_pooler(self) -> bool:
         """Whether the model has a trained pooler (dense + tanh over the first token)."""
         return self._has_pooler
+
+    @property
+    def pools_on_device(self) -> bool:
+        """Whether sentence vectors are pooled on torch's device, only (texts, d) copied back to the CPU.
+
+        On a GPU, copying every token's float32 vector back and pooling in NumPy cost more than the
+        forward itself (2,400 news sentences on an H200: bench/profile_gpu.py)."""
+        if self.runner is not None:
+            return False
+        if self.device_pooling is not None:
+            return self.device_pooling
+        return str(getattr(self.device, "type", self.device)).split(":")[0] != "cpu"
 
     def forward(
         self,
@@ -233,16 +247,17 @@ class Engine:
         pending: dict[tuple[str, int], dict[int, np.ndarray]] = {}
         segments = segments_of(tokens, self.tokenizer.max_tokens, first.stride)
         long_texts = windowed(segments)
-        for batch, views in self._run_views(segments, specs, on_batch):
+        for batch, views in self._run_views(segments, specs, on_batch, on_device=self.pools_on_device):
             direct = [row for row, seg in enumerate(batch) if seg.text_index not in long_texts]
             for name, (hidden, mask) in views.items():
                 if direct:
-                    pooled = self._pool(hidden[direct], mask[direct], specs[name])
+                    rows = hidden if len(direct) == len(batch) else hidden[direct]
+                    pooled = self._pool(rows, mask[direct], specs[name])
                     for row, vec in zip(direct, pooled, strict=True):
                         vectors[name][batch[row].text_index] = vec
                 for row, seg in enumerate(batch):
                     if seg.text_index in long_texts:
-                        matrix = hidden[row, : len(seg.ids)]
+                        matrix = as_array(hidden[row, : len(seg.ids)])
                         pending.setdefault((name, seg.text_index), {})[seg.window] = matrix
         for (name, index), by_window in pending.items():
             vectors[name][index] = self._pool_windows(tokens[index], by_window, specs[name])
@@ -342,16 +357,23 @@ class Engine:
             yield batch, *views[""]
 
     def _run_views(
-        self, segments: list[Segment], specs: Mapping[str, EmbedSpec], on_batch: OnBatch | None
-    ) -> Iterator[tuple[list[Segment], dict[str, tuple[np.ndarray, np.ndarray]]]]:
-        """Per batch, one forward to the deepest layer asked, then each view's (hidden, pooling mask)."""
+        self,
+        segments: list[Segment],
+        specs: Mapping[str, EmbedSpec],
+        on_batch: OnBatch | None,
+        *,
+        on_device: bool = False,
+    ) -> Iterator[tuple[list[Segment], dict[str, tuple[Any, np.ndarray]]]]:
+        """Per batch, one forward to the deepest layer asked, then each view's (hidden, pooling mask).
+
+        `on_device` leaves each hidden a float32 torch tensor where the forward ran (for `_pool`)."""
         wanted = frozenset(i for spec in specs.values() for i in spec.layers)
         deepest = max(wanted)
         for batch in batches(segments, self.token_budget, self.max_batch, self.min_rows, self.call_tokens):
             ids, mask = pad_batch([s.ids for s in batch], self.pad_id)
             type_ids, _ = pad_batch([s.type_ids for s in batch], 0)
             states = self.forward(ids, type_ids, mask, deepest, wanted)
-            arrays = {i: as_array(states[i]) for i in wanted}
+            arrays = {i: states[i].float() if on_device else as_array(states[i]) for i in wanted}
             attention = mask.astype(np.float32)
             special, _ = pad_batch([[int(x) for x in s.special] for s in batch], 1)
             unspecial = attention * (1 - special.astype(np.float32))
@@ -367,10 +389,15 @@ class Engine:
                 on_batch(len({s.text_index for s in batch}), int(mask.sum()))
             yield batch, views
 
-    def _pool(self, hidden: np.ndarray, mask: np.ndarray, spec: EmbedSpec) -> np.ndarray:
-        """(batch, d) float32 sentence vectors of hidden (batch, tokens, d) float32 under a 0/1 mask."""
-        pooler = self._model_pooler if spec.pooling is Pooling.POOLER and self.has_pooler else None
-        pooled = pool_sentences(hidden, mask, spec.pooling, pooler=pooler)
+    def _pool(self, hidden: Any, mask: np.ndarray, spec: EmbedSpec) -> np.ndarray:
+        """(batch, d) float32 sentence vectors of hidden (batch, tokens, d) float32 under a 0/1 mask.
+
+        `hidden` is a NumPy array, or a torch tensor on a GPU (`pools_on_device`), pooled there."""
+        if not isinstance(hidden, np.ndarray) and spec.pooling in TENSOR_POOLINGS:
+            pooled = pool_tensor(hidden, mask, spec.pooling)
+        else:  # NumPy's pooling, which the model's own pooler also takes
+            pooler = self._model_pooler if spec.pooling is Pooling.POOLER and self.has_pooler else None
+            pooled = pool_sentences(as_array(hidden), mask, spec.pooling, pooler=pooler)
         if spec.normalize:
             pooled = unit(pooled)
         return np.asarray(pooled, dtype=np.float32)
@@ -385,6 +412,31 @@ class Engine:
         dtype = next(module.parameters()).dtype
         with torch.inference_mode():
             return pooler(torch.from_numpy(hidden).to(self.device, dtype)).float().cpu().numpy()
+
+
+# The poolings `pool_tensor` runs on torch's device: core/pooling.py's rules (NumPy) in torch, the same
+# sums in float32; tests/test_device_pooling.py holds each equal to its rule
+TENSOR_POOLINGS = frozenset(
+    {Pooling.MEAN, Pooling.MEAN_SQRT_LEN, Pooling.FIRST_LAST_AVG, Pooling.MAX, Pooling.CLS}
+)
+
+
+def pool_tensor(hidden: Any, mask: np.ndarray, pooling: Pooling) -> np.ndarray:
+    """(batch, d) float32 sentence vectors of a (batch, tokens, d) float32 torch tensor, pooled on its device
+    under a 0/1 mask (batch, tokens), as `pool_sentences` pools a NumPy array."""
+    import torch
+
+    if pooling not in TENSOR_POOLINGS:
+        raise InvalidSpec(f"pooling {pooling.value!r} is not pooled on the device")
+    if pooling is Pooling.CLS:
+        return as_array(hidden[:, 0])
+    weights = torch.from_numpy(np.asarray(mask, dtype=np.float32)).to(hidden.device)[..., None]
+    if pooling is Pooling.MAX:
+        floor = torch.tensor(-1e9, device=hidden.device)
+        return as_array(torch.where(weights == 0, floor, hidden).amax(dim=1))
+    count = weights.sum(dim=1).clamp_min(1e-9)
+    total = (hidden * weights).sum(dim=1)
+    return as_array(total / (count.sqrt() if pooling is Pooling.MEAN_SQRT_LEN else count))
 
 
 def as_array(state: Any) -> np.ndarray:

@@ -7,6 +7,7 @@ layers; negative numbers count from the end (-1 is the last layer).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -70,10 +71,19 @@ def _one(part: str, count: int, spec: object, allowed: str) -> list[int]:
     return [index % count]
 
 
-def combine_layers(selected: Sequence[np.ndarray], combine: Combine) -> np.ndarray:
-    """One (batch, tokens, d or d*k) array from k selected (batch, tokens, d) layers (stack: d*k)."""
+def combine_layers(selected: Sequence[Any], combine: Combine) -> Any:
+    """One (batch, tokens, d or d*k) array from k selected (batch, tokens, d) layers (stack: d*k).
+
+    NumPy arrays, or torch tensors on a GPU, where the engine pools them before they leave it."""
     if len(selected) == 1:
         return selected[0]
+    if not isinstance(selected[0], np.ndarray):
+        import torch
+
+        if combine in (Combine.CONCAT, Combine.STACK):
+            return torch.cat(list(selected), dim=-1)
+        stacked_tensor = torch.stack(list(selected), dim=0)
+        return stacked_tensor.sum(dim=0) if combine is Combine.SUM else stacked_tensor.mean(dim=0)
     if combine in (Combine.CONCAT, Combine.STACK):
         # Stack is concat here; the corpus levels split the (.., k*d) rows back into k per-layer vectors.
         return np.concatenate(list(selected), axis=-1)
