@@ -375,7 +375,7 @@ class Engine:
             states = self.forward(ids, type_ids, mask, deepest, wanted)
             arrays = {i: states[i].float() if on_device else as_array(states[i]) for i in wanted}
             attention = mask.astype(np.float32)
-            special, _ = pad_batch([[int(x) for x in s.special] for s in batch], 1)
+            special, _ = pad_batch([s.special for s in batch], 1)
             unspecial = attention * (1 - special.astype(np.float32))
             first_windows = np.array([s.window == 0 for s in batch])
             views = {

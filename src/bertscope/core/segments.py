@@ -106,16 +106,20 @@ def _cuts(
     max_batch = max(max_batch, 1)
     best = np.zeros(n + 1)  # best[j]: the least cost of batching rows 0..j-1
     start_of = np.zeros(n + 1, dtype=np.int64)
+    # per start row: its width, and the most padded tokens a batch it opens may hold
+    positions, limit = np.arange(n), np.maximum(token_budget, min_rows * lengths)
+    widths_py = lengths.tolist()
     for stop in range(1, n + 1):
         # rows of a batch ending at stop are at least lengths[stop - 1] wide, which bounds how many fit
-        fit = max(token_budget // max(int(lengths[stop - 1]), 1), min_rows, 1)
+        fit = max(token_budget // max(widths_py[stop - 1], 1), min_rows, 1)
         low = max(0, stop - max_batch, stop - fit)
-        starts = np.arange(low, stop)
-        rows, widths = stop - starts, lengths[low:stop]
-        cost = best[low:stop] + call + rows * widths
-        cost[(rows * widths > np.maximum(token_budget, min_rows * widths)) & (rows > 1)] = np.inf
+        padded = (stop - positions[low:stop]) * lengths[low:stop]
+        cost = best[low:stop] + padded
+        over = padded > limit[low:stop]
+        over[-1] = False  # one row always fits
+        cost[over] = np.inf
         pick = int(np.argmin(cost))  # the first of equal costs: the larger batch
-        best[stop], start_of[stop] = cost[pick], low + pick
+        best[stop], start_of[stop] = cost[pick] + call, low + pick
     cuts, stop = [], n
     while stop > 0:
         cuts.append((int(start_of[stop]), stop))

@@ -7,6 +7,7 @@ import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -362,10 +363,9 @@ def _tokens(text: Text, enc: Encoding) -> Tokens:
 
 def pad_batch(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[np.ndarray, np.ndarray]:
     """Right-pad id rows into (batch, tokens) int64 ids and the attention mask."""
-    width = max(len(r) for r in rows)
-    ids = np.full((len(rows), width), pad_id, dtype=np.int64)
-    mask = np.zeros((len(rows), width), dtype=np.int64)
-    for i, row in enumerate(rows):
-        ids[i, : len(row)] = row
-        mask[i, : len(row)] = 1
-    return ids, mask
+    lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+    keep = np.arange(int(lengths.max())) < lengths[:, None]
+    ids = np.full(keep.shape, pad_id, dtype=np.int64)
+    # row-major: the kept cells are each row's first len(row) in order, which the rows joined fill
+    ids[keep] = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(lengths.sum()))
+    return ids, keep.astype(np.int64)
