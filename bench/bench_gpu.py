@@ -15,7 +15,11 @@ way runs the same numbers and float32 is the reference of the drift. Each way em
 in batches of 32, bertscope cuts length-sorted rows under its CUDA token budget), median of --rounds
 after one warm-up round. The peak is torch's own 8192^3 matmul in each precision (float32 with TF32 off,
 what the exact ways run). FLOPs are the Linear layers' on the real tokens (bench/peak.py), so padding
-shows as a lower share. `--run` also works on a CPU (`--device cpu`) as a dry run of the script itself.
+shows as a lower share. Beside the ways it prints two ceilings: tokenizing alone, and the plain Hugging
+Face half-precision forward alone on ids already on the device (sorted batches of 64, 256 and 1,024
+rows), which the ways' host work is read against. `--run` also works on a CPU (`--device cpu`) as a dry
+run of the script itself. `bench/lent_device.sh` runs it and bench_peers on the GPU machine's CPU in one
+call of the device tool; bench/BENCHMARKS.md, "Lent GPU machine", has the figures.
 """
 
 from __future__ import annotations
