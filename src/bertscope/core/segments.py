@@ -114,12 +114,12 @@ def _cuts(
         fit = max(token_budget // max(widths_py[stop - 1], 1), min_rows, 1)
         low = max(0, stop - max_batch, stop - fit)
         padded = (stop - positions[low:stop]) * lengths[low:stop]
-        cost = best[low:stop] + padded
+        cost = best[low:stop] + call + padded  # summed in this order, so equal costs tie as they did
         over = padded > limit[low:stop]
         over[-1] = False  # one row always fits
         cost[over] = np.inf
         pick = int(np.argmin(cost))  # the first of equal costs: the larger batch
-        best[stop], start_of[stop] = cost[pick] + call, low + pick
+        best[stop], start_of[stop] = cost[pick], low + pick
     cuts, stop = [], n
     while stop > 0:
         cuts.append((int(start_of[stop]), stop))
