@@ -152,6 +152,8 @@ def ceiling(folder: Path, device: str, texts: Sequence[str], rounds: int, batch:
     import torch
     from transformers import AutoModel, AutoTokenizer
 
+    from bertscope.core.tokens import pad_batch
+
     tokenizer = AutoTokenizer.from_pretrained(str(folder / MODEL))
     start = time.perf_counter()
     ids = tokenizer(list(texts))["input_ids"]
@@ -161,11 +163,8 @@ def ceiling(folder: Path, device: str, texts: Sequence[str], rounds: int, batch:
     rows = sorted(ids, key=len)
     batches = []
     for at in range(0, len(rows), batch):
-        chunk = rows[at : at + batch]
-        width = max(len(r) for r in chunk)
-        padded = torch.tensor([r + [0] * (width - len(r)) for r in chunk], device=device)
-        mask = torch.tensor([[1] * len(r) + [0] * (width - len(r)) for r in chunk], device=device)
-        batches.append((padded, mask))
+        padded, mask = pad_batch(rows[at : at + batch], tokenizer.pad_token_id)
+        batches.append((torch.from_numpy(padded).to(device), torch.from_numpy(mask).to(device)))
     seconds = []
     with torch.inference_mode():
         for r in range(rounds + 1):

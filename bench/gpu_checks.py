@@ -1,6 +1,6 @@
 """Equivalence checks that need a GPU, for a session lent one: bertscope on CUDA against the plain
-Hugging Face forward on the same GPU, and sentence vectors pooled on the device against the same
-vectors pooled on the host (what `Engine.pools_on_device` replaced).
+Hugging Face forward (`bertscope verify`'s reference, run on the CPU), and sentence vectors pooled on
+the device against the same vectors pooled on the host (what `Engine.pools_on_device` replaced).
 
     PYTHONPATH=src python3 bench/gpu_checks.py bench/gpu              # on the GPU machine
     PYTHONPATH=src python3 bench/gpu_checks.py bench/gpu --device cpu # a dry run of the script here
@@ -24,25 +24,20 @@ LONG = " ".join(["The river bank flooded after the storm, and the town moved its
 
 
 def hidden_states_gap(folder: Path, device: str, texts: list[str]) -> float:
-    """Largest |bertscope - Hugging Face| over every hidden state of `texts`, float32 on `device`."""
+    """Largest |bertscope - Hugging Face| over every hidden state of `texts`: bertscope float32 on
+    `device` against `bertscope verify`'s reference (the plain Hugging Face forward, float32 on the CPU);
+    infinite where verify reports a problem (a text tokenized otherwise, say)."""
     import torch
-    from transformers import AutoModel, AutoTokenizer
 
     import bertscope
+    from bertscope.verify.reference import compare_to_reference
 
     torch.backends.cuda.matmul.allow_tf32 = False
     model = bertscope.load(str(folder / "model"), device=device, backend="torch")
-    ours = model.embed_tokens(texts, layers="all", combine="stack", progress=False)
-    tokenizer = AutoTokenizer.from_pretrained(str(folder / "model"))
-    hf = AutoModel.from_pretrained(str(folder / "model"), dtype=torch.float32).to(device).eval()
-    batch = tokenizer(texts, padding=True, return_tensors="pt").to(device)
-    with torch.inference_mode():
-        states = torch.stack(hf(**batch, output_hidden_states=True).hidden_states, dim=2).cpu().numpy()
-    gap = 0.0
-    for row, mine in enumerate(ours):
-        n = len(mine.tokens)
-        gap = max(gap, float(np.abs(np.asarray(mine.vectors) - states[row, :n]).max()))
-    return gap
+    verification = compare_to_reference(model, texts)
+    for problem in verification.problems:
+        print(f"verify: {problem}")
+    return float("inf") if verification.problems else max(layer.max_abs for layer in verification.layers)
 
 
 def pooling_gaps(folder: Path, device: str, texts: list[str], dtype: str) -> dict[str, float]:
@@ -79,7 +74,7 @@ def main() -> int:
     args = parser.parse_args()
     texts = (args.folder / "texts.txt").read_text(encoding="utf-8").splitlines()[: args.limit]
     gap = hidden_states_gap(args.folder, args.device, texts)
-    results = {"hidden states, float32, against Hugging Face": gap}
+    results = {"hidden states, float32, against Hugging Face (verify)": gap}
     dtypes = ("float32", "float16", "bfloat16") if args.device.startswith("cuda") else ("float32", "bfloat16")
     for dtype in dtypes:
         for name, gap in pooling_gaps(args.folder, args.device, texts, dtype).items():

@@ -16,6 +16,7 @@ from ..errors import InvalidInput, InvalidSpec, ModelLoadError
 from ._enums import Combine, Pooling
 from .families import Family
 from .layers import combine_layers
+from .loading import device_kind
 from .pooling import pool_sentences
 from .prompts import prepend
 from .results import SentenceEmbeddings
@@ -133,7 +134,7 @@ class Engine:
             return False
         if self.device_pooling is not None:
             return self.device_pooling
-        return str(getattr(self.device, "type", self.device)).split(":")[0] != "cpu"
+        return device_kind(self.device) != "cpu"
 
     def forward(
         self,
