@@ -189,8 +189,6 @@ BERTSCOPE_MODES: dict[str, dict[str, Any]] = {
     "bertscope openvino": {"backend": "openvino"},
     "bertscope openvino bf16": {"backend": "openvino", "dtype": "bfloat16"},
     "bertscope openvino int8": {"backend": "openvino", "quantize": "int8"},
-    # int8 matmuls, the rest of the graph in bfloat16 (where the CPU has it natively)
-    "bertscope openvino int8 bf16": {"backend": "openvino", "quantize": "int8", "dtype": "bfloat16"},
     "bertscope fast": {"mode": "fast"},
 }
 

@@ -184,7 +184,7 @@ class Model(ResearchMethods):
     """A BERT-family encoder and every embedding it makes: static, anatomy, per layer, pooled."""
 
     def use_openvino(self, precision: str = "float32") -> None:
-        """Run every forward on OpenVINO from now on: precision float32, bfloat16, int8 or int8-bfloat16."""
+        """Run every forward on OpenVINO from now on: precision float32, bfloat16 or int8."""
         _runtimes.use_openvino(self, precision)
 
     def use_onnxruntime(

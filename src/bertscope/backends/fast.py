@@ -1,9 +1,8 @@
 """mode="fast": measure the modes this machine can run, keep the fastest within a cosine bound to float32.
 
 The candidates come from the one mode table (modes.py): torch, ONNX Runtime and OpenVINO float32; where
-the CPU multiplies bfloat16 natively, torch and OpenVINO bfloat16; where it has VNNI, their int8, and
-where it has both, OpenVINO's int8 with the rest of its graph in bfloat16 (on CUDA: torch float32,
-bfloat16, float16), each only when its packages are installed. Each is timed on
+the CPU multiplies bfloat16 natively, torch and OpenVINO bfloat16; where it has VNNI, their int8 (on
+CUDA: torch float32, bfloat16, float16), each only when its packages are installed. Each is timed on
 the calibration sentences alone, in pairs and in fours (`timing_texts`; median of 3 alternating rounds,
 after a warm-up); the fastest whose min cosine to float32, on the calibration sentences and on held-out
 ones (`heldout_texts`: ONNX Runtime's int8 is calibrated on the first, so its drift is also read where it
@@ -111,8 +110,7 @@ def candidates(device: torch.device) -> dict[str, Way]:
             continue
         if way.precision == "float16" or not is_installed(*way.needs):
             continue
-        needs_vnni = way.native == "vnni" or way.precision == "int8"
-        if (way.native == "bf16" and not has_native_bf16()) or (needs_vnni and not has_vnni()):
+        if (way.native == "bf16" and not has_native_bf16()) or (way.native == "vnni" and not has_vnni()):
             continue
         found[way.label] = way
     return found

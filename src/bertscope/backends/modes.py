@@ -78,14 +78,6 @@ MODES: dict[str, Way] = {
         ("openvino", "onnx", "nncf"),
         native="vnni",
     ),  # fmt: skip
-    # int8 matmuls, the rest of the graph in bfloat16: every CPU with native bfloat16 also has VNNI
-    "openvino-int8-bfloat16": Way(
-        {"backend": "openvino", "quantize": "int8", "dtype": "bfloat16"},
-        "int8",
-        "openvino int8 bfloat16",
-        ("openvino", "onnx", "nncf"),
-        native="bf16",
-    ),  # fmt: skip
 }
 
 

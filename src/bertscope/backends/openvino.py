@@ -17,10 +17,6 @@ VNNI's int8 dot products. Run-time scales need no calibration texts and follow a
 channels spoil only their own group. It replaced NNCF's static (calibrated) int8, whose scales, fixed on
 the calibration sentences, clipped held-out ones (min cosine 0.97 on the held-out sentences, under the
 0.99 gate; bench/openvino_int8.py has both).
-
-int8-bfloat16 (`quantize="int8", dtype="bfloat16"`) is the same int8 model with everything but its
-int8 matmuls (attention, GELU, LayerNorm, the embeddings, hidden state 0 included) run in bfloat16, where
-the CPU has it natively: 1.04-1.05x int8's speed on Zen 5 (bench/BENCHMARKS.md), the drift of int8.
 """
 
 from __future__ import annotations
@@ -57,10 +53,10 @@ __all__ = [
     "resolve_precision",
 ]
 
-PRECISIONS = ("float32", "bfloat16", "int8", "int8-bfloat16")
+PRECISIONS = ("float32", "bfloat16", "int8")
 # Bumped whenever the quantized IR changes, so stale cache files are never reused.
 IR_FORMAT = 3  # 3: int8 weights with run-time activation scales (was NNCF's static int8)
-_HINT = {"float32": "f32", "bfloat16": "bf16", "int8": "f32", "int8-bfloat16": "bf16"}
+_HINT = {"float32": "f32", "bfloat16": "bf16", "int8": "f32"}
 # int8: each activation row is quantized at run time in groups of this many channels, each with its own
 # scale, so BERT's outlier channels spoil only their own group. Chosen for drift (bench/openvino_int8.py
 # on Zen 5, bench/BENCHMARKS.md): held-out min cosine 0.9976 at 32, 0.9966 at 64, 0.9941 at 128; 64 ran
@@ -95,11 +91,9 @@ def openvino_cache_dir() -> Path:
 
 
 def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: torch.device | str) -> str:
-    """float32, bfloat16, int8 or int8-bfloat16 (int8 matmuls, the rest in bfloat16) from load's options;
-    refuses what OpenVINO cannot run here.
+    """float32, bfloat16 or int8 from load's options; refuses what OpenVINO cannot run here.
 
-    bfloat16 on a CPU without it warns and falls back to float32 (what OpenVINO would silently run), and
-    int8-bfloat16 to int8.
+    bfloat16 on a CPU without it warns and falls back to float32 (what OpenVINO would silently run).
     """
     kind = device_kind(device)
     if kind != "cpu":
@@ -117,15 +111,11 @@ def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: to
         raise InvalidSpec(
             f"backend='openvino' runs float32, bfloat16 or int8; dtype={name!r} needs backend='torch'"
         )
+    if mode == "int8":
+        if name != "float32":
+            raise InvalidSpec("quantize='int8' keeps its float parts in float32; leave dtype at 'float32'")
+        return "int8"
     if name == "bfloat16" and not has_native_bf16():
-        if mode == "int8":
-            warnings.warn(
-                "this CPU has no native bfloat16 (AVX-512 BF16 or AMX), so OpenVINO runs int8's float "
-                "parts in float32 here; bertscope runs and records quantize='int8' with dtype='float32'",
-                UserWarning,
-                stacklevel=3,
-            )
-            return "int8"
         warnings.warn(
             "this CPU has no native bfloat16 (AVX-512 BF16 or AMX), so OpenVINO runs float32 here; "
             "bertscope runs and records float32. For speed on this CPU use quantize='int8' (or mode='fast')",
@@ -133,8 +123,6 @@ def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: to
             stacklevel=3,
         )
         return "float32"
-    if mode == "int8":
-        return "int8-bfloat16" if name == "bfloat16" else "int8"
     return name
 
 
@@ -159,7 +147,7 @@ class OpenVinoRunner:
             "INFERENCE_NUM_THREADS": threads,
             "INFERENCE_PRECISION_HINT": _HINT[precision],
         }
-        if precision.startswith("int8"):
+        if precision == "int8":
             self.config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = DYNAMIC_GROUP
         self._results = {
             port.get_any_name(): result
@@ -242,7 +230,7 @@ class OpenVinoRunner:
             )
         onnx_path = export_onnx(model, family, digest=digest, log=log)
         core = ov.Core()
-        if precision.startswith("int8"):
+        if precision == "int8":
             ov_model = core.read_model(str(_quantized(core, onnx_path, log)))
         else:
             ov_model = core.read_model(str(onnx_path))

@@ -25,9 +25,8 @@ E = TypeVar("E", bound=Encoder)
 
 
 def use_openvino(encoder: Encoder, precision: str = "float32") -> None:
-    """Run every forward of `encoder` on OpenVINO from now on: precision float32, bfloat16, int8 (int8
-    weights, activations quantized per group at run time: no calibration texts) or int8-bfloat16 (int8,
-    the rest of the graph in bfloat16)."""
+    """Run every forward of `encoder` on OpenVINO from now on: precision float32, bfloat16 or int8 (int8
+    weights, activations quantized per group at run time: no calibration texts)."""
     from .openvino import OpenVinoRunner
 
     if encoder.torch_dtype_name != "float32" or encoder.device_type != "cpu":
@@ -43,8 +42,8 @@ def use_openvino(encoder: Encoder, precision: str = "float32") -> None:
     )
     encoder.engine.runner = runner
     encoder.backend = "openvino"
-    encoder.quantize = "int8" if precision.startswith("int8") else None
-    encoder.runtime_dtype = {"int8": "float32", "int8-bfloat16": "bfloat16"}.get(precision, precision)
+    encoder.quantize = "int8" if precision == "int8" else None
+    encoder.runtime_dtype = "float32" if precision == "int8" else precision
 
 
 def use_onnxruntime(
