@@ -189,6 +189,7 @@ BERTSCOPE_MODES: dict[str, dict[str, Any]] = {
     "bertscope openvino": {"backend": "openvino"},
     "bertscope openvino bf16": {"backend": "openvino", "dtype": "bfloat16"},
     "bertscope openvino int8": {"backend": "openvino", "quantize": "int8"},
+    "bertscope openvino int8 static": {"backend": "openvino", "quantize": "int8_static"},
     "bertscope fast": {"mode": "fast"},
 }
 

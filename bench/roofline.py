@@ -51,6 +51,7 @@ WAYS: dict[str, tuple[dict[str, Any], str]] = {
     "openvino float32": ({"backend": "openvino"}, "float32"),
     "openvino bfloat16": ({"backend": "openvino", "dtype": "bfloat16"}, "bfloat16"),
     "openvino int8": ({"backend": "openvino", "quantize": "int8"}, "int8"),
+    "openvino int8 static": ({"backend": "openvino", "quantize": "int8_static"}, "int8"),
     "onnxruntime int8": ({"quantize": "int8"}, "int8"),
     "onnxruntime int8 fused": ({"quantize": "int8_fused"}, "int8"),
 }

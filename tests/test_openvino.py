@@ -69,6 +69,11 @@ def ov8(cache: Path) -> bertscope.Model:
     return bertscope.load(device="cpu", backend="openvino", quantize="int8")
 
 
+@pytest.fixture(scope="module")
+def ov8s(cache: Path) -> bertscope.Model:
+    return bertscope.load(device="cpu", backend="openvino", quantize="int8_static")
+
+
 def test_float32_sentence_vectors_equal_torch(bundled: bertscope.Model, ov32: bertscope.Model) -> None:
     info = ov32.info()
     assert (info.backend, info.quantize, info.dtype) == ("openvino", None, "float32")
@@ -242,6 +247,86 @@ def test_int8_passes_the_gate_on_the_held_out_sentences(
     held = heldout_texts()
     cos = cosines(ov8.embed(held).vectors, bundled.embed(held).vectors)
     assert cos.min() >= 0.99, (cos.min(), held[int(cos.argmin())])
+
+
+def test_int8_static_passes_the_gate(bundled: bertscope.Model, ov8s: bertscope.Model) -> None:
+    info = ov8s.info()
+    assert (info.backend, info.quantize, info.dtype) == ("openvino", "int8_static", "float32")
+    # the held-out sentences include "Ok.", which scales fitted on sentences alone took to 0.948
+    for texts in (NEWS, heldout_texts(), SAMPLE):
+        cos = cosines(ov8s.embed(texts).vectors, bundled.embed(texts).vectors)
+        assert cos.min() >= 0.99 and cos.mean() >= 0.995, (cos.min(), texts[int(cos.argmin())])
+
+
+def test_int8_static_fixes_scales_but_the_feed_forward_outputs(ov8s: bertscope.Model) -> None:
+    import re
+
+    runner = ov8s.engine.runner
+    assert isinstance(runner, ov_backend.OpenVinoRunner) and runner.precision == "int8-static"
+    matmuls = [op for op in runner.ov_model.get_ops() if op.get_type_name() == "MatMul"]
+    ffn_out = [
+        op for op in matmuls if any(re.fullmatch(p, op.get_friendly_name()) for p in ov_backend.FFN_OUTPUTS)
+    ]
+    assert len(ffn_out) == ov8s.n_layers
+
+    def source(op: object, port: int) -> str:
+        return op.input_value(port).get_node().get_type_name()  # type: ignore[attr-defined]
+
+    # every other Linear reads its input through a fixed FakeQuantize; the feed-forward outputs do not
+    static = [op for op in matmuls if op not in ffn_out and source(op, 0) == "FakeQuantize"]
+    assert len(static) >= 5 * ov8s.n_layers, len(static)
+    assert all(source(op, 0) != "FakeQuantize" for op in ffn_out)
+    compiled = runner.compiled(ov8s.n_layers)
+    assert int(compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE")) == ov_backend.DYNAMIC_GROUP
+
+
+def test_int8_static_is_cached_per_calibration_texts(
+    tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import nncf
+
+    texts = ["a short text about rain", "the market fell again today", "ok", "a third sentence here"]
+    first = bertscope.load(tiny_dirs["bert"], device="cpu", backend="openvino", quantize="int8_static",
+                           calibration=texts)  # fmt: skip
+    made = sorted((cache / "openvino").glob("bert-*-int8-static-*.xml"))
+
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("quantized again although the IR is cached")
+
+    monkeypatch.setattr(nncf, "quantize", refuse)
+    again = bertscope.load(tiny_dirs["bert"], device="cpu", backend="openvino", quantize="int8_static",
+                           calibration=texts)  # fmt: skip
+    assert max_diff(again.embed(texts).vectors, first.embed(texts).vectors) <= 1e-6
+    monkeypatch.undo()
+    other = bertscope.load(tiny_dirs["bert"], device="cpu", backend="openvino", quantize="int8_static",
+                           calibration=texts[:2])  # fmt: skip
+    assert len(sorted((cache / "openvino").glob("bert-*-int8-static-*.xml"))) == len(made) + 1
+    reference = bertscope.load(tiny_dirs["bert"], device="cpu", backend="torch").embed(texts).vectors
+    assert cosines(other.embed(texts).vectors, reference).min() >= 0.9
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_int8_static_finds_every_family_s_feed_forward_outputs(
+    family: str, tiny_dirs: dict[str, Path], tiny_models: dict[str, bertscope.Model]
+) -> None:
+    import re
+
+    m = bertscope.load(tiny_dirs[family], device="cpu", backend="openvino")  # the export of the test above
+    runner = m.engine.runner
+    assert isinstance(runner, ov_backend.OpenVinoRunner)
+    names = {op.get_friendly_name() for op in runner.ov_model.get_ops() if op.get_type_name() == "MatMul"}
+    found = [n for n in names if any(re.fullmatch(p, n) for p in ov_backend.FFN_OUTPUTS)]
+    # one per layer (ALBERT shares one layer's weights across its layers)
+    assert len(found) == (1 if family == "albert" else m.n_layers), sorted(names)
+
+
+def test_int8_static_refuses_a_graph_whose_feed_forward_outputs_it_cannot_name(
+    tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ov_backend, "FFN_OUTPUTS", ())
+    with pytest.raises(bertscope.InvalidSpec, match="finds no feed-forward output layer.*quantize='int8'"):
+        bertscope.load(tiny_dirs["distilbert"], device="cpu", backend="openvino", quantize="int8_static",
+                       calibration=["one text", "another"])  # fmt: skip
 
 
 @pytest.mark.parametrize("options", [{"quantize": "int8"}, {}], ids=["int8", "float32"])

@@ -59,8 +59,9 @@ def load(
     (torch, or onnxruntime for int8). `quantize="int8"` runs ONNX Runtime's int8 with BERT's outlier
     channels spread over extra int8 columns, found on `calibration` texts (default: sentences shipped
     with bertscope). "openvino" runs the same exported graph on OpenVINO: float32, bfloat16 (CPUs with
-    it natively) or int8 (int8 weights, each activation quantized per group of 64 channels as it runs;
-    no calibration). `mode="fast"` measures the modes this machine runs and keeps the fastest whose min
+    it natively), int8 (int8 weights, each activation quantized per group of 64 channels as it runs;
+    no calibration) or int8_static (activation scales fitted once on `calibration`, but the feed-forward
+    outputs'). `mode="fast"` measures the modes this machine runs and keeps the fastest whose min
     cosine to float32 is >= `fast_min_cosine`, remembered per model and machine (backends/fast.py).
     With no backend, dtype or quantize asked, the exact default runs the fastest runtime equal to torch
     within 1e-5 (torch, ONNX Runtime or OpenVINO float32; measured once, backends/exact.py).
@@ -79,10 +80,14 @@ def load(
         from .backends.cpu import ask_threads
 
         ask_threads(threads)
-    if calibration is not None and Backend.parse(backend, what="backend") is Backend.OPENVINO:
+    if (
+        calibration is not None
+        and Backend.parse(backend, what="backend") is Backend.OPENVINO
+        and Quantize.parse(quantize or Quantize.NONE, what="quantize") is not Quantize.INT8_STATIC
+    ):
         raise InvalidSpec(
-            "backend='openvino' reads no calibration texts (its int8 takes each activation's scale "
-            "at run time); leave calibration out, or use backend='onnxruntime' with quantize='int8'"
+            "backend='openvino' reads no calibration texts but with quantize='int8_static' (its int8 takes "
+            "each activation's scale at run time); leave calibration out, or add quantize='int8_static'"
         )
     asked = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize, "mode": mode}
     if _opens_light(asked, trust_remote_code):
@@ -119,7 +124,7 @@ def load(
             name, dtype=torch.float32, device=torch_device, trust_remote_code=trust_remote_code
         )
         model = Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
-        model.use_openvino(precision)
+        model.use_openvino(precision, calibration=calibration)
         return model
     torch_dtype = resolve_dtype(dtype, torch_device)
     chosen = resolve_backend(backend, quantize, torch_dtype, torch_device)
@@ -183,9 +188,9 @@ def _load_light(
 class Model(ResearchMethods):
     """A BERT-family encoder and every embedding it makes: static, anatomy, per layer, pooled."""
 
-    def use_openvino(self, precision: str = "float32") -> None:
-        """Run every forward on OpenVINO from now on: precision float32, bfloat16 or int8."""
-        _runtimes.use_openvino(self, precision)
+    def use_openvino(self, precision: str = "float32", *, calibration: Sequence[str] | None = None) -> None:
+        """Run every forward on OpenVINO from now on: precision float32, bfloat16, int8 or int8-static."""
+        _runtimes.use_openvino(self, precision, calibration=calibration)
 
     def use_onnxruntime(
         self, *, quantize: Quantize | str | None = None, calibration: Sequence[str] | None = None

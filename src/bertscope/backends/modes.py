@@ -78,6 +78,14 @@ MODES: dict[str, Way] = {
         ("openvino", "onnx", "nncf"),
         native="vnni",
     ),  # fmt: skip
+    # activation scales fitted once on the calibration texts, but the feed-forward outputs' (openvino.py)
+    "openvino-int8-static": Way(
+        {"backend": "openvino", "quantize": "int8_static"},
+        "int8",
+        "openvino int8 static",
+        ("openvino", "onnx", "nncf"),
+        native="vnni",
+    ),  # fmt: skip
 }
 
 

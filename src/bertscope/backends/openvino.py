@@ -22,12 +22,14 @@ the calibration sentences, clipped held-out ones (min cosine 0.97 on the held-ou
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
+import re
 import sys
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,15 +55,34 @@ __all__ = [
     "resolve_precision",
 ]
 
-PRECISIONS = ("float32", "bfloat16", "int8")
+PRECISIONS = ("float32", "bfloat16", "int8", "int8-static")
+Batch = tuple[np.ndarray, np.ndarray, np.ndarray]  # (ids, type_ids, mask), padded as the engine pads
 # Bumped whenever the quantized IR changes, so stale cache files are never reused.
 IR_FORMAT = 3  # 3: int8 weights with run-time activation scales (was NNCF's static int8)
-_HINT = {"float32": "f32", "bfloat16": "bf16", "int8": "f32"}
+_HINT = {"float32": "f32", "bfloat16": "bf16", "int8": "f32", "int8-static": "f32"}
 # int8: each activation row is quantized at run time in groups of this many channels, each with its own
 # scale, so BERT's outlier channels spoil only their own group. Chosen for drift (bench/openvino_int8.py
 # on Zen 5, bench/BENCHMARKS.md): held-out min cosine 0.9976 at 32, 0.9966 at 64, 0.9941 at 128; 64 ran
 # 1.13-1.17x the speed of 32 and 0.96-0.98x that of 128.
 DYNAMIC_GROUP = 64
+# int8-static: the Linear after the feed-forward activation, by each family's exported module names
+# (BERT-likes, DistilBERT, ALBERT; the mlp of ModernBERT, GTE, Nomic, EuroBERT and Jina v3). Its outlier
+# channels vary from text to text, so its input keeps run-time scales.
+FFN_OUTPUTS = (
+    r".*/layer\.\d+/output/dense/MatMul",
+    r".*/ffn/lin2/MatMul",
+    r".*/ffn_output/MatMul",
+    r".*/mlp/(Wo|down_proj|fc2)/MatMul",
+)
+# SmoothQuant's migration strength for the static scales. NNCF's default for transformers (0.95) left
+# the held-out "Ok." at 0.984 cosine; 0.5 took it to 0.9957 (bench/BENCHMARKS.md).
+STATIC_SMOOTH_QUANT = 0.5
+# Added to every calibration set of int8-static: in texts of a few tokens the [CLS] and [SEP] rows dominate
+# each activation's range, and scales fitted on sentences alone clipped them (held-out "Ok.": 0.95).
+SHORT_CALIBRATION = (
+    "Yes.", "No way.", "Thanks!", "Hi there", "Good morning.",
+    "See you soon.", "Why?", "Great news", "Not now.", "Sure, why not?",
+)  # fmt: skip
 
 
 def require_openvino() -> Any:
@@ -103,18 +124,20 @@ def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: to
         )
     name = str(dtype).removeprefix("torch.")
     mode = str(quantize or "none")
-    if mode in ("int8_fused", "int8_static"):
-        raise InvalidSpec(f"quantize='{mode}' is an ONNX Runtime graph; OpenVINO's int8 is quantize='int8'")
-    if mode not in ("none", "int8"):
-        raise InvalidSpec(f"unknown quantize {quantize!r}; choose one of: none, int8")
+    if mode == "int8_fused":
+        raise InvalidSpec(
+            "quantize='int8_fused' is an ONNX Runtime graph; OpenVINO's are quantize='int8' or 'int8_static'"
+        )
+    if mode not in ("none", "int8", "int8_static"):
+        raise InvalidSpec(f"unknown quantize {quantize!r}; choose one of: none, int8, int8_static")
     if name not in ("float32", "bfloat16"):
         raise InvalidSpec(
             f"backend='openvino' runs float32, bfloat16 or int8; dtype={name!r} needs backend='torch'"
         )
-    if mode == "int8":
+    if mode != "none":
         if name != "float32":
-            raise InvalidSpec("quantize='int8' keeps its float parts in float32; leave dtype at 'float32'")
-        return "int8"
+            raise InvalidSpec(f"quantize='{mode}' keeps its float parts in float32; leave dtype at 'float32'")
+        return "int8" if mode == "int8" else "int8-static"
     if name == "bfloat16" and not has_native_bf16():
         warnings.warn(
             "this CPU has no native bfloat16 (AVX-512 BF16 or AMX), so OpenVINO runs float32 here; "
@@ -147,7 +170,7 @@ class OpenVinoRunner:
             "INFERENCE_NUM_THREADS": threads,
             "INFERENCE_PRECISION_HINT": _HINT[precision],
         }
-        if precision == "int8":
+        if precision.startswith("int8"):  # int8-static: the feed-forward outputs' run-time scales
             self.config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = DYNAMIC_GROUP
         self._results = {
             port.get_any_name(): result
@@ -221,8 +244,13 @@ class OpenVinoRunner:
         digest: str,
         precision: str,
         log: Callable[[str], None] | None = None,
+        calibration: Callable[[Sequence[str]], list[Batch]] | None = None,
+        calibration_texts: Sequence[str] = (),
     ) -> OpenVinoRunner:
-        """Export (or reuse) the ONNX graph, compress its weights to int8 for int8 (cached), and open it."""
+        """Export (or reuse) the ONNX graph, quantize it for int8 (cached), and open it.
+
+        int8-static fits its activation scales on `calibration(texts)` (the engine's padded batches) of
+        `calibration_texts` and `SHORT_CALIBRATION`."""
         ov = require_openvino()
         if precision not in PRECISIONS:
             raise InvalidSpec(
@@ -232,6 +260,12 @@ class OpenVinoRunner:
         core = ov.Core()
         if precision == "int8":
             ov_model = core.read_model(str(_quantized(core, onnx_path, log)))
+        elif precision == "int8-static":
+            if calibration is None:
+                raise InvalidSpec("int8-static needs the engine's calibration batches")
+            texts = [*calibration_texts, *SHORT_CALIBRATION]
+            static = _static_quantized(core, onnx_path, texts, calibration, family, log)
+            ov_model = core.read_model(str(static))
         else:
             ov_model = core.read_model(str(onnx_path))
         return cls(ov_model, family.uses_token_types, precision, threads=cpu_threads())
@@ -239,12 +273,68 @@ class OpenVinoRunner:
 
 def _quantized(core: Any, onnx_path: Path, log: Callable[[str], None] | None) -> Path:
     """The cached int8-weight IR of the ONNX graph (NNCF weight compression); made now when missing."""
-    nncf = _require_nncf()
     path = openvino_cache_dir() / f"{onnx_path.stem}-int8-weights-ir{IR_FORMAT}.xml"
+    if not path.exists():
+        nncf = _require_nncf()
+        if log is not None:
+            log(f"compressing the model's weights to int8 with NNCF -> {path}")
+        source = core.read_model(str(onnx_path))
+        with _quiet_nncf():
+            compressed = _compress_weights(nncf, source, keep=())
+        _save_ir(compressed, path)
+    return path
+
+
+def _static_quantized(
+    core: Any,
+    onnx_path: Path,
+    texts: Sequence[str],
+    calibration: Callable[[Sequence[str]], list[Batch]],
+    family: Family,
+    log: Callable[[str], None] | None,
+) -> Path:
+    """The cached int8-static IR: NNCF's post-training int8 (SmoothQuant `STATIC_SMOOTH_QUANT`, scales
+    fitted on `texts`) for every matmul but the feed-forward outputs (`FFN_OUTPUTS`), whose weights are
+    compressed to int8 and whose activations OpenVINO scales as it runs; made now when missing."""
+    key = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:10]
+    path = openvino_cache_dir() / f"{onnx_path.stem}-int8-static-c{key}-ir{IR_FORMAT}.xml"
     if path.exists():
         return path
+    nncf = _require_nncf()
+    source = core.read_model(str(onnx_path))
+    matmuls = [op.get_friendly_name() for op in source.get_ops() if op.get_type_name() == "MatMul"]
+    outputs = [name for name in matmuls if any(re.fullmatch(p, name) for p in FFN_OUTPUTS)]
+    if not outputs:
+        raise InvalidSpec(
+            f"quantize='int8_static' on OpenVINO finds no feed-forward output layer in this {family.name} "
+            "graph (openvino.FFN_OUTPUTS names those it knows); use quantize='int8'"
+        )
     if log is not None:
-        log(f"compressing the model's weights to int8 with NNCF -> {path}")
+        log(f"quantizing the model to int8 with NNCF on {len(texts)} calibration texts -> {path}")
+    token_types = "token_type_ids" in {port.get_any_name() for port in source.inputs}
+    feeds = [runtime_feed(ids, type_ids, mask, token_types) for ids, type_ids, mask in calibration(texts)]
+    from nncf.quantization.advanced_parameters import (
+        AdvancedQuantizationParameters,
+        AdvancedSmoothQuantParameters,
+    )
+
+    smooth = AdvancedSmoothQuantParameters(matmul=STATIC_SMOOTH_QUANT)
+    with _quiet_nncf():
+        quantized = nncf.quantize(
+            source, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds),
+            ignored_scope=nncf.IgnoredScope(names=outputs, validate=False),
+            advanced_parameters=AdvancedQuantizationParameters(smooth_quant_alphas=smooth),
+        )  # fmt: skip
+        # only the feed-forward outputs left: the other matmuls' weights are quantized already
+        compressed = _compress_weights(nncf, quantized, keep=[n for n in matmuls if n not in outputs])
+    _save_ir(compressed, path)
+    return path
+
+
+def _save_ir(model: Any, path: Path) -> None:
+    """Write `model` as OpenVINO IR at `path` (xml + bin), staged and renamed so readers never see half."""
+    import openvino as ov
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -252,35 +342,37 @@ def _quantized(core: Any, onnx_path: Path, log: Callable[[str], None] | None) ->
             f"cannot create the OpenVINO cache folder {path.parent} ({exc.strerror}); "
             "set BERTSCOPE_CACHE to a writable folder"
         ) from None
-    compressed = _compress_weights(nncf, core.read_model(str(onnx_path)))
-    import openvino as ov
-
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".quantize-") as tmp:
         staged = Path(tmp) / "model.xml"
         # compress_to_fp16 would store the float weights left (embedding tables, LayerNorm) in float16.
-        ov.save_model(compressed, str(staged), compress_to_fp16=False)
+        ov.save_model(model, str(staged), compress_to_fp16=False)
         os.replace(staged.with_suffix(".bin"), path.with_suffix(".bin"))
         os.replace(staged, path)
-    return path
 
 
-def _compress_weights(nncf: Any, source: Any) -> Any:
-    """Every matmul's weights int8 (asymmetric, per output channel); the embedding tables stay float32."""
+@contextlib.contextmanager
+def _quiet_nncf() -> Iterator[None]:
+    """NNCF's progress bars and advice off the caller's output while it runs."""
     import logging
 
     nncf_log = logging.getLogger("nncf")
     level = nncf_log.level
-    nncf_log.setLevel(logging.ERROR)  # progress bars and advice go to the log; the caller said what runs
+    nncf_log.setLevel(logging.ERROR)  # the caller said what runs
     try:
         # NNCF draws its progress bar on stdout, which may be the caller's data (`bertscope embed > x`);
         # the redirect is process-wide for the few seconds this takes (a first int8 load, then cached)
         with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
             warnings.simplefilter("ignore")
-            return nncf.compress_weights(
-                source,
-                mode=nncf.CompressWeightsMode.INT8_ASYM,
-                # the word-piece, position and segment rows (Gather) stay exact: hidden state 0 is float32
-                ignored_scope=nncf.IgnoredScope(types=["Gather"], validate=False),
-            )
+            yield
     finally:
         nncf_log.setLevel(level)
+
+
+def _compress_weights(nncf: Any, source: Any, keep: Sequence[str]) -> Any:
+    """Every matmul's weights int8 (asymmetric, per output channel) but those named in `keep`; the
+    embedding tables stay float32, so hidden state 0 is exact."""
+    return nncf.compress_weights(
+        source,
+        mode=nncf.CompressWeightsMode.INT8_ASYM,
+        ignored_scope=nncf.IgnoredScope(names=list(keep), types=["Gather"], validate=False),
+    )

@@ -14,7 +14,7 @@ from ..core._enums import Backend, Quantize
 from ..core.encoder import Encoder, stderr
 from ..core.spec import EmbedSpec
 from ..errors import InvalidSpec
-from .onnx import OnnxRunner, encoder_digest, resolve_backend
+from .onnx import OnnxRunner, calibration_texts, encoder_digest, resolve_backend
 
 if TYPE_CHECKING:
     import torch
@@ -24,9 +24,12 @@ __all__ = ["apply_way", "use_onnxruntime", "use_openvino"]
 E = TypeVar("E", bound=Encoder)
 
 
-def use_openvino(encoder: Encoder, precision: str = "float32") -> None:
-    """Run every forward of `encoder` on OpenVINO from now on: precision float32, bfloat16 or int8 (int8
-    weights, activations quantized per group at run time: no calibration texts)."""
+def use_openvino(
+    encoder: Encoder, precision: str = "float32", *, calibration: Sequence[str] | None = None
+) -> None:
+    """Run every forward of `encoder` on OpenVINO from now on: precision float32, bfloat16, int8 (int8
+    weights, activations quantized per group at run time: no calibration texts) or int8-static (activation
+    scales fitted once on `calibration`, default the shipped sentences, but the feed-forward outputs')."""
     from .openvino import OpenVinoRunner
 
     if encoder.torch_dtype_name != "float32" or encoder.device_type != "cpu":
@@ -39,11 +42,13 @@ def use_openvino(encoder: Encoder, precision: str = "float32") -> None:
         digest=encoder_digest(encoder),
         precision=precision,
         log=stderr,
+        calibration=encoder.calibration_batches,
+        calibration_texts=calibration_texts() if calibration is None else list(calibration),
     )
     encoder.engine.runner = runner
     encoder.backend = "openvino"
-    encoder.quantize = "int8" if precision == "int8" else None
-    encoder.runtime_dtype = "float32" if precision == "int8" else precision
+    encoder.quantize = {"int8": "int8", "int8-static": "int8_static"}.get(precision)
+    encoder.runtime_dtype = "float32" if encoder.quantize else precision
 
 
 def use_onnxruntime(
@@ -95,7 +100,7 @@ def apply_way(
         from .openvino import resolve_precision
 
         precision = resolve_precision(options.get("dtype", "float32"), options.get("quantize"), base.device)
-        use_openvino(base, precision)  # its int8 reads no calibration texts
+        use_openvino(base, precision, calibration=calibration)  # read by int8-static alone
         return base
     from ..core.loading import resolve_dtype
 

@@ -22,7 +22,7 @@ def bench(
         typer.Option(
             "--modes",
             help="Comma list of: float32, bfloat16, float16 (CUDA), onnxruntime, int8, int8-fused, "
-            "int8-static, openvino, openvino-bfloat16, openvino-int8.",
+            "int8-static, openvino, openvino-bfloat16, openvino-int8, openvino-int8-static.",
         ),
     ] = "float32,onnxruntime,int8",
     drift: Annotated[
