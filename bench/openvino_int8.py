@@ -10,8 +10,11 @@ calibration sentences, the held-out ones and the news. The ways:
 - `openvino int8 gN`: what `backend="openvino", quantize="int8"` runs (int8 weights, NNCF's weight
   compression) with OpenVINO quantizing each activation row per group of N channels as it runs; the
   engine's N is `DYNAMIC_GROUP`, the others are the same IR compiled with another group.
-- `openvino int8 static`: what it ran before (NNCF's post-training int8, `ModelType.TRANSFORMER` with
-  SmoothQuant, the feed-forward output matmuls left float), rebuilt here from the same recipe.
+- `openvino int8 static`: what `quantize="int8_static"` runs (backends/openvino.py): NNCF's calibrated
+  int8 at SmoothQuant 0.5, the feed-forward outputs with int8 weights and run-time scales.
+- `old static`: what `quantize="int8"` ran before the run-time scales (NNCF's post-training int8,
+  `ModelType.TRANSFORMER` with its default SmoothQuant, the feed-forward output matmuls left float),
+  rebuilt here from the same recipe.
 - `openvino bf16`, `onnxruntime int8`: the bfloat16 tier and ONNX Runtime's dynamic int8, as loaded.
 - `openvino bf16 all`: the bfloat16 tier fetching every hidden state, as every forward did before
   `Engine.forward(layers=)`: OpenVINO kept and converted each from bfloat16.
@@ -126,7 +129,10 @@ def main() -> None:
         static_model, token_types, "int8", threads=engine_runner.config["INFERENCE_NUM_THREADS"]
     )
     static.config.pop("DYNAMIC_QUANTIZATION_GROUP_SIZE")
-    ways["openvino int8 static"] = last_state(static, deepest)
+    ways["old static"] = last_state(static, deepest)
+    static_runner = bertscope.load(backend="openvino", quantize="int8_static").engine.runner
+    assert static_runner is not None
+    ways["openvino int8 static"] = last_state(static_runner, deepest)
     bf16_runner = bertscope.load(backend="openvino", dtype="bfloat16").engine.runner
     assert bf16_runner is not None
     ways["openvino bf16"] = last_state(bf16_runner, deepest)

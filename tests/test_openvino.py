@@ -4,6 +4,8 @@ Bounds come from measurements on this sample (2-core x86 CPUs, openvino 2026.4, 
   bundled float32: sentence vectors 1.6e-7, hidden states 2.7e-6 (values up to ~10); tiny families < 1e-5.
   bundled int8 (int8 weights, activations scaled per group of 64 channels at run time; Zen 5): min
   cosine 0.9989, mean 0.9993 on the news sentences; 0.9966 / 0.9993 on the held-out sentences.
+  bundled int8_static (calibrated scales but the feed-forward outputs'; Zen 5): 0.9987 / 0.9991 on the news
+  sentences, 0.9954 / 0.9990 on the held-out ones.
 """
 
 from __future__ import annotations

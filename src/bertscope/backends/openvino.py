@@ -17,6 +17,14 @@ VNNI's int8 dot products. Run-time scales need no calibration texts and follow a
 channels spoil only their own group. It replaced NNCF's static (calibrated) int8, whose scales, fixed on
 the calibration sentences, clipped held-out ones (min cosine 0.97 on the held-out sentences, under the
 0.99 gate; bench/openvino_int8.py has both).
+
+int8-static (`quantize="int8_static"`) brings calibrated scales back where they hold: NNCF's post-training
+int8 (SmoothQuant at `STATIC_SMOOTH_QUANT`, scales fitted on the calibration texts plus
+`SHORT_CALIBRATION`) for the query/key/value, attention-output and first feed-forward matmuls and the
+attention's own, while the feed-forward outputs (`FFN_OUTPUTS`, fed by the activation whose outliers vary
+most) keep int8 weights with run-time scales. On Zen 5 it ran 1.40x OpenVINO bfloat16 and 1.23x int8, min
+cosine 0.9954 on the held-out sentences (bench/BENCHMARKS.md); with every matmul static it ran faster
+still but fell to 0.988 on odd inputs. The IR is cached per calibration texts.
 """
 
 from __future__ import annotations
