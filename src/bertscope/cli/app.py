@@ -100,7 +100,8 @@ QuantizeOpt = Annotated[
     typer.Option(
         "--quantize",
         callback=_enum_option(Quantize, "quantize"),
-        help="none, or int8 (CPU; ONNX Runtime by default, or --backend openvino; drift recorded).",
+        help="none, int8, int8_fused or int8_static (CPU; ONNX Runtime by default; --backend openvino runs "
+        "int8 and int8_static; drift recorded).",
     ),
 ]
 FastOpt = Annotated[
