@@ -305,6 +305,22 @@ def test_int8_static_is_cached_per_calibration_texts(
     assert len(sorted((cache / "openvino").glob("bert-*-int8-static-*.xml"))) == len(made) + 1
     reference = bertscope.load(tiny_dirs["bert"], device="cpu", backend="torch").embed(texts).vectors
     assert cosines(other.embed(texts).vectors, reference).min() >= 0.9
+    # the same texts cut shorter are other calibration batches: another IR, not the cached one
+    bertscope.load(tiny_dirs["bert"], device="cpu", backend="openvino", quantize="int8_static",
+                   calibration=texts, max_tokens=4)  # fmt: skip
+    assert len(sorted((cache / "openvino").glob("bert-*-int8-static-*.xml"))) == len(made) + 2
+    # an IR whose weights file went missing is made again, not read half
+    for xml in made:
+        xml.with_suffix(".bin").unlink()
+    again = bertscope.load(tiny_dirs["bert"], device="cpu", backend="openvino", quantize="int8_static",
+                           calibration=texts)  # fmt: skip
+    assert max_diff(again.embed(texts).vectors, first.embed(texts).vectors) <= 1e-6
+
+
+def test_int8_static_refuses_empty_calibration(tiny_dirs: dict[str, Path]) -> None:
+    with pytest.raises(bertscope.InvalidSpec, match="calibration texts are empty"):
+        bertscope.load(tiny_dirs["bert"], device="cpu", backend="openvino", quantize="int8_static",
+                       calibration=[])  # fmt: skip
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -393,3 +409,37 @@ def test_tiny_int8_runs_every_family_close_to_torch(
     texts = ["a small test sentence", "another one, a little longer than the first one"]
     assert (m.info().backend, m.info().quantize) == ("openvino", "int8")
     assert cosines(m.embed(texts).vectors, tiny_models[family].embed(texts).vectors).min() >= 0.99
+
+
+def test_own_calibration_is_stored_and_its_store_is_not_reloaded_without_the_model(
+    tiny_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    import json
+
+    import pyarrow.parquet as pq
+
+    from bertscope.core.spec import stored_settings
+    from bertscope.io.search import model_for
+    from bertscope.io.sinks import settings_differ
+
+    texts = ["rain fell on the hills", "the court heard the case", "ok", "prices rose again this week"]
+    own = bertscope.load(tiny_dirs["bert"], device="cpu", backend="openvino", quantize="int8_static",
+                         calibration=texts)  # fmt: skip
+    shipped = bertscope.load(tiny_dirs["bert"], device="cpu", backend="openvino", quantize="int8_static")
+    assert own.calibration_digest and shipped.calibration_digest is None
+    out = tmp_path / "own.parquet"
+    bertscope.embed_corpus(texts, out, model=own, progress=False)
+    meta = pq.read_schema(out).metadata
+    settings = json.loads(next(v for k, v in meta.items() if b"bertscope" in k))
+    assert settings["calibration"] == own.calibration_digest
+    # a reload from the settings alone would fit int8 on the shipped texts: refused, the fix named
+    with pytest.raises(bertscope.InvalidSpec, match=r"own calibration texts.*calibration=\.\.\..*model="):
+        model_for(settings)
+    assert model_for(settings, own) is own
+    from console import run_main
+
+    ran = run_main("verify", "--store", str(out))
+    assert ran.code != 0 and "own calibration texts" in ran.stderr and "Traceback" not in ran.stderr
+    # a job started with one calibration does not go on with the other
+    assert settings_differ(stored_settings(own, {}, None), stored_settings(shipped, {}, None))
+    assert not settings_differ(stored_settings(own, {}, None), stored_settings(own, {}, None))

@@ -24,7 +24,7 @@ from .core._enums import Backend, DType, Mode, Quantize
 from .core.encoder import CUDA_TOKEN_BUDGET, Encoder
 from .core.loaders import load_model
 from .core.spec import reload_arg, stored_settings
-from .errors import CorpusError, InvalidInput
+from .errors import CorpusError, InvalidInput, InvalidSpec
 from .io.job import JobSummary
 from .io.level_table import CorpusOptions, make_level
 from .io.levels import vector_columns
@@ -118,6 +118,11 @@ def embed_dataset(
     ray = import_ray()
     model_arg = reload_arg(model) if isinstance(model, Encoder) else model
     if isinstance(model, Encoder):
+        if model.calibration_digest:
+            raise InvalidSpec(
+                "Ray workers load the model from its folder, so its int8 would be fitted on the shipped "
+                "calibration texts, not yours; embed with embed_corpus, or use the shipped calibration"
+            )
         backend, quantize, dtype = model.backend, model.quantize, model.info().dtype
     gpus = gpus_per_worker(ray, device)
     retries = {"max_restarts": max_restarts, "max_task_retries": max_task_retries}

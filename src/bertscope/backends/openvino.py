@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
 import re
 import sys
@@ -109,7 +110,8 @@ def _require_nncf() -> Any:
         import nncf
     except ImportError as exc:
         raise BackendUnavailable(
-            "backend='openvino' with quantize='int8' needs nncf: pip install 'bertscope[openvino]'"
+            "backend='openvino' with quantize='int8' or 'int8_static' needs nncf: "
+            "pip install 'bertscope[openvino]'"
         ) from exc
     return nncf
 
@@ -120,7 +122,7 @@ def openvino_cache_dir() -> Path:
 
 
 def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: torch.device | str) -> str:
-    """float32, bfloat16 or int8 from load's options; refuses what OpenVINO cannot run here.
+    """float32, bfloat16, int8 or int8-static from load's options; refuses what OpenVINO cannot run here.
 
     bfloat16 on a CPU without it warns and falls back to float32 (what OpenVINO would silently run).
     """
@@ -282,7 +284,7 @@ class OpenVinoRunner:
 def _quantized(core: Any, onnx_path: Path, log: Callable[[str], None] | None) -> Path:
     """The cached int8-weight IR of the ONNX graph (NNCF weight compression); made now when missing."""
     path = openvino_cache_dir() / f"{onnx_path.stem}-int8-weights-ir{IR_FORMAT}.xml"
-    if not path.exists():
+    if not _cached(path):
         nncf = _require_nncf()
         if log is not None:
             log(f"compressing the model's weights to int8 with NNCF -> {path}")
@@ -304,9 +306,14 @@ def _static_quantized(
     """The cached int8-static IR: NNCF's post-training int8 (SmoothQuant `STATIC_SMOOTH_QUANT`, scales
     fitted on `texts`) for every matmul but the feed-forward outputs (`FFN_OUTPUTS`), whose weights are
     compressed to int8 and whose activations OpenVINO scales as it runs; made now when missing."""
-    key = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:10]
-    path = openvino_cache_dir() / f"{onnx_path.stem}-int8-static-c{key}-ir{IR_FORMAT}.xml"
-    if path.exists():
+    batches = calibration(texts)
+    # everything the IR is made from: the recipe and the very token ids (texts, tokenizer, truncation)
+    key = hashlib.sha256(json.dumps([STATIC_SMOOTH_QUANT, FFN_OUTPUTS]).encode())
+    for ids, type_ids, mask in batches:
+        for array in (ids, type_ids, mask):
+            key.update(np.ascontiguousarray(array, dtype=np.int64).tobytes() + str(array.shape).encode())
+    path = openvino_cache_dir() / f"{onnx_path.stem}-int8-static-c{key.hexdigest()[:10]}-ir{IR_FORMAT}.xml"
+    if _cached(path):
         return path
     nncf = _require_nncf()
     source = core.read_model(str(onnx_path))
@@ -320,7 +327,7 @@ def _static_quantized(
     if log is not None:
         log(f"quantizing the model to int8 with NNCF on {len(texts)} calibration texts -> {path}")
     token_types = "token_type_ids" in {port.get_any_name() for port in source.inputs}
-    feeds = [runtime_feed(ids, type_ids, mask, token_types) for ids, type_ids, mask in calibration(texts)]
+    feeds = [runtime_feed(ids, type_ids, mask, token_types) for ids, type_ids, mask in batches]
     from nncf.quantization.advanced_parameters import (
         AdvancedQuantizationParameters,
         AdvancedSmoothQuantParameters,
@@ -337,6 +344,11 @@ def _static_quantized(
         compressed = _compress_weights(nncf, quantized, keep=[n for n in matmuls if n not in outputs])
     _save_ir(compressed, path)
     return path
+
+
+def _cached(path: Path) -> bool:
+    """Whether the IR at `path` is whole: its xml and its bin (a bin deleted by hand is made again)."""
+    return path.exists() and path.with_suffix(".bin").exists()
 
 
 def _save_ir(model: Any, path: Path) -> None:

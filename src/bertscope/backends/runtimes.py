@@ -7,6 +7,8 @@ float16) gets them from the caller's `build`, so nothing here loads a model by n
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -19,7 +21,7 @@ from .onnx import OnnxRunner, calibration_texts, encoder_digest, resolve_backend
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["apply_way", "use_onnxruntime", "use_openvino"]
+__all__ = ["apply_way", "calibration_digest", "use_onnxruntime", "use_openvino"]
 
 E = TypeVar("E", bound=Encoder)
 
@@ -31,6 +33,9 @@ def use_openvino(
     weights, activations quantized per group at run time: no calibration texts) or int8-static (activation
     scales fitted once on `calibration`, default the shipped sentences, but the feed-forward outputs')."""
     from .openvino import OpenVinoRunner
+
+    if calibration is not None and not list(calibration):
+        raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
 
     if encoder.torch_dtype_name != "float32" or encoder.device_type != "cpu":
         raise InvalidSpec(
@@ -47,6 +52,7 @@ def use_openvino(
     )
     encoder.engine.runner = runner
     encoder.backend = "openvino"
+    encoder.calibration_digest = calibration_digest(calibration) if precision == "int8-static" else None
     encoder.quantize = {"int8": "int8", "int8-static": "int8_static"}.get(precision)
     encoder.runtime_dtype = "float32" if encoder.quantize else precision
 
@@ -80,8 +86,16 @@ def use_onnxruntime(
         log=stderr,
     )
     encoder.backend = "onnxruntime"
+    encoder.calibration_digest = calibration_digest(calibration) if mode.int8_scheme else None
     encoder.runtime_dtype = None
     encoder.quantize = None if mode is Quantize.NONE else mode.value
+
+
+def calibration_digest(texts: Sequence[str] | None) -> str | None:
+    """A short digest of the caller's own calibration texts (None for the shipped ones)."""
+    if texts is None:
+        return None
+    return hashlib.sha256(json.dumps(list(texts)).encode()).hexdigest()[:12]
 
 
 def apply_way(

@@ -36,7 +36,8 @@ _StoreBackend = Annotated[
     str | None, typer.Option("--backend", help="torch, onnxruntime, openvino (default: the store's).")
 ]
 _StoreQuantize = Annotated[
-    str | None, typer.Option("--quantize", help="none or int8 (default: the store's).")
+    str | None,
+    typer.Option("--quantize", help="none, int8, int8_fused or int8_static (default: the store's)."),
 ]
 
 

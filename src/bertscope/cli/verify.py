@@ -12,6 +12,7 @@ import typer
 from rich.table import Table
 
 from ..core._enums import Backend, DType, Quantize
+from ..core.spec import reloadable
 from ..errors import BertscopeError, InvalidInput
 from .app import (
     FastMinCosineOpt,
@@ -125,6 +126,8 @@ def verify(
 def _load(model: str | None, run: dict[str, Any], stored: dict[str, Any] | None = None) -> Any:
     """The model with the load options given, the store's runtime (where given) for the rest."""
     stored = stored or {}
+    if model is None:
+        reloadable(stored)
     return load_model(
         model,
         device=run["device"] or "auto",

@@ -102,8 +102,9 @@ class Mode(StrEnum):
 class Quantize(StrEnum):
     """Weight quantization: none, or int8 (ONNX Runtime with BERT's outlier channels spread over extra
     int8 columns, or OpenVINO's int8 weights with activations scaled per group as it runs); `int8_fused`
-    and `int8_static` are ONNX Runtime's other int8 graphs (backends/quantize.py), named so that a model
-    mode="fast" switched to one reloads as the same graph."""
+    and `int8_static` are ONNX Runtime's other int8 graphs (backends/quantize.py), and `int8_static` on
+    OpenVINO its calibrated scales (backends/openvino.py), named so that a model mode="fast" switched to
+    one reloads as the same graph."""
 
     NONE = "none"
     INT8 = "int8"

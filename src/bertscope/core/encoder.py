@@ -98,6 +98,9 @@ class Encoder:
         self.n_layers = facts.n_layers
         self.backend = "torch"
         self.quantize: str | None = None
+        # int8 fitted on the caller's own calibration texts: their digest, stored with every output, since
+        # the store's settings alone cannot reload that model (None: the shipped texts, or no int8)
+        self.calibration_digest: str | None = None
         self.runtime_dtype: str | None = None
         self.mode = "exact"
         self.fast_choice: dict[str, Any] | None = None
@@ -140,6 +143,7 @@ class Encoder:
         """Run every forward in torch again (the model's own dtype)."""
         self.engine.runner = None
         self.backend, self.quantize, self.runtime_dtype = "torch", None, None
+        self.calibration_digest = None
 
     def _token_limit(self, asked: int | None) -> int:
         """The tokens per text: the model's own limit, or the one asked (an override, as in ST) if it fits."""

@@ -168,6 +168,17 @@ class Recipe:
         return stored_settings(model, self.provenance(), model_arg)
 
 
+def reloadable(settings: dict[str, Any]) -> None:
+    """Refuse to reload a store's model from its settings where they cannot say how it ran: int8 fitted on
+    the caller's own calibration texts (a reload would fit it on the shipped ones)."""
+    digest = settings.get("calibration")
+    if digest:
+        raise InvalidSpec(
+            f"this store's int8 was fitted on your own calibration texts (digest {digest}), which its "
+            "settings cannot reload; load the model with the same calibration=... and pass it (model=...)"
+        )
+
+
 def stored_settings(model: Encoder, recorded: dict[str, Any], model_arg: str | None) -> dict[str, Any]:
     """The settings stored with an output: model, how to reload it, how it ran, what was `recorded`, and
     the model's fingerprint (settings that decide vectors, file hashes: `bertscope verify --store`)."""
@@ -176,6 +187,9 @@ def stored_settings(model: Encoder, recorded: dict[str, Any], model_arg: str | N
     info = model.info()
     runtime: dict[str, Any] = {"dtype": info.dtype, "backend": info.backend, "quantize": info.quantize}
     runtime["mode"] = info.mode
+    digest = getattr(model, "calibration_digest", None)
+    if digest:
+        runtime["calibration"] = digest  # the store's settings cannot reload such a model alone
     if info.fast:
         # The choice and its bound, not the measured speeds: a resumed job compares these settings.
         runtime["fast"] = {key: info.fast[key] for key in ("chosen", "min_cosine")}

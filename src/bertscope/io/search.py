@@ -17,7 +17,7 @@ import numpy as np
 from ..core.post import PostProcessor, as_post
 from ..core.prompts import query_prompt_name
 from ..core.similarity import Hit, TopK
-from ..core.spec import EmbedOptions, resolve
+from ..core.spec import EmbedOptions, reloadable, resolve
 from ..errors import CorpusError
 from . import index as ann  # looked up per call: tests watch ann.ann_search
 from .checksums import column_values
@@ -176,6 +176,8 @@ def model_for(settings: dict[str, Any], model: Any = None) -> Any:
 
     if isinstance(model, (Encoder, StaticModel)):
         return model
+    if model is None:
+        reloadable(settings)
     return load_model(
         model or settings.get("model_arg"),
         dtype=settings.get("dtype", "float32"),

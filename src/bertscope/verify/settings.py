@@ -30,7 +30,7 @@ __all__ = [
 # The min cosine to float32 a lossy mode asked without `mode="fast"` is held to (fast's default bound).
 LOSSY_FLOOR = 0.999
 
-_PACKAGES = ("bertscope", "torch", "transformers", "tokenizers", "onnxruntime", "openvino", "numpy")
+_PACKAGES = ("bertscope", "torch", "transformers", "tokenizers", "onnxruntime", "openvino", "nncf", "numpy")
 
 
 def environment(model: Any) -> dict[str, Any]:
