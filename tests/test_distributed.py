@@ -313,3 +313,14 @@ def test_ray_aggregation_equals_the_local_one(
         np.testing.assert_allclose(
             remote.vectors[remote.index[word]], local.vectors[local.index[word]], atol=1e-5
         )
+
+
+def test_a_model_with_its_own_int8_calibration_is_not_sent_to_ray_workers(tiny_dirs: dict[str, Path]) -> None:
+    from bertscope.distributed import embed_dataset
+
+    texts = ["rain fell on the hills", "the court heard the case", "prices rose again"]
+    own = bertscope.load(tiny_dirs["bert"], device="cpu", quantize="int8", calibration=texts)
+    assert own.calibration_digest
+    # the workers would load the folder and fit int8 on the shipped texts: refused before any work
+    with pytest.raises(bertscope.InvalidSpec, match="Ray workers.*not yours"):
+        embed_dataset(object(), model=own)  # refused before the dataset is read: no Ray started
