@@ -19,12 +19,13 @@ the calibration sentences, clipped held-out ones (min cosine 0.97 on the held-ou
 0.99 gate; bench/openvino_int8.py has both).
 
 int8-static (`quantize="int8_static"`) brings calibrated scales back where they hold: NNCF's post-training
-int8 (SmoothQuant at `STATIC_SMOOTH_QUANT`, scales fitted on the calibration texts plus
-`SHORT_CALIBRATION`) for the query/key/value, attention-output and first feed-forward matmuls and the
-attention's own, while the feed-forward outputs (`FFN_OUTPUTS`, fed by the activation whose outliers vary
-most) keep int8 weights with run-time scales. On Zen 5 it ran 1.40x OpenVINO bfloat16 and 1.23x int8, min
-cosine 0.9954 on the held-out sentences (bench/BENCHMARKS.md); with every matmul static it ran faster
-still but fell to 0.988 on odd inputs. The IR is cached per calibration texts.
+int8 (SmoothQuant at `STATIC_SMOOTH_QUANT`; scales fitted on the calibration texts, `SHORT_CALIBRATION`
+and the texts joined into one long one) for the query/key/value, attention-output and first feed-forward
+matmuls and the attention's own, while the feed-forward outputs (`FFN_OUTPUTS`, fed by the activation
+whose outliers vary most) keep int8 weights with run-time scales. On Zen 5 it ran 1.36x OpenVINO bfloat16
+on MiniLM and 1.5x or more on all-mpnet-base-v2, min cosine 0.995 on the held-out sentences
+(bench/BENCHMARKS.md); with every matmul static it ran faster still but fell to 0.988 on odd inputs. The
+IR is cached per calibration batches.
 """
 
 from __future__ import annotations
@@ -262,7 +263,7 @@ class OpenVinoRunner:
         """Export (or reuse) the ONNX graph, quantize it for int8 (cached), and open it.
 
         int8-static fits its activation scales on `calibration(texts)` (the engine's padded batches) of
-        `calibration_texts` and `SHORT_CALIBRATION`."""
+        `calibration_texts`, `SHORT_CALIBRATION` and the texts joined."""
         ov = require_openvino()
         if precision not in PRECISIONS:
             raise InvalidSpec(
