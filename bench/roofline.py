@@ -58,8 +58,13 @@ WAYS: dict[str, tuple[dict[str, Any], str]] = {
 # issue 38's targets: share of the precision's peak (float32's is the exact default's)
 TARGETS = {"float32": 0.75, "bfloat16": 0.65, "int8": 0.45}
 PARTS = ("linear", "attention", "other")
-_LINEAR_NAME = re.compile(r"/(query|key|value|dense)/")
-_ATTENTION_NAME = re.compile(r"/attention/self/|Attention")
+# the Linear modules' names across the families (BERT's query/key/value/dense, MPNet's q/k/v/o, DistilBERT's
+# lin1/lin2, ALBERT's ffn/ffn_output, the mlp's of the newer families)
+_LINEAR_NAME = re.compile(
+    r"/(query|key|value|dense|q|k|v|o|q_lin|k_lin|v_lin|out_lin|lin1|lin2|ffn|ffn_output|Wqkv|Wo|Wi"
+    r"|qkv_proj|o_proj|up_proj|down_proj|gate_proj|fc1|fc2)/"
+)
+_ATTENTION_NAME = re.compile(r"/attention/|/attn/|Attention")
 
 
 def part_of(node_name: str, node_type: str) -> str:
@@ -219,7 +224,9 @@ def report(
     allowed = real_flops / (target * peak_now * 1e9)
     at_ceiling = real_flops / (ceiling * peak_now * 1e9)  # the Linear layers' time at that rate
     rest = wall - at_ceiling
-    if ceiling <= target:
+    if share >= target:
+        verdict = f"met ({share:.0%})"
+    elif ceiling <= target:
         verdict = f"out of reach at this matmul speed (ceiling {ceiling:.0%} <= {target:.0%})"
     else:
         left = allowed - at_ceiling
