@@ -50,6 +50,12 @@ def _onnxruntime_int8(quantize: str, label: str) -> Way:
     return Way(options, "int8", label, ("onnxruntime", "onnx"), native="vnni")
 
 
+def _openvino_int8(quantize: str, label: str) -> Way:
+    """OpenVINO running one of its int8 models (`quantize` names it); worth it with VNNI."""
+    options = {"backend": "openvino", "quantize": quantize}
+    return Way(options, "int8", label, ("openvino", "onnx", "nncf"), native="vnni")
+
+
 # name -> way; the label is the name `mode="fast"` records in provenance and in its measurement cache.
 MODES: dict[str, Way] = {
     "float32": Way({}, "float32", "torch float32", exact=True, cuda=True),
@@ -71,21 +77,9 @@ MODES: dict[str, Way] = {
     # activation scales (QDQ); `mode="fast"` measures them beside the dynamic one and keeps the fastest.
     "int8-fused": _onnxruntime_int8("int8_fused", "onnxruntime int8 fused"),
     "int8-static": _onnxruntime_int8("int8_static", "onnxruntime int8 static"),
-    "openvino-int8": Way(
-        {"backend": "openvino", "quantize": "int8"},
-        "int8",
-        "openvino int8",
-        ("openvino", "onnx", "nncf"),
-        native="vnni",
-    ),  # fmt: skip
+    "openvino-int8": _openvino_int8("int8", "openvino int8"),
     # activation scales fitted once on the calibration texts, but the feed-forward outputs' (openvino.py)
-    "openvino-int8-static": Way(
-        {"backend": "openvino", "quantize": "int8_static"},
-        "int8",
-        "openvino int8 static",
-        ("openvino", "onnx", "nncf"),
-        native="vnni",
-    ),  # fmt: skip
+    "openvino-int8-static": _openvino_int8("int8_static", "openvino int8 static"),
 }
 
 
