@@ -64,7 +64,7 @@ _LINEAR_NAME = re.compile(
     r"/(query|key|value|dense|q|k|v|o|q_lin|k_lin|v_lin|out_lin|lin1|lin2|ffn|ffn_output|Wqkv|Wo|Wi"
     r"|qkv_proj|o_proj|up_proj|down_proj|gate_proj|fc1|fc2)/"
 )
-_ATTENTION_NAME = re.compile(r"/attention/|/attn/|Attention")
+_ATTENTION_NAME = re.compile(r"/attention/self/|/attn/|Attention")  # not the output's residual and LayerNorm
 
 
 def part_of(node_name: str, node_type: str) -> str:
