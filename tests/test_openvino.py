@@ -264,7 +264,7 @@ def test_int8_static_fixes_scales_but_the_feed_forward_outputs(ov8s: bertscope.M
     import re
 
     runner = ov8s.engine.runner
-    assert isinstance(runner, ov_backend.OpenVinoRunner) and runner.precision == "int8-static"
+    assert isinstance(runner, ov_backend.OpenVinoRunner) and runner.precision == "int8_static"
     matmuls = [op for op in runner.ov_model.get_ops() if op.get_type_name() == "MatMul"]
     ffn_out = [
         op for op in matmuls if any(re.fullmatch(p, op.get_friendly_name()) for p in ov_backend.FFN_OUTPUTS)

@@ -189,7 +189,7 @@ class Model(ResearchMethods):
     """A BERT-family encoder and every embedding it makes: static, anatomy, per layer, pooled."""
 
     def use_openvino(self, precision: str = "float32", *, calibration: Sequence[str] | None = None) -> None:
-        """Run every forward on OpenVINO from now on: precision float32, bfloat16, int8 or int8-static."""
+        """Run every forward on OpenVINO from now on: precision float32, bfloat16, int8 or int8_static."""
         _runtimes.use_openvino(self, precision, calibration=calibration)
 
     def use_onnxruntime(

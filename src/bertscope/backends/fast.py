@@ -30,9 +30,9 @@ from ..core.encoder import Encoder
 from ..errors import InvalidSpec
 from .cpu import cpu_name, cpu_threads, has_native_bf16, has_vnni, machine_key
 from .modes import MODES, Way, measure
-from .onnx import EXPORT_FORMAT, cache_dir, calibration_texts, encoder_digest, writable_folder
+from .onnx import EXPORT_FORMAT, cache_dir, encoder_digest, writable_folder
 from .openvino import IR_FORMAT
-from .quantize import GRAPH_FORMAT, heldout_texts
+from .quantize import GRAPH_FORMAT, calibration_or_shipped, heldout_texts
 from .runtimes import apply_way
 
 if TYPE_CHECKING:
@@ -156,9 +156,7 @@ def load_fast(
         )
     if not 0.0 < min_cosine <= 1.0:
         raise InvalidSpec(f"fast_min_cosine must be in (0, 1], got {min_cosine}")
-    texts = list(calibration) if calibration is not None else calibration_texts()
-    if not texts:
-        raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
+    texts = calibration_or_shipped(calibration)
     import torch
 
     base = build(torch.float32)

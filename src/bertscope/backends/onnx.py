@@ -32,7 +32,7 @@ from ..core.loading import device_kind
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
 from .cpu import cpu_threads
 from .digest import content_digest, known_folders
-from .quantize import OUTLIER_FACTOR, SCHEMES, calibration_texts, export_variant
+from .quantize import OUTLIER_FACTOR, SCHEMES, calibration_or_shipped, calibration_texts, export_variant
 
 if TYPE_CHECKING:
     import torch
@@ -309,9 +309,7 @@ def export_onnx(
     float32 needs only torch's exporter (and onnx); int8 also needs `calibrate` and ONNX Runtime's quantizer.
     """
     int8 = (quantize or "none") == "int8"
-    texts = list(calibration) if calibration is not None else calibration_texts()
-    if int8 and not texts:
-        raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
+    texts = calibration_or_shipped(calibration, required=int8)
     if scheme not in SCHEMES:
         raise InvalidSpec(f"unknown int8 scheme {scheme!r}; choose one of: {', '.join(SCHEMES)}")
     path = export_path(family.name, digest, export_variant(quantize, texts, scheme))

@@ -65,11 +65,11 @@ __all__ = [
     "resolve_precision",
 ]
 
-PRECISIONS = ("float32", "bfloat16", "int8", "int8-static")
+PRECISIONS = ("float32", "bfloat16", "int8", "int8_static")  # the int8 ones named as `quantize` names them
 Batch = tuple[np.ndarray, np.ndarray, np.ndarray]  # (ids, type_ids, mask), padded as the engine pads
 # Bumped whenever the quantized IR changes, so stale cache files are never reused.
 IR_FORMAT = 3  # 3: int8 weights with run-time activation scales (was NNCF's static int8)
-_HINT = {"float32": "f32", "bfloat16": "bf16", "int8": "f32", "int8-static": "f32"}
+_HINT = {"float32": "f32", "bfloat16": "bf16", "int8": "f32", "int8_static": "f32"}
 # int8: each activation row is quantized at run time in groups of this many channels, each with its own
 # scale, so BERT's outlier channels spoil only their own group. Chosen for drift (bench/openvino_int8.py
 # on Zen 5, bench/BENCHMARKS.md): held-out min cosine 0.9976 at 32, 0.9966 at 64, 0.9941 at 128; 64 ran
@@ -125,7 +125,7 @@ def openvino_cache_dir() -> Path:
 
 
 def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: torch.device | str) -> str:
-    """float32, bfloat16, int8 or int8-static from load's options; refuses what OpenVINO cannot run here.
+    """float32, bfloat16, int8 or int8_static from load's options; refuses what OpenVINO cannot run here.
 
     bfloat16 on a CPU without it warns and falls back to float32 (what OpenVINO would silently run).
     """
@@ -150,7 +150,7 @@ def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: to
     if mode != "none":
         if name != "float32":
             raise InvalidSpec(f"quantize='{mode}' keeps its float parts in float32; leave dtype at 'float32'")
-        return "int8" if mode == "int8" else "int8-static"
+        return mode
     if name == "bfloat16" and not has_native_bf16():
         warnings.warn(
             "this CPU has no native bfloat16 (AVX-512 BF16 or AMX), so OpenVINO runs float32 here; "
@@ -183,7 +183,7 @@ class OpenVinoRunner:
             "INFERENCE_NUM_THREADS": threads,
             "INFERENCE_PRECISION_HINT": _HINT[precision],
         }
-        if precision.startswith("int8"):  # int8-static: the feed-forward outputs' run-time scales
+        if precision.startswith("int8"):  # int8_static: the feed-forward outputs' run-time scales
             self.config["DYNAMIC_QUANTIZATION_GROUP_SIZE"] = DYNAMIC_GROUP
         self._results = {
             port.get_any_name(): result
@@ -262,7 +262,7 @@ class OpenVinoRunner:
     ) -> OpenVinoRunner:
         """Export (or reuse) the ONNX graph, quantize it for int8 (cached), and open it.
 
-        int8-static fits its activation scales on `calibration(texts)` (the engine's padded batches) of
+        int8_static fits its activation scales on `calibration(texts)` (the engine's padded batches) of
         `calibration_texts`, `SHORT_CALIBRATION` and the texts joined."""
         ov = require_openvino()
         if precision not in PRECISIONS:
@@ -273,9 +273,9 @@ class OpenVinoRunner:
         core = ov.Core()
         if precision == "int8":
             ov_model = core.read_model(str(_quantized(core, onnx_path, log)))
-        elif precision == "int8-static":
+        elif precision == "int8_static":
             if calibration is None:
-                raise InvalidSpec("int8-static needs the engine's calibration batches")
+                raise InvalidSpec("int8_static needs the engine's calibration batches")
             # short texts, and the texts joined into one cut at the model's limit: the ranges of both ends
             texts = [*calibration_texts, *SHORT_CALIBRATION, " ".join(calibration_texts)]
             static = _static_quantized(core, onnx_path, texts, calibration, family, log)

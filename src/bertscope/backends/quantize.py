@@ -40,11 +40,14 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InvalidSpec
+
 __all__ = [
     "FUSED_GELU",
     "GRAPH_FORMAT",
     "OUTLIER_FACTOR",
     "SCHEMES",
+    "calibration_or_shipped",
     "calibration_texts",
     "export_variant",
     "fuse",
@@ -70,6 +73,15 @@ _FUSED_TOLERANCE = 1e-3
 def calibration_texts() -> list[str]:
     """The sentences shipped with bertscope for calibrating int8 when none are given."""
     return _shipped("calibration.txt")
+
+
+def calibration_or_shipped(calibration: Sequence[str] | None, *, required: bool = True) -> list[str]:
+    """The caller's calibration texts, or the shipped ones when None; an empty list is refused where
+    the texts are `required` (an int8 fitted on them)."""
+    texts = list(calibration) if calibration is not None else calibration_texts()
+    if required and not texts:
+        raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
+    return texts
 
 
 def heldout_texts() -> list[str]:

@@ -16,7 +16,8 @@ from ..core._enums import Backend, Quantize
 from ..core.encoder import Encoder, stderr
 from ..core.spec import EmbedSpec
 from ..errors import InvalidSpec
-from .onnx import OnnxRunner, calibration_texts, encoder_digest, resolve_backend
+from .onnx import OnnxRunner, encoder_digest, resolve_backend
+from .quantize import calibration_or_shipped
 
 if TYPE_CHECKING:
     import torch
@@ -30,12 +31,9 @@ def use_openvino(
     encoder: Encoder, precision: str = "float32", *, calibration: Sequence[str] | None = None
 ) -> None:
     """Run every forward of `encoder` on OpenVINO from now on: precision float32, bfloat16, int8 (int8
-    weights, activations quantized per group at run time: no calibration texts) or int8-static (activation
+    weights, activations quantized per group at run time: no calibration texts) or int8_static (activation
     scales fitted once on `calibration`, default the shipped sentences, but the feed-forward outputs')."""
     from .openvino import OpenVinoRunner
-
-    if calibration is not None and not list(calibration):
-        raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
 
     if encoder.torch_dtype_name != "float32" or encoder.device_type != "cpu":
         raise InvalidSpec(
@@ -48,12 +46,12 @@ def use_openvino(
         precision=precision,
         log=stderr,
         calibration=encoder.calibration_batches,
-        calibration_texts=calibration_texts() if calibration is None else list(calibration),
+        calibration_texts=calibration_or_shipped(calibration),
     )
     encoder.engine.runner = runner
     encoder.backend = "openvino"
-    encoder.calibration_digest = calibration_digest(calibration) if precision == "int8-static" else None
-    encoder.quantize = {"int8": "int8", "int8-static": "int8_static"}.get(precision)
+    encoder.calibration_digest = calibration_digest(calibration) if precision == "int8_static" else None
+    encoder.quantize = precision if precision.startswith("int8") else None
     encoder.runtime_dtype = "float32" if encoder.quantize else precision
 
 
@@ -114,7 +112,7 @@ def apply_way(
         from .openvino import resolve_precision
 
         precision = resolve_precision(options.get("dtype", "float32"), options.get("quantize"), base.device)
-        use_openvino(base, precision, calibration=calibration)  # read by int8-static alone
+        use_openvino(base, precision, calibration=calibration)  # read by int8_static alone
         return base
     from ..core.loading import resolve_dtype
 
