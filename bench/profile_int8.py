@@ -17,7 +17,9 @@ import os
 import tempfile
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import onnxruntime as ort
 import torch
 
@@ -27,8 +29,11 @@ from bertscope.backends.quantize import SCHEMES, calibration_texts
 from bertscope.backends.runtimes import use_onnxruntime
 
 
-def profile(path: Path, batches: list, threads: int) -> dict[str, float]:
-    """op type -> microseconds over all batches (ONNX Runtime's profiler, node events only)."""
+def kernel_events(
+    path: Path, batches: list, outputs: list[str] | None, threads: int, passes: int = 1
+) -> list[dict[str, Any]]:
+    """ONNX Runtime's kernel events of `passes` passes over `batches` ((ids, type_ids, mask) each, asking
+    `outputs`, None: the last), after one uncounted pass that warms the session (buffers, packed weights)."""
     options = ort.SessionOptions()
     options.enable_profiling = True
     options.profile_file_prefix = str(Path(tempfile.mkdtemp(prefix="bertscope-profile-")) / "ort")
@@ -39,18 +44,28 @@ def profile(path: Path, batches: list, threads: int) -> dict[str, float]:
         str(path), options, providers=["CPUExecutionProvider"], disabled_optimizers=list(DISABLED_FUSIONS)
     )
     names = {i.name for i in session.get_inputs()}
-    outputs = [session.get_outputs()[-1].name]
-    for _ in range(2):  # the first pass warms up (buffers, packed weights); only the second is counted
-        for ids, type_ids, mask in batches:
-            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": type_ids}
-            session.run(outputs, {k: v for k, v in feed.items() if k in names})
+    feeds = []
+    for ids, type_ids, mask in batches:
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": type_ids}
+        feeds.append({k: v.astype(np.int64, copy=False) for k, v in feed.items() if k in names})
+    outputs = outputs or [session.get_outputs()[-1].name]
+    for _ in range(1 + passes):
+        for feed in feeds:
+            session.run(outputs, feed)
     events = json.loads(Path(session.end_profiling()).read_text())
-    kernels = sorted(
-        (e for e in events if e.get("cat") == "Node" and e["name"].endswith("_kernel_time")),
-        key=lambda e: e["ts"],
-    )
+    runs = sorted(e["ts"] for e in events if e.get("name") == "model_run")
+    first = runs[-passes * len(feeds)]  # the counted passes' runs, after the warm one's
+    return [
+        e
+        for e in events
+        if e.get("cat") == "Node" and e["name"].endswith("_kernel_time") and e["ts"] >= first
+    ]
+
+
+def profile(path: Path, batches: list, threads: int) -> dict[str, float]:
+    """op type -> microseconds over all batches (ONNX Runtime's profiler, node events only)."""
     by_op: dict[str, float] = defaultdict(float)
-    for event in kernels[len(kernels) // 2 :]:  # both passes run the same nodes: the later half is pass 2
+    for event in kernel_events(path, batches, None, threads):
         by_op[event["args"]["op_name"]] += event["dur"]
     return dict(by_op)
 

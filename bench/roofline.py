@@ -26,12 +26,10 @@ machine: a profiler's kernel times include time a thread waited for a core.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import re
 import statistics
-import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -40,10 +38,11 @@ from typing import Any
 import numpy as np
 import peak
 from bench_engine import lee_documents, split_sentences
+from profile_int8 import kernel_events
 
 import bertscope
 from bertscope.backends.cpu import cpu_flags, cpu_name
-from bertscope.backends.onnx import DISABLED_FUSIONS, runtime_feed
+from bertscope.backends.onnx import runtime_feed
 
 # way -> (load() options, precision); the exact default picks one of the float32 ones by measurement
 WAYS: dict[str, tuple[dict[str, Any], str]] = {
@@ -106,37 +105,14 @@ def onnxruntime_profile(
     runner: Any, forwards: list, rounds: int, threads: int
 ) -> tuple[dict[str, float], bool]:
     """(part -> microseconds per pass, whether a fused attention holds the q/k/v projections)."""
-    import onnxruntime as ort
-
     deepest = forwards[0][3]
     if deepest + 1 < len(runner.output_names):
         raise SystemExit("roofline profiles whole-graph forwards only (embed's default reads the last layer)")
-    options = ort.SessionOptions()
-    options.enable_profiling = True
-    options.profile_file_prefix = str(Path(tempfile.mkdtemp(prefix="bertscope-roofline-")) / "ort")
-    options.intra_op_num_threads = threads
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = ort.InferenceSession(  # as backends.onnx.open_session opens the runner's
-        str(runner.path),
-        options,
-        providers=["CPUExecutionProvider"],
-        disabled_optimizers=list(DISABLED_FUSIONS),
-    )
-    feeds = [runtime_feed(f[0], f[1], f[2], runner.uses_token_types) for f in forwards]
-    outputs = [runner.output_names[deepest]]
-    for feed in feeds:  # warm: the first runs of a session allocate
-        session.run(outputs, feed)
-    for _ in range(rounds):
-        for feed in feeds:
-            session.run(outputs, feed)
-    events = json.loads(Path(session.end_profiling()).read_text())
-    runs = sorted(e["ts"] for e in events if e.get("name") == "model_run")
-    first = runs[-rounds * len(feeds)]  # the timed passes' runs, after the warm one's
+    batches = [f[:3] for f in forwards]
+    events = kernel_events(runner.path, batches, [runner.output_names[deepest]], threads, passes=rounds)
     parts: dict[str, float] = defaultdict(float)
     fused = False
     for event in events:
-        if event.get("cat") != "Node" or not event["name"].endswith("_kernel_time") or event["ts"] < first:
-            continue
         op = event["args"].get("op_name", "")
         fused = fused or op in ("QAttention", "Attention", "MultiHeadAttention")
         parts[part_of(event["name"], op)] += event["dur"] / rounds
