@@ -15,6 +15,7 @@ import torch
 
 import bertscope
 from bertscope.backends import exact, fast
+from bertscope.backends.quantize import calibration_texts
 
 TEXTS = ["a small test sentence", "another one, a little longer than the first", ("a pair", "of texts")]
 
@@ -65,6 +66,28 @@ def test_the_choice_is_measured_once_exact_and_every_method_agrees(
     np.testing.assert_allclose(m.similarity(TEXTS[:2]), ref.similarity(TEXTS[:2]), **close)
     bertscope.load(tiny_dirs["bert"], device="cpu", remeasure=True)
     assert len(calls) == 2
+
+
+def test_runtimes_are_timed_on_corpus_sized_batches_of_sentences_and_passages(
+    tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 8 sentences a call ranked runtimes by a call's fixed cost: OpenVINO measured 0.25-0.39x ONNX
+    # Runtime on a Xeon where it embedded news 1.16-1.22x faster (bench/BENCHMARKS.md)
+    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
+    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    timed: list[list[str]] = []
+    real = exact.measure
+    monkeypatch.setattr(
+        exact, "measure", lambda ways, texts, **kw: timed.append(list(texts)) or real(ways, texts, **kw)
+    )
+    bertscope.load(tiny_dirs["bert"], device="cpu", remeasure=True)
+    sentences = calibration_texts()[:8]
+    (rows,) = timed
+    assert len(rows) == exact._TIMED_ROWS[1]  # a tiny model: the most rows
+    assert set(rows) >= {*sentences, " ".join(sentences[:2]), " ".join(sentences[:4])}
+    for weights, expected in [(1_000_000, 200), (22_700_000, 198), (109_000_000, 41), (335_000_000, 28)]:
+        monkeypatch.setattr(exact, "_parameters", lambda model, weights=weights: weights)
+        assert exact._timed_rows(None) == expected
 
 
 def test_cuda_and_other_dtypes_stay_on_torch(

@@ -270,15 +270,15 @@ def runtime_embedder(model: Any, runner: Any) -> Callable[[list[str]], np.ndarra
     return embed
 
 
-def timing_texts(texts: Sequence[str]) -> list[str]:
+def timing_texts(texts: Sequence[str], rows: int = _TIMED_ROWS) -> list[str]:
     """The rows each mode is timed on: `texts` alone, joined in pairs and in fours (sentence and short
-    passage lengths, not only the calibration sentences' own), repeated to `_TIMED_ROWS` rows."""
-    rows = [
+    passage lengths, not only the calibration sentences' own), repeated to `rows` rows."""
+    made = [
         *texts,
         *(" ".join(texts[i : i + 2]) for i in range(0, len(texts), 2)),
         *(" ".join(texts[i : i + 4]) for i in range(0, len(texts), 4)),
     ]
-    return (rows * -(-_TIMED_ROWS // len(rows)))[:_TIMED_ROWS]
+    return (made * -(-rows // len(made)))[:rows]
 
 
 def _measure_all(
