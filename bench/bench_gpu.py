@@ -18,8 +18,9 @@ what the exact ways run). FLOPs are the Linear layers' on the real tokens (bench
 shows as a lower share. Beside the ways it prints two ceilings: tokenizing alone, and the plain Hugging
 Face half-precision forward alone on ids already on the device (sorted batches of 64, 256 and 1,024
 rows), which the ways' host work is read against. `--run` also works on a CPU (`--device cpu`) as a dry
-run of the script itself. `bench/lent_device.sh` runs it and bench_peers on the GPU machine's CPU in one
-call of the device tool; bench/BENCHMARKS.md, "Lent GPU machine", has the figures.
+run of the script itself. `bench/lent_device.sh` runs it (its gpu stage), then bench_peers, the roofline and
+the exact default's ranking on the GPU machine's CPU (its cpu stage, a second call); bench/BENCHMARKS.md,
+"Lent GPU machine", has the figures.
 """
 
 from __future__ import annotations
