@@ -26,6 +26,7 @@ the exact default's ranking on the GPU machine's CPU (its cpu stage, a second ca
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 import sys
@@ -201,6 +202,9 @@ def run(folder: Path, device: str, rounds: int, limit: int | None, out: Path | N
     times: dict[str, list[float]] = {name: [] for name in table}
     for _ in range(rounds):
         for name, (_, fn) in table.items():
+            # no way pays for the garbage of the one before it (the float16 row swung 7,072-18,703
+            # texts/s between runs while bench/profile_gpu.py timed it alone at 16,300-16,900)
+            gc.collect()
             start = time.perf_counter()
             fn(texts)
             sync(device)
