@@ -20,7 +20,7 @@ import time
 from bench_engine import lee_documents, split_sentences
 
 import bertscope
-from bertscope.backends.cpu import cpu_flags, cpu_name, cpu_threads
+from bertscope.core.cpu import cpu_flags, cpu_name, cpu_threads
 
 RUNTIMES = {
     "torch float32": {"backend": "torch"},

@@ -18,10 +18,10 @@ import tempfile
 import time
 
 import bertscope
-from bertscope.backends.cpu import cpu_flags, cpu_name
 from bertscope.backends.fast import runtime_embedder, timing_texts
 from bertscope.backends.modes import measure
 from bertscope.backends.quantize import calibration_texts
+from bertscope.core.cpu import cpu_flags, cpu_name
 
 
 def main() -> None:

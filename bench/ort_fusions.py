@@ -25,9 +25,9 @@ from batch_cuts import engine_batches
 from bench_peers import corpora
 
 import bertscope
-from bertscope.backends.cpu import cpu_threads
 from bertscope.backends.onnx import DISABLED_FUSIONS, OnnxRunner, open_session
 from bertscope.backends.quantize import op_counts
+from bertscope.core.cpu import cpu_threads
 from bertscope.core.tokens import pad_batch
 
 

@@ -41,8 +41,8 @@ from bench_engine import lee_documents, split_sentences
 from profile_int8 import kernel_events
 
 import bertscope
-from bertscope.backends.cpu import cpu_flags, cpu_name
 from bertscope.backends.onnx import runtime_feed
+from bertscope.core.cpu import cpu_flags, cpu_name
 
 # way -> (load() options, precision); the exact default picks one of the float32 ones by measurement
 WAYS: dict[str, tuple[dict[str, Any], str]] = {

@@ -151,7 +151,7 @@ def _torch_threads_restored() -> Iterator[None]:
     """
     import torch
 
-    from bertscope.backends import cpu
+    from bertscope.core import cpu
 
     before, asked = torch.get_num_threads(), list(cpu._ASKED_THREADS)
     yield

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -83,9 +84,27 @@ def test_a_budget_the_user_raises_keeps_the_device_s_fixed_cost_per_forward() ->
     """The engine's fixed cost per forward comes from its device's default budget: a user's larger
     budget allows bigger forwards without making each one look dearer (and so padding more)."""
     import bertscope
-    from bertscope.model import CPU_TOKEN_BUDGET
+    from bertscope.core.cpu import cpu_threads
+    from bertscope.core.encoder import cpu_token_budget
 
     default = bertscope.load(device="cpu", backend="torch")
-    raised = bertscope.load(device="cpu", backend="torch", token_budget=16 * CPU_TOKEN_BUDGET)
+    assert default.engine.token_budget == cpu_token_budget(cpu_threads())
+    raised = bertscope.load(device="cpu", backend="torch", token_budget=16 * default.engine.token_budget)
     assert raised.engine.token_budget == 16 * default.engine.token_budget
-    assert raised.engine.call_tokens == default.engine.call_tokens == CALL_COST * CPU_TOKEN_BUDGET
+    assert raised.engine.call_tokens == default.engine.call_tokens == CALL_COST * default.engine.token_budget
+
+
+def test_the_cpu_budget_grows_with_the_threads_that_share_each_forward(
+    tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """512 tokens a thread, 1,024 at least (2 threads: cache-sized batches) and 8,192 at most (a 16-core
+    Xeon ran no faster at 16,384); the machine's own thread count is never read here."""
+    import bertscope
+    from bertscope.core import encoder
+
+    assert [encoder.cpu_token_budget(t) for t in (1, 2, 3, 8, 16, 64)] == [1024, 1024, 1536, 4096, 8192, 8192]
+    monkeypatch.setattr(encoder, "cpu_threads", lambda: 16)
+    many = bertscope.load(tiny_dirs["bert"], device="cpu", backend="torch")
+    assert many.engine.token_budget == 8192 and many.engine.call_tokens == CALL_COST * 8192
+    monkeypatch.setattr(encoder, "cpu_threads", lambda: 2)
+    assert bertscope.load(tiny_dirs["bert"], device="cpu", backend="torch").engine.token_budget == 1024

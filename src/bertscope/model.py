@@ -77,7 +77,7 @@ def load(
             backend=backend, quantize=quantize, mode=mode, trust_remote_code=trust_remote_code,
         )  # fmt: skip
     if threads is not None:
-        from .backends.cpu import ask_threads
+        from .core.cpu import ask_threads
 
         ask_threads(threads)
     if (

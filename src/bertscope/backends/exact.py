@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 from filelock import FileLock
 
+from ..core.cpu import machine_key
 from ..errors import ModelLoadError
-from .cpu import machine_key
 from .fast import (
     Measured,
     fast_cache_dir,

@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from ..core.cpu import cpu_name, cpu_threads, has_native_bf16, has_vnni, machine_key
 from ..core.encoder import Encoder
 from ..errors import InvalidSpec
-from .cpu import cpu_name, cpu_threads, has_native_bf16, has_vnni, machine_key
 from .modes import MODES, Way, measure
 from .onnx import EXPORT_FORMAT, cache_dir, encoder_digest, writable_folder
 from .openvino import IR_FORMAT

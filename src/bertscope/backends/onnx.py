@@ -24,13 +24,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core._enums import Backend, Quantize
+from ..core.cpu import cpu_threads
 from ..core.engine import Array, AskedStates, States, asked_states, placed
 from ..core.families import Family
 from ..core.fingerprint_facts import file_sha256
 from ..core.folder import read_json_object
 from ..core.loading import device_kind
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
-from .cpu import cpu_threads
 from .digest import content_digest, known_folders
 from .quantize import OUTLIER_FACTOR, SCHEMES, calibration_or_shipped, calibration_texts, export_variant
 

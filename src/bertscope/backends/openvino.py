@@ -45,11 +45,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.cpu import cpu_threads, has_native_bf16
 from ..core.engine import Array, AskedStates, States, asked_states, placed
 from ..core.families import Family
 from ..core.loading import device_kind
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
-from .cpu import cpu_threads, has_native_bf16
 from .onnx import cache_dir, export_onnx, runtime_feed
 
 if TYPE_CHECKING:

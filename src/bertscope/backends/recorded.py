@@ -15,8 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..core.cpu import cpu_flags, cpu_name
 from ..core.folder import FolderView, read_json_object
-from .cpu import cpu_flags, cpu_name
 
 __all__ = ["cache_root", "folder_info", "recall", "remember"]
 

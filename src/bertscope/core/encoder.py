@@ -17,6 +17,7 @@ import numpy as np
 
 from ..errors import InvalidSpec
 from ._enums import LongText, SubwordPooling
+from .cpu import cpu_threads
 from .engine import MIN_ROWS, Engine, ModelFacts
 from .loading import Loaded, device_kind, load_parts, resolve_device, resolve_dtype
 from .model_info import ModelInfo, model_info
@@ -37,15 +38,25 @@ if TYPE_CHECKING:
     from .spec import RecipeKeywords, TokenKeywords
 
 __all__ = [
-    "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "open_encoder", "single",
+    "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "cpu_token_budget", "open_encoder",
+    "single",
 ]  # fmt: skip
 
-# Padded tokens per forward on the CPU (at least MIN_ROWS rows whatever their width). Smaller batches keep
-# the activations in cache: on a Zen 5 (AVX-512) 1024 ran every runtime 1.06-1.20x faster than 2048
-# (int8 the most; bench/budget_sweep.py), and on a Zen 3 (AVX2) torch ran 1024 level with 2048 while 512
-# lost 5% there (bench/BENCHMARKS.md, "Engine"): 1024 is at or near the best on both.
+# Padded tokens per forward on the CPU (at least MIN_ROWS rows whatever their width): 512 a thread, from
+# CPU_TOKEN_BUDGET to CPU_MAX_TOKEN_BUDGET (`cpu_token_budget`). On 2 threads smaller batches keep the
+# activations in cache: on a Zen 5 (AVX-512) 1024 ran every runtime 1.06-1.20x faster than 2048 (int8 the
+# most), and on a Zen 3 (AVX2) torch ran 1024 level with 2048 while 512 lost 5%. On a 16-core Xeon 1024
+# split each forward too thin: 8192 ran OpenVINO bfloat16 1.30-1.34x, OpenVINO float32 1.07-1.10x and torch
+# 1.04-1.08x faster than 1024, and 16384 no faster (bench/budget_sweep.py; bench/BENCHMARKS.md).
 CPU_TOKEN_BUDGET = 1024
+CPU_TOKENS_PER_THREAD = 512
+CPU_MAX_TOKEN_BUDGET = 8192
 CUDA_TOKEN_BUDGET = 65536
+
+
+def cpu_token_budget(threads: int) -> int:
+    """The default padded tokens per forward on a CPU running `threads` threads (1,024 on 2, 8,192 on 16)."""
+    return min(CPU_MAX_TOKEN_BUDGET, max(CPU_TOKEN_BUDGET, CPU_TOKENS_PER_THREAD * threads))
 
 
 class Encoder:
@@ -80,7 +91,7 @@ class Encoder:
             facts = ModelFacts(self.family.num_layers(hf_model), int(word.num_embeddings), has_pooler)
         self.max_tokens = self._token_limit(max_tokens)
         self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
-        device_budget = CUDA_TOKEN_BUDGET if self.device_type == "cuda" else CPU_TOKEN_BUDGET
+        device_budget = CUDA_TOKEN_BUDGET if self.device_type == "cuda" else cpu_token_budget(cpu_threads())
         budget = token_budget or device_budget
         self.engine = Engine(
             lambda: self.loaded.model,

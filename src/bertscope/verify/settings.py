@@ -35,7 +35,7 @@ _PACKAGES = ("bertscope", "torch", "transformers", "tokenizers", "onnxruntime", 
 
 def environment(model: Any) -> dict[str, Any]:
     """How the model runs here: reported beside the settings, never compared (the vectors decide)."""
-    from ..backends.cpu import cpu_name, cpu_threads
+    from ..core.cpu import cpu_name, cpu_threads
 
     info = model.info()
     return {
