@@ -54,10 +54,10 @@ _TORCH = MODES["float32"].label
 # The calibration sentences the timed rows are made of (fast.timing_texts: alone, in pairs, in fours).
 _TIMED = 8
 # Rows timed per way and round: about the work of 200 rows of MiniLM-L6 (22.7M weights), at least 28.
-# 8 sentences ranked the runtimes by what a call costs, not by its work: there ONNX Runtime measured
-# 1.3x OpenVINO on a 16-thread Xeon that ran OpenVINO 1.04-1.35x faster on 600 news sentences, and
-# 400 rows ranked as the news did (bench/exact_rank.py, bench/BENCHMARKS.md). A close call between two
-# exact ways costs at most their gap, never exactness.
+# 8 sentences ranked the runtimes by what a call costs, not by its work: on a 16-thread Xeon OpenVINO
+# measured 0.25-0.39x ONNX Runtime there and 1.16-1.27x on 600 news sentences; 200 rows read 1.00-1.19x
+# (bench/exact_rank.py, bench/BENCHMARKS.md). A close call between two exact ways costs at most their
+# gap, never exactness.
 _TIMED_WEIGHT_ROWS = 4_500_000_000
 _TIMED_ROWS = (28, 200)
 _CHECKED = 8  # sentences whose every hidden state is compared
