@@ -8,13 +8,14 @@ on torch (under MIN_PARAMETERS), except here, where the threshold is lowered to 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
 import bertscope
-from bertscope.backends import exact, fast
+from bertscope.backends import exact, fast, modes
 from bertscope.backends.quantize import calibration_texts
 
 TEXTS = ["a small test sentence", "another one, a little longer than the first", ("a pair", "of texts")]
@@ -85,6 +86,19 @@ def test_runtimes_are_timed_on_corpus_sized_batches_of_sentences_and_passages(
     (rows,) = timed
     assert len(rows) == exact._TIMED_ROWS[1]  # a tiny model: the most rows
     assert set(rows) >= {*sentences, " ".join(sentences[:2]), " ".join(sentences[:4])}
+    # a clock the ways move: the slow one takes 2 s a call, the other 1 s
+    clock, seen = [0.0], []
+    monkeypatch.setattr(modes, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+
+    def slow(texts: list[str]) -> None:
+        seen.append(1)
+        clock[0] += 2
+
+    def quick(texts: list[str]) -> None:
+        clock[0] += 1
+
+    modes.measure({"slow": slow, "quick": quick}, ["a"], rounds=3, drop_if_slower=("slow", 1.5))
+    assert len(seen) == 2  # the warm-up and the first round: then timed no more
     for weights, expected in [(1_000_000, 200), (22_700_000, 198), (109_000_000, 41), (335_000_000, 28)]:
         monkeypatch.setattr(exact, "_parameters", lambda model, weights=weights: weights)
         assert exact._timed_rows(None) == expected

@@ -61,6 +61,9 @@ _TIMED = 8
 _TIMED_WEIGHT_ROWS = 4_500_000_000
 _TIMED_ROWS = (28, 200)
 _CHECKED = 8  # sentences whose every hidden state is compared
+# torch, timed no more once its first round is this many times the fastest's: on most CPUs it is the
+# slowest exact way by 2x (bench/BENCHMARKS.md), and its rounds were most of a first load's timing.
+_TORCH_DROPPED = 1.5
 
 
 def exact_candidates() -> dict[str, dict[str, Any]]:
@@ -195,7 +198,7 @@ def _measure(model: Any, wanted: dict[str, dict[str, Any]], texts: list[str], di
         ways[label] = runtime_embedder(model, model.engine.runner)
     model.use_torch()
     rows = timing_texts(texts[:_TIMED], rows=_timed_rows(model))
-    timed = measure(ways, rows, rounds=3)
+    timed = measure(ways, rows, rounds=3, drop_if_slower=(_TORCH, _TORCH_DROPPED))
     base = timed[_TORCH][0]
     # Kept with an infinite gap so they are never chosen, and not tried again on the next load.
     timed.update({label: (base, np.empty(0)) for label in wanted if label not in ways})

@@ -112,22 +112,34 @@ Embed = Callable[[list[str]], np.ndarray]
 
 
 def measure(
-    ways: Mapping[str, Embed], texts: Sequence[str], *, rounds: int = 3
+    ways: Mapping[str, Embed],
+    texts: Sequence[str],
+    *,
+    rounds: int = 3,
+    drop_if_slower: tuple[str, float] | None = None,
 ) -> dict[str, tuple[float, np.ndarray]]:
     """name -> (texts per second, median of `rounds` alternating rounds after a warm-up; vectors (n, d)).
 
-    `rounds=0` runs each way once, untimed (speed 0.0): drift only.
+    `rounds=0` runs each way once, untimed (speed 0.0): drift only. `drop_if_slower=(name, factor)`: that
+    way is timed no more once its first round took over `factor` times the fastest first round (its one
+    round stands). Only a way with nothing to warm (torch's eager forward) should be named: a runtime's
+    first round carries its first sight of each batch shape, so it would be dropped on that alone.
     """
     batch = list(texts)
     # A short warm-up: each way has run before it is timed (the exact default's checks, a fast mode's
     # drift run), so a few texts wake its threads and buffers; `rounds=0` keeps every text's vectors.
     vectors = {name: embed(batch[:2] if rounds else batch) for name, embed in ways.items()}
     times: dict[str, list[float]] = {name: [] for name in ways}
-    for _ in range(rounds):
-        for name, embed in ways.items():  # alternating: a burst of load slows every way in its round
+    timed = dict(ways)
+    for round_number in range(rounds):
+        for name, embed in timed.items():  # alternating: a burst of load slows every way in its round
             start = time.perf_counter()
             vectors[name] = embed(batch)
             times[name].append(time.perf_counter() - start)
+        if round_number == 0 and drop_if_slower is not None:
+            slow, factor = drop_if_slower
+            if times[slow][0] > factor * min(first for first, *_ in times.values()):
+                timed.pop(slow)
     return {
         name: (len(batch) / statistics.median(times[name]) if rounds else 0.0, np.asarray(vectors[name]))
         for name in ways
