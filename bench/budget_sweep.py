@@ -54,7 +54,7 @@ def main() -> None:
     print(f"# {cpu_name()} ({platform.machine()}), {os.cpu_count()} CPUs, flags: {flags}")
     load = os.getloadavg()[0]
     print(
-        f"# load average {load:.2f}; {len(texts)} news sentences; {cpu_threads()} threads; "
+        f"# load average {load:.2f}; {len(texts)} texts; {cpu_threads()} threads; "
         f"bertscope {bertscope.__version__}"
     )
     header = "runtime".ljust(42) + "".join(f"{b:>8}" for b in budgets) + "   best vs 2048"

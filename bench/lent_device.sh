@@ -17,6 +17,7 @@
 # Each step runs even when one before it failed, so a failure costs only its own figures.
 out=${1:?give the folder to write into}
 stage=${2:?give the stage: gpu or cpu}
+case "$stage" in gpu|cpu) ;; *) echo "unknown stage $stage: give gpu or cpu"; exit 2;; esac
 export PYTHONPATH=src PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 BERTSCOPE_CACHE=/tmp/bertscope-cache
 quiet() { grep -vE 'Loading|━'; }
 if [ "$stage" = gpu ]; then

@@ -142,6 +142,18 @@ def tiny_models(tiny_dirs: dict[str, Path]) -> dict[str, bertscope.Model]:
         return {family: bertscope.load(path, device="cpu") for family, path in tiny_dirs.items()}
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cpu_budget_as_on_two_threads() -> Iterator[None]:
+    """Every model loaded in the suite's processes batches as on 2 threads (1,024 tokens a forward),
+    whatever this machine has: tests that count forwards (tests/test_server_limits.py) hold on any CPU.
+    tests/test_batches.py checks the budget's rule itself, with the threads it names."""
+    from bertscope.core import encoder
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(encoder, "cpu_threads", lambda: 2)
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _torch_threads_restored() -> Iterator[None]:
     """A test that loads with `threads=N` (a process-wide torch setting) does not change the next test's.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -73,35 +74,76 @@ def test_runtimes_are_timed_on_corpus_sized_batches_of_sentences_and_passages(
     tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # 8 sentences a call ranked runtimes by a call's fixed cost: OpenVINO measured 0.25-0.39x ONNX
-    # Runtime on a Xeon where it embedded news 1.16-1.22x faster (bench/BENCHMARKS.md)
+    # Runtime on a Xeon where it embedded news 1.16-1.27x faster (bench/BENCHMARKS.md)
     monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
     monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
-    timed: list[list[str]] = []
+    calls: list[tuple[list[str], list[str], dict[str, Any]]] = []
     real = exact.measure
-    monkeypatch.setattr(
-        exact, "measure", lambda ways, texts, **kw: timed.append(list(texts)) or real(ways, texts, **kw)
-    )
+
+    def spy(ways: dict[str, Any], texts: list[str], **options: Any) -> Any:
+        calls.append((list(ways), list(texts), options))
+        return real(ways, texts, **options)
+
+    monkeypatch.setattr(exact, "measure", spy)
     bertscope.load(tiny_dirs["bert"], device="cpu", remeasure=True)
     sentences = calibration_texts()[:8]
-    (rows,) = timed
-    assert len(rows) == exact._TIMED_ROWS[1]  # a tiny model: the most rows
+    ((timed, rows, options),) = calls
+    assert len(rows) == exact._TIMED_ROWS_RANGE[1]  # a tiny model: the most rows
     assert set(rows) >= {*sentences, " ".join(sentences[:2]), " ".join(sentences[:4])}
-    # a clock the ways move: the slow one takes 2 s a call, the other 1 s
+    assert exact._TORCH in timed and options == {"rounds": 3, "drop_if_slower": (exact._TORCH, 1.5)}
+
+
+def test_bigger_models_are_timed_on_fewer_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    for weights, expected in [(1_000_000, 200), (22_713_216, 200), (109_486_464, 41), (335_000_000, 28)]:
+        monkeypatch.setattr(exact, "_parameters", lambda model, weights=weights: weights)
+        assert exact._timed_rows(None) == expected
+
+
+def _clocked(monkeypatch: pytest.MonkeyPatch, seconds: dict[str, float]) -> tuple[dict[str, Any], list[str]]:
+    """Ways that each move a fake clock by their seconds a call, and the list of the calls they got."""
     clock, seen = [0.0], []
     monkeypatch.setattr(modes, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
 
-    def slow(texts: list[str]) -> None:
-        seen.append(1)
-        clock[0] += 2
+    def way(name: str) -> Any:
+        def embed(texts: list[str]) -> None:
+            seen.append(name)
+            clock[0] += seconds[name]
 
-    def quick(texts: list[str]) -> None:
-        clock[0] += 1
+        return embed
 
-    modes.measure({"slow": slow, "quick": quick}, ["a"], rounds=3, drop_if_slower=("slow", 1.5))
-    assert len(seen) == 2  # the warm-up and the first round: then timed no more
-    for weights, expected in [(1_000_000, 200), (22_700_000, 198), (109_000_000, 41), (335_000_000, 28)]:
-        monkeypatch.setattr(exact, "_parameters", lambda model, weights=weights: weights)
-        assert exact._timed_rows(None) == expected
+    return {name: way(name) for name in seconds}, seen
+
+
+def test_torch_is_timed_no_more_once_its_first_round_is_far_slower(monkeypatch: pytest.MonkeyPatch) -> None:
+    ways, seen = _clocked(monkeypatch, {"torch": 2.0, "runtime": 1.0})
+    speeds = modes.measure(ways, ["a"], rounds=3, drop_if_slower=("torch", 1.5))
+    assert seen.count("torch") == 2 and seen.count("runtime") == 4  # a warm-up and its rounds
+    assert speeds["torch"][0] == 0.5 and speeds["runtime"][0] == 1.0
+    ways, seen = _clocked(monkeypatch, {"torch": 2.0, "runtime": 1.0})
+    modes.measure(ways, ["a"], rounds=3, drop_if_slower=("torch", 2.5))  # within the factor: all rounds
+    assert seen.count("torch") == 4
+    ways, seen = _clocked(monkeypatch, {"torch": 1.0, "runtime": 3.0})
+    modes.measure(ways, ["a"], rounds=3, drop_if_slower=("torch", 1.5))  # the runtime is never dropped
+    assert seen.count("torch") == seen.count("runtime") == 4
+
+
+def test_a_way_that_is_not_exact_is_neither_timed_nor_chosen(
+    tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
+    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    real_all, real_measure, timed = exact._all_hidden, exact.measure, []
+
+    def off(model: Any, texts: list[str]) -> np.ndarray:  # ONNX Runtime's states read 1e-3 off
+        return real_all(model, texts) + (1e-3 if model.backend == "onnxruntime" else 0.0)
+
+    monkeypatch.setattr(exact, "_all_hidden", off)
+    monkeypatch.setattr(
+        exact, "measure", lambda ways, texts, **kw: timed.extend(ways) or real_measure(ways, texts, **kw)
+    )
+    m = bertscope.load(tiny_dirs["bert"], device="cpu", remeasure=True)
+    assert "onnxruntime float32" not in timed and exact._TORCH in timed
+    assert m.info().backend != "onnxruntime"
 
 
 def test_cuda_and_other_dtypes_stay_on_torch(

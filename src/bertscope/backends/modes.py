@@ -121,9 +121,10 @@ def measure(
     """name -> (texts per second, median of `rounds` alternating rounds after a warm-up; vectors (n, d)).
 
     `rounds=0` runs each way once, untimed (speed 0.0): drift only. `drop_if_slower=(name, factor)`: that
-    way is timed no more once its first round took over `factor` times the fastest first round (its one
-    round stands). Only a way with nothing to warm (torch's eager forward) should be named: a runtime's
-    first round carries its first sight of each batch shape, so it would be dropped on that alone.
+    way is timed no more once its first round took over `factor` (at least 1) times the fastest first
+    round (its one round stands; a name not among `ways` drops nothing). Only a way with nothing to warm
+    (torch's eager forward) should be named: a runtime's first round carries its first sight of each
+    batch shape, so it would be dropped on that alone.
     """
     batch = list(texts)
     # A short warm-up: each way has run before it is timed (the exact default's checks, a fast mode's
@@ -138,7 +139,8 @@ def measure(
             times[name].append(time.perf_counter() - start)
         if round_number == 0 and drop_if_slower is not None:
             slow, factor = drop_if_slower
-            if times[slow][0] > factor * min(first for first, *_ in times.values()):
+            fastest = min(first for first, *_ in times.values())
+            if slow in timed and times[slow][0] > max(factor, 1.0) * fastest:
                 timed.pop(slow)
     return {
         name: (len(batch) / statistics.median(times[name]) if rounds else 0.0, np.asarray(vectors[name]))

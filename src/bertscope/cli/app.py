@@ -143,7 +143,14 @@ EngineOpt = Annotated[
         help="local, or ray (Ray Data; -o names a folder of shards).",
     ),
 ]
-ThreadsOpt = Annotated[int | None, typer.Option("--threads", min=1, help="Torch CPU threads (default: all).")]
+ThreadsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--threads",
+        min=1,
+        help="CPU threads of every runtime (default: the physical cores); 512 tokens a forward each.",
+    ),
+]
 LayersOpt = Annotated[
     str | None, typer.Option("--layers", "-l", help="Layer spec: -1, -2, 0, 6, -4:, 1:4, 0,6, all.")
 ]

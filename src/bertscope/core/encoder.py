@@ -43,7 +43,8 @@ __all__ = [
 ]  # fmt: skip
 
 # Padded tokens per forward on the CPU (at least MIN_ROWS rows whatever their width): 512 a thread, from
-# CPU_TOKEN_BUDGET to CPU_MAX_TOKEN_BUDGET (`cpu_token_budget`). On 2 threads smaller batches keep the
+# CPU_TOKEN_BUDGET (the base budget, 2 threads' and other non-CUDA devices') to CPU_MAX_TOKEN_BUDGET
+# (`cpu_token_budget`). On 2 threads smaller batches keep the
 # activations in cache: on a Zen 5 (AVX-512) 1024 ran every runtime 1.06-1.20x faster than 2048 (int8 the
 # most), and on a Zen 3 (AVX2) torch ran 1024 level with 2048 while 512 lost 5%. On a 16-core Xeon 1024
 # split each forward too thin: 8192 ran OpenVINO bfloat16 1.30-1.34x, OpenVINO float32 1.07-1.10x and torch
@@ -91,7 +92,10 @@ class Encoder:
             facts = ModelFacts(self.family.num_layers(hf_model), int(word.num_embeddings), has_pooler)
         self.max_tokens = self._token_limit(max_tokens)
         self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
-        device_budget = CUDA_TOKEN_BUDGET if self.device_type == "cuda" else cpu_token_budget(cpu_threads())
+        # The fixed cost of a forward (`call_tokens`) stays the one measured at the base budget: the budget
+        # sweeps that chose the thread-scaled CPU budget changed the budget alone (bench/budget_sweep.py).
+        base_budget = CUDA_TOKEN_BUDGET if self.device_type == "cuda" else CPU_TOKEN_BUDGET
+        device_budget = cpu_token_budget(cpu_threads()) if self.device_type == "cpu" else base_budget
         budget = token_budget or device_budget
         self.engine = Engine(
             lambda: self.loaded.model,
@@ -102,7 +106,7 @@ class Encoder:
             device=device,
             token_budget=budget,
             min_rows=MIN_ROWS if token_budget is None else 1,
-            call_tokens=CALL_COST * device_budget,
+            call_tokens=CALL_COST * base_budget,
         )
         if not self.light:
             self.engine.model  # noqa: B018 - warms the hidden-state hooks now, before any caller's hooks

@@ -16,9 +16,10 @@ from .tokens import Tokens, window_owner
 
 __all__ = ["CALL_COST", "MIN_ROWS", "Segment", "batches", "chunks", "segments_of", "stitch", "windowed"]
 
-# A forward's fixed cost, as a share of the token budget's compute: on a CPU at the 1,024-token budget
-# it is 64 tokens (300 news sentences ran fastest with it between 32 and 64, bench/BENCHMARKS.md
-# "Batches"). On a GPU the budget is 64x larger and so is the cost this assumes (not yet measured there).
+# A forward's fixed cost, as a share of the base token budget's compute: on a CPU at the 1,024-token
+# budget it is 64 tokens (300 news sentences ran fastest with it between 32 and 64, bench/BENCHMARKS.md
+# "Batches"), kept where more threads raise the budget (core/encoder.py). On a GPU the budget is 64x larger
+# and so is the cost this assumes (not yet measured there).
 CALL_COST = 1 / 16
 # Under the default budget, long rows get at least this many per forward (sentence-transformers' batch is
 # 32): 8 documents of 512 tokens were 4 forwards under the 2,048-token budget; a forward of 16 x 512 tokens
@@ -80,7 +81,7 @@ def batches(
     The rows are sorted by length, and the cuts are the cheapest path over them: a batch of sorted rows
     i..j-1 is padded to row i's length, holds at most `max_batch` rows and at most max(`token_budget`,
     `min_rows` x width) tokens, and costs its padded tokens plus `call_tokens`, a forward's fixed cost in
-    tokens (the engine passes `CALL_COST` x its device's default budget, so a budget the user raises does
+    tokens (the engine passes `CALL_COST` x its device's base budget, so a budget the user raises does
     not make each forward look dearer; without it, `CALL_COST` x `token_budget`). So one long outlier
     does not pad a batch of short texts to its length, a handful of short texts (a service's requests) is
     not cut into many tiny forwards, and a forward fills the budget only where that pads little (300
