@@ -44,11 +44,11 @@ __all__ = [
 
 # Padded tokens per forward on the CPU (at least MIN_ROWS rows whatever their width): 512 a thread, from
 # CPU_TOKEN_BUDGET (the base budget, 2 threads' and other non-CUDA devices') to CPU_MAX_TOKEN_BUDGET
-# (`cpu_token_budget`). On 2 threads smaller batches keep the
-# activations in cache: on a Zen 5 (AVX-512) 1024 ran every runtime 1.06-1.20x faster than 2048 (int8 the
-# most), and on a Zen 3 (AVX2) torch ran 1024 level with 2048 while 512 lost 5%. On a 16-core Xeon 1024
-# split each forward too thin: 8192 ran OpenVINO bfloat16 1.30-1.34x, OpenVINO float32 1.07-1.10x and torch
-# 1.04-1.08x faster than 1024, and 16384 no faster (bench/budget_sweep.py; bench/BENCHMARKS.md).
+# (`cpu_token_budget`). On 2 threads smaller batches keep the activations in cache: on a Zen 5 (AVX-512)
+# 1024 ran every runtime 1.06-1.20x faster than 2048 (int8 the most), and on a Zen 3 (AVX2) torch ran 1024
+# level with 2048 while 512 lost 5%. On a 16-core Xeon 1024 split each forward too thin: 8192 ran OpenVINO
+# bfloat16 1.30-1.34x, OpenVINO float32 1.07-1.10x and torch 1.04-1.08x faster than 1024, and 16384 no
+# faster (bench/budget_sweep.py; bench/BENCHMARKS.md).
 CPU_TOKEN_BUDGET = 1024
 CPU_TOKENS_PER_THREAD = 512
 CPU_MAX_TOKEN_BUDGET = 8192
