@@ -309,8 +309,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     PEAKS.update(peak.peaks(threads))
     info["peaks"] = PEAKS
     print("peaks: " + "; ".join(f"{k} {v['gflops'] or '-'} ({v['how']})" for k, v in PEAKS.items()))
+    from bertscope.core.encoder import cpu_token_budget  # the engine's default for these threads
+
     print(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; {info['cpu']}, {info['cores']} cores, "
-          f"{' '.join(info['flags'])}; {threads} threads; load {info['loadavg_at_start']}")  # fmt: skip
+          f"{' '.join(info['flags'])}; {threads} threads (token budget {cpu_token_budget(threads)}); "
+          f"load {info['loadavg_at_start']}")  # fmt: skip
     print("versions: " + ", ".join(f"{k} {v}" for k, v in info["versions"].items()))
     only = {o.strip() for o in args.only.split(",")} if args.only else None
     results: dict[str, Any] = {}

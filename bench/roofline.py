@@ -43,6 +43,7 @@ from profile_int8 import kernel_events
 import bertscope
 from bertscope.backends.onnx import runtime_feed
 from bertscope.core.cpu import cpu_flags, cpu_name
+from bertscope.core.encoder import cpu_token_budget
 
 # way -> (load() options, precision); the exact default picks one of the float32 ones by measurement
 WAYS: dict[str, tuple[dict[str, Any], str]] = {
@@ -243,7 +244,7 @@ def main() -> None:
     else:
         texts = split_sentences(lee_documents())[: args.texts]
     flags = " ".join(sorted(f for f in cpu_flags() if f.startswith(("avx", "amx"))))
-    cpus = f"{os.cpu_count()} CPUs, {args.threads} threads"
+    cpus = f"{os.cpu_count()} CPUs, {args.threads} threads, token budget {cpu_token_budget(args.threads)}"
     print(f"# {cpu_name()} ({platform.machine()}), {cpus}; flags: {flags}")
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; load {os.getloadavg()[0]:.2f}; "
           f"{len(texts)} texts; median of {args.rounds} embeds per way")  # fmt: skip
