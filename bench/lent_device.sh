@@ -14,7 +14,8 @@
 #       and /tmp/gpu with it): cpu.txt/cpu.json (bench_peers on the machine's CPU, OpenVINO's ways too,
 #       against its measured peaks), roofline.txt (bench/roofline.py: where each CPU way's time goes) and
 #       exact_rank.txt (bench/exact_rank.py: what the exact default chooses there, and why)
-# Each step runs even when one before it failed, so a failure costs only its own figures.
+# Each step runs even when one before it failed, so a failure costs only its own figures; each stage's
+# timeouts add up to under the device tool's 10 minutes a call (the cpu stage took about 3 minutes there).
 out=${1:?give the folder to write into}
 stage=${2:?give the stage: gpu or cpu}
 case "$stage" in gpu|cpu) ;; *) echo "unknown stage $stage: give gpu or cpu"; exit 2;; esac
@@ -35,10 +36,10 @@ if ls .whl/*.whl >/dev/null 2>&1; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
         && export PYTHONPATH=/tmp/site:src
 fi
-timeout 270 python3 bench/bench_peers.py --models /tmp/gpu/model --corpora /tmp/gpu/texts.txt --limit 600 --rounds 3 \
+timeout 240 python3 bench/bench_peers.py --models /tmp/gpu/model --corpora /tmp/gpu/texts.txt --limit 600 --rounds 3 \
     --only "ST torch,bertscope default,bertscope bfloat16,bertscope openvino,bertscope int8,bertscope fast" \
     --out "$out/cpu.json" 2>&1 | quiet | tee "$out/cpu.txt"
-timeout 170 python3 bench/roofline.py --model /tmp/gpu/model --texts-file /tmp/gpu/texts.txt --texts 600 --rounds 3 \
+timeout 150 python3 bench/roofline.py --model /tmp/gpu/model --texts-file /tmp/gpu/texts.txt --texts 600 --rounds 3 \
     --ways "onnxruntime float32,openvino float32,openvino bfloat16,openvino int8 static" 2>&1 | quiet | tee "$out/roofline.txt"
-timeout 200 python3 bench/exact_rank.py --model /tmp/gpu/model --texts-file /tmp/gpu/texts.txt --rows 28,200 \
+timeout 150 python3 bench/exact_rank.py --model /tmp/gpu/model --texts-file /tmp/gpu/texts.txt --rows 28,200 \
     2>&1 | quiet | tee "$out/exact_rank.txt"
