@@ -46,7 +46,8 @@ def use_openvino(
         precision=precision,
         log=stderr,
         calibration=encoder.calibration_batches,
-        calibration_texts=calibration_or_shipped(calibration),
+        # read only where scales are fitted: the exact default opens float32 at every first load
+        calibration_texts=calibration_or_shipped(calibration) if precision == "int8_static" else (),
     )
     encoder.engine.runner = runner
     encoder.backend = "openvino"
