@@ -200,6 +200,39 @@ def test_tiny_token_budget_forces_many_batches(
     np.testing.assert_allclose(vectors, bundled.embed(texts).vectors, atol=1e-5, rtol=0)
 
 
+def test_a_forward_fetching_every_layer_holds_its_states_within_the_bound(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The token budget is sized for one hidden state: forwards that fetch all 7 of MiniLM's are cut so
+    their float32 states stay within STATES_BYTES_PER_FORWARD (long rows too), one layer's are not, and
+    every token's vectors are the same as under the engine's own budget."""
+    from bertscope.core import engine as engine_module
+
+    texts = _batch_texts()[:24] + [LONG_PARAGRAPH * 8]  # the last one is cut into windows of 256
+    whole = bundled.embed_tokens(texts, layers="all", combine="concat", long="window")
+    assert len(whole[-1].vectors) > 256
+    per_token = 7 * 384 * 4
+    monkeypatch.setattr(engine_module, "STATES_BYTES_PER_FORWARD", 300 * per_token)
+    engine = bundled.engine
+    assert engine.forward_limits(7) == (300, 1)  # one row of 256 fits 300 tokens, two do not
+    assert engine.forward_limits(1) == (min(engine.token_budget, 2100), min(engine.min_rows, 2100 // 256))
+    forwards: list[tuple[int, int]] = []  # (padded tokens, states fetched) of each forward
+    original = engine_module.Engine.forward
+
+    def spy(self: Any, ids: np.ndarray, type_ids: Any, mask: Any, deepest: int, layers: Any = None) -> Any:
+        forwards.append((ids.size, len(layers)))
+        return original(self, ids, type_ids, mask, deepest, layers)
+
+    monkeypatch.setattr(engine_module.Engine, "forward", spy)
+    cut = bundled.embed_tokens(texts, layers="all", combine="concat", long="window")
+    assert forwards and all(states == 7 and tokens <= 300 for tokens, states in forwards)
+    for a, b in zip(whole, cut, strict=True):
+        np.testing.assert_allclose(b.vectors, a.vectors, atol=1e-5, rtol=0)
+    forwards.clear()
+    bundled.embed_tokens(texts[:24], layers="-1")
+    assert max(tokens for tokens, _ in forwards) > 300  # one state: the engine's own budget
+
+
 def test_token_vectors_do_not_depend_on_batching(
     bundled: bertscope.Model, small_budget: bertscope.Model
 ) -> None:

@@ -80,7 +80,9 @@ class Encoder:
             self.max_positions = view.max_positions
             backend = view.tokenizer
             info = view.info() or {}
-            facts = ModelFacts(int(info["layers"]), int(info["vocab_size"]), view.has_pooler)
+            facts = ModelFacts(
+                int(info["layers"]), int(info["hidden_size"]), int(info["vocab_size"]), view.has_pooler
+            )
         else:
             hf_model = loaded.model
             pad = loaded.tokenizer.pad_token_id
@@ -89,7 +91,9 @@ class Encoder:
             backend = loaded.tokenizer.backend_tokenizer
             word = self.family.parts(hf_model).word
             has_pooler = self.family.pooler(hf_model) is not None
-            facts = ModelFacts(self.family.num_layers(hf_model), int(word.num_embeddings), has_pooler)
+            config = hf_model.config
+            hidden = int(config.hidden_size if hasattr(config, "hidden_size") else config.dim)
+            facts = ModelFacts(self.family.num_layers(hf_model), hidden, int(word.num_embeddings), has_pooler)
         self.max_tokens = self._token_limit(max_tokens)
         self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
         # The fixed cost of a forward (`call_tokens`) stays the one measured at the base budget: the budget

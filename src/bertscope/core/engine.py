@@ -26,8 +26,8 @@ from .spec import EmbedSpec
 from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
 
 __all__ = [
-    "MIN_ROWS", "TENSOR_POOLINGS", "Array", "AskedStates", "Engine", "ModelFacts", "States", "as_array",
-    "asked_states", "placed", "pool_tensor",
+    "MIN_ROWS", "STATES_BYTES_PER_FORWARD", "TENSOR_POOLINGS", "Array", "AskedStates", "Engine", "ModelFacts",
+    "States", "as_array", "asked_states", "placed", "pool_tensor",
 ]  # fmt: skip
 
 OnBatch = Callable[[int, int], None]
@@ -60,11 +60,22 @@ def placed(deepest: int, wanted: Sequence[int], arrays: Iterable[np.ndarray]) ->
 
 @dataclass(frozen=True)
 class ModelFacts:
-    """What the engine needs to know of a model without holding it: its layers, vocabulary rows, pooler."""
+    """What the engine needs to know of a model without holding it: its layers, width, vocabulary rows,
+    pooler."""
 
     n_layers: int
+    hidden_size: int
     vocab_rows: int
     has_pooler: bool
+
+
+# The float32 hidden states one forward hands back are bounded in bytes as well as tokens. The token
+# budget is sized for one state (it grows with the CPU's threads and is 65,536 on CUDA), and a forward
+# that fetches every layer holds one array per layer: all 13 of a base model at 8,192 tokens are 327 MB,
+# all 25 of a large one at CUDA's budget 6.7 GB. Long rows get fewer than MIN_ROWS a forward where that
+# many of the longest width would pass the bound. A forward of one or a few layers keeps its budget (one
+# state of a base model at 65,536 tokens is 201 MB).
+STATES_BYTES_PER_FORWARD = 256 * 2**20
 
 
 class Engine:
@@ -101,6 +112,7 @@ class Engine:
         self.call_tokens = call_tokens  # a forward's fixed cost in tokens, for segments.batches
         self.chunk_size = chunk_size
         self.n_layers = facts.n_layers
+        self.hidden_size = facts.hidden_size
         self.vocab_rows = facts.vocab_rows
         self._has_pooler = facts.has_pooler
         self.runner: Runner | None = None
@@ -373,7 +385,8 @@ class Engine:
         `on_device` leaves each hidden a float32 torch tensor where the forward ran (for `_pool`)."""
         wanted = frozenset(i for spec in specs.values() for i in spec.layers)
         deepest = max(wanted)
-        for batch in batches(segments, self.token_budget, self.max_batch, self.min_rows, self.call_tokens):
+        budget, min_rows = self.forward_limits(len(wanted))
+        for batch in batches(segments, budget, self.max_batch, min_rows, self.call_tokens):
             ids, mask = pad_batch([s.ids for s in batch], self.pad_id)
             type_ids, _ = pad_batch([s.type_ids for s in batch], 0)
             states = self.forward(ids, type_ids, mask, deepest, wanted)
@@ -392,6 +405,13 @@ class Engine:
             if on_batch is not None:
                 on_batch(len({s.text_index for s in batch}), int(mask.sum()))
             yield batch, views
+
+    def forward_limits(self, n_states: int) -> tuple[int, int]:
+        """(token budget, least rows of any width) of a forward fetching `n_states` hidden states: the
+        engine's own, less where those states as float32 could pass `STATES_BYTES_PER_FORWARD`."""
+        tokens = STATES_BYTES_PER_FORWARD // (max(n_states, 1) * self.hidden_size * 4)
+        widest = max(self.tokenizer.max_tokens, 1)
+        return max(1, min(self.token_budget, tokens)), max(1, min(self.min_rows, tokens // widest))
 
     def _pool(self, hidden: Any, mask: np.ndarray, spec: EmbedSpec) -> np.ndarray:
         """(batch, d) float32 sentence vectors of hidden (batch, tokens, d) float32 under a 0/1 mask.
