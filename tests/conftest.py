@@ -77,6 +77,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_int8.py": 35,
     "test_store_fingerprint.py": 25,
     "test_structural.py": 40,
+    "test_backend_choice.py": 10,
 }
 
 

@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 __all__ = ["CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Model", "ModelInfo", "cpu_token_budget", "load"]
 
 
+_DEFAULT_MIN_COSINE = 0.999  # mode="fast"'s drift bound: the least cosine to float32 it keeps
+
+
 def load(
     name: str | os.PathLike[str] | None = None,
     *,
@@ -49,7 +52,7 @@ def load(
     quantize: Quantize | str | None = None,
     calibration: Sequence[str] | None = None,
     mode: Mode | str = Mode.EXACT,
-    fast_min_cosine: float = 0.999,
+    fast_min_cosine: float = _DEFAULT_MIN_COSINE,
     remeasure: bool = False,
     trust_remote_code: bool = False,
 ) -> Model:
@@ -80,15 +83,10 @@ def load(
         from .core.cpu import ask_threads
 
         ask_threads(threads)
-    if (
-        calibration is not None
-        and Backend.parse(backend, what="backend") is Backend.OPENVINO
-        and Quantize.parse(quantize or Quantize.NONE, what="quantize") is not Quantize.INT8_STATIC
-    ):
-        raise InvalidSpec(
-            "backend='openvino' reads no calibration texts but with quantize='int8_static' (its int8 takes "
-            "each activation's scale at run time); leave calibration out, or add quantize='int8_static'"
-        )
+    _refuse_unread_options(
+        backend=backend, quantize=quantize, mode=mode, calibration=calibration,
+        fast_min_cosine=fast_min_cosine, remeasure=remeasure,
+    )  # fmt: skip
     asked = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize, "mode": mode}
     if _opens_light(asked, trust_remote_code):
         light = _load_light(
@@ -138,6 +136,41 @@ def load(
         # only what a plain load would choose is kept for `bertscope info` (no threads, float32 asked)
         choose_exact(model, remeasure=remeasure, record=threads is None and torch_dtype is torch.float32)
     return model
+
+
+def _refuse_unread_options(
+    *,
+    backend: Backend | str,
+    quantize: Quantize | str | None,
+    mode: Mode | str,
+    calibration: Sequence[str] | None,
+    fast_min_cosine: float,
+    remeasure: bool,
+) -> None:
+    """Refuse an option that the other options asked leave unread: it would be ignored without a word."""
+    chosen = Backend.parse(backend, what="backend")
+    scheme = Quantize.parse(quantize or Quantize.NONE, what="quantize")
+    fast = Mode.parse(mode, what="mode") is Mode.FAST
+    if calibration is not None and chosen is Backend.OPENVINO and scheme is not Quantize.INT8_STATIC:
+        raise InvalidSpec(
+            "backend='openvino' reads no calibration texts but with quantize='int8_static' (its int8 takes "
+            "each activation's scale at run time); leave calibration out, or add quantize='int8_static'"
+        )
+    if calibration is not None and not fast and scheme is Quantize.NONE:
+        raise InvalidSpec(
+            "calibration= fits int8's scales and is read only with quantize= (int8, int8_fused, "
+            "int8_static) or mode='fast'; leave it out, or add one of them"
+        )
+    if fast_min_cosine != _DEFAULT_MIN_COSINE and not fast:
+        raise InvalidSpec(
+            f"fast_min_cosine={fast_min_cosine} is the bound mode='fast' chooses within (--fast on the "
+            "command line); add mode='fast', or leave it out"
+        )
+    if remeasure and not fast and (chosen is not Backend.AUTO or scheme is not Quantize.NONE):
+        raise InvalidSpec(
+            "remeasure=True times the exact default or mode='fast' again, and these options name the "
+            "runtime themselves (backend= or quantize=): nothing is measured; leave remeasure out"
+        )
 
 
 def _opens_light(asked: dict[str, Any], trust_remote_code: bool) -> bool:

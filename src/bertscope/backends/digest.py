@@ -22,19 +22,20 @@ def _cache_parent() -> Path:
     return cache_root()
 
 
-# The files whose bytes make a model what it is: config, weights, tokenizer. A folder's other files
-# (README, sentence-transformers settings, the ONNX files some repos carry) do not change the graph.
+# The files whose bytes make a model what it is: config, weights, tokenizer, and the model code a folder
+# ships (`auto_map`, run with trust_remote_code): an edit to that code changes the graph an export traced.
+# A folder's other files (README, sentence-transformers settings, the ONNX files some repos carry) do not.
 _CONTENT_FILES = (
     "config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
     "vocab.json", "merges.txt", "added_tokens.json", "spiece.model", "sentencepiece.bpe.model",
     "model.safetensors.index.json", "pytorch_model.bin.index.json",
 )  # fmt: skip
-_CONTENT_SUFFIXES = (".safetensors", ".bin", ".model")
+_CONTENT_SUFFIXES = (".safetensors", ".bin", ".model", ".py")
 _DIGESTS: dict[tuple[Any, ...], str] = {}
 
 
 def content_digest(folder: Path) -> str:
-    """20 hex digits of SHA-256 over a model folder's config, weight and tokenizer files (names and bytes).
+    """20 hex digits of SHA-256 over a model folder's config, weight, tokenizer and code files (names, bytes).
 
     The same model in two checkouts or venvs is one digest, so one export; a changed weight or vocabulary
     is another. Remembered per file sizes and times (in this process and in the cache), so a fresh process

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 from filelock import FileLock
 
-from ..core.cpu import machine_key
-from ..errors import ModelLoadError
+from ..core.cpu import cpu_threads, machine_key
+from ..errors import BackendUnavailable, ModelLoadError
 from .fast import (
     Measured,
     fast_cache_dir,
@@ -105,8 +105,12 @@ def choose_exact(model: Any, *, remeasure: bool = False, record: bool = True) ->
                 measured = _measure(model, wanted, texts, digest)
                 write_measured(path, measured)
                 say(f"exact default: measured in {time.perf_counter() - start:.1f} s")
-        best = _fastest_exact(measured, wanted)
-        _switch(model, best.mode, digest)
+        for best in _exact_by_speed(measured, wanted):
+            try:
+                _switch(model, best.mode, digest)
+                break
+            except BackendUnavailable as exc:  # found when measured, cannot be imported now
+                say(f"exact default: {best.mode} cannot run here ({exc}); the next fastest exact way runs")
         model.exact_choice = _recorded(best, path)
     folder = getattr(model.loaded, "path", None)
     if record and folder is not None:
@@ -124,9 +128,10 @@ def _measured_path(family: str, digest: str) -> Path:
     return fast_cache_dir() / f"{family}-{digest}-{machine_key()}-exact-f{EXACT_FORMAT}-{graphs_key()}.json"
 
 
-def _fastest_exact(measured: list[Measured], wanted: dict[str, dict[str, Any]]) -> Measured:
+def _exact_by_speed(measured: list[Measured], wanted: dict[str, dict[str, Any]]) -> list[Measured]:
+    """The measured ways within `EXACT_ATOL` of torch, fastest first (torch always among them)."""
     exact = [m for m in measured if m.mode in wanted and m.max_abs <= EXACT_ATOL]
-    return max(exact, key=lambda m: m.texts_per_s)
+    return sorted(exact, key=lambda m: m.texts_per_s, reverse=True)
 
 
 def _recorded(best: Measured, path: Path) -> dict[str, Any]:
@@ -164,7 +169,7 @@ def _parameters(model: Any) -> int:
 def _switch(model: Any, label: str, digest: str) -> None:
     """Run `model` on the way named `label`; a runtime built before in this process is reused."""
     backend = _backend(label)
-    key = (label, digest)
+    key = (label, digest, cpu_threads())  # a runtime keeps the threads it was opened with
     if backend is None:
         model.use_torch()
     elif key in _RUNNERS:
@@ -178,9 +183,9 @@ def _switch(model: Any, label: str, digest: str) -> None:
         _RUNNERS[key] = model.engine.runner
 
 
-# (label, weights' hash) -> an opened runtime: a process that loads the same model again (a test suite,
-# a notebook) does not open ONNX Runtime or compile OpenVINO again.
-_RUNNERS: dict[tuple[str, str], Any] = {}
+# (label, weights' hash, threads) -> an opened runtime: a process that loads the same model again (a test
+# suite, a notebook) does not open ONNX Runtime or compile OpenVINO again.
+_RUNNERS: dict[tuple[str, str, int], Any] = {}
 _RUNTIME_DTYPE = {"onnxruntime": None, "openvino": "float32"}
 
 
@@ -192,7 +197,8 @@ def _measure(model: Any, wanted: dict[str, dict[str, Any]], texts: list[str], di
     for label in wanted:
         try:
             _switch(model, label, digest)
-        except ModelLoadError as exc:  # a model the exporter cannot trace: that way does not apply
+        # a model the exporter cannot trace, or a runtime found but not importable: that way does not apply
+        except (ModelLoadError, BackendUnavailable) as exc:
             say(f"exact default: {label} does not apply ({exc})")
             gaps[label] = float("inf")
             continue

@@ -273,7 +273,10 @@ def cached_export(path: Path, *, log: Callable[[str], None] | None = None) -> Pa
     if about.get("bytes") == stat.st_size and about.get("mtime_ns") == stat.st_mtime_ns:
         return path
     if about.get("bytes") == stat.st_size and about.get("sha256") == file_sha256(path):
-        record_export(path, {**about, "mtime_ns": stat.st_mtime_ns})  # copied or touched, still whole
+        try:  # copied or touched, still whole: remember its new time, so it is not hashed again
+            record_export(path, {**about, "mtime_ns": stat.st_mtime_ns})
+        except OSError:  # a read-only cache: hashed again next time, never refused
+            pass
         return path
     if log is not None:
         log(f"the cached export {path} does not match its recorded size and SHA-256; exporting it again")

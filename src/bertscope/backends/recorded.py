@@ -2,20 +2,22 @@
 without torch.
 
 `load()` with the exact default records, per model folder, the `ModelInfo` fields the choice sets
-(backend, dtype, exact) with what they hold for: the folder's files (sizes and times), this CPU, its
-OMP_NUM_THREADS and bertscope's version. A load with `threads=` asked records nothing (the choice holds
-for that thread count only). Reading it back imports no torch; anything changed, and `info` loads.
+(backend, dtype, exact) with what they hold for: the folder's files (sizes and times), this CPU, the
+threads its runtimes use and bertscope's version. A load with `threads=` asked records nothing (the
+choice holds for that thread count only). Reading it back imports no torch; anything changed, and `info`
+loads.
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 from pathlib import Path
 from typing import Any
 
-from ..core.cpu import cpu_flags, cpu_name
+from ..core.cpu import cpu_flags, cpu_name, cpu_threads
 from ..core.folder import FolderView, read_json_object
 
 __all__ = ["cache_root", "folder_info", "recall", "remember"]
@@ -54,6 +56,9 @@ def recall(folder: Path, device: str) -> dict[str, Any] | None:
     if not isinstance(entry, dict) or entry.get("holds_for") != _holds_for(folder, device):
         return None
     runtime = entry.get("runtime")
+    backend = (runtime or {}).get("backend")
+    if backend not in (None, "torch") and importlib.util.find_spec(backend) is None:
+        return None  # uninstalled since: a load chooses again among what is here
     measured = (runtime or {}).get("exact", {}).get("measured")
     if measured is not None and not _fresh(Path(measured)):
         return None  # measured again since, forgotten (--remeasure) or from another install
@@ -71,7 +76,7 @@ def _holds_for(folder: Path, device: str) -> str:
     from ..core.version import __version__
 
     files = sorted([p.name, p.stat().st_size, p.stat().st_mtime_ns] for p in folder.iterdir() if p.is_file())
-    about = [files, cpu_name(), sorted(cpu_flags()), os.environ.get("OMP_NUM_THREADS"), __version__, device]
+    about = [files, cpu_name(), sorted(cpu_flags()), cpu_threads(), __version__, device]
     return hashlib.sha256(json.dumps(about).encode()).hexdigest()[:24]
 
 
