@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +91,26 @@ def test_a_runtime_that_fails_to_import_while_measuring_does_not_apply(
     gaps = {m.mode: m.max_abs for m in measured}
     assert gaps[exact._TORCH] == 0.0
     assert all(gap == float("inf") for label, gap in gaps.items() if label != exact._TORCH)
+
+
+def test_an_upgraded_library_measures_the_exact_default_again(tmp_path: Path, monkeypatch: Any) -> None:
+    """torch, transformers or a runtime reinstalled: whether each way is exact is measured again (the key
+    reads the packages' file times, so no import and no metadata scan)."""
+    stamp = tmp_path / "__init__.py"
+    stamp.write_text("")
+    real = importlib.util.find_spec
+
+    def found(name: str, *args: Any) -> Any:
+        spec = real(name)
+        if name == "onnxruntime" and spec is not None:
+            spec = importlib.util.spec_from_file_location(name, stamp)
+        return spec
+
+    monkeypatch.setattr(importlib.util, "find_spec", found)
+    before = exact._measured_path("bert", "digest")
+    assert exact._measured_path("bert", "digest") == before
+    os.utime(stamp, ns=(1, 1))
+    assert exact._measured_path("bert", "digest") != before
 
 
 def test_info_forgets_a_recorded_runtime_uninstalled_since(tmp_path: Path, monkeypatch: Any) -> None:
