@@ -78,6 +78,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_store_fingerprint.py": 25,
     "test_structural.py": 40,
     "test_backend_choice.py": 10,
+    "test_openvino_cache.py": 8,
 }
 
 

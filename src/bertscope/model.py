@@ -179,13 +179,20 @@ def _opens_light(asked: dict[str, Any], trust_remote_code: bool) -> bool:
     to make an export that is not cached yet, or to run a forward on torch."""
     from .core.folder import default_device
 
-    if trust_remote_code or asked["quantize"] not in (None, "none", Quantize.NONE):
+    if (
+        trust_remote_code
+        or Quantize.parse(asked["quantize"] or Quantize.NONE, what="quantize") is not Quantize.NONE
+    ):
         return False
     if Mode.parse(asked["mode"], what="mode") is not Mode.EXACT:
         return False
     if Backend.parse(asked["backend"], what="backend") is Backend.TORCH:
         return False
-    if str(asked["dtype"]).removeprefix("torch.") not in ("float32", DType.FLOAT32.value):
+    dtype = asked["dtype"]
+    if (DType.parse(dtype, what="dtype") if isinstance(dtype, str) else str(dtype)) not in (
+        DType.FLOAT32,
+        "torch.float32",
+    ):
         return False
     device = str(asked["device"] or "auto")
     return device == "cpu" or (device == "auto" and default_device() == "cpu")

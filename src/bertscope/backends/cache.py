@@ -15,6 +15,9 @@ __all__ = ["CachedFile", "cached_files", "clear_cache"]
 
 # The cache's folders of files that belong to one model (their names begin <family>-<digest>-).
 _KINDS = {"onnx": "ONNX export", "openvino": "OpenVINO model", "fast": "runtime measurement"}
+# The files whose record (size and SHA-256, a .json of the same name) sits beside them: an ONNX export, and
+# an OpenVINO model's weights (backends/onnx.py `cached_export`)
+_RECORDED = (".onnx", ".bin")
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,8 @@ def _files() -> Iterator[tuple[str, Path]]:
         for path in sorted((root / folder).iterdir()):
             if not path.is_file() or path.name.endswith((".lock", ".tmp")) or path.name == "folders.json":
                 continue
-            if folder == "onnx" and path.suffix != ".onnx" and path.with_suffix(".onnx").exists():
-                continue
+            if path.suffix == ".json" and any(path.with_suffix(s).exists() for s in _RECORDED):
+                continue  # the record of an export or an OpenVINO model: counted with it
             unused = (folder == "onnx" and not _current_export(path.name)) or (
                 folder == "openvino"
                 and not (f"-v{EXPORT_FORMAT}-" in path.name and f"-ir{IR_FORMAT}." in path.name)
@@ -69,7 +72,7 @@ def cached_files() -> list[CachedFile]:
     for kind, path in _files():
         digest = _digest_of(path)
         seen = tuple(sorted(folders.get(digest, ()))) if digest else ()
-        record = path.with_suffix(".json") if path.suffix == ".onnx" else None
+        record = path.with_suffix(".json") if path.suffix in _RECORDED else None
         size = path.stat().st_size + (record.stat().st_size if record and record.exists() else 0)
         found.append(CachedFile(kind, path, digest, size, seen))
     return found
@@ -80,6 +83,6 @@ def clear_cache(digest: str | None = None) -> list[CachedFile]:
     removed = [f for f in cached_files() if digest is None or f.digest == digest]
     for cached in removed:
         cached.path.unlink(missing_ok=True)
-        if cached.path.suffix == ".onnx":
+        if cached.path.suffix in _RECORDED:
             cached.path.with_suffix(".json").unlink(missing_ok=True)
     return removed

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+from filelock import FileLock
 
+from ..core._enums import Backend, DType, Quantize
 from ..core.cpu import cpu_name, cpu_threads, has_native_bf16, has_vnni, machine_key
 from ..core.encoder import Encoder
 from ..errors import InvalidSpec
@@ -147,9 +149,9 @@ def load_fast(
     another bertscope version, or when its figures are implausible (see `plausible`).
     """
     if (
-        str(asked["dtype"]).removeprefix("torch.") != "float32"
-        or str(asked["backend"]) != "auto"
-        or str(asked["quantize"] or "none") != "none"
+        not _is_float32(asked["dtype"])
+        or Backend.parse(asked["backend"], what="backend") is not Backend.AUTO
+        or Quantize.parse(asked["quantize"] or Quantize.NONE, what="quantize") is not Quantize.NONE
     ):
         raise InvalidSpec(
             "mode='fast' picks the backend, dtype and quantize itself; leave them out, or drop mode='fast'"
@@ -162,12 +164,16 @@ def load_fast(
     base = build(torch.float32)
     path = _cache_path(base, texts)
     wanted = candidates(device)
-    measured = None if remeasure else read_measured(path)
-    if measured is None or set(wanted) - {m.mode for m in measured}:
-        say(f"fast mode: measuring {len(wanted)} modes on {len(texts)} sentences, once for this model "
-             f"and machine ({cpu_name()}, {cpu_threads()} threads)")  # fmt: skip
-        measured = _measure_all(base, wanted, texts, build)
-        write_measured(path, measured)
+    writable_folder(path.parent)
+    # Replicas started at once (a server's workers) measure once and read the same figures, so they all
+    # choose the same mode: two measurements could choose two modes, whose vectors differ.
+    with FileLock(f"{path}.lock"):
+        measured = None if remeasure else read_measured(path)
+        if measured is None or set(wanted) - {m.mode for m in measured}:
+            say(f"fast mode: measuring {len(wanted)} modes on {len(texts)} sentences, once for this model "
+                 f"and machine ({cpu_name()}, {cpu_threads()} threads)")  # fmt: skip
+            measured = _measure_all(base, wanted, texts, build)
+            write_measured(path, measured)
     best = choose([m for m in measured if m.mode in wanted], min_cosine)
     if best.mode == _FLOAT32:
         say(f"fast mode: nothing on this machine beats torch float32 with min cosine >= {min_cosine}; "
@@ -185,6 +191,13 @@ def load_fast(
         "measured": str(path),
     }
     return model
+
+
+def _is_float32(dtype: DType | str | torch.dtype) -> bool:
+    """Whether `dtype` is float32: a torch dtype, or a name as `DType.parse` reads every dtype option."""
+    if isinstance(dtype, str):
+        return DType.parse(dtype, what="dtype") is DType.FLOAT32
+    return str(dtype) == "torch.float32"
 
 
 def graphs_key() -> str:

@@ -26,6 +26,9 @@ whose outliers vary most) keep int8 weights with run-time scales. On Zen 5 it ra
 on MiniLM and 1.5x or more on all-mpnet-base-v2, min cosine 0.995 on the held-out sentences
 (bench/BENCHMARKS.md); with every matmul static it ran faster still but fell to 0.988 on odd inputs. The
 IR is cached per calibration batches.
+
+Both int8 IRs are recorded and checked as the ONNX exports are (`_whole_ir`): a damaged one is made
+again, never trusted.
 """
 
 from __future__ import annotations
@@ -45,12 +48,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core._enums import DType, Quantize
 from ..core.cpu import cpu_threads, has_native_bf16
 from ..core.engine import Array, AskedStates, States, asked_states, placed
 from ..core.families import Family
+from ..core.fingerprint_facts import file_sha256
+from ..core.folder import read_json_object
 from ..core.loading import device_kind
-from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
-from .onnx import cache_dir, export_onnx, runtime_feed
+from ..errors import BackendUnavailable, InvalidSpec
+from .onnx import cache_dir, cached_export, export_onnx, record_export, runtime_feed, writable_folder
 
 if TYPE_CHECKING:
     import torch
@@ -105,6 +111,11 @@ def require_openvino() -> Any:
         raise BackendUnavailable(
             "backend='openvino' needs the openvino package: pip install 'bertscope[openvino]'"
         ) from exc
+    if not hasattr(openvino, "Core"):  # an uninstall's leftover folder imports as an empty namespace
+        raise BackendUnavailable(
+            f"the openvino found at {list(getattr(openvino, '__path__', []))} is not a whole install: "
+            "pip install --force-reinstall 'bertscope[openvino]'"
+        )
     return openvino
 
 
@@ -124,9 +135,12 @@ def openvino_cache_dir() -> Path:
     return cache_dir().parent / "openvino"
 
 
-def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: torch.device | str) -> str:
+def resolve_precision(
+    dtype: DType | str | torch.dtype, quantize: Quantize | str | None, device: torch.device | str
+) -> str:
     """float32, bfloat16, int8 or int8_static from load's options; refuses what OpenVINO cannot run here.
 
+    The names are read as every other option is (`DType.parse`, `Quantize.parse`: any case, `-` for `_`).
     bfloat16 on a CPU without it warns and falls back to float32 (what OpenVINO would silently run).
     """
     kind = device_kind(device)
@@ -135,22 +149,27 @@ def resolve_precision(dtype: str | torch.dtype, quantize: str | None, device: to
             f"backend='openvino' runs on the CPU; on {kind} use backend='torch' "
             "(with dtype='float16' or 'bfloat16' for speed)"
         )
-    name = str(dtype).removeprefix("torch.")
-    mode = str(quantize or "none")
-    if mode == "int8_fused":
+    # a torch dtype as resolve_dtype takes it; a name as DType names it
+    name = (
+        DType.parse(dtype, what="dtype").value
+        if isinstance(dtype, str)
+        else str(dtype).removeprefix("torch.")
+    )
+    mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
+    if mode is Quantize.INT8_FUSED:
         raise InvalidSpec(
             "quantize='int8_fused' is an ONNX Runtime graph; OpenVINO's are quantize='int8' or 'int8_static'"
         )
-    if mode not in ("none", "int8", "int8_static"):
-        raise InvalidSpec(f"unknown quantize {quantize!r}; choose one of: none, int8, int8_static")
     if name not in ("float32", "bfloat16"):
         raise InvalidSpec(
             f"backend='openvino' runs float32, bfloat16 or int8; dtype={name!r} needs backend='torch'"
         )
-    if mode != "none":
+    if mode is not Quantize.NONE:
         if name != "float32":
-            raise InvalidSpec(f"quantize='{mode}' keeps its float parts in float32; leave dtype at 'float32'")
-        return mode
+            raise InvalidSpec(
+                f"quantize='{mode.value}' keeps its float parts in float32; leave dtype at 'float32'"
+            )
+        return mode.value
     if name == "bfloat16" and not has_native_bf16():
         warnings.warn(
             "this CPU has no native bfloat16 (AVX-512 BF16 or AMX), so OpenVINO runs float32 here; "
@@ -288,15 +307,15 @@ class OpenVinoRunner:
 def _quantized(core: Any, onnx_path: Path, log: Callable[[str], None] | None) -> Path:
     """The cached int8-weight IR of the ONNX graph (NNCF weight compression); made now when missing."""
     path = openvino_cache_dir() / f"{onnx_path.stem}-int8-weights-ir{IR_FORMAT}.xml"
-    if not _cached(path):
-        nncf = _require_nncf()
+
+    def make(nncf: Any) -> Any:
         if log is not None:
             log(f"compressing the model's weights to int8 with NNCF -> {path}")
         source = core.read_model(str(onnx_path))
         with _quiet_nncf():
-            compressed = _compress_weights(nncf, source, keep=())
-        _save_ir(compressed, path)
-    return path
+            return _compress_weights(nncf, source, keep=())
+
+    return _cached_ir(path, make, log)
 
 
 def _static_quantized(
@@ -317,61 +336,88 @@ def _static_quantized(
         for array in (ids, type_ids, mask):
             key.update(np.ascontiguousarray(array, dtype=np.int64).tobytes() + str(array.shape).encode())
     path = openvino_cache_dir() / f"{onnx_path.stem}-int8-static-c{key.hexdigest()[:10]}-ir{IR_FORMAT}.xml"
-    if _cached(path):
+
+    def make(nncf: Any) -> Any:
+        source = core.read_model(str(onnx_path))
+        matmuls = [op.get_friendly_name() for op in source.get_ops() if op.get_type_name() == "MatMul"]
+        outputs = [name for name in matmuls if any(re.fullmatch(p, name) for p in FFN_OUTPUTS)]
+        if not outputs:
+            raise InvalidSpec(
+                f"quantize='int8_static' on OpenVINO finds no feed-forward output layer in this "
+                f"{family.name} graph (openvino.FFN_OUTPUTS names those it knows); use quantize='int8'"
+            )
+        if log is not None:
+            log(f"quantizing the model to int8 with NNCF on {len(texts)} calibration texts -> {path}")
+        token_types = "token_type_ids" in {port.get_any_name() for port in source.inputs}
+        feeds = [runtime_feed(ids, type_ids, mask, token_types) for ids, type_ids, mask in batches]
+        from nncf.quantization.advanced_parameters import (
+            AdvancedQuantizationParameters,
+            AdvancedSmoothQuantParameters,
+        )
+
+        smooth = AdvancedSmoothQuantParameters(matmul=STATIC_SMOOTH_QUANT)
+        with _quiet_nncf():
+            quantized = nncf.quantize(
+                source, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds),
+                ignored_scope=nncf.IgnoredScope(names=outputs, validate=False),
+                advanced_parameters=AdvancedQuantizationParameters(smooth_quant_alphas=smooth),
+            )  # fmt: skip
+            # only the feed-forward outputs left: the other matmuls' weights are quantized already
+            return _compress_weights(nncf, quantized, keep=[n for n in matmuls if n not in outputs])
+
+    return _cached_ir(path, make, log)
+
+
+def _cached_ir(path: Path, make: Callable[[Any], Any], log: Callable[[str], None] | None) -> Path:
+    """`path` when the IR there is whole (`_whole_ir`), else `make(nncf)` saved there now and recorded as
+    the ONNX exports are; two processes make it once (the second waits and opens the first's)."""
+    if _whole_ir(path, log):
         return path
     nncf = _require_nncf()
-    source = core.read_model(str(onnx_path))
-    matmuls = [op.get_friendly_name() for op in source.get_ops() if op.get_type_name() == "MatMul"]
-    outputs = [name for name in matmuls if any(re.fullmatch(p, name) for p in FFN_OUTPUTS)]
-    if not outputs:
-        raise InvalidSpec(
-            f"quantize='int8_static' on OpenVINO finds no feed-forward output layer in this {family.name} "
-            "graph (openvino.FFN_OUTPUTS names those it knows); use quantize='int8'"
-        )
-    if log is not None:
-        log(f"quantizing the model to int8 with NNCF on {len(texts)} calibration texts -> {path}")
-    token_types = "token_type_ids" in {port.get_any_name() for port in source.inputs}
-    feeds = [runtime_feed(ids, type_ids, mask, token_types) for ids, type_ids, mask in batches]
-    from nncf.quantization.advanced_parameters import (
-        AdvancedQuantizationParameters,
-        AdvancedSmoothQuantParameters,
-    )
+    from filelock import FileLock
 
-    smooth = AdvancedSmoothQuantParameters(matmul=STATIC_SMOOTH_QUANT)
-    with _quiet_nncf():
-        quantized = nncf.quantize(
-            source, nncf.Dataset(feeds), model_type=nncf.ModelType.TRANSFORMER, subset_size=len(feeds),
-            ignored_scope=nncf.IgnoredScope(names=outputs, validate=False),
-            advanced_parameters=AdvancedQuantizationParameters(smooth_quant_alphas=smooth),
-        )  # fmt: skip
-        # only the feed-forward outputs left: the other matmuls' weights are quantized already
-        compressed = _compress_weights(nncf, quantized, keep=[n for n in matmuls if n not in outputs])
-    _save_ir(compressed, path)
+    writable_folder(path.parent)  # one line saying to set BERTSCOPE_CACHE, before NNCF's minutes of work
+    with FileLock(f"{path}.lock"):
+        if not _whole_ir(path, None):
+            _save_ir(make(nncf), path)
     return path
 
 
-def _cached(path: Path) -> bool:
-    """Whether the IR at `path` is whole: its xml and its bin (a bin deleted by hand is made again)."""
-    return path.exists() and path.with_suffix(".bin").exists()
+def _whole_ir(path: Path, log: Callable[[str], None] | None) -> bool:
+    """Whether the IR at `path` is whole: its bin as `onnx.cached_export` checks an export (the size, time
+    and SHA-256 recorded beside it, in `path` with .json), its xml by the size and SHA-256 recorded there too.
+
+    An IR without its record is made again; one that disagrees with it (a disk error, a copy cut short, an
+    edit) is also named in one line on `log`.
+    """
+    about = read_json_object(path.with_suffix(".json"))
+    if not about or not path.is_file():
+        return False
+    xml = {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
+    if about.get("xml") == xml and cached_export(path.with_suffix(".bin")) is not None:
+        return True
+    if log is not None:
+        log(f"the cached OpenVINO model {path} does not match its recorded size and SHA-256; making it again")
+    return False
 
 
 def _save_ir(model: Any, path: Path) -> None:
-    """Write `model` as OpenVINO IR at `path` (xml + bin), staged and renamed so readers never see half."""
+    """Write `model` as OpenVINO IR at `path` (xml + bin), staged and renamed so readers never see half,
+    then its record (`_whole_ir`), last: an IR without its record is never trusted."""
     import openvino as ov
 
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ModelLoadError(
-            f"cannot create the OpenVINO cache folder {path.parent} ({exc.strerror}); "
-            "set BERTSCOPE_CACHE to a writable folder"
-        ) from None
+    weights = path.with_suffix(".bin")
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".quantize-") as tmp:
         staged = Path(tmp) / "model.xml"
         # compress_to_fp16 would store the float weights left (embedding tables, LayerNorm) in float16.
         ov.save_model(model, str(staged), compress_to_fp16=False)
-        os.replace(staged.with_suffix(".bin"), path.with_suffix(".bin"))
+        os.replace(staged.with_suffix(".bin"), weights)
         os.replace(staged, path)
+    stat = weights.stat()
+    record_export(weights, {
+        "format": IR_FORMAT, "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns,
+        "sha256": file_sha256(weights), "xml": {"bytes": path.stat().st_size, "sha256": file_sha256(path)},
+    })  # fmt: skip
 
 
 @contextlib.contextmanager
