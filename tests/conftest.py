@@ -79,6 +79,8 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_structural.py": 40,
     "test_backend_choice.py": 10,
     "test_openvino_cache.py": 8,
+    "test_server_hostile.py": 6,
+    "test_verify_damage.py": 8,
 }
 
 

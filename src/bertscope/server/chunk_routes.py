@@ -10,12 +10,11 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
 
 from ..chunk_embed import ChunkPlan, plan_chunks
 from ..core._enums import Combine
+from .answers import answer
 from .feature_schemas import ChunksRequest, ChunksResponse
-from .guard import TooManyInputs
 
 if TYPE_CHECKING:
     from .service import Service
@@ -59,17 +58,20 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
         # Run batch by batch on the worker: other requests' small work goes between its batches, and
         # it stops at the next batch boundary when its client leaves.
         results = await svc.on_worker(lambda: planned.run(svc.model.engine, progress=False), n_tokens=count)
-        return JSONResponse({"model": svc.name, "items": [r.to_dict() for r in results]})
+        return await answer(
+            lambda: {"model": svc.name, "items": [r.to_dict() for r in results]}, size=_numbers(svc, planned)
+        )
+
+
+def _numbers(svc: Service, plan: ChunkPlan) -> int:
+    """Numbers the answer holds: chunks x width."""
+    spec = plan.spec
+    width = svc.model.info().hidden_size * (len(spec.layers) if spec.combine is Combine.CONCAT else 1)
+    return plan.count * width
 
 
 def _check_answer_size(svc: Service, plan: ChunkPlan) -> None:
     """Refuse (413) an answer over --max-answer-floats before any forward: chunks x width."""
-    spec = plan.spec
-    width = svc.model.info().hidden_size * (len(spec.layers) if spec.combine is Combine.CONCAT else 1)
-    floats = plan.count * width
-    limit = svc.settings.max_answer_floats
-    if floats > limit:
-        raise TooManyInputs(
-            f"the answer would hold {floats:,} numbers ({plan.count} chunks x {width} wide), over the limit "
-            f"of {limit:,} (--max-answer-floats); send fewer or shorter documents, or larger chunks"
-        )
+    numbers = _numbers(svc, plan)
+    made_of = f"{plan.count} chunks x {numbers // max(plan.count, 1)} wide"
+    svc.check_answer(numbers, made_of, "send fewer or shorter documents, or larger chunks")

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from fastapi import FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
-from fastapi.responses import JSONResponse
 
 from ..attention import attention_of
+from ..core.pooling import exact_poolings
 from ..core.tokens import check_texts
 from ..errors import InvalidInput
+from .answers import answer
 from .feature_schemas import AttentionRequest, ExplainRequest
 
 if TYPE_CHECKING:
@@ -30,8 +31,13 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
     async def explain(req: ExplainRequest) -> Response:
         """The cosine of a and b as token-pair contributions (exact), or [CLS] attention (marked)."""
         check_texts([req.a, req.b])
-        post = svc.recipe(req.options(), req.post).post  # checks the name and the spec it was fitted on
-        count = svc.check_tokens(await run_in_threadpool(svc.count_tokens, [req.a, req.b], req.long))
+        recipe = svc.recipe(req.options(), req.post)  # checks the post's name and the spec it was fitted on
+        post = recipe.post
+        n_a, n_b = await run_in_threadpool(lambda: [svc.count_tokens(t, req.long) for t in (req.a, req.b)])
+        count = svc.check_tokens(n_a + n_b)
+        # An exact split answers the (tokens of a) x (tokens of b) matrix of contributions.
+        numbers = n_a * n_b if recipe.spec.pooling in exact_poolings() else n_a + n_b
+        svc.check_answer(numbers, f"{n_a} x {n_b} token pairs", "send shorter texts, or cut them (truncate)")
         result = await svc.on_worker(
             lambda: svc.model.explain(
                 req.a,
@@ -49,7 +55,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
             ),  # fmt: skip
             n_tokens=count,
         )
-        return JSONResponse({"model": svc.name, **result.to_dict()})
+        return await answer(lambda: {"model": svc.name, **result.to_dict()}, size=numbers)
 
     @app.post("/attention", tags=["explain"])
     async def attention(req: AttentionRequest) -> Response:
@@ -62,8 +68,8 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
         )
         n_layers, n_heads = weights.shape[:2]
         picked, layer = _pick(weights, req, n_layers, n_heads)
-        return JSONResponse(
-            {
+        return await answer(
+            lambda: {
                 "model": svc.name,
                 "tokens": tokens.tokens,
                 "type_ids": tokens.type_ids,
@@ -75,7 +81,8 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
                 "head": req.head,
                 "mean_heads": req.mean_heads,
                 "attention": np.round(picked.astype(np.float64), 6).tolist(),
-            }
+            },
+            size=picked.size,
         )
 
 

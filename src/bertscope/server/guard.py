@@ -2,9 +2,11 @@
 
     bertscope error (InvalidSpec, InvalidInput, ...)   422  {"detail": message}
     a text over the model's limit, not asked to cut    422  naming the route's field (400 under /v1/)
-    a field pydantic rejects                          422  {"detail": "field: message; ...", "errors": [...]}
+    a field pydantic rejects                          422  {"detail": "field: message; ...", "errors": [...],
+                                                       "n_errors"}: the first 5 errors, and how many
     more inputs than --max-inputs                      413  (unless --auto-split)
     more tokens (x layers kept) than --max-request-tokens  413  before any forward
+    an answer over --max-answer-floats numbers         413  before any forward
     a body over --max-body-bytes                       413
     a body not in within --body-timeout                408  and the connection closed
     bodies held over --max-buffered-bytes             503  with Retry-After
@@ -43,6 +45,7 @@ __all__ = [
     "ServerSettings",
     "TooManyInputs",
     "OverBudget",
+    "AnswerTooLarge",
     "EmptyInputs",
     "Guard",
     "add_error_handlers",
@@ -68,6 +71,8 @@ OPEN_PATHS = frozenset({"/", "/health", "/docs", "/docs/oauth2-redirect", "/open
 # swagger-ui's and ReDoc's files, served by the service so /docs and /redoc work offline.
 DOCS_ASSETS = "/docs/static"
 _OPEN_PREFIXES = ("/explorer/", f"{DOCS_ASSETS}/")
+# The bad fields one 422 names: the first few say what to fix; the rest are counted, not listed.
+_SHOWN_ERRORS = 5
 
 
 class TokenIds(str, Enum):
@@ -122,6 +127,10 @@ class OverBudget(Exception):
     """A request runs more tokens (x layers kept) than --max-request-tokens: 413 on every route."""
 
 
+class AnswerTooLarge(Exception):
+    """An answer would hold more numbers than --max-answer-floats: 413 on every route, TEI's included."""
+
+
 class EmptyInputs(Exception):
     """A TEI route got an empty batch: TEI answers 400 with error_type "Empty"."""
 
@@ -146,20 +155,27 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _readable(exc: RequestValidationError) -> tuple[str, list[dict[str, Any]]]:
-    """One line naming each bad field and what it allows, and the errors without the echoed input."""
-    lines: list[str] = []
+def _readable(exc: RequestValidationError) -> tuple[str, list[dict[str, Any]], int]:
+    """One line naming the first few bad fields and what each allows, those errors without the echoed
+    input, and how many errors there were in all (a list of 20,000 bad items is 40,000 errors)."""
+    found = exc.errors()
+    lines: dict[str, None] = {}  # the distinct lines, in order (a dict: each look is one hash)
     errors = []
-    for err in exc.errors():
+    for err in found:
         loc = [str(p) for p in err.get("loc", ()) if p != "body"]
         line = f"{'.'.join(loc) or 'body'}: {err.get('msg', 'invalid')}"
         if err.get("type") == "json_invalid":
             reason = (err.get("ctx") or {}).get("error", "")
             line = f"body: not valid JSON at character {loc[0] if loc else '?'} ({reason})"
         if line not in lines:
-            lines.append(line)
-        errors.append({k: v for k, v in err.items() if k in ("loc", "msg", "type")})
-    return "; ".join(lines), jsonable_encoder(errors)
+            lines[line] = None
+            errors.append({k: v for k, v in err.items() if k in ("loc", "msg", "type")})
+            if len(lines) == _SHOWN_ERRORS:
+                break
+    message = "; ".join(lines)
+    if len(found) > len(errors):
+        message += f"; ... ({len(found):,} errors in all, {len(errors)} named)"
+    return message, jsonable_encoder(errors), len(found)
 
 
 def add_error_handlers(app: FastAPI) -> None:
@@ -167,8 +183,8 @@ def add_error_handlers(app: FastAPI) -> None:
 
     async def validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        message, errors = _readable(exc)
-        return error_response(request.url.path, 422, message, errors=errors)
+        message, errors, count = _readable(exc)
+        return error_response(request.url.path, 422, message, errors=errors, n_errors=count)
 
     async def bertscope_error(request: Request, exc: Exception) -> JSONResponse:
         return error_response(request.url.path, 422, str(exc))
@@ -224,6 +240,7 @@ def add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(InputTooLong, too_long)
     app.add_exception_handler(TooManyInputs, too_many)
     app.add_exception_handler(OverBudget, over_budget)
+    app.add_exception_handler(AnswerTooLarge, over_budget)
     app.add_exception_handler(EmptyInputs, empty)
     app.add_exception_handler(QueueFull, queue_full)
     app.add_exception_handler(ShuttingDown, shutting_down)

@@ -32,8 +32,9 @@ def research_routes(app: FastAPI, svc: Service) -> None:
         svc.check_count(len(req.inputs))
         check_texts(req.inputs)
         # CKA keeps every layer of each text it reads: the budget counts tokens x layers.
-        count = await run_in_threadpool(svc.count_tokens, req.inputs)
-        svc.check_tokens(count, layers=svc.model.n_layers + 1)
+        layers = svc.model.n_layers + 1
+        count = await run_in_threadpool(lambda: svc.count_tokens(req.inputs, layers=layers))
+        svc.check_tokens(count, layers=layers)
         result = await svc.on_worker(
             lambda: svc.model.cka(req.inputs, level=req.level.value, debiased=req.debiased, progress=False),
             n_tokens=count,

@@ -25,6 +25,7 @@ from ..core.spec import EmbedOptions, EmbedSpec
 from ..core.tokens import Tokens, check_texts
 from ..errors import InvalidInput, InvalidSpec, UnknownToken
 from ..static import lookup
+from .answers import answer
 from .batching import Metrics
 from .guard import TokenIds, TooManyInputs
 from .schemas import (
@@ -57,7 +58,7 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         """Sentence vectors: any layers, combine, pooling, masking, normalisation, long-text policy."""
         recipe = svc.recipe(req.options(), req.post)
         res = recipe.finish(await svc.sentences(req.inputs, recipe.spec))
-        return JSONResponse({"model": svc.name, **res.to_dict()})
+        return await answer(lambda: {"model": svc.name, **res.to_dict()}, size=res.vectors.size)
 
     @app.post("/embed_tokens", response_model=TokensResponse, tags=["embeddings"])
     async def embed_tokens(req: TokensRequest) -> Response:
@@ -68,24 +69,35 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         how = SubwordPooling.parse(req.subword, what="subword pooling")
         spec = svc.model.spec(layers=req.layers, combine=req.combine, pooling="mean", long=req.long,
                               stride=req.stride)  # fmt: skip
-        # Tokenized once: these tokens bound the answer and are the ones embedded.
-        tokens = await run_in_threadpool(svc.model.engine.prepare, items, spec)
-        _check_answer_size(svc, tokens, spec, words=req.words)
         kept = len(spec.layers) if spec.combine in (Combine.CONCAT, Combine.STACK) else 1
-        count = svc.check_tokens(sum(len(t) for t in tokens), layers=kept)
+        width = svc.model.info().hidden_size * kept * (2 if req.words else 1)
+        # Tokenized once: these tokens bound the answer and are the ones embedded. Texts read whole are
+        # counted first, so a request over either limit is refused before its Tokens are made.
+        over = min(svc.max_request_tokens // kept, svc.settings.max_answer_floats // width)
+        least = await run_in_threadpool(svc.least_tokens, items, spec.long, over=over)
+        _check_answer_size(svc, least, width, least=True)
+        svc.check_tokens(least, layers=kept, least=True)
+        tokens = await run_in_threadpool(svc.model.engine.prepare, items, spec)
+        count = sum(len(t) for t in tokens)
+        _check_answer_size(svc, count, width)
+        svc.check_tokens(count, layers=kept)
 
         def work() -> tuple[list[Any], list[Any] | None]:
             found = svc.model.embed_fitted_tokens(tokens, spec)
             return found, [word_embeddings(t, how) for t in found] if req.words else None
 
         found, words = await svc.on_worker(work, n_tokens=count)
-        answer = per_text(found)
-        if words is not None:
-            # Both levels at once: each text's words ride along with its tokens, under the words' spec.
-            for item, w in zip(answer["items"], words, strict=True):
-                item["words"] = w.to_dict()
-            answer["spec"] = plain(words[0].spec)
-        return JSONResponse({"model": svc.name, **answer})
+
+        def build() -> dict[str, Any]:
+            made = per_text(found)
+            if words is not None:
+                # Both levels at once: each text's words ride along with its tokens, under the words' spec.
+                for item, w in zip(made["items"], words, strict=True):
+                    item["words"] = w.to_dict()
+                made["spec"] = plain(words[0].spec)
+            return {"model": svc.name, **made}
+
+        return await answer(build, size=count * width)
 
     @app.post("/v1/embeddings", response_model=OpenAIResponse, tags=["embeddings"])
     async def openai_embeddings(req: OpenAIRequest) -> Response:
@@ -106,25 +118,23 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         vectors = res.vectors
         if req.dimensions is not None:
             vectors = unit(vectors[:, : req.dimensions])
-        data = [
-            {
-                "object": "embedding",
-                "index": i,
-                "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode("ascii")
-                if req.encoding_format == "base64"
-                else v.tolist(),
-            }
-            for i, v in enumerate(vectors)
-        ]
         used = int(res.n_tokens.sum())
-        return JSONResponse(
-            {
-                "object": "list",
-                "data": data,
-                "model": svc.name,
-                "usage": {"prompt_tokens": used, "total_tokens": used},
-            }
-        )
+
+        def build() -> dict[str, Any]:
+            data = [
+                {
+                    "object": "embedding",
+                    "index": i,
+                    "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode("ascii")
+                    if req.encoding_format == "base64"
+                    else v.tolist(),
+                }
+                for i, v in enumerate(vectors)
+            ]
+            usage = {"prompt_tokens": used, "total_tokens": used}
+            return {"object": "list", "data": data, "model": svc.name, "usage": usage}
+
+        return await answer(build, size=vectors.size)
 
     @app.post("/v2/similarity", response_model=SimilarityResponse, tags=["embeddings"])
     async def similarity(req: SimilarityRequest) -> Response:
@@ -134,11 +144,11 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         options = req.options()
         res = await svc.sentences([req.source, *req.sentences], svc.recipe(options).spec)
         scores = cos_sim(res.vectors[:1], res.vectors[1:])[0]
-        answer = {"model": svc.name, "scores": scores.astype(float).tolist(), "spec": res.spec}
+        scored = {"model": svc.name, "scores": scores.astype(float).tolist(), "spec": res.spec}
         if req.baseline or req.reference is not None:
             fitted = await svc.baseline(options, req.reference)
-            answer.update(percentile=fitted.percentile(scores).tolist(), baseline=fitted.describe())
-        return JSONResponse(answer)
+            scored.update(percentile=fitted.percentile(scores).tolist(), baseline=fitted.describe())
+        return JSONResponse(scored)
 
 
 def refuse_ids(svc: Service, field: str) -> None:
@@ -202,9 +212,21 @@ def model_routes(app: FastAPI, svc: Service) -> None:
     async def tokenize(req: TokenizeRequest) -> Response:
         """Word pieces: token, id, word, character span, special; with tokens cut by truncation."""
         items = svc.texts(req.inputs)
+        # Each token is a record of 6 values (8 in a pair): the answer is bounded like every other.
+        fields = 8 if any(isinstance(item, tuple) for item in items) else 6
+        made_of, fix = f"tokens x {fields} values", "send fewer or shorter texts, or cut them (truncate)"
+        over = svc.settings.max_answer_floats // fields
+        least = await run_in_threadpool(svc.least_tokens, items, req.long, over=over)
+        svc.check_answer(least * fields, made_of, fix, least=True)
         toks = await run_in_threadpool(svc.model.tokenize, items, long=req.long)
-        answer = {"items": [t.to_dict() for t in toks]}
-        return JSONResponse({"model": svc.name, "max_tokens": svc.model.max_tokens, **answer})
+        count = sum(map(len, toks))
+        svc.check_answer(count * fields, made_of, fix)
+
+        def build() -> dict[str, Any]:
+            items = [t.to_dict() for t in toks]
+            return {"model": svc.name, "max_tokens": svc.model.max_tokens, "items": items}
+
+        return await answer(build, size=count * fields)
 
     @app.post("/static", tags=["model"])
     async def static(req: StaticRequest) -> Response:
@@ -223,7 +245,7 @@ def model_routes(app: FastAPI, svc: Service) -> None:
 
         # Static rows only read the embedding matrix: they run beside the worker, never queue behind it.
         records = await run_in_threadpool(work)
-        return JSONResponse({"model": svc.name, "items": records})
+        return await answer(lambda: {"model": svc.name, "items": records}, size=len(items) * (req.k + 1))
 
     @app.post("/anatomy", tags=["model"])
     async def anatomy(req: AnatomyRequest) -> Response:
@@ -232,7 +254,11 @@ def model_routes(app: FastAPI, svc: Service) -> None:
         # Refused (long=error) or counted before the worker: the anatomy reads the text cut the same way.
         tokens = await run_in_threadpool(svc.model.tokenize, text, long=req.long)
         a = await svc.on_worker(lambda: svc.model.anatomy(text), n_tokens=len(tokens))
-        return JSONResponse({"model": svc.name, **a.to_dict(), "n_dropped": tokens.n_dropped})
+        width = svc.model.info().hidden_size
+        return await answer(
+            lambda: {"model": svc.name, **a.to_dict(), "n_dropped": tokens.n_dropped},
+            size=len(tokens) * width,
+        )
 
 
 def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
@@ -278,16 +304,11 @@ def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-def _check_answer_size(svc: Service, tokens: list[Tokens], spec: EmbedSpec, *, words: bool) -> None:
+def _check_answer_size(svc: Service, count: int, width: int, *, least: bool = False) -> None:
     """Refuse (413) a token answer over --max-answer-floats before any forward: tokens x width."""
-    width = svc.model.info().hidden_size * (
-        len(spec.layers) if spec.combine in (Combine.CONCAT, Combine.STACK) else 1
+    svc.check_answer(
+        count * width,
+        f"{count} tokens x {width} wide",
+        "ask for fewer texts or layers, or combine layers with mean",
+        least=least,
     )
-    count = sum(len(t) for t in tokens)
-    floats = count * width * (2 if words else 1)
-    limit = svc.settings.max_answer_floats
-    if floats > limit:
-        raise TooManyInputs(
-            f"the answer would hold {floats:,} numbers ({count} tokens x {width} wide), over the limit of "
-            f"{limit:,} (--max-answer-floats); ask for fewer texts or layers, or combine layers with mean"
-        )

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi.concurrency import run_in_threadpool
 
+from ..core._enums import LongText
 from ..core.fingerprint_facts import store_fingerprint
 from ..core.post import PostProcessor, load_post
 from ..core.results import SentenceEmbeddings
@@ -28,7 +29,8 @@ from ..core.tokens import Tokens, check_texts
 from ..errors import InvalidSpec
 from ..research.baseline import Baseline
 from .batching import Batcher
-from .guard import OverBudget, ServerSettings, TooManyInputs
+from .bounds import least_tokens
+from .guard import AnswerTooLarge, OverBudget, ServerSettings, TooManyInputs
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -61,6 +63,11 @@ def _memory_bytes() -> int:
         if limit.isdigit():
             total = min(total, int(limit))
     return total
+
+
+def _chars(items: list[Any]) -> int:
+    """Characters of checked texts, both parts of a pair counted."""
+    return sum(len(t) if isinstance(t, str) else sum(map(len, t)) for t in items)
 
 
 def _small(texts: Any) -> bool:
@@ -148,7 +155,9 @@ class Service:
     def _prepare(self, texts: Any, spec: EmbedSpec) -> list[Tokens]:
         # Everything that can reject a request happens here, before the queue: a batch only gets good
         # work, and the tokens made here are the ones embedded (a request is tokenized once).
-        return self.model.engine.prepare(check_texts(texts, pairs=True), spec)
+        items = check_texts(texts, pairs=True)
+        self.check_tokens(self.least_tokens(items, spec.long, over=self.max_request_tokens), least=True)
+        return self.model.engine.prepare(items, spec)
 
     async def baseline(self, options: EmbedOptions, reference: list[str] | None = None) -> Baseline:
         """`Model.baseline` for these options (no post-processing), fitted on the worker.
@@ -159,8 +168,14 @@ class Service:
         keywords = {f.name: getattr(options, f.name) for f in fields(options) if f.name != "post"}
         if reference is not None:
             self.check_count(len(reference))
+            # The reference is embedded like the sentences: counted and held to the same token budget.
+            count = self.check_tokens(await run_in_threadpool(self.count_tokens, reference, options.long))
             texts = check_texts(reference)
-            return await self.on_worker(lambda: self.model.baseline(reference=texts, **keywords))
+
+            def fit() -> Baseline:
+                return self.model.baseline(reference=texts, **keywords)
+
+            return await self.on_worker(fit, n_tokens=count)
         key = json.dumps(resolve(self.model, options).spec.as_dict(), sort_keys=True)
         if key not in self._baselines:
             fitted = await self.on_worker(lambda: self.model.baseline(**keywords))
@@ -174,21 +189,48 @@ class Service:
         """Run `fn` on the worker thread that owns the model (`n_tokens`: what it runs, when known)."""
         return (await self._wait([self.batcher.call(fn, n_tokens)]))[0]
 
-    def check_tokens(self, count: int, *, layers: int = 1) -> int:
-        """`count` tokens, or OverBudget (413) when they (x the layers kept of each) pass the budget."""
+    def check_tokens(self, count: int, *, layers: int = 1, least: bool = False) -> int:
+        """`count` tokens (`least`: at least that many), or OverBudget (413) when they (x the layers kept
+        of each) pass the budget."""
         limit = self.max_request_tokens
         cost = count * layers
         if cost > limit:
             kept = f" x {layers} layers kept = {cost:,}" if layers > 1 else ""
+            runs = "at least " if least else ""
             raise OverBudget(
-                f"this request runs {count:,} tokens{kept}, over the limit of {limit:,} per request "
+                f"this request runs {runs}{count:,} tokens{kept}, over the limit of {limit:,} per request "
                 "(--max-request-tokens); send fewer or shorter texts, or cut them (truncate)"
             )
         return count
 
-    def count_tokens(self, texts: Any, long: Any = "window") -> int:
-        """Tokens the texts run under the long-text policy `long` (window: read whole), before any forward."""
-        return sum(len(t) for t in self.model.tokenize(check_texts(texts), long=long))
+    def check_answer(self, numbers: int, made_of: str, fix: str, *, least: bool = False) -> None:
+        """AnswerTooLarge (413) when an answer would hold more than --max-answer-floats numbers."""
+        limit = self.settings.max_answer_floats
+        if numbers > limit:
+            hold = "at least " if least else ""
+            raise AnswerTooLarge(
+                f"the answer would hold {hold}{numbers:,} numbers ({made_of}), over the limit of "
+                f"{limit:,} (--max-answer-floats); {fix}"
+            )
+
+    def least_tokens(self, items: list[Any], long: Any, *, over: int) -> int:
+        """At least how many tokens checked texts make under `long`, counted without tokenizing them whole
+        (`bounds.least_tokens`), and only where it could pass `over`: read whole (window), with more
+        characters than `over` (a piece has fewer tokens than characters, bar odd scripts). 0 otherwise.
+
+        A request refused on this count costs a count, not the Tokens of every text it sent.
+        """
+        if LongText.parse(long, what="long-text policy") is not LongText.WINDOW or _chars(items) <= over:
+            return 0
+        return least_tokens(self.model.tokenizer.backend, items, stop_at=over)
+
+    def count_tokens(self, texts: Any, long: Any = "window", *, layers: int = 1) -> int:
+        """Tokens the texts run under the long-text policy `long` (window: read whole), before any forward;
+        OverBudget first when they pass --max-request-tokens (x `layers`) for sure, before tokenizing."""
+        items = check_texts(texts)
+        over = self.max_request_tokens // layers
+        self.check_tokens(self.least_tokens(items, long, over=over), layers=layers, least=True)
+        return sum(len(t) for t in self.model.tokenize(items, long=long))
 
     async def _wait(self, futures: list[Future[Any]]) -> list[Any]:
         """The futures' results; when the request is cancelled (its client left), the work is abandoned."""

@@ -18,7 +18,8 @@ from .. import __version__
 from ..core.similarity import cos_sim, unit
 from ..core.spec import EmbedOptions
 from ..errors import InvalidInput, InvalidSpec
-from .guard import EmptyInputs, TooManyInputs
+from .answers import answer
+from .guard import EmptyInputs
 from .routes import id_lists, id_tokens, refuse_ids
 from .schemas import (
     TEI_IDS,
@@ -39,6 +40,8 @@ __all__ = ["TEI_PATHS", "tei_routes"]
 
 from .guard import TEI_PATHS
 
+# Values in each of /tokenize's token records: id, text, special, start, stop.
+_TOKEN_FIELDS = 5
 # TEI also takes "left"; bertscope cuts long texts on the right only, so the schema offers right alone.
 _Direction = Literal["right", "Right"]
 
@@ -139,7 +142,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
                 raise InvalidSpec(f"dimensions: {req.dimensions} is more than the model's {vectors.shape[1]}")
             vectors = vectors[:, : req.dimensions]
             vectors = unit(vectors) if req.normalize else vectors
-        return JSONResponse(vectors.astype(float).tolist())
+        return await answer(lambda: vectors.astype(float).tolist(), size=vectors.size)
 
     for path in ("/", "/embed"):
         app.post(path, tags=["tei"], summary="TEI: sentence vectors as a bare [[...]]")(embed)
@@ -156,16 +159,12 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         width = svc.model.info().hidden_size
         long = str(opts.long)
         count = await run_in_threadpool(lambda: sum(len(t) for t in svc.model.tokenize(texts, long=long)))
-        if count * width > svc.settings.max_answer_floats:
-            raise TooManyInputs(
-                f"inputs: the answer would hold {count * width:,} numbers, over --max-answer-floats "
-                f"({svc.settings.max_answer_floats:,}); send fewer or shorter texts"
-            )
+        svc.check_answer(count * width, f"{count} tokens x {width} wide", "send fewer or shorter texts")
         svc.check_tokens(count)
         tokens = await svc.on_worker(
             lambda: svc.model.embed_tokens(texts, layers=-1, long=long), n_tokens=count
         )
-        return JSONResponse([t.vectors.astype(float).tolist() for t in tokens])
+        return await answer(lambda: [t.vectors.astype(float).tolist() for t in tokens], size=count * width)
 
     @app.post("/similarity", tags=["tei"])
     async def similarity(req: TEISimilarityRequest) -> Response:
@@ -183,11 +182,21 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         # As TEI: the prompt (named, else the model's default) goes before each text, offsets into the whole.
         prompt = _prompt(svc, req.prompt_name)
         texts = [prompt + text for text in svc.texts(req.inputs)]
+        # Each token is a record of 5 values: the answer is bounded like every other (texts read whole).
+        made_of, fix = f"tokens x {_TOKEN_FIELDS} values", "send fewer or shorter texts"
+        over = svc.settings.max_answer_floats // _TOKEN_FIELDS
+        least = await run_in_threadpool(svc.least_tokens, texts, "window", over=over)
+        svc.check_answer(least * _TOKEN_FIELDS, made_of, fix, least=True)
         backend = svc.model.tokenizer.backend
         encodings = await run_in_threadpool(
             backend.encode_batch, texts, add_special_tokens=req.add_special_tokens
         )
-        return JSONResponse([_simple(text, enc) for text, enc in zip(texts, encodings, strict=True)])
+        count = sum(len(enc.ids) for enc in encodings)
+        svc.check_answer(count * _TOKEN_FIELDS, made_of, fix)
+        return await answer(
+            lambda: [_simple(text, enc) for text, enc in zip(texts, encodings, strict=True)],
+            size=count * _TOKEN_FIELDS,
+        )
 
     @app.post("/decode", tags=["tei"])
     async def decode(req: TEIDecodeRequest) -> Response:
@@ -200,7 +209,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         if bad is not None:
             raise InvalidInput(f"ids: token id {bad} is not in this model's vocabulary of {size}")
         out = svc.model.tokenizer.backend.decode_batch(lists, skip_special_tokens=req.skip_special_tokens)
-        return JSONResponse(list(out))
+        return await answer(lambda: list(out), size=sum(map(len, lists)))
 
     @app.get("/info", tags=["tei"])
     async def info() -> Response:
