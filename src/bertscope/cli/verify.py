@@ -69,6 +69,17 @@ def verify(
             "--corpus", help="With --store: the corpus it was made from, where it keeps no texts (.npy)."
         ),
     ] = None,
+    text_field: Annotated[
+        str, typer.Option("--text-field", "--text-column", help="Text field (jsonl/csv/parquet).")
+    ] = "text",
+    id_field: Annotated[
+        str | None,
+        typer.Option(
+            "--id-field",
+            "--id-column",
+            help="Id field (default: 1-based: line number in .txt/.jsonl, data row in .csv/.tsv/.parquet).",
+        ),
+    ] = None,
     post: Annotated[
         Path | None, typer.Option("--post", help="With --store: its post-processing file.")
     ] = None,
@@ -100,7 +111,8 @@ def verify(
     Examples: `bertscope verify`, `bertscope verify --backend onnxruntime --sample corpus.txt --json`,
     at build time `bertscope verify -m ./my-model --save my-model.fingerprint.json`, in CI after every
     upgrade `bertscope verify -m ./my-model --against my-model.fingerprint.json`, before querying a
-    store `bertscope verify --store corpus.parquet --rows 1000`
+    store `bertscope verify --store corpus.parquet --rows 1000`, a .npy store made from JSONL
+    `bertscope verify --store docs.npy --corpus docs.jsonl --text-field body --id-field id`
     """
     run: dict[str, Any] = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize}
     run["threads"] = threads
@@ -110,9 +122,11 @@ def verify(
         if sum(x is not None for x in (save, against, store)) > 1:
             raise InvalidInput("give one of --save, --against and --store")
         if store is not None:
+            fields = {"text_field": text_field, "id_field": id_field}
             code = _verify_store(
-                store, model, run, rows=rows, collection=collection, corpus=corpus, post=post, as_json=as_json
-            )
+                store, model, run, rows=rows, collection=collection, corpus=corpus, fields=fields, post=post,
+                as_json=as_json,
+            )  # fmt: skip
         else:
             code = _verify_model(
                 model, run, sample, lines, save=save, against=against, min_cosine=min_cosine, as_json=as_json
@@ -191,7 +205,7 @@ def _sample(path: Path, lines: int) -> list[str]:
 
 def _verify_store(
     path: Path, model: str | None, run: dict[str, Any], *, rows: int, collection: str | None,
-    corpus: Path | None, post: Path | None, as_json: bool,
+    corpus: Path | None, fields: dict[str, Any], post: Path | None, as_json: bool,
 ) -> int:  # fmt: skip
     from ..io.stores import open_store
     from ..verify.store import verify_store
@@ -200,7 +214,7 @@ def _verify_store(
     chosen: Any = model
     if any(value is not None for value in run.values()):
         chosen = _load(model or opened.settings.get("model_arg"), run, opened.settings)
-    check = verify_store(opened, model=chosen, rows=rows, corpus=corpus, post=post)
+    check = verify_store(opened, model=chosen, rows=rows, corpus=corpus, post=post, **fields)
     err.print(f"verified in {check.seconds:.1f} s", highlight=False)
     if as_json:
         emit_json(check.to_dict())

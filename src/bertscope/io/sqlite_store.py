@@ -2,7 +2,8 @@
 
 Schema changes are numbered migrations recorded in `PRAGMA user_version`. Each row keeps the CRC-32 of
 its blob (migration 2; rows stored before it have none and are checked to be finite), checked whenever
-the row is read or copied (`io.checksums`).
+the row is read or copied (`io.checksums`). A writer opens the file with `connect` (migrated, WAL); a
+reader with `connect_read`: read-only, at the file's own schema, never changed by being read.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import sqlite3
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from sqlite3 import connect as _sqlite_connect
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -25,7 +27,7 @@ from .sinks import Sink, npy_parts, settings_diff, settings_differ
 if TYPE_CHECKING:
     from .levels import Rows
 
-__all__ = ["SqliteSink", "connect", "content_hash", "list_collections"]
+__all__ = ["SqliteSink", "connect", "connect_read", "content_hash", "list_collections"]
 
 MIGRATIONS = (
     """
@@ -83,6 +85,33 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return db
 
 
+def connect_read(path: str | Path) -> sqlite3.Connection:
+    """Open a bertscope SQLite store to read it: read-only (no table, journal mode or schema number is
+    written, nor a missing file made), never migrated; CorpusError when it is not a bertscope store."""
+    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+    try:
+        # bound at import: a reader always opens its own read-only connection by URI
+        db = _sqlite_connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        raise CorpusError(f"cannot read {path} ({exc}); name a .db file bertscope wrote") from None
+    try:
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote") from None
+    if version > len(MIGRATIONS):
+        db.close()
+        raise CorpusError(f"{path} was written by a newer bertscope (schema {version}); upgrade bertscope")
+    if version < 1 or not {"collections", "embeddings"} <= tables:
+        db.close()
+        what = "an empty file" if not tables else "an SQLite file without bertscope's tables"
+        raise CorpusError(
+            f"{path} is not a bertscope store ({what}); name a .db file `bertscope embed -o` wrote"
+        )
+    return db
+
+
 def _checksummed(db: sqlite3.Connection) -> bool:
     """Whether the store's schema has the checksum column (migration 2)."""
     return int(db.execute("PRAGMA user_version").fetchone()[0]) >= 2
@@ -107,14 +136,35 @@ def list_collections(path: str | Path) -> list[dict[str, Any]]:
     """Each collection's name, model, settings, dimension, created time and row count."""
     if not Path(path).is_file():
         raise CorpusError(f"cannot read {path}: no such file")
-    db = connect(path)
-    rows = db.execute(
-        "SELECT c.name, c.model, c.settings, c.dimension, c.created, "
-        "(SELECT COUNT(*) FROM embeddings e WHERE e.collection = c.name) FROM collections c ORDER BY c.name"
-    ).fetchall()
-    db.close()
+    db = connect_read(path)
+    try:
+        rows = db.execute(
+            "SELECT c.name, c.model, c.settings, c.dimension, c.created, "
+            "(SELECT COUNT(*) FROM embeddings e WHERE e.collection = c.name) "
+            "FROM collections c ORDER BY c.name"
+        ).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise CorpusError(
+            f"{path} cannot be read ({exc}): the file is corrupt; {rebuild_hint(path)}"
+        ) from None
+    finally:
+        db.close()
     keys = ("name", "model", "settings", "dimension", "created", "count")
-    return [dict(zip(keys, (*r[:2], json.loads(r[2]), *r[3:]), strict=True)) for r in rows]
+    return [dict(zip(keys, (*r[:2], _settings(r[2], r[0], path), *r[3:]), strict=True)) for r in rows]
+
+
+def _settings(raw: Any, collection: str, path: str | Path) -> dict[str, Any]:
+    """A collection's stored settings: a JSON object, or CorpusError naming the collection."""
+    try:
+        settings = json.loads(raw)
+    except (TypeError, ValueError):
+        settings = None
+    if not isinstance(settings, dict):
+        raise CorpusError(
+            f"collection {collection!r} in {path} keeps settings that are not a JSON object: the store is "
+            f"damaged; {rebuild_hint(path, collection)}"
+        )
+    return settings
 
 
 class SqliteSink(Sink):
@@ -338,7 +388,7 @@ class SqliteReader:
         self, path: Path, collection: str | None, column: str, size: int
     ) -> Iterator[tuple[list[str], list[str | None], np.ndarray]]:
         """(ids, texts, vectors) of the collection, `size` rows at a time."""
-        db = connect(path)
+        db = connect_read(path)
         try:
             yield from iter_vectors(db, str(collection), size, path=path)
         finally:

@@ -9,9 +9,10 @@ vectors checked to be finite.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -30,7 +31,10 @@ from .checksums import (
 from .parquet_checked import CheckedParquet
 from .sinks import PARQUET_META_KEY
 
-__all__ = ["Chunk", "NpyReader", "ParquetReader"]
+__all__ = ["Chunk", "NpyReader", "ParquetReader", "check_npy_rows", "npy_settings", "open_matrix"]
+
+# The most bytes of a .npy matrix read at once when its checksums are checked.
+_CHECK_BYTES = 16 << 20
 
 # (ids, texts (None where not kept), vectors (rows, d))
 Chunk = tuple[list[str], list[str | None], np.ndarray]
@@ -49,7 +53,7 @@ class ParquetReader:
             raise CorpusError(f"{path} is not a readable Parquet file ({exc}); is it whole?") from None
         if PARQUET_META_KEY not in meta:
             raise CorpusError(f"{path} was not written by bertscope (no settings in its metadata)")
-        return None, json.loads(meta[PARQUET_META_KEY])
+        return None, _settings_object(meta[PARQUET_META_KEY], f"{path}'s `bertscope` metadata", path)
 
     def chunks(self, path: Path, collection: str | None, column: str, size: int) -> Iterator[Chunk]:
         """(ids, texts, vectors) of every row, `size` rows at a time, from the vector column `column`."""
@@ -104,33 +108,40 @@ class NpyReader:
             raise CorpusError(
                 f"{path} has no {settings_path.name} / ids file beside it; was it written by bertscope?"
             )
-        settings = json.loads(settings_path.read_text())
+        settings = npy_settings(path)
         settings.pop("checksums", None)  # how the vectors are checked, not how they were made
         return None, settings
 
     def chunks(self, path: Path, collection: str | None, column: str, size: int) -> Iterator[Chunk]:
         """(ids, no texts, vectors) of every row, `size` rows at a time (the matrix memory-mapped)."""
-        matrix = np.load(path, mmap_mode="r")
+        matrix = open_matrix(path)
+        read = 0
         with path.with_suffix(".ids.txt").open(newline="\n") as ids_file:
             for block in _checked_blocks(path, matrix, size):
-                ids = [ids_file.readline().rstrip("\n") for _ in range(len(block))]
-                yield ids, [None] * len(ids), block
+                lines = [ids_file.readline() for _ in range(len(block))]
+                if lines and not lines[-1]:  # the ids ran out before the rows
+                    _too_few_ids(path, read + lines.index(""), len(matrix))
+                read += len(lines)
+                yield [line.rstrip("\n") for line in lines], [None] * len(lines), block
 
     def count(self, path: Path, collection: str | None) -> int:
         """The matrix's rows."""
-        return int(np.load(path, mmap_mode="r").shape[0])
+        return int(open_matrix(path).shape[0])
 
     def take(self, path: Path, rows: np.ndarray, column: str | None) -> Chunk:
         """The rows asked for, in that order (no vectors with column=None)."""
-        matrix = np.load(path, mmap_mode="r")
+        matrix = open_matrix(path)
         wanted = {int(r) for r in rows}
         found: dict[int, str] = {}
+        number = -1
         with path.with_suffix(".ids.txt").open(newline="\n") as ids_file:
             for number, line in enumerate(ids_file):
                 if number in wanted:
                     found[number] = line.rstrip("\n")
                     if len(found) == len(wanted):
                         break
+        if len(found) < len(wanted):
+            _too_few_ids(path, number + 1, len(matrix))
         ids = [found[int(r)] for r in rows]
         picked = np.asarray(matrix[rows] if column is not None else matrix[:0, :0], dtype=np.float32)
         bad = non_finite(picked)  # scattered rows: their batches' checksums are checked by a full read
@@ -143,10 +154,89 @@ class NpyReader:
         return ["embedding"]
 
 
+def open_matrix(path: Path) -> np.ndarray:
+    """A .npy store's matrix, memory-mapped read-only; CorpusError when the file is not a whole .npy."""
+    try:
+        return np.load(path, mmap_mode="r")
+    except (OSError, ValueError, EOFError) as exc:  # truncated: "mmap length is greater than file size"
+        problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CorpusError(
+            f"{path} is not a whole .npy matrix ({problem}): the file is corrupt; {rebuild_hint(path)}"
+        ) from None
+
+
+def npy_settings(path: Path) -> dict[str, Any]:
+    """The settings in `<stem>.settings.json` beside a .npy store (its checksums included); CorpusError
+    when they cannot be read or are not a JSON object."""
+    settings_path = path.with_suffix(".settings.json")
+    try:
+        raw = settings_path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorpusError(f"cannot read {settings_path}: {getattr(exc, 'strerror', None) or exc}") from None
+    return _settings_object(raw, str(settings_path), path)
+
+
+def check_npy_rows(path: Path, rows: np.ndarray | None = None) -> None:
+    """Check the stored batches of a .npy store that hold `rows` (None: every batch) against their
+    checksums, read a slice at a time (memory bounded whatever a batch's size); in a store written before
+    checksums, those rows are checked to be finite. Raises the one-line `corrupt` error."""
+    matrix = open_matrix(path)
+    found = recorded(npy_settings(path).get("checksums"), str(path))
+    total = int(matrix.shape[0])
+    step = max(1, _CHECK_BYTES // max(1, matrix[:1].nbytes))
+    if found is None:
+        picked = np.arange(total) if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
+        for first in range(0, len(picked), step):
+            some = picked[first : first + step]
+            bad = non_finite(np.asarray(matrix[some]))
+            if len(bad):
+                span = (int(some[bad[0]]), int(some[bad[-1]]))
+                raise corrupt(str(path), span, NOT_FINITE, rebuild_hint(path))
+        return
+    batches = found["batches"]
+    starts = np.cumsum([0, *(int(b["rows"]) for b in batches)])
+    if starts[-1] != total:
+        raise corrupt(str(path), (0, max(0, total - 1)), LAYOUT, rebuild_hint(path))
+    asked = (
+        range(len(batches)) if rows is None else np.unique(np.searchsorted(starts, rows, side="right") - 1)
+    )
+    for number in asked:
+        start, end = int(starts[number]), int(starts[number + 1])
+        crc = 0
+        for first in range(start, end, step):  # as checksums.checksum, continued slice by slice
+            block = matrix[first : min(end, first + step)]
+            crc = zlib.crc32(np.ascontiguousarray(block, dtype=block.dtype.newbyteorder("<")).data, crc)
+        if crc != batches[number].get("embedding"):
+            raise corrupt(str(path), (start, end - 1), MISMATCH, rebuild_hint(path))
+
+
+def _settings_object(raw: str | bytes, where: str, path: Path) -> dict[str, Any]:
+    """Stored settings parsed: a JSON object, or CorpusError naming `where` and what is wrong."""
+    try:
+        settings = json.loads(raw)
+    except ValueError:
+        raise CorpusError(
+            f"{where} is not JSON: the store's settings are damaged; {rebuild_hint(path)}"
+        ) from None
+    if not isinstance(settings, dict):
+        raise CorpusError(
+            f"{where} holds a JSON {type(settings).__name__}, not the store's settings object: the store is "
+            f"damaged; {rebuild_hint(path)}"
+        )
+    return settings
+
+
+def _too_few_ids(path: Path, ids: int, rows: int) -> NoReturn:
+    labels = path.with_suffix(".ids.txt")
+    raise CorpusError(
+        f"{labels} holds {ids} ids for the {rows} rows of {path}: the store is damaged; {rebuild_hint(path)}"
+    )
+
+
 def _checked_blocks(path: Path, matrix: np.ndarray, size: int) -> Iterator[np.ndarray]:
     """The rows of a .npy store, `size` at a time, each stored batch checked against its checksum
     (`<stem>.settings.json`); a store written before checksums has its rows checked to be finite."""
-    found = recorded(json.loads(path.with_suffix(".settings.json").read_text()).get("checksums"), str(path))
+    found = recorded(npy_settings(path).get("checksums"), str(path))
     rows = matrix.shape[0]
     if found is None:
         for start in range(0, rows, size):

@@ -2,7 +2,9 @@
 
 Exact on both sides, each vector must match within `EXACT_ATOL` (a float16 store: within one float16
 step more); a lossy side (bfloat16, float16 or int8 arithmetic) holds the cosine to `2 floor^2 - 1`, where
-both are within `floor` of float32.
+both are within `floor` of float32. A row that is not finite (NaN or infinity) on either side is out of
+tolerance, and a zero vector against a non-zero one has cosine 0; the headline figures are those of the
+rows that hold numbers, so a poisoned row neither hides nor fakes the drift of the others.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from ..backends.exact import EXACT_ATOL
 from .fingerprint import Difference
 from .settings import LOSSY_FLOOR, is_lossy, lossy_floor, vector_settings
 
-__all__ = ["StoreCheck", "add_drift"]
+__all__ = ["StoreCheck", "add_drift", "pairwise_cosines"]
 
 _WORST_SHOWN = 5
 
@@ -72,30 +74,58 @@ def add_drift(
     float16 = settings.get("precision") == "float16"
     if float16:  # the store kept float16: compare what this deployment would store
         fresh = fresh.astype(np.float16).astype(np.float32)
-    diff = np.abs(fresh - stored)
-    dots = (fresh.astype(np.float64) * stored).sum(axis=1)
-    norms = np.linalg.norm(fresh.astype(np.float64), axis=1) * np.linalg.norm(
-        stored.astype(np.float64), axis=1
-    )
-    cosines = np.where(norms > 0, dots / np.maximum(norms, 1e-300), 1.0)
-    check.max_abs = max(check.max_abs, float(diff.max(initial=0.0)))
-    check.min_cosine = min(check.min_cosine, float(cosines.min(initial=1.0)))
+    stored_ok, fresh_ok = _finite_rows(stored), _finite_rows(fresh)
+    finite = stored_ok & fresh_ok
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(fresh - stored)
+    cosines = np.where(finite, pairwise_cosines(fresh, stored), np.nan)
+    if finite.any():  # the headline over the rows that hold numbers; the others are named below
+        check.max_abs = max(check.max_abs, float(diff[finite].max(initial=0.0)))
+        check.min_cosine = min(check.min_cosine, float(cosines[finite].min(initial=1.0)))
     if _lossy_store(settings) or is_lossy(vector_settings(model)):
         floor = min(lossy_floor(model), _stored_floor(settings))
         bound = 2 * floor**2 - 1
         check.tolerance = {"min_cosine": bound}
-        bad = np.flatnonzero(cosines < bound)
+        out = np.zeros(len(finite), dtype=bool)
+        out[finite] = cosines[finite] < bound
     else:
         allowed = EXACT_ATOL + (np.abs(np.spacing(stored.astype(np.float16))) if float16 else 0.0)
         check.tolerance = {"max_abs": EXACT_ATOL, "float16_step": float16}
-        bad = np.flatnonzero((diff > allowed).any(axis=1))
-    worst = bad[np.argsort(cosines[bad])][:_WORST_SHOWN]
+        with np.errstate(invalid="ignore"):
+            out = (diff > allowed).any(axis=1)
+    bad = np.flatnonzero(out | ~finite)
+    worst = bad[np.argsort(np.where(finite[bad], cosines[bad], -np.inf), kind="stable")][:_WORST_SHOWN]
     for row in worst:
-        found = f"cosine {cosines[row]:.6f}, max abs {diff[row].max():.3g}"
+        if not stored_ok[row]:
+            found = "stored values not finite (NaN or infinity)"
+        elif not fresh_ok[row]:
+            found = "not finite here (NaN or infinity)"
+        else:
+            found = f"cosine {cosines[row]:.6f}, max abs {diff[row].max():.3g}"
         check.differences.append(Difference(f"{where}{labels[row]}", "stored", found))
     if len(bad) > len(worst):
         more = f"{len(bad) - len(worst)} more rows out of tolerance"
         check.differences.append(Difference(f"{where}rows", "stored", more))
+
+
+def pairwise_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """(...,) cosine of each vector of a (..., d) with the same one of b, in float64: 1 where both are
+    zero (the same vector), 0 where only one is (a zero vector points nowhere), NaN where either is not
+    finite."""
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        dots = (a64 * b64).sum(axis=-1)
+        norm_a, norm_b = np.linalg.norm(a64, axis=-1), np.linalg.norm(b64, axis=-1)
+    both = (norm_a > 0) & (norm_b > 0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cosines = np.where(both, dots / np.where(both, norm_a * norm_b, 1.0), 0.0)
+    cosines = np.where((norm_a == 0) & (norm_b == 0), 1.0, cosines)
+    return np.where(np.isfinite(norm_a) & np.isfinite(norm_b), cosines, np.nan)
+
+
+def _finite_rows(matrix: np.ndarray) -> np.ndarray:
+    """(rows,) whether each row of a (rows, d) array holds numbers only (no NaN, no infinity)."""
+    return np.isfinite(matrix).reshape(len(matrix), -1).all(axis=1)
 
 
 def _lossy_store(settings: dict[str, Any]) -> bool:

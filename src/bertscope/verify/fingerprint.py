@@ -28,8 +28,8 @@ from .settings import environment, file_hashes, flatten, is_lossy, lossy_floor, 
 
 __all__ = [
     "CANARY_RTOL", "DIRECTIONS", "FORMAT", "Difference", "FingerprintCheck", "canary_texts",
-    "check_fingerprint", "compare_fingerprints", "fingerprint", "fingerprint_id", "light_fingerprint",
-    "read_fingerprint", "save_fingerprint", "store_fingerprint",
+    "check_fingerprint", "compare_fingerprints", "fingerprint", "fingerprint_id", "fingerprint_problem",
+    "light_fingerprint", "read_fingerprint", "save_fingerprint", "store_fingerprint",
 ]  # fmt: skip
 
 FORMAT = 1
@@ -133,13 +133,61 @@ def read_fingerprint(path: str | Path) -> dict[str, Any]:
             f"{path} is fingerprint format {made['bertscope_fingerprint']}; this bertscope reads format "
             f"{FORMAT}: save it again with this version"
         )
+    problem = fingerprint_problem(made)
+    if problem:
+        raise InvalidInput(
+            f"{path} is a damaged fingerprint ({problem}); write it again with `bertscope verify --save`"
+        )
     return made
+
+
+def fingerprint_problem(made: Any, *, canaries: bool = True) -> str | None:
+    """What makes `made` unreadable as a fingerprint (its settings, files and, with `canaries`, canary
+    vectors), or None when each part has the shape `fingerprint` writes."""
+    if not isinstance(made, dict):
+        return f"a JSON {type(made).__name__}, not an object"
+    if not isinstance(made.get("settings", {}), dict):
+        return "settings is not an object"
+    files = made.get("files", {})
+    if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
+        return "files is not an object of file name to hash"
+    if canaries and "canaries" in made:
+        return _canaries_problem(made["canaries"])
+    return None
+
+
+def _canaries_problem(found: Any) -> str | None:
+    if not isinstance(found, dict):
+        return "canaries is not an object"
+    tokens = found.get("tokens", [])
+    if not isinstance(tokens, list) or not all(
+        isinstance(t, int) and not isinstance(t, bool) for t in tokens
+    ):
+        return "canaries.tokens is not a list of token counts"
+    layers = found.get("layers", [])
+    if not isinstance(layers, list):
+        return "canaries.layers is not a list"
+    for number, layer in enumerate(layers):
+        if not isinstance(layer, dict) or not isinstance(layer.get("layer"), int) or "mean" not in layer:
+            return f"canaries.layers[{number}] has no layer number and mean"
+        try:
+            mean = np.asarray(layer["mean"], dtype=np.float64)
+        except (TypeError, ValueError):
+            mean = np.empty(0)
+        if mean.ndim != 2 or not np.isfinite(mean).all():
+            return f"canaries.layers[{number}].mean is not a table of finite numbers (texts x directions)"
+    return None
 
 
 def check_fingerprint(model: Any, expected: dict[str, Any] | str | Path) -> FingerprintCheck:
     """`model` (as set up) against a saved fingerprint (a dict or its file): every difference named."""
     if not isinstance(expected, dict):
         expected = read_fingerprint(expected)
+    problem = fingerprint_problem(expected)
+    if problem:
+        raise InvalidInput(
+            f"the fingerprint given is damaged ({problem}); write it with `bertscope verify --save`"
+        )
     found = fingerprint(model, with_canaries="canaries" in expected)
     floor = lossy_floor(model)
     differences = compare_fingerprints(expected, found, lossy_floor=floor)
@@ -221,7 +269,12 @@ def _canary_differences(expected: dict[str, Any], found: dict[str, Any], rtol: f
     if expected.get("ids") != found["ids"]:
         differences.append(Difference("canaries.ids", expected.get("ids"), found["ids"]))
     for want, got in zip(expected.get("layers", []), found["layers"], strict=False):
-        drift = _relative_drift(np.asarray(want["mean"], dtype=np.float64), np.asarray(got["mean"]))
+        want_mean, got_mean = np.asarray(want["mean"], dtype=np.float64), np.asarray(got["mean"])
+        if want_mean.shape != got_mean.shape:  # a text or direction missing is a difference, not a pass
+            shapes = [f"{m.shape[0]} texts x {m.shape[1]} directions" for m in (want_mean, got_mean)]
+            differences.append(Difference(f"canaries.layer {got['layer']}", *shapes))
+            continue
+        drift = _relative_drift(want_mean, got_mean)
         if drift is not None and drift[0] > rtol:
             differences.append(
                 Difference(
@@ -238,11 +291,10 @@ def _canary_differences(expected: dict[str, Any], found: dict[str, Any], rtol: f
 
 
 def _relative_drift(want: np.ndarray, got: np.ndarray) -> tuple[float, int] | None:
-    """(largest ‖got - want‖ / ‖want‖ over the texts both have, and which text), or None if none."""
-    count = min(len(want), len(got))
-    if count == 0 or want.shape[1:] != got.shape[1:]:
+    """(largest ‖got - want‖ / ‖want‖ over the texts, and which text) of two (texts, DIRECTIONS) tables of
+    one shape, or None where there are no texts."""
+    if len(want) == 0:
         return None
-    want, got = want[:count], got[:count]
     drift = np.linalg.norm(got - want, axis=1) / np.maximum(np.linalg.norm(want, axis=1), 1e-12)
     worst = int(np.argmax(drift))
     return float(drift[worst]), worst

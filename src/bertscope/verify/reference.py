@@ -20,6 +20,7 @@ from ..backends.exact import EXACT_ATOL
 from ..core._enums import Combine, Pooling
 from ..core.layers import combine_layers
 from ..core.pooling import pool_sentences
+from .drift import pairwise_cosines
 from .settings import environment, is_lossy, lossy_floor, vector_settings, weights_dtype
 
 __all__ = ["LayerDrift", "Verification", "compare_to_reference", "reference_states"]
@@ -123,6 +124,9 @@ def compare_to_reference(
         if got.shape != want.shape:
             problems.append(f"text {index}: hidden states {got.shape} here, {want.shape} in the reference")
             continue
+        if not np.isfinite(got).all():  # NaN compares as neither near nor far: named, never passed
+            problems.append(f"text {index}: the model's vectors hold values that are not finite (NaN or inf)")
+            continue
         max_abs = np.maximum(max_abs, np.abs(got - want).max(axis=(1, 2)))
         min_cos = np.minimum(min_cos, _cosines(got, want).min(axis=1))
         mask = np.array([0.0 if s else 1.0 for s in tok.special_mask]) if spec.mask_special else None
@@ -166,10 +170,9 @@ def _tolerance(model: Any, settings: dict[str, Any], min_cosine: float | None) -
 
 
 def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(..., tokens) cosine of each vector of a (..., tokens, d) with b's; 1 where both are zero."""
-    dot = (a.astype(np.float64) * b).sum(axis=-1)
-    norms = np.linalg.norm(a.astype(np.float64), axis=-1) * np.linalg.norm(b.astype(np.float64), axis=-1)
-    return np.where(norms > 0, dot / np.maximum(norms, 1e-300), 1.0)
+    """(..., tokens) cosine of each vector of a (..., tokens, d) with b's; 1 where both are zero, 0 where
+    only one is."""
+    return pairwise_cosines(a, b)
 
 
 def _sentence(states: np.ndarray, mask: np.ndarray | None, spec: Any) -> np.ndarray:

@@ -5,12 +5,12 @@ same `make_level` the corpus job ran), and each sampled row is compared with the
 (id, position), in every vector column (`embedding`, or one `layer_N` per kept layer). Tokens and words
 take each document's text from its first row; chunk rows hold their chunk only, so a chunk store (and one
 written without texts) needs the corpus it was made from. Parquet and .npy stores (a matrix with its row
-labels in `<stem>.rows.jsonl`); SQLite stores hold sentence vectors only.
+labels in `<stem>.rows.jsonl`); SQLite stores hold sentence vectors only. Only the sampled rows' labels,
+texts and vectors are read (row_labels.py), each vector checked against its stored checksum first.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -21,12 +21,15 @@ import numpy as np
 from ..core.spec import EmbedOptions
 from ..errors import InvalidInput
 from ..io.checksums import column_values, vector_names
+from ..io.formats import Format
 from ..io.level_table import CorpusOptions, make_level
 from ..io.levels import LevelOptions
 from ..io.readers import Record
 from ..io.stores import Store
+from ..io.vector_files import check_npy_rows, open_matrix
 from .drift import StoreCheck, add_drift
 from .fingerprint import Difference
+from .row_labels import first_texts, sampled_keys
 
 __all__ = ["check_rows", "texts_by_id"]
 
@@ -37,13 +40,9 @@ def check_rows(
     """Add the drift of a token, word or chunk store's sampled rows to `check` (see the module docstring)."""
     settings = opened.settings
     level = settings["level"]
-    keys, columns, stored_of = (
-        _npy_rows(opened) if opened.path.suffix.lower() == ".npy" else _parquet_rows(opened)
-    )
-    ids, places = keys["id"], keys["position"]
-    sampled = [(str(ids[p]), int(places[p])) for p in positions]
+    sampled = sampled_keys(opened, positions)
     docs = list(dict.fromkeys(doc for doc, _ in sampled))
-    stored_texts = _first_texts(keys, set(docs)) if level != "chunks" and "text" in keys else {}
+    stored_texts = first_texts(opened, docs, int(positions[-1])) if level != "chunks" else {}
     if all(doc in stored_texts for doc in docs):
         texts = [stored_texts[doc] for doc in docs]
     else:
@@ -62,7 +61,10 @@ def check_rows(
         check.differences.append(
             Difference(f"row {int(positions[i])} (id {doc}, position {place})", "stored", found)
         )
-    columns = columns or vector_names(made.table.schema)  # a .npy's columns are the level's, in order
+    if opened.rules.format is Format.NPY:  # a .npy's columns are the level's, in order
+        stored_of, columns = _npy_vectors(opened, positions), vector_names(made.table.schema)
+    else:
+        stored_of, columns = _parquet_vectors(opened), _parquet_columns(opened.path)
     labels = [f"row {int(positions[i])} (id {sampled[i][0]}, position {sampled[i][1]})" for i in present]
     for number, column in enumerate(columns):
         stored = stored_of(positions[present], number, column)
@@ -75,48 +77,35 @@ def check_rows(
 _Stored = Callable[[np.ndarray, int, str], np.ndarray]  # (rows, column number, column name) -> (rows, d)
 
 
-def _parquet_rows(opened: Store) -> tuple[dict[str, list[Any]], list[str], _Stored]:
-    """({id, position[, text]: every row's value}, the vector columns, how to read sampled vectors)."""
-    import pyarrow.parquet as pq
-
-    schema = pq.read_schema(opened.path)
-    names = [c for c in ("id", "position", "text") if c in schema.names]
-    table = pq.read_table(opened.path, columns=names)
-    keys = {name: table.column(name).to_pylist() for name in names}
+def _parquet_vectors(opened: Store) -> _Stored:
+    """How to read sampled vectors of a Parquet store (the row groups that hold them, each checked)."""
 
     def stored(rows: np.ndarray, number: int, column: str) -> np.ndarray:
         return np.asarray(replace(opened, column=column).take(rows)[2], dtype=np.float32)
 
-    return keys, vector_names(schema), stored
+    return stored
 
 
-def _npy_rows(opened: Store) -> tuple[dict[str, list[Any]], list[str], _Stored]:
-    """As `_parquet_rows` for a .npy: the row labels from `<stem>.rows.jsonl`, the vectors from the matrix
-    ((rows, d), or (rows, layers, d) where each layer kept its own column: the level's columns in order)."""
-    labels = opened.path.with_suffix(".rows.jsonl")
-    keys: dict[str, list[Any]] = {"id": [], "position": [], "text": []}
-    with labels.open(encoding="utf-8") as lines:
-        for line in lines:
-            row = json.loads(line)
-            for name in keys:
-                keys[name].append(row.get(name))
-    matrix = np.load(opened.path, mmap_mode="r")
+def _npy_vectors(opened: Store, positions: np.ndarray) -> _Stored:
+    """How to read sampled vectors of a .npy matrix ((rows, d), or (rows, layers, d) where each layer kept
+    its own column: the level's columns in order), once the stored batches that hold `positions` are
+    checked against their checksums (a store written before them: those rows checked to be finite)."""
+    matrix = open_matrix(opened.path)
+    check_npy_rows(opened.path, positions)
 
     def stored(rows: np.ndarray, number: int, column: str) -> np.ndarray:
         picked = np.asarray(matrix[np.sort(rows)] if len(rows) else matrix[:0], dtype=np.float32)
         picked = picked[np.argsort(np.argsort(rows))]  # back in the order asked
         return picked[:, number] if picked.ndim == 3 else picked
 
-    return keys, [], stored
+    return stored
 
 
-def _first_texts(keys: dict[str, list[Any]], wanted: set[str]) -> dict[str, str]:
-    """Each wanted document's text, from the first of its rows that holds it."""
-    found: dict[str, str] = {}
-    for doc, text in zip(keys["id"], keys["text"], strict=True):
-        if text is not None and doc in wanted and doc not in found:
-            found[str(doc)] = str(text)
-    return found
+def _parquet_columns(path: Path) -> list[str]:
+    """The vector columns of a Parquet store."""
+    import pyarrow.parquet as pq
+
+    return vector_names(pq.ParquetFile(path).schema_arrow)
 
 
 def _level(level: str, model: Any, settings: dict[str, Any]) -> Any:

@@ -4,8 +4,9 @@ The sample is stratified over the store's rows (one row drawn from each of `rows
 batch a job wrote is represented. The texts are embedded with the model recorded in the store (or the one
 given) and the store's own settings (layers, pooling, prompt, post-processing); every view is checked.
 Token, word and chunk stores (rows.py) re-embed the sampled rows' documents with the store's level and
-compare the rows by (id, position). A fingerprint in the store's settings is compared with this
-deployment's too. The tolerances are drift.py's.
+compare the rows by (id, position). The stored batches that hold the sample are checked against their
+checksums first (a damaged store is an error, never a verdict). A fingerprint in the store's settings
+is compared with this deployment's too. The tolerances are drift.py's.
 """
 
 from __future__ import annotations
@@ -18,10 +19,13 @@ from typing import Any
 import numpy as np
 
 from ..core.spec import EmbedOptions, PostArg, resolve
-from ..errors import InvalidInput
+from ..errors import CorpusError, InvalidInput
+from ..io.checksums import rebuild_hint
+from ..io.formats import Format
 from ..io.stores import Store, open_store, view_settings, with_view
+from ..io.vector_files import check_npy_rows
 from .drift import StoreCheck, add_drift
-from .fingerprint import compare_fingerprints, store_fingerprint
+from .fingerprint import compare_fingerprints, fingerprint_problem, store_fingerprint
 from .rows import check_rows, texts_by_id
 
 __all__ = ["StoreCheck", "sample_rows", "verify_store"]
@@ -72,13 +76,19 @@ def verify_store(
     check = StoreCheck(
         True, len(positions), 0.0, 1.0, store=str(opened.path), rows=count, model=m.info().source
     )
+    recorded = opened.settings.get("fingerprint")
+    problem = None if recorded is None else fingerprint_problem(recorded, canaries=False)
+    if problem:  # found before anything is embedded
+        hint = rebuild_hint(opened.path, opened.collection)
+        raise CorpusError(f"{opened.path}: the fingerprint in its settings is damaged ({problem}); {hint}")
     corpus_texts = {"corpus": corpus, "text_field": text_field, "id_field": id_field}
     if opened.settings.get("level", "sentence") == "sentence":
+        if opened.rules.format is Format.NPY:  # the stored batches that hold the sample, as Parquet's are
+            check_npy_rows(opened.path, positions)
         _check_sentences(check, m, opened, positions, post, corpus_texts)
     else:
         check_rows(check, m, opened, positions, corpus_texts)
-    recorded = opened.settings.get("fingerprint")
-    if isinstance(recorded, dict):
+    if recorded is not None:
         check.differences += compare_fingerprints(recorded, store_fingerprint(m))
     check.ok = not check.differences
     check.seconds = time.perf_counter() - start
