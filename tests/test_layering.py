@@ -49,6 +49,7 @@ FLOORS: list[tuple[str, ...]] = [
         "research.structural_plots",
         "verify.store",
         "verify.rows",
+        "verify.row_labels",
     ),  # fmt: skip
     ("model",),
     ("", "__main__", "cli", "server", "integrations", *PUBLIC_PATHS),

@@ -34,6 +34,7 @@ from ..core.similarity import Hit, TopK, unit
 from ..errors import BackendUnavailable, CorpusError
 from .formats import suffixes_where
 from .stores import Store, open_store, with_view
+from .vector_files import open_matrix
 
 __all__ = [
     "IndexState",
@@ -261,7 +262,7 @@ def index_copies(store: Store) -> list[np.ndarray] | None:
             )
         if not state.fresh:
             return None
-        copies.append(np.load(index_paths(store.path, name)[2], mmap_mode="r"))
+        copies.append(open_matrix(index_paths(store.path, name)[2]))
     return copies or None
 
 
@@ -294,7 +295,7 @@ def ann_search(
     _, found = index.search(unit(vector.reshape(1, -1)), count)
     rows = np.sort(found[0][found[0] >= 0])
     mapped = store.rules.mapped
-    stored = np.load(store.path if mapped else index_paths(store.path, store.column)[2], mmap_mode="r")
+    stored = open_matrix(store.path if mapped else index_paths(store.path, store.column)[2])
     vectors = np.asarray(stored[rows], dtype=np.float32)
     # The best k + 1 by exact cosine (one more in case the excluded id is among them), then their labels.
     best = np.argsort(-(unit(vectors) @ unit(vector.reshape(-1))), kind="stable")[: k + 1]
