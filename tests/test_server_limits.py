@@ -243,7 +243,9 @@ def test_a_request_over_the_token_budget_is_refused_before_any_forward(
         assert refused.status_code == 413, refused.text
         assert "(--max-request-tokens)" in refused.json()["detail"]
         assert _forwards(budgeted) == before
-        assert budgeted.get("/v2/info").json()["limits"]["max_request_tokens"] == 300
+        limits = budgeted.get("/v2/info").json()["limits"]
+        assert limits["max_request_tokens"] == 300
+        assert limits["max_answer_floats"] == ServerSettings().max_answer_floats
 
 
 def test_the_default_token_budget_follows_the_machines_memory(bundled: bertscope.Model) -> None:

@@ -287,6 +287,7 @@ def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
             "max_batch_tokens": svc.batcher.max_batch_tokens,
             "max_wait_ms": s.max_wait_ms,
             "max_request_tokens": svc.max_request_tokens,
+            "max_answer_floats": s.max_answer_floats,
             "max_buffered_bytes": s.max_buffered_bytes,
         }
         fingerprint = await run_in_threadpool(lambda: svc.fingerprint)
