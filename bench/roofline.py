@@ -2,7 +2,7 @@
 is from the runtime's own matmul speed.
 
     cd bench && HF_HUB_OFFLINE=1 ../.venv/bin/python roofline.py [--texts 300] [--rounds 5] [--ways ...]
-        [--model FOLDER] [--texts-file FILE]
+        [--model FOLDER] [--texts-file FILE] [--nodes N]
 
 For each way, the bundled MiniLM embeds the news sentences through the engine (its own length-sorted
 batches, its own runner), timed end to end (median of `--rounds`). The engine's forwards are then replayed
@@ -19,8 +19,9 @@ the runner's time is split in the profile's proportions into:
 
 It prints each way's share of its precision's peak (the bench_peers figure), the Linear layers' own rate
 inside the graph, the share the whole would reach were everything but the Linear layers free (the
-ceiling at this runtime's matmul speed), and what the target leaves for the rest. Read it on a quiet
-machine: a profiler's kernel times include time a thread waited for a core.
+ceiling at this runtime's matmul speed), and what the target leaves for the rest; `--nodes N` adds the N
+costliest operators (OpenVINO's with the kernel that ran them), in the same proportions. Read it on a
+quiet machine: a profiler's kernel times include time a thread waited for a core.
 """
 
 from __future__ import annotations
@@ -116,7 +117,9 @@ def onnxruntime_profile(
     for event in events:
         op = event["args"].get("op_name", "")
         fused = fused or op in ("QAttention", "Attention", "MultiHeadAttention")
-        parts[part_of(event["name"], op)] += event["dur"] / rounds
+        part = part_of(event["name"], op)
+        parts[part] += event["dur"] / rounds
+        parts[f"{op} ({part})"] += event["dur"] / rounds
     return dict(parts), fused
 
 
@@ -140,7 +143,10 @@ def openvino_profile(runner: Any, forwards: list, rounds: int) -> tuple[dict[str
             request.infer(feed)
             for node in request.profiling_info:
                 seconds = node.real_time.total_seconds()
-                parts[part_of(node.node_name, node.node_type)] += seconds * 1e6 / rounds
+                part = part_of(node.node_name, node.node_type)
+                parts[part] += seconds * 1e6 / rounds
+                # the kernel too: OpenVINO runs some Linear layers on MLAS's sgemm, others on oneDNN's
+                parts[f"{node.node_type} {node.exec_type} ({part})"] += seconds * 1e6 / rounds
     return dict(parts), False
 
 
@@ -174,12 +180,14 @@ def measure(
         parts, fused = onnxruntime_profile(runner, forwards, rounds, threads)
     wall = statistics.median(walls)
     in_runner = min(statistics.median(runner_seconds), wall)
-    profiled = sum(parts.values()) or 1.0
+    profiled = sum(parts.get(part, 0.0) for part in PARTS) or 1.0
     seconds = {part: in_runner * parts.get(part, 0.0) / profiled for part in PARTS}
     seconds["host"] = wall - in_runner
+    # per operator (and OpenVINO's kernel), in the same proportions: `--nodes`
+    nodes = {key: in_runner * us / profiled for key, us in parts.items() if key not in PARTS}
     real = sum(int(f[2].sum()) for f in forwards)
     padded = sum(int(f[0].size) for f in forwards)
-    return {"wall": wall, "seconds": seconds, "real": real, "padded": padded, "fused": fused}
+    return {"wall": wall, "seconds": seconds, "real": real, "padded": padded, "fused": fused, "nodes": nodes}
 
 
 def report(
@@ -229,6 +237,7 @@ def main() -> None:
     parser.add_argument("--ways", default=",".join(WAYS), help="comma list of: " + ", ".join(WAYS))
     parser.add_argument("--model", default="", help="a model folder (default: the bundled MiniLM)")
     parser.add_argument("--texts-file", default="", help="texts, one per line, instead of the news")
+    parser.add_argument("--nodes", type=int, default=0, help="also print each way's N costliest operators")
     args = parser.parse_args()
     from transformers import AutoConfig
 
@@ -263,6 +272,9 @@ def main() -> None:
             continue
         print("\n".join(report(name, precision, row, config, figure, len(texts))))
         print(f"    peak: {figure:.0f} G(FL)OP/s ({how})")
+        costliest = sorted(row["nodes"].items(), key=lambda item: -item[1])[: args.nodes]
+        for key, seconds in costliest:
+            print(f"    {seconds * 1e3:7.1f} ms {seconds / row['wall']:6.1%}  {key}")
 
 
 if __name__ == "__main__":
