@@ -228,3 +228,39 @@ def test_an_answer_written_in_parts_refuses_nan_as_json_response_does() -> None:
 
     with pytest.raises(ValueError):
         render({"vectors": [[0.0] * 2000 + [float("nan")]]})
+
+
+def test_big_bodies_are_tokenized_one_at_a_time(bundled: bertscope.Model, monkeypatch: Any) -> None:
+    """Tokenizing a text whole holds about a kilobyte a token until it is cut (long="truncate"): requests
+    past `_BIG_CHARACTERS` take turns, so together they hold one's memory; a small one passes beside them."""
+    from bertscope.server import service as service_module
+
+    svc = create_app(bundled, settings=ServerSettings()).state.service
+    release, lock = threading.Event(), threading.Lock()
+    inside: list[str] = []  # the requests tokenizing now
+    most = [0]
+
+    def held(items: list[Any], spec: Any) -> list[Any]:
+        with lock:
+            inside.append(items[0][:5])
+            most[0] = max(most[0], len(inside))
+        if len(items[0]) > service_module._BIG_CHARACTERS:
+            release.wait(timeout=60)
+        with lock:
+            inside.pop()
+        return []
+
+    monkeypatch.setattr(bundled.engine, "prepare", held)
+    big, spec = "word " * (service_module._BIG_CHARACTERS // 5 + 1), bundled.spec()
+    gate = svc.big_tokenizing
+    with ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(svc._prepare, big, spec) for _ in range(3)]
+        with gate.changed:
+            assert gate.changed.wait_for(lambda: gate.waiting == 2, timeout=60)  # one inside, two wait
+        assert most[0] == 1
+        svc._prepare("a short text", spec)  # under the gate's size: not held up
+        assert most[0] == 2
+        release.set()
+        for future in futures:
+            future.result(timeout=60)
+    assert gate.waiting == 0 and most[0] == 2

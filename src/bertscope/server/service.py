@@ -10,8 +10,9 @@ import asyncio
 import contextlib
 import json
 import os
+import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import fields
 from functools import cached_property
@@ -39,6 +40,42 @@ __all__ = ["Service", "request_token_budget"]
 
 _INLINE_TEXTS = 16
 _BASELINES_KEPT = 8
+# Characters past which a request's texts are tokenized one request at a time. Tokenizing a text whole
+# holds about a kilobyte a token until it is cut (long="truncate": a 4 MiB body is ~800 MB for a moment),
+# and the body budget lets 16 such bodies in at once; gated, the memory they hold together is one's.
+# Requests under it, nearly all, never wait.
+_BIG_CHARACTERS = 1 << 18
+
+
+class OneAtATime:
+    """A lock that counts the threads waiting for it (so tests wait on that count, not on a clock)."""
+
+    def __init__(self) -> None:
+        self.changed = threading.Condition()
+        self.waiting = 0
+        self._busy = False
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Hold the lock for the block, after the thread holding it now lets go."""
+        with self.changed:
+            self.waiting += 1
+            self.changed.notify_all()
+            self.changed.wait_for(lambda: not self._busy)
+            self.waiting -= 1
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self.changed:
+                self._busy = False
+                self.changed.notify_all()
+
+
+def _characters(items: list[Any]) -> int:
+    return sum(len(item) if isinstance(item, str) else sum(map(len, item)) for item in items)
+
+
 _INLINE_CHARS = 20_000
 _COPIES = 8  # float32 copies of each kept token-layer while a request runs (`request_token_budget`)
 
@@ -90,6 +127,7 @@ class Service:
         self.max_request_tokens = settings.max_request_tokens or request_token_budget(model)
         # Baselines on the shipped reference, by spec: fitting one embeds the whole reference corpus.
         self._baselines: OrderedDict[str, Baseline] = OrderedDict()
+        self.big_tokenizing = OneAtATime()
 
     @cached_property
     def fingerprint(self) -> dict[str, Any]:
@@ -157,7 +195,14 @@ class Service:
         # work, and the tokens made here are the ones embedded (a request is tokenized once).
         items = check_texts(texts, pairs=True)
         self.check_tokens(self.least_tokens(items, spec.long, over=self.max_request_tokens), least=True)
-        return self.model.engine.prepare(items, spec)
+        with self._tokenizing(items):
+            return self.model.engine.prepare(items, spec)
+
+    def _tokenizing(self, items: list[Any]) -> contextlib.AbstractContextManager[None]:
+        """The gate a request's whole tokenization passes: one at a time past `_BIG_CHARACTERS`."""
+        return (
+            self.big_tokenizing.held() if _characters(items) > _BIG_CHARACTERS else contextlib.nullcontext()
+        )
 
     async def baseline(self, options: EmbedOptions, reference: list[str] | None = None) -> Baseline:
         """`Model.baseline` for these options (no post-processing), fitted on the worker.
@@ -230,7 +275,8 @@ class Service:
         items = check_texts(texts)
         over = self.max_request_tokens // layers
         self.check_tokens(self.least_tokens(items, long, over=over), layers=layers, least=True)
-        return sum(len(t) for t in self.model.tokenize(items, long=long))
+        with self._tokenizing(items):
+            return sum(len(t) for t in self.model.tokenize(items, long=long))
 
     async def _wait(self, futures: list[Future[Any]]) -> list[Any]:
         """The futures' results; when the request is cancelled (its client left), the work is abandoned."""
