@@ -41,7 +41,7 @@ __all__ = ["Service", "request_token_budget"]
 _INLINE_TEXTS = 16
 _BASELINES_KEPT = 8
 # Characters past which a request's texts are tokenized one request at a time. Tokenizing a text whole
-# holds about a kilobyte a token until it is cut (long="truncate": a 4 MiB body is ~800 MB for a moment),
+# holds hundreds of bytes a token until it is cut (long="truncate": 4.2 MB of words, 900k tokens, 612 MB),
 # and the body budget lets 16 such bodies in at once; gated, the memory they hold together is one's.
 # Requests under it, nearly all, never wait.
 _BIG_CHARACTERS = 1 << 18
