@@ -165,6 +165,21 @@ def test_contextuality_picks_frequent_words(bundled: bertscope.Model) -> None:
     assert len(result.occurrences) == 3 and all(n >= 15 for n in result.occurrences.values())
 
 
+def test_long_texts_are_never_cut_in_silence(bundled: bertscope.Model) -> None:
+    """A sweep says how many texts `long="truncate"` cut (none with "window"); contextuality windows long
+    sentences, so a word past the model's limit still counts."""
+    prefix = "the cat sat on a mat " * 60  # 361 tokens: over the 256 the bundled model takes
+    endings = ["and then it slept", "a storm hit the coast", "prices rose again", "the team won"]
+    left, right = [prefix + e for e in endings], [e + " today" for e in endings]
+    gold = np.array([1.0, 0.0, 0.5, 0.2])
+    cut = sweep(bundled, left, right, gold, layers="6", poolings=["mean"])
+    assert cut.settings["truncated"] == 4 and cut.settings["dropped_tokens"] > 4 * 100
+    whole = sweep(bundled, left, right, gold, layers="6", poolings=["mean"], long="window")
+    assert whole.settings["truncated"] == whole.settings["dropped_tokens"] == 0
+    sentences = ["the bank is closed", "a bank was robbed", prefix + "the bank was closed"]
+    assert contextuality(bundled, sentences, words=["bank"]).occurrences["bank"] == 3
+
+
 def test_eval_and_contextuality_commands(tmp_path: Path) -> None:
     runner = CliRunner()
     picture = tmp_path / "sweep.png"

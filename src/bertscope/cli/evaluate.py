@@ -29,6 +29,7 @@ from .app import (
     err,
     load_model,
     out,
+    warn,
 )
 from .pictures import one_input, split_list
 
@@ -137,6 +138,11 @@ def eval_pairs(
         long=long,
         stride=stride,
     )
+    if result.settings["truncated"]:
+        warn(
+            f"{result.settings['truncated']} text(s) longer than the model's limit were truncated "
+            f"({result.settings['dropped_tokens']} tokens dropped); --long window keeps them all"
+        )
     picture = picture_path(output, old_plot, no_plot, "sweep.png")
     if picture is not None:
         plot_sweep(result, picture)

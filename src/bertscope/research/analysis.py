@@ -148,18 +148,33 @@ def layer_vectors(
     stride: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Per pooling, (texts, L+1, d) sentence vectors of every layer, from one forward per text."""
+    return _layer_vectors(model, texts, poolings, mask_special=mask_special, long=long, stride=stride)[0]
+
+
+def _layer_vectors(
+    model: Encoder,
+    texts: Sequence[str],
+    poolings: Sequence[Pooling | str],
+    *,
+    mask_special: bool,
+    long: LongText | str,
+    stride: int | None,
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """`layer_vectors`, and the tokens `long="truncate"` dropped of each text (n_texts,)."""
     pools = [_sweep_pooling(p) for p in poolings]
     texts = check_texts(texts)
     spec = model.spec(layers="all", combine="concat", pooling="mean", long=long, stride=stride)
     count = model.n_layers + 1
     rows: dict[str, list[np.ndarray]] = {p.value: [] for p in pools}
+    dropped = []
     for tok, matrix in model.engine.token_matrices(list(texts), spec):
         hidden = matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2)
         keep = np.array([0.0 if s and mask_special else 1.0 for s in tok.special_mask], dtype=np.float32)
         mask = np.broadcast_to(keep, (count, len(keep)))
         for p in pools:
             rows[p.value].append(pool_sentences(hidden, mask, p))
-    return {name: np.stack(per_text) for name, per_text in rows.items()}
+        dropped.append(tok.n_dropped)
+    return {name: np.stack(per_text) for name, per_text in rows.items()}, np.array(dropped, dtype=np.int64)
 
 
 def _sweep_pooling(value: Pooling | str) -> Pooling:
@@ -203,7 +218,9 @@ def sweep(
     unique = list(dict.fromkeys([*left, *right]))
     where = {t: i for i, t in enumerate(unique)}
     ia, ib = np.array([where[t] for t in left]), np.array([where[t] for t in right])
-    vectors = layer_vectors(model, unique, names, mask_special=mask_special, long=long, stride=stride)
+    vectors, dropped = _layer_vectors(
+        model, unique, names, mask_special=mask_special, long=long, stride=stride
+    )
     posts = [("none", None), *[_post_entry(p) for p in post]]
     records = []
     for label, processor in posts:
@@ -228,7 +245,14 @@ def sweep(
         chosen,
         names,
         [label for label, _ in posts],
-        {"model": model.loaded.source, "texts": len(unique), "mask_special": mask_special},
+        {
+            "model": model.loaded.source,
+            "texts": len(unique),
+            "mask_special": mask_special,
+            # long="truncate" cut these texts (and dropped these tokens): said, never silent
+            "truncated": int((dropped > 0).sum()),
+            "dropped_tokens": int(dropped.sum()),
+        },
     )
 
 

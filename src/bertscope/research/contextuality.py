@@ -64,7 +64,7 @@ def _words_of(tok: Any) -> tuple[list[list[int]], list[str]]:
 def frequent_words(model: Encoder, sentences: Sequence[str], *, top: int, min_contexts: int) -> list[str]:
     """The `top` most frequent alphabetic words that occur in at least `min_contexts` sentences."""
     counts: Counter[str] = Counter()
-    for tok in model.tokenize(list(sentences)):
+    for tok in model.tokenize(list(sentences), long="window"):  # every word, however long the text
         counts.update({w for w in _words_of(tok)[1] if w.isalpha()})
     return [w for w, n in counts.most_common() if n >= min_contexts][:top]
 
@@ -83,7 +83,8 @@ def word_occurrences(
     rng = np.random.default_rng(seed)
     seen = 0
     targets = {w.lower() for w in words}
-    spec = model.spec(layers="all", combine="concat", pooling="mean")
+    # windowed, so a word past the model's limit is counted in its context, never dropped in silence
+    spec = model.spec(layers="all", combine="concat", pooling="mean", long="window")
     matrix = model.input_embeddings
     count = model.n_layers + 1
     found = _Occurrences({}, {}, {})
