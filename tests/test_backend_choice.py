@@ -12,6 +12,7 @@ import pytest
 import bertscope
 from bertscope.backends import exact, onnx, recorded
 from bertscope.backends.digest import content_digest
+from bertscope.backends.fast import Measured
 from bertscope.errors import BackendUnavailable, InvalidSpec
 
 
@@ -158,3 +159,28 @@ def test_an_option_the_others_leave_unread_is_refused(
 ) -> None:
     with pytest.raises(InvalidSpec, match=named):
         bertscope.load(tiny_dirs["bert"], device="cpu", **options)
+
+
+def test_the_exact_gate_reads_texts_at_the_models_full_length(
+    bundled: bertscope.Model, monkeypatch: Any
+) -> None:
+    """float32 drift grows with length: short sentences alone let a runtime through that passes 1e-5 on
+    a 256-token text (OpenVINO, 1.12e-05 on the bundled model). The gate reads two full-length texts, and
+    a way must stay a fifth under 1e-5 on them to be chosen."""
+    seen: list[int] = []
+    original = exact._all_hidden
+
+    def recorded(model: Any, texts: list[str]) -> Any:
+        seen.extend(len(t) for t in model.tokenize(texts))
+        return original(model, texts)
+
+    monkeypatch.setattr(exact, "_all_hidden", recorded)
+    model = bertscope.load(device="cpu", backend="torch")
+    exact._measure(model, {exact._TORCH: {}}, onnx.calibration_texts(), "digest")
+    assert seen.count(model.max_tokens) >= 2  # two texts cut at the limit, beside the short ones
+    ways = {exact._TORCH: {}, "close": {}, "closer": {}}
+    measured = [
+        Measured(mode, {}, speed, 1.0, 1.0, 1.0, gap)
+        for mode, speed, gap in [(exact._TORCH, 1.0, 0.0), ("close", 3.0, 9e-6), ("closer", 2.0, 7e-6)]
+    ]
+    assert [m.mode for m in exact._exact_by_speed(measured, ways)] == ["closer", exact._TORCH]
