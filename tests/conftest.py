@@ -81,6 +81,9 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_openvino_cache.py": 8,
     "test_server_hostile.py": 6,
     "test_verify_damage.py": 8,
+    "test_config_refusals.py": 9,
+    "test_cli_options.py": 5,
+    "test_cli_research_options.py": 8,
 }
 
 

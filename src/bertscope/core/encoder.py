@@ -80,9 +80,11 @@ class Encoder:
             self.max_positions = view.max_positions
             backend = view.tokenizer
             info = view.info() or {}
+            types = view.config.get("type_vocab_size")
             facts = ModelFacts(
-                int(info["layers"]), int(info["hidden_size"]), int(info["vocab_size"]), view.has_pooler
-            )
+                int(info["layers"]), int(info["hidden_size"]), int(info["vocab_size"]), view.has_pooler,
+                int(types) if isinstance(types, int) and types > 0 else None,
+            )  # fmt: skip
         else:
             hf_model = loaded.model
             pad = loaded.tokenizer.pad_token_id
@@ -93,7 +95,11 @@ class Encoder:
             has_pooler = self.family.pooler(hf_model) is not None
             config = hf_model.config
             hidden = int(config.hidden_size if hasattr(config, "hidden_size") else config.dim)
-            facts = ModelFacts(self.family.num_layers(hf_model), hidden, int(word.num_embeddings), has_pooler)
+            types = getattr(config, "type_vocab_size", None)
+            facts = ModelFacts(
+                self.family.num_layers(hf_model), hidden, int(word.num_embeddings), has_pooler,
+                int(types) if isinstance(types, int) and types > 0 else None,
+            )  # fmt: skip
         self.max_tokens = self._token_limit(max_tokens)
         self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
         # The fixed cost of a forward (`call_tokens`) stays the one measured at the base budget: the budget

@@ -67,6 +67,7 @@ class ModelFacts:
     hidden_size: int
     vocab_rows: int
     has_pooler: bool
+    type_rows: int | None = None  # segment types the model has (type_vocab_size); None: none read
 
 
 # The float32 hidden states one forward hands back are bounded in bytes as well as tokens. The token
@@ -113,6 +114,7 @@ class Engine:
         self.chunk_size = chunk_size
         self.n_layers = facts.n_layers
         self.hidden_size = facts.hidden_size
+        self.type_rows = facts.type_rows
         self.vocab_rows = facts.vocab_rows
         self._has_pooler = facts.has_pooler
         self.runner: Runner | None = None
@@ -168,6 +170,12 @@ class Engine:
             raise IndexError(
                 f"token id {bad} is out of range: this vocabulary has ids 0..{self.vocab_rows - 1}"
             )
+        if self.type_rows is not None and self.family.uses_token_types and type_ids.size:
+            if type_ids.max() >= self.type_rows:  # a pair's second text on a one-segment model
+                raise InvalidInput(
+                    f"segment (token type) id {int(type_ids.max())} is out of range: this model has "
+                    f"type_vocab_size={self.type_rows}, so it takes no text pairs; embed the texts apart"
+                )
         if self.runner is not None:
             return self.runner(ids, type_ids, mask, deepest, layers)
         self.model  # noqa: B018 - loads and warms the module on first use

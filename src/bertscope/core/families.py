@@ -76,6 +76,10 @@ class Family:
             relative = getattr(config, "relative_attention", None)
         return "relative" if relative else None
 
+    def unsupported(self, config: Any) -> str | None:
+        """Why bertscope cannot run `config` (a config or its dict) as the model's own code says, or None."""
+        return None
+
     def parts(self, model: Any) -> EmbeddingParts:
         """The embedding-layer modules of `model` (the bare encoder, e.g. BertModel)."""
         emb = getattr(model, self.embeddings_attr) if self.embeddings_attr else model
@@ -180,6 +184,19 @@ class Family:
 @dataclass(frozen=True)
 class _Albert(Family):
     """ALBERT shares layer groups; its loop runs `config.num_hidden_layers` times."""
+
+    def unsupported(self, config: Any) -> str | None:
+        """ALBERT with several layers in a group reports a hidden state per inner layer (transformers 5:
+        1 + layers x inner_group_num of them), which the layer numbering by num_hidden_layers would
+        cut halfway through the network; released ALBERTs have one."""
+        inner = config.get("inner_group_num", 1) if isinstance(config, dict) else config.inner_group_num
+        if inner == 1:
+            return None
+        return (
+            f"this ALBERT's config has inner_group_num={inner}: its layers report {inner} hidden states "
+            "each, and bertscope numbers one a layer (num_hidden_layers), so its last layer would not be "
+            "the model's output; only inner_group_num=1 (every released ALBERT) is supported"
+        )
 
     @contextmanager
     def stop_after(self, model: Any, n_layers: int) -> Iterator[None]:

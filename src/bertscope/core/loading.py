@@ -119,6 +119,8 @@ def open_light(name: str | os.PathLike[str] | None) -> Loaded | None:
     view = FolderView.open(name)
     if view is None or view.info() is None:
         return None
+    if (why := view.family.unsupported(view.config)) is not None:
+        raise ModelLoadError(f"{view.source}: {why}")
     st = sentence_transformers_settings(view.path)
     return Loaded(
         view.source, view.path, None, None, view.family, st.pooling, st.normalize, st.max_seq_length,
@@ -222,13 +224,18 @@ def load_parts(
     if shipped is not None and not trust_remote_code:  # a hub id: its config.json is read only now
         raise _needs_remote_code(source, shipped)
     family = family_for(config.model_type)
+    if (why := family.unsupported(config)) is not None:
+        raise ModelLoadError(f"{source}: {why}")
     from safetensors import SafetensorError
 
     try:
-        model = transformers.AutoModel.from_pretrained(target, dtype=dtype, **remote)
+        model, loading = transformers.AutoModel.from_pretrained(
+            target, dtype=dtype, output_loading_info=True, **remote
+        )
         tokenizer = transformers.AutoTokenizer.from_pretrained(target, **remote)
     except (OSError, ValueError, RuntimeError, SafetensorError) as exc:  # corrupt weights raise the last two
         raise _not_loadable(source, path, exc) from None
+    _check_weights(source, model, loading)
     if getattr(tokenizer, "backend_tokenizer", None) is None:
         raise ModelLoadError(f"{source}: bertscope needs a fast (tokenizers) tokenizer; this folder has none")
     rows = int(getattr(config, "vocab_size", 0) or 0)
@@ -244,6 +251,22 @@ def load_parts(
         source, path, model, tokenizer, family, st.pooling, st.normalize, st.max_seq_length, st.unsupported,
         trust_remote_code,
     )  # fmt: skip
+
+
+def _check_weights(source: str, model: Any, loading: dict[str, Any]) -> None:
+    """Refuse a checkpoint that leaves weights out (transformers would fill them with random values, and
+    every load would answer differently); a missing pooler only means the model has none."""
+    missing = sorted(loading.get("missing_keys") or ())
+    if missing and all(key.startswith("pooler.") for key in missing):
+        model.pooler = None  # random, not trained: pooling="pooler" is refused as on a model without one
+        return
+    wrong = missing + sorted(loading.get("mismatched_keys") or ())
+    if wrong:
+        more = f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+        raise ModelLoadError(
+            f"{source}: the weights leave out or misshape {', '.join(map(str, wrong[:3]))}{more}; the model "
+            "would run them at random values (another answer at every load): copy the whole checkpoint"
+        )
 
 
 def _quiet(transformers: Any) -> None:

@@ -1,0 +1,75 @@
+"""Configs and checkpoints bertscope cannot run as the model's own code says are refused, never answered."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from safetensors.torch import load_file, save_file
+from transformers import AutoConfig, AutoModel
+
+import bertscope
+from bertscope.errors import BertscopeError, InvalidInput, ModelLoadError
+
+
+def _variant(tiny_dirs: dict[str, Path], tmp_path: Path, family: str, **config: Any) -> Path:
+    """A copy of the tiny `family` model with `config` changed and weights made to fit it."""
+    folder = tmp_path / family
+    shutil.copytree(tiny_dirs[family], folder)
+    changed = AutoConfig.from_pretrained(folder)
+    for key, value in config.items():
+        setattr(changed, key, value)
+    AutoModel.from_config(changed).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("backend", ["auto", "torch"])  # auto: the folder opened light first
+def test_albert_with_layers_inside_a_group_is_refused(
+    tiny_dirs: dict[str, Path], tmp_path: Path, backend: str
+) -> None:
+    """inner_group_num=2: transformers reports two hidden states a layer, so bertscope's layer -1 (by
+    num_hidden_layers) would be the middle of the network, and its sentence vectors too."""
+    folder = _variant(tiny_dirs, tmp_path, "albert", num_hidden_groups=2, inner_group_num=2)
+    with pytest.raises(ModelLoadError, match="inner_group_num=2"):
+        bertscope.load(folder, device="cpu", backend=backend)
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnxruntime", "openvino"])
+def test_a_pair_on_a_model_of_one_segment_type_is_refused(
+    tiny_dirs: dict[str, Path], tmp_path: Path, backend: str
+) -> None:
+    """type_vocab_size=1 and a tokenizer that gives a pair's second text segment 1: the model's own
+    forward fails; torch and ONNX Runtime raised their own errors and OpenVINO answered with garbage."""
+    if backend == "openvino":
+        pytest.importorskip("openvino")
+    folder = _variant(tiny_dirs, tmp_path, "bert", type_vocab_size=1)
+    model = bertscope.load(folder, device="cpu", backend=backend)
+    with pytest.raises(InvalidInput, match="type_vocab_size=1"):
+        model.embed([("a cat", "the dog ate bread")])
+    assert model.embed(["a cat", "the dog ate bread"]).vectors.shape[0] == 2  # texts apart: fine
+
+
+def test_a_checkpoint_that_leaves_weights_out_is_refused(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
+    """transformers fills a missing weight with random values, so every load would answer differently."""
+    folder = tmp_path / "bert"
+    shutil.copytree(tiny_dirs["bert"], folder)
+    weights = load_file(folder / "model.safetensors")
+    dropped = next(key for key in weights if key.endswith("attention.self.query.weight"))
+    save_file({k: v for k, v in weights.items() if k != dropped}, folder / "model.safetensors")
+    with pytest.raises(ModelLoadError, match="leave out or misshape"):
+        bertscope.load(folder, device="cpu", backend="torch")
+
+
+def test_a_checkpoint_without_a_pooler_has_no_pooler(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
+    """A missing pooler is what many sentence-transformers checkpoints ship: the model loads, and the
+    pooler, which would be random, is refused as on a model that has none (as the light path says)."""
+    folder = tmp_path / "bert"
+    shutil.copytree(tiny_dirs["bert"], folder)
+    weights = load_file(folder / "model.safetensors")
+    save_file({k: v for k, v in weights.items() if "pooler" not in k}, folder / "model.safetensors")
+    model = bertscope.load(folder, device="cpu", backend="torch")
+    assert not model.engine.has_pooler
+    with pytest.raises(BertscopeError, match="pooler"):
+        model.embed("a cat", pooling="pooler")
