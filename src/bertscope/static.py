@@ -264,13 +264,16 @@ def export(
     fmt: ExportFormat | str | None = None,
     *,
     items: Sequence[str | int] | None = None,
+    overwrite: bool = True,
 ) -> list[Path]:
     """Write the static rows of `items` (pieces or ids; default every row) to `path`; returns the files.
 
     Without `fmt` the file's suffix chooses (.vec/.txt/.w2v word2vec text, .npy, .parquet; any other
-    suffix is refused).
+    suffix is refused). `overwrite=False` refuses a `path` that exists, before anything is written.
     """
     export_format(Path(path), fmt)  # a wrong name is refused before the rows are checked
+    if not overwrite and Path(path).exists():
+        raise InvalidInput(f"{path} exists; replace it with overwrite=True (--overwrite) or name a new file")
     chosen = list(range(model.static_shape[0])) if items is None else token_ids(model, items)
     rows = Rows(_PIECES, len(chosen), model.static_shape[1], _blocks(model, chosen))
     return write_rows(path, fmt, rows)

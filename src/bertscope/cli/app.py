@@ -177,7 +177,8 @@ MaskSpecialOpt = Annotated[
     bool, typer.Option("--mask-special", help="Leave `[CLS]`/`[SEP]` (`<s>`, `</s>`) out of pooling.")
 ]
 StrideOpt = Annotated[
-    int | None, typer.Option("--stride", help="Window step in tokens (default: half a window).")
+    int | None,
+    typer.Option("--stride", min=1, help="Window step in tokens (--long window; default: half a window)."),
 ]
 PairOpt = Annotated[
     str | None,
@@ -283,8 +284,19 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
-def read_texts(texts: list[str] | None, input_path: str | None) -> list[str]:
-    """Texts from arguments or from -i FILE (one per line, - for stdin), never both."""
+def check_stride(model: Any, stride: int | None) -> None:
+    """Refuse a --stride outside the model's window now, before any work (a corpus job would otherwise
+    meet it only at its first long text). The bounds are the windows' own check (`Tokens.windows`),
+    run on a one-word text."""
+    if stride is not None:
+        model.tokenize(["a"])[0].windows(model.max_tokens, stride)
+
+
+def read_texts(
+    texts: list[str] | None, input_path: str | None, *, text_field: str = "text", id_field: str | None = None
+) -> list[str]:
+    """Texts from arguments or from -i FILE, never both: a file is read as a corpus job reads it (a text
+    a line in .txt and stdin, `text_field` of each .jsonl/.csv/.tsv/.parquet record)."""
     if texts and input_path:
         raise InvalidInput("give texts as arguments or with -i/--input, not both")
     if input_path is None:
@@ -293,7 +305,9 @@ def read_texts(texts: list[str] | None, input_path: str | None) -> list[str]:
                 "no texts given: pass them as arguments, or -i FILE (one per line, - for stdin)"
             )
         return texts
-    return list(read_lines(input_path))
+    from ..io.readers import read_corpus
+
+    return [record.text for record in read_corpus(input_path, text_field=text_field, id_field=id_field)]
 
 
 def read_lines(input_path: str) -> Iterator[str]:

@@ -130,7 +130,9 @@ def static(
     items: Annotated[
         list[str] | None, typer.Argument(help="Word pieces (or ids with --ids, words with --word).")
     ] = None,
-    neighbors: Annotated[int, typer.Option("--neighbors", "-k", help="Show this many nearest pieces.")] = 0,
+    neighbors: Annotated[
+        int, typer.Option("--neighbors", "-k", min=0, help="Show this many nearest pieces.")
+    ] = 0,
     ids: Annotated[bool, typer.Option("--ids", help="Read the items as token ids.")] = False,
     word: Annotated[
         bool, typer.Option("--word", help="Items are words: mean of their pieces' rows.")
@@ -156,7 +158,7 @@ def static(
         str | None, typer.Option("--layers", "-l", help="With --from-corpus: layer(s) to aggregate (1).")
     ] = None,
     min_count: Annotated[
-        int, typer.Option("--min-count", help="With --from-corpus: leave out rarer words.")
+        int, typer.Option("--min-count", min=1, help="With --from-corpus: leave out rarer words.")
     ] = 1,
     subword: Annotated[
         str, typer.Option("--subword", help="With --from-corpus: pieces -> word: mean, first, last.")
@@ -169,10 +171,12 @@ def static(
         ),
     ] = "window",
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted aggregation.")] = False,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing export.")] = False,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per saved batch.")] = 64,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace an existing export (--export, --from-corpus).")
+    ] = False,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Texts per saved batch.")] = 64,
     engine: EngineOpt = "local",
-    workers: Annotated[int, typer.Option("--workers", help="With --engine ray: Ray actors.")] = 2,
+    workers: Annotated[int, typer.Option("--workers", min=1, help="With --engine ray: Ray actors.")] = 2,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no summary.")] = False,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
@@ -196,6 +200,14 @@ def static(
     from ..static import export as export_static
     from ..static import lookup
 
+    if ids and word:
+        raise InvalidInput("--ids reads token ids and --word reads words; give one of them")
+    if from_corpus is None:
+        aggregation = {"--layers": layers is not None, "--min-count": min_count != 1, "--resume": resume}
+        if given := [name for name, on in aggregation.items() if on]:
+            raise InvalidInput(f"{', '.join(given)}: for --from-corpus only; leave them out here")
+        if overwrite and export is None:
+            raise InvalidInput("--overwrite replaces an existing --export file; add --export FILE or drop it")
     # Rows of the matrix need no forward: with the default load options they are read from the folder's
     # safetensors without torch (about 1 s where a load takes 6-9 s), the same float32 values a load gives.
     defaults = (device, dtype, backend, quantize, threads) == ("auto", "float32", "auto", "none", None)
@@ -218,7 +230,7 @@ def static(
         if word and items:
             raise InvalidInput("--export writes word-piece rows; name pieces (or --ids), not --word words")
         named: list[Any] | None = ([_token_id(i) for i in items] if ids else list(items)) if items else None
-        written = export_static(m, export, fmt, items=named)
+        written = export_static(m, export, fmt, items=named, overwrite=overwrite)
         rows = f"{len(named)} rows" if named else "every row"
         emit_json([str(p) for p in written]) if as_json else err.print(
             f"wrote {', '.join(map(str, written))} ({rows})", highlight=False

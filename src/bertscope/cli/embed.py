@@ -33,6 +33,7 @@ from .app import (
     StrideOpt,
     ThreadsOpt,
     app,
+    check_stride,
     emit_json,
     err,
     load_model,
@@ -85,7 +86,7 @@ def embed(
     no_text: Annotated[
         bool, typer.Option("--no-text", help="Do not store the texts with the vectors.")
     ] = False,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Texts per saved batch.")] = 1024,
+    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Texts per saved batch.")] = 1024,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no summary.")] = False,
     post: Annotated[
         Path | None, typer.Option("--post", help="A fitted post-processing file (see fit-post).")
@@ -146,7 +147,9 @@ def embed(
     remeasure: RemeasureOpt = False,
     as_json: JsonOpt = False,
     engine: EngineOpt = "local",
-    workers: Annotated[int, typer.Option("--workers", help="Ray actors, each with its own model.")] = 2,
+    workers: Annotated[
+        int, typer.Option("--workers", min=1, help="Ray actors, each with its own model.")
+    ] = 2,
     address: Annotated[
         str | None, typer.Option("--address", help="Ray cluster to join (auto: the running one).")
     ] = None,
@@ -184,6 +187,13 @@ def embed(
         )
     if (view or index) and (output is None or level != "sentence" or engine is Engine.RAY):
         raise InvalidInput("--view and --index are for local sentence corpus jobs: give -o FILE.parquet")
+    _refuse_unused(output, as_json, collection=collection, resume=resume, overwrite=overwrite,
+                   skip_bad=skip_bad, no_text=no_text)  # fmt: skip
+    if stride is not None:
+        # checked now, not at the first long text part-way through a corpus job
+        from ..core.folder import FolderView
+
+        check_stride(FolderView.open(model) or load_model(model), stride)
     from ..core.spec import EmbedOptions, resolve
     from ..io.level_table import CorpusOptions
     from ..io.levels import LevelOptions
@@ -192,14 +202,17 @@ def embed(
         layers=layers, combine=combine, pooling=pooling, mask_special=mask_special, normalize=normalize,
         long=long, stride=stride, post=post, prompt_name=prompt_name, prompt=prompt,
     )  # fmt: skip
+    run: dict[str, Any] = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize}
+    run.update(threads=threads, fast=fast, fast_min_cosine=fast_min_cosine)
     if chunks is not None and output is None:
-        m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+        m = load_model(model, **run)
         # Late chunks see every token (windows); chunks embedded alone are cut at the window, reported.
         shown = {k: v for k, v in asdict(recipe).items() if k != "post"}
         shown["long"] = None if long == "truncate" else long
+        docs = read_texts(texts, input_path, text_field=text_field, id_field=id_field)
         print_chunks(
-            m, read_texts(texts, input_path), as_json=as_json, chunks=chunks, late=late, size=chunk_size,
-            overlap=chunk_overlap, **shown,
+            m, docs, as_json=as_json, chunks=chunks, late=late, size=chunk_size, overlap=chunk_overlap,
+            **shown,
         )  # fmt: skip
         return
     rows = LevelOptions(
@@ -224,8 +237,6 @@ def embed(
         if not quiet:
             err.print(summary.line(), highlight=False)
         return
-    run: dict[str, Any] = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize}
-    run.update(threads=threads, fast=fast, fast_min_cosine=fast_min_cosine)
     if output is not None:
         from .corpus import CorpusJob, run_job
 
@@ -238,7 +249,7 @@ def embed(
         return
     if level not in ("sentence", "tokens", "words"):
         raise InvalidInput(f"--level {level} rows are written by a corpus job: give -o FILE.parquet")
-    items = with_pair(read_texts(texts, input_path), pair)
+    items = with_pair(read_texts(texts, input_path, text_field=text_field, id_field=id_field), pair)
     m = load_model(model, **run)
     if tokens or words:
         _per_piece(m, items, recipe, words=words, subword=subword, as_json=as_json)
@@ -262,6 +273,18 @@ def embed(
         )
     out.print(table)
     out.print(f"spec: {result.spec}", highlight=False)
+
+
+def _refuse_unused(output: Path | None, as_json: bool, **corpus_only: Any) -> None:
+    """Refuse what a corpus job (-o) would leave unused, and what only a corpus job reads without -o."""
+    if output is not None and as_json:
+        raise InvalidInput(
+            "--json prints vectors; a corpus job (-o) writes them to its file and its summary on stderr: "
+            "drop --json, or -o to print the vectors"
+        )
+    given = [f"--{name.replace('_', '-')}" for name, value in corpus_only.items() if value]
+    if output is None and given:
+        raise InvalidInput(f"{', '.join(given)}: for corpus jobs only; add -o FILE or leave them out")
 
 
 def _shown(item: Any) -> str:
@@ -346,6 +369,7 @@ def similarity(
     if reference is not None:
         baseline = True
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+    check_stride(m, stride)
     options: dict[str, Any] = dict(layers=layers, combine=combine, pooling=pooling, long=long, stride=stride)
     options.update(mask_special=mask_special, normalize=normalize)
     if (baseline or threshold_file is not None) and (prompt_name or prompt):

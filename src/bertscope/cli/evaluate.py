@@ -25,6 +25,7 @@ from .app import (
     QuantizeOpt,
     StrideOpt,
     ThreadsOpt,
+    check_stride,
     emit_json,
     err,
     load_model,
@@ -98,7 +99,8 @@ def eval_pairs(
         ),
     ] = None,
     post_dim: Annotated[
-        int | None, typer.Option("--post-dim", help="Dimensions kept by whitening/pca fitted here.")
+        int | None,
+        typer.Option("--post-dim", min=1, help="Dimensions kept by whitening/pca fitted here."),
     ] = None,
     mask_special: MaskSpecialOpt = False,
     long: LongOpt = "truncate",
@@ -125,8 +127,10 @@ def eval_pairs(
     pairs = Path(one_input(input_path, pairs_file, "pairs file"))
 
     left, right, gold = text_file(read_pairs, pairs)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+    check_stride(m, stride)
     result = sweep(
-        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
+        m,
         left,
         right,
         gold,
@@ -171,14 +175,16 @@ def eval_words(
         Path | None, typer.Option("--input", "-i", help="TSV: word_a, word_b, gold score per line.")
     ] = None,
     old_pairs: Annotated[Path | None, typer.Option("--pairs", hidden=True)] = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="Use only the first N pairs.")] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="Use only the first N pairs.")] = None,
     layers: Annotated[
         str, typer.Option("--layers", "-l", help="Layers of the decontextualised and aggregated kinds.")
     ] = "all",
     corpus: Annotated[
         str | None, typer.Option("--corpus", help="Also aggregate each word over this corpus (one per line).")
     ] = None,
-    min_count: Annotated[int, typer.Option("--min-count", help="With --corpus: rarer words get none.")] = 1,
+    min_count: Annotated[
+        int, typer.Option("--min-count", min=1, help="With --corpus: rarer words get none.")
+    ] = 1,
     long: LongOpt = "window",
     distilled: Annotated[
         Path | None, typer.Option("--distilled", help="Also a model2vec folder (bertscope distill).")
@@ -213,7 +219,7 @@ def eval_words(
         aggregated = m.static_from_corpus(
             corpus, layers=layers, min_count=min_count, long=long, progress=None
         )
-    result = compare_kinds(m, data[:limit] if limit else data, layers=layers, aggregated=aggregated,
+    result = compare_kinds(m, data if limit is None else data[:limit], layers=layers, aggregated=aggregated,
                            distilled=distilled)  # fmt: skip
     name = dataset or str(pairs)
     picture = picture_path(output, old_plot, no_plot, "word-eval.png")
@@ -267,8 +273,10 @@ def eval_docsim(
     from ..core.post import load_post
     from ..research.analysis import evaluate_docsim
 
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+    check_stride(m, stride)
     result = evaluate_docsim(
-        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
+        m,
         post=load_post(post) if post else None,
         layers=layers,
         combine=combine,

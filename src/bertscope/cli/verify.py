@@ -5,6 +5,7 @@ Exit status: 0 within tolerance (or the same fingerprint), 1 on drift (or any di
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -121,6 +122,15 @@ def verify(
     try:
         if sum(x is not None for x in (save, against, store)) > 1:
             raise InvalidInput("give one of --save, --against and --store")
+        store_only: dict[str, Any] = {
+            "--rows": rows != 200,
+            "--collection": collection is not None,
+            "--corpus": corpus,
+        }
+        store_only.update({"--text-field": text_field != "text", "--id-field": id_field, "--post": post})
+        _refuse_unused(store, against, sample, lines=lines, min_cosine=min_cosine, store_only=store_only)
+        if save is not None:
+            _check_writable(save)  # before the work, not after it
         if store is not None:
             fields = {"text_field": text_field, "id_field": id_field}
             code = _verify_store(
@@ -135,6 +145,40 @@ def verify(
         warn(exc, label="error:", style="red")
         raise typer.Exit(2) from None
     raise typer.Exit(code)
+
+
+def _refuse_unused(
+    store: Path | None, against: Path | None, sample: Path | None, *, lines: int, min_cosine: float | None,
+    store_only: dict[str, Any],
+) -> None:  # fmt: skip
+    """Refuse an option the chosen check would leave unused (exit 2), naming what to do instead."""
+    if store is not None:
+        model_only = {"--sample": sample, "--lines": lines != 100, "--min-cosine": min_cosine is not None}
+        if given := [name for name, on in model_only.items() if on]:
+            raise InvalidInput(
+                f"{', '.join(given)}: for the check against the reference forward; --store re-embeds the "
+                "store's own rows (--rows N): leave them out"
+            )
+    elif given := [name for name, on in store_only.items() if on]:
+        raise InvalidInput(f"{', '.join(given)}: with --store FILE only; add --store or leave them out")
+    if sample is None and lines != 100:
+        raise InvalidInput("--lines counts the lines of --sample; add --sample FILE or leave --lines out")
+    if against is not None and min_cosine is not None:
+        raise InvalidInput(
+            "--min-cosine bounds the check against the reference forward; --against compares fingerprints: "
+            "leave it out"
+        )
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse a --save path the fingerprint could not be written to."""
+    folder = path.parent
+    if path.is_dir():
+        raise InvalidInput(f"--save {path} is a folder; name a JSON file, e.g. {path / 'fingerprint.json'}")
+    if not folder.is_dir():
+        raise InvalidInput(f"--save {path}: the folder {folder} does not exist; create it or save elsewhere")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise InvalidInput(f"--save {path}: not writable here; choose a path you can write to")
 
 
 def _load(model: str | None, run: dict[str, Any], stored: dict[str, Any] | None = None) -> Any:
