@@ -23,7 +23,7 @@ from .core.post import PostKind, PostProcessor
 from .core.similarity import cos_sim
 from .core.spec import EmbedOptions, EmbedSpec, resolve
 from .core.tokens import Tokens
-from .errors import InvalidSpec
+from .errors import InvalidInput, InvalidSpec
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .core.encoder import Encoder
     from .core.spec import RecipeKeywords
 
-__all__ = ["Explanation", "explain", "token_parts", "plot_explanation"]
+__all__ = ["Explanation", "explain", "token_parts", "plot_explanation", "picture_file"]
 
 
 @dataclass
@@ -235,9 +235,7 @@ def plot_explanation(result: Explanation, path: str | Path) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    path = Path(path)
-    if not path.parent.exists():
-        raise InvalidSpec(f"cannot write {path}: the folder {path.parent} does not exist")
+    path = picture_file(path)
     n, m = len(result.tokens_a), len(result.tokens_b)
     figure = Figure(figsize=(1.5 + 0.45 * m, 1.2 + 0.4 * n))
     FigureCanvasAgg(figure)
@@ -264,4 +262,26 @@ def plot_explanation(result: Explanation, path: str | Path) -> Path:
         ax.set_xticks([])
         ax.set_title(f"cosine {result.score:.4f}; NOT exact: {result.method}")
     figure.savefig(path, dpi=110, bbox_inches="tight")
+    return path
+
+
+def picture_file(path: str | Path) -> Path:
+    """`path` checked as a picture to write: a suffix matplotlib writes (.png, .svg, .pdf ...) and a folder
+    that exists, else InvalidInput. Commands call it on their -o before the work, so no run ends in it.
+
+    Here, not in research/plots.py (which uses it too), so that `plot_explanation` one floor down shares it.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    path = Path(path)
+    formats = sorted(FigureCanvasAgg.get_supported_filetypes())
+    suffix = path.suffix.lower().removeprefix(".")
+    if suffix not in formats:
+        got = f"its suffix .{suffix} is not" if suffix else "it has no suffix naming"
+        shown = ", ".join(f".{name}" for name in formats)
+        raise InvalidInput(
+            f"cannot write the picture {path}: {got} a picture format; end it with one of {shown}"
+        )
+    if not path.parent.exists():
+        raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
     return path

@@ -43,7 +43,8 @@ def bench(
     from ..backends.modes import compare_modes
     from ..backends.onnx import calibration_texts
 
-    names = [name.strip() for name in modes.split(",") if name.strip()]
+    # int8_fused as int8-fused: the spelling --quantize takes names the same mode (Quantize.parse's rule)
+    names = [name.strip().lower().replace("_", "-") for name in modes.split(",") if name.strip()]
     if not names:
         raise InvalidInput("--modes is empty: give e.g. float32,int8")
     texts = list(islice(read_lines(input_path), limit)) if input_path else calibration_texts()[:limit]

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from ..errors import InvalidInput
@@ -243,7 +242,7 @@ def _occurrences(
     table = Table("rank", "id", "span", "cosine", "snippet", title=f"{what} ({found.total} in the store)")
     for rank, hit in enumerate(found.hits, 1):
         score = "" if hit.score is None else f"{hit.score:.4f}"
-        table.add_row(str(rank), hit.id, f"{hit.start}-{hit.end}", score, escape(hit.snippet))
+        table.add_row(str(rank), hit.id, f"{hit.start}-{hit.end}", score, hit.snippet)
     out.print(table)
 
 

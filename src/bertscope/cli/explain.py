@@ -57,6 +57,10 @@ def explain(
     show the [CLS] attention row instead, marked as not exact.
     Example: `bertscope explain "The cat sat on the mat." "A dog lay on the rug." -p mean -o why.png`
     """
+    from ..research.plots import picture_file
+
+    if output is not None:
+        picture_file(output)
     m = load_model(model)
     options = dict(layers=layers, combine=combine, pooling=pooling, mask_special=mask_special)
     result = m.explain(
@@ -194,11 +198,12 @@ def plot_static_cmd(
     Examples: `bertscope plot static king queen man woman bread cake -o static.png`,
     `bertscope plot static --top 300 --method tsne`
     """
-    from ..research.plots import plot_static
+    from ..research.plots import picture_file, plot_static
     from ..static import first_words
 
     if bool(items) == (top is not None):
         raise InvalidInput("name word pieces, or give --top N (not both)")
+    picture_file(output)
     m = load_model(model)
     ids: list[Any] = first_words(m, top) if top is not None else m.static_ids(items or [])
     err.print(f"wrote {plot_static(m, ids, output, method=method)}")

@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from ..errors import InvalidInput
 from .app import (
     BackendOpt,
     CombineOpt,
@@ -66,8 +67,11 @@ def contextuality_cmd(
     Example: `bertscope contextuality -i corpus.txt --words bread,bank -o contextuality.png`
     """
     from ..research.contextuality import contextuality
-    from ..research.plots import plot_contextuality
+    from ..research.plots import picture_file, plot_contextuality
 
+    picture = picture_path(output, old_plot, no_plot, "contextuality.png")
+    if picture is not None:
+        picture_file(picture)
     texts = list(read_lines(one_input(input_path, corpus, "sentences")))
     result = contextuality(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
@@ -76,7 +80,6 @@ def contextuality_cmd(
         top=top,
         min_contexts=min_contexts,
     )
-    picture = picture_path(output, old_plot, no_plot, "contextuality.png")
     if picture is not None:
         plot_contextuality(result, picture)
         err.print(f"wrote {picture}")
@@ -104,6 +107,7 @@ def contextuality_cmd(
 @app.command("fit-post")
 def fit_post_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="Write to .safetensors (or .npz).")],
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output.")] = False,
     input_path: Annotated[
         str | None, typer.Option("--input", "-i", help="Texts to fit on, one per line (- for stdin).")
     ] = None,
@@ -132,6 +136,7 @@ def fit_post_cmd(
     """
     from ..core.post import fit_post_on_texts
 
+    _check_post_output(output, overwrite=overwrite)
     processor = fit_post_on_texts(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
         list(read_lines(one_input(input_path, corpus, "texts to fit on"))),
@@ -159,3 +164,22 @@ def fit_post_cmd(
         f"wrote {output}: {processor.kind.value} {processor.dim_in} -> {processor.dim_out} dims, "
         f"fitted on {processor.settings['n_fit']} texts"
     )
+
+
+_POST_SUFFIXES = (".safetensors", ".npz")
+
+
+def _check_post_output(output: Path, *, overwrite: bool) -> None:
+    """Refuse, before fitting, an output that is not .safetensors/.npz or that exists (unless --overwrite)."""
+    if output.suffix not in _POST_SUFFIXES:  # as PostProcessor.save and load_post read it: lower case
+        got = output.suffix or "a name without a suffix"
+        raise InvalidInput(
+            f"cannot write {output}: a fitted post-processing is saved as .safetensors or .npz, not {got}; "
+            "end the name with .safetensors (or .npz)"
+        )
+    if output.is_dir():
+        raise InvalidInput(f"cannot write {output}: it is a folder; give a file name ending in .safetensors")
+    if output.exists() and not overwrite:
+        raise InvalidInput(f"{output} exists; pass --overwrite to replace it, or choose another name")
+    if not output.parent.exists():
+        raise InvalidInput(f"cannot write {output}: the folder {output.parent} does not exist")

@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from .app import JsonOpt, app, emit_json, err, out, warn
@@ -25,8 +24,10 @@ def senses(
         Path | None, typer.Option("--output", "-o", help="Draw the occurrences to this PNG.")
     ] = None,
     method: Annotated[str, typer.Option("--method", help="2-D layout of the picture: pca or tsne.")] = "pca",
-    examples: Annotated[int, typer.Option("--examples", help="Central examples shown per sense.")] = 3,
-    limit: Annotated[int, typer.Option("--limit", help="Cluster at most this many occurrences.")] = 2000,
+    examples: Annotated[int, typer.Option("--examples", min=0, help="Central examples shown per sense.")] = 3,
+    limit: Annotated[
+        int, typer.Option("--limit", min=3, help="Cluster at most this many occurrences (at least 3).")
+    ] = 2000,
     layer: Annotated[
         int | None,
         typer.Option("--layer", help="One layer of a stacked store (embed --combine stack); default: all."),
@@ -38,10 +39,12 @@ def senses(
     Examples: `bertscope senses bank --in tokens.parquet -o senses.png` (k chosen by silhouette, or `-k 2`),
     `bertscope senses bank --in stacked.parquet --layer 6` (one layer of a store made with --combine stack)
     """
-    from ..research.plots import Projection
+    from ..research.plots import Projection, picture_file
     from ..research.senses import word_senses
 
     how = Projection.parse(method, what="projection")
+    if output is not None:
+        picture_file(output)
     found = word_senses(store, word, k=k, examples=examples, limit=limit, layer=layer)
     if output is not None:
         from ..research.plots import plot_senses
@@ -49,7 +52,10 @@ def senses(
         plot_senses(found, output, method=how)
         err.print(f"wrote {output}", highlight=False)
     if found.capped:
-        warn(f"clustered the first {limit} occurrences only (--limit)", label="note:")
+        warn(
+            f"the word occurs more than {limit} times; clustered the first {limit} only (--limit)",
+            label="note:",
+        )
     if as_json:
         emit_json({**found.as_dict(), "picture": str(output) if output else None})
         return
@@ -63,7 +69,7 @@ def senses(
                 str(sense.number) if first else "",
                 str(sense.size) if first else "",
                 f"{example.score:.3f}",
-                f"{example.id}: {escape(example.snippet)}",
+                f"{example.id}: {example.snippet}",
             )
     out.print(table)
     if found.silhouettes:

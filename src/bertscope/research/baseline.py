@@ -218,19 +218,42 @@ def calibrate(
 
 
 def read_pairs(path: str | Path) -> list[tuple[str, str, int]]:
-    """Labelled pairs from a TSV file: text, text, 0/1 per line (a header line is skipped)."""
+    """Labelled pairs from a TSV file: text, text, 0/1 per line (1.0 and 0.0 read as 1 and 0).
+
+    The first line is a header, skipped, only when its third field is not a number (`a<TAB>b<TAB>label`);
+    any other line that is not a labelled pair is refused with its line number, never dropped.
+    """
     path = Path(path)
     if not path.is_file():
         what = "it is a folder: give the file inside it" if path.is_dir() else "no such file"
         raise InvalidInput(f"cannot read {path}: {what}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            f"{path}: not UTF-8 text ({exc.reason}); convert the file to UTF-8 "
+            "(e.g. iconv -f latin1 -t utf-8)"
+        ) from None
+    except OSError as exc:
+        raise InvalidInput(
+            f"cannot read {path} ({exc.strerror}); check the file and its permissions"
+        ) from None
     rows: list[tuple[str, str, int]] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+    lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+    for index, (number, line) in enumerate(lines):
         cells = line.split("\t")
-        if len(cells) != 3 or cells[2].strip() not in ("0", "1"):
-            if number == 1 and not rows:
-                continue  # a header
+        if index == 0 and len(cells) == 3 and _number(cells[2]) is None:
+            continue  # a header: its label field is a name, not a number
+        label = _number(cells[2]) if len(cells) == 3 else None
+        if label is None or label not in (0.0, 1.0):
             raise InvalidInput(f"{path}:{number}: expected text<TAB>text<TAB>0 or 1, got {line[:60]!r}")
-        rows.append((cells[0], cells[1], int(cells[2])))
+        rows.append((cells[0], cells[1], int(label)))
     return rows
+
+
+def _number(cell: str) -> float | None:
+    """The cell read as a number, or None when it is not one."""
+    try:
+        return float(cell)
+    except ValueError:
+        return None

@@ -45,7 +45,16 @@ def read_vocabulary(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise InvalidInput(f"cannot read the vocabulary {path}: no such file (one word per line)")
-    words = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            f"the vocabulary {path}: not UTF-8 text ({exc.reason}); convert the file to UTF-8 "
+            "(e.g. iconv -f latin1 -t utf-8)"
+        ) from None
+    except OSError as exc:
+        raise InvalidInput(f"cannot read the vocabulary {path} ({exc.strerror}); check the file") from None
+    words = [line.strip() for line in text.splitlines() if line.strip()]
     if not words:
         raise InvalidInput(f"the vocabulary {path} holds no words: give one word per line")
     return words

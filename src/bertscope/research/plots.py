@@ -17,6 +17,7 @@ from ..core._enums import StrEnum
 from ..core.layers import parse_layers
 from ..core.similarity import unit
 from ..errors import BackendUnavailable, InvalidInput, InvalidSpec
+from ..explain import picture_file
 from ..static import static_rows
 
 if TYPE_CHECKING:
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from .senses import Senses
 
 __all__ = [
+    "picture_file",
     "save_figure",
     "LayerCosines",
     "Projection",
@@ -54,9 +56,7 @@ class Projection(StrEnum):
 
 def save_figure(figure: Figure, path: str | Path) -> Path:
     """Write `figure` to `path` (its suffix picks the format; the folder must exist); the path written."""
-    path = Path(path)
-    if not path.parent.exists():
-        raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+    path = picture_file(path)
     FigureCanvasAgg(figure)
     figure.savefig(path, dpi=110, bbox_inches="tight")
     return path
@@ -192,6 +192,7 @@ def plot_words(
     seed: int = 0,
 ) -> Path:
     """Each occurrence of each word in the sentences as a point in 2-D (PCA or t-SNE), coloured by word."""
+    picture_file(path)
     return draw_words(word_points(model, words, sentences, layer=layer, method=method, seed=seed), path)
 
 
@@ -213,6 +214,7 @@ def draw_words(found: WordPoints, path: str | Path) -> Path:
 def plot_senses(senses: Senses, path: str | Path, *, method: Projection | str = "pca", seed: int = 0) -> Path:
     """A word's occurrences in 2-D (PCA or t-SNE), coloured by sense, the central example of each named."""
     how = Projection.parse(method, what="projection")
+    picture_file(path)
     flat = _project(senses.vectors, how, seed)
     figure = Figure(figsize=(6.4, 5.2))
     ax = figure.add_subplot()
@@ -284,6 +286,7 @@ def layer_cosines(model: Encoder, text: str, *, layers: str = "all") -> LayerCos
 
 def plot_layers(model: Encoder, text: str, path: str | Path, *, layers: str = "all") -> Path:
     """One heatmap per layer of the cosine between every two tokens of one text."""
+    picture_file(path)
     return draw_layers(layer_cosines(model, text, layers=layers), path)
 
 
@@ -314,6 +317,7 @@ def plot_static(
     how = Projection.parse(method, what="projection")
     if len(ids) < 3:
         raise InvalidInput(f"{len(ids)} pieces given; a 2-D picture needs at least 3")
+    picture_file(path)
     flat = _project(static_rows(model, list(ids)), how, seed)
     side = min(14.0, 5.0 + 0.02 * len(ids))
     figure = Figure(figsize=(side, side * 0.8))

@@ -20,6 +20,7 @@ from ..io.occurrences import Occurrence, occurrence_vectors
 __all__ = ["Sense", "Senses", "word_senses"]
 
 _K_RANGE = range(2, 9)
+_MIN_OCCURRENCES = 3
 
 
 @dataclass
@@ -71,17 +72,27 @@ def word_senses(
     seed: int = 0,
     layer: int | None = None,
 ) -> Senses:
-    """Cluster the first `limit` occurrences of `word` in a token or word store into k senses.
+    """Cluster the first `limit` (at least 3) occurrences of `word` in a token or word store into k senses;
+    `capped` says the word occurs more often than that.
 
     `layer` clusters one stored layer of a store made with combine="stack" (default: all it keeps).
     """
     from sklearn.cluster import KMeans
     from sklearn.metrics import silhouette_score
 
-    hits, vectors = occurrence_vectors(store, word=word, limit=limit, layer=layer)
-    points = unit(vectors)
-    if len(points) < 3:
-        raise InvalidInput(f"{word!r} occurs {len(points)} time(s) in {store}; clustering needs at least 3")
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < _MIN_OCCURRENCES:
+        raise InvalidInput(
+            f"limit={limit!r}: clustering needs at least {_MIN_OCCURRENCES} occurrences; "
+            f"give a limit of {_MIN_OCCURRENCES} or more"
+        )
+    # One more than the limit, to know whether the word occurs more often than what is clustered.
+    hits, vectors = occurrence_vectors(store, word=word, limit=limit + 1, layer=layer)
+    capped = len(hits) > limit
+    hits, points = hits[:limit], unit(vectors[:limit])
+    if len(points) < _MIN_OCCURRENCES:
+        raise InvalidInput(
+            f"{word!r} occurs {len(points)} time(s) in {store}; clustering needs at least {_MIN_OCCURRENCES}"
+        )
     if k is not None and not 1 <= k <= len(points):
         raise InvalidInput(f"k={k}: give a number of senses between 1 and {len(points)} (the occurrences)")
 
@@ -107,7 +118,7 @@ def word_senses(
         central = members[np.argsort(-scores, kind="stable")[:examples]]
         chosen = [_scored(hits[i], float(points[i] @ centre)) for i in central]
         senses.append(Sense(number, len(members), chosen))
-    return Senses(word, k, criterion, silhouettes, senses, hits, labels, points, capped=len(hits) >= limit)
+    return Senses(word, k, criterion, silhouettes, senses, hits, labels, points, capped=capped)
 
 
 def _by_size(labels: np.ndarray) -> np.ndarray:
