@@ -158,3 +158,37 @@ def test_bench_reads_a_mode_as_quantize_spells_it(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(modes, "compare_modes", lambda texts, names, **kwargs: asked.append(names) or [])
     assert run_main("bench", "--modes", "int8_fused,INT8-static", "--drift", "--json").code == 0
     assert asked == [["int8-fused", "int8-static"]]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["plot", "words", "bank,river", "-i", "t.txt", "-o", "w.txt"],
+        ["plot", "layers", "hi there", "-o", "l.txt"],
+        ["cka", "-i", "t.txt", "-o", "c.txt"],
+        ["eval", "pairs", "-i", "p.tsv", "-o", "s.txt"],
+    ],
+)
+def test_every_picture_is_checked_before_the_model_loads(
+    args: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The picture's suffix is refused before any model loads (the loader would fail the test if called)."""
+    from bertscope.cli import evaluate, layers, pictures
+
+    def never(*_: object, **__: object) -> object:
+        raise AssertionError("the model loaded before the picture was checked")
+
+    for module in (evaluate, layers, pictures):
+        monkeypatch.setattr(module, "load_model", never)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.tsv").write_text("a cat\ta dog\t1.0\nthe sun\tthe moon\t0.5\nbread\ttoast\t0.8\n")
+    (tmp_path / "t.txt").write_text("a bank\nthe river\n")
+    one_line_error(run_main(*args), "suffix")
+
+
+def test_cka_and_probe_read_levels_as_embed_spells_them() -> None:
+    from bertscope.cli.layers import _singular
+
+    assert [_singular(x) for x in ("tokens", "words", "sentences", "token", "sentence")] == [
+        "token", "word", "sentence", "token", "sentence",
+    ]  # fmt: skip

@@ -46,8 +46,11 @@ NoPlotOpt = Annotated[bool, typer.Option("--no-plot", help="Print the table only
 
 
 def picture_path(output: Path | None, old_plot: Path | None, no_plot: bool, default: str) -> Path | None:
-    """Where a command writes its picture: -o, the old --plot, the default name, or nowhere (--no-plot)."""
-    return None if no_plot else (output or old_plot or Path(default))
+    """Where a command writes its picture: -o, the old --plot, the default name, or nowhere (--no-plot);
+    its suffix and folder checked (`picture_file`), so call it before the work."""
+    from ..research.plots import picture_file
+
+    return None if no_plot else picture_file(output or old_plot or Path(default))
 
 
 def cell(value: Any) -> str:
@@ -127,6 +130,7 @@ def eval_pairs(
     pairs = Path(one_input(input_path, pairs_file, "pairs file"))
 
     left, right, gold = text_file(read_pairs, pairs)
+    picture = picture_path(output, old_plot, no_plot, "sweep.png")
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     check_stride(m, stride)
     result = sweep(
@@ -147,7 +151,6 @@ def eval_pairs(
             f"{result.settings['truncated']} text(s) longer than the model's limit were truncated "
             f"({result.settings['dropped_tokens']} tokens dropped); --long window keeps them all"
         )
-    picture = picture_path(output, old_plot, no_plot, "sweep.png")
     if picture is not None:
         plot_sweep(result, picture)
         err.print(f"wrote {picture}")
@@ -213,6 +216,7 @@ def eval_words(
     if (dataset is None) == (pairs is None):
         raise InvalidInput("give one of --dataset simlex999|wordsim353 and -i/--input FILE")
     data = word_dataset(dataset) if dataset else text_file(read_word_pairs, pairs)  # type: ignore[arg-type]
+    picture = picture_path(output, old_plot, no_plot, "word-eval.png")
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     aggregated = None
     if corpus is not None:
@@ -222,7 +226,6 @@ def eval_words(
     result = compare_kinds(m, data if limit is None else data[:limit], layers=layers, aggregated=aggregated,
                            distilled=distilled)  # fmt: skip
     name = dataset or str(pairs)
-    picture = picture_path(output, old_plot, no_plot, "word-eval.png")
     if picture is not None:
         plot_kinds(result, picture, title=name)
         err.print(f"wrote {picture}")

@@ -41,7 +41,7 @@ def explain(
     long: LongOpt = "truncate",
     stride: StrideOpt = None,
     post: PostOpt = None,
-    top: Annotated[int, typer.Option("--top", "-k", help="How many token pairs to list.")] = 10,
+    top: Annotated[int, typer.Option("--top", "-k", min=0, help="How many token pairs to list.")] = 10,
     exact: Annotated[
         bool, typer.Option("--exact", help="Refuse poolings that have no exact split (cls, pooler).")
     ] = False,
@@ -187,7 +187,7 @@ def attention(
 def plot_static_cmd(
     items: Annotated[list[str] | None, typer.Argument(help="Word pieces to draw.")] = None,
     top: Annotated[
-        int | None, typer.Option("--top", help="Draw the first N whole-word pieces of the vocabulary.")
+        int | None, typer.Option("--top", min=1, help="Draw the first N whole-word pieces of the vocabulary.")
     ] = None,
     method: Annotated[str, typer.Option("--method", help="pca, tsne, or umap (needs umap-learn).")] = "pca",
     output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")] = Path("static.png"),

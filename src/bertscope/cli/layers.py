@@ -160,7 +160,7 @@ def probe_command(
         raise InvalidSpec("--per-label-layer chooses the row --per-label reports: add --per-label")
     m = load_model(model, device=device, threads=threads)
     result = probe(
-        m, input_path, level=level, layers=layers, folds=folds, control=control, subword=subword,
+        m, input_path, level=_singular(level), layers=layers, folds=folds, control=control, subword=subword,
         column=column, seed=seed, n_jobs=n_jobs, test=test, kind=probe_kind, sweep=sweep,
         per_label=per_label, per_label_layer=per_label_layer,
     )  # fmt: skip
@@ -257,10 +257,13 @@ def cka_command(
     `bertscope cka -i examples/news.txt --model-b ./finetuned --level sentence --debiased --json`
     """
     from ..research.cka import cka
+    from ..research.plots import picture_file
 
+    if output is not None:
+        picture_file(output)  # before the work, not after it
     a = load_model(model, device=device, threads=threads)
     b = None if model_b is None else load_model(model_b, device=device, threads=threads)
-    result = cka(a, read_lines(input_path), b, level=level, debiased=debiased)
+    result = cka(a, read_lines(input_path), b, level=_singular(level), debiased=debiased)
     if result.note:
         warn(result.note, label="note:", style="cyan")
     if output is not None:
@@ -327,3 +330,8 @@ def compare_command(
     for r in result.layers:
         layers.add_row(str(r["layer"]), _fmt(r["cka"]), _fmt(r["mean_cosine"]))
     out.print(layers)
+
+
+def _singular(level: str) -> str:
+    """A level as `cka` and `probe` name it, given as `embed --level` spells it (tokens, words)."""
+    return {"tokens": "token", "words": "word", "sentences": "sentence"}.get(level, level)

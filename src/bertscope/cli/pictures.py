@@ -124,7 +124,9 @@ def plot_words_cmd(
 
     Example: `bertscope plot words bank,river,money,bread -i corpus.txt --layer 6 -o words.png`
     """
-    from ..research.plots import draw_words, word_points
+    from ..research.plots import draw_words, picture_file, word_points
+
+    picture_file(output)  # before the work, not after it
 
     contexts_read = list(read_lines(one_input(input_path, contexts, "sentences")))
     found = word_points(
@@ -157,7 +159,9 @@ def plot_layers_cmd(
 
     Example: `bertscope plot layers "I like eating bread" -l 0,6 -o layers.png --json`
     """
-    from ..research.plots import draw_layers, layer_cosines
+    from ..research.plots import draw_layers, layer_cosines, picture_file
+
+    picture_file(output)  # before the work, not after it
 
     found = layer_cosines(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
