@@ -84,6 +84,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_config_refusals.py": 9,
     "test_cli_options.py": 5,
     "test_cli_research_options.py": 8,
+    "test_resume_checks.py": 4,
 }
 
 

@@ -116,11 +116,13 @@ def embed_corpus(
     else:
         rows_of = make_level(m, asked)
     arg = model_arg if not loaded else reload_arg(m)
-    settings = stored_settings(m, rows_of.recorded(), arg)
+    # Whether the texts are kept changes the rows written, so a resumed job compares it with the rest.
+    settings = {**stored_settings(m, rows_of.recorded(), arg), "keep_text": asked.level.keep_text}
     rejects = Rejects()
     records = read_corpus(
-        input_path, text_field=text_field, id_field=id_field, skip_bad=skip_bad, rejects=rejects
-    )
+        input_path, text_field=text_field, id_field=id_field, skip_bad=skip_bad, rejects=rejects,
+        offers_skip_bad=True,
+    )  # fmt: skip
     locked = (collection or "default") if format_of(output) is Format.SQLITE else None
     # One job per output: a second one (say a --resume while this runs) is refused, naming this one.
     with job_lock(output, collection=locked):
@@ -176,15 +178,16 @@ def run_level(
     """Turn each batch of a corpus's records into a level's rows and hand them to a sink; Ctrl-C safe.
 
     The sink decides what a batch becomes (part files, SQLite rows, a running reduction); on resume its
-    `done` records are skipped. The summary's `seconds` counts this loop; CorpusError when nothing was
-    there to embed (the sink is then abandoned).
+    `done` records are skipped (`Sink.resumed`, which proves them the ones it holds where it can). The
+    summary's `seconds` counts this loop; CorpusError when nothing was there to embed (the sink is then
+    abandoned).
     """
     from ..core.progress import progress_callback
 
     input_path = source
     summary = JobSummary(output=Path(output), resumed_from=sink.done if resume else 0)
     if sink.done and resume and sink.resumes_by_position:
-        records = _skip(records, sink.done, input_path)
+        records = sink.resumed(records, input_path)
     start = time.perf_counter()
     shown = progress if progress is not None else sys.stderr.isatty()
     total = _count_records(input_path) if shown else None
@@ -275,15 +278,6 @@ def _abandoned_on_failure(sink: Sink) -> Iterator[None]:
 def _batches(records: Iterator[Record], size: int) -> Iterator[list[Record]]:
     while batch := list(islice(records, size)):
         yield batch
-
-
-def _skip(records: Iterator[Record], count: int, source: object) -> Iterator[Record]:
-    skipped = sum(1 for _ in islice(records, count))
-    if skipped < count:
-        raise CorpusError(
-            f"{source} has fewer texts ({skipped}) than the unfinished job already wrote ({count})"
-        )
-    yield from records
 
 
 class _stop_on_interrupt:

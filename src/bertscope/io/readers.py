@@ -46,11 +46,13 @@ def read_corpus(
     id_field: str | None = None,
     skip_bad: bool = False,
     rejects: Rejects | None = None,
+    offers_skip_bad: bool = False,
 ) -> Iterator[Record]:
     """Records of a corpus file (or "-" for stdin); empty texts are skipped and counted in `rejects`.
 
     Without `id_field`, a record's id is 1-based: its line number in .txt and .jsonl, its data row number
-    (the header not counted) in .csv, .tsv and .parquet. Complaints name the file's own line.
+    (the header not counted) in .csv, .tsv and .parquet. Complaints name the file's own line; a malformed
+    record's says that --skip-bad would set it aside only where the caller `offers_skip_bad` (a corpus job).
 
     The file and its type are checked at once; records are read lazily.
     """
@@ -80,7 +82,7 @@ def read_corpus(
                 f"{name}: unknown corpus type {suffix or '(none)'} and not UTF-8 text; supported: "
                 f"{', '.join(SUPPORTED_INPUTS)}"
             )
-    return _checked(records, name, rejects, skip_bad)
+    return _checked(records, name, rejects, skip_bad, offers_skip_bad=offers_skip_bad)
 
 
 def _is_text(path: Path, *, sample: int = 1 << 16) -> bool:
@@ -125,7 +127,9 @@ def _unreadable(name: str, path: Path) -> CorpusError:
     return CorpusError(f"cannot read {name}: {what}")
 
 
-def _checked(records: Iterator[Record], name: str, rejects: Rejects, skip_bad: bool) -> Iterator[Record]:
+def _checked(
+    records: Iterator[Record], name: str, rejects: Rejects, skip_bad: bool, *, offers_skip_bad: bool = False
+) -> Iterator[Record]:
     seen: set[str] = set()
     line = 0
     try:
@@ -142,6 +146,9 @@ def _checked(records: Iterator[Record], name: str, rejects: Rejects, skip_bad: b
                 continue
             seen.add(record.id)
             yield record
+    except _BadRecord as exc:
+        hint = " (--skip-bad sets such records aside in a .rejects file)" if offers_skip_bad else ""
+        raise CorpusError(f"{exc}{hint}") from None
     except UnicodeDecodeError as exc:
         where = f"after line {line}" if line else "in its first lines"
         raise CorpusError(
@@ -324,7 +331,11 @@ def _from_row(
     return Record(record_id, text, number, meta)
 
 
+class _BadRecord(CorpusError):
+    """A malformed record met without skip_bad (`_checked` says whether --skip-bad would set it aside)."""
+
+
 def _bad(message: str, skip_bad: bool, rejects: Rejects) -> None:
     if not skip_bad:
-        raise CorpusError(message + " (--skip-bad sets such records aside in a .rejects file)")
+        raise _BadRecord(message)
     rejects.bad.append(message)

@@ -3,18 +3,22 @@
 Parquet and NumPy outputs grow as numbered part files in `<output>.parts/` (each written to a temporary
 name, then renamed) and are joined into the final file at the end; a killed job resumes after the
 last whole part. SQLite writes one transaction per batch and skips what it already holds.
+Each part's marker also holds a digest of the records read up to its end (ids and texts, chained part by
+part), so a resumed job proves that the records it skips are the ones already written.
 Every batch's vectors are refused when not finite and stored with their checksums (`io.checksums`);
 the parts are checked again when a job resumes and when they are joined.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from contextlib import contextmanager
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +64,14 @@ class Sink(ABC):
     def pending(self, records: list[Record]) -> list[Record]:
         """The records of a batch that still need embedding (all of them, unless the sink deduplicates)."""
         return records
+
+    def resumed(self, records: Iterator[Record], source: object) -> Iterator[Record]:
+        """The records after the `done` ones, which a resumed job skips (by position: this sink keeps no
+        digest of them to compare, so only their number is checked)."""
+        skipped = sum(1 for _ in islice(records, self.done))
+        if skipped < self.done:
+            raise CorpusError(_fewer(source, skipped, self.done))
+        yield from records
 
     @abstractmethod
     def write(self, records: list[Record], rows: Rows) -> None:
@@ -114,8 +126,10 @@ class _PartsSink(Sink):
         elif any(output.exists() for output in self.outputs()):
             raise CorpusError(f"{path} exists; pass --overwrite to replace it")
         self.parts.mkdir(exist_ok=True)
-        _atomic_write_text(state, json.dumps(settings, sort_keys=True))
+        if not state.exists():  # a resumed job keeps the settings it was started with
+            _atomic_write_text(state, json.dumps(settings, sort_keys=True))
         self.files: list[Path] = []
+        self.input = ""  # the digest of the records written so far (`resumed` sets it from the parts)
         while (part := self._next_part()).with_suffix(".done").exists():
             self.files.append(part)
             self.done += int(_marker(part)["records"])
@@ -140,6 +154,37 @@ class _PartsSink(Sink):
     def _next_part(self) -> Path:
         return self.parts / f"part-{len(self.files):06d}{self.suffix}"
 
+    def resumed(self, records: Iterator[Record], source: object) -> Iterator[Record]:
+        """The records after those in the saved parts, each part's records proven to be the ones it holds.
+
+        Streaming: the digest of each part's records (ids and texts, chained from the part before) is
+        compared with the one its marker saved; a part saved before markers held one is taken on trust.
+        """
+        previous, count = "", 0
+        for part in self.files:
+            marker = _marker(part)
+            wanted = int(marker["records"])
+            digest = _Digest(previous)
+            for record in islice(records, wanted):
+                digest.add(record)
+            count += digest.count
+            if digest.count < wanted:
+                raise CorpusError(_fewer(source, count, self.done))
+            previous = digest.hexdigest()
+            if marker.get("input", previous) != previous:
+                raise CorpusError(self._other_input(source, digest))
+        self.input = previous
+        yield from records
+
+    def _other_input(self, source: object, digest: _Digest) -> str:
+        name = "<texts>" if isinstance(source, list) else "<stdin>" if str(source) == "-" else str(source)
+        where = str(digest.first) if digest.first == digest.last else f"{digest.first}-{digest.last}"
+        return (
+            f"{name}:{where}: these records are not the ones the unfinished job for {self.path} wrote from "
+            "there (their ids or texts differ): the input changed since; resume with the input (and "
+            "--text-field/--id-field) it was started with, or start again with --overwrite"
+        )
+
     def _check_part(self, part: Path) -> None:
         """Refuse a saved part whose vectors fail their checksums (or are not finite)."""
 
@@ -148,11 +193,16 @@ class _PartsSink(Sink):
         matrices = [_matrix(table.column(n)) for n in names]
         refuse_non_finite(self.path, table.column("id").to_pylist(), matrices, done=self.done)
 
-    def _committed(self, part: Path, records: int, sums: dict[str, Any] | None = None) -> None:
-        marker = str(records) if sums is None else json.dumps({"records": records, **sums})
-        _atomic_write_text(part.with_suffix(".done"), marker)
+    def _committed(self, part: Path, records: list[Record], sums: dict[str, Any] | None = None) -> None:
+        """Mark a part whole: its records' count and digest (chained from the part before), and `sums`."""
+        digest = _Digest(self.input)
+        for record in records:
+            digest.add(record)
+        marker = {"records": len(records), "input": digest.hexdigest(), **(sums or {})}
+        _atomic_write_text(part.with_suffix(".done"), json.dumps(marker))
         self.files.append(part)
-        self.done += records
+        self.done += len(records)
+        self.input = marker["input"]
 
     def _cleanup(self) -> None:
         # The resume marker goes first: parts left by a kill during removal can never be resumed over.
@@ -168,6 +218,7 @@ class ParquetSink(_PartsSink):
     """The level's columns (sentence: id, text, embedding, n_tokens, truncated); settings in metadata."""
 
     suffix = ".parquet"
+    _columns_checked = False  # whether a resumed job's first new part was compared with the saved ones
 
     def write(self, records: list[Record], rows: Rows) -> None:
         """Write one part file (temporary name, then rename, then its marker)."""
@@ -177,8 +228,21 @@ class ParquetSink(_PartsSink):
         self._refuse_non_finite(rows.table)
         with _removed_on_failure(tmp):
             write_checked(tmp, [with_settings(rows.table, self.settings)])
+        self._refuse_other_columns(tmp)
         os.replace(tmp, part)
-        self._committed(part, len(records))
+        self._committed(part, records)
+
+    def _refuse_other_columns(self, tmp: Path) -> None:
+        """A resumed job's first new part must hold the columns of the saved parts (they are joined as one
+        table): a store whose parts predate `keep_text` in the settings could differ in its text column."""
+        import pyarrow.parquet as pq
+
+        if self.files and not self._columns_checked:
+            with _removed_on_failure(tmp):
+                _same_columns(
+                    self.path, pq.read_schema(self.files[0]), pq.read_schema(tmp), "this run's part"
+                )
+            self._columns_checked = True
 
     def _check_part(self, part: Path) -> None:
         checked = CheckedParquet(part, rebuild=_REDO)
@@ -201,8 +265,12 @@ class ParquetSink(_PartsSink):
         return [self.path]
 
     def _groups(self) -> Iterator[Any]:
+        import pyarrow.parquet as pq
+
+        first = pq.read_schema(self.files[0])
         for part in self.files:
             checked = CheckedParquet(part, rebuild=_REDO)
+            _same_columns(self.path, first, checked.file.schema_arrow, f"the saved {part.name}", redo=True)
             for group in range(checked.file.metadata.num_row_groups):
                 yield checked.group(group, None)
 
@@ -241,7 +309,7 @@ class NpySink(_PartsSink):
             np.save(handle, vectors)
         _atomic_write_text(part.with_suffix(self.labels_suffix), labels)
         os.replace(tmp, part)
-        self._committed(part, len(records), {"rows": len(vectors), "embedding": checksum(vectors)})
+        self._committed(part, records, {"rows": len(vectors), "embedding": checksum(vectors)})
 
     def _check_part(self, part: Path) -> None:
         self._checked_sum(part)
@@ -311,6 +379,50 @@ def npy_parts(table: Any) -> tuple[np.ndarray, str]:
     return vectors, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
 
 
+class _Digest:
+    """A running SHA-256 of records' ids and texts, chained from a digest before them (hex, "" at the
+    start); it counts them and keeps the first and last one's line for messages."""
+
+    def __init__(self, previous: str) -> None:
+        self.hash = hashlib.sha256(previous.encode())
+        self.count = 0
+        self.first: int | None = None
+        self.last: int | None = None
+
+    def add(self, record: Record) -> None:
+        for value in (record.id, record.text):
+            data = value.encode("utf-8", "surrogatepass")
+            self.hash.update(len(data).to_bytes(8, "little") + data)
+        self.count += 1
+        self.first = record.line if self.first is None else self.first
+        self.last = record.line
+
+    def hexdigest(self) -> str:
+        return self.hash.hexdigest()
+
+
+def _fewer(source: object, found: int, done: int) -> str:
+    name = "the texts given" if isinstance(source, list) else str(source)
+    return (
+        f"{name} has fewer texts ({found}) than the unfinished job already wrote ({done}); resume with the "
+        "input it was started with, or start again with --overwrite"
+    )
+
+
+def _same_columns(path: Path, first: Any, other: Any, what: str, *, redo: bool = False) -> None:
+    """Refuse a part whose columns differ from the job's first part's: they cannot be joined as one table."""
+    if first.equals(other, check_metadata=False):
+        return
+    names = [f.name for f in first] != [f.name for f in other]
+    before, after = (", ".join(f.name if names else f"{f.name} {f.type}" for f in s) for s in (first, other))
+    fix = "start again with --overwrite"
+    if not redo:
+        fix = f"resume with the options it was started with (--no-text leaves the text out), or {fix}"
+    raise CorpusError(
+        f"{path}: {what} holds the columns {after} where the job's first part holds {before}; {fix}"
+    )
+
+
 def _is_vector(kind: Any) -> bool:
     import pyarrow as pa
 
@@ -335,8 +447,8 @@ def _removed_on_failure(path: Path) -> Iterator[None]:
 
 
 def _marker(part: Path) -> dict[str, Any]:
-    """A part's `.done` marker: its records, and for a .npy part its rows and checksum (a plain count
-    in parts saved before checksums)."""
+    """A part's `.done` marker: its records, the digest of the input read up to its end, and for a .npy
+    part its rows and checksum (a plain count in parts saved before checksums and digests)."""
     text = part.with_suffix(".done").read_text()
     return json.loads(text) if text.lstrip().startswith("{") else {"records": int(text)}  # type: ignore[no-any-return]
 
@@ -353,14 +465,15 @@ def settings_differ(stored: dict[str, Any], asked: dict[str, Any]) -> bool:
     The exact runtimes (float32, unquantised torch, ONNX Runtime, OpenVINO) give vectors equal within
     1e-5, so a job started on one goes on on another: the exact default may choose again (`--remeasure`,
     another machine), and stores made before it existed say torch. A store written before stores carried
-    the model's fingerprint goes on without one (its other settings still compared).
+    the model's fingerprint, or whether it keeps the texts, goes on without them (its other settings
+    still compared).
     """
     return _comparable(stored) != _comparable(asked, like=stored)
 
 
 def _comparable(settings: dict[str, Any], *, like: dict[str, Any] | None = None) -> dict[str, Any]:
-    if like is not None and "fingerprint" not in like:
-        settings = {k: v for k, v in settings.items() if k != "fingerprint"}
+    if like is not None:
+        settings = {k: v for k, v in settings.items() if k not in _LATER or k in like}
     exact = (
         settings.get("mode", "exact") == "exact"
         and settings.get("dtype") == "float32"
@@ -373,6 +486,8 @@ def _comparable(settings: dict[str, Any], *, like: dict[str, Any] | None = None)
 
 
 _EXACT_RUNTIMES = ("torch", "onnxruntime", "openvino")
+# Settings that stores carry since a later version: a store made before goes on without comparing them.
+_LATER = ("fingerprint", "keep_text")
 
 
 def settings_diff(stored: dict[str, Any], asked: dict[str, Any]) -> str:
