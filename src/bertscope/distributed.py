@@ -225,7 +225,8 @@ def run_ray_job(
         info = m.info()
         dtype, backend, quantize = info.dtype, info.backend, info.quantize
     rows_of = make_level(m, asked)
-    settings = stored_settings(m, rows_of.recorded(), model)
+    # keep_text as the local job records it: the two runners' stores carry the same settings
+    settings = {**stored_settings(m, rows_of.recorded(), model), "keep_text": asked.level.keep_text}
     schema = with_settings(rows_of.empty(), settings).schema
     if not ray.is_initialized():
         ray.init(address=address, log_to_driver=False)
