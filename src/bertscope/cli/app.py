@@ -180,6 +180,18 @@ StrideOpt = Annotated[
     int | None,
     typer.Option("--stride", min=1, help="Window step in tokens (--long window; default: half a window)."),
 ]
+# How a JSONL, CSV or Parquet corpus is read: embed and verify (which reads the corpus a store was made from)
+TextFieldOpt = Annotated[
+    str, typer.Option("--text-field", "--text-column", help="Text field (jsonl/csv/parquet).")
+]
+IdFieldOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--id-field",
+        "--id-column",
+        help="Id field (default: 1-based: line number in .txt/.jsonl, data row in .csv/.tsv/.parquet).",
+    ),
+]
 PairOpt = Annotated[
     str | None,
     typer.Option("--pair", help="A second text B: each text is read as the pair [CLS] A [SEP] B [SEP]."),

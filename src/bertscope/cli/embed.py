@@ -19,6 +19,7 @@ from .app import (
     EngineOpt,
     FastMinCosineOpt,
     FastOpt,
+    IdFieldOpt,
     JsonOpt,
     LayersOpt,
     LongOpt,
@@ -31,6 +32,7 @@ from .app import (
     QuantizeOpt,
     RemeasureOpt,
     StrideOpt,
+    TextFieldOpt,
     ThreadsOpt,
     app,
     check_stride,
@@ -64,17 +66,8 @@ def embed(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to .parquet, .npy or .db (a corpus job).")
     ] = None,
-    text_field: Annotated[
-        str, typer.Option("--text-field", "--text-column", help="Text field (jsonl/csv/parquet).")
-    ] = "text",
-    id_field: Annotated[
-        str | None,
-        typer.Option(
-            "--id-field",
-            "--id-column",
-            help="Id field (default: 1-based: line number in .txt/.jsonl, data row in .csv/.tsv/.parquet).",
-        ),
-    ] = None,
+    text_field: TextFieldOpt = "text",
+    id_field: IdFieldOpt = None,
     collection: Annotated[
         str | None, typer.Option("--collection", "-c", help="Collection name in a .db store.")
     ] = None,

@@ -18,8 +18,10 @@ from ..errors import BertscopeError, InvalidInput
 from .app import (
     FastMinCosineOpt,
     FastOpt,
+    IdFieldOpt,
     JsonOpt,
     ModelOpt,
+    TextFieldOpt,
     ThreadsOpt,
     app,
     emit_json,
@@ -70,17 +72,8 @@ def verify(
             "--corpus", help="With --store: the corpus it was made from, where it keeps no texts (.npy)."
         ),
     ] = None,
-    text_field: Annotated[
-        str, typer.Option("--text-field", "--text-column", help="Text field (jsonl/csv/parquet).")
-    ] = "text",
-    id_field: Annotated[
-        str | None,
-        typer.Option(
-            "--id-field",
-            "--id-column",
-            help="Id field (default: 1-based: line number in .txt/.jsonl, data row in .csv/.tsv/.parquet).",
-        ),
-    ] = None,
+    text_field: TextFieldOpt = "text",
+    id_field: IdFieldOpt = None,
     post: Annotated[
         Path | None, typer.Option("--post", help="With --store: its post-processing file.")
     ] = None,

@@ -63,16 +63,7 @@ _INSERT = f"INSERT INTO embeddings ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 
 def connect(path: str | Path) -> sqlite3.Connection:
     """Open (and migrate) an SQLite store in WAL mode."""
     db = sqlite3.connect(str(path))
-    try:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.execute("PRAGMA foreign_keys=ON")
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-    except sqlite3.DatabaseError as exc:
-        db.close()
-        raise CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote") from None
-    if version > len(MIGRATIONS):
-        db.close()
-        raise CorpusError(f"{path} was written by a newer bertscope (schema {version}); upgrade bertscope")
+    version = _schema_version(db, path, "PRAGMA journal_mode=WAL", "PRAGMA foreign_keys=ON")
     for number, script in enumerate(MIGRATIONS[version:], version + 1):
         try:
             with db:
@@ -85,6 +76,22 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return db
 
 
+def _schema_version(db: sqlite3.Connection, path: str | Path, *pragmas: str) -> int:
+    """The store's schema number (after running `pragmas`); CorpusError, the connection closed, when the
+    file is not SQLite or a newer bertscope wrote it."""
+    try:
+        for pragma in pragmas:
+            db.execute(pragma)
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote") from None
+    if version > len(MIGRATIONS):
+        db.close()
+        raise CorpusError(f"{path} was written by a newer bertscope (schema {version}); upgrade bertscope")
+    return version
+
+
 def connect_read(path: str | Path) -> sqlite3.Connection:
     """Open a bertscope SQLite store to read it: read-only (no table, journal mode or schema number is
     written, nor a missing file made), never migrated; CorpusError when it is not a bertscope store."""
@@ -94,15 +101,12 @@ def connect_read(path: str | Path) -> sqlite3.Connection:
         db = _sqlite_connect(uri, uri=True)
     except sqlite3.Error as exc:
         raise CorpusError(f"cannot read {path} ({exc}); name a .db file bertscope wrote") from None
+    version = _schema_version(db, path)
     try:
-        version = int(db.execute("PRAGMA user_version").fetchone()[0])
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError as exc:
         db.close()
         raise CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote") from None
-    if version > len(MIGRATIONS):
-        db.close()
-        raise CorpusError(f"{path} was written by a newer bertscope (schema {version}); upgrade bertscope")
     if version < 1 or not {"collections", "embeddings"} <= tables:
         db.close()
         what = "an empty file" if not tables else "an SQLite file without bertscope's tables"

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..core.post import PostProcessor, prepare_post
 from ..core.similarity import unit
+from ..core.text_files import read_utf8
 from ..errors import InvalidInput, InvalidSpec
 
 if TYPE_CHECKING:
@@ -224,20 +225,7 @@ def read_pairs(path: str | Path) -> list[tuple[str, str, int]]:
     any other line that is not a labelled pair is refused with its line number, never dropped.
     """
     path = Path(path)
-    if not path.is_file():
-        what = "it is a folder: give the file inside it" if path.is_dir() else "no such file"
-        raise InvalidInput(f"cannot read {path}: {what}")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(
-            f"{path}: not UTF-8 text ({exc.reason}); convert the file to UTF-8 "
-            "(e.g. iconv -f latin1 -t utf-8)"
-        ) from None
-    except OSError as exc:
-        raise InvalidInput(
-            f"cannot read {path} ({exc.strerror}); check the file and its permissions"
-        ) from None
+    text = read_utf8(path)
     rows: list[tuple[str, str, int]] = []
     lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     for index, (number, line) in enumerate(lines):

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.progress import step_progress
+from ..core.text_files import read_utf8
 from ..errors import BackendUnavailable, InvalidInput
 
 __all__ = ["distill", "load_static", "portable_name", "read_vocabulary"]
@@ -43,17 +44,7 @@ def _model2vec() -> Any:
 def read_vocabulary(path: str | Path) -> list[str]:
     """Words to distil, one per line (blank lines skipped)."""
     path = Path(path)
-    if not path.is_file():
-        raise InvalidInput(f"cannot read the vocabulary {path}: no such file (one word per line)")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(
-            f"the vocabulary {path}: not UTF-8 text ({exc.reason}); convert the file to UTF-8 "
-            "(e.g. iconv -f latin1 -t utf-8)"
-        ) from None
-    except OSError as exc:
-        raise InvalidInput(f"cannot read the vocabulary {path} ({exc.strerror}); check the file") from None
+    text = read_utf8(path, "the vocabulary")
     words = [line.strip() for line in text.splitlines() if line.strip()]
     if not words:
         raise InvalidInput(f"the vocabulary {path} holds no words: give one word per line")
