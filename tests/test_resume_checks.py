@@ -137,3 +137,33 @@ def test_not_utf8_advises_skip_bad_only_where_the_caller_has_it(
         bertscope.embed_corpus(source, tmp_path / "out.parquet", model=bundled)
     summary = bertscope.embed_corpus(source, tmp_path / "out.parquet", model=bundled, skip_bad=True)
     assert (summary.embedded, summary.rejected) == (1, 1)
+
+
+def test_a_resumed_aggregation_proves_its_input(tmp_path: Path, bundled: bertscope.Model) -> None:
+    """`static --from-corpus --checkpoint --resume` keeps the digest of the texts it read with its sums:
+    a changed input is refused (it would count some words twice and others never); the same input
+    resumes to the uninterrupted result."""
+    from bertscope.research.aggregate import AggregateSink
+
+    corpus, checkpoint = _txt(tmp_path / "in.txt", TEXTS), tmp_path / "state"
+    with pytest.MonkeyPatch.context() as patch:
+        original = AggregateSink.write
+
+        def write(self: Any, records: list[Any], rows: Any) -> None:
+            if self.done >= 2 * BATCH:
+                raise _Killed
+            original(self, records, rows)
+
+        patch.setattr(AggregateSink, "write", write)
+        with pytest.raises(_Killed):
+            bundled.static_from_corpus(corpus, layers=1, batch_size=BATCH, checkpoint=checkpoint)
+    _txt(corpus, TEXTS[::-1])
+    with pytest.raises(bertscope.CorpusError, match="these records are not the ones"):
+        bundled.static_from_corpus(corpus, layers=1, batch_size=BATCH, checkpoint=checkpoint, resume=True)
+    _txt(corpus, TEXTS)
+    resumed = bundled.static_from_corpus(
+        corpus, layers=1, batch_size=BATCH, checkpoint=checkpoint, resume=True
+    )
+    whole = bundled.static_from_corpus(TEXTS, layers=1, batch_size=BATCH)
+    assert resumed.words == whole.words and resumed.counts.tolist() == whole.counts.tolist()
+    np.testing.assert_allclose(resumed.vectors, whole.vectors, atol=1e-6)

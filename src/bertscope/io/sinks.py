@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from .levels import Rows
 
 __all__ = [
+    "RecordDigest",
     "Sink",
+    "other_input",
     "with_settings",
     "npy_parts",
     "view_column",
@@ -60,17 +62,26 @@ class Sink(ABC):
     resumes_by_position: bool = True
     reused: int = 0
     already: int = 0
+    # The digest (RecordDigest) of the `done` records as the sink saved it, where it keeps one, and the
+    # digest of those a resume skipped (`resumed`), for the sink to go on from
+    saved_input: str | None = None
+    read_before: RecordDigest | None = None
 
     def pending(self, records: list[Record]) -> list[Record]:
         """The records of a batch that still need embedding (all of them, unless the sink deduplicates)."""
         return records
 
     def resumed(self, records: Iterator[Record], source: object) -> Iterator[Record]:
-        """The records after the `done` ones, which a resumed job skips (by position: this sink keeps no
-        digest of them to compare, so only their number is checked)."""
-        skipped = sum(1 for _ in islice(records, self.done))
-        if skipped < self.done:
-            raise CorpusError(_fewer(source, skipped, self.done))
+        """The records after the `done` ones, which a resumed job skips: proven the ones read before
+        where the sink saved their digest (`saved_input`), else counted only."""
+        digest = RecordDigest("")
+        for record in islice(records, self.done):
+            digest.add(record)
+        if digest.count < self.done:
+            raise CorpusError(_fewer(source, digest.count, self.done))
+        if self.saved_input is not None and digest.hexdigest() != self.saved_input:
+            raise CorpusError(other_input(source, self.path, digest))
+        self.read_before = digest
         yield from records
 
     @abstractmethod
@@ -164,7 +175,7 @@ class _PartsSink(Sink):
         for part in self.files:
             marker = _marker(part)
             wanted = int(marker["records"])
-            digest = _Digest(previous)
+            digest = RecordDigest(previous)
             for record in islice(records, wanted):
                 digest.add(record)
             count += digest.count
@@ -172,18 +183,9 @@ class _PartsSink(Sink):
                 raise CorpusError(_fewer(source, count, self.done))
             previous = digest.hexdigest()
             if marker.get("input", previous) != previous:
-                raise CorpusError(self._other_input(source, digest))
+                raise CorpusError(other_input(source, self.path, digest))
         self.input = previous
         yield from records
-
-    def _other_input(self, source: object, digest: _Digest) -> str:
-        name = "<texts>" if isinstance(source, list) else "<stdin>" if str(source) == "-" else str(source)
-        where = str(digest.first) if digest.first == digest.last else f"{digest.first}-{digest.last}"
-        return (
-            f"{name}:{where}: these records are not the ones the unfinished job for {self.path} wrote from "
-            "there (their ids or texts differ): the input changed since; resume with the input (and "
-            "--text-field/--id-field) it was started with, or start again with --overwrite"
-        )
 
     def _check_part(self, part: Path) -> None:
         """Refuse a saved part whose vectors fail their checksums (or are not finite)."""
@@ -195,7 +197,7 @@ class _PartsSink(Sink):
 
     def _committed(self, part: Path, records: list[Record], sums: dict[str, Any] | None = None) -> None:
         """Mark a part whole: its records' count and digest (chained from the part before), and `sums`."""
-        digest = _Digest(self.input)
+        digest = RecordDigest(self.input)
         for record in records:
             digest.add(record)
         marker = {"records": len(records), "input": digest.hexdigest(), **(sums or {})}
@@ -379,9 +381,10 @@ def npy_parts(table: Any) -> tuple[np.ndarray, str]:
     return vectors, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
 
 
-class _Digest:
+class RecordDigest:
     """A running SHA-256 of records' ids and texts, chained from a digest before them (hex, "" at the
-    start); it counts them and keeps the first and last one's line for messages."""
+    start): what a resumed job proves it read before. It counts them and keeps the first and last one's
+    line for messages."""
 
     def __init__(self, previous: str) -> None:
         self.hash = hashlib.sha256(previous.encode())
@@ -399,6 +402,17 @@ class _Digest:
 
     def hexdigest(self) -> str:
         return self.hash.hexdigest()
+
+
+def other_input(source: object, output: object, digest: RecordDigest) -> str:
+    """The one-line refusal of a resume whose input differs from what the unfinished job read."""
+    name = "<texts>" if isinstance(source, list) else "<stdin>" if str(source) == "-" else str(source)
+    where = str(digest.first) if digest.first == digest.last else f"{digest.first}-{digest.last}"
+    return (
+        f"{name}:{where}: these records are not the ones the unfinished job for {output} read from "
+        "there (their ids or texts differ): the input changed since; resume with the input (and "
+        "--text-field/--id-field) it was started with, or start again with --overwrite"
+    )
 
 
 def _fewer(source: object, found: int, done: int) -> str:

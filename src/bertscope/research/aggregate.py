@@ -30,7 +30,7 @@ from ..io.job import JobSummary, run_level
 from ..io.level_table import CorpusOptions, make_level
 from ..io.levels import LevelOptions, WordLevel
 from ..io.readers import Record, Rejects, read_corpus
-from ..io.sinks import Sink, settings_diff, settings_differ
+from ..io.sinks import RecordDigest, Sink, settings_diff, settings_differ
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -126,18 +126,24 @@ class _Running:
                 self.counts = np.concatenate([self.counts, np.zeros_like(self.counts)])
         return slot
 
-    def save(self, path: Path, done: int) -> None:
-        """Everything so far and the records it covers, in one file replaced atomically."""
+    def save(self, path: Path, done: int, read: str) -> None:
+        """Everything so far, the records it covers and their digest (`read`), in one file replaced
+        atomically: a resume proves it reads the same records again."""
         n = len(self.words)
         tmp = path.with_name(path.name + ".tmp")
         with tmp.open("wb") as handle:
             words = np.array(self.words, dtype=str)
-            np.savez(handle, sums=self.sums[:n], counts=self.counts[:n], words=words, done=np.array(done))
+            np.savez(
+                handle, sums=self.sums[:n], counts=self.counts[:n], words=words, done=np.array(done),
+                read=np.array(read),
+            )  # fmt: skip
         os.replace(tmp, path)
 
-    def load(self, path: Path) -> int:
-        """Restore a saved state; the number of records it covers."""
+    def load(self, path: Path) -> tuple[int, str | None]:
+        """Restore a saved state; the number of records it covers and their digest (None: saved before
+        states held one)."""
         with np.load(path, allow_pickle=False) as state:
+            read = str(state["read"]) if "read" in state.files else None
             self.words = [str(w) for w in state["words"]]
             self.index = {w: i for i, w in enumerate(self.words)}
             n = len(self.words)
@@ -145,7 +151,7 @@ class _Running:
             self.sums[:n] = state["sums"]
             self.counts = np.zeros(len(self.sums), dtype=np.int64)
             self.counts[:n] = state["counts"]
-            return int(state["done"])
+            return int(state["done"]), read
 
 
 class AggregateSink(Sink):
@@ -160,6 +166,7 @@ class AggregateSink(Sink):
         width = level.empty().schema.field(level.vector_names()[0]).type.list_size
         self.running = _Running(len(level.spec.layers), width)
         self.names = level.vector_names()
+        self.read = RecordDigest("")  # of the records added, saved with the sums
         if checkpoint is not None:
             self._open(checkpoint, settings, resume=resume, overwrite=overwrite)
 
@@ -176,7 +183,7 @@ class AggregateSink(Sink):
                     f"({settings_diff(stored, settings)}); resume with the same options, or --overwrite"
                 )
             if (folder / _STATE).exists():
-                self.done = self.running.load(folder / _STATE)
+                self.done, self.saved_input = self.running.load(folder / _STATE)
         elif folder.exists():
             raise CorpusError(
                 f"{folder} holds an unfinished aggregation; pass --resume to continue it or --overwrite "
@@ -187,9 +194,13 @@ class AggregateSink(Sink):
 
     def write(self, records: list[Record], rows: Any) -> None:
         """Add a batch's word rows to the running sums, then save the state (when checkpointing)."""
+        if self.read_before is not None:  # resumed: go on from the records proven read before
+            self.read, self.read_before = self.read_before, None
+        for record in records:
+            self.read.add(record)
         self.add(rows.table, len(records))
         if self.checkpoint is not None:
-            self.running.save(self.checkpoint / _STATE, self.done)
+            self.running.save(self.checkpoint / _STATE, self.done, self.read.hexdigest())
 
     def add(self, table: Any, texts: int) -> None:
         """Add the word rows of `texts` texts (a word level's Arrow table) to the running sums."""
