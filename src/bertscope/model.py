@@ -188,11 +188,7 @@ def _opens_light(asked: dict[str, Any], trust_remote_code: bool) -> bool:
         return False
     if Backend.parse(asked["backend"], what="backend") is Backend.TORCH:
         return False
-    dtype = asked["dtype"]
-    if (DType.parse(dtype, what="dtype") if isinstance(dtype, str) else str(dtype)) not in (
-        DType.FLOAT32,
-        "torch.float32",
-    ):
+    if not DType.is_float32(asked["dtype"]):
         return False
     device = str(asked["device"] or "auto")
     return device == "cpu" or (device == "auto" and default_device() == "cpu")

@@ -4,8 +4,8 @@ The candidates are the exact ways of the mode table (torch, ONNX Runtime and Ope
 packages are installed. Each must give every hidden state within `_GATE` (0.8 x `EXACT_ATOL`) of torch's
 on eight calibration sentences and on two texts at the model's full length; the fastest of those (median
 of 3 alternating rounds over the calibration sentences alone, in pairs and in fours, a corpus-sized
-batch) wins. torch is timed no more once its first round is
-1.5x the fastest's, so its speed, which the others' `vs_torch` is read against, is then that one round's.
+batch) wins. torch is timed no more once its first round is 1.5x the fastest's, so its speed, which the
+others' `vs_torch` is read against, is then that one round's.
 Measured once per model and machine and cached beside the `mode="fast"` figures (measured again when
 older than the installed bertscope, or asked with `remeasure`). A measurement taken while something else
 held the CPU is kept all the same: every candidate is exact, so only speed is at stake, and measuring
@@ -156,7 +156,7 @@ def _libraries_key() -> str:
 
 
 def _exact_by_speed(measured: list[Measured], wanted: dict[str, dict[str, Any]]) -> list[Measured]:
-    """The measured ways within `EXACT_ATOL` of torch, fastest first (torch always among them)."""
+    """The measured ways within `_GATE` of torch, fastest first (torch always among them)."""
     exact = [m for m in measured if m.mode in wanted and m.max_abs <= _GATE]
     return sorted(exact, key=lambda m: m.texts_per_s, reverse=True)
 

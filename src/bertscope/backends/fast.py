@@ -149,7 +149,7 @@ def load_fast(
     another bertscope version, or when its figures are implausible (see `plausible`).
     """
     if (
-        not _is_float32(asked["dtype"])
+        not DType.is_float32(asked["dtype"])
         or Backend.parse(asked["backend"], what="backend") is not Backend.AUTO
         or Quantize.parse(asked["quantize"] or Quantize.NONE, what="quantize") is not Quantize.NONE
     ):
@@ -191,13 +191,6 @@ def load_fast(
         "measured": str(path),
     }
     return model
-
-
-def _is_float32(dtype: DType | str | torch.dtype) -> bool:
-    """Whether `dtype` is float32: a torch dtype, or a name as `DType.parse` reads every dtype option."""
-    if isinstance(dtype, str):
-        return DType.parse(dtype, what="dtype") is DType.FLOAT32
-    return str(dtype) == "torch.float32"
 
 
 def graphs_key() -> str:

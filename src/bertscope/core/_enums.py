@@ -126,6 +126,14 @@ class DType(StrEnum):
     BFLOAT16 = "bfloat16"
     FLOAT16 = "float16"
 
+    @classmethod
+    def is_float32(cls, value: object) -> bool:
+        """Whether a dtype option names float32: a name as `parse` reads it (unknown: InvalidSpec), or a
+        torch dtype (read by its name, so torch is not imported)."""
+        if isinstance(value, str):
+            return cls.parse(value, what="dtype") is cls.FLOAT32
+        return str(value) == "torch.float32"
+
 
 class Engine(StrEnum):
     """Where a corpus job runs: this process, or a Ray Data pool of actors."""

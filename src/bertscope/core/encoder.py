@@ -20,7 +20,7 @@ from ._enums import LongText, SubwordPooling
 from .cpu import cpu_threads
 from .engine import MIN_ROWS, Engine, ModelFacts
 from .loading import Loaded, device_kind, load_parts, resolve_device, resolve_dtype
-from .model_info import ModelInfo, model_info
+from .model_info import ModelInfo, hidden_size, model_info
 from .pooling import word_embeddings
 from .progress import progress_callback
 from .prompts import Prompts, read_prompts
@@ -60,6 +60,13 @@ def cpu_token_budget(threads: int) -> int:
     return min(CPU_MAX_TOKEN_BUDGET, max(CPU_TOKEN_BUDGET, CPU_TOKENS_PER_THREAD * threads))
 
 
+def _facts(layers: int, hidden: int, vocab_rows: int, has_pooler: bool, type_vocab_size: Any) -> ModelFacts:
+    """The engine's facts, from a folder's config or a loaded module's alike (a type_vocab_size of 0 or none:
+    the model reads no segment types)."""
+    types = int(type_vocab_size) if isinstance(type_vocab_size, int) and type_vocab_size > 0 else None
+    return ModelFacts(int(layers), int(hidden), int(vocab_rows), has_pooler, types)
+
+
 class Encoder:
     """A loaded BERT-family encoder: weights, tokenizer, family adapter, limits and the batched engine.
 
@@ -80,10 +87,9 @@ class Encoder:
             self.max_positions = view.max_positions
             backend = view.tokenizer
             info = view.info() or {}
-            types = view.config.get("type_vocab_size")
-            facts = ModelFacts(
-                int(info["layers"]), int(info["hidden_size"]), int(info["vocab_size"]), view.has_pooler,
-                int(types) if isinstance(types, int) and types > 0 else None,
+            facts = _facts(
+                info["layers"], info["hidden_size"], info["vocab_size"], view.has_pooler,
+                view.config.get("type_vocab_size"),
             )  # fmt: skip
         else:
             hf_model = loaded.model
@@ -94,11 +100,9 @@ class Encoder:
             word = self.family.parts(hf_model).word
             has_pooler = self.family.pooler(hf_model) is not None
             config = hf_model.config
-            hidden = int(config.hidden_size if hasattr(config, "hidden_size") else config.dim)
-            types = getattr(config, "type_vocab_size", None)
-            facts = ModelFacts(
-                self.family.num_layers(hf_model), hidden, int(word.num_embeddings), has_pooler,
-                int(types) if isinstance(types, int) and types > 0 else None,
+            facts = _facts(
+                self.family.num_layers(hf_model), hidden_size(config), word.num_embeddings, has_pooler,
+                getattr(config, "type_vocab_size", None),
             )  # fmt: skip
         self.max_tokens = self._token_limit(max_tokens)
         self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)

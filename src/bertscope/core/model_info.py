@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ModelInfo", "model_info"]
+__all__ = ["ModelInfo", "hidden_size", "model_info"]
 
 
 @dataclass
@@ -44,6 +44,11 @@ class ModelInfo:
         return dict(self.__dict__)
 
 
+def hidden_size(config: Any) -> int:
+    """A transformers config's hidden size (DistilBERT's is `dim`)."""
+    return int(config.hidden_size if hasattr(config, "hidden_size") else config.dim)
+
+
 def model_info(encoder: Any) -> ModelInfo:
     """The ModelInfo of an Encoder (core/encoder.py, which imports this) as it runs now: backend,
     quantize, mode and the choices made."""
@@ -62,7 +67,7 @@ def model_info(encoder: Any) -> ModelInfo:
         family=encoder.family.name,
         model_type=config.model_type,
         layers=encoder.n_layers,
-        hidden_size=int(config.hidden_size if hasattr(config, "hidden_size") else config.dim),
+        hidden_size=hidden_size(config),
         embedding_size=int(encoder.input_embeddings.shape[1]),
         vocab_size=int(encoder.input_embeddings.shape[0]),
         max_positions=encoder.max_positions,
