@@ -12,12 +12,12 @@ import json
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence, Sized
 from concurrent.futures import Future
 from dataclasses import fields
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fastapi.concurrency import run_in_threadpool
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Service", "request_token_budget"]
 
+T = TypeVar("T", bound=Sequence[Sized])  # per text, something of len() tokens
 _INLINE_TEXTS = 16
 _BASELINES_KEPT = 8
 # Characters past which a request's texts are tokenized one request at a time. Tokenizing a text whole
@@ -70,10 +71,6 @@ class OneAtATime:
             with self.changed:
                 self._busy = False
                 self.changed.notify_all()
-
-
-def _characters(items: list[Any]) -> int:
-    return sum(len(item) if isinstance(item, str) else sum(map(len, item)) for item in items)
 
 
 _INLINE_CHARS = 20_000
@@ -200,9 +197,7 @@ class Service:
 
     def _tokenizing(self, items: list[Any]) -> contextlib.AbstractContextManager[None]:
         """The gate a request's whole tokenization passes: one at a time past `_BIG_CHARACTERS`."""
-        return (
-            self.big_tokenizing.held() if _characters(items) > _BIG_CHARACTERS else contextlib.nullcontext()
-        )
+        return self.big_tokenizing.held() if _chars(items) > _BIG_CHARACTERS else contextlib.nullcontext()
 
     async def baseline(self, options: EmbedOptions, reference: list[str] | None = None) -> Baseline:
         """`Model.baseline` for these options (no post-processing), fitted on the worker.
@@ -257,6 +252,21 @@ class Service:
                 f"the answer would hold {hold}{numbers:,} numbers ({made_of}), over the limit of "
                 f"{limit:,} (--max-answer-floats); {fix}"
             )
+
+    def tokenized(
+        self, items: list[Any], long: Any, fields: int, fix: str, tokenize: Callable[[], T]
+    ) -> tuple[T, int]:
+        """`tokenize()` and its token count, for an answer of `fields` values a token: refused on a cheap
+        count first where the texts are read whole, then on the count made; a big request's tokenization
+        waits for the one before (`_tokenizing`)."""
+        made_of = f"tokens x {fields} values"
+        over = self.settings.max_answer_floats // fields
+        self.check_answer(self.least_tokens(items, long, over=over) * fields, made_of, fix, least=True)
+        with self._tokenizing(items):
+            made = tokenize()
+        count = sum(map(len, made))
+        self.check_answer(count * fields, made_of, fix)
+        return made, count
 
     def least_tokens(self, items: list[Any], long: Any, *, over: int) -> int:
         """At least how many tokens checked texts make under `long`, counted without tokenizing them whole

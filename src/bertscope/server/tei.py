@@ -158,7 +158,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         svc.check_count(len(texts))
         width = svc.model.info().hidden_size
         long = str(opts.long)
-        count = await run_in_threadpool(lambda: sum(len(t) for t in svc.model.tokenize(texts, long=long)))
+        count = await run_in_threadpool(svc.count_tokens, texts, long)
         svc.check_answer(count * width, f"{count} tokens x {width} wide", "send fewer or shorter texts")
         svc.check_tokens(count)
         tokens = await svc.on_worker(
@@ -183,16 +183,11 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         prompt = _prompt(svc, req.prompt_name)
         texts = [prompt + text for text in svc.texts(req.inputs)]
         # Each token is a record of 5 values: the answer is bounded like every other (texts read whole).
-        made_of, fix = f"tokens x {_TOKEN_FIELDS} values", "send fewer or shorter texts"
-        over = svc.settings.max_answer_floats // _TOKEN_FIELDS
-        least = await run_in_threadpool(svc.least_tokens, texts, "window", over=over)
-        svc.check_answer(least * _TOKEN_FIELDS, made_of, fix, least=True)
         backend = svc.model.tokenizer.backend
-        encodings = await run_in_threadpool(
-            backend.encode_batch, texts, add_special_tokens=req.add_special_tokens
-        )
-        count = sum(len(enc.ids) for enc in encodings)
-        svc.check_answer(count * _TOKEN_FIELDS, made_of, fix)
+        encodings, count = await run_in_threadpool(
+            svc.tokenized, texts, "window", _TOKEN_FIELDS, "send fewer or shorter texts",
+            lambda: backend.encode_batch(texts, add_special_tokens=req.add_special_tokens),
+        )  # fmt: skip
         return await answer(
             lambda: [_simple(text, enc) for text, enc in zip(texts, encodings, strict=True)],
             size=count * _TOKEN_FIELDS,
