@@ -128,10 +128,10 @@ def compare_to_reference(
             problems.append(f"text {index}: the model's vectors hold values that are not finite (NaN or inf)")
             continue
         max_abs = np.maximum(max_abs, np.abs(got - want).max(axis=(1, 2)))
-        min_cos = np.minimum(min_cos, _cosines(got, want).min(axis=1))
+        min_cos = np.minimum(min_cos, pairwise_cosines(got, want).min(axis=1))
         mask = np.array([0.0 if s else 1.0 for s in tok.special_mask]) if spec.mask_special else None
         pair = [_sentence(states, mask, spec) for states in (got, want)]
-        sentence_cos = min(sentence_cos, float(_cosines(pair[0], pair[1])))
+        sentence_cos = min(sentence_cos, float(pairwise_cosines(pair[0], pair[1])))
     settings = vector_settings(model)
     tolerance = _tolerance(model, settings, min_cosine)
     within = (
@@ -167,12 +167,6 @@ def _tolerance(model: Any, settings: dict[str, Any], min_cosine: float | None) -
         floor = lossy_floor(model) if min_cosine is None else float(min_cosine)
         return {"min_cosine": floor, "of": "sentence vectors (the model's own pooling)"}
     return {"max_abs": EXACT_ATOL, "of": "every token vector of every layer"}
-
-
-def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(..., tokens) cosine of each vector of a (..., tokens, d) with b's; 1 where both are zero, 0 where
-    only one is."""
-    return pairwise_cosines(a, b)
 
 
 def _sentence(states: np.ndarray, mask: np.ndarray | None, spec: Any) -> np.ndarray:
