@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -131,3 +132,22 @@ def test_unknown_dtype_is_invalid_spec(dtype: str) -> None:
     with pytest.raises(bertscope.InvalidSpec, match="float32") as info:
         bertscope.load(device="cpu", dtype=dtype)
     assert repr(dtype) in str(info.value)
+
+
+def test_bundled_is_one_name_everywhere(
+    bundled: bertscope.Model, tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from bertscope.core.folder import FolderView, bundled_path
+    from bertscope.io.job import embed_corpus
+
+    monkeypatch.setenv("BERTSCOPE_MODEL", str(tiny_dirs["bert"]))
+    named = bertscope.load("bundled", device="cpu")
+    assert named.info().path == bundled.info().path, "`bundled` names the bundled model over BERTSCOPE_MODEL"
+    view = FolderView.open("bundled")
+    assert view is not None and view.path == bundled_path()
+    monkeypatch.delenv("BERTSCOPE_MODEL")
+    stores = [tmp_path / "by_default.npy", tmp_path / "by_name.npy"]
+    for model, store in zip((None, "bundled"), stores, strict=True):
+        embed_corpus(["one text"], store, model=model, progress=False)
+    settings = [json.loads(store.with_suffix(".settings.json").read_text()) for store in stores]
+    assert settings[0]["model_arg"] is None and settings[1]["model_arg"] is None, "one fingerprint"

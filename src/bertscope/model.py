@@ -21,6 +21,7 @@ from .backends.onnx import resolve_backend
 from .core._enums import Backend, DType, LongText, Mode, Quantize, SubwordPooling
 from .core.chunking import ChunkBy
 from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, ModelInfo, cpu_token_budget, single
+from .core.folder import model_name
 from .core.layers import LayerSpec
 from .core.loading import load_parts, resolve_device, resolve_dtype
 from .core.tokens import Text
@@ -72,8 +73,7 @@ def load(
     ships (config.json `auto_map`), as transformers' own option does; without it such a folder is refused,
     never run as another class.
     """
-    if name is None:
-        name = os.environ.get("BERTSCOPE_MODEL") or None
+    name = model_name(name)
     if is_model2vec(name):  # a static model (what `bertscope distill` writes): rows, no layers, no forward
         return load_static(  # type: ignore[return-value]
             name, max_tokens=max_tokens, token_budget=token_budget, device=device, dtype=dtype,

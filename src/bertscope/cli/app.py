@@ -65,7 +65,10 @@ _state = {"debug": os.environ.get("BERTSCOPE_DEBUG", "") not in ("", "0")}
 ModelOpt = Annotated[
     str | None,
     typer.Option(
-        "--model", "-m", envvar="BERTSCOPE_MODEL", help="Model folder or hub id (default: bundled)."
+        "--model",
+        "-m",
+        envvar="BERTSCOPE_MODEL",
+        help="Model folder or hub id (default: the bundled all-MiniLM-L6-v2, also named `bundled`).",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]

@@ -19,7 +19,7 @@ def cache(
     model: Annotated[
         str | None,
         typer.Argument(
-            help="With --clear: only this model's files (a folder; 'default' for the bundled one)."
+            help="With --clear: only this model's files (a folder; `bundled` for the bundled one)."
         ),
     ] = None,
     clear: Annotated[bool, typer.Option("--clear", help="Remove the files instead of listing them.")] = False,
@@ -34,17 +34,19 @@ def cache(
       bertscope cache
       bertscope cache --clear                  # every model's
       bertscope cache --clear ./my-model       # one model's
+      bertscope cache --clear bundled          # the bundled model's
     """
     from ..backends.cache import cached_files, clear_cache
     from ..backends.onnx import content_digest
-    from ..core.folder import bundled_path, local_folder
+    from ..core.folder import BUNDLED, bundled_path, local_folder
 
     if model is not None and not clear:
         raise typer.BadParameter("a MODEL is taken with --clear only; `bertscope cache` lists every model")
     if clear:
         digest = None
         if model is not None:
-            folder = bundled_path() if model == "default" else local_folder(model)
+            # "default" was this option's first name for the bundled model
+            folder = bundled_path() if model in (BUNDLED, "default") else local_folder(model)
             if folder is None:
                 raise typer.BadParameter(f"{model} is not a local folder; give the model's folder")
             digest = content_digest(folder)

@@ -303,8 +303,8 @@ def compare_command(
     """
     from ..research.compare import compare
 
-    a = load_model(None if model_a == "bundled" else model_a, device=device, threads=threads)
-    b = load_model(None if model_b == "bundled" else model_b, device=device, threads=threads)
+    a = load_model(model_a, device=device, threads=threads)
+    b = load_model(model_b, device=device, threads=threads)
     result = compare(a, b, read_lines(input_path), top=top)
     if output is not None:
         from ..research.layer_plots import plot_compare

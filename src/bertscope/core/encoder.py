@@ -19,6 +19,7 @@ from ..errors import InvalidSpec
 from ._enums import LongText, SubwordPooling
 from .cpu import cpu_threads
 from .engine import MIN_ROWS, Engine, ModelFacts
+from .folder import model_name
 from .loading import Loaded, device_kind, load_parts, resolve_device, resolve_dtype
 from .model_info import ModelInfo, hidden_size, model_info
 from .pooling import word_embeddings
@@ -406,8 +407,7 @@ def open_encoder(
     For the modules below the facade that take a model by name (corpus jobs, distillation, the mode
     measurements); `load` adds the backends and modes on top.
     """
-    if name is None:
-        name = os.environ.get("BERTSCOPE_MODEL") or None
+    name = model_name(name)
     torch_device = resolve_device(device)
     loaded = load_parts(name, dtype=resolve_dtype(dtype, torch_device), device=torch_device)
     return Encoder(loaded, device=torch_device, max_tokens=None, token_budget=None)

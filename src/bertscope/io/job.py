@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core._enums import Level
 from ..core.encoder import Encoder, open_encoder
+from ..core.folder import BUNDLED
 from ..core.spec import reload_arg, stored_settings
 from ..errors import CorpusError, InvalidSpec, JobInterrupted
 from ..static_model import StaticModel, is_model2vec, load_static
@@ -104,7 +105,7 @@ def embed_corpus(
         raise InvalidSpec(f"give the options as options= or as keywords, not both ({', '.join(keywords)})")
     asked = options or CorpusOptions.of(**keywords)
     loaded = isinstance(model, (Encoder, StaticModel))
-    model_arg = None if model is None or loaded else str(model)
+    model_arg = None if model is None or loaded or str(model) == BUNDLED else str(model)
     m = model if loaded else load_static(model_arg) if is_model2vec(model_arg) else open_encoder(model_arg)
     kind = Level.parse(asked.level.level, what="level")
     if isinstance(m, StaticModel) and (views or kind is not Level.SENTENCE):
