@@ -258,6 +258,9 @@ DAMAGE: dict[str, tuple[str, str, Callable[[Path], None], str]] = {
     "parquet settings a list": ("s.parquet", ".parquet", _parquet_settings(b"[1]"), "JSON list"),
     "sqlite settings not JSON": ("s.db", ".db", _sqlite_settings("{bad"), "not a JSON object"),
     "sqlite settings a list": ("s.db", ".db", _sqlite_settings("[1]"), "not a JSON object"),
+    # settings emptied: verify would re-embed with defaults and pass vectors nothing says were made so
+    "settings.json emptied": ("s.npy", ".settings.json", lambda p: p.write_text("{}"), "which model made it"),
+    "sqlite settings emptied": ("s.db", ".db", _sqlite_settings("{}"), "which model made it"),
 }
 
 
@@ -270,7 +273,7 @@ def test_a_damaged_store_is_one_line_naming_the_file(
     damaged = store.with_suffix(suffix)
     damage(damaged)
     ran = run_main("verify", "--store", str(store), "--corpus", str(made["corpus"]), "--rows", "8")
-    named = store.name if "fingerprint" in case else damaged.name  # the store whose settings hold it
+    named = store.name if "fingerprint" in case or "emptied" in case else damaged.name  # whose settings
     _one_line_error(ran, named, said)
 
 

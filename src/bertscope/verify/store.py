@@ -63,6 +63,12 @@ def verify_store(
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise InvalidInput(f"rows={rows!r}: give how many rows to check, at least 1")
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
+    if "model" not in opened.settings:  # every job writes it: without it nothing says what made the rows
+        hint = rebuild_hint(opened.path, opened.collection)
+        raise CorpusError(
+            f"{opened.path}: its settings do not say which model made it (no 'model'), so nothing can "
+            f"prove its vectors; restore the settings it was written with, or {hint}"
+        )
     if opened.settings.get("post") and post is None:
         kind = opened.settings["post"].get("kind", "post-processing")
         raise InvalidInput(
