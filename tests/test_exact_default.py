@@ -202,3 +202,25 @@ def test_a_runtime_the_model_cannot_be_exported_to_is_left_out(
     monkeypatch.setattr(exact, "_measure", lambda *a: calls.append(1))
     assert bertscope.load(tiny_dirs["modernbert"], device="cpu").info().backend == "torch"
     assert not calls  # what did not apply is remembered, not tried again
+
+
+def test_an_export_the_disk_could_not_take_is_tried_again_on_the_next_load(
+    tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def disk_full(*_: object, **__: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
+    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    with monkeypatch.context() as full:
+        full.setattr(torch.onnx, "export", disk_full)
+        m = bertscope.load(tiny_dirs["bert"], device="cpu")
+    assert m.info().backend == "torch", "nothing exported: torch answers"
+    calls: list[int] = []
+    real = exact._measure
+    monkeypatch.setattr(exact, "_measure", lambda *a: calls.append(1) or real(*a))
+    again = bertscope.load(tiny_dirs["bert"], device="cpu")
+    assert calls == [1], "a full disk says nothing of the model: its runtimes are measured again"
+    assert again.exact_choice is not None
+    measured = exact.read_measured(Path(again.exact_choice["measured"]), check_plausible=False)
+    assert measured is not None and all(np.isfinite(way.max_abs) for way in measured), "each way exported"

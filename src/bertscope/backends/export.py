@@ -223,6 +223,8 @@ def _export(
                     opset_version=17,
                     dynamo=False,
                 )
+        except OSError:  # a full or failing disk says nothing of the model: the caller tells it apart
+            raise
         except Exception as exc:  # the exporter raises many types; all mean "this model does not export"
             raise ModelLoadError(
                 f"this {family.name} model could not be exported to ONNX ({type(exc).__name__}: {exc}); "

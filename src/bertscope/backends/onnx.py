@@ -335,15 +335,25 @@ def export_onnx(
         if cached_export(path) is None:
             if log is not None:
                 log(f"exporting the model to ONNX ({path.stem.split('-', 2)[-1]}) -> {path}")
-            about = write_export(
-                model(), family, path, calibrate=calibrate if int8 else None, texts=texts,
-                outlier_factor=OUTLIER_FACTOR, scheme=scheme,
-            )  # fmt: skip
-            # recorded after the file is in place: an export without its record is never trusted
-            stat = path.stat()
-            about.update(format=EXPORT_FORMAT, bytes=stat.st_size, sha256=file_sha256(path))
-            record_export(path, {**about, "mtime_ns": stat.st_mtime_ns})
+            try:
+                about = write_export(
+                    model(), family, path, calibrate=calibrate if int8 else None, texts=texts,
+                    outlier_factor=OUTLIER_FACTOR, scheme=scheme,
+                )  # fmt: skip
+                # recorded after the file is in place: an export without its record is never trusted
+                stat = path.stat()
+                about.update(format=EXPORT_FORMAT, bytes=stat.st_size, sha256=file_sha256(path))
+                record_export(path, {**about, "mtime_ns": stat.st_mtime_ns})
+            except OSError as exc:
+                raise ExportNotWritten(
+                    f"the ONNX export could not be written to {path.parent} ({exc.strerror or exc}); free "
+                    "space there or set BERTSCOPE_CACHE to another folder, then load again"
+                ) from None
     return path
+
+
+class ExportNotWritten(ModelLoadError):
+    """The export could not be written (a full or failing disk): it says nothing of the model."""
 
 
 def writable_folder(folder: Path) -> None:
