@@ -10,6 +10,7 @@ import pytest
 import bertscope
 from bertscope.errors import InvalidInput
 from bertscope.research.senses import word_senses
+from console import run_main
 from test_cli import run_ok
 
 SENSES = Path(__file__).parent / "data" / "bank_senses.txt"
@@ -55,3 +56,33 @@ def test_cli_senses_prints_json_and_draws(store: Path, tmp_path: Path) -> None:
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = run_ok("senses", "bank", "--in", str(store), "-k", "2", "--method", "tsne")
     assert "k=2: given" in table and "«bank»" in table
+
+
+def _store_of(lines: list[str], directory: Path, model: bertscope.Model) -> Path:
+    corpus, path = directory / "corpus.txt", directory / "words.parquet"
+    corpus.write_text("".join(f"{line}\n" for line in lines))
+    bertscope.embed_corpus(corpus, path, model=model, level="words")
+    return path
+
+
+def test_repeats_cap_k_and_leave_no_empty_sense(tmp_path: Path, bundled: bertscope.Model) -> None:
+    same = "I went to the bank."
+    lines = [same, same, same, "We sat on the river bank.", "The bank raised rates."]
+    store = _store_of(lines, tmp_path, bundled)
+    found = word_senses(store, "bank", k=4)
+    assert found.k == 3 and found.criterion.startswith("k=3: given 4, capped at the 3 distinct")
+    assert sorted(s.size for s in found.senses) == [1, 1, 3] and len(set(found.labels.tolist())) == 3
+    chosen = word_senses(store, "bank")
+    assert all(n <= 3 for n in chosen.silhouettes) and chosen.k in chosen.silhouettes
+    assert all(s.size > 0 for s in chosen.senses) and len(chosen.senses) == chosen.k
+
+
+def test_one_repeated_occurrence_is_one_line_error(tmp_path: Path, bundled: bertscope.Model) -> None:
+    store = _store_of(["I went to the bank."] * 4, tmp_path, bundled)
+    for k in (None, 2):
+        with pytest.raises(InvalidInput, match="all have the same vector"):
+            word_senses(store, "bank", k=k)
+    assert [s.size for s in word_senses(store, "bank", k=1).senses] == [4]
+    ran = run_main("senses", "bank", "--in", str(store))
+    assert ran.code != 0 and "Traceback" not in ran.stderr
+    assert ran.stderr.count("\n") == 1 and "all have the same vector" in ran.stderr

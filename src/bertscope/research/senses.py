@@ -1,8 +1,11 @@
 """A word's senses in a token or word store: its occurrences clustered, k chosen by silhouette or given.
 
 Occurrence vectors are unit-normalised and clustered by k-means (so clusters follow cosine); with no k
-given, k is the one of 2..8 with the highest mean silhouette (cosine distance). Clusters are numbered
-by size, largest first; each keeps its most central occurrences (highest cosine to its centroid).
+given, k is the one of 2..8 with the highest mean silhouette (cosine distance). Repeated occurrences
+(the same sentence twice gives the same vector) are clustered once, weighted by how often they occur,
+so k is at most the number of distinct vectors: a larger k is capped there and the criterion says so,
+and no sense is ever empty. Clusters are numbered by size, largest first; each keeps its most central
+occurrences (highest cosine to its centroid).
 """
 
 from __future__ import annotations
@@ -95,34 +98,67 @@ def word_senses(
         )
     if k is not None and not 1 <= k <= len(points):
         raise InvalidInput(f"k={k}: give a number of senses between 1 and {len(points)} (the occurrences)")
+    distinct, inverse, weights = _distinct(points)
+    if len(distinct) < 2 and k != 1:
+        raise InvalidInput(
+            f"{word!r}: its {len(points)} occurrences in {store} all have the same vector "
+            "(the same text repeated); clustering needs at least 2 distinct occurrences"
+        )
 
     def cluster(n: int) -> np.ndarray:
-        return np.asarray(KMeans(n_clusters=n, n_init=10, random_state=seed).fit_predict(points))
+        model = KMeans(n_clusters=n, n_init=10, random_state=seed)
+        return _by_size(np.asarray(model.fit_predict(distinct, sample_weight=weights))[inverse])
 
     silhouettes: dict[int, float] = {}
     if k is None:
-        for n in (n for n in _K_RANGE if n < len(points)):
+        for n in (n for n in _K_RANGE if n <= len(distinct) and n < len(points)):
             labels = cluster(n)
-            if len(set(labels.tolist())) > 1:
+            if labels.max() > 0:
                 silhouettes[n] = float(silhouette_score(points, labels, metric="cosine"))
-        k = max(silhouettes, key=lambda n: silhouettes[n])
-        criterion = f"k={k}: the highest mean silhouette (cosine) of k=2..{max(silhouettes)}"
+        best = max(silhouettes, key=lambda n: silhouettes[n])
+        labels = cluster(best)
+        criterion = f"the highest mean silhouette (cosine) of k=2..{max(silhouettes)}"
     else:
-        criterion = f"k={k}: given"
-    labels = _by_size(cluster(k))
-    senses = []
-    for number in range(k):
-        members = np.flatnonzero(labels == number)
-        centre = unit(points[members].mean(axis=0)[None])[0]
-        scores = points[members] @ centre
-        central = members[np.argsort(-scores, kind="stable")[:examples]]
-        chosen = [_scored(hits[i], float(points[i] @ centre)) for i in central]
-        senses.append(Sense(number, len(members), chosen))
-    return Senses(word, k, criterion, silhouettes, senses, hits, labels, points, capped=capped)
+        labels = cluster(min(k, len(distinct)))
+        criterion = "given" if labels.max() + 1 == k else f"given {k}, capped at {_capped(distinct)}"
+    used = int(labels.max()) + 1
+    senses = [_sense(number, labels, points, hits, examples) for number in range(used)]
+    return Senses(
+        word, used, f"k={used}: {criterion}", silhouettes, senses, hits, labels, points, capped=capped
+    )
+
+
+def _sense(
+    number: int, labels: np.ndarray, points: np.ndarray, hits: list[Occurrence], examples: int
+) -> Sense:
+    """Sense `number`: its size and its `examples` occurrences most central (cosine to its centroid)."""
+    members = np.flatnonzero(labels == number)
+    centre = unit(points[members].mean(axis=0)[None])[0]
+    scores = points[members] @ centre
+    central = members[np.argsort(-scores, kind="stable")[:examples]]
+    return Sense(number, len(members), [_scored(hits[i], float(points[i] @ centre)) for i in central])
+
+
+def _distinct(points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct rows of `points` (n, dim) in first-seen order, each row's index among them (n,),
+    and how often each distinct row occurs."""
+    _, first, inverse, counts = np.unique(
+        points, axis=0, return_index=True, return_inverse=True, return_counts=True
+    )
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    return points[first[order]], rank[inverse.reshape(-1)], counts[order].astype(np.float64)
+
+
+def _capped(distinct: np.ndarray) -> str:
+    return f"the {len(distinct)} distinct occurrence vectors (repeated occurrences count once)"
 
 
 def _by_size(labels: np.ndarray) -> np.ndarray:
-    """Renumber clusters by size, largest first (ties by first appearance)."""
+    """Renumber clusters by size, largest first (ties by first appearance); numbers no cluster uses
+    are dropped, so the result counts 0..(clusters used - 1)."""
+    labels = np.unique(labels, return_inverse=True)[1].reshape(-1)
     counts = np.bincount(labels)
     order = sorted(range(len(counts)), key=lambda c: (-counts[c], int(np.argmax(labels == c))))
     remap = np.empty(len(counts), dtype=np.int64)
