@@ -58,3 +58,37 @@ def test_cka_of_a_long_text_equals_cka_of_its_whole_rows(
     expected = cka_of_arrays(whole)
     np.testing.assert_allclose(model.cka(texts, level=level).cka, expected, atol=1e-5)
     np.testing.assert_allclose(model.cka(texts, other, level=level).cka, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "max"])
+def test_late_chunks_of_a_long_document_are_pooled_block_by_block(
+    tiny_models: dict[str, bertscope.Model], monkeypatch: pytest.MonkeyPatch, pooling: str
+) -> None:
+    from bertscope import chunk_embed
+
+    model = tiny_models["bert"]
+    docs = [_long_text(400), "a short one. And a second sentence.", _long_text(300)]
+    options = {"chunks": "tokens", "size": 40, "overlap": 10, "pooling": pooling}
+    whole = model.embed_chunks(docs, **options)  # each document's matrix held whole
+    streamed: list[int] = []
+    real = model.engine.token_blocks
+    monkeypatch.setattr(model.engine, "token_blocks", lambda tok, spec: streamed.append(1) or real(tok, spec))
+    monkeypatch.setattr(chunk_embed, "LONG_TOKENS", 100)
+    blocked = model.embed_chunks(docs, **options)
+    assert streamed == [1, 1], "the two long documents ran a few windows at a time"
+    for a, b in zip(whole, blocked, strict=True):
+        assert a.spans == b.spans and np.array_equal(a.n_tokens, b.n_tokens)
+        np.testing.assert_allclose(b.vectors, a.vectors, atol=1e-6)
+
+
+def test_streamed_span_pooling_equals_pooling_the_whole_matrix() -> None:
+    from bertscope.chunk_embed import _pool_streamed, pool_spans
+    from bertscope.core._enums import Pooling
+
+    matrix = np.random.default_rng(0).normal(size=(50, 6)).astype(np.float32)
+    rows = [list(range(0, 12)), list(range(8, 20)), [21, 22, 24], list(range(24, 50)), list(range(30, 31))]
+    blocks = [matrix[i : i + 7] for i in range(0, 50, 7)]
+    for pooling in (Pooling.MEAN, Pooling.MAX, Pooling.MEAN_SQRT_LEN):
+        np.testing.assert_array_equal(
+            _pool_streamed(iter(blocks), rows, pooling), pool_spans(matrix, rows, pooling)
+        )

@@ -18,7 +18,7 @@ import numpy as np
 from .core._enums import Combine, LongText, Pooling
 from .core.chunking import ChunkBy, Span, chunk_spans
 from .core.encoder import Encoder
-from .core.engine import EmbedSpec, Engine, OnBatch
+from .core.engine import LONG_TOKENS, EmbedSpec, Engine, OnBatch
 from .core.pooling import POOLINGS, pool_span
 from .core.post import PostProcessor
 from .core.progress import progress_callback
@@ -86,15 +86,22 @@ def _late(
     on_batch: OnBatch | None,
 ) -> Iterator[ChunkEmbeddings]:
     shift = len(spec.prompt)
-    for doc, doc_spans, (tokens, matrix) in zip(
-        docs, spans, engine.token_matrices(docs, spec, on_batch=on_batch), strict=True
-    ):
+    fitted = engine.prepare(docs, spec)
+    short = iter(
+        engine.fitted_token_matrices([t for t in fitted if len(t) <= LONG_TOKENS], spec, on_batch=on_batch)
+    )
+    for doc, doc_spans, tokens in zip(docs, spans, fitted, strict=True):
         usable = [
             (s - shift, e - shift) if not special and e > s and s >= shift else None
             for (s, e), special in zip(tokens.offsets, tokens.special_mask, strict=True)
         ]
         rows = [_rows_in(usable, span, number) for number, span in enumerate(doc_spans)]
-        vectors = pool_spans(matrix, rows, spec.pooling)
+        if len(tokens) <= LONG_TOKENS:
+            vectors = pool_spans(next(short)[1], rows, spec.pooling)
+        else:  # a book-length document: its token vectors a few windows at a time, never whole
+            vectors = _pool_streamed(engine.token_blocks(tokens, spec), rows, spec.pooling)
+            if on_batch is not None:
+                on_batch(1, len(tokens))
         if spec.normalize:
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         yield ChunkEmbeddings(
@@ -138,6 +145,27 @@ def pool_spans(matrix: np.ndarray, rows: Sequence[Sequence[int]], pooling: Pooli
     out = np.empty((len(rows), matrix.shape[1]), dtype=np.float32)
     for number, index in enumerate(rows):
         out[number] = pool_span(matrix[list(index)], pooling)
+    return out
+
+
+def _pool_streamed(
+    blocks: Iterable[np.ndarray], rows: Sequence[Sequence[int]], pooling: Pooling
+) -> np.ndarray:
+    """`pool_spans` over a matrix given as consecutive blocks of rows, holding only the rows of the chunks
+    not yet pooled (each chunk's rows are consecutive, as `_rows_in` makes them)."""
+    out: np.ndarray | None = None
+    waiting = sorted(range(len(rows)), key=lambda number: rows[number][-1])  # by the row that completes it
+    held, first = np.empty((0, 0), dtype=np.float32), 0  # rows first.. of the matrix
+    for block in blocks:
+        if out is None:
+            out, held = np.empty((len(rows), block.shape[1]), dtype=np.float32), block[:0]
+        held = np.concatenate([held, block])
+        while waiting and rows[waiting[0]][-1] < first + len(held):
+            number = waiting.pop(0)
+            out[number] = pool_span(held[[r - first for r in rows[number]]], pooling)
+        keep = min((rows[n][0] for n in waiting), default=first + len(held))
+        held, first = held[keep - first :], keep
+    assert out is not None and not waiting, "the blocks cover every chunk's rows"
     return out
 
 

@@ -26,8 +26,8 @@ from .spec import EmbedSpec
 from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
 
 __all__ = [
-    "MIN_ROWS", "STATES_BYTES_PER_FORWARD", "TENSOR_POOLINGS", "Array", "AskedStates", "Engine", "ModelFacts",
-    "States", "as_array", "asked_states", "placed", "pool_tensor",
+    "LONG_TOKENS", "MIN_ROWS", "STATES_BYTES_PER_FORWARD", "TENSOR_POOLINGS", "Array", "AskedStates",
+    "Engine", "ModelFacts", "States", "as_array", "asked_states", "placed", "pool_tensor",
 ]  # fmt: skip
 
 OnBatch = Callable[[int, int], None]
@@ -76,6 +76,8 @@ class ModelFacts:
 # all 25 of a large one at CUDA's budget 6.7 GB. Long rows get fewer than MIN_ROWS a forward where that
 # many of the longest width would pass the bound. A forward of one or a few layers keeps its budget (one
 # state of a base model at 65,536 tokens is 201 MB).
+# A text longer than this many tokens is run a few windows at a time (`token_blocks`), never held whole.
+LONG_TOKENS = 4096
 STATES_BYTES_PER_FORWARD = 256 * 2**20
 
 

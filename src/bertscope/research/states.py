@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..core.engine import LONG_TOKENS
 from ..core.progress import progress_callback
 from ..core.tokens import Tokens, text_problem
 from ..errors import InvalidInput
@@ -21,8 +22,6 @@ __all__ = ["layer_blocks", "layer_states", "static_rows", "CHUNK", "LONG_TOKENS"
 # Texts handed to the engine at once: it holds each chunk's token vectors of every layer, so the chunk
 # (not the corpus) bounds memory: 256 texts of 64 tokens x 7 layers x 384 floats is ~170 MB at most.
 CHUNK = 256
-# A text longer than this many tokens is given block by block (`layer_blocks`), never whole.
-LONG_TOKENS = 4096
 
 
 def layer_states(
