@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 import bertscope
-from tiny_models import FAMILIES
+from bertscope.core.tokens import text_problem
+from tiny_models import FAMILIES, build_tiny_model
 
 BREAD_ID = 7852
 # 300 single-piece words plus [CLS] and [SEP]: 302 tokens, 46 over the bundled model's 256.
@@ -122,6 +123,24 @@ def test_bad_input_message_names_the_item(bundled: bertscope.Model) -> None:
         bundled.tokenize(["fine", 3])  # type: ignore[list-item]
     with pytest.raises(bertscope.InvalidInput, match="no texts"):
         bundled.tokenize([])
+
+
+@pytest.mark.parametrize("text", ["\u0301\u0301", " \u0301", "\ufffd"])
+def test_the_models_tokenizer_finds_a_text_of_no_word_pieces(bundled: bertscope.Model, text: str) -> None:
+    """Combining marks with nothing to combine with, or a character the normaliser drops: no pieces."""
+    assert text_problem(text) is None  # by category alone it looks like text (the schema agrees)
+    assert "gives no word pieces" in (text_problem(text, tokenizer=bundled.tokenizer) or "")
+    with pytest.raises(bertscope.InvalidInput, match="or combining marks"):
+        bundled.tokenize(["fine", text])
+
+
+def test_marks_after_a_letter_or_bytes_of_a_mark_are_word_pieces(
+    tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    for text in ("e\u0301", "caf\u00e9", "\u0301x", "\U0001f600", "\u0301 ."):
+        assert text_problem(text, tokenizer=bundled.tokenizer) is None, ascii(text)
+    byte_level = bertscope.load(str(build_tiny_model("bert", tmp_path / "bl", byte_level=True)), device="cpu")
+    assert text_problem("\u0301\u0301", tokenizer=byte_level.tokenizer) is None  # its bytes are pieces
 
 
 def test_unknown_long_policy_is_invalid_spec(bundled: bertscope.Model) -> None:

@@ -188,8 +188,14 @@ def is_pair(value: object) -> bool:
     )
 
 
-def text_problem(text: str) -> str | None:
-    """Why a tokenizer cannot take `text` (a lone surrogate; only control/format/space), or None."""
+def text_problem(text: str, *, tokenizer: TextTokenizer | None = None) -> str | None:
+    """Why a tokenizer cannot take `text` (a lone surrogate; only control/format/space), or None.
+
+    With the model's `tokenizer`, also a text it turns into no word pieces at all: one of only
+    combining marks (an uncased BERT strips them), or of characters its normaliser drops. That is
+    the tokenizer's own answer, asked only of a text with no letter or digit (those always give a
+    piece, [UNK] at worst); without it, such a text passes here and fails at `TextTokenizer.fit`.
+    """
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -198,7 +204,16 @@ def text_problem(text: str) -> str | None:
     # any() stops at the first visible character, so ordinary text costs next to nothing here.
     if not any(unicodedata.category(c)[0] not in "CZ" for c in text):
         return "has only control, format or space characters: no word pieces besides the special ones"
+    if tokenizer is not None and not _has_letter(text) and not tokenizer.gives_pieces(text):
+        return (
+            "gives no word pieces with this model's tokenizer (only combining marks, or characters "
+            "it drops); give it some text"
+        )
     return None
+
+
+def _has_letter(text: str) -> bool:
+    return any(unicodedata.category(c)[0] in "LN" for c in text)
 
 
 def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
@@ -260,6 +275,10 @@ class TextTokenizer:
             _tokens(text, enc)
             for text, enc in zip(texts, self.backend.encode_batch(list(texts)), strict=True)
         ]
+
+    def gives_pieces(self, text: str) -> bool:
+        """Whether `text` gives any word piece besides the specials the template adds."""
+        return bool(self.backend.encode(text, add_special_tokens=False).ids)
 
     def check_pairs(self) -> None:
         """Raise InvalidInput when this tokenizer has no template that puts a separator between A and B."""
@@ -327,7 +346,7 @@ class TextTokenizer:
         if all(tokens.special_mask):
             raise InvalidInput(
                 f"text {index} ({tokens.text[:20]!r}) gives no word pieces besides the special ones "
-                "(only control or zero-width characters?); give it some text"
+                "(only control or zero-width characters, or combining marks?); give it some text"
             )
         if len(tokens) > self.max_tokens and tokens.pair is not None:
             raise InputTooLong(
