@@ -71,6 +71,16 @@ def test_pca_matches_sklearn_up_to_sign(corpus_vectors: np.ndarray) -> None:
     np.testing.assert_allclose(np.abs(ours), np.abs(theirs), atol=1e-4)
 
 
+@pytest.mark.parametrize("name", ["white.txt", "white", "white.NPZ"])
+def test_save_refuses_a_name_load_post_would_not_read_back(
+    corpus_vectors: np.ndarray, tmp_path: Path, name: str
+) -> None:
+    post = fit_post(corpus_vectors, "whitening", dim=6)
+    with pytest.raises(InvalidInput, match=r"\.safetensors or \.npz"):
+        post.save(tmp_path / name)
+    assert not (tmp_path / name).exists()
+
+
 @pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
 def test_saved_file_round_trips(corpus_vectors: np.ndarray, tmp_path: Path, suffix: str) -> None:
     post = fit_post(corpus_vectors, "whitening", dim=6, spec={"layers": [2], "pooling": "mean"})

@@ -166,20 +166,10 @@ def fit_post_cmd(
     )
 
 
-_POST_SUFFIXES = (".safetensors", ".npz")
-
-
 def _check_post_output(output: Path, *, overwrite: bool) -> None:
-    """Refuse, before fitting, an output that is not .safetensors/.npz or that exists (unless --overwrite)."""
-    if output.suffix not in _POST_SUFFIXES:  # as PostProcessor.save and load_post read it: lower case
-        got = output.suffix or "a name without a suffix"
-        raise InvalidInput(
-            f"cannot write {output}: a fitted post-processing is saved as .safetensors or .npz, not {got}; "
-            "end the name with .safetensors (or .npz)"
-        )
-    if output.is_dir():
-        raise InvalidInput(f"cannot write {output}: it is a folder; give a file name ending in .safetensors")
+    """Refuse, before fitting, a file `PostProcessor.save` refuses, or one that exists (no --overwrite)."""
+    from ..core.post import check_post_path
+
+    check_post_path(output)
     if output.exists() and not overwrite:
         raise InvalidInput(f"{output} exists; pass --overwrite to replace it, or choose another name")
-    if not output.parent.exists():
-        raise InvalidInput(f"cannot write {output}: the folder {output.parent} does not exist")

@@ -38,6 +38,7 @@ __all__ = [
     "fit_post_on_texts",
     "load_post",
     "as_post",
+    "check_post_path",
 ]
 
 _FORMAT = "bertscope-post/1"
@@ -121,10 +122,9 @@ class PostProcessor:
             )
 
     def save(self, path: str | Path) -> Path:
-        """Write mean, matrix and settings to .safetensors (default) or .npz; returns the path."""
+        """Write mean, matrix and settings to .safetensors or .npz (by the suffix); returns the path."""
         path = Path(path)
-        if not path.parent.exists():
-            raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+        check_post_path(path)
         meta = json.dumps({"format": _FORMAT, "kind": self.kind.value, **self.settings}, default=_plain)
         arrays = {
             "mean": self.mean.astype(np.float32),
@@ -280,6 +280,23 @@ def apply_post(result: SentenceEmbeddings, processor: PostProcessor | None) -> S
     result.vectors = processor.apply(result.vectors)
     result.spec = {**result.spec, "post": processor.describe()}
     return result
+
+
+_SUFFIXES = (".safetensors", ".npz")
+
+
+def check_post_path(path: Path) -> None:
+    """Refuse a file name `PostProcessor.save` cannot write so that `load_post` reads it back."""
+    if path.suffix not in _SUFFIXES:  # load_post reads the format from the suffix, lower case
+        got = path.suffix or "a name without a suffix"
+        raise InvalidInput(
+            f"cannot write {path}: a fitted post-processing is saved as .safetensors or .npz, not {got}; "
+            "end the name with .safetensors (or .npz)"
+        )
+    if path.is_dir():
+        raise InvalidInput(f"cannot write {path}: it is a folder; give a file name ending in .safetensors")
+    if not path.parent.exists():
+        raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
 
 
 def load_post(path: str | Path) -> PostProcessor:
