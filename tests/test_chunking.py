@@ -7,6 +7,7 @@ import pytest
 
 import bertscope
 from bertscope.core.chunking import chunk_spans, paragraph_spans, sentence_spans
+from tiny_models import build_tiny_model
 
 DOC = (
     "Berlin is the capital of Germany. The city has 3.8 million people. Mr. Smith moved there in 2019!\n\n"
@@ -60,6 +61,33 @@ def test_token_chunks_have_size_and_overlap(bundled: bertscope.Model) -> None:
     for s, e in spans:
         covered[s:e] = True
     assert all(covered[i] for i, c in enumerate(DOC) if not c.isspace())
+
+
+@pytest.fixture(scope="module")
+def byte_level(tmp_path_factory: pytest.TempPathFactory) -> bertscope.Model:
+    """A tiny BERT with a byte-level BPE tokenizer: an emoji or a CJK character is several pieces."""
+    folder = build_tiny_model("bert", tmp_path_factory.mktemp("bl") / "bert", byte_level=True)
+    return bertscope.load(str(folder), device="cpu")
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+def test_token_chunks_never_split_a_character_of_byte_pieces(byte_level: bertscope.Model, size: int) -> None:
+    doc = "\U0001f600 \u6771\u4eac caf\u00e9"  # emoji, two kanji (3 byte pieces each), a space piece
+    tokens = byte_level.tokenize(doc)
+    pieces = [o for o, special in zip(tokens.offsets, tokens.special_mask, strict=True) if not special]
+    assert pieces.count((0, 1)) == 4 and (1, 2) in pieces and doc[1:2] == " "  # what the cases rest on
+    spans = chunk_spans(doc, "tokens", tokenizer=byte_level.tokenizer, size=size)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))  # in order, disjoint
+    assert all(doc[s:e].strip() for s, e in spans)  # no chunk of only whitespace
+    owners = [[n for n, (s, e) in enumerate(spans) if ps < e and pe > s] for ps, pe in pieces]
+    assert all(len(owner) == 1 for owner in owners)  # every piece in exactly one chunk
+    units = [
+        {span for span, owner in zip(pieces, owners, strict=True) if owner == [n]} for n in range(len(spans))
+    ]
+    characters = [len({(s, e) for s, e in unit if doc[s:e].strip()}) for unit in units]
+    assert all(1 <= c <= size for c in characters)  # at most `size` tokens, a character's pieces one
+    result = byte_level.embed_chunks(doc, chunks="tokens", size=size)
+    assert result.spans == spans and int(result.n_tokens.sum()) == len(pieces)
 
 
 def test_user_spans_are_checked() -> None:

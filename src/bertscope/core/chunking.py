@@ -3,6 +3,9 @@
 Every chunk is a character span (start, end) into the document; `document[start:end]` is its text.
 Sentence and paragraph chunks cover every non-space character exactly once, in order, with the
 whitespace between them left out; token chunks cover every token, neighbours sharing `overlap` tokens.
+A token counts as one with the pieces that share its characters (a byte-level BPE gives an emoji four
+pieces on one character), so token chunks never split a character; a piece of only whitespace (the
+byte-level "Ġ" before a character it could not join) counts with the token after it.
 """
 
 from __future__ import annotations
@@ -84,18 +87,40 @@ def sentence_spans(text: str) -> list[Span]:
 
 
 def token_spans(text: str, tokenizer: TextTokenizer, *, size: int, overlap: int) -> list[Span]:
-    """Spans of `size` consecutive word pieces each, the next one starting `size - overlap` pieces on."""
+    """Spans of `size` consecutive tokens each, the next one starting `size - overlap` tokens on; a token
+    is a word piece, or the pieces that share characters (byte pieces of one character), as one."""
     if size < 1 or not 0 <= overlap < size:
         raise InvalidSpec(
             f"token chunks need size >= 1 and 0 <= overlap < size; got size={size}, overlap={overlap}"
         )
     tokens = tokenizer.encode([text])[0]
     offsets = [o for o, special in zip(tokens.offsets, tokens.special_mask, strict=True) if not special]
-    if not offsets:
+    units = _token_units(text, offsets)
+    if not units:
         return []
     step = size - overlap
-    starts = list(range(0, max(1, len(offsets) - overlap), step))
-    return [(offsets[s][0], offsets[min(s + size, len(offsets)) - 1][1]) for s in starts]
+    starts = list(range(0, max(1, len(units) - overlap), step))
+    return [(units[s][0], units[min(s + size, len(units)) - 1][1]) for s in starts]
+
+
+def _token_units(text: str, offsets: Sequence[Span]) -> list[Span]:
+    """The character spans of the tokens a chunk counts, in order and disjoint: pieces whose characters
+    overlap are one (byte pieces of one character), and a piece of only whitespace joins the next one
+    (the last one, at the end)."""
+    units: list[Span] = []
+    pending: int | None = None  # where whitespace pieces not yet joined to a token begin
+    for start, end in offsets:
+        if units and start < units[-1][1]:
+            units[-1] = (units[-1][0], max(units[-1][1], end))
+            pending = None
+        elif not text[start:end].strip():
+            pending = start if pending is None else pending
+        else:
+            units.append((start if pending is None else min(pending, start), end))
+            pending = None
+    if pending is not None and units:
+        units[-1] = (units[-1][0], max(units[-1][1], max(e for _, e in offsets)))
+    return units
 
 
 def check_spans(text: str, spans: Sequence[Span]) -> list[Span]:
