@@ -271,3 +271,22 @@ def test_an_empty_corpus_is_said_to_be_empty(bundled, tmp_path: Path) -> None:
     pairs.write_text("bank\tmoney\t7.5\ncat\tdog\t6\nbank\triver\t5\n")
     done = run_main("eval", "words", "-i", str(pairs), "--corpus", str(empty), "--no-plot")
     assert done.code == 1 and "the corpus is empty" in done.stderr and "memory" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        ["--subword", "bogus"],
+        ["--long", "truncate"],
+        ["--engine", "ray"],
+        ["--workers", "9"],
+        ["--batch-size", "3"],
+        ["--layers", "1", "--resume"],
+    ],
+)
+def test_aggregation_options_without_from_corpus_are_refused(given: list[str]) -> None:
+    """They were taken and ignored (even --subword bogus): the rows printed as if they were not there."""
+    done = run_main("static", "bread", *given)
+    flags = ", ".join(flag for flag in given if flag.startswith("--"))
+    assert done.code == 1 and done.stdout == ""
+    assert done.stderr.strip() == f"error: {flags}: for --from-corpus only; leave them out here"

@@ -174,7 +174,9 @@ def static(
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace an existing export (--export, --from-corpus).")
     ] = False,
-    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Texts per saved batch.")] = 64,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", min=1, help="With --from-corpus: texts per saved batch.")
+    ] = 64,
     engine: EngineOpt = "local",
     workers: Annotated[int, typer.Option("--workers", min=1, help="With --engine ray: Ray actors.")] = 2,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no summary.")] = False,
@@ -203,7 +205,16 @@ def static(
     if ids and word:
         raise InvalidInput("--ids reads token ids and --word reads words; give one of them")
     if from_corpus is None:
-        aggregation = {"--layers": layers is not None, "--min-count": min_count != 1, "--resume": resume}
+        aggregation = {
+            "--layers": layers is not None,
+            "--min-count": min_count != 1,
+            "--subword": subword != "mean",
+            "--long": long != "window",
+            "--resume": resume,
+            "--batch-size": batch_size != 64,
+            "--engine": engine != "local",
+            "--workers": workers != 2,
+        }
         if given := [name for name, on in aggregation.items() if on]:
             raise InvalidInput(f"{', '.join(given)}: for --from-corpus only; leave them out here")
         if overwrite and export is None:
