@@ -58,6 +58,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_spec.py": 10,
     "test_loading.py": 10,
     "test_index.py": 9,
+    "test_search_checks.py": 10,
     "test_server_robustness.py": 30,
     "test_openai_ids.py": 15,
     "test_fuzz_schema.py": 10,

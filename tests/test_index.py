@@ -101,6 +101,38 @@ def test_npy_store_is_indexed_too(tmp_path: Path) -> None:
     assert recall >= 0.95 and worst <= 1e-6
 
 
+@pytest.mark.parametrize("k", [10, 300, 2000])
+def test_a_large_k_visits_more_cells_instead_of_returning_fewer_hits(tmp_path: Path, k: int) -> None:
+    path = write_store(tmp_path / "store.npy", clustered(2000, 9))
+    build_index(path, cells=40)  # about 50 rows a cell: one cell holds fewer than 4k + 1 candidates
+    query = clustered(1, 10)[0]
+    hits = search(query, path, k=k, nprobe=1)
+    exact = search(query, path, k=k, exact=True)
+    assert len(hits) == k
+    assert len({h.id for h in hits} & {h.id for h in exact}) >= 0.9 * k  # recall did not collapse
+    by_id = search(None, path, item_id="r5", k=1999, nprobe=1)  # all the other rows
+    assert len(by_id) == 1999 and "r5" not in {h.id for h in by_id}
+
+
+def test_npy_token_store_is_refused_an_index_it_would_never_use(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.npy"
+    sink = open_sink(path, settings={**SETTINGS, "level": "tokens"})
+    block = clustered(100, 11)
+    table = pa.table(
+        {
+            "id": [f"t{i // 10}" for i in range(100)],
+            "position": pa.array(np.arange(100) % 10, pa.int32()),
+            "token": ["x"] * 100,
+            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), DIM),
+        }
+    )
+    sink.write([Record(f"t{i}", "x " * 10, i + 1) for i in range(10)], Rows(table, 10, 100, 0))
+    sink.finish()
+    with pytest.raises(CorpusError, match="tokens rows are searched by occurrence, which reads .parquet"):
+        build_index(path)
+    assert not any(p.exists() for p in index_paths(path))
+
+
 def test_rewritten_store_makes_the_index_stale(tmp_path: Path) -> None:
     path = write_store(tmp_path / "store.parquet", clustered(2000, 4))
     build_index(path)

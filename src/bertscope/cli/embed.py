@@ -178,8 +178,10 @@ def embed(
             "--pair reads each text as [CLS] A [SEP] B [SEP]: for sentence or --tokens vectors printed "
             "here; words and chunks index into one text, and corpus jobs (-o) take single texts"
         )
-    if (view or index) and (output is None or level != "sentence" or engine is Engine.RAY):
-        raise InvalidInput("--view and --index are for local sentence corpus jobs: give -o FILE.parquet")
+    if view and (output is None or level != "sentence" or engine is Engine.RAY):
+        raise InvalidInput("--view is for local sentence corpus jobs: give -o FILE.parquet")
+    if index:
+        _refuse_index(output, level, engine)
     _refuse_unused(output, as_json, collection=collection, resume=resume, overwrite=overwrite,
                    skip_bad=skip_bad, no_text=no_text)  # fmt: skip
     if stride is not None:
@@ -278,6 +280,31 @@ def _refuse_unused(output: Path | None, as_json: bool, **corpus_only: Any) -> No
     given = [f"--{name.replace('_', '-')}" for name, value in corpus_only.items() if value]
     if output is None and given:
         raise InvalidInput(f"{', '.join(given)}: for corpus jobs only; add -o FILE or leave them out")
+
+
+def _refuse_index(output: Path | None, level: str, engine: str) -> None:
+    """Refuse --index where the job's output would get no index `similar` searches, saying why."""
+    from ..io.formats import rules_of, suffixes_where
+    from ..io.level_table import level_of
+
+    where = suffixes_where(lambda r: r.by_row).replace(" and ", " or ")
+    if output is None:
+        raise InvalidInput(f"--index builds the ANN index beside a corpus job's output: add -o FILE{where}")
+    if engine is Engine.RAY:
+        raise InvalidInput(
+            "--index builds the index of one store; --engine ray writes a folder of parts: leave --index out"
+        )
+    if not level_of(level).searchable:
+        raise InvalidInput(
+            f"--index builds the index `similar` searches by a query; {level} rows are searched by "
+            "occurrence: leave --index out and run `bertscope index build OUT` after the job (.parquet only)"
+        )
+    rules = rules_of(output)
+    if rules is not None and not rules.by_row:
+        raise InvalidInput(
+            f"--index builds an index beside a {where} store; {output.name} is searched by reading every "
+            f"row: leave --index out, or write -o FILE{where}"
+        )
 
 
 def _shown(item: Any) -> str:

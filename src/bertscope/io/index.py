@@ -5,9 +5,10 @@ unit vectors), `out.parquet.index.json` (what it was built from: rows, dimension
 hash of the store's settings and a fingerprint of the file) and `out.parquet.index.npy` (a copy of
 the stored float32 vectors, memory-mapped: Parquet can only decode whole row groups, too slow for a
 hundred scattered rows; a .npy store is used as it is). `search` uses the index when it is there and
-fresh: it proposes `candidates` rows from the `nprobe` nearest cells, their stored vectors are ranked
-by exact cosine, so every cosine returned is the exact cosine. A stale index (the store was
-rewritten) is not used: the search runs exactly and says why.
+fresh: it proposes `max(candidates, 4k + 1)` rows from the `nprobe` nearest cells (more cells while
+those hold fewer rows, so a large k costs cells, not hits), their stored vectors are ranked by exact
+cosine, so every cosine returned is the exact cosine. A stale index (the store was rewritten) is not
+used: the search runs exactly and says why.
 
 Why faiss IVF (measured against usearch's HNSW, bench/bench_index.py, bench/BENCHMARKS.md): the same
 recall@10 after re-ranking (1.000 on 50k and on 1M synthetic 384-d vectors), 8x faster to build on
@@ -23,7 +24,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -31,10 +32,11 @@ from typing import Any
 import numpy as np
 
 from ..core.similarity import Hit, TopK, unit
-from ..errors import BackendUnavailable, CorpusError
+from ..errors import BackendUnavailable, CorpusError, InvalidInput
 from .formats import suffixes_where
+from .level_table import level_of
 from .stores import Store, open_store, with_view
-from .vector_files import open_matrix
+from .vector_files import check_npy_rows, open_matrix
 
 __all__ = [
     "IndexState",
@@ -127,13 +129,25 @@ def build_index(
     """Build the ANN index of a .parquet or .npy store's vector column: two streaming passes (train, add).
 
     The column is `embedding`, a view's (`view`), or any vector column named by `column` (say
-    `layer_6` of a token store); the index's keys are row numbers, so any row level works.
+    `layer_6` of a token store); the index's keys are row numbers. A store of texts or chunks is
+    searched through it (`search`), a .parquet store of token or word rows by occurrence
+    (`search_occurrences`); a .npy store of token or word rows is searched by neither, and refused.
     """
     faiss = _faiss()
     opened = _opened(store, view, column)
     if not opened.rules.by_row:
         where = suffixes_where(lambda r: r.by_row)
         raise CorpusError(f"{opened.path}: an index is built for {where} stores only")
+    level = level_of(opened.settings.get("level", "sentence"))
+    if not level.searchable and not opened.rules.columns:
+        where = suffixes_where(lambda r: r.columns and r.by_row)
+        raise CorpusError(
+            f"{opened.path}: {level.name.value} rows are searched by occurrence, which reads {where} "
+            f"stores only, so an index of this {opened.path.suffix} store would never be used: write it "
+            f"as {where}"
+        )
+    if opened.rules.mapped:
+        check_npy_rows(opened.path)  # once: the passes below read the matrix as it is
     index_file, meta_file, copy_file = index_paths(opened.path, opened.column)
     if index_file.exists() and not overwrite:
         raise CorpusError(f"{index_file} exists; pass --overwrite to build it again")
@@ -160,7 +174,7 @@ def build_index(
             _tmp(copy_file), mode="w+", dtype=np.float32, shape=(rows, dimension)
         )
     added = 0
-    for _, _, vectors in opened.chunks(chunk_size):
+    for vectors in _vectors(opened, chunk_size):
         index.add(unit(vectors))  # ids are 0.. in the order added: the store's row numbers
         if copy is not None:
             copy[added : added + len(vectors)] = vectors
@@ -192,11 +206,23 @@ def _training_sample(store: Store, rows: int, size: int, chunk_size: int, seed: 
     """(size, d) unit vectors at rows drawn uniformly from the whole store, read in one streaming pass."""
     wanted = np.sort(np.random.default_rng(seed).choice(rows, size=size, replace=False))
     parts, offset = [], 0
-    for _, _, vectors in store.chunks(chunk_size):
+    for vectors in _vectors(store, chunk_size):
         local = wanted[(wanted >= offset) & (wanted < offset + len(vectors))] - offset
         parts.append(unit(vectors[local]))
         offset += len(vectors)
     return np.ascontiguousarray(np.concatenate(parts))
+
+
+def _vectors(store: Store, size: int) -> Iterator[np.ndarray]:
+    """The store's (rows, d) vectors, `size` rows at a time; a .npy matrix is read as it is (checked once
+    by `build_index`), without its labels: a chunk store keeps them in `.rows.jsonl`, not `.ids.txt`."""
+    if not store.rules.mapped:
+        for _, _, vectors in store.chunks(size):
+            yield vectors
+        return
+    matrix = open_matrix(store.path)
+    for start in range(0, len(matrix), size):
+        yield np.asarray(matrix[start : start + size], dtype=np.float32)
 
 
 def _opened(store: str | Path | Store, view: str | None, column: str | None) -> Store:
@@ -272,6 +298,9 @@ def _load(path: str, mtime_ns: int) -> Any:
     return _faiss().read_index(path)
 
 
+Labels = Callable[[np.ndarray], tuple[list[str], list[str | None]]]
+
+
 def ann_search(
     store: Store,
     vector: np.ndarray,
@@ -281,25 +310,47 @@ def ann_search(
     exclude: str | None = None,
     candidates: int = CANDIDATES,
     nprobe: int | None = None,
+    labels: Labels | None = None,
 ) -> list[Hit]:
-    """Top-k by exact cosine among the `max(candidates, 4k)` rows the index proposes for (d,) `vector`."""
+    """Top-k by exact cosine among the `max(candidates, 4k + 1)` rows the index proposes for (d,) `vector`.
+
+    The index visits the `nprobe` cells nearest the query, and twice as many again while the cells
+    visited hold fewer rows than that: a large k visits more cells instead of returning fewer hits, and
+    k hits come back whenever the store holds k rows (k + 1 with `exclude`). `labels(rows)` gives the
+    (ids, texts) of row numbers; the default reads the store's own (`Store.take`).
+    """
     assert state.meta is not None
     if vector.shape[-1] != state.meta["dimension"]:
-        raise CorpusError(
+        raise InvalidInput(
             f"the query has {vector.shape[-1]} dimensions but {state.index} indexes "
             f"{state.meta['dimension']}; search with the model and settings the store was made with"
         )
     index = _load(str(state.index), state.index.stat().st_mtime_ns)
-    index.nprobe = nprobe or int(state.meta["nprobe"])
     count = min(max(candidates, 4 * k + 1), int(state.meta["rows"]))
-    _, found = index.search(unit(vector.reshape(1, -1)), count)
-    rows = np.sort(found[0][found[0] >= 0])
+    rows = _candidates(index, unit(vector.reshape(1, -1)), count, nprobe or int(state.meta["nprobe"]))
     mapped = store.rules.mapped
     stored = open_matrix(store.path if mapped else index_paths(store.path, store.column)[2])
     vectors = np.asarray(stored[rows], dtype=np.float32)
     # The best k + 1 by exact cosine (one more in case the excluded id is among them), then their labels.
     best = np.argsort(-(unit(vectors) @ unit(vector.reshape(-1))), kind="stable")[: k + 1]
-    ids, texts, _ = store.take(rows[best], vectors=False)
+    if labels is None:
+        ids, texts, _ = store.take(rows[best], vectors=False)
+    else:
+        ids, texts = labels(rows[best])
     top = TopK(vector, k, exclude=exclude)
     top.add(ids, texts, vectors[best])
     return top.hits
+
+
+def _candidates(index: Any, query: np.ndarray, count: int, nprobe: int) -> np.ndarray:
+    """Sorted row numbers of the index's `count` nearest rows to (1, d) `query`, from `nprobe` cells or
+    more: faiss returns only what the cells visited hold, so they are doubled until that is `count`
+    rows (every cell holds them all)."""
+    faiss = _faiss()
+    nprobe = min(nprobe, index.nlist)
+    while True:
+        _, found = index.search(query, count, params=faiss.SearchParametersIVF(nprobe=nprobe))
+        rows = found[0][found[0] >= 0]
+        if len(rows) >= count or nprobe >= index.nlist:
+            return np.sort(rows)
+        nprobe = min(index.nlist, 2 * nprobe)

@@ -6,11 +6,13 @@ the loader the package registers: `core.loaders`).
 
 from __future__ import annotations
 
+import itertools
 import json
 import warnings
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
@@ -18,12 +20,13 @@ from ..core.post import PostProcessor, as_post
 from ..core.prompts import query_prompt_name
 from ..core.similarity import Hit, TopK
 from ..core.spec import EmbedOptions, reloadable, resolve
-from ..errors import CorpusError
+from ..errors import CorpusError, InvalidInput
 from . import index as ann  # looked up per call: tests watch ann.ann_search
-from .checksums import column_values
+from .checksums import column_values, rebuild_hint
 from .level_table import level_of
 from .parquet_checked import CheckedParquet
 from .stores import Store, open_store, view_settings, with_view
+from .vector_files import Chunk, check_npy_rows, open_matrix
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -51,7 +54,9 @@ def search(
 
     With a fresh ANN index beside the store (`build_index`) the index proposes candidates and they are
     ranked by their exact cosines (`nprobe`: index cells visited, more for recall, fewer for speed);
-    `exact=True`, no index, or a stale one (warned) scan every row.
+    `exact=True`, no index, or a stale one (warned) scan every row. A chunk store (.parquet, or .npy
+    with its `.rows.jsonl`) is searched alike, each hit its document's id with the chunk's number and
+    span. A query vector with NaN or infinite values, or all zeros, is refused (`InvalidInput`).
     A store with several views searches the one named by `view`, embedding the query its way.
     A query text is embedded the store's way; a store made with a passage prompt is searched with the
     model's query prompt where it has one (`prompt_name` / `prompt` choose another); `post` is the
@@ -67,10 +72,10 @@ def search(
             "(search_occurrences, or bertscope similar --in STORE --word WORD --context TEXT)"
         )
     spans = level.spans  # a hit is a span of a document: its id, number and span come back
-    if spans and (item_id is not None or not opened.rules.columns):
+    if spans and item_id is not None:
         raise CorpusError(
-            f"{opened.path}: a store of {level.name.value} is searched by a query text or vector, and "
-            "written as .parquet (its rows keep each one's document and span)"
+            f"{opened.path}: a store of {level.name.value} is searched by a query text or vector; an id "
+            "names a whole document of several chunks, not one vector"
         )
     opened = with_view(opened, view)
     if item_id is not None:
@@ -81,40 +86,135 @@ def search(
         vector = _embed_query(query, view_settings(opened), model, EmbedOptions(**query_options))
     else:
         raise CorpusError("give a query text, a vector, or a stored id to search with")
+    _check_query(vector, item_id)
     exclude = None if item_id is None else str(item_id)
-    if spans:
-        return _chunk_hits(TopK(vector, k, exclude=exclude), opened.path, chunk_size)
-    if not exact and opened.rules.by_row:
-        state = ann.index_state(opened)
-        if state.fresh:
-            return ann.ann_search(opened, vector, k=k, state=state, exclude=exclude, nprobe=nprobe)
-        if state.status == "stale":
-            warnings.warn(
-                f"{state.reason}: searching every row instead; rebuild it with "
-                f"`bertscope index build {opened.path}`",
-                ann.IndexStaleWarning,
-                stacklevel=2,
-            )
-    top = TopK(vector, k, exclude=exclude)
-    for ids, texts, vectors in opened.chunks(chunk_size):
-        top.add(ids, texts, vectors)
-    return top.hits
+    state = None if exact else _fresh_index(opened)
+    labels = (lambda rows: _span_labels(opened, rows)) if spans else None
+    if state is not None:
+        hits = ann.ann_search(opened, vector, k=k, state=state, exclude=exclude, nprobe=nprobe, labels=labels)
+    else:
+        top = TopK(vector, k, exclude=exclude)
+        for ids, texts, vectors in _span_rows(opened, chunk_size) if spans else opened.chunks(chunk_size):
+            top.add(ids, texts, vectors)
+        hits = top.hits
+    return [_span_hit(hit) for hit in hits] if spans else hits
 
 
-def _chunk_hits(top: TopK, path: Path, size: int) -> list[Hit]:
-    """Top chunks of a chunk store, each with its document id, chunk number and span."""
-    checked = CheckedParquet(path)
-    names = ["id", "position", "start", "end", "text", "embedding"]
-    for batch in checked.tables([n for n in names if n in checked.file.schema_arrow.names], size):
-        rows = zip(*(batch.column(n).to_pylist() for n in ("id", "position", "start", "end")), strict=True)
-        keys = [json.dumps(row) for row in rows]  # a chunk's (document, number, start, end) as its key
-        texts = batch.column("text").to_pylist() if "text" in batch.schema.names else [None] * len(keys)
-        top.add(keys, texts, column_values(batch.column("embedding")))
-    hits = []
-    for hit in top.hits:
-        doc, number, start, end = json.loads(hit.id)
-        hits.append(Hit(doc, hit.score, hit.text, chunk=number, start=start, end=end))
-    return hits
+def _check_query(vector: np.ndarray, item_id: str | None) -> None:
+    """Refuse a query vector with no direction: NaN or infinite values, or all zeros (cosine undefined)."""
+    what = "the query vector" if item_id is None else f"the stored vector of {item_id!r}"
+    values = np.asarray(vector, dtype=np.float64)
+    if not np.isfinite(values).all():
+        raise InvalidInput(f"{what} holds NaN or infinite values; search with a vector of finite numbers")
+    if not values.any():
+        raise InvalidInput(
+            f"{what} is all zeros, so its cosine to every row is undefined; search with a nonzero vector"
+        )
+
+
+def _fresh_index(opened: Store) -> ann.IndexState | None:
+    """The store's fresh ANN index, or None: none built, a format without one, or a stale one (warned)."""
+    if not opened.rules.by_row:
+        return None
+    state = ann.index_state(opened)
+    if state.status == "stale":
+        warnings.warn(
+            f"{state.reason}: searching every row instead; rebuild it with "
+            f"`bertscope index build {opened.path}`",
+            ann.IndexStaleWarning,
+            stacklevel=3,
+        )
+    return state if state.fresh else None
+
+
+# A chunk store's rows are keyed by their chunk: (document id, chunk number, start, end) as JSON.
+_SPAN = ("id", "position", "start", "end")
+
+
+def _span_rows(store: Store, size: int) -> Iterator[Chunk]:
+    """(keys, texts, vectors (rows, d)) of every row of a chunk store, `size` rows at a time, checked."""
+    if store.rules.mapped:  # .npy: the matrix, and its rows' labels in <stem>.rows.jsonl
+        check_npy_rows(store.path)
+        matrix = open_matrix(store.path)
+        labels = _jsonl_rows(store.path)
+        for start in range(0, len(matrix), size):
+            block = np.asarray(matrix[start : start + size], dtype=np.float32)
+            rows = list(itertools.islice(labels, len(block)))
+            if len(rows) < len(block):
+                _labels_end(store.path, start + len(rows), len(matrix))
+            yield [_key(row) for row in rows], [row.get("text") for row in rows], block
+        return
+    checked = CheckedParquet(store.path)
+    names = [n for n in (*_SPAN, "text", store.column) if n in checked.file.schema_arrow.names]
+    for table in checked.tables(names, size):
+        rows = table.drop_columns([store.column]).to_pylist()
+        vectors = column_values(table[store.column])
+        yield [_key(row) for row in rows], [row.get("text") for row in rows], vectors
+
+
+def _span_labels(store: Store, rows: np.ndarray) -> tuple[list[str], list[str | None]]:
+    """(keys, texts) of a chunk store's row numbers `rows`, in that order (the index's candidates)."""
+    found: dict[int, dict[str, Any]] = {}
+    if store.rules.mapped:
+        wanted = {int(r) for r in rows}
+        for number, row in enumerate(_jsonl_rows(store.path) if wanted else ()):
+            if number in wanted:
+                found[number] = row
+                if len(found) == len(wanted):
+                    break
+        if len(found) < len(wanted):
+            _labels_end(store.path, min(wanted - found.keys()), len(open_matrix(store.path)))
+    else:
+        import pyarrow as pa
+
+        checked = CheckedParquet(store.path)
+        names = [n for n in (*_SPAN, "text") if n in checked.file.schema_arrow.names]
+        groups = np.searchsorted(checked.starts, rows, side="right") - 1
+        for group in np.unique(groups):
+            picked = rows[groups == group]
+            local = pa.array(picked - checked.starts[group])
+            table = checked.group(int(group), names).take(local)
+            found.update(zip(picked.tolist(), table.to_pylist(), strict=True))
+    labelled = [found[int(r)] for r in rows]
+    return [_key(row) for row in labelled], [row.get("text") for row in labelled]
+
+
+def _jsonl_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """The rows' labels of a .npy chunk store, one JSON object a line of `<stem>.rows.jsonl`."""
+    labels = path.with_suffix(".rows.jsonl")
+    number = 1  # the line being read
+    try:
+        with labels.open(encoding="utf-8") as lines:
+            for line in lines:
+                row = json.loads(line)
+                if not isinstance(row, dict) or any(name not in row for name in _SPAN):
+                    raise ValueError
+                yield row
+                number += 1
+    except OSError as exc:
+        raise CorpusError(f"cannot read {labels}: {exc.strerror or exc}") from None
+    except ValueError:  # not UTF-8, not JSON, or not a chunk's labels
+        raise CorpusError(
+            f"line {number} of {labels} is not a chunk's labels (a JSON object with {', '.join(_SPAN)}): "
+            f"the store is damaged; {rebuild_hint(path)}"
+        ) from None
+
+
+def _labels_end(path: Path, row: int, rows: int) -> NoReturn:
+    raise CorpusError(
+        f"{path.with_suffix('.rows.jsonl')} ends before row {row} of the {rows} rows of {path}: the store "
+        f"is damaged; {rebuild_hint(path)}"
+    )
+
+
+def _key(row: dict[str, Any]) -> str:
+    return json.dumps([row[name] for name in _SPAN])
+
+
+def _span_hit(hit: Hit) -> Hit:
+    """A hit keyed by its chunk, as the document's id with the chunk's number and span."""
+    doc, number, start, end = json.loads(hit.id)
+    return Hit(doc, hit.score, hit.text, chunk=number, start=start, end=end)
 
 
 def _embed_query(query: str, settings: dict[str, Any], model: Any, asked: EmbedOptions) -> np.ndarray:
