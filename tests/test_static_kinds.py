@@ -220,6 +220,7 @@ def test_from_corpus_windows_long_texts_and_says_when_it_truncates(bundled, tmp_
                    "--long", "truncate", "-q")  # fmt: skip
     assert cut.code == 0, cut.stderr
     assert "warning: 1 text(s) ran past the model's 256 tokens and were truncated" in cut.stderr
+    assert cut.stderr.count("were truncated") == 1  # once, in the command line's words (--long truncate)
     assert int(target.read_text().split()[0]) < len(whole.words)
     rare = run_main("static", "--from-corpus", str(corpus), "--export", str(target), "--overwrite",
                     "--min-count", "2")  # fmt: skip
@@ -290,3 +291,34 @@ def test_aggregation_options_without_from_corpus_are_refused(given: list[str]) -
     flags = ", ".join(flag for flag in given if flag.startswith("--"))
     assert done.code == 1 and done.stdout == ""
     assert done.stderr.strip() == f"error: {flags}: for --from-corpus only; leave them out here"
+
+
+def test_the_library_windows_long_texts_by_default_and_says_when_it_truncates(bundled) -> None:
+    """static_from_corpus truncated by default, silently, where the CLI and the docs window."""
+    import warnings
+
+    from bertscope.research.aggregate import TruncatedTextsWarning
+
+    corpus = ["The bank raised its rates.", "river " * 300 + "bank tail"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncatedTextsWarning)
+        whole = bundled.static_from_corpus(corpus)
+    assert whole.settings["long"] == "window" and whole.settings["truncated"] == 0
+    assert "tail" in whole.index and int(whole.counts[whole.index["bank"]]) == 2
+    with pytest.warns(TruncatedTextsWarning, match="1 text\\(s\\) ran past the model's 256 tokens"):
+        cut = bundled.static_from_corpus(corpus, long="truncate")
+    assert cut.settings["long"] == "truncate" and cut.settings["truncated"] == 1 and "tail" not in cut.index
+    assert cut.summary is not None and cut.summary.truncated == 1
+
+
+def test_tables_reduced_from_elsewhere_count_their_truncated_texts(bundled) -> None:
+    """The Ray path: word tables that carry the `truncated` column say what was cut."""
+    from bertscope.io.readers import Record
+    from bertscope.research.aggregate import TruncatedTextsWarning, aggregated, reduce_tables, word_level
+
+    level, settings = word_level(bundled, aggregated(long="truncate"), "mean")
+    records = [Record("1", "a short text", 1), Record("2", "river " * 300 + "tail", 2)]
+    table = level.embed(records).table
+    with pytest.warns(TruncatedTextsWarning, match="1 text\\(s\\)"):
+        cut = reduce_tables(bundled, level, settings, [table], min_count=1, corpus="texts")
+    assert cut.settings["truncated"] == 1 and cut.summary is not None and cut.summary.truncated == 1

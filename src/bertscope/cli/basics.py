@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -229,13 +230,17 @@ def static(
     if from_corpus is not None:
         if items:
             raise InvalidInput("--from-corpus aggregates every corpus word; name no pieces with it")
+        from ..research.aggregate import TruncatedTextsWarning
         from .static_kinds import aggregate_to_file
 
-        aggregate_to_file(
-            m, from_corpus, export, layers=layers, fmt=fmt, min_count=min_count, subword=subword, long=long,
-            resume=resume, overwrite=overwrite, batch_size=batch_size, quiet=quiet, as_json=as_json,
-            engine=engine, workers=workers,
-        )  # fmt: skip
+        with warnings.catch_warnings():
+            # aggregate_to_file says how many texts were truncated itself, in the command line's words
+            warnings.simplefilter("ignore", TruncatedTextsWarning)
+            aggregate_to_file(
+                m, from_corpus, export, layers=layers, fmt=fmt, min_count=min_count, subword=subword,
+                long=long, resume=resume, overwrite=overwrite, batch_size=batch_size, quiet=quiet,
+                as_json=as_json, engine=engine, workers=workers,
+            )  # fmt: skip
         return
     if export is not None:
         if word and items:

@@ -7,7 +7,9 @@ job's own loop (`io.job.run_level`), so it resumes like every corpus job: after 
 sums, counts and records done are saved at once (float64 sums: a resumed run equals an unbroken one).
 
 Words are keyed by their text as the tokenizer normalises it (lowercased and accent-stripped for
-uncased BERT, as written for cased models).
+uncased BERT, as written for cased models). A text over the model's limit is windowed by default, so
+every word of it counts; with long="truncate" its end is cut, and the result says how many texts were
+(`settings["truncated"]`, with a `TruncatedTextsWarning`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -37,11 +40,23 @@ if TYPE_CHECKING:
 
     from ..core.spec import TokenKeywords
 
-__all__ = ["AggregatedStatic", "aggregated", "static_from_corpus", "word_level", "reduce_tables", "word_key"]
+__all__ = [
+    "AggregatedStatic",
+    "TruncatedTextsWarning",
+    "aggregated",
+    "static_from_corpus",
+    "word_level",
+    "reduce_tables",
+    "word_key",
+]
 
 _STATE = "state.npz"
 _SETTINGS = "settings.json"
 _SLICE = 2048
+
+
+class TruncatedTextsWarning(UserWarning):
+    """Texts over the model's limit were truncated (long="truncate"): their last words are not counted."""
 
 
 @dataclass
@@ -245,11 +260,13 @@ def static_from_corpus(
     """Each corpus word's mean vector at each of `layers` over all its occurrences, with its count.
 
     `model` is a loaded Model. `corpus` is a file (text, JSONL, CSV, Parquet; "-" stdin) or a list of
-    texts. With `checkpoint` (a folder) the running sums are saved after every batch of `batch_size`
-    texts and `resume=True` continues a killed run exactly; it is removed once the result (and `export`,
-    written as `AggregatedStatic.export` does) is complete. Words seen fewer than `min_count` times are
-    left out. `options`: `layers` (default 1), `long`, `stride` (`TokenKeywords`; every layer is kept
-    apart, so no `combine`).
+    texts. A text over the model's limit is windowed (`long="window"`, the default), so all its words
+    count; `long="truncate"` cuts its end, and how many texts were cut is `settings["truncated"]` and a
+    `TruncatedTextsWarning`. With `checkpoint` (a folder) the running sums are saved after every batch
+    of `batch_size` texts and `resume=True` continues a killed run exactly; it is removed once the result
+    (and `export`, written as `AggregatedStatic.export` does) is complete. Words seen fewer than
+    `min_count` times are left out. `options`: `layers` (default 1), `long` (default "window"),
+    `stride` (`TokenKeywords`; every layer is kept apart, so no `combine`).
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidInput(f"batch_size={batch_size!r}: give a whole number of texts per batch, at least 1")
@@ -265,6 +282,7 @@ def static_from_corpus(
         batch_size=batch_size, progress=progress,
     )  # fmt: skip
     result = _result(sink, level, settings, summary, min_count, corpus)
+    _say_truncated(model, summary.truncated)
     if export is not None:
         result.files = result.export(export, format=format)
     sink.abandon()
@@ -272,14 +290,15 @@ def static_from_corpus(
 
 
 def aggregated(**options: Unpack[TokenKeywords]) -> EmbedOptions:
-    """The recipe of an aggregation: `layers` (default 1), `long` and `stride`; each layer kept apart."""
+    """The recipe of an aggregation: `layers` (default 1), `long` (default "window": every word of a long
+    text counts, as the command line's --long window) and `stride`; each layer kept apart."""
     if options.get("combine", Combine.STACK) != Combine.STACK:
         raise InvalidSpec(
             "an aggregation keeps each of its layers apart (one vector per layer); leave combine out"
         )
     layers = options.get("layers", 1)
     return EmbedOptions(
-        layers, Combine.STACK, long=options.get("long", "truncate"), stride=options.get("stride")
+        layers, Combine.STACK, long=options.get("long", "window"), stride=options.get("stride")
     )
 
 
@@ -304,7 +323,8 @@ def reduce_tables(
     model: Any, level: WordLevel, settings: dict[str, Any], tables: Iterable[Any], *, min_count: int,
     corpus: object,
 ) -> AggregatedStatic:  # fmt: skip
-    """Aggregate word-level Arrow tables made elsewhere (Ray's actors) as the local job does."""
+    """Aggregate word-level Arrow tables made elsewhere (Ray's actors) as the local job does; a table with
+    the word level's `truncated` column counts the texts it cut."""
     _check_min_count(min_count)
     sink = AggregateSink(level, word_key(model), checkpoint=None, settings=settings, resume=False,
                          overwrite=False)  # fmt: skip
@@ -314,9 +334,24 @@ def reduce_tables(
             texts = int(np.count_nonzero(table.column("position").to_numpy() == 0))
             sink.add(table, texts)
             summary.embedded += texts
+            if "truncated" in table.column_names:
+                summary.truncated += level.tally(table)[2]
     if sink.done == 0:
         raise CorpusError(f"{corpus}: no texts to embed (all empty)")
-    return _result(sink, level, settings, summary, min_count, corpus)
+    result = _result(sink, level, settings, summary, min_count, corpus)
+    _say_truncated(model, summary.truncated)
+    return result
+
+
+def _say_truncated(model: Any, truncated: int) -> None:
+    """Warn (TruncatedTextsWarning) that `truncated` texts were cut at the model's limit, if any were."""
+    if truncated:
+        warnings.warn(
+            f"{truncated} text(s) ran past the model's {model.max_tokens} tokens and were truncated "
+            "(long='truncate'): their last words are not in the vectors; long='window' keeps every word",
+            TruncatedTextsWarning,
+            stacklevel=3,
+        )
 
 
 def _result(
@@ -337,7 +372,8 @@ def _result(
     # Commonest first, then by first appearance: the order word2vec files use.
     keep = keep[np.argsort(-counts[keep], kind="stable")]
     means = (running.sums[keep] / counts[keep, None, None]).astype(np.float32)
-    result_settings = {**settings, "texts": sink.done, "words_seen": n, "words_kept": len(keep)}
+    counted = {"texts": sink.done, "truncated": summary.truncated, "words_seen": n, "words_kept": len(keep)}
+    result_settings = {**settings, **counted}
     return AggregatedStatic(
         [running.words[i] for i in keep], counts[keep].copy(), tuple(level.spec.layers), means,
         result_settings, summary,
