@@ -171,6 +171,22 @@ def test_bad_records(tmp_path: Path, bundled: bertscope.Model) -> None:
         bertscope.embed_corpus(write_txt(tmp_path, TEXTS), tmp_path / "out.csv", model=bundled)
 
 
+@pytest.mark.parametrize("level", [{}, {"chunks": "sentence"}])
+def test_a_text_the_tokenizer_gives_no_pieces_is_a_bad_record(
+    tmp_path: Path, bundled: bertscope.Model, level: dict[str, str]
+) -> None:
+    source = tmp_path / "marks.jsonl"
+    source.write_text(
+        '{"text": "Berlin is big. It is old."}\n{"text": "\\u0301\\u0301"}\n{"text": "Last."}\n'
+    )
+    with pytest.raises(bertscope.CorpusError, match=r"marks.jsonl:2: the text gives no word pieces"):
+        bertscope.embed_corpus(source, tmp_path / "a.parquet", model=bundled, progress=False, **level)
+    out = tmp_path / "b.parquet"
+    summary = bertscope.embed_corpus(source, out, model=bundled, skip_bad=True, progress=False, **level)
+    assert summary.rejected == 1 and pq.read_table(out).num_rows >= 2
+    assert (tmp_path / "b.parquet.rejects").read_text().startswith(f"{source}:2:")
+
+
 def test_search_every_store_and_by_id(tmp_path: Path, bundled: bertscope.Model) -> None:
     source = write_txt(tmp_path, TEXTS)
     outputs = [tmp_path / "s.parquet", tmp_path / "s.npy", tmp_path / "s.db"]

@@ -122,7 +122,7 @@ def embed_corpus(
     rejects = Rejects()
     records = read_corpus(
         input_path, text_field=text_field, id_field=id_field, skip_bad=skip_bad, rejects=rejects,
-        offers_skip_bad=True,
+        offers_skip_bad=True, tokenizer=m.tokenizer if isinstance(m, Encoder) else None,
     )  # fmt: skip
     locked = (collection or "default") if format_of(output) is Format.SQLITE else None
     # One job per output: a second one (say a --resume while this runs) is refused, naming this one.

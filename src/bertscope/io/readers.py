@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..core.tokens import text_problem
+from ..core.tokens import TextTokenizer, text_problem
 from ..errors import CorpusError
 
 __all__ = ["Record", "Rejects", "read_corpus", "read_lines", "SUPPORTED_INPUTS"]
@@ -47,8 +47,11 @@ def read_corpus(
     skip_bad: bool = False,
     rejects: Rejects | None = None,
     offers_skip_bad: bool = False,
+    tokenizer: TextTokenizer | None = None,
 ) -> Iterator[Record]:
     """Records of a corpus file (or "-" for stdin); empty texts are skipped and counted in `rejects`.
+
+    With the model's `tokenizer`, a text it turns into no word pieces is a bad record too (`text_problem`).
 
     Without `id_field`, a record's id is 1-based: its line number in .txt and .jsonl, its data row number
     (the header not counted) in .csv, .tsv and .parquet. Complaints name the file's own line; a malformed
@@ -82,7 +85,7 @@ def read_corpus(
                 f"{name}: unknown corpus type {suffix or '(none)'} and not UTF-8 text; supported: "
                 f"{', '.join(SUPPORTED_INPUTS)}"
             )
-    return _checked(records, name, rejects, skip_bad, offers_skip_bad=offers_skip_bad)
+    return _checked(records, name, rejects, skip_bad, offers_skip_bad=offers_skip_bad, tokenizer=tokenizer)
 
 
 def _is_text(path: Path, *, sample: int = 1 << 16) -> bool:
@@ -128,7 +131,13 @@ def _unreadable(name: str, path: Path) -> CorpusError:
 
 
 def _checked(
-    records: Iterator[Record], name: str, rejects: Rejects, skip_bad: bool, *, offers_skip_bad: bool = False
+    records: Iterator[Record],
+    name: str,
+    rejects: Rejects,
+    skip_bad: bool,
+    *,
+    offers_skip_bad: bool = False,
+    tokenizer: TextTokenizer | None = None,
 ) -> Iterator[Record]:
     seen: set[str] = set()
     line = 0
@@ -140,7 +149,7 @@ def _checked(
                 continue
             if record.id in seen:
                 raise CorpusError(f"{name}:{line}: duplicate id {record.id!r}; ids must be unique")
-            problem = text_problem(record.text)
+            problem = text_problem(record.text, tokenizer=tokenizer)
             if problem:
                 _bad(f"{name}:{line}: the text {problem}", skip_bad, rejects)
                 continue
