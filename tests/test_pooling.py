@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 import bertscope
 from bertscope import Pooling, SubwordPooling
-from bertscope.core.pooling import group_words, pool_sentences, pool_words
+from bertscope.core.pooling import group_words, pool_sentences, pool_words, text_words
+from bertscope.core.tokens import Tokens
+from tiny_models import build_tiny_model
 
 MASK = np.array([[1, 1, 1, 0], [1, 1, 0, 0]])
 
@@ -109,6 +113,36 @@ def test_group_words_leaves_specials_out_and_keeps_order() -> None:
     word_ids = [None, 0, 1, 1, 2, None]
     special = [True, False, False, False, False, True]
     assert group_words(word_ids, special) == [[1], [2, 3], [4]]
+
+
+def test_a_group_of_whitespace_alone_is_no_word() -> None:
+    """A byte-level BPE gives a line break and a second space word ids of their own ("Ċ", "Ġ")."""
+    text = "cat\n\ndog  sat"
+    tok = Tokens(
+        text=text,
+        tokens=["[CLS]", "cat", "Ċ", "Ċ", "Ġdog", "Ġ", "Ġsat", "[SEP]"],
+        ids=list(range(8)),
+        offsets=[(0, 0), (0, 3), (3, 4), (4, 5), (5, 8), (8, 9), (9, 13), (0, 0)],
+        word_ids=[None, 0, 1, 2, 3, 4, 5, None],
+        special_mask=[True, False, False, False, False, False, False, True],
+        type_ids=[0] * 8,
+    )
+    groups, spans = text_words(tok)
+    assert groups == [[1], [4], [6]]
+    assert [text[s:e] for s, e in spans] == ["cat", "dog", "sat"]
+
+
+def test_words_of_a_byte_level_tokenizer_are_the_texts_words(tmp_path: Path) -> None:
+    """embed_words gave '' words with empty spans for the line breaks and double spaces (ModernBERT's)."""
+    folder = build_tiny_model("modernbert", tmp_path / "bpe", byte_level=True)
+    bpe = bertscope.load(folder, device="cpu")
+    text = "the cat\n\nthe dog  sat\tdown"
+    assert any(t in ("Ċ", "Ġ", "ĉ") for t in bpe.tokenize(text).tokens)  # whitespace pieces of their own
+    words = bpe.embed_words(text, layers="0,1", combine="stack")[0]
+    assert words.words == text.split()
+    assert [text[s:e] for s, e in words.spans] == words.words
+    assert words.vectors.shape[:2] == (len(text.split()), 2)
+    assert [p for p in words.pieces if not "".join(p).strip("ĠĊĉ")] == []
 
 
 # Through the model ---------------------------------------------------------------------------

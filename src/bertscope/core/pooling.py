@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from .results import TokenEmbeddings, WordEmbeddings
 
 __all__ = [
     "POOLINGS", "POOLING_RULES", "PoolingRule", "exact_poolings", "pool_sentences", "pool_span", "pool_words",
-    "group_words", "word_embeddings", "word_spans",
+    "group_words", "text_words", "word_embeddings", "word_spans",
 ]  # fmt: skip
 
 # NumPy, not torch: a process that answers from an exported graph imports no torch (DESIGN.md).
@@ -183,6 +184,32 @@ def word_spans(
     return spans
 
 
+class Pieces(Protocol):
+    """One text's word pieces as `text_words` reads them (core/tokens.py's Tokens, a TokenEmbeddings)."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def offsets(self) -> Sequence[tuple[int, int]]: ...
+    @property
+    def word_ids(self) -> Sequence[int | None]: ...
+    @property
+    def special_mask(self) -> Sequence[bool]: ...
+
+
+def text_words(tok: Pieces) -> tuple[list[list[int]], list[tuple[int, int]]]:
+    """A text's words: each one's token indices (`group_words`) and (start, end) characters (`word_spans`).
+
+    A group of whitespace alone is no word and is left out: a byte-level BPE tokenizer (ModernBERT's,
+    RoBERTa's) gives a line break ("Ċ") or a second space ("Ġ") a word id of its own, which would make a
+    word of no characters. Word vectors, word rows, occurrences and contextuality all read words here.
+    """
+    groups = group_words(tok.word_ids, tok.special_mask)
+    spans = word_spans(tok.text, tok.offsets, groups)
+    kept = [i for i, (start, end) in enumerate(spans) if start < end]
+    return [groups[i] for i in kept], [spans[i] for i in kept]
+
+
 def pool_words(vectors: np.ndarray, groups: Sequence[Sequence[int]], subword: SubwordPooling) -> np.ndarray:
     """(words, d) word vectors (2d for first_last) from token vectors (tokens, d) and word groups."""
     width = vectors.shape[1] * (2 if subword is SubwordPooling.FIRST_LAST else 1)
@@ -202,8 +229,7 @@ def pool_words(vectors: np.ndarray, groups: Sequence[Sequence[int]], subword: Su
 
 def word_embeddings(tok: TokenEmbeddings, subword: SubwordPooling) -> WordEmbeddings:
     """One text's words (from the tokenizer's word ids) pooled from its token vectors, each layer apart."""
-    groups = group_words(tok.word_ids, tok.special_mask)
-    spans = word_spans(tok.text, tok.offsets, groups)
+    groups, spans = text_words(tok)
     if tok.vectors.ndim == 3:  # stacked layers: (tokens, k, d) -> (words, k, d), pooled per layer
         layers = range(tok.vectors.shape[1])
         vectors = np.stack([pool_words(tok.vectors[:, i], groups, subword) for i in layers], axis=1)
