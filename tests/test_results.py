@@ -127,3 +127,19 @@ def test_old_body_names_still_work(client: httpx.Client, bundled: bertscope.Mode
     assert ask(client, "/static", {"items": ["bread"]}) == ask(client, "/static", {"inputs": ["bread"]})
     assert ask(client, "/anatomy", {"text": "I am Sinan"})["tokens"][1] == "i"
     assert ask(client, "/static", {"inputs": "bread"})["items"] == [lookup(bundled, "bread")]
+
+
+def test_token_vectors_of_a_pair_say_which_text_each_token_indexes(bundled: bertscope.Model) -> None:
+    """Offsets and word ids restart at 0 in B: `sequence_ids` places each token in its own text."""
+    a, b = "How are you?", "Fine, thanks."
+    data = cli_json("embed", a, "--pair", b, "--tokens")["items"][0]
+    assert data["text"] == a and data["pair"] == b
+    tokens = bundled.tokenize((a, b))
+    assert data["sequence_ids"] == [r.get("sequence") for r in tokens.as_records()]
+    assert data["sequence_ids"][0] is None and {0, 1} <= set(data["sequence_ids"])
+    for token, seq, (start, end) in zip(data["tokens"], data["sequence_ids"], data["offsets"], strict=True):
+        if seq is not None:  # each piece's characters, read in the text its sequence id names
+            assert ((a, b)[seq][start:end]).lower() == token.removeprefix("##")
+    found = bundled.embed_tokens([(a, b), a])
+    assert found[0].sequence_ids == found[0].to_dict()["sequence_ids"] == data["sequence_ids"]
+    assert found[1].sequence_ids is None and "sequence_ids" not in found[1].to_dict()  # one text: as before

@@ -78,6 +78,8 @@ class TokenEmbeddings:
     """One text's token vectors (tokens, d), pad trimmed, with tokens and character offsets.
 
     With combine="stack" and several layers the vectors are (tokens, layers, d): one per kept layer.
+    For a pair (A, B), `sequence_ids` says which text each token's offsets and word id index: 0 for
+    `text` (A), 1 for `pair` (B), None for a special token; None for a single text.
     """
 
     text: str
@@ -89,6 +91,7 @@ class TokenEmbeddings:
     n_dropped: int
     spec: dict[str, Any] = field(default_factory=dict)
     pair: str | None = None
+    sequence_ids: list[int | None] | None = None
 
     @classmethod
     def of(cls, tokens: Any, matrix: np.ndarray, spec: dict[str, Any]) -> TokenEmbeddings:
@@ -98,21 +101,27 @@ class TokenEmbeddings:
             matrix = matrix.reshape(len(matrix), k, -1)
         return cls(
             tokens.text, tokens.tokens, tokens.offsets, tokens.word_ids, tokens.special_mask, matrix,
-            tokens.n_dropped, spec, tokens.pair,
+            tokens.n_dropped, spec, tokens.pair, tokens.sequence_ids if tokens.pair is not None else None,
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: text, pair, tokens, offsets, word_ids, special, vectors, n_dropped, layers, combine.
+        """JSON-able: text, pair, tokens, offsets, word_ids, special, vectors, n_dropped, layers, combine;
+        for a pair also sequence_ids (0: the offsets and word id index `text`, 1: `pair`, None: special).
 
         `vectors` is (tokens, d), or (tokens, layers, d) with combine "stack": one vector per `layers` entry.
         """
-        return {
+        found: dict[str, Any] = {
             "text": self.text,
             "pair": self.pair,
             "tokens": list(self.tokens),
             "offsets": [list(o) for o in self.offsets],
             "word_ids": list(self.word_ids),
             "special": list(self.special_mask),
+        }
+        if self.pair is not None and self.sequence_ids is not None:
+            found["sequence_ids"] = list(self.sequence_ids)
+        return {
+            **found,
             "vectors": rows(self.vectors),
             "n_dropped": int(self.n_dropped),
             **_layering(self.spec),
