@@ -230,6 +230,26 @@ def test_corpus_options_split_keywords_and_narrow_to_the_level() -> None:
         CorpusOptions.of(pooling="cls", unknown=1)  # type: ignore[call-arg]
 
 
+@pytest.mark.parametrize(
+    "option",
+    [{"pooling": "cls"}, {"normalize": True}, {"mask_special": True}, {"prompt": "query: "}, {"post": "pca"}],
+)
+def test_token_and_word_vectors_refuse_the_options_their_levels_refuse(
+    bundled: bertscope.Model, option: dict[str, object]
+) -> None:
+    """embed_tokens and embed_words took pooled options, ignored them and recorded normalize and
+    mask_special as applied (pooling was a TypeError): they follow the tokens and words levels' rule."""
+    (name,) = option
+    calls = (("tokens", bundled.embed_tokens, "token"), ("words", bundled.embed_words, "word"))
+    for level, embed, rows in calls:
+        with pytest.raises(InvalidSpec, match=f"{level} rows are not pooled, so {name} would be ignored"):
+            CorpusOptions.of(level=level, **option).for_level()  # type: ignore[arg-type]
+        with pytest.raises(InvalidSpec, match=f"^{rows} vectors are not pooled, so {name} would be ignored"):
+            embed("a big cat", **option)
+    plain = bundled.embed_tokens("a big cat", pooling="auto", normalize=None, mask_special=False)[0]
+    assert plain.tokens[0] == "[CLS]" and plain.spec["normalize"] is False  # defaults are not asks
+
+
 def test_level_options_from_settings_rebuild_the_stored_level(
     tmp_path: Path, bundled: bertscope.Model
 ) -> None:

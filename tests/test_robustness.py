@@ -404,3 +404,56 @@ def test_two_jobs_on_one_sqlite_collection_are_one_clear_error(
         bertscope.embed_corpus(
             _corpus(tmp_path, TEXTS), tmp_path / "shared.db", model=bundled, collection="news"
         )
+
+
+@pytest.mark.parametrize(
+    "asked",
+    [{"threads": 0}, {"threads": -1}, {"token_budget": -5}, {"token_budget": 0}, {"token_budget": "1024"},
+     {"max_tokens": "12"}, {"max_tokens": 0.5}],
+)  # fmt: skip
+def test_load_refuses_a_count_below_one(asked: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
+    """threads=0 reached torch (a RuntimeError) or set OMP_NUM_THREADS=0 on the light path; token_budget=-5
+    was kept and 0 meant the default: one line now, before anything loads."""
+    import os
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    (name,) = asked
+    with pytest.raises(bertscope.InvalidSpec, match=f"^{name} must be a whole number of at least 1, got "):
+        bertscope.load(device="cpu", **asked)  # type: ignore[arg-type]
+    assert "OMP_NUM_THREADS" not in os.environ
+
+
+def test_count_options_of_static_and_explain_are_one_line(bundled: bertscope.Model) -> None:
+    """k="5" and top="3" were raw TypeErrors (docs/errors.md promises one line for k="5")."""
+    from bertscope.static import first_words
+
+    for call, message in (
+        (lambda: bundled.static_neighbors("bread", k="5"), "k must be a whole number of at least 1, got '5'"),
+        (lambda: bundled.static_neighbors("bread", k=0), "k must be a whole number of at least 1, got 0"),
+        (lambda: first_words(bundled, 2.5), "top must be a whole number of at least 1, got 2.5"),
+        (lambda: bundled.explain("a", "b", top="3"), "top must be a whole number of at least 0, got '3'"),
+    ):
+        with pytest.raises(bertscope.InvalidSpec, match=message):
+            call()
+    assert bundled.explain("a cat", "a dog", top=0).top_pairs == []
+    assert len(bundled.explain("a cat", "a dog", top=np.int64(2)).top_pairs) == 2
+
+
+def test_similarity_takes_vectors_as_sentence_transformers_does(bundled: bertscope.Model) -> None:
+    """`model.similarity(embeddings, embeddings)` (the switch from sentence-transformers) was an error
+    about texts: arrays in give their cosine matrix, as sentence-transformers' model.similarity."""
+    from sentence_transformers.util import cos_sim
+
+    embeddings = bundled.encode(TEXTS)
+    expected = cos_sim(embeddings, embeddings).numpy()
+    got = bundled.similarity(embeddings, embeddings)
+    assert isinstance(got, np.ndarray) and got.shape == (3, 3)
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    np.testing.assert_allclose(bundled.similarity(embeddings[0], embeddings), expected[:1], atol=1e-6)
+    np.testing.assert_allclose(bundled.similarity(TEXTS, TEXTS), expected, atol=1e-5)  # texts as before
+    with pytest.raises(bertscope.InvalidInput, match="dimensions"):
+        bundled.similarity(embeddings, embeddings[:, :10])
+    with pytest.raises(bertscope.InvalidInput, match="b is list"):
+        bundled.similarity(embeddings, TEXTS)
+    with pytest.raises(bertscope.InvalidSpec, match="takes no embedding options"):
+        bundled.similarity(embeddings, embeddings, pooling="cls")

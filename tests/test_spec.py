@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 import bertscope
 from bertscope.core import spec as spec_module
 from bertscope.core.post import fit_post
-from bertscope.core.spec import EmbedOptions, EmbedSpec, Recipe, reload_arg, resolve
+from bertscope.core.spec import EmbedOptions, EmbedSpec, Recipe, reload_arg, resolve, whole_number
 from bertscope.errors import InvalidSpec
 
 TEXTS = ["I like eating bread", "a cat sat on the mat", "The banana bread was horrible", "rain again"]
@@ -109,3 +111,47 @@ def test_search_embeds_its_query_with_the_stores_recipe(bundled: bertscope.Model
     scores = stored @ query / np.linalg.norm(stored, axis=1) / np.linalg.norm(query)
     assert [h.id for h in hits] == [str(i + 1) for i in np.argsort(-scores)]
     np.testing.assert_allclose([h.score for h in hits], np.sort(scores)[::-1], atol=1e-5)
+
+
+def test_a_stride_is_refused_without_long_window(bundled: bertscope.Model, tmp_path: Path) -> None:
+    """A stride beside long='truncate' (or 'error') changed nothing and was recorded as if it had."""
+    from console import run_main
+
+    for long in ("truncate", "error"):
+        with pytest.raises(InvalidSpec, match="stride applies to long='window'"):
+            bundled.embed("word " * 300, long=long, stride=3)
+    with pytest.raises(InvalidSpec, match="stride applies to long='window'"):
+        bundled.embed_tokens("word word", stride=3)
+    with pytest.raises(InvalidSpec, match="stride must be a whole number of at least 1, got '3'"):
+        bundled.embed("word word", long="window", stride="3")  # type: ignore[arg-type]
+    refused = run_main("embed", "word word", "--stride", "3", "--json")
+    assert refused.code == 1 and "stride applies to long='window'" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not refused.stdout
+    with pytest.raises(InvalidSpec, match="stride applies to long='window'"):
+        bertscope.embed_corpus(TEXTS, tmp_path / "no.parquet", model=bundled, stride=3, progress=False)
+    # With long='window' the stride is read and recorded; left out, none is recorded.
+    windowed = run_main("embed", "word " * 300, "--long", "window", "--stride", "50", "--json")
+    assert windowed.code == 0, windowed.stderr
+    assert json.loads(windowed.stdout)["spec"]["stride"] == 50
+    assert bundled.embed("word " * 300, long="window").spec["stride"] is None
+    for stride in (None, 50):
+        out = tmp_path / f"w{stride}.parquet"
+        bertscope.embed_corpus(["word " * 300], out, model=bundled, long="window", stride=stride)
+        assert json.loads(pq.read_table(out).schema.metadata[b"bertscope"])["stride"] == stride
+    # A store recorded with a stride beside long='truncate' (once taken) reloads: it changed nothing.
+    old = {"layers": [6], "pooling": "mean", "long": "truncate", "stride": 3}
+    assert resolve(bundled, EmbedOptions.from_settings(old)).spec.stride is None
+
+
+@pytest.mark.parametrize(
+    ("value", "least", "ok"),
+    [(1, 1, True), (np.int64(4), 1, True), (0, 0, True), (0, 1, False), (-5, 1, False), ("5", 1, False),
+     (2.0, 1, False), (True, 1, False), (None, 1, False), (1, 2, False)],
+)  # fmt: skip
+def test_one_whole_number_check_for_every_count_option(value: object, least: int, ok: bool) -> None:
+    if ok:
+        checked = whole_number(value, "k", least=least)
+        assert checked == value and type(checked) is int
+    else:
+        with pytest.raises(InvalidSpec, match=f"k must be a whole number of at least {least}, got "):
+            whole_number(value, "k", least=least)

@@ -21,7 +21,7 @@ import numpy as np
 from .core.pooling import POOLING_RULES, exact_poolings
 from .core.post import PostKind, PostProcessor
 from .core.similarity import cos_sim
-from .core.spec import EmbedOptions, EmbedSpec, resolve
+from .core.spec import EmbedOptions, EmbedSpec, resolve, whole_number
 from .core.tokens import Tokens
 from .errors import InvalidInput, InvalidSpec
 
@@ -88,6 +88,7 @@ def explain(
     """Split `model.similarity(a, b, **options)` into token pairs; `exact` refuses the rest."""
     if not isinstance(a, str) or not isinstance(b, str):
         raise InvalidSpec("explain takes two texts (strings); pairs of segments are not explained")
+    top = whole_number(top, "top", least=0)
     recipe = resolve(model, EmbedOptions(**options))
     spec, processor = recipe.spec, recipe.post
     # Each text alone, as `similarity` embeds them, so the score is the one it reports.
@@ -169,7 +170,7 @@ def _linear(processor: PostProcessor, parts: np.ndarray) -> np.ndarray:
 
 
 def _top_pairs(contributions: np.ndarray, tok_a: Tokens, tok_b: Tokens, top: int) -> list[dict[str, Any]]:
-    order = np.argsort(-contributions, axis=None)[: max(top, 0)]
+    order = np.argsort(-contributions, axis=None)[:top]
     pairs = []
     for flat in order:
         i, j = np.unravel_index(flat, contributions.shape)

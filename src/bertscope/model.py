@@ -24,6 +24,7 @@ from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, ModelInfo, cpu_to
 from .core.folder import model_name
 from .core.layers import LayerSpec
 from .core.loading import load_parts, resolve_device, resolve_dtype
+from .core.spec import whole_number
 from .core.tokens import Text
 from .errors import InvalidSpec
 from .research.methods import ResearchMethods
@@ -73,6 +74,7 @@ def load(
     ships (config.json `auto_map`), as transformers' own option does; without it such a folder is refused,
     never run as another class.
     """
+    _check_counts(threads=threads, max_tokens=max_tokens, token_budget=token_budget)
     name = model_name(name)
     if is_model2vec(name):  # a static model (what `bertscope distill` writes): rows, no layers, no forward
         return load_static(  # type: ignore[return-value]
@@ -136,6 +138,14 @@ def load(
         # only what a plain load would choose is kept for `bertscope info` (no threads, float32 asked)
         choose_exact(model, remeasure=remeasure, record=threads is None and torch_dtype is torch.float32)
     return model
+
+
+def _check_counts(**counts: int | None) -> None:
+    """Refuse a count that is not a whole number of 1 or more (threads=0 would reach torch, or set
+    OMP_NUM_THREADS=0; token_budget=0 would mean the default), before anything loads."""
+    for name, value in counts.items():
+        if value is not None:
+            whole_number(value, name)
 
 
 def _refuse_unread_options(

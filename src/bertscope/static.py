@@ -12,6 +12,7 @@ import numpy as np
 
 from .core.exports import Block, ExportFormat, RowKind, Rows, export_format, write_rows
 from .core.similarity import unit
+from .core.spec import whole_number
 from .core.tokens import text_problem
 from .errors import InvalidInput, UnknownToken
 
@@ -194,8 +195,7 @@ def neighbors(
     model: StaticSource, query: str | int | np.ndarray, *, k: int = 10, include_special: bool = False
 ) -> list[Neighbor]:
     """The k vocabulary entries nearest to a piece, id or vector by cosine (the query itself left out)."""
-    if k < 1:
-        raise InvalidInput(f"k must be at least 1, got {k}")
+    k = whole_number(k, "k")
     if isinstance(query, np.ndarray):
         vector, own = query.astype(np.float32).reshape(-1), -1
     else:
@@ -233,8 +233,7 @@ def first_words(model: StaticSource, n: int) -> list[int]:
     WordPiece and BPE vocabularies list pieces roughly by how often they were merged, so these are
     about the commonest words; the vocabulary carries no counts to do better.
     """
-    if n < 1:
-        raise InvalidInput(f"top must be at least 1, got {n}")
+    n = whole_number(n, "top")
     excluded = _excluded(model, include_special=False)
     chosen = []
     for i in range(model.static_shape[0]):

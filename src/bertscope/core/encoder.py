@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InvalidSpec
-from ._enums import LongText, SubwordPooling
+from ..errors import InvalidInput, InvalidSpec
+from ._enums import LongText, Pooling, SubwordPooling
 from .cpu import cpu_threads
 from .engine import MIN_ROWS, Engine, ModelFacts
 from .folder import model_name
@@ -28,7 +29,7 @@ from .prompts import Prompts, read_prompts
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .segments import CALL_COST
 from .similarity import cos_sim, unit
-from .spec import EmbedOptions, EmbedSpec, Recipe, resolve
+from .spec import EmbedOptions, EmbedSpec, Recipe, refuse_sentence_options, resolve, whole_number
 from .tokens import Text, TextTokenizer, Tokens, check_texts, is_pair, iter_checked, pad_batch
 
 if TYPE_CHECKING:
@@ -111,7 +112,7 @@ class Encoder:
         # sweeps that chose the thread-scaled CPU budget changed the budget alone (bench/budget_sweep.py).
         base_budget = CUDA_TOKEN_BUDGET if self.device_type == "cuda" else CPU_TOKEN_BUDGET
         device_budget = cpu_token_budget(cpu_threads()) if self.device_type == "cpu" else base_budget
-        budget = token_budget or device_budget
+        budget = device_budget if token_budget is None else whole_number(token_budget, "token_budget")
         self.engine = Engine(
             lambda: self.loaded.model,
             facts,
@@ -318,11 +319,17 @@ class Encoder:
 
     def similarity(
         self,
-        a: str | Sequence[str],
-        b: str | Sequence[str] | None = None,
+        a: str | Sequence[str] | np.ndarray,
+        b: str | Sequence[str] | np.ndarray | None = None,
         **options: Unpack[RecipeKeywords],
     ) -> np.ndarray:
-        """Cosine matrix (len(a), len(b)) of sentence vectors with `embed`'s options; b defaults to a."""
+        """Cosine matrix (len(a), len(b)) of sentence vectors with `embed`'s options; b defaults to a.
+
+        As sentence-transformers' `model.similarity`, `a` and `b` may be vectors already made instead of
+        texts: float arrays (n, d) and (m, d), or (d,) for one, give their (n, m) cosines.
+        """
+        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+            return _vector_cosines(a, b, options)
         recipe = resolve(self, EmbedOptions(**options))
         left = self.embed_with(a, recipe).vectors
         right = left if b is None else self.embed_with(b, recipe).vectors
@@ -338,10 +345,23 @@ class Encoder:
         """Per text (or pair): tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed.
 
         `options` (`TokenKeywords`): layers, combine, long, stride, as `embed`'s; combine="stack" keeps
-        each layer apart: vectors (tokens, layers, d), in the order of `layers`.
+        each layer apart: vectors (tokens, layers, d), in the order of `layers`. The options that only a
+        sentence vector reads (pooling, mask_special, normalize, post, prompts) are refused.
         """
         items = check_texts(texts, pairs=True)
-        spec = self.spec(**options, pooling="mean")
+        return self._token_vectors(items, self._unpooled_spec(options, "token vectors"), progress)
+
+    def _unpooled_spec(self, options: TokenKeywords, rows: str) -> EmbedSpec:
+        """The spec of vectors that are not pooled into sentences (`rows`): a sentence-only option is
+        refused (the rule the tokens and words levels follow), the rest resolved with mean pooling."""
+        asked = EmbedOptions(**options)
+        refuse_sentence_options(asked, rows)
+        return resolve(self, replace(asked, pooling=Pooling.MEAN)).spec
+
+    def _token_vectors(
+        self, items: list[Any], spec: EmbedSpec, progress: bool | None = None
+    ) -> list[TokenEmbeddings]:
+        """Token vectors of checked texts (or pairs) with an unpooled spec."""
         with progress_callback(len(items), enabled=progress) as on_batch:
             found = self.engine.token_matrices(items, spec, on_batch=on_batch)
             return [TokenEmbeddings.of(t, m, spec.as_dict()) for t, m in found]
@@ -359,10 +379,11 @@ class Encoder:
         **options: Unpack[TokenKeywords],
     ) -> list[WordEmbeddings]:
         """Per text: words (from the tokenizer's word ids), char spans, and word vectors: their pieces'
-        vectors (`embed_tokens` with `options`) pooled by `subword`."""
+        vectors (`embed_tokens` with `options`) pooled by `subword`. A piece of whitespace alone (a byte-level
+        BPE's line break or second space) is no word."""
         how = SubwordPooling.parse(subword, what="subword pooling")
-        check_texts(texts)  # words index into one text: pairs are not taken here
-        found = self.embed_tokens(texts, **options)
+        items = check_texts(texts)  # words index into one text: pairs are not taken here
+        found = self._token_vectors(items, self._unpooled_spec(options, "word vectors"))
         return [word_embeddings(tok, how) for tok in found]
 
     def hidden_states(self, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
@@ -383,6 +404,38 @@ class Encoder:
             type_ids, _ = pad_batch([t.type_ids for t in part], 0)
             batches.append((ids, type_ids, mask))
         return batches
+
+
+def _vector_cosines(a: object, b: object, options: Mapping[str, object]) -> np.ndarray:
+    """(n, m) cosines of vectors already made: sentence-transformers' `similarity(embeddings, embeddings)`."""
+    if options:
+        named = ", ".join(options)
+        raise InvalidSpec(
+            f"similarity of vectors already made takes no embedding options (given: {named}): leave them "
+            "out, or pass the texts"
+        )
+    left = _vectors(a, "a")
+    right = left if b is None else _vectors(b, "b")
+    if left.shape[-1] != right.shape[-1]:
+        raise InvalidInput(
+            f"a has {left.shape[-1]} dimensions and b {right.shape[-1]}: compare vectors made by one model "
+            "with one recipe"
+        )
+    return cos_sim(left, right)
+
+
+def _vectors(given: object, name: str) -> np.ndarray:
+    """A (d,) or (n, d) array of numbers, or InvalidInput saying what similarity takes."""
+    if isinstance(given, np.ndarray):
+        if given.dtype.kind in "fiu" and given.ndim in (1, 2):
+            return given
+        shown = f"a {given.ndim}-D {given.dtype} array"
+    else:
+        shown = type(given).__name__
+    raise InvalidInput(
+        "similarity takes two lists of texts, or two arrays of vectors ((n, d) or (d,) floats, as encode "
+        f"gives); {name} is {shown}"
+    )
 
 
 def single(texts: object) -> bool:

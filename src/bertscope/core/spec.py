@@ -37,12 +37,19 @@ __all__ = [
     "reload_arg",
     "stored_settings",
     "SPEC_KEYS",
+    "SENTENCE_OPTIONS",
+    "refuse_sentence_options",
+    "whole_number",
 ]
 
 # A post-processing as callers give it: a fitted processor, the path of a saved one, or none.
 PostArg = PostProcessor | str | Path | None
 
 SPEC_KEYS = ("layers", "combine", "pooling", "mask_special", "normalize", "long", "stride")
+
+# What only a sentence vector reads: its pooling and what pools, its normalisation and post-processing,
+# its prompt. Token and word vectors (embed_tokens, embed_words, the tokens and words levels) read none.
+SENTENCE_OPTIONS = ("pooling", "mask_special", "normalize", "post", "prompt_name", "prompt")
 
 
 class Encoder(Protocol):
@@ -108,6 +115,9 @@ class EmbedOptions:
             given["layers"] = list(given["layers"])
         if given.get("pooling") == Pooling.FIRST_LAST_AVG.value:
             given.pop("layers", None)  # first_last_avg picks its layers itself
+        if given.get("long", LongText.TRUNCATE) != LongText.WINDOW:
+            # A stride recorded beside another policy (before that was refused) changed no vector.
+            given.pop("stride", None)
         return cls(**given, post=post)
 
     def with_post(self, post: PostArg) -> EmbedOptions:
@@ -143,6 +153,25 @@ class RecipeKeywords(TokenKeywords, QueryKeywords, total=False):
     pooling: Pooling | str
     mask_special: bool
     normalize: bool | None
+
+
+def refuse_sentence_options(options: EmbedOptions, rows: str) -> None:
+    """Refuse the sentence-only options `options` gives (any not left at its default: pooling auto,
+    normalize None, ...) for vectors that are not pooled into sentences, named by `rows`: they would be
+    ignored without a word."""
+    unset = EmbedOptions()
+    given = [name for name in SENTENCE_OPTIONS if getattr(options, name) != getattr(unset, name)]
+    if given:
+        asked = ", ".join(given)
+        raise InvalidSpec(f"{rows} are not pooled, so {asked} would be ignored: leave {asked} out")
+
+
+def whole_number(value: object, name: str, *, least: int = 1) -> int:
+    """`value` as an int where it is a whole number of at least `least` (not a bool, a float or a string of
+    digits), else one-line InvalidSpec naming the option: the check every count option shares."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        raise InvalidSpec(f"{name} must be a whole number of at least {least}, got {value!r}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -238,6 +267,14 @@ def resolve_spec(
     `prompt` gives the text itself ("" for none).
     """
     pool = Pooling.parse(pooling, what="pooling")
+    policy = LongText.parse(long, what="long-text policy")
+    if stride is not None:
+        whole_number(stride, "stride")
+        if policy is not LongText.WINDOW:
+            raise InvalidSpec(
+                f"stride applies to long='window' (the step between windows), not long={policy.value!r}; "
+                "add long='window', or leave stride out"
+            )
     _check_flag(mask_special, "mask_special")
     if normalize is not None:
         _check_flag(normalize, "normalize")
@@ -271,8 +308,8 @@ def resolve_spec(
         pooling=pool,
         mask_special=mask_special,
         normalize=bool(normalize),
-        long=LongText.parse(long, what="long-text policy"),
-        stride=stride,
+        long=policy,
+        stride=None if stride is None else int(stride),
         **_prompt_fields(model, prompt_name, prompt),
     )
 
