@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 import torch
 
@@ -143,6 +144,12 @@ def test_words_of_a_byte_level_tokenizer_are_the_texts_words(tmp_path: Path) -> 
     assert [text[s:e] for s, e in words.spans] == words.words
     assert words.vectors.shape[:2] == (len(text.split()), 2)
     assert [p for p in words.pieces if not "".join(p).strip("ĠĊĉ")] == []
+    store = tmp_path / "words.parquet"  # the corpus job's word rows read words the same way
+    bertscope.embed_corpus(
+        [text], store, model=bpe, level="words", layers="0,1", combine="stack", progress=False
+    )
+    rows = pq.read_table(store, columns=["word", "start", "end"]).to_pydict()
+    assert rows["word"] == words.words and list(zip(rows["start"], rows["end"], strict=True)) == words.spans
 
 
 # Through the model ---------------------------------------------------------------------------

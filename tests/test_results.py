@@ -87,6 +87,12 @@ def test_cli_json_equals_the_services_answer(client: httpx.Client) -> None:
         cli_json("embed", *TEXTS, "--tokens", "--layers", "0,6"),
         ask(client, "/embed_tokens", {"inputs": TEXTS, "layers": "0,6"}),
     )
+    pair = ["How are you?", "Fine, thanks."]
+    served_pair = ask(client, "/embed_tokens", {"inputs": [pair]})
+    assert served_pair["items"][0]["sequence_ids"][:2] == [None, 0], (
+        "the service keeps which text each indexes"
+    )
+    assert_same(cli_json("embed", pair[0], "--pair", pair[1], "--tokens"), served_pair)
     served = ask(client, "/embed_tokens", {"inputs": TEXTS, "words": True, "subword": "first"})
     words = cli_json("embed", *TEXTS, "--words", "--subword", "first")
     assert_same(words["items"], [item["words"] for item in served["items"]])

@@ -10,12 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from ..core._enums import Level, Pooling
-from ..core.spec import EmbedOptions, RecipeKeywords
-from ..errors import InvalidSpec
+from ..core._enums import Level
+from ..core.spec import EmbedOptions, RecipeKeywords, refuse_sentence_options
 from .chunk_level import ChunkLevel
 from .levels import (
-    POOLED_OPTIONS,
     CorpusLevel,
     LevelKeywords,
     LevelOptions,
@@ -69,23 +67,11 @@ class CorpusOptions:
         row = level_of(self.level)
         if row.pooled:
             return self
-        unread = (*POOLED_OPTIONS, "post", "prompt_name", "prompt")
-        given = [name for name in unread if _given(self.recipe, name)]
-        if given:
-            asked = ", ".join(given)
-            raise InvalidSpec(
-                f"{row.name.value} rows are not pooled, so {asked} would be ignored: leave {asked} out"
-            )
+        refuse_sentence_options(self.recipe, f"{row.name.value} rows")
         kept = EmbedOptions(
             self.recipe.layers, self.recipe.combine, long=self.recipe.long, stride=self.recipe.stride
         )
         return CorpusOptions(kept, self.level)
-
-
-def _given(recipe: EmbedOptions, name: str) -> bool:
-    """Whether a pooled option was given (not left at its default: pooling auto, normalize None, ...)."""
-    value = getattr(recipe, name)
-    return bool(value) if name == "mask_special" else value not in (None, Pooling.AUTO)
 
 
 def level_of(asked: LevelOptions | Level | str) -> type[CorpusLevel]:
@@ -101,15 +87,6 @@ def make_level(model: object, options: CorpusOptions) -> CorpusLevel:
     normalize, post): its rows are tokens or words.
     """
     row = level_of(options.level)
-    recipe = options.recipe
     if not row.pooled:
-        given = {"pooling": recipe.pooling != Pooling.AUTO, "mask_special": bool(recipe.mask_special)}
-        given["normalize"] = recipe.normalize not in (None, False)
-        pooled = [k for k in POOLED_OPTIONS if given[k]] + (["post"] if recipe.post is not None else [])
-        if pooled:
-            asked = ", ".join(pooled)
-            raise InvalidSpec(
-                f"{asked} pool or post-process sentence vectors; {row.name.value} rows are not pooled: "
-                f"leave {asked} out"
-            )
-    return row.build(model, recipe, options.level)
+        refuse_sentence_options(options.recipe, f"{row.name.value} rows")
+    return row.build(model, options.recipe, options.level)

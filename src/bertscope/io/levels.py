@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from ..core._enums import Combine, Level, Pooling, Precision, SubwordPooling
 from ..core.chunking import ChunkBy
 from ..core.engine import OnBatch
-from ..core.pooling import group_words, pool_words, word_spans
+from ..core.pooling import pool_words, text_words
 from ..core.post import PostProcessor
 from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from .readers import Record
@@ -346,8 +346,7 @@ class WordLevel(_PieceLevel):
         words, pieces, starts, ends = [], [], [], []
         counts, dropped, blocks, n_pieces = [], [], [], 0
         for tok, matrix in self.model.engine.token_matrices(texts, self.spec, on_batch=on_batch):
-            groups = group_words(tok.word_ids, tok.special_mask)
-            spans = word_spans(tok.text, tok.offsets, groups)
+            groups, spans = text_words(tok)
             counts.append(len(groups))
             dropped.append(tok.n_dropped)
             words += [tok.text[s:e] for s, e in spans]

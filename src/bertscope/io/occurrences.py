@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..core._enums import SubwordPooling
-from ..core.pooling import group_words, pool_words, word_spans
+from ..core.pooling import pool_words, text_words
 from ..core.similarity import unit
 from ..errors import CorpusError, InvalidInput
 from .formats import suffixes_where
@@ -286,8 +286,7 @@ def _query_vector(store: Store, target: str, context: str, model: Any, layers: A
     stacked = settings.get("combine") == "stack"
     combine = "concat" if stacked else settings.get("combine", "mean")
     tok = m.embed_tokens(context, layers=settings["layers"], combine=combine, **options)[0]
-    groups = group_words(tok.word_ids, tok.special_mask)
-    spans = word_spans(tok.text, tok.offsets, groups)
+    groups, spans = text_words(tok)
     if settings["level"] == "words":
         # Pooled per layer, as the word level pools each stacked layer on its own.
         how = SubwordPooling.parse(settings["subword"], what="subword pooling")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core._enums import SubwordPooling
-from ..core.pooling import group_words, pool_words, word_spans
+from ..core.pooling import pool_words, text_words
 from ..core.similarity import unit
 from ..core.tokens import check_texts
 from ..errors import InvalidInput
@@ -57,8 +57,8 @@ class _Occurrences:
 
 
 def _words_of(tok: Any) -> tuple[list[list[int]], list[str]]:
-    groups = group_words(tok.word_ids, tok.special_mask)
-    return groups, [tok.text[s:e].lower() for s, e in word_spans(tok.text, tok.offsets, groups)]
+    groups, spans = text_words(tok)
+    return groups, [tok.text[s:e].lower() for s, e in spans]
 
 
 def frequent_words(model: Encoder, sentences: Sequence[str], *, top: int, min_contexts: int) -> list[str]:

@@ -223,6 +223,9 @@ class TokenItem(BaseModel):
     tokens: list[str]
     offsets: list[tuple[int, int]]
     word_ids: list[int | None]
+    sequence_ids: list[int | None] | None = Field(
+        None, description="For a pair: 0 where offsets index text, 1 where they index pair, None special."
+    )
     special: list[bool]
     vectors: _LayeredVectors = Field(description="(tokens, d), or (tokens, layers, d) with combine stack.")
     n_dropped: int
