@@ -94,3 +94,134 @@ def test_what_only_a_load_can_tell_returns_none(tmp_path: Path, tiny_dirs: dict[
     (folder / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     assert FolderView.open(folder) is None
     assert FolderView.open("someone/some-model") is None
+
+
+# transformers 5 builds a named class's tokenizer anew from tokenizer_config.json (core/hf_tokenizer.py):
+# the light engine answers only where that is the tokenizer tokenizer.json holds.
+_TOKENIZER_TEXTS = [
+    "hello world",
+    "  leading spaces",
+    "tabs\tand  spaces",
+    "Naïve CAFÉ résumé",
+    "the cat sat",
+]
+_ROBERTA_NAMED = {
+    "bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>", "cls_token": "<s>", "unk_token": "<unk>",
+    "pad_token": "<pad>", "mask_token": "<mask>",
+}  # fmt: skip
+
+
+def _byte_level_roberta(folder: Path, *, add_prefix_space: bool, trim_offsets: bool, settings: dict) -> Path:
+    """A RoBERTa folder with a real byte-level BPE tokenizer.json and `settings` in tokenizer_config.json."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=300,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(["hello world, the cat sat on the mat", "naïve café résumé spaces"] * 10, trainer)
+    bpe.post_processor = processors.RobertaProcessing(
+        ("</s>", 2), ("<s>", 0), trim_offsets=trim_offsets, add_prefix_space=add_prefix_space
+    )
+    folder.mkdir(parents=True)
+    bpe.save(str(folder / "tokenizer.json"))
+    config = {"model_type": "roberta", "max_position_embeddings": 66, "pad_token_id": 1}
+    (folder / "config.json").write_text(json.dumps(config))
+    tokenizer_config = {"tokenizer_class": "RobertaTokenizer", **_ROBERTA_NAMED, "model_max_length": 64}
+    (folder / "tokenizer_config.json").write_text(json.dumps({**tokenizer_config, **settings}))
+    return folder
+
+
+def _light_tokens_are_transformers(folder: Path) -> bool | None:
+    """None where the folder does not open light, else whether its tokens and offsets are AutoTokenizer's."""
+    from transformers import AutoTokenizer
+
+    view = FolderView.open(folder)
+    if view is None:
+        return None
+    hf = AutoTokenizer.from_pretrained(str(folder))
+    expected = []
+    for text in _TOKENIZER_TEXTS:
+        encoded = hf(text, return_offsets_mapping=True)
+        offsets = [tuple(pair) for pair in encoded["offset_mapping"]]
+        expected.append((hf.convert_ids_to_tokens(encoded["input_ids"]), encoded["input_ids"], offsets))
+    return [(t.tokens, t.ids, t.offsets) for t in view.tokenize(_TOKENIZER_TEXTS)] == expected
+
+
+@pytest.mark.parametrize(("add_prefix_space", "trim_offsets"), [(False, True), (True, True), (False, False)])
+def test_roberta_settings_in_tokenizer_config_are_applied_or_left_to_a_load(
+    tmp_path: Path, add_prefix_space: bool, trim_offsets: bool
+) -> None:
+    """RobertaTokenizer rebuilds its pre-tokenizer and post-processor from add_prefix_space and
+    trim_offsets in tokenizer_config.json (defaults False, True): light opens exactly where tokenizer.json
+    says the same, and then tokenizes as AutoTokenizer does."""
+    variants: list[dict] = [
+        {}, {"add_prefix_space": True}, {"add_prefix_space": False}, {"trim_offsets": False},
+        {"add_prefix_space": True, "trim_offsets": False}, {"add_prefix_space": False, "trim_offsets": True},
+    ]  # fmt: skip
+    for n, settings in enumerate(variants):
+        folder = _byte_level_roberta(
+            tmp_path / str(n), add_prefix_space=add_prefix_space, trim_offsets=trim_offsets, settings=settings
+        )
+        agree = (settings.get("add_prefix_space", False), settings.get("trim_offsets", True)) == (
+            add_prefix_space,
+            trim_offsets,
+        )
+        assert _light_tokens_are_transformers(folder) is (True if agree else None), settings
+
+
+def test_the_reviewed_add_prefix_space_folder_loads_with_transformers_tokens(
+    tmp_path: Path, tiny_dirs: dict[str, Path]
+) -> None:
+    """tokenizer.json without the prefix space, tokenizer_config.json with it: `load` runs the full load,
+    whose tokens are AutoTokenizer's ('Ġ' first), not the file's."""
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    folder = _byte_level_roberta(
+        tmp_path / "aps", add_prefix_space=False, trim_offsets=True, settings={"add_prefix_space": True}
+    )
+    for name in ("config.json", "model.safetensors"):  # the tiny RoBERTa's weights (its vocabulary is larger)
+        shutil.copy(tiny_dirs["roberta"] / name, folder / name)
+    hf = AutoTokenizer.from_pretrained(str(folder))
+    assert FolderView.open(folder) is None
+    with_prefix_space = hf.convert_ids_to_tokens(hf("hello")["input_ids"])
+    assert Tokenizer.from_file(str(folder / "tokenizer.json")).encode("hello").tokens != with_prefix_space
+    loaded = bertscope.load(folder, device="cpu")
+    assert not loaded.light and loaded.tokenize("hello").tokens == with_prefix_space
+
+
+def test_bert_and_mpnet_classes_open_light_where_their_rebuild_is_the_file(
+    tmp_path: Path, tiny_dirs: dict[str, Path]
+) -> None:
+    from tokenizers import Tokenizer
+    from transformers import MPNetTokenizer
+
+    folder = shutil.copytree(tiny_dirs["bert"], tmp_path / "bert")
+    settings = read_json(folder / "tokenizer_config.json")
+    for changed, light in (
+        ({"tokenizer_class": "BertTokenizer"}, True),
+        ({"tokenizer_class": "BertTokenizerFast", "do_lower_case": True}, True),
+        ({"tokenizer_class": "BertTokenizer", "do_lower_case": False}, False),  # the file lowercases
+        ({"tokenizer_class": "BertTokenizer", "strip_accents": True}, False),
+        ({"tokenizer_class": "AlbertTokenizer"}, False),  # a rebuild not written out: a load tells
+        ({"add_bos_token": True}, False),  # transformers writes its own post-processor
+        ({"additional_special_tokens": ["[NEW]"]}, False),  # transformers adds it to the tokenizer
+    ):
+        (folder / "tokenizer_config.json").write_text(json.dumps({**settings, **changed}))
+        assert _light_tokens_are_transformers(folder) is (True if light else None), changed
+    mpnet = shutil.copytree(tiny_dirs["mpnet"], tmp_path / "mpnet")
+    vocab = json.loads(Tokenizer.from_file(str(mpnet / "tokenizer.json")).to_str())["model"]["vocab"]
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (mpnet / name).unlink()
+    MPNetTokenizer(vocab=vocab, model_max_length=64).save_pretrained(mpnet)  # as all-mpnet-base-v2 ships
+    assert _light_tokens_are_transformers(mpnet) is True
+
+
+def read_json(path: Path) -> dict:
+    return json.loads(path.read_text())

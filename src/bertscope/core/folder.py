@@ -2,8 +2,9 @@
 
 `load()` reads the same folder through transformers; `bertscope tokens`, `info` and `static` (its row
 look-ups and exports, with the default load options) answer from here, in a fraction of a second,
-whenever the folder holds what they need (tokenizer.json, config.json and, for `info` and `static`,
-safetensors weights: the header gives the matrix shapes, the word-piece matrix is read as float32).
+whenever the folder holds what they need (config.json, a tokenizer.json that transformers' tokenizer
+tokenises as it is, core/hf_tokenizer.py, and, for `info` and `static`, safetensors weights: the header
+gives the matrix shapes, the word-piece matrix is read as float32).
 Otherwise `FolderView.open` returns None (or `static_matrix` is None) and the caller loads the model.
 tests/test_folder.py holds each answer equal to the loaded model's on every family.
 """
@@ -24,6 +25,7 @@ import numpy as np
 from ..errors import ModelLoadError, UnsupportedArchitecture
 from ._enums import LongText
 from .families import Family, family_for
+from .hf_tokenizer import built_as_file
 from .safetensors_header import Stored, float32_tensor, safetensors_tensors
 
 # Kept importable from here (core/loading.py reads them so); their home is st_settings.py.
@@ -139,11 +141,13 @@ class FolderView:
         except UnsupportedArchitecture:
             return None  # the full load says what is wrong, in its words
         tokenizer_config = read_json_object(path / "tokenizer_config.json")
-        if not _normalizer_agrees(path / "tokenizer.json", tokenizer_config):
-            return None  # transformers builds the normalizer from tokenizer_config: only a load reads it so
         st = sentence_transformers_settings(path)
         settings = (st.pooling, st.normalize, st.max_seq_length)
-        return cls(source, path, config, family, tokenizer_config, *settings)
+        view = cls(source, path, config, family, tokenizer_config, *settings)
+        tokenizer_json = read_json_object(path / "tokenizer.json")
+        if not built_as_file(config, tokenizer_config, tokenizer_json, view.special_tokens):
+            return None  # transformers builds its tokenizer otherwise than tokenizer.json: only a load can
+        return view
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -350,27 +354,6 @@ class ConfigFacts:
     def to_dict(self) -> dict[str, Any]:
         """The config as read from config.json."""
         return dict(self._config)
-
-
-# BertNormalizer's settings in tokenizer.json, the tokenizer_config.json keys transformers builds them from
-# (BertTokenizer and the classes built like it) and the defaults it uses where the config says nothing.
-_BERT_NORMALIZER = {
-    "lowercase": ("do_lower_case", True),
-    "strip_accents": ("strip_accents", None),
-    "handle_chinese_chars": ("tokenize_chinese_chars", True),
-}
-
-
-def _normalizer_agrees(tokenizer_json: Path, tokenizer_config: dict[str, Any]) -> bool:
-    """Whether tokenizer.json normalises text as transformers will: it rebuilds a BertNormalizer from
-    tokenizer_config.json (do_lower_case, strip_accents, tokenize_chinese_chars), whatever the file says."""
-    normalizer = read_json_object(tokenizer_json).get("normalizer")
-    if not isinstance(normalizer, dict) or normalizer.get("type") != "BertNormalizer":
-        return True
-    return all(
-        normalizer.get(setting) == tokenizer_config.get(key, default)
-        for setting, (key, default) in _BERT_NORMALIZER.items()
-    )
 
 
 def read_json_object(path: Path) -> dict[str, Any]:
