@@ -105,6 +105,8 @@ def test_an_empty_list_gives_an_empty_array(bundled: bertscope.Model, st_model: 
         ({"truncate_dim": 0}, "truncate_dim"),
         ({"prompt_name": "query"}, "prompt="),
         ({"device": "meta"}, "bertscope.load(device"),
+        ({"device": "cuda:0"}, "bertscope.load(device"),
+        ({"device": torch.device("meta")}, "bertscope.load(device"),
     ],
 )
 def test_unsupported_options_are_refused_with_the_fix(
@@ -117,3 +119,9 @@ def test_unsupported_options_are_refused_with_the_fix(
 def test_a_non_text_is_refused(bundled: bertscope.Model) -> None:
     with pytest.raises(InvalidInput):
         bundled.encode(42)  # type: ignore[arg-type]
+
+
+def test_the_device_the_model_runs_on_is_taken_in_any_spelling(bundled: bertscope.Model) -> None:
+    want = bundled.encode(TEXTS[:2])
+    for device in ("cpu", "cpu:0", torch.device("cpu")):
+        np.testing.assert_array_equal(bundled.encode(TEXTS[:2], device=device), want)  # type: ignore[arg-type]

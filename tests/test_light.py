@@ -149,6 +149,26 @@ def exported_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+def test_encode_on_a_named_device_and_the_padded_batch_import_no_torch(
+    cache: Path, exported_cache: Path, bundled: bertscope.Model
+) -> None:
+    """Naming the device in `encode` and `Model.batch` (tokenizer ids, padded) need no torch."""
+    shutil.copytree(exported_cache, cache)
+    code = (
+        "import json, sys, bertscope\n"
+        "m = bertscope.load(backend='onnxruntime')\n"
+        f"vectors = m.encode({TEXTS!r}, device='cpu')\n"
+        f"batch = m.batch({TEXTS!r})\n"
+        "print(json.dumps({'light': m.light, 'torch': 'torch' in sys.modules, 'vectors': vectors.tolist(),\n"
+        "                  'ids': batch['input_ids'].tolist(), 'mask': batch['attention_mask'].tolist()}))\n"
+    )
+    found = json.loads(_fresh(code, cache).stdout)
+    assert found["light"] is True and found["torch"] is False
+    want = bundled.batch(TEXTS)
+    assert found["ids"] == want["input_ids"].tolist() and found["mask"] == want["attention_mask"].tolist()
+    assert np.abs(np.array(found["vectors"]) - bundled.encode(TEXTS)).max() < 1e-5
+
+
 @pytest.mark.parametrize("damage", ["flipped", "truncated", "no record"])
 def test_a_damaged_export_is_made_again_and_never_trusted(
     cache: Path, exported_cache: Path, reference: np.ndarray, damage: str

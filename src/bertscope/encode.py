@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .core.loading import device_kind
 from .core.similarity import unit
 from .errors import InvalidInput, InvalidSpec
 
@@ -98,9 +99,20 @@ def _check(
 
 
 def _same_device(asked: Any, running: Any) -> bool:
-    import torch
+    """Whether `asked` ("cpu", "cuda:1", a torch.device) names the device the model runs on, read without
+    torch (a light model answers without it); a kind with no index ("cuda") stands for any of its kind."""
+    if device_kind(asked) != device_kind(running):
+        return False
+    indices = {_device_index(asked), _device_index(running)}
+    return None in indices or len(indices) == 1
 
-    return bool(torch.device(asked) == torch.device(running))
+
+def _device_index(device: Any) -> int | None:
+    index = getattr(device, "index", None)  # a torch.device
+    _, _, given = str(device).partition(":")
+    if index is None and given.isdigit():
+        index = int(given)
+    return index if isinstance(index, int) else None
 
 
 def _as_list(sentences: Any) -> list[str]:

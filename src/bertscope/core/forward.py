@@ -12,11 +12,12 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from .tokens import Text, pad_batch
 
 if TYPE_CHECKING:
+    import torch
+
     from .encoder import Encoder
 
 __all__ = ["ForwardOutput", "padded_batch", "forward", "model_inputs"]
@@ -65,12 +66,16 @@ def padded_batch(model: Encoder, texts: Text | Sequence[Text]) -> dict[str, np.n
 
 def model_inputs(model: Encoder, batch: dict[str, np.ndarray]) -> dict[str, torch.Tensor]:
     """The batch as the tensors the model's forward takes (token_type_ids only where the family has them)."""
+    import torch  # here, not above: `padded_batch` (Model.batch) answers without torch
+
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if model.family.uses_token_types else [])
     return {name: torch.from_numpy(batch[name]).to(model.device) for name in names}
 
 
 def forward(model: Encoder, texts: Text | Sequence[Text]) -> ForwardOutput:
     """The plain Hugging Face forward (output_hidden_states=True) of one padded batch, as numpy."""
+    import torch
+
     batch = padded_batch(model, texts)
     with torch.inference_mode():
         out = model.hf_model(**model_inputs(model, batch), output_hidden_states=True, return_dict=True)
