@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -102,7 +103,11 @@ def test_an_empty_list_gives_an_empty_array(bundled: bertscope.Model, st_model: 
         ({"output_value": "input_ids"}, "output_value"),
         ({"precision": "int8"}, "quantize_embeddings"),
         ({"batch_size": 0}, "batch_size"),
+        ({"batch_size": "32"}, "batch_size must be a positive int (texts per batch, such as 32), got '32'"),
+        ({"batch_size": True}, "batch_size must be a positive int"),
         ({"truncate_dim": 0}, "truncate_dim"),
+        ({"truncate_dim": 2.5}, "truncate_dim must be a positive int (the dimensions to keep"),
+        ({"truncate_dim": "64"}, "truncate_dim must be a positive int"),
         ({"prompt_name": "query"}, "prompt="),
         ({"device": "meta"}, "bertscope.load(device"),
         ({"device": "cuda:0"}, "bertscope.load(device"),
@@ -112,7 +117,7 @@ def test_an_empty_list_gives_an_empty_array(bundled: bertscope.Model, st_model: 
 def test_unsupported_options_are_refused_with_the_fix(
     bundled: bertscope.Model, options: dict[str, object], needle: str
 ) -> None:
-    with pytest.raises(InvalidSpec, match=needle.replace("(", r"\(")):
+    with pytest.raises(InvalidSpec, match=re.escape(needle)):
         bundled.encode(TEXTS[:2], **options)  # type: ignore[arg-type]
 
 
@@ -125,3 +130,6 @@ def test_the_device_the_model_runs_on_is_taken_in_any_spelling(bundled: bertscop
     want = bundled.encode(TEXTS[:2])
     for device in ("cpu", "cpu:0", torch.device("cpu")):
         np.testing.assert_array_equal(bundled.encode(TEXTS[:2], device=device), want)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(
+        bundled.encode(TEXTS[:2], batch_size=np.int64(4), truncate_dim=np.int64(384)), want
+    )

@@ -11,6 +11,7 @@ the vectors do not depend on it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -78,8 +79,7 @@ def _check(
     device: str | None,
     truncate_dim: int | None,
 ) -> None:
-    if batch_size <= 0:
-        raise InvalidSpec(f"batch_size must be a positive integer, got {batch_size}")
+    _check_count("batch_size", batch_size, "texts per batch, such as 32")
     if output_value not in OUTPUT_VALUES:
         raise InvalidSpec(
             f"output_value={output_value!r} is not supported; choose one of: {', '.join(OUTPUT_VALUES)}"
@@ -94,8 +94,13 @@ def _check(
             f"device={device!r}, but the model runs on {model.device}; "
             "load it there with bertscope.load(device=...)"
         )
-    if truncate_dim is not None and truncate_dim <= 0:
-        raise InvalidSpec(f"truncate_dim must be a positive integer, got {truncate_dim}")
+    if truncate_dim is not None:
+        _check_count("truncate_dim", truncate_dim, "the dimensions to keep, such as 128; or None for all")
+
+
+def _check_count(option: str, value: Any, what: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, Integral) or value <= 0:
+        raise InvalidSpec(f"{option} must be a positive int ({what}), got {value!r}")
 
 
 def _same_device(asked: Any, running: Any) -> bool:
