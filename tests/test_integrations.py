@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 
 import bertscope
 from bertscope.errors import InvalidSpec
+from bertscope.static_model import StaticModel
 from prompted import with_prompts
 
 ATOL = 1e-5
@@ -110,3 +112,52 @@ def test_a_missing_framework_names_the_extra_to_install(module: str, blocked: st
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert f"pip install '{extra}'" in out.stdout, out.stdout + out.stderr
+
+
+@pytest.fixture(scope="module")
+def static_model(
+    tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, bertscope.Model]
+) -> StaticModel:
+    """A model2vec folder (what `bertscope distill` writes), loaded: a StaticModel, not a Model."""
+    from bertscope.research.distill import distill
+
+    folder = distill(tiny_models["bert"], tmp_path_factory.mktemp("m2v") / "static", dim=8, progress=False)
+    loaded = bertscope.load(folder)
+    assert isinstance(loaded, StaticModel)
+    return loaded
+
+
+def test_a_loaded_static_model_is_taken_as_load_gives_it(static_model: StaticModel) -> None:
+    langchain = pytest.importorskip("bertscope.integrations.langchain")
+    llamaindex = pytest.importorskip("bertscope.integrations.llamaindex")
+    want = static_model.embed(TEXTS).vectors
+    np.testing.assert_allclose(
+        langchain.BertscopeEmbeddings(static_model).embed_documents(TEXTS), want, atol=ATOL
+    )
+    index = llamaindex.BertscopeEmbedding(static_model)
+    assert index.model is static_model
+    np.testing.assert_allclose(index.get_query_embedding(TEXTS[0]), want[0], atol=ATOL)
+    with pytest.raises(InvalidSpec, match="mode: how a model loads"):
+        langchain.BertscopeEmbeddings(static_model, mode="fast")
+
+
+def test_a_text_over_the_limit_is_truncated_with_a_warning(bundled: bertscope.Model) -> None:
+    """As sentence-transformers truncates at max_seq_length, but never in silence: one warning a call,
+    saying how many texts were cut and that long='window' keeps every token."""
+    from bertscope.research.aggregate import TruncatedTextsWarning
+
+    langchain = pytest.importorskip("bertscope.integrations.langchain")
+    llamaindex = pytest.importorskip("bertscope.integrations.llamaindex")
+    long = "The river bank was muddy. " * 80 + "THE END MATTERS"
+    emb = langchain.BertscopeEmbeddings(bundled)
+    with pytest.warns(
+        TruncatedTextsWarning, match=r"1 of 2 text\(s\) ran past .*long='window' keeps every token"
+    ):
+        found = emb.embed_documents([long, TEXTS[0]])
+    np.testing.assert_allclose(found, bundled.embed([long, TEXTS[0]]).vectors, atol=ATOL)
+    with pytest.warns(TruncatedTextsWarning, match=r"1 of 1 text\(s\)"):
+        llamaindex.BertscopeEmbedding(bundled).get_text_embedding(long)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncatedTextsWarning)
+        emb.embed_documents(TEXTS)  # nothing cut: nothing said
+        langchain.BertscopeEmbeddings(bundled, long="window").embed_query(long)  # every token kept

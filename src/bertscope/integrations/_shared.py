@@ -1,17 +1,30 @@
-"""What the framework integrations share: the model, a resolved recipe per role, vectors as lists."""
+"""What the framework integrations share: the model, a resolved recipe per role, vectors as lists.
+
+The model is a name or folder, or anything `bertscope.load` returns (a `Model`, or a `StaticModel` for a
+model2vec folder). A text over the model's limit is truncated, as sentence-transformers (which the
+frameworks' own classes wrap) truncates at max_seq_length, with a `TruncatedTextsWarning` saying how
+many were; `long="window"` keeps every token, `long="error"` refuses.
+"""
 
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeAlias
+
+import numpy as np
 
 from ..core.spec import EmbedOptions, Recipe, RecipeKeywords, resolve
 from ..errors import InvalidSpec
 from ..model import Model, load
+from ..static_model import StaticModel
 
-__all__ = ["load_options", "model_and_recipes", "vectors"]
+__all__ = ["Loaded", "load_options", "model_and_recipes", "vectors"]
+
+# What `bertscope.load` returns: a transformer, or the rows of a model2vec folder.
+Loaded: TypeAlias = Model | StaticModel
 
 
 def load_options(
@@ -23,11 +36,11 @@ def load_options(
 
 
 def model_and_recipes(
-    model: str | os.PathLike[str] | Model | None,
+    model: str | os.PathLike[str] | Loaded | None,
     load_kwargs: dict[str, Any] | None,
     prompts: dict[str, tuple[str | None, str | None]],
     options: RecipeKeywords,
-) -> tuple[Model, dict[str, Recipe]]:
+) -> tuple[Loaded, dict[str, Recipe]]:
     """The model (loaded unless given) and one resolved recipe per role, so bad options fail at once."""
     for key in ("prompt_name", "prompt"):
         if key in options:
@@ -35,7 +48,8 @@ def model_and_recipes(
                 f"{key}: give each role its own instead ({', '.join(f'{r}_{key}' for r in prompts)}), "
                 "or none for the model's default prompt"
             )
-    if isinstance(model, Model):
+    loaded: Loaded
+    if isinstance(model, Model | StaticModel):
         if load_kwargs:
             raise InvalidSpec(
                 f"{', '.join(load_kwargs)}: how a model loads; pass its name instead of a loaded Model, "
@@ -51,8 +65,25 @@ def model_and_recipes(
     return loaded, recipes
 
 
-def vectors(model: Model, recipe: Recipe, texts: Sequence[str]) -> list[list[float]]:
+def vectors(model: Loaded, recipe: Recipe, texts: Sequence[str]) -> list[list[float]]:
     """Sentence vectors as plain lists, as the frameworks want them; none for no texts."""
     if not texts:
         return []
-    return model.embed_with(list(texts), recipe).vectors.astype(float).tolist()
+    found = model.embed_with(list(texts), recipe)
+    _say_truncated(found.n_dropped, model.max_tokens)
+    return found.vectors.astype(float).tolist()
+
+
+def _say_truncated(n_dropped: np.ndarray, max_tokens: int) -> None:
+    """One TruncatedTextsWarning for the texts cut at the model's limit, if any were."""
+    cut = int((n_dropped > 0).sum())
+    if cut:
+        from ..research.aggregate import TruncatedTextsWarning  # the category `aggregated` warns with
+
+        warnings.warn(
+            f"{cut} of {len(n_dropped)} text(s) ran past the model's {max_tokens} tokens and were truncated "
+            f"({int(n_dropped.sum())} tokens dropped, as sentence-transformers cuts at max_seq_length); "
+            "long='window' keeps every token",
+            TruncatedTextsWarning,
+            stacklevel=4,
+        )

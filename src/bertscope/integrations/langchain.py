@@ -13,8 +13,7 @@ import os
 from typing_extensions import Unpack
 
 from ..core.spec import RecipeKeywords
-from ..model import Model
-from ._shared import load_options, model_and_recipes, vectors
+from ._shared import Loaded, load_options, model_and_recipes, vectors
 
 try:
     from langchain_core.embeddings import Embeddings
@@ -29,7 +28,8 @@ __all__ = ["BertscopeEmbeddings"]
 class BertscopeEmbeddings(Embeddings):
     """LangChain embeddings from a bertscope model: any layers, pooling, mode and prompts, equal to `embed`.
 
-    `model`: a name or folder (None: the bundled all-MiniLM-L6-v2) or a loaded `bertscope.Model`;
+    `model`: a name or folder (None: the bundled all-MiniLM-L6-v2) or what `bertscope.load` returned
+    (a `Model`, or a `StaticModel` for a model2vec folder);
     `mode`, `device`, `dtype`, `backend`: how it loads (`bertscope.load`); `query_prompt_name` /
     `query_prompt` and `document_prompt_name` / `document_prompt`: each role's prompt (None: the
     model's default); `options`: `Model.embed`'s (layers, combine, pooling, mask_special, normalize,
@@ -38,7 +38,7 @@ class BertscopeEmbeddings(Embeddings):
 
     def __init__(
         self,
-        model: str | os.PathLike[str] | Model | None = None,
+        model: str | os.PathLike[str] | Loaded | None = None,
         *,
         mode: str | None = None,
         device: str | None = None,

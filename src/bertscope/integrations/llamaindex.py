@@ -14,8 +14,7 @@ from typing import Any
 from typing_extensions import Unpack
 
 from ..core.spec import RecipeKeywords
-from ..model import Model
-from ._shared import load_options, model_and_recipes, vectors
+from ._shared import Loaded, load_options, model_and_recipes, vectors
 
 try:
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -31,19 +30,20 @@ __all__ = ["BertscopeEmbedding"]
 class BertscopeEmbedding(BaseEmbedding):
     """LlamaIndex embeddings from a bertscope model: any layers, pooling, mode and prompts, equal to `embed`.
 
-    `model`: a name or folder (None: the bundled all-MiniLM-L6-v2) or a loaded `bertscope.Model`;
+    `model`: a name or folder (None: the bundled all-MiniLM-L6-v2) or what `bertscope.load` returned
+    (a `Model`, or a `StaticModel` for a model2vec folder);
     `mode`, `device`, `dtype`, `backend`: how it loads (`bertscope.load`); `query_prompt_name` /
     `query_prompt` and `text_prompt_name` / `text_prompt`: each role's prompt (None: the model's
     default); `options`: `Model.embed`'s (layers, combine, pooling, mask_special, normalize, long,
     stride, post). `embed_batch_size` only sets how many texts go in one call: vectors do not depend on it.
     """
 
-    _model: Model = PrivateAttr()
+    _model: Loaded = PrivateAttr()
     _recipes: dict[str, Any] = PrivateAttr()
 
     def __init__(
         self,
-        model: str | os.PathLike[str] | Model | None = None,
+        model: str | os.PathLike[str] | Loaded | None = None,
         *,
         mode: str | None = None,
         device: str | None = None,
@@ -74,7 +74,7 @@ class BertscopeEmbedding(BaseEmbedding):
         return "BertscopeEmbedding"
 
     @property
-    def model(self) -> Model:
+    def model(self) -> Loaded:
         """The bertscope model behind these embeddings."""
         return self._model
 
