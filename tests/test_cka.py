@@ -130,7 +130,9 @@ def test_few_rows_for_their_width_bring_a_note(tiny_models) -> None:
 
     few = cka(tiny_models["bert"], TEXTS, level="sentence")  # 6 rows, 32 dimensions
     assert few.note is not None and "6 rows for 32 dimensions" in few.note and "--debiased" in few.note
-    assert cka(tiny_models["bert"], TEXTS, level="sentence", debiased=True).note is None
+    assert few.to_dict()["note"] == few.note
+    debiased = cka(tiny_models["bert"], TEXTS, level="sentence", debiased=True)
+    assert debiased.note is None and debiased.to_dict()["note"] is None
     assert few_rows_note(400, 384) is not None and few_rows_note(777, 384) is None
 
 
@@ -141,7 +143,29 @@ def test_cli_prints_the_few_rows_note_on_stderr(tiny_dirs, tmp_path) -> None:
     path.write_text("\n".join(TEXTS))
     ran = run_main("cka", "-i", str(path), "-m", str(tiny_dirs["bert"]), "--level", "sentence", "--json")
     assert ran.code == 0, ran.stderr
-    assert "note: 6 rows for 32 dimensions" in " ".join(ran.stderr.split()) and json.loads(ran.stdout)
+    assert "note: 6 rows for 32 dimensions" in " ".join(ran.stderr.split())
+    assert json.loads(ran.stdout)["note"].startswith("6 rows for 32 dimensions")
     debiased = run_main("cka", "-i", str(path), "-m", str(tiny_dirs["bert"]), "--level", "sentence",
                         "--debiased")  # fmt: skip
     assert debiased.code == 0 and "note:" not in debiased.stderr
+
+
+def test_the_service_answers_the_few_rows_note(tiny_models) -> None:
+    """POST /v2/cka carries the library's `note` (null for the debiased estimator), and the answer's
+    schema declares it."""
+    import httpx
+
+    from test_server import serving
+
+    model = tiny_models["bert"]
+    with serving(model, max_inputs=8) as url:
+        few = httpx.post(f"{url}/v2/cka", json={"inputs": TEXTS, "level": "sentence"}, timeout=120)
+        debiased = httpx.post(
+            f"{url}/v2/cka", json={"inputs": TEXTS, "level": "sentence", "debiased": True}, timeout=120
+        )
+        schema = httpx.get(f"{url}/openapi.json", timeout=60).json()["components"]["schemas"]
+    assert few.status_code == 200 and debiased.status_code == 200, few.text
+    expected = cka(model, TEXTS, level="sentence", progress=False).note
+    assert expected is not None and few.json()["note"] == expected
+    assert debiased.json()["note"] is None
+    assert "note" in schema["CkaResponse"]["properties"]

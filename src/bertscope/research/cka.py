@@ -73,13 +73,15 @@ class CkaResult:
     note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: layers_a, layers_b, cka (rows: A's layers), and how it was measured."""
+        """JSON-able: layers_a, layers_b, cka (rows: A's layers), how it was measured, and the note on
+        too few rows (null when none)."""
         return {
             "layers_a": self.layers_a,
             "layers_b": self.layers_b,
             "cka": [[_num(v) for v in row] for row in self.cka],
             "n_rows": self.n_rows,
             "settings": self.settings,
+            "note": self.note,
         }
 
 

@@ -16,7 +16,7 @@ from pydantic import (
 
 from ..core._enums import LongText
 from ..core.chunking import ChunkBy
-from ..research.cka import MIN_ROWS, CkaLevel
+from ..research.cka import FEW_ROWS, MIN_ROWS, CkaLevel
 from .schemas import (
     CUT_HELP,
     TEXT_SCHEMA,
@@ -215,3 +215,8 @@ class CkaResponse(BaseModel):
     cka: list[list[float | None]]
     n_rows: int
     settings: dict[str, Any]
+    note: str | None = Field(
+        None,
+        description=f"Says when the rows are too few for the linear estimator (under {FEW_ROWS} x the "
+        "width), which then reads high, and points at debiased; null otherwise.",
+    )
