@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bertscope.cli import app
-from bertscope.errors import CorpusError, InvalidSpec
+from bertscope.errors import CorpusError, InvalidInput, InvalidSpec
 from bertscope.research.conllu import Tree, read_trees, tree_depths, tree_distances
 from bertscope.research.structural import structural_probe
 from bertscope.research.structural_fit import SMOOTH, gradient
@@ -191,6 +192,8 @@ def test_reader_refuses_files_without_trees(tmp_path: Path) -> None:
     path.write_text("1\tA\t_\tX\t_\t_\t2\tdep\t_\t_\n2\tB\t_\tX\t_\t_\t1\tdep\t_\t_\n", encoding="utf-8")
     with pytest.raises(CorpusError, match="0 roots"):
         read_trees(path)
+    path.write_text("# one\n1\tA\t_\tX\t_\t_\t0\troot\t_\t_\n\n# two\n1\tB\t_\tX\t_\t_\t0\troot\t_\t_\n")
+    assert [t.source for t in read_trees(path)] == [f"{path}:2", f"{path}:5"]
     blank = "\t".join("_" * 8)
     text = f"# c\n1-2\tAB\t{blank}\n1\tA\t_\tX\t_\t_\t0\troot\t_\t_\n1.1\tE\t{blank}\n"
     path.write_text(text + "2\tB\t_\tPUNCT\t_\t_\t1\tpunct\t_\t_\n", encoding="utf-8")
@@ -276,7 +279,10 @@ def test_the_model_facade_runs_the_same_probe(tiny_models: dict[str, Any]) -> No
 
     model = tiny_models["bert"]
     train, test = EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu"
-    options = {"task": "depth", "layers": "1", "epochs": 2, "rank": 4, "seed": 3}
+    options = {
+        "task": "depth", "layers": "1", "epochs": 2, "rank": 4, "seed": 3, "subword": "first_last",
+        "batch_size": 7, "lr": 0.01, "progress": False,
+    }  # fmt: skip
     facade = model.structural_probe(train, test, **options)
     direct = structural_probe(model, train, test, **options)
     assert facade.to_dict() == direct.to_dict()
@@ -412,3 +418,118 @@ def test_row_file_reads_back_what_was_appended(tmp_path: Path) -> None:
         with pytest.raises(IndexError):
             rows[0:8:2]
     assert (tmp_path / "rows.f32").stat().st_size == whole.nbytes
+
+
+def test_row_file_refuses_rows_of_another_width(tmp_path: Path) -> None:
+    """A (n, 2w) block is refused, not read as (2n, w) rows that would shift every later sentence."""
+    from bertscope.research.row_file import RowFile
+
+    with RowFile(tmp_path / "rows.f32", 4) as rows:
+        with pytest.raises(ValueError, match="width 4.*shape \\(3, 8\\)"):
+            rows.append(np.zeros((3, 8)))
+        with pytest.raises(ValueError, match="width 4"):
+            rows.append(np.zeros(4))
+        assert len(rows) == 0
+
+
+def test_first_last_word_rows_are_the_first_and_last_piece_vectors(tiny_models, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """--subword first_last gives 2d per word: each sentence's rows are its words' [first; last] piece
+    vectors (static and layer rows alike), at the offsets the probe reads."""
+    from bertscope.core._enums import SubwordPooling
+    from bertscope.research.states import layer_states, static_rows
+    from bertscope.research.structural import _word_pieces, tree_word_vectors
+
+    model = tiny_models["bert"]
+    trees = read_trees(EXAMPLES / "trees.conllu")[:4]
+    static, (layer,), offsets = tree_word_vectors(
+        model, trees, tmp_path, layers=[1], subword=SubwordPooling.FIRST_LAST
+    )
+    with static, layer:
+        encoded = layer_states(model, [t.text for t in trees])
+        for s, (tree, (tok, states)) in enumerate(zip(trees, encoded, strict=True)):
+            groups = _word_pieces(tok, tree, s, "given")
+            pieces = static_rows(model, list(tok.ids))
+            first_last = [np.concatenate([states[1][g[0]], states[1][g[-1]]]) for g in groups]
+            rows = [np.concatenate([pieces[g[0]], pieces[g[-1]]]) for g in groups]
+            assert layer.shape[1] == 2 * states.shape[-1] and static.shape[1] == 2 * pieces.shape[1]
+            np.testing.assert_allclose(layer[offsets[s] : offsets[s + 1]], np.array(first_last), atol=1e-6)
+            np.testing.assert_allclose(static[offsets[s] : offsets[s + 1]], np.array(rows), atol=1e-6)
+        assert len(layer) == len(static) == offsets[-1] == sum(len(t) for t in trees)
+
+
+def _direct_distances(b: np.ndarray, h: np.ndarray) -> np.ndarray:
+    u = h @ b.T
+    diff = u[:, None, :] - u[None, :, :]
+    return (diff * diff).sum(-1)
+
+
+def test_predicted_distances_equal_the_definition_without_an_n_n_rank_array() -> None:
+    """||B(h_i - h_j)||^2 from the Gram form equals the definition within the 6 decimals it is rounded
+    to; scoring one long sentence holds (n, n), not the (n, n, rank) differences."""
+    import tracemalloc
+
+    from bertscope.research.structural_fit import predict_distances
+
+    rng = np.random.default_rng(0)
+    b = rng.normal(scale=0.3, size=(16, 48))
+    h = rng.normal(size=(60, 48)) / np.sqrt(48)
+    got = predict_distances(b, h)
+    np.testing.assert_allclose(got, _direct_distances(b, h), rtol=0, atol=1e-6)
+    assert np.array_equal(got, got.T) and np.all(np.diag(got) == 0) and got.min() >= 0
+    twins = np.vstack([h, h[:5]])  # equal words: distance exactly 0, never below
+    assert np.all(predict_distances(b, twins)[60:, :5][np.eye(5, dtype=bool)] == 0)
+    n, k = 400, 32
+    b, h = rng.normal(size=(k, k)), rng.normal(size=(n, k)).astype(np.float32)
+    tracemalloc.start()
+    try:
+        predict_distances(b, h)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 2 * n * n * 8 + 8 * n * k * 8 < n * n * k * 8 / 10
+
+
+def test_errors_name_the_source_of_the_trees(bundled, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Too few trees for the hold-out name a list briefly (not its repr); a word giving no word piece is
+    named at path:line of its sentence, or by its 1-based number among trees built in code."""
+    trees = read_trees(EXAMPLES / "trees.conllu")[:3]
+    with pytest.raises(
+        InvalidInput, match=r"^the training list of Tree has 3 sentence\(s\): give test"
+    ) as got:
+        structural_probe(bundled, trees, epochs=1, progress=False)
+    assert "Tree(" not in str(got.value)
+    path = tmp_path / "zw.conllu"
+    path.write_text(
+        "1\tHi\t_\tINTJ\t_\t_\t0\troot\t_\t_\n\n# text = Hi \u200b\n"
+        "1\tHi\t_\tINTJ\t_\t_\t0\troot\t_\t_\n2\t\u200b\t_\tPUNCT\t_\t_\t1\tpunct\t_\t_\n",
+        encoding="utf-8",
+    )
+    told = re.escape(f"{path}:4: the word '\\u200b' (word 2) gives no word pieces")
+    with pytest.raises(InvalidInput, match=f"^{told}"):
+        structural_probe(bundled, EXAMPLES / "trees-test.conllu", path, layers="0", epochs=1)
+    built = [*trees, Tree(("Hi", "\u200b"), ("INTJ", "PUNCT"), (-1, 0))]
+    with pytest.raises(
+        InvalidInput, match="^" + re.escape("sentence 4 of the training trees: the word '\\u200b'")
+    ):
+        structural_probe(bundled, built, trees, layers="0", epochs=1)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--control"], ["--column", "upos"], ["--level", "sentence"], ["--folds", "3"], ["--probe", "mlp"],
+        ["--sweep", "hidden=16"], ["--per-label"], ["--per-label-layer", "3"], ["--n-jobs", "2"],
+    ],
+)  # fmt: skip
+def test_a_structural_task_refuses_the_label_probe_options(args: list[str]) -> None:
+    """Each label-probe option given to --task distance|depth is one line naming it, before any work."""
+    from console import run_main
+
+    for task in ("distance", "depth"):
+        ran = run_main("probe", "-i", str(EXAMPLES / "trees.conllu"), "--task", task, *args)
+        assert ran.code == 1 and ran.stderr.count("\n") == 1, ran.stderr
+        assert f"{args[0]}: for label probes (--task label) only" in ran.stderr
+    both = run_main(
+        "probe", "-i", str(EXAMPLES / "trees.conllu"), "--task", "depth", "--control", "--folds", "3"
+    )
+    assert "--control, --folds: for label probes" in both.stderr

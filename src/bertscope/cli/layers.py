@@ -144,6 +144,17 @@ def probe_command(
 
         if task.strip().lower() not in TASKS:
             raise InvalidSpec(f"unknown --task {task!r}; choose one of: label, {', '.join(TASKS)}")
+        label_only = {
+            "--control": control, "--column": column is not None, "--level": _singular(level) != "word",
+            "--folds": folds != 5, "--probe": probe_kind is not None, "--sweep": sweep is not None,
+            "--per-label": per_label, "--per-label-layer": per_label_layer is not None,
+            "--n-jobs": n_jobs is not None,
+        }  # fmt: skip
+        if given := [name for name, set_ in label_only.items() if set_]:
+            raise InvalidSpec(
+                f"{', '.join(given)}: for label probes (--task label) only; a structural probe (--task "
+                f"{task.strip().lower()}) takes --test, --layers, --rank, --epochs, --subword and --seed"
+            )
         m = load_model(model, device=device, threads=threads)
         run_structural(
             m, input_path, test, task=task, layers=layers, rank=128 if rank is None else rank,

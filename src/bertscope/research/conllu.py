@@ -7,7 +7,7 @@ syntactic words, whose HEAD column points at another word's ID (0 for the root).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,11 +22,14 @@ PUNCT = "PUNCT"
 
 @dataclass(frozen=True)
 class Tree(JoinedWords):
-    """One sentence: its words, their UPOS, and each word's head as a 0-based index (-1 for the root)."""
+    """One sentence: its words, their UPOS, and each word's head as a 0-based index (-1 for the root);
+    `source` is where it was read ("path:line" of its first word, "" when built in code), for errors,
+    and takes no part in equality."""
 
     words: tuple[str, ...]
     upos: tuple[str, ...]
     heads: tuple[int, ...]
+    source: str = field(default="", compare=False)
 
     def __len__(self) -> int:
         return len(self.words)
@@ -122,4 +125,4 @@ def _tree(path: Path, rows: list[tuple[int, list[str]]]) -> Tree:
             k = heads[k]
     words = tuple(fields[1] for _, fields in rows)
     upos = tuple(fields[3] for _, fields in rows)
-    return Tree(words, upos, tuple(heads))
+    return Tree(words, upos, tuple(heads), source=f"{path}:{first}")

@@ -58,16 +58,22 @@ class ResearchMethods(Encoder):
         task: str = "distance",
         layers: LayerSpec = "all",
         rank: int = 128,
+        subword: SubwordPooling | str = "mean",
         epochs: int = 40,
+        batch_size: int = 20,
+        lr: float = 0.005,
         seed: int = 0,
+        progress: bool | None = None,
     ) -> Any:
         """Hewitt & Manning's structural probes (distance: UUAS, DSpr; depth: root accuracy, NSpr) per
-        layer on CoNLL-U trees; see `research.structural.structural_probe`."""
+        layer on CoNLL-U trees; see `research.structural.structural_probe` (word vectors pooled by
+        `subword`, Adam on `batch_size` sentences at learning rate `lr`)."""
         from .structural import structural_probe
 
         return structural_probe(
-            self, train, test, task=task, layers=layers, rank=rank, epochs=epochs, seed=seed
-        )
+            self, train, test, task=task, layers=layers, rank=rank, subword=subword, epochs=epochs,
+            batch_size=batch_size, lr=lr, seed=seed, progress=progress,
+        )  # fmt: skip
 
     def cka(
         self,

@@ -29,8 +29,13 @@ class RowFile:
         self._handle: io.BufferedRandom = open(path, "w+b")  # noqa: SIM115 (closed by close(), or by `with`)
 
     def append(self, rows: np.ndarray) -> None:
-        """Add (n, width) rows at the end."""
-        block = np.ascontiguousarray(rows, dtype=np.float32).reshape(-1, self.width)
+        """Add (n, width) rows at the end; rows of another shape are refused, never reshaped (a (n, 2w)
+        block read as (2n, w) rows would shift every later row)."""
+        block = np.ascontiguousarray(rows, dtype=np.float32)
+        if block.ndim != 2 or block.shape[1] != self.width:
+            raise ValueError(
+                f"{self.path}: holds rows of width {self.width}; refused a block of shape {block.shape}"
+            )
         self._handle.write(block.tobytes())
         self.rows += len(block)
 

@@ -80,35 +80,45 @@ def tree_word_vectors(
     layers: Sequence[int],
     subword: SubwordPooling = SubwordPooling.MEAN,
     progress: bool | None = None,
+    what: str = "given",
 ) -> tuple[RowFile, list[RowFile], np.ndarray]:
-    """(static (words, e), one (words, d) per layer of `layers`, offsets (sentences + 1,)): every word's
-    vectors, in float32 files in `folder` read a run of rows at a time; sentence s is rows
-    offsets[s]:offsets[s+1]. The caller closes the files."""
+    """(static (words, e'), one (words, d') per layer of `layers`, offsets (sentences + 1,)): every
+    word's vectors, in float32 files in `folder` read a run of rows at a time; sentence s is rows
+    offsets[s]:offsets[s+1]. e' and d' are the pooled widths (2e and 2d for first_last). `what` names
+    the trees in an error about a tree read from no file ("training", "test"). The caller closes the
+    files."""
     offsets = np.concatenate([[0], np.cumsum([len(t) for t in trees])]).astype(np.int64)
     static: RowFile | None = None
     stacked: list[RowFile] = []
     texts = (t.text for t in trees)
     states_of = layer_states(model, texts, progress=progress, total=len(trees))
     for number, (tree, (tok, states)) in enumerate(zip(trees, states_of, strict=True)):
-        groups = _word_pieces(tok, tree, number)
-        rows = static_rows(model, [tok.ids[j] for group in groups for j in group])
-        if static is None:  # the widths are known now: one file per row of the table
-            static = RowFile(folder / "static.f32", rows.shape[1])
-            stacked = [RowFile(folder / f"layer{k}.f32", states.shape[-1]) for k in layers]
+        groups = _word_pieces(tok, tree, number, what)
         local, start = [], 0
         for group in groups:
             local.append(list(range(start, start + len(group))))
             start += len(group)
-        static.append(pool_words(rows, local, subword))
-        for k, out in zip(layers, stacked, strict=True):
-            out.append(pool_words(states[k], groups, subword))
+        rows = static_rows(model, [tok.ids[j] for group in groups for j in group])
+        static_words = pool_words(rows, local, subword)
+        layer_words = [pool_words(states[k], groups, subword) for k in layers]
+        if static is None:  # the pooled widths are known now: one file per row of the table
+            static = RowFile(folder / "static.f32", static_words.shape[1])
+            stacked = [
+                RowFile(folder / f"layer{k}.f32", w.shape[1])
+                for k, w in zip(layers, layer_words, strict=True)
+            ]
+        static.append(static_words)
+        for out, words in zip(stacked, layer_words, strict=True):
+            out.append(words)
     if static is None:
         raise InvalidInput("no sentence to probe: give a CoNLL-U file with trees")
     return static.finish(), [out.finish() for out in stacked], offsets
 
 
-def _word_pieces(tok: Any, tree: Tree, number: int) -> list[list[int]]:
-    """Each word's token indices: the non-special pieces whose first character lies in its span."""
+def _word_pieces(tok: Any, tree: Tree, number: int, what: str = "given") -> list[list[int]]:
+    """Each word's token indices: the non-special pieces whose first character lies in its span. A word
+    with none is refused at its sentence: path:line where the tree came from a file, else the 1-based
+    sentence number (`number` is 0-based) among the `what` trees."""
     spans = tree.spans()
     starts = [a for a, _ in spans]
     groups: list[list[int]] = [[] for _ in spans]
@@ -120,8 +130,10 @@ def _word_pieces(tok: Any, tree: Tree, number: int) -> list[list[int]]:
             groups[word].append(j)
     for word, group in enumerate(groups):
         if not group:
+            where = tree.source or f"sentence {number + 1} of the {what} trees"
             raise InvalidInput(
-                f"sentence {number}: the word {tree.words[word]!r} gives no word pieces; fix or remove it"
+                f"{where}: the word {tree.words[word]!r} (word {word + 1}) gives no word pieces to "
+                "the model's tokenizer; fix or remove it"
             )
     return groups
 
@@ -152,11 +164,13 @@ def structural_probe(
     _check_numbers(rank=rank, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
     train_trees = read_trees(train) if isinstance(train, (str, Path)) else list(train)
     if test is None:
+        given = len(train_trees)
         test_trees = train_trees[HELD_OUT_EVERY - 1 :: HELD_OUT_EVERY]
         train_trees = [t for i, t in enumerate(train_trees) if (i + 1) % HELD_OUT_EVERY]
         if not test_trees or not train_trees:
+            source = train if isinstance(train, (str, Path)) else "the training list of Tree"
             raise InvalidInput(
-                f"{train} has {len(train_trees)} sentence(s): give --test TEST.conllu, or at least "
+                f"{source} has {given} sentence(s): give test trees (--test TEST.conllu), or at least "
                 f"{HELD_OUT_EVERY} sentences so that every {HELD_OUT_EVERY}th can be held out"
             )
     else:
@@ -171,8 +185,13 @@ def structural_probe(
         folder = Path(scratch)
         (folder / "train").mkdir()
         (folder / "test").mkdir()
-        feats = tree_word_vectors(model, train_trees, folder / "train", layers=chosen, subword=how)
-        tested = tree_word_vectors(model, test_trees, folder / "test", layers=chosen, subword=how)
+        feats = tree_word_vectors(
+            model, train_trees, folder / "train", layers=chosen, subword=how, progress=progress,
+            what="training",
+        )  # fmt: skip
+        tested = tree_word_vectors(
+            model, test_trees, folder / "test", layers=chosen, subword=how, progress=progress, what="test"
+        )
         golds = [tree_distances(t.heads) if distance else tree_depths(t.heads) for t in train_trees]
         named: list[tuple[str | int, RowFile, RowFile]] = [("static", feats[0], tested[0])]
         named += [(k, feats[1][i], tested[1][i]) for i, k in enumerate(chosen)]

@@ -107,10 +107,21 @@ def gradient(
 
 
 def predict_distances(b: np.ndarray, h: np.ndarray) -> np.ndarray:
-    """(n, n) squared distances ||B(h_i - h_j)||^2 of one sentence's word vectors (n, d), rounded."""
+    """(n, n) squared distances ||B(h_i - h_j)||^2 of one sentence's word vectors (n, d), rounded.
+
+    From the Gram form |u_i|^2 + |u_j|^2 - 2 u_i . u_j of U = H B^T (n, k), as the fit's `gradient`
+    reads them, built in place: memory is one (n, n) float64 array, never the (n, n, k) differences
+    (1 GB for one sentence of 700 words at rank 128). Clipped at 0 (rounding can dip below it) with an
+    exact 0 diagonal."""
     u = np.asarray(h, dtype=np.float64) @ b.T
-    diff = u[:, None, :] - u[None, :, :]
-    return np.round((diff * diff).sum(-1), DECIMALS)
+    squared = (u * u).sum(axis=1)
+    out = u @ u.T
+    out *= -2.0
+    out += squared[:, None]
+    out += squared[None, :]
+    np.maximum(out, 0.0, out=out)
+    np.fill_diagonal(out, 0.0)
+    return np.round(out, DECIMALS, out=out)
 
 
 def predict_depths(b: np.ndarray, h: np.ndarray) -> np.ndarray:
