@@ -75,7 +75,7 @@ def aggregate_on_ray(
         corpus, model=model, workers=workers, device=device, batch_size=rows,
         options=CorpusOptions(recipe, asked),
     )  # fmt: skip
-    wanted = ["position", "word", "truncated", *level.vector_names()]  # reduce_tables counts the cut texts
+    wanted = ["position", "word", "pieces", "truncated", *level.vector_names()]  # tally counts the cut texts
     tables = (batch.select(wanted) for batch in words.iter_batches(batch_format="pyarrow", batch_size=None))
     shown = source if isinstance(source, str) else Path("texts")
     return reduce_tables(driver, level, settings, tables, min_count=min_count, corpus=shown)
