@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ import pytest
 import torch
 
 import bertscope
-from bertscope.errors import InvalidInput, InvalidSpec
+from bertscope.errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
 
 REPO = Path(__file__).resolve().parents[1]
 NEWS = [line for line in (REPO / "examples" / "news.txt").read_text().splitlines() if line.strip()][:12]
@@ -86,11 +87,20 @@ def test_token_embeddings_are_per_text_matrices(bundled: bertscope.Model, st_mod
     assert close(single, theirs[2]) < TOL
 
 
-def test_a_long_text_is_truncated_like_sentence_transformers(
+def test_a_long_text_is_truncated_like_sentence_transformers_with_a_warning(
     bundled: bertscope.Model, st_model: object
 ) -> None:
+    """Cut at the model's limit as sentence-transformers cuts at max_seq_length, but never in silence."""
     long = " ".join(["The committee met for hours to discuss the budget and the roads."] * 40)
-    assert close(bundled.encode([long]), st_model.encode([long])) < TOL  # type: ignore[attr-defined]
+    said = r"1 of 2 text\(s\) ran past the model's 256 tokens .*long='window'"
+    with pytest.warns(TruncatedTextsWarning, match=said):
+        ours = bundled.encode([long, "short"])
+    assert close(ours, st_model.encode([long, "short"])) < TOL  # type: ignore[attr-defined]
+    with pytest.warns(TruncatedTextsWarning, match=r"1 of 1 text\(s\).*embed_tokens\(texts, long='window'\)"):
+        bundled.encode(long, output_value="token_embeddings")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncatedTextsWarning)
+        bundled.encode(TEXTS)  # nothing cut: nothing said
 
 
 def test_an_empty_list_gives_an_empty_array(bundled: bertscope.Model, st_model: object) -> None:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
         InvalidSpec,
         JobInterrupted,
         ModelLoadError,
+        TruncatedTextsWarning,
         UnknownToken,
         UnsupportedArchitecture,
     )
@@ -82,6 +83,7 @@ _LAZY = {
     "UnsupportedArchitecture": ".errors",
     "SUPPORTED": ".core.families",
     "JobInterrupted": ".errors",
+    "TruncatedTextsWarning": ".errors",
     "JobSummary": ".io.job",
     "embed_corpus": ".io.job",
     "list_collections": ".io.sqlite_store",
@@ -130,6 +132,7 @@ __all__ = [
     "Hit",
     "JobSummary",
     "JobInterrupted",
+    "TruncatedTextsWarning",
     "Model",
     "ModelInfo",
     "Tokens",

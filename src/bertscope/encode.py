@@ -5,11 +5,13 @@ code: a str gives a 1-D array, a list a 2-D array; `convert_to_tensor` a torch t
 tensor a list of 1-D tensors; `output_value="token_embeddings"` a list of (tokens, d) tensors of the last
 layer, pad trimmed. Vectors use the model's own pooling and normalisation (`pooling="auto"`), so they
 equal sentence-transformers' within 1e-5. Texts are batched by a token budget, not by `batch_size`;
-the vectors do not depend on it.
+the vectors do not depend on it. A text over the model's limit is truncated there, as
+sentence-transformers truncates at max_seq_length, with a `TruncatedTextsWarning` saying how many were.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from numbers import Integral
 from typing import Any
@@ -18,11 +20,14 @@ import numpy as np
 
 from .core.loading import device_kind
 from .core.similarity import unit
-from .errors import InvalidInput, InvalidSpec
+from .errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
 
-__all__ = ["OUTPUT_VALUES", "encode"]
+__all__ = ["OUTPUT_VALUES", "encode", "warn_truncated"]
 
 OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
+# What keeps every token of a long text, said in the truncation warning.
+_WINDOW = "model.embed(texts, long='window') keeps every token"
+_TOKENS_WINDOW = "model.embed_tokens(texts, long='window') keeps every token"
 
 
 def encode(
@@ -50,15 +55,18 @@ def encode(
     if output_value == "token_embeddings":
         prompted = [chosen.text + text for text in texts] if chosen else texts
         rows = model.embed_tokens(prompted, layers="-1", progress=bool(show_progress_bar))
+        warn_truncated([row.n_dropped for row in rows], model.max_tokens, _TOKENS_WINDOW)
         import torch  # sentence-transformers gives token embeddings as tensors
 
         tensors = [torch.from_numpy(np.ascontiguousarray(row.vectors)) for row in rows]
         return tensors[0] if single else tensors
     if not texts:
         return _empty(convert_to_tensor, convert_to_numpy)
-    vectors = model.embed(
+    found = model.embed(
         texts, pooling="auto", prompt_name=prompt_name, prompt=prompt, progress=bool(show_progress_bar)
-    ).vectors
+    )
+    warn_truncated(found.n_dropped, model.max_tokens, _WINDOW)
+    vectors = found.vectors
     if truncate_dim is not None:
         vectors = np.ascontiguousarray(vectors[:, :truncate_dim])
     if normalize_embeddings:
@@ -101,6 +109,21 @@ def _check(
 def _check_count(option: str, value: Any, what: str) -> None:
     if isinstance(value, bool) or not isinstance(value, Integral) or value <= 0:
         raise InvalidSpec(f"{option} must be a positive int ({what}), got {value!r}")
+
+
+def warn_truncated(n_dropped: Sequence[int] | np.ndarray, max_tokens: int, instead: str) -> None:
+    """One TruncatedTextsWarning for the texts cut at the model's limit, if any were: truncation as
+    sentence-transformers does it at max_seq_length, never in silence; `instead` says what keeps all."""
+    dropped = np.asarray(n_dropped, dtype=np.int64)
+    cut = int((dropped > 0).sum())
+    if cut:
+        warnings.warn(
+            f"{cut} of {len(dropped)} text(s) ran past the model's {max_tokens} tokens and were truncated "
+            f"({int(dropped.sum())} tokens dropped, as sentence-transformers cuts at max_seq_length); "
+            f"{instead}",
+            TruncatedTextsWarning,
+            stacklevel=4,
+        )
 
 
 def _same_device(asked: Any, running: Any) -> bool:

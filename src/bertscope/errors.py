@@ -25,6 +25,7 @@ __all__ = [
     "InputTooLong",
     "CorpusError",
     "JobInterrupted",
+    "TruncatedTextsWarning",
 ]
 
 
@@ -69,3 +70,7 @@ class CorpusError(BertscopeError):
 
 class JobInterrupted(BertscopeError):
     """The job stopped on Ctrl-C after saving its last whole batch; `--resume` continues it."""
+
+
+class TruncatedTextsWarning(UserWarning):
+    """Texts over the model's limit were truncated (long="truncate"): their last tokens were not read."""

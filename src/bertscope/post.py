@@ -12,6 +12,7 @@ from .core.post import (
     Standardize,
     Whitening,
     as_post,
+    check_post_path,
     fit_post,
     fit_post_on_texts,
     load_post,
@@ -28,4 +29,5 @@ __all__ = [
     "fit_post_on_texts",
     "load_post",
     "as_post",
+    "check_post_path",
 ]

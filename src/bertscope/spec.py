@@ -5,15 +5,18 @@ the docs and earlier releases show it. Nothing inside bertscope imports this mod
 """
 
 from .core.spec import (
+    SENTENCE_OPTIONS,
     SPEC_KEYS,
     EmbedOptions,
     EmbedSpec,
     PostArg,
     Recipe,
+    refuse_sentence_options,
     reload_arg,
     resolve,
     resolve_spec,
     stored_settings,
+    whole_number,
 )
 
 __all__ = [
@@ -26,4 +29,7 @@ __all__ = [
     "reload_arg",
     "stored_settings",
     "SPEC_KEYS",
+    "SENTENCE_OPTIONS",
+    "refuse_sentence_options",
+    "whole_number",
 ]

@@ -230,7 +230,7 @@ def static(
     if from_corpus is not None:
         if items:
             raise InvalidInput("--from-corpus aggregates every corpus word; name no pieces with it")
-        from ..research.aggregate import TruncatedTextsWarning
+        from ..errors import TruncatedTextsWarning
         from .static_kinds import aggregate_to_file
 
         with warnings.catch_warnings():

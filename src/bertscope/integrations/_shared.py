@@ -9,14 +9,12 @@ many were; `long="window"` keeps every token, `long="error"` refuses.
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, TypeAlias
 
-import numpy as np
-
 from ..core.spec import EmbedOptions, Recipe, RecipeKeywords, resolve
+from ..encode import warn_truncated
 from ..errors import InvalidSpec
 from ..model import Model, load
 from ..static_model import StaticModel
@@ -70,20 +68,5 @@ def vectors(model: Loaded, recipe: Recipe, texts: Sequence[str]) -> list[list[fl
     if not texts:
         return []
     found = model.embed_with(list(texts), recipe)
-    _say_truncated(found.n_dropped, model.max_tokens)
+    warn_truncated(found.n_dropped, model.max_tokens, "long='window' keeps every token")
     return found.vectors.astype(float).tolist()
-
-
-def _say_truncated(n_dropped: np.ndarray, max_tokens: int) -> None:
-    """One TruncatedTextsWarning for the texts cut at the model's limit, if any were."""
-    cut = int((n_dropped > 0).sum())
-    if cut:
-        from ..research.aggregate import TruncatedTextsWarning  # the category `aggregated` warns with
-
-        warnings.warn(
-            f"{cut} of {len(n_dropped)} text(s) ran past the model's {max_tokens} tokens and were truncated "
-            f"({int(n_dropped.sum())} tokens dropped, as sentence-transformers cuts at max_seq_length); "
-            "long='window' keeps every token",
-            TruncatedTextsWarning,
-            stacklevel=4,
-        )

@@ -28,7 +28,7 @@ import numpy as np
 from ..core._enums import Combine, Level, SubwordPooling
 from ..core.exports import write_vectors
 from ..core.spec import EmbedOptions, reload_arg, stored_settings
-from ..errors import CorpusError, InvalidInput, InvalidSpec
+from ..errors import CorpusError, InvalidInput, InvalidSpec, TruncatedTextsWarning
 from ..io.job import JobSummary, run_level
 from ..io.level_table import CorpusOptions, make_level
 from ..io.levels import LevelOptions, WordLevel
@@ -53,10 +53,6 @@ __all__ = [
 _STATE = "state.npz"
 _SETTINGS = "settings.json"
 _SLICE = 2048
-
-
-class TruncatedTextsWarning(UserWarning):
-    """Texts over the model's limit were truncated (long="truncate"): their last words are not counted."""
 
 
 @dataclass
