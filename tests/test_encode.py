@@ -12,6 +12,7 @@ import torch
 
 import bertscope
 from bertscope.errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
+from prompted import with_prompts
 
 REPO = Path(__file__).resolve().parents[1]
 NEWS = [line for line in (REPO / "examples" / "news.txt").read_text().splitlines() if line.strip()][:12]
@@ -85,6 +86,21 @@ def test_token_embeddings_are_per_text_matrices(bundled: bertscope.Model, st_mod
         assert close(mine, ref) < TOL
     single = bundled.encode(TEXTS[2], output_value="token_embeddings")
     assert close(single, theirs[2]) < TOL
+
+
+@pytest.mark.parametrize("asked", [{}, {"prompt_name": "passage"}, {"prompt": "search: "}])
+def test_token_embeddings_take_the_models_default_prompt_once(
+    bundled_path: Path, tmp_path: Path, asked: dict[str, str]
+) -> None:
+    """A default prompt was put before each text, then again by embed_tokens: 8 rows for ST's 6."""
+    from sentence_transformers import SentenceTransformer
+
+    folder = with_prompts(bundled_path, tmp_path / "p", include_prompt=True, default="query")
+    ours = bertscope.load(folder, device="cpu").encode(["a cat"], output_value="token_embeddings", **asked)
+    theirs = SentenceTransformer(str(folder), device="cpu").encode(
+        ["a cat"], output_value="token_embeddings", **asked
+    )
+    assert tuple(ours[0].shape) == tuple(theirs[0].shape) and close(ours[0], theirs[0]) < TOL
 
 
 def test_a_long_text_is_truncated_like_sentence_transformers_with_a_warning(

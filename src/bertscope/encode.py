@@ -18,8 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from .core._enums import Pooling
 from .core.loading import device_kind
 from .core.similarity import unit
+from .core.spec import EmbedOptions, resolve
+from .core.tokens import check_texts
 from .errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
 
 __all__ = ["OUTPUT_VALUES", "encode", "warn_truncated"]
@@ -50,11 +53,10 @@ def encode(
     _check(model, batch_size, output_value, precision, device, truncate_dim)
     single = isinstance(sentences, str)
     texts = [sentences] if single else _as_list(sentences)
-    # The model's own prompts (and its default one) apply as in sentence-transformers.
-    chosen = model.prompts.resolve(prompt_name=prompt_name, prompt=prompt)
+    # The model's own prompts (and its default one) apply as in sentence-transformers, its tokens kept.
     if output_value == "token_embeddings":
-        prompted = [chosen.text + text for text in texts] if chosen else texts
-        rows = model.embed_tokens(prompted, layers="-1", progress=bool(show_progress_bar))
+        asked = EmbedOptions(layers="-1", pooling=Pooling.MEAN, prompt_name=prompt_name, prompt=prompt)
+        rows = model.token_vectors(check_texts(texts), resolve(model, asked).spec, bool(show_progress_bar))
         warn_truncated([row.n_dropped for row in rows], model.max_tokens, _TOKENS_WINDOW)
         import torch  # sentence-transformers gives token embeddings as tensors
 

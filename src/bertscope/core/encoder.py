@@ -349,7 +349,7 @@ class Encoder:
         sentence vector reads (pooling, mask_special, normalize, post, prompts) are refused.
         """
         items = check_texts(texts, pairs=True)
-        return self._token_vectors(items, self._unpooled_spec(options, "token vectors"), progress)
+        return self.token_vectors(items, self._unpooled_spec(options, "token vectors"), progress)
 
     def _unpooled_spec(self, options: TokenKeywords, rows: str) -> EmbedSpec:
         """The spec of vectors that are not pooled into sentences (`rows`): a sentence-only option is
@@ -358,10 +358,10 @@ class Encoder:
         refuse_sentence_options(asked, rows)
         return resolve(self, replace(asked, pooling=Pooling.MEAN)).spec
 
-    def _token_vectors(
+    def token_vectors(
         self, items: list[Any], spec: EmbedSpec, progress: bool | None = None
     ) -> list[TokenEmbeddings]:
-        """Token vectors of checked texts (or pairs) with an unpooled spec."""
+        """Token vectors of checked texts (or pairs, `check_texts`) with a resolved spec, its prompt too."""
         with progress_callback(len(items), enabled=progress) as on_batch:
             found = self.engine.token_matrices(items, spec, on_batch=on_batch)
             return [TokenEmbeddings.of(t, m, spec.as_dict()) for t, m in found]
@@ -383,7 +383,7 @@ class Encoder:
         BPE's line break or second space) is no word."""
         how = SubwordPooling.parse(subword, what="subword pooling")
         items = check_texts(texts)  # words index into one text: pairs are not taken here
-        found = self._token_vectors(items, self._unpooled_spec(options, "word vectors"))
+        found = self.token_vectors(items, self._unpooled_spec(options, "word vectors"))
         return [word_embeddings(tok, how) for tok in found]
 
     def hidden_states(self, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
