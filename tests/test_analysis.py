@@ -13,7 +13,7 @@ import bertscope
 from bertscope.cli import app
 from bertscope.cli import research as cli_research
 from bertscope.core.post import fit_post
-from bertscope.errors import CorpusError, InvalidSpec
+from bertscope.errors import CorpusError, InvalidInput, InvalidSpec
 from bertscope.research.analysis import (
     evaluate_docsim,
     evaluate_pairs,
@@ -24,6 +24,7 @@ from bertscope.research.analysis import (
     word_dataset,
 )
 from bertscope.research.contextuality import contextuality
+from bertscope.research.static_kinds import compare_kinds
 
 DATA = Path(__file__).parent / "data"
 CONTEXTS = (DATA / "contexts.txt").read_text().splitlines()
@@ -113,6 +114,19 @@ def test_read_pairs_errors(tmp_path: Path) -> None:
     bad.write_text("a\tb\t1\nc\td\tx\n")
     with pytest.raises(CorpusError, match="not a number"):
         read_pairs(bad)
+    # every gold score the same: each correlation was nan, printed as a result with exit 0
+    bad.write_text("a\tb\t1\nc\td\t1\ne\tf\t1.0\n")
+    with pytest.raises(CorpusError, match="all 3 gold scores are 1; a correlation needs at least two"):
+        read_pairs(bad)
+    # a first line in decimal commas was taken for a header and dropped in silence
+    bad.write_text("a\tb\t0,5\nc\td\t1\ne\tf\t2\ng\th\t3\n")
+    with pytest.raises(CorpusError, match="bad.tsv:1: .*decimal point"):
+        read_pairs(bad)
+    bad.write_text("left\tright\tscore\na\tb\t1\n\tc\t2\n")
+    with pytest.raises(CorpusError, match="bad.tsv:3: a text of the pair is empty"):
+        read_pairs(bad)
+    with pytest.raises(InvalidInput, match="all 3 gold scores are 2"):  # refused before the model is read
+        compare_kinds(None, [("a", "b", 2.0), ("c", "d", 2.0), ("e", "f", 2.0)])
 
 
 def test_word_eval_on_a_simlex_subset(bundled: bertscope.Model) -> None:

@@ -8,6 +8,7 @@ and every layer x pooling is pooled from those token vectors with `pooling.pool_
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ __all__ = [
     "sweep",
     "evaluate_pairs",
     "read_pairs",
+    "constant_gold",
     "layer_vectors",
     "WordEval",
     "evaluate_words",
@@ -88,9 +90,14 @@ def read_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
         try:
             score = float(fields[2])
         except ValueError:
-            if number == 1:
-                continue
-            raise CorpusError(f"{path}:{number}: the third field {fields[2]!r} is not a number") from None
+            if number == 1 and not _DECIMAL_COMMA.fullmatch(fields[2].strip()):
+                continue  # a header line
+            raise CorpusError(
+                f"{path}:{number}: the third field {fields[2]!r} is not a number; write scores with a "
+                "decimal point (0.5)"
+            ) from None
+        if not fields[0].strip() or not fields[1].strip():
+            raise CorpusError(f"{path}:{number}: a text of the pair is empty; give both texts")
         if not math.isfinite(score):
             # a NaN gold score turns every correlation into nan, and the run would still exit 0
             raise CorpusError(
@@ -101,7 +108,23 @@ def read_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
         gold.append(score)
     if len(gold) < 3:
         raise CorpusError(f"{path} has {len(gold)} scored pairs; a correlation needs at least 3")
+    if (why := constant_gold(gold)) is not None:
+        raise CorpusError(f"{path}: {why}")
     return left, right, np.array(gold)
+
+
+_DECIMAL_COMMA = re.compile(r"[-+]?\d*,\d+")
+
+
+def constant_gold(gold: Sequence[float] | np.ndarray) -> str | None:
+    """Why no correlation can be read against `gold` (every score the same), or None."""
+    scores = np.asarray(gold, dtype=np.float64)
+    if len(scores) and np.ptp(scores) == 0:
+        return (
+            f"all {len(scores)} gold scores are {scores[0]:g}; a correlation needs at least two different "
+            "scores"
+        )
+    return None
 
 
 def read_word_pairs(path: str | Path) -> list[tuple[str, str, float]]:
@@ -213,6 +236,8 @@ def sweep(
     gold = np.asarray(gold, dtype=np.float64)
     if not len(left) == len(right) == len(gold) or len(gold) < 3:
         raise InvalidInput("sweep needs equally long left, right and gold with at least 3 pairs")
+    if (why := constant_gold(gold)) is not None:
+        raise InvalidInput(why)
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
     names = [_sweep_pooling(p).value for p in poolings]
     unique = list(dict.fromkeys([*left, *right]))

@@ -23,7 +23,7 @@ from ..core._enums import LongText
 from ..core.layers import LayerSpec, parse_layers
 from ..errors import InvalidInput
 from .aggregate import AggregatedStatic, word_key
-from .analysis import correlations
+from .analysis import constant_gold, correlations
 
 __all__ = ["DecontextualizedStatic", "static_decontextualized", "KindsEval", "compare_kinds", "plot_kinds"]
 
@@ -116,6 +116,8 @@ def compare_kinds(
             f"pair {bad} ({pairs[bad][0]!r}, {pairs[bad][1]!r}) has the gold score {gold[bad]}: every score "
             "must be a finite number (a NaN would make every correlation nan)"
         )
+    if (why := constant_gold(gold)) is not None:
+        raise InvalidInput(why)
     everyone = np.ones(len(pairs), dtype=bool)
 
     def record(kind: str, layer: int | None, vectors: np.ndarray, covered: np.ndarray) -> dict[str, Any]:
