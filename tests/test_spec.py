@@ -155,3 +155,25 @@ def test_one_whole_number_check_for_every_count_option(value: object, least: int
     else:
         with pytest.raises(InvalidSpec, match=f"k must be a whole number of at least {least}, got "):
             whole_number(value, "k", least=least)
+
+
+def test_a_misspelled_option_is_one_line_naming_the_options(bundled: bertscope.Model, tmp_path: Path) -> None:
+    """embed(poolng=...) was a raw TypeError from EmbedOptions.__init__; it names the option and the fix,
+    and stays a TypeError as Python's own for an unexpected keyword."""
+    calls = {
+        "did you mean pooling": lambda: bundled.embed("x", poolng="mean"),
+        "embed_chunks calls it size": lambda: bundled.embed_chunks(
+            "One. Two.", chunks="tokens", chunk_size=4
+        ),
+        "did you mean normalize.*chunk_overlap": lambda: bertscope.embed_corpus(
+            ["a"], tmp_path / "x.parquet", normalise=True
+        ),
+        "a corpus job calls it chunk_size": lambda: bertscope.embed_corpus(
+            ["a"], tmp_path / "x.parquet", chunks="tokens", size=4
+        ),
+    }
+    for said, call in calls.items():
+        with pytest.raises(bertscope.UnknownOption, match=said) as raised:
+            call()
+        assert isinstance(raised.value, TypeError) and "\n" not in str(raised.value)
+    assert not (tmp_path / "x.parquet").exists()

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
         JobInterrupted,
         ModelLoadError,
         TruncatedTextsWarning,
+        UnknownOption,
         UnknownToken,
         UnsupportedArchitecture,
     )
@@ -84,6 +85,7 @@ _LAZY = {
     "SUPPORTED": ".core.families",
     "JobInterrupted": ".errors",
     "TruncatedTextsWarning": ".errors",
+    "UnknownOption": ".errors",
     "JobSummary": ".io.job",
     "embed_corpus": ".io.job",
     "list_collections": ".io.sqlite_store",
@@ -133,6 +135,7 @@ __all__ = [
     "JobSummary",
     "JobInterrupted",
     "TruncatedTextsWarning",
+    "UnknownOption",
     "Model",
     "ModelInfo",
     "Tokens",

@@ -234,7 +234,7 @@ def plan_chunks(
 ) -> ChunkPlan:
     """Check the documents and options and cut each document into chunk spans (see `embed_chunks`)."""
     items = check_texts(docs)
-    recipe = resolve(encoder, EmbedOptions(long=long or ("window" if late else "truncate"), **options))
+    recipe = resolve(encoder, EmbedOptions.given(long=long or ("window" if late else "truncate"), **options))
     spec = recipe.spec
     if late:
         spec = late_spec(spec)

@@ -19,6 +19,7 @@ __all__ = [
     "ModelLoadError",
     "UnsupportedArchitecture",
     "InvalidSpec",
+    "UnknownOption",
     "BackendUnavailable",
     "InvalidInput",
     "UnknownToken",
@@ -43,6 +44,10 @@ class UnsupportedArchitecture(ModelLoadError):
 
 class InvalidSpec(BertscopeError, ValueError):
     """An option value (layer spec, pooling, combine, ...) is not one of the allowed ones."""
+
+
+class UnknownOption(InvalidSpec, TypeError):
+    """A keyword that names no option (a TypeError too, as Python's own for an unexpected keyword)."""
 
 
 class BackendUnavailable(BertscopeError, ImportError):

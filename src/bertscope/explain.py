@@ -89,7 +89,7 @@ def explain(
     if not isinstance(a, str) or not isinstance(b, str):
         raise InvalidSpec("explain takes two texts (strings); pairs of segments are not explained")
     top = whole_number(top, "top", least=0)
-    recipe = resolve(model, EmbedOptions(**options))
+    recipe = resolve(model, EmbedOptions.given(**options))
     spec, processor = recipe.spec, recipe.post
     # Each text alone, as `similarity` embeds them, so the score is the one it reports.
     score = float(cos_sim(model.embed_with([a], recipe).vectors, model.embed_with([b], recipe).vectors)[0, 0])

@@ -16,6 +16,7 @@ from .core.spec import (
     resolve,
     resolve_spec,
     stored_settings,
+    unknown_option,
     whole_number,
 )
 
@@ -32,4 +33,5 @@ __all__ = [
     "SENTENCE_OPTIONS",
     "refuse_sentence_options",
     "whole_number",
+    "unknown_option",
 ]

@@ -209,7 +209,7 @@ class StaticModel:
         """The options resolved as for a Model; a layer other than the rows is refused in the one line."""
         if options.get("layers") not in (None, 0, -1, "0", "-1"):
             raise self.refusal(f"layers={options.get('layers')!r}")
-        return resolve(self, EmbedOptions(**options))
+        return resolve(self, EmbedOptions.given(**options))
 
     def pieces(self, text: str) -> Encoding:
         """The tokenizer's `Encoding` of `text` without special tokens, never cut."""

@@ -270,7 +270,7 @@ class Encoder:
 
         `options` are `embed`'s (`RecipeKeywords`); a `post` given is checked against the spec.
         """
-        return resolve(self, EmbedOptions(**options)).spec
+        return resolve(self, EmbedOptions.given(**options)).spec
 
     @cached_property
     def prompts(self) -> Prompts:
@@ -291,7 +291,7 @@ class Encoder:
 
         `options` are `embed`'s (layers, combine, pooling, ... prompt: `RecipeKeywords`).
         """
-        recipe = resolve(self, EmbedOptions(**options))
+        recipe = resolve(self, EmbedOptions.given(**options))
         with progress_callback(total, enabled=progress) as on_batch:
             checked = iter_checked(texts, pairs=True)
             for chunk in self.engine.sentences(checked, recipe.spec, on_batch=on_batch):
@@ -307,7 +307,7 @@ class Encoder:
         the path of a saved one; `prompt_name` one of the model's own prompts (default: its default one),
         `prompt` the text.
         """
-        return self.embed_with(texts, resolve(self, EmbedOptions(**options)), progress=progress)
+        return self.embed_with(texts, resolve(self, EmbedOptions.given(**options)), progress=progress)
 
     def embed_with(
         self, texts: Text | Sequence[Text], recipe: Recipe, *, progress: bool | None = None
@@ -330,7 +330,7 @@ class Encoder:
         """
         if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
             return _vector_cosines(a, b, options)
-        recipe = resolve(self, EmbedOptions(**options))
+        recipe = resolve(self, EmbedOptions.given(**options))
         left = self.embed_with(a, recipe).vectors
         right = left if b is None else self.embed_with(b, recipe).vectors
         return cos_sim(left, right)
@@ -354,7 +354,7 @@ class Encoder:
     def _unpooled_spec(self, options: TokenKeywords, rows: str) -> EmbedSpec:
         """The spec of vectors that are not pooled into sentences (`rows`): a sentence-only option is
         refused (the rule the tokens and words levels follow), the rest resolved with mean pooling."""
-        asked = EmbedOptions(**options)
+        asked = EmbedOptions.given(**options)
         refuse_sentence_options(asked, rows)
         return resolve(self, replace(asked, pooling=Pooling.MEAN)).spec
 

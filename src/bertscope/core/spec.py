@@ -10,14 +10,16 @@ nothing else turns options into a spec.
 
 from __future__ import annotations
 
+import difflib
 import json
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import numpy as np
 
-from ..errors import InvalidSpec
+from ..errors import InvalidSpec, UnknownOption
 from ._enums import Combine, LongText, Pooling
 from .layers import LayerSpec, parse_layers
 from .post import PostProcessor, apply_post, prepare_post
@@ -40,6 +42,7 @@ __all__ = [
     "SENTENCE_OPTIONS",
     "refuse_sentence_options",
     "whole_number",
+    "unknown_option",
 ]
 
 # A post-processing as callers give it: a fitted processor, the path of a saved one, or none.
@@ -108,6 +111,15 @@ class EmbedOptions:
     prompt: str | None = None
 
     @classmethod
+    def given(cls, **options: Any) -> EmbedOptions:
+        """The options a caller passed as keywords; a name that is none of them is UnknownOption."""
+        names = [f.name for f in fields(cls)]
+        unknown = [name for name in options if name not in names]
+        if unknown:
+            raise unknown_option(unknown[0], names)
+        return cls(**options)
+
+    @classmethod
     def from_settings(cls, settings: dict[str, Any], *, post: PostArg = None) -> EmbedOptions:
         """The options that reproduce a stored output's settings (its recorded, resolved spec)."""
         given = {key: settings[key] for key in SPEC_KEYS if key in settings}
@@ -164,6 +176,29 @@ def refuse_sentence_options(options: EmbedOptions, rows: str) -> None:
     if given:
         asked = ", ".join(given)
         raise InvalidSpec(f"{rows} are not pooled, so {asked} would be ignored: leave {asked} out")
+
+
+# A chunk's size and overlap: Model.embed_chunks (and /v2/embed_chunks) name them after the chunk, the
+# corpus job (beside every other option of a job) with its prefix.
+_NAMED_ELSEWHERE = {
+    "chunk_size": "embed_chunks calls it size",
+    "chunk_overlap": "embed_chunks calls it overlap",
+    "size": "a corpus job calls it chunk_size",
+    "overlap": "a corpus job calls it chunk_overlap",
+}
+
+
+def unknown_option(name: str, known: Sequence[str]) -> UnknownOption:
+    """The one-line error for a keyword that is none of `known`, with the nearest as a hint."""
+    near = difflib.get_close_matches(name, known, n=1)
+    hint = (
+        f"{_NAMED_ELSEWHERE[name]}; "
+        if name in _NAMED_ELSEWHERE
+        else f"did you mean {near[0]}? "
+        if near
+        else ""
+    )
+    return UnknownOption(f"unknown option {name!r}: {hint}the options are: {', '.join(known)}")
 
 
 def whole_number(value: object, name: str, *, least: int = 1) -> int:

@@ -57,7 +57,7 @@ def model_and_recipes(
     else:
         loaded = load(model, **(load_kwargs or {}))
     recipes = {
-        role: resolve(loaded, replace(EmbedOptions(**options), prompt_name=name, prompt=text))
+        role: resolve(loaded, replace(EmbedOptions.given(**options), prompt_name=name, prompt=text))
         for role, (name, text) in prompts.items()
     }
     return loaded, recipes

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from ..core._enums import Level
-from ..core.spec import EmbedOptions, RecipeKeywords, refuse_sentence_options
+from ..core.spec import EmbedOptions, RecipeKeywords, refuse_sentence_options, unknown_option
 from .chunk_level import ChunkLevel
 from .levels import (
     CorpusLevel,
@@ -52,8 +52,11 @@ class CorpusOptions:
 
     @classmethod
     def of(cls, **given: Unpack[CorpusKeywords]) -> CorpusOptions:
-        """Keywords split into the recipe and the level options (an unknown one is a TypeError)."""
-        names = {f.name for f in fields(LevelOptions)}
+        """Keywords split into the recipe and the level options (an unknown one is UnknownOption)."""
+        names = [f.name for f in fields(LevelOptions)]
+        known = [*(f.name for f in fields(EmbedOptions)), *names]
+        if unknown := [key for key in given if key not in known]:
+            raise unknown_option(unknown[0], known)
         level: dict[str, Any] = {key: value for key, value in given.items() if key in names}
         recipe: dict[str, Any] = {key: value for key, value in given.items() if key not in names}
         return cls(EmbedOptions(**recipe), LevelOptions(**level))

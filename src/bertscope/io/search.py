@@ -83,7 +83,7 @@ def search(
     elif isinstance(query, np.ndarray):
         vector = query
     elif isinstance(query, str):
-        vector = _embed_query(query, view_settings(opened), model, EmbedOptions(**query_options))
+        vector = _embed_query(query, view_settings(opened), model, EmbedOptions.given(**query_options))
     else:
         raise CorpusError("give a query text, a vector, or a stored id to search with")
     _check_query(vector, item_id)
