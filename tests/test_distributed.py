@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -19,7 +20,8 @@ import pytest
 
 import bertscope
 from bertscope.errors import CorpusError, InvalidInput
-from bertscope.io.job import embed_corpus
+from bertscope.io.job import JobSummary, embed_corpus
+from console import run_main
 
 ray = pytest.importorskip("ray")
 
@@ -58,16 +60,32 @@ def _assert_same(ray_rows: dict[str, np.ndarray], local_rows: dict[str, np.ndarr
 
 
 def test_ray_job_writes_the_local_sink_schema_and_rows(
-    cluster: Any, tiny_dirs: dict[str, Path], tmp_path: Path
+    cluster: Any, tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import bertscope.distributed as distributed
     from bertscope.distributed import run_ray_job
 
+    seen = tmp_path / "actors"
+    seen.mkdir()
+
+    class Counted(distributed._Embedder):
+        """The embedder, leaving a file named by its process (its actor) once it has embedded a batch."""
+
+        def __call__(self, batch: Any) -> Any:
+            (seen / str(os.getpid())).touch()
+            return super().__call__(batch)
+
+    monkeypatch.setattr(distributed, "_Embedder", Counted)
+    # Both actors up before the first batch, so neither can take every batch while the other starts.
+    monkeypatch.setattr(ray.data.DataContext.get_current(), "wait_for_min_actors_s", 60)
     corpus = _corpus(tmp_path / "c.jsonl", 300)
     model = str(tiny_dirs["bert"])
     embed_corpus(str(corpus), tmp_path / "local.parquet", model=model, progress=False, layers="-2")
     summary = run_ray_job(
         str(corpus), tmp_path / "out", model=model, workers=2, batch_size=40, progress=False, layers="-2"
     )
+    # One input file, read in blocks of a batch: both actors embed (one block would reach one actor).
+    assert len(list(seen.iterdir())) == 2
     local = pq.read_table(tmp_path / "local.parquet")
     shards = sorted((tmp_path / "out").glob("part-*.parquet"))
     assert shards and summary.files == shards
@@ -77,8 +95,19 @@ def test_ray_job_writes_the_local_sink_schema_and_rows(
     assert rows.num_rows == local.num_rows == summary.embedded
     assert rows.column("id").to_pylist().count("1") == 1
     _assert_same(_by_id(rows), _by_id(local))
-    with pytest.raises(CorpusError, match="--overwrite"):
+    # Written last, it says the job finished: what it read and wrote, and which settings its shards hold.
+    manifest = json.loads((tmp_path / "out" / "_bertscope.json").read_text())
+    assert manifest["inputs"] == str(corpus) and manifest["shards"] == [s.name for s in shards]
+    assert manifest["texts"] == manifest["rows"] == local.num_rows
+    assert manifest["settings_digest"] == hashlib.sha256(local.schema.metadata[b"bertscope"]).hexdigest()
+    with pytest.raises(CorpusError, match="holds a finished Ray job.*--overwrite"):
         run_ray_job(str(corpus), tmp_path / "out", model=model, progress=False)
+    (tmp_path / "out" / "_bertscope.json").unlink()  # the folder a job stopped before its end leaves
+    with pytest.raises(CorpusError, match="did not finish.*--overwrite"):
+        run_ray_job(str(corpus), tmp_path / "out", model=model, progress=False)
+    searched = run_main("similar", "a cat", "--in", str(tmp_path / "out"))
+    assert searched.code == 1 and "did not finish" in searched.stderr
+    assert f"give a shard (--in {shards[0]})" in searched.stderr
 
 
 def test_ray_job_runs_openvino_like_the_local_engine(
@@ -324,3 +353,51 @@ def test_a_model_with_its_own_int8_calibration_is_not_sent_to_ray_workers(tiny_d
     # the workers would load the folder and fit int8 on the shipped texts: refused before any work
     with pytest.raises(bertscope.InvalidSpec, match="Ray workers.*not yours"):
         embed_dataset(object(), model=own)  # refused before the dataset is read: no Ray started
+
+
+def test_a_bad_record_fails_a_ray_job_in_one_line_naming_its_line(
+    cluster: Any, tiny_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    corpus = tmp_path / "marks.txt"
+    corpus.write_text("a cat\n\n\u0301\u0301\nanother dog\n")  # line 3: combining marks, no word piece
+    ran = run_main(
+        "embed", "-i", str(corpus), "-o", str(tmp_path / "out"), "--engine", "ray", "--workers", "1",
+        "--model", str(tiny_dirs["bert"]), "--device", "cpu", "-q",
+    )  # fmt: skip
+    assert ran.code == 1
+    # the local job's one line (the reader finds it, with the model's tokenizer); no Ray traceback or log
+    said = [line for line in ran.stderr.splitlines() if "rror" in line or "Traceback" in line]
+    assert said == [f"error: {corpus}:3: the text gives no word pieces with this model's tokenizer "
+                    "(only combining marks, or characters it drops); give it some text"]  # fmt: skip
+    assert not (tmp_path / "out" / "_bertscope.json").exists()
+
+
+def test_an_error_in_a_map_function_is_raised_as_itself(cluster: Any) -> None:
+    from bertscope.distributed import raising_bertscope_errors
+
+    def refuse(batch: dict[str, Any]) -> dict[str, Any]:
+        raise InvalidInput("text 1 gives no word pieces")  # as the engine refuses a text in an actor
+
+    # A task, not an actor pool (no model to load): Ray wraps a map function's error the same way for both.
+    dataset = ray.data.from_items([{"text": "a"}]).map_batches(refuse, num_cpus=0)
+    with pytest.raises(InvalidInput) as raised, raising_bertscope_errors(dataset):
+        dataset.materialize()
+    # not Ray's RayTaskError(InvalidInput) (or a UserCodeException that lost it), nor its retry advice
+    assert type(raised.value) is InvalidInput and str(raised.value) == "text 1 gives no word pieces"
+    assert not ray.data.DataContext.get_current().raise_original_map_exception  # the dataset's alone
+
+
+def test_the_ray_engine_takes_batch_size_and_threads(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import bertscope.distributed as distributed
+
+    asked: list[dict[str, Any]] = []
+
+    def recorded(source: Any, output: Any, **kwargs: Any) -> JobSummary:
+        asked.append(kwargs)
+        return JobSummary(output=Path(output))
+
+    monkeypatch.setattr(distributed, "run_ray_job", recorded)
+    common = ["embed", "a text", "-o", str(tmp_path / "out"), "--engine", "ray", "-q"]
+    assert run_main(*common, "--batch-size", "7", "--threads", "3").code == 0
+    assert run_main(*common).code == 0
+    assert [(a["batch_size"], a["cpus_per_worker"]) for a in asked] == [(7, 3), (None, 1)]

@@ -8,15 +8,27 @@ schema and metadata.
 Ids: a single input gives the local ids (line or row number, or --id-field); several inputs (a glob)
 give `<file stem>:<line or row>`, or the --id-field values as they are (unique across files is the
 caller's promise).
+
+The read tasks hand on blocks of about a batch of rows (Ray would join a file's rows into one block,
+and one block reaches one actor). A bad record fails the job with the local job's `CorpusError`
+naming FILE:LINE, raised as itself (`raising_bertscope_errors`). A finished job writes
+`OUTPUT/_bertscope.json` (its inputs, rows and settings digest) last: a folder of shards without it
+holds a job that did not finish.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
+import json
+import logging
+import math
 import os
+import re
 import time
 import warnings
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +36,7 @@ from .core._enums import Backend, DType, Mode, Quantize
 from .core.encoder import CUDA_TOKEN_BUDGET, Encoder
 from .core.loaders import load_model
 from .core.spec import reload_arg, stored_settings
-from .errors import CorpusError, InvalidInput, InvalidSpec
+from .errors import BertscopeError, CorpusError, InvalidInput, InvalidSpec
 from .io.job import JobSummary
 from .io.level_table import CorpusOptions, make_level
 from .io.levels import vector_columns
@@ -45,12 +57,21 @@ __all__ = [
     "gpus_per_worker",
     "input_sources",
     "corpus_datasource",
+    "corpus_dataset",
+    "raising_bertscope_errors",
+    "MANIFEST",
+    "shard_folder_note",
 ]
 
 # Readers and writers are light next to the model; asking no CPU for them keeps them from waiting forever
 # behind actors that hold every CPU (2 actors on a 2-CPU machine would otherwise deadlock).
 IO_CPUS = 0.0
 _INSTALL = "the Ray engine needs Ray: pip install 'bertscope[ray]' (or pip install 'ray[data]')"
+# Written last by a finished job, beside its shards; the leading _ keeps Parquet readers of the folder
+# (pyarrow, Ray, Spark) from taking it for data.
+MANIFEST = "_bertscope.json"
+_RAY_ADVICE = re.compile(r"\nFailed to [^\n]* after \d+/\d+ attempts \(total backoff .*\Z", re.DOTALL)
+_SHARD_BYTES = 128 << 20  # the rows a write task gathers into one shard: Ray's default largest block
 
 
 def import_ray() -> Any:
@@ -193,6 +214,7 @@ def run_ray_job(
     backend: Backend | str = Backend.AUTO,
     quantize: Quantize | str | None = None,
     workers: int = 2,
+    cpus_per_worker: float = 1.0,
     address: str | None = None,
     text_field: str = "text",
     id_field: str | None = None,
@@ -204,14 +226,16 @@ def run_ray_job(
     options: CorpusOptions | None = None,
     **keywords: Unpack[CorpusKeywords],
 ) -> JobSummary:
-    """Embed a corpus (a file, a glob or a list of texts) into Parquet shards `OUTPUT/part-*.parquet`.
+    """Embed a corpus (a file, a glob or a list of texts) into Parquet shards `OUTPUT/part-*.parquet`,
+    then `OUTPUT/_bertscope.json` once every shard is written.
 
-    `mode="fast"` is resolved once, by the driver (CPU); the actors run the mode it chose. The recipe
-    and level keywords (`CorpusKeywords`) may come as one `options`, as the command line gives them.
+    `mode="fast"` is resolved once, by the driver (CPU); the actors run the mode it chose. `batch_size`:
+    rows per actor call (`embed_dataset`'s); `cpus_per_worker`: each actor's CPUs and torch threads. A
+    bad record raises the local job's `CorpusError` (FILE:LINE). The recipe and level keywords
+    (`CorpusKeywords`) may come as one `options`, as the command line gives them.
     """
     asked = _options(options, keywords)
     ray = import_ray()
-    import pyarrow.parquet as pq
 
     out = _output_dir(Path(output), overwrite=overwrite)
     sources = input_sources(source)
@@ -233,16 +257,25 @@ def run_ray_job(
     ray.data.DataContext.get_current().enable_progress_bars = progress
     start = time.perf_counter()
     rows = batch_size or default_batch(gpus_per_worker(ray, device))
-    corpus = ray.data.read_datasource(
-        corpus_datasource(sources, text_field, id_field, rows),
-        num_cpus=IO_CPUS,
-        override_num_blocks=len(sources),
-    )
+    # The reader refuses a text the tokenizer gives no pieces, naming its line, as the local job's does.
+    tokenizer = m.tokenizer if isinstance(m, Encoder) else None
+    corpus = corpus_dataset(sources, text_field, id_field, rows, tokenizer=tokenizer)
     embedded = embed_dataset(
-        corpus, model=model, workers=workers, device=device, dtype=dtype, backend=backend, quantize=quantize,
-        batch_size=rows, options=asked,
+        corpus, model=model, workers=workers, device=device, dtype=dtype, backend=backend,
+        quantize=quantize, cpus_per_worker=cpus_per_worker, batch_size=rows, options=asked,
     )  # fmt: skip
-    embedded.write_datasink(_shard_sink(out, schema), ray_remote_args={"num_cpus": IO_CPUS})
+    with raising_bertscope_errors(embedded):
+        embedded.write_datasink(_shard_sink(out, schema), ray_remote_args={"num_cpus": IO_CPUS})
+    summary = _summary(out, rows_of, schema)
+    summary.seconds = time.perf_counter() - start
+    _write_manifest(out, source, summary, schema)
+    return summary
+
+
+def _summary(out: Path, rows_of: Any, schema: Any) -> JobSummary:
+    """The job's counts, read back from its shards (their light columns)."""
+    import pyarrow.parquet as pq
+
     summary = JobSummary(output=out, files=sorted(out.glob("part-*.parquet")))
     vectors = set(vector_columns(schema))
     for shard in summary.files:
@@ -250,8 +283,27 @@ def run_ray_job(
         summary.embedded += counts[0]
         summary.tokens += counts[1]
         summary.truncated += counts[2]
-    summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _write_manifest(out: Path, source: str | list[str], summary: JobSummary, schema: Any) -> None:
+    """Mark the job finished: what it read, what it wrote, and the digest of the shards' settings."""
+    import pyarrow.parquet as pq
+
+    manifest = {
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "inputs": source if isinstance(source, str) else f"{len(source)} texts",
+        "texts": summary.embedded,
+        "tokens": summary.tokens,
+        "truncated": summary.truncated,
+        "rows": sum(pq.read_metadata(s).num_rows for s in summary.files),
+        "shards": [s.name for s in summary.files],
+        # sha256 of the `bertscope` metadata every shard holds: a shard from another job differs
+        "settings_digest": hashlib.sha256(schema.metadata[b"bertscope"]).hexdigest(),
+    }
+    tmp = out / (MANIFEST + ".tmp")
+    tmp.write_text(json.dumps(manifest, indent=1) + "\n")
+    os.replace(tmp, out / MANIFEST)
 
 
 def _output_dir(out: Path, *, overwrite: bool) -> Path:
@@ -260,12 +312,40 @@ def _output_dir(out: Path, *, overwrite: bool) -> Path:
     if not out.parent.exists():
         raise CorpusError(f"cannot write {out}: the folder {out.parent} does not exist")
     old = sorted(out.glob("part-*.parquet*"))
-    if old and not overwrite:
-        raise CorpusError(f"{out} already holds {len(old)} shard(s); pass --overwrite to replace them")
+    manifest = out / MANIFEST
+    if (old or manifest.exists()) and not overwrite:
+        note = shard_folder_note(out) or f"{out} holds the output of an earlier job"
+        raise CorpusError(f"{note}; pass --overwrite to replace it")
+    manifest.unlink(missing_ok=True)  # first: a job stopped while clearing the folder is not finished
     for shard in old:
         shard.unlink()
     out.mkdir(exist_ok=True)
     return out
+
+
+def shard_folder_note(path: str | Path) -> str | None:
+    """What a Ray job's output folder (or a shard in one) holds, for a reader to say; None for other paths.
+
+    A folder of `part-*.parquet` shards with `_bertscope.json` holds a finished job; without it, a job
+    that was stopped or failed (or written before bertscope marked finished jobs), whose shards are
+    some of its rows, not all.
+    """
+    path = Path(path)
+    folder = path if path.is_dir() else path.parent
+    begun = sorted(folder.glob("part-*.parquet*"))  # with the .tmp of a shard being written
+    if not (path.is_dir() or path.name.startswith("part-")) or not begun:
+        return None
+    if (folder / "settings.json").exists():  # a local job's part folder, which says its own state
+        return None
+    if (folder / MANIFEST).exists():
+        return (
+            None if path.is_file() else f"{folder} holds a finished Ray job of {len(begun)} Parquet shard(s)"
+        )
+    what = f"a shard of {folder}, which holds" if path.is_file() else f"{folder} holds"
+    return (
+        f"{what} {len(begun)} shard(s) of a Ray job that did not finish (no {MANIFEST}: it was stopped "
+        "or failed), so some rows are missing"
+    )
 
 
 def input_sources(source: str | list[str]) -> list[Any]:
@@ -285,13 +365,55 @@ def input_sources(source: str | list[str]) -> list[Any]:
     return paths
 
 
-def corpus_datasource(sources: list[Any], text_field: str, id_field: str | None, rows: int) -> Any:
-    """A Ray datasource: one read task per input, streaming bertscope's reader in blocks of `rows`."""
+def corpus_dataset(
+    sources: list[Any], text_field: str, id_field: str | None, rows: int, *, tokenizer: Any = None
+) -> Any:
+    """A Ray Dataset of the inputs' `id` and `text` columns, in blocks of about `rows` rows.
+
+    Ray joins the tables a read task yields into blocks of up to 128 MiB, and an actor pool hands one
+    block to one actor: a single input file would reach a single actor. Asking Ray for one block per
+    `rows` rows (counted from Parquet metadata, estimated from the first MiB of a text file) has it cut
+    each read task's blocks so; how many does not change the rows or their ids. `tokenizer` (the model's)
+    makes a text it gives no word pieces a bad record, named by FILE:LINE as the local job names it.
+    """
+    ray = import_ray()
+    blocks = sum(max(1, math.ceil(_estimated_rows(s) / rows)) for s in sources)
+    return ray.data.read_datasource(
+        corpus_datasource(sources, text_field, id_field, rows, tokenizer=tokenizer),
+        num_cpus=IO_CPUS,
+        override_num_blocks=blocks,
+    )
+
+
+def _estimated_rows(source: Any, *, sample: int = 1 << 20) -> int:
+    """How many records an input holds: exact for a list or Parquet, lines by the first MiB for text."""
+    if isinstance(source, list):
+        return len(source)
+    path = Path(source)
+    if path.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        return int(pq.read_metadata(path).num_rows)
+    with path.open("rb") as stream:
+        head = stream.read(sample)
+    if not head:
+        return 0
+    lines = head.count(b"\n") + (not head.endswith(b"\n"))
+    return math.ceil(path.stat().st_size * lines / len(head))
+
+
+def corpus_datasource(
+    sources: list[Any], text_field: str, id_field: str | None, rows: int, *, tokenizer: Any = None
+) -> Any:
+    """A Ray datasource: one read task per input, streaming bertscope's reader in tables of `rows`
+    (`corpus_dataset` reads it in blocks of that size). `tokenizer`: as `read_corpus`'s, sent once."""
     from ray.data import Datasource
     from ray.data.block import BlockMetadata
     from ray.data.datasource import ReadTask
 
     several = len(sources) > 1
+    # In the object store once, not pickled into every read task (a large vocabulary is megabytes).
+    shared = None if tokenizer is None else import_ray().put(tokenizer)
 
     # Defined here because Ray is optional: importing bertscope.distributed must not need it.
     class BertscopeCorpus(Datasource):
@@ -301,11 +423,83 @@ def corpus_datasource(sources: list[Any], text_field: str, id_field: str | None,
         def get_read_tasks(self, parallelism: int, *args: Any, **kwargs: Any) -> list[Any]:
             meta = BlockMetadata(num_rows=None, size_bytes=None, exec_stats=None, input_files=None)
             return [
-                ReadTask(_reader(s, text_field, id_field, _prefix(s, several, id_field), rows), meta)
+                ReadTask(_reader(s, text_field, id_field, _prefix(s, several, id_field), rows, shared), meta)
                 for s in sources
             ]
 
     return BertscopeCorpus()
+
+
+@contextmanager
+def raising_bertscope_errors(dataset: Any) -> Iterator[None]:
+    """Run `dataset` so that a BertscopeError raised in a read task or an actor comes out as itself.
+
+    Ray wraps it (RayTaskError; an actor's in a UserCodeException that loses it, unless the dataset's
+    context asks for the original, as this sets) and prints its own traceback of it: the command line
+    would show that instead of the local job's one line. Ray Data's console errors are held back
+    meanwhile: dropped when the error was bertscope's, shown as they were for any other failure.
+    """
+    dataset.context.raise_original_map_exception = True  # this dataset's own copy of the context
+    held, found = _HeldErrors(), None
+    try:
+        yield
+    except Exception as exc:
+        found = _bertscope_error(exc)
+        if found is None:
+            raise
+        # Ray appends its retry advice to the message (args); the local job says only what is before it
+        if found.args and isinstance(found.args[0], str):
+            found.args = (_RAY_ADVICE.sub("", found.args[0]), *found.args[1:])
+        raise found from None
+    finally:
+        held.release(show=found is None)
+
+
+def _bertscope_error(exc: BaseException) -> BertscopeError | None:
+    """The BertscopeError a Ray error carries (its `cause`, or down its exception chain), or None."""
+    from ray.exceptions import RayError
+
+    todo, seen = [exc], set()
+    while todo:
+        current = todo.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        # RayTaskError(CorpusError) is a CorpusError too, but its message is Ray's: take the cause's.
+        if isinstance(current, BertscopeError) and not isinstance(current, RayError):
+            return current
+        linked = (getattr(current, "cause", None), current.__cause__, current.__context__)
+        todo.extend(e for e in linked if isinstance(e, BaseException))
+    return None
+
+
+class _HeldErrors:
+    """Ray Data's error records, held back from its console handlers until the job's outcome is known."""
+
+    def __init__(self) -> None:
+        self.held: list[logging.LogRecord] = []
+        self.handlers = [
+            h
+            for h in logging.getLogger("ray.data").handlers
+            if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+        ]
+        for handler in self.handlers:
+            handler.addFilter(self._hold)
+
+    def _hold(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR:
+            return True
+        self.held.append(record)
+        return False
+
+    def release(self, *, show: bool) -> None:
+        for handler in self.handlers:
+            handler.removeFilter(self._hold)
+        if show:
+            for record in dict.fromkeys(self.held):  # a record held by two handlers is shown once by each
+                for handler in self.handlers:
+                    handler.handle(record)
+        self.held.clear()
 
 
 def _prefix(source: Any, several: bool, id_field: str | None) -> str:
@@ -313,11 +507,17 @@ def _prefix(source: Any, several: bool, id_field: str | None) -> str:
 
 
 def _shard_sink(out: Path, schema: Any) -> Any:
-    """A Ray datasink: each write task writes one shard `part-<task>.parquet` with the local schema."""
+    """A Ray datasink: each write task writes one shard `part-<task>.parquet` with the local schema, of
+    about 128 MiB (a small job's rows in one)."""
     from ray.data import Datasink
     from ray.data.block import BlockAccessor
 
     class BertscopeShards(Datasink):
+        @property
+        def min_bytes_per_write(self) -> int:
+            # Ray would write a shard per few batches (thousands of small files for a big corpus)
+            return _SHARD_BYTES
+
         def write(self, blocks: Iterable[Any], ctx: Any) -> None:
             import pyarrow.parquet as pq
 
@@ -339,11 +539,14 @@ def _shard_sink(out: Path, schema: Any) -> Any:
     return BertscopeShards()
 
 
-def _reader(source: Any, text_field: str, id_field: str | None, prefix: str, rows: int) -> Any:
+def _reader(
+    source: Any, text_field: str, id_field: str | None, prefix: str, rows: int, tokenizer: Any
+) -> Any:
     def read() -> Iterator[Any]:
         import pyarrow as pa
 
-        records = read_corpus(source, text_field=text_field, id_field=id_field)
+        tok = None if tokenizer is None else import_ray().get(tokenizer)
+        records = read_corpus(source, text_field=text_field, id_field=id_field, tokenizer=tok)
         for chunk in _chunks(records, rows):
             yield pa.table({"id": [prefix + r.id for r in chunk], "text": [r.text for r in chunk]})
 

@@ -154,6 +154,8 @@ def similar(
 
     if str(store) == "-":
         raise InvalidInput("name the store to search with --in FILE (.db, .parquet or .npy)")
+    if store.is_dir() or store.name.startswith("part-"):
+        _ray_shards(store)
     run = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize, "threads": threads}
     if any(value is not None for value in run.values()):
         model = _store_model(store, collection, model, run)
@@ -184,6 +186,22 @@ def similar(
         where = (str(hit.chunk), f"{hit.start}-{hit.end}") if chunked else ()
         table.add_row(str(rank), hit.id, *where, f"{hit.score:.4f}", hit.text or "")
     out.print(table)
+
+
+def _ray_shards(store: Path) -> None:
+    """Refuse a Ray job's folder of shards (a store is one file), and warn that a shard of a job that
+    did not finish holds only some of its rows."""
+    from ..distributed import shard_folder_note
+
+    note = shard_folder_note(store)
+    if note is None:
+        return
+    if store.is_dir():
+        first = min(store.glob("part-*.parquet"), default=store / "part-000000.parquet")
+        raise InvalidInput(
+            f"--in {store}: {note}; `similar` searches one store file: give a shard (--in {first})"
+        )
+    warn(note)
 
 
 def _store_model(store: Path, collection: str | None, model: str | None, run: dict[str, Any]) -> Any:

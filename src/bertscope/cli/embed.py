@@ -79,7 +79,15 @@ def embed(
     no_text: Annotated[
         bool, typer.Option("--no-text", help="Do not store the texts with the vectors.")
     ] = False,
-    batch_size: Annotated[int, typer.Option("--batch-size", min=1, help="Texts per saved batch.")] = 1024,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-size",
+            min=1,
+            help="Texts per saved batch (default 1024); with --engine ray, rows per actor call "
+            "(default 512 on CPUs).",
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress and no summary.")] = False,
     post: Annotated[
         Path | None, typer.Option("--post", help="A fitted post-processing file (see fit-post).")
@@ -223,11 +231,14 @@ def embed(
             )
         from ..distributed import run_ray_job
 
+        # --threads: each actor's torch threads, and the CPUs it asks Ray for. --remeasure has already
+        # cleared this machine's measurements (its callback): the driver measures again, and its --fast
+        # choice is what every actor runs.
         summary = run_ray_job(
             texts or str(input_path), output, model=model, device=device, dtype=dtype, backend=backend,
-            quantize=quantize, workers=workers, mode="fast" if fast else "exact",
-            fast_min_cosine=fast_min_cosine, address=address, text_field=text_field, id_field=id_field,
-            overwrite=overwrite, progress=not quiet, options=asked,
+            quantize=quantize, workers=workers, cpus_per_worker=threads or 1, batch_size=batch_size,
+            mode="fast" if fast else "exact", fast_min_cosine=fast_min_cosine, address=address,
+            text_field=text_field, id_field=id_field, overwrite=overwrite, progress=not quiet, options=asked,
         )  # fmt: skip
         if not quiet:
             err.print(summary.line(), highlight=False)
@@ -237,7 +248,7 @@ def embed(
 
         job = CorpusJob(
             text_field=text_field, id_field=id_field, collection=collection, resume=resume,
-            overwrite=overwrite, skip_bad=skip_bad, batch_size=batch_size, views=view or None,
+            overwrite=overwrite, skip_bad=skip_bad, batch_size=batch_size or 1024, views=view or None,
         )  # fmt: skip
         m = load_model(model, **run)
         run_job(texts, input_path, output, model=m, options=asked, job=job, quiet=quiet, index=index)
