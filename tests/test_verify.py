@@ -6,6 +6,7 @@ differs (causal mask, float16 weights, truncation length, a tokenizer that keeps
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -333,3 +334,38 @@ def test_a_fingerprint_in_a_stores_settings_is_compared_too(
     settings_file.write_text(json.dumps(settings), encoding="utf-8")
     check = verify_store(tmp_path / "s.npy", model=bundled, rows=4, corpus=corpus)
     assert not check.ok and [d.what for d in check.differences] == ["settings.truncation.max_tokens"]
+
+
+# int8's activation scales are set per batch: the same text moves with the texts batched with it.
+_SHORT = ["thanks!", "Ok.", "Why?", "Sure.", "No way", "Great!", "Hi!", "Yes."]
+_RUNS = [c * n for c in "-=~.#|_*" for n in (3, 4, 5, 6)]
+
+
+def test_an_int8_store_passes_against_the_model_that_wrote_it(tmp_path: Path) -> None:
+    """Rows re-embedded in other batches than the job's stay within int8's store floor (they fell under
+    the 0.999 floor's 0.996 bound); a row that is another text's vector still fails."""
+    from bertscope.verify.drift import StoreCheck, add_drift
+
+    model = bertscope.load(quantize="int8")
+    lines = (_SHORT * 4 + _RUNS * 8)[:160]
+    random.Random(3).shuffle(lines)
+    corpus = tmp_path / "short.txt"
+    corpus.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    bertscope.embed_corpus(corpus, tmp_path / "int8.parquet", model=model, progress=False)
+    check = verify_store(tmp_path / "int8.parquet", model=model, rows=40)
+    assert check.ok, check.to_dict()
+    assert check.min_cosine < 0.999 and check.tolerance["min_cosine"] == pytest.approx(2 * 0.98**2 - 1)
+
+    texts = [*_SHORT, *calibration_texts()[:8]]
+    alone = np.stack([model.embed([t], progress=False).vectors[0] for t in texts])
+    batched = model.embed([*texts, *_RUNS], progress=False).vectors[: len(texts)]
+    settings = {"dtype": "float32", "quantize": "int8"}
+    labels = [f"row {i}" for i in range(len(texts))]
+    same = StoreCheck(True, len(texts), 0.0, 1.0)
+    add_drift(same, model, settings, labels, alone, batched)
+    assert not same.differences, same.to_dict()
+    altered = alone.copy()
+    altered[9] = alone[12]  # a row holding another sentence's vector
+    moved = StoreCheck(True, len(texts), 0.0, 1.0)
+    add_drift(moved, model, settings, labels, altered, batched)
+    assert [d.what for d in moved.differences] == ["row 9"], moved.to_dict()

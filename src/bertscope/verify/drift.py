@@ -2,9 +2,11 @@
 
 Exact on both sides, each vector must match within `EXACT_ATOL` (a float16 store: within one float16
 step more); a lossy side (bfloat16, float16 or int8 arithmetic) holds the cosine to `2 floor^2 - 1`, where
-both are within `floor` of float32. A row that is not finite (NaN or infinity) on either side is out of
-tolerance, and a zero vector against a non-zero one has cosine 0; the headline figures are those of the
-rows that hold numbers, so a poisoned row neither hides nor fakes the drift of the others.
+both are within `floor` of float32: the lowest of the bound fast mode chose under (either side) and each
+side's precision floor (`settings.STORE_FLOORS`: int8 0.98, since its scales move with the batch). A row
+that is not finite (NaN or infinity) on either side is out of tolerance, and a zero vector against a
+non-zero one has cosine 0; the headline figures are those of the rows that hold numbers, so a poisoned
+row neither hides nor fakes the drift of the others.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 
 from ..backends.exact import EXACT_ATOL
 from .fingerprint import Difference
-from .settings import LOSSY_FLOOR, is_lossy, lossy_floor, vector_settings
+from .settings import LOSSY_FLOOR, is_lossy, lossy_floor, store_floor, vector_settings
 
 __all__ = ["StoreCheck", "add_drift", "pairwise_cosines"]
 
@@ -82,8 +84,14 @@ def add_drift(
     if finite.any():  # the headline over the rows that hold numbers; the others are named below
         check.max_abs = max(check.max_abs, float(diff[finite].max(initial=0.0)))
         check.min_cosine = min(check.min_cosine, float(cosines[finite].min(initial=1.0)))
-    if _lossy_store(settings) or is_lossy(vector_settings(model)):
-        floor = min(lossy_floor(model), _stored_floor(settings))
+    here = vector_settings(model)["precision"]
+    if _lossy_store(settings) or is_lossy({"precision": here}):
+        floor = min(
+            lossy_floor(model),
+            _stored_floor(settings),
+            store_floor(here.get("dtype"), here.get("quantize")),
+            store_floor(settings.get("dtype"), settings.get("quantize")),
+        )
         bound = 2 * floor**2 - 1
         check.tolerance = {"min_cosine": bound}
         out = np.zeros(len(finite), dtype=bool)

@@ -23,12 +23,18 @@ from ..core.fingerprint_facts import (
 )
 
 __all__ = [
-    "LOSSY_FLOOR", "environment", "file_hashes", "flatten", "is_lossy", "lossy_floor", "vector_settings",
-    "weights_dtype",
+    "LOSSY_FLOOR", "STORE_FLOORS", "environment", "file_hashes", "flatten", "is_lossy", "lossy_floor",
+    "store_floor", "vector_settings", "weights_dtype",
 ]  # fmt: skip
 
 # The min cosine to float32 a lossy mode asked without `mode="fast"` is held to (fast's default bound).
 LOSSY_FLOOR = 0.999
+# The floor a lossy precision is held to when a store is checked (`verify --store`), the same model on
+# both sides: int8's activation scales are set per batch (ONNX Runtime's dynamic and fused graphs), so a
+# text's vector moves with the texts batched with it. The lowest cosine between two batchings of one text
+# measured on a Zen 5 CPU was 0.9887 (int8_fused; short texts and runs of one punctuation mark among other
+# texts); the floor 0.98 holds the pair to 2 * 0.98^2 - 1 = 0.9208. bfloat16 and float16 run each row alone.
+STORE_FLOORS = {"int8": 0.98, "bfloat16": LOSSY_FLOOR, "float16": LOSSY_FLOOR}
 
 _PACKAGES = ("bertscope", "torch", "transformers", "tokenizers", "onnxruntime", "openvino", "nncf", "numpy")
 
@@ -72,6 +78,13 @@ def lossy_floor(model: Any) -> float:
     """The min cosine to float32 a lossy model is held to: fast mode's recorded bound, else `LOSSY_FLOOR`."""
     fast = model.info().fast or {}
     return float(fast.get("min_cosine", LOSSY_FLOOR))
+
+
+def store_floor(dtype: str | None, quantize: str | None) -> float:
+    """The floor `verify --store` holds one side to, by its precision (`STORE_FLOORS`; 1.0 for float32)."""
+    if quantize not in (None, "none"):
+        return STORE_FLOORS["int8"]
+    return STORE_FLOORS.get(dtype or "float32", 1.0)
 
 
 def _version(name: str) -> str | None:
