@@ -342,6 +342,10 @@ def test_ray_aggregation_equals_the_local_one(
         np.testing.assert_allclose(
             remote.vectors[remote.index[word]], local.vectors[local.index[word]], atol=1e-5
         )
+    marks = tmp_path / "marks.txt"
+    marks.write_text("a cat\n\u0301\u0301\nanother dog\n")
+    with pytest.raises(bertscope.CorpusError, match=r"marks.txt:2: the text gives no word pieces"):
+        aggregate_on_ray(str(marks), model=model, min_count=1, progress=False)  # the local job's one line
 
 
 def test_a_model_with_its_own_int8_calibration_is_not_sent_to_ray_workers(tiny_dirs: dict[str, Path]) -> None:

@@ -47,13 +47,13 @@ def aggregate_on_ray(
     """
     from ..core.loaders import load_model
     from ..distributed import (
-        IO_CPUS,
-        corpus_datasource,
+        corpus_dataset,
         default_batch,
         embed_dataset,
         gpus_per_worker,
         import_ray,
         input_sources,
+        raising_bertscope_errors,
     )
 
     ray = import_ray()
@@ -67,9 +67,8 @@ def aggregate_on_ray(
         ray.init(address=address, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = progress
     rows = batch_size or default_batch(gpus_per_worker(ray, device))
-    corpus = ray.data.read_datasource(
-        corpus_datasource(sources, text_field, None, rows), num_cpus=IO_CPUS, override_num_blocks=len(sources)
-    )
+    # blocks of about `rows` rows, so that every actor gets some; a text of no word pieces named by its line
+    corpus = corpus_dataset(sources, text_field, None, rows, tokenizer=driver.tokenizer)
     asked = LevelOptions(level=Level.WORDS, keep_text=False, subword=subword)
     words = embed_dataset(
         corpus, model=model, workers=workers, device=device, batch_size=rows,
@@ -78,4 +77,5 @@ def aggregate_on_ray(
     wanted = ["position", "word", "pieces", "truncated", *level.vector_names()]  # tally counts the cut texts
     tables = (batch.select(wanted) for batch in words.iter_batches(batch_format="pyarrow", batch_size=None))
     shown = source if isinstance(source, str) else Path("texts")
-    return reduce_tables(driver, level, settings, tables, min_count=min_count, corpus=shown)
+    with raising_bertscope_errors(words):  # an actor's bad record is the local job's one line
+        return reduce_tables(driver, level, settings, tables, min_count=min_count, corpus=shown)
