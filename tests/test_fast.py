@@ -106,6 +106,8 @@ def test_nothing_faster_says_so_and_runs_float32(
     info = m.info()
     assert (info.backend, info.dtype, info.quantize, info.mode) == ("torch", "float32", None, "fast")
     assert info.fast is not None and info.fast["chosen"] == "torch float32"
+    # what cos_min is measured on, and where it is known not to hold
+    assert "sentence vectors" in info.fast["covers"] and "token vectors" in info.fast["covers"]
 
 
 def test_the_choice_is_recorded_in_corpus_settings(
@@ -202,6 +204,8 @@ def test_bfloat16_is_a_candidate_only_with_native_support(monkeypatch: pytest.Mo
         ({"mode": "fast", "backend": "onnxruntime"}, "picks the backend"),
         ({"mode": "fast", "quantize": "int8"}, "picks the backend"),
         ({"mode": "fast", "fast_min_cosine": 1.5}, "fast_min_cosine"),
+        ({"mode": "fast", "fast_min_cosine": "0.99"}, "fast_min_cosine='0.99': give a number"),
+        ({"mode": "fast", "fast_min_cosine": True}, "fast_min_cosine=True"),
         ({"mode": "quick"}, "unknown mode"),
     ],
 )
@@ -256,8 +260,84 @@ def test_measurements_are_named_by_the_graphs_they_timed(monkeypatch: pytest.Mon
 
     model = bertscope.load(device="cpu", backend="torch")
     texts = ["one sentence"]
-    before = (fast._cache_path(model, texts), exact._measured_path("bert", "digest"))
+    before = (fast._cache_path(model, texts, {}), exact._measured_path("bert", "digest"))
     assert all(fast.graphs_key() in path.name for path in before)
     monkeypatch.setattr(fast, "GRAPH_FORMAT", fast.GRAPH_FORMAT + 1)
-    after = (fast._cache_path(model, texts), exact._measured_path("bert", "digest"))
+    after = (fast._cache_path(model, texts, {}), exact._measured_path("bert", "digest"))
     assert all(a != b for a, b in zip(before, after, strict=True))
+
+
+def _int8_wins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only torch float32 and ONNX Runtime's dynamic int8 are candidates, and int8 is far the faster."""
+    from bertscope.backends.modes import MODES
+
+    pytest.importorskip("onnxruntime")
+    ways = {way.label: way for way in (MODES["float32"], MODES["int8"])}
+    monkeypatch.setattr(fast, "candidates", lambda device: dict(ways))
+
+
+def test_fast_int8_on_the_shipped_calibration_records_no_digest_of_its_own(
+    tiny_dirs: dict[str, Path], measured: list[Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The shipped texts chose it, so the store's settings reload it: no 'calibration' digest (which
+    says "your own texts; pass the model"), and a store it wrote verifies from its settings alone."""
+    from bertscope.backends.runtimes import calibration_digest
+
+    _int8_wins(monkeypatch)
+    shipped = bertscope.load(tiny_dirs["bert"], device="cpu", mode="fast", fast_min_cosine=0.5)
+    assert shipped.info().fast["chosen"] == "onnxruntime int8"  # type: ignore[index]
+    assert shipped.calibration_digest is None
+    own = load_fast(tiny_dirs["bert"], fast_min_cosine=0.5)
+    assert own.info().quantize == "int8" and own.calibration_digest == calibration_digest(TEXTS)
+
+
+def test_the_measurements_are_named_by_the_limits_they_ran_under(
+    tiny_dirs: dict[str, Path], measured: list[Any], cache: Path
+) -> None:
+    """Figures taken with texts cut at 4 tokens (or another token budget) are not read at the default."""
+    load_fast(tiny_dirs["bert"], max_tokens=4)
+    count = len(measured)
+    load_fast(tiny_dirs["bert"])
+    assert len(measured) == 2 * count
+    load_fast(tiny_dirs["bert"], token_budget=64)
+    assert len(measured) == 3 * count
+    load_fast(tiny_dirs["bert"], max_tokens=4)  # each kept under its own name
+    assert len(measured) == 3 * count and len(list((cache / "fast").glob("*.json"))) == 3
+
+
+def test_a_runtime_upgrade_measures_again(
+    tiny_dirs: dict[str, Path], measured: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exact default's key of the installed libraries is in the name, as in its own file's; NNCF's
+    version is added where one of its int8 ways is a candidate."""
+    from bertscope.backends import exact
+    from bertscope.backends.modes import MODES
+
+    load_fast(tiny_dirs["bert"])
+    count = len(measured)
+    monkeypatch.setattr(exact, "_libraries_key", lambda: "upgraded")
+    load_fast(tiny_dirs["bert"])
+    assert len(measured) == 2 * count
+    plain = fast.libraries_key({"int8": MODES["int8"]})
+    with_nncf = fast.libraries_key({"openvino int8": MODES["openvino-int8"]})
+    assert plain == "upgraded" and with_nncf.startswith("upgradedn") and with_nncf != plain
+
+
+def test_cli_remeasure_with_quantize_is_refused_before_anything_is_forgotten(
+    tiny_dirs: dict[str, Path], measured: list[Any], cache: Path, tmp_path: Path
+) -> None:
+    """`load(quantize='int8', remeasure=True)` is refused; so is the command line's pair, and the
+    measurements of this machine are kept (the --remeasure callback used to delete them first)."""
+    from typer.testing import CliRunner
+
+    from bertscope.cli import app
+
+    load_fast(tiny_dirs["bert"])
+    kept = next((cache / "fast").glob("*.json"))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("".join(t + "\n" for t in TEXTS))
+    args = ["embed", "-i", str(corpus), "-o", str(tmp_path / "o.npy"), "-m", str(tiny_dirs["bert"])]
+    result = CliRunner().invoke(app, [*args, "--device", "cpu", "--quantize", "int8", "--remeasure", "-q"])
+    assert isinstance(result.exception, bertscope.InvalidSpec), result.output  # main() prints it in one line
+    assert "remeasure" in str(result.exception)
+    assert kept.exists() and not (tmp_path / "o.npy").exists()

@@ -263,3 +263,29 @@ def test_spreading_the_outlier_channels_keeps_the_linear_s_product() -> None:
         [x * spread.keep_mask, x.index_select(-1, spread.spread_index) * spread.spread_scale], -1
     )
     assert float(inside.abs().max()) <= 3.0 * float(maxima.median()) * 1.0001  # every column within the bound
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"quantize": "int8", "calibration": "The council approved the budget."}, "is one str"),
+        ({"quantize": "int8", "calibration": b"rain"}, "is one bytes"),
+        ({"quantize": "int8", "calibration": [1, 2]}, r"calibration\[0\]=1 is a int, not a str"),
+        ({"quantize": "int8_static", "calibration": ["a", None]}, r"calibration\[1\]=None"),
+        ({"backend": "openvino", "quantize": "int8_static", "calibration": [None, "a"]}, r"calibration\[0\]"),
+        ({"mode": "fast", "calibration": 3}, "not a list of sentences"),
+    ],
+)
+def test_calibration_that_is_not_a_list_of_str_is_refused_in_one_line(
+    options: dict[str, object], says: str
+) -> None:
+    """A str was read one character at a time and fitted on; [1, 2] and [None, 'a'] were TypeErrors."""
+    with pytest.raises(bertscope.InvalidSpec, match=says) as refused:
+        bertscope.load(device="cpu", **options)  # type: ignore[arg-type]
+    assert "\n" not in str(refused.value)
+
+
+def test_calibration_lists_that_join_alike_are_named_apart() -> None:
+    """The cache name hashes the list, not its texts joined by newlines: ['a\\nb'] is not ['a', 'b']."""
+    assert export_variant("int8", ["H\ne\nl\nl\no"]) != export_variant("int8", list("Hello"))
+    assert export_variant("int8", ["a", "b"]) == export_variant("int8", ["a", "b"])

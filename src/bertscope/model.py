@@ -54,7 +54,7 @@ def load(
     quantize: Quantize | str | None = None,
     calibration: Sequence[str] | None = None,
     mode: Mode | str = Mode.EXACT,
-    fast_min_cosine: float = _DEFAULT_MIN_COSINE,
+    fast_min_cosine: float | None = None,
     remeasure: bool = False,
     trust_remote_code: bool = False,
 ) -> Model:
@@ -70,9 +70,11 @@ def load(
     cosine to float32 is >= `fast_min_cosine`, remembered per model and machine (backends/fast.py).
     With no backend, dtype or quantize asked, the exact default runs the fastest runtime equal to torch
     within 1e-5 (torch, ONNX Runtime or OpenVINO float32; measured once, backends/exact.py).
-    `remeasure=True` measures either choice again. `trust_remote_code=True` runs the model code a folder
-    ships (config.json `auto_map`), as transformers' own option does; without it such a folder is refused,
-    never run as another class.
+    `info().mode` is "fast" only for a model `mode="fast"` chose; "exact" names the mode that runs what
+    was asked (int8 and bfloat16 included: read `quantize` and `dtype` for lossy arithmetic), and is
+    kept so stores and resumed jobs compare as before. `remeasure=True` measures either choice again.
+    `trust_remote_code=True` runs the model code a folder ships (config.json `auto_map`), as
+    transformers' own option does; without it such a folder is refused, never run as another class.
     """
     _check_counts(threads=threads, max_tokens=max_tokens, token_budget=token_budget)
     name = model_name(name)
@@ -85,7 +87,7 @@ def load(
         from .core.cpu import ask_threads
 
         ask_threads(threads)
-    _refuse_unread_options(
+    refuse_unread_options(
         backend=backend, quantize=quantize, mode=mode, calibration=calibration,
         fast_min_cosine=fast_min_cosine, remeasure=remeasure,
     )  # fmt: skip
@@ -113,7 +115,8 @@ def load(
 
         asked = {"dtype": dtype, "backend": backend, "quantize": quantize}
         return load_fast(
-            asked, device=torch_device, min_cosine=fast_min_cosine, calibration=calibration,
+            asked, device=torch_device, calibration=calibration,
+            min_cosine=_DEFAULT_MIN_COSINE if fast_min_cosine is None else fast_min_cosine,
             remeasure=remeasure, build=build,
         )  # fmt: skip
     if Backend.parse(backend, what="backend") is Backend.OPENVINO:
@@ -148,19 +151,25 @@ def _check_counts(**counts: int | None) -> None:
             whole_number(value, name)
 
 
-def _refuse_unread_options(
+def refuse_unread_options(
     *,
     backend: Backend | str,
     quantize: Quantize | str | None,
     mode: Mode | str,
-    calibration: Sequence[str] | None,
-    fast_min_cosine: float,
-    remeasure: bool,
+    calibration: Sequence[str] | None = None,
+    fast_min_cosine: float | None = None,
+    remeasure: bool = False,
 ) -> None:
-    """Refuse an option that the other options asked leave unread: it would be ignored without a word."""
+    """Refuse an option that the other options asked leave unread: it would be ignored without a word;
+    and calibration texts that are not a list of str. `load` checks these before anything loads, and the
+    command line before `--remeasure` forgets any measurement."""
+    from .backends.quantize import check_calibration
+
     chosen = Backend.parse(backend, what="backend")
     scheme = Quantize.parse(quantize or Quantize.NONE, what="quantize")
     fast = Mode.parse(mode, what="mode") is Mode.FAST
+    if calibration is not None:
+        check_calibration(calibration)
     if calibration is not None and chosen is Backend.OPENVINO and scheme is not Quantize.INT8_STATIC:
         raise InvalidSpec(
             "backend='openvino' reads no calibration texts but with quantize='int8_static' (its int8 takes "
@@ -171,7 +180,9 @@ def _refuse_unread_options(
             "calibration= fits int8's scales and is read only with quantize= (int8, int8_fused, "
             "int8_static) or mode='fast'; leave it out, or add one of them"
         )
-    if fast_min_cosine != _DEFAULT_MIN_COSINE and not fast:
+    # None: not given. 0.999, the default, is still let through without mode='fast' while callers
+    # (distributed.run_ray_job, the command line's Ray jobs) pass it for 'not given'.
+    if fast_min_cosine is not None and fast_min_cosine != _DEFAULT_MIN_COSINE and not fast:
         raise InvalidSpec(
             f"fast_min_cosine={fast_min_cosine} is the bound mode='fast' chooses within (--fast on the "
             "command line); add mode='fast', or leave it out"

@@ -45,9 +45,11 @@ E = TypeVar("E", bound=Encoder)
 __all__ = [
     "is_installed",
     "say",
+    "COVERS",
     "FAST_FORMAT",
     "graphs_key",
     "INT8_MIN_GAIN",
+    "libraries_key",
     "Measured",
     "candidates",
     "choose",
@@ -61,6 +63,14 @@ __all__ = [
     "write_measured",
 ]
 
+# What `cos_min` is measured on, and where it is known not to hold (docs/fast-modes.md, "What the min
+# cosine covers"): in info().fast beside the figure.
+COVERS = (
+    "sentence vectors (the model's own pooling and layer) of the calibration texts, alone and joined in "
+    "pairs and fours, and of the held-out sentences, against torch float32; not beyond them: runs of one "
+    "punctuation mark drift further (int8_static: 0.963 on '-'*80, measured on one CPU), and so do token "
+    "vectors and earlier layers"
+)
 FAST_FORMAT = 4  # 3: min cosines over the held-out sentences too; the static int8 way; 4: timing_texts
 _REPEATS = 3
 # Rows each mode is timed on. The 50 calibration sentences alone (15.5 tokens on average) took tens of
@@ -156,14 +166,16 @@ def load_fast(
         raise InvalidSpec(
             "mode='fast' picks the backend, dtype and quantize itself; leave them out, or drop mode='fast'"
         )
-    if not 0.0 < min_cosine <= 1.0:
-        raise InvalidSpec(f"fast_min_cosine must be in (0, 1], got {min_cosine}")
+    if isinstance(min_cosine, bool) or not isinstance(min_cosine, int | float) or not 0.0 < min_cosine <= 1.0:
+        raise InvalidSpec(f"fast_min_cosine={min_cosine!r}: give a number in (0, 1], such as 0.99")
+    # The shipped texts stand in for none given in the measurement and its cache name; the ways chosen
+    # get the caller's own (None), so a model fitted on the shipped texts records no digest of its own.
     texts = calibration_or_shipped(calibration)
     import torch
 
     base = build(torch.float32)
-    path = _cache_path(base, texts)
     wanted = candidates(device)
+    path = _cache_path(base, texts, wanted)
     writable_folder(path.parent)
     # Replicas started at once (a server's workers) measure once and read the same figures, so they all
     # choose the same mode: two measurements could choose two modes, whose vectors differ.
@@ -172,7 +184,7 @@ def load_fast(
         if measured is None or set(wanted) - {m.mode for m in measured}:
             say(f"fast mode: measuring {len(wanted)} modes on {len(texts)} sentences, once for this model "
                  f"and machine ({cpu_name()}, {cpu_threads()} threads)")  # fmt: skip
-            measured = _measure_all(base, wanted, texts, build)
+            measured = _measure_all(base, wanted, texts, build, calibration)
             write_measured(path, measured)
     best = choose([m for m in measured if m.mode in wanted], min_cosine)
     if best.mode == _FLOAT32:
@@ -181,7 +193,7 @@ def load_fast(
         model = base
     else:
         say(f"fast mode: {best.mode}, {best.vs_float32:.2f}x torch float32, min cosine {best.cos_min:.5f}")
-        model = apply_way(base, best.options, build=build, calibration=texts)
+        model = apply_way(base, best.options, build=build, calibration=calibration)
     model.mode = "fast"
     model.fast_choice = {
         "chosen": best.mode,
@@ -189,6 +201,7 @@ def load_fast(
         "cos_min": round(best.cos_min, 6),
         "vs_float32": round(best.vs_float32, 3),
         "measured": str(path),
+        "covers": COVERS,
     }
     return model
 
@@ -199,11 +212,33 @@ def graphs_key() -> str:
     return f"e{EXPORT_FORMAT}g{GRAPH_FORMAT}i{IR_FORMAT}"
 
 
-def _cache_path(base: Any, texts: Sequence[str]) -> Path:
-    calib = hashlib.sha256("\n".join(texts).encode()).hexdigest()[:10]
-    digest = encoder_digest(base)
-    name = f"{base.family.name}-{digest}-{machine_key()}-c{calib}-f{FAST_FORMAT}-{graphs_key()}.json"
+def _cache_path(base: Any, texts: Sequence[str], wanted: dict[str, Way]) -> Path:
+    """The measurement file: per model, machine, installed runtimes, calibration texts and the limits the
+    texts ran under (tokens per text, tokens per forward: both change what int8's scales see)."""
+    calib = hashlib.sha256(json.dumps(list(texts)).encode()).hexdigest()[:10]
+    limits = f"t{base.max_tokens}b{base.engine.token_budget}r{base.engine.min_rows}"
+    name = (
+        f"{base.family.name}-{encoder_digest(base)}-{machine_key()}-{libraries_key(wanted)}-c{calib}-{limits}"
+        f"-f{FAST_FORMAT}-{graphs_key()}.json"
+    )
     return fast_cache_dir() / name
+
+
+def libraries_key(wanted: dict[str, Way]) -> str:
+    """The exact default's key of the installed torch, transformers and runtimes (an upgrade changes a
+    way's kernels, so its drift and speed are measured again), with NNCF's version where a candidate is
+    made by it (OpenVINO's int8)."""
+    from .exact import _libraries_key  # exact.py imports this module
+
+    key = _libraries_key()
+    if any("nncf" in way.needs for way in wanted.values()):
+        from importlib import metadata
+
+        try:
+            key += f"n{metadata.version('nncf')}"
+        except metadata.PackageNotFoundError:
+            key += "n-"
+    return key
 
 
 def plausible(measured: Sequence[Measured]) -> bool:
@@ -288,13 +323,19 @@ def timing_texts(texts: Sequence[str], rows: int = _TIMED_ROWS) -> list[str]:
 
 
 def _measure_all(
-    base: E, wanted: dict[str, Way], texts: Sequence[str], build: Callable[[torch.dtype], E]
+    base: E,
+    wanted: dict[str, Way],
+    texts: Sequence[str],
+    build: Callable[[torch.dtype], E],
+    calibration: Sequence[str] | None,
 ) -> list[Measured]:
     """Every candidate timed on `timing_texts(texts)` (alternating rounds) and compared with torch float32's
-    vectors there and on the held-out sentences."""
+    vectors there and on the held-out sentences; int8 fitted on `calibration` (None: the shipped texts)."""
     ways = {}
     for label, way in wanted.items():
-        model = base if label == _FLOAT32 else apply_way(base, way.options, build=build, calibration=texts)
+        model = (
+            base if label == _FLOAT32 else apply_way(base, way.options, build=build, calibration=calibration)
+        )
         ways[label] = runtime_embedder(model, model.engine.runner)
         base.use_torch()
     timed = measure(ways, timing_texts(texts), rounds=_REPEATS)

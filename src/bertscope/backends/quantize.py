@@ -29,6 +29,7 @@ slower (docs/fast-modes.md, bench/BENCHMARKS.md).
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import warnings
 from collections import Counter
@@ -49,6 +50,7 @@ __all__ = [
     "SCHEMES",
     "calibration_or_shipped",
     "calibration_texts",
+    "check_calibration",
     "export_variant",
     "fuse",
     "heldout_texts",
@@ -77,11 +79,39 @@ def calibration_texts() -> list[str]:
 
 def calibration_or_shipped(calibration: Sequence[str] | None, *, required: bool = True) -> list[str]:
     """The caller's calibration texts, or the shipped ones when None; an empty list is refused where
-    the texts are `required` (an int8 fitted on them)."""
-    texts = list(calibration) if calibration is not None else calibration_texts()
+    the texts are `required` (an int8 fitted on them), and so is anything but a list of str."""
+    texts = check_calibration(calibration) if calibration is not None else calibration_texts()
     if required and not texts:
         raise InvalidSpec("calibration texts are empty; give some sentences of your corpus or None")
     return texts
+
+
+def check_calibration(calibration: Any) -> list[str]:
+    """`calibration` as a list of str, or InvalidSpec: a str or bytes (it would be read one character at a
+    time), something not iterable, or an item that is not a str, named by its index."""
+    if isinstance(calibration, str | bytes | bytearray):
+        raise InvalidSpec(
+            f"calibration={_short(calibration)} is one {type(calibration).__name__}; give a list of "
+            "sentences, such as calibration=[text]"
+        )
+    try:
+        texts = list(calibration)
+    except TypeError:
+        raise InvalidSpec(
+            f"calibration={_short(calibration)} is not a list of sentences; give a list of str, or None"
+        ) from None
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InvalidSpec(
+                f"calibration[{index}]={_short(text)} is a {type(text).__name__}, not a str; every "
+                "calibration text must be a str"
+            )
+    return texts
+
+
+def _short(value: Any) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 40 else f"{shown[:37]}..."
 
 
 def heldout_texts() -> list[str]:
@@ -102,7 +132,8 @@ def export_variant(quantize: str | None, calibration: Sequence[str], scheme: str
     """
     if (quantize or "none") != "int8":
         return "float32"
-    calib_hash = hashlib.sha256("\n".join(calibration).encode()).hexdigest()[:10]
+    # the texts as a JSON list, as runtimes.calibration_digest: texts joined by newlines collide
+    calib_hash = hashlib.sha256(json.dumps(list(calibration)).encode()).hexdigest()[:10]
     return f"int8-{scheme}-g{GRAPH_FORMAT}-o{OUTLIER_FACTOR:g}-c{calib_hash}"
 
 

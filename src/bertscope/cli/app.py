@@ -117,11 +117,10 @@ FastOpt = Annotated[
 ]
 
 
-def _forget_measurements(asked: bool) -> bool:
-    if asked:
-        from ..backends.fast import forget_measurements
-
-        forget_measurements()
+def _remeasure_asked(asked: bool) -> bool:
+    # Only noted here: the measurements are forgotten by `load_model`, once the other options are
+    # accepted (a callback runs before the command checks anything, even where it then fails).
+    _state["remeasure"] = asked
     return asked
 
 
@@ -129,7 +128,7 @@ RemeasureOpt = Annotated[
     bool,
     typer.Option(
         "--remeasure",
-        callback=_forget_measurements,
+        callback=_remeasure_asked,
         help="Measure this machine's runtimes again (--fast and the exact default), e.g. after it was "
         "measured under load: `bertscope embed -i corpus.txt -o out.parquet --fast --remeasure`.",
     ),
@@ -231,6 +230,7 @@ def _root(
     if debug:
         _state["debug"] = True
     _state["trust_remote_code"] = trust_remote_code  # per invocation: one test's flag must not leak
+    _state["remeasure"] = _state["forgotten"] = False  # a command's --remeasure: read by load_model
 
 
 def warn(message: object, *, label: str = "warning:", style: str = "yellow") -> None:
@@ -254,14 +254,44 @@ def load_model(
     fast: bool = False,
     fast_min_cosine: float = 0.999,
 ) -> Any:
-    """Load the model a command asked for with the shared load options (--fast: the fastest mode in bound)."""
+    """Load the model a command asked for with the shared load options (--fast: the fastest mode in bound).
+
+    With --remeasure, the options are checked as `load(remeasure=True)` checks them before this machine's
+    measurements (every model's) are forgotten (`remeasure_if_asked`); the model then measures again."""
     from ..model import load
 
+    mode = "fast" if fast else "exact"
+    remeasure = remeasure_if_asked(
+        backend=backend, quantize=quantize, fast=fast, fast_min_cosine=fast_min_cosine
+    )
     return load(
         model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize,
-        mode="fast" if fast else "exact", fast_min_cosine=fast_min_cosine,
+        mode=mode, fast_min_cosine=fast_min_cosine, remeasure=remeasure,
         trust_remote_code=bool(_state.get("trust_remote_code")),
     )  # fmt: skip
+
+
+def remeasure_if_asked(
+    *, backend: Backend | str, quantize: Quantize | str | None, fast: bool, fast_min_cosine: float = 0.999
+) -> bool:
+    """Whether this load should measure again: where the command was given --remeasure, the options are
+    checked first (InvalidSpec where they name the runtime themselves, as `load(remeasure=True)` refuses),
+    then this machine's measurements of every model are forgotten, once per command."""
+    if not _state.get("remeasure"):
+        return False
+    from ..model import refuse_unread_options
+
+    mode = "fast" if fast else "exact"
+    refuse_unread_options(
+        backend=backend, quantize=quantize, mode=mode, fast_min_cosine=fast_min_cosine, remeasure=True
+    )
+    if _state.get("forgotten"):  # a second load of the same command: the figures are fresh
+        return False
+    from ..backends.fast import forget_measurements
+
+    forget_measurements()
+    _state["forgotten"] = True
+    return True
 
 
 def emit_json(data: Any) -> None:
