@@ -341,3 +341,8 @@ def test_cli_remeasure_with_quantize_is_refused_before_anything_is_forgotten(
     assert isinstance(result.exception, bertscope.InvalidSpec), result.output  # main() prints it in one line
     assert "remeasure" in str(result.exception)
     assert kept.exists() and not (tmp_path / "o.npy").exists()
+    # a Ray job checks the pair the same way, before Ray starts (it does not load through load_model)
+    ray_args = [*args[:4], str(tmp_path / "ray_out"), *args[5:], "--engine", "ray", "--device", "cpu"]
+    result = CliRunner().invoke(app, [*ray_args, "--quantize", "int8", "--remeasure", "-q"])
+    assert isinstance(result.exception, bertscope.InvalidSpec) and "remeasure" in str(result.exception)
+    assert kept.exists() and not (tmp_path / "ray_out").exists()

@@ -42,6 +42,7 @@ from .app import (
     out,
     read_lines,
     read_texts,
+    remeasure_if_asked,
     warn,
     with_pair,
 )
@@ -231,9 +232,10 @@ def embed(
             )
         from ..distributed import run_ray_job
 
-        # --threads: each actor's torch threads, and the CPUs it asks Ray for. --remeasure has already
-        # cleared this machine's measurements (its callback): the driver measures again, and its --fast
-        # choice is what every actor runs.
+        # --threads: each actor's torch threads, and the CPUs it asks Ray for. --remeasure (checked
+        # against the options first) forgets this machine's measurements: the driver measures again,
+        # and its --fast choice is what every actor runs.
+        remeasure_if_asked(backend=backend, quantize=quantize, fast=fast, fast_min_cosine=fast_min_cosine)
         summary = run_ray_job(
             texts or str(input_path), output, model=model, device=device, dtype=dtype, backend=backend,
             quantize=quantize, workers=workers, cpus_per_worker=threads or 1, batch_size=batch_size,
