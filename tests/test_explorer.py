@@ -148,6 +148,81 @@ def test_page_shows_tokens_layers_and_sentence_cosines(
     assert all((tmp_path / f"{n}.png").stat().st_size > 5000 for n in ("tokens", "layers", "sentences"))
 
 
+LONG = " ".join(["bread"] * 600)  # 602 tokens: the bundled model keeps its first 256
+
+
+def test_explore_routes_say_how_many_tokens_were_cut(bundled: bertscope.Model) -> None:
+    from fastapi.testclient import TestClient
+
+    from bertscope.server import create_app
+
+    dropped = bundled.tokenize(LONG).n_dropped
+    assert dropped == 602 - bundled.max_tokens
+    with TestClient(create_app(bundled)) as client:
+        layers = client.post("/explore/layers", json={"inputs": LONG}).json()
+        batch = client.post("/explore/batch", json={"inputs": [LONG, TEXT]}).json()
+        short = client.post("/explore/layers", json={"inputs": TEXT}).json()
+    assert layers["n_dropped"] == dropped and len(layers["tokens"]) == bundled.max_tokens
+    assert np.asarray(layers["cosines"]).shape == (7, bundled.max_tokens, bundled.max_tokens)
+    assert batch["n_dropped"] == [dropped, 0] and len(batch["ids"][0]) == bundled.max_tokens
+    assert short["n_dropped"] == 0 and short["tokens"] == bundled.tokenize(TEXT).tokens
+
+
+def test_layer_cosines_are_those_of_every_hidden_state(bundled: bertscope.Model) -> None:
+    hidden = bundled.hidden_states(TEXT)  # (L+1, tokens, d)
+    units = hidden / np.linalg.norm(hidden, axis=2, keepdims=True)
+    static = bundled.static(bundled.tokenize(TEXT).ids)
+    found = layer_cosines(bundled, TEXT)
+    np.testing.assert_allclose(found["cosines"], np.einsum("ltd,lsd->lts", units, units), atol=2e-5)
+    to_static = np.einsum("ltd,td->lt", units, static / np.linalg.norm(static, axis=1, keepdims=True))
+    np.testing.assert_allclose(found["to_static"], to_static, atol=2e-5)
+    np.testing.assert_allclose(found["norms"], np.linalg.norm(hidden, axis=2), rtol=1e-4)
+
+
+def test_explore_layers_of_a_model_with_a_default_prompt(bundled_path: Path, tmp_path: Path) -> None:
+    """The rows follow the prompt (as the model's token vectors do); the tokens and static rows did not,
+    and the cosines to the static rows failed on the shapes (a 500)."""
+    from fastapi.testclient import TestClient
+
+    from bertscope.server import create_app
+    from prompted import with_prompts
+
+    folder = with_prompts(bundled_path, tmp_path / "p", include_prompt=True, default="query")
+    model = bertscope.load(folder, device="cpu")
+    with TestClient(create_app(model)) as client:
+        answer = client.post("/explore/layers", json={"inputs": TEXT})
+    assert answer.status_code == 200, answer.text[:300]
+    tokens = answer.json()["tokens"]
+    assert tokens[:3] == ["[CLS]", "query", ":"] and len(answer.json()["cosines"][0]) == len(tokens)
+    assert tokens == [t.tokens for t in model.embed_tokens(TEXT)][0]
+
+
+@pytest.mark.timeout(400)
+def test_page_says_where_a_text_was_cut(page: tuple[Any, str], bundled: bertscope.Model) -> None:
+    pg, base = page
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(base + "/")
+    pg.wait_for_selector(f"body[data-ready='{TEXT}']")
+    dropped = str(bundled.tokenize(LONG).n_dropped)
+    pg.fill("#text", LONG)
+    pg.fill("#text2", TEXT)
+    pg.uncheck("#as-pair")
+    pg.click("#go")
+    pg.wait_for_selector(f"body[data-ready='{LONG} | {TEXT}']")
+    for box in ("#tokens-cut", "#batch-cut", "#anatomy-cut", "#layers-cut", "#attention-cut"):
+        assert pg.get_attribute(box, "data-dropped") == dropped, box
+        assert f"{dropped} tokens at the end of" in pg.text_content(box), box
+    assert "text 1" in pg.text_content("#batch-cut") and "text 2" not in pg.text_content("#batch-cut")
+    pg.fill("#text", TEXT)
+    pg.fill("#text2", "")
+    pg.click("#go")
+    pg.wait_for_selector(f"body[data-ready='{TEXT}']")
+    for box in ("#tokens-cut", "#anatomy-cut", "#layers-cut", "#attention-cut"):
+        assert pg.get_attribute(box, "data-dropped") == "0" and pg.locator(box).is_hidden(), box
+    assert not errors, errors
+
+
 def test_explore_command_is_registered() -> None:
     from typer.testing import CliRunner
 

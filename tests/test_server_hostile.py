@@ -232,31 +232,35 @@ def test_an_answer_written_in_parts_refuses_nan_as_json_response_does() -> None:
 
 def test_big_bodies_are_tokenized_one_at_a_time(bundled: bertscope.Model, monkeypatch: Any) -> None:
     """Tokenizing a text whole holds about a kilobyte a token until it is cut (long="truncate"): requests
-    past `_BIG_CHARACTERS` take turns, so together they hold one's memory; a small one passes beside them."""
+    past `_BIG_CHARACTERS` take turns, on one thread (the allocator keeps a thread's freed memory for that
+    thread), so together they hold one's memory; a small one passes beside them."""
     from bertscope.server import service as service_module
 
     svc = create_app(bundled, settings=ServerSettings()).state.service
-    release, lock = threading.Event(), threading.Lock()
+    gate = svc.big_tokenizing
+    release = threading.Event()
     inside: list[str] = []  # the requests tokenizing now
     most = [0]
+    threads: set[str] = set()  # where the big ones were tokenized
 
     def held(items: list[Any], spec: Any) -> list[Any]:
-        with lock:
+        with gate.changed:  # the gate's own condition: the test waits on both counts at once
             inside.append(items[0][:5])
             most[0] = max(most[0], len(inside))
+            gate.changed.notify_all()
         if len(items[0]) > service_module._BIG_CHARACTERS:
+            threads.add(threading.current_thread().name)
             release.wait(timeout=60)
-        with lock:
+        with gate.changed:
             inside.pop()
         return []
 
     monkeypatch.setattr(bundled.engine, "prepare", held)
     big, spec = "word " * (service_module._BIG_CHARACTERS // 5 + 1), bundled.spec()
-    gate = svc.big_tokenizing
     with ThreadPoolExecutor(3) as pool:
         futures = [pool.submit(svc._prepare, big, spec) for _ in range(3)]
-        with gate.changed:
-            assert gate.changed.wait_for(lambda: gate.waiting == 2, timeout=60)  # one inside, two wait
+        with gate.changed:  # one inside, two waiting
+            assert gate.changed.wait_for(lambda: gate.waiting == 2 and len(inside) == 1, timeout=60)
         assert most[0] == 1
         svc._prepare("a short text", spec)  # under the gate's size: not held up
         assert most[0] == 2
@@ -264,3 +268,95 @@ def test_big_bodies_are_tokenized_one_at_a_time(bundled: bertscope.Model, monkey
         for future in futures:
             future.result(timeout=60)
     assert gate.waiting == 0 and most[0] == 2
+    assert len(threads) == 1 and threads.pop().startswith("bertscope-big-tokenize"), threads
+
+
+def _worker_jobs(client: TestClient) -> float:
+    """Jobs the worker has taken, from /metrics: a request refused before the worker adds none."""
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith("bertscope_batch_requests_sum "):
+            return float(line.split()[1])
+    raise AssertionError("no bertscope_batch_requests_sum in /metrics")
+
+
+LONG = " ".join(["bread"] * 600)  # 602 tokens, cut to the bundled model's 256
+# Over 100,000 numbers from the tokens cut to 256: 7 layers x 256 x 258 cosines and norms; 6 layers x
+# 12 heads x 256 x 256 weights; 7 steps x 256 tokens x 384; the batch's 2 texts x 256 padded x 3 values
+# pass a bound of 1,000 that its 259 real tokens x 3 would not.
+EXPLORED = [
+    ("/explore/layers", {"inputs": LONG}, {"inputs": LONG[:120]}, 100_000),
+    ("/attention", {"inputs": LONG}, {"inputs": LONG, "layer": 2, "head": 3}, 100_000),
+    ("/anatomy", {"inputs": LONG}, {"inputs": LONG[:120]}, 100_000),
+    ("/explore/batch", {"inputs": [LONG, "hi"]}, {"inputs": [LONG[:120], "hi"]}, 1_000),
+]
+
+
+@pytest.mark.parametrize(("path", "over", "within", "bound"), EXPLORED, ids=[p for p, *_ in EXPLORED])
+def test_explorer_answers_are_bounded_by_max_answer_floats(
+    bundled: bertscope.Model, path: str, over: dict[str, Any], within: dict[str, Any], bound: int
+) -> None:
+    with _client(bundled, max_answer_floats=bound) as client:
+        before = _worker_jobs(client)
+        refused = client.post(path, json=over)
+        assert refused.status_code == 413, refused.text[:300]
+        assert "(--max-answer-floats)" in refused.json()["detail"]
+        assert _worker_jobs(client) == before  # refused before any work on the worker
+        answered = client.post(path, json=within)  # 20 words, or one layer's one head of the long text
+        assert answered.status_code == 200, answered.text[:300]
+
+
+BIG_BODIES = [
+    ("/explore/layers", {}),
+    ("/explore/batch", {}),
+    ("/anatomy", {}),
+    ("/attention", {"layer": 1, "head": 0}),
+    ("/embed_tokens", {"long": "truncate"}),
+]
+
+
+@pytest.mark.parametrize(("path", "options"), BIG_BODIES, ids=[p for p, _ in BIG_BODIES])
+def test_big_bodies_to_the_explorer_routes_take_turns_tokenizing(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch, path: str, options: dict[str, Any]
+) -> None:
+    """Each route tokenizes through the big-request gate: with one big request held inside the tokenizer,
+    a second waits at the gate instead of tokenizing beside it."""
+    from bertscope.server import service as service_module
+    from test_server import serving_app
+
+    settings = ServerSettings()
+    app = create_app(bundled, settings=settings)
+    gate = app.state.service.big_tokenizing
+    release, inside, threads = threading.Event(), [0], []
+    encode = bundled.tokenizer.encode
+
+    def held(texts: Any) -> Any:
+        if sum(len(t) for t in texts if isinstance(t, str)) > service_module._BIG_CHARACTERS:
+            with gate.changed:
+                inside[0] += 1
+                threads.append(threading.current_thread().name)
+                gate.changed.notify_all()
+            release.wait(timeout=60)
+        return encode(texts)
+
+    monkeypatch.setattr(bundled.tokenizer, "encode", held)
+    big = "word " * (service_module._BIG_CHARACTERS // 5 + 1)
+    body = {"inputs": [big, "hi"] if path == "/explore/batch" else big, **options}
+    with (
+        serving_app(app, settings) as base,
+        httpx.Client(base_url=base, timeout=120) as client,
+        ThreadPoolExecutor(2) as pool,
+    ):
+        try:
+            first = pool.submit(client.post, path, json=body)
+            with gate.changed:
+                assert gate.changed.wait_for(lambda: inside[0] == 1, timeout=60)
+            second = pool.submit(client.post, path, json=body)
+            with gate.changed:
+                assert gate.changed.wait_for(lambda: gate.waiting == 1 or inside[0] == 2, timeout=60)
+                assert (inside[0], gate.waiting) == (1, 1)  # one tokenizing, the other waiting its turn
+            assert threads[0].startswith("bertscope-big-tokenize")  # on the gate's one thread
+        finally:
+            release.set()  # a failed check lets the held requests go
+        assert first.result().status_code == 200, first.result().text[:300]
+        assert second.result().status_code == 200, second.result().text[:300]
+    assert gate.waiting == 0

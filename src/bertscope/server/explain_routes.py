@@ -1,6 +1,8 @@
 """The endpoints behind "why" and "how": /explain (token-pair contributions of a cosine) and /attention.
 
-Both run on the worker that owns the model (`Service.on_worker`); errors become 4xx in `guard`.
+Both count their tokens first (through the big-request gate) and refuse an answer over
+--max-answer-floats before any forward; then they run on the worker that owns the model
+(`Service.on_worker`); errors become 4xx in `guard`.
 """
 
 from __future__ import annotations
@@ -61,13 +63,28 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
     async def attention(req: AttentionRequest) -> Response:
         """Weights as output_attentions gives them: (layers, heads, tokens, tokens), or the slice asked."""
         text: Any = tuple(req.text) if isinstance(req.text, list) else req.text
-        check_texts(text, pairs=True)
+
+        def count() -> tuple[int, int]:
+            heads = int(svc.model.hf_model.config.num_attention_heads)  # a static model is refused here
+            items = check_texts(text, pairs=True)
+            return len(svc.gated(items, lambda: svc.model.tokenize(text, long=req.long))), heads
+
+        # Counted first (refused with long=error), so the answer is bounded before any forward.
+        n, n_heads = await run_in_threadpool(count)
+        layer = _layer(req, svc.model.n_layers, n_heads)
+        layers = svc.model.n_layers if layer is None else 1
+        heads = 1 if req.head is not None or req.mean_heads else n_heads
+        numbers = layers * heads * n * n
+        svc.check_answer(
+            numbers,
+            f"{layers} layers x {heads} heads x {n} x {n} tokens",
+            "ask for one layer (layer) or one head (head, mean_heads), or send a shorter text",
+        )
         # One window of one text at most: it may run between another request's batches.
         tokens, weights = await svc.on_worker(
-            lambda: attention_of(svc.model, text, long=req.long), n_tokens=svc.model.max_tokens
+            lambda: attention_of(svc.model, text, long=req.long), n_tokens=n
         )
-        n_layers, n_heads = weights.shape[:2]
-        picked, layer = _pick(weights, req, n_layers, n_heads)
+        picked = _pick(weights, req, layer)
         return await answer(
             lambda: {
                 "model": svc.name,
@@ -75,8 +92,8 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
                 "type_ids": tokens.type_ids,
                 "special": tokens.special_mask,
                 "n_dropped": tokens.n_dropped,
-                "n_layers": int(n_layers),
-                "n_heads": int(n_heads),
+                "n_layers": int(weights.shape[0]),
+                "n_heads": int(weights.shape[1]),
                 "layer": layer,
                 "head": req.head,
                 "mean_heads": req.mean_heads,
@@ -86,20 +103,24 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
         )
 
 
-def _pick(
-    weights: np.ndarray, req: AttentionRequest, n_layers: int, n_heads: int
-) -> tuple[np.ndarray, int | None]:
-    layer = None
-    if req.layer is not None:
-        if req.layer == 0 or not -n_layers <= req.layer <= n_layers:
-            raise InvalidInput(f"layer: {req.layer}; attention layers are 1..{n_layers} (or -1..-{n_layers})")
-        layer = req.layer if req.layer > 0 else n_layers + 1 + req.layer
+def _layer(req: AttentionRequest, n_layers: int, n_heads: int) -> int | None:
+    """The layer asked, 1..L (None: every layer), once the layer and head asked are the model's."""
+    if req.head is not None and req.head >= n_heads:
+        raise InvalidInput(f"head: {req.head}; this model has heads 0..{n_heads - 1}")
+    if req.layer is None:
+        return None
+    if req.layer == 0 or not -n_layers <= req.layer <= n_layers:
+        raise InvalidInput(f"layer: {req.layer}; attention layers are 1..{n_layers} (or -1..-{n_layers})")
+    return req.layer if req.layer > 0 else n_layers + 1 + req.layer
+
+
+def _pick(weights: np.ndarray, req: AttentionRequest, layer: int | None) -> np.ndarray:
+    """The slice of (layers, heads, tokens, tokens) weights asked: a layer, a head or the heads' mean."""
+    if layer is not None:
         weights = weights[layer - 1 : layer]
     if req.head is not None:
-        if req.head >= n_heads:
-            raise InvalidInput(f"head: {req.head}; this model has heads 0..{n_heads - 1}")
         weights = weights[:, req.head : req.head + 1]
     elif req.mean_heads:
         weights = weights.mean(axis=1, keepdims=True)
     picked = weights[0] if layer is not None else weights
-    return (picked[0] if (req.head is not None or req.mean_heads) and layer is not None else picked), layer
+    return picked[0] if (req.head is not None or req.mean_heads) and layer is not None else picked

@@ -5,6 +5,10 @@
 The page calls the service's own endpoints (/tokenize, /anatomy, /embed, /static, /info) and these:
 POST /explore/layers (token-to-token cosines per layer, each token's cosine to its static row per layer),
 POST /explore/batch (the padded id batch and attention mask), GET /explore/posts (loaded post-processings).
+
+Both POST routes are bounded as the service's others: their texts are tokenized through the big-request
+gate (`Service.gated`), their answers are refused (413) past --max-answer-floats before any forward, and
+a text past the model's limit is cut and says so (`n_dropped`).
 """
 
 from __future__ import annotations
@@ -20,10 +24,12 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ..core.similarity import unit
-from ..core.tokens import check_texts, pad_batch
+from ..core.tokens import Tokens, check_texts, pad_batch
+from .answers import answer
 from .schemas import OneText, TextList
 
 if TYPE_CHECKING:
+    from ..core.spec import EmbedSpec
     from ..model import Model
     from .service import Service
 
@@ -50,20 +56,43 @@ class BatchRequest(BaseModel):
     inputs: TextList = Field(description="Texts (each non-empty).", examples=[["I like bread", "Hi"]])
 
 
+def every_layer(model: Model) -> EmbedSpec:
+    """/explore/layers' spec: every layer's token vectors side by side, a text cut at the model's limit."""
+    return model.spec(layers="all", combine="concat", pooling="mean", long="truncate")
+
+
+def layer_numbers(model: Model, n_tokens: int) -> int:
+    """Numbers in the answer for a text of `n_tokens`: per layer (L+1), its tokens x tokens cosines and
+    each token's cosine to its static row and norm."""
+    return (model.n_layers + 1) * n_tokens * (n_tokens + 2)
+
+
 def layer_cosines(model: Model, text: str) -> dict[str, Any]:
     """Token-to-token cosines per layer (L+1, tokens, tokens) and cosine to the static row (L+1, tokens)."""
-    tok = model.tokenize(text)
-    hidden = model.hidden_states(text)  # (L+1, tokens, d)
+    spec = every_layer(model)
+    tokens = model.engine.prepare([text], spec)[0]
+    return cosines_of(model, tokens, _every_layer_rows(model, tokens, spec))
+
+
+def _every_layer_rows(model: Model, tokens: Tokens, spec: EmbedSpec) -> np.ndarray:
+    """(tokens, (L+1) * d): the forward of tokens already through `engine.prepare` with `spec`."""
+    return next(iter(model.engine.fitted_token_matrices([tokens], spec)))[1]
+
+
+def cosines_of(model: Model, tokens: Tokens, rows: np.ndarray) -> dict[str, Any]:
+    """The answer of /explore/layers from a text's tokens and their rows (tokens, (L+1) * d)."""
+    hidden = rows.reshape(len(tokens), model.n_layers + 1, -1).transpose(1, 0, 2)  # (L+1, tokens, d)
     units = unit(hidden.reshape(-1, hidden.shape[-1])).reshape(hidden.shape)
     pairs = np.einsum("ltd,lsd->lts", units, units)
-    static = model.static(tok.ids)  # (tokens, d_embedding)
+    static = model.static(tokens.ids)  # (tokens, d_embedding)
     to_static: list[list[float]] | None = None
     if static.shape[1] == hidden.shape[2]:  # families with a projection (ALBERT) have narrower rows
         to_static = np.einsum("ltd,td->lt", units, unit(static)).astype(float).round(5).tolist()
     return {
-        "tokens": tok.tokens,
-        "ids": tok.ids,
-        "special": tok.special_mask,
+        "tokens": tokens.tokens,
+        "ids": tokens.ids,
+        "special": tokens.special_mask,
+        "n_dropped": tokens.n_dropped,
         "n_layers": int(hidden.shape[0] - 1),
         "cosines": pairs.astype(float).round(5).tolist(),
         "to_static": to_static,
@@ -83,26 +112,49 @@ def mount_explorer(app: FastAPI) -> None:
     @app.post("/explore/layers", tags=["explorer"])
     async def explore_layers(req: LayersRequest) -> Response:
         """For one text: token-to-token cosine matrix per layer and each token's cosine to its static row."""
-        check_texts(req.inputs)
-        out = await svc.on_worker(lambda: layer_cosines(svc.model, req.inputs))
-        return JSONResponse({"model": svc.name, **out})
+        spec = every_layer(svc.model)
+
+        def tokenize() -> Tokens:
+            items = check_texts(req.inputs)
+            return svc.gated(items, lambda: svc.model.engine.prepare(items, spec))[0]
+
+        tokens = await run_in_threadpool(tokenize)
+        n, kept = len(tokens), svc.model.n_layers + 1
+        svc.check_tokens(n, layers=kept)
+        numbers = layer_numbers(svc.model, n)
+        svc.check_answer(
+            numbers, f"{kept} layers x {n} tokens x {n + 2} values", "send a shorter text (it counts squared)"
+        )
+        rows = await svc.on_worker(lambda: _every_layer_rows(svc.model, tokens, spec), n_tokens=n)
+        return await answer(lambda: {"model": svc.name, **cosines_of(svc.model, tokens, rows)}, size=numbers)
 
     @app.post("/explore/batch", tags=["explorer"])
     async def explore_batch(req: BatchRequest) -> Response:
         """Texts as the model sees them together: right-padded ids, pieces and the attention mask."""
-        items = svc.texts(req.inputs)
-        toks = await run_in_threadpool(svc.model.tokenize, items)
-        ids, mask = pad_batch([t.ids for t in toks], svc.model.pad_id)
-        pad = svc.model.id_to_token.get(svc.model.pad_id, "[PAD]")
-        pieces = [t.tokens + [pad] * (ids.shape[1] - len(t)) for t in toks]
-        return JSONResponse(
-            {
+
+        def tokenize() -> list[Tokens]:
+            items = svc.texts(req.inputs)
+            return svc.gated(items, lambda: svc.model.tokenize(items))
+
+        toks = await run_in_threadpool(tokenize)
+        width = max(map(len, toks))
+        numbers = 3 * len(toks) * width  # a piece, an id and a mask value at each padded position
+        svc.check_answer(
+            numbers, f"{len(toks)} texts x {width} padded tokens x 3 values", "send fewer or shorter texts"
+        )
+
+        def build() -> dict[str, Any]:
+            ids, mask = pad_batch([t.ids for t in toks], svc.model.pad_id)
+            pad = svc.model.id_to_token.get(svc.model.pad_id, "[PAD]")
+            return {
                 "pad_id": svc.model.pad_id,
-                "tokens": pieces,
+                "tokens": [t.tokens + [pad] * (width - len(t)) for t in toks],
                 "ids": ids.tolist(),
                 "attention_mask": mask.tolist(),
+                "n_dropped": [t.n_dropped for t in toks],
             }
-        )
+
+        return await answer(build, size=numbers)
 
     @app.get("/explore/posts", tags=["explorer"])
     async def explore_posts() -> Response:

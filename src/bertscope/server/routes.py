@@ -77,7 +77,7 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         least = await run_in_threadpool(svc.least_tokens, items, spec.long, over=over)
         _check_answer_size(svc, least, width, least=True)
         svc.check_tokens(least, layers=kept, least=True)
-        tokens = await run_in_threadpool(svc.model.engine.prepare, items, spec)
+        tokens = await run_in_threadpool(svc.gated, items, lambda: svc.model.engine.prepare(items, spec))
         count = sum(len(t) for t in tokens)
         _check_answer_size(svc, count, width)
         svc.check_tokens(count, layers=kept)
@@ -248,14 +248,37 @@ def model_routes(app: FastAPI, svc: Service) -> None:
     async def anatomy(req: AnatomyRequest) -> Response:
         """The embedding layer of one text taken apart, step by step, with the proof's max |error|."""
         text: Any = tuple(req.inputs) if isinstance(req.inputs, list) else req.inputs
-        # Refused (long=error) or counted before the worker: the anatomy reads the text cut the same way.
-        tokens = await run_in_threadpool(svc.model.tokenize, text, long=req.long)
-        a = await svc.on_worker(lambda: svc.model.anatomy(text), n_tokens=len(tokens))
-        width = svc.model.info().hidden_size
-        return await answer(
-            lambda: {"model": svc.name, **a.to_dict(), "n_dropped": tokens.n_dropped},
-            size=len(tokens) * width,
-        )
+
+        def tokenize() -> tuple[Tokens, tuple[int, int]]:
+            row = _anatomy_row(svc)  # first: a model with no layers is refused before any tokenizing
+            items = check_texts(text, pairs=True)
+            return svc.gated(items, lambda: svc.model.tokenize(text, long=req.long)), row
+
+        # Tokenized once (refused with long=error), and the answer bounded, before the worker.
+        tokens, (steps, width) = await run_in_threadpool(tokenize)
+        n = len(tokens)
+        numbers = steps * n * width + 1  # and the proof's error
+        svc.check_answer(numbers, f"{steps} steps x {n} tokens x {width} wide", "send a shorter text")
+
+        def work() -> Any:
+            from ..anatomy import decompose
+
+            return decompose(svc.model, [tokens])[0]
+
+        a = await svc.on_worker(work, n_tokens=n)
+        return await answer(lambda: {"model": svc.name, **a.to_dict()}, size=numbers)
+
+
+def _anatomy_row(svc: Service) -> tuple[int, int]:
+    """The steps /anatomy answers a (tokens, width) array for (`anatomy.STEPS`, less the parts the family
+    lacks), and at most their width (the wider of the embedding and hidden sizes). A static model has no
+    module to take apart: its one-line refusal (422) comes from `hf_model`."""
+    from ..anatomy import STEPS
+
+    module = svc.model.hf_model
+    lacks = svc.model.family.parts(module).lacks
+    info = svc.model.info()
+    return len(STEPS) - len(lacks), max(info.hidden_size, info.embedding_size)
 
 
 def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:

@@ -13,7 +13,7 @@ import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence, Sized
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import fields
 from functools import cached_property
 from pathlib import Path
@@ -39,12 +39,15 @@ if TYPE_CHECKING:
 __all__ = ["Service", "request_token_budget"]
 
 T = TypeVar("T", bound=Sequence[Sized])  # per text, something of len() tokens
+R = TypeVar("R")
 _INLINE_TEXTS = 16
 _BASELINES_KEPT = 8
-# Characters past which a request's texts are tokenized one request at a time. Tokenizing a text whole
-# holds hundreds of bytes a token until it is cut (long="truncate": 4.2 MB of words, 900k tokens, 612 MB),
-# and the body budget lets 16 such bodies in at once; gated, the memory they hold together is one's.
-# Requests under it, nearly all, never wait.
+# Characters past which a request's texts are tokenized one request at a time, on one thread. Tokenizing a
+# text whole holds hundreds of bytes a token until it is cut (long="truncate": 4.2 MB of words, 900k
+# tokens, 612 MB), and the body budget lets 16 such bodies in at once; gated, the memory they hold
+# together is one's. One thread, not one at a time on any: the allocator keeps what a thread freed for
+# that thread (glibc's arenas), so big texts taken in turn by the pool's live threads would each keep
+# their peak (3 in turn: 2.8 GB; on one thread: 1.4 GB). Requests under it, nearly all, never wait.
 _BIG_CHARACTERS = 1 << 18
 
 
@@ -125,6 +128,8 @@ class Service:
         # Baselines on the shipped reference, by spec: fitting one embeds the whole reference corpus.
         self._baselines: OrderedDict[str, Baseline] = OrderedDict()
         self.big_tokenizing = OneAtATime()
+        # The gate's one thread (`_BIG_CHARACTERS`), started when the first big request comes.
+        self._big_thread = ThreadPoolExecutor(1, thread_name_prefix="bertscope-big-tokenize")
 
     @cached_property
     def fingerprint(self) -> dict[str, Any]:
@@ -192,12 +197,7 @@ class Service:
         # work, and the tokens made here are the ones embedded (a request is tokenized once).
         items = check_texts(texts, pairs=True)
         self.check_tokens(self.least_tokens(items, spec.long, over=self.max_request_tokens), least=True)
-        with self._tokenizing(items):
-            return self.model.engine.prepare(items, spec)
-
-    def _tokenizing(self, items: list[Any]) -> contextlib.AbstractContextManager[None]:
-        """The gate a request's whole tokenization passes: one at a time past `_BIG_CHARACTERS`."""
-        return self.big_tokenizing.held() if _chars(items) > _BIG_CHARACTERS else contextlib.nullcontext()
+        return self.gated(items, lambda: self.model.engine.prepare(items, spec))
 
     async def baseline(self, options: EmbedOptions, reference: list[str] | None = None) -> Baseline:
         """`Model.baseline` for these options (no post-processing), fitted on the worker.
@@ -258,15 +258,23 @@ class Service:
     ) -> tuple[T, int]:
         """`tokenize()` and its token count, for an answer of `fields` values a token: refused on a cheap
         count first where the texts are read whole, then on the count made; a big request's tokenization
-        waits for the one before (`_tokenizing`)."""
+        waits for the one before (`gated`)."""
         made_of = f"tokens x {fields} values"
         over = self.settings.max_answer_floats // fields
         self.check_answer(self.least_tokens(items, long, over=over) * fields, made_of, fix, least=True)
-        with self._tokenizing(items):
-            made = tokenize()
+        made = self.gated(items, tokenize)
         count = sum(map(len, made))
         self.check_answer(count * fields, made_of, fix)
         return made, count
+
+    def gated(self, items: list[Any], tokenize: Callable[[], R]) -> R:
+        """`tokenize()` of the checked texts `items` through the big-request gate: past `_BIG_CHARACTERS`
+        it waits for the big request tokenizing before it, and runs on the gate's one thread. Every route
+        that tokenizes a request's texts goes through here (or `tokenized`, `count_tokens`, `_prepare`)."""
+        if _chars(items) <= _BIG_CHARACTERS:
+            return tokenize()
+        with self.big_tokenizing.held():
+            return self._big_thread.submit(tokenize).result()
 
     def least_tokens(self, items: list[Any], long: Any, *, over: int) -> int:
         """At least how many tokens checked texts make under `long`, counted without tokenizing them whole
@@ -285,8 +293,7 @@ class Service:
         items = check_texts(texts)
         over = self.max_request_tokens // layers
         self.check_tokens(self.least_tokens(items, long, over=over), layers=layers, least=True)
-        with self._tokenizing(items):
-            return sum(len(t) for t in self.model.tokenize(items, long=long))
+        return sum(len(t) for t in self.gated(items, lambda: self.model.tokenize(items, long=long)))
 
     async def _wait(self, futures: list[Future[Any]]) -> list[Any]:
         """The futures' results; when the request is cancelled (its client left), the work is abandoned."""

@@ -53,12 +53,25 @@ function diverging(v, scale) {
   return `rgb(${mix(r)},${mix(g)},${mix(b)})`;
 }
 
+// A text past the model's limit is cut (the answer's n_dropped): the tab that shows it says so.
+// `parts`: [what, tokens dropped] for each text the answer holds.
+function noteCut(id, parts) {
+  const cut = parts.filter(([, n]) => n > 0);
+  const box = $(id);
+  box.hidden = cut.length === 0;
+  box.dataset.dropped = cut.reduce((sum, [, n]) => sum + n, 0);
+  const limit = state.info ? ` of ${state.info.max_tokens} tokens` : "";
+  const said = cut.map(([what, n]) => `${n} token${n === 1 ? "" : "s"} at the end of ${what}`).join(", ");
+  box.textContent = cut.length ? `Cut at the model's limit${limit}, leaving out ${said}.` : "";
+}
+
 function fmt(x, digits = 4) { return x === null || x === undefined ? "–" : Number(x).toFixed(digits); }
 
 // ---------- 1 · tokens ----------
 async function showTokens(text, text2, pair) {
   const data = await api("/v2/tokenize", { inputs: [pair ? [text, text2] : text] });
   const toks = data.items[0].tokens;
+  noteCut("#tokens-cut", [[pair ? "the pair" : "the text", data.items[0].n_dropped]]);
   const spans = $("#spans");
   spans.replaceChildren();
   const marks = [];
@@ -92,6 +105,7 @@ async function showTokens(text, text2, pair) {
 }
 
 function showBatch(b) {
+  noteCut("#batch-cut", b.n_dropped.map((n, i) => [`text ${i + 1}`, n]));
   const table = $("#batch");
   table.replaceChildren();
   const width = b.ids[0].length;
@@ -127,6 +141,7 @@ function strip(values, scale) {
 async function showAnatomy(text) {
   const a = await api("/anatomy", { inputs: text });  // a string, or [A, B] for a pair
   const err = a.max_abs_error;
+  noteCut("#anatomy-cut", [[Array.isArray(text) ? "the pair" : "the text", a.n_dropped]]);
   $("#proof").replaceChildren(
     el("b", { text: "Proof: " }),
     `rebuilding layer 0 from the parts gives the model's own layer 0 to within max |error| = `,
@@ -163,6 +178,7 @@ async function showAnatomy(text) {
 // ---------- 3 · layers ----------
 async function showLayers(text) {
   state.layers = await api("/explore/layers", { inputs: text });
+  noteCut("#layers-cut", [["the text", state.layers.n_dropped]]);
   const slider = $("#layer");
   slider.max = state.layers.n_layers;
   if (Number(slider.value) > state.layers.n_layers) slider.value = state.layers.n_layers;
@@ -423,6 +439,7 @@ async function showAttention() {
   if (head === "mean") body.mean_heads = true; else body.head = Number(head);
   const r = await api("/attention", body);
   fillHeads(r.n_heads);
+  noteCut("#attention-cut", [[Array.isArray(state.source) ? "the pair" : "the text", r.n_dropped]]);
   state.attention = { tokens: r.tokens, weights: r.attention, layer: r.layer, head, special: r.special };
   $("#a-label").textContent = `layer ${r.layer} of ${r.n_layers} · ${head === "mean" ? "mean of " + r.n_heads + " heads" : "head " + head} · ${r.tokens.length} tokens`;
   drawHeadView(null);
