@@ -310,12 +310,12 @@ def test_a_runtime_upgrade_measures_again(
 ) -> None:
     """The exact default's key of the installed libraries is in the name, as in its own file's; NNCF's
     version is added where one of its int8 ways is a candidate."""
-    from bertscope.backends import exact
+    from bertscope.backends import modes
     from bertscope.backends.modes import MODES
 
     load_fast(tiny_dirs["bert"])
     count = len(measured)
-    monkeypatch.setattr(exact, "_libraries_key", lambda: "upgraded")
+    monkeypatch.setattr(modes, "installed_key", lambda: "upgraded")
     load_fast(tiny_dirs["bert"])
     assert len(measured) == 2 * count
     plain = fast.libraries_key({"int8": MODES["int8"]})

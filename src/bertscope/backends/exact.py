@@ -17,8 +17,6 @@ more than it ever saves.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +26,7 @@ from filelock import FileLock
 
 from ..core.cpu import cpu_threads, machine_key
 from ..errors import BackendUnavailable, ModelLoadError
+from . import modes
 from .fast import (
     Measured,
     fast_cache_dir,
@@ -136,23 +135,10 @@ _ALONE = "no other runtime installed (pip install 'bertscope[onnx]')"
 
 
 def _measured_path(family: str, digest: str) -> Path:
-    name = f"{family}-{digest}-{machine_key()}-{_libraries_key()}-exact-f{EXACT_FORMAT}-{graphs_key()}.json"
+    name = (
+        f"{family}-{digest}-{machine_key()}-{modes.installed_key()}-exact-f{EXACT_FORMAT}-{graphs_key()}.json"
+    )
     return fast_cache_dir() / name
-
-
-def _libraries_key() -> str:
-    """A short key for the installed torch, transformers and runtimes (their files' times, read without
-    importing them or their metadata): an upgrade changes the reference or a runtime's kernels, so
-    whether each way is exact is measured again."""
-    stamps = []
-    for name in ("torch", "transformers", "onnxruntime", "openvino"):
-        try:
-            spec = importlib.util.find_spec(name)
-        except ValueError:  # imported with no spec: nothing to stamp
-            spec = None
-        origin = spec.origin if spec is not None else None
-        stamps.append(f"{name}:{Path(origin).stat().st_mtime_ns if origin else '-'}")
-    return hashlib.sha256("|".join(stamps).encode()).hexdigest()[:8]
 
 
 def _exact_by_speed(measured: list[Measured], wanted: dict[str, dict[str, Any]]) -> list[Measured]:

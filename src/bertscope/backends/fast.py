@@ -31,6 +31,7 @@ from ..core._enums import Backend, DType, Quantize
 from ..core.cpu import cpu_name, cpu_threads, has_native_bf16, has_vnni, machine_key
 from ..core.encoder import Encoder
 from ..errors import InvalidSpec
+from . import modes
 from .modes import MODES, Way, measure
 from .onnx import EXPORT_FORMAT, cache_dir, encoder_digest, writable_folder
 from .openvino import IR_FORMAT
@@ -228,9 +229,7 @@ def libraries_key(wanted: dict[str, Way]) -> str:
     """The exact default's key of the installed torch, transformers and runtimes (an upgrade changes a
     way's kernels, so its drift and speed are measured again), with NNCF's version where a candidate is
     made by it (OpenVINO's int8)."""
-    from .exact import _libraries_key  # exact.py imports this module
-
-    key = _libraries_key()
+    key = modes.installed_key()
     if any("nncf" in way.needs for way in wanted.values()):
         from importlib import metadata
 
