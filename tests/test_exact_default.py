@@ -212,14 +212,15 @@ def test_an_export_the_disk_could_not_take_is_tried_again_on_the_next_load(
 
     monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
     monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    monkeypatch.setattr(exact, "_RUNNERS", {})  # no runtime another test of this process opened
     with monkeypatch.context() as full:
         full.setattr(torch.onnx, "export", disk_full)
-        m = bertscope.load(tiny_dirs["bert"], device="cpu")
+        m = bertscope.load(tiny_dirs["electra"], device="cpu")
     assert m.info().backend == "torch", "nothing exported: torch answers"
     calls: list[int] = []
     real = exact._measure
     monkeypatch.setattr(exact, "_measure", lambda *a: calls.append(1) or real(*a))
-    again = bertscope.load(tiny_dirs["bert"], device="cpu")
+    again = bertscope.load(tiny_dirs["electra"], device="cpu")
     assert calls == [1], "a full disk says nothing of the model: its runtimes are measured again"
     assert again.exact_choice is not None
     measured = exact.read_measured(Path(again.exact_choice["measured"]), check_plausible=False)

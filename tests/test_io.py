@@ -378,7 +378,7 @@ def test_edge_inputs_from_review(tmp_path: Path, bundled: bertscope.Model) -> No
     store = tmp_path / "s.npy"
     bertscope.embed_corpus(write_txt(tmp_path, TEXTS), store, model=bundled)
     with pytest.raises(bertscope.InvalidInput, match="10 dimensions"):
-        bertscope.search(np.zeros(10, np.float32), store)
+        bertscope.search(np.ones(10, np.float32), store)  # (zeros are refused first: no direction)
 
 
 def test_texts_of_only_special_tokens_are_refused(bundled: bertscope.Model) -> None:

@@ -149,7 +149,7 @@ class _LayerFields(Strict):
         description="Texts over the model's limit: cut (reported), overlapping windows, or a 422.",
     )
     stride: PositiveInt | None = Field(
-        None, description="Window step in tokens with long=window (default: half a window)."
+        None, description="Window step in tokens, with long=window only (default: half a window)."
     )
 
 
