@@ -46,6 +46,8 @@ def test_embed_is_model2vecs_encode(folder: Path, static: StaticModel) -> None:
     assert got.vectors.dtype == np.float32 and np.allclose(np.linalg.norm(got.vectors, axis=1), 1, atol=1e-3)
     assert got.n_dropped[-1] > 0 and got.n_dropped[:-1].tolist() == [0, 0, 0]  # cut as model2vec cuts, said
     np.testing.assert_allclose(static.encode(TEXTS[0]), want[0], atol=1e-6)
+    with pytest.warns(bertscope.TruncatedTextsWarning, match="1 of 4 text"):  # as model2vec cuts, but said
+        np.testing.assert_allclose(static.encode(TEXTS), want, atol=1e-6)
     streamed = np.concatenate([r.vectors for r in static.iter_embed(iter(TEXTS))])
     np.testing.assert_array_equal(streamed, got.vectors)
     np.testing.assert_allclose(static.similarity(TEXTS[:2])[0, 1], want[0] @ want[1], atol=1e-5)

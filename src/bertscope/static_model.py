@@ -33,6 +33,7 @@ from .core.results import SentenceEmbeddings
 from .core.similarity import cos_sim, unit
 from .core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from .core.tokens import TextTokenizer, check_texts, iter_checked
+from .encode import warn_truncated
 from .errors import InvalidSpec, ModelLoadError
 from .static_engine import StaticEngine
 
@@ -275,10 +276,12 @@ class StaticModel:
         """sentence-transformers' `encode` where a static model has it: (d,) for a str, (n, d) for a list."""
         if output_value != "sentence_embedding" or convert_to_tensor or precision != "float32":
             raise self.refusal("encode with token embeddings, tensors or another precision")
-        found = self.embed(
+        embedded = self.embed(
             [sentences] if isinstance(sentences, str) else sentences, prompt_name=prompt_name, prompt=prompt,
             progress=show_progress_bar,
-        ).vectors  # fmt: skip
+        )  # fmt: skip
+        warn_truncated(embedded.n_dropped, self.max_tokens, "embed(texts, long='window') keeps every token")
+        found = embedded.vectors
         if truncate_dim is not None:
             found = found[:, :truncate_dim]
         if normalize_embeddings:
