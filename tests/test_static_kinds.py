@@ -293,6 +293,26 @@ def test_aggregation_options_without_from_corpus_are_refused(given: list[str]) -
     assert done.stderr.strip() == f"error: {flags}: for --from-corpus only; leave them out here"
 
 
+def test_static_on_ray_takes_the_batch_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--batch-size was dropped under --engine ray: the actors ran their default batch."""
+    from bertscope.research import aggregate_ray
+
+    asked: dict[str, object] = {}
+
+    def record(corpus: str, **options: object) -> None:
+        asked.update(options)
+        raise bertscope.CorpusError("stop here")  # no Ray needed to see what it was given
+
+    monkeypatch.setattr(aggregate_ray, "aggregate_on_ray", record)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the bank of the river\n")
+    out = tmp_path / "v.npy"
+    done = run_main(
+        "static", "--from-corpus", str(corpus), "--export", str(out), "--engine", "ray", "--batch-size", "7"
+    )
+    assert done.code == 1 and "stop here" in done.stderr and asked["batch_size"] == 7
+
+
 def test_the_library_windows_long_texts_by_default_and_says_when_it_truncates(bundled) -> None:
     """static_from_corpus truncated by default, silently, where the CLI and the docs window."""
     import warnings

@@ -176,7 +176,12 @@ def static(
         bool, typer.Option("--overwrite", help="Replace an existing export (--export, --from-corpus).")
     ] = False,
     batch_size: Annotated[
-        int, typer.Option("--batch-size", min=1, help="With --from-corpus: texts per saved batch.")
+        int,
+        typer.Option(
+            "--batch-size",
+            min=1,
+            help="With --from-corpus: texts per saved batch (with --engine ray, per actor call).",
+        ),
     ] = 64,
     engine: EngineOpt = "local",
     workers: Annotated[int, typer.Option("--workers", min=1, help="With --engine ray: Ray actors.")] = 2,

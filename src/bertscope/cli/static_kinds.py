@@ -53,7 +53,7 @@ def aggregate_to_file(
 
         result = aggregate_on_ray(
             corpus, model=model, layers=chosen, min_count=min_count, subword=subword, long=long,
-            workers=workers, progress=not quiet,
+            workers=workers, batch_size=batch_size, progress=not quiet,
         )  # fmt: skip
         result.files = result.export(export, format=fmt)
     else:
