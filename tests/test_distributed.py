@@ -108,6 +108,9 @@ def test_ray_job_writes_the_local_sink_schema_and_rows(
     searched = run_main("similar", "a cat", "--in", str(tmp_path / "out"))
     assert searched.code == 1 and "did not finish" in searched.stderr
     assert f"give a shard (--in {shards[0]})" in searched.stderr
+    # verify says what a shard of a job that did not finish is: some of its rows, not all
+    checked = run_main("verify", "--store", str(shards[0]), "--rows", "2")
+    assert "did not finish" in checked.stderr and "some rows are missing" in checked.stderr
 
 
 def test_ray_job_runs_openvino_like_the_local_engine(

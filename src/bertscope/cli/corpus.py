@@ -155,7 +155,7 @@ def similar(
     if str(store) == "-":
         raise InvalidInput("name the store to search with --in FILE (.db, .parquet or .npy)")
     if store.is_dir() or store.name.startswith("part-"):
-        _ray_shards(store)
+        ray_shards(store, option="--in", command="similar")
     run = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize, "threads": threads}
     if any(value is not None for value in run.values()):
         model = _store_model(store, collection, model, run)
@@ -188,9 +188,9 @@ def similar(
     out.print(table)
 
 
-def _ray_shards(store: Path) -> None:
+def ray_shards(store: Path, *, option: str, command: str) -> None:
     """Refuse a Ray job's folder of shards (a store is one file), and warn that a shard of a job that
-    did not finish holds only some of its rows."""
+    did not finish holds only some of its rows (`option`, `command`: how the store was given)."""
     from ..distributed import shard_folder_note
 
     note = shard_folder_note(store)
@@ -199,7 +199,7 @@ def _ray_shards(store: Path) -> None:
     if store.is_dir():
         first = min(store.glob("part-*.parquet"), default=store / "part-000000.parquet")
         raise InvalidInput(
-            f"--in {store}: {note}; `similar` searches one store file: give a shard (--in {first})"
+            f"{option} {store}: {note}; `{command}` reads one store file: give a shard ({option} {first})"
         )
     warn(note)
 

@@ -246,7 +246,9 @@ def _verify_store(
 ) -> int:  # fmt: skip
     from ..io.stores import open_store
     from ..verify.store import verify_store
+    from .corpus import ray_shards
 
+    ray_shards(path, option="--store", command="verify")  # a shard of an unfinished job holds some rows
     opened = open_store(path, collection=collection)
     chosen: Any = model
     if any(value is not None for value in run.values()):
