@@ -70,3 +70,15 @@ def test_attention_takes_inputs_as_tei_names_it(url: str, bundled: bertscope.Mod
     np.testing.assert_allclose(by_inputs.json()["attention"], full[1], atol=1e-5)
     both = httpx.post(f"{url}/attention", json={"inputs": A, "text": A}, timeout=60)
     assert both.status_code == 422 and "inputs" in both.json()["detail"]
+
+
+def test_attention_reads_the_text_once(
+    url: str, bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The route counted the tokens (gated) and the worker tokenized the text again, ungated."""
+    calls: list[object] = []
+    real = bundled.tokenize
+    monkeypatch.setattr(bundled, "tokenize", lambda *a, **k: calls.append(a) or real(*a, **k))
+    answer = httpx.post(f"{url}/attention", json={"text": A, "layer": 1, "head": 0}, timeout=60)
+    assert answer.status_code == 200 and len(calls) == 1
+    np.testing.assert_allclose(answer.json()["attention"], bundled.attentions(A)[0, 0], atol=1e-5)

@@ -31,14 +31,18 @@ def attentions(model: Encoder, text: Text, *, long: LongText | str = "truncate")
 
 
 def attention_of(
-    model: Encoder, text: Text, *, long: LongText | str = "truncate"
+    model: Encoder, text: Text, *, long: LongText | str = "truncate", tokens: Tokens | None = None
 ) -> tuple[Tokens, np.ndarray]:
-    """The tokens of one text or pair, and its (layers, heads, tokens, tokens) attention weights."""
+    """The tokens of one text or pair, and its (layers, heads, tokens, tokens) attention weights.
+
+    `tokens`: the text already tokenized with `long` (the service counts them first), not tokenized again.
+    """
     if not (isinstance(text, str) or (isinstance(text, tuple) and is_pair(text))):
         raise InvalidInput("attentions takes one text or one (A, B) pair (a tuple of two strings)")
     if LongText.parse(long, what="long-text policy") is LongText.WINDOW:
         raise InvalidInput("attention is within one window: use long='truncate' or 'error', not 'window'")
-    tokens: Tokens = model.tokenize(text, long=long)
+    if tokens is None:
+        tokens = model.tokenize(text, long=long)
     ids, mask = pad_batch([tokens.ids], model.pad_id)
     types, _ = pad_batch([tokens.type_ids], 0)
     batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}

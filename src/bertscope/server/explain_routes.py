@@ -64,13 +64,15 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
         """Weights as output_attentions gives them: (layers, heads, tokens, tokens), or the slice asked."""
         text: Any = tuple(req.text) if isinstance(req.text, list) else req.text
 
-        def count() -> tuple[int, int]:
+        def count() -> tuple[Any, int]:
             heads = int(svc.model.hf_model.config.num_attention_heads)  # a static model is refused here
             items = check_texts(text, pairs=True)
-            return len(svc.gated(items, lambda: svc.model.tokenize(text, long=req.long))), heads
+            return svc.gated(items, lambda: svc.model.tokenize(text, long=req.long)), heads
 
-        # Counted first (refused with long=error), so the answer is bounded before any forward.
-        n, n_heads = await run_in_threadpool(count)
+        # Counted first (refused with long=error), so the answer is bounded before any forward; the
+        # worker reads these tokens, not the text a second time.
+        counted, n_heads = await run_in_threadpool(count)
+        n = len(counted)
         layer = _layer(req, svc.model.n_layers, n_heads)
         layers = svc.model.n_layers if layer is None else 1
         heads = 1 if req.head is not None or req.mean_heads else n_heads
@@ -82,7 +84,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
         )
         # One window of one text at most: it may run between another request's batches.
         tokens, weights = await svc.on_worker(
-            lambda: attention_of(svc.model, text, long=req.long), n_tokens=n
+            lambda: attention_of(svc.model, text, long=req.long, tokens=counted), n_tokens=n
         )
         picked = _pick(weights, req, layer)
         return await answer(
