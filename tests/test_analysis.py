@@ -106,26 +106,27 @@ def test_sweep_shows_the_effect_of_post_processing(bundled: bertscope.Model, pai
     assert rows == ["mean", "mean+whitening", "mean+abtt-ctx"]
 
 
-def test_read_pairs_errors(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.tsv"
-    bad.write_text("a\tb\t1\nc\td\n")
-    with pytest.raises(CorpusError, match="bad.tsv:2: expected 3"):
-        read_pairs(bad)
-    bad.write_text("a\tb\t1\nc\td\tx\n")
-    with pytest.raises(CorpusError, match="not a number"):
-        read_pairs(bad)
+BAD_PAIRS = {
+    "a\tb\t1\nc\td\n": "bad.tsv:2: expected 3",
+    "a\tb\t1\nc\td\tx\n": "not a number",
     # every gold score the same: each correlation was nan, printed as a result with exit 0
-    bad.write_text("a\tb\t1\nc\td\t1\ne\tf\t1.0\n")
-    with pytest.raises(CorpusError, match="all 3 gold scores are 1; a correlation needs at least two"):
-        read_pairs(bad)
+    "a\tb\t1\nc\td\t1\ne\tf\t1.0\n": "all 3 gold scores are 1; a correlation needs at least two",
     # a first line in decimal commas was taken for a header and dropped in silence
-    bad.write_text("a\tb\t0,5\nc\td\t1\ne\tf\t2\ng\th\t3\n")
-    with pytest.raises(CorpusError, match="bad.tsv:1: .*decimal point"):
+    "a\tb\t0,5\nc\td\t1\ne\tf\t2\ng\th\t3\n": "bad.tsv:1: .*decimal point",
+    "left\tright\tscore\na\tb\t1\n\tc\t2\n": "bad.tsv:3: a text of the pair is empty",
+}
+
+
+@pytest.mark.parametrize(("content", "said"), BAD_PAIRS.items())
+def test_read_pairs_errors(tmp_path: Path, content: str, said: str) -> None:
+    bad = tmp_path / "bad.tsv"
+    bad.write_text(content)
+    with pytest.raises(CorpusError, match=said):
         read_pairs(bad)
-    bad.write_text("left\tright\tscore\na\tb\t1\n\tc\t2\n")
-    with pytest.raises(CorpusError, match="bad.tsv:3: a text of the pair is empty"):
-        read_pairs(bad)
-    with pytest.raises(InvalidInput, match="all 3 gold scores are 2"):  # refused before the model is read
+
+
+def test_equal_gold_scores_are_refused_before_the_model_is_read() -> None:
+    with pytest.raises(InvalidInput, match="all 3 gold scores are 2"):
         compare_kinds(None, [("a", "b", 2.0), ("c", "d", 2.0), ("e", "f", 2.0)])
 
 
