@@ -70,14 +70,15 @@ class ModelFacts:
     type_rows: int | None = None  # segment types the model has (type_vocab_size); None: none read
 
 
+# A text longer than this many tokens is run a few windows at a time (`token_blocks`), never held whole.
+LONG_TOKENS = 4096
+
 # The float32 hidden states one forward hands back are bounded in bytes as well as tokens. The token
 # budget is sized for one state (it grows with the CPU's threads and is 65,536 on CUDA), and a forward
 # that fetches every layer holds one array per layer: all 13 of a base model at 8,192 tokens are 327 MB,
 # all 25 of a large one at CUDA's budget 6.7 GB. Long rows get fewer than MIN_ROWS a forward where that
 # many of the longest width would pass the bound. A forward of one or a few layers keeps its budget (one
 # state of a base model at 65,536 tokens is 201 MB).
-# A text longer than this many tokens is run a few windows at a time (`token_blocks`), never held whole.
-LONG_TOKENS = 4096
 STATES_BYTES_PER_FORWARD = 256 * 2**20
 
 
