@@ -65,6 +65,25 @@ def pooling_gaps(folder: Path, device: str, texts: list[str], dtype: str) -> dic
     return gaps
 
 
+def late_chunking_gap(folder: Path, device: str) -> float:
+    """Largest |device - CPU| of late-chunked sentence vectors of a book-length document (over
+    LONG_TOKENS, so its windows run a few at a time and only unpooled chunks' rows are held), float32."""
+    from transformers import AutoTokenizer
+
+    import bertscope
+    from bertscope.core.engine import LONG_TOKENS
+
+    document = " ".join([LONG] * 8)
+    pieces = len(AutoTokenizer.from_pretrained(folder / "model")(document)["input_ids"])
+    assert pieces > LONG_TOKENS, f"the document must be book-length: {pieces} pieces"
+    chunked = []
+    for where in ("cpu", device):
+        model = bertscope.load(str(folder / "model"), device=where, backend="torch")
+        chunked.append(np.asarray(model.embed_chunks(document, chunks="sentence", progress=False).vectors))
+    host, on_device = chunked
+    return float(np.abs(on_device - host).max() / max(float(np.abs(host).max()), 1e-12))
+
+
 def main() -> int:
     """Run every check; print each and exit 1 when one exceeds the tolerance."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -75,6 +94,9 @@ def main() -> int:
     texts = (args.folder / "texts.txt").read_text(encoding="utf-8").splitlines()[: args.limit]
     gap = hidden_states_gap(args.folder, args.device, texts)
     results = {"hidden states, float32, against Hugging Face (verify)": gap}
+    results[f"late chunking of a book-length document, float32, {args.device} vs the CPU (relative)"] = (
+        late_chunking_gap(args.folder, args.device)
+    )
     dtypes = ("float32", "float16", "bfloat16") if args.device.startswith("cuda") else ("float32", "bfloat16")
     for dtype in dtypes:
         for name, gap in pooling_gaps(args.folder, args.device, texts, dtype).items():
