@@ -114,6 +114,12 @@ BAD_PAIRS = {
     # a first line in decimal commas was taken for a header and dropped in silence
     "a\tb\t0,5\nc\td\t1\ne\tf\t2\ng\th\t3\n": "bad.tsv:1: .*decimal point",
     "left\tright\tscore\na\tb\t1\n\tc\t2\n": "bad.tsv:3: a text of the pair is empty",
+    # a first pair without a score was taken for a header and dropped in silence
+    "a\tb\tn/a\nc\td\t1\ne\tf\t2\ng\th\t3\n": r"bad.tsv:1: the gold score is missing \('n/a'\); give the",
+    "a\tb\tNA\nc\td\t1\ne\tf\t2\ng\th\t3\n": r"bad.tsv:1: the gold score is missing \('NA'\)",
+    "a\tb\t\nc\td\t1\ne\tf\t2\ng\th\t3\n": r"bad.tsv:1: the gold score is missing \(''\)",
+    "# from the sheet\na\tb\t-\nc\td\t1\ne\tf\t2\ng\th\t3\n": r"bad.tsv:2: the gold score is missing",
+    "left\tright\tscore\na\tb\t1\nc\td\tN/A\ne\tf\t2\n": r"bad.tsv:3: the gold score is missing \('N/A'\)",
 }
 
 
@@ -123,6 +129,23 @@ def test_read_pairs_errors(tmp_path: Path, content: str, said: str) -> None:
     bad.write_text(content)
     with pytest.raises(CorpusError, match=said):
         read_pairs(bad)
+
+
+@pytest.mark.parametrize(
+    ("content", "first", "n"),
+    [
+        ("text_a\ttext_b\tscore\na\tb\t1\nc\td\t2\ne\tf\t3\n", "a", 3),  # a header: skipped
+        ("# pairs\n\nleft\tright\tsim (0-5)\na\tb\t1\nc\td\t2\ne\tf\t3\n", "a", 3),  # after a comment
+        ("x\ty\t0.5\na\tb\t1\nc\td\t2\ne\tf\t3\n", "x", 4),  # a numeric first line is a pair
+        ("x\ty\t-1\na\tb\t1\nc\td\t2\n", "x", 3),
+    ],
+)
+def test_read_pairs_skips_a_header_only(tmp_path: Path, content: str, first: str, n: int) -> None:
+    """Only a first line whose score field is a column name is a header; every other line is a pair."""
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text(content)
+    left, _, gold = read_pairs(pairs)
+    assert left[0] == first and len(left) == len(gold) == n
 
 
 def test_equal_gold_scores_are_refused_before_the_model_is_read() -> None:

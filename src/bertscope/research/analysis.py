@@ -84,18 +84,20 @@ class SweepResult:
 
 
 def read_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
-    """Two texts and a gold score per tab-separated line (a header line and # comments are skipped)."""
+    """Two texts and a gold score per tab-separated line; # comments and blank lines are skipped.
+
+    The first line is a header, skipped, only when its score field reads as a column name
+    (`text_a<TAB>text_b<TAB>score`); a missing score there ('n/a', 'NA', '-', empty), as on any line, is
+    refused with its line number, never dropped.
+    """
     left, right, gold = [], [], []
-    for number, fields in _tsv(path, 3):
+    for index, (number, fields) in enumerate(_tsv(path, 3)):
         try:
             score = float(fields[2])
         except ValueError:
-            if number == 1 and not _DECIMAL_COMMA.fullmatch(fields[2].strip()):
+            if index == 0 and _is_column_name(fields[2]):
                 continue  # a header line
-            raise CorpusError(
-                f"{path}:{number}: the third field {fields[2]!r} is not a number; write scores with a "
-                "decimal point (0.5)"
-            ) from None
+            raise CorpusError(f"{path}:{number}: {_not_a_score(fields[2])}") from None
         if not fields[0].strip() or not fields[1].strip():
             raise CorpusError(f"{path}:{number}: a text of the pair is empty; give both texts")
         if not math.isfinite(score):
@@ -113,7 +115,23 @@ def read_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
     return left, right, np.array(gold)
 
 
-_DECIMAL_COMMA = re.compile(r"[-+]?\d*,\d+")
+# A score field that names a column starts with a letter ("score", "sim (0-10)"); a missing value is no
+# name, so a first pair without a score is refused by its line, never skipped as a header.
+_COLUMN_NAME = re.compile(r"[^\W\d].*")
+_MISSING = frozenset({"", "-", "?", "n/a", "na", "none", "null"})
+
+
+def _is_column_name(field: str) -> bool:
+    cell = field.strip()
+    return cell.lower() not in _MISSING and _COLUMN_NAME.fullmatch(cell) is not None
+
+
+def _not_a_score(field: str) -> str:
+    """Why a score field that float() refused is no score, and the fix."""
+    cell = field.strip()
+    if cell.lower() in _MISSING:
+        return f"the gold score is missing ({field!r}); give the pair a score, or leave the line out"
+    return f"the third field {field!r} is not a number; write scores with a decimal point (0.5)"
 
 
 def constant_gold(gold: Sequence[float] | np.ndarray) -> str | None:
