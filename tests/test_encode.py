@@ -108,15 +108,40 @@ def test_a_long_text_is_truncated_like_sentence_transformers_with_a_warning(
 ) -> None:
     """Cut at the model's limit as sentence-transformers cuts at max_seq_length, but never in silence."""
     long = " ".join(["The committee met for hours to discuss the budget and the roads."] * 40)
-    said = r"1 of 2 text\(s\) ran past the model's 256 tokens .*long='window'"
-    with pytest.warns(TruncatedTextsWarning, match=said):
+    said = r"^1 of 2 text\(s\) ran past the model's 256 tokens and were truncated \(\d+ tokens dropped\): "
+    said += r"their ends are not in the vectors; cut as sentence-transformers .*embed\(texts, long='window'\)"
+    with pytest.warns(TruncatedTextsWarning, match=said) as caught:
         ours = bundled.encode([long, "short"])
+    assert caught[0].filename == __file__  # the warning points at the caller's line
     assert close(ours, st_model.encode([long, "short"])) < TOL  # type: ignore[attr-defined]
     with pytest.warns(TruncatedTextsWarning, match=r"1 of 1 text\(s\).*embed_tokens\(texts, long='window'\)"):
         bundled.encode(long, output_value="token_embeddings")
     with warnings.catch_warnings():
         warnings.simplefilter("error", TruncatedTextsWarning)
         bundled.encode(TEXTS)  # nothing cut: nothing said
+
+
+def test_one_wording_says_a_truncation_from_per_text_counts_or_totals() -> None:
+    """encode's per-text counts and a corpus job's totals say a cut in one sentence, with what they count."""
+    from bertscope.encode import say_truncated, warn_truncated
+
+    with pytest.warns(TruncatedTextsWarning) as per_text:
+        warn_truncated([0, 3, 2], 8, "long='window' keeps every token")
+    with pytest.warns(TruncatedTextsWarning) as totals:
+        say_truncated(2, 3, 8, "long='window' keeps every token", tokens=5)
+        say_truncated(2, 3, 8, "long='window' keeps every word")
+    said = [str(w.message) for w in (*per_text, *totals)]
+    cut = "2 of 3 text(s) ran past the model's 8 tokens and were truncated"
+    assert (
+        said[0]
+        == said[1]
+        == f"{cut} (5 tokens dropped): their ends are not in the vectors; long='window' keeps every token"
+    )
+    assert said[2] == f"{cut}: their ends are not in the vectors; long='window' keeps every word"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncatedTextsWarning)
+        warn_truncated([0, 0], 8, "unsaid")  # nothing cut: nothing said
+        say_truncated(0, 2, 8, "unsaid")
 
 
 def test_an_empty_list_gives_an_empty_array(bundled: bertscope.Model, st_model: object) -> None:
@@ -129,11 +154,14 @@ def test_an_empty_list_gives_an_empty_array(bundled: bertscope.Model, st_model: 
         ({"output_value": "input_ids"}, "output_value"),
         ({"precision": "int8"}, "quantize_embeddings"),
         ({"batch_size": 0}, "batch_size"),
-        ({"batch_size": "32"}, "batch_size must be a positive int (texts per batch, such as 32), got '32'"),
-        ({"batch_size": True}, "batch_size must be a positive int"),
+        (
+            {"batch_size": "32"},
+            "batch_size must be a whole number of at least 1 (texts per batch, such as 32), got '32'",
+        ),
+        ({"batch_size": True}, "batch_size must be a whole number of at least 1"),
         ({"truncate_dim": 0}, "truncate_dim"),
-        ({"truncate_dim": 2.5}, "truncate_dim must be a positive int (the dimensions to keep"),
-        ({"truncate_dim": "64"}, "truncate_dim must be a positive int"),
+        ({"truncate_dim": 2.5}, "truncate_dim must be a whole number of at least 1 (the dimensions to keep"),
+        ({"truncate_dim": "64"}, "truncate_dim must be a whole number of at least 1"),
         ({"prompt_name": "query"}, "prompt="),
         ({"device": "meta"}, "bertscope.load(device"),
         ({"device": "cuda:0"}, "bertscope.load(device"),

@@ -325,7 +325,8 @@ def test_the_library_windows_long_texts_by_default_and_says_when_it_truncates(bu
         whole = bundled.static_from_corpus(corpus)
     assert whole.settings["long"] == "window" and whole.settings["truncated"] == 0
     assert "tail" in whole.index and int(whole.counts[whole.index["bank"]]) == 2
-    with pytest.warns(TruncatedTextsWarning, match="1 text\\(s\\) ran past the model's 256 tokens"):
+    said = "^1 of 2 text\\(s\\) ran past the model's 256 tokens and were truncated: their ends are not in "
+    with pytest.warns(TruncatedTextsWarning, match=said + "the vectors; long='window' keeps every word$"):
         cut = bundled.static_from_corpus(corpus, long="truncate")
     assert cut.settings["long"] == "truncate" and cut.settings["truncated"] == 1 and "tail" not in cut.index
     assert cut.summary is not None and cut.summary.truncated == 1
@@ -339,6 +340,6 @@ def test_tables_reduced_from_elsewhere_count_their_truncated_texts(bundled) -> N
     level, settings = word_level(bundled, aggregated(long="truncate"), "mean")
     records = [Record("1", "a short text", 1), Record("2", "river " * 300 + "tail", 2)]
     table = level.embed(records).table
-    with pytest.warns(TruncatedTextsWarning, match="1 text\\(s\\)"):
+    with pytest.warns(TruncatedTextsWarning, match="^1 of 2 text\\(s\\) ran past the model's 256 tokens"):
         cut = reduce_tables(bundled, level, settings, [table], min_count=1, corpus="texts")
     assert cut.settings["truncated"] == 1 and cut.summary is not None and cut.summary.truncated == 1

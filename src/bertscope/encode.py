@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from numbers import Integral
 from typing import Any
 
 import numpy as np
@@ -21,16 +20,17 @@ import numpy as np
 from .core._enums import Pooling
 from .core.loading import device_kind
 from .core.similarity import unit
-from .core.spec import EmbedOptions, resolve
+from .core.spec import EmbedOptions, resolve, whole_number
 from .core.tokens import check_texts
 from .errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
 
-__all__ = ["OUTPUT_VALUES", "encode", "warn_truncated"]
+__all__ = ["OUTPUT_VALUES", "encode", "say_truncated", "warn_truncated"]
 
 OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
 # What keeps every token of a long text, said in the truncation warning.
-_WINDOW = "model.embed(texts, long='window') keeps every token"
-_TOKENS_WINDOW = "model.embed_tokens(texts, long='window') keeps every token"
+_ST_CUT = "cut as sentence-transformers cuts at max_seq_length"
+_WINDOW = f"{_ST_CUT}; model.embed(texts, long='window') keeps every token"
+_TOKENS_WINDOW = f"{_ST_CUT}; model.embed_tokens(texts, long='window') keeps every token"
 
 
 def encode(
@@ -89,7 +89,7 @@ def _check(
     device: str | None,
     truncate_dim: int | None,
 ) -> None:
-    _check_count("batch_size", batch_size, "texts per batch, such as 32")
+    whole_number(batch_size, "batch_size", meaning="texts per batch, such as 32")
     if output_value not in OUTPUT_VALUES:
         raise InvalidSpec(
             f"output_value={output_value!r} is not supported; choose one of: {', '.join(OUTPUT_VALUES)}"
@@ -105,26 +105,32 @@ def _check(
             "load it there with bertscope.load(device=...)"
         )
     if truncate_dim is not None:
-        _check_count("truncate_dim", truncate_dim, "the dimensions to keep, such as 128; or None for all")
-
-
-def _check_count(option: str, value: Any, what: str) -> None:
-    if isinstance(value, bool) or not isinstance(value, Integral) or value <= 0:
-        raise InvalidSpec(f"{option} must be a positive int ({what}), got {value!r}")
+        whole_number(
+            truncate_dim, "truncate_dim", meaning="the dimensions to keep, such as 128; or None for all"
+        )
 
 
 def warn_truncated(n_dropped: Sequence[int] | np.ndarray, max_tokens: int, instead: str) -> None:
-    """One TruncatedTextsWarning for the texts cut at the model's limit, if any were: truncation as
-    sentence-transformers does it at max_seq_length, never in silence; `instead` says what keeps all."""
+    """`say_truncated` for per-text counts of dropped tokens (n_texts,): truncation as sentence-transformers
+    does it at max_seq_length, never in silence; `instead` says what keeps all."""
     dropped = np.asarray(n_dropped, dtype=np.int64)
-    cut = int((dropped > 0).sum())
+    cut = int(np.count_nonzero(dropped > 0))
+    say_truncated(cut, len(dropped), max_tokens, instead, tokens=int(dropped.sum()), stacklevel=5)
+
+
+def say_truncated(
+    cut: int, texts: int, max_tokens: int, instead: str, *, tokens: int | None = None, stacklevel: int = 3
+) -> None:
+    """The one TruncatedTextsWarning for `cut` of `texts` texts cut at the model's limit (with the `tokens`
+    dropped where the caller counted them), if any were; `instead` says what keeps every token.
+    `stacklevel` counts from this function, as `warnings.warn`'s does."""
     if cut:
+        counted = f" ({tokens} tokens dropped)" if tokens is not None else ""
         warnings.warn(
-            f"{cut} of {len(dropped)} text(s) ran past the model's {max_tokens} tokens and were truncated "
-            f"({int(dropped.sum())} tokens dropped, as sentence-transformers cuts at max_seq_length); "
-            f"{instead}",
+            f"{cut} of {texts} text(s) ran past the model's {max_tokens} tokens and were truncated{counted}: "
+            f"their ends are not in the vectors; {instead}",
             TruncatedTextsWarning,
-            stacklevel=4,
+            stacklevel=stacklevel,
         )
 
 

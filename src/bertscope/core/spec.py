@@ -201,11 +201,13 @@ def unknown_option(name: str, known: Sequence[str]) -> UnknownOption:
     return UnknownOption(f"unknown option {name!r}: {hint}the options are: {', '.join(known)}")
 
 
-def whole_number(value: object, name: str, *, least: int = 1) -> int:
+def whole_number(value: object, name: str, *, least: int = 1, meaning: str | None = None) -> int:
     """`value` as an int where it is a whole number of at least `least` (not a bool, a float or a string of
-    digits), else one-line InvalidSpec naming the option: the check every count option shares."""
+    digits), else one-line InvalidSpec naming the option (and what it counts, `meaning`): the check every
+    count option shares."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
-        raise InvalidSpec(f"{name} must be a whole number of at least {least}, got {value!r}")
+        counts = f" ({meaning})" if meaning else ""
+        raise InvalidSpec(f"{name} must be a whole number of at least {least}{counts}, got {value!r}")
     return int(value)
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -28,6 +27,7 @@ import numpy as np
 from ..core._enums import Combine, Level, SubwordPooling
 from ..core.exports import write_vectors
 from ..core.spec import EmbedOptions, reload_arg, stored_settings
+from ..encode import say_truncated
 from ..errors import CorpusError, InvalidInput, InvalidSpec, TruncatedTextsWarning
 from ..io.job import JobSummary, run_level
 from ..io.level_table import CorpusOptions, make_level
@@ -53,6 +53,8 @@ __all__ = [
 _STATE = "state.npz"
 _SETTINGS = "settings.json"
 _SLICE = 2048
+# What keeps every word of a long text, said when long="truncate" cut some.
+_WINDOW = "long='window' keeps every word"
 
 
 @dataclass
@@ -278,7 +280,7 @@ def static_from_corpus(
         batch_size=batch_size, progress=progress,
     )  # fmt: skip
     result = _result(sink, level, settings, summary, min_count, corpus)
-    _say_truncated(model, summary.truncated)
+    say_truncated(summary.truncated, summary.embedded, model.max_tokens, _WINDOW)
     if export is not None:
         result.files = result.export(export, format=format)
     sink.abandon()
@@ -335,19 +337,8 @@ def reduce_tables(
     if sink.done == 0:
         raise CorpusError(f"{corpus}: no texts to embed (all empty)")
     result = _result(sink, level, settings, summary, min_count, corpus)
-    _say_truncated(model, summary.truncated)
+    say_truncated(summary.truncated, summary.embedded, model.max_tokens, _WINDOW)
     return result
-
-
-def _say_truncated(model: Any, truncated: int) -> None:
-    """Warn (TruncatedTextsWarning) that `truncated` texts were cut at the model's limit, if any were."""
-    if truncated:
-        warnings.warn(
-            f"{truncated} text(s) ran past the model's {model.max_tokens} tokens and were truncated "
-            "(long='truncate'): their last words are not in the vectors; long='window' keeps every word",
-            TruncatedTextsWarning,
-            stacklevel=3,
-        )
 
 
 def _result(
