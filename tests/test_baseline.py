@@ -90,3 +90,11 @@ def test_read_pairs_skips_a_header_and_names_a_bad_line(tmp_path: Path) -> None:
     bad.write_text("x\ty\t1\nu\tv\t0.5\n")
     with pytest.raises(bertscope.InvalidInput, match="bad.tsv:2"):
         read_pairs(bad)
+
+
+@pytest.mark.parametrize("missing", ["n/a", "NA", "-", ""])
+def test_read_pairs_refuses_a_first_pair_whose_label_is_missing(tmp_path: Path, missing: str) -> None:
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text(f"x\ty\t{missing}\nu\tv\t0\n")
+    with pytest.raises(bertscope.InvalidInput, match="pairs.tsv:1"):
+        read_pairs(pairs)

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from ..errors import InvalidInput
 
-__all__ = ["read_utf8"]
+__all__ = ["MISSING_VALUES", "is_column_name", "read_utf8"]
+
+# A score or label field that names a column starts with a letter ("score", "sim (0-10)"); a missing value
+# is no name, so a first pair without a score is refused by its line, never skipped as a header.
+_COLUMN_NAME = re.compile(r"[^\W\d].*")
+MISSING_VALUES = frozenset({"", "-", "?", "n/a", "na", "none", "null"})
+
+
+def is_column_name(field: str) -> bool:
+    """Whether a first line's number field reads as a column name (a header), not a value or a missing one."""
+    cell = field.strip()
+    return cell.lower() not in MISSING_VALUES and _COLUMN_NAME.fullmatch(cell) is not None
 
 
 def read_utf8(path: str | Path, what: str = "") -> str:

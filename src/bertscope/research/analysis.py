@@ -8,7 +8,6 @@ and every layer x pooling is pooled from those token vectors with `pooling.pool_
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from ..core.layers import LayerSpec, parse_layers
 from ..core.pooling import pool_sentences
 from ..core.post import PostKind, PostProcessor, fit_post
 from ..core.similarity import unit
+from ..core.text_files import MISSING_VALUES, is_column_name
 from ..core.tokens import check_texts
 from ..errors import CorpusError, InvalidInput, InvalidSpec
 from ..static import static_word
@@ -95,7 +95,7 @@ def read_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
         try:
             score = float(fields[2])
         except ValueError:
-            if index == 0 and _is_column_name(fields[2]):
+            if index == 0 and is_column_name(fields[2]):
                 continue  # a header line
             raise CorpusError(f"{path}:{number}: {_not_a_score(fields[2])}") from None
         if not fields[0].strip() or not fields[1].strip():
@@ -115,21 +115,10 @@ def read_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
     return left, right, np.array(gold)
 
 
-# A score field that names a column starts with a letter ("score", "sim (0-10)"); a missing value is no
-# name, so a first pair without a score is refused by its line, never skipped as a header.
-_COLUMN_NAME = re.compile(r"[^\W\d].*")
-_MISSING = frozenset({"", "-", "?", "n/a", "na", "none", "null"})
-
-
-def _is_column_name(field: str) -> bool:
-    cell = field.strip()
-    return cell.lower() not in _MISSING and _COLUMN_NAME.fullmatch(cell) is not None
-
-
 def _not_a_score(field: str) -> str:
     """Why a score field that float() refused is no score, and the fix."""
     cell = field.strip()
-    if cell.lower() in _MISSING:
+    if cell.lower() in MISSING_VALUES:
         return f"the gold score is missing ({field!r}); give the pair a score, or leave the line out"
     return f"the third field {field!r} is not a number; write scores with a decimal point (0.5)"
 

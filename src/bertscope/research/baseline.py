@@ -21,7 +21,7 @@ import numpy as np
 
 from ..core.post import PostProcessor, prepare_post
 from ..core.similarity import unit
-from ..core.text_files import read_utf8
+from ..core.text_files import is_column_name, read_utf8
 from ..errors import InvalidInput, InvalidSpec
 
 if TYPE_CHECKING:
@@ -221,8 +221,9 @@ def calibrate(
 def read_pairs(path: str | Path) -> list[tuple[str, str, int]]:
     """Labelled pairs from a TSV file: text, text, 0/1 per line (1.0 and 0.0 read as 1 and 0).
 
-    The first line is a header, skipped, only when its third field is not a number (`a<TAB>b<TAB>label`);
-    any other line that is not a labelled pair is refused with its line number, never dropped.
+    The first line is a header, skipped, only when its third field reads as a column name
+    (`a<TAB>b<TAB>label`); a missing label there ('n/a', '-', empty), as any other line that is not a
+    labelled pair, is refused with its line number, never dropped.
     """
     path = Path(path)
     text = read_utf8(path)
@@ -230,7 +231,7 @@ def read_pairs(path: str | Path) -> list[tuple[str, str, int]]:
     lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     for index, (number, line) in enumerate(lines):
         cells = line.split("\t")
-        if index == 0 and len(cells) == 3 and _number(cells[2]) is None:
+        if index == 0 and len(cells) == 3 and _number(cells[2]) is None and is_column_name(cells[2]):
             continue  # a header: its label field is a name, not a number
         label = _number(cells[2]) if len(cells) == 3 else None
         if label is None or label not in (0.0, 1.0):
