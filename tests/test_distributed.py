@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -408,3 +409,66 @@ def test_the_ray_engine_takes_batch_size_and_threads(monkeypatch: pytest.MonkeyP
     assert run_main(*common, "--batch-size", "7", "--threads", "3").code == 0
     assert run_main(*common).code == 0
     assert [(a["batch_size"], a["cpus_per_worker"]) for a in asked] == [(7, 3), (None, 1)]
+
+
+class _Pool:
+    """Stands for the corpus dataset: records what its actor pool is given, then stops the job."""
+
+    def __init__(self) -> None:
+        self.context = SimpleNamespace()
+        self.kwargs: dict[str, Any] = {}
+
+    def map_batches(self, fn: Any, **kwargs: Any) -> _Pool:
+        self.kwargs = kwargs
+        return self
+
+    def iter_batches(self, **kwargs: Any) -> Any:
+        raise CorpusError("stop here")  # what the actors were given is all a test of it asks
+
+
+def _fake_ray() -> Any:
+    """Ray as the driver sees it, initialised, on a cluster with 2 GPUs; an actor pool is its size."""
+    context = SimpleNamespace(enable_progress_bars=True)
+    data = SimpleNamespace(
+        DataContext=SimpleNamespace(get_current=lambda: context), ActorPoolStrategy=lambda *, size: size
+    )
+    return SimpleNamespace(
+        is_initialized=lambda: True, cluster_resources=lambda: {"CPU": 8.0, "GPU": 2.0}, data=data
+    )
+
+
+@pytest.mark.parametrize(
+    ("asked", "device", "threads", "gpus"),
+    [({}, "auto", 1, 1.0), ({"device": "cpu", "threads": 3}, "cpu", 3, 0.0)],
+)
+def test_static_on_ray_hands_device_and_threads_to_its_actors(
+    tiny_dirs: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    asked: dict[str, Any],
+    device: str,
+    threads: int,
+    gpus: float,
+) -> None:
+    """static --from-corpus --engine ray handed the actors --batch-size but not --device or --threads:
+    they ran on the CPU with one thread whatever was asked. No Ray cluster: the pool's arguments are read."""
+    import bertscope.distributed as distributed
+    from bertscope.cli.static_kinds import aggregate_to_file
+
+    pool, ray_ = _Pool(), _fake_ray()
+    monkeypatch.setattr(distributed, "import_ray", lambda: ray_)
+    monkeypatch.setattr(distributed, "corpus_dataset", lambda *args, **kwargs: pool)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the bank of the river\n")
+    model = bertscope.load(tiny_dirs["bert"], device="cpu")  # the driver's: the command line loads it
+    with pytest.raises(CorpusError, match="stop here"):
+        aggregate_to_file(
+            model, str(corpus), tmp_path / "v.npy", layers=None, fmt=None, min_count=1,
+            subword="mean", long="window", resume=False, overwrite=False, batch_size=7, quiet=True,
+            as_json=False, engine="ray", workers=3, **asked,
+        )  # fmt: skip
+    actor = pool.kwargs["fn_constructor_kwargs"]
+    assert (actor["device"], actor["threads"]) == (device, threads)  # what each actor loads the model with
+    # what each actor asks Ray for: its CPUs (its threads) and, on a GPU device or auto on GPUs, a GPU
+    assert (pool.kwargs["num_cpus"], pool.kwargs["num_gpus"]) == (threads, gpus)
+    assert (pool.kwargs["batch_size"], pool.kwargs["compute"]) == (7, 3)

@@ -28,9 +28,11 @@ def aggregate_to_file(
     as_json: bool,
     engine: str = "local",
     workers: int = 2,
+    device: str = "auto",
+    threads: int | None = None,
 ) -> None:
     """`bertscope static --from-corpus FILE --export OUT`: aggregate, checkpointing in `OUT.parts/`
-    (or on Ray's actors with `--engine ray`, not resumable)."""
+    (or on Ray's actors with `--engine ray`, not resumable; `device` and `threads` are the actors')."""
     from ..core._enums import Engine
     from ..core.exports import EXPORTS, export_format
 
@@ -51,9 +53,12 @@ def aggregate_to_file(
             )
         from ..research.aggregate_ray import aggregate_on_ray
 
+        # The actors load the model themselves: --device and --threads reach them as `embed --engine ray`
+        # hands them on (--threads: each actor's torch threads and the CPUs it asks Ray for).
         result = aggregate_on_ray(
             corpus, model=model, layers=chosen, min_count=min_count, subword=subword, long=long,
-            workers=workers, batch_size=batch_size, progress=not quiet,
+            workers=workers, batch_size=batch_size, progress=not quiet, device=device,
+            cpus_per_worker=threads or 1,
         )  # fmt: skip
         result.files = result.export(export, format=fmt)
     else:

@@ -34,6 +34,7 @@ def aggregate_on_ray(
     subword: SubwordPooling | str = "mean",
     workers: int = 2,
     device: str = "cpu",
+    cpus_per_worker: float = 1.0,
     address: str | None = None,
     text_field: str = "text",
     batch_size: int | None = None,
@@ -43,7 +44,9 @@ def aggregate_on_ray(
     """Each corpus word's mean vector at `layers` (as `static_from_corpus`), the forwards on Ray actors.
 
     `source` is a file, a glob or a list of texts; `model` a loaded Model (the actors load its
-    source again), a folder or hub id (None: bundled). `options`: `layers` (default 1), `long`, `stride`.
+    source again), a folder or hub id (None: bundled). `device`: the actors' (auto: a GPU each where the
+    cluster has GPUs); `cpus_per_worker`: each actor's CPUs and torch threads, as `run_ray_job`'s.
+    `options`: `layers` (default 1), `long`, `stride`.
     """
     from ..core.loaders import load_model
     from ..distributed import (
@@ -71,8 +74,8 @@ def aggregate_on_ray(
     corpus = corpus_dataset(sources, text_field, None, rows, tokenizer=driver.tokenizer)
     asked = LevelOptions(level=Level.WORDS, keep_text=False, subword=subword)
     words = embed_dataset(
-        corpus, model=model, workers=workers, device=device, batch_size=rows,
-        options=CorpusOptions(recipe, asked),
+        corpus, model=model, workers=workers, device=device, cpus_per_worker=cpus_per_worker,
+        batch_size=rows, options=CorpusOptions(recipe, asked),
     )  # fmt: skip
     wanted = ["position", "word", "pieces", "truncated", *level.vector_names()]  # tally counts the cut texts
     tables = (batch.select(wanted) for batch in words.iter_batches(batch_format="pyarrow", batch_size=None))
