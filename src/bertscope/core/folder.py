@@ -2,9 +2,9 @@
 
 `load()` reads the same folder through transformers; `bertscope tokens`, `info` and `static` (its row
 look-ups and exports, with the default load options) answer from here, in a fraction of a second,
-whenever the folder holds what they need (config.json, a tokenizer.json that transformers' tokenizer
-tokenises as it is, core/hf_tokenizer.py, and, for `info` and `static`, safetensors weights: the header
-gives the matrix shapes, the word-piece matrix is read as float32).
+whenever the folder holds what they need (config.json, a tokenizer.json from which transformers'
+tokenizer is built here as transformers builds it, core/hf_tokenizer.py, and, for `info` and `static`,
+safetensors weights: the header gives the matrix shapes, the word-piece matrix is read as float32).
 Otherwise `FolderView.open` returns None (or `static_matrix` is None) and the caller loads the model.
 tests/test_folder.py holds each answer equal to the loaded model's on every family.
 """
@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import ModelLoadError, UnsupportedArchitecture
 from ._enums import LongText
 from .families import Family, family_for
-from .hf_tokenizer import built_as_file
+from .hf_tokenizer import light_tokenizer
 from .safetensors_header import Stored, float32_tensor, safetensors_tensors
 
 # Kept importable from here (core/loading.py reads them so); their home is st_settings.py.
@@ -145,13 +145,17 @@ class FolderView:
         settings = (st.pooling, st.normalize, st.max_seq_length)
         view = cls(source, path, config, family, tokenizer_config, *settings)
         tokenizer_json = read_json_object(path / "tokenizer.json")
-        if not built_as_file(config, tokenizer_config, tokenizer_json, view.special_tokens):
-            return None  # transformers builds its tokenizer otherwise than tokenizer.json: only a load can
+        view._tokenizer = light_tokenizer(
+            config, tokenizer_config, tokenizer_json, view.special_tokens, file=path / "tokenizer.json"
+        )
+        if view._tokenizer is None:
+            return None  # transformers builds its tokenizer otherwise than written here: only a load can
         return view
 
     @property
     def tokenizer(self) -> Tokenizer:
-        """The folder's tokenizer.json as a `tokenizers.Tokenizer`."""
+        """transformers' tokenizer of the folder as a `tokenizers.Tokenizer`: tokenizer.json as it is, or
+        rebuilt from it as transformers rebuilds it (core/hf_tokenizer.py)."""
         if self._tokenizer is None:
             from tokenizers import Tokenizer
 

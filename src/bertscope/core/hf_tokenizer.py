@@ -1,26 +1,34 @@
-"""Whether transformers' tokenizer of a folder is the folder's tokenizer.json read as it is.
+"""transformers' tokenizer of a folder, built without transformers where that is sure.
 
 transformers 5 reads tokenizer.json as it is only for `TokenizersBackend` (`PreTrainedTokenizerFast`).
 A named class (`BertTokenizer`, `RobertaTokenizer`, ...) takes the vocabulary from the file and builds
 the rest anew: the normalizer, pre-tokenizer and post-processor come from the class and from
 tokenizer_config.json (`do_lower_case`, `add_prefix_space`, `trim_offsets`, the special tokens),
-whatever tokenizer.json says. The light engine (`FolderView`) reads tokenizer.json with the `tokenizers`
-library alone, so it may answer only where the two are one tokenizer: the class reads the file as it
-is, or its rebuild is written out here (`_REBUILDS`, what the class's `__init__` does) and serialises
-exactly as the file's parts. Any other class, tokenizer code shipped with the folder, an `add_bos_token`
-or `add_eos_token` setting (transformers then writes its own post-processor), a file with no
-post-processor, or a named special token the file does not list as an added token: only a load tells.
-tests/test_folder.py holds light tokens equal to AutoTokenizer's wherever `built_as_file` says True.
+whatever tokenizer.json says. The light engine (`FolderView`) tokenises with the `tokenizers` library
+alone, so it answers with `light_tokenizer`: the file as it is where the class reads it so, or where the
+class's rebuild (`_REBUILDS`, what its `__init__` does) serialises exactly as the file's parts
+(`built_as_file`); else, for `XLMRobertaTokenizer`, whose rebuild the files transformers 4 wrote do not
+equal (their normalizer adds `Replace(" {2,}", " ")`, their pre-tokenizer lacks `WhitespaceSplit`), the
+tokenizer built here as transformers builds it (`_BUILDS`). Any other class, tokenizer code shipped with the
+folder, an `add_bos_token` or `add_eos_token` setting (transformers then writes its own post-processor),
+a named or extra special token the added tokens do not list, or one the class would give another id:
+None, and only a load tells. tests/test_folder.py and tests/test_light_xlmr.py hold light tokens equal
+to AutoTokenizer's wherever `light_tokenizer` gives one.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["built_as_file"]
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+__all__ = ["built_as_file", "light_tokenizer"]
 
 # The classes transformers builds from tokenizer.json as it is (the name with "Fast" taken off).
 _AS_FILE = frozenset({"TokenizersBackend", "PreTrainedTokenizer", "PythonBackend"})
@@ -118,6 +126,10 @@ _REBUILDS = {
     "RobertaTokenizer": _Rebuild(_ROBERTA_SPECIALS, _BPE, _roberta_parts),
     "MPNetTokenizer": _Rebuild({**_ROBERTA_SPECIALS, "unk_token": "[UNK]"}, _WORDPIECE, _mpnet_parts),
 }
+# transformers' named special tokens (tokenization_utils_base's SPECIAL_TOKENS_ATTRIBUTES).
+_NAMED = frozenset(
+    {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}
+)
 
 
 def built_as_file(
@@ -129,8 +141,8 @@ def built_as_file(
     """Whether AutoTokenizer's backend tokenises as tokenizer.json (`tokenizer_json`, parsed) does.
 
     `special_tokens` are the named ones the folder lists (`FolderView.special_tokens`)."""
-    if tokenizer_config.keys() & {"auto_map", "add_bos_token", "add_eos_token"}:
-        return False  # tokenizer code shipped with the folder, or a post-processor transformers writes
+    if _settings_refused(tokenizer_config):
+        return False
     if not isinstance(tokenizer_json.get("post_processor"), dict):
         return False  # none in the file: transformers writes one of its own
     name = _tokenizer_class(config, tokenizer_config)
@@ -153,6 +165,123 @@ def built_as_file(
         return built == _canonical(tokenizer_json)
     except Exception:  # a setting the class would refuse (do_lower_case: "yes"): the load says so
         return False
+
+
+def light_tokenizer(
+    config: dict[str, Any],
+    tokenizer_config: dict[str, Any],
+    tokenizer_json: dict[str, Any],
+    special_tokens: dict[str, str],
+    *,
+    file: Path,
+) -> Tokenizer | None:
+    """AutoTokenizer's backend for the folder (`file` is its tokenizer.json, `tokenizer_json` parsed), built
+    with the `tokenizers` library alone; None where only a load can tell."""
+    from tokenizers import Tokenizer
+
+    if built_as_file(config, tokenizer_config, tokenizer_json, special_tokens):
+        return Tokenizer.from_file(str(file))
+    build = _BUILDS.get(_tokenizer_class(config, tokenizer_config))
+    if build is None or _settings_refused(tokenizer_config):
+        return None
+    try:
+        return build(tokenizer_config, tokenizer_json, special_tokens)
+    except Exception:  # a value the class would refuse or read otherwise (a vocabulary of another model)
+        return None
+
+
+def _settings_refused(tokenizer_config: dict[str, Any]) -> bool:
+    """Whether tokenizer_config.json holds what transformers builds from and no rebuild here models."""
+    if tokenizer_config.keys() & {"auto_map", "add_bos_token", "add_eos_token"}:
+        return True  # tokenizer code shipped with the folder, or a post-processor transformers writes
+    # a model-specific named token ("image_token"): transformers adds it as special
+    return isinstance(tokenizer_config.get("extra_special_tokens"), dict) or any(
+        key.endswith("_token") and key not in _NAMED and isinstance(value, str)
+        for key, value in tokenizer_config.items()
+    )
+
+
+def _xlm_roberta(
+    tokenizer_config: dict[str, Any], tokenizer_json: dict[str, Any], special_tokens: dict[str, str]
+) -> Tokenizer | None:
+    """XLMRobertaTokenizer as transformers 5 builds it from tokenizer.json (its `__init__`, and
+    `convert_to_native_format` reading the file): the file's Unigram pieces with unk_id 3, its
+    SentencePiece charsmap alone as the normalizer, WhitespaceSplit then Metaspace, the added tokens
+    tokenizer_config.json lists (else the file's), then the <s> $A </s> templates."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+
+    model = tokenizer_json.get("model")
+    add_prefix_space = tokenizer_config.get("add_prefix_space", True)
+    if (
+        not isinstance(model, dict)
+        or model.get("type") != "Unigram"
+        or not isinstance(add_prefix_space, bool)
+    ):
+        return None
+    vocab = [(str(piece), float(score)) for piece, score in model["vocab"]]
+    tokenizer = Tokenizer(models.Unigram(vocab, 3, False))  # unk_id 3 whatever the file says, as the class
+    charsmap = _precompiled_charsmap(tokenizer_json.get("normalizer"))
+    if charsmap is not None:
+        tokenizer.normalizer = normalizers.Precompiled(charsmap)
+    scheme = "always" if add_prefix_space else "never"
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=scheme)]
+    )
+    tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme=scheme)
+    named = {**_ROBERTA_SPECIALS, **special_tokens}  # the class's defaults are RoBERTa's
+    if not _add_listed_tokens(tokenizer, tokenizer_config, tokenizer_json, named):
+        return None
+    bos, eos = named["bos_token"], named["eos_token"]
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=[bos, "$A", eos],
+        pair=[bos, "$A", eos, eos, "$B", eos],
+        special_tokens=[(bos, tokenizer.token_to_id(bos)), (eos, tokenizer.token_to_id(eos))],
+    )
+    return tokenizer
+
+
+# The classes whose tokenizer is built here as transformers builds it, whatever the file's parts say.
+_BUILDS: dict[str, Callable[[dict[str, Any], dict[str, Any], dict[str, str]], Tokenizer | None]] = {
+    "XLMRobertaTokenizer": _xlm_roberta,
+}
+
+
+def _precompiled_charsmap(normalizer: Any) -> bytes | None:
+    """The first top-level Precompiled normalizer's charsmap, where transformers looks for it."""
+    if not normalizer:
+        return None
+    parts = normalizer["normalizers"] if normalizer.get("type") == "Sequence" else [normalizer]
+    found = [p for p in parts if p.get("type") == "Precompiled" and "precompiled_charsmap" in p]
+    if found and not found[0]["precompiled_charsmap"]:
+        raise ValueError("a Precompiled normalizer without a charsmap")  # transformers fails on it
+    return base64.b64decode(found[0]["precompiled_charsmap"]) if found else None
+
+
+def _add_listed_tokens(
+    tokenizer: Tokenizer,
+    tokenizer_config: dict[str, Any],
+    tokenizer_json: dict[str, Any],
+    named: dict[str, str],
+) -> bool:
+    """Add the tokens transformers adds to a rebuilt backend, in its order and with its flags (a named one
+    is special); False where one is missing or would not keep its listed id."""
+    from tokenizers import AddedToken
+
+    if "added_tokens_decoder" in tokenizer_config:  # transformers takes these, not the file's
+        listed = [(int(i), dict(t)) for i, t in tokenizer_config["added_tokens_decoder"].items()]
+    else:
+        listed = [
+            (t["id"], {k: v for k, v in t.items() if k != "id"}) for t in tokenizer_json["added_tokens"]
+        ]
+    listed.sort(key=lambda item: item[0])
+    tokens = [AddedToken(**fields) for _, fields in listed]
+    for token in tokens:
+        token.special = token.special or token.content in named.values()
+    contents = {token.content for token in tokens}
+    if not all(token in contents for token in [*named.values(), *_extra_specials(tokenizer_config)]):
+        return False  # transformers adds it: the text "<mask>" would become one token there
+    tokenizer.add_tokens(tokens)
+    return all(tokenizer.token_to_id(fields["content"]) == i for i, fields in listed)
 
 
 def _tokenizer_class(config: dict[str, Any], tokenizer_config: dict[str, Any]) -> str:
