@@ -1,6 +1,6 @@
 """A fresh process embedding one sentence: wall time and peak RSS, each way as its own process.
 
-    .venv/bin/python bench/bench_start.py [--rounds 3] [--text "I like eating bread"]
+    .venv/bin/python bench/bench_start.py [--rounds 3] [--text "I like eating bread"] [--model FOLDER]
 
 Ways (alternating rounds, median of each; the bundled model; every way reads the same ONNX export):
   floor        ONNX Runtime + tokenizers on bertscope's cached export, nothing else (fastembed's recipe)
@@ -39,13 +39,14 @@ enc = tok.encode(text)
 ids = np.array([enc.ids], dtype=np.int64)
 feed = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
 session = ort.InferenceSession(export, providers=["CPUExecutionProvider"])
+feed = {i.name: feed[i.name] for i in session.get_inputs()}
 last = session.run([o.name for o in session.get_outputs()][-1:], feed)[0][0]
 v = last.mean(0); v /= np.linalg.norm(v)
 print(json.dumps(v.tolist()))
 """
 _LIBRARY = """
 import json, sys, bertscope
-print(json.dumps(bertscope.load({options}).embed([sys.argv[3]]).vectors[0].tolist()))
+print(json.dumps(bertscope.load(sys.argv[5] or None, {options}).embed([sys.argv[3]]).vectors[0].tolist()))
 """
 _ST = """
 import json, sys
@@ -57,7 +58,7 @@ import json, sys
 from fastembed import TextEmbedding
 from fastembed.common.model_description import ModelSource, PoolingType
 TextEmbedding.add_custom_model("bertscope/bench", pooling=PoolingType.MEAN, normalization=True,
-    sources=ModelSource(hf="bertscope/bench"), dim=384, model_file="model.onnx")
+    sources=ModelSource(hf="bertscope/bench"), dim=int(sys.argv[6]), model_file="model.onnx")
 model = TextEmbedding("bertscope/bench", specific_model_path=sys.argv[4])
 print(json.dumps(list(map(float, next(iter(model.embed([sys.argv[3]])))))))
 """
@@ -82,17 +83,29 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--text", default="I like eating bread")
     parser.add_argument("--fastembed-python", help="a Python with fastembed installed (default: this one)")
+    parser.add_argument("--model", default="", help="a model folder (default: the bundled model)")
     args = parser.parse_args()
     import bertscope
 
-    model = bertscope.load()  # the first load: measures and exports, untimed
+    model = bertscope.load(args.model or None)  # the first load: measures and exports, untimed
     folder = str(model.loaded.path)
-    export = str(getattr(model.engine.runner, "path", ""))
+    # the floor and fastembed read the ONNX export whatever runtime the default chose (OpenVINO reads its own)
+    on_onnx = (
+        model if model.info().backend == "onnxruntime" else bertscope.load(folder, backend="onnxruntime")
+    )
+    export = str(getattr(on_onnx.engine.runner, "path", ""))
+    dim = str(model.info().hidden_size)
     py = sys.executable
     bin_dir = Path(py).parent
     ways = {
         "floor: ONNX Runtime + tokenizers": [py, "-c", _FLOOR],
-        "bertscope embed --json (CLI)": [str(bin_dir / "bertscope"), "embed", args.text, "--json"],
+        "bertscope embed --json (CLI)": [
+            str(bin_dir / "bertscope"),
+            "embed",
+            args.text,
+            "--json",
+            *(["-m", args.model] if args.model else []),
+        ],
         "bertscope.load().embed (library)": [py, "-c", _LIBRARY.format(options="")],
         "bertscope.load(backend='torch')": [py, "-c", _LIBRARY.format(options="backend='torch'")],
     }
@@ -107,7 +120,7 @@ def main() -> None:
         # fastembed pools its graph's first output: the same export with the last hidden state alone
         from bertscope.backends.onnx import cut_graph
 
-        runner = model.engine.runner
+        runner = on_onnx.engine.runner
         last = cut_graph(Path(export), runner.input_names, [runner.output_names[-1]])
         (Path(fastembed_dir) / "model.onnx").write_bytes(last.SerializeToString())
         for name in ("tokenizer.json", "tokenizer_config.json", "config.json", "special_tokens_map.json"):
@@ -116,15 +129,16 @@ def main() -> None:
     results: dict[str, list[tuple[float, float, list[float]]]] = {name: [] for name in ways}
     for _ in range(args.rounds):
         for name, command in ways.items():
-            extra = [] if "CLI" in name else [folder, export, args.text, fastembed_dir]
+            extra = [] if "CLI" in name else [folder, export, args.text, fastembed_dir, args.model, dim]
             results[name].append(_run(command + extra))
     reference = np.array(results["bertscope.load().embed (library)"][0][2])
     floor = results.get("floor: ONNX Runtime + tokenizers")
     floor_wall = statistics.median(r[0] for r in floor) if floor else None
     floor_rss = statistics.median(r[1] for r in floor) if floor else None
-    first = _first_load(folder, export, args.text)
+    first = _first_load(folder, export, args.text, args.model)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs; "
-          f"chosen runtime: {model.info().backend}; rounds: {args.rounds}")  # fmt: skip
+          f"model: {args.model or 'bundled'}; chosen runtime: {model.info().backend}; "
+          f"rounds: {args.rounds}")  # fmt: skip
     print("| way | wall (median) | peak RSS | x floor wall | x floor RSS | max abs diff to bertscope |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, runs in results.items():
@@ -141,12 +155,14 @@ def main() -> None:
     )
 
 
-def _first_load(folder: str, export: str, text: str) -> float:
+def _first_load(folder: str, export: str, text: str, named: str) -> float:
     """Wall time of the default load + one embed in a fresh process with an empty cache."""
     with tempfile.TemporaryDirectory() as cache:
         os.environ["BERTSCOPE_CACHE"] = cache
         try:
-            return _run([sys.executable, "-c", _LIBRARY.format(options=""), folder, export, text])[0]
+            return _run([sys.executable, "-c", _LIBRARY.format(options=""), folder, export, text, "", named])[
+                0
+            ]
         finally:
             os.environ.pop("BERTSCOPE_CACHE")
 
