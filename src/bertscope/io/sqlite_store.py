@@ -4,6 +4,10 @@ Schema changes are numbered migrations recorded in `PRAGMA user_version`. Each r
 its blob (migration 2; rows stored before it have none and are checked to be finite), checked whenever
 the row is read or copied (`io.checksums`). A writer opens the file with `connect` (migrated, WAL); a
 reader with `connect_read`: read-only, at the file's own schema, never changed by being read.
+
+A store is a file of bertscope's own: a writer refuses another program's database (tables of its own,
+or a schema number bertscope did not set) before writing anything, since the schema number and WAL
+are properties of the whole file; to keep vectors beside other tables, `ATTACH` the store.
 """
 
 from __future__ import annotations
@@ -56,40 +60,84 @@ MIGRATIONS = (
     ALTER TABLE embeddings ADD COLUMN checksum INTEGER;
     """,
 )
+_TABLES = frozenset({"collections", "embeddings"})  # a store's own; SQLite keeps its own as sqlite_*
 _COLUMNS = "collection, id, content_hash, text, metadata, embedding, n_tokens, truncated, checksum"
 _INSERT = f"INSERT INTO embeddings ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
-    """Open (and migrate) an SQLite store in WAL mode."""
+    """Open (and migrate) a bertscope SQLite store in WAL mode; a new or empty file becomes one.
+
+    A database bertscope did not make is refused before anything is written to it (`_refuse_foreign`).
+    """
     db = sqlite3.connect(str(path))
-    version = _schema_version(db, path, "PRAGMA journal_mode=WAL", "PRAGMA foreign_keys=ON")
+    version, tables = _schema(db, path)
+    _refuse_foreign(db, path, version, tables)
+    _refuse_newer(db, path, version)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA foreign_keys=ON")
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote") from None
     for number, script in enumerate(MIGRATIONS[version:], version + 1):
         try:
-            with db:
-                db.executescript(script)
-                db.execute(f"PRAGMA user_version = {number}")
+            # One transaction with its number (executescript would commit each statement): a job killed
+            # mid-migration leaves the schema before it, not tables at a number that does not match them.
+            db.executescript(f"BEGIN; {script}; PRAGMA user_version = {number}; COMMIT;")
         except sqlite3.OperationalError as exc:
+            if db.in_transaction:
+                db.rollback()
             if "readonly" not in str(exc):
+                db.close()
                 raise
             break  # a store on read-only media is read at its own schema (a write says it cannot)
     return db
 
 
-def _schema_version(db: sqlite3.Connection, path: str | Path, *pragmas: str) -> int:
-    """The store's schema number (after running `pragmas`); CorpusError, the connection closed, when the
-    file is not SQLite or a newer bertscope wrote it."""
+def _schema(db: sqlite3.Connection, path: str | Path) -> tuple[int, set[str]]:
+    """The file's schema number and the names of its tables and views (not SQLite's own `sqlite_*`),
+    read without writing; CorpusError, the connection closed, when the file is not SQLite."""
     try:
-        for pragma in pragmas:
-            db.execute(pragma)
         version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        rows = db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
     except sqlite3.DatabaseError as exc:
         db.close()
         raise CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote") from None
+    return version, {row[0] for row in rows if not row[0].startswith("sqlite_")}
+
+
+def _refuse_foreign(db: sqlite3.Connection, path: str | Path, version: int, tables: set[str]) -> None:
+    """CorpusError, the connection closed, when the file is a database bertscope did not make.
+
+    A writer sets the file's schema number (`PRAGMA user_version`, which an application's database
+    often keeps for its own migrations) and its journal mode (WAL persists: other programs then meet
+    -wal and -shm files beside it), so it writes only to a new or empty file or to its own store:
+    bertscope's two tables at a schema number, or a newer bertscope's (more tables, said by
+    `_refuse_newer`).
+    """
+    if not tables and version == 0:
+        return  # new, or empty: nothing of anyone's to keep
+    ours = tables == _TABLES and version >= 1
+    newer = _TABLES <= tables and version > len(MIGRATIONS)  # a newer bertscope may keep more tables
+    if ours or newer:
+        return
+    others = sorted(tables - _TABLES)
+    shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    listed = f"tables {', '.join(sorted(tables))}" if tables else "no tables"
+    what = f"tables of its own: {shown}" if others else f"schema number {version}, {listed}"
+    db.close()
+    raise CorpusError(
+        f"{path} is an SQLite database bertscope did not make ({what}); bertscope writes to stores of "
+        "its own, as it sets a file's schema number and journal mode (WAL): name a new .db file"
+    )
+
+
+def _refuse_newer(db: sqlite3.Connection, path: str | Path, version: int) -> None:
+    """CorpusError, the connection closed, when a newer bertscope wrote the store (a schema it lacks)."""
     if version > len(MIGRATIONS):
         db.close()
         raise CorpusError(f"{path} was written by a newer bertscope (schema {version}); upgrade bertscope")
-    return version
 
 
 def connect_read(path: str | Path) -> sqlite3.Connection:
@@ -101,18 +149,15 @@ def connect_read(path: str | Path) -> sqlite3.Connection:
         db = _sqlite_connect(uri, uri=True)
     except sqlite3.Error as exc:
         raise CorpusError(f"cannot read {path} ({exc}); name a .db file bertscope wrote") from None
-    version = _schema_version(db, path)
-    try:
-        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError as exc:
-        db.close()
-        raise CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote") from None
-    if version < 1 or not {"collections", "embeddings"} <= tables:
+    version, tables = _schema(db, path)
+    # tables first: another program's database may keep a schema number of its own, of any size
+    if version < 1 or not _TABLES <= tables:
         db.close()
         what = "an empty file" if not tables else "an SQLite file without bertscope's tables"
         raise CorpusError(
             f"{path} is not a bertscope store ({what}); name a .db file `bertscope embed -o` wrote"
         )
+    _refuse_newer(db, path, version)
     return db
 
 
