@@ -472,3 +472,62 @@ def test_static_on_ray_hands_device_and_threads_to_its_actors(
     # what each actor asks Ray for: its CPUs (its threads) and, on a GPU device or auto on GPUs, a GPU
     assert (pool.kwargs["num_cpus"], pool.kwargs["num_gpus"]) == (threads, gpus)
     assert (pool.kwargs["batch_size"], pool.kwargs["compute"]) == (7, 3)
+
+
+def test_static_from_corpus_on_ray_takes_device_and_threads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command line handed aggregate_to_file neither --device nor --threads."""
+    from bertscope.research import aggregate_ray
+
+    asked: dict[str, Any] = {}
+
+    def record(corpus: str, **options: Any) -> None:
+        asked.update(options)
+        raise CorpusError("stop here")  # no Ray needed to see what it was given
+
+    monkeypatch.setattr(aggregate_ray, "aggregate_on_ray", record)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the bank of the river\n")
+    done = run_main(
+        "static", "--from-corpus", str(corpus), "--export", str(tmp_path / "v.npy"), "--engine", "ray",
+        "--device", "cpu", "--threads", "3",
+    )  # fmt: skip
+    assert done.code == 1 and "stop here" in done.stderr
+    assert (asked["device"], asked["cpus_per_worker"]) == ("cpu", 3)
+
+
+@pytest.mark.parametrize(
+    ("load_options", "runtime", "dtype"),
+    [
+        ({"dtype": "bfloat16"}, {"backend": "torch", "quantize": None}, "bfloat16"),
+        (
+            {"backend": "onnxruntime", "quantize": "int8"},
+            {"backend": "onnxruntime", "quantize": "int8"},
+            "float32",
+        ),
+    ],
+)
+def test_static_on_ray_actors_run_what_the_driver_runs(
+    tiny_dirs: dict[str, Path],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    load_options: dict[str, Any],
+    runtime: dict[str, Any],
+    dtype: str,
+) -> None:
+    """The actors were handed the model's name alone and loaded float32 torch, while the settings written
+    beside the vectors (the driver's) said bfloat16 or int8: a silently mislabelled file."""
+    import bertscope.distributed as distributed
+    from bertscope.research.aggregate_ray import aggregate_on_ray
+
+    pool, ray_ = _Pool(), _fake_ray()
+    monkeypatch.setattr(distributed, "import_ray", lambda: ray_)
+    monkeypatch.setattr(distributed, "corpus_dataset", lambda *args, **kwargs: pool)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the bank of the river\n")
+    driver = bertscope.load(tiny_dirs["bert"], device="cpu", **load_options)
+    with pytest.raises(CorpusError, match="stop here"):
+        aggregate_on_ray(str(corpus), model=driver, device="cpu", progress=False)
+    actor = pool.kwargs["fn_constructor_kwargs"]
+    assert (actor["model"], actor["dtype"], actor["runtime"]) == (str(tiny_dirs["bert"]), dtype, runtime)

@@ -244,7 +244,7 @@ def static(
             aggregate_to_file(
                 m, from_corpus, export, layers=layers, fmt=fmt, min_count=min_count, subword=subword,
                 long=long, resume=resume, overwrite=overwrite, batch_size=batch_size, quiet=quiet,
-                as_json=as_json, engine=engine, workers=workers,
+                as_json=as_json, engine=engine, workers=workers, device=device, threads=threads,
             )  # fmt: skip
         return
     if export is not None:

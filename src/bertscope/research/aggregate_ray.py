@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core._enums import Level, SubwordPooling
-from ..core.spec import reload_arg
 from ..io.level_table import CorpusOptions
 from ..io.levels import LevelOptions
 from .aggregate import AggregatedStatic, aggregated, reduce_tables, word_level
@@ -63,7 +62,6 @@ def aggregate_on_ray(
     sources = input_sources(source)
     # The driver's model checks the options and gives the word level and settings the actors match.
     driver = load_model(model, device="cpu") if model is None or isinstance(model, (str, Path)) else model
-    model = reload_arg(driver)
     recipe = aggregated(**options)
     level, settings = word_level(driver, recipe, subword)
     if not ray.is_initialized():
@@ -73,8 +71,10 @@ def aggregate_on_ray(
     # blocks of about `rows` rows, so that every actor gets some; a text of no word pieces named by its line
     corpus = corpus_dataset(sources, text_field, None, rows, tokenizer=driver.tokenizer)
     asked = LevelOptions(level=Level.WORDS, keep_text=False, subword=subword)
+    # The driver itself, not its name: the actors then load its dtype, backend and quantize, which the
+    # settings written beside the vectors record (by name they loaded the defaults whatever was asked).
     words = embed_dataset(
-        corpus, model=model, workers=workers, device=device, cpus_per_worker=cpus_per_worker,
+        corpus, model=driver, workers=workers, device=device, cpus_per_worker=cpus_per_worker,
         batch_size=rows, options=CorpusOptions(recipe, asked),
     )  # fmt: skip
     wanted = ["position", "word", "pieces", "truncated", *level.vector_names()]  # tally counts the cut texts
