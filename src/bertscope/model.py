@@ -28,7 +28,7 @@ from .core.spec import whole_number
 from .core.tokens import Text
 from .errors import InvalidSpec
 from .research.methods import ResearchMethods
-from .static_model import is_model2vec, load_static
+from .static_model import StaticModel, is_model2vec, load_static
 
 if TYPE_CHECKING:
     import torch
@@ -57,8 +57,13 @@ def load(
     fast_min_cosine: float | None = None,
     remeasure: bool = False,
     trust_remote_code: bool = False,
-) -> Model:
+) -> Model | StaticModel:
     """Load a model: None (or BERTSCOPE_MODEL) for the bundled all-MiniLM-L6-v2, a folder, or a hub id.
+
+    A model2vec folder (what `bertscope distill` writes) loads as a `StaticModel`: sentence vectors,
+    similarity, encode, info and static rows, no layers. Which of the two a name gives is known only when
+    its folder is read, so the type is the union; narrow it with `isinstance(m, Model)` before a
+    layer-level feature (embed_tokens, hidden_states, anatomy, ...), which a static model refuses.
 
     `backend` is "torch", "onnxruntime" (CPU, float32 or int8; exported once and cached) or "auto"
     (torch, or onnxruntime for int8). `quantize="int8"` runs ONNX Runtime's int8 with BERT's outlier
@@ -79,18 +84,19 @@ def load(
     _check_counts(threads=threads, max_tokens=max_tokens, token_budget=token_budget)
     name = model_name(name)
     if is_model2vec(name):  # a static model (what `bertscope distill` writes): rows, no layers, no forward
-        return load_static(  # type: ignore[return-value]
+        return load_static(
             name, max_tokens=max_tokens, token_budget=token_budget, device=device, dtype=dtype,
             backend=backend, quantize=quantize, mode=mode, trust_remote_code=trust_remote_code,
+            calibration=calibration, fast_min_cosine=fast_min_cosine, remeasure=remeasure,
         )  # fmt: skip
-    if threads is not None:
-        from .core.cpu import ask_threads
-
-        ask_threads(threads)
     refuse_unread_options(
         backend=backend, quantize=quantize, mode=mode, calibration=calibration,
         fast_min_cosine=fast_min_cosine, remeasure=remeasure,
     )  # fmt: skip
+    if threads is not None:
+        from .core.cpu import ask_threads
+
+        ask_threads(threads)
     asked = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize, "mode": mode}
     if _opens_light(asked, trust_remote_code):
         light = _load_light(
@@ -180,12 +186,12 @@ def refuse_unread_options(
             "calibration= fits int8's scales and is read only with quantize= (int8, int8_fused, "
             "int8_static) or mode='fast'; leave it out, or add one of them"
         )
-    # None: not given. 0.999, the default, is still let through without mode='fast' while callers
-    # (distributed.run_ray_job, the command line's Ray jobs) pass it for 'not given'.
-    if fast_min_cosine is not None and fast_min_cosine != _DEFAULT_MIN_COSINE and not fast:
+    # None is 'not given': any number, the default 0.999 too, is a bound that nothing else reads.
+    if fast_min_cosine is not None and not fast:
         raise InvalidSpec(
-            f"fast_min_cosine={fast_min_cosine} is the bound mode='fast' chooses within (--fast on the "
-            "command line); add mode='fast', or leave it out"
+            f'fast_min_cosine applies to mode="fast" only; fast_min_cosine={fast_min_cosine} is the bound '
+            "it chooses within (--fast-min-cosine with --fast on the command line): add mode='fast', or "
+            "leave it out"
         )
     if remeasure and not fast and (chosen is not Backend.AUTO or scheme is not Quantize.NONE):
         raise InvalidSpec(

@@ -5,7 +5,9 @@ One vector per word piece and no layers: a text's vector is the mean of its piec
 the folder's own dtype, unit length where its config says `normalize`). `load()` returns a
 `StaticModel` for such a folder; it answers the sentence-level surface of `Model` (embed, iter_embed,
 similarity, encode, tokenize, info, static rows) through the same spec, recipe and post-processing, and
-refuses every layer-level feature in one line. NumPy, tokenizers and safetensors only: no torch.
+refuses every layer-level feature in one line. The refusals are left out of what a type checker sees, so
+`load(folder).embed_tokens(...)` is flagged before it runs. NumPy, tokenizers and safetensors only: no
+torch.
 
     folder/config.json         {"model_type": "model2vec", "normalize": ..., "max_length": ...}
     folder/tokenizer.json      the tokenizers' pipeline, used without specials
@@ -26,14 +28,14 @@ import numpy as np
 
 from . import static as _static
 from .core._enums import LongText
-from .core.encoder import ModelInfo
+from .core.encoder import ModelInfo, _vector_cosines
 from .core.progress import progress_callback
 from .core.prompts import Prompts, read_prompts
 from .core.results import SentenceEmbeddings
 from .core.similarity import cos_sim, unit
 from .core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from .core.tokens import TextTokenizer, check_texts, iter_checked
-from .encode import warn_truncated
+from .encode import encode as st_encode
 from .errors import InvalidSpec, ModelLoadError
 from .static_engine import StaticEngine
 
@@ -57,6 +59,9 @@ _NEUTRAL = {
     "quantize": {"None", "none"},
     "mode": {"exact"},
     "device": {"auto", "cpu", "None"},
+    "calibration": {"None"},
+    "fast_min_cosine": {"None"},
+    "remeasure": {"False"},
 }
 
 
@@ -81,11 +86,13 @@ def load_static(
     **options: Any,
 ) -> StaticModel:
     """The model2vec folder `name` as a StaticModel; `options` (load's dtype, backend, quantize, mode,
-    device, trust_remote_code) are refused unless they are the defaults: nothing runs a forward."""
+    device, calibration, fast_min_cosine, remeasure, trust_remote_code) are refused unless they are the
+    defaults: nothing runs a forward."""
     for key, value in options.items():
         shown = str(getattr(value, "value", value))
         if key == "trust_remote_code" and not value or shown in _NEUTRAL.get(key, ()):
             continue
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."  # calibration= is a list of texts
         raise InvalidSpec(
             f"{name} is a static model (model2vec): {key}={shown} does not apply, there is no forward "
             f"to run; leave {key} out"
@@ -110,6 +117,7 @@ class StaticModel:
 
     n_layers = 0
     family_name = "model2vec"
+    mode = "exact"  # as `Model.mode`: a static model has no fast mode to choose
 
     def __init__(
         self, folder: Path, *, max_tokens: int | None = None, token_budget: int | None = None
@@ -250,9 +258,19 @@ class StaticModel:
                 yield recipe.finish(chunk)
 
     def similarity(
-        self, a: str | Sequence[str], b: str | Sequence[str] | None = None, **options: Unpack[RecipeKeywords]
+        self,
+        a: str | Sequence[str] | np.ndarray,
+        b: str | Sequence[str] | np.ndarray | None = None,
+        **options: Unpack[RecipeKeywords],
     ) -> np.ndarray:
-        """Cosine matrix (len(a), len(b)) of sentence vectors; b defaults to a."""
+        """Cosine matrix (len(a), len(b)) of sentence vectors; b defaults to a.
+
+        As `Model.similarity` (and sentence-transformers'), `a` and `b` may be vectors already made: float
+        arrays (n, d) and (m, d), or (d,) for one, give their (n, m) cosines.
+        """
+        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+            # Model.similarity's own helper, so both refuse a bad array and stray options alike
+            return _vector_cosines(a, b, options)
         recipe = self._recipe(options)
         left = self.embed_with(a, recipe).vectors
         right = left if b is None else self.embed_with(b, recipe).vectors
@@ -273,20 +291,22 @@ class StaticModel:
         normalize_embeddings: bool = False,
         truncate_dim: int | None = None,
     ) -> Any:
-        """sentence-transformers' `encode` where a static model has it: (d,) for a str, (n, d) for a list."""
-        if output_value != "sentence_embedding" or convert_to_tensor or precision != "float32":
-            raise self.refusal("encode with token embeddings, tensors or another precision")
-        embedded = self.embed(
-            [sentences] if isinstance(sentences, str) else sentences, prompt_name=prompt_name, prompt=prompt,
-            progress=show_progress_bar,
+        """sentence-transformers' `encode` where a static model has it: (d,) for a str, (n, d) float32 for a
+        list, as NumPy; `Model.encode`'s checks (bertscope.encode). Token embeddings and torch tensors are
+        refused in one line."""
+        if output_value == "token_embeddings":
+            raise self.refusal("encode(output_value='token_embeddings')")
+        if convert_to_tensor or not convert_to_numpy:
+            raise InvalidSpec(
+                f"{self.source} is a static model (model2vec): encode gives NumPy arrays, there is no torch "
+                "here; leave convert_to_tensor and convert_to_numpy out (torch.from_numpy converts them)"
+            )
+        return st_encode(
+            self, sentences, prompt_name=prompt_name, prompt=prompt, batch_size=batch_size,
+            show_progress_bar=show_progress_bar, output_value=output_value, precision=precision,
+            convert_to_numpy=True, convert_to_tensor=False, device=device,
+            normalize_embeddings=normalize_embeddings, truncate_dim=truncate_dim,
         )  # fmt: skip
-        warn_truncated(embedded.n_dropped, self.max_tokens, "embed(texts, long='window') keeps every token")
-        found = embedded.vectors
-        if truncate_dim is not None:
-            found = found[:, :truncate_dim]
-        if normalize_embeddings:
-            found = unit(found)
-        return found[0] if isinstance(sentences, str) else found
 
     # Static rows ---------------------------------------------------------------------------------
 
@@ -341,20 +361,31 @@ class StaticModel:
         return _static.export(self, path, format, items=items)
 
     # Refused: a static model has no layers -------------------------------------------------------
+    # Only at run time: a type checker sees no such methods, so `load(...)` (Model | StaticModel) needs
+    # narrowing to Model before them.
 
-    embed_tokens = _refused("token vectors (embed_tokens, --tokens)")
-    embed_fitted_tokens = _refused("token vectors")
-    embed_words = _refused("word vectors (embed_words, --words)")
-    embed_chunks = _refused("chunk vectors (embed_chunks, --chunks)")
-    hidden_states = _refused("hidden states")
-    anatomy = _refused("the embedding layer's anatomy")
-    attentions = _refused("attention")
-    forward = _refused("a forward pass")
-    probe = _refused("probing layers")
-    cka = _refused("CKA between layers")
-    geometry = _refused("layer geometry")
-    explain = _refused("explain (token-pair contributions)")
-    baseline = _refused("a baseline of random pairs")
-    static_from_corpus = _refused("contextual vectors aggregated over a corpus")
-    static_decontextualized = _refused("decontextualised vectors")
-    verify = _refused("verify against the Hugging Face forward")
+    if not TYPE_CHECKING:
+        embed_tokens = _refused("token vectors (embed_tokens, --tokens)")
+        embed_fitted_tokens = _refused("token vectors")
+        embed_words = _refused("word vectors (embed_words, --words)")
+        embed_chunks = _refused("chunk vectors (embed_chunks, --chunks)")
+        hidden_states = _refused("hidden states")
+        anatomy = _refused("the embedding layer's anatomy")
+        attentions = _refused("attention")
+        forward = _refused("a forward pass")
+        probe = _refused("probing layers")
+        cka = _refused("CKA between layers")
+        geometry = _refused("layer geometry")
+        explain = _refused("explain (token-pair contributions)")
+        baseline = _refused("a baseline of random pairs")
+        static_from_corpus = _refused("contextual vectors aggregated over a corpus")
+        static_decontextualized = _refused("decontextualised vectors")
+        verify = _refused("verify against the Hugging Face forward")
+        token_vectors = _refused("token vectors")
+        structural_probe = _refused("structural probes")
+        batch = _refused("a padded batch for a forward (batch)")
+        use_torch = _refused("another runtime (use_torch)")
+        use_onnxruntime = _refused("another runtime (use_onnxruntime)")
+        use_openvino = _refused("another runtime (use_openvino)")
+        add_tokens = _refused("new tokens with rows initialised for a transformer (add_tokens)")
+        save = _refused("save as a transformers folder (it is a model2vec folder already: copy it)")

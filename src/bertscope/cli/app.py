@@ -133,9 +133,12 @@ RemeasureOpt = Annotated[
         "measured under load: `bertscope embed -i corpus.txt -o out.parquet --fast --remeasure`.",
     ),
 ]
+# None when not given: `load` refuses a bound without --fast, and applies its own default (0.999) with it.
 FastMinCosineOpt = Annotated[
-    float,
-    typer.Option("--fast-min-cosine", min=0.0, max=1.0, help="--fast's bound: min cosine to float32."),
+    float | None,
+    typer.Option(
+        "--fast-min-cosine", min=0.0, max=1.0, help="--fast's bound: min cosine to float32 [default: 0.999]."
+    ),
 ]
 EngineOpt = Annotated[
     str,
@@ -252,7 +255,7 @@ def load_model(
     quantize: Quantize | str = Quantize.NONE,
     threads: int | None = None,
     fast: bool = False,
-    fast_min_cosine: float = 0.999,
+    fast_min_cosine: float | None = None,
 ) -> Any:
     """Load the model a command asked for with the shared load options (--fast: the fastest mode in bound).
 
@@ -272,7 +275,11 @@ def load_model(
 
 
 def remeasure_if_asked(
-    *, backend: Backend | str, quantize: Quantize | str | None, fast: bool, fast_min_cosine: float = 0.999
+    *,
+    backend: Backend | str,
+    quantize: Quantize | str | None,
+    fast: bool,
+    fast_min_cosine: float | None = None,
 ) -> bool:
     """Whether this load should measure again: where the command was given --remeasure, the options are
     checked first (InvalidSpec where they name the runtime themselves, as `load(remeasure=True)` refuses),

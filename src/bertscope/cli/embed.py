@@ -145,7 +145,7 @@ def embed(
     backend: BackendOpt = "auto",
     quantize: QuantizeOpt = "none",
     fast: FastOpt = False,
-    fast_min_cosine: FastMinCosineOpt = 0.999,
+    fast_min_cosine: FastMinCosineOpt = None,
     remeasure: RemeasureOpt = False,
     as_json: JsonOpt = False,
     engine: EngineOpt = "local",
@@ -236,11 +236,13 @@ def embed(
         # against the options first) forgets this machine's measurements: the driver measures again,
         # and its --fast choice is what every actor runs.
         remeasure_if_asked(backend=backend, quantize=quantize, fast=fast, fast_min_cosine=fast_min_cosine)
+        # The bound only where given: `load` refuses one without --fast, and has its own default.
+        bound: dict[str, Any] = {} if fast_min_cosine is None else {"fast_min_cosine": fast_min_cosine}
         summary = run_ray_job(
             texts or str(input_path), output, model=model, device=device, dtype=dtype, backend=backend,
             quantize=quantize, workers=workers, cpus_per_worker=threads or 1, batch_size=batch_size,
-            mode="fast" if fast else "exact", fast_min_cosine=fast_min_cosine, address=address,
-            text_field=text_field, id_field=id_field, overwrite=overwrite, progress=not quiet, options=asked,
+            mode="fast" if fast else "exact", address=address, text_field=text_field, id_field=id_field,
+            overwrite=overwrite, progress=not quiet, options=asked, **bound,
         )  # fmt: skip
         if not quiet:
             err.print(summary.line(), highlight=False)

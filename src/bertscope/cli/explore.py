@@ -48,7 +48,7 @@ def explore(
     backend: BackendOpt = "auto",
     quantize: QuantizeOpt = "none",
     fast: FastOpt = False,
-    fast_min_cosine: FastMinCosineOpt = 0.999,
+    fast_min_cosine: FastMinCosineOpt = None,
     remeasure: RemeasureOpt = False,
 ) -> None:
     """Open the explorer: tokens, anatomy, layers, sentences and vocabulary of a model, in the browser.

@@ -114,7 +114,7 @@ def serve(
     backend: BackendOpt = "auto",
     quantize: QuantizeOpt = "none",
     fast: FastOpt = False,
-    fast_min_cosine: FastMinCosineOpt = 0.999,
+    fast_min_cosine: FastMinCosineOpt = None,
     remeasure: RemeasureOpt = False,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn log level.")] = "info",
 ) -> None:

@@ -83,7 +83,7 @@ def verify(
     quantize: _Quantize = None,
     threads: ThreadsOpt = None,
     fast: FastOpt = False,
-    fast_min_cosine: FastMinCosineOpt = 0.999,
+    fast_min_cosine: FastMinCosineOpt = None,
     min_cosine: Annotated[
         float | None,
         typer.Option(
@@ -109,9 +109,8 @@ def verify(
     `bertscope verify --store docs.npy --corpus docs.jsonl --text-field body --id-field id`
     """
     run: dict[str, Any] = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize}
-    run["threads"] = threads
-    if fast:
-        run["fast_min_cosine"] = fast_min_cosine
+    # None where not given: --store keeps the store's own runtime unless a load option is given.
+    run.update(threads=threads, fast=fast or None, fast_min_cosine=fast_min_cosine)
     try:
         if sum(x is not None for x in (save, against, store)) > 1:
             raise InvalidInput("give one of --save, --against and --store")
@@ -186,8 +185,8 @@ def _load(model: str | None, run: dict[str, Any], stored: dict[str, Any] | None 
         backend=Backend.parse(run["backend"] or stored.get("backend") or "auto", what="backend"),
         quantize=Quantize.parse(run["quantize"] or stored.get("quantize") or "none", what="quantize"),
         threads=run["threads"],
-        fast="fast_min_cosine" in run,
-        fast_min_cosine=run.get("fast_min_cosine", 0.999),
+        fast=bool(run["fast"]),
+        fast_min_cosine=run["fast_min_cosine"],
     )
 
 
