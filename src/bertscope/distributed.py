@@ -222,7 +222,7 @@ def run_ray_job(
     batch_size: int | None = None,
     progress: bool = True,
     mode: Mode | str = Mode.EXACT,
-    fast_min_cosine: float = 0.999,
+    fast_min_cosine: float | None = None,
     options: CorpusOptions | None = None,
     **keywords: Unpack[CorpusKeywords],
 ) -> JobSummary:

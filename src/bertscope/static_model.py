@@ -28,7 +28,7 @@ import numpy as np
 
 from . import static as _static
 from .core._enums import LongText
-from .core.encoder import ModelInfo, _vector_cosines
+from .core.encoder import ModelInfo, vector_cosines
 from .core.progress import progress_callback
 from .core.prompts import Prompts, read_prompts
 from .core.results import SentenceEmbeddings
@@ -270,7 +270,7 @@ class StaticModel:
         """
         if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
             # Model.similarity's own helper, so both refuse a bad array and stray options alike
-            return _vector_cosines(a, b, options)
+            return vector_cosines(a, b, options)
         recipe = self._recipe(options)
         left = self.embed_with(a, recipe).vectors
         right = left if b is None else self.embed_with(b, recipe).vectors

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "cpu_token_budget", "open_encoder",
-    "single",
+    "single", "vector_cosines",
 ]  # fmt: skip
 
 # Padded tokens per forward on the CPU (at least MIN_ROWS rows whatever their width): 512 a thread, from
@@ -329,7 +329,7 @@ class Encoder:
         texts: float arrays (n, d) and (m, d), or (d,) for one, give their (n, m) cosines.
         """
         if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-            return _vector_cosines(a, b, options)
+            return vector_cosines(a, b, options)
         recipe = resolve(self, EmbedOptions.given(**options))
         left = self.embed_with(a, recipe).vectors
         right = left if b is None else self.embed_with(b, recipe).vectors
@@ -406,7 +406,7 @@ class Encoder:
         return batches
 
 
-def _vector_cosines(a: object, b: object, options: Mapping[str, object]) -> np.ndarray:
+def vector_cosines(a: object, b: object, options: Mapping[str, object]) -> np.ndarray:
     """(n, m) cosines of vectors already made: sentence-transformers' `similarity(embeddings, embeddings)`."""
     if options:
         named = ", ".join(options)
@@ -428,6 +428,12 @@ def _vectors(given: object, name: str) -> np.ndarray:
     """A (d,) or (n, d) array of numbers, or InvalidInput saying what similarity takes."""
     if isinstance(given, np.ndarray):
         if given.dtype.kind in "fiu" and given.ndim in (1, 2):
+            if not np.isfinite(given).all():
+                row = int(np.argwhere(~np.isfinite(given.reshape(-1, given.shape[-1])))[0][0])
+                raise InvalidInput(
+                    f"similarity: {name} holds a value that is not finite (NaN or infinity) in row {row}; "
+                    "embed that text again, or leave it out"
+                )
             return given
         shown = f"a {given.ndim}-D {given.dtype} array"
     else:
