@@ -531,3 +531,34 @@ def test_static_on_ray_actors_run_what_the_driver_runs(
         aggregate_on_ray(str(corpus), model=driver, device="cpu", progress=False)
     actor = pool.kwargs["fn_constructor_kwargs"]
     assert (actor["model"], actor["dtype"], actor["runtime"]) == (str(tiny_dirs["bert"]), dtype, runtime)
+
+
+def test_static_on_ray_loads_its_driver_on_the_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--device cuda is the actors': the driver (options, vocabulary) loaded on it too, so a head node
+    without a GPU could not drive GPU actors; `embed --engine ray` loads its driver on the CPU."""
+    import bertscope.cli.basics as basics
+    from bertscope.research import aggregate_ray
+
+    loaded: list[str] = []
+    real_load = basics.load_model
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        loaded.append(kwargs["device"])
+        return real_load(*args, **{**kwargs, "device": "cpu"})
+
+    asked: dict[str, Any] = {}
+
+    def record(corpus: str, **options: Any) -> None:
+        asked.update(options)
+        raise CorpusError("stop here")
+
+    monkeypatch.setattr(basics, "load_model", load)
+    monkeypatch.setattr(aggregate_ray, "aggregate_on_ray", record)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the bank of the river\n")
+    done = run_main(
+        "static", "--from-corpus", str(corpus), "--export", str(tmp_path / "v.npy"), "--engine", "ray",
+        "--device", "cuda",
+    )  # fmt: skip
+    assert done.code == 1 and "stop here" in done.stderr
+    assert (loaded, asked["device"]) == (["cpu"], "cuda")

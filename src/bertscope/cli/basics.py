@@ -231,7 +231,13 @@ def static(
     view = FolderView.open(model) if from_corpus is None and defaults else None
     m: Any = view
     if view is None or view.static_matrix is None:
-        m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+        # On Ray the driver only checks the options and reads the vocabulary, on the CPU as `embed --engine
+        # ray`'s does: --device is the actors' (a head node without a GPU drives GPU actors).
+        from ..core._enums import Engine
+
+        on_ray = from_corpus is not None and Engine.parse(engine, what="engine") is Engine.RAY
+        where = "cpu" if on_ray else device
+        m = load_model(model, device=where, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     if from_corpus is not None:
         if items:
             raise InvalidInput("--from-corpus aggregates every corpus word; name no pieces with it")
