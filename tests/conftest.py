@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -185,3 +186,21 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A fresh BERTSCOPE_CACHE for one test: it measures (or not) and exports on its own."""
     monkeypatch.setenv("BERTSCOPE_CACHE", str(tmp_path / "cache"))
     return tmp_path / "cache"
+
+
+@pytest.fixture(scope="session")
+def m2v_folder(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, bertscope.Model]) -> Path:
+    """A model2vec folder distilled from the tiny BERT (what `bertscope distill` writes)."""
+    from bertscope.research.distill import distill
+
+    return distill(tiny_models["bert"], tmp_path_factory.mktemp("m2v") / "static", dim=8, progress=False)
+
+
+@pytest.fixture(scope="session")
+def static_m2v(m2v_folder: Path) -> Any:
+    """That folder loaded: a StaticModel."""
+    from bertscope.static_model import StaticModel
+
+    model = bertscope.load(m2v_folder)
+    assert isinstance(model, StaticModel)
+    return model

@@ -21,20 +21,6 @@ TEXTS = ["i like eating bread", "a cat sat on the mat", "zebra"]
 _FAST_ONLY = 'fast_min_cosine applies to mode="fast" only'
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, bertscope.Model]) -> Path:
-    from bertscope.research.distill import distill
-
-    return distill(tiny_models["bert"], tmp_path_factory.mktemp("m2v") / "static", dim=8, progress=False)
-
-
-@pytest.fixture(scope="module")
-def static(folder: Path) -> StaticModel:
-    model = bertscope.load(folder)
-    assert isinstance(model, StaticModel)
-    return model
-
-
 def _one_line(call: Any, kind: type[Exception], says: str) -> str:
     with pytest.raises(kind) as caught:
         call()
@@ -51,7 +37,7 @@ def test_load_is_typed_as_a_model_or_a_static_model() -> None:
 
 
 def test_load_says_it_may_return_a_static_model() -> None:
-    """`load(folder).embed_tokens(...)` type-checked clean and failed at run time on a static model: the
+    """`load(m2v_folder).embed_tokens(...)` type-checked clean and failed at run time on a static model: the
     annotation is the union (and the package ships py.typed, so users' checkers read it)."""
     import inspect
 
@@ -64,11 +50,11 @@ def test_load_says_it_may_return_a_static_model() -> None:
 # What a static model answers for Model's everyday methods -------------------------------------------------
 
 
-def test_the_everyday_methods_answer(static: StaticModel) -> None:
-    assert static.embed(TEXTS).vectors.shape == (3, 8)
-    assert static.encode(TEXTS).shape == (3, 8) and static.encode(TEXTS[0]).shape == (8,)
-    assert static.similarity(TEXTS).shape == (3, 3)
-    assert static.info().family == "model2vec" and static.info().mode == static.mode == "exact"
+def test_the_everyday_methods_answer(static_m2v: StaticModel) -> None:
+    assert static_m2v.embed(TEXTS).vectors.shape == (3, 8)
+    assert static_m2v.encode(TEXTS).shape == (3, 8) and static_m2v.encode(TEXTS[0]).shape == (8,)
+    assert static_m2v.similarity(TEXTS).shape == (3, 3)
+    assert static_m2v.info().family == "model2vec" and static_m2v.info().mode == static_m2v.mode == "exact"
 
 
 @pytest.mark.parametrize(
@@ -91,20 +77,22 @@ def test_the_everyday_methods_answer(static: StaticModel) -> None:
         (lambda m: m.encode("a cat", precision="int8"), "encode returns float32"),
     ],
 )
-def test_what_a_static_model_has_not_got_is_one_line(static: StaticModel, call: Any, says: str) -> None:
+def test_what_a_static_model_has_not_got_is_one_line(static_m2v: StaticModel, call: Any, says: str) -> None:
     """Each was an AttributeError traceback, or (encode) an answer with the option ignored."""
-    _one_line(lambda: call(static), bertscope.InvalidSpec, says)
+    _one_line(lambda: call(static_m2v), bertscope.InvalidSpec, says)
 
 
 # StaticModel.similarity takes vectors too ---------------------------------------------------------------
 
 
-def test_static_similarity_of_vectors_equals_that_of_texts(static: StaticModel) -> None:
-    vectors = static.encode(TEXTS)
-    by_texts = static.similarity(TEXTS, TEXTS[:2])
-    np.testing.assert_allclose(static.similarity(vectors, vectors[:2]), by_texts, atol=1e-6)
-    np.testing.assert_allclose(static.similarity(vectors), static.similarity(TEXTS), atol=1e-6)
-    np.testing.assert_allclose(static.similarity(vectors[0], vectors), static.similarity(TEXTS[:1], TEXTS))
+def test_static_similarity_of_vectors_equals_that_of_texts(static_m2v: StaticModel) -> None:
+    vectors = static_m2v.encode(TEXTS)
+    by_texts = static_m2v.similarity(TEXTS, TEXTS[:2])
+    np.testing.assert_allclose(static_m2v.similarity(vectors, vectors[:2]), by_texts, atol=1e-6)
+    np.testing.assert_allclose(static_m2v.similarity(vectors), static_m2v.similarity(TEXTS), atol=1e-6)
+    np.testing.assert_allclose(
+        static_m2v.similarity(vectors[0], vectors), static_m2v.similarity(TEXTS[:1], TEXTS)
+    )
 
 
 @pytest.mark.parametrize(
@@ -117,19 +105,19 @@ def test_static_similarity_of_vectors_equals_that_of_texts(static: StaticModel) 
     ],
 )
 def test_static_similarity_refuses_what_model_refuses(
-    static: StaticModel, tiny_models: dict[str, bertscope.Model], bad: Any, kind: type[Exception]
+    static_m2v: StaticModel, tiny_models: dict[str, bertscope.Model], bad: Any, kind: type[Exception]
 ) -> None:
     """The same helper answers both: the same one-line errors, word for word but the widths."""
     model = tiny_models["bert"]
     theirs = _one_line(lambda: bad(model, model.encode(TEXTS)), kind, "")
-    ours = _one_line(lambda: bad(static, static.encode(TEXTS)), kind, "")
+    ours = _one_line(lambda: bad(static_m2v, static_m2v.encode(TEXTS)), kind, "")
     assert re.sub(r"\d+", "N", ours) == re.sub(r"\d+", "N", theirs)
 
 
 def test_similarity_of_vectors_with_nan_is_one_line(
-    static: StaticModel, tiny_models: dict[str, bertscope.Model]
+    static_m2v: StaticModel, tiny_models: dict[str, bertscope.Model]
 ) -> None:
-    for model in (static, tiny_models["bert"]):
+    for model in (static_m2v, tiny_models["bert"]):
         vectors = np.asarray(model.encode(TEXTS))
         vectors[1, 0] = np.nan
         _one_line(lambda m=model, v=vectors: m.similarity(v, v), bertscope.InvalidInput, "NaN")
@@ -148,13 +136,13 @@ def test_load_refuses_a_fast_bound_without_fast_mode(tiny_dirs: dict[str, Path],
     )
 
 
-def test_a_static_folder_refuses_a_fast_bound_and_other_forward_options(folder: Path) -> None:
+def test_a_static_folder_refuses_a_fast_bound_and_other_forward_options(m2v_folder: Path) -> None:
     for options, named in (
         ({"fast_min_cosine": 0.99}, "fast_min_cosine=0.99"),
         ({"remeasure": True}, "remeasure=True"),
         ({"calibration": ["a text " * 20]}, "calibration=['a text a text a text a text a text ... does"),
     ):
-        _one_line(lambda o=options: bertscope.load(folder, **o), bertscope.InvalidSpec, named)
+        _one_line(lambda o=options: bertscope.load(m2v_folder, **o), bertscope.InvalidSpec, named)
 
 
 def test_the_cli_refuses_fast_min_cosine_without_fast(monkeypatch: pytest.MonkeyPatch) -> None:
