@@ -63,13 +63,21 @@ def verify(
         Path | None, typer.Option("--store", help="Re-embed a sample of this store and compare its vectors.")
     ] = None,
     rows: Annotated[int, typer.Option("--rows", min=1, help="With --store: how many rows to check.")] = 200,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed", min=0, help="With --store: the sample's seed, to repeat a check (default: fresh)."
+        ),
+    ] = None,
     collection: Annotated[
         str | None, typer.Option("--collection", "-c", help="With --store: the collection in a .db file.")
     ] = None,
     corpus: Annotated[
         Path | None,
         typer.Option(
-            "--corpus", help="With --store: the corpus it was made from, where it keeps no texts (.npy)."
+            "--corpus",
+            help="With --store: the corpus it was made from; needed where it keeps no texts (.npy), and "
+            "where it keeps them, the sampled rows' ids are checked against it too.",
         ),
     ] = None,
     text_field: TextFieldOpt = "text",
@@ -118,6 +126,7 @@ def verify(
             "--rows": rows != 200,
             "--collection": collection is not None,
             "--corpus": corpus,
+            "--seed": seed is not None,
         }
         store_only.update({"--text-field": text_field != "text", "--id-field": id_field, "--post": post})
         _refuse_unused(store, against, sample, lines=lines, min_cosine=min_cosine, store_only=store_only)
@@ -127,7 +136,7 @@ def verify(
             fields = {"text_field": text_field, "id_field": id_field}
             code = _verify_store(
                 store, model, run, rows=rows, collection=collection, corpus=corpus, fields=fields, post=post,
-                as_json=as_json,
+                seed=seed, as_json=as_json,
             )  # fmt: skip
         else:
             code = _verify_model(
@@ -241,7 +250,7 @@ def _sample(path: Path, lines: int) -> list[str]:
 
 def _verify_store(
     path: Path, model: str | None, run: dict[str, Any], *, rows: int, collection: str | None,
-    corpus: Path | None, fields: dict[str, Any], post: Path | None, as_json: bool,
+    corpus: Path | None, fields: dict[str, Any], post: Path | None, seed: int | None, as_json: bool,
 ) -> int:  # fmt: skip
     from ..io.stores import open_store
     from ..verify.store import verify_store
@@ -252,8 +261,11 @@ def _verify_store(
     chosen: Any = model
     if any(value is not None for value in run.values()):
         chosen = _load(model or opened.settings.get("model_arg"), run, opened.settings)
-    check = verify_store(opened, model=chosen, rows=rows, corpus=corpus, post=post, **fields)
-    err.print(f"verified in {check.seconds:.1f} s", highlight=False)
+    check = verify_store(opened, model=chosen, rows=rows, corpus=corpus, post=post, seed=seed, **fields)
+    sample = f"; sample seed {check.seed} (--seed repeats it)" if check.rows_checked < check.rows else ""
+    err.print(f"verified in {check.seconds:.1f} s{sample}", highlight=False)
+    for note in check.notes:  # what could not be proven: on stderr, in --json too
+        warn(note, label="note:")
     if as_json:
         emit_json(check.to_dict())
         return 0 if check.ok else 1

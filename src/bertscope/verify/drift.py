@@ -40,9 +40,13 @@ class StoreCheck:
     rows: int = 0
     model: str = ""
     seconds: float = 0.0
+    seed: int | None = None  # the sample's: verify_store(seed=...) draws the same rows again
+    # What the check could not prove (one line each), e.g. a store that records no fingerprint.
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: ok, rows_checked, max_abs, min_cosine, differences [{what, expected, found}], ..."""
+        """JSON-able: ok, rows_checked, max_abs, min_cosine, differences [{what, expected, found}], notes,
+        ..."""
         return {
             "ok": self.ok,
             "rows_checked": self.rows_checked,
@@ -53,6 +57,8 @@ class StoreCheck:
             "store": self.store,
             "rows": self.rows,
             "model": self.model,
+            "seed": self.seed,
+            "notes": list(self.notes),
         }
 
 
@@ -117,8 +123,8 @@ def add_drift(
 
 
 def pairwise_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(...,) cosine of each vector of a (..., d) with the same one of b, in float64: 1 where both are
-    zero (the same vector), 0 where only one is (a zero vector points nowhere), NaN where either is not
+    """(...,) cosine of each vector of a (..., d) with the same one of b, in float64: 1 where they are
+    equal (zero vectors too), 0 where only one is zero (a zero vector points nowhere), NaN where either is not
     finite."""
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
@@ -128,6 +134,7 @@ def pairwise_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore", divide="ignore"):
         cosines = np.where(both, dots / np.where(both, norm_a * norm_b, 1.0), 0.0)
     cosines = np.where((norm_a == 0) & (norm_b == 0), 1.0, cosines)
+    cosines = np.where((a64 == b64).all(axis=-1), 1.0, cosines)  # equal vectors: 1, not 1 - 2e-16
     return np.where(np.isfinite(norm_a) & np.isfinite(norm_b), cosines, np.nan)
 
 

@@ -31,7 +31,7 @@ from .drift import StoreCheck, add_drift
 from .fingerprint import Difference
 from .row_labels import first_texts, sampled_keys
 
-__all__ = ["check_rows", "texts_by_id"]
+__all__ = ["check_rows", "corpus_texts_differ", "texts_by_id"]
 
 
 def check_rows(
@@ -45,6 +45,9 @@ def check_rows(
     stored_texts = first_texts(opened, docs, int(positions[-1])) if level != "chunks" else {}
     if all(doc in stored_texts for doc in docs):
         texts = [stored_texts[doc] for doc in docs]
+        if corpus["corpus"] is not None:  # the ids too: each document's stored text is its id's
+            labels = [f"text {doc}" for doc in docs]
+            check.differences += corpus_texts_differ(labels, docs, texts, corpus, opened.path)
     else:
         texts = texts_by_id(docs, corpus, opened.path)
     made = _level(level, model, settings).embed([Record(d, t, 0) for d, t in zip(docs, texts, strict=True)])
@@ -112,6 +115,23 @@ def _level(level: str, model: Any, settings: dict[str, Any]) -> Any:
     """The corpus level the store was written with, from its settings (an unpooled level: its own only)."""
     asked = LevelOptions.from_settings({**settings, "level": level})
     return make_level(model, CorpusOptions(EmbedOptions.from_settings(settings), asked).for_level())
+
+
+def corpus_texts_differ(
+    labels: Sequence[str], ids: Sequence[str], texts: Sequence[str], corpus: dict[str, Any], path: Path
+) -> list[Difference]:
+    """A difference for each stored text (named by `labels`) that is not the corpus's text of its id: ids
+    swapped or edited, which the vectors alone cannot show (a row's vector is its stored text's)."""
+    expected = texts_by_id(ids, corpus, path)
+    return [
+        Difference(f"{label} text", "the corpus's text of its id", f"another text: {_short(text)!r}")
+        for label, text, want in zip(labels, texts, expected, strict=True)
+        if text != want
+    ]
+
+
+def _short(text: str, size: int = 40) -> str:
+    return text if len(text) <= size else text[: size - 1] + "…"
 
 
 def texts_by_id(ids: Sequence[str], corpus: dict[str, Any], path: Path) -> list[str]:

@@ -1,16 +1,24 @@
 """A store against this deployment: re-embed a sample of its texts and compare with the stored vectors.
 
 The sample is stratified over the store's rows (one row drawn from each of `rows` equal slices), so every
-batch a job wrote is represented. The texts are embedded with the model recorded in the store (or the one
-given) and the store's own settings (layers, pooling, prompt, post-processing); every view is checked.
+batch a job wrote is represented; the draw is fresh each run (its seed is reported, `seed=` repeats it),
+so rows edited where a fixed sample never looks are found by the next run. The texts are embedded with
+the model recorded in the store (or the one given) and the store's own settings (layers, pooling,
+prompt, post-processing); every view is checked.
 Token, word and chunk stores (rows.py) re-embed the sampled rows' documents with the store's level and
 compare the rows by (id, position). The stored batches that hold the sample are checked against their
 checksums first (a damaged store is an error, never a verdict). A fingerprint in the store's settings
 is compared with this deployment's too. The tolerances are drift.py's.
+
+What a store cannot prove is said, not passed over: a store that records no fingerprint is checked on
+its vectors alone (a note says so), and its ids are checked only where the corpus is given (`corpus`:
+each sampled row's stored text must be the corpus's text of its id). A post-processing file other than
+the store's is bad input (its fingerprint names it), not drift.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -18,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.post import PostProcessor, as_post
 from ..core.spec import EmbedOptions, PostArg, resolve
 from ..errors import CorpusError, InvalidInput
 from ..io.checksums import rebuild_hint
@@ -26,9 +35,16 @@ from ..io.stores import Store, open_store, view_settings, with_view
 from ..io.vector_files import check_npy_rows
 from .drift import StoreCheck, add_drift
 from .fingerprint import compare_fingerprints, fingerprint_problem, store_fingerprint
-from .rows import check_rows, texts_by_id
+from .rows import check_rows, corpus_texts_differ, texts_by_id
 
-__all__ = ["StoreCheck", "sample_rows", "verify_store"]
+__all__ = ["NO_FINGERPRINT", "StoreCheck", "sample_rows", "verify_store"]
+
+# Rows of a store read at once where it is read in one pass (SQLite): a few MB, whatever the store's size.
+_CHUNK_ROWS = 4096
+NO_FINGERPRINT = (
+    "the store records no fingerprint of the model that made it (written before stores carried one, or "
+    "removed): only the sampled vectors were compared, not the model's files and settings"
+)
 
 
 def sample_rows(count: int, rows: int, *, seed: int = 0) -> np.ndarray:
@@ -49,19 +65,24 @@ def verify_store(
     text_field: str = "text",
     id_field: str | None = None,
     post: PostArg = None,
-    seed: int = 0,
+    seed: int | None = None,
 ) -> StoreCheck:
     """Whether `store` and this deployment share one vector space (see the module docstring).
 
     `model`: a Model, a name, or None for the store's own as it ran. A store that keeps no texts (.npy,
     one written without them, a chunk store) needs the `corpus` it was made from (`text_field`,
-    `id_field` as the job's). A store made with post-processing needs its file as `post`.
+    `id_field` as the job's). A store made with post-processing needs its file as `post`. `seed` repeats
+    a check's sample (its report's `seed`); None draws a fresh one.
     """
     from ..io.search import model_for
 
     start = time.perf_counter()
     if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
         raise InvalidInput(f"rows={rows!r}: give how many rows to check, at least 1")
+    if seed is None:  # a sample nobody can know in advance: edits that avoid it cannot be planned
+        seed = secrets.randbelow(2**32)
+    elif isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise InvalidInput(f"seed={seed!r}: give a whole number, 0 or more, or None for a fresh sample")
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
     if "model" not in opened.settings:  # every job writes it: without it nothing says what made the rows
         hint = rebuild_hint(opened.path, opened.collection)
@@ -69,18 +90,14 @@ def verify_store(
             f"{opened.path}: its settings do not say which model made it (no 'model'), so nothing can "
             f"prove its vectors; restore the settings it was written with, or {hint}"
         )
-    if opened.settings.get("post") and post is None:
-        kind = opened.settings["post"].get("kind", "post-processing")
-        raise InvalidInput(
-            f"{opened.path}'s vectors went through {kind}: pass the same file as post= (--post)"
-        )
-    count = opened.count()
+    processor = _same_post(opened, post)
+    count = opened.count() if opened.rules.by_row else _count(opened)
     if count == 0:
         raise InvalidInput(f"{opened.path} holds no rows to check")
     positions = sample_rows(count, rows, seed=seed)
     m = model_for(opened.settings, model)
     check = StoreCheck(
-        True, len(positions), 0.0, 1.0, store=str(opened.path), rows=count, model=m.info().source
+        True, len(positions), 0.0, 1.0, store=str(opened.path), rows=count, model=m.info().source, seed=seed
     )
     recorded = opened.settings.get("fingerprint")
     problem = None if recorded is None else fingerprint_problem(recorded, canaries=False)
@@ -91,11 +108,13 @@ def verify_store(
     if opened.settings.get("level", "sentence") == "sentence":
         if opened.rules.format is Format.NPY:  # the stored batches that hold the sample, as Parquet's are
             check_npy_rows(opened.path, positions)
-        _check_sentences(check, m, opened, positions, post, corpus_texts)
+        _check_sentences(check, m, opened, positions, processor, corpus_texts)
     else:
         check_rows(check, m, opened, positions, corpus_texts)
     if recorded is not None:
         check.differences += compare_fingerprints(recorded, store_fingerprint(m))
+    else:
+        check.notes.append(NO_FINGERPRINT)
     check.ok = not check.differences
     check.seconds = time.perf_counter() - start
     return check
@@ -106,20 +125,22 @@ def _check_sentences(
     model: Any,
     opened: Store,
     positions: np.ndarray,
-    post: PostArg,
+    post: PostProcessor | None,
     corpus: dict[str, Any],
 ) -> None:
     texts: list[str] | None = None
     for view in list(opened.settings.get("views") or {}) or [None]:
         column = with_view(opened, view)
         ids, stored_texts, stored = _read_rows(column, positions)
+        labels = [f"row {int(p)} (id {i})" for p, i in zip(positions, ids, strict=True)]
         if texts is None:
             whole = all(isinstance(t, str) for t in stored_texts)
             texts = [str(t) for t in stored_texts] if whole else texts_by_id(ids, corpus, opened.path)
+            if whole and corpus["corpus"] is not None:  # the ids too: each row's text is its id's
+                check.differences += corpus_texts_differ(labels, ids, texts, corpus, opened.path)
         settings = view_settings(column)
         options = replace(EmbedOptions.from_settings(settings, post=post), prompt=settings.get("prompt", ""))
         fresh = np.asarray(model.embed_with(texts, resolve(model, options)).vectors, dtype=np.float32)
-        labels = [f"row {int(p)} (id {i})" for p, i in zip(positions, ids, strict=True)]
         add_drift(check, model, settings, labels, stored, fresh, column=f"view {view}" if view else "")
 
 
@@ -133,10 +154,41 @@ def _read_rows(store: Store, positions: np.ndarray) -> tuple[list[str], list[str
     got_texts: list[str | None] = [None] * len(positions)
     got: list[np.ndarray] = [np.empty(0)] * len(positions)
     offset = 0
-    for chunk_ids, chunk_texts, vectors in store.chunks():
+    for chunk_ids, chunk_texts, vectors in store.chunks(_CHUNK_ROWS):
         for row in range(len(chunk_ids)):
             slot = wanted.get(offset + row)
-            if slot is not None:
-                got_ids[slot], got_texts[slot], got[slot] = chunk_ids[row], chunk_texts[row], vectors[row]
+            if slot is not None:  # a copy: a view of the row would keep its whole chunk alive
+                got_ids[slot], got_texts[slot] = chunk_ids[row], chunk_texts[row]
+                got[slot] = np.array(vectors[row], dtype=np.float32)
         offset += len(chunk_ids)
-    return got_ids, got_texts, np.stack(got).astype(np.float32)
+    return got_ids, got_texts, np.stack(got)
+
+
+def _count(store: Store) -> int:
+    """The rows of a store read in one pass (SQLite), `_CHUNK_ROWS` at a time (each row checked)."""
+    return sum(len(ids) for ids, _, _ in store.chunks(_CHUNK_ROWS))
+
+
+def _same_post(opened: Store, post: PostArg) -> PostProcessor | None:
+    """The post-processing file given, read once, refused unless it is the one the store was made with
+    (a store without one takes none; a recorded fingerprint must match): bad input, not drift."""
+    recorded = opened.settings.get("post")
+    if recorded and post is None:
+        kind = recorded.get("kind", "post-processing")
+        raise InvalidInput(
+            f"{opened.path}'s vectors went through {kind}: pass the same file as post= (--post)"
+        )
+    processor = as_post(post)
+    if processor is None:
+        return None
+    if not recorded:
+        raise InvalidInput(
+            f"{opened.path}'s vectors were made without post-processing: leave post= (--post) out"
+        )
+    if "fingerprint" in recorded and processor.fingerprint != recorded["fingerprint"]:
+        raise InvalidInput(
+            f"{opened.path}'s vectors went through another {recorded.get('kind', 'post-processing')} "
+            f"(fingerprint {str(recorded['fingerprint'])[:12]}) than the file given ({processor.kind.value}, "
+            f"{processor.fingerprint[:12]}): pass the file the store was made with"
+        )
+    return processor

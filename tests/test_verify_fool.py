@@ -1,0 +1,187 @@
+"""`verify --store` against stores altered to fool it: a sample that can be planned around, ids swapped
+between rows, the wrong post-processing file, a fingerprint removed; and a large SQLite store read in
+bounded memory. Each is caught, refused as bad input, or named as what could not be proven."""
+
+from __future__ import annotations
+
+import json
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import bertscope
+from bertscope.backends.onnx import calibration_texts
+from bertscope.core.post import fit_post
+from bertscope.errors import InvalidInput
+from bertscope.io.parquet_checked import write_checked
+from bertscope.io.readers import Record
+from bertscope.io.sqlite_store import SqliteSink
+from bertscope.io.stores import open_store
+from bertscope.model import Model
+from bertscope.verify.store import NO_FINGERPRINT, sample_rows, verify_store
+from console import run_main
+
+TEXTS = calibration_texts()[:24]
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory, bundled: Model) -> dict[str, Path]:
+    """24 texts embedded by the bundled model: a Parquet store (batches of 8), an SQLite store, a token
+    store, a PCA store with its file and another PCA file."""
+    folder = tmp_path_factory.mktemp("fool")
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    paths = {"corpus": corpus, "s.parquet": folder / "s.parquet", "s.db": folder / "s.db"}
+    for name in ("s.parquet", "s.db"):
+        bertscope.embed_corpus(corpus, paths[name], model=bundled, progress=False, batch_size=8)
+    paths["t.parquet"] = folder / "t.parquet"
+    bertscope.embed_corpus(corpus, paths["t.parquet"], model=bundled, progress=False, level="tokens")
+    vectors = bundled.embed(TEXTS, progress=False).vectors
+    for name, some in (("a.npz", vectors), ("b.npz", vectors[::-1][:20])):
+        paths[name] = folder / name
+        fit_post(some, "pca", dim=8).save(paths[name])
+    paths["pca.parquet"] = folder / "pca.parquet"
+    bertscope.embed_corpus(
+        corpus, paths["pca.parquet"], model=bundled, progress=False, post=str(paths["a.npz"])
+    )
+    return paths
+
+
+def _rewrite(
+    source: Path,
+    to: Path,
+    table: Callable[[Any], Any] = lambda t: t,
+    settings: Callable[[dict[str, Any]], dict[str, Any]] = lambda s: s,
+) -> Path:
+    """A copy of a Parquet store edited as a forger would: the same row groups, checksums computed again."""
+    file = pq.ParquetFile(source)
+    metadata = dict(file.schema_arrow.metadata)
+    metadata[b"bertscope"] = json.dumps(settings(json.loads(metadata[b"bertscope"]))).encode()
+    edited = table(file.read()).replace_schema_metadata(metadata)
+    sizes = [file.metadata.row_group(g).num_rows for g in range(file.metadata.num_row_groups)]
+    starts = np.cumsum([0, *sizes])
+    write_checked(to, [edited.slice(int(a), n) for a, n in zip(starts, sizes, strict=False)], edited.schema)
+    return to
+
+
+def _swap(column: str, a: int, b: int) -> Callable[[Any], Any]:
+    def edit(table: Any) -> Any:
+        values = table.column(column).to_pylist()
+        values[a], values[b] = values[b], values[a]
+        where = table.schema.get_field_index(column)
+        return table.set_column(
+            where, table.schema.field(column), pa.array(values, table.schema.field(column).type)
+        )
+
+    return edit
+
+
+def test_the_sample_is_fresh_each_run_so_edits_cannot_avoid_it(
+    made: dict[str, Path], bundled: Model, tmp_path: Path
+) -> None:
+    """Two vectors swapped (checksums made again) outside the seed-0 sample passed every run when the
+    sample was always seed 0's; each run now draws its own, reported, and a seed repeats it."""
+    fixed = set(sample_rows(len(TEXTS), 4, seed=0).tolist())
+    a, b = [row for row in range(len(TEXTS)) if row not in fixed][:2]
+    forged = _rewrite(made["s.parquet"], tmp_path / "forged.parquet", _swap("embedding", a, b))
+    assert verify_store(forged, model=bundled, rows=4, seed=0).ok  # what one sample cannot see
+    seeds = {verify_store(made["s.parquet"], model=bundled, rows=4).seed for _ in range(2)}
+    assert len(seeds) == 2 and None not in seeds
+    finds = next(s for s in range(100) if a in sample_rows(len(TEXTS), 4, seed=s))
+    check = verify_store(forged, model=bundled, rows=4, seed=finds)
+    assert not check.ok and check.seed == finds and f"row {a} (id {a + 1})" in check.differences[0].what
+    assert verify_store(forged, model=bundled, rows=len(TEXTS)).ok is False  # every row: always found
+
+
+def test_ids_swapped_between_rows_are_caught_where_the_corpus_is_given(
+    made: dict[str, Path], bundled: Model, tmp_path: Path
+) -> None:
+    """Each row's vector is its stored text's, so swapped ids leave every vector right: only the corpus
+    can say which text an id names. Given --corpus, the stored texts are checked against it (it was read
+    only where the store keeps no texts, and the swap passed)."""
+    forged = _rewrite(made["s.parquet"], tmp_path / "ids.parquet", _swap("id", 3, 17))
+    assert verify_store(forged, model=bundled, rows=len(TEXTS)).ok  # no corpus: nothing names the ids
+    check = verify_store(forged, model=bundled, rows=len(TEXTS), corpus=made["corpus"])
+    assert not check.ok and check.max_abs == 0.0
+    assert [d.what for d in check.differences] == ["row 3 (id 18) text", "row 17 (id 4) text"]
+    ran = run_main("verify", "--store", str(forged), "--corpus", str(made["corpus"]), "--rows", "24")
+    assert ran.code == 1 and "row 3 (id 18) text" in ran.stdout, ran.stdout
+    for name in ("s.parquet", "t.parquet"):  # untouched stores pass with their corpus
+        assert verify_store(made[name], model=bundled, rows=30, corpus=made["corpus"]).ok
+
+
+def test_a_post_processing_file_other_than_the_stores_is_bad_input(
+    made: dict[str, Path], bundled: Model
+) -> None:
+    """Another PCA file (same kind, same width) was DRIFT on every row of a good store, and a file given
+    to a store made without one a width difference: both are the caller's mistake, named in one line."""
+    assert verify_store(made["pca.parquet"], model=bundled, post=made["a.npz"]).ok
+    with pytest.raises(InvalidInput, match="another pca .* than the file given"):
+        verify_store(made["pca.parquet"], model=bundled, post=made["b.npz"])
+    with pytest.raises(InvalidInput, match="made without post-processing"):
+        verify_store(made["s.parquet"], model=bundled, post=made["a.npz"])
+    ran = run_main("verify", "--store", str(made["pca.parquet"]), "--post", str(made["b.npz"]))
+    assert ran.code == 2 and ran.stderr.startswith("error:") and "Traceback" not in ran.stderr, ran.stderr
+
+
+def test_a_store_without_its_fingerprint_says_what_was_not_compared(
+    made: dict[str, Path], bundled: Model, tmp_path: Path
+) -> None:
+    """A fingerprint removed from the settings read as a store written before them, and passed in
+    silence: the model's files went unchecked. The check now says so (ok stands: the vectors agree)."""
+    assert verify_store(made["s.parquet"], model=bundled, rows=4).notes == []
+
+    def drop(settings: dict[str, Any]) -> dict[str, Any]:
+        settings.pop("fingerprint")
+        return settings
+
+    bare = _rewrite(made["s.parquet"], tmp_path / "bare.parquet", settings=drop)
+    check = verify_store(bare, model=bundled, rows=4)
+    assert check.ok and check.notes == [NO_FINGERPRINT] and check.to_dict()["notes"] == [NO_FINGERPRINT]
+    ran = run_main("verify", "--store", str(bare), "--rows", "4", "--json")
+    assert ran.code == 0 and json.loads(ran.stdout)["notes"] == [NO_FINGERPRINT]
+    assert "note: the store records no fingerprint" in " ".join(ran.stderr.split())
+
+
+def test_an_sqlite_store_is_read_in_bounded_memory(
+    made: dict[str, Path], bundled: Model, tmp_path: Path
+) -> None:
+    """An SQLite store is read in one pass: every sampled row kept a view of its 65536-row chunk alive, so
+    memory grew with the store (200k rows x 384: +490 MB, 400k: +785 MB); now ~20 MB whatever its size."""
+    rows, batch = 48_000, 4_000  # 74 MB of vectors
+    settings = open_store(made["s.db"]).settings
+    small = pq.read_table(made["s.parquet"]).replace_schema_metadata(None)
+    big = tmp_path / "big.db"
+    sink = SqliteSink(big, settings=settings, collection="default", overwrite=True, keep_text=True)
+    for start in range(0, rows, batch):
+        picked = np.arange(start, start + batch)
+        table = small.take(pa.array(picked % len(TEXTS)))
+        table = table.set_column(0, "id", pa.array([str(i + 1) for i in picked]))
+        records = [Record(str(i + 1), TEXTS[i % len(TEXTS)], int(i)) for i in picked]
+        sink.write(records, SimpleNamespace(table=table))
+    sink.finish()
+    tracemalloc.start()
+    try:
+        check = verify_store(big, model=bundled, rows=12)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert check.ok and check.rows == rows, check.to_dict()
+    assert peak < 30 * 2**20, f"{peak / 2**20:.0f} MB traced while checking"
+
+
+def test_a_vector_equal_to_the_stored_one_has_cosine_exactly_1() -> None:
+    """Equal float32 vectors came out 0.9999999999999998 in float64 (the report of an untouched store)."""
+    from bertscope.verify.drift import pairwise_cosines
+
+    vectors = np.random.default_rng(0).normal(size=(64, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    assert (pairwise_cosines(vectors, vectors.copy()) == 1.0).all()
+    assert pairwise_cosines(vectors[:1], -vectors[:1])[0] < -0.999
