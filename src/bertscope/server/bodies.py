@@ -61,19 +61,24 @@ class BodyRefused(Exception):
 class BodyBudget:
     """The bytes of request bodies held at once across every connection, under one cap."""
 
-    def __init__(self, cap: int, gauge: Gauge | None = None) -> None:
+    def __init__(
+        self, cap: int, gauge: Gauge | None = None, *, what: str = "request bodies", one: str = "body"
+    ) -> None:
         self.cap = cap
         self.held = 0
         self._gauge = gauge
         self._freed = 0
+        self._what, self._one = what, one
 
-    def take(self, size: int) -> None:
-        """Hold `size` more bytes, or raise BodyRefused (503) when that would pass the cap."""
-        if size and self.held + size > self.cap:
+    def take(self, size: int, *, alone_fits: bool = False) -> None:
+        """Hold `size` more bytes, or raise BodyRefused (503) when that would pass the cap (`alone_fits`:
+        unless nothing else is held)."""
+        if size and self.held + size > self.cap and not (alone_fits and self.held == 0):
             raise BodyRefused(
                 503,
-                f"the service holds {self.held} bytes of request bodies in flight, and this body's {size} "
-                f"more would pass {self.cap} (--max-buffered-bytes); retry after the Retry-After seconds",
+                f"the service holds {self.held} bytes of {self._what} in flight, and this {self._one}'s "
+                f"{size} more would pass {self.cap} (--max-buffered-bytes); retry after the Retry-After "
+                "seconds",
                 {"Retry-After": "1"},
             )
         self.held += size

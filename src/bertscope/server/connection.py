@@ -9,6 +9,11 @@ line and every header) must arrive within `--header-timeout` seconds of the conn
 the last answer, as nginx's `client_header_timeout`; the connection is closed otherwise. The same clock
 bounds the rest of a body the service refused without reading (uvicorn discards it, unbuffered). The
 body itself is the guard's (`guard.Guard`: its deadline, its size, the bytes buffered across requests).
+
+Answers have a deadline too, as nginx's `send_timeout`: once the socket holds all it can of an answer
+(the transport asks the writer to wait), the client must take some of it within `--send-timeout`
+seconds, or the connection is dropped with what it still held. A client that asks for a 90 MB answer
+and reads none of it holds those bytes for that long, not for ever.
 """
 
 from __future__ import annotations
@@ -35,10 +40,12 @@ class HeadTimedH11Protocol(H11Protocol):
     """
 
     head_timeout: float = 10.0
+    send_timeout: float = 30.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
+        self._send_timer: asyncio.TimerHandle | None = None
         self._waiting_after: Any = None  # the request cycle the awaited head comes after (None: the first)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
@@ -58,9 +65,33 @@ class HeadTimedH11Protocol(H11Protocol):
         self._disarm_if_started()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        """Stop the clock with the connection."""
+        """Stop the clocks with the connection."""
         self._disarm()
+        self._stop_send_clock()
         super().connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        """The socket holds all it can: the client must take some within the send deadline."""
+        super().pause_writing()
+        if self._send_timer is None:
+            self._send_timer = self.loop.call_later(self.send_timeout, self._send_timed_out)
+
+    def resume_writing(self) -> None:
+        """The client took some: the clock stops until the socket is full again."""
+        self._stop_send_clock()
+        super().resume_writing()
+
+    def _stop_send_clock(self) -> None:
+        if self._send_timer is not None:
+            self._send_timer.cancel()
+            self._send_timer = None
+
+    def _send_timed_out(self) -> None:
+        self._send_timer = None
+        if not self.transport.is_closing():
+            self.logger.info("dropping a connection that took none of its answer for %g s", self.send_timeout)
+        # abort, not close: close would keep the unsent bytes until the client takes them
+        self.transport.abort()
 
     def _arm(self) -> None:
         self._disarm()
@@ -87,9 +118,8 @@ def uvicorn_config(
     app: FastAPI, *, host: str, port: int, settings: ServerSettings, log_level: str = "info"
 ) -> uvicorn.Config:
     """uvicorn's configuration for the service: h11 with the head deadline of `settings`."""
-    protocol = type(
-        "HeadTimedH11Protocol", (HeadTimedH11Protocol,), {"head_timeout": settings.header_timeout_s}
-    )
+    timeouts = {"head_timeout": settings.header_timeout_s, "send_timeout": settings.send_timeout_s}
+    protocol = type("HeadTimedH11Protocol", (HeadTimedH11Protocol,), timeouts)
     return uvicorn.Config(
         app,
         host=host,

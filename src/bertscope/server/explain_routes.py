@@ -35,7 +35,9 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
         check_texts([req.a, req.b])
         recipe = svc.recipe(req.options(), req.post)  # checks the post's name and the spec it was fitted on
         post = recipe.post
-        n_a, n_b = await run_in_threadpool(lambda: [svc.count_tokens(t, req.long) for t in (req.a, req.b)])
+        n_a, n_b = await run_in_threadpool(
+            lambda: [svc.count_tokens(t, req.long, stride=req.stride) for t in (req.a, req.b)]
+        )
         count = svc.check_tokens(n_a + n_b)
         # An exact split answers the (tokens of a) x (tokens of b) matrix of contributions.
         numbers = n_a * n_b if recipe.spec.pooling in exact_poolings() else n_a + n_b

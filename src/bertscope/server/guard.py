@@ -10,6 +10,8 @@
     a body over --max-body-bytes                       413
     a body not in within --body-timeout                408  and the connection closed
     bodies held over --max-buffered-bytes             503  with Retry-After
+    large answers not yet taken by their clients over
+      --max-buffered-bytes (one alone always fits)     503  with Retry-After
     the queue full                                     429  with Retry-After
     no or a wrong key with --api-key                   401
 Under /v1/ the body also carries OpenAI's {"error": {"message", "type", ...}} so its clients show the message.
@@ -73,6 +75,9 @@ DOCS_ASSETS = "/docs/static"
 _OPEN_PREFIXES = ("/explorer/", f"{DOCS_ASSETS}/")
 # The bad fields one 422 names: the first few say what to fix; the rest are counted, not listed.
 _SHOWN_ERRORS = 5
+# Bytes of an answer written at a time: asyncio's transport holds 64 KiB before it asks the writer to
+# wait, so an answer written in parts is held once (here), not a second time in the transport's buffer.
+_PART = 64 * 1024
 
 
 class TokenIds(str, Enum):
@@ -103,6 +108,9 @@ class ServerSettings:
     # Seconds a request's head (request line and headers) may take, from the connection opening or the
     # last answer; the connection is closed after (`connection.HeadTimedH11Protocol`).
     header_timeout_s: float = 10.0
+    # Seconds a client may take none of an answer being written before its connection is closed (nginx's
+    # send_timeout): a client that never reads cannot hold the answer's bytes (`connection`).
+    send_timeout_s: float = 30.0
     # Seconds an idle connection stays open after an answer (uvicorn's timeout_keep_alive).
     keep_alive_s: float = 5.0
     # Numbers one answer may hold (token vectors of every layer for many texts grow past any memory).
@@ -292,6 +300,12 @@ class Guard:
         self.metrics = metrics
         self.endpoints = endpoints
         self.budget = BodyBudget(settings.max_buffered_bytes, metrics.buffered_bytes)
+        # Answers made and waiting for their clients: a client that reads nothing holds its answer until
+        # --send-timeout closes its connection, so those held at once are bounded like bodies.
+        self.answers = BodyBudget(
+            settings.max_buffered_bytes, metrics.answer_bytes, what="answers waiting for their clients",
+            one="answer",
+        )  # fmt: skip
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Handle one ASGI call."""
@@ -366,10 +380,22 @@ class Guard:
             await left.wait()
             return {"type": "http.disconnect"}
 
+        start: Message | None = None
+
         async def tracked(message: Message) -> None:
-            nonlocal answered
-            if message["type"] == "http.response.body" and not message.get("more_body", False):
+            nonlocal answered, start
+            if message["type"] == "http.response.start":
+                start = message  # sent with the first part of the body, once its size is known
+                return
+            head, start = start, None
+            whole = message["type"] == "http.response.body" and not message.get("more_body", False)
+            if head is not None and whole and len(message.get("body", b"")) > _PART:
+                await self._held_answer(scope, head, message["body"], send)
                 answered = True
+                return
+            if head is not None:
+                await send(head)
+            answered = answered or whole
             await send(message)
 
         async def watch() -> None:
@@ -393,6 +419,28 @@ class Guard:
         finally:
             for task in (request, watcher):
                 task.cancel()
+
+    async def _held_answer(self, scope: Scope, head: Message, body: bytes, send: Send) -> None:
+        """Write a large answer in parts, its bytes counted against the answers' budget while a client
+        takes them; over the budget, the answer is dropped for a 503 with Retry-After."""
+        try:
+            self.answers.take(len(body), alone_fits=True)
+        except BodyRefused as refused:
+            log.warning("answer of %d bytes dropped: %s", len(body), refused)
+            response = error_response(scope["path"], 503, str(refused), headers=refused.headers)
+            await send({"type": "http.response.start", "status": 503, "headers": response.raw_headers})
+            await send({"type": "http.response.body", "body": response.body, "more_body": False})
+            return
+        try:
+            await send(head)
+            view = memoryview(body)
+            for at in range(0, len(body), _PART):
+                more = at + _PART < len(body)
+                await send(
+                    {"type": "http.response.body", "body": bytes(view[at : at + _PART]), "more_body": more}
+                )
+        finally:
+            self.answers.give_back(len(body))
 
 
 def _key_ok(headers: dict[str, str], key: str) -> bool:

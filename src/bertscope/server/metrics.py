@@ -26,6 +26,11 @@ class Metrics:
         self.buffered_bytes = Gauge(
             "bertscope_request_body_bytes_held", "Bytes of request bodies held across connections", registry=r
         )
+        self.answer_bytes = Gauge(
+            "bertscope_answer_bytes_held",
+            "Bytes of large answers made and not yet taken by their clients, across connections",
+            registry=r,
+        )
         self.batch_requests = Histogram(
             "bertscope_batch_requests", "Jobs taken by the worker in one batch", buckets=_SIZES, registry=r
         )

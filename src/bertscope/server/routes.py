@@ -81,6 +81,7 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         count = sum(len(t) for t in tokens)
         _check_answer_size(svc, count, width)
         svc.check_tokens(count, layers=kept)
+        svc.check_windows(tokens, spec.long, spec.stride, layers=kept)
 
         def work() -> tuple[list[Any], list[Any] | None]:
             found = svc.model.embed_fitted_tokens(tokens, spec)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 import os
 import threading
 from collections import OrderedDict
@@ -102,6 +103,18 @@ def _memory_bytes() -> int:
     return total
 
 
+def _window_tokens(tokens: Tokens, max_tokens: int, stride: int) -> int:
+    """Half the tokens of the windows `stride` apart that a text is run in (`Tokens.windows`' count), or
+    its own tokens where that is more: one window, or a stride out of range (the engine refuses it)."""
+    head, tail = tokens.n_prefix, tokens.n_suffix
+    width = max_tokens - head - tail
+    content = len(tokens) - head - tail
+    if content <= width or not 1 <= stride <= width:
+        return len(tokens)
+    windows = math.ceil((content - width) / stride) + 1
+    return max(len(tokens), windows * max_tokens // 2)
+
+
 def _chars(items: list[Any]) -> int:
     """Characters of checked texts, both parts of a pair counted."""
     return sum(len(t) if isinstance(t, str) else sum(map(len, t)) for t in items)
@@ -169,6 +182,7 @@ class Service:
             else:
                 tokens = await run_in_threadpool(self._prepare, texts, spec)
             self.check_tokens(sum(map(len, tokens)))
+            self.check_windows(tokens, spec.long, spec.stride)
             futures = self._queue(tokens, spec)
         return SentenceEmbeddings.joined(await self._wait(futures))
 
@@ -209,7 +223,10 @@ class Service:
         if reference is not None:
             self.check_count(len(reference))
             # The reference is embedded like the sentences: counted and held to the same token budget.
-            count = self.check_tokens(await run_in_threadpool(self.count_tokens, reference, options.long))
+            counted = await run_in_threadpool(
+                lambda: self.count_tokens(reference, options.long, stride=options.stride)
+            )
+            count = self.check_tokens(counted)
             texts = check_texts(reference)
 
             def fit() -> Baseline:
@@ -229,19 +246,43 @@ class Service:
         """Run `fn` on the worker thread that owns the model (`n_tokens`: what it runs, when known)."""
         return (await self._wait([self.batcher.call(fn, n_tokens)]))[0]
 
-    def check_tokens(self, count: int, *, layers: int = 1, least: bool = False) -> int:
-        """`count` tokens (`least`: at least that many), or OverBudget (413) when they (x the layers kept
-        of each) pass the budget."""
+    def check_tokens(
+        self, count: int, *, layers: int = 1, least: bool = False, stride: int | None = None
+    ) -> int:
+        """`count` tokens (`least`: at least that many; `stride`: counted in windows that step so), or
+        OverBudget (413) when they (x the layers kept of each) pass the budget."""
         limit = self.max_request_tokens
         cost = count * layers
         if cost > limit:
             kept = f" x {layers} layers kept = {cost:,}" if layers > 1 else ""
             runs = "at least " if least else ""
+            how = (
+                f" (long texts in windows every {stride} tokens, half of each window counted)"
+                if stride
+                else ""
+            )
+            fix = "a longer stride, " if stride else ""
             raise OverBudget(
-                f"this request runs {runs}{count:,} tokens{kept}, over the limit of {limit:,} per request "
-                "(--max-request-tokens); send fewer or shorter texts, or cut them (truncate)"
+                f"this request runs {runs}{count:,} tokens{how}{kept}, over the limit of {limit:,} per "
+                f"request (--max-request-tokens); send {fix}fewer or shorter texts, or cut them (truncate)"
             )
         return count
+
+    def check_windows(
+        self, tokens: Sequence[Tokens], long: Any, stride: int | None, *, layers: int = 1
+    ) -> None:
+        """OverBudget (413) when the windows a short `stride` makes of long texts pass the budget.
+
+        The budget counts a text read whole once, which the default stride (half a window) keeps true:
+        each token is in two windows of which half is counted. A shorter stride puts each token in more
+        windows (stride 1: in every one of 254), so a 3,000-token text would run 700,000 tokens and hold
+        their vectors; each long text counts here as half the tokens of its windows, when that is more.
+        """
+        if stride is None or LongText.parse(long, what="long-text policy") is not LongText.WINDOW:
+            return
+        runs = sum(_window_tokens(t, self.model.max_tokens, stride) for t in tokens)
+        if runs > sum(map(len, tokens)):
+            self.check_tokens(runs, layers=layers, stride=stride)
 
     def check_answer(self, numbers: int, made_of: str, fix: str, *, least: bool = False) -> None:
         """AnswerTooLarge (413) when an answer would hold more than --max-answer-floats numbers."""
@@ -287,13 +328,18 @@ class Service:
             return 0
         return least_tokens(self.model.tokenizer.backend, items, stop_at=over)
 
-    def count_tokens(self, texts: Any, long: Any = "window", *, layers: int = 1) -> int:
+    def count_tokens(
+        self, texts: Any, long: Any = "window", *, layers: int = 1, stride: int | None = None
+    ) -> int:
         """Tokens the texts run under the long-text policy `long` (window: read whole), before any forward;
-        OverBudget first when they pass --max-request-tokens (x `layers`) for sure, before tokenizing."""
+        OverBudget first when they pass --max-request-tokens (x `layers`) for sure, before tokenizing, and
+        when a short window `stride` makes them run more (`check_windows`)."""
         items = check_texts(texts)
         over = self.max_request_tokens // layers
         self.check_tokens(self.least_tokens(items, long, over=over), layers=layers, least=True)
-        return sum(len(t) for t in self.gated(items, lambda: self.model.tokenize(items, long=long)))
+        tokens = self.gated(items, lambda: self.model.tokenize(items, long=long))
+        self.check_windows(tokens, long, stride, layers=layers)
+        return sum(len(t) for t in tokens)
 
     async def _wait(self, futures: list[Future[Any]]) -> list[Any]:
         """The futures' results; when the request is cancelled (its client left), the work is abandoned."""
