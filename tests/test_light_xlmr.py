@@ -25,6 +25,7 @@ from transformers import AutoModel, AutoTokenizer
 
 import bertscope
 from bertscope.core.folder import FolderView
+from bertscope.static import neighbors
 
 _FIXTURE = Path(__file__).parent / "data" / "xlmr_unigram.tokenizer.json.xz"
 
@@ -253,3 +254,79 @@ def test_a_tiny_xlmr_model_opens_light_and_embeds_as_hugging_face(
     mask = batch["attention_mask"].unsqueeze(-1).float()
     reference = ((hidden * mask).sum(1) / mask.sum(1)).numpy()
     assert np.abs(vectors - reference).max() < 1e-5
+
+
+def _no_named_tokens(folder: Path, tokenizer_config: dict[str, Any]) -> Path:
+    (folder / "tokenizer_config.json").write_text(json.dumps(tokenizer_config))
+    (folder / "special_tokens_map.json").unlink(missing_ok=True)
+    return folder
+
+
+@pytest.mark.parametrize("family", ["xlm-roberta", "bert"])
+def test_a_config_that_names_no_special_token_takes_the_classs_own(
+    tmp_path: Path, tiny_dirs: dict[str, Path], family: str
+) -> None:
+    """xlm-roberta-base's tokenizer_config.json is {"model_max_length": 512}, bert-base-uncased's names no
+    special token either: the class's defaults are the model's special tokens, light as in the full load
+    (they were none light: special ids [] against [0, 1, 2, 3, 301], `info` naming none, static
+    neighbours free to be <s>)."""
+    if family == "xlm-roberta":
+        folder = _xlmr_folder(tmp_path / family, tiny_dirs[family])
+    else:
+        folder = Path(shutil.copytree(tiny_dirs[family], tmp_path / family))
+    settings = {"model_max_length": 64, **({"do_lower_case": True} if family == "bert" else {})}
+    _no_named_tokens(folder, settings)
+    view = FolderView.open(folder)
+    assert view is not None, "the folder should open light"
+    hf = AutoTokenizer.from_pretrained(str(folder))
+    assert view.special_tokens == {k: str(v) for k, v in hf.special_tokens_map.items()} != {}
+    assert view.special_ids == sorted(set(hf.all_special_ids))
+    full = bertscope.load(folder, backend="torch")
+    assert view.info() == {**full.info().to_dict(), **{k: view.info()[k] for k in ("device", "exact")}}
+    every = view.static_shape[0]
+    light_neighbours = {n.token for n in neighbors(view, "a", k=every)}
+    assert light_neighbours == {n.token for n in full.static_neighbors("a", k=every)}
+    assert not light_neighbours & set(view.special_tokens.values())
+
+
+def test_max_len_is_the_older_name_of_model_max_length(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    """transformers reads `max_len` where tokenizer_config.json has no `model_max_length`: light texts are
+    cut there too (they ran to the model's 64 positions where the full load cut at 16)."""
+    folder = _xlmr_folder(
+        tmp_path / "xlmr", tiny_dirs["xlm-roberta"], settings={"max_len": 16}, drop=("model_max_length",)
+    )
+    view = FolderView.open(folder)
+    assert view is not None
+    full = bertscope.load(folder, backend="torch")
+    assert view.max_tokens == full.info().max_tokens == 16
+    text = " ".join(TEXTS)
+    assert view.tokenize([text]) == full.tokenize([text])
+    assert view.tokenize([text])[0].n_dropped > 0
+
+
+def _legacy_files(folder: Path, name: str, content: dict[str, Any]) -> Path:
+    (folder / name).write_text(json.dumps(content))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("name", "content"),
+    [
+        ("added_tokens.json", {"zzz": 302}),  # transformers adds "zzz" as id 302
+        ("special_tokens_map.json", {"additional_special_tokens": ["<extra>"]}),  # a special 302
+    ],
+)
+def test_tokens_transformers_4s_files_add_run_the_full_load(
+    tmp_path: Path, tiny_dirs: dict[str, Path], name: str, content: dict[str, Any]
+) -> None:
+    """Where tokenizer_config.json has no `added_tokens_decoder`, transformers adds the tokens of
+    added_tokens.json and special_tokens_map.json's extra special tokens, which no light build reads: the
+    full load answers. With `added_tokens_decoder` transformers reads neither file, and the folder opens
+    light as AutoTokenizer's."""
+    legacy = _xlmr_folder(tmp_path / "legacy", tiny_dirs["xlm-roberta"], drop=("added_tokens_decoder",))
+    _legacy_files(legacy, name, content)
+    assert len(AutoTokenizer.from_pretrained(str(legacy))) == 303  # one token more than the file lists
+    assert FolderView.open(legacy) is None
+    current = _legacy_files(_xlmr_folder(tmp_path / "current", tiny_dirs["xlm-roberta"]), name, content)
+    assert len(AutoTokenizer.from_pretrained(str(current))) == 302
+    _assert_light_is_autotokenizer(current)

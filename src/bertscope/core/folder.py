@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import ModelLoadError, UnsupportedArchitecture
 from ._enums import LongText
 from .families import Family, family_for
-from .hf_tokenizer import light_tokenizer
+from .hf_tokenizer import class_special_tokens, light_tokenizer
 from .safetensors_header import Stored, float32_tensor, safetensors_tensors
 
 # Kept importable from here (core/loading.py reads them so); their home is st_settings.py.
@@ -141,6 +141,8 @@ class FolderView:
         except UnsupportedArchitecture:
             return None  # the full load says what is wrong, in its words
         tokenizer_config = read_json_object(path / "tokenizer_config.json")
+        if "added_tokens_decoder" not in tokenizer_config and _legacy_added_tokens(path):
+            return None  # tokens transformers adds from files no build here reads: only a load can tell
         st = sentence_transformers_settings(path)
         settings = (st.pooling, st.normalize, st.max_seq_length)
         view = cls(source, path, config, family, tokenizer_config, *settings)
@@ -164,14 +166,16 @@ class FolderView:
 
     @cached_property
     def special_tokens(self) -> dict[str, str]:
-        """Named special tokens as transformers reads them (tokenizer_config, special_tokens_map)."""
+        """Named special tokens as transformers reads them (tokenizer_config, special_tokens_map, else the
+        tokenizer class's defaults: xlm-roberta-base's and bert-base-uncased's configs name none)."""
         values = dict(self.tokenizer_config)
         legacy = self.path / "special_tokens_map.json"
         if "added_tokens_decoder" not in values and legacy.is_file():
             values.update(read_json_object(legacy))
+        defaults = class_special_tokens(self.config, self.tokenizer_config)
         found = {}
         for name in SPECIAL_TOKENS:
-            value = values.get(name)
+            value = values[name] if name in values else defaults.get(name)  # null: the class has none
             if isinstance(value, dict):
                 value = value.get("content")
             if value is not None:
@@ -191,7 +195,7 @@ class FolderView:
         positions = int(self.config.get("max_position_embeddings", 512))
         if self.family.positions_after_padding:
             positions -= self.pad_id + 1
-        tokenizer_max = self.tokenizer_config.get("model_max_length")
+        tokenizer_max = _model_max_length(self.tokenizer_config)
         return min(positions, int(tokenizer_max)) if tokenizer_max else positions
 
     @property
@@ -369,6 +373,22 @@ def read_json_object(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _model_max_length(tokenizer_config: dict[str, Any]) -> Any:
+    """The tokenizer's length limit as transformers reads it: `model_max_length`, else the older `max_len`."""
+    if "model_max_length" in tokenizer_config:
+        return tokenizer_config["model_max_length"]
+    return tokenizer_config.get("max_len")
+
+
+def _legacy_added_tokens(path: Path) -> bool:
+    """Whether transformers adds tokens from files transformers 4 wrote, read where tokenizer_config.json
+    has no `added_tokens_decoder`: added_tokens.json, or special_tokens_map.json's extra special tokens."""
+    if (path / "added_tokens.json").is_file():
+        return True
+    listed = read_json_object(path / "special_tokens_map.json")
+    return any(value for key, value in listed.items() if key not in SPECIAL_TOKENS)
 
 
 def _config_value(config: dict[str, Any], name: str) -> Any:

@@ -8,27 +8,27 @@ whatever tokenizer.json says. The light engine (`FolderView`) tokenises with the
 alone, so it answers with `light_tokenizer`: the file as it is where the class reads it so, or where the
 class's rebuild (`_REBUILDS`, what its `__init__` does) serialises exactly as the file's parts
 (`built_as_file`); else, for `XLMRobertaTokenizer`, whose rebuild the files transformers 4 wrote do not
-equal (their normalizer adds `Replace(" {2,}", " ")`, their pre-tokenizer lacks `WhitespaceSplit`), the
-tokenizer built here as transformers builds it (`_BUILDS`). Any other class, tokenizer code shipped with the
-folder, an `add_bos_token` or `add_eos_token` setting (transformers then writes its own post-processor),
-a named or extra special token the added tokens do not list, or one the class would give another id:
-None, and only a load tells. tests/test_folder.py and tests/test_light_xlmr.py hold light tokens equal
-to AutoTokenizer's wherever `light_tokenizer` gives one.
+equal, the tokenizer built here as transformers builds it (core/hf_tokenizer_builds.py). Any other class,
+tokenizer code shipped with the folder, an `add_bos_token` or `add_eos_token` setting (transformers then
+writes its own post-processor), a named or extra special token the added tokens do not list, or one the
+class would give another id: None, and only a load tells. tests/test_folder.py and
+tests/test_light_xlmr.py hold light tokens equal to AutoTokenizer's wherever `light_tokenizer` gives one.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .hf_tokenizer_builds import BUILDS, ROBERTA_SPECIALS, extra_specials
+
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-__all__ = ["built_as_file", "light_tokenizer"]
+__all__ = ["built_as_file", "class_special_tokens", "light_tokenizer"]
 
 # The classes transformers builds from tokenizer.json as it is (the name with "Fast" taken off).
 _AS_FILE = frozenset({"TokenizersBackend", "PreTrainedTokenizer", "PythonBackend"})
@@ -109,10 +109,6 @@ _BERT_SPECIALS = {
     "unk_token": "[UNK]", "sep_token": "[SEP]", "pad_token": "[PAD]", "cls_token": "[CLS]",
     "mask_token": "[MASK]",
 }  # fmt: skip
-_ROBERTA_SPECIALS = {
-    "bos_token": "<s>", "eos_token": "</s>", "sep_token": "</s>", "cls_token": "<s>", "unk_token": "<unk>",
-    "pad_token": "<pad>", "mask_token": "<mask>",
-}  # fmt: skip
 _WORDPIECE = {"type": "WordPiece", "continuing_subword_prefix": "##", "max_input_chars_per_word": 100}
 _BPE = {
     "type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": "",
@@ -123,8 +119,8 @@ _REBUILDS = {
     "BertTokenizer": _BERT,
     "DistilBertTokenizer": _BERT,
     "ElectraTokenizer": _BERT,
-    "RobertaTokenizer": _Rebuild(_ROBERTA_SPECIALS, _BPE, _roberta_parts),
-    "MPNetTokenizer": _Rebuild({**_ROBERTA_SPECIALS, "unk_token": "[UNK]"}, _WORDPIECE, _mpnet_parts),
+    "RobertaTokenizer": _Rebuild(ROBERTA_SPECIALS, _BPE, _roberta_parts),
+    "MPNetTokenizer": _Rebuild({**ROBERTA_SPECIALS, "unk_token": "[UNK]"}, _WORDPIECE, _mpnet_parts),
 }
 # transformers' named special tokens (tokenization_utils_base's SPECIAL_TOKENS_ATTRIBUTES).
 _NAMED = frozenset(
@@ -151,9 +147,7 @@ def built_as_file(
         return False
     named = {**(rebuild.defaults if rebuild is not None else {}), **special_tokens}
     ids = _added_token_ids(tokenizer_json)
-    if ids is None or not all(
-        token in ids for token in [*named.values(), *_extra_specials(tokenizer_config)]
-    ):
+    if ids is None or not all(token in ids for token in [*named.values(), *extra_specials(tokenizer_config)]):
         return False  # transformers adds it: the text "<mask>" would become one token there
     if rebuild is None:
         return True
@@ -176,18 +170,27 @@ def light_tokenizer(
     file: Path,
 ) -> Tokenizer | None:
     """AutoTokenizer's backend for the folder (`file` is its tokenizer.json, `tokenizer_json` parsed), built
-    with the `tokenizers` library alone; None where only a load can tell."""
+    with the `tokenizers` library alone; None where only a load can tell. `special_tokens` are the named
+    ones as transformers reads them (`FolderView.special_tokens`: the folder's, else the class's)."""
     from tokenizers import Tokenizer
 
     if built_as_file(config, tokenizer_config, tokenizer_json, special_tokens):
         return Tokenizer.from_file(str(file))
-    build = _BUILDS.get(_tokenizer_class(config, tokenizer_config))
+    build = BUILDS.get(_tokenizer_class(config, tokenizer_config))
     if build is None or _settings_refused(tokenizer_config):
         return None
     try:
-        return build(tokenizer_config, tokenizer_json, special_tokens)
+        return build[0](tokenizer_config, tokenizer_json, special_tokens)
     except Exception:  # a value the class would refuse or read otherwise (a vocabulary of another model)
         return None
+
+
+def class_special_tokens(config: dict[str, Any], tokenizer_config: dict[str, Any]) -> dict[str, str]:
+    """The named special tokens AutoTokenizer's class takes where the folder names none (BertTokenizer's
+    "[CLS]", XLMRobertaTokenizer's "<s>"); none for a class that reads tokenizer.json as it is."""
+    name = _tokenizer_class(config, tokenizer_config)
+    rebuild, build = _REBUILDS.get(name), BUILDS.get(name)
+    return dict(rebuild.defaults if rebuild is not None else build[1] if build is not None else {})
 
 
 def _settings_refused(tokenizer_config: dict[str, Any]) -> bool:
@@ -199,89 +202,6 @@ def _settings_refused(tokenizer_config: dict[str, Any]) -> bool:
         key.endswith("_token") and key not in _NAMED and isinstance(value, str)
         for key, value in tokenizer_config.items()
     )
-
-
-def _xlm_roberta(
-    tokenizer_config: dict[str, Any], tokenizer_json: dict[str, Any], special_tokens: dict[str, str]
-) -> Tokenizer | None:
-    """XLMRobertaTokenizer as transformers 5 builds it from tokenizer.json (its `__init__`, and
-    `convert_to_native_format` reading the file): the file's Unigram pieces with unk_id 3, its
-    SentencePiece charsmap alone as the normalizer, WhitespaceSplit then Metaspace, the added tokens
-    tokenizer_config.json lists (else the file's), then the <s> $A </s> templates."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
-
-    model = tokenizer_json.get("model")
-    add_prefix_space = tokenizer_config.get("add_prefix_space", True)
-    if (
-        not isinstance(model, dict)
-        or model.get("type") != "Unigram"
-        or not isinstance(add_prefix_space, bool)
-    ):
-        return None
-    vocab = [(str(piece), float(score)) for piece, score in model["vocab"]]
-    tokenizer = Tokenizer(models.Unigram(vocab, 3, False))  # unk_id 3 whatever the file says, as the class
-    charsmap = _precompiled_charsmap(tokenizer_json.get("normalizer"))
-    if charsmap is not None:
-        tokenizer.normalizer = normalizers.Precompiled(charsmap)
-    scheme = "always" if add_prefix_space else "never"
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Metaspace(replacement="▁", prepend_scheme=scheme)]
-    )
-    tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme=scheme)
-    named = {**_ROBERTA_SPECIALS, **special_tokens}  # the class's defaults are RoBERTa's
-    if not _add_listed_tokens(tokenizer, tokenizer_config, tokenizer_json, named):
-        return None
-    bos, eos = named["bos_token"], named["eos_token"]
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single=[bos, "$A", eos],
-        pair=[bos, "$A", eos, eos, "$B", eos],
-        special_tokens=[(bos, tokenizer.token_to_id(bos)), (eos, tokenizer.token_to_id(eos))],
-    )
-    return tokenizer
-
-
-# The classes whose tokenizer is built here as transformers builds it, whatever the file's parts say.
-_BUILDS: dict[str, Callable[[dict[str, Any], dict[str, Any], dict[str, str]], Tokenizer | None]] = {
-    "XLMRobertaTokenizer": _xlm_roberta,
-}
-
-
-def _precompiled_charsmap(normalizer: Any) -> bytes | None:
-    """The first top-level Precompiled normalizer's charsmap, where transformers looks for it."""
-    if not normalizer:
-        return None
-    parts = normalizer["normalizers"] if normalizer.get("type") == "Sequence" else [normalizer]
-    found = [p for p in parts if p.get("type") == "Precompiled" and "precompiled_charsmap" in p]
-    if found and not found[0]["precompiled_charsmap"]:
-        raise ValueError("a Precompiled normalizer without a charsmap")  # transformers fails on it
-    return base64.b64decode(found[0]["precompiled_charsmap"]) if found else None
-
-
-def _add_listed_tokens(
-    tokenizer: Tokenizer,
-    tokenizer_config: dict[str, Any],
-    tokenizer_json: dict[str, Any],
-    named: dict[str, str],
-) -> bool:
-    """Add the tokens transformers adds to a rebuilt backend, in its order and with its flags (a named one
-    is special); False where one is missing or would not keep its listed id."""
-    from tokenizers import AddedToken
-
-    if "added_tokens_decoder" in tokenizer_config:  # transformers takes these, not the file's
-        listed = [(int(i), dict(t)) for i, t in tokenizer_config["added_tokens_decoder"].items()]
-    else:
-        listed = [
-            (t["id"], {k: v for k, v in t.items() if k != "id"}) for t in tokenizer_json["added_tokens"]
-        ]
-    listed.sort(key=lambda item: item[0])
-    tokens = [AddedToken(**fields) for _, fields in listed]
-    for token in tokens:
-        token.special = token.special or token.content in named.values()
-    contents = {token.content for token in tokens}
-    if not all(token in contents for token in [*named.values(), *_extra_specials(tokenizer_config)]):
-        return False  # transformers adds it: the text "<mask>" would become one token there
-    tokenizer.add_tokens(tokens)
-    return all(tokenizer.token_to_id(fields["content"]) == i for i, fields in listed)
 
 
 def _tokenizer_class(config: dict[str, Any], tokenizer_config: dict[str, Any]) -> str:
@@ -299,15 +219,6 @@ def _added_token_ids(tokenizer_json: dict[str, Any]) -> dict[str, int] | None:
         return None
     listed = [t for t in added if isinstance(t, dict) and isinstance(t.get("id"), int)]
     return {str(t.get("content")): t["id"] for t in listed}
-
-
-def _extra_specials(tokenizer_config: dict[str, Any]) -> list[str]:
-    listed: list[str] = []
-    for key in ("additional_special_tokens", "extra_special_tokens"):
-        extra = tokenizer_config.get(key)
-        if isinstance(extra, list):
-            listed += [str(t.get("content") if isinstance(t, dict) else t) for t in extra]
-    return listed
 
 
 def _model_agrees(model: dict[str, Any], built: dict[str, Any], named: dict[str, str]) -> bool:
