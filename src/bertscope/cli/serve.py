@@ -74,7 +74,9 @@ def serve(
     max_buffered_bytes: Annotated[
         int,
         typer.Option(
-            "--max-buffered-bytes", min=1, help="Request body bytes held at once, all clients (503 above)."
+            "--max-buffered-bytes",
+            min=1,
+            help="Request body and unread answer bytes held at once, all clients (503 above).",
         ),
     ] = 64 * 1024 * 1024,
     header_timeout: Annotated[
@@ -83,6 +85,12 @@ def serve(
             "--header-timeout", min=0.1, help="Seconds a request's headers may take (closed after)."
         ),
     ] = 10.0,
+    send_timeout: Annotated[
+        float,
+        typer.Option(
+            "--send-timeout", min=0.1, help="Seconds a client may take none of its answer (dropped after)."
+        ),
+    ] = 30.0,
     max_answer_floats: Annotated[
         int, typer.Option("--max-answer-floats", min=1, help="Numbers one answer may hold before 413.")
     ] = 8 * 1024 * 1024,
@@ -155,6 +163,7 @@ def serve(
         max_buffered_bytes=max_buffered_bytes,
         max_request_tokens=max_request_tokens,
         header_timeout_s=header_timeout,
+        send_timeout_s=send_timeout,
         auto_split=auto_split,
         batching=not no_batching,
         posts=tuple(named_files),
