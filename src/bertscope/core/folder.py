@@ -26,6 +26,7 @@ from ..errors import ModelLoadError, UnsupportedArchitecture
 from ._enums import LongText
 from .families import Family, family_for
 from .hf_tokenizer import class_special_tokens, light_tokenizer
+from .hf_tokenizer_builds import SPECIAL_TOKENS, extra_specials
 from .safetensors_header import Stored, float32_tensor, safetensors_tensors
 
 # Kept importable from here (core/loading.py reads them so); their home is st_settings.py.
@@ -61,8 +62,6 @@ DEFAULT_MODEL = "all-MiniLM-L6-v2 (bundled)"
 # The word that names the bundled model wherever a model is named (`load("bundled")`, `-m bundled`,
 # `compare bundled ./child`, `cache --clear bundled`); a folder of that name is `./bundled`.
 BUNDLED = "bundled"
-# transformers' named special tokens, in the order its `special_tokens_map` lists them.
-SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 # The names some families' configs give the standard attributes (DistilBERT: dim, n_layers).
 _CONFIG_ALIASES = {
     "hidden_size": ("hidden_size", "dim"),
@@ -233,11 +232,7 @@ class FolderView:
     @cached_property
     def special_ids(self) -> list[int]:
         """Ids of the named special tokens and the extra ones tokenizer_config lists (transformers' set)."""
-        listed = [*self.special_tokens.values()]
-        for key in ("additional_special_tokens", "extra_special_tokens"):
-            extra = self.tokenizer_config.get(key)
-            if isinstance(extra, list):
-                listed += [str(t.get("content") if isinstance(t, dict) else t) for t in extra]
+        listed = [*self.special_tokens.values(), *extra_specials(self.tokenizer_config)]
         unk = self.special_tokens.get("unk_token")
         unk_id = self.tokenizer.token_to_id(unk) if unk is not None else None
         ids = {self.tokenizer.token_to_id(token) for token in listed}

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .hf_tokenizer_builds import BUILDS, ROBERTA_SPECIALS, extra_specials
+from .hf_tokenizer_builds import BUILDS, ROBERTA_SPECIALS, SPECIAL_TOKENS, extra_specials
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -122,10 +122,6 @@ _REBUILDS = {
     "RobertaTokenizer": _Rebuild(ROBERTA_SPECIALS, _BPE, _roberta_parts),
     "MPNetTokenizer": _Rebuild({**ROBERTA_SPECIALS, "unk_token": "[UNK]"}, _WORDPIECE, _mpnet_parts),
 }
-# transformers' named special tokens (tokenization_utils_base's SPECIAL_TOKENS_ATTRIBUTES).
-_NAMED = frozenset(
-    {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}
-)
 
 
 def built_as_file(
@@ -199,7 +195,7 @@ def _settings_refused(tokenizer_config: dict[str, Any]) -> bool:
         return True  # tokenizer code shipped with the folder, or a post-processor transformers writes
     # a model-specific named token ("image_token"): transformers adds it as special
     return isinstance(tokenizer_config.get("extra_special_tokens"), dict) or any(
-        key.endswith("_token") and key not in _NAMED and isinstance(value, str)
+        key.endswith("_token") and key not in SPECIAL_TOKENS and isinstance(value, str)
         for key, value in tokenizer_config.items()
     )
 

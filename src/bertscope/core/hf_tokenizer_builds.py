@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-__all__ = ["BUILDS", "ROBERTA_SPECIALS", "extra_specials"]
+__all__ = ["BUILDS", "ROBERTA_SPECIALS", "SPECIAL_TOKENS", "extra_specials"]
+
+# transformers' named special tokens (tokenization_utils_base's SPECIAL_TOKENS_ATTRIBUTES), in its order.
+SPECIAL_TOKENS = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 
 # RobertaTokenizer's named special tokens where the folder names none (XLM-R's and MPNet's start from them).
 ROBERTA_SPECIALS = {
