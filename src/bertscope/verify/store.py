@@ -91,7 +91,7 @@ def verify_store(
             f"prove its vectors; restore the settings it was written with, or {hint}"
         )
     processor = _same_post(opened, post)
-    count = opened.count() if opened.rules.by_row else _count(opened)
+    count = opened.count()
     if count == 0:
         raise InvalidInput(f"{opened.path} holds no rows to check")
     positions = sample_rows(count, rows, seed=seed)
@@ -162,11 +162,6 @@ def _read_rows(store: Store, positions: np.ndarray) -> tuple[list[str], list[str
                 got[slot] = np.array(vectors[row], dtype=np.float32)
         offset += len(chunk_ids)
     return got_ids, got_texts, np.stack(got)
-
-
-def _count(store: Store) -> int:
-    """The rows of a store read in one pass (SQLite), `_CHUNK_ROWS` at a time (each row checked)."""
-    return sum(len(ids) for ids, _, _ in store.chunks(_CHUNK_ROWS))
 
 
 def _same_post(opened: Store, post: PostArg) -> PostProcessor | None:
