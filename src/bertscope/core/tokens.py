@@ -86,12 +86,8 @@ class Tokens:
         head, tail = self.n_prefix, self.n_suffix
         width = max_tokens - head - tail
         n_content = len(self) - head - tail
-        step = max(1, width // 2) if stride is None else stride
-        if step < 1 or step > width:
-            raise InvalidInput(f"window stride must be between 1 and {width} tokens, got {stride}")
-        starts = [0] if n_content <= width else list(range(0, n_content - width, step)) + [n_content - width]
         windows = []
-        for start in starts:
+        for start in self._window_starts(max_tokens, stride):
             stop = min(n_content, start + width)
             inner = slice(head + start, head + stop)
             closing = slice(len(self) - tail, len(self))
@@ -105,6 +101,20 @@ class Tokens:
                 )
             )
         return windows
+
+    def n_windows(self, max_tokens: int, stride: int | None = None) -> int:
+        """How many windows `windows` cuts (InvalidInput for a stride out of range), none of them made."""
+        return len(self._window_starts(max_tokens, stride))
+
+    def _window_starts(self, max_tokens: int, stride: int | None) -> list[int]:
+        """Where each window's content starts, `stride` apart (default: half a window), the last flush
+        with the end."""
+        width = max_tokens - self.n_prefix - self.n_suffix
+        n_content = len(self) - self.n_prefix - self.n_suffix
+        step = max(1, width // 2) if stride is None else stride
+        if step < 1 or step > width:
+            raise InvalidInput(f"window stride must be between 1 and {width} tokens, got {stride}")
+        return [0] if n_content <= width else [*range(0, n_content - width, step), n_content - width]
 
     def _take(self, index: list[int], *, n_dropped: int) -> Tokens:
         return replace(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import os
 import threading
 from collections import OrderedDict
@@ -28,7 +27,7 @@ from ..core.post import PostProcessor, load_post
 from ..core.results import SentenceEmbeddings
 from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from ..core.tokens import Tokens, check_texts
-from ..errors import InvalidSpec
+from ..errors import InvalidInput, InvalidSpec
 from ..research.baseline import Baseline
 from .batching import Batcher
 from .bounds import least_tokens
@@ -104,15 +103,13 @@ def _memory_bytes() -> int:
 
 
 def _window_tokens(tokens: Tokens, max_tokens: int, stride: int) -> int:
-    """Half the tokens of the windows `stride` apart that a text is run in (`Tokens.windows`' count), or
-    its own tokens where that is more: one window, or a stride out of range (the engine refuses it)."""
-    head, tail = tokens.n_prefix, tokens.n_suffix
-    width = max_tokens - head - tail
-    content = len(tokens) - head - tail
-    if content <= width or not 1 <= stride <= width:
+    """Half the tokens of the windows `stride` apart that a text is run in (`Tokens.n_windows`), or its
+    own tokens where that is more: one window, or a stride out of range (the engine refuses it)."""
+    try:
+        windows = tokens.n_windows(max_tokens, stride)
+    except InvalidInput:
         return len(tokens)
-    windows = math.ceil((content - width) / stride) + 1
-    return max(len(tokens), windows * max_tokens // 2)
+    return len(tokens) if windows == 1 else max(len(tokens), windows * max_tokens // 2)
 
 
 def _chars(items: list[Any]) -> int:
