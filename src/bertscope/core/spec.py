@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import numpy as np
 
-from ..errors import InvalidSpec, UnknownOption
+from ..errors import BertscopeError, InvalidSpec, UnknownOption
 from ._enums import Combine, LongText, Pooling
 from .layers import LayerSpec, parse_layers
 from .post import PostProcessor, apply_post, prepare_post
@@ -201,13 +201,20 @@ def unknown_option(name: str, known: Sequence[str]) -> UnknownOption:
     return UnknownOption(f"unknown option {name!r}: {hint}the options are: {', '.join(known)}")
 
 
-def whole_number(value: object, name: str, *, least: int = 1, meaning: str | None = None) -> int:
+def whole_number(
+    value: object,
+    name: str,
+    *,
+    least: int = 1,
+    meaning: str | None = None,
+    error: type[BertscopeError] = InvalidSpec,
+) -> int:
     """`value` as an int where it is a whole number of at least `least` (not a bool, a float or a string of
-    digits), else one-line InvalidSpec naming the option (and what it counts, `meaning`): the check every
-    count option shares."""
+    digits), else a one-line `error` naming the option (and what it counts, `meaning`): the check every
+    count option shares (a store's search raises its own error class, which the service maps)."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
         counts = f" ({meaning})" if meaning else ""
-        raise InvalidSpec(f"{name} must be a whole number of at least {least}{counts}, got {value!r}")
+        raise error(f"{name} must be a whole number of at least {least}{counts}, got {value!r}")
     return int(value)
 
 

@@ -24,6 +24,7 @@ import pyarrow as pa
 from ..core._enums import SubwordPooling
 from ..core.pooling import pool_words, text_words
 from ..core.similarity import unit
+from ..core.spec import whole_number
 from ..errors import CorpusError, InvalidInput
 from .formats import suffixes_where
 from .index import index_copies
@@ -92,8 +93,7 @@ def search_occurrences(
     are read from the index's copies instead of scanning the store's vectors, with the same exact
     cosines; `exact=True`, no index or a stale one (warned) scan the store.
     """
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise InvalidInput(f"k must be a whole number of at least 1, got {k!r}")
+    whole_number(k, "k", error=InvalidInput)
     opened = token_store(store)
     target = _checked_word(word)
     query = None if context is None else _query_vector(opened, target, context, model, layers)

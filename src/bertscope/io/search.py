@@ -19,7 +19,7 @@ import numpy as np
 from ..core.post import PostProcessor, as_post
 from ..core.prompts import query_prompt_name
 from ..core.similarity import Hit, TopK
-from ..core.spec import EmbedOptions, reloadable, resolve
+from ..core.spec import EmbedOptions, reloadable, resolve, whole_number
 from ..errors import CorpusError, InvalidInput
 from . import index as ann  # looked up per call: tests watch ann.ann_search
 from .checksums import column_values, rebuild_hint
@@ -62,8 +62,7 @@ def search(
     model's query prompt where it has one (`prompt_name` / `prompt` choose another); `post` is the
     post-processing the store was made with (`QueryKeywords`).
     """
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
-        raise CorpusError(f"k must be a whole number of at least 1, got {k!r}")
+    whole_number(k, "k", error=CorpusError)
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
     level = level_of(opened.settings.get("level", "sentence"))
     if not level.searchable:
