@@ -18,6 +18,7 @@ from safetensors.numpy import load_file, save_file
 import bertscope
 from bertscope.backends.onnx import calibration_texts
 from bertscope.core.loading import open_light
+from bertscope.io.checksums import SETTINGS_KEY, sealed
 from bertscope.model import Model
 from bertscope.verify import check_fingerprint, verify_model
 from bertscope.verify.fingerprint import canary_texts
@@ -327,11 +328,16 @@ def test_a_fingerprint_in_a_stores_settings_is_compared_too(
     recorded = store_fingerprint(bundled)
     assert set(recorded) == {"id", "settings", "files"}  # nothing of the machine: equal on a resume
     settings["fingerprint"] = recorded
-    settings_file.write_text(json.dumps(settings), encoding="utf-8")
+
+    def write() -> None:  # as a job writes them: their checksum over all but the row checksums
+        made = sealed({k: v for k, v in settings.items() if k not in ("checksums", SETTINGS_KEY)})
+        settings_file.write_text(json.dumps({**made, "checksums": settings["checksums"]}), encoding="utf-8")
+
+    write()
     corpus = stores["corpus"]
     assert verify_store(tmp_path / "s.npy", model=bundled, rows=4, corpus=corpus).ok
     recorded["settings"]["truncation"]["max_tokens"] = 128
-    settings_file.write_text(json.dumps(settings), encoding="utf-8")
+    write()
     check = verify_store(tmp_path / "s.npy", model=bundled, rows=4, corpus=corpus)
     assert not check.ok and [d.what for d in check.differences] == ["settings.truncation.max_tokens"]
 

@@ -18,6 +18,7 @@ import pytest
 import bertscope
 from bertscope.backends.onnx import calibration_texts
 from bertscope.errors import BertscopeError, CorpusError
+from bertscope.io.checksums import SETTINGS_KEY
 from bertscope.model import Model
 from bertscope.verify import check_fingerprint, drift, fingerprint
 from bertscope.verify.drift import StoreCheck, add_drift
@@ -61,10 +62,12 @@ def _copy(made: dict[str, Path], name: str, to: Path) -> Path:
 
 
 def _drop_checksums(npy: Path) -> None:
-    """Make a .npy store one written before checksums (its rows are then checked to be finite)."""
+    """Make a .npy store one written before checksums (its rows are then checked to be finite, its settings
+    taken as they read)."""
     settings_file = npy.with_suffix(".settings.json")
     settings = json.loads(settings_file.read_text())
     settings.pop("checksums")
+    settings.pop(SETTINGS_KEY)
     settings_file.write_text(json.dumps(settings))
 
 
@@ -244,6 +247,7 @@ def _json_edit(edit: Callable[[dict[str, Any]], None]) -> Callable[[Path], None]
 
 def _files_as_list(settings: dict[str, Any]) -> None:
     settings["fingerprint"]["files"] = list(settings["fingerprint"]["files"])
+    settings.pop(SETTINGS_KEY)  # a store written before its settings carried a checksum, which finds this
 
 
 DAMAGE: dict[str, tuple[str, str, Callable[[Path], None], str]] = {

@@ -19,13 +19,14 @@ import pytest
 import bertscope
 from bertscope.backends.onnx import calibration_texts
 from bertscope.core.post import fit_post
-from bertscope.errors import InvalidInput
+from bertscope.errors import CorpusError, InvalidInput
+from bertscope.io.checksums import SETTINGS_KEY
 from bertscope.io.parquet_checked import write_checked
 from bertscope.io.readers import Record
 from bertscope.io.sqlite_store import SqliteSink
 from bertscope.io.stores import open_store
 from bertscope.model import Model
-from bertscope.verify.store import NO_FINGERPRINT, sample_rows, verify_store
+from bertscope.verify.store import NO_FINGERPRINT, NO_SETTINGS_CHECKSUM, sample_rows, verify_store
 from console import run_main
 
 TEXTS = calibration_texts()[:24]
@@ -135,18 +136,28 @@ def test_a_store_without_its_fingerprint_says_what_was_not_compared(
     made: dict[str, Path], bundled: Model, tmp_path: Path
 ) -> None:
     """A fingerprint removed from the settings read as a store written before them, and passed in
-    silence: the model's files went unchecked. The check now says so (ok stands: the vectors agree)."""
+    silence: the model's files went unchecked. The check now says so (ok stands: the vectors agree).
+    Removed from a store whose settings carry a checksum, it is an edit to the settings, and an error."""
     assert verify_store(made["s.parquet"], model=bundled, rows=4).notes == []
 
     def drop(settings: dict[str, Any]) -> dict[str, Any]:
         settings.pop("fingerprint")
         return settings
 
-    bare = _rewrite(made["s.parquet"], tmp_path / "bare.parquet", settings=drop)
+    edited = _rewrite(made["s.parquet"], tmp_path / "edited.parquet", settings=drop)
+    with pytest.raises(CorpusError, match="settings of .*edited.parquet do not match their checksum"):
+        verify_store(edited, model=bundled, rows=4)
+
+    def older(settings: dict[str, Any]) -> dict[str, Any]:  # before fingerprints and settings checksums
+        settings.pop(SETTINGS_KEY)
+        return drop(settings)
+
+    bare = _rewrite(made["s.parquet"], tmp_path / "bare.parquet", settings=older)
+    notes = [NO_FINGERPRINT, NO_SETTINGS_CHECKSUM]
     check = verify_store(bare, model=bundled, rows=4)
-    assert check.ok and check.notes == [NO_FINGERPRINT] and check.to_dict()["notes"] == [NO_FINGERPRINT]
+    assert check.ok and check.notes == notes and check.to_dict()["notes"] == notes
     ran = run_main("verify", "--store", str(bare), "--rows", "4", "--json")
-    assert ran.code == 0 and json.loads(ran.stdout)["notes"] == [NO_FINGERPRINT]
+    assert ran.code == 0 and json.loads(ran.stdout)["notes"] == notes
     assert "note: the store records no fingerprint" in " ".join(ran.stderr.split())
 
 

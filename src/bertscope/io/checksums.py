@@ -13,13 +13,22 @@ gets a CRC-32 (zlib) of its vectors' little-endian bytes in their stored precisi
 Reading checks each batch it decodes before handing its rows on, so memory stays bounded; vectors that
 are not finite are refused when written and, in stores written before checksums, when read. The
 error is one line naming the file, the rows and how to rebuild it (`corrupt`).
+
+The settings a store keeps (model, precision, pooling ...: how its vectors were made, what `verify`
+re-embeds with and bounds drift by) carry a SHA-256 of their own under `SETTINGS_KEY`, inside the
+settings object itself: the Parquet `bertscope` metadata, the `.settings.json` beside a .npy (its row
+checksums left out: they are checked on their own), an SQLite collection's `settings`. `sealed` adds
+it when a store is written; `unsealed` takes it off when one is read and says whether it matches (None
+for a store written before stores carried one). An edit that does not compute it again is found; it is
+a checksum, not a signature.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,6 +42,7 @@ __all__ = [
     "NOT_FINITE",
     "LAYOUT",
     "PARQUET_KEY",
+    "SETTINGS_KEY",
     "checksum",
     "column_values",
     "vector_names",
@@ -43,6 +53,10 @@ __all__ = [
     "rebuild_hint",
     "refuse_non_finite",
     "rechunk",
+    "sealed",
+    "settings_digest",
+    "settings_edited",
+    "unsealed",
 ]
 
 ALGORITHM = "crc32"
@@ -55,6 +69,8 @@ _SINGULAR = {
     NOT_FINITE: "holds values that are not finite (NaN or infinity)",
 }
 PARQUET_KEY = b"bertscope.checksums"
+# The key of a store's settings that holds their SHA-256 (hex), beside the settings it covers.
+SETTINGS_KEY = "settings_sha256"
 
 T = TypeVar("T")
 
@@ -180,3 +196,34 @@ def recorded(
             "upgrade bertscope to read it"
         )
     return found  # type: ignore[no-any-return]
+
+
+def settings_digest(settings: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of a store's settings (`SETTINGS_KEY` left out) as JSON with sorted keys: the same
+    for the settings as written and as read back, whatever spacing or key order a format keeps."""
+    plain = json.loads(json.dumps({k: v for k, v in settings.items() if k != SETTINGS_KEY}))
+    text = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def sealed(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings with their digest under `SETTINGS_KEY`, as a store keeps them."""
+    return {**settings, SETTINGS_KEY: settings_digest(settings)}
+
+
+def unsealed(stored: Mapping[str, Any]) -> tuple[dict[str, Any], bool | None]:
+    """(the settings without their digest, whether they match it): None where none is recorded (a store
+    written before stores carried one), False where the settings were changed since they were written."""
+    settings = {k: v for k, v in stored.items() if k != SETTINGS_KEY}
+    if SETTINGS_KEY not in stored:
+        return settings, None
+    return settings, stored[SETTINGS_KEY] == settings_digest(settings)
+
+
+def settings_edited(where: str, rebuild: str) -> CorpusError:
+    """The one-line error for stored settings that do not match their digest (`where`: the store)."""
+    return CorpusError(
+        f"the settings of {where} do not match their checksum: they were changed after it was written, so "
+        "they no longer say how its vectors were made (model, precision, pooling ...); restore the settings "
+        f"it was written with, or {rebuild}"
+    )

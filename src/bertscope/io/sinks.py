@@ -26,7 +26,16 @@ import numpy as np
 
 from ..core.fingerprint_facts import flatten
 from ..errors import CorpusError
-from .checksums import ALGORITHM, MISMATCH, NOT_FINITE, checksum, corrupt, non_finite, refuse_non_finite
+from .checksums import (
+    ALGORITHM,
+    MISMATCH,
+    NOT_FINITE,
+    checksum,
+    corrupt,
+    non_finite,
+    refuse_non_finite,
+    sealed,
+)
 from .parquet_checked import CheckedParquet, write_checked
 from .readers import Record
 
@@ -352,18 +361,21 @@ class NpySink(_PartsSink):
         os.replace(tmp, self.path)
         os.replace(labels.with_name(labels.name + ".tmp"), labels)
         sums = {"algorithm": ALGORITHM, "batches": batches}
+        # the settings' digest leaves the row checksums out: they are checked against the rows themselves
+        settings = sealed({**self.settings, "dimension": int(shape[-1])})
         _atomic_write_text(
-            self.path.with_suffix(".settings.json"),
-            json.dumps({**self.settings, "dimension": int(shape[-1]), "checksums": sums}, indent=2),
+            self.path.with_suffix(".settings.json"), json.dumps({**settings, "checksums": sums}, indent=2)
         )
         self._cleanup()
         return self.outputs()
 
 
 def with_settings(table: Any, settings: dict[str, Any]) -> Any:
-    """The table with the job's settings (and its vector width) in the schema metadata."""
+    """The table with the job's settings (and its vector width) in the schema metadata, with their
+    digest (`checksums.sealed`)."""
     widths = [f.type.list_size for f in table.schema if _is_vector(f.type)]
-    meta = {PARQUET_META_KEY: json.dumps({**settings, "dimension": widths[0] if widths else 0}).encode()}
+    stored = sealed({**settings, "dimension": widths[0] if widths else 0})
+    meta = {PARQUET_META_KEY: json.dumps(stored).encode()}
     return table.replace_schema_metadata(meta)
 
 

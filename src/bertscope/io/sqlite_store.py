@@ -24,7 +24,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import CorpusError
-from .checksums import MISMATCH, NOT_FINITE, checksum, corrupt, non_finite, rebuild_hint, refuse_non_finite
+from .checksums import (
+    MISMATCH,
+    NOT_FINITE,
+    checksum,
+    corrupt,
+    non_finite,
+    rebuild_hint,
+    refuse_non_finite,
+    sealed,
+    unsealed,
+)
 from .readers import Record
 from .sinks import Sink, npy_parts, settings_diff, settings_differ
 
@@ -183,6 +193,14 @@ def from_blob(blob: bytes) -> np.ndarray:
 
 def list_collections(path: str | Path) -> list[dict[str, Any]]:
     """Each collection's name, model, settings, dimension, created time and row count."""
+    found = _collections(path)
+    for listed in found:  # the settings as they were made; their digest is the store's own business
+        listed["settings"] = unsealed(listed["settings"])[0]
+    return found
+
+
+def _collections(path: str | Path) -> list[dict[str, Any]]:
+    """`list_collections` with each collection's settings as stored (their digest included)."""
     if not Path(path).is_file():
         raise CorpusError(f"cannot read {path}: no such file")
     db = connect_read(path)
@@ -247,7 +265,7 @@ class SqliteSink(Sink):
             "SELECT model, settings FROM collections WHERE name = ?", (collection,)
         ).fetchone()
         if row is not None:
-            stored = json.loads(row[1])
+            stored = unsealed(json.loads(row[1]))[0]
             if settings_differ(stored, settings):
                 raise CorpusError(
                     f"collection {collection!r} in {path} was made with other settings "
@@ -335,7 +353,7 @@ class SqliteSink(Sink):
                         (
                             self.collection,
                             str(self.settings.get("model")),
-                            json.dumps(self.settings, sort_keys=True),
+                            json.dumps(sealed(self.settings), sort_keys=True),
                             int(vectors.shape[1]),
                             datetime.now(timezone.utc).isoformat(timespec="seconds"),
                         ),
@@ -424,8 +442,9 @@ class SqliteReader:
     """An SQLite store read back: one collection's settings and (ids, texts, vectors) in rowid order."""
 
     def open(self, path: Path, collection: str | None) -> tuple[str | None, dict[str, Any]]:
-        """(collection, its settings); the collection may be left out when the file holds exactly one."""
-        available = {c["name"]: c for c in list_collections(path)}
+        """(collection, its settings as stored); the collection may be left out when the file holds
+        exactly one."""
+        available = {c["name"]: c for c in _collections(path)}
         if collection is None and len(available) == 1:
             collection = next(iter(available))
         if collection not in available:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CorpusError
+from .checksums import unsealed
 from .formats import FormatRules, store_rules, suffixes_where
 from .sinks import view_column
 from .vector_files import Chunk
@@ -27,6 +28,9 @@ class Store:
     # Which vector column is read: "embedding", or one view's column of a store with several views.
     column: str = "embedding"
     view: str | None = None
+    # Whether the settings match the digest stored with them: None where the store records none (written
+    # before stores carried one); False where they were changed since (`checksums.unsealed`).
+    settings_match: bool | None = None
 
     @property
     def rules(self) -> FormatRules:
@@ -65,13 +69,15 @@ class Store:
 
 
 def open_store(path: str | Path, *, collection: str | None = None) -> Store:
-    """Open a bertscope output for reading; SQLite needs the collection (or has exactly one)."""
+    """Open a bertscope output for reading; SQLite needs the collection (or has exactly one). Its
+    settings come without their digest; `settings_match` says whether they match it."""
     path = Path(path)
     if not path.is_file():
         what = "a folder, not a file" if path.is_dir() else "no such file"
         raise CorpusError(f"cannot read {path}: {what}")
-    found, settings = store_rules(path).reader.open(path, collection)
-    return Store(path, found, settings)
+    found, stored = store_rules(path).reader.open(path, collection)
+    settings, match = unsealed(stored)
+    return Store(path, found, settings, settings_match=match)
 
 
 def with_view(store: Store, view: str | None) -> Store:

@@ -7,11 +7,15 @@ the model recorded in the store (or the one given) and the store's own settings 
 prompt, post-processing); every view is checked.
 Token, word and chunk stores (rows.py) re-embed the sampled rows' documents with the store's level and
 compare the rows by (id, position). The stored batches that hold the sample are checked against their
-checksums first (a damaged store is an error, never a verdict). A fingerprint in the store's settings
-is compared with this deployment's too. The tolerances are drift.py's.
+checksums first (a damaged store is an error, never a verdict), and its settings against theirs: the
+settings say which model, precision and pooling to re-embed with and how far a row may drift (a store
+edited to claim int8 would be held to cosine 0.92), so settings changed since the store was written are
+an error too. A fingerprint in the store's settings is compared with this deployment's too. The
+tolerances are drift.py's.
 
 What a store cannot prove is said, not passed over: a store that records no fingerprint is checked on
-its vectors alone (a note says so), and its ids are checked only where the corpus is given (`corpus`:
+its vectors alone (a note says so), one that records no checksum of its settings is taken at its
+settings' word (a note says so), and its ids are checked only where the corpus is given (`corpus`:
 each sampled row's stored text must be the corpus's text of its id). A post-processing file other than
 the store's is bad input (its fingerprint names it), not drift.
 """
@@ -29,7 +33,7 @@ import numpy as np
 from ..core.post import PostProcessor, as_post
 from ..core.spec import EmbedOptions, PostArg, resolve
 from ..errors import CorpusError, InvalidInput
-from ..io.checksums import rebuild_hint
+from ..io.checksums import rebuild_hint, settings_edited
 from ..io.formats import Format
 from ..io.stores import Store, open_store, view_settings, with_view
 from ..io.vector_files import check_npy_rows
@@ -37,13 +41,18 @@ from .drift import StoreCheck, add_drift
 from .fingerprint import compare_fingerprints, fingerprint_problem, store_fingerprint
 from .rows import check_rows, corpus_texts_differ, texts_by_id
 
-__all__ = ["NO_FINGERPRINT", "StoreCheck", "sample_rows", "verify_store"]
+__all__ = ["NO_FINGERPRINT", "NO_SETTINGS_CHECKSUM", "StoreCheck", "sample_rows", "verify_store"]
 
 # Rows of a store read at once where it is read in one pass (SQLite): a few MB, whatever the store's size.
 _CHUNK_ROWS = 4096
 NO_FINGERPRINT = (
     "the store records no fingerprint of the model that made it (written before stores carried one, or "
     "removed): only the sampled vectors were compared, not the model's files and settings"
+)
+NO_SETTINGS_CHECKSUM = (
+    "the store records no checksum of its settings (written before stores carried one, or removed): "
+    "they were taken as they read, so an edit to them (another model, precision or pooling, a looser "
+    "tolerance) would not be found"
 )
 
 
@@ -84,6 +93,8 @@ def verify_store(
     elif isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InvalidInput(f"seed={seed!r}: give a whole number, 0 or more, or None for a fresh sample")
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
+    if opened.settings_match is False:  # before anything is loaded or read by what they say
+        raise settings_edited(_settings_where(opened), rebuild_hint(opened.path, opened.collection))
     if "model" not in opened.settings:  # every job writes it: without it nothing says what made the rows
         hint = rebuild_hint(opened.path, opened.collection)
         raise CorpusError(
@@ -115,6 +126,8 @@ def verify_store(
         check.differences += compare_fingerprints(recorded, store_fingerprint(m))
     else:
         check.notes.append(NO_FINGERPRINT)
+    if opened.settings_match is None:
+        check.notes.append(NO_SETTINGS_CHECKSUM)
     check.ok = not check.differences
     check.seconds = time.perf_counter() - start
     return check
@@ -162,6 +175,15 @@ def _read_rows(store: Store, positions: np.ndarray) -> tuple[list[str], list[str
                 got[slot] = np.array(vectors[row], dtype=np.float32)
         offset += len(chunk_ids)
     return got_ids, got_texts, np.stack(got)
+
+
+def _settings_where(opened: Store) -> str:
+    """Where a store keeps its settings, for messages: its collection, or the file beside a .npy."""
+    if opened.collection:
+        return f"collection {opened.collection!r} in {opened.path}"
+    if opened.rules.format is Format.NPY:
+        return f"{opened.path} ({opened.path.with_suffix('.settings.json').name})"
+    return str(opened.path)
 
 
 def _same_post(opened: Store, post: PostArg) -> PostProcessor | None:
