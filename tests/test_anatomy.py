@@ -10,6 +10,7 @@ import torch
 import transformers
 
 import bertscope
+import bertscope.anatomy as anatomy_module
 from tiny_models import FAMILIES
 
 TEXTS = ["I like eating bread", "a cat", "tokenization"]
@@ -213,3 +214,69 @@ def test_pair_hidden_states_and_sentence_vector_equal_the_plain_forward(
     np.testing.assert_allclose(tokens.vectors, states[-1], atol=1e-5)
     vector = bundled.embed(pair, pooling="mean", normalize=False).vectors[0]
     np.testing.assert_allclose(vector, states[-1].mean(axis=0), atol=1e-5)
+
+
+LIGHT = {"bert", "roberta", "xlm-roberta", "distilbert", "mpnet"}  # the tiny ELECTRA has a projection
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_light_model_takes_its_embedding_layer_apart_from_the_folder_as_torch_does(
+    family: str,
+    tiny_dirs: dict[str, Path],
+    anatomies: dict[str, list[bertscope.Anatomy]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Opened light, the families whose layer is rows and one LayerNorm are taken apart from the folder's
+    weights without the PyTorch module; every step, position and note equals the torch anatomy's within
+    1e-5, and the others (projections, rotary, relative, no norm) fall back to the module."""
+    from bertscope.core.embedding_layer import embedding_weights
+    from bertscope.core.loading import open_light
+    from bertscope.model import Model
+
+    parts = open_light(tiny_dirs[family])
+    if parts is None:  # model code shipped with the folder: only a full load opens it
+        assert family not in LIGHT
+        return
+    assert parts.view is not None
+    assert (embedding_weights(parts.view) is not None) == (family in LIGHT)
+    if family in LIGHT:  # the module's parts must not be what answers
+
+        def refuse(*args: object) -> None:
+            raise AssertionError(f"{family}: the light anatomy fell back to the PyTorch module")
+
+        monkeypatch.setattr(anatomy_module, "_decompose_torch", refuse)
+    light = Model(parts, device="cpu", max_tokens=None, token_budget=None)
+    got = light.anatomy(TEXTS)
+    for mine, want in zip(got, anatomies[family], strict=True):
+        assert mine.max_abs_error < 1e-5
+        assert (mine.lacks, mine.notes, mine.positions_in_attention, mine.position_ids) == (
+            want.lacks,
+            want.notes,
+            want.positions_in_attention,
+            want.position_ids,
+        )
+        for step in ("word", "position", "token_type", "summed", "projected", "normalized", "encoder_input"):
+            a, b = getattr(mine, step), getattr(want, step)
+            assert (a is None) == (b is None), step
+            if a is not None:
+                np.testing.assert_allclose(a, b, rtol=0, atol=1e-5, err_msg=f"{family} {step}")
+
+
+def test_a_light_rebuild_that_misses_layer_0_is_done_again_by_the_module(
+    tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A wrong reading of the folder's weights (here: a LayerNorm epsilon of 1) never shows: its proof
+    fails, and the PyTorch module takes the layer apart instead."""
+    from bertscope.core import embedding_layer
+    from bertscope.core.loading import open_light
+    from bertscope.model import Model
+
+    monkeypatch.setitem(embedding_layer._EPS_FIXED, "bert", 1.0)
+    parts = open_light(tiny_dirs["bert"])
+    assert parts is not None
+    light = Model(parts, device="cpu", max_tokens=None, token_budget=None)
+    got = light.anatomy(TEXTS)
+    reference = _hf_layer0(tiny_dirs["bert"], TEXTS)
+    for anatomy, hf_row in zip(got, reference, strict=True):
+        assert anatomy.max_abs_error < 1e-5
+        np.testing.assert_allclose(anatomy.encoder_input, hf_row, rtol=0, atol=1e-5)

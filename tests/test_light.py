@@ -169,6 +169,35 @@ def test_encode_on_a_named_device_and_the_padded_batch_import_no_torch(
     assert np.abs(np.array(found["vectors"]) - bundled.encode(TEXTS)).max() < 1e-5
 
 
+def test_anatomy_takes_the_embedding_layer_apart_without_torch(
+    cache: Path, exported_cache: Path, bundled_path: Path
+) -> None:
+    """`anatomy` of a light model reads the folder's weights and proves them against the export's layer 0,
+    in a fresh process that imports no torch; its steps equal the plain Hugging Face embedding layer."""
+    shutil.copytree(exported_cache, cache)
+    code = (
+        "import json, sys, bertscope\n"
+        "a = bertscope.load(backend='onnxruntime').anatomy(('I like eating bread', 'a cat'))\n"
+        "print(json.dumps({'torch': 'torch' in sys.modules, 'error': a.max_abs_error,\n"
+        "                  'summed': a.summed.tolist(), 'encoder_input': a.encoder_input.tolist()}))"
+    )
+    found = json.loads(_fresh(code, cache).stdout)
+    assert found["torch"] is False and found["error"] < 1e-5
+    tokenizer = AutoTokenizer.from_pretrained(bundled_path)
+    model = AutoModel.from_pretrained(bundled_path).eval()
+    batch = tokenizer("I like eating bread", "a cat", return_tensors="pt")
+    with torch.inference_mode():
+        layer0 = model(**batch, output_hidden_states=True).hidden_states[0][0].numpy()
+        emb = model.embeddings
+        ids, types = batch["input_ids"], batch["token_type_ids"]
+        positions = torch.arange(ids.shape[1]).unsqueeze(0)
+        summed = (
+            emb.word_embeddings(ids) + emb.position_embeddings(positions) + emb.token_type_embeddings(types)
+        )
+    np.testing.assert_allclose(np.array(found["encoder_input"]), layer0, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(np.array(found["summed"]), summed[0].numpy(), rtol=0, atol=1e-5)
+
+
 @pytest.mark.parametrize("damage", ["flipped", "truncated", "no record"])
 def test_a_damaged_export_is_made_again_and_never_trusted(
     cache: Path, exported_cache: Path, reference: np.ndarray, damage: str

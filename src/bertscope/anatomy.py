@@ -1,7 +1,10 @@
 """The embedding layer taken apart: word + position + segment, (projection,) LayerNorm, and its proof.
 
 The parts are recomputed from the model's own modules and compared with the model's own layer 0
-(`output_hidden_states[0]`, the encoder's input); `max_abs_error` is that comparison. A family whose
+(`output_hidden_states[0]`, the encoder's input); `max_abs_error` is that comparison. A model opened
+light (no PyTorch module loaded) is taken apart from its folder's weights with NumPy where its layer is
+rows and one LayerNorm (core/embedding_layer.py), and proved against its runtime's layer 0 the same way;
+a rebuild that misses it by more than `PROOF_TOLERANCE` is done again from the PyTorch module. A family whose
 positions enter inside attention (DeBERTa: relative; ModernBERT: rotary) has no position step: the
 anatomy says where they go instead (`positions_in_attention`, `notes`).
 """
@@ -12,17 +15,21 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
+from .core.embedding_layer import EmbeddingWeights, embedding_weights
 from .core.engine import as_array
-from .core.families import EmbeddingParts
 from .core.results import rows
 from .core.tokens import Tokens, pad_batch
 
 if TYPE_CHECKING:
+    import torch
+
     from .core.encoder import Encoder
+    from .core.families import EmbeddingParts
 
 __all__ = ["Anatomy", "decompose"]
+
+PROOF_TOLERANCE = 1e-5  # the most a light rebuild may miss the runtime's layer 0 by before torch redoes it
 
 STEPS = (
     "word",
@@ -92,10 +99,68 @@ class Anatomy:
 
 def decompose(model: Encoder, tokens: list[Tokens]) -> list[Anatomy]:
     """Rebuild layer 0 from its parts for a padded batch of texts and compare with the model's own."""
-    family, hf = model.family, model.hf_model
-    parts = family.parts(hf)
     ids_np, mask_np = pad_batch([t.ids for t in tokens], model.pad_id)
     types_np, _ = pad_batch([t.type_ids for t in tokens], 0)
+    view = model.loaded.view
+    weights = embedding_weights(view) if model.light and view is not None else None
+    if weights is not None and view is not None:
+        light = _decompose_light(model, view.config, weights, tokens, (ids_np, types_np, mask_np))
+        if max(anatomy.max_abs_error for anatomy in light) <= PROOF_TOLERANCE:
+            return light
+    return _decompose_torch(model, tokens, ids_np, types_np, mask_np)
+
+
+def _decompose_light(
+    model: Encoder,
+    config: dict[str, Any],
+    weights: EmbeddingWeights,
+    tokens: list[Tokens],
+    batch: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> list[Anatomy]:
+    """The embedding layer taken apart with NumPy from the folder's weights (no PyTorch module)."""
+    family = model.family
+    ids_np, types_np, mask_np = batch
+    position_ids = family.position_id_array(ids_np, model.pad_id)
+    word = weights.word[ids_np]
+    steps: dict[str, np.ndarray | None] = {"word": word}
+    steps["position"] = weights.position[position_ids] if weights.position is not None else None
+    steps["token_type"] = weights.token_type[types_np] if weights.token_type is not None else None
+    summed = word
+    for extra in (steps["position"], steps["token_type"]):
+        if extra is not None:
+            summed = summed + extra
+    steps["summed"] = summed
+    steps["projected"] = None
+    steps["normalized"] = steps["encoder_input"] = weights.layer_norm(summed)
+    steps["model_output"] = as_array(model.engine.forward(ids_np, types_np, mask_np, 0)[0])
+    lacks = tuple(
+        name
+        for name, part in (("position", weights.position), ("token_type", weights.token_type))
+        if part is None
+    ) + ("projection",)
+    where = family.positions_in_attention(config)
+    notes = family.notes(config, True, weights.norm_bias is not None)
+    return [
+        Anatomy(
+            tokens=tok,
+            position_ids=position_ids[row, : len(tok)].tolist() if weights.position is not None else [],
+            lacks=lacks,
+            positions_in_attention=where,
+            notes=notes,
+            **{name: None if step is None else step[row, : len(tok)] for name, step in steps.items()},  # type: ignore[arg-type]
+        )
+        for row, tok in enumerate(tokens)
+    ]
+
+
+def _decompose_torch(
+    model: Encoder, tokens: list[Tokens], ids_np: np.ndarray, types_np: np.ndarray, mask_np: np.ndarray
+) -> list[Anatomy]:
+    """The embedding layer taken apart by the PyTorch module's own parts."""
+    import torch
+
+    family, hf = model.family, model.hf_model
+    parts = family.parts(hf)
     ids = torch.from_numpy(ids_np).to(model.device)
     mask = torch.from_numpy(mask_np).to(model.device)
     types = torch.from_numpy(types_np).to(model.device)

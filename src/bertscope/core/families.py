@@ -14,6 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..errors import UnsupportedArchitecture
 
 if TYPE_CHECKING:
@@ -110,13 +112,15 @@ class Family:
             zero_padding=self.name == "deberta-v2",
             lacks=lacks,
             positions_in_attention=self.positions_in_attention(model.config),
-            notes=self._notes(model, layernorm),
+            notes=self.notes(
+                model.config, layernorm is not None, getattr(layernorm, "bias", True) is not None
+            ),
         )
 
-    def _notes(self, model: Any, layernorm: Any) -> tuple[str, ...]:
+    def notes(self, config: Any, has_norm: bool, norm_has_bias: bool) -> tuple[str, ...]:
         """Plain sentences on what this embedding layer does that the parts alone do not show."""
         notes = []
-        where = self.positions_in_attention(model.config)
+        where = self.positions_in_attention(config)
         if where == "rotary":
             notes.append(
                 "positions are rotary: each attention layer turns queries and keys by the token's position "
@@ -124,11 +128,11 @@ class Family:
             )
         elif where == "relative":
             notes.append("positions are relative: each attention layer adds position-to-content biases")
-        if layernorm is None:
+        if not has_norm:
             notes.append(
                 "no norm here: layer 0 is the word rows themselves; each layer normalises its own input"
             )
-        elif getattr(layernorm, "bias", True) is None:
+        elif not norm_has_bias:
             notes.append("the LayerNorm has no bias: it scales, it does not shift")
         return tuple(notes)
 
@@ -136,12 +140,19 @@ class Family:
         """Position ids the model itself uses for `input_ids` (batch, tokens)."""
         import torch
 
+        positions = self.position_id_array(input_ids.cpu().numpy(), pad_token_id)
+        return torch.from_numpy(np.array(positions)).to(
+            input_ids.device
+        )  # a copy: broadcast views are read-only
+
+    def position_id_array(self, input_ids: np.ndarray, pad_token_id: int | None) -> np.ndarray:
+        """`position_ids` for a NumPy (batch, tokens) array, without torch."""
         if self.positions_after_padding:
             # RoBERTa-style: real tokens count from pad_token_id + 1, pads keep pad_token_id.
             pad = 1 if pad_token_id is None else pad_token_id
-            real = input_ids.ne(pad).long()
-            return torch.cumsum(real, dim=1) * real + pad
-        return torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+            real = (input_ids != pad).astype(np.int64)
+            return np.cumsum(real, axis=1) * real + pad
+        return np.broadcast_to(np.arange(input_ids.shape[1], dtype=np.int64), input_ids.shape)
 
     def num_layers(self, model: Any) -> int:
         """The number of encoder layers (hidden states are this plus one)."""

@@ -243,13 +243,23 @@ class FolderView:
     def _tensors(self) -> dict[str, Stored]:
         return safetensors_tensors(self.path)
 
+    @property
+    def weight_names(self) -> list[str]:
+        """The names of the tensors the safetensors files hold."""
+        return list(self._tensors)
+
+    def weight(self, suffix: str) -> np.ndarray | None:
+        """The one tensor whose name ends with `suffix`, as float32; None where none or several do."""
+        found = [
+            stored for key, stored in self._tensors.items() if key == suffix or key.endswith("." + suffix)
+        ]
+        return float32_tensor(found[0]) if len(found) == 1 else None
+
     @cached_property
     def static_matrix(self) -> np.ndarray | None:
         """The input embedding matrix as float32 from safetensors; None where only a load can read it."""
-        word = [stored for key, stored in self._tensors.items() if key.endswith(self.family.word_weight)]
-        if len(word) != 1 or len(word[0].shape) != 2:
-            return None
-        return float32_tensor(word[0])
+        matrix = self.weight(self.family.word_weight)
+        return matrix if matrix is not None and matrix.ndim == 2 else None
 
     def _matrix_or_refuse(self) -> np.ndarray:
         if self.static_matrix is None:
