@@ -110,6 +110,18 @@ def decompose(model: Encoder, tokens: list[Tokens]) -> list[Anatomy]:
     return _decompose_torch(model, tokens, ids_np, types_np, mask_np)
 
 
+def _layer0(model: Encoder, ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """The model's own layer 0 (float32) as its runtime computes it.
+
+    An exported graph runs whole, fetching state 0 alone: its session is open already, where a graph cut
+    at layer 0 would import onnx and open a second session (about 240 MB), more than the layers it spares
+    cost on the few texts an anatomy takes apart. torch stops after the embedding layer."""
+    engine = model.engine
+    if engine.runner is None:
+        return as_array(engine.forward(ids, types, mask, 0)[0])
+    return as_array(engine.forward(ids, types, mask, model.n_layers, layers=(0,))[0])
+
+
 def _decompose_light(
     model: Encoder,
     config: dict[str, Any],
@@ -132,7 +144,7 @@ def _decompose_light(
     steps["summed"] = summed
     steps["projected"] = None
     steps["normalized"] = steps["encoder_input"] = weights.layer_norm(summed)
-    steps["model_output"] = as_array(model.engine.forward(ids_np, types_np, mask_np, 0)[0])
+    steps["model_output"] = _layer0(model, ids_np, types_np, mask_np)
     lacks = tuple(
         name
         for name, part in (("position", weights.position), ("token_type", weights.token_type))
@@ -185,9 +197,7 @@ def _decompose_torch(
         steps["normalized"] = normalized if parts.layernorm is not None else None
         after = parts.projection_after_norm
         steps["encoder_input"] = after(normalized) if after is not None else normalized
-        steps["model_output"] = torch.from_numpy(
-            as_array(model.engine.forward(ids_np, types_np, mask_np, 0)[0])
-        )
+        steps["model_output"] = torch.from_numpy(_layer0(model, ids_np, types_np, mask_np))
     return [_one(tok, row, steps, position_ids, parts) for row, tok in enumerate(tokens)]
 
 
