@@ -9,7 +9,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import islice
+from itertools import chain, islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -124,6 +124,12 @@ def embed_corpus(
         input_path, text_field=text_field, id_field=id_field, skip_bad=skip_bad, rejects=rejects,
         offers_skip_bad=True, tokenizer=m.tokenizer if isinstance(m, Encoder) else None,
     )  # fmt: skip
+    # A corpus with no text is refused before the output is opened: no empty store is made, and
+    # --overwrite deletes nothing for a job that would write nothing in its place.
+    first = next(records, None)
+    if first is None:
+        raise CorpusError(_nothing_to_embed(input_path, output, rejects))
+    records = chain([first], records)
     locked = (collection or "default") if format_of(output) is Format.SQLITE else None
     # One job per output: a second one (say a --resume while this runs) is refused, naming this one.
     with job_lock(output, collection=locked):
@@ -223,7 +229,7 @@ def run_level(
 
 def _nothing_to_embed(source: str | Path | list[str], output: str | Path, rejects: Rejects) -> str:
     """Why a job found no text: the corpus is empty, or every text in it was empty or rejected."""
-    name = "the texts given" if isinstance(source, list) else str(source)
+    name = "the texts given" if isinstance(source, list) else "<stdin>" if str(source) == "-" else str(source)
     if not rejects.empty and not rejects.bad:
         what = "the corpus is empty (no text in it): give " + (
             "one text or more" if isinstance(source, list) else "a file with one text or more"

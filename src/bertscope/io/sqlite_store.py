@@ -253,6 +253,11 @@ class SqliteSink(Sink):
         self.collection = collection
         self.settings = settings
         self.keep_text = keep_text
+        # What the file was before this job made a store of it ("absent" or "empty"; None: a store, or
+        # anything else), so that a job that stores nothing leaves it as it was (`abandon`).
+        self.before = (
+            None if path.exists() and path.stat().st_size else "empty" if path.exists() else "absent"
+        )
         self.db = connect(path)
         if not _checksummed(self.db):  # left at an older schema: the file could not be migrated
             self.db.close()
@@ -385,8 +390,19 @@ class SqliteSink(Sink):
         return [self.path]
 
     def abandon(self) -> None:
-        """Close the connection; a collection is only created with its first batch."""
+        """Close the connection (a collection is only created with its first batch); a file this job made
+        a store of and left without a collection is removed again (emptied where it was an empty file)."""
+        unused = self.before is not None and self.db.execute("SELECT 1 FROM collections").fetchone() is None
         self.db.close()
+        # SQLite removes the -wal and -shm files as the last connection closes: where they remain, another
+        # job has the file open (a collection of its own on its way), and the file stays.
+        shared = any(self.path.with_name(self.path.name + end).exists() for end in ("-wal", "-shm"))
+        if not unused or shared:
+            return
+        if self.before == "empty":
+            self.path.write_bytes(b"")
+        else:
+            self.path.unlink(missing_ok=True)
 
 
 def iter_vectors(
