@@ -227,12 +227,12 @@ def test_help_tokens_and_info_import_no_torch(args: tuple[str, ...], bundled: be
     assert done.stdout.strip()
 
 
-def test_anatomy_still_loads_the_module_it_needs() -> None:
+def test_attention_still_loads_the_module_it_needs() -> None:
     """The check above can fail: a command that reads the PyTorch module's internals does import torch
     (embed does not where an export serves: tests/test_light.py)."""
     code = _WHICH_IMPORTED.format(heavy=HEAVY)
     done = subprocess.run(
-        [sys.executable, "-c", code, "anatomy", "x", "--json"], capture_output=True, text=True, timeout=300
+        [sys.executable, "-c", code, "attention", "x", "--json"], capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
     assert "torch" in json.loads(done.stderr.strip().splitlines()[-1])
