@@ -250,15 +250,15 @@ def test_a_killed_actor_is_retried_and_nothing_is_lost_or_doubled(
 
 
 def test_several_files_get_stem_prefixed_ids_and_clashing_stems_are_refused(tmp_path: Path) -> None:
-    from bertscope.distributed import _prefix, input_sources
+    from bertscope.distributed import input_sources, source_prefix
 
     (tmp_path / "a").mkdir()
     for name in ("a/x.txt", "b.txt", "c.txt"):
         (tmp_path / name).write_text("one\ntwo\n")
     assert input_sources(str(tmp_path / "*.txt")) == [str(tmp_path / "b.txt"), str(tmp_path / "c.txt")]
-    assert _prefix(str(tmp_path / "b.txt"), True, None) == "b:"
-    assert _prefix(str(tmp_path / "b.txt"), False, None) == ""
-    assert _prefix(str(tmp_path / "b.txt"), True, "id") == ""
+    assert source_prefix(str(tmp_path / "b.txt"), True, None) == "b:"
+    assert source_prefix(str(tmp_path / "b.txt"), False, None) == ""
+    assert source_prefix(str(tmp_path / "b.txt"), True, "id") == ""
     (tmp_path / "b.jsonl").write_text('{"text": "three"}\n')
     with pytest.raises(CorpusError, match="stem"):
         input_sources(str(tmp_path / "b.*"))
@@ -407,8 +407,11 @@ def test_the_ray_engine_takes_batch_size_and_threads(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(distributed, "run_ray_job", recorded)
     common = ["embed", "a text", "-o", str(tmp_path / "out"), "--engine", "ray", "-q"]
     assert run_main(*common, "--batch-size", "7", "--threads", "3").code == 0
-    assert run_main(*common).code == 0
-    assert [(a["batch_size"], a["cpus_per_worker"]) for a in asked] == [(7, 3), (None, 1)]
+    assert run_main(*common, "--resume").code == 0  # refused before Ray jobs could resume
+    assert [(a["batch_size"], a["cpus_per_worker"], a["resume"]) for a in asked] == [
+        (7, 3, False),
+        (None, 1, True),
+    ]
 
 
 class _Pool:
@@ -562,3 +565,145 @@ def test_static_on_ray_loads_its_driver_on_the_cpu(tmp_path: Path, monkeypatch: 
     )  # fmt: skip
     assert done.code == 1 and "stop here" in done.stderr
     assert (loaded, asked["device"]) == (["cpu"], "cuda")
+
+
+class _Stopped(Exception):
+    """Stands for a kill after the last shard was written, before the job's manifest."""
+
+
+def _stopped_job(monkeypatch: pytest.MonkeyPatch, corpus: Path, out: Path, job: dict[str, Any]) -> list[Path]:
+    """The folder a job killed just before its end leaves: every shard and its record, no manifest."""
+    import bertscope.distributed as distributed
+    from bertscope.distributed import run_ray_job
+
+    def stop(*args: Any, **kwargs: Any) -> None:
+        raise _Stopped
+
+    with monkeypatch.context() as patched:
+        patched.setattr(distributed, "write_manifest", stop)
+        with pytest.raises(_Stopped):
+            run_ray_job(str(corpus), out, **job)
+    return sorted(out.glob("part-*.parquet"))
+
+
+def _counted_embedder(monkeypatch: pytest.MonkeyPatch, folder: Path) -> Path:
+    """Actors that leave, per call, a file holding how many texts they were given to embed."""
+    import bertscope.distributed as distributed
+
+    folder.mkdir()
+
+    class Counted(distributed._Embedder):
+        def __call__(self, batch: Any) -> Any:
+            (folder / f"{os.getpid()}-{time.monotonic_ns()}").write_text(str(batch.num_rows))
+            return super().__call__(batch)
+
+    monkeypatch.setattr(distributed, "_Embedder", Counted)
+    return folder
+
+
+def _sorted_rows(folder: Path, keys: tuple[str, ...] = ("id",)) -> pa.Table:
+    """Every shard's rows, each shard's vectors checked against its checksums, in key order."""
+    from bertscope.io.parquet_checked import checked_tables
+
+    tables = [
+        t for shard in sorted(folder.glob("part-*.parquet")) for t in checked_tables(shard, None, 1 << 20)
+    ]
+    rows = pa.concat_tables(tables)
+    rows = rows.replace_schema_metadata({b"bertscope": rows.schema.metadata[b"bertscope"]})  # not the sums
+    order = sorted(range(rows.num_rows), key=lambda i: tuple(int(rows[k][i].as_py()) for k in keys))
+    return rows.take(order)
+
+
+def _assert_equal_rows(got: pa.Table, want: pa.Table) -> None:
+    """Equal rows: every column but the vectors exactly, the vectors within 1e-6."""
+    vectors = [f.name for f in want.schema if pa.types.is_fixed_size_list(f.type)]
+    assert got.schema.equals(want.schema, check_metadata=True)
+    assert got.drop_columns(vectors).equals(want.drop_columns(vectors))
+    for name in vectors:
+        np.testing.assert_allclose(
+            np.array(got.column(name).to_pylist(), np.float32),
+            np.array(want.column(name).to_pylist(), np.float32),
+            atol=1e-6,
+        )
+
+
+def test_an_interrupted_ray_job_resumes_to_the_uninterrupted_output(
+    cluster: Any, tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unfinished Ray job was refused (--overwrite started it again); --resume continues it as the
+    local job's does: the texts saved are not embedded again, and the output is the uninterrupted one."""
+    from bertscope.distributed import run_ray_job, shards
+
+    monkeypatch.setattr(shards, "_SHARD_BYTES", 1)  # a shard per batch, so a stop leaves some of them
+    corpus = _corpus(tmp_path / "c.jsonl", 300)
+    job: dict[str, Any] = {
+        "model": str(tiny_dirs["bert"]), "workers": 1, "batch_size": 40, "progress": False, "layers": "-2",
+    }  # fmt: skip
+    full = run_ray_job(str(corpus), tmp_path / "full", **job)
+    out = tmp_path / "out"
+    written = _stopped_job(monkeypatch, corpus, out, job)
+    assert len(written) >= 4
+    # A kill leaves some shards unwritten: one whose record of units was written (a kill before its
+    # rename), one without, and a half-written one. The first text stays saved (see below).
+    lost = [s for s in written if "1" not in pq.read_table(s, columns=["id"]).column("id").to_pylist()][:2]
+    lost[0].unlink()
+    lost[1].unlink()
+    (out / "_resume" / f"{lost[1].stem}.json").unlink()
+    (out / "part-000-999999.parquet.tmp").write_bytes(b"PAR1")
+    saved = sum(pq.read_metadata(s).num_rows for s in written if s not in lost)
+    with pytest.raises(CorpusError, match="did not finish.*pass --resume to continue it or --overwrite"):
+        run_ray_job(str(corpus), out, **job)
+    with pytest.raises(CorpusError, match=r"started with other settings \(layers: \[1\] then, \[2\] now\)"):
+        run_ray_job(str(corpus), out, resume=True, **{**job, "layers": "-1"})  # before any Ray work
+    changed = tmp_path / "changed" / "c.jsonl"
+    changed.parent.mkdir()
+    changed.write_text(corpus.read_text().replace("row 0 of cats 0", "row 0 of dogs 0", 1))
+    with pytest.raises(
+        CorpusError, match=r"c.jsonl:1-\d+: these records are not the ones the unfinished job"
+    ):
+        run_ray_job(str(changed), out, resume=True, **job)
+    calls = _counted_embedder(monkeypatch, tmp_path / "calls")
+    summary = run_ray_job(str(corpus), out, resume=True, **job)
+    embedded = sum(int(f.read_text()) for f in calls.iterdir())
+    assert (summary.resumed_from, summary.embedded) == (saved, full.embedded - saved)
+    assert embedded == full.embedded - saved  # the saved texts were not embedded again
+    assert "already done" in summary.line()
+    _assert_equal_rows(_sorted_rows(out), _sorted_rows(tmp_path / "full"))
+    manifests = [json.loads((folder / "_bertscope.json").read_text()) for folder in (out, tmp_path / "full")]
+    for key in ("texts", "tokens", "rows", "settings_digest"):
+        assert manifests[0][key] == manifests[1][key]
+    assert not (out / "_resume").exists() and not list(out.glob("*.tmp"))
+    with pytest.raises(CorpusError, match="already complete: nothing to resume"):
+        run_ray_job(str(corpus), out, resume=True, **job)
+
+
+def test_a_resumed_token_job_embeds_again_a_unit_cut_across_shards(
+    cluster: Any, tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A unit's rows cut across two write tasks, one of them lost: the saved part is taken out of its
+    shard and the unit embedded again whole (token rows, several rows per text)."""
+    from bertscope.distributed import run_ray_job, shards
+    from bertscope.distributed.units import Unit
+    from bertscope.io.parquet_checked import write_checked
+
+    monkeypatch.setattr(shards, "_SHARD_BYTES", 1)
+    corpus = _corpus(tmp_path / "c.jsonl", 120)
+    job: dict[str, Any] = {
+        "model": str(tiny_dirs["bert"]), "workers": 1, "batch_size": 30, "progress": False,
+        "level": "tokens", "layers": "1,-1", "combine": "stack",
+    }  # fmt: skip
+    full = run_ray_job(str(corpus), tmp_path / "full", **job)
+    out = tmp_path / "out"
+    written = _stopped_job(monkeypatch, corpus, out, job)
+    records = [out / "_resume" / f"{shard.stem}.json" for shard in written]
+    assert len(written) >= 2
+    # The first shard keeps half the rows of its first unit (the rest was in a shard never written).
+    key, rows = json.loads(records[0].read_text())["units"][0]
+    schema = pq.read_schema(written[0])
+    write_checked(written[0], [pq.read_table(written[0]).slice(0, rows // 2)], schema)
+    records[0].write_text(json.dumps({"units": [[key, rows // 2]]}))
+    saved = sum(Unit.parse(k).records for r in records[1:] for k, _ in json.loads(r.read_text())["units"])
+    summary = run_ray_job(str(corpus), out, resume=True, **job)
+    assert (summary.resumed_from, summary.embedded) == (saved, full.embedded - saved)
+    keys = ("id", "position")
+    _assert_equal_rows(_sorted_rows(out, keys), _sorted_rows(tmp_path / "full", keys))

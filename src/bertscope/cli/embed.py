@@ -226,9 +226,9 @@ def embed(
     # The level table says which options the level reads: token and word rows are not pooled.
     asked = CorpusOptions(recipe, rows).for_level()
     if engine is Engine.RAY:
-        if output is None or not (texts or input_path) or resume or skip_bad or collection:
+        if output is None or not (texts or input_path) or skip_bad or collection:
             raise InvalidInput(
-                "--engine ray runs corpus jobs only: -i/texts and -o FOLDER, no --resume/--skip-bad"
+                "--engine ray runs corpus jobs only: -i/texts and -o FOLDER, no --skip-bad/--collection"
             )
         from ..distributed import run_ray_job
 
@@ -242,7 +242,7 @@ def embed(
             texts or str(input_path), output, model=model, device=device, dtype=dtype, backend=backend,
             quantize=quantize, workers=workers, cpus_per_worker=threads or 1, batch_size=batch_size,
             mode="fast" if fast else "exact", address=address, text_field=text_field, id_field=id_field,
-            overwrite=overwrite, progress=not quiet, options=asked, **bound,
+            resume=resume, overwrite=overwrite, progress=not quiet, options=asked, **bound,
         )  # fmt: skip
         if not quiet:
             err.print(summary.line(), highlight=False)

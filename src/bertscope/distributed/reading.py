@@ -1,0 +1,175 @@
+"""A corpus read into Ray: bertscope's own readers inside Ray read tasks, so ids equal the local job's.
+
+Ids: a single input gives the local ids (line or row number, or --id-field); several inputs (a glob)
+give `<file stem>:<line or row>`, or the --id-field values as they are (unique across files is the
+caller's promise). The read tasks hand on blocks of about a batch of rows (Ray would join a file's rows
+into one block, and one block reaches one actor). A numbered read (a corpus job's) adds each record's
+input and number (`units`), and a resumed one reads past the records its saved shards hold.
+"""
+
+from __future__ import annotations
+
+import glob
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..errors import CorpusError, InvalidInput
+from ..io.readers import Record, read_corpus
+from .cluster import IO_CPUS, import_ray
+from .units import RECORD, SOURCE, Unit, skip_done
+
+__all__ = ["input_sources", "corpus_dataset", "corpus_datasource", "source_prefix", "Numbered"]
+
+# A numbered read: the units done per input (by its number), and the output they were written to.
+Numbered = tuple[Mapping[int, list[Unit]], Path]
+
+
+def input_sources(source: str | list[str]) -> list[Any]:
+    """The inputs a Ray job reads: a list of texts as one source, or the files a path or glob names."""
+    if isinstance(source, list):
+        return [source]
+    if source == "-":
+        raise InvalidInput("the Ray engine reads files, not stdin; write the texts to a file first")
+    paths = sorted(glob.glob(source)) if glob.has_magic(source) else [source]
+    if not paths:
+        raise CorpusError(f"{source}: no file matches")
+    stems = [Path(p).stem for p in paths]
+    if len(set(stems)) < len(stems):
+        raise CorpusError(f"{source}: several files share a name stem, so `<stem>:<row>` ids would clash")
+    for path in paths:
+        read_corpus(path)  # checks existence and type now, on the driver; records are read lazily
+    return paths
+
+
+def corpus_dataset(
+    sources: list[Any],
+    text_field: str,
+    id_field: str | None,
+    rows: int,
+    *,
+    tokenizer: Any = None,
+    numbered: Numbered | None = None,
+) -> Any:
+    """A Ray Dataset of the inputs' `id` and `text` columns, in blocks of about `rows` rows.
+
+    Ray joins the tables a read task yields into blocks of up to 128 MiB, and an actor pool hands one
+    block to one actor: a single input file would reach a single actor. Asking Ray for one block per
+    `rows` rows (counted from Parquet metadata, estimated from the first MiB of a text file) has it cut
+    each read task's blocks so; how many does not change the rows or their ids. `tokenizer` (the model's)
+    makes a text it gives no word pieces a bad record, named by FILE:LINE as the local job names it.
+    `numbered` (a corpus job's units done, and its output) adds the `_source` and `_record` columns and
+    skips the records of the units done.
+    """
+    ray = import_ray()
+    blocks = sum(max(1, math.ceil(_estimated_rows(s) / rows)) for s in sources)
+    return ray.data.read_datasource(
+        corpus_datasource(sources, text_field, id_field, rows, tokenizer=tokenizer, numbered=numbered),
+        num_cpus=IO_CPUS,
+        override_num_blocks=blocks,
+    )
+
+
+def _estimated_rows(source: Any, *, sample: int = 1 << 20) -> int:
+    """How many records an input holds: exact for a list or Parquet, lines by the first MiB for text."""
+    if isinstance(source, list):
+        return len(source)
+    path = Path(source)
+    if path.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        return int(pq.read_metadata(path).num_rows)
+    with path.open("rb") as stream:
+        head = stream.read(sample)
+    if not head:
+        return 0
+    lines = head.count(b"\n") + (not head.endswith(b"\n"))
+    return math.ceil(path.stat().st_size * lines / len(head))
+
+
+def corpus_datasource(
+    sources: list[Any],
+    text_field: str,
+    id_field: str | None,
+    rows: int,
+    *,
+    tokenizer: Any = None,
+    numbered: Numbered | None = None,
+) -> Any:
+    """A Ray datasource: one read task per input, streaming bertscope's reader in tables of `rows`
+    (`corpus_dataset` reads it in blocks of that size). `tokenizer`, `numbered`: as `corpus_dataset`'s."""
+    from ray.data import Datasource
+    from ray.data.block import BlockMetadata
+    from ray.data.datasource import ReadTask
+
+    several = len(sources) > 1
+    # In the object store once, not pickled into every read task (a large vocabulary is megabytes).
+    shared = None if tokenizer is None else import_ray().put(tokenizer)
+
+    def task(number: int, source: Any) -> Any:
+        prefix = source_prefix(source, several, id_field)
+        at = None if numbered is None else (number, list(numbered[0].get(number, [])), numbered[1])
+        return _reader(source, text_field, id_field, prefix, rows, shared, at)
+
+    # Defined here because Ray is optional: importing bertscope.distributed must not need it.
+    class BertscopeCorpus(Datasource):
+        def estimate_inmemory_data_size(self) -> int | None:
+            return sum(os.path.getsize(s) for s in sources if isinstance(s, str)) or None
+
+        def get_read_tasks(self, parallelism: int, *args: Any, **kwargs: Any) -> list[Any]:
+            meta = BlockMetadata(num_rows=None, size_bytes=None, exec_stats=None, input_files=None)
+            return [ReadTask(task(number, s), meta) for number, s in enumerate(sources)]
+
+    return BertscopeCorpus()
+
+
+def source_prefix(source: Any, several: bool, id_field: str | None) -> str:
+    """What an input's ids start with: `<file stem>:` where several inputs give line or row numbers."""
+    return f"{Path(source).stem}:" if several and id_field is None else ""
+
+
+def _reader(
+    source: Any,
+    text_field: str,
+    id_field: str | None,
+    prefix: str,
+    rows: int,
+    tokenizer: Any,
+    at: tuple[int, list[Unit], Path] | None,
+) -> Any:
+    def read() -> Iterator[Any]:
+        import pyarrow as pa
+
+        tok = None if tokenizer is None else import_ray().get(tokenizer)
+        records = read_corpus(source, text_field=text_field, id_field=id_field, tokenizer=tok)
+        ided = (Record(prefix + r.id, r.text, r.line) for r in records)
+        if at is None:
+            for chunk in _chunks(((0, r) for r in ided), rows):
+                yield pa.table({"id": [r.id for _, r in chunk], "text": [r.text for _, r in chunk]})
+            return
+        number, done, output = at
+        name = "<texts>" if isinstance(source, list) else str(source)
+        for chunk in _chunks(skip_done(ided, done, source=name, output=output), rows):
+            yield pa.table(
+                {
+                    "id": [r.id for _, r in chunk],
+                    "text": [r.text for _, r in chunk],
+                    SOURCE: pa.array([number] * len(chunk), pa.int32()),
+                    RECORD: pa.array([n for n, _ in chunk], pa.int64()),
+                }
+            )
+
+    return read
+
+
+def _chunks(records: Iterable[tuple[int, Record]], size: int) -> Iterator[list[tuple[int, Record]]]:
+    chunk: list[tuple[int, Record]] = []
+    for record in records:
+        chunk.append(record)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
