@@ -707,3 +707,23 @@ def test_a_resumed_token_job_embeds_again_a_unit_cut_across_shards(
     assert (summary.resumed_from, summary.embedded) == (saved, full.embedded - saved)
     keys = ("id", "position")
     _assert_equal_rows(_sorted_rows(out, keys), _sorted_rows(tmp_path / "full", keys))
+
+
+def test_ctrl_c_stops_a_ray_job_with_the_local_jobs_interruption(
+    tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in the driver ends as the local job's does: JobInterrupted (exit 130) saying to --resume,
+    the shards written so far kept. No Ray cluster: the dataset's write is where the signal lands."""
+    import bertscope.distributed as distributed
+    from bertscope.errors import JobInterrupted
+
+    class Interrupted(_Pool):
+        def write_datasink(self, *args: Any, **kwargs: Any) -> None:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(distributed, "import_ray", _fake_ray)
+    monkeypatch.setattr(distributed, "corpus_dataset", lambda *args, **kwargs: Interrupted())
+    corpus = _corpus(tmp_path / "c.jsonl", 10)
+    with pytest.raises(JobInterrupted, match="with --resume to continue"):
+        distributed.run_ray_job(str(corpus), tmp_path / "out", model=str(tiny_dirs["bert"]), progress=False)
+    assert (tmp_path / "out" / "_resume").is_dir()  # an unfinished job: --resume continues it
