@@ -280,3 +280,24 @@ def test_a_light_rebuild_that_misses_layer_0_is_done_again_by_the_module(
     for anatomy, hf_row in zip(got, reference, strict=True):
         assert anatomy.max_abs_error < 1e-5
         np.testing.assert_allclose(anatomy.encoder_input, hf_row, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_float_rows_read_only_the_rows_asked_exactly_as_torch_widens_them(
+    tmp_path: Path, dtype: torch.dtype
+) -> None:
+    """The light anatomy's rows (a memory map of the safetensors file) equal torch's float32 of them."""
+    from safetensors.torch import save_file
+
+    from bertscope.core.safetensors_header import FloatRows, safetensors_tensors
+
+    matrix = torch.randn(50, 8, generator=torch.Generator().manual_seed(0)).to(dtype)
+    save_file(
+        {"embeddings.word_embeddings.weight": matrix, "other": torch.ones(3)}, tmp_path / "model.safetensors"
+    )
+    rows = FloatRows(safetensors_tensors(tmp_path)["embeddings.word_embeddings.weight"])
+    ids = np.array([[3, 49, 0], [7, 7, 1]])
+    assert rows.shape == (50, 8)
+    got = rows[ids]
+    assert got.dtype == np.float32 and got.shape == (2, 3, 8)
+    np.testing.assert_array_equal(got, matrix.float().numpy()[ids])

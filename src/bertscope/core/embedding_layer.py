@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .safetensors_header import FloatRows
+
 if TYPE_CHECKING:
     from .folder import FolderView
 
@@ -29,11 +31,11 @@ _ID_BUFFERS = ("position_ids", "token_type_ids")
 
 @dataclass(frozen=True)
 class EmbeddingWeights:
-    """One model's embedding layer as float32 arrays: rows to look up, then LayerNorm(weight, bias, eps)."""
+    """One model's embedding layer: rows to look up (read as indexed), then LayerNorm(weight, bias, eps)."""
 
-    word: np.ndarray
-    position: np.ndarray | None
-    token_type: np.ndarray | None
+    word: FloatRows
+    position: FloatRows | None
+    token_type: FloatRows | None
     norm_weight: np.ndarray
     norm_bias: np.ndarray | None
     eps: float
@@ -71,9 +73,11 @@ def embedding_weights(view: FolderView) -> EmbeddingWeights | None:
         part = _embedding_part(name, prefix)
         if part is not None and part not in _ID_BUFFERS and not expected.get(part, False):
             return None  # a weight of the layer this reading would leave out
-    word = view.weight(f"{prefix}.{family.word_attr}.weight")
-    position = view.weight(f"{prefix}.position_embeddings.weight")
-    token_type = view.weight(f"{prefix}.token_type_embeddings.weight") if family.uses_token_types else None
+    word = view.weight_rows(f"{prefix}.{family.word_attr}.weight")
+    position = view.weight_rows(f"{prefix}.position_embeddings.weight")
+    token_type = (
+        view.weight_rows(f"{prefix}.token_type_embeddings.weight") if family.uses_token_types else None
+    )
     norm_weight = view.weight(f"{prefix}.{family.norm_attr}.weight")
     norm_bias = view.weight(f"{prefix}.{family.norm_attr}.bias")
     if word is None or position is None or norm_weight is None:

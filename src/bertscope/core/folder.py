@@ -27,7 +27,7 @@ from ._enums import LongText
 from .families import Family, family_for
 from .hf_tokenizer import class_special_tokens, light_tokenizer
 from .hf_tokenizer_builds import SPECIAL_TOKENS, extra_specials
-from .safetensors_header import Stored, float32_tensor, safetensors_tensors
+from .safetensors_header import FloatRows, Stored, float32_tensor, safetensors_tensors
 
 # Kept importable from here (core/loading.py reads them so); their home is st_settings.py.
 from .st_settings import (
@@ -248,12 +248,23 @@ class FolderView:
         """The names of the tensors the safetensors files hold."""
         return list(self._tensors)
 
-    def weight(self, suffix: str) -> np.ndarray | None:
-        """The one tensor whose name ends with `suffix`, as float32; None where none or several do."""
+    def _stored(self, suffix: str) -> Stored | None:
         found = [
             stored for key, stored in self._tensors.items() if key == suffix or key.endswith("." + suffix)
         ]
-        return float32_tensor(found[0]) if len(found) == 1 else None
+        return found[0] if len(found) == 1 else None
+
+    def weight(self, suffix: str) -> np.ndarray | None:
+        """The one tensor whose name ends with `suffix`, as float32; None where none or several do."""
+        stored = self._stored(suffix)
+        return float32_tensor(stored) if stored is not None else None
+
+    def weight_rows(self, suffix: str) -> FloatRows | None:
+        """The one 2-D float tensor whose name ends with `suffix`, its rows read as indexed; else None."""
+        stored = self._stored(suffix)
+        if stored is None or len(stored.shape) != 2 or stored.dtype not in ("F32", "F16", "BF16"):
+            return None
+        return FloatRows(stored)
 
     @cached_property
     def static_matrix(self) -> np.ndarray | None:

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["Stored", "float32_tensor", "safetensors_header", "safetensors_tensors"]
+__all__ = ["FloatRows", "Stored", "float32_tensor", "safetensors_header", "safetensors_tensors"]
 
 
 class Stored(NamedTuple):
@@ -76,6 +76,36 @@ def float32_tensor(stored: Stored) -> np.ndarray | None:
         return None
     count = (stored.end - stored.start) // kind.itemsize
     flat = np.fromfile(stored.file, dtype=kind, count=count, offset=stored.start)
-    if stored.dtype == "BF16":  # bfloat16 is the top half of a float32
-        flat = (flat.astype(np.uint32) << 16).view(np.float32)
-    return flat.astype(np.float32, copy=False).reshape(stored.shape)
+    return _widened(flat, stored.dtype).reshape(stored.shape)
+
+
+def _widened(raw: np.ndarray, dtype: str) -> np.ndarray:
+    """Stored float values as float32, exactly."""
+    if dtype == "BF16":  # bfloat16 is the top half of a float32
+        raw = (raw.astype(np.uint32) << 16).view(np.float32)
+    return raw.astype(np.float32, copy=False)
+
+
+class FloatRows:
+    """A 2-D float tensor of a safetensors file whose rows are read only as they are indexed.
+
+    A memory map: taking 10 rows of XLM-R's 250,002 x 768 word matrix reads those rows, not its 768 MB."""
+
+    def __init__(self, stored: Stored) -> None:
+        if stored.dtype not in _SAFETENSORS_FLOATS or len(stored.shape) != 2:
+            raise ValueError(f"not a 2-D float tensor: {stored.dtype} {stored.shape}")
+        kind = _SAFETENSORS_FLOATS[stored.dtype]
+        self._raw = np.memmap(
+            stored.file, dtype=kind, mode="r", offset=stored.start, shape=tuple(stored.shape)
+        )
+        self._dtype = stored.dtype
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(rows, width)."""
+        rows, width = self._raw.shape
+        return int(rows), int(width)
+
+    def __getitem__(self, ids: np.ndarray) -> np.ndarray:
+        """The rows of an integer array of ids, float32, shaped ids.shape + (width,)."""
+        return _widened(np.asarray(self._raw[ids]), self._dtype)
