@@ -230,7 +230,7 @@ def static(
     defaults = (device, dtype, backend, quantize, threads) == ("auto", "float32", "auto", "none", None)
     view = FolderView.open(model) if from_corpus is None and defaults else None
     m: Any = view
-    if view is None or view.static_matrix is None:
+    if view is None or view.static_rows is None:
         # On Ray the driver only checks the options and reads the vocabulary, on the CPU as `embed --engine
         # ray`'s does: --device is the actors' (a head node without a GPU drives GPU actors).
         from ..core._enums import Engine

@@ -267,31 +267,40 @@ class FolderView:
         return FloatRows(stored)
 
     @cached_property
-    def static_matrix(self) -> np.ndarray | None:
-        """The input embedding matrix as float32 from safetensors; None where only a load can read it."""
-        matrix = self.weight(self.family.word_weight)
-        return matrix if matrix is not None and matrix.ndim == 2 else None
+    def static_rows(self) -> FloatRows | None:
+        """The input embedding matrix of the safetensors files, each row read as it is looked up; None
+        where only a load can read it."""
+        return self.weight_rows(self.family.word_weight)
 
-    def _matrix_or_refuse(self) -> np.ndarray:
-        if self.static_matrix is None:
-            raise ModelLoadError(f"{self.path} has no safetensors embedding matrix to read; load the model")
-        return self.static_matrix
+    @cached_property
+    def static_matrix(self) -> np.ndarray | None:
+        """The whole input embedding matrix as float32 (for neighbours over every row); None as above."""
+        return self.weight(self.family.word_weight) if self.static_rows is not None else None
+
+    def _rows_or_refuse(self) -> FloatRows:
+        if self.static_rows is None:
+            raise self._no_matrix()
+        return self.static_rows
+
+    def _no_matrix(self) -> ModelLoadError:
+        return ModelLoadError(f"{self.path} has no safetensors embedding matrix to read; load the model")
 
     @property
     def static_shape(self) -> tuple[int, int]:
-        """(rows, width) of the input embedding matrix."""
-        rows, width = self._matrix_or_refuse().shape
-        return int(rows), int(width)
+        """(rows, width) of the input embedding matrix (from the header)."""
+        return self._rows_or_refuse().shape
 
     def embedding_rows(self, ids: Sequence[int]) -> np.ndarray:
-        """(n, width) float32 rows of the input embedding matrix (ids already checked)."""
-        return self._matrix_or_refuse()[list(ids)]
+        """(n, width) float32 rows of the input embedding matrix (ids already checked), read alone."""
+        return self._rows_or_refuse()[np.asarray(list(ids), dtype=np.int64)]
 
     @cached_property
     def _unit_matrix(self) -> np.ndarray:
         from .similarity import unit
 
-        return unit(self._matrix_or_refuse())
+        if self.static_matrix is None:
+            raise self._no_matrix()
+        return unit(self.static_matrix)
 
     def unit_static_matrix(self) -> np.ndarray:
         """The static matrix with unit rows, for cosine neighbours (cached)."""
