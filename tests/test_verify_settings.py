@@ -225,3 +225,20 @@ def test_a_collection_grows_and_lists_its_settings_without_the_checksum(
     (listed,) = list_collections(store)
     assert SETTINGS_KEY not in listed["settings"] and listed["settings"] == open_store(store).settings
     assert verify_store(store, model=bundled, rows=len(TEXTS)).ok
+
+
+def test_edited_settings_are_refused_before_a_load_by_the_options_given(
+    made: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With load options (`--device`), the command line loads the model the settings name: settings
+    edited to claim int8 must be refused before that load (which would make an int8 export)."""
+    import bertscope.cli.verify as cli_verify
+
+    def no_load(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a model was loaded by settings that do not match their checksum")
+
+    monkeypatch.setattr(cli_verify, "_load", no_load)
+    (tmp_path / "forged").mkdir()
+    forged = _forge(made["s.parquet"], tmp_path / "forged", _claim_int8, move=True)
+    ran = run_main("verify", "--store", str(forged), "--rows", "4", "--device", "cpu")
+    assert ran.code == 2 and "do not match their checksum" in " ".join(ran.stderr.split()), ran

@@ -253,11 +253,12 @@ def _verify_store(
     corpus: Path | None, fields: dict[str, Any], post: Path | None, seed: int | None, as_json: bool,
 ) -> int:  # fmt: skip
     from ..io.stores import open_store
-    from ..verify.store import verify_store
+    from ..verify.store import refuse_edited_settings, verify_store
     from .corpus import ray_shards
 
     ray_shards(path, option="--store", command="verify")  # a shard of an unfinished job holds some rows
     opened = open_store(path, collection=collection)
+    refuse_edited_settings(opened)  # before a load by the model and options they name
     chosen: Any = model
     if any(value is not None for value in run.values()):
         chosen = _load(model or opened.settings.get("model_arg"), run, opened.settings)

@@ -41,7 +41,14 @@ from .drift import StoreCheck, add_drift
 from .fingerprint import compare_fingerprints, fingerprint_problem, store_fingerprint
 from .rows import check_rows, corpus_texts_differ, texts_by_id
 
-__all__ = ["NO_FINGERPRINT", "NO_SETTINGS_CHECKSUM", "StoreCheck", "sample_rows", "verify_store"]
+__all__ = [
+    "NO_FINGERPRINT",
+    "NO_SETTINGS_CHECKSUM",
+    "StoreCheck",
+    "refuse_edited_settings",
+    "sample_rows",
+    "verify_store",
+]
 
 # Rows of a store read at once where it is read in one pass (SQLite): a few MB, whatever the store's size.
 _CHUNK_ROWS = 4096
@@ -93,8 +100,7 @@ def verify_store(
     elif isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise InvalidInput(f"seed={seed!r}: give a whole number, 0 or more, or None for a fresh sample")
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
-    if opened.settings_match is False:  # before anything is loaded or read by what they say
-        raise settings_edited(_settings_where(opened), rebuild_hint(opened.path, opened.collection))
+    refuse_edited_settings(opened)
     if "model" not in opened.settings:  # every job writes it: without it nothing says what made the rows
         hint = rebuild_hint(opened.path, opened.collection)
         raise CorpusError(
@@ -131,6 +137,13 @@ def verify_store(
     check.ok = not check.differences
     check.seconds = time.perf_counter() - start
     return check
+
+
+def refuse_edited_settings(opened: Store) -> None:
+    """Refuse a store whose settings do not match their checksum, before anything is loaded or read by
+    what they say (a model they name, the int8 bound they claim)."""
+    if opened.settings_match is False:
+        raise settings_edited(_settings_where(opened), rebuild_hint(opened.path, opened.collection))
 
 
 def _check_sentences(
