@@ -1,40 +1,102 @@
-"""JSON answers made off the event loop: turning millions of numbers into JSON takes seconds, and the
-event loop that spends them answers nothing else (not /health, not a one-word request) meanwhile.
+"""JSON answers made off the event loop and, when large, written as they are made.
 
-A route hands `answer` a function that builds its content (arrays to lists, results to dicts) and the
-count of numbers the answer holds; past a few thousand, building and serialising both run on a worker
-thread, so the loop keeps answering while they do.
+    return await answer(lambda: {"model": name, "vectors": Rows(vectors)}, size=vectors.size)
+
+A route hands `answer` a function that builds its content and the count of numbers the answer holds.
+Arrays stay arrays in the content (`Rows`) and records that are many stay unmade (`Items`): each row
+becomes JSON only when it is written, in parts of about 64 KiB, each made on a worker thread (the event
+loop keeps answering /health meanwhile) and sent before the next is made. Making a 100 MB answer holds
+its arrays and one part, not the answer's lists of Python floats, its strings and its bytes at once
+(about 1 GB). An answer that fits in one part is sent whole, with its Content-Length, as before; a
+larger one goes out chunked, and while a client takes it, it counts against --max-buffered-bytes
+(`guard.Guard`) with what it holds: 8 bytes a number.
+
+The bytes are json.dumps' own (compact UTF-8, NaN refused), as Starlette's JSONResponse writes them:
+a float is written by `repr`, after `tolist()` turned the array's number into a Python float (float32
+and float64 alike), which is how every route wrote them when each built its lists whole.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import Any
 
+import numpy as np
 from fastapi import Response
 from fastapi.concurrency import run_in_threadpool
 
-__all__ = ["answer", "render"]
+from .bodies import BodyBudget, BodyRefused
+
+__all__ = ["ANSWERS", "Items", "Rows", "answer", "parts", "render", "with_rows"]
 
 # Numbers an answer may hold and still be made on the event loop: a few milliseconds of work, less
 # than the hop to a thread costs under load.
 _INLINE_NUMBERS = 4096
 # Flat items (numbers, token records) written by one json.dumps call: a millisecond or so of GIL.
 _RUN = 1024
+# Items made as written, made and written a run at a time: a few hundred records hold ~100 KB.
+_MADE_RUN = 256
+# Numbers of an array written by one tolist() and json.dumps: a block of rows, or part of a long row.
+_BLOCK = 1024
+# Characters of JSON per part written: asyncio's transport holds 64 KiB before it asks the writer to wait.
+_PART = 64 * 1024
+# Bytes a number of a streamed answer is counted as holding while its client takes it (a float64, an int).
+HELD_PER_NUMBER = 8
+# The scope key under which the guard hands streamed answers its budget of answers held.
+ANSWERS = "bertscope.answers"
 
 
-def render(content: Any) -> bytes:
-    """`content` as Starlette's JSONResponse writes it (compact UTF-8 JSON, NaN refused), in parts.
+class Rows:
+    """An array written as JSON rows, one row's `tolist()` at a time: `(n, ...)` numbers, never a list
+    of them all. `dtype` converts each row as written (`results.rows` wrote float32), and `decimals`
+    then rounds it (np.round's), as a conversion and rounding of the whole array would."""
 
-    One `json.dumps` of a large answer holds the GIL from start to end (the C encoder never lets go),
-    so even on a worker thread it would stop the event loop; written a row or a run of records at a
-    time, the loop gets its turn between parts. The bytes are json.dumps' own.
+    __slots__ = ("array", "decimals", "dtype")
+
+    def __init__(self, array: Any, *, dtype: Any = None, decimals: int | None = None) -> None:
+        self.array = np.asarray(array)
+        self.dtype = dtype
+        self.decimals = decimals
+        _check_finite(self.array)
+
+
+class Items:
+    """A JSON array whose items are made as they are written (a record per token, a dict per text)."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        self.items = items
+
+
+def with_rows(result: Any, field: str = "vectors", *, dtype: Any = np.float32) -> dict[str, Any]:
+    """`result.to_dict()` (a dataclass's) with its `field` array as `Rows`, never made into lists whole.
+
+    The dict is the result's own, made with the array emptied, so every other key, and the key order,
+    is its to_dict's; `dtype` is the one its to_dict converts to (`results.rows`: float32).
     """
-    return "".join(_parts(content)).encode("utf-8")
+    array = getattr(result, field)
+    made: dict[str, Any] = dataclasses.replace(result, **{field: array[:0]}).to_dict()
+    made[field] = Rows(array, dtype=dtype)
+    return made
+
+
+def _check_finite(array: np.ndarray) -> None:
+    """json.dumps' refusal of NaN and infinity, raised before the first byte is sent, not mid-answer."""
+    if array.dtype.kind not in "fc" or array.size == 0:
+        return
+    rows = array.reshape(1) if array.ndim == 0 else array
+    step = max(1, _BLOCK * 4 // max(1, rows[0].size))  # 32k booleans or so at a time
+    for at in range(0, len(rows), step):
+        if not np.isfinite(rows[at : at + step]).all():
+            raise ValueError("Out of range float values are not JSON compliant")
 
 
 def _dumps(value: Any) -> str:
+    # json.dumps looked up at each call, so a test can watch it.
     return json.dumps(value, ensure_ascii=False, allow_nan=False, indent=None, separators=(",", ":"))
 
 
@@ -47,34 +109,145 @@ def _flat(value: Any) -> bool:
     return _scalar(value) or (isinstance(value, dict) and all(map(_scalar, value.values())))
 
 
-def _parts(value: Any) -> Iterator[str]:
-    if isinstance(value, dict) and not _flat(value) and all(isinstance(k, str) for k in value):
+def _pieces(value: Any) -> Iterator[str]:
+    """`value` as JSON text, in pieces of at most a run of items or one row."""
+    if isinstance(value, Rows):
+        yield from _rows(value.array, value)
+    elif isinstance(value, Items):
+        yield from _items(iter(value.items), _MADE_RUN)
+    elif isinstance(value, dict) and not _flat(value) and all(isinstance(k, str) for k in value):
         yield "{"
         for i, (key, item) in enumerate(value.items()):
             yield f"{',' if i else ''}{_dumps(key)}:"
-            yield from _parts(item)
+            yield from _pieces(item)
         yield "}"
-    elif isinstance(value, (list, tuple)) and value and _flat(value[0]):
-        # Runs of flat items (a row of numbers, token records): one dumps call each, brackets dropped.
-        runs = (_dumps(value[i : i + _RUN])[1:-1] for i in range(0, len(value), _RUN))
-        yield f"[{','.join(runs)}]"
     elif isinstance(value, (list, tuple)) and value:
-        yield "["
-        for i, item in enumerate(value):
-            if i:
-                yield ","
-            yield from _parts(item)
-        yield "]"
+        yield from _items(iter(value), _RUN)
     else:
         yield _dumps(value)
 
 
+def _items(items: Iterator[Any], run_length: int) -> Iterator[str]:
+    """A JSON array: runs of flat items by one dumps call each (brackets dropped), others one by one."""
+    yield "["
+    first = True
+    while run := list(islice(items, run_length)):
+        if all(map(_flat, run)):
+            yield ("" if first else ",") + _dumps(run)[1:-1]
+            first = False
+            continue
+        for item in run:
+            if not first:
+                yield ","
+            first = False
+            yield from _pieces(item)
+    yield "]"
+
+
+def _rows(array: np.ndarray, how: Rows) -> Iterator[str]:
+    """An array's JSON: blocks of rows (about `_BLOCK` numbers) by one tolist and dumps each; a row
+    longer than that is written as its own rows."""
+    if array.ndim == 0:
+        yield _dumps(_as(array, how).tolist())
+        return
+    row = max(1, array[0].size) if array.ndim > 1 and len(array) else 1
+    yield "["
+    if row > _BLOCK:
+        for i, each in enumerate(array):
+            yield "," if i else ""
+            yield from _rows(each, how)
+    else:
+        step = _BLOCK // row
+        for at in range(0, len(array), step):
+            yield ("," if at else "") + _dumps(_as(array[at : at + step], how).tolist())[1:-1]
+    yield "]"
+
+
+def _as(block: np.ndarray, how: Rows) -> np.ndarray:
+    block = block if how.dtype is None else np.asarray(block, dtype=how.dtype)
+    return block if how.decimals is None else np.round(block, how.decimals)
+
+
+def parts(content: Any) -> Iterator[bytes]:
+    """`content`'s JSON as UTF-8 bytes, in parts of about 64 KiB, each made when it is asked for."""
+    held: list[str] = []
+    length = 0
+    for piece in _pieces(content):
+        held.append(piece)
+        length += len(piece)
+        if length >= _PART:
+            yield "".join(held).encode("utf-8")
+            held, length = [], 0
+    if held:
+        yield "".join(held).encode("utf-8")
+
+
+def render(content: Any) -> bytes:
+    """`content` whole, as Starlette's JSONResponse writes it (compact UTF-8 JSON, NaN refused).
+
+    One `json.dumps` of a large answer holds the GIL from start to end (the C encoder never lets go),
+    so even on a worker thread it would stop the event loop; written a row or a run of records at a
+    time, the loop gets its turn between parts. The bytes are json.dumps' own.
+    """
+    return b"".join(parts(content))
+
+
+class StreamedAnswer(Response):
+    """A JSON answer sent part by part as it is made (chunked), counted against the answers' budget."""
+
+    media_type = "application/json"
+
+    def __init__(self, first: bytes, rest: Iterator[bytes], *, held: int, status_code: int = 200) -> None:
+        self.status_code = status_code
+        self.background = None
+        self.first, self.rest, self.held = first, rest, held
+        self.init_headers(None)  # no body: no Content-Length, so the server sends it chunked
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Take the answer's share of the budget (503 past it), then write each part as it is made."""
+        budget: BodyBudget | None = scope.get(ANSWERS)
+        if budget is not None:
+            try:
+                budget.take(self.held, alone_fits=True)
+            except BodyRefused as refused:
+                from .guard import error_response
+
+                await error_response(scope["path"], 503, str(refused), headers=refused.headers)(
+                    scope, receive, send
+                )
+                return
+        try:
+            await send(
+                {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+            )
+            part: bytes | None = self.first
+            while part is not None:
+                await send({"type": "http.response.body", "body": part, "more_body": True})
+                part = await run_in_threadpool(next, self.rest, None)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            if budget is not None:
+                budget.give_back(self.held)
+
+
 async def answer(build: Callable[[], Any], *, size: int, status_code: int = 200) -> Response:
-    """The JSON answer of `build()`, which holds about `size` numbers; built on a worker thread if large."""
+    """The JSON answer of `build()`, which holds about `size` numbers; made on worker threads if large,
+    and written as it is made when it is over one part."""
     if size <= _INLINE_NUMBERS:
-        return _made(build, status_code)
-    return await run_in_threadpool(_made, build, status_code)
+        return Response(render(build()), status_code=status_code, media_type="application/json")
+    return await run_in_threadpool(_started, build, size, status_code)
 
 
-def _made(build: Callable[[], Any], status_code: int) -> Response:
-    return Response(render(build()), status_code=status_code, media_type="application/json")
+def _started(build: Callable[[], Any], size: int, status_code: int) -> Response:
+    """The content built and its first part made: whole if that was all of it, else streamed."""
+    rest = parts(build())
+    first = next(rest, b"")
+    second = next(rest, None)
+    if second is None:
+        return Response(first, status_code=status_code, media_type="application/json")
+    return StreamedAnswer(first, _chain(second, rest), held=size * HELD_PER_NUMBER, status_code=status_code)
+
+
+def _chain(head: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
+    yield head
+    yield from rest

@@ -13,7 +13,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from ..chunk_embed import ChunkPlan, plan_chunks
 from ..core._enums import Combine
-from .answers import answer
+from .answers import Items, answer
 from .feature_schemas import ChunksRequest, ChunksResponse
 
 if TYPE_CHECKING:
@@ -60,7 +60,8 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
         # it stops at the next batch boundary when its client leaves.
         results = await svc.on_worker(lambda: planned.run(svc.model.engine, progress=False), n_tokens=count)
         return await answer(
-            lambda: {"model": svc.name, "items": [r.to_dict() for r in results]}, size=_numbers(svc, planned)
+            lambda: {"model": svc.name, "items": Items(r.to_dict() for r in results)},
+            size=_numbers(svc, planned),
         )
 
 

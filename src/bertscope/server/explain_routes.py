@@ -17,7 +17,7 @@ from ..attention import attention_of
 from ..core.pooling import exact_poolings
 from ..core.tokens import check_texts
 from ..errors import InvalidInput
-from .answers import answer
+from .answers import Rows, answer, with_rows
 from .feature_schemas import AttentionRequest, ExplainRequest
 
 if TYPE_CHECKING:
@@ -59,7 +59,13 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
             ),  # fmt: skip
             n_tokens=count,
         )
-        return await answer(lambda: {"model": svc.name, **result.to_dict()}, size=numbers)
+
+        def build() -> dict[str, Any]:
+            if result.contributions is None:
+                return {"model": svc.name, **result.to_dict()}
+            return {"model": svc.name, **with_rows(result, "contributions", dtype=float)}
+
+        return await answer(build, size=numbers)
 
     @app.post("/attention", tags=["explain"])
     async def attention(req: AttentionRequest) -> Response:
@@ -101,7 +107,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
                 "layer": layer,
                 "head": req.head,
                 "mean_heads": req.mean_heads,
-                "attention": np.round(picked.astype(np.float64), 6).tolist(),
+                "attention": Rows(picked, dtype=np.float64, decimals=6),
             },
             size=picked.size,
         )

@@ -25,7 +25,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ..core.similarity import unit
 from ..core.tokens import Tokens, check_texts, pad_batch
-from .answers import answer
+from .answers import Rows, answer
 from .schemas import OneText, TextList
 
 if TYPE_CHECKING:
@@ -149,8 +149,8 @@ def mount_explorer(app: FastAPI) -> None:
             return {
                 "pad_id": svc.model.pad_id,
                 "tokens": [t.tokens + [pad] * (width - len(t)) for t in toks],
-                "ids": ids.tolist(),
-                "attention_mask": mask.tolist(),
+                "ids": Rows(ids),
+                "attention_mask": Rows(mask),
                 "n_dropped": [t.n_dropped for t in toks],
             }
 

@@ -37,6 +37,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import BertscopeError, InputTooLong, InvalidSpec
+from .answers import ANSWERS
 from .batching import Metrics, QueueFull, ShuttingDown
 from .bodies import BodyBudget, BodyRefused, ClientLeft, reading
 
@@ -403,6 +404,8 @@ class Guard:
                 pass
             left.set()
 
+        # An answer written as it is made (`answers.StreamedAnswer`) takes its share of this budget itself.
+        scope[ANSWERS] = self.answers
         request = asyncio.ensure_future(self.app(scope, replay, tracked))
         watcher = asyncio.ensure_future(watch())
         try:

@@ -19,13 +19,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from .. import __version__
 from ..core._enums import Combine, SubwordPooling
 from ..core.pooling import word_embeddings
-from ..core.results import per_text, plain
+from ..core.results import plain
 from ..core.similarity import cos_sim, unit
 from ..core.spec import EmbedOptions, EmbedSpec
 from ..core.tokens import Tokens, check_texts
 from ..errors import InvalidInput, InvalidSpec, UnknownToken
 from ..static import lookup
-from .answers import answer
+from .answers import Items, Rows, answer, with_rows
 from .batching import Metrics
 from .guard import TokenIds, TooManyInputs
 from .schemas import (
@@ -58,7 +58,7 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         """Sentence vectors: any layers, combine, pooling, masking, normalisation, long-text policy."""
         recipe = svc.recipe(req.options(), req.post)
         res = recipe.finish(await svc.sentences(req.inputs, recipe.spec))
-        return await answer(lambda: {"model": svc.name, **res.to_dict()}, size=res.vectors.size)
+        return await answer(lambda: {"model": svc.name, **with_rows(res)}, size=res.vectors.size)
 
     @app.post("/embed_tokens", response_model=TokensResponse, tags=["embeddings"])
     async def embed_tokens(req: TokensRequest) -> Response:
@@ -90,13 +90,15 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         found, words = await svc.on_worker(work, n_tokens=count)
 
         def build() -> dict[str, Any]:
-            made = per_text(found)
+            # results.per_text's answer, each text's dict made as it is written.
+            items: Any = (with_rows(t) for t in found)
+            spec = plain(found[0].spec if found else {})
             if words is not None:
                 # Both levels at once: each text's words ride along with its tokens, under the words' spec.
-                for item, w in zip(made["items"], words, strict=True):
-                    item["words"] = w.to_dict()
-                made["spec"] = plain(words[0].spec)
-            return {"model": svc.name, **made}
+                pairs = zip(found, words, strict=True)
+                items = ({**with_rows(t), "words": with_rows(w)} for t, w in pairs)
+                spec = plain(words[0].spec)
+            return {"model": svc.name, "items": Items(items), "spec": spec}
 
         return await answer(build, size=count * width)
 
@@ -128,7 +130,7 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
                     "index": i,
                     "embedding": base64.b64encode(v.astype("<f4").tobytes()).decode("ascii")
                     if req.encoding_format == "base64"
-                    else v.tolist(),
+                    else Rows(v),
                 }
                 for i, v in enumerate(vectors)
             ]
@@ -221,7 +223,7 @@ def model_routes(app: FastAPI, svc: Service) -> None:
         )
 
         def build() -> dict[str, Any]:
-            items = [t.to_dict() for t in toks]
+            items = Items(t.to_dict() for t in toks)
             return {"model": svc.name, "max_tokens": svc.model.max_tokens, "items": items}
 
         return await answer(build, size=count * fields)

@@ -7,6 +7,7 @@ paths carry TEI's body, `{"error", "error_type"}` (see `guard.error_response`).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 from fastapi import FastAPI, Response
@@ -18,7 +19,7 @@ from .. import __version__
 from ..core.similarity import cos_sim, unit
 from ..core.spec import EmbedOptions
 from ..errors import InvalidInput, InvalidSpec
-from .answers import answer
+from .answers import Items, Rows, answer
 from .guard import EmptyInputs
 from .routes import id_lists, id_tokens, refuse_ids
 from .schemas import (
@@ -142,7 +143,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
                 raise InvalidSpec(f"dimensions: {req.dimensions} is more than the model's {vectors.shape[1]}")
             vectors = vectors[:, : req.dimensions]
             vectors = unit(vectors) if req.normalize else vectors
-        return await answer(lambda: vectors.astype(float).tolist(), size=vectors.size)
+        return await answer(lambda: Rows(vectors, dtype=float), size=vectors.size)
 
     for path in ("/", "/embed"):
         app.post(path, tags=["tei"], summary="TEI: sentence vectors as a bare [[...]]")(embed)
@@ -164,7 +165,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         tokens = await svc.on_worker(
             lambda: svc.model.embed_tokens(texts, layers=-1, long=long), n_tokens=count
         )
-        return await answer(lambda: [t.vectors.astype(float).tolist() for t in tokens], size=count * width)
+        return await answer(lambda: Items(Rows(t.vectors, dtype=float) for t in tokens), size=count * width)
 
     @app.post("/similarity", tags=["tei"])
     async def similarity(req: TEISimilarityRequest) -> Response:
@@ -189,7 +190,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
             lambda: backend.encode_batch(texts, add_special_tokens=req.add_special_tokens),
         )  # fmt: skip
         return await answer(
-            lambda: [_simple(text, enc) for text, enc in zip(texts, encodings, strict=True)],
+            lambda: Items(Items(_simple(text, enc)) for text, enc in zip(texts, encodings, strict=True)),
             size=count * _TOKEN_FIELDS,
         )
 
@@ -217,26 +218,23 @@ def _prompt(svc: Service, prompt_name: str | None) -> str:
     return svc.recipe(EmbedOptions(prompt_name=prompt_name)).spec.prompt
 
 
-def _simple(text: str, enc: Any) -> list[dict[str, Any]]:
-    """TEI's SimpleToken list: a piece's text is its span of the input; a special's, its token."""
+def _simple(text: str, enc: Any) -> Iterator[dict[str, Any]]:
+    """TEI's SimpleToken list, made as it is written: a piece's text is its span of the input; a
+    special's, its token."""
     # TEI's start and stop count UTF-8 bytes (Rust's tokenizers); Python's offsets count characters.
     at = [0]
     for char in text:
         at.append(at[-1] + len(char.encode("utf-8")))
-    out = []
     for token_id, piece, (start, stop), special in zip(
         enc.ids, enc.tokens, enc.offsets, enc.special_tokens_mask, strict=True
     ):
-        out.append(
-            {
-                "id": token_id,
-                "text": piece if special else text[start:stop],
-                "special": bool(special),
-                "start": None if special else at[start],
-                "stop": None if special else at[stop],
-            }
-        )
-    return out
+        yield {
+            "id": token_id,
+            "text": piece if special else text[start:stop],
+            "special": bool(special),
+            "start": None if special else at[start],
+            "stop": None if special else at[stop],
+        }
 
 
 def _info(svc: Service) -> dict[str, Any]:

@@ -1,0 +1,202 @@
+"""The service under hostile clients, third part: a large answer written as it is made (memory bounded
+by a part, not the answer), /attention refusing an impossible layer before any load, HEAD on every GET
+route, and request bodies read as TEI reads them.
+
+Memory is measured with tracemalloc (what Python allocates), never with a clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import tracemalloc
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+from fastapi.responses import JSONResponse
+from fastapi.testclient import TestClient
+
+import bertscope
+from bertscope.server import ServerSettings, answers, create_app
+from test_server import serving
+
+# Inputs that make answers of several megabytes (2-12 MB of JSON) from the bundled model.
+MANY = [f"text {i}" for i in range(500)]
+LONG_TEXTS = ["word " * 250] * 3  # 3 x 252 tokens
+BIG_ANSWERS = [
+    ("tei", "/embed", {"inputs": MANY}),
+    ("tei", "/embed_all", {"inputs": LONG_TEXTS}),
+    ("tei", "/tokenize", {"inputs": ["word " * 200] * 250}),
+    ("routes", "/v2/embed", {"inputs": MANY}),
+    ("routes", "/v1/embeddings", {"input": MANY}),
+    ("routes", "/embed_tokens", {"inputs": LONG_TEXTS, "words": True}),
+    ("explain_routes", "/attention", {"text": "word " * 70}),
+]
+
+
+@pytest.fixture(scope="module")
+def big_client(bundled: bertscope.Model) -> Iterator[TestClient]:
+    settings = ServerSettings(max_inputs=2048, max_body_bytes=16 * 1024 * 1024)
+    with TestClient(create_app(bundled, settings=settings)) as client:
+        yield client
+
+
+def _made_answer(build: Callable[[], Any], size: int) -> tuple[bytes, int]:
+    """The first part `answers.answer` writes for `build()`, and the peak of Python memory while it made
+    and wrote the whole answer (each part dropped once sent, as the server drops it). A warm-up answer
+    first starts the event loop's worker threads, which are not the answer's memory."""
+    first: list[bytes] = []
+
+    async def write(build: Callable[[], Any], size: int) -> None:
+        response = await answers.answer(build, size=size)
+
+        async def receive() -> dict[str, Any]:
+            return {"type": "http.disconnect"}
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body" and not first:
+                first.append(message["body"])
+
+        await response({"type": "http", "path": "/"}, receive, send)
+
+    async def run() -> int:
+        warm = np.ones((200, 384), dtype=np.float32)
+        await write(warm.tolist, warm.size)
+        first.clear()
+        tracemalloc.start()
+        try:
+            await write(build, size)
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    peak = asyncio.run(run())
+    return first[0], peak
+
+
+@pytest.mark.parametrize(("module", "path", "body"), BIG_ANSWERS, ids=[p for _, p, _ in BIG_ANSWERS])
+def test_a_large_answer_is_made_part_by_part_in_memory_a_part_holds(
+    big_client: TestClient, monkeypatch: pytest.MonkeyPatch, module: str, path: str, body: dict[str, Any]
+) -> None:
+    """The route's own content, made and written as the service does: Python's peak while making it is
+    a few parts (under 1.2 MB for 2-12 MB answers; less than the answer's float32 vectors), where the
+    whole-answer way held its lists of numbers, its text and its bytes at once (3.5 to 7 times the
+    answer). The bytes on the wire are the JSON the whole-answer way wrote: json.dumps' compact text
+    of the same values."""
+    import importlib
+
+    routes = importlib.import_module(f"bertscope.server.{module}")
+    builds: list[tuple[Callable[[], Any], int]] = []
+    real = answers.answer
+
+    async def recorded(build: Callable[[], Any], *, size: int, status_code: int = 200) -> Any:
+        builds.append((build, size))
+        return await real(build, size=size, status_code=status_code)
+
+    monkeypatch.setattr(routes, "answer", recorded)
+    response = big_client.post(path, json=body)
+    assert response.status_code == 200, response.text[:300]
+    monkeypatch.undo()
+    sent = response.content
+    assert len(sent) > 2_000_000, len(sent)
+    # Identical to the whole-answer serialisation: JSONResponse of the parsed values, byte for byte.
+    parsed = json.loads(sent)
+    assert JSONResponse(parsed).body == sent
+    ((build, size),) = builds
+    first, peak = _made_answer(build, size)
+    assert sent.startswith(first) and len(first) >= 64 * 1024
+    # A few 64 KiB parts and a block of rows, whatever the answer's size; the whole-answer way held at
+    # least the answer's text and its bytes (over 4 MB here), and its lists of Python numbers besides.
+    assert peak < 1_200_000, f"{peak:,} bytes of Python memory to make {len(sent):,} bytes of answer"
+    # Written as made: chunked, with no Content-Length (which only a whole answer can know).
+    assert "content-length" not in response.headers
+    assert response.headers["content-type"] == "application/json"
+
+
+def _floats(value: Any) -> Iterator[float]:
+    if isinstance(value, float):
+        yield value
+    elif isinstance(value, list):
+        for item in value:
+            yield from _floats(item)
+
+
+@pytest.mark.parametrize("path", ["/embed", "/embed_all", "/v2/embed"])
+def test_streamed_floats_are_the_float32_values_as_repr_writes_them(
+    big_client: TestClient, path: str
+) -> None:
+    """Each number is the float32 vector's value written by Python's repr (as .tolist() then json.dumps
+    wrote it): parsed back it is exactly a float32, and repr of it is the text sent."""
+    body = {"inputs": MANY[:300]} if path != "/embed_all" else {"inputs": LONG_TEXTS[:2]}
+    sent = big_client.post(path, json=body).json()
+    values = np.fromiter(_floats(sent if path != "/v2/embed" else sent["vectors"]), dtype=np.float64)
+    assert values.size > 100_000
+    assert np.array_equal(values.astype(np.float32).astype(np.float64), values)
+
+
+@pytest.mark.parametrize(
+    ("make", "dtype"),
+    [
+        (lambda r: r.standard_normal((300, 384)).astype(np.float32), None),
+        (lambda r: r.standard_normal((300, 384)).astype(np.float32), float),
+        (lambda r: r.standard_normal((300, 384)), np.float32),
+        (lambda r: r.standard_normal((4, 3, 20_000)).astype(np.float32), float),  # rows over a block
+        (lambda r: r.standard_normal((0, 384)).astype(np.float32), np.float32),
+        (lambda r: r.standard_normal((3, 0)), None),
+        (lambda r: r.standard_normal(50_000).astype(np.float32), None),
+        (lambda r: r.integers(0, 30_000, (64, 512)), None),
+        (lambda r: np.float32(1.5), None),
+    ],
+)
+@pytest.mark.parametrize("decimals", [None, 6])
+def test_rows_write_the_bytes_of_their_lists(
+    make: Callable[[Any], np.ndarray], dtype: Any, decimals: int | None
+) -> None:
+    array = make(np.random.default_rng(0))
+    whole = np.asarray(array, dtype=dtype or array.dtype)
+    lists = (whole if decimals is None else np.round(whole, decimals)).tolist()
+    content = {"model": "m", "vectors": answers.Rows(array, dtype=dtype, decimals=decimals), "n": [1, 2]}
+    assert answers.render(content) == JSONResponse({"model": "m", "vectors": lists, "n": [1, 2]}).body
+
+
+def test_items_made_as_written_are_the_bytes_of_their_list() -> None:
+    records = [{"id": i, "text": f"tök {i} \u2028", "start": None, "special": False} for i in range(3000)]
+    nested = answers.Items(answers.Items(iter(records[i : i + 700])) for i in range(0, 3000, 700))
+    assert answers.render(nested) == JSONResponse([records[i : i + 700] for i in range(0, 3000, 700)]).body
+    assert answers.render(answers.Items(iter([]))) == b"[]"
+
+
+def test_a_nan_in_rows_is_refused_before_any_byte_is_sent() -> None:
+    vectors = np.zeros((3000, 384), dtype=np.float32)
+    vectors[2999, 5] = np.nan
+    with pytest.raises(ValueError, match="not JSON compliant"):
+        answers.Rows(vectors)
+
+
+def test_tei_and_openai_clients_read_a_streamed_answer_as_a_whole_one(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """huggingface_hub's InferenceClient (TEI's Python client) and the openai client, against a real
+    uvicorn: an answer of 256 vectors goes out chunked, and each client gets the library's vectors."""
+    hub = pytest.importorskip("huggingface_hub")
+    import huggingface_hub.constants
+    import openai
+
+    # huggingface_hub refuses every request, local ones too, while offline: lifted for this test only.
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    texts = MANY[:256]
+    want = bundled.embed(texts).vectors
+    with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
+        raw = client.post("/embed", json={"inputs": texts})
+        assert raw.headers.get("transfer-encoding") == "chunked" and "content-length" not in raw.headers
+        np.testing.assert_allclose(np.asarray(raw.json()), want, atol=1e-5)
+        by_hub = hub.InferenceClient(model=f"{base}/embed").feature_extraction(texts)
+        assert np.array_equal(by_hub, np.asarray(raw.json(), dtype=np.float32))
+        by_openai = openai.OpenAI(base_url=f"{base}/v1", api_key="-").embeddings.create(
+            input=texts, model="m"
+        )
+        np.testing.assert_allclose([d.embedding for d in by_openai.data], want, atol=1e-5)
