@@ -184,3 +184,24 @@ def test_the_exact_gate_reads_texts_at_the_models_full_length(
         for mode, speed, gap in [(exact._TORCH, 1.0, 0.0), ("close", 3.0, 9e-6), ("closer", 2.0, 7e-6)]
     ]
     assert [m.mode for m in exact._exact_by_speed(measured, ways)] == ["closer", exact._TORCH]
+
+
+def test_a_weight_file_rewritten_with_its_old_size_and_time_is_another_digest(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A fine-tuned checkpoint of the same shape, copied in with its modification time set back (`cp -p`,
+    `tar -x`, `touch -r`), must not be taken for the weights hashed before: its export would be stale."""
+    import os
+
+    monkeypatch.setenv("BERTSCOPE_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "bert"}')
+    weights = folder / "model.safetensors"
+    weights.write_bytes(b"\x01" * 4096)
+    first = content_digest(folder)
+    before = weights.stat()
+    weights.write_bytes(b"\x02" * 4096)
+    os.utime(weights, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (weights.stat().st_size, weights.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert content_digest(folder) != first

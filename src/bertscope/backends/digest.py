@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from ..core.fingerprint_facts import file_identity
 from ..core.folder import read_json_object
 
 __all__ = ["content_digest", "known_folders"]
@@ -38,14 +39,14 @@ def content_digest(folder: Path) -> str:
     """20 hex digits of SHA-256 over a model folder's config, weight, tokenizer and code files (names, bytes).
 
     The same model in two checkouts or venvs is one digest, so one export; a changed weight or vocabulary
-    is another. Remembered per file sizes and times (in this process and in the cache), so a fresh process
-    does not read the weights again.
+    is another. Remembered per file identity (`file_identity`; in this process and in the cache), so a
+    fresh process does not read the weights again.
     """
     files = sorted(
         p for p in Path(folder).iterdir()
         if p.is_file() and (p.name in _CONTENT_FILES or p.suffix in _CONTENT_SUFFIXES)
     )  # fmt: skip
-    stats = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    stats = tuple((p.name, *file_identity(p.stat())) for p in files)
     key = (str(Path(folder).resolve()), stats)
     if (key, _digests_path()) in _DIGESTS:  # per cache: each cache knows the folders it has seen
         return _DIGESTS[key, _digests_path()]

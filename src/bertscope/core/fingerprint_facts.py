@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from typing import Any
 from .safetensors_header import safetensors_header
 
 __all__ = [
-    "file_hashes", "file_sha256", "fingerprint_id", "flatten", "store_fingerprint", "tokenizer_json",
+    "file_hashes", "file_identity", "file_sha256", "fingerprint_id", "flatten", "store_fingerprint", "tokenizer_json",
     "text_sha", "vector_settings", "weights_dtype",
 ]  # fmt: skip
 
@@ -35,8 +36,8 @@ _MODEL_FILES = (
 )  # fmt: skip
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
 _SAFETENSORS_DTYPES = {"F32": "float32", "F16": "float16", "BF16": "bfloat16", "F64": "float64"}
-# (resolved path, size, mtime_ns) -> digest: a changed file has another size or time, so another key.
-_FILE_DIGESTS: dict[tuple[str, int, int], str] = {}
+# (resolved path, *file_identity) -> digest: a rewritten file has another identity, so another key.
+_FILE_DIGESTS: dict[tuple[Any, ...], str] = {}
 _TOKENIZER_FACTS: dict[str, dict[str, Any]] = {}
 
 
@@ -178,9 +179,16 @@ def file_sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def file_identity(stat: os.stat_result) -> tuple[int, ...]:
+    """What says a file's bytes are the ones hashed before: size, modification and change times, inode.
+
+    The change time too: `touch -r`, `tar -x` and `cp -p` set a rewritten file's modification time back,
+    but no tool sets its change time, which moves with every write."""
+    return (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+
+
 def _file_sha(path: Path) -> str:
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    key = (str(path.resolve()), *file_identity(path.stat()))
     if key not in _FILE_DIGESTS:
         _FILE_DIGESTS[key] = file_sha256(path)[:32]
     return _FILE_DIGESTS[key]
