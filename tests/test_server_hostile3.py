@@ -200,3 +200,35 @@ def test_tei_and_openai_clients_read_a_streamed_answer_as_a_whole_one(
             input=texts, model="m"
         )
         np.testing.assert_allclose([d.embedding for d in by_openai.data], want, atol=1e-5)
+
+
+IMPOSSIBLE = [
+    ("/attention", {"text": "a cat", "layer": 99}, "attention layers are 1..2"),
+    ("/attention", {"text": "a cat", "layer": -3}, "attention layers are 1..2"),
+    ("/attention", {"text": "a cat", "layer": 0}, "attention layers are 1..2"),
+    ("/attention", {"text": "a cat", "head": 99}, "this model has heads 0..3"),
+    ("/v2/embed", {"inputs": "a cat", "layers": [99]}, "99"),
+    ("/embed_tokens", {"inputs": "a cat", "layers": 99}, "99"),
+]
+
+
+@pytest.mark.parametrize(("path", "body", "says"), IMPOSSIBLE, ids=[f"{p}-{b}" for p, b, _ in IMPOSSIBLE])
+def test_an_impossible_layer_or_head_is_refused_before_the_module_loads(
+    tiny_dirs: dict[str, Any], path: str, body: dict[str, Any], says: str
+) -> None:
+    """A model opened light (no PyTorch module) refuses a layer or head its config does not have with
+    the one-line 422, and is still light after: nothing was loaded to find out."""
+    from bertscope.core.loading import open_light
+    from bertscope.model import Model
+
+    model = Model(open_light(tiny_dirs["bert"]), device="cpu", max_tokens=None, token_budget=None)
+    assert model.light and (model.n_layers, model.config.num_attention_heads) == (2, 4)
+    with TestClient(create_app(model)) as client:
+        refused = client.post(path, json=body)
+        assert refused.status_code == 422, refused.text[:300]
+        detail = refused.json()["detail"]
+        assert says in detail and "\n" not in detail, detail
+        assert model.light, f"{path} loaded the PyTorch module to refuse {body}"
+        if path == "/attention":  # the same route with a layer and head the model has: it loads and answers
+            assert client.post(path, json={**body, "layer": 2, "head": 3}).status_code == 200
+            assert not model.light

@@ -72,16 +72,21 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
         """Weights as output_attentions gives them: (layers, heads, tokens, tokens), or the slice asked."""
         text: Any = tuple(req.text) if isinstance(req.text, list) else req.text
 
-        def count() -> tuple[Any, int]:
-            heads = int(svc.model.hf_model.config.num_attention_heads)  # a static model is refused here
+        # The layer and head asked are checked against the config first: an impossible one is refused
+        # before anything loads (a light model loads its PyTorch module only for weights it can give).
+        n_heads = _heads(svc)
+        if not n_heads:  # a config naming none (a static model is refused here, with its one line)
+            n_heads = await run_in_threadpool(lambda: int(svc.model.hf_model.config.num_attention_heads))
+        layer = _layer(req, svc.model.n_layers, n_heads)
+
+        def count() -> Any:
             items = check_texts(text, pairs=True)
-            return svc.gated(items, lambda: svc.model.tokenize(text, long=req.long)), heads
+            return svc.gated(items, lambda: svc.model.tokenize(text, long=req.long))
 
         # Counted first (refused with long=error), so the answer is bounded before any forward; the
         # worker reads these tokens, not the text a second time.
-        counted, n_heads = await run_in_threadpool(count)
+        counted = await run_in_threadpool(count)
         n = len(counted)
-        layer = _layer(req, svc.model.n_layers, n_heads)
         layers = svc.model.n_layers if layer is None else 1
         heads = 1 if req.head is not None or req.mean_heads else n_heads
         numbers = layers * heads * n * n
@@ -111,6 +116,11 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
             },
             size=picked.size,
         )
+
+
+def _heads(svc: Service) -> int:
+    """The model's attention heads, from its config (config.json where the model was opened light)."""
+    return int(getattr(svc.model.config, "num_attention_heads", 0) or 0)
 
 
 def _layer(req: AttentionRequest, n_layers: int, n_heads: int) -> int | None:
