@@ -232,3 +232,30 @@ def test_an_impossible_layer_or_head_is_refused_before_the_module_loads(
         if path == "/attention":  # the same route with a layer and head the model has: it loads and answers
             assert client.post(path, json={**body, "layer": 2, "head": 3}).status_code == 200
             assert not model.light
+
+
+GETS = ["/health", "/info", "/v2/info", "/metrics", "/openapi.json", "/", "/explore/posts"]
+
+
+def test_head_answers_every_get_route_as_its_get_without_the_body(bundled: bertscope.Model) -> None:
+    """TEI (axum) answers HEAD on a GET route with the GET's status and headers and no body; a route
+    with no GET answers HEAD as it answers GET. Against a real uvicorn, so the framing is the wire's."""
+    with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
+        for path in GETS:
+            got, head = client.get(path), client.head(path)
+            assert (head.status_code, got.status_code) == (200, 200), path
+            assert head.content == b"", path
+            # /metrics grows with every request counted: its length is its own each time.
+            same = ("content-type",) if path == "/metrics" else ("content-type", "content-length")
+            assert [head.headers.get(h) for h in same] == [got.headers.get(h) for h in same], path
+            assert head.headers.get("content-length") != "0", path
+        for path in ("/embed", "/no-such-route"):
+            assert client.head(path).status_code == client.get(path).status_code, path
+        assert client.get("/health").status_code == 200  # the connection and the service go on
+
+
+def test_head_takes_the_key_as_get_does(bundled: bertscope.Model) -> None:
+    with TestClient(create_app(bundled, settings=ServerSettings(api_key="secret"))) as client:
+        assert client.head("/health").status_code == 200  # open, as GET /health
+        assert client.head("/info").status_code == 401
+        assert client.head("/info", headers={"X-API-Key": "secret"}).status_code == 200
