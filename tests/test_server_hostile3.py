@@ -259,3 +259,53 @@ def test_head_takes_the_key_as_get_does(bundled: bertscope.Model) -> None:
         assert client.head("/health").status_code == 200  # open, as GET /health
         assert client.head("/info").status_code == 401
         assert client.head("/info", headers={"X-API-Key": "secret"}).status_code == 200
+
+
+# Bodies TEI's router (axum's Json, serde_json) refuses before its handler: a syntax error 400, a data
+# error 422 (tei_bodies' docstring has the sources). Python's json takes the first three.
+TEI_REFUSES = [
+    (b'\xef\xbb\xbf{"inputs": "a cat"}', 400, "byte order mark"),
+    ('{"inputs": "a cat"}'.encode("utf-16"), 400, "not UTF-8 JSON"),
+    (b'{"inputs": "a cat", "inputs": "a dog"}', 422, "duplicate field `inputs`"),
+    (b'{"inputs": "a cat", "truncate": true, "truncate": false}', 422, "duplicate field `truncate`"),
+    (b'{"inputs": "a cat"', 400, "not valid JSON at character 1"),
+    (b'{"inputs": "a cat"} []', 400, "(Extra data)"),
+    (b"", 400, "not valid JSON at character 0"),
+]
+
+
+@pytest.mark.parametrize(("body", "status", "says"), TEI_REFUSES, ids=[s for _, _, s in TEI_REFUSES])
+@pytest.mark.parametrize("path", ["/", "/embed", "/embed_all", "/tokenize", "/v1/embeddings"])
+def test_tei_routes_refuse_the_bodies_tei_refuses_with_its_status(
+    big_client: TestClient, path: str, body: bytes, status: int, says: str
+) -> None:
+    body = body.replace(b'"inputs"', b'"input"') if path == "/v1/embeddings" else body
+    says = says.replace("`inputs`", "`input`") if path == "/v1/embeddings" else says
+    refused = big_client.post(path, content=body, headers={"content-type": "application/json"})
+    assert refused.status_code == status, refused.text[:300]
+    answer = refused.json()
+    assert says in answer["detail"] and "\n" not in answer["detail"], answer
+    if path == "/v1/embeddings":
+        assert answer["error"]["message"] == answer["detail"]
+    else:  # TEI's error body, as on every refusal of these routes
+        assert (answer["error"], answer["error_type"]) == (answer["detail"], "Validation")
+
+
+def test_a_duplicate_key_in_a_nested_object_is_refused_and_bertscopes_own_routes_keep_the_last(
+    big_client: TestClient,
+) -> None:
+    body = b'{"inputs": {"source_sentence": "a", "sentences": ["b"], "sentences": ["c"]}}'
+    refused = big_client.post("/similarity", content=body, headers={"content-type": "application/json"})
+    assert refused.status_code == 422 and "duplicate field `sentences`" in refused.json()["error"]
+    # The same bodies are TEI's to refuse only: bertscope's own routes read JSON as Python does.
+    own = b'\xef\xbb\xbf{"inputs": "a cat", "inputs": "a dog"}'
+    assert (
+        big_client.post("/v2/embed", content=own, headers={"content-type": "application/json"}).status_code
+        == 200
+    )
+    # And what TEI takes, the service takes: the body TEI reads, written any way JSON allows.
+    spaced = b' \n{ "inputs" : [ "a cat" ] , "truncate" : true }\t'
+    assert (
+        big_client.post("/embed", content=spaced, headers={"content-type": "application/json"}).status_code
+        == 200
+    )

@@ -40,6 +40,7 @@ from ..errors import BertscopeError, InputTooLong, InvalidSpec
 from .answers import ANSWERS
 from .batching import Metrics, QueueFull, ShuttingDown
 from .bodies import BodyBudget, BodyRefused, ClientLeft, reading
+from .tei_bodies import TEI_BODY_PATHS, tei_body_refusal
 
 __all__ = [
     "DOCS_ASSETS",
@@ -361,6 +362,14 @@ class Guard:
                 receive, int(declared) if declared.isdigit() else None, settings=self.settings,
                 budget=self.budget,
             ) as body:  # fmt: skip
+                if scope["method"] == "POST" and path in TEI_BODY_PATHS:
+                    refused = await tei_body_refusal(body)
+                    if refused is not None:
+                        status, message = refused
+                        await error_response(path, status, message, tei_type="Validation")(
+                            scope, receive, send
+                        )
+                        return
                 await self._answer(scope, body, receive, send)
         except BodyRefused as refused:
             await error_response(path, refused.status, str(refused), headers=refused.headers)(
