@@ -1,6 +1,7 @@
-"""Making the ONNX export of a PyTorch model (every hidden state an output), float32 or int8: the one part
-of the exported runtimes that needs torch. backends/onnx.py keeps, finds and opens what this writes;
-backends/quantize.py fuses and quantizes the float32 graph this traces for int8.
+"""Making the ONNX export of a PyTorch model (every hidden state an output), float32 or int8, and its
+attention graph (every layer's attention probabilities, eager, as `output_attentions=True` gives them): the
+one part of the exported runtimes that needs torch. backends/onnx.py keeps, finds and opens what this
+writes; backends/quantize.py fuses and quantizes the float32 graph this traces for int8.
 """
 
 from __future__ import annotations
@@ -21,12 +22,22 @@ from torch import nn
 
 from ..core.families import Family
 from ..errors import ModelLoadError
+from .onnx import open_session
 from .quantize import fuse, quantize, same_answers, smooth_attention_inputs, spreads_outliers
 
-__all__ = ["weights_hash", "write_export"]
+__all__ = ["ATTENTION_GATE", "weights_hash", "write_export"]
 
 # the model inputs of each calibration forward, as ONNX Runtime takes them
 Feeds = list[dict[str, np.ndarray]]
+# The most an attention graph's probabilities may differ from the module's own on the proof's texts before
+# it is thrown away (and attention runs on the module): a fifth under the 1e-5 promised, as the exact
+# default's gate, since the proof cannot see every text. The tiny families and the bundled model read
+# 3e-8 to 6e-8.
+ATTENTION_GATE = 0.8e-5
+# The proof's longest text (tokens): past ModernBERT's 128-token local window and the 8-token sample the
+# graph is traced on, so a length the tracer froze shows; shorter where the model takes fewer positions.
+# Not 512: a 24-layer, 16-head model's probabilities of one such text are 400 MB, each side.
+_PROOF_TOKENS = 256
 
 
 def weights_hash(model: nn.Module) -> str:
@@ -53,10 +64,15 @@ def write_export(
     texts: Sequence[str],
     outlier_factor: float,
     scheme: str = "dynamic",
+    attentions: bool = False,
 ) -> dict[str, Any]:
     """Export `model` to `path` atomically: float32, or int8 by `scheme` (backends/quantize.py; input
     channels past `outlier_factor` x the median's spread over several int8 columns) when `calibrate` is
-    given. Returns what it made, for its record."""
+    given; with `attentions`, the float32 graph of every layer's attention probabilities, written only once
+    it gives the module's own within `ATTENTION_GATE`. Returns what it made, for its record."""
+    if attentions:
+        proof = _export_attentions(model, family, path)
+        return {"torch": torch.__version__, "outputs": "attentions", "max_abs": proof}
     feeds: Feeds = []
     stats = _activation_maxima(model, calibrate, texts, feeds) if calibrate is not None else None
     outliers = {
@@ -94,6 +110,27 @@ class _HiddenStates(nn.Module):
             **extra,
         )
         return tuple(out.hidden_states)
+
+
+class _Attentions(nn.Module):
+    """The encoder with every layer's attention probabilities as outputs (eager attention)."""
+
+    def __init__(self, model: nn.Module, uses_token_types: bool) -> None:
+        super().__init__()
+        self.model = model
+        self.uses_token_types = uses_token_types
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *rest: torch.Tensor) -> Any:
+        """Each layer's (batch, heads, tokens, tokens) attention probabilities, layer 1 first."""
+        extra = {"token_type_ids": rest[0]} if self.uses_token_types else {}
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            output_attentions=True,
+            return_dict=True,
+            **extra,
+        )
+        return tuple(out.attentions or ())
 
 
 def _copies(maxima: torch.Tensor, bound: float) -> torch.Tensor:
@@ -190,46 +227,21 @@ def _export(
     """Export to `path` atomically: float32, or int8 by `scheme` (each Linear's `outliers` spread; the
     `fused` scheme's graph fused first, its attention inputs smoothed) when `outliers` is given. Returns
     whether the graph was fused and how many attention input channels were smoothed."""
-    work = copy.deepcopy(model).float().cpu().eval()
-    try:
-        work.set_attn_implementation("eager")  # type: ignore[operator]
-    except (AttributeError, ValueError):
-        pass  # a model without the switch exports with what it has
+    work = _eager_copy(model)
     if outliers is not None:
         for name, linear in _quantizable(work).items():
             if name not in outliers or not bool(outliers[name].any()):
                 continue
             owner, _, attr = name.rpartition(".")
             setattr(work.get_submodule(owner) if owner else work, attr, _SpreadLinear(linear, outliers[name]))
-    n_inputs = 3 if family.uses_token_types else 2
-    input_names = ["input_ids", "attention_mask", "token_type_ids"][:n_inputs]
-    sample = torch.ones(2, 8, dtype=torch.long)
-    args = (sample, torch.ones_like(sample), torch.zeros_like(sample))[:n_inputs]
-    n_layers = len(_HiddenStates(work, family.uses_token_types)(*args))
+    input_names, args = _sample(family)
+    wrapper = _HiddenStates(work, family.uses_token_types)
+    n_layers = len(wrapper(*args))
     output_names = [f"hidden_{i}" for i in range(n_layers)]
     axes = {name: {0: "batch", 1: "tokens"} for name in [*input_names, *output_names]}
     with tempfile.TemporaryDirectory(dir=path.parent, prefix=".export-") as tmp:
         float_path = Path(tmp) / "float32.onnx"
-        try:
-            with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(
-                    _HiddenStates(work, family.uses_token_types),
-                    args,
-                    str(float_path),
-                    input_names=input_names,
-                    output_names=output_names,
-                    dynamic_axes=axes,
-                    opset_version=17,
-                    dynamo=False,
-                )
-        except OSError:  # a full or failing disk says nothing of the model: the caller tells it apart
-            raise
-        except Exception as exc:  # the exporter raises many types; all mean "this model does not export"
-            raise ModelLoadError(
-                f"this {family.name} model could not be exported to ONNX ({type(exc).__name__}: {exc}); "
-                "use backend='torch'"
-            ) from exc
+        _trace(wrapper, family, args, float_path, input_names, output_names, axes)
         final, fused, smoothed = float_path, False, 0
         if outliers is not None:
             fused_path, final = Path(tmp) / "fused.onnx", Path(tmp) / "int8.onnx"
@@ -249,3 +261,122 @@ def _export(
             quantize(graph, final, scheme=scheme, feeds=feeds)
         os.replace(final, path)  # the caller records it: a file without its record is never trusted
     return fused, smoothed
+
+
+def _eager_copy(model: nn.Module) -> nn.Module:
+    """A float32 CPU copy of `model` in eval mode on eager attention (the one that reports its weights)."""
+    work = copy.deepcopy(model).float().cpu().eval()
+    try:
+        work.set_attn_implementation("eager")  # type: ignore[operator]
+    except (AttributeError, ValueError):
+        pass  # a model without the switch exports with what it has
+    return work
+
+
+def _sample(family: Family) -> tuple[list[str], tuple[torch.Tensor, ...]]:
+    """The graph's input names and the (2, 8) sample the exporter traces."""
+    n_inputs = 3 if family.uses_token_types else 2
+    sample = torch.ones(2, 8, dtype=torch.long)
+    args = (sample, torch.ones_like(sample), torch.zeros_like(sample))[:n_inputs]
+    return ["input_ids", "attention_mask", "token_type_ids"][:n_inputs], args
+
+
+def _trace(
+    wrapper: nn.Module,
+    family: Family,
+    args: tuple[torch.Tensor, ...],
+    graph: Path,
+    input_names: list[str],
+    output_names: list[str],
+    axes: dict[str, dict[int, str]],
+) -> None:
+    """Trace `wrapper` on `args` into the ONNX file `graph` (opset 17, batch and token axes dynamic)."""
+    try:
+        with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                wrapper,
+                args,
+                str(graph),
+                input_names=input_names,
+                output_names=output_names,
+                dynamic_axes=axes,
+                opset_version=17,
+                dynamo=False,
+            )
+    except OSError:  # a full or failing disk says nothing of the model: the caller tells it apart
+        raise
+    except Exception as exc:  # the exporter raises many types; all mean "this model does not export"
+        raise ModelLoadError(
+            f"this {family.name} model could not be exported to ONNX ({type(exc).__name__}: {exc}); "
+            "use backend='torch'"
+        ) from exc
+
+
+def _export_attentions(model: nn.Module, family: Family, path: Path) -> float:
+    """Export the attention graph to `path` atomically once it gives the module's own probabilities within
+    `ATTENTION_GATE` on the proof's texts; returns the largest difference seen. A graph that misses (a
+    family the tracer cannot follow) is refused in one line and nothing is written."""
+    work = _eager_copy(model)
+    input_names, args = _sample(family)
+    # in eval mode: the exporter leaves the wrapper's mode on every module inside it, and the proof runs it
+    wrapper = _Attentions(work, family.uses_token_types).eval()
+    with torch.no_grad():
+        found = wrapper(*args)
+    if not found or any(a is None for a in found):
+        raise ModelLoadError(f"this {family.name} model reports no attention weights to export")
+    # attentions_1 .. attentions_L, each (batch, heads, tokens, tokens)
+    output_names = [f"attentions_{i}" for i in range(1, len(found) + 1)]
+    axes = {name: {0: "batch", 1: "tokens"} for name in input_names}
+    axes.update({name: {0: "batch", 2: "tokens", 3: "tokens"} for name in output_names})
+    with tempfile.TemporaryDirectory(dir=path.parent, prefix=".export-") as tmp:
+        graph = Path(tmp) / "attentions.onnx"
+        _trace(wrapper, family, args, graph, input_names, output_names, axes)
+        session = open_session(str(graph))
+        worst = max(_attention_gap(wrapper, session, feed) for feed in _proof_feeds(work, family))
+        if not worst <= ATTENTION_GATE:
+            raise ModelLoadError(
+                f"this {family.name} model's exported attentions differ from its module's by {worst:.2g} "
+                f"(more than {ATTENTION_GATE:g}); its attentions are read from the PyTorch module"
+            )
+        os.replace(graph, path)  # the caller records it: a file without its record is never trusted
+    return worst
+
+
+def _proof_feeds(model: nn.Module, family: Family) -> list[tuple[torch.Tensor, ...]]:
+    """The proof's inputs: one text of random ids as long as the model takes (up to `_PROOF_TOKENS`),
+    and a padded batch of two short ones (7 and 13 tokens), each (ids, mask, token types)."""
+    config: Any = model.config
+    pad = getattr(config, "pad_token_id", None)
+    positions = int(getattr(config, "max_position_embeddings", 0) or 0)
+    if family.positions_after_padding:
+        positions -= (1 if pad is None else int(pad)) + 1
+    longest = min(_PROOF_TOKENS, positions) if positions > 0 else _PROOF_TOKENS
+    vocab = int(config.vocab_size)
+    generator = torch.Generator().manual_seed(0)
+    feeds: list[tuple[torch.Tensor, ...]] = []
+    for lengths in ((longest,), (7, 13)):
+        ids = torch.randint(0, vocab, (len(lengths), max(lengths)), generator=generator)
+        if pad is not None:
+            ids[ids == int(pad)] = (int(pad) + 1) % vocab  # a pad id inside a text moves RoBERTa's positions
+        mask = torch.zeros_like(ids)
+        for row, n in enumerate(lengths):
+            mask[row, :n] = 1
+            ids[row, n:] = 0 if pad is None else int(pad)
+        feeds.append((ids, mask, torch.zeros_like(ids)))
+    return feeds
+
+
+def _attention_gap(wrapper: _Attentions, session: Any, feed: tuple[torch.Tensor, ...]) -> float:
+    """The largest |graph - module| over every layer's attention probabilities on `feed`, the graph run by
+    the ONNX Runtime `session` (inf for a NaN or a missing layer)."""
+    # the exporter drops inputs the graph never reads (DeBERTa-v2 without segment embeddings)
+    taken = {i.name for i in session.get_inputs()}
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    got = session.run(None, {n: t.numpy() for n, t in zip(names, feed, strict=False) if n in taken})
+    with torch.no_grad():
+        want = wrapper(*feed[: 3 if wrapper.uses_token_types else 2])
+    if len(got) != len(want):
+        return float("inf")
+    gaps = [float(np.abs(g - w.float().numpy()).max()) for g, w in zip(got, want, strict=True)]
+    return max(g if np.isfinite(g) else float("inf") for g in gaps)

@@ -9,7 +9,8 @@ float32 runs the same graph as torch (eager attention, every hidden state an out
 int8 columns, then quantized by one of three schemes: `dynamic` (activation scales per batch; what
 `quantize="int8"` runs), `fused` (attention and bias-GELU fused by ONNX Runtime's transformer optimizer
 first) or `static` (scales calibrated once). Every session leaves out `DISABLED_FUSIONS`. Model digests
-live in backends/digest.py.
+live in backends/digest.py. The attention graph (`attentions=True`: every layer's attention probabilities
+as outputs, for attention.py) is kept beside the export in the same cache, made and checked alike.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
+    "ATTENTIONS",
     "BACKENDS",
     "EXPORT_FORMAT",
     "OUTLIER_FACTOR",
@@ -70,6 +72,8 @@ DISABLED_FUSIONS = ("SkipLayerNormFusion",)
 # (2: keyed by the model folder's content, with the export's size and SHA-256 beside it; the int8
 # variants' names also say their scheme and that they are fused, quantize.export_variant).
 EXPORT_FORMAT = 2
+# The cache name's variant of the attention graph (outputs attentions_1..attentions_L, float32)
+ATTENTIONS = "attentions"
 
 
 def resolve_backend(
@@ -304,18 +308,23 @@ def export_onnx(
     calibration: Sequence[str] | None = None,
     scheme: str = "dynamic",
     log: Callable[[str], None] | None = None,
+    attentions: bool = False,
 ) -> Path:
-    """The cached ONNX export of the model whose content is `digest` (every hidden state an output), made
-    now from `model()` (the PyTorch module) when missing or damaged.
+    """The cached ONNX export of the model whose content is `digest` (every hidden state an output; with
+    `attentions`, every layer's attention probabilities, float32, proved against the module's), made now
+    from `model()` (the PyTorch module) when missing or damaged.
 
     Two processes exporting the same model at once make it once: the second waits and opens the first's.
     float32 needs only torch's exporter (and onnx); int8 also needs `calibrate` and ONNX Runtime's quantizer.
     """
     int8 = (quantize or "none") == "int8"
+    if attentions and int8:
+        raise InvalidSpec("the attention graph is float32: export it without quantize='int8'")
     texts = calibration_or_shipped(calibration, required=int8)
     if scheme not in SCHEMES:
         raise InvalidSpec(f"unknown int8 scheme {scheme!r}; choose one of: {', '.join(SCHEMES)}")
-    path = export_path(family.name, digest, export_variant(quantize, texts, scheme))
+    variant = ATTENTIONS if attentions else export_variant(quantize, texts, scheme)
+    path = export_path(family.name, digest, variant)
     if cached_export(path, log=log) is not None:
         return path
     if int8 and calibrate is None:
@@ -338,7 +347,7 @@ def export_onnx(
             try:
                 about = write_export(
                     model(), family, path, calibrate=calibrate if int8 else None, texts=texts,
-                    outlier_factor=OUTLIER_FACTOR, scheme=scheme,
+                    outlier_factor=OUTLIER_FACTOR, scheme=scheme, attentions=attentions,
                 )  # fmt: skip
                 # recorded after the file is in place: an export without its record is never trusted
                 stat = path.stat()
