@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
@@ -30,7 +31,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from .bodies import BodyBudget, BodyRefused
 
-__all__ = ["ANSWERS", "Items", "Rows", "answer", "parts", "render", "with_rows"]
+__all__ = ["ANSWERS", "HeldAnswers", "Items", "Rows", "answer", "parts", "render", "with_rows"]
 
 # Numbers an answer may hold and still be made on the event loop: a few milliseconds of work, less
 # than the hop to a thread costs under load.
@@ -47,6 +48,15 @@ _PART = 64 * 1024
 HELD_PER_NUMBER = 8
 # The scope key under which the guard hands streamed answers its budget of answers held.
 ANSWERS = "bertscope.answers"
+
+
+@dataclass(frozen=True)
+class HeldAnswers:
+    """What the guard hands a streamed answer (under `ANSWERS` in the scope): the budget of answers
+    waiting for their clients, and the answer to one refused for it (the guard's 503)."""
+
+    budget: BodyBudget
+    refuse: Callable[[str, BodyRefused], Response]
 
 
 class Rows:
@@ -205,17 +215,14 @@ class StreamedAnswer(Response):
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Take the answer's share of the budget (503 past it), then write each part as it is made."""
-        budget: BodyBudget | None = scope.get(ANSWERS)
-        if budget is not None:
-            try:
-                budget.take(self.held, alone_fits=True)
-            except BodyRefused as refused:
-                from .guard import error_response
-
-                await error_response(scope["path"], 503, str(refused), headers=refused.headers)(
-                    scope, receive, send
-                )
-                return
+        held: HeldAnswers | None = scope.get(ANSWERS)
+        budget = held.budget if held is not None else BodyBudget(self.held)  # outside the guard: its own
+        try:
+            budget.take(self.held, alone_fits=True)
+        except BodyRefused as refused:
+            assert held is not None  # a budget of its own always has room for it
+            await held.refuse(scope["path"], refused)(scope, receive, send)
+            return
         try:
             await send(
                 {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
@@ -226,8 +233,7 @@ class StreamedAnswer(Response):
                 part = await run_in_threadpool(next, self.rest, None)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            if budget is not None:
-                budget.give_back(self.held)
+            budget.give_back(self.held)
 
 
 async def answer(build: Callable[[], Any], *, size: int, status_code: int = 200) -> Response:

@@ -37,7 +37,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import BertscopeError, InputTooLong, InvalidSpec
-from .answers import ANSWERS
+from .answers import ANSWERS, HeldAnswers
 from .batching import Metrics, QueueFull, ShuttingDown
 from .bodies import BodyBudget, BodyRefused, ClientLeft, reading
 from .tei_bodies import TEI_BODY_PATHS, tei_body_refusal
@@ -308,6 +308,7 @@ class Guard:
             settings.max_buffered_bytes, metrics.answer_bytes, what="answers waiting for their clients",
             one="answer",
         )  # fmt: skip
+        self.held = HeldAnswers(self.answers, _refused_answer)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Handle one ASGI call."""
@@ -416,7 +417,7 @@ class Guard:
             left.set()
 
         # An answer written as it is made (`answers.StreamedAnswer`) takes its share of this budget itself.
-        scope[ANSWERS] = self.answers
+        scope[ANSWERS] = self.held
         request = asyncio.ensure_future(self.app(scope, replay, tracked))
         watcher = asyncio.ensure_future(watch())
         try:
@@ -455,6 +456,12 @@ class Guard:
                 )
         finally:
             self.answers.give_back(len(body))
+
+
+def _refused_answer(path: str, refused: BodyRefused) -> JSONResponse:
+    """The 503 (with Retry-After) of an answer the answers' budget has no room for."""
+    log.warning("an answer was dropped: %s", refused)
+    return error_response(path, 503, str(refused), headers=refused.headers)
 
 
 def _head_as_get(scope: Scope, send: Send) -> tuple[Scope, Send]:
