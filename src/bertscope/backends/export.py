@@ -22,7 +22,6 @@ from torch import nn
 
 from ..core.families import Family
 from ..errors import ModelLoadError
-from .onnx import open_session
 from .quantize import fuse, quantize, same_answers, smooth_attention_inputs, spreads_outliers
 
 __all__ = ["ATTENTION_GATE", "weights_hash", "write_export"]
@@ -64,14 +63,15 @@ def write_export(
     texts: Sequence[str],
     outlier_factor: float,
     scheme: str = "dynamic",
-    attentions: bool = False,
+    attention_session: Callable[[str], Any] | None = None,
 ) -> dict[str, Any]:
     """Export `model` to `path` atomically: float32, or int8 by `scheme` (backends/quantize.py; input
     channels past `outlier_factor` x the median's spread over several int8 columns) when `calibrate` is
-    given; with `attentions`, the float32 graph of every layer's attention probabilities, written only once
-    it gives the module's own within `ATTENTION_GATE`. Returns what it made, for its record."""
-    if attentions:
-        proof = _export_attentions(model, family, path)
+    given; with `attention_session` (what opens an ONNX Runtime session on a graph file, as its readers
+    open it), the float32 graph of every layer's attention probabilities, written only once it gives the
+    module's own within `ATTENTION_GATE` there. Returns what it made, for its record."""
+    if attention_session is not None:
+        proof = _export_attentions(model, family, path, attention_session)
         return {"torch": torch.__version__, "outputs": "attentions", "max_abs": proof}
     feeds: Feeds = []
     stats = _activation_maxima(model, calibrate, texts, feeds) if calibrate is not None else None
@@ -313,7 +313,9 @@ def _trace(
         ) from exc
 
 
-def _export_attentions(model: nn.Module, family: Family, path: Path) -> float:
+def _export_attentions(
+    model: nn.Module, family: Family, path: Path, open_session: Callable[[str], Any]
+) -> float:
     """Export the attention graph to `path` atomically once it gives the module's own probabilities within
     `ATTENTION_GATE` on the proof's texts; returns the largest difference seen. A graph that misses (a
     family the tracer cannot follow) is refused in one line and nothing is written."""

@@ -347,7 +347,8 @@ def export_onnx(
             try:
                 about = write_export(
                     model(), family, path, calibrate=calibrate if int8 else None, texts=texts,
-                    outlier_factor=OUTLIER_FACTOR, scheme=scheme, attentions=attentions,
+                    outlier_factor=OUTLIER_FACTOR, scheme=scheme,
+                    attention_session=open_session if attentions else None,
                 )  # fmt: skip
                 # recorded after the file is in place: an export without its record is never trusted
                 stat = path.stat()
