@@ -1,11 +1,18 @@
 """Attention weights: what each token reads from every other, per layer and head, as `output_attentions`.
 
-The fast attention kernels (sdpa, flash) return no weights, so one call switches the model to the eager
-implementation and back; the default path is never changed.
+A model that answers from an exported graph (opened light, its runtime ONNX Runtime or OpenVINO) reads them
+from its attention graph on ONNX Runtime, without torch: every layer's probabilities as outputs, exported
+once per model content beside its export and proved against the module's own (backends/export.py). Where
+that graph cannot be made (an exporter failure, a graph that differs from the module, no onnxruntime), and
+wherever the PyTorch module is what answers, they are read from the module: the fast attention kernels
+(sdpa, flash) return no weights, so one call switches it to the eager implementation and back; the default
+path is never changed.
 """
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -14,12 +21,17 @@ import numpy as np
 
 from .core._enums import LongText
 from .core.tokens import Text, Tokens, is_pair, pad_batch
-from .errors import InvalidInput
+from .errors import BertscopeError, InvalidInput
 
 if TYPE_CHECKING:
     from .core.encoder import Encoder
 
-__all__ = ["attentions", "attention_of"]
+__all__ = ["attention_layer", "attentions", "attention_of"]
+
+# Each model's session on its attention graph, once opened: later calls read the same graph (the export
+# loaded the PyTorch module, so the model is no longer light, but its answers stay the graph's).
+_SESSIONS: weakref.WeakKeyDictionary[Encoder, Any] = weakref.WeakKeyDictionary()
+_OPENING = threading.Lock()
 
 
 def attentions(model: Encoder, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
@@ -28,6 +40,26 @@ def attentions(model: Encoder, text: Text, *, long: LongText | str = "truncate")
     Row i of [layer - 1, head] is how token i's layer-`layer` vector weighs every token of layer - 1.
     """
     return attention_of(model, text, long=long)[1]
+
+
+def attention_layer(model: Encoder, layer: int, *, head: int | None = None) -> int:
+    """The index (0..L-1) of attention layer `layer` (1..L, negative from the end) into `attentions`'
+    first axis, once `layer` and `head` are the model's; refused in one line from its config, before any
+    forward (or load)."""
+    n_layers = model.n_layers
+    if (
+        isinstance(layer, bool)
+        or not isinstance(layer, int)
+        or layer == 0
+        or not -n_layers <= layer <= n_layers
+    ):
+        raise InvalidInput(
+            f"layer {layer!r}: this model's attention layers are 1..{n_layers} (or -1..-{n_layers})"
+        )
+    n_heads = int(getattr(model.config, "num_attention_heads", 0) or 0)
+    if head is not None and (isinstance(head, bool) or not isinstance(head, int) or not 0 <= head < n_heads):
+        raise InvalidInput(f"head {head!r}: this model has heads 0..{n_heads - 1}")
+    return layer - 1 if layer > 0 else n_layers + layer
 
 
 def attention_of(
@@ -45,20 +77,64 @@ def attention_of(
         tokens = model.tokenize(text, long=long)
     ids, mask = pad_batch([tokens.ids], model.pad_id)
     types, _ = pad_batch([tokens.type_ids], 0)
-    batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+    session = _graph_session(model)
+    if session is not None:
+        weights = _from_graph(session, ids, types, mask)
+    else:
+        weights = _from_module(model, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
+    if len(weights) != model.n_layers:
+        raise InvalidInput(
+            f"{model.loaded.source} gave {len(weights)} attention maps for {model.n_layers} layers; "
+            "its attention implementation does not report weights"
+        )
+    return tokens, np.stack([w[0] for w in weights]).astype(np.float32, copy=False)
+
+
+def _graph_session(model: Encoder) -> Any:
+    """The ONNX Runtime session on `model`'s attention graph where its answers come from an exported graph
+    and the graph can be made (exported now, once, where it is not cached); None: the module answers."""
+    with _OPENING:
+        if model in _SESSIONS:
+            return _SESSIONS[model]
+        if not model.light or model.engine.runner is None:
+            return None  # the module is loaded, or is what answers: it gives the weights itself
+        from .backends.onnx import encoder_digest, export_onnx, open_session
+        from .core.encoder import stderr
+
+        try:
+            path = export_onnx(
+                lambda: model.hf_model,
+                model.family,
+                digest=encoder_digest(model),
+                attentions=True,
+                log=stderr,
+            )
+            session = open_session(str(path))
+        except BertscopeError as exc:  # the module's answer is the reference: never a different one
+            stderr(f"attention: {exc}; reading the weights from the PyTorch module")
+            return None
+        _SESSIONS[model] = session
+        return session
+
+
+def _from_graph(session: Any, ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> list[np.ndarray]:
+    """Each layer's (batch, heads, tokens, tokens) probabilities from the attention graph."""
+    from .backends.onnx import runtime_feed
+
+    # the exporter drops inputs the graph never reads (DeBERTa-v2 without segment embeddings)
+    token_types = any(i.name == "token_type_ids" for i in session.get_inputs())
+    return list(session.run(None, runtime_feed(ids, types, mask, token_types)))
+
+
+def _from_module(model: Encoder, batch: dict[str, np.ndarray]) -> list[Any]:
+    """Each layer's (batch, heads, tokens, tokens) probabilities from the PyTorch module (eager)."""
     import torch  # attention weights are the PyTorch module's own
 
     from .core.forward import model_inputs
 
     with torch.inference_mode(), _eager(model.hf_model):
         out = model.hf_model(**model_inputs(model, batch), output_attentions=True, return_dict=True)
-    weights = [a for a in (out.attentions or ()) if a is not None]
-    if len(weights) != model.n_layers:
-        raise InvalidInput(
-            f"{model.loaded.source} gave {len(weights)} attention maps for {model.n_layers} layers; "
-            "its attention implementation does not report weights"
-        )
-    return tokens, torch.stack([a[0] for a in weights]).float().cpu().numpy()
+    return [a.float().cpu().numpy() for a in (out.attentions or ()) if a is not None]
 
 
 @contextmanager
