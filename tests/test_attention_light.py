@@ -101,11 +101,13 @@ def test_a_fresh_process_computes_attention_without_torch(
         "import json, sys, bertscope\n"
         "m = bertscope.load(backend='onnxruntime')\n"
         "found = m.attentions(('How are you?', 'Fine, thanks.'))\n"
+        "why = m.explain('a cat sat', 'a dog sat', pooling='cls')\n"  # its [CLS] attention row
         "print(json.dumps({'torch': 'torch' in sys.modules, 'transformers': 'transformers' in sys.modules,\n"
-        "                  'weights': found.tolist()}))\n"
+        "                  'weights': found.tolist(), 'method': why.method}))\n"
     )
     found = json.loads(_fresh(code, cache).stdout)
     assert found["torch"] is False and found["transformers"] is False
+    assert "attention" in found["method"]
     want = hf_bundled(("How are you?", "Fine, thanks."))
     np.testing.assert_allclose(np.array(found["weights"]), want, rtol=0, atol=1e-5)
 
