@@ -153,18 +153,23 @@ def test_every_tiny_family_reads_its_attention_graph_equal_to_hugging_face(
 ) -> None:
     """Each family's graph is made by its first light model's call; a second light model reads it and
     stays light (no module loaded)."""
+    # One torch thread: on a busy 2-core machine each tiny op of two threads waited for both to be
+    # scheduled (31 s for this test at a load average of 3, 6 s on one thread); the conftest puts the count
+    # back after the test.
+    torch.set_num_threads(1)
     for family, folder in tiny_dirs.items():
         module = AutoModel.from_pretrained(folder)
+        texts: list[str | tuple[str, str]] = [LONG, ("a cat", "the dog ate bread")]
         reference = _hf_reference(folder, module)
+        wanted = [reference(text) for text in texts]
         for light in (_light(folder, module), bertscope.load(folder, backend="onnxruntime")):
             assert light.light, family
-            for text in (LONG, ("a cat", "the dog ate bread")):
-                got = light.attentions(text)
-                np.testing.assert_allclose(got, reference(text), rtol=0, atol=1e-5, err_msg=family)
+            for text, want in zip(texts, wanted, strict=True):
+                np.testing.assert_allclose(light.attentions(text), want, rtol=0, atol=1e-5, err_msg=family)
         assert light.light, f"{family}: its attention graph did not serve"
 
 
-@pytest.mark.parametrize("failure", ["differs", "does not trace"])
+@pytest.mark.parametrize("failure", ["differs", "does not trace", "no onnxruntime"])
 def test_a_graph_that_cannot_be_the_modules_is_never_used(
     cache: Path,
     tiny_dirs: dict[str, Path],
@@ -172,14 +177,21 @@ def test_a_graph_that_cannot_be_the_modules_is_never_used(
     capsys: pytest.CaptureFixture[str],
     failure: str,
 ) -> None:
-    """A graph whose probabilities miss the module's, or an exporter failure: the module answers (equal to
-    Hugging Face), one line says why, and no graph is cached."""
-    from bertscope.backends import export
+    """A graph whose probabilities miss the module's, an exporter failure, or no onnxruntime to run the graph
+    (a model on OpenVINO): the module answers (equal to Hugging Face), one line says why, and no graph is
+    cached."""
+    from bertscope.backends import export, onnx
 
     folder = tiny_dirs["bert"]
     light = _light(folder)
     if failure == "differs":
         monkeypatch.setattr(export, "_attention_gap", lambda *_: 0.5)
+    elif failure == "no onnxruntime":
+
+        def missing() -> None:
+            raise bertscope.BackendUnavailable("backend='onnxruntime' needs onnxruntime")
+
+        monkeypatch.setattr(onnx, "require_onnxruntime", missing)
     else:
 
         def refuse(*_: object, **__: object) -> None:

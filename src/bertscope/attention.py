@@ -98,10 +98,11 @@ def _graph_session(model: Encoder) -> Any:
             return _SESSIONS[model]
         if not model.light or model.engine.runner is None:
             return None  # the module is loaded, or is what answers: it gives the weights itself
-        from .backends.onnx import encoder_digest, export_onnx, open_session
+        from .backends.onnx import encoder_digest, export_onnx, open_session, require_onnxruntime
         from .core.encoder import stderr
 
         try:
+            require_onnxruntime()  # an OpenVINO model without it: nothing to export for
             path = export_onnx(
                 lambda: model.hf_model,
                 model.family,

@@ -30,8 +30,9 @@ __all__ = ["ATTENTION_GATE", "weights_hash", "write_export"]
 Feeds = list[dict[str, np.ndarray]]
 # The most an attention graph's probabilities may differ from the module's own on the proof's texts before
 # it is thrown away (and attention runs on the module): a fifth under the 1e-5 promised, as the exact
-# default's gate, since the proof cannot see every text. The tiny families and the bundled model read
-# 3e-8 to 6e-8.
+# default's gate, since the proof cannot see every text. The tiny families read 3e-8 to 6e-8; the
+# bundled MiniLM 1.5e-6 on the short batch and 5.4e-6 on its 256 tokens of random ids (1.5e-6 on a
+# sentence), so a deeper model may miss here and read its attentions from the module: slower, not wrong.
 ATTENTION_GATE = 0.8e-5
 # The proof's longest text (tokens): past ModernBERT's 128-token local window and the 8-token sample the
 # graph is traced on, so a length the tracer froze shows; shorter where the model takes fewer positions.

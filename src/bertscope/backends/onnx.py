@@ -57,6 +57,7 @@ __all__ = [
     "calibration_texts",
     "model_hash",
     "open_session",
+    "require_onnxruntime",
     "resolve_backend",
     "writable_folder",
 ]
