@@ -1,66 +1,34 @@
-"""`bertscope serve`'s argument checks: every refusal is one line, said before "serving ... on http://"."""
+"""`bertscope serve` binds its port before it loads the model: a port in use is one line, said at once."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import socket
 
 import pytest
-import uvicorn
 
-import bertscope
 from console import run_main
 
 
-@pytest.fixture
-def no_server(bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The bundled model for `serve`, and a uvicorn that records a start instead of serving forever."""
-    from bertscope.cli import serve
+def test_a_port_in_use_is_one_line_before_any_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It used to load the model, say "serving ... on" the busy port, then print uvicorn's bind error."""
+    import bertscope.cli.serve as serve
 
-    started: list[str] = []
-    monkeypatch.setattr(serve, "load_model", lambda *a, **k: bundled)
-    monkeypatch.setattr(uvicorn.Server, "run", lambda self, *a, **k: started.append("run"))
-    return started
+    def no_load(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model was loaded before the port was bound")
 
-
-def _refused(*args: str) -> str:
-    done = run_main("serve", *args)
-    assert done.code == 1, done
-    assert "serving" not in done.stderr and done.stdout == ""
-    line = done.stderr.strip()
-    assert line.startswith("error: ") and "\n" not in line, line
-    return line
-
-
-def test_a_missing_post_or_store_file_is_refused_before_serving(no_server: list[str], tmp_path: Path) -> None:
-    missing = tmp_path / "missing.json"
-    assert _refused("--post", f"x={missing}") == f"error: --post x={missing}: there is no file {missing}"
-    assert _refused("--store", f"s={missing}") == f"error: --store s={missing}: there is no file {missing}"
-    assert "NAME=FILE" in _refused("--post", "nofile")
-    assert no_server == []
+    monkeypatch.setattr(serve, "load_model", no_load)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        ran = run_main("serve", "--port", str(port))
+    assert ran.code != 0 and ran.stderr.strip().splitlines() == [
+        f"error: port {port} on 127.0.0.1 is in use: choose another --port, or stop what listens there"
+    ], ran
+    assert "serving" not in ran.stderr and "Traceback" not in ran.stderr
 
 
-def test_a_bad_post_or_store_file_is_refused_before_serving(no_server: list[str], tmp_path: Path) -> None:
-    bad = tmp_path / "white.safetensors"
-    bad.write_text("not a post-processing file")
-    assert "is not a bertscope post-processing file" in _refused("--post", f"w={bad}")
-    not_a_store = tmp_path / "tokens.parquet"
-    not_a_store.write_text("not parquet")
-    _refused("--store", f"t={not_a_store}")
-    assert no_server == []
-
-
-@pytest.mark.parametrize("key", ["", "   "])
-def test_an_empty_api_key_is_refused(no_server: list[str], key: str) -> None:
-    line = _refused("--api-key", key)
-    assert line == (
-        "error: --api-key is empty: an empty key is not allowed; give a key, or leave --api-key out to serve "
-        "without one"
-    )
-    assert no_server == []
-
-
-def test_good_arguments_announce_then_serve(no_server: list[str]) -> None:
-    done = run_main("serve", "--api-key", "s3cret", "--port", "8765")
-    assert done.code == 0, done.stderr
-    assert "serving all-MiniLM-L6-v2" in done.stderr and "http://127.0.0.1:8765" in done.stderr
-    assert no_server == ["run"]
+def test_a_host_that_is_not_this_machines_is_one_line() -> None:
+    ran = run_main("serve", "--host", "no-such-host.invalid", "--port", "1")
+    assert ran.code != 0 and ran.stderr.startswith("error: --host no-such-host.invalid:"), ran
+    assert len(ran.stderr.strip().splitlines()) == 1

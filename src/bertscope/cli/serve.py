@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -170,6 +172,7 @@ def serve(
         stores=tuple(named_stores),
         token_ids=TokenIds(token_ids),
     )
+    listening = _listening_socket(host, port)  # a busy port is said before seconds of loading, not after
     if host not in _LOOPBACK and not api_key:
         warn(f"listening on {host} with no --api-key: anyone who reaches it can use it")
     m = load_model(
@@ -185,7 +188,34 @@ def serve(
     # the app loads the --post files and --store stores: a bad one fails here, before "serving" is said
     app = create_app(m, settings=settings)
     err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
-    uvicorn.Server(uvicorn_config(app, host=host, port=port, settings=settings, log_level=log_level)).run()
+    config = uvicorn_config(app, host=host, port=port, settings=settings, log_level=log_level)
+    uvicorn.Server(config).run(sockets=[listening])
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """The service's socket, bound now: a port in use or a host this machine is not is one line."""
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as error:
+        raise InvalidInput(
+            f"--host {host}: {error.strerror}; give an address or name of this machine"
+        ) from None
+    family, kind, proto, _, address = info[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a restart reuses it
+    try:
+        sock.bind(address)
+    except OSError as error:
+        sock.close()
+        if error.errno == errno.EADDRINUSE:
+            raise InvalidInput(
+                f"port {port} on {host} is in use: choose another --port, or stop what listens there"
+            ) from None
+        raise InvalidInput(
+            f"cannot listen on {host}:{port}: {error.strerror}; choose another --host or --port"
+        ) from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def _named_file(item: str, option: str) -> tuple[str, str]:
