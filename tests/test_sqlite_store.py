@@ -199,3 +199,18 @@ def test_a_migration_is_one_transaction_with_its_number(
     monkeypatch.undo()
     write(path, "c")  # the next job makes the store whole
     assert [c["count"] for c in list_collections(path)] == [5]
+
+
+def test_a_file_of_several_collections_asks_which_one(tmp_path: Path, bundled: object) -> None:
+    """With no collection named, a file holding two said "has no collection None"; it names them now."""
+    source = tmp_path / "t.txt"
+    source.write_text("a storm hits the coast\nbread is cheap\n", encoding="utf-8")
+    for name in ("news", "other"):
+        ran = run_main(
+            "embed", "-i", str(source), "-o", str(tmp_path / "s.db"), "--collection", name, "--quiet"
+        )
+        assert ran.code == 0, ran
+    with pytest.raises(CorpusError, match=r"holds 2 collections \(news, other\): name one with --collection"):
+        open_store(tmp_path / "s.db")
+    ran = run_main("similar", "storm", "--in", str(tmp_path / "s.db"))
+    assert ran.code != 0 and "name one with --collection" in ran.stderr and "None" not in ran.stderr, ran

@@ -463,6 +463,11 @@ class SqliteReader:
         available = {c["name"]: c for c in _collections(path)}
         if collection is None and len(available) == 1:
             collection = next(iter(available))
+        if collection is None and len(available) > 1:
+            raise CorpusError(
+                f"{path} holds {len(available)} collections ({', '.join(available)}): name one with "
+                "--collection (collection= in Python)"
+            )
         if collection not in available:
             names = ", ".join(available) or "none"
             raise CorpusError(f"{path} has no collection {collection!r}; its collections: {names}")
