@@ -11,6 +11,7 @@ import pytest
 
 import bertscope
 from bertscope.core.exports import EXPORTS, ExportFormat, export_format, write_vectors
+from console import run_main
 
 BREAD_ID = 7852
 
@@ -223,3 +224,20 @@ def test_static_rows_and_word_vectors_go_through_one_export_table(
     names, vectors = _read_back(files, fmt)
     assert names == ["bread", "cake"]
     np.testing.assert_allclose(vectors, rows, rtol=1e-6)
+
+
+@pytest.mark.parametrize("word", ["🙂", "bread🙂"])
+def test_a_word_the_vocabulary_cannot_spell_is_refused_not_given_the_unknown_row(
+    bundled: bertscope.Model, word: str
+) -> None:
+    """`static --word 🙂` printed the [UNK] row as the word's vector (and a mean over it for bread🙂)."""
+    with pytest.raises(
+        bertscope.InvalidInput, match=r"is not in this model's vocabulary: its pieces are .*\[UNK\]"
+    ):
+        bundled.static_word(word)
+    ran = run_main("static", "--word", word)
+    assert ran.code != 0 and "not in this model's vocabulary" in ran.stderr and "Traceback" not in ran.stderr
+
+
+def test_a_word_that_spells_a_special_token_is_its_pieces(bundled: bertscope.Model) -> None:
+    assert bundled.static_word("breadmaking").pieces == ["bread", "##making"]

@@ -159,6 +159,18 @@ def static_word(model: StaticSource, word: str) -> StaticWord:
     encoding = model.pieces(word)
     if not encoding.ids:
         raise InvalidInput(f"{word!r} gives no word pieces")
+    special = set(model.special_ids)
+    # A special piece the word does not spell is the unknown token standing in for what the vocabulary
+    # lacks: its row is no vector of the word, and a mean over it would pass for one.
+    stand_ins = [
+        t for t, i in zip(encoding.tokens, encoding.ids, strict=True) if i in special and t not in word
+    ]
+    if stand_ins:
+        raise InvalidInput(
+            f"{word!r} is not in this model's vocabulary: its pieces are {list(encoding.tokens)}, and "
+            f"the row of {stand_ins[0]} is not the word's; give a word the vocabulary spells "
+            "(`bertscope tokens` shows a text's pieces)"
+        )
     rows = static_rows(model, list(encoding.ids))
     return StaticWord(word, list(encoding.tokens), list(encoding.ids), rows.mean(axis=0))
 
