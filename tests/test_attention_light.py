@@ -242,3 +242,22 @@ def test_an_impossible_layer_or_head_is_refused_before_anything_loads(
         with pytest.raises(bertscope.InvalidInput, match=message.replace("(", r"\(").replace(")", r"\)")):
             attention_layer(light, layer, head=head)
     assert light.light
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [(("--layer", "99"), "attention layers are 1..6"), (("--head", "12"), "heads 0..11")],
+)
+def test_the_command_refuses_an_impossible_layer_or_head_before_any_forward(
+    monkeypatch: pytest.MonkeyPatch, flags: tuple[str, ...], message: str
+) -> None:
+    """`bertscope attention --layer 99` computed every attention (a first export even) before refusing."""
+    import bertscope.attention as attention_module
+    from console import run_main
+
+    def no_forward(*args: object, **kwargs: object) -> None:
+        raise AssertionError("attentions were computed before the layer was checked")
+
+    monkeypatch.setattr(attention_module, "attention_of", no_forward)
+    ran = run_main("attention", "a cat", *flags)
+    assert ran.code != 0 and message in ran.stderr and len(ran.stderr.strip().splitlines()) == 1, ran

@@ -159,17 +159,11 @@ def attention(
 
     Example: `bertscope attention "The animal didn't cross the street because it was tired" --layer 5`
     """
-    from ..attention import attention_of
+    from ..attention import attention_layer, attention_of
 
     m = load_model(model)
+    index = attention_layer(m, layer, head=head)  # before any forward, or a first export
     tokens, weights = attention_of(m, text if pair is None else (text, pair))
-    index = layer if layer < 0 else layer - 1
-    if not (-m.n_layers <= index < m.n_layers) or layer == 0:
-        raise InvalidInput(
-            f"--layer {layer}: this model's attention layers are 1..{m.n_layers} (or -1..-{m.n_layers})"
-        )
-    if head is not None and not 0 <= head < weights.shape[1]:
-        raise InvalidInput(f"--head {head}: this model has heads 0..{weights.shape[1] - 1}")
     grid = weights[index].mean(axis=0) if head is None else weights[index, head]
     if as_json:
         emit_json({"tokens": tokens.tokens, "layer": index % m.n_layers + 1, "head": head, "weights": grid})
