@@ -196,3 +196,17 @@ def test_a_vector_equal_to_the_stored_one_has_cosine_exactly_1() -> None:
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     assert (pairwise_cosines(vectors, vectors.copy()) == 1.0).all()
     assert pairwise_cosines(vectors[:1], -vectors[:1])[0] < -0.999
+
+
+def test_a_npy_store_checked_against_another_corpus_is_refused_not_drift(tmp_path: Path) -> None:
+    """A .npy store keeps no texts: checked against another corpus whose ids overlap, it read DRIFT (min
+    cosine 0.02), as if the model had changed; the corpus is refused instead, naming both counts."""
+    mine, other = tmp_path / "mine.txt", tmp_path / "other.txt"
+    mine.write_text("a storm hits the coast\nbread is cheap\n", encoding="utf-8")
+    other.write_text("".join(f"line number {i}\n" for i in range(50)), encoding="utf-8")
+    assert run_main("embed", "-i", str(mine), "-o", str(tmp_path / "s.npy"), "--no-text", "--quiet").code == 0
+    ran = run_main("verify", "--store", str(tmp_path / "s.npy"), "--corpus", str(other))
+    assert ran.code != 0 and "holds 50 texts and" in ran.stderr and "2 rows" in ran.stderr, ran
+    assert "DRIFT" not in ran.stdout
+    ran = run_main("verify", "--store", str(tmp_path / "s.npy"), "--corpus", str(mine))
+    assert ran.code == 0 and ran.stdout.startswith("ok:"), ran

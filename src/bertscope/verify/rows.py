@@ -134,8 +134,14 @@ def _short(text: str, size: int = 40) -> str:
     return text if len(text) <= size else text[: size - 1] + "…"
 
 
-def texts_by_id(ids: Sequence[str], corpus: dict[str, Any], path: Path) -> list[str]:
-    """The texts of `ids` read from the corpus a store was made from (`corpus`: verify_store's options)."""
+def texts_by_id(
+    ids: Sequence[str], corpus: dict[str, Any], path: Path, *, rows: int | None = None
+) -> list[str]:
+    """The texts of `ids` read from the corpus a store was made from (`corpus`: verify_store's options).
+
+    `rows`: the store holds a row per text (sentence vectors), so the corpus must hold that many texts:
+    another corpus whose ids overlap would otherwise pass its texts off as the store's and read as drift.
+    """
     if corpus["corpus"] is None:
         raise InvalidInput(
             f"{path} keeps no texts to re-embed: pass the corpus it was made from (corpus=, --corpus FILE)"
@@ -144,12 +150,19 @@ def texts_by_id(ids: Sequence[str], corpus: dict[str, Any], path: Path) -> list[
 
     wanted = set(ids)
     found: dict[str, str] = {}
+    counted = 0
     records = read_corpus(corpus["corpus"], text_field=corpus["text_field"], id_field=corpus["id_field"])
     for record in records:
+        counted += 1
         if record.id in wanted:
             found[record.id] = record.text
-            if len(found) == len(wanted):
+            if len(found) == len(wanted) and rows is None:
                 break
+    if rows is not None and counted != rows:
+        raise InvalidInput(
+            f"{corpus['corpus']} holds {counted} texts and {path} {rows} rows: it is not the corpus the "
+            "store was made from; pass that one with --corpus (corpus=)"
+        )
     missing = [i for i in ids if i not in found]
     if missing:
         raise InvalidInput(

@@ -161,13 +161,23 @@ def _check_sentences(
         labels = [f"row {int(p)} (id {i})" for p, i in zip(positions, ids, strict=True)]
         if texts is None:
             whole = all(isinstance(t, str) for t in stored_texts)
-            texts = [str(t) for t in stored_texts] if whole else texts_by_id(ids, corpus, opened.path)
+            texts = (
+                [str(t) for t in stored_texts]
+                if whole
+                else texts_by_id(ids, corpus, opened.path, rows=_rows_per_text(opened, check.rows))
+            )
             if whole and corpus["corpus"] is not None:  # the ids too: each row's text is its id's
                 check.differences += corpus_texts_differ(labels, ids, texts, corpus, opened.path)
         settings = view_settings(column)
         options = replace(EmbedOptions.from_settings(settings, post=post), prompt=settings.get("prompt", ""))
         fresh = np.asarray(model.embed_with(texts, resolve(model, options)).vectors, dtype=np.float32)
         add_drift(check, model, settings, labels, stored, fresh, column=f"view {view}" if view else "")
+
+
+def _rows_per_text(opened: Store, rows: int) -> int | None:
+    """The texts the store's corpus holds: a row each, where one job wrote the store (an SQLite
+    collection grows by a job per input, so its count says nothing of one corpus)."""
+    return None if opened.collection is not None else rows
 
 
 def _read_rows(store: Store, positions: np.ndarray) -> tuple[list[str], list[str | None], np.ndarray]:
