@@ -375,3 +375,16 @@ def test_an_int8_store_passes_against_the_model_that_wrote_it(tmp_path: Path) ->
     moved = StoreCheck(True, len(texts), 0.0, 1.0)
     add_drift(moved, model, settings, labels, altered, batched)
     assert [d.what for d in moved.differences] == ["row 9"], moved.to_dict()
+
+
+def test_save_refuses_to_replace_a_fingerprint_unless_told(tmp_path: Path) -> None:
+    """The file `--against` checks a deployment by was replaced in silence by a second `--save`."""
+    path = tmp_path / "fp.json"
+    path.write_text('{"reference": "kept"}', encoding="utf-8")
+    ran = run_main("verify", "--save", str(path))
+    assert ran.code != 0 and "exists; pass --overwrite" in ran.stderr, ran
+    assert path.read_text(encoding="utf-8") == '{"reference": "kept"}'
+    ran = run_main("verify", "--overwrite")
+    assert ran.code != 0 and "add --save FILE" in ran.stderr, ran
+    assert run_main("verify", "--save", str(path), "--overwrite", "--json").code == 0
+    assert "reference" not in json.loads(path.read_text(encoding="utf-8"))

@@ -56,6 +56,9 @@ def verify(
     save: Annotated[
         Path | None, typer.Option("--save", help="Write the model's fingerprint to this JSON file.")
     ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="With --save: replace an existing fingerprint file.")
+    ] = False,
     against: Annotated[
         Path | None, typer.Option("--against", help="Compare with a fingerprint written by --save.")
     ] = None,
@@ -130,8 +133,10 @@ def verify(
         }
         store_only.update({"--text-field": text_field != "text", "--id-field": id_field, "--post": post})
         _refuse_unused(store, against, sample, lines=lines, min_cosine=min_cosine, store_only=store_only)
+        if overwrite and save is None:
+            raise InvalidInput("--overwrite replaces an existing --save file; add --save FILE or drop it")
         if save is not None:
-            _check_writable(save)  # before the work, not after it
+            _check_writable(save, overwrite=overwrite)  # before the work, not after it
         if store is not None:
             fields = {"text_field": text_field, "id_field": id_field}
             code = _verify_store(
@@ -171,11 +176,14 @@ def _refuse_unused(
         )
 
 
-def _check_writable(path: Path) -> None:
-    """Refuse a --save path the fingerprint could not be written to."""
+def _check_writable(path: Path, *, overwrite: bool) -> None:
+    """Refuse a --save path the fingerprint could not be written to, or one it would replace unasked."""
     folder = path.parent
     if path.is_dir():
         raise InvalidInput(f"--save {path} is a folder; name a JSON file, e.g. {path / 'fingerprint.json'}")
+    if path.exists() and not overwrite:
+        # the reference a deployment is checked --against: replaced in silence, every check would pass
+        raise InvalidInput(f"--save {path} exists; pass --overwrite to replace it, or choose another name")
     if not folder.is_dir():
         raise InvalidInput(f"--save {path}: the folder {folder} does not exist; create it or save elsewhere")
     if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
