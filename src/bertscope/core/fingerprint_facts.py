@@ -23,8 +23,8 @@ from typing import Any
 from .safetensors_header import safetensors_header
 
 __all__ = [
-    "file_hashes", "file_identity", "file_sha256", "fingerprint_id", "flatten", "store_fingerprint", "tokenizer_json",
-    "text_sha", "vector_settings", "weights_dtype",
+    "file_hashes", "file_identity", "file_sha256", "fingerprint_id", "flatten", "store_fingerprint",
+    "tokenizer_json", "text_sha", "vector_settings", "weights_dtype",
 ]  # fmt: skip
 
 # Files whose bytes make the model: config, weights, tokenizer, sentence-transformers pipeline.

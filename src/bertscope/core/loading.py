@@ -107,8 +107,8 @@ class Loaded:
         took = time.perf_counter() - start
         if fresh and took >= _SAY_AFTER_S:
             print(
-                f"bertscope: loaded PyTorch and the model in {took:.1f} s: what was asked runs on the PyTorch "
-                "module here (a first export, or a feature the exported graph does not serve)",
+                f"bertscope: loaded PyTorch and the model in {took:.1f} s: what was asked runs on the "
+                "PyTorch module here (a first export, or a feature the exported graph does not serve)",
                 file=sys.stderr,
                 flush=True,
             )
