@@ -92,46 +92,28 @@ def write_export(
     return about
 
 
-class _HiddenStates(nn.Module):
-    """The encoder with every hidden state as an output, the signature ONNX export traces."""
+class _Outputs(nn.Module):
+    """The encoder with every hidden state (`hidden_states`, embedding output first) or every layer's
+    attention probabilities (`attentions`, eager, layer 1 first) as outputs: the signature ONNX export
+    traces."""
 
-    def __init__(self, model: nn.Module, uses_token_types: bool) -> None:
+    def __init__(self, model: nn.Module, uses_token_types: bool, outputs: str = "hidden_states") -> None:
         super().__init__()
         self.model = model
         self.uses_token_types = uses_token_types
+        self.outputs = outputs
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *rest: torch.Tensor) -> Any:
-        """All hidden states, embedding output first."""
+        """The asked outputs, as a tuple of (batch, ...) tensors."""
         extra = {"token_type_ids": rest[0]} if self.uses_token_types else {}
         out = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
-            output_hidden_states=True,
             return_dict=True,
+            **{f"output_{self.outputs}": True},
             **extra,
         )
-        return tuple(out.hidden_states)
-
-
-class _Attentions(nn.Module):
-    """The encoder with every layer's attention probabilities as outputs (eager attention)."""
-
-    def __init__(self, model: nn.Module, uses_token_types: bool) -> None:
-        super().__init__()
-        self.model = model
-        self.uses_token_types = uses_token_types
-
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, *rest: torch.Tensor) -> Any:
-        """Each layer's (batch, heads, tokens, tokens) attention probabilities, layer 1 first."""
-        extra = {"token_type_ids": rest[0]} if self.uses_token_types else {}
-        out = self.model(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            output_attentions=True,
-            return_dict=True,
-            **extra,
-        )
-        return tuple(out.attentions or ())
+        return tuple(getattr(out, self.outputs) or ())
 
 
 def _copies(maxima: torch.Tensor, bound: float) -> torch.Tensor:
@@ -236,7 +218,7 @@ def _export(
             owner, _, attr = name.rpartition(".")
             setattr(work.get_submodule(owner) if owner else work, attr, _SpreadLinear(linear, outliers[name]))
     input_names, args = _sample(family)
-    wrapper = _HiddenStates(work, family.uses_token_types)
+    wrapper = _Outputs(work, family.uses_token_types)
     n_layers = len(wrapper(*args))
     output_names = [f"hidden_{i}" for i in range(n_layers)]
     axes = {name: {0: "batch", 1: "tokens"} for name in [*input_names, *output_names]}
@@ -323,7 +305,7 @@ def _export_attentions(
     work = _eager_copy(model)
     input_names, args = _sample(family)
     # in eval mode: the exporter leaves the wrapper's mode on every module inside it, and the proof runs it
-    wrapper = _Attentions(work, family.uses_token_types).eval()
+    wrapper = _Outputs(work, family.uses_token_types, "attentions").eval()
     with torch.no_grad():
         found = wrapper(*args)
     if not found or any(a is None for a in found):
@@ -370,7 +352,7 @@ def _proof_feeds(model: nn.Module, family: Family) -> list[tuple[torch.Tensor, .
     return feeds
 
 
-def _attention_gap(wrapper: _Attentions, session: Any, feed: tuple[torch.Tensor, ...]) -> float:
+def _attention_gap(wrapper: _Outputs, session: Any, feed: tuple[torch.Tensor, ...]) -> float:
     """The largest |graph - module| over every layer's attention probabilities on `feed`, the graph run by
     the ONNX Runtime `session` (inf for a NaN or a missing layer)."""
     # the exporter drops inputs the graph never reads (DeBERTa-v2 without segment embeddings)
