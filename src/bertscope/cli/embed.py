@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from ..core._enums import Engine, Level
+from ..core._enums import Engine, Level, LongText
 from ..errors import InvalidInput
 from .app import (
     BackendOpt,
@@ -60,6 +60,7 @@ NormalizeOpt = Annotated[
 
 @app.command()
 def embed(
+    ctx: typer.Context,
     texts: Annotated[list[str] | None, typer.Argument(help="Texts to embed.")] = None,
     input_path: Annotated[
         str | None, typer.Option("--input", "-i", help="Read texts, one per line (- for stdin).")
@@ -182,6 +183,7 @@ def embed(
     tokens, words = level == "tokens", level == "words"
     if level == "chunks" and chunks is None:
         chunks = "sentence"
+    _refuse_idle_chunk_options(ctx, chunks, late=late, long=long)
     if pair is not None and (output is not None or words or chunks is not None):
         raise InvalidInput(
             "--pair reads each text as [CLS] A [SEP] B [SEP]: for sentence or --tokens vectors printed "
@@ -295,6 +297,32 @@ def _refuse_unused(output: Path | None, as_json: bool, **corpus_only: Any) -> No
     given = [f"--{name.replace('_', '-')}" for name, value in corpus_only.items() if value]
     if output is None and given:
         raise InvalidInput(f"{', '.join(given)}: for corpus jobs only; add -o FILE or leave them out")
+
+
+def _refuse_idle_chunk_options(ctx: typer.Context, chunks: str | None, *, late: bool, long: str) -> None:
+    """Refuse a chunk option the run would not read (it would be ignored in silence), and --long truncate
+    with late chunks (which would run windowed in silence)."""
+    from ..core.chunking import ChunkBy
+
+    def given(name: str) -> bool:
+        # By name: typer ships its own copy of click, whose ParameterSource is not click's.
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+    by = None if chunks is None else ChunkBy.parse(chunks, what="chunking")
+    for name in ("chunk_size", "chunk_overlap"):
+        if given(name) and by is not ChunkBy.TOKENS:
+            flag = "--" + name.replace("_", "-")
+            raise InvalidInput(f"{flag} applies with --chunks tokens; add --chunks tokens or drop it")
+    if given("late") and by is None:
+        raise InvalidInput(
+            "--late/--naive apply with --chunks; add --chunks sentence, paragraph or tokens, or drop it"
+        )
+    if by is not None and late and given("long") and LongText.parse(long, what="long") is LongText.TRUNCATE:
+        raise InvalidInput(
+            "late chunking (--chunks) needs the whole document, which --long truncate would cut: use "
+            "--long window (the default for late chunks) or drop --long, or --naive to embed each chunk alone"
+        )
 
 
 def _refuse_index(output: Path | None, level: str, engine: str) -> None:

@@ -66,9 +66,13 @@ def contextuality_cmd(
 
     Example: `bertscope contextuality -i corpus.txt --words bread,bank -o contextuality.png`
     """
+    from ..core.spec import whole_number
     from ..research.contextuality import contextuality
     from ..research.plots import picture_file, plot_contextuality
 
+    # The library's own check, in flag words, before the model loads.
+    whole_number(top, "--top", meaning="the most frequent words measured")
+    whole_number(min_contexts, "--min-contexts", meaning="sentences a word needs")
     picture = picture_path(output, old_plot, no_plot, "contextuality.png")
     if picture is not None:
         picture_file(picture)

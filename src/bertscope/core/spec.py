@@ -346,6 +346,14 @@ def resolve_spec(
         raise InvalidSpec(
             "the pooler takes one hidden-size vector; with several layers use combine='mean' or 'sum'"
         )
+    if pool is Pooling.POOLER and selected != (model.n_layers,):
+        # The pooler (dense + tanh over [CLS]) was trained on the last layer's output: on any other
+        # layer, or a mix with one, it runs but its vector means nothing.
+        raise InvalidSpec(
+            f"pooling 'pooler' is the model's trained pooler, trained on the last layer ({model.n_layers}) "
+            f"only, not on layers {','.join(map(str, selected))}: for [CLS] of other layers use cls pooling "
+            "(pooling='cls'; --pooling cls), or leave layers out (layers=...; --layers) for the last"
+        )
     return EmbedSpec(
         layers=selected,
         combine=how,

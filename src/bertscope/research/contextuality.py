@@ -28,6 +28,7 @@ import numpy as np
 from ..core._enums import SubwordPooling
 from ..core.pooling import pool_words, text_words
 from ..core.similarity import unit
+from ..core.spec import whole_number
 from ..core.tokens import check_texts
 from ..errors import InvalidInput
 
@@ -125,6 +126,11 @@ def contextuality(
     seed: int = 0,
 ) -> Contextuality:
     """Self-similarity, intra-sentence similarity, anisotropy baseline, adjusted figures and MEV per layer."""
+    # Checked before any work: a negative top would slice from the end, a zero one refuse confusingly.
+    whole_number(top, "top", meaning="the most frequent words measured")
+    whole_number(min_contexts, "min_contexts", meaning="sentences a word needs")
+    whole_number(max_contexts, "max_contexts", least=2, meaning="occurrences kept per word")
+    whole_number(baseline_pairs, "baseline_pairs", meaning="random pairs for the baseline")
     sentences = check_texts(list(sentences))
     chosen = list(words) if words else frequent_words(model, sentences, top=top, min_contexts=min_contexts)
     found, intra, pool = word_occurrences(
