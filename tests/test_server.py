@@ -384,9 +384,11 @@ def test_a_job_failing_inside_a_batch_leaves_the_others_their_answers(bundled: b
 
 # Rejections no schema can state, as their messages name them: they depend on the text against this model
 # (a piece its vocabulary lacks, a word its tokenizer drops whole, more tokens than its positions), or
-# on two fields together (chunk spans against their document's length, token chunks' overlap < size).
+# on two fields together (chunk spans against their document's length, token chunks' overlap < size,
+# the pooler on its last layer only).
 DATA_DEPENDENT = (
     "in the vocabulary",
+    "is not in this model's vocabulary",
     "gives no word pieces",
     "tokens but the model takes at most",
     "is out of range: the text has",
@@ -395,6 +397,7 @@ DATA_DEPENDENT = (
     "holds no word piece the model sees",
     "one list of (start, end) spans per document",
     "0 <= overlap < size",
+    "trained on the last layer",
 )
 
 
