@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .core.embedding_layer import EmbeddingWeights, embedding_weights
+from .core.embedding_layer import EmbeddingWeights
 from .core.engine import as_array
 from .core.results import rows
 from .core.tokens import Tokens, pad_batch
@@ -102,7 +102,7 @@ def decompose(model: Encoder, tokens: list[Tokens]) -> list[Anatomy]:
     ids_np, mask_np = pad_batch([t.ids for t in tokens], model.pad_id)
     types_np, _ = pad_batch([t.type_ids for t in tokens], 0)
     view = model.loaded.view
-    weights = embedding_weights(view) if model.light and view is not None else None
+    weights = view.embedding_weights if model.light and view is not None else None
     if weights is not None and view is not None:
         light = _decompose_light(model, view.config, weights, tokens, (ids_np, types_np, mask_np))
         if max(anatomy.max_abs_error for anatomy in light) <= PROOF_TOLERANCE:

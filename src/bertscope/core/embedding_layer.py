@@ -9,14 +9,12 @@ rebuild is still proved against the runtime's own layer 0 (`anatomy.decompose`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
+from .families import Family
 from .safetensors_header import FloatRows
-
-if TYPE_CHECKING:
-    from .folder import FolderView
 
 __all__ = ["LIGHT_FAMILIES", "EmbeddingWeights", "embedding_weights"]
 
@@ -27,6 +25,23 @@ _EPS_FIXED = {"distilbert": 1e-12}
 LIGHT_FAMILIES = frozenset((*_EPS_DEFAULT, *_EPS_FIXED))
 # Buffers some checkpoints keep inside the embedding layer; they hold ids, not weights.
 _ID_BUFFERS = ("position_ids", "token_type_ids")
+
+
+class WeightsFolder(Protocol):
+    """What the reading needs of a model folder (core/folder.py's FolderView, which caches the result)."""
+
+    family: Family
+    config: dict[str, Any]
+
+    @property
+    def weight_names(self) -> list[str]:
+        """The names of the tensors the safetensors files hold."""
+
+    def weight(self, suffix: str) -> np.ndarray | None:
+        """The one tensor whose name ends with `suffix`, as float32."""
+
+    def weight_rows(self, suffix: str) -> FloatRows | None:
+        """The one 2-D float tensor whose name ends with `suffix`, its rows read as indexed."""
 
 
 @dataclass(frozen=True)
@@ -49,7 +64,7 @@ class EmbeddingWeights:
         return (out + self.norm_bias if self.norm_bias is not None else out).astype(np.float32)
 
 
-def embedding_weights(view: FolderView) -> EmbeddingWeights | None:
+def embedding_weights(view: WeightsFolder) -> EmbeddingWeights | None:
     """The folder's embedding layer where it is rows and one LayerNorm, else None (the torch anatomy)."""
     family, config = view.family, view.config
     if family.name not in LIGHT_FAMILIES or family.embeddings_attr is None or family.norm_attr is None:

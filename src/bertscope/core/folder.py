@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import ModelLoadError, UnsupportedArchitecture
 from ._enums import LongText
+from .embedding_layer import EmbeddingWeights, embedding_weights
 from .families import Family, family_for
 from .hf_tokenizer import class_special_tokens, light_tokenizer
 from .hf_tokenizer_builds import SPECIAL_TOKENS, extra_specials
@@ -265,6 +266,12 @@ class FolderView:
         if stored is None or len(stored.shape) != 2 or stored.dtype not in ("F32", "F16", "BF16"):
             return None
         return FloatRows(stored)
+
+    @cached_property
+    def embedding_weights(self) -> EmbeddingWeights | None:
+        """The embedding layer's rows and LayerNorm, read once (core/embedding_layer.py); None where the
+        layer is more than that and only the module can take it apart."""
+        return embedding_weights(self)
 
     @cached_property
     def static_rows(self) -> FloatRows | None:
