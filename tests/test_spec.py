@@ -177,3 +177,43 @@ def test_a_misspelled_option_is_one_line_naming_the_options(bundled: bertscope.M
             call()
         assert isinstance(raised.value, TypeError) and "\n" not in str(raised.value)
     assert not (tmp_path / "x.parquet").exists()
+
+
+@pytest.mark.parametrize(
+    ("options", "noted"),
+    [
+        (EmbedOptions(pooling="mean"), True),  # the model's own pooling, named: no Normalize
+        (EmbedOptions(pooling="mean", normalize=False), False),  # asked for as it is
+        (EmbedOptions(pooling="mean", normalize=True), False),
+        (EmbedOptions(), False),  # auto: the model's own pooling and Normalize
+        (EmbedOptions(pooling="cls"), False),  # not the model's own
+        (EmbedOptions(pooling="mean", layers="-1"), True),
+        (EmbedOptions(pooling="mean", layers="-2"), False),  # not the model's own layer
+    ],
+)
+def test_naming_the_models_own_pooling_says_its_normalize_is_off(
+    bundled: bertscope.Model, options: EmbedOptions, noted: bool
+) -> None:
+    note = spec_module.unnormalized_own_pooling(bundled, options)
+    assert (note is not None) is noted
+    vectors = bundled.embed_with(["I like eating bread"], resolve(bundled, options)).vectors
+    # The note tells the truth: noted vectors are the model's own direction but not unit length.
+    unit = abs(float(np.linalg.norm(vectors[0])) - 1.0) < 1e-5
+    if noted:
+        assert not unit
+    if options.normalize or options.pooling == "auto":
+        assert unit
+    if noted:
+        own = bundled.embed(["I like eating bread"]).vectors[0]
+        np.testing.assert_allclose(vectors[0] / np.linalg.norm(vectors[0]), own, atol=1e-5)
+
+
+def test_the_command_line_notes_an_unnormalized_own_pooling() -> None:
+    from console import run_main
+
+    code, stdout, stderr = run_main("embed", "I like bread", "--pooling", "mean", "--json")
+    assert code == 0 and "--normalize" in stderr and "not unit length" in stderr
+    vector = np.asarray(json.loads(stdout)["vectors"][0])
+    assert abs(float(np.linalg.norm(vector)) - 1.0) > 1e-3
+    code, _, stderr = run_main("embed", "I like bread", "--pooling", "mean", "--normalize", "--json")
+    assert code == 0 and "unit length" not in stderr

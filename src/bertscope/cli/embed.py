@@ -54,8 +54,20 @@ if TYPE_CHECKING:
 
 NormalizeOpt = Annotated[
     bool | None,
-    typer.Option("--normalize/--no-normalize", help="Unit-length vectors (auto: the model's own)."),
+    typer.Option(
+        "--normalize/--no-normalize",
+        help="Unit-length vectors (default: the model's own with --pooling auto, off with a named pooling).",
+    ),
 ]
+
+
+def _note_own_pooling(m: Any, recipe: EmbedOptions) -> None:
+    """Say so when --pooling names the model's own pooling and its Normalize step is left off."""
+    from ..core.spec import unnormalized_own_pooling
+
+    note = unnormalized_own_pooling(m, recipe, pooling_name="--pooling", fix="--normalize")
+    if note:
+        warn(note)
 
 
 @app.command()
@@ -257,6 +269,8 @@ def embed(
             overwrite=overwrite, skip_bad=skip_bad, batch_size=batch_size or 1024, views=view or None,
         )  # fmt: skip
         m = load_model(model, **run)
+        if level == "sentence":
+            _note_own_pooling(m, recipe)
         run_job(texts, input_path, output, model=m, options=asked, job=job, quiet=quiet, index=index)
         return
     if level not in ("sentence", "tokens", "words"):
@@ -266,6 +280,7 @@ def embed(
     if tokens or words:
         _per_piece(m, items, recipe, words=words, subword=subword, as_json=as_json)
         return
+    _note_own_pooling(m, recipe)
     result = m.embed_with(items, resolve(m, recipe))
     if result.n_truncated:
         warn(

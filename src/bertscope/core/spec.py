@@ -36,6 +36,7 @@ __all__ = [
     "PostArg",
     "resolve",
     "resolve_spec",
+    "unnormalized_own_pooling",
     "reload_arg",
     "stored_settings",
     "SPEC_KEYS",
@@ -363,6 +364,28 @@ def resolve_spec(
         long=policy,
         stride=None if stride is None else int(stride),
         **_prompt_fields(model, prompt_name, prompt),
+    )
+
+
+def unnormalized_own_pooling(
+    model: Encoder, options: EmbedOptions, *, pooling_name: str = "pooling", fix: str = "normalize=True"
+) -> str | None:
+    """A note when a named pooling is the model's own but its Normalize step is left off, else None.
+
+    Normalize follows the model only with pooling auto (a named pooling is that pooling alone, as
+    sentence-transformers' Pooling module gives it); naming the model's own pooling by name is where
+    users expect its sentence vectors and get them before normalisation.
+    """
+    if options.normalize is not None or not model.loaded.st_normalize or not model.loaded.st_pooling:
+        return None
+    named = Pooling.parse(options.pooling, what="pooling")
+    if named is Pooling.AUTO or named.value != model.loaded.st_pooling or options.mask_special:
+        return None
+    if options.layers is not None and parse_layers(options.layers, model.n_layers) != (model.n_layers,):
+        return None  # other layers are not the model's own vectors, normalised or not
+    return (
+        f"{pooling_name} {named.value} is this model's own pooling, but its Normalize step applies only "
+        f"with {pooling_name} auto: these vectors are not unit length; add {fix} for the model's own"
     )
 
 
