@@ -17,6 +17,7 @@ static_kinds  distill (and the aggregation behind `static --from-corpus`)
 serve, explore, bench
 cache     cache (the exports and measurements bertscope keeps)
 verify    verify (the model against the reference, a fingerprint, or a store)
+wording   the library's messages in flag form (`dtype='bfloat16'` -> `--dtype bfloat16`), for `warn`
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from rich.text import Text
 
 from ..core._enums import Backend, DType, Engine, Pooling, Quantize, StrEnum
 from ..errors import InvalidInput
+from .wording import as_flags
 
 app = typer.Typer(
     help="See and use every embedding of a BERT-family model (default: the bundled all-MiniLM-L6-v2).\n\n"
@@ -185,6 +186,24 @@ StrideOpt = Annotated[
     int | None,
     typer.Option("--stride", min=1, help="Window step in tokens (--long window; default: half a window)."),
 ]
+
+
+def top_k_option(help: str, *, least: int | None = None) -> Any:
+    """The nearest-neighbour count, under one name in every command that asks it: `--top-k`/`-k`
+    (sentence-transformers' `top_k`)."""
+    return typer.Option("--top-k", "-k", min=least, help=help)
+
+
+def old_spelling(value: Any, old_value: Any, *, name: str, old: str, default: Any = None) -> Any:
+    """An option's value given under its name or its old, hidden spelling (`--export` for `--output`);
+    both at once is refused, naming the one to keep."""
+    if old_value is None:
+        return value
+    if value != default:
+        raise InvalidInput(f"{old} is the old spelling of {name}; give {name} only")
+    return old_value
+
+
 # How a JSONL, CSV or Parquet corpus is read: embed and verify (which reads the corpus a store was made from)
 TextFieldOpt = Annotated[
     str, typer.Option("--text-field", "--text-column", help="Text field (jsonl/csv/parquet).")
@@ -237,8 +256,11 @@ def _root(
 
 
 def warn(message: object, *, label: str = "warning:", style: str = "yellow") -> None:
-    """One line on stderr: a coloured label, then the message exactly as written."""
-    err.print(Text.assemble((label, style), " ", str(message)), highlight=False)
+    """One line on stderr: a coloured label, then the message. A str (the command line's own words) is
+    printed as written; a library error or warning object is reworded into the flags the user typed
+    (`dtype='bfloat16'` -> `--dtype bfloat16`, see `wording.as_flags`)."""
+    text = message if isinstance(message, str) else as_flags(str(message))
+    err.print(Text.assemble((label, style), " ", text), highlight=False)
 
 
 def is_debug() -> bool:

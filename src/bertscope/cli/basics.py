@@ -27,8 +27,10 @@ from .app import (
     emit_json,
     err,
     load_model,
+    old_spelling,
     out,
     pair_note,
+    top_k_option,
     warn,
     with_pair,
 )
@@ -131,16 +133,17 @@ def static(
     items: Annotated[
         list[str] | None, typer.Argument(help="Word pieces (or ids with --ids, words with --word).")
     ] = None,
-    neighbors: Annotated[
-        int, typer.Option("--neighbors", "-k", min=0, help="Show this many nearest pieces.")
-    ] = 0,
+    top_k: Annotated[int, top_k_option("Show this many nearest pieces.", least=0)] = 0,
+    neighbors: Annotated[int | None, typer.Option("--neighbors", min=0, hidden=True)] = None,
     ids: Annotated[bool, typer.Option("--ids", help="Read the items as token ids.")] = False,
     word: Annotated[
         bool, typer.Option("--word", help="Items are words: mean of their pieces' rows.")
     ] = False,
-    export: Annotated[
-        Path | None, typer.Option("--export", help="Write the rows named (every row if none) to this file.")
+    output: Annotated[
+        Path | None,
+        typer.Option("--output", "-o", help="Write the rows named (every row if none) to this file."),
     ] = None,
+    export: Annotated[Path | None, typer.Option("--export", hidden=True)] = None,
     fmt: Annotated[
         str | None,
         typer.Option(
@@ -173,7 +176,7 @@ def static(
     ] = "window",
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted aggregation.")] = False,
     overwrite: Annotated[
-        bool, typer.Option("--overwrite", help="Replace an existing export (--export, --from-corpus).")
+        bool, typer.Option("--overwrite", help="Replace an existing --output file.")
     ] = False,
     batch_size: Annotated[
         int,
@@ -196,11 +199,11 @@ def static(
 ) -> None:
     """Static word-piece vectors: rows of the input embedding matrix (no position, no segment).
 
-    Examples: `bertscope static bread cake --neighbors 10`,
-    `bertscope static --ids 7852`, `bertscope static --export vocab.vec --format word2vec`,
-    `bertscope static king queen bread --export three.vec` (only those rows),
-    `bertscope static bread cake --export sub.npy` (NumPy: the suffix chooses the format),
-    `bertscope static --from-corpus corpus.txt --layers 1 --min-count 5 --export agg.vec` (each word's
+    Examples: `bertscope static bread cake -k 10`,
+    `bertscope static --ids 7852`, `bertscope static -o vocab.vec --format word2vec`,
+    `bertscope static king queen bread -o three.vec` (only those rows),
+    `bertscope static bread cake -o sub.npy` (NumPy: the suffix chooses the format),
+    `bertscope static --from-corpus corpus.txt --layers 1 --min-count 5 -o agg.vec` (each word's
     mean layer-1 vector over the corpus, counts in agg.counts.tsv; resumable with --resume;
     `--engine ray --workers 4` runs the forwards on Ray actors)
     """
@@ -208,6 +211,9 @@ def static(
     from ..static import export as export_static
     from ..static import lookup
 
+    # --neighbors and --export: the old spellings of --top-k and --output
+    top_k = old_spelling(top_k, neighbors, name="--top-k", old="--neighbors", default=0)
+    output = old_spelling(output, export, name="--output", old="--export")
     if ids and word:
         raise InvalidInput("--ids reads token ids and --word reads words; give one of them")
     if from_corpus is None:
@@ -223,8 +229,8 @@ def static(
         }
         if given := [name for name, on in aggregation.items() if on]:
             raise InvalidInput(f"{', '.join(given)}: for --from-corpus only; leave them out here")
-        if overwrite and export is None:
-            raise InvalidInput("--overwrite replaces an existing --export file; add --export FILE or drop it")
+        if overwrite and output is None:
+            raise InvalidInput("--overwrite replaces an existing --output file; add -o FILE or drop it")
     # Rows of the matrix need no forward: with the default load options they are read from the folder's
     # safetensors without torch (about 1 s where a load takes 6-9 s), the same float32 values a load gives.
     defaults = (device, dtype, backend, quantize, threads) == ("auto", "float32", "auto", "none", None)
@@ -248,25 +254,25 @@ def static(
             # aggregate_to_file says how many texts were truncated itself, in the command line's words
             warnings.simplefilter("ignore", TruncatedTextsWarning)
             aggregate_to_file(
-                m, from_corpus, export, layers=layers, fmt=fmt, min_count=min_count, subword=subword,
+                m, from_corpus, output, layers=layers, fmt=fmt, min_count=min_count, subword=subword,
                 long=long, resume=resume, overwrite=overwrite, batch_size=batch_size, quiet=quiet,
                 as_json=as_json, engine=engine, workers=workers, device=device, threads=threads,
             )  # fmt: skip
         return
-    if export is not None:
+    if output is not None:
         if word and items:
-            raise InvalidInput("--export writes word-piece rows; name pieces (or --ids), not --word words")
+            raise InvalidInput("--output writes word-piece rows; name pieces (or --ids), not --word words")
         named: list[Any] | None = ([_token_id(i) for i in items] if ids else list(items)) if items else None
-        written = export_static(m, export, fmt, items=named, overwrite=overwrite)
+        written = export_static(m, output, fmt, items=named, overwrite=overwrite)
         rows = f"{len(named)} rows" if named else "every row"
         emit_json([str(p) for p in written]) if as_json else err.print(
             f"wrote {', '.join(map(str, written))} ({rows})", highlight=False
         )
         return
     if not items:
-        raise InvalidInput("name at least one word piece (e.g. `bertscope static bread`), or --export FILE")
+        raise InvalidInput("name at least one word piece (e.g. `bertscope static bread`), or -o FILE")
     keys: list[Any] = [_token_id(i) if ids else i for i in items] if not word else list(items)
-    records = [lookup(m, key, word=word, k=neighbors, include_special=include_special) for key in keys]
+    records = [lookup(m, key, word=word, k=top_k, include_special=include_special) for key in keys]
     if as_json:
         emit_json({"items": records})
         return
@@ -275,7 +281,7 @@ def static(
         preview = " ".join(f"{v:+.3f}" for v in rec["vector"][:6])
         line = f"  norm {rec['norm']:.4f}  [{preview} ...] ({len(rec['vector'])} dims)"
         out.print(Text.assemble((head, "bold"), line))
-        if neighbors:
+        if top_k:
             table = Table("rank", "piece", "id", "cosine")
             for rank, n in enumerate(rec["neighbors"], 1):
                 table.add_row(str(rank), n["token"], str(n["id"]), f"{n['cosine']:.4f}")

@@ -20,6 +20,7 @@ from .app import (
     emit_json,
     err,
     out,
+    top_k_option,
     warn,
 )
 
@@ -107,7 +108,7 @@ def similar(
     context: Annotated[
         str | None, typer.Option("--context", help="With --word: rank occurrences by the sense it has here.")
     ] = None,
-    k: Annotated[int, typer.Option("-k", help="How many results.")] = 5,
+    k: Annotated[int, top_k_option("How many results.")] = 5,
     post: Annotated[
         Path | None, typer.Option("--post", help="The post-processing file the store used.")
     ] = None,

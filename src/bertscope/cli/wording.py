@@ -1,0 +1,126 @@
+"""Library messages in the command line's words: `dtype='bfloat16'` reads `--dtype bfloat16`.
+
+The library speaks to Python callers (`load(dtype='bfloat16')`); a person at the command line typed
+flags. `as_flags` rewrites the keyword forms of the options that are also flags, with the same meaning,
+into the flag the user would type, and leaves everything else as written: a keyword no flag gives
+(`calibration=`), Python advice inside a call (`bertscope.load(..., mode=...)`), a quoted text the user
+gave (`view 'layers=-1/mean'`). The flag name takes hyphens (`--fast-min-cosine`), a value keeps its own
+spelling (`--quantize int8_fused`, as --quantize takes it).
+
+    dtype='float16' or 'bfloat16'     ->  --dtype float16 or bfloat16
+    normalize=True / late=False       ->  --normalize / --naive
+    mode='fast'                       ->  --fast
+    post= (--post)                    ->  --post             (a message that already names the flag)
+    (pooling='cls'; --pooling cls)    ->  (--pooling cls)     (and `(format=, --format)`)
+    k must be a whole number ...      ->  -k must be a whole number ...
+"""
+
+from __future__ import annotations
+
+import re
+
+# keyword -> the flag that gives it on the command line (same meaning); names not listed stay as written.
+FLAGS: dict[str, str] = {
+    name: "--" + name.replace("_", "-")
+    for name in (
+        "backend", "batch_size", "chunk_overlap", "chunk_size", "chunks", "collection", "column", "combine",
+        "device", "dim", "dtype", "engine", "fast_min_cosine", "format", "id_field", "layers", "level",
+        "limit", "long", "mask_special", "min_count", "n_jobs", "normalize", "overwrite", "pooling", "post",
+        "prompt", "prompt_name", "quantize", "remeasure", "resume", "seed", "stride", "subword",
+        "text_field", "threads", "view", "workers",
+    )
+} | {"k": "-k", "late": "--late"}  # fmt: skip
+# Booleans: the flag for True and, where one exists, for False (None: no flag turns it off).
+SWITCHES: dict[str, tuple[str, str | None]] = {
+    "normalize": ("--normalize", "--no-normalize"),
+    "late": ("--late", "--naive"),
+    "mask_special": ("--mask-special", None),
+    "overwrite": ("--overwrite", None),
+    "remeasure": ("--remeasure", None),
+    "resume": ("--resume", None),
+}
+# `mode` is no flag: its one non-default value is --fast.
+MODES = {"fast": "--fast"}
+# Names with an underscore are Python names wherever a message has them bare ("fast_min_cosine applies
+# to ..."); mask_special is also a --view option's spelling, so it stays.
+BARE = sorted((n for n in FLAGS if "_" in n and n != "mask_special"), key=len, reverse=True)
+
+_KEYWORDS = "|".join(sorted([*FLAGS, "mode"], key=len, reverse=True))
+_VALUE = (
+    r"'[^']*'|\"[^\"]*\"|\[[^\]]*\]|\.\.\.|True\b|False\b|None\b|-?\d+(?:\.\d+)?(?:e-?\d+)?(?!\w)"
+    r"|(?=[\s),;]|$)"  # `post=` alone: the option itself
+)
+# A keyword form, then what may follow it: the same option in flag form, or more quoted values.
+_FORM = re.compile(
+    rf"(?<![-\w.'\"])(?P<kw>{_KEYWORDS})=(?P<value>{_VALUE})"
+    r"(?P<dual> \((?P<flag1>--?[\w-]+[^()]*)\)|[;,] (?P<flag2>--?[\w-]+[^();]*)(?=\)))?"
+    r"(?P<tails>(?:(?:,|,? or|,? not| \(or| and)\s*'[^']*')*)"
+)
+_BARE = re.compile(rf"(?<![-\w.'\"])(?P<kw>{'|'.join(BARE)})(?![\w=])")
+_MUST = re.compile(rf"(?:^|(?<=; ))(?P<kw>{'|'.join(sorted(FLAGS, key=len, reverse=True))}) must be ")
+
+
+def as_flags(message: str) -> str:
+    """`message` with every keyword form of a flag written as that flag (see the module's examples)."""
+    calls = _call_spans(message)
+
+    def form(match: re.Match[str]) -> str:
+        if any(start < match.start() < end for start, end in calls):
+            return match.group(0)
+        kw, value = match["kw"], match["value"]
+        named = match["flag1"] or match["flag2"]
+        if named and named.split()[0] in _flags_of(kw):
+            return named
+        flag = _flag(kw, value)
+        if flag is None:
+            return match.group(0)
+        tails = match["tails"]
+        if value[:1] in "'\"":
+            tails = re.sub(r"'([^']*)'", r"\1", tails)
+        return flag + (match["dual"] or "") + tails
+
+    text = _FORM.sub(form, message)
+    text = _MUST.sub(lambda m: f"{FLAGS[m['kw']]} must be ", text)
+    calls = _call_spans(text)
+    return _BARE.sub(
+        lambda m: m.group(0) if any(s < m.start() < e for s, e in calls) else FLAGS[m["kw"]], text
+    )
+
+
+def _flag(kw: str, value: str) -> str | None:
+    """The flag form of `kw=value`, or None where no flag says it (mode='exact', normalize=None)."""
+    if value in ("True", "False"):
+        on, off = SWITCHES.get(kw, (None, None))
+        return on if value == "True" else off
+    if value == "None" or kw in SWITCHES and value not in ("", "..."):
+        return None
+    if kw == "mode":
+        return MODES.get(value.strip("'\""))
+    if value in ("", "..."):
+        return FLAGS[kw]
+    if value[:1] in "'\"":
+        inner = value[1:-1]
+        return f"{FLAGS[kw]} {inner}" if inner else f'{FLAGS[kw]} ""'
+    if value.startswith("["):
+        return f"{FLAGS[kw]} " + ",".join(part.strip(" '\"") for part in value[1:-1].split(","))
+    return f"{FLAGS[kw]} {value}"
+
+
+def _flags_of(kw: str) -> set[str]:
+    """Every flag that gives `kw`: a message that already names one needs no second spelling."""
+    if kw == "mode":
+        return set(MODES.values())
+    return {FLAGS[kw], *(flag for flag in SWITCHES.get(kw, ()) if flag)}
+
+
+def _call_spans(text: str) -> list[tuple[int, int]]:
+    """The spans inside Python calls (`load(..., mode=...)`): advice to a Python caller stays as written."""
+    spans, opened = [], []
+    for at, char in enumerate(text):
+        if char == "(":
+            opened.append((at, at > 0 and (text[at - 1].isalnum() or text[at - 1] in "_.")))
+        elif char == ")" and opened:
+            start, is_call = opened.pop()
+            if is_call:
+                spans.append((start, at))
+    return spans

@@ -1,0 +1,245 @@
+"""One concept, one name on the command line, and errors that name the flags typed.
+
+`static` writes with -o/--output as every other command does (--export: its old spelling, hidden); the
+nearest-neighbour count is --top-k/-k wherever it is asked (static's --neighbors: its old spelling); a
+library error printed by the command line says `--dtype bfloat16`, not `dtype='bfloat16'`
+(`bertscope.cli.wording.as_flags`), while the library keeps its Python words for Python callers.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import typer
+
+import bertscope
+from bertscope.cli import app
+from bertscope.cli.wording import FLAGS, MODES, SWITCHES, as_flags
+from console import run_main
+
+SRC = Path(bertscope.__file__).resolve().parent
+
+
+def _ok(*args: str) -> str:
+    ran = run_main(*args)
+    assert ran.code == 0, ran
+    return ran.stdout
+
+
+def _refusal(*args: str) -> str:
+    """The one error line of a refused command (no traceback, nothing on stdout)."""
+    ran = run_main(*args)
+    assert ran.code != 0 and ran.stdout == "", ran
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), ran.stderr
+    return lines[0]
+
+
+def _options() -> dict[str, set[str]]:
+    """Every command's option names (subcommands as `eval pairs`)."""
+    found: dict[str, set[str]] = {}
+
+    def walk(command: object, name: str) -> None:
+        for sub_name, sub in getattr(command, "commands", {}).items():
+            walk(sub, f"{name} {sub_name}".strip())
+        params = [p for p in getattr(command, "params", []) if p.param_type_name == "option"]
+        if not hasattr(command, "commands"):
+            found[name] = {o for p in params for o in (*p.opts, *p.secondary_opts)}
+
+    root = typer.main.get_command(app)
+    walk(root, "")
+    found[""] = {o for p in root.params for o in (*p.opts, *p.secondary_opts)}
+    return found
+
+
+# static: -o, --output and the old --export ----------------------------------------------------------------
+
+
+def test_static_writes_with_o_output_and_the_old_export(tmp_path: Path) -> None:
+    written = {}
+    for flag in ("-o", "--output", "--export"):
+        target = tmp_path / f"rows{flag.strip('-')}.vec"
+        _ok("static", "bread", "cake", flag, str(target))
+        written[flag] = target.read_text()
+    assert written["-o"] == written["--output"] == written["--export"]
+    assert written["-o"].splitlines()[0] == "2 384" and written["-o"].splitlines()[1].startswith("bread ")
+
+
+def test_static_refuses_both_spellings_and_says_output(tmp_path: Path) -> None:
+    both = _refusal("static", "bread", "-o", str(tmp_path / "a.vec"), "--export", str(tmp_path / "b.vec"))
+    assert "--export is the old spelling of --output" in both
+    assert not (tmp_path / "a.vec").exists() and not (tmp_path / "b.vec").exists()
+    assert "--output" in _refusal("static", "bread", "--overwrite")
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a bank\n")
+    assert "add -o OUT" in _refusal("static", "--from-corpus", str(corpus))
+    assert "--output writes word-piece rows" in _refusal(
+        "static", "bread", "--word", "-o", str(tmp_path / "w.vec")
+    )
+
+
+def test_static_help_names_output_and_top_k_only() -> None:
+    shown = _ok("static", "--help")
+    assert "--output" in shown and "--top-k" in shown
+    assert "--export" not in shown and "--neighbors" not in shown
+
+
+# the nearest-neighbour count: --top-k / -k -------------------------------------------------------------
+
+
+def test_static_neighbour_count_spellings() -> None:
+    found = {
+        spelling: json.loads(_ok("static", "bread", spelling, "3", "--json"))["items"][0]["neighbors"]
+        for spelling in ("-k", "--top-k", "--neighbors")
+    }
+    assert found["-k"] == found["--top-k"] == found["--neighbors"]
+    assert [n["token"] for n in found["-k"]][:2] == ["loaf", "dough"] and len(found["-k"]) == 3
+
+
+def test_static_refuses_two_neighbour_counts() -> None:
+    assert "--neighbors is the old spelling of --top-k" in _refusal(
+        "static", "bread", "-k", "2", "--neighbors", "3"
+    )
+
+
+def test_similar_neighbour_count_spellings(tmp_path: Path) -> None:
+    store = tmp_path / "s.parquet"
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a cat sat\na dog ran\nthe stock fell\nrain again\n")
+    _ok("embed", "-i", str(corpus), "-o", str(store), "-q")
+    hits = {
+        flag: json.loads(_ok("similar", "a kitten", "--in", str(store), flag, "2", "--json"))
+        for flag in ("-k", "--top-k")
+    }
+    assert hits["-k"] == hits["--top-k"]
+    assert len(hits["-k"]) == 2 and hits["-k"][0]["text"] == "a cat sat"
+
+
+def test_the_neighbour_count_has_one_name_wherever_it_is_asked() -> None:
+    """static and similar count nearest neighbours; both call it --top-k/-k (senses -k counts clusters,
+    explain's --top/-k token pairs: other concepts, left as they are)."""
+    options = _options()
+    for command in ("static", "similar"):
+        assert {"--top-k", "-k"} <= options[command], command
+    assert not any("--neighbors" in names and command != "static" for command, names in options.items())
+
+
+# library errors in flag form ----------------------------------------------------------------------------
+
+ERRORS = [
+    (["embed", "x", "--dtype", "float16", "--device", "cpu"], "use --dtype bfloat16 or float32"),
+    (["embed", "x", "--backend", "openvino", "--quantize", "int8_fused"],
+     "--quantize int8_fused is an ONNX Runtime graph; OpenVINO's are --quantize int8 or int8_static"),
+    (["embed", "x", "--quantize", "int8", "--backend", "torch"], "use --backend onnxruntime (or auto)"),
+    (["embed", "x", "--backend", "onnxruntime", "--dtype", "bfloat16"],
+     "--dtype bfloat16 needs --backend torch"),
+    (["embed", "x", "--fast", "--dtype", "bfloat16"], "--fast picks the backend, dtype and quantize itself"),
+    (["embed", "x", "--fast-min-cosine", "0.5"], "--fast-min-cosine 0.5 is the bound"),
+    (["verify", "--fast-min-cosine", "0.99"], "add --fast, or leave it out"),
+    (["embed", "x", "--stride", "3"],
+     "stride applies to --long window (the step between windows), not --long truncate"),
+    (["embed", "x", "--pooling", "pooler", "--layers", "3"],
+     "(--pooling cls), or leave layers out (--layers)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("args", "says"), ERRORS, ids=[" ".join(a[1:]) for a, _ in ERRORS])
+def test_library_errors_name_the_flags_typed(args: list[str], says: str) -> None:
+    line = _refusal(*args)
+    assert says in line, line
+    assert "='" not in line and '="' not in line, line
+
+
+def test_a_search_count_and_an_export_suffix_name_their_flags(tmp_path: Path) -> None:
+    store = tmp_path / "v.npy"
+    np.save(store, np.ones((3, 384), dtype=np.float32))
+    assert _refusal("similar", "x", "--in", str(store), "-k", "0") == (
+        "error: -k must be a whole number of at least 1, got 0"
+    )
+    weird = _refusal("static", "bread", "-o", str(tmp_path / "o.weird"))
+    assert "name the format (--format)" in weird and "format=" not in weird
+
+
+def test_the_library_keeps_its_python_words() -> None:
+    with pytest.raises(bertscope.InvalidSpec, match="use dtype='bfloat16' or 'float32'"):
+        bertscope.load(device="cpu", dtype="float16")
+
+
+# the rewrite itself ------------------------------------------------------------------------------------
+
+
+def test_every_mapped_keyword_is_a_flag_of_the_command_line() -> None:
+    every = set().union(*_options().values())
+    flags = {*FLAGS.values(), *MODES.values(), *(f for pair in SWITCHES.values() for f in pair if f)}
+    assert flags <= every, flags - every
+
+
+def _messages() -> list[str]:
+    """The library's string literals (f-strings with a stand-in for each value) naming a mapped keyword
+    as `kw='...'` or `kw="..."`: the messages a command may print."""
+    keyword = re.compile(rf"\b({'|'.join(FLAGS)}|mode)=['\"]")
+    found = []
+    for path in SRC.rglob("*.py"):
+        if {"cli", "server"} & set(path.relative_to(SRC).parts):
+            continue
+        tree = ast.parse(path.read_text())
+        parts = {
+            id(part) for node in ast.walk(tree) if isinstance(node, ast.JoinedStr) for part in node.values
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in parts:
+                text = node.value
+            elif isinstance(node, ast.JoinedStr):
+                text = "".join(
+                    part.value
+                    if isinstance(part, ast.Constant)
+                    else ("'int8'" if part.conversion == ord("r") else "int8")
+                    for part in node.values
+                )
+            else:
+                continue
+            if keyword.search(text):
+                found.append(text)
+    return found
+
+
+def test_no_keyword_form_survives_in_the_real_messages() -> None:
+    messages = _messages()
+    assert len(messages) > 30  # the grep found the library's messages, not nothing
+    survivors = re.compile(rf"(?<![-\w.'\"])({'|'.join(FLAGS)})=['\"]|(?<![-\w.'\"])mode=['\"]fast")
+    for message in messages:
+        # Python advice inside a call (`model.embed(texts, long='window')`) stays as written
+        outside_calls = re.sub(r"[\w.]+\([^()]*\)", "CALL", as_flags(message))
+        assert not survivors.search(outside_calls), (message, as_flags(message))
+
+
+@pytest.mark.parametrize(
+    ("message", "reads"),
+    [
+        ("float16 runs on CUDA only; on CPU use dtype='bfloat16' or 'float32'",
+         "float16 runs on CUDA only; on CPU use --dtype bfloat16 or float32"),
+        ("attention is within one window: use long='truncate' or 'error', not 'window'",
+         "attention is within one window: use --long truncate or error, not window"),
+        ("quantize='int8_fused' is an ONNX Runtime graph", "--quantize int8_fused is an ONNX Runtime graph"),
+        ("fast_min_cosine=0.99 is the bound", "--fast-min-cosine 0.99 is the bound"),
+        ("give the text with prompt= (--prompt)", "give the text with --prompt"),
+        ("name one with column='layer_6' (--column layer_6)", "name one with --column layer_6"),
+        ("replace it with overwrite=True (--overwrite)", "replace it with --overwrite"),
+        ("(or late=False); normalize=False", "(or --naive); --no-normalize"),
+        ("ask for no prompt (prompt='')", 'ask for no prompt (--prompt "")'),
+        ("level='tokens' or 'words'", "--level tokens or words"),
+        # left as written: no flag says it, a Python call, a text the user gave, mode='exact'
+        ("calibration= fits int8's scales", "calibration= fits int8's scales"),
+        ("bertscope.load(..., mode=...) yourself", "bertscope.load(..., mode=...) yourself"),
+        ("view 'layers=-1/mean': write NAME=...", "view 'layers=-1/mean': write NAME=..."),
+        ("mode='exact' runs float32", "mode='exact' runs float32"),
+        ("--dtype bfloat16 or float32", "--dtype bfloat16 or float32"),
+    ],
+)  # fmt: skip
+def test_as_flags(message: str, reads: str) -> None:
+    assert as_flags(message) == reads
