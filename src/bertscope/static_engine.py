@@ -20,6 +20,7 @@ import numpy as np
 from .core._enums import LongText, Pooling
 from .core.results import SentenceEmbeddings
 from .core.spec import EmbedSpec
+from .core.text_pieces import cuts_for
 from .core.tokens import Tokens
 from .errors import BertscopeError, InputTooLong
 
@@ -66,6 +67,7 @@ class StaticEngine:
         backend.encode_special_tokens = True  # text is text: "[CLS]" typed in a text is characters
         self._whole = copy.deepcopy(backend)
         self._whole.no_truncation()
+        self._whole_cuts = cuts_for(self._whole)  # a long text's pieces counted a group at a time
         self._cut = copy.deepcopy(backend)
         if max_length is not None:
             self._cut.enable_truncation(max_length)
@@ -87,9 +89,15 @@ class StaticEngine:
         found = [self._tokens(t, e) for t, e in zip(texts, cut, strict=True)]
         for index, text in enumerate(texts):
             if len(text) > chars or len(found[index]) >= self.max_length:
-                every_piece = sum(1 for i in self.pieces(text).ids if i != self._unk)
+                every_piece = self._count(text)
                 found[index] = replace(found[index], n_dropped=every_piece - len(found[index]))
         return found
+
+    def _count(self, text: str) -> int:
+        """Pieces of the whole text besides [UNK] (in bounded memory where the tokenizer splits at spaces)."""
+        if self._whole_cuts is not None:
+            return self._whole_cuts.count(self._whole, text, skip_id=self._unk)
+        return sum(1 for i in self.pieces(text).ids if i != self._unk)
 
     def _tokens(self, text: str, encoding: Encoding) -> Tokens:
         keep = [k for k, i in enumerate(encoding.ids) if i != self._unk]

@@ -262,7 +262,7 @@ class Encoder:
         """
         policy = LongText.parse(long, what="long-text policy")
         items = check_texts(texts, pairs=True)
-        tokens = [self.tokenizer.fit(t, policy, index=i) for i, t in enumerate(self.tokenizer.encode(items))]
+        tokens = self.tokenizer.encode_fitted(items, policy)
         return tokens[0] if single(texts) else tokens
 
     def spec(self, **options: Unpack[RecipeKeywords]) -> EmbedSpec:

@@ -373,8 +373,8 @@ class Engine:
                 yield rows
 
     def _fit(self, chunk: Sequence[str], spec: EmbedSpec, start: int) -> list[Tokens]:
-        encoded = self.tokenizer.encode(prepend(spec.prompt, chunk) if spec.prompt else chunk)
-        return [self.tokenizer.fit(t, spec.long, index=start + i) for i, t in enumerate(encoded)]
+        texts = prepend(spec.prompt, chunk) if spec.prompt else chunk
+        return self.tokenizer.encode_fitted(texts, spec.long, start=start)
 
     def _run(
         self, segments: list[Segment], spec: EmbedSpec, on_batch: OnBatch | None

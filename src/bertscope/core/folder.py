@@ -220,8 +220,7 @@ class FolderView:
         from .tokens import check_texts
 
         items = check_texts(list(texts), pairs=True)
-        encoded = self.text_tokenizer.encode(items)
-        return [self.text_tokenizer.fit(t, LongText.TRUNCATE, index=i) for i, t in enumerate(encoded)]
+        return self.text_tokenizer.encode_fitted(items, LongText.TRUNCATE)
 
     # The static rows, read from the safetensors weights (the `StaticSource` of bertscope.static) ---------
 

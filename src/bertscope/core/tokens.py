@@ -16,6 +16,7 @@ from tokenizers import Tokenizer as RustTokenizer
 
 from ..errors import InputTooLong, InvalidInput
 from ._enums import LongText
+from .text_pieces import Cuts, cuts_for, head_and_count
 
 __all__ = [
     "Text",
@@ -268,6 +269,10 @@ class TextTokenizer:
     as ordinary characters, never read as the special id (the tokenizers' `encode_special_tokens`,
     transformers' `split_special_tokens=True`). The specials the template adds ([CLS] A [SEP]) are
     the real ids. The caller's tokenizer is copied, not changed.
+
+    A text longer than `long_chars` characters that is to be cut or refused (`encode_fitted`) is
+    tokenized a piece at a time (core/text_pieces.py): the tokens kept and n_dropped are those of the
+    whole text, in memory bounded by a piece rather than by the text.
     """
 
     def __init__(self, backend: RustTokenizer, *, max_tokens: int) -> None:
@@ -276,6 +281,7 @@ class TextTokenizer:
         self.backend.no_padding()
         self.backend.encode_special_tokens = True
         self.max_tokens = max_tokens
+        self.long_chars = max(1 << 16, 32 * max_tokens)
 
     def encode(self, texts: Sequence[Text]) -> list[Tokens]:
         """Tokens of each text (or (A, B) pair) in full (no truncation), with specials."""
@@ -286,8 +292,37 @@ class TextTokenizer:
             for text, enc in zip(texts, self.backend.encode_batch(list(texts)), strict=True)
         ]
 
+    def encode_fitted(self, texts: Sequence[Text], long: LongText, *, start: int = 0) -> list[Tokens]:
+        """`fit` of each of `encode(texts)`, text i as `start + i`; a text over `long_chars` characters
+        under truncate or error is tokenized a piece at a time, with the same tokens and n_dropped."""
+        far = [long is not LongText.WINDOW and isinstance(t, str) and len(t) > self.long_chars for t in texts]
+        near = iter(self.encode([t for t, f in zip(texts, far, strict=True) if not f]))
+        return [
+            self._fit_long(t, long, index=start + i)
+            if isinstance(t, str) and f
+            else self.fit(next(near), long, index=start + i)
+            for i, (t, f) in enumerate(zip(texts, far, strict=True))
+        ]
+
+    def _fit_long(self, text: str, long: LongText, *, index: int) -> Tokens:
+        """`fit` of a long text from its first tokens, with the whole text's count (streamed) in n_dropped."""
+        if self._cuts is None:
+            return self.fit(self.encode([text])[0], long, index=index)
+        head, total = head_and_count(self.backend, self._cuts, text, max_tokens=self.max_tokens)
+        tokens = _tokens(text, head)
+        if long is LongText.ERROR and total > len(tokens):
+            raise self._too_long(index, total)
+        fitted = self.fit(tokens, long, index=index)
+        return replace(fitted, n_dropped=total - len(fitted))
+
+    @cached_property
+    def _cuts(self) -> Cuts | None:
+        return cuts_for(self.backend)
+
     def gives_pieces(self, text: str) -> bool:
         """Whether `text` gives any word piece besides the specials the template adds."""
+        if len(text) > self.long_chars and self._cuts is not None:
+            return self._cuts.count(self.backend, text, stop_above=0) > 0
         return bool(self.backend.encode(text, add_special_tokens=False).ids)
 
     def check_pairs(self) -> None:
@@ -366,11 +401,14 @@ class TextTokenizer:
         if len(tokens) <= self.max_tokens or long is LongText.WINDOW:
             return tokens
         if long is LongText.ERROR:
-            raise InputTooLong(
-                f"text {index} has {len(tokens)} tokens but the model takes at most {self.max_tokens}; "
-                "use long='truncate' (drops the end, reported) or long='window' (overlapping windows)"
-            )
+            raise self._too_long(index, len(tokens))
         return tokens.truncated(self.max_tokens)
+
+    def _too_long(self, index: int, n_tokens: int) -> InputTooLong:
+        return InputTooLong(
+            f"text {index} has {n_tokens} tokens but the model takes at most {self.max_tokens}; "
+            "use long='truncate' (drops the end, reported) or long='window' (overlapping windows)"
+        )
 
 
 def _tokens(text: Text, enc: Encoding) -> Tokens:
