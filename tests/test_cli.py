@@ -54,7 +54,7 @@ def test_tokens_pad_shows_the_batch_the_model_receives() -> None:
 
 
 def test_static_neighbors_and_ids(bundled) -> None:
-    records = json.loads(run_ok("static", "bread", "cake", "--neighbors", "3", "--json"))["items"]
+    records = json.loads(run_ok("static", "bread", "cake", "-k", "3", "--json"))["items"]
     assert [r["id"] for r in records] == [7852, 9850]
     assert len(records[0]["neighbors"]) == 3
     np.testing.assert_array_equal(
@@ -65,7 +65,7 @@ def test_static_neighbors_and_ids(bundled) -> None:
 
 
 def test_static_rows_are_read_from_the_folder_without_torch_and_equal_a_load(tmp_path: Path) -> None:
-    args = ["static", "bread", "cake", "--neighbors", "3", "--json"]
+    args = ["static", "bread", "cake", "-k", "3", "--json"]
     light = subprocess.run(
         [sys.executable, "-c", LIGHT_MAIN, *args], capture_output=True, text=True, timeout=300
     )
@@ -75,8 +75,8 @@ def test_static_rows_are_read_from_the_folder_without_torch_and_equal_a_load(tmp
     words = ["static", "bread", "unbelievable", "--word", "--json"]
     assert run_ok(*words) == run_ok(*words, "--device", "cpu")
     exports = [tmp_path / "light.npy", tmp_path / "loaded.npy"]
-    run_ok("static", "bread", "##ing", "--export", str(exports[0]))
-    run_ok("static", "bread", "##ing", "--export", str(exports[1]), "--device", "cpu")
+    run_ok("static", "bread", "##ing", "-o", str(exports[0]))
+    run_ok("static", "bread", "##ing", "-o", str(exports[1]), "--device", "cpu")
     np.testing.assert_array_equal(np.load(exports[0]), np.load(exports[1]))
 
 
@@ -95,7 +95,7 @@ assert "torch" not in sys.modules, "the command imported torch"
 
 def test_static_export_word2vec(tmp_path: Path) -> None:
     target = tmp_path / "vocab.vec"
-    run_ok("static", "--export", str(target), "--format", "word2vec")
+    run_ok("static", "-o", str(target), "--format", "word2vec")
     with target.open() as handle:
         assert handle.readline().split() == ["30522", "384"]
 

@@ -179,6 +179,13 @@ def test_every_mapped_keyword_is_a_flag_of_the_command_line() -> None:
     assert flags <= every, flags - every
 
 
+def _stand_in(part: ast.expr) -> str:
+    """An f-string's part as text: its literal, or a value in its place ('int8' where it is a repr)."""
+    if isinstance(part, ast.Constant):
+        return str(part.value)
+    return "'int8'" if isinstance(part, ast.FormattedValue) and part.conversion == ord("r") else "int8"
+
+
 def _messages() -> list[str]:
     """The library's string literals (f-strings with a stand-in for each value) naming a mapped keyword
     as `kw='...'` or `kw="..."`: the messages a command may print."""
@@ -195,12 +202,7 @@ def _messages() -> list[str]:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in parts:
                 text = node.value
             elif isinstance(node, ast.JoinedStr):
-                text = "".join(
-                    part.value
-                    if isinstance(part, ast.Constant)
-                    else ("'int8'" if part.conversion == ord("r") else "int8")
-                    for part in node.values
-                )
+                text = "".join(_stand_in(part) for part in node.values)
             else:
                 continue
             if keyword.search(text):

@@ -29,9 +29,9 @@ def _vectors(*args: str) -> list[list[float]]:
 def test_static_export_keeps_an_existing_file_unless_overwrite(tmp_path: Path) -> None:
     target = tmp_path / "big.parquet"
     target.write_bytes(b"a corpus store")
-    _refused("static", "dog", "--export", str(target), says="--overwrite")
+    _refused("static", "dog", "-o", str(target), says="--overwrite")
     assert target.read_bytes() == b"a corpus store"
-    assert run_main("static", "dog", "--export", str(target), "--overwrite").code == 0
+    assert run_main("static", "dog", "-o", str(target), "--overwrite").code == 0
     assert target.stat().st_size > len(b"a corpus store")
 
 

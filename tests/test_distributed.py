@@ -493,7 +493,7 @@ def test_static_from_corpus_on_ray_takes_device_and_threads(
     corpus = tmp_path / "c.txt"
     corpus.write_text("the bank of the river\n")
     done = run_main(
-        "static", "--from-corpus", str(corpus), "--export", str(tmp_path / "v.npy"), "--engine", "ray",
+        "static", "--from-corpus", str(corpus), "-o", str(tmp_path / "v.npy"), "--engine", "ray",
         "--device", "cpu", "--threads", "3",
     )  # fmt: skip
     assert done.code == 1 and "stop here" in done.stderr
@@ -560,7 +560,7 @@ def test_static_on_ray_loads_its_driver_on_the_cpu(tmp_path: Path, monkeypatch: 
     corpus = tmp_path / "c.txt"
     corpus.write_text("the bank of the river\n")
     done = run_main(
-        "static", "--from-corpus", str(corpus), "--export", str(tmp_path / "v.npy"), "--engine", "ray",
+        "static", "--from-corpus", str(corpus), "-o", str(tmp_path / "v.npy"), "--engine", "ray",
         "--device", "cuda",
     )  # fmt: skip
     assert done.code == 1 and "stop here" in done.stderr

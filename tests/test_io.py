@@ -288,7 +288,7 @@ def stop_and_resume(
     """Run `embed ARGS -o TARGET` as its own process, stop it after 3 parts, then --resume it here.
 
     how: "kill-9" (SIGKILL) or "ctrl-c" (SIGINT, which must exit 130 and tell the user to --resume).
-    Another command (`static ... --export TARGET`) names its output flag and when it is far enough
+    Another command (`static --from-corpus ... -o TARGET`) names when it is far enough
     along: `ready(TARGET.parts)`.
     """
     job = _run_job([*args, out_flag, str(target)], command)

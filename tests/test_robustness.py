@@ -324,7 +324,7 @@ def test_cli_errors_from_outside_are_one_line(tmp_path: Path) -> None:
         [sys.executable, "-m", "bertscope", *args], capture_output=True, text=True, env=env, timeout=300
     )
     outcomes = [(run.returncode, run.stderr, "error:")]
-    for args in (["static", "--ids", "abc"], ["static", "--ids", "abc", "--export", str(tmp_path / "x.vec")]):
+    for args in (["static", "--ids", "abc"], ["static", "--ids", "abc", "-o", str(tmp_path / "x.vec")]):
         ran = run_main(*args)
         outcomes.append((ran.code, ran.stderr, "--ids takes token ids"))
     for code, stderr, expected in outcomes:

@@ -69,7 +69,7 @@ def test_export_keeps_counts(bundled, tmp_path: Path) -> None:
     target = tmp_path / "agg.parquet"
     result = runner.invoke(
         app, ["static", "--from-corpus", str(write_txt(tmp_path, TEXTS)), "--layers", "1", "--min-count", "2",
-              "--export", str(target), "--json"],
+              "-o", str(target), "--json"],
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     table = pq.read_table(target).to_pydict()
@@ -95,7 +95,7 @@ def test_a_killed_aggregation_resumes_exactly(tmp_path: Path, tiny_dirs: dict[st
             return False
 
     target = tmp_path / "resumed.npy"
-    stop_and_resume(common, target, command="static", out_flag="--export", ready=three_batches)
+    stop_and_resume(common, target, command="static", ready=three_batches)
     model = bertscope.load(tiny_dirs["bert"], device="cpu")
     whole = model.static_from_corpus(lines, layers="0,1", batch_size=125)
     for k, layer in enumerate(whole.layers):
@@ -168,7 +168,7 @@ def test_bad_aggregations_are_one_line(
     corpus = write_txt(tmp_path, ["", " "] if args == ["--empty"] else TEXTS)
     given = [] if args == ["--empty"] else args
     result = runner.invoke(
-        app, ["static", "--from-corpus", str(corpus), "--export", str(tmp_path / "a.vec"), *given]
+        app, ["static", "--from-corpus", str(corpus), "-o", str(tmp_path / "a.vec"), *given]
     )
     assert isinstance(result.exception, error) and needle in str(result.exception)
     assert "\n" not in str(result.exception) and not (tmp_path / "a.vec").exists()
@@ -211,32 +211,32 @@ def test_from_corpus_windows_long_texts_and_says_when_it_truncates(bundled, tmp_
     long_text = " ".join(f"word{i % 150}" for i in range(300))  # 2+ pieces a word: far past 256 tokens
     corpus = write_txt(tmp_path, [long_text, "a short text"])
     target = tmp_path / "agg.vec"
-    windowed = run_main("static", "--from-corpus", str(corpus), "--export", str(target))
+    windowed = run_main("static", "--from-corpus", str(corpus), "-o", str(target))
     assert windowed.code == 0, windowed.stderr
     whole = bundled.static_from_corpus([long_text, "a short text"], layers=1, long="window")
     assert int(target.read_text().split()[0]) == len(whole.words)
     assert "truncated (--long truncate)" not in windowed.stderr and "seen fewer" not in windowed.stderr
-    cut = run_main("static", "--from-corpus", str(corpus), "--export", str(target), "--overwrite",
+    cut = run_main("static", "--from-corpus", str(corpus), "-o", str(target), "--overwrite",
                    "--long", "truncate", "-q")  # fmt: skip
     assert cut.code == 0, cut.stderr
     assert "warning: 1 text(s) ran past the model's 256 tokens and were truncated" in cut.stderr
     assert cut.stderr.count("were truncated") == 1  # once, in the command line's words (--long truncate)
     assert int(target.read_text().split()[0]) < len(whole.words)
-    rare = run_main("static", "--from-corpus", str(corpus), "--export", str(target), "--overwrite",
+    rare = run_main("static", "--from-corpus", str(corpus), "-o", str(target), "--overwrite",
                     "--min-count", "2")  # fmt: skip
     assert rare.code == 0 and "seen fewer than 2 times left out" in rare.stderr
 
 
 def test_an_unknown_export_suffix_is_refused_before_any_work(bundled, tmp_path: Path) -> None:
     corpus = write_txt(tmp_path, TEXTS)
-    done = run_main("static", "--from-corpus", str(corpus), "--export", str(tmp_path / "o.weird"))
+    done = run_main("static", "--from-corpus", str(corpus), "-o", str(tmp_path / "o.weird"))
     assert (
         done.code != 0 and not (tmp_path / "o.weird.parts").exists() and not (tmp_path / "o.weird").exists()
     )
     line = done.stderr.strip()
     assert line.count("\n") == 0 and "the suffix .weird names no export format" in line
     assert all(name in line for name in (".vec", ".npy", ".parquet", "word2vec", "projector"))
-    named = run_main("static", "--from-corpus", str(corpus), "--export", str(tmp_path / "o.weird"),
+    named = run_main("static", "--from-corpus", str(corpus), "-o", str(tmp_path / "o.weird"),
                      "--format", "word2vec")  # fmt: skip
     assert named.code == 0, named.stderr
 
@@ -308,7 +308,7 @@ def test_static_on_ray_takes_the_batch_size(tmp_path: Path, monkeypatch: pytest.
     corpus.write_text("the bank of the river\n")
     out = tmp_path / "v.npy"
     done = run_main(
-        "static", "--from-corpus", str(corpus), "--export", str(out), "--engine", "ray", "--batch-size", "7"
+        "static", "--from-corpus", str(corpus), "-o", str(out), "--engine", "ray", "--batch-size", "7"
     )
     assert done.code == 1 and "stop here" in done.stderr and asked["batch_size"] == 7
 
