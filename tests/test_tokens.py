@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 
 import pytest
@@ -275,3 +276,17 @@ def test_the_folder_view_reads_written_specials_as_the_model_does(bundled: berts
     assert view is not None
     text = "[CLS] a [SEP] [MASK]"
     assert view.tokenize([text])[0].ids == bundled.tokenize(text).ids
+
+
+@pytest.mark.parametrize(
+    ("texts", "named"),
+    [
+        ([("a cat", "")], "text 0 (pair part B) is empty"),
+        ([("  ", "a dog")], "text 0 (pair part A) is empty"),
+        (["fine", ("a cat", "\t")], "text 1 (pair part B) is empty"),
+        (["fine", ""], "text 1 is empty"),
+    ],
+)
+def test_an_empty_part_of_a_pair_is_named(bundled: bertscope.Model, texts: list[object], named: str) -> None:
+    with pytest.raises(bertscope.InvalidInput, match=re.escape(named)):
+        bundled.embed(texts)

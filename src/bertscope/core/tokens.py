@@ -244,7 +244,7 @@ def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
 def check_text(text: object, index: int, *, pairs: bool = False) -> Any:
     """One text (or (A, B) tuple with `pairs`) checked, or InvalidInput naming its index and the fix."""
     parts = tuple(text) if pairs and is_pair(text) else (text,)  # type: ignore[arg-type]
-    for part in parts:
+    for side, part in zip("AB", parts, strict=False):
         if not isinstance(part, str):
             kind = type(part).__name__
             hint = "strings or (A, B) pairs" if pairs else "str items only (pairs are not taken here)"
@@ -252,7 +252,9 @@ def check_text(text: object, index: int, *, pairs: bool = False) -> Any:
         blank = not part.strip()
         problem = "is empty: every text needs a non-space character" if blank else text_problem(part)
         if problem:
-            raise InvalidInput(f"text {index} {problem}")
+            # In a pair, say which part: "text 0 is empty" of ("a", "") sends the user to the wrong one.
+            which = f"text {index} (pair part {side})" if len(parts) == 2 else f"text {index}"
+            raise InvalidInput(f"{which} {problem}")
     return parts if len(parts) == 2 else text
 
 
