@@ -231,12 +231,13 @@ def _spec(spec: EmbedSpec, processor: PostProcessor | None) -> dict[str, Any]:
     return settings if processor is None else {**settings, "post": processor.describe()}
 
 
-def plot_explanation(result: Explanation, path: str | Path) -> Path:
-    """A heatmap PNG of the contributions (or, when not exact, the two attention rows)."""
+def plot_explanation(result: Explanation, path: str | Path, *, overwrite: bool = False) -> Path:
+    """A heatmap PNG of the contributions (or, when not exact, the two attention rows); an existing file
+    at `path` is replaced only with overwrite=True."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    path = picture_file(path)
+    path = picture_file(path, overwrite=overwrite)
     n, m = len(result.tokens_a), len(result.tokens_b)
     figure = Figure(figsize=(1.5 + 0.45 * m, 1.2 + 0.4 * n))
     FigureCanvasAgg(figure)
@@ -266,9 +267,11 @@ def plot_explanation(result: Explanation, path: str | Path) -> Path:
     return path
 
 
-def picture_file(path: str | Path) -> Path:
-    """`path` checked as a picture to write: a suffix matplotlib writes (.png, .svg, .pdf ...) and a folder
-    that exists, else InvalidInput. Commands call it on their -o before the work, so no run ends in it.
+def picture_file(path: str | Path, *, overwrite: bool = False) -> Path:
+    """`path` checked as a picture to write: a suffix matplotlib writes (.png, .svg, .pdf ...), a folder
+    that exists, and no file there unless overwrite=True, else InvalidInput. Commands call it on their -o
+    (or default name) before the work, so no run ends in it and no picture is replaced unasked; every
+    function here and in research/ that saves a picture calls it too.
 
     Here, not in research/plots.py (which uses it too), so that `plot_explanation` one floor down shares it.
     """
@@ -285,4 +288,7 @@ def picture_file(path: str | Path) -> Path:
         )
     if not path.parent.exists():
         raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+    if not overwrite and (path.exists() or path.is_symlink()):
+        # the wording of every other writer's refusal (fit-post, embed -o); the CLI reads --overwrite
+        raise InvalidInput(f"{path} exists; pass overwrite=True to replace it, or choose another name")
     return path

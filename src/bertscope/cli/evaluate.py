@@ -32,25 +32,33 @@ from .app import (
     out,
     warn,
 )
-from .pictures import one_input, split_list
+from .pictures import OverwriteOpt, one_input, picture_output, split_list
 
 eval_app = typer.Typer(
     help="Measure which layer, pooling and post-processing match human judgements.\n\n"
     "Examples: `bertscope eval pairs -i pairs.tsv`, `bertscope eval words --dataset simlex999`.",
     no_args_is_help=True,
 )
-PlotOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Write the picture to this PNG file.")]
+PlotOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="Write the picture to this PNG file (default: the command's own, e.g. sweep.png).",
+    ),
+]
 # --plot was this option's name before -o/--output everywhere; still read, no longer shown
 OldPlotOpt = Annotated[Path | None, typer.Option("--plot", hidden=True)]
 NoPlotOpt = Annotated[bool, typer.Option("--no-plot", help="Print the table only, write no picture.")]
 
 
-def picture_path(output: Path | None, old_plot: Path | None, no_plot: bool, default: str) -> Path | None:
+def picture_path(
+    output: Path | None, old_plot: Path | None, no_plot: bool, default: str, *, overwrite: bool
+) -> Path | None:
     """Where a command writes its picture: -o, the old --plot, the default name, or nowhere (--no-plot);
-    its suffix and folder checked (`picture_file`), so call it before the work."""
-    from ..research.plots import picture_file
-
-    return None if no_plot else picture_file(output or old_plot or Path(default))
+    checked by `picture_output` (a picture suffix, a folder, no existing file without --overwrite), so
+    call it before the work."""
+    return picture_output(output or old_plot, overwrite=overwrite, default=default, no_plot=no_plot)
 
 
 def cell(value: Any) -> str:
@@ -111,6 +119,7 @@ def eval_pairs(
     output: PlotOpt = None,
     old_plot: OldPlotOpt = None,
     no_plot: NoPlotOpt = False,
+    overwrite: OverwriteOpt = False,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -129,8 +138,8 @@ def eval_pairs(
 
     pairs = Path(one_input(input_path, pairs_file, "pairs file"))
 
+    picture = picture_path(output, old_plot, no_plot, "sweep.png", overwrite=overwrite)
     left, right, gold = text_file(read_pairs, pairs)
-    picture = picture_path(output, old_plot, no_plot, "sweep.png")
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     check_stride(m, stride)
     result = sweep(
@@ -152,7 +161,7 @@ def eval_pairs(
             f"({result.settings['dropped_tokens']} tokens dropped); --long window keeps them all"
         )
     if picture is not None:
-        plot_sweep(result, picture)
+        plot_sweep(result, picture, overwrite=overwrite)
         err.print(f"wrote {picture}")
     if as_json:
         emit_json({"records": result.records, "best": result.best, "settings": result.settings})
@@ -195,6 +204,7 @@ def eval_words(
     output: PlotOpt = None,
     old_plot: OldPlotOpt = None,
     no_plot: NoPlotOpt = False,
+    overwrite: OverwriteOpt = False,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -215,8 +225,8 @@ def eval_words(
     pairs = input_path or old_pairs
     if (dataset is None) == (pairs is None):
         raise InvalidInput("give one of --dataset simlex999|wordsim353 and -i/--input FILE")
+    picture = picture_path(output, old_plot, no_plot, "word-eval.png", overwrite=overwrite)
     data = word_dataset(dataset) if dataset else text_file(read_word_pairs, pairs)  # type: ignore[arg-type]
-    picture = picture_path(output, old_plot, no_plot, "word-eval.png")
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     aggregated = None
     if corpus is not None:
@@ -227,7 +237,7 @@ def eval_words(
                            distilled=distilled)  # fmt: skip
     name = dataset or str(pairs)
     if picture is not None:
-        plot_kinds(result, picture, title=name)
+        plot_kinds(result, picture, title=name, overwrite=overwrite)
         err.print(f"wrote {picture}")
     if as_json:
         emit_json({"records": result.records, "coverage": result.coverage, "settings": result.settings})

@@ -24,6 +24,7 @@ from .app import (
     out,
 )
 from .embed import MaskSpecialOpt, NormalizeOpt, PoolingOpt
+from .pictures import OverwriteOpt, picture_output
 from .research import plot_app
 
 PostOpt = Annotated[Path | None, typer.Option("--post", help="A fitted post-processing file (see fit-post).")]
@@ -48,6 +49,7 @@ def explain(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write a heatmap of the contributions (PNG).")
     ] = None,
+    overwrite: OverwriteOpt = False,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -57,19 +59,16 @@ def explain(
     show the [CLS] attention row instead, marked as not exact.
     Example: `bertscope explain "The cat sat on the mat." "A dog lay on the rug." -p mean -o why.png`
     """
-    from ..research.plots import picture_file
-
-    if output is not None:
-        picture_file(output)
+    picture = picture_output(output, overwrite=overwrite)
     m = load_model(model)
     options = dict(layers=layers, combine=combine, pooling=pooling, mask_special=mask_special)
     result = m.explain(
         a, b, post=post, top=top, exact=exact, normalize=normalize, long=long, stride=stride, **options
     )
-    if output is not None:
+    if picture is not None:
         from ..explain import plot_explanation
 
-        err.print(f"wrote {plot_explanation(result, output)}")
+        err.print(f"wrote {plot_explanation(result, picture, overwrite=overwrite)}")
     if as_json:
         emit_json(result.to_dict())
         return
@@ -184,7 +183,10 @@ def plot_static_cmd(
         int | None, typer.Option("--top", min=1, help="Draw the first N whole-word pieces of the vocabulary.")
     ] = None,
     method: Annotated[str, typer.Option("--method", help="pca, tsne, or umap (needs umap-learn).")] = "pca",
-    output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")] = Path("static.png"),
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="PNG file to write (default: static.png).")
+    ] = None,
+    overwrite: OverwriteOpt = False,
     model: ModelOpt = None,
 ) -> None:
     """Static word-piece rows (no position, no segment) as points in 2-D, each labelled.
@@ -192,12 +194,12 @@ def plot_static_cmd(
     Examples: `bertscope plot static king queen man woman bread cake -o static.png`,
     `bertscope plot static --top 300 --method tsne`
     """
-    from ..research.plots import picture_file, plot_static
+    from ..research.plots import plot_static
     from ..static import first_words
 
     if bool(items) == (top is not None):
         raise InvalidInput("name word pieces, or give --top N (not both)")
-    picture_file(output)
+    picture = picture_output(output, overwrite=overwrite, default="static.png")
     m = load_model(model)
     ids: list[Any] = first_words(m, top) if top is not None else m.static_ids(items or [])
-    err.print(f"wrote {plot_static(m, ids, output, method=method)}")
+    err.print(f"wrote {plot_static(m, ids, picture, method=method, overwrite=overwrite)}")

@@ -23,6 +23,7 @@ from .app import (
     read_lines,
     warn,
 )
+from .pictures import OverwriteOpt, picture_output
 
 PictureOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Also write a PNG picture here.")]
 InputOpt = Annotated[str, typer.Option("--input", "-i", help="Texts, one per line (- for stdin).")]
@@ -122,6 +123,7 @@ def probe_command(
         ),
     ] = None,
     output: PictureOpt = None,
+    overwrite: OverwriteOpt = False,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
@@ -139,6 +141,9 @@ def probe_command(
     """
     from ..research.probe import probe
 
+    picture = picture_output(output, overwrite=overwrite)  # before the work, with the matrix beside it
+    if picture is not None and per_label and task.strip().lower() == "label":
+        picture_output(_beside(picture, "confusion"), overwrite=overwrite)
     if task.strip().lower() != "label":
         from .syntax import TASKS, run_structural
 
@@ -158,8 +163,8 @@ def probe_command(
         m = load_model(model, device=device, threads=threads)
         run_structural(
             m, input_path, test, task=task, layers=layers, rank=128 if rank is None else rank,
-            epochs=40 if epochs is None else epochs, subword=subword, seed=seed, output=output,
-            as_json=as_json,
+            epochs=40 if epochs is None else epochs, subword=subword, seed=seed, output=picture,
+            overwrite=overwrite, as_json=as_json,
         )  # fmt: skip
         return
     if rank is not None or epochs is not None:
@@ -175,12 +180,13 @@ def probe_command(
         column=column, seed=seed, n_jobs=n_jobs, test=test, kind=probe_kind, sweep=sweep,
         per_label=per_label, per_label_layer=per_label_layer,
     )  # fmt: skip
-    if output is not None:
+    if picture is not None:
         from ..research.layer_plots import plot_confusion, plot_probe
 
-        _written(plot_probe(result, output, title=Path(input_path).name))
+        _written(plot_probe(result, picture, title=Path(input_path).name, overwrite=overwrite))
         if result.per_label is not None:
-            _written(plot_confusion(result.per_label, _beside(output, "confusion")))
+            beside = _beside(picture, "confusion")
+            _written(plot_confusion(result.per_label, beside, overwrite=overwrite))
     if as_json:
         emit_json(result.to_dict())
         return
@@ -256,6 +262,7 @@ def cka_command(
         bool, typer.Option("--debiased", help="The debiased estimator (Nguyen et al.): for few rows.")
     ] = False,
     output: PictureOpt = None,
+    overwrite: OverwriteOpt = False,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
@@ -268,19 +275,17 @@ def cka_command(
     `bertscope cka -i examples/news.txt --model-b ./finetuned --level sentence --debiased --json`
     """
     from ..research.cka import cka
-    from ..research.plots import picture_file
 
-    if output is not None:
-        picture_file(output)  # before the work, not after it
+    picture = picture_output(output, overwrite=overwrite)  # before the work, not after it
     a = load_model(model, device=device, threads=threads)
     b = None if model_b is None else load_model(model_b, device=device, threads=threads)
     result = cka(a, read_lines(input_path), b, level=_singular(level), debiased=debiased)
     if result.note:
         warn(result.note, label="note:", style="cyan")
-    if output is not None:
+    if picture is not None:
         from ..research.layer_plots import plot_cka
 
-        _written(plot_cka(result, output))
+        _written(plot_cka(result, picture, overwrite=overwrite))
     if as_json:
         emit_json(result.to_dict())
         return
@@ -302,6 +307,7 @@ def compare_command(
     input_path: InputOpt,
     top: Annotated[int, typer.Option("--top", min=1, help="How many most-moved static rows to show.")] = 20,
     output: PictureOpt = None,
+    overwrite: OverwriteOpt = False,
     device: DeviceOpt = "auto",
     threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
@@ -314,13 +320,14 @@ def compare_command(
     """
     from ..research.compare import compare
 
+    picture = picture_output(output, overwrite=overwrite)  # before the work, not after it
     a = load_model(model_a, device=device, threads=threads)
     b = load_model(model_b, device=device, threads=threads)
     result = compare(a, b, read_lines(input_path), top=top)
-    if output is not None:
+    if picture is not None:
         from ..research.layer_plots import plot_compare
 
-        _written(plot_compare(result, output))
+        _written(plot_compare(result, picture, overwrite=overwrite))
     if as_json:
         emit_json(result.to_dict())
         return

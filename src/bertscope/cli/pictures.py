@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, overload
 
 import typer
 from rich.table import Table
@@ -24,7 +24,7 @@ from .app import (
     read_lines,
 )
 
-__all__ = ["one_input", "plot_app", "split_list", "vocab_app"]
+__all__ = ["OverwriteOpt", "one_input", "picture_output", "plot_app", "split_list", "vocab_app"]
 
 vocab_app = typer.Typer(
     help="Extend the vocabulary with whole-word tokens.\n\n"
@@ -37,6 +37,45 @@ plot_app = typer.Typer(
     '`bertscope plot layers "a cat"`.',
     no_args_is_help=True,
 )
+
+
+# Every command that writes a picture takes it: an existing picture is replaced only when asked.
+OverwriteOpt = Annotated[
+    bool, typer.Option("--overwrite", help="Replace the picture file if it exists (else it is refused).")
+]
+
+
+@overload
+def picture_output(output: Path | None, *, overwrite: bool, default: str) -> Path: ...
+@overload
+def picture_output(
+    output: Path | None, *, overwrite: bool, default: str | None = None, no_plot: bool = False
+) -> Path | None: ...
+def picture_output(
+    output: Path | None, *, overwrite: bool, default: str | None = None, no_plot: bool = False
+) -> Path | None:
+    """Where a command writes its picture, checked before any model loads: -o/--output, else `default`
+    (a command that draws only with -o has none), or nowhere with --no-plot. The path must take a picture
+    (`picture_file`: a picture suffix, a folder that exists) and hold no file unless --overwrite: one
+    line, `P exists; pass --overwrite to replace it, or choose another name`, naming the default when
+    the command chose the name. --overwrite with no picture to write is refused as unused."""
+    from ..research.plots import picture_file
+
+    if no_plot and (output is not None or overwrite):
+        given = "-o/--output" if output is not None else "--overwrite"
+        raise InvalidInput(f"{given} names a picture, and --no-plot writes none: drop one of them")
+    path = output if output is not None else (Path(default) if default and not no_plot else None)
+    if path is None:
+        if overwrite:
+            raise InvalidInput("--overwrite replaces an existing picture: add -o FILE.png, or drop it")
+        return None
+    try:
+        return picture_file(path, overwrite=overwrite)
+    except InvalidInput as exc:
+        if output is not None:
+            raise
+        # A name the user did not type: say where it came from (a default name only fails by existing)
+        raise InvalidInput(f"{exc} with -o FILE ({default} is where this command draws by default)") from None
 
 
 def split_list(value: str | None) -> list[str]:
@@ -111,7 +150,10 @@ def plot_words_cmd(
     contexts: Annotated[str | None, typer.Option("--contexts", hidden=True)] = None,
     layer: Annotated[int, typer.Option("--layer", help="Layer (0 = embedding output, -1 = last).")] = -1,
     method: Annotated[str, typer.Option("--method", help="pca or tsne.")] = "pca",
-    output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")] = Path("words.png"),
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="PNG file to write (default: words.png).")
+    ] = None,
+    overwrite: OverwriteOpt = False,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -124,9 +166,9 @@ def plot_words_cmd(
 
     Example: `bertscope plot words bank,river,money,bread -i corpus.txt --layer 6 -o words.png`
     """
-    from ..research.plots import draw_words, picture_file, word_points
+    from ..research.plots import draw_words, word_points
 
-    picture_file(output)  # before the work, not after it
+    picture = picture_output(output, overwrite=overwrite, default="words.png")  # before the work
 
     contexts_read = list(read_lines(one_input(input_path, contexts, "sentences")))
     found = word_points(
@@ -136,8 +178,8 @@ def plot_words_cmd(
         layer=layer,
         method=method,
     )
-    draw_words(found, output)
-    err.print(f"wrote {output}")
+    draw_words(found, picture, overwrite=overwrite)
+    err.print(f"wrote {picture}")
     if as_json:
         emit_json(found.to_dict())
 
@@ -146,7 +188,10 @@ def plot_words_cmd(
 def plot_layers_cmd(
     text: Annotated[str, typer.Argument(help="One text.")],
     layers: Annotated[str, typer.Option("--layers", "-l", help="Layers to show (a layer spec).")] = "all",
-    output: Annotated[Path, typer.Option("--output", "-o", help="PNG file to write.")] = Path("layers.png"),
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="PNG file to write (default: layers.png).")
+    ] = None,
+    overwrite: OverwriteOpt = False,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -159,16 +204,16 @@ def plot_layers_cmd(
 
     Example: `bertscope plot layers "I like eating bread" -l 0,6 -o layers.png --json`
     """
-    from ..research.plots import draw_layers, layer_cosines, picture_file
+    from ..research.plots import draw_layers, layer_cosines
 
-    picture_file(output)  # before the work, not after it
+    picture = picture_output(output, overwrite=overwrite, default="layers.png")  # before the work
 
     found = layer_cosines(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
         text,
         layers=layers,
     )
-    draw_layers(found, output)
-    err.print(f"wrote {output}")
+    draw_layers(found, picture, overwrite=overwrite)
+    err.print(f"wrote {picture}")
     if as_json:
         emit_json(found.to_dict())

@@ -31,7 +31,7 @@ from .app import (
     read_lines,
 )
 from .evaluate import NoPlotOpt, OldPlotOpt, PlotOpt, eval_app, picture_path, records_table
-from .pictures import one_input, plot_app, split_list, vocab_app
+from .pictures import OverwriteOpt, one_input, plot_app, split_list, vocab_app
 
 app.add_typer(eval_app, name="eval")
 app.add_typer(vocab_app, name="vocab")
@@ -54,6 +54,7 @@ def contextuality_cmd(
     output: PlotOpt = None,
     old_plot: OldPlotOpt = None,
     no_plot: NoPlotOpt = False,
+    overwrite: OverwriteOpt = False,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -68,14 +69,12 @@ def contextuality_cmd(
     """
     from ..core.spec import whole_number
     from ..research.contextuality import contextuality
-    from ..research.plots import picture_file, plot_contextuality
+    from ..research.plots import plot_contextuality
 
     # The library's own check, in flag words, before the model loads.
     whole_number(top, "--top", meaning="the most frequent words measured")
     whole_number(min_contexts, "--min-contexts", meaning="sentences a word needs")
-    picture = picture_path(output, old_plot, no_plot, "contextuality.png")
-    if picture is not None:
-        picture_file(picture)
+    picture = picture_path(output, old_plot, no_plot, "contextuality.png", overwrite=overwrite)
     texts = list(read_lines(one_input(input_path, corpus, "sentences")))
     result = contextuality(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
@@ -85,7 +84,7 @@ def contextuality_cmd(
         min_contexts=min_contexts,
     )
     if picture is not None:
-        plot_contextuality(result, picture)
+        plot_contextuality(result, picture, overwrite=overwrite)
         err.print(f"wrote {picture}")
     if as_json:
         emit_json({"records": result.records, "per_word": result.per_word, "occurrences": result.occurrences})

@@ -9,6 +9,7 @@ import typer
 from rich.table import Table
 
 from .app import JsonOpt, app, emit_json, err, out, warn
+from .pictures import OverwriteOpt, picture_output
 
 
 @app.command()
@@ -23,6 +24,7 @@ def senses(
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Draw the occurrences to this PNG.")
     ] = None,
+    overwrite: OverwriteOpt = False,
     method: Annotated[str, typer.Option("--method", help="2-D layout of the picture: pca or tsne.")] = "pca",
     examples: Annotated[int, typer.Option("--examples", min=0, help="Central examples shown per sense.")] = 3,
     limit: Annotated[
@@ -39,17 +41,16 @@ def senses(
     Examples: `bertscope senses bank --in tokens.parquet -o senses.png` (k chosen by silhouette, or `-k 2`),
     `bertscope senses bank --in stacked.parquet --layer 6` (one layer of a store made with --combine stack)
     """
-    from ..research.plots import Projection, picture_file
+    from ..research.plots import Projection
     from ..research.senses import word_senses
 
     how = Projection.parse(method, what="projection")
-    if output is not None:
-        picture_file(output)
+    picture = picture_output(output, overwrite=overwrite)
     found = word_senses(store, word, k=k, examples=examples, limit=limit, layer=layer)
-    if output is not None:
+    if picture is not None:
         from ..research.plots import plot_senses
 
-        plot_senses(found, output, method=how)
+        plot_senses(found, picture, method=how, overwrite=overwrite)
         err.print(f"wrote {output}", highlight=False)
     if found.capped:
         warn(

@@ -25,7 +25,7 @@ def _fmt(value: Any) -> str:
 
 def run_structural(
     model: Any, train: str, test: str | None, *, task: str, layers: str, rank: int, epochs: int,
-    subword: str, seed: int, output: Path | None, as_json: bool,
+    subword: str, seed: int, output: Path | None, as_json: bool, overwrite: bool = False,
 ) -> None:  # fmt: skip
     """Train on `train`, score on `test` (or every 5th sentence of `train`), print or emit JSON."""
     from ..research.structural import structural_probe
@@ -37,7 +37,7 @@ def run_structural(
     if output is not None:
         from ..research.structural_plots import plot_structural
 
-        plot_structural(result, output, title=Path(train).name)
+        plot_structural(result, output, title=Path(train).name, overwrite=overwrite)
         err.print(f"wrote {output}", highlight=False)
     if as_json:
         emit_json(result.to_dict())

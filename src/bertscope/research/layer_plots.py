@@ -15,10 +15,10 @@ if TYPE_CHECKING:
 __all__ = ["plot_probe", "plot_confusion", "plot_cka", "plot_compare"]
 
 
-def save_figure(figure: Any, path: str | Path) -> Path:
+def save_figure(figure: Any, path: str | Path, *, overwrite: bool = False) -> Path:
     from .plots import save_figure as save
 
-    return save(figure, path)
+    return save(figure, path, overwrite=overwrite)
 
 
 def _figure(size: tuple[float, float]) -> Any:
@@ -27,7 +27,9 @@ def _figure(size: tuple[float, float]) -> Any:
     return Figure(figsize=size)
 
 
-def plot_probe(result: ProbeResult, path: str | Path, *, title: str = "probe") -> Path:
+def plot_probe(
+    result: ProbeResult, path: str | Path, *, title: str = "probe", overwrite: bool = False
+) -> Path:
     """Accuracy per row (static, 0..L) with its 95% interval, the majority line, control and selectivity;
     with a capacity sweep, accuracy and selectivity per layer for each probe size."""
     layers = list(dict.fromkeys(str(r["layer"]) for r in result.rows))
@@ -50,7 +52,7 @@ def plot_probe(result: ProbeResult, path: str | Path, *, title: str = "probe") -
     ax.set_title(f"{title}: {result.n_items} {result.level} items, {how}")
     ax.legend(fontsize=7 if len(sizes) > 1 else 8)
     ax.grid(alpha=0.3)
-    return save_figure(figure, path)
+    return save_figure(figure, path, overwrite=overwrite)
 
 
 def _size_name(kind: str, capacity: int | None) -> str:
@@ -77,7 +79,7 @@ def _probe_lines(ax: Any, x: np.ndarray, rows: list[dict[str, Any]], prefix: str
     ax.plot(x, [r["selectivity"] for r in rows], marker="^", label="selectivity (task - control)")
 
 
-def plot_confusion(report: dict[str, Any], path: str | Path) -> Path:
+def plot_confusion(report: dict[str, Any], path: str | Path, *, overwrite: bool = False) -> Path:
     """The confusion matrix of a per-label report (rows true, columns predicted), each row's share
     coloured and each count written."""
     counts = np.asarray(report["confusion"], dtype=float)
@@ -97,10 +99,12 @@ def plot_confusion(report: dict[str, Any], path: str | Path) -> Path:
             ax.text(j, i, str(int(value)), ha="center", va="center", fontsize=7, color=color)
     size = _size_name(report["probe"], report["capacity"])
     ax.set_title(f"confusion matrix, layer {report['layer']}, {size}")
-    return save_figure(figure, path)
+    return save_figure(figure, path, overwrite=overwrite)
 
 
-def plot_cka(result: CkaResult, path: str | Path, *, title: str | None = None) -> Path:
+def plot_cka(
+    result: CkaResult, path: str | Path, *, title: str | None = None, overwrite: bool = False
+) -> Path:
     """Heatmap of CKA: A's layers down, B's layers across, each cell written."""
     values = np.asarray(result.cka, dtype=float)
     figure = _figure((1.6 + 0.55 * len(result.layers_b), 1.4 + 0.5 * len(result.layers_a)))
@@ -116,10 +120,10 @@ def plot_cka(result: CkaResult, path: str | Path, *, title: str | None = None) -
         ax.text(j, i, text, ha="center", va="center", fontsize=7, color="w" if value < 0.6 else "k")
     level, estimator = result.settings.get("level"), result.settings.get("estimator")
     ax.set_title(title or f"{estimator} CKA, {level} level, {result.n_rows} rows")
-    return save_figure(figure, path)
+    return save_figure(figure, path, overwrite=overwrite)
 
 
-def plot_compare(result: Comparison, path: str | Path) -> Path:
+def plot_compare(result: Comparison, path: str | Path, *, overwrite: bool = False) -> Path:
     """Per layer CKA and mean token cosine between the two models."""
     layers = [r["layer"] for r in result.layers]
     figure = _figure((6.4, 4.0))
@@ -131,4 +135,4 @@ def plot_compare(result: Comparison, path: str | Path) -> Path:
     ax.set_title(f"{result.settings['model_a']} vs {result.settings['model_b']}", fontsize=9)
     ax.legend()
     ax.grid(alpha=0.3)
-    return save_figure(figure, path)
+    return save_figure(figure, path, overwrite=overwrite)

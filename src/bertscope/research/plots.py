@@ -54,15 +54,19 @@ class Projection(StrEnum):
     UMAP = "umap"
 
 
-def save_figure(figure: Figure, path: str | Path) -> Path:
-    """Write `figure` to `path` (its suffix picks the format; the folder must exist); the path written."""
-    path = picture_file(path)
+def save_figure(figure: Figure, path: str | Path, *, overwrite: bool = False) -> Path:
+    """Write `figure` to `path` (its suffix picks the format; the folder must exist; an existing file is
+    replaced only with overwrite=True, as every function here that saves a picture takes it); the path
+    written."""
+    path = picture_file(path, overwrite=overwrite)
     FigureCanvasAgg(figure)
     figure.savefig(path, dpi=110, bbox_inches="tight")
     return path
 
 
-def plot_sweep(result: SweepResult, path: str | Path, *, metric: str = "spearman") -> Path:
+def plot_sweep(
+    result: SweepResult, path: str | Path, *, metric: str = "spearman", overwrite: bool = False
+) -> Path:
     """Heatmap of `metric` per pooling[+post] (rows) x layer (columns), the best cell outlined."""
     rows, layers, values = result.grid(metric)
     figure = Figure(figsize=(1.1 + 0.75 * len(layers), 1.4 + 0.45 * len(rows)))
@@ -81,7 +85,7 @@ def plot_sweep(result: SweepResult, path: str | Path, *, metric: str = "spearman
     label = best["pooling"] if best["post"] == "none" else f"{best['pooling']}+{best['post']}"
     ax.add_patch(_outline(layers.index(best["layer"]), rows.index(label)))
     ax.set_title(f"{metric} of cosine vs gold; best: layer {best['layer']}, {label} ({best[metric]:.3f})")
-    return save_figure(figure, path)
+    return save_figure(figure, path, overwrite=overwrite)
 
 
 def _outline(x: int, y: int) -> Any:
@@ -90,7 +94,9 @@ def _outline(x: int, y: int) -> Any:
     return Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2)
 
 
-def plot_word_eval(result: WordEval, path: str | Path, *, title: str = "word similarity") -> Path:
+def plot_word_eval(
+    result: WordEval, path: str | Path, *, title: str = "word similarity", overwrite: bool = False
+) -> Path:
     """Spearman per layer (line) with the static rows as a dashed reference."""
     layered = [r for r in result.records if r["layer"] != "static"]
     static = next(r for r in result.records if r["layer"] == "static")
@@ -109,10 +115,10 @@ def plot_word_eval(result: WordEval, path: str | Path, *, title: str = "word sim
     ax.set_title(f"{title}: {cov['pairs']} pairs, {cov['split']}/{cov['words']} words split into pieces")
     ax.legend()
     ax.grid(alpha=0.3)
-    return save_figure(figure, path)
+    return save_figure(figure, path, overwrite=overwrite)
 
 
-def plot_contextuality(result: Contextuality, path: str | Path) -> Path:
+def plot_contextuality(result: Contextuality, path: str | Path, *, overwrite: bool = False) -> Path:
     """Self-similarity, intra-sentence similarity, baseline, adjusted self-similarity and MEV per layer."""
     labels = [str(r["layer"]) for r in result.records]
     figure = Figure(figsize=(7.0, 4.2))
@@ -126,7 +132,7 @@ def plot_contextuality(result: Contextuality, path: str | Path) -> Path:
     ax.set_title(f"contextuality of {words}")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    return save_figure(figure, path)
+    return save_figure(figure, path, overwrite=overwrite)
 
 
 @dataclass(frozen=True)
@@ -190,13 +196,15 @@ def plot_words(
     layer: int = -1,
     method: Projection | str = "pca",
     seed: int = 0,
+    overwrite: bool = False,
 ) -> Path:
     """Each occurrence of each word in the sentences as a point in 2-D (PCA or t-SNE), coloured by word."""
-    picture_file(path)
-    return draw_words(word_points(model, words, sentences, layer=layer, method=method, seed=seed), path)
+    picture_file(path, overwrite=overwrite)
+    found = word_points(model, words, sentences, layer=layer, method=method, seed=seed)
+    return draw_words(found, path, overwrite=overwrite)
 
 
-def draw_words(found: WordPoints, path: str | Path) -> Path:
+def draw_words(found: WordPoints, path: str | Path, *, overwrite: bool = False) -> Path:
     """Draw `word_points`' result as a scatter coloured by word."""
     figure = Figure(figsize=(6.4, 5.2))
     ax = figure.add_subplot()
@@ -208,13 +216,20 @@ def draw_words(found: WordPoints, path: str | Path) -> Path:
     note = " (embedding output: occurrences differ only by position)" if found.layer == 0 else ""
     ax.set_title(f"occurrences at layer {found.layer}{note}", fontsize=10)
     ax.legend()
-    return save_figure(figure, path)
+    return save_figure(figure, path, overwrite=overwrite)
 
 
-def plot_senses(senses: Senses, path: str | Path, *, method: Projection | str = "pca", seed: int = 0) -> Path:
+def plot_senses(
+    senses: Senses,
+    path: str | Path,
+    *,
+    method: Projection | str = "pca",
+    seed: int = 0,
+    overwrite: bool = False,
+) -> Path:
     """A word's occurrences in 2-D (PCA or t-SNE), coloured by sense, the central example of each named."""
     how = Projection.parse(method, what="projection")
-    picture_file(path)
+    picture_file(path, overwrite=overwrite)
     flat = _project(senses.vectors, how, seed)
     figure = Figure(figsize=(6.4, 5.2))
     ax = figure.add_subplot()
@@ -229,7 +244,7 @@ def plot_senses(senses: Senses, path: str | Path, *, method: Projection | str = 
     ax.set_ylabel(f"{how.value} 2")
     ax.set_title(f"senses of {senses.word!r}: {senses.criterion}", fontsize=9)
     ax.legend(fontsize=7)
-    return save_figure(figure, path)
+    return save_figure(figure, path, overwrite=overwrite)
 
 
 def _project(points: np.ndarray, how: Projection, seed: int) -> np.ndarray:
@@ -284,13 +299,15 @@ def layer_cosines(model: Encoder, text: str, *, layers: str = "all") -> LayerCos
     return LayerCosines(text, list(tok.tokens), chosen, normed @ normed.transpose(0, 2, 1))
 
 
-def plot_layers(model: Encoder, text: str, path: str | Path, *, layers: str = "all") -> Path:
+def plot_layers(
+    model: Encoder, text: str, path: str | Path, *, layers: str = "all", overwrite: bool = False
+) -> Path:
     """One heatmap per layer of the cosine between every two tokens of one text."""
-    picture_file(path)
-    return draw_layers(layer_cosines(model, text, layers=layers), path)
+    picture_file(path, overwrite=overwrite)
+    return draw_layers(layer_cosines(model, text, layers=layers), path, overwrite=overwrite)
 
 
-def draw_layers(found: LayerCosines, path: str | Path) -> Path:
+def draw_layers(found: LayerCosines, path: str | Path, *, overwrite: bool = False) -> Path:
     """Draw `layer_cosines`' result as one heatmap per layer."""
     n_tokens = len(found.tokens)
     columns = min(4, len(found.layers))
@@ -307,17 +324,23 @@ def draw_layers(found: LayerCosines, path: str | Path) -> Path:
         ax.set_yticks(range(n_tokens), found.tokens, fontsize=7)
     figure.colorbar(image, ax=axes, shrink=0.8, label="cosine")
     figure.suptitle(f"token-to-token cosine per layer: {found.text!r}")
-    return save_figure(figure, path)
+    return save_figure(figure, path, overwrite=overwrite)
 
 
 def plot_static(
-    model: Encoder, ids: Sequence[int], path: str | Path, *, method: Projection | str = "pca", seed: int = 0
+    model: Encoder,
+    ids: Sequence[int],
+    path: str | Path,
+    *,
+    method: Projection | str = "pca",
+    seed: int = 0,
+    overwrite: bool = False,
 ) -> Path:
     """The static rows of word pieces `ids` as labelled points in 2-D (PCA, t-SNE or UMAP)."""
     how = Projection.parse(method, what="projection")
     if len(ids) < 3:
         raise InvalidInput(f"{len(ids)} pieces given; a 2-D picture needs at least 3")
-    picture_file(path)
+    picture_file(path, overwrite=overwrite)
     flat = _project(static_rows(model, list(ids)), how, seed)
     side = min(14.0, 5.0 + 0.02 * len(ids))
     figure = Figure(figsize=(side, side * 0.8))
@@ -329,4 +352,4 @@ def plot_static(
     ax.set_xlabel(f"{how.value} 1")
     ax.set_ylabel(f"{how.value} 2")
     ax.set_title(f"static word-piece rows ({len(ids)}), no position, no segment: {how.value}", fontsize=10)
-    return save_figure(figure, path)
+    return save_figure(figure, path, overwrite=overwrite)

@@ -165,15 +165,17 @@ def _spearman_on(
     return correlations(vectors[ia][keep], vectors[ib][keep], gold[keep])["spearman"]
 
 
-def plot_kinds(result: KindsEval, path: str | Path, *, title: str = "word similarity") -> Path:
+def plot_kinds(
+    result: KindsEval, path: str | Path, *, title: str = "word similarity", overwrite: bool = False
+) -> Path:
     """Spearman per layer for the layered kinds (lines), the rows and distilled model as levels; on the
-    pairs every kind covers when some kind (aggregated) covers fewer, so the lines compare like with like."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    pairs every kind covers when some kind (aggregated) covers fewer, so the lines compare like with like.
+    An existing file at `path` is replaced only with overwrite=True."""
     from matplotlib.figure import Figure
 
-    path = Path(path)
-    if not path.parent.exists():
-        raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+    from .plots import picture_file, save_figure
+
+    picture_file(path, overwrite=overwrite)  # before drawing: a refused path costs no figure
     common = result.records[0]["common"]
     metric = "spearman_common" if common < result.coverage["pairs"] else "spearman"
     figure = Figure(figsize=(6.4, 4.0))
@@ -190,6 +192,4 @@ def plot_kinds(result: KindsEval, path: str | Path, *, title: str = "word simila
     scope = f"the {common} of {result.coverage['pairs']} pairs every kind covers"
     ax.set_title(f"{title}: {scope if metric == 'spearman_common' else str(common) + ' pairs'}", fontsize=10)
     ax.legend(fontsize=8)
-    FigureCanvasAgg(figure)
-    figure.savefig(path, dpi=110, bbox_inches="tight")
-    return path
+    return save_figure(figure, path, overwrite=overwrite)

@@ -22,7 +22,9 @@ SCORES = {
 }
 
 
-def plot_structural(result: StructuralResult, path: str | Path, *, title: str = "structural probe") -> Path:
+def plot_structural(
+    result: StructuralResult, path: str | Path, *, title: str = "structural probe", overwrite: bool = False
+) -> Path:
     """Each score per row as a line, the baseline's as a dashed line of the same colour."""
     from matplotlib.figure import Figure
 
@@ -43,4 +45,4 @@ def plot_structural(result: StructuralResult, path: str | Path, *, title: str = 
     ax.set_title(f"{title}: {result.task} probe, {result.n_train} train / {result.n_test} test sentences")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    return save_figure(figure, path)
+    return save_figure(figure, path, overwrite=overwrite)
