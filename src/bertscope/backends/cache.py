@@ -11,7 +11,7 @@ from .onnx import EXPORT_FORMAT, cache_dir, known_folders
 from .openvino import IR_FORMAT
 from .quantize import GRAPH_FORMAT, SCHEMES
 
-__all__ = ["CachedFile", "cached_files", "clear_cache"]
+__all__ = ["CachedFile", "CachedModel", "by_model", "cached_files", "clear_cache"]
 
 # The cache's folders of files that belong to one model (their names begin <family>-<digest>-).
 _KINDS = {"onnx": "ONNX export", "openvino": "OpenVINO model", "fast": "runtime measurement"}
@@ -33,6 +33,62 @@ class CachedFile:
     def to_dict(self) -> dict[str, object]:
         """JSON-able: every field above, by its name."""
         return {**self.__dict__, "path": str(self.path), "folders": list(self.folders)}
+
+
+@dataclass(frozen=True)
+class CachedModel:
+    """The cached files of one model content (`digest`; None for files whose names carry none), the
+    family its file names give, and the model folders seen with that content."""
+
+    digest: str | None
+    family: str
+    files: tuple[CachedFile, ...]
+    folders: tuple[str, ...]
+
+    @property
+    def bytes(self) -> int:
+        """The size of every file, records included."""
+        return sum(f.bytes for f in self.files)
+
+    def holds(self) -> str:
+        """What the files are, counted by kind: `3 ONNX exports, 1 OpenVINO model, 2 runtime measurements`."""
+        counts: dict[str, int] = {}
+        for cached in self.files:
+            counts[cached.kind] = counts.get(cached.kind, 0) + 1
+        return ", ".join(_counted(kind, n) for kind, n in sorted(counts.items(), key=_kind_order))
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-able: the content, family, size, what it holds, its files' paths and the folders seen."""
+        return {
+            "digest": self.digest, "family": self.family, "bytes": self.bytes, "holds": self.holds(),
+            "files": [str(f.path) for f in self.files], "folders": list(self.folders),
+        }  # fmt: skip
+
+
+def by_model(files: list[CachedFile]) -> list[CachedModel]:
+    """`files` grouped by model content, the largest first (files in a group too); folders once each."""
+    groups: dict[str | None, list[CachedFile]] = {}
+    for cached in files:
+        groups.setdefault(cached.digest, []).append(cached)
+    found = []
+    for digest, group in groups.items():
+        group.sort(key=lambda f: (-f.bytes, f.path.name))
+        families = {f.path.name.split("-", 1)[0] for f in group} if digest else set()
+        folders = sorted({folder for f in group for folder in f.folders})
+        found.append(CachedModel(digest, ", ".join(sorted(families)), tuple(group), tuple(folders)))
+    return sorted(found, key=lambda m: (-m.bytes, m.digest or ""))
+
+
+def _kind_order(item: tuple[str, int]) -> tuple[int, str]:
+    order = list(_KINDS.values())
+    base = item[0].split(" (")[0]
+    return (order.index(base) if base in order else len(order), item[0])
+
+
+def _counted(kind: str, n: int) -> str:
+    """`1 ONNX export`, `2 ONNX exports (older bertscope, unused)`."""
+    base, _, note = kind.partition(" (")
+    return f"{n} {base}{'s' if n != 1 else ''}" + (f" ({note}" if note else "")
 
 
 def _files() -> Iterator[tuple[str, Path]]:

@@ -1,13 +1,21 @@
-"""The cache command: list what bertscope keeps (exports, measurements) and remove it."""
+"""The cache command: what bertscope keeps (exports, measurements) per model, with sizes; or remove it."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
+from ..errors import InvalidInput
 from .app import JsonOpt, app, emit_json, err, out
+
+if TYPE_CHECKING:
+    from ..backends.cache import CachedModel
+
+# The summary's length: the largest models, then a line saying how many more --all lists.
+SHOWN = 20
 
 
 def _size(count: int) -> str:
@@ -18,52 +26,121 @@ def _size(count: int) -> str:
 def cache(
     model: Annotated[
         str | None,
-        typer.Argument(
-            help="With --clear: only this model's files (a folder; `bundled` for the bundled one)."
-        ),
+        typer.Argument(help="Only this model's files: its folder, or `bundled` for the bundled one."),
     ] = None,
-    clear: Annotated[bool, typer.Option("--clear", help="Remove the files instead of listing them.")] = False,
+    every: Annotated[
+        bool,
+        typer.Option("--all", help=f"List every model and each of its files (default: the {SHOWN} largest)."),
+    ] = False,
+    clear: Annotated[
+        bool,
+        typer.Option("--clear", help="Remove the files (every model's, or MODEL's) instead of listing them."),
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """List the ONNX exports and runtime measurements bertscope keeps, with sizes, or remove them.
+    """What bertscope keeps per model (ONNX exports, OpenVINO models, runtime measurements), largest first,
+    with sizes and the model folders seen; or remove it.
 
-    One export per model content, however many checkouts or venvs hold the model. The next load of a
-    model whose files were removed exports and measures it again.
+    One line per model content (the same model in two checkouts or venvs is one content, one export),
+    the 20 largest; --all lists every model with each file and every folder seen, MODEL only that model's.
+    The next load of a model whose files were removed exports and measures it again.
 
     Examples:
-      bertscope cache
-      bertscope cache --clear                  # every model's
-      bertscope cache --clear ./my-model       # one model's
-      bertscope cache --clear bundled          # the bundled model's
+      bertscope cache                          # the 20 largest models, and the total
+      bertscope cache --all                    # every model, every file
+      bertscope cache ./my-model               # one model's files
+      bertscope cache bundled --json           # the bundled model's, for a script
+      bertscope cache --clear                  # remove every model's
+      bertscope cache --clear ./my-model       # remove one model's
     """
-    from ..backends.cache import cached_files, clear_cache
-    from ..backends.onnx import content_digest
-    from ..core.folder import BUNDLED, bundled_path, local_folder
+    from ..backends.cache import by_model, cached_files, clear_cache
+    from ..backends.recorded import cache_root
 
-    if model is not None and not clear:
-        raise typer.BadParameter("a MODEL is taken with --clear only; `bertscope cache` lists every model")
+    if every and (clear or model is not None):
+        what = (
+            "--clear removes every model's files without it" if clear else f"{model}'s files are all listed"
+        )
+        raise InvalidInput(f"--all lists every model; {what}: drop --all")
+    digest = None if model is None else _digest(model)
     if clear:
-        digest = None
-        if model is not None:
-            # "default" was this option's first name for the bundled model
-            folder = bundled_path() if model in (BUNDLED, "default") else local_folder(model)
-            if folder is None:
-                raise typer.BadParameter(f"{model} is not a local folder; give the model's folder")
-            digest = content_digest(folder)
         removed = clear_cache(digest)
         if as_json:
             emit_json({"removed": [f.to_dict() for f in removed]})
         else:
-            total = sum(f.bytes for f in removed)
-            err.print(f"removed {len(removed)} cached files ({_size(total)})", highlight=False)
+            size = _size(sum(f.bytes for f in removed))
+            err.print(f"removed {len(removed)} cached files ({size})", highlight=False)
         return
-    files = cached_files()
+    files = [f for f in cached_files() if digest is None or f.digest == digest]
+    models = by_model(files)
     if as_json:
-        emit_json({"files": [f.to_dict() for f in files]})
+        emit_json({"files": [f.to_dict() for f in files], "models": [m.to_dict() for m in models]})
         return
-    table = Table("kind", "model content", "size", "file", "model folders seen")
-    for f in files:
-        table.add_row(f.kind, f.digest or "", _size(f.bytes), f.path.name, "\n".join(f.folders))
+    root = cache_root()
+    if not models:
+        whose = "" if model is None else f" of {model} (content {digest})"
+        err.print(f"no cached files{whose} in {root}", highlight=False)
+        return
+    _print(models, root, every=every or model is not None)
+
+
+def _print(models: list[CachedModel], root: Path, *, every: bool) -> None:
+    """The summary (the largest models, a line per model content) or every file of every model; the
+    total, and how many models the summary left out, on stderr."""
+    if every:
+        for m in models:
+            _print_files(m)
+    else:
+        out.print(_summary_table(models[:SHOWN]))
+    files = sum(len(m.files) for m in models)
+    size = _size(sum(m.bytes for m in models))
+    err.print(f"{_count(files, 'file')} of {_count(len(models), 'model')}, {size} in {root}", highlight=False)
+    if not every and len(models) > SHOWN:
+        rest = models[SHOWN:]
+        left = _size(sum(m.bytes for m in rest))
+        err.print(f"... and {len(rest)} more ({left}); --all lists every one", highlight=False)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
+def _digest(model: str) -> str:
+    """The content digest of the model `model` names: a folder, or `bundled`."""
+    from ..backends.digest import content_digest
+    from ..core.folder import BUNDLED, bundled_path, local_folder
+
+    # "default" was this argument's first name for the bundled model
+    folder = bundled_path() if model in (BUNDLED, "default") else local_folder(model)
+    if folder is None:
+        raise typer.BadParameter(f"{model} is not a local folder; give the model's folder (or `bundled`)")
+    return content_digest(folder)
+
+
+def _seen(folders: tuple[str, ...]) -> str:
+    """One folder seen with a model (one that still exists, if any), and how many more."""
+    if not folders:
+        return "-"
+    shown = next((f for f in folders if Path(f).is_dir()), folders[0])
+    return shown if len(folders) == 1 else f"{shown} (+{len(folders) - 1} more)"
+
+
+def _summary_table(models: list[CachedModel]) -> Table:
+    """One row per model content: its size, what it holds, and a folder seen with it."""
+    table = Table("model content", "family", "size", "holds", "model folders seen")
+    for m in models:
+        table.add_row(m.digest or "(none)", m.family or "-", _size(m.bytes), m.holds(), _seen(m.folders))
+    return table
+
+
+def _print_files(m: CachedModel) -> None:
+    """One model's files (a table titled with its content, size and what it holds), then every model
+    folder seen with that content, one a line."""
+    title = f"{m.digest or '(no content named)'} ({m.family or '-'}): {_size(m.bytes)}, {m.holds()}"
+    table = Table("kind", "size", "file", title=title, title_justify="left")
+    for f in m.files:
+        table.add_row(f.kind, _size(f.bytes), f.path.name)
     out.print(table)
-    where = files[0].path.parents[1] if files else "the cache"
-    err.print(f"{len(files)} files, {_size(sum(f.bytes for f in files))} in {where}", highlight=False)
+    out.print(f"model folders seen ({len(m.folders)}):" if m.folders else "model folders seen: none")
+    for folder in m.folders:
+        gone = "" if Path(folder).is_dir() else " (gone)"
+        out.print(f"  {folder}{gone}", highlight=False, soft_wrap=True)
