@@ -26,7 +26,9 @@ def _size(count: int) -> str:
 def cache(
     model: Annotated[
         str | None,
-        typer.Argument(help="Only this model's files: its folder, or `bundled` for the bundled one."),
+        typer.Argument(
+            metavar="MODEL", help="Only this model's files: its folder, or `bundled` for the bundled one."
+        ),
     ] = None,
     every: Annotated[
         bool,
@@ -45,13 +47,9 @@ def cache(
     the 20 largest; --all lists every model with each file and every folder seen, MODEL only that model's.
     The next load of a model whose files were removed exports and measures it again.
 
-    Examples:
-      bertscope cache                          # the 20 largest models, and the total
-      bertscope cache --all                    # every model, every file
-      bertscope cache ./my-model               # one model's files
-      bertscope cache bundled --json           # the bundled model's, for a script
-      bertscope cache --clear                  # remove every model's
-      bertscope cache --clear ./my-model       # remove one model's
+    Examples: `bertscope cache` (the 20 largest models, and the total), `bertscope cache --all` (every
+    model, every file), `bertscope cache ./my-model` (one model's files), `bertscope cache bundled --json`,
+    `bertscope cache --clear` (every model's), `bertscope cache --clear ./my-model` (one model's)
     """
     from ..backends.cache import by_model, cached_files, clear_cache
     from ..backends.recorded import cache_root
