@@ -80,6 +80,33 @@ def test_calibrate_saves_and_checks_its_settings(bundled: bertscope.Model, tmp_p
     loaded.check(t.model, t.settings)
     with pytest.raises(bertscope.InvalidSpec, match="pooling: cls here, mean in the file"):
         loaded.check(t.model, {**t.settings, "pooling": "cls"})
+    # Nothing lost: a second save refuses, and leaves the first file as it was, until asked.
+    before = path.read_bytes()
+    with pytest.raises(bertscope.InvalidInput, match="exists; pass overwrite=True"):
+        t.save(path)
+    assert path.read_bytes() == before
+    assert t.save(path, overwrite=True) == path
+
+
+def test_calibrate_command_refuses_an_existing_threshold_before_loading(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bertscope.cli.explain as cli_explain
+    from console import run_main
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("a cat\ta kitten\t1\na cat\ta stock\t0\n")
+    kept = tmp_path / "threshold.json"
+    kept.write_text("{}\n")
+
+    def no_load(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model was loaded before the refusal")
+
+    monkeypatch.setattr(cli_explain, "load_model", no_load)
+    code, _, stderr = run_main("calibrate", str(pairs), "-o", str(kept))
+    assert code != 0 and stderr.count("\n") == 1
+    assert f"{kept} exists; pass --overwrite to replace it" in stderr
+    assert kept.read_text() == "{}\n"
 
 
 def test_read_pairs_skips_a_header_and_names_a_bad_line(tmp_path: Path) -> None:

@@ -107,6 +107,10 @@ def calibrate(
     post: PostOpt = None,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
+    overwrite: Annotated[
+        bool,
+        typer.Option("--overwrite", help="Replace the threshold file if it exists."),
+    ] = False,
 ) -> None:
     """The cosine threshold that best separates labelled pairs (by F1), saved for `similarity`/`similar`.
 
@@ -114,15 +118,16 @@ def calibrate(
     `bertscope similarity "a" "b" -p mean --threshold-file threshold.json`
     """
     from ..research.baseline import calibrate as fit_threshold
-    from ..research.baseline import read_pairs
+    from ..research.baseline import check_threshold_file, read_pairs
 
     rows = read_pairs(pairs)
+    check_threshold_file(output, overwrite=overwrite)  # before the load and the fit, not after
     m = load_model(model)
     threshold = fit_threshold(
         m, rows, post=post, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special,
         normalize=normalize, long=long,
     )  # fmt: skip
-    threshold.save(output)
+    threshold.save(output, overwrite=overwrite)
     err.print(f"wrote {output}")
     if as_json:
         emit_json(threshold.to_dict())

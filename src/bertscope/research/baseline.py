@@ -32,6 +32,7 @@ __all__ = [
     "Threshold",
     "fit_baseline",
     "calibrate",
+    "check_threshold_file",
     "best_threshold",
     "load_threshold",
     "read_pairs",
@@ -49,6 +50,16 @@ def reference_sentences() -> list[str]:
     """The calibration sentences shipped with bertscope (one per line)."""
     text = resources.files("bertscope").joinpath("calibration.txt").read_text(encoding="utf-8")
     return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+def check_threshold_file(path: Path, *, overwrite: bool = False) -> None:
+    """Refuse a threshold file that cannot be written, or one that exists (without `overwrite`)."""
+    if not path.parent.exists():
+        raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+    if path.is_dir():
+        raise InvalidInput(f"cannot write {path}: it is a folder; give a .json file name")
+    if path.exists() and not overwrite:
+        raise InvalidInput(f"{path} exists; pass overwrite=True to replace it, or choose another name")
 
 
 @dataclass
@@ -126,11 +137,10 @@ class Threshold:
         """Everything as plain JSON-able values."""
         return asdict(self)
 
-    def save(self, path: str | Path) -> Path:
-        """Write the threshold and its settings as JSON."""
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write the threshold and its settings as JSON (an existing file only with `overwrite`)."""
         path = Path(path)
-        if not path.parent.exists():
-            raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+        check_threshold_file(path, overwrite=overwrite)
         path.write_text(json.dumps({"format": _FORMAT, **self.to_dict()}, indent=2) + "\n")
         return path
 
