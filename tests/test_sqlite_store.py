@@ -8,6 +8,7 @@ empty file, and bertscope's own stores with several collections, are written as 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import sqlite3
 from pathlib import Path
@@ -214,3 +215,18 @@ def test_a_file_of_several_collections_asks_which_one(tmp_path: Path, bundled: o
         open_store(tmp_path / "s.db")
     ran = run_main("similar", "storm", "--in", str(tmp_path / "s.db"))
     assert ran.code != 0 and "name one with --collection" in ran.stderr and "None" not in ran.stderr, ran
+
+
+def test_collections_shows_a_fingerprint_by_its_id_and_json_keeps_it_whole(
+    tmp_path: Path, bundled: object
+) -> None:
+    """The table printed every file's digest of the model's fingerprint (20 wrapped lines per collection)."""
+    source = tmp_path / "t.txt"
+    source.write_text("a storm hits the coast\nbread is cheap\n", encoding="utf-8")
+    store = tmp_path / "s.db"
+    assert run_main("embed", "-i", str(source), "-o", str(store), "--collection", "news", "--quiet").code == 0
+    whole = json.loads(run_main("collections", str(store), "--json").stdout)[0]["settings"]["fingerprint"]
+    assert isinstance(whole, dict) and whole["files"] and whole["id"]
+    shown = run_main("collections", str(store))
+    assert shown.code == 0 and f"fingerprint={whole['id']}" in shown.stdout.replace("\n", "")
+    assert "model.safetensors" not in shown.stdout and "'files'" not in shown.stdout

@@ -282,6 +282,19 @@ def collections(
         return
     table = Table("name", "texts", "dim", "model", "settings", "created", title=str(store))
     for c in found:
-        settings = ", ".join(f"{k}={v}" for k, v in c["settings"].items() if k not in ("model", "model_arg"))
+        settings = ", ".join(
+            f"{k}={_shown_setting(k, v)}" for k, v in c["settings"].items() if k not in _NOT_SHOWN
+        )
         table.add_row(c["name"], str(c["count"]), str(c["dimension"]), c["model"], settings, c["created"])
     out.print(table)
+
+
+# The model column names the model; the checksum proves the settings and is read by verify, not people.
+_NOT_SHOWN = ("model", "model_arg", "settings_sha256")
+
+
+def _shown_setting(key: str, value: object) -> object:
+    """A setting as the table shows it: a model fingerprint by its id (every file's digest is in --json)."""
+    if key == "fingerprint" and isinstance(value, dict) and "id" in value:
+        return value["id"]
+    return value
