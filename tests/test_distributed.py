@@ -651,7 +651,7 @@ def test_an_interrupted_ray_job_resumes_to_the_uninterrupted_output(
     (out / "_resume" / f"{lost[1].stem}.json").unlink()
     (out / "part-000-999999.parquet.tmp").write_bytes(b"PAR1")
     saved = sum(pq.read_metadata(s).num_rows for s in written if s not in lost)
-    with pytest.raises(CorpusError, match="did not finish.*pass --resume to continue it or --overwrite"):
+    with pytest.raises(CorpusError, match=r"did not finish.*pass resume=True \(--resume\) to continue it or"):
         run_ray_job(str(corpus), out, **job)
     with pytest.raises(CorpusError, match=r"started with other settings \(layers: \[1\] then, \[2\] now\)"):
         run_ray_job(str(corpus), out, resume=True, **{**job, "layers": "-1"})  # before any Ray work

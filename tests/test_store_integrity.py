@@ -300,7 +300,8 @@ def test_a_resumed_job_refuses_a_corrupt_part(tmp_path: Path) -> None:
     parts = tmp_path / "out.parquet.parts"
     flip_parquet_vectors(parts / "part-000001.parquet", 0)
     expected = (
-        r"^rows 0-999 of .*part-000001.parquet .*: the file is corrupt; start the job again with --overwrite"
+        r"^rows 0-999 of .*part-000001.parquet .*: the file is corrupt; start the job again with "
+        r"overwrite=True \(--overwrite\)$"
     )
     with pytest.raises(CorpusError, match=expected):
         open_sink(path, settings=SETTINGS, resume=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from .core.folder import model_name
 from .core.layers import LayerSpec
 from .core.loading import load_parts, resolve_device, resolve_dtype
 from .core.spec import whole_number
-from .core.tokens import Text
+from .core.tokens import Text, Tokens
 from .errors import InvalidSpec
 from .research.methods import ResearchMethods
 from .static_model import StaticModel, is_model2vec, load_static
@@ -34,7 +34,12 @@ if TYPE_CHECKING:
     import torch
     from typing_extensions import Unpack
 
+    from .anatomy import Anatomy
+    from .core.forward import ForwardOutput
+    from .core.results import ChunkEmbeddings
     from .core.spec import RecipeKeywords
+    from .explain import Explanation
+    from .research.baseline import Baseline
 
 __all__ = ["CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Model", "ModelInfo", "cpu_token_budget", "load"]
 
@@ -65,8 +70,18 @@ def load(
     its folder is read, so the type is the union; narrow it with `isinstance(m, Model)` before a
     layer-level feature (embed_tokens, hidden_states, anatomy, ...), which a static model refuses.
 
-    `backend` is "torch", "onnxruntime" (CPU, float32 or int8; exported once and cached) or "auto"
-    (torch, or onnxruntime for int8). `quantize="int8"` runs ONNX Runtime's int8 with BERT's outlier
+    `device`: "auto" (CUDA where present, else the CPU), "cpu", "cuda", "cuda:N" or a torch.device.
+    `dtype`: "float32" (default), "bfloat16", "float16" (CUDA only) or a torch.dtype. `max_tokens`: the
+    tokens a text may take (at least 2; default the model's own limit, max_seq_length where it sets one;
+    `long=` in embed says what a longer text does). `token_budget`: padded tokens per forward, the batch
+    size in tokens (default 1,024 to 8,192 on a CPU by its threads, 65,536 on CUDA): speed and memory,
+    never the vectors. `threads`: CPU threads for the whole process, not this model alone: torch's (or
+    OMP_NUM_THREADS before torch loads) and every runtime of every model loaded after, until another
+    `load(threads=)`; default torch's own (OMP_NUM_THREADS, else the physical cores).
+
+    `backend` is "torch", "onnxruntime" (CPU, float32 or int8; exported once and cached), "openvino"
+    (below) or "auto": the exact default below for float32, onnxruntime for `quantize="int8"`, torch for
+    another dtype. `quantize="int8"` runs ONNX Runtime's int8 with BERT's outlier
     channels spread over extra int8 columns, found on `calibration` texts (default: sentences shipped
     with bertscope). "openvino" runs the same exported graph on OpenVINO: float32, bfloat16 (CPUs with
     it natively), int8 (int8 weights, each activation quantized per group of 64 channels as it runs;
@@ -84,6 +99,10 @@ def load(
     _check_counts(threads=threads, max_tokens=max_tokens, token_budget=token_budget)
     name = model_name(name)
     if is_model2vec(name):  # a static model (what `bertscope distill` writes): rows, no layers, no forward
+        if threads is not None:  # process-wide, as for any other model (its ONNX or OpenVINO runtime)
+            from .core.cpu import ask_threads
+
+            ask_threads(threads)
         return load_static(
             name, max_tokens=max_tokens, token_budget=token_budget, device=device, dtype=dtype,
             backend=backend, quantize=quantize, mode=mode, trust_remote_code=trust_remote_code,
@@ -319,12 +338,17 @@ class Model(ResearchMethods):
 
     # What each layer holds (research/probe.py, research/cka.py) ---------------------------------
 
-    def anatomy(self, texts: Text | Sequence[Text]) -> Any:
+    @overload
+    def anatomy(self, texts: Text) -> Anatomy: ...  # type: ignore[overload-overlap]
+    @overload
+    def anatomy(self, texts: Sequence[Text]) -> list[Anatomy]: ...
+
+    def anatomy(self, texts: Text | Sequence[Text]) -> Anatomy | list[Anatomy]:
         """The embedding layer taken apart for a text or pair (or a padded batch of them), with its proof."""
         tokens = self.tokenize(texts)
         from . import anatomy as _anatomy
 
-        result = _anatomy.decompose(self, [tokens] if single(texts) else tokens)
+        result = _anatomy.decompose(self, [tokens] if isinstance(tokens, Tokens) else tokens)
         return result[0] if single(texts) else result
 
     def encode(
@@ -341,11 +365,12 @@ class Model(ResearchMethods):
         device: str | None = None,
         normalize_embeddings: bool = False,
         truncate_dim: int | None = None,
-    ) -> Any:
+    ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
         """sentence-transformers' `encode`: (d,) for a str, (n, d) for a list, with the model's own pooling.
 
-        `convert_to_tensor` gives a torch tensor, neither it nor numpy a list of (d,) tensors;
-        `output_value="token_embeddings"` a list of (tokens, d) last-layer tensors. Positional order and
+        A NumPy float32 array by default; `convert_to_tensor` gives a torch tensor, neither it nor numpy a
+        list of (d,) tensors; `output_value="token_embeddings"` a list of (tokens, d) last-layer tensors
+        (one tensor for a str). Positional order and
         defaults are sentence-transformers'; `batch_size` does not change the vectors (see bertscope.encode).
         """
         from .encode import encode
@@ -357,17 +382,42 @@ class Model(ResearchMethods):
             normalize_embeddings=normalize_embeddings, truncate_dim=truncate_dim,
         )  # fmt: skip
 
+    @overload
+    def embed_chunks(  # type: ignore[overload-overlap]
+        self,
+        docs: str,
+        *,
+        chunks: ChunkBy | str | Sequence[tuple[int, int]] = ...,
+        late: bool = ...,
+        size: int = ...,
+        overlap: int = ...,
+        progress: bool | None = ...,
+        **options: Unpack[RecipeKeywords],
+    ) -> ChunkEmbeddings: ...
+    @overload
+    def embed_chunks(
+        self,
+        docs: Sequence[str],
+        *,
+        chunks: ChunkBy | str | Sequence[Any] = ...,
+        late: bool = ...,
+        size: int = ...,
+        overlap: int = ...,
+        progress: bool | None = ...,
+        **options: Unpack[RecipeKeywords],
+    ) -> list[ChunkEmbeddings]: ...
+
     def embed_chunks(
         self,
         docs: str | Sequence[str],
         *,
-        chunks: ChunkBy | str | Sequence[tuple[int, int]] = "sentence",
+        chunks: ChunkBy | str | Sequence[Any] = "sentence",
         late: bool = True,
         size: int = 128,
         overlap: int = 0,
         progress: bool | None = None,
         **options: Unpack[RecipeKeywords],
-    ) -> Any:
+    ) -> ChunkEmbeddings | list[ChunkEmbeddings]:
         """Chunk vectors of a document (ChunkEmbeddings) or of each of a list of documents (a list).
 
         `chunks`: "sentence", "paragraph", "tokens" (`size` pieces, neighbours sharing `overlap`) or
@@ -395,7 +445,7 @@ class Model(ResearchMethods):
 
     def explain(
         self, a: str, b: str, *, top: int = 10, exact: bool = False, **options: Unpack[RecipeKeywords]
-    ) -> Any:
+    ) -> Explanation:
         """Why a and b score what `similarity(a, b, same options)` says: token-pair contributions.
 
         Exact for mean, mean_sqrt_len, first_last_avg and max (by dimension), with or without
@@ -406,7 +456,9 @@ class Model(ResearchMethods):
 
         return explain(self, a, b, top=top, exact=exact, **options)
 
-    def baseline(self, *, reference: Sequence[str] | None = None, **options: Unpack[RecipeKeywords]) -> Any:
+    def baseline(
+        self, *, reference: Sequence[str] | None = None, **options: Unpack[RecipeKeywords]
+    ) -> Baseline:
         """Cosines of random pairs of a reference corpus (default: the calibration sentences shipped).
 
         `.percentile(score)` then says where a score sits among unrelated pairs (research/baseline.py).
@@ -427,7 +479,7 @@ class Model(ResearchMethods):
 
         return padded_batch(self, texts)
 
-    def forward(self, texts: Text | Sequence[Text]) -> Any:
+    def forward(self, texts: Text | Sequence[Text]) -> ForwardOutput:
         """The plain Hugging Face forward of one padded batch, by the names the tutorials use.
 
         Returns a `ForwardOutput`: input_ids, attention_mask, token_type_ids (batch, tokens),

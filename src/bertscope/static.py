@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from .core.encoder import row_id
 from .core.exports import Block, ExportFormat, RowKind, Rows, export_format, write_rows
 from .core.similarity import unit
 from .core.spec import whole_number
@@ -121,8 +122,7 @@ def token_ids(model: StaticSource, items: str | int | Sequence[str | int]) -> li
                 raise UnknownToken(_not_a_piece(model, item))
             ids.append(vocab[item])
         else:
-            if not 0 <= int(item) < rows:
-                raise UnknownToken(f"token id {item} is out of range: this vocabulary has ids 0..{rows - 1}")
+            row_id(item, rows)  # the check `embedding_rows` makes: 0..rows-1
             if int(item) not in model.id_to_token:
                 raise UnknownToken(f"token id {item} has a row in the matrix but no token in the tokenizer")
             ids.append(int(item))

@@ -12,11 +12,11 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import numpy as np
 
-from ..errors import InvalidInput, InvalidSpec
+from ..errors import InvalidInput, InvalidSpec, UnknownToken
 from ._enums import LongText, Pooling, SubwordPooling
 from .cpu import cpu_threads
 from .engine import MIN_ROWS, Engine, ModelFacts
@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from .spec import RecipeKeywords, TokenKeywords
 
 __all__ = [
-    "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "cpu_token_budget", "open_encoder",
-    "single", "vector_cosines",
+    "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "cpu_token_budget", "is_vectors",
+    "open_encoder", "row_id", "row_ids", "single", "vector_cosines",
 ]  # fmt: skip
 
 # Padded tokens per forward on the CPU (at least MIN_ROWS rows whatever their width): 512 a thread, from
@@ -231,12 +231,14 @@ class Encoder:
         rows, width = self.input_embeddings.shape
         return int(rows), int(width)
 
-    def embedding_rows(self, ids: Sequence[int]) -> np.ndarray:
-        """(n, width) float32 rows of the input embedding matrix (ids already checked)."""
+    def embedding_rows(self, ids: int | Sequence[int]) -> np.ndarray:
+        """(n, width) float32 rows of the input embedding matrix, by id: each a whole number in
+        0..rows-1 (`row_ids`: UnknownToken out of range, negative ones too; InvalidInput for another type)."""
+        checked = row_ids(ids, self.static_shape[0])
         if self.light:
             assert self.loaded.view is not None
-            return self.loaded.view.embedding_rows(ids)
-        return self.input_embeddings[list(ids)].detach().float().cpu().numpy()
+            return self.loaded.view.embedding_rows(checked)
+        return self.input_embeddings[checked].detach().float().cpu().numpy()
 
     def unit_static_matrix(self) -> np.ndarray:
         """The static matrix with unit rows, for cosine neighbours (cached)."""
@@ -255,7 +257,14 @@ class Encoder:
         """Family, layers, sizes, vocabulary, limits, special tokens and pooling config."""
         return model_info(self)
 
-    def tokenize(self, texts: Text | Sequence[Text], *, long: LongText | str = "truncate") -> Any:
+    @overload
+    def tokenize(self, texts: Text, *, long: LongText | str = ...) -> Tokens: ...  # type: ignore[overload-overlap]
+    @overload
+    def tokenize(self, texts: Sequence[Text], *, long: LongText | str = ...) -> list[Tokens]: ...
+
+    def tokenize(
+        self, texts: Text | Sequence[Text], *, long: LongText | str = "truncate"
+    ) -> Tokens | list[Tokens]:
         """Tokens of a text or an (A, B) pair (or a list of Tokens): pieces, ids, offsets, word ids, specials.
 
         A pair reads [CLS] A [SEP] B [SEP] with token type 1 on B where the family has token types.
@@ -319,20 +328,23 @@ class Encoder:
 
     def similarity(
         self,
-        a: str | Sequence[str] | np.ndarray,
-        b: str | Sequence[str] | np.ndarray | None = None,
+        a: str | Sequence[str] | np.ndarray | Any,
+        b: str | Sequence[str] | np.ndarray | Any = None,
         **options: Unpack[RecipeKeywords],
     ) -> np.ndarray:
         """Cosine matrix (len(a), len(b)) of sentence vectors with `embed`'s options; b defaults to a.
 
         As sentence-transformers' `model.similarity`, `a` and `b` may be vectors already made instead of
-        texts: float arrays (n, d) and (m, d), or (d,) for one, give their (n, m) cosines.
+        texts: (n, d) and (m, d), or (d,) for one, give their (n, m) cosines. Vectors are any array-like:
+        a NumPy array, a torch tensor (`encode(..., convert_to_tensor=True)`; read detached, on the CPU),
+        a list of rows or of (d,) tensors, a `SentenceEmbeddings`. The answer is always a NumPy float32
+        array, tensors given or not (sentence-transformers answers a tensor: `torch.from_numpy` it).
         """
-        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        if is_vectors(a) or is_vectors(b):
             return vector_cosines(a, b, options)
         recipe = resolve(self, EmbedOptions.given(**options))
-        left = self.embed_with(a, recipe).vectors
-        right = left if b is None else self.embed_with(b, recipe).vectors
+        left = self.embed_with(cast("Text | Sequence[Text]", a), recipe).vectors
+        right = left if b is None else self.embed_with(cast("Text | Sequence[Text]", b), recipe).vectors
         return cos_sim(left, right)
 
     def embed_tokens(
@@ -376,14 +388,15 @@ class Encoder:
         texts: str | Sequence[str],
         *,
         subword: SubwordPooling | str = "mean",
+        progress: bool | None = None,
         **options: Unpack[TokenKeywords],
     ) -> list[WordEmbeddings]:
         """Per text: words (from the tokenizer's word ids), char spans, and word vectors: their pieces'
         vectors (`embed_tokens` with `options`) pooled by `subword`. A piece of whitespace alone (a byte-level
-        BPE's line break or second space) is no word."""
+        BPE's line break or second space) is no word. `progress` as `embed`'s."""
         how = SubwordPooling.parse(subword, what="subword pooling")
         items = check_texts(texts)  # words index into one text: pairs are not taken here
-        found = self.token_vectors(items, self._unpooled_spec(options, "word vectors"))
+        found = self.token_vectors(items, self._unpooled_spec(options, "word vectors"), progress)
         return [word_embeddings(tok, how) for tok in found]
 
     def hidden_states(self, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
@@ -424,8 +437,51 @@ def vector_cosines(a: object, b: object, options: Mapping[str, object]) -> np.nd
     return cos_sim(left, right)
 
 
+def is_tensor(given: object) -> bool:
+    """Whether `given` is a torch tensor (or one like it), told without importing torch."""
+    return hasattr(given, "detach") and hasattr(given, "numpy") and hasattr(given, "cpu")
+
+
+def is_vectors(given: object) -> bool:
+    """Whether `given` is vectors already made rather than texts: a NumPy array, a torch tensor, anything
+    NumPy reads (`__array__`), or a non-empty list or tuple of such rows or of lists of numbers."""
+    if isinstance(given, str):
+        return False
+    if isinstance(given, np.ndarray) or is_tensor(given) or hasattr(given, "__array__"):
+        return True
+    if isinstance(given, (list, tuple)) and given:
+        first = given[0]
+        if isinstance(first, (list, tuple)):
+            return (
+                bool(first)
+                and isinstance(first[0], (int, float, np.number))
+                and not isinstance(first[0], bool)
+            )
+        return isinstance(first, np.ndarray) or is_tensor(first)
+    return False
+
+
+def _array(given: object) -> object:
+    """Vectors given as a tensor, a list of rows or tensors, or an array-like, as a NumPy array (anything
+    else as given, for `_vectors` to name)."""
+    if is_tensor(given):
+        tensor = given.detach().cpu()  # type: ignore[attr-defined]
+        if "bfloat16" in str(tensor.dtype):  # NumPy has no bfloat16
+            tensor = tensor.float()
+        return tensor.numpy()
+    if isinstance(given, (list, tuple)) and given and is_vectors(given):
+        try:
+            return np.stack([np.asarray(_array(row)) for row in given])
+        except ValueError:
+            return given  # rows of differing lengths: named as not an array of vectors below
+    if hasattr(given, "__array__") and not isinstance(given, np.ndarray):
+        return np.asarray(given)
+    return given
+
+
 def _vectors(given: object, name: str) -> np.ndarray:
     """A (d,) or (n, d) array of numbers, or InvalidInput saying what similarity takes."""
+    given = _array(given)
     if isinstance(given, np.ndarray):
         if given.dtype.kind in "fiu" and given.ndim in (1, 2):
             if not np.isfinite(given).all():
@@ -440,8 +496,36 @@ def _vectors(given: object, name: str) -> np.ndarray:
         shown = type(given).__name__
     raise InvalidInput(
         "similarity takes two lists of texts, or two arrays of vectors ((n, d) or (d,) floats, as encode "
-        f"gives); {name} is {shown}"
+        f"gives: NumPy, torch or rows of numbers); {name} is {shown}"
     )
+
+
+def row_id(item: object, rows: int) -> int:
+    """`item` as a row of a (rows, d) embedding matrix: a whole number (not a bool, not 7852.0) in
+    0..rows-1, else InvalidInput or UnknownToken (a negative id is out of range, never counted from the end).
+    `static` (token_ids) and `embedding_rows` both check ids here."""
+    if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
+        shown = repr(item) if len(repr(item)) <= 40 else f"a {type(item).__name__}"
+        raise InvalidInput(f"{shown} is not a token id: pass ids as ints (7852, not 7852.0)")
+    if not 0 <= int(item) < rows:
+        raise UnknownToken(f"token id {item} is out of range: this vocabulary has ids 0..{rows - 1}")
+    return int(item)
+
+
+def row_ids(ids: object, rows: int) -> list[int]:
+    """Ids of rows of a (rows, d) matrix, each checked by `row_id`: one id, or a list or 1-D array of them."""
+    if isinstance(ids, (int, np.integer)) and not isinstance(ids, bool):
+        ids = [ids]
+    if isinstance(ids, np.ndarray) and ids.ndim == 1 and ids.dtype.kind in "iu":
+        if len(ids) and not (0 <= ids.min() and ids.max() < rows):  # many ids at once (a whole export)
+            row_id(int(ids[(ids < 0) | (ids >= rows)][0]), rows)
+        return [int(i) for i in ids]
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, (Sequence, np.ndarray)):
+        raise InvalidInput(
+            f"embedding rows are asked by token id: {ids!r} is not an id or a list of ids; "
+            "use static() for word pieces"
+        )
+    return [row_id(item, rows) for item in ids]
 
 
 def single(texts: object) -> bool:

@@ -30,9 +30,27 @@ def plain(settings: dict[str, Any]) -> dict[str, Any]:
     return json.loads(json.dumps(settings, default=str))  # type: ignore[no-any-return]
 
 
+class _VectorsArray:
+    """What NumPy reads of a result: its `vectors`, the one array that is its value.
+
+    `np.asarray(m.embed(texts))` is the (n, d) matrix, not a 0-d object array; `dtype` and NumPy 2's
+    `copy` are honoured (copy=False where a copy is needed raises, as NumPy's own arrays do).
+    """
+
+    vectors: np.ndarray
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if copy is None:
+            return np.asarray(self.vectors, dtype=dtype)
+        return np.asarray(self.vectors, dtype=dtype, copy=copy)
+
+
 @dataclass
-class SentenceEmbeddings:
-    """Sentence vectors (n, d) float32 , per text the tokens read and dropped (n,), and the spec."""
+class SentenceEmbeddings(_VectorsArray):
+    """Sentence vectors (n, d) float32 , per text the tokens read and dropped (n,), and the spec.
+
+    NumPy reads it as `vectors`: `np.asarray(result)` is the (n, d) matrix.
+    """
 
     vectors: np.ndarray
     n_tokens: np.ndarray
@@ -74,8 +92,9 @@ class SentenceEmbeddings:
 
 
 @dataclass
-class TokenEmbeddings:
-    """One text's token vectors (tokens, d), pad trimmed, with tokens and character offsets.
+class TokenEmbeddings(_VectorsArray):
+    """One text's token vectors (tokens, d), pad trimmed, with tokens and character offsets; NumPy reads
+    it as `vectors` (`embed_tokens` gives a list of these, one per text, of differing lengths).
 
     With combine="stack" and several layers the vectors are (tokens, layers, d): one per kept layer.
     For a pair (A, B), `sequence_ids` says which text each token's offsets and word id index: 0 for
@@ -129,8 +148,9 @@ class TokenEmbeddings:
 
 
 @dataclass
-class WordEmbeddings:
-    """One text's word vectors (words, d), each word with its character span and pieces."""
+class WordEmbeddings(_VectorsArray):
+    """One text's word vectors (words, d), each word with its character span and pieces; NumPy reads it
+    as `vectors`."""
 
     text: str
     words: list[str]
@@ -164,8 +184,9 @@ def per_text(results: Sequence[TokenEmbeddings | WordEmbeddings]) -> dict[str, A
 
 
 @dataclass
-class ChunkEmbeddings:
-    """One document's chunk vectors (chunks, d), each chunk with its text and character span.
+class ChunkEmbeddings(_VectorsArray):
+    """One document's chunk vectors (chunks, d), each chunk with its text and character span; NumPy reads
+    it as `vectors`.
 
     `n_tokens` counts the word pieces pooled into each chunk; `truncated` the pieces a chunk embedded
     alone (late=False) lost to the model's window (always 0 for late chunks, which see every token).

@@ -180,12 +180,33 @@ def refuse_sentence_options(options: EmbedOptions, rows: str) -> None:
 
 
 # A chunk's size and overlap: Model.embed_chunks (and /v2/embed_chunks) name them after the chunk, the
-# corpus job (beside every other option of a job) with its prefix.
+# corpus job (beside every other option of a job) with its prefix. Then the names sentence-transformers
+# and transformers users bring, each with what bertscope offers instead.
 _NAMED_ELSEWHERE = {
     "chunk_size": "embed_chunks calls it size",
     "chunk_overlap": "embed_chunks calls it overlap",
     "size": "a corpus job calls it chunk_size",
     "overlap": "a corpus job calls it chunk_overlap",
+    # sentence-transformers' and transformers' names, as users bring them from `model.encode(...)`
+    "show_progress_bar": "bertscope calls it progress (progress=True)",
+    "normalize_embeddings": "bertscope calls it normalize",
+    "truncate_dim": (
+        "embed gives the full width: slice result.vectors[:, :N], or use encode(..., truncate_dim=N)"
+    ),
+    "batch_size": (
+        "embed batches by padded tokens, not texts (the vectors are the same either way): set "
+        "bertscope.load(..., token_budget=N); encode and embed_corpus take batch_size"
+    ),
+    "convert_to_numpy": "embed returns NumPy already: result.vectors, or np.asarray(result)",
+    "convert_to_tensor": (
+        "embed returns NumPy: torch.from_numpy(result.vectors), or encode(..., convert_to_tensor=True)"
+    ),
+    "output_value": "embed gives sentence vectors; embed_tokens gives token vectors",
+    "device": "the device is chosen when loading: bertscope.load(..., device=...)",
+    "max_length": "the token limit is set when loading: bertscope.load(..., max_tokens=N); long= says "
+    "what a longer text does",
+    "max_seq_length": "the token limit is set when loading: bertscope.load(..., max_tokens=N)",
+    "truncation": "long= says what a text over the limit does (truncate, window, error)",
 }
 
 

@@ -35,7 +35,7 @@ __all__ = ["MANIFEST", "RESUME", "ShardFolder", "open_folder", "shard_sink", "wr
 MANIFEST = "_bertscope.json"
 RESUME = "_resume"
 _SHARD_BYTES = 128 << 20  # the rows a write task gathers into one shard: Ray's default largest block
-_REDO = "start the job again with --overwrite"
+_REDO = "start the job again with overwrite=True (--overwrite)"
 
 
 class ShardFolder:
@@ -125,13 +125,13 @@ class ShardFolder:
             raise CorpusError(
                 f"{self.out}: the unfinished job was started with other settings "
                 f"({settings_diff(stored, asked)}); resume with the same options, or start again with "
-                "--overwrite"
+                "overwrite=True (--overwrite)"
             )
         if not saved.remove_metadata().equals(schema.remove_metadata()):
             raise CorpusError(
                 f"{self.out}: the saved shards hold the columns {', '.join(saved.names)} where this run "
                 f"writes {', '.join(schema.names)}; resume with the options it was started with "
-                "(--no-text leaves the text out), or start again with --overwrite"
+                "(--no-text leaves the text out), or start again with overwrite=True (--overwrite)"
             )
         return saved
 
@@ -152,12 +152,17 @@ def open_folder(out: Path, *, resume: bool, overwrite: bool) -> ShardFolder:
             shard.unlink()
     elif manifest.exists():
         if resume:
-            raise CorpusError(f"{out} is already complete: nothing to resume (--overwrite redoes it)")
+            raise CorpusError(
+                f"{out} is already complete: nothing to resume (overwrite=True (--overwrite) redoes it)"
+            )
         note = shard_folder_note(out) or f"{out} holds the output of an earlier job"
-        raise CorpusError(f"{note}; pass --overwrite to replace it")
+        raise CorpusError(f"{note}; pass overwrite=True (--overwrite) to replace it")
     elif (old or state.exists()) and not resume:
         note = shard_folder_note(out) or f"{out} holds an unfinished Ray job that wrote no shard yet"
-        raise CorpusError(f"{note}; pass --resume to continue it or --overwrite to start again")
+        raise CorpusError(
+            f"{note}; pass resume=True (--resume) to continue it or overwrite=True (--overwrite) to start "
+            "again"
+        )
     out.mkdir(exist_ok=True)
     folder = ShardFolder(out)
     if resume:

@@ -150,7 +150,7 @@ def build_index(
         check_npy_rows(opened.path)  # once: the passes below read the matrix as it is
     index_file, meta_file, copy_file = index_paths(opened.path, opened.column)
     if index_file.exists() and not overwrite:
-        raise CorpusError(f"{index_file} exists; pass --overwrite to build it again")
+        raise CorpusError(f"{index_file} exists; pass overwrite=True (--overwrite) to build it again")
     rows = opened.count()
     if rows == 0:
         raise CorpusError(f"{opened.path} holds no vectors to index")

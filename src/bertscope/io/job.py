@@ -6,7 +6,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sized
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain, islice
@@ -23,7 +23,7 @@ from .formats import Format, format_of, open_sink
 from .job_lock import job_lock
 from .level_table import CorpusOptions, make_level
 from .levels import CorpusLevel
-from .readers import Record, Rejects, read_corpus
+from .readers import Record, Rejects, given_texts, read_corpus, source_name
 from .sinks import Sink
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class JobSummary:
 
 
 def embed_corpus(
-    input_path: str | Path | list[str],
+    input_path: str | Path | Iterable[str],
     output: str | Path,
     *,
     model: Any = None,
@@ -87,7 +87,12 @@ def embed_corpus(
     options: CorpusOptions | None = None,
     **keywords: Unpack[CorpusKeywords],
 ) -> JobSummary:
-    """Embed a corpus file into Parquet, NumPy or an SQLite collection; resumable, memory-bounded.
+    """Embed a corpus into Parquet, NumPy or an SQLite collection; resumable, memory-bounded.
+
+    `input_path` is a corpus file (.txt, .jsonl, .csv, .tsv, .parquet; "-" for stdin) or the texts
+    themselves: a list, or any iterable of str (a generator is read a batch at a time, never held whole).
+    A resumed job (`resume=True`) reads its input again from the start, proving the texts already stored
+    are the same: give it the same texts again (a fresh generator over them, not the one already used).
 
     `views` ({name: {layers, pooling, ...}} or ["last=-1/mean", ...]) stores several sentence views
     from one forward pass, each in its own Parquet column `embedding_<name>`, its spec in the metadata.
@@ -163,7 +168,7 @@ def _finish(sink: Sink, summary: JobSummary, output: str | Path) -> None:
         reason = exc.strerror or str(exc) or type(exc).__name__
         raise CorpusError(
             f"{output}: could not write the finished output ({reason}); all {sink.done} texts are saved as "
-            "parts beside it: fix that, then run again with --resume to write it"
+            "parts beside it: fix that, then run again with resume=True (--resume) to write it"
         ) from None
     summary.seconds = time.perf_counter() - start
     summary.reused = sink.reused
@@ -175,7 +180,7 @@ def run_level(
     rows_of: CorpusLevel,
     sink: Sink,
     *,
-    source: str | Path | list[str],
+    source: str | Path | Iterable[str],
     output: str | Path,
     rejects: Rejects,
     resume: bool = False,
@@ -227,12 +232,12 @@ def run_level(
     return summary
 
 
-def _nothing_to_embed(source: str | Path | list[str], output: str | Path, rejects: Rejects) -> str:
+def _nothing_to_embed(source: object, output: str | Path, rejects: Rejects) -> str:
     """Why a job found no text: the corpus is empty, or every text in it was empty or rejected."""
-    name = "the texts given" if isinstance(source, list) else "<stdin>" if str(source) == "-" else str(source)
+    name = "the texts given" if given_texts(source) else source_name(source)
     if not rejects.empty and not rejects.bad:
         what = "the corpus is empty (no text in it): give " + (
-            "one text or more" if isinstance(source, list) else "a file with one text or more"
+            "one text or more" if given_texts(source) else "a file with one text or more"
         )
     else:
         what = f"no texts to embed ({rejects.empty} empty, {len(rejects.bad)} rejected)"
@@ -245,17 +250,18 @@ def _write_failed(output: str | Path, exc: OSError, done: int) -> str:
     """What a failed write (a full disk, a file-size limit, permissions) means for the job."""
     reason = exc.strerror or str(exc) or type(exc).__name__
     kept = (
-        f"the {done} texts saved before it are kept; fix that, then run again with --resume"
+        f"the {done} texts saved before it are kept; fix that, then run again with resume=True (--resume)"
         if done
         else "nothing was saved"
     )
     return f"{output}: could not write a batch ({reason}); {kept}"
 
 
-def _count_records(source: str | Path | list[str]) -> int | None:
-    """How many records a corpus holds, cheaply (lines or Parquet metadata), for the progress ETA."""
-    if isinstance(source, list):
-        return len(source)
+def _count_records(source: object) -> int | None:
+    """How many records a corpus holds, cheaply (lines or Parquet metadata), for the progress ETA (None for
+    texts whose number is not known without reading them: a generator)."""
+    if given_texts(source):
+        return len(source) if isinstance(source, Sized) else None
     path = Path(str(source))
     if str(source) == "-" or not path.is_file():
         return None

@@ -53,7 +53,7 @@ def job_lock(output: str | Path, *, collection: str | None = None) -> Iterator[N
     except Timeout:
         raise CorpusError(
             f"{what} is being written by another job right now ({_holder(path)}); wait for it to end, "
-            "or stop it and run again with --resume"
+            "or stop it and run again with resume=True (--resume)"
         ) from None
     except OSError as exc:
         raise CorpusError(f"cannot write {output}: {exc.strerror or exc} (taking its lock {path})") from None

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -13,7 +14,7 @@ from typing import Any, TextIO
 from ..core.tokens import TextTokenizer, text_problem
 from ..errors import CorpusError
 
-__all__ = ["Record", "Rejects", "read_corpus", "read_lines", "SUPPORTED_INPUTS"]
+__all__ = ["Record", "Rejects", "given_texts", "read_corpus", "read_lines", "source_name", "SUPPORTED_INPUTS"]
 
 SUPPORTED_INPUTS = (
     ".txt or any UTF-8 text file (one text per line)", ".jsonl", ".csv", ".tsv", ".parquet",
@@ -39,8 +40,19 @@ class Rejects:
     empty: int = 0
 
 
+def given_texts(source: object) -> bool:
+    """Whether a corpus `source` is texts given in code (a list, a generator, any iterable of str) rather
+    than a file's name (a str, a path, "-" for stdin)."""
+    return not isinstance(source, (str, bytes, os.PathLike)) and isinstance(source, Iterable)
+
+
+def source_name(source: object) -> str:
+    """How messages name a corpus: the file, <stdin>, or <texts> for texts given in code."""
+    return "<texts>" if given_texts(source) else "<stdin>" if str(source) == "-" else str(source)
+
+
 def read_corpus(
-    source: str | Path | list[str],
+    source: str | Path | Iterable[str],
     *,
     text_field: str = "text",
     id_field: str | None = None,
@@ -49,7 +61,9 @@ def read_corpus(
     offers_skip_bad: bool = False,
     tokenizer: TextTokenizer | None = None,
 ) -> Iterator[Record]:
-    """Records of a corpus file (or "-" for stdin); empty texts are skipped and counted in `rejects`.
+    """Records of a corpus file (or "-" for stdin), or of texts given in code (a list or any iterable of
+    str, read one at a time: a generator is never held whole); empty texts are skipped and counted in
+    `rejects`.
 
     With the model's `tokenizer`, a text it turns into no word pieces is a bad record too (`text_problem`).
 
@@ -60,9 +74,14 @@ def read_corpus(
     The file and its type are checked at once; records are read lazily.
     """
     rejects = rejects if rejects is not None else Rejects()
-    name = "<texts>" if isinstance(source, list) else str(source)
-    if isinstance(source, list):
-        records: Iterator[Record] = (Record(str(i), text, i) for i, text in enumerate(source, 1))
+    name = "<texts>" if given_texts(source) else str(source)
+    if given_texts(source):
+        records: Iterator[Record] = _given(source)  # type: ignore[arg-type]
+    elif not isinstance(source, (str, os.PathLike)):
+        raise CorpusError(
+            f"cannot read a value of type {type(source).__name__} as a corpus: give a file's path, '-' for "
+            "stdin, or the texts (a list or any iterable of str)"
+        )
     elif name == "-" or Path(name).suffix.lower() == ".txt":
         records = _text_lines(name, skip_bad, rejects)
     else:
@@ -86,6 +105,15 @@ def read_corpus(
                 f"{', '.join(SUPPORTED_INPUTS)}"
             )
     return _checked(records, name, rejects, skip_bad, offers_skip_bad=offers_skip_bad, tokenizer=tokenizer)
+
+
+def _given(texts: Iterable[object]) -> Iterator[Record]:
+    """One Record per text given in code, numbered from 1, read one at a time (a generator stays one)."""
+    for number, text in enumerate(texts, 1):
+        if not isinstance(text, str):
+            kind = type(text).__name__
+            raise CorpusError(f"<texts>:{number}: not a text but a value of type {kind}: give str items only")
+        yield Record(str(number), text, number)
 
 
 def _is_text(path: Path, *, sample: int = 1 << 16) -> bool:

@@ -37,7 +37,7 @@ from .checksums import (
     sealed,
 )
 from .parquet_checked import CheckedParquet, write_checked
-from .readers import Record
+from .readers import Record, given_texts, source_name
 
 if TYPE_CHECKING:
     from .levels import Rows
@@ -54,7 +54,7 @@ __all__ = [
 
 PARQUET_META_KEY = b"bertscope"
 # How a job whose saved parts fail their checks is made again.
-_REDO = "start the job again with --overwrite"
+_REDO = "start the job again with overwrite=True (--overwrite)"
 
 
 def view_column(view: str) -> str:
@@ -128,23 +128,25 @@ class _PartsSink(Sink):
             # A job killed while removing its parts leaves the whole output and some parts: the output wins.
             shutil.rmtree(self.parts, ignore_errors=True)
             if resume:
-                raise CorpusError(f"{path} is already complete: nothing to resume (--overwrite redoes it)")
-            raise CorpusError(f"{path} exists; pass --overwrite to replace it")
+                raise CorpusError(
+                    f"{path} is already complete: nothing to resume (overwrite=True (--overwrite) redoes it)"
+                )
+            raise CorpusError(f"{path} exists; pass overwrite=True (--overwrite) to replace it")
         elif resume and state.exists():
             stored = json.loads(state.read_text())
             if settings_differ(stored, settings):
                 raise CorpusError(
                     f"{path}: the unfinished job was started with other settings "
                     f"({settings_diff(stored, settings)}); "
-                    "resume with the same options, or start again with --overwrite"
+                    "resume with the same options, or start again with overwrite=True (--overwrite)"
                 )
         elif self.parts.exists():
             raise CorpusError(
                 f"{self.parts} holds an unfinished job for {path}; "
-                "pass --resume to continue it or --overwrite to start again"
+                "pass resume=True (--resume) to continue it or overwrite=True (--overwrite) to start again"
             )
         elif any(output.exists() for output in self.outputs()):
-            raise CorpusError(f"{path} exists; pass --overwrite to replace it")
+            raise CorpusError(f"{path} exists; pass overwrite=True (--overwrite) to replace it")
         self.parts.mkdir(exist_ok=True)
         if not state.exists():  # a resumed job keeps the settings it was started with
             _atomic_write_text(state, json.dumps(settings, sort_keys=True))
@@ -158,7 +160,7 @@ class _PartsSink(Sink):
             # Part names assume no gap: resuming past one would skip records and overwrite later parts.
             raise CorpusError(
                 f"{self.parts}: part {len(self.files)} is missing but later parts exist, so the job "
-                "cannot be resumed exactly; start again with --overwrite"
+                "cannot be resumed exactly; start again with overwrite=True (--overwrite)"
             )
         for part in self.files:  # a resumed job goes on only from parts that are whole
             self._check_part(part)
@@ -418,20 +420,20 @@ class RecordDigest:
 
 def other_input(source: object, output: object, digest: RecordDigest) -> str:
     """The one-line refusal of a resume whose input differs from what the unfinished job read."""
-    name = "<texts>" if isinstance(source, list) else "<stdin>" if str(source) == "-" else str(source)
+    name = source_name(source)
     where = str(digest.first) if digest.first == digest.last else f"{digest.first}-{digest.last}"
     return (
         f"{name}:{where}: these records are not the ones the unfinished job for {output} read from "
         "there (their ids or texts differ): the input changed since; resume with the input (and "
-        "--text-field/--id-field) it was started with, or start again with --overwrite"
+        "text_field= and id_field=) it was started with, or start again with overwrite=True (--overwrite)"
     )
 
 
 def _fewer(source: object, found: int, done: int) -> str:
-    name = "the texts given" if isinstance(source, list) else str(source)
+    name = "the texts given" if given_texts(source) else str(source)
     return (
         f"{name} has fewer texts ({found}) than the unfinished job already wrote ({done}); resume with the "
-        "input it was started with, or start again with --overwrite"
+        "input it was started with, or start again with overwrite=True (--overwrite)"
     )
 
 
@@ -441,7 +443,7 @@ def _same_columns(path: Path, first: Any, other: Any, what: str, *, redo: bool =
         return
     names = [f.name for f in first] != [f.name for f in other]
     before, after = (", ".join(f.name if names else f"{f.name} {f.type}" for f in s) for s in (first, other))
-    fix = "start again with --overwrite"
+    fix = "start again with overwrite=True (--overwrite)"
     if not redo:
         fix = f"resume with the options it was started with (--no-text leaves the text out), or {fix}"
     raise CorpusError(

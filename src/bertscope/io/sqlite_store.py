@@ -275,7 +275,8 @@ class SqliteSink(Sink):
                 raise CorpusError(
                     f"collection {collection!r} in {path} was made with other settings "
                     f"({settings_diff(stored, settings)}); "
-                    "use another --collection, the same options, or --overwrite to replace it"
+                    "use another collection= (--collection), the same options, or overwrite=True "
+                    "(--overwrite) to replace it"
                 )
         self.created = row is not None
         self.done = 0
@@ -302,7 +303,8 @@ class SqliteSink(Sink):
                     raise CorpusError(
                         f"id {record.id!r} (line {record.line}) is already in collection {self.collection!r} "
                         "with "
-                        "another text; give new ids, or --overwrite to rebuild the collection"
+                        "another text; give new ids, or overwrite=True (--overwrite) to rebuild the "
+                        "collection"
                     )
                 self.done += 1
                 self.already += 1
@@ -374,9 +376,10 @@ class SqliteSink(Sink):
             # Two jobs on one collection show as a lock or a clash of keys; anything else is the disk's.
             clash = isinstance(exc, sqlite3.IntegrityError) or "locked" in str(exc)
             advice = (
-                "is another job writing it? Run one job per collection at a time, then --resume"
+                "is another job writing it? Run one job per collection at a time, then resume=True (--resume)"
                 if clash
-                else "the batches written before it are kept; free the disk or lift the limit, then --resume"
+                else "the batches written before it are kept; free the disk or lift the limit, then "
+                "resume=True (--resume)"
             )
             raise CorpusError(
                 f"{self.path}: collection {self.collection!r} could not take this batch ({exc}); {advice}"

@@ -7,11 +7,14 @@ Each method's body lives in its research module (probe, structural, cka, geometr
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core._enums import SubwordPooling
 from ..core.encoder import Encoder
 from ..core.layers import LayerSpec
+
+if TYPE_CHECKING:
+    from .cka import CkaResult
 
 __all__ = ["ResearchMethods"]
 
@@ -83,7 +86,7 @@ class ResearchMethods(Encoder):
         level: str = "token",
         debiased: bool = False,
         progress: bool | None = None,
-    ) -> Any:
+    ) -> CkaResult:
         """Linear CKA between every pair of layers, or against every layer of `other`; streamed."""
         from .cka import cka
 
