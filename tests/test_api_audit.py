@@ -7,6 +7,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -61,6 +62,14 @@ def test_similarity_takes_rows_results_and_duck_tensors(bundled: bertscope.Model
         dtype = "duck.float32"
 
     np.testing.assert_allclose(bundled.similarity(Duck(), made.vectors), want, atol=1e-6)
+
+
+def test_a_static_model_takes_tensors_too(static_m2v: Any) -> None:
+    import torch
+
+    vectors = static_m2v.encode(TEXTS)
+    want = static_m2v.similarity(vectors, vectors)
+    np.testing.assert_allclose(static_m2v.similarity(torch.from_numpy(vectors)), want, atol=1e-6)
 
 
 def test_similarity_of_texts_and_vectors_mixed_is_refused_in_one_line(bundled: bertscope.Model) -> None:

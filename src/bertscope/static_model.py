@@ -22,13 +22,13 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import numpy as np
 
 from . import static as _static
 from .core._enums import LongText
-from .core.encoder import ModelInfo, vector_cosines
+from .core.encoder import ModelInfo, is_vectors, vector_cosines
 from .core.progress import progress_callback
 from .core.prompts import Prompts, read_prompts
 from .core.results import SentenceEmbeddings
@@ -268,12 +268,12 @@ class StaticModel:
         As `Model.similarity` (and sentence-transformers'), `a` and `b` may be vectors already made: float
         arrays (n, d) and (m, d), or (d,) for one, give their (n, m) cosines.
         """
-        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        if is_vectors(a) or is_vectors(b):  # torch tensors and other array-likes too, as Model's
             # Model.similarity's own helper, so both refuse a bad array and stray options alike
             return vector_cosines(a, b, options)
         recipe = self._recipe(options)
-        left = self.embed_with(a, recipe).vectors
-        right = left if b is None else self.embed_with(b, recipe).vectors
+        left = self.embed_with(cast("str | Sequence[str]", a), recipe).vectors
+        right = left if b is None else self.embed_with(cast("str | Sequence[str]", b), recipe).vectors
         return cos_sim(left, right)
 
     def encode(
