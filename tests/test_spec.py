@@ -125,7 +125,8 @@ def test_a_stride_is_refused_without_long_window(bundled: bertscope.Model, tmp_p
     with pytest.raises(InvalidSpec, match="stride must be a whole number of at least 1, got '3'"):
         bundled.embed("word word", long="window", stride="3")  # type: ignore[arg-type]
     refused = run_main("embed", "word word", "--stride", "3", "--json")
-    assert refused.code == 1 and "stride applies to long='window'" in refused.stderr
+    # The command line names the flags typed (cli/wording.py): --long window, not long='window'.
+    assert refused.code == 1 and "stride applies to --long window" in refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1 and not refused.stdout
     with pytest.raises(InvalidSpec, match="stride applies to long='window'"):
         bertscope.embed_corpus(TEXTS, tmp_path / "no.parquet", model=bundled, stride=3, progress=False)

@@ -17,6 +17,7 @@ from .core.spec import (
     resolve_spec,
     stored_settings,
     unknown_option,
+    unnormalized_own_pooling,
     whole_number,
 )
 
@@ -34,4 +35,5 @@ __all__ = [
     "refuse_sentence_options",
     "whole_number",
     "unknown_option",
+    "unnormalized_own_pooling",
 ]
