@@ -271,7 +271,7 @@ def test_a_full_queue_answers_429_while_accepted_requests_succeed(bundled: berts
         ("/static", {"items": ["breadz"]}, 422, "not a single word piece"),
         ("/static", {"items": [999999]}, 422, "out of range"),
         ("/static", {"items": "bread", "k": -1}, 422, "k: Input should be greater than or equal to 0"),
-        ("/v2/tokenize", {"inputs": 5}, 422, "inputs.str: Input should be a valid string"),
+        ("/v2/tokenize", {"inputs": 5}, 422, "inputs is a number (5): give a text or a list of texts"),
         ("/anatomy", {"text": "  "}, 422, "text 0 is empty"),
         ("/v1/embeddings", {"input": [[101, 10**9]]}, 422, "token ids are refused"),
         ("/embed", {"inputs": [40, 1093, 12459, 16385]}, 422, "check_embedding_ctx_length=False"),
@@ -283,7 +283,7 @@ def test_a_full_queue_answers_429_while_accepted_requests_succeed(bundled: berts
             422,
             "Input should be 'right'",
         ),
-        ("/embed_all", {"inputs": [[101, 102]]}, 422, "inputs.str: Input should be a valid string"),
+        ("/embed_all", {"inputs": [[101, 102]]}, 422, "inputs: item 0 is a list, not a string"),
         # TEI answers an empty batch 400, error_type "Empty", in its own words.
         ("/similarity", {"inputs": {"source_sentence": "a", "sentences": []}}, 400, "cannot be empty"),
         ("/embed", {"inputs": []}, 400, "`inputs` cannot be empty"),
@@ -406,7 +406,7 @@ def _stride_without_windows(body: Any, answer: str) -> bool:
     rightly, as the field's description says; a rule between two fields (one hanging on a default) that
     schemathesis cannot read from the schema (it gives up on the operation), so it is not stated there."""
     given = isinstance(body, dict) and body.get("stride") is not None and body.get("long") != "window"
-    return given and "stride applies to long='window'" in answer
+    return given and 'stride applies to \\"long\\": \\"window\\"' in answer
 
 
 def fuzz(url: str, *, paths: tuple[str, ...] | None = None, seconds: float = 40) -> tuple[int, list[str]]:

@@ -100,8 +100,7 @@ def test_a_body_of_many_bad_items_is_a_short_422_that_counts_them(bundled: berts
     answer = refused.json()
     assert answer["n_errors"] == 40_001  # not a text, and each of 20,000 items neither a text nor a pair
     assert len(answer["errors"]) == 5
-    assert "inputs.str: Input should be a valid string" in answer["detail"]
-    assert "40,001 errors in all, 5 named" in answer["detail"]
+    assert answer["detail"].startswith("inputs: item 0 (the first of 20,000 wrong items) is a number (1)")
 
 
 @pytest.fixture

@@ -29,6 +29,7 @@ from .schemas import (
     WholeInt,
     fitted_int,
     named,
+    spelled,
     texts_only,
     whole_number,
 )
@@ -67,7 +68,7 @@ class ChunksRequest(SpecFields):
         )
     )
     chunks: Annotated[
-        ChunkBy | list[Span] | list[list[Span]],
+        Annotated[ChunkBy, spelled(ChunkBy)] | list[Span] | list[list[Span]],
         WithJsonSchema(
             {"anyOf": [{"type": "string", "enum": [c.value for c in ChunkBy]}, _SPANS, _SPANS_PER_DOC]}
         ),
@@ -83,7 +84,7 @@ class ChunksRequest(SpecFields):
     overlap: Annotated[StrictInt, Field(ge=0), BeforeValidator(whole_number)] = Field(
         0, description="Word pieces neighbouring token chunks share (less than size)."
     )
-    long: LongText | None = Field(  # type: ignore[assignment]
+    long: Annotated[LongText, spelled(LongText)] | None = Field(  # type: ignore[assignment]
         None,
         description="Documents or chunks over the model's limit (null: window when late, truncate when not).",
     )
@@ -199,7 +200,7 @@ class CkaRequest(Strict):
         description=f"The texts (at least {_CKA_MIN_TEXTS}, at most --max-inputs).",
         examples=[["The cat sat.", "A dog ran.", "Rain fell all day.", "Prices rose again."]],
     )
-    level: CkaLevel = Field(
+    level: Annotated[CkaLevel, spelled(CkaLevel)] = Field(
         CkaLevel.TOKEN,
         description="token: every non-pad token is a row; sentence: one mean-pooled vector per text.",
     )

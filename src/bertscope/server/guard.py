@@ -1,9 +1,11 @@
 """The service's HTTP edge: settings, the guard (API key, body limit, metrics) and errors as JSON 4xx.
 
-    bertscope error (InvalidSpec, InvalidInput, ...)   422  {"detail": message}
+    bertscope error (InvalidSpec, InvalidInput, ...)   422  {"detail": message}, its keyword fixes in the
+                                                       route's JSON fields (`wording.as_fields`)
     a text over the model's limit, not asked to cut    422  naming the route's field (400 under /v1/)
     a field pydantic rejects                          422  {"detail": "field: message; ...", "errors": [...],
-                                                       "n_errors"}: the first 5 errors, and how many
+                                                       "n_errors"}: the first 5 errors, and how many; a
+                                                       union field's in one line (`validation.readable`)
     more inputs than --max-inputs                      413  (unless --auto-split)
     more tokens (x layers kept) than --max-request-tokens  413  before any forward
     an answer over --max-answer-floats numbers         413  before any forward
@@ -31,7 +33,6 @@ from enum import Enum
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -41,6 +42,8 @@ from .answers import ANSWERS, HeldAnswers
 from .batching import Metrics, QueueFull, ShuttingDown
 from .bodies import BodyBudget, BodyRefused, ClientLeft, reading
 from .tei_bodies import TEI_BODY_PATHS, tei_body_refusal
+from .validation import readable
+from .wording import as_fields, body_model
 
 __all__ = [
     "DOCS_ASSETS",
@@ -75,8 +78,6 @@ OPEN_PATHS = frozenset({"/", "/health", "/docs", "/docs/oauth2-redirect", "/open
 # swagger-ui's and ReDoc's files, served by the service so /docs and /redoc work offline.
 DOCS_ASSETS = "/docs/static"
 _OPEN_PREFIXES = ("/explorer/", f"{DOCS_ASSETS}/")
-# The bad fields one 422 names: the first few say what to fix; the rest are counted, not listed.
-_SHOWN_ERRORS = 5
 # Bytes of an answer written at a time: asyncio's transport holds 64 KiB before it asks the writer to
 # wait, so an answer written in parts is held once (here), not a second time in the transport's buffer.
 _PART = 64 * 1024
@@ -165,43 +166,22 @@ def error_response(
     return JSONResponse(body, status_code=status, headers=headers)
 
 
-def _readable(exc: RequestValidationError) -> tuple[str, list[dict[str, Any]], int]:
-    """One line naming the first few bad fields and what each allows, those errors without the echoed
-    input, and how many errors there were in all (a list of 20,000 bad items is 40,000 errors)."""
-    found = exc.errors()
-    lines: dict[str, None] = {}  # the distinct lines, in order (a dict: each look is one hash)
-    errors = []
-    for err in found:
-        loc = [str(p) for p in err.get("loc", ()) if p != "body"]
-        line = f"{'.'.join(loc) or 'body'}: {err.get('msg', 'invalid')}"
-        if err.get("type") == "json_invalid":
-            reason = (err.get("ctx") or {}).get("error", "")
-            line = f"body: not valid JSON at character {loc[0] if loc else '?'} ({reason})"
-        if line not in lines:
-            lines[line] = None
-            errors.append({k: v for k, v in err.items() if k in ("loc", "msg", "type")})
-            if len(lines) == _SHOWN_ERRORS:
-                break
-    message = "; ".join(lines)
-    if len(found) > len(errors):
-        message += f"; ... ({len(found):,} errors in all, {len(errors)} named)"
-    return message, jsonable_encoder(errors), len(found)
-
-
 def add_error_handlers(app: FastAPI) -> None:
     """Map bertscope and service errors to their 4xx (or 503) JSON answers."""
 
     async def validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        message, errors, count = _readable(exc)
+        message, errors, count = readable(list(exc.errors()), exc.body, body_model(request))
         return error_response(request.url.path, 422, message, errors=errors, n_errors=count)
 
     async def bertscope_error(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(request.url.path, 422, str(exc))
+        return error_response(request.url.path, 422, as_fields(str(exc), body_model(request)))
 
     async def too_long(request: Request, exc: Exception) -> JSONResponse:
         path = request.url.path
         status, message = _too_long_answer(path, str(exc))
+        if message == str(exc):  # not the length's words (a pair's): the library's, in the route's fields
+            message = as_fields(message, body_model(request))
         return error_response(path, status, message, kind="invalid_request_error")
 
     async def too_many(request: Request, exc: Exception) -> JSONResponse:

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse
 
 from ..core.tokens import check_texts
 from .feature_schemas import CkaRequest, CkaResponse
+from .wording import as_fields
 
 if TYPE_CHECKING:
     from .service import Service
@@ -39,4 +40,7 @@ def research_routes(app: FastAPI, svc: Service) -> None:
             lambda: svc.model.cka(req.inputs, level=req.level.value, debiased=req.debiased, progress=False),
             n_tokens=count,
         )
-        return JSONResponse({"model": svc.name, **result.to_dict()})
+        answer = result.to_dict()
+        if answer.get("note"):  # the library's note names its keyword (debiased=True): here, the field
+            answer["note"] = as_fields(answer["note"], CkaRequest)
+        return JSONResponse({"model": svc.name, **answer})

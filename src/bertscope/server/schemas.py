@@ -13,16 +13,20 @@ from pydantic import (
     StrictBool,
     StrictInt,
     WithJsonSchema,
+    model_validator,
 )
+from pydantic_core import PydanticCustomError
 
-from ..core._enums import Combine, LongText, Pooling, SubwordPooling
+from ..core._enums import Combine, LongText, Pooling, StrEnum, SubwordPooling
 from ..core.spec import EmbedOptions
+from ..errors import InvalidSpec
 
 __all__ = [
     "TEXT_SCHEMA",
     "Strict",
     "SpecFields",
     "fitted_int",
+    "spelled",
     "texts_only",
     "whole_number",
     "WholeInt",
@@ -33,6 +37,7 @@ __all__ = [
     "EmbedResponse",
     "TokensRequest",
     "TokensResponse",
+    "ELSEWHERE",
     "OpenAIRequest",
     "OpenAIResponse",
     "TokenizeRequest",
@@ -78,6 +83,22 @@ SplitTexts = Annotated[str | list[str | Pair], WithJsonSchema(_texts("inputs-spl
 def whole_number(value: Any) -> Any:
     """1.0 as 1: JSON Schema's integer includes it (true and "1" stay refused by the strict int after)."""
     return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def spelled(kind: type[StrEnum]) -> BeforeValidator:
+    """A strategy name in any spelling the library takes (`StrEnum.parse`: "MEAN", "mean-sqrt-len") as
+    its member; a name the library does not know is left to the field's own check, which lists the names.
+    The OpenAPI document still lists the names as written (a before-validator leaves the schema alone)."""
+
+    def parse(value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return kind.parse(value, what=kind.__name__)
+            except InvalidSpec:
+                return value
+        return value
+
+    return BeforeValidator(parse)
 
 
 # Strict: JSON true must not pass as layer 1 or token id 1 (pydantic's lax mode would coerce it).
@@ -143,8 +164,10 @@ class Strict(BaseModel):
 
 class _LayerFields(Strict):
     layers: Layers = Field(None, description=_LAYERS, examples=["-1", "-4:", "1:4"])
-    combine: Combine = Field(Combine.MEAN, description="How several layers combine.")
-    long: LongText = Field(
+    combine: Annotated[Combine, spelled(Combine)] = Field(
+        Combine.MEAN, description="How several layers combine."
+    )
+    long: Annotated[LongText, spelled(LongText)] = Field(
         LongText.TRUNCATE,
         description="Texts over the model's limit: cut (reported), overlapping windows, or a 422.",
     )
@@ -154,7 +177,9 @@ class _LayerFields(Strict):
 
 
 class SpecFields(_LayerFields):
-    pooling: Pooling = Field(Pooling.AUTO, description="Sentence pooling; auto is the model's own.")
+    pooling: Annotated[Pooling, spelled(Pooling)] = Field(
+        Pooling.AUTO, description="Sentence pooling; auto is the model's own."
+    )
     mask_special: StrictBool = Field(False, description="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
     normalize: StrictBool | None = Field(
         None, description="Unit-length vectors (null: the model's own choice)."
@@ -194,7 +219,9 @@ class TokensRequest(_LayerFields):
 
     inputs: Texts = Field(description=_TEXTS)
     words: StrictBool = Field(False, description="Also pool word pieces into word vectors.")
-    subword: SubwordPooling = Field(SubwordPooling.MEAN, description="How a word's pieces become one vector.")
+    subword: Annotated[SubwordPooling, spelled(SubwordPooling)] = Field(
+        SubwordPooling.MEAN, description="How a word's pieces become one vector."
+    )
 
 
 # (tokens or words, d), or with combine "stack" and several layers (tokens or words, layers, d).
@@ -242,11 +269,46 @@ class TokensResponse(BaseModel):
     spec: dict[str, Any]
 
 
+# bertscope's fields that change the vectors, which /v1/embeddings does not take, and the routes that do.
+# Ignored there, like any unknown field, they would be answered with other vectors than asked for.
+ELSEWHERE: dict[str, tuple[str, ...]] = {
+    "normalize": ("/v2/embed", "TEI's /embed"),
+    "prompt_name": ("/v2/embed", "TEI's /embed"),
+    "truncation_direction": ("TEI's /embed",),
+    **{
+        name: ("/v2/embed",)
+        for name in ("pooling", "layers", "combine", "mask_special", "long", "stride", "post")
+    },
+}
+
+
+def _elsewhere(named: list[str]) -> str:
+    """The 422 for bertscope's fields sent to /v1/embeddings: which route takes them."""
+    common = [route for route in ELSEWHERE[named[0]] if all(route in ELSEWHERE[n] for n in named)]
+    one = len(named) == 1
+    where = " or ".join(common) if common else ", ".join(f"{n} to {' or '.join(ELSEWHERE[n])}" for n in named)
+    return (
+        f"{', '.join(named)}: /v1/embeddings does not take {'it' if one else 'them'} (OpenAI's API has no "
+        f"such field{'' if one else 's'}), and ignoring {'it' if one else 'them'} would answer other "
+        f"vectors than asked; send {'it' if one else 'them'} to {where}, or leave "
+        f"{'it' if one else 'them'} out"
+    )
+
+
 class OpenAIRequest(BaseModel):
     """The OpenAI embeddings request: strings, or token ids of this model's own vocabulary."""
 
-    # Clients send fields of their own (user, extra_body); OpenAI ignores what it does not know, so do we.
+    # Clients send fields of their own (user, extra_body); OpenAI ignores what it does not know, so do we
+    # (TEI's OpenAI route too), except bertscope's own fields that would change the vectors (ELSEWHERE).
     model_config = ConfigDict(extra="ignore")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_elsewhere(cls, given: Any) -> Any:
+        named = [name for name in ELSEWHERE if isinstance(given, dict) and name in given]
+        if named:
+            raise PydanticCustomError("field_elsewhere", _elsewhere(named))
+        return given
 
     input: Annotated[
         str | list[str] | list[WholeInt] | list[list[WholeInt]], WithJsonSchema(_OPENAI_INPUT)
@@ -294,7 +356,7 @@ class TokenizeRequest(Strict):
     """Word pieces of texts: token, id, word, character span, special."""
 
     inputs: Texts = Field(description=_TEXTS)
-    long: LongText = LongText.TRUNCATE
+    long: Annotated[LongText, spelled(LongText)] = LongText.TRUNCATE
 
 
 class StaticRequest(Strict):
@@ -312,7 +374,7 @@ class StaticRequest(Strict):
 
 # One text's routes (/anatomy, /attention) read one window: a text over it is cut (counted in
 # n_dropped) or refused; window is /v2/embed's.
-Cut = Literal[LongText.TRUNCATE, LongText.ERROR]
+Cut = Annotated[Literal[LongText.TRUNCATE, LongText.ERROR], spelled(LongText)]
 CUT_HELP = "A text over the model's limit: cut (counted in n_dropped) or a 422."
 
 
