@@ -724,6 +724,6 @@ def test_ctrl_c_stops_a_ray_job_with_the_local_jobs_interruption(
     monkeypatch.setattr(distributed, "import_ray", _fake_ray)
     monkeypatch.setattr(distributed, "corpus_dataset", lambda *args, **kwargs: Interrupted())
     corpus = _corpus(tmp_path / "c.jsonl", 10)
-    with pytest.raises(JobInterrupted, match="with --resume to continue"):
+    with pytest.raises(JobInterrupted, match=r"resume=True \(--resume\) to continue"):
         distributed.run_ray_job(str(corpus), tmp_path / "out", model=str(tiny_dirs["bert"]), progress=False)
     assert (tmp_path / "out" / "_resume").is_dir()  # an unfinished job: --resume continues it

@@ -300,6 +300,7 @@ def stop_and_resume(
         job.send_signal(signal.SIGINT)
         _, stderr = job.communicate(timeout=120)
         assert job.returncode == 130 and "--resume" in stderr
+        assert "resume=True" not in stderr  # the library's words, reworded into the flag typed
     assert not target.exists()
     _embed_in_process([*args, out_flag, str(target), "--resume"], command)
 

@@ -60,7 +60,7 @@ def main() -> None:
     try:
         app()
     except JobInterrupted as exc:
-        err.print(f"stopped: {exc}", highlight=False)
+        warn(exc, label="stopped:", style="yellow")  # in the flags typed: --resume
         sys.exit(130)
     except BertscopeError as exc:
         if is_debug():

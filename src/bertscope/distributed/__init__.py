@@ -238,8 +238,8 @@ def run_ray_job(
                 )
         except KeyboardInterrupt:
             raise JobInterrupted(
-                f"interrupted; the texts of every shard written to {out} are saved. Run the same command "
-                "with --resume to continue"
+                f"interrupted; the texts of every shard written to {out} are saved. Run it again with "
+                "resume=True (--resume) to continue"
             ) from None
         summary = _summary(out, rows_of, schema, folder)
         summary.seconds = time.perf_counter() - start

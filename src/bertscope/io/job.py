@@ -223,7 +223,7 @@ def run_level(
                 summary.seconds = time.perf_counter() - start
                 raise JobInterrupted(
                     f"interrupted after {summary.embedded} texts; everything up to there is saved. "
-                    "Run the same command with --resume to continue"
+                    "Run it again with resume=True (--resume) to continue"
                 )
     if sink.done == 0:
         sink.abandon()
