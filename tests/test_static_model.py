@@ -163,3 +163,16 @@ def test_a_static_model_has_no_transformer_module_as_python_sees_it(static_m2v: 
     assert not hasattr(static_m2v, "hf_model")
     with pytest.raises(InvalidSpec, match="static model"):
         static_m2v.hf_model  # noqa: B018
+
+
+def test_embedding_rows_checks_ids_as_the_model_does(static_m2v: StaticModel) -> None:
+    """A static model's rows were indexed unchecked: -1 was the last row, a large id an IndexError."""
+    from bertscope.errors import InvalidInput, UnknownToken
+
+    rows = len(static_m2v.id_to_token)
+    assert static_m2v.embedding_rows([0, rows - 1]).shape[0] == 2
+    for bad in ([-1], [rows]):
+        with pytest.raises(UnknownToken, match="out of range"):
+            static_m2v.embedding_rows(bad)
+    with pytest.raises(InvalidInput, match="is not a token id"):
+        static_m2v.embedding_rows([1.5])  # type: ignore[list-item]

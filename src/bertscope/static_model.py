@@ -28,7 +28,7 @@ import numpy as np
 
 from . import static as _static
 from .core._enums import LongText
-from .core.encoder import ModelInfo, is_vectors, vector_cosines
+from .core.encoder import ModelInfo, is_vectors, row_ids, vector_cosines
 from .core.progress import progress_callback
 from .core.prompts import Prompts, read_prompts
 from .core.results import SentenceEmbeddings
@@ -327,8 +327,9 @@ class StaticModel:
         return sorted(i for i, token in added.items() if token.special)
 
     def embedding_rows(self, ids: Sequence[int]) -> np.ndarray:
-        """(len(ids), d) float32 rows, mapped and weighted as the means read them."""
-        return self.engine.rows_of(ids).astype(np.float32)
+        """(len(ids), d) float32 rows, mapped and weighted as the means read them; ids checked as
+        `Model.embedding_rows` checks them (UnknownToken out of range, never counted from the end)."""
+        return self.engine.rows_of(row_ids(ids, len(self.id_to_token))).astype(np.float32)
 
     def unit_static_matrix(self) -> np.ndarray:
         """(vocabulary, d) every row at unit length (for neighbours), made once."""
