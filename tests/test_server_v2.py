@@ -83,7 +83,7 @@ def test_embed_chunks_takes_one_document_and_spans(url: str, bundled: bertscope.
     [
         ({"inputs": DOC, "pooling": "cls"}, 422, "late chunking pools token vectors"),
         ({"inputs": DOC, "long": "truncate"}, 422, "needs every token"),
-        ({"inputs": DOC, "layers": [0, 6], "combine": "stack"}, 422, "combine='stack'"),
+        ({"inputs": DOC, "layers": [0, 6], "combine": "stack"}, 422, '"combine": "stack" keeps'),
         ({"inputs": DOC, "chunks": [[0, 500]]}, 422, "out of range"),
         ({"inputs": [DOC], "chunks": [[0, 5]]}, 422, "give (start, end)"),
         ({"inputs": DOC, "chunks": "tokens", "size": 4, "overlap": 4}, 422, "overlap < size"),
