@@ -68,7 +68,8 @@ def main() -> None:
     plain = [sessions["plain"].run(names, feed) for feed in feeds]
     for name, session in sessions.items():
         got = [session.run(names, feed) for feed in feeds]
-        worst = max(float(np.max(np.abs(a - b))) for r, g in zip(plain, got) for a, b in zip(r, g))
+        pairs = zip(plain, got, strict=True)
+        worst = max(float(np.max(np.abs(a - b))) for r, g in pairs for a, b in zip(r, g, strict=True))
         print(f"{name}: largest difference from the plain graph's hidden states {worst:.2e}")
     times: dict[str, list[float]] = {name: [] for name in sessions}
     for _ in range(args.rounds + 1):  # the first round warms up
