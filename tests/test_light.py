@@ -302,3 +302,28 @@ def test_a_tokenizer_json_that_disagrees_with_its_config_is_read_as_transformers
     hf = AutoTokenizer.from_pretrained(folder)
     model = bertscope.load(folder, backend="torch")
     assert model.tokenize("The Bank").ids == hf("The Bank")["input_ids"]
+
+
+def test_contextuality_runs_light_and_equals_the_torch_run(cache: Path, bundled: bertscope.Model) -> None:
+    """contextuality read the static rows from the PyTorch module (input_embeddings), so it loaded torch
+    where everything else it needs was served light; its rows now come from the folder, the same figures."""
+    from bertscope.research.contextuality import contextuality
+
+    words = ["bank", "bread", "river", "storm"]
+    texts = [*TEXTS, "The bank by the river.", "He took bread to the bank.", "The storm hit the bank."]
+    _embedded("backend='onnxruntime'", cache)  # the export, made once (with torch) in this cache
+    code = (
+        "import json, sys, bertscope\n"
+        "from bertscope.research.contextuality import contextuality\n"
+        f"result = contextuality(bertscope.load(backend='onnxruntime'), {texts!r}, words={words!r}, "
+        "min_contexts=1)\n"
+        "print(json.dumps({'torch': 'torch' in sys.modules, 'records': result.records}))\n"
+    )
+    light = json.loads(_fresh(code, cache).stdout.strip().splitlines()[-1])
+    assert light["torch"] is False
+    here = contextuality(bundled, texts, words=words, min_contexts=1).records
+    assert [r["layer"] for r in light["records"]] == [r["layer"] for r in here]
+    for mine, theirs in zip(light["records"], here, strict=True):
+        for key, value in theirs.items():
+            if key != "layer":
+                assert mine[key] == pytest.approx(value, abs=1e-5), key

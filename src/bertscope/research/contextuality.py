@@ -86,7 +86,6 @@ def word_occurrences(
     targets = {w.lower() for w in words}
     # windowed, so a word past the model's limit is counted in its context, never dropped in silence
     spec = model.spec(layers="all", combine="concat", pooling="mean", long="window")
-    matrix = model.input_embeddings
     count = model.n_layers + 1
     found = _Occurrences({}, {}, {})
     intra: list[list[float]] = []
@@ -96,7 +95,7 @@ def word_occurrences(
         if not groups:
             continue
         layered = pool_words(vectors, groups, SubwordPooling.MEAN).reshape(len(groups), count, -1)
-        rows = matrix[tok.ids].detach().float().cpu().numpy()
+        rows = model.embedding_rows(tok.ids)  # float32, read from the folder where the model is light
         static = pool_words(rows, groups, SubwordPooling.MEAN)
         if len(groups) > 1:
             intra.append([_intra(static)] + [_intra(layered[:, k]) for k in range(count)])

@@ -85,7 +85,7 @@ def fit_openapi(doc: dict[str, Any], *, model: Model, settings: ServerSettings) 
         ),
         "id": lambda node: {
             **node,
-            "maximum": min(int(model.input_embeddings.shape[0]), len(model.id_to_token)) - 1,
+            "maximum": min(model.static_shape[0], len(model.id_to_token)) - 1,
         },
         # Ids are refused unless the service takes this model's own (--token-ids model).
         "ids": lambda node: _ids(node, model) if settings.token_ids == TokenIds.MODEL else {"not": {}},
