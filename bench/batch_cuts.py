@@ -64,6 +64,17 @@ def engine_batches(model: bertscope.Model, texts: list[str]) -> list[list[Any]]:
     return plan
 
 
+def onnx_feeds(model: bertscope.Model, texts: list[str], input_names: list[str]) -> list[dict[str, Any]]:
+    """ONNX Runtime feeds (int64, the graph's inputs only) of the engine's own batches for `texts`."""
+    feeds = []
+    for batch in engine_batches(model, texts):
+        ids, mask = pad_batch([s.ids for s in batch], model.engine.pad_id)
+        type_ids, _ = pad_batch([s.type_ids for s in batch], 0)
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": type_ids}
+        feeds.append({k: v.astype(np.int64) for k, v in feed.items() if k in input_names})
+    return feeds
+
+
 def main() -> None:
     """Time both plans on each way and print one line per way and plan."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -21,14 +21,13 @@ import onnxruntime as ort
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from batch_cuts import engine_batches
+from batch_cuts import onnx_feeds
 from bench_peers import corpora
 
 import bertscope
 from bertscope.backends.onnx import DISABLED_FUSIONS, OnnxRunner, open_session
 from bertscope.backends.quantize import op_counts
 from bertscope.core.cpu import cpu_threads
-from bertscope.core.tokens import pad_batch
 
 
 def main() -> None:
@@ -46,12 +45,7 @@ def main() -> None:
         model = bertscope.load(**({} if way == "default" else {"quantize": way}))
         runner = model.engine.runner
         assert isinstance(runner, OnnxRunner), f"{way} did not run on ONNX Runtime"
-        feeds = []
-        for batch in engine_batches(model, texts):
-            ids, mask = pad_batch([s.ids for s in batch], model.engine.pad_id)
-            type_ids, _ = pad_batch([s.type_ids for s in batch], 0)
-            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": type_ids}
-            feeds.append({k: v.astype(np.int64) for k, v in feed.items() if k in runner.input_names})
+        feeds = onnx_feeds(model, texts, runner.input_names)
         with tempfile.TemporaryDirectory() as tmp:
             theirs, ours = Path(tmp) / "theirs.onnx", Path(tmp) / "ours.onnx"
             options = ort.SessionOptions()

@@ -23,13 +23,12 @@ from onnxruntime.transformers.optimizer import optimize_model
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from batch_cuts import engine_batches
+from batch_cuts import onnx_feeds
 from bench_peers import corpora
 
 import bertscope
 from bertscope.backends.onnx import OnnxRunner, open_session
 from bertscope.backends.quantize import op_counts
-from bertscope.core.tokens import pad_batch
 
 _SHOWN = ("SkipLayerNormalization", "BiasGelu", "Attention", "LayerNormalization", "Add")
 
@@ -44,12 +43,7 @@ def main() -> None:
     runner = model.engine.runner
     assert isinstance(runner, OnnxRunner), "the exact default did not choose ONNX Runtime here"
     config = model.config
-    feeds = []
-    for batch in engine_batches(model, texts):
-        ids, mask = pad_batch([s.ids for s in batch], model.engine.pad_id)
-        type_ids, _ = pad_batch([s.type_ids for s in batch], 0)
-        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": type_ids}
-        feeds.append({k: v.astype(np.int64) for k, v in feed.items() if k in runner.input_names})
+    feeds = onnx_feeds(model, texts, runner.input_names)
     sessions = {"plain": open_session(str(runner.path))}
     with tempfile.TemporaryDirectory() as tmp:
         for name, attention in (("fused, no Attention", False), ("fused with Attention", True)):
