@@ -123,6 +123,7 @@ class Encoder:
             token_budget=budget,
             min_rows=MIN_ROWS if token_budget is None else 1,
             call_tokens=CALL_COST * base_budget,
+            light_pooler=(lambda: view.pooler_weights) if view is not None else None,
         )
         if not self.light:
             self.engine.model  # noqa: B018 - warms the hidden-state hooks now, before any caller's hooks

@@ -27,7 +27,7 @@ from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
 
 __all__ = [
     "LONG_TOKENS", "MIN_ROWS", "STATES_BYTES_PER_FORWARD", "TENSOR_POOLINGS", "Array", "AskedStates",
-    "Engine", "ModelFacts", "States", "as_array", "asked_states", "placed", "pool_tensor",
+    "Engine", "LightPooler", "ModelFacts", "States", "as_array", "asked_states", "placed", "pool_tensor",
 ]  # fmt: skip
 
 OnBatch = Callable[[int, int], None]
@@ -38,6 +38,8 @@ AskedStates = Collection[int] | None
 States = tuple[Array | None, ...]
 # (ids, type_ids, mask, deepest, layers=None) -> States: another runtime in place of the torch forward
 Runner = Callable[..., States]
+# The model's trained pooler without torch: (batch, tokens, d) float32 last layer -> (batch, d) float32
+LightPooler = Callable[[np.ndarray], np.ndarray]
 
 
 def asked_states(deepest: int, layers: AskedStates) -> list[int]:
@@ -86,7 +88,8 @@ class Engine:
     """Runs texts through the model in length-sorted, token-budgeted batches and pools the result.
 
     The PyTorch module is asked of `torch_model` only when a forward runs on torch (no runner) or the
-    model's own pooler is asked for: where an exported graph serves (`runner`), no torch is imported.
+    model's own pooler is asked for and `light_pooler` gives none: where an exported graph serves
+    (`runner`), no torch is imported.
     """
 
     def __init__(
@@ -103,8 +106,12 @@ class Engine:
         chunk_size: int = 4096,
         min_rows: int = 1,
         call_tokens: float | None = None,
+        light_pooler: Callable[[], LightPooler | None] | None = None,
     ) -> None:
         self._torch_model = torch_model
+        # The trained pooler read from the folder's weights (opened light: the module is float32 on the
+        # CPU), or None where only the module's pooler is known (core/pooler_weights.py)
+        self._light_pooler = light_pooler
         self._model: Any = None
         self.family = family
         self.tokenizer = tokenizer
@@ -438,7 +445,11 @@ class Engine:
         return np.asarray(pooled, dtype=np.float32)
 
     def _model_pooler(self, hidden: np.ndarray) -> np.ndarray:
-        """The model's own trained pooler (dense + tanh over the first token), run in torch."""
+        """The model's own trained pooler (dense + tanh over the first token): in NumPy from the folder's
+        weights where the family's pooler is known exactly, else in torch on the module."""
+        light = self._light_pooler() if self._light_pooler is not None else None
+        if light is not None:
+            return light(hidden)
         import torch
 
         module = self.model

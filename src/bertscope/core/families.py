@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
-__all__ = ["EmbeddingParts", "Family", "family_for", "SUPPORTED"]
+__all__ = ["EmbeddingParts", "Family", "PoolerLayout", "family_for", "SUPPORTED"]
 
 PoolerFn = Callable[["torch.Tensor"], "torch.Tensor"]
 
@@ -45,6 +45,22 @@ class EmbeddingParts:
 
 
 @dataclass(frozen=True)
+class PoolerLayout:
+    """A trained pooler known exactly: `activation(hidden[:, 0] @ weight.T + bias)`, one dense layer
+    (hidden, hidden) over the first token's last-layer vector, as transformers' AutoModel of the family
+    runs it. `weight` and `bias` are the state-dict key suffixes of its tensors."""
+
+    weight: str
+    bias: str
+    activation: str = "tanh"
+
+
+# BertPooler, RobertaPooler, CamembertPooler, XLMRobertaPooler, MPNetPooler, JinaEmbeddingsV3Pooler:
+# `dense` (nn.Linear(hidden, hidden)) then nn.Tanh() over hidden_states[:, 0] (transformers 5)
+_DENSE_TANH = PoolerLayout("pooler.dense.weight", "pooler.dense.bias")
+
+
+@dataclass(frozen=True)
 class Family:
     """How one family builds its input embedding and where its encoder layers live."""
 
@@ -62,6 +78,9 @@ class Family:
     final_norm_attr: str | None = None
     # "rotary" where every attention layer turns queries and keys by position (no position row is added).
     rotary: bool = False
+    # The trained pooler where AutoModel's is known exactly, read from the folder's weights and run without
+    # torch (core/pooler_weights.py); None: unknown (no pooler, or one only the PyTorch module runs)
+    pooler_layout: PoolerLayout | None = None
 
     @property
     def word_weight(self) -> str:
@@ -225,14 +244,17 @@ class _Albert(Family):
 
 
 _FAMILIES: tuple[Family, ...] = (
-    Family("bert", ("bert",)),
-    Family("roberta", ("roberta", "camembert"), positions_after_padding=True),
-    Family("xlm-roberta", ("xlm-roberta",), positions_after_padding=True),
+    Family("bert", ("bert",), pooler_layout=_DENSE_TANH),
+    Family("roberta", ("roberta", "camembert"), positions_after_padding=True, pooler_layout=_DENSE_TANH),
+    Family("xlm-roberta", ("xlm-roberta",), positions_after_padding=True, pooler_layout=_DENSE_TANH),
     Family("distilbert", ("distilbert",), layers_path="transformer.layer", uses_token_types=False),
-    _Albert("albert", ("albert",)),
+    # AlbertModel: `pooler` (nn.Linear(hidden, hidden)) and `pooler_activation` (nn.Tanh()) over [:, 0]
+    _Albert("albert", ("albert",), pooler_layout=PoolerLayout("pooler.weight", "pooler.bias")),
     Family("electra", ("electra",)),
     Family("deberta-v2", ("deberta-v2",)),
-    Family("mpnet", ("mpnet",), positions_after_padding=True, uses_token_types=False),
+    Family(
+        "mpnet", ("mpnet",), positions_after_padding=True, uses_token_types=False, pooler_layout=_DENSE_TANH
+    ),
     # ModernBERT: word rows and a bias-free LayerNorm; its layers alternate global and local (sliding
     # window) attention, and the last hidden state is the final LayerNorm of the last layer's output.
     Family(
@@ -245,13 +267,20 @@ _FAMILIES: tuple[Family, ...] = (
         final_norm_attr="final_norm",
         rotary=True,
     ),
-    # BERT's embedding layer without the position rows; rotary attention (GTE-en v1.5, Nomic BERT).
+    # BERT's embedding layer without the position rows; rotary attention (GTE-en v1.5, Nomic BERT). GteModel
+    # and NomicBertModel build no pooler (add_pooling_layer=False) even where the weights hold one.
     Family("gte", ("gte",), layers_path="layers", rotary=True),
     Family("nomic_bert", ("nomic_bert",), layers_path="layers", rotary=True),
     Family("roformer", ("roformer",), rotary=True),
     # Jina embeddings v3 as transformers ports it: XLM-R's embedding layer without position rows; the task
     # LoRA adapters of the original code are not part of it.
-    Family("jina_embeddings_v3", ("jina_embeddings_v3",), layers_path="layers", rotary=True),
+    Family(
+        "jina_embeddings_v3",
+        ("jina_embeddings_v3",),
+        layers_path="layers",
+        rotary=True,
+        pooler_layout=_DENSE_TANH,
+    ),
     # EuroBERT: word rows straight into pre-norm (RMSNorm) layers; its last hidden state is the final norm's.
     Family(
         "eurobert",

@@ -28,6 +28,7 @@ from .embedding_layer import EmbeddingWeights, embedding_weights
 from .families import Family, family_for
 from .hf_tokenizer import class_special_tokens, light_tokenizer
 from .hf_tokenizer_builds import SPECIAL_TOKENS, extra_specials
+from .pooler_weights import PoolerWeights, pooler_weights
 from .safetensors_header import FloatRows, Stored, float32_tensor, safetensors_tensors
 
 # Kept importable from here (core/loading.py reads them so); their home is st_settings.py.
@@ -271,6 +272,12 @@ class FolderView:
         """The embedding layer's rows and LayerNorm, read once (core/embedding_layer.py); None where the
         layer is more than that and only the module can take it apart."""
         return embedding_weights(self)
+
+    @cached_property
+    def pooler_weights(self) -> PoolerWeights | None:
+        """The trained pooler's dense weight and bias, read once (core/pooler_weights.py); None where the
+        family's pooler is not known exactly and only the module runs it."""
+        return pooler_weights(self)
 
     @cached_property
     def static_rows(self) -> FloatRows | None:
