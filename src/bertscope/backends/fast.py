@@ -30,6 +30,7 @@ from filelock import FileLock
 from ..core._enums import Backend, DType, Quantize
 from ..core.cpu import cpu_name, cpu_threads, has_native_bf16, has_vnni, machine_key
 from ..core.encoder import Encoder
+from ..core.loading import device_kind
 from ..errors import InvalidSpec
 from . import modes
 from .modes import MODES, Way, measure
@@ -57,6 +58,7 @@ __all__ = [
     "fast_cache_dir",
     "forget_measurements",
     "load_fast",
+    "load_fast_recorded",
     "plausible",
     "read_measured",
     "runtime_embedder",
@@ -108,7 +110,7 @@ def is_installed(*modules: str) -> bool:
     return all(importlib.util.find_spec(name) is not None for name in modules)
 
 
-def candidates(device: torch.device) -> dict[str, Way]:
+def candidates(device: torch.device | str) -> dict[str, Way]:
     """Label -> way, for the modes this machine and these packages can run (and that are worth running).
 
     bfloat16 needs the CPU's native bfloat16 (elsewhere it is float32 with conversions); int8 needs VNNI
@@ -117,7 +119,7 @@ def candidates(device: torch.device) -> dict[str, Way]:
     """
     found: dict[str, Way] = {}
     for way in MODES.values():
-        if device.type == "cuda":
+        if device_kind(device) == "cuda":
             if way.cuda:
                 found[way.label] = way
             continue
@@ -159,16 +161,7 @@ def load_fast(
     the answer is a `Model`). Measured again when asked (`remeasure`), when the cache was written by
     another bertscope version, or when its figures are implausible (see `plausible`).
     """
-    if (
-        not DType.is_float32(asked["dtype"])
-        or Backend.parse(asked["backend"], what="backend") is not Backend.AUTO
-        or Quantize.parse(asked["quantize"] or Quantize.NONE, what="quantize") is not Quantize.NONE
-    ):
-        raise InvalidSpec(
-            "mode='fast' picks the backend, dtype and quantize itself; leave them out, or drop mode='fast'"
-        )
-    if isinstance(min_cosine, bool) or not isinstance(min_cosine, int | float) or not 0.0 < min_cosine <= 1.0:
-        raise InvalidSpec(f"fast_min_cosine={min_cosine!r}: give a number in (0, 1], such as 0.99")
+    _check_asked(asked, min_cosine)
     # The shipped texts stand in for none given in the measurement and its cache name; the ways chosen
     # get the caller's own (None), so a model fitted on the shipped texts records no digest of its own.
     texts = calibration_or_shipped(calibration)
@@ -195,6 +188,48 @@ def load_fast(
     else:
         say(f"fast mode: {best.mode}, {best.vs_float32:.2f}x torch float32, min cosine {best.cos_min:.5f}")
         model = apply_way(base, best.options, build=build, calibration=calibration)
+    return _chosen(model, best, min_cosine, path)
+
+
+def load_fast_recorded(base: E, asked: dict[str, Any], *, min_cosine: float) -> E | None:
+    """`base` (opened light: float32 on the CPU, no torch) switched to the mode `load_fast` would choose
+    with the shipped calibration texts, read from its recorded measurement, with the same settings and
+    line on stderr; None where `load_fast` must run instead: no measurement recorded for this model,
+    machine and installed versions, a stale or implausible one, or a torch mode chosen (it needs the
+    module, or other torch weights). Nothing is measured or written here."""
+    _check_asked(asked, min_cosine)
+    wanted = candidates("cpu")
+    path = _cache_path(base, calibration_or_shipped(None), wanted)
+    measured = read_measured(path, quiet=True)  # load_fast says why it measures again
+    if measured is None or set(wanted) - {m.mode for m in measured}:
+        return None
+    best = choose([m for m in measured if m.mode in wanted], min_cosine)
+    if best.options.get("backend") not in (Backend.ONNXRUNTIME.value, Backend.OPENVINO.value):
+        return None
+    say(f"fast mode: {best.mode}, {best.vs_float32:.2f}x torch float32, min cosine {best.cos_min:.5f}")
+    return _chosen(apply_way(base, best.options, build=_no_build, calibration=None), best, min_cosine, path)
+
+
+def _no_build(dtype: Any) -> Any:
+    raise AssertionError("a runtime's way needs no other torch weights")  # apply_way calls it for torch only
+
+
+def _check_asked(asked: dict[str, Any], min_cosine: float) -> None:
+    """Refuse options mode='fast' chooses itself, and a bound outside (0, 1]."""
+    if (
+        not DType.is_float32(asked["dtype"])
+        or Backend.parse(asked["backend"], what="backend") is not Backend.AUTO
+        or Quantize.parse(asked["quantize"] or Quantize.NONE, what="quantize") is not Quantize.NONE
+    ):
+        raise InvalidSpec(
+            "mode='fast' picks the backend, dtype and quantize itself; leave them out, or drop mode='fast'"
+        )
+    if isinstance(min_cosine, bool) or not isinstance(min_cosine, int | float) or not 0.0 < min_cosine <= 1.0:
+        raise InvalidSpec(f"fast_min_cosine={min_cosine!r}: give a number in (0, 1], such as 0.99")
+
+
+def _chosen(model: E, best: Measured, min_cosine: float, path: Path) -> E:
+    """`model` marked as mode='fast' chose it: `best` within `min_cosine`, measured in `path`."""
     model.mode = "fast"
     model.fast_choice = {
         "chosen": best.mode,
@@ -251,9 +286,9 @@ def plausible(measured: Sequence[Measured]) -> bool:
     )
 
 
-def read_measured(path: Path, *, check_plausible: bool = True) -> list[Measured] | None:
+def read_measured(path: Path, *, check_plausible: bool = True, quiet: bool = False) -> list[Measured] | None:
     """The cached measurements, or None when missing, unreadable, from another version or (with
-    `check_plausible`) implausible."""
+    `check_plausible`) implausible (said on stderr, unless `quiet`)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         measured = [Measured(**row) for row in data["measured"]]
@@ -261,7 +296,8 @@ def read_measured(path: Path, *, check_plausible: bool = True) -> list[Measured]
         return None
     stale = data.get("bertscope") != _version() or path.stat().st_mtime < _package_time()
     if stale or (check_plausible and not plausible(measured)):
-        say(f"fast mode: the measurements in {path} are stale or implausible; measuring again")
+        if not quiet:
+            say(f"fast mode: the measurements in {path} are stale or implausible; measuring again")
         return None
     return measured
 
