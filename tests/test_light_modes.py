@@ -20,82 +20,108 @@ from bertscope.core.loading import open_light
 from bertscope.model import Model, _opens_light
 
 TEXTS = ["I like eating bread", "The storm hit the coast at night.", "a cat"]
+OPTIONS = {
+    "onnxruntime-int8": "quantize='int8'",
+    # float32 on a CPU without native bfloat16 (warned): light and full alike, whatever the CPU
+    "openvino-bfloat16": "backend='openvino', dtype='bfloat16'",
+    "fast": "mode='fast'",
+}
 
-# Embeds TEXTS in a fresh interpreter (the full load when `torch_path`: as if the folder could not open
-# light) and says which heavy modules it imported, the model's info and the settings a corpus job stores.
+# Loads the model with each of OPTIONS in a fresh interpreter (the full load when `torch_path`: as if the
+# folder could not open light), embeds TEXTS, and says what it made and which heavy modules it imported.
 _EMBED = """
 import json, sys, bertscope, bertscope.model
+from bertscope.core.spec import stored_settings
 if {torch_path}:
     bertscope.model._opens_light = lambda *args, **kwargs: False
-m = bertscope.load({options})
-vectors = m.embed({texts!r}).vectors
-from bertscope.core.spec import stored_settings
-settings = stored_settings(m, {{}}, None)  # what a corpus job stores beside its vectors
+runs = {{}}
+for key, options in {options!r}.items():
+    m = eval("bertscope.load(" + options + ")")
+    vectors = m.embed({texts!r}).vectors
+    # stored_settings: what a corpus job stores beside its vectors
+    runs[key] = {{"info": m.info().to_dict(), "settings": stored_settings(m, {{}}, None),
+                 "vectors": vectors.tolist()}}
 print(json.dumps({{"torch": "torch" in sys.modules, "transformers": "transformers" in sys.modules,
-                  "info": m.info().to_dict(), "settings": settings, "vectors": vectors.tolist()}}))
+                  "runs": runs}}))
 """
 
 
-def _embedded(options: str, cache: Path, *, torch_path: bool = False) -> tuple[dict[str, Any], str]:
-    code = _EMBED.format(options=options, texts=TEXTS, torch_path=torch_path)
+# Writes the measurement mode='fast' reads for the bundled model on this machine (in a fresh interpreter:
+# its name holds the threads and token budget a fresh process runs with), `chosen` the fastest by far.
+def _fresh(code: str, cache: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "BERTSCOPE_CACHE": str(cache)}
     env.pop("BERTSCOPE_MODEL", None)
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+
+
+def _embedded(cache: Path, *, torch_path: bool = False) -> tuple[dict[str, Any], str]:
+    done = _fresh(_EMBED.format(options=OPTIONS, texts=TEXTS, torch_path=torch_path), cache)
     return json.loads(done.stdout), done.stderr
 
 
-def _same_run(light: dict[str, Any], full: dict[str, Any]) -> None:
-    """The light load answers as the full load of the same options: equal vectors, equal settings."""
-    assert light["info"] == full["info"] and light["settings"] == full["settings"]
-    assert np.abs(np.array(light["vectors"]) - np.array(full["vectors"])).max() <= 1e-6
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory, bundled_path: Path) -> tuple[Path, str, dict[str, Any]]:
+    """A fresh cache, a fast-mode measurement recorded in it (choosing ONNX Runtime's int8 where this CPU
+    has VNNI, else its float32: a runtime either way), and the first process, which makes the graphs."""
+    cache = tmp_path_factory.mktemp("light-modes") / "cache"
+    chosen = _fresh(
+        _RECORD_MEASUREMENT.format(tests=str(Path(__file__).parent), folder=str(bundled_path)), cache
+    ).stdout.strip()
+    first, said = _embedded(cache)  # opened light; torch loaded only to make the graphs
+    assert first["torch"] and "exporting the model to ONNX" in said and "measuring" not in said
+    return cache, chosen, first
 
 
-@pytest.mark.parametrize(
-    ("options", "backend", "quantize"),
-    [
-        ("quantize='int8'", "onnxruntime", "int8"),
-        # float32 on a CPU without native bfloat16 (warned): light and full alike, whatever the CPU
-        ("backend='openvino', dtype='bfloat16'", "openvino", None),
-    ],
-    ids=["onnxruntime-int8", "openvino-bfloat16"],
-)
-def test_a_cached_lossy_graph_opens_without_torch_with_the_full_loads_answer(
-    cache: Path, options: str, backend: str, quantize: str | None
+@pytest.fixture(scope="module")
+def light(made: tuple[Path, str, dict[str, Any]]) -> tuple[dict[str, Any], str]:
+    """A second fresh process, every graph cached."""
+    return _embedded(made[0])
+
+
+@pytest.fixture(scope="module")
+def full(made: tuple[Path, str, dict[str, Any]]) -> dict[str, Any]:
+    """A fresh process loading the same options the full way (torch and the module)."""
+    found, _ = _embedded(made[0], torch_path=True)
+    assert found["torch"] is True
+    return found
+
+
+def test_a_second_process_imports_neither_torch_nor_transformers(
+    made: tuple[Path, str, dict[str, Any]], light: tuple[dict[str, Any], str]
 ) -> None:
-    first, said = _embedded(options, cache)  # opened light; torch loaded only to make the graph
-    assert first["torch"] and "exporting the model to ONNX" in said
-    again, said = _embedded(options, cache)
+    again, said = light
     assert again["torch"] is False and again["transformers"] is False
-    assert "exporting" not in said
-    assert again["info"]["backend"] == backend and again["info"]["quantize"] == quantize
+    assert "exporting" not in said and "measuring" not in said
+    assert f"fast mode: {made[1]}," in said
+
+
+@pytest.mark.parametrize("key", OPTIONS)
+def test_the_light_load_answers_as_the_first_and_as_the_full_load(
+    key: str, made: tuple[Path, str, dict[str, Any]], light: tuple[dict[str, Any], str], full: dict[str, Any]
+) -> None:
+    first, again, torch_path = made[2]["runs"][key], light[0]["runs"][key], full["runs"][key]
     assert np.array_equal(np.array(again["vectors"]), np.array(first["vectors"]))  # the same graph
-    full, _ = _embedded(options, cache, torch_path=True)
-    assert full["torch"] is True
-    _same_run(again, full)
-    _same_run(first, full)
+    for run in (first, again):  # settings: info() and what a corpus job stores
+        assert run["info"] == torch_path["info"] and run["settings"] == torch_path["settings"]
+        assert np.abs(np.array(run["vectors"]) - np.array(torch_path["vectors"])).max() <= 1e-6
+    expected = {
+        "onnxruntime-int8": ("onnxruntime", "int8", "exact"),
+        "openvino-bfloat16": ("openvino", None, "exact"),
+        "fast": ("onnxruntime", "int8" if "int8" in made[1] else None, "fast"),
+    }[key]
+    assert (again["info"]["backend"], again["info"]["quantize"], again["info"]["mode"]) == expected
+    if key == "fast":
+        assert again["info"]["fast"]["chosen"] == made[1]
 
 
-def test_mode_fast_reads_its_recorded_choice_without_torch(cache: Path, bundled_path: Path) -> None:
-    # int8 where this CPU has VNNI (a candidate), else ONNX Runtime's float32: a runtime either way
-    int8 = "onnxruntime int8" in candidates("cpu")
-    chosen = _record_measurement(bundled_path, "onnxruntime int8" if int8 else "onnxruntime float32")
-    light, said = _embedded("mode='fast'", cache)  # makes the int8 graph (torch), measures nothing
-    assert "measuring" not in said and f"fast mode: {chosen}" in said
-    again, said = _embedded("mode='fast'", cache)
-    assert again["torch"] is False and again["transformers"] is False
-    assert f"fast mode: {chosen}" in said
-    assert again["info"]["mode"] == "fast" and again["info"]["fast"]["chosen"] == chosen
-    assert np.array_equal(np.array(again["vectors"]), np.array(light["vectors"]))
-    full, said = _embedded("mode='fast'", cache, torch_path=True)
-    assert full["torch"] is True and "measuring" not in said
-    _same_run(again, full)
-
-
-def test_mode_fast_without_a_valid_measurement_takes_the_full_load(cache: Path, bundled_path: Path) -> None:
+def test_mode_fast_without_a_valid_measurement_takes_the_full_load(
+    cache: Path, bundled_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     model = _light_model(bundled_path)
     assert load_fast_recorded(model, _FAST, min_cosine=0.999) is None  # nothing recorded: load_fast measures
     _record_measurement(bundled_path, "onnxruntime float32", stale=True)
     assert load_fast_recorded(_light_model(bundled_path), _FAST, min_cosine=0.999) is None
+    assert capsys.readouterr().err == ""  # load_fast, which measures again, says why
     # a torch mode chosen needs the module: the full load runs it
     _record_measurement(bundled_path, "torch float32")
     assert load_fast_recorded(_light_model(bundled_path), _FAST, min_cosine=0.999) is None
@@ -134,6 +160,20 @@ def _light_model(folder: Path) -> Model:
     loaded = open_light(folder)
     assert loaded is not None
     return Model(loaded, device="cpu", max_tokens=None, token_budget=None)
+
+
+# Records the measurement in a fresh interpreter: its name holds the threads and token budget a fresh
+# process runs with (this one's are the suite's, conftest.py). Says the mode chosen.
+_RECORD_MEASUREMENT = """
+import sys
+sys.path.insert(0, {tests!r})
+from pathlib import Path
+from bertscope.backends.fast import candidates
+from test_light_modes import _record_measurement
+wanted = candidates("cpu")
+way = "onnxruntime int8" if "onnxruntime int8" in wanted else "onnxruntime float32"
+print(_record_measurement(Path({folder!r}), way))
+"""
 
 
 def _record_measurement(folder: Path, chosen: str, *, stale: bool = False) -> str:
