@@ -116,7 +116,7 @@ def test_the_service_pools_with_the_trained_pooler_and_stays_light(cache: Path, 
 
     bertscope.load(bundled_path, backend="onnxruntime")  # the export, made once
     model = bertscope.load(bundled_path, backend="onnxruntime")
-    assert model.light
+    assert isinstance(model, Model) and model.light
     with TestClient(create_app(model)) as client:
         body = {"inputs": TEXTS, "pooling": "pooler", "normalize": False}
         answer = client.post("/v2/embed", json=body)
@@ -166,7 +166,10 @@ class _Folder:
 
 
 def _bert(**tensors: np.ndarray) -> _Folder:
-    dense = {"bert.pooler.dense.weight": np.eye(4, dtype=np.float32), "bert.pooler.dense.bias": np.ones(4)}
+    dense: dict[str, np.ndarray] = {
+        "bert.pooler.dense.weight": np.eye(4, dtype=np.float32),
+        "bert.pooler.dense.bias": np.ones(4, dtype=np.float32),
+    }
     return _Folder(family_for("bert"), {"hidden_size": 4}, {**dense, **tensors})
 
 
@@ -174,7 +177,7 @@ def test_the_reading_takes_exactly_one_dense_layer_and_tanh() -> None:
     found = pooler_weights(_bert())
     assert isinstance(found, PoolerWeights)
     hidden = np.zeros((2, 3, 4), dtype=np.float32)
-    hidden[:, 0] = [[0.5, -1, 2, 0], [0, 0, 0, 0]]
+    hidden[:, 0] = np.array([[0.5, -1, 2, 0], [0, 0, 0, 0]])
     np.testing.assert_allclose(found(hidden), np.tanh(hidden[:, 0] + 1), rtol=0, atol=1e-7)
 
 
