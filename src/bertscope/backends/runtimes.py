@@ -74,7 +74,9 @@ def use_onnxruntime(
         encoder.engine.sentences_once(texts, deepest)
 
     encoder.engine.runner = OnnxRunner.build(
-        lambda: encoder.hf_model,
+        # the engine's module: where it is loaded only now (a model opened light, its graph not cached),
+        # its first, warming forward runs before int8's calibration watches, as on a model loaded with torch
+        lambda: encoder.engine.model,
         encoder.family,
         encoder.n_layers,
         digest=encoder_digest(encoder),
