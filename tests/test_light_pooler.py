@@ -202,3 +202,17 @@ def test_families_without_a_known_pooler_say_so() -> None:
     """Only the families whose AutoModel pooler is dense + tanh over the first token name its weights."""
     known = {name for name in FAMILIES if family_for(name).pooler_layout is not None}
     assert known == WITH_POOLER
+
+
+def test_pooler_weights_the_module_never_builds_are_one_line(
+    bundled_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder whose weights hold a pooler that transformers' class does not build (GTE, Nomic BERT ship
+    such tensors) was opened light as having one, then hit an assert on the module: now an InvalidSpec."""
+    parts = open_light(bundled_path)
+    assert parts is not None
+    model = Model(parts, device="cpu", max_tokens=None, token_budget=None)
+    model.engine._light_pooler = None  # a family whose pooler is not read from the weights
+    monkeypatch.setattr(Family, "pooler", lambda self, module: None)
+    with pytest.raises(bertscope.InvalidSpec, match="transformers builds none for this family"):
+        model.embed(TEXTS, pooling="pooler")

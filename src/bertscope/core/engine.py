@@ -454,7 +454,11 @@ class Engine:
 
         module = self.model
         pooler = self.family.pooler(module)
-        assert pooler is not None
+        if pooler is None:  # pooler weights in the folder that transformers' class never builds (GTE, Nomic)
+            raise InvalidSpec(
+                f"this {self.family.name} model's weights hold a pooler, but transformers builds none for "
+                "this family, so no trained pooler runs; use pooling='cls' (the first token) or 'mean'"
+            )
         dtype = next(module.parameters()).dtype
         with torch.inference_mode():
             return pooler(torch.from_numpy(hidden).to(self.device, dtype)).float().cpu().numpy()
