@@ -8,12 +8,14 @@ from .core.families import (
     SUPPORTED,
     EmbeddingParts,
     Family,
+    PoolerLayout,
     family_for,
 )
 
 __all__ = [
     "EmbeddingParts",
     "Family",
+    "PoolerLayout",
     "family_for",
     "SUPPORTED",
 ]
