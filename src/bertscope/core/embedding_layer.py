@@ -27,8 +27,9 @@ LIGHT_FAMILIES = frozenset((*_EPS_DEFAULT, *_EPS_FIXED))
 _ID_BUFFERS = ("position_ids", "token_type_ids")
 
 
-class WeightsFolder(Protocol):
-    """What the reading needs of a model folder (core/folder.py's FolderView, which caches the result)."""
+class TensorsFolder(Protocol):
+    """What a reading of whole tensors needs of a model folder (core/folder.py's FolderView, which caches
+    each reading): the embedding layer here, the trained pooler in pooler_weights.py."""
 
     family: Family
     config: dict[str, Any]
@@ -38,7 +39,12 @@ class WeightsFolder(Protocol):
         """The names of the tensors the safetensors files hold."""
 
     def weight(self, suffix: str) -> np.ndarray | None:
-        """The one tensor whose name ends with `suffix`, as float32."""
+        """The one tensor whose name ends with `suffix`, widened exactly to float32; None where none or
+        several do, or it is not float."""
+
+
+class WeightsFolder(TensorsFolder, Protocol):
+    """A folder whose word matrix is also read a row at a time (the embedding layer's reading)."""
 
     def weight_rows(self, suffix: str) -> FloatRows | None:
         """The one 2-D float tensor whose name ends with `suffix`, its rows read as indexed."""

@@ -10,28 +10,12 @@ result equal to the module's `pooler_output`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 import numpy as np
 
-from .families import Family
+from .embedding_layer import TensorsFolder
 
 __all__ = ["PoolerWeights", "pooler_weights"]
-
-
-class PoolerFolder(Protocol):
-    """What the reading needs of a model folder (core/folder.py's FolderView, which caches the result)."""
-
-    family: Family
-    config: dict[str, Any]
-
-    @property
-    def weight_names(self) -> list[str]:
-        """The names of the tensors the safetensors files hold."""
-
-    def weight(self, suffix: str) -> np.ndarray | None:
-        """The one tensor whose name ends with `suffix`, widened exactly to float32; None where none or
-        several do, or it is not float."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +31,7 @@ class PoolerWeights:
         return np.tanh(first @ self.weight.T + self.bias).astype(np.float32, copy=False)
 
 
-def pooler_weights(view: PoolerFolder) -> PoolerWeights | None:
+def pooler_weights(view: TensorsFolder) -> PoolerWeights | None:
     """The folder's trained pooler where its family's is known exactly and the weights are all of it, else
     None (the PyTorch module's pooler runs)."""
     layout = view.family.pooler_layout
