@@ -186,7 +186,7 @@ def load_fast(
              "running float32")  # fmt: skip
         model = base
     else:
-        say(f"fast mode: {best.mode}, {best.vs_float32:.2f}x torch float32, min cosine {best.cos_min:.5f}")
+        say(_choice_line(best))
         model = apply_way(base, best.options, build=build, calibration=calibration)
     return _chosen(model, best, min_cosine, path)
 
@@ -206,8 +206,13 @@ def load_fast_recorded(base: E, asked: dict[str, Any], *, min_cosine: float) -> 
     best = choose([m for m in measured if m.mode in wanted], min_cosine)
     if best.options.get("backend") not in (Backend.ONNXRUNTIME.value, Backend.OPENVINO.value):
         return None
-    say(f"fast mode: {best.mode}, {best.vs_float32:.2f}x torch float32, min cosine {best.cos_min:.5f}")
+    say(_choice_line(best))
     return _chosen(apply_way(base, best.options, build=_no_build, calibration=None), best, min_cosine, path)
+
+
+def _choice_line(best: Measured) -> str:
+    """The stderr line that says which way mode='fast' runs, measured now or read from the record."""
+    return f"fast mode: {best.mode}, {best.vs_float32:.2f}x torch float32, min cosine {best.cos_min:.5f}"
 
 
 def _no_build(dtype: Any) -> Any:
