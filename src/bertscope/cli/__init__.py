@@ -13,7 +13,7 @@ pictures  vocab add, plot words, plot layers
 layers    probe, cka, compare (what each layer holds)
 syntax    probe --task distance|depth (the structural probes' run, table and picture)
 geometry  geometry (IsoScore, rogue dimensions, intrinsic dimension per layer)
-static_kinds  distill (and the aggregation behind `static --from-corpus`)
+static_kinds  distill (and the aggregation behind `static --corpus`)
 serve, explore, bench
 cache     cache (the exports and measurements bertscope keeps)
 verify    verify (the model against the reference, a fingerprint, or a store)

@@ -154,24 +154,26 @@ def static(
     include_special: Annotated[
         bool, typer.Option("--include-special", help="Let neighbours be special.")
     ] = False,
-    from_corpus: Annotated[
+    corpus: Annotated[
         str | None,
-        typer.Option("--from-corpus", help="Aggregate each word's vectors over this corpus (- for stdin)."),
+        typer.Option("--corpus", help="Aggregate each word's vectors over this corpus (- for stdin)."),
     ] = None,
+    # --from-corpus: --corpus's old name (eval words --corpus and the library's `corpus` name this file)
+    from_corpus: Annotated[str | None, typer.Option("--from-corpus", hidden=True)] = None,
     layers: Annotated[
-        str | None, typer.Option("--layers", "-l", help="With --from-corpus: layer(s) to aggregate (1).")
+        str | None, typer.Option("--layers", "-l", help="With --corpus: layer(s) to aggregate (1).")
     ] = None,
     min_count: Annotated[
-        int, typer.Option("--min-count", min=1, help="With --from-corpus: leave out rarer words.")
+        int, typer.Option("--min-count", min=1, help="With --corpus: leave out rarer words.")
     ] = 1,
     subword: Annotated[
-        str, typer.Option("--subword", help="With --from-corpus: pieces -> word: mean, first, last.")
+        str, typer.Option("--subword", help="With --corpus: pieces -> word: mean, first, last.")
     ] = "mean",
     long: Annotated[
         str,
         typer.Option(
             "--long",
-            help="With --from-corpus, texts over the model's limit: window (every word), truncate, error.",
+            help="With --corpus, texts over the model's limit: window (every word), truncate, error.",
         ),
     ] = "window",
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted aggregation.")] = False,
@@ -183,7 +185,7 @@ def static(
         typer.Option(
             "--batch-size",
             min=1,
-            help="With --from-corpus: texts per saved batch (with --engine ray, per actor call).",
+            help="With --corpus: texts per saved batch (with --engine ray, per actor call).",
         ),
     ] = 64,
     engine: EngineOpt = "local",
@@ -203,7 +205,7 @@ def static(
     `bertscope static --ids 7852`, `bertscope static -o vocab.vec --format word2vec`,
     `bertscope static king queen bread -o three.vec` (only those rows),
     `bertscope static bread cake -o sub.npy` (NumPy: the suffix chooses the format),
-    `bertscope static --from-corpus corpus.txt --layers 1 --min-count 5 -o agg.vec` (each word's
+    `bertscope static --corpus corpus.txt --layers 1 --min-count 5 -o agg.vec` (each word's
     mean layer-1 vector over the corpus, counts in agg.counts.tsv; resumable with --resume;
     `--engine ray --workers 4` runs the forwards on Ray actors)
     """
@@ -211,12 +213,13 @@ def static(
     from ..static import export as export_static
     from ..static import lookup
 
-    # --neighbors and --export: the old spellings of --top-k and --output
+    # --neighbors, --export and --from-corpus: the old spellings of --top-k, --output and --corpus
     top_k = old_spelling(top_k, neighbors, name="--top-k", old="--neighbors", default=0)
     output = old_spelling(output, export, name="--output", old="--export")
+    corpus = old_spelling(corpus, from_corpus, name="--corpus", old="--from-corpus")
     if ids and word:
         raise InvalidInput("--ids reads token ids and --word reads words; give one of them")
-    if from_corpus is None:
+    if corpus is None:
         aggregation = {
             "--layers": layers is not None,
             "--min-count": min_count != 1,
@@ -228,25 +231,25 @@ def static(
             "--workers": workers != 2,
         }
         if given := [name for name, on in aggregation.items() if on]:
-            raise InvalidInput(f"{', '.join(given)}: for --from-corpus only; leave them out here")
+            raise InvalidInput(f"{', '.join(given)}: for --corpus only; leave them out here")
         if overwrite and output is None:
             raise InvalidInput("--overwrite replaces an existing --output file; add -o FILE or drop it")
     # Rows of the matrix need no forward: with the default load options they are read from the folder's
     # safetensors without torch (about 1 s where a load takes 6-9 s), the same float32 values a load gives.
     defaults = (device, dtype, backend, quantize, threads) == ("auto", "float32", "auto", "none", None)
-    view = FolderView.open(model) if from_corpus is None and defaults else None
+    view = FolderView.open(model) if corpus is None and defaults else None
     m: Any = view
     if view is None or view.static_rows is None:
         # On Ray the driver only checks the options and reads the vocabulary, on the CPU as `embed --engine
         # ray`'s does: --device is the actors' (a head node without a GPU drives GPU actors).
         from ..core._enums import Engine
 
-        on_ray = from_corpus is not None and Engine.parse(engine, what="engine") is Engine.RAY
+        on_ray = corpus is not None and Engine.parse(engine, what="engine") is Engine.RAY
         where = "cpu" if on_ray else device
         m = load_model(model, device=where, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
-    if from_corpus is not None:
+    if corpus is not None:
         if items:
-            raise InvalidInput("--from-corpus aggregates every corpus word; name no pieces with it")
+            raise InvalidInput("--corpus aggregates every corpus word; name no pieces with it")
         from ..errors import TruncatedTextsWarning
         from .static_kinds import aggregate_to_file
 
@@ -254,7 +257,7 @@ def static(
             # aggregate_to_file says how many texts were truncated itself, in the command line's words
             warnings.simplefilter("ignore", TruncatedTextsWarning)
             aggregate_to_file(
-                m, from_corpus, output, layers=layers, fmt=fmt, min_count=min_count, subword=subword,
+                m, corpus, output, layers=layers, fmt=fmt, min_count=min_count, subword=subword,
                 long=long, resume=resume, overwrite=overwrite, batch_size=batch_size, quiet=quiet,
                 as_json=as_json, engine=engine, workers=workers, device=device, threads=threads,
             )  # fmt: skip

@@ -147,7 +147,7 @@ def similar(
     `bertscope similar --id 42 --in corpus.parquet -k 5`,
     `bertscope similar "a storm" --in corpus.parquet --view cls4 --exact`,
     `bertscope similar --in tokens.parquet --word bank --context "we sat on the bank of the river" -k 10`
-    (a store made with `embed --tokens` or `--words`; `--word bank` alone lists its occurrences)
+    (a store made with `embed --tokens` or `--level words`; `--word bank` alone lists its occurrences)
     """
     import warnings
 

@@ -124,15 +124,15 @@ def embed(
         typer.Option(
             "--level",
             help=f"What a row is: {', '.join(v.value for v in Level)} (the corpus-level table; "
-            "--tokens, --words and --chunks name one each).",
+            "--tokens and --chunks name one each).",
         ),
     ] = None,
     tokens: Annotated[
         bool, typer.Option("--tokens", help="Token vectors instead of one vector per text.")
     ] = False,
-    words: Annotated[
-        bool, typer.Option("--words", help="Word vectors instead of one vector per text.")
-    ] = False,
+    # --words: `--level words`'s old shortcut, still read, not shown: elsewhere --words lists words
+    # (`contextuality --words bank,bread`, the library's words=)
+    words: Annotated[bool, typer.Option("--words", hidden=True)] = False,
     subword: Annotated[
         str, typer.Option("--subword", help="Word pieces to word: first, last, mean, first_last.")
     ] = "mean",
@@ -176,7 +176,7 @@ def embed(
     `bertscope embed -i docs.jsonl --text-field body --id-field id -o docs.db --collection news`,
     `bertscope embed "a cat" --tokens --layers 0,6`,
     `bertscope embed -i corpus.txt -o tok.parquet --tokens --layers 4,6 --combine stack --precision float16`
-    (one row per token, resumable with --resume; --words for one row per word),
+    (one row per token, resumable with --resume; --level words for one row per word),
     `bertscope embed -i 'dir/*.parquet' -o out_dir/ --engine ray --workers 4`,
     `bertscope embed -i corpus.txt -o corpus.parquet --quantize int8` (faster on CPU, drift recorded),
     `bertscope embed -i corpus.txt -o corpus.parquet --fast` (the fastest mode within cosine 0.999),
@@ -190,7 +190,8 @@ def embed(
         name for name, on in (("tokens", tokens), ("words", words), ("chunks", chunks is not None)) if on
     ]
     if len(flagged) > 1 or (level_name is not None and flagged and flagged != [level_name]):
-        raise InvalidInput("choose one of --tokens, --words, --chunks and --level")
+        given = [f"--{name}" for name in flagged] + ([f"--level {level_name}"] if level_name else [])
+        raise InvalidInput(f"choose one of --level, --tokens and --chunks ({', '.join(given)} given)")
     level = Level.parse(level_name or (flagged[0] if flagged else "sentence"), what="level").value
     tokens, words = level == "tokens", level == "words"
     if level == "chunks" and chunks is None:

@@ -19,6 +19,7 @@ from .app import (
     emit_json,
     err,
     load_model,
+    old_spelling,
     out,
     read_lines,
     warn,
@@ -51,7 +52,7 @@ def probe_command(
             "--input",
             "-i",
             help="Word level: `word<TAB>label` per line, a blank line between sentences, label _ for "
-            "context only (or CoNLL-U with --column). Sentence level: `text<TAB>label`.",
+            "context only (or CoNLL-U with --label-field). Sentence level: `text<TAB>label`.",
         ),
     ],
     test: Annotated[
@@ -107,9 +108,13 @@ def probe_command(
     control: Annotated[
         bool, typer.Option("--control", help="Also run the control task (random label per word type).")
     ] = False,
-    column: Annotated[
-        str | None, typer.Option("--column", help="CoNLL-U column holding the label: upos, xpos, deprel, ...")
+    label_field: Annotated[
+        str | None,
+        typer.Option("--label-field", help="The CoNLL-U field holding the label: upos, xpos, deprel, ..."),
     ] = None,
+    # --column: --label-field's old name, still read, not shown (--column is a vector column elsewhere:
+    # `index build --column layer_6`)
+    old_column: Annotated[str | None, typer.Option("--column", hidden=True)] = None,
     subword: Annotated[
         str, typer.Option("--subword", help="Pieces of one word: first, last, mean, first_last.")
     ] = "mean",
@@ -133,14 +138,16 @@ def probe_command(
     --control the control task and selectivity. Rows: `static` (input rows alone), then layers 0..L.
 
     Examples: `bertscope probe -i examples/senses.tsv`,
-    `bertscope probe -i examples/pos.conllu --column upos --control -o probe.png`,
+    `bertscope probe -i examples/pos.conllu --label-field upos --control -o probe.png`,
     `bertscope probe -i examples/topics.tsv --level sentence --json`,
-    `bertscope probe -i examples/trees.conllu --test examples/trees-test.conllu --column upos --per-label`,
-    `bertscope probe -i examples/pos.conllu --column upos --control --sweep hidden=16,256`,
+    `bertscope probe -i examples/trees.conllu --test examples/trees-test.conllu --label-field upos
+    --per-label`,
+    `bertscope probe -i examples/pos.conllu --label-field upos --control --sweep hidden=16,256`,
     `bertscope probe -i examples/trees.conllu --test examples/trees-test.conllu --task distance`
     """
     from ..research.probe import probe
 
+    column = old_spelling(label_field, old_column, name="--label-field", old="--column")
     picture = picture_output(output, overwrite=overwrite)  # before the work, with the matrix beside it
     if picture is not None and per_label and task.strip().lower() == "label":
         picture_output(_beside(picture, "confusion"), overwrite=overwrite)
@@ -150,7 +157,8 @@ def probe_command(
         if task.strip().lower() not in TASKS:
             raise InvalidSpec(f"unknown --task {task!r}; choose one of: label, {', '.join(TASKS)}")
         label_only = {
-            "--control": control, "--column": column is not None, "--level": _singular(level) != "word",
+            "--control": control, "--column" if old_column else "--label-field": column is not None,
+            "--level": _singular(level) != "word",
             "--folds": folds != 5, "--probe": probe_kind is not None, "--sweep": sweep is not None,
             "--per-label": per_label, "--per-label-layer": per_label_layer is not None,
             "--n-jobs": n_jobs is not None,

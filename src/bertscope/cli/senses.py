@@ -16,7 +16,8 @@ from .pictures import OverwriteOpt, picture_output
 def senses(
     word: Annotated[str, typer.Argument(help="The word whose senses to find.")],
     store: Annotated[
-        Path, typer.Option("--in", help="A token or word store (.parquet from embed --tokens/--words).")
+        Path,
+        typer.Option("--in", help="A token or word store (.parquet from embed --tokens or --level words)."),
     ],
     k: Annotated[
         int | None, typer.Option("-k", help="How many senses (default: best silhouette of 2..8).")

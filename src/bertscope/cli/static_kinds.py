@@ -1,4 +1,4 @@
-"""Static vectors beyond the input rows: `static --from-corpus` (aggregated) and `distill` (model2vec)."""
+"""Static vectors beyond the input rows: `static --corpus` (aggregated) and `distill` (model2vec)."""
 
 from __future__ import annotations
 
@@ -31,14 +31,14 @@ def aggregate_to_file(
     device: str = "auto",
     threads: int | None = None,
 ) -> None:
-    """`bertscope static --from-corpus FILE -o OUT`: aggregate, checkpointing in `OUT.parts/`
+    """`bertscope static --corpus FILE -o OUT`: aggregate, checkpointing in `OUT.parts/`
     (or on Ray's actors with `--engine ray`, not resumable; `device` and `threads` are the actors')."""
     from ..core._enums import Engine
     from ..core.exports import EXPORTS, export_format
 
     if export is None:
         suffixes = ", ".join(rule.suffixes[0] for rule in EXPORTS.values() if rule.suffixes)
-        raise InvalidInput(f"--from-corpus writes its vectors to a file: add -o OUT ({suffixes})")
+        raise InvalidInput(f"--corpus writes its vectors to a file: add -o OUT ({suffixes})")
     if not export.parent.exists():
         raise InvalidInput(f"cannot write {export}: the folder {export.parent} does not exist")
     export_format(export, fmt)  # an unknown suffix is refused now, not after the whole corpus has run

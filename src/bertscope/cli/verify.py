@@ -27,6 +27,7 @@ from .app import (
     emit_json,
     err,
     load_model,
+    old_spelling,
     out,
     read_lines,
     warn,
@@ -48,11 +49,13 @@ def verify(
     model: ModelOpt = None,
     sample: Annotated[
         Path | None,
-        typer.Option("--sample", help="Also compare up to --lines lines of this file (one text a line)."),
+        typer.Option("--sample", help="Also compare the first --limit lines of this file (one text a line)."),
     ] = None,
-    lines: Annotated[
-        int, typer.Option("--lines", min=1, help="How many lines of --sample to compare.")
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, help="How many lines of --sample to compare (the first N).")
     ] = 100,
+    # --lines was --limit's name before --limit everywhere (bench, eval words, senses); still read, not shown
+    old_lines: Annotated[int | None, typer.Option("--lines", min=1, hidden=True)] = None,
     save: Annotated[
         Path | None, typer.Option("--save", help="Write the model's fingerprint to this JSON file.")
     ] = None,
@@ -123,6 +126,7 @@ def verify(
     # None where not given: --store keeps the store's own runtime unless a load option is given.
     run.update(threads=threads, fast=fast or None, fast_min_cosine=fast_min_cosine)
     try:
+        lines = old_spelling(limit, old_lines, name="--limit", old="--lines", default=100)
         if sum(x is not None for x in (save, against, store)) > 1:
             raise InvalidInput("give one of --save, --against and --store")
         store_only: dict[str, Any] = {
@@ -159,7 +163,7 @@ def _refuse_unused(
 ) -> None:  # fmt: skip
     """Refuse an option the chosen check would leave unused (exit 2), naming what to do instead."""
     if store is not None:
-        model_only = {"--sample": sample, "--lines": lines != 100, "--min-cosine": min_cosine is not None}
+        model_only = {"--sample": sample, "--limit": lines != 100, "--min-cosine": min_cosine is not None}
         if given := [name for name, on in model_only.items() if on]:
             raise InvalidInput(
                 f"{', '.join(given)}: for the check against the reference forward; --store re-embeds the "
@@ -168,7 +172,7 @@ def _refuse_unused(
     elif given := [name for name, on in store_only.items() if on]:
         raise InvalidInput(f"{', '.join(given)}: with --store FILE only; add --store or leave them out")
     if sample is None and lines != 100:
-        raise InvalidInput("--lines counts the lines of --sample; add --sample FILE or leave --lines out")
+        raise InvalidInput("--limit counts the lines of --sample; add --sample FILE or leave --limit out")
     if against is not None and min_cosine is not None:
         raise InvalidInput(
             "--min-cosine bounds the check against the reference forward; --against compares fingerprints: "

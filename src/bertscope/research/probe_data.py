@@ -123,7 +123,7 @@ def read_words(path: str | Path, *, column: str | int | None = None) -> list[Lab
             if len(fields) != 2:
                 raise CorpusError(
                     f"{path}:{number}: expected word<TAB>label (label _ for a context word), "
-                    f"found {len(fields)} field(s); a CoNLL-U file needs --column (e.g. upos)"
+                    f"found {len(fields)} field(s); a CoNLL-U file needs column= (--label-field), e.g. upos"
                 )
             word, label = fields
         if not word.strip() or not label.strip():
