@@ -16,8 +16,9 @@ import pytest
 
 from bertscope.backends import fast
 from bertscope.backends.fast import Measured, candidates, load_fast_recorded, write_measured
+from bertscope.backends.light import opens_light
 from bertscope.core.loading import open_light
-from bertscope.model import Model, _opens_light
+from bertscope.model import Model
 
 TEXTS = ["I like eating bread", "The storm hit the coast at night.", "a cat"]
 OPTIONS = {
@@ -30,10 +31,10 @@ OPTIONS = {
 # Loads the model with each of OPTIONS in a fresh interpreter (the full load when `torch_path`: as if the
 # folder could not open light), embeds TEXTS, and says what it made and which heavy modules it imported.
 _EMBED = """
-import json, sys, bertscope, bertscope.model
+import json, sys, bertscope, bertscope.backends.light
 from bertscope.core.spec import stored_settings
 if {torch_path}:
-    bertscope.model._opens_light = lambda *args, **kwargs: False
+    bertscope.backends.light.opens_light = lambda *args, **kwargs: False
 runs = {{}}
 for key, options in {options!r}.items():
     m = eval("bertscope.load(" + options + ")")
@@ -155,7 +156,7 @@ def test_mode_fast_without_a_valid_measurement_takes_the_full_load(
 def test_which_options_open_light(options: dict[str, Any], light: bool) -> None:
     asked = {"device": "cpu", "dtype": "float32", "backend": "auto", "quantize": None, "mode": "exact"}
     asked.update({k: v for k, v in options.items() if k in asked})
-    opens = _opens_light(
+    opens = opens_light(
         asked, False, calibration=options.get("calibration"), remeasure=options.get("remeasure", False)
     )
     assert opens is light

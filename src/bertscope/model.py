@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, overload
 import numpy as np
 
 from . import static as _static
+from .backends import light as _light
 from .backends import runtimes as _runtimes
 from .backends.onnx import resolve_backend
 from .core._enums import Backend, DType, LongText, Mode, Quantize, SubwordPooling
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
     from .anatomy import Anatomy
     from .core.forward import ForwardOutput
+    from .core.loading import Loaded
     from .core.results import ChunkEmbeddings
     from .core.spec import RecipeKeywords
     from .explain import Explanation
@@ -118,14 +120,17 @@ def load(
         ask_threads(threads)
     asked = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize, "mode": mode}
     precision = None  # OpenVINO's, resolved (and warned of) once, here, on either path
-    if _opens_light(asked, trust_remote_code, calibration=calibration, remeasure=remeasure):
+    if _light.opens_light(asked, trust_remote_code, calibration=calibration, remeasure=remeasure):
         if Backend.parse(backend, what="backend") is Backend.OPENVINO:
             from .backends.openvino import resolve_precision
 
             precision = resolve_precision(dtype, quantize, "cpu")
-        light = _load_light(
-            name, asked, precision=precision, remeasure=remeasure, record=threads is None,
-            max_tokens=max_tokens, token_budget=token_budget,
+
+        def build_light(parts: Loaded) -> Model:
+            return Model(parts, device="cpu", max_tokens=max_tokens, token_budget=token_budget)
+
+        light = _light.load_light(
+            name, asked, build=build_light, precision=precision, remeasure=remeasure, record=threads is None,
             min_cosine=_DEFAULT_MIN_COSINE if fast_min_cosine is None else fast_min_cosine,
         )  # fmt: skip
         if light is not None:
@@ -223,77 +228,6 @@ def refuse_unread_options(
             "remeasure=True times the exact default or mode='fast' again, and these options name the "
             "runtime themselves (backend= or quantize=): nothing is measured; leave remeasure out"
         )
-
-
-def _opens_light(
-    asked: dict[str, Any], trust_remote_code: bool, *, calibration: Sequence[str] | None, remeasure: bool
-) -> bool:
-    """Whether `load`'s options let the folder open without torch: on the CPU, no model code to run, and
-    a runtime that is an exported graph (or may be: the exact default): float32 on the exact default,
-    ONNX Runtime or OpenVINO; ONNX Runtime's int8; OpenVINO's bfloat16, int8 or int8_static; or
-    mode="fast" (read from its recorded measurement, `_load_light`). int8 scales fitted on the caller's
-    own `calibration` texts, and `remeasure` with mode="fast", take the full load. Whether torch is needed
-    is decided later: to make an export or int8 graph that is not cached yet, or to run a forward on torch."""
-    from .core.folder import default_device
-
-    device = str(asked["device"] or "auto")
-    if trust_remote_code or not (device == "cpu" or (device == "auto" and default_device() == "cpu")):
-        return False
-    backend = Backend.parse(asked["backend"], what="backend")
-    scheme = Quantize.parse(asked["quantize"] or Quantize.NONE, what="quantize")
-    float32 = DType.is_float32(asked["dtype"])
-    if Mode.parse(asked["mode"], what="mode") is Mode.FAST:  # load_fast refuses any other option
-        plain = backend is Backend.AUTO and scheme is Quantize.NONE
-        return float32 and plain and calibration is None and not remeasure
-    if backend is Backend.TORCH or (scheme is not Quantize.NONE and calibration is not None):
-        return False
-    if backend is Backend.OPENVINO:  # float32, bfloat16 (float32 where the CPU lacks it), int8, int8_static
-        if scheme is Quantize.NONE:
-            name = str(asked["dtype"]).strip().lower().removeprefix("torch.")  # a name, or a torch dtype
-            return float32 or name == DType.BFLOAT16.value
-        return float32 and scheme in (Quantize.INT8, Quantize.INT8_STATIC)
-    return float32  # the exact default or ONNX Runtime, float32 or int8 (any scheme)
-
-
-def _load_light(
-    name: str | os.PathLike[str] | None,
-    asked: dict[str, Any],
-    *,
-    precision: str | None,
-    remeasure: bool,
-    record: bool,
-    max_tokens: int | None,
-    token_budget: int | None,
-    min_cosine: float,
-) -> Model | None:
-    """The model opened without torch, on the runtime `asked` (`_opens_light` said it may be), with the
-    settings the full load records; None where only a full load can open it: a folder transformers alone
-    reads, or mode="fast" with no valid measurement recorded or a torch mode chosen."""
-    from .core.loading import open_light
-
-    loaded = open_light(name)
-    if loaded is None:
-        return None
-    model = Model(loaded, device="cpu", max_tokens=max_tokens, token_budget=token_budget)
-    backend = Backend.parse(asked["backend"], what="backend")
-    quantize = asked["quantize"]
-    if Mode.parse(asked["mode"], what="mode") is Mode.FAST:
-        from .backends.fast import load_fast_recorded
-
-        return load_fast_recorded(model, asked, min_cosine=min_cosine)
-    if backend is Backend.OPENVINO:
-        assert precision is not None
-        model.use_openvino(precision)
-    elif (
-        backend is Backend.ONNXRUNTIME
-        or Quantize.parse(quantize or Quantize.NONE, what="quantize").int8_scheme
-    ):
-        model.use_onnxruntime(quantize=quantize)
-    else:
-        from .backends.exact import choose_exact
-
-        choose_exact(model, remeasure=remeasure, record=record)
-    return model
 
 
 class Model(ResearchMethods):
