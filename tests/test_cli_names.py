@@ -231,6 +231,8 @@ def test_no_keyword_form_survives_in_the_real_messages() -> None:
         ("fast_min_cosine=0.99 is the bound", "--fast-min-cosine 0.99 is the bound"),
         ("give the text with prompt= (--prompt)", "give the text with --prompt"),
         ("name one with column='layer_6' (--column layer_6)", "name one with --column layer_6"),
+        ("a CoNLL-U file needs column= (--label-field), e.g. upos",
+         "a CoNLL-U file needs --label-field, e.g. upos"),
         ("replace it with overwrite=True (--overwrite)", "replace it with --overwrite"),
         ("(or late=False); normalize=False", "(or --naive); --no-normalize"),
         ("ask for no prompt (prompt='')", 'ask for no prompt (--prompt "")'),
@@ -245,3 +247,134 @@ def test_no_keyword_form_survives_in_the_real_messages() -> None:
 )  # fmt: skip
 def test_as_flags(message: str, reads: str) -> None:
     assert as_flags(message) == reads
+
+
+# one concept, one name ----------------------------------------------------------------------------------
+# The first N of an input is --limit (bench, eval words, senses; verify's --lines); a corpus file is
+# --corpus (eval words, verify --store, the library's corpus=; static's --from-corpus); the word level of
+# embed is --level words (its --words switch: --words lists words in contextuality, the library's words=);
+# probe's CoNLL-U label field is --label-field (its --column: a vector column in `index`).
+
+RENAMED = [  # command, the name shown, the old name (hidden, still read)
+    ("verify", "--limit", "--lines"),
+    ("static", "--corpus", "--from-corpus"),
+    ("embed", "--level", "--words"),
+    ("probe", "--label-field", "--column"),
+]
+
+
+def _hidden() -> dict[str, set[str]]:
+    """Every command's hidden option names."""
+    found: dict[str, set[str]] = {}
+    for name, command in typer.main.get_command(app).commands.items():  # type: ignore[attr-defined]
+        hidden = [p for p in command.params if p.param_type_name == "option" and p.hidden]
+        found[name] = {o for p in hidden for o in (*p.opts, *p.secondary_opts)}
+    return found
+
+
+@pytest.mark.parametrize(("command", "new", "old"), RENAMED, ids=[r[0] for r in RENAMED])
+def test_the_new_name_is_shown_and_the_old_one_hidden(command: str, new: str, old: str) -> None:
+    shown = _ok(command, "--help")
+    assert re.search(rf"{re.escape(new)}(?![\w-])", shown), shown
+    assert not re.search(rf"{re.escape(old)}(?![\w-])", shown), shown
+    assert old in _hidden()[command] and old in _options()[command]
+
+
+def test_a_shown_option_name_is_a_switch_everywhere_or_takes_a_value_everywhere() -> None:
+    """`embed --words` (a switch) beside `contextuality --words bank,bread` (a list) was one name for two
+    things; static's --word switch beside `similar --word bank` is the one left (the service's static
+    route calls it word=true too)."""
+    kinds: dict[str, dict[str, set[str]]] = {}
+
+    def walk(command: object, name: str) -> None:
+        for sub_name, sub in getattr(command, "commands", {}).items():
+            walk(sub, f"{name} {sub_name}".strip())
+        for p in getattr(command, "params", []):
+            if p.param_type_name == "option" and not p.hidden and not hasattr(command, "commands"):
+                for option in (*p.opts, *p.secondary_opts):
+                    kind = "switch" if p.is_flag else "value"
+                    kinds.setdefault(option, {}).setdefault(kind, set()).add(name)
+
+    walk(typer.main.get_command(app), "")
+    both = {option: k for option, k in kinds.items() if len(k) > 1}
+    assert both == {"--word": {"switch": {"static"}, "value": {"similar"}}}
+    assert kinds["--words"] == {"value": {"contextuality"}}
+
+
+def test_verify_limit_and_the_old_lines(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    sample = tmp_path / "sample.txt"
+    sample.write_text("a cat sat\na dog ran\nthe stock fell\n")
+    model = ["-m", str(tiny_dirs["bert"]), "--sample", str(sample), "--json"]
+
+    def texts(flag: str, count: str) -> int:
+        return int(json.loads(_ok("verify", *model, flag, count))["texts"])
+
+    assert texts("--limit", "1") == texts("--lines", "1") == texts("--limit", "3") - 2
+    for flag in ("--limit", "--lines"):
+        assert _refusal("verify", flag, "5") == (
+            "error: --limit counts the lines of --sample; add --sample FILE or leave --limit out"
+        )
+    assert "--lines is the old spelling of --limit" in _refusal("verify", "--limit", "5", "--lines", "4")
+    stored = _refusal(
+        "verify", "--store", str(tmp_path / "s.parquet"), "--sample", str(sample), "--lines", "2"
+    )
+    assert "--sample, --limit: for the check against the reference forward" in stored
+
+
+def test_static_corpus_and_the_old_from_corpus(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the bank raised rates\nwe sat on the bank\nthe river bank\n")
+    written = {}
+    for flag in ("--corpus", "--from-corpus"):
+        target = tmp_path / f"agg{flag.strip('-')}.vec"
+        _ok(
+            "static",
+            flag,
+            str(corpus),
+            "-m",
+            str(tiny_dirs["bert"]),
+            "--layers",
+            "1",
+            "-o",
+            str(target),
+            "-q",
+        )
+        written[flag] = target.read_text()
+    assert written["--corpus"] == written["--from-corpus"]
+    assert any(line.startswith("bank ") for line in written["--corpus"].splitlines())
+    assert _refusal("static", "bread", "--min-count", "2") == (
+        "error: --min-count: for --corpus only; leave them out here"
+    )
+    assert "add -o OUT" in _refusal("static", "--corpus", str(corpus))
+    assert "--from-corpus is the old spelling of --corpus" in _refusal(
+        "static", "--corpus", str(corpus), "--from-corpus", str(corpus)
+    )
+
+
+def test_embed_level_words_and_the_old_words_switch() -> None:
+    by_level = json.loads(_ok("embed", "tokenization rocks", "--level", "words", "--json"))
+    assert json.loads(_ok("embed", "tokenization rocks", "--words", "--json")) == by_level
+    assert by_level["items"][0]["words"] == ["tokenization", "rocks"]
+    assert _refusal("embed", "a b", "--words", "--tokens") == (
+        "error: choose one of --level, --tokens and --chunks (--tokens, --words given)"
+    )
+    assert _refusal("embed", "a b", "--level", "words", "--tokens") == (
+        "error: choose one of --level, --tokens and --chunks (--tokens, --level words given)"
+    )
+
+
+def test_probe_label_field_and_the_old_column(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    pos = Path(__file__).resolve().parents[1] / "examples" / "pos.conllu"
+    args = ["probe", "-i", str(pos), "-m", str(tiny_dirs["bert"]), "--layers", "0", "--folds", "2", "--json"]
+    rows = {flag: json.loads(_ok(*args, flag, "upos"))["rows"] for flag in ("--label-field", "--column")}
+    assert rows["--label-field"] == rows["--column"] and len(rows["--label-field"]) == 2  # static, layer 0
+    assert "--column is the old spelling of --label-field" in _refusal(
+        "probe", "-i", str(pos), "--label-field", "upos", "--column", "upos"
+    )
+    # a CoNLL-U file under another suffix is told the flag, and a structural probe names the one typed
+    as_text = tmp_path / "pos.txt"
+    as_text.write_text(pos.read_text())
+    assert "a CoNLL-U file needs --label-field, e.g. upos" in _refusal("probe", "-i", str(as_text))
+    for flag in ("--label-field", "--column"):
+        said = _refusal("probe", "-i", str(pos), "--task", "depth", flag, "upos")
+        assert said.startswith(f"error: {flag}: for label probes (--task label) only"), said

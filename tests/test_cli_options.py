@@ -54,9 +54,7 @@ def test_eval_words_limit_must_be_positive(tmp_path: Path, limit: str) -> None:
     assert ran.code == 2 and "--limit" in ran.stderr
 
 
-@pytest.mark.parametrize(
-    "command", [["embed", "-i", "x.txt", "-o", "out"], ["static", "--from-corpus", "x.txt"]]
-)
+@pytest.mark.parametrize("command", [["embed", "-i", "x.txt", "-o", "out"], ["static", "--corpus", "x.txt"]])
 def test_ray_workers_must_be_positive(tmp_path: Path, command: list[str]) -> None:
     ran = run_main(*command, "--engine", "ray", "--workers", "0")
     assert ran.code == 2 and "--workers" in ran.stderr
@@ -79,9 +77,9 @@ def test_embed_chunks_refuses_fast_with_a_backend() -> None:
 def test_verify_store_refuses_the_model_check_options(tmp_path: Path) -> None:
     sample = tmp_path / "c.txt"
     sample.write_text("a cat\n")
-    args = ["--sample", str(sample), "--lines", "5", "--min-cosine", "0.2"]
+    args = ["--sample", str(sample), "--limit", "5", "--min-cosine", "0.2"]
     stderr = _refused("verify", "--store", str(tmp_path / "s.parquet"), *args, code=2)
-    assert "--sample, --lines, --min-cosine" in stderr
+    assert "--sample, --limit, --min-cosine" in stderr
 
 
 def test_static_refuses_ids_with_word() -> None:
