@@ -368,7 +368,7 @@ class StaticModel:
     if not TYPE_CHECKING:
         embed_tokens = _refused("token vectors (embed_tokens, --tokens)")
         embed_fitted_tokens = _refused("token vectors")
-        embed_words = _refused("word vectors (embed_words, --words)")
+        embed_words = _refused("word vectors (embed_words, --level words)")
         embed_chunks = _refused("chunk vectors (embed_chunks, --chunks)")
         hidden_states = _refused("hidden states")
         anatomy = _refused("the embedding layer's anatomy")

@@ -71,7 +71,7 @@ def token_store(store: str | Path | Store) -> Store:
         where = suffixes_where(lambda r: r.columns)
         raise CorpusError(
             f"{opened.path} holds {level} rows in {opened.path.suffix}; occurrences need a {where} store of "
-            "token or word rows: bertscope embed -i CORPUS -o OUT.parquet --tokens (or --words)"
+            "token or word rows: bertscope embed -i CORPUS -o OUT.parquet --tokens (or --level words)"
         )
     return opened
 

@@ -1,6 +1,6 @@
 """Aggregated static vectors on Ray: the Ray runner's actors make the word rows, the driver sums them.
 
-The corpus is read and embedded exactly as `bertscope embed --words --engine ray` does (the same
+The corpus is read and embedded exactly as `bertscope embed --level words --engine ray` does (the same
 datasource, the same word level in an actor pool); only the word rows' vectors and words come back to
 the driver, batch by batch, into the same running sums as the local job (`research.aggregate`). Memory
 on the driver grows with the corpus's vocabulary. A Ray run is not resumable: Ray retries failed
