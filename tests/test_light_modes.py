@@ -17,6 +17,8 @@ import pytest
 from bertscope.backends import fast
 from bertscope.backends.fast import Measured, candidates, load_fast_recorded, write_measured
 from bertscope.backends.light import opens_light
+from bertscope.backends.quantize import calibration_texts, export_variant
+from bertscope.backends.runtimes import calibration_digest
 from bertscope.core.loading import open_light
 from bertscope.model import Model
 
@@ -55,8 +57,10 @@ def _fresh(code: str, cache: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
 
 
-def _embedded(cache: Path, *, torch_path: bool = False) -> tuple[dict[str, Any], str]:
-    done = _fresh(_EMBED.format(options=OPTIONS, texts=TEXTS, torch_path=torch_path), cache)
+def _embedded(
+    cache: Path, *, torch_path: bool = False, options: dict[str, str] = OPTIONS
+) -> tuple[dict[str, Any], str]:
+    done = _fresh(_EMBED.format(options=options, texts=TEXTS, torch_path=torch_path), cache)
     return json.loads(done.stdout), done.stderr
 
 
@@ -136,20 +140,68 @@ def test_mode_fast_without_a_valid_measurement_takes_the_full_load(
     assert load_fast_recorded(_light_model(bundled_path), _FAST, min_cosine=0.999) is None
 
 
+# int8 fitted on the caller's own texts: each graph's cache name carries their digest
+CALIBRATION = [
+    "The river rose after a week of rain.",
+    "She sold the old piano to a neighbour.",
+    "Prices climbed for the third month in a row.",
+    "a dog",
+    "How do I reset my password?",
+    "The committee postponed its vote until spring.",
+]
+CALIBRATED = {
+    "onnxruntime-int8_static": f"quantize='int8_static', calibration={CALIBRATION!r}",
+    "openvino-int8_static": f"backend='openvino', quantize='int8_static', calibration={CALIBRATION!r}",
+}
+
+
+def test_int8_fitted_on_the_callers_texts_opens_light_once_its_graph_is_cached(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The first process makes the graphs from the caller's texts (opened light, torch loaded for the
+    export and int8's calibration); a second one opens them without torch, with the vectors and settings
+    (the calibration digest included) of a process that loads the same options the full way."""
+    cache = tmp_path_factory.mktemp("light-calibrated") / "cache"
+    first, said = _embedded(cache, options=CALIBRATED)
+    assert first["torch"] and "exporting the model to ONNX" in said
+    again, said = _embedded(cache, options=CALIBRATED)
+    assert again["torch"] is False and again["transformers"] is False
+    assert "exporting" not in said and "quantizing" not in said
+    full_cache = tmp_path_factory.mktemp("full-calibrated") / "cache"
+    full, _ = _embedded(full_cache, torch_path=True, options=CALIBRATED)
+    assert full["torch"] is True
+    digest = calibration_digest(CALIBRATION)
+    for key in CALIBRATED:
+        made, light, torch_path = first["runs"][key], again["runs"][key], full["runs"][key]
+        assert np.array_equal(np.array(light["vectors"]), np.array(made["vectors"]))  # the same graph
+        assert np.abs(np.array(light["vectors"]) - np.array(torch_path["vectors"])).max() <= 1e-6, key
+        assert light["info"] == made["info"] == torch_path["info"]
+        assert light["settings"] == made["settings"] == torch_path["settings"]
+        assert light["info"]["quantize"] == "int8_static"
+        assert digest is not None and digest in json.dumps(light["settings"])  # the caller's texts, named
+    # the ONNX Runtime graph is named by the caller's texts, never by the shipped ones'
+    for texts, made_here in ((CALIBRATION, True), (calibration_texts(), False)):
+        variant = export_variant("int8", texts, "static")
+        assert bool(list(cache.rglob(f"*-{variant}-*.onnx"))) is made_here
+
+
 @pytest.mark.parametrize(
     ("options", "light"),
     [
         ({"quantize": "int8"}, True),
-        ({"quantize": "int8", "calibration": ["a text"]}, False),  # fitted on the caller's texts: full load
+        (
+            {"quantize": "int8", "calibration": ["a text"]},
+            True,
+        ),  # fitted on the caller's texts: theirs cached
         ({"backend": "openvino", "quantize": "int8_static"}, True),
-        ({"backend": "openvino", "quantize": "int8_static", "calibration": ["a text"]}, False),
+        ({"backend": "openvino", "quantize": "int8_static", "calibration": ["a text"]}, True),
         ({"backend": "openvino", "quantize": "int8_fused"}, False),  # refused by the full load
         ({"backend": "openvino", "dtype": "bfloat16"}, True),
         ({"dtype": "bfloat16"}, False),  # torch's bfloat16
         ({"backend": "torch", "quantize": "int8"}, False),
         ({"mode": "fast"}, True),
         ({"mode": "fast", "remeasure": True}, False),
-        ({"mode": "fast", "calibration": ["a text"]}, False),
+        ({"mode": "fast", "calibration": ["a text"]}, False),  # measured on the shipped texts alone
         ({"mode": "fast", "device": "cuda"}, False),
     ],
 )

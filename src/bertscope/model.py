@@ -130,7 +130,8 @@ def load(
             return Model(parts, device="cpu", max_tokens=max_tokens, token_budget=token_budget)
 
         light = _light.load_light(
-            name, asked, build=build_light, precision=precision, remeasure=remeasure, record=threads is None,
+            name, asked, build=build_light, precision=precision, calibration=calibration, remeasure=remeasure,
+            record=threads is None,
             min_cosine=_DEFAULT_MIN_COSINE if fast_min_cosine is None else fast_min_cosine,
         )  # fmt: skip
         if light is not None:

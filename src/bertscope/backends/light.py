@@ -32,9 +32,12 @@ def opens_light(
     """Whether `load`'s options let the folder open without torch: on the CPU, no model code to run, and
     a runtime that is an exported graph (or may be: the exact default): float32 on the exact default,
     ONNX Runtime or OpenVINO; ONNX Runtime's int8; OpenVINO's bfloat16, int8 or int8_static; or
-    mode="fast" (read from its recorded measurement, `load_light`). int8 scales fitted on the caller's
-    own `calibration` texts, and `remeasure` with mode="fast", take the full load. Whether torch is needed
-    is decided later: to make an export or int8 graph that is not cached yet, or to run a forward on torch.
+    mode="fast" (read from its recorded measurement, `load_light`). int8 fitted on the caller's own
+    `calibration` texts opens light as on the shipped ones: its graph's cache name carries the texts'
+    digest (quantize.export_variant, openvino's int8-static IR key), so a cached one is theirs. mode="fast"
+    with `calibration` (its measurement is recorded for the shipped texts alone) or `remeasure` (it times
+    torch's reference again) takes the full load. Whether torch is needed is decided later: to make an
+    export or int8 graph that is not cached yet, or to run a forward on torch.
 
     `asked`: load's device, dtype, backend, quantize and mode, as given."""
     from ..core.folder import default_device
@@ -48,7 +51,7 @@ def opens_light(
     if Mode.parse(asked["mode"], what="mode") is Mode.FAST:  # load_fast refuses any other option
         plain = backend is Backend.AUTO and scheme is Quantize.NONE
         return float32 and plain and calibration is None and not remeasure
-    if backend is Backend.TORCH or (scheme is not Quantize.NONE and calibration is not None):
+    if backend is Backend.TORCH:
         return False
     if backend is Backend.OPENVINO:  # float32, bfloat16 (float32 where the CPU lacks it), int8, int8_static
         if scheme is Quantize.NONE:
@@ -64,6 +67,7 @@ def load_light(
     *,
     build: Callable[[Loaded], E],
     precision: str | None,
+    calibration: Sequence[str] | None,
     remeasure: bool,
     record: bool,
     min_cosine: float,
@@ -74,8 +78,9 @@ def load_light(
     chosen.
 
     `build(loaded)`: the encoder (the facade's `Model`) of the light parts on the CPU, with load's limits.
-    `precision`: OpenVINO's, resolved by the caller (it warns once). `record`: keep the exact default's
-    choice for `bertscope info` (False where threads were asked)."""
+    `precision`: OpenVINO's, resolved by the caller (it warns once). `calibration`: the caller's int8
+    texts (None: the shipped ones), as the full load reads them. `record`: keep the exact default's choice
+    for `bertscope info` (False where threads were asked)."""
     from ..core.loading import open_light
 
     loaded = open_light(name)
@@ -90,12 +95,12 @@ def load_light(
         return load_fast_recorded(model, asked, min_cosine=min_cosine)
     if backend is Backend.OPENVINO:
         assert precision is not None
-        runtimes.use_openvino(model, precision)
+        runtimes.use_openvino(model, precision, calibration=calibration)
     elif (
         backend is Backend.ONNXRUNTIME
         or Quantize.parse(quantize or Quantize.NONE, what="quantize").int8_scheme
     ):
-        runtimes.use_onnxruntime(model, quantize=quantize)
+        runtimes.use_onnxruntime(model, quantize=quantize, calibration=calibration)
     else:
         from .exact import choose_exact
 
