@@ -356,10 +356,10 @@ def test_embed_level_words_and_the_old_words_switch() -> None:
     assert json.loads(_ok("embed", "tokenization rocks", "--words", "--json")) == by_level
     assert by_level["items"][0]["words"] == ["tokenization", "rocks"]
     assert _refusal("embed", "a b", "--words", "--tokens") == (
-        "error: choose one of --level, --tokens and --chunks (--tokens, --words given)"
+        "error: choose one of --tokens, --chunks and --level (--tokens, --words given)"
     )
     assert _refusal("embed", "a b", "--level", "words", "--tokens") == (
-        "error: choose one of --level, --tokens and --chunks (--tokens, --level words given)"
+        "error: choose one of --tokens, --chunks and --level (--tokens, --level words given)"
     )
 
 

@@ -191,7 +191,7 @@ def embed(
     ]
     if len(flagged) > 1 or (level_name is not None and flagged and flagged != [level_name]):
         given = [f"--{name}" for name in flagged] + ([f"--level {level_name}"] if level_name else [])
-        raise InvalidInput(f"choose one of --level, --tokens and --chunks ({', '.join(given)} given)")
+        raise InvalidInput(f"choose one of --tokens, --chunks and --level ({', '.join(given)} given)")
     level = Level.parse(level_name or (flagged[0] if flagged else "sentence"), what="level").value
     tokens, words = level == "tokens", level == "words"
     if level == "chunks" and chunks is None:
