@@ -1,7 +1,8 @@
 """The model's trained pooler run in NumPy from the folder's weights (core/pooler_weights.py): equal to the
 plain Hugging Face model's `pooler_output` on the bundled model and on every tiny family that has one,
 with the PyTorch pooler refused; a fresh `bertscope embed --pooling pooler` imports no torch; a pooler
-not known exactly is left to the module."""
+not known exactly is left to the module; pooler weights that the family's AutoModel never builds (GTE,
+Nomic BERT) are refused when the spec is resolved, light or not, before any forward."""
 
 from __future__ import annotations
 
@@ -216,3 +217,57 @@ def test_pooler_weights_the_module_never_builds_are_one_line(
     monkeypatch.setattr(Family, "pooler", lambda self, module: None)
     with pytest.raises(bertscope.InvalidSpec, match="transformers builds none for this family"):
         model.embed(TEXTS, pooling="pooler")
+
+
+def _with_pooler_weights(source: Path, folder: Path) -> Path:
+    """A copy of the tiny folder `source` whose weights also hold a dense pooler (hidden, hidden) and its
+    bias, as GTE and Nomic BERT checkpoints ship them, though their AutoModel builds no pooler."""
+    from safetensors.numpy import load_file, save_file
+
+    shutil.copytree(source, folder)
+    weights = load_file(folder / "model.safetensors")
+    hidden = json.loads((folder / "config.json").read_text(encoding="utf-8"))["hidden_size"]
+    weights["pooler.dense.weight"] = np.eye(hidden, dtype=np.float32)
+    weights["pooler.dense.bias"] = np.zeros(hidden, dtype=np.float32)
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+@pytest.mark.parametrize("family", ["gte", "nomic_bert"])
+def test_pooler_weights_the_family_never_builds_are_refused_when_the_spec_is_resolved(
+    family: str, tmp_path: Path, tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Light and torch alike say the model has no trained pooler, in one line, before any forward: the light
+    load builds no module and writes no graph; the torch module's forward never runs."""
+    folder = _with_pooler_weights(tiny_dirs[family], tmp_path / family)
+    parts = open_light(folder)
+    assert parts is not None and parts.view is not None
+    assert not family_for(family).builds_pooler and parts.view.has_pooler is False
+    _refuse_the_torch_pooler(monkeypatch)  # the pooler at the forward, where it was refused before
+    light = bertscope.load(folder)
+    assert isinstance(light, Model) and light.light
+    with pytest.raises(bertscope.InvalidSpec, match="no trained pooler; use pooling='cls' or 'mean'") as said:
+        light.embed(TEXTS, pooling="pooler")
+    assert light.light, "the refusal loaded the PyTorch module"
+    assert not (cache / "onnx").exists() or not any((cache / "onnx").iterdir())  # no graph made
+    monkeypatch.undo()
+    full = bertscope.load(folder, backend="torch")
+    assert isinstance(full, Model) and not full.light
+
+    def never(*args: Any) -> None:
+        raise AssertionError("the module's forward ran")
+
+    full.hf_model.register_forward_pre_hook(never)
+    with pytest.raises(bertscope.InvalidSpec) as torch_said:
+        full.embed(TEXTS, pooling="pooler")
+    assert str(torch_said.value) == str(said.value) and "\n" not in str(said.value)
+
+
+def test_pooler_weights_count_where_the_family_builds_a_pooler(tiny_dirs: dict[str, Path]) -> None:
+    """The folder says it has a pooler exactly where the module has one: the family builds one and the
+    weights hold it (tests/test_light.py compares every tiny family's light and full engines)."""
+    for family in FAMILIES:
+        parts = open_light(tiny_dirs[family])
+        if parts is not None and parts.view is not None:
+            assert parts.view.has_pooler is (family in WITH_POOLER), family
+        assert family_for(family).builds_pooler is (family in WITH_POOLER), family

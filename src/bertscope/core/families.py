@@ -78,9 +78,16 @@ class Family:
     final_norm_attr: str | None = None
     # "rotary" where every attention layer turns queries and keys by position (no position row is added).
     rotary: bool = False
-    # The trained pooler where AutoModel's is known exactly, read from the folder's weights and run without
-    # torch (core/pooler_weights.py); None: unknown (no pooler, or one only the PyTorch module runs)
+    # The trained pooler of the family's AutoModel, read from the folder's weights and run without torch
+    # (core/pooler_weights.py; weights of another shape leave it to the module); None: AutoModel builds no
+    # pooler, whatever the weights hold (tests/test_light_pooler.py holds both against transformers)
     pooler_layout: PoolerLayout | None = None
+
+    @property
+    def builds_pooler(self) -> bool:
+        """Whether the family's AutoModel builds a trained pooler (GTE's and Nomic BERT's build none even
+        where their weights hold one): a folder's pooler weights count only then (FolderView.has_pooler)."""
+        return self.pooler_layout is not None
 
     @property
     def word_weight(self) -> str:

@@ -330,8 +330,11 @@ class FolderView:
 
     @property
     def has_pooler(self) -> bool:
-        """Whether the weights hold a trained pooler (dense + activation over the first token)."""
-        return any("pooler" in key.split(".") for key in self._tensors)
+        """Whether the model has a trained pooler (dense + activation over the first token) as transformers
+        builds it: the weights hold one and the family's AutoModel builds one (`Family.builds_pooler`), so
+        pooling="pooler" is refused when the spec is resolved, as with the PyTorch module, not at a forward.
+        """
+        return self.family.builds_pooler and any("pooler" in key.split(".") for key in self._tensors)
 
     @cached_property
     def config_facts(self) -> ConfigFacts:
