@@ -290,7 +290,7 @@ def test_aggregation_options_without_from_corpus_are_refused(given: list[str]) -
     done = run_main("static", "bread", *given)
     flags = ", ".join(flag for flag in given if flag.startswith("--"))
     assert done.code == 1 and done.stdout == ""
-    assert done.stderr.strip() == f"error: {flags}: for --from-corpus only; leave them out here"
+    assert done.stderr.strip() == f"error: {flags}: for --corpus only; leave them out here"
 
 
 def test_static_on_ray_takes_the_batch_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
