@@ -7,6 +7,7 @@ so the cosines, are real) and assert on the choice, the cache file and a call co
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +32,42 @@ SPEEDS = {
 pytestmark = pytest.mark.usefixtures("cache")  # a fresh BERTSCOPE_CACHE per test
 
 
-@pytest.fixture
-def measured(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """Replace the timing with SPEEDS (vectors stay real); returns the list of modes measured."""
-    calls: list[str] = []
+def _faked(calls: list[str]) -> Any:
+    """`fast.measure` with SPEEDS for the timing (vectors stay real), noting each mode it measures."""
 
     def fake(ways: dict[str, Any], texts: list[str], *, rounds: int) -> dict[str, tuple[float, np.ndarray]]:
         calls.extend(ways)
         return {name: (SPEEDS.get(name, 50.0), embed(list(texts))) for name, embed in ways.items()}
 
-    monkeypatch.setattr(fast, "measure", fake)
+    return fake
+
+
+@pytest.fixture
+def measured(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Replace the timing with SPEEDS (vectors stay real); returns the list of modes measured."""
+    calls: list[str] = []
+    monkeypatch.setattr(fast, "measure", _faked(calls))
     return calls
+
+
+@pytest.fixture(scope="module")
+def graphs(tmp_path_factory: pytest.TempPathFactory, tiny_dirs: dict[str, Path]) -> Path:
+    """The tiny BERT's exported and quantized graphs (onnx/, openvino/), made once for the module by a fast
+    load: what every test's fresh cache starts with. Measurements and records are left out (each test
+    measures in its own cache); a graph is named by the model's content and the calibration, so a test
+    that asks for another one makes it."""
+    folder = tmp_path_factory.mktemp("graphs") / "cache"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("BERTSCOPE_CACHE", str(folder))
+        patch.setattr(fast, "measure", _faked([]))
+        load_fast(tiny_dirs["bert"])
+    return folder
+
+
+@pytest.fixture(autouse=True)
+def _graphs_in_cache(cache: Path, graphs: Path) -> None:
+    for kind in ("onnx", "openvino"):
+        shutil.copytree(graphs / kind, cache / kind)  # copy2: the times the records check are kept
 
 
 def load_fast(path: Path, **kwargs: Any) -> bertscope.Model:

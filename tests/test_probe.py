@@ -44,7 +44,15 @@ def test_static_row_sits_exactly_at_majority_on_the_sense_task(bundled) -> None:
     assert low <= rows[6]["accuracy"] <= high
 
 
-def test_each_fit_moves_the_progress_bar_once(bundled, monkeypatch) -> None:
+def _first_sentences(path: Path, n: int, folder: Path) -> Path:
+    """The first `n` sentences of a CoNLL-U file, as a file in `folder` (a smaller probe, the same kind)."""
+    sentences = path.read_text(encoding="utf-8").split("\n\n")
+    shorter = folder / path.name
+    shorter.write_text("\n\n".join(sentences[:n]) + "\n", encoding="utf-8")
+    return shorter
+
+
+def test_each_fit_moves_the_progress_bar_once(bundled, monkeypatch, tmp_path) -> None:
     """Rows x folds x (task, control) fits: the bar is made for that many steps and each one advances it."""
     import contextlib
 
@@ -59,13 +67,13 @@ def test_each_fit_moves_the_progress_bar_once(bundled, monkeypatch) -> None:
         yield lambda: steps.append(1)
 
     monkeypatch.setattr(probe_module, "step_progress", counting)
-    pos = EXAMPLES / "pos.conllu"
+    pos = _first_sentences(EXAMPLES / "pos.conllu", 15, tmp_path)  # the count is the same on any size
     probe(bundled, pos, column="upos", layers="0,-1", folds=3, control=True, progress=True)
     assert made == [(3 * 3 * 2, "fitting probes", True)] and len(steps) == 3 * 3 * 2
 
 
-def test_fits_on_worker_processes_equal_the_fits_in_this_process(bundled) -> None:
-    pos = EXAMPLES / "pos.conllu"
+def test_fits_on_worker_processes_equal_the_fits_in_this_process(bundled, tmp_path) -> None:
+    pos = _first_sentences(EXAMPLES / "pos.conllu", 15, tmp_path)  # equal fits on any size
     here = probe(bundled, pos, column="upos", layers="-1", folds=3, control=True, n_jobs=1)
     spawned = probe(bundled, pos, column="upos", layers="-1", folds=3, control=True, n_jobs=2)
     assert spawned.to_dict() == here.to_dict()  # deterministic fits: exactly equal, not close
@@ -343,8 +351,9 @@ def test_held_out_equals_an_independent_fit_on_train_scored_on_test(bundled) -> 
     y_train, y_test = np.asarray(train.labels), np.asarray(test.labels)
     assert result.folds == 0 and result.n_items == len(y_train) and result.n_test == len(y_test)
     rows = {r["layer"]: r for r in result.rows}
+    independent = {}
     for i, layer in enumerate([3, 6]):
-        predicted = _independent_fit(train.layers[:, i], y_train, test.layers[:, i])
+        predicted = independent[layer] = _independent_fit(train.layers[:, i], y_train, test.layers[:, i])
         row = rows[layer]
         assert row["accuracy"] == pytest.approx(np.mean(predicted == y_test), abs=1e-9)
         assert row["macro_f1"] == pytest.approx(f1_score(y_test, predicted, average="macro"), abs=1e-9)
@@ -352,7 +361,7 @@ def test_held_out_equals_an_independent_fit_on_train_scored_on_test(bundled) -> 
         assert low < row["accuracy"] < high and row["macro_f1_ci"] is None
     report = result.per_label
     assert report is not None and report["layer"] == 6 and report["probe"] == "linear"
-    predicted = _independent_fit(train.layers[:, 1], y_train, test.layers[:, 1])
+    predicted = independent[6]  # the fit of layer 6 above
     labels = sorted(set(y_test) | set(predicted))
     p, r, f, s = precision_recall_fscore_support(y_test, predicted, labels=labels, zero_division=0)
     assert report["labels"] == labels and report["support"] == s.tolist()
