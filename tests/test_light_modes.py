@@ -1,6 +1,7 @@
 """The light engine beyond float32: ONNX Runtime's int8, OpenVINO's bfloat16 and mode="fast" (read from
-its recorded measurement) open without torch once their graph is cached, with the vectors and the
-settings (`info()`, a corpus job's stored settings) of the full load of the same options."""
+its recorded measurement: on the shipped calibration texts or the caller's, never one for the other) open
+without torch once their graph is cached, with the vectors and the settings (`info()`, a corpus job's
+stored settings) of the full load of the same options."""
 
 from __future__ import annotations
 
@@ -185,6 +186,92 @@ def test_int8_fitted_on_the_callers_texts_opens_light_once_its_graph_is_cached(
         assert bool(list(cache.rglob(f"*-{variant}-*.onnx"))) is made_here
 
 
+# mode="fast" fitted on the caller's texts, kept cheap (as tests/test_fast.py): only torch float32 and ONNX
+# Runtime's dynamic int8 are candidates, and a fixed speed makes int8 win (its vectors, and so its cosines,
+# are real, taken on the first 8 rows of each measured set). Every process patches the same candidates,
+# since they name the measurement file; `measured` says what this process measured.
+_FAST_CALIBRATED = """
+import json, sys, bertscope
+from bertscope.backends import fast
+from bertscope.backends.modes import MODES
+from bertscope.core.spec import stored_settings
+ways = {{way.label: way for way in (MODES["float32"], MODES["int8"])}}
+fast.candidates = lambda device: dict(ways)
+measured = []
+def fake(ways, texts, *, rounds):
+    measured.extend(ways)
+    rows = list(texts)[:8]
+    speed = {{"torch float32": 100.0, "onnxruntime int8": 1000.0}}
+    return {{name: (speed[name], embed(rows)) for name, embed in ways.items()}}
+fast.measure = fake
+m = bertscope.load(mode="fast", fast_min_cosine=0.9, calibration={calibration!r})
+vectors = m.embed({texts!r}).vectors
+print(json.dumps({{"torch": "torch" in sys.modules, "transformers": "transformers" in sys.modules,
+                  "measured": measured, "info": m.info().to_dict(), "digest": m.calibration_digest,
+                  "settings": stored_settings(m, {{}}, None), "vectors": vectors.tolist()}}))
+"""
+
+
+def _fast_calibrated(cache: Path, calibration: list[str]) -> tuple[dict[str, Any], str]:
+    done = _fresh(_FAST_CALIBRATED.format(calibration=calibration, texts=TEXTS), cache)
+    return json.loads(done.stdout), done.stderr
+
+
+def test_fast_on_the_callers_texts_opens_light_once_measured_on_them(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The first process finds nothing recorded for the caller's texts: it loads torch, measures (int8
+    fitted on their texts) and records. A second one reads that record and the cached int8 graph without
+    torch or transformers, with the first one's vectors, info() and stored settings. A third, with other
+    texts, does not read it: it measures again, with torch."""
+    cache = tmp_path_factory.mktemp("light-fast-calibrated") / "cache"
+    first, said = _fast_calibrated(cache, CALIBRATION)
+    assert first["torch"] is True and first["measured"] and "fast mode: measuring" in said
+    assert first["info"]["fast"]["chosen"] == "onnxruntime int8" and first["info"]["quantize"] == "int8"
+    assert first["digest"] == calibration_digest(CALIBRATION)  # fitted on the caller's texts, and says so
+    again, said = _fast_calibrated(cache, CALIBRATION)
+    assert again["torch"] is False and again["transformers"] is False
+    assert again["measured"] == [] and "measuring" not in said and "exporting" not in said
+    assert "fast mode: onnxruntime int8," in said  # the same line as the measuring load's choice
+    assert np.array_equal(np.array(again["vectors"]), np.array(first["vectors"]))  # the same graph
+    assert again["info"] == first["info"] and again["settings"] == first["settings"]
+    assert again["digest"] == first["digest"]
+    other = CALIBRATION[1:]  # other texts: their own measurement, never the one recorded for CALIBRATION
+    third, said = _fast_calibrated(cache, other)
+    assert (
+        third["torch"] is True and third["measured"] == first["measured"] and "fast mode: measuring" in said
+    )
+    assert third["digest"] == calibration_digest(other) != first["digest"]
+    assert third["info"]["fast"]["measured"] != first["info"]["fast"]["measured"]
+    assert len(list((cache / "fast").glob("*.json"))) == 2  # one measurement per set of texts
+
+
+def test_a_fast_measurement_serves_only_loads_on_its_own_calibration_texts(
+    cache: Path, bundled_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A measurement recorded on the caller's texts serves neither the shipped texts nor others; one on
+    the shipped texts serves no caller's texts. (The way is not applied here: it would export the model.)"""
+    applied: list[Any] = []
+
+    def apply_way(base: Model, options: dict[str, Any], *, build: Any, calibration: Any) -> Model:
+        applied.append(calibration)
+        return base
+
+    monkeypatch.setattr(fast, "apply_way", apply_way)
+
+    def recorded(calibration: list[str] | None) -> Model | None:
+        model = _light_model(bundled_path)
+        return load_fast_recorded(model, _FAST, min_cosine=0.999, calibration=calibration)
+
+    other = CALIBRATION[1:]
+    _record_measurement(bundled_path, "onnxruntime float32", calibration=CALIBRATION)
+    assert recorded(None) is None and recorded(other) is None and applied == []
+    assert recorded(CALIBRATION) is not None and applied == [CALIBRATION]  # fitted on the caller's texts
+    _record_measurement(bundled_path, "onnxruntime float32")  # the shipped texts'
+    assert recorded(None) is not None and applied == [CALIBRATION, None]
+    assert recorded(other) is None and applied == [CALIBRATION, None]
+
+
 @pytest.mark.parametrize(
     ("options", "light"),
     [
@@ -201,7 +288,7 @@ def test_int8_fitted_on_the_callers_texts_opens_light_once_its_graph_is_cached(
         ({"backend": "torch", "quantize": "int8"}, False),
         ({"mode": "fast"}, True),
         ({"mode": "fast", "remeasure": True}, False),
-        ({"mode": "fast", "calibration": ["a text"]}, False),  # measured on the shipped texts alone
+        ({"mode": "fast", "calibration": ["a text"]}, True),  # measured on them: the file names their digest
         ({"mode": "fast", "device": "cuda"}, False),
     ],
 )
@@ -244,13 +331,16 @@ print(_record_measurement(Path({folder!r}), way))
 """
 
 
-def _record_measurement(folder: Path, chosen: str, *, stale: bool = False) -> str:
+def _record_measurement(
+    folder: Path, chosen: str, *, stale: bool = False, calibration: list[str] | None = None
+) -> str:
     """Write the measurement mode='fast' reads for the bundled model on this machine, with `chosen` the
-    fastest by far (so it wins within any bound); `stale`: written by another bertscope version."""
+    fastest by far (so it wins within any bound); `stale`: written by another bertscope version;
+    `calibration`: the texts it was measured on (None: the shipped ones)."""
     model = _light_model(folder)
     wanted = candidates("cpu")
     assert chosen in wanted
-    path = fast._cache_path(model, fast.calibration_or_shipped(None), wanted)
+    path = fast._cache_path(model, fast.calibration_or_shipped(calibration), wanted)
     rows = [
         Measured(label, way.options, speed, speed / 100.0, 1.0, 1.0)
         for label, way in wanted.items()

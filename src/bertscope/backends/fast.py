@@ -8,8 +8,10 @@ after a warm-up); the fastest whose min cosine to float32, on the calibration se
 ones (`heldout_texts`: ONNX Runtime's int8 is calibrated on the first, so its drift is also read where it
 was not fitted), is >= the bound wins, int8 only when >= 1.5x the fastest float mode in the bound. The
 measurements are kept in the cache per model (weights' hash), machine (CPU model, flags, threads) and
-calibration texts, so a second load does not measure again, and another bound reuses them; they are
-measured again when older than the installed bertscope, implausible, or when asked (`remeasure`).
+calibration texts (their digest in the file's name: figures taken on other texts are never read), so a
+second load does not measure again, and another bound reuses them; they are measured again when older
+than the installed bertscope, implausible, or when asked (`remeasure`). A load that finds its figures
+recorded and a runtime chosen opens without torch (`load_fast_recorded`, shipped texts or the caller's).
 """
 
 from __future__ import annotations
@@ -191,15 +193,19 @@ def load_fast(
     return _chosen(model, best, min_cosine, path)
 
 
-def load_fast_recorded(base: E, asked: dict[str, Any], *, min_cosine: float) -> E | None:
+def load_fast_recorded(
+    base: E, asked: dict[str, Any], *, min_cosine: float, calibration: Sequence[str] | None = None
+) -> E | None:
     """`base` (opened light: float32 on the CPU, no torch) switched to the mode `load_fast` would choose
-    with the shipped calibration texts, read from its recorded measurement, with the same settings and
-    line on stderr; None where `load_fast` must run instead: no measurement recorded for this model,
-    machine and installed versions, a stale or implausible one, or a torch mode chosen (it needs the
-    module, or other torch weights). Nothing is measured or written here."""
+    with the same `calibration` texts (None: the shipped ones), read from its recorded measurement, with
+    the same settings and line on stderr; None where `load_fast` must run instead: no measurement recorded
+    for this model, machine, installed versions and calibration texts (the file's name carries their
+    digest, so one made on other texts is never read), a stale or implausible one, or a torch mode chosen
+    (it needs the module, or other torch weights). Nothing is measured or written here; an int8 way's
+    graph fitted on `calibration` is read from the cache (made, with torch, where it is not there)."""
     _check_asked(asked, min_cosine)
     wanted = candidates("cpu")
-    path = _cache_path(base, calibration_or_shipped(None), wanted)
+    path = _cache_path(base, calibration_or_shipped(calibration), wanted)
     measured = read_measured(path, quiet=True)  # load_fast says why it measures again
     if measured is None or set(wanted) - {m.mode for m in measured}:
         return None
@@ -207,7 +213,8 @@ def load_fast_recorded(base: E, asked: dict[str, Any], *, min_cosine: float) -> 
     if best.options.get("backend") not in (Backend.ONNXRUNTIME.value, Backend.OPENVINO.value):
         return None
     say(_choice_line(best))
-    return _chosen(apply_way(base, best.options, build=_no_build, calibration=None), best, min_cosine, path)
+    model = apply_way(base, best.options, build=_no_build, calibration=calibration)
+    return _chosen(model, best, min_cosine, path)
 
 
 def _choice_line(best: Measured) -> str:

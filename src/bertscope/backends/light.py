@@ -34,12 +34,14 @@ def opens_light(
     ONNX Runtime or OpenVINO; ONNX Runtime's int8; OpenVINO's bfloat16, int8 or int8_static; or
     mode="fast" (read from its recorded measurement, `load_light`). int8 fitted on the caller's own
     `calibration` texts opens light as on the shipped ones: its graph's cache name carries the texts'
-    digest (quantize.export_variant, openvino's int8-static IR key), so a cached one is theirs. mode="fast"
-    with `calibration` (its measurement is recorded for the shipped texts alone) or `remeasure` (it times
-    torch's reference again) takes the full load. Whether torch is needed is decided later: to make an
-    export or int8 graph that is not cached yet, or to run a forward on torch.
+    digest (quantize.export_variant, openvino's int8-static IR key), so a cached one is theirs; so does
+    mode="fast" with `calibration`, its measurement's file name carrying their digest too (fast.py
+    `_cache_path`). mode="fast" with `remeasure` (it times torch's reference again) takes the full load.
+    Whether torch is needed is decided later: to make an export or int8 graph that is not cached yet, to
+    measure where nothing valid is recorded, or to run a forward on torch.
 
-    `asked`: load's device, dtype, backend, quantize and mode, as given."""
+    `asked`: load's device, dtype, backend, quantize and mode, as given. `calibration` decides nothing
+    (the caller's texts open light wherever the shipped ones do); `load` passes it all the same."""
     from ..core.folder import default_device
 
     device = str(asked["device"] or "auto")
@@ -50,7 +52,7 @@ def opens_light(
     float32 = DType.is_float32(asked["dtype"])
     if Mode.parse(asked["mode"], what="mode") is Mode.FAST:  # load_fast refuses any other option
         plain = backend is Backend.AUTO and scheme is Quantize.NONE
-        return float32 and plain and calibration is None and not remeasure
+        return float32 and plain and not remeasure
     if backend is Backend.TORCH:
         return False
     if backend is Backend.OPENVINO:  # float32, bfloat16 (float32 where the CPU lacks it), int8, int8_static
@@ -74,8 +76,8 @@ def load_light(
 ) -> E | None:
     """The encoder `build` makes of the folder opened without torch, on the runtime `asked` (`opens_light`
     said it may be), with the settings the full load records; None where only a full load can open it: a
-    folder transformers alone reads, or mode="fast" with no valid measurement recorded or a torch mode
-    chosen.
+    folder transformers alone reads, or mode="fast" with no valid measurement recorded (for these
+    calibration texts) or a torch mode chosen.
 
     `build(loaded)`: the encoder (the facade's `Model`) of the light parts on the CPU, with load's limits.
     `precision`: OpenVINO's, resolved by the caller (it warns once). `calibration`: the caller's int8
@@ -92,7 +94,7 @@ def load_light(
     if Mode.parse(asked["mode"], what="mode") is Mode.FAST:
         from .fast import load_fast_recorded
 
-        return load_fast_recorded(model, asked, min_cosine=min_cosine)
+        return load_fast_recorded(model, asked, min_cosine=min_cosine, calibration=calibration)
     if backend is Backend.OPENVINO:
         assert precision is not None
         runtimes.use_openvino(model, precision, calibration=calibration)
