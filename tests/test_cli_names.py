@@ -12,6 +12,7 @@ import ast
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -231,8 +232,9 @@ def test_no_keyword_form_survives_in_the_real_messages() -> None:
         ("fast_min_cosine=0.99 is the bound", "--fast-min-cosine 0.99 is the bound"),
         ("give the text with prompt= (--prompt)", "give the text with --prompt"),
         ("name one with column='layer_6' (--column layer_6)", "name one with --column layer_6"),
-        ("a CoNLL-U file needs column= (--label-field), e.g. upos",
+        ("a CoNLL-U file needs label_field= (--label-field), e.g. upos",
          "a CoNLL-U file needs --label-field, e.g. upos"),
+        ("column= is the old name of label_field=", "--column is the old name of --label-field"),
         ("replace it with overwrite=True (--overwrite)", "replace it with --overwrite"),
         ("(or late=False); normalize=False", "(or --naive); --no-normalize"),
         ("ask for no prompt (prompt='')", 'ask for no prompt (--prompt "")'),
@@ -253,13 +255,18 @@ def test_as_flags(message: str, reads: str) -> None:
 # The first N of an input is --limit (bench, eval words, senses; verify's --lines); a corpus file is
 # --corpus (eval words, verify --store, the library's corpus=; static's --from-corpus); the word level of
 # embed is --level words (its --words switch: --words lists words in contextuality, the library's words=);
-# probe's CoNLL-U label field is --label-field (its --column: a vector column in `index`).
+# probe's CoNLL-U label field is --label-field (its --column: a vector column in `index`); the store a
+# command reads is --store (verify, serve; similar's and senses' --in); static reads its items as words with
+# --as-words (its --word switch: `similar --word bank` takes the word).
 
 RENAMED = [  # command, the name shown, the old name (hidden, still read)
     ("verify", "--limit", "--lines"),
     ("static", "--corpus", "--from-corpus"),
     ("embed", "--level", "--words"),
     ("probe", "--label-field", "--column"),
+    ("similar", "--store", "--in"),
+    ("senses", "--store", "--in"),
+    ("static", "--as-words", "--word"),
 ]
 
 
@@ -272,7 +279,7 @@ def _hidden() -> dict[str, set[str]]:
     return found
 
 
-@pytest.mark.parametrize(("command", "new", "old"), RENAMED, ids=[r[0] for r in RENAMED])
+@pytest.mark.parametrize(("command", "new", "old"), RENAMED, ids=[f"{r[0]} {r[1]}" for r in RENAMED])
 def test_the_new_name_is_shown_and_the_old_one_hidden(command: str, new: str, old: str) -> None:
     shown = _ok(command, "--help")
     assert re.search(rf"{re.escape(new)}(?![\w-])", shown), shown
@@ -282,8 +289,8 @@ def test_the_new_name_is_shown_and_the_old_one_hidden(command: str, new: str, ol
 
 def test_a_shown_option_name_is_a_switch_everywhere_or_takes_a_value_everywhere() -> None:
     """`embed --words` (a switch) beside `contextuality --words bank,bread` (a list) was one name for two
-    things; static's --word switch beside `similar --word bank` is the one left (the service's static
-    route calls it word=true too)."""
+    things, and static's --word switch beside `similar --word bank` (static says --as-words now; the
+    service's /static keeps its `word: true`, a published field)."""
     kinds: dict[str, dict[str, set[str]]] = {}
 
     def walk(command: object, name: str) -> None:
@@ -297,8 +304,9 @@ def test_a_shown_option_name_is_a_switch_everywhere_or_takes_a_value_everywhere(
 
     walk(typer.main.get_command(app), "")
     both = {option: k for option, k in kinds.items() if len(k) > 1}
-    assert both == {"--word": {"switch": {"static"}, "value": {"similar"}}}
+    assert both == {}
     assert kinds["--words"] == {"value": {"contextuality"}}
+    assert kinds["--word"] == {"value": {"similar"}} and kinds["--as-words"] == {"switch": {"static"}}
 
 
 def test_verify_limit_and_the_old_lines(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
@@ -378,3 +386,94 @@ def test_probe_label_field_and_the_old_column(tmp_path: Path, tiny_dirs: dict[st
     for flag in ("--label-field", "--column"):
         said = _refusal("probe", "-i", str(pos), "--task", "depth", flag, "upos")
         assert said.startswith(f"error: {flag}: for label probes (--task label) only"), said
+
+
+def test_the_store_a_command_reads_is_store_everywhere() -> None:
+    """verify and serve said --store, similar and senses --in, for the same file (the library's and the
+    service's `store`): --store is shown everywhere a store is read, --in nowhere."""
+    options = _options()
+    for command in ("similar", "senses", "verify", "serve"):
+        assert "--store" in options[command], command
+    shown = {name: names - _hidden().get(name, set()) for name, names in options.items()}
+    assert not any("--in" in names for names in shown.values())
+
+
+def test_similar_store_and_the_old_in(tmp_path: Path) -> None:
+    store = tmp_path / "s.parquet"
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a cat sat\na dog ran\nthe stock fell\n")
+    _ok("embed", "-i", str(corpus), "-o", str(store), "-q")
+    hits = {flag: json.loads(_ok("similar", "a kitten", flag, str(store), "-k", "2", "--json")) for flag in
+            ("--store", "--in")}  # fmt: skip
+    assert hits["--store"] == hits["--in"] and hits["--store"][0]["text"] == "a cat sat"
+    assert _refusal("similar", "a kitten", "--store", str(store), "--in", str(store)) == (
+        "error: --in is the old spelling of --store; give --store only"
+    )
+    assert _refusal("similar", "a kitten") == (
+        "error: name the store to search with --store FILE (.db, .parquet or .npy)"
+    )
+
+
+def test_a_ray_folder_is_refused_in_the_flag_typed(tmp_path: Path) -> None:
+    """The shard to give instead is named under the flag the user typed (--in still reads)."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    (folder / "part-000000.parquet").write_bytes(b"")
+    for flag in ("--store", "--in"):
+        said = _refusal("similar", "a cat", flag, str(folder))
+        assert said.endswith(f"give a shard ({flag} {folder / 'part-000000.parquet'})"), said
+
+
+def test_senses_store_and_the_old_in(tmp_path: Path) -> None:
+    store = tmp_path / "tokens.parquet"
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("we sat on the bank\nthe bank raised rates\nthe river bank flooded\nbank loans rose\n")
+    _ok("embed", "-i", str(corpus), "-o", str(store), "--tokens", "-q")
+    found = {flag: json.loads(_ok("senses", "bank", flag, str(store), "-k", "2", "--json")) for flag in
+             ("--store", "--in")}  # fmt: skip
+    assert found["--store"] == found["--in"] and sum(s["size"] for s in found["--store"]["senses"]) == 4
+    assert "--in is the old spelling of --store" in _refusal(
+        "senses", "bank", "--store", str(store), "--in", str(store)
+    )
+    assert _refusal("senses", "bank").startswith("error: name the token or word store with --store FILE")
+
+
+def test_static_as_words_and_the_old_word(tmp_path: Path) -> None:
+    by_new = json.loads(_ok("static", "breadmaker", "--as-words", "-k", "2", "--json"))
+    assert json.loads(_ok("static", "breadmaker", "--word", "-k", "2", "--json")) == by_new
+    assert by_new["items"][0]["pieces"] == ["bread", "##maker"]
+    assert _refusal("static", "breadmaker", "--as-words", "--word") == (
+        "error: --word is the old spelling of --as-words; give --as-words only"
+    )
+    for flag in ("--as-words", "--word"):  # a refusal names the spelling typed
+        assert f"--ids reads token ids and {flag} reads words" in _refusal("static", "7852", "--ids", flag)
+        said = _refusal("static", "bread", flag, "-o", str(tmp_path / "w.vec"))
+        assert said.endswith(f"not {flag} words"), said
+
+
+def test_probe_label_field_in_the_library(tiny_models: dict[str, bertscope.Model], tmp_path: Path) -> None:
+    """probe(label_field=) names the CoNLL-U field; column=, its old name (a vector column in
+    build_index), still reads with a DeprecationWarning, and both at once are refused."""
+    from bertscope.research.probe import probe
+    from bertscope.research.probe_data import read_words
+
+    pos = Path(__file__).resolve().parents[1] / "examples" / "pos.conllu"
+    moved = tmp_path / "xpos.conllu"  # the tags in XPOS, UPOS left empty: only the field asked finds them
+    lines = [line.split("\t") for line in pos.read_text().splitlines()]
+    moved.write_text(
+        "\n".join("\t".join(f[:3] + ["_", f[3]] + f[5:]) if len(f) == 10 else f[0] for f in lines)
+    )
+    assert read_words(moved, label_field="xpos") == read_words(pos)
+    with pytest.warns(DeprecationWarning, match=r"read_words\(column=...\) is deprecated; use label_field="):
+        assert read_words(moved, column="xpos") == read_words(pos)
+    model = tiny_models["bert"]
+    options: dict[str, Any] = {"layers": "0", "folds": 2, "n_jobs": 1}
+    new = probe(model, moved, label_field="xpos", **options)
+    with pytest.warns(DeprecationWarning, match=r"probe\(column=...\) is deprecated") as caught:
+        old = model.probe(moved, column="xpos", **options)
+    said = [w.filename for w in caught if "column=" in str(w.message)]
+    assert said == [__file__]  # once, pointing at the caller's line
+    assert old.rows == new.rows and len(new.rows) == 2  # static, layer 0
+    assert new.labels == probe(model, pos, **options).labels
+    with pytest.raises(bertscope.InvalidInput, match="column= is the old name of label_field="):
+        probe(model, pos, label_field="upos", column="upos", **options)

@@ -29,7 +29,7 @@ app = typer.Typer(
     help="See and use every embedding of a BERT-family model (default: the bundled all-MiniLM-L6-v2).\n\n"
     'Examples: `bertscope tokens "I like eating bread"`, `bertscope embed "a cat" "a dog" --json`, '
     "`bertscope embed -i corpus.txt -o corpus.parquet`, "
-    '`bertscope similar "a storm" --in corpus.parquet -k 5`; `bertscope COMMAND --help` shows more.',
+    '`bertscope similar "a storm" --store corpus.parquet -k 5`; `bertscope COMMAND --help` shows more.',
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,

@@ -131,14 +131,16 @@ def tokens(
 @app.command()
 def static(
     items: Annotated[
-        list[str] | None, typer.Argument(help="Word pieces (or ids with --ids, words with --word).")
+        list[str] | None, typer.Argument(help="Word pieces (or ids with --ids, words with --as-words).")
     ] = None,
     top_k: Annotated[int, top_k_option("Show this many nearest pieces.", least=0)] = 0,
     neighbors: Annotated[int | None, typer.Option("--neighbors", min=0, hidden=True)] = None,
     ids: Annotated[bool, typer.Option("--ids", help="Read the items as token ids.")] = False,
     word: Annotated[
-        bool, typer.Option("--word", help="Items are words: mean of their pieces' rows.")
+        bool, typer.Option("--as-words", help="Read the items as words: each the mean of its pieces' rows.")
     ] = False,
+    # --word: --as-words' old name, still read, not shown (`similar --word bank` takes the word itself)
+    old_word: Annotated[bool, typer.Option("--word", hidden=True)] = False,
     output: Annotated[
         Path | None,
         typer.Option("--output", "-o", help="Write the rows named (every row if none) to this file."),
@@ -202,7 +204,8 @@ def static(
     """Static word-piece vectors: rows of the input embedding matrix (no position, no segment).
 
     Examples: `bertscope static bread cake -k 10`,
-    `bertscope static --ids 7852`, `bertscope static -o vocab.vec --format word2vec`,
+    `bertscope static --ids 7852`, `bertscope static breadmaker --as-words -k 5` (a word: the mean of its
+    pieces' rows), `bertscope static -o vocab.vec --format word2vec`,
     `bertscope static king queen bread -o three.vec` (only those rows),
     `bertscope static bread cake -o sub.npy` (NumPy: the suffix chooses the format),
     `bertscope static --corpus corpus.txt --layers 1 --min-count 5 -o agg.vec` (each word's
@@ -217,8 +220,12 @@ def static(
     top_k = old_spelling(top_k, neighbors, name="--top-k", old="--neighbors", default=0)
     output = old_spelling(output, export, name="--output", old="--export")
     corpus = old_spelling(corpus, from_corpus, name="--corpus", old="--from-corpus")
+    words_flag = "--word" if old_word else "--as-words"  # refusals name the spelling typed
+    if word and old_word:
+        raise InvalidInput("--word is the old spelling of --as-words; give --as-words only")
+    word = word or old_word
     if ids and word:
-        raise InvalidInput("--ids reads token ids and --word reads words; give one of them")
+        raise InvalidInput(f"--ids reads token ids and {words_flag} reads words; give one of them")
     if corpus is None:
         aggregation = {
             "--layers": layers is not None,
@@ -264,7 +271,9 @@ def static(
         return
     if output is not None:
         if word and items:
-            raise InvalidInput("--output writes word-piece rows; name pieces (or --ids), not --word words")
+            raise InvalidInput(
+                f"--output writes word-piece rows; name pieces (or --ids), not {words_flag} words"
+            )
         named: list[Any] | None = ([_token_id(i) for i in items] if ids else list(items)) if items else None
         written = export_static(m, output, fmt, items=named, overwrite=overwrite)
         rows = f"{len(named)} rows" if named else "every row"

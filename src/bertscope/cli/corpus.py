@@ -19,6 +19,7 @@ from .app import (
     app,
     emit_json,
     err,
+    old_spelling,
     out,
     top_k_option,
     warn,
@@ -95,9 +96,12 @@ def run_job(
 @app.command()
 def similar(
     query: Annotated[str | None, typer.Argument(help="The text to search with.")] = None,
-    store: Annotated[Path, typer.Option("--in", help="A bertscope output: .db, .parquet or .npy.")] = Path(
-        "-"
-    ),
+    store: Annotated[
+        Path | None, typer.Option("--store", help="The store to search: a bertscope .db, .parquet or .npy.")
+    ] = None,
+    # --in: --store's old name, still read, not shown (verify --store, serve --store and the library's
+    # and the service's `store` name the same file)
+    old_in: Annotated[Path | None, typer.Option("--in", hidden=True)] = None,
     collection: Annotated[
         str | None, typer.Option("--collection", "-c", help="Collection in a .db file.")
     ] = None,
@@ -141,22 +145,24 @@ def similar(
     The query is embedded the store's way; a store made with a passage prompt is searched with the
     model's query prompt (--prompt-name/--prompt choose another).
 
-    Examples: `bertscope similar "a storm hits the coast" --in docs.db --collection news -k 5`,
-    `bertscope similar "how many people live there?" --in chunks.parquet` (a chunk store: each hit
+    Examples: `bertscope similar "a storm hits the coast" --store docs.db --collection news -k 5`,
+    `bertscope similar "how many people live there?" --store chunks.parquet` (a chunk store: each hit
     with its document, chunk number and span),
-    `bertscope similar --id 42 --in corpus.parquet -k 5`,
-    `bertscope similar "a storm" --in corpus.parquet --view cls4 --exact`,
-    `bertscope similar --in tokens.parquet --word bank --context "we sat on the bank of the river" -k 10`
+    `bertscope similar --id 42 --store corpus.parquet -k 5`,
+    `bertscope similar "a storm" --store corpus.parquet --view cls4 --exact`,
+    `bertscope similar --store tokens.parquet --word bank --context "we sat on the bank of the river" -k 10`
     (a store made with `embed --tokens` or `--level words`; `--word bank` alone lists its occurrences)
     """
     import warnings
 
     from ..io.search import search
 
-    if str(store) == "-":
-        raise InvalidInput("name the store to search with --in FILE (.db, .parquet or .npy)")
+    store = old_spelling(store, old_in, name="--store", old="--in")
+    if store is None:
+        raise InvalidInput("name the store to search with --store FILE (.db, .parquet or .npy)")
     if store.is_dir() or store.name.startswith("part-"):
-        ray_shards(store, option="--in", command="similar")
+        # the shard is named under the flag typed
+        ray_shards(store, option="--in" if old_in is not None else "--store", command="similar")
     run = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize, "threads": threads}
     if any(value is not None for value in run.values()):
         model = _store_model(store, collection, model, run)

@@ -147,7 +147,7 @@ def probe_command(
     """
     from ..research.probe import probe
 
-    column = old_spelling(label_field, old_column, name="--label-field", old="--column")
+    label_field = old_spelling(label_field, old_column, name="--label-field", old="--column")
     picture = picture_output(output, overwrite=overwrite)  # before the work, with the matrix beside it
     if picture is not None and per_label and task.strip().lower() == "label":
         picture_output(_beside(picture, "confusion"), overwrite=overwrite)
@@ -157,7 +157,7 @@ def probe_command(
         if task.strip().lower() not in TASKS:
             raise InvalidSpec(f"unknown --task {task!r}; choose one of: label, {', '.join(TASKS)}")
         label_only = {
-            "--control": control, "--column" if old_column else "--label-field": column is not None,
+            "--control": control, "--column" if old_column else "--label-field": label_field is not None,
             "--level": _singular(level) != "word",
             "--folds": folds != 5, "--probe": probe_kind is not None, "--sweep": sweep is not None,
             "--per-label": per_label, "--per-label-layer": per_label_layer is not None,
@@ -185,7 +185,7 @@ def probe_command(
     m = load_model(model, device=device, threads=threads)
     result = probe(
         m, input_path, level=_singular(level), layers=layers, folds=folds, control=control, subword=subword,
-        column=column, seed=seed, n_jobs=n_jobs, test=test, kind=probe_kind, sweep=sweep,
+        label_field=label_field, seed=seed, n_jobs=n_jobs, test=test, kind=probe_kind, sweep=sweep,
         per_label=per_label, per_label_layer=per_label_layer,
     )  # fmt: skip
     if picture is not None:

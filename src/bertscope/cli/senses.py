@@ -8,7 +8,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from .app import JsonOpt, app, emit_json, err, out, warn
+from ..errors import InvalidInput
+from .app import JsonOpt, app, emit_json, err, old_spelling, out, warn
 from .pictures import OverwriteOpt, picture_output
 
 
@@ -16,9 +17,13 @@ from .pictures import OverwriteOpt, picture_output
 def senses(
     word: Annotated[str, typer.Argument(help="The word whose senses to find.")],
     store: Annotated[
-        Path,
-        typer.Option("--in", help="A token or word store (.parquet from embed --tokens or --level words)."),
-    ],
+        Path | None,
+        typer.Option(
+            "--store", help="A token or word store (.parquet from embed --tokens or --level words)."
+        ),
+    ] = None,
+    # --in: --store's old name, still read, not shown (as similar's)
+    old_in: Annotated[Path | None, typer.Option("--in", hidden=True)] = None,
     k: Annotated[
         int | None, typer.Option("-k", help="How many senses (default: best silhouette of 2..8).")
     ] = None,
@@ -39,12 +44,16 @@ def senses(
 ) -> None:
     """Cluster a word's occurrences into senses; print each sense's size and most central examples.
 
-    Examples: `bertscope senses bank --in tokens.parquet -o senses.png` (k chosen by silhouette, or `-k 2`),
-    `bertscope senses bank --in stacked.parquet --layer 6` (one layer of a store made with --combine stack)
+    Examples: `bertscope senses bank --store tokens.parquet -o senses.png` (k chosen by silhouette, or
+    `-k 2`), `bertscope senses bank --store stacked.parquet --layer 6` (one layer of a store made with
+    --combine stack)
     """
     from ..research.plots import Projection
     from ..research.senses import word_senses
 
+    store = old_spelling(store, old_in, name="--store", old="--in")
+    if store is None:
+        raise InvalidInput("name the token or word store with --store FILE (.parquet from embed --tokens)")
     how = Projection.parse(method, what="projection")
     picture = picture_output(output, overwrite=overwrite)
     found = word_senses(store, word, k=k, examples=examples, limit=limit, layer=layer)

@@ -11,7 +11,7 @@ spelling (`--quantize int8_fused`, as --quantize takes it).
     normalize=True / late=False       ->  --normalize / --naive
     mode='fast'                       ->  --fast
     post= (--post)                    ->  --post             (a message that already names the flag)
-    column= (--label-field)           ->  --label-field      (the flag probe gives it under)
+    label_field= (--label-field)      ->  --label-field
     (pooling='cls'; --pooling cls)    ->  (--pooling cls)     (and `(format=, --format)`)
     k must be a whole number ...      ->  -k must be a whole number ...
 """
@@ -25,9 +25,9 @@ FLAGS: dict[str, str] = {
     name: "--" + name.replace("_", "-")
     for name in (
         "backend", "batch_size", "chunk_overlap", "chunk_size", "chunks", "collection", "column", "combine",
-        "device", "dim", "dtype", "engine", "fast_min_cosine", "format", "id_field", "layers", "level",
-        "limit", "long", "mask_special", "min_count", "n_jobs", "normalize", "overwrite", "pooling", "post",
-        "prompt", "prompt_name", "quantize", "remeasure", "resume", "seed", "stride", "subword",
+        "device", "dim", "dtype", "engine", "fast_min_cosine", "format", "id_field", "label_field", "layers",
+        "level", "limit", "long", "mask_special", "min_count", "n_jobs", "normalize", "overwrite", "pooling",
+        "post", "prompt", "prompt_name", "quantize", "remeasure", "resume", "seed", "stride", "subword",
         "text_field", "threads", "view", "workers",
     )
 } | {"k": "-k", "late": "--late"}  # fmt: skip
@@ -40,9 +40,6 @@ SWITCHES: dict[str, tuple[str, str | None]] = {
     "remeasure": ("--remeasure", None),
     "resume": ("--resume", None),
 }
-# Keywords one command gives under another flag: probe's `column` (a CoNLL-U field) is --label-field there,
-# --column being index's vector column; a message that names that flag keeps it.
-OTHER_FLAGS: dict[str, tuple[str, ...]] = {"column": ("--label-field",)}
 # `mode` is no flag: its one non-default value is --fast.
 MODES = {"fast": "--fast"}
 # Names with an underscore are Python names wherever a message has them bare ("fast_min_cosine applies
@@ -114,7 +111,7 @@ def _flags_of(kw: str) -> set[str]:
     """Every flag that gives `kw`: a message that already names one needs no second spelling."""
     if kw == "mode":
         return set(MODES.values())
-    return {FLAGS[kw], *OTHER_FLAGS.get(kw, ()), *(flag for flag in SWITCHES.get(kw, ()) if flag)}
+    return {FLAGS[kw], *(flag for flag in SWITCHES.get(kw, ()) if flag)}
 
 
 def _call_spans(text: str) -> list[tuple[int, int]]:

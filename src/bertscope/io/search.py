@@ -68,7 +68,7 @@ def search(
     if not level.searchable:
         raise CorpusError(
             f"{opened.path} holds {level.name.value} rows, not one vector per text; search it by occurrence "
-            "(search_occurrences, or bertscope similar --in STORE --word WORD --context TEXT)"
+            "(search_occurrences, or bertscope similar --store STORE --word WORD --context TEXT)"
         )
     spans = level.spans  # a hit is a span of a document: its id, number and span come back
     if spans and item_id is not None:

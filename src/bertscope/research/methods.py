@@ -32,7 +32,7 @@ class ResearchMethods(Encoder):
         folds: int = 5,
         control: bool = False,
         subword: SubwordPooling | str = "mean",
-        column: str | None = None,
+        label_field: str | None = None,
         seed: int = 0,
         progress: bool | None = None,
         n_jobs: int | None = None,
@@ -41,16 +41,20 @@ class ResearchMethods(Encoder):
         sweep: str | None = None,
         per_label: bool = False,
         per_label_layer: int | str | None = None,
+        column: str | None = None,
     ) -> Any:
         """Probes per layer (and `static`) on a labelled file or list, cross-validated by sentence or
         scored on `test` (held out); see `research.probe.probe` (control task and selectivity with
-        `control=True`, `kind` linear or mlp, a capacity `sweep`, `per_label` figures, fits on `n_jobs`)."""
+        `control=True`, `kind` linear or mlp, a capacity `sweep`, `per_label` figures, fits on `n_jobs`;
+        `label_field` the CoNLL-U field holding the label, `column` its deprecated old name)."""
         from .probe import probe
+        from .probe_data import label_field_of
 
+        label_field = label_field_of(label_field, column, caller="probe")
         return probe(
             self, data, level=level, layers=layers, folds=folds, control=control, subword=subword,
-            column=column, seed=seed, progress=progress, n_jobs=n_jobs, test=test, kind=kind, sweep=sweep,
-            per_label=per_label, per_label_layer=per_label_layer,
+            label_field=label_field, seed=seed, progress=progress, n_jobs=n_jobs, test=test, kind=kind,
+            sweep=sweep, per_label=per_label, per_label_layer=per_label_layer,
         )  # fmt: skip
 
     def structural_probe(

@@ -28,6 +28,7 @@ import numpy as np
 from ..core._enums import SubwordPooling
 from ..core.layers import LayerSpec, parse_layers
 from ..errors import InvalidInput
+from .probe_data import label_field_of
 from .probe_eval import ProbeKind, classifiers
 from .probe_features import (
     Features,
@@ -68,7 +69,7 @@ def probe(
     folds: int = 5,
     control: bool = False,
     subword: SubwordPooling | str = SubwordPooling.MEAN,
-    column: str | None = None,
+    label_field: str | None = None,
     seed: int = 0,
     progress: bool | None = None,
     n_jobs: int | None = None,
@@ -77,18 +78,20 @@ def probe(
     sweep: str | None = None,
     per_label: bool = False,
     per_label_layer: int | str | None = None,
+    column: str | None = None,
 ) -> ProbeResult:
     """Probes on every layer asked (plus `static`) for a labelled file or list: cross-validated by
     sentence, or with `test` trained on `data` and scored on `test` (held out, no folds).
 
-    `data` is a path (word level: `word<TAB>label`, blank line between sentences, or CoNLL-U with
-    `column`; sentence level: `text<TAB>label`), or in Python: word level a list of sentences of
-    (word, label) pairs, sentence level a list of (text, label) pairs; `test` the same. `kind` (linear,
-    mlp) and `sweep` (`hidden=16,64` or `rank=8,32`) choose the probes (see probe_eval); `per_label` adds
-    per-label figures and the confusion matrix of the best row, or of layer `per_label_layer`. `n_jobs`
-    processes run the fits (scikit-learn's convention, -1 every CPU; None: every CPU from 2,000 items,
-    else this process).
+    `data` is a path (word level: `word<TAB>label`, blank line between sentences, or CoNLL-U with the
+    label in the field `label_field`, e.g. upos: `column` is its deprecated old name; sentence level:
+    `text<TAB>label`), or in Python: word level a list of sentences of (word, label) pairs, sentence
+    level a list of (text, label) pairs; `test` the same. `kind` (linear, mlp) and `sweep` (`hidden=16,64`
+    or `rank=8,32`) choose the probes (see probe_eval); `per_label` adds per-label figures and the
+    confusion matrix of the best row, or of layer `per_label_layer`. `n_jobs` processes run the fits
+    (scikit-learn's convention, -1 every CPU; None: every CPU from 2,000 items, else this process).
     """
+    label_field = label_field_of(label_field, column, caller="probe")
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
     if folds < 2:
         raise InvalidInput(f"--folds {folds}: cross-validation needs at least 2 folds")
@@ -98,7 +101,9 @@ def probe(
     if n_jobs is not None and not usable_jobs:
         raise InvalidInput(f"n_jobs={n_jobs!r}: give a number of processes (1 or more), or -1 for every CPU")
     report_row = _report_row(per_label_layer, chosen, model.n_layers)
-    read: dict[str, Any] = dict(level=level, layers=chosen, subword=subword, column=column, progress=progress)
+    read: dict[str, Any] = dict(
+        level=level, layers=chosen, subword=subword, label_field=label_field, progress=progress
+    )
     feats = read_features(model, data, folds=None if test is not None else folds, **read)
     n_train = None
     if test is not None:

@@ -7,6 +7,7 @@ context only (it is read by the model but not probed), so a sense task can label
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,8 +16,8 @@ from typing import Any
 from ..errors import CorpusError, InvalidInput
 
 __all__ = [
-    "JoinedWords", "LabelledSentence", "read_words", "read_sentences", "text_lines", "CONLLU_COLUMNS",
-    "CONTEXT",
+    "JoinedWords", "LabelledSentence", "label_field_of", "read_words", "read_sentences", "text_lines",
+    "CONLLU_COLUMNS", "CONTEXT",
 ]  # fmt: skip
 
 CONTEXT = "_"
@@ -74,28 +75,47 @@ def _empty(path: Path, layout: str) -> CorpusError:
     return CorpusError(f"{path} is empty: a probe file holds one {layout} per line")
 
 
-def _column_index(column: str | int) -> int:
-    if isinstance(column, int) or column.isdigit():
-        index = int(column) - 1
+def _field_index(field: str | int) -> int:
+    if isinstance(field, int) or field.isdigit():
+        index = int(field) - 1
         if not 1 <= index < len(CONLLU_COLUMNS):
-            raise InvalidInput(f"CoNLL-U column {column} does not exist; give 2..10 or a name")
+            raise InvalidInput(f"CoNLL-U field {field} does not exist; give 2..10 or a name")
         return index
-    if column.lower() not in CONLLU_COLUMNS[1:]:
-        raise InvalidInput(
-            f"unknown CoNLL-U column {column!r}; choose one of: {', '.join(CONLLU_COLUMNS[2:])}"
-        )
-    return CONLLU_COLUMNS.index(column.lower())
+    if field.lower() not in CONLLU_COLUMNS[1:]:
+        raise InvalidInput(f"unknown CoNLL-U field {field!r}; choose one of: {', '.join(CONLLU_COLUMNS[2:])}")
+    return CONLLU_COLUMNS.index(field.lower())
 
 
-def read_words(path: str | Path, *, column: str | int | None = None) -> list[LabelledSentence]:
-    """Sentences of labelled words from `word<TAB>label` lines, or from CoNLL-U (`column`, default upos).
+def label_field_of(label_field: Any, column: Any, *, caller: str) -> Any:
+    """`label_field`, or `column`, its old keyword, with a DeprecationWarning (`column` is a vector
+    column elsewhere: `build_index(column=)`); both at once is refused. The public function `caller`
+    calls it itself, so the warning points at the line that called `caller`."""
+    if column is None:
+        return label_field
+    if label_field is not None:
+        raise InvalidInput("column= is the old name of label_field=; give label_field= only")
+    warnings.warn(
+        f"{caller}(column=...) is deprecated; use label_field=..., the CoNLL-U field holding the label",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return column
 
-    A `.conllu` file, or any file when `column` is given, is read as CoNLL-U: comment lines, multiword
-    ranges (1-2) and empty nodes (1.1) are skipped, the word is FORM and the label the column asked.
+
+def read_words(
+    path: str | Path, *, label_field: str | int | None = None, column: str | int | None = None
+) -> list[LabelledSentence]:
+    """Sentences of labelled words from `word<TAB>label` lines, or from CoNLL-U (`label_field`, default
+    upos; `column` is its deprecated old name).
+
+    A `.conllu` file, or any file when `label_field` is given, is read as CoNLL-U: comment lines,
+    multiword ranges (1-2) and empty nodes (1.1) are skipped, the word is FORM and the label the field
+    asked.
     """
+    label_field = label_field_of(label_field, column, caller="read_words")
     path = Path(path)
-    conllu = column is not None or path.suffix.lower() == ".conllu"
-    index = _column_index(column or "upos") if conllu else 1
+    conllu = label_field is not None or path.suffix.lower() == ".conllu"
+    index = _field_index(label_field or "upos") if conllu else 1
     sentences: list[LabelledSentence] = []
     words: list[str] = []
     labels: list[str] = []
@@ -122,8 +142,8 @@ def read_words(path: str | Path, *, column: str | int | None = None) -> list[Lab
         else:
             if len(fields) != 2:
                 raise CorpusError(
-                    f"{path}:{number}: expected word<TAB>label (label _ for a context word), "
-                    f"found {len(fields)} field(s); a CoNLL-U file needs column= (--label-field), e.g. upos"
+                    f"{path}:{number}: expected word<TAB>label (label _ for a context word), found "
+                    f"{len(fields)} field(s); a CoNLL-U file needs label_field= (--label-field), e.g. upos"
                 )
             word, label = fields
         if not word.strip() or not label.strip():

@@ -139,7 +139,7 @@ def read_features(
     level: Level | str,
     layers: list[int],
     subword: SubwordPooling | str,
-    column: str | None,
+    label_field: str | None,
     progress: bool | None,
     folds: int | None,
     checked: bool = True,
@@ -150,7 +150,9 @@ def read_features(
     how = SubwordPooling.parse(subword, what="subword pooling")
     name = source_name(data)
     if kind is Level.WORD:
-        sentences = read_words(data, column=column) if isinstance(data, (str, Path)) else as_sentences(data)
+        sentences = (
+            read_words(data, label_field=label_field) if isinstance(data, (str, Path)) else as_sentences(data)
+        )
         labels = [label for s in sentences for label in s.labels if label != CONTEXT]
         groups = {s.text for s in sentences if set(s.labels) != {CONTEXT}}
     else:
