@@ -253,9 +253,13 @@ def _refused_combinations(
         refused.append(_when(inputs={"type": "string"}, chunks={**nested, "minItems": 1}))
         refused.append(_when(inputs={"type": "array"}, chunks={**flat, "minItems": 1}))
     if {"words", "inputs"} <= fields:
-        # Words come from one text's own word ids: pairs are refused with words=true.
+        # Words come from one text's own word ids: pairs are refused with words=true (or level words).
         pairs = {"type": "array", "contains": {"type": "array"}}
         refused.append(_when(words={"const": True}, inputs=pairs))
+        if "level" in fields:
+            refused.append(_when(level={"const": "words"}, inputs=pairs))
+            # one name for the level: "words" is the older spelling of "level", and never sent with it
+            refused.append({"type": "object", "required": ["level", "words"]})
     if {"word", "inputs"} <= fields:
         # With word=true every item is a word (a string), not an id.
         ids = {"anyOf": [{"type": "integer"}, {"type": "array", "contains": {"type": "integer"}}]}

@@ -62,15 +62,16 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
 
     @app.post("/embed_tokens", response_model=TokensResponse, tags=["embeddings"])
     async def embed_tokens(req: TokensRequest) -> Response:
-        """Per-token vectors of any layers with tokens and offsets; per-word vectors with words=true."""
+        """Per-token vectors of any layers with tokens and offsets; per-word vectors with level words."""
         items = svc.texts(req.inputs)
-        if req.words and any(isinstance(item, tuple) for item in items):
-            raise InvalidInput("words=true takes texts, not (A, B) pairs: words index into one text")
+        if req.with_words and any(isinstance(item, tuple) for item in items):
+            asked = "words=true" if req.words else "level='words'"  # the spelling the client sent
+            raise InvalidInput(f"{asked} takes texts, not (A, B) pairs: words index into one text")
         how = SubwordPooling.parse(req.subword, what="subword pooling")
         spec = svc.model.spec(layers=req.layers, combine=req.combine, pooling="mean", long=req.long,
                               stride=req.stride)  # fmt: skip
         kept = len(spec.layers) if spec.combine in (Combine.CONCAT, Combine.STACK) else 1
-        width = svc.model.info().hidden_size * kept * (2 if req.words else 1)
+        width = svc.model.info().hidden_size * kept * (2 if req.with_words else 1)
         # Tokenized once: these tokens bound the answer and are the ones embedded. Texts read whole are
         # counted first, so a request over either limit is refused before its Tokens are made.
         over = min(svc.max_request_tokens // kept, svc.settings.max_answer_floats // width)
@@ -85,7 +86,7 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
 
         def work() -> tuple[list[Any], list[Any] | None]:
             found = svc.model.embed_fitted_tokens(tokens, spec)
-            return found, [word_embeddings(t, how) for t in found] if req.words else None
+            return found, [word_embeddings(t, how) for t in found] if req.with_words else None
 
         found, words = await svc.on_worker(work, n_tokens=count)
 

@@ -17,7 +17,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ..core._enums import Combine, LongText, Pooling, StrEnum, SubwordPooling
+from ..core._enums import Combine, Level, LongText, Pooling, StrEnum, SubwordPooling
 from ..core.spec import EmbedOptions
 from ..errors import InvalidSpec
 
@@ -37,6 +37,7 @@ __all__ = [
     "EmbedResponse",
     "TokensRequest",
     "TokensResponse",
+    "ONE_LEVEL",
     "ELSEWHERE",
     "OpenAIRequest",
     "OpenAIResponse",
@@ -214,14 +215,45 @@ class EmbedResponse(BaseModel):
     spec: dict[str, Any]
 
 
+# What a row is, as `embed --level` and the corpus jobs' `level` name it; /embed_tokens answers these two
+# (sentence vectors: /v2/embed; chunks: /v2/embed_chunks).
+TokenLevel = Annotated[Literal[Level.TOKENS, Level.WORDS], spelled(Level)]
+# "words": true was "level": "words" before the level had the name it has everywhere else.
+ONE_LEVEL = (
+    '"level" and "words" both given: "words": true is the older spelling of "level": "words"; send "level" '
+    "only"
+)
+
+
 class TokensRequest(_LayerFields):
-    """Per-token (and with words=true, per-word) vectors of the chosen layers."""
+    """Per-token (and with level "words", per-word) vectors of the chosen layers."""
 
     inputs: Texts = Field(description=_TEXTS)
-    words: StrictBool = Field(False, description="Also pool word pieces into word vectors.")
+    level: TokenLevel = Field(
+        Level.TOKENS,
+        description="tokens: each text's token vectors; words: each text's word vectors too (its word "
+        "pieces pooled by subword).",
+    )
+    words: StrictBool = Field(
+        False,
+        description='The older spelling of "level": "words" (true); send one of them.',
+        json_schema_extra={"deprecated": True},
+    )
     subword: Annotated[SubwordPooling, spelled(SubwordPooling)] = Field(
         SubwordPooling.MEAN, description="How a word's pieces become one vector."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_level(cls, given: Any) -> Any:
+        if isinstance(given, dict) and "level" in given and "words" in given:
+            raise PydanticCustomError("one_name", ONE_LEVEL)
+        return given
+
+    @property
+    def with_words(self) -> bool:
+        """Word vectors asked for, by either spelling."""
+        return self.words or self.level is Level.WORDS
 
 
 # (tokens or words, d), or with combine "stack" and several layers (tokens or words, layers, d).

@@ -35,6 +35,8 @@ _WHOLE = {"inputs": "token id", "input": "token id", "ids": "token id", "items":
 _WHOLE |= {"layers": "layer number", "chunks": "character offset"}
 # A text that is a spec, not a text to embed.
 _TEXT = {"layers": 'a layer spec such as "-4:"'}
+# The request models' own rules (schemas.py), already one line in the client's words: said as written.
+_OWN_LINES = ("field_elsewhere", "one_name")
 # `<LongText.TRUNCATE: 'truncate'>`, pydantic's words for an enum member in a Literal: `'truncate'`.
 _MEMBER = re.compile(r"<\w+\.\w+: ('[^']*')>")
 
@@ -102,7 +104,7 @@ def readable(exc_errors: list[Any], body: Any, model: type[BaseModel] | None) ->
         elif err.get("type") == "json_invalid":
             reason = (err.get("ctx") or {}).get("error", "")
             line = f"body: not valid JSON at character {loc[0] if loc else '?'} ({reason})"
-        elif err.get("type") == "field_elsewhere":
+        elif err.get("type") in _OWN_LINES:
             line = str(err.get("msg"))
         else:
             said = _MEMBER.sub(r"\1", str(err.get("msg", "invalid")))
