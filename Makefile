@@ -23,8 +23,8 @@ demo: $(STAMP)
 	$(BIN)/bertscope info
 	$(BIN)/bertscope embed -i examples/news.txt -o $(DEMO_DB) --collection news --overwrite
 	$(BIN)/bertscope collections $(DEMO_DB)
-	$(BIN)/bertscope similar "a storm hits the coast" --in $(DEMO_DB) --collection news -k 5
-	$(BIN)/bertscope similar "the price of food keeps rising" --in $(DEMO_DB) --collection news -k 5
+	$(BIN)/bertscope similar "a storm hits the coast" --store $(DEMO_DB) --collection news -k 5
+	$(BIN)/bertscope similar "the price of food keeps rising" --store $(DEMO_DB) --collection news -k 5
 	$(BIN)/bertscope anatomy "I like eating bread"
 
 # Debian's Chromium for the explorer's browser test (Playwright drives it; no browser is downloaded)
