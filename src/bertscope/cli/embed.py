@@ -134,7 +134,10 @@ def embed(
     # (`contextuality --words bank,bread`, the library's words=)
     words: Annotated[bool, typer.Option("--words", hidden=True)] = False,
     subword: Annotated[
-        str, typer.Option("--subword", help="Word pieces to word: first, last, mean, first_last.")
+        str,
+        typer.Option(
+            "--subword", help="With --level words: word pieces to word by first, last, mean or first_last."
+        ),
     ] = "mean",
     view: Annotated[
         list[str] | None,
@@ -148,7 +151,12 @@ def embed(
         bool, typer.Option("--index", help="Build the ANN index beside the .parquet/.npy output.")
     ] = False,
     precision: Annotated[
-        str, typer.Option("--precision", help="Stored vectors: float32 (exact) or float16 (half the size).")
+        str,
+        typer.Option(
+            "--precision",
+            help="Stored vectors of a corpus job (-o .parquet or .npy): float32 (exact) or float16 (half "
+            "the size); printed vectors are float32.",
+        ),
     ] = "float32",
     pair: PairOpt = None,
     model: ModelOpt = None,
@@ -163,10 +171,11 @@ def embed(
     as_json: JsonOpt = False,
     engine: EngineOpt = "local",
     workers: Annotated[
-        int, typer.Option("--workers", min=1, help="Ray actors, each with its own model.")
+        int, typer.Option("--workers", min=1, help="With --engine ray: Ray actors, each with its own model.")
     ] = 2,
     address: Annotated[
-        str | None, typer.Option("--address", help="Ray cluster to join (auto: the running one).")
+        str | None,
+        typer.Option("--address", help="With --engine ray: the Ray cluster to join (auto: the running one)."),
     ] = None,
 ) -> None:
     """Contextual vectors of any layer, pooled per text (default), per token or per word.
@@ -183,7 +192,8 @@ def embed(
     `bertscope embed -i corpus.txt -o views.parquet --view last=-1/mean --view cls4=-4:/cls`,
     `bertscope embed -i docs.txt --chunks sentence --late` (a vector per sentence of each line, in context),
     `bertscope embed -i corpus.txt -o words.parquet --level words` (any level of the table by name),
-    `bertscope embed "what is late chunking?" --prompt-name query` (the model's own query prompt),
+    `bertscope embed "what is late chunking?" -m Snowflake/snowflake-arctic-embed-m-v1.5 --prompt-name query`
+    (the query prompt of a model that ships prompts; the bundled model has none),
     `bertscope embed "How are you?" --pair "Fine, thanks."` ([CLS] A [SEP] B [SEP]; with --tokens too)
     """
     flagged = [
@@ -207,7 +217,8 @@ def embed(
     if index:
         _refuse_index(output, level, engine)
     _refuse_unused(output, as_json, collection=collection, resume=resume, overwrite=overwrite,
-                   skip_bad=skip_bad, no_text=no_text)  # fmt: skip
+                   skip_bad=skip_bad, no_text=no_text, precision=_given(ctx, "precision"))  # fmt: skip
+    _refuse_idle_options(ctx, output, input_path, level=level, engine=engine, collection=collection)
     if stride is not None:
         # checked now, not at the first long text part-way through a corpus job
         from ..core.folder import FolderView
@@ -315,15 +326,67 @@ def _refuse_unused(output: Path | None, as_json: bool, **corpus_only: Any) -> No
         raise InvalidInput(f"{', '.join(given)}: for corpus jobs only; add -o FILE or leave them out")
 
 
+def _given(ctx: typer.Context, name: str) -> bool:
+    """Whether the option `name` was typed (or read from the environment), not left at its default."""
+    # By name: typer ships its own copy of click, whose ParameterSource is not click's.
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+
+
+def _refuse_idle_options(
+    ctx: typer.Context, output: Path | None, input_path: str | None, *, level: str, engine: str,
+    collection: str | None,
+) -> None:  # fmt: skip
+    """Refuse an option given where it has no effect (it would be ignored in silence), naming where it
+    applies: --subword off the word level, --workers/--address without Ray, --text-field/--id-field
+    without records to read them from, --collection and --precision float16 where the store has no use
+    for them (the corpus-only options without -o are `_refuse_unused`'s)."""
+    from ..io.level_table import level_of
+
+    if _given(ctx, "subword") and "subword" not in level_of(level).options:
+        raise InvalidInput(
+            f"--subword pools each word's pieces into one vector: it applies with --level words ({level} "
+            "rows here); add --level words or drop --subword"
+        )
+    if ray_only := [f"--{name}" for name in ("workers", "address") if _given(ctx, name)]:
+        if engine is not Engine.RAY:
+            raise InvalidInput(
+                f"{' and '.join(ray_only)}: for --engine ray only; add --engine ray or drop it"
+            )
+    fields = [f"--{name.replace('_', '-')}" for name in ("text_field", "id_field") if _given(ctx, name)]
+    if fields and (input_path is None or input_path == "-" or input_path.lower().endswith(".txt")):
+        what = f"{fields[0]} names a field" if len(fields) == 1 else f"{' and '.join(fields)} name fields"
+        source = "stdin" if input_path == "-" else input_path
+        read = (
+            "texts given as arguments are not records"
+            if source is None
+            else f"{source} is read a line a text"
+        )
+        raise InvalidInput(f"{what} of -i FILE records (.jsonl, .csv, .tsv, .parquet); {read}: drop it")
+    if output is None:
+        return
+    from ..io.formats import Format, format_of
+
+    sqlite = format_of(output) is Format.SQLITE
+    if collection is not None and not sqlite:
+        raise InvalidInput(
+            f"--collection names a collection in an SQLite store (.db); {output.name} holds one set of "
+            "rows: drop --collection or write -o FILE.db"
+        )
+    if sqlite and _given(ctx, "precision") and ctx.params.get("precision") != "float32":
+        raise InvalidInput(
+            f"--precision float16 halves a .parquet or .npy store; {output.name} keeps float32 vectors: "
+            "drop --precision or write -o FILE.parquet"
+        )
+
+
 def _refuse_idle_chunk_options(ctx: typer.Context, chunks: str | None, *, late: bool, long: str) -> None:
     """Refuse a chunk option the run would not read (it would be ignored in silence), and --long truncate
     with late chunks (which would run windowed in silence)."""
     from ..core.chunking import ChunkBy
 
     def given(name: str) -> bool:
-        # By name: typer ships its own copy of click, whose ParameterSource is not click's.
-        source = ctx.get_parameter_source(name)
-        return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
+        return _given(ctx, name)
 
     by = None if chunks is None else ChunkBy.parse(chunks, what="chunking")
     for name in ("chunk_size", "chunk_overlap"):
