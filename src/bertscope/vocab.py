@@ -26,7 +26,7 @@ from .static import static_word
 if TYPE_CHECKING:
     from .core.encoder import Encoder
 
-__all__ = ["Init", "add_tokens", "save"]
+__all__ = ["Init", "add_tokens", "new_words", "save"]
 
 InitSpec = str | Mapping[str, Sequence[str]]
 E = TypeVar("E", bound="Encoder")
@@ -46,16 +46,10 @@ def add_tokens(model: E, words: Sequence[str], *, init: InitSpec = "pieces", see
     Words the tokenizer already keeps as one piece (after its own normalisation, e.g. lowercasing) are
     left as they are. The new tokens match whole words only (`single_word`), so "covid19x" still splits.
     """
-    if isinstance(words, str) or not words:
-        raise InvalidInput("add_tokens takes a non-empty list of words, e.g. ['covid19', 'mRNA']")
-    normalizer = model.loaded.tokenizer.backend_tokenizer.normalizer
-    forms = {w: (normalizer.normalize_str(w) if normalizer else w).strip() for w in words}
-    bad = [w for w, form in forms.items() if not form or any(c.isspace() for c in form)]
-    if bad:
-        raise InvalidInput(f"tokens must be single words without spaces; got {bad}")
-    new = [w for w, form in forms.items() if form not in model.vocab]
+    new = new_words(model, words)
     if not new:
         return model
+    forms = _forms(model, new)
     rows = _initial_rows(model, new, init, seed)
     tokenizer = copy.deepcopy(model.loaded.tokenizer)
     tokenizer.add_tokens([AddedToken(forms[w], single_word=True, normalized=True) for w in new])
@@ -79,6 +73,24 @@ def add_tokens(model: E, words: Sequence[str], *, init: InitSpec = "pieces", see
     return type(model)(
         extended, device=model.device, max_tokens=model.max_tokens, token_budget=model.engine.token_budget
     )
+
+
+def new_words(model: Encoder, words: Sequence[str]) -> list[str]:
+    """The words `add_tokens` adds: those whose normalised form (e.g. "mRNA" -> "mrna") is not yet one
+    token of the vocabulary; the others are already single pieces and are left as they are."""
+    return [w for w, form in _forms(model, words).items() if form not in model.vocab]
+
+
+def _forms(model: Encoder, words: Sequence[str]) -> dict[str, str]:
+    """Each word's form after the tokenizer's normalisation, checked to be one word."""
+    if isinstance(words, str) or not words:
+        raise InvalidInput("add_tokens takes a non-empty list of words, e.g. ['covid19', 'mRNA']")
+    normalizer = model.loaded.tokenizer.backend_tokenizer.normalizer
+    forms = {w: (normalizer.normalize_str(w) if normalizer else w).strip() for w in words}
+    bad = [w for w, form in forms.items() if not form or any(c.isspace() for c in form)]
+    if bad:
+        raise InvalidInput(f"tokens must be single words without spaces; got {bad}")
+    return forms
 
 
 def _initial_rows(model: Encoder, words: Sequence[str], init: InitSpec, seed: int) -> np.ndarray:

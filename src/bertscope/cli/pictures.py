@@ -115,25 +115,34 @@ def vocab_add(
     Examples: `bertscope vocab add covid19 mRNA --init pieces -o ./extended`,
     `bertscope vocab add covid19 --init-from covid19=virus,disease -o ./extended`
     """
-    from ..vocab import add_tokens, save
+    from ..vocab import add_tokens, new_words, save
 
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     how: Any = init
     if init_from:
         how = {k.strip(): split_list(v) for k, v in (item.split("=", 1) for item in init_from if "=" in item)}
     before = {w: _pieces(m, w) for w in words}
+    added = new_words(m, words)
     extended = add_tokens(m, words, init=how)
     save(extended, output)
     records: list[dict[str, Any]] = [
-        {"word": w, "before": before[w], "after": _pieces(extended, w)} for w in words
+        {"word": w, "before": before[w], "after": _pieces(extended, w), "added": w in added} for w in words
     ]
+    whole = [w for w in words if w not in added]
+    sizes = {"vocab_size_before": len(m.vocab), "vocab_size": len(extended.vocab)}
     if as_json:
-        emit_json({"output": str(output), "words": records})
+        emit_json(
+            {"output": str(output), "added": added, "already_one_piece": whole, **sizes, "words": records}
+        )
         return
-    table = Table("word", "pieces before", "tokens now", title=f"saved to {output}")
+    title = f"saved to {output}: vocabulary {sizes['vocab_size_before']:,} -> {sizes['vocab_size']:,}"
+    table = Table("word", "pieces before", "tokens now", "added", title=title)
     for rec in records:
-        table.add_row(rec["word"], " ".join(rec["before"]), " ".join(rec["after"]))
+        said = "yes" if rec["added"] else "no: already one piece"
+        table.add_row(rec["word"], " ".join(rec["before"]), " ".join(rec["after"]), said)
     out.print(table)
+    kept = f"; not added, already one piece: {', '.join(whole)}" if whole else ""
+    out.print(f"added {len(added)} of {len(words)}: {', '.join(added) or 'none'}{kept}", highlight=False)
 
 
 def _pieces(m: Any, word: str) -> list[str]:
