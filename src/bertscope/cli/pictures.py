@@ -49,16 +49,18 @@ OverwriteOpt = Annotated[
 def picture_output(output: Path | None, *, overwrite: bool, default: str) -> Path: ...
 @overload
 def picture_output(
-    output: Path | None, *, overwrite: bool, default: str | None = None, no_plot: bool = False
+    output: Path | None, *, overwrite: bool, default: str | None = None, no_plot: bool | None = None
 ) -> Path | None: ...
 def picture_output(
-    output: Path | None, *, overwrite: bool, default: str | None = None, no_plot: bool = False
+    output: Path | None, *, overwrite: bool, default: str | None = None, no_plot: bool | None = None
 ) -> Path | None:
     """Where a command writes its picture, checked before any model loads: -o/--output, else `default`
-    (a command that draws only with -o has none), or nowhere with --no-plot. The path must take a picture
-    (`picture_file`: a picture suffix, a folder that exists) and hold no file unless --overwrite: one
-    line, `P exists; pass --overwrite to replace it, or choose another name`, naming the default when
-    the command chose the name. --overwrite with no picture to write is refused as unused."""
+    (a command that draws only with -o has none), or nowhere with --no-plot (`no_plot` is None for a
+    command without that option). The path must take a picture (`picture_file`: a picture suffix, a
+    folder that exists) and hold no file unless --overwrite: one line, `P exists; pass --overwrite to
+    replace it, or choose another name`, naming the default when the command chose the name, and
+    --no-plot where the command has it (a second run of a measurement need not draw again).
+    --overwrite with no picture to write is refused as unused."""
     from ..research.plots import picture_file
 
     if no_plot and (output is not None or overwrite):
@@ -75,7 +77,10 @@ def picture_output(
         if output is not None:
             raise
         # A name the user did not type: say where it came from (a default name only fails by existing)
-        raise InvalidInput(f"{exc} with -o FILE ({default} is where this command draws by default)") from None
+        skip = "" if no_plot is None else ", or --no-plot to write none"
+        raise InvalidInput(
+            f"{exc} with -o FILE{skip} ({default} is where this command draws by default)"
+        ) from None
 
 
 def split_list(value: str | None) -> list[str]:
