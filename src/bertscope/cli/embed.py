@@ -501,7 +501,7 @@ def similarity(
 
     Examples: `bertscope similarity "a cat" "a dog" "a car"`,
     `bertscope similarity "a cat" "a kitten" --baseline` (the percentile among unrelated pairs),
-    `bertscope similarity "a" "b" --threshold-file threshold.json` (same or different, calibrated),
+    `bertscope similarity "a" "b" -p mean --threshold-file threshold.json` (as `calibrate -p mean` made it),
     `bertscope similarity "How are you?" "How old are you?" --pair "Fine."` (each text read with B)
     """
     if len(texts) < 2:

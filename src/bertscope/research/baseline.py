@@ -11,6 +11,7 @@ to be applied to scores made with other settings.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
@@ -155,7 +156,30 @@ class Threshold:
             differ["model"] = (model, self.model)
         if differ:
             shown = "; ".join(f"{k}: {got} here, {want} in the file" for k, (got, want) in differ.items())
-            raise InvalidSpec(f"the threshold file was calibrated with other settings ({shown}); use those")
+            raise InvalidSpec(
+                f"the threshold file was calibrated with other settings ({shown}); to apply it, "
+                f"{_as_calibrated(differ)}, or calibrate again with the settings used here"
+            )
+
+
+def _as_calibrated(differ: dict[str, tuple[Any, Any]]) -> str:
+    """What to pass to score as the file was calibrated, in keyword form (`pooling='mean'`): the command
+    line shows each as its flag (`--pooling mean`, `--no-normalize`)."""
+    steps, keywords = [], []
+    for key, (_, want) in differ.items():
+        if key == "model":
+            steps.append(f"load the model it was calibrated with ({want})")
+        elif key == "post":
+            steps.append(
+                "pass post= (--post), the file it was calibrated with" if want else "leave post= (--post) out"
+            )
+        elif key == "mask_special" and not want:
+            steps.append("leave mask_special=True (--mask-special) out")
+        else:
+            keywords.append(f"{key}={want!r}")
+    if keywords:
+        steps.insert(0, "pass " + " ".join(keywords))
+    return ", ".join(steps)
 
 
 def load_threshold(path: str | Path) -> Threshold:
@@ -231,9 +255,11 @@ def calibrate(
 def read_pairs(path: str | Path) -> list[tuple[str, str, int]]:
     """Labelled pairs from a TSV file: text, text, 0/1 per line (1.0 and 0.0 read as 1 and 0).
 
-    The first line is a header, skipped, only when its third field reads as a column name
-    (`a<TAB>b<TAB>label`); a missing label there ('n/a', '-', empty), as any other line that is not a
-    labelled pair, is refused with its line number, never dropped.
+    The first line is a header, skipped, only when it is one beyond doubt: its third field names a label
+    column (`label`, `score`, `is_duplicate` ... see `LABEL_COLUMNS`), or it and both text fields read as
+    column names (`sentence1<TAB>sentence2<TAB>gold_label`: no spaces, a name of a text column). Any other
+    line that is not a labelled pair (a label 'maybe', a missing one: 'n/a', '-', empty) is refused with
+    its line number, never dropped; a first line that may be a header says how to name its label column.
     """
     path = Path(path)
     text = read_utf8(path)
@@ -241,13 +267,45 @@ def read_pairs(path: str | Path) -> list[tuple[str, str, int]]:
     lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     for index, (number, line) in enumerate(lines):
         cells = line.split("\t")
-        if index == 0 and len(cells) == 3 and _number(cells[2]) is None and is_column_name(cells[2]):
-            continue  # a header: its label field is a name, not a number
+        if index == 0 and _is_header(cells):
+            continue
         label = _number(cells[2]) if len(cells) == 3 else None
         if label is None or label not in (0.0, 1.0):
-            raise InvalidInput(f"{path}:{number}: expected text<TAB>text<TAB>0 or 1, got {line[:60]!r}")
+            hint = ""
+            if index == 0 and len(cells) == 3 and label is None and is_column_name(cells[2]):
+                hint = "; if this line is a header, name its third column 'label'"
+            raise InvalidInput(f"{path}:{number}: expected text<TAB>text<TAB>0 or 1, got {line[:60]!r}{hint}")
         rows.append((cells[0], cells[1], int(label)))
     return rows
+
+
+# The third column's name in a header: what pair datasets call their label (a word no label value is).
+LABEL_COLUMNS = frozenset(
+    {"label", "labels", "score", "scores", "gold", "gold_label", "target", "y", "class", "is_duplicate",
+     "is_same", "is_paraphrase", "is_similar", "similarity", "relatedness", "relevance"}
+)  # fmt: skip
+# A text column's name in a header (with a header's label name in the third): sentence1, text_a, query ...
+_TEXT_COLUMN = re.compile(
+    r"(?:text|sentence|sent|question|query|document|doc|passage|premise|hypothesis|anchor|positive|"
+    r"left|right|first|second)[_ -]?(?:\d|a|b|left|right)?|[sq]\d",
+    re.IGNORECASE,
+)
+_NAME = re.compile(r"[^\W\d][\w.-]*")
+
+
+def _is_header(cells: list[str]) -> bool:
+    """Whether a first line is a header beyond doubt (see `read_pairs`): never a pair a user meant."""
+    if len(cells) != 3:
+        return False
+    label = cells[2].strip()
+    if label.lower() in LABEL_COLUMNS:
+        return True
+    texts = [cell.strip() for cell in cells[:2]]
+    return (
+        _NAME.fullmatch(label) is not None
+        and is_column_name(label)
+        and all(_TEXT_COLUMN.fullmatch(cell) for cell in texts)
+    )
 
 
 def _number(cell: str) -> float | None:
