@@ -264,9 +264,9 @@ def _tally(shards: list[Path], rows_of: Any, schema: Any) -> tuple[int, int, int
 def _summary(out: Path, rows_of: Any, schema: Any, folder: ShardFolder) -> JobSummary:
     """This run's counts (the shards it wrote), and the texts it found saved."""
     files = sorted(out.glob("part-*.parquet"))
-    summary = JobSummary(output=out, files=files, resumed_from=folder.records)
+    summary = JobSummary(output=out, files=files, resumed_from=folder.records, level=rows_of.name)
     new = [f for f in files if f not in folder.kept]
-    summary.embedded, summary.tokens, summary.truncated, _ = _tally(new, rows_of, schema)
+    summary.embedded, summary.tokens, summary.truncated, summary.rows = _tally(new, rows_of, schema)
     return summary
 
 

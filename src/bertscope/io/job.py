@@ -36,7 +36,12 @@ __all__ = ["JobSummary", "JobInterrupted", "embed_corpus", "run_level"]
 
 @dataclass
 class JobSummary:
-    """What a corpus job did: texts embedded, skipped and reused, tokens, truncations, time, files."""
+    """What a corpus job did: texts embedded, skipped and reused, tokens, truncations, time, files.
+
+    `rows` counts the rows written in the unit of the job's `level` (a word, a chunk; a text for sentence
+    rows, a token for token rows); `tokens` the word pieces behind them (a word row's pieces, a
+    sentence's tokens with its specials).
+    """
 
     output: Path
     files: list[Path] = field(default_factory=list)
@@ -50,10 +55,13 @@ class JobSummary:
     truncated: int = 0
     seconds: float = 0.0
     rejects_file: Path | None = None
+    level: Level = Level.SENTENCE
+    rows: int = 0
 
     def line(self) -> str:
-        """The one-line summary printed at the end of a job."""
-        parts = [f"{self.embedded} texts embedded", f"{self.tokens} tokens", f"{self.truncated} truncated"]
+        """The one-line summary printed at the end of a job: texts, then the rows in the level's unit
+        (`672 words (677 word pieces)`), or the tokens where a row is a text or a token."""
+        parts = [f"{self.embedded} texts embedded", self._rows(), f"{self.truncated} truncated"]
         if self.resumed_from:
             parts.append(f"{self.resumed_from} already done")
         if self.already:
@@ -68,6 +76,12 @@ class JobSummary:
         # Long documents go a few a second: "0 texts/s" for 3 texts in 13.6 s said nothing.
         shown = f"{rate:.0f}" if rate >= 10 or rate == 0 else f"{rate:.2g}"
         return f"{', '.join(parts)} in {self.seconds:.1f}s ({shown} texts/s) -> {self.output}"
+
+    def _rows(self) -> str:
+        if self.level in (Level.SENTENCE, Level.TOKENS):
+            return f"{self.tokens} tokens"
+        pieces = "word pieces" if self.level is Level.WORDS else "tokens"
+        return f"{self.rows} {self.level.value} ({self.tokens} {pieces})"
 
 
 def embed_corpus(
@@ -197,7 +211,7 @@ def run_level(
     from ..core.progress import progress_callback
 
     input_path = source
-    summary = JobSummary(output=Path(output), resumed_from=sink.done if resume else 0)
+    summary = JobSummary(output=Path(output), resumed_from=sink.done if resume else 0, level=rows_of.name)
     if sink.done and resume and sink.resumes_by_position:
         records = sink.resumed(records, input_path)
     start = time.perf_counter()
@@ -218,6 +232,7 @@ def run_level(
                     raise CorpusError(_write_failed(output, exc, sink.done)) from None
                 summary.embedded += rows.texts
                 summary.tokens += rows.tokens
+                summary.rows += rows.table.num_rows
                 summary.truncated += rows.truncated
             if stop.is_set():
                 summary.seconds = time.perf_counter() - start
