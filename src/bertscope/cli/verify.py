@@ -282,9 +282,7 @@ def _verify_store(
     if as_json:
         emit_json(check.to_dict())
         return 0 if check.ok else 1
-    what = f"{check.rows_checked} of {check.rows} rows of {check.store} re-embedded with {check.model}"
-    figures = f"max abs {check.max_abs:.3g}, min cosine {check.min_cosine:.8f}"
-    out.print(f"{'ok' if check.ok else 'DRIFT'}: {what}: {figures}", highlight=False)
+    out.print(check.headline(), highlight=False, soft_wrap=True)  # what differs: the model, rows or both
     if check.differences:
         _show_differences(check.to_dict(), False, same="")
     return 0 if check.ok else 1

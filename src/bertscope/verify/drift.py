@@ -43,6 +43,27 @@ class StoreCheck:
     seed: int | None = None  # the sample's: verify_store(seed=...) draws the same rows again
     # What the check could not prove (one line each), e.g. a store that records no fingerprint.
     notes: list[str] = field(default_factory=list)
+    # The `what` of each difference between the store's fingerprint and this model's ("files.vocab.txt"),
+    # and how many sampled rows are out of tolerance (the most of any vector column): the headline's.
+    model_changes: list[str] = field(default_factory=list)
+    rows_out: int = 0
+
+    def headline(self) -> str:
+        """One line: the verdict, what differs (the model, the rows, or both) and the figures."""
+        what = f"{self.rows_checked} of {self.rows} rows of {self.store} re-embedded with {self.model}"
+        figures = f"max abs {self.max_abs:.3g}, min cosine {self.min_cosine:.8f}"
+        if not self.model_changes:
+            return f"{'ok' if self.ok else 'DRIFT'}: {what}: {figures}"
+        shown = ", ".join(self.model_changes[:3])
+        more = f" and {len(self.model_changes) - 3} more" if len(self.model_changes) > 3 else ""
+        differs = f"DRIFT: the model differs from the store's ({shown}{more})"
+        if self.rows_out:
+            rows = f"{self.rows_out} of the {self.rows_checked} rows checked are out of tolerance"
+            return f"{differs}, and {rows} ({what}: {figures})"
+        same = "unchanged" if self.max_abs == 0 else "within tolerance"
+        return (
+            f"{differs}; the vectors of the {self.rows_checked} rows checked are {same} ({what}: {figures})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: ok, rows_checked, max_abs, min_cosine, differences [{what, expected, found}], notes,
@@ -78,6 +99,7 @@ def add_drift(
     if stored.shape != fresh.shape:
         found = f"{fresh.shape[-1]} dimensions here"
         check.differences.append(Difference(f"{where}width", f"{stored.shape[-1]} dimensions", found))
+        check.rows_out = max(check.rows_out, len(stored))
         return
     float16 = settings.get("precision") == "float16"
     if float16:  # the store kept float16: compare what this deployment would store
@@ -108,6 +130,7 @@ def add_drift(
         with np.errstate(invalid="ignore"):
             out = (diff > allowed).any(axis=1)
     bad = np.flatnonzero(out | ~finite)
+    check.rows_out = max(check.rows_out, len(bad))
     worst = bad[np.argsort(np.where(finite[bad], cosines[bad], -np.inf), kind="stable")][:_WORST_SHOWN]
     for row in worst:
         if not stored_ok[row]:

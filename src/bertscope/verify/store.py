@@ -10,8 +10,10 @@ compare the rows by (id, position). The stored batches that hold the sample are 
 checksums first (a damaged store is an error, never a verdict), and its settings against theirs: the
 settings say which model, precision and pooling to re-embed with and how far a row may drift (a store
 edited to claim int8 would be held to cosine 0.92), so settings changed since the store was written are
-an error too. A fingerprint in the store's settings is compared with this deployment's too. The
-tolerances are drift.py's.
+an error too. A fingerprint in the store's settings is compared with this deployment's too, before
+anything is embedded: a model of another architecture (type, layers, width) is refused as the wrong
+model, while a difference in its files or settings is drift that the headline names apart from the rows'.
+The tolerances are drift.py's.
 
 What a store cannot prove is said, not passed over: a store that records no fingerprint is checked on
 its vectors alone (a note says so), one that records no checksum of its settings is taken at its
@@ -121,6 +123,9 @@ def verify_store(
     if problem:  # found before anything is embedded
         hint = rebuild_hint(opened.path, opened.collection)
         raise CorpusError(f"{opened.path}: the fingerprint in its settings is damaged ({problem}); {hint}")
+    found = None if recorded is None else store_fingerprint(m)
+    if recorded is not None and found is not None:  # another model is refused before it embeds anything
+        _refuse_another_model(opened, recorded, found, m.info().source, given=model is not None)
     corpus_texts = {"corpus": corpus, "text_field": text_field, "id_field": id_field}
     if opened.settings.get("level", "sentence") == "sentence":
         if opened.rules.format is Format.NPY:  # the stored batches that hold the sample, as Parquet's are
@@ -128,8 +133,10 @@ def verify_store(
         _check_sentences(check, m, opened, positions, processor, corpus_texts)
     else:
         check_rows(check, m, opened, positions, corpus_texts)
-    if recorded is not None:
-        check.differences += compare_fingerprints(recorded, store_fingerprint(m))
+    if recorded is not None and found is not None:
+        changes = compare_fingerprints(recorded, found)
+        check.differences += changes
+        check.model_changes = [d.what for d in changes]
     else:
         check.notes.append(NO_FINGERPRINT)
     if opened.settings_match is None:
@@ -137,6 +144,34 @@ def verify_store(
     check.ok = not check.differences
     check.seconds = time.perf_counter() - start
     return check
+
+
+# What makes a model another model, not this one changed: a store's rows cannot even be re-embedded by it.
+_IDENTITY = {"model_type": "type", "family": "family", "layers": "layers", "hidden_size": "dimensions"}
+
+
+def _refuse_another_model(
+    opened: Store, recorded: dict[str, Any], found: dict[str, Any], source: str, *, given: bool
+) -> None:
+    """InvalidInput where the model to re-embed with has another architecture than the store's
+    fingerprint records (type, family, layers, width): no verdict on its vectors, the wrong model."""
+    want, got = recorded.get("settings", {}), found["settings"]
+    differ = [k for k in _IDENTITY if want.get(k) != got.get(k)]
+    if not differ:
+        return
+    made = opened.settings.get("model", "another model")
+    there = ", ".join(f"{_IDENTITY[k]} {want.get(k)}" for k in differ)
+    here = ", ".join(f"{_IDENTITY[k]} {got.get(k)}" for k in differ)
+    store = f"{opened.path} was made with {made} (fingerprint {recorded.get('id')}: {there})"
+    if given:
+        raise InvalidInput(
+            f"{store}, and model= (-m) names another model, {source} ({here}): leave model= (-m) out "
+            "to check it with the model it was made with, or name that model"
+        )
+    raise InvalidInput(
+        f"{store}, and its name loads another model here, {source} ({here}): give the model it was "
+        "made with as model= (-m)"
+    )
 
 
 def refuse_edited_settings(opened: Store) -> None:
