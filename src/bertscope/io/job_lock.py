@@ -8,12 +8,14 @@ and its command, which the running job writes into the lock file. The lock is th
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import re
 import shlex
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -51,12 +53,16 @@ def job_lock(output: str | Path, *, collection: str | None = None) -> Iterator[N
     try:
         lock.acquire()
     except Timeout:
+        # filelock also times out where the lock file cannot be created at all (/proc): no job holds it
+        why = _cannot_create(path.parent)
+        if why is not None:
+            raise _unwritable(output, path, why) from None
         raise CorpusError(
             f"{what} is being written by another job right now ({_holder(path)}); wait for it to end, "
             "or stop it and run again with resume=True (--resume)"
         ) from None
     except OSError as exc:
-        raise CorpusError(f"cannot write {output}: {exc.strerror or exc} (taking its lock {path})") from None
+        raise _unwritable(output, path, exc.strerror or str(exc)) from None
     try:
         started = datetime.now().astimezone().isoformat(timespec="seconds")
         command = shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else "python"
@@ -66,6 +72,27 @@ def job_lock(output: str | Path, *, collection: str | None = None) -> Iterator[N
         # Removed while still held: a job waiting on the old file sees it gone and takes a new one.
         path.unlink(missing_ok=True)
         lock.release()
+
+
+def _cannot_create(folder: Path) -> str | None:
+    """Why no new file can be made in `folder`, or None where one can (a file of its own, removed at
+    once: the lock file itself may be another job's)."""
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".bertscope-lock-probe-")
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:  # the folder is there: its file system takes no new files
+            return "its file system takes no new files"
+        return exc.strerror or str(exc)
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+def _unwritable(output: Path, path: Path, why: str) -> CorpusError:
+    return CorpusError(
+        f"cannot write {output}: its lock file {path.name} cannot be created in {path.parent} ({why}); "
+        "write the output to a folder you can create files in"
+    )
 
 
 def _holder(path: Path) -> str:
