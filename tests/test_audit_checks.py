@@ -8,6 +8,7 @@ import inspect
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from filelock import FileLock
@@ -158,7 +159,7 @@ def test_a_changed_model_with_unchanged_rows_says_the_model_differs(
 
 
 def test_the_headline_says_what_differs() -> None:
-    base = {"store": "s.parquet", "rows": 50, "model": "m"}
+    base: dict[str, Any] = {"store": "s.parquet", "rows": 50, "model": "m"}
     assert StoreCheck(True, 20, 0.0, 1.0, **base).headline().startswith("ok: 20 of 50 rows of s.parquet")
     rows_only = StoreCheck(False, 20, 0.1, 0.9, **base, rows_out=3).headline()
     assert rows_only.startswith("DRIFT: 20 of 50 rows") and "model differs" not in rows_only
