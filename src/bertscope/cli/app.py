@@ -384,8 +384,9 @@ def read_texts(
     return [record.text for record in read_corpus(input_path, text_field=text_field, id_field=id_field)]
 
 
-def read_lines(input_path: str) -> Iterator[str]:
-    """The non-empty lines of a file (or stdin for -), read exactly as corpus jobs read a .txt."""
-    from ..io.readers import read_lines as read_text_lines
+def read_lines(input_path: str, *, text_field: str = "text") -> Iterator[str]:
+    """The texts of -i FILE (or stdin for -), streamed, read exactly as `embed -i` and corpus jobs read
+    it: a line each of a .txt, the `text_field` of each .jsonl/.csv/.tsv/.parquet record."""
+    from ..io.readers import read_lines as read_texts
 
-    return read_text_lines(input_path)
+    return read_texts(input_path, text_field=text_field)

@@ -149,8 +149,13 @@ def open_sink(
         raise CorpusError(f"cannot write {path}: the folder {path.parent} does not exist")
     rules = rules_of(path)
     if rules is None:
-        suffix = path.suffix.lower() or "(none)"
-        raise CorpusError(f"{path}: unknown output type {suffix}; supported: {', '.join(SUPPORTED_OUTPUTS)}")
+        supported = ", ".join(SUPPORTED_OUTPUTS)
+        if not path.suffix or path.is_dir():
+            raise CorpusError(
+                f"{path}: a folder output is written by a Ray corpus job only (embed --engine ray); "
+                f"to write one file, give it a known type: {supported}"
+            )
+        raise CorpusError(f"{path}: unknown output type {path.suffix.lower()}; supported: {supported}")
     level = settings.get("level", "sentence")
     if rules.levels is not None and level not in rules.levels:
         elsewhere = suffixes_where(lambda r: r.levels is None or level in r.levels).replace(" and ", " or ")

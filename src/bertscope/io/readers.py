@@ -132,15 +132,14 @@ def _is_text(path: Path, *, sample: int = 1 << 16) -> bool:
     return True
 
 
-def read_lines(source: str | Path) -> Iterator[str]:
-    """The non-empty lines of a text file (or stdin for "-"), read as `read_corpus` reads a .txt.
+def read_lines(source: str | Path, *, text_field: str = "text") -> Iterator[str]:
+    """The texts of a corpus file (or stdin for "-"), one at a time, read exactly as `read_corpus` reads it.
 
-    UTF-8 with a byte-order mark dropped, line ends cut, blank lines passed over: the command line's
-    `-i FILE` and a corpus job read the same file the same way.
+    A line each of a .txt (or any UTF-8 text file) and of stdin, the `text_field` of each .jsonl, .csv,
+    .tsv or .parquet record: the command line's `-i FILE` reads a file the same way whichever command
+    reads it, and as a corpus job does. Streamed: nothing is held but the record at hand.
     """
-    name, rejects = str(source), Rejects()
-    records = _checked(_text_lines(name, False, rejects), name, rejects, False)
-    return (record.text for record in records)
+    return (record.text for record in read_corpus(source, text_field=text_field))
 
 
 def _text_lines(name: str, skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
@@ -154,7 +153,12 @@ def _text_lines(name: str, skip_bad: bool, rejects: Rejects) -> Iterator[Record]
 
 
 def _unreadable(name: str, path: Path) -> CorpusError:
-    what = "a folder: give the corpus file inside it" if path.is_dir() else "no such file"
+    if path.is_dir():
+        what = "a folder: give the corpus file inside it"
+    elif any(sign in name for sign in "*?["):
+        what = "no such file; a pattern of many files is read by a Ray corpus job only (embed --engine ray)"
+    else:
+        what = "no such file"
     return CorpusError(f"cannot read {name}: {what}")
 
 
@@ -250,6 +254,10 @@ def _csv(
     header = next(reader, None)
     if header is None:
         return
+    for wanted, what in ((text_field, "field"), (id_field, "id field")):
+        if wanted is not None and wanted not in header:
+            # the header alone says so: a header-only file is not an empty corpus
+            raise CorpusError(f"{path}:1: no {what} {wanted!r}; the fields are: {', '.join(header)}")
     rows = 0
     for first, number, row in _csv_rows(reader, path):
         set_aside = any(first <= bad <= number for bad in bad_lines)
