@@ -182,7 +182,7 @@ def embed(
 
     Examples: `bertscope embed "I like eating bread" --layers -2 --pooling mean`,
     `bertscope embed -i corpus.txt -o corpus.parquet`,
-    `bertscope embed -i docs.jsonl --text-field body --id-field id -o docs.db --collection news`,
+    `bertscope embed -i examples/docs.jsonl --id-field id -o docs.db --collection news`,
     `bertscope embed "a cat" --tokens --layers 0,6`,
     `bertscope embed -i corpus.txt -o tok.parquet --tokens --layers 4,6 --combine stack --precision float16`
     (one row per token, resumable with --resume; --level words for one row per word),
