@@ -120,7 +120,7 @@ def verify(
     at build time `bertscope verify -m ./my-model --save my-model.fingerprint.json`, in CI after every
     upgrade `bertscope verify -m ./my-model --against my-model.fingerprint.json`, before querying a
     store `bertscope verify --store corpus.parquet --rows 1000`, a .npy store made from JSONL
-    `bertscope verify --store docs.npy --corpus docs.jsonl --text-field body --id-field id`
+    `bertscope verify --store docs.npy --corpus examples/docs.jsonl --id-field id`
     """
     run: dict[str, Any] = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize}
     # None where not given: --store keeps the store's own runtime unless a load option is given.
