@@ -37,7 +37,9 @@ def serve(
     host: Annotated[
         str, typer.Option("--host", help="Address to listen on (0.0.0.0: every interface).")
     ] = _HOST,
-    port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Port to listen on.")] = 8000,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port to listen on (0: a free one).")
+    ] = 8000,
     api_key: Annotated[
         str | None,
         typer.Option(
@@ -173,6 +175,7 @@ def serve(
         token_ids=TokenIds(token_ids),
     )
     listening = _listening_socket(host, port)  # a busy port is said before seconds of loading, not after
+    port = listening.getsockname()[1]  # --port 0: the free port the system chose, said below
     if host not in _LOOPBACK and not api_key:
         warn(f"listening on {host} with no --api-key: anyone who reaches it can use it")
     m = load_model(

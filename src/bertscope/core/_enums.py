@@ -17,6 +17,12 @@ class StrEnum(str, Enum):
         return self.value
 
     @classmethod
+    def _missing_(cls, value: object) -> None:
+        """`Pooling("x")`: an InvalidSpec (a ValueError, as Enum's own) that lists the valid names."""
+        allowed = ", ".join(member.value for member in cls)
+        raise InvalidSpec(f"{value!r} is not a valid {cls.__name__}; choose one of: {allowed}")
+
+    @classmethod
     def parse(cls: type[E], value: E | str, *, what: str) -> E:
         """Return the member named `value`, or raise InvalidSpec listing the allowed names."""
         if isinstance(value, cls):

@@ -20,12 +20,26 @@ def unit(vectors: np.ndarray, *, dtype: type[np.floating[Any]] = np.float32) -> 
 
 
 def cos_sim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(len(a), len(b)) cosine of every row of a with every row of b."""
-    return unit(np.atleast_2d(a)) @ unit(np.atleast_2d(b)).T
+    """(len(a), len(b)) cosine of every row of a with every row of b; both (n, d) or (d,), one d."""
+    a, b = np.atleast_2d(np.asarray(a)), np.atleast_2d(np.asarray(b))
+    if a.shape[-1] != b.shape[-1]:
+        raise InvalidInput(
+            f"cos_sim: a's vectors have {a.shape[-1]} numbers and b's {b.shape[-1]} (a is {a.shape}, b is "
+            f"{b.shape}); give vectors of one width (one model, one layer choice)"
+        )
+    return unit(a) @ unit(b).T
 
 
 def pairwise_cos_sim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """(n,) cosine of row i of a with row i of b."""
+    """(n,) cosine of row i of a with row i of b; a and b of one shape (n, d)."""
+    a, b = np.asarray(a), np.asarray(b)
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        raise InvalidInput(
+            f"pairwise_cos_sim: a is {a.shape} and b is {b.shape}; it pairs row i of a with row i of b, so "
+            "give arrays of one shape (cos_sim compares every row with every row)"
+        ) from None
     return np.sum(unit(a) * unit(b), axis=-1)
 
 

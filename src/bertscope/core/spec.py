@@ -111,6 +111,11 @@ class EmbedOptions:
     prompt_name: str | None = None
     prompt: str | None = None
 
+    def __post_init__(self) -> None:
+        # pooling=None (`RecipeKeywords` takes it) is the default, as leaving it out: the model's own
+        if self.pooling is None:
+            object.__setattr__(self, "pooling", Pooling.AUTO)
+
     @classmethod
     def given(cls, **options: Any) -> EmbedOptions:
         """The options a caller passed as keywords; a name that is none of them is UnknownOption."""
@@ -163,7 +168,7 @@ class RecipeKeywords(TokenKeywords, QueryKeywords, total=False):
     passes them on (`EmbedOptions(**options)`), so a new option is added here and in EmbedOptions only.
     """
 
-    pooling: Pooling | str
+    pooling: Pooling | str | None
     mask_special: bool
     normalize: bool | None
 

@@ -3,6 +3,7 @@
     bertscope error (InvalidSpec, InvalidInput, ...)   422  {"detail": message}, its keyword fixes in the
                                                        route's JSON fields (`wording.as_fields`)
     a text over the model's limit, not asked to cut    422  naming the route's field (400 under /v1/)
+    a body sent with no or another Content-Type than JSON  415  (as TEI's axum answers, before the body)
     a field pydantic rejects                          422  {"detail": "field: message; ...", "errors": [...],
                                                        "n_errors"}: the first 5 errors, and how many; a
                                                        union field's in one line (`validation.readable`)
@@ -42,7 +43,7 @@ from .answers import ANSWERS, HeldAnswers
 from .batching import Metrics, QueueFull, ShuttingDown
 from .bodies import BodyBudget, BodyRefused, ClientLeft, reading
 from .tei_bodies import TEI_BODY_PATHS, tei_body_refusal
-from .validation import readable
+from .validation import not_json, readable
 from .wording import as_fields, body_model
 
 __all__ = [
@@ -171,6 +172,9 @@ def add_error_handlers(app: FastAPI) -> None:
 
     async def validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
+        wrong_type = not_json(request.headers.get("content-type"))
+        if wrong_type is not None and body_model(request) is not None:  # the body was never read as JSON
+            return error_response(request.url.path, 415, wrong_type)
         message, errors, count = readable(list(exc.errors()), exc.body, body_model(request))
         return error_response(request.url.path, 422, message, errors=errors, n_errors=count)
 
@@ -344,7 +348,9 @@ class Guard:
                 budget=self.budget,
             ) as body:  # fmt: skip
                 if scope["method"] == "POST" and path in TEI_BODY_PATHS:
-                    refused = await tei_body_refusal(body)
+                    # axum's Json checks the content type before it reads the body (415 first)
+                    wrong_type = not_json(headers.get("content-type"))
+                    refused = (415, wrong_type) if wrong_type else await tei_body_refusal(body)
                     if refused is not None:
                         status, message = refused
                         await error_response(path, status, message, tei_type="Validation")(

@@ -488,6 +488,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         401: "The API key is missing or wrong (when the service has one).",
         408: "The request body did not arrive in time.",
         413: "The body, the number of inputs or the answer is over the service's limits.",
+        415: "The body was sent with a Content-Type that is not JSON; send Content-Type: application/json.",
         422: "A field or a text is invalid; `detail` says which and what is allowed.",
         429: "The queue is full; retry after the `Retry-After` seconds.",
         500: "A bug in bertscope (please report it); the answer is still JSON.",

@@ -11,6 +11,11 @@ field's errors become one line that points at the first bad item and says once w
 
 The shapes are read from the route's request model (`Shape.of`), so the words follow the fields. Every
 other error keeps pydantic's message under its field's name (`pooling: Input should be 'cls', ...`).
+
+A body sent under a content type that is not JSON, or none (curl's -d sends
+application/x-www-form-urlencoded), is never parsed, so pydantic would call valid JSON "not a valid
+dictionary"; `not_json` names the header instead (415, as TEI's axum `Json` extractor answers before it
+reads the body).
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ from fastapi.encoders import jsonable_encoder
 from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
 
-__all__ = ["Shape", "readable"]
+__all__ = ["Shape", "not_json", "readable"]
 
+_JSON_FIX = "send Content-Type: application/json"
 # The bad fields one 422 names: the first few say what to fix; the rest are counted, not listed.
 SHOWN_ERRORS = 5
 # Whole numbers named for what they are in a field (a list of ints is token ids there).
@@ -39,6 +45,20 @@ _TEXT = {"layers": 'a layer spec such as "-4:"'}
 _OWN_LINES = ("field_elsewhere", "one_name")
 # `<LongText.TRUNCATE: 'truncate'>`, pydantic's words for an enum member in a Literal: `'truncate'`.
 _MEMBER = re.compile(r"<\w+\.\w+: ('[^']*')>")
+
+
+def not_json(content_type: str | None) -> str | None:
+    """The one line refusing a body sent as `content_type` (a Content-Type header, or None), or None where
+    the body is read as JSON: application/json or application/*+json (FastAPI's strict rule, and axum's:
+    a body with no content type is not read either)."""
+    if not content_type:
+        return f"body: sent with no Content-Type; {_JSON_FIX}"
+    media = content_type.split(";", 1)[0].strip().lower()
+    kind, _, subtype = media.partition("/")
+    if kind == "application" and (subtype == "json" or subtype.endswith("+json")):
+        return None
+    shown = content_type if len(content_type) <= 60 else content_type[:60] + "..."
+    return f"body: sent with Content-Type {shown!r}, not JSON; {_JSON_FIX}"
 
 
 @dataclass(frozen=True)
