@@ -431,8 +431,12 @@ def _stride_without_windows(body: Any, answer: str) -> bool:
     return given and 'stride applies to \\"long\\": \\"window\\"' in answer
 
 
-def fuzz(url: str, *, paths: tuple[str, ...] | None = None, seconds: float = 40) -> tuple[int, list[str]]:
-    """Schemathesis over the served schema (or only `paths`): cases run and failures found."""
+def fuzz(url: str, *, paths: tuple[str, ...] | None = None, examples: int = 12) -> tuple[int, list[str]]:
+    """Schemathesis over the served schema (or only `paths`): cases run and failures found.
+
+    Up to `examples` cases per operation and mode, drawn derandomized: the same cases on every machine.
+    No clock: a time cap made the count (and which operations, the later ones first, got no case at
+    all) depend on the machine's speed and load."""
     schemathesis = pytest.importorskip("schemathesis")
     from hypothesis import HealthCheck, given, settings
     from hypothesis.errors import Unsatisfiable
@@ -457,17 +461,14 @@ def fuzz(url: str, *, paths: tuple[str, ...] | None = None, seconds: float = 40)
     schema = schemathesis.openapi.from_url(f"{url}/openapi.json", config=config)
     failures: list[str] = []
     ran = {"cases": 0}
-    stop_at = time.monotonic() + seconds
     for result in schema.get_all_operations():
         operation = result.ok()
         if paths is not None and operation.path not in paths:
             continue
         for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
-            if time.monotonic() > stop_at:
-                break  # drawing cases costs time too, even those that are not sent
 
             @settings(
-                max_examples=25,
+                max_examples=examples,
                 deadline=None,
                 database=None,
                 derandomize=True,
@@ -475,8 +476,6 @@ def fuzz(url: str, *, paths: tuple[str, ...] | None = None, seconds: float = 40)
             )
             @given(case=operation.as_strategy(mode))
             def call(case: Any) -> None:
-                if time.monotonic() > stop_at:
-                    return
                 ran["cases"] += 1
                 response = case.call(base_url=url, timeout=60)
                 try:
@@ -500,5 +499,5 @@ def test_fuzzing_the_openapi_schema_finds_no_server_error_no_schema_violation_an
 ) -> None:
     """Generated valid requests are accepted, and every answer to valid and invalid ones is documented."""
     cases, failures = fuzz(url)
-    assert cases > 100, cases
+    assert cases > 300, cases
     assert not failures, failures[:5]
