@@ -30,7 +30,7 @@ FLAGS: dict[str, str] = {
         "post", "prompt", "prompt_name", "quantize", "remeasure", "resume", "seed", "stride", "subword",
         "text_field", "threads", "view", "workers",
     )
-} | {"k": "-k", "late": "--late"}  # fmt: skip
+} | {"k": "-k", "late": "--late", "model": "-m"}  # fmt: skip
 # Booleans: the flag for True and, where one exists, for False (None: no flag turns it off).
 SWITCHES: dict[str, tuple[str, str | None]] = {
     "normalize": ("--normalize", "--no-normalize"),
