@@ -68,14 +68,14 @@ def test_each_fit_moves_the_progress_bar_once(bundled, monkeypatch, tmp_path) ->
 
     monkeypatch.setattr(probe_module, "step_progress", counting)
     pos = _first_sentences(EXAMPLES / "pos.conllu", 15, tmp_path)  # the count is the same on any size
-    probe(bundled, pos, column="upos", layers="0,-1", folds=3, control=True, progress=True)
+    probe(bundled, pos, label_field="upos", layers="0,-1", folds=3, control=True, progress=True)
     assert made == [(3 * 3 * 2, "fitting probes", True)] and len(steps) == 3 * 3 * 2
 
 
 def test_fits_on_worker_processes_equal_the_fits_in_this_process(bundled, tmp_path) -> None:
     pos = _first_sentences(EXAMPLES / "pos.conllu", 15, tmp_path)  # equal fits on any size
-    here = probe(bundled, pos, column="upos", layers="-1", folds=3, control=True, n_jobs=1)
-    spawned = probe(bundled, pos, column="upos", layers="-1", folds=3, control=True, n_jobs=2)
+    here = probe(bundled, pos, label_field="upos", layers="-1", folds=3, control=True, n_jobs=1)
+    spawned = probe(bundled, pos, label_field="upos", layers="-1", folds=3, control=True, n_jobs=2)
     assert spawned.to_dict() == here.to_dict()  # deterministic fits: exactly equal, not close
 
 
@@ -158,8 +158,8 @@ def test_conllu_reader_takes_the_column_and_skips_ranges(tmp_path) -> None:
     path.write_text(text)
     (sentence,) = read_words(path)
     assert sentence.words == ("Do", "n't", "go") and sentence.labels == ("AUX", "PART", "VERB")
-    assert read_words(path, column="deprel")[0].labels == ("aux", "advmod", "root")
-    assert read_words(EXAMPLES / "pos.conllu", column="upos")[0].labels[:3] == ("PRON", "AUX", "VERB")
+    assert read_words(path, label_field="deprel")[0].labels == ("aux", "advmod", "root")
+    assert read_words(EXAMPLES / "pos.conllu", label_field="upos")[0].labels[:3] == ("PRON", "AUX", "VERB")
 
 
 @pytest.mark.parametrize(
@@ -344,10 +344,10 @@ def test_held_out_equals_an_independent_fit_on_train_scored_on_test(bundled) -> 
     from bertscope.research.probe import word_features
 
     result = probe(
-        bundled, TREES, test=TREES_TEST, column="upos", layers="3,6", per_label=True, per_label_layer=6
+        bundled, TREES, test=TREES_TEST, label_field="upos", layers="3,6", per_label=True, per_label_layer=6
     )
-    train = word_features(bundled, read_words(TREES, column="upos"), layers=[3, 6])
-    test = word_features(bundled, read_words(TREES_TEST, column="upos"), layers=[3, 6])
+    train = word_features(bundled, read_words(TREES, label_field="upos"), layers=[3, 6])
+    test = word_features(bundled, read_words(TREES_TEST, label_field="upos"), layers=[3, 6])
     y_train, y_test = np.asarray(train.labels), np.asarray(test.labels)
     assert result.folds == 0 and result.n_items == len(y_train) and result.n_test == len(y_test)
     rows = {r["layer"]: r for r in result.rows}
@@ -406,7 +406,7 @@ def test_held_out_control_labels_agree_across_the_two_files(bundled, monkeypatch
         return real(rows, splits, **kw)
 
     monkeypatch.setattr(probe_module, "scores_of_rows", spy)
-    probe(bundled, TREES, test=TREES_TEST, column="upos", layers="-1", control=True)
+    probe(bundled, TREES, test=TREES_TEST, label_field="upos", layers="-1", control=True)
     task, control = seen[0], seen[1]
     types = [w for s in read_words(TREES) + read_words(TREES_TEST) for w in s.words]
     assert len(types) == len(control) and not np.array_equal(task, control)
@@ -417,7 +417,7 @@ def test_held_out_control_labels_agree_across_the_two_files(bundled, monkeypatch
 
 
 def test_mlp_rows_are_deterministic_and_a_sweep_gives_a_row_per_size(bundled) -> None:
-    args = dict(test=TREES_TEST, column="upos", layers="-1", control=True)
+    args = dict(test=TREES_TEST, label_field="upos", layers="-1", control=True)
     first = probe(bundled, TREES, sweep="hidden=8,32", seed=3, **args).to_dict()
     again = probe(bundled, TREES, kind="mlp", sweep="hidden=8,32", seed=3, **args).to_dict()
     assert first == again
@@ -467,7 +467,7 @@ def test_held_out_per_label_from_the_cli(tmp_path) -> None:
 # One MLP probe, printed as JSON by a fresh interpreter under the OpenBLAS kernels it is given.
 MLP_RUN = (
     "import json, sys; from bertscope import load; from bertscope.research.probe import probe; "
-    "r = probe(load(), sys.argv[1], test=sys.argv[2], column='upos', layers='0', control=True, "
+    "r = probe(load(), sys.argv[1], test=sys.argv[2], label_field='upos', layers='0', control=True, "
     "sweep='hidden=16'); print(json.dumps(r.to_dict(), sort_keys=True))"
 )
 
@@ -535,9 +535,9 @@ def test_held_out_upos_on_the_ewt_slice_equals_an_independent_fit(bundled) -> No
     scikit-learn fit's on the same vectors, above the static row's, and more of it is selective."""
     from bertscope.research.probe import word_features
 
-    result = probe(bundled, EWT_TRAIN, test=EWT_DEV, column="upos", layers="3", control=True)
-    train = word_features(bundled, read_words(EWT_TRAIN, column="upos"), layers=[3])
-    test = word_features(bundled, read_words(EWT_DEV, column="upos"), layers=[3])
+    result = probe(bundled, EWT_TRAIN, test=EWT_DEV, label_field="upos", layers="3", control=True)
+    train = word_features(bundled, read_words(EWT_TRAIN, label_field="upos"), layers=[3])
+    test = word_features(bundled, read_words(EWT_DEV, label_field="upos"), layers=[3])
     y_train, y_test = np.asarray(train.labels), np.asarray(test.labels)
     assert (result.n_items, result.n_test) == (len(y_train), len(y_test))
     rows = {r["layer"]: r for r in result.rows}
