@@ -15,7 +15,12 @@ from .app import DeviceOpt, JsonOpt, ModelOpt, app, emit_json, err, out, read_li
 @app.command()
 def bench(
     input_path: Annotated[
-        str | None, typer.Option("--input", "-i", help="Texts, one per line (- for stdin; default: bundled).")
+        str | None,
+        typer.Option(
+            "--input",
+            "-i",
+            help="Texts: a line each, or the text field of .jsonl/.csv/.tsv/.parquet (default: bundled)",
+        ),
     ] = None,
     modes: Annotated[
         str,

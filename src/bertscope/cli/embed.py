@@ -75,7 +75,12 @@ def embed(
     ctx: typer.Context,
     texts: Annotated[list[str] | None, typer.Argument(help="Texts to embed.")] = None,
     input_path: Annotated[
-        str | None, typer.Option("--input", "-i", help="Read texts, one per line (- for stdin).")
+        str | None,
+        typer.Option(
+            "--input",
+            "-i",
+            help="Texts: one per line, or the text field of .jsonl/.csv/.tsv/.parquet (- for stdin).",
+        ),
     ] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write to .parquet, .npy or .db (a corpus job).")
@@ -480,7 +485,10 @@ def similarity(
     ] = False,
     reference: Annotated[
         str | None,
-        typer.Option("--reference", help="Baseline corpus, one text a line (default: sentences shipped)."),
+        typer.Option(
+            "--reference",
+            help="Baseline corpus: a line each, or .jsonl/.csv/.tsv/.parquet text field (default: shipped)",
+        ),
     ] = None,
     threshold_file: Annotated[
         Path | None, typer.Option("--threshold-file", help="A threshold from `bertscope calibrate`.")

@@ -20,7 +20,14 @@ from .app import (
     read_lines,
 )
 
-InputOpt = Annotated[str, typer.Option("--input", "-i", help="Texts, one per line (- for stdin).")]
+InputOpt = Annotated[
+    str,
+    typer.Option(
+        "--input",
+        "-i",
+        help="Texts: one per line, or the text field of .jsonl/.csv/.tsv/.parquet (- for stdin).",
+    ),
+]
 
 
 @app.command()

@@ -27,7 +27,14 @@ from .app import (
 from .pictures import OverwriteOpt, picture_output
 
 PictureOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Also write a PNG picture here.")]
-InputOpt = Annotated[str, typer.Option("--input", "-i", help="Texts, one per line (- for stdin).")]
+InputOpt = Annotated[
+    str,
+    typer.Option(
+        "--input",
+        "-i",
+        help="Texts: one per line, or the text field of .jsonl/.csv/.tsv/.parquet (- for stdin).",
+    ),
+]
 CONTROL_NOTE = (
     "selectivity = task - control: a probe that also learns random per-{unit} labels well is memorising "
     "{unit} identity, not reading the property from the layer"

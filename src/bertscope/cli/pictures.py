@@ -159,7 +159,12 @@ def _pieces(m: Any, word: str) -> list[str]:
 def plot_words_cmd(
     words: Annotated[str, typer.Argument(help="Comma-separated words, e.g. bank,river,money,bread.")],
     input_path: Annotated[
-        str | None, typer.Option("--input", "-i", help="Sentences, one per line (- for stdin).")
+        str | None,
+        typer.Option(
+            "--input",
+            "-i",
+            help="Texts: one per line, or the text field of .jsonl/.csv/.tsv/.parquet (- for stdin).",
+        ),
     ] = None,
     contexts: Annotated[str | None, typer.Option("--contexts", hidden=True)] = None,
     layer: Annotated[int, typer.Option("--layer", help="Layer (0 = embedding output, -1 = last).")] = -1,

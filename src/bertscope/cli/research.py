@@ -41,7 +41,12 @@ app.add_typer(plot_app, name="plot")
 @app.command("contextuality")
 def contextuality_cmd(
     input_path: Annotated[
-        str | None, typer.Option("--input", "-i", help="Sentences, one per line (- for stdin).")
+        str | None,
+        typer.Option(
+            "--input",
+            "-i",
+            help="Texts: one per line, or the text field of .jsonl/.csv/.tsv/.parquet (- for stdin).",
+        ),
     ] = None,
     corpus: Annotated[str | None, typer.Argument(hidden=True)] = None,
     words: Annotated[
@@ -112,7 +117,12 @@ def fit_post_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="Write to .safetensors (or .npz).")],
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output.")] = False,
     input_path: Annotated[
-        str | None, typer.Option("--input", "-i", help="Texts to fit on, one per line (- for stdin).")
+        str | None,
+        typer.Option(
+            "--input",
+            "-i",
+            help="Texts to fit on: a line each, or the text field of .jsonl/.csv/.tsv/.parquet (- stdin).",
+        ),
     ] = None,
     corpus: Annotated[str | None, typer.Argument(hidden=True)] = None,
     kind: Annotated[str, typer.Option("--kind", help="whitening, abtt, pca or standardize.")] = "whitening",

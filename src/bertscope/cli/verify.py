@@ -49,7 +49,10 @@ def verify(
     model: ModelOpt = None,
     sample: Annotated[
         Path | None,
-        typer.Option("--sample", help="Also compare the first --limit lines of this file (one text a line)."),
+        typer.Option(
+            "--sample",
+            help="Also compare its first --limit texts (a line each, or a .jsonl/.csv/.tsv text field).",
+        ),
     ] = None,
     limit: Annotated[
         int, typer.Option("--limit", min=1, help="How many lines of --sample to compare (the first N).")
