@@ -110,6 +110,25 @@ def test_similarity_names_the_flags_and_the_help_examples_agree(tmp_path: Path) 
     assert "same" in json.loads(ran.stdout)
 
 
+
+def test_a_threshold_for_other_settings_than_a_stores_says_to_calibrate_again(tmp_path: Path) -> None:
+    """A store's vectors are made: the fix is the calibration (or another store), never a flag to pass."""
+    made = tmp_path / "threshold.json"
+    assert run_main("calibrate", str(DATA / "labelled_pairs.tsv"), "-p", "mean", "-o", str(made)).code == 0
+    store = tmp_path / "news.parquet"
+    texts = tmp_path / "news.txt"
+    texts.write_text("a storm hits the coast\nfood prices rise\n", encoding="utf-8")
+    assert run_main("embed", "-i", str(texts), "-o", str(store)).code == 0
+    said = one_line(
+        run_main("similar", "a storm", "--store", str(store), "--threshold-file", str(made)),
+        1,
+        f"other settings than {store} was made with",
+        "normalize: True in the store, False in the file",
+        "calibrate again with the store's model and settings",
+    )
+    assert "--no-normalize" not in said
+
+
 # 2, 3. A store checked with another model, or a changed one -------------------------------------------
 
 

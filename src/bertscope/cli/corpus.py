@@ -249,7 +249,7 @@ def _above_threshold(hits: list[Any], path: Path, store: Path, collection: str |
     threshold = load_threshold(path)
     settings = open_store(store, collection=collection).settings
     keys = ("layers", "combine", "pooling", "mask_special", "normalize", "post")
-    threshold.check(str(settings.get("model")), {k: settings.get(k) for k in keys})
+    threshold.check(str(settings.get("model")), {k: settings.get(k) for k in keys}, store=str(store))
     kept = [h for h in hits if h.score >= threshold.threshold]
     err.print(f"{len(kept)} of {len(hits)} hits at or above the calibrated {threshold.threshold:.4f}")
     return kept

@@ -145,8 +145,9 @@ class Threshold:
         path.write_text(json.dumps({"format": _FORMAT, **self.to_dict()}, indent=2) + "\n")
         return path
 
-    def check(self, model: str, settings: dict[str, Any]) -> None:
-        """Raise InvalidSpec when scores made by `model` with `settings` are not what this was fitted on."""
+    def check(self, model: str, settings: dict[str, Any], *, store: str | None = None) -> None:
+        """Raise InvalidSpec when scores made by `model` with `settings` (those `store` was made with, where
+        given) are not what this was fitted on."""
         differ = {
             k: (settings.get(k), self.settings.get(k))
             for k in _KEYS
@@ -156,6 +157,12 @@ class Threshold:
             differ["model"] = (model, self.model)
         if differ:
             shown = "; ".join(f"{k}: {got} here, {want} in the file" for k, (got, want) in differ.items())
+            if store is not None:  # a store's vectors are made: only the calibration can move to them
+                raise InvalidSpec(
+                    f"the threshold file was calibrated with other settings than {store} was made with "
+                    f"({shown.replace(' here,', ' in the store,')}); calibrate again with the store's model "
+                    "and settings, or search a store made with the file's"
+                )
             raise InvalidSpec(
                 f"the threshold file was calibrated with other settings ({shown}); to apply it, "
                 f"{_as_calibrated(differ)}, or calibrate again with the settings used here"
