@@ -177,3 +177,15 @@ def test_pooling_none_is_the_default_pooling(bundled: bertscope.Model) -> None:
     given = bundled.embed(texts, pooling=None)
     assert given.spec == bundled.embed(texts).spec and given.spec["pooling"] == "mean"
     np.testing.assert_array_equal(given.vectors, bundled.embed(texts).vectors)
+
+
+def test_combine_and_long_none_are_their_defaults(bundled: bertscope.Model) -> None:
+    """As pooling=None: combine=None and long=None were refused as unknown names."""
+    texts = ["a cat sat on the mat", "stocks fell"]
+    for option in ("combine", "long"):
+        given = bundled.embed(texts, layers="-2,-1", **{option: None})
+        left_out = bundled.embed(texts, layers="-2,-1")
+        assert given.spec == left_out.spec, option
+        np.testing.assert_array_equal(given.vectors, left_out.vectors)
+        tokens = bundled.embed_tokens(texts, **{option: None})
+        np.testing.assert_array_equal(tokens[0].vectors, bundled.embed_tokens(texts)[0].vectors)

@@ -112,9 +112,15 @@ class EmbedOptions:
     prompt: str | None = None
 
     def __post_init__(self) -> None:
-        # pooling=None (`RecipeKeywords` takes it) is the default, as leaving it out: the model's own
-        if self.pooling is None:
-            object.__setattr__(self, "pooling", Pooling.AUTO)
+        # None (`RecipeKeywords` takes it) is the default, as leaving the option out: the model's own
+        # pooling, the mean of the layers, truncation
+        for name, default in (
+            ("pooling", Pooling.AUTO),
+            ("combine", Combine.MEAN),
+            ("long", LongText.TRUNCATE),
+        ):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, default)
 
     @classmethod
     def given(cls, **options: Any) -> EmbedOptions:
@@ -148,8 +154,8 @@ class TokenKeywords(TypedDict, total=False):
     word-row aggregations take as `**options` (pooling, normalisation and prompts are `RecipeKeywords`')."""
 
     layers: LayerSpec | None
-    combine: Combine | str
-    long: LongText | str
+    combine: Combine | str | None
+    long: LongText | str | None
     stride: int | None
 
 

@@ -290,13 +290,13 @@ def static_from_corpus(
 def aggregated(**options: Unpack[TokenKeywords]) -> EmbedOptions:
     """The recipe of an aggregation: `layers` (default 1), `long` (default "window": every word of a long
     text counts, as the command line's --long window) and `stride`; each layer kept apart."""
-    if options.get("combine", Combine.STACK) != Combine.STACK:
+    if (options.get("combine") or Combine.STACK) != Combine.STACK:  # None: the default, as left out
         raise InvalidSpec(
             "an aggregation keeps each of its layers apart (one vector per layer); leave combine out"
         )
     layers = options.get("layers", 1)
     return EmbedOptions(
-        layers, Combine.STACK, long=options.get("long", "window"), stride=options.get("stride")
+        layers, Combine.STACK, long=options.get("long") or "window", stride=options.get("stride")
     )
 
 
