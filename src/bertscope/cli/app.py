@@ -73,6 +73,15 @@ ModelOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+# The texts a research command reads, as `embed -i` reads them (read_lines).
+InputOpt = Annotated[
+    str,
+    typer.Option(
+        "--input",
+        "-i",
+        help="Texts: one per line, or the text field of .jsonl/.csv/.tsv/.parquet (- for stdin).",
+    ),
+]
 
 
 def _enum_option(kind: type[StrEnum], what: str) -> Callable[[str], StrEnum]:

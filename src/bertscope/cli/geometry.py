@@ -9,6 +9,7 @@ from rich.table import Table
 
 from .app import (
     DeviceOpt,
+    InputOpt,
     JsonOpt,
     LayersOpt,
     ModelOpt,
@@ -19,15 +20,6 @@ from .app import (
     out,
     read_lines,
 )
-
-InputOpt = Annotated[
-    str,
-    typer.Option(
-        "--input",
-        "-i",
-        help="Texts: one per line, or the text field of .jsonl/.csv/.tsv/.parquet (- for stdin).",
-    ),
-]
 
 
 @app.command()

@@ -12,6 +12,7 @@ from rich.table import Table
 from ..errors import InvalidSpec
 from .app import (
     DeviceOpt,
+    InputOpt,
     JsonOpt,
     ModelOpt,
     ThreadsOpt,
@@ -27,14 +28,6 @@ from .app import (
 from .pictures import OverwriteOpt, picture_output
 
 PictureOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Also write a PNG picture here.")]
-InputOpt = Annotated[
-    str,
-    typer.Option(
-        "--input",
-        "-i",
-        help="Texts: one per line, or the text field of .jsonl/.csv/.tsv/.parquet (- for stdin).",
-    ),
-]
 CONTROL_NOTE = (
     "selectivity = task - control: a probe that also learns random per-{unit} labels well is memorising "
     "{unit} identity, not reading the property from the layer"
