@@ -171,7 +171,7 @@ def test_bad_records(tmp_path: Path, bundled: bertscope.Model) -> None:
         bertscope.embed_corpus(write_txt(tmp_path, TEXTS), tmp_path / "out.csv", model=bundled)
 
 
-@pytest.mark.parametrize("level", [{}, {"chunks": "sentence"}])
+@pytest.mark.parametrize("level", [{}, {"level": "chunks", "chunks": "sentence"}])
 def test_a_text_the_tokenizer_gives_no_pieces_is_a_bad_record(
     tmp_path: Path, bundled: bertscope.Model, level: dict[str, str]
 ) -> None:

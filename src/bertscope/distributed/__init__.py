@@ -24,9 +24,9 @@ from ..core.encoder import Encoder
 from ..core.loaders import load_model
 from ..core.spec import reload_arg, stored_settings
 from ..errors import InvalidInput, InvalidSpec, JobInterrupted
-from ..io.job import JobSummary
+from ..io.job import JobSummary, refuse_idle_job_options
 from ..io.job_lock import job_lock
-from ..io.level_table import CorpusOptions, make_level
+from ..io.level_table import CorpusOptions, make_level, refuse_idle_level_options
 from ..io.levels import vector_columns
 from ..io.sinks import with_settings
 from .cluster import IO_CPUS, default_batch, gpus_per_worker, import_ray, raising_bertscope_errors
@@ -146,10 +146,13 @@ def embed_dataset(
 
 
 def _options(options: CorpusOptions | None, keywords: CorpusKeywords) -> CorpusOptions:
-    """The options given as one object or as keywords (not both)."""
+    """The options given as one object or as keywords (not both); a level option the level does not read
+    is refused, as the local job refuses it."""
     if options is not None and keywords:
         raise InvalidInput(f"give the options as options= or as keywords, not both ({', '.join(keywords)})")
-    return options or CorpusOptions.of(**keywords)
+    asked = options or CorpusOptions.of(**keywords)
+    refuse_idle_level_options(asked.level)
+    return asked
 
 
 def _text_field(text_field: str, text_column: str | None) -> str:
@@ -198,6 +201,8 @@ def run_ray_job(
     `options`, as the command line gives them.
     """
     asked = _options(options, keywords)
+    # the local job's refusals, before a model loads: fields of texts without records, idle level options
+    refuse_idle_job_options(source, output, asked, text_field=text_field, id_field=id_field)
     ray = import_ray()
     out = Path(output)
     sources = input_sources(source)

@@ -1,9 +1,9 @@
 """The output formats of corpus jobs: the one table the sinks, stores, index, search and views read.
 
 Each format has its suffixes, its sink, its reader and what it can do (rows by number, a memory-mapped
-matrix, named vector columns, the row levels it holds); the rest of io asks `rules_of(path)` instead of
-testing suffixes. A new format is a `Format` member and a row of `RULES` here, with its sink and reader
-in a module of its own.
+matrix, named vector columns, the row levels it holds, collections, float16); the rest of io asks
+`rules_of(path)` instead of testing suffixes. A new format is a `Format` member and a row of `RULES`
+here, with its sink and reader in a module of its own.
 """
 
 from __future__ import annotations
@@ -15,13 +15,21 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..core._enums import StrEnum
-from ..errors import CorpusError
+from ..core._enums import Precision, StrEnum
+from ..errors import CorpusError, InvalidSpec
 from .sinks import NpySink, ParquetSink, Sink
 from .sqlite_store import SqliteReader, SqliteSink
 from .vector_files import Chunk, NpyReader, ParquetReader
 
-__all__ = ["Format", "FORMATS", "SUPPORTED_OUTPUTS", "format_of", "open_sink"]
+__all__ = [
+    "Format",
+    "FORMATS",
+    "SUPPORTED_OUTPUTS",
+    "format_of",
+    "open_sink",
+    "refuse_collection",
+    "refuse_idle_store_options",
+]
 
 
 class Format(StrEnum):
@@ -58,6 +66,8 @@ class FormatRules:
     mapped: bool = False  # the file is itself a (rows, d) matrix numpy maps: an index keeps no copy
     columns: bool = False  # named vector columns: views, a column per layer, chunk and token rows
     levels: tuple[str, ...] | None = None  # the row levels it holds (None: every level)
+    collections: bool = False  # several named sets of rows in one file (collection=)
+    float16: bool = True  # vectors stored at half size when asked (precision='float16')
 
 
 def _file_sink(kind: type[Sink]) -> OpenSink:
@@ -102,6 +112,8 @@ RULES: dict[Format, FormatRules] = {
         _sqlite_sink,
         SqliteReader(),
         levels=("sentence",),
+        collections=True,
+        float16=False,  # float32 blobs, whatever precision= says
     ),
 }
 # suffix -> format; the first suffix of each format is its name in messages
@@ -132,6 +144,36 @@ def suffixes_where(can: Callable[[FormatRules], bool]) -> str:
     """The formats that can do something, by their first suffix, for messages: ".parquet and .npy"."""
     names = [rules.suffixes[0] for rules in RULES.values() if can(rules)]
     return " and ".join(names) if len(names) < 3 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def refuse_collection(path: str | Path, collection: str | None, *, writing: bool = False) -> None:
+    """Refuse a collection named for a store that has none (it would be ignored in silence)."""
+    rules = rules_of(path)
+    if collection is None or rules is None or rules.collections:
+        return
+    where = suffixes_where(lambda r: r.collections).replace(" and ", " or ")
+    fix = f"drop collection= or write to a {where} file" if writing else "drop collection="
+    raise InvalidSpec(
+        f"collection={collection!r} names a collection in an SQLite store ({where}); {Path(path).name} holds "
+        f"one set of rows: {fix}"
+    )
+
+
+def refuse_idle_store_options(
+    path: str | Path, *, collection: str | None, precision: Precision | str
+) -> None:
+    """Refuse what the output's format has no use for, before anything is embedded or written: a
+    collection outside SQLite, and float16 into SQLite (its blobs are float32; the settings would say
+    float16)."""
+    refuse_collection(path, collection, writing=True)
+    rules = rules_of(path)
+    if rules is None or rules.float16 or Precision.parse(precision, what="precision") is Precision.FLOAT32:
+        return
+    where = suffixes_where(lambda r: r.float16).replace(" and ", " or ")
+    raise InvalidSpec(
+        f"precision='float16' applies to {where.replace(' or ', ' and ')} stores; {rules.label} stores "
+        f"({Path(path).name}) keep float32 vectors: drop precision= or write to a {where} file"
+    )
 
 
 def open_sink(

@@ -19,11 +19,11 @@ from ..core.folder import BUNDLED
 from ..core.spec import reload_arg, stored_settings
 from ..errors import CorpusError, InvalidSpec, JobInterrupted
 from ..static_model import StaticModel, is_model2vec, load_static
-from .formats import Format, format_of, open_sink
+from .formats import Format, format_of, open_sink, refuse_idle_store_options
 from .job_lock import job_lock
-from .level_table import CorpusOptions, make_level
+from .level_table import CorpusOptions, make_level, refuse_idle_level_options
 from .levels import CorpusLevel
-from .readers import Record, Rejects, given_texts, read_corpus, source_name
+from .readers import Record, Rejects, given_texts, read_corpus, refuse_fields_without_records, source_name
 from .sinks import Sink
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
     from .level_table import CorpusKeywords
 
-__all__ = ["JobSummary", "JobInterrupted", "embed_corpus", "run_level"]
+__all__ = ["JobSummary", "JobInterrupted", "embed_corpus", "refuse_idle_job_options", "run_level"]
 
 
 @dataclass
@@ -117,12 +117,17 @@ def embed_corpus(
     "chunks" writes one row per chunk of each document (`chunks`, `late`, `chunk_size`, `chunk_overlap`
     as in `Model.embed_chunks`; late chunks always run windows over the whole document). The recipe and
     level keywords (`CorpusKeywords`; `keep_text=False` leaves texts out) may come as one `options`.
+    An option that would have no effect is refused (InvalidSpec) before the model loads: a level option
+    the level does not read, `text_field`/`id_field` without records, `collection` outside SQLite,
+    `precision="float16"` into SQLite (`refuse_idle_job_options`).
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidSpec(f"batch_size={batch_size!r}: give a whole number of texts per batch, at least 1")
     if options is not None and keywords:
         raise InvalidSpec(f"give the options as options= or as keywords, not both ({', '.join(keywords)})")
     asked = options or CorpusOptions.of(**keywords)
+    refuse_idle_job_options(input_path, output, asked, text_field=text_field, id_field=id_field,
+                            collection=collection)  # fmt: skip
     loaded = isinstance(model, (Encoder, StaticModel))
     model_arg = None if model is None or loaded or str(model) == BUNDLED else str(model)
     m = model if loaded else load_static(model_arg) if is_model2vec(model_arg) else open_encoder(model_arg)
@@ -171,6 +176,23 @@ def embed_corpus(
         summary.rejects_file = Path(str(output) + ".rejects")
         summary.rejects_file.write_text("".join(line + "\n" for line in rejects.bad))
     return summary
+
+
+def refuse_idle_job_options(
+    source: object,
+    output: str | Path,
+    asked: CorpusOptions,
+    *,
+    text_field: str = "text",
+    id_field: str | None = None,
+    collection: str | None = None,
+) -> None:
+    """Refuse, before a model loads or a file is written, an option the job would ignore in silence (or
+    record falsely): a level option its level does not read, fields of a corpus without records, a
+    collection outside SQLite, float16 into SQLite. The Ray job asks the same (with no collection)."""
+    refuse_idle_level_options(asked.level)
+    refuse_fields_without_records(source, text_field=text_field, id_field=id_field)
+    refuse_idle_store_options(output, collection=collection, precision=asked.level.precision)
 
 
 def _finish(sink: Sink, summary: JobSummary, output: str | Path) -> None:

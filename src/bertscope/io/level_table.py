@@ -7,11 +7,13 @@ on its class (`bertscope.io.levels`); adding a level is its class and one row be
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from ..core._enums import Level
 from ..core.spec import EmbedOptions, RecipeKeywords, refuse_sentence_options, unknown_option
+from ..errors import InvalidSpec
 from .chunk_level import ChunkLevel
 from .levels import (
     CorpusLevel,
@@ -25,7 +27,7 @@ from .levels import (
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
-__all__ = ["LEVELS", "CorpusKeywords", "CorpusOptions", "level_of", "make_level"]
+__all__ = ["LEVELS", "CorpusKeywords", "CorpusOptions", "level_of", "make_level", "refuse_idle_level_options"]
 
 LEVELS: dict[Level, type[CorpusLevel]] = {
     Level.SENTENCE: SentenceLevel,
@@ -58,6 +60,7 @@ class CorpusOptions:
         if unknown := [key for key in given if key not in known]:
             raise unknown_option(unknown[0], known)
         level: dict[str, Any] = {key: value for key, value in given.items() if key in names}
+        refuse_idle_level_options(LevelOptions(**level), given=level)
         recipe: dict[str, Any] = {key: value for key, value in given.items() if key not in names}
         return cls(EmbedOptions(**recipe), LevelOptions(**level))
 
@@ -83,12 +86,39 @@ def level_of(asked: LevelOptions | Level | str) -> type[CorpusLevel]:
     return LEVELS[Level.parse(name, what="level")]
 
 
+def refuse_idle_level_options(asked: LevelOptions, *, given: Iterable[str] | None = None) -> None:
+    """Refuse a level option the level does not read (`CorpusLevel.options`; it would be ignored in
+    silence), naming the levels that read it: `subword='first'` on sentence rows.
+
+    `given`: the options the caller named (keywords); without it, those not at their defaults.
+    """
+    row = level_of(asked)
+    if given is None:
+        default = LevelOptions()
+        given = [f.name for f in fields(LevelOptions) if getattr(asked, f.name) != getattr(default, f.name)]
+    every = ("level", "keep_text", "precision")  # what every level reads
+    for name in given:
+        if name in every or name in row.options:
+            continue
+        takers = [level.name.value for level in LEVELS.values() if name in level.options]
+        where = " or ".join(f"'{taker}'" for taker in takers)
+        raise InvalidSpec(
+            f"{name}={getattr(asked, name)!r}{_WHAT.get(name, '')}: it applies with level={where} "
+            f"({row.name.value} rows here); add level={where} or drop {name}="
+        )
+
+
+# What a level option does, for the refusal of one given to a level that does not read it.
+_WHAT = {"subword": " pools each word's pieces into one vector"}
+
+
 def make_level(model: object, options: CorpusOptions) -> CorpusLevel:
     """The level asked for, its spec resolved from the recipe (`spec.resolve`) once.
 
     A level that is not pooled refuses the options that pool or post-process (pooling, mask_special,
-    normalize, post): its rows are tokens or words.
+    normalize, post): its rows are tokens or words; any level refuses a level option it does not read.
     """
+    refuse_idle_level_options(options.level)
     row = level_of(options.level)
     if not row.pooled:
         refuse_sentence_options(options.recipe, f"{row.name.value} rows")

@@ -12,9 +12,18 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..core.tokens import TextTokenizer, text_problem
-from ..errors import CorpusError
+from ..errors import CorpusError, InvalidSpec
 
-__all__ = ["Record", "Rejects", "given_texts", "read_corpus", "read_lines", "source_name", "SUPPORTED_INPUTS"]
+__all__ = [
+    "Record",
+    "Rejects",
+    "given_texts",
+    "read_corpus",
+    "read_lines",
+    "refuse_fields_without_records",
+    "source_name",
+    "SUPPORTED_INPUTS",
+]
 
 SUPPORTED_INPUTS = (
     ".txt or any UTF-8 text file (one text per line)", ".jsonl", ".csv", ".tsv", ".parquet",
@@ -49,6 +58,28 @@ def given_texts(source: object) -> bool:
 def source_name(source: object) -> str:
     """How messages name a corpus: the file, <stdin>, or <texts> for texts given in code."""
     return "<texts>" if given_texts(source) else "<stdin>" if str(source) == "-" else str(source)
+
+
+def refuse_fields_without_records(
+    source: object, *, text_field: str = "text", id_field: str | None = None
+) -> None:
+    """Refuse a `text_field` other than "text", or an `id_field`, for a corpus with no fields to read
+    them from (texts given in code, stdin, a .txt: a line a text); they would be ignored in silence."""
+    named = [
+        f"{name}={value!r}"
+        for name, value, default in (("text_field", text_field, "text"), ("id_field", id_field, None))
+        if value != default
+    ]
+    if not named or not (given_texts(source) or str(source) == "-" or str(source).lower().endswith(".txt")):
+        return
+    what = f"{named[0]} names a field" if len(named) == 1 else f"{' and '.join(named)} name fields"
+    read = (
+        "the texts given are not records"
+        if given_texts(source)
+        else f"{source_name(source)} is read a line a text"
+    )
+    drop = " and ".join(n.split("=")[0] + "=" for n in named)
+    raise InvalidSpec(f"{what} of records (.jsonl, .csv, .tsv, .parquet); {read}: drop {drop}")
 
 
 def read_corpus(

@@ -23,6 +23,7 @@ from ..core.spec import EmbedOptions, reloadable, resolve, whole_number
 from ..errors import CorpusError, InvalidInput
 from . import index as ann  # looked up per call: tests watch ann.ann_search
 from .checksums import column_values, rebuild_hint
+from .formats import refuse_collection
 from .level_table import level_of
 from .parquet_checked import CheckedParquet
 from .stores import Store, open_store, view_settings, with_view
@@ -63,6 +64,8 @@ def search(
     post-processing the store was made with (`QueryKeywords`).
     """
     whole_number(k, "k", error=CorpusError)
+    if isinstance(store, Store):
+        refuse_collection(store.path, collection)  # an opened store's own is the one searched
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
     level = level_of(opened.settings.get("level", "sentence"))
     if not level.searchable:

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import CorpusError
 from .checksums import unsealed
-from .formats import FormatRules, store_rules, suffixes_where
+from .formats import FormatRules, refuse_collection, store_rules, suffixes_where
 from .sinks import view_column
 from .vector_files import Chunk
 
@@ -69,12 +69,13 @@ class Store:
 
 
 def open_store(path: str | Path, *, collection: str | None = None) -> Store:
-    """Open a bertscope output for reading; SQLite needs the collection (or has exactly one). Its
-    settings come without their digest; `settings_match` says whether they match it."""
+    """Open a bertscope output for reading; SQLite needs the collection (or has exactly one), another
+    store refuses one. Its settings come without their digest; `settings_match` says whether they match it."""
     path = Path(path)
     if not path.is_file():
         what = "a folder, not a file" if path.is_dir() else "no such file"
         raise CorpusError(f"cannot read {path}: {what}")
+    refuse_collection(path, collection)
     found, stored = store_rules(path).reader.open(path, collection)
     settings, match = unsealed(stored)
     return Store(path, found, settings, settings_match=match)
