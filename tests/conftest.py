@@ -71,6 +71,12 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_verify_damage.py": 4.6,
     "test_option_refusals.py": 4.5,
     "test_geometry.py": 3.7,
+    # measured alone (03:27 UTC, shared bundled model), each with ~2 s of its own model load added
+    "test_cli_reading.py": 12,
+    "test_audit_checks.py": 4,
+    "test_cli_unused.py": 3.6,
+    "test_audit_messages.py": 3.2,
+    "test_corpus_options.py": 2.2,
     "test_modernbert.py": 3.7,
     "test_verify_settings.py": 3.4,
     "test_integrations.py": 3.3,
