@@ -110,7 +110,6 @@ def test_similarity_names_the_flags_and_the_help_examples_agree(tmp_path: Path) 
     assert "same" in json.loads(ran.stdout)
 
 
-
 def test_a_threshold_for_other_settings_than_a_stores_says_to_calibrate_again(tmp_path: Path) -> None:
     """A store's vectors are made: the fix is the calibration (or another store), never a flag to pass."""
     made = tmp_path / "threshold.json"
