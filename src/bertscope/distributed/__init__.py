@@ -122,7 +122,14 @@ def embed_dataset(
             )
         backend, quantize, dtype = model.backend, model.quantize, model.info().dtype
     gpus = gpus_per_worker(ray, device)
-    retries = {"max_restarts": max_restarts, "max_task_retries": max_task_retries}
+    limits = {"max_restarts": max_restarts, "max_task_retries": max_task_retries}
+    retries = {k: v for k, v in limits.items() if v is not None}  # 0 is asked too: no restart
+    if retries and not _takes_remote_args(dataset.map_batches):
+        version = getattr(ray, "__version__", "?")
+        raise InvalidSpec(
+            f"this Ray ({version}) takes no {' or '.join(retries)} in map_batches (Ray 2.64 removed them); "
+            "leave them out: Ray restarts a failed actor and retries its tasks without limit"
+        )
     return dataset.map_batches(
         _Embedder,
         batch_size=batch_size or default_batch(gpus),
@@ -140,9 +147,17 @@ def embed_dataset(
         },
         num_cpus=cpus_per_worker,
         num_gpus=gpus,
-        # Only when asked: Ray warns on these (its defaults already restart and retry without limit).
-        **{k: v for k, v in retries.items() if v is not None},
+        # Only when asked: Ray 2.60-2.63 warn on these (its defaults already restart and retry without limit).
+        **retries,
     )
+
+
+def _takes_remote_args(map_batches: Any) -> bool:
+    """Whether Ray's `map_batches` still passes extra keywords on to the actors (`**ray_remote_args`)."""
+    import inspect
+
+    kinds = [p.kind for p in inspect.signature(map_batches).parameters.values()]
+    return inspect.Parameter.VAR_KEYWORD in kinds
 
 
 def _options(options: CorpusOptions | None, keywords: CorpusKeywords) -> CorpusOptions:
