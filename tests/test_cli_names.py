@@ -267,6 +267,10 @@ RENAMED = [  # command, the name shown, the old name (hidden, still read)
     ("similar", "--store", "--in"),
     ("senses", "--store", "--in"),
     ("static", "--as-words", "--word"),
+    ("embed", "--text-field", "--text-column"),
+    ("embed", "--id-field", "--id-column"),
+    ("verify", "--text-field", "--text-column"),
+    ("verify", "--id-field", "--id-column"),
 ]
 
 
@@ -477,3 +481,30 @@ def test_probe_label_field_in_the_library(tiny_models: dict[str, bertscope.Model
     assert new.labels == probe(model, pos, **options).labels
     with pytest.raises(bertscope.InvalidInput, match="column= is the old name of label_field="):
         probe(model, pos, label_field="upos", column="upos", **options)
+
+
+def test_record_fields_and_the_old_column_spellings(tmp_path: Path) -> None:
+    """--text-field/--id-field (the library's text_field=/id_field=) are shown; --text-column/--id-column,
+    their old spellings, still read; both given refused, and a refusal names the spelling typed."""
+    docs = Path(__file__).resolve().parents[1] / "examples" / "docs.jsonl"
+    renamed = tmp_path / "docs.jsonl"
+    renamed.write_text(docs.read_text().replace('"text":', '"body":').replace('"id":', '"key":'))
+    base = ["embed", "-i", str(renamed), "--json"]
+    new = json.loads(_ok(*base, "--text-field", "body", "--id-field", "key"))
+    old = json.loads(_ok(*base, "--text-column", "body", "--id-column", "key"))
+    assert new == old and len(new["vectors"]) == 3
+    # the old spellings name the fields read (not the defaults text/id, which this file lacks)
+    assert _refusal(*base, "--text-field", "body", "--id-column", "id").endswith(
+        "no id field 'id'; the fields are: key, body"
+    )
+    assert _refusal(*base, "--text-column", "text").endswith("no field 'text'; the fields are: key, body")
+    assert _refusal(*base, "--text-field", "body", "--text-column", "body") == (
+        "error: --text-column is the old spelling of --text-field; give --text-field only"
+    )
+    assert _refusal(*base, "--id-field", "key", "--id-column", "key") == (
+        "error: --id-column is the old spelling of --id-field; give --id-field only"
+    )
+    said = _refusal("embed", "a b", "--id-column", "key")
+    assert said.startswith("error: --id-column names a field of -i FILE records"), said
+    said = _refusal("verify", "--text-column", "body")
+    assert "--text-column" in said and "--text-field" not in said, said

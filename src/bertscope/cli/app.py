@@ -214,17 +214,28 @@ def old_spelling(value: Any, old_value: Any, *, name: str, old: str, default: An
 
 
 # How a JSONL, CSV or Parquet corpus is read: embed and verify (which reads the corpus a store was made from)
-TextFieldOpt = Annotated[
-    str, typer.Option("--text-field", "--text-column", help="Text field (jsonl/csv/parquet).")
-]
+TextFieldOpt = Annotated[str, typer.Option("--text-field", help="Text field (jsonl/csv/parquet).")]
 IdFieldOpt = Annotated[
     str | None,
     typer.Option(
         "--id-field",
-        "--id-column",
         help="Id field (default: 1-based: line number in .txt/.jsonl, data row in .csv/.tsv/.parquet).",
     ),
 ]
+# --text-column/--id-column: the old spellings of --text-field/--id-field, still read, not shown
+# (a record's field, as the library's text_field=/id_field= and probe's --label-field)
+TextColumnOpt = Annotated[str | None, typer.Option("--text-column", hidden=True)]
+IdColumnOpt = Annotated[str | None, typer.Option("--id-column", hidden=True)]
+
+
+def record_fields(
+    text_field: str, id_field: str | None, text_column: str | None, id_column: str | None
+) -> tuple[str, str | None]:
+    """--text-field and --id-field, each given under its name or its old spelling (both refused)."""
+    text = old_spelling(text_field, text_column, name="--text-field", old="--text-column", default="text")
+    return text, old_spelling(id_field, id_column, name="--id-field", old="--id-column")
+
+
 PairOpt = Annotated[
     str | None,
     typer.Option("--pair", help="A second text B: each text is read as the pair [CLS] A [SEP] B [SEP]."),

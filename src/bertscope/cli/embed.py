@@ -19,6 +19,7 @@ from .app import (
     EngineOpt,
     FastMinCosineOpt,
     FastOpt,
+    IdColumnOpt,
     IdFieldOpt,
     JsonOpt,
     LayersOpt,
@@ -32,6 +33,7 @@ from .app import (
     QuantizeOpt,
     RemeasureOpt,
     StrideOpt,
+    TextColumnOpt,
     TextFieldOpt,
     ThreadsOpt,
     app,
@@ -42,6 +44,7 @@ from .app import (
     out,
     read_lines,
     read_texts,
+    record_fields,
     remeasure_if_asked,
     warn,
     with_pair,
@@ -87,6 +90,8 @@ def embed(
     ] = None,
     text_field: TextFieldOpt = "text",
     id_field: IdFieldOpt = None,
+    text_column: TextColumnOpt = None,
+    id_column: IdColumnOpt = None,
     collection: Annotated[
         str | None, typer.Option("--collection", "-c", help="Collection name in a .db store.")
     ] = None,
@@ -201,6 +206,7 @@ def embed(
     (the query prompt of a model that ships prompts; the bundled model has none),
     `bertscope embed "How are you?" --pair "Fine, thanks."` ([CLS] A [SEP] B [SEP]; with --tokens too)
     """
+    text_field, id_field = record_fields(text_field, id_field, text_column, id_column)
     flagged = [
         name for name, on in (("tokens", tokens), ("words", words), ("chunks", chunks is not None)) if on
     ]
@@ -358,7 +364,8 @@ def _refuse_idle_options(
             raise InvalidInput(
                 f"{' and '.join(ray_only)}: for --engine ray only; add --engine ray or drop it"
             )
-    fields = [f"--{name.replace('_', '-')}" for name in ("text_field", "id_field") if _given(ctx, name)]
+    named = ("text_field", "text_column", "id_field", "id_column")  # the flag typed, old spelling or new
+    fields = [f"--{name.replace('_', '-')}" for name in named if _given(ctx, name)]
     if fields and (input_path is None or input_path == "-" or input_path.lower().endswith(".txt")):
         what = f"{fields[0]} names a field" if len(fields) == 1 else f"{' and '.join(fields)} name fields"
         source = "stdin" if input_path == "-" else input_path

@@ -18,9 +18,11 @@ from ..errors import BertscopeError, InvalidInput
 from .app import (
     FastMinCosineOpt,
     FastOpt,
+    IdColumnOpt,
     IdFieldOpt,
     JsonOpt,
     ModelOpt,
+    TextColumnOpt,
     TextFieldOpt,
     ThreadsOpt,
     app,
@@ -30,6 +32,7 @@ from .app import (
     old_spelling,
     out,
     read_lines,
+    record_fields,
     warn,
 )
 
@@ -91,6 +94,8 @@ def verify(
     ] = None,
     text_field: TextFieldOpt = "text",
     id_field: IdFieldOpt = None,
+    text_column: TextColumnOpt = None,
+    id_column: IdColumnOpt = None,
     post: Annotated[
         Path | None, typer.Option("--post", help="With --store: its post-processing file.")
     ] = None,
@@ -130,6 +135,7 @@ def verify(
     run.update(threads=threads, fast=fast or None, fast_min_cosine=fast_min_cosine)
     try:
         lines = old_spelling(limit, old_lines, name="--limit", old="--lines", default=100)
+        text_field, id_field = record_fields(text_field, id_field, text_column, id_column)
         if sum(x is not None for x in (save, against, store)) > 1:
             raise InvalidInput("give one of --save, --against and --store")
         store_only: dict[str, Any] = {
@@ -138,7 +144,10 @@ def verify(
             "--corpus": corpus,
             "--seed": seed is not None,
         }
-        store_only.update({"--text-field": text_field != "text", "--id-field": id_field, "--post": post})
+        # named in the spelling typed (--text-column/--id-column: the old ones)
+        text_flag = "--text-field" if text_column is None else "--text-column"
+        id_flag = "--id-field" if id_column is None else "--id-column"
+        store_only.update({text_flag: text_field != "text", id_flag: id_field, "--post": post})
         _refuse_unused(store, against, sample, lines=lines, min_cosine=min_cosine, store_only=store_only)
         if overwrite and save is None:
             raise InvalidInput("--overwrite replaces an existing --save file; add --save FILE or drop it")
