@@ -103,7 +103,7 @@ def test_similarity_names_the_flags_and_the_help_examples_agree(tmp_path: Path) 
     said = one_line(run_main("similarity", "a", "b", "--threshold-file", str(made)), 1, "pass --no-normalize")
     assert "use those" not in said
     # calibrate's --help example writes the file that similarity's --help example reads: both -p mean
-    assert "calibrate pairs.tsv -p mean -o threshold.json" in (inspect.getdoc(calibrate) or "")
+    assert "calibrate -i pairs.tsv -p mean -o threshold.json" in (inspect.getdoc(calibrate) or "")
     assert 'similarity "a" "b" -p mean --threshold-file threshold.json' in (inspect.getdoc(similarity) or "")
     ran = run_main("similarity", "a", "b", "-p", "mean", "--threshold-file", str(made), "--json")
     assert ran.code == 0, ran.stderr

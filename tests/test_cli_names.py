@@ -508,3 +508,23 @@ def test_record_fields_and_the_old_column_spellings(tmp_path: Path) -> None:
     assert said.startswith("error: --id-column names a field of -i FILE records"), said
     said = _refusal("verify", "--text-column", "body")
     assert "--text-column" in said and "--text-field" not in said, said
+
+
+def test_calibrate_input_and_the_older_positional(tmp_path: Path) -> None:
+    """calibrate reads its pairs with -i/--input, as `eval pairs` reads the same kind of file; a file as
+    an argument, the older form, still works (hidden from --help); both at once refused."""
+    pairs = str(Path(__file__).parent / "data" / "labelled_pairs.tsv")
+    made = {}
+    for how, args in (("input", ["-i", pairs]), ("positional", [pairs])):
+        out = tmp_path / f"{how}.json"
+        _ok("calibrate", *args, "-p", "mean", "-o", str(out), "--json")
+        made[how] = json.loads(out.read_text())
+    assert made["input"] == made["positional"] and made["input"]["positives"] > 0
+    shown = _ok("calibrate", "--help")
+    assert "--input" in shown and "calibrate -i pairs.tsv" in shown
+    said = _refusal("calibrate", pairs, "-i", pairs, "-o", str(tmp_path / "both.json"))
+    assert (
+        said == "error: give the pairs file once: -i/--input FILE (a file as an argument is its older form)"
+    )
+    assert _refusal("calibrate").startswith("error: name the pairs file with -i/--input FILE")
+    assert not (tmp_path / "both.json").exists()

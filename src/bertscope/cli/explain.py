@@ -94,7 +94,12 @@ def _cells(tokens: list[str], shares: np.ndarray, row: int) -> tuple[str, str]:
 
 @app.command()
 def calibrate(
-    pairs: Annotated[Path, typer.Argument(help="TSV file: text, text, 0/1 label per line (header allowed).")],
+    input_path: Annotated[
+        Path | None,
+        typer.Option("--input", "-i", help="TSV file: text, text, 0/1 label per line (header allowed)."),
+    ] = None,
+    # `calibrate PAIRS`: the older form, still read (a script passes it), not shown: -i as `eval pairs`
+    pairs_file: Annotated[Path | None, typer.Argument(hidden=True)] = None,
     output: Annotated[
         Path, typer.Option("--output", "-o", help="Where to save the threshold (JSON).")
     ] = Path("threshold.json"),
@@ -114,12 +119,19 @@ def calibrate(
 ) -> None:
     """The cosine threshold that best separates labelled pairs (by F1), saved for `similarity`/`similar`.
 
-    Example: `bertscope calibrate pairs.tsv -p mean -o threshold.json`, then
+    Example: `bertscope calibrate -i pairs.tsv -p mean -o threshold.json`, then
     `bertscope similarity "a" "b" -p mean --threshold-file threshold.json`
+    (`bertscope calibrate pairs.tsv`, the older form, still works)
     """
     from ..research.baseline import calibrate as fit_threshold
     from ..research.baseline import check_threshold_file, read_pairs
 
+    if input_path is not None and pairs_file is not None:
+        raise InvalidInput(
+            "give the pairs file once: -i/--input FILE (a file as an argument is its older form)"
+        )
+    if (pairs := input_path or pairs_file) is None:
+        raise InvalidInput("name the pairs file with -i/--input FILE (TSV: text, text, 0/1 label per line)")
     rows = read_pairs(pairs)
     check_threshold_file(output, overwrite=overwrite)  # before the load and the fit, not after
     m = load_model(model)
