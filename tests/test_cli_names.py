@@ -528,3 +528,60 @@ def test_calibrate_input_and_the_older_positional(tmp_path: Path) -> None:
     )
     assert _refusal("calibrate").startswith("error: name the pairs file with -i/--input FILE")
     assert not (tmp_path / "both.json").exists()
+
+
+def test_a_level_singular_and_plural_are_one_name() -> None:
+    """embed and the corpus jobs say tokens/words, probe and cka said word/token: every --level reads
+    both, in the command's own spelling; an unknown one lists the names as embed spells them."""
+    from bertscope.cli.app import level_help, level_option
+
+    for given, probe_level in (
+        ("words", "word"),
+        ("word", "word"),
+        ("sentences", "sentence"),
+        ("Sentence", "sentence"),
+    ):
+        assert level_option(given, ["word", "sentence"]) == probe_level
+    assert level_option("tokens", ["token", "sentence"]) == "token"
+    assert level_option("word", ["sentence", "tokens", "words", "chunks"]) == "words"
+    assert level_option("chunk", ["sentence", "tokens", "words", "chunks"]) == "chunks"
+    assert level_help(["word", "sentence"]) == "words, sentence"
+    with pytest.raises(bertscope.errors.InvalidSpec, match=r"choose one of: words, sentence$"):
+        level_option("wordz", ["word", "sentence"])
+    for command, shown in (("probe", "words"), ("cka", "tokens")):
+        assert re.search(rf"--level\s.*\b{shown}\b", _ok(command, "--help")), command
+    assert _refusal("probe", "-i", "x.tsv", "--level", "pages") == (
+        "error: unknown level 'pages'; choose one of: words, sentence"
+    )
+    assert _refusal("cka", "-i", "x.txt", "--level", "pages") == (
+        "error: unknown level 'pages'; choose one of: tokens, sentence"
+    )
+
+
+def test_embed_level_word_is_level_words() -> None:
+    words = json.loads(_ok("embed", "tokenization rocks", "--level", "words", "--json"))
+    assert json.loads(_ok("embed", "tokenization rocks", "--level", "word", "--json")) == words
+    assert json.loads(_ok("embed", "tokenization rocks", "--level", "word", "--words", "--json")) == words
+    tokens = json.loads(_ok("embed", "a cat", "--level", "tokens", "--json"))
+    assert json.loads(_ok("embed", "a cat", "--level", "token", "--json")) == tokens
+
+
+def test_probe_and_cka_read_a_level_in_either_number(tiny_dirs: dict[str, Path]) -> None:
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    tiny = ["-m", str(tiny_dirs["bert"]), "--json"]
+    probe = [
+        "probe",
+        "-i",
+        str(examples / "pos.conllu"),
+        "--label-field",
+        "upos",
+        "--layers",
+        "0",
+        "--folds",
+        "2",
+    ]
+    rows = {level: json.loads(_ok(*probe, *tiny, "--level", level))["rows"] for level in ("word", "words")}
+    assert rows["word"] == rows["words"] and len(rows["word"]) == 2
+    cka = ["cka", "-i", str(examples / "news.txt"), *tiny]
+    by = {level: json.loads(_ok(*cka, "--level", level)) for level in ("token", "tokens")}
+    assert by["token"] == by["tokens"] and by["token"]["settings"]["level"] == "token"

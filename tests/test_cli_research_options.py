@@ -187,8 +187,9 @@ def test_every_picture_is_checked_before_the_model_loads(
 
 
 def test_cka_and_probe_read_levels_as_embed_spells_them() -> None:
-    from bertscope.cli.layers import _singular
+    from bertscope.cli.app import level_option
 
-    assert [_singular(x) for x in ("tokens", "words", "sentences", "token", "sentence")] == [
-        "token", "word", "sentence", "token", "sentence",
+    assert [level_option(x, ["word", "sentence"]) for x in ("words", "sentences", "word", "sentence")] == [
+        "word", "sentence", "word", "sentence",
     ]  # fmt: skip
+    assert [level_option(x, ["token", "sentence"]) for x in ("tokens", "token")] == ["token", "token"]

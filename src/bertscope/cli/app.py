@@ -21,8 +21,8 @@ from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
 
-from ..core._enums import Backend, DType, Engine, Pooling, Quantize, StrEnum
-from ..errors import InvalidInput
+from ..core._enums import Backend, DType, Engine, Level, Pooling, Quantize, StrEnum
+from ..errors import InvalidInput, InvalidSpec
 from .wording import as_flags
 
 app = typer.Typer(
@@ -211,6 +211,27 @@ def old_spelling(value: Any, old_value: Any, *, name: str, old: str, default: An
     if value != default:
         raise InvalidInput(f"{old} is the old spelling of {name}; give {name} only")
     return old_value
+
+
+def _other_number(name: str) -> str:
+    return name[:-1] if name.endswith("s") else f"{name}s"
+
+
+def level_option(value: str, names: list[str]) -> str:
+    """A --level value in the spelling of the command's own level names: a level's singular and plural
+    are one name (`embed --level word`, `probe --level words`, `cka --level tokens`). Anything else is
+    refused, listing the names as embed and the corpus jobs spell them (tokens, words, sentence)."""
+    given = value.strip().lower()
+    for name in names:
+        if given in (name, _other_number(name)):
+            return name
+    raise InvalidSpec(f"unknown level {value!r}; choose one of: {level_help(names)}")
+
+
+def level_help(names: list[str]) -> str:
+    """The levels `names` as embed and the corpus jobs spell them: the plural where it is theirs."""
+    corpus = {level.value for level in Level}
+    return ", ".join(name if name in corpus else _other_number(name) for name in names)
 
 
 # How a JSONL, CSV or Parquet corpus is read: embed and verify (which reads the corpus a store was made from)

@@ -40,6 +40,7 @@ from .app import (
     check_stride,
     emit_json,
     err,
+    level_option,
     load_model,
     out,
     read_lines,
@@ -134,7 +135,7 @@ def embed(
         typer.Option(
             "--level",
             help=f"What a row is: {', '.join(v.value for v in Level)} (the corpus-level table; "
-            "--tokens and --chunks name one each).",
+            "word reads as words; --tokens and --chunks name one each).",
         ),
     ] = None,
     tokens: Annotated[
@@ -210,10 +211,12 @@ def embed(
     flagged = [
         name for name, on in (("tokens", tokens), ("words", words), ("chunks", chunks is not None)) if on
     ]
-    if len(flagged) > 1 or (level_name is not None and flagged and flagged != [level_name]):
+    # --level word is --level words (a level's singular and plural are one name, as probe's and cka's)
+    named = None if level_name is None else level_option(level_name, [v.value for v in Level])
+    if len(flagged) > 1 or (named is not None and flagged and flagged != [named]):
         given = [f"--{name}" for name in flagged] + ([f"--level {level_name}"] if level_name else [])
         raise InvalidInput(f"choose one of --tokens, --chunks and --level ({', '.join(given)} given)")
-    level = Level.parse(level_name or (flagged[0] if flagged else "sentence"), what="level").value
+    level = Level.parse(named or (flagged[0] if flagged else "sentence"), what="level").value
     tokens, words = level == "tokens", level == "words"
     if level == "chunks" and chunks is None:
         chunks = "sentence"

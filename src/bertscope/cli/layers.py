@@ -19,6 +19,7 @@ from .app import (
     app,
     emit_json,
     err,
+    level_option,
     load_model,
     old_spelling,
     out,
@@ -102,7 +103,10 @@ def probe_command(
     epochs: Annotated[
         int | None, typer.Option("--epochs", min=1, help="Structural probes: training epochs (default 40).")
     ] = None,
-    level: Annotated[str, typer.Option("--level", help="word or sentence.")] = "word",
+    level: Annotated[
+        str,
+        typer.Option("--level", help="words (a label per word) or sentence (per text); word reads as words."),
+    ] = "words",
     layers: Annotated[str, typer.Option("--layers", "-l", help="Layers to probe (a layer spec).")] = "all",
     folds: Annotated[int, typer.Option("--folds", min=2, help="Cross-validation folds (by sentence).")] = 5,
     control: Annotated[
@@ -148,6 +152,7 @@ def probe_command(
     from ..research.probe import probe
 
     label_field = old_spelling(label_field, old_column, name="--label-field", old="--column")
+    level = level_option(level, ["word", "sentence"])  # the probe's levels; --level words is word
     picture = picture_output(output, overwrite=overwrite)  # before the work, with the matrix beside it
     if picture is not None and per_label and task.strip().lower() == "label":
         picture_output(_beside(picture, "confusion"), overwrite=overwrite)
@@ -158,7 +163,7 @@ def probe_command(
             raise InvalidSpec(f"unknown --task {task!r}; choose one of: label, {', '.join(TASKS)}")
         label_only = {
             "--control": control, "--column" if old_column else "--label-field": label_field is not None,
-            "--level": _singular(level) != "word",
+            "--level": level != "word",
             "--folds": folds != 5, "--probe": probe_kind is not None, "--sweep": sweep is not None,
             "--per-label": per_label, "--per-label-layer": per_label_layer is not None,
             "--n-jobs": n_jobs is not None,
@@ -184,7 +189,7 @@ def probe_command(
         raise InvalidSpec("--per-label-layer chooses the row --per-label reports: add --per-label")
     m = load_model(model, device=device, threads=threads)
     result = probe(
-        m, input_path, level=_singular(level), layers=layers, folds=folds, control=control, subword=subword,
+        m, input_path, level=level, layers=layers, folds=folds, control=control, subword=subword,
         label_field=label_field, seed=seed, n_jobs=n_jobs, test=test, kind=probe_kind, sweep=sweep,
         per_label=per_label, per_label_layer=per_label_layer,
     )  # fmt: skip
@@ -264,8 +269,11 @@ def cka_command(
         str | None, typer.Option("--model-b", help="Compare every layer of --model with every layer of this.")
     ] = None,
     level: Annotated[
-        str, typer.Option("--level", help="token (every non-pad token) or sentence (mean per text).")
-    ] = "token",
+        str,
+        typer.Option(
+            "--level", help="tokens (every non-pad token) or sentence (mean per text); token reads as tokens."
+        ),
+    ] = "tokens",
     debiased: Annotated[
         bool, typer.Option("--debiased", help="The debiased estimator (Nguyen et al.): for few rows.")
     ] = False,
@@ -284,10 +292,11 @@ def cka_command(
     """
     from ..research.cka import cka
 
+    level = level_option(level, ["token", "sentence"])  # CKA's levels; --level tokens is token
     picture = picture_output(output, overwrite=overwrite)  # before the work, not after it
     a = load_model(model, device=device, threads=threads)
     b = None if model_b is None else load_model(model_b, device=device, threads=threads)
-    result = cka(a, read_lines(input_path), b, level=_singular(level), debiased=debiased)
+    result = cka(a, read_lines(input_path), b, level=level, debiased=debiased)
     if result.note:
         warn(result.note, label="note:", style="cyan")
     if picture is not None:
@@ -356,8 +365,3 @@ def compare_command(
     for r in result.layers:
         layers.add_row(str(r["layer"]), _fmt(r["cka"]), _fmt(r["mean_cosine"]))
     out.print(layers)
-
-
-def _singular(level: str) -> str:
-    """A level as `cka` and `probe` name it, given as `embed --level` spells it (tokens, words)."""
-    return {"tokens": "token", "words": "word", "sentences": "sentence"}.get(level, level)
