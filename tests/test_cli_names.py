@@ -271,6 +271,7 @@ RENAMED = [  # command, the name shown, the old name (hidden, still read)
     ("embed", "--id-field", "--id-column"),
     ("verify", "--text-field", "--text-column"),
     ("verify", "--id-field", "--id-column"),
+    ("probe", "--kind", "--probe"),
 ]
 
 
@@ -585,3 +586,21 @@ def test_probe_and_cka_read_a_level_in_either_number(tiny_dirs: dict[str, Path])
     cka = ["cka", "-i", str(examples / "news.txt"), *tiny]
     by = {level: json.loads(_ok(*cka, "--level", level)) for level in ("token", "tokens")}
     assert by["token"] == by["tokens"] and by["token"]["settings"]["level"] == "token"
+
+
+def test_probe_kind_and_the_old_probe(tiny_dirs: dict[str, Path]) -> None:
+    """probe --kind linear|mlp (the library's kind=); --probe, its old spelling, still read and hidden;
+    both refused; a structural task's refusal names the flag typed."""
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    pos = ["probe", "-i", str(examples / "pos.conllu"), "--label-field", "upos"]
+    args = [*pos, "-m", str(tiny_dirs["bert"]), "--layers", "0", "--folds", "2", "--json"]
+    rows = {flag: json.loads(_ok(*args, flag, "mlp"))["rows"] for flag in ("--kind", "--probe")}
+    assert rows["--kind"] == rows["--probe"] and {row["probe"] for row in rows["--kind"]} == {"mlp"}
+    assert _refusal(*pos, "--kind", "mlp", "--probe", "mlp") == (
+        "error: --probe is the old spelling of --kind; give --kind only"
+    )
+    assert _refusal(*pos, "--kind", "tree") == "error: unknown --kind 'tree'; choose one of: linear, mlp"
+    trees = ["probe", "-i", str(examples / "trees.conllu"), "--task", "depth"]
+    for flag in ("--kind", "--probe"):
+        said = _refusal(*trees, flag, "mlp")
+        assert said.startswith(f"error: {flag}: for label probes (--task label) only"), said

@@ -65,10 +65,12 @@ def probe_command(
     probe_kind: Annotated[
         str | None,
         typer.Option(
-            "--probe",
+            "--kind",
             help="Label probes: linear (logistic regression, default) or mlp (one hidden layer, 64 units).",
         ),
     ] = None,
+    # --probe: --kind's old spelling (the library's kind=), still read, not shown
+    old_probe: Annotated[str | None, typer.Option("--probe", hidden=True)] = None,
     sweep: Annotated[
         str | None,
         typer.Option(
@@ -152,6 +154,7 @@ def probe_command(
     from ..research.probe import probe
 
     label_field = old_spelling(label_field, old_column, name="--label-field", old="--column")
+    probe_kind = old_spelling(probe_kind, old_probe, name="--kind", old="--probe")
     level = level_option(level, ["word", "sentence"])  # the probe's levels; --level words is word
     picture = picture_output(output, overwrite=overwrite)  # before the work, with the matrix beside it
     if picture is not None and per_label and task.strip().lower() == "label":
@@ -164,7 +167,8 @@ def probe_command(
         label_only = {
             "--control": control, "--column" if old_column else "--label-field": label_field is not None,
             "--level": level != "word",
-            "--folds": folds != 5, "--probe": probe_kind is not None, "--sweep": sweep is not None,
+            "--folds": folds != 5, "--probe" if old_probe else "--kind": probe_kind is not None,
+            "--sweep": sweep is not None,
             "--per-label": per_label, "--per-label-layer": per_label_layer is not None,
             "--n-jobs": n_jobs is not None,
         }  # fmt: skip
@@ -183,7 +187,7 @@ def probe_command(
     if rank is not None or epochs is not None:
         raise InvalidSpec(
             "--rank and --epochs train structural probes (--task distance or depth); a label probe's "
-            "capacity is --probe and --sweep"
+            "capacity is --kind and --sweep"
         )
     if per_label_layer is not None and not per_label:
         raise InvalidSpec("--per-label-layer chooses the row --per-label reports: add --per-label")

@@ -49,14 +49,14 @@ class ProbeKind(StrEnum):
 def classifiers(kind: ProbeKind | str | None, sweep: str | None, *, seed: int) -> list[Classifier]:
     """The probes to fit, in row order: one (`kind`, linear by default) or one per size of `sweep`
     (`hidden=16,64,256`: MLPs of that many hidden units; `rank=8,32`: linear probes of that rank)."""
-    chosen = None if kind is None else ProbeKind.parse(kind, what="--probe")
+    chosen = None if kind is None else ProbeKind.parse(kind, what="--kind")
     if sweep is None:
         chosen = chosen or ProbeKind.LINEAR
         capacity = MLP_HIDDEN if chosen is ProbeKind.MLP else None
         return [Classifier(chosen.value, capacity, seed)]
     name, equals, values = sweep.partition("=")
     name = name.strip().lower()
-    allowed = "hidden=16,64,256 (--probe mlp) or rank=8,32,128 (--probe linear)"
+    allowed = "hidden=16,64,256 (--kind mlp) or rank=8,32,128 (--kind linear)"
     if not equals or name not in SWEEPS:
         raise InvalidSpec(f"--sweep {sweep!r}: give a size and its values, {allowed}")
     sizes = [v.strip() for v in values.split(",")]
@@ -66,7 +66,7 @@ def classifiers(kind: ProbeKind | str | None, sweep: str | None, *, seed: int) -
         raise InvalidSpec(f"--sweep {sweep!r}: a {name} is given twice; give each once")
     wanted = ProbeKind(SWEEPS[name])
     if chosen is not None and chosen is not wanted:
-        raise InvalidSpec(f"--sweep {name}=... sweeps a {wanted.value} probe, not --probe {chosen.value}")
+        raise InvalidSpec(f"--sweep {name}=... sweeps a {wanted.value} probe, not --kind {chosen.value}")
     return [Classifier(wanted.value, int(v), seed) for v in sizes]
 
 
