@@ -78,7 +78,7 @@ REFUSED = [
     (
         ["embed", "-i", str(NEWS), "-o", "{D}/x.db", "--precision", "float16"],
         "--precision float16",
-        "x.db keeps float32 vectors",
+        "SQLite stores (x.db) keep float32 vectors: drop --precision",
     ),
 ]
 
@@ -101,8 +101,8 @@ def test_similar_refuses_a_collection_of_a_store_that_has_none(store: Path) -> N
     ran = run_main("similar", "a storm", "--store", str(store), "--collection", "news")
     assert ran.code == 1 and ran.stdout == ""
     assert ran.stderr == (
-        "error: --collection names a collection in an SQLite store (.db); corpus.parquet holds one set of "
-        "rows: drop --collection\n"
+        "error: --collection news names a collection in an SQLite store (.db); corpus.parquet holds one set "
+        "of rows: drop --collection\n"
     )
     found = run_main("similar", "a storm", "--store", str(store), "-k", "1", "--json")
     assert found.code == 0 and "a storm hits the coast" in found.stdout

@@ -163,8 +163,9 @@ def similar(
     if store.is_dir() or store.name.startswith("part-"):
         # the shard is named under the flag typed
         ray_shards(store, option="--in" if old_in is not None else "--store", command="similar")
-    if collection is not None:
-        _refuse_collection(store)
+    from ..io.formats import refuse_collection
+
+    refuse_collection(store, collection)  # before the model loads: open_store's own check
     run = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize, "threads": threads}
     if any(value is not None for value in run.values()):
         model = _store_model(store, collection, model, run)
@@ -195,18 +196,6 @@ def similar(
         where = (str(hit.chunk), f"{hit.start}-{hit.end}") if chunked else ()
         table.add_row(str(rank), hit.id, *where, f"{hit.score:.4f}", hit.text or "")
     out.print(table)
-
-
-def _refuse_collection(store: Path) -> None:
-    """Refuse --collection for a store that has none (it would be ignored in silence): .parquet, .npy."""
-    from ..io.formats import Format, format_of
-
-    kind = format_of(store)
-    if kind is not None and kind is not Format.SQLITE:
-        raise InvalidInput(
-            f"--collection names a collection in an SQLite store (.db); {store.name} holds one set of rows: "
-            "drop --collection"
-        )
 
 
 def ray_shards(store: Path, *, option: str, command: str) -> None:

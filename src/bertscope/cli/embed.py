@@ -378,21 +378,10 @@ def _refuse_idle_options(
             else f"{source} is read a line a text"
         )
         raise InvalidInput(f"{what} of -i FILE records (.jsonl, .csv, .tsv, .parquet); {read}: drop it")
-    if output is None:
-        return
-    from ..io.formats import Format, format_of
+    if output is not None:  # the library's own check, read in flags (cli.wording)
+        from ..io.formats import refuse_idle_store_options
 
-    sqlite = format_of(output) is Format.SQLITE
-    if collection is not None and not sqlite:
-        raise InvalidInput(
-            f"--collection names a collection in an SQLite store (.db); {output.name} holds one set of "
-            "rows: drop --collection or write -o FILE.db"
-        )
-    if sqlite and _given(ctx, "precision") and ctx.params.get("precision") != "float32":
-        raise InvalidInput(
-            f"--precision float16 halves a .parquet or .npy store; {output.name} keeps float32 vectors: "
-            "drop --precision or write -o FILE.parquet"
-        )
+        refuse_idle_store_options(output, collection=collection, precision=ctx.params["precision"])
 
 
 def _refuse_idle_chunk_options(ctx: typer.Context, chunks: str | None, *, late: bool, long: str) -> None:

@@ -27,8 +27,8 @@ FLAGS: dict[str, str] = {
         "backend", "batch_size", "chunk_overlap", "chunk_size", "chunks", "collection", "column", "combine",
         "device", "dim", "dtype", "engine", "fast_min_cosine", "format", "id_field", "label_field", "layers",
         "level", "limit", "long", "mask_special", "min_count", "n_jobs", "normalize", "overwrite", "pooling",
-        "post", "prompt", "prompt_name", "quantize", "remeasure", "resume", "seed", "stride", "subword",
-        "text_field", "threads", "view", "workers",
+        "post", "precision", "prompt", "prompt_name", "quantize", "remeasure", "resume", "seed", "stride",
+        "subword", "text_field", "threads", "view", "workers",
     )
 } | {"k": "-k", "late": "--late", "model": "-m"}  # fmt: skip
 # Booleans: the flag for True and, where one exists, for False (None: no flag turns it off).
