@@ -355,13 +355,11 @@ def _refuse_idle_options(
     applies: --subword off the word level, --workers/--address without Ray, --text-field/--id-field
     without records to read them from, --collection and --precision float16 where the store has no use
     for them (the corpus-only options without -o are `_refuse_unused`'s)."""
-    from ..io.level_table import level_of
+    if _given(ctx, "subword"):  # typed, even at its default: the library's check, read in flags
+        from ..io.level_table import refuse_idle_level_options
+        from ..io.levels import LevelOptions
 
-    if _given(ctx, "subword") and "subword" not in level_of(level).options:
-        raise InvalidInput(
-            f"--subword pools each word's pieces into one vector: it applies with --level words ({level} "
-            "rows here); add --level words or drop --subword"
-        )
+        refuse_idle_level_options(LevelOptions(level=level, subword=ctx.params["subword"]), given=["subword"])
     if ray_only := [f"--{name}" for name in ("workers", "address") if _given(ctx, name)]:
         if engine is not Engine.RAY:
             raise InvalidInput(
