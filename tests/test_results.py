@@ -105,8 +105,8 @@ def test_cli_json_equals_the_services_answer(client: httpx.Client) -> None:
         ask(client, "/static", {"inputs": ["bread", "cake"], "k": 3}),
     )
     assert_same(
-        cli_json("static", "breadmaker", "--word", "-k", "2"),
-        ask(client, "/static", {"inputs": "breadmaker", "word": True, "k": 2}),
+        cli_json("static", "breadmaker", "--as-words", "-k", "2"),
+        ask(client, "/static", {"inputs": "breadmaker", "as_words": True, "k": 2}),
     )
     assert_same(cli_json("anatomy", "I am Sinan"), ask(client, "/anatomy", {"inputs": "I am Sinan"}))
     info = client.get("/v2/info").json()

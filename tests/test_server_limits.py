@@ -105,6 +105,7 @@ BOOLEANS = [
     ("/v2/embed", {"inputs": "a"}, "mask_special"),
     ("/embed_tokens", {"inputs": "a"}, "words"),
     ("/v2/similarity", {"source": "a", "sentences": ["b"]}, "baseline"),
+    ("/static", {"items": "bread"}, "as_words"),
     ("/static", {"items": "bread"}, "word"),
     ("/v2/embed_chunks", {"inputs": "A cat. A dog."}, "late"),
     ("/explain", {"a": "a", "b": "b"}, "exact"),

@@ -1,6 +1,8 @@
 """One concept, one name on the service too: /embed_tokens takes `"level": "words"`, the name the command
-line (`embed --level words`) and the corpus jobs (`level="words"`) give the word level; `"words": true`,
-its older spelling, still works, and a body with both is refused in one line naming the one to keep."""
+line (`embed --level words`) and the corpus jobs (`level="words"`) give the word level; /static takes
+`"as_words": true`, as `static --as-words` (a `word` is a value on /occurrences, as `similar --word bank`).
+Their older spellings (`"words": true`, `"word": true`) still work, and a body with both is refused in
+one line naming the one to keep."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import numpy as np
 import pytest
 
 import bertscope
-from bertscope.server.schemas import ONE_LEVEL
+from bertscope.server.schemas import ONE_AS_WORDS, ONE_LEVEL
 from test_server import serving
 
 TEXT = "I like eating bread"
@@ -24,14 +26,14 @@ def http(bundled: bertscope.Model) -> Iterator[httpx.Client]:
         yield client
 
 
-def _ok(http: httpx.Client, body: dict[str, Any]) -> Any:
-    response = http.post("/embed_tokens", json=body)
+def _ok(http: httpx.Client, body: dict[str, Any], route: str = "/embed_tokens") -> Any:
+    response = http.post(route, json=body)
     assert response.status_code == 200, response.text
     return response.json()["items"][0]
 
 
-def _refused(http: httpx.Client, body: dict[str, Any]) -> str:
-    response = http.post("/embed_tokens", json=body)
+def _refused(http: httpx.Client, body: dict[str, Any], route: str = "/embed_tokens") -> str:
+    response = http.post(route, json=body)
     assert response.status_code == 422, response.text
     detail = str(response.json()["detail"])
     assert "\n" not in detail
@@ -97,3 +99,60 @@ def test_the_schema_says_the_same(http: httpx.Client) -> None:
     assert not check.is_valid({"inputs": TEXT, "level": "tokens", "words": False})
     assert not check.is_valid({"inputs": [["a", "b"]], "level": "words"})
     assert check.is_valid({"inputs": [["a", "b"]], "level": "tokens"})
+
+
+def test_static_as_words_answers_as_the_older_word_true(http: httpx.Client, bundled: bertscope.Model) -> None:
+    by_name = _ok(http, {"inputs": "breadmaker", "as_words": True, "k": 2}, "/static")
+    assert _ok(http, {"inputs": "breadmaker", "word": True, "k": 2}, "/static") == by_name
+    assert by_name["pieces"] == ["bread", "##maker"] and len(by_name["neighbors"]) == 2
+    want = bundled.static_word("breadmaker").vector
+    np.testing.assert_allclose(np.array(by_name["vector"]), want, atol=1e-6)
+    # false by either name reads word pieces: "breadmaker" is not one
+    for off in ({"as_words": False}, {"word": False}, {}):
+        said = _refused(http, {"inputs": "breadmaker", **off}, "/static")
+        assert said.endswith('send "as_words": true for the mean of its pieces'), said
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        {"as_words": True, "word": True},
+        {"as_words": True, "word": False},
+        {"as_words": False, "word": True},
+        {"as_words": False, "word": False},  # the same answer, still two names for one field
+    ],
+)
+def test_static_both_spellings_at_once_are_refused(http: httpx.Client, given: dict[str, Any]) -> None:
+    assert _refused(http, {"inputs": "bread", **given}, "/static") == ONE_AS_WORDS
+    assert ONE_AS_WORDS == (
+        '"as_words" and "word" both given: "word": true is the older spelling of "as_words": true; '
+        'send "as_words" only'
+    )
+
+
+def test_static_refuses_an_id_in_the_spelling_sent(http: httpx.Client) -> None:
+    for name in ("as_words", "word"):
+        said = _refused(http, {"inputs": ["bread", 7852], name: True}, "/static")
+        assert said == f'7852 is not a word; with "{name}": true every item is a string', said
+    assert _ok(http, {"inputs": [7852]}, "/static")["token"] == "bread"
+
+
+def test_the_static_schema_says_the_same(http: httpx.Client) -> None:
+    """/static's request in the served document: as_words, word marked deprecated, and the bodies refused
+    above left out of what the schema takes."""
+    doc = http.get("/openapi.json").json()
+    schema = doc["components"]["schemas"]["StaticRequest"]
+    word = schema["properties"]["word"]
+    assert word.get("deprecated") is True and "as_words" in word["description"]
+    assert "deprecated" not in schema["properties"]["as_words"]
+    jsonschema_rs = pytest.importorskip("jsonschema_rs")
+    check = jsonschema_rs.validator_for(
+        {"$ref": "#/components/schemas/StaticRequest", "components": doc["components"]}
+    )
+    assert check.is_valid({"inputs": "bread", "as_words": True}) and check.is_valid(
+        {"inputs": "bread", "word": True}
+    )
+    assert not check.is_valid({"inputs": "bread", "as_words": False, "word": False})
+    assert not check.is_valid({"inputs": [7852], "as_words": True})
+    assert not check.is_valid({"inputs": [7852], "word": True})
+    assert check.is_valid({"inputs": [7852]})

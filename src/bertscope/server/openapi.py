@@ -260,10 +260,14 @@ def _refused_combinations(
             refused.append(_when(level={"const": "words"}, inputs=pairs))
             # one name for the level: "words" is the older spelling of "level", and never sent with it
             refused.append({"type": "object", "required": ["level", "words"]})
-    if {"word", "inputs"} <= fields:
-        # With word=true every item is a word (a string), not an id.
+    if {"as_words", "inputs"} <= fields:
+        # With as_words=true (or word=true) every item is a word (a string), not an id.
         ids = {"anyOf": [{"type": "integer"}, {"type": "array", "contains": {"type": "integer"}}]}
-        refused.append(_when(word={"const": True}, inputs=ids))
+        refused.append(_when(as_words={"const": True}, inputs=ids))
+        if "word" in fields:
+            refused.append(_when(word={"const": True}, inputs=ids))
+            # one name: "word" is the older spelling of "as_words", and never sent with it
+            refused.append({"type": "object", "required": ["as_words", "word"]})
     if {"exact", "pooling"} <= fields:
         # cls and pooler read one vector that depends on every token: no exact split, and what is shown
         # instead, the [CLS] attention, is within one window.

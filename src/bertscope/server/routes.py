@@ -240,9 +240,14 @@ def model_routes(app: FastAPI, svc: Service) -> None:
                 "ask for fewer items or a smaller k"
             )
 
+        words = req.with_words
+        if words and (ids := [it for it in items if not isinstance(it, str)]):
+            asked = "word=true" if req.word else "as_words=true"  # the spelling the client sent
+            raise InvalidInput(f"{ids[0]!r} is not a word; with {asked} every item is a string")
+
         def work() -> list[dict[str, Any]]:
             special = req.include_special
-            return [lookup(svc.model, it, word=req.word, k=req.k, include_special=special) for it in items]
+            return [lookup(svc.model, it, word=words, k=req.k, include_special=special) for it in items]
 
         # Static rows only read the embedding matrix: they run beside the worker, never queue behind it.
         records = await run_in_threadpool(work)

@@ -38,6 +38,7 @@ __all__ = [
     "TokensRequest",
     "TokensResponse",
     "ONE_LEVEL",
+    "ONE_AS_WORDS",
     "ELSEWHERE",
     "OpenAIRequest",
     "OpenAIResponse",
@@ -119,7 +120,7 @@ def fitted_int(fit: str) -> dict[str, Any]:
 
 
 _ID: dict[str, Any] = {"type": "integer", "minimum": 0, "x-fit": "id"}
-_PIECE = TEXT_SCHEMA  # a word piece of this vocabulary (which no schema lists), or with word=true a word
+_PIECE = TEXT_SCHEMA  # a word piece of this vocabulary (which no schema lists), or with as_words=true a word
 _STATIC_ITEMS = {
     "anyOf": [_PIECE, _ID, {"type": "array", "items": {"anyOf": [_PIECE, _ID]}, "x-fit": "inputs"}]
 }
@@ -225,6 +226,14 @@ ONE_LEVEL = (
 )
 
 
+def _one_name(given: Any, name: str, old: str, message: str) -> Any:
+    """The body as sent, or a refusal (`message`, one line as written) where it holds a field under both
+    its name and its older spelling, whatever their values."""
+    if isinstance(given, dict) and name in given and old in given:
+        raise PydanticCustomError("one_name", message)
+    return given
+
+
 class TokensRequest(_LayerFields):
     """Per-token (and with level "words", per-word) vectors of the chosen layers."""
 
@@ -246,9 +255,7 @@ class TokensRequest(_LayerFields):
     @model_validator(mode="before")
     @classmethod
     def _one_level(cls, given: Any) -> Any:
-        if isinstance(given, dict) and "level" in given and "words" in given:
-            raise PydanticCustomError("one_name", ONE_LEVEL)
-        return given
+        return _one_name(given, "level", "words", ONE_LEVEL)
 
     @property
     def with_words(self) -> bool:
@@ -391,17 +398,42 @@ class TokenizeRequest(Strict):
     long: Annotated[LongText, spelled(LongText)] = LongText.TRUNCATE
 
 
+# "word": true was "as_words": true before it had the name `static --as-words` gives it ("word" is a word
+# itself on /occurrences, as `similar --word bank`).
+ONE_AS_WORDS = (
+    '"as_words" and "word" both given: "word": true is the older spelling of "as_words": true; send '
+    '"as_words" only'
+)
+
+
 class StaticRequest(Strict):
     """Static rows of word pieces or ids (or words, as the mean of their pieces), with neighbours."""
 
     inputs: Annotated[str | WholeInt | list[str | WholeInt], WithJsonSchema(_STATIC_ITEMS)] = Field(
-        description="Word pieces or token ids (or words with word=true); `items` is accepted too.",
+        description="Word pieces or token ids (or words with as_words=true); `items` is accepted too.",
         examples=[["bread", 7852]],
         validation_alias=AliasChoices("inputs", "items"),
     )
-    word: StrictBool = Field(False, description="Items are words: the mean of their pieces' rows.")
+    as_words: StrictBool = Field(
+        False, description="Read the items as words: each the mean of its pieces' rows."
+    )
+    word: StrictBool = Field(
+        False,
+        description='The older spelling of "as_words" (true); send one of them.',
+        json_schema_extra={"deprecated": True},
+    )
     k: WholeInt = Field(0, ge=0, le=1000, description="How many nearest vocabulary entries to list.")
     include_special: StrictBool = Field(False, description="Let neighbours be special or [unused] tokens.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_as_words(cls, given: Any) -> Any:
+        return _one_name(given, "as_words", "word", ONE_AS_WORDS)
+
+    @property
+    def with_words(self) -> bool:
+        """Items read as words, by either spelling."""
+        return self.as_words or self.word
 
 
 # One text's routes (/anatomy, /attention) read one window: a text over it is cut (counted in

@@ -6,10 +6,10 @@ form of an option into the field of the route that was called, as `cli/wording.p
 
     long='window' or 'error'             ->  "long": "window" or "error"
     (pooling='cls'; --pooling cls)       ->  ("pooling": "cls")            (the flag dropped)
-    late=False / word=true               ->  "late": false / "word": true
+    late=False / as_words=true           ->  "late": false / "as_words": true
     prompt_name= on TEI's /similarity    ->  "prompt_name" (in "parameters")
     long='truncate' on TEI's routes      ->  "truncate": true               (TEI's field for the cut)
-    use static_word('x') on /static      ->  send "word": true
+    use static_word('x') on /static      ->  send "as_words": true
     --debiased (debiased=True)           ->  "debiased": true
 
 A suggestion naming an option the route does not take (`prompt=`, `long='window'` on TEI's routes) is
@@ -33,10 +33,10 @@ __all__ = ["OPTIONS", "as_fields", "body_model"]
 # The library's option keywords that its messages write as `name=value`; other names stay as written.
 OPTIONS = frozenset(
     {
-        "baseline", "chunks", "combine", "debiased", "dimensions", "exact", "head", "include_special", "k",
-        "late", "layer", "layers", "level", "long", "mask_special", "mean_heads", "normalize", "overlap",
-        "pooling", "post", "prompt", "prompt_name", "reference", "size", "stride", "subword", "top",
-        "truncate", "word", "words",
+        "as_words", "baseline", "chunks", "combine", "debiased", "dimensions", "exact", "head",
+        "include_special", "k", "late", "layer", "layers", "level", "long", "mask_special", "mean_heads",
+        "normalize", "overlap", "pooling", "post", "prompt", "prompt_name", "reference", "size", "stride",
+        "subword", "top", "truncate", "word", "words",
     }
 )  # fmt: skip
 # Facts of a model's config.json, said as JSON (`"type_vocab_size": 1`), never dropped.
@@ -46,7 +46,7 @@ _PHRASES = (
     # prompt= is the prompt's text; the service takes only the model's prompts by name.
     (re.compile(r"give the text with prompt= \(--prompt\)"), "leave prompt_name= out"),
     (re.compile(r"\(level='tokens' or 'words'\)"), "(POST /embed_tokens)"),
-    (re.compile(r"use static_word\((?:'[^']*'|\"[^\"]*\")\)"), "send word=true"),
+    (re.compile(r"use static_word\((?:'[^']*'|\"[^\"]*\")\)"), "send as_words=true"),
 )
 _NAMES = "|".join(sorted(OPTIONS | _CONFIG, key=len, reverse=True))
 _VALUE = (
