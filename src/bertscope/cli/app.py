@@ -20,8 +20,9 @@ from rich.columns import Columns
 from rich.console import Console, ConsoleOptions, Group, RenderResult
 from rich.table import Table
 from rich.text import Text
+from typer.core import TyperCommand
 
-from ..core._enums import Backend, DType, Engine, Level, Pooling, Quantize, StrEnum
+from ..core._enums import Backend, DType, Engine, Level, Pooling, Quantize, StrEnum, level_named
 from ..errors import InvalidInput, InvalidSpec
 from .wording import as_flags
 
@@ -35,6 +36,19 @@ app = typer.Typer(
     add_completion=False,
     rich_markup_mode="markdown",
 )
+
+
+class HiddenArgumentsUnsaid(TyperCommand):
+    """A command whose usage line leaves out its hidden arguments, as its help rows do: typer writes every
+    argument into the usage line, hidden or not (`calibrate [OPTIONS] [pairs_file]`).
+    Every command with a hidden positional (an older spelling still read) uses it."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:  # ctx: the Context of typer's own click
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if not getattr(param, "hidden", False):
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
 
 
 class _FoldingTable(Table):
@@ -213,25 +227,21 @@ def old_spelling(value: Any, old_value: Any, *, name: str, old: str, default: An
     return old_value
 
 
-def _other_number(name: str) -> str:
-    return name[:-1] if name.endswith("s") else f"{name}s"
-
-
 def level_option(value: str, names: list[str]) -> str:
     """A --level value in the spelling of the command's own level names: a level's singular and plural
-    are one name (`embed --level word`, `probe --level words`, `cka --level tokens`). Anything else is
-    refused, listing the names as embed and the corpus jobs spell them (tokens, words, sentence)."""
-    given = value.strip().lower()
-    for name in names:
-        if given in (name, _other_number(name)):
-            return name
-    raise InvalidSpec(f"unknown level {value!r}; choose one of: {level_help(names)}")
+    are one name (`embed --level word`, `probe --level word`, `cka --level token`), read as the library
+    reads them (`core._enums.level_named`). Anything else is refused, listing the names as embed and the
+    corpus jobs spell them (tokens, words, sentence)."""
+    found = level_named(value, names)
+    if found is None:
+        raise InvalidSpec(f"unknown level {value!r}; choose one of: {level_help(names)}")
+    return found
 
 
 def level_help(names: list[str]) -> str:
     """The levels `names` as embed and the corpus jobs spell them: the plural where it is theirs."""
-    corpus = {level.value for level in Level}
-    return ", ".join(name if name in corpus else _other_number(name) for name in names)
+    corpus = [level.value for level in Level]
+    return ", ".join(level_named(name, corpus) or name for name in names)
 
 
 # How a JSONL, CSV or Parquet corpus is read: embed and verify (which reads the corpus a store was made from)

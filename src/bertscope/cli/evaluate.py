@@ -16,6 +16,7 @@ from .app import (
     CombineOpt,
     DeviceOpt,
     DtypeOpt,
+    HiddenArgumentsUnsaid,
     JsonOpt,
     LayersOpt,
     LongOpt,
@@ -92,7 +93,7 @@ def post_option(post: str | None) -> list[Any]:
     return [load_post(p) if Path(p).suffix in (".safetensors", ".npz") else p for p in split_list(post)]
 
 
-@eval_app.command("pairs")
+@eval_app.command("pairs", cls=HiddenArgumentsUnsaid)
 def eval_pairs(
     input_path: Annotated[
         str | None,

@@ -8,11 +8,11 @@ from typing import Annotated, Any
 import numpy as np
 import typer
 from rich.table import Table
-from typer.core import TyperCommand
 
 from ..errors import InvalidInput
 from .app import (
     CombineOpt,
+    HiddenArgumentsUnsaid,
     JsonOpt,
     LayersOpt,
     LongOpt,
@@ -93,19 +93,7 @@ def _cells(tokens: list[str], shares: np.ndarray, row: int) -> tuple[str, str]:
     return (tokens[row], f"{shares[row]:+.4f}") if row < len(tokens) else ("", "")
 
 
-class _HiddenArgumentsUnsaid(TyperCommand):
-    """A command whose usage line leaves out its hidden arguments, as its help rows do: typer writes every
-    argument into the usage line, hidden or not (`calibrate [OPTIONS] [pairs_file]`)."""
-
-    def collect_usage_pieces(self, ctx: Any) -> list[str]:  # ctx: the Context of typer's own click
-        pieces = [self.options_metavar] if self.options_metavar else []
-        for param in self.get_params(ctx):
-            if not getattr(param, "hidden", False):
-                pieces.extend(param.get_usage_pieces(ctx))
-        return pieces
-
-
-@app.command(cls=_HiddenArgumentsUnsaid)
+@app.command(cls=HiddenArgumentsUnsaid)
 def calibrate(
     input_path: Annotated[
         Path | None,

@@ -14,6 +14,7 @@ from .app import (
     CombineOpt,
     DeviceOpt,
     DtypeOpt,
+    HiddenArgumentsUnsaid,
     JsonOpt,
     LayersOpt,
     LongOpt,
@@ -38,7 +39,7 @@ app.add_typer(vocab_app, name="vocab")
 app.add_typer(plot_app, name="plot")
 
 
-@app.command("contextuality")
+@app.command("contextuality", cls=HiddenArgumentsUnsaid)
 def contextuality_cmd(
     input_path: Annotated[
         str | None,
@@ -112,7 +113,7 @@ def contextuality_cmd(
     )
 
 
-@app.command("fit-post")
+@app.command("fit-post", cls=HiddenArgumentsUnsaid)
 def fit_post_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="Write to .safetensors (or .npz).")],
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing output.")] = False,
