@@ -10,8 +10,8 @@ import torch
 from typer.testing import CliRunner
 
 from bertscope.cli import app
-from bertscope.errors import InvalidInput
-from bertscope.research.cka import cka, cka_of_arrays
+from bertscope.errors import InvalidInput, InvalidSpec
+from bertscope.research.cka import CkaLevel, cka, cka_of_arrays
 
 TEXTS = [
     "The bank raised its interest rates.",
@@ -99,8 +99,32 @@ def test_two_models_of_other_widths_at_sentence_level(tiny_models) -> None:
 
 
 def test_token_level_refuses_another_tokenizer(tiny_models) -> None:
-    with pytest.raises(InvalidInput, match="tokenized differently by model B.*--level sentence"):
+    with pytest.raises(InvalidInput, match="tokenized differently by model B.*level='sentence'"):
         cka(tiny_models["bert"], TEXTS, tiny_models["roberta"], level="token")
+
+
+def test_a_level_reads_in_either_number_and_is_named_as_the_corpus_levels(tiny_models) -> None:
+    """cka(level="tokens") (embed's and the corpus jobs' name) is level="token"; the result names the
+    level "tokens"; CkaLevel.TOKEN is still a name of it; an unknown level is one line with the choices."""
+    model = tiny_models["bert"]
+    plural = cka(model, TEXTS, level="tokens")
+    singular = cka(model, TEXTS, level="token")
+    np.testing.assert_array_equal(plural.cka, singular.cka)
+    assert plural.settings["level"] == singular.settings["level"] == "tokens"
+    assert cka(model, TEXTS, level="sentences").settings["level"] == "sentence"
+    assert CkaLevel.TOKEN is CkaLevel.TOKENS is CkaLevel("token") and list(CkaLevel) == ["tokens", "sentence"]
+    with pytest.raises(InvalidSpec) as raised:
+        cka(model, TEXTS, level="pages")
+    assert str(raised.value) == "unknown level 'pages'; choose one of: tokens, sentence"
+
+
+def test_the_cli_table_names_the_tokens_level(tiny_dirs, tmp_path) -> None:
+    from console import run_main
+
+    path = tmp_path / "texts.txt"
+    path.write_text("\n".join(TEXTS))
+    ran = run_main("cka", "-i", str(path), "-m", str(tiny_dirs["bert"]), "--level", "token")
+    assert ran.code == 0 and "CKA, tokens level" in ran.stdout, ran.stderr
 
 
 def test_too_few_rows_for_the_estimator(tiny_models) -> None:

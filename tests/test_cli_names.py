@@ -585,7 +585,7 @@ def test_probe_and_cka_read_a_level_in_either_number(tiny_dirs: dict[str, Path])
     assert rows["word"] == rows["words"] and len(rows["word"]) == 2
     cka = ["cka", "-i", str(examples / "news.txt"), *tiny]
     by = {level: json.loads(_ok(*cka, "--level", level)) for level in ("token", "tokens")}
-    assert by["token"] == by["tokens"] and by["token"]["settings"]["level"] == "token"
+    assert by["token"] == by["tokens"] and by["token"]["settings"]["level"] == "tokens"
 
 
 def test_probe_kind_and_the_old_probe(tiny_dirs: dict[str, Path]) -> None:
@@ -599,7 +599,7 @@ def test_probe_kind_and_the_old_probe(tiny_dirs: dict[str, Path]) -> None:
     assert _refusal(*pos, "--kind", "mlp", "--probe", "mlp") == (
         "error: --probe is the old spelling of --kind; give --kind only"
     )
-    assert _refusal(*pos, "--kind", "tree") == "error: unknown --kind 'tree'; choose one of: linear, mlp"
+    assert _refusal(*pos, "--kind", "tree") == "error: unknown --kind tree; choose one of: linear, mlp"
     trees = ["probe", "-i", str(examples / "trees.conllu"), "--task", "depth"]
     for flag in ("--kind", "--probe"):
         said = _refusal(*trees, flag, "mlp")

@@ -65,7 +65,21 @@ REFUSED = [
         "texts",
         "out.parquet",
         {"chunk_size": 64},
-        "chunk_size=64: it applies with level='chunks' (sentence rows here); add level='chunks' or drop",
+        "chunk_size=64: it applies with level='chunks', chunks='tokens' (sentence rows here); add "
+        "level='chunks', chunks='tokens' or drop chunk_size=",
+    ),
+    (
+        "texts",
+        "out.parquet",
+        {"level": "chunks", "chunk_size": 64},
+        "chunk_size=64: it applies with chunks='tokens' (chunks='sentence' here); add chunks='tokens' or "
+        "drop chunk_size=",
+    ),
+    (
+        "texts",
+        "out.parquet",
+        {"level": "chunks", "chunks": "paragraph", "chunk_overlap": 2},
+        "chunk_overlap=2: it applies with chunks='tokens' (chunks='paragraph' here)",
     ),
     (
         "texts",
@@ -137,6 +151,38 @@ def test_a_level_option_refusal_reads_as_the_command_lines() -> None:
         "--subword first pools each word's pieces into one vector: it applies with --level words (tokens "
         "rows here); add --level words or drop --subword"
     )
+
+
+def test_chunk_sizes_apply_to_token_chunks_only() -> None:
+    """chunk_size/chunk_overlap with chunks='sentence' or 'paragraph' would be ignored: refused, given or
+    off their defaults (the command line calls this check for --chunk-size/--chunk-overlap); read in
+    flags, the line names --chunks tokens."""
+    for chunks in ("sentence", "paragraph", None):
+        level = {} if chunks is None else {"chunks": chunks}
+        with pytest.raises(InvalidSpec, match=r"^chunk_size=128: it applies with chunks='tokens'"):
+            CorpusOptions.of(level="chunks", **level, chunk_size=128)  # named, even at its default
+        with pytest.raises(InvalidSpec, match=r"^chunk_overlap=3: it applies with chunks='tokens'"):
+            refuse_idle_level_options(LevelOptions(level="chunks", **level, chunk_overlap=3))
+    refuse_idle_level_options(LevelOptions(level="chunks", chunk_size=128), given=["level"])
+    CorpusOptions.of(level="chunks", chunks="tokens", chunk_size=8, chunk_overlap=2)
+    with pytest.raises(InvalidSpec) as raised:
+        CorpusOptions.of(level="chunks", chunks="paragraph", chunk_overlap=2)
+    assert as_flags(str(raised.value)) == (
+        "--chunk-overlap 2: it applies with --chunks tokens (--chunks paragraph here); add --chunks tokens "
+        "or drop --chunk-overlap"
+    )
+
+
+def test_a_switch_off_its_level_is_dropped_by_the_value_given() -> None:
+    """late=False off the chunk level: drop late=False (the CLI's --naive, not --late)."""
+    for late, flag in ((False, "--naive"), (True, "--late")):
+        with pytest.raises(InvalidSpec) as raised:
+            CorpusOptions.of(level="words", late=late)
+        said = str(raised.value)
+        assert said.endswith(f"add level='chunks' or drop late={late}"), said
+        assert as_flags(said) == (
+            f"{flag}: it applies with --level chunks (words rows here); add --level chunks or drop {flag}"
+        )
 
 
 def test_a_keyword_given_at_its_default_is_still_refused_but_defaults_are_not() -> None:

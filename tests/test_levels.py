@@ -199,6 +199,32 @@ def test_token_job_killed_with_sigkill_resumes_exactly(
     assert pq.read_table(whole).column("position").to_pylist().count(0) == TOKEN_TEXTS
 
 
+def test_every_level_enum_reads_a_level_in_either_number() -> None:
+    """One reading of a level name (core._enums.level_named) for the corpus levels, the probe's and
+    CKA's, and the command line's --level: singular and plural are one name; anything else is one line
+    listing the levels."""
+    from bertscope.cli.app import level_option
+    from bertscope.core._enums import level_named
+    from bertscope.io.level_table import level_of
+    from bertscope.research.cka import CkaLevel
+    from bertscope.research.probe_features import Level as ProbeLevel
+
+    assert [bertscope.Level.parse(n, what="level") for n in ("word", "Tokens", "chunk", "sentences")] == [
+        bertscope.Level.WORDS, bertscope.Level.TOKENS, bertscope.Level.CHUNKS, bertscope.Level.SENTENCE
+    ]  # fmt: skip
+    assert bertscope.Level("token") is bertscope.Level.TOKENS
+    assert ProbeLevel.parse("word", what="level") is ProbeLevel.WORDS
+    assert CkaLevel.parse("token", what="level") is CkaLevel.TOKENS
+    assert level_named(" Words ", ["words", "sentence"]) == "words" and level_named("x", ["words"]) is None
+    assert level_option("token", ["tokens", "sentence"]) == "tokens"
+    with pytest.raises(
+        InvalidSpec, match=r"^unknown level 'pages'; choose one of: sentence, tokens, words, chunks$"
+    ):
+        bertscope.Level.parse("pages", what="level")
+    # a keyword in the singular, as --level word: its level's own options apply
+    assert level_of(CorpusOptions.of(level="word", subword="first").level).name is bertscope.Level.WORDS
+
+
 def test_each_level_declares_its_facts_in_the_table() -> None:
     """The runners read pooled, searchable and the level's own options from the table (issue 37)."""
     from bertscope.io.level_table import LEVELS, level_of

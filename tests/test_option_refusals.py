@@ -29,9 +29,13 @@ def test_pooler_pooling_on_layer_3_is_refused_on_the_command_line(bundled: berts
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--chunk-size", "4"], "--chunk-size applies with --chunks tokens"),
-        (["--chunk-overlap", "1"], "--chunk-overlap applies with --chunks tokens"),
-        (["--chunks", "sentence", "--chunk-size", "4"], "--chunk-size applies with --chunks tokens"),
+        (["--chunk-size", "4"], "--chunk-size 4: it applies with --level chunks, --chunks tokens"),
+        (["--chunk-overlap", "1"], "--chunk-overlap 1: it applies with --level chunks, --chunks tokens"),
+        (
+            ["--chunks", "sentence", "--chunk-size", "4"],
+            r"--chunk-size 4: it applies with --chunks tokens \(--chunks sentence here\); add --chunks "
+            "tokens or drop --chunk-size",
+        ),
         (["--naive"], "--late/--naive apply with --chunks"),
         (["--chunks", "sentence", "--long", "truncate"], "needs the whole document.*--long window"),
     ],

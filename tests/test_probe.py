@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bertscope.cli import app, main
-from bertscope.errors import CorpusError, InvalidInput
+from bertscope.errors import CorpusError, InvalidInput, InvalidSpec
 from bertscope.research.probe import control_labels, fold_splits, probe
 from bertscope.research.probe_data import read_sentences, read_words
 from console import run_main
@@ -167,7 +167,7 @@ def test_conllu_reader_takes_the_column_and_skips_ranges(tmp_path) -> None:
     [
         ("a\tX\nb\tX\n\nc\tX\n", "word", 2, "one label"),
         ("a\t_\nb\t_\n\nc\t_\n", "word", 2, "labels no item"),
-        ("a\tX\nb\tY\n\nc\tX\n", "word", 5, "--folds 5 needs at least 5"),
+        ("a\tX\nb\tY\n\nc\tX\n", "word", 5, "folds=5 needs at least 5"),
         ("a\tX\tY\n", "word", 2, "expected word<TAB>label"),
         ("one text\tX\ntwo texts\tX\n", "sentence", 2, "one label"),
         ("no label here\n", "sentence", 2, "expected text<TAB>label"),
@@ -435,11 +435,14 @@ def test_mlp_rows_are_deterministic_and_a_sweep_gives_a_row_per_size(bundled) ->
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--sweep", "depth=3"], "--sweep 'depth=3': give a size and its values"),
+        (
+            ["--sweep", "depth=3"],
+            "--sweep depth=3: give a size and its values, hidden=16,64,256 (--kind mlp)",
+        ),
         (["--sweep", "hidden=16,x"], "the hidden values are whole numbers from 1"),
         (["--sweep", "hidden=0"], "whole numbers from 1"),
         (["--sweep", "rank=8", "--kind", "mlp"], "sweeps a linear probe, not --kind mlp"),
-        (["--kind", "tree"], "unknown --kind 'tree'; choose one of: linear, mlp"),
+        (["--kind", "tree"], "unknown --kind tree; choose one of: linear, mlp"),
         (["--per-label", "--per-label-layer", "9"], "--per-label-layer 9: this probe's rows are static"),
         (["--per-label-layer", "2"], "add --per-label"),
     ],
@@ -447,6 +450,48 @@ def test_mlp_rows_are_deterministic_and_a_sweep_gives_a_row_per_size(bundled) ->
 def test_bad_capacity_and_per_label_options_are_one_line(args, message) -> None:
     ran = run_main("probe", "-i", str(EXAMPLES / "senses.tsv"), "--layers", "0,-1", *args)
     assert ran.code == 1 and ran.stderr.count("\n") == 1 and message in ran.stderr, ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"sweep": "depth=3"}, "sweep='depth=3': give a size and its values, hidden=16,64,256 (kind='mlp')"),
+        ({"sweep": "hidden=0"}, "sweep='hidden=0': the hidden values are whole numbers from 1"),
+        ({"sweep": "rank=8,8"}, "sweep='rank=8,8': a rank is given twice"),
+        ({"sweep": "rank=8", "kind": "mlp"}, "sweeps a linear probe, not kind='mlp': give kind='linear'"),
+        ({"kind": "tree"}, "unknown kind='tree'; choose one of: linear, mlp"),
+        ({"per_label": True, "per_label_layer": 9}, "per_label_layer=9: this probe's rows are static"),
+        ({"seed": -1}, "seed=-1: a seed is a whole number"),
+        ({"folds": 1}, "folds=1: cross-validation needs at least 2 folds"),
+    ],
+)
+def test_library_refusals_name_the_keyword_not_the_flag(bundled, options, message) -> None:
+    """A Python caller reads kind=, sweep=, seed= ...; the command line reads the same message in its
+    flags (cli.wording.as_flags), as the CLI cases above show."""
+    with pytest.raises((InvalidInput, InvalidSpec)) as raised:
+        probe(bundled, EXAMPLES / "senses.tsv", layers="-1", **options)
+    said = str(raised.value)
+    assert message in said and "--" not in said and "\n" not in said, said
+
+
+def test_a_level_reads_in_either_number_and_is_named_as_the_corpus_levels(tiny_models) -> None:
+    """probe(level="words") (embed's and the corpus jobs' name) is level="word"; the result names the
+    level "words"; Level.WORD is still a name of it; an unknown level is one line with the choices."""
+    from bertscope.research.probe_features import Level
+
+    sentences = [
+        [("the", "DET"), (noun, "NOUN"), (verb, "VERB")] for noun in ("cat", "dog") for verb in ("ran", "sat")
+    ]
+    model = tiny_models["bert"]
+    plural = probe(model, sentences, level="words", layers="0", folds=2).to_dict()
+    singular = probe(model, sentences, level="word", layers="0", folds=2).to_dict()
+    assert plural == singular and plural["level"] == "words"
+    texts = [("a cat sat", "x"), ("the dog ran", "y"), ("a dog sat", "x"), ("the cat ran", "y")]
+    assert probe(model, texts, level="sentences", layers="0", folds=2).level == "sentence"
+    assert Level.WORD is Level.WORDS is Level("word") and list(Level) == ["words", "sentence"]
+    with pytest.raises(InvalidSpec) as raised:
+        probe(model, sentences, level="pages", layers="0", folds=2)
+    assert str(raised.value) == "unknown level 'pages'; choose one of: words, sentence"
 
 
 def test_held_out_per_label_from_the_cli(tmp_path) -> None:

@@ -220,7 +220,7 @@ def embed(
     tokens, words = level == "tokens", level == "words"
     if level == "chunks" and chunks is None:
         chunks = "sentence"
-    _refuse_idle_chunk_options(ctx, chunks, late=late, long=long)
+    _refuse_idle_chunk_options(ctx, chunks, level=level, late=late, long=long)
     if pair is not None and (output is not None or words or chunks is not None):
         raise InvalidInput(
             "--pair reads each text as [CLS] A [SEP] B [SEP]: for sentence or --tokens vectors printed "
@@ -382,19 +382,24 @@ def _refuse_idle_options(
         refuse_idle_store_options(output, collection=collection, precision=ctx.params["precision"])
 
 
-def _refuse_idle_chunk_options(ctx: typer.Context, chunks: str | None, *, late: bool, long: str) -> None:
+def _refuse_idle_chunk_options(
+    ctx: typer.Context, chunks: str | None, *, level: str, late: bool, long: str
+) -> None:
     """Refuse a chunk option the run would not read (it would be ignored in silence), and --long truncate
-    with late chunks (which would run windowed in silence)."""
+    with late chunks (which would run windowed in silence). --chunk-size/--chunk-overlap: the library's
+    check (typed, even at the default), read in flags, for the corpus job and the chunks printed alike."""
     from ..core.chunking import ChunkBy
 
     def given(name: str) -> bool:
         return _given(ctx, name)
 
     by = None if chunks is None else ChunkBy.parse(chunks, what="chunking")
-    for name in ("chunk_size", "chunk_overlap"):
-        if given(name) and by is not ChunkBy.TOKENS:
-            flag = "--" + name.replace("_", "-")
-            raise InvalidInput(f"{flag} applies with --chunks tokens; add --chunks tokens or drop it")
+    if sizes := [name for name in ("chunk_size", "chunk_overlap") if given(name)]:
+        from ..io.level_table import refuse_idle_level_options
+        from ..io.levels import LevelOptions
+
+        asked = {name: ctx.params[name] for name in sizes}
+        refuse_idle_level_options(LevelOptions(level=level, chunks=by or "sentence", **asked), given=sizes)
     if given("late") and by is None:
         raise InvalidInput(
             "--late/--naive apply with --chunks; add --chunks sentence, paragraph or tokens, or drop it"

@@ -155,7 +155,7 @@ def probe_command(
 
     label_field = old_spelling(label_field, old_column, name="--label-field", old="--column")
     probe_kind = old_spelling(probe_kind, old_probe, name="--kind", old="--probe")
-    level = level_option(level, ["word", "sentence"])  # the probe's levels; --level words is word
+    level = level_option(level, ["words", "sentence"])  # the probe's levels; --level word is words
     picture = picture_output(output, overwrite=overwrite)  # before the work, with the matrix beside it
     if picture is not None and per_label and task.strip().lower() == "label":
         picture_output(_beside(picture, "confusion"), overwrite=overwrite)
@@ -166,7 +166,7 @@ def probe_command(
             raise InvalidSpec(f"unknown --task {task!r}; choose one of: label, {', '.join(TASKS)}")
         label_only = {
             "--control": control, "--column" if old_column else "--label-field": label_field is not None,
-            "--level": level != "word",
+            "--level": level != "words",
             "--folds": folds != 5, "--probe" if old_probe else "--kind": probe_kind is not None,
             "--sweep": sweep is not None,
             "--per-label": per_label, "--per-label-layer": per_label_layer is not None,
@@ -209,7 +209,7 @@ def probe_command(
         return
     _probe_table(result, input_path, test, sized=probe_kind is not None or sweep is not None)
     if control:
-        out.print(CONTROL_NOTE.format(unit="word" if result.level == "word" else "text"), highlight=False)
+        out.print(CONTROL_NOTE.format(unit="text" if result.level == "sentence" else "word"), highlight=False)
     if result.per_label is not None:
         _per_label_tables(result.per_label)
 
@@ -296,7 +296,7 @@ def cka_command(
     """
     from ..research.cka import cka
 
-    level = level_option(level, ["token", "sentence"])  # CKA's levels; --level tokens is token
+    level = level_option(level, ["tokens", "sentence"])  # CKA's levels; --level token is tokens
     picture = picture_output(output, overwrite=overwrite)  # before the work, not after it
     a = load_model(model, device=device, threads=threads)
     b = None if model_b is None else load_model(model_b, device=device, threads=threads)

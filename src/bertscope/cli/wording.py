@@ -8,7 +8,8 @@ gave (`view 'layers=-1/mean'`). The flag name takes hyphens (`--fast-min-cosine`
 spelling (`--quantize int8_fused`, as --quantize takes it).
 
     dtype='float16' or 'bfloat16'     ->  --dtype float16 or bfloat16
-    normalize=True / late=False       ->  --normalize / --naive
+    normalize=True / late=False       ->  --normalize / --naive   (`drop late=False`: `drop --naive`)
+    sweep='rank=8', not kind='mlp'    ->  --sweep rank=8, not --kind mlp
     mode='fast'                       ->  --fast
     post= (--post)                    ->  --post             (a message that already names the flag)
     label_field= (--label-field)      ->  --label-field
@@ -25,14 +26,16 @@ FLAGS: dict[str, str] = {
     name: "--" + name.replace("_", "-")
     for name in (
         "backend", "batch_size", "chunk_overlap", "chunk_size", "chunks", "collection", "column", "combine",
-        "device", "dim", "dtype", "engine", "fast_min_cosine", "format", "id_field", "label_field", "layers",
-        "level", "limit", "long", "mask_special", "min_count", "n_jobs", "normalize", "overwrite", "pooling",
-        "post", "precision", "prompt", "prompt_name", "quantize", "remeasure", "resume", "seed", "stride",
-        "subword", "text_field", "threads", "view", "workers",
+        "control", "device", "dim", "dtype", "engine", "fast_min_cosine", "folds", "format", "id_field",
+        "kind", "label_field", "layers", "level", "limit", "long", "mask_special", "min_count", "n_jobs",
+        "normalize", "overwrite", "per_label_layer", "pooling", "post", "precision", "prompt", "prompt_name",
+        "quantize", "remeasure", "resume", "seed", "stride", "subword", "sweep", "text_field", "threads",
+        "view", "workers",
     )
 } | {"k": "-k", "late": "--late", "model": "-m"}  # fmt: skip
 # Booleans: the flag for True and, where one exists, for False (None: no flag turns it off).
 SWITCHES: dict[str, tuple[str, str | None]] = {
+    "control": ("--control", None),
     "normalize": ("--normalize", "--no-normalize"),
     "late": ("--late", "--naive"),
     "mask_special": ("--mask-special", None),

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import Enum
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ..errors import InvalidSpec
 
@@ -56,7 +57,32 @@ class Combine(StrEnum):
     STACK = "stack"
 
 
-class Level(StrEnum):
+def level_named(value: str, names: Iterable[str]) -> str | None:
+    """The name of `names` that `value` spells, or None: a level's singular and plural are one name
+    (`word` is `words`, `tokens` is `token`, `sentences` is `sentence`), case and spaces aside.
+
+    The one place a level name is read: every level enum (`LevelName`: the corpus `Level`, the probe's
+    and CKA's) and the command line's --level go through it."""
+    given = value.strip().lower().replace("-", "_")
+    for name in names:
+        if given in (name, name[:-1] if name.endswith("s") else f"{name}s"):
+            return name
+    return None
+
+
+class LevelName(StrEnum):
+    """A level's name, read in its singular or plural (`level_named`); an unknown one lists the levels."""
+
+    @classmethod
+    def _missing_(cls, value: object) -> Any:
+        if isinstance(value, str):
+            found = level_named(value, [member.value for member in cls])
+            if found is not None:
+                return cls(found)
+        return super()._missing_(value)
+
+
+class Level(LevelName):
     """What one row of a corpus job's output is."""
 
     SENTENCE = "sentence"

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core._enums import StrEnum
+from ..core._enums import LevelName
 from ..core.tokens import Tokens
 from ..errors import InvalidInput
 from .states import layer_blocks
@@ -53,11 +53,14 @@ FEW_ROWS = 2
 _FLUSH = 2048  # rows gathered before one matrix product
 
 
-class CkaLevel(StrEnum):
-    """The rows CKA compares: every non-pad token, or one mean-pooled vector per text."""
+class CkaLevel(LevelName):
+    """The rows CKA compares: every non-pad token, or one mean-pooled vector per text. Named as the corpus
+    levels are (`tokens`, as `bertscope.Level.TOKENS`); `token` reads as `tokens`, and `CkaLevel.TOKEN`
+    is its old name."""
 
-    TOKEN = "token"
+    TOKENS = "tokens"
     SENTENCE = "sentence"
+    TOKEN = "tokens"  # an alias: the old member name
 
 
 @dataclass
@@ -252,7 +255,7 @@ def _level_rows(blocks: Iterator[_Block], level: CkaLevel) -> Iterator[tuple[np.
     """(rows (n, L+1, d), (text number, Tokens)) from layer blocks: every token, or each text's mean."""
     total: np.ndarray | None = None
     for number, tok, states, last in blocks:
-        if level is CkaLevel.TOKEN:
+        if level is CkaLevel.TOKENS:
             yield _rows(states, level), (number, tok)
             continue
         if last and total is None:  # the whole text in one block
@@ -292,10 +295,10 @@ def _same_pieces(
     other = seen[1 - side].pop(number, None)  # both sides seen: nothing more to keep of this text
     if other is None:
         seen[side].setdefault(number, tok)
-    if level is CkaLevel.TOKEN and other is not None and other.ids != tok.ids:
+    if level is CkaLevel.TOKENS and other is not None and other.ids != tok.ids:
         raise InvalidInput(
             f"text {number} ({tok.text[:30]!r}) is tokenized differently by model B, so its tokens "
-            "cannot be paired; use --level sentence (one vector per text) or models with one tokenizer"
+            "cannot be paired; use level='sentence' (one vector per text) or models with one tokenizer"
         )
 
 
@@ -315,14 +318,14 @@ def cka(
     texts: Iterable[str],
     other: Encoder | None = None,
     *,
-    level: CkaLevel | str = CkaLevel.TOKEN,
+    level: CkaLevel | str = CkaLevel.TOKENS,
     debiased: bool = False,
     progress: bool | None = None,
     total: int | None = None,
 ) -> CkaResult:
     """Linear CKA between every layer of `model` (0 = embedding output .. L), or against every layer of
     `other`; streamed (see the module docstring for the sums kept and their memory)."""
-    how = CkaLevel.parse(level, what="CKA level")
+    how = CkaLevel.parse(level, what="level")
     moments = Moments(same=other is None)
     width = 0
     for a, b in paired_rows(model, other, texts, level=how, progress=progress, total=total):

@@ -112,7 +112,7 @@ def compare(
     moments = Moments(diagonal=True)
     cosines = np.zeros(a.n_layers + 1)
     paired = paired_rows(
-        a, b, _same_pieces(a, b, texts), level=CkaLevel.TOKEN, progress=progress, total=total
+        a, b, _same_pieces(a, b, texts), level=CkaLevel.TOKENS, progress=progress, total=total
     )
     for x, y in paired:
         assert y is not None

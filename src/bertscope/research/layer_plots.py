@@ -49,7 +49,8 @@ def plot_probe(
     lowest = min(float(np.nanmin([r["accuracy"] for r in result.rows])) - 0.05, 0.0)
     ax.set_ylim(lowest, 1.05)
     how = f"{result.folds}-fold grouped CV" if not result.n_test else f"{result.n_test} held-out items"
-    ax.set_title(f"{title}: {result.n_items} {result.level} items, {how}")
+    unit = "sentence" if result.level == "sentence" else "word"  # words (word in results made before)
+    ax.set_title(f"{title}: {result.n_items} {unit} items, {how}")
     ax.legend(fontsize=7 if len(sizes) > 1 else 8)
     ax.grid(alpha=0.3)
     return save_figure(figure, path, overwrite=overwrite)

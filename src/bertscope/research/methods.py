@@ -27,7 +27,7 @@ class ResearchMethods(Encoder):
         self,
         data: Any,
         *,
-        level: str = "word",
+        level: str = "words",
         layers: LayerSpec = "all",
         folds: int = 5,
         control: bool = False,
@@ -87,7 +87,7 @@ class ResearchMethods(Encoder):
         texts: Iterable[str],
         other: Encoder | None = None,
         *,
-        level: str = "token",
+        level: str = "tokens",
         debiased: bool = False,
         progress: bool | None = None,
     ) -> CkaResult:

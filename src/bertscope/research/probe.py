@@ -64,7 +64,7 @@ def probe(
     model: Encoder,
     data: str | Path | Sequence[Any],
     *,
-    level: Level | str = Level.WORD,
+    level: Level | str = Level.WORDS,
     layers: LayerSpec = "all",
     folds: int = 5,
     control: bool = False,
@@ -94,7 +94,7 @@ def probe(
     label_field = label_field_of(label_field, column, caller="probe")
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
     if folds < 2:
-        raise InvalidInput(f"--folds {folds}: cross-validation needs at least 2 folds")
+        raise InvalidInput(f"folds={folds}: cross-validation needs at least 2 folds")
     _check_seed(seed)
     probes = classifiers(kind, sweep, seed=seed)
     usable_jobs = isinstance(n_jobs, int) and not isinstance(n_jobs, bool) and (n_jobs == -1 or n_jobs >= 1)
@@ -117,14 +117,14 @@ def probe(
     if test is not None:
         settings["test"] = source_name(test)
     return evaluate(
-        feats, Level.parse(level, what="probe level"), folds=folds, control=control, seed=seed,
+        feats, Level.parse(level, what="level"), folds=folds, control=control, seed=seed,
         settings=settings, progress=progress, n_jobs=n_jobs, probes=probes, n_train=n_train,
         per_label=per_label, report_row=report_row,
     )  # fmt: skip
 
 
 def _report_row(layer: int | str | None, chosen: list[int], n_layers: int) -> int | str | None:
-    """The row `--per-label-layer` names (a layer probed, or static); None: the best row."""
+    """The row `per_label_layer` names (a layer probed, or static); None: the best row."""
     if layer is None or str(layer).strip().lower() == "static":
         return None if layer is None else "static"
     rows = "static, " + ", ".join(str(k) for k in chosen)
@@ -137,7 +137,7 @@ def _report_row(layer: int | str | None, chosen: list[int], n_layers: int) -> in
         if number in chosen:
             return number
     raise InvalidInput(
-        f"--per-label-layer {layer}: this probe's rows are {rows}; give one of them (or leave it out for "
+        f"per_label_layer={layer!r}: this probe's rows are {rows}; give one of them (or leave it out for "
         "the best row)"
     )
 
@@ -145,12 +145,12 @@ def _report_row(layer: int | str | None, chosen: list[int], n_layers: int) -> in
 def _check_seed(seed: Any) -> None:
     # numpy and scikit-learn take seeds 0 .. 2**32 - 1 and fail deep inside with anything else
     if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or not 0 <= seed < 2**32:
-        raise InvalidInput(f"--seed {seed!r}: a seed is a whole number from 0 to {2**32 - 1}")
+        raise InvalidInput(f"seed={seed!r}: a seed is a whole number from 0 to {2**32 - 1}")
 
 
 def _check_types(feats: Features, name: str) -> None:
     if len(set(feats.types)) < 2:
         raise InvalidInput(
             f"the control task gives each word type one random label, and every probed item in {name} is "
-            f"{feats.types[0]!r}: its control has one label; probe several word types, or leave out --control"
+            f"{feats.types[0]!r}: its control has one label; probe several word types, or drop control=True"
         )

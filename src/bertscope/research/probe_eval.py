@@ -49,25 +49,37 @@ class ProbeKind(StrEnum):
 def classifiers(kind: ProbeKind | str | None, sweep: str | None, *, seed: int) -> list[Classifier]:
     """The probes to fit, in row order: one (`kind`, linear by default) or one per size of `sweep`
     (`hidden=16,64,256`: MLPs of that many hidden units; `rank=8,32`: linear probes of that rank)."""
-    chosen = None if kind is None else ProbeKind.parse(kind, what="--kind")
+    chosen = None if kind is None else _kind(kind)
     if sweep is None:
         chosen = chosen or ProbeKind.LINEAR
         capacity = MLP_HIDDEN if chosen is ProbeKind.MLP else None
         return [Classifier(chosen.value, capacity, seed)]
     name, equals, values = sweep.partition("=")
     name = name.strip().lower()
-    allowed = "hidden=16,64,256 (--kind mlp) or rank=8,32,128 (--kind linear)"
+    # keyword forms (sweep=, kind=): the command line reads them as its flags (cli.wording.as_flags)
+    allowed = "hidden=16,64,256 (kind='mlp') or rank=8,32,128 (kind='linear')"
     if not equals or name not in SWEEPS:
-        raise InvalidSpec(f"--sweep {sweep!r}: give a size and its values, {allowed}")
+        raise InvalidSpec(f"sweep={sweep!r}: give a size and its values, {allowed}")
     sizes = [v.strip() for v in values.split(",")]
     if not sizes or not all(v.isdigit() and int(v) >= 1 for v in sizes):
-        raise InvalidSpec(f"--sweep {sweep!r}: the {name} values are whole numbers from 1, e.g. {allowed}")
+        raise InvalidSpec(f"sweep={sweep!r}: the {name} values are whole numbers from 1, e.g. {allowed}")
     if len(set(sizes)) != len(sizes):
-        raise InvalidSpec(f"--sweep {sweep!r}: a {name} is given twice; give each once")
+        raise InvalidSpec(f"sweep={sweep!r}: a {name} is given twice; give each once")
     wanted = ProbeKind(SWEEPS[name])
     if chosen is not None and chosen is not wanted:
-        raise InvalidSpec(f"--sweep {name}=... sweeps a {wanted.value} probe, not --kind {chosen.value}")
+        raise InvalidSpec(
+            f"sweep={sweep!r} sweeps a {wanted.value} probe, not kind={chosen.value!r}: give "
+            f"kind={wanted.value!r} or drop kind="
+        )
     return [Classifier(wanted.value, int(v), seed) for v in sizes]
+
+
+def _kind(kind: ProbeKind | str) -> ProbeKind:
+    try:
+        return ProbeKind.parse(kind, what="kind")
+    except InvalidSpec:
+        choices = ", ".join(member.value for member in ProbeKind)
+        raise InvalidSpec(f"unknown kind={kind!r}; choose one of: {choices}") from None
 
 
 def control_table(

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core._enums import StrEnum, SubwordPooling
+from ..core._enums import LevelName, SubwordPooling
 from ..core.pooling import pool_words
 from ..errors import InvalidInput
 from .probe_data import CONTEXT, LabelledSentence, as_sentences, read_sentences, read_words
@@ -35,11 +35,13 @@ __all__ = [
 ]
 
 
-class Level(StrEnum):
-    """What a probe labels: a word in its sentence, or a whole sentence."""
+class Level(LevelName):
+    """What a probe labels: a word in its sentence, or a whole sentence. Named as the corpus levels are
+    (`words`, as `bertscope.Level.WORDS`); `word` reads as `words`, and `Level.WORD` is its old name."""
 
-    WORD = "word"
+    WORDS = "words"
     SENTENCE = "sentence"
+    WORD = "words"  # an alias: the old member name
 
 
 @dataclass
@@ -146,10 +148,10 @@ def read_features(
 ) -> Features:
     """One file's (or list's) features; `checked`: it is a training side (two labels or more; with
     `folds`, as many distinct sentences)."""
-    kind = Level.parse(level, what="probe level")
+    kind = Level.parse(level, what="level")
     how = SubwordPooling.parse(subword, what="subword pooling")
     name = source_name(data)
-    if kind is Level.WORD:
+    if kind is Level.WORDS:
         sentences = (
             read_words(data, label_field=label_field) if isinstance(data, (str, Path)) else as_sentences(data)
         )
@@ -162,7 +164,7 @@ def read_features(
         _check_labels(labels, name, folds or 0)
     if folds is not None:
         _check_groups(groups, name, folds)
-    if kind is Level.WORD:
+    if kind is Level.WORDS:
         return word_features(model, sentences, layers=layers, subword=how, progress=progress)
     return sentence_features(model, texts, labels, layers=layers, progress=progress)
 
@@ -195,6 +197,6 @@ def _check_labels(labels: Sequence[str], name: str, folds: int) -> None:
 def _check_groups(groups: set[str], name: str, folds: int) -> None:
     if len(groups) < folds:
         raise InvalidInput(
-            f"{name} has {len(groups)} distinct labelled sentence(s) but --folds {folds} needs at least "
-            f"{folds} (no sentence is split across folds); add sentences or lower --folds"
+            f"{name} has {len(groups)} distinct labelled sentence(s) but folds={folds} needs at least "
+            f"{folds} (no sentence is split across folds); add sentences or lower folds="
         )
