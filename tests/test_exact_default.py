@@ -7,6 +7,8 @@ on torch (under MIN_PARAMETERS), except here, where the threshold is lowered to 
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -68,6 +70,48 @@ def test_the_choice_is_measured_once_exact_and_every_method_agrees(
     np.testing.assert_allclose(m.similarity(TEXTS[:2]), ref.similarity(TEXTS[:2]), **close)
     bertscope.load(tiny_dirs["bert"], device="cpu", remeasure=True)
     assert len(calls) == 2
+
+
+def test_every_process_takes_the_figures_another_measured_and_info_says_the_ones_a_load_reads(
+    tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A measurement is judged by what it holds, alike in every process that shares the cache: one run from a
+    newer copy of this version (a clone, an edited __init__.py: its package's files newer than the figures)
+    measured again and rewrote them under the processes already running, whose own next load (or `bertscope
+    info`) then said other figures than their loaded model (tests/test_results.py saw vs_torch 2.718 for
+    2.458). The record `info` reads holds only while the file holds the figures it was read from."""
+    from bertscope.backends import recorded
+
+    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
+    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    calls: list[int] = []
+    real = exact._measure
+    monkeypatch.setattr(exact, "_measure", lambda *a: calls.append(1) or real(*a))
+    folder = tiny_dirs["bert"]
+    m = bertscope.load(folder, device="cpu")
+    path = Path(m.exact_choice["measured"])  # type: ignore[index]
+    os.utime(path, (1, 1))  # older than any package's files: as a newer copy of bertscope sees it
+    again = bertscope.load(folder, device="cpu")
+    assert len(calls) == 1 and again.exact_choice == m.exact_choice
+    assert recorded.recall(folder, "cpu") == {
+        "backend": m.info().backend,
+        "dtype": "float32",
+        "exact": m.exact_choice,
+    }
+    # measured again by another process (asked, on a quiet machine): the record no longer holds
+    data = json.loads(path.read_text())
+    way = next(w for w in data["measured"] if w["mode"] != exact._TORCH and w["max_abs"] <= exact._GATE)
+    torch_speed = next(w["texts_per_s"] for w in data["measured"] if w["mode"] == exact._TORCH)
+    way.update(texts_per_s=1000 * torch_speed, vs_float32=1000.0)  # no real measurement reads so
+    path.write_text(json.dumps(data))
+    assert recorded.recall(folder, "cpu") is None  # `info` loads, and reads the figures now there
+    fresh = bertscope.load(folder, device="cpu")
+    assert len(calls) == 1 and fresh.exact_choice != m.exact_choice
+    assert recorded.recall(folder, "cpu") == {
+        "backend": fresh.info().backend,
+        "dtype": "float32",
+        "exact": fresh.exact_choice,
+    }
 
 
 def test_runtimes_are_timed_on_corpus_sized_batches_of_sentences_and_passages(

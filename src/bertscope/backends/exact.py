@@ -7,7 +7,7 @@ of 3 alternating rounds over the calibration sentences alone, in pairs and in fo
 batch) wins. torch is timed no more once its first round is 1.5x the fastest's, so its speed, which the
 others' `vs_torch` is read against, is then that one round's.
 Measured once per model and machine and cached beside the `mode="fast"` figures (measured again when
-older than the installed bertscope, or asked with `remeasure`). A measurement taken while something else
+written by another bertscope version, or asked with `remeasure`). A measurement taken while something else
 held the CPU is kept all the same: every candidate is exact, so only speed is at stake, and measuring
 again at every load would load torch in every process; `--remeasure` takes it again on a quiet machine.
 Torch stays where nothing else is installed, on CUDA, for other dtypes, and for models under
@@ -41,7 +41,7 @@ from .fast import (
 from .modes import MODES, measure
 from .onnx import ExportNotWritten, calibration_texts, encoder_digest, writable_folder
 from .quantize import heldout_texts
-from .recorded import remember
+from .recorded import measurement_stamp, remember
 
 __all__ = [
     "EXACT_ATOL",
@@ -92,6 +92,7 @@ def choose_exact(model: Any, *, remeasure: bool = False, record: bool = True) ->
     wanted = exact_candidates()
     if why is None and len(wanted) == 1:
         why = _ALONE
+    stamp = None  # the measurement file as its figures were read, for the record
     if why is not None:
         model.exact_choice = {"chosen": _TORCH, "why": why}
     else:
@@ -115,6 +116,7 @@ def choose_exact(model: Any, *, remeasure: bool = False, record: bool = True) ->
                 measured = _measure(model, wanted, texts, digest)
                 write_measured(path, measured)
                 say(f"exact default: measured in {time.perf_counter() - start:.1f} s")
+            stamp = measurement_stamp(path)
         for best in _exact_by_speed(measured, wanted):
             try:
                 _switch(model, best.mode, digest)
@@ -125,9 +127,8 @@ def choose_exact(model: Any, *, remeasure: bool = False, record: bool = True) ->
     folder = getattr(model.loaded, "path", None)
     if record and folder is not None:
         info = model.info()
-        remember(
-            Path(folder), {"backend": info.backend, "dtype": info.dtype, "exact": info.exact}, info.device
-        )
+        runtime = {"backend": info.backend, "dtype": info.dtype, "exact": info.exact}
+        remember(Path(folder), runtime, info.device, measurement=stamp)
 
 
 _SMALL = f"under {MIN_PARAMETERS:,} weights: an export would cost more than it saves"

@@ -9,8 +9,8 @@ ones (`heldout_texts`: ONNX Runtime's int8 is calibrated on the first, so its dr
 was not fitted), is >= the bound wins, int8 only when >= 1.5x the fastest float mode in the bound. The
 measurements are kept in the cache per model (weights' hash), machine (CPU model, flags, threads) and
 calibration texts (their digest in the file's name: figures taken on other texts are never read), so a
-second load does not measure again, and another bound reuses them; they are measured again when older
-than the installed bertscope, implausible, or when asked (`remeasure`). A load that finds its figures
+second load does not measure again, and another bound reuses them; they are measured again when written
+by another bertscope version, implausible, or when asked (`remeasure`). A load that finds its figures
 recorded and a runtime chosen opens without torch (`load_fast_recorded`, shipped texts or the caller's).
 """
 
@@ -306,7 +306,10 @@ def read_measured(path: Path, *, check_plausible: bool = True, quiet: bool = Fal
         measured = [Measured(**row) for row in data["measured"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    stale = data.get("bertscope") != _version() or path.stat().st_mtime < _package_time()
+    # What the file holds decides, never the reader's own files: every process sharing the cache must take
+    # the same figures as valid, or one run from a newer copy of this version (a clone, an edited
+    # __init__.py) measures again and rewrites them under the processes already running.
+    stale = data.get("bertscope") != _version()
     if stale or (check_plausible and not plausible(measured)):
         if not quiet:
             say(f"fast mode: the measurements in {path} are stale or implausible; measuring again")
@@ -335,11 +338,6 @@ def forget_measurements() -> int:
         path.unlink(missing_ok=True)
         gone += 1
     return gone
-
-
-def _package_time() -> float:
-    """When this bertscope was installed (its package's modification time): older figures are stale."""
-    return Path(__file__).resolve().parents[1].joinpath("__init__.py").stat().st_mtime
 
 
 def _version() -> str:

@@ -3,9 +3,10 @@ without torch.
 
 `load()` with the exact default records, per model folder, the `ModelInfo` fields the choice sets
 (backend, dtype, exact) with what they hold for: the folder's files (sizes and times), this CPU, the
-threads its runtimes use and bertscope's version. A load with `threads=` asked records nothing (the
-choice holds for that thread count only). Reading it back imports no torch; anything changed, and `info`
-loads.
+threads its runtimes use and bertscope's version, and the figures it was read from (a digest of the
+measurement file: measured again or forgotten since, the record no longer holds). A load with `threads=`
+asked records nothing (the choice holds for that thread count only). Reading it back imports no torch;
+anything changed, and `info` loads.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 from ..core.cpu import cpu_flags, cpu_name, cpu_threads
 from ..core.folder import FolderView, read_json_object
 
-__all__ = ["cache_root", "folder_info", "recall", "remember"]
+__all__ = ["cache_root", "folder_info", "measurement_stamp", "recall", "remember"]
 
 
 def cache_root() -> Path:
@@ -31,12 +32,14 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "bertscope"
 
 
-def remember(folder: Path, runtime: dict[str, Any], device: str) -> None:
-    """Keep `runtime` ({"backend", "dtype", "exact"}) as what a default load of `folder` runs here."""
+def remember(folder: Path, runtime: dict[str, Any], device: str, *, measurement: str | None = None) -> None:
+    """Keep `runtime` ({"backend", "dtype", "exact"}) as what a default load of `folder` runs here;
+    `measurement`: `measurement_stamp` of the file its figures were read from, taken when they were read
+    (None where none was read), so that the record holds only while that file holds the same figures."""
     from filelock import FileLock
 
     path = _path()
-    entry = {"holds_for": _holds_for(folder, device), "runtime": runtime}
+    entry = {"holds_for": _holds_for(folder, device), "runtime": runtime, "measurement": measurement}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # read, add, write under a lock: two processes loading at once must not drop each other's entry
@@ -59,10 +62,12 @@ def recall(folder: Path, device: str) -> dict[str, Any] | None:
     backend = (runtime or {}).get("backend")
     if backend not in (None, "torch") and importlib.util.find_spec(backend) is None:
         return None  # uninstalled since: a load chooses again among what is here
-    measured = (runtime or {}).get("exact", {}).get("measured")
-    if measured is not None and not _fresh(Path(measured)):
-        return None  # measured again since, forgotten (--remeasure) or from another install
-    return runtime if isinstance(runtime, dict) else None
+    if not isinstance(runtime, dict):
+        return None
+    measured = (runtime.get("exact") or {}).get("measured")
+    if measured is not None and entry.get("measurement") != measurement_stamp(Path(measured)):
+        return None  # measured again since, or forgotten (--remeasure): a load reads the figures now
+    return runtime
 
 
 def folder_info(view: FolderView) -> dict[str, Any] | None:
@@ -80,12 +85,12 @@ def _holds_for(folder: Path, device: str) -> str:
     return hashlib.sha256(json.dumps(about).encode()).hexdigest()[:24]
 
 
-def _fresh(measured: Path) -> bool:
-    package = Path(__file__).resolve().parents[1].joinpath("__init__.py").stat().st_mtime
+def measurement_stamp(measured: Path) -> str | None:
+    """A digest of a measurement file's figures (None where it is gone): what a record was read from."""
     try:
-        return measured.stat().st_mtime >= package
+        return hashlib.sha256(measured.read_bytes()).hexdigest()[:24]
     except OSError:
-        return False
+        return None
 
 
 def _path() -> Path:
