@@ -28,6 +28,13 @@ ray = pytest.importorskip("ray")
 
 pytestmark = pytest.mark.timeout(240)
 
+# The runtime of the jobs whose checks are the runner's (shards, levels, resume, retries), not the
+# actors' runtime: ONNX Runtime, its graph exported once by the first driver that loads it and opened
+# light by each actor. The tiny BERT's exact default is torch, and an actor that imports torch and
+# transformers spends ~4 s of a ~5-s job starting on two cores. The default's torch actors have
+# test_ray_job_writes_the_local_sink_schema_and_rows; OpenVINO's, test_ray_job_runs_openvino_like_...
+LIGHT: dict[str, Any] = {"backend": "onnxruntime"}
+
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
@@ -148,10 +155,14 @@ def test_ray_token_and_word_rows_equal_the_local_job(
     corpus = _corpus(tmp_path / "c.jsonl", 200)
     model = str(tiny_dirs["bert"])
     options: dict[str, Any] = {"layers": "1,-1", "combine": "stack", "precision": "float16", "level": level}
-    local = embed_corpus(str(corpus), tmp_path / "local.parquet", model=model, progress=False, **options)
-    summary = run_ray_job(
-        str(corpus), tmp_path / "out", model=model, workers=1, batch_size=40, progress=False, **options
+    local_model = bertscope.load(model, device="cpu", **LIGHT)
+    local = embed_corpus(
+        str(corpus), tmp_path / "local.parquet", model=local_model, progress=False, **options
     )
+    summary = run_ray_job(
+        str(corpus), tmp_path / "out", model=model, workers=1, batch_size=40, progress=False, **LIGHT,
+        **options,
+    )  # fmt: skip
     expected = pq.read_table(tmp_path / "local.parquet")
     shards = sorted((tmp_path / "out").glob("part-*.parquet"))
     for shard in shards:
@@ -208,7 +219,7 @@ def test_a_killed_actor_is_retried_and_nothing_is_lost_or_doubled(
     from bertscope.distributed import embed_dataset
 
     texts = [f"sentence {i} about dogs and {i % 17} cats" for i in range(1, 601)]
-    model = bertscope.load(tiny_dirs["bert"], device="cpu")
+    model = bertscope.load(tiny_dirs["bert"], device="cpu", **LIGHT)
     local = dict(zip(map(str, range(1, 601)), model.embed(texts, layers="-2").vectors, strict=True))
 
     def slowly(batch: dict[str, Any]) -> dict[str, Any]:
@@ -223,7 +234,7 @@ def test_a_killed_actor_is_retried_and_nothing_is_lost_or_doubled(
     )
     dataset = embed_dataset(
         source, model=str(tiny_dirs["bert"]), workers=2, batch_size=10, max_restarts=3, max_task_retries=3,
-        layers="-2",
+        layers="-2", **LIGHT,
     )  # fmt: skip
     killed: list[int] = []
 
@@ -305,10 +316,12 @@ def test_ray_chunk_job_writes_the_local_chunk_rows(
     corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs)))
     model = str(tiny_dirs["bert"])
     options: dict[str, Any] = {"level": "chunks", "chunks": "sentence", "late": True, "id_field": "id"}
-    embed_corpus(str(corpus), tmp_path / "local.parquet", model=model, progress=False, **options)
+    local_model = bertscope.load(model, device="cpu", **LIGHT)
+    embed_corpus(str(corpus), tmp_path / "local.parquet", model=local_model, progress=False, **options)
     summary = run_ray_job(
-        str(corpus), tmp_path / "out", model=model, workers=1, batch_size=25, progress=False, **options
-    )
+        str(corpus), tmp_path / "out", model=model, workers=1, batch_size=25, progress=False, **LIGHT,
+        **options,
+    )  # fmt: skip
     local = pq.read_table(tmp_path / "local.parquet")
     shards = sorted((tmp_path / "out").glob("part-*.parquet"))
     for shard in shards:
@@ -335,7 +348,7 @@ def test_ray_aggregation_equals_the_local_one(
     from bertscope.research.aggregate_ray import aggregate_on_ray
 
     corpus = _corpus(tmp_path / "c.jsonl", 120)
-    model = bertscope.load(tiny_dirs["bert"], device="cpu")
+    model = bertscope.load(tiny_dirs["bert"], device="cpu", **LIGHT)  # its runtime is the actors'
     local = model.static_from_corpus(str(corpus), layers="0,-1", min_count=2)
     remote = aggregate_on_ray(
         str(corpus), model=model, layers="0,-1", min_count=2, batch_size=30, progress=False
@@ -638,6 +651,7 @@ def test_an_interrupted_ray_job_resumes_to_the_uninterrupted_output(
     corpus = _corpus(tmp_path / "c.jsonl", 300)
     job: dict[str, Any] = {
         "model": str(tiny_dirs["bert"]), "workers": 1, "batch_size": 40, "progress": False, "layers": "-2",
+        **LIGHT,
     }  # fmt: skip
     full = run_ray_job(str(corpus), tmp_path / "full", **job)
     out = tmp_path / "out"
@@ -690,7 +704,7 @@ def test_a_resumed_token_job_embeds_again_a_unit_cut_across_shards(
     corpus = _corpus(tmp_path / "c.jsonl", 120)
     job: dict[str, Any] = {
         "model": str(tiny_dirs["bert"]), "workers": 1, "batch_size": 30, "progress": False,
-        "level": "tokens", "layers": "1,-1", "combine": "stack",
+        "level": "tokens", "layers": "1,-1", "combine": "stack", **LIGHT,
     }  # fmt: skip
     full = run_ray_job(str(corpus), tmp_path / "full", **job)
     out = tmp_path / "out"
