@@ -266,6 +266,37 @@ def test_cli_refuses_an_unknown_task_and_a_file_without_trees() -> None:
     assert got.exit_code != 0
 
 
+@pytest.mark.parametrize(
+    ("given", "told"),
+    [
+        ({"rank": 0}, "rank=0: give a whole number of 1 or more"),
+        ({"epochs": 0}, "epochs=0: give a whole number of 1 or more"),
+        ({"batch_size": True}, "batch_size=True: give a whole number of 1 or more"),
+        ({"lr": 0.0}, "lr=0.0: a learning rate is a number above 0 (e.g. 0.005)"),
+        ({"seed": -1}, "seed=-1: a seed is a whole number from 0 to 4294967295"),
+    ],
+)
+def test_library_refusals_name_the_keyword_not_a_flag(bundled, given, told) -> None:  # type: ignore[no-untyped-def]
+    """A Python caller typed keywords: the refusal names them (rank=, lr=), never a CLI flag."""
+    with pytest.raises(InvalidInput) as got:
+        structural_probe(bundled, EXAMPLES / "trees.conllu", **given)
+    assert str(got.value) == told
+
+
+def test_too_few_sentences_name_test_as_each_caller_gives_it(bundled, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The library says test='TEST.conllu'; the command line, where the user typed flags, --test."""
+    few = tmp_path / "few.conllu"
+    few.write_text((EXAMPLES / "trees.conllu").read_text(encoding="utf-8").split("\n\n")[0] + "\n\n")
+    with pytest.raises(InvalidInput) as got:
+        structural_probe(bundled, few, epochs=1, progress=False)
+    assert "give test='TEST.conllu' (held-out trees)" in str(got.value) and "--" not in str(got.value)
+    from console import run_main
+
+    ran = run_main("probe", "-i", str(few), "--task", "depth", "--epochs", "1")
+    assert ran.code != 0
+    assert "give --test TEST.conllu (held-out trees), or at least 5 sentences" in " ".join(ran.stderr.split())
+
+
 def test_cli_refuses_structural_options_without_a_structural_task() -> None:
     """--rank and --epochs belong to --task distance|depth: on a label probe they are refused before
     loading (a label probe takes --test for held-out scoring: tests/test_probe.py)."""

@@ -21,16 +21,17 @@ from __future__ import annotations
 
 import re
 
-# keyword -> the flag that gives it on the command line (same meaning); names not listed stay as written.
+# keyword -> the flag that gives it on the command line (same meaning); names not listed stay as written
+# (rank= and epochs= too: typer checks --rank/--epochs itself, and "rank=8,32" is also a --sweep value).
 FLAGS: dict[str, str] = {
     name: "--" + name.replace("_", "-")
     for name in (
         "backend", "batch_size", "chunk_overlap", "chunk_size", "chunks", "collection", "column", "combine",
-        "control", "device", "dim", "dtype", "engine", "fast_min_cosine", "folds", "format", "id_field",
-        "kind", "label_field", "layers", "level", "limit", "long", "mask_special", "min_count", "n_jobs",
-        "normalize", "overwrite", "per_label_layer", "pooling", "post", "precision", "prompt", "prompt_name",
-        "quantize", "remeasure", "resume", "seed", "stride", "subword", "sweep", "text_field", "threads",
-        "view", "workers",
+        "control", "device", "dim", "dtype", "engine", "fast_min_cosine", "folds", "format",
+        "id_field", "kind", "label_field", "layers", "level", "limit", "long", "mask_special", "min_count",
+        "n_jobs", "normalize", "overwrite", "per_label_layer", "pooling", "post", "precision", "prompt",
+        "prompt_name", "quantize", "remeasure", "resume", "seed", "stride", "subword", "sweep",
+        "test", "text_field", "threads", "view", "workers",
     )
 } | {"k": "-k", "late": "--late", "model": "-m"}  # fmt: skip
 # Booleans: the flag for True and, where one exists, for False (None: no flag turns it off).

@@ -170,7 +170,7 @@ def structural_probe(
         if not test_trees or not train_trees:
             source = train if isinstance(train, (str, Path)) else "the training list of Tree"
             raise InvalidInput(
-                f"{source} has {given} sentence(s): give test trees (--test TEST.conllu), or at least "
+                f"{source} has {given} sentence(s): give test='TEST.conllu' (held-out trees), or at least "
                 f"{HELD_OUT_EVERY} sentences so that every {HELD_OUT_EVERY}th can be held out"
             )
     else:
@@ -264,10 +264,10 @@ def _scale(x: RowFile, chunk: int = 4096) -> float:
 
 
 def _check_numbers(*, rank: int, epochs: int, batch_size: int, lr: float, seed: int) -> None:
-    for name, value in (("--rank", rank), ("--epochs", epochs), ("--batch-size", batch_size)):
+    for name, value in (("rank", rank), ("epochs", epochs), ("batch_size", batch_size)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise InvalidInput(f"{name} {value!r}: give a whole number of 1 or more")
+            raise InvalidInput(f"{name}={value!r}: give a whole number of 1 or more")
     if not lr > 0:
-        raise InvalidInput(f"--lr {lr!r}: a learning rate is a number above 0 (e.g. 0.005)")
+        raise InvalidInput(f"lr={lr!r}: a learning rate is a number above 0 (e.g. 0.005)")
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
-        raise InvalidInput(f"--seed {seed!r}: a seed is a whole number from 0 to {2**32 - 1}")
+        raise InvalidInput(f"seed={seed!r}: a seed is a whole number from 0 to {2**32 - 1}")
