@@ -141,6 +141,16 @@ def test_mode_fast_without_a_valid_measurement_takes_the_full_load(
     assert load_fast_recorded(_light_model(bundled_path), _FAST, min_cosine=0.999) is None
 
 
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random BERT for the checks of the caller's calibration texts: what they check (a graph or a
+    measurement named by the texts, opened light with the full load's vectors and settings) is the same on
+    any model, and the bundled one's exports and int8 calibration cost ~3x as much in every process."""
+    from tiny_models import build_tiny_model
+
+    return build_tiny_model("bert", tmp_path_factory.mktemp("tiny-bert") / "bert")
+
+
 # int8 fitted on the caller's own texts: each graph's cache name carries their digest
 CALIBRATION = [
     "The river rose after a week of rain.",
@@ -157,19 +167,20 @@ CALIBRATED = {
 
 
 def test_int8_fitted_on_the_callers_texts_opens_light_once_its_graph_is_cached(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path
 ) -> None:
     """The first process makes the graphs from the caller's texts (opened light, torch loaded for the
     export and int8's calibration); a second one opens them without torch, with the vectors and settings
     (the calibration digest included) of a process that loads the same options the full way."""
     cache = tmp_path_factory.mktemp("light-calibrated") / "cache"
-    first, said = _embedded(cache, options=CALIBRATED)
+    calibrated = {key: f"{str(tiny_bert)!r}, {options}" for key, options in CALIBRATED.items()}
+    first, said = _embedded(cache, options=calibrated)
     assert first["torch"] and "exporting the model to ONNX" in said
-    again, said = _embedded(cache, options=CALIBRATED)
+    again, said = _embedded(cache, options=calibrated)
     assert again["torch"] is False and again["transformers"] is False
     assert "exporting" not in said and "quantizing" not in said
     full_cache = tmp_path_factory.mktemp("full-calibrated") / "cache"
-    full, _ = _embedded(full_cache, torch_path=True, options=CALIBRATED)
+    full, _ = _embedded(full_cache, torch_path=True, options=calibrated)
     assert full["torch"] is True
     digest = calibration_digest(CALIBRATION)
     for key in CALIBRATED:
@@ -204,7 +215,7 @@ def fake(ways, texts, *, rounds):
     speed = {{"torch float32": 100.0, "onnxruntime int8": 1000.0}}
     return {{name: (speed[name], embed(rows)) for name, embed in ways.items()}}
 fast.measure = fake
-m = bertscope.load(mode="fast", fast_min_cosine=0.9, calibration={calibration!r})
+m = bertscope.load({folder!r}, mode="fast", fast_min_cosine=0.9, calibration={calibration!r})
 vectors = m.embed({texts!r}).vectors
 print(json.dumps({{"torch": "torch" in sys.modules, "transformers": "transformers" in sys.modules,
                   "measured": measured, "info": m.info().to_dict(), "digest": m.calibration_digest,
@@ -212,24 +223,24 @@ print(json.dumps({{"torch": "torch" in sys.modules, "transformers": "transformer
 """
 
 
-def _fast_calibrated(cache: Path, calibration: list[str]) -> tuple[dict[str, Any], str]:
-    done = _fresh(_FAST_CALIBRATED.format(calibration=calibration, texts=TEXTS), cache)
+def _fast_calibrated(cache: Path, folder: Path, calibration: list[str]) -> tuple[dict[str, Any], str]:
+    done = _fresh(_FAST_CALIBRATED.format(folder=str(folder), calibration=calibration, texts=TEXTS), cache)
     return json.loads(done.stdout), done.stderr
 
 
 def test_fast_on_the_callers_texts_opens_light_once_measured_on_them(
-    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path
 ) -> None:
     """The first process finds nothing recorded for the caller's texts: it loads torch, measures (int8
     fitted on their texts) and records. A second one reads that record and the cached int8 graph without
     torch or transformers, with the first one's vectors, info() and stored settings. A third, with other
     texts, does not read it: it measures again, with torch."""
     cache = tmp_path_factory.mktemp("light-fast-calibrated") / "cache"
-    first, said = _fast_calibrated(cache, CALIBRATION)
+    first, said = _fast_calibrated(cache, tiny_bert, CALIBRATION)
     assert first["torch"] is True and first["measured"] and "fast mode: measuring" in said
     assert first["info"]["fast"]["chosen"] == "onnxruntime int8" and first["info"]["quantize"] == "int8"
     assert first["digest"] == calibration_digest(CALIBRATION)  # fitted on the caller's texts, and says so
-    again, said = _fast_calibrated(cache, CALIBRATION)
+    again, said = _fast_calibrated(cache, tiny_bert, CALIBRATION)
     assert again["torch"] is False and again["transformers"] is False
     assert again["measured"] == [] and "measuring" not in said and "exporting" not in said
     assert "fast mode: onnxruntime int8," in said  # the same line as the measuring load's choice
@@ -237,7 +248,7 @@ def test_fast_on_the_callers_texts_opens_light_once_measured_on_them(
     assert again["info"] == first["info"] and again["settings"] == first["settings"]
     assert again["digest"] == first["digest"]
     other = CALIBRATION[1:]  # other texts: their own measurement, never the one recorded for CALIBRATION
-    third, said = _fast_calibrated(cache, other)
+    third, said = _fast_calibrated(cache, tiny_bert, other)
     assert (
         third["torch"] is True and third["measured"] == first["measured"] and "fast mode: measuring" in said
     )
