@@ -294,8 +294,9 @@ def test_the_new_name_is_shown_and_the_old_one_hidden(command: str, new: str, ol
 
 def test_a_shown_option_name_is_a_switch_everywhere_or_takes_a_value_everywhere() -> None:
     """`embed --words` (a switch) beside `contextuality --words bank,bread` (a list) was one name for two
-    things, and static's --word switch beside `similar --word bank` (static says --as-words now; the
-    service's /static keeps its `word: true`, a published field)."""
+    things, and static's --word switch beside `similar --word bank` (static says --as-words now, as the
+    library's `lookup(as_words=True)` and the service's /static `"as_words": true`; `word` stays, hidden
+    or deprecated, as their old spelling)."""
     kinds: dict[str, dict[str, set[str]]] = {}
 
     def walk(command: object, name: str) -> None:

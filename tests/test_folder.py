@@ -43,7 +43,7 @@ def _same_static_rows(view: FolderView, model: bertscope.Model) -> None:
             model, piece, k=5, include_special=True
         )
     word = "".join(pieces).replace("##", "")
-    assert static.lookup(view, word, word=True, k=3) == static.lookup(model, word, word=True, k=3)
+    assert static.lookup(view, word, as_words=True, k=3) == static.lookup(model, word, as_words=True, k=3)
 
 
 def test_bundled_folder_matches_the_loaded_model(bundled: bertscope.Model) -> None:

@@ -6,6 +6,7 @@ one line naming the one to keep."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -156,3 +157,16 @@ def test_the_static_schema_says_the_same(http: httpx.Client) -> None:
     assert not check.is_valid({"inputs": [7852], "as_words": True})
     assert not check.is_valid({"inputs": [7852], "word": True})
     assert check.is_valid({"inputs": [7852]})
+
+
+def test_static_calls_the_library_by_its_one_name(http: httpx.Client) -> None:
+    """The route hands the library as_words=, its name there too: neither spelling sent sets off
+    lookup's DeprecationWarning for word= (the server runs in this process, so it would be caught)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for name in ("as_words", "word"):
+            assert _ok(http, {"inputs": "breadmaker", name: True}, "/static")["pieces"] == [
+                "bread",
+                "##maker",
+            ]
+    assert not [w for w in caught if issubclass(w.category, DeprecationWarning)], caught

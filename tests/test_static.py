@@ -241,3 +241,30 @@ def test_a_word_the_vocabulary_cannot_spell_is_refused_not_given_the_unknown_row
 
 def test_a_word_that_spells_a_special_token_is_its_pieces(bundled: bertscope.Model) -> None:
     assert bundled.static_word("breadmaking").pieces == ["bread", "##making"]
+
+
+def test_lookup_as_words_is_the_one_name_and_word_its_old_one(bundled: bertscope.Model) -> None:
+    """lookup(as_words=True) as `static --as-words` and the service's "as_words": word= still reads words,
+    with a DeprecationWarning pointing at the caller's line; both at once is refused in one line."""
+    from bertscope.static import lookup
+
+    by_name = lookup(bundled, "breadmaker", as_words=True, k=2)
+    assert by_name["pieces"] == ["bread", "##maker"] and len(by_name["neighbors"]) == 2
+    np.testing.assert_allclose(by_name["vector"], bundled.static_word("breadmaker").vector, atol=1e-6)
+    with pytest.warns(
+        DeprecationWarning, match=r"^lookup\(word=\.\.\.\) is deprecated; use as_words="
+    ) as said:
+        assert lookup(bundled, "breadmaker", word=True, k=2) == by_name
+    assert said[0].filename == __file__
+    with pytest.warns(DeprecationWarning):
+        assert lookup(bundled, "bread", word=False) == lookup(bundled, "bread", as_words=False)
+    for as_words, word in ((True, True), (False, True), (True, False), (False, False)):
+        with pytest.raises(bertscope.InvalidInput) as refused:
+            lookup(bundled, "bread", as_words=as_words, word=word)
+        assert str(refused.value) == "word= is the old name of as_words=; give as_words= only"
+    with pytest.raises(
+        bertscope.InvalidInput, match=r"^7852 is not a word; with as_words=True every item is"
+    ):
+        lookup(bundled, 7852, as_words=True)
+    with pytest.raises(bertscope.UnknownToken, match="static_word"):
+        lookup(bundled, "breadmaker")  # no words unless asked: not a piece

@@ -12,6 +12,7 @@ import numpy as np
 
 from .core.encoder import row_id
 from .core.exports import Block, ExportFormat, RowKind, Rows, export_format, write_rows
+from .core.renamed import renamed_keyword
 from .core.similarity import unit
 from .core.spec import whole_number
 from .core.tokens import text_problem
@@ -176,13 +177,22 @@ def static_word(model: StaticSource, word: str) -> StaticWord:
 
 
 def lookup(
-    model: StaticSource, item: str | int, *, word: bool = False, k: int = 0, include_special: bool = False
+    model: StaticSource,
+    item: str | int,
+    *,
+    as_words: bool | None = None,
+    k: int = 0,
+    include_special: bool = False,
+    word: bool | None = None,
 ) -> dict[str, Any]:
-    """One JSON-able static record: a piece or id (token, id) or with `word` a word (word, pieces, ids),
-    with its vector (d,), norm, and with k > 0 its `neighbors` (token, id, cosine)."""
-    if word:
+    """One JSON-able static record: a piece or id (token, id) or with `as_words` (default False) a word
+    (word, pieces, ids), with its vector (d,), norm, and with k > 0 its `neighbors` (token, id, cosine).
+
+    `as_words` is `static --as-words` and the service's `"as_words"`; `word` is its deprecated old name
+    (a `word` is a word itself elsewhere: `search_occurrences(word=...)`)."""
+    if renamed_keyword(as_words, word, name="as_words", old="word", caller="lookup"):
         if not isinstance(item, str):
-            raise InvalidInput(f"{item!r} is not a word; with word=true every item is a string")
+            raise InvalidInput(f"{item!r} is not a word; with as_words=True every item is a string")
         found = static_word(model, item)
         record: dict[str, Any] = {"item": item, **found.to_dict()}
         query: int | np.ndarray = found.vector

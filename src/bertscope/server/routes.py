@@ -247,7 +247,7 @@ def model_routes(app: FastAPI, svc: Service) -> None:
 
         def work() -> list[dict[str, Any]]:
             special = req.include_special
-            return [lookup(svc.model, it, word=words, k=req.k, include_special=special) for it in items]
+            return [lookup(svc.model, it, as_words=words, k=req.k, include_special=special) for it in items]
 
         # Static rows only read the embedding matrix: they run beside the worker, never queue behind it.
         records = await run_in_threadpool(work)
