@@ -30,9 +30,10 @@ pytestmark = pytest.mark.timeout(240)
 
 # The runtime of the jobs whose checks are the runner's (shards, levels, resume, retries), not the
 # actors' runtime: ONNX Runtime, its graph exported once by the first driver that loads it and opened
-# light by each actor. The tiny BERT's exact default is torch, and an actor that imports torch and
-# transformers spends ~4 s of a ~5-s job starting on two cores. The default's torch actors have
-# test_ray_job_writes_the_local_sink_schema_and_rows; OpenVINO's, test_ray_job_runs_openvino_like_...
+# light (no torch) by each actor. The tiny BERT's exact default is torch, and an actor that imports torch
+# and transformers spent ~4 s of a ~5-s job starting on two cores. The default's torch actors are run by
+# test_ray_job_writes_the_local_sink_schema_and_rows, OpenVINO's by
+# test_ray_job_runs_openvino_like_the_local_engine.
 LIGHT: dict[str, Any] = {"backend": "onnxruntime"}
 
 
