@@ -68,7 +68,7 @@ def test_late_chunks_of_a_long_document_are_pooled_block_by_block(
 
     model = tiny_models["bert"]
     docs = [_long_text(400), "a short one. And a second sentence.", _long_text(300)]
-    options = {"chunks": "tokens", "size": 40, "overlap": 10, "pooling": pooling}
+    options = {"chunks": "tokens", "chunk_size": 40, "chunk_overlap": 10, "pooling": pooling}
     whole = model.embed_chunks(docs, **options)  # each document's matrix held whole
     streamed: list[int] = []
     real = model.engine.token_blocks

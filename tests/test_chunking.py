@@ -49,7 +49,7 @@ def test_paragraphs_cover_the_text_exactly() -> None:
 
 
 def test_token_chunks_have_size_and_overlap(bundled: bertscope.Model) -> None:
-    spans = chunk_spans(DOC, "tokens", tokenizer=bundled.tokenizer, size=8, overlap=3)
+    spans = chunk_spans(DOC, "tokens", tokenizer=bundled.tokenizer, chunk_size=8, chunk_overlap=3)
     tokens = bundled.tokenize(DOC)
     pieces = [o for o, special in zip(tokens.offsets, tokens.special_mask, strict=True) if not special]
     starts = [s for s, _ in pieces]
@@ -76,7 +76,7 @@ def test_token_chunks_never_split_a_character_of_byte_pieces(byte_level: bertsco
     tokens = byte_level.tokenize(doc)
     pieces = [o for o, special in zip(tokens.offsets, tokens.special_mask, strict=True) if not special]
     assert pieces.count((0, 1)) == 4 and (1, 2) in pieces and doc[1:2] == " "  # what the cases rest on
-    spans = chunk_spans(doc, "tokens", tokenizer=byte_level.tokenizer, size=size)
+    spans = chunk_spans(doc, "tokens", tokenizer=byte_level.tokenizer, chunk_size=size)
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))  # in order, disjoint
     assert all(doc[s:e].strip() for s, e in spans)  # no chunk of only whitespace
     owners = [[n for n, (s, e) in enumerate(spans) if ps < e and pe > s] for ps, pe in pieces]
@@ -86,7 +86,7 @@ def test_token_chunks_never_split_a_character_of_byte_pieces(byte_level: bertsco
     ]
     characters = [len({(s, e) for s, e in unit if doc[s:e].strip()}) for unit in units]
     assert all(1 <= c <= size for c in characters)  # at most `size` tokens, a character's pieces one
-    result = byte_level.embed_chunks(doc, chunks="tokens", size=size)
+    result = byte_level.embed_chunks(doc, chunks="tokens", chunk_size=size)
     assert result.spans == spans and int(result.n_tokens.sum()) == len(pieces)
 
 
@@ -173,3 +173,38 @@ def test_late_chunks_with_a_prompt_leave_the_prompt_out(bundled: bertscope.Model
     assert prompted.spans == plain.spans and prompted.spec["prompt"] == "passage: "
     assert (prompted.n_tokens == plain.n_tokens).all()
     assert np.abs(prompted.vectors - plain.vectors).max() > 1e-4
+
+
+def test_embed_chunks_takes_chunk_size_and_the_old_size(bundled: bertscope.Model) -> None:
+    """chunk_size/chunk_overlap as the corpus jobs, `--chunk-size/--chunk-overlap` and LangChain name them;
+    size/overlap, their old names, still work with a DeprecationWarning at the caller's line; a name and its
+    old one together are refused in one line, whatever the values."""
+    by_name = bundled.embed_chunks(DOC, chunks="tokens", chunk_size=8, chunk_overlap=3)
+    assert by_name.spans == chunk_spans(
+        DOC, "tokens", tokenizer=bundled.tokenizer, chunk_size=8, chunk_overlap=3
+    )
+    assert by_name.spec["chunk_size"] == 8 and by_name.spec["chunk_overlap"] == 3
+    with pytest.warns(DeprecationWarning) as said:
+        old = bundled.embed_chunks(DOC, chunks="tokens", size=8, overlap=3)
+    assert [str(w.message) for w in said] == [
+        "embed_chunks(size=...) is deprecated; use chunk_size=...",
+        "embed_chunks(overlap=...) is deprecated; use chunk_overlap=...",
+    ]
+    assert all(w.filename == __file__ for w in said)
+    assert old.spans == by_name.spans and np.array_equal(old.vectors, by_name.vectors)
+    default = bundled.embed_chunks(DOC, chunks="tokens")
+    assert default.spec["chunk_size"] == 128 and default.spec["chunk_overlap"] == 0
+    for given, said_line in (
+        ({"chunk_size": 8, "size": 8}, "size= is the old name of chunk_size=; give chunk_size= only"),
+        (
+            {"chunk_overlap": 0, "overlap": 3},
+            "overlap= is the old name of chunk_overlap=; give chunk_overlap= only",
+        ),
+    ):
+        with pytest.raises(bertscope.InvalidInput) as refused:
+            bundled.embed_chunks(DOC, chunks="tokens", **given)
+        assert str(refused.value) == said_line
+    with pytest.raises(
+        bertscope.InvalidSpec, match=r"^token chunks need chunk_size >= 1 and 0 <= chunk_overlap < "
+    ):
+        bundled.embed_chunks(DOC, chunks="tokens", chunk_size=4, chunk_overlap=4)

@@ -48,7 +48,11 @@ def test_naive_chunk_over_the_window_warns_and_bad_options_are_one_line() -> Non
     for args, error, needle in (
         (["--chunks", "pages"], bertscope.InvalidSpec, "unknown chunking 'pages'; choose one of: sentence"),
         (["--chunks", "sentence", "--pooling", "cls"], bertscope.InvalidSpec, "late chunking pools token"),
-        (["--chunks", "tokens", "--chunk-overlap", "200"], bertscope.InvalidSpec, "0 <= overlap < size"),
+        (
+            ["--chunks", "tokens", "--chunk-overlap", "200"],
+            bertscope.InvalidSpec,
+            "0 <= chunk_overlap < chunk_",
+        ),
         (["--chunks", "sentence", "--tokens"], bertscope.InvalidInput, "--tokens, --chunks and --level"),
     ):
         result = runner.invoke(app, ["embed", DOC, *args])

@@ -118,8 +118,8 @@ LIBRARY = [
     ),
     (
         "/v2/embed_chunks",
-        {"inputs": "a b", "chunks": "tokens", "size": 2, "overlap": 2},
-        'got "size": 2, "overlap": 2',
+        {"inputs": "a b", "chunks": "tokens", "chunk_size": 2, "chunk_overlap": 2},
+        'got "chunk_size": 2, "chunk_overlap": 2',
     ),
     ("/embed_tokens", {"inputs": [["a", "b"]], "words": True}, '"words": true takes texts'),
     ("/static", {"inputs": ["zzqqxx"]}, 'send "as_words": true for the mean of its pieces'),

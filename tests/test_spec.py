@@ -163,13 +163,13 @@ def test_a_misspelled_option_is_one_line_naming_the_options(bundled: bertscope.M
     and stays a TypeError as Python's own for an unexpected keyword."""
     calls = {
         "did you mean pooling": lambda: bundled.embed("x", poolng="mean"),
-        "embed_chunks calls it size": lambda: bundled.embed_chunks(
-            "One. Two.", chunks="tokens", chunk_size=4
+        r"chunks are embed_chunks' \(or a corpus job's, with level='chunks'\)": lambda: bundled.embed(
+            "One. Two.", chunk_size=4
         ),
         "did you mean normalize.*chunk_overlap": lambda: bertscope.embed_corpus(
             ["a"], tmp_path / "x.parquet", normalise=True
         ),
-        "a corpus job calls it chunk_size": lambda: bertscope.embed_corpus(
+        "embed_chunks and a corpus job call it chunk_size": lambda: bertscope.embed_corpus(
             ["a"], tmp_path / "x.parquet", chunks="tokens", size=4
         ),
     }

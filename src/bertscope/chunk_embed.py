@@ -227,8 +227,8 @@ def plan_chunks(
     *,
     chunks: ChunkBy | str | Sequence[Any] = "sentence",
     late: bool = True,
-    size: int = 128,
-    overlap: int = 0,
+    chunk_size: int = 128,
+    chunk_overlap: int = 0,
     long: LongText | str | None = None,
     **options: Any,
 ) -> ChunkPlan:
@@ -241,7 +241,9 @@ def plan_chunks(
     per_doc = _spans_per_doc(chunks, items, isinstance(docs, str))
     spans = []
     for index, (text, given) in enumerate(zip(items, per_doc, strict=True)):
-        found = chunk_spans(text, given, tokenizer=encoder.tokenizer, size=size, overlap=overlap)
+        found = chunk_spans(
+            text, given, tokenizer=encoder.tokenizer, chunk_size=chunk_size, chunk_overlap=chunk_overlap
+        )
         if not found:
             # Only token chunks can come out empty: a text whose characters the tokenizer drops.
             raise InvalidInput(
@@ -251,7 +253,7 @@ def plan_chunks(
         spans.append(found)
     settings: dict[str, Any] = {"chunks": _chunks_name(chunks)}
     if settings["chunks"] == ChunkBy.TOKENS.value:
-        settings.update(chunk_size=size, chunk_overlap=overlap)
+        settings.update(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
     return ChunkPlan(items, spans, spec, late, settings, recipe.post)
 
 
@@ -261,8 +263,8 @@ def embed_chunks(
     *,
     chunks: ChunkBy | str | Sequence[Any] = "sentence",
     late: bool = True,
-    size: int = 128,
-    overlap: int = 0,
+    chunk_size: int = 128,
+    chunk_overlap: int = 0,
     long: LongText | str | None = None,
     progress: bool | None = None,
     **options: Any,
@@ -272,8 +274,9 @@ def embed_chunks(
     `options` are `Encoder.spec`'s; see `Model.embed_chunks` for the chunkings.
     """
     plan = plan_chunks(
-        encoder, docs, chunks=chunks, late=late, size=size, overlap=overlap, long=long, **options
-    )
+        encoder, docs, chunks=chunks, late=late, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
+        long=long, **options,
+    )  # fmt: skip
     results = plan.run(encoder.engine, progress=progress)
     return results[0] if isinstance(docs, str) else results
 

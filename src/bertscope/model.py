@@ -353,9 +353,11 @@ class Model(ResearchMethods):
         *,
         chunks: ChunkBy | str | Sequence[tuple[int, int]] = ...,
         late: bool = ...,
-        size: int = ...,
-        overlap: int = ...,
+        chunk_size: int | None = ...,
+        chunk_overlap: int | None = ...,
         progress: bool | None = ...,
+        size: int | None = ...,
+        overlap: int | None = ...,
         **options: Unpack[RecipeKeywords],
     ) -> ChunkEmbeddings: ...
     @overload
@@ -365,9 +367,11 @@ class Model(ResearchMethods):
         *,
         chunks: ChunkBy | str | Sequence[Any] = ...,
         late: bool = ...,
-        size: int = ...,
-        overlap: int = ...,
+        chunk_size: int | None = ...,
+        chunk_overlap: int | None = ...,
         progress: bool | None = ...,
+        size: int | None = ...,
+        overlap: int | None = ...,
         **options: Unpack[RecipeKeywords],
     ) -> list[ChunkEmbeddings]: ...
 
@@ -377,23 +381,34 @@ class Model(ResearchMethods):
         *,
         chunks: ChunkBy | str | Sequence[Any] = "sentence",
         late: bool = True,
-        size: int = 128,
-        overlap: int = 0,
+        chunk_size: int | None = None,
+        chunk_overlap: int | None = None,
         progress: bool | None = None,
+        size: int | None = None,
+        overlap: int | None = None,
         **options: Unpack[RecipeKeywords],
     ) -> ChunkEmbeddings | list[ChunkEmbeddings]:
         """Chunk vectors of a document (ChunkEmbeddings) or of each of a list of documents (a list).
 
-        `chunks`: "sentence", "paragraph", "tokens" (`size` pieces, neighbours sharing `overlap`) or
-        (start, end) spans (for a list of documents, one list of spans per document). `late=True` runs
-        each document once (windows stitched; `long` defaults to "window") and pools its token vectors
-        per span; `late=False` embeds each chunk alone (`long` defaults to "truncate", reported).
+        `chunks`: "sentence", "paragraph", "tokens" (`chunk_size` pieces, default 128, neighbours sharing
+        `chunk_overlap`, default 0: the corpus jobs' and LangChain's names, `--chunk-size`) or (start, end)
+        spans (for a list of documents, one list of spans per document). `late=True` runs each document
+        once (windows stitched; `long` defaults to "window") and pools its token vectors per span;
+        `late=False` embeds each chunk alone (`long` defaults to "truncate", reported). `size` and
+        `overlap` are the deprecated old names of `chunk_size` and `chunk_overlap`.
         """
         from .chunk_embed import embed_chunks
+        from .core.renamed import renamed_keyword
 
-        return embed_chunks(
-            self, docs, chunks=chunks, late=late, size=size, overlap=overlap, progress=progress, **options
+        chunk_size = renamed_keyword(chunk_size, size, name="chunk_size", old="size", caller="embed_chunks")
+        chunk_overlap = renamed_keyword(
+            chunk_overlap, overlap, name="chunk_overlap", old="overlap", caller="embed_chunks"
         )
+        return embed_chunks(
+            self, docs, chunks=chunks, late=late, progress=progress, **options,
+            chunk_size=128 if chunk_size is None else chunk_size,
+            chunk_overlap=0 if chunk_overlap is None else chunk_overlap,
+        )  # fmt: skip
 
     def add_tokens(self, words: Sequence[str], *, init: Any = "pieces", seed: int = 0) -> Model:
         """A new Model whose tokenizer keeps each word whole, its rows initialised from `init`."""

@@ -255,8 +255,8 @@ def embed(
         shown["long"] = None if long == "truncate" else long
         docs = read_texts(texts, input_path, text_field=text_field, id_field=id_field)
         print_chunks(
-            m, docs, as_json=as_json, chunks=chunks, late=late, size=chunk_size, overlap=chunk_overlap,
-            **shown,
+            m, docs, as_json=as_json, chunks=chunks, late=late, chunk_size=chunk_size,
+            chunk_overlap=chunk_overlap, **shown,
         )  # fmt: skip
         return
     rows = LevelOptions(

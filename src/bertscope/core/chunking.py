@@ -2,7 +2,9 @@
 
 Every chunk is a character span (start, end) into the document; `document[start:end]` is its text.
 Sentence and paragraph chunks cover every non-space character exactly once, in order, with the
-whitespace between them left out; token chunks cover every token, neighbours sharing `overlap` tokens.
+whitespace between them left out; token chunks cover every token, neighbours sharing `chunk_overlap`
+tokens (`chunk_size`/`chunk_overlap`, as the corpus jobs, `--chunk-size`/`--chunk-overlap` and
+LangChain's splitters name them).
 A token counts as one with the pieces that share its characters (a byte-level BPE gives an emoji four
 pieces on one character), so token chunks never split a character; a piece of only whitespace (the
 byte-level "Ġ" before a character it could not join) counts with the token after it.
@@ -44,13 +46,14 @@ def chunk_spans(
     chunks: ChunkBy | str | Sequence[Span],
     *,
     tokenizer: TextTokenizer | None = None,
-    size: int = 128,
-    overlap: int = 0,
+    chunk_size: int = 128,
+    chunk_overlap: int = 0,
 ) -> list[Span]:
     """The (start, end) character spans of a document's chunks, in order.
 
-    `chunks` is "sentence", "paragraph", "tokens" (`size` tokens each, neighbours sharing `overlap`;
-    needs the model's `tokenizer`) or the spans themselves (checked: in range, in order, no overlap).
+    `chunks` is "sentence", "paragraph", "tokens" (`chunk_size` tokens each, neighbours sharing
+    `chunk_overlap`; needs the model's `tokenizer`) or the spans themselves (checked: in range, in order,
+    no overlap).
     """
     if not isinstance(chunks, str):
         return check_spans(text, chunks)
@@ -61,7 +64,7 @@ def chunk_spans(
         return paragraph_spans(text)
     if tokenizer is None:
         raise InvalidSpec("chunks='tokens' needs the model's tokenizer")
-    return token_spans(text, tokenizer, size=size, overlap=overlap)
+    return token_spans(text, tokenizer, size=chunk_size, overlap=chunk_overlap)
 
 
 def paragraph_spans(text: str) -> list[Span]:
@@ -91,7 +94,8 @@ def token_spans(text: str, tokenizer: TextTokenizer, *, size: int, overlap: int)
     is a word piece, or the pieces that share characters (byte pieces of one character), as one."""
     if size < 1 or not 0 <= overlap < size:
         raise InvalidSpec(
-            f"token chunks need size >= 1 and 0 <= overlap < size; got size={size}, overlap={overlap}"
+            "token chunks need chunk_size >= 1 and 0 <= chunk_overlap < chunk_size; got "
+            f"chunk_size={size}, chunk_overlap={overlap}"
         )
     tokens = tokenizer.encode([text])[0]
     offsets = [o for o, special in zip(tokens.offsets, tokens.special_mask, strict=True) if not special]

@@ -190,14 +190,14 @@ def refuse_sentence_options(options: EmbedOptions, rows: str) -> None:
         raise InvalidSpec(f"{rows} are not pooled, so {asked} would be ignored: leave {asked} out")
 
 
-# A chunk's size and overlap: Model.embed_chunks (and /v2/embed_chunks) name them after the chunk, the
-# corpus job (beside every other option of a job) with its prefix. Then the names sentence-transformers
-# and transformers users bring, each with what bertscope offers instead.
+# A chunk's size and overlap: Model.embed_chunks, /v2/embed_chunks and the corpus job name them
+# chunk_size and chunk_overlap (size and overlap were embed_chunks' old names). Then the names
+# sentence-transformers and transformers users bring, each with what bertscope offers instead.
 _NAMED_ELSEWHERE = {
-    "chunk_size": "embed_chunks calls it size",
-    "chunk_overlap": "embed_chunks calls it overlap",
-    "size": "a corpus job calls it chunk_size",
-    "overlap": "a corpus job calls it chunk_overlap",
+    "chunk_size": "chunks are embed_chunks' (or a corpus job's, with level='chunks')",
+    "chunk_overlap": "chunks are embed_chunks' (or a corpus job's, with level='chunks')",
+    "size": "embed_chunks and a corpus job call it chunk_size",
+    "overlap": "embed_chunks and a corpus job call it chunk_overlap",
     # sentence-transformers' and transformers' names, as users bring them from `model.encode(...)`
     "show_progress_bar": "bertscope calls it progress (progress=True)",
     "normalize_embeddings": "bertscope calls it normalize",

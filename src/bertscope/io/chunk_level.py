@@ -87,7 +87,7 @@ class ChunkLevel(CorpusLevel):
 
     def embed(self, records: Sequence[Record], *, on_batch: OnBatch | None = None) -> Rows:
         """id, position, start, end, text, n_tokens, truncated, embedding per chunk, documents in order."""
-        cut = {"tokenizer": self.model.tokenizer, "size": self.size, "overlap": self.overlap}
+        cut = {"tokenizer": self.model.tokenizer, "chunk_size": self.size, "chunk_overlap": self.overlap}
         docs = ((r.text, chunk_spans(r.text, self.chunks, **cut)) for r in records)
         ids, positions, starts, ends, texts, n_tokens, truncated, vectors = [], [], [], [], [], [], [], []
         results = iter_chunk_embeddings(

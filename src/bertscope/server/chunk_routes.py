@@ -32,6 +32,7 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
         options = req.options()
         chunks: Any = req.chunks.value if isinstance(req.chunks, str) else req.chunks
         post = svc.post(req.post)
+        chunk_size, chunk_overlap = req.sizes
 
         def plan() -> ChunkPlan:
             return plan_chunks(
@@ -39,8 +40,8 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
                 req.inputs,
                 chunks=chunks,
                 late=req.late,
-                size=req.size,
-                overlap=req.overlap,
+                chunk_size=chunk_size,
+                chunk_overlap=chunk_overlap,
                 long=req.long,
                 layers=options.layers,
                 combine=options.combine,

@@ -70,7 +70,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/attention", tags=["explain"])
     async def attention(req: AttentionRequest) -> Response:
         """Weights as output_attentions gives them: (layers, heads, tokens, tokens), or the slice asked."""
-        text: Any = tuple(req.text) if isinstance(req.text, list) else req.text
+        text: Any = tuple(req.inputs) if isinstance(req.inputs, list) else req.inputs
 
         # The layer and head asked are checked against the config first: an impossible one is refused
         # before anything loads (a light model loads its PyTorch module only for weights it can give).

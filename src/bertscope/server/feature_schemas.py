@@ -12,6 +12,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     WithJsonSchema,
+    model_validator,
 )
 
 from ..core._enums import LongText
@@ -29,6 +30,7 @@ from .schemas import (
     WholeInt,
     fitted_int,
     named,
+    one_name,
     spelled,
     texts_only,
     whole_number,
@@ -36,6 +38,8 @@ from .schemas import (
 
 __all__ = [
     "ChunksRequest",
+    "ONE_CHUNK_SIZE",
+    "ONE_CHUNK_OVERLAP",
     "ChunkItem",
     "ChunkDocument",
     "ChunksResponse",
@@ -56,6 +60,17 @@ _SPANS = {"type": "array", "items": _SPAN, "minItems": 1}
 _SPANS_PER_DOC = {"type": "array", "items": _SPANS, "minItems": 1, "x-fit": "inputs"}
 _Offset = Annotated[StrictInt, Field(ge=0), BeforeValidator(whole_number)]
 Span = tuple[_Offset, _Offset]
+_Overlap = _Offset  # a whole number from 0
+
+# "size" and "overlap" were "chunk_size" and "chunk_overlap" before they had the names the corpus jobs,
+# `embed --chunk-size/--chunk-overlap`, the library's embed_chunks and LangChain's splitters give them.
+ONE_CHUNK_SIZE = (
+    '"chunk_size" and "size" both given: "size" is the older spelling of "chunk_size"; send "chunk_size" only'
+)
+ONE_CHUNK_OVERLAP = (
+    '"chunk_overlap" and "overlap" both given: "overlap" is the older spelling of "chunk_overlap"; send '
+    '"chunk_overlap" only'
+)
 
 
 class ChunksRequest(SpecFields):
@@ -74,15 +89,26 @@ class ChunksRequest(SpecFields):
         ),
     ] = Field(
         ChunkBy.SENTENCE,
-        description="sentence, paragraph, tokens (`size` pieces, neighbours sharing `overlap`), or the "
-        "(start, end) character spans: a list of spans for one document, one list per document for a list.",
+        description="sentence, paragraph, tokens (`chunk_size` pieces, neighbours sharing `chunk_overlap`), "
+        "or the (start, end) character spans: a list of spans for one document, one list per document for a "
+        "list.",
     )
     late: StrictBool = Field(
         True, description="Late chunking (the whole document once, windows stitched) or each chunk alone."
     )
-    size: PositiveInt = Field(128, description="Word pieces per chunk with chunks=tokens.")
-    overlap: Annotated[StrictInt, Field(ge=0), BeforeValidator(whole_number)] = Field(
-        0, description="Word pieces neighbouring token chunks share (less than size)."
+    chunk_size: PositiveInt = Field(128, description="Word pieces per chunk with chunks=tokens.")
+    chunk_overlap: _Overlap = Field(
+        0, description="Word pieces neighbouring token chunks share (less than chunk_size)."
+    )
+    size: PositiveInt = Field(
+        128,
+        description='The older spelling of "chunk_size"; send one of them.',
+        json_schema_extra={"deprecated": True},
+    )
+    overlap: _Overlap = Field(
+        0,
+        description='The older spelling of "chunk_overlap"; send one of them.',
+        json_schema_extra={"deprecated": True},
     )
     long: Annotated[LongText, spelled(LongText)] | None = Field(  # type: ignore[assignment]
         None,
@@ -91,6 +117,21 @@ class ChunksRequest(SpecFields):
     post: Annotated[str | None, named("post")] = Field(
         None, description="Name of a loaded post-processing (whitening, PCA, ...), applied to every chunk."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_name_each(cls, given: Any) -> Any:
+        given = one_name(given, "chunk_size", "size", ONE_CHUNK_SIZE)
+        return one_name(given, "chunk_overlap", "overlap", ONE_CHUNK_OVERLAP)
+
+    @property
+    def sizes(self) -> tuple[int, int]:
+        """(chunk_size, chunk_overlap), each by the spelling sent."""
+        sent = self.model_fields_set
+        return (
+            self.size if "size" in sent else self.chunk_size,
+            self.overlap if "overlap" in sent else self.chunk_overlap,
+        )
 
 
 class ChunkItem(BaseModel):
@@ -137,10 +178,10 @@ class ExplainRequest(SpecFields):
 class AttentionRequest(Strict):
     """Attention weights of one text or (A, B) pair: one layer, one head, or all of them."""
 
-    text: Text = Field(
-        description="One text, or a pair as a list of two texts; `inputs` (TEI's name) is accepted too.",
+    inputs: Text = Field(
+        description="One text, or a pair as a list of two texts; `text`, its old name, is accepted too.",
         examples=["I like bread"],
-        validation_alias=AliasChoices("text", "inputs"),
+        validation_alias=AliasChoices("inputs", "text"),
     )
     layer: Annotated[WholeInt | None, WithJsonSchema(fitted_int("encoder-layer"))] = Field(
         None, description="Encoder layer 1..L or -1..-L (null: every layer)."

@@ -39,6 +39,7 @@ __all__ = [
     "TokensResponse",
     "ONE_LEVEL",
     "ONE_AS_WORDS",
+    "one_name",
     "ELSEWHERE",
     "OpenAIRequest",
     "OpenAIResponse",
@@ -226,7 +227,7 @@ ONE_LEVEL = (
 )
 
 
-def _one_name(given: Any, name: str, old: str, message: str) -> Any:
+def one_name(given: Any, name: str, old: str, message: str) -> Any:
     """The body as sent, or a refusal (`message`, one line as written) where it holds a field under both
     its name and its older spelling, whatever their values."""
     if isinstance(given, dict) and name in given and old in given:
@@ -255,7 +256,7 @@ class TokensRequest(_LayerFields):
     @model_validator(mode="before")
     @classmethod
     def _one_level(cls, given: Any) -> Any:
-        return _one_name(given, "level", "words", ONE_LEVEL)
+        return one_name(given, "level", "words", ONE_LEVEL)
 
     @property
     def with_words(self) -> bool:
@@ -428,7 +429,7 @@ class StaticRequest(Strict):
     @model_validator(mode="before")
     @classmethod
     def _one_as_words(cls, given: Any) -> Any:
-        return _one_name(given, "as_words", "word", ONE_AS_WORDS)
+        return one_name(given, "as_words", "word", ONE_AS_WORDS)
 
     @property
     def with_words(self) -> bool:

@@ -33,10 +33,10 @@ __all__ = ["OPTIONS", "as_fields", "body_model"]
 # The library's option keywords that its messages write as `name=value`; other names stay as written.
 OPTIONS = frozenset(
     {
-        "as_words", "baseline", "chunks", "combine", "debiased", "dimensions", "exact", "head",
-        "include_special", "k", "late", "layer", "layers", "level", "long", "mask_special", "mean_heads",
-        "normalize", "overlap", "pooling", "post", "prompt", "prompt_name", "reference", "size", "stride",
-        "subword", "top", "truncate", "word", "words",
+        "as_words", "baseline", "chunk_overlap", "chunk_size", "chunks", "combine", "debiased", "dimensions",
+        "exact", "head", "include_special", "k", "late", "layer", "layers", "level", "long", "mask_special",
+        "mean_heads", "normalize", "overlap", "pooling", "post", "prompt", "prompt_name", "reference", "size",
+        "stride", "subword", "top", "truncate", "word", "words",
     }
 )  # fmt: skip
 # Facts of a model's config.json, said as JSON (`"type_vocab_size": 1`), never dropped.
