@@ -243,7 +243,8 @@ class CkaRequest(Strict):
     )
     level: Annotated[CkaLevel, spelled(CkaLevel)] = Field(
         CkaLevel.TOKEN,
-        description="token: every non-pad token is a row; sentence: one mean-pooled vector per text.",
+        description="tokens: every non-pad token is a row; sentence: one mean-pooled vector per text "
+        "(token and sentences read alike).",
     )
     debiased: StrictBool = Field(False, description="The debiased estimator (better for few rows).")
 
