@@ -29,7 +29,7 @@ import numpy as np
 from ..core._enums import LevelName
 from ..core.tokens import Tokens
 from ..errors import InvalidInput
-from .states import layer_blocks
+from .states import layer_blocks, model_given, text_stream
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -74,6 +74,14 @@ class CkaResult:
     n_rows: int
     settings: dict[str, Any] = field(default_factory=dict)
     note: str | None = None
+
+    def __repr__(self) -> str:
+        level = self.settings.get("level")
+        said = f", note={self.note!r}" if self.note else ""
+        return (
+            f"CkaResult({len(self.layers_a)} x {len(self.layers_b)} layers, level={level!r}, "
+            f"n_rows={self.n_rows}{said})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: layers_a, layers_b, cka (rows: A's layers), how it was measured, and the note on
@@ -315,7 +323,7 @@ def _joined(rows_a: list[np.ndarray], rows_b: list[np.ndarray]) -> tuple[np.ndar
 
 def cka(
     model: Encoder,
-    texts: Iterable[str],
+    texts: Iterable[str] | str,
     other: Encoder | None = None,
     *,
     level: CkaLevel | str = CkaLevel.TOKENS,
@@ -326,6 +334,9 @@ def cka(
     """Linear CKA between every layer of `model` (0 = embedding output .. L), or against every layer of
     `other`; streamed (see the module docstring for the sums kept and their memory)."""
     how = CkaLevel.parse(level, what="level")
+    texts = text_stream(texts)
+    if other is not None:
+        model_given(other, "other")
     moments = Moments(same=other is None)
     width = 0
     for a, b in paired_rows(model, other, texts, level=how, progress=progress, total=total):

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import InvalidInput
 from .cka import CkaLevel, Moments, paired_rows
+from .states import model_given, text_stream
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -96,13 +97,16 @@ def moved_rows(a: Encoder, b: Encoder, *, top: int = 20) -> tuple[list[dict[str,
 def compare(
     a: Encoder,
     b: Encoder,
-    texts: Iterable[str],
+    texts: Iterable[str] | str,
     *,
     top: int = 20,
     progress: bool | None = None,
     total: int | None = None,
 ) -> Comparison:
     """Static rows that moved most, and per layer CKA and mean token cosine of A vs B on `texts`."""
+    model_given(a, "a")
+    model_given(b, "b")
+    texts = text_stream(texts)
     if a.n_layers != b.n_layers:
         raise InvalidInput(
             f"the models have {a.n_layers} and {b.n_layers} layers: compare pairs layer k with layer k; "

@@ -30,7 +30,7 @@ import numpy as np
 from ..core.layers import LayerSpec, parse_layers
 from ..core.progress import step_progress
 from ..errors import InvalidInput, InvalidSpec
-from .states import layer_blocks
+from .states import layer_blocks, text_stream
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -196,7 +196,7 @@ def _plain(value: Any) -> Any:
 
 def geometry(
     model: Encoder,
-    texts: Iterable[str],
+    texts: Iterable[str] | str,
     *,
     layers: LayerSpec = "all",
     top: int = 3,
@@ -210,6 +210,7 @@ def geometry(
     if top < 0:
         raise InvalidSpec(f"top={top}: give how many rogue dimensions to name, 0 or more")
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
+    texts = text_stream(texts)
     moments, reservoir = _Moments(), Reservoir(max_tokens_sampled, seed=seed)
     pending: list[np.ndarray] = []
     gathered = 0

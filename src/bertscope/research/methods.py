@@ -6,7 +6,7 @@ Each method's body lives in its research module (probe, structural, cka, geometr
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..core._enums import SubwordPooling
@@ -14,7 +14,13 @@ from ..core.encoder import Encoder
 from ..core.layers import LayerSpec
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .cka import CkaResult
+    from .conllu import Tree
+    from .geometry import GeometryResult
+    from .probe_score import ProbeResult
+    from .structural import StructuralResult
 
 __all__ = ["ResearchMethods"]
 
@@ -25,7 +31,7 @@ class ResearchMethods(Encoder):
 
     def probe(
         self,
-        data: Any,
+        data: str | Path | Sequence[Any],
         *,
         level: str = "words",
         layers: LayerSpec = "all",
@@ -36,13 +42,13 @@ class ResearchMethods(Encoder):
         seed: int = 0,
         progress: bool | None = None,
         n_jobs: int | None = None,
-        test: Any = None,
+        test: str | Path | Sequence[Any] | None = None,
         kind: str | None = None,
         sweep: str | None = None,
         per_label: bool = False,
         per_label_layer: int | str | None = None,
         column: str | None = None,
-    ) -> Any:
+    ) -> ProbeResult:
         """Probes per layer (and `static`) on a labelled file or list, cross-validated by sentence or
         scored on `test` (held out); see `research.probe.probe` (control task and selectivity with
         `control=True`, `kind` linear or mlp, a capacity `sweep`, `per_label` figures, fits on `n_jobs`;
@@ -59,8 +65,8 @@ class ResearchMethods(Encoder):
 
     def structural_probe(
         self,
-        train: Any,
-        test: Any = None,
+        train: str | Path | Sequence[Tree],
+        test: str | Path | Sequence[Tree] | None = None,
         *,
         task: str = "distance",
         layers: LayerSpec = "all",
@@ -71,7 +77,7 @@ class ResearchMethods(Encoder):
         lr: float = 0.005,
         seed: int = 0,
         progress: bool | None = None,
-    ) -> Any:
+    ) -> StructuralResult:
         """Hewitt & Manning's structural probes (distance: UUAS, DSpr; depth: root accuracy, NSpr) per
         layer on CoNLL-U trees; see `research.structural.structural_probe` (word vectors pooled by
         `subword`, Adam on `batch_size` sentences at learning rate `lr`)."""
@@ -84,7 +90,7 @@ class ResearchMethods(Encoder):
 
     def cka(
         self,
-        texts: Iterable[str],
+        texts: Iterable[str] | str,
         other: Encoder | None = None,
         *,
         level: str = "tokens",
@@ -98,14 +104,14 @@ class ResearchMethods(Encoder):
 
     def geometry(
         self,
-        texts: Iterable[str],
+        texts: Iterable[str] | str,
         *,
         layers: LayerSpec = "all",
         top: int = 3,
         max_tokens_sampled: int = 5000,
         seed: int = 0,
         progress: bool | None = None,
-    ) -> Any:
+    ) -> GeometryResult:
         """Per layer: IsoScore, rogue dimensions and TwoNN intrinsic dimension of the tokens; streamed."""
         from .geometry import geometry
 

@@ -87,6 +87,26 @@ def static_rows(model: Encoder, ids: Sequence[int]) -> np.ndarray:
     return model.embedding_rows(list(ids))
 
 
+def text_stream(texts: Iterable[str] | str) -> Iterable[str]:
+    """`texts` to stream: a lone string is one text (as `embed` reads it), never its characters; None or
+    anything not iterable is refused in one line."""
+    if isinstance(texts, str):
+        return [texts]
+    if isinstance(texts, (bytes, bytearray)) or not isinstance(texts, Iterable):
+        raise InvalidInput(f"texts: give a list (or any iterable) of strings, not {type(texts).__name__}")
+    return texts
+
+
+def model_given(value: object, name: str) -> None:
+    """Refuse a model's name where a loaded model is taken (`other='bundled'`), naming the call to make."""
+    from ..core.encoder import Encoder
+
+    if not isinstance(value, Encoder):
+        raise InvalidInput(
+            f"{name}={value!r} is not a loaded model: give one, {name}=bertscope.load({value!r})"
+        )
+
+
 def _checked(texts: Iterable[str]) -> Iterator[str]:
     """The texts, stopping at the first that is not a non-empty string (named by its index)."""
     for index, text in enumerate(texts):

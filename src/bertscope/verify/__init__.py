@@ -42,7 +42,7 @@ __all__ = [
 
 def verify_model(
     model: Any,
-    texts: Sequence[str] | None = None,
+    texts: Sequence[str] | str | None = None,
     *,
     against: dict[str, Any] | str | Path | None = None,
     min_cosine: float | None = None,
@@ -53,4 +53,5 @@ def verify_model(
     (a `FingerprintCheck`: no reference forward, no torch needed)."""
     if against is not None:
         return check_fingerprint(model, against)
-    return compare_to_reference(model, [*canary_texts(model), *(texts or [])], min_cosine=min_cosine)
+    given = [texts] if isinstance(texts, str) else [] if texts is None else list(texts)  # a lone string: one
+    return compare_to_reference(model, [*canary_texts(model), *given], min_cosine=min_cosine)
