@@ -56,12 +56,24 @@ def test_parse_layers_rejects_bad_specs_naming_the_allowed_range(spec: object) -
         parse_layers(spec, N_LAYERS)  # type: ignore[arg-type]
     message = str(info.value)
     assert "0..6" in message
-    assert repr(spec) in message
+    # a spec that is one layer is named once, as the layer
+    assert repr(spec) in message or message.startswith(f"layer {int(spec)} does not exist;")  # type: ignore[call-overload]
 
 
 def test_parse_layers_out_of_range_says_the_layer_does_not_exist() -> None:
     with pytest.raises(bertscope.InvalidSpec, match="layer 9 does not exist"):
         parse_layers("9", N_LAYERS)
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"), [(99, "layer 99 does not exist;"), ("0,99", "layer 99 (in '0,99')")]
+)
+def test_an_unknown_layer_is_named_once_and_its_spec_only_when_it_says_more(spec: object, said: str) -> None:
+    with pytest.raises(bertscope.InvalidSpec) as info:
+        parse_layers(spec, N_LAYERS)  # type: ignore[arg-type]
+    message = str(info.value)
+    assert said in message
+    assert message.count("99") == (1 if spec == 99 else 2)
 
 
 def test_parse_layers_rejects_non_spec_types() -> None:

@@ -67,7 +67,9 @@ def _one(part: str, count: int, spec: object, allowed: str) -> list[int]:
     except ValueError:
         raise InvalidSpec(f"layer spec {_short(spec)} is malformed at {part!r}; {allowed}") from None
     if not -count <= index < count:
-        raise InvalidSpec(f"layer {index} does not exist in {_short(spec)}; {allowed}")
+        # Of a spec that is this one layer, "layer 99 does not exist in 99" would say it twice.
+        within = "" if part.strip() == str(spec).strip() else f" (in {_short(spec)})"
+        raise InvalidSpec(f"layer {index}{within} does not exist; {allowed}")
     return [index % count]
 
 
