@@ -198,18 +198,16 @@ def test_pooler_on_bundled_equals_hf_pooler(bundled: bertscope.Model) -> None:
 
 
 @pytest.mark.parametrize("pooling", ["cls", "pooler"])
-def test_first_token_pooling_ignores_mask_special(bundled: bertscope.Model, pooling: str) -> None:
+def test_first_token_pooling_refuses_mask_special(bundled: bertscope.Model, pooling: str) -> None:
     layers = "-4:" if pooling == "cls" else "-1"  # the pooler reads the last layer only
-    masked = bundled.embed("hello there", layers=layers, pooling=pooling, mask_special=True)
+    with pytest.raises(bertscope.InvalidSpec, match="would do nothing: leave mask_special out"):
+        bundled.embed("hello there", layers=layers, pooling=pooling, mask_special=True)
     plain = bundled.embed("hello there", layers=layers, pooling=pooling)
-    np.testing.assert_array_equal(masked.vectors, plain.vectors)
-    assert masked.spec["mask_special"] is False and masked.vectors.shape == (1, 384)
+    assert plain.spec["mask_special"] is False and plain.vectors.shape == (1, 384)
 
 
 def test_issue_example_cls_over_concatenated_layers(bundled: bertscope.Model) -> None:
-    result = bundled.embed(
-        ["a cat", "a dog"], layers="-4:", combine="concat", pooling="cls", mask_special=True, normalize=True
-    )
+    result = bundled.embed(["a cat", "a dog"], layers="-4:", combine="concat", pooling="cls", normalize=True)
     tokens = bundled.embed_tokens(["a cat", "a dog"], layers="-4:", combine="concat")
     first = np.stack([t.vectors[0] for t in tokens])
     expected = first / np.linalg.norm(first, axis=1, keepdims=True)

@@ -36,10 +36,10 @@ def test_resolve_gives_the_models_own_pooling_and_model_specs_spec(
     assert recipe.spec.layers == (bundled.n_layers,)
     assert recipe.post is None
     options = EmbedOptions(
-        layers="-2", combine="sum", pooling="cls", mask_special=True, long="window", stride=64
+        layers="-2,-1", combine="sum", pooling="max", mask_special=True, long="window", stride=64
     )
     assert resolve(bundled, options).spec == bundled.spec(
-        layers="-2", combine="sum", pooling="cls", mask_special=True, long="window", stride=64
+        layers="-2,-1", combine="sum", pooling="max", mask_special=True, long="window", stride=64
     )
 
 
@@ -48,6 +48,41 @@ def test_resolve_refuses_what_model_spec_refuses(bundled: bertscope.Model) -> No
         resolve(bundled, EmbedOptions(pooling="first_last_avg", layers="2"))
     with pytest.raises(InvalidSpec, match="unknown pooling"):
         resolve(bundled, EmbedOptions(pooling="median"))
+
+
+@pytest.mark.parametrize("pooling", ["cls", "pooler"])
+def test_mask_special_with_first_token_pooling_is_refused_not_dropped(
+    bundled: bertscope.Model, pooling: str
+) -> None:
+    with pytest.raises(InvalidSpec, match=f"pooling {pooling} reads the first token.*leave mask_special out"):
+        bundled.embed(["a cat"], pooling=pooling, mask_special=True)
+    assert bundled.embed(["a cat"], pooling=pooling).spec["mask_special"] is False
+
+
+@pytest.mark.parametrize("combine", ["sum", "concat"])
+def test_an_explicit_combine_with_one_layer_is_refused_and_the_default_taken(
+    bundled: bertscope.Model, combine: str
+) -> None:
+    with pytest.raises(InvalidSpec, match=f"combine={combine!r} joins several layers.*leave combine out"):
+        bundled.embed(["a cat"], layers="-1", combine=combine)
+    with pytest.raises(InvalidSpec, match="joins several layers"):
+        bundled.embed_tokens(["a cat"], combine=combine)  # layers left out: the last one
+    # The default (mean, as the command line and the service pass it) with one layer is that layer.
+    for options in (EmbedOptions(layers="-1"), EmbedOptions(layers="-1", combine="mean"), EmbedOptions()):
+        assert resolve(bundled, options).spec.combine is bertscope.Combine.MEAN
+    # stack keeps one layer as its own column: the aggregations' word level asks for it.
+    assert resolve(bundled, EmbedOptions(layers="-1", combine="stack")).spec.layers == (bundled.n_layers,)
+    # A store recorded with it before the refusal still reloads: it changed no vector.
+    settings = {"layers": [bundled.n_layers], "combine": combine, "pooling": "mean"}
+    assert resolve(bundled, EmbedOptions.from_settings(settings)).spec.combine is bertscope.Combine.MEAN
+
+
+@pytest.mark.parametrize("combine", ["sum", "concat", "stack"])
+def test_first_last_avg_refuses_a_combine_but_mean(bundled: bertscope.Model, combine: str) -> None:
+    with pytest.raises(InvalidSpec, match=f"first_last_avg is the mean.*combine={combine!r}"):
+        bundled.embed(["a cat"], pooling="first_last_avg", combine=combine)
+    spec = bundled.embed(["a cat"], pooling="first_last_avg", combine="mean").spec
+    assert spec["combine"] == "mean" and tuple(spec["layers"]) == (1, bundled.n_layers)
 
 
 def test_recipe_applies_and_records_its_post_processing(bundled: bertscope.Model) -> None:

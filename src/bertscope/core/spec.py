@@ -139,6 +139,9 @@ class EmbedOptions:
             given["layers"] = list(given["layers"])
         if given.get("pooling") == Pooling.FIRST_LAST_AVG.value:
             given.pop("layers", None)  # first_last_avg picks its layers itself
+        if len(given.get("layers", ())) == 1 and given.get("combine") in (Combine.SUM, Combine.CONCAT):
+            # Recorded before that was refused: summing or joining one layer changed no vector.
+            given.pop("combine")
         if given.get("long", LongText.TRUNCATE) != LongText.WINDOW:
             # A stride recorded beside another policy (before that was refused) changed no vector.
             given.pop("stride", None)
@@ -339,11 +342,12 @@ def resolve_spec(
     """Resolve options (auto pooling, first_last_avg, defaults, prompt) against a model into an EmbedSpec.
 
     `mask_special` leaves [CLS]/[SEP] (<s>, </s>) out of mean, max and mean_sqrt_len pooling;
-    cls and pooler read the first token itself, so for them it has no effect (recorded as False).
+    cls and pooler read the first token itself, so with them it is refused (it would do nothing), as are
+    combine sum or concat with one layer and any combine but mean with first_last_avg.
     `prompt_name` picks one of the model's own prompts (default: its default prompt, if any);
     `prompt` gives the text itself ("" for none).
     """
-    pool = Pooling.parse(pooling, what="pooling")
+    pool = asked = Pooling.parse(pooling, what="pooling")
     policy = LongText.parse(long, what="long-text policy")
     if stride is not None:
         whole_number(stride, "stride")
@@ -368,13 +372,19 @@ def resolve_spec(
         if layers is not None:
             raise InvalidSpec("first_last_avg uses layers 1 and -1 itself; leave layers out")
         layers = "1,-1"
-    if pool in (Pooling.CLS, Pooling.POOLER):
-        # They read the first token itself: masking specials changes nothing, so the spec says so.
-        mask_special = False
+    if pool in (Pooling.CLS, Pooling.POOLER) and mask_special:
+        # They read the first token itself: masking specials would change nothing.
+        own = " (this model's own pooling)" if asked is Pooling.AUTO else ""
+        raise InvalidSpec(
+            f"mask_special leaves [CLS]/[SEP] out of mean, max and mean_sqrt_len pooling, but pooling "
+            f"{pool.value}{own} reads the first token itself, so it would do nothing: leave mask_special "
+            "out, or name a pooling over tokens (e.g. pooling='mean')"
+        )
     if pool is Pooling.POOLER and not model.engine.has_pooler:
         raise InvalidSpec(f"{model.loaded.source} has no trained pooler; use pooling='cls' or 'mean'")
     selected = parse_layers("-1" if layers is None else layers, model.n_layers)
     how = Combine.parse(combine, what="combine")
+    _check_combine(how, pool, selected)
     if pool is Pooling.POOLER and how is Combine.CONCAT and len(selected) > 1:
         raise InvalidSpec(
             "the pooler takes one hidden-size vector; with several layers use combine='mean' or 'sum'"
@@ -397,6 +407,23 @@ def resolve_spec(
         stride=None if stride is None else int(stride),
         **_prompt_fields(model, prompt_name, prompt),
     )
+
+
+def _check_combine(how: Combine, pool: Pooling, selected: tuple[int, ...]) -> None:
+    """Refuse a combine that contradicts the pooling or has nothing to combine. Mean is the default (a
+    caller leaving combine out and one naming mean cannot be told apart), and the mean of one layer is that
+    layer, so only sum and concat are refused with one layer; stack keeps one layer as its own column."""
+    if pool is Pooling.FIRST_LAST_AVG and how is not Combine.MEAN:
+        raise InvalidSpec(
+            f"pooling first_last_avg is the mean of layers 1 and -1, so combine={how.value!r} would "
+            f"contradict it: leave combine out, or use layers='1,-1', combine={how.value!r} and "
+            "pooling='mean'"
+        )
+    if how in (Combine.SUM, Combine.CONCAT) and len(selected) == 1:
+        raise InvalidSpec(
+            f"combine={how.value!r} joins several layers, but layers selects one ({selected[0]}), so it "
+            "would do nothing: leave combine out, or select several layers (e.g. layers='-2,-1')"
+        )
 
 
 def unnormalized_own_pooling(
