@@ -194,7 +194,7 @@ def test_search_every_store_and_by_id(tmp_path: Path, bundled: bertscope.Model) 
         bertscope.embed_corpus(source, output, model=bundled)
     expected = bundled.similarity(["storm at sea"], TEXTS)[0]
     for output in outputs:
-        hits = bertscope.search("storm at sea", output, k=3, model=bundled, chunk_size=2)
+        hits = bertscope.search("storm at sea", output, k=3, model=bundled, rows_per_read=2)
         assert [h.id for h in hits] == [str(i + 1) for i in np.argsort(-expected)[:3]]
         np.testing.assert_allclose([h.score for h in hits], np.sort(expected)[::-1][:3], atol=1e-5)
     by_id = bertscope.search(None, outputs[0], item_id="4", k=2)

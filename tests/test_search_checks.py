@@ -1,9 +1,11 @@
 """io/search.py's checks and chunk stores: query vectors with no direction refused, a chunk store searched
-from .parquet and .npy alike, through its ANN index when it has a fresh one."""
+from .parquet and .npy alike, through its ANN index when it has a fresh one; io/query.py's query: options
+the search would not read refused, the store's model known by its files, a vector as any 1-D sequence."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -11,14 +13,18 @@ import pyarrow as pa
 import pytest
 from typer.testing import CliRunner
 
+import bertscope
 from bertscope.cli import app
-from bertscope.errors import CorpusError, InvalidInput
+from bertscope.errors import CorpusError, InvalidInput, InvalidSpec
 from bertscope.io import index as index_module
 from bertscope.io.formats import open_sink
 from bertscope.io.index import build_index, index_paths, index_state
 from bertscope.io.levels import Rows
 from bertscope.io.readers import Record
 from bertscope.io.search import search
+from bertscope.io.stores import open_store
+from console import run_main
+from tiny_models import build_tiny_model
 
 DIM = 16
 DOCS, CHUNKS = 60, 5  # 300 chunk rows: enough for an index of 7 cells
@@ -82,7 +88,7 @@ def test_a_chunk_store_is_searched_exactly_from_parquet_and_npy(
     chunk_store: Path, matrix: np.ndarray
 ) -> None:
     query = vectors(1, 1)[0]
-    hits = search(query, chunk_store, k=7, exact=True, chunk_size=64)  # several chunks of rows
+    hits = search(query, chunk_store, k=7, exact=True, rows_per_read=64)  # several reads of rows
     assert spans(hits) == expected(matrix, query, 7)
 
 
@@ -198,3 +204,142 @@ def test_embed_chunks_with_index_builds_the_index_similar_uses(tmp_path: Path) -
     found = CliRunner().invoke(app, ["similar", "How many people live there?", "--in", str(out), "--json"])
     assert found.exit_code == 0, found.output
     assert {(h["id"], h["chunk"]) for h in json.loads(found.stdout)} == {("berlin", 0), ("berlin", 1)}
+
+
+# A query's options, model and form ----------------------------------------------------------------------
+
+TEXTS = ["a cat sits on the mat", "stocks fell sharply today", "a dog barks at night", "rain is coming"]
+
+
+@pytest.fixture(scope="module")
+def cls_store(tmp_path_factory: pytest.TempPathFactory, bundled: bertscope.Model) -> Path:
+    """The texts' vectors of layer 5 pooled by [CLS]: not the model's own recipe (layer 6, mean)."""
+    path = tmp_path_factory.mktemp("cls") / "cls.parquet"
+    bertscope.embed_corpus(TEXTS, path, model=bundled, layers="-2", pooling="cls")
+    return path
+
+
+def test_a_recipe_option_given_to_search_is_refused_not_dropped(
+    cls_store: Path, bundled: bertscope.Model
+) -> None:
+    """pooling= was taken and dropped: the query was embedded the store's way, whatever was asked."""
+    with pytest.raises(InvalidSpec) as refused:
+        search("cats", cls_store, model=bundled, k=1, pooling="mean")
+    assert str(refused.value) == (
+        f"{cls_store} was made with layers [5], pooling cls; search embeds the query the store's way: "
+        "drop pooling="
+    )
+    for options, named in (
+        ({"layers": "-1", "normalize": True}, "drop layers= and normalize="),
+        ({"mask_special": True}, "mask_special False; search embeds"),
+        ({"combine": "sum"}, "drop combine="),
+        ({"long": "window", "stride": 64}, "drop long= and stride="),
+    ):
+        with pytest.raises(InvalidSpec, match=named):
+            search("cats", cls_store, model=bundled, k=1, **options)  # type: ignore[arg-type]
+    left_out = search("cats", cls_store, model=bundled, k=2, pooling=None, normalize=None)  # as not given
+    assert left_out == search("cats", cls_store, model=bundled, k=2)
+    vector = bundled.embed("cats", layers="-2", pooling="cls").vectors[0]
+    with pytest.raises(
+        InvalidSpec, match=r"^the query vector is searched as it is, not embedded: drop post=$"
+    ):
+        search(vector, cls_store, k=1, post="white.safetensors")
+    with pytest.raises(InvalidSpec, match=r"^the stored vector of '2' is searched as it is.*drop prompt=$"):
+        search(None, cls_store, item_id="2", k=1, prompt="query: ")
+
+
+def test_similar_words_the_refusals_as_flags(cls_store: Path) -> None:
+    ran = run_main("similar", "--id", "2", "--store", str(cls_store), "--post", "white.safetensors")
+    assert ran.code != 0 and ran.stderr.strip() == (
+        "error: the stored vector of '2' is searched as it is, not embedded: drop --post"
+    )
+    ran = run_main("similar", "cats", "--store", str(cls_store), "-k", "1", "--json")
+    assert ran.code == 0 and json.loads(ran.stdout)[0]["id"] == search("cats", cls_store, k=1)[0].id
+
+
+def test_the_stores_model_is_known_by_its_files_not_its_name(
+    tmp_path: Path, cls_store: Path, bundled_path: Path
+) -> None:
+    """A folder changed in place was searched with no error and the wrong hits; the same files under
+    another name (the bundled model by its path) were refused."""
+    folder = build_tiny_model("bert", tmp_path / "tiny", seed=0)
+    store = tmp_path / "s.parquet"
+    texts = ["hello world", "a b c", "d e f g", "abc def"]
+    bertscope.embed_corpus(texts, store, model=bertscope.load(str(folder), device="cpu"))
+    shutil.rmtree(folder)
+    build_tiny_model("bert", folder, seed=1)  # fine-tuned in place: the same name, other weights
+    tuned = bertscope.load(str(folder), device="cpu")
+    for model in (tuned, None):  # the one given, or the store's own loaded by its name again
+        with pytest.raises(CorpusError) as refused:
+            search("hello world", store, model=model, k=2)
+        said = str(refused.value)
+        assert said.startswith(f"{store} was made with {folder}; the files of the model {folder} are not")
+        assert "fingerprint files.model.safetensors: '" in said and "config.json" not in said, said
+        assert "leave model= out" not in said and "-m/--model" not in said
+    by_path = bertscope.load(str(bundled_path), device="cpu")  # the bundled model's files, by their path
+    assert search("cats", cls_store, model=by_path, k=2) == search("cats", cls_store, k=2)
+
+
+def test_a_store_without_a_fingerprint_names_the_keyword(cls_store: Path, tmp_path: Path) -> None:
+    """A store written before stores carried a fingerprint is compared by the model's name; a Python
+    caller is told model=, not the command line's -m/--model."""
+    tiny = bertscope.load(str(build_tiny_model("bert", tmp_path / "tiny")), device="cpu")
+    old = tmp_path / "old.parquet"
+    sink = open_sink(old, settings={"model": "synthetic", "layers": [1], "pooling": "mean"})
+    table = pa.table(
+        {
+            "id": ["r0", "r1"],
+            "embedding": pa.FixedSizeListArray.from_arrays(pa.array(vectors(2, 1).reshape(-1)), DIM),
+            "n_tokens": pa.array([3, 3], pa.int32()),
+            "truncated": pa.array([0, 0], pa.int32()),
+        }
+    )
+    sink.write([Record(f"r{i}", "t", i + 1) for i in range(2)], Rows(table, 2, 6, 0))
+    sink.finish()
+    with pytest.raises(CorpusError, match=r"made with synthetic; the model given is .*\(leave model= out\)$"):
+        search("a b", old, model=tiny)
+
+
+def test_search_reads_rows_per_read_and_chunk_size_with_a_warning(cls_store: Path) -> None:
+    """chunk_size is tokens per chunk everywhere else (embed_corpus, embed_chunks)."""
+    vector = vectors(1, 1)[0]
+    query = np.resize(vector, 384)
+    expected = [h.id for h in search(query, cls_store, k=3)]
+    assert [h.id for h in search(query, cls_store, k=3, rows_per_read=1)] == expected
+    with pytest.warns(
+        DeprecationWarning, match=r"search\(chunk_size=...\) is deprecated; use rows_per_read="
+    ):
+        assert [h.id for h in search(query, cls_store, k=3, chunk_size=1)] == expected
+    with pytest.raises(InvalidInput, match="chunk_size= is the old name of rows_per_read="):
+        search(query, cls_store, k=3, chunk_size=1, rows_per_read=1)
+    with pytest.raises(CorpusError, match="rows_per_read must be a whole number of at least 1"):
+        search(query, cls_store, k=3, rows_per_read=0)
+
+
+def test_a_query_vector_is_any_one_dimensional_sequence(cls_store: Path) -> None:
+    """Only an np.ndarray was taken: a list or a torch tensor was "give a query text, a vector, or ..."."""
+    import torch
+
+    vector = open_store(cls_store).vector_of("3")  # its nearest row is its own
+    expected = [h.id for h in search(vector, cls_store, k=2)]
+    assert expected[0] == "3"
+    for given in (vector.tolist(), tuple(vector.astype(np.float64)), torch.from_numpy(vector.copy())):
+        assert [h.id for h in search(given, cls_store, k=2)] == expected
+    with pytest.raises(
+        InvalidInput, match=r"^the query vector has 10 numbers but the store's vectors have 384"
+    ):
+        search([1.0] * 10, cls_store)
+    with pytest.raises(InvalidInput, match=r"^the query is an array of shape \(2, 384\): give a query text"):
+        search(np.ones((2, 384)), cls_store)
+    with pytest.raises(InvalidInput, match=r"^the query is a dict: give a query text, a vector"):
+        search({"a": 1}, cls_store)  # type: ignore[arg-type]
+
+
+def test_a_searched_sqlite_store_leaves_no_file_beside_it(tmp_path: Path, bundled: bertscope.Model) -> None:
+    """Its read-only connection left the -wal and -shm files it made after every search."""
+    store = tmp_path / "w.db"
+    bertscope.embed_corpus(TEXTS, store, model=bundled)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.db"]
+    assert search("a cat", store, model=bundled, k=1)[0].id == "1"
+    assert search(None, store, item_id="2", k=1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.db"]

@@ -31,7 +31,7 @@ from .index import index_copies
 from .level_table import level_of
 from .levels import vector_columns
 from .parquet_checked import CheckedParquet
-from .search import model_for
+from .query import model_for, same_model
 from .stores import Store, open_store
 
 __all__ = ["Occurrence", "Occurrences", "search_occurrences", "occurrence_vectors", "token_store"]
@@ -306,18 +306,15 @@ def _query_vector(store: Store, target: str, context: str, model: Any, layers: A
 
 
 def _check_same(store: Store, model: Any, layers: Any) -> None:
-    """Refuse a model or layers other than the store's: their vectors would not compare."""
+    """Refuse a model (other files: `query.same_model`) or layers other than the store's: their vectors
+    would not compare."""
     from ..core.layers import parse_layers
 
     settings = store.settings
     made = f"{settings.get('model')}, layers {settings.get('layers')}, combine {settings.get('combine')}"
-    if model.info().source != settings.get("model"):
-        raise CorpusError(
-            f"{store.path} was made with {made}; the model asked for is {model.info().source}: "
-            "search it with the store's own model (leave -m/--model out)"
-        )
+    same_model(settings, model, path=store.path, made=made)
     if layers is not None and list(parse_layers(layers, model.n_layers)) != list(settings["layers"]):
         raise CorpusError(
             f"{store.path} was made with {made}; layers {layers!r} were asked for: "
-            "search it with the store's own layers (leave --layers out)"
+            "search it with the store's own layers (leave layers= out)"
         )

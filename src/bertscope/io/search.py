@@ -1,7 +1,6 @@
 """Searching a stored output: exact top-k cosine, or the ANN index's candidates ranked exactly.
 
-A query text is embedded by the store's own model as it ran (`model_for`, which loads it by name through
-the loader the package registers: `core.loaders`).
+The query (a text embedded the store's way, by the store's own model, or a vector) is `io.query`'s.
 """
 
 from __future__ import annotations
@@ -10,26 +9,26 @@ import itertools
 import json
 import warnings
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from ..core.post import PostProcessor, as_post
-from ..core.prompts import query_prompt_name
+from ..core.renamed import renamed_keyword
 from ..core.similarity import Hit, TopK
-from ..core.spec import EmbedOptions, reloadable, resolve, whole_number
+from ..core.spec import EmbedOptions, whole_number
 from ..errors import CorpusError, InvalidInput
 from . import index as ann  # looked up per call: tests watch ann.ann_search
 from .checksums import column_values, rebuild_hint
 from .formats import refuse_collection
 from .level_table import level_of
 from .parquet_checked import CheckedParquet
+from .query import embed_query, model_for, query_vector, refuse_unread
 from .stores import Store, open_store, view_settings, with_view
 from .vector_files import Chunk, check_npy_rows, open_matrix
 
 if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
     from typing_extensions import Unpack
 
     from ..core.spec import QueryKeywords
@@ -38,7 +37,7 @@ __all__ = ["search", "model_for"]
 
 
 def search(
-    query: str | np.ndarray | None,
+    query: str | ArrayLike | None,
     store: str | Path | Store,
     *,
     collection: str | None = None,
@@ -48,22 +47,37 @@ def search(
     view: str | None = None,
     exact: bool = False,
     nprobe: int | None = None,
-    chunk_size: int = 65536,
+    rows_per_read: int | None = None,
+    chunk_size: int | None = None,
     **query_options: Unpack[QueryKeywords],
 ) -> list[Hit]:
     """Top-k cosine search of a stored output, by a query text, a vector, or a stored id.
 
     With a fresh ANN index beside the store (`build_index`) the index proposes candidates and they are
     ranked by their exact cosines (`nprobe`: index cells visited, more for recall, fewer for speed);
-    `exact=True`, no index, or a stale one (warned) scan every row. A chunk store (.parquet, or .npy
-    with its `.rows.jsonl`) is searched alike, each hit its document's id with the chunk's number and
-    span. A query vector with NaN or infinite values, or all zeros, is refused (`InvalidInput`).
+    `exact=True`, no index, or a stale one (warned) scan every row, `rows_per_read` rows at a time
+    (default 65536; `chunk_size` is its deprecated old name). A chunk store (.parquet, or .npy with its
+    `.rows.jsonl`) is searched alike, each hit its document's id with the chunk's number and span.
+    A query vector is any 1-D sequence of numbers (a list, a NumPy or torch array) of the store's width;
+    one with NaN or infinite values, or all zeros, is refused (`InvalidInput`). `item_id` searches by the
+    stored vector of that id: a store made from a list or a text file has ids "1".."n", a text's position
+    counted from 1 (so `Hit(id="2")` is `texts[1]`), unless the records named their own (`id_field`).
     A store with several views searches the one named by `view`, embedding the query its way.
-    A query text is embedded the store's way; a store made with a passage prompt is searched with the
+    A query text is embedded the store's way, by the model the store was made with (the same files;
+    `model` defaults to the store's own): a store made with a passage prompt is searched with the
     model's query prompt where it has one (`prompt_name` / `prompt` choose another); `post` is the
-    post-processing the store was made with (`QueryKeywords`).
+    post-processing the store was made with (`QueryKeywords`). The store's recipe (layers, pooling,
+    normalize, ...) is not an option here: one given is refused (InvalidSpec), as is any option given
+    with a query vector or an id, which are not embedded.
     """
     whole_number(k, "k", error=CorpusError)
+    per_read = renamed_keyword(
+        rows_per_read, chunk_size, name="rows_per_read", old="chunk_size", caller="search"
+    )
+    per_read = 65536 if per_read is None else whole_number(per_read, "rows_per_read", error=CorpusError)
+    asked = EmbedOptions.given(**query_options)
+    if item_id is not None and query is not None:
+        raise InvalidInput("give a query or item_id= (a stored id to search by), not both")
     if isinstance(store, Store):
         refuse_collection(store.path, collection)  # an opened store's own is the one searched
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
@@ -80,14 +94,17 @@ def search(
             "names a whole document of several chunks, not one vector"
         )
     opened = with_view(opened, view)
-    if item_id is not None:
-        vector = opened.vector_of(str(item_id))
-    elif isinstance(query, np.ndarray):
-        vector = query
-    elif isinstance(query, str):
-        vector = _embed_query(query, view_settings(opened), model, EmbedOptions.given(**query_options))
+    settings = view_settings(opened)
+    if query is None and item_id is None:
+        raise CorpusError("give a query text, a query vector or a stored id (item_id=) to search with")
+    if isinstance(query, str):
+        refuse_unread(asked, settings, opened.path, vector=None)
+        vector = embed_query(query, settings, model, asked, opened.path)
     else:
-        raise CorpusError("give a query text, a vector, or a stored id to search with")
+        what = "the query vector" if item_id is None else f"the stored vector of {item_id!r}"
+        refuse_unread(asked, settings, opened.path, vector=what)
+        width = None if opened.view else settings.get("dimension")  # a view's own width is not recorded
+        vector = opened.vector_of(str(item_id)) if item_id is not None else query_vector(query, width)
     _check_query(vector, item_id)
     exclude = None if item_id is None else str(item_id)
     state = None if exact else _fresh_index(opened)
@@ -96,7 +113,7 @@ def search(
         hits = ann.ann_search(opened, vector, k=k, state=state, exclude=exclude, nprobe=nprobe, labels=labels)
     else:
         top = TopK(vector, k, exclude=exclude)
-        for ids, texts, vectors in _span_rows(opened, chunk_size) if spans else opened.chunks(chunk_size):
+        for ids, texts, vectors in _span_rows(opened, per_read) if spans else opened.chunks(per_read):
             top.add(ids, texts, vectors)
         hits = top.hits
     return [_span_hit(hit) for hit in hits] if spans else hits
@@ -217,72 +234,3 @@ def _span_hit(hit: Hit) -> Hit:
     """A hit keyed by its chunk, as the document's id with the chunk's number and span."""
     doc, number, start, end = json.loads(hit.id)
     return Hit(doc, hit.score, hit.text, chunk=number, start=start, end=end)
-
-
-def _embed_query(query: str, settings: dict[str, Any], model: Any, asked: EmbedOptions) -> np.ndarray:
-    """Embed a query with the same model, settings and post-processing the store was made with.
-
-    Of `asked`, the post-processing (which must be the store's) and the prompt are read: the rest of the
-    recipe is the store's own.
-    """
-    post, prompt_name, prompt = asked.post, asked.prompt_name, asked.prompt
-    if settings.get("post") and post is None:
-        kind = settings["post"].get("kind", "post-processing")
-        raise CorpusError(f"this store's vectors went through {kind}; pass the same file with post= (--post)")
-    if post is not None and not settings.get("post"):
-        # A query moved by a post-processing the stored vectors never had ranks unrelated texts first.
-        raise CorpusError(
-            "this store's vectors were made without post-processing, so the query must be too; "
-            "leave out post= (--post), or embed the corpus again with it"
-        )
-
-    processor = as_post(post)  # read once: checked here, applied by the recipe
-    _check_same_post(settings.get("post"), processor)
-    m = model_for(settings, model)
-    _check_same_model(settings, m)
-    if prompt_name is None and prompt is None:
-        prompt_name = query_prompt_name(settings, m.prompts)
-        prompt = None if prompt_name else settings.get("prompt", "")
-    options = EmbedOptions.from_settings(settings, post=processor)
-    options = replace(options, prompt_name=prompt_name, prompt=prompt)
-    return np.asarray(m.embed_with([query], resolve(m, options)).vectors[0])
-
-
-def _check_same_post(recorded: dict[str, Any] | None, processor: PostProcessor | None) -> None:
-    """Refuse a post-processing other than the store's: same width, unrelated axes, unrelated hits."""
-    if not recorded or processor is None or "fingerprint" not in recorded:
-        return  # stores written before fingerprints were recorded are checked by width only
-    if processor.fingerprint != recorded["fingerprint"]:
-        raise CorpusError(
-            f"this store's vectors went through another {recorded.get('kind', 'post-processing')} "
-            f"(fingerprint {recorded['fingerprint'][:12]}), not the file given ({processor.kind.value}, "
-            f"{processor.fingerprint[:12]}); pass the file the store was made with"
-        )
-
-
-def _check_same_model(settings: dict[str, Any], model: Any) -> None:
-    """Refuse a model other than the store's: its layers, width and space are not the store's."""
-    made = settings.get("model")
-    if made and model.info().source != made:
-        raise CorpusError(
-            f"this store was made with {made}; the model given is {model.info().source}: "
-            "search it with the store's own model (leave -m/--model out)"
-        )
-
-
-def model_for(settings: dict[str, Any], model: Any = None) -> Any:
-    """The model to embed queries for a store: `model` if given, else the store's own, as it ran."""
-    from ..core.encoder import Encoder
-    from ..core.loaders import load_model
-    from ..static_model import StaticModel
-
-    if isinstance(model, (Encoder, StaticModel)):
-        return model
-    if model is None:
-        reloadable(settings)
-    return load_model(
-        model or settings.get("model_arg"),
-        dtype=settings.get("dtype", "float32"),
-        backend=settings.get("backend") or "auto",
-        quantize=settings.get("quantize"),
-    )

@@ -152,11 +152,17 @@ def _refuse_newer(db: sqlite3.Connection, path: str | Path, version: int) -> Non
 
 def connect_read(path: str | Path) -> sqlite3.Connection:
     """Open a bertscope SQLite store to read it: read-only (no table, journal mode or schema number is
-    written, nor a missing file made), never migrated; CorpusError when it is not a bertscope store."""
-    uri = f"{Path(path).resolve().as_uri()}?mode=ro"
+    written, nor a missing file made), never migrated; CorpusError when it is not a bertscope store.
+
+    Opened for writing where the file may be written (`mode=rw`: read-only where it may not) with
+    `PRAGMA query_only`, so that it writes nothing but is a full connection: the last connection to a WAL
+    store to close checkpoints it and removes the -wal and -shm files reading made beside it, which a
+    read-only connection cannot do (it left them after every search)."""
+    uri = f"{Path(path).resolve().as_uri()}?mode=rw"
     try:
-        # bound at import: a reader always opens its own read-only connection by URI
+        # bound at import: a reader always opens its own connection by URI
         db = _sqlite_connect(uri, uri=True)
+        db.execute("PRAGMA query_only = ON")
     except sqlite3.Error as exc:
         raise CorpusError(f"cannot read {path} ({exc}); name a .db file bertscope wrote") from None
     version, tables = _schema(db, path)

@@ -1,0 +1,161 @@
+"""The query of a store's search: a text embedded the store's way, or a vector as given, and the checks that
+keep it comparable with the stored rows (the same model's files, the same post-processing, no option the
+search would not read).
+
+A query text is embedded by the store's own model as it ran (`model_for`, which loads it by name through
+the loader the package registers: `core.loaders`). The same model is the same files (`same_model`: the
+SHA-256 of each file the store's fingerprint records, compared as a resumed job compares them), not the
+same name: a folder fine-tuned in place is another model, the bundled model loaded by its path is not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.fingerprint_facts import file_hashes
+from ..core.post import PostProcessor, as_post
+from ..core.prompts import query_prompt_name
+from ..core.spec import SPEC_KEYS, EmbedOptions, reloadable, resolve
+from ..errors import CorpusError, InvalidInput, InvalidSpec
+from .sinks import settings_diff, settings_differ
+
+__all__ = ["embed_query", "model_for", "query_vector", "refuse_unread", "same_model"]
+
+# What a query text reads of the options given: the post-processing (checked to be the store's) and the
+# prompt; the rest of the recipe (SPEC_KEYS) is the store's own. A query vector or a stored id reads none.
+_READ = ("post", "prompt_name", "prompt")
+
+
+def refuse_unread(asked: EmbedOptions, settings: dict[str, Any], path: Path, *, vector: str | None) -> None:
+    """Refuse the options given (`asked`: those not left at their default) that the search would not read:
+    the recipe (layers, pooling, ...), as the query text is embedded the store's way, and every option
+    where no text is embedded (`vector`: what the query is instead, as the refusal names it)."""
+    unset = EmbedOptions()
+    given = [name for name in (*SPEC_KEYS, *_READ) if getattr(asked, name) != getattr(unset, name)]
+    unread = [name for name in given if vector is not None or name not in _READ]
+    if not unread:
+        return
+    drop = " and ".join(f"{name}=" for name in unread)
+    if vector is not None:
+        raise InvalidSpec(f"{vector} is searched as it is, not embedded: drop {drop}")
+    shown = ["layers", "pooling", *(name for name in unread if name not in ("layers", "pooling"))]
+    made = ", ".join(f"{name} {_shown(settings.get(name))}" for name in shown)
+    raise InvalidSpec(f"{path} was made with {made}; search embeds the query the store's way: drop {drop}")
+
+
+def _shown(value: Any) -> str:
+    return "none" if value is None else str(value)
+
+
+def query_vector(query: Any, width: int | None) -> np.ndarray:
+    """A query vector given as any 1-D sequence of numbers (list, NumPy or torch array, ...) as float32 (d,);
+    one of another shape, or of another width than the store's (`width`, where recorded), is refused."""
+    try:
+        vector = np.asarray(query, dtype=np.float32)
+    except (TypeError, ValueError, RuntimeError):  # not numbers (a torch tensor on a GPU: .cpu() first)
+        vector = None
+    if vector is None or vector.ndim != 1 or vector.size == 0:
+        what = f"a {type(query).__name__}" if vector is None else f"an array of shape {vector.shape}"
+        raise InvalidInput(
+            f"the query is {what}: give a query text, a vector (a 1-D sequence of "
+            f"{width or 'the stored'} numbers) or a stored id (item_id=)"
+        )
+    if width is not None and len(vector) != width:
+        raise InvalidInput(
+            f"the query vector has {len(vector)} numbers but the store's vectors have {width}: "
+            "give a vector of the store's width"
+        )
+    return vector
+
+
+def embed_query(
+    query: str, settings: dict[str, Any], model: Any, asked: EmbedOptions, path: Path
+) -> np.ndarray:
+    """Embed a query with the same model, settings and post-processing the store was made with.
+
+    Of `asked`, the post-processing (which must be the store's) and the prompt are read: the rest of the
+    recipe is the store's own (`refuse_unread` refuses it first).
+    """
+    post, prompt_name, prompt = asked.post, asked.prompt_name, asked.prompt
+    if settings.get("post") and post is None:
+        kind = settings["post"].get("kind", "post-processing")
+        raise CorpusError(f"this store's vectors went through {kind}; pass the same file with post= (--post)")
+    if post is not None and not settings.get("post"):
+        # A query moved by a post-processing the stored vectors never had ranks unrelated texts first.
+        raise CorpusError(
+            "this store's vectors were made without post-processing, so the query must be too; "
+            "leave out post= (--post), or embed the corpus again with it"
+        )
+
+    processor = as_post(post)  # read once: checked here, applied by the recipe
+    _check_same_post(settings.get("post"), processor)
+    m = model_for(settings, model)
+    same_model(settings, m, path=path)
+    if prompt_name is None and prompt is None:
+        prompt_name = query_prompt_name(settings, m.prompts)
+        prompt = None if prompt_name else settings.get("prompt", "")
+    options = EmbedOptions.from_settings(settings, post=processor)
+    options = replace(options, prompt_name=prompt_name, prompt=prompt)
+    return np.asarray(m.embed_with([query], resolve(m, options)).vectors[0])
+
+
+def _check_same_post(recorded: dict[str, Any] | None, processor: PostProcessor | None) -> None:
+    """Refuse a post-processing other than the store's: same width, unrelated axes, unrelated hits."""
+    if not recorded or processor is None or "fingerprint" not in recorded:
+        return  # stores written before fingerprints were recorded are checked by width only
+    if processor.fingerprint != recorded["fingerprint"]:
+        raise CorpusError(
+            f"this store's vectors went through another {recorded.get('kind', 'post-processing')} "
+            f"(fingerprint {recorded['fingerprint'][:12]}), not the file given ({processor.kind.value}, "
+            f"{processor.fingerprint[:12]}); pass the file the store was made with"
+        )
+
+
+def same_model(settings: dict[str, Any], model: Any, *, path: Path, made: str | None = None) -> None:
+    """Refuse a model other than the one a store was made with (`settings`): its vectors would not compare.
+
+    Compared by the SHA-256 of the model's files, the comparison a resumed job makes of the fingerprint it
+    stored (`sinks.settings_differ`), so the refusal names the files that differ; a store written before
+    stores carried a fingerprint, by the model's name. `made` describes the store in the refusal (default:
+    its model).
+    """
+    made = made or str(settings.get("model"))
+    source = model.info().source
+    stored = (settings.get("fingerprint") or {}).get("files")
+    now = file_hashes(getattr(model.loaded, "path", None)) if stored else {}
+    if stored and now:
+        then_files, now_files = {"fingerprint": {"files": stored}}, {"fingerprint": {"files": now}}
+        if settings_differ(then_files, now_files):
+            raise CorpusError(
+                f"{path} was made with {made}; the files of the model {source} are not those it was made "
+                f"with ({settings_diff(then_files, now_files)}): search with the model the store was made "
+                "with, or embed the corpus again with this one"
+            )
+        return
+    if settings.get("model") and source != settings.get("model"):
+        raise CorpusError(
+            f"{path} was made with {made}; the model given is {source}: "
+            "search it with the store's own model (leave model= out)"
+        )
+
+
+def model_for(settings: dict[str, Any], model: Any = None) -> Any:
+    """The model to embed queries for a store: `model` if given, else the store's own, as it ran."""
+    from ..core.encoder import Encoder
+    from ..core.loaders import load_model
+    from ..static_model import StaticModel
+
+    if isinstance(model, (Encoder, StaticModel)):
+        return model
+    if model is None:
+        reloadable(settings)
+    return load_model(
+        model or settings.get("model_arg"),
+        dtype=settings.get("dtype", "float32"),
+        backend=settings.get("backend") or "auto",
+        quantize=settings.get("quantize"),
+    )
