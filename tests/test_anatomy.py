@@ -173,7 +173,8 @@ def test_bundled_rebuild_is_exact(bundled: bertscope.Model, bundled_path: Path) 
 
 def test_bundled_long_text_reports_dropped_tokens(bundled: bertscope.Model) -> None:
     # 300 single-piece words + [CLS] + [SEP] = 302 tokens; the bundled model takes 256.
-    anatomy = bundled.anatomy("bread " * 300)
+    with pytest.warns(bertscope.TruncatedTextsWarning, match=r"1 of 1 text\(s\).*\(46 tokens dropped\)"):
+        anatomy = bundled.anatomy("bread " * 300)
     assert bundled.max_tokens == 256
     assert anatomy.n_dropped == 302 - 256
     assert anatomy.encoder_input.shape == (256, 384)
@@ -190,7 +191,7 @@ def test_pair_anatomy_equals_the_model_embeddings_with_token_types(
     with torch.no_grad():
         layer0 = model.embeddings(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"])[0]
         segment = model.embeddings.token_type_embeddings(batch["token_type_ids"])[0]
-    a = bundled.anatomy(pair)
+    (a,) = bundled.anatomy([pair])  # a pair sits in a list
     assert a.tokens.type_ids == batch["token_type_ids"][0].tolist()
     np.testing.assert_allclose(a.token_type, segment.numpy(), atol=1e-6)
     np.testing.assert_allclose(a.encoder_input, layer0.numpy(), atol=1e-5)
@@ -209,10 +210,10 @@ def test_pair_hidden_states_and_sentence_vector_equal_the_plain_forward(
     with torch.no_grad():
         states = torch.stack(model(**batch, output_hidden_states=True).hidden_states)[:, 0].numpy()
     np.testing.assert_allclose(bundled.hidden_states(pair), states, atol=1e-5)
-    tokens = bundled.embed_tokens(pair, layers=-1)[0]
+    tokens = bundled.embed_tokens([pair], layers=-1)[0]
     assert tokens.pair == pair[1]
     np.testing.assert_allclose(tokens.vectors, states[-1], atol=1e-5)
-    vector = bundled.embed(pair, pooling="mean", normalize=False).vectors[0]
+    vector = bundled.embed([pair], pooling="mean", normalize=False).vectors[0]
     np.testing.assert_allclose(vector, states[-1].mean(axis=0), atol=1e-5)
 
 

@@ -96,6 +96,21 @@ def test_top_pairs_are_the_largest_contributions_with_offsets(bundled: bertscope
     assert e.to_dict()["top_pairs"][0] == best
 
 
+def test_an_explanation_shows_in_one_short_line(bundled: bertscope.Model) -> None:
+    """A notebook cell shows what was compared and the score, not hundreds of floats."""
+    e = bundled.explain("I love bread", "bread is what I love " * 10, pooling="mean", top=3)
+    assert e.contributions is not None and e.contributions.size > 100
+    rows, cols = e.contributions.shape
+    shown = repr(e)
+    assert shown == (
+        f"<Explanation 'I love bread' vs 'bread is what I love bread ...': score {e.score:.4f} "
+        f"(exact, token pairs); contributions {rows}x{cols}, 3 top pairs>"
+    )
+    assert "\n" not in shown and len(shown) < 160
+    cls = repr(bundled.explain(A, B, pooling="cls"))
+    assert "(not exact: [CLS] attention); contributions none, " in cls
+
+
 @pytest.mark.parametrize("pooling", ["cls", "pooler"])
 def test_cls_and_pooler_are_labelled_not_exact(bundled: bertscope.Model, pooling: str) -> None:
     if pooling == "pooler" and bundled.family.pooler(bundled.hf_model) is None:

@@ -56,11 +56,11 @@ def test_pairs_through_tokenize_anatomy_and_embed(url: str, bundled: bertscope.M
     item = httpx.post(f"{url}/v2/tokenize", json={"inputs": [PAIR, "a cat"]}, timeout=60).json()["items"]
     assert item[0]["pair"] == PAIR[1] and item[0]["tokens"][-2]["type_id"] == 1 and item[1]["pair"] is None
     anatomy = httpx.post(f"{url}/anatomy", json={"text": PAIR}, timeout=60).json()
-    assert anatomy["token_type_ids"] == bundled.tokenize(tuple(PAIR)).type_ids  # type: ignore[arg-type]
+    assert anatomy["token_type_ids"] == bundled.tokenize([tuple(PAIR)])[0].type_ids
     vectors = httpx.post(f"{url}/v2/embed", json={"inputs": [PAIR], "pooling": "mean"}, timeout=60).json()[
         "vectors"
     ]
-    np.testing.assert_allclose(vectors[0], bundled.embed(tuple(PAIR), pooling="mean").vectors[0], atol=1e-5)  # type: ignore[arg-type]
+    np.testing.assert_allclose(vectors[0], bundled.embed([tuple(PAIR)], pooling="mean").vectors[0], atol=1e-5)
 
 
 def test_attention_takes_inputs_as_tei_names_it(url: str, bundled: bertscope.Model) -> None:

@@ -86,7 +86,7 @@ def test_stack_gives_tokens_by_layers_by_width(bundled: bertscope.Model) -> None
 def test_embed_and_similarity_take_a_pair(bundled: bertscope.Model) -> None:
     code, stdout, _ = run("embed", "How are you?", "--pair", "Fine, thanks.", "--json")
     assert code == 0
-    want = bundled.embed(("How are you?", "Fine, thanks."))
+    want = bundled.embed([("How are you?", "Fine, thanks.")])
     np.testing.assert_allclose(np.array(json.loads(stdout)["vectors"]), want.vectors, atol=1e-5)
     code, stdout, _ = run("embed", "How are you?", "--pair", "Fine, thanks.", "--tokens", "--json")
     item = json.loads(stdout)["items"][0]

@@ -140,7 +140,7 @@ def test_token_vectors_of_a_pair_say_which_text_each_token_indexes(bundled: bert
     a, b = "How are you?", "Fine, thanks."
     data = cli_json("embed", a, "--pair", b, "--tokens")["items"][0]
     assert data["text"] == a and data["pair"] == b
-    tokens = bundled.tokenize((a, b))
+    tokens = bundled.tokenize([(a, b)])[0]
     assert data["sequence_ids"] == [r.get("sequence") for r in tokens.as_records()]
     assert data["sequence_ids"][0] is None and {0, 1} <= set(data["sequence_ids"])
     for token, seq, (start, end) in zip(data["tokens"], data["sequence_ids"], data["offsets"], strict=True):

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import copy
 import re
+import warnings
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 import bertscope
@@ -158,7 +161,7 @@ def test_pair_matches_the_plain_tokenizer(bundled: bertscope.Model, bundled_path
     import transformers
 
     reference = transformers.AutoTokenizer.from_pretrained(bundled_path)(*PAIR)
-    tok = bundled.tokenize(PAIR)
+    (tok,) = bundled.tokenize([PAIR])
     assert tok.ids == reference["input_ids"]
     assert tok.type_ids == reference["token_type_ids"]
     assert tok.tokens[0] == "[CLS]" and tok.tokens.count("[SEP]") == 2
@@ -167,7 +170,7 @@ def test_pair_matches_the_plain_tokenizer(bundled: bertscope.Model, bundled_path
 
 
 def test_pair_offsets_point_into_their_own_text(bundled: bertscope.Model) -> None:
-    tok = bundled.tokenize(PAIR)
+    (tok,) = bundled.tokenize([PAIR])
     records = tok.as_records()
     fine = next(i for i, r in enumerate(records) if r["token"] == "fine")
     assert records[fine]["sequence"] == 1 and records[fine]["type_id"] == 1
@@ -182,7 +185,7 @@ def test_a_list_holds_texts_and_pairs(bundled: bertscope.Model) -> None:
 
 
 def test_roberta_style_pair_has_separators_and_no_type_one(tiny_models: dict[str, bertscope.Model]) -> None:
-    tok = tiny_models["roberta"].tokenize(("a cat", "a dog"))
+    (tok,) = tiny_models["roberta"].tokenize([("a cat", "a dog")])
     assert tok.tokens == ["<s>", "a", "cat", "</s>", "</s>", "a", "dog", "</s>"]
     assert set(tok.type_ids) == {0}
 
@@ -198,7 +201,7 @@ def test_a_tokenizer_without_pair_template_refuses_pairs(bundled: bertscope.Mode
 
 def test_a_pair_over_the_limit_is_refused(bundled: bertscope.Model) -> None:
     with pytest.raises(bertscope.InputTooLong, match="pair 0"):
-        bundled.tokenize(("word " * 400, "another"))
+        bundled.tokenize([("word " * 400, "another")])
 
 
 def test_words_refuse_pairs(bundled: bertscope.Model) -> None:
@@ -234,7 +237,16 @@ def test_a_written_cls_is_text_not_the_cls_id(bundled: bertscope.Model) -> None:
     cls_id = bundled.loaded.tokenizer.cls_token_id
     assert tok.tokens == ["[CLS]", "[", "cl", "##s", "]", "a", "[", "sep", "]", "[SEP]"]
     assert [i for i, token_id in enumerate(tok.ids) if token_id == cls_id] == [0]
-    assert bundled.tokenize(("[SEP] x", "y")).tokens == ["[CLS]", "[", "sep", "]", "x", "[SEP]", "y", "[SEP]"]
+    assert bundled.tokenize([("[SEP] x", "y")])[0].tokens == [
+        "[CLS]",
+        "[",
+        "sep",
+        "]",
+        "x",
+        "[SEP]",
+        "y",
+        "[SEP]",
+    ]
     _written_specials_stay_text(bundled)
 
 
@@ -290,3 +302,165 @@ def test_the_folder_view_reads_written_specials_as_the_model_does(bundled: berts
 def test_an_empty_part_of_a_pair_is_named(bundled: bertscope.Model, texts: list[object], named: str) -> None:
     with pytest.raises(bertscope.InvalidInput, match=re.escape(named)):
         bundled.embed(texts)
+
+
+# A bare tuple of two strings reads two ways (one pair, or two texts): refused where pairs are taken --------
+
+BARE = ("a cat", "a dog")
+READINGS = "a bare tuple ('a cat', 'a dog') reads two ways: [('a cat', 'a dog')] is one pair"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: m.embed(BARE),
+        lambda m: m.similarity(BARE),
+        lambda m: m.similarity(["a cat"], BARE),
+        lambda m: m.embed_tokens(BARE),
+        lambda m: m.tokenize(BARE),
+        lambda m: m.anatomy(BARE),
+    ],
+)
+def test_a_bare_pair_is_refused_naming_both_readings(bundled: bertscope.Model, call: Any) -> None:
+    with pytest.raises(bertscope.InvalidInput) as info:
+        call(bundled)
+    message = str(info.value)
+    assert message.startswith(READINGS) and "['a cat', 'a dog'] two texts" in message
+    assert "\n" not in message
+
+
+def test_a_pair_in_a_list_and_two_texts_in_a_list_or_a_longer_tuple_still_read(
+    bundled: bertscope.Model,
+) -> None:
+    assert bundled.embed([BARE]).vectors.shape == (1, 384)
+    assert bundled.embed(list(BARE)).vectors.shape == (2, 384)
+    assert bundled.embed(("a", "b", "c")).vectors.shape == (3, 384)
+    assert bundled.encode(BARE).shape == (2, 384)  # sentence-transformers' reading: two texts
+    assert bundled.embed_words(BARE)[1].words == ["a", "dog"]  # no pairs here: two texts, one reading
+    assert bundled.hidden_states(BARE).shape[:2] == (7, 7)  # one text or pair: [CLS] a cat [SEP] a dog [SEP]
+    assert bundled.attentions(BARE).shape[-1] == 7
+
+
+# Texts as any iterable: arrays, Series, generators ------------------------------------------------------
+
+
+class SeriesLike:
+    """What embed reads of a pandas Series: a 1-D object array-like of strings, iterable, not a Sequence."""
+
+    def __init__(self, values: list[object]) -> None:
+        self.values = np.array(values, dtype=object)
+        self.dtype, self.ndim = self.values.dtype, 1
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self) -> Any:
+        return iter(self.values)
+
+    def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+        return self.values
+
+
+def _series(values: list[object]) -> Any:
+    try:
+        import pandas as pd
+    except ImportError:
+        return SeriesLike(values)
+    return pd.Series(values)
+
+
+TWO = ["a cat sat", "a dog ran"]
+
+
+@pytest.mark.parametrize(
+    "given",
+    [
+        lambda: np.array(TWO),
+        lambda: np.array(TWO, dtype=object),
+        lambda: _series(TWO),
+        lambda: SeriesLike(TWO),
+        lambda: (t for t in TWO),
+    ],
+    ids=["str-array", "object-array", "series", "series-like", "generator"],
+)
+def test_any_iterable_of_texts_is_taken_as_a_list_is(bundled: bertscope.Model, given: Any) -> None:
+    want = bundled.embed(TWO).vectors
+    np.testing.assert_array_equal(bundled.embed(given()).vectors, want)
+    assert [t.tokens for t in bundled.embed_tokens(given())] == [t.tokens for t in bundled.embed_tokens(TWO)]
+    np.testing.assert_allclose(bundled.similarity(given(), given()), bundled.similarity(TWO, TWO), atol=1e-6)
+    assert bundled.similarity(given()).shape == (2, 2)
+    assert len(bundled.tokenize(given())) == 2
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (lambda: _series(["a cat", float("nan")]), "text 1 is a float, not a string"),
+        (lambda: np.array([1.5, 2.5], dtype=object), "text 0 is a float, not a string"),
+        (lambda: (t for t in ["a", 3]), "text 1 is a int, not a string"),
+        (lambda: np.array([TWO, TWO]), "got a 2-D array"),
+        (lambda: {"a": 1}, "got dict"),
+        (lambda: (t for t in []), "no texts given"),
+    ],
+)
+def test_an_iterable_with_a_bad_item_is_refused_in_one_line(
+    bundled: bertscope.Model, given: Any, said: str
+) -> None:
+    for call in (bundled.embed, bundled.embed_tokens, bundled.similarity):
+        # similarity reads an array of numbers as vectors, and names what it takes
+        named = "a is a 1-D object array" if call == bundled.similarity and "0 is a float" in said else said
+        with pytest.raises(bertscope.InvalidInput, match=re.escape(named)):
+            call(given())
+
+
+def test_vectors_as_arrays_are_still_compared_as_vectors(bundled: bertscope.Model) -> None:
+    vectors = bundled.embed(TWO).vectors
+    np.testing.assert_allclose(bundled.similarity(vectors, vectors), bundled.similarity(TWO), atol=1e-6)
+
+
+# Never truncated in silence: every path that cuts a text says so once, with the count -----------------
+
+CUT = r"^1 of (1|2) text\(s\) ran past the model's 256 tokens and were truncated \(46 tokens dropped\): "
+PATHS = {
+    "embed": lambda m, t: m.embed([t, "short"]),
+    "iter_embed": lambda m, t: list(m.iter_embed([t, "short"])),
+    "similarity": lambda m, t: m.similarity(t, "short"),
+    "similarity-b": lambda m, t: m.similarity("short", [t]),
+    "embed_tokens": lambda m, t: m.embed_tokens([t, "short"]),
+    "embed_words": lambda m, t: m.embed_words([t, "short"]),
+    "hidden_states": lambda m, t: m.hidden_states(t),
+    "attentions": lambda m, t: m.attentions(t),
+    "anatomy": lambda m, t: m.anatomy(t),
+    "explain": lambda m, t: m.explain(t, "short"),
+}
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_every_path_that_cuts_a_text_says_so_once(bundled: bertscope.Model, path: str) -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        PATHS[path](bundled, LONG_TEXT)
+    said = [w for w in caught if issubclass(w.category, bertscope.TruncatedTextsWarning)]
+    assert len(said) == 1, [str(w.message) for w in said]
+    assert re.match(CUT, str(said[0].message))
+    assert said[0].filename == __file__  # at the caller's line, however deep the library went
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bertscope.TruncatedTextsWarning)
+        PATHS[path](bundled, "bread " * 250)  # 252 tokens: within the limit, nothing said
+
+
+def test_a_window_or_a_refusal_is_no_cut(bundled: bertscope.Model) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bertscope.TruncatedTextsWarning)
+        assert bundled.embed(LONG_TEXT, long="window").n_truncated == 0
+        with pytest.raises(bertscope.InputTooLong):
+            bundled.embed_tokens(LONG_TEXT, long="error")
+
+
+def test_encode_says_a_cut_once_in_its_own_words(bundled: bertscope.Model) -> None:
+    """encode reports the cut itself (sentence-transformers' words): embed under it does not say it again."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        bundled.encode([LONG_TEXT, "short"])
+    said = [str(w.message) for w in caught if issubclass(w.category, bertscope.TruncatedTextsWarning)]
+    assert len(said) == 1 and "sentence-transformers" in said[0]

@@ -19,7 +19,7 @@ import numpy as np
 from .core.embedding_layer import EmbeddingWeights
 from .core.engine import as_array
 from .core.results import rows
-from .core.tokens import Tokens, pad_batch
+from .core.tokens import Tokens, pad_batch, say_cut
 
 if TYPE_CHECKING:
     import torch
@@ -98,7 +98,9 @@ class Anatomy:
 
 
 def decompose(model: Encoder, tokens: list[Tokens]) -> list[Anatomy]:
-    """Rebuild layer 0 from its parts for a padded batch of texts and compare with the model's own."""
+    """Rebuild layer 0 from its parts for a padded batch of texts and compare with the model's own; a text
+    cut at the model's limit is said with a `TruncatedTextsWarning`."""
+    say_cut([t.n_dropped for t in tokens], model.max_tokens)
     ids_np, mask_np = pad_batch([t.ids for t in tokens], model.pad_id)
     types_np, _ = pad_batch([t.type_ids for t in tokens], 0)
     view = model.loaded.view

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .core._enums import LongText
-from .core.tokens import Text, Tokens, is_pair, pad_batch
+from .core.tokens import Text, Tokens, is_pair, pad_batch, say_cut
 from .errors import BertscopeError, InvalidInput
 
 if TYPE_CHECKING:
@@ -38,8 +38,15 @@ def attentions(model: Encoder, text: Text, *, long: LongText | str = "truncate")
     """(layers, heads, tokens, tokens) float32 attention weights of one text or (A, B) pair.
 
     Row i of [layer - 1, head] is how token i's layer-`layer` vector weighs every token of layer - 1.
+    A text cut at the model's limit is said with a `TruncatedTextsWarning`.
     """
-    return attention_of(model, text, long=long)[1]
+    tokens, weights = attention_of(model, text, long=long)
+    say_cut(
+        [tokens.n_dropped],
+        model.max_tokens,
+        "attention is read within one window: split the text to see its end",
+    )
+    return weights
 
 
 def attention_layer(model: Encoder, layer: int, *, head: int | None = None) -> int:
@@ -68,13 +75,14 @@ def attention_of(
     """The tokens of one text or pair, and its (layers, heads, tokens, tokens) attention weights.
 
     `tokens`: the text already tokenized with `long` (the service counts them first), not tokenized again.
+    A cut is counted in the tokens' n_dropped, not said (`attentions` says it).
     """
     if not (isinstance(text, str) or (isinstance(text, tuple) and is_pair(text))):
         raise InvalidInput("attentions takes one text or one (A, B) pair (a tuple of two strings)")
     if LongText.parse(long, what="long-text policy") is LongText.WINDOW:
         raise InvalidInput("attention is within one window: use long='truncate' or 'error', not 'window'")
     if tokens is None:
-        tokens = model.tokenize(text, long=long)
+        tokens = model.tokenize([text], long=long)[0]  # in a list: a pair is one item
     ids, mask = pad_batch([tokens.ids], model.pad_id)
     types, _ = pad_batch([tokens.type_ids], 0)
     session = _graph_session(model)

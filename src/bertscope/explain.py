@@ -22,7 +22,7 @@ from .core.pooling import POOLING_RULES, exact_poolings
 from .core.post import PostKind, PostProcessor
 from .core.similarity import cos_sim
 from .core.spec import EmbedOptions, EmbedSpec, resolve, whole_number
-from .core.tokens import Tokens
+from .core.tokens import Tokens, say_cut
 from .errors import InvalidInput, InvalidSpec
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["Explanation", "explain", "token_parts", "plot_explanation", "picture_file"]
 
 
-@dataclass
+@dataclass(repr=False)
 class Explanation:
     """The score of (a, b), and how it splits over token pairs (exact) or a labelled approximation.
 
@@ -59,6 +59,15 @@ class Explanation:
     text_a: str = ""
     text_b: str = ""
 
+    def __repr__(self) -> str:
+        """One line for a notebook cell: the texts, the score, how it splits, the shape and the top pairs."""
+        kind = f"exact, {self.method}" if self.exact else "not exact: [CLS] attention"
+        shape = "none" if self.contributions is None else "x".join(map(str, self.contributions.shape))
+        return (
+            f"<Explanation {_clip(self.text_a)} vs {_clip(self.text_b)}: score {self.score:.4f} ({kind}); "
+            f"contributions {shape}, {len(self.top_pairs)} top pairs>"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain JSON-able values."""
         return {
@@ -82,6 +91,10 @@ class Explanation:
         }
 
 
+def _clip(text: str, width: int = 30) -> str:
+    return repr(text if len(text) <= width else text[: width - 3] + "...")
+
+
 def explain(
     model: Encoder, a: str, b: str, *, top: int = 10, exact: bool = False, **options: Unpack[RecipeKeywords]
 ) -> Explanation:
@@ -92,7 +105,9 @@ def explain(
     recipe = resolve(model, EmbedOptions.given(**options))
     spec, processor = recipe.spec, recipe.post
     # Each text alone, as `similarity` embeds them, so the score is the one it reports.
-    score = float(cos_sim(model.embed_with([a], recipe).vectors, model.embed_with([b], recipe).vectors)[0, 0])
+    left, right = model.embed_with([a], recipe), model.embed_with([b], recipe)
+    say_cut(np.concatenate([left.n_dropped, right.n_dropped]), model.max_tokens)
+    score = float(cos_sim(left.vectors, right.vectors)[0, 0])
     if spec.pooling not in exact_poolings():
         if exact:
             raise InvalidSpec(

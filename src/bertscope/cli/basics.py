@@ -319,7 +319,7 @@ def anatomy(
     import numpy as np
 
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
-    a = m.anatomy(text if pair is None else (text, pair))
+    a = m.anatomy(text) if pair is None else m.anatomy([(text, pair)])[0]  # a pair sits in a list
     from ..anatomy import STEPS
 
     steps = [s for s in STEPS if s != "model_output" and getattr(a, s) is not None]

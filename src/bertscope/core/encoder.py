@@ -30,7 +30,7 @@ from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .segments import CALL_COST
 from .similarity import cos_sim, unit
 from .spec import EmbedOptions, EmbedSpec, Recipe, refuse_sentence_options, resolve, whole_number
-from .tokens import Text, TextTokenizer, Tokens, check_texts, is_pair, iter_checked, pad_batch
+from .tokens import Text, TextTokenizer, Tokens, check_texts, is_pair, iter_checked, pad_batch, say_cut
 
 if TYPE_CHECKING:
     import torch
@@ -259,16 +259,18 @@ class Encoder:
         return model_info(self)
 
     @overload
-    def tokenize(self, texts: Text, *, long: LongText | str = ...) -> Tokens: ...  # type: ignore[overload-overlap]
+    def tokenize(self, texts: str, *, long: LongText | str = ...) -> Tokens: ...  # type: ignore[overload-overlap]
     @overload
-    def tokenize(self, texts: Sequence[Text], *, long: LongText | str = ...) -> list[Tokens]: ...
+    def tokenize(self, texts: Iterable[Text], *, long: LongText | str = ...) -> list[Tokens]: ...
 
     def tokenize(
-        self, texts: Text | Sequence[Text], *, long: LongText | str = "truncate"
+        self, texts: str | Iterable[Text], *, long: LongText | str = "truncate"
     ) -> Tokens | list[Tokens]:
-        """Tokens of a text or an (A, B) pair (or a list of Tokens): pieces, ids, offsets, word ids, specials.
+        """Tokens of a text (or a list of Tokens of texts and (A, B) pairs): pieces, ids, offsets, word ids,
+        specials, and n_dropped: the tokens cut past the model's limit (said by the features that embed).
 
-        A pair reads [CLS] A [SEP] B [SEP] with token type 1 on B where the family has token types.
+        A pair, given in a list (`[(A, B)]`), reads [CLS] A [SEP] B [SEP] with token type 1 on B where the
+        family has token types; a bare tuple (A, B) is refused, as it reads two ways.
         """
         policy = LongText.parse(long, what="long-text policy")
         items = check_texts(texts, pairs=True)
@@ -302,27 +304,38 @@ class Encoder:
         `options` are `embed`'s (layers, combine, pooling, ... prompt: `RecipeKeywords`).
         """
         recipe = resolve(self, EmbedOptions.given(**options))
+        dropped: list[np.ndarray] = []
         with progress_callback(total, enabled=progress) as on_batch:
             checked = iter_checked(texts, pairs=True)
             for chunk in self.engine.sentences(checked, recipe.spec, on_batch=on_batch):
+                dropped.append(chunk.n_dropped)
                 yield recipe.finish(chunk)
+        say_cut(np.concatenate(dropped) if dropped else np.zeros(0, np.int64), self.max_tokens)
 
     def embed(
-        self, texts: Text | Sequence[Text], *, progress: bool | None = None, **options: Unpack[RecipeKeywords]
+        self, texts: str | Iterable[Text], *, progress: bool | None = None, **options: Unpack[RecipeKeywords]
     ) -> SentenceEmbeddings:
         """Sentence vectors (n, d) float32 for texts (or (A, B) pairs), any layers, any pooling; see `spec`.
+
+        `texts`: a string, or any iterable of strings and (A, B) pairs (a list, a NumPy array, a pandas
+        Series, a generator); a pair sits in the list (`[(A, B)]`): a bare tuple (A, B) is refused, as
+        it reads two ways. A text cut at the model's limit (long="truncate") is said with a
+        `TruncatedTextsWarning` and counted in `n_dropped`.
 
         `options` (`RecipeKeywords`): layers, combine, pooling, mask_special, normalize, long, stride,
         post, prompt_name, prompt. `post` is a fitted post-processing (whitening, all-but-the-top, PCA) or
         the path of a saved one; `prompt_name` one of the model's own prompts (default: its default one),
         `prompt` the text.
         """
-        return self.embed_with(texts, resolve(self, EmbedOptions.given(**options)), progress=progress)
+        found = self.embed_with(texts, resolve(self, EmbedOptions.given(**options)), progress=progress)
+        say_cut(found.n_dropped, self.max_tokens)
+        return found
 
     def embed_with(
-        self, texts: Text | Sequence[Text], recipe: Recipe, *, progress: bool | None = None
+        self, texts: str | Iterable[Text], recipe: Recipe, *, progress: bool | None = None
     ) -> SentenceEmbeddings:
-        """Sentence vectors (n, d) for texts or pairs with a recipe already resolved by `spec.resolve`."""
+        """Sentence vectors (n, d) for texts or pairs with a recipe already resolved by `spec.resolve`; a cut
+        is counted in `n_dropped`, not said (the callers that report it their own way use this)."""
         items = check_texts(texts, pairs=True)
         with progress_callback(len(items), enabled=progress) as on_batch:
             return recipe.finish(self.engine.sentences_once(items, recipe.spec, on_batch=on_batch))
@@ -344,13 +357,14 @@ class Encoder:
         if is_vectors(a) or is_vectors(b):
             return vector_cosines(a, b, options)
         recipe = resolve(self, EmbedOptions.given(**options))
-        left = self.embed_with(cast("Text | Sequence[Text]", a), recipe).vectors
-        right = left if b is None else self.embed_with(cast("Text | Sequence[Text]", b), recipe).vectors
-        return cos_sim(left, right)
+        left = self.embed_with(cast("str | Iterable[Text]", a), recipe)
+        right = left if b is None else self.embed_with(cast("str | Iterable[Text]", b), recipe)
+        say_cut(np.concatenate([left.n_dropped] + ([] if b is None else [right.n_dropped])), self.max_tokens)
+        return cos_sim(left.vectors, right.vectors)
 
     def embed_tokens(
         self,
-        texts: Text | Sequence[Text],
+        texts: str | Iterable[Text],
         *,
         progress: bool | None = None,
         **options: Unpack[TokenKeywords],
@@ -362,7 +376,9 @@ class Encoder:
         sentence vector reads (pooling, mask_special, normalize, post, prompts) are refused.
         """
         items = check_texts(texts, pairs=True)
-        return self.token_vectors(items, self._unpooled_spec(options, "token vectors"), progress)
+        found = self.token_vectors(items, self._unpooled_spec(options, "token vectors"), progress)
+        say_cut([t.n_dropped for t in found], self.max_tokens, "long='window' keeps every token")
+        return found
 
     def _unpooled_spec(self, options: TokenKeywords, rows: str) -> EmbedSpec:
         """The spec of vectors that are not pooled into sentences (`rows`): a sentence-only option is
@@ -386,7 +402,7 @@ class Encoder:
 
     def embed_words(
         self,
-        texts: str | Sequence[str],
+        texts: str | Iterable[str],
         *,
         subword: SubwordPooling | str = "mean",
         progress: bool | None = None,
@@ -398,13 +414,16 @@ class Encoder:
         how = SubwordPooling.parse(subword, what="subword pooling")
         items = check_texts(texts)  # words index into one text: pairs are not taken here
         found = self.token_vectors(items, self._unpooled_spec(options, "word vectors"), progress)
+        say_cut([t.n_dropped for t in found], self.max_tokens)
         return [word_embeddings(tok, how) for tok in found]
 
     def hidden_states(self, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
         """(L+1, tokens, d) every layer's token vectors for one text or pair: 0 is the embedding output."""
-        if not single(text):
+        if not (isinstance(text, str) or (isinstance(text, tuple) and is_pair(text))):
             raise InvalidSpec("hidden_states takes one text (or one (A, B) pair); use embed_tokens for many")
-        tok = self.embed_tokens(text, layers="all", combine="concat", long=long)[0]
+        spec = self._unpooled_spec({"layers": "all", "combine": "concat", "long": long}, "hidden states")
+        tok = self.token_vectors(check_texts([text], pairs=True), spec)[0]
+        say_cut([tok.n_dropped], self.max_tokens)
         width = tok.vectors.shape[1] // (self.n_layers + 1)
         return tok.vectors.reshape(len(tok.tokens), self.n_layers + 1, width).transpose(1, 0, 2).copy()
 
@@ -446,7 +465,7 @@ def is_tensor(given: object) -> bool:
 def is_vectors(given: object) -> bool:
     """Whether `given` is vectors already made rather than texts: a NumPy array, a torch tensor, anything
     NumPy reads (`__array__`), or a non-empty list or tuple of such rows or of lists of numbers."""
-    if isinstance(given, str):
+    if isinstance(given, str) or _holds_text(given):
         return False
     if isinstance(given, np.ndarray) or is_tensor(given) or hasattr(given, "__array__"):
         return True
@@ -460,6 +479,17 @@ def is_vectors(given: object) -> bool:
             )
         return isinstance(first, np.ndarray) or is_tensor(first)
     return False
+
+
+def _holds_text(given: object) -> bool:
+    """Whether `given` is an array of texts (a NumPy string or object array, a pandas Series of strings):
+    texts to embed, not vectors. An object array is read by its first item."""
+    kind = getattr(getattr(given, "dtype", None), "kind", None)
+    if kind in ("U", "S"):
+        return True
+    if kind != "O" or getattr(given, "ndim", 1) != 1 or not len(given):  # type: ignore[arg-type]
+        return False
+    return isinstance(next(iter(given)), str)  # type: ignore[call-overload]
 
 
 def _array(given: object) -> object:
@@ -530,8 +560,9 @@ def row_ids(ids: object, rows: int) -> list[int]:
 
 
 def single(texts: object) -> bool:
-    """Whether `texts` is one text or one (A, B) pair (a tuple), not a list of them."""
-    return isinstance(texts, str) or (isinstance(texts, tuple) and is_pair(texts))
+    """Whether `texts` is one text, not a list of texts and pairs (a bare tuple (A, B) is refused by
+    `check_texts`, as it reads two ways: one pair or two texts)."""
+    return isinstance(texts, str)
 
 
 def stderr(message: str) -> None:

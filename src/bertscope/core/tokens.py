@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import copy
+import sys
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import chain
@@ -14,7 +16,7 @@ import numpy as np
 from tokenizers import Encoding
 from tokenizers import Tokenizer as RustTokenizer
 
-from ..errors import InputTooLong, InvalidInput
+from ..errors import InputTooLong, InvalidInput, TruncatedTextsWarning
 from ._enums import LongText
 from .text_pieces import Cuts, cuts_for, head_and_count
 
@@ -24,7 +26,9 @@ __all__ = [
     "Window",
     "TextTokenizer",
     "pad_batch",
+    "say_cut",
     "check_texts",
+    "bare_pair_message",
     "check_text",
     "iter_checked",
     "is_pair",
@@ -199,6 +203,40 @@ def is_pair(value: object) -> bool:
     )
 
 
+# Where a cut is reported in other words (encode's and the integrations' sentence-transformers warning, a
+# command-line line, a field of the service's answer): a call made through these is not said again here.
+REPORTERS = ("bertscope.encode", "bertscope.integrations", "bertscope.cli", "bertscope.server")
+WINDOW_KEEPS = "long='window' keeps every token"
+
+
+def say_cut(n_dropped: Iterable[int] | np.ndarray, max_tokens: int, instead: str = WINDOW_KEEPS) -> None:
+    """The one `TruncatedTextsWarning` for texts cut at `max_tokens` (n_dropped: per text, (n_texts,)),
+    in encode's words (`bertscope.encode.say_truncated`), if any text was cut: never in silence.
+
+    It points at the first line outside bertscope (the user's call, however deep the library went),
+    and is not said where a call came through a module that reports the cut itself (`REPORTERS`).
+    """
+    dropped = np.fromiter(n_dropped, dtype=np.int64) if not isinstance(n_dropped, np.ndarray) else n_dropped
+    cut = int(np.count_nonzero(dropped > 0))
+    if not cut:
+        return
+    frame, level = sys._getframe(1), 2
+    while frame is not None and _module(frame).partition(".")[0] == "bertscope":
+        if any(_module(frame) == name or _module(frame).startswith(name + ".") for name in REPORTERS):
+            return
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    warnings.warn(
+        f"{cut} of {len(dropped)} text(s) ran past the model's {max_tokens} tokens and were truncated "
+        f"({int(dropped.sum())} tokens dropped): their ends are not in the vectors; {instead}",
+        TruncatedTextsWarning,
+        stacklevel=level,
+    )
+
+
+def _module(frame: Any) -> str:
+    return str(frame.f_globals.get("__name__", ""))
+
+
 def text_problem(text: str, *, tokenizer: TextTokenizer | None = None) -> str | None:
     """Why a tokenizer cannot take `text` (a lone surrogate; only control/format/space), or None.
 
@@ -230,15 +268,41 @@ def _has_letter(text: str) -> bool:
 def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
     """Return texts as a list of non-empty strings (and (A, B) tuples with `pairs`), or raise InvalidInput.
 
-    With `pairs`, a tuple of two strings is one pair, and a list item of two strings is a pair too.
+    Texts are a string, or any iterable of them: a list, a NumPy string or object array, a pandas
+    Series, a generator (read once, here). With `pairs`, an item of two strings is a pair; a bare tuple
+    of two strings is refused, as it reads two ways (one pair, or two texts): put a pair in a list.
     """
-    if isinstance(texts, str) or (pairs and isinstance(texts, tuple) and is_pair(texts)):
-        texts = [texts]
-    if not isinstance(texts, Sequence) or isinstance(texts, bytes):
-        raise InvalidInput(f"texts must be a string or a list of strings, got {type(texts).__name__}")
-    if len(texts) == 0:
+    if isinstance(texts, str):
+        return [check_text(texts, 0, pairs=pairs)]
+    if pairs and isinstance(texts, tuple) and is_pair(texts):
+        raise InvalidInput(bare_pair_message(texts))
+    items = _materialise(texts)
+    if len(items) == 0:
         raise InvalidInput("no texts given: pass at least one non-empty string")
-    return [check_text(text, index, pairs=pairs) for index, text in enumerate(texts)]
+    return [check_text(text, index, pairs=pairs) for index, text in enumerate(items)]
+
+
+def bare_pair_message(texts: tuple[str, str]) -> str:
+    """Why a bare tuple of two strings is refused where texts and pairs are both taken, with both readings."""
+    a, b = (t if len(t) <= 24 else t[:21] + "..." for t in texts)
+    return (
+        f"a bare tuple {(a, b)!r} reads two ways: [{(a, b)!r}] is one pair [CLS] A [SEP] B [SEP], "
+        f"{[a, b]!r} two texts; pass the list you mean"
+    )
+
+
+def _materialise(texts: object) -> Sequence[Any]:
+    """Texts given as any iterable (a list, a 1-D array, a Series, a generator) as a sequence, or
+    InvalidInput naming what was given."""
+    if isinstance(texts, np.ndarray) and texts.ndim != 1:
+        raise InvalidInput(f"texts must be a string or a 1-D list of strings, got a {texts.ndim}-D array")
+    if isinstance(texts, np.ndarray):
+        return texts.tolist()  # np.str_ items as str
+    if isinstance(texts, Sequence) and not isinstance(texts, (bytes, bytearray)):
+        return texts
+    if isinstance(texts, (bytes, bytearray, Mapping)) or not isinstance(texts, Iterable):
+        raise InvalidInput(f"texts must be a string or a list of strings, got {type(texts).__name__}")
+    return list(texts)
 
 
 def check_text(text: object, index: int, *, pairs: bool = False) -> Any:

@@ -80,8 +80,8 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
         layer = _layer(req, svc.model.n_layers, n_heads)
 
         def count() -> Any:
-            items = check_texts(text, pairs=True)
-            return svc.gated(items, lambda: svc.model.tokenize(text, long=req.long))
+            items = check_texts([text], pairs=True)  # in a list: a pair is one item
+            return svc.gated(items, lambda: svc.model.tokenize(items, long=req.long)[0])
 
         # Counted first (refused with long=error), so the answer is bounded before any forward; the
         # worker reads these tokens, not the text a second time.
