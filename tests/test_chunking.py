@@ -208,3 +208,11 @@ def test_embed_chunks_takes_chunk_size_and_the_old_size(bundled: bertscope.Model
         bertscope.InvalidSpec, match=r"^token chunks need chunk_size >= 1 and 0 <= chunk_overlap < "
     ):
         bundled.embed_chunks(DOC, chunks="tokens", chunk_size=4, chunk_overlap=4)
+
+
+def test_chunk_embeddings_repr_is_short_and_says_its_shape(bundled: bertscope.Model) -> None:
+    doc = "The cat sat on the mat. It was happy. Stocks fell sharply on Monday after the news. " * 3
+    result = bundled.embed_chunks(doc, chunk_size=8)
+    shown = repr(result)
+    assert shown.startswith(f"ChunkEmbeddings({len(result)} chunks, vectors ({len(result)}, 384)")
+    assert "pooling=mean" in shown and len(shown) < 200

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from bertscope.backends.onnx import resolve_backend
-from bertscope.core.loading import resolve_device, resolve_dtype
+from bertscope.core.loading import machine_devices, resolve_device, resolve_dtype
 from bertscope.errors import InvalidSpec
 
 CPU = torch.device("cpu")
@@ -47,3 +47,18 @@ def test_backend_choice_on_each_device() -> None:
         resolve_backend("onnxruntime", None, torch.float32, CUDA)
     with pytest.raises(InvalidSpec, match="runs on the CPU"):
         resolve_backend("auto", "int8", torch.float16, CUDA)
+
+
+@pytest.mark.parametrize("device", ["mps", "xpu", "meta"])
+def test_a_device_this_machine_lacks_is_refused_naming_the_ones_it_has(device: str) -> None:
+    here = machine_devices()
+    if device in here:
+        pytest.skip(f"this machine has {device}")
+    with pytest.raises(InvalidSpec, match=f"sees no {device} device here; this machine has: cpu"):
+        resolve_device(device)
+    assert "cpu" in here and resolve_device("cpu") == CPU
+
+
+def test_a_cuda_index_past_the_gpus_is_refused() -> None:
+    with pytest.raises(InvalidSpec, match="cuda:99"):
+        resolve_device("cuda:99")

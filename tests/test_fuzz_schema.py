@@ -96,27 +96,6 @@ def test_names_and_combinations_the_server_refuses_are_left_out(
     assert not embed.is_valid({"inputs": "bread", "post": "whitening"})  # none is loaded
     assert not embed.is_valid({"inputs": "bread", "prompt_name": "query"})  # the model has no prompts
     assert not embed.is_valid({"inputs": []})
-    # Options that would do nothing, or contradict the pooling, are refused (core/spec.py resolve).
-    for refused in (
-        {"combine": "concat"},
-        {"combine": "sum", "layers": -2},
-        {"combine": "concat", "layers": [3]},
-        {"pooling": "first_last_avg", "combine": "sum"},
-        {"pooling": "cls", "mask_special": True},
-        {"pooling": "pooler", "mask_special": True},
-    ):
-        assert not embed.is_valid({"inputs": "bread", **refused}), refused
-        with pytest.raises(InvalidSpec):
-            bundled.spec(**refused)
-    for taken in (
-        {"combine": "mean"},
-        {"combine": "concat", "layers": "-2:"},
-        {"pooling": "first_last_avg", "combine": "mean"},
-        {"mask_special": True},  # the bundled model's own pooling is mean
-        {"pooling": "max", "mask_special": True},
-    ):
-        assert embed.is_valid({"inputs": "bread", **taken}), taken
-        bundled.spec(**taken)
     explain = _validator(doc, {"$ref": "#/components/schemas/ExplainRequest"})
     assert not explain.is_valid({"a": "x", "b": "y", "pooling": "cls", "exact": True})
     assert schemas["Pooling"]["enum"] == [p.value for p in bertscope.Pooling]  # this model has a pooler

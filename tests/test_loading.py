@@ -151,3 +151,9 @@ def test_bundled_is_one_name_everywhere(
         embed_corpus(["one text"], store, model=model, progress=False)
     settings = [json.loads(store.with_suffix(".settings.json").read_text()) for store in stores]
     assert settings[0]["model_arg"] is None and settings[1]["model_arg"] is None, "one fingerprint"
+
+
+@pytest.mark.parametrize("name", [123, 1.5, ["bundled"]])
+def test_a_model_that_is_no_name_or_path_is_refused_in_one_line(name: object) -> None:
+    with pytest.raises(bertscope.InvalidSpec, match="a folder path or a hub id .* not "):
+        bertscope.load(name)  # type: ignore[arg-type]

@@ -457,3 +457,11 @@ def test_similarity_takes_vectors_as_sentence_transformers_does(bundled: bertsco
         bundled.similarity(embeddings, TEXTS)
     with pytest.raises(bertscope.InvalidSpec, match="takes no embedding options"):
         bundled.similarity(embeddings, embeddings, pooling="cls")
+
+
+@pytest.mark.parametrize("a, b", [("a", "b"), (["a cat"], [[1.0, 2.0]]), ([[1.0, 2.0]], "b")])
+def test_cos_sim_of_texts_says_it_takes_vectors(a: object, b: object) -> None:
+    for measure in (bertscope.cos_sim, bertscope.pairwise_cos_sim):
+        with pytest.raises(bertscope.InvalidInput, match="takes vectors .* embed texts first"):
+            measure(a, b)  # type: ignore[arg-type]
+    np.testing.assert_allclose(bertscope.cos_sim([[1.0, 0.0]], [[1, 0], [0, 1]]), [[1.0, 0.0]])

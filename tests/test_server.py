@@ -420,6 +420,11 @@ DATA_DEPENDENT = (
     "one list of (start, end) spans per document",
     "0 <= chunk_overlap < chunk_size",
     "trained on the last layer",
+    # Options that would do nothing or contradict the pooling (core/spec.py resolve): schemathesis cannot
+    # generate beside the schema's other rules with these stated, so the schema leaves them out.
+    "joins several layers, but layers selects one",
+    "is the mean of layers 1 and -1, so",
+    "reads the first token itself, so it would do nothing",
 )
 
 

@@ -268,3 +268,17 @@ def test_lookup_as_words_is_the_one_name_and_word_its_old_one(bundled: bertscope
         lookup(bundled, 7852, as_words=True)
     with pytest.raises(bertscope.UnknownToken, match="static_word"):
         lookup(bundled, "breadmaker")  # no words unless asked: not a piece
+
+
+def test_neighbors_of_a_vector_of_the_wrong_width_name_both_widths(bundled: bertscope.Model) -> None:
+    with pytest.raises(bertscope.InvalidInput, match="has 10 numbers .* static rows have 384"):
+        bundled.static_neighbors(np.ones(10))
+    near = bundled.static_neighbors(bundled.static_word("cat").vector, k=3)
+    assert len(near) == 3
+
+
+def test_a_static_words_repr_is_short_and_names_its_pieces(bundled: bertscope.Model) -> None:
+    word = bundled.static_word("unhappiness")
+    shown = repr(word)
+    assert shown.startswith("StaticWord(word='unhappiness', pieces=['un', '##ha', '##pp', '##iness']")
+    assert "(384,)" in shown and len(shown) < 150

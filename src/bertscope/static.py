@@ -76,6 +76,14 @@ class StaticWord:
     ids: list[int]
     vector: np.ndarray
 
+    def __repr__(self) -> str:
+        """The word, its pieces and the vector's width and norm; not hundreds of floats."""
+        vector = np.asarray(self.vector)
+        return (
+            f"StaticWord(word={self.word!r}, pieces={self.pieces!r}, vector=({vector.shape[-1]},) "
+            f"norm {float(np.linalg.norm(vector)):.4g})"
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: word, pieces, ids, vector (d,) and its norm."""
         return {
@@ -220,6 +228,12 @@ def neighbors(
     k = whole_number(k, "k")
     if isinstance(query, np.ndarray):
         vector, own = query.astype(np.float32).reshape(-1), -1
+        width = model.static_shape[1]
+        if vector.shape[0] != width:
+            raise InvalidInput(
+                f"the query vector has {vector.shape[0]} numbers (shape {query.shape}), but this model's "
+                f"static rows have {width}: give a vector of {width} (e.g. model.static_word('cat').vector)"
+            )
     else:
         own = token_ids(model, query)[0]
         vector = static_rows(model, [own])[0]

@@ -92,6 +92,13 @@ def model_name(name: str | os.PathLike[str] | None) -> str | os.PathLike[str]:
     """The model `name` asks for, BERTSCOPE_MODEL's where it is None, else `BUNDLED`."""
     if name is None:
         name = os.environ.get("BERTSCOPE_MODEL") or BUNDLED
+    if not isinstance(name, (str, os.PathLike)):
+        from ..errors import InvalidSpec
+
+        raise InvalidSpec(
+            f"a model is named by a folder path or a hub id (a str or a path), not {type(name).__name__} "
+            f"{name!r}; leave it out for the bundled model"
+        )
     return name
 
 

@@ -136,7 +136,7 @@ def device_kind(device: torch.device | str) -> str:
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
-    """`auto` (or None) is CUDA where present, else CPU."""
+    """`auto` (or None) is CUDA where present, else CPU; a device this machine lacks is refused by name."""
     import torch
 
     from ..errors import InvalidSpec
@@ -147,12 +147,39 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
         resolved = torch.device(device)
     except (RuntimeError, TypeError) as exc:
         raise InvalidSpec(f"unknown device {str(device)!r}; use auto, cpu, cuda or cuda:N") from exc
+    here = machine_devices()
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise InvalidSpec(
-            f"device {str(device)!r} asked, but torch {torch.__version__} sees no CUDA GPU here; "
-            "use device='cpu' (or 'auto')"
+            f"device {str(device)!r} asked, but torch {torch.__version__} sees no CUDA GPU here (this "
+            f"machine has: {', '.join(here)}); use device='cpu' (or 'auto')"
+        )
+    if resolved.type == "cuda" and resolved.index is not None and resolved.index >= torch.cuda.device_count():
+        raise InvalidSpec(
+            f"device {str(device)!r} asked, but this machine has {', '.join(here)}; "
+            "use one of those (or 'auto')"
+        )
+    if resolved.type not in ("cpu", "cuda") and resolved.type not in here:
+        raise InvalidSpec(
+            f"device {str(device)!r} asked, but torch {torch.__version__} sees no {resolved.type} device "
+            f"here; this machine has: {', '.join(here)}; use device='cpu' (or 'auto')"
         )
     return resolved
+
+
+def machine_devices() -> list[str]:
+    """The torch devices this machine runs: cpu, each CUDA GPU (cuda:N), mps and xpu where present."""
+    import torch
+
+    found = ["cpu"]
+    if torch.cuda.is_available():
+        found += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    mps = getattr(torch.backends, "mps", None)
+    if mps is not None and mps.is_available():
+        found.append("mps")
+    xpu = getattr(torch, "xpu", None)
+    if xpu is not None and xpu.is_available():
+        found.append("xpu")
+    return found
 
 
 def resolve_dtype(dtype: DType | str | torch.dtype, device: torch.device | str) -> torch.dtype:

@@ -203,6 +203,17 @@ class ChunkEmbeddings(_VectorsArray):
     def __len__(self) -> int:
         return len(self.chunks)
 
+    def __repr__(self) -> str:
+        """The chunks' count and shape, the document's start and the pooling; not hundreds of floats."""
+        start = self.text if len(self.text) <= 40 else f"{self.text[:40]}..."
+        shape = tuple(np.shape(self.vectors))
+        recipe = ", ".join(f"{key}={self.spec[key]}" for key in ("layers", "pooling") if key in self.spec)
+        return (
+            f"ChunkEmbeddings({len(self.chunks)} chunks, vectors {shape}, text {start!r} "
+            f"({len(self.text)} chars), tokens {int(np.sum(self.n_tokens))}"
+            + (f", {recipe})" if recipe else ")")
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: text, and per chunk its number, start, end, text, n_tokens, truncated and vector."""
         chunks = [

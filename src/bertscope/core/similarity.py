@@ -19,9 +19,21 @@ def unit(vectors: np.ndarray, *, dtype: type[np.floating[Any]] = np.float32) -> 
     return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
 
 
+def _numbers(value: Any, name: str, caller: str) -> np.ndarray:
+    """`value` as an array of numbers, or a one-line InvalidInput: texts go through a model first."""
+    array = np.asarray(value)
+    if array.dtype.kind not in "biuf":
+        what = "text" if array.dtype.kind in "USO" else f"{array.dtype} values"
+        raise InvalidInput(
+            f"{caller} takes vectors (arrays of numbers), but {name} holds {what}; embed texts first "
+            f"(model.encode(texts)), or use model.similarity(a, b) for texts"
+        )
+    return array
+
+
 def cos_sim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """(len(a), len(b)) cosine of every row of a with every row of b; both (n, d) or (d,), one d."""
-    a, b = np.atleast_2d(np.asarray(a)), np.atleast_2d(np.asarray(b))
+    a, b = np.atleast_2d(_numbers(a, "a", "cos_sim")), np.atleast_2d(_numbers(b, "b", "cos_sim"))
     if a.shape[-1] != b.shape[-1]:
         raise InvalidInput(
             f"cos_sim: a's vectors have {a.shape[-1]} numbers and b's {b.shape[-1]} (a is {a.shape}, b is "
@@ -32,7 +44,7 @@ def cos_sim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def pairwise_cos_sim(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """(n,) cosine of row i of a with row i of b; a and b of one shape (n, d)."""
-    a, b = np.asarray(a), np.asarray(b)
+    a, b = _numbers(a, "a", "pairwise_cos_sim"), _numbers(b, "b", "pairwise_cos_sim")
     try:
         np.broadcast_shapes(a.shape, b.shape)
     except ValueError:

@@ -238,25 +238,6 @@ def _refused_combinations(
         # first_last_avg picks two layers itself.
         first_last = {"const": Pooling.FIRST_LAST_AVG.value}
         refused.append(_when(combine={"const": Combine.STACK.value}, pooling=first_last))
-        # ... and is their mean: sum or concat would contradict it.
-        joins = {"enum": [Combine.SUM.value, Combine.CONCAT.value]}
-        refused.append(_when(combine=joins, pooling=first_last))
-    if {"combine", "layers"} <= fields:
-        # sum and concat join several layers: with one (layers left out: the last) they would do nothing.
-        joins = {"enum": [Combine.SUM.value, Combine.CONCAT.value]}
-        one = {"combine": joins, "layers": {"not": several}}
-        refused.append({"type": "object", "required": ["combine"], "properties": one})
-    if {"pooling", "mask_special"} <= fields:
-        # cls and the pooler read the first token itself: mask_special would do nothing.
-        first_token = [Pooling.CLS.value, Pooling.POOLER.value]
-        own = st_pooling in first_token  # pooling auto (or left out) is the model's own
-        masked = {
-            "mask_special": {"const": True},
-            "pooling": {"enum": first_token + own * [Pooling.AUTO.value]},
-        }
-        refused.append(
-            {"type": "object", "required": ["mask_special", *(not own) * ["pooling"]], "properties": masked}
-        )
     if {"late", "pooling", "long"} <= fields:
         # Late chunking (late absent or true) pools each chunk's token vectors: it needs a pooling over
         # tokens and every token of the document.
