@@ -105,6 +105,8 @@ def embed_corpus(
 
     `input_path` is a corpus file (.txt, .jsonl, .csv, .tsv, .parquet; "-" for stdin) or the texts
     themselves: a list, or any iterable of str (a generator is read a batch at a time, never held whole).
+    Ids count from 1 where the input names none (`id_field`): a text's line number in a file, its place in
+    a list or iterable, so the ids of `texts` are "1".."n" and a search's `Hit(id="2")` is `texts[1]`.
     A resumed job (`resume=True`) reads its input again from the start, proving the texts already stored
     are the same: give it the same texts again (a fresh generator over them, not the one already used).
 
