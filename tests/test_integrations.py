@@ -7,6 +7,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -161,3 +162,41 @@ def test_a_text_over_the_limit_is_truncated_with_a_warning(bundled: bertscope.Mo
         warnings.simplefilter("error", TruncatedTextsWarning)
         emb.embed_documents(TEXTS)  # nothing cut: nothing said
         langchain.BertscopeEmbeddings(bundled, long="window").embed_query(long)  # every token kept
+
+
+def test_a_loaded_model_with_load_options_names_them_in_the_fix(bundled: bertscope.Model) -> None:
+    langchain = pytest.importorskip("bertscope.integrations.langchain")
+    llamaindex = pytest.importorskip("bertscope.integrations.llamaindex")
+    with pytest.raises(InvalidSpec, match=r"bertscope.load\(\.\.\., device='cuda'\) yourself"):
+        langchain.BertscopeEmbeddings(bundled, device="cuda")
+    with pytest.raises(InvalidSpec, match=r"bertscope.load\(\.\.\., mode='fast', dtype='bfloat16'\)"):
+        llamaindex.BertscopeEmbedding(bundled, mode="fast", dtype="bfloat16")
+
+
+def test_an_unknown_option_lists_what_the_class_takes(bundled: bertscope.Model) -> None:
+    langchain = pytest.importorskip("bertscope.integrations.langchain")
+    llamaindex = pytest.importorskip("bertscope.integrations.llamaindex")
+    with pytest.raises(bertscope.UnknownOption, match="'poolin': did you mean pooling") as lc:
+        langchain.BertscopeEmbeddings(bundled, poolin="mean")  # type: ignore[call-arg]
+    with pytest.raises(bertscope.UnknownOption, match="'normalise'") as li:
+        llamaindex.BertscopeEmbedding(bundled, normalise=True)  # type: ignore[call-arg]
+    for refused, roles in ((lc, ("query", "document")), (li, ("query", "text"))):
+        listed = str(refused.value).split("the options are: ")[1].split(", ")
+        assert {"device", "mode", "dtype", "backend", "layers", "pooling", "normalize"} <= set(listed)
+        assert {f"{role}_prompt_name" for role in roles} <= set(listed)
+        assert "prompt_name" not in listed and "prompt" not in listed
+    assert "embed_batch_size" in str(li.value) and "embed_batch_size" not in str(lc.value)
+
+
+@pytest.mark.parametrize("module", ["langchain", "llamaindex"])
+def test_the_module_docstring_example_runs_as_written(module: str, bundled: bertscope.Model) -> None:
+    """The example at the top of each module runs on the bundled model, and equals `embed`."""
+    imported = pytest.importorskip(f"bertscope.integrations.{module}")
+    example = imported.__doc__.split("\n\n")[1]
+    assert "query_prompt=" in example
+    scope: dict[str, Any] = {}
+    exec(compile(example, f"{module} docstring", "exec"), scope)  # noqa: S102
+    made = scope.get("emb") or scope["Settings"].embed_model
+    query = made.embed_query("pets") if module == "langchain" else made.get_query_embedding("pets")
+    expected = bundled.embed("pets", layers="-2", pooling="mean", prompt="query: ").vectors[0]
+    np.testing.assert_allclose(query, expected, atol=ATOL)

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, TypeAlias
 
-from ..core.spec import EmbedOptions, Recipe, RecipeKeywords, resolve
+from ..core.spec import EmbedOptions, Recipe, RecipeKeywords, resolve, unknown_option
 from ..encode import warn_truncated
 from ..errors import InvalidSpec
 from ..model import Model, load
@@ -23,6 +23,10 @@ __all__ = ["Loaded", "load_options", "model_and_recipes", "vectors"]
 
 # What `bertscope.load` returns: a transformer, or the rows of a model2vec folder.
 Loaded: TypeAlias = Model | StaticModel
+
+
+# The `bertscope.load` options each framework class takes.
+LOAD_OPTIONS = ("mode", "device", "dtype", "backend")
 
 
 def load_options(
@@ -38,20 +42,31 @@ def model_and_recipes(
     load_kwargs: dict[str, Any] | None,
     prompts: dict[str, tuple[str | None, str | None]],
     options: RecipeKeywords,
+    *,
+    own: Sequence[str] = (),
 ) -> tuple[Loaded, dict[str, Recipe]]:
-    """The model (loaded unless given) and one resolved recipe per role, so bad options fail at once."""
+    """The model (loaded unless given) and one resolved recipe per role, so bad options fail at once.
+
+    `own` names the framework class's keywords besides the load options, the roles' prompts and the
+    recipe's: an unknown keyword is refused with the list of what the class takes."""
     for key in ("prompt_name", "prompt"):
         if key in options:
             raise InvalidSpec(
                 f"{key}: give each role its own instead ({', '.join(f'{r}_{key}' for r in prompts)}), "
                 "or none for the model's default prompt"
             )
+    recipe = [name for name in EmbedOptions.__dataclass_fields__ if name not in ("prompt_name", "prompt")]
+    for key in options:
+        if key not in recipe:
+            role_prompts = [f"{role}_{kind}" for role in prompts for kind in ("prompt_name", "prompt")]
+            raise unknown_option(key, [*LOAD_OPTIONS, *role_prompts, *own, *recipe])
     loaded: Loaded
     if isinstance(model, Model | StaticModel):
         if load_kwargs:
+            asked = ", ".join(f"{key}={value!r}" for key, value in load_kwargs.items())
             raise InvalidSpec(
                 f"{', '.join(load_kwargs)}: how a model loads; pass its name instead of a loaded Model, "
-                "or load it with bertscope.load(..., mode=...) yourself"
+                f"or load it with bertscope.load(..., {asked}) yourself"
             )
         loaded = model
     else:

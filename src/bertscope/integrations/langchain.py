@@ -1,9 +1,11 @@
 """bertscope as a LangChain `Embeddings`, in process (no server): `pip install 'bertscope[langchain]'`.
 
 from bertscope.integrations.langchain import BertscopeEmbeddings
-emb = BertscopeEmbeddings(layers="-2", pooling="mean", query_prompt_name="query")
+emb = BertscopeEmbeddings(layers="-2", pooling="mean", query_prompt="query: ")
 emb.embed_documents(["a cat", "a dog"])    # == bertscope.load().embed([...], layers="-2", ...)
-emb.embed_query("pets")                     # with the model's "query" prompt
+emb.embed_query("pets")                     # with "query: " before it
+
+For a model that ships prompts, query_prompt_name="query" picks its own.
 """
 
 from __future__ import annotations

@@ -2,7 +2,10 @@
 
 from llama_index.core import Settings
 from bertscope.integrations.llamaindex import BertscopeEmbedding
-Settings.embed_model = BertscopeEmbedding(layers="-2", pooling="mean", query_prompt_name="query")
+Settings.embed_model = BertscopeEmbedding(layers="-2", pooling="mean", query_prompt="query: ")
+Settings.embed_model.get_query_embedding("pets")    # with "query: " before it
+
+For a model that ships prompts, query_prompt_name="query" picks its own.
 """
 
 from __future__ import annotations
@@ -59,7 +62,8 @@ class BertscopeEmbedding(BaseEmbedding):
     ) -> None:
         load_kwargs = load_options(mode, device, dtype, backend)
         prompts = {"query": (query_prompt_name, query_prompt), "text": (text_prompt_name, text_prompt)}
-        loaded, recipes = model_and_recipes(model, load_kwargs, prompts, options)
+        own = ("embed_batch_size", "callback_manager")
+        loaded, recipes = model_and_recipes(model, load_kwargs, prompts, options, own=own)
         super().__init__(
             model_name=loaded.info().source,
             embed_batch_size=embed_batch_size,
