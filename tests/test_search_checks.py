@@ -224,7 +224,7 @@ def test_a_recipe_option_given_to_search_is_refused_not_dropped(
 ) -> None:
     """pooling= was taken and dropped: the query was embedded the store's way, whatever was asked."""
     with pytest.raises(InvalidSpec) as refused:
-        search("cats", cls_store, model=bundled, k=1, pooling="mean")
+        search("cats", cls_store, model=bundled, k=1, pooling="mean")  # type: ignore[call-arg]
     assert str(refused.value) == (
         f"{cls_store} was made with layers [5], pooling cls; search embeds the query the store's way: "
         "drop pooling="
@@ -237,7 +237,8 @@ def test_a_recipe_option_given_to_search_is_refused_not_dropped(
     ):
         with pytest.raises(InvalidSpec, match=named):
             search("cats", cls_store, model=bundled, k=1, **options)  # type: ignore[arg-type]
-    left_out = search("cats", cls_store, model=bundled, k=2, pooling=None, normalize=None)  # as not given
+    # None: as not given
+    left_out = search("cats", cls_store, model=bundled, k=2, pooling=None, normalize=None)  # type: ignore[call-arg]
     assert left_out == search("cats", cls_store, model=bundled, k=2)
     vector = bundled.embed("cats", layers="-2", pooling="cls").vectors[0]
     with pytest.raises(
