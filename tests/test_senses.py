@@ -86,3 +86,17 @@ def test_one_repeated_occurrence_is_one_line_error(tmp_path: Path, bundled: bert
     ran = run_main("senses", "bank", "--in", str(store))
     assert ran.code != 0 and "Traceback" not in ran.stderr
     assert ran.stderr.count("\n") == 1 and "all have the same vector" in ran.stderr
+
+
+def test_a_layer_the_store_lacks_names_the_keywords_in_python_and_the_flags_at_the_prompt(
+    store: Path,
+) -> None:
+    """A Python caller was told --layers and --combine stack (flags it cannot type in a call)."""
+    with pytest.raises(InvalidInput) as refused:
+        word_senses(store, "bank", layer=3)
+    said = str(refused.value)
+    assert said.endswith("embed the corpus again with layers= including it and combine='stack'"), said
+    ran = run_main("senses", "bank", "--store", str(store), "--layer", "3")
+    assert ran.code != 0 and ran.stderr.strip().endswith(
+        "embed the corpus again with --layers including it and --combine stack"
+    ), ran.stderr

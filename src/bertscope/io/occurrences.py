@@ -172,7 +172,7 @@ def _layer_column(store: Store, layer: int | None) -> str | None:
     how = "one column each" if combine == "stack" else f"combined by {combine}"
     raise InvalidInput(
         f"layer {layer}: {store.path} keeps layers {joined} ({how}), numbered 0..L as stored; choose one of "
-        "them, or embed the corpus again with --layers including it and --combine stack"
+        "them, or embed the corpus again with layers= including it and combine='stack'"
     )
 
 
