@@ -140,8 +140,18 @@ def test_service_occurrences(stores: dict[str, Path], bundled: bertscope.Model) 
 def test_service_refuses_a_store_of_another_model(
     stores: dict[str, Path], tiny_models: dict[str, bertscope.Model]
 ) -> None:
-    with pytest.raises(CorpusError, match="made with all-MiniLM.*the server runs"):
+    with pytest.raises(CorpusError, match=r"made with all-MiniLM.*serve the store's own model \(-m\)"):
         create_app(tiny_models["bert"], settings=_settings(stores["tokens"]))
+
+
+def test_service_serves_a_store_with_its_models_files_under_another_name(
+    stores: dict[str, Path], bundled_path: Path
+) -> None:
+    """The served model is compared by its files, as each query compares it: the bundled model loaded by
+    its folder's path is the store's model."""
+    same_files = bertscope.load(str(bundled_path))
+    assert same_files.info().source != bertscope.load().info().source
+    create_app(same_files, settings=_settings(stores["tokens"]))
 
 
 def _settings(path: Path) -> ServerSettings:

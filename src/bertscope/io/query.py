@@ -115,13 +115,15 @@ def _check_same_post(recorded: dict[str, Any] | None, processor: PostProcessor |
         )
 
 
-def same_model(settings: dict[str, Any], model: Any, *, path: Path, made: str | None = None) -> None:
+def same_model(
+    settings: dict[str, Any], model: Any, *, path: Path, made: str | None = None, fix: str | None = None
+) -> None:
     """Refuse a model other than the one a store was made with (`settings`): its vectors would not compare.
 
     Compared by the SHA-256 of the model's files, the comparison a resumed job makes of the fingerprint it
     stored (`sinks.settings_differ`), so the refusal names the files that differ; a store written before
     stores carried a fingerprint, by the model's name. `made` describes the store in the refusal (default:
-    its model).
+    its model); `fix` the advice that ends it (default: a search's).
     """
     made = made or str(settings.get("model"))
     source = model.info().source
@@ -132,14 +134,14 @@ def same_model(settings: dict[str, Any], model: Any, *, path: Path, made: str | 
         if settings_differ(then_files, now_files):
             raise CorpusError(
                 f"{path} was made with {made}; the files of the model {source} are not those it was made "
-                f"with ({settings_diff(then_files, now_files)}): search with the model the store was made "
-                "with, or embed the corpus again with this one"
+                f"with ({settings_diff(then_files, now_files)}): "
+                + (fix or "search with the model the store was made with, or embed the corpus again with it")
             )
         return
     if settings.get("model") and source != settings.get("model"):
         raise CorpusError(
             f"{path} was made with {made}; the model given is {source}: "
-            "search it with the store's own model (leave model= out)"
+            + (fix or "search it with the store's own model (leave model= out)")
         )
 
 

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 
 from fastapi import FastAPI
 
-from ..errors import CorpusError, InvalidSpec
+from ..errors import InvalidSpec
 from ..io.occurrences import search_occurrences, token_store
+from ..io.query import same_model
 from ..io.stores import Store
 from .feature_schemas import OccurrencesRequest, OccurrencesResponse
 
@@ -45,10 +46,11 @@ def occurrence_routes(app: FastAPI, svc: Service) -> None:
 
 
 def _served(store: Store, svc: Service) -> Store:
-    made = store.settings.get("model")
-    if made != svc.name:
-        raise CorpusError(
-            f"--store {store.path} was made with {made}, but the server runs {svc.name}; "
-            "serve the store's own model (-m), or embed the corpus again with this one"
-        )
+    """The store, when the served model is the one it was made with: compared by the model's files, as
+    every query compares them (`io.query.same_model`), so a model fine-tuned in place is refused and the
+    same files under another name are served."""
+    same_model(
+        store.settings, svc.model, path=store.path,
+        fix="serve the store's own model (-m), or embed the corpus again with this one",
+    )  # fmt: skip
     return store
