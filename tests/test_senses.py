@@ -47,6 +47,8 @@ def test_given_k_and_bad_input(store: Path) -> None:
         word_senses(store, "bank", k=40)
     with pytest.raises(InvalidInput, match="'estuary' occurs 1 time"):
         word_senses(store, "estuary")
+    with pytest.raises(InvalidInput, match=r"^word_senses takes layer= .*, not layers='-1': the store fixes"):
+        word_senses(store, "bank", layers="-1")
 
 
 def test_cli_senses_prints_json_and_draws(store: Path, tmp_path: Path) -> None:

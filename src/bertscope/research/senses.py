@@ -74,14 +74,22 @@ def word_senses(
     limit: int = 2000,
     seed: int = 0,
     layer: int | None = None,
+    layers: object = None,
 ) -> Senses:
     """Cluster the first `limit` (at least 3) occurrences of `word` in a token or word store into k senses;
     `capped` says the word occurs more often than that.
 
-    `layer` clusters one stored layer of a store made with combine="stack" (default: all it keeps).
+    `layer` clusters one stored layer of a store made with combine="stack" (default: all it keeps);
+    `layers=`, the name of a layer spec elsewhere, is refused with that said.
     """
     from sklearn.cluster import KMeans
     from sklearn.metrics import silhouette_score
+
+    if layers is not None:
+        raise InvalidInput(
+            f"word_senses takes layer= (one stored layer of a store made with combine='stack', e.g. "
+            f"layer=4), not layers={layers!r}: the store fixes its layer spec"
+        )
 
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < _MIN_OCCURRENCES:
         raise InvalidInput(
