@@ -215,7 +215,7 @@ def _embedder_pids() -> list[int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="finds the actor's process in /proc")
 def test_a_killed_actor_is_retried_and_nothing_is_lost_or_doubled(
-    cluster: Any, tiny_dirs: dict[str, Path]
+    cluster: Any, tiny_dirs: dict[str, Path], tmp_path: Path
 ) -> None:
     from bertscope.distributed import embed_dataset
 
@@ -223,8 +223,15 @@ def test_a_killed_actor_is_retried_and_nothing_is_lost_or_doubled(
     model = bertscope.load(tiny_dirs["bert"], device="cpu", **LIGHT)
     local = dict(zip(map(str, range(1, 601)), model.embed(texts, layers="-2").vectors, strict=True))
 
+    flag = tmp_path / "killed"
+
     def slowly(batch: dict[str, Any]) -> dict[str, Any]:
-        time.sleep(0.05)  # keeps the run going long enough to kill an actor in the middle of it
+        # The second half of the rows waits until an actor has been killed, so the kill always lands in
+        # the middle of the run, however fast the machine (the deadline only bounds a broken run).
+        if int(batch["id"][0]) > 300:
+            deadline = time.monotonic() + 60
+            while not flag.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
         return batch
 
     items = [{"id": str(i), "text": t} for i, t in enumerate(texts, 1)]
@@ -246,6 +253,7 @@ def test_a_killed_actor_is_retried_and_nothing_is_lost_or_doubled(
             if len(pids) == 2:
                 os.kill(pids[0], signal.SIGKILL)
                 killed.append(pids[0])
+                flag.touch()
             time.sleep(0.2)
 
     rows: list[pa.Table] = []
