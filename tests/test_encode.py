@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -187,3 +188,83 @@ def test_the_device_the_model_runs_on_is_taken_in_any_spelling(bundled: bertscop
     np.testing.assert_array_equal(
         bundled.encode(TEXTS[:2], batch_size=np.int64(4), truncate_dim=np.int64(384)), want
     )
+
+
+def test_the_sentence_transformers_extras_equal_theirs(bundled: bertscope.Model, st_model: Any) -> None:
+    """encode_query / encode_document (no prompts here: plain encode), similarity_pairwise, the width,
+    max_seq_length and similarity_fn_name, as sentence-transformers gives them on the bundled model."""
+    for ours, theirs in (
+        (bundled.encode_query(TEXTS[:4]), st_model.encode_query(TEXTS[:4])),
+        (bundled.encode_document(TEXTS[:4]), st_model.encode_document(TEXTS[:4])),
+        (bundled.encode_query(TEXTS[0], prompt="query: "), st_model.encode_query(TEXTS[0], prompt="query: ")),
+    ):
+        assert ours.shape == theirs.shape and close(ours, theirs) < TOL
+    a, b = bundled.encode(TEXTS[:4]), bundled.encode(TEXTS[4:8])
+    pairwise = bundled.similarity_pairwise(a, b)
+    assert isinstance(pairwise, np.ndarray) and pairwise.shape == (4,)
+    assert close(pairwise, st_model.similarity_pairwise(a, b)) < TOL
+    assert close(bundled.similarity_pairwise(a[0], b[0]), st_model.similarity_pairwise(a[0], b[0])) < TOL
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # sentence-transformers renamed it
+        assert (
+            bundled.get_sentence_embedding_dimension() == st_model.get_sentence_embedding_dimension() == 384
+        )
+    assert bundled.get_embedding_dimension() == 384
+    assert bundled.max_seq_length == st_model.max_seq_length == 256
+    assert bundled.similarity_fn_name == st_model.similarity_fn_name == "cosine"
+    with pytest.raises(InvalidSpec, match=r"max_tokens=N"):
+        bundled.max_seq_length = 512
+
+
+@pytest.mark.parametrize(
+    ("prompts", "default"),
+    [
+        ({"query": "q: ", "passage": "p: ", "corpus": "c: "}, None),
+        ({"corpus": "c: ", "other": "o: "}, "other"),
+        ({"document": "d: ", "query": "q: "}, "query"),
+    ],
+)
+def test_encode_query_and_document_pick_prompts_as_sentence_transformers(
+    bundled_path: Path, tmp_path: Path, prompts: dict[str, str], default: str | None
+) -> None:
+    """The "query" and "document" prompts, and none (not the model's default) where the model has neither:
+    sentence-transformers 5+ gives every model empty ones, so "passage" or "corpus" is not taken."""
+    import json
+
+    from sentence_transformers import SentenceTransformer
+
+    folder = with_prompts(bundled_path, tmp_path / "p", include_prompt=True, default=None)
+    config_path = folder / "config_sentence_transformers.json"
+    config = json.loads(config_path.read_text())
+    config_path.write_text(json.dumps({**config, "prompts": prompts, "default_prompt_name": default}))
+    ours, theirs = bertscope.load(folder, device="cpu"), SentenceTransformer(str(folder), device="cpu")
+    for call in ("encode_query", "encode_document"):
+        for asked in ({}, {"prompt_name": max(prompts)}, {"prompt": ""}, {"prompt": "x: "}):
+            got = getattr(ours, call)(TEXTS[:3], **asked)
+            assert close(got, getattr(theirs, call)(TEXTS[:3], **asked)) < TOL, (call, asked)
+    plain = ours.encode(TEXTS[:3], prompt="")
+    assert (close(ours.encode_query(TEXTS[:3]), plain) > 1e-3) is ("query" in prompts)
+    assert (close(ours.encode_document(TEXTS[:3]), plain) > 1e-3) is ("document" in prompts)
+    if default:
+        assert close(ours.encode(TEXTS[:3]), plain) > 1e-3  # encode itself takes the default
+
+
+@pytest.mark.parametrize(
+    ("keyword", "says"),
+    [
+        ("tokenizer_kwargs", "max_tokens=N"),
+        ("task", "encode_query / encode_document"),
+        ("pool", "no multi-process pool"),
+        ("normalise", "unknown option 'normalise'"),
+    ],
+)
+def test_an_encode_keyword_bertscope_does_not_take_is_refused_by_name(
+    bundled: bertscope.Model, keyword: str, says: str
+) -> None:
+    with pytest.raises(
+        bertscope.UnknownOption, match=f"{keyword}.*{re.escape(says)}|{re.escape(says)}"
+    ) as refused:
+        bundled.encode(["a cat"], **{keyword: None})
+    assert keyword in str(refused.value) and "normalize_embeddings" in str(refused.value)
+    with pytest.raises(bertscope.UnknownOption, match=keyword):
+        bundled.encode_query(["a cat"], **{keyword: None})

@@ -7,6 +7,9 @@ layer, pad trimmed. Vectors use the model's own pooling and normalisation (`pool
 equal sentence-transformers' within 1e-5. Texts are batched by a token budget, not by `batch_size`;
 the vectors do not depend on it. A text over the model's limit is truncated there, as
 sentence-transformers truncates at max_seq_length, with a `TruncatedTextsWarning` saying how many were.
+`Model.encode_query` / `encode_document`, `similarity_pairwise`, `get_sentence_embedding_dimension()`,
+`max_seq_length` and `similarity_fn_name` answer as sentence-transformers' (5+) do; a keyword of its
+`encode` that bertscope has no use for (task, tokenizer_kwargs, pool) is refused by name.
 """
 
 from __future__ import annotations
@@ -20,9 +23,9 @@ import numpy as np
 from .core._enums import Pooling
 from .core.loading import device_kind
 from .core.similarity import unit
-from .core.spec import EmbedOptions, resolve, whole_number
+from .core.spec import EmbedOptions, resolve, unknown_option, whole_number
 from .core.tokens import check_texts
-from .errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
+from .errors import InvalidInput, InvalidSpec, TruncatedTextsWarning, UnknownOption
 
 __all__ = ["OUTPUT_VALUES", "encode", "say_truncated", "warn_truncated"]
 
@@ -48,8 +51,12 @@ def encode(
     device: str | None,
     normalize_embeddings: bool,
     truncate_dim: int | None,
+    unsupported: dict[str, Any] | None = None,
 ) -> Any:
-    """See `Model.encode`; the options are checked here, then one embed (or embed_tokens) runs."""
+    """See `Model.encode`; the options are checked here, then one embed (or embed_tokens) runs.
+    `unsupported`: sentence-transformers' keywords bertscope has no use for, refused by name."""
+    if unsupported:
+        raise _unsupported(next(iter(unsupported)))
     _check(model, batch_size, output_value, precision, device, truncate_dim)
     single = isinstance(sentences, str)
     texts = [sentences] if single else _as_list(sentences)
@@ -79,6 +86,31 @@ def encode(
 
         result = torch.from_numpy(vectors) if convert_to_tensor else list(torch.from_numpy(vectors))
     return result[0] if single else result
+
+
+ENCODE_OPTIONS = (
+    "prompt_name", "prompt", "batch_size", "show_progress_bar", "output_value", "precision",
+    "convert_to_numpy", "convert_to_tensor", "device", "normalize_embeddings", "truncate_dim",
+)  # fmt: skip
+# sentence-transformers' encode keywords bertscope does not take, with what to do instead.
+_ST_ONLY = {
+    "task": "bertscope models have no Router to route by task: use encode_query / encode_document (or "
+    "prompt_name=...)",
+    "tokenizer_kwargs": "the tokenizer's limit is set when loading: bertscope.load(..., max_tokens=N)",
+    "pool": "no multi-process pool is needed: encode batches by tokens in one process (embed_corpus, or "
+    "the Ray runner, for a cluster)",
+    "chunk_size": "that chunks a pool's work; for chunks of a document use embed_chunks",
+}
+
+
+def _unsupported(name: str) -> UnknownOption:
+    """The one-line refusal of a keyword `encode` does not take, with what to do where one is known."""
+    if name in _ST_ONLY:
+        return UnknownOption(
+            f"encode does not take {name!r}: {_ST_ONLY[name]}; its options are: {', '.join(ENCODE_OPTIONS)}"
+        )
+    refused = unknown_option(name, ENCODE_OPTIONS)
+    return UnknownOption(f"encode: {refused}")
 
 
 def _check(

@@ -49,6 +49,12 @@ __all__ = ["CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Model", "ModelInfo", "cpu_t
 _DEFAULT_MIN_COSINE = 0.999  # mode="fast"'s drift bound: the least cosine to float32 it keeps
 
 
+# The prompts sentence-transformers' encode_document tries, in order, where none is named, and the
+# (empty) ones it gives every model (sentence_transformers/base/model.py, 5+).
+_DOCUMENT_PROMPTS = ("document", "passage", "corpus")
+_ST_ROLE_PROMPTS = {"query": "", "document": ""}
+
+
 def load(
     name: str | os.PathLike[str] | None = None,
     *,
@@ -329,6 +335,7 @@ class Model(ResearchMethods):
         device: str | None = None,
         normalize_embeddings: bool = False,
         truncate_dim: int | None = None,
+        **unsupported: Any,
     ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
         """sentence-transformers' `encode`: (d,) for a str, (n, d) for a list, with the model's own pooling.
 
@@ -336,6 +343,7 @@ class Model(ResearchMethods):
         list of (d,) tensors; `output_value="token_embeddings"` a list of (tokens, d) last-layer tensors
         (one tensor for a str). Positional order and
         defaults are sentence-transformers'; `batch_size` does not change the vectors (see bertscope.encode).
+        Its other keywords (task, tokenizer_kwargs, pool, chunk_size, ...) are refused by name.
         """
         from .encode import encode
 
@@ -343,8 +351,80 @@ class Model(ResearchMethods):
             self, sentences, prompt_name=prompt_name, prompt=prompt, batch_size=batch_size,
             show_progress_bar=show_progress_bar, output_value=output_value, precision=precision,
             convert_to_numpy=convert_to_numpy, convert_to_tensor=convert_to_tensor, device=device,
-            normalize_embeddings=normalize_embeddings, truncate_dim=truncate_dim,
+            normalize_embeddings=normalize_embeddings, truncate_dim=truncate_dim, unsupported=unsupported,
         )  # fmt: skip
+
+    def encode_query(
+        self,
+        sentences: str | Sequence[str],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        **options: Any,
+    ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
+        """sentence-transformers' `encode_query`: `encode` with the model's "query" prompt where none is
+        named, and no prompt where the model has none (never its default prompt, as sentence-transformers
+        5+ gives it); the other keywords are `encode`'s."""
+        if prompt_name is None and prompt is None:
+            prompt_name, prompt = self._role_prompt(("query",))
+        return self.encode(sentences, prompt_name, prompt, **options)
+
+    def encode_document(
+        self,
+        sentences: str | Sequence[str],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        **options: Any,
+    ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
+        """sentence-transformers' `encode_document`: `encode` with the model's "document" prompt where none
+        is named, and no prompt where the model has none (sentence-transformers 5+ gives every model a
+        "document" prompt, "" unless the model sets one, so "passage" or "corpus" are not tried)."""
+        if prompt_name is None and prompt is None:
+            prompt_name, prompt = self._role_prompt(_DOCUMENT_PROMPTS)
+        return self.encode(sentences, prompt_name, prompt, **options)
+
+    def _role_prompt(self, names: Sequence[str]) -> tuple[str | None, str | None]:
+        """The (prompt_name, prompt) sentence-transformers' encode_query/encode_document pass: the first of
+        `names` among the model's prompts over its own {"query": "", "document": ""}; "" for an empty one
+        (no prompt, not the model's default)."""
+        own = self.prompts.prompts
+        prompts = {**_ST_ROLE_PROMPTS, **own}
+        name = next((n for n in names if n in prompts), None)
+        if name is None:
+            return None, None
+        return (name, None) if name in own else (None, prompts[name])
+
+    def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> np.ndarray:
+        """sentence-transformers' `similarity_pairwise`: (n,) cosine of row i with row i of two (n, d)
+        arrays (or (d,) for one), as NumPy float32 (sentence-transformers answers a tensor)."""
+        from .core.similarity import pairwise_cos_sim
+
+        left, right = (np.atleast_2d(np.asarray(e, dtype=np.float32)) for e in (embeddings1, embeddings2))
+        return np.asarray(pairwise_cos_sim(left, right), dtype=np.float32)
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """sentence-transformers' name of what `similarity` computes: always "cosine" here."""
+        return "cosine"
+
+    def get_embedding_dimension(self) -> int:
+        """sentence-transformers' width of `encode`'s vectors: the hidden size."""
+        return int(self.info().hidden_size)
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """sentence-transformers' older name of `get_embedding_dimension`."""
+        return self.get_embedding_dimension()
+
+    @property
+    def max_seq_length(self) -> int:
+        """sentence-transformers' name for the tokens a text may take (`max_tokens`); set when loading."""
+        return int(self.max_tokens)
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        raise InvalidSpec(
+            f"max_seq_length={value!r}: the token limit is set when loading: "
+            "bertscope.load(..., max_tokens=N); long='window' keeps every token of a longer text"
+        )
 
     @overload
     def embed_chunks(  # type: ignore[overload-overlap]
