@@ -65,7 +65,11 @@ def static_decontextualized(
                 raise InvalidInput(f"item {n} ({word!r}) is not a word: pass non-empty strings")
         tokens = model.tokenizer.encode_fitted(many, LongText.TRUNCATE)
     spec = model.spec(
-        layers=list(chosen), combine="concat", pooling="mean", mask_special=True, normalize=False
+        layers=list(chosen),
+        combine="concat" if len(chosen) > 1 else "mean",
+        pooling="mean",
+        mask_special=True,
+        normalize=False,
     )
     pooled = model.engine.fitted_sentences(tokens, spec).vectors
     vectors = pooled.reshape(len(tokens), len(chosen), -1)
