@@ -41,7 +41,11 @@ if TYPE_CHECKING:
     from .core.results import ChunkEmbeddings
     from .core.spec import RecipeKeywords
     from .explain import Explanation
+    from .research.aggregate import AggregatedStatic
     from .research.baseline import Baseline
+    from .research.static_kinds import DecontextualizedStatic
+    from .verify.fingerprint import FingerprintCheck
+    from .verify.reference import Verification
 
 __all__ = ["CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Model", "ModelInfo", "cpu_token_budget", "load"]
 
@@ -287,7 +291,7 @@ class Model(ResearchMethods):
         min_count: int = 1,
         subword: SubwordPooling | str = "mean",
         **options: Any,
-    ) -> Any:
+    ) -> AggregatedStatic:
         """Each corpus word's mean vector at `layers` over its occurrences, with counts (AggregatedStatic).
 
         Streaming and resumable with `checkpoint=FOLDER`; see `bertscope.research.aggregate`.
@@ -300,7 +304,7 @@ class Model(ResearchMethods):
 
     def static_decontextualized(
         self, items: str | int | Sequence[str | int], *, layers: LayerSpec = "all", pieces: bool = False
-    ) -> Any:
+    ) -> DecontextualizedStatic:
         """Words (or pieces) alone, [CLS] w [SEP], through the model: pieces' mean per layer."""
         from .research.static_kinds import static_decontextualized
 
@@ -549,8 +553,12 @@ class Model(ResearchMethods):
         return forward(self, texts)
 
     def verify(
-        self, texts: Sequence[str] | None = None, *, against: Any = None, min_cosine: float | None = None
-    ) -> Any:
+        self,
+        texts: Sequence[str] | str | None = None,
+        *,
+        against: dict[str, Any] | str | Path | None = None,
+        min_cosine: float | None = None,
+    ) -> Verification | FingerprintCheck:
         """This model as set up against the plain Hugging Face float32 forward, every layer, on the
         calibration sentences, a text over the limit and `texts` (a `Verification`: ok, per-layer max abs
         and min cosine, settings; a lossy mode held to `min_cosine`, default its fast bound or 0.999);
