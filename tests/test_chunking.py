@@ -212,7 +212,31 @@ def test_embed_chunks_takes_chunk_size_and_the_old_size(bundled: bertscope.Model
 
 def test_chunk_embeddings_repr_is_short_and_says_its_shape(bundled: bertscope.Model) -> None:
     doc = "The cat sat on the mat. It was happy. Stocks fell sharply on Monday after the news. " * 3
-    result = bundled.embed_chunks(doc, chunk_size=8)
+    result = bundled.embed_chunks(doc, chunks="tokens", chunk_size=8)
     shown = repr(result)
     assert shown.startswith(f"ChunkEmbeddings({len(result)} chunks, vectors ({len(result)}, 384)")
     assert "pooling=mean" in shown and len(shown) < 200
+
+
+@pytest.mark.parametrize(
+    ("chunks", "given", "here"),
+    [
+        ("sentence", {"chunk_size": 5}, "chunks='sentence'"),
+        ("paragraph", {"chunk_overlap": 2}, "chunks='paragraph'"),
+        ([(0, 12)], {"chunk_size": 3}, "chunks given as spans"),
+    ],
+)
+def test_chunk_sizes_off_token_chunks_are_refused_not_ignored(
+    bundled: bertscope.Model, chunks: object, given: dict[str, int], here: str
+) -> None:
+    """Only token chunks read chunk_size/chunk_overlap: given with any other chunking they would change
+    nothing, so they are refused (as a corpus job's level table refuses them), the default left alone."""
+    doc = "The cat sat on the mat. It was happy. Stocks fell."
+    ((name, value),) = given.items()
+    with pytest.raises(bertscope.errors.InvalidSpec) as refused:
+        bundled.embed_chunks(doc, chunks=chunks, **given)  # type: ignore[arg-type]
+    assert str(refused.value) == (
+        f"{name}={value}: it applies with chunks='tokens' ({here} here); add chunks='tokens' or drop {name}="
+    )
+    assert len(bundled.embed_chunks(doc, chunks=chunks).vectors) >= 1  # type: ignore[arg-type]
+    assert len(bundled.embed_chunks(doc, chunks="tokens", **given).vectors) >= 1

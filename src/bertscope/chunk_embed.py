@@ -294,5 +294,20 @@ def _spans_per_doc(chunks: Any, docs: list[str], single: bool) -> list[Any]:
     return list(chunks)
 
 
+def refuse_idle_sizes(chunks: Any, **sizes: int | None) -> None:
+    """Refuse `chunk_size`/`chunk_overlap` given (not None) with chunks other than 'tokens': only token
+    chunks read them, so they would be ignored in silence (as a corpus job's level table refuses them)."""
+    name = _chunks_name(chunks)
+    if name == ChunkBy.TOKENS.value:
+        return
+    for keyword, value in sizes.items():
+        if value is not None:
+            here = f"chunks={name!r}" if name != "spans" else "chunks given as spans"
+            raise InvalidSpec(
+                f"{keyword}={value!r}: it applies with chunks='tokens' ({here} here); add chunks='tokens' or "
+                f"drop {keyword}="
+            )
+
+
 def _chunks_name(chunks: Any) -> str:
     return str(ChunkBy.parse(chunks, what="chunking").value) if isinstance(chunks, str) else "spans"

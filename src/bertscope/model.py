@@ -481,13 +481,14 @@ class Model(ResearchMethods):
         `late=False` embeds each chunk alone (`long` defaults to "truncate", reported). `size` and
         `overlap` are the deprecated old names of `chunk_size` and `chunk_overlap`.
         """
-        from .chunk_embed import embed_chunks
+        from .chunk_embed import embed_chunks, refuse_idle_sizes
         from .core.renamed import renamed_keyword
 
         chunk_size = renamed_keyword(chunk_size, size, name="chunk_size", old="size", caller="embed_chunks")
         chunk_overlap = renamed_keyword(
             chunk_overlap, overlap, name="chunk_overlap", old="overlap", caller="embed_chunks"
         )
+        refuse_idle_sizes(chunks, chunk_size=chunk_size, chunk_overlap=chunk_overlap)
         return embed_chunks(
             self, docs, chunks=chunks, late=late, progress=progress, **options,
             chunk_size=128 if chunk_size is None else chunk_size,

@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from ..core._enums import Engine, Level, LongText
+from ..core.chunking import ChunkBy
 from ..errors import InvalidInput
 from .app import (
     BackendOpt,
@@ -254,10 +255,10 @@ def embed(
         shown = {k: v for k, v in asdict(recipe).items() if k != "post"}
         shown["long"] = None if long == "truncate" else long
         docs = read_texts(texts, input_path, text_field=text_field, id_field=id_field)
-        print_chunks(
-            m, docs, as_json=as_json, chunks=chunks, late=late, chunk_size=chunk_size,
-            chunk_overlap=chunk_overlap, **shown,
-        )  # fmt: skip
+        # The sizes reach the library only with token chunks, which read them (given otherwise: refused above)
+        token_chunks = ChunkBy.parse(chunks, what="chunking") is ChunkBy.TOKENS
+        sizes = {"chunk_size": chunk_size, "chunk_overlap": chunk_overlap} if token_chunks else {}
+        print_chunks(m, docs, as_json=as_json, chunks=chunks, late=late, **sizes, **shown)
         return
     rows = LevelOptions(
         level=level, keep_text=not no_text, precision=precision, subword=subword, chunks=chunks or "sentence",
