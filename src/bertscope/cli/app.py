@@ -10,7 +10,9 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,7 +25,7 @@ from rich.text import Text
 from typer.core import TyperCommand
 
 from ..core._enums import Backend, DType, Engine, Level, Pooling, Quantize, StrEnum, level_named
-from ..errors import InvalidInput, InvalidSpec
+from ..errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
 from .wording import as_flags
 
 app = typer.Typer(
@@ -312,6 +314,26 @@ def warn(message: object, *, label: str = "warning:", style: str = "yellow") -> 
     (`dtype='bfloat16'` -> `--dtype bfloat16`, see `wording.as_flags`)."""
     text = message if isinstance(message, str) else as_flags(str(message))
     err.print(Text.assemble((label, style), " ", text), highlight=False)
+
+
+def say_cut(n_dropped: Iterable[int], max_tokens: int, fix: str) -> None:
+    """The one line on stderr for texts a command cut at the model's limit and reports itself (it has no
+    --long to hand the library, or says the fix its own way), if any was cut: never in silence."""
+    dropped = list(n_dropped)
+    cut = sum(1 for n in dropped if n > 0)
+    if cut:
+        warn(
+            f"{cut} of {len(dropped)} text(s) ran past the model's {max_tokens} tokens and were truncated "
+            f"({sum(dropped)} tokens dropped); {fix}"
+        )
+
+
+@contextmanager
+def cuts_said_here() -> Iterator[None]:
+    """The library's `TruncatedTextsWarning` kept quiet inside: the command says the cut itself, once."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TruncatedTextsWarning)
+        yield
 
 
 def is_debug() -> bool:

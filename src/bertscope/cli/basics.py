@@ -24,16 +24,21 @@ from .app import (
     QuantizeOpt,
     ThreadsOpt,
     app,
+    cuts_said_here,
     emit_json,
     err,
     load_model,
     old_spelling,
     out,
     pair_note,
+    say_cut,
     top_k_option,
-    warn,
     with_pair,
 )
+
+# tokens and anatomy take no --long: their cut line names the fix where one is.
+TOKENS_FIX = "embed and similarity cut them there too, and their --long window keeps every token"
+ANATOMY_FIX = "the anatomy stops there; split the text to see its end"
 
 
 @app.command()
@@ -83,6 +88,7 @@ def tokens(
     # the tokenizer alone answers, without torch, where the folder has a tokenizer.json
     m: Any = FolderView.open(model) or load_model(model)
     toks = m.tokenize(with_pair(texts, pair))
+    say_cut([t.n_dropped for t in toks], m.max_tokens, TOKENS_FIX)
     if pad:
         from ..core.tokens import pad_batch
 
@@ -124,8 +130,6 @@ def tokens(
         out.print(table)
         if tok.pair is not None and not any(tok.type_ids):
             err.print(pair_note(m))
-        if tok.n_dropped:
-            warn(f"{tok.n_dropped} tokens cut: the model takes at most {m.max_tokens}")
 
 
 @app.command()
@@ -319,7 +323,9 @@ def anatomy(
     import numpy as np
 
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
-    a = m.anatomy(text) if pair is None else m.anatomy([(text, pair)])[0]  # a pair sits in a list
+    with cuts_said_here():  # the library's words name long=, which anatomy does not take
+        a = m.anatomy(text) if pair is None else m.anatomy([(text, pair)])[0]  # a pair sits in a list
+    say_cut([a.n_dropped], m.max_tokens, ANATOMY_FIX)
     from ..anatomy import STEPS
 
     steps = [s for s in STEPS if s != "model_output" and getattr(a, s) is not None]
@@ -360,8 +366,6 @@ def anatomy(
         out.print(note)
     if pair is not None and not any(a.tokens.type_ids):
         err.print(pair_note(m))
-    if a.n_dropped:
-        warn(f"{a.n_dropped} tokens cut: the model takes at most {m.max_tokens}")
 
 
 def _token_id(item: str) -> int:

@@ -23,6 +23,7 @@ from .app import (
     err,
     load_model,
     out,
+    say_cut,
 )
 from .embed import MaskSpecialOpt, NormalizeOpt, PoolingOpt
 from .pictures import OverwriteOpt, picture_output
@@ -180,7 +181,10 @@ def attention(
 
     m = load_model(model)
     index = attention_layer(m, layer, head=head)  # before any forward, or a first export
-    tokens, weights = attention_of(m, text if pair is None else (text, pair))
+    tokens, weights = attention_of(m, text if pair is None else (text, pair))  # counts a cut, says none
+    say_cut(
+        [tokens.n_dropped], m.max_tokens, "attention is read within one window; split the text to see its end"
+    )
     grid = weights[index].mean(axis=0) if head is None else weights[index, head]
     if as_json:
         emit_json({"tokens": tokens.tokens, "layer": index % m.n_layers + 1, "head": head, "weights": grid})

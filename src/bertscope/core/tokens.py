@@ -205,7 +205,7 @@ def is_pair(value: object) -> bool:
 
 # Where a cut is reported in other words (encode's and the integrations' sentence-transformers warning, a
 # command-line line, a field of the service's answer): a call made through these is not said again here.
-REPORTERS = ("bertscope.encode", "bertscope.integrations", "bertscope.cli", "bertscope.server")
+REPORTERS = ("bertscope.encode", "bertscope.integrations", "bertscope.server")
 WINDOW_KEEPS = "long='window' keeps every token"
 
 
