@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -334,6 +335,28 @@ def cuts_said_here() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", TruncatedTextsWarning)
         yield
+
+
+@contextmanager
+def cuts_said_once(fix: str) -> Iterator[None]:
+    """The library's cut warnings inside (a command without --long, calling it several times) as one line
+    on stderr at the end: the one over the most texts, with `fix` for the library's `long='window'`
+    advice, which the command does not take. Other warnings pass on, one line each."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", TruncatedTextsWarning)
+        yield
+    cuts = [str(w.message) for w in caught if issubclass(w.category, TruncatedTextsWarning)]
+    for other in (w for w in caught if not issubclass(w.category, TruncatedTextsWarning)):
+        warn(other.message)
+    if cuts:
+        widest = max(cuts, key=_texts_counted)
+        warn(f"{widest.rsplit('; ', 1)[0]}; {fix}")
+
+
+def _texts_counted(said: str) -> int:
+    """How many texts a cut warning counted ("1 of 15 text(s) ran past ..."), 0 where it does not say."""
+    found = re.search(r" of (\d+) text", said)
+    return int(found[1]) if found else 0
 
 
 def is_debug() -> bool:

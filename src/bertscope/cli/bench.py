@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from ..errors import InvalidInput
-from .app import DeviceOpt, JsonOpt, ModelOpt, app, emit_json, err, out, read_lines
+from .app import DeviceOpt, JsonOpt, ModelOpt, app, cuts_said_once, emit_json, err, out, read_lines
 
 
 @app.command()
@@ -57,7 +57,8 @@ def bench(
         raise InvalidInput(f"{input_path}: no texts (every line is empty)")
     if input_path is None:
         err.print("no -i given: using bertscope's own sample sentences (also int8's calibration set)")
-    reports = compare_modes(texts, names, model=model, device=device, repeats=repeats, time_it=not drift)
+    with cuts_said_once("they are timed as cut, as embed cuts them by default (--long truncate)"):
+        reports = compare_modes(texts, names, model=model, device=device, repeats=repeats, time_it=not drift)
     if as_json:
         emit_json([r.as_dict() for r in reports])
         return

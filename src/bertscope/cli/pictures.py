@@ -17,6 +17,7 @@ from .app import (
     ModelOpt,
     QuantizeOpt,
     ThreadsOpt,
+    cuts_said_once,
     emit_json,
     err,
     load_model,
@@ -227,11 +228,9 @@ def plot_layers_cmd(
 
     picture = picture_output(output, overwrite=overwrite, default="layers.png")  # before the work
 
-    found = layer_cosines(
-        load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
-        text,
-        layers=layers,
-    )
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+    with cuts_said_once("the picture stops there; split the text to see its end"):  # no --long here
+        found = layer_cosines(m, text, layers=layers)
     draw_layers(found, picture, overwrite=overwrite)
     err.print(f"wrote {picture}")
     if as_json:

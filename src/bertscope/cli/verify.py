@@ -26,6 +26,7 @@ from .app import (
     TextFieldOpt,
     ThreadsOpt,
     app,
+    cuts_said_here,
     emit_json,
     err,
     load_model,
@@ -153,16 +154,20 @@ def verify(
             raise InvalidInput("--overwrite replaces an existing --save file; add --save FILE or drop it")
         if save is not None:
             _check_writable(save, overwrite=overwrite)  # before the work, not after it
-        if store is not None:
-            fields = {"text_field": text_field, "id_field": id_field}
-            code = _verify_store(
-                store, model, run, rows=rows, collection=collection, corpus=corpus, fields=fields, post=post,
-                seed=seed, as_json=as_json,
-            )  # fmt: skip
-        else:
-            code = _verify_model(
-                model, run, sample, lines, save=save, against=against, min_cosine=min_cosine, as_json=as_json
-            )
+        # A text cut here is compared cut, as the reference (or the store) cut it: no vector is handed on,
+        # and the canary texts hold one over the limit on purpose, so the cut is not a warning here.
+        with cuts_said_here():
+            if store is not None:
+                fields = {"text_field": text_field, "id_field": id_field}
+                code = _verify_store(
+                    store, model, run, rows=rows, collection=collection, corpus=corpus, fields=fields,
+                    post=post, seed=seed, as_json=as_json,
+                )  # fmt: skip
+            else:
+                code = _verify_model(
+                    model, run, sample, lines, save=save, against=against, min_cosine=min_cosine,
+                    as_json=as_json,
+                )  # fmt: skip
     except BertscopeError as exc:
         warn(exc, label="error:", style="red")
         raise typer.Exit(2) from None
