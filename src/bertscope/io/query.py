@@ -20,6 +20,7 @@ from ..core.fingerprint_facts import file_hashes
 from ..core.post import PostProcessor, as_post
 from ..core.prompts import query_prompt_name
 from ..core.spec import SPEC_KEYS, EmbedOptions, reloadable, resolve
+from ..core.tokens import say_cut
 from ..errors import CorpusError, InvalidInput, InvalidSpec
 from .sinks import settings_diff, settings_differ
 
@@ -100,7 +101,13 @@ def embed_query(
         prompt = None if prompt_name else settings.get("prompt", "")
     options = EmbedOptions.from_settings(settings, post=processor)
     options = replace(options, prompt_name=prompt_name, prompt=prompt)
-    return np.asarray(m.embed_with([query], resolve(m, options)).vectors[0])
+    found = m.embed_with([query], resolve(m, options))
+    say_cut(
+        found.n_dropped,
+        m.max_tokens,
+        "a query is cut as the store's texts were; shorten it to search by all of it",
+    )
+    return np.asarray(found.vectors[0])
 
 
 def _check_same_post(recorded: dict[str, Any] | None, processor: PostProcessor | None) -> None:
