@@ -1,0 +1,99 @@
+"""Every command that cuts a text at the model's limit says so once, on stderr, naming the fix it has."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+from bertscope.errors import TruncatedTextsWarning
+from console import Ran, run_main
+
+LONG = "word " * 400  # 402 tokens: past the bundled model's 256
+SHORT = "a cat sat on the mat"
+WINDOW = "--long window keeps every token"
+SPLIT = "split the text to see its end"
+
+# command (with {text} for the text) -> the fix its one line names
+COMMANDS: dict[str, tuple[list[str], str]] = {
+    "similarity": (["similarity", "{text}", "a dog"], WINDOW),
+    "similarity --json": (["similarity", "{text}", "a dog", "--json"], WINDOW),
+    "embed": (["embed", "{text}", "a dog"], "--long window keeps them all"),
+    "embed --json": (["embed", "{text}", "--json"], "--long window keeps them all"),
+    "embed --tokens": (["embed", "{text}", "--tokens"], WINDOW),
+    "embed --tokens --json": (["embed", "{text}", "--tokens", "--json"], WINDOW),
+    "embed --level words": (["embed", "{text}", "--level", "words"], WINDOW),
+    "tokens": (["tokens", "{text}", "a dog"], WINDOW),
+    "tokens --json": (["tokens", "{text}", "--json"], WINDOW),
+    "tokens --pad": (["tokens", "{text}", "--pad", "--json"], WINDOW),
+    "anatomy": (["anatomy", "{text}"], SPLIT),
+    "anatomy --json": (["anatomy", "{text}", "--json"], SPLIT),
+    "attention": (["attention", "{text}"], SPLIT),
+    "attention --json": (["attention", "{text}", "--json"], SPLIT),
+    "explain": (["explain", "{text}", "a dog"], WINDOW),
+    "explain --json": (["explain", "{text}", "a dog", "--json"], WINDOW),
+}
+
+
+def run(args: list[str], text: str) -> Ran:
+    """The command on `text`, every cut warning shown (not once per place, as by default): a command that
+    said the cut twice would print it twice here."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", TruncatedTextsWarning)
+        return run_main(*(text if arg == "{text}" else arg for arg in args))
+
+
+def cut_lines(ran: Ran) -> list[str]:
+    return [line for line in ran.stderr.splitlines() if "truncated" in line or "tokens cut" in line]
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_a_cut_is_said_once_with_its_fix(name: str) -> None:
+    args, fix = COMMANDS[name]
+    ran = run(args, LONG)
+    assert ran.code == 0, ran.stderr
+    said = cut_lines(ran)
+    assert len(said) == 1, ran.stderr
+    assert said[0].startswith("warning: 1 ") and "256 tokens" in said[0] and "146 tokens dropped" in said[0]
+    assert said[0].endswith(fix) or fix + " " in said[0], said[0]
+    assert "long='" not in said[0]  # the flag the user types, not the Python keyword
+    if "--json" in args:
+        json.loads(ran.stdout)  # stdout stays pure JSON: the line went to stderr
+
+
+@pytest.mark.parametrize(
+    "name", ["similarity", "embed --tokens", "tokens", "anatomy", "attention", "explain"]
+)
+def test_a_text_within_the_limit_says_nothing(name: str) -> None:
+    ran = run(COMMANDS[name][0], SHORT)
+    assert ran.code == 0, ran.stderr
+    assert cut_lines(ran) == [], ran.stderr
+
+
+def test_plot_layers_says_a_cut_once(tmp_path: Path) -> None:
+    ran = run(["plot", "layers", "{text}", "-l", "0,6", "-o", str(tmp_path / "l.png"), "--json"], LONG)
+    assert ran.code == 0, ran.stderr
+    said = cut_lines(ran)
+    assert len(said) == 1 and said[0].endswith(SPLIT), ran.stderr
+    json.loads(ran.stdout)
+
+
+def test_similar_says_a_long_query_is_cut(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a cat\na dog\nthe bank of the river\n")
+    store = tmp_path / "store.parquet"
+    assert run_main("embed", "-i", str(corpus), "-o", str(store), "--quiet").code == 0
+    ran = run(["similar", "{text}", "--store", str(store), "-k", "1", "--json"], LONG)
+    assert ran.code == 0, ran.stderr
+    said = cut_lines(ran)
+    assert len(said) == 1 and "shorten it" in said[0], ran.stderr
+    json.loads(ran.stdout)
+    assert cut_lines(run(["similar", "{text}", "--store", str(store), "-k", "1"], SHORT)) == []
+
+
+def test_verify_keeps_its_own_long_canary_quiet() -> None:
+    ran = run(["verify", "--json"], "")
+    assert ran.code == 0, ran.stderr
+    assert cut_lines(ran) == [], ran.stderr
