@@ -341,6 +341,43 @@ def test_a_pair_in_a_list_and_two_texts_in_a_list_or_a_longer_tuple_still_read(
     assert bundled.attentions(BARE).shape[-1] == 7
 
 
+def test_the_folder_view_refuses_a_bare_pair_as_the_model_does(bundled: bertscope.Model) -> None:
+    """`bertscope tokens` reads a folder without torch (FolderView): a bare (A, B) is not two texts there."""
+    from bertscope.core.folder import FolderView
+
+    view = FolderView.open(None)
+    assert view is not None
+    with pytest.raises(bertscope.InvalidInput) as by_model:
+        bundled.tokenize(BARE)
+    with pytest.raises(bertscope.InvalidInput) as by_view:
+        view.tokenize(BARE)
+    assert str(by_view.value) == str(by_model.value)
+    assert [t.ids for t in view.tokenize([BARE])] == [bundled.tokenize([BARE])[0].ids]
+
+
+SET = "a set has no order: give a list, e.g. sorted(texts)"
+
+
+@pytest.mark.parametrize("texts", [{"a cat", "a dog"}, frozenset({"a cat", "a dog"}), {"one"}])
+def test_a_set_is_refused_as_it_has_no_order(bundled: bertscope.Model, texts: object) -> None:
+    from bertscope.core.folder import FolderView
+    from bertscope.core.tokens import check_texts
+
+    view = FolderView.open(None)
+    assert view is not None
+    for call in (
+        lambda: check_texts(texts),
+        lambda: check_texts(texts, pairs=True),
+        lambda: bundled.embed(texts),
+        lambda: bundled.similarity(texts),
+        lambda: bundled.tokenize(texts),
+        lambda: view.tokenize(texts),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(bertscope.InvalidInput, match=f"^{re.escape(SET)}$"):
+            call()
+    assert bundled.embed(sorted(texts)).vectors.shape == (len(texts), 384)  # type: ignore[arg-type]
+
+
 # Texts as any iterable: arrays, Series, generators ------------------------------------------------------
 
 

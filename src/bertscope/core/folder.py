@@ -227,7 +227,7 @@ class FolderView:
         """Tokens of each text or (A, B) pair, cut to `max_tokens` as `Model.tokenize` cuts them."""
         from .tokens import check_texts
 
-        items = check_texts(list(texts), pairs=True)
+        items = check_texts(texts, pairs=True)  # as Model.tokenize: a bare (A, B) tuple reads two ways
         return self.text_tokenizer.encode_fitted(items, LongText.TRUNCATE)
 
     # The static rows, read from the safetensors weights (the `StaticSource` of bertscope.static) ---------

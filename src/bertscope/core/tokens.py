@@ -270,12 +270,16 @@ def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
 
     Texts are a string, or any iterable of them: a list, a NumPy string or object array, a pandas
     Series, a generator (read once, here). With `pairs`, an item of two strings is a pair; a bare tuple
-    of two strings is refused, as it reads two ways (one pair, or two texts): put a pair in a list.
+    of two strings is refused, as it reads two ways (one pair, or two texts): put a pair in a list. A set
+    is refused: it has no order, so row i of a result would be no text the caller could name.
     """
     if isinstance(texts, str):
         return [check_text(texts, 0, pairs=pairs)]
     if pairs and isinstance(texts, tuple) and is_pair(texts):
         raise InvalidInput(bare_pair_message(texts))
+    if isinstance(texts, (set, frozenset)):
+        # row i of the result must be a text the caller can name: a set's order is the hash's
+        raise InvalidInput("a set has no order: give a list, e.g. sorted(texts)")
     items = _materialise(texts)
     if len(items) == 0:
         raise InvalidInput("no texts given: pass at least one non-empty string")
