@@ -14,6 +14,7 @@ from .core.tokens import (
     is_pair,
     iter_checked,
     pad_batch,
+    say_cut,
     text_problem,
 )
 
@@ -23,6 +24,7 @@ __all__ = [
     "Window",
     "TextTokenizer",
     "pad_batch",
+    "say_cut",
     "check_texts",
     "check_text",
     "iter_checked",

@@ -28,7 +28,6 @@ __all__ = [
     "pad_batch",
     "say_cut",
     "check_texts",
-    "bare_pair_message",
     "check_text",
     "iter_checked",
     "is_pair",
