@@ -378,7 +378,8 @@ def test_edge_inputs_from_review(tmp_path: Path, bundled: bertscope.Model) -> No
         bertscope.embed_corpus(broken_ids, tmp_path / "ids.npy", model=bundled, id_field="id")
     store = tmp_path / "s.npy"
     bertscope.embed_corpus(write_txt(tmp_path, TEXTS), store, model=bundled)
-    with pytest.raises(bertscope.InvalidInput, match="the query vector has 10 numbers but the store.s vectors have 384"):
+    wrong_width = "the query vector has 10 numbers but the store.s vectors have 384"
+    with pytest.raises(bertscope.InvalidInput, match=wrong_width):
         bertscope.search(np.ones(10, np.float32), store)  # (zeros are refused first: no direction)
 
 
