@@ -362,6 +362,7 @@ SET = "a set has no order: give a list, e.g. sorted(texts)"
 def test_a_set_is_refused_as_it_has_no_order(bundled: bertscope.Model, texts: object) -> None:
     from bertscope.core.folder import FolderView
     from bertscope.core.tokens import check_texts
+    from bertscope.research.contextuality import contextuality
 
     view = FolderView.open(None)
     assert view is not None
@@ -372,6 +373,8 @@ def test_a_set_is_refused_as_it_has_no_order(bundled: bertscope.Model, texts: ob
         lambda: bundled.similarity(texts),
         lambda: bundled.tokenize(texts),
         lambda: view.tokenize(texts),  # type: ignore[arg-type]
+        lambda: list(bundled.iter_embed(texts)),  # type: ignore[arg-type]
+        lambda: contextuality(bundled, texts),  # type: ignore[arg-type]
     ):
         with pytest.raises(bertscope.InvalidInput, match=f"^{re.escape(SET)}$"):
             call()

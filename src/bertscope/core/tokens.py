@@ -276,9 +276,7 @@ def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
         return [check_text(texts, 0, pairs=pairs)]
     if pairs and isinstance(texts, tuple) and is_pair(texts):
         raise InvalidInput(bare_pair_message(texts))
-    if isinstance(texts, (set, frozenset)):
-        # row i of the result must be a text the caller can name: a set's order is the hash's
-        raise InvalidInput("a set has no order: give a list, e.g. sorted(texts)")
+    refuse_unordered(texts)
     items = _materialise(texts)
     if len(items) == 0:
         raise InvalidInput("no texts given: pass at least one non-empty string")
@@ -325,8 +323,16 @@ def check_text(text: object, index: int, *, pairs: bool = False) -> Any:
     return parts if len(parts) == 2 else text
 
 
+def refuse_unordered(texts: object) -> None:
+    """Refuse a set of texts: row i of a result must be a text the caller can name, and a set's order is
+    its hashes'."""
+    if isinstance(texts, (set, frozenset)):
+        raise InvalidInput("a set has no order: give a list, e.g. sorted(texts)")
+
+
 def iter_checked(texts: Iterable[object], *, pairs: bool = False) -> Iterator[Any]:
     """A stream of texts (and pairs) through `check_text`, raising at the first bad one (with its index)."""
+    refuse_unordered(texts)
     for index, text in enumerate(texts):
         yield check_text(text, index, pairs=pairs)
 

@@ -29,7 +29,7 @@ from ..core._enums import SubwordPooling
 from ..core.pooling import pool_words, text_words
 from ..core.similarity import unit
 from ..core.spec import whole_number
-from ..core.tokens import check_texts
+from ..core.tokens import check_texts, refuse_unordered
 from ..errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -130,6 +130,7 @@ def contextuality(
     whole_number(min_contexts, "min_contexts", meaning="sentences a word needs")
     whole_number(max_contexts, "max_contexts", least=2, meaning="occurrences kept per word")
     whole_number(baseline_pairs, "baseline_pairs", meaning="random pairs for the baseline")
+    refuse_unordered(sentences)
     sentences = check_texts(list(sentences))
     chosen = list(words) if words else frequent_words(model, sentences, top=top, min_contexts=min_contexts)
     found, intra, pool = word_occurrences(
