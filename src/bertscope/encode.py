@@ -24,7 +24,7 @@ from .core._enums import Pooling
 from .core.loading import device_kind
 from .core.similarity import unit
 from .core.spec import EmbedOptions, resolve, unknown_option, whole_number
-from .core.tokens import check_texts
+from .core.tokens import check_texts, cut_message
 from .errors import InvalidInput, InvalidSpec, TruncatedTextsWarning, UnknownOption
 
 __all__ = ["OUTPUT_VALUES", "encode", "say_truncated", "warn_truncated"]
@@ -157,10 +157,8 @@ def say_truncated(
     dropped where the caller counted them), if any were; `instead` says what keeps every token.
     `stacklevel` counts from this function, as `warnings.warn`'s does."""
     if cut:
-        counted = f" ({tokens} tokens dropped)" if tokens is not None else ""
         warnings.warn(
-            f"{cut} of {texts} text(s) ran past the model's {max_tokens} tokens and were truncated{counted}: "
-            f"their ends are not in the vectors; {instead}",
+            cut_message(cut, texts, max_tokens, instead, tokens),
             TruncatedTextsWarning,
             stacklevel=stacklevel,
         )

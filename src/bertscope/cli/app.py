@@ -320,13 +320,11 @@ def warn(message: object, *, label: str = "warning:", style: str = "yellow") -> 
 def say_cut(n_dropped: Iterable[int], max_tokens: int, fix: str) -> None:
     """The one line on stderr for texts a command cut at the model's limit and reports itself (it has no
     --long to hand the library, or says the fix its own way), if any was cut: never in silence."""
+    from ..core.tokens import cut_summary
+
     dropped = list(n_dropped)
-    cut = sum(1 for n in dropped if n > 0)
-    if cut:
-        warn(
-            f"{cut} of {len(dropped)} text(s) ran past the model's {max_tokens} tokens and were truncated "
-            f"({sum(dropped)} tokens dropped); {fix}"
-        )
+    if cut := sum(1 for n in dropped if n > 0):
+        warn(f"{cut_summary(cut, len(dropped), max_tokens, sum(dropped))}; {fix}")
 
 
 @contextmanager

@@ -225,11 +225,23 @@ def say_cut(n_dropped: Iterable[int] | np.ndarray, max_tokens: int, instead: str
             return
         frame, level = frame.f_back, level + 1  # type: ignore[assignment]
     warnings.warn(
-        f"{cut} of {len(dropped)} text(s) ran past the model's {max_tokens} tokens and were truncated "
-        f"({int(dropped.sum())} tokens dropped): their ends are not in the vectors; {instead}",
+        cut_message(cut, len(dropped), max_tokens, instead, int(dropped.sum())),
         TruncatedTextsWarning,
         stacklevel=level,
     )
+
+
+def cut_message(cut: int, texts: int, max_tokens: int, instead: str, tokens: int | None = None) -> str:
+    """The `TruncatedTextsWarning`'s text: `cut_summary`, what it costs, and `instead` (what keeps all)."""
+    return f"{cut_summary(cut, texts, max_tokens, tokens)}: their ends are not in the vectors; {instead}"
+
+
+def cut_summary(cut: int, texts: int, max_tokens: int, tokens: int | None = None) -> str:
+    """How many of `texts` texts (and, where counted, tokens) a cut at the model's limit dropped: the one
+    wording every cut is said in, by the library's warning (`say_cut`, encode's `say_truncated`) and by a
+    command's own line."""
+    counted = f" ({tokens} tokens dropped)" if tokens is not None else ""
+    return f"{cut} of {texts} text(s) ran past the model's {max_tokens} tokens and were truncated{counted}"
 
 
 def _module(frame: Any) -> str:
