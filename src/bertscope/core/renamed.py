@@ -14,13 +14,15 @@ __all__ = ["renamed_keyword"]
 T = TypeVar("T")
 
 
-def renamed_keyword(value: T | None, old_value: T | None, *, name: str, old: str, caller: str) -> T | None:
-    """`value` (keyword `name`), or `old_value` (keyword `old`, its old name) with a DeprecationWarning;
-    None where neither was given. Both given is refused, whatever their values. The public function
-    `caller` calls this itself, so the warning points at the line that called `caller`."""
+def renamed_keyword(value: T, old_value: T, *, name: str, old: str, caller: str, meaning: str = "") -> T:
+    """`value` (keyword `name`), or `old_value` (keyword `old`, its old name) with a DeprecationWarning
+    (ending with `meaning`, what `name` is, where given); None where neither was given. Both given is
+    refused, whatever their values. The public function `caller` calls this itself, so the warning points
+    at the line that called `caller`."""
     if old_value is None:
         return value
     if value is not None:
         raise InvalidInput(f"{old}= is the old name of {name}=; give {name}= only")
-    warnings.warn(f"{caller}({old}=...) is deprecated; use {name}=...", DeprecationWarning, stacklevel=3)
+    said = f"{caller}({old}=...) is deprecated; use {name}=..." + (f", {meaning}" if meaning else "")
+    warnings.warn(said, DeprecationWarning, stacklevel=3)
     return old_value

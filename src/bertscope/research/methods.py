@@ -53,10 +53,13 @@ class ResearchMethods(Encoder):
         scored on `test` (held out); see `research.probe.probe` (control task and selectivity with
         `control=True`, `kind` linear or mlp, a capacity `sweep`, `per_label` figures, fits on `n_jobs`;
         `label_field` the CoNLL-U field holding the label, `column` its deprecated old name)."""
+        from ..core.renamed import renamed_keyword
         from .probe import probe
-        from .probe_data import label_field_of
+        from .probe_data import LABEL_FIELD
 
-        label_field = label_field_of(label_field, column, caller="probe")
+        label_field = renamed_keyword(
+            label_field, column, name="label_field", old="column", caller="probe", meaning=LABEL_FIELD
+        )
         return probe(
             self, data, level=level, layers=layers, folds=folds, control=control, subword=subword,
             label_field=label_field, seed=seed, progress=progress, n_jobs=n_jobs, test=test, kind=kind,

@@ -27,8 +27,9 @@ import numpy as np
 
 from ..core._enums import SubwordPooling
 from ..core.layers import LayerSpec, parse_layers
+from ..core.renamed import renamed_keyword
 from ..errors import InvalidInput
-from .probe_data import label_field_of
+from .probe_data import LABEL_FIELD
 from .probe_eval import ProbeKind, classifiers
 from .probe_features import (
     Features,
@@ -91,7 +92,9 @@ def probe(
     confusion matrix of the best row, or of layer `per_label_layer`. `n_jobs` processes run the fits
     (scikit-learn's convention, -1 every CPU; None: every CPU from 2,000 items, else this process).
     """
-    label_field = label_field_of(label_field, column, caller="probe")
+    label_field = renamed_keyword(
+        label_field, column, name="label_field", old="column", caller="probe", meaning=LABEL_FIELD
+    )
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
     if folds < 2:
         raise InvalidInput(f"folds={folds}: cross-validation needs at least 2 folds")

@@ -7,16 +7,16 @@ context only (it is read by the model but not probed), so a sense task can label
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..core.renamed import renamed_keyword
 from ..errors import CorpusError, InvalidInput
 
 __all__ = [
-    "JoinedWords", "LabelledSentence", "label_field_of", "read_words", "read_sentences", "text_lines",
+    "JoinedWords", "LabelledSentence", "LABEL_FIELD", "read_words", "read_sentences", "text_lines",
     "CONLLU_COLUMNS", "CONTEXT",
 ]  # fmt: skip
 
@@ -86,20 +86,9 @@ def _field_index(field: str | int) -> int:
     return CONLLU_COLUMNS.index(field.lower())
 
 
-def label_field_of(label_field: Any, column: Any, *, caller: str) -> Any:
-    """`label_field`, or `column`, its old keyword, with a DeprecationWarning (`column` is a vector
-    column elsewhere: `build_index(column=)`); both at once is refused. The public function `caller`
-    calls it itself, so the warning points at the line that called `caller`."""
-    if column is None:
-        return label_field
-    if label_field is not None:
-        raise InvalidInput("column= is the old name of label_field=; give label_field= only")
-    warnings.warn(
-        f"{caller}(column=...) is deprecated; use label_field=..., the CoNLL-U field holding the label",
-        DeprecationWarning,
-        stacklevel=3,
-    )
-    return column
+# What label_field= is, said where column=, its old name, is still given (`core.renamed.renamed_keyword`):
+# `column` is a vector column elsewhere (`build_index(column=)`).
+LABEL_FIELD = "the CoNLL-U field holding the label"
 
 
 def read_words(
@@ -112,7 +101,9 @@ def read_words(
     multiword ranges (1-2) and empty nodes (1.1) are skipped, the word is FORM and the label the field
     asked.
     """
-    label_field = label_field_of(label_field, column, caller="read_words")
+    label_field = renamed_keyword(
+        label_field, column, name="label_field", old="column", caller="read_words", meaning=LABEL_FIELD
+    )
     path = Path(path)
     conllu = label_field is not None or path.suffix.lower() == ".conllu"
     index = _field_index(label_field or "upos") if conllu else 1
