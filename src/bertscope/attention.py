@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .core._enums import LongText
-from .core.tokens import Text, Tokens, is_pair, pad_batch, say_cut
+from .core.tokens import Text, Tokens, one_text_or_pair, pad_batch, say_cut
 from .errors import BertscopeError, InvalidInput
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ def attention_of(
     `tokens`: the text already tokenized with `long` (the service counts them first), not tokenized again.
     A cut is counted in the tokens' n_dropped, not said (`attentions` says it).
     """
-    if not (isinstance(text, str) or (isinstance(text, tuple) and is_pair(text))):
+    if not one_text_or_pair(text):
         raise InvalidInput("attentions takes one text or one (A, B) pair (a tuple of two strings)")
     if LongText.parse(long, what="long-text policy") is LongText.WINDOW:
         raise InvalidInput("attention is within one window: use long='truncate' or 'error', not 'window'")

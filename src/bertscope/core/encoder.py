@@ -30,7 +30,16 @@ from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .segments import CALL_COST
 from .similarity import cos_sim, unit
 from .spec import EmbedOptions, EmbedSpec, Recipe, refuse_sentence_options, resolve, whole_number
-from .tokens import Text, TextTokenizer, Tokens, check_texts, is_pair, iter_checked, pad_batch, say_cut
+from .tokens import (
+    Text,
+    TextTokenizer,
+    Tokens,
+    check_texts,
+    iter_checked,
+    one_text_or_pair,
+    pad_batch,
+    say_cut,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -419,7 +428,7 @@ class Encoder:
 
     def hidden_states(self, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
         """(L+1, tokens, d) every layer's token vectors for one text or pair: 0 is the embedding output."""
-        if not (isinstance(text, str) or (isinstance(text, tuple) and is_pair(text))):
+        if not one_text_or_pair(text):
             raise InvalidSpec("hidden_states takes one text (or one (A, B) pair); use embed_tokens for many")
         spec = self._unpooled_spec({"layers": "all", "combine": "concat", "long": long}, "hidden states")
         tok = self.token_vectors(check_texts([text], pairs=True), spec)[0]

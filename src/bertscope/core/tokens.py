@@ -335,6 +335,12 @@ def check_text(text: object, index: int, *, pairs: bool = False) -> Any:
     return parts if len(parts) == 2 else text
 
 
+def one_text_or_pair(value: object) -> bool:
+    """Whether `value` is one text or one (A, B) pair, what a call that reads a single input takes (its
+    hidden states, its attentions): a bare tuple is a pair there, as it reads only one way."""
+    return isinstance(value, str) or (isinstance(value, tuple) and is_pair(value))
+
+
 def refuse_unordered(texts: object) -> None:
     """Refuse a set of texts: row i of a result must be a text the caller can name, and a set's order is
     its hashes'."""
