@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .core._enums import Combine, LongText, Pooling
-from .core.chunking import ChunkBy, Span, chunk_spans
+from .core.chunking import ChunkBy, Span, chunk_spans, refuse_unread_sizes
 from .core.encoder import Encoder
 from .core.engine import LONG_TOKENS, EmbedSpec, Engine, OnBatch
 from .core.pooling import POOLINGS, pool_span
@@ -295,18 +295,9 @@ def _spans_per_doc(chunks: Any, docs: list[str], single: bool) -> list[Any]:
 
 
 def refuse_idle_sizes(chunks: Any, **sizes: int | None) -> None:
-    """Refuse `chunk_size`/`chunk_overlap` given (not None) with chunks other than 'tokens': only token
-    chunks read them, so they would be ignored in silence (as a corpus job's level table refuses them)."""
-    name = _chunks_name(chunks)
-    if name == ChunkBy.TOKENS.value:
-        return
-    for keyword, value in sizes.items():
-        if value is not None:
-            here = f"chunks={name!r}" if name != "spans" else "chunks given as spans"
-            raise InvalidSpec(
-                f"{keyword}={value!r}: it applies with chunks='tokens' ({here} here); add chunks='tokens' or "
-                f"drop {keyword}="
-            )
+    """Refuse `chunk_size`/`chunk_overlap` given (not None) with chunks other than 'tokens'
+    (`core.chunking.refuse_unread_sizes`, as a corpus job's level table refuses them)."""
+    refuse_unread_sizes(_chunks_name(chunks), **sizes)
 
 
 def _chunks_name(chunks: Any) -> str:

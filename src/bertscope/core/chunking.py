@@ -19,7 +19,10 @@ from ..errors import InvalidInput, InvalidSpec
 from ._enums import StrEnum
 from .tokens import TextTokenizer
 
-__all__ = ["ChunkBy", "Span", "chunk_spans", "sentence_spans", "paragraph_spans", "check_spans"]
+__all__ = [
+    "ChunkBy", "Span", "TOKEN_CHUNK_SIZES", "chunk_spans", "sentence_spans", "paragraph_spans", "check_spans",
+    "refuse_unread_sizes",
+]  # fmt: skip
 
 Span = tuple[int, int]
 
@@ -39,6 +42,25 @@ class ChunkBy(StrEnum):
     SENTENCE = "sentence"
     PARAGRAPH = "paragraph"
     TOKENS = "tokens"
+
+
+# The options only token chunks read: with another chunking they would be ignored in silence.
+TOKEN_CHUNK_SIZES = ("chunk_size", "chunk_overlap")
+
+
+def refuse_unread_sizes(chunking: str, **sizes: object) -> None:
+    """Refuse `chunk_size`/`chunk_overlap` given (not None) with a chunking other than 'tokens' (`chunking`:
+    its name, or 'spans' for the caller's spans), which would ignore them; the one rule for embed_chunks
+    and the corpus jobs' chunk level."""
+    if chunking == ChunkBy.TOKENS.value:
+        return
+    here = f"chunks={chunking!r}" if chunking != "spans" else "chunks given as spans"
+    for keyword in TOKEN_CHUNK_SIZES:
+        if (value := sizes.get(keyword)) is not None:
+            raise InvalidSpec(
+                f"{keyword}={value!r}: it applies with chunks='tokens' ({here} here); add chunks='tokens' or "
+                f"drop {keyword}="
+            )
 
 
 def chunk_spans(

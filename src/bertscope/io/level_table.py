@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from ..core._enums import Level
-from ..core.chunking import ChunkBy
+from ..core.chunking import TOKEN_CHUNK_SIZES, ChunkBy, refuse_unread_sizes
 from ..core.spec import EmbedOptions, RecipeKeywords, refuse_sentence_options, unknown_option
 from ..errors import InvalidSpec
 from .chunk_level import ChunkLevel
@@ -90,7 +90,7 @@ def level_of(asked: LevelOptions | Level | str) -> type[CorpusLevel]:
 def refuse_idle_level_options(asked: LevelOptions, *, given: Iterable[str] | None = None) -> None:
     """Refuse a level option the run would not read (it would be ignored in silence): one the level does
     not read (`CorpusLevel.options`: `subword='first'` on sentence rows), naming the levels that read it,
-    or one read only with another option's value (`_READ_WITH`: `chunk_size=64` with chunks='sentence').
+    or a token chunk's size with another chunking (`core.chunking.refuse_unread_sizes`).
 
     `given`: the options the caller named (keywords); without it, those not at their defaults.
     """
@@ -103,30 +103,20 @@ def refuse_idle_level_options(asked: LevelOptions, *, given: Iterable[str] | Non
         if name in every:
             continue
         value = getattr(asked, name)
-        needs = _READ_WITH.get(name)
         if name not in row.options:
             takers = [level.name.value for level in LEVELS.values() if name in level.options]
             where = " or ".join(f"'{taker}'" for taker in takers)
-            where += "" if needs is None else f", {needs[0]}={needs[1].value!r}"
+            where += ", chunks='tokens'" if name in TOKEN_CHUNK_SIZES else ""
             raise InvalidSpec(
                 f"{name}={value!r}{_WHAT.get(name, '')}: it applies with level={where} "
                 f"({row.name.value} rows here); add level={where} or drop {_dropped(name, value)}"
             )
-        if needs is not None and (have := _parsed(asked, needs[0])) is not needs[1]:
-            wanted = f"{needs[0]}={needs[1].value!r}"
-            raise InvalidSpec(
-                f"{name}={value!r}: it applies with {wanted} ({needs[0]}={have.value!r} here); add {wanted} "
-                f"or drop {_dropped(name, value)}"
-            )
+        if name in TOKEN_CHUNK_SIZES:
+            refuse_unread_sizes(_parsed(asked, "chunks").value, **{name: value})
 
 
 # What a level option does, for the refusal of one given to a level that does not read it.
 _WHAT = {"subword": " pools each word's pieces into one vector"}
-# Level options read only when another has one value: the sizes of token chunks.
-_READ_WITH: dict[str, tuple[str, ChunkBy]] = {
-    "chunk_size": ("chunks", ChunkBy.TOKENS),
-    "chunk_overlap": ("chunks", ChunkBy.TOKENS),
-}
 
 
 def _parsed(asked: LevelOptions, name: str) -> ChunkBy:
