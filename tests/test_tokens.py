@@ -483,6 +483,9 @@ def test_every_path_that_cuts_a_text_says_so_once(bundled: bertscope.Model, path
     said = [w for w in caught if issubclass(w.category, bertscope.TruncatedTextsWarning)]
     assert len(said) == 1, [str(w.message) for w in said]
     assert re.match(CUT, str(said[0].message))
+    counts = said[0].message  # the counts travel with the text, for a reader that says the cut its way
+    assert isinstance(counts, bertscope.TruncatedTextsWarning)
+    assert (counts.cut, counts.max_tokens, counts.tokens) == (1, 256, 46) and counts.texts in (1, 2)
     assert said[0].filename == __file__  # at the caller's line, however deep the library went
     with warnings.catch_warnings():
         warnings.simplefilter("error", bertscope.TruncatedTextsWarning)
@@ -502,5 +505,6 @@ def test_encode_says_a_cut_once_in_its_own_words(bundled: bertscope.Model) -> No
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         bundled.encode([LONG_TEXT, "short"])
-    said = [str(w.message) for w in caught if issubclass(w.category, bertscope.TruncatedTextsWarning)]
-    assert len(said) == 1 and "sentence-transformers" in said[0]
+    said = [w.message for w in caught if isinstance(w.message, bertscope.TruncatedTextsWarning)]
+    assert len(said) == 1 and "sentence-transformers" in str(said[0])
+    assert (said[0].cut, said[0].texts, said[0].max_tokens) == (1, 2, 256)

@@ -24,8 +24,8 @@ from .core._enums import Pooling
 from .core.loading import device_kind
 from .core.similarity import unit
 from .core.spec import EmbedOptions, resolve, unknown_option, whole_number
-from .core.tokens import check_texts, cut_message
-from .errors import InvalidInput, InvalidSpec, TruncatedTextsWarning, UnknownOption
+from .core.tokens import check_texts, cut_warning
+from .errors import InvalidInput, InvalidSpec, UnknownOption
 
 __all__ = ["OUTPUT_VALUES", "encode", "say_truncated", "warn_truncated"]
 
@@ -157,11 +157,7 @@ def say_truncated(
     dropped where the caller counted them), if any were; `instead` says what keeps every token.
     `stacklevel` counts from this function, as `warnings.warn`'s does."""
     if cut:
-        warnings.warn(
-            cut_message(cut, texts, max_tokens, instead, tokens),
-            TruncatedTextsWarning,
-            stacklevel=stacklevel,
-        )
+        warnings.warn(cut_warning(cut, texts, max_tokens, instead, tokens), stacklevel=stacklevel)
 
 
 def _same_device(asked: Any, running: Any) -> bool:

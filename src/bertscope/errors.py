@@ -78,4 +78,13 @@ class JobInterrupted(BertscopeError):
 
 
 class TruncatedTextsWarning(UserWarning):
-    """Texts over the model's limit were truncated (long="truncate"): their last tokens were not read."""
+    """Texts over the model's limit were truncated (long="truncate"): their last tokens were not read.
+
+    Besides its text it carries the counts: `cut` of `texts` texts ran past `max_tokens`, dropping
+    `tokens` tokens (None where the caller did not count them)."""
+
+    def __init__(
+        self, message: str, *, cut: int = 0, texts: int = 0, max_tokens: int = 0, tokens: int | None = None
+    ) -> None:
+        super().__init__(message)
+        self.cut, self.texts, self.max_tokens, self.tokens = cut, texts, max_tokens, tokens

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator
@@ -343,18 +342,14 @@ def cuts_said_once(fix: str) -> Iterator[None]:
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", TruncatedTextsWarning)
         yield
-    cuts = [str(w.message) for w in caught if issubclass(w.category, TruncatedTextsWarning)]
-    for other in (w for w in caught if not issubclass(w.category, TruncatedTextsWarning)):
+    cuts = [w.message for w in caught if isinstance(w.message, TruncatedTextsWarning)]
+    for other in (w for w in caught if not isinstance(w.message, TruncatedTextsWarning)):
         warn(other.message)
     if cuts:
-        widest = max(cuts, key=_texts_counted)
-        warn(f"{widest.rsplit('; ', 1)[0]}; {fix}")
+        from ..core.tokens import cut_summary
 
-
-def _texts_counted(said: str) -> int:
-    """How many texts a cut warning counted ("1 of 15 text(s) ran past ..."), 0 where it does not say."""
-    found = re.search(r" of (\d+) text", said)
-    return int(found[1]) if found else 0
+        widest = max(cuts, key=lambda said: said.texts)
+        warn(f"{cut_summary(widest.cut, widest.texts, widest.max_tokens, widest.tokens)}; {fix}")
 
 
 def is_debug() -> bool:

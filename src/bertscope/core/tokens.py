@@ -224,16 +224,16 @@ def say_cut(n_dropped: Iterable[int] | np.ndarray, max_tokens: int, instead: str
         if any(_module(frame) == name or _module(frame).startswith(name + ".") for name in REPORTERS):
             return
         frame, level = frame.f_back, level + 1  # type: ignore[assignment]
-    warnings.warn(
-        cut_message(cut, len(dropped), max_tokens, instead, int(dropped.sum())),
-        TruncatedTextsWarning,
-        stacklevel=level,
-    )
+    warnings.warn(cut_warning(cut, len(dropped), max_tokens, instead, int(dropped.sum())), stacklevel=level)
 
 
-def cut_message(cut: int, texts: int, max_tokens: int, instead: str, tokens: int | None = None) -> str:
-    """The `TruncatedTextsWarning`'s text: `cut_summary`, what it costs, and `instead` (what keeps all)."""
-    return f"{cut_summary(cut, texts, max_tokens, tokens)}: their ends are not in the vectors; {instead}"
+def cut_warning(
+    cut: int, texts: int, max_tokens: int, instead: str, tokens: int | None = None
+) -> TruncatedTextsWarning:
+    """The `TruncatedTextsWarning` with its counts, its text `cut_summary`, what it costs, and `instead`
+    (what keeps every token)."""
+    said = f"{cut_summary(cut, texts, max_tokens, tokens)}: their ends are not in the vectors; {instead}"
+    return TruncatedTextsWarning(said, cut=cut, texts=texts, max_tokens=max_tokens, tokens=tokens)
 
 
 def cut_summary(cut: int, texts: int, max_tokens: int, tokens: int | None = None) -> str:
