@@ -60,12 +60,15 @@ def _scratch() -> Path:
 def _patch_load() -> None:
     """Every command's `load(...)` with the same arguments returns the same loaded model."""
     import bertscope.model as facade
+    from bertscope.static_model import is_model2vec
 
     original = facade.load
 
     def load(*args: Any, **kwargs: Any) -> Any:
-        # torch, the reference: the exact default's choice (and its last-bit rounding) differs by machine
-        if kwargs.get("backend") in (None, "auto") and kwargs.get("mode") in (None, "exact"):
+        # torch, the reference: the exact default's choice (and its last-bit rounding) differs by machine;
+        # a static model (model2vec folder) runs no forward, so it takes no backend
+        static = bool(args) and is_model2vec(args[0])
+        if not static and kwargs.get("backend") in (None, "auto") and kwargs.get("mode") in (None, "exact"):
             kwargs["backend"] = "torch"
         key = repr((args, sorted(kwargs.items())))
         if key not in _LOADED:

@@ -15,21 +15,29 @@ sentence-transformers truncates at max_seq_length, with a `TruncatedTextsWarning
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from .core._enums import Pooling
 from .core.loading import device_kind
-from .core.similarity import unit
+from .core.similarity import pairwise_cos_sim, unit
 from .core.spec import EmbedOptions, resolve, unknown_option, whole_number
 from .core.tokens import check_texts, cut_warning
 from .errors import InvalidInput, InvalidSpec, UnknownOption
 
-__all__ = ["OUTPUT_VALUES", "encode", "say_truncated", "warn_truncated"]
+__all__ = [
+    "DOCUMENT_PROMPTS", "OUTPUT_VALUES", "QUERY_PROMPTS", "encode", "encode_role", "max_seq_length_refusal",
+    "role_prompt", "say_truncated", "similarity_pairwise", "warn_truncated",
+]  # fmt: skip
 
 OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
+# The prompts sentence-transformers' encode_query / encode_document try, in order, where none is named,
+# and the (empty) ones it gives every model (sentence_transformers/base/model.py, 5+).
+QUERY_PROMPTS = ("query",)
+DOCUMENT_PROMPTS = ("document", "passage", "corpus")
+_ST_ROLE_PROMPTS = {"query": "", "document": ""}
 # What keeps every token of a long text, said in the truncation warning.
 _ST_CUT = "cut as sentence-transformers cuts at max_seq_length"
 _WINDOW = f"{_ST_CUT}; model.embed(texts, long='window') keeps every token"
@@ -86,6 +94,47 @@ def encode(
 
         result = torch.from_numpy(vectors) if convert_to_tensor else list(torch.from_numpy(vectors))
     return result[0] if single else result
+
+
+def encode_role(
+    model: Any,
+    names: Sequence[str],
+    sentences: str | Sequence[str],
+    prompt_name: str | None,
+    prompt: str | None,
+    options: dict[str, Any],
+) -> Any:
+    """sentence-transformers' `encode_query` (names `QUERY_PROMPTS`) or `encode_document`
+    (`DOCUMENT_PROMPTS`): `model.encode` with the role's prompt where none is named (`role_prompt`)."""
+    if prompt_name is None and prompt is None:
+        prompt_name, prompt = role_prompt(model.prompts.prompts, names)
+    return model.encode(sentences, prompt_name, prompt, **options)
+
+
+def role_prompt(own: Mapping[str, str], names: Sequence[str]) -> tuple[str | None, str | None]:
+    """The (prompt_name, prompt) sentence-transformers' encode_query/encode_document pass: the first of
+    `names` among the model's prompts `own` over its own {"query": "", "document": ""}; "" for an empty
+    one (no prompt, not the model's default)."""
+    prompts = {**_ST_ROLE_PROMPTS, **own}
+    name = next((n for n in names if n in prompts), None)
+    if name is None:
+        return None, None
+    return (name, None) if name in own else (None, prompts[name])
+
+
+def similarity_pairwise(embeddings1: Any, embeddings2: Any) -> np.ndarray:
+    """sentence-transformers' `similarity_pairwise`: (n,) cosine of row i with row i of two (n, d) arrays
+    (or (d,) for one), as NumPy float32 (sentence-transformers answers a tensor)."""
+    left, right = (np.atleast_2d(np.asarray(e, dtype=np.float32)) for e in (embeddings1, embeddings2))
+    return np.asarray(pairwise_cos_sim(left, right), dtype=np.float32)
+
+
+def max_seq_length_refusal(value: Any) -> InvalidSpec:
+    """The one line for setting `max_seq_length`: the token limit is set when loading."""
+    return InvalidSpec(
+        f"max_seq_length={value!r}: the token limit is set when loading: "
+        "bertscope.load(..., max_tokens=N); long='window' keeps every token of a longer text"
+    )
 
 
 ENCODE_OPTIONS = (

@@ -53,12 +53,6 @@ __all__ = ["CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Model", "ModelInfo", "cpu_t
 _DEFAULT_MIN_COSINE = 0.999  # mode="fast"'s drift bound: the least cosine to float32 it keeps
 
 
-# The prompts sentence-transformers' encode_document tries, in order, where none is named, and the
-# (empty) ones it gives every model (sentence_transformers/base/model.py, 5+).
-_DOCUMENT_PROMPTS = ("document", "passage", "corpus")
-_ST_ROLE_PROMPTS = {"query": "", "document": ""}
-
-
 def load(
     name: str | os.PathLike[str] | None = None,
     *,
@@ -368,9 +362,9 @@ class Model(ResearchMethods):
         """sentence-transformers' `encode_query`: `encode` with the model's "query" prompt where none is
         named, and no prompt where the model has none (never its default prompt, as sentence-transformers
         5+ gives it); the other keywords are `encode`'s."""
-        if prompt_name is None and prompt is None:
-            prompt_name, prompt = self._role_prompt(("query",))
-        return self.encode(sentences, prompt_name, prompt, **options)
+        from .encode import QUERY_PROMPTS, encode_role
+
+        return encode_role(self, QUERY_PROMPTS, sentences, prompt_name, prompt, options)
 
     def encode_document(
         self,
@@ -382,28 +376,16 @@ class Model(ResearchMethods):
         """sentence-transformers' `encode_document`: `encode` with the model's "document" prompt where none
         is named, and no prompt where the model has none (sentence-transformers 5+ gives every model a
         "document" prompt, "" unless the model sets one, so "passage" or "corpus" are not tried)."""
-        if prompt_name is None and prompt is None:
-            prompt_name, prompt = self._role_prompt(_DOCUMENT_PROMPTS)
-        return self.encode(sentences, prompt_name, prompt, **options)
+        from .encode import DOCUMENT_PROMPTS, encode_role
 
-    def _role_prompt(self, names: Sequence[str]) -> tuple[str | None, str | None]:
-        """The (prompt_name, prompt) sentence-transformers' encode_query/encode_document pass: the first of
-        `names` among the model's prompts over its own {"query": "", "document": ""}; "" for an empty one
-        (no prompt, not the model's default)."""
-        own = self.prompts.prompts
-        prompts = {**_ST_ROLE_PROMPTS, **own}
-        name = next((n for n in names if n in prompts), None)
-        if name is None:
-            return None, None
-        return (name, None) if name in own else (None, prompts[name])
+        return encode_role(self, DOCUMENT_PROMPTS, sentences, prompt_name, prompt, options)
 
     def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> np.ndarray:
         """sentence-transformers' `similarity_pairwise`: (n,) cosine of row i with row i of two (n, d)
         arrays (or (d,) for one), as NumPy float32 (sentence-transformers answers a tensor)."""
-        from .core.similarity import pairwise_cos_sim
+        from .encode import similarity_pairwise
 
-        left, right = (np.atleast_2d(np.asarray(e, dtype=np.float32)) for e in (embeddings1, embeddings2))
-        return np.asarray(pairwise_cos_sim(left, right), dtype=np.float32)
+        return similarity_pairwise(embeddings1, embeddings2)
 
     @property
     def similarity_fn_name(self) -> str:
@@ -425,10 +407,9 @@ class Model(ResearchMethods):
 
     @max_seq_length.setter
     def max_seq_length(self, value: int) -> None:
-        raise InvalidSpec(
-            f"max_seq_length={value!r}: the token limit is set when loading: "
-            "bertscope.load(..., max_tokens=N); long='window' keeps every token of a longer text"
-        )
+        from .encode import max_seq_length_refusal
+
+        raise max_seq_length_refusal(value)
 
     @overload
     def embed_chunks(  # type: ignore[overload-overlap]

@@ -5,9 +5,12 @@ One vector per word piece and no layers: a text's vector is the mean of its piec
 the folder's own dtype, unit length where its config says `normalize`). `load()` returns a
 `StaticModel` for such a folder; it answers the sentence-level surface of `Model` (embed, iter_embed,
 similarity, encode, tokenize, info, static rows) through the same spec, recipe and post-processing, and
-refuses every layer-level feature in one line. The refusals are left out of what a type checker sees, so
-`load(folder).embed_tokens(...)` is flagged before it runs. NumPy, tokenizers and safetensors only: no
-torch.
+refuses every layer-level feature in one line. sentence-transformers' names (encode_query,
+encode_document, similarity_pairwise, get_embedding_dimension, similarity_fn_name) answer as a
+`SentenceTransformer` over a `StaticEmbedding` of the folder does (a prompt is text put before each text,
+its pieces counted in the mean, as there); max_seq_length is the cut model2vec makes. The refusals are
+left out of what a type checker sees, so `load(folder).embed_tokens(...)` is flagged before it runs.
+NumPy, tokenizers and safetensors only: no torch.
 
     folder/config.json         {"model_type": "model2vec", "normalize": ..., "max_length": ...}
     folder/tokenizer.json      the tokenizers' pipeline, used without specials
@@ -17,8 +20,10 @@ torch.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,16 +31,16 @@ from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import numpy as np
 
+from . import encode as _st
 from . import static as _static
 from .core._enums import LongText
 from .core.encoder import ModelInfo, is_vectors, row_ids, vector_cosines
 from .core.progress import progress_callback
-from .core.prompts import Prompts, read_prompts
+from .core.prompts import Prompts, prepend, read_prompts
 from .core.results import SentenceEmbeddings
 from .core.similarity import cos_sim, unit
 from .core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from .core.tokens import TextTokenizer, check_texts, iter_checked
-from .encode import encode as st_encode
 from .errors import InvalidSpec, ModelLoadError
 from .static_engine import StaticEngine
 
@@ -226,7 +231,9 @@ class StaticModel:
 
     def spec(self, **options: Unpack[RecipeKeywords]) -> EmbedSpec:
         """The options resolved as for `Model.spec` (layers resolve to the rows, layer 0)."""
-        return self.engine.checked(self._recipe(options).spec)
+        spec = self._recipe(options).spec
+        self.engine.checked(self._rows_spec(spec))
+        return spec
 
     def embed(
         self, texts: str | Sequence[str], *, progress: bool | None = None, **options: Unpack[RecipeKeywords]
@@ -240,8 +247,12 @@ class StaticModel:
     ) -> SentenceEmbeddings:
         """Sentence vectors (n, d) with a recipe already resolved."""
         items = check_texts(texts)
+        rows_spec = self._rows_spec(recipe.spec)
+        if rows_spec is not recipe.spec:
+            items = prepend(recipe.spec.prompt, items)
         with progress_callback(len(items), enabled=progress) as on_batch:
-            return recipe.finish(self.engine.sentences_once(items, recipe.spec, on_batch=on_batch))
+            found = self.engine.sentences_once(items, rows_spec, on_batch=on_batch)
+        return recipe.finish(replace(found, spec=recipe.spec.as_dict()))
 
     def iter_embed(
         self,
@@ -253,9 +264,27 @@ class StaticModel:
     ) -> Iterator[SentenceEmbeddings]:
         """Sentence vectors for a stream of texts, chunk by chunk in input order."""
         recipe = self._recipe(options)
+        rows_spec, prompt = self._rows_spec(recipe.spec), recipe.spec.prompt
+        items = iter_checked(texts)
+        if rows_spec is not recipe.spec:
+            items = (prompt + text for text in items)
         with progress_callback(total, enabled=progress) as on_batch:
-            for chunk in self.engine.sentences(iter_checked(texts), recipe.spec, on_batch=on_batch):
-                yield recipe.finish(chunk)
+            for chunk in self.engine.sentences(items, rows_spec, on_batch=on_batch):
+                yield recipe.finish(replace(chunk, spec=recipe.spec.as_dict()))
+
+    def _rows_spec(self, spec: EmbedSpec) -> EmbedSpec:
+        """The spec the rows' engine runs: without its prompt, which the caller puts before each text as
+        sentence-transformers' StaticEmbedding does (its pieces count in the mean: a static model has no
+        Pooling to leave them out, so a folder whose Pooling says include_prompt false is refused)."""
+        if not spec.prompt:
+            return spec
+        if spec.prompt_length:
+            raise InvalidSpec(
+                f"{self.source} is a static model (model2vec): its Pooling config says include_prompt false, "
+                "but a row mean counts every piece of the text it is given; set include_prompt true there "
+                "or put the prompt in the texts yourself"
+            )
+        return replace(spec, prompt_name=None, prompt="", prompt_length=0)
 
     def similarity(
         self,
@@ -290,9 +319,12 @@ class StaticModel:
         device: str | None = None,
         normalize_embeddings: bool = False,
         truncate_dim: int | None = None,
+        **unsupported: Any,
     ) -> Any:
         """sentence-transformers' `encode` where a static model has it: (d,) for a str, (n, d) float32 for a
-        list, as NumPy; `Model.encode`'s checks (bertscope.encode). Token embeddings and torch tensors are
+        list, as NumPy; `Model.encode`'s checks (bertscope.encode), its keywords of sentence-transformers'
+        that bertscope has no use for (task, pool, ...) refused by name. A prompt is put before each text
+        and its pieces count in the mean, as in StaticEmbedding. Token embeddings and torch tensors are
         refused in one line."""
         if output_value == "token_embeddings":
             raise self.refusal("encode(output_value='token_embeddings')")
@@ -301,12 +333,63 @@ class StaticModel:
                 f"{self.source} is a static model (model2vec): encode gives NumPy arrays, there is no torch "
                 "here; leave convert_to_tensor and convert_to_numpy out (torch.from_numpy converts them)"
             )
-        return st_encode(
+        return _st.encode(
             self, sentences, prompt_name=prompt_name, prompt=prompt, batch_size=batch_size,
             show_progress_bar=show_progress_bar, output_value=output_value, precision=precision,
             convert_to_numpy=True, convert_to_tensor=False, device=device,
-            normalize_embeddings=normalize_embeddings, truncate_dim=truncate_dim,
+            normalize_embeddings=normalize_embeddings, truncate_dim=truncate_dim, unsupported=unsupported,
         )  # fmt: skip
+
+    def encode_query(
+        self,
+        sentences: str | Sequence[str],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        **options: Any,
+    ) -> Any:
+        """sentence-transformers' `encode_query`, as `Model.encode_query`: `encode` with the folder's "query"
+        prompt where none is named, else none (never its default prompt); other keywords are `encode`'s."""
+        return _st.encode_role(self, _st.QUERY_PROMPTS, sentences, prompt_name, prompt, options)
+
+    def encode_document(
+        self,
+        sentences: str | Sequence[str],
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        **options: Any,
+    ) -> Any:
+        """sentence-transformers' `encode_document`, as `Model.encode_document`: `encode` with the folder's
+        "document" prompt where none is named, else none; the other keywords are `encode`'s."""
+        return _st.encode_role(self, _st.DOCUMENT_PROMPTS, sentences, prompt_name, prompt, options)
+
+    def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> np.ndarray:
+        """sentence-transformers' `similarity_pairwise`: (n,) cosine of row i with row i of two (n, d)
+        arrays (or (d,) for one), as NumPy float32 (sentence-transformers answers a tensor)."""
+        return _st.similarity_pairwise(embeddings1, embeddings2)
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """sentence-transformers' name of what `similarity` computes: always "cosine" here."""
+        return "cosine"
+
+    def get_embedding_dimension(self) -> int:
+        """sentence-transformers' width of `encode`'s vectors: the rows' width d."""
+        return int(self.rows.shape[1])
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """sentence-transformers' older name of `get_embedding_dimension`."""
+        return self.get_embedding_dimension()
+
+    @property
+    def max_seq_length(self) -> int | float:
+        """The pieces a text's mean reads (`max_tokens`: the folder's max_length, as model2vec cuts);
+        math.inf where the folder sets none, as sentence-transformers' StaticEmbedding (which never cuts)
+        answers. Set when loading."""
+        return math.inf if self.engine.max_length is None else int(self.max_tokens)
+
+    @max_seq_length.setter
+    def max_seq_length(self, value: int) -> None:
+        raise _st.max_seq_length_refusal(value)
 
     # Static rows ---------------------------------------------------------------------------------
 

@@ -1,0 +1,183 @@
+"""StaticModel's sentence-transformers surface (encode_query, encode_document, similarity_pairwise, the width,
+max_seq_length, similarity_fn_name) against sentence-transformers itself: the same model2vec folder loaded
+by `SentenceTransformer` (its modules.json: StaticEmbedding + Normalize), within 1e-5."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import bertscope
+from bertscope.errors import InvalidSpec
+from bertscope.static_model import StaticModel
+
+TOL = 1e-5
+# Pieces the tiny vocabulary knows (no [UNK], which model2vec leaves out and StaticEmbedding counts).
+TEXTS = ["i like eating bread", "a cat sat on the mat", "zebra", "the river bank"]
+PROMPTS = {"query": "query: ", "document": "doc: ", "passage": "passage: "}
+
+
+def _float32_copy(m2v_folder: Path, folder: Path, **config: Any) -> Path:
+    """The folder re-saved by model2vec with float32 rows (the distilled one holds float16, whose means
+    StaticEmbedding's torch sums in another order), its config updated with `config`."""
+    from model2vec import StaticModel as Reference
+
+    reference = Reference.from_pretrained(str(m2v_folder))
+    reference.embedding = reference.embedding.astype(np.float32)
+    reference.save_pretrained(folder)
+    settings = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**settings, **config}))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def plain_folder(m2v_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _float32_copy(m2v_folder, tmp_path_factory.mktemp("st-static") / "plain")
+
+
+@pytest.fixture(scope="module")
+def prompted_folder(m2v_folder: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same rows with sentence-transformers' "query", "document" and "passage" prompts in its config."""
+    folder = _float32_copy(m2v_folder, tmp_path_factory.mktemp("st-static") / "prompted")
+    (folder / "config_sentence_transformers.json").write_text(json.dumps({"prompts": PROMPTS}))
+    return folder
+
+
+def _pair(folder: Path) -> tuple[StaticModel, Any]:
+    from sentence_transformers import SentenceTransformer
+
+    ours = bertscope.load(folder)
+    assert isinstance(ours, StaticModel)
+    return ours, SentenceTransformer(str(folder), device="cpu")
+
+
+def close(a: object, b: object) -> float:
+    return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
+
+
+@pytest.mark.parametrize("which", ["plain", "prompted"])
+@pytest.mark.parametrize(
+    ("call", "options"),
+    [
+        ("encode", {}),
+        ("encode_query", {}),
+        ("encode_document", {}),
+        ("encode_query", {"prompt": "search: "}),
+        ("encode_document", {"prompt": ""}),
+        ("encode_query", {"normalize_embeddings": True, "truncate_dim": 4}),
+    ],
+)
+def test_encode_family_equals_sentence_transformers(
+    which: str, call: str, options: dict[str, Any], request: pytest.FixtureRequest
+) -> None:
+    ours, theirs = _pair(request.getfixturevalue(f"{which}_folder"))
+    got, want = getattr(ours, call)(TEXTS, **options), getattr(theirs, call)(TEXTS, **options)
+    assert isinstance(got, np.ndarray) and got.dtype == np.float32 and got.shape == want.shape
+    assert close(got, want) < TOL
+    one = getattr(ours, call)(TEXTS[1], **options)
+    assert one.shape == (want.shape[1],) and close(one, getattr(theirs, call)(TEXTS[1], **options)) < TOL
+
+
+def test_prompts_are_the_folders_and_count_in_the_mean(prompted_folder: Path, plain_folder: Path) -> None:
+    """encode_query takes "query", encode_document "document" (never "passage": sentence-transformers gives
+    every model an empty "document" one); a folder without prompts encodes as plain encode."""
+    ours, theirs = _pair(prompted_folder)
+    plain = ours.encode(TEXTS)
+    query, document = ours.encode_query(TEXTS), ours.encode_document(TEXTS)
+    assert close(query, plain) > 1e-3 and close(document, plain) > 1e-3 and close(query, document) > 1e-3
+    assert close(query, ours.encode(TEXTS, prompt="query: ")) < TOL
+    assert close(document, ours.encode(TEXTS, prompt_name="document")) < TOL
+    assert close(document, ours.encode(TEXTS, prompt_name="passage")) > 1e-3
+    assert close(ours.encode(TEXTS, prompt_name="passage"), theirs.encode(TEXTS, prompt_name="passage")) < TOL
+    bare = bertscope.load(plain_folder)
+    assert close(bare.encode_query(TEXTS), bare.encode(TEXTS)) == 0.0
+    assert close(bare.encode_document(TEXTS), bare.encode(TEXTS)) == 0.0
+
+
+def test_a_prompt_is_recorded_and_streams_the_same(prompted_folder: Path) -> None:
+    """embed and iter_embed take the prompt too, and the result's spec says which (stores record it)."""
+    ours = bertscope.load(prompted_folder)
+    found = ours.embed(TEXTS, prompt_name="query")
+    assert found.spec["prompt_name"] == "query" and found.spec["prompt"] == "query: "
+    assert close(found.vectors, ours.encode_query(TEXTS)) < TOL
+    streamed = list(ours.iter_embed(iter(TEXTS), prompt_name="query"))
+    np.testing.assert_array_equal(np.concatenate([r.vectors for r in streamed]), found.vectors)
+    assert streamed[0].spec == found.spec
+    assert ours.spec(prompt="query: ").prompt == "query: "
+    assert found.n_tokens.tolist() == [len(t) for t in ours.tokenize([f"query: {t}" for t in TEXTS])]
+
+
+def test_similarity_width_and_names_as_sentence_transformers(plain_folder: Path) -> None:
+    ours, theirs = _pair(plain_folder)
+    a, b = ours.encode(TEXTS[:3]), ours.encode(TEXTS[1:])
+    pairwise = ours.similarity_pairwise(a, b)
+    assert pairwise.shape == (3,) and pairwise.dtype == np.float32
+    assert close(pairwise, theirs.similarity_pairwise(a, b)) < TOL
+    assert close(ours.similarity_pairwise(a[0], b[0]), theirs.similarity_pairwise(a[0], b[0])) < TOL
+    assert close(pairwise, np.diag(ours.similarity(a, b))) < TOL
+    assert ours.get_embedding_dimension() == theirs.get_embedding_dimension() == 8
+    assert ours.get_sentence_embedding_dimension() == 8
+    assert ours.similarity_fn_name == theirs.similarity_fn_name == "cosine"
+
+
+def test_max_seq_length_is_the_cut_model2vec_makes(
+    m2v_folder: Path, plain_folder: Path, tmp_path: Path
+) -> None:
+    """model2vec (and so bertscope) cuts at the folder's max_length; where it sets none nothing is cut, and
+    the answer is StaticEmbedding's (which never cuts): math.inf."""
+    ours, theirs = _pair(plain_folder)
+    assert ours.max_seq_length == ours.max_tokens == 512 and math.isinf(theirs.max_seq_length)
+    assert bertscope.load(plain_folder, max_tokens=16).max_seq_length == 16  # type: ignore[union-attr]
+    endless, theirs_endless = _pair(_float32_copy(m2v_folder, tmp_path / "endless", max_length=None))
+    assert endless.max_seq_length == theirs_endless.max_seq_length == math.inf
+    with pytest.raises(InvalidSpec, match=r"^max_seq_length=64: .*bertscope\.load\(\.\.\., max_tokens=N\)"):
+        ours.max_seq_length = 64
+
+
+@pytest.mark.parametrize(
+    ("call", "match"),
+    [
+        (lambda m: m.encode_query(TEXTS, convert_to_tensor=True), "no torch here; leave convert_to_tensor"),
+        (lambda m: m.encode_document(TEXTS, convert_to_numpy=False), "leave convert_to_tensor and convert"),
+        (lambda m: m.encode_query(TEXTS, output_value="token_embeddings"), "with no layers: encode"),
+        (lambda m: m.encode_document(TEXTS, prompt_name="query", prompt="q: "), "prompt_name or prompt"),
+        (lambda m: m.encode_query(TEXTS, prompt_name="passage"), "unknown prompt name 'passage'"),
+        (lambda m: m.encode_query(TEXTS, task="query"), "no Router to route by task"),
+        (lambda m: m.encode_document(TEXTS, precision="int8"), "quantize_embeddings"),
+    ],
+)
+def test_what_a_static_model_cannot_do_is_refused_in_one_line(
+    plain_folder: Path, call: Any, match: str
+) -> None:
+    with pytest.raises(InvalidSpec, match=match) as refused:
+        call(bertscope.load(plain_folder))
+    assert "\n" not in str(refused.value)
+
+
+def test_include_prompt_false_is_refused(prompted_folder: Path, tmp_path: Path) -> None:
+    """A folder whose Pooling leaves the prompt out cannot be honoured by a row mean: one line, no silence."""
+    import shutil
+
+    folder = shutil.copytree(prompted_folder, tmp_path / "excluding")
+    modules = json.loads((folder / "modules.json").read_text())
+    modules.append(
+        {
+            "idx": len(modules),
+            "name": "p",
+            "path": "1_Pooling",
+            "type": "sentence_transformers.models.Pooling",
+        }
+    )
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "1_Pooling").mkdir()
+    (folder / "1_Pooling" / "config.json").write_text(json.dumps({"include_prompt": False}))
+    model = bertscope.load(folder)
+    with pytest.raises(InvalidSpec, match="include_prompt false") as refused:
+        model.encode_query(TEXTS)
+    assert "\n" not in str(refused.value)
+    assert close(model.encode_query(TEXTS, prompt=""), model.encode(TEXTS)) == 0.0
