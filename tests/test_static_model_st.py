@@ -181,3 +181,17 @@ def test_include_prompt_false_is_refused(prompted_folder: Path, tmp_path: Path) 
         model.encode_query(TEXTS)
     assert "\n" not in str(refused.value)
     assert close(model.encode_query(TEXTS, prompt=""), model.encode(TEXTS)) == 0.0
+
+
+def test_a_corpus_job_puts_the_prompt_as_embed_does(prompted_folder: Path, tmp_path: Path) -> None:
+    """Every path that runs the rows' engine takes the prompt the same way (the engine puts it before each
+    text), so a corpus job stores what embed returns, and records the prompt."""
+    import pyarrow.parquet as pq
+
+    from bertscope.io.job import embed_corpus
+
+    ours = bertscope.load(prompted_folder)
+    embed_corpus(TEXTS, tmp_path / "out.parquet", model=ours, prompt_name="query", progress=False)
+    stored = np.stack(pq.read_table(tmp_path / "out.parquet").column("embedding").to_pylist())
+    assert close(stored, ours.embed(TEXTS, prompt_name="query").vectors) < TOL
+    assert close(stored, ours.embed(TEXTS).vectors) > 1e-3  # the prompt moved the vectors

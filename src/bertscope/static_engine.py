@@ -18,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .core._enums import LongText, Pooling
+from .core.prompts import prepend
 from .core.results import SentenceEmbeddings
 from .core.spec import EmbedSpec
 from .core.text_pieces import cuts_for
 from .core.tokens import Tokens
-from .errors import BertscopeError, InputTooLong
+from .errors import BertscopeError, InputTooLong, InvalidSpec
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
@@ -113,13 +114,21 @@ class StaticEngine:
         """`spec`, or the one line when it asks for what rows cannot give (layers, another pooling)."""
         if spec.layers != (0,) or spec.pooling is not Pooling.MEAN:
             raise self.refusal(f"layers {list(spec.layers)} with {spec.pooling.value} pooling")
-        if spec.prompt:
-            raise self.refusal("a prompt")
+        if spec.prompt and spec.prompt_length:
+            # A row mean counts every piece it is given: it cannot leave the prompt's pieces out.
+            raise InvalidSpec(
+                "this static model (model2vec): its Pooling config says include_prompt false, "
+                "but a row mean counts every piece of the text it is given; set include_prompt true there "
+                "or put the prompt in the texts yourself"
+            )
         return spec
 
     def prepare(self, texts: Sequence[str], spec: EmbedSpec) -> list[Tokens]:
-        """The checked spec, then each text's pieces (long="window": all of them; "error": none cut)."""
+        """The checked spec, then each text's pieces (long="window": all of them; "error": none cut),
+        the spec's prompt put before each text and counted in its mean, as sentence-transformers'
+        StaticEmbedding does."""
         self.checked(spec)
+        texts = prepend(spec.prompt, texts) if spec.prompt else texts
         tokens = self.pieces_of(texts, whole=spec.long is LongText.WINDOW)
         if spec.long is LongText.ERROR:
             for index, t in enumerate(tokens):

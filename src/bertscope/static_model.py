@@ -23,7 +23,6 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
@@ -36,7 +35,7 @@ from . import static as _static
 from .core._enums import LongText
 from .core.encoder import ModelInfo, is_vectors, row_ids, vector_cosines
 from .core.progress import progress_callback
-from .core.prompts import Prompts, prepend, read_prompts
+from .core.prompts import Prompts, read_prompts
 from .core.results import SentenceEmbeddings
 from .core.similarity import cos_sim, unit
 from .core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
@@ -232,7 +231,7 @@ class StaticModel:
     def spec(self, **options: Unpack[RecipeKeywords]) -> EmbedSpec:
         """The options resolved as for `Model.spec` (layers resolve to the rows, layer 0)."""
         spec = self._recipe(options).spec
-        self.engine.checked(self._rows_spec(spec))
+        self.engine.checked(spec)
         return spec
 
     def embed(
@@ -247,12 +246,8 @@ class StaticModel:
     ) -> SentenceEmbeddings:
         """Sentence vectors (n, d) with a recipe already resolved."""
         items = check_texts(texts)
-        rows_spec = self._rows_spec(recipe.spec)
-        if rows_spec is not recipe.spec:
-            items = prepend(recipe.spec.prompt, items)
         with progress_callback(len(items), enabled=progress) as on_batch:
-            found = self.engine.sentences_once(items, rows_spec, on_batch=on_batch)
-        return recipe.finish(replace(found, spec=recipe.spec.as_dict()))
+            return recipe.finish(self.engine.sentences_once(items, recipe.spec, on_batch=on_batch))
 
     def iter_embed(
         self,
@@ -264,27 +259,9 @@ class StaticModel:
     ) -> Iterator[SentenceEmbeddings]:
         """Sentence vectors for a stream of texts, chunk by chunk in input order."""
         recipe = self._recipe(options)
-        rows_spec, prompt = self._rows_spec(recipe.spec), recipe.spec.prompt
-        items = iter_checked(texts)
-        if rows_spec is not recipe.spec:
-            items = (prompt + text for text in items)
         with progress_callback(total, enabled=progress) as on_batch:
-            for chunk in self.engine.sentences(items, rows_spec, on_batch=on_batch):
-                yield recipe.finish(replace(chunk, spec=recipe.spec.as_dict()))
-
-    def _rows_spec(self, spec: EmbedSpec) -> EmbedSpec:
-        """The spec the rows' engine runs: without its prompt, which the caller puts before each text as
-        sentence-transformers' StaticEmbedding does (its pieces count in the mean: a static model has no
-        Pooling to leave them out, so a folder whose Pooling says include_prompt false is refused)."""
-        if not spec.prompt:
-            return spec
-        if spec.prompt_length:
-            raise InvalidSpec(
-                f"{self.source} is a static model (model2vec): its Pooling config says include_prompt false, "
-                "but a row mean counts every piece of the text it is given; set include_prompt true there "
-                "or put the prompt in the texts yourself"
-            )
-        return replace(spec, prompt_name=None, prompt="", prompt_length=0)
+            for chunk in self.engine.sentences(iter_checked(texts), recipe.spec, on_batch=on_batch):
+                yield recipe.finish(chunk)
 
     def similarity(
         self,
