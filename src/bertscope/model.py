@@ -21,8 +21,9 @@ from .backends import runtimes as _runtimes
 from .backends.onnx import resolve_backend
 from .core._enums import Backend, DType, LongText, Mode, Quantize, SubwordPooling
 from .core.chunking import ChunkBy
-from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, ModelInfo, cpu_token_budget, single
+from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, ModelInfo, cpu_token_budget
 from .core.folder import model_name
+from .core.given import single
 from .core.layers import LayerSpec
 from .core.loading import load_parts, resolve_device, resolve_dtype
 from .core.spec import whole_number

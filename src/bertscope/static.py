@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from .core.encoder import row_id
 from .core.exports import Block, ExportFormat, RowKind, Rows, export_format, write_rows
+from .core.given import row_id
 from .core.renamed import renamed_keyword
 from .core.similarity import unit
 from .core.spec import whole_number

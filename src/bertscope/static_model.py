@@ -33,7 +33,8 @@ import numpy as np
 from . import encode as _st
 from . import static as _static
 from .core._enums import LongText
-from .core.encoder import ModelInfo, is_vectors, row_ids, vector_cosines
+from .core.encoder import ModelInfo
+from .core.given import is_vectors, row_ids, vector_cosines
 from .core.progress import progress_callback
 from .core.prompts import Prompts, read_prompts
 from .core.results import SentenceEmbeddings

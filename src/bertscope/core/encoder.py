@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast, overload
 
 import numpy as np
 
-from ..errors import InvalidInput, InvalidSpec, UnknownToken
+from ..errors import InvalidSpec
 from ._enums import LongText, Pooling, SubwordPooling
 from .cpu import cpu_threads
 from .engine import MIN_ROWS, Engine, ModelFacts
 from .folder import model_name
+from .given import is_vectors, row_ids, single, vector_cosines
 from .loading import Loaded, device_kind, load_parts, resolve_device, resolve_dtype
 from .model_info import ModelInfo, hidden_size, model_info
 from .pooling import word_embeddings
@@ -49,8 +50,7 @@ if TYPE_CHECKING:
     from .spec import RecipeKeywords, TokenKeywords
 
 __all__ = [
-    "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "cpu_token_budget", "is_vectors",
-    "open_encoder", "row_id", "row_ids", "single", "vector_cosines",
+    "CPU_TOKEN_BUDGET", "CUDA_TOKEN_BUDGET", "Encoder", "ModelInfo", "cpu_token_budget", "open_encoder",
 ]  # fmt: skip
 
 # Padded tokens per forward on the CPU (at least MIN_ROWS rows whatever their width): 512 a thread, from
@@ -446,132 +446,6 @@ class Encoder:
             type_ids, _ = pad_batch([t.type_ids for t in part], 0)
             batches.append((ids, type_ids, mask))
         return batches
-
-
-def vector_cosines(a: object, b: object, options: Mapping[str, object]) -> np.ndarray:
-    """(n, m) cosines of vectors already made: sentence-transformers' `similarity(embeddings, embeddings)`."""
-    if options:
-        named = ", ".join(options)
-        raise InvalidSpec(
-            f"similarity of vectors already made takes no embedding options (given: {named}): leave them "
-            "out, or pass the texts"
-        )
-    left = _vectors(a, "a")
-    right = left if b is None else _vectors(b, "b")
-    if left.shape[-1] != right.shape[-1]:
-        raise InvalidInput(
-            f"a has {left.shape[-1]} dimensions and b {right.shape[-1]}: compare vectors made by one model "
-            "with one recipe"
-        )
-    return cos_sim(left, right)
-
-
-def is_tensor(given: object) -> bool:
-    """Whether `given` is a torch tensor (or one like it), told without importing torch."""
-    return hasattr(given, "detach") and hasattr(given, "numpy") and hasattr(given, "cpu")
-
-
-def is_vectors(given: object) -> bool:
-    """Whether `given` is vectors already made rather than texts: a NumPy array, a torch tensor, anything
-    NumPy reads (`__array__`), or a non-empty list or tuple of such rows or of lists of numbers."""
-    if isinstance(given, str) or _holds_text(given):
-        return False
-    if isinstance(given, np.ndarray) or is_tensor(given) or hasattr(given, "__array__"):
-        return True
-    if isinstance(given, (list, tuple)) and given:
-        first = given[0]
-        if isinstance(first, (list, tuple)):
-            return (
-                bool(first)
-                and isinstance(first[0], (int, float, np.number))
-                and not isinstance(first[0], bool)
-            )
-        return isinstance(first, np.ndarray) or is_tensor(first)
-    return False
-
-
-def _holds_text(given: object) -> bool:
-    """Whether `given` is an array of texts (a NumPy string or object array, a pandas Series of strings):
-    texts to embed, not vectors. An object array is read by its first item."""
-    kind = getattr(getattr(given, "dtype", None), "kind", None)
-    if kind in ("U", "S"):
-        return True
-    if kind != "O" or getattr(given, "ndim", 1) != 1 or not len(given):  # type: ignore[arg-type]
-        return False
-    return isinstance(next(iter(given)), str)  # type: ignore[call-overload]
-
-
-def _array(given: object) -> object:
-    """Vectors given as a tensor, a list of rows or tensors, or an array-like, as a NumPy array (anything
-    else as given, for `_vectors` to name)."""
-    if is_tensor(given):
-        tensor = given.detach().cpu()  # type: ignore[attr-defined]
-        if "bfloat16" in str(tensor.dtype):  # NumPy has no bfloat16
-            tensor = tensor.float()
-        return tensor.numpy()
-    if isinstance(given, (list, tuple)) and given and is_vectors(given):
-        try:
-            return np.stack([np.asarray(_array(row)) for row in given])
-        except ValueError:
-            return given  # rows of differing lengths: named as not an array of vectors below
-    if hasattr(given, "__array__") and not isinstance(given, np.ndarray):
-        return np.asarray(given)
-    return given
-
-
-def _vectors(given: object, name: str) -> np.ndarray:
-    """A (d,) or (n, d) array of numbers, or InvalidInput saying what similarity takes."""
-    given = _array(given)
-    if isinstance(given, np.ndarray):
-        if given.dtype.kind in "fiu" and given.ndim in (1, 2):
-            if not np.isfinite(given).all():
-                row = int(np.argwhere(~np.isfinite(given.reshape(-1, given.shape[-1])))[0][0])
-                raise InvalidInput(
-                    f"similarity: {name} holds a value that is not finite (NaN or infinity) in row {row}; "
-                    "embed that text again, or leave it out"
-                )
-            return given
-        shown = f"a {given.ndim}-D {given.dtype} array"
-    else:
-        shown = type(given).__name__
-    raise InvalidInput(
-        "similarity takes two lists of texts, or two arrays of vectors ((n, d) or (d,) floats, as encode "
-        f"gives: NumPy, torch or rows of numbers); {name} is {shown}"
-    )
-
-
-def row_id(item: object, rows: int) -> int:
-    """`item` as a row of a (rows, d) embedding matrix: a whole number (not a bool, not 7852.0) in
-    0..rows-1, else InvalidInput or UnknownToken (a negative id is out of range, never counted from the end).
-    `static` (token_ids) and `embedding_rows` both check ids here."""
-    if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
-        shown = repr(item) if len(repr(item)) <= 40 else f"a {type(item).__name__}"
-        raise InvalidInput(f"{shown} is not a token id: pass ids as ints (7852, not 7852.0)")
-    if not 0 <= int(item) < rows:
-        raise UnknownToken(f"token id {item} is out of range: this vocabulary has ids 0..{rows - 1}")
-    return int(item)
-
-
-def row_ids(ids: object, rows: int) -> list[int]:
-    """Ids of rows of a (rows, d) matrix, each checked by `row_id`: one id, or a list or 1-D array of them."""
-    if isinstance(ids, (int, np.integer)) and not isinstance(ids, bool):
-        ids = [ids]
-    if isinstance(ids, np.ndarray) and ids.ndim == 1 and ids.dtype.kind in "iu":
-        if len(ids) and not (0 <= ids.min() and ids.max() < rows):  # many ids at once (a whole export)
-            row_id(int(ids[(ids < 0) | (ids >= rows)][0]), rows)
-        return [int(i) for i in ids]
-    if isinstance(ids, (str, bytes)) or not isinstance(ids, (Sequence, np.ndarray)):
-        raise InvalidInput(
-            f"embedding rows are asked by token id: {ids!r} is not an id or a list of ids; "
-            "use static() for word pieces"
-        )
-    return [row_id(item, rows) for item in ids]
-
-
-def single(texts: object) -> bool:
-    """Whether `texts` is one text, not a list of texts and pairs (a bare tuple (A, B) is refused by
-    `check_texts`, as it reads two ways: one pair or two texts)."""
-    return isinstance(texts, str)
 
 
 def stderr(message: str) -> None:
