@@ -36,6 +36,8 @@ def test_silhouette_finds_the_two_senses(store: Path) -> None:
     for sense in found.senses:
         scores = [e.score for e in sense.examples]
         assert len(scores) == 3 and scores == sorted(scores, reverse=True)  # type: ignore[type-var]
+    said = found.to_dict()  # the name every research result uses; as_dict, the older one, says the same
+    assert said == found.as_dict() and said["k"] == 2 and sum(s["size"] for s in said["senses"]) == 20
 
 
 def test_given_k_and_bad_input(store: Path) -> None:

@@ -343,3 +343,17 @@ def test_tables_reduced_from_elsewhere_count_their_truncated_texts(bundled) -> N
     with pytest.warns(TruncatedTextsWarning, match="^1 of 2 text\\(s\\) ran past the model's 256 tokens"):
         cut = reduce_tables(bundled, level, settings, [table], min_count=1, corpus="texts")
     assert cut.settings["truncated"] == 1 and cut.summary is not None and cut.summary.truncated == 1
+
+
+def test_results_count_layers_from_the_end_say_to_dict_and_keep_short_reprs(bundled: bertscope.Model) -> None:
+    """-1 is the last layer computed in both static kinds; each has to_dict; reprs stay short."""
+    found = bundled.static_decontextualized(["bank", "tokenization"], layers="0,-1")
+    np.testing.assert_array_equal(found.layer(-1), found.layer(6))
+    np.testing.assert_array_equal(found.layer(-2), found.layer(0))
+    with pytest.raises(bertscope.InvalidInput, match=r"^layer 3 was not computed; these were: \[0, 6\]$"):
+        found.layer(3)
+    assert found.to_dict() == {"items": ["bank", "tokenization"], "pieces": found.pieces, "layers": [0, 6]}
+    assert repr(found) == "DecontextualizedStatic(2 items x 2 layers [0, 6])"
+    texts = ["the bank of the river", "a bank loan"]
+    aggregated = bundled.static_from_corpus(texts, layers="6", progress=False)
+    assert repr(aggregated).startswith("AggregatedStatic(") and len(repr(aggregated)) < 80

@@ -68,7 +68,7 @@ def senses(
             label="note:",
         )
     if as_json:
-        emit_json({**found.as_dict(), "picture": str(output) if output else None})
+        emit_json({**found.to_dict(), "picture": str(output) if output else None})
         return
     table = Table(
         "sense", "size", "cosine", "central examples", title=f"senses of {word!r}: {found.criterion}"

@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AggregatedStatic",
     "TruncatedTextsWarning",
+    "layer_column",
     "aggregated",
     "static_from_corpus",
     "word_level",
@@ -55,6 +56,15 @@ _SETTINGS = "settings.json"
 _SLICE = 2048
 # What keeps every word of a long text, said when long="truncate" cut some.
 _WINDOW = "long='window' keeps every word"
+
+
+def layer_column(layers: Sequence[int], layer: int, done: str) -> int:
+    """The column of `layer` among the `layers` a result holds: an absolute number (1, 6), or -1 for the
+    last of them (as `layers=` reads it), else InvalidInput naming those there are."""
+    chosen = layers[layer] if -len(layers) <= layer < 0 else layer
+    if chosen not in layers:
+        raise InvalidInput(f"layer {layer} was not {done}; these were: {list(layers)}")
+    return list(layers).index(chosen)
 
 
 @dataclass
@@ -74,10 +84,10 @@ class AggregatedStatic:
 
     def layer(self, layer: int) -> np.ndarray:
         """(n, d) vectors of one aggregated layer: its absolute number (1, 6), or -1 for the last of them."""
-        chosen = self.layers[layer] if -len(self.layers) <= layer < 0 else layer
-        if chosen not in self.layers:
-            raise InvalidInput(f"layer {layer} was not aggregated; these were: {list(self.layers)}")
-        return self.vectors[:, self.layers.index(chosen)]
+        return self.vectors[:, layer_column(self.layers, layer, "aggregated")]
+
+    def __repr__(self) -> str:
+        return f"AggregatedStatic({len(self.words)} words x {len(self.layers)} layers {list(self.layers)})"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: settings, layers, and per word its count (not the vectors: export them)."""

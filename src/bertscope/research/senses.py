@@ -49,8 +49,9 @@ class Senses:
     vectors: np.ndarray = field(repr=False)
     capped: bool = False
 
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-able: k, the criterion, silhouettes and each sense with its examples."""
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: k, the criterion, silhouettes and each sense with its examples (`to_dict`, as every
+        research result names it; `as_dict` is its older name)."""
         return {
             "word": self.word,
             "k": self.k,
@@ -63,6 +64,8 @@ class Senses:
                 for s in self.senses
             ],
         }
+
+    as_dict = to_dict
 
 
 def word_senses(

@@ -22,7 +22,7 @@ import numpy as np
 from ..core._enums import LongText
 from ..core.layers import LayerSpec, parse_layers
 from ..errors import InvalidInput
-from .aggregate import AggregatedStatic, word_key
+from .aggregate import AggregatedStatic, layer_column, word_key
 from .analysis import constant_gold, correlations
 
 __all__ = ["DecontextualizedStatic", "static_decontextualized", "KindsEval", "compare_kinds", "plot_kinds"]
@@ -38,10 +38,17 @@ class DecontextualizedStatic:
     vectors: np.ndarray
 
     def layer(self, layer: int) -> np.ndarray:
-        """(n, d) vectors at one of the layers computed (absolute number)."""
-        if layer not in self.layers:
-            raise InvalidInput(f"layer {layer} was not computed; these were: {list(self.layers)}")
-        return self.vectors[:, self.layers.index(layer)]
+        """(n, d) vectors at one of the layers computed: its absolute number, or -1 for the last of them."""
+        return self.vectors[:, layer_column(self.layers, layer, "computed")]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: the items, their pieces and the layers (not the vectors: `layer(n)` has them)."""
+        return {"items": self.items, "pieces": self.pieces, "layers": list(self.layers)}
+
+    def __repr__(self) -> str:
+        return (
+            f"DecontextualizedStatic({len(self.items)} items x {len(self.layers)} layers {list(self.layers)})"
+        )
 
 
 def static_decontextualized(
@@ -85,6 +92,10 @@ class KindsEval:
     records: list[dict[str, Any]]
     coverage: dict[str, Any]
     settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: the records, the coverage and the settings."""
+        return {"records": self.records, "coverage": self.coverage, "settings": self.settings}
 
     @property
     def best(self) -> dict[str, Any]:
