@@ -60,6 +60,8 @@ def test_cli_senses_prints_json_and_draws(store: Path, tmp_path: Path) -> None:
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = run_ok("senses", "bank", "--in", str(store), "-k", "2", "--method", "tsne")
     assert "k=2: given" in table and "«bank»" in table
+    seeded = json.loads(run_ok("senses", "bank", "--store", str(store), "-k", "3", "--seed", "5", "--json"))
+    assert {**word_senses(store, "bank", k=3, seed=5).to_dict(), "picture": None} == seeded
 
 
 def _store_of(lines: list[str], directory: Path, model: bertscope.Model) -> Path:

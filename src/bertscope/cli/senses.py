@@ -40,6 +40,7 @@ def senses(
         int | None,
         typer.Option("--layer", help="One layer of a stacked store (embed --combine stack); default: all."),
     ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the clustering (k-means' starts).")] = 0,
     as_json: JsonOpt = False,
 ) -> None:
     """Cluster a word's occurrences into senses; print each sense's size and most central examples.
@@ -56,7 +57,7 @@ def senses(
         raise InvalidInput("name the token or word store with --store FILE (.parquet from embed --tokens)")
     how = Projection.parse(method, what="projection")
     picture = picture_output(output, overwrite=overwrite)
-    found = word_senses(store, word, k=k, examples=examples, limit=limit, layer=layer)
+    found = word_senses(store, word, k=k, examples=examples, limit=limit, layer=layer, seed=seed)
     if picture is not None:
         from ..research.plots import plot_senses
 
