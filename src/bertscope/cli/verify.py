@@ -350,4 +350,6 @@ def _show_differences(found: dict[str, Any], as_json: bool, *, same: str) -> Non
         table.add_row(*(str(difference[key]) for key in ("what", "expected", "found")))
     out.print(table)
     if "rows_checked" not in found:
-        out.print(f"DIFFERENT: {len(found['differences'])} differences from the fingerprint", highlight=False)
+        count = len(found["differences"])
+        noun = "difference" if count == 1 else "differences"
+        out.print(f"DIFFERENT: {count} {noun} from the fingerprint", highlight=False)
