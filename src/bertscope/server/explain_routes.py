@@ -19,6 +19,7 @@ from ..core.tokens import check_texts
 from ..errors import InvalidInput
 from .answers import Rows, answer, with_rows
 from .feature_schemas import AttentionRequest, ExplainRequest
+from .schemas import AttentionResponse, ExplainResponse
 
 if TYPE_CHECKING:
     from .service import Service
@@ -29,7 +30,7 @@ __all__ = ["explain_routes"]
 def explain_routes(app: FastAPI, svc: Service) -> None:
     """POST /explain and POST /attention."""
 
-    @app.post("/explain", tags=["explain"])
+    @app.post("/explain", response_model=ExplainResponse, tags=["explain"])
     async def explain(req: ExplainRequest) -> Response:
         """The cosine of a and b as token-pair contributions (exact), or [CLS] attention (marked)."""
         check_texts([req.a, req.b])
@@ -67,7 +68,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
 
         return await answer(build, size=numbers)
 
-    @app.post("/attention", tags=["explain"])
+    @app.post("/attention", response_model=AttentionResponse, tags=["explain"])
     async def attention(req: AttentionRequest) -> Response:
         """Weights as output_attentions gives them: (layers, heads, tokens, tokens), or the slice asked."""
         text: Any = tuple(req.inputs) if isinstance(req.inputs, list) else req.inputs

@@ -19,9 +19,12 @@ from functools import cache
 from itertools import product
 from typing import TYPE_CHECKING, Any
 
+from pydantic.json_schema import models_json_schema
+
 from ..core._enums import Combine, LongText, Pooling
 from ..core.pooling import POOLING_RULES, PoolingRule
 from .guard import TokenIds
+from .schemas import ANSWERS
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -95,6 +98,7 @@ def fit_openapi(doc: dict[str, Any], *, model: Model, settings: ServerSettings) 
     }
     fitted = _filled(doc, fits)
     schemas = fitted.setdefault("components", {}).setdefault("schemas", {})
+    _answer_schemas(fitted["paths"], schemas)
     schemas["Text"] = {
         "type": "string",
         "pattern": visible_pattern(),
@@ -109,6 +113,21 @@ def fit_openapi(doc: dict[str, Any], *, model: Model, settings: ServerSettings) 
         if refusals:
             schemas[name] = {**schema, "allOf": [{"not": r} for r in refusals]}
     return fitted
+
+
+def _answer_schemas(paths: dict[str, Any], schemas: dict[str, Any]) -> None:
+    """The 200 schema of each route in `schemas.ANSWERS` that writes its JSON itself and names none."""
+    ref = "#/components/schemas/{model}"
+    empty = []
+    for (method, path), model in ANSWERS.items():
+        content = paths.get(path, {}).get(method, {}).get("responses", {}).get("200", {}).get("content", {})
+        if "application/json" in content and not content["application/json"].get("schema"):
+            empty.append((content["application/json"], model))
+    _, defs = models_json_schema([(model, "serialization") for _, model in empty], ref_template=ref)
+    for name, schema in defs.get("$defs", {}).items():
+        schemas.setdefault(name, schema)
+    for content, model in empty:
+        content["schema"] = {"$ref": ref.format(model=model.__name__)}
 
 
 def _filled(node: Any, fits: dict[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> Any:

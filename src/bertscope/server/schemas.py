@@ -10,6 +10,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    RootModel,
     StrictBool,
     StrictInt,
     WithJsonSchema,
@@ -52,6 +53,25 @@ __all__ = [
     "SimilarityResponse",
     "ErrorResponse",
     "ERROR_RESPONSES",
+    "TEIEmbedResponse",
+    "TEIEmbedAllResponse",
+    "TEISimilarityResponse",
+    "TEISimpleToken",
+    "TEITokenizeResponse",
+    "TEIDecodeResponse",
+    "TEIInfo",
+    "TEIError",
+    "HealthResponse",
+    "ServiceInfo",
+    "TokenizeResponse",
+    "StaticResponse",
+    "AnatomyResponse",
+    "ExplainResponse",
+    "AttentionResponse",
+    "ExploreLayersResponse",
+    "ExploreBatchResponse",
+    "ExplorePostsResponse",
+    "ANSWERS",
 ]
 
 # The OpenAPI schema says what the server takes, but validation stays the server's own (`check_texts`,
@@ -527,4 +547,277 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
         500: "A bug in bertscope (please report it); the answer is still JSON.",
         503: "The service is shutting down.",
     }.items()
+}
+
+
+# Answers of the routes that write their JSON themselves (no response_model): the OpenAPI document's 200
+# schemas, so clients generated from it get types, not Any. TEI's are the shapes of TEI's own document
+# (router/src/http/types.rs), under TEI-prefixed names where bertscope has its own of that name.
+class TEIEmbedResponse(RootModel[list[list[float]]]):
+    """TEI's EmbedResponse: one sentence vector per input, in order."""
+
+
+class TEIEmbedAllResponse(RootModel[list[list[list[float]]]]):
+    """TEI's EmbedAllResponse: per input, every token's vector, specials included."""
+
+
+class TEISimilarityResponse(RootModel[list[float]]):
+    """TEI's SimilarityResponse: the source sentence's cosine with each sentence, in order."""
+
+
+class TEISimpleToken(BaseModel):
+    """TEI's SimpleToken: start and stop are UTF-8 byte offsets into the text, null for a special."""
+
+    id: int = Field(ge=0)
+    text: str
+    special: bool
+    start: int | None = Field(None, ge=0)
+    stop: int | None = Field(None, ge=0)
+
+
+class TEITokenizeResponse(RootModel[list[list[TEISimpleToken]]]):
+    """TEI's TokenizeResponse: per text, its tokens."""
+
+
+class TEIDecodeResponse(RootModel[list[str]]):
+    """TEI's DecodeResponse: one text per id list."""
+
+
+class TEIEmbeddingModel(BaseModel):
+    pooling: str
+
+
+class TEIModelType(BaseModel):
+    """TEI's ModelType; bertscope serves embedding models only."""
+
+    embedding: TEIEmbeddingModel
+
+
+class TEIInfo(BaseModel):
+    """TEI's Info, and the model's fingerprint (not TEI's: its clients ignore fields they do not know)."""
+
+    model_id: str
+    model_sha: str | None = None
+    model_dtype: str
+    served_model_name: str
+    model_type: TEIModelType
+    max_concurrent_requests: int = Field(ge=0)
+    max_input_length: int = Field(ge=0)
+    max_batch_tokens: int = Field(ge=0)
+    max_batch_requests: int | None = Field(None, ge=0)
+    max_client_batch_size: int = Field(ge=0)
+    auto_truncate: bool
+    tokenization_workers: int = Field(ge=0)
+    version: str
+    sha: str | None = None
+    docker_label: str | None = None
+    fingerprint: dict[str, Any] = Field(description="The same as /v2/info's (see `bertscope verify`).")
+
+
+class TEIError(BaseModel):
+    """TEI's ErrorResponse."""
+
+    error: str
+    error_type: Literal["Unhealthy", "Backend", "Overloaded", "Validation", "Tokenizer", "Empty"]
+
+
+class HealthResponse(BaseModel):
+    """The worker's state, and how many jobs wait in the queue."""
+
+    status: str = Field(description='"ok" while the inference worker runs.')
+    queue: int
+
+
+class ServiceLimits(BaseModel):
+    """The service's limits, as it was started."""
+
+    max_tokens: int
+    max_inputs: int
+    auto_split: bool
+    max_body_bytes: int
+    max_queue: int
+    batching: bool
+    max_batch_tokens: int
+    max_wait_ms: float
+    max_request_tokens: int
+    max_answer_floats: int
+    max_buffered_bytes: int
+
+
+class ServiceInfo(BaseModel):
+    """The model (`Model.info`: family, layers, sizes, vocabulary, pooling, backend), and the service's
+    limits; the model's fields beyond these are listed in the docs (`bertscope info --json`)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    version: str
+    fingerprint: dict[str, Any]
+    limits: ServiceLimits
+
+
+class PieceRecord(BaseModel):
+    """A word piece with its place: word index, character span (start, end), special; in a pair, which
+    text it indexes (sequence) and its type id."""
+
+    token: str
+    id: int
+    word: int | None
+    start: int
+    end: int
+    special: bool
+    sequence: int | None = None
+    type_id: int | None = None
+
+
+class TokenizedText(BaseModel):
+    text: str
+    pair: str | None
+    tokens: list[PieceRecord]
+    n_dropped: int
+
+
+class TokenizeResponse(BaseModel):
+    """Each text's word pieces."""
+
+    model: str
+    max_tokens: int
+    items: list[TokenizedText]
+
+
+class Neighbour(BaseModel):
+    token: str
+    id: int
+    cosine: float
+
+
+class StaticRecord(BaseModel):
+    """A piece or id (token, id) or, with as_words, a word (word, pieces, ids); its static row and norm;
+    with k > 0 its nearest vocabulary entries."""
+
+    item: str | int
+    token: str | None = None
+    id: int | None = None
+    word: str | None = None
+    pieces: list[str] | None = None
+    ids: list[int] | None = None
+    vector: list[float]
+    norm: float
+    neighbors: list[Neighbour] | None = None
+
+
+class StaticResponse(BaseModel):
+    model: str
+    items: list[StaticRecord]
+
+
+class AnatomyResponse(BaseModel):
+    """One text's embedding layer taken apart (`Anatomy.to_dict`)."""
+
+    model: str
+    text: str
+    pair: str | None
+    tokens: list[str]
+    ids: list[int]
+    token_type_ids: list[int]
+    position_ids: list[int]
+    lacks: list[str]
+    positions_in_attention: str | None
+    notes: list[str]
+    n_dropped: int
+    max_abs_error: float
+    steps: dict[str, list[list[float]] | None] = Field(
+        description="Each step (word ... model_output, in order): its (tokens, width) rows, or null where "
+        "the family lacks that part."
+    )
+
+
+class TokenPair(BaseModel):
+    i: int
+    j: int
+    token_a: str
+    token_b: str
+    offsets_a: tuple[int, int]
+    offsets_b: tuple[int, int]
+    contribution: float
+
+
+class ExplainResponse(BaseModel):
+    """The cosine of a and b split over token pairs (exact), or [CLS] attention shares (marked)."""
+
+    model: str
+    score: float
+    exact: bool
+    method: str
+    note: str
+    text_a: str
+    text_b: str
+    tokens_a: list[str]
+    tokens_b: list[str]
+    offsets_a: list[tuple[int, int]]
+    offsets_b: list[tuple[int, int]]
+    share_a: list[float]
+    share_b: list[float]
+    contributions: list[list[float]] | None = Field(
+        description="(tokens of a, tokens of b), summing to the score; null when not exact."
+    )
+    top_pairs: list[TokenPair]
+    spec: dict[str, Any]
+
+
+class AttentionResponse(BaseModel):
+    """Attention weights: (layers, heads, tokens, tokens), less the layer or head picked."""
+
+    model: str
+    tokens: list[str]
+    type_ids: list[int]
+    special: list[bool]
+    n_dropped: int
+    n_layers: int
+    n_heads: int
+    layer: int | None
+    head: int | None
+    mean_heads: bool
+    attention: list[list[float]] | list[list[list[float]]] | list[list[list[list[float]]]]
+
+
+class ExploreLayersResponse(BaseModel):
+    """One text's tokens at every layer: token-to-token cosines, cosine to the static row, norms."""
+
+    model: str
+    tokens: list[str]
+    ids: list[int]
+    special: list[bool]
+    n_dropped: int
+    n_layers: int
+    cosines: list[list[list[float]]] = Field(description="(layers + 1, tokens, tokens)")
+    to_static: list[list[float]] = Field(description="(layers + 1, tokens)")
+    norms: list[list[float]] = Field(description="(layers + 1, tokens)")
+
+
+class ExploreBatchResponse(BaseModel):
+    """Texts as the model reads them together: right-padded pieces and ids, and the attention mask."""
+
+    pad_id: int
+    tokens: list[list[str]]
+    ids: list[list[int]]
+    attention_mask: list[list[int]]
+    n_dropped: list[int]
+
+
+class ExplorePostsResponse(BaseModel):
+    posts: list[str]
+
+
+# The 200 schemas `openapi.fit_openapi` fills in for the routes that name no response model (routes.py's
+# and the explorer's); a route that names its own keeps it.
+ANSWERS: dict[tuple[str, str], type[BaseModel]] = {
+    ("get", "/health"): HealthResponse,
+    ("get", "/v2/info"): ServiceInfo,
+    ("post", "/v2/tokenize"): TokenizeResponse,
+    ("post", "/static"): StaticResponse,
+    ("post", "/anatomy"): AnatomyResponse,
+    ("post", "/explore/layers"): ExploreLayersResponse,
+    ("post", "/explore/batch"): ExploreBatchResponse,
+    ("get", "/explore/posts"): ExplorePostsResponse,
 }

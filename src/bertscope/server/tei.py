@@ -1,5 +1,6 @@
 """text-embeddings-inference's HTTP API, exactly as TEI's router defines it: `POST /` and `/embed`
-(bare arrays), `/embed_all`, `/similarity`, `/tokenize`, `/decode` and `GET /info`.
+(bare arrays), `/embed_all`, `/similarity`, `/tokenize`, `/decode`, `GET /info` and `GET /ping`
+(SageMaker's health probe).
 
 bertscope's own, richer answers (layers, pooling, spec, n_dropped) live under `/v2/`. Errors on these
 paths carry TEI's body, `{"error", "error_type"}` (see `guard.error_response`).
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 from fastapi import FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from pydantic import Field, StrictBool, WithJsonSchema
+from pydantic import BaseModel, Field, StrictBool, WithJsonSchema
 
 from .. import __version__
 from ..core.similarity import cos_sim, unit
@@ -30,6 +31,13 @@ from .schemas import (
     TEI_TEXTS,
     PositiveInt,
     Strict,
+    TEIDecodeResponse,
+    TEIEmbedAllResponse,
+    TEIEmbedResponse,
+    TEIError,
+    TEIInfo,
+    TEISimilarityResponse,
+    TEITokenizeResponse,
     WholeInt,
     named,
 )
@@ -113,15 +121,35 @@ def _not_empty(items: Any, field: str = "inputs") -> None:
         raise EmptyInputs(f"`{field}` cannot be empty")
 
 
+def _no_empty_input(items: list[Any], field: str = "inputs") -> None:
+    """TEI's answer to an empty text (or id list) in a batch: 400, error_type "Empty", in the words of its
+    tokenizer (core/src/tokenization.rs), before any prompt is put before it. A text of spaces alone is
+    not empty to TEI; bertscope still refuses it (422, `check_texts`): it has no word piece to pool."""
+    if any(len(item) == 0 for item in items):
+        raise EmptyInputs(f"Input validation error: `{field}` cannot be empty")
+
+
 def _texts(svc: Service, inputs: Any) -> list[str]:
     """A TEI input as texts; token ids are refused here (only /embed takes them, with --token-ids model)."""
     _not_empty(inputs)
     if isinstance(inputs, str):
+        _no_empty_input([inputs])
         return [inputs]
     if inputs and not isinstance(inputs[0], str):
         refuse_ids(svc, "inputs")
         raise InvalidInput("inputs: this route takes text only; send the texts (token ids go to /embed)")
+    _no_empty_input(inputs)
     return list(inputs)
+
+
+def _decoded(svc: Service, lists: list[list[int]], skip_special_tokens: bool) -> list[str]:
+    """/decode's work, off the event loop: every id checked against the vocabulary, then decoded."""
+    backend = svc.model.tokenizer.backend
+    size = backend.get_vocab_size()
+    bad = next((i for ids in lists for i in ids if not 0 <= i < size), None)
+    if bad is not None:
+        raise InvalidInput(f"ids: token id {bad} is not in this model's vocabulary of {size}")
+    return list(backend.decode_batch(lists, skip_special_tokens=skip_special_tokens))
 
 
 def tei_routes(app: FastAPI, svc: Service) -> None:
@@ -135,6 +163,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         if lists is None:
             vectors = (await svc.sentences(_texts(svc, req.inputs), spec)).vectors
         else:
+            _no_empty_input(lists)
             refuse_ids(svc, "inputs")
             tokens = await run_in_threadpool(id_tokens, svc, lists, spec)
             vectors = (await svc.fitted_sentences(tokens, spec)).vectors
@@ -146,9 +175,10 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         return await answer(lambda: Rows(vectors, dtype=float), size=vectors.size)
 
     for path in ("/", "/embed"):
-        app.post(path, tags=["tei"], summary="TEI: sentence vectors as a bare [[...]]")(embed)
+        summary = "TEI: sentence vectors as a bare [[...]]"
+        app.post(path, tags=["tei"], summary=summary, responses=_answer(TEIEmbedResponse))(embed)
 
-    @app.post("/embed_all", tags=["tei"])
+    @app.post("/embed_all", tags=["tei"], responses=_answer(TEIEmbedAllResponse))
     async def embed_all(req: TEIEmbedAllRequest) -> Response:
         """TEI: every token's last-layer vector, [[[...]]], specials included."""
         # TEI puts the prompt (the named one, else the model's default) before each text and answers
@@ -167,19 +197,21 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         )
         return await answer(lambda: Items(Rows(t.vectors, dtype=float) for t in tokens), size=count * width)
 
-    @app.post("/similarity", tags=["tei"])
+    @app.post("/similarity", tags=["tei"], responses=_answer(TEISimilarityResponse))
     async def similarity(req: TEISimilarityRequest) -> Response:
         """TEI: the source sentence's cosine with each sentence, a bare list."""
         _not_empty(req.inputs.sentences, "inputs.sentences")
+        _no_empty_input([req.inputs.source_sentence, *req.inputs.sentences])
         p = req.parameters or TEISimilarityParameters()
         spec = svc.recipe(_options(p.truncate, p.prompt_name)).spec
         res = await svc.sentences([req.inputs.source_sentence, *req.inputs.sentences], spec)
         return JSONResponse(cos_sim(res.vectors[:1], res.vectors[1:])[0].astype(float).tolist())
 
-    @app.post("/tokenize", tags=["tei"])
+    @app.post("/tokenize", tags=["tei"], responses=_answer(TEITokenizeResponse))
     async def tokenize(req: TEITokenizeRequest) -> Response:
         """TEI: per text, its tokens as {id, text, special, start, stop}."""
         _not_empty(req.inputs)
+        _no_empty_input([req.inputs] if isinstance(req.inputs, str) else req.inputs)
         # As TEI: the prompt (named, else the model's default) goes before each text, offsets into the whole.
         prompt = _prompt(svc, req.prompt_name)
         texts = [prompt + text for text in svc.texts(req.inputs)]
@@ -194,23 +226,42 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
             size=count * _TOKEN_FIELDS,
         )
 
-    @app.post("/decode", tags=["tei"])
+    @app.post("/decode", tags=["tei"], responses=_answer(TEIDecodeResponse))
     async def decode(req: TEIDecodeRequest) -> Response:
         """TEI: token ids of this model back to text (ids here are always this model's own)."""
-        # A bare [] is one empty sequence to TEI (it decodes to ""), as its untagged enum reads it.
+        # TEI's untagged enum reads a bare [] as one empty sequence; an empty sequence, bare or in a
+        # batch, is its tokenizer's 400 (error_type "Empty"), as here.
         lists = cast("list[list[int]]", [req.ids] if not req.ids or isinstance(req.ids[0], int) else req.ids)
         svc.check_count(len(lists))
-        size = svc.model.tokenizer.backend.get_vocab_size()
-        bad = next((i for ids in lists for i in ids if not 0 <= i < size), None)
-        if bad is not None:
-            raise InvalidInput(f"ids: token id {bad} is not in this model's vocabulary of {size}")
-        out = svc.model.tokenizer.backend.decode_batch(lists, skip_special_tokens=req.skip_special_tokens)
-        return await answer(lambda: list(out), size=sum(map(len, lists)))
+        _no_empty_input(lists, "input_ids")
+        out = await run_in_threadpool(_decoded, svc, lists, req.skip_special_tokens)
+        return await answer(lambda: out, size=sum(map(len, lists)))
 
-    @app.get("/info", tags=["tei"])
+    @app.get("/info", tags=["tei"], responses=_answer(TEIInfo))
     async def info() -> Response:
         """TEI's /info fields, and the model's fingerprint; bertscope's own description is /v2/info."""
         return JSONResponse(await run_in_threadpool(_info, svc))
+
+    @app.get(
+        "/ping",
+        tags=["tei"],
+        response_class=Response,
+        responses={
+            200: {"description": "The inference worker runs (an empty body, as TEI's)."},
+            503: {"description": "The inference worker has stopped.", "model": TEIError},
+        },
+    )
+    async def ping() -> Response:
+        """TEI's health probe (SageMaker's /ping): 200 with no body while the worker runs; 503 with TEI's
+        error body when it does not. bertscope's own /health also counts the queue."""
+        if svc.batcher.alive:
+            return Response(status_code=200)
+        return JSONResponse({"error": "unhealthy", "error_type": "Unhealthy"}, status_code=503)
+
+
+def _answer(model: type[BaseModel]) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI 200 of a route that writes its answer itself: TEI's schema of it."""
+    return {200: {"model": model, "description": model.__doc__ or ""}}
 
 
 def _prompt(svc: Service, prompt_name: str | None) -> str:
