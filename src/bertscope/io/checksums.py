@@ -4,11 +4,22 @@ A flipped byte in a store must be an error, never a silently wrong cosine. Each 
 gets a CRC-32 (zlib) of its vectors' little-endian bytes in their stored precision:
 
     Parquet  one row group per batch; the file's key-value metadata `bertscope.checksums` holds
-             {"algorithm": "crc32", "row_groups": [{"rows": 1024, "embedding": 2062123640}, ...]}
-             (one entry per vector column: a view's `embedding_<name>`, a stacked store's `layer_N`)
-    NumPy    `<stem>.settings.json` holds {"algorithm": "crc32", "batches": [{"rows": .., "embedding": ..}]}
-             under "checksums"; each unfinished part's `.done` marker holds its own
+             {"algorithm": "crc32", "row_groups": [{"rows": 1024, "embedding": 2062123640, "id": ..,
+             "text": ..}, ...]} (one entry per vector column: a view's `embedding_<name>`, a stacked
+             store's `layer_N`; `id` and `text` over the column's values, `labels_checksum`), and
+             `bertscope.row_digests` a JSON list, one `row_digests` string per row group
+    NumPy    `<stem>.settings.json` holds {"algorithm": "crc32", "batches": [{"rows": .., "embedding": ..,
+             "labels": .., "row_digests": ..}]} under "checksums" (`labels`: the CRC-32 of the batch's
+             lines in the `.ids.txt` or `.rows.jsonl` beside it, as stored); each unfinished part's
+             `.done` marker holds its own
     SQLite   a `checksum` column per row (schema migration 2)
+
+A batch's checksums say that it changed, not which row: each batch also keeps one byte per row
+(`row_digests`: the low byte of a CRC-32 over the row's labels and vectors, base64), read only once a
+batch fails, so the error names the rows that changed and their ids ("row 5 (id '6') of s.npy changed
+..."), one batch in memory. A changed row keeps its byte by chance 1 time in 256; where no row can be
+named (that, or a store written before row digests), the error names the batch's rows.
+Stores written before ids and texts were covered (no `id`/`labels` key) are read as before.
 
 Reading checks each batch it decodes before handing its rows on, so memory stays bounded; vectors that
 are not finite are refused when written and, in stores written before checksums, when read. The
@@ -25,10 +36,11 @@ a checksum, not a signature.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import zlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,13 +50,21 @@ from ..errors import CorpusError
 
 __all__ = [
     "ALGORITHM",
+    "ChecksumMismatch",
     "MISMATCH",
     "NOT_FINITE",
     "LAYOUT",
+    "LABEL_COLUMNS",
     "PARQUET_KEY",
+    "PARQUET_ROWS_KEY",
     "SETTINGS_KEY",
+    "changed",
+    "changed_rows",
     "checksum",
     "column_values",
+    "labels_checksum",
+    "row_digests",
+    "row_labels",
     "vector_names",
     "recorded",
     "table_checksums",
@@ -69,6 +89,9 @@ _SINGULAR = {
     NOT_FINITE: "holds values that are not finite (NaN or infinity)",
 }
 PARQUET_KEY = b"bertscope.checksums"
+PARQUET_ROWS_KEY = b"bertscope.row_digests"
+# The Parquet columns of labels a row group's checksums cover beside its vectors.
+LABEL_COLUMNS = ("id", "text")
 # The key of a store's settings that holds their SHA-256 (hex), beside the settings it covers.
 SETTINGS_KEY = "settings_sha256"
 
@@ -78,8 +101,68 @@ T = TypeVar("T")
 def checksum(values: np.ndarray | bytes) -> int:
     """CRC-32 of an array's little-endian bytes in its own dtype (float32 or float16), or of raw bytes."""
     if isinstance(values, np.ndarray):
-        return zlib.crc32(np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<")).data)
+        return zlib.crc32(_little(values).data)
     return zlib.crc32(values)
+
+
+def labels_checksum(values: Iterable[Any]) -> int:
+    """CRC-32 of a column of labels (ids, texts; None where missing), each value told from the next."""
+    return zlib.crc32(_joined(values).encode("utf-8", "surrogatepass"))
+
+
+def _joined(values: Iterable[Any]) -> str:
+    return "\x00".join("\x01" if v is None else str(v) for v in values)
+
+
+def row_labels(table: Any) -> list[bytes]:
+    """Each row's labels (`LABEL_COLUMNS` it has) as bytes, for `row_digests` of a Parquet table."""
+    columns = [table.column(n).to_pylist() for n in LABEL_COLUMNS if n in table.schema.names]
+    if not columns:
+        return [b""] * table.num_rows
+    return [_joined(values).encode("utf-8", "surrogatepass") for values in zip(*columns, strict=True)]
+
+
+def row_digests(vectors: Sequence[np.ndarray], labels: Sequence[bytes]) -> str:
+    """One byte per row (base64): the low byte of a CRC-32 over the row's `labels` and its rows of each
+    (rows, ...) array in `vectors`, in their stored bytes."""
+    flat = [_little(v).reshape(len(v), -1) for v in vectors]
+    digests = bytearray(len(labels))
+    for row, label in enumerate(labels):
+        crc = zlib.crc32(label)
+        for matrix in flat:
+            crc = zlib.crc32(matrix[row].data, crc)
+        digests[row] = crc & 0xFF
+    return base64.b64encode(bytes(digests)).decode("ascii")
+
+
+def changed_rows(recorded: str | None, vectors: Sequence[np.ndarray], labels: Sequence[bytes]) -> list[int]:
+    """The rows (0-based in the batch) whose digest differs from the `recorded` ones; [] where none is
+    recorded or none can be told (a changed row keeps its byte 1 time in 256)."""
+    try:
+        wanted = base64.b64decode(recorded or "", validate=True)
+    except ValueError:
+        return []
+    if len(wanted) != len(labels):
+        return []
+    found = base64.b64decode(row_digests(vectors, labels))
+    return [row for row, (a, b) in enumerate(zip(wanted, found, strict=True)) if a != b]
+
+
+def changed(where: str, rows: list[int], ids: list[str], rebuild: str) -> CorpusError:
+    """The one-line error for stored rows that changed after they were written, named with their ids
+    ("row 5 of s.npy (id '6') changed after it was written: it does not match its checksum; ...")."""
+    one = len(rows) == 1
+    shown = ", ".join(str(r) for r in rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
+    span, after = (f"row {shown}", "it was") if one else (f"rows {shown}", "they were")
+    said = f"{'it' if one else 'they'} {_SINGULAR[MISMATCH] if one else MISMATCH}"
+    return CorpusError(
+        f"{span} of {where} (id {_ids(ids)}) changed after {after} written: {said}; the file is corrupt; "
+        f"{rebuild}"
+    )
+
+
+def _little(values: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(values, dtype=values.dtype.newbyteorder("<"))
 
 
 def column_values(column: Any) -> np.ndarray:
@@ -98,8 +181,12 @@ def vector_names(schema: Any) -> list[str]:
 
 
 def table_checksums(table: Any) -> dict[str, int]:
-    """{vector column: its checksum} for every vector column of an Arrow table."""
-    return {name: checksum(column_values(table.column(name))) for name in vector_names(table.schema)}
+    """{column: its checksum} for every vector column of an Arrow table and its `LABEL_COLUMNS`."""
+    sums = {name: checksum(column_values(table.column(name))) for name in vector_names(table.schema)}
+    for name in LABEL_COLUMNS:
+        if name in table.schema.names:
+            sums[name] = labels_checksum(table.column(name).to_pylist())
+    return sums
 
 
 def non_finite(matrix: np.ndarray) -> np.ndarray:
@@ -115,10 +202,20 @@ def rebuild_hint(path: str | Path, collection: str | None = None) -> str:
     return f"rebuild it with `{command}` and the options it was made with"
 
 
+class ChecksumMismatch(CorpusError):
+    """Stored rows `rows` (first, last: a batch) that do not match their checksum; `verify` names the
+    rows of the batch that changed (`changed_rows`)."""
+
+    def __init__(self, message: str, rows: tuple[int, int]) -> None:
+        super().__init__(message)
+        self.rows = rows
+
+
 def corrupt(
     where: str, rows: tuple[int, int] | None, problem: str, rebuild: str, *, ids: list[str] | None = None
 ) -> CorpusError:
-    """The one-line error for stored rows that fail their check: which rows of what, and what to do.
+    """The one-line error for stored rows that fail their check: which rows of what, and what to do
+    (a `ChecksumMismatch` for rows that do not match their checksum).
 
     `rows` is the first and last row number (0-based, in stored order), or None for one row named by id.
     """
@@ -126,7 +223,10 @@ def corrupt(
     span = "a row" if rows is None else f"row {rows[0]}" if one else f"rows {rows[0]}-{rows[1]}"
     named = f" (id {_ids(ids)})" if ids else ""
     said = _SINGULAR.get(problem, problem) if one else problem
-    return CorpusError(f"{span} of {where}{named} {said}: the file is corrupt; {rebuild}")
+    message = f"{span} of {where}{named} {said}: the file is corrupt; {rebuild}"
+    if problem == MISMATCH and rows is not None:
+        return ChecksumMismatch(message, rows)
+    return CorpusError(message)
 
 
 def _ids(ids: list[str]) -> str:

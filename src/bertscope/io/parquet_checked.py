@@ -1,9 +1,10 @@
 """Parquet files whose vector columns carry a checksum per row group (see `io.checksums`).
 
-`write_checked` writes tables as row groups and records each group's checksums in the file's metadata;
-`CheckedParquet` reads groups back and refuses one whose vectors do not match (or, in a file written
-before checksums, are not finite); `checked_tables` streams a file's rows in chunks, every row checked
-before it is handed on.
+`write_checked` writes tables as row groups and records each group's checksums (its vectors, ids and
+texts) and row digests in the file's metadata; `CheckedParquet` reads groups back and refuses one whose
+vectors or labels do not match (or, in a file written before checksums, whose vectors are not finite),
+and names the rows of a failed group that changed (`changed_rows`); `checked_tables` streams a file's
+rows in chunks, every row checked before it is handed on.
 """
 
 from __future__ import annotations
@@ -18,17 +19,23 @@ import numpy as np
 from ..errors import CorpusError
 from .checksums import (
     ALGORITHM,
+    LABEL_COLUMNS,
     LAYOUT,
     MISMATCH,
     NOT_FINITE,
     PARQUET_KEY,
+    PARQUET_ROWS_KEY,
+    changed_rows,
     checksum,
     column_values,
     corrupt,
+    labels_checksum,
     non_finite,
     rebuild_hint,
     rechunk,
     recorded,
+    row_digests,
+    row_labels,
     table_checksums,
     vector_names,
 )
@@ -46,6 +53,7 @@ def write_checked(path: Path, tables: Iterable[Any], schema: Any = None) -> int:
 
     writer = None
     groups: list[dict[str, int]] = []
+    digests: list[str] = []
     try:
         for table in tables:
             if writer is None:
@@ -54,9 +62,12 @@ def write_checked(path: Path, tables: Iterable[Any], schema: Any = None) -> int:
                 piece = table.slice(start, GROUP_ROWS)
                 writer.write_table(piece, row_group_size=piece.num_rows)
                 groups.append({"rows": piece.num_rows, **table_checksums(piece)})
+                digests.append(_row_digests(piece))
         if writer is not None:
             sums = {"algorithm": ALGORITHM, "row_groups": groups}
-            writer.add_key_value_metadata({PARQUET_KEY: json.dumps(sums)})
+            writer.add_key_value_metadata(
+                {PARQUET_KEY: json.dumps(sums), PARQUET_ROWS_KEY: json.dumps(digests)}
+            )
     finally:
         if writer is not None:
             writer.close()
@@ -102,8 +113,36 @@ class CheckedParquet:
         self.check(table, first, None if self.groups is None else self.groups[number])
         return table
 
+    @property
+    def labels_checked(self) -> bool:
+        """Whether the file's checksums cover its ids (and texts), not its vectors alone."""
+        return bool(self.groups) and all("id" in g for g in self.groups or [])
+
+    def changed_rows(self, first: int) -> tuple[list[int], list[str]] | None:
+        """(file row numbers, their ids) of the rows of the group starting at row `first` whose digest
+        differs from the one written, or None where none can be named (no digests, none differs)."""
+        number = int(np.searchsorted(self.starts, first, side="right")) - 1
+        try:
+            digests = json.loads((self.file.metadata.metadata or {})[PARQUET_ROWS_KEY])
+            recorded = digests[number] if isinstance(digests, list) and len(digests) > number else None
+            table = self.file.read_row_group(number)
+        except (KeyError, OSError, ValueError):
+            return None
+        rows = changed_rows(recorded, _vectors(table), row_labels(table))
+        if not rows:
+            return None
+        ids = table.column("id").to_pylist() if "id" in table.schema.names else [str(r) for r in rows]
+        start = int(self.starts[number])
+        return [start + r for r in rows], [str(ids[r]) for r in rows]
+
     def check(self, table: Any, first: int, expected: dict[str, int] | None) -> None:
-        """Refuse a table of rows `first`.. whose vectors miss their checksums or are not finite."""
+        """Refuse a table of rows `first`.. whose vectors or labels miss their checksums, or whose vectors
+        are not finite."""
+        for name in LABEL_COLUMNS:
+            wanted = None if expected is None else expected.get(name)
+            if wanted is not None and name in table.schema.names:
+                if labels_checksum(table.column(name).to_pylist()) != wanted:
+                    raise self._error(first, first + table.num_rows - 1, MISMATCH)
         for name in vector_names(table.schema):
             values = column_values(table.column(name))
             wanted = None if expected is None else expected.get(name)
@@ -149,6 +188,15 @@ class CheckedParquet:
 
     def _error(self, first: int, last: int, problem: str) -> Exception:
         return corrupt(self.where, (first, last), problem, self.rebuild)
+
+
+def _vectors(table: Any) -> list[np.ndarray]:
+    return [column_values(table.column(name)) for name in vector_names(table.schema)]
+
+
+def _row_digests(table: Any) -> str:
+    """The row digests of a row group (its vectors, ids and texts): `checksums.row_digests`."""
+    return row_digests(_vectors(table), row_labels(table))
 
 
 def checked_tables(path: Path, columns: list[str] | None, size: int) -> Iterator[Any]:

@@ -34,6 +34,7 @@ from .checksums import (
     corrupt,
     non_finite,
     refuse_non_finite,
+    row_digests,
     sealed,
 )
 from .parquet_checked import CheckedParquet, write_checked
@@ -320,9 +321,15 @@ class NpySink(_PartsSink):
         tmp = part.with_name(part.name + ".tmp")
         with tmp.open("wb") as handle:
             np.save(handle, vectors)
-        _atomic_write_text(part.with_suffix(self.labels_suffix), labels)
+        labels_file = part.with_suffix(self.labels_suffix)
+        _atomic_write_text(labels_file, labels)
         os.replace(tmp, part)
-        self._committed(part, records, {"rows": len(vectors), "embedding": checksum(vectors)})
+        sums = {
+            "rows": len(vectors),
+            "embedding": checksum(vectors),
+            "labels": checksum(labels_file.read_bytes()),
+        }
+        self._committed(part, records, sums)
 
     def _check_part(self, part: Path) -> None:
         self._checked_sum(part)
@@ -339,6 +346,22 @@ class NpySink(_PartsSink):
             raise corrupt(str(part), (int(bad[0]), int(bad[-1])), NOT_FINITE, _REDO)
         return found
 
+    def _batch(self, part: Path, block: np.ndarray) -> dict[str, Any]:
+        """A part's entry in the store's checksums: its vectors', its labels' (checked against the ones
+        saved with it, where they were) and its row digests; one part in memory."""
+        labels = part.with_suffix(self.labels_suffix).read_bytes()
+        wanted = _marker(part).get("labels")
+        if wanted is not None and checksum(labels) != wanted:
+            where = str(part.with_suffix(self.labels_suffix))
+            raise corrupt(where, (0, max(0, len(block) - 1)), MISMATCH, _REDO)
+        lines = labels.splitlines(keepends=True)
+        return {
+            "rows": len(block),
+            "embedding": self._checked_sum(part),
+            "labels": checksum(labels),
+            "row_digests": row_digests([block], lines) if len(lines) == len(block) else "",
+        }
+
     def finish(self) -> list[Path]:
         """Join the parts into one .npy (streamed through a memory map) and write labels and settings."""
         blocks = [np.load(p, mmap_mode="r") for p in self.files]
@@ -354,7 +377,7 @@ class NpySink(_PartsSink):
             row = 0
             with labels.with_name(labels.name + ".tmp").open("w") as labels_out:
                 for part, block in zip(self.files, blocks, strict=True):
-                    batches.append({"rows": len(block), "embedding": self._checked_sum(part)})
+                    batches.append(self._batch(part, block))
                     matrix[row : row + len(block)] = block
                     row += len(block)
                     labels_out.write(part.with_suffix(self.labels_suffix).read_text())

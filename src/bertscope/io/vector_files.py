@@ -2,8 +2,10 @@
 
 Each reader answers the questions of `formats.StoreReader` for its format; `stores.Store` asks them
 through the format table (formats.py), never by testing a suffix. Every batch of vectors read is
-checked against its stored checksum first (`io.checksums`); a store written before checksums has its
-vectors checked to be finite.
+checked against its stored checksum first (`io.checksums`), and a .npy batch's lines in its ids (or
+labels) file against theirs; a store written before checksums has its vectors checked to be finite, one
+written before ids were covered has its ids read as they are. `npy_changed_rows` names the rows of a
+failed batch that changed.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .checksums import (
     LAYOUT,
     MISMATCH,
     NOT_FINITE,
+    changed_rows,
     checksum,
     corrupt,
     non_finite,
@@ -31,7 +34,17 @@ from .checksums import (
 from .parquet_checked import CheckedParquet
 from .sinks import PARQUET_META_KEY
 
-__all__ = ["Chunk", "NpyReader", "ParquetReader", "check_npy_rows", "npy_settings", "open_matrix"]
+__all__ = [
+    "Chunk",
+    "NpyReader",
+    "ParquetReader",
+    "check_npy_rows",
+    "npy_changed_rows",
+    "npy_checksums",
+    "npy_settings",
+    "open_matrix",
+    "stored_checksums",
+]
 
 # The most bytes of a .npy matrix read at once when its checksums are checked.
 _CHECK_BYTES = 16 << 20
@@ -115,14 +128,10 @@ class NpyReader:
     def chunks(self, path: Path, collection: str | None, column: str, size: int) -> Iterator[Chunk]:
         """(ids, no texts, vectors) of every row, `size` rows at a time (the matrix memory-mapped)."""
         matrix = open_matrix(path)
-        read = 0
-        with path.with_suffix(".ids.txt").open(newline="\n") as ids_file:
-            for block in _checked_blocks(path, matrix, size):
-                lines = [ids_file.readline() for _ in range(len(block))]
-                if lines and not lines[-1]:  # the ids ran out before the rows
-                    _too_few_ids(path, read + lines.index(""), len(matrix))
-                read += len(lines)
-                yield [line.rstrip("\n") for line in lines], [None] * len(lines), block
+        with path.with_suffix(".ids.txt").open("rb") as ids_file:
+            for lines, block in _checked_blocks(path, matrix, size, ids_file):
+                ids = [line.decode("utf-8", "surrogateescape").rstrip("\n") for line in lines]
+                yield ids, [None] * len(lines), block
 
     def count(self, path: Path, collection: str | None) -> int:
         """The matrix's rows."""
@@ -208,6 +217,94 @@ def check_npy_rows(path: Path, rows: np.ndarray | None = None) -> None:
             crc = zlib.crc32(np.ascontiguousarray(block, dtype=block.dtype.newbyteorder("<")).data, crc)
         if crc != batches[number].get("embedding"):
             raise corrupt(str(path), (start, end - 1), MISMATCH, rebuild_hint(path))
+    _check_labels(path, batches, starts, set(int(n) for n in asked), total)
+
+
+def _labels_file(path: Path) -> Path:
+    """The ids (sentence rows) or labels (token, word, chunk rows) file beside a .npy store."""
+    ids = path.with_suffix(".ids.txt")
+    return ids if ids.exists() else path.with_suffix(".rows.jsonl")
+
+
+def _check_labels(
+    path: Path, batches: list[dict[str, Any]], starts: np.ndarray, asked: set[int], total: int
+) -> None:
+    """Check the asked batches' lines in a sentence store's .ids.txt against their checksums (batches
+    written before ids were covered are taken as they read), one batch's lines in memory. A token or word
+    store's labels are read only as far as its sample needs (verify/rows.py), so not checked here."""
+    labels = path.with_suffix(".ids.txt")
+    if not labels.exists() or not any("labels" in batches[n] for n in asked):
+        return
+    with labels.open("rb") as handle:
+        for number in range(max(asked) + 1):
+            lines = _batch_lines(handle, path, int(starts[number]), int(batches[number]["rows"]), total)
+            wanted = batches[number].get("labels")
+            if number in asked and wanted is not None and checksum(b"".join(lines)) != wanted:
+                span = (int(starts[number]), int(starts[number + 1]) - 1)
+                raise corrupt(str(labels), span, MISMATCH, rebuild_hint(path))
+
+
+def _batch_lines(handle: Any, path: Path, start: int, rows: int, total: int) -> list[bytes]:
+    """The next `rows` lines of a labels file (its rows from `start`); CorpusError when it runs out."""
+    lines = [handle.readline() for _ in range(rows)]
+    if lines and not lines[-1]:  # the ids ran out before the rows
+        _too_few_ids(path, start + lines.index(b""), total)
+    return lines
+
+
+def npy_checksums(path: Path) -> dict[str, Any] | None:
+    """The checksums recorded beside a .npy store, or None for a store written before them."""
+    return recorded(npy_settings(path).get("checksums"), str(path))
+
+
+def stored_checksums(path: Path) -> dict[str, Any] | None:
+    """The checksums a .npy or .parquet store records, as stored (None where it records none), with
+    `labels_checked`: whether they cover its ids, not its vectors alone."""
+    if path.suffix == ".npy":
+        found = npy_checksums(path)
+        listed = None if found is None else found["batches"]
+        key = "labels"
+    else:
+        checked = CheckedParquet(path)
+        listed, key = checked.groups, "id"
+        found = None if listed is None else {"row_groups": listed}
+    if found is None:
+        return None
+    return {**found, "labels_checked": bool(listed) and all(key in b for b in listed or [])}
+
+
+def npy_changed_rows(path: Path, first: int) -> tuple[list[int], list[str]] | None:
+    """(row numbers, their ids) of the rows of the .npy batch starting at row `first` whose digest
+    differs from the one written, or None where none can be named (no digests, none differs)."""
+    found = npy_checksums(path)
+    if found is None:
+        return None
+    batches = found["batches"]
+    starts = np.cumsum([0, *(int(b["rows"]) for b in batches)])
+    number = int(np.searchsorted(starts, first, side="right")) - 1
+    if not 0 <= number < len(batches) or not batches[number].get("row_digests"):
+        return None
+    start, end = int(starts[number]), int(starts[number + 1])
+    with _labels_file(path).open("rb") as handle:
+        for _ in range(start):
+            handle.readline()
+        lines = [handle.readline() for _ in range(end - start)]
+    block = np.asarray(open_matrix(path)[start:end])
+    rows = changed_rows(batches[number]["row_digests"], [block], lines)
+    if not rows:
+        return None
+    return [start + r for r in rows], [_label_id(lines[r]) for r in rows]
+
+
+def _label_id(line: bytes) -> str:
+    """The id of a row from its line: an .ids.txt line is the id, a .rows.jsonl line holds it."""
+    text = line.decode("utf-8", "surrogateescape").rstrip("\n")
+    if text.startswith("{"):
+        try:
+            return str(json.loads(text).get("id", text))
+        except (ValueError, AttributeError):
+            return text
+    return text
 
 
 def _settings_object(raw: str | bytes, where: str, path: Path) -> dict[str, Any]:
@@ -233,9 +330,12 @@ def _too_few_ids(path: Path, ids: int, rows: int) -> NoReturn:
     )
 
 
-def _checked_blocks(path: Path, matrix: np.ndarray, size: int) -> Iterator[np.ndarray]:
-    """The rows of a .npy store, `size` at a time, each stored batch checked against its checksum
-    (`<stem>.settings.json`); a store written before checksums has its rows checked to be finite."""
+def _checked_blocks(
+    path: Path, matrix: np.ndarray, size: int, ids_file: Any
+) -> Iterator[tuple[list[bytes], np.ndarray]]:
+    """(id lines, rows) of a .npy store, `size` at a time, each stored batch's rows and id lines checked
+    against their checksums (`<stem>.settings.json`); a store written before checksums has its rows
+    checked to be finite."""
     found = recorded(npy_settings(path).get("checksums"), str(path))
     rows = matrix.shape[0]
     if found is None:
@@ -245,23 +345,35 @@ def _checked_blocks(path: Path, matrix: np.ndarray, size: int) -> Iterator[np.nd
             if len(bad):
                 span = (start + int(bad[0]), start + int(bad[-1]))
                 raise corrupt(str(path), span, NOT_FINITE, rebuild_hint(path))
-            yield block
+            yield _batch_lines(ids_file, path, start, len(block), rows), block
         return
     batches = found["batches"]
     if sum(b["rows"] for b in batches) != rows:
         raise corrupt(str(path), (0, rows - 1), LAYOUT, rebuild_hint(path))
 
-    def checked() -> Iterator[np.ndarray]:
+    def checked() -> Iterator[tuple[list[bytes], np.ndarray]]:
         start = 0
         for batch in batches:
             block = np.asarray(matrix[start : start + batch["rows"]])
+            span = (start, start + len(block) - 1)
             if checksum(block) != batch["embedding"]:
-                span = (start, start + len(block) - 1)
                 raise corrupt(str(path), span, MISMATCH, rebuild_hint(path))
+            lines = _batch_lines(ids_file, path, start, len(block), rows)
+            if "labels" in batch and checksum(b"".join(lines)) != batch["labels"]:
+                raise corrupt(str(path.with_suffix(".ids.txt")), span, MISMATCH, rebuild_hint(path))
             start += len(block)
-            yield block
+            yield lines, block
 
-    yield from rechunk(checked(), size, len, np.concatenate, lambda a, start, n: a[start : start + n])
+    yield from rechunk(
+        checked(),
+        size,
+        lambda piece: len(piece[1]),
+        lambda pieces: (
+            [line for lines, _ in pieces for line in lines],
+            np.concatenate([b for _, b in pieces]),
+        ),
+        lambda piece, start, n: (piece[0][start : start + n], piece[1][start : start + n]),
+    )
 
 
 def _parquet_rows(batch: Any, column: str | None) -> Chunk:

@@ -17,9 +17,17 @@ The tolerances are drift.py's.
 
 What a store cannot prove is said, not passed over: a store that records no fingerprint is checked on
 its vectors alone (a note says so), one that records no checksum of its settings is taken at its
-settings' word (a note says so), and its ids are checked only where the corpus is given (`corpus`:
-each sampled row's stored text must be the corpus's text of its id). A post-processing file other than
-the store's is bad input (its fingerprint names it), not drift.
+settings' word (a note says so), one that records no checksums of its rows (written before stores
+carried them) is checked on the sampled rows alone (a note says so), one whose checksums cover its
+vectors but not its ids (written before they did) has its ids checked where the sample falls (a note
+says so), and its ids are checked against their texts only where the corpus is given (`corpus`: each
+sampled row's stored text must be the corpus's text of its id). A store whose settings carry their
+checksum was written by a bertscope that stores row checksums too: missing ones were stripped (a
+re-save by another tool, an edit), so it is refused as damaged, never passed on its sample. A batch
+that fails its checksum is damage, not drift (exit 2: the bytes changed after they were written, so the
+store cannot testify about this deployment), and the rows of it that changed are named with their ids
+(the row digests written beside the checksums). A post-processing file other than the store's is bad
+input (its fingerprint names it), not drift.
 """
 
 from __future__ import annotations
@@ -35,16 +43,19 @@ import numpy as np
 from ..core.post import PostProcessor, as_post
 from ..core.spec import EmbedOptions, PostArg, resolve
 from ..errors import CorpusError, InvalidInput
-from ..io.checksums import rebuild_hint, settings_edited
+from ..io.checksums import ChecksumMismatch, changed, rebuild_hint, settings_edited
 from ..io.formats import Format
+from ..io.parquet_checked import CheckedParquet
 from ..io.stores import Store, open_store, view_settings, with_view
-from ..io.vector_files import check_npy_rows
+from ..io.vector_files import check_npy_rows, npy_changed_rows, stored_checksums
 from .drift import StoreCheck, add_drift
 from .fingerprint import compare_fingerprints, fingerprint_problem, store_fingerprint
 from .rows import check_rows, corpus_texts_differ, texts_by_id
 
 __all__ = [
     "NO_FINGERPRINT",
+    "NO_IDS_CHECKSUM",
+    "NO_ROW_CHECKSUMS",
     "NO_SETTINGS_CHECKSUM",
     "StoreCheck",
     "refuse_edited_settings",
@@ -57,6 +68,14 @@ _CHUNK_ROWS = 4096
 NO_FINGERPRINT = (
     "the store records no fingerprint of the model that made it (written before stores carried one, or "
     "removed): only the sampled vectors were compared, not the model's files and settings"
+)
+NO_ROW_CHECKSUMS = (
+    "the store records no checksums of its rows (written before stores carried them): only the sampled "
+    "rows were checked, so an edit to any other row would not be found"
+)
+NO_IDS_CHECKSUM = (
+    "the store's checksums cover its vectors, not its ids (written before they did): only the sampled "
+    "rows' ids were checked, so ids swapped or edited outside the sample would not be found"
 )
 NO_SETTINGS_CHECKSUM = (
     "the store records no checksum of its settings (written before stores carried one, or removed): "
@@ -127,12 +146,16 @@ def verify_store(
     if recorded is not None and found is not None:  # another model is refused before it embeds anything
         _refuse_another_model(opened, recorded, found, m.info().source, given=model is not None)
     corpus_texts = {"corpus": corpus, "text_field": text_field, "id_field": id_field}
-    if opened.settings.get("level", "sentence") == "sentence":
-        if opened.rules.format is Format.NPY:  # the stored batches that hold the sample, as Parquet's are
-            check_npy_rows(opened.path, positions)
-        _check_sentences(check, m, opened, positions, processor, corpus_texts)
-    else:
-        check_rows(check, m, opened, positions, corpus_texts)
+    try:
+        if opened.settings.get("level", "sentence") == "sentence":
+            if opened.rules.format is Format.NPY:  # the stored batches that hold the sample, as Parquet's are
+                check_npy_rows(opened.path, positions)
+            _check_sentences(check, m, opened, positions, processor, corpus_texts)
+        else:
+            check_rows(check, m, opened, positions, corpus_texts)
+    except ChecksumMismatch as exc:  # damage, not drift: name the rows of the batch that changed
+        raise _named(opened, exc) from None
+    check.notes += _unchecked_rows(opened)
     if recorded is not None and found is not None:
         changes = compare_fingerprints(recorded, found)
         check.differences += changes
@@ -175,10 +198,58 @@ def _refuse_another_model(
 
 
 def refuse_edited_settings(opened: Store) -> None:
-    """Refuse a store whose settings do not match their checksum, before anything is loaded or read by
-    what they say (a model they name, the int8 bound they claim)."""
+    """Refuse a store whose settings do not match their checksum, or whose settings carry one (so its
+    writer stored row checksums too) but whose row checksums are gone, before anything is loaded or
+    read by what they say (a model they name, the int8 bound they claim)."""
+    hint = rebuild_hint(opened.path, opened.collection)
     if opened.settings_match is False:
-        raise settings_edited(_settings_where(opened), rebuild_hint(opened.path, opened.collection))
+        raise settings_edited(_settings_where(opened), hint)
+    if opened.settings_match and _row_checksums(opened) is None:
+        where = _CHECKSUMS_WHERE[opened.rules.format]
+        raise CorpusError(
+            f"{opened.path}: its rows' checksums are missing ({where}), though its settings carry theirs, "
+            "so a bertscope that writes them made it: it was re-saved by another tool (pandas, pyarrow) "
+            f"or edited, and its rows cannot be proven; use the file as bertscope wrote it, or {hint}"
+        )
+
+
+# Where a format keeps its row checksums, for the error when they are missing.
+_CHECKSUMS_WHERE = {
+    Format.PARQUET: "no `bertscope.checksums` in its metadata",
+    Format.NPY: 'no "checksums" in its .settings.json',
+}
+
+
+def _row_checksums(opened: Store) -> dict[str, Any] | None:
+    """The row checksums of a .npy or .parquet store (None where it records none); an SQLite store keeps
+    one per row, always read with it."""
+    if opened.rules.format not in _CHECKSUMS_WHERE:
+        return {"labels_checked": True}
+    return stored_checksums(opened.path)
+
+
+def _unchecked_rows(opened: Store) -> list[str]:
+    """Notes for what a store's checksums leave out: its rows (none recorded), or its ids."""
+    found = _row_checksums(opened)
+    if found is None:
+        return [NO_ROW_CHECKSUMS]
+    return [] if found["labels_checked"] else [NO_IDS_CHECKSUM]
+
+
+def _named(opened: Store, exc: ChecksumMismatch) -> Exception:
+    """The error naming the rows (and ids) of a failed batch that changed, where their digests tell
+    them; else the batch's own error."""
+    first = exc.rows[0]
+    if opened.rules.format is Format.NPY:
+        found = npy_changed_rows(opened.path, first)
+    elif opened.rules.format is Format.PARQUET:
+        found = CheckedParquet(opened.path).changed_rows(first)
+    else:
+        found = None
+    if found is None:
+        return exc
+    rows, ids = found
+    return changed(str(opened.path), rows, ids, rebuild_hint(opened.path, opened.collection))
 
 
 def _check_sentences(

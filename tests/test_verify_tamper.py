@@ -1,0 +1,244 @@
+"""`verify --store` on stores tampered with where a small sample does not look: checksums stripped (a
+re-save by another tool), a row edited outside the sample, ids swapped, a flipped bit. A store that was
+sealed is damaged without its checksums (exit 2); one written before checksums verifies with a note; a
+batch that fails its checksum names the rows that changed and their ids."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import bertscope
+from bertscope.errors import CorpusError
+from bertscope.io.checksums import PARQUET_KEY, PARQUET_ROWS_KEY, SETTINGS_KEY
+from bertscope.model import Model
+from bertscope.verify.store import NO_IDS_CHECKSUM, NO_ROW_CHECKSUMS, sample_rows, verify_store
+from console import run_main
+
+TEXTS = [f"sentence number {n} about a cat on a mat" for n in range(12)]
+BATCH = 4  # three stored batches of four rows
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory, bundled: Model) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("tamper")
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    paths = {"corpus": corpus}
+    for name in ("s.npy", "s.parquet"):
+        bertscope.embed_corpus(corpus, folder / name, model=bundled, progress=False, batch_size=BATCH)
+        paths[name] = folder / name
+    return paths
+
+
+def _copy(made: dict[str, Path], name: str, to: Path) -> Path:
+    source = made[name]
+    for path in source.parent.glob(f"{source.stem}.*"):
+        shutil.copyfile(path, to / path.name)
+    return to / source.name
+
+
+def _outside(rows: int, seed: int) -> tuple[int, list[int]]:
+    """(the one row a 1-row sample with `seed` draws, the other rows of its stored batch)."""
+    (row,) = sample_rows(len(TEXTS), rows, seed=seed).tolist()
+    first = row // BATCH * BATCH
+    return row, [r for r in range(first, first + BATCH) if r != row]
+
+
+def _verify(store: Path, made: dict[str, Path], *more: str) -> Any:
+    corpus = ["--corpus", str(made["corpus"])] if store.suffix == ".npy" else []
+    return run_main("verify", "--store", str(store), *corpus, "--rows", "1", "--seed", "3", *more)
+
+
+def _one_line_error(ran: Any, *named: str) -> str:
+    assert ran.code == 2 and ran.stderr.startswith("error:"), ran
+    assert "Traceback" not in ran.stderr and len(ran.stderr.strip().splitlines()) == 1, ran.stderr
+    line = " ".join(ran.stderr.split())
+    for name in named:
+        assert name in line, (name, line)
+    return line
+
+
+def _rewrite_parquet(
+    store: Path, edit: Callable[[Any], Any], *, sums: Callable[[dict[str, Any]], None] | None = None
+) -> None:
+    """Rewrite a Parquet store (row groups kept) with `edit` applied to its table, keeping its settings
+    and its checksums as they were (`sums` edits those first): an edit that computes nothing again."""
+    file = pq.ParquetFile(store)
+    kept = dict(file.metadata.metadata)
+    checks = json.loads(kept[PARQUET_KEY])
+    if sums is not None:
+        sums(checks)
+    table = edit(file.read())
+    with pq.ParquetWriter(store.with_suffix(".tmp"), table.schema) as writer:
+        for start in range(0, table.num_rows, BATCH):
+            writer.write_table(table.slice(start, BATCH), row_group_size=BATCH)
+        writer.add_key_value_metadata(
+            {PARQUET_KEY: json.dumps(checks), PARQUET_ROWS_KEY: kept[PARQUET_ROWS_KEY]}
+        )
+    store.with_suffix(".tmp").replace(store)
+
+
+def _edit_vector(table: Any, row: int) -> Any:
+    vectors = np.asarray(table.column("embedding").combine_chunks().flatten()).reshape(table.num_rows, -1)
+    vectors = vectors.copy()
+    vectors[row, 0] += 1e-3
+    column = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])
+    return table.set_column(table.schema.get_field_index("embedding"), "embedding", column)
+
+
+def _settings(npy: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    settings_file = npy.with_suffix(".settings.json")
+    settings = json.loads(settings_file.read_text())
+    edit(settings)
+    settings_file.write_text(json.dumps(settings))
+
+
+# Checksums stripped from a sealed store: damaged, never "ok" ----------------------------------------
+
+
+def test_a_parquet_store_re_saved_without_its_checksums_is_damaged(
+    made: dict[str, Path], tmp_path: Path
+) -> None:
+    """The audit's case: any pyarrow/pandas re-save keeps the `bertscope` settings and drops the checksums."""
+    table = pq.read_table(made["s.parquet"])
+    row, others = _outside(1, 3)
+    store = tmp_path / "edit.parquet"
+    pq.write_table(_edit_vector(table, others[0]), store)
+    assert PARQUET_KEY not in pq.ParquetFile(store).metadata.metadata
+    assert SETTINGS_KEY in json.loads(pq.ParquetFile(store).schema_arrow.metadata[b"bertscope"])
+    line = _one_line_error(
+        _verify(store, made), "edit.parquet", "checksums are missing", "bertscope.checksums"
+    )
+    assert "rebuild it with `bertscope embed" in line and "re-saved" in line
+    with pytest.raises(CorpusError, match="checksums are missing"):
+        verify_store(store, rows=1, seed=3)
+
+
+def test_a_npy_store_whose_checksums_were_removed_is_damaged(made: dict[str, Path], tmp_path: Path) -> None:
+    store = _copy(made, "s.npy", tmp_path)
+    _settings(
+        store, lambda s: s.pop("checksums")
+    )  # the settings' own digest leaves them out: it still matches
+    _one_line_error(
+        _verify(store, made), "s.npy", "checksums are missing", '"checksums" in its .settings.json'
+    )
+
+
+# Stores written before: they verify as before, with a note ------------------------------------------
+
+
+def test_a_store_written_before_checksums_verifies_with_a_note(made: dict[str, Path], tmp_path: Path) -> None:
+    store = _copy(made, "s.npy", tmp_path)
+    _settings(store, lambda s: (s.pop("checksums"), s.pop(SETTINGS_KEY)))
+    ran = _verify(store, made, "--json")
+    assert ran.code == 0 and json.loads(ran.stdout)["ok"], ran
+    assert NO_ROW_CHECKSUMS in json.loads(ran.stdout)["notes"]
+    assert "only the sampled rows were checked" in " ".join(ran.stderr.split())
+    old = tmp_path / "old.parquet"  # and a Parquet file written before either
+    table = pq.read_table(made["s.parquet"])
+    settings = json.loads(table.schema.metadata[b"bertscope"])
+    settings.pop(SETTINGS_KEY)
+    pq.write_table(table.replace_schema_metadata({b"bertscope": json.dumps(settings).encode()}), old)
+    ran = _verify(old, made, "--json")
+    assert ran.code == 0 and NO_ROW_CHECKSUMS in json.loads(ran.stdout)["notes"], ran
+
+
+def test_a_store_written_before_ids_were_covered_verifies_with_a_note(
+    made: dict[str, Path], tmp_path: Path
+) -> None:
+    store = _copy(made, "s.npy", tmp_path)
+
+    def vectors_only(settings: dict[str, Any]) -> None:
+        for batch in settings["checksums"]["batches"]:
+            batch.pop("labels"), batch.pop("row_digests")
+
+    _settings(store, vectors_only)
+    ran = _verify(store, made, "--json")
+    assert ran.code == 0 and json.loads(ran.stdout)["notes"] == [NO_IDS_CHECKSUM], ran
+    parquet = _copy(made, "s.parquet", tmp_path)
+    _rewrite_parquet(
+        parquet, lambda t: t, sums=lambda s: [(g.pop("id"), g.pop("text")) for g in s["row_groups"]]
+    )
+    ran = _verify(parquet, made, "--json")
+    assert ran.code == 0 and json.loads(ran.stdout)["notes"] == [NO_IDS_CHECKSUM], ran
+    fresh = _verify(made["s.npy"], made, "--json")  # a store written now: nothing left unsaid
+    assert fresh.code == 0 and json.loads(fresh.stdout)["notes"] == [], fresh
+
+
+# A batch that fails its checksum names the rows that changed ----------------------------------------
+
+
+def test_ids_swapped_outside_the_sample_name_both_rows(made: dict[str, Path], tmp_path: Path) -> None:
+    store = _copy(made, "s.npy", tmp_path)
+    row, (a, b, *_) = _outside(1, 3)
+    ids_file = store.with_suffix(".ids.txt")
+    lines = ids_file.read_text().splitlines(keepends=True)
+    lines[a], lines[b] = lines[b], lines[a]
+    ids_file.write_text("".join(lines))
+    line = _one_line_error(_verify(store, made), "s.npy", "the file is corrupt")
+    assert f"rows {a}, {b} of {store} (id '{b + 1}', '{a + 1}') changed after they were written" in line
+    assert str(row) not in line.split(" of ")[0]  # the sampled row is not among them
+    parquet = _copy(made, "s.parquet", tmp_path)  # the id and text columns are covered too
+
+    def swapped(table: Any) -> Any:
+        order = list(range(table.num_rows))
+        order[a], order[b] = b, a
+        ids = pa.array([table.column("id").to_pylist()[i] for i in order])
+        return table.set_column(table.schema.get_field_index("id"), "id", ids)
+
+    _rewrite_parquet(parquet, swapped)
+    line = _one_line_error(_verify(parquet, made), "s.parquet")
+    assert f"rows {a}, {b} of {parquet} (id '{b + 1}', '{a + 1}') changed after they were written" in line
+
+
+@pytest.mark.parametrize("name", ["s.npy", "s.parquet"])
+def test_a_row_edited_outside_the_sample_is_named_with_its_id(
+    made: dict[str, Path], tmp_path: Path, name: str
+) -> None:
+    store = _copy(made, name, tmp_path)
+    _row, (edited, *_) = _outside(1, 3)
+    if name == "s.npy":
+        matrix = np.load(store, mmap_mode="r+")
+        matrix[edited, 0] += 1e-3
+        matrix.flush()
+        del matrix
+    else:
+        _rewrite_parquet(store, lambda t: _edit_vector(t, edited))
+    line = _one_line_error(_verify(store, made), name)
+    assert line == (
+        f"error: row {edited} of {store} (id '{edited + 1}') changed after it was written: it does not match "
+        f"its checksum; the file is corrupt; rebuild it with `bertscope embed -i CORPUS -o {store} "
+        "--overwrite` and the options it was made with"
+    )
+
+
+def test_a_flipped_low_mantissa_bit_names_its_row(made: dict[str, Path], tmp_path: Path) -> None:
+    """The audit's t_low: one bit of a float's lowest byte (a change under 1e-7) in row 5."""
+    store = _copy(made, "s.npy", tmp_path)
+    raw = bytearray(store.read_bytes())
+    header = len(raw) - np.load(store, mmap_mode="r").nbytes
+    dim = np.load(store, mmap_mode="r").shape[1]
+    raw[header + (5 * dim + 3) * 4] ^= 1  # little-endian: the first byte is the lowest
+    store.write_bytes(bytes(raw))
+    with pytest.raises(CorpusError, match=r"^row 5 of .*s\.npy \(id '6'\) changed after it was written"):
+        verify_store(store, rows=12, corpus=made["corpus"], seed=0)
+
+
+def test_a_batch_without_row_digests_is_named_as_before(made: dict[str, Path], tmp_path: Path) -> None:
+    store = _copy(made, "s.npy", tmp_path)
+    _settings(store, lambda s: [b.pop("row_digests") for b in s["checksums"]["batches"]])
+    matrix = np.load(store, mmap_mode="r+")
+    matrix[5, 0] += 1e-3
+    matrix.flush()
+    del matrix
+    with pytest.raises(CorpusError, match=r"^rows 4-7 of .*s\.npy do not match their checksum: the file is"):
+        verify_store(store, rows=12, corpus=made["corpus"], seed=0)
