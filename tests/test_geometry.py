@@ -88,13 +88,15 @@ def test_twonn_too_few_points() -> None:
 
 
 def test_rogue_shares_direct() -> None:
-    """mu = mean of the unit vectors, |mu|^2 the mean cosine over all ordered pairs (self pairs in)."""
+    """The mean cosine over the ordered pairs of different points (self pairs left out)."""
     x = _cloud(np.random.default_rng(2), 50, 6)
     unit = x / np.linalg.norm(x, axis=1, keepdims=True)
-    expected, shares = rogue_shares(unit.mean(0))
-    assert expected == pytest.approx(float((unit @ unit.T).mean()), rel=1e-12)
+    expected, shares = rogue_shares(x)
+    distinct = ~np.eye(len(x), dtype=bool)
+    assert expected == pytest.approx(float((unit @ unit.T)[distinct].mean()), rel=1e-12)
     assert shares.sum() == pytest.approx(1.0)
-    assert shares == pytest.approx(unit.mean(0) ** 2 / np.sum(unit.mean(0) ** 2))
+    per_dim = np.einsum("si,ti->sti", unit, unit)[distinct].mean(0)
+    assert shares == pytest.approx(per_dim / per_dim.sum())
 
 
 def test_reservoir_fills_then_samples_the_same_whatever_the_batches() -> None:
@@ -158,12 +160,11 @@ def test_geometry_equals_the_references_on_hidden_states(
     assert result.settings["tokens"] == result.settings["twonn_sample"] == len(reference[0])
     for row, x in zip(result.layers, reference, strict=True):
         assert row["isoscore"] == pytest.approx(float(IsoScore.IsoScore(x)), rel=1e-4)
-        unit = x / np.linalg.norm(x, axis=1, keepdims=True)
-        mu = unit.mean(0)
-        assert row["expected_cosine"] == pytest.approx(float(mu @ mu), rel=1e-4)
-        top = np.argsort(-(mu**2))[:4]
+        expected, shares = rogue_shares(x)  # over pairs of different tokens (checked by brute force above)
+        assert row["expected_cosine"] == pytest.approx(expected, rel=1e-4)
+        top = np.argsort(-shares)[:4]
         assert [r["dim"] for r in row["rogue"]] == top.tolist()
-        assert [r["share"] for r in row["rogue"]] == pytest.approx(mu[top] ** 2 / (mu @ mu), rel=1e-4)
+        assert [r["share"] for r in row["rogue"]] == pytest.approx(shares[top], rel=1e-4)
         if row["layer"] == 0:
             _, seen = np.unique(x, axis=0, return_counts=True)
             assert row["twins"] == int(seen[seen > 1].sum()) == 9

@@ -19,6 +19,7 @@ from .app import (
     load_model,
     out,
     read_lines,
+    warn,
 )
 
 
@@ -40,8 +41,9 @@ def geometry(
     as_json: JsonOpt = False,
 ) -> None:
     """The shape of the space per layer, over the vectors of every token but [CLS]/[SEP]: IsoScore
-    (1 isotropic, 0 one direction), the expected cosine of two random tokens and the rogue dimensions
-    that hold most of it, and the intrinsic dimension (TwoNN). Streamed: memory does not grow with the
+    (1 isotropic, 0 one direction; capped below 1 when the tokens are not many more than the
+    dimensions), the expected cosine of two different random tokens and the rogue dimensions that hold
+    most of it, and the intrinsic dimension (TwoNN). Streamed: memory does not grow with the
     texts; TwoNN runs on a uniform sample of at most --max-tokens-sampled tokens.
 
     Examples: `bertscope geometry -i examples/news.txt`,
@@ -54,6 +56,8 @@ def geometry(
         m, read_lines(input_path), layers=layers or "all", top=top, max_tokens_sampled=max_tokens_sampled,
         seed=seed,
     )  # fmt: skip
+    if result.note:
+        warn(result.note, label="note:", style="cyan")
     if as_json:
         emit_json(result.to_dict())
         return
@@ -61,7 +65,8 @@ def geometry(
     sampled = "all of them" if s["twonn_sample"] == s["tokens"] else f"a sample of {s['twonn_sample']}"
     table = Table(
         "layer", "IsoScore", "intrinsic dim", "E[cos]", "rogue dimensions (share of E[cos])",
-        title=f"{s['tokens']} tokens (special tokens left out); TwoNN on {sampled}",
+        title=f"{s['tokens']} tokens, {s['tokens_per_dimension']:.1f} per dimension (special tokens left "
+        f"out); TwoNN on {sampled}",
     )  # fmt: skip
     for row in result.layers:
         rogue = ", ".join(f"{r['dim']}: {r['share']:.2f}" for r in row["rogue"])

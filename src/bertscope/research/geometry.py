@@ -3,9 +3,14 @@
     IsoScore       (Rudman et al. 2022) how evenly the variance spreads over the d dimensions: 1 when
                    isotropic, 0 when it all lies in one direction. From the covariance's singular values,
                    as the `isoscore` package's `IsoScore.IsoScore` computes it.
-    rogue dims     (Timkey & van Schijndel 2021) the expected cosine of two random tokens is |mu|^2, mu the
-                   mean of the unit-normalised token vectors; dimension i's share of it is
-                   mu_i^2 / sum_j mu_j^2. A few dimensions holding most of it are rogue: they decide cosine.
+                   The sample covariance of n tokens has rank at most n - 1, so the score is capped below
+                   1 unless n >> d: isotropic noise scores about (n-1)/(n-1+d) (1/2 at n = d, 0.91 at
+                   n = 10 d). Under `FEW_TOKENS` x d tokens the result carries a `note` that says so.
+    rogue dims     (Timkey & van Schijndel 2021) the expected cosine of two different random tokens, the
+                   mean of u_s . u_t over the n(n-1) ordered pairs s != t of unit-normalised token vectors:
+                   (|S|^2 - n) / (n(n-1)), S the sum of the u_t (the n self pairs add sum |u_t|^2 = n).
+                   Dimension i's share of it is (S_i^2 - sum_t u_ti^2) / (|S|^2 - n). A few
+                   dimensions holding most of it are rogue: they decide cosine.
     intrinsic dim  TwoNN (Facco et al. 2017) with scikit-dimension's `skdim.id.TwoNN()` defaults: the ratio
                    mu = r2 / r1 of each point's second to first neighbour distance, the largest 10% of the
                    ratios discarded, the slope of -log(1 - F(mu)) against log mu by least squares through
@@ -13,9 +18,9 @@
                    are dropped first, as scikit-dimension drops them.
 
 Streamed, memory bounded whatever the number and length of the texts (a book-length line comes a few
-windows at a time): per layer a running mean and d x d scatter
-(IsoScore), the sum of the unit vectors (rogue), and, because TwoNN needs points, a seeded uniform sample
-(reservoir sampling) of at most `max_tokens_sampled` tokens whose vectors of every chosen layer are kept:
+windows at a time): per layer a running mean and d x d scatter (IsoScore), the sums of the unit vectors
+and of their squares (rogue), and, because TwoNN needs points, a seeded uniform sample (reservoir
+sampling) of at most `max_tokens_sampled` tokens whose vectors of every chosen layer are kept:
 (layers, max_tokens_sampled, d) float32 (54 MB for the bundled model at the default 5,000).
 """
 
@@ -35,9 +40,25 @@ from .states import layer_blocks, text_stream
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
 
-__all__ = ["GeometryResult", "geometry", "isoscore", "rogue_shares", "twonn", "Reservoir", "MIN_TOKENS"]
+__all__ = [
+    "FEW_TOKENS",
+    "GeometryResult",
+    "MIN_TOKENS",
+    "Reservoir",
+    "few_tokens_note",
+    "geometry",
+    "isoscore",
+    "isotropic_isoscore",
+    "rogue_shares",
+    "rogue_shares_of_sums",
+    "twonn",
+]
 
 MIN_TOKENS = 3  # TwoNN keeps 90% of the ratios and fits a line through at least 2 of them
+# Tokens per dimension under which IsoScore is said to be capped by the sample: isotropic Gaussian noise of
+# n tokens in d dimensions scores about (n-1)/(n-1+d), under 0.91 below 10 d (measured: 0.50 at n = d,
+# 0.66 at 2 d, 0.83 at 5 d, 0.91 at 10 d, 0.95 at 20 d, for d = 64, 384 and 768 alike).
+FEW_TOKENS = 10
 DISCARD_FRACTION = 0.1  # scikit-dimension's TwoNN default
 _FLUSH = 2048  # token rows gathered before one update of the sums
 
@@ -63,11 +84,52 @@ def isoscore_of_covariance(cov: np.ndarray) -> float:
     return float(((n - defect**2 * (n - np.sqrt(n))) ** 2 - n) / (n * (n - 1)))
 
 
-def rogue_shares(unit_mean: np.ndarray) -> tuple[float, np.ndarray]:
-    """(expected cosine |mu|^2, each dimension's share mu_i^2 / |mu|^2) from mu, the (d,) mean unit vector."""
-    squares = np.asarray(unit_mean, dtype=np.float64) ** 2
-    total = float(squares.sum())
-    return total, squares / total if total > 0 else np.zeros_like(squares)
+def isotropic_isoscore(n: int, d: int) -> float:
+    """About what isotropic Gaussian noise of `n` points in `d` dimensions scores: the ceiling the sample
+    puts on IsoScore. IsoScore is ((sum l)^2 / sum l^2 - 1) / (d - 1) of the covariance's eigenvalues l;
+    for noise they follow Marchenko-Pastur with ratio g = d / (n - 1), and (sum l)^2 / sum l^2 -> d / (1 + g).
+    """
+    if n < 2 or d < 2:
+        return float("nan")
+    return (d / (1 + d / (n - 1)) - 1) / (d - 1)
+
+
+def few_tokens_note(n_tokens: int, width: int) -> str | None:
+    """What to say of IsoScore over `n_tokens` tokens `width` wide: None when they are enough."""
+    if n_tokens >= FEW_TOKENS * width:
+        return None
+    return (
+        f"{n_tokens} tokens for {width} dimensions ({n_tokens / width:.1f} per dimension, fewer than "
+        f"{FEW_TOKENS}): IsoScore is capped by the sample, isotropic noise of this shape scores about "
+        f"{isotropic_isoscore(n_tokens, width):.2f}, not 1; compare layers on one input, not numbers across "
+        "inputs, or give more texts"
+    )
+
+
+def rogue_shares(points: np.ndarray) -> tuple[float, np.ndarray]:
+    """(expected cosine of two different points, each dimension's share of it) of (n, d) points, n >= 2:
+    the mean of u_s . u_t over the ordered pairs s != t of the unit-normalised points, and per dimension
+    the mean of u_si u_ti over those pairs divided by it (the shares sum to 1; all 0 when it is not > 0)."""
+    x = np.asarray(points, dtype=np.float64)
+    if x.ndim != 2 or len(x) < 2:
+        raise InvalidInput(
+            f"rogue_shares takes the (n, d) vectors themselves, n >= 2 (pairs of different points); got "
+            f"shape {tuple(x.shape)}"
+        )
+    unit = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return rogue_shares_of_sums(unit.sum(axis=0), (unit**2).sum(axis=0), len(unit))
+
+
+def rogue_shares_of_sums(
+    unit_sum: np.ndarray, unit_square_sum: np.ndarray, n: int
+) -> tuple[float, np.ndarray]:
+    """`rogue_shares` from streamed sums over n unit vectors u_t: S = sum u_t and Q = sum u_t**2 (both (d,)).
+    Over the pairs s != t, sum u_si u_ti = S_i^2 - Q_i, and there are n(n-1) of them."""
+    s = np.asarray(unit_sum, dtype=np.float64)
+    per_dim = s**2 - np.asarray(unit_square_sum, dtype=np.float64)
+    total = float(per_dim.sum())
+    expected = total / (n * (n - 1)) if n >= 2 else float("nan")
+    return expected, per_dim / total if total > 0 else np.zeros_like(per_dim)
 
 
 def twonn(points: np.ndarray, *, discard_fraction: float = DISCARD_FRACTION) -> tuple[float, int]:
@@ -143,14 +205,15 @@ class Reservoir:
 
 
 class _Moments:
-    """Per layer: token count, running mean and scatter (d x d), sum of unit vectors; merged batch by batch
-    (Chan et al.), so float64 sums of large-mean BERT vectors stay exact."""
+    """Per layer: token count, running mean and scatter (d x d), sum of the unit vectors and of their
+    squares; merged batch by batch (Chan et al.), so float64 sums of large-mean BERT vectors stay exact."""
 
     def __init__(self) -> None:
         self.n = 0
         self.mean: np.ndarray | None = None
         self.scatter: np.ndarray | None = None
         self.unit_sum: np.ndarray | None = None
+        self.unit_square_sum: np.ndarray | None = None
 
     def add(self, rows: np.ndarray) -> None:
         """rows: (layers, n, d)."""
@@ -159,32 +222,37 @@ class _Moments:
         mean = x.mean(axis=1)
         centred = x - mean[:, None, :]
         scatter = centred.transpose(0, 2, 1) @ centred
-        norms = np.maximum(np.linalg.norm(x, axis=2, keepdims=True), 1e-12)
-        unit = (x / norms).sum(axis=1)
-        if self.mean is None or self.scatter is None or self.unit_sum is None:
-            self.n, self.mean, self.scatter, self.unit_sum = count, mean, scatter, unit
+        units = x / np.maximum(np.linalg.norm(x, axis=2, keepdims=True), 1e-12)
+        unit, unit_square = units.sum(axis=1), (units**2).sum(axis=1)
+        if self.mean is None or self.scatter is None or self.unit_sum is None or self.unit_square_sum is None:
+            self.n, self.mean, self.scatter = count, mean, scatter
+            self.unit_sum, self.unit_square_sum = unit, unit_square
             return
         total = self.n + count
         delta = mean - self.mean
         self.scatter += scatter + delta[:, :, None] * delta[:, None, :] * (self.n * count / total)
         self.mean += delta * (count / total)
         self.unit_sum += unit
+        self.unit_square_sum += unit_square
         self.n = total
 
 
 @dataclass
 class GeometryResult:
     """One record per layer: layer, isoscore, intrinsic_dim, expected_cosine, rogue [{dim, share}],
-    twins (points TwoNN dropped); `settings` says how it was measured."""
+    twins (points TwoNN dropped); `settings` says how it was measured (tokens_per_dimension among it);
+    `note` says when the tokens were too few for IsoScore to reach 1 (else None)."""
 
     layers: list[dict[str, Any]]
     settings: dict[str, Any] = field(default_factory=dict)
+    note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: {"layers": [...], "settings": {...}} (NaN as null)."""
+        """JSON-able: {"layers": [...], "settings": {...}, "note": ...} (NaN as null)."""
         return {
             "layers": [{k: _plain(v) for k, v in row.items()} for row in self.layers],
             "settings": self.settings,
+            "note": self.note,
         }
 
 
@@ -231,12 +299,16 @@ def geometry(
             f"geometry needs at least {MIN_TOKENS} tokens that are not special ([CLS], [SEP]); the texts "
             f"gave {moments.n}: give more text"
         )
-    assert moments.scatter is not None and moments.unit_sum is not None
+    assert (
+        moments.scatter is not None and moments.unit_sum is not None and moments.unit_square_sum is not None
+    )
     sample = reservoir.sample()
     records = []
     with step_progress(len(chosen), "TwoNN", enabled=progress) as step:
         for i, layer in enumerate(chosen):
-            expected, shares = rogue_shares(moments.unit_sum[i] / moments.n)
+            expected, shares = rogue_shares_of_sums(
+                moments.unit_sum[i], moments.unit_square_sum[i], moments.n
+            )
             order = np.argsort(-shares, kind="stable")[:top]
             dim, twins = twonn(sample[:, i])
             records.append(
@@ -250,9 +322,12 @@ def geometry(
                 }
             )
             step()
+    width = int(moments.mean.shape[-1])
     settings = {
         "model": model.loaded.source,
         "tokens": moments.n,
+        "dimensions": width,
+        "tokens_per_dimension": round(moments.n / width, 3),
         "special_tokens": "left out",
         "twonn_sample": len(sample),
         "max_tokens_sampled": max_tokens_sampled,
@@ -260,7 +335,7 @@ def geometry(
         "sampling": "uniform reservoir sample of the tokens, the same tokens for every layer (TwoNN only)",
         "discard_fraction": DISCARD_FRACTION,
     }
-    return GeometryResult(records, settings)
+    return GeometryResult(records, settings, note=few_tokens_note(moments.n, width))
 
 
 def _flush(pending: list[np.ndarray], moments: _Moments, reservoir: Reservoir) -> None:
