@@ -130,8 +130,8 @@ def test_the_cli_table_names_the_tokens_level(tiny_dirs, tmp_path) -> None:
 def test_too_few_rows_for_the_estimator(tiny_models) -> None:
     with pytest.raises(InvalidInput, match="debiased estimator needs at least 4"):
         cka(tiny_models["bert"], TEXTS[:3], level="sentence", debiased=True)
-    with pytest.raises(InvalidInput, match="linear estimator needs at least 2"):
-        cka(tiny_models["bert"], TEXTS[:1], level="sentence")
+    with pytest.raises(InvalidInput, match="linear estimator needs at least 4"):  # 2 rows: CKA is 1
+        cka(tiny_models["bert"], TEXTS[:2], level="sentence")
 
 
 def test_cli_json_shape(tiny_dirs, tmp_path) -> None:

@@ -327,6 +327,9 @@ def compare_command(
     model_b: Annotated[str, typer.Argument(help="Its fine-tuned child (a folder).")],
     input_path: InputOpt,
     top: Annotated[int, typer.Option("--top", min=1, help="How many most-moved static rows to show.")] = 20,
+    debiased: Annotated[
+        bool, typer.Option("--debiased", help="The debiased CKA estimator (Nguyen et al.): for few tokens.")
+    ] = False,
     output: PictureOpt = None,
     overwrite: OverwriteOpt = False,
     device: DeviceOpt = "auto",
@@ -344,7 +347,9 @@ def compare_command(
     picture = picture_output(output, overwrite=overwrite)  # before the work, not after it
     a = load_model(model_a, device=device, threads=threads)
     b = load_model(model_b, device=device, threads=threads)
-    result = compare(a, b, read_lines(input_path), top=top)
+    result = compare(a, b, read_lines(input_path), top=top, debiased=debiased)
+    if result.note:
+        warn(result.note, label="note:", style="cyan")
     if picture is not None:
         from ..research.layer_plots import plot_compare
 

@@ -41,12 +41,19 @@ __all__ = [
     "MIN_ROWS",
     "cka",
     "few_rows_note",
+    "same_vector_note",
+    "too_few_rows",
     "paired_rows",
     "Moments",
     "cka_of_arrays",
 ]
 
-MIN_ROWS = {False: 2, True: 4}  # rows each estimator needs: linear (False), debiased (True)
+# Rows each estimator needs: linear (False), debiased (True). Over 2 rows the centred rows lie on one line,
+# so linear CKA is 1 for any two layers by construction (3 rows of independent noise still read .995); the
+# debiased estimator divides by n (n - 3). One minimum for both: a run one estimator takes, the other takes.
+MIN_ROWS = {False: 4, True: 4}
+# A side whose rows all lie within this (relative, squared) of their mean is one vector repeated: CKA is 0/0.
+_SAME_VECTOR = 1e-10
 # Below this many rows per dimension linear CKA reads high (400 rows of 384 dims: .535 linear, .478
 # debiased between two layers): the result says so and points at the debiased estimator.
 FEW_ROWS = 2
@@ -151,10 +158,14 @@ class Moments:
         """CKA per layer pair: (L_a, L_b), or (L,) for `diagonal`."""
         s = self._sums
         if self.n < MIN_ROWS[debiased]:
-            raise InvalidInput(
-                f"CKA over {self.n} row(s): the {'debiased' if debiased else 'linear'} estimator needs at "
-                f"least {MIN_ROWS[debiased]}; give more texts (or --level token, which counts every token)"
-            )
+            raise InvalidInput(too_few_rows(self.n, debiased, "give more texts"))
+        for side in ("x",) if self.same else ("x", "y"):
+            if len(self.same_vector_layers(side)) == len(s[f"a{side}"]):
+                model = "" if self.same else f" of model {'A' if side == 'x' else 'B'}"
+                raise InvalidInput(
+                    f"all {self.n} rows are the same vector at every layer{model} (the texts are "
+                    "identical?): CKA compares how the rows differ; give texts that differ"
+                )
         la, lb = s["sx"].shape[0], s["ay"].shape[0] if not self.same else s["sx"].shape[0]
         self_x = [self._self_hsic("x", i, debiased) for i in range(la)]
         self_y = self_x if self.same else [self._self_hsic("y", j, debiased) for j in range(lb)]
@@ -173,6 +184,18 @@ class Moments:
             denominator = self_x[i] * self_y[j]
             out[k] = cross / np.sqrt(denominator) if denominator > 0 else np.nan
         return out if self.diagonal else out.reshape(la, lb)
+
+    def same_vector_layers(self, side: str = "x") -> list[int]:
+        """The layers of one side ("x": A, "y": B) whose rows are all the same vector: no spread, so their
+        CKA is undefined (0/0). Read from the sums: sum |x - mean|^2 = sum |x|^2 - |sum x|^2 / n."""
+        s = self._sums
+        side = "x" if self.same else side
+        total, lengths = s[f"s{side}"], s[f"a{side}"]
+        spread = lengths - np.einsum("ld,ld->l", total, total) / self.n
+        assert self._shift is not None
+        shift = self._shift[0 if side == "x" else 1]  # the rows' size before the shift
+        scale = self.n * np.einsum("ld,ld->l", shift, shift) + lengths
+        return np.flatnonzero(spread <= _SAME_VECTOR * scale).tolist()
 
     def _self_hsic(self, side: str, i: int, debiased: bool) -> float:
         s = self._sums
@@ -342,6 +365,11 @@ def cka(
     for a, b in paired_rows(model, other, texts, level=how, progress=progress, total=total):
         moments.add(a, b)
         width = max(a.shape[-1], 0 if b is None else b.shape[-1])
+    if moments.n < MIN_ROWS[debiased]:
+        fix = "give more texts" + (
+            ", or level='tokens' (every token a row)" if how is CkaLevel.SENTENCE else ""
+        )
+        raise InvalidInput(too_few_rows(moments.n, debiased, fix))
     matrix = moments.matrix(debiased=debiased)
     second = model if other is None else other
     settings = {
@@ -350,10 +378,34 @@ def cka(
         "level": how.value,
         "estimator": "debiased" if debiased else "linear",
     }
+    notes = [None if debiased else few_rows_note(moments.n, width), same_vector_note(moments)]
     return CkaResult(
         list(range(model.n_layers + 1)), list(range(second.n_layers + 1)), matrix, moments.n, settings,
-        note=None if debiased else few_rows_note(moments.n, width),
+        note="; ".join(n for n in notes if n) or None,
     )  # fmt: skip
+
+
+def too_few_rows(n_rows: int, debiased: bool, fix: str) -> str:
+    """The refusal of CKA over fewer than `MIN_ROWS` rows, ending in `fix`."""
+    return (
+        f"CKA over {n_rows} row(s): the {'debiased' if debiased else 'linear'} estimator needs at least "
+        f"{MIN_ROWS[debiased]} (over 2 rows linear CKA is 1 for any two layers); {fix}"
+    )
+
+
+def same_vector_note(moments: Moments, names: tuple[str, str] = ("A", "B")) -> str | None:
+    """What to say of layers whose rows are all one vector (their CKA is nan), or None."""
+    sides = ("x",) if moments.same else ("x", "y")
+    said = [
+        f"{'layer' if len(layers) == 1 else 'layers'} {', '.join(map(str, layers))} of {name}"
+        for side, name in zip(sides, names, strict=False)
+        if (layers := moments.same_vector_layers(side))
+    ]
+    if not said:
+        return None
+    return (
+        f"{' and '.join(said)}: all {moments.n} rows are the same vector, so CKA with them is undefined (nan)"
+    )
 
 
 def few_rows_note(n_rows: int, width: int) -> str | None:

@@ -2,10 +2,11 @@
 
 Static rows: the cosine between each piece's two input-embedding rows and their norms, most moved (lowest
 cosine) first; rows left exactly as they were are not listed (`vocabulary` counts them). Layers: per layer,
-linear CKA between the two models' token vectors on the same texts (streamed, see `research.cka`) and the
-mean cosine between the two vectors of each token. Vocabularies that differ are compared on the pieces they
-share (said in `vocabulary`); the layers then need texts that both tokenizers cut the same way, or the
-comparison stops with a clear error.
+linear CKA between the two models' token vectors on the same texts (streamed, see `research.cka`; the
+debiased estimator with `debiased=True`, and a `note` when the tokens are too few for the linear one) and
+the mean cosine between the two vectors of each token. Vocabularies that differ are compared on the
+pieces they share (said in `vocabulary`); the layers then need texts that both tokenizers cut the same
+way, or the comparison stops with a clear error.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InvalidInput
-from .cka import CkaLevel, Moments, paired_rows
+from .cka import CkaLevel, Moments, few_rows_note, paired_rows, same_vector_note
 from .states import model_given, text_stream
 
 if TYPE_CHECKING:
@@ -28,20 +29,25 @@ __all__ = ["Comparison", "compare", "moved_rows"]
 
 @dataclass
 class Comparison:
-    """Static rows most moved first, and per layer CKA and mean token cosine between the two models."""
+    """Static rows most moved first, and per layer CKA and mean token cosine between the two models;
+    `note` says when the tokens were too few for the linear CKA to be trusted, as `CkaResult.note` (else
+    None)."""
 
     static: list[dict[str, Any]]
     layers: list[dict[str, Any]]
     vocabulary: dict[str, Any]
     settings: dict[str, Any] = field(default_factory=dict)
+    note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: static (token, id, cosine, norm_a, norm_b), layers (layer, cka, mean_cosine)."""
+        """JSON-able: static (token, id, cosine, norm_a, norm_b), layers (layer, cka, mean_cosine), the
+        vocabulary overlap, how it was measured, and the note on too few tokens (null when none)."""
         return {
             "static": self.static,
             "layers": self.layers,
             "vocabulary": self.vocabulary,
             "settings": self.settings,
+            "note": self.note,
         }
 
 
@@ -100,10 +106,12 @@ def compare(
     texts: Iterable[str] | str,
     *,
     top: int = 20,
+    debiased: bool = False,
     progress: bool | None = None,
     total: int | None = None,
 ) -> Comparison:
-    """Static rows that moved most, and per layer CKA and mean token cosine of A vs B on `texts`."""
+    """Static rows that moved most, and per layer CKA (linear, or `debiased` as in `cka`) and mean token
+    cosine of A vs B on `texts`."""
     model_given(a, "a")
     model_given(b, "b")
     texts = text_stream(texts)
@@ -114,6 +122,7 @@ def compare(
         )
     static, vocabulary = moved_rows(a, b, top=top)
     moments = Moments(diagonal=True)
+    width = 0
     cosines = np.zeros(a.n_layers + 1)
     paired = paired_rows(
         a, b, _same_pieces(a, b, texts), level=CkaLevel.TOKENS, progress=progress, total=total
@@ -128,13 +137,20 @@ def compare(
         dot = np.einsum("nld,nld->nl", x, y, dtype=np.float64)
         norms = np.linalg.norm(x.astype(np.float64), axis=2) * np.linalg.norm(y.astype(np.float64), axis=2)
         cosines += (dot / np.maximum(norms, 1e-12)).sum(axis=0)
-    per_layer = moments.matrix()
+        width = x.shape[2]
+    per_layer = moments.matrix(debiased=debiased)
     layers = [
         {"layer": k, "cka": float(per_layer[k]), "mean_cosine": float(cosines[k] / moments.n)}
         for k in range(a.n_layers + 1)
     ]
-    settings = {"model_a": a.loaded.source, "model_b": b.loaded.source, "tokens": moments.n}
-    return Comparison(static, layers, vocabulary, settings)
+    settings = {
+        "model_a": a.loaded.source,
+        "model_b": b.loaded.source,
+        "tokens": moments.n,
+        "estimator": "debiased" if debiased else "linear",
+    }
+    notes = [None if debiased else few_rows_note(moments.n, width), same_vector_note(moments)]
+    return Comparison(static, layers, vocabulary, settings, note="; ".join(n for n in notes if n) or None)
 
 
 def _same_pieces(a: Encoder, b: Encoder, texts: Iterable[str]) -> Iterator[str]:
