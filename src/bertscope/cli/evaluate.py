@@ -165,11 +165,17 @@ def eval_pairs(
         plot_sweep(result, picture, overwrite=overwrite)
         err.print(f"wrote {picture}")
     if as_json:
-        emit_json({"records": result.records, "best": result.best, "settings": result.settings})
+        emit_json(
+            {"records": result.records, "best": result.best, "settings": result.settings, "note": result.note}
+        )
         return
     keys = ["layer", "pooling", "post", "fitted", "spearman", "pearson"]
     out.print(records_table(result.records, f"{pairs}: {len(gold)} pairs", keys))
+    if result.note:
+        out.print(result.note, highlight=False)  # why cells are nan (and, when all are, why there is no best)
     best = result.best
+    if best is None:
+        return
     # A post-processing fitted on these very pairs' texts flatters them: say so where it wins.
     mark = " (in-sample: fitted on these pairs' own texts)" if best.get("fitted") == "in-sample" else ""
     out.print(

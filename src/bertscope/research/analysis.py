@@ -45,6 +45,7 @@ __all__ = [
     "read_word_pairs",
     "evaluate_docsim",
     "correlations",
+    "nan_note",
 ]
 
 SWEEP_POOLINGS = (Pooling.CLS, Pooling.MEAN, Pooling.MAX, Pooling.MEAN_SQRT_LEN)
@@ -53,19 +54,22 @@ WORD_DATASETS = {"simlex999": "simlex999.txt", "wordsim353": "wordsim353.tsv"}
 
 @dataclass
 class SweepResult:
-    """One record per layer x pooling x post: spearman, pearson and n; `best` is the top by spearman."""
+    """One record per layer x pooling x post: spearman, pearson and n; `best` is the top by spearman;
+    `note` says why cells are NaN (a cosine the same for every pair), or None when none is."""
 
     records: list[dict[str, Any]]
     layers: list[int]
     poolings: list[str]
     posts: list[str]
     settings: dict[str, Any] = field(default_factory=dict)
+    note: str | None = None
 
     @property
-    def best(self) -> dict[str, Any]:
-        """The record with the highest Spearman (NaNs, from constant similarities, never win)."""
+    def best(self) -> dict[str, Any] | None:
+        """The record with the highest Spearman (NaNs, from constant similarities, never win); None when
+        no cell has a correlation (`note` says why)."""
         valid = [r for r in self.records if np.isfinite(r["spearman"])]
-        return max(valid or self.records, key=lambda r: r["spearman"] if np.isfinite(r["spearman"]) else -2)
+        return max(valid, key=lambda r: r["spearman"]) if valid else None
 
     def grid(self, metric: str = "spearman") -> tuple[list[str], list[int], np.ndarray]:
         """(row labels pooling[+post], layers, values (rows, layers)) for a heatmap."""
@@ -277,7 +281,7 @@ def sweep(
         chosen,
         names,
         [label for label, _ in posts],
-        {
+        settings={
             "model": model.loaded.source,
             "texts": len(unique),
             "mask_special": mask_special,
@@ -285,7 +289,36 @@ def sweep(
             "truncated": int((dropped > 0).sum()),
             "dropped_tokens": int(dropped.sum()),
         },
+        note=nan_note(records, left, right),
     )
+
+
+def nan_note(records: list[dict[str, Any]], left: Sequence[str], right: Sequence[str]) -> str | None:
+    """Why some or all sweep cells have no correlation (NaN), or None when every cell has one. A cell is
+    NaN when its cosine is the same for every pair: then it correlates with nothing."""
+    empty = [r for r in records if not np.isfinite(r["spearman"])]
+    if not empty:
+        return None
+    if len(empty) == len(records):
+        pairs = set(zip(left, right, strict=True))
+        if all(a == b for a, b in pairs):
+            why = "each pair is one text twice"
+        elif len(pairs) == 1:
+            a, b = next(iter(pairs))
+            why = f"all {len(left)} pairs are the same two texts, {a[:30]!r} and {b[:30]!r}"
+        else:
+            why = "are the pairs identical texts?"
+        return (
+            f"no correlation in any cell: the cosine is the same for every pair in every cell ({why}); "
+            "give pairs of different texts"
+        )
+    said = "nan: the cosine is the same for every pair in that cell, so it correlates with nothing"
+    if any(r["pooling"] == Pooling.CLS.value and r["layer"] == 0 for r in empty):
+        said += (
+            "; cls at layer 0 is the same vector for every text (the first token's embedding row, at "
+            "position 0, before any layer has seen the other tokens)"
+        )
+    return said
 
 
 def _fitted_where(

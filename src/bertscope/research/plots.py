@@ -82,6 +82,9 @@ def plot_sweep(
             j, i, "–" if np.isnan(value) else f"{value:.2f}", ha="center", va="center", fontsize=7, color="w"
         )
     best = result.best
+    if best is None:  # no cell has a correlation (result.note says why)
+        ax.set_title(f"{metric} of cosine vs gold: no cell has a correlation")
+        return save_figure(figure, path, overwrite=overwrite)
     label = best["pooling"] if best["post"] == "none" else f"{best['pooling']}+{best['post']}"
     ax.add_patch(_outline(layers.index(best["layer"]), rows.index(label)))
     ax.set_title(f"{metric} of cosine vs gold; best: layer {best['layer']}, {label} ({best[metric]:.3f})")
@@ -266,7 +269,12 @@ def _project(points: np.ndarray, how: Projection, seed: int) -> np.ndarray:
     from sklearn.manifold import TSNE
 
     perplexity = float(min(30, max(2, (len(points) - 1) // 3)))
-    return TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed).fit_transform(points)
+    # In float64: the PCA start and the neighbour distances come from BLAS, whose last bits differ between
+    # CPUs (AVX-512 and AVX2 kernels sum in other orders). In float32 that noise reached the start t-SNE
+    # optimises from, and t-SNE turns one bit into another layout; in float64 it stays far below the
+    # float32 that t-SNE rounds the start and distances to, so a seed draws one picture on every machine.
+    tsne = TSNE(n_components=2, perplexity=perplexity, init="pca", random_state=seed)
+    return tsne.fit_transform(np.asarray(points, dtype=np.float64))
 
 
 @dataclass(frozen=True)
