@@ -34,3 +34,13 @@ def test_measuring_emits_no_truncation_warning_but_a_users_cut_is_still_said(
     assert not [w for w in caught if issubclass(w.category, bertscope.TruncatedTextsWarning)]
     with pytest.warns(bertscope.TruncatedTextsWarning):  # the user's own cut is still said
         m.embed(["word " * 2000])
+
+
+def test_a_fingerprint_says_no_truncation_of_its_own_canary_texts(bundled: bertscope.Model) -> None:
+    from bertscope.verify import canary_texts, check_fingerprint, fingerprint
+
+    assert max(t.n_dropped for t in bundled.tokenize(canary_texts(bundled))) > 0  # one is cut
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert check_fingerprint(bundled, fingerprint(bundled)).ok
+    assert not [w for w in caught if issubclass(w.category, bertscope.TruncatedTextsWarning)]

@@ -15,6 +15,7 @@ import hashlib
 import json
 import math
 import os
+import warnings
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..core.fingerprint_facts import fingerprint_id, store_fingerprint
-from ..errors import InvalidInput
+from ..errors import InvalidInput, TruncatedTextsWarning
 from .settings import environment, file_hashes, flatten, is_lossy, lossy_floor, vector_settings
 
 __all__ = [
@@ -211,7 +212,9 @@ def compare_fingerprints(
 def _canaries(model: Any) -> dict[str, Any]:
     texts = canary_texts(model)
     tokens = model.tokenize(texts)
-    found = model.embed_tokens(texts, layers="all", combine="concat")
+    with warnings.catch_warnings():  # one canary runs past the model's limit on purpose: not the user's cut
+        warnings.simplefilter("ignore", TruncatedTextsWarning)
+        found = model.embed_tokens(texts, layers="all", combine="concat")
     n_layers = model.n_layers + 1
     means = np.stack([e.vectors.reshape(len(e.tokens), n_layers, -1).mean(axis=0) for e in found])
     projected = means.astype(np.float64) @ _directions(means.shape[-1])  # (texts, layers, DIRECTIONS)
