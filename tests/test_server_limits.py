@@ -193,15 +193,21 @@ def _wait_held(client: httpx.Client, wanted: float) -> None:
 
 def test_bodies_held_across_connections_share_one_budget(bundled: bertscope.Model) -> None:
     big = json.dumps({"inputs": "a " * 1900}).encode()  # ~3,800 bytes of one valid request
-    settings = {"max_body_bytes": 4096, "max_buffered_bytes": 6000, "body_timeout_s": 600}
+    # One address's share is the whole budget here: every client of the test is 127.0.0.1.
+    settings = {
+        "max_body_bytes": 4096,
+        "max_buffered_bytes": 6000,
+        "body_timeout_s": 600,
+        "max_buffered_share": 1,
+    }
     with serving(bundled, **settings) as base, httpx.Client(base_url=base, timeout=60) as client:
         with _socket(base) as stalled:
-            stalled.sendall(_head(len(big)) + big[:10])  # holds its declared length, and stalls
-            _wait_held(client, len(big))
+            stalled.sendall(_head(len(big)) + big[:-1])  # holds the bytes it sent, and stalls
+            _wait_held(client, len(big) - 1)
             refused = client.post("/v2/tokenize", content=big, headers={"content-type": "application/json"})
             assert refused.status_code == 503, refused.text
             assert "--max-buffered-bytes" in refused.json()["detail"]
-            assert refused.headers["retry-after"] == "1"
+            assert refused.headers["retry-after"] == "600"  # a hold lasts up to --body-timeout
             # A small body still fits beside the stalled one.
             assert client.post("/v2/tokenize", json={"inputs": "a cat"}).status_code == 200
         _wait_held(client, 0)  # the stalled client left: its bytes are given back

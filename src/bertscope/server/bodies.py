@@ -1,22 +1,27 @@
 """Request bodies: read whole before the app sees them, within a size, a deadline and one shared budget.
 
-    async with reading(receive, declared, settings=settings, budget=budget) as body:
+    async with reading(receive, declared, settings=settings, budget=budget, peer=host) as body:
         ...  # the app runs on `body`; its bytes count against the budget until the block ends
 
 Each body must arrive within --body-timeout seconds (408, and the connection is closed: a client that
 stalls mid-body cannot hold it) and be at most --max-body-bytes (413). All bodies held at once, across
-connections, share --max-buffered-bytes: a body that would pass it is refused with 503 and Retry-After
-before it is read (its declared length is taken up front, so 300 stalled 4 MiB uploads hold at most the
-budget, not 1.2 GB). A declared body is read into one buffer of its size, which goes back to the system
-whole when freed; once no body is held, the heap's freed pages are handed back too.
+connections, share --max-buffered-bytes, and one client address may hold at most its share of it
+(`max_buffered_share`): a body that would pass either is refused with 503 and Retry-After. A body takes
+its bytes from the budget as they arrive, declared or chunked alike: a Content-Length is a promise, not
+bytes, so 300 headers declaring 4 MiB each hold (and allocate) nothing. Reading costs what the bytes
+cost: one deadline for the whole body (not a timer per piece), and a body that comes in many pieces of a
+few bytes each is refused (400, send it in larger chunks). Freed heap is handed back to the system once
+a request ends with no body and no answer held (`release_when_idle`), when their memory is really free.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
+import math
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.memory import release_freed_memory
@@ -37,12 +42,18 @@ class BodyLimits(Protocol):
         """How long a body may take to arrive."""
 
 
-__all__ = ["BodyBudget", "BodyRefused", "ClientLeft", "reading"]
+__all__ = ["PEER", "BodyBudget", "BodyRefused", "ClientLeft", "reading", "release_when_idle"]
 
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 
-# Hand freed heap back once this much body memory has been given back since the last time.
+# Hand freed heap back once this much body and answer memory has been given back since the last time.
 _TRIM_AFTER = 8 * 1024 * 1024
+# A body in more pieces than this, averaging fewer bytes than _SMALL_PIECE, is refused: each piece costs
+# the server a fixed amount of work, so a body dripped a byte at a time costs far more than its size.
+_MANY_PIECES = 1024
+_SMALL_PIECE = 64
+# The client address of the request being served (set by the guard): a budget's share is per address.
+PEER: ContextVar[str | None] = ContextVar("bertscope_peer", default=None)
 
 
 class ClientLeft(Exception):
@@ -59,85 +70,181 @@ class BodyRefused(Exception):
 
 
 class BodyBudget:
-    """The bytes of request bodies held at once across every connection, under one cap."""
+    """The bytes of request bodies (or answers) held at once across every connection, under one cap, and
+    under `share` of it for each client address (`PEER`, or the `peer` given).
+
+    A refusal's Retry-After is `retry_after` seconds: about how long the holds it waits on can last
+    (--body-timeout for bodies, --send-timeout for answers)."""
 
     def __init__(
-        self, cap: int, gauge: Gauge | None = None, *, what: str = "request bodies", one: str = "body"
+        self,
+        cap: int,
+        gauge: Gauge | None = None,
+        *,
+        what: str = "request bodies",
+        one: str = "body",
+        share: float = 1.0,
+        retry_after: float = 1.0,
     ) -> None:
         self.cap = cap
         self.held = 0
+        self.share = share
+        self.per_peer: dict[str, int] = {}
+        self.freed = 0
         self._gauge = gauge
-        self._freed = 0
         self._what, self._one = what, one
+        self._retry = str(max(1, math.ceil(retry_after)))
 
-    def take(self, size: int, *, alone_fits: bool = False) -> None:
-        """Hold `size` more bytes, or raise BodyRefused (503) when that would pass the cap (`alone_fits`:
-        unless nothing else is held)."""
-        if size and self.held + size > self.cap and not (alone_fits and self.held == 0):
-            raise BodyRefused(
-                503,
+    def take(self, size: int, *, alone_fits: bool = False, peer: str | None = None) -> None:
+        """Hold `size` more bytes, or raise BodyRefused (503) when that would pass the cap or the peer's
+        share of it (`alone_fits`: unless nothing else is held, by anyone or by that peer)."""
+        if not size:
+            return
+        if self.held + size > self.cap and not (alone_fits and self.held == 0):
+            raise self._refused(
                 f"the service holds {self.held} bytes of {self._what} in flight, and this {self._one}'s "
-                f"{size} more would pass {self.cap} (--max-buffered-bytes); retry after the Retry-After "
-                "seconds",
-                {"Retry-After": "1"},
+                f"{size} more would pass {self.cap} (--max-buffered-bytes)"
             )
+        peer = peer if peer is not None else PEER.get()
+        if peer is not None and self.share < 1.0:
+            mine, most = self.per_peer.get(peer, 0), int(self.cap * self.share)
+            if mine + size > most and not (alone_fits and mine == 0):
+                raise self._refused(
+                    f"this client ({peer}) holds {mine} bytes of {self._what} in flight, and this "
+                    f"{self._one}'s {size} more would pass its share, {most} bytes ({self.share:g} of "
+                    "--max-buffered-bytes, --max-buffered-share)"
+                )
+            self.per_peer[peer] = mine + size
         self.held += size
         self._show()
 
-    def give_back(self, size: int) -> None:
-        """Release `size` bytes; with none held, hand the freed heap back to the system."""
+    def give_back(self, size: int, *, peer: str | None = None) -> None:
+        """Release `size` bytes taken (by `peer`, or the `PEER` of the request); `release_when_idle`
+        hands the freed heap back once the request has ended."""
+        if not size:
+            return
         self.held -= size
-        self._freed += size
+        self.freed += size
+        peer = peer if peer is not None else PEER.get()
+        if peer is not None and peer in self.per_peer:
+            left = self.per_peer[peer] - size
+            if left > 0:
+                self.per_peer[peer] = left
+            else:
+                del self.per_peer[peer]
         self._show()
-        if self.held == 0 and self._freed >= _TRIM_AFTER:
-            self._freed = 0
-            release_freed_memory()
+
+    def _refused(self, why: str) -> BodyRefused:
+        return BodyRefused(
+            503,
+            f"{why}; retry after the Retry-After seconds, about as long as a hold can last",
+            {"Retry-After": self._retry},
+        )
 
     def _show(self) -> None:
         if self._gauge is not None:
             self._gauge.set(self.held)
 
 
+def release_when_idle(*budgets: BodyBudget) -> None:
+    """Hand freed heap back to the system when none of `budgets` holds anything and, together, they have
+    given back enough since the last time. Called as a request ends: by then the body, the answer and
+    what was made from them (arrays, encodings) are free, which they are not while a budget gives back."""
+    if any(budget.held for budget in budgets) or sum(budget.freed for budget in budgets) < _TRIM_AFTER:
+        return
+    for budget in budgets:
+        budget.freed = 0
+    release_freed_memory()
+
+
+def _deadline(seconds: float) -> AbstractAsyncContextManager[Any]:
+    """One timer for a whole block (asyncio.timeout), not one per awaited event (asyncio.wait_for)."""
+    if sys.version_info >= (3, 11):
+        return asyncio.timeout(seconds)
+    return _deadline_310(seconds)
+
+
+@asynccontextmanager
+async def _deadline_310(seconds: float) -> AsyncIterator[None]:
+    task = asyncio.current_task()
+    assert task is not None
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        task.cancel()
+
+    timer = asyncio.get_running_loop().call_later(seconds, expire)
+    try:
+        yield
+    except asyncio.CancelledError:
+        if expired:
+            raise asyncio.TimeoutError from None
+        raise
+    finally:
+        timer.cancel()
+
+
 @asynccontextmanager
 async def reading(
-    receive: Receive, declared: int | None, *, settings: BodyLimits, budget: BodyBudget
+    receive: Receive,
+    declared: int | None,
+    *,
+    settings: BodyLimits,
+    budget: BodyBudget,
+    peer: str | None = None,
 ) -> AsyncIterator[bytes]:
-    """The whole body (its bytes held in `budget` while the block runs), or BodyRefused / ClientLeft."""
+    """The whole body (its bytes held in `budget`, for `peer`, while the block runs), or BodyRefused /
+    ClientLeft. Bytes are taken from the budget and kept as they arrive; none are reserved for a length
+    declared and not yet sent."""
     limit = settings.max_body_bytes
     if declared is not None and declared > limit:
         raise _too_large(declared, limit)
     held = 0
     try:
-        if declared is not None:
-            budget.take(declared)
-            held = declared
-        buffer = bytearray(declared or 0)
-        size, more = 0, True
-        deadline = time.monotonic() + settings.body_timeout_s
-        while more:
-            try:
-                event = await asyncio.wait_for(receive(), max(0.0, deadline - time.monotonic()))
-            except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11 on
-                message = f"the request body did not arrive within {settings.body_timeout_s:g} s"
-                raise BodyRefused(408, message, {"Connection": "close"}) from None
-            if event["type"] != "http.request":
-                raise ClientLeft
-            chunk = event.get("body", b"")
-            if size + len(chunk) > limit:
-                raise _too_large(size + len(chunk), limit)
-            if declared is None:  # chunked: held as it comes
-                budget.take(len(chunk))
-                held += len(chunk)
-                buffer += chunk
-            else:
-                buffer[size : size + len(chunk)] = chunk
-            size += len(chunk)
-            more = event.get("more_body", False)
-        body = bytes(memoryview(buffer)[:size])
-        del buffer
+        pieces: list[bytes] = []
+        size = events = 0
+        try:
+            async with _deadline(settings.body_timeout_s):
+                more = True
+                while more:
+                    event = await receive()
+                    if event["type"] != "http.request":
+                        raise ClientLeft
+                    chunk = event.get("body", b"")
+                    if size + len(chunk) > limit:
+                        raise _too_large(size + len(chunk), limit)
+                    budget.take(len(chunk), peer=peer)
+                    held += len(chunk)
+                    if chunk:
+                        pieces.append(chunk)
+                    size += len(chunk)
+                    events += 1
+                    more = event.get("more_body", False)
+                    if more and events > _MANY_PIECES and size < events * _SMALL_PIECE:
+                        raise _dripped(events, size)
+        except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11 on
+            message = (
+                f"the request body did not arrive within {settings.body_timeout_s:g} s; send the whole "
+                "body within --body-timeout seconds, or raise --body-timeout"
+            )
+            raise BodyRefused(408, message, {"Connection": "close"}) from None
+        body = b"".join(pieces)  # one piece: that piece itself, not a copy
+        del pieces
         yield body
     finally:
-        budget.give_back(held)
+        budget.give_back(held, peer=peer)
+
+
+def _dripped(events: int, size: int) -> BodyRefused:
+    # The connection is closed: the rest of the drip is not parsed a piece at a time either.
+    return BodyRefused(
+        400,
+        f"request body: {size} bytes arrived in {events} pieces (about {size // events} bytes each); send "
+        f"the body in larger chunks (at least {_SMALL_PIECE} bytes each, or whole)",
+        {"Connection": "close"},
+    )
 
 
 def _too_large(size: int, limit: int) -> BodyRefused:

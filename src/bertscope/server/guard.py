@@ -12,12 +12,18 @@
     an answer over --max-answer-floats numbers         413  before any forward
     a body over --max-body-bytes                       413
     a body not in within --body-timeout                408  and the connection closed
-    bodies held over --max-buffered-bytes             503  with Retry-After
+    a body in many pieces of a few bytes each          400  and the connection closed
+    a body sent with a Content-Encoding (gzip, ...)    415  before the body is read
+    bodies held over --max-buffered-bytes, or one
+      client address's share of it                     503  with Retry-After: --body-timeout
     large answers not yet taken by their clients over
-      --max-buffered-bytes (one alone always fits)     503  with Retry-After
+      --max-buffered-bytes (one alone always fits)     503  with Retry-After: --send-timeout
     the queue full                                     429  with Retry-After
     no or a wrong key with --api-key                   401
-Under /v1/ the body also carries OpenAI's {"error": {"message", "type", ...}} so its clients show the message.
+    a method the path does not take                    405  naming the one it takes
+Under /v1/ the body also carries OpenAI's {"error": {"message", "type", "param", "code"}} so its clients
+show the message, with OpenAI's statuses: an invalid request is 400 (not 422), and `code` is OpenAI's
+string (context_length_exceeded, invalid_api_key, rate_limit_exceeded) or null, never the status.
 """
 
 from __future__ import annotations
@@ -41,8 +47,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from ..errors import BertscopeError, InputTooLong, InvalidSpec
 from .answers import ANSWERS, HeldAnswers
 from .batching import Metrics, QueueFull, ShuttingDown
-from .bodies import BodyBudget, BodyRefused, ClientLeft, reading
-from .tei_bodies import TEI_BODY_PATHS, tei_body_refusal
+from .bodies import PEER, BodyBudget, BodyRefused, ClientLeft, reading, release_when_idle
+from .tei_bodies import TEI_BODY_PATHS, tei_body_refusal, too_many_digits
 from .validation import not_json, readable
 from .wording import as_fields, body_model
 
@@ -107,8 +113,12 @@ class ServerSettings:
     # Tokens one request may run, x the layers kept of each where a route keeps several (413 above);
     # None: what an eighth of the machine's memory holds (`service.request_token_budget`).
     max_request_tokens: int | None = None
-    # Bytes of request bodies held at once across every connection (503 with Retry-After above).
+    # Bytes of request bodies held at once across every connection (503 with Retry-After above); the
+    # same again for answers waiting for their clients.
     max_buffered_bytes: int = 64 * 1024 * 1024
+    # The share of max_buffered_bytes one client address may hold (bodies and answers alike), so one
+    # client cannot take all of it; 1.0 where every client comes through one proxy's address.
+    max_buffered_share: float = 0.5
     # Seconds a request's head (request line and headers) may take, from the connection opening or the
     # last answer; the connection is closed after (`connection.HeadTimedH11Protocol`).
     header_timeout_s: float = 10.0
@@ -129,6 +139,11 @@ class ServerSettings:
     def __post_init__(self) -> None:
         if self.api_key is not None and not self.api_key.strip():
             raise InvalidSpec("api_key is empty: give a key, or None to serve without one")
+        if not 0 < self.max_buffered_share <= 1:
+            raise InvalidSpec(
+                f"max_buffered_share is {self.max_buffered_share}: give a share of --max-buffered-bytes "
+                "above 0 and at most 1 (1: no share per client address)"
+            )
 
 
 class TooManyInputs(Exception):
@@ -147,20 +162,32 @@ class EmptyInputs(Exception):
     """A TEI route got an empty batch: TEI answers 400 with error_type "Empty"."""
 
 
+# OpenAI's error type and code for a status (its API reference, "Error codes"); other codes are null.
+_OPENAI_TYPES = {401: "authentication_error", 429: "rate_limit_error"}
+_OPENAI_CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
+
+
 def error_response(
     path: str,
     status: int,
     message: str,
     *,
-    kind: str = "invalid_request_error",
+    kind: str | None = None,
+    code: str | None = None,
     headers: dict[str, str] | None = None,
     tei_type: str | None = None,
     **extra: Any,
 ) -> JSONResponse:
-    """A JSON error: {"detail": message}, plus OpenAI's error object under /v1/ and TEI's on TEI's paths."""
+    """A JSON error: {"detail": message}, plus OpenAI's error object under /v1/ and TEI's on TEI's paths.
+
+    Under /v1/ the status is OpenAI's: a request it cannot take is 400 (where bertscope's routes answer
+    422), and the error's `code` is `code` (OpenAI's string) or null, never the HTTP status."""
     body: dict[str, Any] = {"detail": message, **extra}
     if path.startswith("/v1/"):
-        body["error"] = {"message": message, "type": kind, "param": None, "code": status}
+        status = 400 if status == 422 else status
+        kind = kind or _OPENAI_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+        code = code or _OPENAI_CODES.get(status)
+        body["error"] = {"message": message, "type": kind, "param": None, "code": code}
     elif path in TEI_PATHS:
         body["error"] = message
         body["error_type"] = tei_type or _TEI_TYPES.get(status, "Validation")
@@ -186,7 +213,8 @@ def add_error_handlers(app: FastAPI) -> None:
         status, message = _too_long_answer(path, str(exc))
         if message == str(exc):  # not the length's words (a pair's): the library's, in the route's fields
             message = as_fields(message, body_model(request))
-        return error_response(path, status, message, kind="invalid_request_error")
+        code = "context_length_exceeded" if status == 400 else None  # OpenAI's code for it, on /v1/
+        return error_response(path, status, message, kind="invalid_request_error", code=code)
 
     async def too_many(request: Request, exc: Exception) -> JSONResponse:
         # TEI answers a batch over max_client_batch_size with 422 (validation); bertscope's own routes, 413.
@@ -213,12 +241,16 @@ def add_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         message = str(exc.detail)
-        if exc.status_code == 400 and isinstance(exc.__cause__, RecursionError):
-            # valid JSON whose arrays or objects nest deeper than Python's parser goes
-            message = "body: JSON nested too deeply (over about 1,000 levels of [ and {); send a flatter body"
-        elif exc.status_code == 400:
-            # FastAPI's own words for bytes that do not decode say nothing of the fix.
-            message = "body: not UTF-8 JSON; send a JSON object encoded as UTF-8"
+        if exc.status_code == 400:
+            # FastAPI's own words for a body it could not parse ("There was an error parsing the body")
+            # say nothing of the cause or the fix; the cause is the parser's exception.
+            message = unreadable_body(exc.__cause__)
+        elif exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            message = (
+                f"method {request.method} is not allowed on {request.url.path}; send it as "
+                f"{_as_methods(allowed)}"
+            )
         # TEI calls a body it cannot read a validation error; its 400 means an empty batch.
         return error_response(
             request.url.path,
@@ -246,6 +278,23 @@ _TOO_LONG = re.compile(r"^(?:text|input) (\d+) has (\d+) tokens but the model ta
 _TEI_TRUNCATE = {"/similarity": '"parameters": {"truncate": true}'}
 # Routes that read one window of one text: `long` is truncate or error there, never window.
 _ONE_WINDOW = frozenset({"/anatomy", "/attention"})
+
+
+def unreadable_body(cause: BaseException | None) -> str:
+    """The one line for a body Python's JSON parser gave up on, by what stopped it (`cause`)."""
+    if isinstance(cause, RecursionError):
+        # valid JSON whose arrays or objects nest deeper than Python's parser goes
+        return "body: JSON nested too deeply (over about 1,000 levels of [ and {); send a flatter body"
+    if isinstance(cause, UnicodeDecodeError) or cause is None:
+        return "body: not UTF-8 JSON; send a JSON object encoded as UTF-8"
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        return too_many_digits()
+    return f"body: not read as JSON ({type(cause).__name__}: {cause}); send one JSON object"
+
+
+def _as_methods(allowed: str) -> str:
+    methods = [m.strip() for m in allowed.split(",") if m.strip() and m.strip() != "HEAD"]
+    return " or ".join(methods) or "another method"
 
 
 def _too_long_answer(path: str, message: str) -> tuple[int, str]:
@@ -285,12 +334,16 @@ class Guard:
         self.settings = settings
         self.metrics = metrics
         self.endpoints = endpoints
-        self.budget = BodyBudget(settings.max_buffered_bytes, metrics.buffered_bytes)
-        # Answers made and waiting for their clients: a client that reads nothing holds its answer until
-        # --send-timeout closes its connection, so those held at once are bounded like bodies.
+        # A body is held until it is in, at most --body-timeout; an answer nobody reads until
+        # --send-timeout closes its connection: those are how long a refused client waits (Retry-After).
+        self.budget = BodyBudget(
+            settings.max_buffered_bytes, metrics.buffered_bytes, share=settings.max_buffered_share,
+            retry_after=settings.body_timeout_s,
+        )  # fmt: skip
+        # Answers made and waiting for their clients are bounded like bodies.
         self.answers = BodyBudget(
             settings.max_buffered_bytes, metrics.answer_bytes, what="answers waiting for their clients",
-            one="answer",
+            one="answer", share=settings.max_buffered_share, retry_after=settings.send_timeout_s,
         )  # fmt: skip
         self.held = HeldAnswers(self.answers, _refused_answer)
 
@@ -306,6 +359,8 @@ class Guard:
         endpoint = path if path in self.endpoints else "other"
         status = {"code": 500, "started": False}
         start = time.perf_counter()
+        client = scope.get("client")
+        peer = PEER.set(str(client[0]) if client else None)  # whose share of the budgets it takes
 
         async def counted(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -324,8 +379,11 @@ class Guard:
             message = f"internal error ({type(exc).__name__}); this is a bertscope bug, please report it"
             await error_response(path, 500, message, kind="server_error")(scope, receive, counted)
         finally:
+            PEER.reset(peer)
             self.metrics.requests.labels(endpoint, str(int(status["code"]))).inc()
             self.metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
+            # The request's body, answer and what was made from them are free now: hand the heap back.
+            release_when_idle(self.budget, self.answers)
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
@@ -342,10 +400,20 @@ class Guard:
             await response(scope, receive, send)
             return
         declared = headers.get("content-length", "")
+        encoding = headers.get("content-encoding", "").strip()
+        if encoding.lower() not in ("", "identity") and (
+            declared not in ("", "0") or "transfer-encoding" in headers
+        ):
+            message = (
+                f"body: sent with Content-Encoding: {encoding}, which the service does not read; send it "
+                "uncompressed (no Content-Encoding)"
+            )
+            await error_response(path, 415, message, tei_type="Validation")(scope, receive, send)
+            return
         try:
             async with reading(
                 receive, int(declared) if declared.isdigit() else None, settings=self.settings,
-                budget=self.budget,
+                budget=self.budget, peer=PEER.get(),
             ) as body:  # fmt: skip
                 if scope["method"] == "POST" and path in TEI_BODY_PATHS:
                     # axum's Json checks the content type before it reads the body (415 first)
