@@ -10,6 +10,7 @@ import pytest
 
 import bertscope
 from bertscope.research.baseline import (
+    Threshold,
     best_threshold,
     calibrate,
     load_threshold,
@@ -80,6 +81,13 @@ def test_calibrate_saves_and_checks_its_settings(bundled: bertscope.Model, tmp_p
     loaded.check(t.model, t.settings)
     with pytest.raises(bertscope.InvalidSpec, match="pooling: cls here, mean in the file"):
         loaded.check(t.model, {**t.settings, "pooling": "cls"})
+    # Unit length leaves a cosine as it is: normalize differs harmlessly without a post-processor...
+    loaded.check(t.model, {**t.settings, "normalize": not t.settings["normalize"]})
+    # ...and counts where one reads the vectors.
+    posted = {**t.settings, "post": {"kind": "whiten"}}
+    fitted_with_post = Threshold(**{**t.to_dict(), "settings": posted})
+    with pytest.raises(bertscope.InvalidSpec, match="normalize: "):
+        fitted_with_post.check(t.model, {**posted, "normalize": not t.settings["normalize"]})
     # Nothing lost: a second save refuses, and leaves the first file as it was, until asked.
     before = path.read_bytes()
     with pytest.raises(bertscope.InvalidInput, match="exists; pass overwrite=True"):
@@ -107,6 +115,18 @@ def test_calibrate_command_refuses_an_existing_threshold_before_loading(
     assert code != 0 and stderr.count("\n") == 1
     assert f"{kept} exists; pass --overwrite to replace it" in stderr
     assert kept.read_text() == "{}\n"
+
+
+def test_a_file_that_is_not_a_threshold_names_where_one_comes_from(tmp_path: Path) -> None:
+    for name, content in (("lines.txt", b"a cat\n"), ("latin.json", b"\xe9t\xe9"), ("other.json", b"{}")):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(bertscope.InvalidInput) as refused:
+            load_threshold(tmp_path / name)
+        assert str(refused.value) == (
+            f"{tmp_path / name} is not a bertscope threshold file; make one with `bertscope calibrate`"
+        )
+    with pytest.raises(bertscope.InvalidInput, match=r"^cannot read the threshold file .*missing\.json"):
+        load_threshold(tmp_path / "missing.json")
 
 
 def test_read_pairs_skips_a_header_and_names_a_bad_line(tmp_path: Path) -> None:

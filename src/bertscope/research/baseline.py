@@ -148,10 +148,12 @@ class Threshold:
     def check(self, model: str, settings: dict[str, Any], *, store: str | None = None) -> None:
         """Raise InvalidSpec when scores made by `model` with `settings` (those `store` was made with, where
         given) are not what this was fitted on."""
+        # Unit length leaves a cosine as it is: normalize counts only where a post-processor reads it.
+        unread = ("normalize",) if settings.get("post") is None and self.settings.get("post") is None else ()
         differ = {
             k: (settings.get(k), self.settings.get(k))
             for k in _KEYS
-            if settings.get(k) != self.settings.get(k)
+            if k not in unread and settings.get(k) != self.settings.get(k)
         }
         if model != self.model:
             differ["model"] = (model, self.model)
@@ -193,9 +195,13 @@ def load_threshold(path: str | Path) -> Threshold:
     """Read a threshold written by `Threshold.save` (`bertscope calibrate -o`)."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise InvalidInput(f"cannot read the threshold file {path} ({exc})") from None
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"cannot read the threshold file {path} ({exc.strerror or exc})") from None
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except ValueError:  # not UTF-8, or not JSON
+        data = None
     if not isinstance(data, dict) or data.pop("format", None) != _FORMAT:
         raise InvalidInput(f"{path} is not a bertscope threshold file; make one with `bertscope calibrate`")
     return Threshold(**data)
