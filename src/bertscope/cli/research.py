@@ -30,6 +30,7 @@ from .app import (
     load_model,
     out,
     read_lines,
+    warn,
 )
 from .evaluate import NoPlotOpt, OldPlotOpt, PlotOpt, eval_app, picture_path, records_table
 from .pictures import OverwriteOpt, one_input, plot_app, split_list, vocab_app
@@ -57,6 +58,13 @@ def contextuality_cmd(
     min_contexts: Annotated[
         int, typer.Option("--min-contexts", help="Without --words: sentences a word needs.")
     ] = 5,
+    baseline_pairs: Annotated[
+        int,
+        typer.Option(
+            "--baseline-pairs", help="Random pairs of occurrences from different sentences (anisotropy)."
+        ),
+    ] = 2000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the baseline's random pairs.")] = 0,
     output: PlotOpt = None,
     old_plot: OldPlotOpt = None,
     no_plot: NoPlotOpt = False,
@@ -71,6 +79,9 @@ def contextuality_cmd(
 ) -> None:
     """How contextual words are per layer (Ethayarajh 2019): self-similarity, intra-sentence, anisotropy, MEV.
 
+    Identical sentences are one context (merged, with a note). The baseline is --baseline-pairs random
+    pairs of occurrences from different sentences, drawn with --seed; --json carries the settings.
+
     Example: `bertscope contextuality -i corpus.txt --words bread,bank -o contextuality.png`
     """
     from ..core.spec import whole_number
@@ -80,6 +91,7 @@ def contextuality_cmd(
     # The library's own check, in flag words, before the model loads.
     whole_number(top, "--top", meaning="the most frequent words measured")
     whole_number(min_contexts, "--min-contexts", meaning="sentences a word needs")
+    whole_number(baseline_pairs, "--baseline-pairs", meaning="random pairs for the baseline")
     picture = picture_path(output, old_plot, no_plot, "contextuality.png", overwrite=overwrite)
     texts = list(read_lines(one_input(input_path, corpus, "sentences")))
     result = contextuality(
@@ -88,12 +100,22 @@ def contextuality_cmd(
         words=split_list(words) or None,
         top=top,
         min_contexts=min_contexts,
+        baseline_pairs=baseline_pairs,
+        seed=seed,
     )
     if picture is not None:
         plot_contextuality(result, picture, overwrite=overwrite)
         err.print(f"wrote {picture}")
+    merged = result.settings["repeats_merged"]
+    if merged:
+        warn(
+            f"{merged} repeated sentence(s) merged: identical sentences are one context (of "
+            f"{result.settings['sentences']} sentences, {result.settings['distinct_sentences']} distinct)",
+            label="note:",
+            style="cyan",
+        )
     if as_json:
-        emit_json({"records": result.records, "per_word": result.per_word, "occurrences": result.occurrences})
+        emit_json(result.to_dict())
         return
     keys = [
         "layer",

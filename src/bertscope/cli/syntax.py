@@ -23,11 +23,16 @@ def _fmt(value: Any) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
+def _count(n: int, noun: str) -> str:
+    """`1 sentence`, `2 sentences`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def run_structural(
     model: Any, train: str, test: str | None, *, task: str, layers: str, rank: int, epochs: int,
     subword: str, seed: int, output: Path | None, as_json: bool, overwrite: bool = False,
 ) -> None:  # fmt: skip
-    """Train on `train`, score on `test` (or every 5th sentence of `train`), print or emit JSON."""
+    """Train on `train`, score on `test` (or every 5th distinct sentence of `train`), print or emit JSON."""
     from ..research.structural import structural_probe
     from ..research.structural_plots import SCORES
 
@@ -43,7 +48,9 @@ def run_structural(
         emit_json(result.to_dict())
         return
     (a, name_a), (b, name_b) = SCORES[result.task]
-    held = test if test is not None else f"{result.settings['test']} sentence of {train}"
+    held = test if test is not None else f"{result.settings['test']} distinct sentence of {train}"
+    if result.settings.get("test_overlap"):
+        held += f"; {result.settings['test_overlap']} of its distinct sentences also in training"
     table = Table("layer", name_a, name_b, title=f"{result.task} probe per layer")
     for row in result.rows:
         table.add_row(str(row["layer"]), _fmt(row[a]), _fmt(row[b]))
@@ -51,9 +58,9 @@ def run_structural(
     out.print(table)
     ranks = sorted(set(result.settings["rank"].values()))
     out.print(
-        f"trained on {result.n_train} sentences of {train} (rank {'/'.join(map(str, ranks))}, "
-        f"{result.settings['epochs']} epochs), tested on {result.n_test} ({held}); chain: the linear-chain "
-        "baseline (each word linked to the next)",
+        f"trained on {_count(result.n_train, 'sentence')} of {train} (rank {'/'.join(map(str, ranks))}, "
+        f"{_count(result.settings['epochs'], 'epoch')}), tested on {result.n_test} ({held}); chain: the "
+        "linear-chain baseline (each word linked to the next)",
         highlight=False,
     )
     out.print(NOTE[result.task], highlight=False)

@@ -2,34 +2,54 @@
 tree facts the probes learn (path distance between every two words, depth from the root).
 
 Comment lines, multiword-token ranges (`1-2`) and empty nodes (`1.1`) are skipped: the words are the
-syntactic words, whose HEAD column points at another word's ID (0 for the root).
+syntactic words, whose HEAD column points at another word's ID (0 for the root), and the model reads
+them joined by spaces (`I do n't`, French `de le` for `du`), not the `# text` surface.
+
+Punctuation, which the metrics leave out, is UPOS `PUNCT` by default (`Punct.UPOS`); `Punct.XPOS` is
+Hewitt & Manning's rule on Penn Treebank tags (XPOS '' , . : `` -LRB- -RRB-), which scores `HYPH` and
+`NFP` words and leaves out a `SYM` tagged `,`.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from ..errors import CorpusError
+from ..core._enums import StrEnum
+from ..errors import CorpusError, InvalidInput
 from .probe_data import CONLLU_COLUMNS, JoinedWords, text_lines
 
-__all__ = ["PUNCT", "Tree", "read_trees", "tree_distances", "tree_depths"]
+__all__ = ["PUNCT", "PTB_PUNCT", "Punct", "Tree", "read_trees", "tree_distances", "tree_depths", "with_punct"]
 
 PUNCT = "PUNCT"
+# Hewitt & Manning's punctuation (structural-probes reporting.py): these Penn Treebank tags
+PTB_PUNCT = frozenset({"''", ",", ".", ":", "``", "-LRB-", "-RRB-"})
+
+
+class Punct(StrEnum):
+    """Which words are punctuation, left out of the structural probes' scores: UPOS `PUNCT`, or Hewitt &
+    Manning's Penn Treebank XPOS tags (PTB_PUNCT)."""
+
+    UPOS = "upos"
+    XPOS = "xpos"
 
 
 @dataclass(frozen=True)
 class Tree(JoinedWords):
     """One sentence: its words, their UPOS, and each word's head as a 0-based index (-1 for the root);
-    `source` is where it was read ("path:line" of its first word, "" when built in code), for errors,
-    and takes no part in equality."""
+    `source` is where it was read ("path:line" of its first word, "" when built in code), for errors;
+    `xpos` the XPOS tags where read, and `punct` the rule that names punctuation (`Punct`). These three
+    take no part in equality."""
 
     words: tuple[str, ...]
     upos: tuple[str, ...]
     heads: tuple[int, ...]
     source: str = field(default="", compare=False)
+    xpos: tuple[str, ...] = field(default=(), compare=False)
+    punct: str = field(default=Punct.UPOS.value, compare=False)
 
     def __len__(self) -> int:
         return len(self.words)
@@ -41,8 +61,24 @@ class Tree(JoinedWords):
 
     @property
     def kept(self) -> np.ndarray:
-        """(n,) bool: the words that are not punctuation (UPOS PUNCT), the ones the metrics score."""
+        """(n,) bool: the words that are not punctuation (by the `punct` rule), the ones the metrics score."""
+        if self.punct == Punct.XPOS.value:
+            return np.array([tag not in PTB_PUNCT for tag in self.xpos])
         return np.array([tag != PUNCT for tag in self.upos])
+
+
+def with_punct(trees: Sequence[Tree], punct: Punct | str) -> list[Tree]:
+    """`trees` with punctuation named by the rule `punct` (upos or xpos); xpos needs every word's XPOS."""
+    rule = Punct.parse(punct, what="punctuation rule")
+    if rule is Punct.XPOS:
+        for number, tree in enumerate(trees):
+            if len(tree.xpos) != len(tree) or "_" in tree.xpos:
+                where = tree.source or f"sentence {number + 1}"
+                raise InvalidInput(
+                    f"{where}: punct='xpos' reads Penn Treebank XPOS tags, and this sentence has none (_); "
+                    "give a treebank with XPOS (e.g. UD English EWT), or punct='upos'"
+                )
+    return [replace(t, punct=rule.value) for t in trees]
 
 
 def tree_distances(heads: tuple[int, ...] | list[int]) -> np.ndarray:
@@ -125,4 +161,5 @@ def _tree(path: Path, rows: list[tuple[int, list[str]]]) -> Tree:
             k = heads[k]
     words = tuple(fields[1] for _, fields in rows)
     upos = tuple(fields[3] for _, fields in rows)
-    return Tree(words, upos, tuple(heads), source=f"{path}:{first}")
+    xpos = tuple(fields[4] for _, fields in rows)
+    return Tree(words, upos, tuple(heads), source=f"{path}:{first}", xpos=xpos)

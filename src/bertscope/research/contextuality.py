@@ -8,6 +8,10 @@ Per layer, for words seen in several sentences:
     mev               share of the variance of a word's (uncentred) occurrence vectors on their first
                       principal direction, as in the paper: 1 for a vector that never changes
 
+A context is a distinct sentence: identical sentences are merged before anything is measured (they would
+give a word identical vectors, self-similarity 1, and pair a sentence with its own copy in the baseline);
+`settings` says how many repeats were merged, with the seed and size of the baseline's random sample.
+
 The rows are "static" and the layers 0..L. "static" is the mean of the word's piece rows in the input
 embedding matrix (the word part of layer 0, with no position, no segment and no LayerNorm): its
 self-similarity is exactly 1 whenever the tokenizer gives the word the same pieces (always in an uncased
@@ -27,6 +31,7 @@ import numpy as np
 
 from ..core._enums import SubwordPooling
 from ..core.pooling import pool_words, text_words
+from ..core.progress import progress_callback
 from ..core.similarity import unit
 from ..core.spec import whole_number
 from ..core.tokens import check_texts, refuse_unordered
@@ -40,12 +45,23 @@ __all__ = ["Contextuality", "contextuality", "word_occurrences"]
 
 @dataclass
 class Contextuality:
-    """Per-layer records (layer "static", 0..L) and per-word self-similarity; `occurrences` per word."""
+    """Per-layer records (layer "static", 0..L) and per-word self-similarity; `occurrences` per word (in
+    distinct sentences); `settings`: model, sentences and distinct sentences (`repeats_merged`), seed,
+    baseline_pairs and the words' choice."""
 
     records: list[dict[str, Any]]
     per_word: dict[str, list[float]]
     occurrences: dict[str, int]
     settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: {"records", "per_word", "occurrences", "settings"}."""
+        return {
+            "records": self.records,
+            "per_word": self.per_word,
+            "occurrences": self.occurrences,
+            "settings": self.settings,
+        }
 
 
 @dataclass
@@ -78,39 +94,53 @@ def word_occurrences(
     max_contexts: int = 200,
     sample: int = 4000,
     seed: int = 0,
+    progress: bool | None = None,
 ) -> Any:
     """Target words' vectors (L+1, d) and static vectors per sentence (one pass), intra-sentence figures,
-    and a uniform sample of `sample` word occurrences for the anisotropy baseline."""
-    rng = np.random.default_rng(seed)
-    seen = 0
+    and a uniform sample of `sample` word occurrences for the anisotropy baseline. A sentence is keyed by
+    its position in `sentences`: give distinct sentences where a repeat must be the same context
+    (`contextuality` does). `progress` as `layer_states`'s."""
     targets = {w.lower() for w in words}
     # windowed, so a word past the model's limit is counted in its context, never dropped in silence
     spec = model.spec(layers="all", combine="concat", pooling="mean", long="window")
     count = model.n_layers + 1
     found = _Occurrences({}, {}, {})
     intra: list[list[float]] = []
-    pool: list[tuple[int, np.ndarray, np.ndarray]] = []
-    for index, (tok, vectors) in enumerate(model.engine.token_matrices(list(sentences), spec)):
-        groups, names = _words_of(tok)
-        if not groups:
-            continue
-        layered = pool_words(vectors, groups, SubwordPooling.MEAN).reshape(len(groups), count, -1)
-        rows = model.embedding_rows(tok.ids)  # float32, read from the folder where the model is light
-        static = pool_words(rows, groups, SubwordPooling.MEAN)
-        if len(groups) > 1:
-            intra.append([_intra(static)] + [_intra(layered[:, k]) for k in range(count)])
-        for name, lay, sta in zip(names, layered, static, strict=True):
-            seen += 1
-            slot = len(pool) if len(pool) < sample else int(rng.integers(0, seen))
-            if slot == len(pool):
-                pool.append((index, lay, sta))
-            elif slot < sample:
-                pool[slot] = (index, lay, sta)
-            if name in targets and len(found.sentences.get(name, [])) < max_contexts:
-                found.sentences.setdefault(name, []).append(index)
-                found.layered.setdefault(name, []).append(lay)
-                found.static.setdefault(name, []).append(sta)
-    return found, np.array(intra), pool
+    pool = _Reservoir(sample, np.random.default_rng(seed))
+    with progress_callback(len(sentences), enabled=progress) as on_batch:
+        matrices = model.engine.token_matrices(list(sentences), spec, on_batch=on_batch)
+        for index, (tok, vectors) in enumerate(matrices):
+            groups, names = _words_of(tok)
+            if not groups:
+                continue
+            layered = pool_words(vectors, groups, SubwordPooling.MEAN).reshape(len(groups), count, -1)
+            rows = model.embedding_rows(tok.ids)  # float32, read from the folder where the model is light
+            static = pool_words(rows, groups, SubwordPooling.MEAN)
+            if len(groups) > 1:
+                intra.append([_intra(static)] + [_intra(layered[:, k]) for k in range(count)])
+            for name, lay, sta in zip(names, layered, static, strict=True):
+                pool.offer((index, lay, sta))
+                if name in targets and len(found.sentences.get(name, [])) < max_contexts:
+                    found.sentences.setdefault(name, []).append(index)
+                    found.layered.setdefault(name, []).append(lay)
+                    found.static.setdefault(name, []).append(sta)
+    return found, np.array(intra), pool.items
+
+
+class _Reservoir:
+    """A uniform sample of at most `size` of the items offered (reservoir sampling, seeded by `rng`)."""
+
+    def __init__(self, size: int, rng: np.random.Generator) -> None:
+        self.size, self.rng, self.seen = size, rng, 0
+        self.items: list[tuple[int, np.ndarray, np.ndarray]] = []
+
+    def offer(self, item: tuple[int, np.ndarray, np.ndarray]) -> None:
+        self.seen += 1
+        slot = len(self.items) if len(self.items) < self.size else int(self.rng.integers(0, self.seen))
+        if slot == len(self.items):
+            self.items.append(item)
+        elif slot < self.size:
+            self.items[slot] = item
 
 
 def contextuality(
@@ -123,27 +153,38 @@ def contextuality(
     max_contexts: int = 200,
     baseline_pairs: int = 2000,
     seed: int = 0,
+    progress: bool | None = None,
 ) -> Contextuality:
-    """Self-similarity, intra-sentence similarity, anisotropy baseline, adjusted figures and MEV per layer."""
+    """Self-similarity, intra-sentence similarity, anisotropy baseline, adjusted figures and MEV per layer.
+
+    Identical sentences are one context (merged first; `settings["repeats_merged"]` counts them). The
+    `words` (default: the `top` most frequent in `min_contexts` sentences or more) keep at most
+    `max_contexts` occurrences each; the baseline is `baseline_pairs` random pairs of occurrences from
+    different sentences, drawn with `seed`. `progress`: a progress bar or log lines on stderr (None:
+    from 256 sentences)."""
     # Checked before any work: a negative top would slice from the end, a zero one refuse confusingly.
     whole_number(top, "top", meaning="the most frequent words measured")
     whole_number(min_contexts, "min_contexts", meaning="sentences a word needs")
     whole_number(max_contexts, "max_contexts", least=2, meaning="occurrences kept per word")
     whole_number(baseline_pairs, "baseline_pairs", meaning="random pairs for the baseline")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
+        raise InvalidInput(f"seed={seed!r}: a seed is a whole number from 0 to {2**32 - 1}")
     refuse_unordered(sentences)
-    sentences = check_texts(list(sentences))
-    chosen = list(words) if words else frequent_words(model, sentences, top=top, min_contexts=min_contexts)
+    given = check_texts(list(sentences))
+    distinct = list(dict.fromkeys(given))  # a repeated sentence is one context, not several
+    chosen = list(words) if words else frequent_words(model, distinct, top=top, min_contexts=min_contexts)
     found, intra, pool = word_occurrences(
-        model, sentences, chosen, max_contexts=max_contexts, sample=2 * baseline_pairs, seed=seed
-    )
+        model, distinct, chosen, max_contexts=max_contexts, sample=2 * baseline_pairs, seed=seed,
+        progress=progress,
+    )  # fmt: skip
     kept = [w.lower() for w in chosen if len(set(found.sentences.get(w.lower(), []))) >= 2]
     if not kept:
         raise InvalidInput(
-            f"none of {chosen[:10]} occurs in two or more sentences of the corpus; "
+            f"none of {chosen[:10]} occurs in two or more distinct sentences of the corpus; "
             "name words that occur several times, or give a larger corpus"
         )
     labels: list[str | int] = ["static", *range(model.n_layers + 1)]
-    baseline = _baseline(pool, baseline_pairs, seed)
+    baseline, used = _baseline(pool, baseline_pairs, seed)
     per_word: dict[str, list[float]] = {}
     mev: dict[str, list[float]] = {}
     for w in kept:
@@ -166,7 +207,12 @@ def contextuality(
             }
         )
     occurrences = {w: len(found.sentences[w]) for w in kept}
-    settings = {"model": model.loaded.source, "sentences": len(sentences), "baseline_pairs": baseline_pairs}
+    settings = {
+        "model": model.loaded.source, "sentences": len(given), "distinct_sentences": len(distinct),
+        "repeats_merged": len(given) - len(distinct), "seed": seed, "baseline_pairs": baseline_pairs,
+        "baseline_pairs_used": used, "max_contexts": max_contexts,
+        "words": "given" if words else f"the {top} most frequent in {min_contexts} sentences or more",
+    }  # fmt: skip
     return Contextuality(records, per_word, occurrences, settings)
 
 
@@ -188,15 +234,19 @@ def _mev(vectors: np.ndarray) -> float:
     return float(singular[0] ** 2 / max(float((singular**2).sum()), 1e-24))
 
 
-def _baseline(pool: list[tuple[int, np.ndarray, np.ndarray]], pairs: int, seed: int) -> list[float]:
-    """Per row (static, 0..L): mean cosine of random word-occurrence pairs from different sentences."""
+def _baseline(
+    pool: list[tuple[int, np.ndarray, np.ndarray]], pairs: int, seed: int
+) -> tuple[list[float], int]:
+    """Per row (static, 0..L): mean cosine of random word-occurrence pairs from different sentences, and
+    how many pairs that was (up to `pairs`: of twice as many drawn, those within one sentence are
+    dropped)."""
     rng = np.random.default_rng(seed)
     left, right = rng.integers(0, len(pool), size=(2, pairs * 2))
     keep = [(a, b) for a, b in zip(left, right, strict=True) if pool[a][0] != pool[b][0]][:pairs]
     if not keep:
-        raise InvalidInput("the anisotropy baseline needs words from at least two sentences")
+        raise InvalidInput("the anisotropy baseline needs words from at least two distinct sentences")
     a = np.array([pool[i][2] for i, _ in keep]), np.stack([pool[i][1] for i, _ in keep])
     b = np.array([pool[j][2] for _, j in keep]), np.stack([pool[j][1] for _, j in keep])
     static = float((unit(a[0], dtype=np.float64) * unit(b[0], dtype=np.float64)).sum(-1).mean())
     layers = (unit(a[1], dtype=np.float64) * unit(b[1], dtype=np.float64)).sum(-1).mean(axis=0)
-    return [static, *(float(v) for v in layers)]
+    return [static, *(float(v) for v in layers)], len(keep)

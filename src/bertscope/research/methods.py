@@ -1,7 +1,7 @@
 """The research methods of the facade (`Model` extends `ResearchMethods`): what each layer holds.
 
-Each method's body lives in its research module (probe, structural, cka, geometry), which takes an
-`Encoder`; this class gives them `Model`'s keyword arguments.
+Each method's body lives in its research module (probe, structural, cka, geometry, contextuality), which
+takes an `Encoder`; this class gives them `Model`'s keyword arguments.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from .cka import CkaResult
     from .conllu import Tree
+    from .contextuality import Contextuality
     from .geometry import GeometryResult
     from .probe_score import ProbeResult
     from .structural import StructuralResult
@@ -26,8 +27,8 @@ __all__ = ["ResearchMethods"]
 
 
 class ResearchMethods(Encoder):
-    """An Encoder with the research methods that read layers: probes, structural probes, CKA and
-    geometry per layer (the static kinds, which run corpus jobs, stay on Model)."""
+    """An Encoder with the research methods that read layers: probes, structural probes, CKA, geometry
+    and contextuality per layer (the static kinds, which run corpus jobs, stay on Model)."""
 
     def probe(
         self,
@@ -80,15 +81,17 @@ class ResearchMethods(Encoder):
         lr: float = 0.005,
         seed: int = 0,
         progress: bool | None = None,
+        punct: str = "upos",
     ) -> StructuralResult:
         """Hewitt & Manning's structural probes (distance: UUAS, DSpr; depth: root accuracy, NSpr) per
         layer on CoNLL-U trees; see `research.structural.structural_probe` (word vectors pooled by
-        `subword`, Adam on `batch_size` sentences at learning rate `lr`)."""
+        `subword`, Adam on `batch_size` sentences at learning rate `lr`; punctuation left out of the
+        scores by UPOS, or by Hewitt & Manning's Penn Treebank XPOS tags with `punct='xpos'`)."""
         from .structural import structural_probe
 
         return structural_probe(
             self, train, test, task=task, layers=layers, rank=rank, subword=subword, epochs=epochs,
-            batch_size=batch_size, lr=lr, seed=seed, progress=progress,
+            batch_size=batch_size, lr=lr, seed=seed, progress=progress, punct=punct,
         )  # fmt: skip
 
     def cka(
@@ -121,4 +124,27 @@ class ResearchMethods(Encoder):
         return geometry(
             self, texts, layers=layers, top=top, max_tokens_sampled=max_tokens_sampled, seed=seed,
             progress=progress,
+        )  # fmt: skip
+
+    def contextuality(
+        self,
+        sentences: Sequence[str],
+        *,
+        words: Sequence[str] | None = None,
+        top: int = 10,
+        min_contexts: int = 5,
+        max_contexts: int = 200,
+        baseline_pairs: int = 2000,
+        seed: int = 0,
+        progress: bool | None = None,
+    ) -> Contextuality:
+        """How contextual words are per layer (Ethayarajh 2019): self-similarity, intra-sentence
+        similarity, the anisotropy baseline (`baseline_pairs` random pairs, drawn with `seed`) and MEV of
+        `words` (default: the `top` most frequent); identical sentences are one context. See
+        `research.contextuality.contextuality`."""
+        from .contextuality import contextuality
+
+        return contextuality(
+            self, sentences, words=words, top=top, min_contexts=min_contexts, max_contexts=max_contexts,
+            baseline_pairs=baseline_pairs, seed=seed, progress=progress,
         )  # fmt: skip

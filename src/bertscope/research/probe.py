@@ -29,7 +29,7 @@ from ..core._enums import SubwordPooling
 from ..core.layers import LayerSpec, parse_layers
 from ..core.renamed import renamed_keyword
 from ..errors import InvalidInput
-from .probe_data import LABEL_FIELD
+from .probe_data import LABEL_FIELD, shared_sentences
 from .probe_eval import ProbeKind, classifiers
 from .probe_features import (
     Features,
@@ -82,7 +82,8 @@ def probe(
     column: str | None = None,
 ) -> ProbeResult:
     """Probes on every layer asked (plus `static`) for a labelled file or list: cross-validated by
-    sentence, or with `test` trained on `data` and scored on `test` (held out, no folds).
+    sentence, or with `test` trained on `data` and scored on `test` (held out, no folds: the distinct
+    test sentences also in `data` are counted in settings `test_overlap` and warned of).
 
     `data` is a path (word level: `word<TAB>label`, blank line between sentences, or CoNLL-U with the
     label in the field `label_field`, e.g. upos: `column` is its deprecated old name; sentence level:
@@ -109,8 +110,10 @@ def probe(
     )
     feats = read_features(model, data, folds=None if test is not None else folds, **read)
     n_train = None
+    overlap = 0
     if test is not None:
         tested = read_features(model, test, folds=None, **read, checked=False)
+        overlap = shared_sentences(feats.groups, tested.groups, train=data, test=test)
         n_train = len(feats.labels)
         feats = joined(feats, tested)
     if control:
@@ -119,6 +122,7 @@ def probe(
     settings = {"model": model.loaded.source, "subword": how.value, "seed": seed, "control": control}
     if test is not None:
         settings["test"] = source_name(test)
+        settings["test_overlap"] = overlap
     return evaluate(
         feats, Level.parse(level, what="level"), folds=folds, control=control, seed=seed,
         settings=settings, progress=progress, n_jobs=n_jobs, probes=probes, n_train=n_train,

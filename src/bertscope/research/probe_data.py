@@ -7,7 +7,8 @@ context only (it is read by the model but not probed), so a sense task can label
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ from ..errors import CorpusError, InvalidInput
 
 __all__ = [
     "JoinedWords", "LabelledSentence", "LABEL_FIELD", "read_words", "read_sentences", "text_lines",
-    "CONLLU_COLUMNS", "CONTEXT",
+    "CONLLU_COLUMNS", "CONTEXT", "shared_sentences",
 ]  # fmt: skip
 
 CONTEXT = "_"
@@ -173,3 +174,25 @@ def as_sentences(data: Sequence[Any]) -> list[LabelledSentence]:
             raise InvalidInput(f"sentence {number} must be a non-empty list of (word, label) pairs")
         out.append(LabelledSentence(tuple(str(w) for w, _ in pairs), tuple(str(label) for _, label in pairs)))
     return out
+
+
+def shared_sentences(train_texts: Iterable[str], test_texts: Iterable[str], *, train: Any, test: Any) -> int:
+    """How many distinct test sentences (by the text the model reads) are training sentences too, said
+    in a warning when any is (all of them: the scores are training scores). `train`, `test`: what was
+    given, named in the message (a path, or data given in Python)."""
+    tested = set(test_texts)
+    shared = len(tested & set(train_texts))
+    if shared:
+        test_name = str(test) if isinstance(test, (str, Path)) else "the test data"
+        train_name = str(train) if isinstance(train, (str, Path)) else "the training data"
+        which = (
+            f"all {shared} distinct sentences of {test_name} occur"
+            if shared == len(tested)
+            else f"{shared} of the {len(tested)} distinct sentences of {test_name} also occur"
+        )
+        warnings.warn(
+            f"{which} in {train_name}: the probe is scored on sentences it trained on; give a test file "
+            "of other sentences (or drop the shared ones from one file) for a held-out score",
+            stacklevel=3,
+        )
+    return shared

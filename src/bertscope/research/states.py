@@ -11,7 +11,7 @@ import numpy as np
 
 from ..core.engine import LONG_TOKENS
 from ..core.progress import progress_callback
-from ..core.tokens import Tokens, text_problem
+from ..core.tokens import Tokens, check_text
 from ..errors import InvalidInput
 
 if TYPE_CHECKING:
@@ -108,13 +108,7 @@ def model_given(value: object, name: str) -> None:
 
 
 def _checked(texts: Iterable[str]) -> Iterator[str]:
-    """The texts, stopping at the first that is not a non-empty string (named by its index)."""
+    """The texts, stopping at the first that is not a non-empty string: named as every text check names
+    it (`core.tokens.check_text`: "text 1 is empty: ...", numbered from 0 as a list's index)."""
     for index, text in enumerate(texts):
-        if not isinstance(text, str) or not text.strip():
-            raise InvalidInput(
-                f"text {index} ({text!r}) is not a non-empty string: give every text some words"
-            )
-        problem = text_problem(text)
-        if problem:
-            raise InvalidInput(f"text {index} {problem}")
-        yield text
+        yield check_text(text, index)

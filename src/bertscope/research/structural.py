@@ -28,7 +28,8 @@ from ..core.layers import LayerSpec, parse_layers
 from ..core.pooling import pool_words
 from ..core.progress import step_progress
 from ..errors import InvalidInput
-from .conllu import Tree, read_trees, tree_depths, tree_distances
+from .conllu import Punct, Tree, read_trees, tree_depths, tree_distances, with_punct
+from .probe_data import shared_sentences
 from .row_file import RowFile
 from .states import layer_states, static_rows
 from .structural_fit import fit_probe, predict_depths, predict_distances
@@ -152,34 +153,37 @@ def structural_probe(
     lr: float = 0.005,
     seed: int = 0,
     progress: bool | None = None,
+    punct: Punct | str = Punct.UPOS,
 ) -> StructuralResult:
     """Train a structural probe per layer (and the static row) on `train` and score it on `test`.
 
     `train` and `test` are CoNLL-U files with trees (or lists of Tree). Without `test`, every 5th
-    sentence of `train` is held out for testing and the others train. `rank` is cut to the width.
+    distinct sentence of `train` is held out for testing (with its repeats: a sentence given twice is
+    one, never on both sides) and the others train. With `test`, the test sentences that also occur in
+    `train` are counted (settings `test_overlap`) and warned of. `rank` is cut to the width. `punct`
+    names the punctuation the scores leave out: UPOS `PUNCT` (upos), or Hewitt & Manning's Penn
+    Treebank XPOS tags (xpos; see conllu).
     """
     kind = StructuralTask.parse(task, what="structural probe task")
     how = SubwordPooling.parse(subword, what="subword pooling")
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
     _check_numbers(rank=rank, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
     train_trees = read_trees(train) if isinstance(train, (str, Path)) else list(train)
+    overlap = 0
     if test is None:
-        given = len(train_trees)
-        test_trees = train_trees[HELD_OUT_EVERY - 1 :: HELD_OUT_EVERY]
-        train_trees = [t for i, t in enumerate(train_trees) if (i + 1) % HELD_OUT_EVERY]
-        if not test_trees or not train_trees:
-            source = train if isinstance(train, (str, Path)) else "the training list of Tree"
-            raise InvalidInput(
-                f"{source} has {given} sentence(s): give test='TEST.conllu' (held-out trees), or at least "
-                f"{HELD_OUT_EVERY} sentences so that every {HELD_OUT_EVERY}th can be held out"
-            )
+        train_trees, test_trees = held_out_split(train_trees, train)
     else:
         test_trees = read_trees(test) if isinstance(test, (str, Path)) else list(test)
+        overlap = shared_sentences(
+            [t.text for t in train_trees], [t.text for t in test_trees], train=train, test=test
+        )
+    rule = Punct.parse(punct, what="punctuation rule")
+    test_trees = with_punct(test_trees, rule)
     distance = kind is StructuralTask.DISTANCE
     settings: dict[str, Any] = {
         "model": model.loaded.source, "subword": how.value, "epochs": epochs, "batch_size": batch_size,
         "lr": lr, "seed": seed, "test": "given" if test is not None else f"every {HELD_OUT_EVERY}th",
-        "rank": {}, "train_loss": {},
+        "test_overlap": overlap, "punct": rule.value, "rank": {}, "train_loss": {},
     }  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="bertscope-structural-") as scratch:
         folder = Path(scratch)
@@ -209,6 +213,25 @@ def structural_probe(
     chain = [chain_distances(len(t)) if distance else chain_depths(len(t)) for t in test_trees]
     baseline = {"name": "linear chain", **_scores(test_trees, chain, distance=distance)}
     return StructuralResult(kind.value, rows, baseline, len(train_trees), len(test_trees), settings)
+
+
+def held_out_split(trees: list[Tree], source: Any) -> tuple[list[Tree], list[Tree]]:
+    """(train, test): every HELD_OUT_EVERY-th distinct sentence (by text, in order of first appearance)
+    and all its repeats test, the others train, so that no test sentence is also a training one."""
+    group: dict[str, int] = {}
+    for tree in trees:
+        group.setdefault(tree.text, len(group))
+    held = [(group[t.text] + 1) % HELD_OUT_EVERY == 0 for t in trees]
+    train = [t for t, h in zip(trees, held, strict=True) if not h]
+    test = [t for t, h in zip(trees, held, strict=True) if h]
+    if not test or not train:
+        name = source if isinstance(source, (str, Path)) else "the training list of Tree"
+        raise InvalidInput(
+            f"{name} has {len(trees)} sentence(s): give test='TEST.conllu' (held-out trees), or at least "
+            f"{HELD_OUT_EVERY} sentences so that every {HELD_OUT_EVERY}th can be held out ({len(group)} "
+            "distinct: a repeated sentence counts once)"
+        )
+    return train, test
 
 
 @dataclass(frozen=True)
