@@ -357,7 +357,7 @@ def test_static_corpus_and_the_old_from_corpus(tmp_path: Path, tiny_dirs: dict[s
     assert written["--corpus"] == written["--from-corpus"]
     assert any(line.startswith("bank ") for line in written["--corpus"].splitlines())
     assert _refusal("static", "bread", "--min-count", "2") == (
-        "error: --min-count: for --corpus only; leave them out here"
+        "error: --min-count: for --corpus only; leave it out here"
     )
     assert "add -o OUT" in _refusal("static", "--corpus", str(corpus))
     assert "--from-corpus is the old spelling of --corpus" in _refusal(

@@ -283,6 +283,8 @@ def test_an_empty_corpus_is_said_to_be_empty(bundled, tmp_path: Path) -> None:
         ["--workers", "9"],
         ["--batch-size", "3"],
         ["--layers", "1", "--resume"],
+        ["--quantize", "int8"],
+        ["--backend", "openvino", "--threads", "1"],
     ],
 )
 def test_aggregation_options_without_from_corpus_are_refused(given: list[str]) -> None:
@@ -290,7 +292,17 @@ def test_aggregation_options_without_from_corpus_are_refused(given: list[str]) -
     done = run_main("static", "bread", *given)
     flags = ", ".join(flag for flag in given if flag.startswith("--"))
     assert done.code == 1 and done.stdout == ""
-    assert done.stderr.strip() == f"error: {flags}: for --corpus only; leave them out here"
+    them = "them" if len(flags.split(", ")) > 1 else "it"
+    assert done.stderr.strip() == f"error: {flags}: for --corpus only; leave {them} out here"
+
+
+def test_static_names_an_id_by_its_piece_and_refuses_include_special_without_neighbours() -> None:
+    done = run_main("static", "--ids", "7852")
+    assert done.code == 0 and done.stdout.startswith("7852 'bread': id 7852")
+    refused = run_main("static", "bread", "--include-special")
+    assert refused.code == 1 and refused.stderr.strip() == (
+        "error: --include-special lets neighbours be special pieces; add -k N or drop it"
+    )
 
 
 def test_static_on_ray_takes_the_batch_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

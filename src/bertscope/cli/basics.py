@@ -240,9 +240,16 @@ def static(
             "--batch-size": batch_size != 64,
             "--engine": engine != "local",
             "--workers": workers != 2,
+            # the rows are the input matrix as stored: no forward, so no runtime to choose or thread
+            "--backend": backend != "auto",
+            "--quantize": quantize != "none",
+            "--threads": threads is not None,
         }
         if given := [name for name, on in aggregation.items() if on]:
-            raise InvalidInput(f"{', '.join(given)}: for --corpus only; leave them out here")
+            them = "them" if len(given) > 1 else "it"
+            raise InvalidInput(f"{', '.join(given)}: for --corpus only; leave {them} out here")
+        if include_special and not top_k:
+            raise InvalidInput("--include-special lets neighbours be special pieces; add -k N or drop it")
         if overwrite and output is None:
             raise InvalidInput("--overwrite replaces an existing --output file; add -o FILE or drop it")
     # Rows of the matrix need no forward: with the default load options they are read from the folder's
@@ -293,7 +300,8 @@ def static(
         emit_json({"items": records})
         return
     for rec in records:
-        head = f"{rec['item']!r}: " + (f"pieces {rec['pieces']}" if word else f"id {rec['id']}")
+        named = f"{rec['item']} {rec['token']!r}" if ids else repr(rec["item"])
+        head = f"{named}: " + (f"pieces {rec['pieces']}" if word else f"id {rec['id']}")
         preview = " ".join(f"{v:+.3f}" for v in rec["vector"][:6])
         line = f"  norm {rec['norm']:.4f}  [{preview} ...] ({len(rec['vector'])} dims)"
         out.print(Text.assemble((head, "bold"), line))
