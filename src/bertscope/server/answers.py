@@ -11,6 +11,13 @@ its arrays and one part, not the answer's lists of Python floats, its strings an
 larger one goes out chunked, and while a client takes it, it counts against --max-buffered-bytes
 (`guard.Guard`) with what it holds: 8 bytes a number.
 
+An answer whose size is known before the work (`Service.check_answer` computes it) is reserved then
+(`reserve`): its bytes are taken from the answers' budget, for the client that asked, before the model or
+the tokenizer runs, so a request the budget cannot take is refused (503, Retry-After) before it costs
+anything; the reservation is held until the request ends (`Reservations`), and its streamed answer
+writes within it. Each client address holds at most its share of the budget (`bodies.BodyBudget`,
+--max-buffered-share), bar one answer of a client that holds no other.
+
 The bytes are json.dumps' own (compact UTF-8, NaN refused), as Starlette's JSONResponse writes them:
 a float is written by `repr`, after `tolist()` turned the array's number into a Python float (float32
 and float64 alike), which is how every route wrote them when each built its lists whole.
@@ -18,20 +25,39 @@ and float64 alike), which is how every route wrote them when each built its list
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+import logging
 from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+import anyio.from_thread
 import numpy as np
 from fastapi import Response
 from fastapi.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
 
 from .bodies import BodyBudget, BodyRefused
 
-__all__ = ["ANSWERS", "HeldAnswers", "Items", "Rows", "answer", "parts", "render", "with_rows"]
+__all__ = [
+    "ANSWERS",
+    "HeldAnswers",
+    "Items",
+    "Reservations",
+    "Rows",
+    "answer",
+    "current_client",
+    "parts",
+    "render",
+    "reserve",
+    "with_rows",
+]
+
+log = logging.getLogger("bertscope.server")
 
 # Numbers an answer may hold and still be made on the event loop: a few milliseconds of work, less
 # than the hop to a thread costs under load.
@@ -57,6 +83,101 @@ class HeldAnswers:
 
     budget: BodyBudget
     refuse: Callable[[str, BodyRefused], Response]
+
+
+class _Reserved:
+    """The answer bytes one request has reserved from the answers' budget, for its client."""
+
+    __slots__ = ("held", "peer", "size")
+
+    def __init__(self, held: HeldAnswers, peer: str | None) -> None:
+        self.held, self.peer, self.size = held, peer, 0
+
+    def grow(self, size: int) -> None:
+        """Hold `size` bytes in all (BodyRefused when the budget or the client's share has no room);
+        what this request holds already counts as its own, so a request alone always fits."""
+        if size <= self.size:
+            return
+        budget = self.held.budget
+        budget.give_back(self.size, peer=self.peer)
+        try:
+            budget.take(size, alone_fits=True, peer=self.peer)
+        except BodyRefused:
+            budget.take(self.size, alone_fits=True, peer=self.peer)  # had it, gets it back (same turn)
+            raise
+        self.size = size
+
+    def release(self) -> None:
+        """Give back everything reserved."""
+        self.held.budget.give_back(self.size, peer=self.peer)
+        self.size = 0
+
+
+# The reservation of the request being served (set by `Reservations`), seen by its threads too.
+_RESERVED: ContextVar[_Reserved | None] = ContextVar("bertscope_reserved", default=None)
+
+
+class Reservations:
+    """ASGI middleware inside the guard: each request gets its reservation of answer bytes (`reserve`),
+    given back when the request ends, answered or not."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        """Run the request with a reservation of its own."""
+        held: HeldAnswers | None = scope.get(ANSWERS) if scope["type"] == "http" else None
+        if held is None:
+            await self.app(scope, receive, send)
+            return
+        client = scope.get("client")
+        reserved = _Reserved(held, str(client[0]) if client else None)
+        token = _RESERVED.set(reserved)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            _RESERVED.reset(token)
+            reserved.release()
+
+
+def current_client() -> str:
+    """The client address of the request being served ("" outside one): whose share of the queue it is."""
+    reserved = _RESERVED.get()
+    return (reserved.peer or "") if reserved is not None else ""
+
+
+def reserve(numbers: int) -> None:
+    """Reserve an answer of `numbers` numbers (8 bytes each) for the request being served, before its work.
+
+    An answer small enough to be sent whole is not reserved. Raises the 503 (HTTPException, with
+    Retry-After) when the answers' budget, or its client's share of it, has no room. Outside a request
+    (the library, a test on the service alone) it does nothing.
+    """
+    reserved = _RESERVED.get()
+    if reserved is None or numbers <= _INLINE_NUMBERS:
+        return
+    try:
+        _on_loop(lambda: reserved.grow(numbers * HELD_PER_NUMBER))
+    except BodyRefused as refused:
+        log.warning("an answer was refused before its work: %s", refused)
+        raise HTTPException(refused.status, str(refused), headers=refused.headers) from None
+
+
+def _on_loop(fn: Callable[[], None]) -> None:
+    """`fn()` on the event loop (the budgets are the loop's), from the loop or one of its worker threads."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        fn()
+        return
+    try:
+        anyio.from_thread.run_sync(fn)
+    except RuntimeError as exc:
+        if "worker thread" not in str(exc) and "event loop" not in str(exc):
+            raise
+        fn()  # a thread the loop did not start: no loop to hand it to
 
 
 class Rows:
@@ -217,8 +338,14 @@ class StreamedAnswer(Response):
         """Take the answer's share of the budget (503 past it), then write each part as it is made."""
         held: HeldAnswers | None = scope.get(ANSWERS)
         budget = held.budget if held is not None else BodyBudget(self.held)  # outside the guard: its own
+        reserved = _RESERVED.get()
+        mine = reserved is not None and reserved.held is held
         try:
-            budget.take(self.held, alone_fits=True)
+            if mine:
+                assert reserved is not None
+                reserved.grow(self.held)  # most often reserved before the work: nothing more to take
+            else:
+                budget.take(self.held, alone_fits=True)
         except BodyRefused as refused:
             assert held is not None  # a budget of its own always has room for it
             await held.refuse(scope["path"], refused)(scope, receive, send)
@@ -233,7 +360,8 @@ class StreamedAnswer(Response):
                 part = await run_in_threadpool(next, self.rest, None)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            budget.give_back(self.held)
+            if not mine:  # a reservation is given back as its request ends
+                budget.give_back(self.held)
 
 
 async def answer(build: Callable[[], Any], *, size: int, status_code: int = 200) -> Response:

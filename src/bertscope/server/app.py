@@ -19,6 +19,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi_offline import FastAPIOffline
 
 from .. import __version__
+from .answers import Reservations
 from .batching import Batcher, Metrics
 from .chunk_routes import chunk_routes
 from .explain_routes import explain_routes
@@ -84,6 +85,7 @@ def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastA
     mount_explorer(app)
     _describe(app, model, settings)
     paths = frozenset(getattr(r, "path", "") for r in app.routes)
+    app.add_middleware(Reservations)  # inside the guard: each request's answer reserved before its work
     app.add_middleware(Guard, settings=settings, metrics=metrics, endpoints=paths)
     if settings.cors_origins:
         app.add_middleware(

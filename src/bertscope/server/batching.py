@@ -8,6 +8,24 @@ splits it into forwards); each job's rows go back through its future. Any other 
 vectors, anatomy, static rows) runs on the same thread as a `call` job, alone, so the model is never used
 by two threads.
 
+Fair between clients: each job carries its client (the peer address, `answers.current_client`). The
+queue is bounded in jobs (`max_queue`) and tokens (`max_queue_tokens`), and a request is admitted when
+  - it fits its client's share of both (`client_share`, half by default), counting what that client has
+    queued already;
+  - it fits what is left of both, less the room kept for a newcomer's small request (`max_batch_tokens`
+    tokens and `_newcomer_jobs` jobs): a request that fits one batch from a client with nothing queued
+    may use that room, so one busy client never makes another's small request wait for a 429;
+  - a request counts at most a client's share (the worker cuts a longer one into batches anyway), so
+    one larger than the share goes in whenever its client has nothing queued and half the queue is
+    free; no request is ever too big for an empty queue, and none is refused behind a few tokens that
+    an empty queue would have taken.
+A refusal's Retry-After is the time the worker needs, at its measured rate, to free the room this
+request lacks (its client's turn coming round once per other client waiting), 1 to 60 seconds.
+
+Batches are formed round-robin over the clients with work queued, not oldest first: the next batch
+starts with the next client's oldest job, and is filled with each client's oldest job in turn while
+they fit; one client alone is served oldest first, its batches as full as before.
+
 Fair at every batch boundary: before each forward of a running job (the engine's `forward`, which
 every route's model work goes through, is wrapped while the worker runs), the worker first runs the small
 jobs waiting (known to fit one batch, `max_batch_tokens` of them at most), then goes on. A long document
@@ -25,7 +43,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
@@ -41,7 +59,10 @@ from .tickets import Abandoned, QueueFull, ShuttingDown, Ticket
 if TYPE_CHECKING:
     from ..model import Model
 
-__all__ = ["Abandoned", "Batcher", "Metrics", "QueueFull", "ShuttingDown", "Ticket"]
+__all__ = ["CLIENT_SHARE", "Abandoned", "Batcher", "Metrics", "QueueFull", "ShuttingDown", "Ticket"]
+
+# The share of the queue's jobs and tokens one client may have waiting at once (`Batcher.client_share`).
+CLIENT_SHARE = 0.5
 
 
 @dataclass
@@ -54,6 +75,11 @@ class _Job:
     enqueued: float = field(default_factory=time.monotonic)
     # A call's tokens when known (it may run between another job's batches when they fit one batch).
     known: bool = True
+    # Who asked (the peer address): the queue's shares and the round-robin go by it.
+    client: str = ""
+    # What it counts for in the queue's limits (a request counts at most a client's share), set by `_put`.
+    counted: int = 0
+    counts: bool = True
 
     @property
     def abandoned(self) -> bool:
@@ -106,7 +132,7 @@ class _Boundary:
 
 
 class Batcher:
-    """A bounded job queue in front of one worker thread that owns the model."""
+    """A bounded job queue, shared fairly by clients, in front of one worker thread that owns the model."""
 
     def __init__(
         self,
@@ -117,17 +143,30 @@ class Batcher:
         max_queue: int,
         batching: bool = True,
         metrics: Metrics | None = None,
+        client_share: float = CLIENT_SHARE,
     ) -> None:
+        if not 0 < client_share <= 1:
+            raise ValueError(f"client_share: {client_share} is not a fraction in (0, 1]")
         self.model = model
         self.max_batch_tokens = max_batch_tokens
         self.max_wait = max_wait_ms / 1000.0
         self.max_queue = max_queue
         self.batching = batching
         self.metrics = metrics or Metrics()
-        self._jobs: deque[_Job] = deque()
+        # Each client's jobs, oldest first; the dict's order is the round-robin's (next to serve first).
+        self._queues: dict[str, deque[_Job]] = {}
         # The queue is bounded by work too: 256 long texts are not 256 short ones.
         self.max_queue_tokens = max_batch_tokens * 32
+        self.client_share = client_share
+        # What one client may have queued at once, and the room kept for a newcomer's small request.
+        self.share_jobs = max(1, int(max_queue * client_share))
+        self.share_tokens = max(max_batch_tokens, int(self.max_queue_tokens * client_share))
+        self.newcomer_jobs = max(1, max_queue // 16)
+        # Jobs and tokens queued as counted against the limits (`_Job.counted`), in all and per client.
+        self._queued_jobs = 0
         self._queued_tokens = 0
+        self._client_jobs: Counter[str] = Counter()
+        self._client_tokens: Counter[str] = Counter()
         self._tokens_per_second: float | None = None
         self._cond = threading.Condition()
         self._stopping = False
@@ -148,8 +187,11 @@ class Batcher:
         """Stop the worker after the batch it is running; jobs still queued fail with ShuttingDown."""
         with self._cond:
             self._stopping = True
-            left, self._jobs = list(self._jobs), deque()
-            self._queued_tokens = 0
+            left = [job for queue in self._queues.values() for job in queue]
+            self._queues = {}
+            self._queued_jobs = self._queued_tokens = 0
+            self._client_jobs.clear()
+            self._client_tokens.clear()
             self._cond.notify_all()
         for job in left:
             if job.future.set_running_or_notify_cancel():
@@ -168,7 +210,12 @@ class Batcher:
     @property
     def queued(self) -> int:
         """Jobs waiting (not counting the batch being run)."""
-        return len(self._jobs)
+        return sum(map(len, self._queues.values()))
+
+    def queued_by(self, client: str) -> tuple[int, int]:
+        """(jobs, tokens) `client` has queued, as counted against its share."""
+        with self._cond:
+            return self._client_jobs[client], self._client_tokens[client]
 
     @contextmanager
     def arriving(self) -> Iterator[None]:
@@ -182,58 +229,129 @@ class Batcher:
                 self._arriving -= 1
                 self._cond.notify()
 
-    def sentences(self, parts: Sequence[tuple[Sequence[Tokens], int]], spec: EmbedSpec) -> list[Future[Any]]:
+    def sentences(
+        self, parts: Sequence[tuple[Sequence[Tokens], int]], spec: EmbedSpec, *, client: str = ""
+    ) -> list[Future[Any]]:
         """Queue (fitted tokens, n_tokens) parts, all or none, for sentence vectors; one future per part."""
-        return self._put([_Job(Ticket(), n_tokens=n, tokens=tokens, spec=spec) for tokens, n in parts])
+        jobs = [_Job(Ticket(), n_tokens=n, tokens=tokens, spec=spec, client=client) for tokens, n in parts]
+        return self._put(jobs, client)
 
-    def call(self, fn: Callable[[], Any], n_tokens: int | None = None) -> Future[Any]:
+    def call(self, fn: Callable[[], Any], n_tokens: int | None = None, *, client: str = "") -> Future[Any]:
         """Queue `fn` to run on the worker thread, alone; its result or exception comes back.
 
         `n_tokens`, the tokens it runs when known, lets it run between another job's batches when it
         fits one batch, and counts in the queue's tokens.
         """
         known = n_tokens is not None
-        return self._put([_Job(Ticket(), n_tokens=n_tokens or 0, call=fn, known=known)])[0]
+        job = _Job(Ticket(), n_tokens=n_tokens or 0, call=fn, known=known, client=client)
+        return self._put([job], client)[0]
 
     def abandon(self, futures: Sequence[Future[Any]]) -> None:
         """Nobody waits for these any more: drop the queued ones, and flag the running ones to stop."""
+        dropped: list[_Job] = []
         with self._cond:
             for future in futures:
                 if not future.cancel() and isinstance(future, Ticket) and not future.done():
                     future.abandoned = True  # running: its group stops after the forward in progress
-            dropped = [job for job in self._jobs if job.future.cancelled()]
+            for client, queue in list(self._queues.items()):
+                gone = [job for job in queue if job.future.cancelled()]
+                if gone:
+                    dropped += gone
+                    self._queues[client] = deque(job for job in queue if not job.future.cancelled())
+                    for job in gone:
+                        self._uncount(job)
+                    if not self._queues[client]:
+                        del self._queues[client]
             if dropped:
-                self._jobs = deque(job for job in self._jobs if not job.future.cancelled())
-                self._queued_tokens -= sum(job.n_tokens for job in dropped)
-                self.metrics.queue_size.set(len(self._jobs))
+                self.metrics.queue_size.set(self.queued)
         self.metrics.skipped_texts.inc(sum(len(job.tokens) for job in dropped))
 
-    def _put(self, jobs: list[_Job]) -> list[Future[Any]]:
+    def _put(self, jobs: list[_Job], client: str) -> list[Future[Any]]:
         with self._cond:
             if self._stopping:
                 raise ShuttingDown("the server is shutting down")
-            if len(self._jobs) + len(jobs) > self.max_queue:
-                raise QueueFull(
-                    f"the queue is full ({self.max_queue} jobs waiting); retry shortly", self._retry_after()
-                )
-            tokens = sum(job.n_tokens for job in jobs)
-            if self._jobs and self._queued_tokens + tokens > self.max_queue_tokens:
-                raise QueueFull(
-                    f"the queue holds {self._queued_tokens} tokens of work, and {tokens} more would pass "
-                    f"{self.max_queue_tokens}; retry after the Retry-After seconds",
-                    self._retry_after(),
-                )
-            self._queued_tokens += tokens
-            self._jobs.extend(jobs)
-            self.metrics.queue_size.set(len(self._jobs))
+            self._admit(jobs, client)
+            # A request counts at most a client's share, its first jobs first.
+            jobs_left, tokens_left = self.share_jobs, self.share_tokens
+            for job in jobs:
+                job.counted, job.counts = min(job.n_tokens, tokens_left), jobs_left > 0
+                tokens_left -= job.counted
+                jobs_left -= job.counts
+                self._queued_tokens += job.counted
+                self._queued_jobs += job.counts
+                self._client_tokens[client] += job.counted
+                self._client_jobs[client] += job.counts
+            self._queues.setdefault(client, deque()).extend(jobs)
+            self.metrics.queue_size.set(self.queued)
             self._cond.notify()
         return [job.future for job in jobs]
 
-    def _retry_after(self) -> int:
-        """Seconds until the queued work is likely done, at the rate the worker has been going (1..60)."""
+    def _admit(self, jobs: list[_Job], client: str) -> None:
+        """QueueFull, with a Retry-After sized for this request, unless `jobs` fit their client's share
+        and the room left (a newcomer's small request may use the room kept for it)."""
+        n = min(len(jobs), self.share_jobs)
+        tokens = min(sum(job.n_tokens for job in jobs), self.share_tokens)
+        mine_jobs, mine_tokens = self._client_jobs[client], self._client_tokens[client]
+        newcomer = not mine_jobs and not mine_tokens and len(jobs) == 1 and tokens <= self.max_batch_tokens
+        room_jobs = self.max_queue - (0 if newcomer else self.newcomer_jobs)
+        room_tokens = self.max_queue_tokens - (0 if newcomer else self.max_batch_tokens)
+        clients = len(self._queues)
+        if mine_jobs + n > self.share_jobs:
+            excess = mine_jobs + n - self.share_jobs
+            raise QueueFull(
+                f"the queue is full for this client: it has {mine_jobs} jobs waiting, and {n} more would "
+                f"pass its share of {self.share_jobs} (a share of --max-queue {self.max_queue}); retry after "
+                "the Retry-After seconds",
+                self._retry_after(self._tokens_of(excess, mine_tokens, mine_jobs) * clients),
+            )
+        if mine_tokens + tokens > self.share_tokens:
+            raise QueueFull(
+                f"this client's queued requests hold {mine_tokens} tokens of work, and {tokens} more would "
+                f"pass its share of {self.share_tokens} (of the queue's {self.max_queue_tokens}); retry "
+                "after the Retry-After seconds",
+                self._retry_after((mine_tokens + tokens - self.share_tokens) * clients),
+            )
+        if self._queued_jobs + n > room_jobs:
+            excess = self._queued_jobs + n - room_jobs
+            raise QueueFull(
+                f"the queue is full ({self._queued_jobs} jobs waiting of {self.max_queue}); retry after "
+                "the Retry-After seconds",
+                self._retry_after(self._tokens_of(excess, self._queued_tokens, self._queued_jobs)),
+            )
+        if self._queued_tokens + tokens > room_tokens:
+            raise QueueFull(
+                f"the queue holds {self._queued_tokens} tokens of work, and {tokens} more would pass "
+                f"{room_tokens}; retry after the Retry-After seconds",
+                self._retry_after(self._queued_tokens + tokens - room_tokens),
+            )
+
+    @staticmethod
+    def _tokens_of(jobs: int, tokens: int, of_jobs: int) -> int:
+        """The tokens `jobs` of `of_jobs` jobs holding `tokens` run, on average (at least one each)."""
+        return max(jobs, math.ceil(tokens * jobs / max(1, of_jobs)))
+
+    def _retry_after(self, tokens: int) -> int:
+        """Seconds the worker takes to run `tokens`, at the rate it has been going (1..60)."""
         if not self._tokens_per_second:
             return 1
-        return max(1, min(60, math.ceil(self._queued_tokens / self._tokens_per_second)))
+        return max(1, min(60, math.ceil(tokens / self._tokens_per_second)))
+
+    def _uncount(self, job: _Job) -> None:
+        self._queued_tokens -= job.counted
+        self._queued_jobs -= job.counts
+        self._client_tokens[job.client] -= job.counted
+        self._client_jobs[job.client] -= job.counts
+        if not self._client_jobs[job.client] and not self._client_tokens[job.client]:
+            del self._client_jobs[job.client], self._client_tokens[job.client]
+
+    def _pop(self, client: str) -> _Job:
+        """`client`'s oldest job, out of the queue; the client goes to the end of the round."""
+        queue = self._queues.pop(client)
+        job = queue.popleft()
+        if queue:
+            self._queues[client] = queue
+        self._uncount(job)
+        return job
 
     # Worker side --------------------------------------------------------------------------------
 
@@ -249,31 +367,39 @@ class Batcher:
             self.metrics.busy.inc(time.perf_counter() - start)
 
     def _collect(self) -> list[_Job] | None:
-        """The next batch: the oldest job, then followers while they fit the token budget and the wait."""
+        """The next batch: the next client's oldest job, then each client's oldest in turn while they fit
+        the token budget and the wait."""
         with self._cond:
-            while not self._jobs and not self._stopping:
+            while not self._queues and not self._stopping:
                 self._cond.wait()
             if self._stopping:
                 return None
-            first = self._jobs.popleft()
+            first = self._pop(next(iter(self._queues)))
             batch, tokens = [first], first.n_tokens
             if first.call is None and self.batching:
                 deadline = first.enqueued + self.max_wait
                 while tokens < self.max_batch_tokens and not self._stopping:
-                    if not self._jobs:
+                    if not self._queues:
                         if not self._arriving:
                             break
                         left = deadline - time.monotonic()
                         if left <= 0 or not self._cond.wait(left):
                             break
                         continue
-                    nxt = self._jobs[0]
-                    if nxt.call is not None or tokens + nxt.n_tokens > self.max_batch_tokens:
+                    fits = next(
+                        (
+                            client
+                            for client, queue in self._queues.items()
+                            if queue[0].call is None and tokens + queue[0].n_tokens <= self.max_batch_tokens
+                        ),
+                        None,
+                    )
+                    if fits is None:
                         break
-                    batch.append(self._jobs.popleft())
+                    nxt = self._pop(fits)
+                    batch.append(nxt)
                     tokens += nxt.n_tokens
-            self._queued_tokens -= sum(job.n_tokens for job in batch)
-            self.metrics.queue_size.set(len(self._jobs))
+            self.metrics.queue_size.set(self.queued)
             return batch
 
     def _run(self, batch: list[_Job]) -> None:
@@ -320,19 +446,36 @@ class Batcher:
             self.metrics.on_forward(int(ids.shape[0]), int(mask.sum()))
 
     def _small_waiting(self) -> list[_Job]:
-        """Queued jobs that each fit one batch, oldest first, within one batch's tokens together."""
+        """Queued jobs that each fit one batch, within one batch's tokens together: each client's oldest
+        that fits in turn, round-robin."""
         with self._cond:
             taken: list[_Job] = []
             tokens = 0
-            for job in self._jobs:
-                if job.known and tokens + job.n_tokens <= self.max_batch_tokens:
+            left = {
+                client: deque(job for job in queue if job.known) for client, queue in self._queues.items()
+            }
+            while left:
+                for client in list(left):
+                    candidates = left[client]
+                    while candidates and tokens + candidates[0].n_tokens > self.max_batch_tokens:
+                        candidates.popleft()
+                    if not candidates:
+                        del left[client]
+                        continue
+                    job = candidates.popleft()
                     taken.append(job)
                     tokens += job.n_tokens
             if taken:
                 chosen = {id(job) for job in taken}
-                self._jobs = deque(job for job in self._jobs if id(job) not in chosen)
-                self._queued_tokens -= tokens
-                self.metrics.queue_size.set(len(self._jobs))
+                for client, queue in list(self._queues.items()):
+                    kept = deque(job for job in queue if id(job) not in chosen)
+                    if kept:
+                        self._queues[client] = kept
+                    else:
+                        del self._queues[client]
+                for job in taken:
+                    self._uncount(job)
+                self.metrics.queue_size.set(self.queued)
         return taken
 
     def _embed_group(self, spec: EmbedSpec, jobs: list[_Job]) -> None:

@@ -6,6 +6,7 @@ Routes take a `Service` and hand model work to it: `sentences` (batched with oth
 
 from __future__ import annotations
 
+import array
 import asyncio
 import contextlib
 import json
@@ -29,6 +30,7 @@ from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from ..core.tokens import Tokens, check_texts
 from ..errors import InvalidInput, InvalidSpec
 from ..research.baseline import Baseline
+from .answers import current_client, reserve
 from .batching import Batcher
 from .bounds import least_tokens
 from .guard import AnswerTooLarge, OverBudget, ServerSettings, TooManyInputs
@@ -49,6 +51,36 @@ _BASELINES_KEPT = 8
 # that thread (glibc's arenas), so big texts taken in turn by the pool's live threads would each keep
 # their peak (3 in turn: 2.8 GB; on one thread: 1.4 GB). Requests under it, nearly all, never wait.
 _BIG_CHARACTERS = 1 << 18
+
+
+class CompactEncoding:
+    """A `tokenizers.Encoding`'s ids, pieces, offsets and special mask, as `tei._simple` reads them, in
+    arrays of machine integers (about 13 bytes a token, where the Encoding holds hundreds): a big
+    tokenization is turned into these at once, inside the gate, and its Encodings dropped."""
+
+    __slots__ = ("_pieces", "ids", "special_tokens_mask", "starts", "stops")
+
+    def __init__(self, encoding: Any, pieces: Sequence[str]) -> None:
+        self.ids = array.array("I", encoding.ids)
+        offsets = encoding.offsets
+        self.starts = array.array("I", (start for start, _ in offsets))
+        self.stops = array.array("I", (stop for _, stop in offsets))
+        del offsets
+        self.special_tokens_mask = array.array("B", encoding.special_tokens_mask)
+        self._pieces = pieces
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def tokens(self) -> Iterator[str]:
+        """Each token's piece, from the vocabulary (what the Encoding's tokens are)."""
+        return (self._pieces[i] for i in self.ids)
+
+    @property
+    def offsets(self) -> Iterator[tuple[int, int]]:
+        """Each token's (start, stop) characters."""
+        return zip(self.starts, self.stops, strict=True)
 
 
 class OneAtATime:
@@ -201,7 +233,7 @@ class Service:
                 f"inputs: {len(tokens)} need {len(parts)} parts of {size}, more than the queue "
                 f"holds ({self.batcher.max_queue}, --max-queue)"
             )
-        return self.batcher.sentences(parts, spec)
+        return self.batcher.sentences(parts, spec, client=current_client())
 
     def _prepare(self, texts: Any, spec: EmbedSpec) -> list[Tokens]:
         # Everything that can reject a request happens here, before the queue: a batch only gets good
@@ -241,7 +273,7 @@ class Service:
 
     async def on_worker(self, fn: Callable[[], Any], *, n_tokens: int | None = None) -> Any:
         """Run `fn` on the worker thread that owns the model (`n_tokens`: what it runs, when known)."""
-        return (await self._wait([self.batcher.call(fn, n_tokens)]))[0]
+        return (await self._wait([self.batcher.call(fn, n_tokens, client=current_client())]))[0]
 
     def check_tokens(
         self, count: int, *, layers: int = 1, least: bool = False, stride: int | None = None
@@ -282,7 +314,9 @@ class Service:
             self.check_tokens(runs, layers=layers, stride=stride)
 
     def check_answer(self, numbers: int, made_of: str, fix: str, *, least: bool = False) -> None:
-        """AnswerTooLarge (413) when an answer would hold more than --max-answer-floats numbers."""
+        """AnswerTooLarge (413) when an answer would hold more than --max-answer-floats numbers; else the
+        answer is reserved (`answers.reserve`) for the request being served, before its work: a 503 with
+        Retry-After when the answers' budget, or its client's share of it, has no room now."""
         limit = self.settings.max_answer_floats
         if numbers > limit:
             hold = "at least " if least else ""
@@ -290,20 +324,54 @@ class Service:
                 f"the answer would hold {hold}{numbers:,} numbers ({made_of}), over the limit of "
                 f"{limit:,} (--max-answer-floats); {fix}"
             )
+        reserve(numbers)
 
     def tokenized(
         self, items: list[Any], long: Any, fields: int, fix: str, tokenize: Callable[[], T]
     ) -> tuple[T, int]:
         """`tokenize()` and its token count, for an answer of `fields` values a token: refused on a cheap
         count first where the texts are read whole, then on the count made; a big request's tokenization
-        waits for the one before (`gated`)."""
+        waits for the one before (`gated`), and its Encodings become `CompactEncoding`s there.
+
+        The answer is reserved (`check_answer`) on the cheap count before any tokenizing: a request the
+        answers' budget has no room for is refused before it costs a tokenization (a 1.6M-token text
+        costs about 800 MB while it is tokenized); the rest is reserved on the count made."""
         made_of = f"tokens x {fields} values"
         over = self.settings.max_answer_floats // fields
-        self.check_answer(self.least_tokens(items, long, over=over) * fields, made_of, fix, least=True)
-        made = self.gated(items, tokenize)
+        least = self.least_tokens(items, long, over=over)
+        if not least and _chars(items) > _BIG_CHARACTERS and self._whole(long):
+            # Under the limit for sure, yet big: counted anyway, so its answer is reserved before the work.
+            least = least_tokens(self.model.tokenizer.backend, items, stop_at=over)
+        self.check_answer(least * fields, made_of, fix, least=True)
+        made = self.gated(items, lambda: self._compact(tokenize(), items))
         count = sum(map(len, made))
         self.check_answer(count * fields, made_of, fix)
         return made, count
+
+    def _compact(self, made: T, items: list[Any]) -> T:
+        """A big request's `tokenizers.Encoding`s as `CompactEncoding`s (anything else as it is)."""
+        if _chars(items) <= _BIG_CHARACTERS or not isinstance(made, list) or not made:
+            return made
+        if not all(type(e).__name__ == "Encoding" for e in made):
+            return made
+        pieces = self._pieces
+        for i, encoding in enumerate(made):
+            made[i] = CompactEncoding(encoding, pieces)
+            del encoding  # each Encoding is freed as soon as its arrays are made
+        return made
+
+    @cached_property
+    def _pieces(self) -> list[str]:
+        """The tokenizer's piece of every id (added tokens too), as an Encoding's tokens name them."""
+        vocab = self.model.tokenizer.backend.get_vocab(with_added_tokens=True)
+        pieces = [""] * (max(vocab.values(), default=-1) + 1)
+        for piece, token_id in vocab.items():
+            pieces[token_id] = piece
+        return pieces
+
+    @staticmethod
+    def _whole(long: Any) -> bool:
+        return LongText.parse(long, what="long-text policy") is LongText.WINDOW
 
     def gated(self, items: list[Any], tokenize: Callable[[], R]) -> R:
         """`tokenize()` of the checked texts `items` through the big-request gate: past `_BIG_CHARACTERS`
