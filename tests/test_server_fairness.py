@@ -22,6 +22,7 @@ from starlette.testclient import TestClient
 
 import bertscope
 from bertscope.core.results import SentenceEmbeddings
+from bertscope.errors import InvalidSpec
 from bertscope.server.app import create_app
 from bertscope.server.batching import Batcher, QueueFull
 from bertscope.server.guard import Guard, ServerSettings
@@ -270,4 +271,8 @@ def test_the_service_queues_each_request_as_its_clients(bundled: bertscope.Model
     with TestClient(app, client=(ME, 1)) as client:
         assert client.post("/embed", json={"inputs": "a cat"}).status_code == 200
     assert seen == [ME]
-    assert math.isclose(svc.batcher.client_share, 0.5)
+    assert math.isclose(svc.batcher.client_share, 0.5)  # the default: half the queue a client
+    quarter = create_app(bundled, settings=ServerSettings(queue_share=0.25)).state.service.batcher
+    assert (quarter.share_jobs, quarter.share_tokens) == (64, quarter.max_queue_tokens // 4)
+    with pytest.raises(InvalidSpec, match="queue_share is 0: give a share of the queue above 0"):
+        ServerSettings(queue_share=0)

@@ -58,6 +58,15 @@ def serve(
         float, typer.Option("--max-wait-ms", min=0, help="How long a batch waits for more requests.")
     ] = 2.0,
     max_queue: Annotated[int, typer.Option("--max-queue", min=1, help="Jobs waiting before 429.")] = 256,
+    queue_share: Annotated[
+        float,
+        typer.Option(
+            "--queue-share",
+            min=0.01,
+            max=1.0,
+            help="Share of the queue one client address may fill (1: none; behind a proxy).",
+        ),
+    ] = 0.5,
     max_inputs: Annotated[
         int, typer.Option("--max-inputs", min=1, help="Texts per request (413 above).")
     ] = 256,
@@ -160,6 +169,7 @@ def serve(
         max_batch_tokens=max_batch_tokens,
         max_wait_ms=max_wait_ms,
         max_queue=max_queue,
+        queue_share=queue_share,
         max_inputs=max_inputs,
         max_body_bytes=max_body_bytes,
         max_answer_floats=max_answer_floats,

@@ -48,6 +48,7 @@ def create_app(model: Model, *, settings: ServerSettings | None = None) -> FastA
         max_batch_tokens=settings.max_batch_tokens or model.engine.token_budget,
         max_wait_ms=settings.max_wait_ms,
         max_queue=settings.max_queue,
+        client_share=settings.queue_share,
         batching=settings.batching,
         metrics=metrics,
     )

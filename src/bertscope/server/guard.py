@@ -106,6 +106,9 @@ class ServerSettings:
     max_batch_tokens: int | None = None
     max_wait_ms: float = 2.0
     max_queue: int = 256
+    # The share of the queue (--max-queue jobs, 32 batches of tokens) one client address may have waiting
+    # (`batching.Batcher`); 1.0 where every client comes through one proxy's address.
+    queue_share: float = 0.5
     max_inputs: int = 256
     max_body_bytes: int = 4 * 1024 * 1024
     # Seconds a request body may take to arrive in full (408, and the connection is closed).
@@ -143,6 +146,11 @@ class ServerSettings:
             raise InvalidSpec(
                 f"max_buffered_share is {self.max_buffered_share}: give a share of --max-buffered-bytes "
                 "above 0 and at most 1 (1: no share per client address)"
+            )
+        if not 0 < self.queue_share <= 1:
+            raise InvalidSpec(
+                f"queue_share is {self.queue_share}: give a share of the queue above 0 and at most 1 "
+                "(1: no share per client address)"
             )
 
 
