@@ -79,7 +79,10 @@ def run_job(
         progress=False if quiet else None, **asdict(job),
     )  # fmt: skip
     if summary.truncated and not quiet:
-        warn(f"{summary.truncated} text(s) were truncated; --long window keeps every token")
+        from ..core.tokens import cut_summary
+
+        cut = cut_summary(summary.truncated, summary.embedded, model.max_tokens)
+        warn(f"{cut}; their ends are not in the vectors; --long window keeps every token")
     if not quiet:
         err.print(summary.line(), highlight=False)
     if index:

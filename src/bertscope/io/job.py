@@ -61,7 +61,8 @@ class JobSummary:
     def line(self) -> str:
         """The one-line summary printed at the end of a job: texts, then the rows in the level's unit
         (`672 words (677 word pieces)`), or the tokens where a row is a text or a token."""
-        parts = [f"{self.embedded} texts embedded", self._rows(), f"{self.truncated} truncated"]
+        texts = "text" if self.embedded == 1 else "texts"
+        parts = [f"{self.embedded} {texts} embedded", self._rows(), f"{self.truncated} truncated"]
         if self.resumed_from:
             parts.append(f"{self.resumed_from} already done")
         if self.already:
