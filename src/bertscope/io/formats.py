@@ -192,10 +192,14 @@ def open_sink(
     rules = rules_of(path)
     if rules is None:
         supported = ", ".join(SUPPORTED_OUTPUTS)
-        if not path.suffix or path.is_dir():
+        if path.is_dir():
             raise CorpusError(
                 f"{path}: a folder output is written by a Ray corpus job only (embed --engine ray); "
                 f"to write one file, give it a known type: {supported}"
+            )
+        if not path.suffix:  # nothing there, no suffix: the type was left out, not a folder meant
+            raise CorpusError(
+                f"{path}: an output needs a known type by its suffix: {supported} (e.g. {path}.parquet)"
             )
         raise CorpusError(f"{path}: unknown output type {path.suffix.lower()}; supported: {supported}")
     level = settings.get("level", "sentence")
