@@ -10,6 +10,12 @@ masked and whether vectors are normalised). `/` separates the parts because laye
     first_last=0,-1/mean/normalize
 
 OPTIONs: `mean`, `sum` or `concat` (combine); `mask_special`; `normalize` or `no_normalize`.
+
+What a view leaves out is the job's: a view given as {name: options} (library) may leave out any of
+`VIEW_KEYS`, and takes the job's `layers=`, `pooling=`, ... for it; a view string always names its
+layers and pooling, and takes the job's combine, mask_special and normalize where it sets none. A
+job-level `layers=` or `pooling=` that every view sets for itself would be read by none of them, and is
+refused (`views_level`), as the command line refuses --layers/--pooling beside --view.
 `ViewsLevel` is the corpus level that writes them: one row per text, one `embedding_<name>` column
 per view, from one forward per batch (`Engine.sentence_views`).
 """
@@ -159,7 +165,24 @@ def views_level(
         )
     if options.post is not None:
         raise CorpusError("post-processing is fitted to one view; leave --post out when asking for views")
-    specs = {name: resolve(model, replace(options, **view)).spec for name, view in parse_views(views).items()}
-    if not specs:
+    parsed = parse_views(views)
+    if not parsed:
         raise InvalidSpec("no views given: name at least one, e.g. last=-1/mean")
+    _refuse_overridden(options, parsed)
+    specs = {name: resolve(model, replace(options, **view)).spec for name, view in parsed.items()}
     return ViewsLevel(model, specs, **storage(asked))
+
+
+def _refuse_overridden(options: EmbedOptions, views: Mapping[str, Mapping[str, Any]]) -> None:
+    """Refuse a job-level layers= or pooling= that every view sets for itself: no view would read it."""
+    given = {
+        "layers": options.layers is not None,
+        "pooling": str(getattr(options.pooling, "value", options.pooling)) != "auto",
+    }
+    unread = [key for key, on in given.items() if on and all(key in view for view in views.values())]
+    if unread:
+        named = " and ".join(f"{key}=" for key in unread)
+        raise InvalidSpec(
+            f"every view sets its own {' and '.join(unread)}, so the job's {named} would be read by none: "
+            f"drop {named}, or leave it out of a view that should take it"
+        )
