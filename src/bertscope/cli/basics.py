@@ -62,11 +62,12 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
         emit_json(details)
         return
     details["fingerprint"] = fingerprint["id"]
+    from .embed import plain_value
+
     table = Table(show_header=False, box=None)
     for key, value in details.items():
-        table.add_row(
-            key, ", ".join(f"{k}={v}" for k, v in value.items()) if isinstance(value, dict) else str(value)
-        )
+        # `-` for none, lists without brackets; booleans as the model card says them
+        table.add_row(key, str(value) if isinstance(value, bool) else plain_value(value))
     out.print(table)
 
 
@@ -85,6 +86,9 @@ def tokens(
     Examples: `bertscope tokens "I like eating bread"`, `bertscope tokens "a" "b c" --pad`,
     `bertscope tokens "How are you?" --pair "Fine."`
     """
+    from .embed import refuse_lone_dash
+
+    refuse_lone_dash(texts, command="tokens", reads_input=False)
     # the tokenizer alone answers, without torch, where the folder has a tokenizer.json
     m: Any = FolderView.open(model) or load_model(model)
     toks = m.tokenize(with_pair(texts, pair))
@@ -300,8 +304,8 @@ def static(
         emit_json({"items": records})
         return
     for rec in records:
-        named = f"{rec['item']} {rec['token']!r}" if ids else repr(rec["item"])
-        head = f"{named}: " + (f"pieces {rec['pieces']}" if word else f"id {rec['id']}")
+        label = f"{rec['item']} {rec['token']!r}" if ids else repr(rec["item"])
+        head = f"{label}: " + (f"pieces {rec['pieces']}" if word else f"id {rec['id']}")
         preview = " ".join(f"{v:+.3f}" for v in rec["vector"][:6])
         line = f"  norm {rec['norm']:.4f}  [{preview} ...] ({len(rec['vector'])} dims)"
         out.print(Text.assemble((head, "bold"), line))
@@ -330,6 +334,9 @@ def anatomy(
     """
     import numpy as np
 
+    from .embed import refuse_lone_dash
+
+    refuse_lone_dash([text], command="anatomy", reads_input=False, takes="its text as an argument")
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     with cuts_said_here():  # the library's words name long=, which anatomy does not take
         a = m.anatomy(text) if pair is None else m.anatomy([(text, pair)])[0]  # a pair sits in a list

@@ -26,8 +26,14 @@ ChunkOverlapOpt = Annotated[
 ]
 
 
-def print_chunks(model: Any, docs: list[str], *, as_json: bool, **options: Any) -> None:
-    """Embed each document's chunks and print them: a table per document, or JSON."""
+def print_chunks(
+    model: Any, docs: list[str], *, ids: list[str] | None = None, as_json: bool, **options: Any
+) -> None:
+    """Embed each document's chunks and print them: a table per document (titled by its id), or JSON
+    (each document's dict with its `id`: a line number, or the --id-field value)."""
+    from .embed import spec_line
+
+    ids = ids if ids is not None else [str(number) for number in range(1, len(docs) + 1)]
     results = model.embed_chunks(docs, **options)
     truncated = sum(int((r.truncated > 0).sum()) for r in results)
     if truncated:
@@ -36,7 +42,7 @@ def print_chunks(model: Any, docs: list[str], *, as_json: bool, **options: Any) 
             "(embedded alone with --naive); --late or --long window keeps every token"
         )
     if as_json:
-        emit_json([r.to_dict() for r in results])
+        emit_json([{**r.to_dict(), "id": id_} for r, id_ in zip(results, ids, strict=True)])
         return
     for number, r in enumerate(results):
         table = Table("chunk", "start", "end", "tokens", "text", "vector", title=f"document {number}")
@@ -47,4 +53,4 @@ def print_chunks(model: Any, docs: list[str], *, as_json: bool, **options: Any) 
             short = chunk if len(chunk) <= 60 else chunk[:59] + "…"
             table.add_row(str(i), str(s), str(e), str(n), short, f"[{preview} ...]")
         out.print(table)
-    out.print(f"spec: {results[0].spec}", highlight=False)
+    out.print(f"spec: {spec_line(results[0].spec)}", highlight=False)

@@ -45,7 +45,6 @@ from .app import (
     load_model,
     out,
     read_lines,
-    read_texts,
     record_fields,
     remeasure_if_asked,
     warn,
@@ -156,7 +155,8 @@ def embed(
         typer.Option(
             "--view",
             help="A named sentence view NAME=LAYERS/POOLING[/OPTION...] (repeat it; one forward pass, "
-            "one Parquet column each), e.g. last=-1/mean, cls4=-4:/cls/concat.",
+            "one Parquet column each), e.g. last=-1/mean, cls4=-4:/cls/concat; --combine, --mask-special "
+            "and --normalize apply to each view that sets none of its own.",
         ),
     ] = None,
     index: Annotated[
@@ -209,6 +209,7 @@ def embed(
     `bertscope embed "How are you?" --pair "Fine, thanks."` ([CLS] A [SEP] B [SEP]; with --tokens too)
     """
     text_field, id_field = record_fields(text_field, id_field, text_column, id_column)
+    refuse_lone_dash(texts, command="embed", reads_input=True)
     flagged = [
         name for name, on in (("tokens", tokens), ("words", words), ("chunks", chunks is not None)) if on
     ]
@@ -229,10 +230,17 @@ def embed(
         )
     if view and (output is None or level != "sentence" or engine is Engine.RAY):
         raise InvalidInput("--view is for local sentence corpus jobs: give -o FILE.parquet")
+    if view and (job_level := [f"--{name}" for name in ("layers", "pooling") if _given(ctx, name)]):
+        # the syntax makes every view name both, so the job's would never be read (io.views)
+        raise InvalidInput(
+            "each --view names its own layers and pooling: put them in the view (NAME=LAYERS/POOLING) or "
+            f"drop {'/'.join(job_level)}"
+        )
     if index:
         _refuse_index(output, level, engine)
     _refuse_unused(output, as_json, collection=collection, resume=resume, overwrite=overwrite,
-                   skip_bad=skip_bad, no_text=no_text, precision=_given(ctx, "precision"))  # fmt: skip
+                   skip_bad=skip_bad, no_text=no_text, precision=_given(ctx, "precision"),
+                   batch_size=batch_size is not None)  # fmt: skip
     _refuse_idle_options(ctx, output, input_path, level=level, engine=engine, collection=collection)
     if stride is not None:
         # checked now, not at the first long text part-way through a corpus job
@@ -254,11 +262,11 @@ def embed(
         # Late chunks see every token (windows); chunks embedded alone are cut at the window, reported.
         shown = {k: v for k, v in asdict(recipe).items() if k != "post"}
         shown["long"] = None if long == "truncate" else long
-        docs = read_texts(texts, input_path, text_field=text_field, id_field=id_field)
+        docs, doc_ids = read_inputs(texts, input_path, text_field=text_field, id_field=id_field)
         # The sizes reach the library only with token chunks, which read them (given otherwise: refused above)
         token_chunks = ChunkBy.parse(chunks, what="chunking") is ChunkBy.TOKENS
         sizes = {"chunk_size": chunk_size, "chunk_overlap": chunk_overlap} if token_chunks else {}
-        print_chunks(m, docs, as_json=as_json, chunks=chunks, late=late, **sizes, **shown)
+        print_chunks(m, docs, ids=doc_ids, as_json=as_json, chunks=chunks, late=late, **sizes, **shown)
         return
     rows = LevelOptions(
         level=level, keep_text=not no_text, precision=precision, subword=subword, chunks=chunks or "sentence",
@@ -302,31 +310,124 @@ def embed(
         return
     if level not in ("sentence", "tokens", "words"):
         raise InvalidInput(f"--level {level} rows are written by a corpus job: give -o FILE.parquet")
-    items = with_pair(read_texts(texts, input_path, text_field=text_field, id_field=id_field), pair)
+    given, ids = read_inputs(texts, input_path, text_field=text_field, id_field=id_field)
+    items = with_pair(given, pair)
     m = load_model(model, **run)
     if tokens or words:
-        _per_piece(m, items, recipe, words=words, subword=subword, as_json=as_json)
+        _per_piece(m, items, ids, recipe, words=words, subword=subword, as_json=as_json)
         return
     _note_own_pooling(m, recipe)
     result = m.embed_with(items, resolve(m, recipe))
     if result.n_truncated:
-        warn(
-            f"{result.n_truncated} text(s) longer than {m.max_tokens} tokens were "
-            f"truncated ({int(result.n_dropped.sum())} tokens dropped); --long window keeps them all"
-        )
+        from ..core.tokens import cut_summary
+
+        dropped = int(result.n_dropped.sum())
+        warn(f"{cut_summary(result.n_truncated, len(items), m.max_tokens, dropped)}; {CUT_FIX}")
     if as_json:
-        emit_json(result.to_dict())
+        # texts and ids beside the vectors, row for row: ids as a corpus job gives them (line numbers, or
+        # the --id-field values), so a row is matched to its line though empty lines were skipped
+        emit_json({**result.to_dict(), "texts": given, "ids": ids, **({"pair": pair} if pair else {})})
         return
     import numpy as np
 
-    table = Table("text", "tokens", "norm", "vector")
-    for text, vec, n in zip(map(_shown, items), result.vectors, result.n_tokens, strict=True):
+    table = Table(*(["id"] if input_path is not None else []), "text", "tokens", "norm", "vector")
+    for i, (text, vec, n) in enumerate(zip(map(_shown, items), result.vectors, result.n_tokens, strict=True)):
         preview = " ".join(f"{v:+.3f}" for v in vec[:5])
         table.add_row(
-            _short(text), str(n), f"{np.linalg.norm(vec):.3f}", f"[{preview} ...] ({len(vec)} dims)"
-        )
+            *([ids[i]] if input_path is not None else []),
+            _short(text), str(n), f"{np.linalg.norm(vec):.3f}", f"[{preview} ...] ({len(vec)} dims)",
+        )  # fmt: skip
     out.print(table)
-    out.print(f"spec: {result.spec}", highlight=False)
+    out.print(f"spec: {spec_line(result.spec)}", highlight=False)
+
+
+# what a printed embedding's cut line says to do (embed and similarity take --long)
+CUT_FIX = "their ends are not in the vectors; --long window keeps every token"
+
+
+def refuse_lone_dash(
+    texts: list[str] | None, *, command: str, reads_input: bool, takes: str = "its texts as arguments"
+) -> None:
+    """Refuse `-` given as a text: it would be embedded (tokenized, taken apart) as the text "-", not
+    read from stdin. A command with -i is pointed to `-i -`; one without says it takes its text as an
+    argument."""
+    if not texts or "-" not in texts:
+        return
+    if reads_input:
+        raise InvalidInput(
+            f"`-` would be read as the text '-', not stdin: to read stdin, give -i - "
+            f"(cat FILE | bertscope {command} -i -)"
+        )
+    raise InvalidInput(
+        f"`-` would be read as the text '-': {command} takes {takes}, not from stdin; pass the text itself"
+    )
+
+
+def read_inputs(
+    texts: list[str] | None, input_path: str | None, *, text_field: str = "text", id_field: str | None = None
+) -> tuple[list[str], list[str]]:
+    """The texts to print vectors of and their ids, as a corpus job reads and numbers them: arguments
+    1, 2, ...; -i FILE's records by 1-based line (or data row) number, or their `id_field`. Empty lines
+    (records) are skipped, and said on stderr; a file with no text at all is named."""
+    if texts and input_path:
+        raise InvalidInput("give texts as arguments or with -i/--input, not both")
+    if input_path is None:
+        if not texts:
+            raise InvalidInput(
+                "no texts given: pass them as arguments, or -i FILE (one per line, - for stdin)"
+            )
+        return list(texts), [str(number) for number in range(1, len(texts) + 1)]
+    from ..io.readers import Rejects, read_corpus
+
+    rejects = Rejects()
+    records = list(read_corpus(input_path, text_field=text_field, id_field=id_field, rejects=rejects))
+    name = "stdin" if input_path == "-" else input_path
+    lines = input_path == "-" or input_path.lower().endswith(".txt")
+    if not records:
+        if lines:
+            why = "every line is empty"
+        elif rejects.empty:
+            why = f"every record's {text_field} field is empty"
+        else:
+            why = "it has no records"
+        raise InvalidInput(f"{name} holds no text: {why}")
+    if rejects.empty:
+        unit = ("line" if lines else "record") + ("s" if rejects.empty != 1 else "")
+        warn(f"{rejects.empty} empty {unit} skipped (ids name each text's own line)", label="note:")
+    return [r.text for r in records], [r.id for r in records]
+
+
+def spec_line(spec: Any) -> str:
+    """Settings as a human reads them: `layers 6, pooling mean, normalize on, long truncate` (combine
+    only where several layers combine, mask-special and stride only where set), no Python reprs."""
+    shown = dict(spec)
+    layers = list(shown.pop("layers", ()) or ())
+    parts = [f"layers {','.join(map(str, layers))}"] if layers else []
+    combine = shown.pop("combine", None)
+    if len(layers) > 1 and combine is not None:
+        parts.append(f"combine {combine}")
+    if not shown.pop("mask_special", False):
+        shown.pop("mask_special", None)
+    for key in ("stride", "prompt_name", "prompt", "prompt_length", "post"):
+        if shown.get(key) in (None, "", 0):
+            shown.pop(key, None)
+    order = ["pooling", "mask_special", "normalize", "long", "stride"]
+    keys = [k for k in order if k in shown] + [k for k in shown if k not in order]
+    parts += [f"{key.replace('_', '-')} {plain_value(shown[key])}" for key in keys]
+    return ", ".join(parts)
+
+
+def plain_value(value: Any) -> str:
+    """One setting's value as a human reads it: on/off, `-` for none, a list without brackets."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(plain_value(v) for v in value) if value else "-"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={plain_value(v)}" for k, v in value.items())
+    return str(getattr(value, "value", value))
 
 
 def _refuse_unused(output: Path | None, as_json: bool, **corpus_only: Any) -> None:
@@ -338,7 +439,8 @@ def _refuse_unused(output: Path | None, as_json: bool, **corpus_only: Any) -> No
         )
     given = [f"--{name.replace('_', '-')}" for name, value in corpus_only.items() if value]
     if output is None and given:
-        raise InvalidInput(f"{', '.join(given)}: for corpus jobs only; add -o FILE or leave them out")
+        them = "them" if len(given) > 1 else "it"
+        raise InvalidInput(f"{', '.join(given)}: for corpus jobs only; add -o FILE or leave {them} out")
 
 
 def _given(ctx: typer.Context, name: str) -> bool:
@@ -443,8 +545,9 @@ def _shown(item: Any) -> str:
 
 
 def _per_piece(
-    m: Any, items: list[Any], recipe: EmbedOptions, *, words: bool, subword: str, as_json: bool
-) -> None:
+    m: Any, items: list[Any], ids: list[str], recipe: EmbedOptions, *, words: bool, subword: str,
+    as_json: bool,
+) -> None:  # fmt: skip
     """Token or word vectors printed: the recipe's layers, combine and long-text policy (not pooled)."""
     options = {
         "layers": recipe.layers,
@@ -457,7 +560,10 @@ def _per_piece(
     if as_json:
         from ..core.results import per_text
 
-        emit_json(per_text(results))
+        found = per_text(results)
+        for item, id_ in zip(found["items"], ids, strict=True):
+            item["id"] = id_  # as the sentence rows' ids: a line number, or the --id-field value
+        emit_json(found)
         return
     import numpy as np
 
@@ -515,6 +621,7 @@ def similarity(
     `bertscope similarity "a" "b" -p mean --threshold-file threshold.json` (as `calibrate -p mean` made it),
     `bertscope similarity "How are you?" "How old are you?" --pair "Fine."` (each text read with B)
     """
+    refuse_lone_dash(texts, command="similarity", reads_input=False)
     if len(texts) < 2:
         raise InvalidInput("similarity needs at least two texts")
     if pair is not None and (baseline or threshold_file is not None):
