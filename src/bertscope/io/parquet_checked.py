@@ -113,11 +113,6 @@ class CheckedParquet:
         self.check(table, first, None if self.groups is None else self.groups[number])
         return table
 
-    @property
-    def labels_checked(self) -> bool:
-        """Whether the file's checksums cover its ids (and texts), not its vectors alone."""
-        return bool(self.groups) and all("id" in g for g in self.groups or [])
-
     def changed_rows(self, first: int) -> tuple[list[int], list[str]] | None:
         """(file row numbers, their ids) of the rows of the group starting at row `first` whose digest
         differs from the one written, or None where none can be named (no digests, none differs)."""
