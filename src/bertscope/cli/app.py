@@ -6,7 +6,10 @@ Errors are one line (no traceback unless --debug).
 
 from __future__ import annotations
 
+import difflib
+import importlib
 import json
+import logging
 import math
 import os
 import sys
@@ -79,12 +82,90 @@ out = Console(width=None if sys.stdout.isatty() else 160, markup=False)
 err = Console(stderr=True, soft_wrap=True, markup=False)
 _state = {"debug": os.environ.get("BERTSCOPE_DEBUG", "") not in ("", "0")}
 
+
+def _usage_error(exc: Any) -> None:  # click's ClickException (typer's own copy of click, or click)
+    """A command line click cannot read (an unknown option or command, a missing argument or value, a value
+    not of the option's type or range) as one line on stderr, as every other error: `error: ...; see
+    `bertscope CMD --help``. click's exit code for it (2) stays; docs/errors.md lists the codes."""
+    if type(exc).__name__ == "NoArgsIsHelpError":  # `bertscope` alone: the help was the answer
+        return
+    ctx = getattr(exc, "ctx", None)
+    unknown = type(exc).__name__ == "NoSuchOption"
+    message = _no_such_option(exc.option_name, ctx) if unknown else exc.format_message()
+    fix = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+    warn(f"{message.rstrip('.')}{fix}", label="error:", style="red")
+
+
+def _no_such_option(name: str, ctx: Any) -> str:
+    """click's "No such option" with its suggestions drawn from the options --help shows (never a hidden,
+    older spelling), and a negative number (`static --ids -1`) told how to give it as an argument."""
+    path = ctx.command_path if ctx is not None else "bertscope COMMAND"
+    if name[1:].replace(".", "", 1).isdigit():
+        return (
+            f"{name} is read as an option; to give a negative number as an argument, put -- before it "
+            f"(`{path} [OPTIONS] -- {name}`)"
+        )
+    shown = [
+        opt
+        for param in (ctx.command.get_params(ctx) if ctx is not None else [])
+        if not getattr(param, "hidden", False)
+        for opt in (*param.opts, *param.secondary_opts)
+        if opt.startswith("--") == name.startswith("--")
+    ]
+    close = difflib.get_close_matches(name, shown)
+    if not close:
+        return f"No such option: {name}"
+    return f"No such option: {name} (did you mean {' or '.join(close)}?)"
+
+
+# typer boxes these errors (several lines, a frame); the command line's errors are one line each.
+typer.rich_utils.rich_format_error = _usage_error  # type: ignore[assignment]
+# The click typer runs: its own copy (typer._click) in recent typer, click itself before.
+_CLICK = typer.Context.__mro__[1].__module__.rpartition(".")[0]
+
+
+class _Notices(logging.Handler):
+    """The library's notices (`logging` at INFO under `bertscope.core`: the seconds PyTorch took to load
+    for a feature) as `note:` lines on stderr, unless the running command was given -q/--quiet. A Python
+    caller sees them only where it turns logging on: a notice is not a warning about what it asked."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        ctx = importlib.import_module(f"{_CLICK}.globals").get_current_context(silent=True)
+        if ctx is not None and ctx.params.get("quiet"):
+            return
+        warn(record.getMessage(), label="note:", style="cyan")
+
+
+_NOTICES = _Notices(logging.INFO)
+
+
+def _say_notices() -> None:
+    """Route the library's notices to stderr for this command (once per process)."""
+    logger = logging.getLogger("bertscope.core")
+    if _NOTICES not in logger.handlers:
+        logger.addHandler(_NOTICES)
+        logger.setLevel(logging.INFO)
+        logger.propagate = False  # said once, here, whatever handlers the root logger has
+
+
+def _model_given(ctx: typer.Context, param: typer.CallbackParam, value: str | None) -> str | None:
+    """-m as given; a value read from BERTSCOPE_MODEL is checked now, so that an error names the variable
+    (the user typed no -m: "leave the model out" would be no fix)."""
+    source = ctx.get_parameter_source(param.name or "")
+    if value is not None and getattr(source, "name", None) == "ENVIRONMENT":
+        from ..core.folder import check_env_model
+
+        check_env_model(value)
+    return value
+
+
 ModelOpt = Annotated[
     str | None,
     typer.Option(
         "--model",
         "-m",
         envvar="BERTSCOPE_MODEL",
+        callback=_model_given,
         help="Model folder or hub id (default: the bundled all-MiniLM-L6-v2, also named `bundled`).",
     ),
 ]
@@ -121,7 +202,9 @@ BackendOpt = Annotated[
     typer.Option(
         "--backend",
         callback=_enum_option(Backend, "backend"),
-        help="auto (torch; onnxruntime for int8), torch, onnxruntime or openvino (CPU).",
+        help="auto (the fastest runtime measured exact on this machine: torch, onnxruntime or openvino "
+        "float32 within 1e-5 of torch, timed once and cached; onnxruntime for int8; torch on CUDA and for "
+        "other dtypes), torch, onnxruntime or openvino (CPU).",
     ),
 ]
 QuantizeOpt = Annotated[
@@ -174,11 +257,30 @@ EngineOpt = Annotated[
         help="local, or ray (Ray Data; -o names a folder of shards).",
     ),
 ]
+
+
+def machine_cpus() -> int:
+    """The CPUs this process may run on (its affinity; the machine's count where that is not known)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+def _threads_here(value: int | None) -> int | None:
+    """--threads no higher than the CPUs here: more cannot run at once, and each new count is a new
+    runtime measurement (minutes at a count in the hundreds), so a typo is refused, not timed."""
+    if value is not None and value > (cpus := machine_cpus()):
+        word = "CPU" if cpus == 1 else "CPUs"
+        raise typer.BadParameter(f"{value}: this machine has {cpus} {word}; give at most {cpus}")
+    return value
+
+
 ThreadsOpt = Annotated[
     int | None,
     typer.Option(
         "--threads",
         min=1,
+        callback=_threads_here,
         help="CPU threads of every runtime (default: the physical cores); 512 tokens a forward each.",
     ),
 ]
@@ -306,6 +408,7 @@ def _root(
         _state["debug"] = True
     _state["trust_remote_code"] = trust_remote_code  # per invocation: one test's flag must not leak
     _state["remeasure"] = _state["forgotten"] = False  # a command's --remeasure: read by load_model
+    _say_notices()
 
 
 def warn(message: object, *, label: str = "warning:", style: str = "yellow") -> None:

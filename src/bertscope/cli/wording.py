@@ -14,11 +14,16 @@ spelling (`--quantize int8_fused`, as --quantize takes it).
     post= (--post)                    ->  --post             (a message that already names the flag)
     label_field= (--label-field)      ->  --label-field
     (pooling='cls'; --pooling cls)    ->  (--pooling cls)     (and `(format=, --format)`)
+    --debiased (debiased=True)        ->  --debiased          (a flag said twice is said once)
     k must be a whole number ...      ->  -k must be a whole number ...
+    leave mask_special out            ->  leave --mask-special out   (not where a --view is spelled)
+    use static_word('bread')          ->  use --as-words      (a Python call a flag stands for)
+    fitted on {'layers': [6]}         ->  fitted on --layers 6   (a settings dict whose keys are flags)
 """
 
 from __future__ import annotations
 
+import ast
 import re
 
 # keyword -> the flag that gives it on the command line (same meaning); names not listed stay as written
@@ -33,10 +38,11 @@ FLAGS: dict[str, str] = {
         "prompt_name", "quantize", "remeasure", "resume", "seed", "stride", "subword", "sweep",
         "test", "text_field", "threads", "view", "workers",
     )
-} | {"k": "-k", "late": "--late", "model": "-m"}  # fmt: skip
+} | {"k": "-k", "late": "--late", "model": "-m", "debiased": "--debiased"}  # fmt: skip
 # Booleans: the flag for True and, where one exists, for False (None: no flag turns it off).
 SWITCHES: dict[str, tuple[str, str | None]] = {
     "control": ("--control", None),
+    "debiased": ("--debiased", None),
     "normalize": ("--normalize", "--no-normalize"),
     "late": ("--late", "--naive"),
     "mask_special": ("--mask-special", None),
@@ -46,9 +52,13 @@ SWITCHES: dict[str, tuple[str, str | None]] = {
 }
 # `mode` is no flag: its one non-default value is --fast.
 MODES = {"fast": "--fast"}
+# Python calls whose command-line form is a flag of the same command (`static breadmaker --as-words`).
+CALLS = {"static_word": "--as-words"}
 # Names with an underscore are Python names wherever a message has them bare ("fast_min_cosine applies
-# to ..."); mask_special is also a --view option's spelling, so it stays.
-BARE = sorted((n for n in FLAGS if "_" in n and n != "mask_special"), key=len, reverse=True)
+# to ..."); mask_special is also a --view option's spelling (`--view a=-1/mean/mask_special`), so it stays
+# where the message speaks of a view.
+BARE = sorted((n for n in FLAGS if "_" in n), key=len, reverse=True)
+_VIEW_SPELLING = "mask_special"
 
 _KEYWORDS = "|".join(sorted([*FLAGS, "mode"], key=len, reverse=True))
 _VALUE = (
@@ -63,10 +73,17 @@ _FORM = re.compile(
 )
 _BARE = re.compile(rf"(?<![-\w.'\"])(?P<kw>{'|'.join(BARE)})(?![\w=])")
 _MUST = re.compile(rf"(?:^|(?<=; ))(?P<kw>{'|'.join(sorted(FLAGS, key=len, reverse=True))}) must be ")
+_CALL = re.compile(rf"(?<![\w.])(?P<call>{'|'.join(CALLS)})\((?:'[^']*'|\"[^\"]*\")\)")
+# A flag said twice, as the flag and then in parentheses (`--debiased (debiased=True)` once rewritten).
+_TWICE = re.compile(r"(?P<flag>--?[\w-]+(?: [^\s()]+)?) \((?P=flag)\)")
+# A settings dict (`{'layers': [6], 'pooling': 'mean'}`): flags where every key is one.
+_DICT = re.compile(r"\{'\w+': [^{}]*\}")
 
 
 def as_flags(message: str) -> str:
     """`message` with every keyword form of a flag written as that flag (see the module's examples)."""
+    message = _CALL.sub(lambda m: CALLS[m["call"]], message)
+    message = _DICT.sub(_dict_flags, message)
     calls = _call_spans(message)
 
     def form(match: re.Match[str]) -> str:
@@ -84,12 +101,38 @@ def as_flags(message: str) -> str:
             tails = re.sub(r"'([^']*)'", r"\1", tails)
         return flag + (match["dual"] or "") + tails
 
-    text = _FORM.sub(form, message)
+    text = _TWICE.sub(r"\g<flag>", _FORM.sub(form, message))
     text = _MUST.sub(lambda m: f"{FLAGS[m['kw']]} must be ", text)
     calls = _call_spans(text)
-    return _BARE.sub(
-        lambda m: m.group(0) if any(s < m.start() < e for s, e in calls) else FLAGS[m["kw"]], text
-    )
+    view = "view" in text
+
+    def bare(match: re.Match[str]) -> str:
+        if any(s < match.start() < e for s, e in calls) or view and match["kw"] == _VIEW_SPELLING:
+            return match.group(0)
+        return FLAGS[match["kw"]]
+
+    return _BARE.sub(bare, text)
+
+
+def _dict_flags(match: re.Match[str]) -> str:
+    """A settings dict in flag form (`{'layers': [6], 'normalize': False}` -> `--layers 6 --no-normalize`),
+    or as written where a key is no flag or a value has no flag form."""
+    try:
+        settings = ast.literal_eval(match.group(0))
+    except (ValueError, SyntaxError):
+        return match.group(0)
+    said = []
+    for key, value in settings.items():
+        if key not in FLAGS or value is None:
+            return match.group(0)
+        if isinstance(value, bool):
+            on, off = SWITCHES.get(key, (FLAGS[key], None))
+            said.append(on if value else off or f"no {on}")
+        elif isinstance(value, (list, tuple)):
+            said.append(f"{FLAGS[key]} {','.join(map(str, value))}")
+        else:
+            said.append(f"{FLAGS[key]} {value}")
+    return " ".join(said)
 
 
 def _flag(kw: str, value: str) -> str | None:

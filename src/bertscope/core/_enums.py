@@ -116,7 +116,7 @@ class SubwordPooling(StrEnum):
 
 
 class Backend(StrEnum):
-    """What runs the forward: torch, ONNX Runtime or OpenVINO (CPU), or auto (torch; onnxruntime for int8)."""
+    """What runs the forward: torch, ONNX Runtime, OpenVINO (CPU), or auto (the fastest measured exact)."""
 
     AUTO = "auto"
     TORCH = "torch"

@@ -47,9 +47,11 @@ if TYPE_CHECKING:
 __all__ = [
     "BUNDLED",
     "DEFAULT_MODEL",
+    "ENV_MODEL",
     "SPECIAL_TOKENS",
     "FolderView",
     "bundled_path",
+    "check_env_model",
     "default_device",
     "local_folder",
     "model_name",
@@ -61,6 +63,8 @@ __all__ = [
 ]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (bundled)"
+# The environment variable that names the model where none is given (`load()`, a command without -m).
+ENV_MODEL = "BERTSCOPE_MODEL"
 # The word that names the bundled model wherever a model is named (`load("bundled")`, `-m bundled`,
 # `compare bundled ./child`, `cache --clear bundled`); a folder of that name is `./bundled`.
 BUNDLED = "bundled"
@@ -89,9 +93,11 @@ def bundled_path() -> Path:
 
 
 def model_name(name: str | os.PathLike[str] | None) -> str | os.PathLike[str]:
-    """The model `name` asks for, BERTSCOPE_MODEL's where it is None, else `BUNDLED`."""
+    """The model `name` asks for, BERTSCOPE_MODEL's where it is None (checked: `check_env_model`), else
+    `BUNDLED`."""
     if name is None:
-        name = os.environ.get("BERTSCOPE_MODEL") or BUNDLED
+        name = os.environ.get(ENV_MODEL) or BUNDLED
+        check_env_model(name)
     if not isinstance(name, (str, os.PathLike)):
         from ..errors import InvalidSpec
 
@@ -102,6 +108,28 @@ def model_name(name: str | os.PathLike[str] | None) -> str | os.PathLike[str]:
     return name
 
 
+def check_env_model(value: str) -> None:
+    """Refuse a BERTSCOPE_MODEL that names a file or a path that does not exist, naming the variable: the
+    caller named no model, so "leave the model out" is no fix. A hub id is left to the load (the hub, or
+    its cache while offline, may hold it; where neither does, the load's error names the variable too)."""
+    if value == BUNDLED:
+        return
+    path = Path(value).expanduser()
+    if path.is_dir() or not path.exists() and _looks_like_hub_id(value):
+        return
+    why = "it is a file, not a folder" if path.exists() else "the path does not exist"
+    raise ModelLoadError(
+        f"no model folder at {value} (from {ENV_MODEL}): {why}; fix {ENV_MODEL} (a folder holding "
+        f"config.json, the weights and the tokenizer, or a hub id), or unset it to use the bundled "
+        "all-MiniLM-L6-v2"
+    )
+
+
+def _looks_like_hub_id(name: str) -> bool:
+    # "org/name", and the org-less ids of the first models ("bert-base-uncased") are hub ids too.
+    return name.count("/") <= 1 and not name.startswith((".", "/", "~")) and "\\" not in name
+
+
 def local_folder(name: str) -> Path | None:
     """The folder `name` names, None for a hub id, or ModelLoadError for a file or a missing path."""
     path = Path(name).expanduser()
@@ -109,9 +137,7 @@ def local_folder(name: str) -> Path | None:
         if not path.is_dir():
             raise ModelLoadError(f"{name} is a file; a model is a folder holding config.json and the weights")
         return path
-    # "org/name", and the org-less ids of the first models ("bert-base-uncased") are hub ids too.
-    looks_like_hub_id = name.count("/") <= 1 and not name.startswith((".", "/", "~")) and "\\" not in name
-    if not looks_like_hub_id:
+    if not _looks_like_hub_id(name):
         raise ModelLoadError(
             f"no model folder at {name}: the path does not exist. Pass a folder holding config.json, "
             "the weights and the tokenizer, or leave the model out to use the bundled all-MiniLM-L6-v2"

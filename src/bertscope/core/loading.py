@@ -2,12 +2,14 @@
 
 `load_parts` loads the PyTorch module and transformers' tokenizer. `open_light` opens a local folder
 without either (a `FolderView`: config, tokenizer.json, safetensors): its `Loaded` loads the PyTorch
-module only when a feature first asks for it (`Loaded.model`), saying so on stderr when that takes seconds.
+module only when a feature first asks for it (`Loaded.model`), with a notice (logging, INFO) when that
+takes seconds.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import threading
@@ -23,6 +25,7 @@ from .families import Family, family_for
 from .folder import (
     BUNDLED,
     DEFAULT_MODEL,
+    ENV_MODEL,
     FolderView,
     bundled_path,
     local_folder,
@@ -38,8 +41,10 @@ __all__ = [
     "resolve_dtype",
 ]  # fmt: skip
 
-# Loading the PyTorch module for a feature that needs it: said on stderr when it takes this long.
+# Loading the PyTorch module for a feature that needs it: a notice when it takes this long, logged at INFO
+# (a Python caller sees it where it turns logging on; the command line says it on stderr, not under -q).
 _SAY_AFTER_S = 1.0
+_log = logging.getLogger(__name__)
 _TORCH_LOAD = threading.Lock()
 
 
@@ -104,14 +109,19 @@ class Loaded:
         except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
             raise _not_loadable(self.source, self.path, exc) from None
         self.torch_model = module.eval()
-        took = time.perf_counter() - start
-        if fresh and took >= _SAY_AFTER_S:
-            print(
-                f"bertscope: loaded PyTorch and the model in {took:.1f} s: what was asked runs on the "
-                "PyTorch module here (a first export, or a feature the exported graph does not serve)",
-                file=sys.stderr,
-                flush=True,
-            )
+        if fresh:  # a process that had transformers loaded paid for it before: nothing to say
+            say_torch_loaded(time.perf_counter() - start)
+
+
+def say_torch_loaded(took: float) -> None:
+    """The notice for a PyTorch module that took `took` seconds to load, where that is long enough to say:
+    logged at INFO under `bertscope.core.loading`, never printed (the command line shows it on stderr)."""
+    if took >= _SAY_AFTER_S:
+        _log.info(
+            "loaded PyTorch and the model in %.1f s: what was asked runs on the PyTorch module here "
+            "(a first export, or a feature the exported graph does not serve)",
+            took,
+        )
 
 
 def open_light(name: str | os.PathLike[str] | None) -> Loaded | None:
@@ -349,9 +359,12 @@ def _not_loadable(source: str, path: Path | None, exc: Exception) -> ModelLoadEr
     if path is None:
         offline = os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
         why = "the hub is switched off here (HF_HUB_OFFLINE)" if offline else "the hub could not be reached"
+        from_env = os.environ.get(ENV_MODEL) == source  # named by the variable, not typed
+        named = f"{source} (from {ENV_MODEL})" if from_env else source
+        use = f"set {ENV_MODEL} to it, or unset {ENV_MODEL}" if from_env else "pass that folder"
         return ModelLoadError(
-            f"{source} is not a local folder and {why}. Download it where the hub is reachable "
-            f"(`hf download {source} --local-dir DIR`), copy DIR here and pass that folder"
+            f"{named} is not a local folder and {why}. Download it where the hub is reachable "
+            f"(`hf download {source} --local-dir DIR`), copy DIR here and {use}"
         )
     if not (path / "config.json").exists():
         return ModelLoadError(
