@@ -172,7 +172,7 @@ def eval_pairs(
     keys = ["layer", "pooling", "post", "fitted", "spearman", "pearson"]
     out.print(records_table(result.records, f"{pairs}: {len(gold)} pairs", keys))
     if result.note:
-        out.print(result.note, highlight=False)  # why cells are nan (and, when all are, why there is no best)
+        out.print(result.note, highlight=False, soft_wrap=True)  # why cells are nan (all: why no best)
     best = result.best
     if best is None:
         return

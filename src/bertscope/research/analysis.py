@@ -312,12 +312,9 @@ def nan_note(records: list[dict[str, Any]], left: Sequence[str], right: Sequence
             f"no correlation in any cell: the cosine is the same for every pair in every cell ({why}); "
             "give pairs of different texts"
         )
-    said = "nan: the cosine is the same for every pair in that cell, so it correlates with nothing"
+    said = "nan: the cell's cosine is the same for every pair, so it correlates with nothing"
     if any(r["pooling"] == Pooling.CLS.value and r["layer"] == 0 for r in empty):
-        said += (
-            "; cls at layer 0 is the same vector for every text (the first token's embedding row, at "
-            "position 0, before any layer has seen the other tokens)"
-        )
+        said += "; cls at layer 0 is the same vector for every text (the first token's row, before any layer)"
     return said
 
 
