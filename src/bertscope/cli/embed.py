@@ -406,7 +406,7 @@ def spec_line(spec: Any) -> str:
     combine = shown.pop("combine", None)
     if len(layers) > 1 and combine is not None:
         parts.append(f"combine {combine}")
-    if not shown.pop("mask_special", False):
+    if not shown.get("mask_special"):
         shown.pop("mask_special", None)
     for key in ("stride", "prompt_name", "prompt", "prompt_length", "post"):
         if shown.get(key) in (None, "", 0):
