@@ -181,9 +181,9 @@ def test_roberta_ids_are_embedded_between_s_and_end(roberta: tuple[bertscope.Mod
         ([CLS, SEP], ["no token ids besides the specials"]),
     ],
 )
-def test_bad_ids_get_a_one_line_422(client: TestClient, given: Any, words: list[str]) -> None:
+def test_bad_ids_get_a_one_line_400(client: TestClient, given: Any, words: list[str]) -> None:
     response = client.post("/v1/embeddings", json={"input": given})
-    assert response.status_code == 422, response.text
+    assert response.status_code == 400, response.text  # OpenAI's status for an invalid request
     detail = response.json()["detail"]
     assert isinstance(detail, str) and "\n" not in detail
     for word in words:
@@ -196,5 +196,5 @@ def test_ids_are_refused_where_text_would_get_a_default_prompt(bundled_path: Pat
     model = bertscope.load(folder, device="cpu")
     with TestClient(create_app(model, settings=ServerSettings(token_ids=TokenIds.MODEL))) as client:
         refused = client.post("/v1/embeddings", json={"input": [1045, 2066]})
-        assert refused.status_code == 422 and "default prompt 'query'" in refused.json()["detail"]
+        assert refused.status_code == 400 and "default prompt 'query'" in refused.json()["detail"]
         assert client.post("/v1/embeddings", json={"input": "i like"}).status_code == 200

@@ -81,7 +81,8 @@ def _wait_answer_bytes(client: httpx.Client, done: Any) -> float:
 
 def test_answers_nobody_reads_share_one_budget(bundled: bertscope.Model) -> None:
     with (
-        serving(bundled, max_buffered_bytes=1 << 20, send_timeout_s=600) as base,
+        # One address's share is the whole budget here: every client of the test is 127.0.0.1.
+        serving(bundled, max_buffered_bytes=1 << 20, send_timeout_s=600, max_buffered_share=1) as base,
         httpx.Client(base_url=base, timeout=60) as client,
     ):
         stalled = _ask_and_read_nothing(base)

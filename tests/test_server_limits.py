@@ -123,7 +123,7 @@ def test_every_boolean_takes_json_true_or_false_only(
     if path == "/similarity":
         sent = {**body, "parameters": {field: value}}
     response = client.post(path, json=sent)
-    assert response.status_code == 422, response.text
+    assert response.status_code == (400 if path.startswith("/v1/") else 422), response.text  # OpenAI's 400
     assert f"{field}: Input should be a valid boolean" in response.json()["detail"]
 
 
