@@ -91,7 +91,8 @@ def test_a_threshold_refusal_names_the_settings_to_score_with() -> None:
         threshold.check("other", here)
     said = str(refused.value)
     assert "pooling: cls here, mean in the file" in said
-    assert "pass layers=[6] pooling='mean' normalize=False" in said
+    assert "pass layers=[6] pooling='mean'," in said
+    assert "normalize" not in said  # unit length leaves a cosine as it is where no post-processor follows
     assert "leave mask_special=True (--mask-special) out" in said
     assert "load the model it was calibrated with (m)" in said
     threshold.check("m", {**made, "post": None})  # the same settings: no refusal
@@ -100,7 +101,11 @@ def test_a_threshold_refusal_names_the_settings_to_score_with() -> None:
 def test_similarity_names_the_flags_and_the_help_examples_agree(tmp_path: Path) -> None:
     made = tmp_path / "threshold.json"
     assert run_main("calibrate", str(DATA / "labelled_pairs.tsv"), "-p", "mean", "-o", str(made)).code == 0
-    said = one_line(run_main("similarity", "a", "b", "--threshold-file", str(made)), 1, "pass --no-normalize")
+    # the file says normalize false; the default normalizes: the same cosines, so it applies as it is
+    assert run_main("similarity", "a", "b", "--threshold-file", str(made)).code == 0
+    said = one_line(
+        run_main("similarity", "a", "b", "-p", "cls", "--threshold-file", str(made)), 1, "pass --pooling mean"
+    )
     assert "use those" not in said
     # calibrate's --help example writes the file that similarity's --help example reads: both -p mean
     assert "calibrate -i pairs.tsv -p mean -o threshold.json" in (inspect.getdoc(calibrate) or "")
@@ -117,15 +122,15 @@ def test_a_threshold_for_other_settings_than_a_stores_says_to_calibrate_again(tm
     store = tmp_path / "news.parquet"
     texts = tmp_path / "news.txt"
     texts.write_text("a storm hits the coast\nfood prices rise\n", encoding="utf-8")
-    assert run_main("embed", "-i", str(texts), "-o", str(store)).code == 0
+    assert run_main("embed", "-i", str(texts), "-o", str(store), "--layers", "3").code == 0
     said = one_line(
         run_main("similar", "a storm", "--store", str(store), "--threshold-file", str(made)),
         1,
         f"other settings than {store} was made with",
-        "normalize: True in the store, False in the file",
+        "layers: [3] in the store, [6] in the file",
         "calibrate again with the store's model and settings",
     )
-    assert "--no-normalize" not in said
+    assert "--layers" not in said
 
 
 # 2, 3. A store checked with another model, or a changed one -------------------------------------------
