@@ -20,8 +20,8 @@ SPLIT = "split the text to see its end"
 COMMANDS: dict[str, tuple[list[str], str]] = {
     "similarity": (["similarity", "{text}", "a dog"], WINDOW),
     "similarity --json": (["similarity", "{text}", "a dog", "--json"], WINDOW),
-    "embed": (["embed", "{text}", "a dog"], "--long window keeps them all"),
-    "embed --json": (["embed", "{text}", "--json"], "--long window keeps them all"),
+    "embed": (["embed", "{text}", "a dog"], WINDOW),
+    "embed --json": (["embed", "{text}", "--json"], WINDOW),
     "embed --tokens": (["embed", "{text}", "--tokens"], WINDOW),
     "embed --tokens --json": (["embed", "{text}", "--tokens", "--json"], WINDOW),
     "embed --level words": (["embed", "{text}", "--level", "words"], WINDOW),
