@@ -13,6 +13,7 @@ import asyncio
 import gzip
 import json
 import logging
+import threading
 import weakref
 from collections.abc import Iterator
 from typing import Any
@@ -281,9 +282,10 @@ def test_a_compressed_body_is_refused_415_naming_its_encoding(client: TestClient
 # Finding 8: freed heap handed back once the answer is free, not while it is still held.
 
 
-def test_freed_heap_is_handed_back_after_an_answer_is_free(
-    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.fixture
+def trims(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[list[tuple[int, int]], threading.Event]]:
+    """Each hand-back of freed heap, as (arrays of answers still alive, arrays made), and an event set
+    at the first; the threshold lowered so any answer's bytes pass it."""
     arrays: list[weakref.ref[np.ndarray]] = []
     made = answers.Rows.__init__
 
@@ -292,18 +294,23 @@ def test_freed_heap_is_handed_back_after_an_answer_is_free(
         arrays.append(weakref.ref(self.array))
 
     released: list[tuple[int, int]] = []
+    first = threading.Event()
 
-    def release() -> None:  # what is still alive of the answer when the heap is handed back
+    def release() -> None:
         released.append((sum(ref() is not None for ref in arrays), len(arrays)))
+        first.set()
 
     monkeypatch.setattr(answers.Rows, "__init__", tracked)
     monkeypatch.setattr(bodies, "_TRIM_AFTER", 1024)
     monkeypatch.setattr(bodies, "release_freed_memory", release)
+    yield released, first
+
+
+def test_freed_heap_is_handed_back_after_an_answer_is_free(
+    bundled: bertscope.Model, trims: tuple[list[tuple[int, int]], threading.Event]
+) -> None:
+    released, first = trims
     with TestClient(create_app(bundled, settings=ServerSettings(max_inputs=1024))) as local:
         streamed = local.post("/v2/embed", json={"inputs": [f"text {i}" for i in range(500)]})
         assert streamed.status_code == 200 and len(streamed.json()["vectors"]) == 500
-        held = [
-            line for line in local.get("/metrics").text.splitlines() if line.startswith("bertscope_answer")
-        ]
-    assert arrays and released, (arrays, released, held)
-    assert released[0] == (0, len(arrays))  # every array of the answer was free by then
+    assert first.is_set() and released[0] == (0, 1)  # the answer's array was free by then
