@@ -178,7 +178,7 @@ def test_embed_from_stdin_warns_once_on_truncation() -> None:
         (["embed", "a text", "--layers", "9"], "layer 9 does not exist"),
         (["embed", "a text", "--pooling", "median"], "choose one of"),
         (["anatomy", ""], "empty"),
-        (["static", "zzzqqq"], "static_word"),
+        (["static", "zzzqqq"], "use --as-words"),
         (["static", "--ids", "999999"], "out of range"),
         (["embed", "-i", "/no/such/file.txt"], "no such file"),
     ],
