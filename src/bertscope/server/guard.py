@@ -390,8 +390,9 @@ class Guard:
             PEER.reset(peer)
             self.metrics.requests.labels(endpoint, str(int(status["code"]))).inc()
             self.metrics.latency.labels(endpoint).observe(time.perf_counter() - start)
-            # The request's body, answer and what was made from them are free now: hand the heap back.
-            release_when_idle(self.budget, self.answers)
+        # The request's body, answer and what was made from them are free now (an exception handled above
+        # no longer holds its frames): hand the heap back.
+        release_when_idle(self.budget, self.answers)
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send, path: str) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
