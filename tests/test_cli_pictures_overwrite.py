@@ -3,6 +3,7 @@ before any model loads, unless --overwrite; the library functions that save pict
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +47,6 @@ DEFAULTS = {
     "plot static": "static.png",
     "plot words": "words.png",
     "plot layers": "layers.png",
-    "eval pairs": "sweep.png",
-    "eval words": "word-eval.png",
-    "contextuality": "contextuality.png",
 }
 
 
@@ -107,6 +105,22 @@ def test_a_second_run_with_the_default_name_is_refused_and_says_it_is_the_defaul
     ran = run_main(*_args(name, None, tmp_path))
     _refused(ran, picture)
     assert f"({picture} is where this command draws by default)" in ran.stderr
+
+
+def test_a_measurement_draws_only_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """eval and contextuality draw with -o only, as probe, cka and explain: a --json run or a second run
+    leaves no file it was not asked for, and a picture already there under the old default name stays."""
+    monkeypatch.chdir(tmp_path)
+    Path("sweep.png").write_bytes(OLD)
+    for _ in range(2):
+        ran = run_main(
+            "eval", "pairs", "-i", str(DATA / "pairs.tsv"), "--layers", "6", "-p", "mean", "--json"
+        )
+        assert ran.code == 0, ran.stderr
+        assert json.loads(ran.stdout)["records"]
+    assert (
+        sorted(p.name for p in tmp_path.iterdir()) == ["sweep.png"] and Path("sweep.png").read_bytes() == OLD
+    )
 
 
 @pytest.mark.usefixtures("no_work")

@@ -146,15 +146,12 @@ def test_the_summary_line_names_the_rows_in_the_levels_unit(level: Level, shown:
 
 
 @pytest.mark.usefixtures("no_load")
-def test_a_default_picture_that_exists_names_no_plot_where_the_command_has_it(
+def test_a_plot_commands_default_picture_that_exists_is_refused_naming_the_default(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    Path("sweep.png").write_bytes(b"old")
     Path("layers.png").write_bytes(b"old")
-    ran = run_main("eval", "pairs", "-i", str(PAIRS))
-    assert ran.code == 1 and ran.stderr.count("\n") == 1
-    assert "with -o FILE, or --no-plot to write none (sweep.png is where" in ran.stderr
     plotted = run_main("plot", "layers", "a cat")  # drawing is the command: no --no-plot to name
-    assert plotted.code == 1 and "--no-plot" not in plotted.stderr
-    assert Path("sweep.png").read_bytes() == b"old" and Path("layers.png").read_bytes() == b"old"
+    assert plotted.code == 1 and plotted.stderr.count("\n") == 1 and "--no-plot" not in plotted.stderr
+    assert "(layers.png is where this command draws by default)" in plotted.stderr
+    assert Path("layers.png").read_bytes() == b"old"

@@ -45,21 +45,23 @@ PlotOpt = Annotated[
     typer.Option(
         "--output",
         "-o",
-        help="Write the picture to this PNG file (default: the command's own, e.g. sweep.png).",
+        help="Draw the picture to this PNG file (none without it).",
     ),
 ]
 # --plot was this option's name before -o/--output everywhere; still read, no longer shown
 OldPlotOpt = Annotated[Path | None, typer.Option("--plot", hidden=True)]
-NoPlotOpt = Annotated[bool, typer.Option("--no-plot", help="Print the table only, write no picture.")]
+# --no-plot: what a measurement does without -o since it draws only when asked (as probe, cka and explain
+# do); still read, no longer shown, and still refused beside -o or --overwrite
+NoPlotOpt = Annotated[bool, typer.Option("--no-plot", hidden=True)]
 
 
 def picture_path(
-    output: Path | None, old_plot: Path | None, no_plot: bool, default: str, *, overwrite: bool
+    output: Path | None, old_plot: Path | None, no_plot: bool, *, overwrite: bool
 ) -> Path | None:
-    """Where a command writes its picture: -o, the old --plot, the default name, or nowhere (--no-plot);
-    checked by `picture_output` (a picture suffix, a folder, no existing file without --overwrite), so
-    call it before the work."""
-    return picture_output(output or old_plot, overwrite=overwrite, default=default, no_plot=no_plot)
+    """Where a measurement draws its picture: -o (or the old --plot), else nowhere: a second run or a
+    --json run leaves no file it was not asked for. Checked by `picture_output` (a picture suffix, a
+    folder, no existing file without --overwrite), so call it before the work."""
+    return picture_output(output or old_plot, overwrite=overwrite, no_plot=no_plot)
 
 
 def cell(value: Any) -> str:
@@ -139,7 +141,7 @@ def eval_pairs(
 
     pairs = Path(one_input(input_path, pairs_file, "pairs file"))
 
-    picture = picture_path(output, old_plot, no_plot, "sweep.png", overwrite=overwrite)
+    picture = picture_path(output, old_plot, no_plot, overwrite=overwrite)
     left, right, gold = text_file(read_pairs, pairs)
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     check_stride(m, stride)
@@ -232,7 +234,7 @@ def eval_words(
     pairs = input_path or old_pairs
     if (dataset is None) == (pairs is None):
         raise InvalidInput("give one of --dataset simlex999|wordsim353 and -i/--input FILE")
-    picture = picture_path(output, old_plot, no_plot, "word-eval.png", overwrite=overwrite)
+    picture = picture_path(output, old_plot, no_plot, overwrite=overwrite)
     data = word_dataset(dataset) if dataset else text_file(read_word_pairs, pairs)  # type: ignore[arg-type]
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     aggregated = None

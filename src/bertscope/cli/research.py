@@ -92,7 +92,7 @@ def contextuality_cmd(
     whole_number(top, "--top", meaning="the most frequent words measured")
     whole_number(min_contexts, "--min-contexts", meaning="sentences a word needs")
     whole_number(baseline_pairs, "--baseline-pairs", meaning="random pairs for the baseline")
-    picture = picture_path(output, old_plot, no_plot, "contextuality.png", overwrite=overwrite)
+    picture = picture_path(output, old_plot, no_plot, overwrite=overwrite)
     texts = list(read_lines(one_input(input_path, corpus, "sentences")))
     result = contextuality(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
