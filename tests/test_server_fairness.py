@@ -263,9 +263,9 @@ def test_the_service_queues_each_request_as_its_clients(bundled: bertscope.Model
     seen: list[str] = []
     real = svc.batcher.sentences
 
-    def spy(parts: Any, spec: Any, *, client: str = "") -> Any:
+    def spy(parts: Any, spec: Any, client: str = "") -> Any:
         seen.append(client)
-        return real(parts, spec, client=client)
+        return real(parts, spec, client)
 
     svc.batcher.sentences = spy
     with TestClient(app, client=(ME, 1)) as client:

@@ -210,7 +210,8 @@ class Batcher:
     @property
     def queued(self) -> int:
         """Jobs waiting (not counting the batch being run)."""
-        return sum(map(len, self._queues.values()))
+        with self._cond:  # the worker changes the dict of queues; the condition's lock is reentrant
+            return sum(map(len, self._queues.values()))
 
     def queued_by(self, client: str) -> tuple[int, int]:
         """(jobs, tokens) `client` has queued, as counted against its share."""
@@ -230,13 +231,13 @@ class Batcher:
                 self._cond.notify()
 
     def sentences(
-        self, parts: Sequence[tuple[Sequence[Tokens], int]], spec: EmbedSpec, *, client: str = ""
+        self, parts: Sequence[tuple[Sequence[Tokens], int]], spec: EmbedSpec, client: str = ""
     ) -> list[Future[Any]]:
         """Queue (fitted tokens, n_tokens) parts, all or none, for sentence vectors; one future per part."""
         jobs = [_Job(Ticket(), n_tokens=n, tokens=tokens, spec=spec, client=client) for tokens, n in parts]
         return self._put(jobs, client)
 
-    def call(self, fn: Callable[[], Any], n_tokens: int | None = None, *, client: str = "") -> Future[Any]:
+    def call(self, fn: Callable[[], Any], n_tokens: int | None = None, client: str = "") -> Future[Any]:
         """Queue `fn` to run on the worker thread, alone; its result or exception comes back.
 
         `n_tokens`, the tokens it runs when known, lets it run between another job's batches when it

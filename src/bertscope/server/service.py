@@ -233,7 +233,7 @@ class Service:
                 f"inputs: {len(tokens)} need {len(parts)} parts of {size}, more than the queue "
                 f"holds ({self.batcher.max_queue}, --max-queue)"
             )
-        return self.batcher.sentences(parts, spec, client=current_client())
+        return self.batcher.sentences(parts, spec, current_client())
 
     def _prepare(self, texts: Any, spec: EmbedSpec) -> list[Tokens]:
         # Everything that can reject a request happens here, before the queue: a batch only gets good
@@ -273,7 +273,7 @@ class Service:
 
     async def on_worker(self, fn: Callable[[], Any], *, n_tokens: int | None = None) -> Any:
         """Run `fn` on the worker thread that owns the model (`n_tokens`: what it runs, when known)."""
-        return (await self._wait([self.batcher.call(fn, n_tokens, client=current_client())]))[0]
+        return (await self._wait([self.batcher.call(fn, n_tokens, current_client())]))[0]
 
     def check_tokens(
         self, count: int, *, layers: int = 1, least: bool = False, stride: int | None = None
