@@ -28,11 +28,10 @@ ChunkOverlapOpt = Annotated[
 
 def print_chunks(
     model: Any, docs: list[str], *, ids: list[str] | None = None, as_json: bool, **options: Any
-) -> None:
-    """Embed each document's chunks and print them: a table per document (titled by its id), or JSON
-    (each document's dict with its `id`: a line number, or the --id-field value)."""
-    from .embed import spec_line
-
+) -> dict[str, Any] | None:
+    """Embed each document's chunks and print them: a table per document, or JSON (each document's dict
+    with its `id`: a line number, or the --id-field value). The spec the tables share is returned for
+    the caller's `spec:` line (None after JSON, which holds it)."""
     ids = ids if ids is not None else [str(number) for number in range(1, len(docs) + 1)]
     results = model.embed_chunks(docs, **options)
     truncated = sum(int((r.truncated > 0).sum()) for r in results)
@@ -43,7 +42,7 @@ def print_chunks(
         )
     if as_json:
         emit_json([{**r.to_dict(), "id": id_} for r, id_ in zip(results, ids, strict=True)])
-        return
+        return None
     for number, r in enumerate(results):
         table = Table("chunk", "start", "end", "tokens", "text", "vector", title=f"document {number}")
         for i, ((s, e), chunk, n, vec) in enumerate(
@@ -53,4 +52,4 @@ def print_chunks(
             short = chunk if len(chunk) <= 60 else chunk[:59] + "…"
             table.add_row(str(i), str(s), str(e), str(n), short, f"[{preview} ...]")
         out.print(table)
-    out.print(f"spec: {spec_line(results[0].spec)}", highlight=False)
+    return dict(results[0].spec)

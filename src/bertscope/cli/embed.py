@@ -266,7 +266,9 @@ def embed(
         # The sizes reach the library only with token chunks, which read them (given otherwise: refused above)
         token_chunks = ChunkBy.parse(chunks, what="chunking") is ChunkBy.TOKENS
         sizes = {"chunk_size": chunk_size, "chunk_overlap": chunk_overlap} if token_chunks else {}
-        print_chunks(m, docs, ids=doc_ids, as_json=as_json, chunks=chunks, late=late, **sizes, **shown)
+        spec = print_chunks(m, docs, ids=doc_ids, as_json=as_json, chunks=chunks, late=late, **sizes, **shown)
+        if spec is not None:
+            out.print(f"spec: {spec_line(spec)}", highlight=False)
         return
     rows = LevelOptions(
         level=level, keep_text=not no_text, precision=precision, subword=subword, chunks=chunks or "sentence",
