@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 
 import bertscope
 from bertscope.cli.app import machine_cpus
@@ -42,11 +43,32 @@ def test_threads_above_the_cpus_is_refused_naming_the_count() -> None:
     assert "timing" not in ran.stderr
 
 
-def test_threads_up_to_the_cpus_passes_the_check() -> None:
-    from bertscope.cli.app import _threads_here
+def test_threads_with_the_ray_engine_are_each_actors_cpus(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import bertscope.distributed as distributed
+    from bertscope.io.job import JobSummary
 
-    assert _threads_here(machine_cpus()) == machine_cpus()
-    assert _threads_here(None) is None
+    asked: list[dict[str, Any]] = []
+
+    def recorded(source: Any, output: Any, **kwargs: Any) -> JobSummary:
+        asked.append(kwargs)
+        return JobSummary(output=Path(output))
+
+    monkeypatch.setattr(distributed, "run_ray_job", recorded)
+    many = str(machine_cpus() + 1)  # --threads before --engine: read all the same
+    ran = run_main("embed", "a text", "-o", str(tmp_path / "out"), "--threads", many, "--engine", "ray", "-q")
+    assert ran.code == 0, ran
+    assert asked[0]["cpus_per_worker"] == int(many)
+
+
+def test_threads_up_to_the_cpus_passes_the_check() -> None:
+    from bertscope.cli.app import _threads_here, app
+
+    command = typer.main.get_command(app)
+    with command.make_context("bertscope", ["info"]) as ctx:
+        assert _threads_here(ctx, machine_cpus()) == machine_cpus()  # type: ignore[arg-type]
+        assert _threads_here(ctx, None) is None  # type: ignore[arg-type]
 
 
 # 11: usage errors ----------------------------------------------------------------------------------------
@@ -208,8 +230,12 @@ def test_the_notice_is_an_info_record_only_past_the_threshold() -> None:
     from bertscope.core.loading import say_torch_loaded
 
     records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.INFO)
-    handler.emit = records.append  # type: ignore[method-assign]
+
+    class Kept(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Kept(logging.INFO)
     logger = logging.getLogger("bertscope.core.loading")
     logger.addHandler(handler)
     try:

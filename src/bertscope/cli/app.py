@@ -254,6 +254,7 @@ EngineOpt = Annotated[
     typer.Option(
         "--engine",
         callback=_enum_option(Engine, "engine"),
+        is_eager=True,  # read before --threads, which it changes the meaning of
         help="local, or ray (Ray Data; -o names a folder of shards).",
     ),
 ]
@@ -266,10 +267,14 @@ def machine_cpus() -> int:
     return os.cpu_count() or 1
 
 
-def _threads_here(value: int | None) -> int | None:
+def _threads_here(ctx: typer.Context, value: int | None) -> int | None:
     """--threads no higher than the CPUs here: more cannot run at once, and each new count is a new
-    runtime measurement (minutes at a count in the hundreds), so a typo is refused, not timed."""
-    if value is not None and value > (cpus := machine_cpus()):
+    runtime measurement (minutes at a count in the hundreds), so a typo is refused, not timed. With
+    --engine ray (an eager option: read by now) it is each actor's CPUs, on machines of their own."""
+    engine = ctx.params.get("engine")
+    if value is None or getattr(engine, "value", engine) == Engine.RAY.value:
+        return value
+    if value > (cpus := machine_cpus()):
         word = "CPU" if cpus == 1 else "CPUs"
         raise typer.BadParameter(f"{value}: this machine has {cpus} {word}; give at most {cpus}")
     return value
