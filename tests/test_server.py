@@ -373,6 +373,7 @@ def test_api_key_cors_and_auto_split(bundled: bertscope.Model) -> None:
             "detail"
         ]
         assert c.get("/health").status_code == 200
+        assert c.get("/ping").status_code == 200  # TEI's probe, open as TEI serves it without a key
         split = c.post("/v2/embed", json={"inputs": texts}, headers={"Authorization": "Bearer s3cret"})
         keyed = c.post("/v2/tokenize", json={"inputs": "a"}, headers={"X-API-Key": "s3cret"})
         over = c.post("/v2/tokenize", json={"inputs": texts}, headers={"X-API-Key": "s3cret"})

@@ -81,7 +81,7 @@ TEI_PATHS = frozenset({"/", "/embed", "/embed_all", "/similarity", "/tokenize", 
 # TEI's error_type for each status (its router's ErrorType -> StatusCode, read backwards).
 # TEI writes the variant names as they are: "Validation", "Empty", ...
 _TEI_TYPES = {400: "Empty", 424: "Backend", 429: "Overloaded", 503: "Unhealthy", 500: "Backend"}
-OPEN_PATHS = frozenset({"/", "/health", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
+OPEN_PATHS = frozenset({"/", "/health", "/ping", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
 # swagger-ui's and ReDoc's files, served by the service so /docs and /redoc work offline.
 DOCS_ASSETS = "/docs/static"
 _OPEN_PREFIXES = ("/explorer/", f"{DOCS_ASSETS}/")
