@@ -32,3 +32,25 @@ def test_a_host_that_is_not_this_machines_is_one_line() -> None:
     ran = run_main("serve", "--host", "no-such-host.invalid", "--port", "1")
     assert ran.code != 0 and ran.stderr.startswith("error: --host no-such-host.invalid:"), ran
     assert len(ran.stderr.strip().splitlines()) == 1
+
+
+def test_the_shares_of_one_client_reach_the_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--queue-share and --max-buffered-share set the ServerSettings the app is made with (1 behind a proxy,
+    where every client has the proxy's address)."""
+    import bertscope.cli.serve as serve
+    import bertscope.server as server
+    from bertscope.errors import InvalidInput
+
+    made: list[object] = []
+
+    def no_app(model: object, *, settings: object) -> None:
+        made.append(settings)
+        raise InvalidInput("stopped here")
+
+    monkeypatch.setattr(serve, "load_model", lambda *args, **kwargs: object())
+    monkeypatch.setattr(server, "create_app", no_app)
+    ran = run_main("serve", "--port", "0", "--queue-share", "1", "--max-buffered-share", "0.25")
+    assert ran.stderr.strip().endswith("error: stopped here"), ran
+    assert [(s.queue_share, s.max_buffered_share) for s in made] == [(1.0, 0.25)]  # type: ignore[attr-defined]
+    refused = run_main("serve", "--port", "0", "--max-buffered-share", "0")
+    assert refused.code != 0 and "--max-buffered-share" in refused.stderr

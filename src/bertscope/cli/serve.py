@@ -92,6 +92,15 @@ def serve(
             help="Request body and unread answer bytes held at once, all clients (503 above).",
         ),
     ] = 64 * 1024 * 1024,
+    max_buffered_share: Annotated[
+        float,
+        typer.Option(
+            "--max-buffered-share",
+            min=0.01,
+            max=1.0,
+            help="Share of --max-buffered-bytes one client address may hold (1: none; behind a proxy).",
+        ),
+    ] = 0.5,
     header_timeout: Annotated[
         float,
         typer.Option(
@@ -175,6 +184,7 @@ def serve(
         max_answer_floats=max_answer_floats,
         body_timeout_s=body_timeout,
         max_buffered_bytes=max_buffered_bytes,
+        max_buffered_share=max_buffered_share,
         max_request_tokens=max_request_tokens,
         header_timeout_s=header_timeout,
         send_timeout_s=send_timeout,
