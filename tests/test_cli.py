@@ -284,10 +284,11 @@ def test_texts_and_pieces_with_brackets_are_printed_as_written() -> None:
     assert result.returncode == 1 and "'[foo]' is not a single word piece" in result.stderr
 
 
-def test_eval_words_names_the_picture_it_writes_and_keeps_plot_words_name(
+def test_eval_words_draws_only_the_picture_it_is_asked_for(
     bundled, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`eval words` wrote words.png into the working folder unannounced, the name `plot words` writes."""
+    """`eval words` wrote words.png into the working folder unannounced, the name `plot words` writes; it
+    now draws with -o only, and says where."""
     from bertscope.cli import research
 
     monkeypatch.setattr(research, "load_model", lambda *a, **k: bundled)
@@ -296,5 +297,8 @@ def test_eval_words_names_the_picture_it_writes_and_keeps_plot_words_name(
     pairs.write_text("cat\tdog\t8.0\ncar\tbread\t1.0\nbank\tmoney\t6.5\nriver\tstream\t9.0\n")
     result = runner.invoke(app, ["eval", "words", "-i", str(pairs)])
     assert result.exit_code == 0, result.output
-    assert "wrote word-eval.png" in result.output
-    assert (tmp_path / "word-eval.png").stat().st_size > 1000 and not (tmp_path / "words.png").exists()
+    assert "wrote" not in result.output and not list(tmp_path.glob("*.png"))
+    result = runner.invoke(app, ["eval", "words", "-i", str(pairs), "-o", "eval.png"])
+    assert result.exit_code == 0, result.output
+    assert "wrote eval.png" in result.output
+    assert (tmp_path / "eval.png").stat().st_size > 1000 and not (tmp_path / "words.png").exists()
