@@ -317,4 +317,6 @@ def eval_docsim(
             ["documents", "pairs", "pearson", "spearman", "truncated"],
         )
     )
-    out.print(f"spec: {result['spec']}", highlight=False)
+    from .embed import spec_line
+
+    out.print(f"spec: {spec_line(result['spec'])}", highlight=False)
