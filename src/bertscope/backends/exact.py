@@ -112,8 +112,10 @@ def choose_exact(model: Any, *, remeasure: bool = False, record: bool = True) ->
             measured = None if remeasure else read_measured(path, check_plausible=False)
             if measured is None or set(wanted) - {m.mode for m in measured}:
                 start = time.perf_counter()
-                say(f"exact default: timing {', '.join(wanted)} on this model and machine, once "
-                     "(a first ONNX export takes seconds; cached after)")  # fmt: skip
+                say(
+                    f"exact default: timing {', '.join(wanted)} on this model and machine, once (up to a "
+                    "minute on a small machine: an ONNX export, then each runtime timed; cached after)"
+                )
                 with warnings.catch_warnings():
                     # its own calibration texts run past the model's limit on purpose: not the user's cut
                     warnings.simplefilter("ignore", TruncatedTextsWarning)

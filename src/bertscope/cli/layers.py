@@ -27,6 +27,7 @@ from .app import (
     warn,
 )
 from .pictures import OverwriteOpt, picture_output
+from .wording import as_flags
 
 PictureOpt = Annotated[Path | None, typer.Option("--output", "-o", help="Also write a PNG picture here.")]
 CONTROL_NOTE = (
@@ -302,7 +303,7 @@ def cka_command(
     b = None if model_b is None else load_model(model_b, device=device, threads=threads)
     result = cka(a, read_lines(input_path), b, level=level, debiased=debiased)
     if result.note:
-        warn(result.note, label="note:", style="cyan")
+        warn(as_flags(result.note), label="note:", style="cyan")
     if picture is not None:
         from ..research.layer_plots import plot_cka
 
@@ -349,7 +350,7 @@ def compare_command(
     b = load_model(model_b, device=device, threads=threads)
     result = compare(a, b, read_lines(input_path), top=top, debiased=debiased)
     if result.note:
-        warn(result.note, label="note:", style="cyan")
+        warn(as_flags(result.note), label="note:", style="cyan")
     if picture is not None:
         from ..research.layer_plots import plot_compare
 

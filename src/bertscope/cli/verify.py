@@ -171,6 +171,9 @@ def verify(
     except BertscopeError as exc:
         warn(exc, label="error:", style="red")
         raise typer.Exit(2) from None
+    except OSError as exc:  # a file it could not read or write: bad input (2), never drift (1)
+        warn(f"{exc.filename or 'a file'}: {exc.strerror or exc}", label="error:", style="red")
+        raise typer.Exit(2) from None
     raise typer.Exit(code)
 
 

@@ -180,7 +180,8 @@ def contextuality(
     kept = [w.lower() for w in chosen if len(set(found.sentences.get(w.lower(), []))) >= 2]
     if not kept:
         raise InvalidInput(
-            f"none of {chosen[:10]} occurs in two or more distinct sentences of the corpus; "
+            f"none of {', '.join(chosen[:10])}{' ...' if len(chosen) > 10 else ''} occurs in two or more "
+            "distinct sentences of the corpus; "
             "name words that occur several times, or give a larger corpus"
         )
     labels: list[str | int] = ["static", *range(model.n_layers + 1)]
