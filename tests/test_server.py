@@ -118,7 +118,7 @@ def test_every_endpoint_answers_with_the_librarys_own_results(
     np.testing.assert_allclose(first, bundled.embed(texts).vectors[0], atol=ATOL)
     # Token ids are refused by default (serve --token-ids model takes them; tests/test_openai_ids.py).
     ids = client.post("/v1/embeddings", json={"input": [[101, 1037, 4937, 102]], "dimensions": 8})
-    assert ids.status_code == 422 and "check_embedding_ctx_length=False" in ids.json()["error"]["message"]
+    assert ids.status_code == 400 and "check_embedding_ctx_length=False" in ids.json()["error"]["message"]
     metrics = client.get("/metrics").text
     for name in (
         "bertscope_requests_total",
