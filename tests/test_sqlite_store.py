@@ -168,7 +168,8 @@ def test_a_newer_bertscope_store_is_named_as_such_and_a_foreign_schema_number_is
         lambda: connect_read(newer),
     ):
         with pytest.raises(
-            CorpusError, match=r"written by a newer bertscope \(schema 3\); upgrade bertscope"
+            CorpusError,
+            match=rf"written by a newer bertscope \(schema {len(MIGRATIONS) + 1}\); upgrade bertscope",
         ):
             opened()
     theirs = their_database(tmp_path / "their.db", NOTES, user_version=9)

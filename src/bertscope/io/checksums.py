@@ -12,7 +12,8 @@ gets a CRC-32 (zlib) of its vectors' little-endian bytes in their stored precisi
              "labels": .., "row_digests": ..}]} under "checksums" (`labels`: the CRC-32 of the batch's
              lines in the `.ids.txt` or `.rows.jsonl` beside it, as stored); each unfinished part's
              `.done` marker holds its own
-    SQLite   a `checksum` column per row (schema migration 2)
+    SQLite   a `checksum` column per row (schema migration 2) and a `labels_checksum` of its id, text
+             and content hash (migration 3), so a row that fails its check is named by itself
 
 A batch's checksums say that it changed, not which row: each batch also keeps one byte per row
 (`row_digests`: the low byte of a CRC-32 over the row's labels and vectors, base64), read only once a

@@ -1,8 +1,12 @@
 """The embedded store: SQLite (WAL), several collections per file, float32 blobs, content-hash dedup.
 
 Schema changes are numbered migrations recorded in `PRAGMA user_version`. Each row keeps the CRC-32 of
-its blob (migration 2; rows stored before it have none and are checked to be finite), checked whenever
-the row is read or copied (`io.checksums`). A writer opens the file with `connect` (migrated, WAL); a
+its blob (`checksum`, migration 2; rows stored before it have none and are checked to be finite) and of
+its labels, its id, text and content hash (`labels_checksum`, migration 3; rows stored before it have
+their vectors checked alone), both checked whenever the row is read or copied (`io.checksums`): a
+checksum that fails names the row itself, so no row digests are kept. Rows are stored in rowid order, and
+a bertscope writes each column from its migration on, so a row without a checksum after one with it was
+stripped, not written so (`row_checksums`). A writer opens the file with `connect` (migrated, WAL); a
 reader with `connect_read`: read-only, at the file's own schema, never changed by being read.
 
 A store is a file of bertscope's own: a writer refuses another program's database (tables of its own,
@@ -29,6 +33,7 @@ from .checksums import (
     NOT_FINITE,
     checksum,
     corrupt,
+    labels_checksum,
     non_finite,
     rebuild_hint,
     refuse_non_finite,
@@ -41,7 +46,15 @@ from .sinks import Sink, npy_parts, settings_diff, settings_differ
 if TYPE_CHECKING:
     from .levels import Rows
 
-__all__ = ["SqliteSink", "connect", "connect_read", "content_hash", "list_collections"]
+__all__ = [
+    "SqliteSink",
+    "changed_rows",
+    "connect",
+    "connect_read",
+    "content_hash",
+    "list_collections",
+    "row_checksums",
+]
 
 MIGRATIONS = (
     """
@@ -69,10 +82,16 @@ MIGRATIONS = (
     """
     ALTER TABLE embeddings ADD COLUMN checksum INTEGER;
     """,
+    # 3: the CRC-32 of each row's labels: id, text, content hash (NULL in rows stored before it)
+    """
+    ALTER TABLE embeddings ADD COLUMN labels_checksum INTEGER;
+    """,
 )
 _TABLES = frozenset({"collections", "embeddings"})  # a store's own; SQLite keeps its own as sqlite_*
-_COLUMNS = "collection, id, content_hash, text, metadata, embedding, n_tokens, truncated, checksum"
-_INSERT = f"INSERT INTO embeddings ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+_COLUMNS = (
+    "collection, id, content_hash, text, metadata, embedding, n_tokens, truncated, checksum, labels_checksum"
+)
+_INSERT = f"INSERT INTO embeddings ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
@@ -177,9 +196,21 @@ def connect_read(path: str | Path) -> sqlite3.Connection:
     return db
 
 
-def _checksummed(db: sqlite3.Connection) -> bool:
-    """Whether the store's schema has the checksum column (migration 2)."""
-    return int(db.execute("PRAGMA user_version").fetchone()[0]) >= 2
+def _version(db: sqlite3.Connection) -> int:
+    """The store's schema number (2: rows keep a checksum of their blob; 3: of their labels too)."""
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
+
+
+def _row_checks(db: sqlite3.Connection) -> str:
+    """The columns a row is checked by, as selected: its checksum and labels checksum (NULL where the
+    store's schema has no such column)."""
+    version = _version(db)
+    return f"{'checksum' if version >= 2 else 'NULL'}, {'labels_checksum' if version >= 3 else 'NULL'}"
+
+
+def _labels(item_id: Any, text: Any, digest: Any) -> int:
+    """The CRC-32 of a row's labels as stored: its id, text (None where not kept) and content hash."""
+    return labels_checksum([item_id, text, digest])
 
 
 def content_hash(text: str) -> str:
@@ -265,7 +296,7 @@ class SqliteSink(Sink):
             None if path.exists() and path.stat().st_size else "empty" if path.exists() else "absent"
         )
         self.db = connect(path)
-        if not _checksummed(self.db):  # left at an older schema: the file could not be migrated
+        if _version(self.db) < len(MIGRATIONS):  # left at an older schema: the file could not be migrated
             self.db.close()
             raise CorpusError(f"cannot write {path}: the file is read-only")
         if overwrite:
@@ -316,7 +347,8 @@ class SqliteSink(Sink):
                 self.already += 1
                 continue
             known = self.db.execute(
-                "SELECT embedding, n_tokens, truncated, checksum, id FROM embeddings "
+                "SELECT embedding, n_tokens, truncated, checksum, id, text, content_hash, labels_checksum "
+                "FROM embeddings "
                 "WHERE collection = ? AND content_hash = ?",
                 (self.collection, digest),
             ).fetchone()
@@ -338,12 +370,14 @@ class SqliteSink(Sink):
         meta = json.dumps(record.meta, default=str) if record.meta else None
         text = record.text if self.keep_text else None
         row = (self.collection, record.id, digest, text, meta, blob, int(n_tokens), int(truncated))
-        return (*row, checksum(blob))
+        return (*row, checksum(blob), _labels(record.id, text, digest))
 
     def _check_copy(self, known: tuple[Any, ...]) -> None:
-        """Refuse to copy a stored vector (same text, another id) that fails its checksum."""
-        blob, stored = known[0], known[3]
-        if stored is not None and checksum(blob) != stored:
+        """Refuse to copy a stored vector (same text, another id) that fails its checksums."""
+        blob, stored, labels = known[0], known[3], known[7]
+        if (stored is not None and checksum(blob) != stored) or (
+            labels is not None and _labels(*known[4:7]) != labels
+        ):
             problem = MISMATCH
         elif stored is None and len(non_finite(from_blob(blob)[None])):
             problem = NOT_FINITE
@@ -414,34 +448,32 @@ class SqliteSink(Sink):
             self.path.unlink(missing_ok=True)
 
 
+# A collection's rows in rowid order. NOT INDEXED: walk the rowid order; the planner would otherwise pick the
+# (collection, hash) index and sort the whole collection for every chunk.
+_ROWS = (
+    "SELECT rowid, id, text, embedding, {checks}, content_hash FROM embeddings NOT INDEXED "
+    "WHERE collection = ? "
+)
+
+
 def iter_vectors(
     db: sqlite3.Connection, collection: str, chunk: int, *, path: str | Path | None = None
 ) -> Iterator[tuple[list[str], list[str | None], np.ndarray]]:
     """(ids, texts, vectors) of a collection, `chunk` rows at a time, in rowid order, each row checked
-    against its checksum (rows stored before checksums: checked to be finite) before it is handed on.
+    against its checksums (rows stored before checksums: checked to be finite) before it is handed on.
 
     `path` names the file in errors (default: the connection's main database file).
     """
     path = path if path is not None else db.execute("PRAGMA database_list").fetchone()[2]
-    found = db.execute("SELECT dimension FROM collections WHERE name = ?", (collection,)).fetchone()
-    width = 4 * int(found[0]) if found else None
-    checksums = "checksum" if _checksummed(db) else "NULL"
+    width = _width(db, collection)
+    select = _ROWS.format(checks=_row_checks(db)) + "AND rowid > ? ORDER BY rowid LIMIT ?"
     last, offset = -1, 0
     while True:
-        rows = db.execute(
-            # NOT INDEXED: walk the rowid order; the planner would otherwise pick the (collection, hash) index
-            # and sort the whole collection for every chunk.
-            f"SELECT rowid, id, text, embedding, {checksums} FROM embeddings NOT INDEXED "
-            "WHERE collection = ? AND rowid > ? ORDER BY rowid LIMIT ?",
-            (collection, last, chunk),
-        ).fetchall()
+        rows = db.execute(select, (collection, last, chunk)).fetchall()
         if not rows:
             return
         last = rows[-1][0]
-        bad = [
-            i for i, r in enumerate(rows)
-            if len(r[3]) != (width or len(rows[0][3])) or (r[4] is not None and checksum(r[3]) != r[4])
-        ]  # fmt: skip
+        bad = _mismatched(rows, width)
         if bad:
             _refuse(rows, bad, offset, MISMATCH, collection, path)
         vectors = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(len(rows), -1)
@@ -453,6 +485,24 @@ def iter_vectors(
         yield [r[1] for r in rows], [r[2] for r in rows], vectors
 
 
+def _width(db: sqlite3.Connection, collection: str) -> int | None:
+    """The bytes of one of the collection's blobs (None where the collection is not listed)."""
+    found = db.execute("SELECT dimension FROM collections WHERE name = ?", (collection,)).fetchone()
+    return 4 * int(found[0]) if found else None
+
+
+def _mismatched(rows: list[Any], width: int | None) -> list[int]:
+    """The rows (numbers within `rows`, as `_ROWS` selects them) whose blob is not `width` bytes (None:
+    the first row's) or that fail a checksum they keep: of their blob, or of their id, text and hash."""
+    width = width or len(rows[0][3])
+    return [
+        i for i, r in enumerate(rows)
+        if len(r[3]) != width
+        or (r[4] is not None and checksum(r[3]) != r[4])
+        or (r[5] is not None and _labels(r[1], r[2], r[6]) != r[5])
+    ]  # fmt: skip
+
+
 def _refuse(
     rows: list[Any], bad: list[int], offset: int, problem: str, collection: str, path: str | Path
 ) -> None:
@@ -461,6 +511,63 @@ def _refuse(
     span = (offset + bad[0], offset + bad[-1])
     ids = [rows[i][1] for i in bad]
     raise corrupt(where, span, problem, rebuild_hint(path, collection), ids=ids)
+
+
+def changed_rows(
+    path: str | Path, collection: str, rows: tuple[int, int]
+) -> tuple[list[int], list[str]] | None:
+    """(row numbers, their ids) of the rows `rows` (first, last: 0-based in rowid order, as a
+    `ChecksumMismatch` says them) of a collection that fail their checksums, each named by its own; None
+    where none does (the file changed since)."""
+    first, last = rows
+    db = connect_read(path)
+    try:
+        width = _width(db, collection)
+        select = _ROWS.format(checks=_row_checks(db)) + "ORDER BY rowid LIMIT ? OFFSET ?"
+        found = db.execute(select, (collection, last - first + 1, first)).fetchall()
+    finally:
+        db.close()
+    bad = _mismatched(found, width) if found else []
+    return ([first + i for i in bad], [found[i][1] for i in bad]) if bad else None
+
+
+def row_checksums(path: str | Path, collection: str) -> dict[str, Any] | None:
+    """What a collection's row checksums cover, as `vector_files.stored_checksums` says it of a file:
+    None where rows keep none (stored before checksums), else {"labels_checked": whether every row's
+    cover its id and text}. CorpusError where a row keeps no checksum after one that keeps it (rowid
+    order): a bertscope writes each from its migration on, so they were stripped, not written so."""
+    db = connect_read(path)
+    try:
+        version = _version(db)
+        if version < 2:
+            return None
+        labels = "labels_checksum" if version >= 3 else "NULL"
+        bare, summed, unlabelled, labelled = db.execute(
+            "SELECT SUM(checksum IS NULL), MIN(CASE WHEN checksum IS NOT NULL THEN rowid END), "
+            f"SUM({labels} IS NULL), MIN(CASE WHEN {labels} IS NOT NULL THEN rowid END) "
+            "FROM embeddings WHERE collection = ?",
+            (collection,),
+        ).fetchone()
+        stripped = [
+            row[0]
+            for row in db.execute(
+                "SELECT id FROM embeddings WHERE collection = ? AND ((checksum IS NULL AND (rowid > ? OR "
+                f"rowid >= ?)) OR ({labels} IS NULL AND rowid > ?)) ORDER BY rowid",
+                (collection, summed, labelled, labelled),
+            )
+        ]
+    finally:
+        db.close()
+    if stripped:
+        shown = ", ".join(repr(i) for i in stripped[:3])
+        more = f" and {len(stripped) - 3} more" if len(stripped) > 3 else ""
+        raise CorpusError(
+            f"collection {collection!r} in {path}: {len(stripped)} row(s) (id {shown}{more}) keep no "
+            "checksum (NULL) though rows stored before them keep theirs, which no bertscope writes: they "
+            "were stripped by an edit, so those rows cannot be proven; use the file as bertscope wrote it, "
+            f"or {rebuild_hint(path, collection)}"
+        )
+    return None if bare else {"labels_checked": not unlabelled}
 
 
 class SqliteReader:

@@ -26,8 +26,8 @@ checksum was written by a bertscope that stores row checksums too: missing ones 
 re-save by another tool, an edit), so it is refused as damaged, never passed on its sample. A batch
 that fails its checksum is damage, not drift (exit 2: the bytes changed after they were written, so the
 store cannot testify about this deployment), and the rows of it that changed are named with their ids
-(the row digests written beside the checksums). A post-processing file other than the store's is bad
-input (its fingerprint names it), not drift.
+(the row digests written beside the checksums; an SQLite row's own checksums). A post-processing file
+other than the store's is bad input (its fingerprint names it), not drift.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ from ..errors import CorpusError, InvalidInput
 from ..io.checksums import ChecksumMismatch, changed, rebuild_hint, settings_edited
 from ..io.formats import Format
 from ..io.parquet_checked import CheckedParquet
+from ..io.sqlite_store import changed_rows, row_checksums
 from ..io.stores import Store, open_store, view_settings, with_view
 from ..io.vector_files import check_npy_rows, npy_changed_rows, stored_checksums
 from .drift import StoreCheck, add_drift
@@ -205,27 +206,34 @@ def refuse_edited_settings(opened: Store) -> None:
     if opened.settings_match is False:
         raise settings_edited(_settings_where(opened), hint)
     if opened.settings_match and _row_checksums(opened) is None:
-        where = _CHECKSUMS_WHERE[opened.rules.format]
+        where, how = _CHECKSUMS_WHERE[opened.rules.format]
         raise CorpusError(
-            f"{opened.path}: its rows' checksums are missing ({where}), though its settings carry theirs, "
-            "so a bertscope that writes them made it: it was re-saved by another tool (pandas, pyarrow) "
-            f"or edited, and its rows cannot be proven; use the file as bertscope wrote it, or {hint}"
+            f"{_store_where(opened)}: its rows' checksums are missing ({where}), though its settings carry "
+            f"theirs, so a bertscope that writes them made it: it was {how}, and its rows cannot be "
+            f"proven; use the file as bertscope wrote it, or {hint}"
         )
 
 
-# Where a format keeps its row checksums, for the error when they are missing.
+# Where a format keeps its row checksums, and how they are lost, for the error when they are missing.
+_RESAVED = "re-saved by another tool (pandas, pyarrow) or edited"
 _CHECKSUMS_WHERE = {
-    Format.PARQUET: "no `bertscope.checksums` in its metadata",
-    Format.NPY: 'no "checksums" in its .settings.json',
+    Format.PARQUET: ("no `bertscope.checksums` in its metadata", _RESAVED),
+    Format.NPY: ('no "checksums" in its .settings.json', _RESAVED),
+    Format.SQLITE: ("NULL in its rows' `checksum` column", "copied by another tool or edited"),
 }
 
 
 def _row_checksums(opened: Store) -> dict[str, Any] | None:
-    """The row checksums of a .npy or .parquet store (None where it records none); an SQLite store keeps
-    one per row, always read with it."""
-    if opened.rules.format not in _CHECKSUMS_WHERE:
-        return {"labels_checked": True}
+    """The row checksums a store records (None where it records none), with `labels_checked`: whether
+    they cover its ids, not its vectors alone."""
+    if opened.rules.format is Format.SQLITE:
+        return row_checksums(opened.path, str(opened.collection))
     return stored_checksums(opened.path)
+
+
+def _store_where(opened: Store) -> str:
+    """The store in messages: its file, or its collection in the file."""
+    return f"collection {opened.collection!r} in {opened.path}" if opened.collection else str(opened.path)
 
 
 def _unchecked_rows(opened: Store) -> list[str]:
@@ -244,12 +252,12 @@ def _named(opened: Store, exc: ChecksumMismatch) -> Exception:
         found = npy_changed_rows(opened.path, first)
     elif opened.rules.format is Format.PARQUET:
         found = CheckedParquet(opened.path).changed_rows(first)
-    else:
-        found = None
+    else:  # each row keeps its own checksums: the rows that fail them are the rows that changed
+        found = changed_rows(opened.path, str(opened.collection), exc.rows)
     if found is None:
         return exc
     rows, ids = found
-    return changed(str(opened.path), rows, ids, rebuild_hint(opened.path, opened.collection))
+    return changed(_store_where(opened), rows, ids, rebuild_hint(opened.path, opened.collection))
 
 
 def _check_sentences(
