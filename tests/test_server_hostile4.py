@@ -314,3 +314,46 @@ def test_freed_heap_is_handed_back_after_an_answer_is_free(
         streamed = local.post("/v2/embed", json={"inputs": [f"text {i}" for i in range(500)]})
         assert streamed.status_code == 200 and len(streamed.json()["vectors"]) == 500
     assert first.is_set() and released[0] == (0, 1)  # the answer's array was free by then
+
+
+def test_an_answer_abandoned_mid_stream_lets_go_of_its_arrays() -> None:
+    """A client gone mid-answer: the parts not yet written (and the arrays behind them) are dropped at once,
+    even while the answer object itself stays referenced (by the cancelled task's traceback)."""
+    import asyncio
+    import gc
+    import weakref
+
+    import numpy as np
+
+    from bertscope.server.answers import StreamedAnswer
+
+    class Arrays:
+        def __init__(self) -> None:
+            self.data = np.zeros(1 << 20, dtype=np.float32)
+
+    arrays = Arrays()
+    watched = weakref.ref(arrays)
+
+    def parts(held: Arrays) -> Iterator[bytes]:
+        for _ in range(4):
+            yield held.data[:8].tobytes()
+
+    rest = parts(arrays)
+    del arrays
+    streamed = StreamedAnswer(next(rest), rest, held=1)
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if message["type"] == "http.response.body":
+            raise OSError("the client went away")
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    with pytest.raises(OSError, match="went away"):
+        asyncio.run(streamed({"type": "http", "path": "/embed_all"}, receive, send))
+    del rest
+    gc.collect()
+    assert [m["type"] for m in sent] == ["http.response.start", "http.response.body"]
+    assert watched() is None  # the answer object is still here; its arrays are not

@@ -360,6 +360,9 @@ class StreamedAnswer(Response):
                 part = await run_in_threadpool(next, self.rest, None)
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
+            # A client gone mid-answer leaves this object alive in the cancelled task's traceback: drop the
+            # parts not yet written (the generator holds the answer's arrays) so the heap can go back.
+            self.first, self.rest = b"", iter(())
             if not mine:  # a reservation is given back as its request ends
                 budget.give_back(self.held)
 
