@@ -80,7 +80,7 @@ log = logging.getLogger("bertscope.server")
 TEI_PATHS = frozenset({"/", "/embed", "/embed_all", "/similarity", "/tokenize", "/decode", "/info"})
 # TEI's error_type for each status (its router's ErrorType -> StatusCode, read backwards).
 # TEI writes the variant names as they are: "Validation", "Empty", ...
-_TEI_TYPES = {400: "Empty", 424: "Backend", 429: "Overloaded", 503: "Unhealthy", 500: "Backend"}
+_TEI_TYPES = {400: "Validation", 424: "Backend", 429: "Overloaded", 503: "Unhealthy", 500: "Backend"}
 OPEN_PATHS = frozenset({"/", "/health", "/ping", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc"})
 # swagger-ui's and ReDoc's files, served by the service so /docs and /redoc work offline.
 DOCS_ASSETS = "/docs/static"
@@ -233,7 +233,7 @@ def add_error_handlers(app: FastAPI) -> None:
         return error_response(request.url.path, 413, str(exc), tei_type="Validation")
 
     async def empty(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(request.url.path, 400, str(exc))
+        return error_response(request.url.path, 400, str(exc), tei_type="Empty")
 
     async def queue_full(request: Request, exc: Exception) -> JSONResponse:
         retry = str(getattr(exc, "retry_after", 1))
