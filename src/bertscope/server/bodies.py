@@ -42,7 +42,7 @@ class BodyLimits(Protocol):
         """How long a body may take to arrive."""
 
 
-__all__ = ["PEER", "BodyBudget", "BodyRefused", "ClientLeft", "reading", "release_when_idle"]
+__all__ = ["PEER", "BodyBudget", "BodyRefused", "ClientLeft", "dripped", "reading", "release_when_idle"]
 
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
 
@@ -222,8 +222,8 @@ async def reading(
                     size += len(chunk)
                     events += 1
                     more = event.get("more_body", False)
-                    if more and events > _MANY_PIECES and size < events * _SMALL_PIECE:
-                        raise _dripped(events, size)
+                    if more and (refused := dripped(events, size)) is not None:
+                        raise refused
         except asyncio.TimeoutError:  # TimeoutError itself from Python 3.11 on
             message = (
                 f"the request body did not arrive within {settings.body_timeout_s:g} s; send the whole "
@@ -237,7 +237,11 @@ async def reading(
         budget.give_back(held, peer=peer)
 
 
-def _dripped(events: int, size: int) -> BodyRefused:
+def dripped(events: int, size: int) -> BodyRefused | None:
+    """The 400 for a body of `size` bytes in `events` pieces so far when they are too many and too small
+    (the connection refuses h11's chunks by the same rule: `connection.HeadTimedH11Protocol`), else None."""
+    if events <= _MANY_PIECES or size >= events * _SMALL_PIECE:
+        return None
     # The connection is closed: the rest of the drip is not parsed a piece at a time either.
     return BodyRefused(
         400,

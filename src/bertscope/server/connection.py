@@ -14,6 +14,12 @@ Answers have a deadline too, as nginx's `send_timeout`: once the socket holds al
 (the transport asks the writer to wait), the client must take some of it within `--send-timeout`
 seconds, or the connection is dropped with what it still held. A client that asks for a 90 MB answer
 and reads none of it holds those bytes for that long, not for ever.
+
+A body costs what its bytes cost here too: h11 parses a chunked body a chunk at a time, inside the
+protocol (a few microseconds each, every other client waiting), so a body sent as a byte a chunk costs
+far more than its size. The chunks h11 hands over are counted as it parses them, and a body in too many
+too small ones (the rule `bodies.reading` holds its pieces to) is answered 400 and its connection closed
+at once, the rest of the buffer left unparsed.
 """
 
 from __future__ import annotations
@@ -21,8 +27,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+import h11
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
+
+from .bodies import dripped
+from .guard import error_response
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -30,6 +40,30 @@ if TYPE_CHECKING:
     from .guard import ServerSettings
 
 __all__ = ["HeadTimedH11Protocol", "uvicorn_config"]
+
+
+class _Dripped(Exception):
+    """A body came in too many too small pieces: the message of its 400."""
+
+
+class _CountedConnection(h11.Connection):
+    """h11's connection, counting the pieces of each request body as they are parsed (`_Dripped` once they
+    are too many and too small)."""
+
+    pieces = 0
+    size = 0
+
+    def next_event(self) -> Any:
+        """h11's next event; a new request starts the count again."""
+        event = super().next_event()
+        if type(event) is h11.Data:
+            self.pieces += 1
+            self.size += len(event.data)
+            if (refused := dripped(self.pieces, self.size)) is not None:
+                raise _Dripped(str(refused))
+        elif type(event) is h11.Request:
+            self.pieces = self.size = 0
+        return event
 
 
 class HeadTimedH11Protocol(H11Protocol):
@@ -47,6 +81,8 @@ class HeadTimedH11Protocol(H11Protocol):
         self._head_timer: asyncio.TimerHandle | None = None
         self._send_timer: asyncio.TimerHandle | None = None
         self._waiting_after: Any = None  # the request cycle the awaited head comes after (None: the first)
+        size = self.config.h11_max_incomplete_event_size
+        self.conn = _CountedConnection(h11.SERVER) if size is None else _CountedConnection(h11.SERVER, size)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
         """Start the clock for the first request's head."""
@@ -57,6 +93,13 @@ class HeadTimedH11Protocol(H11Protocol):
         """Feed uvicorn; stop the clock once a new request's head is complete."""
         super().data_received(data)
         self._disarm_if_started()
+
+    def handle_events(self) -> None:
+        """uvicorn's parsing, stopped at a body that comes in too many too small pieces (a 400)."""
+        try:
+            super().handle_events()
+        except _Dripped as dripping:
+            self._refuse_drip(str(dripping))
 
     def on_response_complete(self) -> None:
         """Start the clock for the next request's head (uvicorn may start a pipelined one at once)."""
@@ -92,6 +135,21 @@ class HeadTimedH11Protocol(H11Protocol):
             self.logger.info("dropping a connection that took none of its answer for %g s", self.send_timeout)
         # abort, not close: close would keep the unsent bytes until the client takes them
         self.transport.abort()
+
+    def _refuse_drip(self, message: str) -> None:
+        """Answer 400 (unless an answer has begun) and close, the app's request cycle told the client left."""
+        self.logger.info("closing a connection whose request body came in too many small pieces: %s", message)
+        if self.cycle is not None and not self.cycle.response_started:
+            self.cycle.disconnected = True  # the app's reading ends (ClientLeft) and nothing it sends is sent
+            self.cycle.message_event.set()
+        if self.conn.our_state is h11.SEND_RESPONSE and not self.transport.is_closing():
+            answer = error_response(self.scope["path"], 400, message, headers={"Connection": "close"})
+            headers = [*self.server_state.default_headers, *answer.raw_headers]
+            head = h11.Response(status_code=400, headers=headers, reason=STATUS_PHRASES[400])
+            body = b"" if self.scope["method"] == "HEAD" else bytes(answer.body)
+            for event in (head, h11.Data(data=body), h11.EndOfMessage()):
+                self.transport.write(self.conn.send(event) or b"")
+        self.transport.close()
 
     def _arm(self) -> None:
         self._disarm()
