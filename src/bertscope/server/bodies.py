@@ -245,7 +245,8 @@ def dripped(events: int, size: int) -> BodyRefused | None:
     # The connection is closed: the rest of the drip is not parsed a piece at a time either.
     return BodyRefused(
         400,
-        f"request body: {size} bytes arrived in {events} pieces (about {size // events} bytes each); send "
+        f"request body: {size} bytes arrived in {events} pieces (about {size // events} byte"
+        f"{'' if size // events == 1 else 's'} each); send "
         f"the body in larger chunks (at least {_SMALL_PIECE} bytes each, or whole)",
         {"Connection": "close"},
     )
