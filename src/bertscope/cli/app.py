@@ -563,27 +563,9 @@ def check_stride(model: Any, stride: int | None) -> None:
         model.tokenize(["a"])[0].windows(model.max_tokens, stride)
 
 
-def read_texts(
-    texts: list[str] | None, input_path: str | None, *, text_field: str = "text", id_field: str | None = None
-) -> list[str]:
-    """Texts from arguments or from -i FILE, never both: a file is read as a corpus job reads it (a text
-    a line in .txt and stdin, `text_field` of each .jsonl/.csv/.tsv/.parquet record)."""
-    if texts and input_path:
-        raise InvalidInput("give texts as arguments or with -i/--input, not both")
-    if input_path is None:
-        if not texts:
-            raise InvalidInput(
-                "no texts given: pass them as arguments, or -i FILE (one per line, - for stdin)"
-            )
-        return texts
-    from ..io.readers import read_corpus
-
-    return [record.text for record in read_corpus(input_path, text_field=text_field, id_field=id_field)]
-
-
 def read_lines(input_path: str, *, text_field: str = "text") -> Iterator[str]:
     """The texts of -i FILE (or stdin for -), streamed, read exactly as `embed -i` and corpus jobs read
     it: a line each of a .txt, the `text_field` of each .jsonl/.csv/.tsv/.parquet record."""
-    from ..io.readers import read_lines as read_texts
+    from ..io import readers
 
-    return read_texts(input_path, text_field=text_field)
+    return readers.read_lines(input_path, text_field=text_field)

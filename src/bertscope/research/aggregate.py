@@ -60,8 +60,14 @@ _WINDOW = "long='window' keeps every word"
 
 def layer_column(layers: Sequence[int], layer: int, done: str) -> int:
     """The column of `layer` among the `layers` a result holds: an absolute number (1, 6), or -1 for the
-    last of them (as `layers=` reads it), else InvalidInput naming those there are."""
-    chosen = layers[layer] if -len(layers) <= layer < 0 else layer
+    last of them, else InvalidInput naming those there are. Other negative numbers are refused: `layers=`
+    counts them from the model's last layer, which the result does not know."""
+    if layer < -1:
+        raise InvalidInput(
+            f"layer {layer}: give the layer's absolute number, or -1 for the last {done}; these were: "
+            f"{list(layers)}"
+        )
+    chosen = layers[-1] if layer == -1 else layer
     if chosen not in layers:
         raise InvalidInput(f"layer {layer} was not {done}; these were: {list(layers)}")
     return list(layers).index(chosen)
