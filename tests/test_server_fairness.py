@@ -276,3 +276,63 @@ def test_the_service_queues_each_request_as_its_clients(bundled: bertscope.Model
     assert (quarter.share_jobs, quarter.share_tokens) == (64, quarter.max_queue_tokens // 4)
     with pytest.raises(InvalidSpec, match="queue_share is 0: give a share of the queue above 0"):
         ServerSettings(queue_share=0)
+
+
+_SPEC: Any = "one spec"  # any hashable value groups the jobs: the fake engine never reads it
+
+
+def test_a_queue_of_one_job_takes_any_request_when_empty(bundled: bertscope.Model) -> None:
+    # Review finding 3: --max-queue 1 kept its one job for a newcomer, so every other request was a 429.
+    batcher, _ = _batcher(max_queue=1)
+    parts: Any = [(["a"], 50), (["b"], 50)]
+    batcher.sentences(parts, _SPEC, client=ME)  # two jobs, one batch each: counts as one
+    with pytest.raises(QueueFull, match=r"the queue is full \(1 jobs waiting of 1\)"):
+        _call(batcher, 4, OTHER)  # the one job is taken: nothing is kept for a newcomer
+    assert (batcher.share_jobs, batcher.newcomer_jobs, batcher.request_jobs) == (1, 0, 1)
+    big, _ = _batcher(max_queue=1)
+    _call(big, 150, ME)  # more than a batch, on an empty queue
+    app = create_app(bundled, settings=ServerSettings(max_queue=1))
+    with TestClient(app) as client:
+        answered = client.post("/v2/embed", json={"inputs": ["a cat sat on the mat"] * 200})
+        assert answered.status_code == 200, answered.text[:300]
+
+
+def test_with_no_share_per_client_a_request_of_the_whole_queue_goes_in_when_empty() -> None:
+    # A share of 1 (every client behind one proxy) is more than the room beside the newcomer's.
+    engine = _Engine()
+    model: Any = SimpleNamespace(engine=engine)
+    batcher = Batcher(model, max_batch_tokens=100, max_wait_ms=0, max_queue=32, client_share=1.0)
+    parts: Any = [([str(i)], 100) for i in range(40)]
+    batcher.sentences(parts, _SPEC, client=ME)
+    assert batcher.queued_by(ME) == (30, 3100) and batcher.queued == 40
+    _call(batcher, 100, OTHER)  # the newcomer's room is still there
+    assert (batcher.request_jobs, batcher.request_tokens) == (30, 3100)  # 2 jobs, 100 tokens kept
+
+
+def test_the_rest_of_a_long_request_counts_once_its_first_jobs_have_left() -> None:
+    # Review finding 4: the jobs past a share counted nothing, even after the counted ones had run.
+    batcher, _ = _batcher(max_queue=8)  # a share of 4 jobs
+    parts: Any = [([str(i)], 10) for i in range(8)]
+    batcher.sentences(parts, _SPEC, client=ME)
+    assert batcher.queued_by(ME) == (4, 80)
+    with batcher._cond:
+        for _ in range(4):
+            batcher._pop(ME)  # the worker takes its 4 oldest, the counted ones
+    assert batcher.queued_by(ME) == (4, 40)  # the 4 still waiting count now
+    with pytest.raises(QueueFull, match="the queue is full for this client: it has 4 jobs waiting"):
+        batcher.sentences(parts[:4], _SPEC, client=ME)  # was taken: 8 of 8 jobs its own
+    batcher.sentences(parts[:3], _SPEC, client=OTHER)
+    assert batcher.queued == 7 and batcher.queued_by(OTHER) == (3, 30)
+    with batcher._cond:
+        taken = batcher._small_waiting()  # between batches: each client's in turn, 100 tokens
+    assert len(taken) == 7 and batcher.queued == 0 and batcher._queued_jobs == batcher._queued_tokens == 0
+    # Tokens likewise: a request past the token share counts its rest once its first job has left.
+    tokens, _ = _batcher(max_queue=8)  # a share of 1,600 tokens
+    long: Any = [(["a"], 1000), (["b"], 1000)]
+    futures = tokens.sentences(long, _SPEC, client=ME)
+    assert tokens.queued_by(ME) == (2, 1600)
+    with tokens._cond:
+        tokens._pop(ME)
+    assert tokens.queued_by(ME) == (1, 1000)
+    tokens.abandon(futures)  # the client left: nothing of it counts
+    assert tokens.queued_by(ME) == (0, 0) and tokens._queued_jobs == tokens._queued_tokens == 0

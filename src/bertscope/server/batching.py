@@ -13,12 +13,18 @@ queue is bounded in jobs (`max_queue`) and tokens (`max_queue_tokens`), and a re
   - it fits its client's share of both (`client_share`, half by default), counting what that client has
     queued already;
   - it fits what is left of both, less the room kept for a newcomer's small request (`max_batch_tokens`
-    tokens and `_newcomer_jobs` jobs): a request that fits one batch from a client with nothing queued
-    may use that room, so one busy client never makes another's small request wait for a 429;
-  - a request counts at most a client's share (the worker cuts a longer one into batches anyway), so
-    one larger than the share goes in whenever its client has nothing queued and half the queue is
-    free; no request is ever too big for an empty queue, and none is refused behind a few tokens that
-    an empty queue would have taken.
+    tokens and `newcomer_jobs` jobs, none where the queue holds one job): a request that fits one batch
+    from a client with nothing queued may use that room, so one busy client never makes another's small
+    request wait for a 429;
+  - a request counts at most a client's share, and at most what the queue holds beside the newcomer's
+    room (`request_jobs`, `request_tokens`; the worker cuts a longer one into batches anyway), so one
+    larger than the share goes in whenever its client has nothing queued and half the queue is free; no
+    request is ever too big for an empty queue, and none is refused behind a few tokens that an empty
+    queue would have taken.
+A client's counted jobs and tokens stay what it really has waiting, up to what its requests count: when
+a counted job leaves the queue, its count passes to that client's oldest job not counted in full, so
+the rest of a long request counts once its first jobs have run (`_uncount`), and one client never has
+more than its share waiting.
 A refusal's Retry-After is the time the worker needs, at its measured rate, to free the room this
 request lacks (its client's turn coming round once per other client waiting), 1 to 60 seconds.
 
@@ -161,7 +167,12 @@ class Batcher:
         # What one client may have queued at once, and the room kept for a newcomer's small request.
         self.share_jobs = max(1, int(max_queue * client_share))
         self.share_tokens = max(max_batch_tokens, int(self.max_queue_tokens * client_share))
-        self.newcomer_jobs = max(1, max_queue // 16)
+        # A sixteenth of the jobs, at least one, but never the whole queue (--max-queue 1 keeps none).
+        self.newcomer_jobs = min(max(1, max_queue // 16), max_queue - 1)
+        # What one request counts at most: its client's share, within the room an empty queue gives a
+        # client that is not a newcomer (so no request is too big for an empty queue).
+        self.request_jobs = max(1, min(self.share_jobs, max_queue - self.newcomer_jobs))
+        self.request_tokens = min(self.share_tokens, self.max_queue_tokens - max_batch_tokens)
         # Jobs and tokens queued as counted against the limits (`_Job.counted`), in all and per client.
         self._queued_jobs = 0
         self._queued_tokens = 0
@@ -272,8 +283,8 @@ class Batcher:
             if self._stopping:
                 raise ShuttingDown("the server is shutting down")
             self._admit(jobs, client)
-            # A request counts at most a client's share, its first jobs first.
-            jobs_left, tokens_left = self.share_jobs, self.share_tokens
+            # A request counts at most a client's share (`request_jobs`), its first jobs first.
+            jobs_left, tokens_left = self.request_jobs, self.request_tokens
             for job in jobs:
                 job.counted, job.counts = min(job.n_tokens, tokens_left), jobs_left > 0
                 tokens_left -= job.counted
@@ -290,8 +301,8 @@ class Batcher:
     def _admit(self, jobs: list[_Job], client: str) -> None:
         """QueueFull, with a Retry-After sized for this request, unless `jobs` fit their client's share
         and the room left (a newcomer's small request may use the room kept for it)."""
-        n = min(len(jobs), self.share_jobs)
-        tokens = min(sum(job.n_tokens for job in jobs), self.share_tokens)
+        n = min(len(jobs), self.request_jobs)
+        tokens = min(sum(job.n_tokens for job in jobs), self.request_tokens)
         mine_jobs, mine_tokens = self._client_jobs[client], self._client_tokens[client]
         newcomer = not mine_jobs and not mine_tokens and len(jobs) == 1 and tokens <= self.max_batch_tokens
         room_jobs = self.max_queue - (0 if newcomer else self.newcomer_jobs)
@@ -338,12 +349,33 @@ class Batcher:
         return max(1, min(60, math.ceil(tokens / self._tokens_per_second)))
 
     def _uncount(self, job: _Job) -> None:
-        self._queued_tokens -= job.counted
-        self._queued_jobs -= job.counts
-        self._client_tokens[job.client] -= job.counted
-        self._client_jobs[job.client] -= job.counts
-        if not self._client_jobs[job.client] and not self._client_tokens[job.client]:
-            del self._client_jobs[job.client], self._client_tokens[job.client]
+        """`job` has left the queue (call it once the client's queue is without it): what it counted
+        passes to its client's oldest jobs still queued that are not counted in full, so the rest of a
+        request longer than a share counts once its first jobs are gone."""
+        client = job.client
+        jobs, tokens = int(job.counts), job.counted
+        self._queued_tokens -= tokens
+        self._queued_jobs -= jobs
+        self._client_tokens[client] -= tokens
+        self._client_jobs[client] -= jobs
+        for other in self._queues.get(client, ()):
+            if not jobs and not tokens:
+                break
+            if other is job:
+                continue
+            more_jobs = int(jobs > 0 and not other.counts)
+            more_tokens = min(tokens, other.n_tokens - other.counted)
+            if more_jobs or more_tokens:
+                other.counts = other.counts or bool(more_jobs)
+                other.counted += more_tokens
+                jobs -= more_jobs
+                tokens -= more_tokens
+                self._queued_jobs += more_jobs
+                self._queued_tokens += more_tokens
+                self._client_jobs[client] += more_jobs
+                self._client_tokens[client] += more_tokens
+        if not self._client_jobs[client] and not self._client_tokens[client]:
+            del self._client_jobs[client], self._client_tokens[client]
 
     def _pop(self, client: str) -> _Job:
         """`client`'s oldest job, out of the queue; the client goes to the end of the round."""
