@@ -114,6 +114,39 @@ def test_one_client_address_holds_at_most_its_share_of_the_budget(bundled: berts
         _wait_held(http, 0)
 
 
+def test_a_body_over_a_clients_share_but_within_max_body_bytes_is_taken(bundled: bertscope.Model) -> None:
+    # Review finding 5: a share below --max-body-bytes refused such a body forever, on an idle service.
+    settings = ServerSettings(max_body_bytes=4000, max_buffered_bytes=4000)  # a share of 2,000 bytes
+    with TestClient(create_app(bundled, settings=settings)) as client:
+        answered = client.post("/v2/embed", json={"inputs": ["word " * 600]})  # about 3,000 bytes
+        assert answered.status_code == 200, answered.text[:300]
+
+
+def test_a_clients_share_holds_one_whole_body_and_no_more() -> None:
+    async def run() -> str:
+        budget = bodies.BodyBudget(4000, share=0.5)  # a share of 2,000 bytes, less than one body
+        settings = ServerSettings(max_body_bytes=3000, max_buffered_bytes=4000)
+
+        def sending(size: int) -> Any:
+            async def receive() -> dict[str, Any]:
+                return {"type": "http.request", "body": b"x" * size, "more_body": False}
+
+            return receive
+
+        async with bodies.reading(sending(3000), None, settings=settings, budget=budget, peer="A") as body:
+            assert len(body) == 3000 and budget.per_peer == {"A": 3000}
+            with pytest.raises(bodies.BodyRefused) as refused:  # one whole body is all A may hold
+                async with bodies.reading(sending(500), None, settings=settings, budget=budget, peer="A"):
+                    pass
+            async with bodies.reading(sending(500), None, settings=settings, budget=budget, peer="B"):
+                assert budget.held == 3500 and budget.per_peer == {"A": 3000, "B": 500}
+        assert budget.held == 0 and budget.per_peer == {}
+        return str(refused.value)
+
+    said = asyncio.run(run())
+    assert "this client (A) holds 3000 bytes" in said and "its share, 3000 bytes (one whole body" in said
+
+
 def test_a_share_outside_zero_to_one_is_refused_naming_it() -> None:
     for share in (0.0, 1.5):
         with pytest.raises(bertscope.InvalidSpec, match="max_buffered_share is"):

@@ -6,7 +6,8 @@
 Each body must arrive within --body-timeout seconds (408, and the connection is closed: a client that
 stalls mid-body cannot hold it) and be at most --max-body-bytes (413). All bodies held at once, across
 connections, share --max-buffered-bytes, and one client address may hold at most its share of it
-(`max_buffered_share`): a body that would pass either is refused with 503 and Retry-After. A body takes
+(`max_buffered_share`), never less than one whole body (--max-body-bytes, within --max-buffered-bytes):
+a body that would pass either is refused with 503 and Retry-After. A body takes
 its bytes from the budget as they arrive, declared or chunked alike: a Content-Length is a promise, not
 bytes, so 300 headers declaring 4 MiB each hold (and allocate) nothing. Reading costs what the bytes
 cost: one deadline for the whole body (not a timer per piece), and a body that comes in many pieces of a
@@ -95,9 +96,11 @@ class BodyBudget:
         self._what, self._one = what, one
         self._retry = str(max(1, math.ceil(retry_after)))
 
-    def take(self, size: int, *, alone_fits: bool = False, peer: str | None = None) -> None:
+    def take(self, size: int, *, alone_fits: bool = False, peer: str | None = None, least: int = 0) -> None:
         """Hold `size` more bytes, or raise BodyRefused (503) when that would pass the cap or the peer's
-        share of it (`alone_fits`: unless nothing else is held, by anyone or by that peer)."""
+        share of it (`alone_fits`: unless nothing else is held, by anyone or by that peer). The peer's
+        share is never below `least` (within the cap): one whole body, which a smaller share would refuse
+        forever, even on an idle service."""
         if not size:
             return
         if self.held + size > self.cap and not (alone_fits and self.held == 0):
@@ -106,13 +109,20 @@ class BodyBudget:
                 f"{size} more would pass {self.cap} (--max-buffered-bytes)"
             )
         peer = peer if peer is not None else PEER.get()
+        share = int(self.cap * self.share)
+        most = min(self.cap, max(share, least))
         if peer is not None and self.share < 1.0:
-            mine, most = self.per_peer.get(peer, 0), int(self.cap * self.share)
+            mine = self.per_peer.get(peer, 0)
             if mine + size > most and not (alone_fits and mine == 0):
+                of = (
+                    f"{self.share:g} of --max-buffered-bytes, --max-buffered-share"
+                    if most == share
+                    else f"one whole body, --max-body-bytes, over {self.share:g} of --max-buffered-bytes, "
+                    "--max-buffered-share"
+                )
                 raise self._refused(
                     f"this client ({peer}) holds {mine} bytes of {self._what} in flight, and this "
-                    f"{self._one}'s {size} more would pass its share, {most} bytes ({self.share:g} of "
-                    "--max-buffered-bytes, --max-buffered-share)"
+                    f"{self._one}'s {size} more would pass its share, {most} bytes ({of})"
                 )
             self.per_peer[peer] = mine + size
         self.held += size
@@ -215,7 +225,7 @@ async def reading(
                     chunk = event.get("body", b"")
                     if size + len(chunk) > limit:
                         raise _too_large(size + len(chunk), limit)
-                    budget.take(len(chunk), peer=peer)
+                    budget.take(len(chunk), peer=peer, least=limit)  # a share holds one whole body
                     held += len(chunk)
                     if chunk:
                         pieces.append(chunk)
