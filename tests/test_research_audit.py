@@ -25,15 +25,7 @@ from bertscope.research.geometry import (
     rogue_shares_of_sums,
 )
 from console import run_main
-
-TEXTS = [
-    "The bank raised its interest rates.",
-    "We sat on the river bank and fished.",
-    "A storm closed two roads overnight.",
-    "She baked fresh bread this morning.",
-    "The striker scored twice in the final.",
-    "Snow fell all night on the mountain pass.",
-]
+from test_cka import TEXTS
 
 
 def _brute_force(points: np.ndarray) -> tuple[float, np.ndarray]:

@@ -40,6 +40,7 @@ __all__ = [
     "FEW_ROWS",
     "MIN_ROWS",
     "cka",
+    "cka_note",
     "few_rows_note",
     "same_vector_note",
     "too_few_rows",
@@ -378,11 +379,17 @@ def cka(
         "level": how.value,
         "estimator": "debiased" if debiased else "linear",
     }
-    notes = [None if debiased else few_rows_note(moments.n, width), same_vector_note(moments)]
     return CkaResult(
         list(range(model.n_layers + 1)), list(range(second.n_layers + 1)), matrix, moments.n, settings,
-        note="; ".join(n for n in notes if n) or None,
+        note=cka_note(moments, width, debiased=debiased),
     )  # fmt: skip
+
+
+def cka_note(moments: Moments, width: int, *, debiased: bool) -> str | None:
+    """What a CKA result should say beside its figures (cka's and compare's alike): too few rows for the
+    linear estimator, and layers whose rows are all one vector; None where there is nothing to say."""
+    notes = [None if debiased else few_rows_note(moments.n, width), same_vector_note(moments)]
+    return "; ".join(n for n in notes if n) or None
 
 
 def too_few_rows(n_rows: int, debiased: bool, fix: str) -> str:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..errors import InvalidInput
-from .cka import CkaLevel, Moments, few_rows_note, paired_rows, same_vector_note
+from .cka import CkaLevel, Moments, cka_note, paired_rows
 from .states import model_given, text_stream
 
 if TYPE_CHECKING:
@@ -149,8 +149,7 @@ def compare(
         "tokens": moments.n,
         "estimator": "debiased" if debiased else "linear",
     }
-    notes = [None if debiased else few_rows_note(moments.n, width), same_vector_note(moments)]
-    return Comparison(static, layers, vocabulary, settings, note="; ".join(n for n in notes if n) or None)
+    return Comparison(static, layers, vocabulary, settings, note=cka_note(moments, width, debiased=debiased))
 
 
 def _same_pieces(a: Encoder, b: Encoder, texts: Iterable[str]) -> Iterator[str]:
