@@ -7,7 +7,7 @@ gets a CRC-32 (zlib) of its vectors' little-endian bytes in their stored precisi
              {"algorithm": "crc32", "row_groups": [{"rows": 1024, "embedding": 2062123640, "id": ..,
              "text": ..}, ...]} (one entry per vector column: a view's `embedding_<name>`, a stacked
              store's `layer_N`; `id` and `text` over the column's values, `labels_checksum`), and
-             `bertscope.row_digests` a JSON list, one `row_digests` string per row group
+             `bertscope.row_digests` a JSON list, one `row_digests` string per row group (the first ones)
     NumPy    `<stem>.settings.json` holds {"algorithm": "crc32", "batches": [{"rows": .., "embedding": ..,
              "labels": .., "row_digests": ..}]} under "checksums" (`labels`: the CRC-32 of the batch's
              lines in the `.ids.txt` or `.rows.jsonl` beside it, as stored); each unfinished part's
@@ -19,7 +19,9 @@ A batch's checksums say that it changed, not which row: each batch also keeps on
 (`row_digests`: the low byte of a CRC-32 over the row's labels and vectors, base64), read only once a
 batch fails, so the error names the rows that changed and their ids ("row 5 (id '6') of s.npy changed
 ..."), one batch in memory. A changed row keeps its byte by chance 1 time in 256; where no row can be
-named (that, or a store written before row digests), the error names the batch's rows.
+named (that, or a store written before row digests), the error names the batch's rows. Only a store's
+first `ROW_DIGEST_ROWS` rows keep digests (whole batches; `keeps_digests`), so the footer and settings
+that hold them stay a few MB whatever the store's size; a failed batch past them names its rows too.
 Stores written before ids and texts were covered (no `id`/`labels` key) are read as before.
 
 Reading checks each batch it decodes before handing its rows on, so memory stays bounded; vectors that
@@ -58,11 +60,13 @@ __all__ = [
     "LABEL_COLUMNS",
     "PARQUET_KEY",
     "PARQUET_ROWS_KEY",
+    "ROW_DIGEST_ROWS",
     "SETTINGS_KEY",
     "changed",
     "changed_rows",
     "checksum",
     "column_values",
+    "keeps_digests",
     "labels_checksum",
     "row_digests",
     "row_labels",
@@ -91,6 +95,13 @@ _SINGULAR = {
 }
 PARQUET_KEY = b"bertscope.checksums"
 PARQUET_ROWS_KEY = b"bertscope.row_digests"
+# The most rows of a store that keep row digests (its first ones, in whole batches). The digests sit with
+# the checksums, in the Parquet footer or the .settings.json, which every open reads whole, though they
+# are read only after a batch fails: at about 1.33 bytes a row they would pass pyarrow's 100 MB limit on
+# a footer string near 75M rows (the file could no longer be opened) and slow every open long before.
+# 2^21 rows keep them under 3 MB; a batch past them that fails is named by its rows, as in a store
+# written before row digests.
+ROW_DIGEST_ROWS = 1 << 21
 # The Parquet columns of labels a row group's checksums cover beside its vectors.
 LABEL_COLUMNS = ("id", "text")
 # The key of a store's settings that holds their SHA-256 (hex), beside the settings it covers.
@@ -134,6 +145,12 @@ def row_digests(vectors: Sequence[np.ndarray], labels: Sequence[bytes]) -> str:
             crc = zlib.crc32(matrix[row].data, crc)
         digests[row] = crc & 0xFF
     return base64.b64encode(bytes(digests)).decode("ascii")
+
+
+def keeps_digests(end: int) -> bool:
+    """Whether the batch that ends at row `end` (exclusive) of its store keeps row digests: all of its
+    rows within the store's first `ROW_DIGEST_ROWS` (read when called, so a test can lower it)."""
+    return end <= ROW_DIGEST_ROWS
 
 
 def changed_rows(recorded: str | None, vectors: Sequence[np.ndarray], labels: Sequence[bytes]) -> list[int]:

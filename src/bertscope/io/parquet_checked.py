@@ -1,10 +1,11 @@
 """Parquet files whose vector columns carry a checksum per row group (see `io.checksums`).
 
 `write_checked` writes tables as row groups and records each group's checksums (its vectors, ids and
-texts) and row digests in the file's metadata; `CheckedParquet` reads groups back and refuses one whose
-vectors or labels do not match (or, in a file written before checksums, whose vectors are not finite),
-and names the rows of a failed group that changed (`changed_rows`); `checked_tables` streams a file's
-rows in chunks, every row checked before it is handed on.
+texts) and row digests (the file's first groups only: `checksums.ROW_DIGEST_ROWS`) in the file's
+metadata; `CheckedParquet` reads groups back and refuses one whose vectors or labels do not match (or, in
+a file written before checksums, whose vectors are not finite), and names the rows of a failed group that
+changed (`changed_rows`); `checked_tables` streams a file's rows in chunks, every row checked before it is
+handed on.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from .checksums import (
     checksum,
     column_values,
     corrupt,
+    keeps_digests,
     labels_checksum,
     non_finite,
     rebuild_hint,
@@ -48,12 +50,15 @@ GROUP_ROWS = 1 << 20
 
 def write_checked(path: Path, tables: Iterable[Any], schema: Any = None) -> int:
     """Write the tables to `path` as row groups (one per table, split past GROUP_ROWS rows), each
-    group's vector checksums in the file's metadata; returns the rows written (0: no file was made)."""
+    group's vector checksums in the file's metadata, and the row digests of the groups within the file's
+    first ROW_DIGEST_ROWS rows (`checksums.keeps_digests`: a list as long as those groups, so the footer
+    stays bounded); returns the rows written (0: no file was made)."""
     import pyarrow.parquet as pq
 
     writer = None
     groups: list[dict[str, int]] = []
     digests: list[str] = []
+    written = 0
     try:
         for table in tables:
             if writer is None:
@@ -62,7 +67,9 @@ def write_checked(path: Path, tables: Iterable[Any], schema: Any = None) -> int:
                 piece = table.slice(start, GROUP_ROWS)
                 writer.write_table(piece, row_group_size=piece.num_rows)
                 groups.append({"rows": piece.num_rows, **table_checksums(piece)})
-                digests.append(_row_digests(piece))
+                written += piece.num_rows
+                if keeps_digests(written):  # rows only grow: the groups that keep them come first
+                    digests.append(_row_digests(piece))
         if writer is not None:
             sums = {"algorithm": ALGORITHM, "row_groups": groups}
             writer.add_key_value_metadata(

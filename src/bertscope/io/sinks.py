@@ -32,6 +32,7 @@ from .checksums import (
     NOT_FINITE,
     checksum,
     corrupt,
+    keeps_digests,
     non_finite,
     refuse_non_finite,
     row_digests,
@@ -346,21 +347,24 @@ class NpySink(_PartsSink):
             raise corrupt(str(part), (int(bad[0]), int(bad[-1])), NOT_FINITE, _REDO)
         return found
 
-    def _batch(self, part: Path, block: np.ndarray) -> dict[str, Any]:
+    def _batch(self, part: Path, block: np.ndarray, digests: bool) -> dict[str, Any]:
         """A part's entry in the store's checksums: its vectors', its labels' (checked against the ones
-        saved with it, where they were) and its row digests; one part in memory."""
+        saved with it, where they were) and, with `digests` (`checksums.keeps_digests`), its row digests;
+        one part in memory."""
         labels = part.with_suffix(self.labels_suffix).read_bytes()
         wanted = _marker(part).get("labels")
         if wanted is not None and checksum(labels) != wanted:
             where = str(part.with_suffix(self.labels_suffix))
             raise corrupt(where, (0, max(0, len(block) - 1)), MISMATCH, _REDO)
-        lines = labels.splitlines(keepends=True)
-        return {
+        entry: dict[str, Any] = {
             "rows": len(block),
             "embedding": self._checked_sum(part),
             "labels": checksum(labels),
-            "row_digests": row_digests([block], lines) if len(lines) == len(block) else "",
         }
+        if digests:
+            lines = labels.splitlines(keepends=True)
+            entry["row_digests"] = row_digests([block], lines) if len(lines) == len(block) else ""
+        return entry
 
     def finish(self) -> list[Path]:
         """Join the parts into one .npy (streamed through a memory map) and write labels and settings."""
@@ -377,7 +381,7 @@ class NpySink(_PartsSink):
             row = 0
             with labels.with_name(labels.name + ".tmp").open("w") as labels_out:
                 for part, block in zip(self.files, blocks, strict=True):
-                    batches.append(self._batch(part, block))
+                    batches.append(self._batch(part, block, keeps_digests(row + len(block))))
                     matrix[row : row + len(block)] = block
                     row += len(block)
                     labels_out.write(part.with_suffix(self.labels_suffix).read_text())
