@@ -121,6 +121,13 @@ def test_npy_chunk_store_with_damaged_labels_is_one_line(tmp_path: Path, matrix:
     with pytest.raises(CorpusError, match=r"ends before row 297 of the 300 rows"):
         search(vectors(1, 1)[0], path, k=3, exact=True)
     labels.write_text("".join(lines[:3]) + "not json\n" + "".join(lines[4:]))
+    with pytest.raises(CorpusError, match=r"^rows 0-\d+ of .*chunks.rows.jsonl do not match their checksum"):
+        search(vectors(1, 1)[0], path, k=3, exact=True)  # the labels are checked before they are read
+    settings_file = path.with_suffix(".settings.json")  # as a store written before labels were covered
+    settings = json.loads(settings_file.read_text())
+    for batch in settings["checksums"]["batches"]:
+        batch.pop("labels")
+    settings_file.write_text(json.dumps(settings))
     with pytest.raises(CorpusError, match=r"line 4 of .*chunks.rows.jsonl is not a chunk's labels"):
         search(vectors(1, 1)[0], path, k=3, exact=True)
 

@@ -229,19 +229,25 @@ def _labels_file(path: Path) -> Path:
 def _check_labels(
     path: Path, batches: list[dict[str, Any]], starts: np.ndarray, asked: set[int], total: int
 ) -> None:
-    """Check the asked batches' lines in a sentence store's .ids.txt against their checksums (batches
-    written before ids were covered are taken as they read), one batch's lines in memory. A token or word
-    store's labels are read only as far as its sample needs (verify/rows.py), so not checked here."""
-    labels = path.with_suffix(".ids.txt")
-    if not labels.exists() or not any("labels" in batches[n] for n in asked):
+    """Check the asked batches' lines in the labels file (a sentence store's .ids.txt, a token, word or
+    chunk store's .rows.jsonl) against their checksums, read line by line up to the last asked batch's end
+    (as far as a sample reads; one line in memory). Batches written before ids were covered are taken as
+    they read."""
+    if not asked or not any("labels" in batches[n] for n in asked):
         return
+    labels = _labels_file(path)
     with labels.open("rb") as handle:
         for number in range(max(asked) + 1):
-            lines = _batch_lines(handle, path, int(starts[number]), int(batches[number]["rows"]), total)
+            start, rows = int(starts[number]), int(batches[number]["rows"])
+            crc = 0
+            for row in range(start, start + rows):
+                line = handle.readline()
+                if not line:  # the labels ran out before the rows
+                    _too_few_ids(path, row, total)
+                crc = zlib.crc32(line, crc)  # as checksums.checksum of the lines joined
             wanted = batches[number].get("labels")
-            if number in asked and wanted is not None and checksum(b"".join(lines)) != wanted:
-                span = (int(starts[number]), int(starts[number + 1]) - 1)
-                raise corrupt(str(labels), span, MISMATCH, rebuild_hint(path))
+            if number in asked and wanted is not None and crc != wanted:
+                raise corrupt(str(labels), (start, start + rows - 1), MISMATCH, rebuild_hint(path))
 
 
 def _batch_lines(handle: Any, path: Path, start: int, rows: int, total: int) -> list[bytes]:
@@ -324,9 +330,10 @@ def _settings_object(raw: str | bytes, where: str, path: Path) -> dict[str, Any]
 
 
 def _too_few_ids(path: Path, ids: int, rows: int) -> NoReturn:
-    labels = path.with_suffix(".ids.txt")
+    labels = _labels_file(path)
+    held = f"holds {ids} ids for" if labels.suffix == ".txt" else f"ends before row {ids} of"
     raise CorpusError(
-        f"{labels} holds {ids} ids for the {rows} rows of {path}: the store is damaged; {rebuild_hint(path)}"
+        f"{labels} {held} the {rows} rows of {path}: the store is damaged; {rebuild_hint(path)}"
     )
 
 

@@ -6,7 +6,8 @@ same `make_level` the corpus job ran), and each sampled row is compared with the
 take each document's text from its first row; chunk rows hold their chunk only, so a chunk store (and one
 written without texts) needs the corpus it was made from. Parquet and .npy stores (a matrix with its row
 labels in `<stem>.rows.jsonl`); SQLite stores hold sentence vectors only. Only the sampled rows' labels,
-texts and vectors are read (row_labels.py), each vector checked against its stored checksum first.
+texts and vectors are read (row_labels.py), each vector checked against its stored checksum first (a
+.npy's labels too, up to the end of the last batch that holds the sample).
 """
 
 from __future__ import annotations
@@ -40,7 +41,9 @@ def check_rows(
     """Add the drift of a token, word or chunk store's sampled rows to `check` (see the module docstring)."""
     settings = opened.settings
     level = settings["level"]
-    sampled = sampled_keys(opened, positions)
+    sampled = sampled_keys(opened, positions)  # a line that cannot be read is named as such
+    if opened.rules.format is Format.NPY:  # the batches that hold the sample, vectors and labels, before
+        check_npy_rows(opened.path, positions)  # an edited id sends the texts to the wrong document
     docs = list(dict.fromkeys(doc for doc, _ in sampled))
     stored_texts = first_texts(opened, docs, int(positions[-1])) if level != "chunks" else {}
     if all(doc in stored_texts for doc in docs):
@@ -91,10 +94,9 @@ def _parquet_vectors(opened: Store) -> _Stored:
 
 def _npy_vectors(opened: Store, positions: np.ndarray) -> _Stored:
     """How to read sampled vectors of a .npy matrix ((rows, d), or (rows, layers, d) where each layer kept
-    its own column: the level's columns in order), once the stored batches that hold `positions` are
-    checked against their checksums (a store written before them: those rows checked to be finite)."""
+    its own column: the level's columns in order); `check_rows` has checked the stored batches that hold
+    `positions` against their checksums (a store written before them: those rows checked to be finite)."""
     matrix = open_matrix(opened.path)
-    check_npy_rows(opened.path, positions)
 
     def stored(rows: np.ndarray, number: int, column: str) -> np.ndarray:
         picked = np.asarray(matrix[np.sort(rows)] if len(rows) else matrix[:0], dtype=np.float32)
