@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,9 @@ import pytest
 
 import bertscope
 from bertscope.errors import CorpusError
+from bertscope.io import checksums
 from bertscope.io.checksums import PARQUET_KEY, PARQUET_ROWS_KEY, SETTINGS_KEY
+from bertscope.io.vector_files import stored_checksums
 from bertscope.model import Model
 from bertscope.verify.store import NO_IDS_CHECKSUM, NO_ROW_CHECKSUMS, sample_rows, verify_store
 from console import run_main
@@ -242,3 +245,66 @@ def test_a_batch_without_row_digests_is_named_as_before(made: dict[str, Path], t
     del matrix
     with pytest.raises(CorpusError, match=r"^rows 4-7 of .*s\.npy do not match their checksum: the file is"):
         verify_store(store, rows=12, corpus=made["corpus"], seed=0)
+
+
+# Row digests are kept for a store's first rows only: its footer and settings stay bounded ----------
+
+
+@pytest.mark.parametrize("name", ["s.npy", "s.parquet"])
+def test_row_digests_stop_at_the_cap_and_later_batches_are_named_by_their_rows(
+    made: dict[str, Path], tmp_path: Path, bundled: Model, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    monkeypatch.setattr(checksums, "ROW_DIGEST_ROWS", BATCH + 1)  # the first batch fits, the second not
+    (tmp_path / "capped").mkdir()
+    written = {name: tmp_path / "capped" / name}
+    bertscope.embed_corpus(made["corpus"], written[name], model=bundled, progress=False, batch_size=BATCH)
+    if name == "s.npy":
+        batches = json.loads(written[name].with_suffix(".settings.json").read_text())["checksums"]["batches"]
+        assert ["row_digests" in b for b in batches] == [True, False, False]
+        assert all("labels" in b for b in batches)  # the checksums themselves are all kept
+    else:
+        footer = pq.ParquetFile(written[name]).metadata.metadata
+        assert len(json.loads(footer[PARQUET_ROWS_KEY])) == 1
+        assert len(json.loads(footer[PARQUET_KEY])["row_groups"]) == 3
+
+    for row, error in [
+        (1, r"^row 1 of .* \(id '2'\) changed after it was written"),  # within the cap: its digest names it
+        (9, r"^rows 8-11 of .* do not match their checksum: the file is"),  # past it: its batch's rows
+    ]:
+        (tmp_path / str(row)).mkdir()
+        store = _copy(written, name, tmp_path / str(row))
+        if name == "s.npy":
+            matrix = np.load(store, mmap_mode="r+")
+            matrix[row, 0] += 1e-3
+            matrix.flush()
+            del matrix
+        else:
+            _rewrite_parquet(store, partial(_edit_vector, row=row))
+        with pytest.raises(CorpusError, match=error):
+            verify_store(store, rows=12, corpus=made["corpus"], seed=0)
+
+
+# A token or word .npy's .rows.jsonl lines are covered by their checksums ------------------------------
+
+
+def test_token_npy_labels_edited_outside_the_sample_are_found(
+    made: dict[str, Path], tmp_path: Path, bundled: Model
+) -> None:
+    store = tmp_path / "t.npy"
+    bertscope.embed_corpus(
+        made["corpus"], store, model=bundled, progress=False, batch_size=BATCH, level="tokens"
+    )
+    assert stored_checksums(store)["labels_checked"]  # type: ignore[index]
+    assert verify_store(store, rows=1, seed=3).notes == []
+    batches = json.loads(store.with_suffix(".settings.json").read_text())["checksums"]["batches"]
+    starts = np.cumsum([0, *(b["rows"] for b in batches)])
+    (sampled,) = sample_rows(int(starts[-1]), 1, seed=3).tolist()
+    number = int(np.searchsorted(starts, sampled, side="right")) - 1
+    edited = next(r for r in range(int(starts[number]), int(starts[number + 1])) if r != sampled)
+    rows_file = store.with_suffix(".rows.jsonl")
+    lines = rows_file.read_text(encoding="utf-8").splitlines(keepends=True)
+    row = json.loads(lines[edited])
+    lines[edited] = json.dumps({**row, "id": "999"}, ensure_ascii=False) + "\n"
+    rows_file.write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(CorpusError, match=rf"^row {edited} of .*t\.npy \(id '999'\) changed after it was"):
+        verify_store(store, rows=1, seed=3)
