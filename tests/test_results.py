@@ -20,10 +20,17 @@ TEXTS = ["I like eating bread", "The banana bread was horrible"]
 
 
 def cli_json(*args: str) -> Any:
-    """Run a CLI command in-process with --json and decode its stdout."""
+    """Run a CLI command in-process with --json and decode its stdout, less what only the command line
+    adds to embed's answer: the texts and their ids (a line's number in -i FILE), which the service's
+    caller already has in the order it sent them."""
     result = CliRunner().invoke(app, [*args, "--json"])
     assert result.exit_code == 0, (result.output, result.exception)
-    return json.loads(result.stdout)
+    found = json.loads(result.stdout)
+    if args[0] == "embed" and "ids" in found:
+        assert found.pop("ids") == [str(n) for n in range(1, len(found.pop("texts")) + 1)]
+    for n, item in enumerate(found.get("items", []) if args[0] == "embed" else [], 1):
+        assert item.pop("id") == str(n)
+    return found
 
 
 def assert_same(got: Any, want: Any, where: str = "") -> None:
