@@ -85,8 +85,9 @@ def test_ray_job_writes_the_local_sink_schema_and_rows(
             return super().__call__(batch)
 
     monkeypatch.setattr(distributed, "_Embedder", Counted)
-    # Both actors up before the first batch, so neither can take every batch while the other starts.
-    monkeypatch.setattr(ray.data.DataContext.get_current(), "wait_for_min_actors_s", 60)
+    # Both actors up before the first batch, so neither can take every batch while the other starts; two
+    # torch actors took over 60 s to start on a 2-core machine under a heavy load: waited on, not timed.
+    monkeypatch.setattr(ray.data.DataContext.get_current(), "wait_for_min_actors_s", 300)
     corpus = _corpus(tmp_path / "c.jsonl", 300)
     model = str(tiny_dirs["bert"])
     embed_corpus(str(corpus), tmp_path / "local.parquet", model=model, progress=False, layers="-2")
