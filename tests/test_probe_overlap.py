@@ -127,6 +127,20 @@ def test_json_carries_the_overlap(tmp_path: Path) -> None:
     assert settings["test_overlap"] == 0 and settings["punct"] == "upos"
 
 
+def test_cli_takes_the_punctuation_rule_and_refuses_it_for_label_probes() -> None:
+    ewt = EXAMPLES / "ewt"
+    args = ["probe", "-i", str(ewt / "train.conllu"), "--test", str(ewt / "dev.conllu"), "--task", "depth"]
+    ran = runner.invoke(
+        app, [*args, "--layers", "0", "--epochs", "1", "--rank", "8", "--punct", "xpos", "--json"]
+    )
+    assert ran.exit_code == 0, ran.output
+    assert json.loads(ran.stdout)["settings"]["punct"] == "xpos"
+    wrong = runner.invoke(app, [*args, "--punct", "ptb"])
+    assert str(wrong.exception) == "unknown --punct 'ptb'; choose one of: upos, xpos"
+    label = runner.invoke(app, ["probe", "-i", str(TREES), "--label-field", "upos", "--punct", "xpos"])
+    assert str(label.exception).startswith("--punct: for structural probes (--task distance or depth)")
+
+
 def test_punctuation_rules_differ_where_upos_and_ptb_tags_do() -> None:
     """A hyphen is UPOS PUNCT but XPOS HYPH (scored by H&M); a SYM tagged `,` is the reverse."""
     tree = Tree(

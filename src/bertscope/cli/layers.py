@@ -106,6 +106,14 @@ def probe_command(
     epochs: Annotated[
         int | None, typer.Option("--epochs", min=1, help="Structural probes: training epochs (default 40).")
     ] = None,
+    punct: Annotated[
+        str | None,
+        typer.Option(
+            "--punct",
+            help="Structural probes: the punctuation scores leave out: upos (UPOS PUNCT, default) or xpos "
+            "(Hewitt & Manning's Penn Treebank tags).",
+        ),
+    ] = None,
     level: Annotated[
         str,
         typer.Option("--level", help="words (a label per word) or sentence (per text); word reads as words."),
@@ -176,18 +184,23 @@ def probe_command(
         if given := [name for name, set_ in label_only.items() if set_]:
             raise InvalidSpec(
                 f"{', '.join(given)}: for label probes (--task label) only; a structural probe (--task "
-                f"{task.strip().lower()}) takes --test, --layers, --rank, --epochs, --subword and --seed"
+                f"{task.strip().lower()}) takes --test, --layers, --rank, --epochs, --punct, --subword and "
+                "--seed"
             )
+        from ..research.conllu import Punct
+
+        rule = Punct.parse(punct or "upos", what="--punct")  # before the model loads
         m = load_model(model, device=device, threads=threads)
         run_structural(
             m, input_path, test, task=task, layers=layers, rank=128 if rank is None else rank,
             epochs=40 if epochs is None else epochs, subword=subword, seed=seed, output=picture,
-            overwrite=overwrite, as_json=as_json,
+            overwrite=overwrite, as_json=as_json, punct=rule.value,
         )  # fmt: skip
         return
-    if rank is not None or epochs is not None:
+    if rank is not None or epochs is not None or punct is not None:
+        given = [flag for flag, set_ in (("--rank", rank), ("--epochs", epochs), ("--punct", punct)) if set_]
         raise InvalidSpec(
-            "--rank and --epochs train structural probes (--task distance or depth); a label probe's "
+            f"{', '.join(given)}: for structural probes (--task distance or depth); a label probe's "
             "capacity is --kind and --sweep"
         )
     if per_label_layer is not None and not per_label:

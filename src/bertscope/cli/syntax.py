@@ -30,14 +30,23 @@ def _count(n: int, noun: str) -> str:
 
 def run_structural(
     model: Any, train: str, test: str | None, *, task: str, layers: str, rank: int, epochs: int,
-    subword: str, seed: int, output: Path | None, as_json: bool, overwrite: bool = False,
+    subword: str, seed: int, output: Path | None, as_json: bool, overwrite: bool = False, punct: str = "upos",
 ) -> None:  # fmt: skip
     """Train on `train`, score on `test` (or every 5th distinct sentence of `train`), print or emit JSON."""
     from ..research.structural import structural_probe
     from ..research.structural_plots import SCORES
 
     result = structural_probe(
-        model, train, test, task=task, layers=layers, rank=rank, epochs=epochs, subword=subword, seed=seed
+        model,
+        train,
+        test,
+        task=task,
+        layers=layers,
+        rank=rank,
+        epochs=epochs,
+        subword=subword,
+        seed=seed,
+        punct=punct,
     )
     if output is not None:
         from ..research.structural_plots import plot_structural
