@@ -336,3 +336,32 @@ def test_the_rest_of_a_long_request_counts_once_its_first_jobs_have_left() -> No
     assert tokens.queued_by(ME) == (1, 1000)
     tokens.abandon(futures)  # the client left: nothing of it counts
     assert tokens.queued_by(ME) == (0, 0) and tokens._queued_jobs == tokens._queued_tokens == 0
+
+
+def test_a_whole_answer_reserved_before_its_work_is_counted_once() -> None:
+    """The guard writes a large whole answer in parts, holding its bytes in the answers' budget; an answer
+    reserved before the work (`answers.reserve`) is that hold already, not a second one beside it. Counted
+    twice, 320 kB reserved plus the 250 kB body passed this client's 500 kB share, and the answer made was
+    dropped for a 503."""
+    from fastapi import FastAPI
+    from fastapi.responses import Response
+
+    from bertscope.server.answers import Reservations, reserve
+    from bertscope.server.guard import Guard
+    from bertscope.server.metrics import Metrics
+
+    app = FastAPI()
+
+    @app.post("/made")
+    def made() -> Response:
+        reserve(40_000)  # 320,000 bytes at 8 a number, reserved before the work
+        return Response(b"[" + b"0," * 125_000 + b"0]", media_type="application/json")  # 250 kB, whole
+
+    settings = ServerSettings(max_buffered_bytes=1_000_000, max_buffered_share=0.5)
+    metrics = Metrics()
+    app.add_middleware(Reservations)
+    app.add_middleware(Guard, settings=settings, metrics=metrics, endpoints=frozenset({"/made"}))
+    with TestClient(app) as client:
+        answered = client.post("/made", content=b"{}", headers={"Content-Type": "application/json"})
+    assert answered.status_code == 200, answered.text[:300]
+    assert len(answered.content) == 250_003

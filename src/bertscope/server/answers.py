@@ -53,6 +53,7 @@ __all__ = [
     "current_client",
     "parts",
     "render",
+    "hold_answer",
     "reserve",
     "with_rows",
 ]
@@ -138,6 +139,19 @@ class Reservations:
         finally:
             _RESERVED.reset(token)
             reserved.release()
+
+
+def hold_answer(held: HeldAnswers, size: int) -> bool:
+    """Hold `size` bytes of an answer being written in `held`'s budget: within the request's reservation
+    where it has one there (reserved before the work: the same bytes, counted once), else taken here.
+    Raises BodyRefused past the budget or its client's share; True where the caller took the bytes and
+    gives them back when written (a reservation is given back as its request ends)."""
+    reserved = _RESERVED.get()
+    if reserved is not None and reserved.held is held:
+        reserved.grow(size)  # most often reserved before the work: nothing more to take
+        return False
+    held.budget.take(size, alone_fits=True)
+    return True
 
 
 def current_client() -> str:
@@ -336,18 +350,11 @@ class StreamedAnswer(Response):
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         """Take the answer's share of the budget (503 past it), then write each part as it is made."""
-        held: HeldAnswers | None = scope.get(ANSWERS)
-        budget = held.budget if held is not None else BodyBudget(self.held)  # outside the guard: its own
-        reserved = _RESERVED.get()
-        mine = reserved is not None and reserved.held is held
+        # outside the guard (a test on the app alone): a budget of its own, which always has room
+        held: HeldAnswers = scope.get(ANSWERS) or HeldAnswers(BodyBudget(self.held), _never_refused)
         try:
-            if mine:
-                assert reserved is not None
-                reserved.grow(self.held)  # most often reserved before the work: nothing more to take
-            else:
-                budget.take(self.held, alone_fits=True)
+            took = hold_answer(held, self.held)
         except BodyRefused as refused:
-            assert held is not None  # a budget of its own always has room for it
             await held.refuse(scope["path"], refused)(scope, receive, send)
             return
         try:
@@ -363,8 +370,12 @@ class StreamedAnswer(Response):
             # A client gone mid-answer leaves this object alive in the cancelled task's traceback: drop the
             # parts not yet written (the generator holds the answer's arrays) so the heap can go back.
             self.first, self.rest = b"", iter(())
-            if not mine:  # a reservation is given back as its request ends
-                budget.give_back(self.held)
+            if took:
+                held.budget.give_back(self.held)
+
+
+def _never_refused(path: str, refused: BodyRefused) -> Response:
+    raise AssertionError(f"{path}: a budget the size of its one answer refused it ({refused})")
 
 
 async def answer(build: Callable[[], Any], *, size: int, status_code: int = 200) -> Response:

@@ -45,7 +45,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import BertscopeError, InputTooLong, InvalidSpec
-from .answers import ANSWERS, HeldAnswers
+from .answers import ANSWERS, HeldAnswers, hold_answer
 from .batching import Metrics, QueueFull, ShuttingDown
 from .bodies import PEER, BodyBudget, BodyRefused, ClientLeft, reading, release_when_idle
 from .tei_bodies import TEI_BODY_PATHS, tei_body_refusal, too_many_digits
@@ -502,7 +502,7 @@ class Guard:
         """Write a large answer in parts, its bytes counted against the answers' budget while a client
         takes them; over the budget, the answer is dropped for a 503 with Retry-After."""
         try:
-            self.answers.take(len(body), alone_fits=True)
+            took = hold_answer(self.held, len(body))
         except BodyRefused as refused:
             log.warning("answer of %d bytes dropped: %s", len(body), refused)
             response = error_response(scope["path"], 503, str(refused), headers=refused.headers)
@@ -518,7 +518,8 @@ class Guard:
                     {"type": "http.response.body", "body": bytes(view[at : at + _PART]), "more_body": more}
                 )
         finally:
-            self.answers.give_back(len(body))
+            if took:
+                self.answers.give_back(len(body))
 
 
 def _refused_answer(path: str, refused: BodyRefused) -> JSONResponse:
