@@ -41,7 +41,7 @@ from fastapi import Response
 from fastapi.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from .bodies import BodyBudget, BodyRefused
+from .bodies import PEER, BodyBudget, BodyRefused
 
 __all__ = [
     "ANSWERS",
@@ -131,8 +131,7 @@ class Reservations:
         if held is None:
             await self.app(scope, receive, send)
             return
-        client = scope.get("client")
-        reserved = _Reserved(held, str(client[0]) if client else None)
+        reserved = _Reserved(held, PEER.get())  # the client the guard set for this request
         token = _RESERVED.set(reserved)
         try:
             await self.app(scope, receive, send)
@@ -156,8 +155,7 @@ def hold_answer(held: HeldAnswers, size: int) -> bool:
 
 def current_client() -> str:
     """The client address of the request being served ("" outside one): whose share of the queue it is."""
-    reserved = _RESERVED.get()
-    return (reserved.peer or "") if reserved is not None else ""
+    return PEER.get() or ""
 
 
 def reserve(numbers: int) -> None:

@@ -422,7 +422,7 @@ class Guard:
         try:
             async with reading(
                 receive, int(declared) if declared.isdigit() else None, settings=self.settings,
-                budget=self.budget, peer=PEER.get(),
+                budget=self.budget,
             ) as body:  # fmt: skip
                 if scope["method"] == "POST" and path in TEI_BODY_PATHS:
                     # axum's Json checks the content type before it reads the body (415 first)
