@@ -24,6 +24,7 @@ from bertscope.io.sqlite_store import MIGRATIONS, row_checksums
 from bertscope.model import Model
 from bertscope.verify.store import NO_IDS_CHECKSUM, NO_ROW_CHECKSUMS, sample_rows, verify_store
 from console import run_main
+from test_verify_tamper import _one_line_error
 
 TEXTS = [f"sentence number {n} about a cat on a mat" for n in range(12)]
 SEED = 3
@@ -61,15 +62,6 @@ def _id(row: int) -> str:
 
 def _verify(store: Path, *more: str) -> Any:
     return run_main("verify", "--store", str(store), "--rows", "1", "--seed", str(SEED), *more)
-
-
-def _one_line_error(ran: Any, *named: str) -> str:
-    assert ran.code == 2 and ran.stderr.startswith("error:"), ran
-    assert "Traceback" not in ran.stderr and len(ran.stderr.strip().splitlines()) == 1, ran.stderr
-    line = " ".join(ran.stderr.split())
-    for name in named:
-        assert name in line, (name, line)
-    return line
 
 
 def _ok_with_notes(store: Path) -> list[str]:

@@ -6,7 +6,6 @@ batch that fails its checksum names the rows that changed and their ids."""
 from __future__ import annotations
 
 import json
-import shutil
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -25,6 +24,7 @@ from bertscope.io.vector_files import stored_checksums
 from bertscope.model import Model
 from bertscope.verify.store import NO_IDS_CHECKSUM, NO_ROW_CHECKSUMS, sample_rows, verify_store
 from console import run_main
+from test_verify_damage import _copy
 
 TEXTS = [f"sentence number {n} about a cat on a mat" for n in range(12)]
 BATCH = 4  # three stored batches of four rows
@@ -40,13 +40,6 @@ def made(tmp_path_factory: pytest.TempPathFactory, bundled: Model) -> dict[str, 
         bertscope.embed_corpus(corpus, folder / name, model=bundled, progress=False, batch_size=BATCH)
         paths[name] = folder / name
     return paths
-
-
-def _copy(made: dict[str, Path], name: str, to: Path) -> Path:
-    source = made[name]
-    for path in source.parent.glob(f"{source.stem}.*"):
-        shutil.copyfile(path, to / path.name)
-    return to / source.name
 
 
 def _outside(rows: int, seed: int) -> tuple[int, list[int]]:
