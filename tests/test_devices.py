@@ -39,6 +39,23 @@ def test_float16_is_cuda_only_and_bfloat16_is_not() -> None:
         resolve_dtype("float8", CPU)
 
 
+def test_bfloat16_on_a_cpu_without_it_warns_and_an_unknown_cpu_does_not(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import warnings
+
+    from bertscope.core import loading
+
+    monkeypatch.setattr(loading, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    monkeypatch.setattr(loading, "has_native_bf16", lambda: False)
+    with pytest.warns(UserWarning, match="no native bfloat16"):
+        assert resolve_dtype("bfloat16", CPU) is torch.bfloat16
+    monkeypatch.setattr(loading, "cpu_flags", lambda: frozenset())  # no /proc/cpuinfo: we cannot tell
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resolve_dtype("bfloat16", CPU) is torch.bfloat16
+
+
 def test_backend_choice_on_each_device() -> None:
     assert resolve_backend("auto", None, torch.float32, CUDA) == "torch"
     assert resolve_backend("auto", "int8", torch.float32, CPU) == "onnxruntime"

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelLoadError
 from ._enums import DType
+from .cpu import cpu_flags, has_native_bf16
 from .families import Family, family_for
 from .folder import (
     BUNDLED,
@@ -206,7 +207,7 @@ def resolve_dtype(dtype: DType | str | torch.dtype, device: torch.device | str) 
     kind = device_kind(device)
     if resolved is torch.float16 and kind != "cuda":
         raise InvalidSpec("float16 runs on CUDA only; on CPU use dtype='bfloat16' or 'float32'")
-    if resolved is torch.bfloat16 and kind == "cpu" and not _cpu_has_native_bf16():
+    if resolved is torch.bfloat16 and kind == "cpu" and cpu_flags() and not has_native_bf16():
         warnings.warn(
             "this CPU has no native bfloat16 (AVX-512 BF16 or AMX): dtype='bfloat16' runs several times "
             "slower than float32 here; for speed on this CPU use quantize='int8'",
@@ -214,15 +215,6 @@ def resolve_dtype(dtype: DType | str | torch.dtype, device: torch.device | str) 
             stacklevel=3,
         )
     return resolved
-
-
-def _cpu_has_native_bf16() -> bool:
-    """True where the CPU multiplies bfloat16 natively (or where we cannot tell: no /proc/cpuinfo)."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return True
-    return any(flag in flags for flag in ("avx512_bf16", "amx_bf16"))
 
 
 def load_parts(
