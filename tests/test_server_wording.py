@@ -15,7 +15,8 @@ import pytest
 import bertscope
 from bertscope.server.feature_schemas import CkaRequest
 from bertscope.server.guard import TEI_PATHS
-from bertscope.server.schemas import ELSEWHERE, EmbedRequest
+from bertscope.server.openai_schemas import ELSEWHERE
+from bertscope.server.schemas import EmbedRequest
 from bertscope.server.tei import TEIEmbedRequest, TEISimilarityRequest
 from bertscope.server.wording import as_fields
 from test_server import serving

@@ -28,8 +28,8 @@ from .guard import DOCS_ASSETS, Guard, ServerSettings, add_error_handlers
 from .occurrences import occurrence_routes
 from .openapi import fit_openapi
 from .research_routes import research_routes
+from .response_schemas import ERROR_RESPONSES
 from .routes import embedding_routes, model_routes, ops_routes
-from .schemas import ERROR_RESPONSES
 from .service import Service
 from .tei import tei_routes
 

@@ -19,7 +19,7 @@ from ..core.tokens import check_texts
 from ..errors import InvalidInput
 from .answers import Rows, answer, with_rows
 from .feature_schemas import AttentionRequest, ExplainRequest
-from .schemas import AttentionResponse, ExplainResponse
+from .response_schemas import AttentionResponse, ExplainResponse
 
 if TYPE_CHECKING:
     from .service import Service

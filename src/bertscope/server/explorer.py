@@ -26,7 +26,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from ..core.similarity import unit
 from ..core.tokens import Tokens, check_texts, pad_batch
 from .answers import Rows, answer
-from .schemas import OneText, TextList
+from .schema_fields import OneText, TextList
 
 if TYPE_CHECKING:
     from ..core.spec import EmbedSpec

@@ -18,13 +18,12 @@ from pydantic import (
 from ..core._enums import LongText
 from ..core.chunking import ChunkBy
 from ..research.cka import FEW_ROWS, MIN_ROWS, CkaLevel
-from .schemas import (
+from .schema_fields import (
     CUT_HELP,
     TEXT_SCHEMA,
     Cut,
     OneText,
     PositiveInt,
-    SpecFields,
     Strict,
     Text,
     WholeInt,
@@ -35,6 +34,7 @@ from .schemas import (
     texts_only,
     whole_number,
 )
+from .schemas import SpecFields
 
 __all__ = [
     "ChunksRequest",

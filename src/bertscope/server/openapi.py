@@ -24,7 +24,7 @@ from pydantic.json_schema import models_json_schema
 from ..core._enums import Combine, LongText, Pooling
 from ..core.pooling import POOLING_RULES, PoolingRule
 from .guard import TokenIds
-from .schemas import ANSWERS
+from .response_schemas import ANSWERS
 
 if TYPE_CHECKING:
     from ..model import Model

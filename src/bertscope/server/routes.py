@@ -28,18 +28,15 @@ from ..static import lookup
 from .answers import Items, Rows, answer, with_rows
 from .batching import Metrics
 from .guard import TokenIds, TooManyInputs
+from .openai_schemas import OpenAIRequest, OpenAIResponse
+from .response_schemas import EmbedResponse, SimilarityResponse, TokensResponse
 from .schemas import (
     AnatomyRequest,
     EmbedRequest,
-    EmbedResponse,
-    OpenAIRequest,
-    OpenAIResponse,
     SimilarityRequest,
-    SimilarityResponse,
     StaticRequest,
     TokenizeRequest,
     TokensRequest,
-    TokensResponse,
 )
 
 if TYPE_CHECKING:

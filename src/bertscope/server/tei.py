@@ -23,14 +23,13 @@ from ..errors import InvalidInput, InvalidSpec
 from .answers import Items, Rows, answer
 from .guard import EmptyInputs
 from .routes import id_lists, id_tokens, refuse_ids
-from .schemas import (
+from .schema_fields import PositiveInt, Strict, WholeInt, named
+from .tei_schemas import (
     TEI_IDS,
     TEI_INPUT,
     TEI_SENTENCES,
     TEI_TEXT,
     TEI_TEXTS,
-    PositiveInt,
-    Strict,
     TEIDecodeResponse,
     TEIEmbedAllResponse,
     TEIEmbedResponse,
@@ -38,8 +37,6 @@ from .schemas import (
     TEIInfo,
     TEISimilarityResponse,
     TEITokenizeResponse,
-    WholeInt,
-    named,
 )
 
 if TYPE_CHECKING:

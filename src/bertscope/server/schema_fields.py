@@ -1,0 +1,134 @@
+"""Fields shared by the request bodies: texts and ids with their JSON schemas, strict ints, strategy names."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    WithJsonSchema,
+)
+from pydantic_core import PydanticCustomError
+
+from ..core._enums import LongText, StrEnum
+from ..errors import InvalidSpec
+
+__all__ = [
+    "TEXT_SCHEMA",
+    "ID_SCHEMA",
+    "Strict",
+    "fitted_int",
+    "named",
+    "one_name",
+    "spelled",
+    "texts_only",
+    "whole_number",
+    "WholeInt",
+    "PositiveInt",
+    "Layers",
+    "OneText",
+    "TextList",
+    "Pair",
+    "Text",
+    "Texts",
+    "SplitTexts",
+    "Cut",
+    "CUT_HELP",
+]
+
+# The OpenAPI schema says what the server takes, but validation stays the server's own (`check_texts`,
+# `parse_layers`: one-line messages). What depends on the served model or the service's limits (layers,
+# vocabulary, names, --max-inputs) carries an "x-fit" mark that `openapi.fit_openapi` fills in per app.
+TEXT_SCHEMA: dict[str, Any] = {"type": "string", "minLength": 1, "x-fit": "text"}
+_PAIR: dict[str, Any] = {"type": "array", "items": TEXT_SCHEMA, "minItems": 2, "maxItems": 2}
+
+
+def _texts(fit: str) -> dict[str, Any]:
+    """One text, or a non-empty list of texts and pairs whose length the service's limit caps."""
+    listed = {"type": "array", "items": {"anyOf": [TEXT_SCHEMA, _PAIR]}, "minItems": 1, "x-fit": fit}
+    return {"anyOf": [TEXT_SCHEMA, listed]}
+
+
+def texts_only(fit: str) -> dict[str, Any]:
+    """A non-empty list of texts (no pairs) whose length the service's limit caps."""
+    return {"type": "array", "items": TEXT_SCHEMA, "minItems": 1, "x-fit": fit}
+
+
+OneText = Annotated[str, WithJsonSchema(TEXT_SCHEMA)]
+# Plain texts (no pairs), at most --max-inputs.
+TextList = Annotated[list[str], WithJsonSchema(texts_only("inputs"))]
+# A sentence pair (A, B) is a list of exactly two texts.
+Pair = Annotated[list[str], Field(min_length=2, max_length=2), WithJsonSchema(_PAIR)]
+Text = Annotated[str | Pair, WithJsonSchema({"anyOf": [TEXT_SCHEMA, _PAIR]})]
+# inputs: at most --max-inputs; split: more are split into parts under --auto-split.
+Texts = Annotated[str | list[str | Pair], WithJsonSchema(_texts("inputs"))]
+SplitTexts = Annotated[str | list[str | Pair], WithJsonSchema(_texts("inputs-split"))]
+
+
+def whole_number(value: Any) -> Any:
+    """1.0 as 1: JSON Schema's integer includes it (true and "1" stay refused by the strict int after)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+def spelled(kind: type[StrEnum]) -> BeforeValidator:
+    """A strategy name in any spelling the library takes (`StrEnum.parse`: "MEAN", "mean-sqrt-len") as
+    its member; a name the library does not know is left to the field's own check, which lists the names.
+    The OpenAPI document still lists the names as written (a before-validator leaves the schema alone)."""
+
+    def parse(value: Any) -> Any:
+        if isinstance(value, str):
+            try:
+                return kind.parse(value, what=kind.__name__)
+            except InvalidSpec:
+                return value
+        return value
+
+    return BeforeValidator(parse)
+
+
+# Strict: JSON true must not pass as layer 1 or token id 1 (pydantic's lax mode would coerce it).
+WholeInt = Annotated[StrictInt, BeforeValidator(whole_number)]
+PositiveInt = Annotated[StrictInt, Field(ge=1), BeforeValidator(whole_number)]
+Layers = Annotated[
+    str | WholeInt | list[WholeInt] | None,
+    WithJsonSchema(
+        {"anyOf": [{"type": "string"}, {"type": "integer"}, {"type": "array"}], "x-fit": "layers"}
+    ),
+]
+
+
+def fitted_int(fit: str) -> dict[str, Any]:
+    """An integer whose bounds are the served model's (a layer, a head), or null."""
+    return {"anyOf": [{"type": "integer", "x-fit": fit}, {"type": "null"}]}
+
+
+# A token id of the served model's vocabulary.
+ID_SCHEMA: dict[str, Any] = {"type": "integer", "minimum": 0, "x-fit": "id"}
+
+
+def named(fit: str) -> WithJsonSchema:
+    """A name the service knows (a loaded post-processing, a prompt, a store), or null."""
+    return WithJsonSchema({"anyOf": [{"type": "string", "x-fit": fit}, {"type": "null"}]})
+
+
+class Strict(BaseModel):
+    # Unknown fields are errors, so a misspelt option is reported instead of silently ignored.
+    model_config = ConfigDict(extra="forbid")
+
+
+def one_name(given: Any, name: str, old: str, message: str) -> Any:
+    """The body as sent, or a refusal (`message`, one line as written) where it holds a field under both
+    its name and its older spelling, whatever their values."""
+    if isinstance(given, dict) and name in given and old in given:
+        raise PydanticCustomError("one_name", message)
+    return given
+
+
+# One text's routes (/anatomy, /attention) read one window: a text over it is cut (counted in
+# n_dropped) or refused; window is /v2/embed's.
+Cut = Annotated[Literal[LongText.TRUNCATE, LongText.ERROR], spelled(LongText)]
+CUT_HELP = "A text over the model's limit: cut (counted in n_dropped) or a 422."
