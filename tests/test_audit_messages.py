@@ -18,7 +18,7 @@ import pytest
 
 import bertscope
 from bertscope.errors import InvalidInput, InvalidSpec
-from bertscope.server.guard import TEI_PATHS
+from bertscope.server.error_answers import TEI_PATHS
 from bertscope.vocab import new_words
 from console import run_main
 from test_server import serving

@@ -14,7 +14,7 @@ from bertscope.core.layers import parse_layers
 from bertscope.core.tokens import text_problem
 from bertscope.errors import InvalidSpec
 from bertscope.server import ServerSettings, create_app
-from bertscope.server.guard import TokenIds
+from bertscope.server.settings import TokenIds
 
 
 def _doc(model: bertscope.Model, **settings: Any) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from bertscope.core._enums import LongText, Pooling
 from bertscope.core.spec import EmbedOptions, resolve
 from bertscope.errors import InvalidInput, InvalidSpec
 from bertscope.server import ServerSettings, create_app
-from bertscope.server.guard import TokenIds
+from bertscope.server.settings import TokenIds
 from prompted import with_prompts
 from tiny_models import build_tiny_model
 

@@ -23,7 +23,7 @@ import bertscope
 from bertscope.server import ServerSettings, create_app
 from bertscope.server.batching import Batcher
 from bertscope.server.connection import uvicorn_config
-from bertscope.server.guard import TEI_PATHS
+from bertscope.server.error_answers import TEI_PATHS
 from prompted import with_prompts
 
 # The server's worker and the test thread share one Model; the test only runs the library itself while

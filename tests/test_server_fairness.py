@@ -25,8 +25,9 @@ from bertscope.core.results import SentenceEmbeddings
 from bertscope.errors import InvalidSpec
 from bertscope.server.app import create_app
 from bertscope.server.batching import Batcher, QueueFull
-from bertscope.server.guard import Guard, ServerSettings
+from bertscope.server.guard import Guard
 from bertscope.server.service import CompactEncoding
+from bertscope.server.settings import ServerSettings
 from bertscope.server.tei import _simple
 from test_server_hostile import _forwards
 

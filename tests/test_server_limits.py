@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 
 import bertscope
 from bertscope.server import ServerSettings, create_app
-from bertscope.server.guard import TEI_PATHS
+from bertscope.server.error_answers import TEI_PATHS
 from bertscope.server.service import request_token_budget
 from test_server import serving, serving_app
 

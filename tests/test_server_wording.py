@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import bertscope
+from bertscope.server.error_answers import TEI_PATHS
 from bertscope.server.feature_schemas import CkaRequest
-from bertscope.server.guard import TEI_PATHS
 from bertscope.server.openai_schemas import ELSEWHERE
 from bertscope.server.schemas import EmbedRequest
 from bertscope.server.tei import TEIEmbedRequest, TEISimilarityRequest

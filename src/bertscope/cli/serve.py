@@ -157,7 +157,7 @@ def serve(
 
     from ..server import ServerSettings, create_app
     from ..server.connection import uvicorn_config
-    from ..server.guard import TokenIds
+    from ..server.settings import TokenIds
 
     if token_ids not in {t.value for t in TokenIds}:
         raise InvalidInput(f"--token-ids: {token_ids!r} is not one of refuse, model")

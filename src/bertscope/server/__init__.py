@@ -6,7 +6,7 @@ schemas (request and response bodies), guard (API key, limits, errors), batching
 """
 
 from .app import create_app
-from .guard import ServerSettings
 from .service import Service
+from .settings import ServerSettings
 
 __all__ = ["create_app", "ServerSettings", "Service"]

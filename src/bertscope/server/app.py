@@ -22,15 +22,17 @@ from .. import __version__
 from .answers import Reservations
 from .batching import Batcher, Metrics
 from .chunk_routes import chunk_routes
+from .error_answers import add_error_handlers
 from .explain_routes import explain_routes
 from .explorer import mount_explorer
-from .guard import DOCS_ASSETS, Guard, ServerSettings, add_error_handlers
+from .guard import DOCS_ASSETS, Guard
 from .occurrences import occurrence_routes
 from .openapi import fit_openapi
 from .research_routes import research_routes
 from .response_schemas import ERROR_RESPONSES
 from .routes import embedding_routes, model_routes, ops_routes
 from .service import Service
+from .settings import ServerSettings
 from .tei import tei_routes
 
 if TYPE_CHECKING:

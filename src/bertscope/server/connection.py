@@ -32,12 +32,12 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
 from .bodies import dripped
-from .guard import error_response
+from .error_answers import error_response
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
-    from .guard import ServerSettings
+    from .settings import ServerSettings
 
 __all__ = ["HeadTimedH11Protocol", "uvicorn_config"]
 

@@ -23,12 +23,12 @@ from pydantic.json_schema import models_json_schema
 
 from ..core._enums import Combine, LongText, Pooling
 from ..core.pooling import POOLING_RULES, PoolingRule
-from .guard import TokenIds
 from .response_schemas import ANSWERS
+from .settings import TokenIds
 
 if TYPE_CHECKING:
     from ..model import Model
-    from .guard import ServerSettings
+    from .settings import ServerSettings
 
 __all__ = ["fit_openapi", "visible_pattern"]
 

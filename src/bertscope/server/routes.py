@@ -27,7 +27,7 @@ from ..errors import InvalidInput, InvalidSpec, UnknownToken
 from ..static import lookup
 from .answers import Items, Rows, answer, with_rows
 from .batching import Metrics
-from .guard import TokenIds, TooManyInputs
+from .error_answers import TooManyInputs
 from .openai_schemas import OpenAIRequest, OpenAIResponse
 from .response_schemas import EmbedResponse, SimilarityResponse, TokensResponse
 from .schemas import (
@@ -38,6 +38,7 @@ from .schemas import (
     TokenizeRequest,
     TokensRequest,
 )
+from .settings import TokenIds
 
 if TYPE_CHECKING:
     from .service import Service

@@ -33,7 +33,8 @@ from ..research.baseline import Baseline
 from .answers import current_client, reserve
 from .batching import Batcher
 from .bounds import least_tokens
-from .guard import AnswerTooLarge, OverBudget, ServerSettings, TooManyInputs
+from .error_answers import AnswerTooLarge, OverBudget, TooManyInputs
+from .settings import ServerSettings
 
 if TYPE_CHECKING:
     from ..model import Model

@@ -21,7 +21,7 @@ from ..core.similarity import cos_sim, unit
 from ..core.spec import EmbedOptions
 from ..errors import InvalidInput, InvalidSpec
 from .answers import Items, Rows, answer
-from .guard import EmptyInputs
+from .error_answers import EmptyInputs
 from .routes import id_lists, id_tokens, refuse_ids
 from .schema_fields import PositiveInt, Strict, WholeInt, named
 from .tei_schemas import (
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TEI_PATHS", "tei_routes"]
 
-from .guard import TEI_PATHS
+from .error_answers import TEI_PATHS
 
 # Values in each of /tokenize's token records: id, text, special, start, stop.
 _TOKEN_FIELDS = 5

@@ -1,0 +1,238 @@
+"""Errors as JSON answers: each error's status, and its body (OpenAI's under /v1/, TEI's on TEI's paths).
+
+    bertscope error (InvalidSpec, InvalidInput, ...)   422  {"detail": message}, its keyword fixes in the
+                                                       route's JSON fields (`wording.as_fields`)
+    a text over the model's limit, not asked to cut    422  naming the route's field (400 under /v1/)
+    a body sent with no or another Content-Type than JSON  415  (as TEI's axum answers, before the body)
+    a field pydantic rejects                          422  {"detail": "field: message; ...", "errors": [...],
+                                                       "n_errors"}: the first 5 errors, and how many; a
+                                                       union field's in one line (`validation.readable`)
+    more inputs than --max-inputs                      413  (unless --auto-split)
+    more tokens (x layers kept) than --max-request-tokens  413  before any forward
+    an answer over --max-answer-floats numbers         413  before any forward
+    a body over --max-body-bytes                       413
+    a body not in within --body-timeout                408  and the connection closed
+    a body in many pieces of a few bytes each          400  and the connection closed
+    a body sent with a Content-Encoding (gzip, ...)    415  before the body is read
+    bodies held over --max-buffered-bytes, or one
+      client address's share of it                     503  with Retry-After: --body-timeout
+    large answers not yet taken by their clients over
+      --max-buffered-bytes (one alone always fits)     503  with Retry-After: --send-timeout
+    the queue full                                     429  with Retry-After
+    no or a wrong key with --api-key                   401
+    a method the path does not take                    405  naming the one it takes
+Under /v1/ the body also carries OpenAI's {"error": {"message", "type", "param", "code"}} so its clients
+show the message, with OpenAI's statuses: an invalid request is 400 (not 422), and `code` is OpenAI's
+string (context_length_exceeded, invalid_api_key, rate_limit_exceeded) or null, never the status.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import BertscopeError, InputTooLong
+from .tei_bodies import too_many_digits
+from .tickets import QueueFull, ShuttingDown
+from .validation import not_json, readable
+from .wording import as_fields, body_model
+
+__all__ = [
+    "TEI_PATHS",
+    "TooManyInputs",
+    "OverBudget",
+    "AnswerTooLarge",
+    "EmptyInputs",
+    "add_error_handlers",
+    "error_response",
+    "unreadable_body",
+]
+
+# text-embeddings-inference's routes: errors there carry TEI's body, {"error", "error_type"}.
+TEI_PATHS = frozenset({"/", "/embed", "/embed_all", "/similarity", "/tokenize", "/decode", "/info"})
+# TEI's error_type for each status (its router's ErrorType -> StatusCode, read backwards).
+# TEI writes the variant names as they are: "Validation", "Empty", ...
+_TEI_TYPES = {400: "Validation", 424: "Backend", 429: "Overloaded", 503: "Unhealthy", 500: "Backend"}
+
+
+class TooManyInputs(Exception):
+    """A request has more inputs than one request may carry."""
+
+
+class OverBudget(Exception):
+    """A request runs more tokens (x layers kept) than --max-request-tokens: 413 on every route."""
+
+
+class AnswerTooLarge(Exception):
+    """An answer would hold more numbers than --max-answer-floats: 413 on every route, TEI's included."""
+
+
+class EmptyInputs(Exception):
+    """A TEI route got an empty batch: TEI answers 400 with error_type "Empty"."""
+
+
+# OpenAI's error type and code for a status (its API reference, "Error codes"); other codes are null.
+_OPENAI_TYPES = {401: "authentication_error", 429: "rate_limit_error"}
+_OPENAI_CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
+
+
+def error_response(
+    path: str,
+    status: int,
+    message: str,
+    *,
+    kind: str | None = None,
+    code: str | None = None,
+    headers: dict[str, str] | None = None,
+    tei_type: str | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    """A JSON error: {"detail": message}, plus OpenAI's error object under /v1/ and TEI's on TEI's paths.
+
+    Under /v1/ the status is OpenAI's: a request it cannot take is 400 (where bertscope's routes answer
+    422), and the error's `code` is `code` (OpenAI's string) or null, never the HTTP status."""
+    body: dict[str, Any] = {"detail": message, **extra}
+    if path.startswith("/v1/"):
+        status = 400 if status == 422 else status
+        kind = kind or _OPENAI_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+        code = code or _OPENAI_CODES.get(status)
+        body["error"] = {"message": message, "type": kind, "param": None, "code": code}
+    elif path in TEI_PATHS:
+        body["error"] = message
+        body["error_type"] = tei_type or _TEI_TYPES.get(status, "Validation")
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """Map bertscope and service errors to their 4xx (or 503) JSON answers."""
+
+    async def validation(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        wrong_type = not_json(request.headers.get("content-type"))
+        if wrong_type is not None and body_model(request) is not None:  # the body was never read as JSON
+            return error_response(request.url.path, 415, wrong_type)
+        message, errors, count = readable(list(exc.errors()), exc.body, body_model(request))
+        return error_response(request.url.path, 422, message, errors=errors, n_errors=count)
+
+    async def bertscope_error(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(request.url.path, 422, as_fields(str(exc), body_model(request)))
+
+    async def too_long(request: Request, exc: Exception) -> JSONResponse:
+        path = request.url.path
+        status, message = _too_long_answer(path, str(exc))
+        if message == str(exc):  # not the length's words (a pair's): the library's, in the route's fields
+            message = as_fields(message, body_model(request))
+        code = "context_length_exceeded" if status == 400 else None  # OpenAI's code for it, on /v1/
+        return error_response(path, status, message, kind="invalid_request_error", code=code)
+
+    async def too_many(request: Request, exc: Exception) -> JSONResponse:
+        # TEI answers a batch over max_client_batch_size with 422 (validation); bertscope's own routes, 413.
+        path = request.url.path
+        return error_response(path, 422 if path in TEI_PATHS else 413, str(exc))
+
+    async def over_budget(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(request.url.path, 413, str(exc), tei_type="Validation")
+
+    async def empty(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(request.url.path, 400, str(exc), tei_type="Empty")
+
+    async def queue_full(request: Request, exc: Exception) -> JSONResponse:
+        retry = str(getattr(exc, "retry_after", 1))
+        return error_response(
+            request.url.path, 429, str(exc), kind="rate_limit_error", headers={"Retry-After": retry}
+        )
+
+    async def shutting_down(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(
+            request.url.path, 503, str(exc), kind="server_error", headers={"Retry-After": "5"}
+        )
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        message = str(exc.detail)
+        if exc.status_code == 400:
+            # FastAPI's own words for a body it could not parse ("There was an error parsing the body")
+            # say nothing of the cause or the fix; the cause is the parser's exception.
+            message = unreadable_body(exc.__cause__)
+        elif exc.status_code == 405:
+            allowed = (exc.headers or {}).get("Allow", "")
+            message = (
+                f"method {request.method} is not allowed on {request.url.path}; send it as "
+                f"{_as_methods(allowed)}"
+            )
+        # TEI calls a body it cannot read a validation error; its 400 means an empty batch.
+        return error_response(
+            request.url.path,
+            exc.status_code,
+            message,
+            headers=dict(exc.headers or {}),
+            tei_type="Validation" if exc.status_code == 400 else None,
+        )
+
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, validation)
+    app.add_exception_handler(BertscopeError, bertscope_error)
+    app.add_exception_handler(InputTooLong, too_long)
+    app.add_exception_handler(TooManyInputs, too_many)
+    app.add_exception_handler(OverBudget, over_budget)
+    app.add_exception_handler(AnswerTooLarge, over_budget)
+    app.add_exception_handler(EmptyInputs, empty)
+    app.add_exception_handler(QueueFull, queue_full)
+    app.add_exception_handler(ShuttingDown, shutting_down)
+
+
+# The library's words for a text over the model's limit; each route adds the field that cuts it.
+_TOO_LONG = re.compile(r"^(?:text|input) (\d+) has (\d+) tokens but the model takes at most (\d+)")
+# TEI's routes cut with `truncate` (TEI's field); /similarity keeps it under `parameters`.
+_TEI_TRUNCATE = {"/similarity": '"parameters": {"truncate": true}'}
+# Routes that read one window of one text: `long` is truncate or error there, never window.
+_ONE_WINDOW = frozenset({"/anatomy", "/attention"})
+
+
+def unreadable_body(cause: BaseException | None) -> str:
+    """The one line for a body Python's JSON parser gave up on, by what stopped it (`cause`)."""
+    if isinstance(cause, RecursionError):
+        # valid JSON whose arrays or objects nest deeper than Python's parser goes
+        return "body: JSON nested too deeply (over about 1,000 levels of [ and {); send a flatter body"
+    if isinstance(cause, UnicodeDecodeError) or cause is None:
+        return "body: not UTF-8 JSON; send a JSON object encoded as UTF-8"
+    if isinstance(cause, ValueError) and "digits" in str(cause):
+        return too_many_digits()
+    return f"body: not read as JSON ({type(cause).__name__}: {cause}); send one JSON object"
+
+
+def _as_methods(allowed: str) -> str:
+    methods = [m.strip() for m in allowed.split(",") if m.strip() and m.strip() != "HEAD"]
+    return " or ".join(methods) or "another method"
+
+
+def _too_long_answer(path: str, message: str) -> tuple[int, str]:
+    """(status, message) for a text over the model's limit on `path`, naming the field that cuts it.
+
+    One rule on every route: an over-long input is refused unless the request asked for the cut, and
+    the refusal names that route's own field: OpenAI's 400 on /v1/ (OpenAI refuses input over the
+    context) with bertscope's `truncate` extension, TEI's `truncate: true` on TEI's routes, `long`
+    on bertscope's own. A pair (which is never cut) keeps the library's message.
+    """
+    found = _TOO_LONG.match(message)
+    if found is None:
+        return 422, message
+    index, count, limit = found.groups()
+    if path.startswith("/v1/"):
+        return 400, (
+            f"This model's maximum context length is {limit} tokens, however input {index} has {count} "
+            f'tokens; shorten it, or send "truncate": true (bertscope\'s extension; the openai client: '
+            f'extra_body={{"truncate": True}}) to cut it to {limit} tokens'
+        )
+    head = f"text {index} has {count} tokens but the model takes at most {limit}"
+    if path in TEI_PATHS:
+        field = _TEI_TRUNCATE.get(path, '"truncate": true')
+        return 422, f"{head}; send {field} to cut it to {limit} tokens (TEI's field), or shorten it"
+    window = "" if path in _ONE_WINDOW else ' or "long": "window" (overlapping windows)'
+    cut = '"long": "truncate" (drops the end, counted in n_dropped)'
+    return 422, f"{head}; send {cut}{window}, or shorten it"
