@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 
 class BodyLimits(Protocol):
-    """The limits a body is read under (guard.ServerSettings has them)."""
+    """The limits a body is read under (settings.ServerSettings has them)."""
 
     @property
     def max_body_bytes(self) -> int:

@@ -2,7 +2,7 @@
 
     doc = fit_openapi(get_openapi(...), model=model, settings=settings)
 
-`schemas` marks what depends on the served model or the service's settings with "x-fit"; this fills
+The schema modules mark what depends on the served model or the service's settings with "x-fit"; this fills
 each mark in: texts need a visible character, layers and heads are this model's, ids its vocabulary's,
 names those loaded, list lengths --max-inputs. Combinations the server refuses are written as `not`.
 What still depends on the data itself (a text over the model's limit with long=error, a word piece not in
@@ -116,7 +116,7 @@ def fit_openapi(doc: dict[str, Any], *, model: Model, settings: ServerSettings) 
 
 
 def _answer_schemas(paths: dict[str, Any], schemas: dict[str, Any]) -> None:
-    """The 200 schema of each route in `schemas.ANSWERS` that writes its JSON itself and names none."""
+    """The 200 schema of each route in `response_schemas.ANSWERS` writing its own JSON and naming none."""
     ref = "#/components/schemas/{model}"
     empty = []
     for (method, path), model in ANSWERS.items():

@@ -3,7 +3,7 @@
 (SageMaker's health probe).
 
 bertscope's own, richer answers (layers, pooling, spec, n_dropped) live under `/v2/`. Errors on these
-paths carry TEI's body, `{"error", "error_type"}` (see `guard.error_response`).
+paths carry TEI's body, `{"error", "error_type"}` (see `error_answers.error_response`).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ reads 3.0 as a float and serde's usize and u32 visitors take no float: "invalid 
 integer includes 3.0, and the schema fuzz test (tests/test_server.py) holds the service to its document.
 An unknown field: TEI ignores it (its request types do not deny unknown fields), the service refuses it
 (422), so a misspelt option is reported instead of silently ignored; on /v1/embeddings, as OpenAI and TEI,
-it ignores it, except bertscope's own fields that change the vectors (`schemas.ELSEWHERE`: a 422).
+it ignores it, except bertscope's own fields that change the vectors (`openai_schemas.ELSEWHERE`: a 422).
 """
 
 from __future__ import annotations
