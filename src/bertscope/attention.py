@@ -53,6 +53,7 @@ def attention_layer(model: Encoder, layer: int, *, head: int | None = None) -> i
     """The index (0..L-1) of attention layer `layer` (1..L, negative from the end) into `attentions`'
     first axis, once `layer` and `head` are the model's; refused in one line from its config, before any
     forward (or load)."""
+    _refuse_static(model)
     n_layers = model.n_layers
     if (
         isinstance(layer, bool)
@@ -77,6 +78,7 @@ def attention_of(
     `tokens`: the text already tokenized with `long` (the service counts them first), not tokenized again.
     A cut is counted in the tokens' n_dropped, not said (`attentions` says it).
     """
+    _refuse_static(model)
     if not one_text_or_pair(text):
         raise InvalidInput("attentions takes one text or one (A, B) pair (a tuple of two strings)")
     if LongText.parse(long, what="long-text policy") is LongText.WINDOW:
@@ -96,6 +98,13 @@ def attention_of(
             "its attention implementation does not report weights"
         )
     return tokens, np.stack([w[0] for w in weights]).astype(np.float32, copy=False)
+
+
+def _refuse_static(model: Any) -> None:
+    """A static model (rows, no layers) refused in its own one line: there is no attention to read."""
+    refusal = getattr(model, "refusal", None)  # StaticModel's; an Encoder has none
+    if model.n_layers == 0 and callable(refusal):
+        raise refusal("attention")
 
 
 def _graph_session(model: Encoder) -> Any:

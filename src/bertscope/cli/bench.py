@@ -47,6 +47,10 @@ def bench(
     """
     from ..backends.modes import compare_modes
     from ..backends.onnx import calibration_texts
+    from ..static_model import is_model2vec, load_static
+
+    if is_model2vec(model):  # rows and no forward: no mode to time or drift
+        raise load_static(model).refusal("bench (each fast mode of the forward against float32)")
 
     # int8_fused as int8-fused: the spelling --quantize takes names the same mode (Quantize.parse's rule)
     names = [name.strip().lower().replace("_", "-") for name in modes.split(",") if name.strip()]

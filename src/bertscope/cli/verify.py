@@ -244,6 +244,7 @@ def _verify_model(
 ) -> int:
     from ..verify import check_fingerprint, compare_to_reference, read_fingerprint, save_fingerprint
     from ..verify.fingerprint import canary_texts
+    from ..verify.settings import is_static
 
     if against is not None:
         if sample is not None:
@@ -255,6 +256,13 @@ def _verify_model(
         return 0 if check.ok else 1
     texts = _sample(sample, lines) if sample is not None else []
     loaded = _load(model, run)
+    if save is not None and not texts and min_cosine is None and is_static(loaded):
+        # no forward to compare with (compare_to_reference refuses one, naming --save): its fingerprint alone
+        made = save_fingerprint(loaded, save)
+        warn(f"fingerprint {made['id']} of a static model written to {save}", label="saved:", style="green")
+        if as_json:
+            emit_json(made)
+        return 0
     result = compare_to_reference(loaded, [*canary_texts(loaded), *texts], min_cosine=min_cosine)
     if save is not None:
         made = save_fingerprint(loaded, save)

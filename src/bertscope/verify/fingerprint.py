@@ -7,6 +7,10 @@ token count and a hash of every id read. Compared within `CANARY_RTOL` (relative
 the same float32 model gives the same fingerprint on any runtime, thread count or machine (their
 differences stay below 1e-6), while a weight moved by 1e-4 or stored in float16 moves the canaries by
 more than 3e-4. The `id` hashes the settings and files only: equal ids, the same model set up alike.
+
+A static model (a model2vec folder) has one layer, its rows: its canaries are the mean of each text's rows
+(its sentence vector before normalize), so a row that moved is caught as a moved weight is. It has no
+Hugging Face forward to compare with (`compare_to_reference` refuses it): a fingerprint is its check.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import numpy as np
 
 from ..core.fingerprint_facts import fingerprint_id, store_fingerprint
 from ..errors import InvalidInput, TruncatedTextsWarning
-from .settings import environment, file_hashes, flatten, is_lossy, lossy_floor, vector_settings
+from .settings import environment, file_hashes, flatten, is_lossy, is_static, lossy_floor, vector_settings
 
 __all__ = [
     "CANARY_RTOL", "DIRECTIONS", "FORMAT", "Difference", "FingerprintCheck", "canary_texts",
@@ -77,7 +81,8 @@ def canary_texts(model: Any) -> list[str]:
 
     sentences = calibration_texts()
     joined = " ".join(sentences)
-    repeats = model.max_positions // max(1, len(joined.split())) + 1
+    limit = model.max_tokens if is_static(model) else model.max_positions  # a static model's cut
+    repeats = limit // max(1, len(joined.split())) + 1
     return [*sentences, " ".join([joined] * repeats)]
 
 
@@ -214,9 +219,13 @@ def _canaries(model: Any) -> dict[str, Any]:
     tokens = model.tokenize(texts)
     with warnings.catch_warnings():  # one canary runs past the model's limit on purpose: not the user's cut
         warnings.simplefilter("ignore", TruncatedTextsWarning)
-        found = model.embed_tokens(texts, layers="all", combine="concat")
-    n_layers = model.n_layers + 1
-    means = np.stack([e.vectors.reshape(len(e.tokens), n_layers, -1).mean(axis=0) for e in found])
+        if is_static(model):  # one layer, the rows: the mean of each text's rows is its sentence vector
+            means = model.embed(texts, normalize=False).vectors[:, None, :]  # (texts, 1, d)
+        else:
+            found = model.embed_tokens(texts, layers="all", combine="concat")
+            n_layers = model.n_layers + 1
+            means = np.stack([e.vectors.reshape(len(e.tokens), n_layers, -1).mean(axis=0) for e in found])
+    n_layers = means.shape[1]
     projected = means.astype(np.float64) @ _directions(means.shape[-1])  # (texts, layers, DIRECTIONS)
     ids = json.dumps([list(t.ids) for t in tokens])
     return {

@@ -21,11 +21,11 @@ from ..backends.exact import EXACT_ATOL
 from ..core._enums import Combine, Pooling
 from ..core.layers import combine_layers
 from ..core.pooling import pool_sentences
-from ..errors import TruncatedTextsWarning
+from ..errors import InvalidSpec, TruncatedTextsWarning
 from .drift import pairwise_cosines
-from .settings import environment, is_lossy, lossy_floor, vector_settings, weights_dtype
+from .settings import environment, is_lossy, is_static, lossy_floor, vector_settings, weights_dtype
 
-__all__ = ["LayerDrift", "Verification", "compare_to_reference", "reference_states"]
+__all__ = ["LayerDrift", "Verification", "compare_to_reference", "reference_states", "static_refusal"]
 
 # Texts per reference forward, sorted by length: a pad is masked out exactly, so only the last bits move.
 _REFERENCE_BATCH = 16
@@ -99,6 +99,15 @@ def reference_states(model: Any, texts: Sequence[str]) -> tuple[list[list[int]],
     return ids, states
 
 
+def static_refusal(model: Any) -> InvalidSpec:
+    """The one line for a static model asked to match a forward it has not got, and its check instead."""
+    return InvalidSpec(
+        f"{model.source} is a static model (model2vec): there is no Hugging Face forward to verify it "
+        "against (nor --sample or --min-cosine); fingerprint it with `bertscope verify --save FILE` "
+        "(save_fingerprint) and check it with `--against FILE` (check_fingerprint), or a store with --store"
+    )
+
+
 def compare_to_reference(
     model: Any, texts: Sequence[str], *, min_cosine: float | None = None
 ) -> Verification:
@@ -106,6 +115,8 @@ def compare_to_reference(
 
     `min_cosine` is a lossy mode's floor where given (default: fast mode's bound, else 0.999).
     """
+    if is_static(model):
+        raise static_refusal(model)
     start = time.perf_counter()
     texts = list(texts)
     tokens = model.tokenize(texts)

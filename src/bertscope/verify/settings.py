@@ -23,8 +23,8 @@ from ..core.fingerprint_facts import (
 )
 
 __all__ = [
-    "LOSSY_FLOOR", "STORE_FLOORS", "environment", "file_hashes", "flatten", "is_lossy", "lossy_floor",
-    "store_floor", "vector_settings", "weights_dtype",
+    "LOSSY_FLOOR", "STORE_FLOORS", "environment", "file_hashes", "flatten", "is_lossy", "is_static",
+    "lossy_floor", "store_floor", "vector_settings", "weights_dtype",
 ]  # fmt: skip
 
 # The min cosine to float32 a lossy mode asked without `mode="fast"` is held to (fast's default bound).
@@ -60,12 +60,22 @@ def environment(model: Any) -> dict[str, Any]:
 
 
 def attention_implementation(model: Any) -> str | None:
-    """transformers' attention kernel where torch runs; the exported graph's (eager) otherwise."""
+    """transformers' attention kernel where torch runs; the exported graph's (eager) otherwise; None for a
+    static model (no attention)."""
+    if is_static(model):
+        return None
     if model.info().backend != "torch":
         return "eager (exported graph)"
     if model.light:
         return None
     return getattr(model.hf_model.config, "_attn_implementation", None)
+
+
+def is_static(model: Any) -> bool:
+    """Whether `model` is a static model (a model2vec folder: rows, no layers, no forward to run)."""
+    from ..static_model import StaticModel
+
+    return isinstance(model, StaticModel)
 
 
 def is_lossy(settings: dict[str, Any]) -> bool:
