@@ -73,3 +73,64 @@ def test_a_checkpoint_without_a_pooler_has_no_pooler(tiny_dirs: dict[str, Path],
     assert not model.engine.has_pooler
     with pytest.raises(BertscopeError, match="pooler"):
         model.embed("a cat", pooling="pooler")
+
+
+def _add_weight(folder: Path, name: str, rows: int = 127, width: int = 8) -> None:
+    """Write one more weight into the folder's checkpoint, as an older checkpoint holds it."""
+    import torch
+
+    weights = load_file(folder / "model.safetensors")
+    weights[name] = torch.randn(rows, width)
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize("backend", ["auto", "torch"])
+def test_relative_position_keys_are_refused_by_their_config_value(
+    tiny_dirs: dict[str, Path], tmp_path: Path, backend: str
+) -> None:
+    """transformers 5 no longer runs BERT's relative_key(_query) attention: it drops the trained
+    distance_embedding weights and answers with absolute positions alone, silently another model."""
+    folder = _variant(tiny_dirs, tmp_path, "bert", position_embedding_type="relative_key_query")
+    _add_weight(folder, "encoder.layer.0.attention.self.distance_embedding.weight")
+    with pytest.raises(ModelLoadError, match="position_embedding_type=relative_key_query") as caught:
+        bertscope.load(folder, device="cpu", backend=backend)
+    assert "\n" not in str(caught.value) and "position_embedding_type=absolute" in str(caught.value)
+
+
+@pytest.mark.parametrize("backend", ["auto", "torch"])
+def test_encoder_weights_transformers_drops_are_refused(
+    tiny_dirs: dict[str, Path], tmp_path: Path, backend: str, cache: Path
+) -> None:
+    """Weights of the encoder's own modules that transformers drops as unexpected (a setting it no longer
+    reads) are refused, on the light path too (where the PyTorch module is first loaded to export)."""
+    folder = tmp_path / "bert"
+    shutil.copytree(tiny_dirs["bert"], folder)
+    _add_weight(folder, "encoder.layer.1.attention.self.distance_embedding.weight")
+    with pytest.raises(ModelLoadError, match=r"distance_embedding\.weight.*builds no place"):
+        bertscope.load(folder, device="cpu", backend=backend).embed("a cat")
+
+
+def test_a_heads_weights_are_not_the_encoders(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
+    """A masked-LM checkpoint's head (`cls.`) is unexpected for the bare encoder, and harmless."""
+    folder = tmp_path / "bert"
+    shutil.copytree(tiny_dirs["bert"], folder)
+    _add_weight(folder, "cls.predictions.transform.dense.weight", 32, 32)
+    assert bertscope.load(folder, device="cpu", backend="torch").embed("a cat").vectors.shape == (1, 32)
+
+
+@pytest.mark.parametrize(("family", "backend"), [("bert", "auto"), ("bert", "torch"), ("electra", "torch")])
+def test_no_segment_rows_where_the_layer_reads_one_is_refused(
+    tiny_dirs: dict[str, Path], tmp_path: Path, family: str, backend: str
+) -> None:
+    """type_vocab_size=0 on a family whose embedding layer adds a segment row to every token: no forward
+    can run; a one-line refusal at load, not torch's index_select traceback at the first text."""
+    folder = _variant(tiny_dirs, tmp_path, family, type_vocab_size=0)
+    with pytest.raises(ModelLoadError, match="type_vocab_size=0") as caught:
+        bertscope.load(folder, device="cpu", backend=backend).embed("a cat")
+    assert "\n" not in str(caught.value)
+
+
+def test_no_segment_rows_where_the_table_is_optional_runs(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
+    """DeBERTa-v2 builds no segment table at type_vocab_size=0 (GTE too): it runs."""
+    folder = _variant(tiny_dirs, tmp_path, "deberta-v2", type_vocab_size=0)
+    assert bertscope.load(folder, device="cpu", backend="torch").embed("a cat").vectors.shape == (1, 32)

@@ -135,7 +135,7 @@ def _decompose_light(
     """The embedding layer taken apart with NumPy from the folder's weights (no PyTorch module)."""
     family = model.family
     ids_np, types_np, mask_np = batch
-    position_ids = family.position_id_array(ids_np, model.pad_id)
+    position_ids = family.position_id_array(ids_np, family.position_pad(config))
     word = weights.word[ids_np]
     steps: dict[str, np.ndarray | None] = {"word": word}
     steps["position"] = weights.position[position_ids] if weights.position is not None else None
@@ -179,7 +179,7 @@ def _decompose_torch(
     ids = torch.from_numpy(ids_np).to(model.device)
     mask = torch.from_numpy(mask_np).to(model.device)
     types = torch.from_numpy(types_np).to(model.device)
-    position_ids = family.position_ids(ids, model.pad_id)
+    position_ids = family.position_ids(ids, family.position_pad(hf.config))
     with torch.inference_mode():
         word = parts.word(ids)
         steps: dict[str, torch.Tensor | None] = {"word": word}

@@ -347,6 +347,7 @@ def anatomy(
     error = a.max_abs_error
     if as_json:
         emit_json(a.to_dict())
+        _exit_if_proof_fails(error)
         return
     table = Table(title=f"embedding layer of {text!r}: the norm of each step's vector")
     shown = [s for s in steps if not (s == "encoder_input" and "projection" in a.lacks)]
@@ -381,6 +382,17 @@ def anatomy(
         out.print(note)
     if pair is not None and not any(a.tokens.type_ids):
         err.print(pair_note(m))
+    _exit_if_proof_fails(error)
+
+
+def _exit_if_proof_fails(error: float) -> None:
+    """Exit 1 where the rebuild misses the model's own layer 0: the anatomy shown is not the model's."""
+    if not error < 1e-5:  # NaN fails too
+        err.print(
+            f"error: the parts rebuild the model's layer 0 only to {error:.2e} (not < 1e-5), so this anatomy "
+            "is not the model's own; please report it with the model's config.json"
+        )
+        raise typer.Exit(1)
 
 
 def _token_id(item: str) -> int:

@@ -97,6 +97,7 @@ class Encoder:
             self.pad_id: int = view.pad_id
             self.max_positions = view.max_positions
             backend = view.tokenizer
+            input_names = view.tokenizer_config.get("model_input_names")
             info = view.info() or {}
             facts = _facts(
                 info["layers"], info["hidden_size"], info["vocab_size"], view.has_pooler,
@@ -108,6 +109,7 @@ class Encoder:
             self.pad_id = int(pad if pad is not None else hf_model.config.pad_token_id or 0)
             self.max_positions = self._usable_positions()
             backend = loaded.tokenizer.backend_tokenizer
+            input_names = loaded.tokenizer.init_kwargs.get("model_input_names")
             word = self.family.parts(hf_model).word
             has_pooler = self.family.pooler(hf_model) is not None
             config = hf_model.config
@@ -116,7 +118,10 @@ class Encoder:
                 getattr(config, "type_vocab_size", None),
             )  # fmt: skip
         self.max_tokens = self._token_limit(max_tokens)
-        self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens)
+        # model_input_names written in tokenizer_config.json without token_type_ids: transformers' tokenizer
+        # gives none, and the model reads segment 0 for every token (a pair's B too)
+        types = not isinstance(input_names, list) or "token_type_ids" in input_names
+        self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens, token_types=types)
         # The fixed cost of a forward (`call_tokens`) stays the one measured at the base budget: the budget
         # sweeps that chose the thread-scaled CPU budget changed the budget alone (bench/budget_sweep.py).
         base_budget = CUDA_TOKEN_BUDGET if self.device_type == "cuda" else CPU_TOKEN_BUDGET
@@ -201,8 +206,8 @@ class Encoder:
 
     def _usable_positions(self) -> int:
         positions = int(getattr(self.hf_model.config, "max_position_embeddings", 512))
-        if self.family.positions_after_padding:
-            positions -= self.pad_id + 1
+        if self.family.positions_after_padding:  # counted from the config's pad id, as the model counts
+            positions -= self.family.position_pad(self.hf_model.config) + 1
         tokenizer_max = int(getattr(self.loaded.tokenizer, "model_max_length", positions) or positions)
         return min(positions, tokenizer_max)
 

@@ -82,6 +82,12 @@ class Family:
     # (core/pooler_weights.py; weights of another shape leave it to the module); None: AutoModel builds no
     # pooler, whatever the weights hold (tests/test_light_pooler.py holds both against transformers)
     pooler_layout: PoolerLayout | None = None
+    # The padding_idx RoBERTa-style position ids count from where the family fixes it whatever the config
+    # says (MPNetEmbeddings: 1); None: the config's pad_token_id (RoBERTa, XLM-R, CamemBERT), as transformers
+    position_pad_fixed: int | None = None
+    # Whether type_vocab_size 0 builds no token-type table (DeBERTa-v2, GTE); the others build one of 0 rows
+    # and look a row up for every token, which no forward can do
+    type_rows_optional: bool = False
 
     @property
     def builds_pooler(self) -> bool:
@@ -106,7 +112,31 @@ class Family:
 
     def unsupported(self, config: Any) -> str | None:
         """Why bertscope cannot run `config` (a config or its dict) as the model's own code says, or None."""
+        kind = _setting(config, "position_embedding_type")
+        if kind in _DROPPED_POSITION_KINDS:
+            return (
+                f"its config asks for position_embedding_type={kind}, which transformers 5 no longer runs "
+                "(it would drop the trained distance_embedding weights and answer with absolute positions "
+                "alone, silently wrong); bertscope refuses it: use a checkpoint with "
+                "position_embedding_type=absolute"
+            )
+        if self.uses_token_types and not self.type_rows_optional and _setting(config, "type_vocab_size") == 0:
+            return (
+                f"its config has type_vocab_size=0, but the {self.name} embedding layer adds a segment "
+                "(token type) row to every token, from a table of 0 rows, so no forward can run "
+                "(transformers' own fails too); set type_vocab_size in config.json to the rows the "
+                "checkpoint was trained with"
+            )
         return None
+
+    def position_pad(self, config: Any) -> int:
+        """The id RoBERTa-style position ids count from (`padding_idx` of transformers' embedding layer): the
+        family's fixed one (MPNet: 1), else the config's pad_token_id (a config or its dict; 1 where unset,
+        as transformers' RoBERTa configs default), whatever the tokenizer pads with."""
+        if self.position_pad_fixed is not None:
+            return self.position_pad_fixed
+        pad = _setting(config, "pad_token_id")
+        return 1 if pad is None else int(pad)
 
     def parts(self, model: Any) -> EmbeddingParts:
         """The embedding-layer modules of `model` (the bare encoder, e.g. BertModel)."""
@@ -172,9 +202,10 @@ class Family:
         )  # a copy: broadcast views are read-only
 
     def position_id_array(self, input_ids: np.ndarray, pad_token_id: int | None) -> np.ndarray:
-        """`position_ids` for a NumPy (batch, tokens) array, without torch."""
+        """`position_ids` for a NumPy (batch, tokens) array, without torch; `pad_token_id` is `position_pad`
+        of the config (not the tokenizer's pad id, where the two differ)."""
         if self.positions_after_padding:
-            # RoBERTa-style: real tokens count from pad_token_id + 1, pads keep pad_token_id.
+            # RoBERTa-style: tokens other than the pad id count from pad + 1, the pad id keeps pad.
             pad = 1 if pad_token_id is None else pad_token_id
             real = (input_ids != pad).astype(np.int64)
             return np.cumsum(real, axis=1) * real + pad
@@ -226,6 +257,8 @@ class _Albert(Family):
         """ALBERT with several layers in a group reports a hidden state per inner layer (transformers 5:
         1 + layers x inner_group_num of them), which the layer numbering by num_hidden_layers would
         cut halfway through the network; released ALBERTs have one."""
+        if (why := super().unsupported(config)) is not None:
+            return why
         inner = config.get("inner_group_num", 1) if isinstance(config, dict) else config.inner_group_num
         if inner == 1:
             return None
@@ -250,6 +283,15 @@ class _Albert(Family):
             model.config.num_hidden_layers = full
 
 
+def _setting(config: Any, key: str) -> Any:
+    """`key` of a config or its dict (None where unset)."""
+    return config.get(key) if isinstance(config, dict) else getattr(config, key, None)
+
+
+# BERT's relative position keys (transformers 4), which no family of transformers 5 builds: such a config
+# loads, and its distance_embedding weights are dropped as unexpected
+_DROPPED_POSITION_KINDS = frozenset({"relative_key", "relative_key_query"})
+
 _FAMILIES: tuple[Family, ...] = (
     Family("bert", ("bert",), pooler_layout=_DENSE_TANH),
     Family("roberta", ("roberta", "camembert"), positions_after_padding=True, pooler_layout=_DENSE_TANH),
@@ -258,9 +300,14 @@ _FAMILIES: tuple[Family, ...] = (
     # AlbertModel: `pooler` (nn.Linear(hidden, hidden)) and `pooler_activation` (nn.Tanh()) over [:, 0]
     _Albert("albert", ("albert",), pooler_layout=PoolerLayout("pooler.weight", "pooler.bias")),
     Family("electra", ("electra",)),
-    Family("deberta-v2", ("deberta-v2",)),
+    Family("deberta-v2", ("deberta-v2",), type_rows_optional=True),
     Family(
-        "mpnet", ("mpnet",), positions_after_padding=True, uses_token_types=False, pooler_layout=_DENSE_TANH
+        "mpnet",
+        ("mpnet",),
+        positions_after_padding=True,
+        uses_token_types=False,
+        pooler_layout=_DENSE_TANH,
+        position_pad_fixed=1,
     ),
     # ModernBERT: word rows and a bias-free LayerNorm; its layers alternate global and local (sliding
     # window) attention, and the last hidden state is the final LayerNorm of the last layer's output.
@@ -276,7 +323,7 @@ _FAMILIES: tuple[Family, ...] = (
     ),
     # BERT's embedding layer without the position rows; rotary attention (GTE-en v1.5, Nomic BERT). GteModel
     # and NomicBertModel build no pooler (add_pooling_layer=False) even where the weights hold one.
-    Family("gte", ("gte",), layers_path="layers", rotary=True),
+    Family("gte", ("gte",), layers_path="layers", rotary=True, type_rows_optional=True),
     Family("nomic_bert", ("nomic_bert",), layers_path="layers", rotary=True),
     Family("roformer", ("roformer",), rotary=True),
     # Jina embeddings v3 as transformers ports it: XLM-R's embedding layer without position rows; the task

@@ -34,6 +34,7 @@ from .safetensors_header import FloatRows, Stored, float32_tensor, safetensors_t
 # Kept importable from here (core/loading.py reads them so); their home is st_settings.py.
 from .st_settings import (
     SentenceTransformersSettings,
+    lowercase_first,
     pooling_config,
     pooling_modes,
     sentence_transformers_settings,
@@ -186,6 +187,8 @@ class FolderView:
         )
         if view._tokenizer is None:
             return None  # transformers builds its tokenizer otherwise than written here: only a load can
+        if st.lower_case:  # sentence_bert_config.json's do_lower_case, as sentence-transformers reads it
+            lowercase_first(view._tokenizer)
         return view
 
     @property
@@ -227,8 +230,8 @@ class FolderView:
     def max_positions(self) -> int:
         """Positions a text may use: the model's (less RoBERTa's padding offset) and the tokenizer's limit."""
         positions = int(self.config.get("max_position_embeddings", 512))
-        if self.family.positions_after_padding:
-            positions -= self.pad_id + 1
+        if self.family.positions_after_padding:  # counted from the config's pad id, as the model counts
+            positions -= self.family.position_pad(self.config) + 1
         tokenizer_max = _model_max_length(self.tokenizer_config)
         return min(positions, int(tokenizer_max)) if tokenizer_max else positions
 
@@ -247,7 +250,9 @@ class FolderView:
         """The tokenizer as `Model` runs it: no truncation or padding from tokenizer.json, our limit."""
         from .tokens import TextTokenizer
 
-        return TextTokenizer(self.tokenizer, max_tokens=self.max_tokens)
+        names = self.tokenizer_config.get("model_input_names")  # as Encoder reads them
+        types = not isinstance(names, list) or "token_type_ids" in names
+        return TextTokenizer(self.tokenizer, max_tokens=self.max_tokens, token_types=types)
 
     def tokenize(self, texts: Sequence[Any]) -> list[Tokens]:
         """Tokens of each text or (A, B) pair, cut to `max_tokens` as `Model.tokenize` cuts them."""

@@ -33,6 +33,7 @@ from .folder import (
     pooling_config,
     sentence_transformers_settings,
 )
+from .st_settings import lowercase_first
 
 if TYPE_CHECKING:
     import torch
@@ -68,6 +69,7 @@ class Loaded:
     st_unsupported: str | None = None
     trust_remote_code: bool = False
     view: FolderView | None = None  # the folder read without torch, where it was opened light
+    st_lower_case: bool = False  # sentence_bert_config.json's do_lower_case: every tokenizer lowercases first
 
     @property
     def model(self) -> Any:
@@ -86,7 +88,10 @@ class Loaded:
 
             assert self.path is not None
             _quiet(transformers)
-            self.hf_tokenizer = transformers.AutoTokenizer.from_pretrained(str(self.path))
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(self.path))
+            if self.st_lower_case:
+                lowercase_first(tokenizer.backend_tokenizer)
+            self.hf_tokenizer = tokenizer
         return self.hf_tokenizer
 
     @property
@@ -106,9 +111,12 @@ class Loaded:
         # loaded: transformers' tokenizer only if something asks for it (`tokenizer`).
         _quiet(transformers)
         try:
-            module = transformers.AutoModel.from_pretrained(str(self.path), dtype=torch.float32)
+            module, loading = transformers.AutoModel.from_pretrained(
+                str(self.path), dtype=torch.float32, output_loading_info=True
+            )
         except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
             raise _not_loadable(self.source, self.path, exc) from None
+        _check_weights(self.source, module, loading)
         self.torch_model = module.eval()
         if fresh:  # a process that had transformers loaded paid for it before: nothing to say
             say_torch_loaded(time.perf_counter() - start)
@@ -136,7 +144,7 @@ def open_light(name: str | os.PathLike[str] | None) -> Loaded | None:
     st = sentence_transformers_settings(view.path)
     return Loaded(
         view.source, view.path, None, None, view.family, st.pooling, st.normalize, st.max_seq_length,
-        st.unsupported, False, view,
+        st.unsupported, False, view, st.lower_case,
     )  # fmt: skip
 
 
@@ -277,15 +285,30 @@ def load_parts(
         )
     model.eval().to(device)
     st = sentence_transformers_settings(path)
+    if st.lower_case:  # sentence_bert_config.json's do_lower_case, as sentence-transformers reads it
+        lowercase_first(tokenizer.backend_tokenizer)
     return Loaded(
         source, path, model, tokenizer, family, st.pooling, st.normalize, st.max_seq_length, st.unsupported,
-        trust_remote_code,
+        trust_remote_code, st_lower_case=st.lower_case,
     )  # fmt: skip
 
 
 def _check_weights(source: str, model: Any, loading: dict[str, Any]) -> None:
     """Refuse a checkpoint that leaves weights out (transformers would fill them with random values, and
-    every load would answer differently); a missing pooler only means the model has none."""
+    every load would answer differently) or holds weights of the encoder that transformers drops (a
+    setting it no longer reads: the model would run without them); a missing pooler only means the model
+    has none, and a head's weights (`cls.`, a classifier) are not the encoder's."""
+    dropped = _dropped_weights(model, loading.get("unexpected_keys") or ())
+    if dropped:
+        more = f" and {len(dropped) - 3} more" if len(dropped) > 3 else ""
+        import transformers
+
+        raise ModelLoadError(
+            f"{source}: the checkpoint holds {', '.join(dropped[:3])}{more}, which transformers "
+            f"{transformers.__version__} builds no place for from this config.json, so the model would run "
+            "without them (silently another model); bertscope refuses it: use a checkpoint whose config "
+            "matches its weights"
+        )
     missing = sorted(loading.get("missing_keys") or ())
     if missing and all(key.startswith("pooler.") for key in missing):
         model.pooler = None  # random, not trained: pooling="pooler" is refused as on a model without one
@@ -297,6 +320,20 @@ def _check_weights(source: str, model: Any, loading: dict[str, Any]) -> None:
             f"{source}: the weights leave out or misshape {', '.join(map(str, wrong[:3]))}{more}; the model "
             "would run them at random values (another answer at every load): copy the whole checkpoint"
         )
+
+
+def _dropped_weights(model: Any, unexpected: Any) -> list[str]:
+    """The unexpected keys of a load that belong to a module the encoder runs (its embeddings, layers,
+    norms), after the head model's prefix (`bert.`); a pooler the family does not build (GTE) and a
+    head's weights are left to it."""
+    prefix = f"{getattr(model, 'base_model_prefix', '') or ''}."
+    runs = {name for name, _ in model.named_children()} - {"pooler"}
+    found = []
+    for key in sorted(map(str, unexpected)):
+        bare = key.removeprefix(prefix) if prefix != "." else key
+        if bare.split(".", 1)[0] in runs:
+            found.append(key)
+    return found
 
 
 def _quiet(transformers: Any) -> None:

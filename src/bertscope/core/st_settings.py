@@ -1,8 +1,10 @@
 """A sentence-transformers folder's own sentence pipeline, read from its files without torch.
 
 modules.json names the modules; a Pooling module's config.json says its mode (`pooling_mode` from v5, the
-legacy `pooling_mode_*` booleans before); sentence_bert_config.json the max length. Which of those modes
-bertscope can redo is the pooling table's fact (`PoolingRule.st_mode`, core/pooling.py), not this file's.
+legacy `pooling_mode_*` booleans before); sentence_bert_config.json the max length and whether texts are
+lowercased before tokenizing (`do_lower_case`, done by `lowercase_first` as sentence-transformers does it).
+Which of those modes bertscope can redo is the pooling table's fact (`PoolingRule.st_mode`,
+core/pooling.py), not this file's.
 """
 
 from __future__ import annotations
@@ -10,13 +12,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .pooling import POOLING_RULES
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 __all__ = [
     "ST_POOLING_MODES",
     "SentenceTransformersSettings",
+    "lowercase_first",
     "pooling_config",
     "pooling_modes",
     "sentence_transformers_settings",
@@ -45,6 +51,27 @@ class SentenceTransformersSettings:
     normalize: bool = False
     max_seq_length: int | None = None
     unsupported: str | None = None  # why pooling='auto' cannot reproduce the folder's pipeline
+    lower_case: bool = False  # sentence_bert_config.json's do_lower_case: lowercase every text first
+
+
+def lowercase_first(backend: Tokenizer) -> None:
+    """Lowercase every text before `backend`'s own normalizer, in place, as sentence-transformers' Transformer
+    module does for `do_lower_case` (a Lowercase normalizer put first, unless one is there already): the
+    offsets still point into the text as given."""
+    from tokenizers.normalizers import Lowercase
+    from tokenizers.normalizers import Sequence as NormalizerSequence
+
+    normalizer = backend.normalizer
+    if isinstance(normalizer, Lowercase):
+        return
+    if isinstance(normalizer, NormalizerSequence) and any(isinstance(n, Lowercase) for n in normalizer):  # type: ignore[attr-defined]
+        return
+    parts: list[Any] = [Lowercase()]
+    if isinstance(normalizer, NormalizerSequence):
+        parts += list(normalizer)  # type: ignore[call-overload]  # a Sequence iterates its normalizers
+    elif normalizer is not None:
+        parts.append(normalizer)
+    backend.normalizer = NormalizerSequence(parts)
 
 
 def pooling_config(pooling: str, width: int) -> dict[str, Any]:
@@ -83,8 +110,7 @@ def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSet
             pooling = ST_POOLING_MODES[modes[0]]
         elif modes:
             unsupported = unsupported or f"its Pooling module asks for {' + '.join(modes)}"
-    max_len = None
     st_config = path / "sentence_bert_config.json"
-    if st_config.exists():
-        max_len = json.loads(st_config.read_text()).get("max_seq_length")
-    return SentenceTransformersSettings(pooling, normalize, max_len, unsupported)
+    settings = json.loads(st_config.read_text()) if st_config.exists() else {}
+    max_len, lower = settings.get("max_seq_length"), bool(settings.get("do_lower_case"))
+    return SentenceTransformersSettings(pooling, normalize, max_len, unsupported, lower)

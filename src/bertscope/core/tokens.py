@@ -368,8 +368,11 @@ class TextTokenizer:
     whole text, in memory bounded by a piece rather than by the text.
     """
 
-    def __init__(self, backend: RustTokenizer, *, max_tokens: int) -> None:
+    def __init__(self, backend: RustTokenizer, *, max_tokens: int, token_types: bool = True) -> None:
         self.backend = copy.deepcopy(backend)
+        # False: the tokenizer's model_input_names leave token_type_ids out (transformers' tokenizer gives
+        # none, so the model reads segment 0 everywhere): a pair's B is segment 0 here too
+        self.token_types = token_types
         self.backend.no_truncation()
         self.backend.no_padding()
         self.backend.encode_special_tokens = True
@@ -381,7 +384,7 @@ class TextTokenizer:
         if any(isinstance(t, tuple) for t in texts):
             self.check_pairs()
         return [
-            _tokens(text, enc)
+            _tokens(text, enc, self.token_types)
             for text, enc in zip(texts, self.backend.encode_batch(list(texts)), strict=True)
         ]
 
@@ -402,7 +405,7 @@ class TextTokenizer:
         if self._cuts is None:
             return self.fit(self.encode([text])[0], long, index=index)
         head, total = head_and_count(self.backend, self._cuts, text, max_tokens=self.max_tokens)
-        tokens = _tokens(text, head)
+        tokens = _tokens(text, head, self.token_types)
         if long is LongText.ERROR and total > len(tokens):
             raise self._too_long(index, total)
         fitted = self.fit(tokens, long, index=index)
@@ -504,7 +507,7 @@ class TextTokenizer:
         )
 
 
-def _tokens(text: Text, enc: Encoding) -> Tokens:
+def _tokens(text: Text, enc: Encoding, types: bool = True) -> Tokens:
     # Each Encoding attribute is already a fresh list (offsets of tuples), so it is taken as it is: a
     # second copy of every field cost 43 ms against 35 ms for 2,400 texts, where a whole float16 embed
     # on a GPU takes about 160 ms (bench/profile_gpu.py on an H200's host).
@@ -518,7 +521,7 @@ def _tokens(text: Text, enc: Encoding) -> Tokens:
         offsets=enc.offsets,
         word_ids=enc.word_ids,
         special_mask=list(map(bool, enc.special_tokens_mask)),
-        type_ids=enc.type_ids,
+        type_ids=enc.type_ids if types else [0] * len(enc.ids),
     )
 
 
