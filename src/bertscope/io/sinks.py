@@ -337,7 +337,7 @@ class NpySink(_PartsSink):
 
     def _checked_sum(self, part: Path) -> int:
         """The checksum of a part's vectors, refused when they do not match the one saved with them."""
-        block = np.load(part, mmap_mode="r")
+        block = _load_part(part)
         found = checksum(block)
         wanted = _marker(part).get("embedding")
         if wanted is not None and found != wanted:
@@ -368,7 +368,7 @@ class NpySink(_PartsSink):
 
     def finish(self) -> list[Path]:
         """Join the parts into one .npy (streamed through a memory map) and write labels and settings."""
-        blocks = [np.load(p, mmap_mode="r") for p in self.files]
+        blocks = [_load_part(p) for p in self.files]
         batches = []
         shapes = {b.shape[1:] for b in blocks}
         shape = shapes.pop() if shapes else (0,)
@@ -499,6 +499,18 @@ def _removed_on_failure(path: Path) -> Iterator[None]:
     except BaseException:
         path.unlink(missing_ok=True)
         raise
+
+
+def _load_part(part: Path) -> np.ndarray:
+    """A saved .npy part, memory-mapped; the one-line `corrupt` error where it is not a whole .npy file
+    (cut short by a full disk or a crash: "mmap length is greater than file size")."""
+    try:
+        return np.load(part, mmap_mode="r")
+    except (OSError, ValueError, EOFError) as exc:
+        problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CorpusError(
+            f"{part} is not a whole .npy file ({problem}): the file is corrupt; {_REDO}"
+        ) from None
 
 
 def _marker(part: Path) -> dict[str, Any]:
