@@ -143,6 +143,30 @@ def test_a_whole_export_in_a_cache_that_cannot_be_written_is_still_used(
     assert onnx.cached_export(path) == path
 
 
+@pytest.mark.parametrize("record", ["today's", "an older bertscope's (size and mtime)"])
+def test_an_export_edited_in_place_with_its_time_set_back_is_hashed_and_refused(
+    tmp_path: Path, record: str
+) -> None:
+    """Size and modification time kept (touch -r, cp -p, rsync --inplace) do not pass an edited export
+    unhashed: its change time moved, so it is hashed, found changed and made again."""
+    path = tmp_path / "model.onnx"
+    path.write_bytes(b"graph bytes")
+    stat = path.stat()
+    older = {"bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+    stamp = onnx.export_stamp(path) if record == "today's" else older
+    onnx.record_export(path, {"sha256": onnx.file_sha256(path), **stamp})
+    if record == "today's":
+        assert onnx.cached_export(path) == path
+    before = path.stat()
+    with path.open("r+b") as stream:  # one byte changed, the size kept
+        stream.write(b"G")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_mtime_ns == before.st_mtime_ns
+    notes: list[str] = []
+    assert onnx.cached_export(path, log=notes.append) is None
+    assert "does not match its recorded size and SHA-256" in notes[0]
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [

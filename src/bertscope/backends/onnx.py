@@ -28,7 +28,7 @@ from ..core._enums import Backend, Quantize
 from ..core.cpu import cpu_threads
 from ..core.engine import Array, AskedStates, States, asked_states, placed
 from ..core.families import Family
-from ..core.fingerprint_facts import file_sha256
+from ..core.fingerprint_facts import file_identity, file_sha256
 from ..core.folder import read_json_object
 from ..core.loading import device_kind
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
@@ -275,17 +275,25 @@ def cached_export(path: Path, *, log: Callable[[str], None] | None = None) -> Pa
         return None
     about = _read_about(path)
     stat = path.stat()
-    if about.get("bytes") == stat.st_size and about.get("mtime_ns") == stat.st_mtime_ns:
+    # the change time and inode too, not the modification time alone: an in-place edit whose time is set
+    # back (touch -r, cp -p, rsync --inplace) keeps size and mtime, and would be read unhashed
+    if about.get("bytes") == stat.st_size and about.get("identity") == list(file_identity(stat)):
         return path
     if about.get("bytes") == stat.st_size and about.get("sha256") == file_sha256(path):
-        try:  # copied or touched, still whole: remember its new time, so it is not hashed again
-            record_export(path, {**about, "mtime_ns": stat.st_mtime_ns})
+        try:  # copied, touched or from an older record, still whole: remember it, so it is not hashed again
+            record_export(path, {**about, **export_stamp(path)})
         except OSError:  # a read-only cache: hashed again next time, never refused
             pass
         return path
     if log is not None:
         log(f"the cached export {path} does not match its recorded size and SHA-256; exporting it again")
     return None
+
+
+def export_stamp(path: Path) -> dict[str, Any]:
+    """What `cached_export` compares before trusting a file unhashed: its size and `file_identity`."""
+    stat = path.stat()
+    return {"bytes": stat.st_size, "identity": list(file_identity(stat))}
 
 
 def record_export(path: Path, about: dict[str, Any]) -> None:
@@ -352,9 +360,8 @@ def export_onnx(
                     attention_session=open_session if attentions else None,
                 )  # fmt: skip
                 # recorded after the file is in place: an export without its record is never trusted
-                stat = path.stat()
-                about.update(format=EXPORT_FORMAT, bytes=stat.st_size, sha256=file_sha256(path))
-                record_export(path, {**about, "mtime_ns": stat.st_mtime_ns})
+                about.update(format=EXPORT_FORMAT, sha256=file_sha256(path), **export_stamp(path))
+                record_export(path, about)
             except OSError as exc:
                 raise ExportNotWritten(
                     f"the ONNX export could not be written to {path.parent} ({exc.strerror or exc}); free "

@@ -56,7 +56,15 @@ from ..core.fingerprint_facts import file_sha256
 from ..core.folder import read_json_object
 from ..core.loading import device_kind
 from ..errors import BackendUnavailable, InvalidSpec
-from .onnx import cache_dir, cached_export, export_onnx, record_export, runtime_feed, writable_folder
+from .onnx import (
+    cache_dir,
+    cached_export,
+    export_onnx,
+    export_stamp,
+    record_export,
+    runtime_feed,
+    writable_folder,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -384,8 +392,8 @@ def _cached_ir(path: Path, make: Callable[[Any], Any], log: Callable[[str], None
 
 
 def _whole_ir(path: Path, log: Callable[[str], None] | None) -> bool:
-    """Whether the IR at `path` is whole: its bin as `onnx.cached_export` checks an export (the size, time
-    and SHA-256 recorded beside it, in `path` with .json), its xml by the size and SHA-256 recorded there too.
+    """Whether the IR at `path` is whole: its bin as `onnx.cached_export` checks an export (the size, file
+    identity and SHA-256 recorded beside it, in `path` with .json), its xml by the size and SHA-256 recorded there too.
 
     An IR without its record is made again; one that disagrees with it (a disk error, a copy cut short, an
     edit) is also named in one line on `log`.
@@ -413,10 +421,9 @@ def _save_ir(model: Any, path: Path) -> None:
         ov.save_model(model, str(staged), compress_to_fp16=False)
         os.replace(staged.with_suffix(".bin"), weights)
         os.replace(staged, path)
-    stat = weights.stat()
     record_export(weights, {
-        "format": IR_FORMAT, "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns,
-        "sha256": file_sha256(weights), "xml": {"bytes": path.stat().st_size, "sha256": file_sha256(path)},
+        "format": IR_FORMAT, **export_stamp(weights), "sha256": file_sha256(weights),
+        "xml": {"bytes": path.stat().st_size, "sha256": file_sha256(path)},
     })  # fmt: skip
 
 
