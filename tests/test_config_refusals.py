@@ -134,3 +134,19 @@ def test_no_segment_rows_where_the_table_is_optional_runs(tiny_dirs: dict[str, P
     """DeBERTa-v2 builds no segment table at type_vocab_size=0 (GTE too): it runs."""
     folder = _variant(tiny_dirs, tmp_path, "deberta-v2", type_vocab_size=0)
     assert bertscope.load(folder, device="cpu", backend="torch").embed("a cat").vectors.shape == (1, 32)
+
+
+def test_a_transformer_module_in_a_subfolder_is_named(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
+    """Older sentence-transformers wrote the Transformer module to 0_Transformer/: the refusal points there
+    rather than saying the folder is not a model."""
+    import json
+
+    folder = tmp_path / "st_old"
+    shutil.copytree(tiny_dirs["bert"], folder / "0_Transformer")
+    modules = [
+        {"idx": 0, "name": "0", "path": "0_Transformer", "type": "sentence_transformers.models.Transformer"}
+    ]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(ModelLoadError, match="0_Transformer") as caught:
+        bertscope.load(folder, device="cpu", backend="torch")
+    assert "\n" not in str(caught.value)

@@ -336,6 +336,19 @@ def _dropped_weights(model: Any, unexpected: Any) -> list[str]:
     return found
 
 
+def _nested_transformer(path: Path) -> str | None:
+    """The subfolder (`0_Transformer`) of a sentence-transformers folder's Transformer module, or None."""
+    try:
+        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for module in modules if isinstance(modules, list) else ():
+        inner = str(module.get("path") or "") if isinstance(module, dict) else ""
+        if str(module.get("type", "")).endswith("Transformer") and inner and (path / inner).is_dir():
+            return inner
+    return None
+
+
 def _quiet(transformers: Any) -> None:
     """transformers' warnings and progress bars off: bertscope says what matters in its own words."""
     transformers.utils.logging.set_verbosity_error()
@@ -394,6 +407,13 @@ def _not_loadable(source: str, path: Path | None, exc: Exception) -> ModelLoadEr
         return ModelLoadError(
             f"{named} is not a local folder and {why}. Download it where the hub is reachable "
             f"(`hf download {source} --local-dir DIR`), copy DIR here and {use}"
+        )
+    if not (path / "config.json").exists() and (inner := _nested_transformer(path)) is not None:
+        return ModelLoadError(
+            f"{source} is a sentence-transformers folder whose Transformer module sits in {inner}/ (an "
+            "older layout), which bertscope does not read as one model: load "
+            f"{path / inner} with the pooling and normalize its modules.json names, or save the model "
+            "again with sentence-transformers 3 or later"
         )
     if not (path / "config.json").exists():
         return ModelLoadError(
