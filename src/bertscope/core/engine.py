@@ -6,6 +6,7 @@ batches, selects layers or pools.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -113,6 +114,7 @@ class Engine:
         # CPU), or None where only the module's pooler is known (core/pooler_weights.py)
         self._light_pooler = light_pooler
         self._model: Any = None
+        self._opening = threading.Lock()  # one thread loads and warms the module, the others wait for it
         self.family = family
         self.tokenizer = tokenizer
         self.pad_id = pad_id
@@ -135,12 +137,15 @@ class Engine:
     def model(self) -> Any:
         """The PyTorch module (loaded on first use where the model was opened without it)."""
         if self._model is None:
-            self._model = self._torch_model()
-            # transformers installs its hidden-state hooks on the layers present at the first call; that
-            # call must see every layer, or a model first run with early stop records too few layers ever
-            # after.
-            tiny = np.full((1, 2), self.pad_id, dtype=np.int64)
-            self._torch_forward(tiny, np.zeros_like(tiny), np.ones_like(tiny), self.n_layers)
+            with self._opening:
+                if self._model is None:
+                    module = self._torch_model()
+                    # transformers installs its hidden-state hooks on the module of the first call; that call
+                    # must be the whole module, or a model first run with early stop records too few layers
+                    # ever after. Other threads see the module only once it is warm.
+                    tiny = np.full((1, 2), self.pad_id, dtype=np.int64)
+                    self._torch_forward(tiny, np.zeros_like(tiny), np.ones_like(tiny), self.n_layers, module)
+                    self._model = module
         return self._model
 
     @property
@@ -191,18 +196,24 @@ class Engine:
         self.model  # noqa: B018 - loads and warms the module on first use
         return self._torch_forward(ids, type_ids, mask, deepest)
 
-    def _torch_forward(self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int) -> Any:
+    def _torch_forward(
+        self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int, module: Any = None
+    ) -> Any:
+        """Torch's hidden states 0..deepest. The early stop runs a view of the module (`stopped_after`) and
+        never changes the module itself, so threads may share one Model, whatever layers each asks."""
         import torch
 
-        module = self._model
+        module = self._model if module is None else module
         inputs = {
             "input_ids": torch.from_numpy(ids).to(self.device),
             "attention_mask": torch.from_numpy(mask).to(self.device),
         }
         if self.family.uses_token_types:
             inputs["token_type_ids"] = torch.from_numpy(type_ids).to(self.device)
-        with torch.inference_mode(), self.family.stop_after(module, deepest):
-            out = module(**inputs, output_hidden_states=True, return_dict=True)
+        with torch.inference_mode():
+            out = self.family.stopped_after(module, deepest)(
+                **inputs, output_hidden_states=True, return_dict=True
+            )
         states = getattr(out, "hidden_states", None)
         if states is None:  # code shipped with a model (trust_remote_code) may not report them
             raise ModelLoadError(

@@ -9,8 +9,7 @@ turns queries and keys by their positions inside every attention layer).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -215,28 +214,23 @@ class Family:
         """The number of encoder layers (hidden states are this plus one)."""
         return int(model.config.num_hidden_layers)
 
-    @contextmanager
-    def stop_after(self, model: Any, n_layers: int) -> Iterator[None]:
-        """Run only the first `n_layers` encoder layers inside the block (at least one)."""
+    def stopped_after(self, model: Any, n_layers: int) -> Any:
+        """`model` running only its first `n_layers` encoder layers (at least one), for one forward.
+
+        A view: a copy of each module on the way to the layer list (and of the model, where a final norm
+        is skipped) sharing every weight, buffer and hook; `model` itself is never changed, so forwards on
+        it in other threads, early-stopped or not, run the whole network as they asked.
+        """
         n_layers = max(1, n_layers)
         if n_layers >= self.num_layers(model):
-            yield
-            return
+            return model
         from torch import nn
 
-        owner_path, _, attr = self.layers_path.rpartition(".")
-        owner = model.get_submodule(owner_path) if owner_path else model
-        full = getattr(owner, attr)
-        setattr(owner, attr, nn.ModuleList(list(full)[:n_layers]))
-        final = getattr(model, self.final_norm_attr) if self.final_norm_attr else None
-        if final is not None:
-            setattr(model, self.final_norm_attr, nn.Identity())  # type: ignore[arg-type]
-        try:
-            yield
-        finally:
-            setattr(owner, attr, full)
-            if final is not None:
-                setattr(model, self.final_norm_attr, final)  # type: ignore[arg-type]
+        full = model.get_submodule(self.layers_path)
+        swaps: dict[str, nn.Module] = {self.layers_path: nn.ModuleList(list(full)[:n_layers])}
+        if self.final_norm_attr is not None and getattr(model, self.final_norm_attr, None) is not None:
+            swaps[self.final_norm_attr] = nn.Identity()
+        return _view(model, swaps)
 
     def pooler(self, model: Any) -> PoolerFn | None:
         """The model's own trained pooler over the first token, or None if it has none."""
@@ -268,19 +262,44 @@ class _Albert(Family):
             "the model's output; only inner_group_num=1 (every released ALBERT) is supported"
         )
 
-    @contextmanager
-    def stop_after(self, model: Any, n_layers: int) -> Iterator[None]:
-        """Run only the first `n_layers` layer applications inside the block (at least one)."""
-        full = model.config.num_hidden_layers
+    def stopped_after(self, model: Any, n_layers: int) -> Any:
+        """`model` running only its first `n_layers` layer applications (at least one), for one forward: a
+        view whose encoder reads a copy of the config with fewer layers; `model` is never changed."""
+        import copy
+
         # The group index is i / (layers / groups): keep the spacing by leaving groups as they are.
-        if model.config.num_hidden_groups != 1 or n_layers >= full:
-            yield
-            return
-        model.config.num_hidden_layers = max(1, n_layers)
-        try:
-            yield
-        finally:
-            model.config.num_hidden_layers = full
+        if model.config.num_hidden_groups != 1 or n_layers >= model.config.num_hidden_layers:
+            return model
+        config = copy.copy(model.encoder.config)
+        config.num_hidden_layers = max(1, n_layers)
+        return _view(model, {}, settings={"encoder": {"config": config}})
+
+
+def _view(model: Any, swaps: dict[str, Any], settings: dict[str, dict[str, Any]] | None = None) -> Any:
+    """A shallow copy of `model` with the submodules at the dotted paths of `swaps` replaced and the plain
+    attributes of `settings` ({module path: {name: value}}) set, each on copies of the modules on the way
+    there; every other module, weight, buffer and hook is `model`'s own, and `model` is left as it was."""
+    copies: dict[str, Any] = {}
+
+    def copied(path: str) -> Any:
+        if path not in copies:
+            parent_path, _, name = path.rpartition(".")
+            original = model.get_submodule(path)
+            twin = object.__new__(type(original))
+            twin.__dict__.update(original.__dict__)
+            twin.__dict__["_modules"] = dict(original._modules)  # its own children, the same modules
+            copies[path] = twin
+            if path:
+                copied(parent_path)._modules[name] = twin
+        return copies[path]
+
+    copied("")
+    for path, module in swaps.items():
+        parent_path, _, name = path.rpartition(".")
+        copied(parent_path)._modules[name] = module
+    for path, values in (settings or {}).items():
+        copied(path).__dict__.update(values)
+    return copies[""]
 
 
 def _setting(config: Any, key: str) -> Any:
