@@ -130,6 +130,16 @@ def test_do_lower_case_is_honoured_as_sentence_transformers_does(
     assert tokens.ids == ids and tokens.offsets[1][0] == 0  # offsets still point into the text as given
 
 
+def test_verify_reads_the_reference_lowercased_as_the_model_does(tmp_path: Path) -> None:
+    """verify's reference (AutoTokenizer + AutoModel) lowercases a do_lower_case folder too: without it
+    the cased texts tokenize otherwise than the model and verify reports a drift that is not there."""
+    from bertscope.verify.reference import compare_to_reference
+
+    model = bertscope.load(_st_folder(tmp_path), device="cpu", backend="torch")
+    verification = compare_to_reference(model, TEXTS)
+    assert verification.ok, verification.problems
+
+
 def test_tokens_command_lowercases_as_the_model_does(tmp_path: Path) -> None:
     """`bertscope tokens` reads the folder without torch: the same lowercasing."""
     folder = _st_folder(tmp_path)

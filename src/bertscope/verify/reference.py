@@ -84,6 +84,10 @@ def reference_states(model: Any, texts: Sequence[str]) -> tuple[list[list[int]],
     remote = {"trust_remote_code": bool(model.loaded.trust_remote_code)}
     # bertscope reads "[SEP]" written in a text as characters, never as the special token
     tokenizer = AutoTokenizer.from_pretrained(target, split_special_tokens=True, **remote)
+    if getattr(model.loaded, "st_lower_case", False):  # do_lower_case, as sentence-transformers reads it
+        from ..core.st_settings import lowercase_first
+
+        lowercase_first(tokenizer.backend_tokenizer)
     hf = AutoModel.from_pretrained(target, dtype=torch.float32, **remote).eval()
     encoded = tokenizer(list(texts), truncation=True, max_length=model.max_tokens)
     ids: list[list[int]] = [list(row) for row in encoded["input_ids"]]
