@@ -57,6 +57,8 @@ def test_a_saved_static_fingerprint_holds_its_rows_canaries(saved: Path, static_
     assert made["canaries"]["tokens"][-1] == static_m2v.max_tokens  # type: ignore[attr-defined]
     assert made["environment"]["attention_implementation"] is None
     assert fingerprint(static_m2v)["id"] == made["id"]
+    # modules.json names the folder itself ("."): its config.json is listed once, by its own name
+    assert "config.json" in made["files"] and not any(name.startswith("./") for name in made["files"])
 
 
 def test_against_its_own_fingerprint_passes(saved: Path, m2v_folder: Path) -> None:

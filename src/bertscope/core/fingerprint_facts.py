@@ -94,8 +94,8 @@ def file_hashes(folder: str | Path | None) -> dict[str, str]:
         for module in listed if isinstance(listed, list) else []:
             sub = str(module.get("path", "")) if isinstance(module, dict) else ""
             if sub and (folder / sub / "config.json").is_file():
-                names.append(f"{sub}/config.json")
-    return {name: _file_sha(folder / name) for name in sorted(names)}
+                names.append(Path(sub, "config.json").as_posix())  # "." (model2vec's) is the folder's own
+    return {name: _file_sha(folder / name) for name in sorted(set(names))}
 
 
 def weights_dtype(folder: str | Path | None) -> str | None:
