@@ -19,7 +19,8 @@ import pytest
 
 import bertscope
 from bertscope.errors import CorpusError
-from bertscope.io.checksums import SETTINGS_KEY
+from bertscope.io import checksums
+from bertscope.io.checksums import ROW_CHECKS_KEY, SETTINGS_KEY
 from bertscope.io.sqlite_store import MIGRATIONS, row_checksums
 from bertscope.model import Model
 from bertscope.verify.store import NO_IDS_CHECKSUM, NO_ROW_CHECKSUMS, sample_rows, verify_store
@@ -84,9 +85,19 @@ def _swap_ids(db: sqlite3.Connection, a: int, b: int) -> None:
 
 
 def _to_schema_2(db: sqlite3.Connection) -> None:
-    """The store as a bertscope whose row checksums covered vectors only wrote it (no labels column)."""
+    """The store as a bertscope whose row checksums covered vectors only wrote it (no labels column, and
+    settings that do not say which row checksums were kept)."""
     db.execute("ALTER TABLE embeddings DROP COLUMN labels_checksum")
     db.execute("PRAGMA user_version = 2")
+    _unsay_row_checks(db)
+
+
+def _unsay_row_checks(db: sqlite3.Connection) -> None:
+    """The collection's settings sealed as a bertscope before settings said which row checksums its
+    writer kept sealed them (no `row_checks`, their digest computed without it)."""
+    (raw,) = db.execute("SELECT settings FROM collections").fetchone()
+    settings = {k: v for k, v in json.loads(raw).items() if k not in (SETTINGS_KEY, ROW_CHECKS_KEY)}
+    db.execute("UPDATE collections SET settings = ?", (json.dumps(checksums.sealed(settings)),))
 
 
 # Row checksums NULLed in a sealed collection: damaged, never "ok" ------------------------------------

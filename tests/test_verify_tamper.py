@@ -19,7 +19,7 @@ import pytest
 import bertscope
 from bertscope.errors import CorpusError
 from bertscope.io import checksums
-from bertscope.io.checksums import PARQUET_KEY, PARQUET_ROWS_KEY, SETTINGS_KEY
+from bertscope.io.checksums import PARQUET_KEY, PARQUET_ROWS_KEY, ROW_CHECKS_KEY, SETTINGS_KEY
 from bertscope.io.vector_files import stored_checksums
 from bertscope.model import Model
 from bertscope.verify.store import NO_IDS_CHECKSUM, NO_ROW_CHECKSUMS, sample_rows, verify_store
@@ -98,6 +98,23 @@ def _settings(npy: Path, edit: Callable[[dict[str, Any]], None]) -> None:
     settings_file.write_text(json.dumps(settings))
 
 
+def _unsay_row_checks(settings: dict[str, Any]) -> None:
+    """Settings (a .npy's, in place) as a bertscope before settings said which row checksums its writer
+    kept sealed them: no `row_checks`, their digest computed without it."""
+    settings.pop(ROW_CHECKS_KEY, None)
+    settings[SETTINGS_KEY] = checksums.settings_digest(
+        {k: v for k, v in settings.items() if k != "checksums"}
+    )
+
+
+def _older_settings(table: Any) -> Any:
+    """A Parquet table whose `bertscope` settings are sealed as before they said which row checksums
+    were kept."""
+    settings = json.loads(table.schema.metadata[b"bertscope"])
+    _unsay_row_checks(settings)
+    return table.replace_schema_metadata({b"bertscope": json.dumps(settings).encode()})
+
+
 # Checksums stripped from a sealed store: damaged, never "ok" ----------------------------------------
 
 
@@ -156,13 +173,16 @@ def test_a_store_written_before_ids_were_covered_verifies_with_a_note(
     def vectors_only(settings: dict[str, Any]) -> None:
         for batch in settings["checksums"]["batches"]:
             batch.pop("labels"), batch.pop("row_digests")
+        _unsay_row_checks(settings)
 
     _settings(store, vectors_only)
     ran = _verify(store, made, "--json")
     assert ran.code == 0 and json.loads(ran.stdout)["notes"] == [NO_IDS_CHECKSUM], ran
     parquet = _copy(made, "s.parquet", tmp_path)
     _rewrite_parquet(
-        parquet, lambda t: t, sums=lambda s: [(g.pop("id"), g.pop("text")) for g in s["row_groups"]]
+        parquet,
+        _older_settings,
+        sums=lambda s: [(g.pop("id"), g.pop("text")) for g in s["row_groups"]],
     )
     ran = _verify(parquet, made, "--json")
     assert ran.code == 0 and json.loads(ran.stdout)["notes"] == [NO_IDS_CHECKSUM], ran

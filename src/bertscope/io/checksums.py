@@ -60,6 +60,8 @@ __all__ = [
     "LABEL_COLUMNS",
     "PARQUET_KEY",
     "PARQUET_ROWS_KEY",
+    "ROW_CHECKS",
+    "ROW_CHECKS_KEY",
     "ROW_DIGEST_ROWS",
     "SETTINGS_KEY",
     "changed",
@@ -68,6 +70,7 @@ __all__ = [
     "column_values",
     "keeps_digests",
     "labels_checksum",
+    "row_checks",
     "row_digests",
     "row_labels",
     "vector_names",
@@ -106,6 +109,11 @@ ROW_DIGEST_ROWS = 1 << 21
 LABEL_COLUMNS = ("id", "text")
 # The key of a store's settings that holds their SHA-256 (hex), beside the settings it covers.
 SETTINGS_KEY = "settings_sha256"
+# The key of a store's sealed settings that says which row checksums its writer kept (a generation; a
+# store sealed before it says none and is read as before):
+#   1  every batch (SQLite: every row) keeps the checksums of its vectors and of its labels (ids, texts)
+ROW_CHECKS_KEY = "row_checks"
+ROW_CHECKS = 1  # the generation this bertscope writes
 
 T = TypeVar("T")
 
@@ -322,6 +330,13 @@ def settings_digest(settings: Mapping[str, Any]) -> str:
     plain = json.loads(json.dumps({k: v for k, v in settings.items() if k != SETTINGS_KEY}))
     text = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def row_checks(settings: Mapping[str, Any]) -> int:
+    """The generation of row checksums a store's settings say its writer kept (`ROW_CHECKS_KEY`; 0 where
+    they say none: written before stores said it)."""
+    found = settings.get(ROW_CHECKS_KEY)
+    return found if isinstance(found, int) and not isinstance(found, bool) else 0
 
 
 def sealed(settings: Mapping[str, Any]) -> dict[str, Any]:

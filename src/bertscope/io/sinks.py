@@ -30,6 +30,8 @@ from .checksums import (
     ALGORITHM,
     MISMATCH,
     NOT_FINITE,
+    ROW_CHECKS,
+    ROW_CHECKS_KEY,
     checksum,
     corrupt,
     keeps_digests,
@@ -391,7 +393,7 @@ class NpySink(_PartsSink):
         os.replace(labels.with_name(labels.name + ".tmp"), labels)
         sums = {"algorithm": ALGORITHM, "batches": batches}
         # the settings' digest leaves the row checksums out: they are checked against the rows themselves
-        settings = sealed({**self.settings, "dimension": int(shape[-1])})
+        settings = sealed({**self.settings, "dimension": int(shape[-1]), ROW_CHECKS_KEY: ROW_CHECKS})
         _atomic_write_text(
             self.path.with_suffix(".settings.json"), json.dumps({**settings, "checksums": sums}, indent=2)
         )
@@ -400,10 +402,10 @@ class NpySink(_PartsSink):
 
 
 def with_settings(table: Any, settings: dict[str, Any]) -> Any:
-    """The table with the job's settings (and its vector width) in the schema metadata, with their
-    digest (`checksums.sealed`)."""
+    """The table with the job's settings (its vector width and the row checksums kept beside them) in the
+    schema metadata, with their digest (`checksums.sealed`)."""
     widths = [f.type.list_size for f in table.schema if _is_vector(f.type)]
-    stored = sealed({**settings, "dimension": widths[0] if widths else 0})
+    stored = sealed({**settings, "dimension": widths[0] if widths else 0, ROW_CHECKS_KEY: ROW_CHECKS})
     meta = {PARQUET_META_KEY: json.dumps(stored).encode()}
     return table.replace_schema_metadata(meta)
 

@@ -31,12 +31,15 @@ from ..errors import CorpusError
 from .checksums import (
     MISMATCH,
     NOT_FINITE,
+    ROW_CHECKS,
+    ROW_CHECKS_KEY,
     checksum,
     corrupt,
     labels_checksum,
     non_finite,
     rebuild_hint,
     refuse_non_finite,
+    row_checks,
     sealed,
     unsealed,
 )
@@ -306,8 +309,13 @@ class SqliteSink(Sink):
         row = self.db.execute(
             "SELECT model, settings FROM collections WHERE name = ?", (collection,)
         ).fetchone()
+        # The row checksums this collection's rows keep (`checksums.ROW_CHECKS_KEY`): a collection goes on
+        # with its own generation, so that every row of it is read by one rule.
+        self.generation = ROW_CHECKS
         if row is not None:
             stored = unsealed(json.loads(row[1]))[0]
+            self.generation = row_checks(stored)
+            stored.pop(ROW_CHECKS_KEY, None)
             if settings_differ(stored, settings):
                 raise CorpusError(
                     f"collection {collection!r} in {path} was made with other settings "
@@ -400,7 +408,9 @@ class SqliteSink(Sink):
                         (
                             self.collection,
                             str(self.settings.get("model")),
-                            json.dumps(sealed(self.settings), sort_keys=True),
+                            json.dumps(
+                                sealed({**self.settings, ROW_CHECKS_KEY: self.generation}), sort_keys=True
+                            ),
                             int(vectors.shape[1]),
                             datetime.now(timezone.utc).isoformat(timespec="seconds"),
                         ),

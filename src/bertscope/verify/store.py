@@ -43,7 +43,7 @@ import numpy as np
 from ..core.post import PostProcessor, as_post
 from ..core.spec import EmbedOptions, PostArg, resolve
 from ..errors import CorpusError, InvalidInput
-from ..io.checksums import ChecksumMismatch, changed, rebuild_hint, settings_edited
+from ..io.checksums import ChecksumMismatch, changed, rebuild_hint, row_checks, settings_edited
 from ..io.formats import Format
 from ..io.parquet_checked import CheckedParquet
 from ..io.sqlite_store import changed_rows, row_checksums
@@ -205,12 +205,22 @@ def refuse_edited_settings(opened: Store) -> None:
     hint = rebuild_hint(opened.path, opened.collection)
     if opened.settings_match is False:
         raise settings_edited(_settings_where(opened), hint)
-    if opened.settings_match and _row_checksums(opened) is None:
+    if not opened.settings_match:
+        return
+    found = _row_checksums(opened)
+    if found is None:
         where, how = _CHECKSUMS_WHERE[opened.rules.format]
         raise CorpusError(
             f"{_store_where(opened)}: its rows' checksums are missing ({where}), though its settings carry "
             f"theirs, so a bertscope that writes them made it: it was {how}, and its rows cannot be "
             f"proven; use the file as bertscope wrote it, or {hint}"
+        )
+    if row_checks(opened.settings) >= 1 and not found["labels_checked"]:
+        raise CorpusError(
+            f"{_store_where(opened)}: the checksums of its rows' ids and texts are missing "
+            f"({_LABELS_WHERE[opened.rules.format]}), though its settings say the bertscope that wrote it "
+            "kept them: they were stripped by an edit, so its ids and texts cannot be proven; use the file "
+            f"as bertscope wrote it, or {hint}"
         )
 
 
@@ -220,6 +230,14 @@ _CHECKSUMS_WHERE = {
     Format.PARQUET: ("no `bertscope.checksums` in its metadata", _RESAVED),
     Format.NPY: ('no "checksums" in its .settings.json', _RESAVED),
     Format.SQLITE: ("NULL in its rows' `checksum` column", "copied by another tool or edited"),
+}
+
+
+# Where a format keeps the checksums of its rows' ids and texts, for the error when they are missing.
+_LABELS_WHERE = {
+    Format.PARQUET: 'no "id" in the row groups of its `bertscope.checksums`',
+    Format.NPY: 'no "labels" in the batches of the "checksums" in its .settings.json',
+    Format.SQLITE: "NULL in its rows' `labels_checksum` column",
 }
 
 

@@ -1,0 +1,101 @@
+"""`verify --store` on stores whose sealed settings say which row checksums their writer kept
+(`row_checks`): checksums stripped from such a store are damage (exit 2, naming what was stripped), not
+an older store with a note; rows moved with their checksums, and rows deleted or duplicated with their
+checksum entries, are found too. Stores sealed before settings said it keep their notes
+(tests/test_verify_tamper.py, tests/test_verify_sqlite_tamper.py)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import bertscope
+from bertscope.io.checksums import ROW_CHECKS, ROW_CHECKS_KEY, row_checks
+from bertscope.io.stores import open_store
+from bertscope.model import Model
+from bertscope.verify.store import sample_rows
+from test_verify_tamper import _one_line_error, _rewrite_parquet, _settings, _verify
+
+TEXTS = [f"sentence number {n} about a cat on a mat" for n in range(12)]
+BATCH = 4  # three stored batches of four rows
+SEED = 3
+(SAMPLED,) = sample_rows(len(TEXTS), 1, seed=SEED).tolist()  # the one row a 1-row sample reads
+OUTSIDE = [r for r in range(len(TEXTS)) if r // BATCH != SAMPLED // BATCH]  # rows of the other batches
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory, bundled: Model) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("row_checks")
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    paths = {"corpus": corpus}
+    for name in ("s.npy", "s.parquet", "s.db"):
+        bertscope.embed_corpus(corpus, folder / name, model=bundled, progress=False, batch_size=BATCH)
+        paths[name] = folder / name
+    return paths
+
+
+def _copy(made: dict[str, Path], name: str, to: Path) -> Path:
+    source = made[name]
+    for path in source.parent.glob(f"{source.stem}.*"):
+        shutil.copyfile(path, to / path.name)
+    return to / source.name
+
+
+def _sql(store: Path, *statements: tuple[str, tuple[Any, ...]]) -> None:
+    with closing(sqlite3.connect(store)) as db, db:
+        for statement, values in statements:
+            db.execute(statement, values)
+
+
+@pytest.mark.parametrize("name", ["s.npy", "s.parquet", "s.db"])
+def test_every_store_says_which_row_checksums_it_keeps(made: dict[str, Path], name: str) -> None:
+    opened = open_store(made[name])
+    assert (
+        opened.settings_match and row_checks(opened.settings) == ROW_CHECKS == opened.settings[ROW_CHECKS_KEY]
+    )
+    ran = _verify(made[name], made, "--json")
+    assert ran.code == 0 and json.loads(ran.stdout)["notes"] == [], ran
+
+
+# Label checksums stripped from a store whose settings say they were kept: damaged --------------------
+
+
+def test_sqlite_labels_checksums_nulled_are_damage(made: dict[str, Path], tmp_path: Path) -> None:
+    """The audit's case: every labels_checksum NULLed, then an id outside the sample edited."""
+    store = _copy(made, "s.db", tmp_path)
+    row = OUTSIDE[0]
+    _sql(
+        store,
+        ("UPDATE embeddings SET labels_checksum = NULL", ()),
+        ("UPDATE embeddings SET id = '999x' WHERE id = ?", (str(row + 1),)),
+    )
+    line = _one_line_error(_verify(store, made), "collection 'default' in", "s.db")
+    assert "checksums of its rows' ids and texts are missing" in line
+    assert "NULL in its rows' `labels_checksum` column" in line and "stripped by an edit" in line
+
+
+def test_npy_labels_checksums_removed_are_damage(made: dict[str, Path], tmp_path: Path) -> None:
+    store = _copy(made, "s.npy", tmp_path)
+    _settings(store, lambda s: [b.pop("labels") for b in s["checksums"]["batches"]])
+    ids = store.with_suffix(".ids.txt")
+    lines = ids.read_text().splitlines(keepends=True)
+    lines[OUTSIDE[0]] = "999x\n"
+    ids.write_text("".join(lines))
+    line = _one_line_error(_verify(store, made), "s.npy", "stripped by an edit")
+    assert 'no "labels" in the batches of the "checksums" in its .settings.json' in line
+
+
+def test_parquet_labels_checksums_removed_are_damage(made: dict[str, Path], tmp_path: Path) -> None:
+    store = _copy(made, "s.parquet", tmp_path)
+    _rewrite_parquet(
+        store, lambda t: t, sums=lambda s: [(g.pop("id"), g.pop("text")) for g in s["row_groups"]]
+    )
+    line = _one_line_error(_verify(store, made), "s.parquet", "stripped by an edit")
+    assert 'no "id" in the row groups of its `bertscope.checksums`' in line
