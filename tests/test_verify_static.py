@@ -15,6 +15,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 import bertscope
+from bertscope.errors import InvalidSpec
 from bertscope.verify import check_fingerprint, fingerprint, verify_model
 from console import run_main
 
@@ -87,3 +88,12 @@ def test_a_moved_row_is_drift_exit_1(saved: Path, m2v_folder: Path, tmp_path: Pa
 def test_the_library_refuses_the_reference_check_in_one_line(static_m2v: object) -> None:
     with pytest.raises(bertscope.InvalidSpec, match=r"static model \(model2vec\).*save_fingerprint"):
         verify_model(static_m2v)
+
+
+def test_the_static_models_own_verify_checks_a_fingerprint_and_refuses_without_one(
+    saved: Path, static_m2v: object
+) -> None:
+    check = static_m2v.verify(against=saved)  # type: ignore[attr-defined]
+    assert check.ok, check
+    with pytest.raises(InvalidSpec, match="no Hugging Face forward to verify it against"):
+        static_m2v.verify()  # type: ignore[attr-defined]

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
     from .core.spec import RecipeKeywords
+    from .verify.fingerprint import FingerprintCheck
 
 __all__ = ["StaticModel", "is_model2vec", "load_static"]
 
@@ -422,6 +423,17 @@ class StaticModel:
         """Write the rows of `items` (default: every row) as word2vec, npy, parquet or projector."""
         return _static.export(self, path, format, items=items)
 
+    def verify(self, *, against: dict[str, Any] | str | Path | None = None) -> FingerprintCheck:
+        """Each difference from a fingerprint (a dict or file from `bertscope.verify.save_fingerprint`):
+        its files and its rows' canaries. Without `against`, refused in one line: a static model has no
+        Hugging Face forward to be compared with."""
+        from .verify import check_fingerprint
+        from .verify.reference import static_refusal
+
+        if against is None:
+            raise static_refusal(self)
+        return check_fingerprint(self, against)
+
     # Refused: a static model has no layers -------------------------------------------------------
     # Only at run time: a type checker sees no such methods, so `load(...)` (Model | StaticModel) needs
     # narrowing to Model before them.
@@ -442,7 +454,6 @@ class StaticModel:
         baseline = _refused("a baseline of random pairs")
         static_from_corpus = _refused("contextual vectors aggregated over a corpus")
         static_decontextualized = _refused("decontextualised vectors")
-        verify = _refused("verify against the Hugging Face forward")
         token_vectors = _refused("token vectors")
         structural_probe = _refused("structural probes")
         batch = _refused("a padded batch for a forward (batch)")

@@ -72,10 +72,10 @@ def attention_implementation(model: Any) -> str | None:
 
 
 def is_static(model: Any) -> bool:
-    """Whether `model` is a static model (a model2vec folder: rows, no layers, no forward to run)."""
-    from ..static_model import StaticModel
+    """Whether `model` is a static model (a model2vec folder: rows, no layers, no forward to run).
 
-    return isinstance(model, StaticModel)
+    Read from the class's own family name, not by importing StaticModel: its `verify` reads this module."""
+    return getattr(type(model), "family_name", None) == "model2vec"
 
 
 def is_lossy(settings: dict[str, Any]) -> bool:
