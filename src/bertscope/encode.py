@@ -15,7 +15,7 @@ sentence-transformers truncates at max_seq_length, with a `TruncatedTextsWarning
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
 import numpy as np
@@ -66,6 +66,10 @@ def encode(
     if unsupported:
         raise _unsupported(next(iter(unsupported)))
     _check(model, batch_size, output_value, precision, device, truncate_dim)
+    _check_flags(
+        show_progress_bar=show_progress_bar, convert_to_numpy=convert_to_numpy,
+        convert_to_tensor=convert_to_tensor, normalize_embeddings=normalize_embeddings,
+    )  # fmt: skip
     single = isinstance(sentences, str)
     texts = [sentences] if single else _as_list(sentences)
     # The model's own prompts (and its default one) apply as in sentence-transformers, its tokens kept.
@@ -191,6 +195,14 @@ def _check(
         )
 
 
+def _check_flags(**flags: object) -> None:
+    """Refuse a flag that is not a bool (show_progress_bar may be None, its default): "no" and "0" are
+    truthy, and a silent normalize_embeddings or tensor output would be wrong, as `embed(normalize=)` says."""
+    for name, flag in flags.items():
+        if not (isinstance(flag, (bool, np.bool_)) or (flag is None and name == "show_progress_bar")):
+            raise InvalidSpec(f"{name} must be True or False, not {flag!r}")
+
+
 def warn_truncated(n_dropped: Sequence[int] | np.ndarray, max_tokens: int, instead: str) -> None:
     """`say_truncated` for per-text counts of dropped tokens (n_texts,): truncation as sentence-transformers
     does it at max_seq_length, never in silence; `instead` says what keeps all."""
@@ -229,6 +241,12 @@ def _device_index(device: Any) -> int | None:
 def _as_list(sentences: Any) -> list[str]:
     if isinstance(sentences, np.ndarray):
         return [str(s) for s in sentences.tolist()]
+    if isinstance(sentences, (Set, Mapping)):  # rows in an order the caller never chose, or a dict's keys
+        kind = "dict" if isinstance(sentences, Mapping) else "set"
+        raise InvalidInput(
+            f"encode takes a str or a list of str, not a {kind}: a {kind}'s order is not one you chose, "
+            "and the rows come back in input order; pass a list (sorted(...) or list(d.values()))"
+        )
     try:
         return list(sentences)
     except TypeError:

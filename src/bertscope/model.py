@@ -84,7 +84,8 @@ def load(
     size in tokens (default 1,024 to 8,192 on a CPU by its threads, 65,536 on CUDA): speed and memory,
     never the vectors. `threads`: CPU threads for the whole process, not this model alone: torch's (or
     OMP_NUM_THREADS before torch loads) and every runtime of every model loaded after, until another
-    `load(threads=)`; default torch's own (OMP_NUM_THREADS, else the physical cores).
+    `load(threads=)`; at most this machine's CPUs; default torch's own (OMP_NUM_THREADS, else the
+    physical cores).
 
     `backend` is "torch", "onnxruntime" (CPU, float32 or int8; exported once and cached), "openvino"
     (below) or "auto": the exact default below for float32, onnxruntime for `quantize="int8"`, torch for
@@ -104,6 +105,13 @@ def load(
     transformers' own option does; without it such a folder is refused, never run as another class.
     """
     _check_counts(threads=threads, max_tokens=max_tokens, token_budget=token_budget)
+    if threads is not None:
+        _check_threads(threads)
+    if isinstance(name, str) and not name.strip():
+        raise InvalidSpec(
+            f"the model name {name!r} is empty: leave it out (or pass None) for the bundled model, or name a "
+            "folder (such as '.') or a hub id"
+        )
     name = model_name(name)
     if is_model2vec(name):  # a static model (what `bertscope distill` writes): rows, no layers, no forward
         if threads is not None:  # process-wide, as for any other model (its ONNX or OpenVINO runtime)
@@ -193,6 +201,17 @@ def _check_counts(**counts: int | None) -> None:
             whole_number(value, name)
 
 
+def _check_threads(threads: int) -> None:
+    """Refuse more threads than the CPUs this process may run on, as `--threads` does: more cannot run
+    at once, and each new count is a new runtime measurement (minutes at a count in the hundreds; ONNX
+    Runtime refuses a count past 2**31 with a traceback), so a typo is refused, not timed."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cpus = cpus or 1
+    if threads > cpus:
+        word = "CPU" if cpus == 1 else "CPUs"
+        raise InvalidSpec(f"threads={threads}, but this machine has {cpus} {word}; give at most {cpus}")
+
+
 def refuse_unread_options(
     *,
     backend: Backend | str,
@@ -237,7 +256,11 @@ def refuse_unread_options(
 
 
 class Model(ResearchMethods):
-    """A BERT-family encoder and every embedding it makes: static, anatomy, per layer, pooled."""
+    """A BERT-family encoder and every embedding it makes: static, anatomy, per layer, pooled.
+
+    One Model may serve several threads at once, on any runtime: a forward that stops at an early layer
+    runs a view of the PyTorch module and never changes the module, so calls asking different layers
+    together get what each would get alone."""
 
     def use_openvino(self, precision: str = "float32", *, calibration: Sequence[str] | None = None) -> None:
         """Run every forward on OpenVINO from now on: precision float32, bfloat16, int8 or int8_static."""

@@ -23,6 +23,10 @@ def parse_layers(spec: LayerSpec, n_layers: int) -> tuple[int, ...]:
     """Absolute hidden-state indices (0..n_layers) selected by `spec` for a model of n_layers layers."""
     count = n_layers + 1
     allowed = f"layers are 0..{n_layers} (or -1..-{count}); specs look like -1, 0, 6, -4:, 1:4, 0,6, all"
+    if isinstance(spec, np.integer):  # a layer picked by np.argmax over a sweep, say
+        spec = int(spec)
+    elif isinstance(spec, np.ndarray) and spec.ndim == 1 and np.issubdtype(spec.dtype, np.integer):
+        spec = [int(i) for i in spec]
     if isinstance(spec, int) and not isinstance(spec, bool):
         parts: list[str] = [str(spec)]
     elif isinstance(spec, str):

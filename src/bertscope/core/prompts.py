@@ -49,6 +49,16 @@ class Prompts:
 
         `prompt=""` asks for no prompt even where the model has a default.
         """
+        if prompt is not None and not isinstance(prompt, str):
+            raise InvalidSpec(
+                f"prompt must be a str (the text put before each text, such as 'query: '), "
+                f"not a {type(prompt).__name__}: {prompt!r}"
+            )
+        if prompt_name is not None and not isinstance(prompt_name, str):
+            raise InvalidSpec(
+                f"prompt_name must be a str (the name of one of the model's prompts, such as 'query'), "
+                f"not a {type(prompt_name).__name__}: {prompt_name!r}"
+            )
         if prompt_name is not None and prompt is not None:
             raise InvalidSpec("give prompt_name or prompt, not both (prompt is the text itself)")
         if prompt is not None:
