@@ -163,3 +163,29 @@ def test_the_module_is_shared_only_once_warm(tiny_dirs: dict[str, Path]) -> None
     assert seen["locked while loading"]
     assert seen["calls"] == 1
     assert engine.model is module
+
+
+def test_the_view_runs_only_the_layers_asked(tiny_models: dict[str, bertscope.Model]) -> None:
+    """Stopping early still saves the later layers' work: a torch forward to layer 1 runs one layer."""
+    runs: list[str] = []
+    checked = []
+    for family, model in tiny_models.items():
+        if not isinstance(model, bertscope.Model) or model.engine.n_layers < 2:
+            continue
+        engine = model.engine
+        module = engine.model
+        path = "encoder.albert_layer_groups" if family == "albert" else engine.family.layers_path
+        handles = [
+            layer.register_forward_hook(lambda *_: runs.append("")) for layer in module.get_submodule(path)
+        ]
+        try:
+            ids = np.array([[5, 6, 7]], dtype=np.int64) % engine.vocab_rows
+            for deepest in (1, engine.n_layers):
+                runs.clear()
+                engine._torch_forward(ids, np.zeros_like(ids), np.ones_like(ids), deepest)
+                assert len(runs) == deepest, family
+        finally:
+            for handle in handles:
+                handle.remove()
+        checked.append(family)
+    assert {"bert", "albert", "modernbert"} <= set(checked)
