@@ -109,8 +109,8 @@ def load(
         _check_threads(threads)
     if isinstance(name, str) and not name.strip():
         raise InvalidSpec(
-            f"the model name {name!r} is empty: leave it out (or pass None) for the bundled model, or name a "
-            "folder (such as '.') or a hub id"
+            f"the model name {name!r} is empty: leave it out for the bundled model, or name a folder "
+            "(such as '.') or a hub id"
         )
     name = model_name(name)
     if is_model2vec(name):  # a static model (what `bertscope distill` writes): rows, no layers, no forward
