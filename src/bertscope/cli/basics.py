@@ -268,7 +268,9 @@ def static(
 
         on_ray = corpus is not None and Engine.parse(engine, what="engine") is Engine.RAY
         where = "cpu" if on_ray else device
-        m = load_model(model, device=where, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+        # --threads on Ray is each actor's CPUs (on machines of their own), not the driver's
+        here = None if on_ray else threads
+        m = load_model(model, device=where, dtype=dtype, backend=backend, quantize=quantize, threads=here)
     if corpus is not None:
         if items:
             raise InvalidInput("--corpus aggregates every corpus word; name no pieces with it")
