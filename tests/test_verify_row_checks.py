@@ -13,13 +13,23 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 import bertscope
-from bertscope.io.checksums import ROW_CHECKS, ROW_CHECKS_KEY, row_checks
+from bertscope.io.checksums import (
+    ROW_CHECKS,
+    ROW_CHECKS_KEY,
+    SETTINGS_KEY,
+    labels_checksum,
+    row_checks,
+    sealed,
+)
 from bertscope.io.stores import open_store
 from bertscope.model import Model
 from bertscope.verify.store import sample_rows
+from console import run_main
 from test_verify_tamper import _one_line_error, _rewrite_parquet, _settings, _verify
 
 TEXTS = [f"sentence number {n} about a cat on a mat" for n in range(12)]
@@ -99,3 +109,83 @@ def test_parquet_labels_checksums_removed_are_damage(made: dict[str, Path], tmp_
     )
     line = _one_line_error(_verify(store, made), "s.parquet", "stripped by an edit")
     assert 'no "id" in the row groups of its `bertscope.checksums`' in line
+
+
+# A vector moved to another row with its checksum: found ----------------------------------------------
+
+
+def _swap_vectors(store: Path, a: int, b: int) -> None:
+    """Rows a and b's vectors swapped: in SQLite with each row's own vector checksum (nothing computed
+    again), in a .npy matrix and a Parquet column in place (their checksums are their batches')."""
+    if store.suffix == ".db":
+        with closing(sqlite3.connect(store)) as db, db:
+            select = "SELECT embedding, checksum FROM embeddings WHERE id = ?"
+            (va, sa), (vb, sb) = (db.execute(select, (str(r + 1),)).fetchone() for r in (a, b))
+            update = "UPDATE embeddings SET embedding = ?, checksum = ? WHERE id = ?"
+            db.execute(update, (vb, sb, str(a + 1)))
+            db.execute(update, (va, sa, str(b + 1)))
+    elif store.suffix == ".npy":
+        matrix = np.load(store, mmap_mode="r+")
+        matrix[[a, b]] = matrix[[b, a]]
+        matrix.flush()
+        del matrix
+    else:
+
+        def swapped(table: Any) -> Any:
+            order = list(range(table.num_rows))
+            order[a], order[b] = b, a
+            column = table.column("embedding").take(pa.array(order))
+            return table.set_column(table.schema.get_field_index("embedding"), "embedding", column)
+
+        _rewrite_parquet(store, swapped)
+
+
+@pytest.mark.parametrize("name", ["s.db", "s.npy", "s.parquet"])
+def test_a_vector_moved_to_another_row_with_its_checksum_is_found(
+    made: dict[str, Path], tmp_path: Path, name: str
+) -> None:
+    """SQLite checks every row, so rows anywhere outside the sample; a Parquet or .npy batch's checksum
+    covers its rows in order, so rows of a batch the sample falls in (not the sampled row itself)."""
+    store = _copy(made, name, tmp_path)
+    if name == "s.db":
+        a, b = OUTSIDE[0], OUTSIDE[-1]
+    else:
+        a, b = [r for r in range(SAMPLED // BATCH * BATCH, SAMPLED // BATCH * BATCH + BATCH) if r != SAMPLED][
+            :2
+        ]
+    _swap_vectors(store, a, b)
+    line = _one_line_error(_verify(store, made), "the file is corrupt")
+    assert (
+        f"rows {a}, {b} of " in line and f"(id '{a + 1}', '{b + 1}') changed after they were written" in line
+    )
+
+
+def test_a_collection_of_an_older_generation_is_read_and_added_to_by_its_own_rule(
+    made: dict[str, Path], tmp_path: Path
+) -> None:
+    """A collection sealed at row checks 1 (labels checksums of id, text and hash alone) verifies, and
+    rows added to it keep that rule, so that every row of it is read by one."""
+    store = _copy(made, "s.db", tmp_path)
+    with closing(sqlite3.connect(store)) as db, db:
+        (raw,) = db.execute("SELECT settings FROM collections").fetchone()
+        settings = {k: v for k, v in json.loads(raw).items() if k != SETTINGS_KEY}
+        db.execute(
+            "UPDATE collections SET settings = ?", (json.dumps(sealed({**settings, ROW_CHECKS_KEY: 1})),)
+        )
+        for rowid, *labels in db.execute("SELECT rowid, id, text, content_hash FROM embeddings").fetchall():
+            db.execute(
+                "UPDATE embeddings SET labels_checksum = ? WHERE rowid = ?", (labels_checksum(labels), rowid)
+            )
+    more = tmp_path / "more.jsonl"
+    more.write_text(
+        json.dumps({"id": "new", "text": "another sentence about a dog"}) + "\n", encoding="utf-8"
+    )
+    assert run_main("embed", "-i", str(more), "-o", str(store), "--id-field", "id", "-q").code == 0
+    with closing(sqlite3.connect(store)) as db:
+        found = db.execute(
+            "SELECT id, text, content_hash, labels_checksum FROM embeddings WHERE id = 'new'"
+        ).fetchone()
+    assert labels_checksum(found[:3]) == found[3]
+    assert row_checks(open_store(store).settings) == 1
+    ran = _verify(store, made, "--json")
+    assert ran.code == 0 and json.loads(ran.stdout)["notes"] == [], ran

@@ -20,7 +20,15 @@ import pytest
 import bertscope
 from bertscope.backends.onnx import calibration_texts
 from bertscope.errors import CorpusError
-from bertscope.io.checksums import SETTINGS_KEY, checksum, column_values, settings_digest
+from bertscope.io.checksums import (
+    ROW_CHECKS_KEY,
+    SETTINGS_KEY,
+    checksum,
+    column_values,
+    labels_checksum,
+    row_checks,
+    settings_digest,
+)
 from bertscope.io.parquet_checked import write_checked
 from bertscope.io.sqlite_store import list_collections
 from bertscope.io.stores import open_store
@@ -108,6 +116,13 @@ def _forge_sqlite(path: Path, edit: Edit, move: bool) -> None:
     settings = json.loads(raw)
     edit(settings)
     db.execute("UPDATE collections SET settings = ?", (json.dumps(settings),))
+    if (
+        row_checks(settings) < 2
+    ):  # rows as a bertscope whose labels checksums left their vector out wrote them
+        for rowid, *labels in db.execute("SELECT rowid, id, text, content_hash FROM embeddings").fetchall():
+            db.execute(
+                "UPDATE embeddings SET labels_checksum = ? WHERE rowid = ?", (labels_checksum(labels), rowid)
+            )
     if move:
         rows = db.execute("SELECT rowid, embedding FROM embeddings").fetchall()
         vectors = _moved(np.stack([np.frombuffer(blob, "<f4") for _, blob in rows]))
@@ -126,10 +141,12 @@ def _claim_int8(settings: dict[str, Any]) -> None:
 
 
 def _unsealed(edit: Edit) -> Edit:
-    """`edit`, on a store written before settings carried a checksum."""
+    """`edit`, on a store written before settings carried a checksum (nor said which row checksums
+    were kept)."""
 
     def older(settings: dict[str, Any]) -> None:
         settings.pop(SETTINGS_KEY)
+        settings.pop(ROW_CHECKS_KEY)
         edit(settings)
 
     return older

@@ -13,7 +13,8 @@ gets a CRC-32 (zlib) of its vectors' little-endian bytes in their stored precisi
              lines in the `.ids.txt` or `.rows.jsonl` beside it, as stored); each unfinished part's
              `.done` marker holds its own
     SQLite   a `checksum` column per row (schema migration 2) and a `labels_checksum` of its id, text
-             and content hash (migration 3), so a row that fails its check is named by itself
+             and content hash (migration 3; and of its `checksum`, row checks 2 on, binding the vector to
+             its row), so a row that fails its check is named by itself
 
 A batch's checksums say that it changed, not which row: each batch also keeps one byte per row
 (`row_digests`: the low byte of a CRC-32 over the row's labels and vectors, base64), read only once a
@@ -112,8 +113,10 @@ SETTINGS_KEY = "settings_sha256"
 # The key of a store's sealed settings that says which row checksums its writer kept (a generation; a
 # store sealed before it says none and is read as before):
 #   1  every batch (SQLite: every row) keeps the checksums of its vectors and of its labels (ids, texts)
+#   2  an SQLite row's labels checksum covers its vector's checksum too, so a vector moved to another row
+#      with its checksum fails there (a Parquet or .npy batch's checksums cover its rows in order already)
 ROW_CHECKS_KEY = "row_checks"
-ROW_CHECKS = 1  # the generation this bertscope writes
+ROW_CHECKS = 2  # the generation this bertscope writes
 
 T = TypeVar("T")
 

@@ -4,10 +4,13 @@ Schema changes are numbered migrations recorded in `PRAGMA user_version`. Each r
 its blob (`checksum`, migration 2; rows stored before it have none and are checked to be finite) and of
 its labels, its id, text and content hash (`labels_checksum`, migration 3; rows stored before it have
 their vectors checked alone), both checked whenever the row is read or copied (`io.checksums`): a
-checksum that fails names the row itself, so no row digests are kept. Rows are stored in rowid order, and
-a bertscope writes each column from its migration on, so a row without a checksum after one with it was
-stripped, not written so (`row_checksums`). A writer opens the file with `connect` (migrated, WAL); a
-reader with `connect_read`: read-only, at the file's own schema, never changed by being read.
+checksum that fails names the row itself, so no row digests are kept. In a collection whose sealed
+settings say row checks 2 on, the labels checksum covers the blob's checksum too, so that a vector moved
+to another row with its checksum fails there (a collection keeps the generation it was made with, so
+all its rows are read by one rule). Rows are stored in rowid order, and a bertscope writes each column
+from its migration on, so a row without a checksum after one with it was stripped, not written so
+(`row_checksums`). A writer opens the file with `connect` (migrated, WAL); a reader with
+`connect_read`: read-only, at the file's own schema, never changed by being read.
 
 A store is a file of bertscope's own: a writer refuses another program's database (tables of its own,
 or a schema number bertscope did not set) before writing anything, since the schema number and WAL
@@ -211,9 +214,23 @@ def _row_checks(db: sqlite3.Connection) -> str:
     return f"{'checksum' if version >= 2 else 'NULL'}, {'labels_checksum' if version >= 3 else 'NULL'}"
 
 
-def _labels(item_id: Any, text: Any, digest: Any) -> int:
-    """The CRC-32 of a row's labels as stored: its id, text (None where not kept) and content hash."""
-    return labels_checksum([item_id, text, digest])
+def _labels(item_id: Any, text: Any, digest: Any, vector_sum: Any = None) -> int:
+    """The CRC-32 of a row's labels as stored: its id, text (None where not kept) and content hash, and,
+    in a collection of row checks 2 on (`vector_sum`: its blob's checksum), the checksum of its vector, so
+    that a vector moved to another row with its checksum fails there."""
+    values = [item_id, text, digest] if vector_sum is None else [item_id, text, digest, vector_sum]
+    return labels_checksum(values)
+
+
+def _generation(db: sqlite3.Connection, collection: str) -> int:
+    """The row checks a collection's settings say its rows keep (`checksums.row_checks`; 0 where they say
+    none or cannot be read: the error for that is the settings' own)."""
+    found = db.execute("SELECT settings FROM collections WHERE name = ?", (collection,)).fetchone()
+    try:
+        settings = json.loads(found[0]) if found else {}
+    except (TypeError, ValueError):
+        return 0
+    return row_checks(settings) if isinstance(settings, dict) else 0
 
 
 def content_hash(text: str) -> str:
@@ -378,13 +395,17 @@ class SqliteSink(Sink):
         meta = json.dumps(record.meta, default=str) if record.meta else None
         text = record.text if self.keep_text else None
         row = (self.collection, record.id, digest, text, meta, blob, int(n_tokens), int(truncated))
-        return (*row, checksum(blob), _labels(record.id, text, digest))
+        vector_sum = checksum(blob)
+        bound = vector_sum if self.generation >= 2 else None
+        return (*row, vector_sum, _labels(record.id, text, digest, bound))
 
     def _check_copy(self, known: tuple[Any, ...]) -> None:
         """Refuse to copy a stored vector (same text, another id) that fails its checksums."""
         blob, stored, labels = known[0], known[3], known[7]
+        item_id, text, digest = known[4:7]
+        bound = stored if self.generation >= 2 else None
         if (stored is not None and checksum(blob) != stored) or (
-            labels is not None and _labels(*known[4:7]) != labels
+            labels is not None and _labels(item_id, text, digest, bound) != labels
         ):
             problem = MISMATCH
         elif stored is None and len(non_finite(from_blob(blob)[None])):
@@ -475,7 +496,7 @@ def iter_vectors(
     `path` names the file in errors (default: the connection's main database file).
     """
     path = path if path is not None else db.execute("PRAGMA database_list").fetchone()[2]
-    width = _width(db, collection)
+    width, generation = _width(db, collection), _generation(db, collection)
     select = _ROWS.format(checks=_row_checks(db)) + "AND rowid > ? ORDER BY rowid LIMIT ?"
     last, offset = -1, 0
     while True:
@@ -483,7 +504,7 @@ def iter_vectors(
         if not rows:
             return
         last = rows[-1][0]
-        bad = _mismatched(rows, width)
+        bad = _mismatched(rows, width, generation)
         if bad:
             _refuse(rows, bad, offset, MISMATCH, collection, path)
         vectors = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(len(rows), -1)
@@ -501,15 +522,17 @@ def _width(db: sqlite3.Connection, collection: str) -> int | None:
     return 4 * int(found[0]) if found else None
 
 
-def _mismatched(rows: list[Any], width: int | None) -> list[int]:
+def _mismatched(rows: list[Any], width: int | None, generation: int) -> list[int]:
     """The rows (numbers within `rows`, as `_ROWS` selects them) whose blob is not `width` bytes (None:
-    the first row's) or that fail a checksum they keep: of their blob, or of their id, text and hash."""
+    the first row's) or that fail a checksum they keep: of their blob, or of their id, text and hash (and,
+    in a collection of row checks 2 on, their blob's checksum: `_labels`)."""
     width = width or len(rows[0][3])
+    bound = generation >= 2
     return [
         i for i, r in enumerate(rows)
         if len(r[3]) != width
         or (r[4] is not None and checksum(r[3]) != r[4])
-        or (r[5] is not None and _labels(r[1], r[2], r[6]) != r[5])
+        or (r[5] is not None and _labels(r[1], r[2], r[6], r[4] if bound else None) != r[5])
     ]  # fmt: skip
 
 
@@ -532,12 +555,12 @@ def changed_rows(
     first, last = rows
     db = connect_read(path)
     try:
-        width = _width(db, collection)
+        width, generation = _width(db, collection), _generation(db, collection)
         select = _ROWS.format(checks=_row_checks(db)) + "ORDER BY rowid LIMIT ? OFFSET ?"
         found = db.execute(select, (collection, last - first + 1, first)).fetchall()
     finally:
         db.close()
-    bad = _mismatched(found, width) if found else []
+    bad = _mismatched(found, width, generation) if found else []
     return ([first + i for i in bad], [found[i][1] for i in bad]) if bad else None
 
 

@@ -147,6 +147,7 @@ def verify_store(
     if recorded is not None and found is not None:  # another model is refused before it embeds anything
         _refuse_another_model(opened, recorded, found, m.info().source, given=model is not None)
     corpus_texts = {"corpus": corpus, "text_field": text_field, "id_field": id_field}
+    check.notes += _unchecked_rows(opened)  # checksums stripped are said before rows that miss them
     try:
         if opened.settings.get("level", "sentence") == "sentence":
             if opened.rules.format is Format.NPY:  # the stored batches that hold the sample, as Parquet's are
@@ -156,7 +157,6 @@ def verify_store(
             check_rows(check, m, opened, positions, corpus_texts)
     except ChecksumMismatch as exc:  # damage, not drift: name the rows of the batch that changed
         raise _named(opened, exc) from None
-    check.notes += _unchecked_rows(opened)
     if recorded is not None and found is not None:
         changes = compare_fingerprints(recorded, found)
         check.differences += changes
