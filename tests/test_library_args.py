@@ -20,7 +20,7 @@ def test_a_prompt_that_is_not_a_str_is_refused(bundled: bertscope.Model, prompt:
         lambda: bundled.embed(["a"], prompt=prompt),
         lambda: bundled.encode(["a"], output_value="token_embeddings", prompt=prompt),
     ):
-        with pytest.raises(InvalidSpec, match=r"^prompt must be a str .*not a") as refused:
+        with pytest.raises(InvalidSpec, match=r"^prompt must be a str .*, got ") as refused:
             call()
         assert "\n" not in str(refused.value)
 
@@ -58,7 +58,7 @@ def test_encode_flags_take_bools_and_numpy_bools(bundled: bertscope.Model) -> No
 
 @pytest.mark.parametrize("texts", [{"a", "b"}, frozenset({"a"}), {"a": 1}])
 def test_encode_refuses_a_set_or_dict(bundled: bertscope.Model, texts: object) -> None:
-    with pytest.raises(InvalidInput, match=r"^encode takes a str or a list of str, not a (set|dict)"):
+    with pytest.raises(InvalidInput, match=r"^encode takes a str or a list of str, not a (set|dict): "):
         bundled.encode(texts)
 
 

@@ -241,11 +241,15 @@ def _device_index(device: Any) -> int | None:
 def _as_list(sentences: Any) -> list[str]:
     if isinstance(sentences, np.ndarray):
         return [str(s) for s in sentences.tolist()]
-    if isinstance(sentences, (Set, Mapping)):  # rows in an order the caller never chose, or a dict's keys
-        kind = "dict" if isinstance(sentences, Mapping) else "set"
+    if isinstance(sentences, Mapping):
         raise InvalidInput(
-            f"encode takes a str or a list of str, not a {kind}: a {kind}'s order is not one you chose, "
-            "and the rows come back in input order; pass a list (sorted(...) or list(d.values()))"
+            "encode takes a str or a list of str, not a dict: it would embed the keys; pass list(d) for "
+            "the keys or list(d.values()) for the values"
+        )
+    if isinstance(sentences, Set):
+        raise InvalidInput(
+            "encode takes a str or a list of str, not a set: a set's order is not one you chose, and the "
+            "rows come back in that order; pass a list, such as sorted(texts)"
         )
     try:
         return list(sentences)

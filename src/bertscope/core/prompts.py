@@ -52,12 +52,12 @@ class Prompts:
         if prompt is not None and not isinstance(prompt, str):
             raise InvalidSpec(
                 f"prompt must be a str (the text put before each text, such as 'query: '), "
-                f"not a {type(prompt).__name__}: {prompt!r}"
+                f"got {prompt!r} ({type(prompt).__name__})"
             )
         if prompt_name is not None and not isinstance(prompt_name, str):
             raise InvalidSpec(
                 f"prompt_name must be a str (the name of one of the model's prompts, such as 'query'), "
-                f"not a {type(prompt_name).__name__}: {prompt_name!r}"
+                f"got {prompt_name!r} ({type(prompt_name).__name__})"
             )
         if prompt_name is not None and prompt is not None:
             raise InvalidSpec("give prompt_name or prompt, not both (prompt is the text itself)")
