@@ -16,9 +16,9 @@ import pytest
 import typer
 
 import bertscope
-from bertscope.cli.app import machine_cpus
 from bertscope.cli.wording import as_flags
 from bertscope.core._enums import Backend
+from bertscope.core.cpu import usable_cpus as machine_cpus
 from bertscope.errors import InvalidInput, ModelLoadError
 from console import run_main
 

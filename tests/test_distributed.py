@@ -772,3 +772,23 @@ def test_retry_limits_a_later_ray_no_longer_takes_are_refused_in_one_line(tiny_d
         said = str(refused.value)
         assert f"takes no {' or '.join(limits)} in map_batches" in said and "\n" not in said
         assert "leave them out: Ray restarts a failed actor" in said
+
+
+def test_an_actor_given_more_ray_cpus_than_its_node_has_loads_with_the_nodes_cpus(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ray may hand an actor more logical CPUs than its machine has, and load() refuses more threads than
+    CPUs: the actor loads with at most its machine's."""
+    import bertscope.distributed as distributed
+
+    asked: dict[str, Any] = {}
+
+    def record(model: Any, **options: Any) -> None:
+        asked.update(options)
+        raise CorpusError("stop here")
+
+    monkeypatch.setattr(distributed, "load_model", record)
+    monkeypatch.setattr(distributed, "usable_cpus", lambda: 2)
+    with pytest.raises(CorpusError, match="stop here"):
+        distributed._Embedder(None, "cpu", "float32", 8, "text", {}, None)  # type: ignore[arg-type]
+    assert asked["threads"] == 2

@@ -21,6 +21,7 @@ from .backends import runtimes as _runtimes
 from .backends.onnx import resolve_backend
 from .core._enums import Backend, DType, LongText, Mode, Quantize, SubwordPooling
 from .core.chunking import ChunkBy
+from .core.cpu import usable_cpus
 from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, ModelInfo, cpu_token_budget
 from .core.folder import model_name
 from .core.given import single
@@ -205,9 +206,7 @@ def _check_threads(threads: int) -> None:
     """Refuse more threads than the CPUs this process may run on, as `--threads` does: more cannot run
     at once, and each new count is a new runtime measurement (minutes at a count in the hundreds; ONNX
     Runtime refuses a count past 2**31 with a traceback), so a typo is refused, not timed."""
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    cpus = cpus or 1
-    if threads > cpus:
+    if threads > (cpus := usable_cpus()):
         word = "CPU" if cpus == 1 else "CPUs"
         raise InvalidSpec(f"threads={threads}, but this machine has {cpus} {word}; give at most {cpus}")
 

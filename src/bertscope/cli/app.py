@@ -28,6 +28,7 @@ from rich.text import Text
 from typer.core import TyperCommand
 
 from ..core._enums import Backend, DType, Engine, Level, Pooling, Quantize, StrEnum, level_named
+from ..core.cpu import usable_cpus
 from ..errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
 from .wording import as_flags
 
@@ -260,13 +261,6 @@ EngineOpt = Annotated[
 ]
 
 
-def machine_cpus() -> int:
-    """The CPUs this process may run on (its affinity; the machine's count where that is not known)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0)) or 1
-    return os.cpu_count() or 1
-
-
 def _threads_here(ctx: typer.Context, value: int | None) -> int | None:
     """--threads no higher than the CPUs here: more cannot run at once, and each new count is a new
     runtime measurement (minutes at a count in the hundreds), so a typo is refused, not timed. With
@@ -274,7 +268,7 @@ def _threads_here(ctx: typer.Context, value: int | None) -> int | None:
     engine = ctx.params.get("engine")
     if value is None or getattr(engine, "value", engine) == Engine.RAY.value:
         return value
-    if value > (cpus := machine_cpus()):
+    if value > (cpus := usable_cpus()):
         word = "CPU" if cpus == 1 else "CPUs"
         raise typer.BadParameter(f"{value}: this machine has {cpus} {word}; give at most {cpus}")
     return value

@@ -15,6 +15,7 @@ __all__ = [
     "cpu_flags",
     "cpu_name",
     "has_native_bf16",
+    "usable_cpus",
     "has_vnni",
     "ask_threads",
     "cpu_threads",
@@ -84,6 +85,13 @@ def cpu_threads() -> int:
         if value.isdigit() and int(value) > 0:
             return int(value)
     return _physical_cores()
+
+
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity; the machine's count where that is not known)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
 
 
 @lru_cache(maxsize=1)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core._enums import Backend, DType, Mode, Quantize
+from ..core.cpu import usable_cpus
 from ..core.encoder import Encoder
 from ..core.loaders import load_model
 from ..core.spec import reload_arg, stored_settings
@@ -69,7 +70,10 @@ class _Embedder:
         runtime: dict[str, Any],
         options: CorpusOptions,
     ) -> None:
-        self.model = load_model(model, device=device, dtype=dtype, threads=threads, **runtime)
+        # Ray may give an actor more logical CPUs than its node has: load() refuses more threads than CPUs
+        self.model = load_model(
+            model, device=device, dtype=dtype, threads=min(threads, usable_cpus()), **runtime
+        )
         self.level = make_level(self.model, options)
         self.text_field = text_field
         self.level.empty()  # the typed columns of a batch of only empty texts, found once
