@@ -4,25 +4,13 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 from safetensors.torch import load_file, save_file
-from transformers import AutoConfig, AutoModel
 
 import bertscope
 from bertscope.errors import BertscopeError, InvalidInput, ModelLoadError
-
-
-def _variant(tiny_dirs: dict[str, Path], tmp_path: Path, family: str, **config: Any) -> Path:
-    """A copy of the tiny `family` model with `config` changed and weights made to fit it."""
-    folder = tmp_path / family
-    shutil.copytree(tiny_dirs[family], folder)
-    changed = AutoConfig.from_pretrained(folder)
-    for key, value in config.items():
-        setattr(changed, key, value)
-    AutoModel.from_config(changed).save_pretrained(folder)
-    return folder
+from tiny_models import config_variant
 
 
 @pytest.mark.parametrize("backend", ["auto", "torch"])  # auto: the folder opened light first
@@ -31,7 +19,7 @@ def test_albert_with_layers_inside_a_group_is_refused(
 ) -> None:
     """inner_group_num=2: transformers reports two hidden states a layer, so bertscope's layer -1 (by
     num_hidden_layers) would be the middle of the network, and its sentence vectors too."""
-    folder = _variant(tiny_dirs, tmp_path, "albert", num_hidden_groups=2, inner_group_num=2)
+    folder = config_variant(tiny_dirs, tmp_path, "albert", num_hidden_groups=2, inner_group_num=2)
     with pytest.raises(ModelLoadError, match="inner_group_num=2"):
         bertscope.load(folder, device="cpu", backend=backend)
 
@@ -44,7 +32,7 @@ def test_a_pair_on_a_model_of_one_segment_type_is_refused(
     forward fails; torch and ONNX Runtime raised their own errors and OpenVINO answered with garbage."""
     if backend == "openvino":
         pytest.importorskip("openvino")
-    folder = _variant(tiny_dirs, tmp_path, "bert", type_vocab_size=1)
+    folder = config_variant(tiny_dirs, tmp_path, "bert", type_vocab_size=1)
     model = bertscope.load(folder, device="cpu", backend=backend)
     with pytest.raises(InvalidInput, match="type_vocab_size=1"):
         model.embed([("a cat", "the dog ate bread")])
@@ -90,7 +78,7 @@ def test_relative_position_keys_are_refused_by_their_config_value(
 ) -> None:
     """transformers 5 no longer runs BERT's relative_key(_query) attention: it drops the trained
     distance_embedding weights and answers with absolute positions alone, silently another model."""
-    folder = _variant(tiny_dirs, tmp_path, "bert", position_embedding_type="relative_key_query")
+    folder = config_variant(tiny_dirs, tmp_path, "bert", position_embedding_type="relative_key_query")
     _add_weight(folder, "encoder.layer.0.attention.self.distance_embedding.weight")
     with pytest.raises(ModelLoadError, match="position_embedding_type=relative_key_query") as caught:
         bertscope.load(folder, device="cpu", backend=backend)
@@ -124,7 +112,7 @@ def test_no_segment_rows_where_the_layer_reads_one_is_refused(
 ) -> None:
     """type_vocab_size=0 on a family whose embedding layer adds a segment row to every token: no forward
     can run; a one-line refusal at load, not torch's index_select traceback at the first text."""
-    folder = _variant(tiny_dirs, tmp_path, family, type_vocab_size=0)
+    folder = config_variant(tiny_dirs, tmp_path, family, type_vocab_size=0)
     with pytest.raises(ModelLoadError, match="type_vocab_size=0") as caught:
         bertscope.load(folder, device="cpu", backend=backend).embed("a cat")
     assert "\n" not in str(caught.value)
@@ -132,7 +120,7 @@ def test_no_segment_rows_where_the_layer_reads_one_is_refused(
 
 def test_no_segment_rows_where_the_table_is_optional_runs(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
     """DeBERTa-v2 builds no segment table at type_vocab_size=0 (GTE too): it runs."""
-    folder = _variant(tiny_dirs, tmp_path, "deberta-v2", type_vocab_size=0)
+    folder = config_variant(tiny_dirs, tmp_path, "deberta-v2", type_vocab_size=0)
     assert bertscope.load(folder, device="cpu", backend="torch").embed("a cat").vectors.shape == (1, 32)
 
 

@@ -4,7 +4,6 @@ honour them: the position offset from the config's pad id, do_lower_case, model_
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,19 +16,7 @@ from typer.testing import CliRunner
 import bertscope
 from bertscope.anatomy import Anatomy
 from bertscope.cli import app
-from tiny_models import build_tiny_model
-
-
-def _variant(tiny_dirs: dict[str, Path], tmp_path: Path, family: str, **config: Any) -> Path:
-    """A copy of the tiny `family` model with `config` changed and weights made to fit it."""
-    folder = tmp_path / family
-    shutil.copytree(tiny_dirs[family], folder)
-    changed = AutoConfig.from_pretrained(folder)
-    for key, value in config.items():
-        setattr(changed, key, value)
-    torch.manual_seed(1)
-    AutoModel.from_config(changed).save_pretrained(folder)
-    return folder
+from tiny_models import build_tiny_model, config_variant
 
 
 def _hf(folder: Path, text: str, pair: str | None = None) -> tuple[np.ndarray, Any]:
@@ -49,7 +36,7 @@ def test_roberta_positions_count_from_the_configs_pad_id(
     """RobertaEmbeddings counts positions from config.pad_token_id + 1, not the tokenizer's pad: with 3
     (tokenizer <pad> 1) a text may use 4 positions fewer than the rows, or the last ones index past them."""
     pytest.importorskip("onnxruntime")
-    folder = _variant(tiny_dirs, tmp_path, "roberta", pad_token_id=3)
+    folder = config_variant(tiny_dirs, tmp_path, "roberta", pad_token_id=3)
     model = bertscope.load(folder, device="cpu", backend=backend)
     rows = AutoConfig.from_pretrained(folder).max_position_embeddings
     assert model.max_tokens == min(rows - 4, 64)
@@ -77,7 +64,7 @@ def test_anatomy_positions_are_the_models_own(
     tokenizer_pad: str | None,
     backend: str,
 ) -> None:  # fmt: skip
-    folder = _variant(tiny_dirs, tmp_path, family, **config)
+    folder = config_variant(tiny_dirs, tmp_path, family, **config)
     if tokenizer_pad is not None:
         settings = json.loads((folder / "tokenizer_config.json").read_text())
         settings["pad_token"] = tokenizer_pad
@@ -156,7 +143,7 @@ def test_segment_ids_are_fed_only_where_the_tokenizer_gives_them(
 ) -> None:
     """A RoBERTa of two segment rows whose template gives B segment 1, with model_input_names leaving
     token_type_ids out (transformers' tokenizer gives none: the model reads segment 0 everywhere)."""
-    folder = _variant(tiny_dirs, tmp_path, "roberta", type_vocab_size=2)
+    folder = config_variant(tiny_dirs, tmp_path, "roberta", type_vocab_size=2)
     from tokenizers import Tokenizer, processors
 
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))

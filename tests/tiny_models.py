@@ -274,3 +274,19 @@ def build_tiny_model(
     )
     tokenizer.save_pretrained(folder)
     return folder
+
+
+def config_variant(
+    tiny_dirs: dict[str, pathlib.Path], tmp_path: pathlib.Path, family: str, **config: Any
+) -> pathlib.Path:
+    """A copy of the tiny `family` model with `config` changed and weights made to fit it (seeded)."""
+    import shutil
+
+    folder = tmp_path / family
+    shutil.copytree(tiny_dirs[family], folder)
+    changed = AutoConfig.from_pretrained(folder)
+    for key, value in config.items():
+        setattr(changed, key, value)
+    torch.manual_seed(1)
+    AutoModel.from_config(changed).save_pretrained(folder)
+    return folder
