@@ -394,7 +394,9 @@ def test_two_jobs_on_one_sqlite_collection_are_one_clear_error(
             other = sqlite3.connect(self.path)
             with other:
                 other.execute(
-                    "INSERT INTO collections VALUES (?, ?, ?, ?, ?)", (self.collection, "m", "{}", 384, "now")
+                    "INSERT INTO collections (name, model, settings, dimension, created) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (self.collection, "m", "{}", 384, "now"),
                 )
             other.close()
         original(self, records, rows)  # type: ignore[arg-type]

@@ -15,10 +15,14 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import bertscope
 from bertscope.io.checksums import (
+    CHECKSUMS_DIGEST_KEY,
+    PARQUET_KEY,
+    PARQUET_ROWS_KEY,
     ROW_CHECKS,
     ROW_CHECKS_KEY,
     SETTINGS_KEY,
@@ -27,6 +31,7 @@ from bertscope.io.checksums import (
     sealed,
 )
 from bertscope.io.stores import open_store
+from bertscope.io.vector_files import stored_checksums
 from bertscope.model import Model
 from bertscope.verify.store import sample_rows
 from console import run_main
@@ -94,6 +99,8 @@ def test_sqlite_labels_checksums_nulled_are_damage(made: dict[str, Path], tmp_pa
 def test_npy_labels_checksums_removed_are_damage(made: dict[str, Path], tmp_path: Path) -> None:
     store = _copy(made, "s.npy", tmp_path)
     _settings(store, lambda s: [b.pop("labels") for b in s["checksums"]["batches"]])
+    _one_line_error(_verify(store, made), "s.npy", "checksums do not match their digest")
+    _settings(store, lambda s: s["checksums"].pop(CHECKSUMS_DIGEST_KEY))  # stripped too
     ids = store.with_suffix(".ids.txt")
     lines = ids.read_text().splitlines(keepends=True)
     lines[OUTSIDE[0]] = "999x\n"
@@ -107,6 +114,8 @@ def test_parquet_labels_checksums_removed_are_damage(made: dict[str, Path], tmp_
     _rewrite_parquet(
         store, lambda t: t, sums=lambda s: [(g.pop("id"), g.pop("text")) for g in s["row_groups"]]
     )
+    _one_line_error(_verify(store, made), "s.parquet", "checksums do not match their digest")
+    _rewrite_parquet(store, lambda t: t, sums=lambda s: s.pop(CHECKSUMS_DIGEST_KEY))  # stripped too
     line = _one_line_error(_verify(store, made), "s.parquet", "stripped by an edit")
     assert 'no "id" in the row groups of its `bertscope.checksums`' in line
 
@@ -189,3 +198,75 @@ def test_a_collection_of_an_older_generation_is_read_and_added_to_by_its_own_rul
     assert row_checks(open_store(store).settings) == 1
     ran = _verify(store, made, "--json")
     assert ran.code == 0 and json.loads(ran.stdout)["notes"] == [], ran
+
+
+# Rows deleted or added with their checksums: found ----------------------------------------------------
+
+
+def test_every_store_records_its_rows(made: dict[str, Path], tmp_path: Path) -> None:
+    for name in ("s.npy", "s.parquet"):
+        block = stored_checksums(made[name])
+        assert block is not None and block["rows"] == len(TEXTS) and block["rows_recorded"]
+    store = _copy(made, "s.db", tmp_path)
+    more = tmp_path / "more.jsonl"  # a job added to it, with a text it holds (its row copied)
+    lines = [{"id": "new", "text": "another sentence about a dog"}, {"id": "again", "text": TEXTS[0]}]
+    more.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    assert run_main("embed", "-i", str(more), "-o", str(store), "--id-field", "id", "-q").code == 0
+    with closing(sqlite3.connect(store)) as db:
+        assert db.execute("SELECT row_count FROM collections").fetchone() == (len(TEXTS) + 2,)
+    ran = _verify(store, made, "--json")
+    assert ran.code == 0 and json.loads(ran.stdout)["notes"] == [], ran
+
+
+def test_sqlite_rows_deleted_are_found(made: dict[str, Path], tmp_path: Path) -> None:
+    store = _copy(made, "s.db", tmp_path)
+    _sql(store, ("DELETE FROM embeddings WHERE id = ?", (str(OUTSIDE[0] + 1),)))
+    line = _one_line_error(_verify(store, made), "collection 'default' in")
+    assert f"holds {len(TEXTS) - 1} rows where the bertscope that wrote it stored {len(TEXTS)}" in line
+    assert "rows were deleted after they were written" in line
+    _sql(store, ("UPDATE collections SET row_count = row_count - 1", ()))  # the count edited too
+    _one_line_error(_verify(store, made), "its row count does not match its checksum")
+    _sql(store, ("UPDATE collections SET row_count = NULL, row_count_checksum = NULL", ()))  # or stripped
+    line = _one_line_error(_verify(store, made), "the record of its rows is missing")
+    assert "NULL in its collection's `row_count`" in line and "stripped by an edit" in line
+
+
+def _parquet_groups(store: Path, edit: Any) -> None:
+    """The Parquet store rewritten with its row groups and their checksum entries (and row digests) both
+    edited by `edit` (a list of groups in, a list out), nothing computed again."""
+    file = pq.ParquetFile(store)
+    kept = dict(file.metadata.metadata)
+    sums = json.loads(kept[PARQUET_KEY])
+    digests = json.loads(kept[PARQUET_ROWS_KEY])
+    groups = list(range(file.metadata.num_row_groups))
+    order = edit(groups)
+    sums["row_groups"] = [sums["row_groups"][g] for g in order]
+    digests = [digests[g] for g in order]
+    with pq.ParquetWriter(store.with_suffix(".tmp"), file.schema_arrow) as writer:
+        for g in order:
+            writer.write_table(file.read_row_group(g), row_group_size=BATCH)
+        writer.add_key_value_metadata({PARQUET_KEY: json.dumps(sums), PARQUET_ROWS_KEY: json.dumps(digests)})
+    store.with_suffix(".tmp").replace(store)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [lambda g: g[:-1], lambda g: [*g, g[0]], lambda g: g[::-1]],
+    ids=["dropped", "duplicated", "moved"],
+)
+def test_parquet_row_groups_dropped_duplicated_or_moved_with_their_checksums_are_found(
+    made: dict[str, Path], tmp_path: Path, edit: Any
+) -> None:
+    store = _copy(made, "s.parquet", tmp_path)
+    _parquet_groups(store, edit)
+    line = _one_line_error(_verify(store, made), "s.parquet", "checksums do not match their digest")
+    assert "removed, added or moved with their checksums" in line
+
+
+def test_npy_batches_dropped_with_their_checksums_are_found(made: dict[str, Path], tmp_path: Path) -> None:
+    store = _copy(made, "s.npy", tmp_path)
+    np.save(store, np.load(store)[:-BATCH])
+    ids = store.with_suffix(".ids.txt")
+    ids.write_text("".join(ids.read_text().splitlines(keepends=True)[:-BATCH]))
+    _settings(store, lambda s: s["checksums"]["batches"].pop())
+    _one_line_error(_verify(store, made), "s.npy", "checksums do not match their digest")

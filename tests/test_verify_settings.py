@@ -24,6 +24,7 @@ from bertscope.io.checksums import (
     ROW_CHECKS_KEY,
     SETTINGS_KEY,
     checksum,
+    checksums_block,
     column_values,
     labels_checksum,
     row_checks,
@@ -106,6 +107,7 @@ def _forge_npy(path: Path, edit: Edit, move: bool) -> None:
         for batch in settings["checksums"]["batches"]:
             batch["embedding"] = checksum(vectors[start : start + batch["rows"]])
             start += batch["rows"]
+        settings["checksums"] = checksums_block("batches", settings["checksums"]["batches"])
     edit(settings)
     settings_file.write_text(json.dumps(settings, indent=2))
 

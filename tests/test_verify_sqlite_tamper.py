@@ -88,6 +88,8 @@ def _to_schema_2(db: sqlite3.Connection) -> None:
     """The store as a bertscope whose row checksums covered vectors only wrote it (no labels column, and
     settings that do not say which row checksums were kept)."""
     db.execute("ALTER TABLE embeddings DROP COLUMN labels_checksum")
+    db.execute("ALTER TABLE collections DROP COLUMN row_count")
+    db.execute("ALTER TABLE collections DROP COLUMN row_count_checksum")
     db.execute("PRAGMA user_version = 2")
     _unsay_row_checks(db)
 
@@ -155,7 +157,7 @@ def test_a_collection_written_before_ids_were_covered_verifies_with_a_note(
     with edited(store) as db:
         _to_schema_2(db)
     assert _ok_with_notes(store) == [NO_IDS_CHECKSUM]
-    assert row_checksums(store, "default") == {"labels_checked": False}
+    assert row_checksums(store, "default") == {"labels_checked": False, "rows_recorded": True}
     with closing(sqlite3.connect(store)) as db:
         assert db.execute("PRAGMA user_version").fetchone()[0] == 2  # read, not migrated
 
@@ -174,7 +176,7 @@ def test_an_old_collection_added_to_keeps_its_note_and_its_new_rows_are_covered(
         assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)  # migrated by the writer
         labels = db.execute("SELECT labels_checksum FROM embeddings ORDER BY rowid").fetchall()
     assert [v is None for (v,) in labels] == [True] * len(TEXTS) + [False]
-    assert row_checksums(store, "default") == {"labels_checked": False}
+    assert row_checksums(store, "default") == {"labels_checked": False, "rows_recorded": True}
     assert _ok_with_notes(store) == [NO_IDS_CHECKSUM]
 
 

@@ -19,7 +19,13 @@ import pytest
 import bertscope
 from bertscope.errors import CorpusError
 from bertscope.io import checksums
-from bertscope.io.checksums import PARQUET_KEY, PARQUET_ROWS_KEY, ROW_CHECKS_KEY, SETTINGS_KEY
+from bertscope.io.checksums import (
+    CHECKSUMS_DIGEST_KEY,
+    PARQUET_KEY,
+    PARQUET_ROWS_KEY,
+    ROW_CHECKS_KEY,
+    SETTINGS_KEY,
+)
 from bertscope.io.vector_files import stored_checksums
 from bertscope.model import Model
 from bertscope.verify.store import NO_IDS_CHECKSUM, NO_ROW_CHECKSUMS, sample_rows, verify_store
@@ -102,9 +108,22 @@ def _unsay_row_checks(settings: dict[str, Any]) -> None:
     """Settings (a .npy's, in place) as a bertscope before settings said which row checksums its writer
     kept sealed them: no `row_checks`, their digest computed without it."""
     settings.pop(ROW_CHECKS_KEY, None)
+    _older_checksums(settings.get("checksums") or {})
     settings[SETTINGS_KEY] = checksums.settings_digest(
         {k: v for k, v in settings.items() if k != "checksums"}
     )
+
+
+def _older_checksums(block: dict[str, Any]) -> None:
+    """A store's checksums (in place) as a bertscope before they recorded their rows wrote them: no
+    total and no digest of their own."""
+    block.pop("rows", None), block.pop(CHECKSUMS_DIGEST_KEY, None)
+
+
+def _redigest(settings: dict[str, Any]) -> None:
+    """A .npy's checksums (in place) with their digest computed again, as after an edit of them that does
+    (or a writer that left out what the edit took out)."""
+    settings["checksums"] = checksums.checksums_block("batches", settings["checksums"]["batches"])
 
 
 def _older_settings(table: Any) -> Any:
@@ -182,7 +201,7 @@ def test_a_store_written_before_ids_were_covered_verifies_with_a_note(
     _rewrite_parquet(
         parquet,
         _older_settings,
-        sums=lambda s: [(g.pop("id"), g.pop("text")) for g in s["row_groups"]],
+        sums=lambda s: [(g.pop("id"), g.pop("text"), _older_checksums(s)) for g in s["row_groups"]],
     )
     ran = _verify(parquet, made, "--json")
     assert ran.code == 0 and json.loads(ran.stdout)["notes"] == [NO_IDS_CHECKSUM], ran
@@ -251,7 +270,7 @@ def test_a_flipped_low_mantissa_bit_names_its_row(made: dict[str, Path], tmp_pat
 
 def test_a_batch_without_row_digests_is_named_as_before(made: dict[str, Path], tmp_path: Path) -> None:
     store = _copy(made, "s.npy", tmp_path)
-    _settings(store, lambda s: [b.pop("row_digests") for b in s["checksums"]["batches"]])
+    _settings(store, lambda s: ([b.pop("row_digests") for b in s["checksums"]["batches"]], _redigest(s)))
     matrix = np.load(store, mmap_mode="r+")
     matrix[5, 0] += 1e-3
     matrix.flush()

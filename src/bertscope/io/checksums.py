@@ -54,6 +54,7 @@ from ..errors import CorpusError
 
 __all__ = [
     "ALGORITHM",
+    "CHECKSUMS_DIGEST_KEY",
     "ChecksumMismatch",
     "MISMATCH",
     "NOT_FINITE",
@@ -68,6 +69,7 @@ __all__ = [
     "changed",
     "changed_rows",
     "checksum",
+    "checksums_block",
     "column_values",
     "keeps_digests",
     "labels_checksum",
@@ -115,8 +117,14 @@ SETTINGS_KEY = "settings_sha256"
 #   1  every batch (SQLite: every row) keeps the checksums of its vectors and of its labels (ids, texts)
 #   2  an SQLite row's labels checksum covers its vector's checksum too, so a vector moved to another row
 #      with its checksum fails there (a Parquet or .npy batch's checksums cover its rows in order already)
+#   3  the store records its rows: a Parquet or .npy store's checksums carry their total `rows` and a
+#      SHA-256 of themselves (`CHECKSUMS_DIGEST_KEY`: the batch list in order), an SQLite collection its
+#      `row_count` (with a CRC-32 of it), updated in the transaction that stores its rows
 ROW_CHECKS_KEY = "row_checks"
-ROW_CHECKS = 2  # the generation this bertscope writes
+ROW_CHECKS = 3  # the generation this bertscope writes
+# The key of a store's checksums (Parquet `bertscope.checksums`, a .npy's "checksums") holding their
+# SHA-256: batches removed, added or moved with their checksum entries change it.
+CHECKSUMS_DIGEST_KEY = "sha256"
 
 T = TypeVar("T")
 
@@ -324,7 +332,26 @@ def recorded(
             f"{where}: its checksums are {found.get('algorithm')!r}, which this bertscope does not know; "
             "upgrade bertscope to read it"
         )
+    if CHECKSUMS_DIGEST_KEY in found and found[CHECKSUMS_DIGEST_KEY] != _block_digest(found):
+        hint = rebuild or rebuild_hint(where)
+        raise CorpusError(
+            f"{where}: its checksums do not match their digest: batches (row groups) were removed, added or "
+            f"moved with their checksums after it was written; the file is corrupt; {hint}"
+        )
     return found  # type: ignore[no-any-return]
+
+
+def checksums_block(key: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """A store's checksums as written: each batch's `entries` under `key` ("row_groups", "batches"), their
+    total rows and the SHA-256 of it all (`CHECKSUMS_DIGEST_KEY`), which binds the batch list in order."""
+    block = {"algorithm": ALGORITHM, key: entries, "rows": sum(int(e["rows"]) for e in entries)}
+    return {**block, CHECKSUMS_DIGEST_KEY: _block_digest(block)}
+
+
+def _block_digest(block: Mapping[str, Any]) -> str:
+    plain = {k: v for k, v in block.items() if k != CHECKSUMS_DIGEST_KEY}
+    text = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def settings_digest(settings: Mapping[str, Any]) -> str:

@@ -19,7 +19,6 @@ import numpy as np
 
 from ..errors import CorpusError
 from .checksums import (
-    ALGORITHM,
     LABEL_COLUMNS,
     LAYOUT,
     MISMATCH,
@@ -28,6 +27,7 @@ from .checksums import (
     PARQUET_ROWS_KEY,
     changed_rows,
     checksum,
+    checksums_block,
     column_values,
     corrupt,
     keeps_digests,
@@ -71,7 +71,7 @@ def write_checked(path: Path, tables: Iterable[Any], schema: Any = None) -> int:
                 if keeps_digests(written):  # rows only grow: the groups that keep them come first
                     digests.append(_row_digests(piece))
         if writer is not None:
-            sums = {"algorithm": ALGORITHM, "row_groups": groups}
+            sums = checksums_block("row_groups", groups)
             writer.add_key_value_metadata(
                 {PARQUET_KEY: json.dumps(sums), PARQUET_ROWS_KEY: json.dumps(digests)}
             )
@@ -106,6 +106,7 @@ class CheckedParquet:
         sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
         self.starts = np.cumsum([0, *sizes])
         found = recorded((meta.metadata or {}).get(PARQUET_KEY), self.where, self.rebuild)
+        self.sums = found  # the checksums as recorded (None: written before them)
         self.groups: list[dict[str, int]] | None = None if found is None else found["row_groups"]
         if self.groups is not None and [g["rows"] for g in self.groups] != sizes:
             raise self._error(0, max(0, int(self.starts[-1]) - 1), LAYOUT)

@@ -27,12 +27,12 @@ import numpy as np
 from ..core.fingerprint_facts import flatten
 from ..errors import CorpusError
 from .checksums import (
-    ALGORITHM,
     MISMATCH,
     NOT_FINITE,
     ROW_CHECKS,
     ROW_CHECKS_KEY,
     checksum,
+    checksums_block,
     corrupt,
     keeps_digests,
     non_finite,
@@ -391,7 +391,7 @@ class NpySink(_PartsSink):
             del matrix, blocks
         os.replace(tmp, self.path)
         os.replace(labels.with_name(labels.name + ".tmp"), labels)
-        sums = {"algorithm": ALGORITHM, "batches": batches}
+        sums = checksums_block("batches", batches)
         # the settings' digest leaves the row checksums out: they are checked against the rows themselves
         settings = sealed({**self.settings, "dimension": int(shape[-1]), ROW_CHECKS_KEY: ROW_CHECKS})
         _atomic_write_text(

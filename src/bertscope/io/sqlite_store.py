@@ -92,6 +92,12 @@ MIGRATIONS = (
     """
     ALTER TABLE embeddings ADD COLUMN labels_checksum INTEGER;
     """,
+    # 4: each collection's rows, counted in the transaction that stores them, and the CRC-32 of the count
+    # (NULL in collections made before it: only those whose settings say row checks 3 keep them)
+    """
+    ALTER TABLE collections ADD COLUMN row_count INTEGER;
+    ALTER TABLE collections ADD COLUMN row_count_checksum INTEGER;
+    """,
 )
 _TABLES = frozenset({"collections", "embeddings"})  # a store's own; SQLite keeps its own as sqlite_*
 _COLUMNS = (
@@ -220,6 +226,11 @@ def _labels(item_id: Any, text: Any, digest: Any, vector_sum: Any = None) -> int
     that a vector moved to another row with its checksum fails there."""
     values = [item_id, text, digest] if vector_sum is None else [item_id, text, digest, vector_sum]
     return labels_checksum(values)
+
+
+def _count_checksum(collection: str, count: int) -> int:
+    """The CRC-32 of a collection's row count, as its `row_count_checksum` keeps it."""
+    return labels_checksum([collection, count])
 
 
 def _generation(db: sqlite3.Connection, collection: str) -> int:
@@ -385,6 +396,7 @@ class SqliteSink(Sink):
         if copies:
             with self.db:
                 self.db.executemany(_INSERT, [self._row(r, d, k[0], k[1], k[2]) for r, d, k in copies])
+                self._counted(len(copies))
             self.done += len(copies)
             self.reused += len(copies)
         return todo
@@ -425,7 +437,8 @@ class SqliteSink(Sink):
             with self.db:
                 if not self.created:
                     self.db.execute(
-                        "INSERT INTO collections VALUES (?, ?, ?, ?, ?)",
+                        "INSERT INTO collections (name, model, settings, dimension, created) "
+                        "VALUES (?, ?, ?, ?, ?)",
                         (
                             self.collection,
                             str(self.settings.get("model")),
@@ -443,6 +456,7 @@ class SqliteSink(Sink):
                         for r, v, n, t in zip(records, vectors, n_tokens, truncated, strict=True)
                     ],
                 )
+                self._counted(len(records))
         except (sqlite3.OperationalError, sqlite3.IntegrityError) as exc:
             # Two jobs on one collection show as a lock or a clash of keys; anything else is the disk's.
             clash = isinstance(exc, sqlite3.IntegrityError) or "locked" in str(exc)
@@ -457,6 +471,19 @@ class SqliteSink(Sink):
             ) from None
         self.created = True
         self.done += len(records)
+
+    def _counted(self, added: int) -> None:
+        """Add `added` rows to the collection's count (row checks 3 on), in the transaction storing them."""
+        if self.generation < 3:
+            return
+        (count,) = self.db.execute(
+            "SELECT row_count FROM collections WHERE name = ?", (self.collection,)
+        ).fetchone()
+        count = (count or 0) + added
+        self.db.execute(
+            "UPDATE collections SET row_count = ?, row_count_checksum = ? WHERE name = ?",
+            (count, _count_checksum(self.collection, count), self.collection),
+        )
 
     def finish(self) -> list[Path]:
         """Close the connection (every batch is already committed)."""
@@ -589,6 +616,7 @@ def row_checksums(path: str | Path, collection: str) -> dict[str, Any] | None:
                 (collection, summed, labelled, labelled),
             )
         ]
+        counted = _recorded_count(db, collection, version)
     finally:
         db.close()
     if stripped:
@@ -600,7 +628,46 @@ def row_checksums(path: str | Path, collection: str) -> dict[str, Any] | None:
             "were stripped by an edit, so those rows cannot be proven; use the file as bertscope wrote it, "
             f"or {rebuild_hint(path, collection)}"
         )
-    return None if bare else {"labels_checked": not unlabelled}
+    if bare:
+        return None
+    if counted is not None:
+        _check_count(path, collection, *counted)
+    return {"labels_checked": not unlabelled, "rows_recorded": counted is None or counted[0] is not None}
+
+
+def _recorded_count(
+    db: sqlite3.Connection, collection: str, version: int
+) -> tuple[int | None, int | None, int] | None:
+    """(row count recorded, its checksum, rows found) of a collection whose settings say row checks 3
+    on (the recorded ones None where they were stripped), or None for one made before."""
+    if _generation(db, collection) < 3:
+        return None
+    (found,) = db.execute("SELECT COUNT(*) FROM embeddings WHERE collection = ?", (collection,)).fetchone()
+    if version < 4:
+        return None, None, int(found)
+    count, crc = db.execute(
+        "SELECT row_count, row_count_checksum FROM collections WHERE name = ?", (collection,)
+    ).fetchone()
+    return count, crc, int(found)
+
+
+def _check_count(path: str | Path, collection: str, count: int | None, crc: int | None, found: int) -> None:
+    """CorpusError where a collection holds other rows than its writer counted (rows deleted or added),
+    or where its count does not match its checksum; a count stripped is the caller's to say."""
+    if count is None:
+        return
+    where = f"collection {collection!r} in {path}"
+    if crc != _count_checksum(collection, count):
+        raise CorpusError(
+            f"{where}: its row count does not match its checksum: it was changed after it was written; the "
+            f"store is damaged; {rebuild_hint(path, collection)}"
+        )
+    if count != found:
+        raise CorpusError(
+            f"{where} holds {found} rows where the bertscope that wrote it stored {count}: rows were "
+            f"{'deleted' if found < count else 'added'} after they were written; the store is damaged; "
+            f"{rebuild_hint(path, collection)}"
+        )
 
 
 class SqliteReader:

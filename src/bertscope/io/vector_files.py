@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import CorpusError
 from .checksums import (
+    CHECKSUMS_DIGEST_KEY,
     LAYOUT,
     MISMATCH,
     NOT_FINITE,
@@ -265,18 +266,23 @@ def npy_checksums(path: Path) -> dict[str, Any] | None:
 
 def stored_checksums(path: Path) -> dict[str, Any] | None:
     """The checksums a .npy or .parquet store records, as stored (None where it records none), with
-    `labels_checked`: whether they cover its ids, not its vectors alone."""
+    `labels_checked`: whether they cover its ids, not its vectors alone, and `rows_recorded`: whether
+    they carry their digest (`checksums.checksums_block`: the batch list bound in order, checked on
+    reading)."""
     if path.suffix == ".npy":
         found = npy_checksums(path)
         listed = None if found is None else found["batches"]
         key = "labels"
     else:
         checked = CheckedParquet(path)
-        listed, key = checked.groups, "id"
-        found = None if listed is None else {"row_groups": listed}
+        found, listed, key = checked.sums, checked.groups, "id"
     if found is None:
         return None
-    return {**found, "labels_checked": bool(listed) and all(key in b for b in listed or [])}
+    return {
+        **found,
+        "labels_checked": bool(listed) and all(key in b for b in listed or []),
+        "rows_recorded": CHECKSUMS_DIGEST_KEY in found,
+    }
 
 
 def npy_changed_rows(path: Path, first: int) -> tuple[list[int], list[str]] | None:

@@ -23,7 +23,10 @@ vectors but not its ids (written before they did) has its ids checked where the 
 says so), and its ids are checked against their texts only where the corpus is given (`corpus`: each
 sampled row's stored text must be the corpus's text of its id). A store whose settings carry their
 checksum was written by a bertscope that stores row checksums too: missing ones were stripped (a
-re-save by another tool, an edit), so it is refused as damaged, never passed on its sample. A batch
+re-save by another tool, an edit), so it is refused as damaged, never passed on its sample; its sealed
+settings also say which row checksums were kept (`checksums.ROW_CHECKS_KEY`), so those of its ids and
+texts, or the record of its rows (a Parquet or .npy store's digest of its checksums, an SQLite
+collection's row count), stripped are refused the same way. A batch
 that fails its checksum is damage, not drift (exit 2: the bytes changed after they were written, so the
 store cannot testify about this deployment), and the rows of it that changed are named with their ids
 (the row digests written beside the checksums; an SQLite row's own checksums). A post-processing file
@@ -222,6 +225,13 @@ def refuse_edited_settings(opened: Store) -> None:
             "kept them: they were stripped by an edit, so its ids and texts cannot be proven; use the file "
             f"as bertscope wrote it, or {hint}"
         )
+    if row_checks(opened.settings) >= 3 and not found["rows_recorded"]:
+        missing = _ROWS_WHERE[opened.rules.format]
+        raise CorpusError(
+            f"{_store_where(opened)}: the record of its rows is missing ({missing}), "
+            "though its settings say the bertscope that wrote it kept one: it was stripped by an edit, so "
+            f"rows deleted or added cannot be found; use the file as bertscope wrote it, or {hint}"
+        )
 
 
 # Where a format keeps its row checksums, and how they are lost, for the error when they are missing.
@@ -238,6 +248,14 @@ _LABELS_WHERE = {
     Format.PARQUET: 'no "id" in the row groups of its `bertscope.checksums`',
     Format.NPY: 'no "labels" in the batches of the "checksums" in its .settings.json',
     Format.SQLITE: "NULL in its rows' `labels_checksum` column",
+}
+
+
+# Where a format records its rows (their count, its batch list), for the error when that is missing.
+_ROWS_WHERE = {
+    Format.PARQUET: 'no "sha256" in its `bertscope.checksums`',
+    Format.NPY: 'no "sha256" in the "checksums" in its .settings.json',
+    Format.SQLITE: "NULL in its collection's `row_count`",
 }
 
 
