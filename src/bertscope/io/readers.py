@@ -397,10 +397,12 @@ def _from_row(
         raise CorpusError(f"{path}:{number}: field {text_field!r} is a {type(text).__name__}, not text")
     if id_field is None:
         record_id = str(number if index is None else index)
-    elif id_field not in row or row[id_field] is None:
+    elif id_field not in row:
         raise CorpusError(
             f"{path}:{number}: no id field {id_field!r}; the fields are: {', '.join(map(str, row))}"
         )
+    elif row[id_field] is None:
+        raise CorpusError(f"{path}:{number}: the id field {id_field!r} is null; give every record an id")
     else:
         record_id = str(row[id_field])
     meta = {k: v for k, v in row.items() if k not in (text_field, id_field)}
