@@ -4,6 +4,7 @@ onnx.py       the ONNX export cache (keyed by model content), ONNX Runtime float
 export.py     making the ONNX export and the attention graph from the module: the one part needing torch
 digest.py     the content digest of a model folder, which names its exports and measurements in the cache
 quantize.py   int8 for ONNX Runtime: the dynamic, fused and static schemes, and the calibration texts
+int8_gate.py  int8 fitted on the caller's own texts measured once against float32, refused under 0.99
 openvino.py   OpenVINO running bertscope's own exported graph: float32, bfloat16, int8, int8_static
 runtimes.py   switching an Encoder to ONNX Runtime or OpenVINO, and one way of the mode table applied
 modes.py      the one table of ways to run a model, the one measure loop, compare_modes

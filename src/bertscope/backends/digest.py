@@ -14,7 +14,7 @@ from typing import Any
 from ..core.fingerprint_facts import file_identity
 from ..core.folder import read_json_object
 
-__all__ = ["content_digest", "known_folders"]
+__all__ = ["content_digest", "known_folders", "settings_digest"]
 
 
 def _cache_parent() -> Path:
@@ -63,6 +63,46 @@ def content_digest(folder: Path) -> str:
     found = _DIGESTS[key, _digests_path()] = digest.hexdigest()[:20]
     _write_digest(_digest_key(key), {"digest": found, "folder": key[0]})
     return found
+
+
+# The sentence-transformers settings that pool a model's vectors (and the modules.json that names the
+# module folders, each of whose files counts too): no export reads them, but what is measured on the
+# sentence vectors (mode="fast", an own calibration's drift) changes with them.
+_SETTINGS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
+
+
+def settings_digest(folder: Path | str | None) -> str:
+    """12 hex digits of SHA-256 over a model folder's sentence-transformers settings (names, bytes):
+    modules.json, sentence_bert_config.json, config_sentence_transformers.json and every file of the
+    module folders modules.json names (1_Pooling/config.json, 2_Dense, ...); "none" without a folder. Small
+    files, read at each call: a changed pooling is a changed digest at once."""
+    if folder is None:
+        return "none"
+    root = Path(folder)
+    files = [root / name for name in _SETTINGS_FILES if (root / name).is_file()]
+    modules = _read_json_list(root / "modules.json")
+    for module in modules:
+        sub = str(module.get("path", "")) if isinstance(module, dict) else ""
+        if sub and sub != "." and (root / sub).is_dir():
+            files.extend(sorted(p for p in (root / sub).rglob("*") if p.is_file()))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0")
+        try:
+            digest.update(path.read_bytes())
+        except OSError:
+            digest.update(b"unreadable")
+        digest.update(b"\0")
+    return digest.hexdigest()[:12]
+
+
+def _read_json_list(path: Path) -> list[Any]:
+    """A JSON file's top-level list, or [] when the file is missing, unreadable or holds no list."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return data if isinstance(data, list) else []
 
 
 def known_folders() -> dict[str, set[str]]:

@@ -35,6 +35,7 @@ from ..core.encoder import Encoder
 from ..core.loading import device_kind
 from ..errors import InvalidSpec
 from . import modes
+from .digest import settings_digest
 from .modes import MODES, Way, measure
 from .onnx import EXPORT_FORMAT, cache_dir, encoder_digest, writable_folder
 from .openvino import IR_FORMAT
@@ -261,13 +262,15 @@ def graphs_key() -> str:
 
 
 def _cache_path(base: Any, texts: Sequence[str], wanted: dict[str, Way]) -> Path:
-    """The measurement file: per model, machine, installed runtimes, calibration texts and the limits the
+    """The measurement file: per model, its pooling settings (sentence-transformers' files: the min cosine
+    is read on its sentence vectors), machine, installed runtimes, calibration texts and the limits the
     texts ran under (tokens per text, tokens per forward: both change what int8's scales see)."""
     calib = hashlib.sha256(json.dumps(list(texts)).encode()).hexdigest()[:10]
     limits = f"t{base.max_tokens}b{base.engine.token_budget}r{base.engine.min_rows}"
+    pooling = settings_digest(getattr(base.loaded, "path", None))
     name = (
-        f"{base.family.name}-{encoder_digest(base)}-{machine_key()}-{libraries_key(wanted)}-c{calib}-{limits}"
-        f"-f{FAST_FORMAT}-{graphs_key()}.json"
+        f"{base.family.name}-{encoder_digest(base)}-s{pooling}-{machine_key()}-{libraries_key(wanted)}-c{calib}"
+        f"-{limits}-f{FAST_FORMAT}-{graphs_key()}.json"
     )
     return fast_cache_dir() / name
 

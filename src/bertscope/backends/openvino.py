@@ -220,6 +220,7 @@ class OpenVinoRunner:
         # an output, so OpenVINO neither keeps it nor converts it from bfloat16
         self._compiled: dict[tuple[int, ...], Any] = {}
         self._lock = threading.Lock()
+        self.path: Path | None = None  # the int8 IR's xml, where one was made (its record: the .json beside)
 
     def compiled(self, deepest: int, layers: AskedStates = None) -> Any:
         """A compiled model that runs no layer past `deepest` and returns at least the states in
@@ -298,18 +299,22 @@ class OpenVinoRunner:
             )
         onnx_path = export_onnx(model, family, digest=digest, log=log)
         core = ov.Core()
+        ir: Path | None = None
         if precision == "int8":
-            ov_model = core.read_model(str(_quantized(core, onnx_path, log)))
+            ir = _quantized(core, onnx_path, log)
+            ov_model = core.read_model(str(ir))
         elif precision == "int8_static":
             if calibration is None:
                 raise InvalidSpec("int8_static needs the engine's calibration batches")
             # short texts, and the texts joined into one cut at the model's limit: the ranges of both ends
             texts = [*calibration_texts, *SHORT_CALIBRATION, " ".join(calibration_texts)]
-            static = _static_quantized(core, onnx_path, texts, calibration, family, log)
-            ov_model = core.read_model(str(static))
+            ir = _static_quantized(core, onnx_path, texts, calibration, family, log)
+            ov_model = core.read_model(str(ir))
         else:
             ov_model = core.read_model(str(onnx_path))
-        return cls(ov_model, family.uses_token_types, precision, threads=cpu_threads())
+        runner = cls(ov_model, family.uses_token_types, precision, threads=cpu_threads())
+        runner.path = ir
+        return runner
 
 
 def _quantized(core: Any, onnx_path: Path, log: Callable[[str], None] | None) -> Path:
@@ -393,7 +398,8 @@ def _cached_ir(path: Path, make: Callable[[Any], Any], log: Callable[[str], None
 
 def _whole_ir(path: Path, log: Callable[[str], None] | None) -> bool:
     """Whether the IR at `path` is whole: its bin as `onnx.cached_export` checks an export (the size, file
-    identity and SHA-256 recorded beside it, in `path` with .json), its xml by the size and SHA-256 recorded there too.
+    identity and SHA-256 recorded beside it, in `path` with .json), its xml by the size and SHA-256
+    recorded there too.
 
     An IR without its record is made again; one that disagrees with it (a disk error, a copy cut short, an
     edit) is also named in one line on `log`.

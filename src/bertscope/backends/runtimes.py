@@ -10,12 +10,15 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core._enums import Backend, Quantize
 from ..core.encoder import Encoder, stderr
 from ..core.spec import EmbedSpec
 from ..errors import InvalidSpec
+from .digest import settings_digest
+from .int8_gate import check_own_calibration
 from .onnx import OnnxRunner, encoder_digest, resolve_backend
 from .quantize import calibration_or_shipped
 
@@ -28,11 +31,17 @@ E = TypeVar("E", bound=Encoder)
 
 
 def use_openvino(
-    encoder: Encoder, precision: str = "float32", *, calibration: Sequence[str] | None = None
+    encoder: Encoder,
+    precision: str = "float32",
+    *,
+    calibration: Sequence[str] | None = None,
+    drift_gate: bool = True,
 ) -> None:
     """Run every forward of `encoder` on OpenVINO from now on: precision float32, bfloat16, int8 (int8
     weights, activations quantized per group at run time: no calibration texts) or int8_static (activation
-    scales fitted once on `calibration`, default the shipped sentences, but the feed-forward outputs')."""
+    scales fitted once on `calibration`, default the shipped sentences, but the feed-forward outputs').
+    int8_static fitted on the caller's own texts is refused under int8's bound (`drift_gate`,
+    int8_gate.check_own_calibration); mode="fast" measures its candidates itself and turns it off."""
     from .openvino import OpenVinoRunner
 
     if encoder.torch_dtype_name != "float32" or encoder.device_type != "cpu":
@@ -50,6 +59,8 @@ def use_openvino(
         calibration_texts=calibration_or_shipped(calibration) if precision == "int8_static" else (),
     )
     encoder.engine.runner = runner
+    if drift_gate and calibration is not None and precision == "int8_static" and runner.path is not None:
+        _gate(encoder, runner, runner.path, calibration, "backend='openvino', quantize='int8_static'")
     encoder.backend = "openvino"
     encoder.calibration_digest = calibration_digest(calibration) if precision == "int8_static" else None
     encoder.quantize = precision if precision.startswith("int8") else None
@@ -61,9 +72,11 @@ def use_onnxruntime(
     *,
     quantize: Quantize | str | None = None,
     calibration: Sequence[str] | None = None,
+    drift_gate: bool = True,
 ) -> None:
     """Run every forward of `encoder` on ONNX Runtime from now on (float32, or int8 with quantize="int8",
-    "int8_fused" or "int8_static")."""
+    "int8_fused" or "int8_static"); int8 fitted on the caller's own `calibration` texts is refused under
+    int8's bound (`drift_gate`, int8_gate.check_own_calibration; mode="fast" measures its own)."""
     mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
     if encoder.torch_dtype_name != "float32" or encoder.device_type != "cpu":
         resolve_backend(Backend.ONNXRUNTIME, mode, next(encoder.hf_model.parameters()).dtype, encoder.device)
@@ -86,10 +99,24 @@ def use_onnxruntime(
         scheme=mode.int8_scheme or "dynamic",
         log=stderr,
     )
+    if drift_gate and calibration is not None and mode.int8_scheme:
+        runner = encoder.engine.runner
+        _gate(encoder, runner, runner.path, calibration, f"quantize='{mode.value}'")
     encoder.backend = "onnxruntime"
     encoder.calibration_digest = calibration_digest(calibration) if mode.int8_scheme else None
     encoder.runtime_dtype = None
     encoder.quantize = None if mode is Quantize.NONE else mode.value
+
+
+def _gate(encoder: Encoder, runner: Any, graph: Path, calibration: Sequence[str], asked: str) -> None:
+    """int8_gate.check_own_calibration on `graph`'s record, keyed by the model's pooling settings and limit;
+    a refused graph leaves `encoder` on torch, as before the switch."""
+    key = f"s{settings_digest(getattr(encoder.loaded, 'path', None))}-t{encoder.max_tokens}"
+    try:
+        check_own_calibration(encoder, runner, graph.with_suffix(".json"), calibration, asked=asked, key=key)
+    except InvalidSpec:
+        encoder.engine.runner = None
+        raise
 
 
 def calibration_digest(texts: Sequence[str] | None) -> str | None:
@@ -109,13 +136,14 @@ def apply_way(
     """`base` (float32 torch) switched to a mode's runtime, or `build(dtype)`: the other torch weights."""
     backend = options.get("backend", "torch")
     if backend == "onnxruntime":
-        use_onnxruntime(base, quantize=options.get("quantize"), calibration=calibration)
+        # mode="fast" reads each way's drift itself, under its own bound
+        use_onnxruntime(base, quantize=options.get("quantize"), calibration=calibration, drift_gate=False)
         return base
     if backend == "openvino":
         from .openvino import resolve_precision
 
         precision = resolve_precision(options.get("dtype", "float32"), options.get("quantize"), base.device)
-        use_openvino(base, precision, calibration=calibration)  # read by int8_static alone
+        use_openvino(base, precision, calibration=calibration, drift_gate=False)  # read by int8_static alone
         return base
     from ..core.loading import resolve_dtype
 

@@ -1,0 +1,106 @@
+"""int8 fitted on the caller's own calibration texts earns its drift: measured once against float32, refused
+under `INT8_MIN_COSINE`.
+
+The shipped texts' graphs are the ones measured in docs/fast-modes.md (held-out min cosine 0.9915-0.995 on
+the bundled model). The caller's own texts are not: a few short ones fit scales that clip ordinary
+sentences (`quantize="int8_static", calibration=["x"]` read a min cosine of 0.67 on the held-out
+sentences; five news sentences 0.90 on "Ok."). So a graph fitted on them is measured once, as mode="fast"
+measures its candidates (sentence vectors, the model's own pooling, against torch float32, on the shipped
+held-out sentences and the caller's texts), the figure kept in the record beside the graph, and a load
+under the bound refused in one line naming the figure, the bound and the fix. mode="fast" reads each
+way's drift itself, under its own bound, so its candidates are not gated here (runtimes.apply_way).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..core.folder import read_json_object
+from ..errors import InvalidSpec
+from .quantize import heldout_texts
+
+__all__ = ["INT8_MIN_COSINE", "check_own_calibration", "fitted_drift"]
+
+# int8's bound (docs/fast-modes.md: min cosine ~0.99; the shipped texts' graphs read 0.9915-0.995 on the
+# held-out sentences): a graph fitted on the caller's own calibration texts must keep every sentence vector
+# of the held-out sentences and of those texts at least this close to float32, or it is refused.
+INT8_MIN_COSINE = 0.99
+# At most this many of the caller's texts are measured, beside the held-out sentences.
+_MEASURED_OWN = 400
+# The key, in the record beside a graph, of its measured drifts (one per model settings).
+_DRIFT_RECORD = "own_calibration_drift"
+
+
+def check_own_calibration(
+    encoder: Any, runner: Any, record: Path, calibration: Sequence[str], *, asked: str, key: str
+) -> None:
+    """Refuse, in one line, an int8 graph (`runner`, of `encoder`) fitted on the caller's own `calibration`
+    texts whose sentence vectors fall under `INT8_MIN_COSINE` to float32's on the held-out sentences or those
+    texts (a few short texts fit scales that clip ordinary ones). The measured figure is kept
+    in `record` (the JSON beside the graph) under `key` (the model's settings that pool its vectors), so a
+    second load reads it instead of measuring again; `asked` names the option in the message."""
+    about = read_json_object(record)
+    kept = about.get(_DRIFT_RECORD)
+    verdict = kept.get(key) if isinstance(kept, dict) else None
+    if not (
+        isinstance(verdict, dict)
+        and isinstance(verdict.get("cos_min"), float)
+        and isinstance(verdict.get("text"), str)
+    ):
+        cos_min, text = fitted_drift(encoder, runner, [*heldout_texts(), *calibration[:_MEASURED_OWN]])
+        verdict = {"cos_min": cos_min, "text": text}
+        _remember_drift(record, key, verdict)
+    if verdict["cos_min"] < INT8_MIN_COSINE:
+        count = f"{len(calibration)} calibration text{'' if len(calibration) == 1 else 's'}"
+        raise InvalidSpec(
+            f"{asked} fitted on your {count} reads a min cosine of {verdict['cos_min']:.4f} to float32 "
+            f"(lowest on {_shown(verdict['text'])}, over the held-out sentences and your texts), under "
+            f"int8's bound {INT8_MIN_COSINE}; give more and longer calibration texts like your corpus, "
+            "or leave calibration= out to fit on the shipped ones"
+        )
+
+
+def fitted_drift(encoder: Any, runner: Any, texts: Sequence[str]) -> tuple[float, str]:
+    """(min cosine, the text it fell on) of `encoder`'s sentence vectors (its own pooling and layer) run
+    on `runner` against its torch float32 forward, as mode="fast" measures: `runner` stays on."""
+    texts = list(texts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a long calibration text cut at the model's limit is measured cut
+        try:
+            encoder.engine.runner = None
+            reference = np.asarray(encoder.embed(texts, progress=False).vectors, dtype=np.float64)
+        finally:
+            encoder.engine.runner = runner
+        fitted = np.asarray(encoder.embed(texts, progress=False).vectors, dtype=np.float64)
+    cos = (_unit(reference) * _unit(fitted)).sum(axis=1)
+    worst = int(cos.argmin())
+    return float(cos[worst]), texts[worst]
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+def _remember_drift(record: Path, key: str, verdict: dict[str, Any]) -> None:
+    """Add `verdict` under `key` to the record beside a graph, atomically; a cache that cannot be written
+    only costs a measurement next time."""
+    about = read_json_object(record)
+    kept = about.get(_DRIFT_RECORD)
+    about[_DRIFT_RECORD] = {**(kept if isinstance(kept, dict) else {}), key: verdict}
+    staged = record.with_suffix(f".{os.getpid()}.drift.tmp")
+    try:
+        staged.write_text(json.dumps(about, indent=1), encoding="utf-8")
+        os.replace(staged, record)
+    except OSError:
+        staged.unlink(missing_ok=True)
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 40 else f"{text[:37]!r}..."
