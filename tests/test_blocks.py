@@ -72,7 +72,9 @@ def test_late_chunks_of_a_long_document_are_pooled_block_by_block(
     whole = model.embed_chunks(docs, **options)  # each document's matrix held whole
     streamed: list[int] = []
     real = model.engine.token_blocks
-    monkeypatch.setattr(model.engine, "token_blocks", lambda tok, spec: streamed.append(1) or real(tok, spec))
+    monkeypatch.setattr(
+        model.engine, "token_blocks", lambda tok, spec, **kw: streamed.append(1) or real(tok, spec, **kw)
+    )
     monkeypatch.setattr(chunk_embed, "LONG_TOKENS", 100)
     blocked = model.embed_chunks(docs, **options)
     assert streamed == [1, 1], "the two long documents ran a few windows at a time"

@@ -99,9 +99,8 @@ def _late(
         if len(tokens) <= LONG_TOKENS:
             vectors = pool_spans(next(short)[1], rows, spec.pooling)
         else:  # a book-length document: its token vectors a few windows at a time, never whole
-            vectors = _pool_streamed(engine.token_blocks(tokens, spec), rows, spec.pooling)
-            if on_batch is not None:
-                on_batch(1, len(tokens))
+            # progress in tokens as its windows run, the document counted once at its end
+            vectors = _pool_streamed(engine.token_blocks(tokens, spec, on_batch=on_batch), rows, spec.pooling)
         if spec.normalize:
             vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
         yield ChunkEmbeddings(

@@ -7,6 +7,7 @@ batches, selects layers or pools.
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,10 +22,20 @@ from .loading import device_kind
 from .pooling import pool_sentences
 from .prompts import prepend
 from .results import SentenceEmbeddings
-from .segments import MIN_ROWS, Segment, batches, chunks, segments_of, stitch, windowed
+from .segments import (
+    MIN_ROWS,
+    Segment,
+    WindowLayout,
+    WindowPool,
+    batches,
+    chunks,
+    segments_of,
+    stitch,
+    windowed,
+)
 from .similarity import unit
 from .spec import EmbedSpec
-from .tokens import TextTokenizer, Tokens, pad_batch, window_owner
+from .tokens import TextTokenizer, Tokens, pad_batch
 
 __all__ = [
     "LONG_TOKENS", "MIN_ROWS", "STATES_BYTES_PER_FORWARD", "TENSOR_POOLINGS", "Array", "AskedStates",
@@ -283,10 +294,14 @@ class Engine:
     def _views_of(
         self, tokens: list[Tokens], specs: Mapping[str, EmbedSpec], on_batch: OnBatch | None
     ) -> dict[str, SentenceEmbeddings]:
-        """Each view's sentence vectors {name: (texts, d_view)} of fitted tokens, in their order."""
+        """Each view's sentence vectors {name: (texts, d_view)} of fitted tokens, in their order.
+
+        A long text's windows are pooled as each batch hands them back (`WindowPool`): memory holds a
+        batch and a running sum per long text, never a text's stitched matrix."""
         first = next(iter(specs.values()))
         vectors: dict[str, list[np.ndarray | None]] = {name: [None] * len(tokens) for name in specs}
-        pending: dict[tuple[str, int], dict[int, np.ndarray]] = {}
+        pending: dict[tuple[str, int], WindowPool] = {}
+        layouts: dict[int, WindowLayout] = {}
         segments = segments_of(tokens, self.tokenizer.max_tokens, first.stride)
         long_texts = windowed(segments)
         for batch, views in self._run_views(segments, specs, on_batch, on_device=self.pools_on_device):
@@ -302,10 +317,12 @@ class Engine:
                 kept = dict(zip(windows, as_array(hidden[windows]), strict=True)) if windows else {}
                 for row in windows:
                     seg = batch[row]
-                    matrix = kept[row][: len(seg.ids)]
-                    pending.setdefault((name, seg.text_index), {})[seg.window] = matrix
-        for (name, index), by_window in pending.items():
-            vectors[name][index] = self._pool_windows(tokens[index], by_window, specs[name])
+                    key = (name, seg.text_index)
+                    if key not in pending:
+                        pending[key] = self._window_pool(tokens, seg.text_index, specs[name], layouts)
+                    pending[key].add(seg.window, kept[row][: len(seg.ids)])
+        for (name, index), pool in pending.items():
+            vectors[name][index] = self._pool_windows(pool, specs[name])
         n_tokens = np.array([len(t) for t in tokens], dtype=np.int64)
         n_dropped = np.array([t.n_dropped for t in tokens], dtype=np.int64)
         return {
@@ -318,15 +335,22 @@ class Engine:
             for name, rows in vectors.items()
         }
 
-    def _pool_windows(self, tokens: Tokens, by_window: dict[int, np.ndarray], spec: EmbedSpec) -> np.ndarray:
-        """One long text's sentence vector (d,), pooled over its windows stitched back together."""
-        parts = [by_window[w] for w in sorted(by_window)]
-        stitched = stitch(tokens, parts, self.tokenizer.max_tokens, spec.stride)
-        special = np.array(
-            [[0.0 if s and spec.mask_special else 1.0 for s in tokens.special_mask]], np.float32
-        )
-        special[:, : spec.prompt_length] = 0.0  # include_prompt false: the prompt's tokens do not count
-        return self._pool(stitched[None], special, spec)[0]
+    def _window_pool(
+        self, tokens: Sequence[Tokens], index: int, spec: EmbedSpec, layouts: dict[int, WindowLayout]
+    ) -> WindowPool:
+        """The running pool of long text `index`'s windows under `spec`; its layout is made once for
+        every view (`layouts`, by text index)."""
+        if index not in layouts:
+            layouts[index] = WindowLayout(tokens[index], self.tokenizer.max_tokens, spec.stride)
+        return WindowPool(layouts[index], _kept(tokens[index], spec), spec.pooling)
+
+    def _pool_windows(self, pool: WindowPool, spec: EmbedSpec) -> np.ndarray:
+        """One long text's sentence vector (d,) from its windows pooled as they came: what pooling the
+        windows stitched back together gives (to float32 rounding)."""
+        if pool.first is not None:  # cls, pooler: the text's first token, as a one-token text
+            return self._pool(pool.first[None], np.ones((1, 1), np.float32), spec)[0]
+        pooled = pool.pooled()[None]
+        return (unit(pooled) if spec.normalize else pooled).astype(np.float32)[0]
 
     def sentences_once(
         self, texts: Sequence[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
@@ -361,34 +385,36 @@ class Engine:
             yield tok, stitch(tok, pieces, self.tokenizer.max_tokens, spec.stride)
 
     def token_blocks(
-        self, tokens: Tokens, spec: EmbedSpec, *, windows_per_block: int = MIN_ROWS
+        self,
+        tokens: Tokens,
+        spec: EmbedSpec,
+        *,
+        windows_per_block: int = MIN_ROWS,
+        on_batch: OnBatch | None = None,
     ) -> Iterator[np.ndarray]:
         """One fitted text's combined-layer token vectors as consecutive blocks of rows (rows, d), in token
         order: together the matrix `fitted_token_matrices` gives, with memory bounded by
-        `windows_per_block` windows instead of the whole text (a book-length line)."""
+        `windows_per_block` windows instead of the whole text (a book-length line).
+
+        `on_batch` hears each forward's tokens as it runs (a long text shows its progress in tokens), and
+        the text, once, with its last block."""
         segments = segments_of([tokens], self.tokenizer.max_tokens, spec.stride)
         if len(segments) == 1:
-            for _, hidden, _ in self._run(segments, spec, None):
+            for _, hidden, _ in self._run(segments, spec, on_batch):
                 yield hidden[0, : len(segments[0].ids)]
             return
-        windows = tokens.windows(self.tokenizer.max_tokens, spec.stride)
-        head, tail = tokens.n_prefix, tokens.n_suffix
-        owner = window_owner(windows, len(tokens) - head - tail)
+        layout = WindowLayout(tokens, self.tokenizer.max_tokens, spec.stride)
+        tokens_only = None if on_batch is None else (lambda _texts, n_tokens: on_batch(0, n_tokens))
         for first in range(0, len(segments), windows_per_block):
             group = segments[first : first + windows_per_block]
             parts: dict[int, np.ndarray] = {}
-            for batch, hidden, _ in self._run(group, spec, None):
+            for batch, hidden, _ in self._run(group, spec, tokens_only):
                 for row, seg in enumerate(batch):
                     parts[seg.window] = hidden[row, : len(seg.ids)]
+            if on_batch is not None and first + windows_per_block >= len(segments):
+                on_batch(1, 0)
             for k in sorted(parts):
-                window = windows[k]
-                owned = np.flatnonzero(owner[window.content_start : window.content_stop] == k)
-                rows = parts[k][head + owned]
-                if k == 0:
-                    rows = np.concatenate([parts[k][:head], rows])
-                if k == len(windows) - 1:
-                    rows = np.concatenate([rows, parts[k][len(parts[k]) - tail :]])
-                yield rows
+                yield parts[k][layout.rows(k, len(parts[k]))[0]]
 
     def _fit(self, chunk: Sequence[str], spec: EmbedSpec, start: int) -> list[Tokens]:
         texts = prepend(spec.prompt, chunk) if spec.prompt else chunk
@@ -415,6 +441,8 @@ class Engine:
         wanted = frozenset(i for spec in specs.values() for i in spec.layers)
         deepest = max(wanted)
         budget, min_rows = self.forward_limits(len(wanted))
+        # rows still to run per text: a text counts for progress once, in the batch that runs its last window
+        left = Counter(s.text_index for s in segments) if on_batch is not None else Counter()
         for batch in batches(segments, budget, self.max_batch, min_rows, self.call_tokens):
             ids, mask = pad_batch([s.ids for s in batch], self.pad_id)
             type_ids, _ = pad_batch([s.type_ids for s in batch], 0)
@@ -432,7 +460,9 @@ class Engine:
                 for name, spec in specs.items()
             }
             if on_batch is not None:
-                on_batch(len({s.text_index for s in batch}), int(mask.sum()))
+                left.subtract(s.text_index for s in batch)
+                done = {s.text_index for s in batch if left[s.text_index] == 0}
+                on_batch(len(done), int(mask.sum()))
             yield batch, views
 
     def forward_limits(self, n_states: int) -> tuple[int, int]:
@@ -514,6 +544,14 @@ def _check_views(specs: Mapping[str, EmbedSpec]) -> None:
             "combine='stack' keeps each layer's vector apart, which only token and word rows store "
             "(level='tokens' or 'words'); pool sentence vectors with combine mean, sum or concat"
         )
+
+
+def _kept(tokens: Tokens, spec: EmbedSpec) -> np.ndarray:
+    """(tokens,) 0/1 float32: which of a text's tokens its sentence vector pools (`_pooling_mask`'s rule
+    over a whole text: specials out under mask_special, the prompt out where include_prompt is false)."""
+    keep = np.array([0.0 if s and spec.mask_special else 1.0 for s in tokens.special_mask], np.float32)
+    keep[: spec.prompt_length] = 0.0
+    return keep
 
 
 def _pooling_mask(mask: np.ndarray, first_windows: np.ndarray, spec: EmbedSpec) -> np.ndarray:

@@ -1,6 +1,7 @@
 """The rows of the engine's batches: whole texts or windows of long ones, batched by length under a token
-budget, and a long text's windows stitched back into one matrix (each token from the window it is most
-central in).
+budget, and a long text's windows put back together (each token from the window it is most central in):
+stitched into one matrix where its token vectors are asked, pooled window by window into one sentence
+vector where only that is (`WindowPool`: a running sum, never the text's matrix).
 """
 
 from __future__ import annotations
@@ -11,10 +12,15 @@ from itertools import islice
 
 import numpy as np
 
+from ._enums import Pooling
 from .memory import release_freed_memory
+from .pooling import POOLING_RULES
 from .tokens import Tokens, window_owner
 
-__all__ = ["CALL_COST", "MIN_ROWS", "Segment", "batches", "chunks", "segments_of", "stitch", "windowed"]
+__all__ = [
+    "CALL_COST", "MIN_ROWS", "Segment", "WindowLayout", "WindowPool", "batches", "chunks", "segments_of",
+    "stitch", "windowed",
+]  # fmt: skip
 
 # A forward's fixed cost, as a share of the base token budget's compute: on a CPU at the 1,024-token
 # budget it is 64 tokens (300 news sentences ran fastest with it between 32 and 64, bench/BENCHMARKS.md
@@ -128,13 +134,85 @@ def _cuts(
     return cuts[::-1]
 
 
+class WindowLayout:
+    """Which rows of each window of a long text are kept, and the text's token each one is: the content
+    tokens a window is most central in, its specials before them in the first window and after them in the
+    last. Read a window at a time, so a text's windows need not all be held at once."""
+
+    def __init__(self, tokens: Tokens, max_tokens: int, stride: int | None) -> None:
+        windows = tokens.windows(max_tokens, stride)
+        self.head, self.tail, self.n_tokens = tokens.n_prefix, tokens.n_suffix, len(tokens)
+        self.spans = [(w.content_start, w.content_stop) for w in windows]
+        # (content tokens,) int64: the window each content token's vector comes from
+        self.owner = window_owner(windows, self.n_tokens - self.head - self.tail)
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+    def rows(self, k: int, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+        """(kept rows of window `k`, which has `n_rows` rows; the text's token position of each), in token
+        order: over k = 0, 1, ... the positions run 0..n_tokens-1 once each."""
+        start, stop = self.spans[k]
+        owned = np.flatnonzero(self.owner[start:stop] == k)
+        rows, positions = [self.head + owned], [self.head + start + owned]
+        if k == 0:
+            rows.insert(0, np.arange(self.head))
+            positions.insert(0, np.arange(self.head))
+        if k == len(self.spans) - 1:
+            rows.append(np.arange(n_rows - self.tail, n_rows))
+            positions.append(np.arange(self.n_tokens - self.tail, self.n_tokens))
+        return np.concatenate(rows), np.concatenate(positions)
+
+
+class WindowPool:
+    """One long text's sentence vector pooled as its windows come, in any order: the vector `stitch` then
+    pooling gives (equal to float32 rounding: the sums run in float64), never holding the stitched
+    (tokens, d) matrix or more than the window in hand. A linear pooling (mean, mean_sqrt_len,
+    first_last_avg) keeps a running weighted sum (d,), max a running maximum (d,), cls and pooler the first
+    window's first row (1, d) (`first`, which the engine pools as a one-token text)."""
+
+    def __init__(self, layout: WindowLayout, keep: np.ndarray, pooling: Pooling) -> None:
+        """`keep`: (tokens,) 0/1 float32, which of the text's tokens count (the pooling mask)."""
+        rule = POOLING_RULES[pooling]
+        if rule.tokens is not None and not rule.linear and pooling is not Pooling.MAX:
+            raise ValueError(f"pooling {pooling.value!r} has no window-by-window rule")
+        self.layout, self.keep, self.pooling = layout, keep, pooling
+        # pooled = weights @ token vectors, for a linear pooling (the table's own weights)
+        self.weights = rule.weights(keep) if rule.weights is not None else None
+        self.reads_tokens = rule.tokens is not None
+        self.total: np.ndarray | None = None  # (d,) float64 running sum, or (d,) float32 running max
+        self.first: np.ndarray | None = None  # (1, d) float32: the text's first token (cls, pooler)
+
+    def add(self, k: int, window: np.ndarray) -> None:
+        """Window `k`'s token vectors (window tokens, d) float32, taken into the running pool."""
+        if not self.reads_tokens:
+            if k == 0:
+                self.first = np.array(window[:1], dtype=np.float32)  # a copy: the batch is not kept
+            return
+        rows, positions = self.layout.rows(k, len(window))
+        vectors = window[rows]
+        if self.weights is not None:
+            part = self.weights[positions] @ vectors.astype(np.float64)
+            self.total = part if self.total is None else self.total + part
+        else:  # max: a dimension's largest kept value, -1e9 where none is kept (as pooling's max)
+            kept = self.keep[positions][:, None] != 0
+            part = np.where(kept, vectors, np.float32(-1e9)).max(axis=0)
+            self.total = part if self.total is None else np.maximum(self.total, part)
+
+    def pooled(self) -> np.ndarray:
+        """(d,) float32: the pooled vector of every window added (a token pooling; cls and pooler read
+        `first`)."""
+        if self.total is None:
+            raise ValueError("no window of the text was added")
+        return self.total.astype(np.float32)
+
+
 def stitch(tokens: Tokens, parts: Sequence[np.ndarray], max_tokens: int, stride: int | None) -> np.ndarray:
-    """One (tokens, d) matrix from a text's windows: each token from the window it is most central in."""
+    """One (tokens, d) matrix from a text's windows: each token from the window it is most central in.
+
+    The whole text's token vectors at once (its token vectors asked); a sentence vector pools the windows
+    as they come instead (`WindowPool`)."""
     if len(parts) == 1:
         return parts[0]
-    windows = tokens.windows(max_tokens, stride)
-    head, tail = tokens.n_prefix, tokens.n_suffix
-    n_content = len(tokens) - head - tail
-    owner = window_owner(windows, n_content)
-    content = np.stack([parts[w][head + pos - windows[w].content_start] for pos, w in enumerate(owner)])
-    return np.concatenate([parts[0][:head], content, parts[-1][len(parts[-1]) - tail :]])
+    layout = WindowLayout(tokens, max_tokens, stride)
+    return np.concatenate([part[layout.rows(k, len(part))[0]] for k, part in enumerate(parts)])
