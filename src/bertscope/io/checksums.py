@@ -65,11 +65,13 @@ __all__ = [
     "ROW_CHECKS",
     "ROW_CHECKS_KEY",
     "ROW_DIGEST_ROWS",
+    "VIEW_BYTES",
     "SETTINGS_KEY",
     "changed",
     "changed_rows",
     "checksum",
     "checksums_block",
+    "column_labels_checksum",
     "column_values",
     "keeps_digests",
     "labels_checksum",
@@ -145,12 +147,63 @@ def _joined(values: Iterable[Any]) -> str:
     return "\x00".join("\x01" if v is None else str(v) for v in values)
 
 
+# Label columns (of a batch, a row group) bigger than this are read as views of their Arrow buffers, not
+# copied into a list, a joined string and its encoding (three copies of a 50 MB line); smaller ones, the
+# usual, are read the faster way.
+VIEW_BYTES = 16 << 20
+
+
+def column_labels_checksum(column: Any) -> int:
+    """`labels_checksum` of an Arrow column's values (a big column read from its buffers: `VIEW_BYTES`)."""
+    if column.nbytes <= VIEW_BYTES:
+        return labels_checksum(column.to_pylist())
+    return _joined_crc(_label_pieces(column))
+
+
+def _joined_crc(pieces: Iterable[bytes | memoryview], crc: int = 0) -> int:
+    """The CRC-32 of the pieces joined with NUL between them, as `_joined` joins values."""
+    for number, piece in enumerate(pieces):
+        if number:
+            crc = zlib.crc32(b"\x00", crc)
+        crc = zlib.crc32(piece, crc)
+    return crc
+
+
+def _label_pieces(column: Any) -> Iterator[bytes | memoryview]:
+    """Each value of an Arrow column (or chunked column) as `_joined` encodes it (byte 1 where null): a
+    string column's values are views of its UTF-8 data, not copies."""
+    import pyarrow as pa
+
+    for chunk in getattr(column, "chunks", [column]):
+        large = pa.types.is_large_string(chunk.type)
+        if not len(chunk):
+            continue
+        if not (large or pa.types.is_string(chunk.type)):
+            for value in chunk.to_pylist():
+                yield b"\x01" if value is None else str(value).encode("utf-8", "surrogatepass")
+            continue
+        _, offsets, data = chunk.buffers()
+        width = 8 if large else 4
+        starts = np.frombuffer(
+            offsets, dtype=f"<i{width}", count=len(chunk) + 1, offset=chunk.offset * width
+        ).tolist()
+        values = memoryview(data if data is not None else b"")
+        valid = chunk.is_valid().to_pylist() if chunk.null_count else None
+        for row in range(len(chunk)):
+            yield values[starts[row] : starts[row + 1]] if valid is None or valid[row] else b"\x01"
+
+
 def row_labels(table: Any) -> list[bytes]:
-    """Each row's labels (`LABEL_COLUMNS` it has) as bytes, for `row_digests` of a Parquet table."""
-    columns = [table.column(n).to_pylist() for n in LABEL_COLUMNS if n in table.schema.names]
-    if not columns:
+    """Each row's labels (`LABEL_COLUMNS` it has) as bytes, for `row_digests` of a Parquet table (big
+    columns joined from views of their values: one copy of a long text, not three; `VIEW_BYTES`)."""
+    names = [n for n in LABEL_COLUMNS if n in table.schema.names]
+    if not names:
         return [b""] * table.num_rows
-    return [_joined(values).encode("utf-8", "surrogatepass") for values in zip(*columns, strict=True)]
+    if sum(table.column(n).nbytes for n in names) <= VIEW_BYTES:
+        columns = [table.column(n).to_pylist() for n in names]
+        return [_joined(values).encode("utf-8", "surrogatepass") for values in zip(*columns, strict=True)]
+    pieces = [list(_label_pieces(table.column(n))) for n in names]
+    return [b"\x00".join(values) for values in zip(*pieces, strict=True)]
 
 
 def row_digests(vectors: Sequence[np.ndarray], labels: Sequence[bytes]) -> str:
@@ -222,7 +275,7 @@ def table_checksums(table: Any) -> dict[str, int]:
     sums = {name: checksum(column_values(table.column(name))) for name in vector_names(table.schema)}
     for name in LABEL_COLUMNS:
         if name in table.schema.names:
-            sums[name] = labels_checksum(table.column(name).to_pylist())
+            sums[name] = column_labels_checksum(table.column(name))
     return sums
 
 
