@@ -3,26 +3,46 @@
 The model is a name or folder, or anything `bertscope.load` returns (a `Model`, or a `StaticModel` for a
 model2vec folder). A text over the model's limit is truncated, as sentence-transformers (which the
 frameworks' own classes wrap) truncates at max_seq_length, with a `TruncatedTextsWarning` saying how
-many were; `long="window"` keeps every token, `long="error"` refuses.
+many were; `long="window"` keeps every token, `long="error"` refuses. The warning is said once per call
+of the framework's method (however many batches it cuts the texts into, in threads or tasks), at the
+caller's line: the first frame outside bertscope, the framework and the machinery it runs through.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import sys
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any, TypeAlias
 
+import numpy as np
+
 from ..core.spec import EmbedOptions, Recipe, RecipeKeywords, resolve, unknown_option
-from ..encode import warn_truncated
-from ..errors import InvalidSpec
+from ..core.tokens import cut_warning
+from ..errors import InvalidInput, InvalidSpec
 from ..model import Model, load
 from ..static_model import StaticModel
 
-__all__ = ["Loaded", "load_options", "model_and_recipes", "vectors"]
+__all__ = ["Loaded", "cut_said_once", "listed", "load_options", "model_and_recipes", "vectors"]
 
 # What `bertscope.load` returns: a transformer, or the rows of a model2vec folder.
 Loaded: TypeAlias = Model | StaticModel
+
+
+# Where a warning is not the caller's line: frames of these top-level packages (and of any whose name
+# starts with one of them and "_": langchain_core, llama_index_instrumentation) are passed over.
+_NOT_THE_CALLER = (
+    "bertscope", "langchain", "llama_index", "asyncio", "concurrent", "threading", "contextlib",
+    "contextvars", "functools", "wrapt", "tqdm",
+)  # fmt: skip
+_WINDOW = "long='window' keeps every token"
+# The texts dropped per text of each batch a framework method ran, while it runs (`cut_said_once`): its
+# threads and tasks copy the context, so every batch adds to the one list.
+_CUTS: ContextVar[list[np.ndarray] | None] = ContextVar("bertscope_integration_cuts", default=None)
 
 
 # The `bertscope.load` options each framework class takes.
@@ -78,10 +98,63 @@ def model_and_recipes(
     return loaded, recipes
 
 
+def listed(texts: Sequence[str], method: str, one: str) -> list[str]:
+    """`texts` as a list; one string is refused (it would be read as its characters, one vector each)."""
+    if isinstance(texts, str):
+        raise InvalidInput(
+            f"{method} takes a list of texts, not one string (it would embed each character): pass [text], "
+            f"or {one}(text) for one vector"
+        )
+    return list(texts)
+
+
 def vectors(model: Loaded, recipe: Recipe, texts: Sequence[str]) -> list[list[float]]:
-    """Sentence vectors as plain lists, as the frameworks want them; none for no texts."""
+    """Sentence vectors as plain lists, as the frameworks want them; none for no texts. A cut is said
+    at the caller's line, or, inside `cut_said_once`, kept for it to say once."""
     if not texts:
         return []
     found = model.embed_with(list(texts), recipe)
-    warn_truncated(found.n_dropped, model.max_tokens, "long='window' keeps every token")
+    cuts = _CUTS.get()
+    if cuts is not None:
+        cuts.append(found.n_dropped)
+    else:
+        _say_cut(found.n_dropped, model.max_tokens)
     return found.vectors.astype(float).tolist()
+
+
+@contextmanager
+def cut_said_once(model: Loaded) -> Iterator[None]:
+    """Around one call of a framework's method: the texts its batches cut are said in one
+    `TruncatedTextsWarning` when it returns, at the caller's line."""
+    cuts: list[np.ndarray] = []
+    token = _CUTS.set(cuts)
+    try:
+        yield
+    finally:
+        _CUTS.reset(token)
+    if cuts:
+        _say_cut(np.concatenate(cuts), model.max_tokens)
+
+
+def _say_cut(n_dropped: np.ndarray, max_tokens: int) -> None:
+    """The `TruncatedTextsWarning` for texts cut (n_dropped: per text), if any was, at the caller's line."""
+    dropped = np.asarray(n_dropped, dtype=np.int64)
+    cut = int(np.count_nonzero(dropped > 0))
+    if cut:
+        warning = cut_warning(cut, len(dropped), max_tokens, _WINDOW, int(dropped.sum()))
+        warnings.warn(warning, stacklevel=_callers_level())
+
+
+def _callers_level() -> int:
+    """`warnings.warn`'s stacklevel, called from `_say_cut`, that names the first frame outside bertscope,
+    the framework and the machinery between (threads, tasks, context managers); where a thread holds
+    no such frame, its outermost one."""
+    frame, level = sys._getframe(2), 2  # _say_cut's frame is level 1
+    while frame.f_back is not None and _passed_over(frame):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _passed_over(frame: Any) -> bool:
+    top = str(frame.f_globals.get("__name__", "")).partition(".")[0]
+    return any(top == name or top.startswith(name + "_") for name in _NOT_THE_CALLER)

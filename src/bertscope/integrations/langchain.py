@@ -10,12 +10,13 @@ For a model that ships prompts, query_prompt_name="query" picks its own.
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from typing_extensions import Unpack
 
 from ..core.spec import RecipeKeywords
-from ._shared import Loaded, load_options, model_and_recipes, vectors
+from ._shared import Loaded, cut_said_once, listed, load_options, model_and_recipes, vectors
 
 try:
     from langchain_core.embeddings import Embeddings
@@ -60,9 +61,21 @@ class BertscopeEmbeddings(Embeddings):
         self.model, self._recipes = model_and_recipes(model, load_kwargs, prompts, options)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """One vector per text, with the documents' prompt."""
-        return vectors(self.model, self._recipes["document"], texts)
+        """One vector per text, with the documents' prompt (one string is refused: pass [text])."""
+        return vectors(self.model, self._recipes["document"], listed(texts, "embed_documents", "embed_query"))
 
     def embed_query(self, text: str) -> list[float]:
         """The query's vector, with the query prompt."""
         return vectors(self.model, self._recipes["query"], [text])[0]
+
+    # The forward runs in a thread, so an async caller's event loop keeps serving while it runs; a cut is
+    # said when it returns, at the caller's line (a thread's stack holds none).
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        """`embed_documents` without blocking the event loop."""
+        with cut_said_once(self.model):
+            return await asyncio.to_thread(self.embed_documents, texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        """`embed_query` without blocking the event loop."""
+        with cut_said_once(self.model):
+            return await asyncio.to_thread(self.embed_query, text)

@@ -17,7 +17,8 @@ from typing import Any
 from typing_extensions import Unpack
 
 from ..core.spec import RecipeKeywords
-from ._shared import Loaded, load_options, model_and_recipes, vectors
+from ..errors import InvalidSpec
+from ._shared import Loaded, cut_said_once, listed, load_options, model_and_recipes, vectors
 
 try:
     from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -63,6 +64,7 @@ class BertscopeEmbedding(BaseEmbedding):
         load_kwargs = load_options(mode, device, dtype, backend)
         prompts = {"query": (query_prompt_name, query_prompt), "text": (text_prompt_name, text_prompt)}
         own = ("embed_batch_size", "callback_manager")
+        _check_batch_size(embed_batch_size)
         loaded, recipes = model_and_recipes(model, load_kwargs, prompts, options, own=own)
         super().__init__(
             model_name=loaded.info().source,
@@ -82,6 +84,32 @@ class BertscopeEmbedding(BaseEmbedding):
         """The bertscope model behind these embeddings."""
         return self._model
 
+    # LlamaIndex cuts a list into embed_batch_size batches (in tasks, when async): the texts they cut are
+    # said once per call, at the caller's line.
+    def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> Any:
+        """A vector per text, `embed_batch_size` texts a call (one string is refused: pass [text])."""
+        checked = listed(texts, "get_text_embedding_batch", "get_text_embedding")
+        with cut_said_once(self._model):
+            return super().get_text_embedding_batch(checked, show_progress, **kwargs)
+
+    async def aget_text_embedding_batch(
+        self, texts: list[str], show_progress: bool = False, **kwargs: Any
+    ) -> Any:
+        """`get_text_embedding_batch` without blocking the event loop."""
+        checked = listed(texts, "aget_text_embedding_batch", "aget_text_embedding")
+        with cut_said_once(self._model):
+            return await super().aget_text_embedding_batch(checked, show_progress, **kwargs)
+
+    async def aget_query_embedding(self, query: str) -> Any:
+        """The query's vector without blocking the event loop."""
+        with cut_said_once(self._model):
+            return await super().aget_query_embedding(query)
+
+    async def aget_text_embedding(self, text: str) -> Any:
+        """The text's vector without blocking the event loop."""
+        with cut_said_once(self._model):
+            return await super().aget_text_embedding(text)
+
     def _get_query_embedding(self, query: str) -> list[float]:
         return vectors(self._model, self._recipes["query"], [query])[0]
 
@@ -100,3 +128,9 @@ class BertscopeEmbedding(BaseEmbedding):
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         return await asyncio.to_thread(self._get_text_embeddings, texts)
+
+
+def _check_batch_size(size: object) -> None:
+    """embed_batch_size as LlamaIndex's field takes it (1 to 2,048 texts), refused in one line."""
+    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 2048:
+        raise InvalidSpec(f"embed_batch_size must be a whole number of texts from 1 to 2048, not {size!r}")
