@@ -40,7 +40,7 @@ from .core.prompts import Prompts, read_prompts
 from .core.results import SentenceEmbeddings
 from .core.similarity import cos_sim, unit
 from .core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
-from .core.tokens import TextTokenizer, check_texts, iter_checked
+from .core.tokens import TextTokenizer, check_texts, iter_checked, say_cut
 from .errors import InvalidSpec, ModelLoadError
 from .static_engine import StaticEngine
 
@@ -240,13 +240,17 @@ class StaticModel:
         self, texts: str | Sequence[str], *, progress: bool | None = None, **options: Unpack[RecipeKeywords]
     ) -> SentenceEmbeddings:
         """(n, d) float32: the mean of each text's rows (unit length if normalize); `Model.embed`'s options
-        where they apply (normalize, long, post); other poolings and layers are refused."""
-        return self.embed_with(texts, self._recipe(options), progress=progress)
+        where they apply (normalize, long, post); other poolings and layers are refused. A text cut at
+        max_length (long="truncate") is said with a `TruncatedTextsWarning` and counted in `n_dropped`."""
+        found = self.embed_with(texts, self._recipe(options), progress=progress)
+        say_cut(found.n_dropped, self.max_tokens)
+        return found
 
     def embed_with(
         self, texts: str | Sequence[str], recipe: Recipe, *, progress: bool | None = None
     ) -> SentenceEmbeddings:
-        """Sentence vectors (n, d) with a recipe already resolved."""
+        """Sentence vectors (n, d) with a recipe already resolved; a cut is counted in `n_dropped`, not said
+        (the callers that report it their own way use this)."""
         items = check_texts(texts)
         with progress_callback(len(items), enabled=progress) as on_batch:
             return recipe.finish(self.engine.sentences_once(items, recipe.spec, on_batch=on_batch))
@@ -261,9 +265,12 @@ class StaticModel:
     ) -> Iterator[SentenceEmbeddings]:
         """Sentence vectors for a stream of texts, chunk by chunk in input order."""
         recipe = self._recipe(options)
+        dropped: list[np.ndarray] = []
         with progress_callback(total, enabled=progress) as on_batch:
             for chunk in self.engine.sentences(iter_checked(texts), recipe.spec, on_batch=on_batch):
+                dropped.append(chunk.n_dropped)
                 yield recipe.finish(chunk)
+        say_cut(np.concatenate(dropped) if dropped else np.zeros(0, np.int64), self.max_tokens)
 
     def similarity(
         self,
@@ -280,9 +287,10 @@ class StaticModel:
             # Model.similarity's own helper, so both refuse a bad array and stray options alike
             return vector_cosines(a, b, options)
         recipe = self._recipe(options)
-        left = self.embed_with(cast("str | Sequence[str]", a), recipe).vectors
-        right = left if b is None else self.embed_with(cast("str | Sequence[str]", b), recipe).vectors
-        return cos_sim(left, right)
+        left = self.embed_with(cast("str | Sequence[str]", a), recipe)
+        right = left if b is None else self.embed_with(cast("str | Sequence[str]", b), recipe)
+        say_cut(np.concatenate([left.n_dropped] + ([] if b is None else [right.n_dropped])), self.max_tokens)
+        return cos_sim(left.vectors, right.vectors)
 
     def encode(
         self,
