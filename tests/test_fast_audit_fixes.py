@@ -15,6 +15,7 @@ import pytest
 import bertscope
 from bertscope.backends import fast, int8_gate
 from bertscope.backends.digest import settings_digest
+from console import run_main
 
 pytest.importorskip("onnxruntime")
 
@@ -156,3 +157,101 @@ def test_a_change_of_pooling_names_another_measurement(
     (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 128}))
     assert fast._cache_path(bertscope.load(folder, device="cpu"), NEWS, {}) not in (cls_path, mean_path)
     assert settings_digest(None) == "none"
+
+
+# Rough edges ----------------------------------------------------------------------------------------------
+
+
+def test_bfloat16_with_int8_names_the_fix_that_runs(tiny_dirs: dict[str, Path]) -> None:
+    """Not "needs backend='torch'": torch refuses int8, so the two messages sent the user back and forth."""
+    for quantize_name in ("int8", "int8_static"):
+        with pytest.raises(bertscope.InvalidSpec) as refused:
+            bertscope.load(tiny_dirs["bert"], device="cpu", dtype="bfloat16", quantize=quantize_name)
+        assert "leave dtype at 'float32'" in str(refused.value)
+        assert "backend='torch'" not in str(refused.value)
+
+
+@pytest.mark.parametrize(("vnni", "advice"), [(False, "dtype='float32'"), (True, "quantize='int8'")])
+def test_no_native_bfloat16_advises_int8_only_with_vnni(
+    monkeypatch: pytest.MonkeyPatch, vnni: bool, advice: str
+) -> None:
+    from bertscope.backends import openvino
+    from bertscope.core import loading
+
+    monkeypatch.setattr(loading, "cpu_flags", lambda: {"avx2"})
+    monkeypatch.setattr(loading, "has_native_bf16", lambda: False)
+    monkeypatch.setattr(openvino, "has_native_bf16", lambda: False)
+    monkeypatch.setattr(loading, "has_vnni", lambda: vnni)
+    with pytest.warns(UserWarning) as torch_warned:
+        loading.resolve_dtype("bfloat16", "cpu")
+    with pytest.warns(UserWarning) as openvino_warned:
+        assert openvino.resolve_precision("bfloat16", None, "cpu") == "float32"
+    for said in (str(torch_warned[0].message), str(openvino_warned[0].message)):
+        assert advice in said
+        assert vnni or "int8" not in said
+
+
+def test_dtypes_bertscope_does_not_run_are_refused_as_their_names_are() -> None:
+    import torch
+
+    from bertscope.core.loading import resolve_dtype
+
+    with pytest.raises(bertscope.InvalidSpec, match="choose one of: float32, bfloat16, float16$"):
+        resolve_dtype(torch.float64, "cpu")
+    with pytest.raises(bertscope.InvalidSpec, match=r"float16 \(int8 is quantize='int8', not a dtype\)"):
+        resolve_dtype(torch.int8, "cpu")
+    with pytest.raises(bertscope.InvalidSpec, match="unknown dtype torch.uint8"):
+        bertscope.load(device="cpu", dtype=torch.uint8)
+    assert resolve_dtype(torch.bfloat16, "cpu") is torch.bfloat16
+
+
+def test_remeasure_takes_a_bool_only(tiny_dirs: dict[str, Path]) -> None:
+    for value in ("yes", 1):
+        with pytest.raises(bertscope.InvalidSpec, match=f"remeasure takes True or False, not {value!r}"):
+            bertscope.load(tiny_dirs["bert"], device="cpu", mode="fast", remeasure=value)  # type: ignore[arg-type]
+
+
+def test_bench_names_what_ran_where_it_differs_from_the_mode(
+    tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenVINO bfloat16 without native bfloat16 runs float32: the row and --json say so."""
+    pytest.importorskip("openvino")
+    from typer.testing import CliRunner
+
+    from bertscope.backends import openvino
+    from bertscope.cli import app
+
+    monkeypatch.setattr(openvino, "has_native_bf16", lambda: False)
+    args = [
+        "bench",
+        "-m",
+        str(tiny_dirs["bert"]),
+        "--device",
+        "cpu",
+        "--modes",
+        "openvino-bfloat16,onnxruntime",
+    ]
+    result = CliRunner().invoke(app, [*args, "--drift", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = {row["mode"]: row for row in json.loads(result.stdout)}
+    assert (rows["openvino-bfloat16"]["backend"], rows["openvino-bfloat16"]["dtype"]) == (
+        "openvino",
+        "float32",
+    )
+    assert (rows["onnxruntime"]["backend"], rows["onnxruntime"]["quantize"]) == ("onnxruntime", None)
+    table = CliRunner().invoke(app, [*args, "--drift"], terminal_width=200)
+    assert table.exit_code == 0, table.output
+    assert "openvino-bfloat16 (ran openvino float32)" in table.stdout
+    assert "onnxruntime (ran" not in table.stdout
+
+
+def test_bench_says_median_and_its_own_flags() -> None:
+    from typer.testing import CliRunner
+
+    from bertscope.cli import app
+
+    helped = CliRunner().invoke(app, ["bench", "--help"], terminal_width=200)
+    assert "median" in helped.stdout and "best kept" not in helped.stdout
+    refused = run_main("bench", "--modes", "float16", "--device", "cpu")
+    assert refused.code != 0 and len(refused.stderr.strip().splitlines()) == 1
+    assert "--modes bfloat16" in refused.stderr and "--dtype" not in refused.stderr

@@ -247,6 +247,10 @@ def refuse_unread_options(
             "it chooses within (--fast-min-cosine with --fast on the command line): add mode='fast', or "
             "leave it out"
         )
+    if not isinstance(remeasure, bool):  # "yes" or 1 would measure for minutes on a truthy value
+        raise InvalidSpec(
+            f"remeasure takes True or False, not {remeasure!r}; give remeasure=True or leave it out"
+        )
     if remeasure and not fast and (chosen is not Backend.AUTO or scheme is not Quantize.NONE):
         raise InvalidSpec(
             "remeasure=True times the exact default or mode='fast' again, and these options name the "

@@ -98,10 +98,29 @@ class ModeReport:
     cos_min: float
     cos_mean: float
     max_abs: float
+    # what ran, from the loaded model's info(): a mode can run otherwise than it asks (OpenVINO bfloat16
+    # runs float32 on a CPU without native bfloat16)
+    backend: str = "torch"
+    dtype: str = "float32"
+    quantize: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able fields."""
         return dict(self.__dict__)
+
+    @property
+    def ran(self) -> str:
+        """What ran, as the mode labels say it: `openvino float32`, `onnxruntime int8_static`."""
+        return f"{self.backend} {self.quantize or self.dtype}"
+
+    def ran_as_asked(self) -> bool:
+        """Whether the backend, dtype and quantize that ran are the ones the mode asks for."""
+        asked = MODES[self.mode].options if self.mode in MODES else {}
+        return (
+            asked.get("backend", "torch") == self.backend
+            and (asked.get("quantize") or None) == (self.quantize or None)
+            and (asked.get("quantize") is not None or asked.get("dtype", "float32") == self.dtype)
+        )
 
 
 def mode_options(mode: str) -> dict[str, Any]:
@@ -182,10 +201,12 @@ def compare_modes(
         return open_encoder(model, device=device, dtype=dtype)
 
     ways: dict[str, Embed] = {}
+    ran: dict[str, Any] = {}
     for mode in wanted:
         # Each mode its own encoder, as `load(model, **mode_options(mode))` makes it (exports untimed).
         loaded = apply_way(build(torch.float32), mode_options(mode), build=build)
         ways[mode] = _embedder(loaded, embed_options)
+        ran[mode] = loaded.info()
     timed = measure(ways, texts, rounds=repeats if time_it else 0)
     reference_speed, reference = timed["float32"]
     reports = []
@@ -204,6 +225,9 @@ def compare_modes(
                 cos_min=float(cos.min()),
                 cos_mean=float(cos.mean()),
                 max_abs=float(np.abs(vectors - reference).max()),
+                backend=ran[mode].backend,
+                dtype=ran[mode].dtype,
+                quantize=ran[mode].quantize,
             )
         )
     return reports

@@ -101,6 +101,11 @@ def resolve_backend(
                 f"backend='onnxruntime' runs on the CPU; on {kind} use backend='torch' "
                 "(with dtype='float16' or 'bfloat16' for speed)"
             )
+        if dtype is not torch.float32 and mode.int8_scheme:
+            # not "use backend='torch'": torch refuses int8 (above)
+            raise InvalidSpec(
+                f"quantize='{mode.value}' keeps its float parts in float32; leave dtype at 'float32'"
+            )
         if dtype is not torch.float32:
             raise InvalidSpec(
                 "backend='onnxruntime' runs float32 (or int8 with quantize='int8'); "

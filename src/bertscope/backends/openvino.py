@@ -54,7 +54,7 @@ from ..core.engine import Array, AskedStates, States, asked_states, placed
 from ..core.families import Family
 from ..core.fingerprint_facts import file_sha256
 from ..core.folder import read_json_object
-from ..core.loading import device_kind
+from ..core.loading import device_kind, faster_than_bfloat16
 from ..errors import BackendUnavailable, InvalidSpec
 from .onnx import (
     cache_dir,
@@ -181,7 +181,8 @@ def resolve_precision(
     if name == "bfloat16" and not has_native_bf16():
         warnings.warn(
             "this CPU has no native bfloat16 (AVX-512 BF16 or AMX), so OpenVINO runs float32 here; "
-            "bertscope runs and records float32. For speed on this CPU use quantize='int8' (or mode='fast')",
+            f"bertscope runs and records float32. For speed on this CPU use {faster_than_bfloat16()} (or "
+            "mode='fast')",
             UserWarning,
             stacklevel=3,
         )

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelLoadError
 from ._enums import DType
-from .cpu import cpu_flags, has_native_bf16
+from .cpu import cpu_flags, has_native_bf16, has_vnni
 from .families import Family, family_for
 from .folder import (
     BUNDLED,
@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "DEFAULT_MODEL", "Loaded", "device_kind", "load_parts", "open_light", "pooling_config", "resolve_device",
-    "resolve_dtype",
+    "DEFAULT_MODEL", "Loaded", "device_kind", "faster_than_bfloat16", "load_parts", "open_light",
+    "pooling_config", "resolve_device", "resolve_dtype",
 ]  # fmt: skip
 
 # Loading the PyTorch module for a feature that needs it: a notice when it takes this long, logged at INFO
@@ -207,10 +207,15 @@ def resolve_dtype(dtype: DType | str | torch.dtype, device: torch.device | str) 
 
     from ..errors import InvalidSpec
 
+    names = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
     if isinstance(dtype, torch.dtype):
+        if dtype not in names.values():  # float64, int8, ...: as the name "float64" is refused
+            note = "" if dtype.is_floating_point else " (int8 is quantize='int8', not a dtype)"
+            raise InvalidSpec(
+                f"unknown dtype {dtype!r}; choose one of: {', '.join(m.value for m in DType)}{note}"
+            )
         resolved = dtype
     else:
-        names = {DType.FLOAT32: torch.float32, DType.BFLOAT16: torch.bfloat16, DType.FLOAT16: torch.float16}
         resolved = names[DType.parse(dtype, what="dtype")]
     kind = device_kind(device)
     if resolved is torch.float16 and kind != "cuda":
@@ -218,11 +223,17 @@ def resolve_dtype(dtype: DType | str | torch.dtype, device: torch.device | str) 
     if resolved is torch.bfloat16 and kind == "cpu" and cpu_flags() and not has_native_bf16():
         warnings.warn(
             "this CPU has no native bfloat16 (AVX-512 BF16 or AMX): dtype='bfloat16' runs several times "
-            "slower than float32 here; for speed on this CPU use quantize='int8'",
+            f"slower than float32 here; for speed on this CPU use {faster_than_bfloat16()}",
             UserWarning,
             stacklevel=3,
         )
     return resolved
+
+
+def faster_than_bfloat16() -> str:
+    """What runs fastest on a CPU without native bfloat16: int8 where it has VNNI (fast.candidates offers
+    it there), else float32 (without VNNI int8's dot products lose to float32, bench/BENCHMARKS.md)."""
+    return "quantize='int8'" if has_vnni() else "dtype='float32' (the default)"
 
 
 def load_parts(
