@@ -7,7 +7,6 @@ checksum entries, are found too. Stores sealed before settings said it keep thei
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
 from contextlib import closing
 from pathlib import Path
@@ -18,7 +17,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import bertscope
 from bertscope.io.checksums import (
     CHECKSUMS_DIGEST_KEY,
     PARQUET_KEY,
@@ -35,10 +33,17 @@ from bertscope.io.vector_files import stored_checksums
 from bertscope.model import Model
 from bertscope.verify.store import sample_rows
 from console import run_main
-from test_verify_tamper import _one_line_error, _rewrite_parquet, _settings, _verify
+from test_verify_damage import _copy
+from test_verify_tamper import (
+    BATCH,
+    TEXTS,
+    _one_line_error,
+    _rewrite_parquet,
+    _settings,
+    _verify,
+    embed_stores,
+)
 
-TEXTS = [f"sentence number {n} about a cat on a mat" for n in range(12)]
-BATCH = 4  # three stored batches of four rows
 SEED = 3
 (SAMPLED,) = sample_rows(len(TEXTS), 1, seed=SEED).tolist()  # the one row a 1-row sample reads
 OUTSIDE = [r for r in range(len(TEXTS)) if r // BATCH != SAMPLED // BATCH]  # rows of the other batches
@@ -46,21 +51,7 @@ OUTSIDE = [r for r in range(len(TEXTS)) if r // BATCH != SAMPLED // BATCH]  # ro
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory, bundled: Model) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("row_checks")
-    corpus = folder / "corpus.txt"
-    corpus.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
-    paths = {"corpus": corpus}
-    for name in ("s.npy", "s.parquet", "s.db"):
-        bertscope.embed_corpus(corpus, folder / name, model=bundled, progress=False, batch_size=BATCH)
-        paths[name] = folder / name
-    return paths
-
-
-def _copy(made: dict[str, Path], name: str, to: Path) -> Path:
-    source = made[name]
-    for path in source.parent.glob(f"{source.stem}.*"):
-        shutil.copyfile(path, to / path.name)
-    return to / source.name
+    return embed_stores(tmp_path_factory.mktemp("row_checks"), bundled, ("s.npy", "s.parquet", "s.db"))
 
 
 def _sql(store: Path, *statements: tuple[str, tuple[Any, ...]]) -> None:

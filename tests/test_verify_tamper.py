@@ -36,16 +36,20 @@ TEXTS = [f"sentence number {n} about a cat on a mat" for n in range(12)]
 BATCH = 4  # three stored batches of four rows
 
 
-@pytest.fixture(scope="module")
-def made(tmp_path_factory: pytest.TempPathFactory, bundled: Model) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("tamper")
+def embed_stores(folder: Path, model: Model, names: tuple[str, ...]) -> dict[str, Path]:
+    """TEXTS as a corpus file in `folder` and embedded into each named store, BATCH rows a batch."""
     corpus = folder / "corpus.txt"
     corpus.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
     paths = {"corpus": corpus}
-    for name in ("s.npy", "s.parquet"):
-        bertscope.embed_corpus(corpus, folder / name, model=bundled, progress=False, batch_size=BATCH)
+    for name in names:
+        bertscope.embed_corpus(corpus, folder / name, model=model, progress=False, batch_size=BATCH)
         paths[name] = folder / name
     return paths
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory, bundled: Model) -> dict[str, Path]:
+    return embed_stores(tmp_path_factory.mktemp("tamper"), bundled, ("s.npy", "s.parquet"))
 
 
 def _outside(rows: int, seed: int) -> tuple[int, list[int]]:
