@@ -9,9 +9,10 @@ ones (`heldout_texts`: ONNX Runtime's int8 is calibrated on the first, so its dr
 was not fitted), is >= the bound wins, int8 only when >= 1.5x the fastest float mode in the bound. The
 measurements are kept in the cache per model (weights' hash, pooling settings), machine (CPU model,
 flags, threads) and calibration texts (their digest in the file's name: figures taken on other texts are
-never read), so a second load does not measure again, and another bound reuses them; they are measured again when written
-by another bertscope version, implausible, or when asked (`remeasure`). A load that finds its figures
-recorded and a runtime chosen opens without torch (`load_fast_recorded`, shipped texts or the caller's).
+never read), so a second load does not measure again, and another bound reuses them; they are measured
+again when written by another bertscope version, implausible, or when asked (`remeasure`). A load that
+finds its figures recorded and a runtime chosen opens without torch (`load_fast_recorded`, shipped texts
+or the caller's).
 """
 
 from __future__ import annotations
