@@ -155,7 +155,10 @@ def test_int8_is_cached_as_ir_and_reused(
 def test_bfloat16_without_native_support_warns_and_runs_float32(
     bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from bertscope.core import loading
+
     monkeypatch.setattr(ov_backend, "has_native_bf16", lambda: False)
+    monkeypatch.setattr(loading, "has_vnni", lambda: True)  # the advice is int8 only where VNNI is: any CPU
     with pytest.warns(UserWarning, match=r"no native bfloat16.*quantize='int8'"):
         m = bertscope.load(device="cpu", backend="openvino", dtype="bfloat16")
     assert m.info().dtype == "float32" and m.engine.runner.config["INFERENCE_PRECISION_HINT"] == "f32"  # type: ignore[union-attr]

@@ -14,6 +14,8 @@ BertscopeError
 
 from __future__ import annotations
 
+import sys
+
 __all__ = [
     "BertscopeError",
     "ModelLoadError",
@@ -88,3 +90,17 @@ class TruncatedTextsWarning(UserWarning):
     ) -> None:
         super().__init__(message)
         self.cut, self.texts, self.max_tokens, self.tokens = cut, texts, max_tokens, tokens
+
+
+def caller_level(passed_over: tuple[str, ...] = ("bertscope",)) -> int:
+    """`warnings.warn`'s stacklevel, given by the function that calls it, naming the first frame whose
+    module is in none of the `passed_over` packages (a package `x` also passes over `x_*`: langchain_core):
+    the caller's own line, however deep the library went; where a thread holds no such frame, its
+    outermost one."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None:
+        top = str(frame.f_globals.get("__name__", "")).partition(".")[0]
+        if not any(top == name or top.startswith(name + "_") for name in passed_over):
+            break
+        frame, level = frame.f_back, level + 1
+    return level

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core._enums import Backend, Quantize
+from ..core.cpu import cpu_flags, has_vnni
 from ..core.encoder import Encoder, stderr
 from ..core.spec import EmbedSpec
-from ..errors import InvalidSpec
+from ..errors import InvalidSpec, caller_level
 from .digest import settings_digest
 from .int8_gate import check_own_calibration
 from .onnx import OnnxRunner, encoder_digest, resolve_backend
@@ -28,6 +30,21 @@ if TYPE_CHECKING:
 __all__ = ["apply_way", "calibration_digest", "use_onnxruntime", "use_openvino"]
 
 E = TypeVar("E", bound=Encoder)
+
+
+def warn_int8_without_vnni(asked: str) -> None:
+    """Warn where int8 is asked of a CPU without int8 dot products (VNNI): the drift buys no speed there.
+
+    On the AVX2 machine of bench/BENCHMARKS.md ONNX Runtime's int8 ran 0.90x the exact default and
+    OpenVINO's 0.38x; mode="fast" offers no int8 way there. Silent where the CPU cannot be read."""
+    if cpu_flags() and not has_vnni():
+        warnings.warn(
+            f"this CPU has no int8 dot-product instructions (AVX-512 VNNI, AVX-VNNI or AMX): {asked} runs "
+            "no faster than float32 here and drifts (min cosine ~0.99); leave quantize out for the exact "
+            "default",
+            UserWarning,
+            stacklevel=caller_level(),
+        )
 
 
 def use_openvino(
@@ -59,6 +76,8 @@ def use_openvino(
         calibration_texts=calibration_or_shipped(calibration) if precision == "int8_static" else (),
     )
     encoder.engine.runner = runner
+    if drift_gate and precision.startswith("int8"):  # asked by name, not a fast-mode candidate
+        warn_int8_without_vnni(f"backend='openvino', quantize='{precision}'")
     if drift_gate and calibration is not None and precision == "int8_static" and runner.path is not None:
         _gate(encoder, runner, runner.path, calibration, "backend='openvino', quantize='int8_static'")
     encoder.backend = "openvino"
@@ -99,6 +118,8 @@ def use_onnxruntime(
         scheme=mode.int8_scheme or "dynamic",
         log=stderr,
     )
+    if drift_gate and mode.int8_scheme:  # asked by name, not a fast-mode candidate
+        warn_int8_without_vnni(f"quantize='{mode.value}'")
     if drift_gate and calibration is not None and mode.int8_scheme:
         runner = encoder.engine.runner
         _gate(encoder, runner, runner.path, calibration, f"quantize='{mode.value}'")

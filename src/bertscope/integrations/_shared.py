@@ -11,7 +11,6 @@ caller's line: the first frame outside bertscope, the framework and the machiner
 from __future__ import annotations
 
 import os
-import sys
 import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -23,7 +22,7 @@ import numpy as np
 
 from ..core.spec import EmbedOptions, Recipe, RecipeKeywords, resolve, unknown_option
 from ..core.tokens import cut_warning
-from ..errors import InvalidInput, InvalidSpec
+from ..errors import InvalidInput, InvalidSpec, caller_level
 from ..model import Model, load
 from ..static_model import StaticModel
 
@@ -142,19 +141,4 @@ def _say_cut(n_dropped: np.ndarray, max_tokens: int) -> None:
     cut = int(np.count_nonzero(dropped > 0))
     if cut:
         warning = cut_warning(cut, len(dropped), max_tokens, _WINDOW, int(dropped.sum()))
-        warnings.warn(warning, stacklevel=_callers_level())
-
-
-def _callers_level() -> int:
-    """`warnings.warn`'s stacklevel, called from `_say_cut`, that names the first frame outside bertscope,
-    the framework and the machinery between (threads, tasks, context managers); where a thread holds
-    no such frame, its outermost one."""
-    frame, level = sys._getframe(2), 2  # _say_cut's frame is level 1
-    while frame.f_back is not None and _passed_over(frame):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-def _passed_over(frame: Any) -> bool:
-    top = str(frame.f_globals.get("__name__", "")).partition(".")[0]
-    return any(top == name or top.startswith(name + "_") for name in _NOT_THE_CALLER)
+        warnings.warn(warning, stacklevel=caller_level(_NOT_THE_CALLER))
