@@ -162,7 +162,7 @@ def static(
         ),
     ] = None,
     include_special: Annotated[
-        bool, typer.Option("--include-special", help="Let neighbours be special.")
+        bool, typer.Option("--include-special", help="Let neighbours be special and [unusedN] pieces.")
     ] = False,
     corpus: Annotated[
         str | None,
