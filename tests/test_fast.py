@@ -67,7 +67,8 @@ def graphs(tmp_path_factory: pytest.TempPathFactory, tiny_dirs: dict[str, Path])
 @pytest.fixture(autouse=True)
 def _graphs_in_cache(cache: Path, graphs: Path) -> None:
     for kind in ("onnx", "openvino"):
-        shutil.copytree(graphs / kind, cache / kind)  # copy2: the times the records check are kept
+        if (graphs / kind).is_dir():  # no openvino/ where the CPU runs no int8 or bfloat16 way (AVX2)
+            shutil.copytree(graphs / kind, cache / kind)  # a copy is hashed once, then trusted by its record
 
 
 def load_fast(path: Path, **kwargs: Any) -> bertscope.Model:
