@@ -80,6 +80,12 @@ def test_int8_on_enough_of_your_texts_loads_and_its_verdict_is_kept(
     again = bertscope.load(tiny_dirs["bert"], device="cpu", quantize="int8", calibration=list(NEWS))
     assert calls == [1]  # read from the record
     np.testing.assert_allclose(again.embed(NEWS).vectors, m.embed(NEWS).vectors, atol=1e-6)
+    from bertscope.backends import runtimes
+
+    # a cache copied to another machine (its int8 kernels differ: AVX2's saturate) measures it again
+    monkeypatch.setattr(runtimes, "machine_key", lambda: "another-machine")
+    bertscope.load(tiny_dirs["bert"], device="cpu", quantize="int8", calibration=list(NEWS))
+    assert calls == [1, 1]
 
 
 def test_a_drift_under_the_bound_is_refused_on_any_int8_graph(

@@ -261,3 +261,42 @@ def test_npy_batches_dropped_with_their_checksums_are_found(made: dict[str, Path
     ids.write_text("".join(ids.read_text().splitlines(keepends=True)[:-BATCH]))
     _settings(store, lambda s: s["checksums"]["batches"].pop())
     _one_line_error(_verify(store, made), "s.npy", "checksums do not match their digest")
+
+
+def test_a_job_adding_rows_while_verify_counts_them_is_not_damage(
+    made: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job commits its rows and their recorded count together (WAL: readers go on meanwhile); the
+    reader counts both in one snapshot, so a batch landing between its reads is no 'rows deleted'.
+    The batch is committed from the reader's trace hook, just before it reads the recorded count."""
+    from bertscope.io import sqlite_store
+
+    store = _copy(made, "s.db", tmp_path)
+    opened = sqlite_store.connect_read
+    landed: list[int] = []
+
+    def add_a_row_now(statement: str) -> None:
+        if landed or "row_count" not in statement:
+            return
+        with closing(sqlite3.connect(store)) as writer, writer:  # as a job's batch: rows and count at once
+            kept = "collection, content_hash, text, metadata, embedding, n_tokens, truncated, checksum"
+            writer.execute(  # a row under a new id (ids are unique in a collection)
+                f"INSERT INTO embeddings (id, {kept}, labels_checksum) SELECT id || '+', {kept}, "
+                "labels_checksum FROM embeddings ORDER BY rowid LIMIT 1"
+            )
+            (count,) = writer.execute("SELECT row_count FROM collections").fetchone()
+            writer.execute(
+                "UPDATE collections SET row_count = ?, row_count_checksum = ?",
+                (count + 1, sqlite_store._count_checksum("default", count + 1)),
+            )
+        landed.append(count + 1)
+
+    def traced(path: Any) -> sqlite3.Connection:
+        db = opened(path)
+        db.set_trace_callback(add_a_row_now)
+        return db
+
+    sqlite3.enable_callback_tracebacks(True)  # a hook's error is otherwise swallowed
+    monkeypatch.setattr(sqlite_store, "connect_read", traced)
+    assert sqlite_store.row_checksums(store, "default") is not None
+    assert landed == [len(TEXTS) + 1]  # the batch did land while it read

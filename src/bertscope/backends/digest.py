@@ -6,6 +6,7 @@ Moved out of backends/onnx.py (issue 38: that module stays under 400 lines); onn
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 from ..core.fingerprint_facts import file_identity
 from ..core.folder import read_json_object
 
-__all__ = ["content_digest", "known_folders", "settings_digest"]
+__all__ = ["content_digest", "installed_key", "known_folders", "settings_digest"]
 
 
 def _cache_parent() -> Path:
@@ -138,3 +139,18 @@ def _write_digest(key: str, digest: dict[str, str]) -> None:
         os.replace(staged, path)
     except OSError:
         pass
+
+
+def installed_key() -> str:
+    """A short key for the installed torch, transformers and runtimes (their files' times, read without
+    importing them or their metadata): an upgrade changes the reference or a runtime's kernels, so
+    whether each way is exact is measured again."""
+    stamps = []
+    for name in ("torch", "transformers", "onnxruntime", "openvino"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except ValueError:  # imported with no spec: nothing to stamp
+            spec = None
+        origin = spec.origin if spec is not None else None
+        stamps.append(f"{name}:{Path(origin).stat().st_mtime_ns if origin else '-'}")
+    return hashlib.sha256("|".join(stamps).encode()).hexdigest()[:8]

@@ -11,14 +11,11 @@ of its sentence vectors to float32's: the number to read before trusting a fast 
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
 import os
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -26,6 +23,7 @@ import numpy as np
 from ..core.encoder import Encoder
 from ..core.similarity import unit
 from ..errors import InvalidSpec
+from .digest import installed_key
 
 if TYPE_CHECKING:
     import torch
@@ -238,18 +236,3 @@ def _embedder(model: Any, options: dict[str, Any]) -> Embed:
         return np.asarray(model.embed(texts, progress=False, **options).vectors)
 
     return embed
-
-
-def installed_key() -> str:
-    """A short key for the installed torch, transformers and runtimes (their files' times, read without
-    importing them or their metadata): an upgrade changes the reference or a runtime's kernels, so
-    whether each way is exact is measured again."""
-    stamps = []
-    for name in ("torch", "transformers", "onnxruntime", "openvino"):
-        try:
-            spec = importlib.util.find_spec(name)
-        except ValueError:  # imported with no spec: nothing to stamp
-            spec = None
-        origin = spec.origin if spec is not None else None
-        stamps.append(f"{name}:{Path(origin).stat().st_mtime_ns if origin else '-'}")
-    return hashlib.sha256("|".join(stamps).encode()).hexdigest()[:8]

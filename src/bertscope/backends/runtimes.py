@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core._enums import Backend, Quantize
-from ..core.cpu import cpu_flags, has_vnni
+from ..core.cpu import cpu_flags, has_vnni, machine_key
 from ..core.encoder import Encoder, stderr
 from ..core.spec import EmbedSpec
 from ..errors import InvalidSpec, caller_level
-from .digest import settings_digest
+from .digest import installed_key, settings_digest
 from .int8_gate import check_own_calibration
 from .onnx import OnnxRunner, encoder_digest, resolve_backend
 from .quantize import calibration_or_shipped
@@ -130,9 +130,11 @@ def use_onnxruntime(
 
 
 def _gate(encoder: Encoder, runner: Any, graph: Path, calibration: Sequence[str], asked: str) -> None:
-    """int8_gate.check_own_calibration on `graph`'s record, keyed by the model's pooling settings and limit;
-    a refused graph leaves `encoder` on torch, as before the switch."""
-    key = f"s{settings_digest(getattr(encoder.loaded, 'path', None))}-t{encoder.max_tokens}"
+    """int8_gate.check_own_calibration on `graph`'s record, keyed by the model's pooling settings and limit,
+    this machine and the installed runtimes (int8 kernels differ by CPU: AVX2's saturate where VNNI's do
+    not); a refused graph leaves `encoder` on torch, as before the switch."""
+    settings = settings_digest(getattr(encoder.loaded, "path", None))
+    key = f"s{settings}-t{encoder.max_tokens}-m{machine_key()}-{installed_key()}"
     try:
         check_own_calibration(encoder, runner, graph.with_suffix(".json"), calibration, asked=asked, key=key)
     except InvalidSpec:

@@ -598,6 +598,9 @@ def row_checksums(path: str | Path, collection: str) -> dict[str, Any] | None:
     order): a bertscope writes each from its migration on, so they were stripped, not written so."""
     db = connect_read(path)
     try:
+        # one snapshot for every count read below: a job adding rows meanwhile (WAL) commits its rows and
+        # their recorded count together, which separate reads would see half of
+        db.execute("BEGIN")
         version = _version(db)
         if version < 2:
             return None
@@ -642,11 +645,13 @@ def _recorded_count(
     on (the recorded ones None where they were stripped), or None for one made before."""
     if _generation(db, collection) < 3:
         return None
-    (found,) = db.execute("SELECT COUNT(*) FROM embeddings WHERE collection = ?", (collection,)).fetchone()
+    counted = "SELECT COUNT(*) FROM embeddings WHERE collection = ?"
     if version < 4:
+        (found,) = db.execute(counted, (collection,)).fetchone()
         return None, None, int(found)
-    count, crc = db.execute(
-        "SELECT row_count, row_count_checksum FROM collections WHERE name = ?", (collection,)
+    found, count, crc = db.execute(  # one statement: the rows and their recorded count read at one time
+        f"SELECT ({counted}), row_count, row_count_checksum FROM collections WHERE name = ?",
+        (collection, collection),
     ).fetchone()
     return count, crc, int(found)
 
