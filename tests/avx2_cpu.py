@@ -3,7 +3,9 @@
 `pytest -p avx2_cpu` runs the suite as CI on an AVX2 machine would see it, from any CPU: every choice
 bertscope makes from the CPU's flags (which fast-mode ways are candidates, int8's and bfloat16's advice,
 the machine key that names measurements) takes the AVX2 branch. The runtimes' own kernels still use the
-real CPU, so figures are not AVX2's; a test whose outcome depends on the flags shows up here.
+real CPU, so figures are not AVX2's; a test whose outcome depends on the flags shows up here. A test that
+runs bertscope in a fresh process (tests/test_attention_light.py's command without torch) reads the real
+CPU there, so its machine key differs from the session's: that one fails under the plugin alone.
 """
 
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -79,3 +81,27 @@ def test_a_device_this_machine_lacks_is_refused_naming_the_ones_it_has(device: s
 def test_a_cuda_index_past_the_gpus_is_refused() -> None:
     with pytest.raises(InvalidSpec, match="cuda:99"):
         resolve_device("cuda:99")
+
+
+def test_a_refused_bfloat16_load_is_refused_alone_without_the_bfloat16_warning(
+    tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """backend='onnxruntime' with dtype='bfloat16' is refused; on a CPU without native bfloat16 the
+    refusal is the one line, with no warning about bfloat16's speed before it (CLI: two lines)."""
+    import warnings
+
+    import bertscope
+    from bertscope.core import loading
+
+    monkeypatch.setattr(loading, "cpu_flags", lambda: frozenset({"avx2", "fma"}))
+    monkeypatch.setattr(loading, "has_native_bf16", lambda: False)
+    with (
+        warnings.catch_warnings(record=True) as heard,
+        pytest.raises(InvalidSpec, match="needs backend='torch'"),
+    ):
+        warnings.simplefilter("always")
+        bertscope.load(tiny_dirs["bert"], device="cpu", backend="onnxruntime", dtype="bfloat16")
+    assert not [w for w in heard if "no native bfloat16" in str(w.message)]
+    with pytest.warns(UserWarning, match="no native bfloat16") as caught:
+        bertscope.load(tiny_dirs["bert"], device="cpu", backend="torch", dtype="bfloat16")
+    assert [w.filename for w in caught if "no native bfloat16" in str(w.message)] == [__file__]

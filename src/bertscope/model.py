@@ -26,7 +26,7 @@ from .core.encoder import CPU_TOKEN_BUDGET, CUDA_TOKEN_BUDGET, ModelInfo, cpu_to
 from .core.folder import model_name
 from .core.given import single
 from .core.layers import LayerSpec
-from .core.loading import load_parts, resolve_device, resolve_dtype
+from .core.loading import load_parts, resolve_device, resolve_dtype, warn_slow_bfloat16
 from .core.spec import whole_number
 from .core.tokens import Text, Tokens
 from .errors import InvalidSpec
@@ -180,8 +180,9 @@ def load(
         model = Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
         model.use_openvino(precision, calibration=calibration)
         return model
-    torch_dtype = resolve_dtype(dtype, torch_device)
-    chosen = resolve_backend(backend, quantize, torch_dtype, torch_device)
+    torch_dtype = resolve_dtype(dtype, torch_device, warn=False)
+    chosen = resolve_backend(backend, quantize, torch_dtype, torch_device)  # refused: no warning first
+    warn_slow_bfloat16(torch_dtype, torch_device)
     loaded = load_parts(name, dtype=torch_dtype, device=torch_device, trust_remote_code=trust_remote_code)
     model = Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
     if chosen is Backend.ONNXRUNTIME:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ModelLoadError
+from ..errors import ModelLoadError, caller_level
 from ._enums import DType
 from .cpu import cpu_flags, has_native_bf16, has_vnni
 from .families import Family, family_for
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MODEL", "Loaded", "device_kind", "faster_than_bfloat16", "load_parts", "open_light",
+    "warn_slow_bfloat16",
     "pooling_config", "resolve_device", "resolve_dtype",
 ]  # fmt: skip
 
@@ -201,8 +202,11 @@ def machine_devices() -> list[str]:
     return found
 
 
-def resolve_dtype(dtype: DType | str | torch.dtype, device: torch.device | str) -> torch.dtype:
-    """A torch dtype from its name; float16 only where the device runs it well (CUDA)."""
+def resolve_dtype(
+    dtype: DType | str | torch.dtype, device: torch.device | str, *, warn: bool = True
+) -> torch.dtype:
+    """A torch dtype from its name; float16 only where the device runs it well (CUDA); with `warn`,
+    `warn_slow_bfloat16` too (a caller that may still refuse the load warns itself, after)."""
     import torch
 
     from ..errors import InvalidSpec
@@ -220,14 +224,22 @@ def resolve_dtype(dtype: DType | str | torch.dtype, device: torch.device | str) 
     kind = device_kind(device)
     if resolved is torch.float16 and kind != "cuda":
         raise InvalidSpec("float16 runs on CUDA only; on CPU use dtype='bfloat16' or 'float32'")
-    if resolved is torch.bfloat16 and kind == "cpu" and cpu_flags() and not has_native_bf16():
+    if warn:
+        warn_slow_bfloat16(resolved, device)
+    return resolved
+
+
+def warn_slow_bfloat16(dtype: torch.dtype, device: torch.device | str) -> None:
+    """Warn, at the caller's line, where bfloat16 is asked of a CPU that does not multiply it natively."""
+    import torch
+
+    if dtype is torch.bfloat16 and device_kind(device) == "cpu" and cpu_flags() and not has_native_bf16():
         warnings.warn(
             "this CPU has no native bfloat16 (AVX-512 BF16 or AMX): dtype='bfloat16' runs several times "
             f"slower than float32 here; for speed on this CPU use {faster_than_bfloat16()}",
             UserWarning,
-            stacklevel=3,
+            stacklevel=caller_level(),
         )
-    return resolved
 
 
 def faster_than_bfloat16() -> str:
