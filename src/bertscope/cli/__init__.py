@@ -58,7 +58,8 @@ def main() -> None:
     # Library warnings (a word missing from a plot, bfloat16 on a CPU without it) as one line each.
     warnings.showwarning = one_line  # type: ignore[assignment]
     try:
-        app()
+        # click names the program `python -m X` where __main__ is a package's (pytest's): it is bertscope
+        app(prog_name="bertscope")
     except JobInterrupted as exc:
         warn(exc, label="stopped:", style="yellow")  # in the flags typed: --resume
         sys.exit(130)
