@@ -7,7 +7,8 @@ import hashlib
 import json
 import shutil
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -71,11 +72,18 @@ def _drop_checksums(npy: Path) -> None:
     settings_file.write_text(json.dumps(settings))
 
 
-def _poke(npy: Path, rows: Any, value: float) -> None:
+@contextmanager
+def npy_in_place(npy: Path) -> Iterator[np.ndarray]:
+    """A .npy store's matrix to edit in place (memory-mapped), written back when the block ends."""
     matrix = np.load(npy, mmap_mode="r+")
-    matrix[rows] = value
+    yield matrix
     matrix.flush()
     del matrix
+
+
+def _poke(npy: Path, rows: Any, value: float) -> None:
+    with npy_in_place(npy) as matrix:
+        matrix[rows] = value
 
 
 def _one_line_error(ran: Any, *named: str) -> None:
@@ -156,10 +164,8 @@ def test_rows_swapped_outside_the_sample_break_a_npy_stores_checksums(
     store = _copy(made, "s.npy", tmp_path)
     sampled = set(sample_rows(len(TEXTS), 2).tolist())
     a, b = [r for r in range(len(TEXTS)) if r not in sampled][:2]
-    matrix = np.load(store, mmap_mode="r+")
-    matrix[[a, b]] = matrix[[b, a]]
-    matrix.flush()
-    del matrix
+    with npy_in_place(store) as matrix:
+        matrix[[a, b]] = matrix[[b, a]]
     with pytest.raises(CorpusError, match="do not match their checksum"):
         verify_store(store, model=bundled, rows=2, corpus=made["corpus"], seed=0)
     ran = run_main(

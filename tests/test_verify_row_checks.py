@@ -33,7 +33,7 @@ from bertscope.io.vector_files import stored_checksums
 from bertscope.model import Model
 from bertscope.verify.store import sample_rows
 from console import run_main
-from test_verify_damage import _copy
+from test_verify_damage import _copy, npy_in_place
 from test_verify_tamper import (
     BATCH,
     TEXTS,
@@ -125,10 +125,8 @@ def _swap_vectors(store: Path, a: int, b: int) -> None:
             db.execute(update, (vb, sb, str(a + 1)))
             db.execute(update, (va, sa, str(b + 1)))
     elif store.suffix == ".npy":
-        matrix = np.load(store, mmap_mode="r+")
-        matrix[[a, b]] = matrix[[b, a]]
-        matrix.flush()
-        del matrix
+        with npy_in_place(store) as matrix:
+            matrix[[a, b]] = matrix[[b, a]]
     else:
 
         def swapped(table: Any) -> Any:

@@ -30,7 +30,7 @@ from bertscope.io.vector_files import stored_checksums
 from bertscope.model import Model
 from bertscope.verify.store import NO_IDS_CHECKSUM, NO_ROW_CHECKSUMS, sample_rows, verify_store
 from console import run_main
-from test_verify_damage import _copy
+from test_verify_damage import _copy, npy_in_place
 
 TEXTS = [f"sentence number {n} about a cat on a mat" for n in range(12)]
 BATCH = 4  # three stored batches of four rows
@@ -99,6 +99,15 @@ def _edit_vector(table: Any, row: int) -> Any:
     vectors[row, 0] += 1e-3
     column = pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])
     return table.set_column(table.schema.get_field_index("embedding"), "embedding", column)
+
+
+def _nudge(store: Path, row: int) -> None:
+    """Row `row`'s first number moved by 1e-3 in place, in a .npy or Parquet store."""
+    if store.suffix == ".npy":
+        with npy_in_place(store) as matrix:
+            matrix[row, 0] += 1e-3
+    else:
+        _rewrite_parquet(store, partial(_edit_vector, row=row))
 
 
 def _settings(npy: Path, edit: Callable[[dict[str, Any]], None]) -> None:
@@ -245,13 +254,7 @@ def test_a_row_edited_outside_the_sample_is_named_with_its_id(
 ) -> None:
     store = _copy(made, name, tmp_path)
     _row, (edited, *_) = _outside(1, 3)
-    if name == "s.npy":
-        matrix = np.load(store, mmap_mode="r+")
-        matrix[edited, 0] += 1e-3
-        matrix.flush()
-        del matrix
-    else:
-        _rewrite_parquet(store, lambda t: _edit_vector(t, edited))
+    _nudge(store, edited)
     line = _one_line_error(_verify(store, made), name)
     assert line == (
         f"error: row {edited} of {store} (id '{edited + 1}') changed after it was written: it does not match "
@@ -275,10 +278,7 @@ def test_a_flipped_low_mantissa_bit_names_its_row(made: dict[str, Path], tmp_pat
 def test_a_batch_without_row_digests_is_named_as_before(made: dict[str, Path], tmp_path: Path) -> None:
     store = _copy(made, "s.npy", tmp_path)
     _settings(store, lambda s: ([b.pop("row_digests") for b in s["checksums"]["batches"]], _redigest(s)))
-    matrix = np.load(store, mmap_mode="r+")
-    matrix[5, 0] += 1e-3
-    matrix.flush()
-    del matrix
+    _nudge(store, 5)
     with pytest.raises(CorpusError, match=r"^rows 4-7 of .*s\.npy do not match their checksum: the file is"):
         verify_store(store, rows=12, corpus=made["corpus"], seed=0)
 
@@ -309,13 +309,7 @@ def test_row_digests_stop_at_the_cap_and_later_batches_are_named_by_their_rows(
     ]:
         (tmp_path / str(row)).mkdir()
         store = _copy(written, name, tmp_path / str(row))
-        if name == "s.npy":
-            matrix = np.load(store, mmap_mode="r+")
-            matrix[row, 0] += 1e-3
-            matrix.flush()
-            del matrix
-        else:
-            _rewrite_parquet(store, partial(_edit_vector, row=row))
+        _nudge(store, row)
         with pytest.raises(CorpusError, match=error):
             verify_store(store, rows=12, corpus=made["corpus"], seed=0)
 
