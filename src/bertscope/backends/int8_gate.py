@@ -13,8 +13,7 @@ way's drift itself, under its own bound, so its candidates are not gated here (r
 
 from __future__ import annotations
 
-import json
-import os
+import contextlib
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,7 +22,9 @@ from typing import Any
 import numpy as np
 
 from ..core.folder import read_json_object
+from ..core.similarity import unit
 from ..errors import InvalidSpec
+from .onnx import record_export
 from .quantize import heldout_texts
 
 __all__ = ["INT8_MIN_COSINE", "check_own_calibration", "fitted_drift"]
@@ -79,13 +80,9 @@ def fitted_drift(encoder: Any, runner: Any, texts: Sequence[str]) -> tuple[float
         finally:
             encoder.engine.runner = runner
         fitted = np.asarray(encoder.embed(texts, progress=False).vectors, dtype=np.float64)
-    cos = (_unit(reference) * _unit(fitted)).sum(axis=1)
+    cos = (unit(reference, dtype=np.float64) * unit(fitted, dtype=np.float64)).sum(axis=1)
     worst = int(cos.argmin())
     return float(cos[worst]), texts[worst]
-
-
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
 
 
 def _remember_drift(record: Path, key: str, verdict: dict[str, Any]) -> None:
@@ -94,12 +91,8 @@ def _remember_drift(record: Path, key: str, verdict: dict[str, Any]) -> None:
     about = read_json_object(record)
     kept = about.get(_DRIFT_RECORD)
     about[_DRIFT_RECORD] = {**(kept if isinstance(kept, dict) else {}), key: verdict}
-    staged = record.with_suffix(f".{os.getpid()}.drift.tmp")
-    try:
-        staged.write_text(json.dumps(about, indent=1), encoding="utf-8")
-        os.replace(staged, record)
-    except OSError:
-        staged.unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        record_export(record, about)
 
 
 def _shown(text: str) -> str:

@@ -302,10 +302,15 @@ def export_stamp(path: Path) -> dict[str, Any]:
 
 
 def record_export(path: Path, about: dict[str, Any]) -> None:
-    """Write the JSON beside an export (what it is, its size, time and SHA-256), atomically."""
+    """Write the JSON beside an export (what it is, its size, time and SHA-256), atomically; where it
+    cannot be written, the OSError, with nothing staged left behind."""
     staged = path.with_suffix(f".{os.getpid()}.json.tmp")
-    staged.write_text(json.dumps(about, indent=1), encoding="utf-8")
-    os.replace(staged, path.with_suffix(".json"))
+    try:
+        staged.write_text(json.dumps(about, indent=1), encoding="utf-8")
+        os.replace(staged, path.with_suffix(".json"))
+    except OSError:
+        staged.unlink(missing_ok=True)
+        raise
 
 
 def _read_about(path: Path) -> dict[str, Any]:

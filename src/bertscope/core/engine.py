@@ -349,8 +349,7 @@ class Engine:
         windows stitched back together gives (to float32 rounding)."""
         if pool.first is not None:  # cls, pooler: the text's first token, as a one-token text
             return self._pool(pool.first[None], np.ones((1, 1), np.float32), spec)[0]
-        pooled = pool.pooled()[None]
-        return (unit(pooled) if spec.normalize else pooled).astype(np.float32)[0]
+        return _finished(pool.pooled()[None], spec)[0]
 
     def sentences_once(
         self, texts: Sequence[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
@@ -481,9 +480,7 @@ class Engine:
         else:  # NumPy's pooling, which the model's own pooler also takes
             pooler = self._model_pooler if spec.pooling is Pooling.POOLER and self.has_pooler else None
             pooled = pool_sentences(as_array(hidden), mask, spec.pooling, pooler=pooler)
-        if spec.normalize:
-            pooled = unit(pooled)
-        return np.asarray(pooled, dtype=np.float32)
+        return _finished(pooled, spec)
 
     def _model_pooler(self, hidden: np.ndarray) -> np.ndarray:
         """The model's own trained pooler (dense + tanh over the first token): in NumPy from the folder's
@@ -561,3 +558,9 @@ def _pooling_mask(mask: np.ndarray, first_windows: np.ndarray, spec: EmbedSpec) 
     mask = mask.copy()  # the attention mask itself is still counted for on_batch
     mask[first_windows, : spec.prompt_length] = 0
     return mask
+
+
+def _finished(pooled: Any, spec: EmbedSpec) -> np.ndarray:
+    """Pooled sentence vectors (batch, d) as the engine hands them back: unit length where `spec`
+    normalizes, float32."""
+    return np.asarray(unit(pooled) if spec.normalize else pooled, dtype=np.float32)

@@ -191,21 +191,20 @@ class Family:
             notes.append("the LayerNorm has no bias: it scales, it does not shift")
         return tuple(notes)
 
-    def position_ids(self, input_ids: torch.Tensor, pad_token_id: int | None) -> torch.Tensor:
-        """Position ids the model itself uses for `input_ids` (batch, tokens)."""
+    def position_ids(self, input_ids: torch.Tensor, pad: int) -> torch.Tensor:
+        """Position ids the model itself uses for `input_ids` (batch, tokens); `pad` is `position_pad`."""
         import torch
 
-        positions = self.position_id_array(input_ids.cpu().numpy(), pad_token_id)
+        positions = self.position_id_array(input_ids.cpu().numpy(), pad)
         return torch.from_numpy(np.array(positions)).to(
             input_ids.device
         )  # a copy: broadcast views are read-only
 
-    def position_id_array(self, input_ids: np.ndarray, pad_token_id: int | None) -> np.ndarray:
-        """`position_ids` for a NumPy (batch, tokens) array, without torch; `pad_token_id` is `position_pad`
-        of the config (not the tokenizer's pad id, where the two differ)."""
+    def position_id_array(self, input_ids: np.ndarray, pad: int) -> np.ndarray:
+        """`position_ids` for a NumPy (batch, tokens) array, without torch; `pad` is `position_pad` of the
+        config (not the tokenizer's pad id, where the two differ)."""
         if self.positions_after_padding:
             # RoBERTa-style: tokens other than the pad id count from pad + 1, the pad id keeps pad.
-            pad = 1 if pad_token_id is None else pad_token_id
             real = (input_ids != pad).astype(np.int64)
             return np.cumsum(real, axis=1) * real + pad
         return np.broadcast_to(np.arange(input_ids.shape[1], dtype=np.int64), input_ids.shape)
@@ -253,8 +252,8 @@ class _Albert(Family):
         cut halfway through the network; released ALBERTs have one."""
         if (why := super().unsupported(config)) is not None:
             return why
-        inner = config.get("inner_group_num", 1) if isinstance(config, dict) else config.inner_group_num
-        if inner == 1:
+        inner = _setting(config, "inner_group_num")
+        if inner in (None, 1):
             return None
         return (
             f"this ALBERT's config has inner_group_num={inner}: its layers report {inner} hidden states "
