@@ -402,15 +402,19 @@ def checksums_block(key: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _block_digest(block: Mapping[str, Any]) -> str:
-    plain = {k: v for k, v in block.items() if k != CHECKSUMS_DIGEST_KEY}
-    text = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return _json_digest(block, CHECKSUMS_DIGEST_KEY)
 
 
 def settings_digest(settings: Mapping[str, Any]) -> str:
     """SHA-256 (hex) of a store's settings (`SETTINGS_KEY` left out) as JSON with sorted keys: the same
     for the settings as written and as read back, whatever spacing or key order a format keeps."""
-    plain = json.loads(json.dumps({k: v for k, v in settings.items() if k != SETTINGS_KEY}))
+    return _json_digest(settings, SETTINGS_KEY)
+
+
+def _json_digest(mapping: Mapping[str, Any], own_key: str) -> str:
+    """SHA-256 (hex) of `mapping` without the key its digest is kept under, as compact JSON with sorted
+    keys (read back through JSON first: a tuple written is the list read)."""
+    plain = json.loads(json.dumps({k: v for k, v in mapping.items() if k != own_key}))
     text = json.dumps(plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
