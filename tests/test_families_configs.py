@@ -169,3 +169,41 @@ def test_anatomy_exits_1_when_the_proof_fails(monkeypatch: pytest.MonkeyPatch) -
         result = CliRunner().invoke(app, ["anatomy", "I am Sinan", *extra])
         assert result.exit_code == 1, result.output
         assert "not < 1e-5" in result.stderr
+
+
+def test_the_classes_giving_token_types_are_transformers_own() -> None:
+    """`gives_token_types` reads a class's default model_input_names from CLASSES_GIVING_TOKEN_TYPES: the
+    set must say what transformers' classes say for every class the light engine or a family names."""
+    import transformers
+
+    from bertscope.core import hf_tokenizer
+
+    names = {
+        *hf_tokenizer._REGISTERED.values(), *hf_tokenizer._REBUILDS, *hf_tokenizer.BUILDS,
+        *hf_tokenizer._AS_FILE, *hf_tokenizer.CLASSES_GIVING_TOKEN_TYPES, "FunnelTokenizer",
+    }  # fmt: skip
+    given = {name for name in names if "token_type_ids" in getattr(transformers, name).model_input_names}
+    assert given == hf_tokenizer.CLASSES_GIVING_TOKEN_TYPES & names
+    assert "AlbertTokenizer" in names and "AlbertTokenizer" not in given  # transformers 5: ALBERT gives none
+
+
+@pytest.mark.parametrize("tokenizer_class", ["PreTrainedTokenizerFast", "BertTokenizer"])
+@pytest.mark.parametrize("backend", ["auto", "torch"])
+def test_a_pair_reads_the_segments_the_tokenizer_class_gives(
+    tiny_dirs: dict[str, Path], tmp_path: Path, tokenizer_class: str, backend: str, cache: Path
+) -> None:
+    """With no model_input_names in tokenizer_config.json the class's own decide: transformers 5's
+    PreTrainedTokenizerFast gives no token_type_ids (B reads segment 0), BertTokenizer gives them."""
+    folder = config_variant(tiny_dirs, tmp_path, "bert")
+    settings_file = folder / "tokenizer_config.json"
+    settings = json.loads(settings_file.read_text())
+    settings.pop("model_input_names")
+    settings_file.write_text(json.dumps({**settings, "tokenizer_class": tokenizer_class}))
+    given = AutoTokenizer.from_pretrained(folder)("a cat", "a dog")
+    assert ("token_type_ids" in given) == (tokenizer_class == "BertTokenizer")
+    if "token_type_ids" in given:
+        assert 1 in given["token_type_ids"]  # B is segment 1: the two ways differ
+    states, _ = _hf(folder, "a cat", "a dog")
+    model = bertscope.load(folder, device="cpu", backend=backend)
+    assert np.abs(model.hidden_states(("a cat", "a dog")) - states).max() < 1e-5
+    assert (1 in model.tokenize([("a cat", "a dog")])[0].type_ids) == (tokenizer_class == "BertTokenizer")

@@ -22,6 +22,7 @@ from .cpu import cpu_threads
 from .engine import MIN_ROWS, Engine, ModelFacts
 from .folder import model_name
 from .given import is_vectors, row_ids, single, vector_cosines
+from .hf_tokenizer import gives_token_types
 from .loading import Loaded, device_kind, load_parts, resolve_device, resolve_dtype
 from .model_info import ModelInfo, hidden_size, model_info
 from .pooling import word_embeddings
@@ -97,7 +98,7 @@ class Encoder:
             self.pad_id: int = view.pad_id
             self.max_positions = view.max_positions
             backend = view.tokenizer
-            input_names = view.tokenizer_config.get("model_input_names")
+            types = gives_token_types(view.config, view.tokenizer_config)
             info = view.info() or {}
             facts = _facts(
                 info["layers"], info["hidden_size"], info["vocab_size"], view.has_pooler,
@@ -109,7 +110,7 @@ class Encoder:
             self.pad_id = int(pad if pad is not None else hf_model.config.pad_token_id or 0)
             self.max_positions = self._usable_positions()
             backend = loaded.tokenizer.backend_tokenizer
-            input_names = loaded.tokenizer.init_kwargs.get("model_input_names")
+            types = "token_type_ids" in loaded.tokenizer.model_input_names
             word = self.family.parts(hf_model).word
             has_pooler = self.family.pooler(hf_model) is not None
             config = hf_model.config
@@ -118,9 +119,8 @@ class Encoder:
                 getattr(config, "type_vocab_size", None),
             )  # fmt: skip
         self.max_tokens = self._token_limit(max_tokens)
-        # model_input_names written in tokenizer_config.json without token_type_ids: transformers' tokenizer
-        # gives none, and the model reads segment 0 for every token (a pair's B too)
-        types = not isinstance(input_names, list) or "token_type_ids" in input_names
+        # types False: transformers' tokenizer gives no token_type_ids (its model_input_names leave them
+        # out), and the model reads segment 0 for every token, a pair's B too
         self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens, token_types=types)
         # The fixed cost of a forward (`call_tokens`) stays the one measured at the base budget: the budget
         # sweeps that chose the thread-scaled CPU budget changed the budget alone (bench/budget_sweep.py).

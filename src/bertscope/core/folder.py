@@ -26,7 +26,7 @@ from ..errors import ModelLoadError, UnsupportedArchitecture
 from ._enums import LongText
 from .embedding_layer import EmbeddingWeights, embedding_weights
 from .families import Family, family_for
-from .hf_tokenizer import class_special_tokens, light_tokenizer
+from .hf_tokenizer import class_special_tokens, gives_token_types, light_tokenizer
 from .hf_tokenizer_builds import SPECIAL_TOKENS, extra_specials
 from .pooler_weights import PoolerWeights, pooler_weights
 from .safetensors_header import FloatRows, Stored, float32_tensor, safetensors_tensors
@@ -250,8 +250,7 @@ class FolderView:
         """The tokenizer as `Model` runs it: no truncation or padding from tokenizer.json, our limit."""
         from .tokens import TextTokenizer
 
-        names = self.tokenizer_config.get("model_input_names")  # as Encoder reads them
-        types = not isinstance(names, list) or "token_type_ids" in names
+        types = gives_token_types(self.config, self.tokenizer_config)  # as Encoder reads them
         return TextTokenizer(self.tokenizer, max_tokens=self.max_tokens, token_types=types)
 
     def tokenize(self, texts: Sequence[Any]) -> list[Tokens]:

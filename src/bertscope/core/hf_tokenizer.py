@@ -28,7 +28,7 @@ from .hf_tokenizer_builds import BUILDS, ROBERTA_SPECIALS, SPECIAL_TOKENS, extra
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
-__all__ = ["built_as_file", "class_special_tokens", "light_tokenizer"]
+__all__ = ["built_as_file", "class_special_tokens", "gives_token_types", "light_tokenizer"]
 
 # The classes transformers builds from tokenizer.json as it is (the name with "Fast" taken off).
 _AS_FILE = frozenset({"TokenizersBackend", "PreTrainedTokenizer", "PythonBackend"})
@@ -50,6 +50,13 @@ _REGISTERED = {
 }
 # Model types transformers loads with TokenizersBackend whatever class the folder names.
 _FORCED_AS_FILE = frozenset({"modernbert"})
+# The classes whose `model_input_names` name token_type_ids where tokenizer_config.json lists none; any other
+# (transformers 5's default, TokenizersBackend's and AlbertTokenizer's among them) gives none, so the model
+# reads segment 0 for a pair's B too. tests/test_families_configs.py holds this set to transformers' classes.
+CLASSES_GIVING_TOKEN_TYPES = frozenset({
+    "BertTokenizer", "ConvBertTokenizer", "DebertaTokenizer", "DebertaV2Tokenizer", "ElectraTokenizer",
+    "LayoutLMTokenizer", "MobileBertTokenizer", "SqueezeBertTokenizer",
+})  # fmt: skip
 
 _Parts = tuple[Any, Any, Any]  # normalizer, pre-tokenizer, post-processor (`tokenizers` objects or None)
 
@@ -187,6 +194,15 @@ def class_special_tokens(config: dict[str, Any], tokenizer_config: dict[str, Any
     name = _tokenizer_class(config, tokenizer_config)
     rebuild, build = _REBUILDS.get(name), BUILDS.get(name)
     return dict(rebuild.defaults if rebuild is not None else build[1] if build is not None else {})
+
+
+def gives_token_types(config: dict[str, Any], tokenizer_config: dict[str, Any]) -> bool:
+    """Whether AutoTokenizer's tokenizer returns token_type_ids: tokenizer_config's `model_input_names`
+    where it lists them, else the class's own (`CLASSES_GIVING_TOKEN_TYPES`)."""
+    names = tokenizer_config.get("model_input_names")
+    if isinstance(names, list):
+        return "token_type_ids" in names
+    return _tokenizer_class(config, tokenizer_config) in CLASSES_GIVING_TOKEN_TYPES
 
 
 def _settings_refused(tokenizer_config: dict[str, Any]) -> bool:
