@@ -272,6 +272,12 @@ def load_parts(
         path = local_folder(source)
     target = str(path) if path is not None else source
     remote = {"trust_remote_code": trust_remote_code}
+    if path is not None and _local_config(path).get("model_type") == "model2vec":
+        raise ModelLoadError(  # transformers would call its own version out of date
+            f"{source} is a static model (model2vec) with no layers: it has no forward to run; open it "
+            "with bertscope.load() (a StaticModel: embed, similarity, encode) or pass the model it was "
+            "distilled from"
+        )
     shipped = _shipped_code(path)
     if shipped is not None and not trust_remote_code:
         raise _needs_remote_code(source, shipped)
@@ -378,15 +384,22 @@ def _quiet(transformers: Any) -> None:
     transformers.utils.logging.disable_progress_bar()
 
 
-def _shipped_code(path: Path | None) -> str | None:
-    """The class a local folder's config.json maps AutoModel to in code it ships, or None."""
-    if path is None or not (path / "config.json").is_file():
-        return None
+def _local_config(path: Path) -> dict[str, Any]:
+    """A local folder's config.json as a dict; {} where it is missing or unreadable (transformers' own
+    reading then says what is wrong with it)."""
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return None  # transformers' own reading says what is wrong with it
-    if not isinstance(config, dict):
+        return {}
+    return config if isinstance(config, dict) else {}
+
+
+def _shipped_code(path: Path | None) -> str | None:
+    """The class a local folder's config.json maps AutoModel to in code it ships, or None."""
+    if path is None:
+        return None
+    config = _local_config(path)
+    if not config:
         return None
     return _auto_model(config.get("auto_map"), str(config.get("model_type")))
 
