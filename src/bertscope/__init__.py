@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from .io.job import JobSummary, embed_corpus
     from .io.occurrences import Occurrence, Occurrences, search_occurrences
     from .io.search import search
-    from .io.sqlite_store import list_collections
+    from .io.sqlite_reader import list_collections
     from .model import Model, ModelInfo, load
     from .research.aggregate import AggregatedStatic
     from .research.compare import compare
@@ -89,7 +89,7 @@ _LAZY = {
     "UnknownOption": ".errors",
     "JobSummary": ".io.job",
     "embed_corpus": ".io.job",
-    "list_collections": ".io.sqlite_store",
+    "list_collections": ".io.sqlite_reader",
     "search": ".io.search",
     "search_occurrences": ".io.occurrences",
     "Occurrence": ".io.occurrences",

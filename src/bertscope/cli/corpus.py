@@ -286,7 +286,7 @@ def collections(
 
     Example: `bertscope collections docs.db`
     """
-    from ..io.sqlite_store import list_collections
+    from ..io.sqlite_reader import list_collections
 
     found = list_collections(store)
     if as_json:

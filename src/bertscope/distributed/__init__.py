@@ -29,7 +29,7 @@ from ..io.job import JobSummary, refuse_idle_job_options
 from ..io.job_lock import job_lock
 from ..io.level_table import CorpusOptions, make_level, refuse_idle_level_options
 from ..io.levels import vector_columns
-from ..io.sinks import with_settings
+from ..io.parquet_sink import with_settings
 from .cluster import IO_CPUS, default_batch, gpus_per_worker, import_ray, raising_bertscope_errors
 from .reading import corpus_dataset, corpus_datasource, input_sources, source_prefix
 from .shards import MANIFEST, ShardFolder, open_folder, shard_folder_note, shard_sink, write_manifest

@@ -25,7 +25,8 @@ from typing import Any
 from ..errors import CorpusError, InvalidInput
 from ..io.checksums import vector_names
 from ..io.parquet_checked import CheckedParquet, write_checked
-from ..io.sinks import PARQUET_META_KEY, settings_diff, settings_differ
+from ..io.parquet_sink import PARQUET_META_KEY
+from ..io.sink_settings import settings_diff, settings_differ
 from .units import UNIT, Unit
 
 __all__ = ["MANIFEST", "RESUME", "ShardFolder", "open_folder", "shard_sink", "write_manifest"]

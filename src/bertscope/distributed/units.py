@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 
 from ..errors import CorpusError
 from ..io.readers import Record
-from ..io.sinks import RecordDigest, other_input
+from ..io.sink_base import RecordDigest, other_input
 
 __all__ = ["SOURCE", "RECORD", "UNIT", "Unit", "embed_units", "skip_done"]
 

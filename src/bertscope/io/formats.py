@@ -17,8 +17,11 @@ import numpy as np
 
 from ..core._enums import Precision, StrEnum
 from ..errors import CorpusError, InvalidSpec
-from .sinks import NpySink, ParquetSink, Sink
-from .sqlite_store import SqliteReader, SqliteSink
+from .npy_sink import NpySink
+from .parquet_sink import ParquetSink
+from .sink_base import Sink
+from .sqlite_reader import SqliteReader
+from .sqlite_store import SqliteSink
 from .vector_files import Chunk, NpyReader, ParquetReader
 
 __all__ = [

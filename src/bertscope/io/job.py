@@ -24,7 +24,7 @@ from .job_lock import job_lock
 from .level_table import CorpusOptions, make_level, refuse_idle_level_options
 from .levels import CorpusLevel
 from .readers import Record, Rejects, given_texts, read_corpus, refuse_fields_without_records, source_name
-from .sinks import Sink
+from .sink_base import Sink
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

@@ -22,7 +22,7 @@ from ..core.prompts import query_prompt_name
 from ..core.spec import SPEC_KEYS, EmbedOptions, reloadable, resolve
 from ..core.tokens import say_cut
 from ..errors import CorpusError, InvalidInput, InvalidSpec
-from .sinks import settings_diff, settings_differ
+from .sink_settings import settings_diff, settings_differ
 
 __all__ = ["embed_query", "model_for", "query_vector", "refuse_unread", "same_model"]
 

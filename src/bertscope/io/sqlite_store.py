@@ -1,31 +1,18 @@
 """The embedded store: SQLite (WAL), several collections per file, float32 blobs, content-hash dedup.
 
-Schema changes are numbered migrations recorded in `PRAGMA user_version`. Each row keeps the CRC-32 of
-its blob (`checksum`, migration 2; rows stored before it have none and are checked to be finite) and of
-its labels, its id, text and content hash (`labels_checksum`, migration 3; rows stored before it have
-their vectors checked alone), both checked whenever the row is read or copied (`io.checksums`): a
-checksum that fails names the row itself, so no row digests are kept. In a collection whose sealed
-settings say row checks 2 on, the labels checksum covers the blob's checksum too, so that a vector moved
-to another row with its checksum fails there (a collection keeps the generation it was made with, so
-all its rows are read by one rule). Rows are stored in rowid order, and a bertscope writes each column
-from its migration on, so a row without a checksum after one with it was stripped, not written so
-(`row_checksums`). A writer opens the file with `connect` (migrated, WAL); a reader with
-`connect_read`: read-only, at the file's own schema, never changed by being read.
-
-A store is a file of bertscope's own: a writer refuses another program's database (tables of its own,
-or a schema number bertscope did not set) before writing anything, since the schema number and WAL
-are properties of the whole file; to keep vectors beside other tables, `ATTACH` the store.
+A writer opens the file with `connect` (migrated, WAL) and stores a collection's batches (`SqliteSink`).
+The store's schema, its migrations and the reader's connection are in `sqlite_schema.py`; its rows'
+checksums, blobs and row counts in `sqlite_rows.py`; its collections read back in `sqlite_reader.py`.
+`row_checksums` says what a collection's row checksums cover. `connect` and `row_checksums` stay here
+because they read `MIGRATIONS` and `connect_read` by this module's names, which tests replace.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
-from sqlite3 import connect as _sqlite_connect
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,7 +25,6 @@ from .checksums import (
     ROW_CHECKS_KEY,
     checksum,
     corrupt,
-    labels_checksum,
     non_finite,
     rebuild_hint,
     refuse_non_finite,
@@ -46,8 +32,23 @@ from .checksums import (
     sealed,
     unsealed,
 )
+from .npy_sink import npy_parts
 from .readers import Record
-from .sinks import Sink, npy_parts, settings_diff, settings_differ
+from .sink_base import Sink
+from .sink_settings import settings_diff, settings_differ
+from .sqlite_reader import list_collections
+from .sqlite_rows import (
+    _check_count,
+    _count_checksum,
+    _labels,
+    _recorded_count,
+    changed_rows,
+    content_hash,
+    from_blob,
+    iter_vectors,
+    to_blob,
+)
+from .sqlite_schema import MIGRATIONS, _refuse_foreign, _refuse_newer, _schema, _version, connect_read
 
 if TYPE_CHECKING:
     from .levels import Rows
@@ -62,44 +63,6 @@ __all__ = [
     "row_checksums",
 ]
 
-MIGRATIONS = (
-    """
-    CREATE TABLE collections (
-        name TEXT PRIMARY KEY,
-        model TEXT NOT NULL,
-        settings TEXT NOT NULL,
-        dimension INTEGER NOT NULL,
-        created TEXT NOT NULL
-    );
-    CREATE TABLE embeddings (
-        collection TEXT NOT NULL REFERENCES collections(name) ON DELETE CASCADE,
-        id TEXT NOT NULL,
-        content_hash TEXT NOT NULL,
-        text TEXT,
-        metadata TEXT,
-        embedding BLOB NOT NULL,
-        n_tokens INTEGER,
-        truncated INTEGER,
-        PRIMARY KEY (collection, id)
-    );
-    CREATE INDEX embeddings_hash ON embeddings (collection, content_hash);
-    """,
-    # 2: the CRC-32 of each row's embedding blob (NULL in rows stored before it)
-    """
-    ALTER TABLE embeddings ADD COLUMN checksum INTEGER;
-    """,
-    # 3: the CRC-32 of each row's labels: id, text, content hash (NULL in rows stored before it)
-    """
-    ALTER TABLE embeddings ADD COLUMN labels_checksum INTEGER;
-    """,
-    # 4: each collection's rows, counted in the transaction that stores them, and the CRC-32 of the count
-    # (NULL in collections made before it: only those whose settings say row checks 3 keep them)
-    """
-    ALTER TABLE collections ADD COLUMN row_count INTEGER;
-    ALTER TABLE collections ADD COLUMN row_count_checksum INTEGER;
-    """,
-)
-_TABLES = frozenset({"collections", "embeddings"})  # a store's own; SQLite keeps its own as sqlite_*
 _COLUMNS = (
     "collection, id, content_hash, text, metadata, embedding, n_tokens, truncated, checksum, labels_checksum"
 )
@@ -134,172 +97,6 @@ def connect(path: str | Path) -> sqlite3.Connection:
                 raise
             break  # a store on read-only media is read at its own schema (a write says it cannot)
     return db
-
-
-def _schema(db: sqlite3.Connection, path: str | Path) -> tuple[int, set[str]]:
-    """The file's schema number and the names of its tables and views (not SQLite's own `sqlite_*`),
-    read without writing; CorpusError, the connection closed, when the file is not SQLite."""
-    try:
-        version = int(db.execute("PRAGMA user_version").fetchone()[0])
-        rows = db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
-    except sqlite3.DatabaseError as exc:
-        db.close()
-        raise CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote") from None
-    return version, {row[0] for row in rows if not row[0].startswith("sqlite_")}
-
-
-def _refuse_foreign(db: sqlite3.Connection, path: str | Path, version: int, tables: set[str]) -> None:
-    """CorpusError, the connection closed, when the file is a database bertscope did not make.
-
-    A writer sets the file's schema number (`PRAGMA user_version`, which an application's database
-    often keeps for its own migrations) and its journal mode (WAL persists: other programs then meet
-    -wal and -shm files beside it), so it writes only to a new or empty file or to its own store:
-    bertscope's two tables at a schema number, or a newer bertscope's (more tables, said by
-    `_refuse_newer`).
-    """
-    if not tables and version == 0:
-        return  # new, or empty: nothing of anyone's to keep
-    ours = tables == _TABLES and version >= 1
-    newer = _TABLES <= tables and version > len(MIGRATIONS)  # a newer bertscope may keep more tables
-    if ours or newer:
-        return
-    others = sorted(tables - _TABLES)
-    shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-    listed = f"tables {', '.join(sorted(tables))}" if tables else "no tables"
-    what = f"tables of its own: {shown}" if others else f"schema number {version}, {listed}"
-    db.close()
-    raise CorpusError(
-        f"{path} is an SQLite database bertscope did not make ({what}); bertscope writes to stores of "
-        "its own, as it sets a file's schema number and journal mode (WAL): name a new .db file"
-    )
-
-
-def _refuse_newer(db: sqlite3.Connection, path: str | Path, version: int) -> None:
-    """CorpusError, the connection closed, when a newer bertscope wrote the store (a schema it lacks)."""
-    if version > len(MIGRATIONS):
-        db.close()
-        raise CorpusError(f"{path} was written by a newer bertscope (schema {version}); upgrade bertscope")
-
-
-def connect_read(path: str | Path) -> sqlite3.Connection:
-    """Open a bertscope SQLite store to read it: read-only (no table, journal mode or schema number is
-    written, nor a missing file made), never migrated; CorpusError when it is not a bertscope store.
-
-    Opened for writing where the file may be written (`mode=rw`: read-only where it may not) with
-    `PRAGMA query_only`, so that it writes nothing but is a full connection: the last connection to a WAL
-    store to close checkpoints it and removes the -wal and -shm files reading made beside it, which a
-    read-only connection cannot do (it left them after every search)."""
-    uri = f"{Path(path).resolve().as_uri()}?mode=rw"
-    try:
-        # bound at import: a reader always opens its own connection by URI
-        db = _sqlite_connect(uri, uri=True)
-        db.execute("PRAGMA query_only = ON")
-    except sqlite3.Error as exc:
-        raise CorpusError(f"cannot read {path} ({exc}); name a .db file bertscope wrote") from None
-    version, tables = _schema(db, path)
-    # tables first: another program's database may keep a schema number of its own, of any size
-    if version < 1 or not _TABLES <= tables:
-        db.close()
-        what = "an empty file" if not tables else "an SQLite file without bertscope's tables"
-        raise CorpusError(
-            f"{path} is not a bertscope store ({what}); name a .db file `bertscope embed -o` wrote"
-        )
-    _refuse_newer(db, path, version)
-    return db
-
-
-def _version(db: sqlite3.Connection) -> int:
-    """The store's schema number (2: rows keep a checksum of their blob; 3: of their labels too)."""
-    return int(db.execute("PRAGMA user_version").fetchone()[0])
-
-
-def _row_checks(db: sqlite3.Connection) -> str:
-    """The columns a row is checked by, as selected: its checksum and labels checksum (NULL where the
-    store's schema has no such column)."""
-    version = _version(db)
-    return f"{'checksum' if version >= 2 else 'NULL'}, {'labels_checksum' if version >= 3 else 'NULL'}"
-
-
-def _labels(item_id: Any, text: Any, digest: Any, vector_sum: Any = None) -> int:
-    """The CRC-32 of a row's labels as stored: its id, text (None where not kept) and content hash, and,
-    in a collection of row checks 2 on (`vector_sum`: its blob's checksum), the checksum of its vector, so
-    that a vector moved to another row with its checksum fails there."""
-    values = [item_id, text, digest] if vector_sum is None else [item_id, text, digest, vector_sum]
-    return labels_checksum(values)
-
-
-def _count_checksum(collection: str, count: int) -> int:
-    """The CRC-32 of a collection's row count, as its `row_count_checksum` keeps it."""
-    return labels_checksum([collection, count])
-
-
-def _generation(db: sqlite3.Connection, collection: str) -> int:
-    """The row checks a collection's settings say its rows keep (`checksums.row_checks`; 0 where they say
-    none or cannot be read: the error for that is the settings' own)."""
-    found = db.execute("SELECT settings FROM collections WHERE name = ?", (collection,)).fetchone()
-    try:
-        settings = json.loads(found[0]) if found else {}
-    except (TypeError, ValueError):
-        return 0
-    return row_checks(settings) if isinstance(settings, dict) else 0
-
-
-def content_hash(text: str) -> str:
-    """A stable hash of a text's content (same text, same hash)."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
-
-
-def to_blob(vector: np.ndarray) -> bytes:
-    """Little-endian float32 bytes of one vector."""
-    return np.asarray(vector, dtype="<f4").tobytes()
-
-
-def from_blob(blob: bytes) -> np.ndarray:
-    """One vector from its float32 blob."""
-    return np.frombuffer(blob, dtype="<f4")
-
-
-def list_collections(path: str | Path) -> list[dict[str, Any]]:
-    """Each collection's name, model, settings, dimension, created time and row count."""
-    found = _collections(path)
-    for listed in found:  # the settings as they were made; their digest is the store's own business
-        listed["settings"] = unsealed(listed["settings"])[0]
-    return found
-
-
-def _collections(path: str | Path) -> list[dict[str, Any]]:
-    """`list_collections` with each collection's settings as stored (their digest included)."""
-    if not Path(path).is_file():
-        raise CorpusError(f"cannot read {path}: no such file")
-    db = connect_read(path)
-    try:
-        rows = db.execute(
-            "SELECT c.name, c.model, c.settings, c.dimension, c.created, "
-            "(SELECT COUNT(*) FROM embeddings e WHERE e.collection = c.name) "
-            "FROM collections c ORDER BY c.name"
-        ).fetchall()
-    except sqlite3.DatabaseError as exc:
-        raise CorpusError(
-            f"{path} cannot be read ({exc}): the file is corrupt; {rebuild_hint(path)}"
-        ) from None
-    finally:
-        db.close()
-    keys = ("name", "model", "settings", "dimension", "created", "count")
-    return [dict(zip(keys, (*r[:2], _settings(r[2], r[0], path), *r[3:]), strict=True)) for r in rows]
-
-
-def _settings(raw: Any, collection: str, path: str | Path) -> dict[str, Any]:
-    """A collection's stored settings: a JSON object, or CorpusError naming the collection."""
-    try:
-        settings = json.loads(raw)
-    except (TypeError, ValueError):
-        settings = None
-    if not isinstance(settings, dict):
-        raise CorpusError(
-            f"collection {collection!r} in {path} keeps settings that are not a JSON object: the store is "
-            f"damaged; {rebuild_hint(path, collection)}"
-        )
-    return settings
 
 
 class SqliteSink(Sink):
@@ -506,91 +303,6 @@ class SqliteSink(Sink):
             self.path.unlink(missing_ok=True)
 
 
-# A collection's rows in rowid order. NOT INDEXED: walk the rowid order; the planner would otherwise pick the
-# (collection, hash) index and sort the whole collection for every chunk.
-_ROWS = (
-    "SELECT rowid, id, text, embedding, {checks}, content_hash FROM embeddings NOT INDEXED "
-    "WHERE collection = ? "
-)
-
-
-def iter_vectors(
-    db: sqlite3.Connection, collection: str, chunk: int, *, path: str | Path | None = None
-) -> Iterator[tuple[list[str], list[str | None], np.ndarray]]:
-    """(ids, texts, vectors) of a collection, `chunk` rows at a time, in rowid order, each row checked
-    against its checksums (rows stored before checksums: checked to be finite) before it is handed on.
-
-    `path` names the file in errors (default: the connection's main database file).
-    """
-    path = path if path is not None else db.execute("PRAGMA database_list").fetchone()[2]
-    width, generation = _width(db, collection), _generation(db, collection)
-    select = _ROWS.format(checks=_row_checks(db)) + "AND rowid > ? ORDER BY rowid LIMIT ?"
-    last, offset = -1, 0
-    while True:
-        rows = db.execute(select, (collection, last, chunk)).fetchall()
-        if not rows:
-            return
-        last = rows[-1][0]
-        bad = _mismatched(rows, width, generation)
-        if bad:
-            _refuse(rows, bad, offset, MISMATCH, collection, path)
-        vectors = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(len(rows), -1)
-        unchecked = [i for i, r in enumerate(rows) if r[4] is None]
-        bad = [unchecked[i] for i in non_finite(vectors[unchecked])] if unchecked else []
-        if bad:
-            _refuse(rows, bad, offset, NOT_FINITE, collection, path)
-        offset += len(rows)
-        yield [r[1] for r in rows], [r[2] for r in rows], vectors
-
-
-def _width(db: sqlite3.Connection, collection: str) -> int | None:
-    """The bytes of one of the collection's blobs (None where the collection is not listed)."""
-    found = db.execute("SELECT dimension FROM collections WHERE name = ?", (collection,)).fetchone()
-    return 4 * int(found[0]) if found else None
-
-
-def _mismatched(rows: list[Any], width: int | None, generation: int) -> list[int]:
-    """The rows (numbers within `rows`, as `_ROWS` selects them) whose blob is not `width` bytes (None:
-    the first row's) or that fail a checksum they keep: of their blob, or of their id, text and hash (and,
-    in a collection of row checks 2 on, their blob's checksum: `_labels`)."""
-    width = width or len(rows[0][3])
-    bound = generation >= 2
-    return [
-        i for i, r in enumerate(rows)
-        if len(r[3]) != width
-        or (r[4] is not None and checksum(r[3]) != r[4])
-        or (r[5] is not None and _labels(r[1], r[2], r[6], r[4] if bound else None) != r[5])
-    ]  # fmt: skip
-
-
-def _refuse(
-    rows: list[Any], bad: list[int], offset: int, problem: str, collection: str, path: str | Path
-) -> None:
-    """Raise the one-line error for the rows of a chunk (`bad`, numbers within it) that fail their check."""
-    where = f"collection {collection!r} in {path}"
-    span = (offset + bad[0], offset + bad[-1])
-    ids = [rows[i][1] for i in bad]
-    raise corrupt(where, span, problem, rebuild_hint(path, collection), ids=ids)
-
-
-def changed_rows(
-    path: str | Path, collection: str, rows: tuple[int, int]
-) -> tuple[list[int], list[str]] | None:
-    """(row numbers, their ids) of the rows `rows` (first, last: 0-based in rowid order, as a
-    `ChecksumMismatch` says them) of a collection that fail their checksums, each named by its own; None
-    where none does (the file changed since)."""
-    first, last = rows
-    db = connect_read(path)
-    try:
-        width, generation = _width(db, collection), _generation(db, collection)
-        select = _ROWS.format(checks=_row_checks(db)) + "ORDER BY rowid LIMIT ? OFFSET ?"
-        found = db.execute(select, (collection, last - first + 1, first)).fetchall()
-    finally:
-        db.close()
-    bad = _mismatched(found, width, generation) if found else []
-    return ([first + i for i in bad], [found[i][1] for i in bad]) if bad else None
-
-
 def row_checksums(path: str | Path, collection: str) -> dict[str, Any] | None:
     """What a collection's row checksums cover, as `vector_files.stored_checksums` says it of a file:
     None where rows keep none (stored before checksums), else {"labels_checked": whether every row's
@@ -636,89 +348,3 @@ def row_checksums(path: str | Path, collection: str) -> dict[str, Any] | None:
     if counted is not None:
         _check_count(path, collection, *counted)
     return {"labels_checked": not unlabelled, "rows_recorded": counted is None or counted[0] is not None}
-
-
-def _recorded_count(
-    db: sqlite3.Connection, collection: str, version: int
-) -> tuple[int | None, int | None, int] | None:
-    """(row count recorded, its checksum, rows found) of a collection whose settings say row checks 3
-    on (the recorded ones None where they were stripped), or None for one made before."""
-    if _generation(db, collection) < 3:
-        return None
-    counted = "SELECT COUNT(*) FROM embeddings WHERE collection = ?"
-    if version < 4:
-        (found,) = db.execute(counted, (collection,)).fetchone()
-        return None, None, int(found)
-    found, count, crc = db.execute(  # one statement: the rows and their recorded count read at one time
-        f"SELECT ({counted}), row_count, row_count_checksum FROM collections WHERE name = ?",
-        (collection, collection),
-    ).fetchone()
-    return count, crc, int(found)
-
-
-def _check_count(path: str | Path, collection: str, count: int | None, crc: int | None, found: int) -> None:
-    """CorpusError where a collection holds other rows than its writer counted (rows deleted or added),
-    or where its count does not match its checksum; a count stripped is the caller's to say."""
-    if count is None:
-        return
-    where = f"collection {collection!r} in {path}"
-    if crc != _count_checksum(collection, count):
-        raise CorpusError(
-            f"{where}: its row count does not match its checksum: it was changed after it was written; the "
-            f"store is damaged; {rebuild_hint(path, collection)}"
-        )
-    if count != found:
-        raise CorpusError(
-            f"{where} holds {found} rows where the bertscope that wrote it stored {count}: rows were "
-            f"{'deleted' if found < count else 'added'} after they were written; the store is damaged; "
-            f"{rebuild_hint(path, collection)}"
-        )
-
-
-class SqliteReader:
-    """An SQLite store read back: one collection's settings and (ids, texts, vectors) in rowid order."""
-
-    def open(self, path: Path, collection: str | None) -> tuple[str | None, dict[str, Any]]:
-        """(collection, its settings as stored); the collection may be left out when the file holds
-        exactly one."""
-        available = {c["name"]: c for c in _collections(path)}
-        if collection is None and len(available) == 1:
-            collection = next(iter(available))
-        if collection is None and len(available) > 1:
-            raise CorpusError(
-                f"{path} holds {len(available)} collections ({', '.join(available)}): name one with "
-                "--collection (collection= in Python)"
-            )
-        if collection not in available:
-            names = ", ".join(available) or "none"
-            raise CorpusError(f"{path} has no collection {collection!r}; its collections: {names}")
-        return collection, available[collection]["settings"]
-
-    def chunks(
-        self, path: Path, collection: str | None, column: str, size: int
-    ) -> Iterator[tuple[list[str], list[str | None], np.ndarray]]:
-        """(ids, texts, vectors) of the collection, `size` rows at a time."""
-        db = connect_read(path)
-        try:
-            yield from iter_vectors(db, str(collection), size, path=path)
-        finally:
-            db.close()
-
-    def count(self, path: Path, collection: str | None) -> int:
-        """The collection's rows, counted by SQLite (reading them decoded every vector: hundreds of MB)."""
-        db = connect_read(path)
-        try:
-            found = db.execute("SELECT COUNT(*) FROM embeddings WHERE collection = ?", (str(collection),))
-            return int(found.fetchone()[0])
-        finally:
-            db.close()
-
-    def take(
-        self, path: Path, rows: np.ndarray, column: str | None
-    ) -> tuple[list[str], list[str | None], np.ndarray]:
-        """Not offered: rows have no fixed numbers in a collection (the format table says so)."""
-        raise CorpusError(f"{path}: an SQLite collection is not read by row number")
-
-    def columns(self, path: Path) -> list[str]:
-        """One vector per text, in one column."""
-        return ["embedding"]

@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import CorpusError
 from .checksums import unsealed
 from .formats import FormatRules, refuse_collection, store_rules, suffixes_where
-from .sinks import view_column
+from .parquet_sink import view_column
 from .vector_files import Chunk
 
 __all__ = ["Store", "open_store", "with_view", "view_settings"]

@@ -33,7 +33,7 @@ from .checksums import (
     recorded,
 )
 from .parquet_checked import CheckedParquet
-from .sinks import PARQUET_META_KEY
+from .parquet_sink import PARQUET_META_KEY
 
 __all__ = [
     "Chunk",

@@ -37,8 +37,8 @@ from ..core.spec import EmbedOptions, EmbedSpec, resolve
 from ..errors import CorpusError, InvalidSpec
 from .formats import rules_of, suffixes_where
 from .levels import CorpusLevel, LevelOptions, Rows, storage
+from .parquet_sink import view_column
 from .readers import Record
-from .sinks import view_column
 
 __all__ = ["parse_view", "parse_views", "views_level", "ViewsLevel", "VIEW_KEYS"]
 

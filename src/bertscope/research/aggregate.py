@@ -33,7 +33,8 @@ from ..io.job import JobSummary, run_level
 from ..io.level_table import CorpusOptions, make_level
 from ..io.levels import LevelOptions, WordLevel
 from ..io.readers import Record, Rejects, read_corpus
-from ..io.sinks import RecordDigest, Sink, settings_diff, settings_differ
+from ..io.sink_base import RecordDigest, Sink
+from ..io.sink_settings import settings_diff, settings_differ
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack

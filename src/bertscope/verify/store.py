@@ -49,7 +49,8 @@ from ..errors import CorpusError, InvalidInput
 from ..io.checksums import ChecksumMismatch, changed, rebuild_hint, row_checks, settings_edited
 from ..io.formats import Format
 from ..io.parquet_checked import CheckedParquet
-from ..io.sqlite_store import changed_rows, row_checksums
+from ..io.sqlite_rows import changed_rows
+from ..io.sqlite_store import row_checksums
 from ..io.stores import Store, open_store, view_settings, with_view
 from ..io.vector_files import check_npy_rows, npy_changed_rows, stored_checksums
 from .drift import StoreCheck, add_drift

@@ -1,0 +1,55 @@
+"""A stored job's settings against the asked ones: whether they forbid going on, and how they differ."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.fingerprint_facts import flatten
+from .checksums import ROW_CHECKS_KEY
+
+__all__ = ["settings_diff", "settings_differ"]
+
+
+def settings_differ(stored: dict[str, Any], asked: dict[str, Any]) -> bool:
+    """Whether a stored job's settings forbid going on with the asked ones.
+
+    The exact runtimes (float32, unquantised torch, ONNX Runtime, OpenVINO) give vectors equal within
+    1e-5, so a job started on one goes on on another: the exact default may choose again (`--remeasure`,
+    another machine), and stores made before it existed say torch. A store written before stores carried
+    the model's fingerprint, or whether it keeps the texts, goes on without them (its other settings
+    still compared).
+    """
+    return _comparable(stored) != _comparable(asked, like=stored)
+
+
+def _comparable(settings: dict[str, Any], *, like: dict[str, Any] | None = None) -> dict[str, Any]:
+    # which row checksums a store keeps is the writer's, not an option a job is asked with
+    settings = {k: v for k, v in settings.items() if k != ROW_CHECKS_KEY}
+    if like is not None:
+        settings = {k: v for k, v in settings.items() if k not in _LATER or k in like}
+    exact = (
+        settings.get("mode", "exact") == "exact"
+        and settings.get("dtype") == "float32"
+        and settings.get("quantize") is None
+        and settings.get("backend") in _EXACT_RUNTIMES
+    )
+    if not exact:
+        return settings
+    return {**{k: v for k, v in settings.items() if k != "backend"}, "mode": "exact"}
+
+
+_EXACT_RUNTIMES = ("torch", "onnxruntime", "openvino")
+# Settings that stores carry since a later version: a store made before goes on without comparing them.
+_LATER = ("fingerprint", "keep_text")
+
+
+def settings_diff(stored: dict[str, Any], asked: dict[str, Any]) -> str:
+    """Each setting that differs, as `key: stored then, asked now`; the model's fingerprint by the keys
+    inside it that differ (`fingerprint files.model.safetensors: ...`; its id follows from them)."""
+    stored, asked = dict(_comparable(stored)), dict(_comparable(asked, like=stored))
+    for settings in (stored, asked):
+        inner = {k: v for k, v in (settings.pop("fingerprint", None) or {}).items() if k != "id"}
+        settings.update({f"fingerprint {k}": v for k, v in flatten(inner).items() if inner})
+    keys = sorted(k for k in set(stored) | set(asked) if stored.get(k) != asked.get(k))
+    said = [f"{k}: {stored.get(k)!r} then, {asked.get(k)!r} now" for k in keys[:4]]
+    return "; ".join(said + [f"{len(keys) - 4} more"] * (len(keys) > 4))

@@ -1,0 +1,110 @@
+"""An SQLite store read back: its collections listed, and one collection's vectors (`SqliteReader`)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import CorpusError
+from .checksums import rebuild_hint, unsealed
+from .sqlite_rows import iter_vectors
+from .sqlite_schema import connect_read
+
+__all__ = ["SqliteReader", "list_collections"]
+
+
+def list_collections(path: str | Path) -> list[dict[str, Any]]:
+    """Each collection's name, model, settings, dimension, created time and row count."""
+    found = _collections(path)
+    for listed in found:  # the settings as they were made; their digest is the store's own business
+        listed["settings"] = unsealed(listed["settings"])[0]
+    return found
+
+
+def _collections(path: str | Path) -> list[dict[str, Any]]:
+    """`list_collections` with each collection's settings as stored (their digest included)."""
+    if not Path(path).is_file():
+        raise CorpusError(f"cannot read {path}: no such file")
+    db = connect_read(path)
+    try:
+        rows = db.execute(
+            "SELECT c.name, c.model, c.settings, c.dimension, c.created, "
+            "(SELECT COUNT(*) FROM embeddings e WHERE e.collection = c.name) "
+            "FROM collections c ORDER BY c.name"
+        ).fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise CorpusError(
+            f"{path} cannot be read ({exc}): the file is corrupt; {rebuild_hint(path)}"
+        ) from None
+    finally:
+        db.close()
+    keys = ("name", "model", "settings", "dimension", "created", "count")
+    return [dict(zip(keys, (*r[:2], _settings(r[2], r[0], path), *r[3:]), strict=True)) for r in rows]
+
+
+def _settings(raw: Any, collection: str, path: str | Path) -> dict[str, Any]:
+    """A collection's stored settings: a JSON object, or CorpusError naming the collection."""
+    try:
+        settings = json.loads(raw)
+    except (TypeError, ValueError):
+        settings = None
+    if not isinstance(settings, dict):
+        raise CorpusError(
+            f"collection {collection!r} in {path} keeps settings that are not a JSON object: the store is "
+            f"damaged; {rebuild_hint(path, collection)}"
+        )
+    return settings
+
+
+class SqliteReader:
+    """An SQLite store read back: one collection's settings and (ids, texts, vectors) in rowid order."""
+
+    def open(self, path: Path, collection: str | None) -> tuple[str | None, dict[str, Any]]:
+        """(collection, its settings as stored); the collection may be left out when the file holds
+        exactly one."""
+        available = {c["name"]: c for c in _collections(path)}
+        if collection is None and len(available) == 1:
+            collection = next(iter(available))
+        if collection is None and len(available) > 1:
+            raise CorpusError(
+                f"{path} holds {len(available)} collections ({', '.join(available)}): name one with "
+                "--collection (collection= in Python)"
+            )
+        if collection not in available:
+            names = ", ".join(available) or "none"
+            raise CorpusError(f"{path} has no collection {collection!r}; its collections: {names}")
+        return collection, available[collection]["settings"]
+
+    def chunks(
+        self, path: Path, collection: str | None, column: str, size: int
+    ) -> Iterator[tuple[list[str], list[str | None], np.ndarray]]:
+        """(ids, texts, vectors) of the collection, `size` rows at a time."""
+        db = connect_read(path)
+        try:
+            yield from iter_vectors(db, str(collection), size, path=path)
+        finally:
+            db.close()
+
+    def count(self, path: Path, collection: str | None) -> int:
+        """The collection's rows, counted by SQLite (reading them decoded every vector: hundreds of MB)."""
+        db = connect_read(path)
+        try:
+            found = db.execute("SELECT COUNT(*) FROM embeddings WHERE collection = ?", (str(collection),))
+            return int(found.fetchone()[0])
+        finally:
+            db.close()
+
+    def take(
+        self, path: Path, rows: np.ndarray, column: str | None
+    ) -> tuple[list[str], list[str | None], np.ndarray]:
+        """Not offered: rows have no fixed numbers in a collection (the format table says so)."""
+        raise CorpusError(f"{path}: an SQLite collection is not read by row number")
+
+    def columns(self, path: Path) -> list[str]:
+        """One vector per text, in one column."""
+        return ["embedding"]

@@ -1,0 +1,207 @@
+"""The SQLite store's rows checked: their CRC-32s, their blobs, the rows read back in order and counted.
+
+Each row keeps the CRC-32 of its blob (`checksum`, migration 2; rows stored before it have none and are
+checked to be finite) and of its labels, its id, text and content hash (`labels_checksum`, migration 3;
+rows stored before it have their vectors checked alone), both checked whenever the row is read or copied
+(`io.checksums`): a checksum that fails names the row itself, so no row digests are kept. In a collection
+whose sealed settings say row checks 2 on, the labels checksum covers the blob's checksum too, so that a
+vector moved to another row with its checksum fails there (a collection keeps the generation it was made
+with, so all its rows are read by one rule). Rows are stored in rowid order, and a bertscope writes each
+column from its migration on, so a row without a checksum after one with it was stripped, not written so
+(`sqlite_store.row_checksums`). A collection of row checks 3 on keeps its row count and the count's CRC-32
+(migration 4).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import CorpusError
+from .checksums import (
+    MISMATCH,
+    NOT_FINITE,
+    checksum,
+    corrupt,
+    labels_checksum,
+    non_finite,
+    rebuild_hint,
+    row_checks,
+)
+from .sqlite_schema import _version, connect_read
+
+__all__ = ["changed_rows", "content_hash", "from_blob", "iter_vectors", "to_blob"]
+
+
+def _row_checks(db: sqlite3.Connection) -> str:
+    """The columns a row is checked by, as selected: its checksum and labels checksum (NULL where the
+    store's schema has no such column)."""
+    version = _version(db)
+    return f"{'checksum' if version >= 2 else 'NULL'}, {'labels_checksum' if version >= 3 else 'NULL'}"
+
+
+def _labels(item_id: Any, text: Any, digest: Any, vector_sum: Any = None) -> int:
+    """The CRC-32 of a row's labels as stored: its id, text (None where not kept) and content hash, and,
+    in a collection of row checks 2 on (`vector_sum`: its blob's checksum), the checksum of its vector, so
+    that a vector moved to another row with its checksum fails there."""
+    values = [item_id, text, digest] if vector_sum is None else [item_id, text, digest, vector_sum]
+    return labels_checksum(values)
+
+
+def _count_checksum(collection: str, count: int) -> int:
+    """The CRC-32 of a collection's row count, as its `row_count_checksum` keeps it."""
+    return labels_checksum([collection, count])
+
+
+def _generation(db: sqlite3.Connection, collection: str) -> int:
+    """The row checks a collection's settings say its rows keep (`checksums.row_checks`; 0 where they say
+    none or cannot be read: the error for that is the settings' own)."""
+    found = db.execute("SELECT settings FROM collections WHERE name = ?", (collection,)).fetchone()
+    try:
+        settings = json.loads(found[0]) if found else {}
+    except (TypeError, ValueError):
+        return 0
+    return row_checks(settings) if isinstance(settings, dict) else 0
+
+
+def content_hash(text: str) -> str:
+    """A stable hash of a text's content (same text, same hash)."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def to_blob(vector: np.ndarray) -> bytes:
+    """Little-endian float32 bytes of one vector."""
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+def from_blob(blob: bytes) -> np.ndarray:
+    """One vector from its float32 blob."""
+    return np.frombuffer(blob, dtype="<f4")
+
+
+# A collection's rows in rowid order. NOT INDEXED: walk the rowid order; the planner would otherwise pick the
+# (collection, hash) index and sort the whole collection for every chunk.
+_ROWS = (
+    "SELECT rowid, id, text, embedding, {checks}, content_hash FROM embeddings NOT INDEXED "
+    "WHERE collection = ? "
+)
+
+
+def iter_vectors(
+    db: sqlite3.Connection, collection: str, chunk: int, *, path: str | Path | None = None
+) -> Iterator[tuple[list[str], list[str | None], np.ndarray]]:
+    """(ids, texts, vectors) of a collection, `chunk` rows at a time, in rowid order, each row checked
+    against its checksums (rows stored before checksums: checked to be finite) before it is handed on.
+
+    `path` names the file in errors (default: the connection's main database file).
+    """
+    path = path if path is not None else db.execute("PRAGMA database_list").fetchone()[2]
+    width, generation = _width(db, collection), _generation(db, collection)
+    select = _ROWS.format(checks=_row_checks(db)) + "AND rowid > ? ORDER BY rowid LIMIT ?"
+    last, offset = -1, 0
+    while True:
+        rows = db.execute(select, (collection, last, chunk)).fetchall()
+        if not rows:
+            return
+        last = rows[-1][0]
+        bad = _mismatched(rows, width, generation)
+        if bad:
+            _refuse(rows, bad, offset, MISMATCH, collection, path)
+        vectors = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(len(rows), -1)
+        unchecked = [i for i, r in enumerate(rows) if r[4] is None]
+        bad = [unchecked[i] for i in non_finite(vectors[unchecked])] if unchecked else []
+        if bad:
+            _refuse(rows, bad, offset, NOT_FINITE, collection, path)
+        offset += len(rows)
+        yield [r[1] for r in rows], [r[2] for r in rows], vectors
+
+
+def _width(db: sqlite3.Connection, collection: str) -> int | None:
+    """The bytes of one of the collection's blobs (None where the collection is not listed)."""
+    found = db.execute("SELECT dimension FROM collections WHERE name = ?", (collection,)).fetchone()
+    return 4 * int(found[0]) if found else None
+
+
+def _mismatched(rows: list[Any], width: int | None, generation: int) -> list[int]:
+    """The rows (numbers within `rows`, as `_ROWS` selects them) whose blob is not `width` bytes (None:
+    the first row's) or that fail a checksum they keep: of their blob, or of their id, text and hash (and,
+    in a collection of row checks 2 on, their blob's checksum: `_labels`)."""
+    width = width or len(rows[0][3])
+    bound = generation >= 2
+    return [
+        i for i, r in enumerate(rows)
+        if len(r[3]) != width
+        or (r[4] is not None and checksum(r[3]) != r[4])
+        or (r[5] is not None and _labels(r[1], r[2], r[6], r[4] if bound else None) != r[5])
+    ]  # fmt: skip
+
+
+def _refuse(
+    rows: list[Any], bad: list[int], offset: int, problem: str, collection: str, path: str | Path
+) -> None:
+    """Raise the one-line error for the rows of a chunk (`bad`, numbers within it) that fail their check."""
+    where = f"collection {collection!r} in {path}"
+    span = (offset + bad[0], offset + bad[-1])
+    ids = [rows[i][1] for i in bad]
+    raise corrupt(where, span, problem, rebuild_hint(path, collection), ids=ids)
+
+
+def changed_rows(
+    path: str | Path, collection: str, rows: tuple[int, int]
+) -> tuple[list[int], list[str]] | None:
+    """(row numbers, their ids) of the rows `rows` (first, last: 0-based in rowid order, as a
+    `ChecksumMismatch` says them) of a collection that fail their checksums, each named by its own; None
+    where none does (the file changed since)."""
+    first, last = rows
+    db = connect_read(path)
+    try:
+        width, generation = _width(db, collection), _generation(db, collection)
+        select = _ROWS.format(checks=_row_checks(db)) + "ORDER BY rowid LIMIT ? OFFSET ?"
+        found = db.execute(select, (collection, last - first + 1, first)).fetchall()
+    finally:
+        db.close()
+    bad = _mismatched(found, width, generation) if found else []
+    return ([first + i for i in bad], [found[i][1] for i in bad]) if bad else None
+
+
+def _recorded_count(
+    db: sqlite3.Connection, collection: str, version: int
+) -> tuple[int | None, int | None, int] | None:
+    """(row count recorded, its checksum, rows found) of a collection whose settings say row checks 3
+    on (the recorded ones None where they were stripped), or None for one made before."""
+    if _generation(db, collection) < 3:
+        return None
+    counted = "SELECT COUNT(*) FROM embeddings WHERE collection = ?"
+    if version < 4:
+        (found,) = db.execute(counted, (collection,)).fetchone()
+        return None, None, int(found)
+    found, count, crc = db.execute(  # one statement: the rows and their recorded count read at one time
+        f"SELECT ({counted}), row_count, row_count_checksum FROM collections WHERE name = ?",
+        (collection, collection),
+    ).fetchone()
+    return count, crc, int(found)
+
+
+def _check_count(path: str | Path, collection: str, count: int | None, crc: int | None, found: int) -> None:
+    """CorpusError where a collection holds other rows than its writer counted (rows deleted or added),
+    or where its count does not match its checksum; a count stripped is the caller's to say."""
+    if count is None:
+        return
+    where = f"collection {collection!r} in {path}"
+    if crc != _count_checksum(collection, count):
+        raise CorpusError(
+            f"{where}: its row count does not match its checksum: it was changed after it was written; the "
+            f"store is damaged; {rebuild_hint(path, collection)}"
+        )
+    if count != found:
+        raise CorpusError(
+            f"{where} holds {found} rows where the bertscope that wrote it stored {count}: rows were "
+            f"{'deleted' if found < count else 'added'} after they were written; the store is damaged; "
+            f"{rebuild_hint(path, collection)}"
+        )

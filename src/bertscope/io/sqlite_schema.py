@@ -1,0 +1,136 @@
+"""The SQLite store's schema and its reader's connection: numbered migrations, foreign files refused.
+
+Schema changes are numbered migrations recorded in `PRAGMA user_version` (`MIGRATIONS`; `sqlite_store.connect`
+runs them). A reader opens the file with `connect_read`: read-only, at the file's own schema, never changed by
+being read.
+
+A store is a file of bertscope's own: a writer refuses another program's database (tables of its own,
+or a schema number bertscope did not set) before writing anything, since the schema number and WAL
+are properties of the whole file; to keep vectors beside other tables, `ATTACH` the store.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from sqlite3 import connect as _sqlite_connect
+
+from ..errors import CorpusError
+
+__all__ = ["MIGRATIONS", "connect_read"]
+
+MIGRATIONS = (
+    """
+    CREATE TABLE collections (
+        name TEXT PRIMARY KEY,
+        model TEXT NOT NULL,
+        settings TEXT NOT NULL,
+        dimension INTEGER NOT NULL,
+        created TEXT NOT NULL
+    );
+    CREATE TABLE embeddings (
+        collection TEXT NOT NULL REFERENCES collections(name) ON DELETE CASCADE,
+        id TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        text TEXT,
+        metadata TEXT,
+        embedding BLOB NOT NULL,
+        n_tokens INTEGER,
+        truncated INTEGER,
+        PRIMARY KEY (collection, id)
+    );
+    CREATE INDEX embeddings_hash ON embeddings (collection, content_hash);
+    """,
+    # 2: the CRC-32 of each row's embedding blob (NULL in rows stored before it)
+    """
+    ALTER TABLE embeddings ADD COLUMN checksum INTEGER;
+    """,
+    # 3: the CRC-32 of each row's labels: id, text, content hash (NULL in rows stored before it)
+    """
+    ALTER TABLE embeddings ADD COLUMN labels_checksum INTEGER;
+    """,
+    # 4: each collection's rows, counted in the transaction that stores them, and the CRC-32 of the count
+    # (NULL in collections made before it: only those whose settings say row checks 3 keep them)
+    """
+    ALTER TABLE collections ADD COLUMN row_count INTEGER;
+    ALTER TABLE collections ADD COLUMN row_count_checksum INTEGER;
+    """,
+)
+_TABLES = frozenset({"collections", "embeddings"})  # a store's own; SQLite keeps its own as sqlite_*
+
+
+def _schema(db: sqlite3.Connection, path: str | Path) -> tuple[int, set[str]]:
+    """The file's schema number and the names of its tables and views (not SQLite's own `sqlite_*`),
+    read without writing; CorpusError, the connection closed, when the file is not SQLite."""
+    try:
+        version = int(db.execute("PRAGMA user_version").fetchone()[0])
+        rows = db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
+    except sqlite3.DatabaseError as exc:
+        db.close()
+        raise CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote") from None
+    return version, {row[0] for row in rows if not row[0].startswith("sqlite_")}
+
+
+def _refuse_foreign(db: sqlite3.Connection, path: str | Path, version: int, tables: set[str]) -> None:
+    """CorpusError, the connection closed, when the file is a database bertscope did not make.
+
+    A writer sets the file's schema number (`PRAGMA user_version`, which an application's database
+    often keeps for its own migrations) and its journal mode (WAL persists: other programs then meet
+    -wal and -shm files beside it), so it writes only to a new or empty file or to its own store:
+    bertscope's two tables at a schema number, or a newer bertscope's (more tables, said by
+    `_refuse_newer`).
+    """
+    if not tables and version == 0:
+        return  # new, or empty: nothing of anyone's to keep
+    ours = tables == _TABLES and version >= 1
+    newer = _TABLES <= tables and version > len(MIGRATIONS)  # a newer bertscope may keep more tables
+    if ours or newer:
+        return
+    others = sorted(tables - _TABLES)
+    shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+    listed = f"tables {', '.join(sorted(tables))}" if tables else "no tables"
+    what = f"tables of its own: {shown}" if others else f"schema number {version}, {listed}"
+    db.close()
+    raise CorpusError(
+        f"{path} is an SQLite database bertscope did not make ({what}); bertscope writes to stores of "
+        "its own, as it sets a file's schema number and journal mode (WAL): name a new .db file"
+    )
+
+
+def _refuse_newer(db: sqlite3.Connection, path: str | Path, version: int) -> None:
+    """CorpusError, the connection closed, when a newer bertscope wrote the store (a schema it lacks)."""
+    if version > len(MIGRATIONS):
+        db.close()
+        raise CorpusError(f"{path} was written by a newer bertscope (schema {version}); upgrade bertscope")
+
+
+def connect_read(path: str | Path) -> sqlite3.Connection:
+    """Open a bertscope SQLite store to read it: read-only (no table, journal mode or schema number is
+    written, nor a missing file made), never migrated; CorpusError when it is not a bertscope store.
+
+    Opened for writing where the file may be written (`mode=rw`: read-only where it may not) with
+    `PRAGMA query_only`, so that it writes nothing but is a full connection: the last connection to a WAL
+    store to close checkpoints it and removes the -wal and -shm files reading made beside it, which a
+    read-only connection cannot do (it left them after every search)."""
+    uri = f"{Path(path).resolve().as_uri()}?mode=rw"
+    try:
+        # bound at import: a reader always opens its own connection by URI
+        db = _sqlite_connect(uri, uri=True)
+        db.execute("PRAGMA query_only = ON")
+    except sqlite3.Error as exc:
+        raise CorpusError(f"cannot read {path} ({exc}); name a .db file bertscope wrote") from None
+    version, tables = _schema(db, path)
+    # tables first: another program's database may keep a schema number of its own, of any size
+    if version < 1 or not _TABLES <= tables:
+        db.close()
+        what = "an empty file" if not tables else "an SQLite file without bertscope's tables"
+        raise CorpusError(
+            f"{path} is not a bertscope store ({what}); name a .db file `bertscope embed -o` wrote"
+        )
+    _refuse_newer(db, path, version)
+    return db
+
+
+def _version(db: sqlite3.Connection) -> int:
+    """The store's schema number (2: rows keep a checksum of their blob; 3: of their labels too)."""
+    return int(db.execute("PRAGMA user_version").fetchone()[0])
