@@ -7,6 +7,7 @@ answer or by the work counted, never by the process's memory.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 from collections.abc import Iterator
@@ -231,8 +232,9 @@ def test_an_answer_written_in_parts_refuses_nan_as_json_response_does() -> None:
 
 def test_big_bodies_are_tokenized_one_at_a_time(bundled: bertscope.Model, monkeypatch: Any) -> None:
     """Tokenizing a text whole holds about a kilobyte a token until it is cut (long="truncate"): requests
-    past `_BIG_CHARACTERS` take turns, on one thread (the allocator keeps a thread's freed memory for that
-    thread), so together they hold one's memory; a small one passes beside them."""
+    past `_BIG_CHARACTERS` take turns (waiting on the event loop), on one thread (the allocator keeps a
+    thread's freed memory for that thread), so together they hold one's memory; a small one passes beside
+    them."""
     from bertscope.server import service as service_module
 
     svc = create_app(bundled, settings=ServerSettings()).state.service
@@ -256,17 +258,29 @@ def test_big_bodies_are_tokenized_one_at_a_time(bundled: bertscope.Model, monkey
 
     monkeypatch.setattr(bundled.engine, "prepare", held)
     big, spec = "word " * (service_module._BIG_CHARACTERS // 5 + 1), bundled.spec()
-    with ThreadPoolExecutor(3) as pool:
-        futures = [pool.submit(svc._prepare, big, spec) for _ in range(3)]
+    loop = asyncio.new_event_loop()  # the server's loop: big requests wait for their turn on it
+    runner = threading.Thread(target=loop.run_forever, daemon=True)
+    runner.start()
+
+    def prepared(texts: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(svc.tokenizing(texts, svc._prepare, texts, spec), loop)
+
+    try:
+        futures = [prepared(big) for _ in range(3)]
         with gate.changed:  # one inside, two waiting
             assert gate.changed.wait_for(lambda: gate.waiting == 2 and len(inside) == 1, timeout=60)
         assert most[0] == 1
-        svc._prepare("a short text", spec)  # under the gate's size: not held up
+        prepared("a short text").result(timeout=60)  # under the gate's size: not held up
         assert most[0] == 2
         release.set()
         for future in futures:
             future.result(timeout=60)
-    assert gate.waiting == 0 and most[0] == 2
+    finally:
+        release.set()
+        loop.call_soon_threadsafe(loop.stop)
+        runner.join(60)
+        loop.close()
+    assert gate.waiting == 0 and not gate.held and most[0] == 2
     assert len(threads) == 1 and threads.pop().startswith("bertscope-big-tokenize"), threads
 
 

@@ -55,7 +55,9 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
 
         planned = await run_in_threadpool(plan)
         _check_answer_size(svc, planned)
-        counted = await run_in_threadpool(lambda: svc.count_tokens(planned.docs, stride=options.stride))
+        counted = await svc.tokenizing(
+            planned.docs, lambda: svc.count_tokens(planned.docs, stride=options.stride)
+        )
         count = svc.check_tokens(counted)
         # Run batch by batch on the worker: other requests' small work goes between its batches, and
         # it stops at the next batch boundary when its client leaves.

@@ -7,7 +7,8 @@
     a field pydantic rejects                          422  {"detail": "field: message; ...", "errors": [...],
                                                        "n_errors"}: the first 5 errors, and how many; a
                                                        union field's in one line (`validation.readable`)
-    more inputs than --max-inputs                      413  (unless --auto-split)
+    more inputs than --max-inputs                      413  (unless --auto-split; 422 on TEI's routes,
+                                                       400 under /v1/)
     more tokens (x layers kept) than --max-request-tokens  413  before any forward
     an answer over --max-answer-floats numbers         413  before any forward
     a body over --max-body-bytes                       413
@@ -131,9 +132,11 @@ def add_error_handlers(app: FastAPI) -> None:
         return error_response(path, status, message, kind="invalid_request_error", code=code)
 
     async def too_many(request: Request, exc: Exception) -> JSONResponse:
-        # TEI answers a batch over max_client_batch_size with 422 (validation); bertscope's own routes, 413.
+        # TEI answers a batch over max_client_batch_size with 422 (validation), OpenAI too many inputs
+        # with 400 (invalid_request_error); bertscope's own routes, 413.
         path = request.url.path
-        return error_response(path, 422 if path in TEI_PATHS else 413, str(exc))
+        status = 400 if path.startswith("/v1/") else 422 if path in TEI_PATHS else 413
+        return error_response(path, status, str(exc))
 
     async def over_budget(request: Request, exc: Exception) -> JSONResponse:
         return error_response(request.url.path, 413, str(exc), tei_type="Validation")

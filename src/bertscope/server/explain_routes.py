@@ -36,8 +36,8 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
         check_texts([req.a, req.b])
         recipe = svc.recipe(req.options(), req.post)  # checks the post's name and the spec it was fitted on
         post = recipe.post
-        n_a, n_b = await run_in_threadpool(
-            lambda: [svc.count_tokens(t, req.long, stride=req.stride) for t in (req.a, req.b)]
+        n_a, n_b = await svc.tokenizing(
+            [req.a, req.b], lambda: [svc.count_tokens(t, req.long, stride=req.stride) for t in (req.a, req.b)]
         )
         count = svc.check_tokens(n_a + n_b)
         # An exact split answers the (tokens of a) x (tokens of b) matrix of contributions.
@@ -86,7 +86,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
 
         # Counted first (refused with long=error), so the answer is bounded before any forward; the
         # worker reads these tokens, not the text a second time.
-        counted = await run_in_threadpool(count)
+        counted = await svc.tokenizing(req.inputs, count)
         n = len(counted)
         layers = svc.model.n_layers if layer is None else 1
         heads = 1 if req.head is not None or req.mean_heads else n_heads

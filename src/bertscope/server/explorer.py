@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from fastapi import FastAPI, Response
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
@@ -118,7 +117,7 @@ def mount_explorer(app: FastAPI) -> None:
             items = check_texts(req.inputs)
             return svc.gated(items, lambda: svc.model.engine.prepare(items, spec))[0]
 
-        tokens = await run_in_threadpool(tokenize)
+        tokens = await svc.tokenizing(req.inputs, tokenize)
         n, kept = len(tokens), svc.model.n_layers + 1
         svc.check_tokens(n, layers=kept)
         numbers = layer_numbers(svc.model, n)
@@ -136,7 +135,7 @@ def mount_explorer(app: FastAPI) -> None:
             items = svc.texts(req.inputs)
             return svc.gated(items, lambda: svc.model.tokenize(items))
 
-        toks = await run_in_threadpool(tokenize)
+        toks = await svc.tokenizing(req.inputs, tokenize)
         width = max(map(len, toks))
         numbers = 3 * len(toks) * width  # a piece, an id and a mask value at each padded position
         svc.check_answer(

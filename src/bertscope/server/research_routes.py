@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from fastapi import FastAPI, Response
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from ..core.tokens import check_texts
@@ -34,7 +33,7 @@ def research_routes(app: FastAPI, svc: Service) -> None:
         check_texts(req.inputs)
         # CKA keeps every layer of each text it reads: the budget counts tokens x layers.
         layers = svc.model.n_layers + 1
-        count = await run_in_threadpool(lambda: svc.count_tokens(req.inputs, layers=layers))
+        count = await svc.tokenizing(req.inputs, lambda: svc.count_tokens(req.inputs, layers=layers))
         svc.check_tokens(count, layers=layers)
         result = await svc.on_worker(
             lambda: svc.model.cka(req.inputs, level=req.level.value, debiased=req.debiased, progress=False),

@@ -76,7 +76,7 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         least = await run_in_threadpool(svc.least_tokens, items, spec.long, over=over)
         _check_answer_size(svc, least, width, least=True)
         svc.check_tokens(least, layers=kept, least=True)
-        tokens = await run_in_threadpool(svc.gated, items, lambda: svc.model.engine.prepare(items, spec))
+        tokens = await svc.tokenizing(items, svc.gated, items, lambda: svc.model.engine.prepare(items, spec))
         count = sum(len(t) for t in tokens)
         _check_answer_size(svc, count, width)
         svc.check_tokens(count, layers=kept)
@@ -112,11 +112,12 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         spec = svc.recipe(EmbedOptions(long="truncate" if req.truncate else "error")).spec
         lists = id_lists(req.input)
         if lists is None:
-            res = await svc.sentences(await run_in_threadpool(check_texts, req.input), spec)
+            res = await svc.sentences(await run_in_threadpool(check_texts, req.input), spec, field="input")
         else:
             refuse_ids(svc, "input")
             # Batched with text requests and counted in the queue's tokens, like text.
-            res = await svc.fitted_sentences(await run_in_threadpool(id_tokens, svc, lists, spec), spec)
+            tokens = await run_in_threadpool(id_tokens, svc, lists, spec, "input")
+            res = await svc.fitted_sentences(tokens, spec, field="input")
         vectors = res.vectors
         if req.dimensions is not None:
             vectors = unit(vectors[:, : req.dimensions])
@@ -144,7 +145,8 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         each cosine's percentile among unrelated pairs of a reference corpus embedded the same way."""
         check_texts(req.sentences)
         options = req.options()
-        res = await svc.sentences([req.source, *req.sentences], svc.recipe(options).spec)
+        texts = [req.source, *req.sentences]
+        res = await svc.sentences(texts, svc.recipe(options).spec, field="source and sentences")
         scores = cos_sim(res.vectors[:1], res.vectors[1:])[0]
         scored = {"model": svc.name, "scores": scores.astype(float).tolist(), "spec": res.spec}
         if req.baseline or req.reference is not None:
@@ -172,13 +174,15 @@ def id_lists(given: Any) -> list[list[int]] | None:
     return [given] if isinstance(given[0], int) else list(given)
 
 
-def id_tokens(svc: Service, lists: Sequence[Sequence[int]], spec: EmbedSpec) -> list[Tokens]:
+def id_tokens(
+    svc: Service, lists: Sequence[Sequence[int]], spec: EmbedSpec, field: str = "inputs"
+) -> list[Tokens]:
     """Fitted tokens of each id list, embedded as given: the model's specials added once (`from_ids`).
 
     A client that sends [CLS] ... [SEP] (or <s> ... </s>) itself gets them once, not twice; OpenAI
     clients send ids without specials, and get them added. Every id is checked against the vocabulary.
     """
-    svc.check_count(len(lists), splittable=True)  # as text: run as one job, batched by the engine
+    svc.check_count(len(lists), splittable=True, field=field)  # as text: one job, batched by the engine
     if spec.prompt:
         # The prompt is text before the text; tokenized apart from it, it could come out as other pieces.
         raise InvalidInput(
@@ -217,8 +221,14 @@ def model_routes(app: FastAPI, svc: Service) -> None:
         # Each token is a record of 6 values (8 in a pair): the answer is bounded like every other.
         fields = 8 if any(isinstance(item, tuple) for item in items) else 6
         fix = "send fewer or shorter texts, or cut them (truncate)"
-        toks, count = await run_in_threadpool(
-            svc.tokenized, items, req.long, fields, fix, lambda: svc.model.tokenize(items, long=req.long)
+        toks, count = await svc.tokenizing(
+            items,
+            svc.tokenized,
+            items,
+            req.long,
+            fields,
+            fix,
+            lambda: svc.model.tokenize(items, long=req.long),
         )
 
         def build() -> dict[str, Any]:
@@ -262,7 +272,7 @@ def model_routes(app: FastAPI, svc: Service) -> None:
             return svc.gated(items, lambda: svc.model.tokenize(items, long=req.long)[0]), row
 
         # Tokenized once (refused with long=error), and the answer bounded, before the worker.
-        tokens, (steps, width) = await run_in_threadpool(tokenize)
+        tokens, (steps, width) = await svc.tokenizing(req.inputs, tokenize)
         n = len(tokens)
         numbers = steps * n * width + 1  # and the proof's error
         svc.check_answer(numbers, f"{steps} steps x {n} tokens x {width} wide", "send a shorter text")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import array
 import asyncio
 import contextlib
+import contextvars
 import json
 import os
 import threading
@@ -34,6 +35,7 @@ from .answers import current_client, reserve
 from .batching import Batcher
 from .bounds import least_tokens
 from .error_answers import AnswerTooLarge, OverBudget, TooManyInputs
+from .gate import FairGate
 from .settings import ServerSettings
 
 if TYPE_CHECKING:
@@ -52,6 +54,10 @@ _BASELINES_KEPT = 8
 # that thread (glibc's arenas), so big texts taken in turn by the pool's live threads would each keep
 # their peak (3 in turn: 2.8 GB; on one thread: 1.4 GB). Requests under it, nearly all, never wait.
 _BIG_CHARACTERS = 1 << 18
+# Big requests one client may have waiting for the gate (`gate.FairGate`); one more is a 429.
+_BIG_WAITING_PER_CLIENT = 4
+# Set on the gate's thread: a request's work runs there in its turn, and `gated` runs it as it is.
+_ON_GATE = threading.local()
 
 
 class CompactEncoding:
@@ -82,31 +88,6 @@ class CompactEncoding:
     def offsets(self) -> Iterator[tuple[int, int]]:
         """Each token's (start, stop) characters."""
         return zip(self.starts, self.stops, strict=True)
-
-
-class OneAtATime:
-    """A lock that counts the threads waiting for it (so tests wait on that count, not on a clock)."""
-
-    def __init__(self) -> None:
-        self.changed = threading.Condition()
-        self.waiting = 0
-        self._busy = False
-
-    @contextlib.contextmanager
-    def held(self) -> Iterator[None]:
-        """Hold the lock for the block, after the thread holding it now lets go."""
-        with self.changed:
-            self.waiting += 1
-            self.changed.notify_all()
-            self.changed.wait_for(lambda: not self._busy)
-            self.waiting -= 1
-            self._busy = True
-        try:
-            yield
-        finally:
-            with self.changed:
-                self._busy = False
-                self.changed.notify_all()
 
 
 _INLINE_CHARS = 20_000
@@ -150,6 +131,23 @@ def _chars(items: list[Any]) -> int:
     return sum(len(t) if isinstance(t, str) else sum(map(len, t)) for t in items)
 
 
+def _raw_chars(texts: Any) -> int:
+    """Characters of texts not checked yet (a text, texts, [A, B] pairs), anything else counted as 0."""
+    if isinstance(texts, str):
+        return len(texts)
+    if not isinstance(texts, (list, tuple)):
+        return 0
+    return sum(
+        len(t) if isinstance(t, str) else sum(len(p) for p in t if isinstance(p, str))
+        for t in texts
+        if isinstance(t, (str, list, tuple))
+    )
+
+
+def _mark_gate_thread() -> None:
+    _ON_GATE.on = True
+
+
 def _small(texts: Any) -> bool:
     """Whether texts are few and short enough to check on the event loop itself."""
     items = [texts] if isinstance(texts, str) else texts
@@ -170,9 +168,13 @@ class Service:
         self.max_request_tokens = settings.max_request_tokens or request_token_budget(model)
         # Baselines on the shipped reference, by spec: fitting one embeds the whole reference corpus.
         self._baselines: OrderedDict[str, Baseline] = OrderedDict()
-        self.big_tokenizing = OneAtATime()
+        # Big requests wait here for their turn, on the event loop, by client (`tokenizing`).
+        what = f"requests of over {_BIG_CHARACTERS:,} characters to tokenize"
+        self.big_tokenizing = FairGate(_BIG_WAITING_PER_CLIENT, what=what)
         # The gate's one thread (`_BIG_CHARACTERS`), started when the first big request comes.
-        self._big_thread = ThreadPoolExecutor(1, thread_name_prefix="bertscope-big-tokenize")
+        self._big_thread = ThreadPoolExecutor(
+            1, thread_name_prefix="bertscope-big-tokenize", initializer=_mark_gate_thread
+        )
 
     @cached_property
     def fingerprint(self) -> dict[str, Any]:
@@ -193,32 +195,38 @@ class Service:
             raise InvalidSpec(f"post: no post-processing named {name!r} is loaded; loaded: {loaded}")
         return self.posts[name]
 
-    def check_count(self, n: int, *, splittable: bool = False) -> None:
-        """Raise TooManyInputs when a request carries more than --max-inputs (and cannot be split)."""
+    def check_count(self, n: int, *, splittable: bool = False, field: str = "inputs") -> None:
+        """Raise TooManyInputs when a request's `field` carries more than --max-inputs items; a request
+        for sentence vectors (`splittable`) passes under --auto-split, and only its refusal names it."""
         limit = self.settings.max_inputs
-        if n > limit and not (splittable and self.settings.auto_split):
-            raise TooManyInputs(
-                f"inputs: {n} in one request, over the limit of {limit} per request "
-                "(--max-inputs); send several requests, or start the server with --auto-split"
-            )
+        if n <= limit or (splittable and self.settings.auto_split):
+            return
+        fix = "--auto-split or a higher --max-inputs" if splittable else "a higher --max-inputs"
+        raise TooManyInputs(
+            f"{field}: {n} in one request, over the limit of {limit} per request (--max-inputs); send "
+            f"several requests, or start the server with {fix}"
+        )
 
-    async def sentences(self, texts: Any, spec: EmbedSpec) -> SentenceEmbeddings:
-        """Sentence vectors (n, d) through the shared worker, checked first, split under --auto-split."""
-        self.check_count(1 if isinstance(texts, str) else len(texts), splittable=True)
+    async def sentences(self, texts: Any, spec: EmbedSpec, *, field: str = "inputs") -> SentenceEmbeddings:
+        """Sentence vectors (n, d) through the shared worker, checked first, split under --auto-split
+        (`field`: the texts' field in the request, named by a refusal)."""
+        self.check_count(1 if isinstance(texts, str) else len(texts), splittable=True, field=field)
         with self.batcher.arriving():
             if _small(texts):
                 # A thread hop costs more than tokenizing a few short texts, and under load waits for the GIL.
                 tokens = self._prepare(texts, spec)
             else:
-                tokens = await run_in_threadpool(self._prepare, texts, spec)
+                tokens = await self.tokenizing(texts, self._prepare, texts, spec)
             self.check_tokens(sum(map(len, tokens)))
             self.check_windows(tokens, spec.long, spec.stride)
             futures = self._queue(tokens, spec)
         return SentenceEmbeddings.joined(await self._wait(futures))
 
-    async def fitted_sentences(self, tokens: list[Tokens], spec: EmbedSpec) -> SentenceEmbeddings:
+    async def fitted_sentences(
+        self, tokens: list[Tokens], spec: EmbedSpec, *, field: str = "inputs"
+    ) -> SentenceEmbeddings:
         """Sentence vectors (n, d) of tokens already fitted (`Engine.prepare`, `fit`), through the worker."""
-        self.check_count(len(tokens), splittable=True)
+        self.check_count(len(tokens), splittable=True, field=field)
         self.check_tokens(sum(map(len, tokens)))
         with self.batcher.arriving():
             futures = self._queue(tokens, spec)
@@ -251,10 +259,10 @@ class Service:
         """
         keywords = {f.name: getattr(options, f.name) for f in fields(options) if f.name != "post"}
         if reference is not None:
-            self.check_count(len(reference))
+            self.check_count(len(reference), field="reference")
             # The reference is embedded like the sentences: counted and held to the same token budget.
-            counted = await run_in_threadpool(
-                lambda: self.count_tokens(reference, options.long, stride=options.stride)
+            counted = await self.tokenizing(
+                reference, lambda: self.count_tokens(reference, options.long, stride=options.stride)
             )
             count = self.check_tokens(counted)
             texts = check_texts(reference)
@@ -374,14 +382,39 @@ class Service:
     def _whole(long: Any) -> bool:
         return LongText.parse(long, what="long-text policy") is LongText.WINDOW
 
+    async def tokenizing(self, texts: Any, fn: Callable[..., R], *args: Any) -> R:
+        """`fn(*args)`, work that tokenizes `texts` (raw or checked), off the event loop: on the shared
+        thread pool, or, past `_BIG_CHARACTERS`, in its client's turn at the gate on the gate's one
+        thread. The wait for the turn is on the event loop, so waiters hold no thread of the pool that
+        answers `/info` and builds answers; a client with `_BIG_WAITING_PER_CLIENT` waiting gets 429."""
+        if _raw_chars(texts) <= _BIG_CHARACTERS:
+            return await run_in_threadpool(fn, *args)
+        gate = self.big_tokenizing
+        await gate.enter(current_client())
+        try:
+            context = contextvars.copy_context()  # the request's client and answer reservation
+            future = self._big_thread.submit(context.run, fn, *args)
+        except BaseException:
+            gate.leave()
+            raise
+        loop = asyncio.get_running_loop()
+
+        def done(_: Future[R]) -> None:
+            # The turn ends when the work does, even if its client left (the thread cannot be stopped).
+            with contextlib.suppress(RuntimeError):  # the loop closed at shutdown
+                loop.call_soon_threadsafe(gate.leave)
+
+        future.add_done_callback(done)
+        return await asyncio.wrap_future(future)
+
     def gated(self, items: list[Any], tokenize: Callable[[], R]) -> R:
-        """`tokenize()` of the checked texts `items` through the big-request gate: past `_BIG_CHARACTERS`
-        it waits for the big request tokenizing before it, and runs on the gate's one thread. Every route
-        that tokenizes a request's texts goes through here (or `tokenized`, `count_tokens`, `_prepare`)."""
-        if _chars(items) <= _BIG_CHARACTERS:
+        """`tokenize()` of the checked texts `items`: past `_BIG_CHARACTERS`, on the gate's one thread.
+        Every route that tokenizes a request's texts goes through here (or `tokenized`, `count_tokens`,
+        `_prepare`), inside `tokenizing`, which waited for the request's turn at the gate and runs it on
+        that thread; a caller that did not is still run there, one at a time, in the order it came."""
+        if _chars(items) <= _BIG_CHARACTERS or getattr(_ON_GATE, "on", False):
             return tokenize()
-        with self.big_tokenizing.held():
-            return self._big_thread.submit(tokenize).result()
+        return self._big_thread.submit(contextvars.copy_context().run, tokenize).result()
 
     def least_tokens(self, items: list[Any], long: Any, *, over: int) -> int:
         """At least how many tokens checked texts make under `long`, counted without tokenizing them whole
@@ -415,8 +448,8 @@ class Service:
             self.batcher.abandon(futures)
             raise
 
-    def texts(self, inputs: Any) -> list[str]:
+    def texts(self, inputs: Any, field: str = "inputs") -> list[str]:
         """Checked texts (and (A, B) pairs, given as 2-lists) within the per-request limit."""
         items = check_texts(inputs, pairs=True)
-        self.check_count(len(items))
+        self.check_count(len(items), field=field)
         return items

@@ -186,7 +186,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         svc.check_count(len(texts))
         width = svc.model.info().hidden_size
         long = str(opts.long)
-        count = await run_in_threadpool(svc.count_tokens, texts, long)
+        count = await svc.tokenizing(texts, svc.count_tokens, texts, long)
         svc.check_answer(count * width, f"{count} tokens x {width} wide", "send fewer or shorter texts")
         svc.check_tokens(count)
         tokens = await svc.on_worker(
@@ -201,7 +201,8 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         _no_empty_input([req.inputs.source_sentence, *req.inputs.sentences])
         p = req.parameters or TEISimilarityParameters()
         spec = svc.recipe(_options(p.truncate, p.prompt_name)).spec
-        res = await svc.sentences([req.inputs.source_sentence, *req.inputs.sentences], spec)
+        texts = [req.inputs.source_sentence, *req.inputs.sentences]
+        res = await svc.sentences(texts, spec, field="inputs.source_sentence and inputs.sentences")
         return JSONResponse(cos_sim(res.vectors[:1], res.vectors[1:])[0].astype(float).tolist())
 
     @app.post("/tokenize", tags=["tei"], responses=_answer(TEITokenizeResponse))
@@ -214,8 +215,8 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         texts = [prompt + text for text in svc.texts(req.inputs)]
         # Each token is a record of 5 values: the answer is bounded like every other (texts read whole).
         backend = svc.model.tokenizer.backend
-        encodings, count = await run_in_threadpool(
-            svc.tokenized, texts, "window", _TOKEN_FIELDS, "send fewer or shorter texts",
+        encodings, count = await svc.tokenizing(
+            texts, svc.tokenized, texts, "window", _TOKEN_FIELDS, "send fewer or shorter texts",
             lambda: backend.encode_batch(texts, add_special_tokens=req.add_special_tokens),
         )  # fmt: skip
         return await answer(
@@ -229,7 +230,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         # TEI's untagged enum reads a bare [] as one empty sequence; an empty sequence, bare or in a
         # batch, is its tokenizer's 400 (error_type "Empty"), as here.
         lists = cast("list[list[int]]", [req.ids] if not req.ids or isinstance(req.ids[0], int) else req.ids)
-        svc.check_count(len(lists))
+        svc.check_count(len(lists), field="ids")
         _no_empty_input(lists, "input_ids")
         out = await run_in_threadpool(_decoded, svc, lists, req.skip_special_tokens)
         return await answer(lambda: out, size=sum(map(len, lists)))
