@@ -44,7 +44,10 @@ def test_repeated_sentences_are_one_context(bundled: bertscope.Model) -> None:
 def test_only_repeats_of_one_sentence_are_refused(bundled: bertscope.Model) -> None:
     """The audit's cdup.txt itself: bank and river each occur in one distinct sentence only."""
     cdup = ["The bank is open today."] * 3 + ["I walked by the river."] * 2
-    with pytest.raises(bertscope.InvalidInput, match="occurs in two or more distinct sentences"):
+    with pytest.raises(
+        bertscope.InvalidInput,
+        match=r"no word to measure: bank \(in 1 distinct sentence\(s\), 2 needed\), river",
+    ):
         contextuality(bundled, cdup, words=["bank", "river"])
 
 
@@ -65,7 +68,7 @@ def test_the_model_method_is_the_function(bundled: bertscope.Model) -> None:
     got = bundled.contextuality(DISTINCT, words=["bank", "river"], baseline_pairs=40, seed=2)
     want = contextuality(bundled, DISTINCT, words=["bank", "river"], baseline_pairs=40, seed=2)
     assert got.to_dict() == want.to_dict()
-    assert set(got.to_dict()) == {"records", "per_word", "occurrences", "settings"}
+    assert set(got.to_dict()) == {"records", "per_word", "occurrences", "settings", "note"}
 
 
 def test_progress_lines_on_stderr(

@@ -50,7 +50,9 @@ def geometry(
     `bertscope geometry -i corpus.txt --layers -1 --top 10 --json`
     """
     from ..research.geometry import geometry as measure
+    from ..research.states import check_seed
 
+    check_seed(seed)  # before the model loads
     m = load_model(model, device=device, threads=threads)
     result = measure(
         m, read_lines(input_path), layers=layers or "all", top=top, max_tokens_sampled=max_tokens_sampled,

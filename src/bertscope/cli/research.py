@@ -114,6 +114,8 @@ def contextuality_cmd(
             label="note:",
             style="cyan",
         )
+    if result.note:
+        warn(result.note, label="note:", style="cyan")
     if as_json:
         emit_json(result.to_dict())
         return

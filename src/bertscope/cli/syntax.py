@@ -34,6 +34,7 @@ def run_structural(
 ) -> None:  # fmt: skip
     """Train on `train`, score on `test` (or every 5th distinct sentence of `train`), print or emit JSON."""
     from ..research.structural import structural_probe
+    from ..research.structural_metrics import SPEARMAN_LENGTHS
     from ..research.structural_plots import SCORES
 
     result = structural_probe(
@@ -72,4 +73,8 @@ def run_structural(
         "linear-chain baseline (each word linked to the next)",
         highlight=False,
     )
-    out.print(NOTE[result.task], highlight=False)
+    note = NOTE[result.task]
+    if any(row[b] is None for row in [*result.rows, result.baseline]):
+        low, high = SPEARMAN_LENGTHS
+        note += f"; {name_b} -: no test sentence has {low}-{high} words"
+    out.print(note, highlight=False)

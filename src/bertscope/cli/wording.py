@@ -34,8 +34,8 @@ FLAGS: dict[str, str] = {
         "backend", "batch_size", "chunk_overlap", "chunk_size", "chunks", "collection", "column", "combine",
         "control", "device", "dim", "dtype", "engine", "fast_min_cosine", "folds", "format",
         "id_field", "kind", "label_field", "layers", "level", "limit", "long", "mask_special", "min_count",
-        "n_jobs", "normalize", "overwrite", "per_label_layer", "pooling", "post", "precision", "prompt",
-        "prompt_name", "quantize", "remeasure", "resume", "seed", "stride", "subword", "sweep",
+        "min_contexts", "n_jobs", "normalize", "overwrite", "per_label_layer", "pooling", "post", "precision",
+        "prompt", "prompt_name", "quantize", "remeasure", "resume", "seed", "stride", "subword", "sweep",
         "test", "text_field", "threads", "view", "workers",
     )
 } | {"k": "-k", "late": "--late", "model": "-m", "debiased": "--debiased"}  # fmt: skip

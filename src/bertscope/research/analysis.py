@@ -2,7 +2,9 @@
 word-similarity evaluation per layer, and the Lee document-similarity benchmark.
 
 Every sweep runs the forward once per text: all layers come out of one pass (`layers="all"`, concatenated)
-and every layer x pooling is pooled from those token vectors with `pooling.pool_sentences`.
+and every layer x pooling is pooled from those token vectors with `pooling.pool_sentences`. The texts go
+to the engine `states.CHUNK` at a time, and only the pooled vectors of the layers asked for are kept
+(texts x layers x poolings x d floats), never a text's token vectors past its chunk.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from ..core.text_files import MISSING_VALUES, is_column_name
 from ..core.tokens import check_texts
 from ..errors import CorpusError, InvalidInput, InvalidSpec
 from ..static import static_word
+from .states import CHUNK
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -182,33 +185,44 @@ def layer_vectors(
     stride: int | None = None,
 ) -> dict[str, np.ndarray]:
     """Per pooling, (texts, L+1, d) sentence vectors of every layer, from one forward per text."""
-    return _layer_vectors(model, texts, poolings, mask_special=mask_special, long=long, stride=stride)[0]
+    every = list(range(model.n_layers + 1))
+    return _layer_vectors(model, texts, poolings, every, mask_special=mask_special, long=long, stride=stride)[
+        0
+    ]
 
 
 def _layer_vectors(
     model: Encoder,
     texts: Sequence[str],
     poolings: Sequence[Pooling | str],
+    layers: Sequence[int],
     *,
     mask_special: bool,
     long: LongText | str,
     stride: int | None,
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
-    """`layer_vectors`, and the tokens `long="truncate"` dropped of each text (n_texts,)."""
+    """Per pooling, (texts, len(layers), d) sentence vectors of `layers` (0..L, in that order), and the
+    tokens `long="truncate"` dropped of each text (n_texts,). The engine gets CHUNK texts at a time: it
+    holds a chunk's token vectors of every layer, so memory is a chunk's plus the pooled vectors kept."""
     pools = [_sweep_pooling(p) for p in poolings]
     texts = check_texts(texts)
     spec = model.spec(layers="all", combine="concat", pooling="mean", long=long, stride=stride)
     count = model.n_layers + 1
-    rows: dict[str, list[np.ndarray]] = {p.value: [] for p in pools}
-    dropped = []
-    for tok, matrix in model.engine.token_matrices(list(texts), spec):
-        hidden = matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2)
-        keep = np.array([0.0 if s and mask_special else 1.0 for s in tok.special_mask], dtype=np.float32)
-        mask = np.broadcast_to(keep, (count, len(keep)))
-        for p in pools:
-            rows[p.value].append(pool_sentences(hidden, mask, p))
-        dropped.append(tok.n_dropped)
-    return {name: np.stack(per_text) for name, per_text in rows.items()}, np.array(dropped, dtype=np.int64)
+    rows: dict[str, np.ndarray] = {}
+    dropped = np.zeros(len(texts), dtype=np.int64)
+    for start in range(0, len(texts), CHUNK):
+        matrices = model.engine.token_matrices(list(texts[start : start + CHUNK]), spec)
+        for index, (tok, matrix) in enumerate(matrices, start):
+            hidden = matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2)[list(layers)]
+            keep = [0.0 if s and mask_special else 1.0 for s in tok.special_mask]
+            mask = np.broadcast_to(np.array(keep, dtype=np.float32), (len(layers), len(keep)))
+            for p in pools:
+                pooled = pool_sentences(hidden, mask, p)
+                if p.value not in rows:  # the width is known now: one array for every text
+                    rows[p.value] = np.empty((len(texts), *pooled.shape), dtype=pooled.dtype)
+                rows[p.value][index] = pooled
+            dropped[index] = tok.n_dropped
+    return rows, dropped
 
 
 def _sweep_pooling(value: Pooling | str) -> Pooling:
@@ -254,18 +268,18 @@ def sweep(
     unique = list(dict.fromkeys([*left, *right]))
     where = {t: i for i, t in enumerate(unique)}
     ia, ib = np.array([where[t] for t in left]), np.array([where[t] for t in right])
-    vectors, dropped = _layer_vectors(
-        model, unique, names, mask_special=mask_special, long=long, stride=stride
+    vectors, dropped = _layer_vectors(  # the chosen layers only, column c for layer chosen[c]
+        model, unique, names, chosen, mask_special=mask_special, long=long, stride=stride
     )
     posts = [("none", None), *[_post_entry(p) for p in post]]
     records = []
     for label, processor in posts:
         for name in names:
-            for layer in chosen:
+            for column, layer in enumerate(chosen):
                 fitted = _fitted_where(processor, layer, name, mask_special)
                 if fitted is None and processor is not None:
                     continue  # a file applies only to the cell it was fitted on
-                x = vectors[name][:, layer]
+                x = vectors[name][:, column]
                 try:
                     y = _post_apply(processor, x, post_dim)
                 except InvalidInput:

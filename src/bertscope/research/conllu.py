@@ -12,7 +12,8 @@ Hewitt & Manning's rule on Penn Treebank tags (XPOS '' , . : `` -LRB- -RRB-), wh
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -22,7 +23,17 @@ from ..core._enums import StrEnum
 from ..errors import CorpusError, InvalidInput
 from .probe_data import CONLLU_COLUMNS, JoinedWords, text_lines
 
-__all__ = ["PUNCT", "PTB_PUNCT", "Punct", "Tree", "read_trees", "tree_distances", "tree_depths", "with_punct"]
+__all__ = [
+    "PUNCT",
+    "PTB_PUNCT",
+    "Punct",
+    "Tree",
+    "check_trees",
+    "read_trees",
+    "tree_distances",
+    "tree_depths",
+    "with_punct",
+]
 
 PUNCT = "PUNCT"
 # Hewitt & Manning's punctuation (structural-probes reporting.py): these Penn Treebank tags
@@ -94,14 +105,67 @@ def tree_distances(heads: tuple[int, ...] | list[int]) -> np.ndarray:
 
 
 def tree_depths(heads: tuple[int, ...] | list[int]) -> np.ndarray:
-    """(n,) float64 number of edges from each word up to the root."""
+    """(n,) float64 number of edges from each word up to the root; heads that form a cycle are refused
+    (a walk up longer than the sentence never reaches the root)."""
     depths = []
     for i in range(len(heads)):
         depth, k = 0, heads[i]
         while k >= 0:
+            if depth >= len(heads):
+                raise InvalidInput(f"heads {tuple(heads)}: they form a cycle, not a tree; give one root (-1)")
             depth, k = depth + 1, heads[k]
         depths.append(depth)
     return np.array(depths, dtype=np.float64)
+
+
+def check_trees(trees: object, what: str) -> list[Tree]:
+    """`trees` (Trees built in code) as a list, each checked as `read_trees` checks a file's: words, upos
+    and heads of one length, each head a word of the sentence (0-based) or -1, one root, no cycle. An
+    error names the sentence (its source, else its number among the `what` trees, from 1)."""
+    if isinstance(trees, (str, bytes)) or not isinstance(trees, Iterable):
+        raise InvalidInput(f"the {what} trees: give a CoNLL-U file or a list of Tree")
+    listed = list(trees)
+    for number, tree in enumerate(listed):
+        where = f"sentence {number + 1} of the {what} trees"
+        if not isinstance(tree, Tree):
+            raise InvalidInput(
+                f"{where} is a {type(tree).__name__}, not a Tree: give Tree(words, upos, heads)"
+            )
+        if why := _tree_problem(tree):
+            raise InvalidInput(f"{tree.source or where}: {why}")
+    return listed
+
+
+def _tree_problem(tree: Tree) -> str | None:
+    """What keeps a Tree from being a tree, with the fix; None when it is one."""
+    n = len(tree.words)
+    if n == 0:
+        return "the tree has no word; give at least one"
+    if len(tree.upos) != n or len(tree.heads) != n:
+        return f"{n} words but {len(tree.upos)} upos and {len(tree.heads)} heads; give one of each per word"
+    for i, head in enumerate(tree.heads):
+        if (
+            not isinstance(head, int | np.integer)
+            or isinstance(head, bool)
+            or not -1 <= head < n
+            or head == i
+        ):
+            return (
+                f"word {i + 1} ({tree.words[i]!r}) has head {head!r}, no other word of the sentence; "
+                f"a head is a 0-based word index (0 to {n - 1}), or -1 for the root"
+            )
+    roots = list(tree.heads).count(-1)
+    if roots != 1:
+        return f"the tree has {roots} roots (head -1); a tree has exactly one"
+    for i in range(n):
+        steps, k = 0, tree.heads[i]
+        while k >= 0:
+            steps, k = steps + 1, tree.heads[k]
+            if steps > n:
+                return (
+                    f"the heads {tuple(tree.heads)} form a cycle, not a tree; every word must reach the root"
+                )
+    return None
 
 
 def read_trees(path: str | Path) -> list[Tree]:
@@ -117,7 +181,14 @@ def read_trees(path: str | Path) -> list[Tree]:
                 rows = []
             continue
         fields = line.split("\t")
-        if line.startswith("#") or "-" in fields[0] or "." in fields[0]:
+        if line.startswith("#"):
+            continue
+        if "-" in fields[0] or "." in fields[0]:
+            if not re.fullmatch(r"[1-9][0-9]*(-[1-9][0-9]*|\.[1-9][0-9]*)", fields[0]):
+                raise CorpusError(
+                    f"{path}:{number}: the ID {fields[0]!r} is neither a word range (3-4) nor an empty "
+                    "node (3.1); fix the ID column"
+                )
             continue
         if len(fields) != len(CONLLU_COLUMNS):
             raise CorpusError(
@@ -132,6 +203,13 @@ def read_trees(path: str | Path) -> list[Tree]:
 
 
 def _tree(path: Path, rows: list[tuple[int, list[str]]]) -> Tree:
+    for k, (number, fields) in enumerate(rows):
+        if fields[0] != str(k + 1):  # a repeated or skipped ID would point a head at the wrong word
+            again = " again" if fields[0] in {f[0] for _, f in rows[:k]} else ""
+            raise CorpusError(
+                f"{path}:{number}: word IDs run 1, 2, 3 ... in each sentence: found {fields[0]!r}{again} "
+                f"where {k + 1} was due; fix the ID column"
+            )
     index = {fields[0]: k for k, (_, fields) in enumerate(rows)}
     heads = []
     for number, fields in rows:

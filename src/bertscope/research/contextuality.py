@@ -12,6 +12,12 @@ A context is a distinct sentence: identical sentences are merged before anything
 give a word identical vectors, self-similarity 1, and pair a sentence with its own copy in the baseline);
 `settings` says how many repeats were merged, with the seed and size of the baseline's random sample.
 
+A word is one of the tokenizer's pre-tokenised words (its word ids: "don't" is three, `don ' t`, to a
+WordPiece tokenizer), matched without case; a word named twice, or in two cases, is measured once. Named
+words that cannot be measured (split by the tokenizer, or in fewer than two distinct sentences) are
+left out and named in `note`. The corpus streams through the model CHUNK sentences at a time: memory
+holds one chunk's token vectors, the kept occurrences and the baseline's sample, not the corpus.
+
 The rows are "static" and the layers 0..L. "static" is the mean of the word's piece rows in the input
 embedding matrix (the word part of layer 0, with no position, no segment and no LayerNorm): its
 self-similarity is exactly 1 whenever the tokenizer gives the word the same pieces (always in an uncased
@@ -36,6 +42,7 @@ from ..core.similarity import unit
 from ..core.spec import whole_number
 from ..core.tokens import check_texts, refuse_unordered
 from ..errors import InvalidInput
+from .states import CHUNK, check_seed
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -47,20 +54,22 @@ __all__ = ["Contextuality", "contextuality", "word_occurrences"]
 class Contextuality:
     """Per-layer records (layer "static", 0..L) and per-word self-similarity; `occurrences` per word (in
     distinct sentences); `settings`: model, sentences and distinct sentences (`repeats_merged`), seed,
-    baseline_pairs and the words' choice."""
+    baseline_pairs and the words' choice; `note` names the words left out and why, or is None."""
 
     records: list[dict[str, Any]]
     per_word: dict[str, list[float]]
     occurrences: dict[str, int]
     settings: dict[str, Any] = field(default_factory=dict)
+    note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: {"records", "per_word", "occurrences", "settings"}."""
+        """JSON-able: {"records", "per_word", "occurrences", "settings", "note"}."""
         return {
             "records": self.records,
             "per_word": self.per_word,
             "occurrences": self.occurrences,
             "settings": self.settings,
+            "note": self.note,
         }
 
 
@@ -81,9 +90,31 @@ def _words_of(tok: Any) -> tuple[list[list[int]], list[str]]:
 def frequent_words(model: Encoder, sentences: Sequence[str], *, top: int, min_contexts: int) -> list[str]:
     """The `top` most frequent alphabetic words that occur in at least `min_contexts` sentences."""
     counts: Counter[str] = Counter()
-    for tok in model.tokenize(list(sentences), long="window"):  # every word, however long the text
-        counts.update({w for w in _words_of(tok)[1] if w.isalpha()})
+    for start in range(0, len(sentences), CHUNK):  # a chunk's Tokens at a time, never the corpus's
+        for tok in model.tokenize(list(sentences[start : start + CHUNK]), long="window"):  # every word
+            counts.update({w for w in _words_of(tok)[1] if w.isalpha()})
     return [w for w, n in counts.most_common() if n >= min_contexts][:top]
+
+
+def given_words(model: Encoder, words: Sequence[str] | str) -> tuple[list[str], dict[str, str]]:
+    """The named words stripped and lowercased, each once, that are one word to the tokenizer; and those
+    that are not (word: why). A lone string is one word."""
+    listed = [words] if isinstance(words, str) else list(words)
+    if any(not isinstance(w, str) for w in listed):
+        raise InvalidInput("words: give a list of strings, e.g. words=['bank', 'river']")
+    names = list(dict.fromkeys(w.strip().lower() for w in listed if w.strip()))
+    if not names:
+        raise InvalidInput("words: no word given (only blanks); name a word or more, e.g. words=['bank']")
+    kept: list[str] = []
+    split: dict[str, str] = {}
+    for name, tok in zip(names, model.tokenize(names), strict=True):
+        parts = _words_of(tok)[1]
+        if parts == [name]:
+            kept.append(name)
+        else:
+            shown = f"{len(parts)} words, {' '.join(parts)}" if parts else "no word"
+            split[name] = f"the tokenizer reads {shown}: name one of them"
+    return kept, split
 
 
 def word_occurrences(
@@ -108,27 +139,39 @@ def word_occurrences(
     intra: list[list[float]] = []
     pool = _Reservoir(sample, np.random.default_rng(seed))
     with progress_callback(len(sentences), enabled=progress) as on_batch:
-        matrices = model.engine.token_matrices(list(sentences), spec, on_batch=on_batch)
-        for index, (tok, vectors) in enumerate(matrices):
-            groups, names = _words_of(tok)
-            if not groups:
-                continue
-            layered = pool_words(vectors, groups, SubwordPooling.MEAN).reshape(len(groups), count, -1)
-            rows = model.embedding_rows(tok.ids)  # float32, read from the folder where the model is light
-            static = pool_words(rows, groups, SubwordPooling.MEAN)
-            if len(groups) > 1:
-                intra.append([_intra(static)] + [_intra(layered[:, k]) for k in range(count)])
-            for name, lay, sta in zip(names, layered, static, strict=True):
-                pool.offer((index, lay, sta))
-                if name in targets and len(found.sentences.get(name, [])) < max_contexts:
-                    found.sentences.setdefault(name, []).append(index)
-                    found.layered.setdefault(name, []).append(lay)
-                    found.static.setdefault(name, []).append(sta)
+        for start in range(0, len(sentences), CHUNK):  # the engine holds a chunk's token vectors at once
+            chunk = list(sentences[start : start + CHUNK])
+            matrices = model.engine.token_matrices(chunk, spec, on_batch=on_batch)
+            for index, (tok, vectors) in enumerate(matrices, start):
+                _offer(model, index, tok, vectors, count, found, intra, pool, targets, max_contexts)
     return found, np.array(intra), pool.items
 
 
+def _offer(
+    model: Encoder, index: int, tok: Any, vectors: np.ndarray, count: int, found: _Occurrences,
+    intra: list[list[float]], pool: _Reservoir, targets: set[str], max_contexts: int,
+) -> None:  # fmt: skip
+    """One sentence's words: its intra-sentence figures, the baseline's sample, the target occurrences.
+    What is kept is copied, so that no kept row holds its sentence's whole array."""
+    groups, names = _words_of(tok)
+    if not groups:
+        return
+    layered = pool_words(vectors, groups, SubwordPooling.MEAN).reshape(len(groups), count, -1)
+    rows = model.embedding_rows(tok.ids)  # float32, read from the folder where the model is light
+    static = pool_words(rows, groups, SubwordPooling.MEAN)
+    if len(groups) > 1:
+        intra.append([_intra(static)] + [_intra(layered[:, k]) for k in range(count)])
+    for name, lay, sta in zip(names, layered, static, strict=True):
+        pool.offer((index, lay, sta))
+        if name in targets and len(found.sentences.get(name, [])) < max_contexts:
+            found.sentences.setdefault(name, []).append(index)
+            found.layered.setdefault(name, []).append(lay.copy())
+            found.static.setdefault(name, []).append(sta.copy())
+
+
 class _Reservoir:
-    """A uniform sample of at most `size` of the items offered (reservoir sampling, seeded by `rng`)."""
+    """A uniform sample of at most `size` of the items offered (reservoir sampling, seeded by `rng`); an
+    item's arrays are copied when it is kept (a row of a sentence's array would hold the whole array)."""
 
     def __init__(self, size: int, rng: np.random.Generator) -> None:
         self.size, self.rng, self.seen = size, rng, 0
@@ -137,10 +180,13 @@ class _Reservoir:
     def offer(self, item: tuple[int, np.ndarray, np.ndarray]) -> None:
         self.seen += 1
         slot = len(self.items) if len(self.items) < self.size else int(self.rng.integers(0, self.seen))
-        if slot == len(self.items):
-            self.items.append(item)
-        elif slot < self.size:
-            self.items[slot] = item
+        if slot < self.size:
+            index, lay, sta = item
+            kept = (index, lay.copy(), sta.copy())
+            if slot == len(self.items):
+                self.items.append(kept)
+            else:
+                self.items[slot] = kept
 
 
 def contextuality(
@@ -167,22 +213,33 @@ def contextuality(
     whole_number(min_contexts, "min_contexts", meaning="sentences a word needs")
     whole_number(max_contexts, "max_contexts", least=2, meaning="occurrences kept per word")
     whole_number(baseline_pairs, "baseline_pairs", meaning="random pairs for the baseline")
-    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
-        raise InvalidInput(f"seed={seed!r}: a seed is a whole number from 0 to {2**32 - 1}")
+    check_seed(seed)
     refuse_unordered(sentences)
     given = check_texts(list(sentences))
     distinct = list(dict.fromkeys(given))  # a repeated sentence is one context, not several
-    chosen = list(words) if words else frequent_words(model, distinct, top=top, min_contexts=min_contexts)
+    if words:
+        chosen, left_out = given_words(model, words)
+    else:
+        chosen, left_out = frequent_words(model, distinct, top=top, min_contexts=min_contexts), {}
+        if not chosen:
+            raise InvalidInput(
+                f"no word occurs in {min_contexts} or more distinct sentences of the corpus "
+                f"({len(distinct)} distinct); lower min_contexts, give a larger corpus, or name words"
+            )
     found, intra, pool = word_occurrences(
         model, distinct, chosen, max_contexts=max_contexts, sample=2 * baseline_pairs, seed=seed,
         progress=progress,
     )  # fmt: skip
-    kept = [w.lower() for w in chosen if len(set(found.sentences.get(w.lower(), []))) >= 2]
+    contexts = {w: len(set(found.sentences.get(w, []))) for w in chosen}
+    kept = [w for w in chosen if contexts[w] >= 2]
+    left_out.update(
+        {w: f"in {contexts[w]} distinct sentence(s), 2 needed" for w in chosen if contexts[w] < 2}
+    )
+    note = _left_out_note(left_out)
     if not kept:
         raise InvalidInput(
-            f"none of {', '.join(chosen[:10])}{' ...' if len(chosen) > 10 else ''} occurs in two or more "
-            "distinct sentences of the corpus; "
-            "name words that occur several times, or give a larger corpus"
+            f"no word to measure: {note}; name words that occur in two or more distinct sentences "
+            "(one word each, as the tokenizer splits text), or give a larger corpus"
         )
     labels: list[str | int] = ["static", *range(model.n_layers + 1)]
     baseline, used = _baseline(pool, baseline_pairs, seed)
@@ -214,7 +271,15 @@ def contextuality(
         "baseline_pairs_used": used, "max_contexts": max_contexts,
         "words": "given" if words else f"the {top} most frequent in {min_contexts} sentences or more",
     }  # fmt: skip
-    return Contextuality(records, per_word, occurrences, settings)
+    return Contextuality(
+        records, per_word, occurrences, settings, f"words left out: {note}" if note else None
+    )
+
+
+def _left_out_note(left_out: dict[str, str]) -> str:
+    """`zebra (in 0 distinct sentence(s), 2 needed), don't (...)`, the first ten; '' for none."""
+    shown = ", ".join(f"{w} ({why})" for w, why in list(left_out.items())[:10])
+    return shown + (f" and {len(left_out) - 10} more" if len(left_out) > 10 else "")
 
 
 def _intra(vectors: np.ndarray) -> float:

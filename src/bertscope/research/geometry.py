@@ -35,7 +35,7 @@ import numpy as np
 from ..core.layers import LayerSpec, parse_layers
 from ..core.progress import step_progress
 from ..errors import InvalidInput, InvalidSpec
-from .states import layer_blocks, text_stream
+from .states import check_seed, layer_blocks, text_stream
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -277,6 +277,7 @@ def geometry(
     layer's non-special token vectors (0 = the embedding layer's output .. L), streamed."""
     if top < 0:
         raise InvalidSpec(f"top={top}: give how many rogue dimensions to name, 0 or more")
+    check_seed(seed)
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
     texts = text_stream(texts)
     moments, reservoir = _Moments(), Reservoir(max_tokens_sampled, seed=seed)

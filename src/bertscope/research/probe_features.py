@@ -65,8 +65,10 @@ def word_features(
     layers: Sequence[int],
     subword: SubwordPooling = SubwordPooling.MEAN,
     progress: bool | None = None,
+    name: str = "the data given",
 ) -> Features:
-    """Every labelled word's vector per layer (its pieces pooled by `subword`) and its static rows."""
+    """Every labelled word's vector per layer (its pieces pooled by `subword`) and its static rows;
+    `name` (the file, or "the data given") names the sentences in an error."""
     static, stacked, labels, groups, types = [], [], [], [], []
     n_texts = 0
     texts = (s.text for s in sentences)
@@ -78,7 +80,9 @@ def word_features(
             continue
         n_texts += 1
         spans = sentence.spans()
-        groups_of = [_pieces(tok, spans[i], sentence.words[i], number) for i in probed]
+        groups_of = [
+            _pieces(tok, spans[i], sentence.words[i], f"{name}: sentence {number + 1}") for i in probed
+        ]
         ids = [tok.ids[j] for group in groups_of for j in group]
         rows = static_rows(model, ids)
         start = 0
@@ -100,7 +104,8 @@ def word_features(
     )
 
 
-def _pieces(tok: Any, span: tuple[int, int], word: str, number: int) -> list[int]:
+def _pieces(tok: Any, span: tuple[int, int], word: str, where: str) -> list[int]:
+    """The word's token indices; `where` names its sentence ("FILE: sentence 4", counted from 1)."""
     start, end = span
     found = [
         j
@@ -108,7 +113,7 @@ def _pieces(tok: Any, span: tuple[int, int], word: str, number: int) -> list[int
         if not special and b > a and start <= a < end
     ]
     if not found:
-        raise InvalidInput(f"sentence {number}: the word {word!r} gives no word pieces; remove it or fix it")
+        raise InvalidInput(f"{where}: the word {word!r} gives no word pieces; remove it or fix it")
     return found
 
 
@@ -165,7 +170,7 @@ def read_features(
     if folds is not None:
         _check_groups(groups, name, folds)
     if kind is Level.WORDS:
-        return word_features(model, sentences, layers=layers, subword=how, progress=progress)
+        return word_features(model, sentences, layers=layers, subword=how, progress=progress, name=name)
     return sentence_features(model, texts, labels, layers=layers, progress=progress)
 
 

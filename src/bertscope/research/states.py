@@ -17,7 +17,7 @@ from ..errors import InvalidInput
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
 
-__all__ = ["layer_blocks", "layer_states", "static_rows", "CHUNK", "LONG_TOKENS"]
+__all__ = ["check_seed", "layer_blocks", "layer_states", "static_rows", "CHUNK", "LONG_TOKENS"]
 
 # Texts handed to the engine at once: it holds each chunk's token vectors of every layer, so the chunk
 # (not the corpus) bounds memory: 256 texts of 64 tokens x 7 layers x 384 floats is ~170 MB at most.
@@ -80,6 +80,13 @@ def layer_blocks(
                     if on_batch is not None:
                         on_batch(1, len(tok))
                 number += 1
+
+
+def check_seed(seed: object, name: str = "seed") -> None:
+    """Refuse a seed numpy cannot take (negative, above 2**32 - 1, not a whole number) in one line: the
+    check that probes, contextuality and geometry share."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
+        raise InvalidInput(f"{name}={seed!r}: a seed is a whole number from 0 to {2**32 - 1}")
 
 
 def static_rows(model: Encoder, ids: Sequence[int]) -> np.ndarray:

@@ -28,10 +28,10 @@ from ..core.layers import LayerSpec, parse_layers
 from ..core.pooling import pool_words
 from ..core.progress import step_progress
 from ..errors import InvalidInput
-from .conllu import Punct, Tree, read_trees, tree_depths, tree_distances, with_punct
+from .conllu import Punct, Tree, check_trees, read_trees, tree_depths, tree_distances, with_punct
 from .probe_data import shared_sentences
 from .row_file import RowFile
-from .states import layer_states, static_rows
+from .states import check_seed, layer_states, static_rows
 from .structural_fit import fit_probe, predict_depths, predict_distances
 from .structural_metrics import chain_depths, chain_distances, depth_scores, distance_scores
 
@@ -168,12 +168,12 @@ def structural_probe(
     how = SubwordPooling.parse(subword, what="subword pooling")
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
     _check_numbers(rank=rank, epochs=epochs, batch_size=batch_size, lr=lr, seed=seed)
-    train_trees = read_trees(train) if isinstance(train, (str, Path)) else list(train)
+    train_trees = read_trees(train) if isinstance(train, (str, Path)) else check_trees(train, "training")
     overlap = 0
     if test is None:
         train_trees, test_trees = held_out_split(train_trees, train)
     else:
-        test_trees = read_trees(test) if isinstance(test, (str, Path)) else list(test)
+        test_trees = read_trees(test) if isinstance(test, (str, Path)) else check_trees(test, "test")
         overlap = shared_sentences(
             [t.text for t in train_trees], [t.text for t in test_trees], train=train, test=test
         )
@@ -292,5 +292,4 @@ def _check_numbers(*, rank: int, epochs: int, batch_size: int, lr: float, seed: 
             raise InvalidInput(f"{name}={value!r}: give a whole number of 1 or more")
     if not lr > 0:
         raise InvalidInput(f"lr={lr!r}: a learning rate is a number above 0 (e.g. 0.005)")
-    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**32:
-        raise InvalidInput(f"seed={seed!r}: a seed is a whole number from 0 to {2**32 - 1}")
+    check_seed(seed)

@@ -2,12 +2,17 @@
 
 Distance: UUAS, the share of the gold undirected edges between words that are not punctuation found by
 the minimum spanning tree of the predicted distances over those words (counted over the whole test
-set), and DSpr, per word the Spearman correlation of its predicted and gold distances to every word of
-its sentence, averaged per sentence, then per sentence length, then over the lengths 5-50.
+set). The gold edges are Hewitt & Manning's (reporter.py, prims_matrix_to_edges): the minimum spanning
+tree of the gold distances over the words that are not punctuation, that is the tree's own edges
+between them, and where a punctuation word has dependents, edges that reconnect across it. DSpr: per
+word the Spearman correlation of its predicted and gold distances to every word of its sentence,
+averaged per sentence, then per sentence length, then over the lengths 5-50 (None where no test
+sentence has 5-50 words).
 
 Depth: root accuracy, the share of sentences whose least deep word that is not punctuation is the gold
-root, and NSpr, per sentence the Spearman correlation of predicted and gold depths, averaged per length
-and over the lengths 5-50.
+root (of every word where all are punctuation: Hewitt & Manning's get_nopunct_argmin falls back to the
+plain argmin), and NSpr, per sentence the Spearman correlation of predicted and gold depths, averaged
+per length and over the lengths 5-50 (None where no test sentence has 5-50 words).
 
 The linear-chain baseline predicts from word order alone: distance |i - j| (each word linked to the
 next: its spanning tree is the chain), depth i (the first word is the root, each next one a level down).
@@ -49,11 +54,30 @@ def mst_edges(distances: np.ndarray) -> set[tuple[int, int]]:
 
 
 def gold_edges(tree: Tree) -> set[tuple[int, int]]:
-    """The undirected (i, j), i < j, edges of the tree between two words that are not punctuation."""
+    """The undirected (i, j), i < j, gold edges between words that are not punctuation: Hewitt & Manning's
+    minimum spanning tree of the gold distances over those words. Where every punctuation word is a leaf
+    that is the tree's own edges between them; else the MST reconnects across the punctuation, taking
+    the edges in their order (shortest first, then by (i, j)), as reporter.py's Kruskal does."""
     kept = tree.kept
-    return {
-        (min(i, h), max(i, h)) for i, h in enumerate(tree.heads) if h >= 0 and kept[i] and kept[h]
-    }  # fmt: skip
+    own = {(min(i, h), max(i, h)) for i, h in enumerate(tree.heads) if h >= 0 and kept[i] and kept[h]}
+    words = np.flatnonzero(kept).tolist()
+    if len(own) >= len(words) - 1:  # the tree's own edges already span the kept words
+        return own
+    distances = tree_distances(tree.heads)
+    pairs = sorted(((distances[i, j], i, j) for n, i in enumerate(words) for j in words[n + 1 :]))
+    parent = {w: w for w in words}
+
+    def find(w: int) -> int:
+        while parent[w] != w:
+            w = parent[w]
+        return w
+
+    edges = set()
+    for _, i, j in pairs:
+        if find(i) != find(j):
+            parent[find(i)] = find(j)
+            edges.add((i, j))
+    return edges
 
 
 def row_spearman(predicted: np.ndarray, gold: np.ndarray) -> np.ndarray:
@@ -103,8 +127,9 @@ def depth_scores(trees: Sequence[Tree], predicted: Sequence[np.ndarray]) -> dict
     spearman = []
     for tree, pred in zip(trees, predicted, strict=True):
         kept = np.flatnonzero(tree.kept)
-        if len(kept):
-            hits += int(kept[int(np.argmin(pred[kept]))] == tree.root)
+        if not len(kept):  # all punctuation: Hewitt & Manning's plain argmin over every word
+            kept = np.arange(len(tree))
+        hits += int(kept[int(np.argmin(pred[kept]))] == tree.root)
         if len(tree) > 1:
             spearman.append((len(tree), float(row_spearman(pred, tree_depths(tree.heads))[0])))
     return {"root_acc": hits / len(trees) if trees else None, "nspr": _by_length(spearman)}
