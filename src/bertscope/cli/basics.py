@@ -62,7 +62,7 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
         emit_json(details)
         return
     details["fingerprint"] = fingerprint["id"]
-    from .embed import plain_value
+    from .embed_printed import plain_value
 
     table = Table(show_header=False, box=None)
     for key, value in details.items():
@@ -86,7 +86,7 @@ def tokens(
     Examples: `bertscope tokens "I like eating bread"`, `bertscope tokens "a" "b c" --pad`,
     `bertscope tokens "How are you?" --pair "Fine."`
     """
-    from .embed import refuse_lone_dash
+    from .embed_printed import refuse_lone_dash
 
     refuse_lone_dash(texts, command="tokens", reads_input=False)
     # the tokenizer alone answers, without torch, where the folder has a tokenizer.json
@@ -336,7 +336,7 @@ def anatomy(
     """
     import numpy as np
 
-    from .embed import refuse_lone_dash
+    from .embed_printed import refuse_lone_dash
 
     refuse_lone_dash([text], command="anatomy", reads_input=False, takes="its text as an argument")
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)

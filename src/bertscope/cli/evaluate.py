@@ -317,6 +317,6 @@ def eval_docsim(
             ["documents", "pairs", "pearson", "spearman", "truncated"],
         )
     )
-    from .embed import spec_line
+    from .embed_printed import spec_line
 
     out.print(f"spec: {spec_line(result['spec'])}", highlight=False)

@@ -16,7 +16,9 @@ from .app import (
     JsonOpt,
     LayersOpt,
     LongOpt,
+    MaskSpecialOpt,
     ModelOpt,
+    PoolingOpt,
     StrideOpt,
     app,
     emit_json,
@@ -25,7 +27,7 @@ from .app import (
     out,
     say_cut,
 )
-from .embed import MaskSpecialOpt, NormalizeOpt, PoolingOpt
+from .embed_options import NormalizeOpt
 from .pictures import OverwriteOpt, picture_output
 from .research import plot_app
 
