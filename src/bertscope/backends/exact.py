@@ -215,11 +215,17 @@ def _measure(model: Any, wanted: dict[str, dict[str, Any]], texts: list[str], di
     checked = [*texts[:_CHECKED], " ".join(texts), " ".join(heldout_texts())]
     reference = _all_hidden(model, checked)
     ways, gaps = {}, {}
+    unwritten: ExportNotWritten | None = None  # the export the disk refused: every runtime reads it
+    left_out: list[str] = []
     for label in wanted:
+        if unwritten is not None and _backend(label) is not None:
+            left_out.append(label)  # the same export would be tried, and refused, again
+            continue
         try:
             _switch(model, label, digest)
         except ExportNotWritten as exc:  # the disk's fault, not the model's: not recorded, so tried next load
-            say(f"exact default: {label} left out this time ({exc})")
+            unwritten = exc
+            left_out.append(label)
             continue
         # a model the exporter cannot trace, or a runtime found but not importable: that way does not apply
         except (ModelLoadError, BackendUnavailable) as exc:
@@ -228,6 +234,8 @@ def _measure(model: Any, wanted: dict[str, dict[str, Any]], texts: list[str], di
             continue
         gaps[label] = float(np.abs(_all_hidden(model, checked) - reference).max())
         ways[label] = runtime_embedder(model, model.engine.runner)
+    if unwritten is not None:
+        say(f"exact default: {', '.join(left_out)} left out this time ({unwritten})")
     model.use_torch()
     # Only the ways that can be chosen are timed (torch too: the speeds are read against it).
     contenders = {label: e for label, e in ways.items() if label == _TORCH or gaps[label] <= _GATE}

@@ -362,7 +362,7 @@ def export_onnx(
     with FileLock(f"{path}.lock"):
         if cached_export(path) is None:
             if log is not None:
-                log(f"exporting the model to ONNX ({path.stem.split('-', 2)[-1]}) -> {path}")
+                log(f"exporting the model to ONNX ({variant}-v{EXPORT_FORMAT}) -> {path}")
             try:
                 about = write_export(
                     model(), family, path, calibrate=calibrate if int8 else None, texts=texts,

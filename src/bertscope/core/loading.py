@@ -33,6 +33,7 @@ from .folder import (
     pooling_config,
     sentence_transformers_settings,
 )
+from .safetensors_header import safetensors_tensors
 from .st_settings import lowercase_first
 
 if TYPE_CHECKING:
@@ -299,8 +300,10 @@ def load_parts(
         model, loading = transformers.AutoModel.from_pretrained(
             target, dtype=dtype, output_loading_info=True, **remote
         )
-        tokenizer = transformers.AutoTokenizer.from_pretrained(target, **remote)
+        tokenizer = _auto_tokenizer(transformers, target, remote)
     except (OSError, ValueError, RuntimeError, SafetensorError) as exc:  # corrupt weights raise the last two
+        if path is not None and isinstance(exc, (RuntimeError, SafetensorError)):
+            safetensors_tensors(path)  # a damaged safetensors file: named as the light path names it
         raise _not_loadable(source, path, exc) from None
     _check_weights(source, model, loading)
     if getattr(tokenizer, "backend_tokenizer", None) is None:
@@ -320,6 +323,22 @@ def load_parts(
         source, path, model, tokenizer, family, st.pooling, st.normalize, st.max_seq_length, st.unsupported,
         trust_remote_code, st_lower_case=st.lower_case,
     )  # fmt: skip
+
+
+def _auto_tokenizer(transformers: Any, target: str, remote: dict[str, Any]) -> Any:
+    """transformers' tokenizer of `target`. Tokenizer files that are JSON but hold no tokenizer (a
+    tokenizer.json of `{}`) raise KeyError or TypeError in transformers and a bare Exception in tokenizers:
+    a ValueError saying so here, which the load turns into its one line."""
+    try:
+        return transformers.AutoTokenizer.from_pretrained(target, **remote)
+    except (OSError, ValueError, RuntimeError):
+        raise
+    except Exception as exc:
+        said = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise ValueError(
+            f"its tokenizer files hold no tokenizer ({type(exc).__name__}: {said}); copy tokenizer.json "
+            "and tokenizer_config.json again from the model's source"
+        ) from None
 
 
 def _check_weights(source: str, model: Any, loading: dict[str, Any]) -> None:

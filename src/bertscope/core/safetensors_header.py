@@ -7,13 +7,16 @@ so a folder's matrix shapes and its word-piece matrix are known without torch or
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-__all__ = ["FloatRows", "Stored", "float32_tensor", "safetensors_header", "safetensors_tensors"]
+from ..errors import ModelLoadError
+
+__all__ = ["FloatRows", "Stored", "damaged", "float32_tensor", "safetensors_header", "safetensors_tensors"]
 
 
 class Stored(NamedTuple):
@@ -27,10 +30,32 @@ class Stored(NamedTuple):
 
 
 def safetensors_header(file: Path) -> tuple[int, dict[str, Any]]:
-    """A safetensors file's header: its byte length and JSON (tensor name -> dtype, shape, offsets)."""
+    """A safetensors file's header: its byte length and JSON (tensor name -> dtype, shape, offsets).
+
+    A file whose header is cut short, not JSON or not an object is a `ModelLoadError` naming it (`damaged`).
+    """
     with file.open("rb") as stream:
+        total = os.fstat(stream.fileno()).st_size
+        if total < 8:
+            raise damaged(file, f"{total} bytes, shorter than a header")
         (size,) = struct.unpack("<Q", stream.read(8))
-        return size, json.loads(stream.read(size))
+        if size > total - 8:
+            raise damaged(file, f"its header says {size:,} bytes, the file has {total - 8:,} after it")
+        try:
+            header = json.loads(stream.read(size))
+        except ValueError as exc:  # invalid JSON or UTF-8
+            raise damaged(file, f"its header is not JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise damaged(file, "its header is not a JSON object")
+    return size, header
+
+
+def damaged(file: Path, why: str) -> ModelLoadError:
+    """The one line for a safetensors file that is cut short or damaged: what to do about it."""
+    return ModelLoadError(
+        f"{file.parent} could not be loaded as a model: its {file.name} is damaged or cut short ({why}); "
+        "download the model again (or save it again where it was made)"
+    )
 
 
 def safetensors_tensors(path: Path) -> dict[str, Stored]:
@@ -50,10 +75,17 @@ def safetensors_tensors(path: Path) -> dict[str, Stored]:
             return {}
         size, header = safetensors_header(file)
         data = 8 + size  # the tensors' bytes follow the 8-byte length and the header
+        total = file.stat().st_size
         for name, entry in header.items():
             if name != "__metadata__":
-                begin, end = entry["data_offsets"]
-                tensors[name] = Stored(file, entry["dtype"], entry["shape"], data + begin, data + end)
+                try:
+                    begin, end = (int(offset) for offset in entry["data_offsets"])
+                    stored = Stored(file, str(entry["dtype"]), list(entry["shape"]), data + begin, data + end)
+                except (KeyError, TypeError, ValueError):
+                    raise damaged(file, f"its header's entry for {name} is not a tensor's") from None
+                if not data <= stored.start <= stored.end <= total:
+                    raise damaged(file, f"{name} ends at byte {stored.end:,} of {total:,}")
+                tensors[name] = stored
     return tensors
 
 
@@ -74,9 +106,18 @@ def float32_tensor(stored: Stored) -> np.ndarray | None:
     kind = _SAFETENSORS_FLOATS.get(stored.dtype)
     if kind is None:
         return None
-    count = (stored.end - stored.start) // kind.itemsize
-    flat = np.fromfile(stored.file, dtype=kind, count=count, offset=stored.start)
+    flat = np.fromfile(stored.file, dtype=kind, count=_count(stored, kind), offset=stored.start)
     return _widened(flat, stored.dtype).reshape(stored.shape)
+
+
+def _count(stored: Stored, kind: np.dtype[Any]) -> int:
+    """How many values `stored` holds; its shape and its byte range must say the same (else damaged)."""
+    count = int(np.prod(stored.shape, dtype=np.int64))
+    if count * kind.itemsize != stored.end - stored.start:
+        raise damaged(
+            stored.file, f"its header gives a tensor of shape {stored.shape} a byte range of another size"
+        )
+    return count
 
 
 def _widened(raw: np.ndarray, dtype: str) -> np.ndarray:
@@ -95,6 +136,7 @@ class FloatRows:
         if stored.dtype not in _SAFETENSORS_FLOATS or len(stored.shape) != 2:
             raise ValueError(f"not a 2-D float tensor: {stored.dtype} {stored.shape}")
         kind = _SAFETENSORS_FLOATS[stored.dtype]
+        _count(stored, kind)
         self._raw = np.memmap(
             stored.file, dtype=kind, mode="r", offset=stored.start, shape=tuple(stored.shape)
         )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import ModelLoadError
 from .pooling import POOLING_RULES
 
 if TYPE_CHECKING:
@@ -91,10 +92,17 @@ def pooling_modes(config: dict[str, Any]) -> list[str]:
 
 
 def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSettings:
-    """The pooling mode, normalisation and max length a sentence-transformers folder ships, if any."""
+    """The pooling mode, normalisation and max length a sentence-transformers folder ships, if any.
+
+    A settings file that is missing where modules.json names it, not JSON, or not the shape
+    sentence-transformers writes is a `ModelLoadError` naming the file, never a guess at the pipeline.
+    """
     if path is None or not (path / "modules.json").exists():
         return SentenceTransformersSettings()
-    modules = json.loads((path / "modules.json").read_text())
+    modules = _settings_file(path / "modules.json", list)
+    for number, module in enumerate(modules):
+        if not isinstance(module, dict):
+            raise _malformed(path / "modules.json", f"its entry {number} is not an object")
     kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
     normalize = "Normalize" in kinds
     unsupported = None
@@ -102,15 +110,52 @@ def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSet
     if extra:
         unsupported = f"its sentence-transformers pipeline has a {', '.join(extra)} module (modules.json)"
     pooling = None
-    for module, kind in zip(modules, kinds, strict=True):
+    for number, (module, kind) in enumerate(zip(modules, kinds, strict=True)):
         if kind != "Pooling":
             continue
-        modes = pooling_modes(json.loads((path / module["path"] / "config.json").read_text()))
+        if not isinstance(module.get("path"), str):
+            raise _malformed(path / "modules.json", f'its Pooling entry ({number}) has no "path"')
+        modes = pooling_modes(_settings_file(path / module["path"] / "config.json", dict))
         if len(modes) == 1 and modes[0] in ST_POOLING_MODES:
             pooling = ST_POOLING_MODES[modes[0]]
         elif modes:
             unsupported = unsupported or f"its Pooling module asks for {' + '.join(modes)}"
     st_config = path / "sentence_bert_config.json"
-    settings = json.loads(st_config.read_text()) if st_config.exists() else {}
+    settings = _settings_file(st_config, dict) if st_config.exists() else {}
     max_len, lower = settings.get("max_seq_length"), bool(settings.get("do_lower_case"))
     return SentenceTransformersSettings(pooling, normalize, max_len, unsupported, lower)
+
+
+def _settings_file(file: Path, kind: type[list[Any]] | type[dict[str, Any]]) -> Any:
+    """A sentence-transformers settings file's JSON, a list or an object as `kind` says; else the one-line
+    `ModelLoadError` naming the file."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise _malformed(file, "is missing (modules.json names it)", joined=" ") from None
+    except OSError as exc:
+        raise _malformed(file, f"cannot be read ({exc.strerror or exc})", joined=" ") from None
+    except ValueError as exc:  # invalid JSON, or bytes that are not UTF-8
+        raise _malformed(file, f"is not valid JSON ({exc})", joined=" ") from None
+    if not isinstance(data, kind):
+        held = _JSON_KINDS.get(type(data), "a JSON value")
+        raise _malformed(file, f"holds {held} where sentence-transformers writes {_JSON_KINDS[kind]}")
+    return data
+
+
+# Python's types of parsed JSON, in JSON's words
+_JSON_KINDS: dict[type, str] = {
+    dict: "an object",
+    list: "a list",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "true or false",
+}
+
+
+def _malformed(file: Path, why: str, *, joined: str = ": ") -> ModelLoadError:
+    return ModelLoadError(
+        f"{file}{joined}{why}; it is one of the folder's sentence-transformers settings: fix it, or copy it "
+        "again from the model's source"
+    )
