@@ -1,8 +1,8 @@
 """Encoder: the loaded model, its tokenizer and the one engine, and the contextual vectors they make.
 
-`bertscope.Model` (model.py, the facade) is an Encoder with a method per feature. Feature and research
+`bertscope.Model` (model/facade.py, the facade) is an Encoder with a method per feature. Feature and research
 modules take an Encoder (tokens, spec, embed, embed_tokens, embed_words, similarity are here, built on
-the engine alone), so nothing below the facade needs model.py.
+the engine alone), so nothing below the facade needs bertscope.model.
 """
 
 from __future__ import annotations
