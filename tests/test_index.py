@@ -138,7 +138,7 @@ def test_rewritten_store_makes_the_index_stale(tmp_path: Path) -> None:
     build_index(path)
     write_store(path, clustered(2000, 5), overwrite=True)
     state = index_state(path)
-    assert state.status == "stale" and "store_fingerprint" in state.reason
+    assert state.status == "stale" and "rows_sha256" in state.reason
     query = clustered(1, 6)[0]
     with pytest.warns(IndexStaleWarning, match="index build"):
         hits = search(query, path, k=5)

@@ -204,14 +204,22 @@ def test_flipped_bytes_in_sqlite_blobs_name_the_rows_and_ids(clean: dict[str, Pa
     assert ran.code == 1 and re.search(expected, one_line(ran.stderr).removeprefix("error: ")), ran
 
 
+def _before_checksums(table: pa.Table) -> pa.Table:
+    """A table's settings as a bertscope that kept no checksums wrote them: no digest, no row checks (a
+    store whose sealed settings say it kept checksums that are gone is refused: they were stripped)."""
+    settings = json.loads(table.schema.metadata[b"bertscope"])
+    settings.pop("settings_sha256"), settings.pop("row_checks")
+    return table.replace_schema_metadata({b"bertscope": json.dumps(settings).encode()})
+
+
 def test_stores_written_before_checksums_still_read_and_refuse_non_finite_rows(tmp_path: Path) -> None:
     """A Parquet file with no checksums and an SQLite store of schema 1 (no checksum column)."""
     data = vectors(2000)
     old = tmp_path / "old.parquet"
-    pq.write_table(with_settings(batch(0, data)[1].table, SETTINGS), old)
+    pq.write_table(_before_checksums(with_settings(batch(0, data)[1].table, SETTINGS)), old)
     np.testing.assert_array_equal(np.concatenate([v for _, _, v in open_store(old).chunks(300)]), data)
     data[1500, 3] = np.inf
-    pq.write_table(with_settings(batch(0, data)[1].table, SETTINGS), old)
+    pq.write_table(_before_checksums(with_settings(batch(0, data)[1].table, SETTINGS)), old)
     with pytest.raises(CorpusError, match=r"^row 1500 of .*old.parquet holds values that are not finite"):
         search(data[0], old, k=1)
 
@@ -241,7 +249,7 @@ def test_npy_stores_and_parts_saved_before_checksums_still_read_and_resume(tmp_p
     path = write_store(tmp_path / "old.npy", data)
     settings_file = tmp_path / "old.settings.json"
     settings = json.loads(settings_file.read_text())
-    settings.pop("checksums")
+    settings.pop("checksums"), settings.pop("settings_sha256"), settings.pop("row_checks")
     settings_file.write_text(json.dumps(settings))
     np.testing.assert_array_equal(np.concatenate([v for _, _, v in open_store(path).chunks(700)]), data)
     matrix = np.load(path, mmap_mode="r+")
@@ -253,7 +261,7 @@ def test_npy_stores_and_parts_saved_before_checksums_still_read_and_resume(tmp_p
     # Parts of a job started before checksums: plain markers, Parquet parts with no checksums.
     out = write_store(tmp_path / "out.parquet", data, finish=False)
     for part in sorted((tmp_path / "out.parquet.parts").glob("part-*.parquet")):
-        pq.write_table(pq.read_table(part), part)
+        pq.write_table(_before_checksums(pq.read_table(part)), part)
     assert PARQUET_KEY not in (pq.ParquetFile(part).metadata.metadata or {})
     sink = open_sink(out, settings=SETTINGS, resume=True)
     assert sink.done == ROWS

@@ -163,6 +163,11 @@ def similar(
     store = old_spelling(store, old_in, name="--store", old="--in")
     if store is None:
         raise InvalidInput("name the store to search with --store FILE (.db, .parquet or .npy)")
+    if exact and nprobe is not None:
+        raise InvalidInput(
+            "--nprobe is how many cells of the ANN index to visit, and --exact reads every row without "
+            "the index: give one or the other"
+        )
     if store.is_dir() or store.name.startswith("part-"):
         # the shard is named under the flag typed
         ray_shards(store, option="--in" if old_in is not None else "--store", command="similar")
@@ -209,6 +214,8 @@ def ray_shards(store: Path, *, option: str, command: str) -> None:
     note = shard_folder_note(store)
     if note is None:
         return
+    if store.is_dir() and not any(store.glob("part-*.parquet")):
+        raise InvalidInput(f"{option} {store}: {note}, so there is nothing to read: run the job again")
     if store.is_dir():
         first = min(store.glob("part-*.parquet"), default=store / "part-000000.parquet")
         raise InvalidInput(

@@ -2,7 +2,7 @@
 
 `build_index("out.parquet")` writes `out.parquet.index` (a faiss IVF index with 8-bit scalar-quantised
 unit vectors), `out.parquet.index.json` (what it was built from: rows, dimension, vector column, a
-hash of the store's settings and a fingerprint of the file) and `out.parquet.index.npy` (a copy of
+hash of the store's settings and of its rows) and `out.parquet.index.npy` (a copy of
 the stored float32 vectors, memory-mapped: Parquet can only decode whole row groups, too slow for a
 hundred scattered rows; a .npy store is used as it is). `search` uses the index when it is there and
 fresh: it proposes `max(candidates, 4k + 1)` rows from the `nprobe` nearest cells (more cells while
@@ -24,36 +24,41 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..core.similarity import Hit, TopK, unit
+from ..core.similarity import Hit, unit
+from ..core.spec import whole_number
 from ..errors import BackendUnavailable, CorpusError, InvalidInput
 from .formats import suffixes_where
 from .level_table import level_of
 from .stores import Store, open_store, with_view
-from .vector_files import check_npy_rows, open_matrix
+from .vector_files import check_npy_rows, open_matrix, stored_checksums
 
 __all__ = [
     "IndexState",
     "IndexStaleWarning",
+    "RowTopK",
     "build_index",
+    "check_nprobe",
+    "cosines",
     "index_state",
     "index_paths",
     "index_copies",
     "ann_search",
 ]
 
-FORMAT = 1
+# 2: the store's rows are proven by its checksums' SHA-256 (1 hashed sampled bytes of the file).
+FORMAT = 2
 # Measured on 1M vectors (bench/bench_index.py): recall@10 >= 0.95 after exact re-ranking.
 NPROBE = 32
 CANDIDATES = 100
 _TRAIN_PER_CELL = 40
-_FINGERPRINT_BYTES = 1 << 16
+_HASH_BYTES = 16 << 20
 
 
 class IndexStaleWarning(UserWarning):
@@ -73,6 +78,62 @@ class IndexState:
     def fresh(self) -> bool:
         """True when the index matches the store as it is now."""
         return self.status == "fresh"
+
+
+def cosines(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """(rows,) cosine of each (rows, d) row with a unit (d,) `query`, clipped to [-1, 1]: each row's sum
+    taken alone, so a row scores the same float whatever rows are read with it (a matrix product's
+    blocking moves the last bits with the chunk's size, and ties with them)."""
+    products = unit(vectors)
+    products *= query
+    return np.clip(products.sum(axis=1), -1.0, 1.0)
+
+
+class RowTopK:
+    """Exact top-k of a store's rows by cosine, read in chunks (memory: one chunk plus k); among equal
+    cosines the row stored first ranks first, so a search answers the same whatever its chunk size, and
+    through its index as without."""
+
+    def __init__(self, query: np.ndarray, k: int, *, exclude: str | None = None) -> None:
+        self.query = unit(query.reshape(-1))
+        self.k = k
+        self.exclude = exclude
+        self._kept: list[tuple[float, int, Hit]] = []
+        self._seen = 0
+
+    @property
+    def hits(self) -> list[Hit]:
+        """The best k so far, best first."""
+        return [hit for _, _, hit in self._kept]
+
+    def add(
+        self, ids: list[str], texts: Iterable[str | None], vectors: np.ndarray, rows: np.ndarray | None = None
+    ) -> None:
+        """Score one chunk, its rows numbered `rows` in the store (default: following the rows added
+        before), and keep the best k so far."""
+        if vectors.shape[1] != len(self.query):
+            raise InvalidInput(
+                f"the query has {len(self.query)} dimensions but the stored vectors have {vectors.shape[1]}; "
+                "search with the model, settings and post-processing the store was made with"
+            )
+        scores = cosines(vectors, self.query)
+        numbers = np.arange(self._seen, self._seen + len(scores)) if rows is None else np.asarray(rows)
+        self._seen += len(scores)
+        keep = np.ones(len(scores), dtype=bool)
+        if self.exclude is not None:
+            keep &= np.array(ids, dtype=object) != self.exclude
+        if keep.sum() > self.k > 0:  # every row tied with the k-th best stays in the running
+            kth = np.partition(-scores[keep], self.k - 1)[self.k - 1]
+            keep &= -scores <= kth
+        picked = np.flatnonzero(keep) if self.k else np.array([], dtype=np.int64)
+        texts = list(texts)
+        found = [(float(scores[i]), int(numbers[i]), Hit(ids[i], float(scores[i]), texts[i])) for i in picked]
+        self._kept = sorted(self._kept + found, key=lambda kept: (-kept[0], kept[1]))[: self.k]
+
+
+def check_nprobe(nprobe: object) -> int:
+    """`nprobe` (index cells to visit) as an int; a one-line CorpusError unless a whole number >= 1."""
+    return whole_number(nprobe, "nprobe", meaning="index cells to visit", error=CorpusError)
 
 
 def index_paths(store_path: str | Path, column: str = "embedding") -> tuple[Path, Path, Path]:
@@ -98,20 +159,28 @@ def cells_for(rows: int) -> int:
 
 
 def _describe(store: Store) -> dict[str, Any]:
-    """What an index must match: the store's settings, row count, dimension and file fingerprint."""
+    """What an index must match: the store's settings, size, dimension and rows (`_rows_digest`)."""
     settings = json.dumps(store.settings, sort_keys=True).encode()
-    size = store.path.stat().st_size
-    digest = hashlib.sha256(str(size).encode())
-    with store.path.open("rb") as handle:
-        digest.update(handle.read(_FINGERPRINT_BYTES))
-        handle.seek(max(0, size - _FINGERPRINT_BYTES))
-        digest.update(handle.read())
     return {
         "column": store.column,
         "settings_sha256": hashlib.sha256(settings).hexdigest(),
-        "store_bytes": size,
-        "store_fingerprint": digest.hexdigest(),
+        "store_bytes": store.path.stat().st_size,
+        "rows_sha256": _rows_digest(store.path),
     }
+
+
+def _rows_digest(path: Path) -> str:
+    """SHA-256 of what proves a store's rows: its checksums as recorded (each batch's CRC-32 of its vectors
+    and labels, so a row changed anywhere changes them; read from the footer or .settings.json, not the
+    rows), or, for a store written before checksums, of the whole file (read once, in slices)."""
+    found = stored_checksums(path)
+    if found is not None:
+        return hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while block := handle.read(_HASH_BYTES):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def build_index(
@@ -133,6 +202,9 @@ def build_index(
     searched through it (`search`), a .parquet store of token or word rows by occurrence
     (`search_occurrences`); a .npy store of token or word rows is searched by neither, and refused.
     """
+    check_nprobe(nprobe)
+    if cells is not None:
+        whole_number(cells, "cells", meaning="index cells to build", error=CorpusError)
     faiss = _faiss()
     opened = _opened(store, view, column)
     if not opened.rules.by_row:
@@ -154,6 +226,11 @@ def build_index(
     rows = opened.count()
     if rows == 0:
         raise CorpusError(f"{opened.path} holds no vectors to index")
+    if cells is not None and cells > rows:  # each cell is trained on one row or more
+        raise CorpusError(
+            f"cells={cells} is more than the {rows} rows of {opened.path}: give at most {rows} "
+            f"(or leave it out: {cells_for(rows)} for this store)"
+        )
     start = time.perf_counter()
     nlist = cells or cells_for(rows)
     sample = _training_sample(opened, rows, min(rows, nlist * _TRAIN_PER_CELL), chunk_size, seed)
@@ -194,8 +271,8 @@ def build_index(
         "rows": added,
         "dimension": dimension,
         **_describe(opened),
-        "cells": nlist,
-        "nprobe": nprobe,
+        "cells": int(nlist),
+        "nprobe": int(nprobe),
         "build_seconds": round(time.perf_counter() - start, 3),
     }
     _atomic_write(meta_file, json.dumps(meta, indent=2))
@@ -258,7 +335,10 @@ def index_state(
     copied = not opened.rules.mapped
     if not index_file.exists() or not meta_file.exists() or (copied and not copy_file.exists()):
         return IndexState("missing", f"no index beside {opened.path}", index_file)
-    meta = json.loads(meta_file.read_text())
+    meta = _read_meta(meta_file)
+    if meta is None:
+        reason = f"{meta_file} is not an index's description (rows, dimension, nprobe as whole numbers)"
+        return IndexState("stale", reason, index_file, None)
     now = _describe(opened)
     changed = [key for key in now if meta.get(key) != now[key]]
     if meta.get("format") != FORMAT:
@@ -267,6 +347,22 @@ def index_state(
         reason = f"{opened.path} changed since its index was built ({', '.join(changed)} differ)"
         return IndexState("stale", reason, index_file, meta)
     return IndexState("fresh", f"index of {meta['rows']} rows", index_file, meta)
+
+
+def _read_meta(path: Path) -> dict[str, Any] | None:
+    """An index's description, or None where it is not JSON or its counts are not whole numbers >= 1."""
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    counts = ("rows", "dimension", "nprobe")
+    if not isinstance(meta, dict) or not all(_whole(meta.get(key)) for key in counts):
+        return None
+    return meta
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def index_copies(store: Store) -> list[np.ndarray] | None:
@@ -282,7 +378,7 @@ def index_copies(store: Store) -> list[np.ndarray] | None:
         if state.status == "stale":
             warnings.warn(
                 f"{state.reason}: reading every row instead; rebuild it with `bertscope index build "
-                f"{store.path}`",
+                f"{store.path} --overwrite`",
                 IndexStaleWarning,
                 stacklevel=3,
             )
@@ -325,20 +421,22 @@ def ann_search(
             f"the query has {vector.shape[-1]} dimensions but {state.index} indexes "
             f"{state.meta['dimension']}; search with the model and settings the store was made with"
         )
+    probe = int(state.meta["nprobe"]) if nprobe is None else check_nprobe(nprobe)
     index = _load(str(state.index), state.index.stat().st_mtime_ns)
     count = min(max(candidates, 4 * k + 1), int(state.meta["rows"]))
-    rows = _candidates(index, unit(vector.reshape(1, -1)), count, nprobe or int(state.meta["nprobe"]))
+    rows = _candidates(index, unit(vector.reshape(1, -1)), count, probe)
     mapped = store.rules.mapped
     stored = open_matrix(store.path if mapped else index_paths(store.path, store.column)[2])
     vectors = np.asarray(stored[rows], dtype=np.float32)
-    # The best k + 1 by exact cosine (one more in case the excluded id is among them), then their labels.
-    best = np.argsort(-(unit(vectors) @ unit(vector.reshape(-1))), kind="stable")[: k + 1]
+    # The best k + 1 by exact cosine, ties in row order (one more in case the excluded id is among
+    # them), then their labels, ranked as a full read ranks them (`RowTopK`, row numbers given).
+    best = np.sort(np.lexsort((rows, -cosines(vectors, unit(vector.reshape(-1)))))[: k + 1])
     if labels is None:
         ids, texts, _ = store.take(rows[best], vectors=False)
     else:
         ids, texts = labels(rows[best])
-    top = TopK(vector, k, exclude=exclude)
-    top.add(ids, texts, vectors[best])
+    top = RowTopK(vector, k, exclude=exclude)
+    top.add(ids, texts, vectors[best], rows=rows[best])
     return top.hits
 
 

@@ -19,12 +19,14 @@ import numpy as np
 
 from ..errors import CorpusError
 from .checksums import (
+    CHECKSUMS_DIGEST_KEY,
     LABEL_COLUMNS,
     LAYOUT,
     MISMATCH,
     NOT_FINITE,
     PARQUET_KEY,
     PARQUET_ROWS_KEY,
+    SETTINGS_KEY,
     changed_rows,
     checksum,
     checksums_block,
@@ -36,16 +38,47 @@ from .checksums import (
     rebuild_hint,
     rechunk,
     recorded,
+    row_checks,
     row_digests,
     row_labels,
     table_checksums,
     vector_names,
 )
 
-__all__ = ["GROUP_ROWS", "CheckedParquet", "checked_tables", "write_checked"]
+__all__ = ["GROUP_ROWS", "CheckedParquet", "checked_tables", "checks_missing", "unproven", "write_checked"]
 
 # The most rows one row group holds: a bigger batch is split, each piece with its own checksums.
 GROUP_ROWS = 1 << 20
+# The key of a Parquet store's settings (as `parquet_sink.PARQUET_META_KEY`, which imports this module).
+_SETTINGS_META_KEY = b"bertscope"
+
+
+def checks_missing(settings: dict[str, Any], found: dict[str, Any] | None, labels: str) -> str | None:
+    """What a store's checksums (`found`, as recorded) lack that its settings say its writer kept, or None,
+    by the test `verify` applies: a store whose settings are sealed (`SETTINGS_KEY`) was written with
+    checksums, generation 1 on (`row_checks`) with its labels' (under `labels` in each batch), 3 on with
+    their digest, so one missing was stripped (re-saved by another tool, edited). A store written before
+    them is read as before."""
+    generation = row_checks(settings)
+    if found is None:
+        return "its rows' checksums are missing" if SETTINGS_KEY in settings else None
+    listed = found.get("row_groups", found.get("batches")) or []
+    if generation >= 1 and not all(labels in batch for batch in listed):
+        return "the checksums of its rows' ids and texts are missing"
+    if generation >= 3 and CHECKSUMS_DIGEST_KEY not in found:
+        return "the record of its rows (the digest of its checksums) is missing"
+    return None
+
+
+def unproven(where: str, missing: str, path: Path | None, rebuild: str) -> CorpusError:
+    """The one-line refusal to read the rows of a store whose checksums were stripped (`checks_missing`);
+    `path`: the store `bertscope verify --store` checks (None for a job's part)."""
+    verify = f"`bertscope verify --store {path}` says more; " if path is not None else ""
+    return CorpusError(
+        f"{where}: {missing}, though its settings say the bertscope that wrote it kept them: it was "
+        f"re-saved by another tool or edited, so its rows cannot be proven and are not read; {verify}"
+        f"use the file as bertscope wrote it, or {rebuild}"
+    )
 
 
 def write_checked(path: Path, tables: Iterable[Any], schema: Any = None) -> int:
@@ -106,6 +139,7 @@ class CheckedParquet:
         self.path = path
         self.where = where or str(path)
         self.rebuild = rebuild or rebuild_hint(path)
+        self._store = rebuild is None  # a store (`verify` checks it), not a job's part
         try:
             self.file = pq.ParquetFile(path)
         except (OSError, ValueError) as exc:  # a broken footer
@@ -121,9 +155,17 @@ class CheckedParquet:
         self.groups: list[dict[str, int]] | None = None if found is None else found["row_groups"]
         if self.groups is not None and [g["rows"] for g in self.groups] != sizes:
             raise self._error(0, max(0, int(self.starts[-1]) - 1), LAYOUT)
+        # What the checksums lack that the settings say were written (stripped): refused on reading rows
+        # (`verify`, which reads only the checksums first, names it its own way).
+        self.missing = checks_missing(_stored_settings(self.file), found, "id")
+
+    def _refuse_unproven(self) -> None:
+        if self.missing is not None:
+            raise unproven(self.where, self.missing, self.path if self._store else None, self.rebuild)
 
     def group(self, number: int, columns: list[str] | None) -> Any:
         """Row group `number` (its `columns`, None for all) as an Arrow table, its vectors checked."""
+        self._refuse_unproven()
         first, end = int(self.starts[number]), int(self.starts[number + 1])
         try:
             table = self.file.read_row_group(number, columns=columns)
@@ -173,6 +215,7 @@ class CheckedParquet:
         """The file's rows (`columns`, None for all), `size` rows at a time, every one checked."""
         import pyarrow as pa
 
+        self._refuse_unproven()
         if self.groups is None:
             yield from self._unrecorded(columns, size)
             return
@@ -202,6 +245,16 @@ class CheckedParquet:
 
     def _error(self, first: int, last: int, problem: str) -> Exception:
         return corrupt(self.where, (first, last), problem, self.rebuild)
+
+
+def _stored_settings(file: Any) -> dict[str, Any]:
+    """A Parquet file's bertscope settings as stored ({} where none can be read: its reader says so)."""
+    raw = (file.schema_arrow.metadata or {}).get(_SETTINGS_META_KEY)
+    try:
+        settings = json.loads(raw) if raw is not None else {}
+    except ValueError:
+        return {}
+    return settings if isinstance(settings, dict) else {}
 
 
 def _vectors(table: Any) -> list[np.ndarray]:

@@ -10,6 +10,7 @@ same name: a folder fine-tuned in place is another model, the bundled model load
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from ..core.tokens import say_cut
 from ..errors import CorpusError, InvalidInput, InvalidSpec
 from .sink_settings import settings_diff, settings_differ
 
-__all__ = ["embed_query", "model_for", "query_vector", "refuse_unread", "same_model"]
+__all__ = ["PrecisionWarning", "embed_query", "model_for", "query_vector", "refuse_unread", "same_model"]
 
 # What a query text reads of the options given: the post-processing (checked to be the store's) and the
 # prompt; the rest of the recipe (SPEC_KEYS) is the store's own. A query vector or a stored id reads none.
@@ -133,7 +134,8 @@ def same_model(
     its model); `fix` the advice that ends it (default: a search's).
     """
     made = made or str(settings.get("model"))
-    source = model.info().source
+    info = model.info()
+    source = info.source
     stored = (settings.get("fingerprint") or {}).get("files")
     now = file_hashes(getattr(model.loaded, "path", None)) if stored else {}
     if stored and now:
@@ -144,11 +146,37 @@ def same_model(
                 f"with ({settings_diff(then_files, now_files)}): "
                 + (fix or "search with the model the store was made with, or embed the corpus again with it")
             )
-        return
-    if settings.get("model") and source != settings.get("model"):
+    elif settings.get("model") and source != settings.get("model"):
         raise CorpusError(
             f"{path} was made with {made}; the model given is {source}: "
             + (fix or "search it with the store's own model (leave model= out)")
+        )
+    _note_precision(settings, info, path)
+
+
+class PrecisionWarning(UserWarning):
+    """The model given runs at another precision than the store was made with: scores may move a little."""
+
+
+def _note_precision(settings: dict[str, Any], info: Any, path: Path) -> None:
+    """Warn (one line) where the model runs with another dtype or quantization than the store's vectors
+    were made with: the same files, so it is accepted, but the query's vector (and so every cosine) moves a
+    little (about 1e-3 for bfloat16 or int8 against float32)."""
+
+    def shown(value: Any, default: str) -> str:
+        return str(getattr(value, "value", value) or default).lower()
+
+    pairs = [
+        (name, shown(settings.get(name), default), shown(getattr(info, name, None), default))
+        for name, default in (("dtype", "float32"), ("quantize", "none"))
+    ]
+    differ = [f"{name} {made} (the model given: {now})" for name, made, now in pairs if made != now]
+    if differ:
+        warnings.warn(
+            f"{path} was made with {' and '.join(differ)}: scores may move a little; for the store's own "
+            "cosines load the model at its precision (--dtype, --quantize), or leave model= out",
+            PrecisionWarning,
+            stacklevel=4,
         )
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from ..core.renamed import renamed_keyword
-from ..core.similarity import Hit, TopK
+from ..core.similarity import Hit
 from ..core.spec import EmbedOptions, whole_number
 from ..errors import CorpusError, InvalidInput
 from . import index as ann  # looked up per call: tests watch ann.ann_search
@@ -54,10 +54,12 @@ def search(
     """Top-k cosine search of a stored output, by a query text, a vector, or a stored id.
 
     With a fresh ANN index beside the store (`build_index`) the index proposes candidates and they are
-    ranked by their exact cosines (`nprobe`: index cells visited, more for recall, fewer for speed);
-    `exact=True`, no index, or a stale one (warned) scan every row, `rows_per_read` rows at a time
-    (default 65536; `chunk_size` is its deprecated old name). A chunk store (.parquet, or .npy with its
-    `.rows.jsonl`) is searched alike, each hit its document's id with the chunk's number and span.
+    ranked by their exact cosines (`nprobe`: index cells visited, more for recall, fewer for speed; not
+    with `exact`); `exact=True`, no index, or a stale one (warned) scan every row, `rows_per_read` rows
+    at a time (default 65536; `chunk_size` is its deprecated old name). Cosines are clipped to [-1, 1];
+    of rows with equal cosines the one stored first ranks first, with or without the index. A chunk
+    store (.parquet, or .npy with its `.rows.jsonl`) is searched alike, each hit its document's id with
+    the chunk's number and span.
     A query vector is any 1-D sequence of numbers (a list, a NumPy or torch array) of the store's width;
     one with NaN or infinite values, or all zeros, is refused (`InvalidInput`). `item_id` searches by the
     stored vector of that id: a store made from a list or a text file has ids "1".."n", a text's position
@@ -71,6 +73,13 @@ def search(
     with a query vector or an id, which are not embedded.
     """
     whole_number(k, "k", error=CorpusError)
+    if nprobe is not None:
+        ann.check_nprobe(nprobe)
+        if exact:
+            raise InvalidInput(
+                "nprobe= (--nprobe) is how many cells of the ANN index to visit, and exact=True (--exact) "
+                "reads every row without the index: give one or the other"
+            )
     per_read = renamed_keyword(
         rows_per_read, chunk_size, name="rows_per_read", old="chunk_size", caller="search"
     )
@@ -112,7 +121,7 @@ def search(
     if state is not None:
         hits = ann.ann_search(opened, vector, k=k, state=state, exclude=exclude, nprobe=nprobe, labels=labels)
     else:
-        top = TopK(vector, k, exclude=exclude)
+        top = ann.RowTopK(vector, k, exclude=exclude)
         for ids, texts, vectors in _span_rows(opened, per_read) if spans else opened.chunks(per_read):
             top.add(ids, texts, vectors)
         hits = top.hits
@@ -139,7 +148,7 @@ def _fresh_index(opened: Store) -> ann.IndexState | None:
     if state.status == "stale":
         warnings.warn(
             f"{state.reason}: searching every row instead; rebuild it with "
-            f"`bertscope index build {opened.path}`",
+            f"`bertscope index build {opened.path} --overwrite`",
             ann.IndexStaleWarning,
             stacklevel=3,
         )

@@ -73,12 +73,31 @@ def open_store(path: str | Path, *, collection: str | None = None) -> Store:
     store refuses one. Its settings come without their digest; `settings_match` says whether they match it."""
     path = Path(path)
     if not path.is_file():
-        what = "a folder, not a file" if path.is_dir() else "no such file"
+        what = "a folder, not a file" if path.is_dir() else _unfinished(path) or "no such file"
         raise CorpusError(f"cannot read {path}: {what}")
     refuse_collection(path, collection)
     found, stored = store_rules(path).reader.open(path, collection)
     settings, match = unsealed(stored)
     return Store(path, found, settings, settings_match=match)
+
+
+def _unfinished(path: Path) -> str | None:
+    """What a job that has not finished `path` left beside it (its lock while it runs, its parts), said
+    with what to do; None where it left nothing."""
+    from .job_lock import _holder, lock_path
+
+    lock, parts = lock_path(path), path.with_name(path.name + ".parts")
+    if lock.exists():
+        return (
+            f"a job is writing it ({_holder(lock)}) and has not finished; search it once the job has "
+            "finished (a job that was stopped: run it again with --resume)"
+        )
+    if parts.is_dir():
+        return (
+            f"its job stopped before it finished ({parts.name} holds what it wrote); run it again with "
+            "--resume to finish it, then search it"
+        )
+    return None
 
 
 def with_view(store: Store, view: str | None) -> Store:

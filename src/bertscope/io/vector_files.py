@@ -32,7 +32,7 @@ from .checksums import (
     rechunk,
     recorded,
 )
-from .parquet_checked import CheckedParquet
+from .parquet_checked import CheckedParquet, checks_missing, unproven
 from .parquet_sink import PARQUET_META_KEY
 
 __all__ = [
@@ -140,6 +140,7 @@ class NpyReader:
 
     def take(self, path: Path, rows: np.ndarray, column: str | None) -> Chunk:
         """The rows asked for, in that order (no vectors with column=None)."""
+        _proven_checksums(path)  # a store whose checksums were stripped is not read
         matrix = open_matrix(path)
         wanted = {int(r) for r in rows}
         found: dict[int, str] = {}
@@ -191,7 +192,7 @@ def check_npy_rows(path: Path, rows: np.ndarray | None = None) -> None:
     checksums, read a slice at a time (memory bounded whatever a batch's size); in a store written before
     checksums, those rows are checked to be finite. Raises the one-line `corrupt` error."""
     matrix = open_matrix(path)
-    found = recorded(npy_settings(path).get("checksums"), str(path))
+    found = _proven_checksums(path)
     total = int(matrix.shape[0])
     step = max(1, _CHECK_BYTES // max(1, matrix[:1].nbytes))
     if found is None:
@@ -257,6 +258,17 @@ def _batch_lines(handle: Any, path: Path, start: int, rows: int, total: int) -> 
     if lines and not lines[-1]:  # the ids ran out before the rows
         _too_few_ids(path, start + lines.index(b""), total)
     return lines
+
+
+def _proven_checksums(path: Path) -> dict[str, Any] | None:
+    """The checksums recorded beside a .npy store to read its rows by (None: written before them), or the
+    one-line refusal where its settings say checksums were written that are gone (`checks_missing`)."""
+    settings = npy_settings(path)
+    found = recorded(settings.get("checksums"), str(path))
+    missing = checks_missing(settings, found, "labels")
+    if missing is not None:
+        raise unproven(str(path), missing, path, rebuild_hint(path))
+    return found
 
 
 def npy_checksums(path: Path) -> dict[str, Any] | None:
@@ -349,7 +361,7 @@ def _checked_blocks(
     """(id lines, rows) of a .npy store, `size` at a time, each stored batch's rows and id lines checked
     against their checksums (`<stem>.settings.json`); a store written before checksums has its rows
     checked to be finite."""
-    found = recorded(npy_settings(path).get("checksums"), str(path))
+    found = _proven_checksums(path)
     rows = matrix.shape[0]
     if found is None:
         for start in range(0, rows, size):
