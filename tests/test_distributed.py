@@ -305,6 +305,11 @@ def test_text_column_is_the_deprecated_name_of_text_field() -> None:
     from bertscope.distributed import embed_dataset
 
     class Recorder:
+        context = SimpleNamespace()
+
+        def schema(self, fetch_if_missing: bool = True) -> None:
+            return None  # known only by running it, as a mapped dataset's
+
         def map_batches(self, fn: Any, **kwargs: Any) -> Recorder:
             self.kwargs = kwargs
             return self
@@ -400,7 +405,8 @@ def test_a_bad_record_fails_a_ray_job_in_one_line_naming_its_line(
     said = [line for line in ran.stderr.splitlines() if "rror" in line or "Traceback" in line]
     assert said == [f"error: {corpus}:3: the text gives no word pieces with this model's tokenizer "
                     "(only combining marks, or characters it drops); give it some text"]  # fmt: skip
-    assert not (tmp_path / "out" / "_bertscope.json").exists()
+    # no shard saved: nothing left behind to refuse the next run as "an unfinished job"
+    assert not (tmp_path / "out").exists()
 
 
 def test_an_error_in_a_map_function_is_raised_as_itself(cluster: Any) -> None:
@@ -443,6 +449,9 @@ class _Pool:
     def __init__(self) -> None:
         self.context = SimpleNamespace()
         self.kwargs: dict[str, Any] = {}
+
+    def schema(self, fetch_if_missing: bool = True) -> None:
+        return None  # known only by running it
 
     def map_batches(self, fn: Any, **kwargs: Any) -> _Pool:
         self.kwargs = kwargs
@@ -750,11 +759,15 @@ def test_ctrl_c_stops_a_ray_job_with_the_local_jobs_interruption(
     corpus = _corpus(tmp_path / "c.jsonl", 10)
     with pytest.raises(JobInterrupted, match=r"resume=True \(--resume\) to continue"):
         distributed.run_ray_job(str(corpus), tmp_path / "out", model=str(tiny_dirs["bert"]), progress=False)
-    assert (tmp_path / "out" / "_resume").is_dir()  # an unfinished job: --resume continues it
+    # stopped before its first shard: nothing saved, nothing left (as the local job) to refuse the next run
+    assert not (tmp_path / "out").exists()
 
 
 class _DatasetOfALaterRay:
     """A Dataset whose map_batches names its keywords, as Ray 2.64's does (no **ray_remote_args)."""
+
+    def schema(self, fetch_if_missing: bool = True) -> None:
+        return None
 
     def map_batches(self, fn: Any, *, batch_size: int | None = None, num_cpus: float | None = None) -> None:
         raise AssertionError("called with keywords it does not take")

@@ -19,7 +19,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core._enums import Backend, DType, Mode, Quantize
+from ..core._enums import Backend, DType, Level, Mode, Quantize
 from ..core.cpu import usable_cpus
 from ..core.encoder import Encoder
 from ..core.loaders import load_model
@@ -27,12 +27,27 @@ from ..core.spec import reload_arg, stored_settings
 from ..errors import InvalidInput, InvalidSpec, JobInterrupted
 from ..io.job import JobSummary, refuse_idle_job_options
 from ..io.job_lock import job_lock
-from ..io.level_table import CorpusOptions, make_level, refuse_idle_level_options
-from ..io.levels import vector_columns
+from ..io.level_table import LEVELS, CorpusOptions, make_level, refuse_idle_level_options
+from ..io.levels import SentenceLevel, vector_columns
 from ..io.parquet_sink import with_settings
-from .cluster import IO_CPUS, default_batch, gpus_per_worker, import_ray, raising_bertscope_errors
-from .reading import corpus_dataset, corpus_datasource, input_sources, source_prefix
-from .shards import MANIFEST, ShardFolder, open_folder, shard_folder_note, shard_sink, write_manifest
+from .cluster import IO_CPUS, default_batch, gpus_per_worker, import_ray, raising_bertscope_errors, start_ray
+from .reading import (
+    corpus_dataset,
+    corpus_datasource,
+    input_sources,
+    refuse_empty_corpus,
+    refuse_unfit_dataset,
+    source_prefix,
+)
+from .shards import (
+    MANIFEST,
+    ShardFolder,
+    abandoned_if_unwritten,
+    open_folder,
+    shard_folder_note,
+    shard_sink,
+    write_manifest,
+)
 from .units import RECORD, embed_units
 
 if TYPE_CHECKING:
@@ -117,6 +132,7 @@ def embed_dataset(
     """
     asked = _options(options, keywords)
     ray = import_ray()
+    field = _text_field(text_field, text_column)
     model_arg = reload_arg(model) if isinstance(model, Encoder) else model
     if isinstance(model, Encoder):
         if model.calibration_digest:
@@ -134,7 +150,9 @@ def embed_dataset(
             f"this Ray ({version}) takes no {' or '.join(retries)} in map_batches (Ray 2.64 removed them); "
             "leave them out: Ray restarts a failed actor and retries its tasks without limit"
         )
-    return dataset.map_batches(
+    # A field missing or of numbers is refused now where Ray knows the schema; else by the actors, alike.
+    refuse_unfit_dataset(dataset, field, needs_id=LEVELS[Level(asked.level.level)] is not SentenceLevel)
+    embedded = dataset.map_batches(
         _Embedder,
         batch_size=batch_size or default_batch(gpus),
         batch_format="pyarrow",
@@ -145,7 +163,7 @@ def embed_dataset(
             "device": device,
             "dtype": dtype,
             "threads": max(1, int(cpus_per_worker)),
-            "text_field": _text_field(text_field, text_column),
+            "text_field": field,
             "runtime": {"backend": backend, "quantize": quantize},
             "options": asked,
         },
@@ -154,6 +172,10 @@ def embed_dataset(
         # Only when asked: Ray 2.60-2.63 warn on these (its defaults already restart and retry without limit).
         **retries,
     )
+    # An actor's refusal (a value that is not text) comes out as the InvalidInput it is, not Ray's
+    # UserCodeException; this dataset's own context, not the caller's.
+    embedded.context.raise_original_map_exception = True
+    return embedded
 
 
 def _takes_remote_args(map_batches: Any) -> bool:
@@ -225,6 +247,9 @@ def run_ray_job(
     ray = import_ray()
     out = Path(output)
     sources = input_sources(source)
+    # An empty corpus is refused as the local job refuses it: before a model loads or Ray starts, and
+    # before the output is opened (no folder of no rows to trip the next run).
+    refuse_empty_corpus(source, sources, out, text_field=text_field, id_field=id_field)
     # The driver loads the model (CPU) only to check the options and to write the same provenance.
     # With int8 or onnxruntime this also exports the model once, so the actors find it in the cache.
     m = load_model(
@@ -239,35 +264,36 @@ def run_ray_job(
     settings = {**stored_settings(m, rows_of.recorded(), model), "keep_text": asked.level.keep_text}
     # One job per output, as the local job: a second one (a --resume while this runs) is refused.
     with job_lock(out):
+        made = not out.exists()
         folder = open_folder(out, resume=resume, overwrite=overwrite)
-        schema = folder.settled(with_settings(rows_of.empty(), settings).schema, settings)
-        if not ray.is_initialized():
-            ray.init(address=address, log_to_driver=False)
-        ray.data.DataContext.get_current().enable_progress_bars = progress
-        start = time.perf_counter()
-        rows = batch_size or default_batch(gpus_per_worker(ray, device))
-        # The reader refuses a text the tokenizer gives no pieces, naming its line, as the local job's does.
-        tokenizer = m.tokenizer if isinstance(m, Encoder) else None
-        corpus = corpus_dataset(
-            sources, text_field, id_field, rows, tokenizer=tokenizer, numbered=(folder.done, out)
-        )
-        embedded = embed_dataset(
-            corpus, model=model, workers=workers, device=device, dtype=dtype, backend=backend,
-            quantize=quantize, cpus_per_worker=cpus_per_worker, batch_size=rows, options=asked,
-        )  # fmt: skip
-        try:
-            with raising_bertscope_errors(embedded):
-                embedded.write_datasink(
-                    shard_sink(out, schema, folder.run), ray_remote_args={"num_cpus": IO_CPUS}
-                )
-        except KeyboardInterrupt:
-            raise JobInterrupted(
-                f"interrupted; the texts of every shard written to {out} are saved. Run it again with "
-                "resume=True (--resume) to continue"
-            ) from None
-        summary = _summary(out, rows_of, schema, folder)
-        summary.seconds = time.perf_counter() - start
-        write_manifest(out, source, _totals(out, rows_of, schema), schema)
+        with abandoned_if_unwritten(out, made=made):
+            schema = folder.settled(with_settings(rows_of.empty(), settings).schema, settings)
+            start_ray(ray, address)
+            ray.data.DataContext.get_current().enable_progress_bars = progress
+            start = time.perf_counter()
+            rows = batch_size or default_batch(gpus_per_worker(ray, device))
+            # The reader refuses a text the tokenizer gives no pieces, naming its line, as the local job's.
+            tokenizer = m.tokenizer if isinstance(m, Encoder) else None
+            corpus = corpus_dataset(
+                sources, text_field, id_field, rows, tokenizer=tokenizer, numbered=(folder.done, out)
+            )
+            embedded = embed_dataset(
+                corpus, model=model, workers=workers, device=device, dtype=dtype, backend=backend,
+                quantize=quantize, cpus_per_worker=cpus_per_worker, batch_size=rows, options=asked,
+            )  # fmt: skip
+            try:
+                with raising_bertscope_errors(embedded, quiet=True):
+                    embedded.write_datasink(
+                        shard_sink(out, schema, folder.run), ray_remote_args={"num_cpus": IO_CPUS}
+                    )
+            except KeyboardInterrupt:
+                raise JobInterrupted(
+                    f"interrupted; the texts of every shard written to {out} are saved. Run it again with "
+                    "resume=True (--resume) to continue"
+                ) from None
+            summary = _summary(out, rows_of, schema, folder)
+            summary.seconds = time.perf_counter() - start
+            write_manifest(out, source, _totals(out, rows_of, schema), schema)
     return summary
 
 

@@ -4,7 +4,9 @@ that carries a bertscope one turned back into that one (the local job's one line
 from __future__ import annotations
 
 import logging
+import os
 import re
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -12,12 +14,23 @@ from typing import Any
 from ..core.encoder import CUDA_TOKEN_BUDGET
 from ..errors import BertscopeError, InvalidInput
 
-__all__ = ["IO_CPUS", "import_ray", "default_batch", "gpus_per_worker", "raising_bertscope_errors"]
+__all__ = [
+    "IO_CPUS",
+    "CONNECT_SECONDS",
+    "import_ray",
+    "start_ray",
+    "default_batch",
+    "gpus_per_worker",
+    "raising_bertscope_errors",
+]
 
 # Readers and writers are light next to the model; asking no CPU for them keeps them from waiting forever
 # behind actors that hold every CPU (2 actors on a 2-CPU machine would otherwise deadlock).
 IO_CPUS = 0.0
 _INSTALL = "the Ray engine needs Ray: pip install 'bertscope[ray]' (or pip install 'ray[data]')"
+# How long joining a cluster (--address) may wait for it to answer: Ray alone waits 20 tries of ~40 s.
+CONNECT_SECONDS = 10.0
+_TRIES = "RAY_gcs_server_port_wait_time_s"  # read by ray.init when it joins a cluster: its tries, ~1 s apart
 _RAY_ADVICE = re.compile(r"\nFailed to [^\n]* after \d+/\d+ attempts \(total backoff .*\Z", re.DOTALL)
 
 
@@ -28,6 +41,49 @@ def import_ray() -> Any:
     except ImportError as exc:
         raise InvalidInput(_INSTALL) from exc
     return ray
+
+
+def start_ray(ray: Any, address: str | None) -> None:
+    """Start a local Ray (`address` None) or join the cluster at `address`, unless Ray is running in this
+    process already (the caller's own, left as it is). Ray's own log lines are held to errors (its
+    INFO and Ray Data's progress lines would bury bertscope's one line); a cluster that is not there is
+    InvalidInput within `CONNECT_SECONDS`, naming the address, instead of Ray's minutes of retries."""
+    if ray.is_initialized():
+        return
+    if address is not None:
+        _refuse_unreachable(address)
+    # One connection try, not Ray's 20 (each ~40 s): what an unreachable cluster costs is bounded.
+    mine = _TRIES not in os.environ  # a value set by the user is theirs
+    if mine:
+        os.environ[_TRIES] = "1"
+    try:
+        ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
+    except ConnectionError as exc:
+        raise InvalidInput(_no_cluster(address, str(exc).splitlines()[0] if str(exc) else "")) from None
+    finally:
+        if mine:
+            os.environ.pop(_TRIES, None)
+
+
+def _refuse_unreachable(address: str) -> None:
+    """A HOST:PORT (or ray://HOST:PORT) that nothing answers at, refused before Ray waits on it."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto", "local": Ray finds (or refuses) the cluster itself, at once
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_SECONDS).close()
+    except OSError as exc:
+        reason = exc.strerror or f"no answer in {CONNECT_SECONDS:g} s"
+        raise InvalidInput(_no_cluster(address, reason)) from None
+
+
+def _no_cluster(address: str | None, reason: str) -> str:
+    why = f" ({reason.rstrip('.')})" if reason else ""
+    where = "on this machine (address auto)" if address == "auto" else f"at {address}"
+    return (
+        f"no Ray cluster answers {where}{why}: start one there (ray start --head), give the address "
+        "of a running one (address=, --address HOST:PORT), or leave it out to run on a local Ray"
+    )
 
 
 def default_batch(gpus: float) -> int:
@@ -48,16 +104,18 @@ def gpus_per_worker(ray: Any, device: str) -> float:
 
 
 @contextmanager
-def raising_bertscope_errors(dataset: Any) -> Iterator[None]:
+def raising_bertscope_errors(dataset: Any, *, quiet: bool = False) -> Iterator[None]:
     """Run `dataset` so that a BertscopeError raised in a read task or an actor comes out as itself.
 
     Ray wraps it (RayTaskError; an actor's in a UserCodeException that loses it, unless the dataset's
     context asks for the original, as this sets) and prints its own traceback of it: the command line
     would show that instead of the local job's one line. Ray Data's console errors are held back
     meanwhile: dropped when the error was bertscope's, shown as they were for any other failure.
+    `quiet` keeps Ray Data's INFO lines (its plan, and its progress where stderr is not a terminal) off
+    the console too; its log file under the Ray session keeps them.
     """
     dataset.context.raise_original_map_exception = True  # this dataset's own copy of the context
-    held, found = _HeldErrors(), None
+    held, found = _HeldErrors(quiet=quiet), None
     try:
         yield
     except Exception as exc:
@@ -93,7 +151,8 @@ def _bertscope_error(exc: BaseException) -> BertscopeError | None:
 class _HeldErrors:
     """Ray Data's error records, held back from its console handlers until the job's outcome is known."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, quiet: bool = False) -> None:
+        self.quiet = quiet  # INFO records dropped too
         self.held: list[logging.LogRecord] = []
         self.handlers = [
             h
@@ -105,7 +164,7 @@ class _HeldErrors:
 
     def _hold(self, record: logging.LogRecord) -> bool:
         if record.levelno < logging.ERROR:
-            return True
+            return record.levelno >= logging.WARNING or not self.quiet
         self.held.append(record)
         return False
 

@@ -17,11 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CorpusError, InvalidInput
-from ..io.readers import Record, read_corpus
+from ..io.job import _nothing_to_embed as nothing_to_embed
+from ..io.levels import missing_field
+from ..io.readers import Record, Rejects, read_corpus
 from .cluster import IO_CPUS, import_ray
 from .units import RECORD, SOURCE, Unit, skip_done
 
-__all__ = ["input_sources", "corpus_dataset", "corpus_datasource", "source_prefix", "Numbered"]
+__all__ = [
+    "input_sources",
+    "corpus_dataset",
+    "corpus_datasource",
+    "source_prefix",
+    "Numbered",
+    "refuse_unfit_dataset",
+    "refuse_empty_corpus",
+]
 
 # A numbered read: the units done per input (by its number), and the output they were written to.
 Numbered = tuple[Mapping[int, list[Unit]], Path]
@@ -42,6 +52,56 @@ def input_sources(source: str | list[str]) -> list[Any]:
     for path in paths:
         read_corpus(path)  # checks existence and type now, on the driver; records are read lazily
     return paths
+
+
+def refuse_empty_corpus(
+    source: str | list[str], sources: list[Any], output: Path, *, text_field: str, id_field: str | None
+) -> None:
+    """CorpusError, in the local job's words, where no input holds a text: read up to the first text
+    (an empty corpus has none; a bad record before it is refused here, as the reader would)."""
+    rejects = Rejects()
+    for input_ in sources:
+        if next(read_corpus(input_, text_field=text_field, id_field=id_field, rejects=rejects), None):
+            return
+    raise CorpusError(nothing_to_embed(source, output, rejects))
+
+
+def refuse_unfit_dataset(dataset: Any, text_field: str, *, needs_id: bool) -> None:
+    """Refuse, before any actor starts, a dataset whose schema Ray knows without running it (read from
+    Parquet, made from items) and that has no `text_field` (or no `id` where the level needs one), or
+    whose `text_field` holds no text (numbers, bytes, lists). A dataset whose schema only running it
+    tells is checked batch by batch by the actors, alike (`bertscope.io.levels.arrow_texts`)."""
+    import pyarrow as pa
+
+    schema = getattr(dataset.schema(fetch_if_missing=False), "base_schema", None)
+    if not isinstance(schema, pa.Schema):
+        return
+    if text_field not in schema.names:
+        raise InvalidInput(missing_field(text_field, schema.names, "name the text column with text_field="))
+    if needs_id and "id" not in schema.names:
+        raise InvalidInput(
+            missing_field("id", schema.names, "give each row an id (this level's rows name it)")
+        )
+    kind = schema.field(text_field).type
+    if not _texts_type(kind):
+        raise InvalidInput(
+            f"field {text_field!r} is a {kind} column, not text: give a column of strings (cast it), "
+            "or name the text column with text_field="
+        )
+
+
+def _texts_type(kind: Any) -> bool:
+    """Whether an Arrow column of this type can hold texts: strings, nulls, or Python objects (checked
+    per value); a dictionary of strings."""
+    import pyarrow as pa
+
+    if pa.types.is_dictionary(kind):
+        return _texts_type(kind.value_type)
+    plain = (pa.types.is_string, pa.types.is_large_string, pa.types.is_null)
+    view = getattr(pa.types, "is_string_view", None)
+    return (
+        any(test(kind) for test in plain) or bool(view and view(kind)) or isinstance(kind, pa.ExtensionType)
+    )
 
 
 def corpus_dataset(

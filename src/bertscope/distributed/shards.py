@@ -18,7 +18,8 @@ import os
 import shutil
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,15 @@ from ..io.parquet_sink import PARQUET_META_KEY
 from ..io.sink_settings import settings_diff, settings_differ
 from .units import UNIT, Unit
 
-__all__ = ["MANIFEST", "RESUME", "ShardFolder", "open_folder", "shard_sink", "write_manifest"]
+__all__ = [
+    "MANIFEST",
+    "RESUME",
+    "ShardFolder",
+    "abandoned_if_unwritten",
+    "open_folder",
+    "shard_sink",
+    "write_manifest",
+]
 
 # Written last by a finished job, beside its shards; the leading _ keeps Parquet readers of the folder
 # (pyarrow, Ray, Spark) from taking it (or the _resume folder) for data.
@@ -159,7 +168,7 @@ def open_folder(out: Path, *, resume: bool, overwrite: bool) -> ShardFolder:
         note = shard_folder_note(out) or f"{out} holds the output of an earlier job"
         raise CorpusError(f"{note}; pass overwrite=True (--overwrite) to replace it")
     elif (old or state.exists()) and not resume:
-        note = shard_folder_note(out) or f"{out} holds an unfinished Ray job that wrote no shard yet"
+        note = shard_folder_note(out) or f"{out} holds a Ray job that wrote no shard"
         raise CorpusError(
             f"{note}; pass resume=True (--resume) to continue it or overwrite=True (--overwrite) to start "
             "again"
@@ -172,16 +181,41 @@ def open_folder(out: Path, *, resume: bool, overwrite: bool) -> ShardFolder:
     return folder
 
 
+@contextmanager
+def abandoned_if_unwritten(out: Path, *, made: bool) -> Iterator[None]:
+    """A job that fails (or is stopped) before a shard is in place leaves nothing to trip the next run,
+    as the local job leaves nothing: its resume records and unfinished shards go, and the folder too
+    where this job `made` it. A folder holding a shard keeps everything, for --resume."""
+    try:
+        yield
+    except BaseException:
+        if not any(out.glob("part-*.parquet")):
+            shutil.rmtree(out / RESUME, ignore_errors=True)
+            for tmp in out.glob("part-*.parquet.tmp"):
+                tmp.unlink(missing_ok=True)
+            if made:
+                with suppress(OSError):
+                    out.rmdir()  # only if empty: whatever else is there is not this job's
+        raise
+
+
 def shard_folder_note(path: str | Path) -> str | None:
     """What a Ray job's output folder (or a shard in one) holds, for a reader to say; None for other paths.
 
     A folder of `part-*.parquet` shards with `_bertscope.json` holds a finished job; without it, a job
     that was stopped or failed (or written before bertscope marked finished jobs), whose shards are
-    some of its rows, not all.
+    some of its rows, not all. A job's folder without a shard says which of the two it holds.
     """
     path = Path(path)
     folder = path if path.is_dir() else path.parent
     begun = sorted(folder.glob("part-*.parquet*"))  # with the .tmp of a shard being written
+    if path.is_dir() and not begun and (folder / MANIFEST).exists():
+        return f"{folder} holds a finished Ray job that wrote no rows (no part-*.parquet shard)"
+    if path.is_dir() and not begun and (folder / RESUME).is_dir():
+        return (
+            f"{folder} holds a Ray job that wrote no shard (no part-*.parquet: it was stopped or failed "
+            "before its first)"
+        )
     if not (path.is_dir() or path.name.startswith("part-")) or not begun:
         return None
     if (folder / "settings.json").exists():  # a local job's part folder, which says its own state

@@ -34,6 +34,7 @@ from ..core.engine import OnBatch
 from ..core.pooling import pool_words, text_words
 from ..core.post import PostProcessor
 from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
+from ..errors import InvalidInput
 from .readers import Record
 
 __all__ = [
@@ -47,6 +48,8 @@ __all__ = [
     "POOLED_OPTIONS",
     "vector_columns",
     "vector_array",
+    "arrow_texts",
+    "missing_field",
 ]
 
 # Options that pool tokens into one vector: meaningless for rows that are tokens or words.
@@ -146,12 +149,44 @@ class CorpusLevel(ABC):
 
     def embed_arrow(self, batch: pa.Table, text_column: str) -> pa.Table:
         """Rows for an Arrow batch with `id` and `text_column` columns (Ray); empty texts are skipped."""
-        texts = batch.column(text_column).to_pylist()
+        texts = arrow_texts(batch, text_column)
+        if "id" not in batch.column_names:
+            fix = "give each row an id (this level's rows name it)"
+            raise InvalidInput(missing_field("id", batch.column_names, fix))
         ids = batch.column("id").to_pylist()
         records = [
             Record(str(i), t, 0) for i, t in zip(ids, texts, strict=True) if isinstance(t, str) and t.strip()
         ]
         return self.embed(records).table if records else self.empty()
+
+
+def arrow_texts(batch: pa.Table, text_column: str) -> list[Any]:
+    """The texts of an Arrow batch (a Ray Dataset's), None for a null; InvalidInput in one line for a
+    missing column or a value that is not text (a number, bytes, a list), as the local job refuses it."""
+    if text_column not in batch.column_names:
+        fix = "name the text column with text_field="
+        raise InvalidInput(missing_field(text_column, batch.column_names, fix))
+    texts = batch.column(text_column).to_pylist()
+    for index, text in enumerate(texts):
+        if text is not None and not isinstance(text, str):
+            ids = batch.column("id").to_pylist() if "id" in batch.column_names else None
+            row = f"the row with id {ids[index]!r}" if ids else f"a row ({_shown(text)})"
+            raise InvalidInput(
+                f"field {text_column!r} of {row} is a {type(text).__name__}, not a string: give text "
+                "only (cast the column to string, or filter such rows out first)"
+            )
+    return texts
+
+
+def missing_field(field: str, columns: Sequence[str], fix: str) -> str:
+    """The one line for a dataset without a field, naming the columns it has."""
+    have = ", ".join(repr(c) for c in columns) or "none"
+    return f"the dataset has no field {field!r} (its columns: {have}): {fix}"
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class SentenceLevel(CorpusLevel):
@@ -200,7 +235,7 @@ class SentenceLevel(CorpusLevel):
 
     def embed_arrow(self, batch: pa.Table, text_column: str) -> pa.Table:
         """The batch's own columns with embedding, n_tokens and truncated added; empty texts dropped."""
-        texts = batch.column(text_column).to_pylist()
+        texts = arrow_texts(batch, text_column)
         keep = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
         if len(keep) < len(texts):
             batch = batch.take(pa.array(keep, pa.int64()))
