@@ -4,6 +4,9 @@ checksums were stripped is not searched, nprobe and cells are checked, ties rank
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 from types import SimpleNamespace
@@ -234,11 +237,25 @@ def test_a_model_at_another_precision_is_noted(tmp_path: Path) -> None:
 def test_a_store_its_job_is_still_writing_is_named(tmp_path: Path) -> None:
     path = tmp_path / "w.parquet"
     lock = tmp_path / "w.parquet.lock"
-    lock.write_text(json.dumps({"pid": 4242, "started": "2026-01-01T00:00:00", "command": "bertscope embed"}))
-    with pytest.raises(CorpusError, match=r"a job is writing it \(pid 4242.*\) and has not finished"):
+
+    def held_by(pid: int) -> None:
+        lock.write_text(
+            json.dumps({"pid": pid, "started": "2026-01-01T00:00:00", "command": "bertscope embed"})
+        )
+
+    held_by(os.getpid())  # a process that is alive: the job runs
+    with pytest.raises(
+        CorpusError, match=rf"a job is writing it \(pid {os.getpid()}.*\) and has not finished"
+    ):
+        open_store(path)
+    (tmp_path / "w.parquet.parts").mkdir()
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    held_by(int(gone.stdout))  # a job killed with its lock file left behind: its process is gone
+    with pytest.raises(CorpusError, match=r"stopped before it finished .*--resume"):
         open_store(path)
     lock.unlink()
-    (tmp_path / "w.parquet.parts").mkdir()
     with pytest.raises(CorpusError, match=r"stopped before it finished .*--resume"):
         open_store(path)
     (tmp_path / "w.parquet.parts").rmdir()

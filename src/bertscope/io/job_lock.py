@@ -23,7 +23,7 @@ from pathlib import Path
 
 from ..errors import CorpusError
 
-__all__ = ["job_lock", "lock_path"]
+__all__ = ["job_lock", "lock_path", "running_job"]
 
 _PLAIN = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 
@@ -93,6 +93,26 @@ def _unwritable(output: Path, path: Path, why: str) -> CorpusError:
         f"cannot write {output}: its lock file {path.name} cannot be created in {path.parent} ({why}); "
         "write the output to a folder you can create files in"
     )
+
+
+def running_job(output: str | Path) -> str | None:
+    """The job writing `output` now, as its lock file describes it; None where none runs. A killed job
+    holds no lock but may leave the file: its process being gone says so. Read only: a reader never
+    takes the lock, so a job starting meanwhile is never refused for it."""
+    path = lock_path(output)
+    try:
+        pid = int(json.loads(path.read_text())["pid"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return _holder(path)  # a lock file written otherwise: a job may hold it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # another user's process: alive
+    return _holder(path)
 
 
 def _holder(path: Path) -> str:

@@ -84,12 +84,12 @@ def open_store(path: str | Path, *, collection: str | None = None) -> Store:
 def _unfinished(path: Path) -> str | None:
     """What a job that has not finished `path` left beside it (its lock while it runs, its parts), said
     with what to do; None where it left nothing."""
-    from .job_lock import _holder, lock_path
+    from .job_lock import running_job
 
-    lock, parts = lock_path(path), path.with_name(path.name + ".parts")
-    if lock.exists():
+    parts = path.with_name(path.name + ".parts")
+    if (holder := running_job(path)) is not None:
         return (
-            f"a job is writing it ({_holder(lock)}) and has not finished; search it once the job has "
+            f"a job is writing it ({holder}) and has not finished; search it once the job has "
             "finished (a job that was stopped: run it again with --resume)"
         )
     if parts.is_dir():
