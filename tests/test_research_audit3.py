@@ -264,7 +264,8 @@ def test_an_id_out_of_sequence_is_refused_at_its_line(tmp_path: Path, ids: list[
 
 def test_ranges_and_empty_nodes_are_still_skipped(tmp_path: Path) -> None:
     path = tmp_path / "ok.conllu"
-    rows = ["1-2\tdu\t_\t_\t_\t_\t_\t_\t_\t_", "1\tde\t_\tADP\t_\t_\t2\tcase\t_\t_",
+    rows = ["0.1\tx\t_\t_\t_\t_\t_\t_\t_\t_",  # UD: an empty node before the first word
+            "1-2\tdu\t_\t_\t_\t_\t_\t_\t_\t_", "1\tde\t_\tADP\t_\t_\t2\tcase\t_\t_",
             "2\tle\t_\tDET\t_\t_\t0\troot\t_\t_", "2.1\tx\t_\t_\t_\t_\t_\t_\t_\t_"]  # fmt: skip
     path.write_text("\n".join(rows) + "\n\n", encoding="utf-8")
     assert read_trees(path)[0].heads == (1, -1)

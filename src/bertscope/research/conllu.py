@@ -184,7 +184,8 @@ def read_trees(path: str | Path) -> list[Tree]:
         if line.startswith("#"):
             continue
         if "-" in fields[0] or "." in fields[0]:
-            if not re.fullmatch(r"[1-9][0-9]*(-[1-9][0-9]*|\.[1-9][0-9]*)", fields[0]):
+            # UD: an empty node may come before the first word (0.1)
+            if not re.fullmatch(r"[1-9][0-9]*-[1-9][0-9]*|(0|[1-9][0-9]*)\.[1-9][0-9]*", fields[0]):
                 raise CorpusError(
                     f"{path}:{number}: the ID {fields[0]!r} is neither a word range (3-4) nor an empty "
                     "node (3.1); fix the ID column"
