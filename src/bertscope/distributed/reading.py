@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CorpusError, InvalidInput
-from ..io.job import _nothing_to_embed as nothing_to_embed
+from ..io.job import nothing_to_embed
 from ..io.levels import missing_field
 from ..io.readers import Record, Rejects, read_corpus
 from .cluster import IO_CPUS, import_ray

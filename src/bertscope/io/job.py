@@ -31,7 +31,10 @@ if TYPE_CHECKING:
 
     from .level_table import CorpusKeywords
 
-__all__ = ["JobSummary", "JobInterrupted", "embed_corpus", "refuse_idle_job_options", "run_level"]
+__all__ = [
+    "JobSummary", "JobInterrupted", "embed_corpus", "nothing_to_embed", "refuse_idle_job_options",
+    "run_level",
+]  # fmt: skip
 
 
 @dataclass
@@ -155,7 +158,7 @@ def embed_corpus(
     # --overwrite deletes nothing for a job that would write nothing in its place.
     first = next(records, None)
     if first is None:
-        raise CorpusError(_nothing_to_embed(input_path, output, rejects))
+        raise CorpusError(nothing_to_embed(input_path, output, rejects))
     records = chain([first], records)
     locked = (collection or "default") if format_of(output) is Format.SQLITE else None
     # One job per output: a second one (say a --resume while this runs) is refused, naming this one.
@@ -267,12 +270,12 @@ def run_level(
                 )
     if sink.done == 0:
         sink.abandon()
-        raise CorpusError(_nothing_to_embed(input_path, output, rejects))
+        raise CorpusError(nothing_to_embed(input_path, output, rejects))
     summary.seconds = time.perf_counter() - start
     return summary
 
 
-def _nothing_to_embed(source: object, output: str | Path, rejects: Rejects) -> str:
+def nothing_to_embed(source: object, output: str | Path, rejects: Rejects) -> str:
     """Why a job found no text: the corpus is empty, or every text in it was empty or rejected."""
     name = "the texts given" if given_texts(source) else source_name(source)
     if not rejects.empty and not rejects.bad:
