@@ -33,8 +33,13 @@ OPTIONS = {
 
 # Loads the model with each of OPTIONS in a fresh interpreter (the full load when `torch_path`: as if the
 # folder could not open light), embeds TEXTS, and says what it made and which heavy modules it imported.
+# `record`: first writes the fast-mode measurement for the bundled model (_RECORD_MEASUREMENT, in this same
+# fresh interpreter, before anything loads) and says the mode it chooses.
 _EMBED = """
-import json, sys, bertscope, bertscope.backends.light
+import json, sys
+chosen = None
+{record}
+import bertscope, bertscope.backends.light
 from bertscope.core.spec import stored_settings
 if {torch_path}:
     bertscope.backends.light.opens_light = lambda *args, **kwargs: False
@@ -46,12 +51,10 @@ for key, options in {options!r}.items():
     runs[key] = {{"info": m.info().to_dict(), "settings": stored_settings(m, {{}}, None),
                  "vectors": vectors.tolist()}}
 print(json.dumps({{"torch": "torch" in sys.modules, "transformers": "transformers" in sys.modules,
-                  "runs": runs}}))
+                  "chosen": chosen, "runs": runs}}))
 """
 
 
-# Writes the measurement mode='fast' reads for the bundled model on this machine (in a fresh interpreter:
-# its name holds the threads and token budget a fresh process runs with), `chosen` the fastest by far.
 def _fresh(code: str, cache: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "BERTSCOPE_CACHE": str(cache)}
     env.pop("BERTSCOPE_MODEL", None)
@@ -59,27 +62,27 @@ def _fresh(code: str, cache: Path) -> subprocess.CompletedProcess[str]:
 
 
 def _embedded(
-    cache: Path, *, torch_path: bool = False, options: dict[str, str] = OPTIONS
+    cache: Path, *, torch_path: bool = False, options: dict[str, str] = OPTIONS, measured: Path | None = None
 ) -> tuple[dict[str, Any], str]:
-    done = _fresh(_EMBED.format(options=options, texts=TEXTS, torch_path=torch_path), cache)
+    """What a fresh process embedding with `options` made; `measured`: the model folder whose fast-mode
+    measurement that process records first, in its fresh cache (choosing ONNX Runtime's int8 where this
+    CPU has VNNI, else its float32: a runtime either way), its choice said as "chosen"."""
+    record = ""
+    if measured is not None:
+        record = _RECORD_MEASUREMENT.format(tests=str(Path(__file__).parent), folder=str(measured))
+    code = _EMBED.format(options=options, texts=TEXTS, torch_path=torch_path, record=record)
+    done = _fresh(code, cache)
     return json.loads(done.stdout), done.stderr
-
-
-def _measured_cache(tmp_path_factory: pytest.TempPathFactory, folder: Path) -> tuple[Path, str]:
-    """A fresh cache with a fast-mode measurement recorded in it (choosing ONNX Runtime's int8 where this
-    CPU has VNNI, else its float32: a runtime either way), and the mode it chooses."""
-    cache = tmp_path_factory.mktemp("light-modes") / "cache"
-    record = _RECORD_MEASUREMENT.format(tests=str(Path(__file__).parent), folder=str(folder))
-    return cache, _fresh(record, cache).stdout.strip()
 
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory: pytest.TempPathFactory, bundled_path: Path) -> tuple[Path, str, dict[str, Any]]:
     """The first process in a fresh cache, which makes the graphs: opened light, torch loaded for them."""
-    cache, chosen = _measured_cache(tmp_path_factory, bundled_path)
-    first, said = _embedded(cache)
+    cache = tmp_path_factory.mktemp("light-modes") / "cache"
+    first, said = _embedded(cache, measured=bundled_path)
     assert first["torch"] and "exporting the model to ONNX" in said and "measuring" not in said
-    return cache, chosen, first
+    assert first["chosen"] in ("onnxruntime int8", "onnxruntime float32")
+    return cache, first["chosen"], first
 
 
 @pytest.fixture(scope="module")
@@ -89,12 +92,16 @@ def light(made: tuple[Path, str, dict[str, Any]]) -> tuple[dict[str, Any], str]:
 
 
 @pytest.fixture(scope="module")
-def full(tmp_path_factory: pytest.TempPathFactory, bundled_path: Path) -> dict[str, Any]:
+def full(tmp_path_factory: pytest.TempPathFactory, bundled_path: Path, tiny_bert: Path) -> dict[str, Any]:
     """A fresh process loading the same options the full way (torch and the module), in a cache of its
     own: the graphs it makes must be the ones the light load made (int8's calibration sees the same
-    forwards: the module's first, warming one before it watches)."""
-    cache, _ = _measured_cache(tmp_path_factory, bundled_path)
-    found, said = _embedded(cache, torch_path=True)
+    forwards: the module's first, warming one before it watches). The same process loads the tiny BERT
+    with CALIBRATED the full way too (its graphs named by that model, apart from the bundled one's), for
+    test_int8_fitted_on_the_callers_texts_opens_light_once_its_graph_is_cached."""
+    cache = tmp_path_factory.mktemp("light-modes") / "cache"
+    found, said = _embedded(
+        cache, torch_path=True, options={**OPTIONS, **_calibrated(tiny_bert)}, measured=bundled_path
+    )
     assert found["torch"] is True and "exporting the model to ONNX" in said
     return found
 
@@ -166,21 +173,25 @@ CALIBRATED = {
 }
 
 
+def _calibrated(folder: Path) -> dict[str, str]:
+    """CALIBRATED's options on the model in `folder`."""
+    return {key: f"{str(folder)!r}, {options}" for key, options in CALIBRATED.items()}
+
+
 def test_int8_fitted_on_the_callers_texts_opens_light_once_its_graph_is_cached(
-    tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path
+    tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path, full: dict[str, Any]
 ) -> None:
     """The first process makes the graphs from the caller's texts (opened light, torch loaded for the
     export and int8's calibration); a second one opens them without torch, with the vectors and settings
-    (the calibration digest included) of a process that loads the same options the full way."""
+    (the calibration digest included) of a process that loads the same options the full way (`full`'s,
+    in a cache of its own)."""
     cache = tmp_path_factory.mktemp("light-calibrated") / "cache"
-    calibrated = {key: f"{str(tiny_bert)!r}, {options}" for key, options in CALIBRATED.items()}
+    calibrated = _calibrated(tiny_bert)
     first, said = _embedded(cache, options=calibrated)
     assert first["torch"] and "exporting the model to ONNX" in said
     again, said = _embedded(cache, options=calibrated)
     assert again["torch"] is False and again["transformers"] is False
     assert "exporting" not in said and "quantizing" not in said
-    full_cache = tmp_path_factory.mktemp("full-calibrated") / "cache"
-    full, _ = _embedded(full_cache, torch_path=True, options=calibrated)
     assert full["torch"] is True
     digest = calibration_digest(CALIBRATION)
     for key in CALIBRATED:
@@ -328,8 +339,8 @@ def _light_model(folder: Path) -> Model:
     return Model(loaded, device="cpu", max_tokens=None, token_budget=None)
 
 
-# Records the measurement in a fresh interpreter: its name holds the threads and token budget a fresh
-# process runs with (this one's are the suite's, conftest.py). Says the mode chosen.
+# Records the measurement in a fresh interpreter (the start of _EMBED's): its name holds the threads and
+# token budget a fresh process runs with (this one's are the suite's, conftest.py). Sets the mode chosen.
 _RECORD_MEASUREMENT = """
 import sys
 sys.path.insert(0, {tests!r})
@@ -338,7 +349,7 @@ from bertscope.backends.fast import candidates
 from test_light_modes import _record_measurement
 wanted = candidates("cpu")
 way = "onnxruntime int8" if "onnxruntime int8" in wanted else "onnxruntime float32"
-print(_record_measurement(Path({folder!r}), way))
+chosen = _record_measurement(Path({folder!r}), way)
 """
 
 
