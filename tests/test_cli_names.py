@@ -568,13 +568,24 @@ def test_embed_level_word_is_level_words() -> None:
     assert json.loads(_ok("embed", "a cat", "--level", "token", "--json")) == tokens
 
 
-def test_probe_and_cka_read_a_level_in_either_number(tiny_dirs: dict[str, Path]) -> None:
+def _first_sentences(n: int, folder: Path) -> Path:
+    """The first `n` sentences of examples/pos.conllu, as a file in `folder`: the same kind of probe,
+    smaller (the checks below compare two spellings' rows, equal on any size)."""
+    pos = Path(__file__).resolve().parents[1] / "examples" / "pos.conllu"
+    shorter = folder / pos.name
+    shorter.write_text(
+        "\n\n".join(pos.read_text(encoding="utf-8").split("\n\n")[:n]) + "\n", encoding="utf-8"
+    )
+    return shorter
+
+
+def test_probe_and_cka_read_a_level_in_either_number(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
     examples = Path(__file__).resolve().parents[1] / "examples"
     tiny = ["-m", str(tiny_dirs["bert"]), "--json"]
     probe = [
         "probe",
         "-i",
-        str(examples / "pos.conllu"),
+        str(_first_sentences(15, tmp_path)),
         "--label-field",
         "upos",
         "--layers",
@@ -589,11 +600,11 @@ def test_probe_and_cka_read_a_level_in_either_number(tiny_dirs: dict[str, Path])
     assert by["token"] == by["tokens"] and by["token"]["settings"]["level"] == "tokens"
 
 
-def test_probe_kind_and_the_old_probe(tiny_dirs: dict[str, Path]) -> None:
+def test_probe_kind_and_the_old_probe(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
     """probe --kind linear|mlp (the library's kind=); --probe, its old spelling, still read and hidden;
     both refused; a structural task's refusal names the flag typed."""
     examples = Path(__file__).resolve().parents[1] / "examples"
-    pos = ["probe", "-i", str(examples / "pos.conllu"), "--label-field", "upos"]
+    pos = ["probe", "-i", str(_first_sentences(15, tmp_path)), "--label-field", "upos"]
     args = [*pos, "-m", str(tiny_dirs["bert"]), "--layers", "0", "--folds", "2", "--json"]
     rows = {flag: json.loads(_ok(*args, flag, "mlp"))["rows"] for flag in ("--kind", "--probe")}
     assert rows["--kind"] == rows["--probe"] and {row["probe"] for row in rows["--kind"]} == {"mlp"}
