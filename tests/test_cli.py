@@ -7,6 +7,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -214,17 +215,48 @@ print(json.dumps([m for m in {heavy!r} if m in sys.modules]), file=sys.stderr)
 """
 
 
-@pytest.mark.parametrize("args", [("--help",), ("tokens", "x"), ("info",), ("tokens", "--pad", "a", "b")])
-def test_help_tokens_and_info_import_no_torch(args: tuple[str, ...], bundled: bertscope.Model) -> None:
+LIGHT_COMMANDS = [("--help",), ("tokens", "x"), ("info",), ("tokens", "--pad", "a", "b")]
+# Runs each of LIGHT_COMMANDS in turn in one fresh interpreter, and prints what each wrote on stdout and
+# the heavy modules imported by the time it finished: a command's list is empty only where it and every
+# command before it imported none of them.
+_EACH_IMPORTED = """
+import contextlib, io, json, sys
+from bertscope.cli import main
+done = []
+for args in {commands!r}:
+    sys.argv = ["bertscope", *args]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        try:
+            main()
+        except SystemExit as exc:
+            assert not exc.code, (args, exc.code)
+    done.append({{"stdout": out.getvalue(), "heavy": [m for m in {heavy!r} if m in sys.modules]}})
+print(json.dumps(done))
+"""
+
+
+@pytest.fixture(scope="module")
+def light_commands(bundled: bertscope.Model) -> list[dict[str, Any]]:
+    """LIGHT_COMMANDS run in one fresh interpreter (after the bundled model's load recorded its runtime)."""
+    code = _EACH_IMPORTED.format(commands=LIGHT_COMMANDS, heavy=HEAVY)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    ran: list[dict[str, Any]] = json.loads(done.stdout)
+    return ran
+
+
+@pytest.mark.parametrize("args", LIGHT_COMMANDS)
+def test_help_tokens_and_info_import_no_torch(
+    args: tuple[str, ...], light_commands: list[dict[str, Any]]
+) -> None:
     """`--help`, `tokens` and `info` answer from the tokenizer and config alone: no torch, no transformers.
 
     `info` also says the runtime a load runs, which a load of the same folder recorded (the fixture's).
     """
-    code = _WHICH_IMPORTED.format(heavy=HEAVY)
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert json.loads(done.stderr.strip().splitlines()[-1]) == []
-    assert done.stdout.strip()
+    ran = light_commands[LIGHT_COMMANDS.index(args)]
+    assert ran["heavy"] == []
+    assert ran["stdout"].strip()
 
 
 def test_vocab_add_still_loads_the_module_it_needs(tmp_path: Path) -> None:
