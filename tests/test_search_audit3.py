@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 
 from bertscope.cli import app
 from bertscope.errors import CorpusError, InvalidInput
+from bertscope.io.checksums import ChecksumMismatch
 from bertscope.io.index import IndexStaleWarning, build_index, index_paths, index_state
 from bertscope.io.query import PrecisionWarning, same_model
 from bertscope.io.search import search
@@ -66,6 +67,68 @@ def test_a_store_written_before_checksums_is_hashed_whole(tmp_path: Path) -> Non
     matrix.flush()
     del matrix
     assert index_state(path).status == "stale"
+
+
+def test_a_digest_is_hashed_once_per_version_of_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store written before checksums is hashed whole once: then the digest is taken from the index's
+    description while the file is the one it saw (`file_identity`), or from this process's memory."""
+    from bertscope.io import index as ann
+
+    path = write_store(tmp_path / "old.npy", clustered(2000, 2))
+    settings_file = path.with_suffix(".settings.json")
+    settings = json.loads(settings_file.read_text())
+    for key in ("checksums", "settings_sha256", "row_checks"):
+        settings.pop(key)
+    settings_file.write_text(json.dumps(settings))
+    build_index(path, cells=40)
+    hashed: list[Path] = []
+    real = ann.file_sha256
+    monkeypatch.setattr(ann, "file_sha256", lambda p: hashed.append(p) or real(p))
+    monkeypatch.setattr(ann, "_FILE_DIGESTS", {})  # a new process: only the description remembers
+    for _ in range(3):
+        assert index_state(path).fresh
+        search(clustered(1, 6)[0], path, k=2)
+    assert hashed == []
+    matrix = np.load(path, mmap_mode="r+")
+    matrix[1000] = -matrix[1000]
+    matrix.flush()
+    del matrix
+    for _ in range(3):
+        assert index_state(path).status == "stale"
+    assert hashed == [path]  # the new version hashed once, then remembered
+
+
+def test_an_index_of_an_older_format_says_so(store_small: Path) -> None:
+    meta_file = index_paths(store_small)[1]
+    meta = json.loads(meta_file.read_text())
+    meta.pop("rows_sha256")  # as format 1 described a store
+    meta_file.write_text(json.dumps({**meta, "format": 1}))
+    state = index_state(store_small)
+    assert state.status == "stale" and "built by an older bertscope (index format 1" in state.reason
+    assert "changed" not in state.reason and "differ" not in state.reason
+    with pytest.warns(IndexStaleWarning, match=r"older bertscope.*index build .* --overwrite"):
+        search(None, store_small, item_id="r3", k=2)
+
+
+def test_npy_rows_damaged_without_their_checksums_are_refused_through_the_index(tmp_path: Path) -> None:
+    """Rows rewritten in place (bit rot, an edit through a memory map) leave the checksums, so the index,
+    as they were; the rows the index proposes are checked, and refused as a full read refuses them."""
+    vectors = clustered(2000, 14)
+    path = write_store(tmp_path / "store.npy", vectors)
+    build_index(path, cells=40)
+    assert search(vectors[1003], path, k=1)[0].id == "r1003"  # its rows proven once, in this process
+    matrix = np.load(path, mmap_mode="r+")
+    matrix[1005] = -matrix[1003]
+    matrix[1001] = matrix[1003]
+    matrix.flush()
+    del matrix
+    assert index_state(path).fresh  # its checksums did not change
+    for exact in (True, False):
+        with pytest.raises(ChecksumMismatch, match=r"rows 1000-1999 of .*store\.npy do not match") as caught:
+            search(vectors[1003], path, k=2, exact=exact)
+        assert "\n" not in str(caught.value)
 
 
 def _resaved_parquet(source: Path, target: Path, rows: slice | None = None) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import InvalidInput
 
-__all__ = ["cos_sim", "pairwise_cos_sim", "unit", "Hit", "TopK"]
+__all__ = ["cos_sim", "pairwise_cos_sim", "row_cosines", "unit", "Hit", "TopK"]
 
 
 def unit(vectors: np.ndarray, *, dtype: type[np.floating[Any]] = np.float32) -> np.ndarray:
@@ -78,27 +78,55 @@ class Hit:
         return found
 
 
+def row_cosines(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """(rows,) cosine of each (rows, d) row with a unit (d,) `query`, clipped to [-1, 1]: each row's sum
+    taken alone, so a row scores the same float whatever rows are read with it (a matrix product's
+    blocking moves the last bits with the chunk's size, and ties with them)."""
+    products = unit(vectors)
+    products *= query
+    return np.clip(products.sum(axis=1), -1.0, 1.0)
+
+
 class TopK:
-    """Exact top-k by cosine over vectors that arrive in chunks (memory: one chunk plus k)."""
+    """Exact top-k by cosine over vectors that arrive in chunks (memory: one chunk plus k).
+
+    Each row is scored alone (`row_cosines`), and among equal cosines the row numbered first ranks
+    first (rows are numbered in the order added, or as `add(..., rows=)` gives them), so the answer is
+    the same whatever the chunks' sizes, and through an index as without.
+    """
 
     def __init__(self, query: np.ndarray, k: int, *, exclude: str | None = None) -> None:
         self.query = unit(query.reshape(-1))
         self.k = k
         self.exclude = exclude
-        self.hits: list[Hit] = []
+        self._kept: list[tuple[float, int, Hit]] = []
+        self._seen = 0
 
-    def add(self, ids: list[str], texts: Iterable[str | None], vectors: np.ndarray) -> None:
-        """Score one chunk and keep the best k so far."""
+    @property
+    def hits(self) -> list[Hit]:
+        """The best k so far, best first."""
+        return [hit for _, _, hit in self._kept]
+
+    def add(
+        self, ids: list[str], texts: Iterable[str | None], vectors: np.ndarray, rows: np.ndarray | None = None
+    ) -> None:
+        """Score one chunk, its rows numbered `rows` (default: following the rows added before), and keep
+        the best k so far."""
         if vectors.shape[1] != len(self.query):
             raise InvalidInput(
                 f"the query has {len(self.query)} dimensions but the stored vectors have {vectors.shape[1]}; "
                 "search with the model, settings and post-processing the store was made with"
             )
-        scores = unit(vectors) @ self.query
-        texts = list(texts)
+        scores = row_cosines(vectors, self.query)
+        numbers = np.arange(self._seen, self._seen + len(scores)) if rows is None else np.asarray(rows)
+        self._seen += len(scores)
+        keep = np.ones(len(scores), dtype=bool)
         if self.exclude is not None:
-            scores = np.where(np.array(ids) == self.exclude, -np.inf, scores)
-        take = min(self.k, len(scores))
-        best: np.ndarray = np.argpartition(-scores, take - 1)[:take] if take else np.array([], dtype=np.int64)
-        merged = self.hits + [Hit(ids[i], float(scores[i]), texts[i]) for i in best if scores[i] > -np.inf]
-        self.hits = sorted(merged, key=lambda h: -h.score)[: self.k]
+            keep &= np.array(ids, dtype=object) != self.exclude
+        if keep.sum() > self.k > 0:  # every row tied with the k-th best stays in the running
+            kth = np.partition(-scores[keep], self.k - 1)[self.k - 1]
+            keep &= -scores <= kth
+        picked = np.flatnonzero(keep) if self.k else np.array([], dtype=np.int64)
+        texts = list(texts)
+        found = [(float(scores[i]), int(numbers[i]), Hit(ids[i], float(scores[i]), texts[i])) for i in picked]
+        self._kept = sorted(self._kept + found, key=lambda kept: (-kept[0], kept[1]))[: self.k]

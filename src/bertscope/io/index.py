@@ -24,14 +24,15 @@ import json
 import math
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..core.similarity import Hit, unit
+from ..core.fingerprint_facts import file_identity, file_sha256
+from ..core.similarity import Hit, TopK, row_cosines, unit
 from ..core.spec import whole_number
 from ..errors import BackendUnavailable, CorpusError, InvalidInput
 from .formats import suffixes_where
@@ -42,10 +43,8 @@ from .vector_files import check_npy_rows, open_matrix, stored_checksums
 __all__ = [
     "IndexState",
     "IndexStaleWarning",
-    "RowTopK",
     "build_index",
     "check_nprobe",
-    "cosines",
     "index_state",
     "index_paths",
     "index_copies",
@@ -58,7 +57,6 @@ FORMAT = 2
 NPROBE = 32
 CANDIDATES = 100
 _TRAIN_PER_CELL = 40
-_HASH_BYTES = 16 << 20
 
 
 class IndexStaleWarning(UserWarning):
@@ -78,57 +76,6 @@ class IndexState:
     def fresh(self) -> bool:
         """True when the index matches the store as it is now."""
         return self.status == "fresh"
-
-
-def cosines(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """(rows,) cosine of each (rows, d) row with a unit (d,) `query`, clipped to [-1, 1]: each row's sum
-    taken alone, so a row scores the same float whatever rows are read with it (a matrix product's
-    blocking moves the last bits with the chunk's size, and ties with them)."""
-    products = unit(vectors)
-    products *= query
-    return np.clip(products.sum(axis=1), -1.0, 1.0)
-
-
-class RowTopK:
-    """Exact top-k of a store's rows by cosine, read in chunks (memory: one chunk plus k); among equal
-    cosines the row stored first ranks first, so a search answers the same whatever its chunk size, and
-    through its index as without."""
-
-    def __init__(self, query: np.ndarray, k: int, *, exclude: str | None = None) -> None:
-        self.query = unit(query.reshape(-1))
-        self.k = k
-        self.exclude = exclude
-        self._kept: list[tuple[float, int, Hit]] = []
-        self._seen = 0
-
-    @property
-    def hits(self) -> list[Hit]:
-        """The best k so far, best first."""
-        return [hit for _, _, hit in self._kept]
-
-    def add(
-        self, ids: list[str], texts: Iterable[str | None], vectors: np.ndarray, rows: np.ndarray | None = None
-    ) -> None:
-        """Score one chunk, its rows numbered `rows` in the store (default: following the rows added
-        before), and keep the best k so far."""
-        if vectors.shape[1] != len(self.query):
-            raise InvalidInput(
-                f"the query has {len(self.query)} dimensions but the stored vectors have {vectors.shape[1]}; "
-                "search with the model, settings and post-processing the store was made with"
-            )
-        scores = cosines(vectors, self.query)
-        numbers = np.arange(self._seen, self._seen + len(scores)) if rows is None else np.asarray(rows)
-        self._seen += len(scores)
-        keep = np.ones(len(scores), dtype=bool)
-        if self.exclude is not None:
-            keep &= np.array(ids, dtype=object) != self.exclude
-        if keep.sum() > self.k > 0:  # every row tied with the k-th best stays in the running
-            kth = np.partition(-scores[keep], self.k - 1)[self.k - 1]
-            keep &= -scores <= kth
-        picked = np.flatnonzero(keep) if self.k else np.array([], dtype=np.int64)
-        texts = list(texts)
-        found = [(float(scores[i]), int(numbers[i]), Hit(ids[i], float(scores[i]), texts[i])) for i in picked]
-        self._kept = sorted(self._kept + found, key=lambda kept: (-kept[0], kept[1]))[: self.k]
 
 
 def check_nprobe(nprobe: object) -> int:
@@ -158,29 +105,38 @@ def cells_for(rows: int) -> int:
     return max(1, min(int(2 * math.sqrt(rows)), rows // _TRAIN_PER_CELL))
 
 
-def _describe(store: Store) -> dict[str, Any]:
-    """What an index must match: the store's settings, size, dimension and rows (`_rows_digest`)."""
+def _describe(store: Store, built: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What an index must match: the store's settings, size, dimension and rows (`_rows_digest`; `built`:
+    the index's description, whose digest is taken as it is while the store's file is the one it saw)."""
     settings = json.dumps(store.settings, sort_keys=True).encode()
     return {
         "column": store.column,
         "settings_sha256": hashlib.sha256(settings).hexdigest(),
         "store_bytes": store.path.stat().st_size,
-        "rows_sha256": _rows_digest(store.path),
+        "rows_sha256": _rows_digest(store.path, built),
     }
 
 
-def _rows_digest(path: Path) -> str:
+# (resolved path, *file_identity) -> SHA-256 of a whole store written before checksums: hashed once per
+# process per version of the file (a service answers many queries; a rewritten file has another key).
+_FILE_DIGESTS: dict[tuple[Any, ...], str] = {}
+
+
+def _rows_digest(path: Path, built: dict[str, Any] | None = None) -> str:
     """SHA-256 of what proves a store's rows: its checksums as recorded (each batch's CRC-32 of its vectors
-    and labels, so a row changed anywhere changes them; read from the footer or .settings.json, not the
-    rows), or, for a store written before checksums, of the whole file (read once, in slices)."""
+    and labels, so bertscope rewriting a row changes them; read from the footer or .settings.json, not the
+    rows), or, for a store written before checksums, of the whole file: read once per version of the file
+    (`file_identity`), remembered in this process and in the index's description (`built`)."""
     found = stored_checksums(path)
     if found is not None:
         return hashlib.sha256(json.dumps(found, sort_keys=True).encode()).hexdigest()
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        while block := handle.read(_HASH_BYTES):
-            digest.update(block)
-    return digest.hexdigest()
+    identity = file_identity(path.stat())  # before reading: a write while hashing gives another identity
+    if built is not None and built.get("store_identity") == list(identity) and built.get("rows_sha256"):
+        return str(built["rows_sha256"])
+    key = (str(path.resolve()), *identity)
+    if key not in _FILE_DIGESTS:
+        _FILE_DIGESTS[key] = file_sha256(path)
+    return _FILE_DIGESTS[key]
 
 
 def build_index(
@@ -232,6 +188,7 @@ def build_index(
             f"(or leave it out: {cells_for(rows)} for this store)"
         )
     start = time.perf_counter()
+    identity = list(file_identity(opened.path.stat()))  # before the store is read: the version described
     nlist = cells or cells_for(rows)
     sample = _training_sample(opened, rows, min(rows, nlist * _TRAIN_PER_CELL), chunk_size, seed)
     dimension = sample.shape[1]
@@ -271,6 +228,7 @@ def build_index(
         "rows": added,
         "dimension": dimension,
         **_describe(opened),
+        "store_identity": identity,
         "cells": int(nlist),
         "nprobe": int(nprobe),
         "build_seconds": round(time.perf_counter() - start, 3),
@@ -339,10 +297,13 @@ def index_state(
     if meta is None:
         reason = f"{meta_file} is not an index's description (rows, dimension, nprobe as whole numbers)"
         return IndexState("stale", reason, index_file, None)
-    now = _describe(opened)
+    made = meta.get("format")
+    if made != FORMAT:
+        by = "an older" if isinstance(made, int) and made < FORMAT else "another"
+        reason = f"{index_file} was built by {by} bertscope (index format {made}, this one reads {FORMAT})"
+        return IndexState("stale", reason, index_file, meta)
+    now = _describe(opened, meta)
     changed = [key for key in now if meta.get(key) != now[key]]
-    if meta.get("format") != FORMAT:
-        changed.insert(0, "format")
     if changed:
         reason = f"{opened.path} changed since its index was built ({', '.join(changed)} differ)"
         return IndexState("stale", reason, index_file, meta)
@@ -426,18 +387,47 @@ def ann_search(
     count = min(max(candidates, 4 * k + 1), int(state.meta["rows"]))
     rows = _candidates(index, unit(vector.reshape(1, -1)), count, probe)
     mapped = store.rules.mapped
+    if mapped:  # the rows read are the store's own: checked as a full read checks them
+        _check_rows(store.path, rows)
     stored = open_matrix(store.path if mapped else index_paths(store.path, store.column)[2])
     vectors = np.asarray(stored[rows], dtype=np.float32)
     # The best k + 1 by exact cosine, ties in row order (one more in case the excluded id is among
-    # them), then their labels, ranked as a full read ranks them (`RowTopK`, row numbers given).
-    best = np.sort(np.lexsort((rows, -cosines(vectors, unit(vector.reshape(-1)))))[: k + 1])
+    # them), then their labels, ranked as a full read ranks them (`TopK`, row numbers given).
+    best = np.sort(np.lexsort((rows, -row_cosines(vectors, unit(vector.reshape(-1)))))[: k + 1])
     if labels is None:
         ids, texts, _ = store.take(rows[best], vectors=False)
     else:
         ids, texts = labels(rows[best])
-    top = RowTopK(vector, k, exclude=exclude)
+    top = TopK(vector, k, exclude=exclude)
     top.add(ids, texts, vectors[best], rows=rows[best])
     return top.hits
+
+
+# A .npy store's path -> (the identity of its files, which of its rows were proven by `check_npy_rows`):
+# a service checks each row's batch once per version of the store, not on every query.
+_PROVEN: dict[str, tuple[tuple[int, ...], np.ndarray]] = {}
+
+
+def _check_rows(path: Path, rows: np.ndarray) -> None:
+    """`check_npy_rows` for those of `rows` not proven before in this process while the store's matrix,
+    settings and labels are the files they were (`file_identity`: a write through a memory map, or an
+    edit, moves their times)."""
+    files = [
+        path,
+        path.with_suffix(".settings.json"),
+        path.with_suffix(".ids.txt"),
+        path.with_suffix(".rows.jsonl"),
+    ]
+    identity = tuple(n for f in files if f.exists() for n in file_identity(f.stat()))
+    key = str(path.resolve())
+    known, proven = _PROVEN.get(key, ((), np.zeros(0, dtype=bool)))
+    if known != identity:
+        proven = np.zeros(len(open_matrix(path)), dtype=bool)
+    todo = rows[~proven[rows]]
+    if len(todo):
+        check_npy_rows(path, todo)
+        proven[todo] = True
+    _PROVEN[key] = (identity, proven)
 
 
 def _candidates(index: Any, query: np.ndarray, count: int, nprobe: int) -> np.ndarray:

@@ -45,7 +45,18 @@ from .checksums import (
     vector_names,
 )
 
-__all__ = ["GROUP_ROWS", "CheckedParquet", "checked_tables", "checks_missing", "unproven", "write_checked"]
+__all__ = [
+    "CHECKSUMS_MISSING",
+    "GROUP_ROWS",
+    "LABELS_MISSING",
+    "RECORD_MISSING",
+    "CheckedParquet",
+    "checked_tables",
+    "checks_missing",
+    "unproven",
+    "with_coverage",
+    "write_checked",
+]
 
 # The most rows one row group holds: a bigger batch is split, each piece with its own checksums.
 GROUP_ROWS = 1 << 20
@@ -53,31 +64,53 @@ GROUP_ROWS = 1 << 20
 _SETTINGS_META_KEY = b"bertscope"
 
 
-def checks_missing(settings: dict[str, Any], found: dict[str, Any] | None, labels: str) -> str | None:
-    """What a store's checksums (`found`, as recorded) lack that its settings say its writer kept, or None,
-    by the test `verify` applies: a store whose settings are sealed (`SETTINGS_KEY`) was written with
-    checksums, generation 1 on (`row_checks`) with its labels' (under `labels` in each batch), 3 on with
-    their digest, so one missing was stripped (re-saved by another tool, edited). A store written before
-    them is read as before."""
-    generation = row_checks(settings)
+# What `checks_missing` finds a stripped store's checksums lack, each as its refusals name it.
+CHECKSUMS_MISSING = "its rows' checksums are missing"
+LABELS_MISSING = "the checksums of its rows' ids and texts are missing"
+RECORD_MISSING = "the record of its rows is missing"
+
+
+def checks_missing(settings: dict[str, Any], found: dict[str, Any] | None) -> str | None:
+    """What a store's checksums lack that its settings say its writer kept, or None: the one test, applied
+    on reading rows and by `verify`. `found`: the checksums as recorded, with `labels_checked` and
+    `rows_recorded` (`with_coverage`; None where none are recorded). A store whose settings are sealed
+    (`SETTINGS_KEY`) was written with checksums, generation 1 on (`row_checks`) with its labels', 3 on
+    with their digest, so one missing was stripped (re-saved by another tool, edited). A store written
+    before them is read as before."""
     if found is None:
-        return "its rows' checksums are missing" if SETTINGS_KEY in settings else None
-    listed = found.get("row_groups", found.get("batches")) or []
-    if generation >= 1 and not all(labels in batch for batch in listed):
-        return "the checksums of its rows' ids and texts are missing"
-    if generation >= 3 and CHECKSUMS_DIGEST_KEY not in found:
-        return "the record of its rows (the digest of its checksums) is missing"
+        return CHECKSUMS_MISSING if SETTINGS_KEY in settings else None
+    generation = row_checks(settings)
+    if generation >= 1 and not found["labels_checked"]:
+        return LABELS_MISSING
+    if generation >= 3 and not found["rows_recorded"]:
+        return RECORD_MISSING
     return None
 
 
-def unproven(where: str, missing: str, path: Path | None, rebuild: str) -> CorpusError:
-    """The one-line refusal to read the rows of a store whose checksums were stripped (`checks_missing`);
-    `path`: the store `bertscope verify --store` checks (None for a job's part)."""
+def with_coverage(found: dict[str, Any] | None, labels: str) -> dict[str, Any] | None:
+    """Checksums as recorded (None: none), with what `checks_missing` asks: `labels_checked` (each batch
+    keeps its labels' under `labels`) and `rows_recorded` (they carry their digest)."""
+    if found is None:
+        return None
+    listed = found.get("row_groups", found.get("batches")) or []
+    return {
+        **found,
+        "labels_checked": all(labels in batch for batch in listed),
+        "rows_recorded": CHECKSUMS_DIGEST_KEY in found,
+    }
+
+
+def unproven(
+    where: str, missing: str, path: Path | None, rebuild: str, *, how: str = "re-saved (pandas, pyarrow)"
+) -> CorpusError:
+    """The one-line refusal to read the rows of a store whose checksums were stripped (`checks_missing`),
+    on reading rows and from `verify`; `path`: the store `bertscope verify --store` checks (None for a
+    job's part, or from `verify` itself); `how`: what another tool did to the file."""
     verify = f"`bertscope verify --store {path}` says more; " if path is not None else ""
     return CorpusError(
-        f"{where}: {missing}, though its settings say the bertscope that wrote it kept them: it was "
-        f"re-saved by another tool or edited, so its rows cannot be proven and are not read; {verify}"
-        f"use the file as bertscope wrote it, or {rebuild}"
+        f"{where}: {missing}, though its settings say the bertscope that wrote it kept them: they were "
+        f"stripped by an edit, or the file was {how} by another tool, so its rows cannot be proven and are "
+        f"not read; {verify}use the file as bertscope wrote it, or {rebuild}"
     )
 
 
@@ -157,7 +190,7 @@ class CheckedParquet:
             raise self._error(0, max(0, int(self.starts[-1]) - 1), LAYOUT)
         # What the checksums lack that the settings say were written (stripped): refused on reading rows
         # (`verify`, which reads only the checksums first, names it its own way).
-        self.missing = checks_missing(_stored_settings(self.file), found, "id")
+        self.missing = checks_missing(_stored_settings(self.file), with_coverage(found, "id"))
 
     def _refuse_unproven(self) -> None:
         if self.missing is not None:

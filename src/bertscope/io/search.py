@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import numpy as np
 
 from ..core.renamed import renamed_keyword
-from ..core.similarity import Hit
+from ..core.similarity import Hit, TopK
 from ..core.spec import EmbedOptions, whole_number
 from ..errors import CorpusError, InvalidInput
 from . import index as ann  # looked up per call: tests watch ann.ann_search
@@ -121,7 +121,7 @@ def search(
     if state is not None:
         hits = ann.ann_search(opened, vector, k=k, state=state, exclude=exclude, nprobe=nprobe, labels=labels)
     else:
-        top = ann.RowTopK(vector, k, exclude=exclude)
+        top = TopK(vector, k, exclude=exclude)
         for ids, texts, vectors in _span_rows(opened, per_read) if spans else opened.chunks(per_read):
             top.add(ids, texts, vectors)
         hits = top.hits

@@ -32,7 +32,7 @@ from .checksums import (
     rechunk,
     recorded,
 )
-from .parquet_checked import CheckedParquet, checks_missing, unproven
+from .parquet_checked import CheckedParquet, checks_missing, unproven, with_coverage
 from .parquet_sink import PARQUET_META_KEY
 
 __all__ = [
@@ -265,7 +265,7 @@ def _proven_checksums(path: Path) -> dict[str, Any] | None:
     one-line refusal where its settings say checksums were written that are gone (`checks_missing`)."""
     settings = npy_settings(path)
     found = recorded(settings.get("checksums"), str(path))
-    missing = checks_missing(settings, found, "labels")
+    missing = checks_missing(settings, with_coverage(found, "labels"))
     if missing is not None:
         raise unproven(str(path), missing, path, rebuild_hint(path))
     return found

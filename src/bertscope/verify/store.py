@@ -46,9 +46,16 @@ import numpy as np
 from ..core.post import PostProcessor, as_post
 from ..core.spec import EmbedOptions, PostArg, resolve
 from ..errors import CorpusError, InvalidInput
-from ..io.checksums import ChecksumMismatch, changed, rebuild_hint, row_checks, settings_edited
+from ..io.checksums import ChecksumMismatch, changed, rebuild_hint, sealed, settings_edited
 from ..io.formats import Format
-from ..io.parquet_checked import CheckedParquet
+from ..io.parquet_checked import (
+    CHECKSUMS_MISSING,
+    LABELS_MISSING,
+    RECORD_MISSING,
+    CheckedParquet,
+    checks_missing,
+    unproven,
+)
 from ..io.sqlite_rows import changed_rows
 from ..io.sqlite_store import row_checksums
 from ..io.stores import Store, open_store, view_settings, with_view
@@ -211,52 +218,36 @@ def refuse_edited_settings(opened: Store) -> None:
         raise settings_edited(_settings_where(opened), hint)
     if not opened.settings_match:
         return
-    found = _row_checksums(opened)
-    if found is None:
-        where, how = _CHECKSUMS_WHERE[opened.rules.format]
-        raise CorpusError(
-            f"{_store_where(opened)}: its rows' checksums are missing ({where}), though its settings carry "
-            f"theirs, so a bertscope that writes them made it: it was {how}, and its rows cannot be "
-            f"proven; use the file as bertscope wrote it, or {hint}"
-        )
-    if row_checks(opened.settings) >= 1 and not found["labels_checked"]:
-        raise CorpusError(
-            f"{_store_where(opened)}: the checksums of its rows' ids and texts are missing "
-            f"({_LABELS_WHERE[opened.rules.format]}), though its settings say the bertscope that wrote it "
-            "kept them: they were stripped by an edit, so its ids and texts cannot be proven; use the file "
-            f"as bertscope wrote it, or {hint}"
-        )
-    if row_checks(opened.settings) >= 3 and not found["rows_recorded"]:
-        missing = _ROWS_WHERE[opened.rules.format]
-        raise CorpusError(
-            f"{_store_where(opened)}: the record of its rows is missing ({missing}), "
-            "though its settings say the bertscope that wrote it kept one: it was stripped by an edit, so "
-            f"rows deleted or added cannot be found; use the file as bertscope wrote it, or {hint}"
-        )
+    # The test reading rows applies (`checks_missing`, to the settings as the store keeps them, sealed:
+    # they matched their digest above); here the refusal also says where the checksums were kept.
+    missing = checks_missing(sealed(opened.settings), _row_checksums(opened))
+    if missing is None:
+        return
+    fmt = opened.rules.format
+    where = _WHERE[missing][fmt]
+    if fmt is Format.SQLITE:
+        raise unproven(_store_where(opened), f"{missing} ({where})", None, hint, how="copied")
+    raise unproven(_store_where(opened), f"{missing} ({where})", None, hint)
 
 
-# Where a format keeps its row checksums, and how they are lost, for the error when they are missing.
-_RESAVED = "re-saved by another tool (pandas, pyarrow) or edited"
-_CHECKSUMS_WHERE = {
-    Format.PARQUET: ("no `bertscope.checksums` in its metadata", _RESAVED),
-    Format.NPY: ('no "checksums" in its .settings.json', _RESAVED),
-    Format.SQLITE: ("NULL in its rows' `checksum` column", "copied by another tool or edited"),
-}
-
-
-# Where a format keeps the checksums of its rows' ids and texts, for the error when they are missing.
-_LABELS_WHERE = {
-    Format.PARQUET: 'no "id" in the row groups of its `bertscope.checksums`',
-    Format.NPY: 'no "labels" in the batches of the "checksums" in its .settings.json',
-    Format.SQLITE: "NULL in its rows' `labels_checksum` column",
-}
-
-
-# Where a format records its rows (their count, its batch list), for the error when that is missing.
-_ROWS_WHERE = {
-    Format.PARQUET: 'no "sha256" in its `bertscope.checksums`',
-    Format.NPY: 'no "sha256" in the "checksums" in its .settings.json',
-    Format.SQLITE: "NULL in its collection's `row_count`",
+# Where a format keeps what `checks_missing` finds missing (its row checksums, those of its rows' ids and
+# texts, the record of its rows: their count, its batch list), for the refusal.
+_WHERE = {
+    CHECKSUMS_MISSING: {
+        Format.PARQUET: "no `bertscope.checksums` in its metadata",
+        Format.NPY: 'no "checksums" in its .settings.json',
+        Format.SQLITE: "NULL in its rows' `checksum` column",
+    },
+    LABELS_MISSING: {
+        Format.PARQUET: 'no "id" in the row groups of its `bertscope.checksums`',
+        Format.NPY: 'no "labels" in the batches of the "checksums" in its .settings.json',
+        Format.SQLITE: "NULL in its rows' `labels_checksum` column",
+    },
+    RECORD_MISSING: {
+        Format.PARQUET: 'no "sha256" in its `bertscope.checksums`',
+        Format.NPY: 'no "sha256" in the "checksums" in its .settings.json',
+        Format.SQLITE: "NULL in its collection's `row_count`",
+    },
 }
 
 
