@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +47,7 @@ if {torch_path}:
     bertscope.backends.light.opens_light = lambda *args, **kwargs: False
 runs = {{}}
 for key, options in {options!r}.items():
+    print("{marker}" + key, file=sys.stderr, flush=True)  # what follows on stderr is this run's
     m = eval("bertscope.load(" + options + ")")
     vectors = m.embed({texts!r}).vectors
     # stored_settings: what a corpus job stores beside its vectors
@@ -70,25 +73,41 @@ def _embedded(
     record = ""
     if measured is not None:
         record = _RECORD_MEASUREMENT.format(tests=str(Path(__file__).parent), folder=str(measured))
-    code = _EMBED.format(options=options, texts=TEXTS, torch_path=torch_path, record=record)
+    code = _EMBED.format(options=options, texts=TEXTS, torch_path=torch_path, record=record, marker=_MARKER)
     done = _fresh(code, cache)
     return json.loads(done.stdout), done.stderr
 
 
+_MARKER = "=== test_light_modes run: "
+
+
+def _said_by(said: str, keys: Iterable[str]) -> str:
+    """What an _EMBED process wrote on stderr while it loaded and embedded with the options of `keys`."""
+    parts = re.split(f"{_MARKER}(\\S+)\n", said)  # [before, key, its part, key, its part, ...]
+    by_key = dict(zip(parts[1::2], parts[2::2], strict=True))
+    return "".join(by_key[key] for key in keys)
+
+
 @pytest.fixture(scope="module")
-def made(tmp_path_factory: pytest.TempPathFactory, bundled_path: Path) -> tuple[Path, str, dict[str, Any]]:
-    """The first process in a fresh cache, which makes the graphs: opened light, torch loaded for them."""
+def made(
+    tmp_path_factory: pytest.TempPathFactory, bundled_path: Path, tiny_bert: Path
+) -> tuple[Path, str, dict[str, Any], str]:
+    """The first process in a fresh cache, which makes the graphs: opened light, torch loaded for them.
+    The same process makes the tiny BERT's graphs of CALIBRATED next (named by that model, apart from the
+    bundled one's), for test_int8_fitted_on_the_callers_texts_opens_light_once_its_graph_is_cached; what
+    it said on stderr is the fourth item."""
     cache = tmp_path_factory.mktemp("light-modes") / "cache"
-    first, said = _embedded(cache, measured=bundled_path)
-    assert first["torch"] and "exporting the model to ONNX" in said and "measuring" not in said
+    first, said = _embedded(cache, options={**OPTIONS, **_calibrated(tiny_bert)}, measured=bundled_path)
+    assert first["torch"] and "exporting the model to ONNX" in _said_by(said, OPTIONS)
+    assert "measuring" not in said
     assert first["chosen"] in ("onnxruntime int8", "onnxruntime float32")
-    return cache, first["chosen"], first
+    return cache, first["chosen"], first, said
 
 
 @pytest.fixture(scope="module")
-def light(made: tuple[Path, str, dict[str, Any]]) -> tuple[dict[str, Any], str]:
-    """A second fresh process, every graph cached."""
-    return _embedded(made[0])
+def light(made: tuple[Path, str, dict[str, Any], str], tiny_bert: Path) -> tuple[dict[str, Any], str]:
+    """A second fresh process, every graph cached (the tiny BERT's of CALIBRATED too)."""
+    return _embedded(made[0], options={**OPTIONS, **_calibrated(tiny_bert)})
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +126,7 @@ def full(tmp_path_factory: pytest.TempPathFactory, bundled_path: Path, tiny_bert
 
 
 def test_a_second_process_imports_neither_torch_nor_transformers(
-    made: tuple[Path, str, dict[str, Any]], light: tuple[dict[str, Any], str]
+    made: tuple[Path, str, dict[str, Any], str], light: tuple[dict[str, Any], str]
 ) -> None:
     again, said = light
     assert again["torch"] is False and again["transformers"] is False
@@ -117,7 +136,10 @@ def test_a_second_process_imports_neither_torch_nor_transformers(
 
 @pytest.mark.parametrize("key", OPTIONS)
 def test_the_light_load_answers_as_the_first_and_as_the_full_load(
-    key: str, made: tuple[Path, str, dict[str, Any]], light: tuple[dict[str, Any], str], full: dict[str, Any]
+    key: str,
+    made: tuple[Path, str, dict[str, Any], str],
+    light: tuple[dict[str, Any], str],
+    full: dict[str, Any],
 ) -> None:
     first, again, torch_path = made[2]["runs"][key], light[0]["runs"][key], full["runs"][key]
     assert np.array_equal(np.array(again["vectors"]), np.array(first["vectors"]))  # the same graph
@@ -179,33 +201,34 @@ def _calibrated(folder: Path) -> dict[str, str]:
 
 
 def test_int8_fitted_on_the_callers_texts_opens_light_once_its_graph_is_cached(
-    tmp_path_factory: pytest.TempPathFactory, tiny_bert: Path, full: dict[str, Any]
+    made: tuple[Path, str, dict[str, Any], str], light: tuple[dict[str, Any], str], full: dict[str, Any]
 ) -> None:
     """The first process makes the graphs from the caller's texts (opened light, torch loaded for the
     export and int8's calibration); a second one opens them without torch, with the vectors and settings
     (the calibration digest included) of a process that loads the same options the full way (`full`'s,
-    in a cache of its own)."""
-    cache = tmp_path_factory.mktemp("light-calibrated") / "cache"
-    calibrated = _calibrated(tiny_bert)
-    first, said = _embedded(cache, options=calibrated)
-    assert first["torch"] and "exporting the model to ONNX" in said
-    again, said = _embedded(cache, options=calibrated)
+    in a cache of its own). The processes are the fixtures' (the bundled model's runs before these)."""
+    cache, first, said = made[0], made[2], made[3]
+    assert first["torch"] and "exporting the model to ONNX" in _said_by(said, CALIBRATED)
+    again, said = light
     assert again["torch"] is False and again["transformers"] is False
     assert "exporting" not in said and "quantizing" not in said
     assert full["torch"] is True
     digest = calibration_digest(CALIBRATION)
     for key in CALIBRATED:
-        made, light, torch_path = first["runs"][key], again["runs"][key], full["runs"][key]
-        assert np.array_equal(np.array(light["vectors"]), np.array(made["vectors"]))  # the same graph
-        assert np.abs(np.array(light["vectors"]) - np.array(torch_path["vectors"])).max() <= 1e-6, key
-        assert light["info"] == made["info"] == torch_path["info"]
-        assert light["settings"] == made["settings"] == torch_path["settings"]
-        assert light["info"]["quantize"] == "int8_static"
-        assert digest is not None and digest in json.dumps(light["settings"])  # the caller's texts, named
-    # the ONNX Runtime graph is named by the caller's texts, never by the shipped ones'
+        making, opened, torch_path = first["runs"][key], again["runs"][key], full["runs"][key]
+        assert np.array_equal(np.array(opened["vectors"]), np.array(making["vectors"]))  # the same graph
+        assert np.abs(np.array(opened["vectors"]) - np.array(torch_path["vectors"])).max() <= 1e-6, key
+        assert opened["info"] == making["info"] == torch_path["info"]
+        assert opened["settings"] == making["settings"] == torch_path["settings"]
+        assert opened["info"]["quantize"] == "int8_static"
+        assert digest is not None and digest in json.dumps(opened["settings"])  # the caller's texts, named
+    # the ONNX Runtime graph is named by the caller's texts, never by the shipped ones' (of the tiny BERT:
+    # the cache holds the bundled model's graphs too, each name starting with its model's key)
+    (ours,) = cache.rglob(f"*-{export_variant('int8', CALIBRATION, 'static')}-*.onnx")
+    tiny_key = ours.name.split("-int8-")[0]
     for texts, made_here in ((CALIBRATION, True), (calibration_texts(), False)):
         variant = export_variant("int8", texts, "static")
-        assert bool(list(cache.rglob(f"*-{variant}-*.onnx"))) is made_here
+        assert bool(list(cache.rglob(f"{tiny_key}-{variant}-*.onnx"))) is made_here
 
 
 # mode="fast" fitted on the caller's texts, kept cheap (as tests/test_fast.py): only torch float32 and ONNX
