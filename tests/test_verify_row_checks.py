@@ -285,7 +285,7 @@ def test_a_job_adding_rows_while_verify_counts_them_is_not_damage(
             (count,) = writer.execute("SELECT row_count FROM collections").fetchone()
             writer.execute(
                 "UPDATE collections SET row_count = ?, row_count_checksum = ?",
-                (count + 1, sqlite_store._count_checksum("default", count + 1)),
+                (count + 1, sqlite_store.count_crc("default", count + 1)),
             )
         landed.append(count + 1)
 

@@ -24,13 +24,13 @@ from .checksums import (
     sealed,
 )
 from .parts_sink import (
-    _REDO,
-    _atomic_write_text,
-    _is_vector,
-    _marker,
-    _matrix,
-    _PartsSink,
-    _removed_on_failure,
+    REDO_ADVICE,
+    PartsSink,
+    atomic_write_text,
+    column_matrix,
+    is_vector_type,
+    part_marker,
+    removed_on_failure,
 )
 from .readers import Record
 
@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["NpySink", "npy_parts"]
 
 
-class NpySink(_PartsSink):
+class NpySink(PartsSink):
     """A .npy matrix (memory-mappable) with its labels and `<stem>.settings.json` beside it.
 
     Sentences: (texts, d) with `<stem>.ids.txt`. Token and word rows: (rows, d), or (rows, layers, d) for
@@ -73,7 +73,7 @@ class NpySink(_PartsSink):
         with tmp.open("wb") as handle:
             np.save(handle, vectors)
         labels_file = part.with_suffix(self.labels_suffix)
-        _atomic_write_text(labels_file, labels)
+        atomic_write_text(labels_file, labels)
         os.replace(tmp, part)
         sums = {
             "rows": len(vectors),
@@ -89,12 +89,12 @@ class NpySink(_PartsSink):
         """The checksum of a part's vectors, refused when they do not match the one saved with them."""
         block = _load_part(part)
         found = checksum(block)
-        wanted = _marker(part).get("embedding")
+        wanted = part_marker(part).get("embedding")
         if wanted is not None and found != wanted:
-            raise corrupt(str(part), (0, len(block) - 1), MISMATCH, _REDO)
+            raise corrupt(str(part), (0, len(block) - 1), MISMATCH, REDO_ADVICE)
         bad = non_finite(block) if wanted is None else np.empty(0, int)  # a part saved before checksums
         if len(bad):
-            raise corrupt(str(part), (int(bad[0]), int(bad[-1])), NOT_FINITE, _REDO)
+            raise corrupt(str(part), (int(bad[0]), int(bad[-1])), NOT_FINITE, REDO_ADVICE)
         return found
 
     def _batch(self, part: Path, block: np.ndarray, digests: bool) -> dict[str, Any]:
@@ -102,10 +102,10 @@ class NpySink(_PartsSink):
         saved with it, where they were) and, with `digests` (`checksums.keeps_digests`), its row digests;
         one part in memory."""
         labels = part.with_suffix(self.labels_suffix).read_bytes()
-        wanted = _marker(part).get("labels")
+        wanted = part_marker(part).get("labels")
         if wanted is not None and checksum(labels) != wanted:
             where = str(part.with_suffix(self.labels_suffix))
-            raise corrupt(where, (0, max(0, len(block) - 1)), MISMATCH, _REDO)
+            raise corrupt(where, (0, max(0, len(block) - 1)), MISMATCH, REDO_ADVICE)
         entry: dict[str, Any] = {
             "rows": len(block),
             "embedding": self._checked_sum(part),
@@ -126,7 +126,7 @@ class NpySink(_PartsSink):
         total = sum(len(b) for b in blocks)
         tmp = self.path.with_name(self.path.name + ".tmp")
         labels = self.path.with_suffix(self.labels_suffix)
-        with _removed_on_failure(tmp), _removed_on_failure(labels.with_name(labels.name + ".tmp")):
+        with removed_on_failure(tmp), removed_on_failure(labels.with_name(labels.name + ".tmp")):
             matrix = np.lib.format.open_memmap(tmp, mode="w+", dtype=dtype, shape=(total, *shape))
             row = 0
             with labels.with_name(labels.name + ".tmp").open("w") as labels_out:
@@ -142,7 +142,7 @@ class NpySink(_PartsSink):
         sums = checksums_block("batches", batches)
         # the settings' digest leaves the row checksums out: they are checked against the rows themselves
         settings = sealed({**self.settings, "dimension": int(shape[-1]), ROW_CHECKS_KEY: ROW_CHECKS})
-        _atomic_write_text(
+        atomic_write_text(
             self.path.with_suffix(".settings.json"), json.dumps({**settings, "checksums": sums}, indent=2)
         )
         self._cleanup()
@@ -154,8 +154,8 @@ def npy_parts(table: Any) -> tuple[np.ndarray, str]:
 
     Several vector columns (combine="stack") become one (rows, layers, d) block.
     """
-    names = [f.name for f in table.schema if _is_vector(f.type)]
-    blocks = [_matrix(table.column(n)) for n in names]
+    names = [f.name for f in table.schema if is_vector_type(f.type)]
+    blocks = [column_matrix(table.column(n)) for n in names]
     vectors = blocks[0] if len(blocks) == 1 else np.stack(blocks, axis=1)
     if "position" not in table.column_names:  # sentence rows: one per text
         return vectors, "".join(i + "\n" for i in table.column("id").to_pylist())
@@ -171,5 +171,5 @@ def _load_part(part: Path) -> np.ndarray:
     except (OSError, ValueError, EOFError) as exc:
         problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CorpusError(
-            f"{part} is not a whole .npy file ({problem}): the file is corrupt; {_REDO}"
+            f"{part} is not a whole .npy file ({problem}): the file is corrupt; {REDO_ADVICE}"
         ) from None

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import CorpusError
 from .checksums import ROW_CHECKS, ROW_CHECKS_KEY, sealed
 from .parquet_checked import CheckedParquet, write_checked
-from .parts_sink import _REDO, _is_vector, _PartsSink, _removed_on_failure
+from .parts_sink import REDO_ADVICE, PartsSink, is_vector_type, removed_on_failure
 from .readers import Record
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ def view_column(view: str) -> str:
     return f"embedding_{view}"
 
 
-class ParquetSink(_PartsSink):
+class ParquetSink(PartsSink):
     """The level's columns (sentence: id, text, embedding, n_tokens, truncated); settings in metadata."""
 
     suffix = ".parquet"
@@ -39,7 +39,7 @@ class ParquetSink(_PartsSink):
         part = self._next_part()
         tmp = part.with_suffix(".tmp")
         self._refuse_non_finite(rows.table)
-        with _removed_on_failure(tmp):
+        with removed_on_failure(tmp):
             write_checked(tmp, [with_settings(rows.table, self.settings)])
         self._refuse_other_columns(tmp)
         os.replace(tmp, part)
@@ -51,15 +51,15 @@ class ParquetSink(_PartsSink):
         import pyarrow.parquet as pq
 
         if self.files and not self._columns_checked:
-            with _removed_on_failure(tmp):
+            with removed_on_failure(tmp):
                 _same_columns(
                     self.path, pq.read_schema(self.files[0]), pq.read_schema(tmp), "this run's part"
                 )
             self._columns_checked = True
 
     def _check_part(self, part: Path) -> None:
-        checked = CheckedParquet(part, rebuild=_REDO)
-        names = [f.name for f in checked.file.schema_arrow if _is_vector(f.type)]
+        checked = CheckedParquet(part, rebuild=REDO_ADVICE)
+        names = [f.name for f in checked.file.schema_arrow if is_vector_type(f.type)]
         for group in range(checked.file.metadata.num_row_groups):
             checked.group(group, names)
 
@@ -71,7 +71,7 @@ class ParquetSink(_PartsSink):
             self._cleanup()
             raise CorpusError(f"{self.path}: no texts were embedded, so there is nothing to write")
         tmp = self.path.with_name(self.path.name + ".tmp")
-        with _removed_on_failure(tmp):
+        with removed_on_failure(tmp):
             write_checked(tmp, self._groups(), pq.read_schema(self.files[0]))
         os.replace(tmp, self.path)
         self._cleanup()
@@ -82,7 +82,7 @@ class ParquetSink(_PartsSink):
 
         first = pq.read_schema(self.files[0])
         for part in self.files:
-            checked = CheckedParquet(part, rebuild=_REDO)
+            checked = CheckedParquet(part, rebuild=REDO_ADVICE)
             _same_columns(self.path, first, checked.file.schema_arrow, f"the saved {part.name}", redo=True)
             for group in range(checked.file.metadata.num_row_groups):
                 yield checked.group(group, None)
@@ -91,7 +91,7 @@ class ParquetSink(_PartsSink):
 def with_settings(table: Any, settings: dict[str, Any]) -> Any:
     """The table with the job's settings (its vector width and the row checksums kept beside them) in the
     schema metadata, with their digest (`checksums.sealed`)."""
-    widths = [f.type.list_size for f in table.schema if _is_vector(f.type)]
+    widths = [f.type.list_size for f in table.schema if is_vector_type(f.type)]
     stored = sealed({**settings, "dimension": widths[0] if widths else 0, ROW_CHECKS_KEY: ROW_CHECKS})
     meta = {PARQUET_META_KEY: json.dumps(stored).encode()}
     return table.replace_schema_metadata(meta)

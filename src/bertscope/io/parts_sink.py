@@ -21,14 +21,19 @@ import numpy as np
 from ..errors import CorpusError
 from .checksums import refuse_non_finite
 from .readers import Record
-from .sink_base import RecordDigest, Sink, _fewer, other_input
+from .sink_base import RecordDigest, Sink, fewer_records, other_input
 from .sink_settings import settings_diff, settings_differ
 
 # How a job whose saved parts fail their checks is made again.
-_REDO = "start the job again with overwrite=True (--overwrite)"
+__all__ = [
+    "REDO_ADVICE", "PartsSink", "atomic_write_text", "column_matrix", "is_vector_type", "part_marker",
+    "removed_on_failure",
+]  # fmt: skip
+
+REDO_ADVICE = "start the job again with overwrite=True (--overwrite)"
 
 
-class _PartsSink(Sink):
+class PartsSink(Sink):
     """Numbered part files in `<output>.parts/`, joined into the output by `finish`.
 
     A part counts once its `.done` marker (holding how many records it covers) is written, last of its
@@ -71,12 +76,12 @@ class _PartsSink(Sink):
             raise CorpusError(f"{path} exists; pass overwrite=True (--overwrite) to replace it")
         self.parts.mkdir(exist_ok=True)
         if not state.exists():  # a resumed job keeps the settings it was started with
-            _atomic_write_text(state, json.dumps(settings, sort_keys=True))
+            atomic_write_text(state, json.dumps(settings, sort_keys=True))
         self.files: list[Path] = []
         self.input = ""  # the digest of the records written so far (`resumed` sets it from the parts)
         while (part := self._next_part()).with_suffix(".done").exists():
             self.files.append(part)
-            self.done += int(_marker(part)["records"])
+            self.done += int(part_marker(part)["records"])
         markers = sorted(self.parts.glob("part-*.done"))
         if len(markers) != len(self.files):
             # Part names assume no gap: resuming past one would skip records and overwrite later parts.
@@ -106,14 +111,14 @@ class _PartsSink(Sink):
         """
         previous, count = "", 0
         for part in self.files:
-            marker = _marker(part)
+            marker = part_marker(part)
             wanted = int(marker["records"])
             digest = RecordDigest(previous)
             for record in islice(records, wanted):
                 digest.add(record)
             count += digest.count
             if digest.count < wanted:
-                raise CorpusError(_fewer(source, count, self.done))
+                raise CorpusError(fewer_records(source, count, self.done))
             previous = digest.hexdigest()
             if marker.get("input", previous) != previous:
                 raise CorpusError(other_input(source, self.path, digest))
@@ -124,8 +129,8 @@ class _PartsSink(Sink):
         """Refuse a saved part whose vectors fail their checksums (or are not finite)."""
 
     def _refuse_non_finite(self, table: Any) -> None:
-        names = [f.name for f in table.schema if _is_vector(f.type)]
-        matrices = [_matrix(table.column(n)) for n in names]
+        names = [f.name for f in table.schema if is_vector_type(f.type)]
+        matrices = [column_matrix(table.column(n)) for n in names]
         refuse_non_finite(self.path, table.column("id").to_pylist(), matrices, done=self.done)
 
     def _committed(self, part: Path, records: list[Record], sums: dict[str, Any] | None = None) -> None:
@@ -134,7 +139,7 @@ class _PartsSink(Sink):
         for record in records:
             digest.add(record)
         marker = {"records": len(records), "input": digest.hexdigest(), **(sums or {})}
-        _atomic_write_text(part.with_suffix(".done"), json.dumps(marker))
+        atomic_write_text(part.with_suffix(".done"), json.dumps(marker))
         self.files.append(part)
         self.done += len(records)
         self.input = marker["input"]
@@ -149,13 +154,13 @@ class _PartsSink(Sink):
         self._cleanup()
 
 
-def _is_vector(kind: Any) -> bool:
+def is_vector_type(kind: Any) -> bool:
     import pyarrow as pa
 
     return bool(pa.types.is_fixed_size_list(kind))
 
 
-def _matrix(column: Any) -> np.ndarray:
+def column_matrix(column: Any) -> np.ndarray:
     """(rows, d) NumPy from a fixed-size list column, in its stored precision."""
     array = column.combine_chunks()
     width = array.type.list_size
@@ -163,7 +168,7 @@ def _matrix(column: Any) -> np.ndarray:
 
 
 @contextmanager
-def _removed_on_failure(path: Path) -> Iterator[None]:
+def removed_on_failure(path: Path) -> Iterator[None]:
     """A temporary file that a failed step (a full disk, a kill's KeyboardInterrupt) leaves no trace of."""
     try:
         yield
@@ -172,14 +177,14 @@ def _removed_on_failure(path: Path) -> Iterator[None]:
         raise
 
 
-def _marker(part: Path) -> dict[str, Any]:
+def part_marker(part: Path) -> dict[str, Any]:
     """A part's `.done` marker: its records, the digest of the input read up to its end, and for a .npy
     part its rows and checksum (a plain count in parts saved before checksums and digests)."""
     text = part.with_suffix(".done").read_text()
     return json.loads(text) if text.lstrip().startswith("{") else {"records": int(text)}  # type: ignore[no-any-return]
 
 
-def _atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)

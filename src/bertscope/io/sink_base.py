@@ -19,7 +19,7 @@ from .readers import Record, given_texts, source_name
 if TYPE_CHECKING:
     from .levels import Rows
 
-__all__ = ["RecordDigest", "Sink", "other_input"]
+__all__ = ["RecordDigest", "Sink", "fewer_records", "other_input"]
 
 
 class Sink(ABC):
@@ -47,7 +47,7 @@ class Sink(ABC):
         for record in islice(records, self.done):
             digest.add(record)
         if digest.count < self.done:
-            raise CorpusError(_fewer(source, digest.count, self.done))
+            raise CorpusError(fewer_records(source, digest.count, self.done))
         if self.saved_input is not None and digest.hexdigest() != self.saved_input:
             raise CorpusError(other_input(source, self.path, digest))
         self.read_before = digest
@@ -100,7 +100,7 @@ def other_input(source: object, output: object, digest: RecordDigest) -> str:
     )
 
 
-def _fewer(source: object, found: int, done: int) -> str:
+def fewer_records(source: object, found: int, done: int) -> str:
     name = "the texts given" if given_texts(source) else str(source)
     return (
         f"{name} has fewer texts ({found}) than the unfinished job already wrote ({done}); resume with the "

@@ -34,19 +34,22 @@ from .checksums import (
     rebuild_hint,
     row_checks,
 )
-from .sqlite_schema import _version, connect_read
+from .sqlite_schema import connect_read, schema_version
 
-__all__ = ["changed_rows", "content_hash", "from_blob", "iter_vectors", "to_blob"]
+__all__ = [
+    "changed_rows", "check_row_count", "content_hash", "count_crc", "from_blob", "iter_vectors", "labels_crc",
+    "recorded_count", "to_blob",
+]  # fmt: skip
 
 
 def _row_checks(db: sqlite3.Connection) -> str:
     """The columns a row is checked by, as selected: its checksum and labels checksum (NULL where the
     store's schema has no such column)."""
-    version = _version(db)
+    version = schema_version(db)
     return f"{'checksum' if version >= 2 else 'NULL'}, {'labels_checksum' if version >= 3 else 'NULL'}"
 
 
-def _labels(item_id: Any, text: Any, digest: Any, vector_sum: Any = None) -> int:
+def labels_crc(item_id: Any, text: Any, digest: Any, vector_sum: Any = None) -> int:
     """The CRC-32 of a row's labels as stored: its id, text (None where not kept) and content hash, and,
     in a collection of row checks 2 on (`vector_sum`: its blob's checksum), the checksum of its vector, so
     that a vector moved to another row with its checksum fails there."""
@@ -54,7 +57,7 @@ def _labels(item_id: Any, text: Any, digest: Any, vector_sum: Any = None) -> int
     return labels_checksum(values)
 
 
-def _count_checksum(collection: str, count: int) -> int:
+def count_crc(collection: str, count: int) -> int:
     """The CRC-32 of a collection's row count, as its `row_count_checksum` keeps it."""
     return labels_checksum([collection, count])
 
@@ -131,14 +134,14 @@ def _width(db: sqlite3.Connection, collection: str) -> int | None:
 def _mismatched(rows: list[Any], width: int | None, generation: int) -> list[int]:
     """The rows (numbers within `rows`, as `_ROWS` selects them) whose blob is not `width` bytes (None:
     the first row's) or that fail a checksum they keep: of their blob, or of their id, text and hash (and,
-    in a collection of row checks 2 on, their blob's checksum: `_labels`)."""
+    in a collection of row checks 2 on, their blob's checksum: `labels_crc`)."""
     width = width or len(rows[0][3])
     bound = generation >= 2
     return [
         i for i, r in enumerate(rows)
         if len(r[3]) != width
         or (r[4] is not None and checksum(r[3]) != r[4])
-        or (r[5] is not None and _labels(r[1], r[2], r[6], r[4] if bound else None) != r[5])
+        or (r[5] is not None and labels_crc(r[1], r[2], r[6], r[4] if bound else None) != r[5])
     ]  # fmt: skip
 
 
@@ -170,7 +173,7 @@ def changed_rows(
     return ([first + i for i in bad], [found[i][1] for i in bad]) if bad else None
 
 
-def _recorded_count(
+def recorded_count(
     db: sqlite3.Connection, collection: str, version: int
 ) -> tuple[int | None, int | None, int] | None:
     """(row count recorded, its checksum, rows found) of a collection whose settings say row checks 3
@@ -188,13 +191,15 @@ def _recorded_count(
     return count, crc, int(found)
 
 
-def _check_count(path: str | Path, collection: str, count: int | None, crc: int | None, found: int) -> None:
+def check_row_count(
+    path: str | Path, collection: str, count: int | None, crc: int | None, found: int
+) -> None:
     """CorpusError where a collection holds other rows than its writer counted (rows deleted or added),
     or where its count does not match its checksum; a count stripped is the caller's to say."""
     if count is None:
         return
     where = f"collection {collection!r} in {path}"
-    if crc != _count_checksum(collection, count):
+    if crc != count_crc(collection, count):
         raise CorpusError(
             f"{where}: its row count does not match its checksum: it was changed after it was written; the "
             f"store is damaged; {rebuild_hint(path, collection)}"

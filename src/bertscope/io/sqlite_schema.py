@@ -17,7 +17,7 @@ from sqlite3 import connect as _sqlite_connect
 
 from ..errors import CorpusError
 
-__all__ = ["MIGRATIONS", "connect_read"]
+__all__ = ["MIGRATIONS", "connect_read", "refuse_foreign", "refuse_newer", "schema_tables", "schema_version"]
 
 MIGRATIONS = (
     """
@@ -59,7 +59,7 @@ MIGRATIONS = (
 _TABLES = frozenset({"collections", "embeddings"})  # a store's own; SQLite keeps its own as sqlite_*
 
 
-def _schema(db: sqlite3.Connection, path: str | Path) -> tuple[int, set[str]]:
+def schema_tables(db: sqlite3.Connection, path: str | Path) -> tuple[int, set[str]]:
     """The file's schema number and the names of its tables and views (not SQLite's own `sqlite_*`),
     read without writing; CorpusError, the connection closed, when the file is not SQLite."""
     try:
@@ -71,14 +71,14 @@ def _schema(db: sqlite3.Connection, path: str | Path) -> tuple[int, set[str]]:
     return version, {row[0] for row in rows if not row[0].startswith("sqlite_")}
 
 
-def _refuse_foreign(db: sqlite3.Connection, path: str | Path, version: int, tables: set[str]) -> None:
+def refuse_foreign(db: sqlite3.Connection, path: str | Path, version: int, tables: set[str]) -> None:
     """CorpusError, the connection closed, when the file is a database bertscope did not make.
 
     A writer sets the file's schema number (`PRAGMA user_version`, which an application's database
     often keeps for its own migrations) and its journal mode (WAL persists: other programs then meet
     -wal and -shm files beside it), so it writes only to a new or empty file or to its own store:
     bertscope's two tables at a schema number, or a newer bertscope's (more tables, said by
-    `_refuse_newer`).
+    `refuse_newer`).
     """
     if not tables and version == 0:
         return  # new, or empty: nothing of anyone's to keep
@@ -97,7 +97,7 @@ def _refuse_foreign(db: sqlite3.Connection, path: str | Path, version: int, tabl
     )
 
 
-def _refuse_newer(db: sqlite3.Connection, path: str | Path, version: int) -> None:
+def refuse_newer(db: sqlite3.Connection, path: str | Path, version: int) -> None:
     """CorpusError, the connection closed, when a newer bertscope wrote the store (a schema it lacks)."""
     if version > len(MIGRATIONS):
         db.close()
@@ -119,7 +119,7 @@ def connect_read(path: str | Path) -> sqlite3.Connection:
         db.execute("PRAGMA query_only = ON")
     except sqlite3.Error as exc:
         raise CorpusError(f"cannot read {path} ({exc}); name a .db file bertscope wrote") from None
-    version, tables = _schema(db, path)
+    version, tables = schema_tables(db, path)
     # tables first: another program's database may keep a schema number of its own, of any size
     if version < 1 or not _TABLES <= tables:
         db.close()
@@ -127,10 +127,10 @@ def connect_read(path: str | Path) -> sqlite3.Connection:
         raise CorpusError(
             f"{path} is not a bertscope store ({what}); name a .db file `bertscope embed -o` wrote"
         )
-    _refuse_newer(db, path, version)
+    refuse_newer(db, path, version)
     return db
 
 
-def _version(db: sqlite3.Connection) -> int:
+def schema_version(db: sqlite3.Connection) -> int:
     """The store's schema number (2: rows keep a checksum of their blob; 3: of their labels too)."""
     return int(db.execute("PRAGMA user_version").fetchone()[0])

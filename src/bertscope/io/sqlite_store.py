@@ -38,17 +38,24 @@ from .sink_base import Sink
 from .sink_settings import settings_diff, settings_differ
 from .sqlite_reader import list_collections
 from .sqlite_rows import (
-    _check_count,
-    _count_checksum,
-    _labels,
-    _recorded_count,
     changed_rows,
+    check_row_count,
     content_hash,
+    count_crc,
     from_blob,
     iter_vectors,
+    labels_crc,
+    recorded_count,
     to_blob,
 )
-from .sqlite_schema import MIGRATIONS, _refuse_foreign, _refuse_newer, _schema, _version, connect_read
+from .sqlite_schema import (
+    MIGRATIONS,
+    connect_read,
+    refuse_foreign,
+    refuse_newer,
+    schema_tables,
+    schema_version,
+)
 
 if TYPE_CHECKING:
     from .levels import Rows
@@ -72,12 +79,12 @@ _INSERT = f"INSERT INTO embeddings ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 
 def connect(path: str | Path) -> sqlite3.Connection:
     """Open (and migrate) a bertscope SQLite store in WAL mode; a new or empty file becomes one.
 
-    A database bertscope did not make is refused before anything is written to it (`_refuse_foreign`).
+    A database bertscope did not make is refused before anything is written to it (`refuse_foreign`).
     """
     db = sqlite3.connect(str(path))
-    version, tables = _schema(db, path)
-    _refuse_foreign(db, path, version, tables)
-    _refuse_newer(db, path, version)
+    version, tables = schema_tables(db, path)
+    refuse_foreign(db, path, version, tables)
+    refuse_newer(db, path, version)
     try:
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA foreign_keys=ON")
@@ -124,7 +131,8 @@ class SqliteSink(Sink):
             None if path.exists() and path.stat().st_size else "empty" if path.exists() else "absent"
         )
         self.db = connect(path)
-        if _version(self.db) < len(MIGRATIONS):  # left at an older schema: the file could not be migrated
+        # left at an older schema: the file could not be migrated
+        if schema_version(self.db) < len(MIGRATIONS):
             self.db.close()
             raise CorpusError(f"cannot write {path}: the file is read-only")
         if overwrite:
@@ -206,7 +214,7 @@ class SqliteSink(Sink):
         row = (self.collection, record.id, digest, text, meta, blob, int(n_tokens), int(truncated))
         vector_sum = checksum(blob)
         bound = vector_sum if self.generation >= 2 else None
-        return (*row, vector_sum, _labels(record.id, text, digest, bound))
+        return (*row, vector_sum, labels_crc(record.id, text, digest, bound))
 
     def _check_copy(self, known: tuple[Any, ...]) -> None:
         """Refuse to copy a stored vector (same text, another id) that fails its checksums."""
@@ -214,7 +222,7 @@ class SqliteSink(Sink):
         item_id, text, digest = known[4:7]
         bound = stored if self.generation >= 2 else None
         if (stored is not None and checksum(blob) != stored) or (
-            labels is not None and _labels(item_id, text, digest, bound) != labels
+            labels is not None and labels_crc(item_id, text, digest, bound) != labels
         ):
             problem = MISMATCH
         elif stored is None and len(non_finite(from_blob(blob)[None])):
@@ -279,7 +287,7 @@ class SqliteSink(Sink):
         count = (count or 0) + added
         self.db.execute(
             "UPDATE collections SET row_count = ?, row_count_checksum = ? WHERE name = ?",
-            (count, _count_checksum(self.collection, count), self.collection),
+            (count, count_crc(self.collection, count), self.collection),
         )
 
     def finish(self) -> list[Path]:
@@ -313,7 +321,7 @@ def row_checksums(path: str | Path, collection: str) -> dict[str, Any] | None:
         # one snapshot for every count read below: a job adding rows meanwhile (WAL) commits its rows and
         # their recorded count together, which separate reads would see half of
         db.execute("BEGIN")
-        version = _version(db)
+        version = schema_version(db)
         if version < 2:
             return None
         labels = "labels_checksum" if version >= 3 else "NULL"
@@ -331,7 +339,7 @@ def row_checksums(path: str | Path, collection: str) -> dict[str, Any] | None:
                 (collection, summed, labelled, labelled),
             )
         ]
-        counted = _recorded_count(db, collection, version)
+        counted = recorded_count(db, collection, version)
     finally:
         db.close()
     if stripped:
@@ -346,5 +354,5 @@ def row_checksums(path: str | Path, collection: str) -> dict[str, Any] | None:
     if bare:
         return None
     if counted is not None:
-        _check_count(path, collection, *counted)
+        check_row_count(path, collection, *counted)
     return {"labels_checked": not unlabelled, "rows_recorded": counted is None or counted[0] is not None}
