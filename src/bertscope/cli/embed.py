@@ -53,17 +53,17 @@ from .app import (
 from .chunks import ChunkOverlapOpt, ChunkSizeOpt, ChunksOpt, LateOpt, print_chunks
 from .embed_options import (
     NormalizeOpt,
-    _given,
-    _refuse_idle_chunk_options,
-    _refuse_idle_options,
-    _refuse_index,
-    _refuse_unused,
+    given_options,
     level_asked,
+    refuse_idle_chunk_options,
+    refuse_idle_options,
+    refuse_index_options,
+    refuse_unused,
 )
 from .embed_printed import CUT_FIX as CUT_FIX
 from .embed_printed import (
-    _note_own_pooling,
-    _per_piece,
+    note_own_pooling,
+    per_piece,
     print_sentences,
     read_inputs,
     refuse_lone_dash,
@@ -214,7 +214,7 @@ def embed(
     tokens, words = level == "tokens", level == "words"
     if level == "chunks" and chunks is None:
         chunks = "sentence"
-    _refuse_idle_chunk_options(ctx, chunks, level=level, late=late, long=long)
+    refuse_idle_chunk_options(ctx, chunks, level=level, late=late, long=long)
     if pair is not None and (output is not None or words or chunks is not None):
         raise InvalidInput(
             "--pair reads each text as [CLS] A [SEP] B [SEP]: for sentence or --tokens vectors printed "
@@ -222,18 +222,18 @@ def embed(
         )
     if view and (output is None or level != "sentence" or engine is Engine.RAY):
         raise InvalidInput("--view is for local sentence corpus jobs: give -o FILE.parquet")
-    if view and (job_level := [f"--{name}" for name in ("layers", "pooling") if _given(ctx, name)]):
+    if view and (job_level := [f"--{name}" for name in ("layers", "pooling") if given_options(ctx, name)]):
         # the syntax makes every view name both, so the job's would never be read (io.views)
         raise InvalidInput(
             "each --view names its own layers and pooling: put them in the view (NAME=LAYERS/POOLING) or "
             f"drop {'/'.join(job_level)}"
         )
     if index:
-        _refuse_index(output, level, engine)
-    _refuse_unused(output, as_json, collection=collection, resume=resume, overwrite=overwrite,
-                   skip_bad=skip_bad, no_text=no_text, precision=_given(ctx, "precision"),
+        refuse_index_options(output, level, engine)
+    refuse_unused(output, as_json, collection=collection, resume=resume, overwrite=overwrite,
+                   skip_bad=skip_bad, no_text=no_text, precision=given_options(ctx, "precision"),
                    batch_size=batch_size is not None)  # fmt: skip
-    _refuse_idle_options(ctx, output, input_path, level=level, engine=engine, collection=collection)
+    refuse_idle_options(ctx, output, input_path, level=level, engine=engine, collection=collection)
     if stride is not None:
         # checked now, not at the first long text part-way through a corpus job
         from ..core.folder import FolderView
@@ -299,7 +299,7 @@ def embed(
         )  # fmt: skip
         m = load_model(model, **run)
         if level == "sentence":
-            _note_own_pooling(m, recipe)
+            note_own_pooling(m, recipe)
         run_job(texts, input_path, output, model=m, options=asked, job=job, quiet=quiet, index=index)
         return
     if level not in ("sentence", "tokens", "words"):
@@ -308,7 +308,7 @@ def embed(
     items = with_pair(given, pair)
     m = load_model(model, **run)
     if tokens or words:
-        _per_piece(m, items, ids, recipe, words=words, subword=subword, as_json=as_json)
+        per_piece(m, items, ids, recipe, words=words, subword=subword, as_json=as_json)
         return
     print_sentences(m, items, given, ids, recipe, input_path=input_path, pair=pair, as_json=as_json)
 

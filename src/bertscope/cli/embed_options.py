@@ -35,7 +35,7 @@ def level_asked(level_name: str | None, *, tokens: bool, words: bool, chunks: st
     return Level.parse(named or (flagged[0] if flagged else "sentence"), what="level").value
 
 
-def _refuse_unused(output: Path | None, as_json: bool, **corpus_only: Any) -> None:
+def refuse_unused(output: Path | None, as_json: bool, **corpus_only: Any) -> None:
     """Refuse what a corpus job (-o) would leave unused, and what only a corpus job reads without -o."""
     if output is not None and as_json:
         raise InvalidInput(
@@ -48,33 +48,33 @@ def _refuse_unused(output: Path | None, as_json: bool, **corpus_only: Any) -> No
         raise InvalidInput(f"{', '.join(given)}: for corpus jobs only; add -o FILE or leave {them} out")
 
 
-def _given(ctx: typer.Context, name: str) -> bool:
+def given_options(ctx: typer.Context, name: str) -> bool:
     """Whether the option `name` was typed (or read from the environment), not left at its default."""
     # By name: typer ships its own copy of click, whose ParameterSource is not click's.
     source = ctx.get_parameter_source(name)
     return source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP")
 
 
-def _refuse_idle_options(
+def refuse_idle_options(
     ctx: typer.Context, output: Path | None, input_path: str | None, *, level: str, engine: str,
     collection: str | None,
 ) -> None:  # fmt: skip
     """Refuse an option given where it has no effect (it would be ignored in silence), naming where it
     applies: --subword off the word level, --workers/--address without Ray, --text-field/--id-field
     without records to read them from, --collection and --precision float16 where the store has no use
-    for them (the corpus-only options without -o are `_refuse_unused`'s)."""
-    if _given(ctx, "subword"):  # typed, even at its default: the library's check, read in flags
+    for them (the corpus-only options without -o are `refuse_unused`'s)."""
+    if given_options(ctx, "subword"):  # typed, even at its default: the library's check, read in flags
         from ..io.level_table import refuse_idle_level_options
         from ..io.levels import LevelOptions
 
         refuse_idle_level_options(LevelOptions(level=level, subword=ctx.params["subword"]), given=["subword"])
-    if ray_only := [f"--{name}" for name in ("workers", "address") if _given(ctx, name)]:
+    if ray_only := [f"--{name}" for name in ("workers", "address") if given_options(ctx, name)]:
         if engine is not Engine.RAY:
             raise InvalidInput(
                 f"{' and '.join(ray_only)}: for --engine ray only; add --engine ray or drop it"
             )
     named = ("text_field", "text_column", "id_field", "id_column")  # the flag typed, old spelling or new
-    fields = [f"--{name.replace('_', '-')}" for name in named if _given(ctx, name)]
+    fields = [f"--{name.replace('_', '-')}" for name in named if given_options(ctx, name)]
     if fields and (input_path is None or input_path == "-" or input_path.lower().endswith(".txt")):
         what = f"{fields[0]} names a field" if len(fields) == 1 else f"{' and '.join(fields)} name fields"
         source = "stdin" if input_path == "-" else input_path
@@ -90,7 +90,7 @@ def _refuse_idle_options(
         refuse_idle_store_options(output, collection=collection, precision=ctx.params["precision"])
 
 
-def _refuse_idle_chunk_options(
+def refuse_idle_chunk_options(
     ctx: typer.Context, chunks: str | None, *, level: str, late: bool, long: str
 ) -> None:
     """Refuse a chunk option the run would not read (it would be ignored in silence), and --long truncate
@@ -99,7 +99,7 @@ def _refuse_idle_chunk_options(
     from ..core.chunking import ChunkBy
 
     def given(name: str) -> bool:
-        return _given(ctx, name)
+        return given_options(ctx, name)
 
     by = None if chunks is None else ChunkBy.parse(chunks, what="chunking")
     if sizes := [name for name in ("chunk_size", "chunk_overlap") if given(name)]:
@@ -119,7 +119,7 @@ def _refuse_idle_chunk_options(
         )
 
 
-def _refuse_index(output: Path | None, level: str, engine: str) -> None:
+def refuse_index_options(output: Path | None, level: str, engine: str) -> None:
     """Refuse --index where the job's output would get no index `similar` searches, saying why."""
     from ..io.formats import rules_of, suffixes_where
     from ..io.level_table import level_of

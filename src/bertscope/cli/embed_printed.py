@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ..core.spec import EmbedOptions
 
 
-def _note_own_pooling(m: Any, recipe: EmbedOptions) -> None:
+def note_own_pooling(m: Any, recipe: EmbedOptions) -> None:
     """Say so when --pooling names the model's own pooling and its Normalize step is left off."""
     from ..core.spec import unnormalized_own_pooling
 
@@ -30,7 +30,7 @@ def print_sentences(
     """Sentence vectors printed: a table (ids where -i gave them) and the settings line, or JSON."""
     from ..core.spec import resolve
 
-    _note_own_pooling(m, recipe)
+    note_own_pooling(m, recipe)
     result = m.embed_with(items, resolve(m, recipe))
     if result.n_truncated:
         from ..core.tokens import cut_summary
@@ -45,11 +45,13 @@ def print_sentences(
     import numpy as np
 
     table = Table(*(["id"] if input_path is not None else []), "text", "tokens", "norm", "vector")
-    for i, (text, vec, n) in enumerate(zip(map(_shown, items), result.vectors, result.n_tokens, strict=True)):
+    for i, (text, vec, n) in enumerate(
+        zip(map(shown_value, items), result.vectors, result.n_tokens, strict=True)
+    ):
         preview = " ".join(f"{v:+.3f}" for v in vec[:5])
         table.add_row(
             *([ids[i]] if input_path is not None else []),
-            _short(text), str(n), f"{np.linalg.norm(vec):.3f}", f"[{preview} ...] ({len(vec)} dims)",
+            short_text(text), str(n), f"{np.linalg.norm(vec):.3f}", f"[{preview} ...] ({len(vec)} dims)",
         )  # fmt: skip
     out.print(table)
     out.print(f"spec: {spec_line(result.spec)}", highlight=False)
@@ -144,12 +146,12 @@ def plain_value(value: Any) -> str:
     return str(getattr(value, "value", value))
 
 
-def _shown(item: Any) -> str:
+def shown_value(item: Any) -> str:
     """A text, or an (A, B) pair as `A + B`."""
     return item if isinstance(item, str) else " + ".join(item)
 
 
-def _per_piece(
+def per_piece(
     m: Any, items: list[Any], ids: list[str], recipe: EmbedOptions, *, words: bool, subword: str,
     as_json: bool,
 ) -> None:  # fmt: skip
@@ -173,7 +175,7 @@ def _per_piece(
     import numpy as np
 
     for r, lab in zip(results, labels, strict=True):
-        title = _short(r.text if getattr(r, "pair", None) is None else f"{r.text} + {r.pair}")
+        title = short_text(r.text if getattr(r, "pair", None) is None else f"{r.text} + {r.pair}")
         table = Table("word" if words else "token", "norm", "vector", title=title)
         for label, vec in zip(lab, r.vectors, strict=True):
             table.add_row(
@@ -182,5 +184,5 @@ def _per_piece(
         out.print(table)
 
 
-def _short(text: str, width: int = 50) -> str:
+def short_text(text: str, width: int = 50) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"

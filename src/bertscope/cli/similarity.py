@@ -35,7 +35,7 @@ from .app import (
     with_pair,
 )
 from .embed_options import NormalizeOpt
-from .embed_printed import _short, _shown, refuse_lone_dash
+from .embed_printed import refuse_lone_dash, short_text, shown_value
 
 
 def similarity(
@@ -120,7 +120,7 @@ def similarity(
             if same is not None:
                 cell += " same" if same[i, j] else " diff"
             cells.append(cell)
-        table.add_row(f"{i} {_short(_shown(items[i]), 30)}", *cells)
+        table.add_row(f"{i} {short_text(shown_value(items[i]), 30)}", *cells)
     out.print(table)
 
 

@@ -10,10 +10,10 @@ from ..core.cpu import usable_cpus
 from ..core.spec import whole_number
 from ..errors import InvalidSpec
 
-__all__ = ["refuse_unread_options"]
+__all__ = ["check_counts", "check_threads", "refuse_unread_options"]
 
 
-def _check_counts(**counts: int | None) -> None:
+def check_counts(**counts: int | None) -> None:
     """Refuse a count that is not a whole number of 1 or more (threads=0 would reach torch, or set
     OMP_NUM_THREADS=0; token_budget=0 would mean the default), before anything loads."""
     for name, value in counts.items():
@@ -21,7 +21,7 @@ def _check_counts(**counts: int | None) -> None:
             whole_number(value, name)
 
 
-def _check_threads(threads: int) -> None:
+def check_threads(threads: int) -> None:
     """Refuse more threads than the CPUs this process may run on, as `--threads` does: more cannot run
     at once, and each new count is a new runtime measurement (minutes at a count in the hundreds; ONNX
     Runtime refuses a count past 2**31 with a traceback), so a typo is refused, not timed."""

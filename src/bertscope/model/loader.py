@@ -17,7 +17,7 @@ from ..core.loading import load_parts, resolve_device, resolve_dtype, warn_slow_
 from ..errors import InvalidSpec
 from ..static_model import StaticModel, is_model2vec, load_static
 from .facade import Model
-from .load_checks import _check_counts, _check_threads, refuse_unread_options
+from .load_checks import check_counts, check_threads, refuse_unread_options
 
 if TYPE_CHECKING:
     import torch
@@ -80,9 +80,9 @@ def load(
     `trust_remote_code=True` runs the model code a folder ships (config.json `auto_map`), as
     transformers' own option does; without it such a folder is refused, never run as another class.
     """
-    _check_counts(threads=threads, max_tokens=max_tokens, token_budget=token_budget)
+    check_counts(threads=threads, max_tokens=max_tokens, token_budget=token_budget)
     if threads is not None:
-        _check_threads(threads)
+        check_threads(threads)
     if isinstance(name, str) and not name.strip():
         raise InvalidSpec(
             f"the model name {name!r} is empty: leave it out for the bundled model, or name a folder "
