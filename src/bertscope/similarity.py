@@ -9,12 +9,14 @@ from .core.similarity import (
     TopK,
     cos_sim,
     pairwise_cos_sim,
+    row_cosines,
     unit,
 )
 
 __all__ = [
     "cos_sim",
     "pairwise_cos_sim",
+    "row_cosines",
     "unit",
     "Hit",
     "TopK",
