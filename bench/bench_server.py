@@ -58,22 +58,16 @@ def free_port() -> int:
 
 def start_server(port: int, *, batching: bool, threads: int, model: str | None) -> subprocess.Popen[bytes]:
     """`bertscope serve` in a subprocess, returned once /health answers."""
-    cmd = [
-        sys.executable,
-        "-m",
-        "bertscope",
-        "serve",
-        "--port",
-        str(port),
-        "--threads",
-        str(threads),
-        "--log-level",
-        "warning",
-        "--max-queue",
-        "4096",
-    ]
-    cmd += ["--model", model] if model else []
-    cmd += [] if batching else ["--no-batching"]
+    args = ["--threads", str(threads), "--max-queue", "4096"]
+    args += ["--model", model] if model else []
+    args += [] if batching else ["--no-batching"]
+    return serve(port, args)
+
+
+def serve(port: int, args: list[str]) -> subprocess.Popen[bytes]:
+    """`bertscope serve --port PORT ARGS` (the bundled model unless ARGS name one) in a subprocess,
+    returned once /health answers."""
+    cmd = [sys.executable, "-m", "bertscope", "serve", "--port", str(port), "--log-level", "warning", *args]
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:

@@ -27,41 +27,21 @@ import platform
 import re
 import socket
 import subprocess
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import httpx
+from bench_server import free_port, serve
 
 ROOT = Path(__file__).resolve().parent.parent
 CLIENT_A = "127.0.0.2"
 CLIENT_B = "127.0.0.3"
 
 
-def free_port() -> int:
-    """A port nothing listens on now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_server(port: int) -> subprocess.Popen[bytes]:
     """`bertscope serve` on the bundled model in a subprocess, returned once /health answers."""
-    cmd = [sys.executable, "-m", "bertscope", "serve", "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        if proc.poll() is not None:
-            raise SystemExit(f"the server exited with {proc.returncode}")
-        time.sleep(0.25)
-    proc.kill()
-    raise SystemExit("the server did not answer /health within 180 s")
+    return serve(port, [])
 
 
 def stop_server(proc: subprocess.Popen[bytes]) -> None:

@@ -159,6 +159,16 @@ def _set_cache(value: str | None) -> None:
         os.environ["BERTSCOPE_CACHE"] = value
 
 
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """A local Ray cluster with the CI machine's 2 CPUs, shut down at the end of the module that asks."""
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield ray
+    ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def bundled() -> bertscope.Model:
     """The bundled all-MiniLM-L6-v2, loaded once per test session."""

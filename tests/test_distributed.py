@@ -9,7 +9,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -35,15 +34,6 @@ pytestmark = pytest.mark.timeout(240)
 # test_ray_job_writes_the_local_sink_schema_and_rows, OpenVINO's by
 # test_ray_job_runs_openvino_like_the_local_engine.
 LIGHT: dict[str, Any] = {"backend": "onnxruntime"}
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
-    """A local Ray cluster with the CI machine's 2 CPUs, shut down at the end of the module."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    yield ray
-    ray.shutdown()
 
 
 def _corpus(path: Path, n: int) -> Path:

@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -24,15 +23,6 @@ from console import run_main
 ray = pytest.importorskip("ray")
 
 pytestmark = pytest.mark.timeout(240)
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
-    """A local Ray cluster with the CI machine's 2 CPUs, shut down at the end of the module."""
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    yield ray
-    ray.shutdown()
 
 
 def _free_port() -> int:
