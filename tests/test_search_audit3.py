@@ -250,6 +250,14 @@ def test_nprobe_with_exact_is_refused(store_small: Path) -> None:
     assert isinstance(result.exception, InvalidInput) and "--nprobe" in str(result.exception)
 
 
+def test_nprobe_with_word_is_refused(store_small: Path) -> None:
+    """An occurrence search reads the word's own rows (every cosine exact): --nprobe would do nothing."""
+    args = ["similar", "--word", "bank", "--store", str(store_small), "--nprobe", "4"]
+    result = CliRunner().invoke(app, args)
+    assert isinstance(result.exception, InvalidInput), result.output
+    assert "leave --nprobe out" in str(result.exception) and "\n" not in str(result.exception)
+
+
 @pytest.mark.parametrize("suffix", [".npy", ".parquet"])
 def test_ties_rank_in_store_order_whatever_the_reads_and_the_index(tmp_path: Path, suffix: str) -> None:
     vectors = clustered(2000, 12)

@@ -180,6 +180,11 @@ def similar(
     if word is not None or context is not None:
         if word is None or query is not None or item_id is not None:
             raise InvalidInput("--context goes with --word (and no query text or --id)")
+        if nprobe is not None:  # occurrences are read by their rows, every cosine exact: no cells to visit
+            raise InvalidInput(
+                "--nprobe is how many cells of the ANN index a query text visits, and --word reads the "
+                "word's own rows with exact cosines: leave --nprobe out"
+            )
         _occurrences(store, word, context, k, model, as_json, exact=exact)
         return
     if (query is None) == (item_id is None):
