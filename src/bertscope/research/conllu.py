@@ -111,7 +111,7 @@ def tree_depths(heads: tuple[int, ...] | list[int]) -> np.ndarray:
     for i in range(len(heads)):
         depth, k = 0, heads[i]
         while k >= 0:
-            if depth >= len(heads):
+            if depth >= len(heads):  # the walk of a cycle: the same bound as _has_cycle, in the one walk
                 raise InvalidInput(f"heads {tuple(heads)}: they form a cycle, not a tree; give one root (-1)")
             depth, k = depth + 1, heads[k]
         depths.append(depth)
@@ -157,15 +157,20 @@ def _tree_problem(tree: Tree) -> str | None:
     roots = list(tree.heads).count(-1)
     if roots != 1:
         return f"the tree has {roots} roots (head -1); a tree has exactly one"
-    for i in range(n):
-        steps, k = 0, tree.heads[i]
-        while k >= 0:
-            steps, k = steps + 1, tree.heads[k]
-            if steps > n:
-                return (
-                    f"the heads {tuple(tree.heads)} form a cycle, not a tree; every word must reach the root"
-                )
+    if _has_cycle(tree.heads):
+        return f"the heads {tuple(tree.heads)} form a cycle, not a tree; every word must reach the root"
     return None
+
+
+def _has_cycle(heads: Sequence[int]) -> bool:
+    """Whether some word's walk up its heads (each a word index, or -1 at the root) never reaches -1."""
+    for i in range(len(heads)):
+        steps, k = 0, heads[i]
+        while k >= 0:
+            steps, k = steps + 1, heads[k]
+            if steps > len(heads):
+                return True
+    return False
 
 
 def read_trees(path: str | Path) -> list[Tree]:
@@ -230,14 +235,8 @@ def _tree(path: Path, rows: list[tuple[int, list[str]]]) -> Tree:
         raise CorpusError(
             f"{path}:{first}: the sentence has {heads.count(-1)} roots (HEAD 0); a tree has exactly one"
         )
-    for i in range(len(heads)):
-        seen = {i}
-        k = heads[i]
-        while k >= 0:
-            if k in seen:
-                raise CorpusError(f"{path}:{first}: the heads of the sentence form a cycle, not a tree")
-            seen.add(k)
-            k = heads[k]
+    if _has_cycle(heads):
+        raise CorpusError(f"{path}:{first}: the heads of the sentence form a cycle, not a tree")
     words = tuple(fields[1] for _, fields in rows)
     upos = tuple(fields[3] for _, fields in rows)
     xpos = tuple(fields[4] for _, fields in rows)
