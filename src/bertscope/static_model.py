@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -35,6 +35,7 @@ from . import static as _static
 from .core._enums import LongText
 from .core.encoder import ModelInfo
 from .core.given import is_vectors, row_ids, vector_cosines
+from .core.loading import is_model2vec
 from .core.progress import progress_callback
 from .core.prompts import Prompts, read_prompts
 from .core.results import SentenceEmbeddings
@@ -69,19 +70,6 @@ _NEUTRAL = {
     "fast_min_cosine": {"None"},
     "remeasure": {"False"},
 }
-
-
-def is_model2vec(name: str | os.PathLike[str] | None) -> TypeGuard[str | os.PathLike[str]]:
-    """Whether `name` is a local folder whose config.json says `"model_type": "model2vec"`."""
-    if name is None:
-        return False
-    config = Path(name) / "config.json"
-    try:
-        return bool(
-            config.is_file() and json.loads(config.read_text("utf-8")).get("model_type") == "model2vec"
-        )
-    except (OSError, ValueError, AttributeError):
-        return False  # an unreadable config is the full loader's to report
 
 
 def load_static(

@@ -17,7 +17,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..errors import ModelLoadError, caller_level
 from ._enums import DType
@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = [
-    "DEFAULT_MODEL", "Loaded", "device_kind", "faster_than_bfloat16", "load_parts", "open_light",
-    "warn_slow_bfloat16",
+    "DEFAULT_MODEL", "Loaded", "device_kind", "faster_than_bfloat16", "is_model2vec", "load_parts",
+    "open_light", "warn_slow_bfloat16",
     "pooling_config", "resolve_device", "resolve_dtype",
 ]  # fmt: skip
 
@@ -273,7 +273,7 @@ def load_parts(
         path = local_folder(source)
     target = str(path) if path is not None else source
     remote = {"trust_remote_code": trust_remote_code}
-    if path is not None and _local_config(path).get("model_type") == "model2vec":
+    if path is not None and is_model2vec(path):
         raise ModelLoadError(  # transformers would call its own version out of date
             f"{source} is a static model (model2vec) with no layers: it has no forward to run; open it "
             "with bertscope.load() (a StaticModel: embed, similarity, encode) or pass the model it was "
@@ -401,6 +401,12 @@ def _quiet(transformers: Any) -> None:
     """transformers' warnings and progress bars off: bertscope says what matters in its own words."""
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
+
+
+def is_model2vec(name: str | os.PathLike[str] | None) -> TypeGuard[str | os.PathLike[str]]:
+    """Whether `name` is a local folder whose config.json says `"model_type": "model2vec"` (a static
+    model: rows, no forward)."""
+    return name is not None and _local_config(Path(name)).get("model_type") == "model2vec"
 
 
 def _local_config(path: Path) -> dict[str, Any]:
