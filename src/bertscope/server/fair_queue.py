@@ -30,14 +30,16 @@ from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..core.spec import EmbedSpec
 from ..core.tokens import Tokens
 from .metrics import Metrics
 from .tickets import QueueFull, ShuttingDown, Ticket
 
-__all__ = ["CLIENT_SHARE", "FairQueue", "Job"]
+__all__ = ["CLIENT_SHARE", "FairQueue", "Job", "oldest_in_round"]
+
+T = TypeVar("T")
 
 # The share of the queue's jobs and tokens one client may have waiting at once (`Batcher.client_share`).
 CLIENT_SHARE = 0.5
@@ -251,10 +253,7 @@ class FairQueue:
 
     def _pop(self, client: str) -> Job:
         """`client`'s oldest job, out of the queue; the client goes to the end of the round."""
-        queue = self._queues.pop(client)
-        job = queue.popleft()
-        if queue:
-            self._queues[client] = queue
+        job = oldest_in_round(self._queues, client)
         self._uncount(job)
         return job
 
@@ -290,3 +289,13 @@ class FairQueue:
                     self._uncount(job)
                 self.metrics.queue_size.set(self.queued)
         return taken
+
+
+def oldest_in_round(queues: dict[str, deque[T]], client: str) -> T:
+    """`client`'s oldest item, taken out of `queues` (each client's items oldest first, the dict's order
+    the round's); the client goes to the end of the round, or out of it when it has no more."""
+    queue = queues.pop(client)
+    item = queue.popleft()
+    if queue:
+        queues[client] = queue
+    return item

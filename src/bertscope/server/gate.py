@@ -16,6 +16,7 @@ import threading
 import time
 from collections import deque
 
+from .fair_queue import oldest_in_round
 from .tickets import QueueFull
 
 __all__ = ["FairGate"]
@@ -79,10 +80,7 @@ class FairGate:
             self._queues[self._holder] = self._queues.pop(self._holder)
         while self._queues:
             client = next(iter(self._queues))
-            queue = self._queues.pop(client)
-            turn = queue.popleft()
-            if queue:
-                self._queues[client] = queue  # the client goes to the end of the round
+            turn = oldest_in_round(self._queues, client)
             self._changed(waiting=-1)
             if not turn.done():  # a cancelled waiter is skipped
                 turn.set_result(None)
