@@ -31,6 +31,7 @@ from .folder import (
     bundled_path,
     local_folder,
     pooling_config,
+    read_json_object,
     sentence_transformers_settings,
 )
 from .safetensors_header import safetensors_tensors
@@ -406,24 +407,14 @@ def _quiet(transformers: Any) -> None:
 def is_model2vec(name: str | os.PathLike[str] | None) -> TypeGuard[str | os.PathLike[str]]:
     """Whether `name` is a local folder whose config.json says `"model_type": "model2vec"` (a static
     model: rows, no forward)."""
-    return name is not None and _local_config(Path(name)).get("model_type") == "model2vec"
-
-
-def _local_config(path: Path) -> dict[str, Any]:
-    """A local folder's config.json as a dict; {} where it is missing or unreadable (transformers' own
-    reading then says what is wrong with it)."""
-    try:
-        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return config if isinstance(config, dict) else {}
+    return name is not None and read_json_object(Path(name) / "config.json").get("model_type") == "model2vec"
 
 
 def _shipped_code(path: Path | None) -> str | None:
     """The class a local folder's config.json maps AutoModel to in code it ships, or None."""
     if path is None:
         return None
-    config = _local_config(path)
+    config = read_json_object(path / "config.json")  # unreadable: transformers' own reading says why
     if not config:
         return None
     return _auto_model(config.get("auto_map"), str(config.get("model_type")))
