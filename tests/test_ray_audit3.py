@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from bertscope.cli.explore import free_port
 from bertscope.errors import InvalidInput
 from bertscope.io.levels import arrow_texts
 from console import run_main
@@ -23,13 +24,6 @@ from console import run_main
 ray = pytest.importorskip("ray")
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def _free_port() -> int:
-    """A port nothing listens on (bound, then let go)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.mark.parametrize(
@@ -109,7 +103,7 @@ def test_a_cluster_that_is_not_there_is_one_line_at_once(monkeypatch: pytest.Mon
 
     inits: list[Any] = []
     fake = SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: inits.append(kw))
-    port = _free_port()
+    port = free_port()
     with pytest.raises(InvalidInput) as raised:
         start_ray(fake, f"127.0.0.1:{port}")
     assert str(raised.value).startswith(f"no Ray cluster answers at 127.0.0.1:{port} (Connection refused): ")
@@ -161,7 +155,7 @@ def test_a_job_that_never_reached_ray_leaves_no_folder(
             str(corpus),
             out,
             model=str(tiny_dirs["bert"]),
-            address=f"127.0.0.1:{_free_port()}",
+            address=f"127.0.0.1:{free_port()}",
             progress=False,
         )
     assert not out.exists()  # the next run is not refused as an "unfinished job"
