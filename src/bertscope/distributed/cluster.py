@@ -52,8 +52,9 @@ def start_ray(ray: Any, address: str | None) -> None:
         return
     if address is not None:
         _refuse_unreachable(address)
-    # One connection try, not Ray's 20 (each ~40 s): what an unreachable cluster costs is bounded.
-    mine = _TRIES not in os.environ  # a value set by the user is theirs
+    # Joining: one connection try, not Ray's 20 (each ~40 s), so an unreachable cluster costs little. A
+    # local start keeps Ray's own wait for the head it starts; a value set by the user is theirs.
+    mine = address is not None and _TRIES not in os.environ
     if mine:
         os.environ[_TRIES] = "1"
     try:
