@@ -38,7 +38,7 @@ from ..errors import BackendUnavailable, CorpusError, InvalidInput
 from .formats import suffixes_where
 from .level_table import level_of
 from .stores import Store, open_store, with_view
-from .vector_files import check_npy_rows, open_matrix, stored_checksums
+from .vector_files import check_npy_rows, npy_store_files, open_matrix, stored_checksums
 
 __all__ = [
     "IndexState",
@@ -412,13 +412,7 @@ def _check_rows(path: Path, rows: np.ndarray) -> None:
     """`check_npy_rows` for those of `rows` not proven before in this process while the store's matrix,
     settings and labels are the files they were (`file_identity`: a write through a memory map, or an
     edit, moves their times)."""
-    files = [
-        path,
-        path.with_suffix(".settings.json"),
-        path.with_suffix(".ids.txt"),
-        path.with_suffix(".rows.jsonl"),
-    ]
-    identity = tuple(n for f in files if f.exists() for n in file_identity(f.stat()))
+    identity = tuple(n for f in npy_store_files(path) if f.exists() for n in file_identity(f.stat()))
     key = str(path.resolve())
     known, proven = _PROVEN.get(key, ((), np.zeros(0, dtype=bool)))
     if known != identity:

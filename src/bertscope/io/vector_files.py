@@ -40,6 +40,7 @@ __all__ = [
     "NpyReader",
     "ParquetReader",
     "check_npy_rows",
+    "npy_store_files",
     "npy_changed_rows",
     "npy_checksums",
     "npy_settings",
@@ -220,6 +221,11 @@ def check_npy_rows(path: Path, rows: np.ndarray | None = None) -> None:
         if crc != batches[number].get("embedding"):
             raise corrupt(str(path), (start, end - 1), MISMATCH, rebuild_hint(path))
     _check_labels(path, batches, starts, set(int(n) for n in asked), total)
+
+
+def npy_store_files(path: Path) -> list[Path]:
+    """The files of a .npy store that hold its rows' meaning: the matrix, its settings and its labels."""
+    return [path, path.with_suffix(".settings.json"), _labels_file(path)]
 
 
 def _labels_file(path: Path) -> Path:
