@@ -17,7 +17,7 @@ from scipy.stats import spearmanr
 
 import bertscope
 from bertscope.errors import CorpusError, InvalidInput
-from bertscope.research import analysis
+from bertscope.research import analysis, states
 from bertscope.research import contextuality as ctx_module
 from bertscope.research.analysis import layer_vectors, sweep
 from bertscope.research.conllu import Tree, check_trees, read_trees, tree_depths, tree_distances
@@ -112,8 +112,8 @@ def counted_chunks(bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch) ->
         return original(texts, spec, **kw)
 
     monkeypatch.setattr(bundled.engine, "token_matrices", counted)
-    monkeypatch.setattr(ctx_module, "CHUNK", 3)
-    monkeypatch.setattr(analysis, "CHUNK", 3)
+    monkeypatch.setattr(ctx_module, "CHUNK", 3)  # its word count's tokenizing
+    monkeypatch.setattr(states, "CHUNK", 3)  # chunked_token_matrices: both forwards
     return sizes
 
 
@@ -124,6 +124,7 @@ def test_contextuality_streams_chunks_with_the_same_figures(
     chunked = contextuality(bundled, texts, words=["bank", "river"], baseline_pairs=40)
     assert counted_chunks and max(counted_chunks) == 3 and sum(counted_chunks) == len(set(texts))
     monkeypatch.setattr(ctx_module, "CHUNK", 10_000)
+    monkeypatch.setattr(states, "CHUNK", 10_000)
     whole = contextuality(bundled, texts, words=["bank", "river"], baseline_pairs=40)
     assert counted_chunks[-1] == len(set(texts))
     for a, b in zip(chunked.records, whole.records, strict=True):

@@ -27,7 +27,7 @@ from ..core.text_files import MISSING_VALUES, is_column_name
 from ..core.tokens import check_texts
 from ..errors import CorpusError, InvalidInput, InvalidSpec
 from ..static import static_word
-from .states import CHUNK
+from .states import chunked_token_matrices
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -210,18 +210,16 @@ def _layer_vectors(
     count = model.n_layers + 1
     rows: dict[str, np.ndarray] = {}
     dropped = np.zeros(len(texts), dtype=np.int64)
-    for start in range(0, len(texts), CHUNK):
-        matrices = model.engine.token_matrices(list(texts[start : start + CHUNK]), spec)
-        for index, (tok, matrix) in enumerate(matrices, start):
-            hidden = matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2)[list(layers)]
-            keep = [0.0 if s and mask_special else 1.0 for s in tok.special_mask]
-            mask = np.broadcast_to(np.array(keep, dtype=np.float32), (len(layers), len(keep)))
-            for p in pools:
-                pooled = pool_sentences(hidden, mask, p)
-                if p.value not in rows:  # the width is known now: one array for every text
-                    rows[p.value] = np.empty((len(texts), *pooled.shape), dtype=pooled.dtype)
-                rows[p.value][index] = pooled
-            dropped[index] = tok.n_dropped
+    for index, (tok, matrix) in enumerate(chunked_token_matrices(model, texts, spec)):
+        hidden = matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2)[list(layers)]
+        keep = [0.0 if s and mask_special else 1.0 for s in tok.special_mask]
+        mask = np.broadcast_to(np.array(keep, dtype=np.float32), (len(layers), len(keep)))
+        for p in pools:
+            pooled = pool_sentences(hidden, mask, p)
+            if p.value not in rows:  # the width is known now: one array for every text
+                rows[p.value] = np.empty((len(texts), *pooled.shape), dtype=pooled.dtype)
+            rows[p.value][index] = pooled
+        dropped[index] = tok.n_dropped
     return rows, dropped
 
 

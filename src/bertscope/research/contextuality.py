@@ -42,7 +42,7 @@ from ..core.similarity import unit
 from ..core.spec import whole_number
 from ..core.tokens import check_texts, refuse_unordered
 from ..errors import InvalidInput
-from .states import CHUNK, check_seed
+from .states import CHUNK, check_seed, chunked_token_matrices
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -139,11 +139,9 @@ def word_occurrences(
     intra: list[list[float]] = []
     pool = _Reservoir(sample, np.random.default_rng(seed))
     with progress_callback(len(sentences), enabled=progress) as on_batch:
-        for start in range(0, len(sentences), CHUNK):  # the engine holds a chunk's token vectors at once
-            chunk = list(sentences[start : start + CHUNK])
-            matrices = model.engine.token_matrices(chunk, spec, on_batch=on_batch)
-            for index, (tok, vectors) in enumerate(matrices, start):
-                _offer(model, index, tok, vectors, count, found, intra, pool, targets, max_contexts)
+        matrices = chunked_token_matrices(model, sentences, spec, on_batch=on_batch)
+        for index, (tok, vectors) in enumerate(matrices):
+            _offer(model, index, tok, vectors, count, found, intra, pool, targets, max_contexts)
     return found, np.array(intra), pool.items
 
 

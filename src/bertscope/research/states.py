@@ -16,8 +16,13 @@ from ..errors import InvalidInput
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
+    from ..core.engine import OnBatch
+    from ..core.spec import EmbedSpec
 
-__all__ = ["check_seed", "layer_blocks", "layer_states", "static_rows", "CHUNK", "LONG_TOKENS"]
+__all__ = [
+    "check_seed", "chunked_token_matrices", "layer_blocks", "layer_states", "static_rows", "CHUNK",
+    "LONG_TOKENS",
+]  # fmt: skip
 
 # Texts handed to the engine at once: it holds each chunk's token vectors of every layer, so the chunk
 # (not the corpus) bounds memory: 256 texts of 64 tokens x 7 layers x 384 floats is ~170 MB at most.
@@ -39,11 +44,19 @@ def layer_states(
     """
     spec = model.spec(layers="all", combine="concat", pooling="mean", long=long)
     count = model.n_layers + 1
-    iterator = _checked(texts)
     with progress_callback(total, enabled=progress) as on_batch:
-        while chunk := list(islice(iterator, CHUNK)):
-            for tok, matrix in model.engine.token_matrices(chunk, spec, on_batch=on_batch):
-                yield tok, matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2)
+        for tok, matrix in chunked_token_matrices(model, _checked(texts), spec, on_batch=on_batch):
+            yield tok, matrix.reshape(len(matrix), count, -1).transpose(1, 0, 2)
+
+
+def chunked_token_matrices(
+    model: Encoder, texts: Iterable[str], spec: EmbedSpec, *, on_batch: OnBatch | None = None
+) -> Iterator[tuple[Tokens, np.ndarray]]:
+    """Each text's Tokens and token matrix under `spec` (the engine's `token_matrices`), in input order,
+    the engine given CHUNK texts at a time: it holds one chunk's token vectors, never the corpus's."""
+    iterator = iter(texts)
+    while chunk := list(islice(iterator, CHUNK)):
+        yield from model.engine.token_matrices(chunk, spec, on_batch=on_batch)
 
 
 def layer_blocks(
