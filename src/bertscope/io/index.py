@@ -37,6 +37,7 @@ from ..core.spec import whole_number
 from ..errors import BackendUnavailable, CorpusError, InvalidInput
 from .formats import suffixes_where
 from .level_table import level_of
+from .parts_sink import atomic_write_text
 from .stores import Store, open_store, with_view
 from .vector_files import check_npy_rows, npy_store_files, open_matrix, stored_checksums
 
@@ -233,7 +234,7 @@ def build_index(
         "nprobe": int(nprobe),
         "build_seconds": round(time.perf_counter() - start, 3),
     }
-    _atomic_write(meta_file, json.dumps(meta, indent=2))
+    atomic_write_text(meta_file, json.dumps(meta, indent=2))
     return IndexState("fresh", "built", index_file, meta)
 
 
@@ -277,11 +278,6 @@ def _opened(store: str | Path | Store, view: str | None, column: str | None) -> 
 
 def _tmp(path: Path) -> Path:
     return path.with_name(path.name + ".tmp")
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    _tmp(path).write_text(text)
-    os.replace(_tmp(path), path)
 
 
 def index_state(

@@ -185,6 +185,7 @@ def part_marker(part: Path) -> dict[str, Any]:
 
 
 def atomic_write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file beside it, so a reader sees the old text or the new."""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
