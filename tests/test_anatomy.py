@@ -11,7 +11,8 @@ import transformers
 
 import bertscope
 import bertscope.anatomy as anatomy_module
-from tiny_models import FAMILIES
+from console import run_main
+from tiny_models import FAMILIES, config_variant
 
 TEXTS = ["I like eating bread", "a cat", "tokenization"]
 ROBERTA_STYLE = {"roberta", "xlm-roberta", "mpnet"}
@@ -68,7 +69,6 @@ def test_parts_are_the_models_own_rows(
     for anatomy in anatomies[family]:
         tok = anatomy.tokens
         np.testing.assert_array_equal(anatomy.word, word_table[tok.ids])
-        expected = anatomy.word
         if anatomy.position is not None:
             positions = _expected_positions(family, len(tok), model.pad_id)
             assert anatomy.position_ids == positions
@@ -76,11 +76,14 @@ def test_parts_are_the_models_own_rows(
                 anatomy.position,
                 parts.position.weight.detach().numpy()[positions],  # type: ignore[union-attr]
             )
-            expected = expected + anatomy.position
         if anatomy.token_type is not None:
             type_table = parts.token_type.weight.detach().numpy()  # type: ignore[union-attr]
             np.testing.assert_array_equal(anatomy.token_type, type_table[tok.type_ids])
-            expected = expected + anatomy.token_type
+        present = {name for name in ("word", "position", "token_type") if getattr(anatomy, name) is not None}
+        assert anatomy.sum_order[0] == "word" and set(anatomy.sum_order) == present
+        expected = anatomy.word
+        for name in anatomy.sum_order[1:]:  # added in the order the model adds them
+            expected = expected + getattr(anatomy, name)
         np.testing.assert_array_equal(anatomy.summed, expected)
 
 
@@ -305,3 +308,43 @@ def test_float_rows_read_only_the_rows_asked_exactly_as_torch_widens_them(
     got = rows[ids]
     assert got.dtype == np.float32 and got.shape == (2, 3, 8)
     np.testing.assert_array_equal(got, matrix.float().numpy()[ids])
+
+
+PAIR = ("the cat is a dog and what", "is that thing like eating bread")
+
+
+def test_bundled_bfloat16_anatomy_holds_its_proof_adding_the_rows_in_the_models_order() -> None:
+    """BertEmbeddings adds the segment row, then the position row; in bfloat16 the other order misses
+    layer 0 by a rounding step (1.56e-02), which the proof called a wrong anatomy (exit 1)."""
+    ran = run_main("anatomy", "I am Sinan", "--dtype", "bfloat16")
+    assert ran.code == 0, ran.stderr
+    assert "proof: LayerNorm(word + token_type + position) rebuilds the model's own layer 0" in ran.stdout
+    assert "holds" in ran.stdout and "error" not in ran.stderr
+    for backend in ("torch", "auto"):
+        model = bertscope.load(device="cpu", dtype="bfloat16", backend=backend)
+        (a,) = model.anatomy([PAIR])
+        assert a.sum_order == ("word", "token_type", "position")
+        assert any(a.tokens.type_ids)
+        assert a.max_abs_error < 1e-5, backend
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "xlm-roberta", "albert", "electra"])
+def test_bfloat16_anatomy_of_a_family_with_segment_rows_holds_its_proof(
+    family: str, tiny_dirs: dict[str, Path]
+) -> None:
+    for dtype in ("bfloat16", "float32"):
+        (a,) = bertscope.load(tiny_dirs[family], device="cpu", dtype=dtype).anatomy([PAIR])
+        assert a.token_type is not None and a.position is not None
+        assert a.sum_order == ("word", "token_type", "position")
+        assert a.max_abs_error < 1e-5, (family, dtype)
+
+
+def test_deberta_v2_adds_its_position_row_before_the_segment_row(
+    tiny_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """DeBERTa-v2 with absolute positions and segments adds the position row first, unlike BERT."""
+    folder = config_variant(tiny_dirs, tmp_path, "deberta-v2", position_biased_input=True, type_vocab_size=2)
+    (a,) = bertscope.load(folder, device="cpu", dtype="bfloat16").anatomy([PAIR])
+    assert a.sum_order == ("word", "position", "token_type")
+    assert any(a.tokens.type_ids)
+    assert a.max_abs_error < 1e-5

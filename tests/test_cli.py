@@ -103,7 +103,7 @@ def test_static_export_word2vec(tmp_path: Path) -> None:
 
 def test_anatomy_prints_the_proof_line() -> None:
     text = run_ok("anatomy", "I am Sinan")
-    assert "proof: LayerNorm(word + position + token_type)" in text and "holds" in text
+    assert "proof: LayerNorm(word + token_type + position)" in text and "holds" in text
     data = json.loads(run_ok("anatomy", "I am Sinan", "--json"))
     assert data["max_abs_error"] < 1e-5 and data["tokens"][0] == "[CLS]"
 

@@ -1,4 +1,4 @@
-"""The embedding layer taken apart: word + position + segment, (projection,) LayerNorm, and its proof.
+"""The embedding layer taken apart: word + segment + position, (projection,) LayerNorm, and its proof.
 
 The parts are recomputed from the model's own modules and compared with the model's own layer 0
 (`output_hidden_states[0]`, the encoder's input); `max_abs_error` is that comparison. A model opened
@@ -6,13 +6,15 @@ light (no PyTorch module loaded) is taken apart from its folder's weights with N
 rows and one LayerNorm (core/embedding_layer.py), and proved against its runtime's layer 0 the same way;
 a rebuild that misses it by more than `PROOF_TOLERANCE` is done again from the PyTorch module. A family whose
 positions enter inside attention (DeBERTa: relative; ModernBERT: rotary) has no position step: the
-anatomy says where they go instead (`positions_in_attention`, `notes`).
+anatomy says where they go instead (`positions_in_attention`, `notes`). The rows are added in the order
+the family's own code adds them (`Family.sum_order`, named by `Anatomy.sum_order`): in bfloat16 another
+order misses the model's layer 0 by a rounding step, which the proof would call a wrong anatomy.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -25,11 +27,13 @@ if TYPE_CHECKING:
     import torch
 
     from .core.encoder import Encoder
-    from .core.families import EmbeddingParts
+    from .core.families import EmbeddingParts, Family
 
 __all__ = ["Anatomy", "decompose"]
 
 PROOF_TOLERANCE = 1e-5  # the most a light rebuild may miss the runtime's layer 0 by before torch redoes it
+
+_Rows = TypeVar("_Rows", "np.ndarray", "torch.Tensor")
 
 STEPS = (
     "word",
@@ -60,6 +64,8 @@ class Anatomy:
     lacks: tuple[str, ...] = field(default_factory=tuple)
     positions_in_attention: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # the parts `summed` adds, in the order the model adds them (word first)
+    sum_order: tuple[str, ...] = ("word",)
 
     @property
     def max_abs_error(self) -> float:
@@ -140,11 +146,8 @@ def _decompose_light(
     steps: dict[str, np.ndarray | None] = {"word": word}
     steps["position"] = weights.position[position_ids] if weights.position is not None else None
     steps["token_type"] = weights.token_type[types_np] if weights.token_type is not None else None
-    summed = word
-    for extra in (steps["position"], steps["token_type"]):
-        if extra is not None:
-            summed = summed + extra
-    steps["summed"] = summed
+    order = _sum_order(family, steps)
+    steps["summed"] = summed = _summed(steps, order)
     steps["projected"] = None
     steps["normalized"] = steps["encoder_input"] = weights.layer_norm(summed)
     steps["model_output"] = _layer0(model, ids_np, types_np, mask_np)
@@ -162,6 +165,7 @@ def _decompose_light(
             lacks=lacks,
             positions_in_attention=where,
             notes=notes,
+            sum_order=order,
             **{name: None if step is None else step[row, : len(tok)] for name, step in steps.items()},  # type: ignore[arg-type]
         )
         for row, tok in enumerate(tokens)
@@ -185,11 +189,8 @@ def _decompose_torch(
         steps: dict[str, torch.Tensor | None] = {"word": word}
         steps["position"] = parts.position(position_ids) if parts.position is not None else None
         steps["token_type"] = parts.token_type(types) if parts.token_type is not None else None
-        summed = word
-        for extra in (steps["position"], steps["token_type"]):
-            if extra is not None:
-                summed = summed + extra
-        steps["summed"] = summed
+        order = _sum_order(family, steps)
+        steps["summed"] = summed = _summed(steps, order)
         before = parts.projection_before_norm
         steps["projected"] = before(summed) if before is not None else None
         projected = steps["projected"]
@@ -201,7 +202,21 @@ def _decompose_torch(
         after = parts.projection_after_norm
         steps["encoder_input"] = after(normalized) if after is not None else normalized
         steps["model_output"] = torch.from_numpy(_layer0(model, ids_np, types_np, mask_np))
-    return [_one(tok, row, steps, position_ids, parts) for row, tok in enumerate(tokens)]
+    return [_one(tok, row, steps, position_ids, parts, order) for row, tok in enumerate(tokens)]
+
+
+def _sum_order(family: Family, steps: dict[str, _Rows | None]) -> tuple[str, ...]:
+    """The parts this model has, in the order its family's code adds them."""
+    return tuple(name for name in family.sum_order if steps.get(name) is not None)
+
+
+def _summed(steps: dict[str, _Rows | None], order: tuple[str, ...]) -> _Rows:
+    """The rows of `order` (word first) added left to right, as the model adds them, rounding included."""
+    parts = [part for name in order if (part := steps[name]) is not None]
+    total = parts[0]
+    for part in parts[1:]:
+        total = total + part
+    return total
 
 
 def _one(
@@ -210,6 +225,7 @@ def _one(
     steps: dict[str, torch.Tensor | None],
     position_ids: torch.Tensor,
     parts: EmbeddingParts,
+    order: tuple[str, ...],
 ) -> Anatomy:
     n = len(tok)
     # Rotary positions are real position ids (the attention turns by them), though no row is added here.
@@ -226,5 +242,6 @@ def _one(
         lacks=parts.lacks,
         positions_in_attention=parts.positions_in_attention,
         notes=parts.notes,
+        sum_order=order,
         **arrays,  # type: ignore[arg-type]
     )

@@ -363,7 +363,7 @@ def anatomy(
         segment = str(a.tokens.type_ids[i])
         table.add_row(tok, str(a.tokens.ids[i]), pos, segment, *norms, f"{per_token[i]:.1e}")
     out.print(table)
-    parts = " + ".join(s for s in ("word", "position", "token_type") if getattr(a, s) is not None)
+    parts = " + ".join(a.sum_order)  # in the order the model adds them, as the rebuild does
     if "layernorm" in a.lacks:
         recipe = parts
     elif a.projected is not None:

@@ -87,6 +87,10 @@ class Family:
     # Whether type_vocab_size 0 builds no token-type table (DeBERTa-v2, GTE); the others build one of 0 rows
     # and look a row up for every token, which no forward can do
     type_rows_optional: bool = False
+    # The order the embedding layer adds its rows in (those it has): BertEmbeddings.forward and its kin add
+    # the segment row, then the position row; DeBERTa-v2 the position row first. Another order differs by
+    # rounding (a bfloat16 step after LayerNorm), so the anatomy's proof adds them as the model does.
+    sum_order: tuple[str, ...] = ("word", "token_type", "position")
 
     @property
     def builds_pooler(self) -> bool:
@@ -318,7 +322,9 @@ _FAMILIES: tuple[Family, ...] = (
     # AlbertModel: `pooler` (nn.Linear(hidden, hidden)) and `pooler_activation` (nn.Tanh()) over [:, 0]
     _Albert("albert", ("albert",), pooler_layout=PoolerLayout("pooler.weight", "pooler.bias")),
     Family("electra", ("electra",)),
-    Family("deberta-v2", ("deberta-v2",), type_rows_optional=True),
+    Family(
+        "deberta-v2", ("deberta-v2",), type_rows_optional=True, sum_order=("word", "position", "token_type")
+    ),
     Family(
         "mpnet",
         ("mpnet",),
