@@ -139,3 +139,35 @@ def test_heatmap_png(bundled: bertscope.Model, tmp_path: Path) -> None:
     for pooling in ("mean", "cls"):
         path = plot_explanation(bundled.explain(A, B, pooling=pooling), tmp_path / f"{pooling}.png")
         assert path.read_bytes()[:4] == b"\x89PNG" and path.stat().st_size > 5000
+
+
+@pytest.mark.parametrize("family", ["bundled", "roberta"])
+def test_cls_at_layer_0_is_the_first_rows_alone_not_another_layers_attention(
+    tiny_models: dict[str, bertscope.Model], bundled: bertscope.Model, family: str
+) -> None:
+    """At layer 0 no attention has run: [CLS] reads its own row, the same for every text, so the score is 1
+    and sits exactly on the [CLS] pair; layer 1's attention does not explain it. (The pooler refuses layer
+    0 already: it was trained on the last layer.)"""
+    model = bundled if family == "bundled" else tiny_models[family]
+    a, b = "a cat", "the dog ate bread"
+    e = model.explain(a, b, pooling="cls", layers=0)
+    assert e.score == pytest.approx(float(model.similarity(a, b, pooling="cls", layers=0)[0, 0]), abs=1e-6)
+    assert e.score == pytest.approx(1.0, abs=1e-6)
+    assert e.exact and e.contributions is not None
+    assert e.contributions[0, 0] == e.score and np.count_nonzero(e.contributions) == 1
+    first = e.tokens_a[0]
+    assert first == e.tokens_b[0] and first in ("[CLS]", "<s>")
+    assert [(p["token_a"], p["token_b"]) for p in e.top_pairs] == [(first, first)]
+    assert "attention" not in e.method and "layer 1" not in e.note
+    assert "the same for every text" in e.note and "1 by construction" in e.note
+    assert model.explain(a, b, pooling="cls", layers=0, exact=True).exact  # exact, so not refused
+
+
+def test_cli_explains_cls_at_layer_0_without_attention() -> None:
+    from console import run_main
+
+    ran = run_main("explain", "a cat", "a dog", "-p", "cls", "-l", "0")
+    assert ran.code == 0, ran.stderr
+    assert ran.stdout.startswith("cosine 1.0000  (the first tokens' own rows (layer 0))")
+    assert "[CLS] attention" not in ran.stdout and "not exact" not in ran.stdout
+    assert "score is 1 by construction" in ran.stdout.replace("\n", " ")

@@ -7,7 +7,9 @@ affine post-processing (x - mu) W (whitening, PCA, all-but-the-top) maps each pa
 (p_i - w_i mu / sum w) W, still summing to the post-processed vector. Max pooling takes each dimension
 from one token, so dimension d (and its share of mu) goes to the token that holds the maximum: exact by
 dimension. cls and pooler read one vector that depends on every token through the layers: no exact
-split exists, and the explanation shows the [CLS] row of the attention instead, marked as not exact.
+split exists, and the explanation shows the [CLS] row of the attention instead, marked as not exact. At
+layer 0 (the embedding output) no attention has run: that vector is the first token's own row, so the
+whole score sits, exactly, on the pair of first tokens ([CLS] and [CLS]: the same vector for every text).
 """
 
 from __future__ import annotations
@@ -109,6 +111,8 @@ def explain(
     say_cut(np.concatenate([left.n_dropped, right.n_dropped]), model.max_tokens)
     score = float(cos_sim(left.vectors, right.vectors)[0, 0])
     if spec.pooling not in exact_poolings():
+        if max(spec.layers) == 0:
+            return _first_rows_view(model, a, b, spec, processor, score, top)
         if exact:
             raise InvalidSpec(
                 f"pooling {spec.pooling.value!r} has no exact split into tokens (the vector depends on "
@@ -232,6 +236,53 @@ def _attention_view(model: Encoder, a: str, b: str, spec: EmbedSpec, score: floa
         contributions=None,
         top_pairs=[],
         spec=_spec(spec, None),
+        text_a=a,
+        text_b=b,
+    )
+
+
+def _first_rows_view(
+    model: Encoder,
+    a: str,
+    b: str,
+    spec: EmbedSpec,
+    processor: PostProcessor | None,
+    score: float,
+    top: int,
+) -> Explanation:
+    """cls or pooler at layer 0, the embedding output: each vector is its text's first token's own row
+    (through the pooler, the post-processing and the norm), which reads no other token, so the score is
+    exactly the first pair's, and 1 where both texts open with the same token."""
+    tok_a, tok_b = model.engine.prepare([a, b], spec)
+    contributions = np.zeros((len(tok_a), len(tok_b)))
+    contributions[0, 0] = score
+    first_a, first_b = tok_a.tokens[0], tok_b.tokens[0]
+    if tok_a.ids[0] == tok_b.ids[0]:
+        why = (
+            f"both texts open with {first_a}, so the two vectors are the same for every text and the "
+            "score is 1 by construction"
+        )
+    else:
+        why = f"the texts open with {first_a} and {first_b}, and the score compares those two rows alone"
+    note = (
+        f"exact, and trivial: at layer 0 (the embedding output, before any attention) {spec.pooling.value} "
+        "pooling reads the first token's own embedding row, which depends on no other token; "
+        f"{why}. A layer above 0 shows what [CLS] reads."
+    )
+    return Explanation(
+        score=score,
+        exact=True,
+        method="the first tokens' own rows (layer 0)",
+        note=note,
+        tokens_a=tok_a.tokens,
+        tokens_b=tok_b.tokens,
+        offsets_a=tok_a.offsets,
+        offsets_b=tok_b.offsets,
+        share_a=contributions.sum(axis=1),
+        share_b=contributions.sum(axis=0),
+        contributions=contributions,
+        top_pairs=_top_pairs(contributions, tok_a, tok_b, min(top, 1)),
+        spec=_spec(spec, processor),
         text_a=a,
         text_b=b,
     )
