@@ -243,7 +243,7 @@ def _verify_model(
     as_json: bool,
 ) -> int:
     from ..verify import check_fingerprint, compare_to_reference, read_fingerprint, save_fingerprint
-    from ..verify.fingerprint import canary_texts
+    from ..verify.reference import reference_texts
     from ..verify.settings import is_static
 
     if against is not None:
@@ -263,7 +263,7 @@ def _verify_model(
         if as_json:
             emit_json(made)
         return 0
-    result = compare_to_reference(loaded, [*canary_texts(loaded), *texts], min_cosine=min_cosine)
+    result = compare_to_reference(loaded, [*reference_texts(loaded), *texts], min_cosine=min_cosine)
     if save is not None:
         made = save_fingerprint(loaded, save)
         warn(f"fingerprint {made['id']} written to {save}", label="saved:", style="green")

@@ -32,11 +32,12 @@ from .fingerprint import (
     read_fingerprint,
     save_fingerprint,
 )
-from .reference import LayerDrift, Verification, compare_to_reference
+from .reference import LayerDrift, Verification, compare_to_reference, reference_texts
 
 __all__ = [
-    "Difference", "FingerprintCheck", "LayerDrift", "StoreCheck", "Verification", "check_fingerprint",
-    "compare_to_reference", "fingerprint", "read_fingerprint", "save_fingerprint", "verify_model",
+    "Difference", "FingerprintCheck", "LayerDrift", "StoreCheck", "Verification", "canary_texts",
+    "check_fingerprint", "compare_to_reference", "fingerprint", "read_fingerprint", "reference_texts",
+    "save_fingerprint", "verify_model",
 ]  # fmt: skip
 
 
@@ -48,10 +49,10 @@ def verify_model(
     min_cosine: float | None = None,
 ) -> Verification | FingerprintCheck:
     """`model` as set up against the plain Hugging Face float32 forward on the calibration sentences, a
-    text over its limit and `texts` (a `Verification`; a lossy mode held to `min_cosine`, default its
-    fast bound or 0.999); with `against` (a fingerprint or its file), against that fingerprint instead
-    (a `FingerprintCheck`: no reference forward, no torch needed)."""
+    text over its limit, a few short texts (`reference_texts`) and `texts` (a `Verification`; a lossy mode
+    held to `min_cosine`, default its fast bound or 0.999); with `against` (a fingerprint or its file),
+    against that fingerprint instead (a `FingerprintCheck`: no reference forward, no torch needed)."""
     if against is not None:
         return check_fingerprint(model, against)
     given = [texts] if isinstance(texts, str) else [] if texts is None else list(texts)  # a lone string: one
-    return compare_to_reference(model, [*canary_texts(model), *given], min_cosine=min_cosine)
+    return compare_to_reference(model, [*reference_texts(model), *given], min_cosine=min_cosine)

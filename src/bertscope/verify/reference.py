@@ -5,6 +5,12 @@ on the CPU, `output_hidden_states=True`, truncated at the model's limit (texts o
 The model runs exactly as loaded (runtime, dtype, quantization, batching). Exact modes must match every
 token vector of every layer within `EXACT_ATOL`; lossy modes (bfloat16, float16, int8) must keep the
 sentence vectors' cosine to the reference at or above their floor (fast mode's bound).
+
+`reference_texts` is what `verify` measures: the fingerprint's canaries (the calibration sentences, all of
+8 words or more, and one text over the limit) and `SHORT_TEXTS`, a few texts of one to four words, where
+int8 drifts most (in a text of a few tokens the [CLS] and [SEP] rows dominate each activation's range).
+The short texts are not canaries: a saved fingerprint holds its canaries' token counts and vectors, so
+adding texts there would fail every fingerprint saved before.
 """
 
 from __future__ import annotations
@@ -25,8 +31,17 @@ from ..errors import InvalidSpec, TruncatedTextsWarning
 from .drift import pairwise_cosines
 from .settings import environment, is_lossy, is_static, lossy_floor, vector_settings, weights_dtype
 
-__all__ = ["LayerDrift", "Verification", "compare_to_reference", "reference_states", "static_refusal"]
+__all__ = [
+    "SHORT_TEXTS", "LayerDrift", "Verification", "compare_to_reference", "reference_states",
+    "reference_texts", "static_refusal",
+]  # fmt: skip
 
+# Short texts measured beside the canaries, held out of every int8 calibration (backends/openvino.py's
+# SHORT_CALIBRATION included): the bundled model's int8 reads its lowest sentence cosine on these ("Ok.")
+SHORT_TEXTS = (
+    "Ok.", "Hello!", "Me too.", "lol", "Thank you.", "Where?", "Of course.", "Good luck!", "No.",
+    "Well done, team.",
+)  # fmt: skip
 # Texts per reference forward, sorted by length: a pad is masked out exactly, so only the last bits move.
 _REFERENCE_BATCH = 16
 
@@ -70,6 +85,13 @@ class Verification:
             "warnings": list(self.warnings),
             "environment": self.environment,
         }
+
+
+def reference_texts(model: Any) -> list[str]:
+    """What `verify` compares with the reference before the caller's texts: canaries, then `SHORT_TEXTS`."""
+    from .fingerprint import canary_texts
+
+    return [*canary_texts(model), *SHORT_TEXTS]
 
 
 def reference_states(model: Any, texts: Sequence[str]) -> tuple[list[list[int]], list[np.ndarray]]:
