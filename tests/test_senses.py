@@ -45,7 +45,7 @@ def test_given_k_and_bad_input(store: Path) -> None:
     assert found.k == 3 and found.criterion == "k=3: given" and sum(s.size for s in found.senses) == 20
     sizes = [s.size for s in found.senses]
     assert sizes == sorted(sizes, reverse=True)
-    with pytest.raises(InvalidInput, match="k=40"):
+    with pytest.raises(InvalidInput, match="n_clusters=40"):
         word_senses(store, "bank", k=40)
     with pytest.raises(InvalidInput, match="'estuary' occurs 1 time"):
         word_senses(store, "estuary")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import sqlite3
 import sys
 import warnings
+from pathlib import Path
 
 from ..errors import BertscopeError, JobInterrupted
 from . import (  # noqa: F401  (each registers its commands)
@@ -71,12 +72,41 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except MemoryError:
+        # An allocation past the machine's memory (numpy's _ArrayMemoryError is one): one line, never a
+        # traceback; what to do is ask for less.
+        if is_debug():
+            raise
+        warn(
+            "out of memory: this machine cannot hold what the command asked for; ask for less (fewer "
+            "texts or rows, a smaller --batch-size) or run it where there is more memory",
+            label="error:", style="red",
+        )  # fmt: skip
+        sys.exit(1)
     except (OSError, sqlite3.Error) as exc:
         # The disk, permissions and other processes are outside bertscope: say what failed, in one line.
         if is_debug():
             raise
         filename = getattr(exc, "filename", None)
+        if isinstance(exc, NotADirectoryError) and (blocking := _file_in_the_way(filename)) is not None:
+            warn(
+                f"{blocking} is a file, not a folder: give a path inside a folder",
+                label="error:",
+                style="red",
+            )
+            sys.exit(1)
         where = f" ({filename})" if filename else ""
         what = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         warn(f"{what}{where}; nothing already saved is lost", label="error:", style="red")
         sys.exit(1)
+
+
+def _file_in_the_way(filename: object) -> Path | None:
+    """The file that stands where a path needs a folder (`-o afile/x.parquet`), named as the user gave it
+    rather than the internal path that met it (`x.parquet.parts`); None where there is none."""
+    if not isinstance(filename, (str, Path)):
+        return None
+    for parent in Path(filename).parents:
+        if parent.is_file():
+            return parent
+    return None

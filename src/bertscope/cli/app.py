@@ -16,6 +16,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from itertools import chain
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -123,6 +124,31 @@ def _no_such_option(name: str, ctx: Any) -> str:
 typer.rich_utils.rich_format_error = _usage_error  # type: ignore[assignment]
 # The click typer runs: its own copy (typer._click) in recent typer, click itself before.
 _CLICK = typer.Context.__mro__[1].__module__.rpartition(".")[0]
+# Options where an empty value means something of its own (`--prompt ""`: no prompt, not the model's).
+EMPTY_MEANS_SOMETHING = frozenset({"prompt"})
+# Text options and arguments that name a file (`-i` also takes `-`): an empty one is an empty path.
+FILE_NAMES = frozenset({"input_path", "corpus", "from_corpus", "reference", "test", "store", "pairs_file"})
+_typer_process_value = typer.core._TyperParameter.process_value
+
+
+def _refuse_empty(self: Any, ctx: Any, value: Any) -> Any:
+    """One rule for an empty value typed on the command line (`-o ''`, `--device ''`): refused in one line,
+    never read as "not given" nor as the folder `.` (typer's Path('')). An option whose empty value means
+    something (EMPTY_MEANS_SOMETHING) keeps it; a text argument is left to the command (the library names
+    an empty text)."""
+    given = value if isinstance(value, (tuple, list)) else (value,)
+    typed = getattr(ctx.get_parameter_source(self.name or ""), "name", None) == "COMMANDLINE"
+    is_path = self.name in FILE_NAMES or bool(getattr(getattr(self, "type_descriptor", None), "is_path", 0))
+    is_option = self.param_type_name == "option"
+    if typed and "" in given and self.name not in EMPTY_MEANS_SOMETHING and (is_option or is_path):
+        what = "'' is an empty path: give a file name" if is_path else "'' is an empty value: give one"
+        fix = ", or leave the option out for its default" if is_option else ""
+        raise importlib.import_module(f"{_CLICK}.exceptions").BadParameter(what + fix, ctx=ctx, param=self)
+    return _typer_process_value(self, ctx, value)
+
+
+# typer reads '' as a value (or, for a Path, as the folder '.'); every command refuses it (_refuse_empty).
+typer.core._TyperParameter.process_value = _refuse_empty  # type: ignore[method-assign]
 
 
 class _Notices(logging.Handler):
@@ -549,17 +575,38 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
 
 
-def check_stride(model: Any, stride: int | None) -> None:
+def check_stride(model: Any, stride: int | None, long: str | None = None) -> None:
     """Refuse a --stride outside the model's window now, before any work (a corpus job would otherwise
     meet it only at its first long text). The bounds are the windows' own check (`Tokens.windows`),
-    run on a one-word text."""
+    run on a one-word text. With a `long` other than window the recipe refuses the stride itself, for
+    that reason (a stride steps windows), not for its size."""
+    if long is not None and str(long).strip().lower() != "window":
+        return
     if stride is not None:
         model.tokenize(["a"])[0].windows(model.max_tokens, stride)
 
 
 def read_lines(input_path: str, *, text_field: str = "text") -> Iterator[str]:
     """The texts of -i FILE (or stdin for -), streamed, read exactly as `embed -i` and corpus jobs read
-    it: a line each of a .txt, the `text_field` of each .jsonl/.csv/.tsv/.parquet record."""
-    from ..io import readers
+    it: a line each of a .txt, the `text_field` of each .jsonl/.csv/.tsv/.parquet record. A file that
+    holds no text is refused here, naming it (`no_text`), as `embed -i` refuses it."""
+    from ..io.readers import Rejects, read_corpus
 
-    return readers.read_lines(input_path, text_field=text_field)
+    rejects = Rejects()
+    texts = (record.text for record in read_corpus(input_path, text_field=text_field, rejects=rejects))
+    first = next(texts, None)
+    if first is None:
+        raise no_text(input_path, text_field, rejects)
+    return chain([first], texts)
+
+
+def no_text(input_path: str, text_field: str, rejects: Any) -> InvalidInput:
+    """The one-line refusal of an -i FILE that holds no text (every line or record empty, or none)."""
+    name = "stdin" if input_path == "-" else input_path
+    if input_path == "-" or input_path.lower().endswith(".txt"):
+        why = "every line is empty"
+    elif rejects.empty:
+        why = f"every record's {text_field} field is empty"
+    else:
+        why = "it has no records"
+    return InvalidInput(f"{name} holds no text: {why}; give a file with one text or more")

@@ -256,6 +256,8 @@ def static(
             raise InvalidInput("--include-special lets neighbours be special pieces; add -k N or drop it")
         if overwrite and output is None:
             raise InvalidInput("--overwrite replaces an existing --output file; add -o FILE or drop it")
+        if fmt is not None and output is None:  # unread without a file to write: said, not ignored
+            raise InvalidInput("--format names the format of -o FILE (or --corpus's); add -o FILE or drop it")
     # Rows of the matrix need no forward: with the default load options they are read from the folder's
     # safetensors without torch (about 1 s where a load takes 6-9 s), the same float32 values a load gives.
     defaults = (device, dtype, backend, quantize, threads) == ("auto", "float32", "auto", "none", None)

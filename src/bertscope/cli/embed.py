@@ -238,7 +238,7 @@ def embed(
         # checked now, not at the first long text part-way through a corpus job
         from ..core.folder import FolderView
 
-        check_stride(FolderView.open(model) or load_model(model), stride)
+        check_stride(FolderView.open(model) or load_model(model), stride, long)
     from ..core.spec import EmbedOptions
     from ..io.level_table import CorpusOptions
     from ..io.levels import LevelOptions

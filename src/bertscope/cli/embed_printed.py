@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from rich.table import Table
 
 from ..errors import InvalidInput
-from .app import emit_json, out, warn
+from .app import emit_json, no_text, out, warn
 
 if TYPE_CHECKING:
     from ..core.spec import EmbedOptions
@@ -97,16 +97,9 @@ def read_inputs(
 
     rejects = Rejects()
     records = list(read_corpus(input_path, text_field=text_field, id_field=id_field, rejects=rejects))
-    name = "stdin" if input_path == "-" else input_path
     lines = input_path == "-" or input_path.lower().endswith(".txt")
     if not records:
-        if lines:
-            why = "every line is empty"
-        elif rejects.empty:
-            why = f"every record's {text_field} field is empty"
-        else:
-            why = "it has no records"
-        raise InvalidInput(f"{name} holds no text: {why}")
+        raise no_text(input_path, text_field, rejects)
     if rejects.empty:
         unit = ("line" if lines else "record") + ("s" if rejects.empty != 1 else "")
         warn(f"{rejects.empty} empty {unit} skipped (ids name each text's own line)", label="note:")

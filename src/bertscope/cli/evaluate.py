@@ -140,11 +140,15 @@ def eval_pairs(
     from ..research.plots import plot_sweep
 
     pairs = Path(one_input(input_path, pairs_file, "pairs file"))
+    if post_dim is not None and post is None:
+        raise InvalidInput(
+            "--post-dim is the dimensions --post whitening or pca keeps; add --post or drop it"
+        )
 
     picture = picture_path(output, old_plot, no_plot, overwrite=overwrite)
     left, right, gold = text_file(read_pairs, pairs)
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
-    check_stride(m, stride)
+    check_stride(m, stride, long)
     result = sweep(
         m,
         left,
@@ -232,6 +236,8 @@ def eval_words(
     from ..research.static_kinds import compare_kinds, plot_kinds
 
     pairs = input_path or old_pairs
+    if min_count != 1 and corpus is None:
+        raise InvalidInput("--min-count is the count a word needs in --corpus; add --corpus FILE or drop it")
     if (dataset is None) == (pairs is None):
         raise InvalidInput("give one of --dataset simlex999|wordsim353 and -i/--input FILE")
     picture = picture_path(output, old_plot, no_plot, overwrite=overwrite)
@@ -296,7 +302,7 @@ def eval_docsim(
     from ..research.analysis import evaluate_docsim
 
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
-    check_stride(m, stride)
+    check_stride(m, stride, long)
     result = evaluate_docsim(
         m,
         post=load_post(post) if post else None,

@@ -24,8 +24,10 @@ from .app import (
     emit_json,
     err,
     load_model,
+    old_spelling,
     out,
     say_cut,
+    top_k_option,
 )
 from .embed_options import NormalizeOpt
 from .pictures import OverwriteOpt, picture_output
@@ -46,7 +48,9 @@ def explain(
     long: LongOpt = "truncate",
     stride: StrideOpt = None,
     post: PostOpt = None,
-    top: Annotated[int, typer.Option("--top", "-k", min=0, help="How many token pairs to list.")] = 10,
+    top: Annotated[int, top_k_option("How many token pairs to list.", least=0)] = 10,
+    # --top: --top-k's old name, still read, not shown
+    old_top: Annotated[int | None, typer.Option("--top", hidden=True, min=0)] = None,
     exact: Annotated[
         bool, typer.Option("--exact", help="Refuse poolings that have no exact split (cls, pooler).")
     ] = False,
@@ -63,6 +67,7 @@ def explain(
     show the [CLS] attention row instead, marked as not exact.
     Example: `bertscope explain "The cat sat on the mat." "A dog lay on the rug." -p mean -o why.png`
     """
+    top = old_spelling(top, old_top, name="--top-k", old="--top", default=10)
     picture = picture_output(output, overwrite=overwrite)
     m = load_model(model)
     options = dict(layers=layers, combine=combine, pooling=pooling, mask_special=mask_special)

@@ -17,8 +17,10 @@ from .app import (
     app,
     emit_json,
     load_model,
+    old_spelling,
     out,
     read_lines,
+    top_k_option,
     warn,
 )
 
@@ -27,7 +29,9 @@ from .app import (
 def geometry(
     input_path: InputOpt,
     layers: LayersOpt = None,
-    top: Annotated[int, typer.Option("--top", min=0, help="How many rogue dimensions to name.")] = 3,
+    top: Annotated[int, top_k_option("How many rogue dimensions to name.", least=0)] = 3,
+    # --top: --top-k's old name, still read, not shown
+    old_top: Annotated[int | None, typer.Option("--top", hidden=True, min=0)] = None,
     max_tokens_sampled: Annotated[
         int,
         typer.Option(
@@ -47,11 +51,12 @@ def geometry(
     texts; TwoNN runs on a uniform sample of at most --max-tokens-sampled tokens.
 
     Examples: `bertscope geometry -i examples/news.txt`,
-    `bertscope geometry -i corpus.txt --layers -1 --top 10 --json`
+    `bertscope geometry -i corpus.txt --layers -1 -k 10 --json`
     """
     from ..research.geometry import geometry as measure
     from ..research.states import check_seed
 
+    top = old_spelling(top, old_top, name="--top-k", old="--top", default=3)
     check_seed(seed)  # before the model loads
     m = load_model(model, device=device, threads=threads)
     result = measure(

@@ -24,6 +24,7 @@ from .app import (
     old_spelling,
     out,
     read_lines,
+    top_k_option,
     warn,
 )
 from .pictures import OverwriteOpt, picture_output
@@ -189,7 +190,7 @@ def probe_command(
             )
         from ..research.conllu import Punct
 
-        rule = Punct.parse(punct or "upos", what="--punct")  # before the model loads
+        rule = Punct.parse("upos" if punct is None else punct, what="--punct")  # before the model loads
         m = load_model(model, device=device, threads=threads)
         run_structural(
             m, input_path, test, task=task, layers=layers, rank=128 if rank is None else rank,
@@ -198,7 +199,8 @@ def probe_command(
         )  # fmt: skip
         return
     if rank is not None or epochs is not None or punct is not None:
-        given = [flag for flag, set_ in (("--rank", rank), ("--epochs", epochs), ("--punct", punct)) if set_]
+        structural = (("--rank", rank), ("--epochs", epochs), ("--punct", punct))
+        given = [flag for flag, value in structural if value is not None]  # 0 and '' are given too
         raise InvalidSpec(
             f"{', '.join(given)}: for structural probes (--task distance or depth); a label probe's "
             "capacity is --kind and --sweep"
@@ -340,7 +342,9 @@ def compare_command(
     model_a: Annotated[str, typer.Argument(help="The base model (a folder; `bundled` for the default).")],
     model_b: Annotated[str, typer.Argument(help="Its fine-tuned child (a folder).")],
     input_path: InputOpt,
-    top: Annotated[int, typer.Option("--top", min=1, help="How many most-moved static rows to show.")] = 20,
+    top: Annotated[int, top_k_option("How many most-moved static rows to show.", least=1)] = 20,
+    # --top: --top-k's old name, still read, not shown
+    old_top: Annotated[int | None, typer.Option("--top", hidden=True, min=1)] = None,
     debiased: Annotated[
         bool, typer.Option("--debiased", help="The debiased CKA estimator (Nguyen et al.): for few tokens.")
     ] = False,
@@ -354,10 +358,11 @@ def compare_command(
     cosine between the two models on the same texts.
 
     Examples: `bertscope compare bundled ./finetuned -i examples/news.txt`,
-    `bertscope compare ./base ./child -i texts.txt --top 50 --json -o compare.png`
+    `bertscope compare ./base ./child -i texts.txt -k 50 --json -o compare.png`
     """
     from ..research.compare import compare
 
+    top = old_spelling(top, old_top, name="--top-k", old="--top", default=20)
     picture = picture_output(output, overwrite=overwrite)  # before the work, not after it
     a = load_model(model_a, device=device, threads=threads)
     b = load_model(model_b, device=device, threads=threads)

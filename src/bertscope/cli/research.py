@@ -28,8 +28,10 @@ from .app import (
     emit_json,
     err,
     load_model,
+    old_spelling,
     out,
     read_lines,
+    top_k_option,
     warn,
 )
 from .evaluate import NoPlotOpt, OldPlotOpt, PlotOpt, eval_app, picture_path, records_table
@@ -54,14 +56,17 @@ def contextuality_cmd(
     words: Annotated[
         str | None, typer.Option("--words", "-w", help="Comma-separated words (default: the most frequent).")
     ] = None,
-    top: Annotated[int, typer.Option("--top", help="Without --words: this many most frequent words.")] = 10,
+    top: Annotated[int, top_k_option("Without --words: this many most frequent words.")] = 10,
+    # --top: --top-k's old name, still read, not shown
+    old_top: Annotated[int | None, typer.Option("--top", hidden=True)] = None,
     min_contexts: Annotated[
         int, typer.Option("--min-contexts", help="Without --words: sentences a word needs.")
     ] = 5,
     baseline_pairs: Annotated[
         int,
         typer.Option(
-            "--baseline-pairs", help="Random pairs of occurrences from different sentences (anisotropy)."
+            "--baseline-pairs",
+            help="Random pairs of occurrences from different sentences (anisotropy; at most 10000).",
         ),
     ] = 2000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the baseline's random pairs.")] = 0,
@@ -85,13 +90,15 @@ def contextuality_cmd(
     Example: `bertscope contextuality -i corpus.txt --words bread,bank -o contextuality.png`
     """
     from ..core.spec import whole_number
-    from ..research.contextuality import contextuality
+    from ..research.contextuality import BASELINE_PAIRS, MAX_BASELINE_PAIRS, contextuality
     from ..research.plots import plot_contextuality
 
     # The library's own check, in flag words, before the model loads.
-    whole_number(top, "--top", meaning="the most frequent words measured")
+    top = old_spelling(top, old_top, name="--top-k", old="--top", default=10)
+    typed_top = "--top" if old_top is not None else "--top-k"  # named as typed
+    whole_number(top, typed_top, meaning="the most frequent words measured")
     whole_number(min_contexts, "--min-contexts", meaning="sentences a word needs")
-    whole_number(baseline_pairs, "--baseline-pairs", meaning="random pairs for the baseline")
+    whole_number(baseline_pairs, "--baseline-pairs", most=MAX_BASELINE_PAIRS, meaning=BASELINE_PAIRS)
     picture = picture_path(output, old_plot, no_plot, overwrite=overwrite)
     texts = list(read_lines(one_input(input_path, corpus, "sentences")))
     result = contextuality(

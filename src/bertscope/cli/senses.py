@@ -24,9 +24,12 @@ def senses(
     ] = None,
     # --in: --store's old name, still read, not shown (as similar's)
     old_in: Annotated[Path | None, typer.Option("--in", hidden=True)] = None,
-    k: Annotated[
-        int | None, typer.Option("-k", help="How many senses (default: best silhouette of 2..8).")
+    n_clusters: Annotated[
+        int | None,
+        typer.Option("--n-clusters", "-n", help="How many senses (default: best silhouette of 2..8)."),
     ] = None,
+    # -k: --n-clusters' old name, still read, not shown (-k/--top-k counts results everywhere else)
+    old_k: Annotated[int | None, typer.Option("-k", hidden=True)] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Draw the occurrences to this PNG.")
     ] = None,
@@ -46,18 +49,21 @@ def senses(
     """Cluster a word's occurrences into senses; print each sense's size and most central examples.
 
     Examples: `bertscope senses bank --store tokens.parquet -o senses.png` (k chosen by silhouette, or
-    `-k 2`), `bertscope senses bank --store stacked.parquet --layer 6` (one layer of a store made with
+    `-n 2`), `bertscope senses bank --store stacked.parquet --layer 6` (one layer of a store made with
     --combine stack)
     """
     from ..research.plots import Projection
     from ..research.senses import word_senses
 
     store = old_spelling(store, old_in, name="--store", old="--in")
+    n_clusters = old_spelling(n_clusters, old_k, name="--n-clusters", old="-k")
     if store is None:
         raise InvalidInput("name the token or word store with --store FILE (.parquet from embed --tokens)")
     how = Projection.parse(method, what="projection")
     picture = picture_output(output, overwrite=overwrite)
-    found = word_senses(store, word, k=k, examples=examples, limit=limit, layer=layer, seed=seed)
+    found = word_senses(
+        store, word, n_clusters=n_clusters, examples=examples, limit=limit, layer=layer, seed=seed
+    )
     if picture is not None:
         from ..research.plots import plot_senses
 

@@ -89,7 +89,7 @@ def similarity(
     if reference is not None:
         baseline = True
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
-    check_stride(m, stride)
+    check_stride(m, stride, long)
     options: dict[str, Any] = dict(layers=layers, combine=combine, pooling=pooling, long=long, stride=stride)
     options.update(mask_special=mask_special, normalize=normalize)
     if (baseline or threshold_file is not None) and (prompt_name or prompt):

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from ..core._enums import Backend, DType, Quantize
 from ..core.spec import reloadable
+from ..core.text_files import not_a_file
 from ..errors import BertscopeError, InvalidInput
 from .app import (
     FastMinCosineOpt,
@@ -277,7 +278,8 @@ def _verify_model(
 
 def _sample(path: Path, lines: int) -> list[str]:
     if not path.is_file():
-        raise InvalidInput(f"--sample {path}: no such file; give a text file, one text a line")
+        fix = "" if path.is_dir() else "; give a text file, one text a line"
+        raise InvalidInput(f"--sample {path}: {not_a_file(path)}{fix}")
     texts = []
     for line in read_lines(str(path)):
         texts.append(line)

@@ -17,6 +17,7 @@ spelling (`--quantize int8_fused`, as --quantize takes it).
     --debiased (debiased=True)        ->  --debiased          (a flag said twice is said once)
     k must be a whole number ...      ->  -k must be a whole number ...
     leave mask_special out            ->  leave --mask-special out   (not where a --view is spelled)
+    leave stride out                  ->  leave --stride out
     use static_word('bread')          ->  use --as-words      (a Python call a flag stands for)
     fitted on {'layers': [6]}         ->  fitted on --layers 6   (a settings dict whose keys are flags)
 """
@@ -34,9 +35,9 @@ FLAGS: dict[str, str] = {
         "backend", "batch_size", "chunk_overlap", "chunk_size", "chunks", "collection", "column", "combine",
         "control", "device", "dim", "dtype", "engine", "fast_min_cosine", "folds", "format",
         "id_field", "kind", "label_field", "layers", "level", "limit", "long", "mask_special", "min_count",
-        "min_contexts", "n_jobs", "normalize", "overwrite", "per_label_layer", "pooling", "post", "precision",
-        "prompt", "prompt_name", "quantize", "remeasure", "resume", "seed", "stride", "subword", "sweep",
-        "test", "text_field", "threads", "view", "workers",
+        "min_contexts", "n_clusters", "n_jobs", "nprobe", "normalize", "overwrite", "per_label_layer",
+        "pooling", "post", "precision", "prompt", "prompt_name", "quantize", "remeasure", "resume", "seed",
+        "stride", "subword", "sweep", "test", "text_field", "threads", "view", "workers",
     )
 } | {"k": "-k", "late": "--late", "model": "-m", "debiased": "--debiased"}  # fmt: skip
 # Booleans: the flag for True and, where one exists, for False (None: no flag turns it off).
@@ -73,6 +74,10 @@ _FORM = re.compile(
 )
 _BARE = re.compile(rf"(?<![-\w.'\"])(?P<kw>{'|'.join(BARE)})(?![\w=])")
 _MUST = re.compile(rf"(?:^|(?<=; ))(?P<kw>{'|'.join(sorted(FLAGS, key=len, reverse=True))}) must be ")
+# "leave stride out": a bare option name in the advice to drop it (names with an underscore are _BARE's;
+# "leave layers out (--layers)" already names the flag).
+_PLAIN = "|".join(sorted((n for n in FLAGS if "_" not in n), key=len, reverse=True))
+_LEAVE = re.compile(rf"\bleave (?P<kw>{_PLAIN}) out\b(?! \()")
 _CALL = re.compile(rf"(?<![\w.])(?P<call>{'|'.join(CALLS)})\((?:'[^']*'|\"[^\"]*\")\)")
 # A flag said twice, as the flag and then in parentheses (`--debiased (debiased=True)` once rewritten).
 _TWICE = re.compile(r"(?P<flag>--?[\w-]+(?: [^\s()]+)?) \((?P=flag)\)")
@@ -103,6 +108,7 @@ def as_flags(message: str) -> str:
 
     text = _TWICE.sub(r"\g<flag>", _FORM.sub(form, message))
     text = _MUST.sub(lambda m: f"{FLAGS[m['kw']]} must be ", text)
+    text = _LEAVE.sub(lambda m: f"leave {FLAGS[m['kw']]} out", text)
     calls = _call_spans(text)
     view = "view" in text
 

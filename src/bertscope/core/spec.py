@@ -242,15 +242,24 @@ def whole_number(
     name: str,
     *,
     least: int = 1,
+    most: int | None = None,
     meaning: str | None = None,
     error: type[BertscopeError] = InvalidSpec,
 ) -> int:
-    """`value` as an int where it is a whole number of at least `least` (not a bool, a float or a string of
-    digits), else a one-line `error` naming the option (and what it counts, `meaning`): the check every
-    count option shares (a store's search raises its own error class, which the service maps)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+    """`value` as an int where it is a whole number of at least `least` (and at most `most`, where one is
+    given; not a bool, a float or a string of digits), else a one-line `error` naming the option (and what
+    it counts, `meaning`): the check every count option shares (a store's search raises its own error
+    class, which the service maps)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, np.integer))
+        or value < least
+        or most is not None
+        and value > most
+    ):
         counts = f" ({meaning})" if meaning else ""
-        raise error(f"{name} must be a whole number of at least {least}{counts}, got {value!r}")
+        bound = f"of at least {least}" + ("" if most is None else f" and at most {most}")
+        raise error(f"{name} must be a whole number {bound}{counts}, got {value!r}")
     return int(value)
 
 

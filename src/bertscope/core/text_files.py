@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..errors import InvalidInput
 
-__all__ = ["MISSING_VALUES", "is_column_name", "read_utf8"]
+__all__ = ["MISSING_VALUES", "is_column_name", "not_a_file", "read_utf8"]
 
 # A score or label field that names a column starts with a letter ("score", "sim (0-10)"); a missing value
 # is no name, so a first pair without a score is refused by its line, never skipped as a header.
@@ -21,14 +21,18 @@ def is_column_name(field: str) -> bool:
     return cell.lower() not in MISSING_VALUES and _COLUMN_NAME.fullmatch(cell) is not None
 
 
+def not_a_file(path: str | Path) -> str:
+    """Why `path`, which is no file, cannot be read: a folder (give the file inside it) or nothing there."""
+    return "it is a folder: give the file inside it" if Path(path).is_dir() else "no such file"
+
+
 def read_utf8(path: str | Path, what: str = "") -> str:
     """The text of `path` (named in errors as `what` + the path), or InvalidInput: missing, a folder,
     not UTF-8, unreadable."""
     path = Path(path)
     named = f"{what} {path}".strip()
     if not path.is_file():
-        where = "it is a folder: give the file inside it" if path.is_dir() else "no such file"
-        raise InvalidInput(f"cannot read {named}: {where}")
+        raise InvalidInput(f"cannot read {named}: {not_a_file(path)}")
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

@@ -117,7 +117,7 @@ class Tokens:
         n_content = len(self) - self.n_prefix - self.n_suffix
         step = max(1, width // 2) if stride is None else stride
         if step < 1 or step > width:
-            raise InvalidInput(f"window stride must be between 1 and {width} tokens, got {stride}")
+            raise InvalidInput(f"stride={stride}: a window's stride must be between 1 and {width} tokens")
         return [0] if n_content <= width else [*range(0, n_content - width, step), n_content - width]
 
     def _take(self, index: list[int], *, n_dropped: int) -> Tokens:
@@ -284,12 +284,9 @@ def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
     of two strings is refused, as it reads two ways (one pair, or two texts): put a pair in a list. A set
     is refused: it has no order, so row i of a result would be no text the caller could name.
     """
-    if isinstance(texts, str):
-        return [check_text(texts, 0, pairs=pairs)]
-    if pairs and isinstance(texts, tuple) and is_pair(texts):
-        raise InvalidInput(bare_pair_message(texts))
-    refuse_unordered(texts)
-    items = _materialise(texts)
+    items = text_items(texts, pairs=pairs)
+    if not isinstance(items, Sequence):
+        items = list(items)  # a generator or another one-pass iterable: read once, here
     if len(items) == 0:
         raise InvalidInput("no texts given: pass at least one non-empty string")
     return [check_text(text, index, pairs=pairs) for index, text in enumerate(items)]
@@ -304,18 +301,23 @@ def bare_pair_message(texts: tuple[str, str]) -> str:
     )
 
 
-def _materialise(texts: object) -> Sequence[Any]:
-    """Texts given as any iterable (a list, a 1-D array, a Series, a generator) as a sequence, or
-    InvalidInput naming what was given."""
+def text_items(texts: object, *, pairs: bool = False) -> Iterable[Any]:
+    """What `texts` holds, item by item, unread where it streams: a lone string is one text (never its
+    characters); a 1-D array its items; any other iterable as given. Refused in one line: a bare (A, B)
+    tuple with `pairs` (it reads two ways), a set (no order), bytes, a mapping, a 2-D array and anything
+    not iterable. `check_texts` (embed) and `iter_checked` (iter_embed) both read texts through it."""
+    if isinstance(texts, str):
+        return [texts]
+    if pairs and isinstance(texts, tuple) and is_pair(texts):
+        raise InvalidInput(bare_pair_message(texts))
+    refuse_unordered(texts)
     if isinstance(texts, np.ndarray) and texts.ndim != 1:
         raise InvalidInput(f"texts must be a string or a 1-D list of strings, got a {texts.ndim}-D array")
     if isinstance(texts, np.ndarray):
         return texts.tolist()  # np.str_ items as str
-    if isinstance(texts, Sequence) and not isinstance(texts, (bytes, bytearray)):
-        return texts
     if isinstance(texts, (bytes, bytearray, Mapping)) or not isinstance(texts, Iterable):
         raise InvalidInput(f"texts must be a string or a list of strings, got {type(texts).__name__}")
-    return list(texts)
+    return texts
 
 
 def check_text(text: object, index: int, *, pairs: bool = False) -> Any:
@@ -349,10 +351,10 @@ def refuse_unordered(texts: object) -> None:
 
 
 def iter_checked(texts: Iterable[object], *, pairs: bool = False) -> Iterator[Any]:
-    """A stream of texts (and pairs) through `check_text`, raising at the first bad one (with its index)."""
-    refuse_unordered(texts)
-    for index, text in enumerate(texts):
-        yield check_text(text, index, pairs=pairs)
+    """A stream of texts (and pairs) through `check_text`, raising at the first bad one (with its index); a
+    lone string is one text, and what is no stream of texts is refused at once (`text_items`)."""
+    items = text_items(texts, pairs=pairs)  # checked now, before the first text is asked for
+    return (check_text(text, index, pairs=pairs) for index, text in enumerate(items))
 
 
 class TextTokenizer:

@@ -117,6 +117,12 @@ def search(
     _check_query(vector, item_id)
     exclude = None if item_id is None else str(item_id)
     state = None if exact else _fresh_index(opened)
+    if state is None and nprobe is not None and (not opened.rules.by_row or _no_index(opened)):
+        build = f"build one (bertscope index build {opened.path}) or " if opened.rules.by_row else ""
+        raise CorpusError(
+            f"nprobe= (--nprobe) is how many cells of the ANN index to visit, and {opened.path} has no "
+            f"index (every row is read): {build}leave nprobe= out"
+        )
     labels = (lambda rows: _span_labels(opened, rows)) if spans else None
     if state is not None:
         hits = ann.ann_search(opened, vector, k=k, state=state, exclude=exclude, nprobe=nprobe, labels=labels)
@@ -153,6 +159,11 @@ def _fresh_index(opened: Store) -> ann.IndexState | None:
             stacklevel=3,
         )
     return state if state.fresh else None
+
+
+def _no_index(opened: Store) -> bool:
+    """Whether no ANN index was built beside the store (a stale one is warned of, and searched without)."""
+    return ann.index_state(opened).status == "missing"
 
 
 # A chunk store's rows are keyed by their chunk: (document id, chunk number, start, end) as JSON.

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.text_files import not_a_file
 from ..errors import CorpusError
 from .checksums import rebuild_hint, unsealed
 from .sqlite_rows import iter_vectors
@@ -29,7 +30,7 @@ def list_collections(path: str | Path) -> list[dict[str, Any]]:
 def _collections(path: str | Path) -> list[dict[str, Any]]:
     """`list_collections` with each collection's settings as stored (their digest included)."""
     if not Path(path).is_file():
-        raise CorpusError(f"cannot read {path}: no such file")
+        raise CorpusError(f"cannot read {path}: {not_a_file(path)}")
     db = connect_read(path)
     try:
         rows = db.execute(

@@ -88,6 +88,11 @@ def load(
             f"the model name {name!r} is empty: leave it out for the bundled model, or name a folder "
             "(such as '.') or a hub id"
         )
+    if isinstance(device, str) and not device.strip():
+        raise InvalidSpec(
+            f"the device {device!r} is empty: leave it out for 'auto' (CUDA where present, else the CPU), "
+            "or name cpu, cuda or cuda:N"
+        )
     name = model_name(name)
     if is_model2vec(name):  # a static model (what `bertscope distill` writes): rows, no layers, no forward
         if threads is not None:  # process-wide, as for any other model (its ONNX or OpenVINO runtime)

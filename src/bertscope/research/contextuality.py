@@ -47,7 +47,13 @@ from .states import CHUNK, check_seed, chunked_token_matrices
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
 
-__all__ = ["Contextuality", "contextuality", "word_occurrences"]
+__all__ = ["MAX_BASELINE_PAIRS", "BASELINE_PAIRS", "Contextuality", "contextuality", "word_occurrences"]
+
+# The baseline's sample keeps two occurrences per pair, each with a vector for every layer, in memory: the
+# pairs are bounded so that memory is (10000 pairs: 20000 x 8 x 384 float32, 246 MB, for the bundled model).
+MAX_BASELINE_PAIRS = 10_000
+BASELINE_PAIRS = "random pairs for the baseline; each holds two word vectors of every layer in memory"
+_PAIR_BLOCK = 1024
 
 
 @dataclass
@@ -210,7 +216,7 @@ def contextuality(
     whole_number(top, "top", meaning="the most frequent words measured")
     whole_number(min_contexts, "min_contexts", meaning="sentences a word needs")
     whole_number(max_contexts, "max_contexts", least=2, meaning="occurrences kept per word")
-    whole_number(baseline_pairs, "baseline_pairs", meaning="random pairs for the baseline")
+    whole_number(baseline_pairs, "baseline_pairs", most=MAX_BASELINE_PAIRS, meaning=BASELINE_PAIRS)
     check_seed(seed)
     refuse_unordered(sentences)
     given = check_texts(list(sentences))
@@ -309,8 +315,12 @@ def _baseline(
     keep = [(a, b) for a, b in zip(left, right, strict=True) if pool[a][0] != pool[b][0]][:pairs]
     if not keep:
         raise InvalidInput("the anisotropy baseline needs words from at least two distinct sentences")
-    a = np.array([pool[i][2] for i, _ in keep]), np.stack([pool[i][1] for i, _ in keep])
-    b = np.array([pool[j][2] for _, j in keep]), np.stack([pool[j][1] for _, j in keep])
-    static = float((unit(a[0], dtype=np.float64) * unit(b[0], dtype=np.float64)).sum(-1).mean())
-    layers = (unit(a[1], dtype=np.float64) * unit(b[1], dtype=np.float64)).sum(-1).mean(axis=0)
-    return [static, *(float(v) for v in layers)], len(keep)
+    # Summed a block of pairs at a time: the pairs' vectors are never stacked all at once.
+    static, layers = 0.0, np.zeros(len(pool[0][1]))
+    for start in range(0, len(keep), _PAIR_BLOCK):
+        block = keep[start : start + _PAIR_BLOCK]
+        a = np.array([pool[i][2] for i, _ in block]), np.stack([pool[i][1] for i, _ in block])
+        b = np.array([pool[j][2] for _, j in block]), np.stack([pool[j][1] for _, j in block])
+        static += float((unit(a[0], dtype=np.float64) * unit(b[0], dtype=np.float64)).sum())
+        layers += (unit(a[1], dtype=np.float64) * unit(b[1], dtype=np.float64)).sum(-1).sum(axis=0)
+    return [static / len(keep), *(float(v) / len(keep) for v in layers)], len(keep)

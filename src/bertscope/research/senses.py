@@ -19,6 +19,7 @@ import numpy as np
 from ..core.similarity import unit
 from ..errors import InvalidInput
 from ..io.occurrences import Occurrence, occurrence_vectors
+from .states import check_seed
 
 __all__ = ["Sense", "Senses", "word_senses"]
 
@@ -72,18 +73,21 @@ def word_senses(
     store: str | Path,
     word: str,
     *,
-    k: int | None = None,
+    n_clusters: int | None = None,
     examples: int = 3,
     limit: int = 2000,
     seed: int = 0,
     layer: int | None = None,
     layers: object = None,
+    k: int | None = None,
 ) -> Senses:
     """Cluster the first `limit` (at least 3) occurrences of `word` in a token or word store into k senses;
     `capped` says the word occurs more often than that.
 
     `layer` clusters one stored layer of a store made with combine="stack" (default: all it keeps);
-    `layers=`, the name of a layer spec elsewhere, is refused with that said.
+    `layers=`, the name of a layer spec elsewhere, is refused with that said. `n_clusters` is the number
+    of senses (scikit-learn's name; default: the best silhouette of 2..8); `k=` is its older name, still
+    read.
     """
     from sklearn.cluster import KMeans
     from sklearn.metrics import silhouette_score
@@ -94,6 +98,14 @@ def word_senses(
             f"layer=4), not layers={layers!r}: the store fixes its layer spec"
         )
 
+    if k is not None:
+        if n_clusters is not None:
+            raise InvalidInput("k= is the older name of n_clusters=; give n_clusters only")
+        n_clusters = k
+    k = n_clusters
+    check_seed(seed)
+    if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
+        raise InvalidInput(f"examples={examples!r}: give a whole number of examples per sense, 0 or more")
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < _MIN_OCCURRENCES:
         raise InvalidInput(
             f"limit={limit!r}: clustering needs at least {_MIN_OCCURRENCES} occurrences; "
@@ -108,7 +120,9 @@ def word_senses(
             f"{word!r} occurs {len(points)} time(s) in {store}; clustering needs at least {_MIN_OCCURRENCES}"
         )
     if k is not None and not 1 <= k <= len(points):
-        raise InvalidInput(f"k={k}: give a number of senses between 1 and {len(points)} (the occurrences)")
+        raise InvalidInput(
+            f"n_clusters={k}: give a number of senses between 1 and {len(points)} (the occurrences)"
+        )
     distinct, inverse, weights = _distinct(points)
     if len(distinct) < 2 and k != 1:
         raise InvalidInput(
