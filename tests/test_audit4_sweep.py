@@ -301,3 +301,35 @@ def test_senses_n_clusters(files: dict[str, Path]) -> None:
     assert bertscope.word_senses(files["tokens"], "bank", n_clusters=2).k == 2
     with pytest.raises(InvalidInput, match="older name of n_clusters"):
         bertscope.word_senses(files["tokens"], "bank", n_clusters=2, k=2)
+
+
+# R9: probe --n-jobs bounded by the CPUs, as --threads is -------------------------------------------------
+
+
+def test_n_jobs_past_the_cpus_is_refused(conllu: Path, bundled: bertscope.Model) -> None:
+    from bertscope.core.cpu import usable_cpus
+    from bertscope.research.probe import probe
+
+    many = usable_cpus() + 1
+    line = one_error(run_main("probe", "-i", str(conllu), "--layers", "0", "--n-jobs", str(many)), code=2)
+    assert f"{many}: this machine has {usable_cpus()} CPU" in line, line
+    with pytest.raises(InvalidInput, match=f"n_jobs={many}: this machine has"):
+        probe(bundled, conllu, layers="0", n_jobs=many)
+
+
+# R10: faiss's training line in bertscope's words ----------------------------------------------------------
+
+
+def test_a_tiny_index_is_said_once_in_bertscopes_words(
+    files: dict[str, Path], tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    import shutil
+
+    store = tmp_path / "small.parquet"
+    shutil.copy(files["store"], store)
+    ran = run_main("index", "build", str(store))
+    lines = ran.stderr.strip().splitlines()
+    assert ran.code == 0 and len(lines) == 2 and "indexed" in lines[1], ran
+    assert lines[0].startswith("warning: 6 rows train 1 index cell(s)"), ran
+    assert "searched as fast exactly" in lines[0], ran
+    assert "WARNING clustering" not in capfd.readouterr().err  # faiss writes to the process's stderr

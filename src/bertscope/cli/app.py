@@ -294,7 +294,12 @@ def _threads_here(ctx: typer.Context, value: int | None) -> int | None:
     engine = ctx.params.get("engine")
     if value is None or getattr(engine, "value", engine) == Engine.RAY.value:
         return value
-    if value > (cpus := usable_cpus()):
+    return at_most_cpus(value)
+
+
+def at_most_cpus(value: int | None) -> int | None:
+    """A count of CPUs (--threads, probe --n-jobs) no higher than this machine's: refused in one line."""
+    if value is not None and value > (cpus := usable_cpus()):
         word = "CPU" if cpus == 1 else "CPUs"
         raise typer.BadParameter(f"{value}: this machine has {cpus} {word}; give at most {cpus}")
     return value

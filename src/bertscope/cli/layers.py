@@ -17,6 +17,7 @@ from .app import (
     ModelOpt,
     ThreadsOpt,
     app,
+    at_most_cpus,
     emit_json,
     err,
     level_option,
@@ -140,6 +141,7 @@ def probe_command(
         typer.Option(
             "--n-jobs",
             min=-1,
+            callback=at_most_cpus,
             help="Processes for the fits (-1: every CPU; default: every CPU from 2,000 items, else 1).",
         ),
     ] = None,

@@ -24,6 +24,7 @@ import json
 import math
 import os
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -44,6 +45,7 @@ from .vector_files import check_npy_rows, npy_store_files, open_matrix, stored_c
 __all__ = [
     "IndexState",
     "IndexStaleWarning",
+    "IndexTrainingWarning",
     "build_index",
     "check_nprobe",
     "index_state",
@@ -62,6 +64,14 @@ _TRAIN_PER_CELL = 40
 
 class IndexStaleWarning(UserWarning):
     """The store changed after its index was built; the search ran exactly instead."""
+
+
+class IndexTrainingWarning(UserWarning):
+    """The index's cells were trained on fewer rows each than faiss asks for (a tiny store, or cells= high):
+    bertscope says so in its own words, with what to do, where faiss would print its own line."""
+
+
+_FAISS_MIN_PER_CELL = 39  # faiss's ClusteringParameters.min_points_per_centroid
 
 
 @dataclass(frozen=True)
@@ -200,6 +210,19 @@ def build_index(
         faiss.ScalarQuantizer.QT_8bit,
         faiss.METRIC_INNER_PRODUCT,
     )
+    if len(sample) < nlist * _FAISS_MIN_PER_CELL:
+        fix = (
+            "a store this small is searched as fast exactly (every row), without an index"
+            if nlist == 1
+            else f"fewer cells train better ones (leave cells= out: {cells_for(rows)} for this store)"
+        )
+        warnings.warn(
+            f"{len(sample)} rows train {nlist} index cell(s), {len(sample) // nlist} a cell where faiss asks "
+            f"for {_FAISS_MIN_PER_CELL}: {fix}",
+            IndexTrainingWarning,
+            stacklevel=2,
+        )
+    index.cp.min_points_per_centroid = 1  # faiss's own line on too few rows is said above, once
     index.train(sample)
     # Parquet decodes whole row groups, so candidates are re-ranked from a memory-mapped copy of the
     # stored vectors (the same floats); a .npy store is memory-mapped already and needs none.

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core._enums import SubwordPooling
+from ..core.cpu import usable_cpus
 from ..core.layers import LayerSpec, parse_layers
 from ..core.renamed import renamed_keyword
 from ..errors import InvalidInput
@@ -104,6 +105,9 @@ def probe(
     usable_jobs = isinstance(n_jobs, int) and not isinstance(n_jobs, bool) and (n_jobs == -1 or n_jobs >= 1)
     if n_jobs is not None and not usable_jobs:
         raise InvalidInput(f"n_jobs={n_jobs!r}: give a number of processes (1 or more), or -1 for every CPU")
+    if n_jobs is not None and n_jobs > (cpus := usable_cpus()):  # as threads= is bounded
+        word = "CPU" if cpus == 1 else "CPUs"
+        raise InvalidInput(f"n_jobs={n_jobs}: this machine has {cpus} {word}; give at most {cpus}, or -1")
     report_row = _report_row(per_label_layer, chosen, model.n_layers)
     read: dict[str, Any] = dict(
         level=level, layers=chosen, subword=subword, label_field=label_field, progress=progress
