@@ -333,3 +333,62 @@ def test_a_tiny_index_is_said_once_in_bertscopes_words(
     assert lines[0].startswith("warning: 6 rows train 1 index cell(s)"), ran
     assert "searched as fast exactly" in lines[0], ran
     assert "WARNING clustering" not in capfd.readouterr().err  # faiss writes to the process's stderr
+
+
+# R5 / R6: the library's own one-line errors where Python's were -----------------------------------------
+
+
+def test_library_refusals_are_bertscope_errors(bundled: bertscope.Model, files: dict[str, Path]) -> None:
+    cases = [
+        (lambda: bundled.embed("a", post=123), "post=123 is no post-processing"),
+        (lambda: bundled.similarity_pairwise("a", "b"), "similarity_pairwise takes vectors"),
+        (lambda: bundled.save(files["afile"]), "is a file; give a new folder"),
+        (lambda: bundled.static_word(5), "5 is not a word (int)"),
+        (lambda: list(bundled.iter_embed(["a"], total=-1)), "total=-1"),
+        (lambda: bundled.embed("a", progress="x"), "progress='x'"),
+    ]
+    for call, says in cases:
+        with pytest.raises(InvalidInput) as said:
+            call()
+        assert says in str(said.value), (says, str(said.value))
+
+
+def test_search_tells_python_view_not_the_flag(bundled: bertscope.Model, files: dict[str, Path]) -> None:
+    from bertscope.errors import CorpusError
+
+    with pytest.raises(CorpusError, match="no views; leave view= out"):
+        bertscope.search("a", files["store"], model=bundled, view="zzz")
+
+
+# R7: messages in the flags typed --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("embed", "hello", "--fast-min-cosine", "nan"), "'--fast-min-cosine': nan is not a number"),
+        (("verify", "--store", "{store}", "--min-cosine", "nan"), "'--min-cosine': nan is not a number"),
+        (("verify", "--rows", "5"), "--rows: with --store FILE only; add --store or leave it out"),
+        (
+            ("vocab", "add", "breadmaker", "-o", "{adir}/m", "--init-from", "zzz"),
+            "--init-from 'zzz' is malformed",
+        ),
+        (
+            ("vocab", "add", "breadmaker", "-o", "{adir}/m", "--init-from", "x=virus"),
+            "no words for breadmaker",
+        ),
+    ],
+)
+def test_messages_name_the_flags(files: dict[str, Path], args: tuple[str, ...], says: str) -> None:
+    typed = [a.format(**{k: str(v) for k, v in files.items()}) for a in args]
+    ran = run_main(*typed)
+    line = one_error(ran, code=ran.code)
+    assert ran.code in (1, 2) and says in line, line
+    assert "{'" not in line and "(corpus=)" not in line, line
+
+
+def test_corpus_keyword_reads_as_the_flag() -> None:
+    from bertscope.cli.wording import as_flags
+
+    said = as_flags("the store was made from another corpus; pass that one with --corpus (corpus=)")
+    assert said.endswith("pass that one with --corpus"), said

@@ -22,7 +22,7 @@ import numpy as np
 
 from .core._enums import Pooling
 from .core.loading import device_kind
-from .core.similarity import pairwise_cos_sim, unit
+from .core.similarity import pairwise_cos_sim, unit, vectors_given
 from .core.spec import EmbedOptions, resolve, unknown_option, whole_number
 from .core.tokens import check_texts, cut_warning
 from .errors import InvalidInput, InvalidSpec, UnknownOption
@@ -129,7 +129,11 @@ def role_prompt(own: Mapping[str, str], names: Sequence[str]) -> tuple[str | Non
 def similarity_pairwise(embeddings1: Any, embeddings2: Any) -> np.ndarray:
     """sentence-transformers' `similarity_pairwise`: (n,) cosine of row i with row i of two (n, d) arrays
     (or (d,) for one), as NumPy float32 (sentence-transformers answers a tensor)."""
-    left, right = (np.atleast_2d(np.asarray(e, dtype=np.float32)) for e in (embeddings1, embeddings2))
+    given = (
+        vectors_given(e, f"embeddings{n}", "similarity_pairwise")
+        for n, e in ((1, embeddings1), (2, embeddings2))
+    )
+    left, right = (np.atleast_2d(np.asarray(e, dtype=np.float32)) for e in given)
     return np.asarray(pairwise_cos_sim(left, right), dtype=np.float32)
 
 

@@ -163,7 +163,11 @@ def static_rows(model: StaticSource, items: str | int | Sequence[str | int]) -> 
 
 def static_word(model: StaticSource, word: str) -> StaticWord:
     """One vector for a word split into pieces: the mean of its pieces' rows."""
-    if not isinstance(word, str) or not word.strip():
+    if not isinstance(word, str):
+        raise InvalidInput(
+            f"{word!r} is not a word ({type(word).__name__}): give a string, e.g. 'breadmaker'"
+        )
+    if not word.strip():
         # said in words that serve a Python call, `static --as-words` and the service alike
         raise InvalidInput(f"{word!r} is no word (empty or only spaces): give a word, e.g. 'breadmaker'")
     encoding = model.pieces(word)

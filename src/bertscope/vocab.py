@@ -113,6 +113,8 @@ def _initial_rows(model: Encoder, words: Sequence[str], init: InitSpec, seed: in
 def save(model: Encoder, folder: str | Path) -> Path:
     """Write a model folder (weights, config, tokenizer, sentence-transformers pooling) that others load."""
     folder = Path(folder)
+    if blocking := next((p for p in (folder, *folder.parents) if p.is_file()), None):
+        raise InvalidInput(f"cannot write the model into {folder}: {blocking} is a file; give a new folder")
     if folder.exists() and any(folder.iterdir()):
         raise InvalidInput(f"{folder} exists and is not empty; choose a new folder")
     folder.mkdir(parents=True, exist_ok=True)

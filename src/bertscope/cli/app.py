@@ -135,8 +135,14 @@ def _refuse_empty(self: Any, ctx: Any, value: Any) -> Any:
     """One rule for an empty value typed on the command line (`-o ''`, `--device ''`): refused in one line,
     never read as "not given" nor as the folder `.` (typer's Path('')). An option whose empty value means
     something (EMPTY_MEANS_SOMETHING) keeps it; a text argument is left to the command (the library names
-    an empty text)."""
+    an empty text). A number option given `nan` is told it is no number (its range check would say
+    "should be less than or equal to 1" of it)."""
     given = value if isinstance(value, (tuple, list)) else (value,)
+    if any(isinstance(v, str) and v.strip().lower().lstrip("+-") == "nan" for v in given):
+        if getattr(getattr(self, "type_descriptor", None), "annotation", None) is float:
+            raise importlib.import_module(f"{_CLICK}.exceptions").BadParameter(
+                "nan is not a number: give one", ctx=ctx, param=self
+            )
     typed = getattr(ctx.get_parameter_source(self.name or ""), "name", None) == "COMMANDLINE"
     is_path = self.name in FILE_NAMES or bool(getattr(getattr(self, "type_descriptor", None), "is_path", 0))
     is_option = self.param_type_name == "option"

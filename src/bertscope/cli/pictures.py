@@ -123,10 +123,23 @@ def vocab_add(
     """
     from ..vocab import add_tokens, new_words, save
 
-    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     how: Any = init
     if init_from:
-        how = {k.strip(): split_list(v) for k, v in (item.split("=", 1) for item in init_from if "=" in item)}
+        # checked before the model loads: each --init-from is WORD=a,b (the row from words a and b)
+        for item in init_from:
+            word, _, sources = item.partition("=")
+            if not word.strip() or not split_list(sources):
+                raise InvalidInput(
+                    f"--init-from {item!r} is malformed: give WORD=a,b (WORD's row from words a and b), "
+                    f"e.g. --init-from {words[0]}=virus"
+                )
+        how = {k.strip(): split_list(v) for k, v in (item.split("=", 1) for item in init_from)}
+        if missing := [w for w in words if w not in how]:
+            raise InvalidInput(
+                f"--init-from names no words for {', '.join(missing)}; add --init-from {missing[0]}=a,b "
+                "for each word added"
+            )
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     before = {w: _pieces(m, w) for w in words}
     added = new_words(m, words)
     extended = add_tokens(m, words, init=how)

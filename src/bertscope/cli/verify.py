@@ -188,10 +188,11 @@ def _refuse_unused(
         if given := [name for name, on in model_only.items() if on]:
             raise InvalidInput(
                 f"{', '.join(given)}: for the check against the reference forward; --store re-embeds the "
-                "store's own rows (--rows N): leave them out"
+                f"store's own rows (--rows N): leave {'them' if len(given) > 1 else 'it'} out"
             )
     elif given := [name for name, on in store_only.items() if on]:
-        raise InvalidInput(f"{', '.join(given)}: with --store FILE only; add --store or leave them out")
+        them = "them" if len(given) > 1 else "it"
+        raise InvalidInput(f"{', '.join(given)}: with --store FILE only; add --store or leave {them} out")
     if sample is None and lines != 100:
         raise InvalidInput("--limit counts the lines of --sample; add --sample FILE or leave --limit out")
     if against is not None and min_cosine is not None:

@@ -262,6 +262,10 @@ def as_post(value: PostProcessor | str | Path | None) -> PostProcessor | None:
     """None, a fitted PostProcessor, or the path of a saved one (the form `embed(post=...)` accepts)."""
     if value is None or isinstance(value, PostProcessor):
         return value
+    if not isinstance(value, (str, Path)):
+        raise InvalidInput(
+            f"post={value!r} is no post-processing: give a fitted one (fit_post) or the path of a saved one"
+        )
     return load_post(value)
 
 

@@ -10,11 +10,14 @@ nothing is shown.
 
 from __future__ import annotations
 
+import numbers
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
+
+from ..errors import InvalidInput
 
 __all__ = ["LOG_EVERY", "progress_callback", "step_progress"]
 
@@ -98,7 +101,14 @@ def progress_callback(
     total: int | None, *, enabled: bool | None = None
 ) -> Iterator[Callable[[int, int], None] | None]:
     """A per-batch callback (texts, tokens) that drives the progress of an embedding, or None when none
-    is shown (`enabled` False; None: only for 256 texts or more, or an unknown count)."""
+    is shown (`enabled` False; None: only for 256 texts or more, or an unknown count). A `progress=` that is
+    no bool, or a `total=` that is no count, is refused in one line."""
+    if enabled is not None and not isinstance(enabled, bool):
+        raise InvalidInput(f"progress={enabled!r}: give True, False or None (a bar from 256 texts)")
+    if total is not None and (
+        isinstance(total, bool) or not isinstance(total, numbers.Integral) or total < 0
+    ):
+        raise InvalidInput(f"total={total!r}: give the number of texts (0 or more), or None where unknown")
     if enabled is None:
         enabled = total is None or total >= _MIN_TEXTS
     mode = _mode() if enabled else None

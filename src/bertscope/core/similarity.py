@@ -10,13 +10,19 @@ import numpy as np
 
 from ..errors import InvalidInput
 
-__all__ = ["cos_sim", "pairwise_cos_sim", "row_cosines", "unit", "Hit", "TopK"]
+__all__ = ["cos_sim", "pairwise_cos_sim", "row_cosines", "unit", "vectors_given", "Hit", "TopK"]
 
 
 def unit(vectors: np.ndarray, *, dtype: type[np.floating[Any]] = np.float32) -> np.ndarray:
     """(..., d) rows scaled to unit length in `dtype` (zero rows stay zero); the one normalisation."""
     vectors = np.asarray(vectors, dtype=dtype)
     return vectors / np.maximum(np.linalg.norm(vectors, axis=-1, keepdims=True), 1e-12)
+
+
+def vectors_given(value: Any, name: str, caller: str) -> np.ndarray:
+    """`value` as an array of numbers for the public call `caller` (its argument `name`), or the one line
+    that sends text through a model first."""
+    return _numbers(value, name, caller)
 
 
 def _numbers(value: Any, name: str, caller: str) -> np.ndarray:

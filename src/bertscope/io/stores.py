@@ -105,13 +105,13 @@ def with_view(store: Store, view: str | None) -> Store:
     views = store.settings.get("views")
     if not views:
         if view is not None:
-            raise CorpusError(f"{store.path} holds one vector per text and no views; leave --view out")
+            raise CorpusError(f"{store.path} holds one vector per text and no views; leave view= out")
         return store
     if view is None and len(views) == 1:
         view = next(iter(views))
     if view is None or view not in views:
         asked = "no view was named" if view is None else f"it has no view {view!r}"
-        raise CorpusError(f"{store.path} holds the views {', '.join(views)}; {asked}: pick one with --view")
+        raise CorpusError(f"{store.path} holds the views {', '.join(views)}; {asked}: pick one with view=")
     return replace(store, column=view_column(view), view=view)
 
 
