@@ -7,6 +7,7 @@ Errors are one line (no traceback unless --debug).
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 import json
 import logging
@@ -128,10 +129,9 @@ _CLICK = typer.Context.__mro__[1].__module__.rpartition(".")[0]
 EMPTY_MEANS_SOMETHING = frozenset({"prompt"})
 # Text options and arguments that name a file (`-i` also takes `-`): an empty one is an empty path.
 FILE_NAMES = frozenset({"input_path", "corpus", "from_corpus", "reference", "test", "store", "pairs_file"})
-_typer_process_value = typer.core._TyperParameter.process_value
 
 
-def _refuse_empty(self: Any, ctx: Any, value: Any) -> Any:
+def _refuse_empty(self: Any, ctx: Any, value: Any, *, process: Callable[..., Any]) -> Any:
     """One rule for an empty value typed on the command line (`-o ''`, `--device ''`): refused in one line,
     never read as "not given" nor as the folder `.` (typer's Path('')). An option whose empty value means
     something (EMPTY_MEANS_SOMETHING) keeps it; a text argument is left to the command (the library names
@@ -150,11 +150,14 @@ def _refuse_empty(self: Any, ctx: Any, value: Any) -> Any:
         what = "'' is an empty path: give a file name" if is_path else "'' is an empty value: give one"
         fix = ", or leave the option out for its default" if is_option else ""
         raise importlib.import_module(f"{_CLICK}.exceptions").BadParameter(what + fix, ctx=ctx, param=self)
-    return _typer_process_value(self, ctx, value)
+    return process(self, ctx, value)
 
 
 # typer reads '' as a value (or, for a Path, as the folder '.'); every command refuses it (_refuse_empty).
-typer.core._TyperParameter.process_value = _refuse_empty  # type: ignore[method-assign]
+# TyperOption and TyperArgument are typer's public classes in every version bertscope takes (>= 0.12),
+# where the base they share is private and newer.
+for _kind in (typer.core.TyperOption, typer.core.TyperArgument):
+    _kind.process_value = functools.partialmethod(_refuse_empty, process=_kind.process_value)  # type: ignore[method-assign,assignment]
 
 
 class _Notices(logging.Handler):
