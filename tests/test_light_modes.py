@@ -33,9 +33,9 @@ OPTIONS = {
     "fast": "mode='fast'",
 }
 
-# Loads the model with each of OPTIONS in a fresh interpreter (the full load when `torch_path`: as if the
+# Loads a model with each of OPTIONS in a fresh interpreter (the full load when `torch_path`: as if the
 # folder could not open light), embeds TEXTS, and says what it made and which heavy modules it imported.
-# `record`: first writes the fast-mode measurement for the bundled model (_RECORD_MEASUREMENT, in this same
+# `record`: first writes the fast-mode measurement for a model folder (_RECORD_MEASUREMENT, in this same
 # fresh interpreter, before anything loads) and says the mode it chooses.
 _EMBED = """
 import json, sys
@@ -90,14 +90,15 @@ def _said_by(said: str, keys: Iterable[str]) -> str:
 
 @pytest.fixture(scope="module")
 def made(
-    tmp_path_factory: pytest.TempPathFactory, bundled_path: Path, tiny_bert: Path
+    tmp_path_factory: pytest.TempPathFactory, tiny_plain: Path, tiny_bert: Path
 ) -> tuple[Path, str, dict[str, Any], str]:
-    """The first process in a fresh cache, which makes the graphs: opened light, torch loaded for them.
-    The same process makes the tiny BERT's graphs of CALIBRATED next (named by that model, apart from the
-    bundled one's), for test_int8_fitted_on_the_callers_texts_opens_light_once_its_graph_is_cached; what
-    it said on stderr is the fourth item."""
+    """The first process in a fresh cache, which makes the graphs of OPTIONS on `tiny_plain`: opened light,
+    torch loaded for them. The same process makes the tiny BERT's graphs of CALIBRATED next (named by that
+    model, apart from tiny_plain's), for
+    test_int8_fitted_on_the_callers_texts_opens_light_once_its_graph_is_cached; what it said on stderr is
+    the fourth item."""
     cache = tmp_path_factory.mktemp("light-modes") / "cache"
-    first, said = _embedded(cache, options={**OPTIONS, **_calibrated(tiny_bert)}, measured=bundled_path)
+    first, said = _embedded(cache, options=_all_options(tiny_plain, tiny_bert), measured=tiny_plain)
     assert first["torch"] and "exporting the model to ONNX" in _said_by(said, OPTIONS)
     assert "measuring" not in said
     assert first["chosen"] in ("onnxruntime int8", "onnxruntime float32")
@@ -105,21 +106,23 @@ def made(
 
 
 @pytest.fixture(scope="module")
-def light(made: tuple[Path, str, dict[str, Any], str], tiny_bert: Path) -> tuple[dict[str, Any], str]:
+def light(
+    made: tuple[Path, str, dict[str, Any], str], tiny_plain: Path, tiny_bert: Path
+) -> tuple[dict[str, Any], str]:
     """A second fresh process, every graph cached (the tiny BERT's of CALIBRATED too)."""
-    return _embedded(made[0], options={**OPTIONS, **_calibrated(tiny_bert)})
+    return _embedded(made[0], options=_all_options(tiny_plain, tiny_bert))
 
 
 @pytest.fixture(scope="module")
-def full(tmp_path_factory: pytest.TempPathFactory, bundled_path: Path, tiny_bert: Path) -> dict[str, Any]:
+def full(tmp_path_factory: pytest.TempPathFactory, tiny_plain: Path, tiny_bert: Path) -> dict[str, Any]:
     """A fresh process loading the same options the full way (torch and the module), in a cache of its
     own: the graphs it makes must be the ones the light load made (int8's calibration sees the same
     forwards: the module's first, warming one before it watches). The same process loads the tiny BERT
-    with CALIBRATED the full way too (its graphs named by that model, apart from the bundled one's), for
+    with CALIBRATED the full way too (its graphs named by that model, apart from tiny_plain's), for
     test_int8_fitted_on_the_callers_texts_opens_light_once_its_graph_is_cached."""
     cache = tmp_path_factory.mktemp("light-modes") / "cache"
     found, said = _embedded(
-        cache, torch_path=True, options={**OPTIONS, **_calibrated(tiny_bert)}, measured=bundled_path
+        cache, torch_path=True, options=_all_options(tiny_plain, tiny_bert), measured=tiny_plain
     )
     assert found["torch"] is True and "exporting the model to ONNX" in said
     return found
@@ -180,6 +183,17 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build_tiny_model("bert", tmp_path_factory.mktemp("tiny-bert") / "bert")
 
 
+@pytest.fixture(scope="module")
+def tiny_plain(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Another tiny random BERT (seed 1: other weights, so graphs of its own key) for OPTIONS: the light
+    load's graphs, vectors and settings against the full load's are the same checks on any model, and the
+    bundled model made the three processes of `made`, `full` and `light` take ~33 s where these take ~12 s.
+    Not `tiny_bert`: the CALIBRATED loads that follow in the same process must make their own export."""
+    from tiny_models import build_tiny_model
+
+    return build_tiny_model("bert", tmp_path_factory.mktemp("tiny-plain") / "bert", seed=1)
+
+
 # int8 fitted on the caller's own texts: each graph's cache name carries their digest
 CALIBRATION = [
     "The river rose after a week of rain.",
@@ -200,13 +214,21 @@ def _calibrated(folder: Path) -> dict[str, str]:
     return {key: f"{str(folder)!r}, {options}" for key, options in CALIBRATED.items()}
 
 
+def _all_options(plain: Path, calibrated: Path) -> dict[str, str]:
+    """What the fixtures' processes load: OPTIONS on `plain`, then CALIBRATED on `calibrated`."""
+    return {
+        **{key: f"{str(plain)!r}, {options}" for key, options in OPTIONS.items()},
+        **_calibrated(calibrated),
+    }
+
+
 def test_int8_fitted_on_the_callers_texts_opens_light_once_its_graph_is_cached(
     made: tuple[Path, str, dict[str, Any], str], light: tuple[dict[str, Any], str], full: dict[str, Any]
 ) -> None:
     """The first process makes the graphs from the caller's texts (opened light, torch loaded for the
     export and int8's calibration); a second one opens them without torch, with the vectors and settings
     (the calibration digest included) of a process that loads the same options the full way (`full`'s,
-    in a cache of its own). The processes are the fixtures' (the bundled model's runs before these)."""
+    in a cache of its own). The processes are the fixtures' (tiny_plain's runs before these)."""
     cache, first, said = made[0], made[2], made[3]
     assert first["torch"] and "exporting the model to ONNX" in _said_by(said, CALIBRATED)
     again, said = light
@@ -223,7 +245,7 @@ def test_int8_fitted_on_the_callers_texts_opens_light_once_its_graph_is_cached(
         assert opened["info"]["quantize"] == "int8_static"
         assert digest is not None and digest in json.dumps(opened["settings"])  # the caller's texts, named
     # the ONNX Runtime graph is named by the caller's texts, never by the shipped ones' (of the tiny BERT:
-    # the cache holds the bundled model's graphs too, each name starting with its model's key)
+    # the cache holds tiny_plain's graphs too, each name starting with its model's key)
     (ours,) = cache.rglob(f"*-{export_variant('int8', CALIBRATION, 'static')}-*.onnx")
     tiny_key = ours.name.split("-int8-")[0]
     for texts, made_here in ((CALIBRATION, True), (calibration_texts(), False)):
