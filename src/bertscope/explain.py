@@ -22,6 +22,7 @@ import numpy as np
 
 from .core.pooling import POOLING_RULES, exact_poolings
 from .core.post import PostKind, PostProcessor
+from .core.renamed import older_spelling
 from .core.similarity import cos_sim
 from .core.spec import EmbedOptions, EmbedSpec, resolve, whole_number
 from .core.tokens import Tokens, say_cut
@@ -98,12 +99,21 @@ def _clip(text: str, width: int = 30) -> str:
 
 
 def explain(
-    model: Encoder, a: str, b: str, *, top: int = 10, exact: bool = False, **options: Unpack[RecipeKeywords]
+    model: Encoder,
+    a: str,
+    b: str,
+    *,
+    top_k: int | None = None,
+    exact: bool = False,
+    top: int | None = None,
+    **options: Unpack[RecipeKeywords],
 ) -> Explanation:
-    """Split `model.similarity(a, b, **options)` into token pairs; `exact` refuses the rest."""
+    """Split `model.similarity(a, b, **options)` into token pairs, the `top_k` largest listed (default
+    10; `top=` is its older spelling, still read); `exact` refuses the rest."""
     if not isinstance(a, str) or not isinstance(b, str):
         raise InvalidSpec("explain takes two texts (strings); pairs of segments are not explained")
-    top = whole_number(top, "top", least=0)
+    count, given_as = older_spelling(top_k, top, name="top_k", old="top", default=10)
+    top = whole_number(count, given_as, least=0)
     recipe = resolve(model, EmbedOptions.given(**options))
     spec, processor = recipe.spec, recipe.post
     # Each text alone, as `similarity` embeds them, so the score is the one it reports.

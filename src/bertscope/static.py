@@ -12,7 +12,7 @@ import numpy as np
 
 from .core.exports import Block, ExportFormat, RowKind, Rows, export_format, write_rows
 from .core.given import row_id
-from .core.renamed import renamed_keyword
+from .core.renamed import older_spelling, renamed_keyword
 from .core.similarity import unit
 from .core.spec import whole_number
 from .core.tokens import text_problem
@@ -194,15 +194,19 @@ def lookup(
     item: str | int,
     *,
     as_words: bool | None = None,
-    k: int = 0,
+    top_k: int | None = None,
     include_special: bool = False,
     word: bool | None = None,
+    k: int | None = None,
 ) -> dict[str, Any]:
     """One JSON-able static record: a piece or id (token, id) or with `as_words` (default False) a word
-    (word, pieces, ids), with its vector (d,), norm, and with k > 0 its `neighbors` (token, id, cosine).
+    (word, pieces, ids), with its vector (d,), norm, and with top_k > 0 its `neighbors` (token, id,
+    cosine; default 0, none).
 
     `as_words` is `static --as-words` and the service's `"as_words"`; `word` is its deprecated old name
-    (a `word` is a word itself elsewhere: `search_occurrences(word=...)`)."""
+    (a `word` is a word itself elsewhere: `search_occurrences(word=...)`); `k=` is the older spelling of
+    `top_k=`, still read."""
+    count, given_as = older_spelling(top_k, k, name="top_k", old="k", default=0)
     if renamed_keyword(as_words, word, name="as_words", old="word", caller="lookup"):
         if not isinstance(item, str):
             raise InvalidInput(f"{item!r} is not a word; with as_words=True every item is a string")
@@ -219,18 +223,31 @@ def lookup(
             "vector": vector.tolist(),
             "norm": float(np.linalg.norm(vector)),
         }
-    if k:
+    if count:
         record["neighbors"] = [
-            n.to_dict() for n in neighbors(model, query, k=k, include_special=include_special)
+            n.to_dict() for n in _neighbors(model, query, whole_number(count, given_as), include_special)
         ]
     return record
 
 
 def neighbors(
-    model: StaticSource, query: str | int | np.ndarray, *, k: int = 10, include_special: bool = False
+    model: StaticSource,
+    query: str | int | np.ndarray,
+    *,
+    top_k: int | None = None,
+    include_special: bool = False,
+    k: int | None = None,
 ) -> list[Neighbor]:
-    """The k vocabulary entries nearest to a piece, id or vector by cosine (the query itself left out)."""
-    k = whole_number(k, "k")
+    """The `top_k` (default 10; `k=` is its older spelling, still read) vocabulary entries nearest to a
+    piece, id or vector by cosine (the query itself left out)."""
+    count, given_as = older_spelling(top_k, k, name="top_k", old="k", default=10)
+    return _neighbors(model, query, whole_number(count, given_as), include_special)
+
+
+def _neighbors(
+    model: StaticSource, query: str | int | np.ndarray, k: int, include_special: bool
+) -> list[Neighbor]:
+    """The k (checked) vocabulary entries nearest to `query` by cosine."""
     if isinstance(query, np.ndarray):
         vector, own = query.astype(np.float32).reshape(-1), -1
         width = model.static_shape[1]

@@ -408,10 +408,16 @@ class StaticModel:
         return _static.static_word(self, word)
 
     def static_neighbors(
-        self, query: str | int | np.ndarray, *, k: int = 10, include_special: bool = False
+        self,
+        query: str | int | np.ndarray,
+        *,
+        top_k: int | None = None,
+        include_special: bool = False,
+        k: int | None = None,
     ) -> list[_static.Neighbor]:
-        """Nearest vocabulary entries by cosine of rows (special ones left out by default)."""
-        return _static.neighbors(self, query, k=k, include_special=include_special)
+        """The `top_k` (default 10; `k=` is its older spelling, still read) nearest vocabulary entries by
+        cosine of rows (special ones left out by default)."""
+        return _static.neighbors(self, query, top_k=top_k, include_special=include_special, k=k)
 
     def export_static(
         self, path: str | Path, *, format: str | None = None, items: Sequence[str | int] | None = None

@@ -1,6 +1,7 @@
 """A keyword under its new name or its old one: one concept, one name in the library, the command line and
 the service (`as_words=` as `static --as-words` and `"as_words"`; `chunk_size=` as `--chunk-size`). The
-old name still works, with a DeprecationWarning; both at once is refused in one line."""
+old name still works, with a DeprecationWarning (`renamed_keyword`), or, for a spelling too widely used
+to warn about (`top=`, `k=` of `top_k=`), silently (`older_spelling`); both at once is refused in one line."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import TypeVar
 
 from ..errors import InvalidInput
 
-__all__ = ["renamed_keyword"]
+__all__ = ["renamed_keyword", "older_spelling"]
 
 T = TypeVar("T")
 
@@ -26,3 +27,15 @@ def renamed_keyword(value: T, old_value: T, *, name: str, old: str, caller: str,
     said = f"{caller}({old}=...) is deprecated; use {name}=..." + (f", {meaning}" if meaning else "")
     warnings.warn(said, DeprecationWarning, stacklevel=3)
     return old_value
+
+
+def older_spelling(value: T | None, old_value: T | None, *, name: str, old: str, default: T) -> tuple[T, str]:
+    """`value` (keyword `name`), else `old_value` (keyword `old`, an older spelling still read with no
+    warning: `top=` and `k=` of `top_k=`, so every call that worked keeps working), else `default`; with
+    the keyword it came under, so a refusal of the value names what the caller wrote. Both given is
+    refused in one line, whatever their values."""
+    if old_value is None:
+        return (default, name) if value is None else (value, name)
+    if value is not None:
+        raise InvalidInput(f"{old}= is the older spelling of {name}=; give {name}= only")
+    return old_value, old

@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from ..core._enums import SubwordPooling
 from ..core.pooling import pool_words, text_words
+from ..core.renamed import older_spelling
 from ..core.similarity import unit
 from ..core.spec import whole_number
 from ..errors import CorpusError, InvalidInput
@@ -81,19 +82,22 @@ def search_occurrences(
     *,
     word: str,
     context: str | None = None,
-    k: int = 10,
+    top_k: int | None = None,
     model: Any = None,
     layers: Any = None,
     exact: bool = False,
+    k: int | None = None,
 ) -> Occurrences:
-    """The stored occurrences of `word`: the k nearest to its use in `context` by cosine, or the first k.
+    """The stored occurrences of `word`: the `top_k` nearest to its use in `context` by cosine, or the
+    first `top_k` (default 10; `k=` is its older spelling, still read).
 
     `model` and `layers` default to the store's own; others are refused (vectors would not compare).
     When every vector column has a fresh index (`bertscope index build STORE`), the occurrences' vectors
     are read from the index's copies instead of scanning the store's vectors, with the same exact
     cosines; `exact=True`, no index or a stale one (warned) scan the store.
     """
-    whole_number(k, "k", error=InvalidInput)
+    count, given_as = older_spelling(top_k, k, name="top_k", old="k", default=10)
+    k = whole_number(count, given_as, error=InvalidInput)
     opened = token_store(store)
     target = _checked_word(word)
     query = None if context is None else _query_vector(opened, target, context, model, layers)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from ..core.renamed import renamed_keyword
+from ..core.renamed import older_spelling, renamed_keyword
 from ..core.similarity import Hit, TopK
 from ..core.spec import EmbedOptions, whole_number
 from ..errors import CorpusError, InvalidInput
@@ -41,7 +41,7 @@ def search(
     store: str | Path | Store,
     *,
     collection: str | None = None,
-    k: int = 5,
+    top_k: int | None = None,
     item_id: str | None = None,
     model: Any = None,
     view: str | None = None,
@@ -49,9 +49,11 @@ def search(
     nprobe: int | None = None,
     rows_per_read: int | None = None,
     chunk_size: int | None = None,
+    k: int | None = None,
     **query_options: Unpack[QueryKeywords],
 ) -> list[Hit]:
-    """Top-k cosine search of a stored output, by a query text, a vector, or a stored id.
+    """Top-k cosine search of a stored output, by a query text, a vector, or a stored id: the `top_k`
+    nearest (default 5; `k=` is its older spelling, still read).
 
     With a fresh ANN index beside the store (`build_index`) the index proposes candidates and they are
     ranked by their exact cosines (`nprobe`: index cells visited, more for recall, fewer for speed; not
@@ -72,7 +74,8 @@ def search(
     normalize, ...) is not an option here: one given is refused (InvalidSpec), as is any option given
     with a query vector or an id, which are not embedded.
     """
-    whole_number(k, "k", error=CorpusError)
+    count, given_as = older_spelling(top_k, k, name="top_k", old="k", default=5)
+    k = whole_number(count, given_as, error=CorpusError)
     if nprobe is not None:
         ann.check_nprobe(nprobe)
         if exact:

@@ -73,10 +73,16 @@ class Model(ResearchMethods):
         return _static.static_word(self, word)
 
     def static_neighbors(
-        self, query: str | int | np.ndarray, *, k: int = 10, include_special: bool = False
+        self,
+        query: str | int | np.ndarray,
+        *,
+        top_k: int | None = None,
+        include_special: bool = False,
+        k: int | None = None,
     ) -> list[_static.Neighbor]:
-        """Nearest vocabulary entries by cosine of static rows (special/unused left out by default)."""
-        return _static.neighbors(self, query, k=k, include_special=include_special)
+        """The `top_k` (default 10; `k=` is its older spelling, still read) nearest vocabulary entries by
+        cosine of static rows (special/unused left out by default)."""
+        return _static.neighbors(self, query, top_k=top_k, include_special=include_special, k=k)
 
     def export_static(
         self, path: str | Path, *, format: str | None = None, items: Sequence[str | int] | None = None
@@ -299,9 +305,17 @@ class Model(ResearchMethods):
         return save(self, folder)
 
     def explain(
-        self, a: str, b: str, *, top: int = 10, exact: bool = False, **options: Unpack[RecipeKeywords]
+        self,
+        a: str,
+        b: str,
+        *,
+        top_k: int | None = None,
+        exact: bool = False,
+        top: int | None = None,
+        **options: Unpack[RecipeKeywords],
     ) -> Explanation:
-        """Why a and b score what `similarity(a, b, same options)` says: token-pair contributions.
+        """Why a and b score what `similarity(a, b, same options)` says: token-pair contributions, the
+        `top_k` largest listed (default 10; `top=` is its older spelling, still read).
 
         Exact for mean, mean_sqrt_len, first_last_avg and max (by dimension), with or without
         mask_special, normalize and affine post-processing; cls and pooler get the [CLS] attention row,
@@ -309,7 +323,7 @@ class Model(ResearchMethods):
         """
         from ..explain import explain
 
-        return explain(self, a, b, top=top, exact=exact, **options)
+        return explain(self, a, b, top_k=top_k, exact=exact, top=top, **options)
 
     def baseline(
         self, *, reference: Sequence[str] | None = None, **options: Unpack[RecipeKeywords]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.renamed import older_spelling
 from ..errors import InvalidInput
 from .cka import CkaLevel, Moments, cka_note, paired_rows
 from .states import model_given, text_stream
@@ -51,11 +52,15 @@ class Comparison:
         }
 
 
-def moved_rows(a: Encoder, b: Encoder, *, top: int = 20) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The `top` shared pieces whose input rows moved most (lowest cosine), and the vocabulary overlap.
+def moved_rows(
+    a: Encoder, b: Encoder, *, top_k: int | None = None, top: int | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The `top_k` (default 20; `top=` is its older spelling, still read) shared pieces whose input rows
+    moved most (lowest cosine), and the vocabulary overlap.
 
-    Only rows that changed are listed: fewer than `top` when fewer changed, none for two equal models.
+    Only rows that changed are listed: fewer than `top_k` when fewer changed, none for two equal models.
     """
+    top, _ = older_spelling(top_k, top, name="top_k", old="top", default=20)
     vocab_a, vocab_b = a.vocab, b.vocab
     shared = sorted(set(vocab_a) & set(vocab_b), key=vocab_a.__getitem__)
     if not shared:
@@ -105,13 +110,15 @@ def compare(
     b: Encoder,
     texts: Iterable[str] | str,
     *,
-    top: int = 20,
+    top_k: int | None = None,
     debiased: bool = False,
     progress: bool | None = None,
     total: int | None = None,
+    top: int | None = None,
 ) -> Comparison:
-    """Static rows that moved most, and per layer CKA (linear, or `debiased` as in `cka`) and mean token
-    cosine of A vs B on `texts`."""
+    """Static rows that moved most (the `top_k`, default 20; `top=` is its older spelling, still read),
+    and per layer CKA (linear, or `debiased` as in `cka`) and mean token cosine of A vs B on `texts`."""
+    top, _ = older_spelling(top_k, top, name="top_k", old="top", default=20)
     model_given(a, "a")
     model_given(b, "b")
     texts = text_stream(texts)
@@ -120,7 +127,7 @@ def compare(
             f"the models have {a.n_layers} and {b.n_layers} layers: compare pairs layer k with layer k; "
             "for models of other depths use `bertscope cka --model-b` (every layer against every layer)"
         )
-    static, vocabulary = moved_rows(a, b, top=top)
+    static, vocabulary = moved_rows(a, b, top_k=top)
     moments = Moments(diagonal=True)
     width = 0
     cosines = np.zeros(a.n_layers + 1)

@@ -38,6 +38,7 @@ import numpy as np
 from ..core._enums import SubwordPooling
 from ..core.pooling import pool_words, text_words
 from ..core.progress import progress_callback
+from ..core.renamed import older_spelling
 from ..core.similarity import unit
 from ..core.spec import whole_number
 from ..core.tokens import check_texts, refuse_unordered
@@ -198,22 +199,25 @@ def contextuality(
     sentences: Sequence[str],
     *,
     words: Sequence[str] | None = None,
-    top: int = 10,
+    top_k: int | None = None,
     min_contexts: int = 5,
     max_contexts: int = 200,
     baseline_pairs: int = 2000,
     seed: int = 0,
     progress: bool | None = None,
+    top: int | None = None,
 ) -> Contextuality:
     """Self-similarity, intra-sentence similarity, anisotropy baseline, adjusted figures and MEV per layer.
 
     Identical sentences are one context (merged first; `settings["repeats_merged"]` counts them). The
-    `words` (default: the `top` most frequent in `min_contexts` sentences or more) keep at most
+    `words` (default: the `top_k` most frequent, default 10, in `min_contexts` sentences or more; `top=`
+    is the older spelling of `top_k=`, still read) keep at most
     `max_contexts` occurrences each; the baseline is `baseline_pairs` random pairs of occurrences from
     different sentences, drawn with `seed`. `progress`: a progress bar or log lines on stderr (None:
     from 256 sentences)."""
     # Checked before any work: a negative top would slice from the end, a zero one refuse confusingly.
-    whole_number(top, "top", meaning="the most frequent words measured")
+    count, given_as = older_spelling(top_k, top, name="top_k", old="top", default=10)
+    top = whole_number(count, given_as, meaning="the most frequent words measured")
     whole_number(min_contexts, "min_contexts", meaning="sentences a word needs")
     whole_number(max_contexts, "max_contexts", least=2, meaning="occurrences kept per word")
     whole_number(baseline_pairs, "baseline_pairs", most=MAX_BASELINE_PAIRS, meaning=BASELINE_PAIRS)

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..core.layers import LayerSpec, parse_layers
 from ..core.progress import step_progress
+from ..core.renamed import older_spelling
 from ..errors import InvalidInput, InvalidSpec
 from .states import check_seed, layer_blocks, text_stream
 
@@ -267,16 +268,20 @@ def geometry(
     texts: Iterable[str] | str,
     *,
     layers: LayerSpec = "all",
-    top: int = 3,
+    top_k: int | None = None,
     max_tokens_sampled: int = 5000,
     seed: int = 0,
     progress: bool | None = None,
     total: int | None = None,
+    top: int | None = None,
 ) -> GeometryResult:
-    """IsoScore, rogue dimensions (the `top` largest shares) and TwoNN intrinsic dimension of each chosen
-    layer's non-special token vectors (0 = the embedding layer's output .. L), streamed."""
-    if top < 0:
-        raise InvalidSpec(f"top={top}: give how many rogue dimensions to name, 0 or more")
+    """IsoScore, rogue dimensions (the `top_k` largest shares, default 3; `top=` is its older spelling,
+    still read) and TwoNN intrinsic dimension of each chosen layer's non-special token vectors (0 = the
+    embedding layer's output .. L), streamed."""
+    count, given_as = older_spelling(top_k, top, name="top_k", old="top", default=3)
+    if count < 0:
+        raise InvalidSpec(f"{given_as}={count}: give how many rogue dimensions to name, 0 or more")
+    top = count
     check_seed(seed)
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
     texts = text_stream(texts)

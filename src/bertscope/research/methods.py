@@ -113,17 +113,19 @@ class ResearchMethods(Encoder):
         texts: Iterable[str] | str,
         *,
         layers: LayerSpec = "all",
-        top: int = 3,
+        top_k: int | None = None,
         max_tokens_sampled: int = 5000,
         seed: int = 0,
         progress: bool | None = None,
+        top: int | None = None,
     ) -> GeometryResult:
-        """Per layer: IsoScore, rogue dimensions and TwoNN intrinsic dimension of the tokens; streamed."""
+        """Per layer: IsoScore, rogue dimensions (the `top_k` largest, default 3; `top=` is its older
+        spelling, still read) and TwoNN intrinsic dimension of the tokens; streamed."""
         from .geometry import geometry
 
         return geometry(
-            self, texts, layers=layers, top=top, max_tokens_sampled=max_tokens_sampled, seed=seed,
-            progress=progress,
+            self, texts, layers=layers, top_k=top_k, max_tokens_sampled=max_tokens_sampled, seed=seed,
+            progress=progress, top=top,
         )  # fmt: skip
 
     def contextuality(
@@ -131,20 +133,22 @@ class ResearchMethods(Encoder):
         sentences: Sequence[str],
         *,
         words: Sequence[str] | None = None,
-        top: int = 10,
+        top_k: int | None = None,
         min_contexts: int = 5,
         max_contexts: int = 200,
         baseline_pairs: int = 2000,
         seed: int = 0,
         progress: bool | None = None,
+        top: int | None = None,
     ) -> Contextuality:
         """How contextual words are per layer (Ethayarajh 2019): self-similarity, intra-sentence
         similarity, the anisotropy baseline (`baseline_pairs` random pairs, drawn with `seed`) and MEV of
-        `words` (default: the `top` most frequent); identical sentences are one context. See
+        `words` (default: the `top_k` most frequent, default 10; `top=` is its older spelling, still read);
+        identical sentences are one context. See
         `research.contextuality.contextuality`."""
         from .contextuality import contextuality
 
         return contextuality(
-            self, sentences, words=words, top=top, min_contexts=min_contexts, max_contexts=max_contexts,
-            baseline_pairs=baseline_pairs, seed=seed, progress=progress,
+            self, sentences, words=words, top_k=top_k, min_contexts=min_contexts,
+            max_contexts=max_contexts, baseline_pairs=baseline_pairs, seed=seed, progress=progress, top=top,
         )  # fmt: skip

@@ -48,7 +48,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
                 req.a,
                 req.b,
                 post=post,
-                top=req.top,
+                top_k=req.top_k,
                 exact=req.exact,
                 layers=req.layers,
                 combine=req.combine,

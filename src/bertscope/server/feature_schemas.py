@@ -30,6 +30,7 @@ from .schema_fields import (
     fitted_int,
     named,
     one_name,
+    one_top_k,
     spelled,
     texts_only,
     whole_number,
@@ -169,10 +170,21 @@ class ExplainRequest(SpecFields):
     post: Annotated[str | None, named("post")] = Field(
         None, description="Name of a loaded post-processing (whitening, PCA, ...)."
     )
-    top: WholeInt = Field(10, ge=0, le=1000, description="How many token pairs to list.")
+    top_k: WholeInt = Field(
+        10,
+        ge=0,
+        le=1000,
+        description="How many token pairs to list; `top` is accepted too.",
+        validation_alias=AliasChoices("top_k", "top"),
+    )
     exact: StrictBool = Field(
         False, description="Refuse poolings with no exact split (cls, pooler) with a 422."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_top_k(cls, given: Any) -> Any:
+        return one_name(given, "top_k", "top", one_top_k("top"))
 
 
 class AttentionRequest(Strict):
@@ -205,7 +217,18 @@ class OccurrencesRequest(Strict):
         description="A text using the word: occurrences are ranked by cosine to its use here.",
         examples=["we sat on the bank of the river"],
     )
-    k: WholeInt = Field(10, ge=1, le=1000, description="How many occurrences.")
+    top_k: WholeInt = Field(
+        10,
+        ge=1,
+        le=1000,
+        description="How many occurrences; `k` is accepted too.",
+        validation_alias=AliasChoices("top_k", "k"),
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_top_k(cls, given: Any) -> Any:
+        return one_name(given, "top_k", "k", one_top_k("k"))
 
 
 class OccurrenceHit(BaseModel):

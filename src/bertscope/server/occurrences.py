@@ -28,13 +28,15 @@ def occurrence_routes(app: FastAPI, svc: Service) -> None:
 
     @app.post("/occurrences", response_model=OccurrencesResponse, tags=["corpus"])
     async def occurrences(req: OccurrencesRequest) -> OccurrencesResponse:
-        """The k stored occurrences of `word` nearest to its use in `context` (or the first k without one)."""
+        """The top_k stored occurrences of `word` nearest to its use in `context` (or the first top_k)."""
         if req.store not in stores:
             loaded = ", ".join(stores) or "none (start the server with --store NAME=FILE)"
             raise InvalidSpec(f"store: no store named {req.store!r} is loaded; loaded: {loaded}")
         store = stores[req.store]
         found = await svc.on_worker(
-            lambda: search_occurrences(store, word=req.word, context=req.context, k=req.k, model=svc.model)
+            lambda: search_occurrences(
+                store, word=req.word, context=req.context, top_k=req.top_k, model=svc.model
+            )
         )
         return OccurrencesResponse(
             model=svc.name,

@@ -242,10 +242,10 @@ def model_routes(app: FastAPI, svc: Service) -> None:
         """Static word-piece rows (no position, no segment), or words as their pieces' mean; neighbours."""
         items = req.inputs if isinstance(req.inputs, list) else [req.inputs]
         svc.check_count(len(items))
-        if len(items) * req.k > _MAX_NEIGHBOURS:
+        if len(items) * req.top_k > _MAX_NEIGHBOURS:
             raise TooManyInputs(
-                f"{len(items)} items x k={req.k} neighbours is over {_MAX_NEIGHBOURS} in one request; "
-                "ask for fewer items or a smaller k"
+                f"{len(items)} items x top_k={req.top_k} neighbours is over {_MAX_NEIGHBOURS} in one "
+                "request; ask for fewer items or a smaller top_k"
             )
 
         words = req.with_words
@@ -255,11 +255,14 @@ def model_routes(app: FastAPI, svc: Service) -> None:
 
         def work() -> list[dict[str, Any]]:
             special = req.include_special
-            return [lookup(svc.model, it, as_words=words, k=req.k, include_special=special) for it in items]
+            return [
+                lookup(svc.model, it, as_words=words, top_k=req.top_k, include_special=special)
+                for it in items
+            ]
 
         # Static rows only read the embedding matrix: they run beside the worker, never queue behind it.
         records = await run_in_threadpool(work)
-        return await answer(lambda: {"model": svc.name, "items": records}, size=len(items) * (req.k + 1))
+        return await answer(lambda: {"model": svc.name, "items": records}, size=len(items) * (req.top_k + 1))
 
     @app.post("/anatomy", tags=["model"])
     async def anatomy(req: AnatomyRequest) -> Response:

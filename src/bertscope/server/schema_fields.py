@@ -128,6 +128,12 @@ def one_name(given: Any, name: str, old: str, message: str) -> Any:
     return given
 
 
+def one_top_k(old: str) -> str:
+    """The refusal of a body with "top_k" and `old`, its older spelling on this route ("k" or "top"):
+    the count of results has one name in the library, the command line and the service."""
+    return f'"top_k" and "{old}" both given: "{old}" is the older spelling of "top_k"; send "top_k" only'
+
+
 # One text's routes (/anatomy, /attention) read one window: a text over it is cut (counted in
 # n_dropped) or refused; window is /v2/embed's.
 Cut = Annotated[Literal[LongText.TRUNCATE, LongText.ERROR], spelled(LongText)]

@@ -23,6 +23,7 @@ from .schema_fields import (
     WholeInt,
     named,
     one_name,
+    one_top_k,
     spelled,
     texts_only,
 )
@@ -168,12 +169,19 @@ class StaticRequest(Strict):
         description='The older spelling of "as_words" (true); send one of them.',
         json_schema_extra={"deprecated": True},
     )
-    k: WholeInt = Field(0, ge=0, le=1000, description="How many nearest vocabulary entries to list.")
+    top_k: WholeInt = Field(
+        0,
+        ge=0,
+        le=1000,
+        description="How many nearest vocabulary entries to list; `k` is accepted too.",
+        validation_alias=AliasChoices("top_k", "k"),
+    )
     include_special: StrictBool = Field(False, description="Let neighbours be special or [unused] tokens.")
 
     @model_validator(mode="before")
     @classmethod
     def _one_as_words(cls, given: Any) -> Any:
+        given = one_name(given, "top_k", "k", one_top_k("k"))
         return one_name(given, "as_words", "word", ONE_AS_WORDS)
 
     @property

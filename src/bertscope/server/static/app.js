@@ -351,7 +351,7 @@ async function neighbours() {
   if (!raw) return;
   const item = /^\d+$/.test(raw) ? Number(raw) : raw;
   try {
-    const r = (await api("/static", { inputs: [item], k: Number($("#k").value) })).items[0];
+    const r = (await api("/static", { inputs: [item], top_k: Number($("#k").value) })).items[0];
     $("#piece-info").textContent = `${r.token} · id ${r.id} · |row| = ${r.norm.toFixed(3)} · ${r.vector.length} dimensions`;
     const body = $("#vocab tbody");
     body.replaceChildren();
@@ -375,7 +375,7 @@ async function explainPair() {
   showError(null);
   const a = $("#x-a").value.trim(), b = $("#x-b").value.trim();
   if (!a || !b) { showError("write both texts"); return; }
-  const body = { a, b, pooling: $("#x-pooling").value, mask_special: $("#x-mask").checked, top: 8 };
+  const body = { a, b, pooling: $("#x-pooling").value, mask_special: $("#x-mask").checked, top_k: 8 };
   if ($("#x-layers").value !== "") body.layers = $("#x-layers").value;
   try {
     const r = await api("/explain", body);
