@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import InvalidInput
 
-__all__ = ["cos_sim", "pairwise_cos_sim", "row_cosines", "unit", "vectors_given", "Hit", "TopK"]
+__all__ = ["cos_sim", "pairwise_cos_sim", "row_cosines", "unit", "Hit", "TopK"]
 
 
 def unit(vectors: np.ndarray, *, dtype: type[np.floating[Any]] = np.float32) -> np.ndarray:
