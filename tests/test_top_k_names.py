@@ -137,8 +137,12 @@ def test_contextuality_and_geometry_take_top_k(bundled: bertscope.Model) -> None
     new, old = _same(rogue, rogue, 2, "top")
     assert len(new[0]) == 2 and new == old
     _refused(rogue, "top")
-    with pytest.raises(bertscope.InvalidSpec, match=r"^top_k=-1: give how many rogue dimensions"):
-        rogue(top_k=-1)
+    for bad in (-1, 1.5, "3", True):  # refused before the pass over the texts, as every count is
+        with pytest.raises(
+            bertscope.InvalidSpec, match=r"^top_k must be a whole number of at least 0 \(rogue"
+        ):
+            rogue(top_k=bad)
+    assert rogue(top_k=0) == [[]]
 
 
 def test_compare_takes_top_k(
@@ -165,6 +169,12 @@ def test_compare_takes_top_k(
     _refused(rows, "top")
     assert moved_rows(a, b, top_k=2) == moved_rows(a, b, top=2) and len(moved_rows(a, b, top_k=2)[0]) == 2
     _refused(lambda **count: moved_rows(a, b, **count), "top")
+    for bad in (-1, 0, 1.5, "3", True):  # as the command line's min=1: not every row, nor a TypeError
+        for call in (lambda **count: moved_rows(a, b, **count), rows):
+            with pytest.raises(bertscope.InvalidSpec, match=r"^top_k must be a whole number of at least 1"):
+                call(top_k=bad)
+    with pytest.raises(bertscope.InvalidSpec, match=r"^top must be a whole number of at least 1"):
+        moved_rows(a, b, top=0)  # named as the caller wrote it
 
 
 # The service -----------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ import numpy as np
 from ..core.layers import LayerSpec, parse_layers
 from ..core.progress import step_progress
 from ..core.renamed import older_spelling
+from ..core.spec import whole_number
 from ..errors import InvalidInput, InvalidSpec
 from .states import check_seed, layer_blocks, text_stream
 
@@ -279,9 +280,7 @@ def geometry(
     still read) and TwoNN intrinsic dimension of each chosen layer's non-special token vectors (0 = the
     embedding layer's output .. L), streamed."""
     count, given_as = older_spelling(top_k, top, name="top_k", old="top", default=3)
-    if count < 0:
-        raise InvalidSpec(f"{given_as}={count}: give how many rogue dimensions to name, 0 or more")
-    top = count
+    top = whole_number(count, given_as, least=0, meaning="rogue dimensions to name")
     check_seed(seed)
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
     texts = text_stream(texts)
