@@ -292,6 +292,14 @@ def test_top_k_in_every_command_that_counts_results(files: dict[str, Path]) -> N
     assert "--top must be" in one_error(run_main(*args, "--top", "0"))  # the older spelling, as typed
 
 
+@pytest.mark.parametrize("typed", ["10", "3"])
+def test_both_spellings_typed_are_refused_even_at_the_default(typed: str) -> None:
+    """`-k 10 --top 2` (10: explain's default) kept the 2 and dropped the 10 typed; `-k 3 --top 2` was
+    refused. Both are refused before the model loads."""
+    line = one_error(run_main("explain", "a cat", "a dog", "-k", typed, "--top", "2"))
+    assert line == "error: --top is the old spelling of --top-k; give --top-k only", line
+
+
 def test_senses_n_clusters(files: dict[str, Path]) -> None:
     args = ("senses", "bank", "--store", str(files["tokens"]), "--json")
     new, old = run_main(*args, "-n", "2"), run_main(*args, "-k", "2")

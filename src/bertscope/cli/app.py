@@ -249,12 +249,20 @@ def top_k_option(help: str, *, least: int | None = None) -> Any:
 
 def old_spelling(value: Any, old_value: Any, *, name: str, old: str, default: Any = None) -> Any:
     """An option's value given under its name or its old, hidden spelling (`--export` for `--output`);
-    both at once is refused, naming the one to keep."""
+    both at once is refused, naming the one to keep, even where the value typed under `name` is its
+    default (`-k 10 --top 2` would otherwise drop the 10 typed)."""
     if old_value is None:
         return value
-    if value != default:
+    if value != default or _typed(name):
         raise InvalidInput(f"{old} is the old spelling of {name}; give {name} only")
     return old_value
+
+
+def _typed(option: str) -> bool:
+    """Whether the running command's `option` (`--top-k`) was typed on its command line."""
+    ctx = importlib.import_module(f"{CLICK}.globals").get_current_context(silent=True)
+    found = [p for p in (ctx.command.params if ctx is not None else []) if option in getattr(p, "opts", ())]
+    return bool(found) and getattr(ctx.get_parameter_source(found[0].name), "name", None) == "COMMANDLINE"
 
 
 def level_option(value: str, names: list[str]) -> str:

@@ -13,6 +13,7 @@ import functools
 import importlib
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -128,12 +129,12 @@ def _refuse_empty(self: Any, ctx: Any, value: Any, *, process: Callable[..., Any
     "should be less than or equal to 1" of it)."""
     given = value if isinstance(value, (tuple, list)) else (value,)
     if any(isinstance(v, str) and v.strip().lower().lstrip("+-") == "nan" for v in given):
-        if getattr(getattr(self, "type_descriptor", None), "annotation", None) is float:
+        if _reads(self, float):
             raise importlib.import_module(f"{CLICK}.exceptions").BadParameter(
                 "nan is not a number: give one", ctx=ctx, param=self
             )
     typed = getattr(ctx.get_parameter_source(self.name or ""), "name", None) == "COMMANDLINE"
-    is_path = self.name in FILE_NAMES or bool(getattr(getattr(self, "type_descriptor", None), "is_path", 0))
+    is_path = self.name in FILE_NAMES or _reads(self, Path)
     is_option = self.param_type_name == "option"
     if typed and "" in given and self.name not in EMPTY_MEANS_SOMETHING and (is_option or is_path):
         what = "'' is an empty path: give a file name" if is_path else "'' is an empty value: give one"
@@ -142,8 +143,21 @@ def _refuse_empty(self: Any, ctx: Any, value: Any, *, process: Callable[..., Any
     return process(self, ctx, value)
 
 
+def _reads(param: Any, kind: type) -> bool:
+    """Whether a typer parameter reads a float (`kind` float) or a path (`kind` Path). Recent typers
+    describe the annotation (`type_descriptor`) and run a click without `click.types`; older ones (from
+    0.13, which the project takes) run click itself, whose `FloatParamType` and `Path` say it."""
+    described = getattr(param, "type_descriptor", None)
+    if described is not None:
+        if kind is Path:
+            return bool(getattr(described, "is_path", False))
+        return getattr(described, "annotation", None) is kind
+    click_types = importlib.import_module(f"{CLICK}.types")
+    return isinstance(param.type, click_types.Path if kind is Path else click_types.FloatParamType)
+
+
 # typer reads '' as a value (or, for a Path, as the folder '.'); every command refuses it (_refuse_empty).
-# TyperOption and TyperArgument are typer's public classes in every version bertscope takes (>= 0.12),
+# TyperOption and TyperArgument are typer's public classes in every version bertscope takes (>= 0.13),
 # where the base they share is private and newer.
 for _kind in (typer.core.TyperOption, typer.core.TyperArgument):
     _kind.process_value = functools.partialmethod(_refuse_empty, process=_kind.process_value)  # type: ignore[method-assign,assignment]
