@@ -37,7 +37,8 @@ __all__ = [
 ]  # fmt: skip
 
 # Short texts measured beside the canaries, held out of every int8 calibration (backends/openvino.py's
-# SHORT_CALIBRATION included): the bundled model's int8 reads its lowest sentence cosine on these ("Ok.")
+# SHORT_CALIBRATION included): the bundled model's int8 reads its lowest sentence cosine on these
+# ("No.": 0.9878 on the Zen 5 of docs/verify.md)
 SHORT_TEXTS = (
     "Ok.", "Hello!", "Me too.", "lol", "Thank you.", "Where?", "Of course.", "Good luck!", "No.",
     "Well done, team.",
