@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -433,3 +434,16 @@ def test_int8_reads_lower_on_the_short_texts_and_passes_the_floor_the_docs_sugge
     assert whole.sentence_min_cosine < 0.995 and whole.ok, whole.to_dict()
     ran = run_main("verify", "--quantize", "int8", "--min-cosine", "0.98")
     assert ran.code == 0 and "ok: 61 texts" in ran.stdout, ran
+
+
+def test_a_lossy_modes_default_floor_is_its_precisions() -> None:
+    """Without --min-cosine (and no --fast bound), int8 is held to 0.98, the floor `verify --store` holds
+    it to; at 0.999, which bfloat16 keeps, every healthy int8 was called drifted (exit 1)."""
+    from bertscope.verify.settings import lossy_floor
+
+    assert lossy_floor(bertscope.load(quantize="int8")) == 0.98
+    ran = run_main("verify", "--quantize", "int8")
+    assert ran.code == 0 and "tolerance min cosine >= 0.98 " in ran.stdout, ran
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # bfloat16 on a CPU without it natively: slow, and said so
+        assert lossy_floor(bertscope.load(dtype="bfloat16", backend="torch", device="cpu")) == 0.999

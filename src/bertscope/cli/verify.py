@@ -114,7 +114,8 @@ def verify(
             "--min-cosine",
             min=0.0,
             max=1.0,
-            help="A lossy mode's floor (default: --fast's bound, else 0.999).",
+            help="A lossy mode's floor (default: --fast's bound, else 0.98 for int8, 0.999 for bfloat16 and "
+            "float16).",
         ),
     ] = None,
     as_json: JsonOpt = False,

@@ -50,8 +50,9 @@ def verify_model(
 ) -> Verification | FingerprintCheck:
     """`model` as set up against the plain Hugging Face float32 forward on the calibration sentences, a
     text over its limit, a few short texts (`reference_texts`) and `texts` (a `Verification`; a lossy mode
-    held to `min_cosine`, default its fast bound or 0.999); with `against` (a fingerprint or its file),
-    against that fingerprint instead (a `FingerprintCheck`: no reference forward, no torch needed)."""
+    held to `min_cosine`, default its fast bound, else 0.98 for int8 and 0.999 for bfloat16/float16); with
+    `against` (a fingerprint or its file), against that fingerprint instead (a `FingerprintCheck`: no
+    reference forward, no torch needed)."""
     if against is not None:
         return check_fingerprint(model, against)
     given = [texts] if isinstance(texts, str) else [] if texts is None else list(texts)  # a lone string: one

@@ -140,7 +140,8 @@ def compare_to_reference(
 ) -> Verification:
     """Run `texts` through `model` as set up and through the reference; see the module docstring.
 
-    `min_cosine` is a lossy mode's floor where given (default: fast mode's bound, else 0.999).
+    `min_cosine` is a lossy mode's floor where given (default: fast mode's bound, else its precision's floor,
+    `settings.lossy_floor`: 0.98 for int8, 0.999 for bfloat16 and float16).
     """
     if is_static(model):
         raise static_refusal(model)
