@@ -145,14 +145,7 @@ def explain(
         exact=True,
         method=how,
         note=note,
-        tokens_a=tok_a.tokens,
-        tokens_b=tok_b.tokens,
-        offsets_a=tok_a.offsets,
-        offsets_b=tok_b.offsets,
-        share_a=contributions.sum(axis=1),
-        share_b=contributions.sum(axis=0),
-        contributions=contributions,
-        top_pairs=_top_pairs(contributions, tok_a, tok_b, top),
+        **_split(contributions, tok_a, tok_b, top),
         spec=_spec(spec, processor),
         text_a=a,
         text_b=b,
@@ -251,6 +244,20 @@ def _attention_view(model: Encoder, a: str, b: str, spec: EmbedSpec, score: floa
     )
 
 
+def _split(contributions: np.ndarray, tok_a: Any, tok_b: Any, top: int) -> dict[str, Any]:
+    """An exact explanation's fields drawn from its token-pair `contributions` (rows: A's tokens)."""
+    return {
+        "tokens_a": tok_a.tokens,
+        "tokens_b": tok_b.tokens,
+        "offsets_a": tok_a.offsets,
+        "offsets_b": tok_b.offsets,
+        "share_a": contributions.sum(axis=1),
+        "share_b": contributions.sum(axis=0),
+        "contributions": contributions,
+        "top_pairs": _top_pairs(contributions, tok_a, tok_b, top),
+    }
+
+
 def _first_rows_view(
     model: Encoder,
     a: str,
@@ -284,14 +291,7 @@ def _first_rows_view(
         exact=True,
         method="the first tokens' own rows (layer 0)",
         note=note,
-        tokens_a=tok_a.tokens,
-        tokens_b=tok_b.tokens,
-        offsets_a=tok_a.offsets,
-        offsets_b=tok_b.offsets,
-        share_a=contributions.sum(axis=1),
-        share_b=contributions.sum(axis=0),
-        contributions=contributions,
-        top_pairs=_top_pairs(contributions, tok_a, tok_b, min(top, 1)),
+        **_split(contributions, tok_a, tok_b, min(top, 1)),
         spec=_spec(spec, processor),
         text_a=a,
         text_b=b,

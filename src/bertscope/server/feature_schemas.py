@@ -33,6 +33,7 @@ from .schema_fields import (
     one_top_k,
     spelled,
     texts_only,
+    top_k_field,
     whole_number,
 )
 from .schemas import SpecFields
@@ -170,13 +171,7 @@ class ExplainRequest(SpecFields):
     post: Annotated[str | None, named("post")] = Field(
         None, description="Name of a loaded post-processing (whitening, PCA, ...)."
     )
-    top_k: WholeInt = Field(
-        10,
-        ge=0,
-        le=1000,
-        description="How many token pairs to list; `top` is accepted too.",
-        validation_alias=AliasChoices("top_k", "top"),
-    )
+    top_k: WholeInt = top_k_field(10, least=0, what="How many token pairs to list", old="top")
     exact: StrictBool = Field(
         False, description="Refuse poolings with no exact split (cls, pooler) with a 422."
     )
@@ -217,13 +212,7 @@ class OccurrencesRequest(Strict):
         description="A text using the word: occurrences are ranked by cosine to its use here.",
         examples=["we sat on the bank of the river"],
     )
-    top_k: WholeInt = Field(
-        10,
-        ge=1,
-        le=1000,
-        description="How many occurrences; `k` is accepted too.",
-        validation_alias=AliasChoices("top_k", "k"),
-    )
+    top_k: WholeInt = top_k_field(10, least=1, what="How many occurrences", old="k")
 
     @model_validator(mode="before")
     @classmethod

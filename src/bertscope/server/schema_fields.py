@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AliasChoices,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -24,6 +25,8 @@ __all__ = [
     "fitted_int",
     "named",
     "one_name",
+    "one_top_k",
+    "top_k_field",
     "spelled",
     "texts_only",
     "whole_number",
@@ -126,6 +129,18 @@ def one_name(given: Any, name: str, old: str, message: str) -> Any:
     if isinstance(given, dict) and name in given and old in given:
         raise PydanticCustomError("one_name", message)
     return given
+
+
+def top_k_field(default: int, *, least: int, what: str, old: str) -> Any:
+    """A route's count of results: "top_k", as the library and the command line name it, at most 1000,
+    with `old` ("k" or "top"), its older spelling on the route, still read but not advertised."""
+    return Field(
+        default,
+        ge=least,
+        le=1000,
+        description=f"{what}; `{old}` is accepted too.",
+        validation_alias=AliasChoices("top_k", old),
+    )
 
 
 def one_top_k(old: str) -> str:

@@ -26,6 +26,7 @@ from .schema_fields import (
     one_top_k,
     spelled,
     texts_only,
+    top_k_field,
 )
 
 __all__ = [
@@ -169,13 +170,7 @@ class StaticRequest(Strict):
         description='The older spelling of "as_words" (true); send one of them.',
         json_schema_extra={"deprecated": True},
     )
-    top_k: WholeInt = Field(
-        0,
-        ge=0,
-        le=1000,
-        description="How many nearest vocabulary entries to list; `k` is accepted too.",
-        validation_alias=AliasChoices("top_k", "k"),
-    )
+    top_k: WholeInt = top_k_field(0, least=0, what="How many nearest vocabulary entries to list", old="k")
     include_special: StrictBool = Field(False, description="Let neighbours be special or [unused] tokens.")
 
     @model_validator(mode="before")
