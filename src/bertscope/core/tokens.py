@@ -3,22 +3,34 @@
 from __future__ import annotations
 
 import copy
-import sys
-import unicodedata
-import warnings
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import chain
-from typing import Any
 
 import numpy as np
 from tokenizers import Encoding
 from tokenizers import Tokenizer as RustTokenizer
 
-from ..errors import InputTooLong, InvalidInput, TruncatedTextsWarning
+from ..errors import InputTooLong, InvalidInput
 from ._enums import LongText
+
+# Moved out with the code unchanged; every import path is kept.
+from .cut_said import REPORTERS as REPORTERS
+from .cut_said import WINDOW_KEEPS as WINDOW_KEEPS
+from .cut_said import cut_summary as cut_summary
+from .cut_said import cut_warning as cut_warning
+from .cut_said import say_cut as say_cut
 from .text_pieces import Cuts, cuts_for, head_and_count
+from .texts_given import bare_pair_message as bare_pair_message
+from .texts_given import check_text as check_text
+from .texts_given import check_texts as check_texts
+from .texts_given import is_pair as is_pair
+from .texts_given import iter_checked as iter_checked
+from .texts_given import one_text_or_pair as one_text_or_pair
+from .texts_given import refuse_unordered as refuse_unordered
+from .texts_given import text_items as text_items
+from .texts_given import text_problem as text_problem
 
 __all__ = [
     "Text",
@@ -193,168 +205,6 @@ def window_owner(windows: Sequence[Window], n_content: int) -> np.ndarray:
         best[span][nearer] = distance[nearer]
         owner[span][nearer] = k
     return owner
-
-
-def is_pair(value: object) -> bool:
-    """Whether `value` is a sentence pair: a tuple (or, inside a list, a list) of two strings."""
-    return (
-        isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(part, str) for part in value)
-    )
-
-
-# Where a cut is reported in other words (encode's and the integrations' sentence-transformers warning, a
-# command-line line, a field of the service's answer): a call made through these is not said again here.
-REPORTERS = ("bertscope.encode", "bertscope.integrations", "bertscope.server")
-WINDOW_KEEPS = "long='window' keeps every token"
-
-
-def say_cut(n_dropped: Iterable[int] | np.ndarray, max_tokens: int, instead: str = WINDOW_KEEPS) -> None:
-    """The one `TruncatedTextsWarning` for texts cut at `max_tokens` (n_dropped: per text, (n_texts,)),
-    in encode's words (`bertscope.encode.say_truncated`), if any text was cut: never in silence.
-
-    It points at the first line outside bertscope (the user's call, however deep the library went),
-    and is not said where a call came through a module that reports the cut itself (`REPORTERS`).
-    """
-    dropped = np.fromiter(n_dropped, dtype=np.int64) if not isinstance(n_dropped, np.ndarray) else n_dropped
-    cut = int(np.count_nonzero(dropped > 0))
-    if not cut:
-        return
-    frame, level = sys._getframe(1), 2
-    while frame is not None and _module(frame).partition(".")[0] == "bertscope":
-        if any(_module(frame) == name or _module(frame).startswith(name + ".") for name in REPORTERS):
-            return
-        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
-    warnings.warn(cut_warning(cut, len(dropped), max_tokens, instead, int(dropped.sum())), stacklevel=level)
-
-
-def cut_warning(
-    cut: int, texts: int, max_tokens: int, instead: str, tokens: int | None = None
-) -> TruncatedTextsWarning:
-    """The `TruncatedTextsWarning` with its counts, its text `cut_summary`, what it costs, and `instead`
-    (what keeps every token)."""
-    said = f"{cut_summary(cut, texts, max_tokens, tokens)}: their ends are not in the vectors; {instead}"
-    return TruncatedTextsWarning(said, cut=cut, texts=texts, max_tokens=max_tokens, tokens=tokens)
-
-
-def cut_summary(cut: int, texts: int, max_tokens: int, tokens: int | None = None) -> str:
-    """How many of `texts` texts (and, where counted, tokens) a cut at the model's limit dropped: the one
-    wording every cut is said in, by the library's warning (`say_cut`, encode's `say_truncated`) and by a
-    command's own line."""
-    counted = f" ({tokens} tokens dropped)" if tokens is not None else ""
-    return f"{cut} of {texts} text(s) ran past the model's {max_tokens} tokens and were truncated{counted}"
-
-
-def _module(frame: Any) -> str:
-    return str(frame.f_globals.get("__name__", ""))
-
-
-def text_problem(text: str, *, tokenizer: TextTokenizer | None = None) -> str | None:
-    """Why a tokenizer cannot take `text` (a lone surrogate; only control/format/space), or None.
-
-    With the model's `tokenizer`, also a text it turns into no word pieces at all: one of only
-    combining marks (an uncased BERT strips them), or of characters its normaliser drops. That is
-    the tokenizer's own answer, asked only of a text with no letter or digit (those always give a
-    piece, [UNK] at worst); without it, such a text passes here and fails at `TextTokenizer.fit`.
-    """
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        bad = ascii(text[exc.start])
-        return f"holds a lone surrogate {bad}, which is not valid Unicode; fix its encoding"
-    # any() stops at the first visible character, so ordinary text costs next to nothing here.
-    if not any(unicodedata.category(c)[0] not in "CZ" for c in text):
-        return "has only control, format or space characters: no word pieces besides the special ones"
-    if tokenizer is not None and not _has_letter(text) and not tokenizer.gives_pieces(text):
-        return (
-            "gives no word pieces with this model's tokenizer (only combining marks, or characters "
-            "it drops); give it some text"
-        )
-    return None
-
-
-def _has_letter(text: str) -> bool:
-    return any(unicodedata.category(c)[0] in "LN" for c in text)
-
-
-def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
-    """Return texts as a list of non-empty strings (and (A, B) tuples with `pairs`), or raise InvalidInput.
-
-    Texts are a string, or any iterable of them: a list, a NumPy string or object array, a pandas
-    Series, a generator (read once, here). With `pairs`, an item of two strings is a pair; a bare tuple
-    of two strings is refused, as it reads two ways (one pair, or two texts): put a pair in a list. A set
-    is refused: it has no order, so row i of a result would be no text the caller could name.
-    """
-    items = text_items(texts, pairs=pairs)
-    if not isinstance(items, Sequence):
-        items = list(items)  # a generator or another one-pass iterable: read once, here
-    if len(items) == 0:
-        raise InvalidInput("no texts given: pass at least one non-empty string")
-    return [check_text(text, index, pairs=pairs) for index, text in enumerate(items)]
-
-
-def bare_pair_message(texts: tuple[str, str]) -> str:
-    """Why a bare tuple of two strings is refused where texts and pairs are both taken, with both readings."""
-    a, b = (t if len(t) <= 24 else t[:21] + "..." for t in texts)
-    return (
-        f"a bare tuple {(a, b)!r} reads two ways: [{(a, b)!r}] is one pair [CLS] A [SEP] B [SEP], "
-        f"{[a, b]!r} two texts; pass the list you mean"
-    )
-
-
-def text_items(texts: object, *, pairs: bool = False) -> Iterable[Any]:
-    """What `texts` holds, item by item, unread where it streams: a lone string is one text (never its
-    characters); a 1-D array its items; any other iterable as given. Refused in one line: a bare (A, B)
-    tuple with `pairs` (it reads two ways), a set (no order), bytes, a mapping, a 2-D array and anything
-    not iterable. `check_texts` (embed) and `iter_checked` (iter_embed) both read texts through it."""
-    if isinstance(texts, str):
-        return [texts]
-    if pairs and isinstance(texts, tuple) and is_pair(texts):
-        raise InvalidInput(bare_pair_message(texts))
-    refuse_unordered(texts)
-    if isinstance(texts, np.ndarray) and texts.ndim != 1:
-        raise InvalidInput(f"texts must be a string or a 1-D list of strings, got a {texts.ndim}-D array")
-    if isinstance(texts, np.ndarray):
-        return texts.tolist()  # np.str_ items as str
-    if isinstance(texts, (bytes, bytearray, Mapping)) or not isinstance(texts, Iterable):
-        raise InvalidInput(f"texts must be a string or a list of strings, got {type(texts).__name__}")
-    return texts
-
-
-def check_text(text: object, index: int, *, pairs: bool = False) -> Any:
-    """One text (or (A, B) tuple with `pairs`) checked, or InvalidInput naming its index and the fix."""
-    parts = tuple(text) if pairs and is_pair(text) else (text,)  # type: ignore[arg-type]
-    for side, part in zip("AB", parts, strict=False):
-        if not isinstance(part, str):
-            kind = type(part).__name__
-            hint = "strings or (A, B) pairs" if pairs else "str items only (pairs are not taken here)"
-            raise InvalidInput(f"text {index} is a {kind}, not a string: pass {hint}")
-        blank = not part.strip()
-        problem = "is empty: every text needs a non-space character" if blank else text_problem(part)
-        if problem:
-            # In a pair, say which part: "text 0 is empty" of ("a", "") sends the user to the wrong one.
-            which = f"text {index} (pair part {side})" if len(parts) == 2 else f"text {index}"
-            raise InvalidInput(f"{which} {problem}")
-    return parts if len(parts) == 2 else text
-
-
-def one_text_or_pair(value: object) -> bool:
-    """Whether `value` is one text or one (A, B) pair, what a call that reads a single input takes (its
-    hidden states, its attentions): a bare tuple is a pair there, as it reads only one way."""
-    return isinstance(value, str) or (isinstance(value, tuple) and is_pair(value))
-
-
-def refuse_unordered(texts: object) -> None:
-    """Refuse a set of texts: row i of a result must be a text the caller can name, and a set's order is
-    its hashes'."""
-    if isinstance(texts, (set, frozenset)):
-        raise InvalidInput("a set has no order: give a list, e.g. sorted(texts)")
-
-
-def iter_checked(texts: Iterable[object], *, pairs: bool = False) -> Iterator[Any]:
-    """A stream of texts (and pairs) through `check_text`, raising at the first bad one (with its index); a
-    lone string is one text, and what is no stream of texts is refused at once (`text_items`)."""
-    items = text_items(texts, pairs=pairs)  # checked now, before the first text is asked for
-    return (check_text(text, index, pairs=pairs) for index, text in enumerate(items))
 
 
 class TextTokenizer:

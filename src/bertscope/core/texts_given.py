@@ -1,0 +1,142 @@
+"""The texts a call is given, checked before any is tokenized: a string or an ordered iterable of them
+(and (A, B) pairs where pairs are taken), each non-empty and valid Unicode, or one line naming the text
+and the fix (`check_texts`, `iter_checked`, `text_items`)."""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from ..errors import InvalidInput
+
+__all__ = [
+    "bare_pair_message", "check_text", "check_texts", "is_pair", "iter_checked", "one_text_or_pair",
+    "refuse_unordered", "text_items", "text_problem",
+]  # fmt: skip
+
+
+def is_pair(value: object) -> bool:
+    """Whether `value` is a sentence pair: a tuple (or, inside a list, a list) of two strings."""
+    return (
+        isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(part, str) for part in value)
+    )
+
+
+class GivesPieces(Protocol):
+    """What `text_problem` asks of a model's tokenizer (`tokens.TextTokenizer` meets it)."""
+
+    def gives_pieces(self, text: str) -> bool:
+        """Whether `text` gives at least one word piece besides the special ones."""
+        ...
+
+
+def text_problem(text: str, *, tokenizer: GivesPieces | None = None) -> str | None:
+    """Why a tokenizer cannot take `text` (a lone surrogate; only control/format/space), or None.
+
+    With the model's `tokenizer`, also a text it turns into no word pieces at all: one of only
+    combining marks (an uncased BERT strips them), or of characters its normaliser drops. That is
+    the tokenizer's own answer, asked only of a text with no letter or digit (those always give a
+    piece, [UNK] at worst); without it, such a text passes here and fails at `TextTokenizer.fit`.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = ascii(text[exc.start])
+        return f"holds a lone surrogate {bad}, which is not valid Unicode; fix its encoding"
+    # any() stops at the first visible character, so ordinary text costs next to nothing here.
+    if not any(unicodedata.category(c)[0] not in "CZ" for c in text):
+        return "has only control, format or space characters: no word pieces besides the special ones"
+    if tokenizer is not None and not _has_letter(text) and not tokenizer.gives_pieces(text):
+        return (
+            "gives no word pieces with this model's tokenizer (only combining marks, or characters "
+            "it drops); give it some text"
+        )
+    return None
+
+
+def _has_letter(text: str) -> bool:
+    return any(unicodedata.category(c)[0] in "LN" for c in text)
+
+
+def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
+    """Return texts as a list of non-empty strings (and (A, B) tuples with `pairs`), or raise InvalidInput.
+
+    Texts are a string, or any iterable of them: a list, a NumPy string or object array, a pandas
+    Series, a generator (read once, here). With `pairs`, an item of two strings is a pair; a bare tuple
+    of two strings is refused, as it reads two ways (one pair, or two texts): put a pair in a list. A set
+    is refused: it has no order, so row i of a result would be no text the caller could name.
+    """
+    items = text_items(texts, pairs=pairs)
+    if not isinstance(items, Sequence):
+        items = list(items)  # a generator or another one-pass iterable: read once, here
+    if len(items) == 0:
+        raise InvalidInput("no texts given: pass at least one non-empty string")
+    return [check_text(text, index, pairs=pairs) for index, text in enumerate(items)]
+
+
+def bare_pair_message(texts: tuple[str, str]) -> str:
+    """Why a bare tuple of two strings is refused where texts and pairs are both taken, with both readings."""
+    a, b = (t if len(t) <= 24 else t[:21] + "..." for t in texts)
+    return (
+        f"a bare tuple {(a, b)!r} reads two ways: [{(a, b)!r}] is one pair [CLS] A [SEP] B [SEP], "
+        f"{[a, b]!r} two texts; pass the list you mean"
+    )
+
+
+def text_items(texts: object, *, pairs: bool = False) -> Iterable[Any]:
+    """What `texts` holds, item by item, unread where it streams: a lone string is one text (never its
+    characters); a 1-D array its items; any other iterable as given. Refused in one line: a bare (A, B)
+    tuple with `pairs` (it reads two ways), a set (no order), bytes, a mapping, a 2-D array and anything
+    not iterable. `check_texts` (embed) and `iter_checked` (iter_embed) both read texts through it."""
+    if isinstance(texts, str):
+        return [texts]
+    if pairs and isinstance(texts, tuple) and is_pair(texts):
+        raise InvalidInput(bare_pair_message(texts))
+    refuse_unordered(texts)
+    if isinstance(texts, np.ndarray) and texts.ndim != 1:
+        raise InvalidInput(f"texts must be a string or a 1-D list of strings, got a {texts.ndim}-D array")
+    if isinstance(texts, np.ndarray):
+        return texts.tolist()  # np.str_ items as str
+    if isinstance(texts, (bytes, bytearray, Mapping)) or not isinstance(texts, Iterable):
+        raise InvalidInput(f"texts must be a string or a list of strings, got {type(texts).__name__}")
+    return texts
+
+
+def check_text(text: object, index: int, *, pairs: bool = False) -> Any:
+    """One text (or (A, B) tuple with `pairs`) checked, or InvalidInput naming its index and the fix."""
+    parts = tuple(text) if pairs and is_pair(text) else (text,)  # type: ignore[arg-type]
+    for side, part in zip("AB", parts, strict=False):
+        if not isinstance(part, str):
+            kind = type(part).__name__
+            hint = "strings or (A, B) pairs" if pairs else "str items only (pairs are not taken here)"
+            raise InvalidInput(f"text {index} is a {kind}, not a string: pass {hint}")
+        blank = not part.strip()
+        problem = "is empty: every text needs a non-space character" if blank else text_problem(part)
+        if problem:
+            # In a pair, say which part: "text 0 is empty" of ("a", "") sends the user to the wrong one.
+            which = f"text {index} (pair part {side})" if len(parts) == 2 else f"text {index}"
+            raise InvalidInput(f"{which} {problem}")
+    return parts if len(parts) == 2 else text
+
+
+def one_text_or_pair(value: object) -> bool:
+    """Whether `value` is one text or one (A, B) pair, what a call that reads a single input takes (its
+    hidden states, its attentions): a bare tuple is a pair there, as it reads only one way."""
+    return isinstance(value, str) or (isinstance(value, tuple) and is_pair(value))
+
+
+def refuse_unordered(texts: object) -> None:
+    """Refuse a set of texts: row i of a result must be a text the caller can name, and a set's order is
+    its hashes'."""
+    if isinstance(texts, (set, frozenset)):
+        raise InvalidInput("a set has no order: give a list, e.g. sorted(texts)")
+
+
+def iter_checked(texts: Iterable[object], *, pairs: bool = False) -> Iterator[Any]:
+    """A stream of texts (and pairs) through `check_text`, raising at the first bad one (with its index); a
+    lone string is one text, and what is no stream of texts is refused at once (`text_items`)."""
+    items = text_items(texts, pairs=pairs)  # checked now, before the first text is asked for
+    return (check_text(text, index, pairs=pairs) for index, text in enumerate(items))
