@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bertscope.cli import app, main
+from bertscope.core.cpu import usable_cpus
 from bertscope.errors import CorpusError, InvalidInput, InvalidSpec
 from bertscope.research.probe import control_labels, fold_splits, probe
 from bertscope.research.probe_data import read_sentences, read_words
@@ -72,6 +73,16 @@ def test_each_fit_moves_the_progress_bar_once(bundled, monkeypatch, tmp_path) ->
     assert made == [(3 * 3 * 2, "fitting probes", True)] and len(steps) == 3 * 3 * 2
 
 
+@pytest.fixture
+def two_cpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """n_jobs is capped at the machine's CPUs: the two-worker tests read two on a one-CPU machine too."""
+    import importlib
+
+    for module in ("bertscope.research.probe", "bertscope.cli.app"):  # the package's `app` is the Typer
+        monkeypatch.setattr(importlib.import_module(module), "usable_cpus", lambda: max(2, usable_cpus()))
+
+
+@pytest.mark.usefixtures("two_cpus")
 def test_fits_on_worker_processes_equal_the_fits_in_this_process(bundled, tmp_path) -> None:
     pos = _first_sentences(EXAMPLES / "pos.conllu", 15, tmp_path)  # equal fits on any size
     here = probe(bundled, pos, label_field="upos", layers="-1", folds=3, control=True, n_jobs=1)
@@ -79,6 +90,7 @@ def test_fits_on_worker_processes_equal_the_fits_in_this_process(bundled, tmp_pa
     assert spawned.to_dict() == here.to_dict()  # deterministic fits: exactly equal, not close
 
 
+@pytest.mark.usefixtures("two_cpus")
 def test_the_command_line_fits_on_worker_processes(bundled) -> None:
     """`bertscope probe --n-jobs 2 --json`: worker processes, the same rows as one process."""
     topics = str(EXAMPLES / "topics.tsv")
