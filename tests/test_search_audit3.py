@@ -53,13 +53,19 @@ def test_rows_changed_in_the_middle_make_the_index_stale(tmp_path: Path, suffix:
     assert hits[0].id == "r1000" and hits[0].score == pytest.approx(1.0)
 
 
-def test_a_store_written_before_checksums_is_hashed_whole(tmp_path: Path) -> None:
-    path = write_store(tmp_path / "old.npy", clustered(2000, 2))
+def _as_written_before_checksums(path: Path) -> None:
+    """The .npy store's settings as bertscope wrote them before checksums: no checksums, settings digest
+    or row checks."""
     settings_file = path.with_suffix(".settings.json")
     settings = json.loads(settings_file.read_text())
-    for key in ("checksums", "settings_sha256", "row_checks"):  # as bertscope wrote it then
+    for key in ("checksums", "settings_sha256", "row_checks"):
         settings.pop(key)
     settings_file.write_text(json.dumps(settings))
+
+
+def test_a_store_written_before_checksums_is_hashed_whole(tmp_path: Path) -> None:
+    path = write_store(tmp_path / "old.npy", clustered(2000, 2))
+    _as_written_before_checksums(path)
     build_index(path, cells=40)
     assert index_state(path).fresh
     matrix = np.load(path, mmap_mode="r+")
@@ -77,11 +83,7 @@ def test_a_digest_is_hashed_once_per_version_of_the_file(
     from bertscope.io import index as ann
 
     path = write_store(tmp_path / "old.npy", clustered(2000, 2))
-    settings_file = path.with_suffix(".settings.json")
-    settings = json.loads(settings_file.read_text())
-    for key in ("checksums", "settings_sha256", "row_checks"):
-        settings.pop(key)
-    settings_file.write_text(json.dumps(settings))
+    _as_written_before_checksums(path)
     build_index(path, cells=40)
     hashed: list[Path] = []
     real = ann.file_sha256
@@ -198,11 +200,7 @@ def test_a_npy_store_stripped_of_its_checksums_is_refused(tmp_path: Path, edit: 
 
 def test_a_store_written_before_checksums_is_still_searched(tmp_path: Path) -> None:
     path = write_store(tmp_path / "old.npy", clustered(300, 7))
-    settings_file = path.with_suffix(".settings.json")
-    settings = json.loads(settings_file.read_text())
-    for key in ("checksums", "settings_sha256", "row_checks"):
-        settings.pop(key)
-    settings_file.write_text(json.dumps(settings))
+    _as_written_before_checksums(path)
     assert [h.id for h in search(None, path, item_id="r5", k=1)] != []
 
 
