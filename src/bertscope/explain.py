@@ -22,9 +22,9 @@ import numpy as np
 
 from .core.pooling import POOLING_RULES, exact_poolings
 from .core.post import PostKind, PostProcessor
-from .core.renamed import older_spelling
+from .core.renamed import top_k_given
 from .core.similarity import cos_sim
-from .core.spec import EmbedOptions, EmbedSpec, resolve, whole_number
+from .core.spec import EmbedOptions, EmbedSpec, resolve
 from .core.tokens import Tokens, say_cut
 from .errors import InvalidInput, InvalidSpec
 
@@ -112,8 +112,7 @@ def explain(
     10; `top=` is its older spelling, still read); `exact` refuses the rest."""
     if not isinstance(a, str) or not isinstance(b, str):
         raise InvalidSpec("explain takes two texts (strings); pairs of segments are not explained")
-    count, given_as = older_spelling(top_k, top, name="top_k", old="top", default=10)
-    top = whole_number(count, given_as, least=0)
+    top = top_k_given(top_k, top, old="top", default=10, least=0)
     recipe = resolve(model, EmbedOptions.given(**options))
     spec, processor = recipe.spec, recipe.post
     # Each text alone, as `similarity` embeds them, so the score is the one it reports.

@@ -12,7 +12,7 @@ import numpy as np
 
 from .core.exports import Block, ExportFormat, RowKind, Rows, export_format, write_rows
 from .core.given import row_id
-from .core.renamed import older_spelling, renamed_keyword
+from .core.renamed import older_spelling, renamed_keyword, top_k_given
 from .core.similarity import unit
 from .core.spec import whole_number
 from .core.tokens import text_problem
@@ -240,8 +240,7 @@ def neighbors(
 ) -> list[Neighbor]:
     """The `top_k` (default 10; `k=` is its older spelling, still read) vocabulary entries nearest to a
     piece, id or vector by cosine (the query itself left out)."""
-    count, given_as = older_spelling(top_k, k, name="top_k", old="k", default=10)
-    return _neighbors(model, query, whole_number(count, given_as), include_special)
+    return _neighbors(model, query, top_k_given(top_k, k, old="k", default=10), include_special)
 
 
 def _neighbors(

@@ -8,9 +8,10 @@ from __future__ import annotations
 import warnings
 from typing import TypeVar
 
-from ..errors import InvalidInput
+from ..errors import BertscopeError, InvalidInput, InvalidSpec
+from .spec import whole_number
 
-__all__ = ["renamed_keyword", "older_spelling"]
+__all__ = ["renamed_keyword", "older_spelling", "top_k_given"]
 
 T = TypeVar("T")
 
@@ -39,3 +40,19 @@ def older_spelling(value: T | None, old_value: T | None, *, name: str, old: str,
     if value is not None:
         raise InvalidInput(f"{old}= is the older spelling of {name}=; give {name}= only")
     return old_value, old
+
+
+def top_k_given(
+    top_k: int | None,
+    old_value: int | None,
+    *,
+    old: str,
+    default: int,
+    least: int = 1,
+    meaning: str | None = None,
+    error: type[BertscopeError] = InvalidSpec,
+) -> int:
+    """A count of results given as `top_k=` or its older spelling `old=` (`older_spelling`), checked as every
+    count is (`whole_number`), named as the caller wrote it."""
+    count, given_as = older_spelling(top_k, old_value, name="top_k", old=old, default=default)
+    return whole_number(count, given_as, least=least, meaning=meaning, error=error)

@@ -23,9 +23,8 @@ import pyarrow as pa
 
 from ..core._enums import SubwordPooling
 from ..core.pooling import pool_words, text_words
-from ..core.renamed import older_spelling
+from ..core.renamed import top_k_given
 from ..core.similarity import unit
-from ..core.spec import whole_number
 from ..errors import CorpusError, InvalidInput
 from .formats import suffixes_where
 from .index import index_copies
@@ -96,8 +95,7 @@ def search_occurrences(
     are read from the index's copies instead of scanning the store's vectors, with the same exact
     cosines; `exact=True`, no index or a stale one (warned) scan the store.
     """
-    count, given_as = older_spelling(top_k, k, name="top_k", old="k", default=10)
-    k = whole_number(count, given_as, error=InvalidInput)
+    k = top_k_given(top_k, k, old="k", default=10, error=InvalidInput)
     opened = token_store(store)
     target = _checked_word(word)
     query = None if context is None else _query_vector(opened, target, context, model, layers)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 
-from ..core.renamed import older_spelling, renamed_keyword
+from ..core.renamed import renamed_keyword, top_k_given
 from ..core.similarity import Hit, TopK
 from ..core.spec import EmbedOptions, whole_number
 from ..errors import CorpusError, InvalidInput
@@ -74,8 +74,7 @@ def search(
     normalize, ...) is not an option here: one given is refused (InvalidSpec), as is any option given
     with a query vector or an id, which are not embedded.
     """
-    count, given_as = older_spelling(top_k, k, name="top_k", old="k", default=5)
-    k = whole_number(count, given_as, error=CorpusError)
+    k = top_k_given(top_k, k, old="k", default=5, error=CorpusError)
     if nprobe is not None:
         ann.check_nprobe(nprobe)
         if exact:

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.renamed import older_spelling
-from ..core.spec import whole_number
+from ..core.renamed import top_k_given
 from ..errors import InvalidInput
 from .cka import CkaLevel, Moments, cka_note, paired_rows
 from .states import model_given, text_stream
@@ -61,8 +60,7 @@ def moved_rows(
 
     Only rows that changed are listed: fewer than `top_k` when fewer changed, none for two equal models.
     """
-    count, given_as = older_spelling(top_k, top, name="top_k", old="top", default=20)
-    top = whole_number(count, given_as, meaning="moved rows to list")
+    top = top_k_given(top_k, top, old="top", default=20, meaning="moved rows to list")
     vocab_a, vocab_b = a.vocab, b.vocab
     shared = sorted(set(vocab_a) & set(vocab_b), key=vocab_a.__getitem__)
     if not shared:
@@ -120,8 +118,7 @@ def compare(
 ) -> Comparison:
     """Static rows that moved most (the `top_k`, default 20; `top=` is its older spelling, still read),
     and per layer CKA (linear, or `debiased` as in `cka`) and mean token cosine of A vs B on `texts`."""
-    count, given_as = older_spelling(top_k, top, name="top_k", old="top", default=20)
-    top = whole_number(count, given_as, meaning="moved rows to list")
+    top = top_k_given(top_k, top, old="top", default=20, meaning="moved rows to list")
     model_given(a, "a")
     model_given(b, "b")
     texts = text_stream(texts)

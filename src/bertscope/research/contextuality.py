@@ -38,7 +38,7 @@ import numpy as np
 from ..core._enums import SubwordPooling
 from ..core.pooling import pool_words, text_words
 from ..core.progress import progress_callback
-from ..core.renamed import older_spelling
+from ..core.renamed import top_k_given
 from ..core.similarity import unit
 from ..core.spec import whole_number
 from ..core.tokens import check_texts, refuse_unordered
@@ -216,8 +216,7 @@ def contextuality(
     different sentences, drawn with `seed`. `progress`: a progress bar or log lines on stderr (None:
     from 256 sentences)."""
     # Checked before any work: a negative top would slice from the end, a zero one refuse confusingly.
-    count, given_as = older_spelling(top_k, top, name="top_k", old="top", default=10)
-    top = whole_number(count, given_as, meaning="the most frequent words measured")
+    top = top_k_given(top_k, top, old="top", default=10, meaning="the most frequent words measured")
     whole_number(min_contexts, "min_contexts", meaning="sentences a word needs")
     whole_number(max_contexts, "max_contexts", least=2, meaning="occurrences kept per word")
     whole_number(baseline_pairs, "baseline_pairs", most=MAX_BASELINE_PAIRS, meaning=BASELINE_PAIRS)

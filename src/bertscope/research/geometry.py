@@ -34,8 +34,7 @@ import numpy as np
 
 from ..core.layers import LayerSpec, parse_layers
 from ..core.progress import step_progress
-from ..core.renamed import older_spelling
-from ..core.spec import whole_number
+from ..core.renamed import top_k_given
 from ..errors import InvalidInput, InvalidSpec
 from .states import check_seed, layer_blocks, text_stream
 
@@ -279,8 +278,7 @@ def geometry(
     """IsoScore, rogue dimensions (the `top_k` largest shares, default 3; `top=` is its older spelling,
     still read) and TwoNN intrinsic dimension of each chosen layer's non-special token vectors (0 = the
     embedding layer's output .. L), streamed."""
-    count, given_as = older_spelling(top_k, top, name="top_k", old="top", default=3)
-    top = whole_number(count, given_as, least=0, meaning="rogue dimensions to name")
+    top = top_k_given(top_k, top, old="top", default=3, least=0, meaning="rogue dimensions to name")
     check_seed(seed)
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
     texts = text_stream(texts)
