@@ -125,7 +125,8 @@ def vocab_add(
 
     how: Any = init
     if init_from:
-        # checked before the model loads: each --init-from is WORD=a,b (the row from words a and b)
+        # read and checked before the model loads: each --init-from is WORD=a,b (the row from words a and b)
+        how = {}
         for item in init_from:
             word, _, sources = item.partition("=")
             if not word.strip() or not split_list(sources):
@@ -133,7 +134,7 @@ def vocab_add(
                     f"--init-from {item!r} is malformed: give WORD=a,b (WORD's row from words a and b), "
                     f"e.g. --init-from {words[0]}=virus"
                 )
-        how = {k.strip(): split_list(v) for k, v in (item.split("=", 1) for item in init_from)}
+            how[word.strip()] = split_list(sources)
         if missing := [w for w in words if w not in how]:
             raise InvalidInput(
                 f"--init-from names no words for {', '.join(missing)}; add --init-from {missing[0]}=a,b "
