@@ -118,8 +118,9 @@ def search(
         vector = opened.vector_of(str(item_id)) if item_id is not None else query_vector(query, width)
     _check_query(vector, item_id)
     exclude = None if item_id is None else str(item_id)
-    state = None if exact else _fresh_index(opened)
-    if state is None and nprobe is not None and (not opened.rules.by_row or _no_index(opened)):
+    found = None if exact else _index_state(opened)
+    state = found if found is not None and found.fresh else None
+    if nprobe is not None and (found is None or found.status == "missing"):
         build = f"build one (bertscope index build {opened.path}) or " if opened.rules.by_row else ""
         raise CorpusError(
             f"nprobe= (--nprobe) is how many cells of the ANN index to visit, and {opened.path} has no "
@@ -148,8 +149,9 @@ def _check_query(vector: np.ndarray, item_id: str | None) -> None:
         )
 
 
-def _fresh_index(opened: Store) -> ann.IndexState | None:
-    """The store's fresh ANN index, or None: none built, a format without one, or a stale one (warned)."""
+def _index_state(opened: Store) -> ann.IndexState | None:
+    """The state of the store's ANN index (fresh, missing, or stale: warned of, and searched without), or
+    None for a format searched without one. Read once per search (it reads the store's checksums)."""
     if not opened.rules.by_row:
         return None
     state = ann.index_state(opened)
@@ -160,12 +162,7 @@ def _fresh_index(opened: Store) -> ann.IndexState | None:
             ann.IndexStaleWarning,
             stacklevel=3,
         )
-    return state if state.fresh else None
-
-
-def _no_index(opened: Store) -> bool:
-    """Whether no ANN index was built beside the store (a stale one is warned of, and searched without)."""
-    return ann.index_state(opened).status == "missing"
+    return state
 
 
 # A chunk store's rows are keyed by their chunk: (document id, chunk number, start, end) as JSON.
