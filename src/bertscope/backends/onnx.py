@@ -225,6 +225,12 @@ class OnnxRunner:
         return cls(path, family.uses_token_types, n_layers + 1)
 
 
+def idle_threads_sleep() -> bool:
+    """Whether this process asked idle threads to sleep, not spin: `OMP_WAIT_POLICY=PASSIVE`, the
+    setting torch's OpenMP reads, which ONNX Runtime's sessions then follow too."""
+    return os.environ.get("OMP_WAIT_POLICY", "").strip().upper() == "PASSIVE"
+
+
 def open_session(model: str | bytes, *, optimized_to: Path | None = None) -> Any:
     """An ONNX Runtime CPU session on `model` (a path or the bytes of one) as every runner opens it: all
     of ONNX Runtime's graph optimizations but `DISABLED_FUSIONS`, `cpu_threads()` threads; `optimized_to`
@@ -232,6 +238,11 @@ def open_session(model: str | bytes, *, optimized_to: Path | None = None) -> Any
     ort = require_onnxruntime()
     options = ort.SessionOptions()
     options.intra_op_num_threads = cpu_threads()
+    if idle_threads_sleep():
+        # ONNX Runtime's own thread pool reads no OpenMP setting; without this its idle threads spin
+        # and burn the cores that other processes (torch's, or a second worker's) are waiting for.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3
     if optimized_to is not None:
