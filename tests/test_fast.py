@@ -376,3 +376,48 @@ def test_cli_remeasure_with_quantize_is_refused_before_anything_is_forgotten(
     result = CliRunner().invoke(app, [*ray_args, "--quantize", "int8", "--remeasure", "-q"])
     assert isinstance(result.exception, bertscope.InvalidSpec) and "remeasure" in str(result.exception)
     assert kept.exists() and not (tmp_path / "ray_out").exists()
+
+
+def test_a_way_that_drifts_only_on_short_texts_is_not_chosen(
+    tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drift pass reads SHORT_TEXTS beside the held-out sentences (as `verify` does), so a way whose
+    vectors move only on a short text is measured under the bound and passed over."""
+    from bertscope.backends.quantize import SHORT_TEXTS
+
+    def real_on(rows_of: Any) -> Any:
+        def fake(
+            ways: dict[str, Any], texts: list[str], *, rounds: int
+        ) -> dict[str, tuple[float, np.ndarray]]:
+            rows = rows_of(texts)
+            return {name: (SPEEDS.get(name, 50.0), embed(rows)) for name, embed in ways.items()}
+
+        return fake
+
+    first_distinct = lambda texts: list(dict.fromkeys(texts))[:8]  # noqa: E731
+    monkeypatch.setattr(fast, "measure", real_on(first_distinct))
+    drifted = load_fast(tiny_dirs["bert"]).info().fast["chosen"]  # type: ignore[index]
+    assert drifted != "torch float32"
+
+    def with_short(texts: list[str]) -> list[str]:
+        return first_distinct(texts) + [text for text in SHORT_TEXTS if text in texts]
+
+    base = real_on(with_short)
+
+    def moved_on_short(
+        ways: dict[str, Any], texts: list[str], *, rounds: int
+    ) -> dict[str, tuple[float, np.ndarray]]:
+        out = base(ways, texts, rounds=rounds)
+        speed, vectors = out[drifted]
+        vectors = np.array(vectors, copy=True)
+        rows = with_short(texts)
+        for index, text in enumerate(rows):
+            if text == "No.":  # one short text's vector turned a little off float32's
+                vectors[index] = vectors[index] + 0.2 * np.roll(vectors[index], 1)
+        out[drifted] = (speed, vectors)
+        return out
+
+    monkeypatch.setattr(fast, "measure", moved_on_short)
+    info = load_fast(tiny_dirs["bert"], remeasure=True).info()
+    assert info.fast is not None and info.fast["chosen"] != drifted
+    assert "short texts" in info.fast["covers"]

@@ -6,7 +6,7 @@ CUDA: torch float32, bfloat16, float16), each only when its packages are install
 the calibration sentences alone, in pairs and in fours (`timing_texts`; median of 3 alternating rounds,
 after a warm-up); the fastest whose min cosine to float32, on the calibration sentences and on held-out
 ones (`heldout_texts`: ONNX Runtime's int8 is calibrated on the first, so its drift is also read where it
-was not fitted), is >= the bound wins, int8 only when >= 1.5x the fastest float mode in the bound. The
+was not fitted) and on `SHORT_TEXTS` (where int8 drifts most, as `verify` reads it), is >= the bound wins, int8 only when >= 1.5x the fastest float mode in the bound. The
 measurements are kept in the cache per model (weights' hash, pooling settings), machine (CPU model,
 flags, threads) and calibration texts (their digest in the file's name: figures taken on other texts are
 never read), so a second load does not measure again, and another bound reuses them; they are measured
@@ -40,7 +40,7 @@ from .digest import settings_digest
 from .modes import MODES, Way, measure
 from .onnx import EXPORT_FORMAT, cache_dir, encoder_digest, writable_folder
 from .openvino import IR_FORMAT
-from .quantize import GRAPH_FORMAT, calibration_or_shipped, heldout_texts
+from .quantize import GRAPH_FORMAT, SHORT_TEXTS, calibration_or_shipped, heldout_texts
 from .runtimes import apply_way
 
 if TYPE_CHECKING:
@@ -74,11 +74,13 @@ __all__ = [
 # cosine covers"): in info().fast beside the figure.
 COVERS = (
     "sentence vectors (the model's own pooling and layer) of the calibration texts, alone and joined in "
-    "pairs and fours, and of the held-out sentences, against torch float32; not beyond them: runs of one "
+    "pairs and fours, of the held-out sentences and of short texts ('No.', 'lol', ...), against torch "
+    "float32; not beyond them: runs of one "
     "punctuation mark drift further (int8_static: 0.963 on '-'*80, measured on one CPU), and so do token "
     "vectors and earlier layers"
 )
-FAST_FORMAT = 4  # 3: min cosines over the held-out sentences too; the static int8 way; 4: timing_texts
+# 3: min cosines over the held-out sentences too; the static int8 way; 4: timing_texts; 5: SHORT_TEXTS
+FAST_FORMAT = 5
 _REPEATS = 3
 # Rows each mode is timed on. The 50 calibration sentences alone (15.5 tokens on average) took tens of
 # milliseconds a way, so a burst of other load decided near ties: torch and OpenVINO bfloat16 measured
@@ -93,7 +95,7 @@ _FLOAT32 = "torch float32"
 
 @dataclass
 class Measured:
-    """One mode's speed on the calibration sentences, its drift on them and on the held-out ones."""
+    """One mode's speed on the calibration sentences, its drift on them, the held-out ones and SHORT_TEXTS."""
 
     mode: str
     options: dict[str, Any]
@@ -379,7 +381,7 @@ def _measure_all(
     calibration: Sequence[str] | None,
 ) -> list[Measured]:
     """Every candidate timed on `timing_texts(texts)` (alternating rounds) and compared with torch float32's
-    vectors there and on the held-out sentences; int8 fitted on `calibration` (None: the shipped texts)."""
+    vectors there, on the held-out sentences and on `SHORT_TEXTS`; int8 fitted on `calibration` (None: the shipped texts)."""
     ways = {}
     for label, way in wanted.items():
         model = (
@@ -388,7 +390,7 @@ def _measure_all(
         ways[label] = runtime_embedder(model, model.engine.runner)
         base.use_torch()
     timed = measure(ways, timing_texts(texts), rounds=_REPEATS)
-    held = measure(ways, heldout_texts(), rounds=0)  # drift only: one untimed pass
+    held = measure(ways, [*heldout_texts(), *SHORT_TEXTS], rounds=0)  # drift only: one untimed pass
     reference_speed, reference = timed[_FLOAT32]
     results = []
     for label, (speed, vectors) in timed.items():

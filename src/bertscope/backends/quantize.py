@@ -44,6 +44,7 @@ import numpy as np
 from ..errors import InvalidSpec
 
 __all__ = [
+    "SHORT_TEXTS",
     "FUSED_GELU",
     "GRAPH_FORMAT",
     "OUTLIER_FACTOR",
@@ -112,6 +113,16 @@ def check_calibration(calibration: Any) -> list[str]:
 def _short(value: Any) -> str:
     shown = repr(value)
     return shown if len(shown) <= 40 else f"{shown[:37]}..."
+
+
+# Short texts held out of every int8 calibration (openvino.py's SHORT_CALIBRATION included), where int8
+# drifts most: in a text of a few tokens the [CLS] and [SEP] rows dominate each activation's range (the
+# bundled model's int8 reads its lowest sentence cosine on "No.": 0.9878 on the Zen 5 of docs/verify.md).
+# mode="fast" reads each way's drift on them beside the held-out sentences; `verify` measures them too.
+SHORT_TEXTS = (
+    "Ok.", "Hello!", "Me too.", "lol", "Thank you.", "Where?", "Of course.", "Good luck!", "No.",
+    "Well done, team.",
+)  # fmt: skip
 
 
 def heldout_texts() -> list[str]:

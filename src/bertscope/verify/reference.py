@@ -7,8 +7,8 @@ token vector of every layer within `EXACT_ATOL`; lossy modes (bfloat16, float16,
 sentence vectors' cosine to the reference at or above their floor (fast mode's bound).
 
 `reference_texts` is what `verify` measures: the fingerprint's canaries (the calibration sentences, all of
-8 words or more, and one text over the limit) and `SHORT_TEXTS`, a few texts of one to four words, where
-int8 drifts most (in a text of a few tokens the [CLS] and [SEP] rows dominate each activation's range).
+8 words or more, and one text over the limit) and `SHORT_TEXTS` (backends/quantize.py), a few texts of one
+to four words, where int8 drifts most, which mode="fast" measures too.
 The short texts are not canaries: a saved fingerprint holds its canaries' token counts and vectors, so
 adding texts there would fail every fingerprint saved before.
 """
@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..backends.exact import EXACT_ATOL
+from ..backends.quantize import SHORT_TEXTS
 from ..core._enums import Combine, Pooling
 from ..core.layers import combine_layers
 from ..core.pooling import pool_sentences
@@ -36,13 +37,6 @@ __all__ = [
     "reference_texts", "static_refusal",
 ]  # fmt: skip
 
-# Short texts measured beside the canaries, held out of every int8 calibration (backends/openvino.py's
-# SHORT_CALIBRATION included): the bundled model's int8 reads its lowest sentence cosine on these
-# ("No.": 0.9878 on the Zen 5 of docs/verify.md)
-SHORT_TEXTS = (
-    "Ok.", "Hello!", "Me too.", "lol", "Thank you.", "Where?", "Of course.", "Good luck!", "No.",
-    "Well done, team.",
-)  # fmt: skip
 # Texts per reference forward, sorted by length: a pad is masked out exactly, so only the last bits move.
 _REFERENCE_BATCH = 16
 
