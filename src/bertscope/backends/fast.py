@@ -1,18 +1,18 @@
 """mode="fast": measure the modes this machine can run, keep the fastest within a cosine bound to float32.
 
-The candidates come from the one mode table (modes.py): torch, ONNX Runtime and OpenVINO float32; where
-the CPU multiplies bfloat16 natively, torch and OpenVINO bfloat16; where it has VNNI, their int8 (on
-CUDA: torch float32, bfloat16, float16), each only when its packages are installed. Each is timed on
-the calibration sentences alone, in pairs and in fours (`timing_texts`; median of 3 alternating rounds,
-after a warm-up); the fastest whose min cosine to float32, on the calibration sentences and on held-out
-ones (`heldout_texts`: ONNX Runtime's int8 is calibrated on the first, so its drift is also read where it
-was not fitted) and on `SHORT_TEXTS` (where int8 drifts most, as `verify` reads it), is >= the bound wins, int8 only when >= 1.5x the fastest float mode in the bound. The
-measurements are kept in the cache per model (weights' hash, pooling settings), machine (CPU model,
-flags, threads) and calibration texts (their digest in the file's name: figures taken on other texts are
-never read), so a second load does not measure again, and another bound reuses them; they are measured
-again when written by another bertscope version, implausible, or when asked (`remeasure`). A load that
-finds its figures recorded and a runtime chosen opens without torch (`load_fast_recorded`, shipped texts
-or the caller's).
+The candidates come from the one mode table (modes.py): torch, ONNX Runtime and OpenVINO float32; where the
+CPU multiplies bfloat16 natively, torch and OpenVINO bfloat16; where it has VNNI, their int8 (on CUDA: torch
+float32, bfloat16, float16), each only when its packages are installed. Each is timed on the calibration
+sentences alone, in pairs and in fours (`timing_texts`; median of 3 alternating rounds, after a warm-up); the
+fastest whose min cosine to float32, on the calibration sentences and on held-out ones (`heldout_texts`: ONNX
+Runtime's int8 is calibrated on the first, so its drift is also read where it was not fitted) and on
+`SHORT_TEXTS` (where int8 drifts most, as `verify` reads it), is >= the bound wins, int8 only when >= 1.5x the
+fastest float mode in the bound. The measurements are kept in the cache per model (weights' hash, pooling
+settings), machine (CPU model, flags, threads) and calibration texts (their digest in the file's name: figures
+taken on other texts are never read), so a second load does not measure again, and another bound reuses them;
+they are measured again when written by another bertscope version, implausible, or when asked (`remeasure`). A
+load that finds its figures recorded and a runtime chosen opens without torch (`load_fast_recorded`, shipped
+texts or the caller's).
 """
 
 from __future__ import annotations
@@ -381,7 +381,8 @@ def _measure_all(
     calibration: Sequence[str] | None,
 ) -> list[Measured]:
     """Every candidate timed on `timing_texts(texts)` (alternating rounds) and compared with torch float32's
-    vectors there, on the held-out sentences and on `SHORT_TEXTS`; int8 fitted on `calibration` (None: the shipped texts)."""
+    vectors there, on the held-out sentences and on `SHORT_TEXTS`; int8 fitted on `calibration` (None: the
+    shipped texts)."""
     ways = {}
     for label, way in wanted.items():
         model = (
