@@ -332,7 +332,7 @@ def anatomy(
     threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The embedding layer taken apart: word + position + segment, LayerNorm, and the proof.
+    """The embedding layer taken apart: word + segment + position rows, LayerNorm, and the proof.
 
     Examples: `bertscope anatomy "I am Sinan"`, `bertscope anatomy "How are you?" --pair "Fine."`
     """
