@@ -522,12 +522,27 @@ def test_held_out_per_label_from_the_cli(tmp_path) -> None:
     assert shown.code == 0 and "confusion matrix" in shown.stdout and "linear rank 8" in shown.stdout
 
 
-# One MLP probe, printed as JSON by a fresh interpreter under the OpenBLAS kernels it is given.
-MLP_RUN = (
-    "import json, sys; from bertscope import load; from bertscope.research.probe import probe; "
-    "r = probe(load(), sys.argv[1], test=sys.argv[2], label_field='upos', layers='0', control=True, "
-    "sweep='hidden=16'); print(json.dumps(r.to_dict(), sort_keys=True))"
-)
+# One MLP probe in a fresh interpreter under the OpenBLAS kernel it is given, printed as JSON with the
+# arithmetic of that interpreter and of the pinned worker its fits ran in (the one process of the one
+# pinned executor: 4 fits of 569 items take one worker, see probe_fit.fit_workers).
+MLP_RUN = """
+import json, sys
+from bertscope import load
+from bertscope.research import probe_fit
+from bertscope.research.probe import probe
+
+def arithmetic():
+    import importlib
+    from threadpoolctl import threadpool_info
+    umath = importlib.import_module("numpy._core._multiarray_umath")
+    blas = sorted({i["architecture"] for i in threadpool_info() if i["internal_api"] == "openblas"})
+    return {"blas": blas, "avx512_loops": bool(umath.__cpu_features__.get("X86_V4"))}
+
+r = probe(load(), sys.argv[1], test=sys.argv[2], label_field="upos", layers="0", control=True,
+          sweep="hidden=16")
+workers = [executor.submit(arithmetic).result() for executor in probe_fit._PINNED.values()]
+print(json.dumps({"parent": arithmetic(), "workers": workers, "result": r.to_dict()}, sort_keys=True))
+"""
 
 
 def _cpu_has(feature: str) -> bool:
@@ -536,16 +551,17 @@ def _cpu_has(feature: str) -> bool:
     return bool(importlib.import_module("numpy._core._multiarray_umath").__cpu_features__.get(feature))
 
 
-def test_mlp_probes_are_byte_equal_under_every_openblas_kernel() -> None:
+def test_an_mlp_probe_fits_in_a_pinned_worker_whatever_openblas_kernel_its_caller_runs() -> None:
     """The control row of an MLP once moved by 0.012 between AVX2 and AVX-512 kernels (the static row
-    of this very probe: 0.484 and 0.472); its fits now run with pinned arithmetic (probe_fit.pinned_env),
-    so the JSON is the same under OpenBLAS's Sandybridge, Haswell and (where the CPU has it) SkylakeX."""
+    of this very probe: 0.484 and 0.472; unpinned, it still does), so its fits run in a worker whose
+    arithmetic is pinned (probe_fit.pinned_env). Callers run under OpenBLAS's Sandybridge, Haswell and
+    (where the CPU has it) SkylakeX: each runs the kernel it was given, its fits ran under Haswell with
+    no AVX-512 loops, and the JSON is byte-equal. Skipped by the CPU's features, not by pinned_env, so a
+    pinned_env that gives up fails here."""
     import os
     import subprocess
 
-    from bertscope.research.probe_fit import pinned_env
-
-    if pinned_env() is None:
+    if not (_cpu_has("AVX2") and _cpu_has("FMA3")):
         pytest.skip("pinned arithmetic needs an x86-64 CPU with AVX2 and FMA")
     kernels = ["Sandybridge", "Haswell"] + (["SkylakeX"] if _cpu_has("AVX512F") else [])
     runs = [
@@ -559,9 +575,15 @@ def test_mlp_probes_are_byte_equal_under_every_openblas_kernel() -> None:
     ]
     outputs = [run.communicate(timeout=600) for run in runs]
     assert all(run.returncode == 0 for run in runs), [err.decode()[-2000:] for _, err in outputs]
-    first = outputs[0][0]
-    assert all(out == first for out, _ in outputs), "an MLP probe's JSON depends on the BLAS kernel"
-    rows = json.loads(first)["rows"]
+    ran = [json.loads(out) for out, _ in outputs]
+    assert [r["parent"]["blas"] for r in ran] == [[kernel] for kernel in kernels]
+    pinned = {"blas": ["Haswell"], "avx512_loops": False}
+    assert [r["workers"] for r in ran] == [[pinned]] * len(kernels)
+    first = json.dumps(ran[0]["result"], sort_keys=True)
+    assert all(json.dumps(r["result"], sort_keys=True) == first for r in ran), (
+        "the JSON depends on the caller's BLAS"
+    )
+    rows = ran[0]["result"]["rows"]
     assert [(r["probe"], r["capacity"], r["layer"]) for r in rows] == [("mlp", 16, "static"), ("mlp", 16, 0)]
 
 
