@@ -18,7 +18,8 @@ last bit of one product (OpenBLAS's AVX2 and AVX-512 kernels sum in different or
 from the same seed to different minima (weights apart by 0.3-1.8, converged or not, with any L2 penalty
 tried), and a control accuracy moved by 0.012. So MLP fits run in a worker process whose arithmetic is
 pinned (`pinned_env`): OpenBLAS's Haswell kernels and NumPy's AVX2 loops, the same code on every x86-64
-CPU with AVX2 (tests/test_probe.py holds the JSON byte-equal under OpenBLAS's Haswell and SkylakeX).
+CPU with AVX2 (tests/test_probe.py checks that the fits run there, and the JSON byte-equal, whichever
+OpenBLAS kernel the caller runs: Sandybridge, Haswell or SkylakeX).
 """
 
 from __future__ import annotations
