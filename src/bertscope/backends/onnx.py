@@ -26,6 +26,7 @@ import numpy as np
 
 from ..core._enums import Backend, Quantize
 from ..core.cpu import cpu_threads
+from ..core.encoder import cpu_token_budget
 from ..core.engine import Array, AskedStates, States, asked_states, placed
 from ..core.families import Family
 from ..core.fingerprint_facts import file_identity, file_sha256
@@ -150,9 +151,15 @@ class OnnxRunner:
     before the last layer runs a graph cut at that layer (the nodes hidden_0..hidden_k need, extracted
     with onnx's `Extractor` on first use of that depth, `MAX_CUT_SESSIONS` kept): layer 1 of 6 costs about
     a sixth of the whole, with the same kernels, so the same numbers.
+
+    Memory: ONNX Runtime's CPU arena grows to the largest batch it has run and keeps it, so one call of
+    long texts (16 rows x 256 tokens) kept +170 MiB on the bundled model for the process's life. The first
+    run within `arena_tokens` padded tokens after runs over it shrinks the arena at its end (`_options`).
     """
 
     MAX_CUT_SESSIONS = 2
+    # Frees the arena's unused chunks at the end of the run given it (ONNX Runtime's run option)
+    SHRINK_ARENA = ("memory.enable_memory_arena_shrinkage", "cpu:0")
 
     def __init__(self, path: Path, uses_token_types: bool, n_outputs: int) -> None:
         self.ort = require_onnxruntime()
@@ -164,6 +171,11 @@ class OnnxRunner:
         self.output_names = [f"hidden_{i}" for i in range(n_outputs)]
         self._cut: dict[int, Any] = {}  # deepest layer -> session of the graph cut there (most recent last)
         self._lock = threading.Lock()
+        # batches up to the engine's default CPU token budget keep their arena: they are the common ones
+        self.arena_tokens = cpu_token_budget(cpu_threads())
+        self._shrink = self.ort.RunOptions()
+        self._shrink.add_run_config_entry(*self.SHRINK_ARENA)
+        self._grew = False  # whether a run over arena_tokens grew the arena since it last shrank
 
     def _session(self, model: str | bytes) -> Any:
         return open_session(model)
@@ -188,9 +200,22 @@ class OnnxRunner:
         """Hidden states 0..deepest, each (batch, tokens, d) float32; None outside `layers` when given."""
         wanted = asked_states(deepest, layers)
         feed = runtime_feed(ids, type_ids, mask, self.uses_token_types)
-        return placed(
-            deepest, wanted, self.session_for(deepest).run([self.output_names[i] for i in wanted], feed)
-        )
+        names = [self.output_names[i] for i in wanted]
+        session, options = self.session_for(deepest), self._options(ids.size)
+        found = session.run(names, feed) if options is None else session.run(names, feed, options)
+        return placed(deepest, wanted, found)
+
+    def _options(self, tokens: int) -> Any:
+        """The run options of a batch of `tokens` padded tokens: the arena shrinks at the end of the first
+        ordinary run after big ones, whose memory is all free by then; neither kind shrinks otherwise
+        (shrinking after each run cost small batches 10-15%, and each batch of long texts as much)."""
+        if tokens > self.arena_tokens:
+            self._grew = True
+            return None
+        if self._grew:
+            self._grew = False
+            return self._shrink
+        return None
 
     @property
     def cut_depths(self) -> list[int]:
