@@ -54,7 +54,9 @@ from ..errors import CorpusError
 
 __all__ = [
     "ALGORITHM",
+    "CHECKED_COLUMNS",
     "CHECKSUMS_DIGEST_KEY",
+    "COUNT_COLUMNS",
     "ChecksumMismatch",
     "MISMATCH",
     "NOT_FINITE",
@@ -110,8 +112,13 @@ PARQUET_ROWS_KEY = b"bertscope.row_digests"
 # 2^21 rows keep them under 3 MB; a batch past them that fails is named by its rows, as in a store
 # written before row digests.
 ROW_DIGEST_ROWS = 1 << 21
-# The Parquet columns of labels a row group's checksums cover beside its vectors.
+# The Parquet columns of labels a row group's checksums cover beside its vectors (and its row digests).
 LABEL_COLUMNS = ("id", "text")
+# The Parquet columns of a row's counts (tokens pooled, tokens cut off) a row group's checksums cover too,
+# row checks 4 on: an entry each, as `LABEL_COLUMNS`' (not in row digests: a row group whose counts fail
+# is named by its rows). A store written before them keeps none, and is read as before.
+COUNT_COLUMNS = ("n_tokens", "truncated")
+CHECKED_COLUMNS = LABEL_COLUMNS + COUNT_COLUMNS
 # The key of a store's settings that holds their SHA-256 (hex), beside the settings it covers.
 SETTINGS_KEY = "settings_sha256"
 # The key of a store's sealed settings that says which row checksums its writer kept (a generation; a
@@ -122,8 +129,11 @@ SETTINGS_KEY = "settings_sha256"
 #   3  the store records its rows: a Parquet or .npy store's checksums carry their total `rows` and a
 #      SHA-256 of themselves (`CHECKSUMS_DIGEST_KEY`: the batch list in order), an SQLite collection its
 #      `row_count` (with a CRC-32 of it), updated in the transaction that stores its rows
+#   4  a row's counts are covered too: a Parquet row group keeps the checksums of its `n_tokens` and
+#      `truncated` columns (`COUNT_COLUMNS`), an SQLite row's labels checksum covers its n_tokens and
+#      truncated (a .npy keeps them, where it does, in the labels its batches' checksums cover from 1 on)
 ROW_CHECKS_KEY = "row_checks"
-ROW_CHECKS = 3  # the generation this bertscope writes
+ROW_CHECKS = 4  # the generation this bertscope writes
 # The key of a store's checksums (Parquet `bertscope.checksums`, a .npy's "checksums") holding their
 # SHA-256: batches removed, added or moved with their checksum entries change it.
 CHECKSUMS_DIGEST_KEY = "sha256"
@@ -271,9 +281,9 @@ def vector_names(schema: Any) -> list[str]:
 
 
 def table_checksums(table: Any) -> dict[str, int]:
-    """{column: its checksum} for every vector column of an Arrow table and its `LABEL_COLUMNS`."""
+    """{column: its checksum} for every vector column of an Arrow table and its `CHECKED_COLUMNS`."""
     sums = {name: checksum(column_values(table.column(name))) for name in vector_names(table.schema)}
-    for name in LABEL_COLUMNS:
+    for name in CHECKED_COLUMNS:
         if name in table.schema.names:
             sums[name] = column_labels_checksum(table.column(name))
     return sums

@@ -1,11 +1,11 @@
 """Parquet files whose vector columns carry a checksum per row group (see `io.checksums`).
 
-`write_checked` writes tables as row groups and records each group's checksums (its vectors, ids and
-texts) and row digests (the file's first groups only: `checksums.ROW_DIGEST_ROWS`) in the file's
-metadata; `CheckedParquet` reads groups back and refuses one whose vectors or labels do not match (or, in
-a file written before checksums, whose vectors are not finite), and names the rows of a failed group that
-changed (`changed_rows`); `checked_tables` streams a file's rows in chunks, every row checked before it is
-handed on.
+`write_checked` writes tables as row groups and records each group's checksums (its vectors, ids, texts
+and counts: `checksums.CHECKED_COLUMNS`) and row digests (the file's first groups only:
+`checksums.ROW_DIGEST_ROWS`) in the file's metadata; `CheckedParquet` reads groups back and refuses one
+whose vectors, labels or counts do not match (or, in a file written before checksums, whose vectors are
+not finite), and names the rows of a failed group that changed (`changed_rows`); `checked_tables` streams
+a file's rows in chunks, every row checked before it is handed on.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import numpy as np
 
 from ..errors import CorpusError
 from .checksums import (
+    CHECKED_COLUMNS,
     CHECKSUMS_DIGEST_KEY,
-    LABEL_COLUMNS,
     LAYOUT,
     MISMATCH,
     NOT_FINITE,
@@ -227,7 +227,7 @@ class CheckedParquet:
     def check(self, table: Any, first: int, expected: dict[str, int] | None) -> None:
         """Refuse a table of rows `first`.. whose vectors or labels miss their checksums, or whose vectors
         are not finite."""
-        for name in LABEL_COLUMNS:
+        for name in CHECKED_COLUMNS:
             wanted = None if expected is None else expected.get(name)
             if wanted is not None and name in table.schema.names:
                 if column_labels_checksum(table.column(name)) != wanted:

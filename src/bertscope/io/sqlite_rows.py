@@ -5,8 +5,9 @@ checked to be finite) and of its labels, its id, text and content hash (`labels_
 rows stored before it have their vectors checked alone), both checked whenever the row is read or copied
 (`io.checksums`): a checksum that fails names the row itself, so no row digests are kept. In a collection
 whose sealed settings say row checks 2 on, the labels checksum covers the blob's checksum too, so that a
-vector moved to another row with its checksum fails there (a collection keeps the generation it was made
-with, so all its rows are read by one rule). Rows are stored in rowid order, and a bertscope writes each
+vector moved to another row with its checksum fails there, and 4 on the row's n_tokens and truncated, so
+that an edit to its counts fails too (a collection keeps the generation it was made with, so all its rows
+are read by one rule). Rows are stored in rowid order, and a bertscope writes each
 column from its migration on, so a row without a checksum after one with it was stripped, not written so
 (`sqlite_store.row_checksums`). A collection of row checks 3 on keeps its row count and the count's CRC-32
 (migration 4).
@@ -49,12 +50,15 @@ def _row_checks(db: sqlite3.Connection) -> str:
     return f"{'checksum' if version >= 2 else 'NULL'}, {'labels_checksum' if version >= 3 else 'NULL'}"
 
 
-def labels_crc(item_id: Any, text: Any, digest: Any, vector_sum: Any = None) -> int:
+def labels_crc(
+    item_id: Any, text: Any, digest: Any, vector_sum: Any = None, counts: tuple[Any, Any] | None = None
+) -> int:
     """The CRC-32 of a row's labels as stored: its id, text (None where not kept) and content hash, and,
     in a collection of row checks 2 on (`vector_sum`: its blob's checksum), the checksum of its vector, so
-    that a vector moved to another row with its checksum fails there."""
+    that a vector moved to another row with its checksum fails there, and, row checks 4 on (`counts`: its
+    n_tokens and truncated), its counts."""
     values = [item_id, text, digest] if vector_sum is None else [item_id, text, digest, vector_sum]
-    return labels_checksum(values)
+    return labels_checksum(values if counts is None else [*values, *counts])
 
 
 def count_crc(collection: str, count: int) -> int:
@@ -91,8 +95,8 @@ def from_blob(blob: bytes) -> np.ndarray:
 # A collection's rows in rowid order. NOT INDEXED: walk the rowid order; the planner would otherwise pick the
 # (collection, hash) index and sort the whole collection for every chunk.
 _ROWS = (
-    "SELECT rowid, id, text, embedding, {checks}, content_hash FROM embeddings NOT INDEXED "
-    "WHERE collection = ? "
+    "SELECT rowid, id, text, embedding, {checks}, content_hash, n_tokens, truncated FROM embeddings "
+    "NOT INDEXED WHERE collection = ? "
 )
 
 
@@ -134,14 +138,17 @@ def _width(db: sqlite3.Connection, collection: str) -> int | None:
 def _mismatched(rows: list[Any], width: int | None, generation: int) -> list[int]:
     """The rows (numbers within `rows`, as `_ROWS` selects them) whose blob is not `width` bytes (None:
     the first row's) or that fail a checksum they keep: of their blob, or of their id, text and hash (and,
-    in a collection of row checks 2 on, their blob's checksum: `labels_crc`)."""
+    in a collection of row checks 2 on, their blob's checksum, 4 on their counts: `labels_crc`)."""
     width = width or len(rows[0][3])
-    bound = generation >= 2
+    bound, counted = generation >= 2, generation >= 4
     return [
         i for i, r in enumerate(rows)
         if len(r[3]) != width
         or (r[4] is not None and checksum(r[3]) != r[4])
-        or (r[5] is not None and labels_crc(r[1], r[2], r[6], r[4] if bound else None) != r[5])
+        or (
+            r[5] is not None
+            and labels_crc(r[1], r[2], r[6], r[4] if bound else None, r[7:9] if counted else None) != r[5]
+        )
     ]  # fmt: skip
 
 

@@ -214,15 +214,17 @@ class SqliteSink(Sink):
         row = (self.collection, record.id, digest, text, meta, blob, int(n_tokens), int(truncated))
         vector_sum = checksum(blob)
         bound = vector_sum if self.generation >= 2 else None
-        return (*row, vector_sum, labels_crc(record.id, text, digest, bound))
+        counts = (int(n_tokens), int(truncated)) if self.generation >= 4 else None
+        return (*row, vector_sum, labels_crc(record.id, text, digest, bound, counts))
 
     def _check_copy(self, known: tuple[Any, ...]) -> None:
         """Refuse to copy a stored vector (same text, another id) that fails its checksums."""
         blob, stored, labels = known[0], known[3], known[7]
         item_id, text, digest = known[4:7]
         bound = stored if self.generation >= 2 else None
+        counts = (known[1], known[2]) if self.generation >= 4 else None
         if (stored is not None and checksum(blob) != stored) or (
-            labels is not None and labels_crc(item_id, text, digest, bound) != labels
+            labels is not None and labels_crc(item_id, text, digest, bound, counts) != labels
         ):
             problem = MISMATCH
         elif stored is None and len(non_finite(from_blob(blob)[None])):

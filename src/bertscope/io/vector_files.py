@@ -2,10 +2,11 @@
 
 Each reader answers the questions of `formats.StoreReader` for its format; `stores.Store` asks them
 through the format table (formats.py), never by testing a suffix. Every batch of vectors read is
-checked against its stored checksum first (`io.checksums`), and a .npy batch's lines in its ids (or
-labels) file against theirs; a store written before checksums has its vectors checked to be finite, one
-written before ids were covered has its ids read as they are. `npy_changed_rows` names the rows of a
-failed batch that changed.
+checked against its stored checksum first (`io.checksums`), with a Parquet row group's ids, texts and
+counts (n_tokens, truncated), and a .npy batch's lines in its ids (or labels) file against theirs; a
+store written before checksums has its vectors checked to be finite, one written before ids (or counts)
+were covered has them read as they are. `npy_changed_rows` names the rows of a failed batch that
+changed.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 from ..errors import CorpusError
 from .checksums import (
     CHECKSUMS_DIGEST_KEY,
+    COUNT_COLUMNS,
     LAYOUT,
     MISMATCH,
     NOT_FINITE,
@@ -73,8 +75,7 @@ class ParquetReader:
     def chunks(self, path: Path, collection: str | None, column: str, size: int) -> Iterator[Chunk]:
         """(ids, texts, vectors) of every row, `size` rows at a time, from the vector column `column`."""
         checked = CheckedParquet(path)
-        columns = [c for c in ("id", "text", column) if c in checked.file.schema_arrow.names]
-        for table in checked.tables(columns, size):
+        for table in checked.tables(_parquet_columns(checked, column), size):
             yield _parquet_rows(table, column)
 
     def count(self, path: Path, collection: str | None) -> int:
@@ -90,7 +91,7 @@ class ParquetReader:
         checked = CheckedParquet(path)
         file, starts = checked.file, checked.starts
         groups = np.searchsorted(starts, rows, side="right") - 1
-        columns = [c for c in ("id", "text", column) if c is not None and c in file.schema_arrow.names]
+        columns = _parquet_columns(checked, column)
         pieces = []
         for group in np.unique(groups):
             local = rows[groups == group] - starts[group]
@@ -405,6 +406,16 @@ def _checked_blocks(
         ),
         lambda piece, start, n: (piece[0][start : start + n], piece[1][start : start + n]),
     )
+
+
+def _parquet_columns(checked: CheckedParquet, column: str | None) -> list[str]:
+    """The columns of a Parquet store read for its rows: id, text (where kept) and `column`, and the
+    counts (n_tokens, truncated) where its checksums cover them (row checks 4 on), so that they are
+    checked as the rows are read."""
+    names = checked.file.schema_arrow.names
+    covered = checked.groups[0] if checked.groups else {}
+    counts = [c for c in COUNT_COLUMNS if c in covered and c in names]
+    return [c for c in ("id", "text", column) if c is not None and c in names] + counts
 
 
 def _parquet_rows(batch: Any, column: str | None) -> Chunk:
