@@ -5,16 +5,20 @@ gets a CRC-32 (zlib) of its vectors' little-endian bytes in their stored precisi
 
     Parquet  one row group per batch; the file's key-value metadata `bertscope.checksums` holds
              {"algorithm": "crc32", "row_groups": [{"rows": 1024, "embedding": 2062123640, "id": ..,
-             "text": ..}, ...]} (one entry per vector column: a view's `embedding_<name>`, a stacked
-             store's `layer_N`; `id` and `text` over the column's values, `labels_checksum`), and
-             `bertscope.row_digests` a JSON list, one `row_digests` string per row group (the first ones)
+             "text": .., "n_tokens": .., "truncated": ..}, ...]} (one entry per vector column: a view's
+             `embedding_<name>`, a stacked store's `layer_N`; `id` and `text`, and the counts
+             `n_tokens` and `truncated` (row checks 4 on; `COUNT_COLUMNS`) over the column's values,
+             `labels_checksum`), and `bertscope.row_digests` a JSON list, one `row_digests` string per
+             row group (the first ones)
     NumPy    `<stem>.settings.json` holds {"algorithm": "crc32", "batches": [{"rows": .., "embedding": ..,
              "labels": .., "row_digests": ..}]} under "checksums" (`labels`: the CRC-32 of the batch's
-             lines in the `.ids.txt` or `.rows.jsonl` beside it, as stored); each unfinished part's
-             `.done` marker holds its own
+             lines in the `.ids.txt` or `.rows.jsonl` beside it, as stored: a token, word or chunk row's
+             counts are in its line; a sentence store keeps none); each unfinished part's `.done`
+             marker holds its own
     SQLite   a `checksum` column per row (schema migration 2) and a `labels_checksum` of its id, text
              and content hash (migration 3; and of its `checksum`, row checks 2 on, binding the vector to
-             its row), so a row that fails its check is named by itself
+             its row; and of its `n_tokens` and `truncated`, row checks 4 on), so a row that fails its
+             check is named by itself
 
 A batch's checksums say that it changed, not which row: each batch also keeps one byte per row
 (`row_digests`: the low byte of a CRC-32 over the row's labels and vectors, base64), read only once a
@@ -23,7 +27,10 @@ batch fails, so the error names the rows that changed and their ids ("row 5 (id 
 named (that, or a store written before row digests), the error names the batch's rows. Only a store's
 first `ROW_DIGEST_ROWS` rows keep digests (whole batches; `keeps_digests`), so the footer and settings
 that hold them stay a few MB whatever the store's size; a failed batch past them names its rows too.
-Stores written before ids and texts were covered (no `id`/`labels` key) are read as before.
+Stores written before ids and texts were covered (no `id`/`labels` key), or before counts were (no
+`n_tokens`/`truncated` key; an SQLite collection of row checks 3 or less), are read as before. Row digests
+cover a row's labels and vectors, not its counts: a Parquet row group whose counts alone changed names
+its rows.
 
 Reading checks each batch it decodes before handing its rows on, so memory stays bounded; vectors that
 are not finite are refused when written and, in stores written before checksums, when read. The
