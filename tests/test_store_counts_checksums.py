@@ -173,3 +173,23 @@ def test_a_npy_store_keeps_its_counts_in_its_checked_labels_or_none(tmp_path: Pa
     labels.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
     line = _one_line_error(run_main("verify", "--store", str(tokens)), f"row 0 of {tokens} (id '1')")
     assert "does not match its checksum; the file is corrupt" in line and "--overwrite" in line
+
+
+def test_a_null_count_set_in_a_token_store_is_found(tmp_path: Path, bundled: Model) -> None:
+    """A token Parquet store keeps `truncated` on each text's first row, null on the others: a null set
+    to 0 is an edit too (a count's checksum tells a null from every number)."""
+    store = tmp_path / "t.parquet"
+    bertscope.embed_corpus(TEXTS[:2], store, model=bundled, progress=False, level="tokens")
+    file = pq.ParquetFile(store)
+    kept, table = dict(file.metadata.metadata), file.read()
+    values = table.column("truncated").to_pylist()
+    assert values[0] == 0 and values[1] is None and file.metadata.num_row_groups == 1
+    values[1] = 0
+    table = table.set_column(
+        table.schema.get_field_index("truncated"), "truncated", pa.array(values, pa.int32())
+    )
+    with pq.ParquetWriter(store, table.schema) as writer:  # one row group, settings and checksums kept
+        writer.write_table(table, row_group_size=table.num_rows)
+        writer.add_key_value_metadata({k: v for k, v in kept.items() if k.startswith(b"bertscope.")})
+    line = _one_line_error(run_main("verify", "--store", str(store)), str(store), "--overwrite")
+    assert f"rows 0-{table.num_rows - 1} of {store} do not match their checksum" in line

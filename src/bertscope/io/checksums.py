@@ -6,10 +6,10 @@ gets a CRC-32 (zlib) of its vectors' little-endian bytes in their stored precisi
     Parquet  one row group per batch; the file's key-value metadata `bertscope.checksums` holds
              {"algorithm": "crc32", "row_groups": [{"rows": 1024, "embedding": 2062123640, "id": ..,
              "text": .., "n_tokens": .., "truncated": ..}, ...]} (one entry per vector column: a view's
-             `embedding_<name>`, a stacked store's `layer_N`; `id` and `text`, and the counts
-             `n_tokens` and `truncated` (row checks 4 on; `COUNT_COLUMNS`) over the column's values,
-             `labels_checksum`), and `bertscope.row_digests` a JSON list, one `row_digests` string per
-             row group (the first ones)
+             `embedding_<name>`, a stacked store's `layer_N`; `id` and `text` over the column's values,
+             `labels_checksum`; the counts `n_tokens` and `truncated`, row checks 4 on, over the
+             column's values as int64, `counts_checksum`), and `bertscope.row_digests` a JSON list,
+             one `row_digests` string per row group (the first ones)
     NumPy    `<stem>.settings.json` holds {"algorithm": "crc32", "batches": [{"rows": .., "embedding": ..,
              "labels": .., "row_digests": ..}]} under "checksums" (`labels`: the CRC-32 of the batch's
              lines in the `.ids.txt` or `.rows.jsonl` beside it, as stored: a token, word or chunk row's
@@ -80,6 +80,8 @@ __all__ = [
     "changed_rows",
     "checksum",
     "checksums_block",
+    "counts_checksum",
+    "column_checksum",
     "column_labels_checksum",
     "column_values",
     "keeps_digests",
@@ -175,6 +177,32 @@ def column_labels_checksum(column: Any) -> int:
     if column.nbytes <= VIEW_BYTES:
         return labels_checksum(column.to_pylist())
     return _joined_crc(_label_pieces(column))
+
+
+# A null count (a token or word row past its text's first) as `counts_checksum` reads it: none is negative.
+_NULL_COUNT = -(1 << 63)
+
+
+def counts_checksum(column: Any) -> int:
+    """CRC-32 of an Arrow integer column's values (an Arrow array or chunked array: `COUNT_COLUMNS`) as
+    little-endian int64, a null as the least int64: a count column read as numbers, not as text (two
+    1M-row columns took 0.04 s, 0.24 s as `column_labels_checksum`, which a column of another type falls
+    back to)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_integer(column.type):
+        return column_labels_checksum(column)
+    wide = pc.fill_null(column.cast(pa.int64()), pa.scalar(_NULL_COUNT, pa.int64()))
+    if hasattr(wide, "combine_chunks"):
+        wide = wide.combine_chunks()
+    return checksum(np.asarray(wide.to_numpy(zero_copy_only=False), dtype="<i8"))
+
+
+def column_checksum(name: str, column: Any) -> int:
+    """The checksum of a Parquet row group's label or count column `name` (`CHECKED_COLUMNS`), as its
+    entry in `bertscope.checksums` keeps it."""
+    return counts_checksum(column) if name in COUNT_COLUMNS else column_labels_checksum(column)
 
 
 def _joined_crc(pieces: Iterable[bytes | memoryview], crc: int = 0) -> int:
@@ -292,7 +320,7 @@ def table_checksums(table: Any) -> dict[str, int]:
     sums = {name: checksum(column_values(table.column(name))) for name in vector_names(table.schema)}
     for name in CHECKED_COLUMNS:
         if name in table.schema.names:
-            sums[name] = column_labels_checksum(table.column(name))
+            sums[name] = column_checksum(name, table.column(name))
     return sums
 
 

@@ -30,7 +30,7 @@ from .checksums import (
     changed_rows,
     checksum,
     checksums_block,
-    column_labels_checksum,
+    column_checksum,
     column_values,
     corrupt,
     keeps_digests,
@@ -230,7 +230,7 @@ class CheckedParquet:
         for name in CHECKED_COLUMNS:
             wanted = None if expected is None else expected.get(name)
             if wanted is not None and name in table.schema.names:
-                if column_labels_checksum(table.column(name)) != wanted:
+                if column_checksum(name, table.column(name)) != wanted:
                     raise self._error(first, first + table.num_rows - 1, MISMATCH)
         for name in vector_names(table.schema):
             values = column_values(table.column(name))
