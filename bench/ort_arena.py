@@ -22,6 +22,7 @@ import argparse
 import importlib.util
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -149,10 +150,13 @@ def memory(way: str, rounds: int) -> None:
     print(f"{way:>9}: RSS MiB {shown}")
 
 
-def timed(run: Callable[[], None]) -> float:
-    start = time.perf_counter()
+def timed(run: Callable[[], Any]) -> tuple[float, float, float]:
+    """(wall seconds, this process's CPU seconds, minor page faults) of `run()`. CPU time shows less of
+    other load on the machine; the page faults count the memory a shrunk arena takes back from the system."""
+    wall, cpu, faults = time.perf_counter(), time.process_time(), resource.getrusage(resource.RUSAGE_SELF)
     run()
-    return time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return time.perf_counter() - wall, time.process_time() - cpu, after.ru_minflt - faults.ru_minflt
 
 
 def speed(rounds: int) -> None:
@@ -163,8 +167,8 @@ def speed(rounds: int) -> None:
     short, long = texts()
     model = bertscope.load()
     sessions: dict[str, Any] = {}
-    small: dict[str, list[float]] = {way: [] for way in WAYS}
-    mixed: dict[str, list[float]] = {way: [] for way in WAYS}
+    small: dict[str, list[tuple[float, float, float]]] = {way: [] for way in WAYS}
+    mixed: dict[str, list[tuple[float, float, float]]] = {way: [] for way in WAYS}
     for way in WAYS:  # warm every session
         set_way(model, way, sessions)
         small_round(model, short)
@@ -176,20 +180,29 @@ def speed(rounds: int) -> None:
         for way in WAYS[r % len(WAYS) :] + WAYS[: r % len(WAYS)]:
             set_way(model, way, sessions)
             mixed[way].append(timed(lambda: (model.embed(long, progress=False), small_round(model, short))))
-    base, mixed_base = statistics.median(small["default"]), statistics.median(mixed["default"])
+    print(
+        f"# medians of {rounds} small rounds and {len(mixed['default'])} big calls + small round: "
+        "wall / CPU seconds, minor page faults"
+    )
     for way in WAYS:
-        s, m = statistics.median(small[way]), statistics.median(mixed[way])
-        print(
-            f"{way:>9}: small round {s * 1000:.0f} ms ({(s / base - 1) * 100:+.1f}%, median of "
-            f"{len(small[way])}); big call + small round {m:.2f} s ({(m / mixed_base - 1) * 100:+.1f}%, "
-            f"median of {len(mixed[way])})"
-        )
+        shown = []
+        for name, found in (("small round", small), ("big call + small round", mixed)):
+            wall, cpu = (statistics.median(x[i] for x in found[way]) for i in (0, 1))
+            base_wall, base_cpu = (statistics.median(x[i] for x in found["default"]) for i in (0, 1))
+            faults = statistics.median(x[2] for x in found[way])
+            shown.append(
+                f"{name} {wall:.3f} s ({(wall / base_wall - 1) * 100:+.1f}%) / "
+                f"{cpu:.3f} s ({(cpu / base_cpu - 1) * 100:+.1f}%), {faults / 1000:.1f}k faults"
+            )
+        print(f"{way:>9}: {'; '.join(shown)}")
 
 
 def main() -> None:
     """Print the machine, each way's RSS line (a fresh process each) and the speed lines."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=9, help="alternating timing rounds (9 embeds each)")
+    parser.add_argument(
+        "--rounds", type=int, default=24, help="alternating small rounds (a third as many big ones)"
+    )
     parser.add_argument("--small-rounds", type=int, default=3, help="small rounds between RSS readings")
     parser.add_argument("--memory", choices=WAYS, help=argparse.SUPPRESS)  # one way's child process
     parser.add_argument("--speed", action="store_true", help=argparse.SUPPRESS)

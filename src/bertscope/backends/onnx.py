@@ -152,9 +152,9 @@ class OnnxRunner:
     with onnx's `Extractor` on first use of that depth, `MAX_CUT_SESSIONS` kept): layer 1 of 6 costs about
     a sixth of the whole, with the same kernels, so the same numbers.
 
-    Memory: ONNX Runtime's CPU arena grows to the largest batch it has run and keeps it, so one call of
-    long texts (16 rows x 256 tokens) kept +170 MiB on the bundled model for the process's life. The first
-    run within `arena_tokens` padded tokens after runs over it shrinks the arena at its end (`_options`).
+    Memory: ONNX Runtime's CPU arena grows to the largest batch it has run and keeps it: 64 texts of ~250
+    tokens (batches of 16 x 256) kept +170 MiB on the bundled model for the process's life, +250 after a
+    second call. The first run within `arena_tokens` padded tokens after runs over it shrinks the arena.
     """
 
     MAX_CUT_SESSIONS = 2
@@ -208,7 +208,7 @@ class OnnxRunner:
     def _options(self, tokens: int) -> Any:
         """The run options of a batch of `tokens` padded tokens: the arena shrinks at the end of the first
         ordinary run after big ones, whose memory is all free by then; neither kind shrinks otherwise
-        (shrinking after each run cost small batches 10-15%, and each batch of long texts as much)."""
+        (shrinking after every run cost small batches 3-6%, no arena 14-15%: bench/ort_arena.py)."""
         if tokens > self.arena_tokens:
             self._grew = True
             return None
