@@ -175,7 +175,9 @@ class OnnxRunner:
         self.arena_tokens = cpu_token_budget(cpu_threads())
         self._shrink = self.ort.RunOptions()
         self._shrink.add_run_config_entry(*self.SHRINK_ARENA)
-        self._grew = False  # whether a run over arena_tokens grew the arena since it last shrank
+        # whether a run over arena_tokens grew the arena since it last shrank (threads that race on it cost
+        # at most one shrink too many or too few, never a wrong answer)
+        self._grew = False
 
     def _session(self, model: str | bytes) -> Any:
         return open_session(model)
