@@ -108,16 +108,40 @@ def test_an_unedited_store_covers_its_counts_and_passes(made: dict[str, Path], n
     assert ran.code == 0 and ran.stdout.startswith("ok"), ran
 
 
+def _strip_counts(checks: dict[str, Any]) -> None:
+    """A Parquet store's checksums without their `n_tokens` and `truncated` entries, their digest
+    computed again."""
+    groups = [{k: v for k, v in g.items() if k not in COUNTS} for g in checks["row_groups"]]
+    checks.clear()
+    checks.update(checksums_block("row_groups", groups))
+
+
+def _settings_at_row_checks_3(table: Any) -> Any:
+    """The table with its store settings saying row checks 3, sealed again."""
+    meta = dict(table.schema.metadata)
+    settings = {**unsealed(json.loads(meta[b"bertscope"]))[0], ROW_CHECKS_KEY: 3}
+    meta[b"bertscope"] = json.dumps(sealed(settings), sort_keys=True).encode()
+    return table.replace_schema_metadata(meta)
+
+
 def _as_written_before_counts_parquet(store: Path) -> None:
-    """The Parquet store's checksums as bertscope wrote them before counts were covered: no `n_tokens`
-    or `truncated` entries (their digest computed again without them)."""
+    """The Parquet store as bertscope wrote it at row checks 3: its settings say 3 (sealed again) and
+    its checksums keep no `n_tokens` or `truncated` entries."""
+    _rewrite_parquet(store, _settings_at_row_checks_3, sums=_strip_counts)
 
-    def strip(checks: dict[str, Any]) -> None:
-        groups = [{k: v for k, v in g.items() if k not in COUNTS} for g in checks["row_groups"]]
-        checks.clear()
-        checks.update(checksums_block("row_groups", groups))
 
-    _rewrite_parquet(store, lambda table: table, sums=strip)
+def test_count_checksums_stripped_from_a_store_that_kept_them_are_refused(
+    made: dict[str, Path], tmp_path: Path
+) -> None:
+    """A store whose settings say row checks 4 was written with its counts' checksums: one without them
+    was edited (re-saved by another tool, or stripped to hide an edit), and is refused, not read as an
+    older store."""
+    store = _copy(made, "s.parquet", tmp_path)
+    _rewrite_parquet(store, lambda table: table, sums=_strip_counts)
+    with pytest.raises(CorpusError, match="checksums of its rows' n_tokens and truncated are missing"):
+        _read_all(store)
+    line = _one_line_error(run_main("verify", "--store", str(store)), str(store))
+    assert "n_tokens and truncated are missing" in line and '"n_tokens"' in line
 
 
 def _as_written_before_counts_sqlite(store: Path) -> None:

@@ -21,6 +21,7 @@ from ..errors import CorpusError
 from .checksums import (
     CHECKED_COLUMNS,
     CHECKSUMS_DIGEST_KEY,
+    COUNT_COLUMNS,
     LAYOUT,
     MISMATCH,
     NOT_FINITE,
@@ -48,6 +49,7 @@ from .checksums import (
 __all__ = [
     "CHECKSUMS_MISSING",
     "GROUP_ROWS",
+    "COUNTS_MISSING",
     "LABELS_MISSING",
     "RECORD_MISSING",
     "CheckedParquet",
@@ -68,6 +70,7 @@ _SETTINGS_META_KEY = b"bertscope"
 CHECKSUMS_MISSING = "its rows' checksums are missing"
 LABELS_MISSING = "the checksums of its rows' ids and texts are missing"
 RECORD_MISSING = "the record of its rows is missing"
+COUNTS_MISSING = "the checksums of its rows' n_tokens and truncated are missing"
 
 
 def checks_missing(settings: dict[str, Any], found: dict[str, Any] | None) -> str | None:
@@ -84,19 +87,26 @@ def checks_missing(settings: dict[str, Any], found: dict[str, Any] | None) -> st
         return LABELS_MISSING
     if generation >= 3 and not found["rows_recorded"]:
         return RECORD_MISSING
+    if generation >= 4 and not found.get("counts_checked", True):
+        return COUNTS_MISSING
     return None
 
 
-def with_coverage(found: dict[str, Any] | None, labels: str) -> dict[str, Any] | None:
+def with_coverage(
+    found: dict[str, Any] | None, labels: str, counts: Iterable[str] = ()
+) -> dict[str, Any] | None:
     """Checksums as recorded (None: none), with what `checks_missing` asks: `labels_checked` (each batch
-    keeps its labels' under `labels`) and `rows_recorded` (they carry their digest)."""
+    keeps its labels' under `labels`), `rows_recorded` (they carry their digest) and `counts_checked`
+    (each batch keeps one for each of `counts`, the count columns the store holds)."""
     if found is None:
         return None
     listed = found.get("row_groups", found.get("batches")) or []
+    counts = tuple(counts)
     return {
         **found,
         "labels_checked": all(labels in batch for batch in listed),
         "rows_recorded": CHECKSUMS_DIGEST_KEY in found,
+        "counts_checked": all(name in batch for batch in listed for name in counts),
     }
 
 
@@ -190,7 +200,8 @@ class CheckedParquet:
             raise self._error(0, max(0, int(self.starts[-1]) - 1), LAYOUT)
         # What the checksums lack that the settings say were written (stripped): refused on reading rows
         # (`verify`, which reads only the checksums first, names it its own way).
-        self.missing = checks_missing(_stored_settings(self.file), with_coverage(found, "id"))
+        self.counts = tuple(name for name in COUNT_COLUMNS if name in self.file.schema_arrow.names)
+        self.missing = checks_missing(_stored_settings(self.file), with_coverage(found, "id", self.counts))
 
     def _refuse_unproven(self) -> None:
         if self.missing is not None:

@@ -287,20 +287,22 @@ def stored_checksums(path: Path) -> dict[str, Any] | None:
     """The checksums a .npy or .parquet store records, as stored (None where it records none), with
     `labels_checked`: whether they cover its ids, not its vectors alone, and `rows_recorded`: whether
     they carry their digest (`checksums.checksums_block`: the batch list bound in order, checked on
-    reading)."""
+    reading), and `counts_checked`: whether a Parquet store's count columns have theirs."""
+    counts: tuple[str, ...] = ()
     if path.suffix == ".npy":
         found = npy_checksums(path)
         listed = None if found is None else found["batches"]
         key = "labels"
     else:
         checked = CheckedParquet(path)
-        found, listed, key = checked.sums, checked.groups, "id"
+        found, listed, key, counts = checked.sums, checked.groups, "id", checked.counts
     if found is None:
         return None
     return {
         **found,
         "labels_checked": bool(listed) and all(key in b for b in listed or []),
         "rows_recorded": CHECKSUMS_DIGEST_KEY in found,
+        "counts_checked": all(name in b for b in listed or [] for name in counts),
     }
 
 

@@ -50,6 +50,7 @@ from ..io.checksums import ChecksumMismatch, changed, rebuild_hint, sealed, sett
 from ..io.formats import Format
 from ..io.parquet_checked import (
     CHECKSUMS_MISSING,
+    COUNTS_MISSING,
     LABELS_MISSING,
     RECORD_MISSING,
     CheckedParquet,
@@ -240,6 +241,11 @@ _WHERE = {
     },
     LABELS_MISSING: {
         Format.PARQUET: 'no "id" in the row groups of its `bertscope.checksums`',
+        Format.NPY: 'no "labels" in the batches of the "checksums" in its .settings.json',
+        Format.SQLITE: "NULL in its rows' `labels_checksum` column",
+    },
+    COUNTS_MISSING: {
+        Format.PARQUET: 'no "n_tokens" or "truncated" in the row groups of its `bertscope.checksums`',
         Format.NPY: 'no "labels" in the batches of the "checksums" in its .settings.json',
         Format.SQLITE: "NULL in its rows' `labels_checksum` column",
     },
