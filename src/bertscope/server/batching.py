@@ -116,16 +116,32 @@ class Batcher(FairQueue):
         self.batching = batching
         self._arriving = 0
         self._thread: threading.Thread | None = None
+        self._starting = threading.Lock()
         self._boundary_hook: _Boundary | None = None
 
     # The worker's start and stop, requests on their way (any thread) ----------------------------
 
     def start(self) -> None:
-        """Start the worker thread."""
-        self._boundary_hook = _Boundary(self.model.engine)
-        self._stopping = False
-        self._thread = threading.Thread(target=self._loop, name="bertscope-worker", daemon=True)
-        self._thread.start()
+        """Start the worker thread (the app's lifespan does; a no-op while it runs)."""
+        with self._starting:
+            if self.alive:
+                return
+            self._boundary_hook = _Boundary(self.model.engine)
+            self._stopping = False
+            self._thread = threading.Thread(target=self._loop, name="bertscope-worker", daemon=True)
+            self._thread.start()
+
+    def _put(self, jobs: list[Job], client: str) -> list[Future[Any]]:
+        # An app whose lifespan never ran (mounted in another app, which runs only its own; a test
+        # client used without `with`) would queue jobs no worker takes, and each request would wait
+        # forever: the first job starts the worker instead. After the lifespan stopped it, the queue
+        # refuses (ShuttingDown), as before.
+        if self._thread is None:
+            with self._starting:
+                never_started = self._thread is None and not self._stopping
+            if never_started:
+                self.start()
+        return super()._put(jobs, client)
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the worker after the batch it is running; jobs still queued fail with ShuttingDown."""
