@@ -21,7 +21,13 @@ class StrEnum(str, Enum):
     def _missing_(cls, value: object) -> None:
         """`Pooling("x")`: an InvalidSpec (a ValueError, as Enum's own) that lists the valid names."""
         allowed = ", ".join(member.value for member in cls)
-        raise InvalidSpec(f"{value!r} is not a valid {cls.__name__}; choose one of: {allowed}")
+        hint = cls._named_elsewhere(str(value))
+        raise InvalidSpec(f"{value!r} is not a valid {cls.__name__}; {hint}choose one of: {allowed}")
+
+    @classmethod
+    def _named_elsewhere(cls, value: str) -> str:
+        """A hint ('...; ') for a value another library spells so and this enum refuses, or ''."""
+        return ""
 
     @classmethod
     def parse(cls: type[E], value: E | str, *, what: str) -> E:
@@ -32,7 +38,8 @@ class StrEnum(str, Enum):
             return cls(str(value).strip().lower().replace("-", "_"))
         except ValueError:
             allowed = ", ".join(member.value for member in cls)
-            raise InvalidSpec(f"unknown {what} {value!r}; choose one of: {allowed}") from None
+            hint = cls._named_elsewhere(str(value).strip().lower())
+            raise InvalidSpec(f"unknown {what} {value!r}; {hint}choose one of: {allowed}") from None
 
 
 class Pooling(StrEnum):
@@ -45,6 +52,26 @@ class Pooling(StrEnum):
     MEAN_SQRT_LEN = "mean_sqrt_len"
     FIRST_LAST_AVG = "first_last_avg"
     AUTO = "auto"
+
+    @classmethod
+    def _missing_(cls, value: object) -> Any:
+        """sentence-transformers' names read as ours: its `pooling_mode` (mean_sqrt_len_tokens) and its
+        legacy `pooling_mode_*` keys' (cls_token, max_tokens, mean_tokens)."""
+        if isinstance(value, str):
+            ours = _ST_POOLING_NAMES.get(value.strip().lower().replace("-", "_"))
+            if ours is not None:
+                return cls(ours)
+        return super()._missing_(value)
+
+
+# sentence-transformers' pooling names for the poolings bertscope has (core/pooling.py's `st_mode` and
+# core/st_settings.py's legacy keys; tests/test_load_names_audit5.py holds them to both).
+_ST_POOLING_NAMES = {
+    "mean_sqrt_len_tokens": "mean_sqrt_len",
+    "cls_token": "cls",
+    "max_tokens": "max",
+    "mean_tokens": "mean",
+}
 
 
 class Combine(StrEnum):
@@ -122,6 +149,12 @@ class Backend(StrEnum):
     TORCH = "torch"
     ONNXRUNTIME = "onnxruntime"
     OPENVINO = "openvino"
+
+    @classmethod
+    def _named_elsewhere(cls, value: str) -> str:
+        if value == "onnx":
+            return "sentence-transformers' 'onnx' is bertscope's 'onnxruntime'; "
+        return ""
 
 
 class Mode(StrEnum):

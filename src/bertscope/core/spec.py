@@ -195,7 +195,8 @@ def refuse_sentence_options(options: EmbedOptions, rows: str) -> None:
 
 # A chunk's size and overlap: Model.embed_chunks, /v2/embed_chunks and the corpus job name them
 # chunk_size and chunk_overlap (size and overlap were embed_chunks' old names). Then the names
-# sentence-transformers and transformers users bring, each with what bertscope offers instead.
+# sentence-transformers and transformers users bring, each with what bertscope offers instead: to the
+# embed methods and to bertscope.load alike (model/loader.py), so each hint reads true from either.
 _NAMED_ELSEWHERE = {
     "chunk_size": "chunks are embed_chunks' (or a corpus job's, with level='chunks')",
     "chunk_overlap": "chunks are embed_chunks' (or a corpus job's, with level='chunks')",
@@ -205,7 +206,8 @@ _NAMED_ELSEWHERE = {
     "show_progress_bar": "bertscope calls it progress (progress=True)",
     "normalize_embeddings": "bertscope calls it normalize",
     "truncate_dim": (
-        "embed gives the full width: slice result.vectors[:, :N], or use encode(..., truncate_dim=N)"
+        "load and embed keep the model's full width: slice result.vectors[:, :N], or use "
+        "encode(..., truncate_dim=N) (a PCA fitted to N dimensions is embed's post=)"
     ),
     "batch_size": (
         "embed batches by padded tokens, not texts (the vectors are the same either way): set "
@@ -217,9 +219,13 @@ _NAMED_ELSEWHERE = {
     ),
     "output_value": "embed gives sentence vectors; embed_tokens gives token vectors",
     "device": "the device is chosen when loading: bertscope.load(..., device=...)",
-    "max_length": "the token limit is set when loading: bertscope.load(..., max_tokens=N); long= says "
-    "what a longer text does",
-    "max_seq_length": "the token limit is set when loading: bertscope.load(..., max_tokens=N)",
+    "max_length": "bertscope calls the token limit max_tokens, set when loading: "
+    "bertscope.load(..., max_tokens=N); embed's long= says what a longer text does",
+    "max_seq_length": "bertscope calls the token limit max_tokens, set when loading: "
+    "bertscope.load(..., max_tokens=N)",
+    # transformers' from_pretrained names, as users bring them to bertscope.load
+    "torch_dtype": "bertscope calls it dtype: bertscope.load(..., dtype='bfloat16')",
+    "device_map": "bertscope calls it device: bertscope.load(..., device='cuda')",
     "truncation": "long= says what a text over the limit does (truncate, window, error)",
 }
 

@@ -5,15 +5,18 @@ The options are checked (model/load_checks.py) before anything loads; the model 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, ParamSpec, TypeVar
 
 from ..backends import light as _light
 from ..backends.onnx import resolve_backend
 from ..core._enums import Backend, DType, Mode, Quantize
 from ..core.folder import model_name
 from ..core.loading import load_parts, resolve_device, resolve_dtype, warn_slow_bfloat16
+from ..core.spec import unknown_option
 from ..errors import InvalidSpec
 from ..static_model import StaticModel, is_model2vec, load_static
 from .facade import Model
@@ -29,7 +32,30 @@ __all__ = ["load"]
 
 _DEFAULT_MIN_COSINE = 0.999  # mode="fast"'s drift bound: the least cosine to float32 it keeps
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
+
+def _named_options(function: Callable[_P, _R]) -> Callable[_P, _R]:
+    """`function`, where a keyword it lacks is bertscope's one-line UnknownOption (a TypeError too)
+    before anything loads, naming what bertscope calls it where transformers or sentence-transformers
+    users bring it (max_seq_length, torch_dtype, ...: core/spec.py's table, which embed's refusals read)
+    or else the nearest option, instead of Python's bare TypeError. The signature IDEs, type checkers
+    and `inspect.signature` see stays the function's own."""
+    parameters = inspect.signature(function).parameters
+    options = [p.name for p in parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+
+    @functools.wraps(function)
+    def checked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        for keyword in kwargs:
+            if keyword not in parameters:
+                raise unknown_option(keyword, options)
+        return function(*args, **kwargs)
+
+    return checked
+
+
+@_named_options
 def load(
     name: str | os.PathLike[str] | None = None,
     *,
