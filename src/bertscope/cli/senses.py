@@ -48,9 +48,9 @@ def senses(
 ) -> None:
     """Cluster a word's occurrences into senses; print each sense's size and most central examples.
 
-    Examples: `bertscope senses bank --store tokens.parquet -o senses.png` (k chosen by silhouette, or
-    `-n 2`), `bertscope senses bank --store stacked.parquet --layer 6` (one layer of a store made with
-    --combine stack)
+    Examples: `bertscope senses bank --store tokens.parquet -o senses.png` (--n-clusters chosen by
+    silhouette over 2..8, or given: `-n 2`), `bertscope senses bank --store stacked.parquet --layer 6`
+    (one layer of a store made with --combine stack)
     """
     from ..research.plots import Projection
     from ..research.senses import word_senses
