@@ -26,8 +26,9 @@ def bench(
         str,
         typer.Option(
             "--modes",
-            help="Comma list of: float32, bfloat16, float16 (CUDA), onnxruntime, int8, int8-fused, "
-            "int8-static, openvino, openvino-bfloat16, openvino-int8, openvino-int8-static.",
+            help="Comma list of: float32, bfloat16, float16 (CUDA), onnxruntime, int8, int8_fused, "
+            "int8_static, openvino, openvino-bfloat16, openvino-int8, openvino-int8_static (as --quantize "
+            "spells them; int8-fused is read too).",
         ),
     ] = "float32,onnxruntime,int8",
     drift: Annotated[

@@ -34,6 +34,7 @@ from .app import (
     warn,
 )
 from .pictures import OverwriteOpt, one_input, picture_output, split_list
+from .wording import flags_named
 
 eval_app = typer.Typer(
     help="Measure which layer, pooling and post-processing match human judgements.\n\n"
@@ -114,7 +115,11 @@ def eval_pairs(
     ] = None,
     post_dim: Annotated[
         int | None,
-        typer.Option("--post-dim", min=1, help="Dimensions kept by whitening/pca fitted here."),
+        typer.Option(
+            "--post-dim",
+            min=1,
+            help="Dimensions kept by whitening/pca, or directions removed by abtt, fitted here.",
+        ),
     ] = None,
     mask_special: MaskSpecialOpt = False,
     long: LongOpt = "truncate",
@@ -142,26 +147,28 @@ def eval_pairs(
     pairs = Path(one_input(input_path, pairs_file, "pairs file"))
     if post_dim is not None and post is None:
         raise InvalidInput(
-            "--post-dim is the dimensions --post whitening or pca keeps; add --post or drop it"
+            "--post-dim is the dimensions --post whitening or pca keeps (or the directions abtt removes); "
+            "add --post or drop it"
         )
 
     picture = picture_path(output, old_plot, no_plot, overwrite=overwrite)
     left, right, gold = text_file(read_pairs, pairs)
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     check_stride(m, stride, long)
-    result = sweep(
-        m,
-        left,
-        right,
-        gold,
-        layers=layers,
-        poolings=split_list(pooling),
-        post=post_option(post),
-        post_dim=post_dim,
-        mask_special=mask_special,
-        long=long,
-        stride=stride,
-    )
+    with flags_named(dim="--post-dim"):  # the post fits' dim is this command's --post-dim
+        result = sweep(
+            m,
+            left,
+            right,
+            gold,
+            layers=layers,
+            poolings=split_list(pooling),
+            post=post_option(post),
+            post_dim=post_dim,
+            mask_special=mask_special,
+            long=long,
+            stride=stride,
+        )
     if result.settings["truncated"]:
         warn(
             f"{result.settings['truncated']} text(s) longer than the model's limit were truncated "

@@ -20,12 +20,21 @@ spelling (`--quantize int8_fused`, as --quantize takes it).
     leave stride out                  ->  leave --stride out
     use static_word('bread')          ->  use --as-words      (a Python call a flag stands for)
     fitted on {'layers': [6]}         ->  fitted on --layers 6   (a settings dict whose keys are flags)
+
+A command whose flag for a keyword is not the usual one says so with `flags_named` around the library
+call (`eval pairs` gives fit_post's dim= by --post-dim):
+
+    dim=50 ... (--dim)                ->  --post-dim 50 ... (--post-dim)
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from ..errors import BertscopeError
 
 # keyword -> the flag that gives it on the command line (same meaning); names not listed stay as written
 # (rank= and epochs= too: typer checks --rank/--epochs itself, and "rank=8,32" is also a --sweep value).
@@ -85,8 +94,29 @@ _TWICE = re.compile(r"(?P<flag>--?[\w-]+(?: [^\s()]+)?) \((?P=flag)\)")
 _DICT = re.compile(r"\{'\w+': [^{}]*\}")
 
 
-def as_flags(message: str) -> str:
-    """`message` with every keyword form of a flag written as that flag (see the module's examples)."""
+@contextmanager
+def flags_named(**named: str) -> Iterator[None]:
+    """A library error raised inside names the keywords in `named` by this command's flags for them
+    (`with flags_named(dim="--post-dim")`: `dim=50 is out of range` -> `--post-dim 50 is out of range`)."""
+    try:
+        yield
+    except BertscopeError as exc:
+        exc.args = (as_flags(str(exc), named), *exc.args[1:])
+        raise
+
+
+def as_flags(message: str, named: Mapping[str, str] | None = None) -> str:
+    """`message` with every keyword form of a flag written as that flag (see the module's examples); a
+    keyword in `named` (keyword -> flag) is written as the flag given there, where a command names it
+    otherwise (`{"dim": "--post-dim"}`)."""
+    text = _as_usual_flags(message)
+    for kw, flag in (named or {}).items():
+        text = re.sub(rf"(?<![\w-]){re.escape(FLAGS[kw])}(?![\w-])", flag, text)
+    return text
+
+
+def _as_usual_flags(message: str) -> str:
+    """`message` with every keyword form of a flag written as the flag FLAGS gives it."""
     message = _CALL.sub(lambda m: CALLS[m["call"]], message)
     message = _DICT.sub(_dict_flags, message)
     calls = _call_spans(message)

@@ -187,11 +187,29 @@ class AllButTheTop(PostProcessor):
     @classmethod
     def fit(cls, vectors: np.ndarray, *, remove: int | None = None, **settings: Any) -> AllButTheTop:
         """Fit on (n, d) vectors; `remove` is D (default d/100 rounded, at least 1, as the paper suggests)."""
+        return cls._fit(vectors, remove, "remove", settings)
+
+    @classmethod
+    def _fit(
+        cls, vectors: np.ndarray, remove: int | None, name: str, settings: dict[str, Any]
+    ) -> AllButTheTop:
+        """`fit`, its count refused under `name`, the keyword the caller gave it by (`fit_post`'s dim)."""
         x, mean, _, axes = _principal(vectors)
         d = x.shape[1]
         count = max(1, round(d / 100)) if remove is None else remove
-        if not 0 <= count < min(len(x), d):
-            raise InvalidInput(f"remove must be 0..{min(len(x), d) - 1} for {len(x)} vectors of width {d}")
+        most = min(len(x), d) - 1
+        if not 0 <= count <= most:
+            flag = " (--dim)" if name == "dim" else ""  # fit_post's dim is fit-post's --dim
+            if remove is None:
+                raise InvalidSpec(
+                    f"abtt removes {count} directions by default (width {d} / 100), and {len(x)} vectors "
+                    f"of width {d} allow 0..{most}: fit on at least {count + 1} texts or give "
+                    f"{name}<={most}{flag}"
+                )
+            raise InvalidSpec(
+                f"{name}={remove} is out of range: abtt removes 0..{most} directions from {len(x)} vectors "
+                f"of width {d}"
+            )
         return cls(mean, axes[:, :count], {"remove": count, "n_fit": len(x), **settings})
 
 
@@ -254,7 +272,7 @@ def fit_post(
     keeps every dimension and takes none)."""
     which = PostKind.parse(kind, what="post-processing kind")
     if which is PostKind.ABTT:
-        return AllButTheTop.fit(vectors, remove=dim, **settings)
+        return AllButTheTop._fit(vectors, dim, "dim", settings)  # D said as dim, the keyword given
     return _KINDS[which].fit(vectors, dim=dim, **settings)  # type: ignore[attr-defined, no-any-return]
 
 

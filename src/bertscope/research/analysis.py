@@ -250,9 +250,12 @@ def sweep(
 ) -> SweepResult:
     """Spearman/Pearson of cosine against gold for every layer x pooling (x post), one forward per text.
 
-    A post kind ("whitening", "abtt", "pca") is fitted on this data's own vectors for each cell, with
-    `post_dim` dimensions (default: half the distinct texts, at most d: whitening n points in n-1
-    dimensions would make all their cosines equal): each such record says `fitted: "in-sample"`. A
+    A post kind ("whitening", "abtt", "pca") is fitted on this data's own vectors for each cell, keeping
+    `post_dim` dimensions with whitening or pca (default: half the distinct texts, at most d: whitening n
+    points in n-1 dimensions would make all their cosines equal) or removing `post_dim` directions with
+    abtt (default d/100): each such record says `fitted: "in-sample"`. A count the texts do not allow is
+    refused, as `fit_post` refuses it (under its name, dim); only a cell whose vectors are all equal
+    scores NaN. A
     fitted PostProcessor applies only to the layer and pooling its file says it was fitted on
     (`fitted: "file"`), or, from a file that does not say, to every cell of its width.
     """
@@ -281,6 +284,8 @@ def sweep(
                 try:
                     y = _post_apply(processor, x, post_dim)
                 except InvalidInput:
+                    if not _all_equal(x):
+                        raise  # the fit's own reason (too few texts for the count asked), never a NaN cell
                     # A cell whose vectors are all equal (layer 0 cls) cannot be fitted; it scores NaN.
                     y = np.zeros_like(x)
                 if y is None:
@@ -352,6 +357,12 @@ def _post_entry(item: PostKind | str | PostProcessor) -> tuple[str, PostKind | P
         return str(item.settings.get("name", item.kind.value)), item
     kind = PostKind.parse(item, what="post-processing kind")
     return kind.value, kind
+
+
+def _all_equal(x: np.ndarray) -> bool:
+    """Whether every row of (n, d) `x` is the first one (to float32 rounding): a cell with one vector."""
+    scale = max(float(np.abs(x).max(initial=0.0)), 1.0)
+    return bool(np.abs(x - x[:1]).max(initial=0.0) <= 1e-6 * scale)
 
 
 def _post_apply(
