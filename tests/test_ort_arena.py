@@ -41,7 +41,7 @@ def spied(bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch) -> tuple[be
     spy = Spy(runner.session)
     monkeypatch.setattr(runner, "session", spy)
     monkeypatch.setattr(runner, "arena_tokens", 32, raising=False)
-    monkeypatch.setattr(runner, "_grew", False, raising=False)
+    monkeypatch.setattr(runner, "_grew", set(), raising=False)
     return bundled, spy
 
 
@@ -69,3 +69,19 @@ def test_big_means_over_the_cpus_default_token_budget(bundled: bertscope.Model) 
     runner = bundled.engine.runner
     assert isinstance(runner, OnnxRunner)
     assert runner.arena_tokens == cpu_token_budget(cpu_threads())
+
+
+def test_each_session_shrinks_its_own_arena(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The full graph and each cut graph (early stop) have an arena each: a small run on a cut graph
+    after a big one on the full graph leaves the full graph's shrink for its own next small run."""
+    runner = bundled.engine.runner
+    assert isinstance(runner, OnnxRunner)
+    monkeypatch.setattr(runner, "_grew", set(), raising=False)
+    full, cut = object(), object()
+    big, small = runner.arena_tokens + 1, 8
+    assert runner._options(full, big) is None
+    assert runner._options(cut, small) is None  # the cut graph never grew
+    assert runner._options(full, small) is runner._shrink
+    assert runner._options(full, small) is None  # once

@@ -175,9 +175,10 @@ class OnnxRunner:
         self.arena_tokens = cpu_token_budget(cpu_threads())
         self._shrink = self.ort.RunOptions()
         self._shrink.add_run_config_entry(*self.SHRINK_ARENA)
-        # whether a run over arena_tokens grew the arena since it last shrank (threads that race on it cost
-        # at most one shrink too many or too few, never a wrong answer)
-        self._grew = False
+        # the sessions (by id: the full graph's and each cut graph's, each with an arena of its own) that a
+        # run over arena_tokens grew since they last shrank (threads that race on it cost at most one shrink
+        # too many or too few, never a wrong answer)
+        self._grew: set[int] = set()
 
     def _session(self, model: str | bytes) -> Any:
         return open_session(model)
@@ -203,19 +204,20 @@ class OnnxRunner:
         wanted = asked_states(deepest, layers)
         feed = runtime_feed(ids, type_ids, mask, self.uses_token_types)
         names = [self.output_names[i] for i in wanted]
-        session, options = self.session_for(deepest), self._options(ids.size)
+        session = self.session_for(deepest)
+        options = self._options(session, ids.size)
         found = session.run(names, feed) if options is None else session.run(names, feed, options)
         return placed(deepest, wanted, found)
 
-    def _options(self, tokens: int) -> Any:
-        """The run options of a batch of `tokens` padded tokens: the arena shrinks at the end of the first
-        ordinary run after big ones, whose memory is all free by then; neither kind shrinks otherwise
-        (shrinking after every run cost small batches 3-6%, no arena 14-15%: bench/ort_arena.py)."""
+    def _options(self, session: Any, tokens: int) -> Any:
+        """The run options of a batch of `tokens` padded tokens on `session`: its arena shrinks at the end
+        of its first ordinary run after big ones, whose memory is all free by then; neither kind shrinks
+        otherwise (shrinking after every run cost small batches 3-6%, no arena 14-15%: bench/ort_arena.py)."""
         if tokens > self.arena_tokens:
-            self._grew = True
+            self._grew.add(id(session))
             return None
-        if self._grew:
-            self._grew = False
+        if id(session) in self._grew:
+            self._grew.discard(id(session))
             return self._shrink
         return None
 
