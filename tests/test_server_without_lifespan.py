@@ -88,3 +88,11 @@ def test_the_lifespan_still_starts_and_stops_the_worker(bundled: Model) -> None:
     assert not batcher.alive
     answer = _answered(lambda: TestClient(app).post("/embed", json={"inputs": ["a cat"]}))
     assert answer.status_code == 503 and not batcher.alive
+
+
+@pytest.mark.parametrize("path", ["/health", "/ping"])
+def test_a_mounted_app_is_healthy_before_its_first_job(mounted: TestClient, path: str) -> None:
+    """A readiness probe sends no traffic to an app it finds unhealthy, so a worker started only by a
+    job would never start: the health check starts it too."""
+    answer = _answered(lambda: mounted.get(f"/bertscope{path}"))
+    assert answer.status_code == 200, answer.text

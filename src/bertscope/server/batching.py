@@ -131,16 +131,20 @@ class Batcher(FairQueue):
             self._thread = threading.Thread(target=self._loop, name="bertscope-worker", daemon=True)
             self._thread.start()
 
-    def _put(self, jobs: list[Job], client: str) -> list[Future[Any]]:
-        # An app whose lifespan never ran (mounted in another app, which runs only its own; a test
-        # client used without `with`) would queue jobs no worker takes, and each request would wait
-        # forever: the first job starts the worker instead. After the lifespan stopped it, the queue
-        # refuses (ShuttingDown), as before.
+    def start_unless_stopped(self) -> None:
+        """Start the worker if it never started (a worker the lifespan stopped stays stopped).
+
+        An app whose lifespan never ran (mounted in another app, which runs only its own; a test client
+        used without `with`) would queue jobs no worker takes, each request waiting forever, and answer
+        its health check 503 for ever: the first job or health check starts the worker instead."""
         if self._thread is None:
             with self._starting:
                 never_started = self._thread is None and not self._stopping
             if never_started:
                 self.start()
+
+    def _put(self, jobs: list[Job], client: str) -> list[Future[Any]]:
+        self.start_unless_stopped()  # after the lifespan stopped it, the queue refuses (ShuttingDown)
         return super()._put(jobs, client)
 
     def stop(self, timeout: float = 10.0) -> None:

@@ -307,6 +307,7 @@ def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
     @app.get("/health", tags=["service"])
     async def health() -> Response:
         """200 while the inference worker runs, 503 when it does not."""
+        svc.batcher.start_unless_stopped()
         alive = svc.batcher.alive
         return JSONResponse(
             {"status": "ok" if alive else "worker stopped", "queue": svc.batcher.queued},

@@ -252,6 +252,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
     async def ping() -> Response:
         """TEI's health probe (SageMaker's /ping): 200 with no body while the worker runs; 503 with TEI's
         error body when it does not. bertscope's own /health also counts the queue."""
+        svc.batcher.start_unless_stopped()
         if svc.batcher.alive:
             return Response(status_code=200)
         return JSONResponse({"error": "unhealthy", "error_type": "Unhealthy"}, status_code=503)
