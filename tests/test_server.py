@@ -262,7 +262,7 @@ def test_a_full_queue_answers_429_while_accepted_requests_succeed(bundled: berts
             422,
             "long: Input should be 'truncate', 'window' or 'error'",
         ),
-        ("/v2/embed", {"inputs": "a", "layer": "-1"}, 422, "layer: Extra inputs are not permitted"),
+        ("/v2/embed", {"inputs": "a", "layer": "-1"}, 422, "layer: use layers"),
         ("/v2/embed", {"texts": "a"}, 422, "inputs: Field required"),
         ("/v2/embed", {"inputs": "a", "layers": "7"}, 422, "layers are 0..6"),
         ("/v2/embed", {"inputs": "a", "layers": "x:y"}, 422, "malformed"),

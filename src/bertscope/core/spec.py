@@ -44,6 +44,7 @@ __all__ = [
     "refuse_sentence_options",
     "whole_number",
     "unknown_option",
+    "named_elsewhere",
 ]
 
 # A post-processing as callers give it: a fitted processor, the path of a saved one, or none.
@@ -228,6 +229,12 @@ _NAMED_ELSEWHERE = {
     "device_map": "bertscope calls it device: bertscope.load(..., device='cuda')",
     "truncation": "long= says what a text over the limit does (truncate, window, error)",
 }
+
+
+def named_elsewhere(name: str) -> str | None:
+    """The hint `unknown_option` gives for a keyword bertscope names otherwise (`normalize_embeddings`:
+    "bertscope calls it normalize"), or None where it has none (the service says it in its fields)."""
+    return _NAMED_ELSEWHERE.get(name)
 
 
 def unknown_option(name: str, known: Sequence[str]) -> UnknownOption:

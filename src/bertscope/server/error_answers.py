@@ -6,7 +6,9 @@
     a body sent with no or another Content-Type than JSON  415  (as TEI's axum answers, before the body)
     a field pydantic rejects                          422  {"detail": "field: message; ...", "errors": [...],
                                                        "n_errors"}: the first 5 errors, and how many; a
-                                                       union field's in one line (`validation.readable`)
+                                                       union field's in one line (`validation.readable`);
+                                                       on bertscope's own routes an unknown field other
+                                                       APIs name, with bertscope's name (`other_names`)
     more inputs than --max-inputs                      413  (unless --auto-split; 422 on TEI's routes,
                                                        400 under /v1/)
     more tokens (x layers kept) than --max-request-tokens  413  before any forward
@@ -35,8 +37,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..core.spec import named_elsewhere
 from ..errors import BertscopeError, InputTooLong
 from .tei_bodies import too_many_digits
 from .tickets import QueueFull, ShuttingDown
@@ -51,6 +55,7 @@ __all__ = [
     "EmptyInputs",
     "add_error_handlers",
     "error_response",
+    "other_names",
     "unreadable_body",
 ]
 
@@ -117,7 +122,8 @@ def add_error_handlers(app: FastAPI) -> None:
         wrong_type = not_json(request.headers.get("content-type"))
         if wrong_type is not None and body_model(request) is not None:  # the body was never read as JSON
             return error_response(request.url.path, 415, wrong_type)
-        message, errors, count = readable(list(exc.errors()), exc.body, body_model(request))
+        model = body_model(request)
+        message, errors, count = readable(other_names(list(exc.errors()), model), exc.body, model)
         return error_response(request.url.path, 422, message, errors=errors, n_errors=count)
 
     async def bertscope_error(request: Request, exc: Exception) -> JSONResponse:
@@ -187,6 +193,41 @@ def add_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(EmptyInputs, empty)
     app.add_exception_handler(QueueFull, queue_full)
     app.add_exception_handler(ShuttingDown, shutting_down)
+
+
+# Names clients bring from sentence-transformers, TEI and OpenAI, each with the field of bertscope's bodies
+# that does it (the hint is given where the route's body has that field) and the hint: None, the library's
+# own (core/spec.py's, `named_elsewhere`) in the route's fields (`as_fields`), for a name it has.
+_DIMENSIONS = (
+    "bertscope has no such option: vectors keep the model's full width; a PCA the server loaded reduces "
+    'them ("post": its name; serve --post NAME=FILE), and POST /v1/embeddings takes dimensions'
+)
+_OTHER_NAMES: dict[str, tuple[str, str | None]] = {
+    "normalize_embeddings": ("normalize", None),
+    "truncation": ("long", None),
+    "truncate": ("long", 'bertscope calls it long ("truncate", the default, "window" or "error")'),
+    "dimensions": ("post", _DIMENSIONS),
+    "truncate_dim": ("post", _DIMENSIONS),
+    "layer": ("layers", 'use layers (one layer or several: -1, "-4:", "0,6")'),
+    "prompt": ("prompt_name", 'the service takes the model\'s prompts by name: send "prompt_name"'),
+}
+
+
+def other_names(errors: list[Any], model: type[BaseModel] | None) -> list[Any]:
+    """pydantic's errors, an unknown field that another API names (`normalize_embeddings`) said with the
+    field this route's body has instead ("bertscope calls it normalize"), on bertscope's own bodies only
+    (`Strict.names_elsewhere`: TEI's keep TEI's plain refusal)."""
+    if model is None or not getattr(model, "names_elsewhere", False):
+        return errors
+    said = []
+    for err in errors:
+        loc = [p for p in err.get("loc", ()) if p != "body"]
+        known = _OTHER_NAMES.get(loc[0]) if err.get("type") == "extra_forbidden" and len(loc) == 1 else None
+        if known is not None and known[0] in model.model_fields:
+            hint = known[1] or as_fields(named_elsewhere(loc[0]) or "", model)
+            err = {**err, "msg": hint}
+        said.append(err)
+    return said
 
 
 # The library's words for a text over the model's limit; each route adds the field that cuts it.

@@ -141,16 +141,18 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
 
     @app.post("/v2/similarity", response_model=SimilarityResponse, tags=["embeddings"])
     async def similarity(req: SimilarityRequest) -> Response:
-        """Cosine of the source sentence with each sentence, embedded with the same options; with baseline,
-        each cosine's percentile among unrelated pairs of a reference corpus embedded the same way."""
+        """Cosine of the source sentence with each sentence, embedded with the same options (and `post`,
+        as `Model.similarity(..., post=)`); with baseline, each cosine's percentile among unrelated pairs
+        of a reference corpus embedded the same way, post-processing included (`Model.baseline`)."""
         check_texts(req.sentences)
         options = req.options()
+        recipe = svc.recipe(options, req.post)  # checks the post's name and the spec it was fitted on
         texts = [req.source, *req.sentences]
-        res = await svc.sentences(texts, svc.recipe(options).spec, field="source and sentences")
+        res = recipe.finish(await svc.sentences(texts, recipe.spec, field="source and sentences"))
         scores = cos_sim(res.vectors[:1], res.vectors[1:])[0]
         scored = {"model": svc.name, "scores": scores.astype(float).tolist(), "spec": res.spec}
         if req.baseline or req.reference is not None:
-            fitted = await svc.baseline(options, req.reference)
+            fitted = await svc.baseline(options, req.reference, post=req.post)
             scored.update(percentile=fitted.percentile(scores).tolist(), baseline=fitted.describe())
         return JSONResponse(scored)
 

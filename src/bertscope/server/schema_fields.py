@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AliasChoices,
@@ -121,6 +121,10 @@ def named(fit: str) -> WithJsonSchema:
 class Strict(BaseModel):
     # Unknown fields are errors, so a misspelt option is reported instead of silently ignored.
     model_config = ConfigDict(extra="forbid")
+    # bertscope's own bodies set it: an unknown field that sentence-transformers, TEI or OpenAI name
+    # (`normalize_embeddings`, `truncate`) is refused with the field the body has instead
+    # (`error_answers.other_names`); TEI's bodies keep TEI's plain refusal.
+    names_elsewhere: ClassVar[bool] = False
 
 
 def one_name(given: Any, name: str, old: str, message: str) -> Any:

@@ -60,6 +60,7 @@ _LAYERS = (
 
 
 class _LayerFields(Strict):
+    names_elsewhere = True  # `normalize_embeddings`, `truncate`, `layer`, ... refused with this body's names
     layers: Layers = Field(None, description=_LAYERS, examples=["-1", "-4:", "1:4"])
     combine: Annotated[Combine, spelled(Combine)] = Field(
         Combine.MEAN, description="How several layers combine."
@@ -141,6 +142,8 @@ class TokensRequest(_LayerFields):
 
 class TokenizeRequest(Strict):
     """Word pieces of texts: token, id, word, character span, special."""
+
+    names_elsewhere = True
 
     inputs: Texts = Field(description=_TEXTS)
     long: Annotated[LongText, spelled(LongText)] = LongText.TRUNCATE
@@ -227,4 +230,9 @@ class SimilarityRequest(SpecFields):
         None,
         description="The baseline's reference corpus, at least 3 distinct texts (null: the sentences "
         "shipped with bertscope); implies baseline.",
+    )
+    post: Annotated[str | None, named("post")] = Field(
+        None,
+        description="Name of a loaded post-processing (whitening, PCA, ...), applied to the source, the "
+        "sentences and a baseline's reference.",
     )

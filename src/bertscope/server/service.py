@@ -251,13 +251,17 @@ class Service:
         self.check_tokens(self.least_tokens(items, spec.long, over=self.max_request_tokens), least=True)
         return self.gated(items, lambda: self.model.engine.prepare(items, spec))
 
-    async def baseline(self, options: EmbedOptions, reference: list[str] | None = None) -> Baseline:
-        """`Model.baseline` for these options (no post-processing), fitted on the worker.
+    async def baseline(
+        self, options: EmbedOptions, reference: list[str] | None = None, *, post: str | None = None
+    ) -> Baseline:
+        """`Model.baseline` for these options and the loaded post-processing called `post`, fitted on the
+        worker.
 
-        Fitted once per spec on the shipped reference sentences and kept (the last few specs); a
+        Fitted once per spec and post on the shipped reference sentences and kept (the last few); a
         request's own reference (at most --max-inputs texts) is fitted for that request alone.
         """
-        keywords = {f.name: getattr(options, f.name) for f in fields(options) if f.name != "post"}
+        keywords: dict[str, Any] = {f.name: getattr(options, f.name) for f in fields(options)}
+        keywords["post"] = self.post(post)
         if reference is not None:
             self.check_count(len(reference), field="reference")
             # The reference is embedded like the sentences: counted and held to the same token budget.
@@ -271,7 +275,7 @@ class Service:
                 return self.model.baseline(reference=texts, **keywords)
 
             return await self.on_worker(fit, n_tokens=count)
-        key = json.dumps(resolve(self.model, options).spec.as_dict(), sort_keys=True)
+        key = json.dumps({**resolve(self.model, options).spec.as_dict(), "post": post}, sort_keys=True)
         if key not in self._baselines:
             fitted = await self.on_worker(lambda: self.model.baseline(**keywords))
             self._baselines[key] = fitted
