@@ -96,3 +96,56 @@ def test_a_mounted_app_is_healthy_before_its_first_job(mounted: TestClient, path
     job would never start: the health check starts it too."""
     answer = _answered(lambda: mounted.get(f"/bertscope{path}"))
     assert answer.status_code == 200, answer.text
+
+
+@pytest.mark.parametrize(
+    "path, body, keys",
+    [
+        ("/v1/embeddings", {"input": 5, "model": "any"}, {"error"}),  # OpenAI's error object
+        ("/embed", {"inputs": 5}, {"error", "error_type"}),  # TEI's
+        ("/v2/embed", {"inputs": ["a cat"], "layer": 3}, {"detail", "errors"}),  # bertscope's own
+    ],
+)
+def test_a_mounted_app_answers_errors_in_each_routes_own_shape(
+    mounted: TestClient, bundled: Model, path: str, body: dict[str, Any], keys: set[str]
+) -> None:
+    """Under a prefix each route still answers its own API's error shape, as the same app at the root."""
+    at_root = create_app(bundled)
+    with TestClient(at_root) as root_client:
+        expected = root_client.post(path, json=body)
+    answer = _answered(lambda: mounted.post(f"/bertscope{path}", json=body))
+    assert (answer.status_code, answer.json()) == (expected.status_code, expected.json())
+    assert keys <= set(answer.json())
+
+
+def test_a_mounted_apps_metrics_name_its_routes(mounted: TestClient) -> None:
+    assert (
+        _answered(lambda: mounted.post("/bertscope/v2/embed", json={"inputs": ["a cat"]})).status_code == 200
+    )
+    metrics = _answered(lambda: mounted.get("/bertscope/metrics")).text
+    assert 'endpoint="/v2/embed"' in metrics
+
+
+def test_a_mounted_app_with_a_key_keeps_its_probes_open(bundled: Model) -> None:
+    """/health and TEI's /ping answer without the key, under a prefix as at the root; the routes ask it."""
+    from bertscope.server import ServerSettings
+
+    inner = create_app(bundled, settings=ServerSettings(api_key="s3cret"))
+    outer = FastAPI()
+    outer.mount("/bertscope", inner)
+    client = TestClient(outer)
+    try:
+        for path in ("/health", "/ping"):
+            assert _answered(lambda path=path: client.get(f"/bertscope{path}")).status_code == 200
+        refused = _answered(lambda: client.post("/bertscope/v2/embed", json={"inputs": ["a"]}))
+        assert refused.status_code == 401 and "API key" in refused.json()["detail"]
+    finally:
+        inner.state.service.batcher.stop()
+
+
+def test_a_mounted_explorer_page_asks_for_its_files_and_routes_under_the_prefix(mounted: TestClient) -> None:
+    page = _answered(lambda: mounted.get("/bertscope/"))
+    assert page.status_code == 200 and 'src="explorer/app.js"' in page.text  # relative to the page
+    script = _answered(lambda: mounted.get("/bertscope/explorer/app.js"))
+    assert script.status_code == 200 and 'fetch("." + path' in script.text
+    assert _answered(lambda: mounted.get("/bertscope/explorer/style.css")).status_code == 200

@@ -42,6 +42,7 @@ from fastapi.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
 from .bodies import PEER, BodyBudget, BodyRefused
+from .validation import route_path
 
 __all__ = [
     "ANSWERS",
@@ -353,7 +354,7 @@ class StreamedAnswer(Response):
         try:
             took = hold_answer(held, self.held)
         except BodyRefused as refused:
-            await held.refuse(scope["path"], refused)(scope, receive, send)
+            await held.refuse(route_path(scope), refused)(scope, receive, send)
             return
         try:
             await send(

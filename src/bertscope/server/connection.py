@@ -33,6 +33,7 @@ from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
 from .bodies import dripped
 from .error_answers import error_response
+from .validation import route_path
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -143,7 +144,7 @@ class HeadTimedH11Protocol(H11Protocol):
             self.cycle.disconnected = True  # the app's reading ends (ClientLeft) and nothing it sends is sent
             self.cycle.message_event.set()
         if self.conn.our_state is h11.SEND_RESPONSE and not self.transport.is_closing():
-            answer = error_response(self.scope["path"], 400, message, headers={"Connection": "close"})
+            answer = error_response(route_path(self.scope), 400, message, headers={"Connection": "close"})
             headers = [*self.server_state.default_headers, *answer.raw_headers]
             head = h11.Response(status_code=400, headers=headers, reason=STATUS_PHRASES[400])
             body = b"" if self.scope["method"] == "HEAD" else bytes(answer.body)

@@ -44,7 +44,7 @@ from ..core.spec import named_elsewhere
 from ..errors import BertscopeError, InputTooLong
 from .tei_bodies import too_many_digits
 from .tickets import QueueFull, ShuttingDown
-from .validation import not_json, readable
+from .validation import not_json, readable, route_path
 from .wording import as_fields, body_model
 
 __all__ = [
@@ -121,16 +121,16 @@ def add_error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, RequestValidationError)
         wrong_type = not_json(request.headers.get("content-type"))
         if wrong_type is not None and body_model(request) is not None:  # the body was never read as JSON
-            return error_response(request.url.path, 415, wrong_type)
+            return error_response(route_path(request.scope), 415, wrong_type)
         model = body_model(request)
         message, errors, count = readable(other_names(list(exc.errors()), model), exc.body, model)
-        return error_response(request.url.path, 422, message, errors=errors, n_errors=count)
+        return error_response(route_path(request.scope), 422, message, errors=errors, n_errors=count)
 
     async def bertscope_error(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(request.url.path, 422, as_fields(str(exc), body_model(request)))
+        return error_response(route_path(request.scope), 422, as_fields(str(exc), body_model(request)))
 
     async def too_long(request: Request, exc: Exception) -> JSONResponse:
-        path = request.url.path
+        path = route_path(request.scope)
         status, message = _too_long_answer(path, str(exc))
         if message == str(exc):  # not the length's words (a pair's): the library's, in the route's fields
             message = as_fields(message, body_model(request))
@@ -140,25 +140,25 @@ def add_error_handlers(app: FastAPI) -> None:
     async def too_many(request: Request, exc: Exception) -> JSONResponse:
         # TEI answers a batch over max_client_batch_size with 422 (validation), OpenAI too many inputs
         # with 400 (invalid_request_error); bertscope's own routes, 413.
-        path = request.url.path
+        path = route_path(request.scope)
         status = 400 if path.startswith("/v1/") else 422 if path in TEI_PATHS else 413
         return error_response(path, status, str(exc))
 
     async def over_budget(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(request.url.path, 413, str(exc), tei_type="Validation")
+        return error_response(route_path(request.scope), 413, str(exc), tei_type="Validation")
 
     async def empty(request: Request, exc: Exception) -> JSONResponse:
-        return error_response(request.url.path, 400, str(exc), tei_type="Empty")
+        return error_response(route_path(request.scope), 400, str(exc), tei_type="Empty")
 
     async def queue_full(request: Request, exc: Exception) -> JSONResponse:
         retry = str(getattr(exc, "retry_after", 1))
         return error_response(
-            request.url.path, 429, str(exc), kind="rate_limit_error", headers={"Retry-After": retry}
+            route_path(request.scope), 429, str(exc), kind="rate_limit_error", headers={"Retry-After": retry}
         )
 
     async def shutting_down(request: Request, exc: Exception) -> JSONResponse:
         return error_response(
-            request.url.path, 503, str(exc), kind="server_error", headers={"Retry-After": "5"}
+            route_path(request.scope), 503, str(exc), kind="server_error", headers={"Retry-After": "5"}
         )
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
@@ -171,12 +171,12 @@ def add_error_handlers(app: FastAPI) -> None:
         elif exc.status_code == 405:
             allowed = (exc.headers or {}).get("Allow", "")
             message = (
-                f"method {request.method} is not allowed on {request.url.path}; send it as "
+                f"method {request.method} is not allowed on {route_path(request.scope)}; send it as "
                 f"{_as_methods(allowed)}"
             )
         # TEI calls a body it cannot read a validation error; its 400 means an empty batch.
         return error_response(
-            request.url.path,
+            route_path(request.scope),
             exc.status_code,
             message,
             headers=dict(exc.headers or {}),

@@ -21,7 +21,7 @@ from .error_answers import error_response
 from .metrics import Metrics
 from .settings import ServerSettings
 from .tei_bodies import TEI_BODY_PATHS, tei_body_refusal
-from .validation import not_json
+from .validation import not_json, route_path
 
 __all__ = ["DOCS_ASSETS", "Guard", "OPEN_PATHS"]
 
@@ -73,7 +73,7 @@ class Guard:
             return
         if scope["method"] == "HEAD":
             scope, send = _head_as_get(scope, send)
-        path = scope["path"]
+        path = route_path(scope)
         # Unknown paths share one label, so a scanner cannot grow the metrics without bound.
         endpoint = path if path in self.endpoints else "other"
         status = {"code": 500, "started": False}
@@ -216,7 +216,7 @@ class Guard:
             took = hold_answer(self.held, len(body))
         except BodyRefused as refused:
             log.warning("answer of %d bytes dropped: %s", len(body), refused)
-            response = error_response(scope["path"], 503, str(refused), headers=refused.headers)
+            response = error_response(route_path(scope), 503, str(refused), headers=refused.headers)
             await send({"type": "http.response.start", "status": 503, "headers": response.raw_headers})
             await send({"type": "http.response.body", "body": response.body, "more_body": False})
             return

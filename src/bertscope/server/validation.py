@@ -31,9 +31,21 @@ from fastapi.encoders import jsonable_encoder
 from pydantic import AliasChoices, BaseModel
 from pydantic.fields import FieldInfo
 
-__all__ = ["Shape", "not_json", "readable"]
+__all__ = ["Shape", "not_json", "readable", "route_path"]
 
 _JSON_FIX = "send Content-Type: application/json"
+
+
+def route_path(scope: Any) -> str:
+    """The request's path within the service, as its routes match it: without the prefix the service is
+    mounted under (`root_path`), so a mounted service names, counts and guards its routes as at the root."""
+    path: str = scope["path"]
+    root = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] in ("", "/"):
+        return path[len(root) :] or "/"
+    return path
+
+
 # The bad fields one 422 names: the first few say what to fix; the rest are counted, not listed.
 SHOWN_ERRORS = 5
 # Whole numbers named for what they are in a field (a list of ints is token ids there).

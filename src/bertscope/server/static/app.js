@@ -12,7 +12,8 @@ async function api(path, body) {
   const headers = { "Content-Type": "application/json" };
   const key = sessionStorage.getItem("bertscope-key");
   if (key) headers["X-API-Key"] = key;
-  const res = await fetch(path, body === undefined ? { headers } : { method: "POST", headers, body: JSON.stringify(body) });
+  // "." + path: the page's own folder, so a service mounted under a prefix is asked there, not at the root
+  const res = await fetch("." + path, body === undefined ? { headers } : { method: "POST", headers, body: JSON.stringify(body) });
   if (res.status === 401 && !key) {
     const given = window.prompt("This server needs an API key:");
     if (given) { sessionStorage.setItem("bertscope-key", given); return api(path, body); }
