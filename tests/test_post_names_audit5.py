@@ -19,6 +19,7 @@ from bertscope.core.post import AllButTheTop, fit_post
 from bertscope.errors import InvalidInput, InvalidSpec
 from bertscope.research.analysis import sweep
 from console import run_main
+from test_cli_names import _refusal
 
 PAIRS = [
     ("a cat", "a kitten", 4.5),
@@ -36,15 +37,6 @@ def pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("pairs") / "pairs.tsv"
     path.write_text("".join(f"{a}\t{b}\t{g}\n" for a, b, g in PAIRS))
     return path
-
-
-def _refusal(*args: str) -> str:
-    """The one error line of a refused command (no traceback, nothing on stdout)."""
-    ran = run_main(*args)
-    assert ran.code != 0 and ran.stdout == "", ran
-    lines = ran.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), ran.stderr
-    return lines[0]
 
 
 def _eval(pairs: Path, *post: str) -> list[str]:
