@@ -18,7 +18,6 @@ from bertscope.cli import app
 from bertscope.core.post import AllButTheTop, fit_post
 from bertscope.errors import InvalidInput, InvalidSpec
 from bertscope.research.analysis import sweep
-from console import run_main
 from test_cli_names import _refusal
 
 PAIRS = [
