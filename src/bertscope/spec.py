@@ -11,6 +11,7 @@ from .core.spec import (
     EmbedSpec,
     PostArg,
     Recipe,
+    named_elsewhere,
     refuse_sentence_options,
     reload_arg,
     resolve,
@@ -36,4 +37,5 @@ __all__ = [
     "whole_number",
     "unknown_option",
     "unnormalized_own_pooling",
+    "named_elsewhere",
 ]
