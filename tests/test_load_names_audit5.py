@@ -101,3 +101,20 @@ def test_poolings_bertscope_lacks_are_still_refused() -> None:
     for theirs in ("weightedmean", "lasttoken", "weightedmean_tokens", "pooler_tokens"):
         with pytest.raises(InvalidSpec, match=r"choose one of: cls, pooler, mean, max, mean_sqrt_len"):
             Pooling.parse(theirs, what="pooling")
+
+
+@pytest.mark.parametrize(
+    "name, said",
+    [
+        ("layer", "layers are chosen per call"),
+        ("dimensions", "load and embed keep the model's full width"),
+        ("truncate", "long= says what a text over the limit does"),
+    ],
+)
+def test_embed_names_the_bertscope_spelling_of_other_apis_names(
+    bundled: bertscope.Model, name: str, said: str
+) -> None:
+    """The names the service answers with a hint (TEI's truncate, OpenAI's dimensions, a singular layer)
+    get one from the library too, not a bare list of options."""
+    with pytest.raises(UnknownOption, match=f"unknown option '{name}': {said}"):
+        bundled.embed(["a cat"], **{name: 3})

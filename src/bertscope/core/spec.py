@@ -228,6 +228,13 @@ _NAMED_ELSEWHERE = {
     "torch_dtype": "bertscope calls it dtype: bertscope.load(..., dtype='bfloat16')",
     "device_map": "bertscope calls it device: bertscope.load(..., device='cuda')",
     "truncation": "long= says what a text over the limit does (truncate, window, error)",
+    # TEI's, OpenAI's and a common singular
+    "truncate": "long= says what a text over the limit does (truncate, window, error)",
+    "dimensions": (
+        "load and embed keep the model's full width: slice result.vectors[:, :N], or use "
+        "encode(..., truncate_dim=N) (a PCA fitted to N dimensions is embed's post=)"
+    ),
+    "layer": "layers are chosen per call: embed(..., layers=-1), one layer or several ('-4:', '0,6')",
 }
 
 
