@@ -194,6 +194,13 @@ def refuse_sentence_options(options: EmbedOptions, rows: str) -> None:
         raise InvalidSpec(f"{rows} are not pooled, so {asked} would be ignored: leave {asked} out")
 
 
+# Hints that several names share: a narrower width, and what a text over the limit does.
+_FULL_WIDTH = (
+    "load and embed keep the model's full width: slice result.vectors[:, :N], or use "
+    "encode(..., truncate_dim=N) (a PCA fitted to N dimensions is embed's post=)"
+)
+_LONG = "long= says what a text over the limit does (truncate, window, error)"
+
 # A chunk's size and overlap: Model.embed_chunks, /v2/embed_chunks and the corpus job name them
 # chunk_size and chunk_overlap (size and overlap were embed_chunks' old names). Then the names
 # sentence-transformers and transformers users bring, each with what bertscope offers instead: to the
@@ -206,10 +213,7 @@ _NAMED_ELSEWHERE = {
     # sentence-transformers' and transformers' names, as users bring them from `model.encode(...)`
     "show_progress_bar": "bertscope calls it progress (progress=True)",
     "normalize_embeddings": "bertscope calls it normalize",
-    "truncate_dim": (
-        "load and embed keep the model's full width: slice result.vectors[:, :N], or use "
-        "encode(..., truncate_dim=N) (a PCA fitted to N dimensions is embed's post=)"
-    ),
+    "truncate_dim": _FULL_WIDTH,
     "batch_size": (
         "embed batches by padded tokens, not texts (the vectors are the same either way): set "
         "bertscope.load(..., token_budget=N); encode and embed_corpus take batch_size"
@@ -227,13 +231,10 @@ _NAMED_ELSEWHERE = {
     # transformers' from_pretrained names, as users bring them to bertscope.load
     "torch_dtype": "bertscope calls it dtype: bertscope.load(..., dtype='bfloat16')",
     "device_map": "bertscope calls it device: bertscope.load(..., device='cuda')",
-    "truncation": "long= says what a text over the limit does (truncate, window, error)",
+    "truncation": _LONG,
     # TEI's, OpenAI's and a common singular
-    "truncate": "long= says what a text over the limit does (truncate, window, error)",
-    "dimensions": (
-        "load and embed keep the model's full width: slice result.vectors[:, :N], or use "
-        "encode(..., truncate_dim=N) (a PCA fitted to N dimensions is embed's post=)"
-    ),
+    "truncate": _LONG,
+    "dimensions": _FULL_WIDTH,
     "layer": "layers are chosen per call: embed(..., layers=-1), one layer or several ('-4:', '0,6')",
 }
 

@@ -201,7 +201,8 @@ class CheckedParquet:
         # What the checksums lack that the settings say were written (stripped): refused on reading rows
         # (`verify`, which reads only the checksums first, names it its own way).
         self.counts = tuple(name for name in COUNT_COLUMNS if name in self.file.schema_arrow.names)
-        self.missing = checks_missing(_stored_settings(self.file), with_coverage(found, "id", self.counts))
+        self.coverage = with_coverage(found, "id", self.counts)
+        self.missing = checks_missing(_stored_settings(self.file), self.coverage)
 
     def _refuse_unproven(self) -> None:
         if self.missing is not None:

@@ -21,8 +21,6 @@ import numpy as np
 
 from ..errors import CorpusError
 from .checksums import (
-    CHECKSUMS_DIGEST_KEY,
-    COUNT_COLUMNS,
     LAYOUT,
     MISMATCH,
     NOT_FINITE,
@@ -288,22 +286,15 @@ def stored_checksums(path: Path) -> dict[str, Any] | None:
     `labels_checked`: whether they cover its ids, not its vectors alone, and `rows_recorded`: whether
     they carry their digest (`checksums.checksums_block`: the batch list bound in order, checked on
     reading), and `counts_checked`: whether a Parquet store's count columns have theirs."""
-    counts: tuple[str, ...] = ()
     if path.suffix == ".npy":
-        found = npy_checksums(path)
-        listed = None if found is None else found["batches"]
-        key = "labels"
+        coverage = with_coverage(npy_checksums(path), "labels")
     else:
-        checked = CheckedParquet(path)
-        found, listed, key, counts = checked.sums, checked.groups, "id", checked.counts
-    if found is None:
+        coverage = CheckedParquet(path).coverage
+    if coverage is None:
         return None
-    return {
-        **found,
-        "labels_checked": bool(listed) and all(key in b for b in listed or []),
-        "rows_recorded": CHECKSUMS_DIGEST_KEY in found,
-        "counts_checked": all(name in b for b in listed or [] for name in counts),
-    }
+    listed = coverage.get("row_groups", coverage.get("batches"))
+    # a store with no batches has no ids' checksums to speak of (`with_coverage` reads it as covered)
+    return {**coverage, "labels_checked": bool(listed) and coverage["labels_checked"]}
 
 
 def npy_changed_rows(path: Path, first: int) -> tuple[list[int], list[str]] | None:
@@ -416,7 +407,7 @@ def _parquet_columns(checked: CheckedParquet, column: str | None) -> list[str]:
     checked as the rows are read."""
     names = checked.file.schema_arrow.names
     covered = checked.groups[0] if checked.groups else {}
-    counts = [c for c in COUNT_COLUMNS if c in covered and c in names]
+    counts = [c for c in checked.counts if c in covered]
     return [c for c in ("id", "text", column) if c is not None and c in names] + counts
 
 

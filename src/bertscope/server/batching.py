@@ -137,11 +137,8 @@ class Batcher(FairQueue):
         An app whose lifespan never ran (mounted in another app, which runs only its own; a test client
         used without `with`) would queue jobs no worker takes, each request waiting forever, and answer
         its health check 503 for ever: the first job or health check starts the worker instead."""
-        if self._thread is None:
-            with self._starting:
-                never_started = self._thread is None and not self._stopping
-            if never_started:
-                self.start()
+        if self._thread is None and not self._stopping:
+            self.start()  # under its lock, a no-op for every caller but the first
 
     def _put(self, jobs: list[Job], client: str) -> list[Future[Any]]:
         self.start_unless_stopped()  # after the lifespan stopped it, the queue refuses (ShuttingDown)
