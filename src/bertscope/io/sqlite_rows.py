@@ -9,8 +9,10 @@ vector moved to another row with its checksum fails there, and 4 on the row's n_
 that an edit to its counts fails too (a collection keeps the generation it was made with, so all its rows
 are read by one rule). Rows are stored in rowid order, and a bertscope writes each
 column from its migration on, so a row without a checksum after one with it was stripped, not written so
-(`sqlite_store.row_checksums`). A collection of row checks 3 on keeps its row count and the count's CRC-32
-(migration 4).
+(`row_coverage`, which `sqlite_store.row_checksums` and `verify --store` read too). A collection of row
+checks 3 on keeps its row count and the count's CRC-32 (migration 4). A collection whose checksums were
+stripped is not read (`refuse_unproven`), as a Parquet or .npy store's are not: proven by SQL aggregates
+over its checksum columns before its first row is handed on, no row loaded for it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +38,12 @@ from .checksums import (
     rebuild_hint,
     row_checks,
 )
+from .parquet_checked import checks_missing, unproven
 from .sqlite_schema import connect_read, schema_version
 
 __all__ = [
     "changed_rows", "check_row_count", "content_hash", "count_crc", "from_blob", "iter_vectors", "labels_crc",
-    "recorded_count", "to_blob",
+    "recorded_count", "refuse_unproven", "row_coverage", "to_blob",
 ]  # fmt: skip
 
 
@@ -66,15 +70,21 @@ def count_crc(collection: str, count: int) -> int:
     return labels_checksum([collection, count])
 
 
-def _generation(db: sqlite3.Connection, collection: str) -> int:
-    """The row checks a collection's settings say its rows keep (`checksums.row_checks`; 0 where they say
-    none or cannot be read: the error for that is the settings' own)."""
+def _stored_settings(db: sqlite3.Connection, collection: str) -> dict[str, Any]:
+    """A collection's settings as stored, sealed ({} where it is not listed or they cannot be read: the
+    error for that is the settings' own, `sqlite_reader`)."""
     found = db.execute("SELECT settings FROM collections WHERE name = ?", (collection,)).fetchone()
     try:
         settings = json.loads(found[0]) if found else {}
     except (TypeError, ValueError):
-        return 0
-    return row_checks(settings) if isinstance(settings, dict) else 0
+        return {}
+    return settings if isinstance(settings, dict) else {}
+
+
+def _generation(db: sqlite3.Connection, collection: str) -> int:
+    """The row checks a collection's settings say its rows keep (`checksums.row_checks`; 0 where they say
+    none or cannot be read)."""
+    return row_checks(_stored_settings(db, collection))
 
 
 def content_hash(text: str) -> str:
@@ -104,11 +114,13 @@ def iter_vectors(
     db: sqlite3.Connection, collection: str, chunk: int, *, path: str | Path | None = None
 ) -> Iterator[tuple[list[str], list[str | None], np.ndarray]]:
     """(ids, texts, vectors) of a collection, `chunk` rows at a time, in rowid order, each row checked
-    against its checksums (rows stored before checksums: checked to be finite) before it is handed on.
+    against its checksums (rows stored before checksums: checked to be finite) before it is handed on;
+    a collection whose checksums were stripped is refused before its first row (`refuse_unproven`).
 
     `path` names the file in errors (default: the connection's main database file).
     """
     path = path if path is not None else db.execute("PRAGMA database_list").fetchone()[2]
+    refuse_unproven(db, collection, path)
     width, generation = _width(db, collection), _generation(db, collection)
     select = _ROWS.format(checks=_row_checks(db)) + "AND rowid > ? ORDER BY rowid LIMIT ?"
     last, offset = -1, 0
@@ -217,3 +229,78 @@ def check_row_count(
             f"{'deleted' if found < count else 'added'} after they were written; the store is damaged; "
             f"{rebuild_hint(path, collection)}"
         )
+
+
+@contextmanager
+def _snapshot(db: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction for the statements inside (the caller's, where it has one open): a job adding
+    rows meanwhile (WAL) commits its rows and their recorded count together, which separate reads would
+    see half of."""
+    if db.in_transaction:
+        yield
+        return
+    db.execute("BEGIN")
+    try:
+        yield
+    finally:
+        db.rollback()  # nothing was written: it only ends the snapshot
+
+
+# The rows of a collection that keep no checksum (or labels checksum) after a row that keeps it, in rowid
+# order (parameters: the collection, the first rowid with a checksum, then with a labels checksum, twice).
+_STRIPPED = (
+    "FROM embeddings WHERE collection = ? AND ((checksum IS NULL AND (rowid > ? OR rowid >= ?)) OR "
+    "({labels} IS NULL AND rowid > ?))"
+)
+
+
+def row_coverage(db: sqlite3.Connection, path: str | Path, collection: str) -> dict[str, Any] | None:
+    """What a collection's row checksums cover, read on `db` in one snapshot by SQL aggregates (no row
+    loaded; `sqlite_store.row_checksums` opens the file for it): None where rows keep none (stored
+    before checksums), else {"labels_checked": whether every row's cover its id and text,
+    "rows_recorded": whether its row count is kept where its settings say it is}. CorpusError where a row
+    keeps no checksum after one that keeps it (rowid order: a bertscope writes each from its migration
+    on, so they were stripped, not written so), or where its rows are not the count recorded."""
+    with _snapshot(db):
+        version = schema_version(db)
+        if version < 2:
+            return None
+        labels = "labels_checksum" if version >= 3 else "NULL"
+        bare, summed, unlabelled, labelled = db.execute(
+            "SELECT SUM(checksum IS NULL), MIN(CASE WHEN checksum IS NOT NULL THEN rowid END), "
+            f"SUM({labels} IS NULL), MIN(CASE WHEN {labels} IS NOT NULL THEN rowid END) "
+            "FROM embeddings WHERE collection = ?",
+            (collection,),
+        ).fetchone()
+        stripped, shown = 0, []
+        if bare or unlabelled:  # a row keeps no checksum: is it after one that keeps its own?
+            where, given = _STRIPPED.format(labels=labels), (collection, summed, labelled, labelled)
+            (stripped,) = db.execute(f"SELECT COUNT(*) {where}", given).fetchone()
+            if stripped:
+                found = db.execute(f"SELECT id {where} ORDER BY rowid LIMIT 3", given)
+                shown = [row[0] for row in found]
+        counted = recorded_count(db, collection, version)
+    if stripped:
+        named = ", ".join(repr(i) for i in shown) + (f" and {stripped - 3} more" if stripped > 3 else "")
+        raise CorpusError(
+            f"collection {collection!r} in {path}: {stripped} row(s) (id {named}) keep no checksum (NULL) "
+            "though rows stored before them keep theirs, which no bertscope writes: they were stripped by "
+            f"an edit, so those rows cannot be proven; use the file as bertscope wrote it, or "
+            f"{rebuild_hint(path, collection)}"
+        )
+    if bare:
+        return None
+    if counted is not None:
+        check_row_count(path, collection, *counted)
+    return {"labels_checked": not unlabelled, "rows_recorded": counted is None or counted[0] is not None}
+
+
+def refuse_unproven(db: sqlite3.Connection, collection: str, path: str | Path) -> None:
+    """Refuse, in one line, to read the rows of a collection whose checksums were stripped: rows without
+    theirs after rows with them, or less than its sealed settings say its writer kept (`checks_missing`,
+    the test Parquet and .npy stores are read by); a collection written before checksums reads as before."""
+    found = row_coverage(db, path, collection)
+    missing = checks_missing(_stored_settings(db, collection), found)
+    if missing is not None:
+        where = f"collection {collection!r} in {path}"
+        raise unproven(where, missing, Path(path), rebuild_hint(path, collection), how="copied")

@@ -39,13 +39,12 @@ from .sink_settings import settings_diff, settings_differ
 from .sqlite_reader import list_collections
 from .sqlite_rows import (
     changed_rows,
-    check_row_count,
     content_hash,
     count_crc,
     from_blob,
     iter_vectors,
     labels_crc,
-    recorded_count,
+    row_coverage,
     to_blob,
 )
 from .sqlite_schema import (
@@ -317,44 +316,10 @@ def row_checksums(path: str | Path, collection: str) -> dict[str, Any] | None:
     """What a collection's row checksums cover, as `vector_files.stored_checksums` says it of a file:
     None where rows keep none (stored before checksums), else {"labels_checked": whether every row's
     cover its id and text}. CorpusError where a row keeps no checksum after one that keeps it (rowid
-    order): a bertscope writes each from its migration on, so they were stripped, not written so."""
+    order): a bertscope writes each from its migration on, so they were stripped, not written so
+    (`sqlite_rows.row_coverage`, which reading the rows applies too)."""
     db = connect_read(path)
     try:
-        # one snapshot for every count read below: a job adding rows meanwhile (WAL) commits its rows and
-        # their recorded count together, which separate reads would see half of
-        db.execute("BEGIN")
-        version = schema_version(db)
-        if version < 2:
-            return None
-        labels = "labels_checksum" if version >= 3 else "NULL"
-        bare, summed, unlabelled, labelled = db.execute(
-            "SELECT SUM(checksum IS NULL), MIN(CASE WHEN checksum IS NOT NULL THEN rowid END), "
-            f"SUM({labels} IS NULL), MIN(CASE WHEN {labels} IS NOT NULL THEN rowid END) "
-            "FROM embeddings WHERE collection = ?",
-            (collection,),
-        ).fetchone()
-        stripped = [
-            row[0]
-            for row in db.execute(
-                "SELECT id FROM embeddings WHERE collection = ? AND ((checksum IS NULL AND (rowid > ? OR "
-                f"rowid >= ?)) OR ({labels} IS NULL AND rowid > ?)) ORDER BY rowid",
-                (collection, summed, labelled, labelled),
-            )
-        ]
-        counted = recorded_count(db, collection, version)
+        return row_coverage(db, path, collection)
     finally:
         db.close()
-    if stripped:
-        shown = ", ".join(repr(i) for i in stripped[:3])
-        more = f" and {len(stripped) - 3} more" if len(stripped) > 3 else ""
-        raise CorpusError(
-            f"collection {collection!r} in {path}: {len(stripped)} row(s) (id {shown}{more}) keep no "
-            "checksum (NULL) though rows stored before them keep theirs, which no bertscope writes: they "
-            "were stripped by an edit, so those rows cannot be proven; use the file as bertscope wrote it, "
-            f"or {rebuild_hint(path, collection)}"
-        )
-    if bare:
-        return None
-    if counted is not None:
-        check_row_count(path, collection, *counted)
-    return {"labels_checked": not unlabelled, "rows_recorded": counted is None or counted[0] is not None}
