@@ -462,7 +462,7 @@ def run_corpus(
             for column, ref in (("vs_f32", F32), ("vs_st", ST), ("vs_naive", NAIVE)):
                 r[column] = r["tokens_per_s"] / by_key[ref]["tokens_per_s"] if ref in by_key else None
     tokens = int(n_tokens.sum())
-    truncated = int((np.asarray(outputs[F32].truncated) > 0).sum())
+    truncated = int((np.asarray(outputs[F32].n_dropped) > 0).sum())
     title = (
         f"{corpus}: {len(texts)} texts, {tokens} real tokens (mean {tokens / len(texts):.1f}, max "
         f"{int(n_tokens.max())}), {truncated} truncated"

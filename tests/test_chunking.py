@@ -138,7 +138,7 @@ def test_late_chunks_of_a_long_document_use_every_window(bundled: bertscope.Mode
     result = bundled.embed_chunks(doc, late=True)
     tokens = bundled.embed_tokens(doc, long="window")[0]  # windows stitched
     assert len(result) == 80 and len(tokens.tokens) > 2 * bundled.max_tokens
-    assert result.truncated.sum() == 0
+    assert result.n_dropped.sum() == 0
     start, end = result.spans[-1]
     rows = [
         i for i, (s, e) in enumerate(tokens.offsets) if not tokens.special_mask[i] and s < end and e > start
@@ -152,7 +152,7 @@ def test_late_chunks_of_a_long_document_use_every_window(bundled: bertscope.Mode
 def test_naive_chunk_longer_than_the_window_is_truncated_and_reported(bundled: bertscope.Model) -> None:
     doc = "Short one. Words " + " ".join(["word"] * 400) + "."
     result = bundled.embed_chunks(doc, late=False)
-    assert result.truncated[0] == 0 and result.truncated[1] > 0
+    assert result.n_dropped[0] == 0 and result.n_dropped[1] > 0
     with pytest.raises(bertscope.InputTooLong):
         bundled.embed_chunks(doc, late=False, long="error")
 

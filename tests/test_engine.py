@@ -161,7 +161,7 @@ def test_auto_pooling_equals_sentence_transformers(bundled: bertscope.Model, st_
     assert _cosine_rows(result.vectors, expected).min() >= 0.99999
     assert np.abs(result.vectors - expected).max() <= 1e-5
     np.testing.assert_allclose(np.linalg.norm(result.vectors, axis=1), 1.0, atol=1e-5)
-    assert result.truncated[-1] > 0 and (result.truncated[:-1] == 0).all()
+    assert result.n_dropped[-1] > 0 and (result.n_dropped[:-1] == 0).all()
 
 
 # Batching -----------------------------------------------------------------------------------------
@@ -378,7 +378,7 @@ def test_truncate_reports_dropped_tokens_per_text(bundled: bertscope.Model) -> N
     full = len(bundled.tokenize(long_text, long="window"))
     assert full > 256
     result = bundled.embed(["short", long_text, "also short"], long="truncate")
-    assert result.truncated.tolist() == [0, full - 256, 0]
+    assert result.n_dropped.tolist() == [0, full - 256, 0]
     assert result.n_tokens.tolist()[1] == 256
     assert result.n_truncated == 1
     tokens = bundled.embed_tokens(long_text)[0]
@@ -408,7 +408,7 @@ def test_window_gives_a_vector_for_every_token(bundled: bertscope.Model) -> None
     # sentence vectors pool over all the stitched tokens
     sentence = bundled.embed(text, long="window", pooling="mean", normalize=False)
     np.testing.assert_allclose(sentence.vectors[0], window.vectors.mean(axis=0), atol=1e-5, rtol=0)
-    assert sentence.truncated.tolist() == [0]
+    assert sentence.n_dropped.tolist() == [0]
     assert sentence.n_tokens.tolist() == [len(full)]
 
 

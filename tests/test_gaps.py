@@ -94,7 +94,7 @@ def test_embed_and_similarity_take_a_pair(bundled: bertscope.Model) -> None:
     code, stdout, _ = run("similarity", "How are you?", "How old are you?", "--pair", "Fine.", "--json")
     assert code == 0
     pairs = [("How are you?", "Fine."), ("How old are you?", "Fine.")]
-    np.testing.assert_allclose(json.loads(stdout)["cosine"], bundled.similarity(pairs), atol=1e-5)
+    np.testing.assert_allclose(json.loads(stdout)["scores"], bundled.similarity(pairs), atol=1e-5)
     code, _, stderr = run("embed", "a", "--pair", "b", "--words")
     assert code != 0 and "--pair" in stderr
 

@@ -138,7 +138,7 @@ def test_long_texts_are_windowed_as_embed_tokens_does(tmp_path: Path, bundled: b
     summary = bertscope.embed_corpus(source, out, model=bundled, level="tokens", long="window", stride=64)
     table = pq.read_table(out)
     expected = bundled.embed_tokens([long_text, "a short one"], long="window", stride=64)
-    assert len(expected[0].tokens) > bundled.max_tokens and summary.truncated == 0
+    assert len(expected[0].tokens) > bundled.max_tokens and summary.n_truncated == 0
     assert table.column("token").to_pylist() == expected[0].tokens + expected[1].tokens
     np.testing.assert_allclose(
         _column(table, "embedding"), np.concatenate([e.vectors for e in expected]), atol=1e-5
@@ -146,7 +146,7 @@ def test_long_texts_are_windowed_as_embed_tokens_does(tmp_path: Path, bundled: b
     cut = tmp_path / "cut.parquet"
     summary = bertscope.embed_corpus(source, cut, model=bundled, level="tokens")
     first = pq.read_table(cut).to_pylist()[0]
-    assert summary.truncated == 1 and first["truncated"] == len(expected[0].tokens) - bundled.max_tokens
+    assert summary.n_truncated == 1 and first["truncated"] == len(expected[0].tokens) - bundled.max_tokens
 
 
 def test_bad_level_options_are_refused(tmp_path: Path, bundled: bertscope.Model) -> None:

@@ -65,7 +65,7 @@ def test_prompt_text_and_window(bundled: bertscope.Model) -> None:
     long_text = " ".join(["the river bank was muddy after the storm"] * 60)
     result = bundled.embed([long_text], prompt="query: ", long="window")
     assert result.spec["prompt"] == "query: " and result.spec["prompt_name"] is None
-    assert result.truncated.tolist() == [0]
+    assert result.n_dropped.tolist() == [0]
 
 
 def test_unknown_prompt_name_lists_the_models_prompts(

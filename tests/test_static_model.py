@@ -119,7 +119,7 @@ def test_cli_embed_similarity_corpus_and_similar(
         json.loads(got.stdout)["vectors"], static_m2v.embed(TEXTS[:2]).vectors, atol=1e-6
     )
     sim = runner.invoke(app, ["similarity", "-m", str(m2v_folder), *TEXTS[:2], "--json"])
-    assert sim.exit_code == 0 and json.loads(sim.stdout)["cosine"][0][0] == pytest.approx(1.0, abs=1e-5)
+    assert sim.exit_code == 0 and json.loads(sim.stdout)["scores"][0][0] == pytest.approx(1.0, abs=1e-5)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(TEXTS[:3]) + "\n")
     store = tmp_path / "corpus.parquet"

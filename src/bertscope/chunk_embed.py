@@ -109,7 +109,7 @@ def _late(
             spans=doc_spans,
             vectors=vectors,
             n_tokens=np.array([len(r) for r in rows], dtype=np.int64),
-            truncated=np.zeros(len(doc_spans), dtype=np.int64),
+            n_dropped=np.zeros(len(doc_spans), dtype=np.int64),
             spec=recorded,
         )
 
@@ -133,7 +133,7 @@ def _naive(
             spans=doc_spans,
             vectors=result.vectors[start:stop],
             n_tokens=result.n_tokens[start:stop],
-            truncated=result.truncated[start:stop],
+            n_dropped=result.n_dropped[start:stop],
             spec=recorded,
         )
         start = stop

@@ -34,7 +34,7 @@ def print_chunks(
     the caller's `spec:` line (None after JSON, which holds it)."""
     ids = ids if ids is not None else [str(number) for number in range(1, len(docs) + 1)]
     results = model.embed_chunks(docs, **options)
-    truncated = sum(int((r.truncated > 0).sum()) for r in results)
+    truncated = sum(int((r.n_dropped > 0).sum()) for r in results)
     if truncated:
         warn(
             f"{truncated} chunk(s) longer than {model.max_tokens} tokens were truncated "

@@ -78,10 +78,10 @@ def run_job(
         items if items else str(input_path), output, model=model, options=options,
         progress=False if quiet else None, **asdict(job),
     )  # fmt: skip
-    if summary.truncated and not quiet:
+    if summary.n_truncated and not quiet:
         from ..core.tokens import cut_summary
 
-        cut = cut_summary(summary.truncated, summary.embedded, model.max_tokens)
+        cut = cut_summary(summary.n_truncated, summary.embedded, model.max_tokens)
         warn(f"{cut}; their ends are not in the vectors; --long window keeps every token")
     if not quiet:
         err.print(summary.line(), highlight=False)

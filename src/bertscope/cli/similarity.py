@@ -107,7 +107,7 @@ def similarity(
         extra = {"percentile": percentiles} if percentiles is not None else {}
         if same is not None:
             extra["same"] = same.tolist()
-        emit_json({"texts": texts, "cosine": matrix, **extra})
+        emit_json({"texts": texts, "scores": matrix, **extra})
         return
     title = "cosine similarity" + (" (percentile among unrelated pairs)" if baseline else "")
     table = Table("", *[f"{i}" for i in range(len(texts))], title=title)

@@ -2,7 +2,7 @@
 the service (`as_words=` as `static --as-words` and `"as_words"`; `chunk_size=` as `--chunk-size`). The
 old name still works, with a DeprecationWarning (`renamed_keyword`), or, for a spelling too widely used
 to warn about (`top=`, `k=` of `top_k=`), silently (`older_spelling`); both at once is refused in one line.
-A result's attribute under its old name is a read-only property that warns (`renamed_attribute`)."""
+A result's field under its old name is a read-only property that warns (`renamed_fields.renamed_field`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import TypeVar
 from ..errors import BertscopeError, InvalidInput, InvalidSpec
 from .spec import whole_number
 
-__all__ = ["renamed_keyword", "renamed_attribute", "older_spelling", "top_k_given"]
+__all__ = ["renamed_keyword", "older_spelling", "top_k_given"]
 
 T = TypeVar("T")
 
@@ -29,14 +29,6 @@ def renamed_keyword(value: T, old_value: T, *, name: str, old: str, caller: str,
     said = f"{caller}({old}=...) is deprecated; use {name}=..." + (f", {meaning}" if meaning else "")
     warnings.warn(said, DeprecationWarning, stacklevel=3)
     return old_value
-
-
-def renamed_attribute(value: T, *, owner: str, name: str, old: str) -> T:
-    """`value`, the attribute `owner.name`, read under `old`, its old name, with a DeprecationWarning. The
-    property `old` calls this itself, so the warning points at the line that read the attribute."""
-    said = f"{owner}.{old} is deprecated; use .{name} (the same value)"
-    warnings.warn(said, DeprecationWarning, stacklevel=3)
-    return value
 
 
 def older_spelling(value: T | None, old_value: T | None, *, name: str, old: str, default: T) -> tuple[T, str]:

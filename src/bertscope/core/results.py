@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from .renamed_fields import renamed_field
+
 __all__ = [
     "SentenceEmbeddings",
     "TokenEmbeddings",
@@ -72,8 +74,8 @@ class SentenceEmbeddings(_VectorsArray):
 
     @property
     def truncated(self) -> np.ndarray:
-        """(n,) the same array as `n_dropped`, named as the column in corpus outputs."""
-        return self.n_dropped
+        """Deprecated: the old name of `n_dropped` (the same array), with a DeprecationWarning."""
+        return renamed_field(self.n_dropped, owner="SentenceEmbeddings", name="n_dropped", old="truncated")
 
     @property
     def n_truncated(self) -> int:
@@ -188,8 +190,10 @@ class ChunkEmbeddings(_VectorsArray):
     """One document's chunk vectors (chunks, d), each chunk with its text and character span; NumPy reads
     it as `vectors`.
 
-    `n_tokens` counts the word pieces pooled into each chunk; `truncated` the pieces a chunk embedded
-    alone (late=False) lost to the model's window (always 0 for late chunks, which see every token).
+    `n_tokens` counts the word pieces pooled into each chunk; `n_dropped` the pieces a chunk embedded
+    alone (late=False) lost to the model's window (always 0 for late chunks, which see every token), as
+    `SentenceEmbeddings.n_dropped` counts a text's (`truncated`, its old name, still reads it, with a
+    DeprecationWarning; a corpus store's column keeps the name `truncated`).
     """
 
     text: str
@@ -197,11 +201,16 @@ class ChunkEmbeddings(_VectorsArray):
     spans: list[tuple[int, int]]
     vectors: np.ndarray
     n_tokens: np.ndarray
-    truncated: np.ndarray
+    n_dropped: np.ndarray
     spec: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.chunks)
+
+    @property
+    def truncated(self) -> np.ndarray:
+        """Deprecated: the old name of `n_dropped` (the same array), with a DeprecationWarning."""
+        return renamed_field(self.n_dropped, owner="ChunkEmbeddings", name="n_dropped", old="truncated")
 
     def __repr__(self) -> str:
         """The chunks' count and shape, the document's start and the pooling; not hundreds of floats."""
@@ -215,7 +224,7 @@ class ChunkEmbeddings(_VectorsArray):
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: text, and per chunk its number, start, end, text, n_tokens, truncated and vector."""
+        """JSON-able: text, and per chunk its number, start, end, text, n_tokens, n_dropped and vector."""
         chunks = [
             {
                 "number": n,
@@ -223,11 +232,11 @@ class ChunkEmbeddings(_VectorsArray):
                 "end": e,
                 "text": c,
                 "n_tokens": int(t),
-                "truncated": int(d),
+                "n_dropped": int(d),
                 "vector": v,
             }
             for n, ((s, e), c, t, d, v) in enumerate(
-                zip(self.spans, self.chunks, self.n_tokens, self.truncated, rows(self.vectors), strict=True)
+                zip(self.spans, self.chunks, self.n_tokens, self.n_dropped, rows(self.vectors), strict=True)
             )
         ]
         return {"text": self.text, "chunks": chunks, "spec": plain(self.spec)}

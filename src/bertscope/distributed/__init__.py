@@ -316,7 +316,7 @@ def _summary(out: Path, rows_of: Any, schema: Any, folder: ShardFolder) -> JobSu
     files = sorted(out.glob("part-*.parquet"))
     summary = JobSummary(output=out, files=files, resumed_from=folder.records, level=rows_of.name)
     new = [f for f in files if f not in folder.kept]
-    summary.embedded, summary.tokens, summary.truncated, summary.rows = _tally(new, rows_of, schema)
+    summary.embedded, summary.tokens, summary.n_truncated, summary.rows = _tally(new, rows_of, schema)
     return summary
 
 

@@ -100,7 +100,7 @@ class ChunkLevel(CorpusLevel):
             ends += [e for _, e in result.spans]
             texts += result.chunks
             n_tokens.append(result.n_tokens)
-            truncated.append(result.truncated)
+            truncated.append(result.n_dropped)
             vectors.append(result.vectors)
         matrix = np.concatenate(vectors)
         if self.processor is not None:

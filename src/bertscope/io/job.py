@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ..core._enums import Level
 from ..core.encoder import Encoder, open_encoder
 from ..core.folder import BUNDLED
+from ..core.renamed_fields import renamed_field
 from ..core.spec import reload_arg, stored_settings
 from ..errors import CorpusError, InvalidSpec, JobInterrupted
 from ..static_model import StaticModel, is_model2vec, load_static
@@ -43,7 +44,10 @@ class JobSummary:
 
     `rows` counts the rows written in the unit of the job's `level` (a word, a chunk; a text for sentence
     rows, a token for token rows); `tokens` the word pieces behind them (a word row's pieces, a
-    sentence's tokens with its specials).
+    sentence's tokens with its specials). `n_truncated` counts the texts (chunks, for a chunk job) that
+    lost tokens to the model's limit, as `SentenceEmbeddings.n_truncated` does; the tokens each lost are
+    the store's `truncated` column (`n_dropped` in the library). `truncated`, its old name, still reads
+    it, with a DeprecationWarning.
     """
 
     output: Path
@@ -55,7 +59,7 @@ class JobSummary:
     empty: int = 0
     rejected: int = 0
     tokens: int = 0
-    truncated: int = 0
+    n_truncated: int = 0
     seconds: float = 0.0
     rejects_file: Path | None = None
     level: Level = Level.SENTENCE
@@ -65,7 +69,7 @@ class JobSummary:
         """The one-line summary printed at the end of a job: texts, then the rows in the level's unit
         (`672 words (677 word pieces)`), or the tokens where a row is a text or a token."""
         texts = "text" if self.embedded == 1 else "texts"
-        parts = [f"{self.embedded} {texts} embedded", self._rows(), f"{self.truncated} truncated"]
+        parts = [f"{self.embedded} {texts} embedded", self._rows(), f"{self.n_truncated} truncated"]
         if self.resumed_from:
             parts.append(f"{self.resumed_from} already done")
         if self.already:
@@ -80,6 +84,11 @@ class JobSummary:
         # Long documents go a few a second: "0 texts/s" for 3 texts in 13.6 s said nothing.
         shown = f"{rate:.0f}" if rate >= 10 or rate == 0 else f"{rate:.2g}"
         return f"{', '.join(parts)} in {self.seconds:.1f}s ({shown} texts/s) -> {self.output}"
+
+    @property
+    def truncated(self) -> int:
+        """Deprecated: the old name of `n_truncated` (the same count), with a DeprecationWarning."""
+        return renamed_field(self.n_truncated, owner="JobSummary", name="n_truncated", old="truncated")
 
     def _rows(self) -> str:
         if self.level in (Level.SENTENCE, Level.TOKENS):
@@ -261,7 +270,7 @@ def run_level(
                 summary.embedded += rows.texts
                 summary.tokens += rows.tokens
                 summary.rows += rows.table.num_rows
-                summary.truncated += rows.truncated
+                summary.n_truncated += rows.truncated
             if stop.is_set():
                 summary.seconds = time.perf_counter() - start
                 raise JobInterrupted(

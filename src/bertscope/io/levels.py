@@ -230,7 +230,7 @@ class SentenceLevel(CorpusLevel):
             columns["text"] = pa.array(texts, pa.string())
         columns["embedding"] = vector_array(result.vectors, self.precision)
         columns["n_tokens"] = pa.array(result.n_tokens.astype(np.int32))
-        columns["truncated"] = pa.array(result.truncated.astype(np.int32))
+        columns["truncated"] = pa.array(result.n_dropped.astype(np.int32))
         return Rows(pa.table(columns), len(records), int(result.n_tokens.sum()), result.n_truncated)
 
     def embed_arrow(self, batch: pa.Table, text_column: str) -> pa.Table:

@@ -297,7 +297,7 @@ def static_from_corpus(
         batch_size=batch_size, progress=progress,
     )  # fmt: skip
     result = _result(sink, level, settings, summary, min_count, corpus)
-    say_truncated(summary.truncated, summary.embedded, model.max_tokens, _WINDOW)
+    say_truncated(summary.n_truncated, summary.embedded, model.max_tokens, _WINDOW)
     if export is not None:
         result.files = result.export(export, format=format)
     sink.abandon()
@@ -350,11 +350,11 @@ def reduce_tables(
             sink.add(table, texts)
             summary.embedded += texts
             if "truncated" in table.column_names:
-                summary.truncated += level.tally(table)[2]
+                summary.n_truncated += level.tally(table)[2]
     if sink.done == 0:
         raise CorpusError(f"{corpus}: no texts to embed (all empty)")
     result = _result(sink, level, settings, summary, min_count, corpus)
-    say_truncated(summary.truncated, summary.embedded, model.max_tokens, _WINDOW)
+    say_truncated(summary.n_truncated, summary.embedded, model.max_tokens, _WINDOW)
     return result
 
 
@@ -376,7 +376,7 @@ def _result(
     # Commonest first, then by first appearance: the order word2vec files use.
     keep = keep[np.argsort(-counts[keep], kind="stable")]
     means = (running.sums[keep] / counts[keep, None, None]).astype(np.float32)
-    counted = {"texts": sink.done, "truncated": summary.truncated, "words_seen": n, "words_kept": len(keep)}
+    counted = {"texts": sink.done, "truncated": summary.n_truncated, "words_seen": n, "words_kept": len(keep)}
     result_settings = {**settings, **counted}
     return AggregatedStatic(
         [running.words[i] for i in keep], counts[keep].copy(), tuple(level.spec.layers), means,

@@ -63,9 +63,16 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
         # it stops at the next batch boundary when its client leaves.
         results = await svc.on_worker(lambda: planned.run(svc.model.engine, progress=False), n_tokens=count)
         return await answer(
-            lambda: {"model": svc.name, "items": Items(r.to_dict() for r in results)},
+            lambda: {"model": svc.name, "items": Items(_with_old_names(r.to_dict()) for r in results)},
             size=_numbers(svc, planned),
         )
+
+
+def _with_old_names(document: dict[str, Any]) -> dict[str, Any]:
+    """A document's chunks with `truncated`, the deprecated name of `n_dropped`, beside it (same number)."""
+    for chunk in document["chunks"]:
+        chunk["truncated"] = chunk["n_dropped"]
+    return document
 
 
 def _numbers(svc: Service, plan: ChunkPlan) -> int:

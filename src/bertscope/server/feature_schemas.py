@@ -144,7 +144,13 @@ class ChunkItem(BaseModel):
     end: int
     text: str
     n_tokens: int
-    truncated: int
+    n_dropped: int = Field(
+        description="Word pieces truncation cut from the chunk (late: false only), as /v2/embed's n_dropped."
+    )
+    truncated: int = Field(
+        description='The older name of "n_dropped", the same number, kept beside it.',
+        json_schema_extra={"deprecated": True},
+    )
     vector: list[float]
 
 
