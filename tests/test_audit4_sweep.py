@@ -232,7 +232,7 @@ def test_an_empty_input_file_is_named(files: dict[str, Path], args: tuple[str, .
 
 
 def test_a_folder_is_called_a_folder(files: dict[str, Path]) -> None:
-    cases = ((("collections", str(files["adir"])), 1), (("verify", "--sample", str(files["adir"])), 2))
+    cases = ((("collections", str(files["adir"])), 1), (("verify", "-i", str(files["adir"])), 2))
     for args, code in cases:  # verify's exit code for what it cannot check is 2 (docs/errors.md)
         line = one_error(run_main(*args), code=code)
         assert f"{files['adir']}: it is a folder: give the file inside it" in line, line

@@ -318,7 +318,7 @@ def test_a_shown_option_name_is_a_switch_everywhere_or_takes_a_value_everywhere(
 def test_verify_limit_and_the_old_lines(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
     sample = tmp_path / "sample.txt"
     sample.write_text("a cat sat\na dog ran\nthe stock fell\n")
-    model = ["-m", str(tiny_dirs["bert"]), "--sample", str(sample), "--json"]
+    model = ["-m", str(tiny_dirs["bert"]), "-i", str(sample), "--json"]
 
     def texts(flag: str, count: str) -> int:
         return int(json.loads(_ok("verify", *model, flag, count))["texts"])
@@ -326,7 +326,7 @@ def test_verify_limit_and_the_old_lines(tmp_path: Path, tiny_dirs: dict[str, Pat
     assert texts("--limit", "1") == texts("--lines", "1") == texts("--limit", "3") - 2
     for flag in ("--limit", "--lines"):
         assert _refusal("verify", flag, "5") == (
-            "error: --limit counts the lines of --sample; add --sample FILE or leave --limit out"
+            "error: --limit counts the lines of --input; add -i FILE or leave --limit out"
         )
     assert "--lines is the old spelling of --limit" in _refusal("verify", "--limit", "5", "--lines", "4")
     stored = _refusal(

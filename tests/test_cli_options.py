@@ -77,9 +77,9 @@ def test_embed_chunks_refuses_fast_with_a_backend() -> None:
 def test_verify_store_refuses_the_model_check_options(tmp_path: Path) -> None:
     sample = tmp_path / "c.txt"
     sample.write_text("a cat\n")
-    args = ["--sample", str(sample), "--limit", "5", "--min-cosine", "0.2"]
+    args = ["-i", str(sample), "--limit", "5", "--min-cosine", "0.2"]
     stderr = _refused("verify", "--store", str(tmp_path / "s.parquet"), *args, code=2)
-    assert "--sample, --limit, --min-cosine" in stderr
+    assert "--input, --limit, --min-cosine" in stderr
 
 
 def test_static_refuses_ids_with_word() -> None:

@@ -42,7 +42,7 @@ def test_silhouette_finds_the_two_senses(store: Path) -> None:
 
 def test_given_k_and_bad_input(store: Path) -> None:
     found = word_senses(store, "bank", k=3)
-    assert found.k == 3 and found.criterion == "k=3: given" and sum(s.size for s in found.senses) == 20
+    assert found.k == 3 and found.criterion == "3 clusters: given" and sum(s.size for s in found.senses) == 20
     sizes = [s.size for s in found.senses]
     assert sizes == sorted(sizes, reverse=True)
     with pytest.raises(InvalidInput, match="n_clusters=40"):
@@ -59,7 +59,7 @@ def test_cli_senses_prints_json_and_draws(store: Path, tmp_path: Path) -> None:
     assert found["k"] == 2 and "silhouette" in found["criterion"] and found["picture"] == str(picture)
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = run_ok("senses", "bank", "--in", str(store), "-k", "2", "--method", "tsne")
-    assert "k=2: given" in table and "«bank»" in table
+    assert "2 clusters: given" in table and "«bank»" in table
     seeded = json.loads(run_ok("senses", "bank", "--store", str(store), "-k", "3", "--seed", "5", "--json"))
     assert {**word_senses(store, "bank", k=3, seed=5).to_dict(), "picture": None} == seeded
 
@@ -76,7 +76,7 @@ def test_repeats_cap_k_and_leave_no_empty_sense(tmp_path: Path, bundled: bertsco
     lines = [same, same, same, "We sat on the river bank.", "The bank raised rates."]
     store = _store_of(lines, tmp_path, bundled)
     found = word_senses(store, "bank", k=4)
-    assert found.k == 3 and found.criterion.startswith("k=3: given 4, capped at the 3 distinct")
+    assert found.k == 3 and found.criterion.startswith("3 clusters: given 4, capped at the 3 distinct")
     assert sorted(s.size for s in found.senses) == [1, 1, 3] and len(set(found.labels.tolist())) == 3
     chosen = word_senses(store, "bank")
     assert all(n <= 3 for n in chosen.silhouettes) and chosen.k in chosen.silhouettes

@@ -32,12 +32,12 @@ SAMPLE = ["The river bank was flooded after the storm.", "I deposited the cheque
 
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
-    """`bertscope verify --save FP --sample FILE --json` on the bundled model: its report and the file."""
+    """`bertscope verify --save FP -i FILE --json` on the bundled model: its report and the file."""
     folder = tmp_path_factory.mktemp("verify")
     sample = folder / "sample.txt"
     sample.write_text("\n".join(SAMPLE) + "\n", encoding="utf-8")
     path = folder / "bundled.fingerprint.json"
-    ran = run_main("verify", "--sample", str(sample), "--save", str(path), "--json")
+    ran = run_main("verify", "-i", str(sample), "--save", str(path), "--json")
     assert ran.code == 0, ran.stderr
     return json.loads(ran.stdout), path
 
@@ -206,7 +206,7 @@ def test_bad_input_exits_2(saved: tuple[dict[str, Any], Path], tmp_path: Path) -
         ["--against", str(not_json)],
         ["--against", str(other)],
         ["--against", str(tmp_path / "missing.json")],
-        ["--sample", str(tmp_path / "missing.txt")],
+        ["--input", str(tmp_path / "missing.txt")],
         ["--save", str(tmp_path / "a.json"), "--against", str(saved[1])],
         ["--store", str(tmp_path / "missing.parquet")],
     ):

@@ -44,7 +44,7 @@ def test_verify_alone_refuses_a_static_model_in_one_line_with_exit_2(
     sample = tmp_path / "sample.txt"
     sample.write_text("a river bank\n", encoding="utf-8")
     sampled = run_main(
-        "verify", "-m", str(m2v_folder), "--save", str(tmp_path / "fp.json"), "--sample", str(sample)
+        "verify", "-m", str(m2v_folder), "--save", str(tmp_path / "fp.json"), "-i", str(sample)
     )
     assert "no Hugging Face forward" in _one_line_refusal(sampled)
 

@@ -199,7 +199,7 @@ def _switch(model: Any, label: str, digest: str) -> None:
         if backend == "onnxruntime":
             model.use_onnxruntime()
         else:
-            model.use_openvino("float32")
+            model.use_openvino(dtype="float32")
         _RUNNERS[key] = model.engine.runner
 
 

@@ -27,7 +27,7 @@ from .quantize import calibration_or_shipped
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["apply_way", "calibration_digest", "use_onnxruntime", "use_openvino"]
+__all__ = ["apply_way", "calibration_digest", "openvino_options", "use_onnxruntime", "use_openvino"]
 
 E = TypeVar("E", bound=Encoder)
 
@@ -47,6 +47,15 @@ def warn_int8_without_vnni(asked: str) -> None:
         )
 
 
+def openvino_options(precision: str) -> tuple[str, str | None]:
+    """(dtype, quantize) of an OpenVINO way named in one word (`Model.use_openvino(precision=)`'s old
+    spelling): 'int8' and 'int8_static' (any case, `-` for `_`) are quantize's, anything else dtype's, so
+    `resolve_precision` reads and refuses it as load's `dtype=` and `quantize=`."""
+    if str(precision).lower().replace("-", "_").startswith("int8"):
+        return "float32", precision
+    return precision, None
+
+
 def use_openvino(
     encoder: Encoder,
     precision: str = "float32",
@@ -54,9 +63,11 @@ def use_openvino(
     calibration: Sequence[str] | None = None,
     drift_gate: bool = True,
 ) -> None:
-    """Run every forward of `encoder` on OpenVINO from now on: precision float32, bfloat16, int8 (int8
-    weights, activations quantized per group at run time: no calibration texts) or int8_static (activation
-    scales fitted once on `calibration`, default the shipped sentences, but the feed-forward outputs').
+    """Run every forward of `encoder` on OpenVINO from now on, on the way `precision` (one of
+    openvino.PRECISIONS, as `resolve_precision` names load's dtype= and quantize=): float32, bfloat16,
+    int8 (int8 weights, activations quantized per group at run time: no calibration texts) or int8_static
+    (activation scales fitted once on `calibration`, default the shipped sentences, but the feed-forward
+    outputs').
     int8_static fitted on the caller's own texts is refused under int8's bound (`drift_gate`,
     int8_gate.check_own_calibration); mode="fast" measures its candidates itself and turns it off."""
     from .openvino import OpenVinoRunner

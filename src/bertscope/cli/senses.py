@@ -91,5 +91,5 @@ def senses(
             )
     out.print(table)
     if found.silhouettes:
-        scores = "  ".join(f"k={n}: {v:.3f}" for n, v in found.silhouettes.items())
-        out.print(f"silhouette (cosine) per k: {scores}", highlight=False)
+        scores = "  ".join(f"{n}: {v:.3f}" for n, v in found.silhouettes.items())
+        out.print(f"silhouette (cosine) per n_clusters: {scores}", highlight=False)

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import InvalidInput
-from .app import JsonOpt, ModelOpt, app, emit_json, err, load_model
+from .app import JsonOpt, ModelOpt, app, emit_json, err, load_model, old_spelling
 
 
 def aggregate_to_file(
@@ -67,7 +67,7 @@ def aggregate_to_file(
             export=export, format=fmt, resume=resume, overwrite=overwrite, batch_size=batch_size,
             progress=False if quiet else None,
         )  # fmt: skip
-    truncated = result.summary.truncated if result.summary is not None else 0
+    truncated = result.summary.n_truncated if result.summary is not None else 0
     summary = {
         "files": [str(p) for p in result.files],
         "words": len(result.words),
@@ -109,9 +109,14 @@ def distill(
     dim: Annotated[
         int, typer.Option("--dim", help="PCA dimensions kept (0: no PCA, the model's width).")
     ] = 256,
-    vocab: Annotated[
-        Path | None, typer.Option("--vocab", help="Extra whole words to distil, one per line.")
+    vocabulary: Annotated[
+        Path | None,
+        typer.Option(
+            "--vocabulary", help="Extra whole words to distil, one per line (distill(vocabulary=))."
+        ),
     ] = None,
+    # --vocab: --vocabulary's old name (model2vec's and the library's is vocabulary), still read, not shown
+    old_vocab: Annotated[Path | None, typer.Option("--vocab", hidden=True)] = None,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing folder.")] = False,
     model: ModelOpt = None,
     as_json: JsonOpt = False,
@@ -120,12 +125,13 @@ def distill(
     PCA, Zipf weights. Loads with `model2vec.StaticModel.from_pretrained(FOLDER)`; encodes with no forward.
 
     Examples: `bertscope distill -o ./static-minilm`,
-    `bertscope distill -o ./s128 --dim 128 --vocab words.txt`
+    `bertscope distill -o ./s128 --dim 128 --vocabulary words.txt`
     """
     from ..research.distill import distill as run_distill
     from ..research.distill import read_vocabulary
 
-    words = read_vocabulary(vocab) if vocab is not None else None
+    vocabulary = old_spelling(vocabulary, old_vocab, name="--vocabulary", old="--vocab")
+    words = read_vocabulary(vocabulary) if vocabulary is not None else None
     if output.exists() and not overwrite:
         raise InvalidInput(f"{output} exists; pass --overwrite to replace it")
     folder = run_distill(

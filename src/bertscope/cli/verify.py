@@ -52,15 +52,19 @@ _Quantize = Annotated[
 @app.command()
 def verify(
     model: ModelOpt = None,
-    sample: Annotated[
+    input_path: Annotated[
         Path | None,
         typer.Option(
-            "--sample",
-            help="Also compare its first --limit texts (a line each, or a .jsonl/.csv/.tsv text field).",
+            "--input",
+            "-i",
+            help="Your own texts: also compare the first --limit (a line each, or a .jsonl/.csv/.tsv text "
+            "field).",
         ),
     ] = None,
+    # --sample: --input's old name (bench reads your own texts with -i/--input too); still read, not shown
+    old_sample: Annotated[Path | None, typer.Option("--sample", hidden=True)] = None,
     limit: Annotated[
-        int, typer.Option("--limit", min=1, help="How many lines of --sample to compare (the first N).")
+        int, typer.Option("--limit", min=1, help="How many lines of --input to compare (the first N).")
     ] = 100,
     # --lines was --limit's name before --limit everywhere (bench, eval words, senses); still read, not shown
     old_lines: Annotated[int | None, typer.Option("--lines", min=1, hidden=True)] = None,
@@ -121,13 +125,13 @@ def verify(
     as_json: JsonOpt = False,
 ) -> None:
     """Prove the vectors are still the vectors: the model as set up against the plain Hugging Face float32
-    forward (every layer of the calibration sentences, a text over the limit, --sample lines), against a
+    forward (every layer of the calibration sentences, a text over the limit, --input lines), against a
     saved fingerprint, or a store's vectors against this deployment.
 
     Exit 0 within tolerance (1e-5 for exact modes; the fast mode's cosine bound for lossy ones), 1 on
     drift or any difference, 2 on bad input.
 
-    Examples: `bertscope verify`, `bertscope verify --backend onnxruntime --sample corpus.txt --json`,
+    Examples: `bertscope verify`, `bertscope verify --backend onnxruntime -i corpus.txt --json`,
     at build time `bertscope verify -m ./my-model --save my-model.fingerprint.json`, in CI after every
     upgrade `bertscope verify -m ./my-model --against my-model.fingerprint.json`, before querying a
     store `bertscope verify --store corpus.parquet --rows 1000`, a .npy store made from JSONL
@@ -138,6 +142,8 @@ def verify(
     run.update(threads=threads, fast=fast or None, fast_min_cosine=fast_min_cosine)
     try:
         lines = old_spelling(limit, old_lines, name="--limit", old="--lines", default=100)
+        sample = old_spelling(input_path, old_sample, name="--input", old="--sample")
+        flag = "--input" if old_sample is None else "--sample"  # named as typed
         text_field, id_field = record_fields(text_field, id_field, text_column, id_column)
         if sum(x is not None for x in (save, against, store)) > 1:
             raise InvalidInput("give one of --save, --against and --store")
@@ -151,7 +157,9 @@ def verify(
         text_flag = "--text-field" if text_column is None else "--text-column"
         id_flag = "--id-field" if id_column is None else "--id-column"
         store_only.update({text_flag: text_field != "text", id_flag: id_field, "--post": post})
-        _refuse_unused(store, against, sample, lines=lines, min_cosine=min_cosine, store_only=store_only)
+        _refuse_unused(
+            store, against, sample, lines=lines, min_cosine=min_cosine, store_only=store_only, flag=flag
+        )
         if overwrite and save is None:
             raise InvalidInput("--overwrite replaces an existing --save file; add --save FILE or drop it")
         if save is not None:
@@ -168,7 +176,7 @@ def verify(
             else:
                 code = _verify_model(
                     model, run, sample, lines, save=save, against=against, min_cosine=min_cosine,
-                    as_json=as_json,
+                    as_json=as_json, flag=flag,
                 )  # fmt: skip
     except BertscopeError as exc:
         warn(exc, label="error:", style="red")
@@ -181,11 +189,12 @@ def verify(
 
 def _refuse_unused(
     store: Path | None, against: Path | None, sample: Path | None, *, lines: int, min_cosine: float | None,
-    store_only: dict[str, Any],
+    store_only: dict[str, Any], flag: str = "--input",
 ) -> None:  # fmt: skip
-    """Refuse an option the chosen check would leave unused (exit 2), naming what to do instead."""
+    """Refuse an option the chosen check would leave unused (exit 2), naming what to do instead (`flag`:
+    -i/--input as typed, --sample where its old name was)."""
     if store is not None:
-        model_only = {"--sample": sample, "--limit": lines != 100, "--min-cosine": min_cosine is not None}
+        model_only = {flag: sample, "--limit": lines != 100, "--min-cosine": min_cosine is not None}
         if given := [name for name, on in model_only.items() if on]:
             raise InvalidInput(
                 f"{', '.join(given)}: for the check against the reference forward; --store re-embeds the "
@@ -195,7 +204,7 @@ def _refuse_unused(
         them = "them" if len(given) > 1 else "it"
         raise InvalidInput(f"{', '.join(given)}: with --store FILE only; add --store or leave {them} out")
     if sample is None and lines != 100:
-        raise InvalidInput("--limit counts the lines of --sample; add --sample FILE or leave --limit out")
+        raise InvalidInput("--limit counts the lines of --input; add -i FILE or leave --limit out")
     if against is not None and min_cosine is not None:
         raise InvalidInput(
             "--min-cosine bounds the check against the reference forward; --against compares fingerprints: "
@@ -244,6 +253,7 @@ def _verify_model(
     against: Path | None,
     min_cosine: float | None,
     as_json: bool,
+    flag: str = "--input",
 ) -> int:
     from ..verify import check_fingerprint, compare_to_reference, read_fingerprint, save_fingerprint
     from ..verify.reference import reference_texts
@@ -251,13 +261,13 @@ def _verify_model(
 
     if against is not None:
         if sample is not None:
-            raise InvalidInput("--sample is compared with the reference forward; leave it out with --against")
+            raise InvalidInput(f"{flag} is compared with the reference forward; leave it out with --against")
         expected = read_fingerprint(against)  # a bad file is bad input, found before the model loads
         check = check_fingerprint(_load(model, run), expected)
         same = f"same fingerprint as {against} (id {check.found_id})"
         _show_differences(check.to_dict(), as_json, same=same)
         return 0 if check.ok else 1
-    texts = _sample(sample, lines) if sample is not None else []
+    texts = _sample(sample, lines, flag) if sample is not None else []
     loaded = _load(model, run)
     if save is not None and not texts and min_cosine is None and is_static(loaded):
         # no forward to compare with (compare_to_reference refuses one, naming --save): its fingerprint alone
@@ -278,17 +288,18 @@ def _verify_model(
     return 0 if result.ok else 1
 
 
-def _sample(path: Path, lines: int) -> list[str]:
+def _sample(path: Path, lines: int, flag: str) -> list[str]:
+    """The first `lines` texts of `path` (given as `flag`)."""
     if not path.is_file():
         fix = "" if path.is_dir() else "; give a text file, one text a line"
-        raise InvalidInput(f"--sample {path}: {not_a_file(path)}{fix}")
+        raise InvalidInput(f"{flag} {path}: {not_a_file(path)}{fix}")
     texts = []
     for line in read_lines(str(path)):
         texts.append(line)
         if len(texts) >= lines:
             break
     if not texts:
-        raise InvalidInput(f"--sample {path} holds no text")
+        raise InvalidInput(f"{flag} {path} holds no text")
     return texts
 
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import static as _static
 from ..backends import runtimes as _runtimes
-from ..core._enums import LongText, Quantize, SubwordPooling
+from ..core._enums import DType, LongText, Quantize, SubwordPooling
 from ..core.chunking import ChunkBy
 from ..core.given import single
 from ..core.layers import LayerSpec
@@ -48,9 +48,31 @@ class Model(ResearchMethods):
     runs a view of the PyTorch module and never changes the module, so calls asking different layers
     together get what each would get alone."""
 
-    def use_openvino(self, precision: str = "float32", *, calibration: Sequence[str] | None = None) -> None:
-        """Run every forward on OpenVINO from now on: precision float32, bfloat16, int8 or int8_static."""
-        _runtimes.use_openvino(self, precision, calibration=calibration)
+    def use_openvino(
+        self,
+        precision: str | None = None,
+        *,
+        dtype: DType | str | None = None,
+        quantize: Quantize | str | None = None,
+        calibration: Sequence[str] | None = None,
+    ) -> None:
+        """Run every forward on OpenVINO from now on, with `load(backend="openvino")`'s `dtype` (float32,
+        the default, or bfloat16) and `quantize` (int8 or int8_static), read and refused as load reads them.
+
+        `precision=` (float32, bfloat16, int8 or int8_static: both in one word) is their old name, still
+        read with a DeprecationWarning."""
+        from ..backends.openvino import resolve_precision
+        from ..core.renamed import renamed_keyword
+
+        if precision is not None:
+            renamed_keyword(
+                dtype if quantize is None else quantize, precision, name="dtype= or quantize",
+                old="precision", caller="Model.use_openvino",
+                meaning="as load(backend='openvino') takes them ('bfloat16' is dtype=, 'int8' quantize=)",
+            )  # fmt: skip
+            dtype, quantize = _runtimes.openvino_options(precision)
+        way = resolve_precision(dtype or "float32", quantize, self.device)
+        _runtimes.use_openvino(self, way, calibration=calibration)
 
     def use_onnxruntime(
         self, *, quantize: Quantize | str | None = None, calibration: Sequence[str] | None = None

@@ -178,13 +178,14 @@ def load(
         )  # fmt: skip
     if Backend.parse(backend, what="backend") is Backend.OPENVINO:
         from ..backends.openvino import resolve_precision
+        from ..backends.runtimes import use_openvino
 
         precision = precision or resolve_precision(dtype, quantize, torch_device)
         loaded = load_parts(
             name, dtype=torch.float32, device=torch_device, trust_remote_code=trust_remote_code
         )
         model = Model(loaded, device=torch_device, max_tokens=max_tokens, token_budget=token_budget)
-        model.use_openvino(precision, calibration=calibration)
+        use_openvino(model, precision, calibration=calibration)  # resolved (and warned of) above
         return model
     torch_dtype = resolve_dtype(dtype, torch_device, warn=False)
     chosen = resolve_backend(backend, quantize, torch_dtype, torch_device)  # refused: no warning first

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import tee
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -68,7 +68,10 @@ class CkaLevel(LevelName):
 
     TOKENS = "tokens"
     SENTENCE = "sentence"
-    TOKEN = "tokens"  # an alias: the old member name
+    TOKEN: ClassVar[CkaLevel]  # the old member name, set below: not a member, so schemas list tokens once
+
+
+CkaLevel.TOKEN = CkaLevel.TOKENS
 
 
 @dataclass

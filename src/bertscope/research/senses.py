@@ -142,14 +142,14 @@ def word_senses(
                 silhouettes[n] = float(silhouette_score(points, labels, metric="cosine"))
         best = max(silhouettes, key=lambda n: silhouettes[n])
         labels = cluster(best)
-        criterion = f"the highest mean silhouette (cosine) of k=2..{max(silhouettes)}"
+        criterion = f"the highest mean silhouette (cosine) of n_clusters=2..{max(silhouettes)}"
     else:
         labels = cluster(min(k, len(distinct)))
         criterion = "given" if labels.max() + 1 == k else f"given {k}, capped at {_capped(distinct)}"
     used = int(labels.max()) + 1
     senses = [_sense(number, labels, points, hits, examples) for number in range(used)]
     return Senses(
-        word, used, f"k={used}: {criterion}", silhouettes, senses, hits, labels, points, capped=capped
+        word, used, f"{used} clusters: {criterion}", silhouettes, senses, hits, labels, points, capped=capped
     )
 
 

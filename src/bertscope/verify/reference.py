@@ -124,7 +124,7 @@ def static_refusal(model: Any) -> InvalidSpec:
     """The one line for a static model asked to match a forward it has not got, and its check instead."""
     return InvalidSpec(
         f"{model.source} is a static model (model2vec): there is no Hugging Face forward to verify it "
-        "against (nor --sample or --min-cosine); fingerprint it with `bertscope verify --save FILE` "
+        "against (nor -i/--input or --min-cosine); fingerprint it with `bertscope verify --save FILE` "
         "(save_fingerprint) and check it with `--against FILE` (check_fingerprint), or a store with --store"
     )
 
