@@ -285,6 +285,9 @@ class Encoder:
 
         A pair, given in a list (`[(A, B)]`), reads [CLS] A [SEP] B [SEP] with token type 1 on B where the
         family has token types; a bare tuple (A, B) is refused, as it reads two ways.
+
+        Not sentence-transformers' `model.tokenize(texts)`, which returns the padded features dict: that is
+        `batch(texts)` here (input_ids, attention_mask, token_type_ids).
         """
         policy = LongText.parse(long, what="long-text policy")
         items = check_texts(texts, pairs=True)
