@@ -123,6 +123,26 @@ def test_a_resumed_job_refuses_it(store: Path, bundled: Model) -> None:
     )
 
 
+def test_adding_to_it_refuses_it_rather_than_copy_a_row_nothing_proves(
+    store: Path, tmp_path: Path, bundled: Model
+) -> None:
+    """A text already stored is copied, not embedded again: from a stripped row it would take the edited
+    vector under a new id, with checksums of its own."""
+    corpus = tmp_path / "more.jsonl"
+    corpus.write_text(json.dumps({"id": "new", "text": TEXTS[2]}) + "\n", encoding="utf-8")
+    _strip_and_swap(store)
+    _refused(
+        lambda: bertscope.embed_corpus(corpus, store, model=bundled, progress=False, id_field="id"),
+        *STRIPPED,
+    )
+    assert "new" not in _ids_stored(store)
+
+
+def _ids_stored(path: Path) -> list[str]:
+    with closing(sqlite3.connect(path)) as db:
+        return [row[0] for row in db.execute("SELECT id FROM embeddings")]
+
+
 @pytest.mark.parametrize(
     ("edit", "missing"),
     [

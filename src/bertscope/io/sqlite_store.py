@@ -44,6 +44,7 @@ from .sqlite_rows import (
     from_blob,
     iter_vectors,
     labels_crc,
+    refuse_unproven,
     row_coverage,
     to_blob,
 )
@@ -155,6 +156,8 @@ class SqliteSink(Sink):
                     "use another collection= (--collection), the same options, or overwrite=True "
                     "(--overwrite) to replace it"
                 )
+        if row is not None:  # its rows are copied by content (`pending`): only from rows they prove
+            refuse_unproven(self.db, collection, path)
         self.created = row is not None
         self.done = 0
         self.reused = 0
