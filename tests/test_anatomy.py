@@ -78,7 +78,7 @@ def test_parts_are_the_models_own_rows(
             )
         if anatomy.token_type is not None:
             type_table = parts.token_type.weight.detach().numpy()  # type: ignore[union-attr]
-            np.testing.assert_array_equal(anatomy.token_type, type_table[tok.type_ids])
+            np.testing.assert_array_equal(anatomy.token_type, type_table[tok.token_type_ids])
         present = {name for name in ("word", "position", "token_type") if getattr(anatomy, name) is not None}
         assert anatomy.sum_order[0] == "word" and set(anatomy.sum_order) == present
         expected = anatomy.word
@@ -198,7 +198,7 @@ def test_pair_anatomy_equals_the_model_embeddings_with_token_types(
         layer0 = model.embeddings(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"])[0]
         segment = model.embeddings.token_type_embeddings(batch["token_type_ids"])[0]
     (a,) = bundled.anatomy([pair])  # a pair sits in a list
-    assert a.tokens.type_ids == batch["token_type_ids"][0].tolist()
+    assert a.tokens.token_type_ids == batch["token_type_ids"][0].tolist()
     np.testing.assert_allclose(a.token_type, segment.numpy(), atol=1e-6)
     np.testing.assert_allclose(a.encoder_input, layer0.numpy(), atol=1e-5)
     assert a.max_abs_error < 1e-5
@@ -324,7 +324,7 @@ def test_bundled_bfloat16_anatomy_holds_its_proof_adding_the_rows_in_the_models_
         model = bertscope.load(device="cpu", dtype="bfloat16", backend=backend)
         (a,) = model.anatomy([PAIR])
         assert a.sum_order == ("word", "token_type", "position")
-        assert any(a.tokens.type_ids)
+        assert any(a.tokens.token_type_ids)
         assert a.max_abs_error < 1e-5, backend
 
 
@@ -346,5 +346,5 @@ def test_deberta_v2_adds_its_position_row_before_the_segment_row(
     folder = config_variant(tiny_dirs, tmp_path, "deberta-v2", position_biased_input=True, type_vocab_size=2)
     (a,) = bertscope.load(folder, device="cpu", dtype="bfloat16").anatomy([PAIR])
     assert a.sum_order == ("word", "position", "token_type")
-    assert any(a.tokens.type_ids)
+    assert any(a.tokens.token_type_ids)
     assert a.max_abs_error < 1e-5

@@ -135,7 +135,7 @@ def test_the_attention_command_answers_without_torch_where_the_default_runtime_i
     assert json.loads(done.stderr.strip().splitlines()[-1]) is (bundled.backend == "torch")
     want = hf_bundled(SENTENCE)[4].mean(axis=0)
     assert found["layer"] == 5
-    np.testing.assert_allclose(np.array(found["weights"]), want, rtol=0, atol=1e-5)
+    np.testing.assert_allclose(np.array(found["attention"]), want, rtol=0, atol=1e-5)
 
 
 def _light(folder: Path, module: Any = None) -> bertscope.Model:

@@ -41,7 +41,7 @@ def test_attention_slices_equal_the_library(url: str, bundled: bertscope.Model) 
     full = bundled.attentions(tuple(PAIR))  # type: ignore[arg-type]
     one = httpx.post(f"{url}/attention", json={"text": PAIR, "layer": 3, "head": 2}, timeout=60).json()
     np.testing.assert_allclose(one["attention"], full[2, 2], atol=1e-5)
-    assert one["type_ids"][-1] == 1 and (one["n_layers"], one["n_heads"]) == (6, 12)
+    assert one["token_type_ids"][-1] == 1 and (one["n_layers"], one["n_heads"]) == (6, 12)
     mean = httpx.post(
         f"{url}/attention", json={"text": A, "layer": -1, "mean_heads": True}, timeout=60
     ).json()
@@ -54,9 +54,9 @@ def test_attention_slices_equal_the_library(url: str, bundled: bertscope.Model) 
 
 def test_pairs_through_tokenize_anatomy_and_embed(url: str, bundled: bertscope.Model) -> None:
     item = httpx.post(f"{url}/v2/tokenize", json={"inputs": [PAIR, "a cat"]}, timeout=60).json()["items"]
-    assert item[0]["pair"] == PAIR[1] and item[0]["tokens"][-2]["type_id"] == 1 and item[1]["pair"] is None
+    assert item[0]["pair"] == PAIR[1] and item[0]["tokens"][-2]["token_type_id"] == 1 and item[1]["pair"] is None
     anatomy = httpx.post(f"{url}/anatomy", json={"text": PAIR}, timeout=60).json()
-    assert anatomy["token_type_ids"] == bundled.tokenize([tuple(PAIR)])[0].type_ids
+    assert anatomy["token_type_ids"] == bundled.tokenize([tuple(PAIR)])[0].token_type_ids
     vectors = httpx.post(f"{url}/v2/embed", json={"inputs": [PAIR], "pooling": "mean"}, timeout=60).json()[
         "vectors"
     ]

@@ -287,7 +287,7 @@ def test_explain_and_attention_tabs_and_pairs(
     pg.wait_for_selector("body[data-ready='How are you? | Fine, thanks.']")
     segments = pg.eval_on_selector_all("#tokens td.segment", "ts => ts.map(t => t.textContent)")
     expected = bundled.tokenize([("How are you?", "Fine, thanks.")])[0]
-    assert segments == [str(t) for t in expected.type_ids] and "1" in segments
+    assert segments == [str(t) for t in expected.token_type_ids] and "1" in segments
     assert pg.locator("#anatomy tbody tr").count() == len(expected)
     assert pg.get_attribute("#attention", "data-tokens") == str(len(expected))
     assert not errors, errors

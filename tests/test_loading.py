@@ -21,7 +21,7 @@ def test_bundled_info(bundled: bertscope.Model) -> None:
     info = bundled.info()
     assert isinstance(info, bertscope.ModelInfo)
     assert info.family == "bert" and info.model_type == "bert"
-    assert info.layers == 6 and bundled.n_layers == 6
+    assert info.n_layers == 6 and bundled.n_layers == 6
     assert info.hidden_size == 384 and info.embedding_size == 384
     assert info.vocab_size == 30522
     assert info.pooling == "mean"
@@ -102,7 +102,7 @@ def test_bertscope_model_env_is_the_default(
     info = model.info()
     assert info.family == "distilbert"
     assert info.path == str(folder)
-    assert info.hidden_size == 32 and info.layers == 2
+    assert info.hidden_size == 32 and info.n_layers == 2
 
 
 def test_explicit_name_wins_over_bertscope_model_env(
@@ -117,7 +117,7 @@ def test_tiny_family_info(tiny_models: dict[str, bertscope.Model]) -> None:
     for family, model in tiny_models.items():
         info = model.info()
         assert info.family == family
-        assert info.layers == 2 and info.hidden_size == 32
+        assert info.n_layers == 2 and info.hidden_size == 32
         assert info.max_tokens == 64
         assert info.embedding_size == (16 if family in ("albert", "electra") else 32)
 

@@ -126,7 +126,7 @@ def test_a_group_of_whitespace_alone_is_no_word() -> None:
         offsets=[(0, 0), (0, 3), (3, 4), (4, 5), (5, 8), (8, 9), (9, 13), (0, 0)],
         word_ids=[None, 0, 1, 2, 3, 4, 5, None],
         special_mask=[True, False, False, False, False, False, False, True],
-        type_ids=[0] * 8,
+        token_type_ids=[0] * 8,
     )
     groups, spans = text_words(tok)
     assert groups == [[1], [4], [6]]

@@ -88,7 +88,7 @@ def test_every_endpoint_answers_with_the_librarys_own_results(
     texts = ["I like eating bread", "The banana bread was horrible"]
     assert client.get("/health").json()["status"] == "ok"
     info = client.get("/v2/info").json()
-    assert (info["family"], info["layers"], info["limits"]["max_inputs"]) == ("bert", 6, MAX_INPUTS)
+    assert (info["family"], info["n_layers"], info["limits"]["max_inputs"]) == ("bert", 6, MAX_INPUTS)
     got = post_ok(
         client, "/v2/embed", {"inputs": texts, "layers": "-2", "pooling": "mean", "mask_special": True}
     )

@@ -163,9 +163,9 @@ def test_pair_matches_the_plain_tokenizer(bundled: bertscope.Model, bundled_path
     reference = transformers.AutoTokenizer.from_pretrained(bundled_path)(*PAIR)
     (tok,) = bundled.tokenize([PAIR])
     assert tok.ids == reference["input_ids"]
-    assert tok.type_ids == reference["token_type_ids"]
+    assert tok.token_type_ids == reference["token_type_ids"]
     assert tok.tokens[0] == "[CLS]" and tok.tokens.count("[SEP]") == 2
-    assert set(tok.type_ids[tok.tokens.index("[SEP]") + 1 :]) == {1}
+    assert set(tok.token_type_ids[tok.tokens.index("[SEP]") + 1 :]) == {1}
     assert (tok.text, tok.pair) == PAIR
 
 
@@ -173,7 +173,7 @@ def test_pair_offsets_point_into_their_own_text(bundled: bertscope.Model) -> Non
     (tok,) = bundled.tokenize([PAIR])
     records = tok.as_records()
     fine = next(i for i, r in enumerate(records) if r["token"] == "fine")
-    assert records[fine]["sequence"] == 1 and records[fine]["type_id"] == 1
+    assert records[fine]["sequence"] == 1 and records[fine]["token_type_id"] == 1
     assert tok.span_text(fine) == "Fine"
     assert tok.span_text(tok.tokens.index("how")) == "How"
 
@@ -187,7 +187,7 @@ def test_a_list_holds_texts_and_pairs(bundled: bertscope.Model) -> None:
 def test_roberta_style_pair_has_separators_and_no_type_one(tiny_models: dict[str, bertscope.Model]) -> None:
     (tok,) = tiny_models["roberta"].tokenize([("a cat", "a dog")])
     assert tok.tokens == ["<s>", "a", "cat", "</s>", "</s>", "a", "dog", "</s>"]
-    assert set(tok.type_ids) == {0}
+    assert set(tok.token_type_ids) == {0}
 
 
 def test_a_tokenizer_without_pair_template_refuses_pairs(bundled: bertscope.Model) -> None:

@@ -92,7 +92,7 @@ class Anatomy:
             "pair": self.tokens.pair,
             "tokens": list(self.tokens.tokens),
             "ids": list(self.tokens.ids),
-            "token_type_ids": list(self.tokens.type_ids),
+            "token_type_ids": list(self.tokens.token_type_ids),
             "position_ids": list(self.position_ids),
             "lacks": list(self.lacks),
             "positions_in_attention": self.positions_in_attention,
@@ -109,7 +109,7 @@ def decompose(model: Encoder, tokens: list[Tokens]) -> list[Anatomy]:
     # anatomy takes no long=: the fix it has is a shorter text
     say_cut([t.n_dropped for t in tokens], model.max_tokens, "split the text to see its end")
     ids_np, mask_np = pad_batch([t.ids for t in tokens], model.pad_id)
-    types_np, _ = pad_batch([t.type_ids for t in tokens], 0)
+    types_np, _ = pad_batch([t.token_type_ids for t in tokens], 0)
     view = model.loaded.view
     weights = view.embedding_weights if model.light and view is not None else None
     if weights is not None and view is not None:

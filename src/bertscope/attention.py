@@ -86,7 +86,7 @@ def attention_of(
     if tokens is None:
         tokens = model.tokenize([text], long=long)[0]  # in a list: a pair is one item
     ids, mask = pad_batch([tokens.ids], model.pad_id)
-    types, _ = pad_batch([tokens.type_ids], 0)
+    types, _ = pad_batch([tokens.token_type_ids], 0)
     session = _graph_session(model)
     if session is not None:
         weights = _from_graph(session, ids, types, mask)

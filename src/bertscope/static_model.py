@@ -169,10 +169,10 @@ class StaticModel:
         )
 
     def info(self) -> ModelInfo:
-        """family "model2vec", layers 0, the rows' width and count, and what a static model lacks."""
+        """family "model2vec", n_layers 0, the rows' width and count, and what a static model lacks."""
         return ModelInfo(
             source=self.source, path=str(self.path), family=self.family_name, model_type="model2vec",
-            layers=0, hidden_size=int(self.rows.shape[1]), embedding_size=int(self.rows.shape[1]),
+            n_layers=0, hidden_size=int(self.rows.shape[1]), embedding_size=int(self.rows.shape[1]),
             vocab_size=len(self.id_to_token), max_positions=self.max_tokens, max_tokens=self.max_tokens,
             special_tokens={}, pooling="mean", normalize=self.normalize, lacks=list(_LACKS),
             positions_in_attention=None, device="cpu", dtype="float32", backend="numpy",

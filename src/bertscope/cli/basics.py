@@ -97,7 +97,7 @@ def tokens(
         from ..core.tokens import pad_batch
 
         ids, mask = pad_batch([t.ids for t in toks], m.pad_id)
-        types, _ = pad_batch([t.type_ids for t in toks], 0)
+        types, _ = pad_batch([t.token_type_ids for t in toks], 0)
         batch = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         if as_json:
             emit_json({**batch, "pad_id": m.pad_id})
@@ -129,10 +129,10 @@ def tokens(
                 span,
                 tok.span_text(index),
                 "yes" if rec["special"] else "",
-                *([str(rec.get("type_id", 0))] if pair else []),
+                *([str(rec.get("token_type_id", 0))] if pair else []),
             )
         out.print(table)
-        if tok.pair is not None and not any(tok.type_ids):
+        if tok.pair is not None and not any(tok.token_type_ids):
             err.print(pair_note(m))
 
 
@@ -362,7 +362,7 @@ def anatomy(
     for i, tok in enumerate(a.tokens.tokens):
         pos = str(a.position_ids[i]) if a.position_ids else "-"
         norms = [f"{np.linalg.norm(getattr(a, s)[i]):.2f}" for s in shown]
-        segment = str(a.tokens.type_ids[i])
+        segment = str(a.tokens.token_type_ids[i])
         table.add_row(tok, str(a.tokens.ids[i]), pos, segment, *norms, f"{per_token[i]:.1e}")
     out.print(table)
     parts = " + ".join(a.sum_order)  # in the order the model adds them, as the rebuild does
@@ -384,7 +384,7 @@ def anatomy(
         out.print(f"this family has no: {', '.join(a.lacks)}")
     for note in a.notes:
         out.print(note)
-    if pair is not None and not any(a.tokens.type_ids):
+    if pair is not None and not any(a.tokens.token_type_ids):
         err.print(pair_note(m))
     _exit_if_proof_fails(error)
 

@@ -194,7 +194,7 @@ def attention(
     )
     grid = weights[index].mean(axis=0) if head is None else weights[index, head]
     if as_json:
-        emit_json({"tokens": tokens.tokens, "layer": index % m.n_layers + 1, "head": head, "weights": grid})
+        emit_json({"tokens": tokens.tokens, "layer": index % m.n_layers + 1, "head": head, "attention": grid})
         return
     which = "mean over heads" if head is None else f"head {head}"
     table = Table("token", "reads most", "weight", "then", title=f"layer {index % m.n_layers + 1}, {which}")

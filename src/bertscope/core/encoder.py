@@ -101,7 +101,7 @@ class Encoder:
             types = gives_token_types(view.config, view.tokenizer_config)
             info = view.info() or {}
             facts = _facts(
-                info["layers"], info["hidden_size"], info["vocab_size"], view.has_pooler,
+                info["n_layers"], info["hidden_size"], info["vocab_size"], view.has_pooler,
                 view.config.get("type_vocab_size"),
             )  # fmt: skip
         else:
@@ -451,7 +451,7 @@ class Encoder:
         for start in range(0, len(tokens), 8):
             part = tokens[start : start + 8]
             ids, mask = pad_batch([t.ids for t in part], self.pad_id)
-            type_ids, _ = pad_batch([t.type_ids for t in part], 0)
+            type_ids, _ = pad_batch([t.token_type_ids for t in part], 0)
             batches.append((ids, type_ids, mask))
         return batches
 

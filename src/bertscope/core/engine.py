@@ -444,7 +444,7 @@ class Engine:
         left = Counter(s.text_index for s in segments) if on_batch is not None else Counter()
         for batch in batches(segments, budget, self.max_batch, min_rows, self.call_tokens):
             ids, mask = pad_batch([s.ids for s in batch], self.pad_id)
-            type_ids, _ = pad_batch([s.type_ids for s in batch], 0)
+            type_ids, _ = pad_batch([s.token_type_ids for s in batch], 0)
             states = self.forward(ids, type_ids, mask, deepest, wanted)
             arrays = {i: states[i].float() if on_device else as_array(states[i]) for i in wanted}
             attention = mask.astype(np.float32)

@@ -49,7 +49,7 @@ def vector_settings(model: Any) -> dict[str, Any]:
     return {
         "model_type": info.model_type,
         "family": info.family,
-        "layers": info.layers,
+        "layers": info.n_layers,  # stored under its old key: stores written before compare the same
         "hidden_size": info.hidden_size,
         "vocab_size": info.vocab_size,
         "precision": {"dtype": info.dtype, "quantize": info.quantize},

@@ -404,7 +404,7 @@ class FolderView:
             "path": str(self.path),
             "family": self.family.name,
             "model_type": self.config["model_type"],
-            "layers": int(layers),
+            "n_layers": int(layers),
             "hidden_size": int(hidden),
             "embedding_size": int(word[0][1]),
             "vocab_size": int(word[0][0]),

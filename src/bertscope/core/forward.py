@@ -60,7 +60,7 @@ def padded_batch(model: Encoder, texts: Text | Sequence[Text]) -> dict[str, np.n
     tokens = model.tokenize(texts)
     rows = [tokens] if not isinstance(tokens, list) else tokens
     ids, mask = pad_batch([t.ids for t in rows], model.pad_id)
-    types, _ = pad_batch([t.type_ids for t in rows], 0)
+    types, _ = pad_batch([t.token_type_ids for t in rows], 0)
     return {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .renamed_fields import renamed_field
+
 __all__ = ["ModelInfo", "hidden_size", "model_info"]
 
 
@@ -20,7 +22,7 @@ class ModelInfo:
     path: str | None
     family: str
     model_type: str
-    layers: int
+    n_layers: int  # transformers' num_hidden_layers (`layers` elsewhere is a layer spec)
     hidden_size: int
     embedding_size: int
     vocab_size: int
@@ -39,8 +41,13 @@ class ModelInfo:
     fast: dict[str, Any] | None = None
     exact: dict[str, Any] | None = None
 
+    @property
+    def layers(self) -> int:
+        """Deprecated: the old name of `n_layers` (`layers` everywhere else is a layer spec)."""
+        return renamed_field(self.n_layers, owner="ModelInfo", name="n_layers", old="layers")
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: every field above, by its name."""
+        """JSON-able: every field above, by its name (`n_layers`, not the deprecated `layers`)."""
         return dict(self.__dict__)
 
 
@@ -66,7 +73,7 @@ def model_info(encoder: Any) -> ModelInfo:
         path=str(encoder.loaded.path) if encoder.loaded.path else None,
         family=encoder.family.name,
         model_type=config.model_type,
-        layers=encoder.n_layers,
+        n_layers=encoder.n_layers,
         hidden_size=hidden_size(config),
         embedding_size=int(encoder.input_embeddings.shape[1]),
         vocab_size=int(encoder.input_embeddings.shape[0]),

@@ -39,7 +39,7 @@ class Segment:
 
     text_index: int
     ids: list[int]
-    type_ids: list[int]
+    token_type_ids: list[int]
     special: list[bool]
     window: int = 0
 
@@ -49,12 +49,12 @@ def segments_of(tokens: Sequence[Tokens], max_tokens: int, stride: int | None) -
     segments = []
     for index, tok in enumerate(tokens):
         if len(tok) <= max_tokens:
-            segments.append(Segment(index, tok.ids, tok.type_ids, tok.special_mask))
+            segments.append(Segment(index, tok.ids, tok.token_type_ids, tok.special_mask))
             continue
         for number, window in enumerate(tok.windows(max_tokens, stride)):
             n_ids = len(window.ids)
             special = [i < window.n_prefix or i >= n_ids - tok.n_suffix for i in range(n_ids)]
-            segments.append(Segment(index, window.ids, window.type_ids, special, number))
+            segments.append(Segment(index, window.ids, window.token_type_ids, special, number))
     return segments
 
 

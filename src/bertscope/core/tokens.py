@@ -21,6 +21,7 @@ from .cut_said import WINDOW_KEEPS as WINDOW_KEEPS
 from .cut_said import cut_summary as cut_summary
 from .cut_said import cut_warning as cut_warning
 from .cut_said import say_cut as say_cut
+from .renamed_fields import renamed_field
 from .text_pieces import Cuts, cuts_for, head_and_count
 from .texts_given import bare_pair_message as bare_pair_message
 from .texts_given import check_text as check_text
@@ -52,7 +53,9 @@ Text = str | tuple[str, str]
 
 @dataclass(frozen=True)
 class Tokens:
-    """One text's word pieces: tokens, ids, character offsets, word ids and which are special."""
+    """One text's word pieces: tokens, ids, character offsets, word ids, which are special, and each
+    one's token type id (transformers' `token_type_ids`: 1 on the second text of a pair where the family
+    has token types)."""
 
     text: str
     tokens: list[str]
@@ -60,13 +63,18 @@ class Tokens:
     offsets: list[tuple[int, int]]
     word_ids: list[int | None]
     special_mask: list[bool]
-    type_ids: list[int] = field(repr=False)
+    token_type_ids: list[int] = field(repr=False)
     n_dropped: int = 0
     pair: str | None = None
     sequence_ids: list[int | None] | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def type_ids(self) -> list[int]:
+        """Deprecated: the old name of `token_type_ids` (transformers' name)."""
+        return renamed_field(self.token_type_ids, owner="Tokens", name="token_type_ids", old="type_ids")
 
     @property
     def n_prefix(self) -> int:
@@ -110,7 +118,9 @@ class Tokens:
             windows.append(
                 Window(
                     ids=self.ids[:head] + self.ids[inner] + self.ids[closing],
-                    type_ids=self.type_ids[:head] + self.type_ids[inner] + self.type_ids[closing],
+                    token_type_ids=self.token_type_ids[:head]
+                    + self.token_type_ids[inner]
+                    + self.token_type_ids[closing],
                     content_start=start,
                     content_stop=stop,
                     n_prefix=head,
@@ -140,7 +150,7 @@ class Tokens:
             offsets=[self.offsets[i] for i in index],
             word_ids=[self.word_ids[i] for i in index],
             special_mask=[self.special_mask[i] for i in index],
-            type_ids=[self.type_ids[i] for i in index],
+            token_type_ids=[self.token_type_ids[i] for i in index],
             n_dropped=n_dropped,
         )
 
@@ -154,7 +164,8 @@ class Tokens:
         }
 
     def as_records(self) -> list[dict[str, object]]:
-        """One dict per token: token, id, word, start, end, special (and for a pair: sequence, type_id)."""
+        """One dict per token: token, id, word, start, end, special (and for a pair: sequence,
+        token_type_id)."""
         records: list[dict[str, object]] = [
             {"token": tok, "id": i, "word": w, "start": s, "end": e, "special": sp}
             for tok, i, w, (s, e), sp in zip(
@@ -162,8 +173,8 @@ class Tokens:
             )
         ]
         if self.pair is not None and self.sequence_ids is not None:
-            for rec, seq, kind in zip(records, self.sequence_ids, self.type_ids, strict=True):
-                rec["sequence"], rec["type_id"] = seq, kind
+            for rec, seq, kind in zip(records, self.sequence_ids, self.token_type_ids, strict=True):
+                rec["sequence"], rec["token_type_id"] = seq, kind
         return records
 
     def source(self, index: int) -> str:
@@ -183,7 +194,7 @@ class Window:
     """One window of a long text: ids with specials, and which content tokens (by index) it covers."""
 
     ids: list[int]
-    type_ids: list[int]
+    token_type_ids: list[int]
     content_start: int
     content_stop: int
     n_prefix: int
@@ -319,7 +330,7 @@ class TextTokenizer:
             offsets=[(0, 0)] * len(all_ids),
             word_ids=[None] * n_head + list(range(n_body)) + [None] * len(closing),
             special_mask=[True] * n_head + [False] * n_body + [True] * len(closing),
-            type_ids=[t for _, t in head] + [content_type] * n_body + [t for _, t in tail],
+            token_type_ids=[t for _, t in head] + [content_type] * n_body + [t for _, t in tail],
         )
 
     @cached_property
@@ -373,7 +384,7 @@ def _tokens(text: Text, enc: Encoding, types: bool = True) -> Tokens:
         offsets=enc.offsets,
         word_ids=enc.word_ids,
         special_mask=list(map(bool, enc.special_tokens_mask)),
-        type_ids=enc.type_ids if types else [0] * len(enc.ids),
+        token_type_ids=enc.type_ids if types else [0] * len(enc.ids),
     )
 
 

@@ -105,7 +105,8 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
             lambda: {
                 "model": svc.name,
                 "tokens": tokens.tokens,
-                "type_ids": tokens.type_ids,
+                "token_type_ids": tokens.token_type_ids,
+                "type_ids": tokens.token_type_ids,  # the old name, kept (deprecated in the schema)
                 "special": tokens.special_mask,
                 "n_dropped": tokens.n_dropped,
                 "n_layers": int(weights.shape[0]),

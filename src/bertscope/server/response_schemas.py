@@ -157,13 +157,24 @@ class ServiceInfo(BaseModel):
 
     model: str
     version: str
+    n_layers: int = Field(
+        description="The model's layers (transformers' num_hidden_layers); 0 for a static model."
+    )
+    layers: int = Field(
+        description='The older name of "n_layers" (the same number); "layers" elsewhere is a layer spec.',
+        json_schema_extra={"deprecated": True},
+    )
+    prompts: dict[str, str] = Field(
+        description="The model's sentence-transformers prompts, name -> text (prompt_name takes a name); "
+        "empty where it has none."
+    )
     fingerprint: dict[str, Any]
     limits: ServiceLimits
 
 
 class PieceRecord(BaseModel):
     """A word piece with its place: word index, character span (start, end), special; in a pair, which
-    text it indexes (sequence) and its type id."""
+    text it indexes (sequence) and its token type id."""
 
     token: str
     id: int
@@ -172,7 +183,14 @@ class PieceRecord(BaseModel):
     end: int
     special: bool
     sequence: int | None = None
-    type_id: int | None = None
+    token_type_id: int | None = Field(
+        None, description="In a pair, the piece's token type id (transformers' token_type_ids)."
+    )
+    type_id: int | None = Field(
+        None,
+        description='The older name of "token_type_id" (the same number).',
+        json_schema_extra={"deprecated": True},
+    )
 
 
 class TokenizedText(BaseModel):
@@ -191,9 +209,14 @@ class TokenizeResponse(BaseModel):
 
 
 class Neighbour(BaseModel):
+    """A vocabulary entry near the item: its token, id and score (the cosine of the static rows)."""
+
     token: str
     id: int
-    cosine: float
+    score: float = Field(description="The cosine of the static rows, as every hit's score.")
+    cosine: float = Field(
+        description='The older name of "score" (the same number).', json_schema_extra={"deprecated": True}
+    )
 
 
 class StaticRecord(BaseModel):
@@ -275,7 +298,11 @@ class AttentionResponse(BaseModel):
 
     model: str
     tokens: list[str]
-    type_ids: list[int]
+    token_type_ids: list[int] = Field(description="Each token's token type id (1 on B of a pair).")
+    type_ids: list[int] = Field(
+        description='The older name of "token_type_ids" (the same ids).',
+        json_schema_extra={"deprecated": True},
+    )
     special: list[bool]
     n_dropped: int
     n_layers: int

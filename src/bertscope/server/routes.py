@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
@@ -220,8 +220,9 @@ def model_routes(app: FastAPI, svc: Service) -> None:
     async def tokenize(req: TokenizeRequest) -> Response:
         """Word pieces: token, id, word, character span, special; with tokens cut by truncation."""
         items = svc.texts(req.inputs)
-        # Each token is a record of 6 values (8 in a pair): the answer is bounded like every other.
-        fields = 8 if any(isinstance(item, tuple) for item in items) else 6
+        # Each token is a record of 6 values (9 in a pair, the token type id under both its names): the
+        # answer is bounded like every other.
+        fields = 9 if any(isinstance(item, tuple) for item in items) else 6
         fix = "send fewer or shorter texts, or cut them (truncate)"
         toks, count = await svc.tokenizing(
             items,
@@ -234,7 +235,7 @@ def model_routes(app: FastAPI, svc: Service) -> None:
         )
 
         def build() -> dict[str, Any]:
-            items = Items(t.to_dict() for t in toks)
+            items = Items(_tokenized(t) for t in toks)
             return {"model": svc.name, "max_tokens": svc.model.max_tokens, "items": items}
 
         return await answer(build, size=count * fields)
@@ -263,7 +264,7 @@ def model_routes(app: FastAPI, svc: Service) -> None:
             ]
 
         # Static rows only read the embedding matrix: they run beside the worker, never queue behind it.
-        records = await run_in_threadpool(work)
+        records = [_scored(record) for record in await run_in_threadpool(work)]
         return await answer(lambda: {"model": svc.name, "items": records}, size=len(items) * (req.top_k + 1))
 
     @app.post("/anatomy", tags=["model"])
@@ -289,6 +290,27 @@ def model_routes(app: FastAPI, svc: Service) -> None:
 
         a = await svc.on_worker(work, n_tokens=n)
         return await answer(lambda: {"model": svc.name, **a.to_dict()}, size=numbers)
+
+
+def _tokenized(tokens: Tokens) -> dict[str, Any]:
+    """`Tokens.to_dict()`, each piece of a pair with its token type id under its older name (`type_id`,
+    deprecated in the schema) too."""
+    made = tokens.to_dict()
+    for record in cast(list[dict[str, Any]], made["tokens"]):
+        if "token_type_id" in record:
+            record["type_id"] = record["token_type_id"]
+    return made
+
+
+def _scored(record: dict[str, Any]) -> dict[str, Any]:
+    """A /static record, its neighbours' cosine named `score` as every hit's is (`cosine`, the older
+    name, kept beside it: deprecated in the schema)."""
+    if record.get("neighbors") is not None:
+        record["neighbors"] = [
+            {"token": n["token"], "id": n["id"], "score": n["cosine"], "cosine": n["cosine"]}
+            for n in record["neighbors"]
+        ]
+    return record
 
 
 def _anatomy_row(svc: Service) -> tuple[int, int]:
@@ -318,7 +340,7 @@ def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
 
     @app.get("/v2/info", tags=["service"])
     async def info() -> Response:
-        """The model (family, layers, sizes, vocabulary, limits) and the service's limits."""
+        """The model (family, n_layers, sizes, vocabulary, prompts, limits) and the service's limits."""
         s = svc.settings
         limits = {
             "max_tokens": svc.model.max_tokens,
@@ -334,7 +356,10 @@ def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
             "max_buffered_bytes": s.max_buffered_bytes,
         }
         fingerprint = await run_in_threadpool(lambda: svc.fingerprint)
-        described = {"model": svc.name, "version": __version__, **svc.model.info().to_dict()}
+        model = svc.model.info().to_dict()
+        # "layers", the count's older name, kept beside "n_layers" (deprecated in the schema)
+        model.update(layers=model["n_layers"], prompts=dict(svc.model.prompts.prompts))
+        described = {"model": svc.name, "version": __version__, **model}
         return JSONResponse({**described, "fingerprint": fingerprint, "limits": limits})
 
     @app.get(

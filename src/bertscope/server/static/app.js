@@ -93,7 +93,7 @@ async function showTokens(text, text2, pair) {
       el("td", { text: i }), el("td", { class: "piece", text: t.token }), el("td", { class: "id", text: t.id }),
       el("td", { text: t.word === null ? "–" : t.word }),
       el("td", { text: t.special ? "–" : `${t.start}–${t.end}` }), el("td", { text: t.special ? "yes" : "" }),
-      el("td", { class: "segment", text: t.type_id === undefined ? 0 : t.type_id }));
+      el("td", { class: "segment", text: t.token_type_id === undefined ? 0 : t.token_type_id }));
     const mark = t.special ? null : marks[content.indexOf(t)];
     row.addEventListener("mouseenter", () => mark && mark.classList.add("hot"));
     row.addEventListener("mouseleave", () => mark && mark.classList.remove("hot"));
@@ -358,8 +358,8 @@ async function neighbours() {
     body.replaceChildren();
     r.neighbors.forEach((n, i) => body.append(el("tr", {}, el("td", { text: i + 1 }),
       el("td", { class: "piece", text: n.token }), el("td", { class: "id", text: n.id }),
-      el("td", { text: fmt(n.cosine) }),
-      el("td", {}, el("div", { class: "bar", style: `width:${Math.max(0, n.cosine) * 220}px` })))));
+      el("td", { text: fmt(n.score) }),
+      el("td", {}, el("div", { class: "bar", style: `width:${Math.max(0, n.score) * 220}px` })))));
   } catch (err) { showError(err); }
 }
 
@@ -367,9 +367,9 @@ async function neighbours() {
 function fillLayerChoices(info) {
   const xl = $("#x-layers");
   xl.append(el("option", { value: "", text: "model default" }));
-  for (let l = info.layers; l >= 0; l--) xl.append(el("option", { value: String(l), text: l === 0 ? "0 (embedding)" : String(l) }));
+  for (let l = info.n_layers; l >= 0; l--) xl.append(el("option", { value: String(l), text: l === 0 ? "0 (embedding)" : String(l) }));
   const al = $("#a-layer");
-  for (let l = info.layers; l >= 1; l--) al.append(el("option", { value: String(l), text: String(l) }));
+  for (let l = info.n_layers; l >= 1; l--) al.append(el("option", { value: String(l), text: String(l) }));
 }
 
 async function explainPair() {
@@ -544,11 +544,11 @@ async function init() {
   try {
     const info = await api("/v2/info");
     state.info = info;
-    $("#model").textContent = `${info.model} · ${info.family || ""} · ${info.layers} layers · ` +
+    $("#model").textContent = `${info.model} · ${info.family || ""} · ${info.n_layers} layers · ` +
       `${info.hidden_size} wide · ${info.vocab_size ? info.vocab_size + " pieces" : ""}`;
     const sel = $("#s-layers");
     sel.append(el("option", { value: "", text: "model default" }));
-    for (let l = info.layers; l >= 0; l--) sel.append(el("option", { value: String(l), text: l === 0 ? "0 (embedding)" : String(l) }));
+    for (let l = info.n_layers; l >= 0; l--) sel.append(el("option", { value: String(l), text: l === 0 ? "0 (embedding)" : String(l) }));
     sel.append(el("option", { value: "all", text: "all (mean)" }));
     fillLayerChoices(info);
   } catch (err) { showError(err); }
