@@ -36,7 +36,7 @@ def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess
 
 def test_info_json_describes_the_bundled_model() -> None:
     info = json.loads(run_ok("info", "--json"))
-    assert info["family"] == "bert" and info["layers"] == 6 and info["hidden_size"] == 384
+    assert info["family"] == "bert" and info["n_layers"] == 6 and info["hidden_size"] == 384
     assert info["vocab_size"] == 30522 and info["pooling"] == "mean" and info["normalize"] is True
 
 

@@ -229,7 +229,7 @@ def test_cka_route_equals_the_library(url: str, bundled: bertscope.Model, level:
     assert response.status_code == 200, response.text
     answer = response.json()
     expected = bundled.cka(CKA_TEXTS, level=level, debiased=debiased, progress=False).to_dict()
-    assert answer["layers_a"] == answer["layers_b"] == list(range(bundled.info().layers + 1))
+    assert answer["layers_a"] == answer["layers_b"] == list(range(bundled.info().n_layers + 1))
     assert answer["n_rows"] == expected["n_rows"] and answer["settings"] == expected["settings"]
     np.testing.assert_allclose(np.array(answer["cka"], dtype=float), np.array(expected["cka"]), atol=1e-6)
     assert answer["cka"][0][0] == pytest.approx(1.0, abs=1e-6)
