@@ -159,7 +159,7 @@ def test_embed_level_names_a_row_of_the_level_table(tmp_path: Path) -> None:
 
 def test_similarity_matrix() -> None:
     data = json.loads(run_ok("similarity", "a cat", "a dog", "a car", "--json"))
-    matrix = np.array(data["cosine"])
+    matrix = np.array(data["scores"])
     assert matrix.shape == (3, 3) and np.allclose(np.diag(matrix), 1.0, atol=1e-5)
     assert matrix[0, 1] > matrix[0, 2]
 
