@@ -69,7 +69,7 @@ def onnx_feeds(model: bertscope.Model, texts: list[str], input_names: list[str])
     feeds = []
     for batch in engine_batches(model, texts):
         ids, mask = pad_batch([s.ids for s in batch], model.engine.pad_id)
-        type_ids, _ = pad_batch([s.type_ids for s in batch], 0)
+        type_ids, _ = pad_batch([s.token_type_ids for s in batch], 0)
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": type_ids}
         feeds.append({k: v.astype(np.int64) for k, v in feed.items() if k in input_names})
     return feeds
@@ -94,7 +94,7 @@ def main() -> None:
         runner = model.engine.runner
         assert isinstance(runner, OnnxRunner), f"{way} did not run on ONNX Runtime"
         engine_plan = engine_batches(model, texts)
-        seen = [(s.ids, s.type_ids) for batch in engine_plan for s in batch]
+        seen = [(s.ids, s.token_type_ids) for batch in engine_plan for s in batch]
         lengths = [len(r[0]) for r in seen]
         starts = np.cumsum([0, *[len(b) for b in engine_plan]])
         plans = {"engine": list(zip(starts[:-1], starts[1:], strict=True))}

@@ -57,7 +57,7 @@ def engine_feeds(model: bertscope.Model, texts: list[str]) -> list[Batch]:
     feeds = []
     for batch in engine_batches(model, texts):
         ids, mask = pad_batch([list(s.ids) for s in batch], model.engine.pad_id)
-        type_ids, _ = pad_batch([list(s.type_ids) for s in batch], 0)
+        type_ids, _ = pad_batch([list(s.token_type_ids) for s in batch], 0)
         feeds.append((ids, type_ids, mask))
     return feeds
 

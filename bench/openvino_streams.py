@@ -46,7 +46,7 @@ def engine_feeds(precision: str) -> tuple[Any, list[dict[str, np.ndarray]]]:
     limits = (engine.token_budget, engine.max_batch, engine.min_rows, engine.call_tokens)
     for batch in batches(segments, *limits):
         ids, mask = pad_batch([s.ids for s in batch], engine.pad_id)
-        types, _ = pad_batch([s.type_ids for s in batch], 0)
+        types, _ = pad_batch([s.token_type_ids for s in batch], 0)
         feeds.append({"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
     return engine.runner.ov_model, feeds
 
