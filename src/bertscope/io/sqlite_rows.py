@@ -248,9 +248,11 @@ def _snapshot(db: sqlite3.Connection) -> Iterator[None]:
 
 # The rows of a collection that keep no checksum (or labels checksum) after a row that keeps it, in rowid
 # order (parameters: the collection, the first rowid with a checksum, then with a labels checksum, twice).
+# NOT INDEXED, as `_ROWS`: one pass over the table, where the (collection, hash) index would look up each
+# row by its rowid (4x slower, measured on 500,000 rows).
 _STRIPPED = (
-    "FROM embeddings WHERE collection = ? AND ((checksum IS NULL AND (rowid > ? OR rowid >= ?)) OR "
-    "({labels} IS NULL AND rowid > ?))"
+    "FROM embeddings NOT INDEXED WHERE collection = ? AND "
+    "((checksum IS NULL AND (rowid > ? OR rowid >= ?)) OR ({labels} IS NULL AND rowid > ?))"
 )
 
 
@@ -269,7 +271,7 @@ def row_coverage(db: sqlite3.Connection, path: str | Path, collection: str) -> d
         bare, summed, unlabelled, labelled = db.execute(
             "SELECT SUM(checksum IS NULL), MIN(CASE WHEN checksum IS NOT NULL THEN rowid END), "
             f"SUM({labels} IS NULL), MIN(CASE WHEN {labels} IS NOT NULL THEN rowid END) "
-            "FROM embeddings WHERE collection = ?",
+            "FROM embeddings NOT INDEXED WHERE collection = ?",
             (collection,),
         ).fetchone()
         stripped, shown = 0, []
