@@ -150,8 +150,8 @@ class ServiceLimits(BaseModel):
 
 
 class ServiceInfo(BaseModel):
-    """The model (`Model.info`: family, layers, sizes, vocabulary, pooling, backend), and the service's
-    limits; the model's fields beyond these are listed in the docs (`bertscope info --json`)."""
+    """The model (`Model.info`: family, n_layers, sizes, vocabulary, pooling, backend), its prompts, and
+    the service's limits; the model's fields beyond these are listed in the docs (`bertscope info --json`)."""
 
     model_config = ConfigDict(extra="allow")
 
