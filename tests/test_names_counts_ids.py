@@ -175,6 +175,6 @@ def test_static_neighbours_say_score_and_keep_cosine(
     (item,) = _post(http, "/static", {"inputs": "bread", "top_k": 3})["items"]
     want = bundled.static_neighbors("bread", top_k=3)
     assert [n["token"] for n in item["neighbors"]] == [n.token for n in want]
-    assert [n["score"] for n in item["neighbors"]] == pytest.approx([n.cosine for n in want], abs=1e-6)
+    assert [n["score"] for n in item["neighbors"]] == pytest.approx([n.score for n in want], abs=1e-6)
     assert all(n["cosine"] == n["score"] for n in item["neighbors"])
     _deprecated_beside(schemas["Neighbour"], "cosine", "score")

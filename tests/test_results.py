@@ -109,11 +109,11 @@ def test_cli_json_equals_the_services_answer(client: httpx.Client) -> None:
     assert_same(cli_json("tokens", *TEXTS), tokenized)
     assert_same(
         cli_json("static", "bread", "cake", "-k", "3"),
-        _cosine_named(ask(client, "/static", {"inputs": ["bread", "cake"], "k": 3})),
+        _score_named(ask(client, "/static", {"inputs": ["bread", "cake"], "k": 3})),
     )
     assert_same(
         cli_json("static", "breadmaker", "--as-words", "-k", "2"),
-        _cosine_named(ask(client, "/static", {"inputs": "breadmaker", "as_words": True, "k": 2})),
+        _score_named(ask(client, "/static", {"inputs": "breadmaker", "as_words": True, "k": 2})),
     )
     assert_same(cli_json("anatomy", "I am Sinan"), ask(client, "/anatomy", {"inputs": "I am Sinan"}))
     info = client.get("/v2/info").json()
@@ -121,13 +121,13 @@ def test_cli_json_equals_the_services_answer(client: httpx.Client) -> None:
     assert_same(cli_json("info"), {k: v for k, v in info.items() if k not in ("model", "version", "limits")})
 
 
-def _cosine_named(answer: dict[str, Any]) -> dict[str, Any]:
-    """A /static answer with each neighbour's `score` dropped, once it equals `cosine` (the older name the
-    service keeps beside it, and the one `static --json` still gives)."""
+def _score_named(answer: dict[str, Any]) -> dict[str, Any]:
+    """A /static answer with each neighbour's deprecated `cosine` dropped, once it equals `score`, so its
+    neighbours are compared with `static --json`'s on `score` (token, id, score), as every hit's is named."""
     items = answer["items"] if "items" in answer else [answer]
     for item in items:
         for neighbour in item.get("neighbors") or []:
-            assert neighbour.pop("score") == neighbour["cosine"]
+            assert neighbour.pop("cosine") == neighbour["score"]
     return answer
 
 

@@ -26,7 +26,7 @@ def store(tmp_path_factory: pytest.TempPathFactory, bundled: bertscope.Model) ->
 
 def test_silhouette_finds_the_two_senses(store: Path) -> None:
     found = word_senses(store, "bank")
-    assert found.k == 2 and "silhouette" in found.criterion
+    assert found.n_clusters == 2 and "silhouette" in found.criterion
     assert max(found.silhouettes, key=lambda n: found.silhouettes[n]) == 2
     groups = [
         {o.id for o, label in zip(found.occurrences, found.labels, strict=True) if label == n} for n in (0, 1)
@@ -37,12 +37,18 @@ def test_silhouette_finds_the_two_senses(store: Path) -> None:
         scores = [e.score for e in sense.examples]
         assert len(scores) == 3 and scores == sorted(scores, reverse=True)  # type: ignore[type-var]
     said = found.to_dict()  # the name every research result uses; as_dict, the older one, says the same
-    assert said == found.as_dict() and said["k"] == 2 and sum(s["size"] for s in said["senses"]) == 20
+    assert (
+        said == found.as_dict() and said["n_clusters"] == 2 and sum(s["size"] for s in said["senses"]) == 20
+    )
 
 
 def test_given_k_and_bad_input(store: Path) -> None:
     found = word_senses(store, "bank", k=3)
-    assert found.k == 3 and found.criterion == "3 clusters: given" and sum(s.size for s in found.senses) == 20
+    assert (
+        found.n_clusters == 3
+        and found.criterion == "3 clusters: given"
+        and sum(s.size for s in found.senses) == 20
+    )
     sizes = [s.size for s in found.senses]
     assert sizes == sorted(sizes, reverse=True)
     with pytest.raises(InvalidInput, match="n_clusters=40"):
@@ -56,7 +62,9 @@ def test_given_k_and_bad_input(store: Path) -> None:
 def test_cli_senses_prints_json_and_draws(store: Path, tmp_path: Path) -> None:
     picture = tmp_path / "senses.png"
     found = json.loads(run_ok("senses", "bank", "--in", str(store), "-o", str(picture), "--json"))
-    assert found["k"] == 2 and "silhouette" in found["criterion"] and found["picture"] == str(picture)
+    assert (
+        found["n_clusters"] == 2 and "silhouette" in found["criterion"] and found["picture"] == str(picture)
+    )
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     table = run_ok("senses", "bank", "--in", str(store), "-k", "2", "--method", "tsne")
     assert "2 clusters: given" in table and "«bank»" in table
@@ -76,11 +84,13 @@ def test_repeats_cap_k_and_leave_no_empty_sense(tmp_path: Path, bundled: bertsco
     lines = [same, same, same, "We sat on the river bank.", "The bank raised rates."]
     store = _store_of(lines, tmp_path, bundled)
     found = word_senses(store, "bank", k=4)
-    assert found.k == 3 and found.criterion.startswith("3 clusters: given 4, capped at the 3 distinct")
+    assert found.n_clusters == 3 and found.criterion.startswith(
+        "3 clusters: given 4, capped at the 3 distinct"
+    )
     assert sorted(s.size for s in found.senses) == [1, 1, 3] and len(set(found.labels.tolist())) == 3
     chosen = word_senses(store, "bank")
-    assert all(n <= 3 for n in chosen.silhouettes) and chosen.k in chosen.silhouettes
-    assert all(s.size > 0 for s in chosen.senses) and len(chosen.senses) == chosen.k
+    assert all(n <= 3 for n in chosen.silhouettes) and chosen.n_clusters in chosen.silhouettes
+    assert all(s.size > 0 for s in chosen.senses) and len(chosen.senses) == chosen.n_clusters
 
 
 def test_one_repeated_occurrence_is_one_line_error(tmp_path: Path, bundled: bertscope.Model) -> None:

@@ -66,7 +66,7 @@ def test_static_word_of_a_single_piece_is_its_row(bundled: bertscope.Model) -> N
 def test_static_neighbors_are_the_true_nearest(bundled: bertscope.Model) -> None:
     found = bundled.static_neighbors("bread", k=10)
     assert len(found) == 10
-    cosines = [n.cosine for n in found]
+    cosines = [n.score for n in found]
     assert cosines == sorted(cosines, reverse=True)
     special = set(bundled.loaded.tokenizer.all_special_ids)
     weight = _weight(bundled).astype(np.float64)
@@ -78,7 +78,7 @@ def test_static_neighbors_are_the_true_nearest(bundled: bertscope.Model) -> None
         assert bundled.vocab[neighbor.token] == neighbor.id
         row = weight[neighbor.id]
         direct = float(row @ query / (np.linalg.norm(row) * np.linalg.norm(query)))
-        assert neighbor.cosine == pytest.approx(direct, abs=1e-5)
+        assert neighbor.score == pytest.approx(direct, abs=1e-5)
     # The ten are the best ten among the eligible entries, computed here without bertscope.
     all_cos = weight @ query / (np.linalg.norm(weight, axis=1) * np.linalg.norm(query))
     names = _vocab_list(bundled)
@@ -94,7 +94,7 @@ def test_static_neighbors_of_a_vector_leave_specials_out_unless_asked(bundled: b
     assert all(n.id not in bundled.loaded.tokenizer.all_special_ids for n in plain)
     with_special = bundled.static_neighbors(query, k=5, include_special=True)
     assert (with_special[0].token, with_special[0].id) == ("[MASK]", mask_id)
-    assert with_special[0].cosine == pytest.approx(1.0, abs=1e-6)
+    assert with_special[0].score == pytest.approx(1.0, abs=1e-6)
 
 
 def test_unknown_piece_points_to_static_word(bundled: bertscope.Model) -> None:

@@ -13,6 +13,7 @@ import numpy as np
 from .core.exports import Block, ExportFormat, RowKind, Rows, export_format, write_rows
 from .core.given import row_id
 from .core.renamed import older_spelling, renamed_keyword, top_k_given
+from .core.renamed_fields import renamed_field
 from .core.similarity import unit
 from .core.spec import whole_number
 from .core.tokens import text_problem
@@ -97,15 +98,21 @@ class StaticWord:
 
 @dataclass
 class Neighbor:
-    """A vocabulary entry near a query, by cosine of static rows."""
+    """A vocabulary entry near a query: its `score` is the cosine of the static rows (`score`, as every
+    hit's; `cosine` is its deprecated old name)."""
 
     token: str
     id: int
-    cosine: float
+    score: float
+
+    @property
+    def cosine(self) -> float:
+        """Deprecated: the old name of `score` (the same cosine)."""
+        return renamed_field(self.score, owner="Neighbor", name="score", old="cosine")
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: token, id, cosine."""
-        return {"token": self.token, "id": self.id, "cosine": self.cosine}
+        """JSON-able: token, id, score (not the deprecated `cosine`)."""
+        return {"token": self.token, "id": self.id, "score": self.score}
 
 
 def token_ids(model: StaticSource, items: str | int | Sequence[str | int]) -> list[int]:
@@ -201,7 +208,7 @@ def lookup(
 ) -> dict[str, Any]:
     """One JSON-able static record: a piece or id (token, id) or with `as_words` (default False) a word
     (word, pieces, ids), with its vector (d,), norm, and with top_k > 0 its `neighbors` (token, id,
-    cosine; default 0, none).
+    score: the cosine; default 0, none).
 
     `as_words` is `static --as-words` and the service's `"as_words"`; `word` is its deprecated old name
     (a `word` is a word itself elsewhere: `search_occurrences(word=...)`); `k=` is the older spelling of

@@ -316,7 +316,7 @@ def static(
         if top_k:
             table = Table("rank", "piece", "id", "cosine")
             for rank, n in enumerate(rec["neighbors"], 1):
-                table.add_row(str(rank), n["token"], str(n["id"]), f"{n['cosine']:.4f}")
+                table.add_row(str(rank), n["token"], str(n["id"]), f"{n['score']:.4f}")
             out.print(table)
 
 

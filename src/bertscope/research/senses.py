@@ -1,11 +1,12 @@
-"""A word's senses in a token or word store: its occurrences clustered, k chosen by silhouette or given.
+"""A word's senses in a token or word store: its occurrences clustered, the number of clusters
+(`n_clusters`, scikit-learn's name) chosen by silhouette or given.
 
-Occurrence vectors are unit-normalised and clustered by k-means (so clusters follow cosine); with no k
-given, k is the one of 2..8 with the highest mean silhouette (cosine distance). Repeated occurrences
-(the same sentence twice gives the same vector) are clustered once, weighted by how often they occur,
-so k is at most the number of distinct vectors: a larger k is capped there and the criterion says so,
-and no sense is ever empty. Clusters are numbered by size, largest first; each keeps its most central
-occurrences (highest cosine to its centroid).
+Occurrence vectors are unit-normalised and clustered by k-means (so clusters follow cosine); with no
+`n_clusters` given, it is the one of 2..8 with the highest mean silhouette (cosine distance). Repeated
+occurrences (the same sentence twice gives the same vector) are clustered once, weighted by how often
+they occur, so `n_clusters` is at most the number of distinct vectors: a larger one is capped there and
+the criterion says so, and no sense is ever empty. Clusters are numbered by size, largest first; each
+keeps its most central occurrences (highest cosine to its centroid).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.renamed_fields import renamed_field
 from ..core.similarity import unit
 from ..errors import InvalidInput
 from ..io.occurrences import Occurrence, occurrence_vectors
@@ -23,7 +25,7 @@ from .states import check_seed
 
 __all__ = ["Sense", "Senses", "word_senses"]
 
-_K_RANGE = range(2, 9)
+_N_CLUSTERS_RANGE = range(2, 9)
 _MIN_OCCURRENCES = 3
 
 
@@ -38,10 +40,11 @@ class Sense:
 
 @dataclass
 class Senses:
-    """A word's occurrences, the cluster of each, and how k was chosen."""
+    """A word's occurrences, the cluster of each, and how many clusters (`n_clusters`; `k` is its
+    deprecated old name) and how that number was chosen."""
 
     word: str
-    k: int
+    n_clusters: int
     criterion: str
     silhouettes: dict[int, float]
     senses: list[Sense]
@@ -50,14 +53,20 @@ class Senses:
     vectors: np.ndarray = field(repr=False)
     capped: bool = False
 
+    @property
+    def k(self) -> int:
+        """Deprecated: the old name of `n_clusters` (the same number), as `word_senses(k=)` is of
+        `n_clusters=`."""
+        return renamed_field(self.n_clusters, owner="Senses", name="n_clusters", old="k")
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: k, the criterion, silhouettes and each sense with its examples (`to_dict`, as every
-        research result names it; `as_dict` is its older name)."""
+        """JSON-able: n_clusters, the criterion, silhouettes and each sense with its examples (`to_dict`, as
+        every research result names it; `as_dict` is its older name)."""
         return {
             "word": self.word,
-            "k": self.k,
+            "n_clusters": self.n_clusters,
             "criterion": self.criterion,
-            "silhouettes": {str(k): v for k, v in self.silhouettes.items()},
+            "silhouettes": {str(n): v for n, v in self.silhouettes.items()},
             "occurrences": len(self.occurrences),
             "capped": self.capped,
             "senses": [
@@ -81,8 +90,8 @@ def word_senses(
     layers: object = None,
     k: int | None = None,
 ) -> Senses:
-    """Cluster the first `limit` (at least 3) occurrences of `word` in a token or word store into k senses;
-    `capped` says the word occurs more often than that.
+    """Cluster the first `limit` (at least 3) occurrences of `word` in a token or word store into
+    `n_clusters` senses; `capped` says the word occurs more often than that.
 
     `layer` clusters one stored layer of a store made with combine="stack" (default: all it keeps);
     `layers=`, the name of a layer spec elsewhere, is refused with that said. `n_clusters` is the number
@@ -102,7 +111,6 @@ def word_senses(
         if n_clusters is not None:
             raise InvalidInput("k= is the older name of n_clusters=; give n_clusters only")
         n_clusters = k
-    k = n_clusters
     check_seed(seed)
     if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
         raise InvalidInput(f"examples={examples!r}: give a whole number of examples per sense, 0 or more")
@@ -119,12 +127,12 @@ def word_senses(
         raise InvalidInput(
             f"{word!r} occurs {len(points)} time(s) in {store}; clustering needs at least {_MIN_OCCURRENCES}"
         )
-    if k is not None and not 1 <= k <= len(points):
+    if n_clusters is not None and not 1 <= n_clusters <= len(points):
         raise InvalidInput(
-            f"n_clusters={k}: give a number of senses between 1 and {len(points)} (the occurrences)"
+            f"n_clusters={n_clusters}: give a number of senses between 1 and {len(points)} (the occurrences)"
         )
     distinct, inverse, weights = _distinct(points)
-    if len(distinct) < 2 and k != 1:
+    if len(distinct) < 2 and n_clusters != 1:
         raise InvalidInput(
             f"{word!r}: its {len(points)} occurrences in {store} all have the same vector "
             "(the same text repeated); clustering needs at least 2 distinct occurrences"
@@ -135,8 +143,8 @@ def word_senses(
         return _by_size(np.asarray(model.fit_predict(distinct, sample_weight=weights))[inverse])
 
     silhouettes: dict[int, float] = {}
-    if k is None:
-        for n in (n for n in _K_RANGE if n <= len(distinct) and n < len(points)):
+    if n_clusters is None:
+        for n in (n for n in _N_CLUSTERS_RANGE if n <= len(distinct) and n < len(points)):
             labels = cluster(n)
             if labels.max() > 0:
                 silhouettes[n] = float(silhouette_score(points, labels, metric="cosine"))
@@ -144,8 +152,12 @@ def word_senses(
         labels = cluster(best)
         criterion = f"the highest mean silhouette (cosine) of n_clusters=2..{max(silhouettes)}"
     else:
-        labels = cluster(min(k, len(distinct)))
-        criterion = "given" if labels.max() + 1 == k else f"given {k}, capped at {_capped(distinct)}"
+        labels = cluster(min(n_clusters, len(distinct)))
+        criterion = (
+            "given"
+            if labels.max() + 1 == n_clusters
+            else f"given {n_clusters}, capped at {_capped(distinct)}"
+        )
     used = int(labels.max()) + 1
     senses = [_sense(number, labels, points, hits, examples) for number in range(used)]
     return Senses(

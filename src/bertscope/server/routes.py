@@ -303,13 +303,10 @@ def _tokenized(tokens: Tokens) -> dict[str, Any]:
 
 
 def _scored(record: dict[str, Any]) -> dict[str, Any]:
-    """A /static record, its neighbours' cosine named `score` as every hit's is (`cosine`, the older
-    name, kept beside it: deprecated in the schema)."""
+    """A /static record (`static.lookup`'s: each neighbour's cosine is its `score`, as every hit's), with
+    `cosine`, the older name, kept beside it: deprecated in the schema."""
     if record.get("neighbors") is not None:
-        record["neighbors"] = [
-            {"token": n["token"], "id": n["id"], "score": n["cosine"], "cosine": n["cosine"]}
-            for n in record["neighbors"]
-        ]
+        record["neighbors"] = [{**n, "cosine": n["score"]} for n in record["neighbors"]]
     return record
 
 
