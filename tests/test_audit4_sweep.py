@@ -303,7 +303,7 @@ def test_both_spellings_typed_are_refused_even_at_the_default(typed: str) -> Non
 def test_senses_n_clusters(files: dict[str, Path]) -> None:
     args = ("senses", "bank", "--store", str(files["tokens"]), "--json")
     new, old = run_main(*args, "-n", "2"), run_main(*args, "-k", "2")
-    assert new.code == 0 and new.stdout == old.stdout and '"k": 2' in new.stdout, (new, old)
+    assert new.code == 0 and new.stdout == old.stdout and '"n_clusters": 2' in new.stdout, (new, old)
     line = one_error(run_main(*args, "--n-clusters", "100"))
     assert line.startswith("error: --n-clusters 100: give a number of senses between 1 and"), line
     assert bertscope.word_senses(files["tokens"], "bank", n_clusters=2).n_clusters == 2
