@@ -87,6 +87,8 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_results.py": 4.4,
     "test_explain.py": 4.0,
     "test_post_names_audit5.py": 3.5,
+    "test_names_precision_flags.py": 6.6,
+    "test_names_counts_ids.py": 2.3,
     "test_research_audit3.py": 3.9,
     "test_window_pool.py": 3.8,
     "test_geometry.py": 3.7,
