@@ -17,6 +17,7 @@ import bertscope
 from bertscope.cli import app
 from bertscope.errors import CorpusError, InvalidInput, InvalidSpec
 from bertscope.io import index as index_module
+from bertscope.io.checksums import SETTINGS_KEY, sealed
 from bertscope.io.formats import open_sink
 from bertscope.io.index import build_index, index_paths, index_state
 from bertscope.io.levels import Rows
@@ -129,6 +130,8 @@ def test_npy_chunk_store_with_damaged_labels_is_one_line(tmp_path: Path, matrix:
         batch.pop("labels")
     settings["checksums"].pop("rows"), settings["checksums"].pop("sha256")  # nor recorded its rows
     settings.pop("row_checks")  # nor said which row checks it kept (a store saying so is refused: stripped)
+    kept = {k: v for k, v in settings.items() if k not in ("checksums", SETTINGS_KEY)}
+    settings[SETTINGS_KEY] = sealed(kept)[SETTINGS_KEY]  # sealed as that bertscope wrote them
     settings_file.write_text(json.dumps(settings))
     with pytest.raises(CorpusError, match=r"line 4 of .*chunks.rows.jsonl is not a chunk's labels"):
         search(vectors(1, 1)[0], path, k=3, exact=True)

@@ -14,6 +14,7 @@ import pytest
 import bertscope
 from bertscope.core.fingerprint_facts import store_fingerprint
 from bertscope.core.loading import open_light
+from bertscope.io.checksums import SETTINGS_KEY, sealed
 from bertscope.io.stores import open_store
 from bertscope.model import Model
 from bertscope.verify.store import verify_store
@@ -91,7 +92,10 @@ def _collection_settings(db: Path) -> dict[str, Any]:
 
 
 def _set_collection_settings(db: Path, settings: dict[str, Any]) -> None:
+    """The collection's settings replaced, sealed as a bertscope writing them would (an edit that does
+    not seal them is refused before anything reads them)."""
     update = "UPDATE collections SET settings = ? WHERE name = 'default'"
+    settings = sealed({k: v for k, v in settings.items() if k != SETTINGS_KEY})
     with sqlite3.connect(db) as connection:
         connection.execute(update, (json.dumps(settings),))
     connection.close()

@@ -42,7 +42,10 @@ settings object itself: the Parquet `bertscope` metadata, the `.settings.json` b
 checksums left out: they are checked on their own), an SQLite collection's `settings`. `sealed` adds
 it when a store is written; `unsealed` takes it off when one is read and says whether it matches (None
 for a store written before stores carried one). An edit that does not compute it again is found; it is
-a checksum, not a signature.
+a checksum, not a signature. Whatever reads a store's rows or settings to answer from them or to add to
+it reads them through `proven_settings`, which refuses settings that no longer match (and a `row_checks`
+that is not a whole number), so an edited generation never makes stripped checksums pass; only `verify`
+opens such a store, to say so.
 """
 
 from __future__ import annotations
@@ -94,6 +97,7 @@ __all__ = [
     "table_checksums",
     "non_finite",
     "corrupt",
+    "proven_settings",
     "rebuild_hint",
     "refuse_non_finite",
     "rechunk",
@@ -483,6 +487,24 @@ def unsealed(stored: Mapping[str, Any]) -> tuple[dict[str, Any], bool | None]:
     if SETTINGS_KEY not in stored:
         return settings, None
     return settings, stored[SETTINGS_KEY] == settings_digest(settings)
+
+
+def proven_settings(stored: Mapping[str, Any], where: str, rebuild: str) -> dict[str, Any]:
+    """The settings a store keeps (`stored`: as read, their digest included), as stored, once proven as
+    written: CorpusError in one line where they do not match their digest (edited since: `settings_edited`) or
+    where their `ROW_CHECKS_KEY` is not a whole number (malformed, never read as generation 0). Settings
+    written before stores sealed them (no digest) read as before. `where` names the store's settings."""
+    settings, match = unsealed(stored)
+    if match is False:
+        raise settings_edited(where, rebuild)
+    found = settings.get(ROW_CHECKS_KEY)
+    if found is not None and (isinstance(found, bool) or not isinstance(found, int) or found < 0):
+        raise CorpusError(
+            f"the settings of {where} are malformed: their {ROW_CHECKS_KEY} is {found!r}, not a whole "
+            f"number, so they do not say which checksums its rows keep; use the file as bertscope wrote "
+            f"it, or {rebuild}"
+        )
+    return dict(stored)
 
 
 def settings_edited(where: str, rebuild: str) -> CorpusError:

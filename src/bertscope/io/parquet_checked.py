@@ -36,6 +36,7 @@ from .checksums import (
     corrupt,
     keeps_digests,
     non_finite,
+    proven_settings,
     rebuild_hint,
     rechunk,
     recorded,
@@ -199,10 +200,12 @@ class CheckedParquet:
         if self.groups is not None and [g["rows"] for g in self.groups] != sizes:
             raise self._error(0, max(0, int(self.starts[-1]) - 1), LAYOUT)
         # What the checksums lack that the settings say were written (stripped): refused on reading rows
-        # (`verify`, which reads only the checksums first, names it its own way).
+        # (`verify`, which reads only the checksums first, names it its own way), as settings edited since
+        # they were written are (`proven_settings`: their generation is what says what was kept).
         self.counts = tuple(name for name in COUNT_COLUMNS if name in self.file.schema_arrow.names)
         self.coverage = with_coverage(found, "id", self.counts)
-        self.missing = checks_missing(_stored_settings(self.file), self.coverage)
+        settings = proven_settings(_stored_settings(self.file), self.where, self.rebuild)
+        self.missing = checks_missing(settings, self.coverage)
 
     def _refuse_unproven(self) -> None:
         if self.missing is not None:

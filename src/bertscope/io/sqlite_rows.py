@@ -35,6 +35,7 @@ from .checksums import (
     corrupt,
     labels_checksum,
     non_finite,
+    proven_settings,
     rebuild_hint,
     row_checks,
 )
@@ -300,9 +301,12 @@ def row_coverage(db: sqlite3.Connection, path: str | Path, collection: str) -> d
 def refuse_unproven(db: sqlite3.Connection, collection: str, path: str | Path) -> None:
     """Refuse, in one line, to read the rows of a collection whose checksums were stripped: rows without
     theirs after rows with them, or less than its sealed settings say its writer kept (`checks_missing`,
-    the test Parquet and .npy stores are read by); a collection written before checksums reads as before."""
+    the test Parquet and .npy stores are read by), or whose settings were edited since they were written
+    (`proven_settings`); a collection written before checksums reads as before."""
+    hint = rebuild_hint(path, collection)
+    settings = proven_settings(_stored_settings(db, collection), f"collection {collection!r} in {path}", hint)
     found = row_coverage(db, path, collection)
-    missing = checks_missing(_stored_settings(db, collection), found)
+    missing = checks_missing(settings, found)
     if missing is not None:
         where = f"collection {collection!r} in {path}"
-        raise unproven(where, missing, Path(path), rebuild_hint(path, collection), how="copied")
+        raise unproven(where, missing, Path(path), hint, how="copied")

@@ -26,6 +26,7 @@ from .checksums import (
     checksum,
     corrupt,
     non_finite,
+    proven_settings,
     rebuild_hint,
     refuse_non_finite,
     row_checks,
@@ -146,7 +147,8 @@ class SqliteSink(Sink):
         # with its own generation, so that every row of it is read by one rule.
         self.generation = ROW_CHECKS
         if row is not None:
-            stored = unsealed(json.loads(row[1]))[0]
+            where, hint = f"collection {collection!r} in {path}", rebuild_hint(path, collection)
+            stored = unsealed(proven_settings(json.loads(row[1]), where, hint))[0]
             self.generation = row_checks(stored)
             stored.pop(ROW_CHECKS_KEY, None)
             if settings_differ(stored, settings):

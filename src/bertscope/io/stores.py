@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import CorpusError
-from .checksums import unsealed
-from .formats import FormatRules, refuse_collection, store_rules, suffixes_where
+from .checksums import proven_settings, rebuild_hint, unsealed
+from .formats import Format, FormatRules, refuse_collection, store_rules, suffixes_where
 from .parquet_sink import view_column
 from .vector_files import Chunk
 
@@ -29,7 +29,8 @@ class Store:
     column: str = "embedding"
     view: str | None = None
     # Whether the settings match the digest stored with them: None where the store records none (written
-    # before stores carried one); False where they were changed since (`checksums.unsealed`).
+    # before stores carried one); False where they were changed since (`checksums.unsealed`), which
+    # `open_store` refuses: only a Store made by hand carries False.
     settings_match: bool | None = None
 
     @property
@@ -70,15 +71,29 @@ class Store:
 
 def open_store(path: str | Path, *, collection: str | None = None) -> Store:
     """Open a bertscope output for reading; SQLite needs the collection (or has exactly one), another
-    store refuses one. Its settings come without their digest; `settings_match` says whether they match it."""
+    store refuses one. Its settings come without their digest; `settings_match` says whether they match it
+    (None: written before settings were sealed). Settings that no longer match it (edited) are refused in
+    one line (`checksums.proven_settings`), as `verify --store` says: nothing answers from them."""
     path = Path(path)
     if not path.is_file():
         what = "a folder, not a file" if path.is_dir() else _unfinished(path) or "no such file"
         raise CorpusError(f"cannot read {path}: {what}")
     refuse_collection(path, collection)
-    found, stored = store_rules(path).reader.open(path, collection)
-    settings, match = unsealed(stored)
+    rules = store_rules(path)
+    found, stored = rules.reader.open(path, collection)
+    settings, match = unsealed(
+        proven_settings(stored, _settings_where(path, found, rules), rebuild_hint(path, found))
+    )
     return Store(path, found, settings, settings_match=match)
+
+
+def _settings_where(path: Path, collection: str | None, rules: FormatRules) -> str:
+    """Where a store keeps its settings, for messages: its collection, or the file beside a .npy."""
+    if collection:
+        return f"collection {collection!r} in {path}"
+    if rules.format is Format.NPY:
+        return f"{path} ({path.with_suffix('.settings.json').name})"
+    return str(path)
 
 
 def _unfinished(path: Path) -> str | None:

@@ -28,6 +28,7 @@ from .checksums import (
     checksum,
     corrupt,
     non_finite,
+    proven_settings,
     rebuild_hint,
     rechunk,
     recorded,
@@ -267,9 +268,12 @@ def _batch_lines(handle: Any, path: Path, start: int, rows: int, total: int) -> 
 
 def _proven_checksums(path: Path) -> dict[str, Any] | None:
     """The checksums recorded beside a .npy store to read its rows by (None: written before them), or the
-    one-line refusal where its settings say checksums were written that are gone (`checks_missing`)."""
+    one-line refusal where its settings say checksums were written that are gone (`checks_missing`) or
+    were edited since they were written (`proven_settings`; their digest leaves the checksums out)."""
     settings = npy_settings(path)
-    found = recorded(settings.get("checksums"), str(path))
+    sums = settings.pop("checksums", None)
+    proven_settings(settings, f"{path} ({path.with_suffix('.settings.json').name})", rebuild_hint(path))
+    found = recorded(sums, str(path))
     missing = checks_missing(settings, with_coverage(found, "labels"))
     if missing is not None:
         raise unproven(str(path), missing, path, rebuild_hint(path))
