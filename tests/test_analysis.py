@@ -165,7 +165,7 @@ def test_word_eval_on_a_simlex_subset(bundled: bertscope.Model) -> None:
     expected = spearmanr((unit[:, 0] * unit[:, 1]).sum(1), [g for *_, g in data[:150]]).statistic
     assert result.records[0]["spearman"] == pytest.approx(expected, abs=1e-6)
     cov = result.coverage
-    assert cov["pairs"] == 150 and cov["whole"] + cov["split"] == cov["words"] and cov["split"] >= 1
+    assert cov["pairs"] == 150 and cov["whole"] + cov["split"] == cov["n_words"] and cov["split"] >= 1
     assert all(-1 <= r["spearman"] <= 1 for r in result.records)
 
 
@@ -211,9 +211,9 @@ def test_long_texts_are_never_cut_in_silence(bundled: bertscope.Model) -> None:
     left, right = [prefix + e for e in endings], [e + " today" for e in endings]
     gold = np.array([1.0, 0.0, 0.5, 0.2])
     cut = sweep(bundled, left, right, gold, layers="6", poolings=["mean"])
-    assert cut.settings["truncated"] == 4 and cut.settings["dropped_tokens"] > 4 * 100
+    assert cut.settings["n_truncated"] == 4 and cut.settings["n_dropped"] > 4 * 100
     whole = sweep(bundled, left, right, gold, layers="6", poolings=["mean"], long="window")
-    assert whole.settings["truncated"] == whole.settings["dropped_tokens"] == 0
+    assert whole.settings["n_truncated"] == whole.settings["n_dropped"] == 0
     sentences = ["the bank is closed", "a bank was robbed", prefix + "the bank was closed"]
     assert contextuality(bundled, sentences, words=["bank"]).occurrences["bank"] == 3
 

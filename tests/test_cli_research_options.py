@@ -135,7 +135,7 @@ def test_senses_reports_true_counts_and_refuses_a_limit_below_three(store: Path)
     all_of_them = run_main(*base, "--limit", "23")
     assert all_of_them.code == 0 and "note" not in all_of_them.stderr
     found = json.loads(all_of_them.stdout)
-    assert found["occurrences"] == 23 and found["capped"] is False
+    assert found["n_occurrences"] == 23 and found["capped"] is False
     fewer = run_main(*base, "--limit", "22")
     assert "occurs more than 22 times" in fewer.stderr and json.loads(fewer.stdout)["capped"] is True
     refused = run_main(*base, "--limit", "0")

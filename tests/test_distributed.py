@@ -358,7 +358,10 @@ def test_ray_aggregation_equals_the_local_one(
     remote = aggregate_on_ray(
         str(corpus), model=model, layers="0,-1", min_count=2, batch_size=30, progress=False
     )
-    assert sorted(remote.words) == sorted(local.words) and remote.settings["texts"] == local.settings["texts"]
+    assert (
+        sorted(remote.words) == sorted(local.words)
+        and remote.settings["n_texts"] == local.settings["n_texts"]
+    )
     for word in local.words:
         assert remote.counts[remote.index[word]] == local.counts[local.index[word]]
         np.testing.assert_allclose(

@@ -244,7 +244,7 @@ def test_senses_takes_a_layer_of_a_stacked_store(stacked: Path) -> None:
     _, both = occurrence_vectors(stacked, word="bank")
     _, six = occurrence_vectors(stacked, word="bank", layer=6)
     np.testing.assert_allclose(six, both[:, 384:], atol=1e-6)
-    assert word_senses(stacked, "bank", k=2, layer=4).senses
+    assert word_senses(stacked, "bank", n_clusters=2, layer=4).senses
     code, stdout, _ = run("senses", "bank", "--in", str(stacked), "--layer", "6", "-k", "2", "--json")
     assert code == 0 and json.loads(stdout)["senses"]
     code, _, stderr = run("senses", "bank", "--in", str(stacked), "--layer", "5")

@@ -128,7 +128,8 @@ def test_senses_say_n_clusters(store: Path, chosen: Senses) -> None:
 
 def test_the_old_senses_name_still_gives_the_number(store: Path, chosen: Senses) -> None:
     assert _old_name(chosen, "k") == chosen.n_clusters == 2
-    given = word_senses(store, "bank", k=3)  # the older keyword, still read
+    with pytest.warns(DeprecationWarning, match=r"word_senses\(k=\.\.\.\) is deprecated; use n_clusters="):
+        given = word_senses(store, "bank", k=3)  # the old keyword, still read
     assert _old_name(given, "k") == given.n_clusters == 3
     with pytest.raises(AttributeError):
         given.k = 4  # type: ignore[misc]  # read-only: the number is set as `n_clusters`

@@ -42,7 +42,7 @@ def test_word_eval_and_contextuality_lines(tmp_path: Path) -> None:
     records = [{"layer": "static", "spearman": 0.4}] + [
         {"layer": k, "spearman": 0.3 + k / 20} for k in range(7)
     ]
-    evaluation = WordEval(records, {"pairs": 9, "words": 12, "whole": 10, "split": 2})
+    evaluation = WordEval(records, {"pairs": 9, "n_words": 12, "whole": 10, "split": 2})
     assert_picture(plot_word_eval(evaluation, tmp_path / "words.png"))
     rows = [
         {
@@ -117,8 +117,8 @@ def test_plot_commands_take_the_shared_names_and_print_json(
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     assert data["layers"] == [0, 6] and data["tokens"] == ["[CLS]", "a", "cat", "sat", "[SEP]"]
-    cosine = np.array(data["cosine"])
-    assert cosine.shape == (2, 5, 5) and np.allclose(np.diagonal(cosine, axis1=1, axis2=2), 1, atol=1e-5)
+    cosines = np.array(data["cosines"])
+    assert cosines.shape == (2, 5, 5) and np.allclose(np.diagonal(cosines, axis1=1, axis2=2), 1, atol=1e-5)
 
 
 def test_the_old_plot_spelling_still_writes_the_picture(

@@ -43,7 +43,7 @@ def test_silhouette_finds_the_two_senses(store: Path) -> None:
 
 
 def test_given_k_and_bad_input(store: Path) -> None:
-    found = word_senses(store, "bank", k=3)
+    found = word_senses(store, "bank", n_clusters=3)
     assert (
         found.n_clusters == 3
         and found.criterion == "3 clusters: given"
@@ -52,7 +52,7 @@ def test_given_k_and_bad_input(store: Path) -> None:
     sizes = [s.size for s in found.senses]
     assert sizes == sorted(sizes, reverse=True)
     with pytest.raises(InvalidInput, match="n_clusters=40"):
-        word_senses(store, "bank", k=40)
+        word_senses(store, "bank", n_clusters=40)
     with pytest.raises(InvalidInput, match="'estuary' occurs 1 time"):
         word_senses(store, "estuary")
     with pytest.raises(InvalidInput, match=r"^word_senses takes layer= .*, not layers='-1': the store fixes"):
@@ -69,7 +69,7 @@ def test_cli_senses_prints_json_and_draws(store: Path, tmp_path: Path) -> None:
     table = run_ok("senses", "bank", "--in", str(store), "-k", "2", "--method", "tsne")
     assert "2 clusters: given" in table and "«bank»" in table
     seeded = json.loads(run_ok("senses", "bank", "--store", str(store), "-k", "3", "--seed", "5", "--json"))
-    assert {**word_senses(store, "bank", k=3, seed=5).to_dict(), "picture": None} == seeded
+    assert {**word_senses(store, "bank", n_clusters=3, seed=5).to_dict(), "picture": None} == seeded
 
 
 def _store_of(lines: list[str], directory: Path, model: bertscope.Model) -> Path:
@@ -83,7 +83,7 @@ def test_repeats_cap_k_and_leave_no_empty_sense(tmp_path: Path, bundled: bertsco
     same = "I went to the bank."
     lines = [same, same, same, "We sat on the river bank.", "The bank raised rates."]
     store = _store_of(lines, tmp_path, bundled)
-    found = word_senses(store, "bank", k=4)
+    found = word_senses(store, "bank", n_clusters=4)
     assert found.n_clusters == 3 and found.criterion.startswith(
         "3 clusters: given 4, capped at the 3 distinct"
     )
@@ -97,8 +97,8 @@ def test_one_repeated_occurrence_is_one_line_error(tmp_path: Path, bundled: bert
     store = _store_of(["I went to the bank."] * 4, tmp_path, bundled)
     for k in (None, 2):
         with pytest.raises(InvalidInput, match="all have the same vector"):
-            word_senses(store, "bank", k=k)
-    assert [s.size for s in word_senses(store, "bank", k=1).senses] == [4]
+            word_senses(store, "bank", n_clusters=k)
+    assert [s.size for s in word_senses(store, "bank", n_clusters=1).senses] == [4]
     ran = run_main("senses", "bank", "--in", str(store))
     assert ran.code != 0 and "Traceback" not in ran.stderr
     assert ran.stderr.count("\n") == 1 and "all have the same vector" in ran.stderr

@@ -335,12 +335,12 @@ def test_the_library_windows_long_texts_by_default_and_says_when_it_truncates(bu
     with warnings.catch_warnings():
         warnings.simplefilter("error", TruncatedTextsWarning)
         whole = bundled.static_from_corpus(corpus)
-    assert whole.settings["long"] == "window" and whole.settings["truncated"] == 0
+    assert whole.settings["long"] == "window" and whole.settings["n_truncated"] == 0
     assert "tail" in whole.index and int(whole.counts[whole.index["bank"]]) == 2
     said = "^1 of 2 text\\(s\\) ran past the model's 256 tokens and were truncated: their ends are not in "
     with pytest.warns(TruncatedTextsWarning, match=said + "the vectors; long='window' keeps every word$"):
         cut = bundled.static_from_corpus(corpus, long="truncate")
-    assert cut.settings["long"] == "truncate" and cut.settings["truncated"] == 1 and "tail" not in cut.index
+    assert cut.settings["long"] == "truncate" and cut.settings["n_truncated"] == 1 and "tail" not in cut.index
     assert cut.summary is not None and cut.summary.n_truncated == 1
 
 
@@ -354,7 +354,7 @@ def test_tables_reduced_from_elsewhere_count_their_truncated_texts(bundled) -> N
     table = level.embed(records).table
     with pytest.warns(TruncatedTextsWarning, match="^1 of 2 text\\(s\\) ran past the model's 256 tokens"):
         cut = reduce_tables(bundled, level, settings, [table], min_count=1, corpus="texts")
-    assert cut.settings["truncated"] == 1 and cut.summary is not None and cut.summary.n_truncated == 1
+    assert cut.settings["n_truncated"] == 1 and cut.summary is not None and cut.summary.n_truncated == 1
 
 
 def test_results_count_layers_from_the_end_say_to_dict_and_keep_short_reprs(bundled: bertscope.Model) -> None:

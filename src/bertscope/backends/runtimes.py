@@ -27,7 +27,14 @@ from .quantize import calibration_or_shipped
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["apply_way", "calibration_digest", "openvino_options", "use_onnxruntime", "use_openvino"]
+__all__ = [
+    "apply_way",
+    "calibration_digest",
+    "openvino_options",
+    "runs_as_asked",
+    "use_onnxruntime",
+    "use_openvino",
+]
 
 E = TypeVar("E", bound=Encoder)
 
@@ -91,6 +98,7 @@ def use_openvino(
         warn_int8_without_vnni(f"backend='openvino', quantize='{precision}'")
     if drift_gate and calibration is not None and precision == "int8_static" and runner.path is not None:
         _gate(encoder, runner, runner.path, calibration, "backend='openvino', quantize='int8_static'")
+    runs_as_asked(encoder)
     encoder.backend = "openvino"
     encoder.calibration_digest = calibration_digest(calibration) if precision == "int8_static" else None
     encoder.quantize = precision if precision.startswith("int8") else None
@@ -134,10 +142,20 @@ def use_onnxruntime(
     if drift_gate and calibration is not None and mode.int8_scheme:
         runner = encoder.engine.runner
         _gate(encoder, runner, runner.path, calibration, f"quantize='{mode.value}'")
+    runs_as_asked(encoder)
     encoder.backend = "onnxruntime"
     encoder.calibration_digest = calibration_digest(calibration) if mode.int8_scheme else None
     encoder.runtime_dtype = None
     encoder.quantize = None if mode is Quantize.NONE else mode.value
+
+
+def runs_as_asked(encoder: Encoder) -> None:
+    """`encoder` switched to a runtime by name: what `mode="fast"` or the exact default chose at load no
+    longer runs, so `info()` drops that choice and says mode "exact" (the mode that runs what was asked),
+    as for a model loaded with this runtime asked. The choosers record theirs after switching."""
+    encoder.mode = "exact"
+    encoder.fast_choice = None
+    encoder.exact_choice = None
 
 
 def _gate(encoder: Encoder, runner: Any, graph: Path, calibration: Sequence[str], asked: str) -> None:

@@ -303,7 +303,7 @@ def static(
     if not items:
         raise InvalidInput("name at least one word piece (e.g. `bertscope static bread`), or -o FILE")
     keys: list[Any] = [_token_id(i) if ids else i for i in items] if not word else list(items)
-    records = [lookup(m, key, as_words=word, k=top_k, include_special=include_special) for key in keys]
+    records = [lookup(m, key, as_words=word, top_k=top_k, include_special=include_special) for key in keys]
     if as_json:
         emit_json({"items": records})
         return

@@ -192,7 +192,7 @@ def similar(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         hits = search(
-            query, store, collection=collection, k=k, item_id=item_id, model=model, post=post,
+            query, store, collection=collection, top_k=k, item_id=item_id, model=model, post=post,
             view=view, exact=exact, nprobe=nprobe, prompt_name=prompt_name, prompt=prompt,
         )  # fmt: skip
     for warning in caught:
@@ -268,7 +268,7 @@ def _occurrences(
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        found = search_occurrences(store, word=word, context=context, k=k, model=model, exact=exact)
+        found = search_occurrences(store, word=word, context=context, top_k=k, model=model, exact=exact)
     for warning in caught:
         warn(warning.message)
     if as_json:

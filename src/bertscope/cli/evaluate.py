@@ -169,10 +169,10 @@ def eval_pairs(
             long=long,
             stride=stride,
         )
-    if result.settings["truncated"]:
+    if result.settings["n_truncated"]:
         warn(
-            f"{result.settings['truncated']} text(s) longer than the model's limit were truncated "
-            f"({result.settings['dropped_tokens']} tokens dropped); --long window keeps them all"
+            f"{result.settings['n_truncated']} text(s) longer than the model's limit were truncated "
+            f"({result.settings['n_dropped']} tokens dropped); --long window keeps them all"
         )
     if picture is not None:
         plot_sweep(result, picture, overwrite=overwrite)
@@ -269,13 +269,13 @@ def eval_words(
     out.print(records_table(shown, f"{name}: Spearman of cosine vs gold, per kind of static vector", keys))
     cov = result.coverage
     out.print(
-        f"coverage: {cov['pairs']} pairs, {cov['words']} words: {cov['whole']} whole, {cov['split']} split "
+        f"coverage: {cov['pairs']} pairs, {cov['n_words']} words: {cov['whole']} whole, {cov['split']} split "
         "into word pieces (rows and decontextualised: a split word is the mean of its pieces)",
         highlight=False,
     )
     if aggregated is not None:
         out.print(
-            f"aggregated over {aggregated.settings['texts']} texts: {len(aggregated.words)} words "
+            f"aggregated over {aggregated.settings['n_texts']} texts: {len(aggregated.words)} words "
             f"(min count {min_count}); a pair is covered when the corpus held both words; "
             f"spearman_common: on the {result.records[0]['common']} pairs every kind covers",
             highlight=False,
@@ -325,7 +325,7 @@ def eval_docsim(
         return
     out.print(
         records_table(
-            [result],
+            [{**result, "truncated": result["n_truncated"]}],  # the table's column keeps the plain word
             "Lee corpus: document cosine vs human similarity",
             ["documents", "pairs", "pearson", "spearman", "truncated"],
         )

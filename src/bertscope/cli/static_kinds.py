@@ -70,12 +70,12 @@ def aggregate_to_file(
     truncated = result.summary.n_truncated if result.summary is not None else 0
     summary = {
         "files": [str(p) for p in result.files],
-        "words": len(result.words),
+        "n_words": len(result.words),
         "layers": list(result.layers),
-        "texts": result.settings["texts"],
+        "n_texts": result.settings["n_texts"],
         "words_seen": result.settings["words_seen"],
         "min_count": min_count,
-        "truncated": truncated,
+        "n_truncated": truncated,
     }
     if truncated:
         # a warning, so it shows even with --quiet and --json: words past the limit were not aggregated
@@ -96,8 +96,8 @@ def aggregate_to_file(
 
 def _words_line(summary: dict[str, Any], layers: Any) -> str:
     """'N words at layer(s) L', with how many rarer words were left out when there were any."""
-    line = f"{summary['words']} words at layer(s) {', '.join(map(str, layers))}"
-    dropped = summary["words_seen"] - summary["words"]
+    line = f"{summary['n_words']} words at layer(s) {', '.join(map(str, layers))}"
+    dropped = summary["words_seen"] - summary["n_words"]
     if dropped:
         line += f" ({dropped} seen fewer than {summary['min_count']} times left out)"
     return line

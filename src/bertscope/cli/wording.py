@@ -48,7 +48,7 @@ FLAGS: dict[str, str] = {
         "pooling", "post", "precision", "prompt", "prompt_name", "quantize", "remeasure", "resume", "seed",
         "stride", "subword", "sweep", "test", "text_field", "threads", "view", "workers",
     )
-} | {"k": "-k", "late": "--late", "model": "-m", "debiased": "--debiased"}  # fmt: skip
+} | {"k": "-k", "top_k": "-k", "late": "--late", "model": "-m", "debiased": "--debiased"}  # fmt: skip
 # Booleans: the flag for True and, where one exists, for False (None: no flag turns it off).
 SWITCHES: dict[str, tuple[str, str | None]] = {
     "control": ("--control", None),

@@ -80,6 +80,12 @@ class Model(ResearchMethods):
         """Run every forward on ONNX Runtime from now on (float32, or int8 with quantize="int8")."""
         _runtimes.use_onnxruntime(self, quantize=quantize, calibration=calibration)
 
+    def use_torch(self) -> None:
+        """Run every forward in torch again (the model's own dtype); `info()` then says torch, with no
+        runtime choice of load's left beside it."""
+        super().use_torch()
+        _runtimes.runs_as_asked(self)
+
     # Tokens and static vectors ------------------------------------------------------------------
 
     def static(self, items: str | int | Sequence[str | int]) -> np.ndarray:

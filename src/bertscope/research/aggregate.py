@@ -9,7 +9,7 @@ sums, counts and records done are saved at once (float64 sums: a resumed run equ
 Words are keyed by their text as the tokenizer normalises it (lowercased and accent-stripped for
 uncased BERT, as written for cased models). A text over the model's limit is windowed by default, so
 every word of it counts; with long="truncate" its end is cut, and the result says how many texts were
-(`settings["truncated"]`, with a `TruncatedTextsWarning`).
+(`settings["n_truncated"]`, with a `TruncatedTextsWarning`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ..core._enums import Combine, Level, SubwordPooling
 from ..core.exports import write_vectors
 from ..core.spec import EmbedOptions, reload_arg, stored_settings
 from ..encode import say_truncated
-from ..errors import CorpusError, InvalidInput, InvalidSpec, TruncatedTextsWarning
+from ..errors import CorpusError, InvalidInput, InvalidSpec, TruncatedTextsWarning, caller_level
 from ..io.job import JobSummary, run_level
 from ..io.level_table import CorpusOptions, make_level
 from ..io.levels import LevelOptions, WordLevel
@@ -97,9 +97,10 @@ class AggregatedStatic:
         return f"AggregatedStatic({len(self.words)} words x {len(self.layers)} layers {list(self.layers)})"
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: settings, layers, and per word its count (not the vectors: export them)."""
+        """JSON-able: settings, layers, the number of words (`n_words`) and per word its count (not the
+        vectors: export them)."""
         return {
-            "words": len(self.words),
+            "n_words": len(self.words),
             "layers": list(self.layers),
             "counts": dict(zip(self.words, self.counts.tolist(), strict=True)),
             "settings": self.settings,
@@ -276,7 +277,7 @@ def static_from_corpus(
 
     `model` is a loaded Model. `corpus` is a file (text, JSONL, CSV, Parquet; "-" stdin) or a list of
     texts. A text over the model's limit is windowed (`long="window"`, the default), so all its words
-    count; `long="truncate"` cuts its end, and how many texts were cut is `settings["truncated"]` and a
+    count; `long="truncate"` cuts its end, and how many texts were cut is `settings["n_truncated"]` and a
     `TruncatedTextsWarning`. With `checkpoint` (a folder) the running sums are saved after every batch
     of `batch_size` texts and `resume=True` continues a killed run exactly; it is removed once the result
     (and `export`, written as `AggregatedStatic.export` does) is complete. Words seen fewer than
@@ -297,7 +298,10 @@ def static_from_corpus(
         batch_size=batch_size, progress=progress,
     )  # fmt: skip
     result = _result(sink, level, settings, summary, min_count, corpus)
-    say_truncated(summary.n_truncated, summary.embedded, model.max_tokens, _WINDOW)
+    # At the caller's line, however it came here (Model.static_from_corpus, Ray's aggregate_on_ray)
+    say_truncated(
+        summary.n_truncated, summary.embedded, model.max_tokens, _WINDOW, stacklevel=caller_level() + 1
+    )
     if export is not None:
         result.files = result.export(export, format=format)
     sink.abandon()
@@ -354,7 +358,10 @@ def reduce_tables(
     if sink.done == 0:
         raise CorpusError(f"{corpus}: no texts to embed (all empty)")
     result = _result(sink, level, settings, summary, min_count, corpus)
-    say_truncated(summary.n_truncated, summary.embedded, model.max_tokens, _WINDOW)
+    # At the caller's line, however it came here (Model.static_from_corpus, Ray's aggregate_on_ray)
+    say_truncated(
+        summary.n_truncated, summary.embedded, model.max_tokens, _WINDOW, stacklevel=caller_level() + 1
+    )
     return result
 
 
@@ -376,7 +383,12 @@ def _result(
     # Commonest first, then by first appearance: the order word2vec files use.
     keep = keep[np.argsort(-counts[keep], kind="stable")]
     means = (running.sums[keep] / counts[keep, None, None]).astype(np.float32)
-    counted = {"texts": sink.done, "truncated": summary.n_truncated, "words_seen": n, "words_kept": len(keep)}
+    counted = {
+        "n_texts": sink.done,
+        "n_truncated": summary.n_truncated,
+        "words_seen": n,
+        "words_kept": len(keep),
+    }
     result_settings = {**settings, **counted}
     return AggregatedStatic(
         [running.words[i] for i in keep], counts[keep].copy(), tuple(level.spec.layers), means,

@@ -300,11 +300,11 @@ def sweep(
         [label for label, _ in posts],
         settings={
             "model": model.loaded.source,
-            "texts": len(unique),
+            "n_texts": len(unique),
             "mask_special": mask_special,
             # long="truncate" cut these texts (and dropped these tokens): said, never silent
-            "truncated": int((dropped > 0).sum()),
-            "dropped_tokens": int(dropped.sum()),
+            "n_truncated": int((dropped > 0).sum()),
+            "n_dropped": int(dropped.sum()),
         },
         note=nan_note(records, left, right),
     )
@@ -395,7 +395,12 @@ def evaluate_pairs(
     where = {t: i for i, t in enumerate(unique)}
     a = vectors[[where[t] for t in left]]
     b = vectors[[where[t] for t in right]]
-    return {**correlations(a, b, gold), "n": len(gold), "truncated": result.n_truncated, "spec": result.spec}
+    return {
+        **correlations(a, b, gold),
+        "n": len(gold),
+        "n_truncated": result.n_truncated,
+        "spec": result.spec,
+    }
 
 
 @dataclass
@@ -440,7 +445,7 @@ def evaluate_words(model: Encoder, pairs: Sequence[tuple[str, str, float]]) -> W
     split = [w for w in words if len(static_word(model, w).ids) > 1]
     coverage = {
         "pairs": len(pairs),
-        "words": len(words),
+        "n_words": len(words),
         "whole": len(words) - len(split),
         "split": len(split),
         "pairs_all_whole": int(sum(1 for a, b, _ in pairs if a not in split and b not in split)),
@@ -473,6 +478,6 @@ def evaluate_docsim(
         "spearman": float(stats.spearmanr(cos, truth).statistic),
         "documents": len(docs),
         "pairs": len(truth),
-        "truncated": result.n_truncated,
+        "n_truncated": result.n_truncated,
         "spec": result.spec,
     }

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 
 from ..core._enums import StrEnum
 from ..core.layers import parse_layers
+from ..core.renamed_fields import renamed_field
 from ..core.similarity import unit
 from ..errors import BackendUnavailable, InvalidInput, InvalidSpec
 from ..explain import picture_file
@@ -115,7 +116,7 @@ def plot_word_eval(
     ax.set_xlabel("layer (0 = embedding layer output)")
     ax.set_ylabel("Spearman vs gold")
     cov = result.coverage
-    ax.set_title(f"{title}: {cov['pairs']} pairs, {cov['split']}/{cov['words']} words split into pieces")
+    ax.set_title(f"{title}: {cov['pairs']} pairs, {cov['split']}/{cov['n_words']} words split into pieces")
     ax.legend()
     ax.grid(alpha=0.3)
     return save_figure(figure, path, overwrite=overwrite)
@@ -279,12 +280,18 @@ def _project(points: np.ndarray, how: Projection, seed: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LayerCosines:
-    """Token-to-token cosine of one text: `cosine` (layers, tokens, tokens) for the `layers` asked."""
+    """Token-to-token cosines of one text: `cosines` (layers, tokens, tokens) for the `layers` asked, as
+    `/explore/layers` names them (`cosine` is its deprecated old name)."""
 
     text: str
     tokens: list[str]
     layers: list[int]
-    cosine: np.ndarray
+    cosines: np.ndarray
+
+    @property
+    def cosine(self) -> np.ndarray:
+        """Deprecated: the old name of `cosines` (the same matrices)."""
+        return renamed_field(self.cosines, owner="LayerCosines", name="cosines", old="cosine")
 
     def to_dict(self) -> dict[str, Any]:
         """The matrices as JSON-able lists."""
@@ -292,7 +299,7 @@ class LayerCosines:
             "text": self.text,
             "tokens": self.tokens,
             "layers": self.layers,
-            "cosine": self.cosine.tolist(),
+            "cosines": self.cosines.tolist(),
         }
 
 
@@ -325,7 +332,7 @@ def draw_layers(found: LayerCosines, path: str | Path, *, overwrite: bool = Fals
     axes = figure.subplots(rows, columns, squeeze=False)
     for ax in axes.flat[len(found.layers) :]:
         ax.set_axis_off()
-    for ax, k, matrix in zip(axes.flat, found.layers, found.cosine, strict=False):
+    for ax, k, matrix in zip(axes.flat, found.layers, found.cosines, strict=False):
         image = ax.imshow(matrix, vmin=-1, vmax=1, cmap="coolwarm")
         ax.set_title(f"layer {k}" + (" (embeddings)" if k == 0 else ""), fontsize=9)
         ax.set_xticks(range(n_tokens), found.tokens, rotation=90, fontsize=7)

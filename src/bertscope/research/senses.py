@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.renamed import renamed_keyword
 from ..core.renamed_fields import renamed_field
 from ..core.similarity import unit
 from ..errors import InvalidInput
@@ -67,7 +68,7 @@ class Senses:
             "n_clusters": self.n_clusters,
             "criterion": self.criterion,
             "silhouettes": {str(n): v for n, v in self.silhouettes.items()},
-            "occurrences": len(self.occurrences),
+            "n_occurrences": len(self.occurrences),
             "capped": self.capped,
             "senses": [
                 {"number": s.number, "size": s.size, "examples": [e.__dict__ for e in s.examples]}
@@ -95,8 +96,8 @@ def word_senses(
 
     `layer` clusters one stored layer of a store made with combine="stack" (default: all it keeps);
     `layers=`, the name of a layer spec elsewhere, is refused with that said. `n_clusters` is the number
-    of senses (scikit-learn's name; default: the best silhouette of 2..8); `k=` is its older name, still
-    read.
+    of senses (scikit-learn's name; default: the best silhouette of 2..8); `k=` is its old name, still
+    read with a DeprecationWarning.
     """
     from sklearn.cluster import KMeans
     from sklearn.metrics import silhouette_score
@@ -107,10 +108,9 @@ def word_senses(
             f"layer=4), not layers={layers!r}: the store fixes its layer spec"
         )
 
-    if k is not None:
-        if n_clusters is not None:
-            raise InvalidInput("k= is the older name of n_clusters=; give n_clusters only")
-        n_clusters = k
+    n_clusters = renamed_keyword(
+        n_clusters, k, name="n_clusters", old="k", caller="word_senses", meaning="the number of senses"
+    )
     check_seed(seed)
     if isinstance(examples, bool) or not isinstance(examples, int) or examples < 0:
         raise InvalidInput(f"examples={examples!r}: give a whole number of examples per sense, 0 or more")

@@ -164,11 +164,11 @@ def compare_kinds(
     for r in records:
         r["common"] = int(common.sum())
         r["spearman_common"] = _spearman_on(r.pop("_vectors"), ia, ib, gold, common)
-    settings = {"model": model.loaded.source, "words": len(words)}
+    settings = {"model": model.loaded.source, "n_words": len(words)}
     if aggregated is not None:
-        settings["corpus"] = {k: aggregated.settings.get(k) for k in ("texts", "words_kept", "subword")}
+        settings["corpus"] = {k: aggregated.settings.get(k) for k in ("n_texts", "words_kept", "subword")}
     split = sum(1 for f in found if len(f.ids) > 1)
-    coverage = {"pairs": len(pairs), "words": len(words), "whole": len(words) - split, "split": split}
+    coverage = {"pairs": len(pairs), "n_words": len(words), "whole": len(words) - split, "split": split}
     return KindsEval(records, coverage, settings)
 
 

@@ -227,7 +227,7 @@ async function showCka() {
   if (texts.length < 4) { note.textContent = "CKA needs four or more sentences: write them in tab 4, one per line"; return; }
   note.textContent = "computing…";
   try {
-    const r = await api("/v2/cka", { inputs: texts, level: "token" });
+    const r = await api("/v2/cka", { inputs: texts, level: "tokens" });
     drawHeatmap($("#cka"), r.layers_a.map(String), r.cka, { "data-rows": r.n_rows });
     note.textContent = `${r.n_rows} token rows from ${texts.length} sentences`;
   } catch (err) { note.textContent = ""; showError(err); }
