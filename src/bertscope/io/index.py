@@ -2,9 +2,11 @@
 
 `build_index("out.parquet")` writes `out.parquet.index` (a faiss IVF index with 8-bit scalar-quantised
 unit vectors), `out.parquet.index.json` (what it was built from: rows, dimension, vector column, a
-hash of the store's settings and of its rows) and `out.parquet.index.npy` (a copy of
-the stored float32 vectors, memory-mapped: Parquet can only decode whole row groups, too slow for a
-hundred scattered rows; a .npy store is used as it is). `search` uses the index when it is there and
+hash of the store's settings and of its rows, the CRC-32 of each 64 KiB block of the copy) and
+`out.parquet.index.npy` (a copy of the stored float32 vectors, memory-mapped: Parquet can only decode
+whole row groups, too slow for a hundred scattered rows; a .npy store is used as it is). The copy's
+blocks that a search reads are checked first (`index_copy.py`); an index built before the copy kept
+checksums is stale. `search` uses the index when it is there and
 fresh: it proposes `max(candidates, 4k + 1)` rows from the `nprobe` nearest cells (more cells while
 those hold fewer rows, so a large k costs cells, not hits), their stored vectors are ranked by exact
 cosine, so every cosine returned is the exact cosine. A stale index (the store was rewritten) is not
@@ -26,7 +28,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,8 @@ from ..core.similarity import Hit, TopK, row_cosines, unit
 from ..core.spec import whole_number
 from ..errors import BackendUnavailable, CorpusError, InvalidInput
 from .formats import suffixes_where
+from .index_copy import KEY as COPY_KEY
+from .index_copy import CheckedCopy, CopyChecks, copy_checksums, read_copy_checks
 from .level_table import level_of
 from .parts_sink import atomic_write_text
 from .stores import Store, open_store, with_view
@@ -81,7 +85,9 @@ class IndexState:
     status: str
     reason: str
     index: Path
+    # The description as built, less the CRCs of the copy's blocks (kept in `copy`, not shown).
     meta: dict[str, Any] | None = None
+    copy: CopyChecks | None = field(default=None, compare=False, repr=False)
 
     @property
     def fresh(self) -> bool:
@@ -239,8 +245,10 @@ def build_index(
         added += len(vectors)
         if on_chunk is not None:
             on_chunk(added)
+    checks = None
     if copy is not None:
         copy.flush()
+        checks = copy_checksums(copy)
         del copy
         os.replace(_tmp(copy_file), copy_file)
     faiss.write_index(index, str(_tmp(index_file)))
@@ -253,12 +261,14 @@ def build_index(
         "dimension": dimension,
         **_describe(opened),
         "store_identity": identity,
+        **({COPY_KEY: checks} if checks is not None else {}),
         "cells": int(nlist),
         "nprobe": int(nprobe),
         "build_seconds": round(time.perf_counter() - start, 3),
     }
     atomic_write_text(meta_file, json.dumps(meta, indent=2))
-    return IndexState("fresh", "built", index_file, meta)
+    copied = read_copy_checks(checks, added, dimension) if checks is not None else None
+    return IndexState("fresh", "built", index_file, _shown(meta), copied)
 
 
 def _training_sample(store: Store, rows: int, size: int, chunk_size: int, seed: int) -> np.ndarray:
@@ -326,7 +336,31 @@ def index_state(
     if changed:
         reason = f"{opened.path} changed since its index was built ({', '.join(changed)} differ)"
         return IndexState("stale", reason, index_file, meta)
-    return IndexState("fresh", f"index of {meta['rows']} rows", index_file, meta)
+    checks = read_copy_checks(meta.get(COPY_KEY), meta["rows"], meta["dimension"]) if copied else None
+    if copied and checks is None:
+        reason = (
+            f"{index_file} was built before bertscope kept the checksums of its vector copy "
+            f"({copy_file.name}), so the rows it re-ranks from could not be proven"
+            if COPY_KEY not in meta
+            else f"{meta_file} does not record the checksums of its vector copy as bertscope writes them"
+        )
+        return IndexState("stale", reason, index_file, _shown(meta))
+    return IndexState("fresh", f"index of {meta['rows']} rows", index_file, _shown(meta), checks)
+
+
+def _shown(meta: dict[str, Any]) -> dict[str, Any]:
+    """An index's description as `index info` shows it: the copy's checksums by their count, not listed."""
+    sums = meta.get(COPY_KEY)
+    if not isinstance(sums, dict):
+        return meta
+    return {**meta, COPY_KEY: {k: v for k, v in sums.items() if k != "crc32"}}
+
+
+def rebuild_index(store: Store) -> str:
+    """The fix for an index that cannot be used: its `bertscope index build` command."""
+    named = f" --view {store.view}" if store.view else ""
+    named = named or (f" --column {store.column}" if store.column != "embedding" else "")
+    return f"rebuild the index with `bertscope index build {store.path}{named} --overwrite`"
 
 
 def _read_meta(path: Path) -> dict[str, Any] | None:
@@ -345,9 +379,10 @@ def _whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-def index_copies(store: Store) -> list[np.ndarray] | None:
-    """Memory-mapped float32 copies of each vector column of a .parquet store, in the store's column
-    order, from their fresh indexes; None when a column has no index, or a stale one (warned)."""
+def index_copies(store: Store) -> list[CheckedCopy] | None:
+    """The float32 copies of each vector column of a .parquet store, in the store's column order, from
+    their fresh indexes, memory-mapped and read by row numbers (the blocks read checked first); None when
+    a column has no index, or a stale one (warned)."""
     import warnings
 
     if not store.rules.columns or store.rules.mapped:
@@ -362,9 +397,10 @@ def index_copies(store: Store) -> list[np.ndarray] | None:
                 IndexStaleWarning,
                 stacklevel=3,
             )
-        if not state.fresh:
+        if not state.fresh or state.copy is None:
             return None
-        copies.append(open_matrix(index_paths(store.path, name)[2]))
+        column = replace(store, column=name)
+        copies.append(CheckedCopy(index_paths(store.path, name)[2], state.copy, rebuild_index(column)))
     return copies or None
 
 
@@ -405,11 +441,14 @@ def ann_search(
     index = _load(str(state.index), state.index.stat().st_mtime_ns)
     count = min(max(candidates, 4 * k + 1), int(state.meta["rows"]))
     rows = _candidates(index, unit(vector.reshape(1, -1)), count, probe)
-    mapped = store.rules.mapped
-    if mapped:  # the rows read are the store's own: checked as a full read checks them
+    if store.rules.mapped:  # the rows read are the store's own: checked as a full read checks them
         _check_rows(store.path, rows)
-    stored = open_matrix(store.path if mapped else index_paths(store.path, store.column)[2])
-    vectors = np.asarray(stored[rows], dtype=np.float32)
+        vectors = np.asarray(open_matrix(store.path)[rows], dtype=np.float32)
+    elif state.copy is None:  # not from `index_state`: an index whose copy's blocks cannot be checked
+        raise CorpusError(f"{state.index} records no checksums of its vector copy; {rebuild_index(store)}")
+    else:  # the index's copy, its candidates' blocks checked against their CRCs
+        copy = index_paths(store.path, store.column)[2]
+        vectors = CheckedCopy(copy, state.copy, rebuild_index(store))[rows]
     # The best k + 1 by exact cosine, ties in row order (one more in case the excluded id is among
     # them), then their labels, ranked as a full read ranks them (`TopK`, row numbers given).
     best = np.sort(np.lexsort((rows, -row_cosines(vectors, unit(vector.reshape(-1)))))[: k + 1])

@@ -28,6 +28,7 @@ from ..core.similarity import unit
 from ..errors import CorpusError, InvalidInput
 from .formats import suffixes_where
 from .index import index_copies
+from .index_copy import CheckedCopy
 from .level_table import level_of
 from .levels import vector_columns
 from .parquet_checked import CheckedParquet
@@ -203,7 +204,7 @@ def _matches(
     level: str,
     seen: Counter[str],
     *,
-    copies: list[np.ndarray] | None = None,
+    copies: list[CheckedCopy] | None = None,
     offset: int = 0,
 ) -> Iterator[tuple[Occurrence, np.ndarray]]:
     """(occurrence, vector or empty) for each use of `target` in a chunk of whole texts.
