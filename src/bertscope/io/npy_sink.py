@@ -20,6 +20,7 @@ from .checksums import (
     corrupt,
     keeps_digests,
     non_finite,
+    row_checks,
     row_digests,
     sealed,
 )
@@ -39,6 +40,9 @@ if TYPE_CHECKING:
 
 __all__ = ["NpySink", "npy_parts"]
 
+# The checksums a part's `.done` marker keeps (row checks 1 on): of its vectors and of its labels' bytes.
+_PART_SUMS = ("embedding", "labels")
+
 
 class NpySink(PartsSink):
     """A .npy matrix (memory-mappable) with its labels and `<stem>.settings.json` beside it.
@@ -48,6 +52,14 @@ class NpySink(PartsSink):
     """
 
     suffix = ".npy"
+
+    def __init__(self, path: Path, *, settings: dict[str, Any], resume: bool, overwrite: bool) -> None:
+        # The job's settings say which row checks its parts keep (a resumed job's, as it was started),
+        # so a part whose marker lost them is refused (`_marker`), the first part's too.
+        self._kept: set[str] = set()
+        self._generation: int | None = None
+        job = {**settings, ROW_CHECKS_KEY: ROW_CHECKS}
+        super().__init__(path, settings=job, resume=resume, overwrite=overwrite)
 
     @property
     def labels_suffix(self) -> str:
@@ -83,13 +95,37 @@ class NpySink(PartsSink):
         self._committed(part, records, sums)
 
     def _check_part(self, part: Path) -> None:
-        self._checked_sum(part)
+        self._checked_sum(part, self._marker(part))
 
-    def _checked_sum(self, part: Path) -> int:
+    def _marker(self, part: Path) -> dict[str, Any]:
+        """A part's marker, refused where it lacks a checksum that the job's row checks or an earlier part
+        (checked in order) say was written: bertscope writes them for every part, so it was stripped, and
+        the part's rows cannot be proven (the SQLite rule for a row without its checksum after rows with
+        theirs). A job saved before checksums (row checks 0, plain markers) has none to lose."""
+        if self._generation is None:
+            stored = json.loads((self.parts / "settings.json").read_text())
+            self._generation = row_checks(stored) if isinstance(stored, dict) else 0
+        marker = part_marker(part)
+        missing = [k for k in _PART_SUMS if k not in marker and (self._generation >= 1 or k in self._kept)]
+        if missing:
+            why = (
+                "which this job's earlier parts keep"
+                if self._kept.issuperset(missing)
+                else f"which this job (row checks {self._generation}) writes for every part"
+            )
+            raise CorpusError(
+                f"{part.with_suffix('.done')} keeps no {', '.join(missing)} "
+                f"checksum{'s' if len(missing) > 1 else ''}, {why}: they were stripped, so its rows cannot "
+                f"be proven; {REDO_ADVICE}"
+            )
+        self._kept.update(k for k in _PART_SUMS if k in marker)
+        return marker
+
+    def _checked_sum(self, part: Path, marker: dict[str, Any]) -> int:
         """The checksum of a part's vectors, refused when they do not match the one saved with them."""
         block = _load_part(part)
         found = checksum(block)
-        wanted = part_marker(part).get("embedding")
+        wanted = marker.get("embedding")
         if wanted is not None and found != wanted:
             raise corrupt(str(part), (0, len(block) - 1), MISMATCH, REDO_ADVICE)
         bad = non_finite(block) if wanted is None else np.empty(0, int)  # a part saved before checksums
@@ -99,16 +135,17 @@ class NpySink(PartsSink):
 
     def _batch(self, part: Path, block: np.ndarray, digests: bool) -> dict[str, Any]:
         """A part's entry in the store's checksums: its vectors', its labels' (checked against the ones
-        saved with it, where they were) and, with `digests` (`checksums.keeps_digests`), its row digests;
-        one part in memory."""
+        saved with it, where they were: `_marker`) and, with `digests` (`checksums.keeps_digests`), its
+        row digests; one part in memory."""
+        marker = self._marker(part)
         labels = part.with_suffix(self.labels_suffix).read_bytes()
-        wanted = part_marker(part).get("labels")
+        wanted = marker.get("labels")
         if wanted is not None and checksum(labels) != wanted:
             where = str(part.with_suffix(self.labels_suffix))
             raise corrupt(where, (0, max(0, len(block) - 1)), MISMATCH, REDO_ADVICE)
         entry: dict[str, Any] = {
             "rows": len(block),
-            "embedding": self._checked_sum(part),
+            "embedding": self._checked_sum(part, marker),
             "labels": checksum(labels),
         }
         if digests:
@@ -120,6 +157,7 @@ class NpySink(PartsSink):
         """Join the parts into one .npy (streamed through a memory map) and write labels and settings."""
         blocks = [_load_part(p) for p in self.files]
         batches = []
+        self._kept = set()  # the parts are checked again in order
         shapes = {b.shape[1:] for b in blocks}
         shape = shapes.pop() if shapes else (0,)
         dtype = blocks[0].dtype if blocks else np.float32
