@@ -307,7 +307,7 @@ def test_senses_n_clusters(files: dict[str, Path]) -> None:
     line = one_error(run_main(*args, "--n-clusters", "100"))
     assert line.startswith("error: --n-clusters 100: give a number of senses between 1 and"), line
     assert bertscope.word_senses(files["tokens"], "bank", n_clusters=2).n_clusters == 2
-    with pytest.raises(InvalidInput, match="older name of n_clusters"):
+    with pytest.raises(InvalidInput, match="old name of n_clusters=; give n_clusters= only"):
         bertscope.word_senses(files["tokens"], "bank", n_clusters=2, k=2)
 
 
