@@ -15,6 +15,8 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -321,3 +323,52 @@ def test_untouched_and_pre_seal_stores_read_as_before_where_a_sealed_twin_is_ref
     edited = _edit(_copy(made, name, tmp_path / "new"), bumped)
     _refused(lambda: _read_all(edited), EDITED)
     _refused(lambda: _read_by_reader(edited), EDITED)
+
+
+# A Parquet store without its id column, an SQLite collection whose dimension is not a number ------------
+
+
+def _id_renamed(path: Path) -> None:
+    """The Parquet file rewritten with its `id` column named `ident`, settings and checksums kept."""
+    file = pq.ParquetFile(path)
+    meta = dict(file.metadata.metadata)
+    names = ["ident" if n == "id" else n for n in file.schema_arrow.names]
+    schema = file.schema_arrow.with_metadata({b"bertscope": meta[b"bertscope"]})
+    schema = pa.schema([f.with_name("ident") if f.name == "id" else f for f in schema], schema.metadata)
+    groups = [file.read_row_group(g).rename_columns(names) for g in range(file.metadata.num_row_groups)]
+    tmp = path.with_suffix(".tmp")
+    with pq.ParquetWriter(tmp, schema) as writer:
+        for group in groups:
+            writer.write_table(group.cast(schema), row_group_size=group.num_rows)
+        writer.add_key_value_metadata(
+            {PARQUET_KEY: meta[PARQUET_KEY], PARQUET_ROWS_KEY: meta[PARQUET_ROWS_KEY]}
+        )
+    tmp.replace(path)
+
+
+def _refused_everywhere(store: Path, *named: str) -> None:
+    _refused(lambda: _read_all(store), str(store), *named)
+    _one_line_refusal(_similar(store), *named)
+    ran = run_main("verify", "--store", str(store), "--rows", "2")
+    assert ran.code == 2 and "Traceback" not in ran.stderr, ran
+    assert len(ran.stderr.strip().splitlines()) == 1 and named[0] in ran.stderr, ran
+
+
+def test_a_parquet_store_without_its_id_column_is_refused_in_one_line(
+    made: dict[str, Path], tmp_path: Path
+) -> None:
+    store = _copy(made, "s.parquet", tmp_path)
+    _id_renamed(store)
+    assert open_store(store).settings_match is True  # settings and checksums as written
+    _refused_everywhere(store, "has no `id` column", "bertscope embed -i CORPUS")
+    _refused(lambda: open_store(store).take(np.array([1, 0])), "has no `id` column")
+
+
+@pytest.mark.parametrize("dimension", ["x", 2.5, 0])
+def test_an_sqlite_dimension_that_is_not_a_whole_number_is_refused_in_one_line(
+    made: dict[str, Path], tmp_path: Path, dimension: Any
+) -> None:
+    store = _copy(made, "s.db", tmp_path)
+    with closing(sqlite3.connect(store)) as db, db:
+        db.execute("UPDATE collections SET dimension = ?", (dimension,))
+    _refused_everywhere(store, f"records a dimension of {dimension!r}", "--collection default --overwrite")

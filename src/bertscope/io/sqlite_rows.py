@@ -122,7 +122,7 @@ def iter_vectors(
     """
     path = path if path is not None else db.execute("PRAGMA database_list").fetchone()[2]
     refuse_unproven(db, collection, path)
-    width, generation = _width(db, collection), _generation(db, collection)
+    width, generation = _width(db, collection, path), _generation(db, collection)
     select = _ROWS.format(checks=_row_checks(db)) + "AND rowid > ? ORDER BY rowid LIMIT ?"
     last, offset = -1, 0
     while True:
@@ -142,10 +142,18 @@ def iter_vectors(
         yield [r[1] for r in rows], [r[2] for r in rows], vectors
 
 
-def _width(db: sqlite3.Connection, collection: str) -> int | None:
-    """The bytes of one of the collection's blobs (None where the collection is not listed)."""
+def _width(db: sqlite3.Connection, collection: str, path: str | Path) -> int | None:
+    """The bytes of one of the collection's blobs (None where the collection is not listed); CorpusError
+    where its recorded dimension is not a whole number above 0 (edited)."""
     found = db.execute("SELECT dimension FROM collections WHERE name = ?", (collection,)).fetchone()
-    return 4 * int(found[0]) if found else None
+    if not found:
+        return None
+    if isinstance(found[0], bool) or not isinstance(found[0], int) or found[0] < 1:
+        raise CorpusError(
+            f"collection {collection!r} in {path} records a dimension of {found[0]!r}, not a whole number "
+            f"of dimensions: the store is damaged; {rebuild_hint(path, collection)}"
+        )
+    return 4 * found[0]
 
 
 def _mismatched(rows: list[Any], width: int | None, generation: int) -> list[int]:
@@ -184,7 +192,7 @@ def changed_rows(
     first, last = rows
     db = connect_read(path)
     try:
-        width, generation = _width(db, collection), _generation(db, collection)
+        width, generation = _width(db, collection, path), _generation(db, collection)
         select = _ROWS.format(checks=_row_checks(db)) + "ORDER BY rowid LIMIT ? OFFSET ?"
         found = db.execute(select, (collection, last - first + 1, first)).fetchall()
     finally:

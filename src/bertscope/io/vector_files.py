@@ -408,8 +408,15 @@ def _checked_blocks(
 def _parquet_columns(checked: CheckedParquet, column: str | None) -> list[str]:
     """The columns of a Parquet store read for its rows: id, text (where kept) and `column`, and the
     counts (n_tokens, truncated) where its checksums cover them (row checks 4 on), so that they are
-    checked as the rows are read."""
+    checked as the rows are read; CorpusError where `id` or `column` is gone."""
     names = checked.file.schema_arrow.names
+    lost = [c for c in ("id", column) if c is not None and c not in names]
+    if lost:
+        raise CorpusError(
+            f"{checked.where} has no {' or '.join(f'`{c}`' for c in lost)} column, which bertscope writes: a "
+            "column was renamed or dropped after it was written, so its rows cannot be read; use the file "
+            f"as bertscope wrote it, or {checked.rebuild}"
+        )
     covered = checked.groups[0] if checked.groups else {}
     counts = [c for c in checked.counts if c in covered]
     return [c for c in ("id", "text", column) if c is not None and c in names] + counts
