@@ -20,7 +20,7 @@ from ..errors import InvalidSpec
 from ._enums import LongText, Pooling, SubwordPooling
 from .cpu import cpu_threads
 from .engine import MIN_ROWS, Engine, ModelFacts
-from .folder import model_name
+from .folder import model_name, token_limit
 from .given import is_vectors, row_ids, single, vector_cosines
 from .hf_tokenizer import gives_token_types
 from .loading import Loaded, device_kind, load_parts, resolve_device, resolve_dtype
@@ -97,6 +97,7 @@ class Encoder:
         if view is not None and not loaded.has_torch:
             self.pad_id: int = view.pad_id
             self.max_positions = view.max_positions
+            tokenizer_max = view.tokenizer_max_length
             backend = view.tokenizer
             types = gives_token_types(view.config, view.tokenizer_config)
             info = view.info() or {}
@@ -109,6 +110,7 @@ class Encoder:
             pad = loaded.tokenizer.pad_token_id
             self.pad_id = int(pad if pad is not None else hf_model.config.pad_token_id or 0)
             self.max_positions = self._usable_positions()
+            tokenizer_max = getattr(loaded.tokenizer, "model_max_length", None)
             backend = loaded.tokenizer.backend_tokenizer
             types = "token_type_ids" in loaded.tokenizer.model_input_names
             word = self.family.parts(hf_model).word
@@ -118,7 +120,7 @@ class Encoder:
                 self.family.num_layers(hf_model), hidden_size(config), word.num_embeddings, has_pooler,
                 getattr(config, "type_vocab_size", None),
             )  # fmt: skip
-        self.max_tokens = self._token_limit(max_tokens)
+        self.max_tokens = self._token_limit(max_tokens, tokenizer_max)
         # types False: transformers' tokenizer gives no token_type_ids (its model_input_names leave them
         # out), and the model reads segment 0 for every token, a pair's B too
         self.tokenizer = TextTokenizer(backend, max_tokens=self.max_tokens, token_types=types)
@@ -191,10 +193,11 @@ class Encoder:
         self.backend, self.quantize, self.runtime_dtype = "torch", None, None
         self.calibration_digest = None
 
-    def _token_limit(self, asked: int | None) -> int:
-        """The tokens per text: the model's own limit, or the one asked (an override, as in ST) if it fits."""
+    def _token_limit(self, asked: int | None, tokenizer_max: Any) -> int:
+        """The tokens per text: the model's own limit (`token_limit`), or the one asked (an override, as
+        sentence-transformers' max_seq_length, past the tokenizer's limit too) if the positions hold it."""
         if asked is None:
-            return min(int(x) for x in (self.max_positions, self.loaded.st_max_seq_length) if x)
+            return token_limit(self.max_positions, tokenizer_max, self.loaded.st_max_seq_length)
         if isinstance(asked, bool) or not isinstance(asked, int) or asked < 2:
             raise InvalidSpec(f"max_tokens={asked!r}: give a whole number of at least 2 ([CLS] and [SEP])")
         if asked > self.max_positions:
@@ -208,8 +211,7 @@ class Encoder:
         positions = int(getattr(self.hf_model.config, "max_position_embeddings", 512))
         if self.family.positions_after_padding:  # counted from the config's pad id, as the model counts
             positions -= self.family.position_pad(self.hf_model.config) + 1
-        tokenizer_max = int(getattr(self.loaded.tokenizer, "model_max_length", positions) or positions)
-        return min(positions, tokenizer_max)
+        return positions
 
     @cached_property
     def vocab(self) -> dict[str, int]:

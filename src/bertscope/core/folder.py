@@ -61,6 +61,7 @@ __all__ = [
     "pooling_modes",
     "read_json_object",
     "sentence_transformers_settings",
+    "token_limit",
 ]
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2 (bundled)"
@@ -228,17 +229,21 @@ class FolderView:
 
     @property
     def max_positions(self) -> int:
-        """Positions a text may use: the model's (less RoBERTa's padding offset) and the tokenizer's limit."""
+        """Positions a text may use: the model's, less RoBERTa's padding offset (not the tokenizer's)."""
         positions = int(self.config.get("max_position_embeddings", 512))
         if self.family.positions_after_padding:  # counted from the config's pad id, as the model counts
             positions -= self.family.position_pad(self.config) + 1
-        tokenizer_max = _model_max_length(self.tokenizer_config)
-        return min(positions, int(tokenizer_max)) if tokenizer_max else positions
+        return positions
+
+    @property
+    def tokenizer_max_length(self) -> Any:
+        """The tokenizer's own limit, as transformers reads it (None where tokenizer_config sets none)."""
+        return _model_max_length(self.tokenizer_config)
 
     @property
     def max_tokens(self) -> int:
-        """The most tokens per text: the usable positions, or the sentence-transformers max length."""
-        return min(int(x) for x in (self.max_positions, self.st_max_seq_length) if x)
+        """The most tokens per text, as the model's own config says (`token_limit`)."""
+        return token_limit(self.max_positions, self.tokenizer_max_length, self.st_max_seq_length)
 
     @cached_property
     def id_to_token(self) -> dict[int, str]:
@@ -451,6 +456,17 @@ def read_json_object(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def token_limit(positions: int, tokenizer_max: Any, st_max_seq_length: Any) -> int:
+    """The tokens a text may take, as the model's reference takes them: sentence_bert_config.json's
+    `max_seq_length` where it sets one, whatever the tokenizer's `model_max_length` (sentence-transformers'
+    Transformer module), capped at the usable `positions` (sentence-transformers fails on a text past
+    them, so the cap changes no text it can run); else the tokenizer's `model_max_length` within the
+    positions, as transformers' truncation cuts. A limit missing or 0 is none."""
+    if st_max_seq_length:
+        return min(positions, int(st_max_seq_length))
+    return min(positions, int(tokenizer_max)) if tokenizer_max else positions
 
 
 def _model_max_length(tokenizer_config: dict[str, Any]) -> Any:
