@@ -7,7 +7,8 @@ layer, pad trimmed. Vectors use the model's own pooling and normalisation (`pool
 equal sentence-transformers' within 1e-5. Texts are batched by a token budget, not by `batch_size`;
 the vectors do not depend on it. A text over the model's limit is truncated there, as
 sentence-transformers truncates at max_seq_length, with a `TruncatedTextsWarning` saying how many were.
-`Model.encode_query` / `encode_document`, `similarity_pairwise`, `get_sentence_embedding_dimension()`,
+`Model.encode_query` / `encode_document`, `similarity` of vectors and `similarity_pairwise` (by the
+model's `similarity_fn_name`: cosine, dot, euclidean or manhattan), `get_sentence_embedding_dimension()`,
 `max_seq_length` and `similarity_fn_name` answer as sentence-transformers' (5+) do; a keyword of its
 `encode` that bertscope has no use for (task, tokenizer_kwargs, pool) is refused by name.
 """
@@ -21,15 +22,16 @@ from typing import Any
 import numpy as np
 
 from .core._enums import Pooling
+from .core.given import given_vectors
 from .core.loading import device_kind
-from .core.similarity import pairwise_cos_sim, unit, vectors_given
+from .core.similarity import cos_sim, pairwise_cos_sim, unit, vectors_given
 from .core.spec import EmbedOptions, resolve, unknown_option, whole_number
 from .core.tokens import check_texts, cut_warning
 from .errors import InvalidInput, InvalidSpec, UnknownOption
 
 __all__ = [
     "DOCUMENT_PROMPTS", "OUTPUT_VALUES", "QUERY_PROMPTS", "encode", "encode_role", "max_seq_length_refusal",
-    "role_prompt", "say_truncated", "similarity_pairwise", "warn_truncated",
+    "role_prompt", "say_truncated", "similarity_pairwise", "vector_similarity", "warn_truncated",
 ]  # fmt: skip
 
 OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
@@ -126,15 +128,62 @@ def role_prompt(own: Mapping[str, str], names: Sequence[str]) -> tuple[str | Non
     return (name, None) if name in own else (None, prompts[name])
 
 
-def similarity_pairwise(embeddings1: Any, embeddings2: Any) -> np.ndarray:
-    """sentence-transformers' `similarity_pairwise`: (n,) cosine of row i with row i of two (n, d) arrays
-    (or (d,) for one), as NumPy float32 (sentence-transformers answers a tensor)."""
+def vector_similarity(function: str, a: Any, b: Any, options: Mapping[str, object]) -> np.ndarray:
+    """sentence-transformers' `similarity(embeddings1, embeddings2)` with the similarity function named
+    `function` (one of SIMILARITY_FUNCTIONS): the (n, m) matrix of every row of a with every row of b (b
+    None: a again), as NumPy float32. cosine is `cos_sim`; dot the dot product; euclidean and manhattan
+    the negative distance, as sentence-transformers' `dot_score`, `euclidean_sim`, `manhattan_sim`."""
+    left, right = (np.atleast_2d(e) for e in given_vectors(a, b, options))
+    if function == "cosine":
+        return np.asarray(cos_sim(left, right), dtype=np.float32)
+    left64, right64 = left.astype(np.float64), right.astype(np.float64)
+    if function == "dot":
+        return np.asarray(left64 @ right64.T, dtype=np.float32)
+    # a block of a's rows at a time against every row of b: (block, m, d) differences, ~32 MB at most
+    block = max(1, _DIFFERENCES // max(1, right64.size))
+    found = np.empty((len(left64), len(right64)), dtype=np.float32)
+    for start in range(0, len(left64), block):
+        found[start : start + block] = _negative_distance(
+            function, left64[start : start + block, None, :], right64[None, :, :]
+        )
+    return found
+
+
+def similarity_pairwise(embeddings1: Any, embeddings2: Any, function: str = "cosine") -> np.ndarray:
+    """sentence-transformers' `similarity_pairwise`: (n,) similarity of row i with row i of two (n, d)
+    arrays (or (d,) for one) by the function named `function` (SIMILARITY_FUNCTIONS: cosine, dot product,
+    negative euclidean or manhattan distance, as its `pairwise_*` functions), as NumPy float32
+    (sentence-transformers answers a tensor)."""
     given = (
         vectors_given(e, f"embeddings{n}", "similarity_pairwise")
         for n, e in ((1, embeddings1), (2, embeddings2))
     )
     left, right = (np.atleast_2d(np.asarray(e, dtype=np.float32)) for e in given)
-    return np.asarray(pairwise_cos_sim(left, right), dtype=np.float32)
+    if function == "cosine":
+        return np.asarray(pairwise_cos_sim(left, right), dtype=np.float32)
+    try:
+        np.broadcast_shapes(left.shape, right.shape)
+    except ValueError:
+        raise InvalidInput(
+            f"similarity_pairwise: embeddings1 is {left.shape} and embeddings2 {right.shape}; it pairs row i "
+            "with row i, so give arrays of one shape (similarity compares every row with every row)"
+        ) from None
+    left64, right64 = left.astype(np.float64), right.astype(np.float64)
+    if function == "dot":
+        return np.asarray(np.sum(left64 * right64, axis=-1), dtype=np.float32)
+    return np.asarray(_negative_distance(function, left64, right64), dtype=np.float32)
+
+
+# the differences one block of vector_similarity holds at once (float64: 32 MB)
+_DIFFERENCES = 1 << 22
+
+
+def _negative_distance(function: str, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """-(euclidean or manhattan distance) of `left` and `right` (broadcast) over their last axis."""
+    difference = np.abs(left - right)
+    if function == "manhattan":
+        return -difference.sum(axis=-1)
+    return -np.sqrt(np.square(difference).sum(axis=-1))
 
 
 def max_seq_length_refusal(value: Any) -> InvalidSpec:

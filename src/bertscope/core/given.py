@@ -12,11 +12,17 @@ import numpy as np
 from ..errors import InvalidInput, InvalidSpec, UnknownToken
 from .similarity import cos_sim
 
-__all__ = ["is_tensor", "is_vectors", "row_id", "row_ids", "single", "vector_cosines"]
+__all__ = ["given_vectors", "is_tensor", "is_vectors", "row_id", "row_ids", "single", "vector_cosines"]
 
 
 def vector_cosines(a: object, b: object, options: Mapping[str, object]) -> np.ndarray:
     """(n, m) cosines of vectors already made: sentence-transformers' `similarity(embeddings, embeddings)`."""
+    return cos_sim(*given_vectors(a, b, options))
+
+
+def given_vectors(a: object, b: object, options: Mapping[str, object]) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors already made, a and b (b None: a again), as (n, d) or (d,) arrays of one width, checked as
+    `similarity` takes them (no embedding options, finite numbers)."""
     if options:
         named = ", ".join(options)
         raise InvalidSpec(
@@ -30,7 +36,7 @@ def vector_cosines(a: object, b: object, options: Mapping[str, object]) -> np.nd
             f"a has {left.shape[-1]} dimensions and b {right.shape[-1]}: compare vectors made by one model "
             "with one recipe"
         )
-    return cos_sim(left, right)
+    return left, right
 
 
 def is_tensor(given: object) -> bool:

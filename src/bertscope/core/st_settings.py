@@ -2,7 +2,10 @@
 
 modules.json names the modules; a Pooling module's config.json says its mode (`pooling_mode` from v5, the
 legacy `pooling_mode_*` booleans before); sentence_bert_config.json the max length and whether texts are
-lowercased before tokenizing (`do_lower_case`, done by `lowercase_first` as sentence-transformers does it).
+lowercased before tokenizing (`do_lower_case`, done by `lowercase_first` as sentence-transformers does it);
+config_sentence_transformers.json the similarity function `Model.similarity` computes on vectors
+(`similarity_fn_name`: cosine where it names none, as sentence-transformers 3+; a name it cannot compute is
+refused at load, never read as cosine).
 Which of those modes bertscope can redo is the pooling table's fact (`PoolingRule.st_mode`,
 core/pooling.py), not this file's.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,12 +25,15 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 __all__ = [
+    "SIMILARITY_FUNCTIONS",
     "ST_POOLING_MODES",
     "SentenceTransformersSettings",
+    "folder_similarity_fn_name",
     "lowercase_first",
     "pooling_config",
     "pooling_modes",
     "sentence_transformers_settings",
+    "similarity_function",
 ]
 
 # sentence-transformers' pooling mode names -> ours, from the pooling table. weightedmean and lasttoken
@@ -42,6 +49,9 @@ _ST_LEGACY_KEYS = {
     "pooling_mode_lasttoken": "lasttoken",
 }
 _ST_MODULES_AUTO_APPLIES = ("Transformer", "Pooling", "Normalize")
+# The similarity functions a SentenceTransformer computes (its SUPPORTED_SIMILARITY_FN_NAMES: the values of
+# sentence-transformers' SimilarityFunction but the multi-vector maxsim ones), the first its default.
+SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,7 @@ class SentenceTransformersSettings:
     max_seq_length: int | None = None
     unsupported: str | None = None  # why pooling='auto' cannot reproduce the folder's pipeline
     lower_case: bool = False  # sentence_bert_config.json's do_lower_case: lowercase every text first
+    similarity_fn_name: str = "cosine"  # config_sentence_transformers.json's, one of SIMILARITY_FUNCTIONS
 
 
 def lowercase_first(backend: Tokenizer) -> None:
@@ -123,7 +134,41 @@ def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSet
     st_config = path / "sentence_bert_config.json"
     settings = _settings_file(st_config, dict) if st_config.exists() else {}
     max_len, lower = settings.get("max_seq_length"), bool(settings.get("do_lower_case"))
-    return SentenceTransformersSettings(pooling, normalize, max_len, unsupported, lower)
+    similarity = folder_similarity_fn_name(path)
+    return SentenceTransformersSettings(pooling, normalize, max_len, unsupported, lower, similarity)
+
+
+def similarity_function(value: object) -> str | None:
+    """`value` as one of SIMILARITY_FUNCTIONS: a name, or a member of sentence-transformers'
+    SimilarityFunction (read by its value, without importing it); None is the default, cosine, as
+    sentence-transformers reads it. None where `value` names none of them."""
+    if value is None:
+        return SIMILARITY_FUNCTIONS[0]
+    if isinstance(value, Enum):
+        value = value.value
+    return value if isinstance(value, str) and value in SIMILARITY_FUNCTIONS else None
+
+
+def folder_similarity_fn_name(path: Path | None) -> str:
+    """The similarity function a sentence-transformers folder names (config_sentence_transformers.json's
+    `similarity_fn_name`), "cosine" where it names none or is no sentence-transformers folder (no
+    modules.json: sentence-transformers then builds its own pipeline and reads no config).
+
+    A name sentence-transformers' SentenceTransformer does not compute is a one-line `ModelLoadError`."""
+    if path is None or not (path / "modules.json").exists():
+        return SIMILARITY_FUNCTIONS[0]
+    config = path / "config_sentence_transformers.json"
+    if not config.exists():
+        return SIMILARITY_FUNCTIONS[0]
+    given = _settings_file(config, dict).get("similarity_fn_name")
+    name = similarity_function(given)
+    if name is None:
+        raise _malformed(
+            config,
+            f"its similarity_fn_name {given!r} is not one a sentence-transformers model computes on one "
+            f"vector per text ({', '.join(SIMILARITY_FUNCTIONS)})",
+        )
+    return name
 
 
 def _settings_file(file: Path, kind: type[list[Any]] | type[dict[str, Any]]) -> Any:

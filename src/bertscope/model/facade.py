@@ -21,6 +21,7 @@ from ..core.chunking import ChunkBy
 from ..core.given import single
 from ..core.layers import LayerSpec
 from ..core.tokens import Text, Tokens
+from ..errors import InvalidSpec
 from ..research.methods import ResearchMethods
 
 if TYPE_CHECKING:
@@ -224,17 +225,66 @@ class Model(ResearchMethods):
 
         return encode_role(self, DOCUMENT_PROMPTS, sentences, prompt_name, prompt, options)
 
+    def similarity(
+        self,
+        a: str | Sequence[str] | np.ndarray | Any,
+        b: str | Sequence[str] | np.ndarray | Any = None,
+        **options: Unpack[RecipeKeywords],
+    ) -> np.ndarray:
+        """Cosine matrix (len(a), len(b)) of texts' sentence vectors with `embed`'s options (b defaults to
+        a); of vectors already made, sentence-transformers' `similarity`: by the model's function.
+
+        As sentence-transformers' `model.similarity`, `a` and `b` may be vectors already made instead of
+        texts: (n, d) and (m, d), or (d,) for one, give their (n, m) scores by `similarity_fn_name` (the
+        folder's config_sentence_transformers.json: cosine where it names none; dot product, or negative
+        euclidean or manhattan distance), as sentence-transformers computes them. Vectors are any
+        array-like: a NumPy array, a torch tensor (`encode(..., convert_to_tensor=True)`; read detached, on
+        the CPU), a list of rows or of (d,) tensors, a `SentenceEmbeddings`. Texts are always scored by
+        cosine, as bertscope's own similarity (the command line, /v2/similarity, search) scores them. The
+        answer is a NumPy float32 array, tensors given or not (sentence-transformers answers a tensor:
+        `torch.from_numpy` it).
+        """
+        from ..core.given import is_vectors
+
+        if is_vectors(a) or is_vectors(b):
+            from ..encode import vector_similarity
+
+            return vector_similarity(self.similarity_fn_name, a, b, options)
+        return super().similarity(a, b, **options)
+
     def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> np.ndarray:
-        """sentence-transformers' `similarity_pairwise`: (n,) cosine of row i with row i of two (n, d)
-        arrays (or (d,) for one), as NumPy float32 (sentence-transformers answers a tensor)."""
+        """sentence-transformers' `similarity_pairwise`: (n,) similarity of row i with row i of two (n, d)
+        arrays (or (d,) for one) by `similarity_fn_name`, as NumPy float32 (sentence-transformers answers a
+        tensor)."""
         from ..encode import similarity_pairwise
 
-        return similarity_pairwise(embeddings1, embeddings2)
+        return similarity_pairwise(embeddings1, embeddings2, self.similarity_fn_name)
 
     @property
     def similarity_fn_name(self) -> str:
-        """sentence-transformers' name of what `similarity` computes: always "cosine" here."""
-        return "cosine"
+        """sentence-transformers' name of what `similarity` of vectors and `similarity_pairwise` compute:
+        "cosine", "dot", "euclidean" or "manhattan", the folder's config_sentence_transformers.json's
+        (cosine where it names none, as sentence-transformers 3+), until set."""
+        chosen = self.__dict__.get("_similarity_fn_name")
+        if chosen is None:
+            from ..core.st_settings import folder_similarity_fn_name
+
+            chosen = self.__dict__["_similarity_fn_name"] = folder_similarity_fn_name(self.loaded.path)
+        return str(chosen)
+
+    @similarity_fn_name.setter
+    def similarity_fn_name(self, value: Any) -> None:
+        """As sentence-transformers' setter: a name or a `SimilarityFunction` member (None: cosine)."""
+        from ..core.st_settings import SIMILARITY_FUNCTIONS, similarity_function
+
+        name = similarity_function(value)
+        if name is None:
+            raise InvalidSpec(
+                f"similarity_fn_name {value!r} is not a similarity function sentence-transformers computes "
+                f"on one vector per text; give one of {', '.join(SIMILARITY_FUNCTIONS)} (or a "
+                "SimilarityFunction member)"
+            )
+        self.__dict__["_similarity_fn_name"] = name
 
     def get_embedding_dimension(self) -> int:
         """sentence-transformers' width of `encode`'s vectors: the hidden size."""
