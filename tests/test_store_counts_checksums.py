@@ -98,11 +98,12 @@ def test_an_unedited_store_covers_its_counts_and_passes(made: dict[str, Path], n
         groups = json.loads(pq.ParquetFile(store).metadata.metadata[PARQUET_KEY])["row_groups"]
         assert all(set(COUNTS) <= set(group) for group in groups)
     else:
-        for item_id, text, digest, vector_sum, n, cut, labels in _sql(
+        for item_id, text, digest, vector_sum, n, cut, collection, labels in _sql(
             store,
-            "SELECT id, text, content_hash, checksum, n_tokens, truncated, labels_checksum FROM embeddings",
-        ):
-            assert labels == labels_checksum([item_id, text, digest, vector_sum, n, cut])
+            "SELECT id, text, content_hash, checksum, n_tokens, truncated, collection, labels_checksum "
+            "FROM embeddings",
+        ):  # row checks 5 on, the collection's name too
+            assert labels == labels_checksum([item_id, text, digest, vector_sum, n, cut, collection])
     assert _read_all(store) == len(TEXTS)
     ran = run_main("verify", "--store", str(store))
     assert ran.code == 0 and ran.stdout.startswith("ok"), ran

@@ -249,7 +249,7 @@ def test_parquet_row_groups_dropped_duplicated_or_moved_with_their_checksums_are
     store = _copy(made, "s.parquet", tmp_path)
     _parquet_groups(store, edit)
     line = _one_line_error(_verify(store, made), "s.parquet", "checksums do not match their digest")
-    assert "removed, added or moved with their checksums" in line
+    assert "with their checksums" in line
 
 
 def test_npy_batches_dropped_with_their_checksums_are_found(made: dict[str, Path], tmp_path: Path) -> None:

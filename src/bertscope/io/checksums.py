@@ -17,8 +17,9 @@ gets a CRC-32 (zlib) of its vectors' little-endian bytes in their stored precisi
              marker holds its own
     SQLite   a `checksum` column per row (schema migration 2) and a `labels_checksum` of its id, text
              and content hash (migration 3; and of its `checksum`, row checks 2 on, binding the vector to
-             its row; and of its `n_tokens` and `truncated`, row checks 4 on), so a row that fails its
-             check is named by itself
+             its row; of its `n_tokens` and `truncated`, row checks 4 on; and of its collection's name,
+             row checks 5 on, binding the row to its collection), so a row that fails its check is named
+             by itself
 
 A batch's checksums say that it changed, not which row: each batch also keeps one byte per row
 (`row_digests`: the low byte of a CRC-32 over the row's labels and vectors, base64), read only once a
@@ -145,8 +146,11 @@ SETTINGS_KEY = "settings_sha256"
 #   4  a row's counts are covered too: a Parquet row group keeps the checksums of its `n_tokens` and
 #      `truncated` columns (`COUNT_COLUMNS`), an SQLite row's labels checksum covers its n_tokens and
 #      truncated (a .npy keeps them, where it does, in the labels its batches' checksums cover from 1 on)
+#   5  an SQLite row's labels checksum covers its collection's name too, so a row moved whole into another
+#      collection fails there (one from a collection of the same name in another file still passes: nothing
+#      binds a row to its file); a Parquet or .npy store, one collection, keeps what 4 keeps
 ROW_CHECKS_KEY = "row_checks"
-ROW_CHECKS = 4  # the generation this bertscope writes
+ROW_CHECKS = 5  # the generation this bertscope writes
 # The key of a store's checksums (Parquet `bertscope.checksums`, a .npy's "checksums") holding their
 # SHA-256: batches removed, added or moved with their checksum entries change it.
 CHECKSUMS_DIGEST_KEY = "sha256"
@@ -435,12 +439,21 @@ def recorded(
             "upgrade bertscope to read it"
         )
     if CHECKSUMS_DIGEST_KEY in found and found[CHECKSUMS_DIGEST_KEY] != _block_digest(found):
-        hint = rebuild or rebuild_hint(where)
+        hint, broken = rebuild or rebuild_hint(where), _digest_broken(found, listed or [])
         raise CorpusError(
-            f"{where}: its checksums do not match their digest: batches (row groups) were removed, added or "
-            f"moved with their checksums after it was written; the file is corrupt; {hint}"
+            f"{where}: its checksums do not match their digest: {broken} after it was written; the file is "
+            f"corrupt; {hint}"
         )
     return found  # type: ignore[no-any-return]
+
+
+def _digest_broken(found: Mapping[str, Any], listed: list[Any]) -> str:
+    """What broke a store's checksums' digest, as far as they tell it: batches removed or added with their
+    entries (the rows the entries count are not the total recorded beside them), else entries changed
+    (a value edited, or batches moved with their entries: the digest binds their order too)."""
+    if found.get("rows") != sum(int(entry["rows"]) for entry in listed):
+        return "batches (row groups) were removed or added with their checksums"
+    return "their entries were changed (a value edited, or batches (row groups) moved with their checksums)"
 
 
 def checksums_block(key: str, entries: list[dict[str, Any]]) -> dict[str, Any]:

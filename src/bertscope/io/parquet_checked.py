@@ -206,10 +206,16 @@ class CheckedParquet:
         self.coverage = with_coverage(found, "id", self.counts)
         settings = proven_settings(_stored_settings(self.file), self.where, self.rebuild)
         self.missing = checks_missing(settings, self.coverage)
+        self.columns_changed = _columns_changed(self.file.schema_arrow.names, self.groups, settings)
 
     def _refuse_unproven(self) -> None:
         if self.missing is not None:
             raise unproven(self.where, self.missing, self.path if self._store else None, self.rebuild)
+        if self.columns_changed is not None:
+            raise CorpusError(
+                f"{self.where} {self.columns_changed}, so its rows cannot be read as they were written; use "
+                f"the file as bertscope wrote it, or {self.rebuild}"
+            )
 
     def group(self, number: int, columns: list[str] | None) -> Any:
         """Row group `number` (its `columns`, None for all) as an Arrow table, its vectors checked."""
@@ -293,6 +299,37 @@ class CheckedParquet:
 
     def _error(self, first: int, last: int, problem: str) -> Exception:
         return corrupt(self.where, (first, last), problem, self.rebuild)
+
+
+def _columns_changed(
+    names: list[str], groups: list[dict[str, Any]] | None, settings: dict[str, Any]
+) -> str | None:
+    """What was done to a Parquet store's columns since it was written, said for a refusal, or None: a
+    column its checksums keep an entry for (every row group's: vectors, ids, texts, counts), or its
+    settings say it keeps (`keep_text`: a `text` column), dropped; a `text` column added where its
+    checksums, which cover its labels (an `id` entry), or its settings say it keeps none (`--no-text`).
+    Whatever was written, a reader takes only the columns it asks for, so a column gone passes no
+    check of its own."""
+    written = dict.fromkeys(key for group in groups or [] for key in group if key != "rows")
+    if settings.get("keep_text") is True:
+        written["text"] = None
+    dropped = [name for name in written if name not in names]
+    if dropped:
+        shown = " or ".join(f"`{name}`" for name in dropped)
+        return (
+            f"has no {shown} column, though its checksums or settings say bertscope wrote "
+            f"{'it' if len(dropped) == 1 else 'them'}: dropped after it was written"
+        )
+    listed = groups or []
+    labelled = bool(listed) and all("id" in group for group in listed)
+    untexted = labelled and not all("text" in group for group in listed)
+    unwritten = untexted or settings.get("keep_text") is False
+    if "text" in names and unwritten:
+        return (
+            "holds a `text` column, though its checksums and settings say it was written without texts "
+            "(--no-text): added after it was written"
+        )
+    return None
 
 
 def _stored_settings(file: Any) -> dict[str, Any]:

@@ -62,6 +62,27 @@ def _settings(raw: Any, collection: str, path: str | Path) -> dict[str, Any]:
     return settings
 
 
+def _no_collections(path: str | Path) -> str:
+    """The refusal of a store that lists no collection: nothing stored in it, or rows whose collections
+    were deleted from under them (damaged)."""
+    db = connect_read(path)
+    try:
+        (rows,) = db.execute("SELECT COUNT(*) FROM embeddings").fetchone()
+    except sqlite3.DatabaseError:
+        rows = 0
+    finally:
+        db.close()
+    if rows:
+        return (
+            f"{path} has no collections, though it holds {rows} rows: its `collections` table was emptied "
+            f"after they were written, so nothing says how they were made; the store is damaged; "
+            f"{rebuild_hint(path)}"
+        )
+    return (
+        f"{path} has no collections: nothing was stored in it; embed into it with `bertscope embed -o {path}`"
+    )
+
+
 class SqliteReader:
     """An SQLite store read back: one collection's settings and (ids, texts, vectors) in rowid order."""
 
@@ -76,8 +97,10 @@ class SqliteReader:
                 f"{path} holds {len(available)} collections ({', '.join(available)}): name one with "
                 "--collection (collection= in Python)"
             )
+        if not available:
+            raise CorpusError(_no_collections(path))
         if collection not in available:
-            names = ", ".join(available) or "none"
+            names = ", ".join(available)
             raise CorpusError(f"{path} has no collection {collection!r}; its collections: {names}")
         return collection, available[collection]["settings"]
 

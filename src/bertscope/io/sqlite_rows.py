@@ -1,18 +1,19 @@
 """The SQLite store's rows checked: their CRC-32s, their blobs, the rows read back in order and counted.
 
 Each row keeps the CRC-32 of its blob (`checksum`, migration 2; rows stored before it have none and are
-checked to be finite) and of its labels, its id, text and content hash (`labels_checksum`, migration 3;
-rows stored before it have their vectors checked alone), both checked whenever the row is read or copied
+checked to be finite) and of its labels, its id, text and content hash (`labels_checksum`, migration 3; rows
+stored before it have their vectors checked alone), both checked whenever the row is read or copied
 (`io.checksums`): a checksum that fails names the row itself, so no row digests are kept. In a collection
 whose sealed settings say row checks 2 on, the labels checksum covers the blob's checksum too, so that a
-vector moved to another row with its checksum fails there, and 4 on the row's n_tokens and truncated, so
-that an edit to its counts fails too (a collection keeps the generation it was made with, so all its rows
-are read by one rule). Rows are stored in rowid order, and a bertscope writes each
-column from its migration on, so a row without a checksum after one with it was stripped, not written so
-(`row_coverage`, which `sqlite_store.row_checksums` and `verify --store` read too). A collection of row
-checks 3 on keeps its row count and the count's CRC-32 (migration 4). A collection whose checksums were
-stripped is not read (`refuse_unproven`), as a Parquet or .npy store's are not: proven by SQL aggregates
-over its checksum columns before its first row is handed on, no row loaded for it.
+vector moved to another row with its checksum fails there, 4 on the row's n_tokens and truncated, so that an
+edit to its counts fails too, and 5 on the collection's name, so that a row moved whole into another
+collection fails there (a collection keeps the generation it was made with, so all its rows are read by one
+rule, and rows copied into it by content hash are written by it). Rows are stored in rowid order, and a
+bertscope writes each column from its migration on, so a row without a checksum after one with it was
+stripped, not written so (`row_coverage`, which `sqlite_store.row_checksums` and `verify --store` read too). A
+collection of row checks 3 on keeps its row count and the count's CRC-32 (migration 4). A collection whose
+checksums were stripped is not read (`refuse_unproven`), as a Parquet or .npy store's are not: proven by SQL
+aggregates over its checksum columns before its first row is handed on, no row loaded for it.
 """
 
 from __future__ import annotations
@@ -56,14 +57,28 @@ def _row_checks(db: sqlite3.Connection) -> str:
 
 
 def labels_crc(
-    item_id: Any, text: Any, digest: Any, vector_sum: Any = None, counts: tuple[Any, Any] | None = None
+    item_id: Any,
+    text: Any,
+    digest: Any,
+    vector_sum: Any,
+    counts: tuple[Any, Any],
+    *,
+    generation: int,
+    collection: str,
 ) -> int:
-    """The CRC-32 of a row's labels as stored: its id, text (None where not kept) and content hash, and,
-    in a collection of row checks 2 on (`vector_sum`: its blob's checksum), the checksum of its vector, so
-    that a vector moved to another row with its checksum fails there, and, row checks 4 on (`counts`: its
-    n_tokens and truncated), its counts."""
-    values = [item_id, text, digest] if vector_sum is None else [item_id, text, digest, vector_sum]
-    return labels_checksum(values if counts is None else [*values, *counts])
+    """The CRC-32 of a row's labels as its collection's generation (`checksums.row_checks`) binds them:
+    its id, text (None where not kept) and content hash; row checks 2 on, its blob's checksum
+    (`vector_sum`, where it keeps one), so that a vector moved to another row with its checksum fails
+    there; 4 on, its counts (n_tokens and truncated); 5 on, the collection's name, so that a row moved
+    whole into another collection of the file fails there."""
+    values = [item_id, text, digest]
+    if generation >= 2 and vector_sum is not None:
+        values.append(vector_sum)
+    if generation >= 4:
+        values.extend(counts)
+    if generation >= 5:
+        values.append(collection)
+    return labels_checksum(values)
 
 
 def count_crc(collection: str, count: int) -> int:
@@ -130,7 +145,7 @@ def iter_vectors(
         if not rows:
             return
         last = rows[-1][0]
-        bad = _mismatched(rows, width, generation)
+        bad = _mismatched(rows, width, generation, collection)
         if bad:
             _refuse(rows, bad, offset, MISMATCH, collection, path)
         vectors = np.frombuffer(b"".join(r[3] for r in rows), dtype="<f4").reshape(len(rows), -1)
@@ -156,19 +171,20 @@ def _width(db: sqlite3.Connection, collection: str, path: str | Path) -> int | N
     return 4 * found[0]
 
 
-def _mismatched(rows: list[Any], width: int | None, generation: int) -> list[int]:
+def _mismatched(rows: list[Any], width: int | None, generation: int, collection: str) -> list[int]:
     """The rows (numbers within `rows`, as `_ROWS` selects them) whose blob is not `width` bytes (None:
-    the first row's) or that fail a checksum they keep: of their blob, or of their id, text and hash (and,
-    in a collection of row checks 2 on, their blob's checksum, 4 on their counts: `labels_crc`)."""
+    the first row's) or that fail a checksum they keep: of their blob, or of their labels as the
+    collection's generation binds them (`labels_crc`: id, text and hash, 2 on their blob's checksum, 4 on
+    their counts, 5 on the collection)."""
     width = width or len(rows[0][3])
-    bound, counted = generation >= 2, generation >= 4
     return [
         i for i, r in enumerate(rows)
         if len(r[3]) != width
         or (r[4] is not None and checksum(r[3]) != r[4])
         or (
             r[5] is not None
-            and labels_crc(r[1], r[2], r[6], r[4] if bound else None, r[7:9] if counted else None) != r[5]
+            and labels_crc(r[1], r[2], r[6], r[4], r[7:9], generation=generation, collection=collection)
+            != r[5]
         )
     ]  # fmt: skip
 
@@ -197,7 +213,7 @@ def changed_rows(
         found = db.execute(select, (collection, last - first + 1, first)).fetchall()
     finally:
         db.close()
-    bad = _mismatched(found, width, generation) if found else []
+    bad = _mismatched(found, width, generation, collection) if found else []
     return ([first + i for i in bad], [found[i][1] for i in bad]) if bad else None
 
 

@@ -86,6 +86,10 @@ def refuse_foreign(db: sqlite3.Connection, path: str | Path, version: int, table
     newer = _TABLES <= tables and version > len(MIGRATIONS)  # a newer bertscope may keep more tables
     if ours or newer:
         return
+    lost = _lost_schema(db, path, version, tables)
+    if lost:
+        db.close()
+        raise CorpusError(lost)
     others = sorted(tables - _TABLES)
     shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
     listed = f"tables {', '.join(sorted(tables))}" if tables else "no tables"
@@ -94,6 +98,45 @@ def refuse_foreign(db: sqlite3.Connection, path: str | Path, version: int, table
     raise CorpusError(
         f"{path} is an SQLite database bertscope did not make ({what}); bertscope writes to stores of "
         "its own, as it sets a file's schema number and journal mode (WAL): name a new .db file"
+    )
+
+
+# The columns of the first migration's tables, and the column each migration after it adds
+# (`MIGRATIONS`): (table, column), in order.
+_FIRST = {
+    "collections": {"name", "model", "settings", "dimension", "created"},
+    "embeddings": {
+        "collection",
+        "id",
+        "content_hash",
+        "text",
+        "metadata",
+        "embedding",
+        "n_tokens",
+        "truncated",
+    },
+}
+_ADDED = (("embeddings", "checksum"), ("embeddings", "labels_checksum"), ("collections", "row_count"))
+
+
+def _lost_schema(db: sqlite3.Connection, path: str | Path, version: int, tables: set[str]) -> str | None:
+    """The refusal of a store whose tables are bertscope's but whose schema number is gone (0: a copy
+    made with `.dump` or `iterdump`, which keeps tables and rows, not `PRAGMA user_version`), naming
+    the number its tables are at (the columns `MIGRATIONS` added); None for any other file."""
+    if version != 0 or tables != _TABLES:
+        return None
+    columns = {t: {row[1] for row in db.execute(f"PRAGMA table_info({t})")} for t in sorted(_TABLES)}
+    if any(not wanted <= columns[table] for table, wanted in _FIRST.items()):
+        return None  # tables of another program's under bertscope's names
+    number = 1
+    for table, column in _ADDED:
+        if column not in columns[table]:
+            break
+        number += 1
+    return (
+        f"{path} holds bertscope's tables at schema {number} but its schema number (PRAGMA user_version) "
+        f"is 0: it was copied by a tool that does not keep it (`.dump`, iterdump); set it back with "
+        f"`sqlite3 {path} 'PRAGMA user_version = {number}'`, or name the store bertscope wrote"
     )
 
 
@@ -122,7 +165,10 @@ def connect_read(path: str | Path) -> sqlite3.Connection:
     version, tables = schema_tables(db, path)
     # tables first: another program's database may keep a schema number of its own, of any size
     if version < 1 or not _TABLES <= tables:
+        lost = _lost_schema(db, path, version, tables)
         db.close()
+        if lost:
+            raise CorpusError(lost)
         what = "an empty file" if not tables else "an SQLite file without bertscope's tables"
         raise CorpusError(
             f"{path} is not a bertscope store ({what}); name a .db file `bertscope embed -o` wrote"

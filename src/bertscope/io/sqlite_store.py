@@ -217,19 +217,27 @@ class SqliteSink(Sink):
         text = record.text if self.keep_text else None
         row = (self.collection, record.id, digest, text, meta, blob, int(n_tokens), int(truncated))
         vector_sum = checksum(blob)
-        bound = vector_sum if self.generation >= 2 else None
-        counts = (int(n_tokens), int(truncated)) if self.generation >= 4 else None
-        return (*row, vector_sum, labels_crc(record.id, text, digest, bound, counts))
+        counts = (int(n_tokens), int(truncated))
+        labels = labels_crc(
+            record.id,
+            text,
+            digest,
+            vector_sum,
+            counts,
+            generation=self.generation,
+            collection=self.collection,
+        )
+        return (*row, vector_sum, labels)
 
     def _check_copy(self, known: tuple[Any, ...]) -> None:
-        """Refuse to copy a stored vector (same text, another id) that fails its checksums."""
+        """Refuse to copy a stored vector (same text, another id, this collection's row) that fails its
+        checksums (its labels as this collection's generation binds them: `labels_crc`)."""
         blob, stored, labels = known[0], known[3], known[7]
         item_id, text, digest = known[4:7]
-        bound = stored if self.generation >= 2 else None
-        counts = (known[1], known[2]) if self.generation >= 4 else None
-        if (stored is not None and checksum(blob) != stored) or (
-            labels is not None and labels_crc(item_id, text, digest, bound, counts) != labels
-        ):
+        wanted = labels_crc(
+            item_id, text, digest, stored, known[1:3], generation=self.generation, collection=self.collection
+        )
+        if (stored is not None and checksum(blob) != stored) or (labels is not None and wanted != labels):
             problem = MISMATCH
         elif stored is None and len(non_finite(from_blob(blob)[None])):
             problem = NOT_FINITE

@@ -128,12 +128,15 @@ class NpyReader:
         return None, settings
 
     def chunks(self, path: Path, collection: str | None, column: str, size: int) -> Iterator[Chunk]:
-        """(ids, no texts, vectors) of every row, `size` rows at a time (the matrix memory-mapped)."""
+        """(ids, texts, vectors) of every row, `size` rows at a time (the matrix memory-mapped): a
+        sentence store's ids from its .ids.txt (no texts), a token, word or chunk store's ids and texts
+        from its .rows.jsonl (a text on its first row, as a Parquet store's)."""
         matrix = open_matrix(path)
-        with path.with_suffix(".ids.txt").open("rb") as ids_file:
-            for lines, block in _checked_blocks(path, matrix, size, ids_file):
-                ids = [line.decode("utf-8", "surrogateescape").rstrip("\n") for line in lines]
-                yield ids, [None] * len(lines), block
+        labels = _labels_file(path)
+        with labels.open("rb") as handle:
+            for lines, block in _checked_blocks(path, matrix, size, handle):
+                ids, texts = _labelled(labels, lines, path)
+                yield ids, texts, block
 
     def count(self, path: Path, collection: str | None) -> int:
         """The matrix's rows."""
@@ -144,22 +147,23 @@ class NpyReader:
         _proven_checksums(path)  # a store whose checksums were stripped is not read
         matrix = open_matrix(path)
         wanted = {int(r) for r in rows}
-        found: dict[int, str] = {}
+        found: dict[int, bytes] = {}
         number = -1
-        with path.with_suffix(".ids.txt").open(newline="\n") as ids_file:
-            for number, line in enumerate(ids_file):
+        labels = _labels_file(path)
+        with labels.open("rb") as handle:
+            for number, line in enumerate(handle):
                 if number in wanted:
-                    found[number] = line.rstrip("\n")
+                    found[number] = line
                     if len(found) == len(wanted):
                         break
         if len(found) < len(wanted):
             _too_few_ids(path, number + 1, len(matrix))
-        ids = [found[int(r)] for r in rows]
+        ids, texts = _labelled(labels, [found[int(r)] for r in rows], path)
         picked = np.asarray(matrix[rows] if column is not None else matrix[:0, :0], dtype=np.float32)
         bad = non_finite(picked)  # scattered rows: their batches' checksums are checked by a full read
         if len(bad):
             raise corrupt(str(path), (int(rows[bad[0]]), int(rows[bad[0]])), NOT_FINITE, rebuild_hint(path))
-        return ids, [None] * len(ids), picked
+        return ids, texts, picked
 
     def columns(self, path: Path) -> list[str]:
         """One vector column, the matrix itself."""
@@ -324,6 +328,31 @@ def npy_changed_rows(path: Path, first: int) -> tuple[list[int], list[str]] | No
     return [start + r for r in rows], [_label_id(lines[r]) for r in rows]
 
 
+def _labelled(labels: Path, lines: list[bytes], path: Path) -> tuple[list[str], list[str | None]]:
+    """(ids, texts) of rows from their lines in a .npy store's `labels` file: an .ids.txt line is the id
+    (no text), a .rows.jsonl line a JSON object holding the id and, on a text's first row, the text;
+    CorpusError where a line is not such an object (the store is damaged)."""
+    decoded = [line.decode("utf-8", "surrogateescape").rstrip("\n") for line in lines]
+    if labels.suffix != ".jsonl":
+        return decoded, [None] * len(decoded)
+    ids: list[str] = []
+    texts: list[str | None] = []
+    for line in decoded:
+        try:
+            row = json.loads(line)
+        except ValueError:
+            row = None
+        if not isinstance(row, dict) or "id" not in row:
+            raise CorpusError(
+                f"{labels} holds a line that is not a row bertscope wrote ({line[:40]!r}): the store is "
+                f"damaged; {rebuild_hint(path)}"
+            )
+        text = row.get("text")
+        ids.append(str(row["id"]))
+        texts.append(text if isinstance(text, str) else None)
+    return ids, texts
+
+
 def _label_id(line: bytes) -> str:
     """The id of a row from its line: an .ids.txt line is the id, a .rows.jsonl line holds it."""
     text = line.decode("utf-8", "surrogateescape").rstrip("\n")
@@ -389,7 +418,7 @@ def _checked_blocks(
                 raise corrupt(str(path), span, MISMATCH, rebuild_hint(path))
             lines = _batch_lines(ids_file, path, start, len(block), rows)
             if "labels" in batch and checksum(b"".join(lines)) != batch["labels"]:
-                raise corrupt(str(path.with_suffix(".ids.txt")), span, MISMATCH, rebuild_hint(path))
+                raise corrupt(str(_labels_file(path)), span, MISMATCH, rebuild_hint(path))
             start += len(block)
             yield lines, block
 
