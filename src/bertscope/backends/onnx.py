@@ -10,7 +10,9 @@ int8 columns, then quantized by one of three schemes: `dynamic` (activation scal
 `quantize="int8"` runs), `fused` (attention and bias-GELU fused by ONNX Runtime's transformer optimizer
 first) or `static` (scales calibrated once). Every session leaves out `DISABLED_FUSIONS`. Model digests
 live in backends/digest.py. The attention graph (`attentions=True`: every layer's attention probabilities
-as outputs, for attention.py) is kept beside the export in the same cache, made and checked alike.
+as outputs, for attention.py) is kept beside the export in the same cache, made and checked alike, and so
+is each graph cut at a layer for early stop (`cached_cut`; the cutting in backends/cut_cache.py), made
+once from the export's file.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from ..core.fingerprint_facts import file_identity, file_sha256
 from ..core.folder import read_json_object
 from ..core.loading import device_kind
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError
+from .cut_cache import cut_graph, cut_path, write_cut
 from .digest import content_digest, known_folders
 from .quantize import OUTLIER_FACTOR, SCHEMES, calibration_or_shipped, calibration_texts, export_variant
 
@@ -47,9 +50,11 @@ __all__ = [
     "QUANTIZE",
     "OnnxRunner",
     "cache_dir",
+    "cached_cut",
     "cached_export",
     "content_digest",
     "cut_graph",
+    "cut_path",
     "DISABLED_FUSIONS",
     "encoder_digest",
     "known_folders",
@@ -149,8 +154,10 @@ class OnnxRunner:
 
     Early stop: ONNX Runtime runs a whole graph whatever outputs are asked for, so a forward that stops
     before the last layer runs a graph cut at that layer (the nodes hidden_0..hidden_k need, extracted
-    with onnx's `Extractor` on first use of that depth, `MAX_CUT_SESSIONS` kept): layer 1 of 6 costs about
-    a sixth of the whole, with the same kernels, so the same numbers.
+    with onnx's `Extractor` once per export and depth and kept beside the export, `cached_cut`;
+    `MAX_CUT_SESSIONS` open): layer 1 of 6 costs about a sixth of the whole, with the same kernels, so the
+    same numbers. Each graph opens on first use: a process that only stops early never opens the whole
+    one, so it holds the cut graph's weights alone (a second open graph holds its own copy of its weights).
 
     Memory: ONNX Runtime's CPU arena grows to the largest batch it has run and keeps it: 64 texts of ~250
     tokens (batches of 16 x 256) kept +170 MiB on the bundled model for the process's life, +250 after a
@@ -161,14 +168,16 @@ class OnnxRunner:
     # Frees the arena's unused chunks at the end of the run given it (ONNX Runtime's run option)
     SHRINK_ARENA = ("memory.enable_memory_arena_shrinkage", "cpu:0")
 
-    def __init__(self, path: Path, uses_token_types: bool, n_outputs: int) -> None:
+    def __init__(
+        self, path: Path, uses_token_types: bool, n_outputs: int, *, log: Callable[[str], None] | None = None
+    ) -> None:
         self.ort = require_onnxruntime()
         self.path = path
-        self.session = self._session(str(path))
-        # The exporter drops inputs the graph never reads (DeBERTa-v2 without segment embeddings).
-        self.input_names = [i.name for i in self.session.get_inputs()]
-        self.uses_token_types = uses_token_types and "token_type_ids" in self.input_names
+        self._whole: Any = None  # the whole graph's session, opened on first use (`session`)
+        self._inputs: list[str] | None = None  # the graph's inputs, read from the first session opened
+        self._token_types = uses_token_types
         self.output_names = [f"hidden_{i}" for i in range(n_outputs)]
+        self.log = log  # where a damaged cached cut graph is named before it is made again
         self._cut: dict[int, Any] = {}  # deepest layer -> session of the graph cut there (most recent last)
         self._lock = threading.Lock()
         # batches up to the engine's default CPU token budget keep their arena: they are the common ones
@@ -181,30 +190,81 @@ class OnnxRunner:
         self._grew: set[int] = set()
 
     def _session(self, model: str | bytes) -> Any:
-        return open_session(model)
+        session = open_session(model)
+        if self._inputs is None:
+            # The exporter drops inputs the graph never reads (DeBERTa-v2 without segment embeddings); a
+            # cut graph keeps every input of the whole one.
+            self._inputs = [i.name for i in session.get_inputs()]
+        return session
+
+    @property
+    def session(self) -> Any:
+        """The whole graph's session (every hidden state), opened on first use."""
+        if self._whole is None:
+            with self._lock:
+                if self._whole is None:
+                    self._whole = self._session(str(self.path))
+        return self._whole
+
+    @session.setter
+    def session(self, session: Any) -> None:
+        self._whole = session
+
+    @property
+    def input_names(self) -> list[str]:
+        """The graph's inputs (the whole graph's and every cut graph's)."""
+        if self._inputs is None:
+            _ = self.session  # opening it reads them
+        assert self._inputs is not None
+        return self._inputs
+
+    @property
+    def uses_token_types(self) -> bool:
+        """Whether the graph reads token type ids (the family's embedding has them, the export kept them)."""
+        return self._token_types and "token_type_ids" in self.input_names
 
     def session_for(self, deepest: int) -> Any:
-        """The session that computes hidden states 0..deepest and nothing past them."""
-        if deepest + 1 >= len(self.output_names):
+        """The session that computes hidden states 0..deepest and nothing past them; or the whole graph's,
+        where it is open and the cut would leave out only its last layer (`whole_serves`)."""
+        if self.whole_serves(deepest):
             return self.session
         with self._lock:
             if deepest not in self._cut:
-                cut = cut_graph(self.path, self.input_names, self.output_names[: deepest + 1])
-                self._cut[deepest] = self._session(cut.SerializeToString())
+                self._cut[deepest] = self._cut_session(deepest)
                 while len(self._cut) > self.MAX_CUT_SESSIONS:
                     self._cut.pop(next(iter(self._cut)))
             else:
                 self._cut[deepest] = self._cut.pop(deepest)  # most recently used last
             return self._cut[deepest]
 
+    def whole_serves(self, deepest: int) -> bool:
+        """Whether a forward to `deepest` runs the whole graph: the last layer, or the one before it where
+        the whole graph is open and no cut there is. A cut that leaves out one layer of L saves about 1/L of
+        the forward and holds a second copy of most weights: +102 MB in a process that had run the bundled
+        model's last layer, to save a sixth (bench/BENCHMARKS.md, "A fresh process embedding one sentence").
+        """
+        last = len(self.output_names) - 1
+        if deepest >= last:
+            return True
+        return deepest == last - 1 and self._whole is not None and deepest not in self._cut
+
+    def _cut_session(self, deepest: int) -> Any:
+        """A session on the graph cut after hidden state `deepest`: the cached cut, or (where the cache takes
+        no file) one cut in memory now."""
+        outputs = self.output_names[: deepest + 1]
+        path = cached_cut(self.path, outputs, self._inputs, log=self.log)
+        if path is not None:
+            return self._session(str(path))
+        return self._session(cut_graph(self.path, self._inputs, outputs).SerializeToString())
+
     def __call__(
         self, ids: Array, type_ids: Array, mask: Array, deepest: int, layers: AskedStates = None
     ) -> States:
         """Hidden states 0..deepest, each (batch, tokens, d) float32; None outside `layers` when given."""
         wanted = asked_states(deepest, layers)
+        session = self.session_for(deepest)  # opened first: the graph's inputs are read from it
         feed = runtime_feed(ids, type_ids, mask, self.uses_token_types)
         names = [self.output_names[i] for i in wanted]
-        session = self.session_for(deepest)
         options = self._options(session, ids.size)
         found = session.run(names, feed) if options is None else session.run(names, feed, options)
         return placed(deepest, wanted, found)
@@ -251,7 +311,7 @@ class OnnxRunner:
             model, family, digest=digest, quantize=quantize, calibrate=calibrate, calibration=calibration,
             scheme=scheme, log=log,
         )  # fmt: skip
-        return cls(path, family.uses_token_types, n_layers + 1)
+        return cls(path, family.uses_token_types, n_layers + 1, log=log)
 
 
 def idle_threads_sleep() -> bool:
@@ -290,12 +350,40 @@ def encoder_digest(encoder: Any) -> str:
     return model_hash(encoder.hf_model)[:20]
 
 
-def cut_graph(path: Path, inputs: Sequence[str], outputs: Sequence[str]) -> Any:
-    """The ONNX model at `path` cut to the nodes that `outputs` need (an `onnx.ModelProto`)."""
-    import onnx
-    from onnx.utils import Extractor
+def cached_cut(
+    path: Path, outputs: Sequence[str], inputs: Sequence[str] | None = None, *,
+    log: Callable[[str], None] | None = None,
+) -> Path | None:  # fmt: skip
+    """The export at `path` cut to the nodes that `outputs` (hidden_0..hidden_k) need, kept beside it
+    (`cut_path`) with its size and SHA-256 and the SHA-256 of the export it was cut from: made now when
+    missing, damaged (named on `log`) or cut from another export, once however many processes ask; None
+    where the cache folder takes no file (the caller cuts in memory)."""
+    cut = cut_path(path, len(outputs) - 1)
+    source = read_record(path).get("sha256")
+    if not isinstance(source, str):  # an export without its record (not made here): cut in memory
+        return None
+    if _cut_from(cut, source, log):
+        return cut
+    from filelock import FileLock
 
-    return Extractor(onnx.load(str(path))).extract_model(list(inputs), list(outputs))
+    try:
+        with FileLock(f"{cut}.lock"):
+            if not _cut_from(cut, source, None):
+                write_cut(path, cut, inputs, outputs)
+                # recorded after the file is in place: a file without its record is never trusted
+                about = {"source": source, "outputs": len(outputs), "format": EXPORT_FORMAT}
+                record_export(cut, {**about, "sha256": file_sha256(cut), **export_stamp(cut)})
+    except OSError:  # a read-only or full cache: cut in memory, as before there was a cache
+        return None
+    return cut
+
+
+def _cut_from(cut: Path, source: str, log: Callable[[str], None] | None) -> bool:
+    """Whether `cut` is a whole cut graph of the export whose SHA-256 is `source`."""
+    return (
+        cached_export(cut, log=log, again="cutting it again") is not None
+        and read_record(cut).get("source") == source
+    )
 
 
 def model_hash(model: torch.nn.Module) -> str:
@@ -310,7 +398,9 @@ def export_path(family: str, digest: str, variant: str = "float32") -> Path:
     return cache_dir() / f"{family}-{digest}-{variant}-v{EXPORT_FORMAT}.onnx"
 
 
-def cached_export(path: Path, *, log: Callable[[str], None] | None = None) -> Path | None:
+def cached_export(
+    path: Path, *, log: Callable[[str], None] | None = None, again: str = "exporting it again"
+) -> Path | None:
     """`path` when it is a whole export (its size and SHA-256 as recorded when it was made), else None.
 
     A damaged file (a disk error, a copy cut short, an edit) is named in one line on `log` and left to be
@@ -318,7 +408,7 @@ def cached_export(path: Path, *, log: Callable[[str], None] | None = None) -> Pa
     """
     if not path.is_file():
         return None
-    about = _read_about(path)
+    about = read_record(path)
     stat = path.stat()
     # the change time and inode too, not the modification time alone: an in-place edit whose time is set
     # back (touch -r, cp -p, rsync --inplace) keeps size and mtime, and would be read unhashed
@@ -331,7 +421,7 @@ def cached_export(path: Path, *, log: Callable[[str], None] | None = None) -> Pa
             pass
         return path
     if log is not None:
-        log(f"the cached export {path} does not match its recorded size and SHA-256; exporting it again")
+        log(f"the cached export {path} does not match its recorded size and SHA-256; {again}")
     return None
 
 
@@ -353,7 +443,8 @@ def record_export(path: Path, about: dict[str, Any]) -> None:
         raise
 
 
-def _read_about(path: Path) -> dict[str, Any]:
+def read_record(path: Path) -> dict[str, Any]:
+    """The JSON record beside an export or cut graph (its `.json`; empty where missing or unreadable)."""
     return read_json_object(path.with_suffix(".json"))
 
 
