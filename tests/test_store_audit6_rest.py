@@ -323,3 +323,23 @@ def test_a_file_whose_collections_were_emptied_says_so(two: Path, tmp_path: Path
     assert "None" not in line, line
     ran = run_main("similar", "--id", "1", "--store", str(store), "-k", "2")
     assert ran.code != 0 and "no collections" in ran.stderr and "None" not in ran.stderr, ran
+
+
+def test_a_store_of_views_opened_with_none_named_says_so_and_one_view_is_read(
+    tmp_path: Path, bundled: Model
+) -> None:
+    """Not the damage line of a dropped `embedding` column: an untouched store of views names them; a
+    store of one view reads it, as `with_view` picks it."""
+    texts = ["a cat sat", "the stock market fell", "rain again"]
+    several = tmp_path / "views.parquet"
+    bertscope.embed_corpus(texts, several, model=bundled, views=["a=-1/mean", "b=1/cls"], progress=False)
+    store = open_store(several)
+    for read in (lambda: next(iter(store.chunks())), lambda: store.take(np.array([0]))):
+        line = _refused(read, "holds the views a, b", "view=")
+        assert "renamed or dropped" not in line, line
+    one = tmp_path / "one.parquet"
+    bertscope.embed_corpus(texts, one, model=bundled, views=["a=-1/mean"], progress=False)
+    ids, _, vectors = next(iter(open_store(one).chunks()))
+    expected = bundled.embed(texts, layers="-1", pooling="mean", normalize=False).vectors
+    assert ids == ["1", "2", "3"]
+    np.testing.assert_allclose(vectors, expected, atol=1e-5)

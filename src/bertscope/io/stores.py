@@ -38,9 +38,17 @@ class Store:
         """What the store's format is and can do (formats.py)."""
         return store_rules(self.path)
 
+    @property
+    def read_column(self) -> str:
+        """The vector column read: `column`, or on a store of views opened with none named, its one view's
+        (several: CorpusError naming them, where the missing `embedding` column read as damage)."""
+        if self.view is None and self.column == "embedding" and self.settings.get("views"):
+            return with_view(self, None).column
+        return self.column
+
     def chunks(self, size: int = 65536) -> Iterator[Chunk]:
         """(ids, texts, vectors (rows, d)) of every stored row, `size` rows at a time."""
-        yield from self.rules.reader.chunks(self.path, self.collection, self.column, size)
+        yield from self.rules.reader.chunks(self.path, self.collection, self.read_column, size)
 
     def count(self) -> int:
         """How many rows the store holds (from metadata for .parquet and .npy)."""
@@ -56,7 +64,7 @@ class Store:
             where = suffixes_where(lambda r: r.by_row)
             raise CorpusError(f"{self.path}: reading rows by number works on {where} stores only")
         rows = np.asarray(rows, dtype=np.int64)
-        return rules.reader.take(self.path, rows, self.column if vectors else None)
+        return rules.reader.take(self.path, rows, self.read_column if vectors else None)
 
     def vector_of(self, item_id: str) -> np.ndarray:
         """The stored vector of one id, or CorpusError if there is none."""
