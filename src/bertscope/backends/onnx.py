@@ -240,8 +240,9 @@ class OnnxRunner:
     def whole_serves(self, deepest: int) -> bool:
         """Whether a forward to `deepest` runs the whole graph: the last layer, or the one before it where
         the whole graph is open and no cut there is. A cut that leaves out one layer of L saves about 1/L of
-        the forward and holds a second copy of most weights: +102 MB in a process that had run the bundled
-        model's last layer, to save a sixth (bench/BENCHMARKS.md, "A fresh process embedding one sentence").
+        the forward and holds a second copy of most weights: +84 MB in a process that had run the bundled
+        model's last layer, to save 13-17% of the forward (bench/BENCHMARKS.md, "Early stop's cut graph
+        cached beside the export"). A process with nothing open opens the cut, the smaller graph.
         """
         last = len(self.output_names) - 1
         if deepest >= last:
