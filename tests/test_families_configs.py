@@ -206,4 +206,5 @@ def test_a_pair_reads_the_segments_the_tokenizer_class_gives(
     states, _ = _hf(folder, "a cat", "a dog")
     model = bertscope.load(folder, device="cpu", backend=backend)
     assert np.abs(model.hidden_states(("a cat", "a dog")) - states).max() < 1e-5
-    assert (1 in model.tokenize([("a cat", "a dog")])[0].token_type_ids) == (tokenizer_class == "BertTokenizer")
+    token_type_ids = model.tokenize([("a cat", "a dog")])[0].token_type_ids
+    assert (1 in token_type_ids) == (tokenizer_class == "BertTokenizer")
