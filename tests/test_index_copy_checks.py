@@ -10,47 +10,15 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pytest
 
 from bertscope.errors import CorpusError
 from bertscope.io import index_copy
-from bertscope.io.formats import open_sink
 from bertscope.io.index import IndexStaleWarning, build_index, index_copies, index_paths, index_state
-from bertscope.io.levels import Rows
-from bertscope.io.readers import Record
 from bertscope.io.search import search
 from bertscope.io.stores import open_store
 from console import run_main
-
-DIM = 64
-SETTINGS = {"model": "synthetic", "layers": [6], "pooling": "mean"}
-
-
-def clustered(n: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centres = np.random.default_rng(99).standard_normal((50, DIM))
-    return (centres[rng.integers(0, 50, n)] + 0.5 * rng.standard_normal((n, DIM))).astype(np.float32)
-
-
-def write_store(path: Path, vectors: np.ndarray) -> Path:
-    """A finished store of these vectors, ids "r0", "r1", ..., written through the sink API."""
-    sink = open_sink(path, settings=SETTINGS)
-    for start in range(0, len(vectors), 1000):
-        block = vectors[start : start + 1000]
-        records = [Record(f"r{start + i}", f"text {start + i}", start + i + 1) for i in range(len(block))]
-        table = pa.table(
-            {
-                "id": [r.id for r in records],
-                "text": [r.text for r in records],
-                "embedding": pa.FixedSizeListArray.from_arrays(pa.array(block.reshape(-1)), DIM),
-                "n_tokens": pa.array(np.full(len(block), 3, np.int32)),
-                "truncated": pa.array(np.zeros(len(block), np.int32)),
-            }
-        )
-        sink.write(records, Rows(table, len(block), 3 * len(block), 0))
-    sink.finish()
-    return path
+from test_index import DIM, clustered, write_store
 
 
 @pytest.fixture

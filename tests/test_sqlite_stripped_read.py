@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import bertscope
-from bertscope.errors import CorpusError
 from bertscope.io.checksums import SETTINGS_KEY
 from bertscope.io.search import search
 from bertscope.io.sqlite_reader import SqliteReader
@@ -27,6 +26,7 @@ from bertscope.io.sqlite_schema import connect_read
 from bertscope.io.stores import open_store
 from bertscope.model import Model
 from console import run_main
+from store_checks import refused_line as _refused
 
 TEXTS = ["the cat sat on the mat", "dogs bark loudly", "a bird sings", "rain falls in spring", "stocks fell"]
 QUERY = "stocks fell"
@@ -61,16 +61,6 @@ def _strip_and_swap(path: Path, item_id: str = "3") -> None:
             "(SELECT embedding FROM embeddings WHERE id = ?) WHERE id = ?",
             (str(len(TEXTS)), item_id),
         )
-
-
-def _refused(call: Any, *named: str) -> str:
-    with pytest.raises(CorpusError) as caught:
-        call()
-    line = str(caught.value)
-    assert "\n" not in line, line
-    for name in named:
-        assert name in line, (name, line)
-    return line
 
 
 def _read_all(path: Path, collection: str | None = None) -> list[str]:

@@ -21,7 +21,6 @@ import pyarrow.parquet as pq
 import pytest
 
 import bertscope
-from bertscope.errors import CorpusError
 from bertscope.io.checksums import (
     PARQUET_KEY,
     ROW_CHECKS_KEY,
@@ -32,6 +31,7 @@ from bertscope.io.checksums import (
 from bertscope.io.stores import open_store
 from bertscope.model import Model
 from console import run_main
+from store_checks import refused_line as _refused
 
 TEXTS = [f"sentence {n} about {topic}" for n, topic in enumerate(["rain", "bread", "banks"] * 4, 1)]
 SHUFFLED = TEXTS[5:] + TEXTS[:5]
@@ -40,16 +40,6 @@ SHUFFLED = TEXTS[5:] + TEXTS[:5]
 def _sql(store: Path, statement: str, values: tuple[Any, ...] = ()) -> list[Any]:
     with closing(sqlite3.connect(store)) as db, db:
         return db.execute(statement, values).fetchall()
-
-
-def _refused(call: Callable[[], Any], *named: str) -> str:
-    with pytest.raises(CorpusError) as caught:
-        call()
-    line = str(caught.value)
-    assert "\n" not in line, line
-    for name in named:
-        assert name in line, (name, line)
-    return line
 
 
 def _read_all(path: Path, collection: str | None = None) -> list[str]:

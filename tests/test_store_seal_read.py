@@ -21,7 +21,6 @@ import pyarrow.parquet as pq
 import pytest
 
 import bertscope
-from bertscope.errors import CorpusError
 from bertscope.io.checksums import (
     PARQUET_KEY,
     PARQUET_ROWS_KEY,
@@ -36,6 +35,7 @@ from bertscope.io.sinks import ParquetSink
 from bertscope.io.stores import open_store
 from bertscope.model import Model
 from console import run_main
+from store_checks import refused_line as _refused
 
 TEXTS = [f"sentence {n} about {topic}" for n, topic in enumerate(["rain", "bread", "banks"] * 4, 1)]
 FORMATS = ("s.parquet", "s.npy", "s.db")
@@ -155,16 +155,6 @@ def _pre_seal(settings: dict[str, Any]) -> None:
     """The settings as a bertscope that sealed none wrote them (nor said which row checksums it kept)."""
     settings.pop(SETTINGS_KEY)
     settings.pop(ROW_CHECKS_KEY)
-
-
-def _refused(call: Callable[[], Any], *named: str) -> str:
-    with pytest.raises(CorpusError) as caught:
-        call()
-    line = str(caught.value)
-    assert "\n" not in line, line
-    for name in named:
-        assert name in line, (name, line)
-    return line
 
 
 def _read_all(path: Path) -> list[str]:
