@@ -3,9 +3,10 @@ keep it comparable with the stored rows (the same model's files, the same post-p
 search would not read).
 
 A query text is embedded by the store's own model as it ran (`model_for`, which loads it by name through
-the loader the package registers: `core.loaders`). The same model is the same files (`same_model`: the
-SHA-256 of each file the store's fingerprint records, compared as a resumed job compares them), not the
-same name: a folder fine-tuned in place is another model, the bundled model loaded by its path is not.
+the loader the package registers: `core.loaders`), cutting texts at the store's recorded token limit as
+its rows were cut. The same model is the same files (`same_model`: the SHA-256 of each file the store's
+fingerprint records, compared as a resumed job compares them), not the same name: a folder fine-tuned in
+place is another model, the bundled model loaded by its path is not.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from ..core.tokens import say_cut
 from ..errors import CorpusError, InvalidInput, InvalidSpec
 from .sink_settings import settings_diff, settings_differ
 
-__all__ = ["PrecisionWarning", "embed_query", "model_for", "query_vector", "refuse_unread", "same_model"]
+__all__ = [
+    "PrecisionWarning", "embed_query", "model_for", "query_vector", "recorded_limit", "refuse_unread",
+    "same_model",
+]  # fmt: skip
 
 # What a query text reads of the options given: the post-processing (checked to be the store's) and the
 # prompt; the rest of the recipe (SPEC_KEYS) is the store's own. A query vector or a stored id reads none.
@@ -95,7 +99,7 @@ def embed_query(
 
     processor = as_post(post)  # read once: checked here, applied by the recipe
     _check_same_post(settings.get("post"), processor)
-    m = model_for(settings, model)
+    m = model_for(settings, model, store_limit=True)
     same_model(settings, m, path=path)
     if prompt_name is None and prompt is None:
         prompt_name = query_prompt_name(settings, m.prompts)
@@ -180,8 +184,14 @@ def _note_precision(settings: dict[str, Any], info: Any, path: Path) -> None:
         )
 
 
-def model_for(settings: dict[str, Any], model: Any = None) -> Any:
-    """The model to embed queries for a store: `model` if given, else the store's own, as it ran."""
+def model_for(settings: dict[str, Any], model: Any = None, *, store_limit: bool = False) -> Any:
+    """The model to embed queries for a store: `model` if given, else the store's own, as it ran.
+
+    `store_limit`: a model loaded here (by the store's name or the one given) cuts texts at the store's
+    recorded token limit (`recorded_limit`), as its rows were cut (`load(max_tokens=12)`, or a limit rule
+    since changed), not at the model's default; a limit over the model's positions is refused. A store
+    that records none is embedded at the model's own limit, as before. A loaded model is used as it is.
+    """
     from ..core.encoder import Encoder
     from ..core.loaders import load_model
     from ..static_model import StaticModel
@@ -190,9 +200,30 @@ def model_for(settings: dict[str, Any], model: Any = None) -> Any:
         return model
     if model is None:
         reloadable(settings)
-    return load_model(
-        model or settings.get("model_arg"),
-        dtype=settings.get("dtype", "float32"),
-        backend=settings.get("backend") or "auto",
-        quantize=settings.get("quantize"),
-    )
+    name = model or settings.get("model_arg")
+    options = {
+        "dtype": settings.get("dtype", "float32"),
+        "backend": settings.get("backend") or "auto",
+        "quantize": settings.get("quantize"),
+    }
+    loaded = load_model(name, **options)
+    limit = recorded_limit(settings) if store_limit else None
+    if limit is None or limit == loaded.max_tokens:
+        return loaded
+    positions = getattr(loaded, "max_positions", loaded.max_tokens)  # a static model: its cut
+    if limit > positions:
+        raise CorpusError(
+            f"the store's texts were cut at {limit} tokens, more than the model {loaded.info().source} takes "
+            f"({positions}): search it with the model it was made with ({settings.get('model')})"
+        )
+    return load_model(name, max_tokens=limit, **options)
+
+
+def recorded_limit(settings: dict[str, Any]) -> int | None:
+    """The tokens per text a store's rows were cut at (its fingerprint's settings.truncation.max_tokens),
+    or None for a store that records none (written before fingerprints were)."""
+    fingerprint = settings.get("fingerprint")
+    recorded = fingerprint.get("settings") if isinstance(fingerprint, dict) else None
+    truncation = recorded.get("truncation") if isinstance(recorded, dict) else None
+    limit = truncation.get("max_tokens") if isinstance(truncation, dict) else None
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 2 else None

@@ -76,14 +76,29 @@ class FingerprintCheck:
 
 
 def canary_texts(model: Any) -> list[str]:
-    """The calibration sentences and one text longer than the model's positions (kept as truncated)."""
+    """The calibration sentences and one long text: their join repeated past the model's positions within
+    its tokenizer's limit (`_canary_limit`), or a static model's cut; kept as truncated."""
     from ..backends.onnx import calibration_texts
 
     sentences = calibration_texts()
     joined = " ".join(sentences)
-    limit = model.max_tokens if is_static(model) else model.max_positions  # a static model's cut
+    limit = model.max_tokens if is_static(model) else _canary_limit(model)  # a static model's cut
     repeats = limit // max(1, len(joined.split())) + 1
     return [*sentences, " ".join([joined] * repeats)]
+
+
+def _canary_limit(model: Any) -> int:
+    """The length the long canary is sized by: the positions within the tokenizer's `model_max_length`,
+    what `max_positions` was before it left the tokenizer's limit out (fingerprints saved then compare)."""
+    from ..core.folder import token_limit
+
+    loaded = model.loaded
+    view = getattr(loaded, "view", None)
+    if view is not None:
+        tokenizer_max = view.tokenizer_max_length
+    else:
+        tokenizer_max = getattr(loaded.tokenizer, "model_max_length", None)
+    return token_limit(model.max_positions, tokenizer_max, None)
 
 
 def fingerprint(model: Any, *, with_canaries: bool = True) -> dict[str, Any]:
