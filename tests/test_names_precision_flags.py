@@ -110,7 +110,9 @@ def test_the_old_precision_s_unknown_value_is_one_line_naming_the_choices(
 ) -> None:
     with pytest.warns(DeprecationWarning):
         said = _refused(lambda: tiny_torch.use_openvino(precision="int4"))
-    assert "choose one of: float32, bfloat16, float16" in said and "\n" not in said
+    # named as precision=, the keyword typed, with what it takes on OpenVINO (review 6 R3)
+    assert "precision 'int4'" in said and "choose one of: float32, bfloat16, int8, int8_static" in said
+    assert "\n" not in said
 
 
 # N9: tokenize returns Tokens; sentence-transformers' tokenize dict is batch ---------------------------
@@ -179,7 +181,7 @@ def test_verify_input_and_the_old_sample(tmp_path: Path, tiny_dirs: dict[str, Pa
     }
     alone = json.loads(_ok(*model[:3], "--json"))["texts"]
     assert texts["-i"] == texts["--input"] == texts["--sample"] == alone + 2
-    assert "--sample is the old spelling of --input" in _refusal(
+    assert "--sample is the old spelling of -i; give -i only" in _refusal(  # named as typed (review 6 R4)
         *model, "-i", str(sample), "--sample", str(sample)
     )
     missing = tmp_path / "missing.txt"

@@ -62,7 +62,7 @@ def test_aggregated_equals_the_mean_of_hugging_face_layer_vectors(bundled, bundl
             assert result.counts[result.index[word]] == counts[word]
     assert result.counts[result.index["bank"]] == 4 and result.words[0] == "the"  # commonest first
     kept = bundled.static_from_corpus(TEXTS, layers=1, min_count=3)
-    assert kept.words == ["the", "bank", "."] and kept.settings["words_seen"] == len(means)
+    assert kept.words == ["the", "bank", "."] and kept.settings["n_words_seen"] == len(means)
 
 
 def test_export_keeps_counts(bundled, tmp_path: Path) -> None:
@@ -74,7 +74,9 @@ def test_export_keeps_counts(bundled, tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     table = pq.read_table(target).to_pydict()
     assert table["word"] == ["the", "bank", ".", "of", "was", "to"] and table["count"] == [6, 4, 4, 2, 2, 2]
-    assert json.loads(result.stdout)["words_seen"] > 4 and not target.with_name("agg.parquet.parts").exists()
+    assert (
+        json.loads(result.stdout)["n_words_seen"] > 4 and not target.with_name("agg.parquet.parts").exists()
+    )
     vectors = bundled.static_from_corpus(TEXTS, layers=1, min_count=2)
     np.testing.assert_allclose(np.array(table["vector"]), vectors.vectors[:, 0], atol=1e-6)
 

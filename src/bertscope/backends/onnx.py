@@ -363,13 +363,13 @@ def cached_cut(
     source = read_record(path).get("sha256")
     if not isinstance(source, str):  # an export without its record (not made here): cut in memory
         return None
-    if _cut_from(cut, source, log):
+    if _cut_from(cut, source, None):  # silent: a file another process is writing has no record yet
         return cut
     from filelock import FileLock
 
     try:
-        with FileLock(f"{cut}.lock"):
-            if not _cut_from(cut, source, None):
+        with FileLock(f"{cut}.lock"):  # the writer holds it until the record is written: named only here
+            if not _cut_from(cut, source, log):
                 write_cut(path, cut, inputs, outputs)
                 # recorded after the file is in place: a file without its record is never trusted
                 about = {"source": source, "outputs": len(outputs), "format": EXPORT_FORMAT}
@@ -476,7 +476,7 @@ def export_onnx(
         raise InvalidSpec(f"unknown int8 scheme {scheme!r}; choose one of: {', '.join(SCHEMES)}")
     variant = ATTENTIONS if attentions else export_variant(quantize, texts, scheme)
     path = export_path(family.name, digest, variant)
-    if cached_export(path, log=log) is not None:
+    if cached_export(path) is not None:  # silent: an export another process is writing has no record yet
         return path
     if int8 and calibrate is None:
         raise InvalidSpec("int8 export needs a calibrate function that runs the torch model")
@@ -491,8 +491,8 @@ def export_onnx(
     from .export import write_export
 
     writable_folder(path.parent)
-    with FileLock(f"{path}.lock"):
-        if cached_export(path) is None:
+    with FileLock(f"{path}.lock"):  # the writer holds it until the record is written: damage named only here
+        if cached_export(path, log=log) is None:
             if log is not None:
                 log(f"exporting the model to ONNX ({variant}-v{EXPORT_FORMAT}) -> {path}")
             try:

@@ -75,6 +75,7 @@ __all__ = [
     "PRECISIONS",
     "OpenVinoRunner",
     "openvino_cache_dir",
+    "openvino_refusal",
     "require_openvino",
     "resolve_precision",
 ]
@@ -143,6 +144,24 @@ def openvino_cache_dir() -> Path:
     return cache_dir().parent / "openvino"
 
 
+# what each of load's options takes on OpenVINO (PRECISIONS in the two words load reads them as)
+OPENVINO_TAKES = {"dtype": ("float32", "bfloat16"), "quantize": ("none", "int8", "int8_static")}
+
+
+def openvino_refusal(keyword: str, value: object) -> InvalidSpec:
+    """The refusal of `keyword`'s (dtype, quantize or the old precision) `value` on OpenVINO: names the
+    keyword as given and what it takes there, and where `value` is the other option's, that option."""
+    said = str(value).strip().lower().replace("-", "_")
+    takes = OPENVINO_TAKES.get(keyword, PRECISIONS)
+    other = next(
+        (k for k, v in OPENVINO_TAKES.items() if k != keyword and said in v and said != "none"), None
+    )
+    hint = f"{said} is {other}={said!r}; " if other is not None and keyword != "precision" else ""
+    return InvalidSpec(
+        f"unknown {keyword} {value!r} for backend='openvino'; {hint}choose one of: {', '.join(takes)}"
+    )
+
+
 def resolve_precision(
     dtype: DType | str | torch.dtype, quantize: Quantize | str | None, device: torch.device | str
 ) -> str:
@@ -158,19 +177,26 @@ def resolve_precision(
             "(with dtype='float16' or 'bfloat16' for speed)"
         )
     # a torch dtype as resolve_dtype takes it; a name as DType names it
-    name = (
-        DType.parse(dtype, what="dtype").value
-        if isinstance(dtype, str)
-        else str(dtype).removeprefix("torch.")
-    )
-    mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
+    try:
+        name = (
+            DType.parse(dtype, what="dtype").value
+            if isinstance(dtype, str)
+            else str(dtype).removeprefix("torch.")
+        )
+    except InvalidSpec:
+        raise openvino_refusal("dtype", dtype) from None
+    try:
+        mode = Quantize.parse(quantize or Quantize.NONE, what="quantize")
+    except InvalidSpec:
+        raise openvino_refusal("quantize", quantize) from None
     if mode is Quantize.INT8_FUSED:
         raise InvalidSpec(
             "quantize='int8_fused' is an ONNX Runtime graph; OpenVINO's are quantize='int8' or 'int8_static'"
         )
     if name not in ("float32", "bfloat16"):
         raise InvalidSpec(
-            f"backend='openvino' runs float32, bfloat16 or int8; dtype={name!r} needs backend='torch'"
+            f"backend='openvino' takes dtype='float32' or 'bfloat16' (int8 is quantize='int8'); "
+            f"dtype={name!r} needs backend='torch'"
         )
     if mode is not Quantize.NONE:
         if name != "float32":

@@ -57,8 +57,14 @@ def warn_int8_without_vnni(asked: str) -> None:
 def openvino_options(precision: str) -> tuple[str, str | None]:
     """(dtype, quantize) of an OpenVINO way named in one word (`Model.use_openvino(precision=)`'s old
     spelling): 'int8' and 'int8_static' (any case, `-` for `_`) are quantize's, anything else dtype's, so
-    `resolve_precision` reads and refuses it as load's `dtype=` and `quantize=`."""
-    if str(precision).lower().replace("-", "_").startswith("int8"):
+    `resolve_precision` reads it as load's `dtype=` and `quantize=`; a word that is none of
+    openvino.PRECISIONS is refused as `precision`'s, the keyword the caller gave."""
+    from .openvino import PRECISIONS, openvino_refusal
+
+    said = str(precision).strip().lower().replace("-", "_")
+    if said not in PRECISIONS:
+        raise openvino_refusal("precision", precision)
+    if said.startswith("int8"):
         return "float32", precision
     return precision, None
 

@@ -73,7 +73,7 @@ def aggregate_to_file(
         "n_words": len(result.words),
         "layers": list(result.layers),
         "n_texts": result.settings["n_texts"],
-        "words_seen": result.settings["words_seen"],
+        "n_words_seen": result.settings["n_words_seen"],
         "min_count": min_count,
         "n_truncated": truncated,
     }
@@ -97,7 +97,7 @@ def aggregate_to_file(
 def _words_line(summary: dict[str, Any], layers: Any) -> str:
     """'N words at layer(s) L', with how many rarer words were left out when there were any."""
     line = f"{summary['n_words']} words at layer(s) {', '.join(map(str, layers))}"
-    dropped = summary["words_seen"] - summary["n_words"]
+    dropped = summary["n_words_seen"] - summary["n_words"]
     if dropped:
         line += f" ({dropped} seen fewer than {summary['min_count']} times left out)"
     return line

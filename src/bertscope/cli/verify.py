@@ -5,12 +5,14 @@ Exit status: 0 within tolerance (or the same fingerprint), 1 on drift (or any di
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.table import Table
+from typer.core import TyperCommand
 
 from ..core._enums import Backend, DType, Quantize
 from ..core.spec import reloadable
@@ -37,6 +39,7 @@ from .app import (
     record_fields,
     warn,
 )
+from .typer_setup import CLICK
 
 _Device = Annotated[str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 _Dtype = Annotated[str | None, typer.Option("--dtype", help="float32 (exact), bfloat16, float16 (CUDA).")]
@@ -49,7 +52,28 @@ _Quantize = Annotated[
 ]
 
 
-@app.command()
+class _WordsKept(TyperCommand):
+    """verify's command, keeping the words it was given, so that a refusal names -i or --input as typed
+    (click records the option, not the spelling)."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:  # ctx: the Context of typer's own click
+        ctx.meta["bertscope.verify.words"] = list(args)
+        return super().parse_args(ctx, args)
+
+
+def _input_as_typed() -> str:
+    """-i where the command line gave --input's short spelling (`-i X`, `-iX`), else --input."""
+    ctx = importlib.import_module(f"{CLICK}.globals").get_current_context(silent=True)
+    words = ctx.meta.get("bertscope.verify.words", []) if ctx is not None else []
+    for word in words[: words.index("--")] if "--" in words else words:
+        if word == "--input" or word.startswith("--input="):
+            return "--input"
+        if word.startswith("-i"):
+            return "-i"
+    return "--input"
+
+
+@app.command(cls=_WordsKept)
 def verify(
     model: ModelOpt = None,
     input_path: Annotated[
@@ -142,7 +166,7 @@ def verify(
     run.update(threads=threads, fast=fast or None, fast_min_cosine=fast_min_cosine)
     try:
         lines = old_spelling(limit, old_lines, name="--limit", old="--lines", default=100)
-        sample = old_spelling(input_path, old_sample, name="--input", old="--sample")
+        sample = old_spelling(input_path, old_sample, name=_input_as_typed(), old="--sample")
         flag = "--input" if old_sample is None else "--sample"  # named as typed
         text_field, id_field = record_fields(text_field, id_field, text_column, id_column)
         if sum(x is not None for x in (save, against, store)) > 1:

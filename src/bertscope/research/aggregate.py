@@ -386,8 +386,8 @@ def _result(
     counted = {
         "n_texts": sink.done,
         "n_truncated": summary.n_truncated,
-        "words_seen": n,
-        "words_kept": len(keep),
+        "n_words_seen": n,
+        "n_words_kept": len(keep),
     }
     result_settings = {**settings, **counted}
     return AggregatedStatic(

@@ -166,7 +166,7 @@ def compare_kinds(
         r["spearman_common"] = _spearman_on(r.pop("_vectors"), ia, ib, gold, common)
     settings = {"model": model.loaded.source, "n_words": len(words)}
     if aggregated is not None:
-        settings["corpus"] = {k: aggregated.settings.get(k) for k in ("n_texts", "words_kept", "subword")}
+        settings["corpus"] = {k: aggregated.settings.get(k) for k in ("n_texts", "n_words_kept", "subword")}
     split = sum(1 for f in found if len(f.ids) > 1)
     coverage = {"pairs": len(pairs), "n_words": len(words), "whole": len(words) - split, "split": split}
     return KindsEval(records, coverage, settings)
