@@ -105,6 +105,18 @@ def test_cli_similar_cuts_the_query_at_the_store_limit(cut_store: Path) -> None:
     assert hits[0]["score"] == pytest.approx(1.0, abs=1e-6)
 
 
+def test_verify_and_occurrences_embed_at_the_store_limit(cut_store: Path) -> None:
+    """verify re-embeds a store's rows at the limit they were cut at (at the model's default they read as
+    DRIFT); the store's model, as search, verify and occurrence queries load it, cuts at 12."""
+    ran = run_main("verify", "--store", str(cut_store), "--rows", str(len(TEXTS)))
+    assert ran.code == 0, ran.stdout + ran.stderr
+    assert ran.stdout.startswith("ok:"), ran.stdout
+    from bertscope.io.query import model_for
+    from bertscope.io.stores import open_store
+
+    assert model_for(open_store(cut_store).settings, None, store_limit=True).max_tokens == 12
+
+
 def test_store_limit_over_the_model_is_refused(long_positions: Path) -> None:
     settings = {"model": "some model", "fingerprint": {"settings": {"truncation": {"max_tokens": 2048}}}}
     with pytest.raises(CorpusError) as refused:

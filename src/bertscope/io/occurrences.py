@@ -283,7 +283,7 @@ def _floats(column: Any) -> np.ndarray:
 def _query_vector(store: Store, target: str, context: str, model: Any, layers: Any) -> np.ndarray:
     """(d,) unit vector of `target` in `context`, made exactly as the store made its rows."""
     settings = store.settings
-    m = model_for(settings, model)
+    m = model_for(settings, model, store_limit=True)  # the context cut as the stored rows were
     _check_same(store, m, layers)
     options = {key: settings[key] for key in ("long", "stride") if key in settings}
     stacked = settings.get("combine") == "stack"

@@ -146,7 +146,7 @@ def verify_store(
     if count == 0:
         raise InvalidInput(f"{opened.path} holds no rows to check")
     positions = sample_rows(count, rows, seed=seed)
-    m = model_for(opened.settings, model)
+    m = model_for(opened.settings, model, store_limit=True)  # re-embedded at the limit its rows were cut at
     check = StoreCheck(
         True, len(positions), 0.0, 1.0, store=str(opened.path), rows=count, model=m.info().source, seed=seed
     )
