@@ -189,8 +189,10 @@ def model_for(settings: dict[str, Any], model: Any = None, *, store_limit: bool 
 
     `store_limit`: a model loaded here (by the store's name or the one given) cuts texts at the store's
     recorded token limit (`recorded_limit`), as its rows were cut (`load(max_tokens=12)`, or a limit rule
-    since changed), not at the model's default; a limit over the model's positions is refused. A store
-    that records none is embedded at the model's own limit, as before. A loaded model is used as it is.
+    since changed), not at the model's default. A limit over the model's positions says the model is
+    not the store's: it is loaded at its own, and the caller's check of the model (`same_model`, verify's
+    fingerprint) names it. A store that records none is embedded at the model's own limit, as before. A
+    loaded model is used as it is.
     """
     from ..core.encoder import Encoder
     from ..core.loaders import load_model
@@ -211,11 +213,8 @@ def model_for(settings: dict[str, Any], model: Any = None, *, store_limit: bool 
     if limit is None or limit == loaded.max_tokens:
         return loaded
     positions = getattr(loaded, "max_positions", loaded.max_tokens)  # a static model: its cut
-    if limit > positions:
-        raise CorpusError(
-            f"the store's texts were cut at {limit} tokens, more than the model {loaded.info().source} takes "
-            f"({positions}): search it with the model it was made with ({settings.get('model')})"
-        )
+    if limit > positions:  # not the store's model: refused by the caller's check, in its own words
+        return loaded
     return load_model(name, max_tokens=limit, **options)
 
 
