@@ -178,3 +178,15 @@ def test_static_corpus_counts_words_as_n_words_seen_and_kept(
     assert ran.code == 0, ran
     summary = json.loads(ran.stdout)
     assert (summary["n_words"], summary["n_words_seen"]) == (2, 8) and "words_seen" not in summary
+
+
+@pytest.mark.parametrize(("dtype", "quantize"), [("int8", "int8"), ("Int8-Static", "int8_static")])
+def test_load_says_where_an_int8_dtype_goes(dtype: str, quantize: str) -> None:
+    """load(dtype='int8'), on any backend, names quantize= as use_openvino does; the CLI its flag."""
+    for backend in ("openvino", "torch"):
+        with pytest.raises(InvalidSpec) as refused:
+            bertscope.load(backend=backend, dtype=dtype)
+        said = str(refused.value)
+        assert f"int8 is quantize={quantize!r}, not a dtype" in said and "\n" not in said, said
+    ran = run_main("embed", "a cat", "--dtype", dtype)
+    assert ran.code != 0 and f"int8 is --quantize {quantize}, not a dtype" in ran.stderr, ran.stderr

@@ -192,6 +192,12 @@ class DType(StrEnum):
     FLOAT16 = "float16"
 
     @classmethod
+    def _named_elsewhere(cls, value: str) -> str:
+        if value.replace("-", "_").startswith("int8"):  # quantization, not a floating-point type
+            return f"int8 is quantize={value.replace('-', '_')!r}, not a dtype; "
+        return ""
+
+    @classmethod
     def is_float32(cls, value: object) -> bool:
         """Whether a dtype option names float32: a name as `parse` reads it (unknown: InvalidSpec), or a
         torch dtype (read by its name, so torch is not imported)."""
