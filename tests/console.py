@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import sys
 import warnings
-from typing import NamedTuple
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 
 class Ran(NamedTuple):
@@ -40,3 +42,20 @@ def run_main(*args: str) -> Ran:
     finally:
         sys.argv, warnings.showwarning = old_argv, old_showwarning
     return Ran(code, stdout.getvalue(), stderr.getvalue())
+
+
+def json_of(*args: str) -> Any:
+    """The JSON `bertscope ARGS... --json` prints, the run checked to have succeeded."""
+    ran = run_main(*args, "--json")
+    assert ran.code == 0, ran
+    return json.loads(ran.stdout)
+
+
+@contextlib.contextmanager
+def no_deprecation(saying: str) -> Iterator[None]:
+    """The block raises no DeprecationWarning whose message holds `saying` (a renamed name's warning)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    said = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert not [s for s in said if saying in s], said

@@ -21,7 +21,7 @@ import typer
 import bertscope
 from bertscope.cli import app
 from bertscope.errors import BertscopeError, InvalidInput
-from console import run_main
+from test_cli_names import _ok, _refusal
 
 # N1: use_openvino's dtype= and quantize= -------------------------------------------------------------
 
@@ -141,20 +141,6 @@ def test_batch_is_sentence_transformers_tokenize(bundled: bertscope.Model, bundl
 
 
 # N12: the command line's flags -----------------------------------------------------------------------
-
-
-def _ok(*args: str) -> str:
-    ran = run_main(*args)
-    assert ran.code == 0, ran
-    return ran.stdout
-
-
-def _refusal(*args: str) -> str:
-    ran = run_main(*args)
-    assert ran.code != 0 and ran.stdout == "", ran
-    lines = ran.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), ran.stderr
-    return lines[0]
 
 
 def _hidden(command: str) -> set[str]:

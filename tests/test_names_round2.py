@@ -7,11 +7,7 @@ the caller's line; the command line and the explorer pass the new spellings (`to
 
 from __future__ import annotations
 
-import json
 import re
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +20,7 @@ from bertscope.research.analysis import evaluate_pairs, evaluate_words, sweep
 from bertscope.research.plots import LayerCosines, layer_cosines
 from bertscope.research.senses import word_senses
 from bertscope.research.static_kinds import compare_kinds
-from console import run_main
+from console import json_of, no_deprecation
 
 DATA = Path(__file__).parent / "data"
 APP_JS = Path(bertscope.__file__).parent / "server" / "static" / "app.js"
@@ -34,33 +30,17 @@ RIGHT = ["it slept today", "a storm today", "prices today", "the team today"]
 GOLD = [1.0, 0.0, 0.5, 0.2]
 
 
-@contextmanager
-def _no_deprecation() -> Iterator[None]:
-    """The block uses only new names: no DeprecationWarning of bertscope's is raised."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    said = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
-    assert not [s for s in said if "deprecated" in s], said
-
-
-def _json(*args: str) -> Any:
-    ran = run_main(*args, "--json")
-    assert ran.code == 0, ran
-    return json.loads(ran.stdout)
-
-
 # F2: texts cut and tokens dropped ---------------------------------------------------------------------
 
 
 def test_sweep_and_eval_pairs_say_n_truncated_and_n_dropped(bundled: bertscope.Model, tmp_path: Path) -> None:
-    with _no_deprecation():
+    with no_deprecation("deprecated"):
         found = sweep(bundled, LEFT, RIGHT, GOLD, layers="6", poolings=["mean"]).settings
     assert found["n_truncated"] == 1 and found["n_dropped"] > 100 and found["n_texts"] == 8
     assert not {"truncated", "dropped_tokens", "texts"} & set(found)
     pairs = tmp_path / "pairs.tsv"
     pairs.write_text("".join(f"{a}\t{b}\t{g}\n" for a, b, g in zip(LEFT, RIGHT, GOLD, strict=True)))
-    said = _json("eval", "pairs", "-i", str(pairs), "--layers", "6", "--pooling", "mean", "--no-plot")
+    said = json_of("eval", "pairs", "-i", str(pairs), "--layers", "6", "--pooling", "mean", "--no-plot")
     assert said["settings"] == {**found, "model": said["settings"]["model"]}
     with pytest.warns(TruncatedTextsWarning):
         one = evaluate_pairs(bundled, LEFT, RIGHT, GOLD, layers=-1, pooling="mean", long="truncate")
@@ -69,7 +49,7 @@ def test_sweep_and_eval_pairs_say_n_truncated_and_n_dropped(bundled: bertscope.M
 
 def test_eval_docsim_json_says_n_truncated() -> None:
     pytest.importorskip("gensim")
-    said = _json("eval", "docsim", "--layers", "-1", "--pooling", "mean")
+    said = json_of("eval", "docsim", "--layers", "-1", "--pooling", "mean")
     assert said["n_truncated"] >= 0 and "truncated" not in said and said["documents"] == 50
 
 
@@ -82,7 +62,7 @@ def test_static_corpus_says_counts_with_n(bundled: bertscope.Model, tmp_path: Pa
     assert not {"truncated", "texts"} & set(agg.settings)
     assert agg.to_dict()["n_words"] == len(agg.words) and "words" not in agg.to_dict()
     out = tmp_path / "agg.txt"
-    said = _json("static", "--corpus", str(corpus), "-o", str(out), "--long", "truncate")
+    said = json_of("static", "--corpus", str(corpus), "-o", str(out), "--long", "truncate")
     assert said["n_truncated"] == 1 and said["n_texts"] == 3 and said["n_words"] == len(agg.words)
     assert not {"truncated", "texts", "words"} & set(said)
 
@@ -93,9 +73,9 @@ def test_static_corpus_says_counts_with_n(bundled: bertscope.Model, tmp_path: Pa
 def test_layer_cosines_are_cosines_everywhere(bundled: bertscope.Model, tmp_path: Path) -> None:
     from bertscope.server.explorer import layer_cosines as explored
 
-    with _no_deprecation():
+    with no_deprecation("deprecated"):
         found = layer_cosines(bundled, "a cat sat", layers="0,6")
-        said = _json("plot", "layers", "a cat sat", "-l", "0,6", "-o", str(tmp_path / "l.png"))
+        said = json_of("plot", "layers", "a cat sat", "-l", "0,6", "-o", str(tmp_path / "l.png"))
     assert "cosine" not in {f for f in LayerCosines.__dataclass_fields__}
     assert found.cosines.shape == (2, 5, 5) and found.to_dict()["cosines"] == found.cosines.tolist()
     assert "cosine" not in said and np.allclose(said["cosines"], found.cosines, atol=1e-6)
@@ -117,9 +97,9 @@ def store(tmp_path_factory: pytest.TempPathFactory, bundled: bertscope.Model) ->
 
 
 def test_senses_count_their_occurrences_as_n_occurrences(store: Path) -> None:
-    with _no_deprecation():
+    with no_deprecation("deprecated"):
         found = word_senses(store, "bank", n_clusters=2)
-        said = _json("senses", "bank", "--store", str(store), "-n", "2", "--examples", "1")
+        said = json_of("senses", "bank", "--store", str(store), "-n", "2", "--examples", "1")
     assert found.to_dict()["n_occurrences"] == len(found.occurrences) == said["n_occurrences"] == 20
     assert "occurrences" not in found.to_dict() and "occurrences" not in said
 
@@ -163,9 +143,9 @@ def test_the_command_line_passes_top_k(store: Path, tmp_path: Path, monkeypatch:
         monkeypatch.setattr(module, name, watched(getattr(module, name)))
     sentences = tmp_path / "s.parquet"
     bertscope.embed_corpus(["a cat", "a dog", "a car"], sentences)
-    _json("static", "bread", "-k", "2")
-    _json("similar", "a kitten", "--store", str(sentences), "-k", "2")
-    _json("similar", "--word", "bank", "--store", str(store), "-k", "2")
+    json_of("static", "bread", "-k", "2")
+    json_of("similar", "a kitten", "--store", str(sentences), "-k", "2")
+    json_of("similar", "--word", "bank", "--store", str(store), "-k", "2")
     assert len(given) == 3 and all("top_k" in g and "k" not in g for g in given), given
 
 

@@ -7,10 +7,6 @@ senses is scikit-learn's `n_clusters`, as `word_senses(n_clusters=)` and `senses
 
 from __future__ import annotations
 
-import json
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -20,26 +16,10 @@ import pytest
 import bertscope
 from bertscope.research.senses import Senses, word_senses
 from bertscope.static import Neighbor, lookup
-from console import run_main
+from console import json_of, no_deprecation, run_main
 
 SENSES = Path(__file__).parent / "data" / "bank_senses.txt"
 NEIGHBOUR_KEYS = {"token", "id", "score"}
-
-
-@contextmanager
-def _no_renamed_warning() -> Iterator[None]:
-    """The block reads only new names: none of bertscope's renamed-name DeprecationWarnings is raised."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        yield
-    said = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
-    assert not [s for s in said if "is deprecated; use ." in s], said
-
-
-def _cli_json(*args: str) -> Any:
-    ran = run_main(*args, "--json")
-    assert ran.code == 0, ran
-    return json.loads(ran.stdout)
 
 
 def _old_name(value: Any, attribute: str) -> Any:
@@ -54,7 +34,7 @@ def _old_name(value: Any, attribute: str) -> Any:
 
 
 def test_neighbours_say_score_the_cosine_of_the_rows(bundled: bertscope.Model) -> None:
-    with _no_renamed_warning():
+    with no_deprecation("is deprecated; use ."):
         found = bundled.static_neighbors("bread", top_k=3)
         weight = bundled.static(list(range(bundled.static_shape[0]))).astype(np.float64)
         query = weight[bundled.vocab["bread"]]
@@ -80,11 +60,11 @@ def test_the_old_neighbour_name_still_gives_the_score(bundled: bertscope.Model, 
 
 def test_lookup_and_static_json_name_each_neighbours_score(bundled: bertscope.Model) -> None:
     want = bundled.static_neighbors("bread", top_k=3)
-    with _no_renamed_warning():
+    with no_deprecation("is deprecated; use ."):
         piece = lookup(bundled, "bread", top_k=3)
         word = lookup(bundled, "breadmaker", as_words=True, top_k=2)
-        said = _cli_json("static", "bread", "-k", "3")["items"][0]
-        said_word = _cli_json("static", "breadmaker", "--as-words", "-k", "2")["items"][0]
+        said = json_of("static", "bread", "-k", "3")["items"][0]
+        said_word = json_of("static", "breadmaker", "--as-words", "-k", "2")["items"][0]
     for record in (piece, word, said, said_word):
         assert [set(n) for n in record["neighbors"]] == [NEIGHBOUR_KEYS] * len(record["neighbors"])
     assert piece["neighbors"] == said["neighbors"] == [n.to_dict() for n in want]
@@ -112,13 +92,13 @@ def store(tmp_path_factory: pytest.TempPathFactory, bundled: bertscope.Model) ->
 
 @pytest.fixture(scope="module")
 def chosen(store: Path) -> Senses:
-    with _no_renamed_warning():
+    with no_deprecation("is deprecated; use ."):
         return word_senses(store, "bank")
 
 
 def test_senses_say_n_clusters(store: Path, chosen: Senses) -> None:
     assert chosen.n_clusters == 2 == len(chosen.senses)  # chosen by silhouette
-    with _no_renamed_warning():
+    with no_deprecation("is deprecated; use ."):
         given = word_senses(store, "bank", n_clusters=3)
         said = given.to_dict()
     assert given.n_clusters == 3 == len(given.senses) and given.criterion == "3 clusters: given"
@@ -136,9 +116,9 @@ def test_the_old_senses_name_still_gives_the_number(store: Path, chosen: Senses)
 
 
 def test_senses_json_says_n_clusters(store: Path, chosen: Senses) -> None:
-    with _no_renamed_warning():
-        found = _cli_json("senses", "bank", "--store", str(store), "--examples", "1")
-        given = _cli_json("senses", "bank", "--store", str(store), "-n", "3", "--examples", "1")
+    with no_deprecation("is deprecated; use ."):
+        found = json_of("senses", "bank", "--store", str(store), "--examples", "1")
+        given = json_of("senses", "bank", "--store", str(store), "-n", "3", "--examples", "1")
     assert found["n_clusters"] == chosen.n_clusters == 2 and "k" not in found
     assert given["n_clusters"] == 3 and "k" not in given
     assert [s["size"] for s in found["senses"]] == [s.size for s in chosen.senses]
