@@ -5,7 +5,6 @@ warnings and `bertscope bench`."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import bertscope
 from bertscope.backends import fast, int8_gate
 from bertscope.backends.digest import settings_digest
 from console import run_main
+from tiny_models import st_pooling_folder
 
 pytest.importorskip("onnxruntime")
 
@@ -133,18 +133,7 @@ def test_mode_fast_measures_its_own_candidates_ungated(
 
 
 def _with_pooling(source: Path, target: Path, mode: str) -> Path:
-    folder = shutil.copytree(source, target)
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]
-    (folder / "modules.json").write_text(json.dumps(modules))
-    (folder / "1_Pooling").mkdir()
-    width = json.loads((folder / "config.json").read_text())["hidden_size"]
-    (folder / "1_Pooling" / "config.json").write_text(
-        json.dumps({"word_embedding_dimension": width, f"pooling_mode_{mode}_tokens": True})
-    )
-    return folder
+    return st_pooling_folder(source, target, f"pooling_mode_{mode}_tokens")
 
 
 def test_a_change_of_pooling_names_another_measurement(

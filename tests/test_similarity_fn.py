@@ -7,7 +7,6 @@ the folder's and by the setter. Texts keep bertscope's own score, the cosine (au
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ import pytest
 import bertscope
 from bertscope.core.similarity import cos_sim
 from bertscope.errors import InvalidSpec, ModelLoadError
-from tiny_models import build_tiny_model
+from tiny_models import build_tiny_model, st_pooling_folder
 
 NAMES = ("cosine", "dot", "euclidean", "manhattan")
 TEXTS = ["a cat sat on the mat", "the dog ran", "hello world", "stocks fell", "a bird sang", "rain again"]
@@ -32,16 +31,7 @@ def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def st_folder(source: Path, folder: Path, config: dict[str, Any] | None) -> Path:
     """`source` as a sentence-transformers folder: Transformer + CLS pooling, no Normalize (so the dot
     product is no cosine), with `config` as its config_sentence_transformers.json (None: no such file)."""
-    shutil.copytree(source, folder)
-    modules = [
-        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-    ]
-    (folder / "modules.json").write_text(json.dumps(modules))
-    (folder / "1_Pooling").mkdir()
-    width = json.loads((folder / "config.json").read_text())["hidden_size"]
-    pooling = {"word_embedding_dimension": width, "pooling_mode_cls_token": True}
-    (folder / "1_Pooling" / "config.json").write_text(json.dumps(pooling))
+    st_pooling_folder(source, folder, "pooling_mode_cls_token")
     if config is not None:
         (folder / "config_sentence_transformers.json").write_text(json.dumps(config))
     return folder

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import pathlib
+import shutil
 import string
 from typing import Any
 
@@ -289,4 +291,21 @@ def config_variant(
         setattr(changed, key, value)
     torch.manual_seed(1)
     AutoModel.from_config(changed).save_pretrained(folder)
+    return folder
+
+
+def st_pooling_folder(source: pathlib.Path, target: pathlib.Path, pooling_mode: str) -> pathlib.Path:
+    """`source` copied to `target` as a sentence-transformers folder: Transformer + Pooling with the one
+    `pooling_mode` key set (`pooling_mode_cls_token`, `pooling_mode_mean_tokens`, ...), no Normalize."""
+    folder = pathlib.Path(shutil.copytree(source, target))
+    modules = [
+        {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+        {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+    ]
+    (folder / "modules.json").write_text(json.dumps(modules))
+    (folder / "1_Pooling").mkdir()
+    width = json.loads((folder / "config.json").read_text())["hidden_size"]
+    (folder / "1_Pooling" / "config.json").write_text(
+        json.dumps({"word_embedding_dimension": width, pooling_mode: True})
+    )
     return folder
