@@ -125,3 +125,25 @@ def test_a_store_limit_over_the_model_leaves_the_model_at_its_own(long_positions
     settings["fingerprint"]["settings"]["truncation"]["max_tokens"] = 300
     assert model_for(settings, str(long_positions), store_limit=True).max_tokens == 300
     assert model_for({"model": "some model"}, str(long_positions), store_limit=True).max_tokens == 128
+
+
+def test_a_store_limit_loads_the_model_once(long_positions: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store's recorded limit within the positions costs one load, at that limit (it cost two: the
+    model's default first); over the positions, the refused load is followed by one at the model's own."""
+    from bertscope.core import loaders
+
+    loads: list[dict[str, object]] = []
+    real = loaders._registered[0]
+
+    def counted(name: object, **settings: object) -> object:
+        loads.append(settings)
+        return real(name, **settings)
+
+    monkeypatch.setattr(loaders, "_registered", [counted])
+    settings = {"model": "some model", "fingerprint": {"settings": {"truncation": {"max_tokens": 300}}}}
+    assert model_for(settings, str(long_positions), store_limit=True).max_tokens == 300
+    assert [s.get("max_tokens") for s in loads] == [300]
+    loads.clear()
+    settings["fingerprint"]["settings"]["truncation"]["max_tokens"] = 2048
+    assert model_for(settings, str(long_positions), store_limit=True).max_tokens == 128
+    assert [s.get("max_tokens") for s in loads] == [2048, None]

@@ -196,6 +196,7 @@ def model_for(settings: dict[str, Any], model: Any = None, *, store_limit: bool 
     """
     from ..core.encoder import Encoder
     from ..core.loaders import load_model
+    from ..errors import InvalidSpec
     from ..static_model import StaticModel
 
     if isinstance(model, (Encoder, StaticModel)):
@@ -208,14 +209,13 @@ def model_for(settings: dict[str, Any], model: Any = None, *, store_limit: bool 
         "backend": settings.get("backend") or "auto",
         "quantize": settings.get("quantize"),
     }
-    loaded = load_model(name, **options)
     limit = recorded_limit(settings) if store_limit else None
-    if limit is None or limit == loaded.max_tokens:
-        return loaded
-    positions = getattr(loaded, "max_positions", loaded.max_tokens)  # a static model: its cut
-    if limit > positions:  # not the store's model: refused by the caller's check, in its own words
-        return loaded
-    return load_model(name, max_tokens=limit, **options)
+    if limit is None:
+        return load_model(name, **options)
+    try:  # one load at the store's limit; a second only where the model cannot take it
+        return load_model(name, max_tokens=limit, **options)
+    except InvalidSpec:  # over the model's positions: not the store's model, refused by the caller's check
+        return load_model(name, **options)
 
 
 def recorded_limit(settings: dict[str, Any]) -> int | None:
