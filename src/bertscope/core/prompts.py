@@ -10,8 +10,9 @@ tokenizing the prompt alone) are left out of pooling.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+import reprlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,56 @@ class Prompt:
 
 
 @dataclass(frozen=True)
-class Prompts:
-    """The prompts a model folder ships, its default prompt's name, and its Pooling's include_prompt."""
+class Prompts(Mapping[str, str]):
+    """The prompts a model folder ships, its default prompt's name, and its Pooling's include_prompt.
+
+    Read as a mapping of name -> prompt text, as sentence-transformers' `model.prompts` dict is read
+    (`prompts["query"]`, `dict(prompts)`, `"query" in prompts`); an empty one is falsy, as an empty dict.
+    """
 
     prompts: dict[str, str] = field(default_factory=dict)
     default_name: str | None = None
     include_prompt: bool = True
+
+    def __getitem__(self, name: str) -> str:
+        return self.prompts[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.prompts)
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def replaced(self, prompts: object) -> Prompts:
+        """These settings with `prompts` (a dict of name -> prompt text) in place of the folder's, as
+        sentence-transformers' `model.prompts = {...}`: the default prompt stays where its name is among
+        them, else there is none (sentence-transformers' default then finds no prompt). A `Prompts` is
+        taken whole, its default too (this model's Pooling still says include_prompt)."""
+        if isinstance(prompts, Prompts):
+            return replace(prompts, include_prompt=self.include_prompt)
+        if not isinstance(prompts, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in prompts.items()
+        ):
+            raise InvalidSpec(
+                f"prompts must be a dict of prompt name -> prompt text, such as {{'query': 'query: '}}, "
+                f"got {reprlib.repr(prompts)}"
+            )
+        given = dict(prompts)
+        return replace(
+            self, prompts=given, default_name=self.default_name if self.default_name in given else None
+        )
+
+    def with_default(self, name: object) -> Prompts:
+        """These prompts with `name` (one of them, or None for none) as the default, as sentence-transformers'
+        `model.default_prompt_name = name`; an unknown name is refused, where sentence-transformers would
+        apply no prompt without a word."""
+        if name is None or (isinstance(name, str) and name in self.prompts):
+            return replace(self, default_name=name)
+        known = ", ".join(repr(n) for n in self.prompts) if self.prompts else "none"
+        raise InvalidSpec(
+            f"default_prompt_name {reprlib.repr(name)} is not one of this model's prompts ({known}); give "
+            "one of them or None, or add it first: model.prompts = {**model.prompts, NAME: TEXT}"
+        )
 
     def resolve(self, *, prompt_name: str | None = None, prompt: str | None = None) -> Prompt | None:
         """The prompt asked for (by name or as text), else the model's default; None for no prompt.

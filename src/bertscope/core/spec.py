@@ -197,7 +197,8 @@ def refuse_sentence_options(options: EmbedOptions, rows: str) -> None:
 # Hints that several names share: a narrower width, and what a text over the limit does.
 _FULL_WIDTH = (
     "load and embed keep the model's full width: slice result.vectors[:, :N], or use "
-    "encode(..., truncate_dim=N) (a PCA fitted to N dimensions is embed's post=)"
+    "encode(..., truncate_dim=N), or set model.truncate_dim = N after loading for every encode (a PCA "
+    "fitted to N dimensions is embed's post=)"
 )
 _LONG = "long= says what a text over the limit does (truncate, window, error)"
 
@@ -236,6 +237,19 @@ _NAMED_ELSEWHERE = {
     "truncate": _LONG,
     "dimensions": _FULL_WIDTH,
     "layer": "layers are chosen per call: embed(..., layers=-1), one layer or several ('-4:', '0,6')",
+    # sentence-transformers' constructor keywords, as users bring them to bertscope.load: its settings
+    # are the loaded model's attributes, set after loading as in sentence-transformers
+    "prompts": "the prompts are the model's: set model.prompts = {'query': 'query: ', ...} after "
+    "loading, then prompt_name= picks one per call (prompt= gives a prompt's text itself)",
+    "default_prompt_name": "set model.default_prompt_name = NAME (one of model.prompts) after loading, "
+    "or give prompt_name= per call",
+    "similarity_fn_name": "set model.similarity_fn_name = 'dot' (cosine, dot, euclidean, manhattan) "
+    "after loading",
+    "model_kwargs": "bertscope.load takes the model's options itself: dtype=, device=, trust_remote_code=",
+    "cache_folder": "bertscope.load reads a local folder, or a hub id from the hub's own cache (HF_HOME): "
+    "download the model there, or pass the folder's path",
+    "revision": "bertscope.load reads a folder as it is: download that revision (hf download NAME "
+    "--revision REV --local-dir DIR) and pass DIR",
 }
 
 
