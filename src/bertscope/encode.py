@@ -48,7 +48,7 @@ _TOKENS_WINDOW = f"{_ST_CUT}; model.embed_tokens(texts, long='window') keeps eve
 
 def encode(
     model: Any,
-    sentences: str | Sequence[str],
+    sentences: str | Sequence[str] | None,
     *,
     prompt_name: str | None,
     prompt: str | None,
@@ -64,7 +64,9 @@ def encode(
     unsupported: dict[str, Any] | None = None,
 ) -> Any:
     """See `Model.encode`; the options are checked here, then one embed (or embed_tokens) runs.
-    `unsupported`: sentence-transformers' keywords bertscope has no use for, refused by name."""
+    `unsupported`: sentence-transformers' keywords bertscope has no use for, refused by name
+    (`inputs`, sentence-transformers 6's name of `sentences`, taken in its place)."""
+    sentences, unsupported = _texts_given(sentences, unsupported or {})
     if unsupported:
         raise _unsupported(next(iter(unsupported)))
     _check(model, batch_size, output_value, precision, device, truncate_dim)
@@ -74,6 +76,8 @@ def encode(
     )  # fmt: skip
     single = isinstance(sentences, str)
     texts = [sentences] if single else _as_list(sentences)
+    if not texts:  # before the texts are checked, which refuse an empty list: sentence-transformers' answers
+        return [] if output_value == "token_embeddings" else _empty(convert_to_tensor, convert_to_numpy)
     # The model's own prompts (and its default one) apply as in sentence-transformers, its tokens kept.
     if output_value == "token_embeddings":
         asked = EmbedOptions(layers="-1", pooling=Pooling.MEAN, prompt_name=prompt_name, prompt=prompt)
@@ -83,8 +87,6 @@ def encode(
 
         tensors = [torch.from_numpy(np.ascontiguousarray(row.vectors)) for row in rows]
         return tensors[0] if single else tensors
-    if not texts:
-        return _empty(convert_to_tensor, convert_to_numpy)
     found = model.embed(
         texts, pooling="auto", prompt_name=prompt_name, prompt=prompt, progress=bool(show_progress_bar)
     )
@@ -105,7 +107,7 @@ def encode(
 def encode_role(
     model: Any,
     names: Sequence[str],
-    sentences: str | Sequence[str],
+    sentences: str | Sequence[str] | None,
     prompt_name: str | None,
     prompt: str | None,
     options: dict[str, Any],
@@ -158,9 +160,8 @@ def similarity_pairwise(embeddings1: Any, embeddings2: Any, function: str = "cos
         vectors_given(e, f"embeddings{n}", "similarity_pairwise")
         for n, e in ((1, embeddings1), (2, embeddings2))
     )
-    left, right = (np.atleast_2d(np.asarray(e, dtype=np.float32)) for e in given)
-    if function == "cosine":
-        return np.asarray(pairwise_cos_sim(left, right), dtype=np.float32)
+    # (d,) with (d,) gives one score, 0-d, as sentence-transformers' tensor
+    left, right = (np.asarray(e, dtype=np.float32) for e in given)
     try:
         np.broadcast_shapes(left.shape, right.shape)
     except ValueError:
@@ -168,6 +169,8 @@ def similarity_pairwise(embeddings1: Any, embeddings2: Any, function: str = "cos
             f"similarity_pairwise: embeddings1 is {left.shape} and embeddings2 {right.shape}; it pairs row i "
             "with row i, so give arrays of one shape (similarity compares every row with every row)"
         ) from None
+    if function == "cosine":
+        return np.asarray(pairwise_cos_sim(left, right), dtype=np.float32)
     left64, right64 = left.astype(np.float64), right.astype(np.float64)
     if function == "dot":
         return np.asarray(np.sum(left64 * right64, axis=-1), dtype=np.float32)
@@ -237,6 +240,11 @@ def _check(
             f"precision={precision!r}: encode returns float32; quantize the result with "
             "sentence_transformers.quantization.quantize_embeddings"
         )
+    if device is not None and not (isinstance(device, str) or type(device).__module__ == "torch"):
+        raise InvalidSpec(
+            f"device={device!r}: give one device, a str or a torch.device, such as 'cpu' (a list is "
+            "sentence-transformers' multi-process pool: encode batches by tokens in one process)"
+        )
     if device is not None and not _same_device(device, model.device):
         raise InvalidSpec(
             f"device={device!r}, but the model runs on {model.device}; "
@@ -289,6 +297,25 @@ def _device_index(device: Any) -> int | None:
     if index is None and given.isdigit():
         index = int(given)
     return index if isinstance(index, int) else None
+
+
+def _texts_given(sentences: Any, options: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The texts, given as `sentences` (the first argument) or as `inputs=` (sentence-transformers 6's
+    name), and the other keywords; both, or neither, refused in one line."""
+    if "inputs" not in options:
+        if sentences is None:
+            raise InvalidInput("encode needs texts: encode(texts), a str or a list of str")
+        return sentences, options
+    rest = dict(options)
+    inputs = rest.pop("inputs")
+    if sentences is not None:
+        raise InvalidSpec(
+            "give the texts once: as the first argument (sentences=) or as inputs= (sentence-transformers "
+            "6's name), not both"
+        )
+    if inputs is None:
+        raise InvalidInput("encode needs texts: inputs=None; give a str or a list of str")
+    return inputs, rest
 
 
 def _as_list(sentences: Any) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, cast, overload
 
 import numpy as np
 
@@ -20,8 +20,9 @@ from ..core._enums import DType, LongText, Quantize, SubwordPooling
 from ..core.chunking import ChunkBy
 from ..core.given import single
 from ..core.layers import LayerSpec
+from ..core.spec import unknown_option, whole_number
 from ..core.tokens import Text, Tokens
-from ..errors import InvalidSpec
+from ..errors import InvalidSpec, UnknownOption
 from ..research.methods import ResearchMethods
 
 if TYPE_CHECKING:
@@ -166,7 +167,7 @@ class Model(ResearchMethods):
 
     def encode(
         self,
-        sentences: str | Sequence[str],
+        sentences: str | Sequence[str] | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
         batch_size: int = 32,
@@ -186,7 +187,9 @@ class Model(ResearchMethods):
         list of (d,) tensors; `output_value="token_embeddings"` a list of (tokens, d) last-layer tensors
         (one tensor for a str). Positional order and
         defaults are sentence-transformers'; `batch_size` does not change the vectors (see bertscope.encode).
-        Its other keywords (task, tokenizer_kwargs, pool, chunk_size, ...) are refused by name.
+        The texts may be given as `inputs=`, sentence-transformers 6's name; `truncate_dim` defaults to
+        the model's `truncate_dim`. Its other keywords (task, tokenizer_kwargs, pool, chunk_size, ...)
+        are refused by name.
         """
         from ..encode import encode
 
@@ -194,12 +197,13 @@ class Model(ResearchMethods):
             self, sentences, prompt_name=prompt_name, prompt=prompt, batch_size=batch_size,
             show_progress_bar=show_progress_bar, output_value=output_value, precision=precision,
             convert_to_numpy=convert_to_numpy, convert_to_tensor=convert_to_tensor, device=device,
-            normalize_embeddings=normalize_embeddings, truncate_dim=truncate_dim, unsupported=unsupported,
+            normalize_embeddings=normalize_embeddings, unsupported=unsupported,
+            truncate_dim=self.truncate_dim if truncate_dim is None else truncate_dim,
         )  # fmt: skip
 
     def encode_query(
         self,
-        sentences: str | Sequence[str],
+        sentences: str | Sequence[str] | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
         **options: Any,
@@ -213,7 +217,7 @@ class Model(ResearchMethods):
 
     def encode_document(
         self,
-        sentences: str | Sequence[str],
+        sentences: str | Sequence[str] | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
         **options: Any,
@@ -286,9 +290,37 @@ class Model(ResearchMethods):
             )
         self.__dict__["_similarity_fn_name"] = name
 
+    @property
+    def default_prompt_name(self) -> str | None:
+        """sentence-transformers' name of the prompt `encode` and `embed` put before each text where none is
+        asked (`prompts.default_name`): the folder's config_sentence_transformers.json's, until set."""
+        return self.prompts.default_name
+
+    @default_prompt_name.setter
+    def default_prompt_name(self, name: str | None) -> None:
+        """As sentence-transformers' setter: one of `prompts`' names, or None for no default prompt."""
+        self.prompts = self.prompts.with_default(name)
+
+    @property
+    def truncate_dim(self) -> int | None:
+        """sentence-transformers' dimensions `encode` keeps where its call names none (None: all), until
+        set; `embed` keeps the full width."""
+        return cast("int | None", self.__dict__.get("_truncate_dim"))
+
+    @truncate_dim.setter
+    def truncate_dim(self, value: int | None) -> None:
+        """As sentence-transformers' setter: a whole number of at least 1, or None for every dimension."""
+        if value is not None:
+            value = whole_number(
+                value, "truncate_dim", meaning="the dimensions to keep, such as 128; or None for all"
+            )
+        self.__dict__["_truncate_dim"] = value
+
     def get_embedding_dimension(self) -> int:
-        """sentence-transformers' width of `encode`'s vectors: the hidden size."""
-        return int(self.info().hidden_size)
+        """sentence-transformers' width of `encode`'s vectors: the hidden size, or `truncate_dim` where
+        that is set and narrower."""
+        width = int(self.info().hidden_size)
+        return width if self.truncate_dim is None else min(width, self.truncate_dim)
 
     def get_sentence_embedding_dimension(self) -> int:
         """sentence-transformers' older name of `get_embedding_dimension`."""
@@ -426,12 +458,15 @@ class Model(ResearchMethods):
 
         return padded_batch(self, texts)
 
-    def forward(self, texts: Text | Sequence[Text]) -> ForwardOutput:
+    def forward(self, texts: Text | Sequence[Text], **hf_options: Any) -> ForwardOutput:
         """The plain Hugging Face forward of one padded batch, by the names the tutorials use.
 
         Returns a `ForwardOutput`: input_ids, attention_mask, token_type_ids (batch, tokens),
         last_hidden_state (batch, tokens, d), hidden_states (L+1 of them), pooler_output (batch, d) or None.
+        transformers' `output_hidden_states=True` is read (the hidden states are always there); its
+        `output_attentions` is refused, pointing at `attentions(text)`.
         """
+        _refuse_forward_options(hf_options)
         from ..core.forward import forward
 
         return forward(self, texts)
@@ -451,3 +486,23 @@ class Model(ResearchMethods):
         from ..verify import verify_model
 
         return verify_model(self, texts, against=against, min_cosine=min_cosine)
+
+
+# transformers' forward keywords, each with what `Model.forward` does about it.
+_FORWARD_OPTIONS = {
+    "output_attentions": "forward gives no attentions: model.attentions(text) gives one text's (layers, "
+    "heads, tokens, tokens) weights, as output_attentions",
+    "output_hidden_states": "forward always gives every layer's hidden_states (L+1 of them); leave "
+    "output_hidden_states out",
+}
+
+
+def _refuse_forward_options(options: dict[str, Any]) -> None:
+    """Refuse a keyword `Model.forward` does not read, in one line with what to do; transformers'
+    `output_hidden_states=True` asks for what forward gives anyway, so it is read."""
+    for name, value in options.items():
+        if name == "output_hidden_states" and value is True:
+            continue
+        if name in _FORWARD_OPTIONS:
+            raise UnknownOption(f"forward does not take {name}={value!r}: {_FORWARD_OPTIONS[name]}")
+        raise UnknownOption(f"forward: {unknown_option(name, ['texts'])}")

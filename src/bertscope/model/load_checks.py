@@ -13,12 +13,17 @@ from ..errors import InvalidSpec
 __all__ = ["check_counts", "check_threads", "refuse_unread_options"]
 
 
+# The counts with a floor over 1, with what it holds: a text takes [CLS] and [SEP] at least.
+_LEAST = {"max_tokens": (2, "[CLS] and [SEP]")}
+
+
 def check_counts(**counts: int | None) -> None:
-    """Refuse a count that is not a whole number of 1 or more (threads=0 would reach torch, or set
-    OMP_NUM_THREADS=0; token_budget=0 would mean the default), before anything loads."""
+    """Refuse a count that is not a whole number of 1 or more (max_tokens: 2 or more) (threads=0 would
+    reach torch, or set OMP_NUM_THREADS=0; token_budget=0 would mean the default), before anything loads."""
     for name, value in counts.items():
         if value is not None:
-            whole_number(value, name)
+            least, meaning = _LEAST.get(name, (1, None))
+            whole_number(value, name, least=least, meaning=meaning)
 
 
 def check_threads(threads: int) -> None:
