@@ -83,6 +83,18 @@ def test_encode_family_equals_sentence_transformers(
     assert one.shape == (want.shape[1],) and close(one, getattr(theirs, call)(TEXTS[1], **options)) < TOL
 
 
+def test_inputs_is_taken_as_sentence_transformers_6_names_the_texts(prompted_folder: Path) -> None:
+    """encode, encode_query and encode_document take `inputs=` (sentence-transformers 6's first parameter),
+    as Model's do; the texts given twice, or not at all, are refused in one line."""
+    ours, theirs = _pair(prompted_folder)
+    for call in ("encode", "encode_query", "encode_document"):
+        assert close(getattr(ours, call)(inputs=TEXTS), getattr(theirs, call)(TEXTS)) < TOL
+    with pytest.raises(InvalidSpec, match="give the texts once"):
+        ours.encode(TEXTS, inputs=TEXTS)
+    with pytest.raises(bertscope.errors.InvalidInput, match="encode needs texts"):
+        ours.encode()
+
+
 def test_prompts_are_the_folders_and_count_in_the_mean(prompted_folder: Path, plain_folder: Path) -> None:
     """encode_query takes "query", encode_document "document" (never "passage": sentence-transformers gives
     every model an empty "document" one); a folder without prompts encodes as plain encode."""

@@ -282,7 +282,7 @@ class StaticModel:
 
     def encode(
         self,
-        sentences: str | Sequence[str],
+        sentences: str | Sequence[str] | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
         batch_size: int = 32,
@@ -317,7 +317,7 @@ class StaticModel:
 
     def encode_query(
         self,
-        sentences: str | Sequence[str],
+        sentences: str | Sequence[str] | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
         **options: Any,
@@ -328,7 +328,7 @@ class StaticModel:
 
     def encode_document(
         self,
-        sentences: str | Sequence[str],
+        sentences: str | Sequence[str] | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
         **options: Any,
