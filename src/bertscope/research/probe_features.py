@@ -20,6 +20,7 @@ from ..core.pooling import pool_words
 from ..errors import InvalidInput
 from .probe_data import CONTEXT, LabelledSentence, as_sentences, read_sentences, read_words
 from .states import layer_states, static_rows
+from .word_pieces import word_pieces
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -79,10 +80,7 @@ def word_features(
         if not probed:
             continue
         n_texts += 1
-        spans = sentence.spans()
-        groups_of = [
-            _pieces(tok, spans[i], sentence.words[i], f"{name}: sentence {number + 1}") for i in probed
-        ]
+        groups_of = _pieces(tok, sentence, probed, f"{name}: sentence {number + 1}")
         ids = [tok.ids[j] for group in groups_of for j in group]
         rows = static_rows(model, ids)
         start = 0
@@ -104,17 +102,15 @@ def word_features(
     )
 
 
-def _pieces(tok: Any, span: tuple[int, int], word: str, where: str) -> list[int]:
-    """The word's token indices; `where` names its sentence ("FILE: sentence 4", counted from 1)."""
-    start, end = span
-    found = [
-        j
-        for j, ((a, b), special) in enumerate(zip(tok.offsets, tok.special_mask, strict=True))
-        if not special and b > a and start <= a < end
-    ]
-    if not found:
-        raise InvalidInput(f"{where}: the word {word!r} gives no word pieces; remove it or fix it")
-    return found
+def _pieces(tok: Any, sentence: LabelledSentence, probed: list[int], where: str) -> list[list[int]]:
+    """The token indices of each probed word (`word_pieces`); `where` names its sentence ("FILE: sentence
+    4", counted from 1) where a word gets none."""
+    groups = word_pieces(tok, sentence.spans())
+    for i in probed:
+        if not groups[i]:
+            word = sentence.words[i]
+            raise InvalidInput(f"{where}: the word {word!r} gives no word pieces; remove it or fix it")
+    return [groups[i] for i in probed]
 
 
 def sentence_features(

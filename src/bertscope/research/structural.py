@@ -7,15 +7,15 @@ embedding rows alone) is trained on one CoNLL-U file and scored on another (UUAS
 accuracy and NSpr: see structural_metrics), beside the linear-chain baseline that reads word order only.
 
 A word's vector is the mean (or first, last ...) of its word pieces, aligned by character offsets into
-the words joined by spaces. The vectors of every asked layer go to temporary files (one per row of the
-table, appended to as the sentences stream through the model), and the fits read them a batch of
-sentences at a time: memory is bounded by a batch, not by the treebank (see row_file).
+the words joined by spaces: a piece goes to the word its first non-space character is in (word_pieces).
+The vectors of every asked layer go to temporary files (one per row of the table, appended to as the
+sentences stream through the model), and the fits read them a batch of sentences at a time: memory is
+bounded by a batch, not by the treebank (see row_file).
 """
 
 from __future__ import annotations
 
 import tempfile
-from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +34,7 @@ from .row_file import RowFile
 from .states import check_seed, layer_states, static_rows
 from .structural_fit import fit_probe, predict_depths, predict_distances
 from .structural_metrics import chain_depths, chain_distances, depth_scores, distance_scores
+from .word_pieces import word_pieces
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -117,18 +118,10 @@ def tree_word_vectors(
 
 
 def _word_pieces(tok: Any, tree: Tree, number: int, what: str = "given") -> list[list[int]]:
-    """Each word's token indices: the non-special pieces whose first character lies in its span. A word
-    with none is refused at its sentence: path:line where the tree came from a file, else the 1-based
-    sentence number (`number` is 0-based) among the `what` trees."""
-    spans = tree.spans()
-    starts = [a for a, _ in spans]
-    groups: list[list[int]] = [[] for _ in spans]
-    for j, ((a, b), special) in enumerate(zip(tok.offsets, tok.special_mask, strict=True)):
-        if special or b <= a:
-            continue
-        word = bisect_right(starts, a) - 1
-        if word >= 0 and a < spans[word][1]:
-            groups[word].append(j)
+    """Each word's token indices (`word_pieces`: the non-special pieces whose first non-space character
+    lies in its span). A word with none is refused at its sentence: path:line where the tree came from a
+    file, else the 1-based sentence number (`number` is 0-based) among the `what` trees."""
+    groups = word_pieces(tok, tree.spans())
     for word, group in enumerate(groups):
         if not group:
             where = tree.source or f"sentence {number + 1} of the {what} trees"
