@@ -74,7 +74,12 @@ def run_structural(
         highlight=False,
     )
     note = NOTE[result.task]
-    if any(row[b] is None for row in [*result.rows, result.baseline]):
+    rows = [*result.rows, result.baseline]
+    # UUAS counts gold edges between words that are not punctuation: a test set with none has no UUAS
+    # (root acc. is None only without test sentences, which the probe refuses)
+    if a == "uuas" and any(row[a] is None for row in rows):
+        note += f"; {name_a} -: no test sentence has two words that are not punctuation"
+    if any(row[b] is None for row in rows):
         low, high = SPEARMAN_LENGTHS
         note += f"; {name_b} -: no test sentence has {low}-{high} words"
     out.print(note, highlight=False)

@@ -216,6 +216,8 @@ def _tree(path: Path, rows: list[tuple[int, list[str]]]) -> Tree:
                 f"{path}:{number}: word IDs run 1, 2, 3 ... in each sentence: found {fields[0]!r}{again} "
                 f"where {k + 1} was due; fix the ID column"
             )
+        if not fields[1].strip():  # the model reads the words joined by spaces: no characters, no word
+            raise CorpusError(f"{path}:{number}: word {k + 1} has an empty FORM; fix the FORM column")
     index = {fields[0]: k for k, (_, fields) in enumerate(rows)}
     heads = []
     for number, fields in rows:
