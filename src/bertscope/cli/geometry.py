@@ -63,8 +63,9 @@ def geometry(
         m, read_lines(input_path), layers=layers or "all", top=top, max_tokens_sampled=max_tokens_sampled,
         seed=seed,
     )  # fmt: skip
-    if result.note:
-        warn(result.note, label="note:", style="cyan")
+    for note in (result.note, result.twonn_note):
+        if note:
+            warn(note, label="note:", style="cyan")
     if as_json:
         emit_json(result.to_dict())
         return

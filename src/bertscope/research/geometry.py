@@ -15,7 +15,8 @@
                    mu = r2 / r1 of each point's second to first neighbour distance, the largest 10% of the
                    ratios discarded, the slope of -log(1 - F(mu)) against log mu by least squares through
                    the origin. Points with a twin (r1 == 0: the same piece at the same position in layer 0)
-                   are dropped first, as scikit-dimension drops them.
+                   are dropped first, as scikit-dimension drops them. Under `FEW_POINTS` points (twins
+                   left out) the result carries a `twonn_note` that says the estimate is rough.
 
 Streamed, memory bounded whatever the number and length of the texts (a book-length line comes a few
 windows at a time): per layer a running mean and d x d scatter (IsoScore), the sums of the unit vectors
@@ -42,10 +43,12 @@ if TYPE_CHECKING:
     from ..core.encoder import Encoder
 
 __all__ = [
+    "FEW_POINTS",
     "FEW_TOKENS",
     "GeometryResult",
     "MIN_TOKENS",
     "Reservoir",
+    "few_points_note",
     "few_tokens_note",
     "geometry",
     "isoscore",
@@ -61,6 +64,11 @@ MIN_TOKENS = 3  # TwoNN keeps 90% of the ratios and fits a line through at least
 # 0.66 at 2 d, 0.83 at 5 d, 0.91 at 10 d, 0.95 at 20 d, for d = 64, 384 and 768 alike).
 FEW_TOKENS = 10
 DISCARD_FRACTION = 0.1  # scikit-dimension's TwoNN default
+# Points under which TwoNN's estimate is said to be rough: from one sample of n points to another it moves
+# by about 1.1 / sqrt(n) of itself (one standard deviation; measured over 60 seeds of Gaussian clouds of
+# intrinsic dimension 4, 8 and 16 in 64: 0.35 at n = 10, 0.15 at 50, 0.11 at 100, 0.08 at 200, 0.05 at
+# 500), so under 100 points one run is not within 10% of the next.
+FEW_POINTS = 100
 _FLUSH = 2048  # token rows gathered before one update of the sums
 
 
@@ -104,6 +112,24 @@ def few_tokens_note(n_tokens: int, width: int) -> str | None:
         f"{FEW_TOKENS}): IsoScore is capped by the sample, isotropic noise of this shape scores about "
         f"{isotropic_isoscore(n_tokens, width):.2f}, not 1; compare layers on one input, not numbers across "
         "inputs, or give more texts"
+    )
+
+
+def few_points_note(n_points: int, *, sampled: bool = False) -> str | None:
+    """What to say of TwoNN's intrinsic dimension from `n_points` distinct points (`sampled`: the sample
+    held fewer tokens than the texts gave): None when they are enough."""
+    if n_points >= FEW_POINTS:
+        return None
+    if n_points < MIN_TOKENS:  # twonn's nan: too few ratios to fit
+        return (
+            f"TwoNN has {n_points} distinct points (twins left out) on a layer, fewer than {MIN_TOKENS}: "
+            "no intrinsic dimension there (-); give more text"
+        )
+    more = "give more text, or sample more tokens (max_tokens_sampled)" if sampled else "give more text"
+    return (
+        f"TwoNN's intrinsic dimension rests on {n_points} points (fewer than {FEW_POINTS}; twins left out): "
+        f"from one sample of so few to another it moves by about {1.1 / np.sqrt(max(n_points, 1)):.0%}, "
+        f"so read it as rough; {more}"
     )
 
 
@@ -242,18 +268,22 @@ class _Moments:
 class GeometryResult:
     """One record per layer: layer, isoscore, intrinsic_dim, expected_cosine, rogue [{dim, share}],
     twins (points TwoNN dropped); `settings` says how it was measured (tokens_per_dimension among it);
-    `note` says when the tokens were too few for IsoScore to reach 1 (else None)."""
+    `note` says when the tokens were too few for IsoScore to reach 1, `twonn_note` when TwoNN's points
+    (on the layer with the fewest, twins left out) were too few for its estimate to be steady (else None).
+    """
 
     layers: list[dict[str, Any]]
     settings: dict[str, Any] = field(default_factory=dict)
     note: str | None = None
+    twonn_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: {"layers": [...], "settings": {...}, "note": ...} (NaN as null)."""
+        """JSON-able: {"layers": [...], "settings": {...}, "note": ..., "twonn_note": ...} (NaN as null)."""
         return {
             "layers": [{k: _plain(v) for k, v in row.items()} for row in self.layers],
             "settings": self.settings,
             "note": self.note,
+            "twonn_note": self.twonn_note,
         }
 
 
@@ -306,7 +336,7 @@ def geometry(
         moments.scatter is not None and moments.unit_sum is not None and moments.unit_square_sum is not None
     )
     sample = reservoir.sample()
-    records = []
+    records, twins_of = [], []
     with step_progress(len(chosen), "TwoNN", enabled=progress) as step:
         for i, layer in enumerate(chosen):
             expected, shares = rogue_shares_of_sums(
@@ -314,6 +344,7 @@ def geometry(
             )
             order = np.argsort(-shares, kind="stable")[:top]
             dim, twins = twonn(sample[:, i])
+            twins_of.append(twins)
             records.append(
                 {
                     "layer": layer,
@@ -338,7 +369,9 @@ def geometry(
         "sampling": "uniform reservoir sample of the tokens, the same tokens for every layer (TwoNN only)",
         "discard_fraction": DISCARD_FRACTION,
     }
-    return GeometryResult(records, settings, note=few_tokens_note(moments.n, width))
+    points = len(sample) - max(twins_of)  # the layer TwoNN had the fewest distinct points on
+    twonn_note = few_points_note(points, sampled=len(sample) < moments.n)
+    return GeometryResult(records, settings, note=few_tokens_note(moments.n, width), twonn_note=twonn_note)
 
 
 def _flush(pending: list[np.ndarray], moments: _Moments, reservoir: Reservoir) -> None:
