@@ -10,9 +10,9 @@ Runtime's int8 is calibrated on the first, so its drift is also read where it wa
 fastest float mode in the bound. The measurements are kept in the cache per model (weights' hash, pooling
 settings), machine (CPU model, flags, threads) and calibration texts (their digest in the file's name: figures
 taken on other texts are never read), so a second load does not measure again, and another bound reuses them;
-they are measured again when written by another bertscope version, implausible, or when asked (`remeasure`). A
-load that finds its figures recorded and a runtime chosen opens without torch (`load_fast_recorded`, shipped
-texts or the caller's).
+they are measured again when written by another bertscope version, damaged (`_rows_damage`), implausible,
+or when asked (`remeasure`). A load that finds its figures recorded and a runtime chosen opens without torch
+(`load_fast_recorded`, shipped texts or the caller's).
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -305,13 +306,26 @@ def plausible(measured: Sequence[Measured]) -> bool:
 
 
 def read_measured(path: Path, *, check_plausible: bool = True, quiet: bool = False) -> list[Measured] | None:
-    """The cached measurements, or None when missing, unreadable, from another version or (with
-    `check_plausible`) implausible (said on stderr, unless `quiet`)."""
+    """The cached measurements, or None when missing, unreadable, damaged (a row not `Measured`'s fields
+    and types), from another version or (with `check_plausible`) implausible (said on stderr, unless
+    `quiet`)."""
+    data: Any = None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-        measured = [Measured(**row) for row in data["measured"]]
-    except (OSError, ValueError, KeyError, TypeError):
+        damage = None
+    except FileNotFoundError:
         return None
+    except OSError as exc:
+        damage = f"unreadable: {exc.strerror or exc}"
+    except ValueError:
+        damage = "not JSON"
+    if damage is None:
+        damage = _rows_damage(data.get("measured") if isinstance(data, dict) else None)
+    if damage is not None:
+        if not quiet:
+            say(f"fast mode: the measurements in {path} cannot be used ({damage}); measuring again")
+        return None
+    measured = [Measured(**row) for row in data["measured"]]
     # What the file holds decides, never the reader's own files: every process sharing the cache must take
     # the same figures as valid, or one run from a newer copy of this version (a clone, an edited
     # __init__.py) measures again and rewrites them under the processes already running.
@@ -321,6 +335,51 @@ def read_measured(path: Path, *, check_plausible: bool = True, quiet: bool = Fal
             say(f"fast mode: the measurements in {path} are stale or implausible; measuring again")
         return None
     return measured
+
+
+# A cosine read in float32 may pass 1 by a rounding: torch float32 against itself can record 1.0000001.
+_COSINE_SLACK = 1e-5
+
+
+def _rows_damage(rows: Any) -> str | None:
+    """What makes `rows` no list of `Measured` as `_measure_all` writes them, or None: each row's fields,
+    their JSON types, finite speeds, cosines in [-1, 1] (NaN kept: a way whose vectors went NaN, never
+    chosen) and a gap >= 0 (inf kept: exact's ways that did not apply)."""
+    if not isinstance(rows, list):
+        return "no list of measurements"
+    names = {f.name: f for f in fields(Measured)}
+    needed = {name for name, f in names.items() if f.default is MISSING}
+    for number, row in enumerate(rows):
+        if not isinstance(row, dict) or needed - set(row) or set(row) - set(names):
+            return f"row {number} does not hold {', '.join(names)}"
+        for name, value in row.items():
+            if not _of_type(value, str(names[name].type)):
+                return f"row {number}: {name} is {value!r}, not {names[name].type}"
+        if not all(_finite(row[name]) for name in ("texts_per_s", "vs_float32")):
+            return f"row {number}: a speed is not finite"
+        if any(abs(row[name]) > 1 + _COSINE_SLACK for name in ("cos_min", "cos_mean")):
+            return f"row {number}: a cosine is outside [-1, 1]"
+        if row.get("max_abs", 0.0) < 0:
+            return f"row {number}: max_abs is negative"
+    return None
+
+
+def _finite(value: float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # a JSON integer past float's range
+        return False
+
+
+def _of_type(value: Any, annotation: str) -> bool:
+    """Whether a JSON `value` is of a `Measured` field's `annotation` (a bool is no number)."""
+    if annotation == "str":
+        return isinstance(value, str)
+    if annotation.startswith("dict[str"):
+        return isinstance(value, dict) and all(isinstance(key, str) for key in value)
+    if annotation == "float":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    raise AssertionError(f"Measured has a field of type {annotation}: teach _of_type to read it")
 
 
 def write_measured(path: Path, measured: Sequence[Measured]) -> None:
