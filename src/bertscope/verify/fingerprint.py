@@ -154,7 +154,7 @@ def read_fingerprint(path: str | Path) -> dict[str, Any]:
             f"{path} is fingerprint format {made['bertscope_fingerprint']}; this bertscope reads format "
             f"{FORMAT}: save it again with this version"
         )
-    problem = fingerprint_problem(made)
+    problem = fingerprint_problem(made) or _saved_problem(made)
     if problem:
         raise InvalidInput(
             f"{path} is a damaged fingerprint ({problem}); write it again with `bertscope verify --save`"
@@ -174,6 +174,24 @@ def fingerprint_problem(made: Any, *, canaries: bool = True) -> str | None:
         return "files is not an object of file name to hash"
     if canaries and "canaries" in made:
         return _canaries_problem(made["canaries"])
+    return None
+
+
+def _saved_problem(made: dict[str, Any]) -> str | None:
+    """What makes a saved file contradict what `save_fingerprint` writes: no canaries or no id (every
+    format-1 file has both), or an id that is not the hash of its own settings and files (edited). Not
+    asked of a dict handed to `check_fingerprint`: the caller's own, it may leave canaries out (settings
+    and files alone, as `store_fingerprint`) or carry files of its choosing."""
+    if "canaries" not in made:
+        return "no canaries: its canary vectors were removed, so the model's forward cannot be compared"
+    if "id" not in made:
+        return "no id: it was removed after it was saved"
+    own = fingerprint_id(made.get("settings", {}), made.get("files", {}))
+    if made["id"] != own:
+        return (
+            f"its id {made['id']!r} is not the hash of its own settings and files, {own}: the file was "
+            "edited after it was saved"
+        )
     return None
 
 
@@ -201,7 +219,9 @@ def _canaries_problem(found: Any) -> str | None:
 
 
 def check_fingerprint(model: Any, expected: dict[str, Any] | str | Path) -> FingerprintCheck:
-    """`model` (as set up) against a saved fingerprint (a dict or its file): every difference named."""
+    """`model` (as set up) against a saved fingerprint: every difference named. A file is refused as
+    damaged without canaries or with an id not its own settings' and files' (`read_fingerprint`); a dict
+    is compared on what it holds (no canaries: settings and files alone)."""
     if not isinstance(expected, dict):
         expected = read_fingerprint(expected)
     problem = fingerprint_problem(expected)
@@ -275,7 +295,7 @@ def _dict_differences(
     want, got = (flatten(expected), flatten(found)) if flat else (expected, found)
     missing = object()
     return [
-        Difference(f"{name}.{key}", want.get(key), got.get(key))
+        Difference(f"{name}.{key}" if key else name, want.get(key), got.get(key))  # "": the whole dict
         for key in sorted(set(want) | set(got))
         if want.get(key, missing) != got.get(key, missing)
     ]
