@@ -8,7 +8,9 @@ Naive chunking embeds each chunk's text alone, exactly as `Model.embed` would.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -16,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .core._enums import Combine, LongText, Pooling
-from .core.chunking import ChunkBy, Span, chunk_spans, refuse_unread_sizes
+from .core.chunking import ChunkBy, Span, iter_chunk_spans, refuse_unread_sizes
 from .core.encoder import Encoder
 from .core.engine import LONG_TOKENS, EmbedSpec, Engine, OnBatch
 from .core.pooling import POOLINGS, pool_span
@@ -27,9 +29,16 @@ from .core.spec import EmbedOptions, resolve
 from .core.tokens import check_texts
 from .errors import InvalidInput, InvalidSpec
 
-__all__ = ["ChunkPlan", "embed_chunks", "plan_chunks", "late_spec", "iter_chunk_embeddings", "pool_spans"]
+__all__ = [
+    "ChunkPlan", "embed_chunks", "plan_chunks", "late_spec", "iter_chunk_embeddings", "pool_spans",
+    "token_rows",
+]  # fmt: skip
 
 _DOCS_PER_GROUP = 64
+# One chunk's token rows: an int array (`token_rows`) or any sequence of ints.
+Rows = Sequence[int] | np.ndarray
+# How often `plan_chunks` tells its caller the chunks cut so far, within a document.
+_COUNT_EVERY = 1024
 
 
 def late_spec(spec: EmbedSpec) -> EmbedSpec:
@@ -91,11 +100,7 @@ def _late(
         engine.fitted_token_matrices([t for t in fitted if len(t) <= LONG_TOKENS], spec, on_batch=on_batch)
     )
     for doc, doc_spans, tokens in zip(docs, spans, fitted, strict=True):
-        usable = [
-            (s - shift, e - shift) if not special and e > s and s >= shift else None
-            for (s, e), special in zip(tokens.offsets, tokens.special_mask, strict=True)
-        ]
-        rows = [_rows_in(usable, span, number) for number, span in enumerate(doc_spans)]
+        rows = token_rows(tokens.offsets, tokens.special_mask, doc_spans, shift=shift)
         if len(tokens) <= LONG_TOKENS:
             vectors = pool_spans(next(short)[1], rows, spec.pooling)
         else:  # a book-length document: its token vectors a few windows at a time, never whole
@@ -139,44 +144,70 @@ def _naive(
         start = stop
 
 
-def pool_spans(matrix: np.ndarray, rows: Sequence[Sequence[int]], pooling: Pooling) -> np.ndarray:
+def pool_spans(matrix: np.ndarray, rows: Sequence[Rows], pooling: Pooling) -> np.ndarray:
     """(chunks, d) float32: the token vectors `matrix` (tokens, d) pooled over each chunk's token rows."""
     out = np.empty((len(rows), matrix.shape[1]), dtype=np.float32)
     for number, index in enumerate(rows):
-        out[number] = pool_span(matrix[list(index)], pooling)
+        out[number] = pool_span(matrix[np.asarray(index, dtype=np.intp)], pooling)
     return out
 
 
-def _pool_streamed(
-    blocks: Iterable[np.ndarray], rows: Sequence[Sequence[int]], pooling: Pooling
-) -> np.ndarray:
+def _pool_streamed(blocks: Iterable[np.ndarray], rows: Sequence[Rows], pooling: Pooling) -> np.ndarray:
     """`pool_spans` over a matrix given as consecutive blocks of rows, holding only the rows of the chunks
-    not yet pooled (each chunk's rows are consecutive, as `_rows_in` makes them)."""
+    not yet pooled (each chunk's rows are consecutive, as `token_rows` makes them)."""
     out: np.ndarray | None = None
-    waiting = sorted(range(len(rows)), key=lambda number: rows[number][-1])  # by the row that completes it
+    index = [np.asarray(r, dtype=np.intp) for r in rows]
+    # Chunks by the row that completes them, and by their first row: both taken in order, once each, so
+    # the bookkeeping is linear in the chunks (a list's pop(0) and a min over those waiting were not).
+    waiting = deque(sorted(range(len(index)), key=lambda number: int(index[number][-1])))
+    by_first = sorted(range(len(index)), key=lambda number: int(index[number][0]))
+    pooled = np.zeros(len(index), dtype=bool)
+    lowest = 0  # by_first[lowest:] holds every chunk not pooled yet
     held, first = np.empty((0, 0), dtype=np.float32), 0  # rows first.. of the matrix
     for block in blocks:
         if out is None:
-            out, held = np.empty((len(rows), block.shape[1]), dtype=np.float32), block[:0]
+            out, held = np.empty((len(index), block.shape[1]), dtype=np.float32), block[:0]
         held = np.concatenate([held, block])
-        while waiting and rows[waiting[0]][-1] < first + len(held):
-            number = waiting.pop(0)
-            out[number] = pool_span(held[[r - first for r in rows[number]]], pooling)
-        keep = min((rows[n][0] for n in waiting), default=first + len(held))
+        while waiting and index[waiting[0]][-1] < first + len(held):
+            number = waiting.popleft()
+            out[number] = pool_span(held[index[number] - first], pooling)
+            pooled[number] = True
+        while lowest < len(by_first) and pooled[by_first[lowest]]:
+            lowest += 1
+        keep = int(index[by_first[lowest]][0]) if lowest < len(by_first) else first + len(held)
         held, first = held[keep - first :], keep
     assert out is not None and not waiting, "the blocks cover every chunk's rows"
     return out
 
 
-def _rows_in(usable: Sequence[Span | None], span: Span, number: int) -> list[int]:
-    """Token rows whose characters overlap the span (a piece cut by a span boundary counts for both)."""
-    start, end = span
-    rows = [i for i, o in enumerate(usable) if o is not None and o[0] < end and o[1] > start]
-    if not rows:
-        raise InvalidInput(
-            f"chunk {number} {span} holds no word piece the model sees (only control or zero-width "
-            "characters?); give spans with text"
-        )
+def token_rows(
+    offsets: Iterable[Span], special_mask: Sequence[bool], spans: Sequence[Span], *, shift: int = 0
+) -> list[np.ndarray]:
+    """Each span's token rows (int arrays): the tokens, special ones left out, whose characters (less
+    `shift`, a prompt's) overlap it; a piece cut by a span boundary counts for both.
+
+    One sweep: tokenizers give offsets in order, so the rows of a span are the tokens that start before
+    its end among those that end after its start, found by binary search; (tokens + chunks) log tokens,
+    where a scan of every token for every chunk was tokens x chunks (80 KB of short sentences: 20 s on
+    the service's one worker). Offsets out of order (no tokenizer seen gives them) are scanned per chunk.
+    """
+    pairs = np.asarray(list(offsets), dtype=np.int64).reshape(-1, 2)
+    starts, ends = pairs[:, 0], pairs[:, 1]
+    kept = np.flatnonzero(~np.asarray(special_mask, dtype=bool) & (ends > starts) & (starts >= shift))
+    starts, ends = starts[kept] - shift, ends[kept] - shift
+    bounds = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    if np.all(starts[1:] >= starts[:-1]) and np.all(ends[1:] >= ends[:-1]):
+        lows = np.searchsorted(ends, bounds[:, 0], side="right")  # the first that ends after the start
+        highs = np.searchsorted(starts, bounds[:, 1], side="left")  # the first that starts at the end
+        rows = [kept[low:high] for low, high in zip(lows.tolist(), highs.tolist(), strict=True)]
+    else:
+        rows = [kept[(starts < end) & (ends > start)] for start, end in bounds.tolist()]
+    for number, found in enumerate(rows):
+        if not len(found):
+            raise InvalidInput(
+                f"chunk {number} {tuple(spans[number])} holds no word piece the model sees (only control or "
+                "zero-width characters?); give spans with text"
+            )
     return rows
 
 
@@ -229,20 +260,35 @@ def plan_chunks(
     chunk_size: int = 128,
     chunk_overlap: int = 0,
     long: LongText | str | None = None,
+    on_count: Callable[[int, EmbedSpec], None] | None = None,
     **options: Any,
 ) -> ChunkPlan:
-    """Check the documents and options and cut each document into chunk spans (see `embed_chunks`)."""
+    """Check the documents and options and cut each document into chunk spans (see `embed_chunks`).
+
+    `on_count` hears the chunks cut so far and the spec they run under while more are to come (every
+    `_COUNT_EVERY` chunks, and after each document but the last; the plan's `count` is the total): a
+    caller may raise there to stop before the rest is cut (the service refuses an answer already over
+    its limit, or stops a plan whose client left).
+    """
     items = check_texts(docs)
     recipe = resolve(encoder, EmbedOptions.given(long=long or ("window" if late else "truncate"), **options))
     spec = recipe.spec
     if late:
         spec = late_spec(spec)
     per_doc = _spans_per_doc(chunks, items, isinstance(docs, str))
-    spans = []
+    spans: list[list[Span]] = []
+    count = 0
     for index, (text, given) in enumerate(zip(items, per_doc, strict=True)):
-        found = chunk_spans(
+        found: list[Span] = []
+        cut = iter_chunk_spans(
             text, given, tokenizer=encoder.tokenizer, chunk_size=chunk_size, chunk_overlap=chunk_overlap
         )
+        with closing(cut):  # stopped by `on_count`, the cutting ends there, not when it is collected
+            for span in cut:
+                found.append(span)
+                count += 1
+                if on_count is not None and count % _COUNT_EVERY == 0:
+                    on_count(count, spec)
         if not found:
             # Only token chunks can come out empty: a text whose characters the tokenizer drops.
             raise InvalidInput(
@@ -250,6 +296,8 @@ def plan_chunks(
                 "zero-width characters?); give it some text"
             )
         spans.append(found)
+        if on_count is not None and index + 1 < len(items):
+            on_count(count, spec)
     settings: dict[str, Any] = {"chunks": _chunks_name(chunks)}
     if settings["chunks"] == ChunkBy.TOKENS.value:
         settings.update(chunk_size=chunk_size, chunk_overlap=chunk_overlap)
