@@ -1,11 +1,15 @@
 """The service's document routes: POST /v2/embed_chunks, chunk vectors as `Model.embed_chunks` makes them.
 
 The documents are cut into chunks before any forward pass, so the answer is bounded (chunks x width,
---max-answer-floats) before the worker is asked; the spans cut here are the ones embedded.
+--max-answer-floats) before the worker is asked; the spans cut here are the ones embedded. The chunks are
+counted as they are cut: an answer over the limit is refused (413) as soon as the count passes it, the
+rest of the documents uncut, and a plan whose client left stops at its next count.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Response
@@ -13,6 +17,7 @@ from fastapi.concurrency import run_in_threadpool
 
 from ..chunk_embed import ChunkPlan, plan_chunks
 from ..core._enums import Combine
+from ..core.spec import EmbedSpec
 from .answers import Items, answer
 from .feature_schemas import ChunksRequest, ChunksResponse
 
@@ -29,10 +34,21 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
     async def embed_chunks(req: ChunksRequest) -> Response:
         """Chunk vectors of documents: sentence, paragraph, token or given spans; late or each chunk alone."""
         svc.check_count(1 if isinstance(req.inputs, str) else len(req.inputs))
+        svc.refuse_when_full(1)  # a client with its share of the queue waiting: 429 before any cutting
         options = req.options()
         chunks: Any = req.chunks.value if isinstance(req.chunks, str) else req.chunks
         post = svc.post(req.post)
         chunk_size, chunk_overlap = req.sizes
+        left = threading.Event()
+
+        def counted(count: int, spec: EmbedSpec) -> None:
+            # As the chunks are cut: an answer already over the limit is refused with the rest uncut, and
+            # a plan whose client left stops (its thread cannot be cancelled).
+            if left.is_set():
+                raise _Left
+            numbers = count * _width(svc, spec)
+            if numbers > svc.settings.max_answer_floats:
+                svc.refuse_answer(numbers, f"{count} chunks x {_width(svc, spec)} wide", _FIX, least=True)
 
         def plan() -> ChunkPlan:
             return plan_chunks(
@@ -43,6 +59,7 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
                 chunk_size=chunk_size,
                 chunk_overlap=chunk_overlap,
                 long=req.long,
+                on_count=counted,
                 layers=options.layers,
                 combine=options.combine,
                 pooling=options.pooling,
@@ -53,12 +70,20 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
                 post=post,  # checked against the spec it was fitted on
             )  # fmt: skip
 
-        planned = await run_in_threadpool(plan)
+        planning = asyncio.ensure_future(run_in_threadpool(plan))
+        planning.add_done_callback(_retrieved)
+        try:
+            # Shielded: a client that leaves cancels this wait at once (the thread's own wait would
+            # last until the plan is cut), and `left` stops the plan at its next count.
+            planned = await asyncio.shield(planning)
+        except asyncio.CancelledError:
+            left.set()
+            raise
         _check_answer_size(svc, planned)
-        counted = await svc.tokenizing(
+        counted_tokens = await svc.tokenizing(
             planned.docs, lambda: svc.count_tokens(planned.docs, stride=options.stride)
         )
-        count = svc.check_tokens(counted)
+        count = svc.check_tokens(counted_tokens)
         # Run batch by batch on the worker: other requests' small work goes between its batches, and
         # it stops at the next batch boundary when its client leaves.
         results = await svc.on_worker(lambda: planned.run(svc.model.engine, progress=False), n_tokens=count)
@@ -68,6 +93,16 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
         )
 
 
+class _Left(Exception):
+    """The client of a plan being cut left: the plan stops (nobody reads this)."""
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Take a plan's outcome, so that one nobody awaits any more (its client left) logs nothing."""
+    if not task.cancelled():
+        task.exception()
+
+
 def _with_old_names(document: dict[str, Any]) -> dict[str, Any]:
     """A document's chunks with `truncated`, the deprecated name of `n_dropped`, beside it (same number)."""
     for chunk in document["chunks"]:
@@ -75,15 +110,21 @@ def _with_old_names(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+_FIX = "send fewer or shorter documents, or larger chunks"
+
+
+def _width(svc: Service, spec: EmbedSpec) -> int:
+    """Numbers in one chunk's vector: the model's width, times the layers with combine=concat."""
+    return svc.model.info().hidden_size * (len(spec.layers) if spec.combine is Combine.CONCAT else 1)
+
+
 def _numbers(svc: Service, plan: ChunkPlan) -> int:
     """Numbers the answer holds: chunks x width."""
-    spec = plan.spec
-    width = svc.model.info().hidden_size * (len(spec.layers) if spec.combine is Combine.CONCAT else 1)
-    return plan.count * width
+    return plan.count * _width(svc, plan.spec)
 
 
 def _check_answer_size(svc: Service, plan: ChunkPlan) -> None:
     """Refuse (413) an answer over --max-answer-floats before any forward: chunks x width."""
     numbers = _numbers(svc, plan)
     made_of = f"{plan.count} chunks x {numbers // max(plan.count, 1)} wide"
-    svc.check_answer(numbers, made_of, "send fewer or shorter documents, or larger chunks")
+    svc.check_answer(numbers, made_of, _FIX)

@@ -24,6 +24,7 @@
     the queue full                                     429  with Retry-After
     no or a wrong key with --api-key                   401
     a method the path does not take                    405  naming the one it takes
+    a path no route takes                              404  naming where the routes are listed (/docs)
 Under /v1/ the body also carries OpenAI's {"error": {"message", "type", "param", "code"}} so its clients
 show the message, with OpenAI's statuses: an invalid request is 400 (not 422), and `code` is OpenAI's
 string (context_length_exceeded, invalid_api_key, rate_limit_exceeded) or null, never the status.
@@ -168,6 +169,8 @@ def add_error_handlers(app: FastAPI) -> None:
             # FastAPI's own words for a body it could not parse ("There was an error parsing the body")
             # say nothing of the cause or the fix; the cause is the parser's exception.
             message = unreadable_body(exc.__cause__)
+        elif exc.status_code == 404 and message == "Not Found":  # the router's own: no such route
+            message = _no_route(request)
         elif exc.status_code == 405:
             allowed = (exc.headers or {}).get("Allow", "")
             message = (
@@ -248,6 +251,14 @@ def unreadable_body(cause: BaseException | None) -> str:
     if isinstance(cause, ValueError) and "digits" in str(cause):
         return too_many_digits()
     return f"body: not read as JSON ({type(cause).__name__}: {cause}); send one JSON object"
+
+
+def _no_route(request: Request) -> str:
+    """The line for a path no route takes (the router's bare "Not Found"), naming where the routes are."""
+    path = route_path(request.scope)
+    shown = path if len(path) <= 200 else path[:200] + "..."  # a path is the client's: its length too
+    docs = request.scope.get("root_path", "") + "/docs"
+    return f"no route {request.method} {shown}; the routes are listed at {docs} (and /openapi.json)"
 
 
 def _as_methods(allowed: str) -> str:

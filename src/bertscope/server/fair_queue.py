@@ -182,14 +182,7 @@ class FairQueue:
         room_jobs = self.max_queue - (0 if newcomer else self.newcomer_jobs)
         room_tokens = self.max_queue_tokens - (0 if newcomer else self.max_batch_tokens)
         clients = len(self._queues)
-        if mine_jobs + n > self.share_jobs:
-            excess = mine_jobs + n - self.share_jobs
-            raise QueueFull(
-                f"the queue is full for this client: it has {mine_jobs} jobs waiting, and {n} more would "
-                f"pass its share of {self.share_jobs} (a share of --max-queue {self.max_queue}); retry after "
-                "the Retry-After seconds",
-                self._retry_after(self._tokens_of(excess, mine_tokens, mine_jobs) * clients),
-            )
+        self._refuse_share_jobs(n, client)
         if mine_tokens + tokens > self.share_tokens:
             raise QueueFull(
                 f"this client's queued requests hold {mine_tokens} tokens of work, and {tokens} more would "
@@ -209,6 +202,30 @@ class FairQueue:
                 f"the queue holds {self._queued_tokens} tokens of work, and {tokens} more would pass "
                 f"{room_tokens}; retry after the Retry-After seconds",
                 self._retry_after(self._queued_tokens + tokens - room_tokens),
+            )
+
+    def refuse_share_full(self, n_jobs: int, client: str) -> None:
+        """QueueFull, the very answer `_put` would give now (its message and Retry-After), when `client`
+        already has its share of the queue's jobs waiting and a request of `n_jobs` jobs would pass it.
+
+        Its first rule, and the one rule that needs no tokens: a caller checks it before tokenizing the
+        request, so a client that floods the queue is refused at the cost of a look-up. The other rules
+        name the request's tokens in their answer, and wait for its count.
+        """
+        with self._cond:
+            if not self._stopping:  # a stopping queue answers 503 at `_put`, as before
+                self._refuse_share_jobs(min(n_jobs, self.request_jobs), client)
+
+    def _refuse_share_jobs(self, n: int, client: str) -> None:
+        """QueueFull when `n` jobs more pass `client`'s share of the queue's jobs (under the lock)."""
+        mine_jobs, mine_tokens = self._client_jobs[client], self._client_tokens[client]
+        if mine_jobs + n > self.share_jobs:
+            excess = mine_jobs + n - self.share_jobs
+            raise QueueFull(
+                f"the queue is full for this client: it has {mine_jobs} jobs waiting, and {n} more would "
+                f"pass its share of {self.share_jobs} (a share of --max-queue {self.max_queue}); retry after "
+                "the Retry-After seconds",
+                self._retry_after(self._tokens_of(excess, mine_tokens, mine_jobs) * len(self._queues)),
             )
 
     @staticmethod

@@ -244,6 +244,8 @@ def model_routes(app: FastAPI, svc: Service) -> None:
     async def static(req: StaticRequest) -> Response:
         """Static word-piece rows (no position, no segment), or words as their pieces' mean; neighbours."""
         items = req.inputs if isinstance(req.inputs, list) else [req.inputs]
+        if not items:  # refused as every other route refuses no texts (`check_texts`), not answered empty
+            raise InvalidInput("no texts given: pass at least one word piece, word or token id")
         svc.check_count(len(items))
         if len(items) * req.top_k > _MAX_NEIGHBOURS:
             raise TooManyInputs(

@@ -210,7 +210,10 @@ class Service:
     async def sentences(self, texts: Any, spec: EmbedSpec, *, field: str = "inputs") -> SentenceEmbeddings:
         """Sentence vectors (n, d) through the shared worker, checked first, split under --auto-split
         (`field`: the texts' field in the request, named by a refusal)."""
-        self.check_count(1 if isinstance(texts, str) else len(texts), splittable=True, field=field)
+        n = 1 if isinstance(texts, str) else len(texts)
+        self.check_count(n, splittable=True, field=field)
+        # A client with its share of the queue's jobs waiting is refused before its texts are tokenized.
+        self.refuse_when_full(-(-n // self.settings.max_inputs))
         with self.batcher.arriving():
             if _small(texts):
                 # A thread hop costs more than tokenizing a few short texts, and under load waits for the GIL.
@@ -288,6 +291,13 @@ class Service:
         """Run `fn` on the worker thread that owns the model (`n_tokens`: what it runs, when known)."""
         return (await self._wait([self.batcher.call(fn, n_tokens, current_client())]))[0]
 
+    def refuse_when_full(self, n_jobs: int) -> None:
+        """QueueFull (429 with Retry-After), the answer the queue would give this request of `n_jobs`
+        jobs, when its client already has its share of the queue's jobs waiting: checked before the
+        request is tokenized or cut (`FairQueue.refuse_share_full`), so a flood's refusals cost no CPU."""
+        if n_jobs <= self.batcher.max_queue:  # more parts than the queue holds: `_queue` says so
+            self.batcher.refuse_share_full(n_jobs, current_client())
+
     def check_tokens(
         self, count: int, *, layers: int = 1, least: bool = False, stride: int | None = None
     ) -> int:
@@ -330,6 +340,12 @@ class Service:
         """AnswerTooLarge (413) when an answer would hold more than --max-answer-floats numbers; else the
         answer is reserved (`answers.reserve`) for the request being served, before its work: a 503 with
         Retry-After when the answers' budget, or its client's share of it, has no room now."""
+        self.refuse_answer(numbers, made_of, fix, least=least)
+        reserve(numbers)
+
+    def refuse_answer(self, numbers: int, made_of: str, fix: str, *, least: bool = False) -> None:
+        """AnswerTooLarge (413) when an answer would hold more than --max-answer-floats numbers (`least`:
+        at least that many, counted so far), reserving nothing: `check_answer`'s refusal alone."""
         limit = self.settings.max_answer_floats
         if numbers > limit:
             hold = "at least " if least else ""
@@ -337,7 +353,6 @@ class Service:
                 f"the answer would hold {hold}{numbers:,} numbers ({made_of}), over the limit of "
                 f"{limit:,} (--max-answer-floats); {fix}"
             )
-        reserve(numbers)
 
     def tokenized(
         self, items: list[Any], long: Any, fields: int, fix: str, tokenize: Callable[[], T]

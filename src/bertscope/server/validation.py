@@ -136,6 +136,9 @@ def readable(exc_errors: list[Any], body: Any, model: type[BaseModel] | None) ->
         elif err.get("type") == "json_invalid":
             reason = (err.get("ctx") or {}).get("error", "")
             line = f"body: not valid JSON at character {loc[0] if loc else '?'} ({reason})"
+        elif err.get("type") == "missing" and not loc:
+            # No body at all (b""): the fix is the body itself, as TEI's routes say it.
+            line = "body: empty; send one JSON object"
         elif err.get("type") in _OWN_LINES:
             line = str(err.get("msg"))
         else:
