@@ -1,27 +1,35 @@
-"""Chunk planning in linear time (audit 7, findings 1 and 2), with the same answers as before.
+"""Chunk planning and pooling in linear time (audit 7, findings 1 and 2), with the same answers as before.
 
 Sentence ends were found by slicing the paragraph before each mark twice (quadratic), and a run of marks
 that ends no sentence was tried from each of its marks (``"." * 20_000``: 13 s); each chunk's token rows
 were found by scanning every token of the document (chunks x tokens). The old code is kept here, as it
 was, as the reference: the new gives the same spans and rows on varied texts, and the work it does is
 counted (regex attempts, binary searches), never timed.
+
+Pooling: each chunk's rows were summed apart (the sum of the chunks' lengths: chunk_size 10,000 with
+chunk_overlap 9,999 on 20,000 tokens is 10^8 rows), and streamed blocks were joined to the rows held on
+each block (blocks x tokens copied). Mean-like poolings now come from prefix sums (rows counted), max
+gathers each chunk's rows once (rows copied counted); both equal the direct pooling kept here.
 """
 
 from __future__ import annotations
 
 import random
 import re
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
 import pytest
 
 import bertscope
-from bertscope.chunk_embed import _pool_streamed, plan_chunks, pool_spans, token_rows
+import bertscope.chunk_embed as chunk_embed
+from bertscope.chunk_embed import ChunkRows, _pool_streamed, plan_chunks, pool_spans, token_rows
 from bertscope.core import chunking
 from bertscope.core._enums import Pooling
 from bertscope.core.chunking import chunk_spans, paragraph_spans, sentence_spans
+from bertscope.core.pooling import POOLINGS, pool_span
 
 # --- the code before the fix, verbatim: the reference -------------------------------------------------
 
@@ -66,6 +74,42 @@ def _old_rows(
         [i for i, o in enumerate(usable) if o is not None and o[0] < end and o[1] > start]
         for start, end in spans
     ]
+
+
+Rows = Sequence[int] | np.ndarray
+
+
+def _direct(matrix: np.ndarray, rows: Iterable[Rows], pooling: Pooling) -> np.ndarray:
+    """Each chunk's rows pooled apart: what `pool_spans` did for every pooling."""
+    return np.stack([pool_span(matrix[np.asarray(r, dtype=np.intp)], pooling) for r in rows])
+
+
+def _old_pool_streamed(blocks: Iterable[np.ndarray], rows: Sequence[Rows], pooling: Pooling) -> np.ndarray:
+    """`pool_spans` over a matrix given as consecutive blocks of rows, holding only the rows of the chunks
+    not yet pooled (each chunk's rows are consecutive, as `token_rows` makes them)."""
+    out: np.ndarray | None = None
+    index = [np.asarray(r, dtype=np.intp) for r in rows]
+    # Chunks by the row that completes them, and by their first row: both taken in order, once each, so
+    # the bookkeeping is linear in the chunks (a list's pop(0) and a min over those waiting were not).
+    waiting = deque(sorted(range(len(index)), key=lambda number: int(index[number][-1])))
+    by_first = sorted(range(len(index)), key=lambda number: int(index[number][0]))
+    pooled = np.zeros(len(index), dtype=bool)
+    lowest = 0  # by_first[lowest:] holds every chunk not pooled yet
+    held, first = np.empty((0, 0), dtype=np.float32), 0  # rows first.. of the matrix
+    for block in blocks:
+        if out is None:
+            out, held = np.empty((len(index), block.shape[1]), dtype=np.float32), block[:0]
+        held = np.concatenate([held, block])
+        while waiting and index[waiting[0]][-1] < first + len(held):
+            number = waiting.popleft()
+            out[number] = pool_span(held[index[number] - first], pooling)
+            pooled[number] = True
+        while lowest < len(by_first) and pooled[by_first[lowest]]:
+            lowest += 1
+        keep = int(index[by_first[lowest]][0]) if lowest < len(by_first) else first + len(held)
+        held, first = held[keep - first :], keep
+    assert out is not None and not waiting, "the blocks cover every chunk's rows"
+    return out
 
 
 # --- sentences ------------------------------------------------------------------------------------------
@@ -264,3 +308,156 @@ def test_late_chunks_answer_as_the_old_rows_pool(bundled: bertscope.Model) -> No
     expected /= np.linalg.norm(expected, axis=1, keepdims=True)
     np.testing.assert_allclose(result.vectors, expected, atol=1e-5)
     assert result.n_tokens.tolist() == [len(r) for r in old]
+
+
+# --- pooling: prefix sums, blocks gathered once ---------------------------------------------------------
+
+
+def _random_rows(rng: np.random.Generator, n_matrix: int) -> ChunkRows:
+    """Runs of an ascending subset of the rows (gaps: specials, zero-width pieces), overlapping at random:
+    token chunks with every overlap, chunks over the whole document, one-row chunks."""
+    kept = np.flatnonzero(rng.random(n_matrix) < 0.85)
+    size = int(rng.integers(1, len(kept) + 1))
+    step = int(rng.integers(1, size + 1))
+    starts = list(range(0, max(len(kept) - size, 0) + 1, step))
+    stops = [min(a + size, len(kept)) for a in starts]
+    extra = rng.integers(0, len(kept), size=(int(rng.integers(0, 8)), 2))
+    starts += [0, len(kept) - 1] + extra.min(axis=1).tolist()
+    stops += [len(kept), len(kept)] + (extra.max(axis=1) + 1).tolist()
+    order = rng.permutation(len(starts))  # chunks in any order, as given spans may be
+    return ChunkRows(kept, np.array(starts)[order], np.array(stops)[order])
+
+
+def _random_blocks(rng: np.random.Generator, matrix: np.ndarray) -> list[np.ndarray]:
+    """The matrix cut at random places: one block, blocks of one row, empty blocks."""
+    cuts = np.sort(rng.integers(0, len(matrix) + 1, size=int(rng.integers(0, 12))))
+    return np.split(matrix, cuts)
+
+
+@pytest.mark.parametrize("pooling", list(POOLINGS), ids=lambda p: p.value)
+def test_pooling_equals_the_direct_pooling_for_random_overlaps_and_blocks(pooling: Pooling) -> None:
+    rng = np.random.default_rng(list(POOLINGS).index(pooling))
+    for trial in range(150):
+        n_matrix = int(rng.integers(1, 90))
+        matrix = (rng.standard_normal((n_matrix, 5)) * rng.choice([1, 30])).astype(np.float32)
+        matrix[0] += 100 * trial  # large sums before a chunk: the float64 differences keep the precision
+        rows = _random_rows(rng, n_matrix)
+        blocks = _random_blocks(rng, matrix)
+        direct = _direct(matrix, rows, pooling)
+        whole = pool_spans(matrix, rows, pooling)
+        np.testing.assert_allclose(whole, direct, rtol=1e-6, atol=1e-5)
+        np.testing.assert_array_equal(_pool_streamed(iter(blocks), rows, pooling), whole)
+        assert whole.dtype == np.float32
+        listed = [np.asarray(r) for r in rows]  # any rows: pooled chunk by chunk, as before
+        np.testing.assert_array_equal(_pool_streamed(iter(blocks), listed, pooling), direct)
+
+
+def test_a_chunk_that_starts_blocks_after_the_last_one_pooled_reads_its_own_rows(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rows held were cut at the next chunk's first row even when the blocks had not reached it yet,
+    # so the rows that came next were taken for later ones: spans far apart on a streamed document (or
+    # an empty first block) pooled the wrong token vectors.
+    matrix = np.arange(10, dtype=np.float32)[:, None]
+    rows = [np.arange(0, 2), np.arange(6, 8)]
+    blocks = [matrix[:3], matrix[3:]]
+    assert _old_pool_streamed(iter(blocks), rows, Pooling.MEAN).ravel().tolist() == [0.5, 3.5]  # not 6.5
+    assert _pool_streamed(iter(blocks), rows, Pooling.MEAN).ravel().tolist() == [0.5, 6.5]
+    assert _pool_streamed(iter([matrix[:0], matrix]), rows[1:], Pooling.MAX).ravel().tolist() == [7.0]
+    doc = _DOC * 8  # about 1,100 tokens: one matrix, or windows with LONG_TOKENS at 100
+    cases = [(spans, pooling) for spans in ([(0, 30), (len(doc) - 40, len(doc))], [(len(doc) - 40, len(doc))])
+             for pooling in ("mean", "max")]  # fmt: skip
+    whole = [bundled.embed_chunks(doc, chunks=spans, pooling=pooling).vectors for spans, pooling in cases]
+    monkeypatch.setattr(chunk_embed, "LONG_TOKENS", 100)
+    for (spans, pooling), expected in zip(cases, whole, strict=True):
+        streamed = bundled.embed_chunks(doc, chunks=spans, pooling=pooling).vectors
+        np.testing.assert_allclose(streamed, expected, atol=1e-6, err_msg=f"{spans} {pooling}")
+
+
+@pytest.fixture
+def summed(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Rows read: summed by prefix sums (cumsum), pooled one chunk at a time (pool_span), joined."""
+    work = {"summed": 0, "pooled": 0, "joined": 0}
+    real_cumsum, real_concatenate, real_pool = np.cumsum, np.concatenate, chunk_embed.pool_span
+
+    def cumsum(a: Any, *args: Any, **kwargs: Any) -> Any:
+        work["summed"] += len(a) if np.ndim(a) == 2 else 0  # rows of vectors (np.unique sums counts)
+        return real_cumsum(a, *args, **kwargs)
+
+    def concatenate(arrays: Any, *args: Any, **kwargs: Any) -> Any:
+        arrays = list(arrays)
+        work["joined"] += sum(len(a) for a in arrays)
+        return real_concatenate(arrays, *args, **kwargs)
+
+    def pooled(block: np.ndarray, pooling: Pooling) -> np.ndarray:
+        work["pooled"] += len(block)
+        return real_pool(block, pooling)
+
+    monkeypatch.setattr(np, "cumsum", cumsum)
+    monkeypatch.setattr(np, "concatenate", concatenate)
+    monkeypatch.setattr(chunk_embed, "pool_span", pooled)
+    monkeypatch.setitem(globals(), "pool_span", pooled)  # the old code's, here
+    return work
+
+
+@pytest.mark.parametrize("pooling", [Pooling.MEAN, Pooling.MEAN_SQRT_LEN, Pooling.FIRST_LAST_AVG])
+def test_mean_pooling_reads_tokens_plus_chunks_rows_whatever_the_overlap(
+    summed: dict[str, int], pooling: Pooling
+) -> None:
+    # chunk_size n/2 with overlap n/2 - 1: n/2 chunks of n/2 rows, n^2/4 rows pooled apart; by prefix
+    # sums each row is summed once, plus one running total a block.
+    for n in (1000, 2000, 4000):
+        matrix = np.random.default_rng(n).standard_normal((n, 3)).astype(np.float32)
+        size = n // 2
+        rows = ChunkRows(np.arange(n), np.arange(n - size + 1), np.arange(size, n + 1))
+        blocks = [matrix[i : i + 100] for i in range(0, n, 100)]
+        for key in summed:
+            summed[key] = 0
+        streamed = _pool_streamed(iter(blocks), rows, pooling)
+        assert summed == {"summed": n + len(blocks), "pooled": 0, "joined": 0}
+        summed["summed"] = 0
+        assert pool_spans(matrix, rows, pooling).tobytes() == streamed.tobytes()
+        assert summed["summed"] == n + 1 and summed["pooled"] == 0
+    summed["pooled"] = 0
+    _old_pool_streamed(iter(blocks), list(rows), pooling)
+    assert summed["pooled"] == (n - size + 1) * size  # before: every chunk's rows, 2,002,000 rows
+
+
+def test_streamed_max_pooling_copies_each_chunks_rows_once(summed: dict[str, int]) -> None:
+    # One chunk over a whole book and its sentences, 200 blocks: each block was joined to the rows held
+    # (all of them, the first chunk pending to the end), blocks x tokens rows copied.
+    n = 20_000
+    matrix = np.random.default_rng(1).standard_normal((n, 3)).astype(np.float32)
+    rows = [np.arange(n)] + [np.arange(a, min(a + 30, n)) for a in range(0, n, 30)]
+    blocks = [matrix[i : i + 100] for i in range(0, n, 100)]
+    streamed = _pool_streamed(iter(blocks), rows, Pooling.MAX)
+    lengths = sum(len(r) for r in rows)
+    assert summed["joined"] <= lengths and summed["pooled"] == lengths
+    np.testing.assert_array_equal(streamed, _direct(matrix, rows, Pooling.MAX))
+    summed["joined"] = 0
+    _old_pool_streamed(iter(blocks), rows, Pooling.MAX)
+    assert summed["joined"] > 50 * lengths  # before: 2,010,000 rows joined
+
+
+def test_late_chunks_pool_from_prefix_sums(bundled: bertscope.Model, summed: dict[str, int]) -> None:
+    # End to end on the bundled model, one window and streamed in blocks: token chunks of 60 pieces
+    # sharing 59 pool (mean) as the old rows pooled one by one, reading each token once.
+    doc = _DOC * 4
+    tokens = bundled.tokenize([doc], long="window")[0]
+    matrix = np.asarray(bundled.embed_tokens(doc, long="window")[0].vectors, dtype=np.float32)
+    for pooling in ("mean", "max", "mean_sqrt_len"):
+        for long_tokens in (chunk_embed.LONG_TOKENS, 100):
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setattr(chunk_embed, "LONG_TOKENS", long_tokens)  # 100: streamed in windows
+                for key in summed:
+                    summed[key] = 0
+                result = bundled.embed_chunks(
+                    doc, chunks="tokens", chunk_size=60, chunk_overlap=59, pooling=pooling, normalize=False
+                )
+            pooled_apart = summed["pooled"]
+            old = _old_rows(tokens.offsets, tokens.special_mask, result.spans)
+            expected = _direct(matrix, old, Pooling(pooling))
+            np.testing.assert_allclose(result.vectors, expected, rtol=1e-6, atol=1e-5)
+            assert result.n_tokens.tolist() == [len(r) for r in old]
+            lengths = sum(map(len, old))
+            assert pooled_apart == (lengths if pooling == "max" else 0), (pooling, long_tokens)

@@ -174,3 +174,31 @@ def test_an_unknown_path_names_where_the_routes_are(client: httpx.Client) -> Non
             f"no route {method} {path}; the routes are listed at /docs (and /openapi.json)"
         )
     assert client.get("/docs").status_code == 200  # where it points
+
+
+def test_max_pooling_over_chunks_that_read_each_token_many_times_is_refused_before_any_forward(
+    client: httpx.Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # chunk_size 800 sharing 799 on ~900 pieces: 101 chunks x 800 pieces, each piece read ~90 times;
+    # max pools chunk by chunk (chunk_size 10,000 sharing 9,999 on 20,000 pieces: 10^8 vectors on the one
+    # worker), so it is bounded; mean pools any overlap from prefix sums and is answered.
+    forwards: list[int] = []
+    real = chunk_embed.iter_chunk_embeddings
+    monkeypatch.setattr(
+        chunk_embed, "iter_chunk_embeddings", lambda *a, **k: forwards.append(1) or real(*a, **k)
+    )
+    body = {"inputs": "Hi there. " * 300, "chunks": "tokens", "chunk_size": 800, "chunk_overlap": 799}
+    refused = client.post("/v2/embed_chunks", json={**body, "pooling": "max"})
+    assert refused.status_code == 413, refused.text[:300]
+    assert refused.json()["detail"] == (
+        "pooling='max' would read 80,800 token vectors (101 chunks x 800 word pieces on average), over the "
+        "limit of 57,728 (64 per word piece of the documents); send a chunk_overlap further below "
+        "chunk_size (or fewer overlapping spans), or pooling='mean', which pools any overlap in one pass"
+    )
+    assert forwards == []  # refused before the run
+    answered = client.post("/v2/embed_chunks", json=body)
+    assert answered.status_code == 200, answered.text[:300]
+    chunks = answered.json()["items"][0]["chunks"]
+    assert len(chunks) == 101 and {c["n_tokens"] for c in chunks} == {800}
+    smaller = client.post("/v2/embed_chunks", json={**body, "chunk_overlap": 700, "pooling": "max"})
+    assert smaller.status_code == 200 and forwards == [1, 1]

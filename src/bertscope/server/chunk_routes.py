@@ -3,7 +3,9 @@
 The documents are cut into chunks before any forward pass, so the answer is bounded (chunks x width,
 --max-answer-floats) before the worker is asked; the spans cut here are the ones embedded. The chunks are
 counted as they are cut: an answer over the limit is refused (413) as soon as the count passes it, the
-rest of the documents uncut, and a plan whose client left stops at its next count.
+rest of the documents uncut, and a plan whose client left stops at its next count. Late max pooling,
+which reads each chunk's token vectors apart (mean pools any overlap from prefix sums), is refused
+(413) before the forward when its chunks would read too many (`_READS_PER_TOKEN`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from ..chunk_embed import ChunkPlan, plan_chunks
 from ..core._enums import Combine
 from ..core.spec import EmbedSpec
 from .answers import Items, answer
+from .error_answers import OverBudget
 from .feature_schemas import ChunksRequest, ChunksResponse
 
 if TYPE_CHECKING:
@@ -84,6 +87,10 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
             planned.docs, lambda: svc.count_tokens(planned.docs, stride=options.stride)
         )
         count = svc.check_tokens(counted_tokens)
+        if planned.pooled_chunk_by_chunk:  # max pooling: what it reads bounded, before any forward
+            engine = svc.model.engine
+            reads = await svc.tokenizing(planned.docs, lambda: planned.rows_read_one_by_one(engine))
+            _check_reads(svc, planned, reads, count)
         # Run batch by batch on the worker: other requests' small work goes between its batches, and
         # it stops at the next batch boundary when its client leaves.
         results = await svc.on_worker(lambda: planned.run(svc.model.engine, progress=False), n_tokens=count)
@@ -121,6 +128,26 @@ def _width(svc: Service, spec: EmbedSpec) -> int:
 def _numbers(svc: Service, plan: ChunkPlan) -> int:
     """Numbers the answer holds: chunks x width."""
     return plan.count * _width(svc, plan.spec)
+
+
+# Token vectors a pooling read chunk by chunk (max) may read per word piece of the documents: each
+# piece in 64 chunks on average, pooling work far below the forward's (a piece costs the model ~10^5
+# times what reading its vector does); chunk_size 10,000 with chunk_overlap 9,999 reads each 10,000 times.
+_READS_PER_TOKEN = 64
+
+
+def _check_reads(svc: Service, plan: ChunkPlan, reads: int, tokens: int) -> None:
+    """Refuse (413) a late max pooling whose chunks read more than `_READS_PER_TOKEN` token vectors per
+    word piece of the documents (at least the model's window of them): it pools chunk by chunk on the
+    one worker, where mean pools any overlap from prefix sums in one pass."""
+    limit = _READS_PER_TOKEN * max(tokens, svc.model.max_tokens)
+    if reads > limit:
+        raise OverBudget(
+            f"pooling={plan.spec.pooling.value!r} would read {reads:,} token vectors ({plan.count} chunks x "
+            f"{reads // max(plan.count, 1)} word pieces on average), over the limit of {limit:,} "
+            f"({_READS_PER_TOKEN} per word piece of the documents); send a chunk_overlap further below "
+            "chunk_size (or fewer overlapping spans), or pooling='mean', which pools any overlap in one pass"
+        )
 
 
 def _check_answer_size(svc: Service, plan: ChunkPlan) -> None:
