@@ -14,11 +14,11 @@ estimated beyond it (x4 per doubling, marked *); a run of n marks ("a" + "." * n
 Pooling (--pool TOKENS:SIZE,...): a document's token vectors (TOKENS x 384 float32, random: pooling
 reads no model) in blocks of 512 rows as a long document streams, cut into token chunks of SIZE pieces
 sharing SIZE - 1 (`chunk_size` SIZE, `chunk_overlap` SIZE - 1): TOKENS - SIZE + 1 chunks. Mean pooled by
-`_pool_streamed` at --pool-before (each chunk's rows summed apart) and here (prefix sums), the vectors
-compared (within 1e-6 relative, 1e-5 absolute); the old code is timed up to --pool-before-max rows read
-and estimated beyond it (in proportion to the rows read, marked *). Max, which has no prefix form, is
-timed on one chunk over the whole document and its 30-piece sentences, before and here (the old code
-joined each block to all the rows held: blocks x tokens rows copied).
+`_pool_streamed` at --pool-before (each chunk's rows summed apart) and `pool_streamed` here (prefix
+sums), the vectors compared (within 1e-6 relative, 1e-5 absolute); the old code is timed up to
+--pool-before-max rows read and estimated beyond it (in proportion to the rows read, marked *). Max,
+which has no prefix form, is timed on one chunk over the whole document and its 30-piece sentences,
+before and here (the old code joined each block to all the rows held: blocks x tokens rows copied).
 """
 
 from __future__ import annotations
@@ -39,8 +39,9 @@ from typing import Any
 import numpy as np
 
 import bertscope
-from bertscope.chunk_embed import ChunkRows, _pool_streamed, plan_chunks, token_rows
+from bertscope.chunk_embed import plan_chunks
 from bertscope.core._enums import Pooling
+from bertscope.core.chunk_pooling import ChunkRows, pool_streamed, token_rows
 from bertscope.core.chunking import sentence_spans
 from bertscope.core.pooling import pool_span
 from bertscope.errors import InvalidInput
@@ -106,7 +107,7 @@ def _pooling(rev: str, cases: list[tuple[int, int]], before_max: int) -> None:
         blocks = [matrix[i : i + 512] for i in range(0, n, 512)]
         rows = ChunkRows(np.arange(n), np.arange(n - size + 1), np.arange(size, n + 1))
         reads = (n - size + 1) * size
-        after, mean_after = _timed(partial(_streamed, _pool_streamed, blocks, rows, Pooling.MEAN), 3)
+        after, mean_after = _timed(partial(_streamed, pool_streamed, blocks, rows, Pooling.MEAN), 3)
         if reads <= before_max:
             before, mean_before = _timed(partial(_streamed, old, blocks, list(rows), Pooling.MEAN))
             np.testing.assert_allclose(after, before, rtol=1e-6, atol=1e-5)
@@ -116,7 +117,7 @@ def _pooling(rev: str, cases: list[tuple[int, int]], before_max: int) -> None:
             assert estimate is not None, "time the old pooling on the smallest case at least"
             was = f"~{estimate[1] * reads / estimate[0]:9.0f}s*"
         sentences = [np.arange(n)] + [np.arange(a, min(a + 30, n)) for a in range(0, n, 30)]
-        maxed, max_after = _timed(partial(_streamed, _pool_streamed, blocks, sentences, Pooling.MAX), 3)
+        maxed, max_after = _timed(partial(_streamed, pool_streamed, blocks, sentences, Pooling.MAX), 3)
         old_maxed, max_before = _timed(partial(_streamed, old, blocks, sentences, Pooling.MAX))
         assert np.array_equal(maxed, old_maxed), "max pooling differs"
         print(f"{n:>7} {size:>10} {n - size + 1:>7} {reads:>17,} {was:>12} {mean_after:10.4f}s "

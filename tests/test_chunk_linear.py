@@ -25,9 +25,10 @@ import pytest
 
 import bertscope
 import bertscope.chunk_embed as chunk_embed
-from bertscope.chunk_embed import ChunkRows, _pool_streamed, plan_chunks, pool_spans, token_rows
-from bertscope.core import chunking
+from bertscope.chunk_embed import plan_chunks
+from bertscope.core import chunk_pooling, chunking
 from bertscope.core._enums import Pooling
+from bertscope.core.chunk_pooling import ChunkRows, pool_spans, pool_streamed, token_rows
 from bertscope.core.chunking import chunk_spans, paragraph_spans, sentence_spans
 from bertscope.core.pooling import POOLINGS, pool_span
 
@@ -84,7 +85,7 @@ def _direct(matrix: np.ndarray, rows: Iterable[Rows], pooling: Pooling) -> np.nd
     return np.stack([pool_span(matrix[np.asarray(r, dtype=np.intp)], pooling) for r in rows])
 
 
-def _old_pool_streamed(blocks: Iterable[np.ndarray], rows: Sequence[Rows], pooling: Pooling) -> np.ndarray:
+def _oldpool_streamed(blocks: Iterable[np.ndarray], rows: Sequence[Rows], pooling: Pooling) -> np.ndarray:
     """`pool_spans` over a matrix given as consecutive blocks of rows, holding only the rows of the chunks
     not yet pooled (each chunk's rows are consecutive, as `token_rows` makes them)."""
     out: np.ndarray | None = None
@@ -268,7 +269,7 @@ def test_streamed_pooling_of_overlapping_rows_equals_the_whole_matrix() -> None:
     rows += [np.arange(0, 300), np.arange(150, 151), np.arange(5, 9)]  # out of order, one whole
     blocks = [matrix[i : i + 23] for i in range(0, 300, 23)]
     for pooling in (Pooling.MEAN, Pooling.MAX):
-        streamed = _pool_streamed(iter(blocks), rows, pooling)
+        streamed = pool_streamed(iter(blocks), rows, pooling)
         np.testing.assert_array_equal(streamed, pool_spans(matrix, rows, pooling))
 
 
@@ -346,10 +347,10 @@ def test_pooling_equals_the_direct_pooling_for_random_overlaps_and_blocks(poolin
         direct = _direct(matrix, rows, pooling)
         whole = pool_spans(matrix, rows, pooling)
         np.testing.assert_allclose(whole, direct, rtol=1e-6, atol=1e-5)
-        np.testing.assert_array_equal(_pool_streamed(iter(blocks), rows, pooling), whole)
+        np.testing.assert_array_equal(pool_streamed(iter(blocks), rows, pooling), whole)
         assert whole.dtype == np.float32
         listed = [np.asarray(r) for r in rows]  # any rows: pooled chunk by chunk, as before
-        np.testing.assert_array_equal(_pool_streamed(iter(blocks), listed, pooling), direct)
+        np.testing.assert_array_equal(pool_streamed(iter(blocks), listed, pooling), direct)
 
 
 def test_a_chunk_that_starts_blocks_after_the_last_one_pooled_reads_its_own_rows(
@@ -361,9 +362,9 @@ def test_a_chunk_that_starts_blocks_after_the_last_one_pooled_reads_its_own_rows
     matrix = np.arange(10, dtype=np.float32)[:, None]
     rows = [np.arange(0, 2), np.arange(6, 8)]
     blocks = [matrix[:3], matrix[3:]]
-    assert _old_pool_streamed(iter(blocks), rows, Pooling.MEAN).ravel().tolist() == [0.5, 3.5]  # not 6.5
-    assert _pool_streamed(iter(blocks), rows, Pooling.MEAN).ravel().tolist() == [0.5, 6.5]
-    assert _pool_streamed(iter([matrix[:0], matrix]), rows[1:], Pooling.MAX).ravel().tolist() == [7.0]
+    assert _oldpool_streamed(iter(blocks), rows, Pooling.MEAN).ravel().tolist() == [0.5, 3.5]  # not 6.5
+    assert pool_streamed(iter(blocks), rows, Pooling.MEAN).ravel().tolist() == [0.5, 6.5]
+    assert pool_streamed(iter([matrix[:0], matrix]), rows[1:], Pooling.MAX).ravel().tolist() == [7.0]
     doc = _DOC * 8  # about 1,100 tokens: one matrix, or windows with LONG_TOKENS at 100
     cases = [(spans, pooling) for spans in ([(0, 30), (len(doc) - 40, len(doc))], [(len(doc) - 40, len(doc))])
              for pooling in ("mean", "max")]  # fmt: skip
@@ -378,7 +379,7 @@ def test_a_chunk_that_starts_blocks_after_the_last_one_pooled_reads_its_own_rows
 def summed(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     """Rows read: summed by prefix sums (cumsum), pooled one chunk at a time (pool_span), joined."""
     work = {"summed": 0, "pooled": 0, "joined": 0}
-    real_cumsum, real_concatenate, real_pool = np.cumsum, np.concatenate, chunk_embed.pool_span
+    real_cumsum, real_concatenate, real_pool = np.cumsum, np.concatenate, chunk_pooling.pool_span
 
     def cumsum(a: Any, *args: Any, **kwargs: Any) -> Any:
         work["summed"] += len(a) if np.ndim(a) == 2 else 0  # rows of vectors (np.unique sums counts)
@@ -395,7 +396,7 @@ def summed(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
 
     monkeypatch.setattr(np, "cumsum", cumsum)
     monkeypatch.setattr(np, "concatenate", concatenate)
-    monkeypatch.setattr(chunk_embed, "pool_span", pooled)
+    monkeypatch.setattr(chunk_pooling, "pool_span", pooled)
     monkeypatch.setitem(globals(), "pool_span", pooled)  # the old code's, here
     return work
 
@@ -413,13 +414,13 @@ def test_mean_pooling_reads_tokens_plus_chunks_rows_whatever_the_overlap(
         blocks = [matrix[i : i + 100] for i in range(0, n, 100)]
         for key in summed:
             summed[key] = 0
-        streamed = _pool_streamed(iter(blocks), rows, pooling)
+        streamed = pool_streamed(iter(blocks), rows, pooling)
         assert summed == {"summed": n + len(blocks), "pooled": 0, "joined": 0}
         summed["summed"] = 0
         assert pool_spans(matrix, rows, pooling).tobytes() == streamed.tobytes()
         assert summed["summed"] == n + 1 and summed["pooled"] == 0
     summed["pooled"] = 0
-    _old_pool_streamed(iter(blocks), list(rows), pooling)
+    _oldpool_streamed(iter(blocks), list(rows), pooling)
     assert summed["pooled"] == (n - size + 1) * size  # before: every chunk's rows, 2,002,000 rows
 
 
@@ -430,12 +431,12 @@ def test_streamed_max_pooling_copies_each_chunks_rows_once(summed: dict[str, int
     matrix = np.random.default_rng(1).standard_normal((n, 3)).astype(np.float32)
     rows = [np.arange(n)] + [np.arange(a, min(a + 30, n)) for a in range(0, n, 30)]
     blocks = [matrix[i : i + 100] for i in range(0, n, 100)]
-    streamed = _pool_streamed(iter(blocks), rows, Pooling.MAX)
+    streamed = pool_streamed(iter(blocks), rows, Pooling.MAX)
     lengths = sum(len(r) for r in rows)
     assert summed["joined"] <= lengths and summed["pooled"] == lengths
     np.testing.assert_array_equal(streamed, _direct(matrix, rows, Pooling.MAX))
     summed["joined"] = 0
-    _old_pool_streamed(iter(blocks), rows, Pooling.MAX)
+    _oldpool_streamed(iter(blocks), rows, Pooling.MAX)
     assert summed["joined"] > 50 * lengths  # before: 2,010,000 rows joined
 
 
