@@ -43,15 +43,19 @@ def aggregate_to_file(
         raise InvalidInput(f"cannot write {export}: the folder {export.parent} does not exist")
     export_format(export, fmt)  # an unknown suffix is refused now, not after the whole corpus has run
     checkpoint = export.with_name(export.name + ".parts")
-    if not (resume or overwrite) and export.exists():
-        raise InvalidInput(f"{export} exists; pass --overwrite to replace it")
     chosen = layers if layers is not None else 1
+    # The local job refuses files it would replace (every layer's, side files too) before its first
+    # forward, --resume of a finished one included (research.aggregate.check_export); so does Ray's here.
     if Engine.parse(engine, what="engine") is Engine.RAY:
         if resume:
             raise InvalidInput(
                 "--engine ray is not resumable (Ray retries failed actors itself); drop --resume"
             )
+        from ..research.aggregate import aggregated, check_export, word_level
         from ..research.aggregate_ray import aggregate_on_ray
+
+        level, _ = word_level(model, aggregated(layers=chosen, long=long), subword)
+        check_export(export, level.spec.layers, format=fmt, resume=False, overwrite=overwrite)
 
         # The actors load the model themselves: --device and --threads reach them as `embed --engine ray`
         # hands them on (--threads: each actor's torch threads and the CPUs it asks Ray for).
@@ -127,13 +131,12 @@ def distill(
     Examples: `bertscope distill -o ./static-minilm`,
     `bertscope distill -o ./s128 --dim 128 --vocabulary words.txt`
     """
+    from ..research.distill import check_output, read_vocabulary
     from ..research.distill import distill as run_distill
-    from ..research.distill import read_vocabulary
 
     vocabulary = old_spelling(vocabulary, old_vocab, name="--vocabulary", old="--vocab")
     words = read_vocabulary(vocabulary) if vocabulary is not None else None
-    if output.exists() and not overwrite:
-        raise InvalidInput(f"{output} exists; pass --overwrite to replace it")
+    check_output(output, overwrite=overwrite)  # before the model loads: a wrong -o costs nothing
     folder = run_distill(
         load_model(model, device="cpu"), output, dim=dim or None, vocabulary=words, overwrite=overwrite
     )

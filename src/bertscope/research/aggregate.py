@@ -2,9 +2,12 @@
 
 Every occurrence of a word in the corpus is embedded in its sentence (the word level of a corpus job:
 pieces pooled by `subword`), and the vectors of one word are summed per layer as the corpus streams by.
-Memory grows with the corpus's vocabulary, not its length. The reduction is a `Sink` run by the corpus
-job's own loop (`io.job.run_level`), so it resumes like every corpus job: after each batch the running
-sums, counts and records done are saved at once (float64 sums: a resumed run equals an unbroken one).
+Word rows go straight into the running sums (`_SummedWords`), never into a batch's Arrow table, and a text
+longer than one window is read a few windows at a time (`Engine.token_blocks`): memory grows with the
+corpus's vocabulary and a batch's texts, plus a long text's tokens (not its vectors). The reduction is a
+`Sink` run by the corpus job's own loop (`io.job.run_level`), so it resumes like every corpus job: after
+each batch the running sums, counts and records done are saved at once (float64 sums: a resumed run
+equals an unbroken one).
 
 Words are keyed by their text as the tokenizer normalises it (lowercased and accent-stripped for
 uncased BERT, as written for cased models). A text over the model's limit is windowed by default, so
@@ -16,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -25,13 +27,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core._enums import Combine, Level, SubwordPooling
-from ..core.exports import write_vectors
+from ..core.engine import OnBatch
+from ..core.exports import ExportFormat, export_format, write_vectors
+from ..core.pooling import pool_words, text_words
+from ..core.segments import MIN_ROWS
 from ..core.spec import EmbedOptions, reload_arg, stored_settings
 from ..encode import say_truncated
 from ..errors import CorpusError, InvalidInput, InvalidSpec, TruncatedTextsWarning, caller_level
 from ..io.job import JobSummary, run_level
 from ..io.level_table import CorpusOptions, make_level
-from ..io.levels import LevelOptions, WordLevel
+from ..io.levels import CorpusLevel, LevelOptions, Rows, WordLevel
 from ..io.readers import Record, Rejects, read_corpus
 from ..io.sink_base import RecordDigest, Sink
 from ..io.sink_settings import settings_diff, settings_differ
@@ -46,6 +51,8 @@ __all__ = [
     "TruncatedTextsWarning",
     "layer_column",
     "aggregated",
+    "check_export",
+    "export_files",
     "static_from_corpus",
     "word_level",
     "reduce_tables",
@@ -54,6 +61,7 @@ __all__ = [
 
 _STATE = "state.npz"
 _SETTINGS = "settings.json"
+_OWN = (_STATE, _STATE + ".tmp", _SETTINGS)  # every file a checkpoint folder holds
 _SLICE = 2048
 # What keeps every word of a long text, said when long="truncate" cut some.
 _WINDOW = "long='window' keeps every word"
@@ -111,14 +119,62 @@ class AggregatedStatic:
 
         Several layers write one file set per layer, named `<stem>.layerN<suffix>`.
         """
-        path = Path(path)
-        if len(self.layers) == 1:
-            return write_vectors(path, format, self.words, self.counts, self.vectors[:, 0])
         written: list[Path] = []
-        for k, layer in enumerate(self.layers):
-            named = path.with_name(f"{path.stem}.layer{layer}{path.suffix}")
+        for k, named in enumerate(_layer_paths(Path(path), self.layers)):
             written += write_vectors(named, format, self.words, self.counts, self.vectors[:, k])
         return written
+
+
+def _layer_paths(path: Path, layers: Sequence[int]) -> list[Path]:
+    """The path each layer's file set is written at: `path` for one layer, `<stem>.layerN<suffix>` each."""
+    if len(layers) == 1:
+        return [path]
+    return [path.with_name(f"{path.stem}.layer{layer}{path.suffix}") for layer in layers]
+
+
+def _word_files(path: Path, fmt: ExportFormat) -> list[Path]:
+    """The files `write_vectors` writes for word rows (word and count beside each vector) at `path`, as
+    core.exports' writers name them (tests/test_static_corpus_audit7.py proves the two agree)."""
+    if fmt is ExportFormat.WORD2VEC:
+        return [path, path.with_name(path.stem + ".counts.tsv")]
+    if fmt is ExportFormat.NPY:
+        path = path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
+        return [path, path.with_suffix(".vocab.tsv")]
+    if fmt is ExportFormat.PROJECTOR:
+        return [path.with_suffix(".vectors.tsv"), path.with_suffix(".metadata.tsv")]
+    return [path]
+
+
+def export_files(path: str | Path, layers: Sequence[int], *, format: str | None = None) -> list[Path]:
+    """Every file `AggregatedStatic.export(path, format=format)` writes for `layers`, in its order."""
+    path = Path(path)
+    fmt = export_format(path, format)
+    return [file for named in _layer_paths(path, layers) for file in _word_files(named, fmt)]
+
+
+def check_export(
+    path: str | Path, layers: Sequence[int], *, format: str | None, resume: bool, overwrite: bool,
+    checkpoint: Path | None = None,
+) -> None:  # fmt: skip
+    """Refuse, before any forward, an aggregation that would replace files without `overwrite`: any file
+    the export writes (every layer's, side files too). With `resume` and no unfinished state in
+    `checkpoint` the existing output is a finished one: nothing to resume."""
+    if overwrite:
+        return
+    there = [file for file in export_files(path, layers, format=format) if file.exists()]
+    if not there:
+        return
+    if resume and checkpoint is not None and (checkpoint / _STATE).exists():
+        return  # killed after writing its export but before clearing its state: the sink checks the rest
+    named = ", ".join(map(str, there))
+    if resume:
+        # embed's wording (io.parts_sink); a layer's files are named when the path itself is none of them
+        shown = str(path) if Path(path) in there else f"{path} ({named})"
+        raise CorpusError(
+            f"{shown} is already complete: nothing to resume (overwrite=True (--overwrite) redoes it)"
+        )
+    verb, them = ("exist", "them") if len(there) > 1 else ("exists", "it")
+    raise CorpusError(f"{named} {verb}; pass overwrite=True (--overwrite) to replace {them}")
 
 
 def word_key(model: Any) -> Any:
@@ -205,7 +261,7 @@ class AggregateSink(Sink):
         if not folder.parent.exists():
             raise CorpusError(f"cannot write {folder}: the folder {folder.parent} does not exist")
         if overwrite:
-            shutil.rmtree(folder, ignore_errors=True)
+            _clear(folder, refuse_others=True)
         elif resume and (folder / _SETTINGS).exists():
             stored = json.loads((folder / _SETTINGS).read_text())
             if settings_differ(stored, settings):
@@ -247,7 +303,87 @@ class AggregateSink(Sink):
     def abandon(self) -> None:
         """Remove the checkpoint folder."""
         if self.checkpoint is not None:
-            shutil.rmtree(self.checkpoint, ignore_errors=True)
+            _clear(self.checkpoint, refuse_others=False)
+
+
+def _clear(folder: Path, *, refuse_others: bool) -> None:
+    """Remove an aggregation's checkpoint: its own files, then the folder if that left it empty. A folder
+    holding anything else (a `checkpoint=` naming some other folder) is refused, or kept, never emptied."""
+    if not folder.is_dir():
+        return
+    others = sorted(e.name for e in folder.iterdir() if e.name not in _OWN)
+    if others and refuse_others:
+        raise CorpusError(
+            f"{folder} holds files that are not an aggregation's checkpoint ({', '.join(others[:3])}), so "
+            "overwrite leaves it alone: name another checkpoint folder, or remove it yourself"
+        )
+    for name in _OWN:
+        (folder / name).unlink(missing_ok=True)
+    if not others:
+        folder.rmdir()
+
+
+class _SummedWords(CorpusLevel):
+    """The word level as an aggregation reads it: each batch's word vectors go straight into the running
+    sums, and `embed` returns no rows (an empty table with the texts, pieces and truncated texts behind
+    it). Texts that fit one window run batched; a longer one a few windows at a time, its words pooled
+    as their pieces arrive, so no text's whole (tokens, layers, d) matrix or word table is ever held."""
+
+    name = WordLevel.name
+
+    def __init__(self, level: WordLevel, running: _Running, key: Any) -> None:
+        super().__init__(level.model, level.spec, keep_text=False, precision=level.precision)
+        self.level, self.running, self.key = level, running, key
+        self.words = 0  # word occurrences summed: the job's rows
+
+    def recorded(self) -> dict[str, Any]:
+        """The word level's settings."""
+        return self.level.recorded()
+
+    def tally(self, table: Any) -> tuple[int, int, int]:
+        """As the word level counts its rows."""
+        return self.level.tally(table)
+
+    def embed(self, records: Sequence[Record], *, on_batch: OnBatch | None = None) -> Rows:
+        """Sum the words of `records` into the running sums; the (empty) rows and what was behind them."""
+        engine, spec = self.model.engine, self.spec
+        fitted = engine.tokenizer.encode_fitted([r.text for r in records], spec.long)
+        limit = engine.tokenizer.max_tokens
+        short = [tok for tok in fitted if len(tok) <= limit]
+        pieces = sum(
+            self._add(tok, [m]) for tok, m in engine.fitted_token_matrices(short, spec, on_batch=on_batch)
+        )
+        # a long text's windows a forward's worth at a time (the engine's token budget, 16 at least)
+        windows = max(MIN_ROWS, engine.token_budget // limit)
+        for tok in (tok for tok in fitted if len(tok) > limit):
+            blocks = engine.token_blocks(tok, spec, windows_per_block=windows, on_batch=on_batch)
+            pieces += self._add(tok, blocks)
+        truncated = sum(1 for tok in fitted if tok.n_dropped)
+        return Rows(self.level.empty(), len(records), pieces, truncated)
+
+    def _add(self, tok: Any, blocks: Iterable[np.ndarray]) -> int:
+        """Pool and sum one text's words from its (tokens, k*d) rows given in consecutive blocks; the
+        word pieces read. Rows are kept only from the first word not yet complete."""
+        groups, spans = text_words(tok)
+        layers = len(self.spec.layers)
+        carry: np.ndarray | None = None
+        base = first = 0  # the token index of carry's first row; the first word not summed yet
+        for block in blocks:
+            rows = block if carry is None else np.concatenate([carry, block])
+            end = base + len(rows)
+            last = first
+            while last < len(groups) and groups[last][-1] < end:
+                last += 1
+            if last > first:
+                local = [[i - base for i in group] for group in groups[first:last]]
+                parts = np.split(rows, layers, axis=1) if layers > 1 else [rows]
+                vectors = np.stack([pool_words(part, local, self.level.subword) for part in parts], axis=1)
+                self.running.add([self.key(tok.text[a:b]) for a, b in spans[first:last]], vectors)
+                first = last
+            keep = groups[first][0] if first < len(groups) else end
+            carry, base = rows[keep - base :].copy(), keep
+        self.words += len(groups)
+        return sum(len(g) for g in groups)
 
 
 def _matrix(column: Any) -> np.ndarray:
@@ -291,12 +427,17 @@ def static_from_corpus(
     folder = None if checkpoint is None else Path(checkpoint)
     rejects = Rejects()
     records = read_corpus(corpus, text_field=text_field, rejects=rejects)
+    if export is not None:  # before any forward: a finished output is not replaced by surprise
+        check_export(export, level.spec.layers, format=format, resume=resume, overwrite=overwrite,
+                     checkpoint=folder)  # fmt: skip
     sink = AggregateSink(level, word_key(model), checkpoint=folder, settings=settings, resume=resume,
                          overwrite=overwrite)  # fmt: skip
+    summed = _SummedWords(level, sink.running, sink.key)
     summary = run_level(
-        records, level, sink, source=corpus, output=folder or "memory", rejects=rejects, resume=resume,
+        records, summed, sink, source=corpus, output=folder or "memory", rejects=rejects, resume=resume,
         batch_size=batch_size, progress=progress,
     )  # fmt: skip
+    summary.rows = summed.words
     result = _result(sink, level, settings, summary, min_count, corpus)
     # At the caller's line, however it came here (Model.static_from_corpus, Ray's aggregate_on_ray)
     say_truncated(
@@ -304,6 +445,7 @@ def static_from_corpus(
     )
     if export is not None:
         result.files = result.export(export, format=format)
+        summary.output = Path(export)  # the file the job made, not its checkpoint folder (gone next line)
     sink.abandon()
     return result
 

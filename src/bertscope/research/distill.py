@@ -17,7 +17,6 @@ in a log), as for every other long command.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -27,7 +26,13 @@ from ..core.progress import step_progress
 from ..core.text_files import read_utf8
 from ..errors import BackendUnavailable, InvalidInput
 
-__all__ = ["distill", "load_static", "portable_name", "read_vocabulary"]
+__all__ = ["DISTILLED_FILES", "check_output", "distill", "load_static", "portable_name", "read_vocabulary"]
+
+# What model2vec's save_pretrained writes (model card included), and so what --overwrite may replace:
+# a folder holding anything else is not one distill made, and is never emptied.
+DISTILLED_FILES = frozenset(
+    {"README.md", "config.json", "model.safetensors", "modules.json", "tokenizer.json"}
+)
 
 _INSTALL = "distillation needs model2vec: pip install 'bertscope[distill]' (model2vec and skeletoken)"
 
@@ -69,10 +74,7 @@ def distill(
     `progress` False shows none (None: a bar on a terminal, lines in a log).
     """
     folder = Path(output)
-    if folder.exists() and not overwrite:
-        raise InvalidInput(f"{folder} exists; pass --overwrite (overwrite=True) to replace it")
-    if not folder.parent.exists():
-        raise InvalidInput(f"cannot write {folder}: the folder {folder.parent} does not exist")
+    check_output(folder, overwrite=overwrite)
     if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 1):
         raise InvalidInput(f"dim={dim!r}: give a whole number of dimensions, at least 1 (or None)")
     _, distill_from_model = _model2vec()
@@ -93,10 +95,38 @@ def distill(
             sif_coefficient=sif,
         )
     static.config["tokenizer_name"] = portable_name(str(model.loaded.source))
-    if folder.exists():
-        shutil.rmtree(folder)
+    check_output(folder, overwrite=overwrite)  # again: the folder may have changed while distilling
+    for name in DISTILLED_FILES:  # only distill's own files, checked above to be all there is
+        (folder / name).unlink(missing_ok=True)
     static.save_pretrained(str(folder))
     return folder
+
+
+def check_output(folder: Path, *, overwrite: bool) -> None:
+    """Refuse, before distilling, an output distill must not write: a file, a folder without
+    `overwrite`, or (even with it) a folder holding anything but an earlier distillation's files."""
+    if not folder.parent.exists():
+        raise InvalidInput(f"cannot write {folder}: the folder {folder.parent} does not exist")
+    if not folder.exists():
+        return
+    if not folder.is_dir():
+        raise InvalidInput(f"{folder} is a file, not a folder: name a new folder with -o (output=)")
+    entries = list(folder.iterdir())
+    if not entries:
+        return
+    if not overwrite:
+        raise InvalidInput(f"{folder} exists; pass --overwrite (overwrite=True) to replace it")
+    others = [e.name for e in entries if e.name not in DISTILLED_FILES or not e.is_file() or e.is_symlink()]
+    if others or "config.json" not in {e.name for e in entries}:
+        held = (
+            ", ".join(sorted(others)[:3]) + (", ..." if len(others) > 3 else "")
+            if others
+            else "no config.json"
+        )
+        raise InvalidInput(
+            f"{folder} is not a static model distill wrote ({held}), so --overwrite leaves it alone: "
+            "name another folder with -o, or remove it yourself"
+        )
 
 
 def portable_name(source: str) -> str:
