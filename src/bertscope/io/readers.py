@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from ..core.text_files import not_a_file
 from ..core.tokens import TextTokenizer, text_problem
 from ..errors import CorpusError, InvalidSpec
 
@@ -186,6 +187,8 @@ def _text_lines(name: str, skip_bad: bool, rejects: Rejects) -> Iterator[Record]
 def _unreadable(name: str, path: Path) -> CorpusError:
     if path.is_dir():
         what = "a folder: give the corpus file inside it"
+    elif path.exists():  # /dev/null, a pipe, a socket: there, but no file to read lines from
+        what = f"{not_a_file(path)}: give a text file, or - to read stdin"
     elif any(sign in name for sign in "*?["):
         what = "no such file; a pattern of many files is read by a Ray corpus job only (embed --engine ray)"
     else:
