@@ -6,7 +6,8 @@ once per model content beside its export and proved against the module's own (ba
 that graph cannot be made (an exporter failure, a graph that differs from the module, no onnxruntime), and
 wherever the PyTorch module is what answers, they are read from the module: the fast attention kernels
 (sdpa, flash) return no weights, so one call switches it to the eager implementation and back; the default
-path is never changed.
+path is never changed. A graph that differs is recorded (backends/attention_proof.py): later processes read
+the module without exporting and proving it again, said once per process.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,6 +34,10 @@ __all__ = ["attention_layer", "attentions", "attention_of"]
 # loaded the PyTorch module, so the model is no longer light, but its answers stay the graph's).
 _SESSIONS: weakref.WeakKeyDictionary[Encoder, Any] = weakref.WeakKeyDictionary()
 _OPENING = threading.Lock()
+# The recorded misses (attention graphs that differ from their module here) already said in this process:
+# each is said once, not at every load of the model.
+_SAID_MISSES: set[Path] = set()
+_FALLBACK = "reading the weights from the PyTorch module"
 
 
 def attentions(model: Encoder, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
@@ -109,30 +115,59 @@ def _refuse_static(model: Any) -> None:
 
 def _graph_session(model: Encoder) -> Any:
     """The ONNX Runtime session on `model`'s attention graph where its answers come from an exported graph
-    and the graph can be made (exported now, once, where it is not cached); None: the module answers."""
+    and the graph can be made (exported now, once, where it is not cached and has not missed the module's
+    here before); None: the module answers."""
     with _OPENING:
         if model in _SESSIONS:
             return _SESSIONS[model]
         if not model.light or model.engine.runner is None:
             return None  # the module is loaded, or is what answers: it gives the weights itself
-        from .backends.onnx import encoder_digest, export_onnx, open_session, require_onnxruntime
+        from .backends.attention_proof import missed_proof
+        from .backends.onnx import (
+            ATTENTIONS,
+            cached_export,
+            encoder_digest,
+            export_onnx,
+            export_path,
+            open_session,
+            require_onnxruntime,
+        )
         from .core.encoder import stderr
 
+        graph: Path | None = None
         try:
             require_onnxruntime()  # an OpenVINO model without it: nothing to export for
+            digest = encoder_digest(model)
+            graph = export_path(model.family.name, digest, ATTENTIONS)
+            if cached_export(graph) is None and _missed_here(model, graph):
+                return None
             path = export_onnx(
-                lambda: model.hf_model,
-                model.family,
-                digest=encoder_digest(model),
-                attentions=True,
-                log=stderr,
+                lambda: model.hf_model, model.family, digest=digest, attentions=True, log=stderr
             )
             session = open_session(str(path))
         except BertscopeError as exc:  # the module's answer is the reference: never a different one
-            stderr(f"attention: {exc}; reading the weights from the PyTorch module")
+            stderr(f"attention: {exc}; {_FALLBACK}")
+            if graph is not None and missed_proof(graph) is not None:
+                _SAID_MISSES.add(graph)  # missed now, and said: a later load here says nothing more
             return None
         _SESSIONS[model] = session
         return session
+
+
+def _missed_here(model: Encoder, graph: Path) -> bool:
+    """Whether the attention graph `graph` was proved on this machine and missed (its record holds): then
+    it is neither exported nor proved again, and that is said once per process."""
+    from .backends.attention_proof import missed_message, missed_proof, refusal_path
+    from .core.encoder import stderr
+
+    missed = missed_proof(graph)
+    if missed is None:
+        return False
+    if graph not in _SAID_MISSES:
+        _SAID_MISSES.add(graph)
+        why = missed_message(model.family.name, missed["max_abs"], missed["gate"])
+        stderr(f"attention: {why}, as recorded in {refusal_path(graph)}; {_FALLBACK}")
+    return True
 
 
 def _from_graph(session: Any, ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> list[np.ndarray]:
