@@ -25,6 +25,7 @@ from .core.post import PostKind, PostProcessor
 from .core.renamed import top_k_given
 from .core.similarity import cos_sim
 from .core.spec import EmbedOptions, EmbedSpec, resolve
+from .core.texts_given import text_problem
 from .core.tokens import Tokens, say_cut
 from .errors import InvalidInput, InvalidSpec
 
@@ -112,6 +113,7 @@ def explain(
     10; `top=` is its older spelling, still read); `exact` refuses the rest."""
     if not isinstance(a, str) or not isinstance(b, str):
         raise InvalidSpec("explain takes two texts (strings); pairs of segments are not explained")
+    _check_texts(model, a, b)
     top = top_k_given(top_k, top, old="top", default=10, least=0)
     recipe = resolve(model, EmbedOptions.given(**options))
     spec, processor = recipe.spec, recipe.post
@@ -149,6 +151,20 @@ def explain(
         text_a=a,
         text_b=b,
     )
+
+
+def _check_texts(model: Encoder, a: str, b: str) -> None:
+    """Both texts checked before either is embedded, each named as the caller gave it (text a, text b):
+    embedded alone, the second was refused as "text 0"."""
+    for name, text in (("a", a), ("b", b)):
+        blank = not text.strip()
+        problem = (
+            "is empty: every text needs a non-space character"
+            if blank
+            else text_problem(text, tokenizer=model.tokenizer)
+        )
+        if problem:
+            raise InvalidInput(f"text {name} {problem}")
 
 
 def token_parts(

@@ -3,6 +3,7 @@ model similarity) and `compare` (a base model against its fine-tuned child)."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -42,6 +43,11 @@ def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _defined(value: float) -> float | None:
+    """`value`, or None (shown '-') where it is nan: a figure the note says is undefined."""
+    return None if math.isnan(value) else value
 
 
 def _written(path: Path) -> None:
@@ -392,6 +398,6 @@ def compare_command(
         highlight=False,
     )
     layers = Table("layer", "CKA", "mean cosine", title=f"per layer, {result.settings['tokens']} tokens")
-    for r in result.layers:
-        layers.add_row(str(r["layer"]), _fmt(r["cka"]), _fmt(r["mean_cosine"]))
+    for r in result.layers:  # an undefined figure (nan: the note says why) is '-', as in --json's null
+        layers.add_row(str(r["layer"]), *(_fmt(_defined(r[key])) for key in ("cka", "mean_cosine")))
     out.print(layers)

@@ -22,8 +22,13 @@ def is_column_name(field: str) -> bool:
 
 
 def not_a_file(path: str | Path) -> str:
-    """Why `path`, which is no file, cannot be read: a folder (give the file inside it) or nothing there."""
-    return "it is a folder: give the file inside it" if Path(path).is_dir() else "no such file"
+    """Why `path`, which is no regular file, cannot be read: a folder (give the file inside it), nothing
+    there, or something else there (a device such as /dev/null, a pipe, a socket: the caller names what to
+    give instead)."""
+    path = Path(path)
+    if path.is_dir():
+        return "it is a folder: give the file inside it"
+    return "not a regular file (a device, pipe or socket)" if path.exists() else "no such file"
 
 
 def read_utf8(path: str | Path, what: str = "") -> str:
@@ -32,7 +37,8 @@ def read_utf8(path: str | Path, what: str = "") -> str:
     path = Path(path)
     named = f"{what} {path}".strip()
     if not path.is_file():
-        raise InvalidInput(f"cannot read {named}: {not_a_file(path)}")
+        fix = "; give a text file" if path.exists() and not path.is_dir() else ""
+        raise InvalidInput(f"cannot read {named}: {not_a_file(path)}{fix}")
     try:
         return path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

@@ -4,7 +4,8 @@ Static rows: the cosine between each piece's two input-embedding rows and their 
 cosine) first; rows left exactly as they were are not listed (`vocabulary` counts them). Layers: per layer,
 linear CKA between the two models' token vectors on the same texts (streamed, see `research.cka`; the
 debiased estimator with `debiased=True`, and a `note` when the tokens are too few for the linear one) and
-the mean cosine between the two vectors of each token. Vocabularies that differ are compared on the
+the mean cosine between the two vectors of each token (nan where a token's vector is zero in either model:
+a zero vector has no direction; the note names the layers). Vocabularies that differ are compared on the
 pieces they share (said in `vocabulary`); the layers then need texts that both tokenizers cut the same
 way, or the comparison stops with a clear error.
 """
@@ -31,8 +32,8 @@ __all__ = ["Comparison", "compare", "moved_rows"]
 @dataclass
 class Comparison:
     """Static rows most moved first, and per layer CKA and mean token cosine between the two models;
-    `note` says when the tokens were too few for the linear CKA to be trusted, as `CkaResult.note` (else
-    None)."""
+    `note` says when the tokens were too few for the linear CKA to be trusted, as `CkaResult.note`, and
+    which layers' figures are undefined (nan) and why (else None)."""
 
     static: list[dict[str, Any]]
     layers: list[dict[str, Any]]
@@ -41,8 +42,9 @@ class Comparison:
     note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: static (token, id, cosine, norm_a, norm_b), layers (layer, cka, mean_cosine), the
-        vocabulary overlap, how it was measured, and the note on too few tokens (null when none)."""
+        """JSON-able: static (token, id, cosine, norm_a, norm_b), layers (layer, cka, mean_cosine: nan
+        where undefined, null in --json), the vocabulary overlap, how it was measured, and the note
+        (null when none)."""
         return {
             "static": self.static,
             "layers": self.layers,
@@ -131,6 +133,8 @@ def compare(
     moments = Moments(diagonal=True)
     width = 0
     cosines = np.zeros(a.n_layers + 1)
+    # per side and layer, the tokens whose vector is zero: a cosine with one is undefined, not 0
+    zeros = np.zeros((2, a.n_layers + 1), dtype=np.int64)
     paired = paired_rows(
         a, b, _same_pieces(a, b, texts), level=CkaLevel.TOKENS, progress=progress, total=total
     )
@@ -142,12 +146,19 @@ def compare(
             )
         moments.add(x, y)
         dot = np.einsum("nld,nld->nl", x, y, dtype=np.float64)
-        norms = np.linalg.norm(x.astype(np.float64), axis=2) * np.linalg.norm(y.astype(np.float64), axis=2)
-        cosines += (dot / np.maximum(norms, 1e-12)).sum(axis=0)
+        norm_x, norm_y = (np.linalg.norm(v.astype(np.float64), axis=2) for v in (x, y))
+        zeros += [(norm_x == 0).sum(axis=0), (norm_y == 0).sum(axis=0)]
+        norms = norm_x * norm_y
+        cosines += (dot / np.where(norms > 0, norms, 1.0)).sum(axis=0)
         width = x.shape[2]
     per_layer = moments.matrix(debiased=debiased)
+    undefined = zeros.sum(axis=0) > 0
     layers = [
-        {"layer": k, "cka": float(per_layer[k]), "mean_cosine": float(cosines[k] / moments.n)}
+        {
+            "layer": k,
+            "cka": float(per_layer[k]),
+            "mean_cosine": float("nan") if undefined[k] else float(cosines[k] / moments.n),
+        }
         for k in range(a.n_layers + 1)
     ]
     settings = {
@@ -156,7 +167,21 @@ def compare(
         "tokens": moments.n,
         "estimator": "debiased" if debiased else "linear",
     }
-    return Comparison(static, layers, vocabulary, settings, note=cka_note(moments, width, debiased=debiased))
+    notes = [cka_note(moments, width, debiased=debiased), _zero_vectors_note(zeros, moments.n)]
+    return Comparison(static, layers, vocabulary, settings, note="; ".join(n for n in notes if n) or None)
+
+
+def _zero_vectors_note(zeros: np.ndarray, n_tokens: int) -> str | None:
+    """What to say of layers where some token vectors are zero (`zeros`: (2, layers) counts for A and B):
+    a cosine with a zero vector is undefined, so their mean cosine is nan; None where there are none."""
+    said = []
+    for name, counts in zip("AB", zeros, strict=True):
+        for k in np.flatnonzero(counts):
+            how_many = f"all {n_tokens}" if counts[k] == n_tokens else f"{counts[k]} of the {n_tokens}"
+            said.append(f"layer {k} of {name}: {how_many} token vectors are zero")
+    if not said:
+        return None
+    return f"{', '.join(said)}, so the mean cosine there is undefined (nan): a zero vector has no direction"
 
 
 def _same_pieces(a: Encoder, b: Encoder, texts: Iterable[str]) -> Iterator[str]:
