@@ -21,6 +21,7 @@ from transformers import AutoModel, AutoTokenizer
 
 import bertscope
 from bertscope.attention import attention_layer
+from bertscope.backends import export
 from bertscope.backends.cache import cached_files
 from bertscope.backends.onnx import content_digest, export_onnx
 from bertscope.core.families import family_for
@@ -60,10 +61,15 @@ def hf_bundled(bundled_path: Path) -> Reference:
 
 @pytest.fixture(scope="module")
 def attention_cache(tmp_path_factory: pytest.TempPathFactory, bundled_path: Path) -> Path:
-    """A cache holding the bundled model's export and attention graph, made once in this process."""
+    """A cache holding the bundled model's export and attention graph, made once in this process.
+
+    The graph's proof against the module is held at the 1e-5 these tests assert against Hugging Face, not
+    at the library's stricter `ATTENTION_GATE`: the bundled model reads 5.4e-6 on one CPU and 8.5e-6 on
+    another (backends/export.py), and the tests must read the graph on every CPU."""
     folder = tmp_path_factory.mktemp("attention") / "cache"
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("BERTSCOPE_CACHE", str(folder))
+        patch.setattr(export, "ATTENTION_GATE", 1e-5)
         bertscope.load(bundled_path, backend="onnxruntime")  # the export (loads the module)
         light = bertscope.load(bundled_path, backend="onnxruntime")
         assert light.light
