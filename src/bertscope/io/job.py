@@ -181,8 +181,8 @@ def embed_corpus(
             keep_text=asked.level.keep_text,
         )
         summary = run_level(
-            records, rows_of, sink, source=input_path, output=output, rejects=rejects, resume=resume,
-            batch_size=batch_size, progress=progress,
+            _said_saved(records, sink), rows_of, sink, source=input_path, output=output, rejects=rejects,
+            resume=resume, batch_size=batch_size, progress=progress,
         )  # fmt: skip
         _finish(sink, summary, output)
     summary.empty = rejects.empty
@@ -208,6 +208,21 @@ def refuse_idle_job_options(
     refuse_idle_level_options(asked.level)
     refuse_fields_without_records(source, text_field=text_field, id_field=id_field)
     refuse_idle_store_options(output, collection=collection, precision=asked.level.precision)
+
+
+def _said_saved(records: Iterator[Record], sink: Sink) -> Iterator[Record]:
+    """The records; a corpus error met reading them (a bad line) after some texts were saved says how
+    many, and that --resume goes on from them once the input is fixed."""
+    try:
+        yield from records
+    except CorpusError as exc:
+        if not sink.done:
+            raise
+        saved = "1 text is" if sink.done == 1 else f"{sink.done} texts are"
+        raise CorpusError(
+            f"{exc}; {saved} saved: fix the input, then run again with resume=True (--resume) to go on "
+            "from them"
+        ) from None
 
 
 def _finish(sink: Sink, summary: JobSummary, output: str | Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import sqlite3
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -30,6 +31,10 @@ SUPPORTED_INPUTS = (
     ".txt or any UTF-8 text file (one text per line)", ".jsonl", ".csv", ".tsv", ".parquet",
     "- (stdin, one text per line)",
 )  # fmt: skip
+# How many ids read from an id field the duplicate check holds in memory; past them they go to a
+# temporary on-disk SQLite table (`_SeenIds`), so memory stays bounded whatever the corpus's size. Read
+# when a corpus is opened, so a test can lower it.
+IDS_IN_MEMORY = 65536
 
 
 @dataclass
@@ -103,10 +108,13 @@ def read_corpus(
     (the header not counted) in .csv, .tsv and .parquet. Complaints name the file's own line; a malformed
     record's says that --skip-bad would set it aside only where the caller `offers_skip_bad` (a corpus job).
 
-    The file and its type are checked at once; records are read lazily.
+    The file and its type are checked at once; records are read lazily. Ids read from `id_field` must be
+    unique, checked exactly in bounded memory: past `IDS_IN_MEMORY` of them, in a temporary on-disk table.
     """
     rejects = rejects if rejects is not None else Rejects()
     name = "<texts>" if given_texts(source) else str(source)
+    # Ids the reader numbers (no id field, or a text a line) are unique as made: only named ids are checked.
+    named_ids = False
     if given_texts(source):
         records: Iterator[Record] = _given(source)  # type: ignore[arg-type]
     elif not isinstance(source, (str, os.PathLike)):
@@ -121,6 +129,7 @@ def read_corpus(
         suffix = path.suffix.lower()
         if not path.is_file():
             raise _unreadable(name, path)
+        named_ids = id_field is not None and suffix in (".jsonl", ".csv", ".tsv", ".parquet")
         if suffix == ".jsonl":
             records = _jsonl(path, text_field, id_field, skip_bad, rejects)
         elif suffix in (".csv", ".tsv"):
@@ -136,7 +145,10 @@ def read_corpus(
                 f"{name}: unknown corpus type {suffix or '(none)'} and not UTF-8 text; supported: "
                 f"{', '.join(SUPPORTED_INPUTS)}"
             )
-    return _checked(records, name, rejects, skip_bad, offers_skip_bad=offers_skip_bad, tokenizer=tokenizer)
+    return _checked(
+        records, source_name(source), rejects, skip_bad, offers_skip_bad=offers_skip_bad,
+        tokenizer=tokenizer, ids_in_memory=IDS_IN_MEMORY if named_ids else None,
+    )  # fmt: skip
 
 
 def _given(texts: Iterable[object]) -> Iterator[Record]:
@@ -204,8 +216,11 @@ def _checked(
     *,
     offers_skip_bad: bool = False,
     tokenizer: TextTokenizer | None = None,
+    ids_in_memory: int | None = IDS_IN_MEMORY,
 ) -> Iterator[Record]:
-    seen: set[str] = set()
+    """The records with a text, each id unique (`ids_in_memory`: see `_SeenIds`; None where the reader
+    numbers the ids, unique as made), malformed ones refused or set aside; complaints name `name`:line."""
+    seen = _SeenIds(ids_in_memory) if ids_in_memory is not None else None
     line = 0
     try:
         for record in records:
@@ -213,13 +228,14 @@ def _checked(
             if not record.text.strip():
                 rejects.empty += 1
                 continue
-            if record.id in seen:
+            if seen is not None and record.id in seen:
                 raise CorpusError(f"{name}:{line}: duplicate id {record.id!r}; ids must be unique")
             problem = text_problem(record.text, tokenizer=tokenizer)
             if problem:
                 _bad(f"{name}:{line}: the text {problem}", skip_bad, rejects)
                 continue
-            seen.add(record.id)
+            if seen is not None:
+                seen.add(record.id)
             yield record
     except _BadRecord as exc:
         hint = " (--skip-bad sets such records aside in a .rejects file)" if offers_skip_bad else ""
@@ -229,6 +245,100 @@ def _checked(
         raise CorpusError(
             f"{name}: not UTF-8 text {where} ({exc.reason}); convert the file to UTF-8"
         ) from None
+    finally:
+        if seen is not None:
+            seen.close()
+
+
+class _SeenIds:
+    """The ids read so far, exactly: a set of up to `in_memory` of them, then a temporary on-disk SQLite
+    table keyed by them (PRIMARY KEY), so that memory stays bounded however many records a corpus holds.
+
+    Past the spill, new ids gather in a set of up to `batch` (at most `in_memory`) before they are
+    inserted together, in key order, and a fixed bitmap of their hashes (`_FILTER_BITS`) answers "never
+    seen" without asking the table for most ids; an id the bitmap may have seen is looked up, so the
+    answer stays exact. The table is SQLite's
+    private temporary database (opened with an empty name): never named in the file system, removed when
+    it is closed or the process ends, its pages in memory up to SQLite's cache and on disk past it.
+    """
+
+    _FILTER_BITS = 1 << 26  # 8 MiB: at 1,000,000 ids about 1.5 in 100 new ones are looked up
+
+    def __init__(self, in_memory: int, *, batch: int = 32768) -> None:
+        self.in_memory = max(0, in_memory)
+        # sorted batches this large insert ids in random order about twice as fast as batches of 4,096
+        self.batch = max(1, min(batch, self.in_memory))
+        self.recent: set[str] = set()
+        self.db: sqlite3.Connection | None = None
+        self.filter = bytearray()
+
+    def __contains__(self, item_id: str) -> bool:
+        if item_id in self.recent:
+            return True
+        if self.db is None or not self._maybe(item_id):
+            return False
+        found = self.db.execute("SELECT 1 FROM ids WHERE id = ?", (_key(item_id),)).fetchone()
+        return found is not None
+
+    def add(self, item_id: str) -> None:
+        """Record an id (one not yet in the set: the caller asked first)."""
+        self.recent.add(item_id)
+        if self.db is not None:
+            self._mark(item_id)
+            if len(self.recent) >= self.batch:
+                self._flush()
+        elif len(self.recent) > self.in_memory:
+            self._spill()
+
+    def close(self) -> None:
+        """Drop the table (SQLite removes its file) and the ids held."""
+        if self.db is not None:
+            self.db.close()
+            self.db = None
+        self.recent.clear()
+
+    def _spill(self) -> None:
+        try:
+            self.db = sqlite3.connect("")  # "": a private temporary database on disk, removed on close
+            self.db.execute("PRAGMA journal_mode = OFF")  # nothing to roll back: it is built once
+            self.db.execute("CREATE TABLE ids (id BLOB PRIMARY KEY) WITHOUT ROWID")
+        except sqlite3.Error as exc:
+            raise CorpusError(
+                f"cannot keep the ids read so far in a temporary file for the duplicate check ({exc}); "
+                "set TMPDIR to a folder with room"
+            ) from None
+        self.filter = bytearray(self._FILTER_BITS // 8)
+        for item_id in self.recent:
+            self._mark(item_id)
+        self._flush()
+
+    def _flush(self) -> None:
+        assert self.db is not None
+        try:
+            with self.db:
+                # in key order: each insert lands beside the one before it in the table's B-tree
+                self.db.executemany(
+                    "INSERT INTO ids VALUES (?)", [(k,) for k in sorted(map(_key, self.recent))]
+                )
+        except sqlite3.Error as exc:
+            raise CorpusError(
+                f"cannot keep the ids read so far in a temporary file for the duplicate check ({exc}); "
+                "set TMPDIR to a folder with room"
+            ) from None
+        self.recent.clear()
+
+    def _mark(self, item_id: str) -> None:
+        spot = hash(item_id) % self._FILTER_BITS
+        self.filter[spot >> 3] |= 1 << (spot & 7)
+
+    def _maybe(self, item_id: str) -> bool:
+        spot = hash(item_id) % self._FILTER_BITS
+        return bool(self.filter[spot >> 3] & (1 << (spot & 7)))
+
+
+def _key(item_id: str) -> bytes:
+    """An id as the table keeps it: its UTF-8 bytes (a lone surrogate from JSON kept as it is)."""
+    return item_id.encode("utf-8", "surrogatepass")
 
 
 def _lines(stream: TextIO, name: str) -> Iterator[Record]:

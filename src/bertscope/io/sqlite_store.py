@@ -5,6 +5,13 @@ The store's schema, its migrations and the reader's connection are in `sqlite_sc
 checksums, blobs and row counts in `sqlite_rows.py`; its collections read back in `sqlite_reader.py`.
 `row_checksums` says what a collection's row checksums cover. `connect` and `row_checksums` stay here
 because they read `MIGRATIONS` and `connect_read` by this module's names, which tests replace.
+
+A collection whose job has not finished says so in its settings (`JOB_KEY`, sealed with them): the
+transaction that stores a job's first rows, or that first adds rows to a collection already there, sets it,
+and `SqliteSink.finish` clears it, so that readers (`stores.open_store`) refuse a collection a failed or
+killed job left part-written, as they refuse a Parquet or .npy job's parts, until `--resume` finishes it.
+A collection without the key is finished (one written before it was kept is read as before); an older
+bertscope reads the key as one more setting and ignores it.
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ if TYPE_CHECKING:
     from .levels import Rows
 
 __all__ = [
+    "JOB_KEY",
     "SqliteSink",
     "changed_rows",
     "connect",
@@ -75,6 +83,10 @@ _COLUMNS = (
     "collection, id, content_hash, text, metadata, embedding, n_tokens, truncated, checksum, labels_checksum"
 )
 _INSERT = f"INSERT INTO embeddings ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+# The key of a collection's settings that says its job has not finished, and its value: shown as it is by
+# `bertscope collections` (and by an older bertscope, to which it is one more setting).
+JOB_KEY = "job"
+UNFINISHED = "unfinished: run it again with --resume to finish it"
 
 
 def connect(path: str | Path) -> sqlite3.Connection:
@@ -146,11 +158,15 @@ class SqliteSink(Sink):
         # The row checksums this collection's rows keep (`checksums.ROW_CHECKS_KEY`): a collection goes on
         # with its own generation, so that every row of it is read by one rule.
         self.generation = ROW_CHECKS
+        # Whether the collection's settings say its job has not finished (`JOB_KEY`).
+        self.marked = False
         if row is not None:
             where, hint = f"collection {collection!r} in {path}", rebuild_hint(path, collection)
             stored = unsealed(proven_settings(json.loads(row[1]), where, hint))[0]
             self.generation = row_checks(stored)
             stored.pop(ROW_CHECKS_KEY, None)
+            # a job stopped before it finished: this one goes on with it (and clears the mark)
+            self.marked = stored.pop(JOB_KEY, None) is not None
             if settings_differ(stored, settings):
                 raise CorpusError(
                     f"collection {collection!r} in {path} was made with other settings "
@@ -204,6 +220,7 @@ class SqliteSink(Sink):
                 todo.append(record)
         if copies:
             with self.db:
+                self._mark_unfinished()
                 self.db.executemany(_INSERT, [self._row(r, d, k[0], k[1], k[2]) for r, d, k in copies])
                 self._counted(len(copies))
             self.done += len(copies)
@@ -262,12 +279,18 @@ class SqliteSink(Sink):
                             self.collection,
                             str(self.settings.get("model")),
                             json.dumps(
-                                sealed({**self.settings, ROW_CHECKS_KEY: self.generation}), sort_keys=True
+                                sealed(
+                                    {**self.settings, ROW_CHECKS_KEY: self.generation, JOB_KEY: UNFINISHED}
+                                ),
+                                sort_keys=True,
                             ),
                             int(vectors.shape[1]),
                             datetime.now(timezone.utc).isoformat(timespec="seconds"),
                         ),
                     )
+                    self.marked = True
+                else:
+                    self._mark_unfinished()
                 self.db.executemany(
                     _INSERT,
                     [
@@ -304,9 +327,49 @@ class SqliteSink(Sink):
             (count, count_crc(self.collection, count), self.collection),
         )
 
+    def _mark_unfinished(self) -> None:
+        """Say in the collection's settings that its job has not finished (`JOB_KEY`), in the caller's
+        transaction, the one that first adds rows to it."""
+        if not self.marked:
+            self._job_mark(UNFINISHED)
+            self.marked = True
+
+    def _job_mark(self, value: str | None) -> None:
+        """Set (or with None, take off) the collection's `JOB_KEY` and seal its settings again; settings
+        that no longer match their digest are left as they are, never sealed again as if proven."""
+        row = self.db.execute(
+            "SELECT settings FROM collections WHERE name = ?", (self.collection,)
+        ).fetchone()
+        if row is None:
+            return
+        settings, match = unsealed(json.loads(row[0]))
+        if match is False or settings.get(JOB_KEY) == value:
+            return
+        settings.pop(JOB_KEY, None)
+        if value is not None:
+            settings[JOB_KEY] = value
+        # settings written before stores sealed them stay unsealed: a digest now would prove nothing
+        stored = sealed(settings) if match else settings
+        self.db.execute(
+            "UPDATE collections SET settings = ? WHERE name = ?",
+            (json.dumps(stored, sort_keys=True), self.collection),
+        )
+
     def finish(self) -> list[Path]:
-        """Close the connection (every batch is already committed)."""
-        self.db.close()
+        """Say the collection's job finished (its `JOB_KEY` taken off) and close the connection (every
+        batch is already committed)."""
+        try:
+            if self.marked:
+                with self.db:
+                    self._job_mark(None)
+                self.marked = False
+        except sqlite3.Error as exc:
+            raise CorpusError(
+                f"{self.path}: collection {self.collection!r} holds every text ({self.done}), but could not "
+                f"be marked finished ({exc}); fix that, then run again with resume=True (--resume)"
+            ) from None
+        finally:
+            self.db.close()
         return [self.path]
 
     def abandon(self) -> None:

@@ -13,6 +13,7 @@ from ..errors import CorpusError
 from .checksums import proven_settings, rebuild_hint, unsealed
 from .formats import Format, FormatRules, refuse_collection, store_rules, suffixes_where
 from .parquet_sink import view_column
+from .sqlite_store import JOB_KEY
 from .vector_files import Chunk
 
 __all__ = ["Store", "open_store", "with_view", "view_settings"]
@@ -92,6 +93,8 @@ def open_store(path: str | Path, *, collection: str | None = None) -> Store:
     settings, match = unsealed(
         proven_settings(stored, _settings_where(path, found, rules), rebuild_hint(path, found))
     )
+    if rules.format is Format.SQLITE and JOB_KEY in settings:
+        raise CorpusError(f"cannot read {path}: {_unfinished_collection(path, str(found), rules)}")
     return Store(path, found, settings, settings_match=match)
 
 
@@ -121,6 +124,25 @@ def _unfinished(path: Path) -> str | None:
             "--resume to finish it, then search it"
         )
     return None
+
+
+def _unfinished_collection(path: Path, collection: str, rules: FormatRules) -> str:
+    """What a collection whose settings say its job has not finished (`sqlite_store.JOB_KEY`) is, said as
+    `_unfinished` says it of a Parquet or .npy job: a job writing it now (its lock), or one that stopped."""
+    from .job_lock import lock_path, running_job
+
+    # running_job reads the lock of the output it is given: the collection's is `OUTPUT.COLLECTION.lock`
+    lock = lock_path(path, collection)
+    if (holder := running_job(lock.with_name(lock.name.removesuffix(".lock")))) is not None:
+        return (
+            f"a job is writing collection {collection!r} ({holder}) and has not finished; search it once the "
+            "job has finished (a job that was stopped: run it again with --resume)"
+        )
+    count = rules.reader.count(path, collection)
+    return (
+        f"its job stopped before it finished (collection {collection!r} holds the {count} texts it wrote); "
+        "run it again with --resume to finish it, then search it"
+    )
 
 
 def with_view(store: Store, view: str | None) -> Store:
