@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 import re
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from bertscope.core._enums import Pooling
 from bertscope.core.chunk_pooling import ChunkRows, pool_spans, pool_streamed, token_rows
 from bertscope.core.chunking import chunk_spans, paragraph_spans, sentence_spans
 from bertscope.core.pooling import POOLINGS, pool_span
+from bertscope.core.results import ChunkEmbeddings
 
 # --- the code before the fix, verbatim: the reference -------------------------------------------------
 
@@ -85,7 +86,7 @@ def _direct(matrix: np.ndarray, rows: Iterable[Rows], pooling: Pooling) -> np.nd
     return np.stack([pool_span(matrix[np.asarray(r, dtype=np.intp)], pooling) for r in rows])
 
 
-def _oldpool_streamed(blocks: Iterable[np.ndarray], rows: Sequence[Rows], pooling: Pooling) -> np.ndarray:
+def _old_pool_streamed(blocks: Iterable[np.ndarray], rows: Sequence[Rows], pooling: Pooling) -> np.ndarray:
     """`pool_spans` over a matrix given as consecutive blocks of rows, holding only the rows of the chunks
     not yet pooled (each chunk's rows are consecutive, as `token_rows` makes them)."""
     out: np.ndarray | None = None
@@ -362,7 +363,7 @@ def test_a_chunk_that_starts_blocks_after_the_last_one_pooled_reads_its_own_rows
     matrix = np.arange(10, dtype=np.float32)[:, None]
     rows = [np.arange(0, 2), np.arange(6, 8)]
     blocks = [matrix[:3], matrix[3:]]
-    assert _oldpool_streamed(iter(blocks), rows, Pooling.MEAN).ravel().tolist() == [0.5, 3.5]  # not 6.5
+    assert _old_pool_streamed(iter(blocks), rows, Pooling.MEAN).ravel().tolist() == [0.5, 3.5]  # not 6.5
     assert pool_streamed(iter(blocks), rows, Pooling.MEAN).ravel().tolist() == [0.5, 6.5]
     assert pool_streamed(iter([matrix[:0], matrix]), rows[1:], Pooling.MAX).ravel().tolist() == [7.0]
     doc = _DOC * 8  # about 1,100 tokens: one matrix, or windows with LONG_TOKENS at 100
@@ -420,7 +421,7 @@ def test_mean_pooling_reads_tokens_plus_chunks_rows_whatever_the_overlap(
         assert pool_spans(matrix, rows, pooling).tobytes() == streamed.tobytes()
         assert summed["summed"] == n + 1 and summed["pooled"] == 0
     summed["pooled"] = 0
-    _oldpool_streamed(iter(blocks), list(rows), pooling)
+    _old_pool_streamed(iter(blocks), list(rows), pooling)
     assert summed["pooled"] == (n - size + 1) * size  # before: every chunk's rows, 2,002,000 rows
 
 
@@ -436,7 +437,7 @@ def test_streamed_max_pooling_copies_each_chunks_rows_once(summed: dict[str, int
     assert summed["joined"] <= lengths and summed["pooled"] == lengths
     np.testing.assert_array_equal(streamed, _direct(matrix, rows, Pooling.MAX))
     summed["joined"] = 0
-    _oldpool_streamed(iter(blocks), rows, Pooling.MAX)
+    _old_pool_streamed(iter(blocks), rows, Pooling.MAX)
     assert summed["joined"] > 50 * lengths  # before: 2,010,000 rows joined
 
 
@@ -462,3 +463,125 @@ def test_late_chunks_pool_from_prefix_sums(bundled: bertscope.Model, summed: dic
             assert result.n_tokens.tolist() == [len(r) for r in old]
             lengths = sum(map(len, old))
             assert pooled_apart == (lengths if pooling == "max" else 0), (pooling, long_tokens)
+
+
+# --- chunks embedded alone (late=False) ---------------------------------------------------------------
+
+
+def _old_naive(
+    engine: Any, docs: list[str], spans: list[Any], spec: Any, recorded: dict[str, object], on_batch: Any
+) -> Iterator[ChunkEmbeddings]:
+    """chunk_embed._naive before it streamed (verbatim): every chunk text made at once."""
+    texts = [doc[s:e] for doc, doc_spans in zip(docs, spans, strict=True) for s, e in doc_spans]
+    result = engine.sentences_once(texts, spec, on_batch=on_batch)
+    start = 0
+    for doc, doc_spans in zip(docs, spans, strict=True):
+        stop = start + len(doc_spans)
+        yield ChunkEmbeddings(
+            text=doc,
+            chunks=texts[start:stop],
+            spans=doc_spans,
+            vectors=result.vectors[start:stop],
+            n_tokens=result.n_tokens[start:stop],
+            n_dropped=result.n_dropped[start:stop],
+            spec=recorded,
+        )
+        start = stop
+
+
+_NAIVE_DOCS = [_DOC, "Hi there. " * 200, "short one."]
+_NAIVE_CHUNKINGS: list[dict[str, Any]] = [
+    {"chunks": "tokens", "chunk_size": 40, "chunk_overlap": 30},  # overlapping token chunks
+    {"chunks": "tokens", "chunk_size": 400, "chunk_overlap": 350},  # longer than the window: truncated
+    {"chunks": "tokens", "chunk_size": 400, "chunk_overlap": 350, "long": "window"},
+    {"chunks": "sentence"},
+    {"chunks": "paragraph", "pooling": "max"},
+]
+
+
+@pytest.mark.parametrize(
+    "chunk_size", [None, 5]
+)  # the engine's texts a pass: its own, or 5 (a document's chunks over several passes)
+def test_chunks_embedded_alone_stream_the_same_vectors(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch, chunk_size: int | None
+) -> None:
+    engine = bundled.engine
+    if chunk_size is not None:
+        monkeypatch.setattr(engine, "chunk_size", chunk_size)
+    for options in _NAIVE_CHUNKINGS:
+        plan = plan_chunks(bundled, _NAIVE_DOCS, late=False, **options)
+        new = list(
+            chunk_embed.iter_chunk_embeddings(
+                engine, zip(plan.docs, plan.spans, strict=True), plan.spec, late=False, settings=plan.settings
+            )
+        )
+        recorded = {**plan.spec.as_dict(), **plan.settings, "late": False}
+        old = list(_old_naive(engine, plan.docs, plan.spans, plan.spec, recorded, None))
+        assert len(new) == len(old) == len(_NAIVE_DOCS)
+        for a, b in zip(new, old, strict=True):
+            assert a.vectors.tobytes() == b.vectors.tobytes(), options  # the same batches: bit for bit
+            assert (a.chunks, a.spans, a.spec) == (b.chunks, b.spans, b.spec)
+            assert a.n_tokens.tolist() == b.n_tokens.tolist() and a.n_dropped.tolist() == b.n_dropped.tolist()
+
+
+class _Counted(str):
+    """A str whose slices are _Counted too, counting the instances alive (`alive[0]`) and the most seen."""
+
+    alive = [0]
+
+    def __new__(cls, text: str) -> _Counted:
+        cls.alive[0] += 1
+        return super().__new__(cls, text)
+
+    def __del__(self) -> None:
+        type(self).alive[0] -= 1
+
+    def __getitem__(self, key: Any) -> Any:
+        return _Counted(str.__getitem__(self, key))
+
+
+def test_chunks_embedded_alone_hold_one_pass_of_chunk_texts(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 187 chunks sharing 59 of their 60 pieces, the engine taking 8 texts a pass: the texts alive while
+    # the chunks run are one pass's, where all 187 were made (and held) before the first forward.
+    engine = bundled.engine
+    monkeypatch.setattr(engine, "chunk_size", 8)
+    plan = plan_chunks(bundled, _DOC * 2, late=False, chunks="tokens", chunk_size=60, chunk_overlap=59)
+    seen: list[int] = []
+    real = engine.sentences
+
+    def sentences(texts: Any, spec: Any, **kwargs: Any) -> Iterator[Any]:
+        for part in real(texts, spec, **kwargs):
+            seen.append(_Counted.alive[0] - 1)  # chunk texts alive as a pass is embedded (less the document)
+            yield part
+
+    monkeypatch.setattr(engine, "sentences", sentences)
+    doc = _Counted(plan.docs[0])
+    recorded: dict[str, object] = {}
+    (result,) = chunk_embed.iter_chunk_embeddings(
+        engine, [(doc, plan.spans[0])], plan.spec, late=False, settings=recorded
+    )
+    assert len(result.chunks) == plan.count == 187 and len(seen) == 24
+    assert max(seen) <= 8
+    assert isinstance(result.chunks[0], _Counted)  # the result's texts: made once its vectors are
+    del result
+    seen.clear()
+    list(_old_naive(engine, [doc], plan.spans, plan.spec, recorded, None))
+    assert min(seen) == 187  # before: every chunk's text, from the first pass to the last
+
+
+@pytest.mark.parametrize("options", _NAIVE_CHUNKINGS)
+def test_tokens_run_alone_are_what_the_chunks_run(bundled: bertscope.Model, options: dict[str, Any]) -> None:
+    # Counted from each document's token rows, with no forward: the tokens the run reports, where a
+    # chunk's text alone may tokenize a word its span cuts into one piece more (3 in 2,690 here at most).
+    plan = plan_chunks(bundled, _NAIVE_DOCS, late=False, **options)
+    counted = plan.tokens_run_alone(bundled.engine)
+    ran = sum(int(r.n_tokens.sum()) for r in plan.run(bundled.engine, progress=False))
+    assert abs(counted - ran) <= ran // 500, (counted, ran)
+    overlapping = plan_chunks(
+        bundled, "Hi there. " * 300, late=False, chunks="tokens", chunk_size=800, chunk_overlap=799
+    )
+    window = bundled.engine.tokenizer.max_tokens
+    assert overlapping.tokens_run_alone(bundled.engine) == 101 * window  # 101 chunks, each a whole window
+    assert plan_chunks(bundled, _DOC, chunks="tokens").tokens_run_alone(bundled.engine) == 0  # late: once

@@ -202,3 +202,56 @@ def test_max_pooling_over_chunks_that_read_each_token_many_times_is_refused_befo
     assert len(chunks) == 101 and {c["n_tokens"] for c in chunks} == {800}
     smaller = client.post("/v2/embed_chunks", json={**body, "chunk_overlap": 700, "pooling": "max"})
     assert smaller.status_code == 200 and forwards == [1, 1]
+
+
+def test_chunks_embedded_alone_are_counted_as_they_run_and_refused_over_the_budget_before_any_forward(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # chunk_size 10,000 sharing 9,999 on a 20,000-piece document: 10,001 chunks (an answer of 10,001 x
+    # 384, within the limit), each run alone up to the model's window: 10,001 windows where the service
+    # counted the document's 20,002 tokens; the run is refused before any forward, naming the sizes.
+    settings = ServerSettings(max_request_tokens=200_000)
+    app = create_app(bundled, settings=settings)
+    svc = app.state.service
+    forwards: list[int] = []
+    allowed = threading.Event()  # set once the refused request is answered: the next one may forward
+    real = chunk_embed.iter_chunk_embeddings
+
+    def forwarded(*args: Any, **kwargs: Any) -> Any:
+        forwards.append(1)
+        assert allowed.is_set(), "the chunks of 10,000 sharing 9,999 ran"  # before: 2.5M tokens, minutes
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(chunk_embed, "iter_chunk_embeddings", forwarded)
+    queued: list[int | None] = []  # the tokens each run was queued with: its share of the worker
+    on_worker = svc.on_worker
+
+    async def counted(fn: Any, *, n_tokens: int | None = None) -> Any:
+        queued.append(n_tokens)
+        return await on_worker(fn, n_tokens=n_tokens)
+
+    monkeypatch.setattr(svc, "on_worker", counted)
+    body = {
+        "inputs": "Hi there. " * 6666 + "Hi there",
+        "chunks": "tokens",
+        "chunk_size": 10_000,
+        "chunk_overlap": 9_999,
+    }
+    with serving_app(app, settings) as base, httpx.Client(base_url=base, timeout=WAIT) as client:
+        refused = client.post("/v2/embed_chunks", json={**body, "late": False})
+        assert refused.status_code == 413, refused.text[:300]
+        assert refused.json()["detail"] == (
+            "late=false runs each of the 10,001 chunks alone (chunk_size 10000 with chunk_overlap 9999): "
+            "2,560,256 tokens, where the documents hold 20,002, over the limit of 200,000 per request "
+            "(--max-request-tokens); send a chunk_overlap further below chunk_size, a smaller chunk_size, "
+            "or late=true, which runs each document once"
+        )
+        assert forwards == [] and queued == []  # refused before the run, nothing queued
+        allowed.set()
+        small = {"inputs": "Hi there. " * 300, "chunks": "tokens", "chunk_size": 100, "chunk_overlap": 50}
+        answered = client.post("/v2/embed_chunks", json={**small, "late": False})
+        assert answered.status_code == 200, answered.text[:300]
+        chunks = answered.json()["items"][0]["chunks"]
+        assert len(chunks) == 17 and {c["n_tokens"] for c in chunks[:-1]} == {102}
+        # queued as the chunks run (17 x up to 102), not as the 902 tokens of the document
+        assert queued == [sum(c["n_tokens"] for c in chunks)] and queued[0] > 1.5 * 902

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
 
@@ -24,9 +24,9 @@ from .core.engine import LONG_TOKENS, EmbedSpec, Engine, OnBatch
 from .core.pooling import POOLINGS
 from .core.post import PostProcessor
 from .core.progress import progress_callback
-from .core.results import ChunkEmbeddings
+from .core.results import ChunkEmbeddings, SentenceEmbeddings
 from .core.spec import EmbedOptions, resolve
-from .core.tokens import check_texts
+from .core.tokens import Tokens, check_texts
 from .errors import InvalidInput, InvalidSpec
 
 __all__ = [
@@ -127,21 +127,30 @@ def _naive(
     recorded: dict[str, object],
     on_batch: OnBatch | None,
 ) -> Iterator[ChunkEmbeddings]:
-    texts = [doc[s:e] for doc, doc_spans in zip(docs, spans, strict=True) for s, e in doc_spans]
-    result = engine.sentences_once(texts, spec, on_batch=on_batch)
-    start = 0
+    # The chunk texts made as the engine takes them (`engine.chunk_size` at a time) and dropped once
+    # embedded, each document's result in turn: made all at once, chunks sharing most of their text held
+    # chunks x chunk_size characters (chunk_size 10,000, chunk_overlap 9,999 on 20,000 pieces: ~500 MB).
+    texts = (doc[s:e] for doc, doc_spans in zip(docs, spans, strict=True) for s, e in doc_spans)
+    parts = engine.sentences(texts, spec, on_batch=on_batch)
+    pending: list[SentenceEmbeddings] = []  # embedded rows not handed out yet, in order
     for doc, doc_spans in zip(docs, spans, strict=True):
-        stop = start + len(doc_spans)
+        n = len(doc_spans)
+        while sum(map(len, pending)) < n:
+            pending.append(next(parts))
+        rows = pending[0] if len(pending) == 1 else SentenceEmbeddings.joined(pending)
         yield ChunkEmbeddings(
             text=doc,
-            chunks=texts[start:stop],
+            chunks=[doc[s:e] for s, e in doc_spans],
             spans=doc_spans,
-            vectors=result.vectors[start:stop],
-            n_tokens=result.n_tokens[start:stop],
-            n_dropped=result.n_dropped[start:stop],
+            vectors=rows.vectors[:n],
+            n_tokens=rows.n_tokens[:n],
+            n_dropped=rows.n_dropped[:n],
             spec=recorded,
         )
-        start = stop
+        rest = replace(
+            rows, vectors=rows.vectors[n:], n_tokens=rows.n_tokens[n:], n_dropped=rows.n_dropped[n:]
+        )
+        pending = [rest] if len(rest) else []
 
 
 @dataclass(frozen=True)
@@ -175,13 +184,37 @@ class ChunkPlan:
         chunks are embedded alone. Tokenizes the documents as the run will, with no forward."""
         if not self.pooled_chunk_by_chunk:
             return 0
-        shift, total = len(self.spec.prompt), 0
-        for doc, spans in zip(self.docs, self.spans, strict=True):
-            tokens = engine.prepare([doc], self.spec)[0]
-            total += int(
-                chunk_lengths(token_rows(tokens.offsets, tokens.special_mask, spans, shift=shift)).sum()
-            )
+        return sum(int(chunk_lengths(rows).sum()) for _, rows in self._rows(engine, self.spec))
+
+    def tokens_run_alone(self, engine: Engine) -> int:
+        """Tokens the chunks embedded alone (late=False) run through the model, with no forward: each
+        chunk's word pieces in its document plus the special tokens and prompt its own text gets, at most
+        the model's window where long text is truncated; 0 for late chunks (each document runs once).
+
+        Chunks that share most of their text each run it again: chunk_size 10,000 with chunk_overlap
+        9,999 runs a 20,000-piece document's 10,001 chunks, 10,001 windows of the model, not 20,000
+        tokens. Read from each document's token rows (as late pooling finds them), not by tokenizing
+        every chunk: a chunk's text alone may cut a word its span splits into one more piece."""
+        if self.late:
+            return 0
+        whole = replace(self.spec, long=LongText.WINDOW)  # every piece of the document, to find the rows
+        window = engine.tokenizer.max_tokens
+        total = 0
+        for tokens, rows in self._rows(engine, whole):
+            special = np.asarray(tokens.special_mask, dtype=bool)
+            starts = np.asarray(tokens.offsets, dtype=np.int64).reshape(-1, 2)[:, 0]
+            added = int(special.sum() + np.count_nonzero(~special & (starts < len(self.spec.prompt))))
+            lengths = chunk_lengths(rows) + added
+            if self.spec.long is LongText.TRUNCATE:
+                lengths = np.minimum(lengths, window)
+            total += int(lengths.sum())
         return total
+
+    def _rows(self, engine: Engine, spec: EmbedSpec) -> Iterator[tuple[Tokens, ChunkRows | list[np.ndarray]]]:
+        """Each document tokenized under `spec` (one at a time), with its chunks' token rows."""
+        for doc, spans in zip(self.docs, self.spans, strict=True):
+            tokens = engine.prepare([doc], spec)[0]
+            yield tokens, token_rows(tokens.offsets, tokens.special_mask, spans, shift=len(spec.prompt))
 
     def run(self, engine: Engine, *, progress: bool | None = None) -> list[ChunkEmbeddings]:
         """Each document's ChunkEmbeddings, in input order."""

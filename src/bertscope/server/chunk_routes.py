@@ -5,7 +5,9 @@ The documents are cut into chunks before any forward pass, so the answer is boun
 counted as they are cut: an answer over the limit is refused (413) as soon as the count passes it, the
 rest of the documents uncut, and a plan whose client left stops at its next count. Late max pooling,
 which reads each chunk's token vectors apart (mean pools any overlap from prefix sums), is refused
-(413) before the forward when its chunks would read too many (`_READS_PER_TOKEN`).
+(413) before the forward when its chunks would read too many (`_READS_PER_TOKEN`). Chunks embedded alone
+(late=false) are counted as they run, overlaps run again (`ChunkPlan.tokens_run_alone`), against
+--max-request-tokens before the forward, and that count is their share of the worker's queue.
 """
 
 from __future__ import annotations
@@ -87,8 +89,11 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
             planned.docs, lambda: svc.count_tokens(planned.docs, stride=options.stride)
         )
         count = svc.check_tokens(counted_tokens)
+        engine = svc.model.engine
+        if not planned.late:  # each chunk runs alone, what chunks share run again: counted before any forward
+            alone = await svc.tokenizing(planned.docs, lambda: planned.tokens_run_alone(engine))
+            count = _check_alone(svc, planned, alone, counted_tokens)
         if planned.pooled_chunk_by_chunk:  # max pooling: what it reads bounded, before any forward
-            engine = svc.model.engine
             reads = await svc.tokenizing(planned.docs, lambda: planned.rows_read_one_by_one(engine))
             _check_reads(svc, planned, reads, count)
         # Run batch by batch on the worker: other requests' small work goes between its batches, and
@@ -148,6 +153,26 @@ def _check_reads(svc: Service, plan: ChunkPlan, reads: int, tokens: int) -> None
             f"({_READS_PER_TOKEN} per word piece of the documents); send a chunk_overlap further below "
             "chunk_size (or fewer overlapping spans), or pooling='mean', which pools any overlap in one pass"
         )
+
+
+def _check_alone(svc: Service, plan: ChunkPlan, tokens: int, in_documents: int) -> int:
+    """`tokens`, what chunks embedded alone (late=False) run, or OverBudget (413) when they pass
+    --max-request-tokens: overlapping chunks run what they share again, each up to the model's window."""
+    limit = svc.max_request_tokens
+    if tokens <= limit:
+        return tokens
+    if "chunk_size" in plan.settings:
+        sizes = (
+            f"chunk_size {plan.settings['chunk_size']} with chunk_overlap {plan.settings['chunk_overlap']}"
+        )
+        fix = "a chunk_overlap further below chunk_size, a smaller chunk_size"
+    else:
+        sizes, fix = f"chunks={plan.settings['chunks']!r}", "fewer or shorter documents"
+    raise OverBudget(
+        f"late=false runs each of the {plan.count:,} chunks alone ({sizes}): {tokens:,} tokens, where the "
+        f"documents hold {in_documents:,}, over the limit of {limit:,} per request (--max-request-tokens); "
+        f"send {fix}, or late=true, which runs each document once"
+    )
 
 
 def _check_answer_size(svc: Service, plan: ChunkPlan) -> None:
