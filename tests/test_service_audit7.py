@@ -57,7 +57,8 @@ def test_an_answer_over_the_limit_is_refused_as_its_chunks_pass_it_the_rest_uncu
     assert refused.status_code == 413, refused.text[:300]
     assert refused.json()["detail"] == (
         "the answer would hold at least 393,216 numbers (1024 chunks x 384 wide), over the limit of 384,000 "
-        "(--max-answer-floats); send fewer or shorter documents, or larger chunks"
+        "(--max-answer-floats); send fewer or shorter documents, or larger chunks that overlap less "
+        "(chunk_overlap)"
     )
     assert cut[0] == 1024  # refused at the first count past the limit: 18,976 sentences never cut
     cut[0] = 0
@@ -68,10 +69,25 @@ def test_an_answer_over_the_limit_is_refused_as_its_chunks_pass_it_the_rest_uncu
     refused = client.post("/v2/embed_chunks", json={"inputs": "Hi there. " * 1001})
     assert refused.status_code == 413
     assert refused.json()["detail"].startswith(
-        "the answer would hold 384,384 numbers (1001 chunks x 384 wide)"
+        "the answer would hold 385,135 numbers (1001 chunks x 384 wide, and 9,009 characters of chunk text)"
     )
     answered = client.post("/v2/embed_chunks", json={"inputs": "Hi there. " * 3})
     assert answered.status_code == 200 and len(answered.json()["items"][0]["chunks"]) == 3
+
+
+def test_the_chunk_texts_an_answer_carries_count_against_its_limit(client: httpx.Client) -> None:
+    """501 chunks of 1,000 word pieces sharing 999: 192,384 numbers of vectors, within the limit, and
+    2.5 million characters of chunk text (each overlap sent again), at 12 characters a number over it."""
+    body = {"inputs": "word " * 1500, "chunks": "tokens", "chunk_size": 1000, "chunk_overlap": 999}
+    refused = client.post("/v2/embed_chunks", json=body)
+    assert refused.status_code == 413, refused.text[:300]
+    detail = refused.json()["detail"]
+    assert detail.startswith("the answer would hold ") and "(501 chunks x 384 wide, and " in detail, detail
+    assert "characters of chunk text), over the limit of 384,000 (--max-answer-floats)" in detail, detail
+    assert detail.endswith("or larger chunks that overlap less (chunk_overlap)"), detail
+    body["chunk_overlap"] = 0  # the same document in two chunks: answered
+    answered = client.post("/v2/embed_chunks", json=body)
+    assert answered.status_code == 200 and len(answered.json()["items"][0]["chunks"]) == 2
 
 
 def test_a_plan_whose_client_left_stops_cutting(
@@ -209,8 +225,10 @@ def test_chunks_embedded_alone_are_counted_as_they_run_and_refused_over_the_budg
 ) -> None:
     # chunk_size 10,000 sharing 9,999 on a 20,000-piece document: 10,001 chunks (an answer of 10,001 x
     # 384, within the limit), each run alone up to the model's window: 10,001 windows where the service
-    # counted the document's 20,002 tokens; the run is refused before any forward, naming the sizes.
-    settings = ServerSettings(max_request_tokens=200_000)
+    # counted the document's 20,002 tokens; the run is refused before any forward, naming the sizes. The
+    # answer limit is raised past the 333 million characters of chunk text the answer would carry (refused
+    # on their own by default), so that the tokens run alone are what refuses.
+    settings = ServerSettings(max_request_tokens=200_000, max_answer_floats=40_000_000)
     app = create_app(bundled, settings=settings)
     svc = app.state.service
     forwards: list[int] = []

@@ -122,7 +122,7 @@ def _with_old_names(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
-_FIX = "send fewer or shorter documents, or larger chunks"
+_FIX = "send fewer or shorter documents, or larger chunks that overlap less (chunk_overlap)"
 
 
 def _width(svc: Service, spec: EmbedSpec) -> int:
@@ -130,9 +130,21 @@ def _width(svc: Service, spec: EmbedSpec) -> int:
     return svc.model.info().hidden_size * (len(spec.layers) if spec.combine is Combine.CONCAT else 1)
 
 
+# The bytes a number takes in the JSON answer ("-0.01234567, "): the chunk texts the answer carries count
+# against --max-answer-floats at this many characters a number, so that overlapping chunks (chunk_size
+# 10,000 with chunk_overlap 9,999: 10,001 copies of most of a document) cannot send hundreds of MB of text
+# under a limit that counted their vectors alone.
+_CHARS_PER_NUMBER = 12
+
+
+def _text_chars(plan: ChunkPlan) -> int:
+    """Characters of chunk text the answer carries: every chunk's span, overlaps counted each time."""
+    return sum(end - start for spans in plan.spans for start, end in spans)
+
+
 def _numbers(svc: Service, plan: ChunkPlan) -> int:
-    """Numbers the answer holds: chunks x width."""
-    return plan.count * _width(svc, plan.spec)
+    """Numbers the answer holds: chunks x width, and its chunk texts at `_CHARS_PER_NUMBER` a number."""
+    return plan.count * _width(svc, plan.spec) + -(-_text_chars(plan) // _CHARS_PER_NUMBER)
 
 
 # Token vectors a pooling read chunk by chunk (max) may read per word piece of the documents: each
@@ -178,5 +190,6 @@ def _check_alone(svc: Service, plan: ChunkPlan, tokens: int, in_documents: int) 
 def _check_answer_size(svc: Service, plan: ChunkPlan) -> None:
     """Refuse (413) an answer over --max-answer-floats before any forward: chunks x width."""
     numbers = _numbers(svc, plan)
-    made_of = f"{plan.count} chunks x {numbers // max(plan.count, 1)} wide"
+    width, chars = _width(svc, plan.spec), _text_chars(plan)
+    made_of = f"{plan.count} chunks x {width} wide, and {chars:,} characters of chunk text"
     svc.check_answer(numbers, made_of, _FIX)
