@@ -137,7 +137,9 @@ def test_a_stopped_sqlite_job_is_refused_until_resumed(tmp_path: Path, static_m2
     assert _settings(out) == _settings(whole)
 
 
-def test_an_append_that_stops_marks_the_collection(tmp_path: Path, static_m2v: Any) -> None:
+def test_an_add_to_a_finished_collection_leaves_it_searchable(tmp_path: Path, static_m2v: Any) -> None:
+    """Adding to a finished collection marks nothing: while a job adds, and after an add that stopped,
+    its rows (the finished ones and those added, each whole) are searched; --resume goes on from them."""
     out = tmp_path / "out.db"
     first = _jsonl(tmp_path / "first.jsonl", ["a", "b", "c"])
     bertscope.embed_corpus(first, out, model=static_m2v, id_field="id")
@@ -148,8 +150,11 @@ def test_an_append_that_stops_marks_the_collection(tmp_path: Path, static_m2v: A
             _jsonl(tmp_path / "more.jsonl", more, bad_line=6), out, model=static_m2v, id_field="id",
             batch_size=3,
         )  # fmt: skip
-    with pytest.raises(bertscope.CorpusError, match="its job stopped before it finished .*holds the 6 texts"):
-        open_store(out)
+    assert _settings(out) == finished and open_store(out).count() == 6
+    assert bertscope.search("river", out, model=static_m2v, top_k=2)
+    assert verify_store(out, model=static_m2v).ok
+    with job_lock(out, collection="default"):  # a job adding now: read beside it
+        assert open_store(out).count() == 6
     bertscope.embed_corpus(
         _jsonl(tmp_path / "m.jsonl", more), out, model=static_m2v, id_field="id", resume=True
     )

@@ -6,12 +6,14 @@ checksums, blobs and row counts in `sqlite_rows.py`; its collections read back i
 `row_checksums` says what a collection's row checksums cover. `connect` and `row_checksums` stay here
 because they read `MIGRATIONS` and `connect_read` by this module's names, which tests replace.
 
-A collection whose job has not finished says so in its settings (`JOB_KEY`, sealed with them): the
-transaction that stores a job's first rows, or that first adds rows to a collection already there, sets it,
-and `SqliteSink.finish` clears it, so that readers (`stores.open_store`) refuse a collection a failed or
-killed job left part-written, as they refuse a Parquet or .npy job's parts, until `--resume` finishes it.
-A collection without the key is finished (one written before it was kept is read as before); an older
-bertscope reads the key as one more setting and ignores it.
+A collection whose first job has not finished says so in its settings (`JOB_KEY`, sealed with them): the
+transaction that creates it with the job's first rows sets it, and `SqliteSink.finish` clears it, so that
+readers (`stores.open_store`) refuse a collection a failed or killed job left part-written, as they refuse
+a Parquet or .npy job's parts, until `--resume` finishes it. Adding to a finished collection sets nothing:
+its rows stay searchable while a job adds more (WAL lets readers read beside the writer), and an add that
+stops leaves whole rows, the finished ones and those it added, that `--resume` goes on from. A collection
+without the key is finished (one written before it was kept is read as before); an older bertscope reads
+a marked collection's rows, but its `--resume` finds other settings (the key): finish it with this one.
 """
 
 from __future__ import annotations
@@ -220,7 +222,6 @@ class SqliteSink(Sink):
                 todo.append(record)
         if copies:
             with self.db:
-                self._mark_unfinished()
                 self.db.executemany(_INSERT, [self._row(r, d, k[0], k[1], k[2]) for r, d, k in copies])
                 self._counted(len(copies))
             self.done += len(copies)
@@ -289,8 +290,6 @@ class SqliteSink(Sink):
                         ),
                     )
                     self.marked = True
-                else:
-                    self._mark_unfinished()
                 self.db.executemany(
                     _INSERT,
                     [
@@ -326,13 +325,6 @@ class SqliteSink(Sink):
             "UPDATE collections SET row_count = ?, row_count_checksum = ? WHERE name = ?",
             (count, count_crc(self.collection, count), self.collection),
         )
-
-    def _mark_unfinished(self) -> None:
-        """Say in the collection's settings that its job has not finished (`JOB_KEY`), in the caller's
-        transaction, the one that first adds rows to it."""
-        if not self.marked:
-            self._job_mark(UNFINISHED)
-            self.marked = True
 
     def _job_mark(self, value: str | None) -> None:
         """Set (or with None, take off) the collection's `JOB_KEY` and seal its settings again; settings
