@@ -1,6 +1,7 @@
 """StaticModel's sentence-transformers surface (encode_query, encode_document, similarity_pairwise, the width,
-max_seq_length, similarity_fn_name) against sentence-transformers itself: the same model2vec folder loaded
-by `SentenceTransformer` (its modules.json: StaticEmbedding + Normalize), within 1e-5."""
+max_seq_length, similarity_fn_name, the truncate_dim, default_prompt_name and prompts setters) against
+sentence-transformers itself: the same model2vec folder loaded by `SentenceTransformer` (its modules.json:
+StaticEmbedding + Normalize), within 1e-5."""
 
 from __future__ import annotations
 
@@ -149,6 +150,48 @@ def test_max_seq_length_is_the_cut_model2vec_makes(
     assert endless.max_seq_length == theirs_endless.max_seq_length == math.inf
     with pytest.raises(InvalidSpec, match=r"^max_seq_length=64: .*bertscope\.load\(\.\.\., max_tokens=N\)"):
         ours.max_seq_length = 64
+
+
+def test_truncate_dim_is_set_as_sentence_transformers(plain_folder: Path) -> None:
+    """`truncate_dim` set on the model is encode's default width and get_embedding_dimension's answer, as
+    sentence-transformers applies it to a StaticEmbedding; a call's own truncate_dim wins; embed keeps d."""
+    ours, theirs = _pair(plain_folder)
+    ours.truncate_dim = theirs.truncate_dim = 4
+    assert ours.truncate_dim == 4
+    got, want = ours.encode(TEXTS), theirs.encode(TEXTS)
+    assert got.shape == want.shape == (len(TEXTS), 4) and close(got, want) < TOL
+    assert ours.encode_query(TEXTS[0]).shape == (4,)
+    assert ours.get_embedding_dimension() == theirs.get_embedding_dimension() == 4
+    assert ours.get_sentence_embedding_dimension() == 4
+    assert close(ours.encode(TEXTS, truncate_dim=6), theirs.encode(TEXTS, truncate_dim=6)) < TOL
+    assert ours.embed(TEXTS).vectors.shape == (len(TEXTS), 8)
+    ours.truncate_dim = theirs.truncate_dim = None
+    assert ours.encode(TEXTS).shape == (len(TEXTS), 8) and ours.get_embedding_dimension() == 8
+    with pytest.raises(InvalidSpec, match="truncate_dim"):
+        ours.truncate_dim = 0
+
+
+def test_prompts_and_default_prompt_name_are_set_as_sentence_transformers(prompted_folder: Path) -> None:
+    """`prompts = {...}` replaces the folder's and `default_prompt_name` picks the one encode and embed put
+    before each text where none is named, as on a SentenceTransformer over StaticEmbedding."""
+    ours, theirs = _pair(prompted_folder)
+    assert ours.default_prompt_name is None
+    ours.default_prompt_name = theirs.default_prompt_name = "query"
+    assert ours.default_prompt_name == ours.prompts.default_name == "query"
+    assert close(ours.encode(TEXTS), theirs.encode(TEXTS)) < TOL
+    assert close(ours.encode(TEXTS), ours.encode(TEXTS, prompt="query: ")) < TOL
+    assert ours.embed(TEXTS).spec["prompt_name"] == "query"
+    ours.default_prompt_name = theirs.default_prompt_name = None
+    assert close(ours.encode(TEXTS), theirs.encode(TEXTS)) < TOL
+    assert close(ours.encode(TEXTS), ours.encode(TEXTS, prompt="")) < TOL
+    with pytest.raises(InvalidSpec, match="default_prompt_name 'nope' is not one of"):
+        ours.default_prompt_name = "nope"
+    ours.prompts = theirs.prompts = {"query": "find: "}
+    assert ours.prompts == {"query": "find: "}
+    assert close(ours.encode_query(TEXTS), theirs.encode_query(TEXTS)) < TOL
+    assert close(ours.encode_query(TEXTS), ours.encode(TEXTS, prompt="find: ")) < TOL
+    with pytest.raises(InvalidSpec, match="prompts must be a dict"):
+        ours.prompts = ["find: "]  # type: ignore[assignment]
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,10 @@ similarity, encode, tokenize, info, static rows) through the same spec, recipe a
 refuses every layer-level feature in one line. sentence-transformers' names (encode_query,
 encode_document, similarity_pairwise, get_embedding_dimension, similarity_fn_name) answer as a
 `SentenceTransformer` over a `StaticEmbedding` of the folder does (a prompt is text put before each text,
-its pieces counted in the mean, as there); max_seq_length is the cut model2vec makes. The refusals are
-left out of what a type checker sees, so `load(folder).embed_tokens(...)` is flagged before it runs.
+its pieces counted in the mean, as there), and so do its setters truncate_dim, default_prompt_name and
+prompts (core/st_attributes.py, shared with `Model`); max_seq_length is the cut model2vec makes. The
+refusals are left out of what a type checker sees, so `load(folder).embed_tokens(...)` is flagged before it
+runs.
 NumPy, tokenizers and safetensors only: no torch.
 
     folder/config.json         {"model_type": "model2vec", "normalize": ..., "max_length": ...}
@@ -22,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
@@ -41,6 +43,7 @@ from .core.prompts import Prompts, read_prompts
 from .core.results import SentenceEmbeddings
 from .core.similarity import cos_sim, unit
 from .core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
+from .core.st_attributes import SentenceTransformersAttributes
 from .core.tokens import TextTokenizer, check_texts, iter_checked, say_cut
 from .errors import InvalidSpec, ModelLoadError
 from .static_engine import StaticEngine
@@ -106,7 +109,7 @@ class MissingModule(InvalidSpec, AttributeError):
     """A static model's refusal of its (absent) transformer module: one line, and an AttributeError."""
 
 
-class StaticModel:
+class StaticModel(SentenceTransformersAttributes):
     """A model2vec folder: (vocabulary, d) rows and a tokenizer; sentence vectors are row means."""
 
     n_layers = 0
@@ -181,8 +184,18 @@ class StaticModel:
 
     @property
     def prompts(self) -> Prompts:
-        """The folder's sentence-transformers prompts (model2vec folders have none)."""
-        return read_prompts(self.path)
+        """The folder's sentence-transformers prompts (model2vec folders have none), until set; read as a
+        mapping of name -> prompt text, as sentence-transformers' `model.prompts`."""
+        found = self.__dict__.get("_prompts")
+        if found is None:
+            found = self.__dict__["_prompts"] = read_prompts(self.path)
+        return cast(Prompts, found)
+
+    @prompts.setter
+    def prompts(self, value: Mapping[str, str]) -> None:
+        """As sentence-transformers' `model.prompts = {...}`: a dict of name -> prompt text replaces the
+        folder's for every embed and encode after; the default prompt stays where its name is among them."""
+        self.__dict__["_prompts"] = self.prompts.replaced(value)
 
     @property
     def hf_model(self) -> Any:
@@ -312,7 +325,8 @@ class StaticModel:
             self, sentences, prompt_name=prompt_name, prompt=prompt, batch_size=batch_size,
             show_progress_bar=show_progress_bar, output_value=output_value, precision=precision,
             convert_to_numpy=True, convert_to_tensor=False, device=device,
-            normalize_embeddings=normalize_embeddings, truncate_dim=truncate_dim, unsupported=unsupported,
+            normalize_embeddings=normalize_embeddings, unsupported=unsupported,
+            truncate_dim=self.truncate_dim if truncate_dim is None else truncate_dim,
         )  # fmt: skip
 
     def encode_query(
@@ -346,14 +360,6 @@ class StaticModel:
     def similarity_fn_name(self) -> str:
         """sentence-transformers' name of what `similarity` computes: always "cosine" here."""
         return "cosine"
-
-    def get_embedding_dimension(self) -> int:
-        """sentence-transformers' width of `encode`'s vectors: the rows' width d."""
-        return int(self.rows.shape[1])
-
-    def get_sentence_embedding_dimension(self) -> int:
-        """sentence-transformers' older name of `get_embedding_dimension`."""
-        return self.get_embedding_dimension()
 
     @property
     def max_seq_length(self) -> int | float:

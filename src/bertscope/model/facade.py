@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 
@@ -20,7 +20,8 @@ from ..core._enums import DType, LongText, Quantize, SubwordPooling
 from ..core.chunking import ChunkBy
 from ..core.given import single
 from ..core.layers import LayerSpec
-from ..core.spec import unknown_option, whole_number
+from ..core.spec import unknown_option
+from ..core.st_attributes import SentenceTransformersAttributes
 from ..core.tokens import Text, Tokens
 from ..errors import InvalidSpec, UnknownOption
 from ..research.methods import ResearchMethods
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["Model"]
 
 
-class Model(ResearchMethods):
+class Model(ResearchMethods, SentenceTransformersAttributes):
     """A BERT-family encoder and every embedding it makes: static, anatomy, per layer, pooled.
 
     One Model may serve several threads at once, on any runtime: a forward that stops at an early layer
@@ -289,42 +290,6 @@ class Model(ResearchMethods):
                 "SimilarityFunction member)"
             )
         self.__dict__["_similarity_fn_name"] = name
-
-    @property
-    def default_prompt_name(self) -> str | None:
-        """sentence-transformers' name of the prompt `encode` and `embed` put before each text where none is
-        asked (`prompts.default_name`): the folder's config_sentence_transformers.json's, until set."""
-        return self.prompts.default_name
-
-    @default_prompt_name.setter
-    def default_prompt_name(self, name: str | None) -> None:
-        """As sentence-transformers' setter: one of `prompts`' names, or None for no default prompt."""
-        self.prompts = self.prompts.with_default(name)
-
-    @property
-    def truncate_dim(self) -> int | None:
-        """sentence-transformers' dimensions `encode` keeps where its call names none (None: all), until
-        set; `embed` keeps the full width."""
-        return cast("int | None", self.__dict__.get("_truncate_dim"))
-
-    @truncate_dim.setter
-    def truncate_dim(self, value: int | None) -> None:
-        """As sentence-transformers' setter: a whole number of at least 1, or None for every dimension."""
-        if value is not None:
-            value = whole_number(
-                value, "truncate_dim", meaning="the dimensions to keep, such as 128; or None for all"
-            )
-        self.__dict__["_truncate_dim"] = value
-
-    def get_embedding_dimension(self) -> int:
-        """sentence-transformers' width of `encode`'s vectors: the hidden size, or `truncate_dim` where
-        that is set and narrower."""
-        width = int(self.info().hidden_size)
-        return width if self.truncate_dim is None else min(width, self.truncate_dim)
-
-    def get_sentence_embedding_dimension(self) -> int:
-        """sentence-transformers' older name of `get_embedding_dimension`."""
-        return self.get_embedding_dimension()
 
     @property
     def max_seq_length(self) -> int:

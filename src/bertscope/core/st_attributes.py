@@ -1,0 +1,67 @@
+"""sentence-transformers' settable model attributes, shared by `Model` and `StaticModel`.
+
+`truncate_dim` (the width `encode` keeps where its call names none, and `get_embedding_dimension`'s answer)
+and `default_prompt_name` (the prompt put before each text where none is asked), with sentence-transformers'
+setters, so `model.truncate_dim = 128` does the same on either kind of model. A class using the mixin has
+`info()` (its `hidden_size` is the full width) and a settable `prompts`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+from .spec import whole_number
+
+if TYPE_CHECKING:
+    from .encoder import ModelInfo
+    from .prompts import Prompts
+
+__all__ = ["SentenceTransformersAttributes"]
+
+
+class SentenceTransformersAttributes:
+    """truncate_dim, default_prompt_name and the width they give, as sentence-transformers' model has them."""
+
+    if TYPE_CHECKING:
+
+        @property
+        def prompts(self) -> Prompts: ...
+        @prompts.setter
+        def prompts(self, value: Prompts) -> None: ...
+        def info(self) -> ModelInfo: ...
+
+    @property
+    def default_prompt_name(self) -> str | None:
+        """sentence-transformers' name of the prompt `encode` and `embed` put before each text where none is
+        asked (`prompts.default_name`): the folder's config_sentence_transformers.json's, until set."""
+        return self.prompts.default_name
+
+    @default_prompt_name.setter
+    def default_prompt_name(self, name: str | None) -> None:
+        """As sentence-transformers' setter: one of `prompts`' names, or None for no default prompt."""
+        self.prompts = self.prompts.with_default(name)
+
+    @property
+    def truncate_dim(self) -> int | None:
+        """sentence-transformers' dimensions `encode` keeps where its call names none (None: all), until
+        set; `embed` keeps the full width."""
+        return cast("int | None", self.__dict__.get("_truncate_dim"))
+
+    @truncate_dim.setter
+    def truncate_dim(self, value: int | None) -> None:
+        """As sentence-transformers' setter: a whole number of at least 1, or None for every dimension."""
+        if value is not None:
+            value = whole_number(
+                value, "truncate_dim", meaning="the dimensions to keep, such as 128; or None for all"
+            )
+        self.__dict__["_truncate_dim"] = value
+
+    def get_embedding_dimension(self) -> int:
+        """sentence-transformers' width of `encode`'s vectors: the hidden size, or `truncate_dim` where
+        that is set and narrower."""
+        width = int(self.info().hidden_size)
+        return width if self.truncate_dim is None else min(width, self.truncate_dim)
+
+    def get_sentence_embedding_dimension(self) -> int:
+        """sentence-transformers' older name of `get_embedding_dimension`."""
+        return self.get_embedding_dimension()
