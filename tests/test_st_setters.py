@@ -108,6 +108,25 @@ def test_prompts_read_as_a_mapping(prompted_path: Path) -> None:
         prompts["nope"]
 
 
+def test_prompts_equal_a_dict_of_their_items(prompted_path: Path) -> None:
+    """`model.prompts == {...}` compares the items, as a dict does (sentence-transformers' prompts is one);
+    another Prompts is equal only where its default and include_prompt match too; unhashable as a dict;
+    dict(prompts) is the JSON form."""
+    import json
+
+    from bertscope.core.prompts import Prompts
+
+    prompts = bertscope.load(prompted_path, device="cpu").prompts
+    assert prompts == PROMPTS and PROMPTS == prompts and not (prompts != PROMPTS)
+    assert prompts != {**PROMPTS, "extra": "x"} and prompts != {} and prompts != list(PROMPTS)
+    same = Prompts(dict(PROMPTS), None, include_prompt=False)
+    assert prompts == same and prompts != Prompts(dict(PROMPTS), "query", include_prompt=False)
+    assert prompts != Prompts(dict(PROMPTS), None, include_prompt=True)
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(prompts)
+    assert json.loads(json.dumps(dict(prompts))) == prompts
+
+
 def test_encode_takes_inputs_as_sentence_transformers_6(bundled: bertscope.Model, bundled_path: Path) -> None:
     from sentence_transformers import SentenceTransformer
 

@@ -37,12 +37,14 @@ class Prompt:
         return {"prompt_name": self.name, "prompt": self.text, "include_prompt": self.include}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # eq=False: the dataclass's field-wise __eq__ would hide Mapping's
 class Prompts(Mapping[str, str]):
     """The prompts a model folder ships, its default prompt's name, and its Pooling's include_prompt.
 
     Read as a mapping of name -> prompt text, as sentence-transformers' `model.prompts` dict is read
     (`prompts["query"]`, `dict(prompts)`, `"query" in prompts`); an empty one is falsy, as an empty dict.
+    It equals a dict with the same items (another `Prompts` only where its default and include_prompt
+    match too), and is unhashable, as a dict. `dict(prompts)` is its JSON form (`json.dumps` takes dicts).
     """
 
     prompts: dict[str, str] = field(default_factory=dict)
@@ -57,6 +59,19 @@ class Prompts(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self.prompts)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Prompts):
+            return (self.prompts, self.default_name, self.include_prompt) == (
+                other.prompts,
+                other.default_name,
+                other.include_prompt,
+            )
+        if isinstance(other, Mapping):
+            return self.prompts == dict(other.items())
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable-looking mapping, equal to dicts: unhashable as they are
 
     def replaced(self, prompts: object) -> Prompts:
         """These settings with `prompts` (a dict of name -> prompt text) in place of the folder's, as
