@@ -121,15 +121,19 @@ def test_a_waiting_exporter_reads_the_record_without_tracing(
     missed: tuple[Path, np.ndarray], tiny_bert: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """export_onnx(attentions=True) where the miss is recorded (a process that waited on the lock while
-    another proved it) refuses in the same line without tracing the graph."""
+    another proved it) refuses in the same line without tracing the graph, and logs no export it does not
+    make."""
 
     def no_trace(*_: object, **__: object) -> None:
         raise AssertionError("traced again")
 
     monkeypatch.setattr(torch.onnx, "export", no_trace)
     module = AutoModel.from_pretrained(tiny_bert).eval()
+    said: list[str] = []
     with pytest.raises(bertscope.ModelLoadError, match=r"differ from its module's by .* \(more than -1\)$"):
-        export_onnx(lambda: module, family_for("bert"), digest=content_digest(tiny_bert), attentions=True)
+        digest = content_digest(tiny_bert)
+        export_onnx(lambda: module, family_for("bert"), digest=digest, attentions=True, log=said.append)
+    assert not [line for line in said if "exporting the model to ONNX" in line], said
 
 
 @pytest.mark.parametrize(("a", "b", "named"), [("a cat", "   ", "text b"), ("", "a cat", "text a")])

@@ -488,12 +488,15 @@ def export_onnx(
         ) from exc
     from filelock import FileLock
 
+    from .attention_proof import missed_proof
     from .export import write_export
 
     writable_folder(path.parent)
     with FileLock(f"{path}.lock"):  # the writer holds it until the record is written: damage named only here
         if cached_export(path, log=log) is None:
-            if log is not None:
+            # a miss recorded while this process waited on the lock: write_export refuses from the record,
+            # exporting nothing, so nothing is said of an export
+            if log is not None and not (attentions and missed_proof(path) is not None):
                 log(f"exporting the model to ONNX ({variant}-v{EXPORT_FORMAT}) -> {path}")
             try:
                 about = write_export(
