@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
@@ -39,7 +39,7 @@ from .core.encoder import ModelInfo
 from .core.given import is_vectors, row_ids, vector_cosines
 from .core.loading import is_model2vec
 from .core.progress import progress_callback
-from .core.prompts import Prompts, read_prompts
+from .core.prompts import PromptsOfFolder
 from .core.results import SentenceEmbeddings
 from .core.similarity import cos_sim, unit
 from .core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
@@ -182,20 +182,8 @@ class StaticModel(SentenceTransformersAttributes):
             exact={"static": True, "distilled_from": self.origin},
         )  # fmt: skip
 
-    @property
-    def prompts(self) -> Prompts:
-        """The folder's sentence-transformers prompts (model2vec folders have none), until set; read as a
-        mapping of name -> prompt text, as sentence-transformers' `model.prompts`."""
-        found = self.__dict__.get("_prompts")
-        if found is None:
-            found = self.__dict__["_prompts"] = read_prompts(self.path)
-        return cast(Prompts, found)
-
-    @prompts.setter
-    def prompts(self, value: Mapping[str, str]) -> None:
-        """As sentence-transformers' `model.prompts = {...}`: a dict of name -> prompt text replaces the
-        folder's for every embed and encode after; the default prompt stays where its name is among them."""
-        self.__dict__["_prompts"] = self.prompts.replaced(value)
+    # The folder's prompts until set (model2vec folders have none), as Model's
+    prompts = PromptsOfFolder(lambda model: model.path)
 
     @property
     def hf_model(self) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast, overload
@@ -27,7 +27,7 @@ from .loading import Loaded, device_kind, load_parts, resolve_device, resolve_dt
 from .model_info import ModelInfo, hidden_size, model_info
 from .pooling import word_embeddings
 from .progress import progress_callback
-from .prompts import Prompts, read_prompts
+from .prompts import PromptsOfFolder
 from .results import SentenceEmbeddings, TokenEmbeddings, WordEmbeddings
 from .segments import CALL_COST
 from .similarity import cos_sim, unit
@@ -303,20 +303,8 @@ class Encoder:
         """
         return resolve(self, EmbedOptions.given(**options)).spec
 
-    @property
-    def prompts(self) -> Prompts:
-        """The model's own prompts (from config_sentence_transformers.json) and its include_prompt, until
-        set; read as a mapping of name -> prompt text, as sentence-transformers' `model.prompts`."""
-        found = self.__dict__.get("_prompts")
-        if found is None:
-            found = self.__dict__["_prompts"] = read_prompts(self.loaded.path)
-        return cast(Prompts, found)
-
-    @prompts.setter
-    def prompts(self, value: Mapping[str, str]) -> None:
-        """As sentence-transformers' `model.prompts = {...}`: a dict of name -> prompt text replaces the
-        folder's for every embed and encode after; the default prompt stays where its name is among them."""
-        self.__dict__["_prompts"] = self.prompts.replaced(value)
+    # The folder's prompts until set (`model.prompts = {...}`, as sentence-transformers')
+    prompts = PromptsOfFolder(lambda model: model.loaded.path)
 
     # Contextual vectors -------------------------------------------------------------------------
 

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import json
 import reprlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ..errors import InvalidSpec, ModelLoadError
 
-__all__ = ["Prompts", "Prompt", "read_prompts", "query_prompt_name", "prepend", "prompt_length"]
+__all__ = [
+    "Prompts", "Prompt", "PromptsOfFolder", "read_prompts", "query_prompt_name", "prepend", "prompt_length",
+]  # fmt: skip
 
 # Names under which models ship the prompt for the stored side of a search.
 _PASSAGE_NAMES = ("passage", "document", "doc", "corpus", "retrieval.passage")
@@ -160,6 +162,25 @@ def read_prompts(path: Path | None) -> Prompts:
             f"({', '.join(prompts) or 'none'}); fix config_sentence_transformers.json"
         )
     return Prompts(prompts, default, _include_prompt(path))
+
+
+class PromptsOfFolder:
+    """A model's `prompts` attribute: its folder's prompts (`read_prompts`, read on first use), until set;
+    read as a mapping of name -> prompt text, as sentence-transformers' `model.prompts`. Setting it, as
+    sentence-transformers' `model.prompts = {...}`, replaces them for every embed and encode after (the
+    default prompt stays where its name is among them). `folder` gives the model's folder."""
+
+    def __init__(self, folder: Callable[[Any], Path | None]) -> None:
+        self.folder = folder
+
+    def __get__(self, model: Any, owner: type | None = None) -> Prompts:
+        found = model.__dict__.get("_prompts")
+        if found is None:
+            found = model.__dict__["_prompts"] = read_prompts(self.folder(model))
+        return found  # type: ignore[no-any-return]
+
+    def __set__(self, model: Any, value: Mapping[str, str]) -> None:
+        model.__dict__["_prompts"] = self.__get__(model).replaced(value)
 
 
 def query_prompt_name(stored: dict[str, Any], prompts: Prompts) -> str | None:
