@@ -96,3 +96,25 @@ def test_query_prompt_for_a_passage_store() -> None:
     assert query_prompt_name({"prompt_name": "instruct"}, prompts) == "instruct"
     assert query_prompt_name({}, prompts) is None
     assert query_prompt_name({"prompt_name": "passage"}, Prompts({"passage": "p: "})) == "passage"
+
+
+def test_a_store_made_with_prompts_set_in_code_is_searched_by_a_freshly_loaded_model(
+    bundled_path: Path, tmp_path: Path
+) -> None:
+    """The store records the prompt's text: a fresh model without the prompt set in code searches with it."""
+    writer = bertscope.load(bundled_path, device="cpu")
+    writer.prompts = {"query": "q: ", "passage": "p: "}
+    store = tmp_path / "docs.parquet"
+    bertscope.embed_corpus(TEXTS, store, model=writer, prompt_name="passage", progress=False)
+    fresh = bertscope.load(bundled_path, device="cpu")
+    hits = bertscope.search("money and loans", store, model=fresh, top_k=len(TEXTS))
+    # the fresh model has no "query" prompt, so the query gets the store's own prompt text, as documented
+    query = fresh.embed("money and loans", prompt="p: ").vectors[0]
+    expected = sorted(writer.embed(TEXTS, prompt_name="passage").vectors @ query, reverse=True)
+    np.testing.assert_allclose([hit.score for hit in hits], expected, atol=1e-5)
+
+
+def test_a_prompt_named_as_stored_but_with_other_text_is_not_taken_by_name() -> None:
+    prompts = Prompts({"instruct": "other: "})
+    assert query_prompt_name({"prompt_name": "instruct", "prompt": "Represent: "}, prompts) is None
+    assert query_prompt_name({"prompt_name": "instruct", "prompt": "other: "}, prompts) == "instruct"

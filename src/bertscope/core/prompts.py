@@ -187,12 +187,16 @@ def query_prompt_name(stored: dict[str, Any], prompts: Prompts) -> str | None:
     """The prompt name to embed a search query with, for a store made with `stored` settings.
 
     A store made with a passage prompt is searched with the model's query prompt where it has one;
-    otherwise the query gets the store's own prompt.
+    otherwise the query gets the store's own prompt: by name where this model's prompt of that name is the
+    text the store recorded, else None, and the caller gives the recorded text (a prompt set in code with
+    `model.prompts = {...}` is not in a freshly loaded model).
     """
     name = stored.get("prompt_name")
     if name in _PASSAGE_NAMES and "query" in prompts.prompts:
         return "query"
-    return name if isinstance(name, str) else None
+    if not isinstance(name, str) or name not in prompts.prompts:
+        return None
+    return name if prompts.prompts[name] == stored.get("prompt", prompts.prompts[name]) else None
 
 
 def _include_prompt(path: Path) -> bool:
