@@ -33,6 +33,14 @@ class Spy:
         return getattr(self.session, name)
 
 
+@pytest.fixture(scope="module")
+def bundled() -> bertscope.Model:
+    """The bundled model on ONNX Runtime by name: the session fixture's exact default is whichever runtime
+    this machine measured fastest (OpenVINO on some CPUs and loads), and these tests read ONNX Runtime's
+    arena."""
+    return bertscope.load(device="cpu", backend="onnxruntime")
+
+
 @pytest.fixture
 def spied(bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch) -> tuple[bertscope.Model, Spy]:
     """The bundled model with its session spied on, runs over 32 padded tokens counted as big."""
