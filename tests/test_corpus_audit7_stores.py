@@ -20,6 +20,7 @@ from bertscope.io.readers import _SeenIds, read_corpus
 from bertscope.io.sqlite_reader import list_collections
 from bertscope.io.stores import open_store
 from bertscope.verify.store import verify_store
+from console import run_main
 
 
 def _jsonl(path: Path, ids: list[str], *, bad_line: int | None = None) -> Path:
@@ -107,6 +108,12 @@ def test_a_stopped_sqlite_job_is_refused_until_resumed(tmp_path: Path, static_m2
     assert "then run again with resume=True (--resume)" in said
     listed = list_collections(out)
     assert listed[0]["count"] == 6 and "--resume" in listed[0]["settings"]["job"]
+    shown = run_main("collections", str(out))  # a mark, said as a warning, not listed among the settings
+    assert shown.code == 0 and "default (unfinished)" in shown.stdout and "job=" not in shown.stdout
+    assert shown.stderr.strip() == (
+        "warning: collection 'default' holds the 6 texts of a job that stopped before it finished; run that "
+        "job again with --resume to finish it, then search it"
+    )
     stopped = (
         f"cannot read {out}: its job stopped before it finished (collection 'default' holds the 6 texts it "
         "wrote); run it again with --resume to finish it, then search it"
@@ -130,6 +137,8 @@ def test_a_stopped_sqlite_job_is_refused_until_resumed(tmp_path: Path, static_m2
     store = open_store(out)
     assert store.count() == 20 and "job" not in store.settings
     assert "job" not in list_collections(out)[0]["settings"]
+    shown = run_main("collections", str(out))
+    assert shown.code == 0 and "unfinished" not in shown.stdout and not shown.stderr
     assert verify_store(out, model=static_m2v).ok
     # the same settings, byte for byte, as a job that never stopped stores
     whole = tmp_path / "whole.db"

@@ -299,6 +299,7 @@ def collections(
     Example: `bertscope collections docs.db`
     """
     from ..io.sqlite_reader import list_collections
+    from ..io.sqlite_store import JOB_KEY
 
     found = list_collections(store)
     if as_json:
@@ -307,10 +308,18 @@ def collections(
     table = Table("name", "texts", "dim", "model", "settings", "created", title=str(store))
     for c in found:
         settings = ", ".join(
-            f"{k}={_shown_setting(k, v)}" for k, v in c["settings"].items() if k not in _NOT_SHOWN
+            f"{k}={_shown_setting(k, v)}" for k, v in c["settings"].items() if k not in (*_NOT_SHOWN, JOB_KEY)
         )
-        table.add_row(c["name"], str(c["count"]), str(c["dimension"]), c["model"], settings, c["created"])
+        name = f"{c['name']} (unfinished)" if JOB_KEY in c["settings"] else c["name"]
+        table.add_row(name, str(c["count"]), str(c["dimension"]), c["model"], settings, c["created"])
     out.print(table)
+    for c in found:
+        if JOB_KEY in c["settings"]:
+            # a mark, not a setting: search, verify and index refuse the collection until it is finished
+            warn(
+                f"collection {c['name']!r} holds the {c['count']} texts of a job that stopped before it "
+                "finished; run that job again with --resume to finish it, then search it"
+            )
 
 
 # The model column names the model; the checksum proves the settings and is read by verify, not people.
