@@ -1,5 +1,5 @@
 """StaticModel's sentence-transformers surface (encode_query, encode_document, similarity_pairwise, the width,
-max_seq_length, similarity_fn_name, the truncate_dim, default_prompt_name and prompts setters) against
+max_seq_length, the truncate_dim, default_prompt_name, similarity_fn_name and prompts setters) against
 sentence-transformers itself: the same model2vec folder loaded by `SentenceTransformer` (its modules.json:
 StaticEmbedding + Normalize), within 1e-5."""
 
@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 
 import bertscope
+from bertscope.core.similarity import cos_sim
 from bertscope.errors import InvalidSpec
 from bertscope.static_model import StaticModel
 
 TOL = 1e-5
+NAMES = ("cosine", "dot", "euclidean", "manhattan")
 # Pieces the tiny vocabulary knows (no [UNK], which model2vec leaves out and StaticEmbedding counts).
 TEXTS = ["i like eating bread", "a cat sat on the mat", "zebra", "the river bank"]
 PROMPTS = {"query": "query: ", "document": "doc: ", "passage": "passage: "}
@@ -136,6 +138,67 @@ def test_similarity_width_and_names_as_sentence_transformers(plain_folder: Path)
     assert ours.get_embedding_dimension() == theirs.get_embedding_dimension() == 8
     assert ours.get_sentence_embedding_dimension() == 8
     assert ours.similarity_fn_name == theirs.similarity_fn_name == "cosine"
+
+
+def vector_pairs(model: StaticModel) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(n, d) and (m, d) vectors: the model's own (unit length, so dot is cosine there) and random ones of its
+    width, long enough that dot, cosine and the distances all differ."""
+    rng = np.random.default_rng(7)
+    width = model.get_embedding_dimension()
+    return [
+        (model.encode(TEXTS[:2]), model.encode(TEXTS[1:])),
+        tuple(rng.normal(size=(n, width)).astype(np.float32) * 2 for n in (3, 4)),  # type: ignore[misc]
+    ]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_similarity_fn_name_is_set_as_sentence_transformers(plain_folder: Path, name: str) -> None:
+    """Set on both, the name is the getter's answer and `similarity` of vectors and `similarity_pairwise`
+    give sentence-transformers' numbers (cosine, dot product, negative euclidean or manhattan distance);
+    texts are still scored by cosine, as `Model.similarity` scores them."""
+    ours, theirs = _pair(plain_folder)
+    ours.similarity_fn_name = theirs.similarity_fn_name = name
+    assert ours.similarity_fn_name == theirs.similarity_fn_name == name
+    for a, b in vector_pairs(ours):
+        assert close(ours.similarity(a, b), theirs.similarity(a, b)) < TOL
+        assert close(ours.similarity(a), theirs.similarity(a, a)) < TOL
+        b = b[: len(a)]  # row i with row i
+        assert close(ours.similarity_pairwise(a, b), theirs.similarity_pairwise(a, b)) < TOL
+        assert close(ours.similarity_pairwise(a[0], b[0]), theirs.similarity_pairwise(a[0], b[0])) < TOL
+    encoded = ours.encode(TEXTS)
+    assert close(ours.similarity(TEXTS), cos_sim(encoded, encoded)) < TOL
+
+
+def test_the_folders_similarity_fn_name_is_read_as_sentence_transformers(
+    plain_folder: Path, tmp_path: Path
+) -> None:
+    """A folder whose config_sentence_transformers.json names "dot" is read as dot by both, until set."""
+    import shutil
+
+    folder = shutil.copytree(plain_folder, tmp_path / "dot")
+    settings = folder / "config_sentence_transformers.json"
+    known = json.loads(settings.read_text()) if settings.exists() else {}
+    settings.write_text(json.dumps({**known, "similarity_fn_name": "dot"}))
+    ours, theirs = _pair(folder)
+    assert ours.similarity_fn_name == theirs.similarity_fn_name == "dot"
+    _, (a, b) = vector_pairs(ours)
+    assert close(ours.similarity(a, b), a.astype(np.float64) @ b.T.astype(np.float64)) < TOL
+    assert close(ours.similarity(a, b), theirs.similarity(a, b)) < TOL
+    assert close(ours.similarity_pairwise(a, b[:3]), theirs.similarity_pairwise(a, b[:3])) < TOL
+    ours.similarity_fn_name = theirs.similarity_fn_name = None  # back to the default, as there
+    assert ours.similarity_fn_name == theirs.similarity_fn_name == "cosine"
+
+
+@pytest.mark.parametrize("value", ["maxsim", "dot_product", "Cosine", 3])
+def test_an_unknown_similarity_fn_name_is_refused_in_one_line(plain_folder: Path, value: Any) -> None:
+    """A name sentence-transformers does not compute on one vector per text is refused, as `Model`'s setter
+    refuses it, and the name stays what it was."""
+    ours = bertscope.load(plain_folder)
+    ours.similarity_fn_name = "manhattan"
+    with pytest.raises(InvalidSpec, match=r"give one of cosine, dot, euclidean, manhattan") as refused:
+        ours.similarity_fn_name = value
+    assert "\n" not in str(refused.value) and repr(value) in str(refused.value)
+    assert ours.similarity_fn_name == "manhattan"  # unchanged
 
 
 def test_max_seq_length_is_the_cut_model2vec_makes(

@@ -8,8 +8,10 @@ similarity, encode, tokenize, info, static rows) through the same spec, recipe a
 refuses every layer-level feature in one line. sentence-transformers' names (encode_query,
 encode_document, similarity_pairwise, get_embedding_dimension, similarity_fn_name) answer as a
 `SentenceTransformer` over a `StaticEmbedding` of the folder does (a prompt is text put before each text,
-its pieces counted in the mean, as there), and so do its setters truncate_dim, default_prompt_name and
-prompts (core/st_attributes.py, shared with `Model`); max_seq_length is the cut model2vec makes. The
+its pieces counted in the mean, as there), and so do its setters truncate_dim, default_prompt_name,
+similarity_fn_name (read from the folder's config_sentence_transformers.json; `similarity` of vectors and
+similarity_pairwise follow it, texts are scored by cosine) and prompts (core/st_attributes.py, shared with
+`Model`); max_seq_length is the cut model2vec makes. The
 refusals are left out of what a type checker sees, so `load(folder).embed_tokens(...)` is flagged before it
 runs.
 NumPy, tokenizers and safetensors only: no torch.
@@ -36,7 +38,7 @@ from . import encode as _st
 from . import static as _static
 from .core._enums import LongText
 from .core.encoder import ModelInfo
-from .core.given import is_vectors, row_ids, vector_cosines
+from .core.given import is_vectors, row_ids
 from .core.loading import is_model2vec
 from .core.progress import progress_callback
 from .core.prompts import PromptsOfFolder
@@ -267,14 +269,18 @@ class StaticModel(SentenceTransformersAttributes):
         b: str | Sequence[str] | np.ndarray | None = None,
         **options: Unpack[RecipeKeywords],
     ) -> np.ndarray:
-        """Cosine matrix (len(a), len(b)) of sentence vectors; b defaults to a.
+        """Cosine matrix (len(a), len(b)) of texts' sentence vectors (b defaults to a); of vectors already
+        made, sentence-transformers' `similarity`: by the model's function.
 
         As `Model.similarity` (and sentence-transformers'), `a` and `b` may be vectors already made: float
-        arrays (n, d) and (m, d), or (d,) for one, give their (n, m) cosines.
+        arrays (n, d) and (m, d), or (d,) for one, give their (n, m) scores by `similarity_fn_name` (the
+        folder's config_sentence_transformers.json: cosine where it names none; dot product, or negative
+        euclidean or manhattan distance), as sentence-transformers computes them. Texts are always scored
+        by cosine, as `Model.similarity` scores them.
         """
         if is_vectors(a) or is_vectors(b):  # torch tensors and other array-likes too, as Model's
             # Model.similarity's own helper, so both refuse a bad array and stray options alike
-            return vector_cosines(a, b, options)
+            return _st.vector_similarity(self.similarity_fn_name, a, b, options)
         recipe = self._recipe(options)
         left = self.embed_with(cast("str | Sequence[str]", a), recipe)
         right = left if b is None else self.embed_with(cast("str | Sequence[str]", b), recipe)
@@ -340,14 +346,14 @@ class StaticModel(SentenceTransformersAttributes):
         return _st.encode_role(self, _st.DOCUMENT_PROMPTS, sentences, prompt_name, prompt, options)
 
     def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> np.ndarray:
-        """sentence-transformers' `similarity_pairwise`: (n,) cosine of row i with row i of two (n, d)
-        arrays (or (d,) for one), as NumPy float32 (sentence-transformers answers a tensor)."""
-        return _st.similarity_pairwise(embeddings1, embeddings2)
+        """sentence-transformers' `similarity_pairwise`: (n,) similarity of row i with row i of two (n, d)
+        arrays (or (d,) for one) by `similarity_fn_name`, as NumPy float32 (sentence-transformers answers a
+        tensor)."""
+        return _st.similarity_pairwise(embeddings1, embeddings2, self.similarity_fn_name)
 
-    @property
-    def similarity_fn_name(self) -> str:
-        """sentence-transformers' name of what `similarity` computes: always "cosine" here."""
-        return "cosine"
+    def _settings_folder(self) -> Path | None:
+        """The folder whose config_sentence_transformers.json names `similarity_fn_name` (the mixin's)."""
+        return self.path
 
     @property
     def max_seq_length(self) -> int | float:

@@ -1,18 +1,24 @@
 """sentence-transformers' settable model attributes, shared by `Model` and `StaticModel`.
 
-`truncate_dim` (the width `encode` keeps where its call names none, and `get_embedding_dimension`'s answer)
-and `default_prompt_name` (the prompt put before each text where none is asked), with sentence-transformers'
-setters, so `model.truncate_dim = 128` does the same on either kind of model. A class using the mixin has
-`info()` (its `hidden_size` is the full width) and a settable `prompts`.
+`truncate_dim` (the width `encode` keeps where its call names none, and `get_embedding_dimension`'s answer),
+`default_prompt_name` (the prompt put before each text where none is asked) and `similarity_fn_name` (what
+`similarity` of vectors and `similarity_pairwise` compute), with sentence-transformers' setters, so
+`model.truncate_dim = 128` does the same on either kind of model. A class using the mixin has `info()` (its
+`hidden_size` is the full width), a settable `prompts` and `_settings_folder()` (the folder whose
+config_sentence_transformers.json names the similarity function).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from ..errors import InvalidSpec
 from .spec import whole_number
+from .st_settings import SIMILARITY_FUNCTIONS, folder_similarity_fn_name, similarity_function
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .encoder import ModelInfo
     from .prompts import Prompts
 
@@ -20,7 +26,8 @@ __all__ = ["SentenceTransformersAttributes"]
 
 
 class SentenceTransformersAttributes:
-    """truncate_dim, default_prompt_name and the width they give, as sentence-transformers' model has them."""
+    """truncate_dim, default_prompt_name, similarity_fn_name and the width they give, as
+    sentence-transformers' model has them."""
 
     if TYPE_CHECKING:
 
@@ -29,6 +36,7 @@ class SentenceTransformersAttributes:
         @prompts.setter
         def prompts(self, value: Prompts) -> None: ...
         def info(self) -> ModelInfo: ...
+        def _settings_folder(self) -> Path | None: ...
 
     @property
     def default_prompt_name(self) -> str | None:
@@ -55,6 +63,29 @@ class SentenceTransformersAttributes:
                 value, "truncate_dim", meaning="the dimensions to keep, such as 128; or None for all"
             )
         self.__dict__["_truncate_dim"] = value
+
+    @property
+    def similarity_fn_name(self) -> str:
+        """sentence-transformers' name of what `similarity` of vectors and `similarity_pairwise` compute:
+        "cosine", "dot", "euclidean" or "manhattan", the folder's config_sentence_transformers.json's
+        (cosine where it names none, as sentence-transformers 3+), until set."""
+        chosen = self.__dict__.get("_similarity_fn_name")
+        if chosen is None:
+            # read on first use, as `prompts` is; a name it cannot compute is a one-line ModelLoadError
+            chosen = self.__dict__["_similarity_fn_name"] = folder_similarity_fn_name(self._settings_folder())
+        return str(chosen)
+
+    @similarity_fn_name.setter
+    def similarity_fn_name(self, value: Any) -> None:
+        """As sentence-transformers' setter: a name or a `SimilarityFunction` member (None: cosine)."""
+        name = similarity_function(value)
+        if name is None:
+            raise InvalidSpec(
+                f"similarity_fn_name {value!r} is not a similarity function sentence-transformers computes "
+                f"on one vector per text; give one of {', '.join(SIMILARITY_FUNCTIONS)} (or a "
+                "SimilarityFunction member)"
+            )
+        self.__dict__["_similarity_fn_name"] = name
 
     def get_embedding_dimension(self) -> int:
         """sentence-transformers' width of `encode`'s vectors: the hidden size, or `truncate_dim` where

@@ -23,7 +23,7 @@ from ..core.layers import LayerSpec
 from ..core.spec import unknown_option
 from ..core.st_attributes import SentenceTransformersAttributes
 from ..core.tokens import Text, Tokens
-from ..errors import InvalidSpec, UnknownOption
+from ..errors import UnknownOption
 from ..research.methods import ResearchMethods
 
 if TYPE_CHECKING:
@@ -265,31 +265,9 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
 
         return similarity_pairwise(embeddings1, embeddings2, self.similarity_fn_name)
 
-    @property
-    def similarity_fn_name(self) -> str:
-        """sentence-transformers' name of what `similarity` of vectors and `similarity_pairwise` compute:
-        "cosine", "dot", "euclidean" or "manhattan", the folder's config_sentence_transformers.json's
-        (cosine where it names none, as sentence-transformers 3+), until set."""
-        chosen = self.__dict__.get("_similarity_fn_name")
-        if chosen is None:
-            from ..core.st_settings import folder_similarity_fn_name
-
-            chosen = self.__dict__["_similarity_fn_name"] = folder_similarity_fn_name(self.loaded.path)
-        return str(chosen)
-
-    @similarity_fn_name.setter
-    def similarity_fn_name(self, value: Any) -> None:
-        """As sentence-transformers' setter: a name or a `SimilarityFunction` member (None: cosine)."""
-        from ..core.st_settings import SIMILARITY_FUNCTIONS, similarity_function
-
-        name = similarity_function(value)
-        if name is None:
-            raise InvalidSpec(
-                f"similarity_fn_name {value!r} is not a similarity function sentence-transformers computes "
-                f"on one vector per text; give one of {', '.join(SIMILARITY_FUNCTIONS)} (or a "
-                "SimilarityFunction member)"
-            )
-        self.__dict__["_similarity_fn_name"] = name
+    def _settings_folder(self) -> Path | None:
+        """The folder whose config_sentence_transformers.json names `similarity_fn_name` (the mixin's)."""
+        return self.loaded.path
 
     @property
     def max_seq_length(self) -> int:
