@@ -313,3 +313,18 @@ def test_a_corpus_job_puts_the_prompt_as_embed_does(prompted_folder: Path, tmp_p
     stored = np.stack(pq.read_table(tmp_path / "out.parquet").column("embedding").to_pylist())
     assert close(stored, ours.embed(TEXTS, prompt_name="query").vectors) < TOL
     assert close(stored, ours.embed(TEXTS).vectors) > 1e-3  # the prompt moved the vectors
+
+
+def test_a_folder_naming_an_unknown_similarity_fn_name_is_refused_when_loaded(
+    plain_folder: Path, tmp_path: Path
+) -> None:
+    """As `Model`'s load (and sentence-transformers'), not at the first similarity."""
+    import shutil
+
+    folder = shutil.copytree(plain_folder, tmp_path / "maxsim")
+    settings = folder / "config_sentence_transformers.json"
+    known = json.loads(settings.read_text()) if settings.exists() else {}
+    settings.write_text(json.dumps({**known, "similarity_fn_name": "maxsim"}))
+    with pytest.raises(bertscope.ModelLoadError, match="maxsim") as refused:
+        bertscope.load(folder)
+    assert "\n" not in str(refused.value)

@@ -155,6 +155,8 @@ class StaticModel(SentenceTransformersAttributes):
         self.pad_id = 0
         self._unit: np.ndarray | None = None
         self.device = "cpu"
+        # read now, as Model's load and sentence-transformers do: a bad name in the folder is refused here
+        self.similarity_fn_name  # noqa: B018
 
     def __repr__(self) -> str:
         return f"StaticModel({self.source!r}, rows={self.rows.shape}, normalize={self.normalize})"
