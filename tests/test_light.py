@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -43,6 +45,39 @@ def _embedded(options: str, cache: Path) -> tuple[dict[str, object], str]:
     return json.loads(done.stdout), done.stderr
 
 
+_MARKER = "=== test_light step: "
+
+# Runs STEPS one after another in one fresh interpreter (a process start and its imports cost seconds on a
+# loaded 2-core machine, and each check needs only "torch not imported yet"), noting after each whether
+# torch or transformers is imported by then: a step that imports them is caught at that step. A step
+# sets `out`; `cache` (optional) is the BERTSCOPE_CACHE it runs in (read at each load).
+_STEPS = """
+import contextlib, io, json, os, sys
+import bertscope
+TEXTS = {texts!r}
+results = {{}}
+for name, cache, code in {steps!r}:
+    if cache is not None:
+        os.environ["BERTSCOPE_CACHE"] = cache
+    print({marker!r} + name, file=sys.stderr, flush=True)  # what follows on stderr is this step's
+    scope = {{"bertscope": bertscope, "TEXTS": TEXTS, "contextlib": contextlib, "io": io, "sys": sys}}
+    exec(code, scope)
+    results[name] = {{**scope["out"], "torch": "torch" in sys.modules,
+                      "transformers": "transformers" in sys.modules}}
+print(json.dumps(results))
+"""
+
+
+def _stepped(steps: list[tuple[str, str | None, str]], cache: Path) -> dict[str, dict[str, Any]]:
+    """Each step's `out`, its torch and transformers flags, and what it said on stderr ("said")."""
+    done = _fresh(_STEPS.format(texts=TEXTS, steps=steps, marker=_MARKER), cache)
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    parts = re.split(f"{_MARKER}(\\S+)\n", done.stderr)  # [before, name, its part, name, its part, ...]
+    for name, said in zip(parts[1::2], parts[2::2], strict=True):
+        found[name]["said"] = said
+    return found
+
+
 @pytest.fixture(scope="module")
 def reference(bundled_path: Path) -> np.ndarray:
     """The plain Hugging Face forward of TEXTS, mean-pooled and normalised as the model's own pipeline."""
@@ -57,42 +92,119 @@ def reference(bundled_path: Path) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def first_export(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, object], str]:
-    """A fresh process embedding TEXTS on ONNX Runtime with an empty cache (so it exports the bundled
-    model, once for the module): the cache it leaves, what it printed on stdout and what it said."""
-    folder = tmp_path_factory.mktemp("exported") / "cache"
-    found, said = _embedded("backend='onnxruntime'", folder)
-    return folder, found, said
+def two_exports(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> tuple[Path, list[int], list[tuple[bytes, bytes]]]:
+    """Two fresh processes embedding TEXTS on ONNX Runtime at once in an empty cache (so one exports the
+    bundled model while the other waits on the lock), once for the module: the cache they leave, their
+    exit codes and their (stdout, stderr)."""
+    cache = tmp_path_factory.mktemp("exported") / "cache"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "BERTSCOPE_CACHE": str(cache)}
+    env.pop("BERTSCOPE_MODEL", None)
+    code = _EMBED.format(options="backend='onnxruntime'", texts=TEXTS)
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        for _ in range(2)
+    ]
+    outputs = [run.communicate() for run in runs]
+    return cache, [run.returncode for run in runs], outputs
 
 
 @pytest.fixture(scope="module")
-def exported_cache(first_export: tuple[Path, dict[str, object], str]) -> Path:
+def exported_cache(two_exports: tuple[Path, list[int], list[tuple[bytes, bytes]]]) -> Path:
     """A cache holding the bundled model's export, made once by a fresh process, for tests to copy."""
-    return first_export[0]
+    assert two_exports[1] == [0, 0], two_exports[2]
+    return two_exports[0]
+
+
+# What each test below checks a fresh process does without torch, in a copy of `exported_cache`.
+_CLI = (
+    "from bertscope.cli import main\n"
+    "sys.argv = ['bertscope', 'embed', *TEXTS, '--backend', 'onnxruntime', '--json']\n"
+    "printed = io.StringIO()\n"
+    "with contextlib.redirect_stdout(printed):\n"
+    "    try:\n        main()\n    except SystemExit:\n        pass\n"
+    "out = {'printed': printed.getvalue()}\n"
+)
+_ENCODE = (
+    "m = bertscope.load(backend='onnxruntime')\n"
+    "vectors = m.encode(TEXTS, device='cpu')\n"
+    "batch = m.batch(TEXTS)\n"
+    "out = {'light': m.light, 'vectors': vectors.tolist(),\n"
+    "       'ids': batch['input_ids'].tolist(), 'mask': batch['attention_mask'].tolist()}\n"
+)
+_ANATOMY = (
+    "a = bertscope.load(backend='onnxruntime').anatomy([('I like eating bread', 'a cat')])[0]\n"
+    "out = {'error': a.max_abs_error, 'summed': a.summed.tolist(),\n"
+    "       'encoder_input': a.encoder_input.tolist()}\n"
+)
+WORDS = ["bank", "bread", "river", "storm"]
+CONTEXTS = [*TEXTS, "The bank by the river.", "He took bread to the bank.", "The storm hit the bank."]
+_CONTEXTUALITY = (
+    "from bertscope.research.contextuality import contextuality\n"
+    f"result = contextuality(bertscope.load(backend='onnxruntime'), {CONTEXTS!r}, words={WORDS!r}, "
+    "min_contexts=1)\n"
+    "out = {'records': result.records}\n"
+)
+
+
+def _embeds(backend: str) -> str:
+    return (
+        f"m = bertscope.load(backend={backend!r})\n"
+        "out = {'backend': m.info().backend, 'vectors': m.embed(TEXTS).vectors.tolist()}\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def light_steps(tmp_path_factory: pytest.TempPathFactory, exported_cache: Path) -> dict[str, dict[str, Any]]:
+    """One fresh process in a copy of the export's cache, running each light check in turn."""
+    cache = tmp_path_factory.mktemp("light-steps") / "cache"
+    shutil.copytree(exported_cache, cache)  # copy2 keeps the times the export's record checks
+    steps = [
+        ("onnxruntime", None, _embeds("onnxruntime")),
+        ("cli", None, _CLI),
+        ("encode", None, _ENCODE),
+        ("anatomy", None, _ANATOMY),
+        ("contextuality", None, _CONTEXTUALITY),
+        # OpenVINO reads the same ONNX export (its float32 keeps no IR of its own)
+        ("openvino", None, _embeds("openvino")),
+    ]
+    return _stepped(steps, cache)
 
 
 @pytest.mark.parametrize("backend", ["onnxruntime", "openvino"])
 def test_a_fresh_process_embeds_from_the_export_without_torch(
-    cache: Path, reference: np.ndarray, backend: str, request: pytest.FixtureRequest
+    two_exports: tuple[Path, list[int], list[tuple[bytes, bytes]]],
+    light_steps: dict[str, dict[str, Any]],
+    reference: np.ndarray,
+    backend: str,
 ) -> None:
-    if backend == "onnxruntime":  # the module's first export is this first run: its cache copied
-        folder, first, said = request.getfixturevalue("first_export")
-        shutil.copytree(folder, cache)
-    else:
-        first, said = _embedded(f"backend={backend!r}", cache)  # exports: the one step that needs torch
-    assert first["torch"] and "exporting the model to ONNX" in said
-    again, said = _embedded(f"backend={backend!r}", cache)
-    assert again["torch"] is False and again["transformers"] is False and said == ""
+    # the export both runtimes read, made by the module's first process (with torch: the one step that
+    # needs it); float32 OpenVINO reads that ONNX graph (tests/test_openvino.py proves it equal to torch)
+    _, codes, outputs = two_exports
+    assert codes == [0, 0], outputs
+    (first,) = [json.loads(out) for out, err in outputs if b"exporting the model to ONNX" in err]
+    assert first["torch"]
+    again = light_steps[backend]
+    assert again["torch"] is False and again["transformers"] is False and again["said"] == ""
     assert again["backend"] == backend
     for found in (first, again):
         assert np.abs(np.array(found["vectors"]) - reference).max() < 1e-5
 
 
 def test_the_default_load_is_light_wherever_its_recorded_runtime_is_not_torch(
-    cache: Path, exported_cache: Path, reference: np.ndarray
+    cache: Path, exported_cache: Path, reference: np.ndarray, bundled: bertscope.Model
 ) -> None:
     shutil.copytree(exported_cache, cache)  # the ONNX export, made once (with torch) by a fresh process
-    _embedded("", cache)  # the first load measures the runtimes (and makes the OpenVINO model) once
+    measured = Path(str((bundled.exact_choice or {}).get("measured", "")))
+    if measured.is_file():  # the session's model measured the runtimes: its figures, as a fresh process's
+        (cache / "fast").mkdir(exist_ok=True)
+        # copied, not copy2: figures older than the package's files are measured again (an edited checkout)
+        shutil.copy(measured, cache / "fast" / measured.name)
+    else:
+        _embedded("", cache)  # the first load measures the runtimes once
     again, said = _embedded("", cache)
     assert np.abs(np.array(again["vectors"]) - reference).max() < 1e-5
     # Which runtime wins is this machine's measurement; the promise holds for whichever it is.
@@ -101,18 +213,11 @@ def test_the_default_load_is_light_wherever_its_recorded_runtime_is_not_torch(
 
 
 def test_the_command_line_embeds_without_torch(
-    cache: Path, exported_cache: Path, reference: np.ndarray
+    light_steps: dict[str, dict[str, Any]], reference: np.ndarray
 ) -> None:
-    shutil.copytree(exported_cache, cache)  # the export, made once (with torch) by a fresh process
-    code = (
-        "import json, sys\nfrom bertscope.cli import main\n"
-        f"sys.argv = ['bertscope', 'embed', *{TEXTS!r}, '--backend', 'onnxruntime', '--json']\n"
-        "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "print(json.dumps(['torch' in sys.modules, 'transformers' in sys.modules]), file=sys.stderr)\n"
-    )
-    done = _fresh(code, cache)
-    assert json.loads(done.stderr.strip().splitlines()[-1]) == [False, False]
-    assert np.abs(np.array(json.loads(done.stdout)["vectors"]) - reference).max() < 1e-5
+    found = light_steps["cli"]  # `bertscope embed ... --backend onnxruntime --json` in a fresh process
+    assert (found["torch"], found["transformers"]) == (False, False)
+    assert np.abs(np.array(json.loads(found["printed"])["vectors"]) - reference).max() < 1e-5
 
 
 def test_light_facts_equal_the_loaded_module_on_every_family(tiny_dirs: dict[str, Path]) -> None:
@@ -149,11 +254,12 @@ def test_light_facts_equal_the_loaded_module_on_every_family(tiny_dirs: dict[str
 
 
 def test_the_export_cache_is_one_copy_per_model_content(
-    tmp_path: Path, cache: Path, bundled_path: Path
+    tmp_path: Path, cache: Path, exported_cache: Path, bundled_path: Path
 ) -> None:
     """Two checkouts of the same model share one export; a changed weight is another."""
-    import shutil
-
+    # the bundled model's export, made by a fresh process (exporting again here would cost seconds): the
+    # copy of its folder must read that one, not make a second
+    shutil.copytree(exported_cache, cache)
     copy = tmp_path / "copy"
     shutil.copytree(bundled_path, copy)
     first = bertscope.load(bundled_path, backend="onnxruntime")
@@ -165,19 +271,10 @@ def test_the_export_cache_is_one_copy_per_model_content(
 
 
 def test_encode_on_a_named_device_and_the_padded_batch_import_no_torch(
-    cache: Path, exported_cache: Path, bundled: bertscope.Model
+    light_steps: dict[str, dict[str, Any]], bundled: bertscope.Model
 ) -> None:
     """Naming the device in `encode` and `Model.batch` (tokenizer ids, padded) need no torch."""
-    shutil.copytree(exported_cache, cache)
-    code = (
-        "import json, sys, bertscope\n"
-        "m = bertscope.load(backend='onnxruntime')\n"
-        f"vectors = m.encode({TEXTS!r}, device='cpu')\n"
-        f"batch = m.batch({TEXTS!r})\n"
-        "print(json.dumps({'light': m.light, 'torch': 'torch' in sys.modules, 'vectors': vectors.tolist(),\n"
-        "                  'ids': batch['input_ids'].tolist(), 'mask': batch['attention_mask'].tolist()}))\n"
-    )
-    found = json.loads(_fresh(code, cache).stdout)
+    found = light_steps["encode"]
     assert found["light"] is True and found["torch"] is False
     want = bundled.batch(TEXTS)
     assert found["ids"] == want["input_ids"].tolist() and found["mask"] == want["attention_mask"].tolist()
@@ -185,18 +282,11 @@ def test_encode_on_a_named_device_and_the_padded_batch_import_no_torch(
 
 
 def test_anatomy_takes_the_embedding_layer_apart_without_torch(
-    cache: Path, exported_cache: Path, bundled_path: Path
+    light_steps: dict[str, dict[str, Any]], bundled_path: Path
 ) -> None:
     """`anatomy` of a light model reads the folder's weights and proves them against the export's layer 0,
     in a fresh process that imports no torch; its steps equal the plain Hugging Face embedding layer."""
-    shutil.copytree(exported_cache, cache)
-    code = (
-        "import json, sys, bertscope\n"
-        "a = bertscope.load(backend='onnxruntime').anatomy([('I like eating bread', 'a cat')])[0]\n"
-        "print(json.dumps({'torch': 'torch' in sys.modules, 'error': a.max_abs_error,\n"
-        "                  'summed': a.summed.tolist(), 'encoder_input': a.encoder_input.tolist()}))"
-    )
-    found = json.loads(_fresh(code, cache).stdout)
+    found = light_steps["anatomy"]
     assert found["torch"] is False and found["error"] < 1e-5
     tokenizer = AutoTokenizer.from_pretrained(bundled_path)
     model = AutoModel.from_pretrained(bundled_path).eval()
@@ -213,51 +303,50 @@ def test_anatomy_takes_the_embedding_layer_apart_without_torch(
     np.testing.assert_allclose(np.array(found["summed"]), summed[0].numpy(), rtol=0, atol=1e-5)
 
 
-@pytest.mark.parametrize("damage", ["flipped", "truncated", "no record"])
 def test_a_damaged_export_is_made_again_and_never_trusted(
-    cache: Path,
+    tmp_path: Path,
     exported_cache: Path,
     reference: np.ndarray,
-    damage: str,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    shutil.copytree(exported_cache, cache)  # copy2 keeps the times the export's record checks
-    (export,) = (cache / "onnx").glob("*.onnx")
-    data = bytearray(export.read_bytes())
-    if damage == "flipped":  # the same size, other bytes: only the SHA-256 can tell
-        middle = len(data) // 2
-        data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
-        export.write_bytes(bytes(data))
-    elif damage == "truncated":  # a copy cut short
-        export.write_bytes(bytes(data[: len(data) // 3]))
-    else:
-        export.with_suffix(".json").unlink()
-    # Made again here, where torch is loaded already (a fresh process would spend ~3 s importing it, and
-    # whether the first load imports torch is not what is checked); trusted by a fresh process after.
+    """Each damage in a cache of its own, made again here; one fresh process then reads the three."""
     monkeypatch.delenv("BERTSCOPE_MODEL", raising=False)
-    capsys.readouterr()
-    found = bertscope.load(backend="onnxruntime").embed(TEXTS).vectors
-    said = capsys.readouterr().err
-    assert "exporting the model to ONNX" in said
-    if damage != "no record":
-        assert "does not match its recorded size and SHA-256" in said
-    assert np.abs(found - reference).max() < 1e-5
-    again, said = _embedded("backend='onnxruntime'", cache)
-    assert again["torch"] is False and said == ""
+    caches = {}
+    for damage in ("flipped", "truncated", "no-record"):
+        cache = caches[damage] = tmp_path / damage / "cache"
+        shutil.copytree(exported_cache, cache)  # copy2 keeps the times the export's record checks
+        (export,) = (cache / "onnx").glob("*.onnx")
+        data = bytearray(export.read_bytes())
+        if damage == "flipped":  # the same size, other bytes: only the SHA-256 can tell
+            middle = len(data) // 2
+            data[middle : middle + 64] = bytes(b ^ 0xFF for b in data[middle : middle + 64])
+            export.write_bytes(bytes(data))
+        elif damage == "truncated":  # a copy cut short
+            export.write_bytes(bytes(data[: len(data) // 3]))
+        else:
+            export.with_suffix(".json").unlink()
+        # Made again here, where torch is loaded already (a fresh process would spend ~3 s importing it,
+        # and whether the first load imports torch is not what is checked); trusted by a fresh process after.
+        monkeypatch.setenv("BERTSCOPE_CACHE", str(cache))
+        capsys.readouterr()
+        found = bertscope.load(backend="onnxruntime").embed(TEXTS).vectors
+        said = capsys.readouterr().err
+        assert "exporting the model to ONNX" in said, damage
+        if damage != "no-record":
+            assert "does not match its recorded size and SHA-256" in said, damage
+        assert np.abs(found - reference).max() < 1e-5, damage
+    steps = [(damage, str(cache), _embeds("onnxruntime")) for damage, cache in caches.items()]
+    for damage, again in _stepped(steps, tmp_path).items():
+        assert (again["torch"], again["said"]) == (False, ""), damage
+        assert np.abs(np.array(again["vectors"]) - reference).max() < 1e-5, damage
 
 
-def test_two_processes_export_the_same_model_once(cache: Path, reference: np.ndarray) -> None:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "BERTSCOPE_CACHE": str(cache)}
-    code = _EMBED.format(options="backend='onnxruntime'", texts=TEXTS)
-    runs = [
-        subprocess.Popen(
-            [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
-        )
-        for _ in range(2)
-    ]
-    outputs = [run.communicate() for run in runs]
-    assert [run.returncode for run in runs] == [0, 0]
+def test_two_processes_export_the_same_model_once(
+    two_exports: tuple[Path, list[int], list[tuple[bytes, bytes]]], reference: np.ndarray
+) -> None:
+    _, codes, outputs = two_exports  # the module's first two processes, started at once in an empty cache
+    assert codes == [0, 0], outputs
     said = "".join(err.decode() for _, err in outputs)
     assert said.count("exporting the model to ONNX") == 1
     for out, _ in outputs:
@@ -337,25 +426,15 @@ def test_a_tokenizer_json_that_disagrees_with_its_config_is_read_as_transformers
 
 
 def test_contextuality_runs_light_and_equals_the_torch_run(
-    cache: Path, exported_cache: Path, bundled: bertscope.Model
+    light_steps: dict[str, dict[str, Any]], bundled: bertscope.Model
 ) -> None:
     """contextuality read the static rows from the PyTorch module (input_embeddings), so it loaded torch
     where everything else it needs was served light; its rows now come from the folder, the same figures."""
     from bertscope.research.contextuality import contextuality
 
-    words = ["bank", "bread", "river", "storm"]
-    texts = [*TEXTS, "The bank by the river.", "He took bread to the bank.", "The storm hit the bank."]
-    shutil.copytree(exported_cache, cache)  # the export, made once (with torch) by a fresh process
-    code = (
-        "import json, sys, bertscope\n"
-        "from bertscope.research.contextuality import contextuality\n"
-        f"result = contextuality(bertscope.load(backend='onnxruntime'), {texts!r}, words={words!r}, "
-        "min_contexts=1)\n"
-        "print(json.dumps({'torch': 'torch' in sys.modules, 'records': result.records}))\n"
-    )
-    light = json.loads(_fresh(code, cache).stdout.strip().splitlines()[-1])
+    light = light_steps["contextuality"]
     assert light["torch"] is False
-    here = contextuality(bundled, texts, words=words, min_contexts=1).records
+    here = contextuality(bundled, CONTEXTS, words=WORDS, min_contexts=1).records
     assert [r["layer"] for r in light["records"]] == [r["layer"] for r in here]
     for mine, theirs in zip(light["records"], here, strict=True):
         for key, value in theirs.items():
