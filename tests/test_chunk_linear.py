@@ -366,7 +366,7 @@ def test_a_chunk_that_starts_blocks_after_the_last_one_pooled_reads_its_own_rows
     assert _old_pool_streamed(iter(blocks), rows, Pooling.MEAN).ravel().tolist() == [0.5, 3.5]  # not 6.5
     assert pool_streamed(iter(blocks), rows, Pooling.MEAN).ravel().tolist() == [0.5, 6.5]
     assert pool_streamed(iter([matrix[:0], matrix]), rows[1:], Pooling.MAX).ravel().tolist() == [7.0]
-    doc = _DOC * 8  # about 1,100 tokens: one matrix, or windows with LONG_TOKENS at 100
+    doc = _DOC * 3  # about 370 tokens: one matrix, or 4 windows with LONG_TOKENS at 100 (spans 3 apart)
     cases = [(spans, pooling) for spans in ([(0, 30), (len(doc) - 40, len(doc))], [(len(doc) - 40, len(doc))])
              for pooling in ("mean", "max")]  # fmt: skip
     whole = [bundled.embed_chunks(doc, chunks=spans, pooling=pooling).vectors for spans, pooling in cases]
@@ -490,6 +490,9 @@ def _old_naive(
 
 
 _NAIVE_DOCS = [_DOC, "Hi there. " * 200, "short one."]
+# The streaming test's: its second document (302 tokens) is still past the bundled model's 256-token
+# window, so chunks of 400 pieces are truncated or windowed; half of _NAIVE_DOCS' forwards, run twice.
+_STREAM_DOCS = [_DOC, "Hi there. " * 100, "short one."]
 _NAIVE_CHUNKINGS: list[dict[str, Any]] = [
     {"chunks": "tokens", "chunk_size": 40, "chunk_overlap": 30},  # overlapping token chunks
     {"chunks": "tokens", "chunk_size": 400, "chunk_overlap": 350},  # longer than the window: truncated
@@ -508,8 +511,10 @@ def test_chunks_embedded_alone_stream_the_same_vectors(
     engine = bundled.engine
     if chunk_size is not None:
         monkeypatch.setattr(engine, "chunk_size", chunk_size)
+    window = bundled.engine.tokenizer.max_tokens
+    assert len(bundled.tokenize(_STREAM_DOCS[1], long="window")) > window  # a chunk longer than it
     for options in _NAIVE_CHUNKINGS:
-        plan = plan_chunks(bundled, _NAIVE_DOCS, late=False, **options)
+        plan = plan_chunks(bundled, _STREAM_DOCS, late=False, **options)
         new = list(
             chunk_embed.iter_chunk_embeddings(
                 engine, zip(plan.docs, plan.spans, strict=True), plan.spec, late=False, settings=plan.settings
@@ -517,7 +522,7 @@ def test_chunks_embedded_alone_stream_the_same_vectors(
         )
         recorded = {**plan.spec.as_dict(), **plan.settings, "late": False}
         old = list(_old_naive(engine, plan.docs, plan.spans, plan.spec, recorded, None))
-        assert len(new) == len(old) == len(_NAIVE_DOCS)
+        assert len(new) == len(old) == len(_STREAM_DOCS)
         for a, b in zip(new, old, strict=True):
             assert a.vectors.tobytes() == b.vectors.tobytes(), options  # the same batches: bit for bit
             assert (a.chunks, a.spans, a.spec) == (b.chunks, b.spans, b.spec)
@@ -543,11 +548,11 @@ class _Counted(str):
 def test_chunks_embedded_alone_hold_one_pass_of_chunk_texts(
     bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # 187 chunks sharing 59 of their 60 pieces, the engine taking 8 texts a pass: the texts alive while
-    # the chunks run are one pass's, where all 187 were made (and held) before the first forward.
+    # 104 chunks sharing 19 of their 20 pieces, the engine taking 8 texts a pass: the texts alive while
+    # the chunks run are one pass's, where all 104 were made (and held) before the first forward.
     engine = bundled.engine
     monkeypatch.setattr(engine, "chunk_size", 8)
-    plan = plan_chunks(bundled, _DOC * 2, late=False, chunks="tokens", chunk_size=60, chunk_overlap=59)
+    plan = plan_chunks(bundled, _DOC, late=False, chunks="tokens", chunk_size=20, chunk_overlap=19)
     seen: list[int] = []
     real = engine.sentences
 
@@ -562,13 +567,13 @@ def test_chunks_embedded_alone_hold_one_pass_of_chunk_texts(
     (result,) = chunk_embed.iter_chunk_embeddings(
         engine, [(doc, plan.spans[0])], plan.spec, late=False, settings=recorded
     )
-    assert len(result.chunks) == plan.count == 187 and len(seen) == 24
+    assert len(result.chunks) == plan.count == 104 and len(seen) == 13
     assert max(seen) <= 8
     assert isinstance(result.chunks[0], _Counted)  # the result's texts: made once its vectors are
     del result
     seen.clear()
     list(_old_naive(engine, [doc], plan.spans, plan.spec, recorded, None))
-    assert min(seen) == 187  # before: every chunk's text, from the first pass to the last
+    assert min(seen) == 104  # before: every chunk's text, from the first pass to the last
 
 
 @pytest.mark.parametrize("options", _NAIVE_CHUNKINGS)
