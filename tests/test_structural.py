@@ -201,6 +201,16 @@ def test_reader_refuses_files_without_trees(tmp_path: Path) -> None:
     assert tree == Tree(("A", "B"), ("X", "PUNCT"), (-1, 0))
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _one_blas_thread():  # type: ignore[no-untyped-def]
+    """The probes' fits multiply small NumPy matrices (a sentence's words by the rank): OpenBLAS's
+    threads on two busy cores made the EWT probes take 24 s, not 9, for the same rows (checked equal)."""
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
+
+
 @pytest.fixture(scope="module")
 def distance_result(bundled):  # type: ignore[no-untyped-def]
     return structural_probe(
@@ -218,15 +228,14 @@ def test_a_middle_layer_beats_the_linear_chain_and_static_does_not(distance_resu
     assert rows["static"]["uuas"] < chain["uuas"]
 
 
-def test_the_probe_is_the_same_for_the_same_seed(bundled, distance_result) -> None:  # type: ignore[no-untyped-def]
-    again = structural_probe(
-        bundled, EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu", layers="2,3,4", epochs=100
-    )
-    assert again.to_dict() == distance_result.to_dict()
-    other = structural_probe(
-        bundled, EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu", layers="3", epochs=100, seed=1
-    )
-    assert other.rows[1] != distance_result.rows[2]
+def test_the_probe_is_the_same_for_the_same_seed(bundled) -> None:  # type: ignore[no-untyped-def]
+    # Same seed, same rows (and losses) at any epoch count or layer choice: one layer, 20 epochs.
+    train, test = EXAMPLES / "trees.conllu", EXAMPLES / "trees-test.conllu"
+    first = structural_probe(bundled, train, test, layers="3", epochs=20)
+    again = structural_probe(bundled, train, test, layers="3", epochs=20)
+    assert again.to_dict() == first.to_dict()
+    other = structural_probe(bundled, train, test, layers="3", epochs=20, seed=1)
+    assert other.rows[1] != first.rows[1]
 
 
 def test_depth_probe_holds_out_every_fifth_sentence_without_test(bundled) -> None:  # type: ignore[no-untyped-def]
@@ -396,7 +405,8 @@ def test_uuas_and_dspr_on_ewt_equal_a_count_by_hand() -> None:
 @pytest.fixture(scope="module")
 def ewt_results(bundled):  # type: ignore[no-untyped-def]
     return {
-        task: structural_probe(bundled, EWT_TRAIN, EWT_DEV, task=task, layers="0,3,6", epochs=10)
+        # layers 3 and 6 (and the static row) are the ones checked; each row's fit is its own
+        task: structural_probe(bundled, EWT_TRAIN, EWT_DEV, task=task, layers="3,6", epochs=10)
         for task in ("distance", "depth")
     }
 
