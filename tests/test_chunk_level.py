@@ -98,12 +98,12 @@ def test_bad_chunk_options_are_refused(tmp_path: Path, bundled: bertscope.Model)
         bertscope.embed_corpus(source, tmp_path / "c.db", model=bundled, level="chunks")
 
 
-DOCS_IN_CORPUS = 1000
+DOCS_IN_CORPUS = 600
 
 
 @pytest.fixture(scope="module")
 def doc_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """1,000 documents of 1-6 sentences of the tiny model's words: 10 parts, 7 to come after the kill."""
+    """600 documents of 1-6 sentences of the tiny model's words: 12 parts, 9 to come after the kill."""
     rng = np.random.default_rng(0)
     words = "we sat on the bank of a river money interest rates the cat likes bread".split()
     folder = tmp_path_factory.mktemp("chunks")
@@ -119,7 +119,7 @@ def doc_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_chunk_job_killed_with_sigkill_resumes_exactly(
     tmp_path: Path, doc_corpus: Path, tiny_dirs: dict[str, Path]
 ) -> None:
-    common = ["-i", str(doc_corpus), "--model", str(tiny_dirs["bert"]), "--batch-size", "100", "-q"]
+    common = ["-i", str(doc_corpus), "--model", str(tiny_dirs["bert"]), "--batch-size", "50", "-q"]
     common += ["--chunks", "sentence", "--late"]
     whole = tmp_path / "whole.parquet"
     _embed_in_process([*common, "-o", str(whole)])  # only the job that is killed needs its own process

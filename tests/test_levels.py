@@ -165,12 +165,12 @@ def test_bad_level_options_are_refused(tmp_path: Path, bundled: bertscope.Model)
         )
 
 
-TOKEN_TEXTS = 3000
+TOKEN_TEXTS = 1000
 
 
 @pytest.fixture(scope="module")
 def token_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A corpus of 10 parts of 300 texts: 7 are still to come when the job is killed after 3."""
+    """A corpus of 10 parts of 100 texts: 7 are still to come when the job is killed after 3."""
     rng = np.random.default_rng(1)
     words = "we sat on the bank of a river money interest rates tokenization rocks".split()
     lines = [" ".join(rng.choice(words, size=rng.integers(2, 25))) for _ in range(TOKEN_TEXTS)]
@@ -186,7 +186,7 @@ def test_token_job_killed_with_sigkill_resumes_exactly(
         "--model",
         str(tiny_dirs["bert"]),
         "--batch-size",
-        "300",
+        "100",
         "-q",
         "--tokens",
     ]
