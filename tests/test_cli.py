@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import subprocess
 import sys
@@ -11,13 +13,32 @@ from typing import Any
 
 import numpy as np
 import pytest
+import typer
+import typer.testing
 from typer.testing import CliRunner
 
 import bertscope
 from bertscope.cli import app
 from console import run_main
 
-runner = CliRunner()
+
+@functools.cache
+def _built() -> typer.core.TyperGroup:
+    """The app's click command tree, built once: typer builds it anew on every invoke (~0.3 s)."""
+    return typer.main.get_command(app)  # type: ignore[return-value]
+
+
+class _Runner(CliRunner):
+    """typer's CliRunner on the command tree built once (the same tree a console run builds)."""
+
+    def invoke(self, app: typer.Typer, args: Any = None, **extra: Any) -> Any:  # type: ignore[override]
+        """Invoke as typer's runner does, without building the tree again."""
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(typer.testing, "_get_command", lambda _: _built())
+            return super().invoke(app, args, **extra)
+
+
+runner = _Runner()
 
 
 def run_ok(*args: str) -> str:
@@ -27,10 +48,10 @@ def run_ok(*args: str) -> str:
     return result.stdout
 
 
-def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     """Run `python -m bertscope` in a subprocess, as a user would."""
     return subprocess.run(
-        [sys.executable, "-m", "bertscope", *args], capture_output=True, text=True, input=stdin, timeout=300
+        [sys.executable, "-m", "bertscope", *args], capture_output=True, text=True, timeout=300
     )
 
 
@@ -164,10 +185,11 @@ def test_similarity_matrix() -> None:
     assert matrix[0, 1] > matrix[0, 2]
 
 
-def test_embed_from_stdin_warns_once_on_truncation() -> None:
+def test_embed_from_stdin_warns_once_on_truncation(monkeypatch: pytest.MonkeyPatch) -> None:
     long_text = "word " * 400
-    result = run_cli("embed", "-i", "-", "--json", stdin=f"short text\n{long_text}\n")
-    assert result.returncode == 0, result.stderr
+    monkeypatch.setattr(sys, "stdin", io.StringIO(f"short text\n{long_text}\n"))
+    result = run_main("embed", "-i", "-", "--json")
+    assert result.code == 0, result.stderr
     assert json.loads(result.stdout)["n_dropped"][1] == 400 + 2 - 256
     assert result.stderr.count("truncated") == 1
 
@@ -202,23 +224,11 @@ def test_env_var_sets_the_default_model(tiny_dirs) -> None:
 
 
 HEAVY = ("torch", "transformers", "sklearn", "matplotlib", "fastapi")
-# Runs a command in a fresh interpreter and prints which heavy modules it imported.
-_WHICH_IMPORTED = """
-import json, sys
-sys.argv = ["bertscope", *sys.argv[1:]]
-from bertscope.cli import main
-try:
-    main()
-except SystemExit as exc:
-    assert not exc.code, exc.code
-print(json.dumps([m for m in {heavy!r} if m in sys.modules]), file=sys.stderr)
-"""
-
-
 LIGHT_COMMANDS = [("--help",), ("tokens", "x"), ("info",), ("tokens", "--pad", "a", "b")]
 # Runs each of LIGHT_COMMANDS in turn in one fresh interpreter, and prints what each wrote on stdout and
 # the heavy modules imported by the time it finished: a command's list is empty only where it and every
-# command before it imported none of them.
+# command before it imported none of them. `vocab add` runs last, in the same interpreter (one start
+# less): what it imports is its own, as the commands before it imported none.
 _EACH_IMPORTED = """
 import contextlib, io, json, sys
 from bertscope.cli import main
@@ -237,9 +247,14 @@ print(json.dumps(done))
 
 
 @pytest.fixture(scope="module")
-def light_commands(bundled: bertscope.Model) -> list[dict[str, Any]]:
-    """LIGHT_COMMANDS run in one fresh interpreter (after the bundled model's load recorded its runtime)."""
-    code = _EACH_IMPORTED.format(commands=LIGHT_COMMANDS, heavy=HEAVY)
+def light_commands(
+    bundled: bertscope.Model, tiny_dirs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> list[dict[str, Any]]:
+    """LIGHT_COMMANDS, then a `vocab add` on the tiny BERT, run in one fresh interpreter (after the bundled
+    model's load recorded its runtime)."""
+    extended = tmp_path_factory.mktemp("vocab") / "extended"
+    vocab_add = ("vocab", "add", "covid19", "-m", str(tiny_dirs["bert"]), "-o", str(extended), "--json")
+    code = _EACH_IMPORTED.format(commands=[*LIGHT_COMMANDS, vocab_add], heavy=HEAVY)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     ran: list[dict[str, Any]] = json.loads(done.stdout)
@@ -259,15 +274,13 @@ def test_help_tokens_and_info_import_no_torch(
     assert ran["stdout"].strip()
 
 
-def test_vocab_add_still_loads_the_module_it_needs(tmp_path: Path) -> None:
+def test_vocab_add_still_loads_the_module_it_needs(light_commands: list[dict[str, Any]]) -> None:
     """The check above can fail: a command that changes the PyTorch module (vocab add resizes its embedding
     matrix and saves it) does import torch (embed, anatomy and attention do not where an export serves:
     tests/test_light.py, tests/test_attention_light.py)."""
-    code = _WHICH_IMPORTED.format(heavy=HEAVY)
-    args = ["vocab", "add", "covid19", "-o", str(tmp_path / "extended"), "--json"]
-    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert "torch" in json.loads(done.stderr.strip().splitlines()[-1])
+    ran = light_commands[len(LIGHT_COMMANDS)]
+    assert json.loads(ran["stdout"])["added"] == ["covid19"]
+    assert "torch" in ran["heavy"]
 
 
 def test_a_byte_order_mark_is_read_alike_with_and_without_output(tmp_path: Path) -> None:
@@ -292,9 +305,7 @@ def test_every_help_has_an_example_and_keeps_its_brackets() -> None:
     """`bertscope --help`, each group's and each command's: an example, and no text eaten as markup."""
     import re
 
-    import typer
-
-    for path, command in _commands(typer.main.get_command(app)):
+    for path, command in _commands(_built()):
         result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "250"})
         assert result.exit_code == 0, (path, result.output)
         assert "Example" in result.output, f"bertscope {' '.join(path)} --help shows no example"
@@ -312,8 +323,8 @@ def test_texts_and_pieces_with_brackets_are_printed_as_written() -> None:
     """Rich read '[unused0]' and '[bold]' as markup: the piece printed as '' and titles lost words."""
     assert "'[unused0]': id 1" in run_ok("static", "[unused0]")
     assert "'[unused0] hi [bold]'" in run_ok("tokens", "[unused0] hi [bold]")
-    result = run_cli("static", "[foo]")
-    assert result.returncode == 1 and "'[foo]' is not a single word piece" in result.stderr
+    result = run_main("static", "[foo]")
+    assert result.code == 1 and "'[foo]' is not a single word piece" in result.stderr
 
 
 def test_eval_words_draws_only_the_picture_it_is_asked_for(
