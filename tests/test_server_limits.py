@@ -215,7 +215,10 @@ def test_bodies_held_across_connections_share_one_budget(bundled: bertscope.Mode
         assert again.status_code == 200, again.text
 
 
-DOC = "word " * 7000  # 7,002 tokens: 4+ forwards of 16 windows on the bundled model
+# 1,002 tokens: 7 windows of 256, each its own forward under `one_window_a_forward` (the tests below need
+# 4 window forwards at least; at the engine's own 16 windows a forward that took a 7,002-token document,
+# and each test ran two forwards of 4,096 tokens for one that stops between batches of any size).
+DOC = "word " * 1000
 
 # (path, a request over a budget of 300 tokens, the layers its budget counts)
 OVER_BUDGET = [
@@ -266,8 +269,16 @@ def _is_window_batch(args: tuple[Any, ...]) -> bool:
     return bool(args[0].shape[1] == 256)  # a batch of the long document's windows
 
 
+@pytest.fixture
+def one_window_a_forward(bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bundled model's engine runs one 256-token window a forward (its budget, and no least rows):
+    a short document then has several batch boundaries, where the worker's fairness and abandoning act."""
+    monkeypatch.setattr(bundled.engine, "token_budget", 256)
+    monkeypatch.setattr(bundled.engine, "min_rows", 1)
+
+
 def test_a_small_request_runs_between_a_long_documents_batches(
-    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch, one_window_a_forward: None
 ) -> None:
     """The small request is sent once the long document's 1st batch runs; the long one's 2nd batch waits
     until the small one is queued, its 3rd until the small one has its answer: only a worker that runs
@@ -318,7 +329,11 @@ ABANDONED = [
 
 @pytest.mark.parametrize(("path", "body"), ABANDONED, ids=[p for p, _ in ABANDONED])
 def test_work_whose_client_left_stops_at_the_next_batch(
-    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch, path: str, body: dict[str, Any]
+    bundled: bertscope.Model,
+    monkeypatch: pytest.MonkeyPatch,
+    one_window_a_forward: None,
+    path: str,
+    body: dict[str, Any],
 ) -> None:
     """The long request's client hangs up during its 2nd batch: no 3rd batch runs."""
     settings = ServerSettings()
