@@ -19,8 +19,14 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # sessions read it too (backends/onnx.idle_threads_sleep: two processes embedding at once each ran 1.8x
 # faster with it). The processes the tests start (the CLI, cog, Ray's workers) inherit it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# numpy's and scikit-learn's OpenBLAS on one thread: its idle threads spin too, and on two cores that two
+# workers share, a small fit on two BLAS threads took 9.6 s of CPU where one thread took 0.6 s (the EWT
+# probe's independent fit, 2026-11-28). Read when numpy loads (below); the library's own probe fits pin
+# one thread already (research/probe_fit.py), so the results are the same either way.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import bertscope  # noqa: E402
+import console  # noqa: E402, F401  # the console's command tree built once for every in-process run
 from tiny_models import FAMILIES, build_tiny_model  # noqa: E402
 
 # The heaviest files first. `make test` runs two xdist workers with --dist loadfile: a worker takes the
