@@ -128,7 +128,8 @@ def test_the_attention_command_answers_without_torch_where_the_default_runtime_i
     if not measured.is_file():
         pytest.skip("the session's model did not measure the exact default (a runtime alone)")
     (cache / "fast").mkdir(exist_ok=True)
-    shutil.copy2(measured, cache / "fast" / measured.name)
+    # a fresh date: a measurement older than the installed package is measured again (backends/fast.py)
+    shutil.copy(measured, cache / "fast" / measured.name)
     code = (
         "import json, sys\n"
         "sys.argv = ['bertscope', *sys.argv[1:]]\n"
