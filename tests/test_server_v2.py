@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import bertscope
-from test_server import fuzz, serving
+from test_server import V2_FUZZED, fuzz, serving
 
 ATOL = 1e-5
 DOC = (
@@ -187,8 +187,9 @@ def test_the_schema_states_what_the_chunk_route_refuses(url: str) -> None:
 
 def test_fuzzing_the_v2_routes_finds_no_server_error_and_no_valid_request_refused(url: str) -> None:
     # Three routes x two modes x 16 examples: at most 96 cases, the same ones on every machine (25 took a
-    # third longer, /v2/cka's most of it; test_server.py's fuzz draws 9 a mode of each route besides).
-    cases, failures = fuzz(url, paths=("/v2/embed_chunks", "/v2/similarity", "/v2/cka"), examples=16)
+    # third longer, /v2/cka's most of it). These are the routes' deep fuzz: test_server.py's draws only 3
+    # a mode of them (9 of every other route).
+    cases, failures = fuzz(url, paths=V2_FUZZED, examples=16)
     assert cases > 40, cases
     assert not failures, failures[:5]
 
