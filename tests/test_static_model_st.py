@@ -169,16 +169,22 @@ def test_similarity_fn_name_is_set_as_sentence_transformers(plain_folder: Path, 
     assert close(ours.similarity(TEXTS), cos_sim(encoded, encoded)) < TOL
 
 
+def _naming_similarity(source: Path, folder: Path, name: str) -> Path:
+    """A copy of the folder `source` whose config_sentence_transformers.json names similarity `name`."""
+    import shutil
+
+    shutil.copytree(source, folder)
+    settings = folder / "config_sentence_transformers.json"
+    known = json.loads(settings.read_text()) if settings.exists() else {}
+    settings.write_text(json.dumps({**known, "similarity_fn_name": name}))
+    return folder
+
+
 def test_the_folders_similarity_fn_name_is_read_as_sentence_transformers(
     plain_folder: Path, tmp_path: Path
 ) -> None:
     """A folder whose config_sentence_transformers.json names "dot" is read as dot by both, until set."""
-    import shutil
-
-    folder = shutil.copytree(plain_folder, tmp_path / "dot")
-    settings = folder / "config_sentence_transformers.json"
-    known = json.loads(settings.read_text()) if settings.exists() else {}
-    settings.write_text(json.dumps({**known, "similarity_fn_name": "dot"}))
+    folder = _naming_similarity(plain_folder, tmp_path / "dot", "dot")
     ours, theirs = _pair(folder)
     assert ours.similarity_fn_name == theirs.similarity_fn_name == "dot"
     _, (a, b) = vector_pairs(ours)
@@ -319,12 +325,7 @@ def test_a_folder_naming_an_unknown_similarity_fn_name_is_refused_when_loaded(
     plain_folder: Path, tmp_path: Path
 ) -> None:
     """As `Model`'s load (and sentence-transformers'), not at the first similarity."""
-    import shutil
-
-    folder = shutil.copytree(plain_folder, tmp_path / "maxsim")
-    settings = folder / "config_sentence_transformers.json"
-    known = json.loads(settings.read_text()) if settings.exists() else {}
-    settings.write_text(json.dumps({**known, "similarity_fn_name": "maxsim"}))
+    folder = _naming_similarity(plain_folder, tmp_path / "maxsim", "maxsim")
     with pytest.raises(bertscope.ModelLoadError, match="maxsim") as refused:
         bertscope.load(folder)
     assert "\n" not in str(refused.value)
