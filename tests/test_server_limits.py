@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -272,7 +273,8 @@ def _is_window_batch(args: tuple[Any, ...]) -> bool:
 @pytest.fixture
 def one_window_a_forward(bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bundled model's engine runs one 256-token window a forward (its budget, and no least rows):
-    a short document then has several batch boundaries, where the worker's fairness and abandoning act."""
+    a short document then has several batch boundaries, where the worker's fairness and abandoning act.
+    The app, made after this, reads the same budget for its batches (server/app.py)."""
     monkeypatch.setattr(bundled.engine, "token_budget", 256)
     monkeypatch.setattr(bundled.engine, "min_rows", 1)
 
@@ -362,6 +364,10 @@ def test_work_whose_client_left_stops_at_the_next_batch(
         with _socket(base) as sock:
             sock.sendall(_head(len(raw), path) + raw)
             assert second.wait(120), "the long request never reached its 2nd batch"
-        while "bertscope_abandoned_work_stopped_total 1.0" not in client.get("/metrics").text:
-            pass  # each look is a request: the condition itself, no sleep
+        # each look is a request: the condition itself, no sleep; a worker that never stops the abandoned
+        # work fails here after its 2nd batch ran on (the gate above lets it go), rather than hanging
+        stopped, deadline = False, time.monotonic() + 120
+        while not stopped and time.monotonic() < deadline:
+            stopped = "bertscope_abandoned_work_stopped_total 1.0" in client.get("/metrics").text
+        assert stopped, "the abandoned work was never counted as stopped"
     assert long_batches[0] == 2
