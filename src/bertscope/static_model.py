@@ -187,7 +187,7 @@ class StaticModel(SentenceTransformersAttributes):
         )  # fmt: skip
 
     # The folder's prompts until set (model2vec folders have none), as Model's
-    prompts = PromptsOfFolder(lambda model: model.path)
+    prompts = PromptsOfFolder()
 
     @property
     def hf_model(self) -> Any:
@@ -354,7 +354,7 @@ class StaticModel(SentenceTransformersAttributes):
         return _st.similarity_pairwise(embeddings1, embeddings2, self.similarity_fn_name)
 
     def _settings_folder(self) -> Path | None:
-        """The folder whose config_sentence_transformers.json names `similarity_fn_name` (the mixin's)."""
+        """The folder whose config_sentence_transformers.json gives the prompts and `similarity_fn_name`."""
         return self.path
 
     @property

@@ -44,6 +44,8 @@ from .tokens import (
 )
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import torch
     from tokenizers import Encoding
     from typing_extensions import Unpack
@@ -304,7 +306,11 @@ class Encoder:
         return resolve(self, EmbedOptions.given(**options)).spec
 
     # The folder's prompts until set (`model.prompts = {...}`, as sentence-transformers')
-    prompts = PromptsOfFolder(lambda model: model.loaded.path)
+    prompts = PromptsOfFolder()
+
+    def _settings_folder(self) -> Path | None:
+        """The folder whose config_sentence_transformers.json gives the prompts and `similarity_fn_name`."""
+        return self.loaded.path
 
     # Contextual vectors -------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import reprlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -168,15 +168,13 @@ class PromptsOfFolder:
     """A model's `prompts` attribute: its folder's prompts (`read_prompts`, read on first use), until set;
     read as a mapping of name -> prompt text, as sentence-transformers' `model.prompts`. Setting it, as
     sentence-transformers' `model.prompts = {...}`, replaces them for every embed and encode after (the
-    default prompt stays where its name is among them). `folder` gives the model's folder."""
-
-    def __init__(self, folder: Callable[[Any], Path | None]) -> None:
-        self.folder = folder
+    default prompt stays where its name is among them). The model names its folder with
+    `_settings_folder()`, the one its `similarity_fn_name` is read from too."""
 
     def __get__(self, model: Any, owner: type | None = None) -> Prompts:
         found = model.__dict__.get("_prompts")
         if found is None:
-            found = model.__dict__["_prompts"] = read_prompts(self.folder(model))
+            found = model.__dict__["_prompts"] = read_prompts(model._settings_folder())
         return found  # type: ignore[no-any-return]
 
     def __set__(self, model: Any, value: Mapping[str, str]) -> None:

@@ -265,10 +265,6 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
 
         return similarity_pairwise(embeddings1, embeddings2, self.similarity_fn_name)
 
-    def _settings_folder(self) -> Path | None:
-        """The folder whose config_sentence_transformers.json names `similarity_fn_name` (the mixin's)."""
-        return self.loaded.path
-
     @property
     def max_seq_length(self) -> int:
         """sentence-transformers' name for the tokens a text may take (`max_tokens`); set when loading."""
