@@ -25,7 +25,7 @@ from .core.post import PostKind, PostProcessor
 from .core.renamed import top_k_given
 from .core.similarity import cos_sim
 from .core.spec import EmbedOptions, EmbedSpec, resolve
-from .core.texts_given import text_problem
+from .core.texts_given import text_refusal
 from .core.tokens import Tokens, say_cut
 from .errors import InvalidInput, InvalidSpec
 
@@ -157,12 +157,7 @@ def _check_texts(model: Encoder, a: str, b: str) -> None:
     """Both texts checked before either is embedded, each named as the caller gave it (text a, text b):
     embedded alone, the second was refused as "text 0"."""
     for name, text in (("a", a), ("b", b)):
-        blank = not text.strip()
-        problem = (
-            "is empty: every text needs a non-space character"
-            if blank
-            else text_problem(text, tokenizer=model.tokenizer)
-        )
+        problem = text_refusal(text, tokenizer=model.tokenizer)
         if problem:
             raise InvalidInput(f"text {name} {problem}")
 

@@ -14,7 +14,7 @@ from ..errors import InvalidInput
 
 __all__ = [
     "bare_pair_message", "check_text", "check_texts", "is_pair", "iter_checked", "one_text_or_pair",
-    "refuse_unordered", "text_items", "text_problem",
+    "refuse_unordered", "text_items", "text_problem", "text_refusal",
 ]  # fmt: skip
 
 
@@ -55,6 +55,14 @@ def text_problem(text: str, *, tokenizer: GivesPieces | None = None) -> str | No
             "it drops); give it some text"
         )
     return None
+
+
+def text_refusal(text: str, *, tokenizer: GivesPieces | None = None) -> str | None:
+    """Why a text given to embed is refused (an empty or all-space one first, then `text_problem`), or None:
+    the words that follow its name ("text 0 ...", "text a ...")."""
+    if not text.strip():
+        return "is empty: every text needs a non-space character"
+    return text_problem(text, tokenizer=tokenizer)
 
 
 def _has_letter(text: str) -> bool:
@@ -113,8 +121,7 @@ def check_text(text: object, index: int, *, pairs: bool = False) -> Any:
             kind = type(part).__name__
             hint = "strings or (A, B) pairs" if pairs else "str items only (pairs are not taken here)"
             raise InvalidInput(f"text {index} is a {kind}, not a string: pass {hint}")
-        blank = not part.strip()
-        problem = "is empty: every text needs a non-space character" if blank else text_problem(part)
+        problem = text_refusal(part)
         if problem:
             # In a pair, say which part: "text 0 is empty" of ("a", "") sends the user to the wrong one.
             which = f"text {index} (pair part {side})" if len(parts) == 2 else f"text {index}"
