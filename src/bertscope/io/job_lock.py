@@ -95,11 +95,11 @@ def _unwritable(output: Path, path: Path, why: str) -> CorpusError:
     )
 
 
-def running_job(output: str | Path) -> str | None:
-    """The job writing `output` now, as its lock file describes it; None where none runs. A killed job
-    holds no lock but may leave the file: its process being gone says so. Read only: a reader never
-    takes the lock, so a job starting meanwhile is never refused for it."""
-    path = lock_path(output)
+def running_job(output: str | Path, *, collection: str | None = None) -> str | None:
+    """The job writing `output` (one `collection` of an SQLite store) now, as its lock file describes it;
+    None where none runs. A killed job holds no lock but may leave the file: its process being gone says
+    so. Read only: a reader never takes the lock, so a job starting meanwhile is never refused for it."""
+    path = lock_path(output, collection)
     try:
         pid = int(json.loads(path.read_text())["pid"])
     except FileNotFoundError:

@@ -129,11 +129,9 @@ def _unfinished(path: Path) -> str | None:
 def _unfinished_collection(path: Path, collection: str, rules: FormatRules) -> str:
     """What a collection whose settings say its job has not finished (`sqlite_store.JOB_KEY`) is, said as
     `_unfinished` says it of a Parquet or .npy job: a job writing it now (its lock), or one that stopped."""
-    from .job_lock import lock_path, running_job
+    from .job_lock import running_job
 
-    # running_job reads the lock of the output it is given: the collection's is `OUTPUT.COLLECTION.lock`
-    lock = lock_path(path, collection)
-    if (holder := running_job(lock.with_name(lock.name.removesuffix(".lock")))) is not None:
+    if (holder := running_job(path, collection=collection)) is not None:
         return (
             f"a job is writing collection {collection!r} ({holder}) and has not finished; search it once the "
             "job has finished (a job that was stopped: run it again with --resume)"
