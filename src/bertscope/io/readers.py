@@ -303,10 +303,7 @@ class _SeenIds:
             self.db.execute("PRAGMA journal_mode = OFF")  # nothing to roll back: it is built once
             self.db.execute("CREATE TABLE ids (id BLOB PRIMARY KEY) WITHOUT ROWID")
         except sqlite3.Error as exc:
-            raise CorpusError(
-                f"cannot keep the ids read so far in a temporary file for the duplicate check ({exc}); "
-                "set TMPDIR to a folder with room"
-            ) from None
+            raise _no_room(exc) from None
         self.filter = bytearray(self._FILTER_BITS // 8)
         for item_id in self.recent:
             self._mark(item_id)
@@ -321,10 +318,7 @@ class _SeenIds:
                     "INSERT INTO ids VALUES (?)", [(k,) for k in sorted(map(_key, self.recent))]
                 )
         except sqlite3.Error as exc:
-            raise CorpusError(
-                f"cannot keep the ids read so far in a temporary file for the duplicate check ({exc}); "
-                "set TMPDIR to a folder with room"
-            ) from None
+            raise _no_room(exc) from None
         self.recent.clear()
 
     def _mark(self, item_id: str) -> None:
@@ -334,6 +328,14 @@ class _SeenIds:
     def _maybe(self, item_id: str) -> bool:
         spot = hash(item_id) % self._FILTER_BITS
         return bool(self.filter[spot >> 3] & (1 << (spot & 7)))
+
+
+def _no_room(exc: sqlite3.Error) -> CorpusError:
+    """The duplicate check's temporary table could not be made or written (`_SeenIds`)."""
+    return CorpusError(
+        f"cannot keep the ids read so far in a temporary file for the duplicate check ({exc}); "
+        "set TMPDIR to a folder with room"
+    )
 
 
 def _key(item_id: str) -> bytes:
