@@ -303,6 +303,33 @@ def test_anatomy_takes_the_embedding_layer_apart_without_torch(
     np.testing.assert_allclose(np.array(found["summed"]), summed[0].numpy(), rtol=0, atol=1e-5)
 
 
+def test_the_service_takes_the_embedding_layer_apart_without_loading_the_module(
+    cache: Path, bundled_path: Path
+) -> None:
+    """/anatomy of a light model bounds its answer from the folder's weights: the module stays unloaded
+    (it was loaded only to count the parts, 3 s at a fresh server's first request), and the answer is the
+    plain Hugging Face embedding layer within 1e-5."""
+    from fastapi.testclient import TestClient
+
+    from bertscope.server import create_app
+
+    bertscope.load(bundled_path, backend="onnxruntime")  # the export, made once
+    model = bertscope.load(bundled_path, backend="onnxruntime")
+    assert isinstance(model, Model) and model.light
+    with TestClient(create_app(model)) as client:
+        answer = client.post("/anatomy", json={"inputs": ["I like eating bread", "a cat"]})
+    assert answer.status_code == 200, answer.text[:300]
+    assert model.light, "/anatomy loaded the PyTorch module"
+    found = answer.json()
+    assert found["lacks"] == ["projection"] and found["max_abs_error"] < 1e-5
+    tokenizer = AutoTokenizer.from_pretrained(bundled_path)
+    reference = AutoModel.from_pretrained(bundled_path).eval()
+    with torch.inference_mode():
+        batch = tokenizer("I like eating bread", "a cat", return_tensors="pt")
+        layer0 = reference(**batch, output_hidden_states=True).hidden_states[0][0].numpy()
+    np.testing.assert_allclose(np.array(found["steps"]["encoder_input"]), layer0, rtol=0, atol=1e-5)
+
+
 def test_a_damaged_export_is_made_again_and_never_trusted(
     tmp_path: Path,
     exported_cache: Path,

@@ -151,7 +151,8 @@ def test_service_embed_routes_answer_and_layer_routes_refuse(static_m2v: StaticM
         assert openai.status_code == 200, openai.text
         np.testing.assert_allclose(openai.json()["data"][1]["embedding"], want[1], atol=1e-6)
         assert client.get("/v2/info").json()["family"] == "model2vec"
-        for path, body in [("/embed_tokens", {"inputs": "a cat"}), ("/attention", {"text": "a cat"})]:
+        layer_routes = [("/embed_tokens", {"inputs": "a cat"}), ("/attention", {"text": "a cat"})]
+        for path, body in [*layer_routes, ("/anatomy", {"inputs": "a cat"})]:
             refused = client.post(path, json=body)
             assert refused.status_code == 422 and "no layers" in refused.text, (path, refused.text)
 

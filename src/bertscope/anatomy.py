@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .core.encoder import Encoder
     from .core.families import EmbeddingParts, Family
 
-__all__ = ["Anatomy", "decompose"]
+__all__ = ["Anatomy", "decompose", "lacked_parts"]
 
 PROOF_TOLERANCE = 1e-5  # the most a light rebuild may miss the runtime's layer 0 by before torch redoes it
 
@@ -119,6 +119,18 @@ def decompose(model: Encoder, tokens: list[Tokens]) -> list[Anatomy]:
     return _decompose_torch(model, tokens, ids_np, types_np, mask_np)
 
 
+def lacked_parts(model: Encoder) -> tuple[str, ...]:
+    """The embedding-layer parts `model` lacks (`Anatomy.lacks`), read from the folder's weights while it
+    is light, so that bounding an anatomy's answer loads no PyTorch module; a static model's one-line
+    refusal comes from its `hf_model`."""
+    view = model.loaded.view if getattr(model, "light", False) else None
+    weights = view.embedding_weights if view is not None else None
+    if weights is not None:
+        return weights.lacks
+    module = model.hf_model  # first: a static model's family has no parts to name
+    return model.family.parts(module).lacks
+
+
 def _layer0(model: Encoder, ids: np.ndarray, types: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """The model's own layer 0 (float32) as its runtime computes it.
 
@@ -151,11 +163,7 @@ def _decompose_light(
     steps["projected"] = None
     steps["normalized"] = steps["encoder_input"] = weights.layer_norm(summed)
     steps["model_output"] = _layer0(model, ids_np, types_np, mask_np)
-    lacks = tuple(
-        name
-        for name, part in (("position", weights.position), ("token_type", weights.token_type))
-        if part is None
-    ) + ("projection",)
+    lacks = weights.lacks
     where = family.positions_in_attention(config)
     notes = family.notes(config, True, weights.norm_bias is not None)
     return [

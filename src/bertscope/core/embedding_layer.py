@@ -61,6 +61,13 @@ class EmbeddingWeights:
     norm_bias: np.ndarray | None
     eps: float
 
+    @property
+    def lacks(self) -> tuple[str, ...]:
+        """The parts this layer has not, named as `EmbeddingParts.lacks` names them (a layer read here has
+        no projection)."""
+        parts = (("position", self.position), ("token_type", self.token_type))
+        return tuple(name for name, part in parts if part is None) + ("projection",)
+
     def layer_norm(self, x: np.ndarray) -> np.ndarray:
         """LayerNorm over the last axis, as torch's, in float64 and then float32."""
         wide = x.astype(np.float64)

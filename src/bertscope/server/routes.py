@@ -315,11 +315,11 @@ def _scored(record: dict[str, Any]) -> dict[str, Any]:
 def _anatomy_row(svc: Service) -> tuple[int, int]:
     """The steps /anatomy answers a (tokens, width) array for (`anatomy.STEPS`, less the parts the family
     lacks), and at most their width (the wider of the embedding and hidden sizes). A static model has no
-    module to take apart: its one-line refusal (422) comes from `hf_model`."""
-    from ..anatomy import STEPS
+    module to take apart: its one-line refusal (422) comes from `hf_model`. Read without loading the
+    PyTorch module where the model is light, as the anatomy itself is."""
+    from ..anatomy import STEPS, lacked_parts
 
-    module = svc.model.hf_model
-    lacks = svc.model.family.parts(module).lacks
+    lacks = lacked_parts(svc.model)
     info = svc.model.info()
     return len(STEPS) - len(lacks), max(info.hidden_size, info.embedding_size)
 
