@@ -91,11 +91,11 @@ def test_plot_layers_says_a_cut_once(tmp_path: Path, tiny_dirs: dict[str, Path])
     json.loads(ran.stdout)
 
 
-def test_similar_says_a_long_query_is_cut(tmp_path: Path) -> None:
+def test_similar_says_a_long_query_is_cut(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a cat\na dog\nthe bank of the river\n")
-    store = tmp_path / "store.parquet"
-    assert run_main("embed", "-i", str(corpus), "-o", str(store), "--quiet").code == 0
+    store = tmp_path / "store.parquet"  # embedded by the tiny BERT, which `similar` reloads from the store
+    assert run_main(*on_tiny(["embed", "-i", str(corpus), "-o", str(store), "--quiet"], tiny_dirs)).code == 0
     ran = run(["similar", "{text}", "--store", str(store), "-k", "1", "--json"], LONG)
     assert ran.code == 0, ran.stderr
     said = cut_lines(ran)
