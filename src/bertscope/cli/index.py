@@ -90,12 +90,15 @@ def info(
 ) -> None:
     """Whether a store has an index, what it was built from, and whether it is still fresh.
 
+    The index file is read whole and checked against the SHA-256 recorded when it was built: a damaged
+    or replaced one is an error naming the rebuild.
+
     Example: `bertscope index info corpus.parquet`
     """
     from ..io.index import index_state
     from ..io.stores import open_store, with_view
 
-    state = index_state(with_view(open_store(store), view), column=column)
+    state = index_state(with_view(open_store(store), view), column=column, check_index=True)
     if as_json:
         emit_json(
             {"status": state.status, "reason": state.reason, "index": str(state.index), **(state.meta or {})}

@@ -98,6 +98,7 @@ __all__ = [
     "table_checksums",
     "non_finite",
     "corrupt",
+    "file_checksum",
     "proven_settings",
     "rebuild_hint",
     "refuse_non_finite",
@@ -163,6 +164,15 @@ def checksum(values: np.ndarray | bytes) -> int:
     if isinstance(values, np.ndarray):
         return zlib.crc32(_little(values).data)
     return zlib.crc32(values)
+
+
+def file_checksum(path: Path) -> int:
+    """CRC-32 of a whole file's bytes, read 1 MiB at a time (memory stays bounded on a multi-GB file)."""
+    crc = 0
+    with path.open("rb") as stream:
+        while block := stream.read(1 << 20):
+            crc = zlib.crc32(block, crc)
+    return crc
 
 
 def labels_checksum(values: Iterable[Any]) -> int:

@@ -6,7 +6,11 @@ hash of the store's settings and of its rows, the CRC-32 of each 64 KiB block of
 `out.parquet.index.npy` (a copy of the stored float32 vectors, memory-mapped: Parquet can only decode
 whole row groups, too slow for a hundred scattered rows; a .npy store is used as it is). The copy's
 blocks that a search reads are checked first (`index_copy.py`); an index built before the copy kept
-checksums is stale. `search` uses the index when it is there and
+checksums is stale. The faiss file keeps a checksum too (`index_checksum`: its size and the CRC-32 of
+its bytes, taken as they are written): a search checks it before faiss reads the file, once per version
+of it, so a damaged, truncated or swapped index is refused in one line, never read (faiss raises its own
+error on some, and proposes another store's rows from others); an index built before it kept one is stale.
+`search` uses the index when it is there and
 fresh: it proposes `max(candidates, 4k + 1)` rows from the `nprobe` nearest cells (more cells while
 those hold fewer rows, so a large k costs cells, not hits), their stored vectors are ranked by exact
 cosine, so every cosine returned is the exact cosine. A stale index (the store was rewritten) is not
@@ -27,6 +31,7 @@ import math
 import os
 import time
 import warnings
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,6 +43,7 @@ from ..core.fingerprint_facts import file_identity, file_sha256
 from ..core.similarity import Hit, TopK, row_cosines, unit
 from ..core.spec import whole_number
 from ..errors import BackendUnavailable, CorpusError, InvalidInput
+from .checksums import ALGORITHM, file_checksum
 from .formats import suffixes_where
 from .index_copy import KEY as COPY_KEY
 from .index_copy import CheckedCopy, CopyChecks, copy_checksums, read_copy_checks
@@ -60,6 +66,9 @@ __all__ = [
 
 # 2: the store's rows are proven by its checksums' SHA-256 (1 hashed sampled bytes of the file).
 FORMAT = 2
+# The description's key for the faiss file's checksum: {"algorithm", "bytes", "crc32"} of the file as
+# written (`_write_index`), checked before faiss reads it (`_check_index_file`).
+INDEX_KEY = "index_checksum"
 # Measured on 1M vectors (bench/bench_index.py): recall@10 >= 0.95 after exact re-ranking.
 NPROBE = 32
 CANDIDATES = 100
@@ -251,7 +260,7 @@ def build_index(
         checks = copy_checksums(copy)
         del copy
         os.replace(_tmp(copy_file), copy_file)
-    faiss.write_index(index, str(_tmp(index_file)))
+    index_checksum = _write_index(faiss, index, _tmp(index_file))
     os.replace(_tmp(index_file), index_file)
     meta = {
         "format": FORMAT,
@@ -262,6 +271,7 @@ def build_index(
         **_describe(opened),
         "store_identity": identity,
         **({COPY_KEY: checks} if checks is not None else {}),
+        INDEX_KEY: index_checksum,
         "cells": int(nlist),
         "nprobe": int(nprobe),
         "build_seconds": round(time.perf_counter() - start, 3),
@@ -269,6 +279,23 @@ def build_index(
     atomic_write_text(meta_file, json.dumps(meta, indent=2))
     copied = read_copy_checks(checks, added, dimension) if checks is not None else None
     return IndexState("fresh", "built", index_file, _shown(meta), copied)
+
+
+def _write_index(faiss: Any, index: Any, path: Path) -> dict[str, Any]:
+    """Write the faiss `index` to `path`; the `index_checksum` entry of its description (size, CRC-32),
+    summed as faiss hands the bytes over, so a multi-GB index is never read back to be summed."""
+    crc, size = 0, 0
+    with path.open("wb") as stream:
+
+        def write(block: bytes) -> int:
+            nonlocal crc, size
+            crc, size = zlib.crc32(block, crc), size + len(block)
+            return stream.write(block)
+
+        writer = faiss.PyCallbackIOWriter(write)
+        faiss.write_index(index, writer)
+        del writer  # faiss's writer goes before the file it writes to is closed
+    return {"algorithm": ALGORITHM, "bytes": size, "crc32": crc}
 
 
 def _training_sample(store: Store, rows: int, size: int, chunk_size: int, seed: int) -> np.ndarray:
@@ -314,9 +341,18 @@ def _tmp(path: Path) -> Path:
 
 
 def index_state(
-    store: str | Path | Store, *, view: str | None = None, column: str | None = None
+    store: str | Path | Store,
+    *,
+    view: str | None = None,
+    column: str | None = None,
+    check_index: bool = False,
 ) -> IndexState:
-    """Whether the store (one of its views, or a vector column) has an index that still matches it."""
+    """Whether the store (one of its views, or a vector column) has an index that still matches it.
+
+    `check_index` also reads the whole faiss file and refuses it (CorpusError) where it does not match
+    the checksum its build recorded (`index info`); a search checks it where it reads it (`ann_search`),
+    and occurrence search, which reads only the index's copy, never pays for it.
+    """
     opened = _opened(store, view, column)
     index_file, meta_file, copy_file = index_paths(opened.path, opened.column)
     copied = not opened.rules.mapped
@@ -345,7 +381,54 @@ def index_state(
             else f"{meta_file} does not record the checksums of its vector copy as bertscope writes them"
         )
         return IndexState("stale", reason, index_file, _shown(meta))
+    recorded = _index_checksum(meta.get(INDEX_KEY))
+    if recorded is None:
+        # As an index whose copy records no checksums (above): stale, so a search warns, runs exactly and
+        # names the rebuild, rather than refusing a store that answers, or reading a file nothing proves.
+        reason = (
+            f"{index_file} was built before bertscope kept a checksum of its index file, so the file "
+            "faiss reads could not be proven"
+            if INDEX_KEY not in meta
+            else f"{meta_file} does not record the checksum of its index file as bertscope writes it"
+        )
+        return IndexState("stale", reason, index_file, _shown(meta))
+    if check_index:
+        identity = file_identity(index_file.stat())
+        _check_index_file(index_file, identity, recorded, rebuild_index(opened))
     return IndexState("fresh", f"index of {meta['rows']} rows", index_file, _shown(meta), checks)
+
+
+def _index_checksum(entry: object) -> tuple[int, int] | None:
+    """(bytes, CRC-32) an index's description records for its faiss file, or None where the entry is not
+    one this bertscope writes."""
+    if not isinstance(entry, dict) or entry.get("algorithm") != ALGORITHM:
+        return None
+    size, crc = entry.get("bytes"), entry.get("crc32")
+    if not isinstance(size, int) or not _whole(size) or not isinstance(crc, int) or isinstance(crc, bool):
+        return None
+    return (size, crc) if 0 <= crc < 1 << 32 else None
+
+
+# (resolved path, *file_identity) -> the CRC-32 of an index file: read once per process per version of it.
+_INDEX_SUMS: dict[tuple[Any, ...], int] = {}
+
+
+def _check_index_file(path: Path, identity: tuple[int, ...], recorded: tuple[int, int], rebuild: str) -> None:
+    """Refuse, in one line, a faiss file that is not the one `build_index` wrote: another size (refused
+    unread), or other bytes (summed once per version of the file: `identity`, taken before it is read)."""
+    size, crc = recorded
+    if identity[0] != size:  # `file_identity` starts with the size
+        raise CorpusError(
+            f"{path} is {identity[0]} bytes where its index was written as {size}: the file is truncated or "
+            f"was replaced; {rebuild}"
+        )
+    key = (str(path.resolve()), *identity)
+    if key not in _INDEX_SUMS:
+        _INDEX_SUMS[key] = file_checksum(path)
+    if _INDEX_SUMS[key] != crc:
+        raise CorpusError(
+            f"{path} does not match its checksum: the file is corrupt or was replaced; {rebuild}"
+        )
 
 
 def _shown(meta: dict[str, Any]) -> dict[str, Any]:
@@ -405,8 +488,12 @@ def index_copies(store: Store) -> list[CheckedCopy] | None:
 
 
 @functools.lru_cache(maxsize=4)
-def _load(path: str, mtime_ns: int) -> Any:
-    """The index, read once per file version (a service answers many queries from one load)."""
+def _load(path: str, identity: tuple[int, ...], recorded: tuple[int, int], rebuild: str) -> Any:
+    """The index, read once per file version (a service answers many queries from one load), after its
+    bytes match the checksum recorded at build: faiss reads a damaged file as it is (a truncated one or a
+    bad header raises faiss's own error, flipped ids crash the search, a swapped index proposes another
+    store's rows), so nothing reaches it unproven. A refused file is not cached: each search refuses it."""
+    _check_index_file(Path(path), identity, recorded, rebuild)
     return _faiss().read_index(path)
 
 
@@ -438,7 +525,11 @@ def ann_search(
             f"{state.meta['dimension']}; search with the model and settings the store was made with"
         )
     probe = int(state.meta["nprobe"]) if nprobe is None else check_nprobe(nprobe)
-    index = _load(str(state.index), state.index.stat().st_mtime_ns)
+    recorded = _index_checksum(state.meta.get(INDEX_KEY))
+    if recorded is None:  # not from `index_state`: an index file that cannot be proven
+        raise CorpusError(f"{state.index} records no checksum of its index file; {rebuild_index(store)}")
+    identity = file_identity(state.index.stat())  # before it is summed: a write after it is another version
+    index = _load(str(state.index), identity, recorded, rebuild_index(store))
     count = min(max(candidates, 4 * k + 1), int(state.meta["rows"]))
     rows = _candidates(index, unit(vector.reshape(1, -1)), count, probe)
     if store.rules.mapped:  # the rows read are the store's own: checked as a full read checks them
