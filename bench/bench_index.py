@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from bertscope.core.similarity import unit
-from bertscope.io.index import build_index, index_paths
+from bertscope.io.index import index_paths
+from bertscope.io.index_build import build_index
 from bertscope.io.search import search
 from bertscope.io.sinks import with_settings
 
@@ -121,7 +122,7 @@ def compare(matrix: np.ndarray, queries: np.ndarray) -> None:
     import faiss
     from usearch.index import Index
 
-    from bertscope.io.index import cells_for
+    from bertscope.io.index_build import cells_for
 
     truth = exact_top(matrix, queries, 10)
     n, dim = matrix.shape

@@ -174,7 +174,8 @@ def test_bad_iterables_are_refused_in_one_line(bundled: bertscope.Model, tmp_pat
 
 
 def test_library_errors_name_the_keyword_and_the_flag(bundled: bertscope.Model, tmp_path: Path) -> None:
-    from bertscope.io.index import build_index, index_paths
+    from bertscope.io.index import index_paths
+    from bertscope.io.index_build import build_index
 
     out = tmp_path / "x.parquet"
     bertscope.embed_corpus(["a"], out, model=bundled)

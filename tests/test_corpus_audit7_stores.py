@@ -14,7 +14,7 @@ import pytest
 
 import bertscope
 from bertscope.io import readers
-from bertscope.io.index import build_index
+from bertscope.io.index_build import build_index
 from bertscope.io.job_lock import job_lock
 from bertscope.io.readers import _SeenIds, read_corpus
 from bertscope.io.sqlite_reader import list_collections

@@ -185,7 +185,7 @@ def test_eval_pairs_json_is_valid_and_best_marks_in_sample(tmp_path: Path) -> No
 
 
 def test_index_build_on_a_stacked_token_store(stacked: Path) -> None:
-    from bertscope.io.index import build_index
+    from bertscope.io.index_build import build_index
 
     with pytest.raises(CorpusError, match="column='layer_4'"):
         build_index(stacked)  # no `embedding` column: the library names the ones there are
@@ -201,7 +201,8 @@ def test_occurrences_read_through_the_index(
     import warnings
 
     from bertscope.io import occurrences
-    from bertscope.io.index import IndexStaleWarning, build_index, index_state
+    from bertscope.io.index import IndexStaleWarning, index_state
+    from bertscope.io.index_build import build_index
 
     if not index_state(stacked, column="layer_6").fresh:
         for column in ("layer_4", "layer_6"):

@@ -16,7 +16,8 @@ from bertscope.cli import app
 from bertscope.errors import BackendUnavailable, CorpusError
 from bertscope.io import index as index_module
 from bertscope.io.formats import open_sink
-from bertscope.io.index import IndexStaleWarning, build_index, index_paths, index_state
+from bertscope.io.index import IndexStaleWarning, index_paths, index_state
+from bertscope.io.index_build import build_index
 from bertscope.io.levels import Rows
 from bertscope.io.readers import Record
 from bertscope.io.search import search

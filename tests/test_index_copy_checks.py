@@ -17,7 +17,8 @@ import pytest
 from bertscope.errors import CorpusError
 from bertscope.io import index as index_module
 from bertscope.io import index_copy
-from bertscope.io.index import IndexStaleWarning, build_index, index_copies, index_paths, index_state
+from bertscope.io.index import IndexStaleWarning, index_copies, index_paths, index_state
+from bertscope.io.index_build import build_index
 from bertscope.io.search import search
 from bertscope.io.stores import open_store
 from console import run_main

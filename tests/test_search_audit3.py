@@ -19,7 +19,8 @@ from typer.testing import CliRunner
 from bertscope.cli import app
 from bertscope.errors import CorpusError, InvalidInput
 from bertscope.io.checksums import ChecksumMismatch
-from bertscope.io.index import IndexStaleWarning, build_index, index_paths, index_state
+from bertscope.io.index import IndexStaleWarning, index_paths, index_state
+from bertscope.io.index_build import build_index
 from bertscope.io.query import PrecisionWarning, same_model
 from bertscope.io.search import search
 from bertscope.io.stores import open_store

@@ -19,7 +19,8 @@ from bertscope.errors import CorpusError, InvalidInput, InvalidSpec
 from bertscope.io import index as index_module
 from bertscope.io.checksums import SETTINGS_KEY, sealed
 from bertscope.io.formats import open_sink
-from bertscope.io.index import build_index, index_paths, index_state
+from bertscope.io.index import index_paths, index_state
+from bertscope.io.index_build import build_index
 from bertscope.io.levels import Rows
 from bertscope.io.readers import Record
 from bertscope.io.search import search

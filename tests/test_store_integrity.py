@@ -24,7 +24,7 @@ from bertscope.errors import CorpusError
 from bertscope.io import sinks, sqlite_store
 from bertscope.io.checksums import PARQUET_KEY
 from bertscope.io.formats import open_sink
-from bertscope.io.index import build_index
+from bertscope.io.index_build import build_index
 from bertscope.io.job_lock import job_lock, lock_path
 from bertscope.io.levels import Rows
 from bertscope.io.readers import Record

@@ -86,7 +86,7 @@ def run_job(
     if not quiet:
         err.print(summary.line(), highlight=False)
     if index:
-        from ..io.index import build_index
+        from ..io.index_build import build_index
         from ..io.stores import open_store, with_view
 
         opened = open_store(output)

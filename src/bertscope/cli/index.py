@@ -43,7 +43,7 @@ def build(
 
     Examples: `bertscope index build corpus.parquet`, `bertscope index build tokens.parquet`
     """
-    from ..io.index import build_index
+    from ..io.index_build import build_index
     from ..io.stores import open_store, with_view
 
     opened = with_view(open_store(store), view)
