@@ -67,16 +67,16 @@ def moved_rows(
     shared = sorted(set(vocab_a) & set(vocab_b), key=vocab_a.__getitem__)
     if not shared:
         raise InvalidInput("the two models share no word piece: their static rows cannot be compared")
-    rows_a = a.input_embeddings.detach().float().cpu().numpy()
-    rows_b = b.input_embeddings.detach().float().cpu().numpy()
-    if rows_a.shape[1] != rows_b.shape[1]:
+    width_a, width_b = a.static_shape[1], b.static_shape[1]
+    if width_a != width_b:
         raise InvalidInput(
-            f"static rows are {rows_a.shape[1]} and {rows_b.shape[1]} wide: compare takes a model and its "
+            f"static rows are {width_a} and {width_b} wide: compare takes a model and its "
             "fine-tuned child; for any two models use `bertscope cka --model-b`"
         )
-    ids_a = np.array([vocab_a[t] for t in shared])
-    ids_b = np.array([vocab_b[t] for t in shared])
-    x, y = rows_a[ids_a].astype(np.float64), rows_b[ids_b].astype(np.float64)
+    # `embedding_rows` reads a light model's rows from its safetensors, without loading the module
+    ids_a = [vocab_a[t] for t in shared]
+    x = a.embedding_rows(ids_a).astype(np.float64)
+    y = b.embedding_rows([vocab_b[t] for t in shared]).astype(np.float64)
     norm_a, norm_b = np.linalg.norm(x, axis=1), np.linalg.norm(y, axis=1)
     cosine = np.sum(x * y, axis=1) / np.maximum(norm_a * norm_b, 1e-300)
     # A zero row (the pad row of many models) has no direction: it moved only if the other row is not zero.
@@ -88,7 +88,7 @@ def moved_rows(
     static = [
         {
             "token": shared[k],
-            "id": int(ids_a[k]),
+            "id": ids_a[k],
             "cosine": float(cosine[k]),
             "norm_a": float(norm_a[k]),
             "norm_b": float(norm_b[k]),
