@@ -159,12 +159,19 @@ def _damaged(index_file: Path, how: str, tmp_path: Path) -> None:
         index_file.write_bytes(index_paths(other)[0].read_bytes())
 
 
-def test_the_index_file_checksum_recorded_at_build_is_the_files(
-    indexed: tuple[Path, np.ndarray], tmp_path: Path
-) -> None:
+def _and_npy(indexed: tuple[Path, np.ndarray], tmp_path: Path) -> tuple[Path, Path]:
+    """The indexed Parquet store and an indexed .npy store of its first 2,000 vectors (an index without
+    a copy: the file's checksum is all it has)."""
     path, vectors = indexed
     npy = write_store(tmp_path / "store.npy", vectors[:2000])
     build_index(npy)
+    return path, npy
+
+
+def test_the_index_file_checksum_recorded_at_build_is_the_files(
+    indexed: tuple[Path, np.ndarray], tmp_path: Path
+) -> None:
+    path, npy = _and_npy(indexed, tmp_path)
     for store in (path, npy):
         index_file, meta_file, _ = index_paths(store)
         written = index_file.read_bytes()
@@ -222,10 +229,9 @@ def test_the_index_file_is_summed_once_per_version_of_it(
 def test_an_index_built_before_it_kept_its_files_checksum_is_stale_and_never_read(
     indexed: tuple[Path, np.ndarray], tmp_path: Path
 ) -> None:
-    path, vectors = indexed
-    npy = write_store(tmp_path / "store.npy", vectors[:2000])
-    build_index(npy)
-    for store in (path, npy):  # a .npy store's index has no copy: the file's checksum is all it has
+    path, npy = _and_npy(indexed, tmp_path)
+    vectors = indexed[1]
+    for store in (path, npy):
         index_file, meta_file, _ = index_paths(store)
         meta = json.loads(meta_file.read_text())
         meta.pop("index_checksum", None)  # None: as written before this bertscope
