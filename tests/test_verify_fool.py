@@ -118,6 +118,43 @@ def test_ids_swapped_between_rows_are_caught_where_the_corpus_is_given(
         assert verify_store(made[name], model=bundled, rows=30, corpus=made["corpus"]).ok
 
 
+def _repeat_row(row: int) -> Callable[[Any], Any]:
+    """Row `row` written again in place of the next one (the count unchanged)."""
+    return lambda table: pa.concat_tables(
+        [table.slice(0, row + 1), table.slice(row, 1), table.slice(row + 2)]
+    )
+
+
+def _drop_row(row: int) -> Callable[[Any], Any]:
+    return lambda table: pa.concat_tables([table.slice(0, row), table.slice(row + 1)])
+
+
+def test_rows_repeated_or_removed_are_caught_when_every_row_is_read(
+    made: dict[str, Path], bundled: Model, tmp_path: Path
+) -> None:
+    """A job writes each id (and each token of it) once, and a row per text: a forged store with a row
+    written twice, or one removed, passed `verify` with every row read and the corpus given, since only
+    the rows present were compared. Both are the store edited after it was written (exit 2)."""
+    every = {"model": bundled, "rows": 1000, "corpus": made["corpus"]}
+    twice = _rewrite(made["s.parquet"], tmp_path / "twice.parquet", _repeat_row(5))
+    with pytest.raises(CorpusError, match=r"holds id '6' in rows 5 and 6: a job writes each once"):
+        verify_store(twice, **{**every, "corpus": None})
+    fewer = _rewrite(made["s.parquet"], tmp_path / "fewer.parquet", _drop_row(5))
+    with pytest.raises(InvalidInput, match=r"holds 24 texts and .*fewer.parquet 23 rows: .* or rows were"):
+        verify_store(fewer, **every)
+    assert verify_store(made["s.parquet"], **every).ok
+    tokens = made["t.parquet"]
+    token_twice = _rewrite(tokens, tmp_path / "t_twice.parquet", _repeat_row(3))
+    with pytest.raises(CorpusError, match=r"holds id '1' at position 3 in rows 3 and 4"):
+        verify_store(token_twice, **every)
+    token_lost = _rewrite(tokens, tmp_path / "t_lost.parquet", _drop_row(3))
+    with pytest.raises(CorpusError, match=r"lacks row 3 of text 1 \(1 row\(s\) of its texts in all\)"):
+        verify_store(token_lost, **every)
+    ran = run_main("verify", "--store", str(token_lost), "--rows", "1000", "--corpus", str(made["corpus"]))
+    assert ran.code == 2 and ran.stderr.startswith("error: ") and "Traceback" not in ran.stderr
+    assert verify_store(tokens, **every).ok
+
+
 def test_a_post_processing_file_other_than_the_stores_is_bad_input(
     made: dict[str, Path], bundled: Model
 ) -> None:

@@ -12,7 +12,7 @@ texts and vectors are read (row_labels.py), each vector checked against its stor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from ..core.spec import EmbedOptions
-from ..errors import InvalidInput
-from ..io.checksums import column_values, vector_names
+from ..errors import CorpusError, InvalidInput
+from ..io.checksums import column_values, rebuild_hint, vector_names
 from ..io.formats import Format
 from ..io.level_table import CorpusOptions, make_level
 from ..io.levels import LevelOptions
@@ -32,7 +32,7 @@ from .drift import StoreCheck, add_drift
 from .fingerprint import Difference
 from .row_labels import first_texts, sampled_keys
 
-__all__ = ["check_rows", "corpus_texts_differ", "texts_by_id"]
+__all__ = ["check_rows", "corpus_texts_differ", "refuse_repeated_rows", "texts_by_id"]
 
 
 def check_rows(
@@ -44,6 +44,7 @@ def check_rows(
     sampled = sampled_keys(opened, positions)  # a line that cannot be read is named as such
     if opened.rules.format is Format.NPY:  # the batches that hold the sample, vectors and labels, before
         check_npy_rows(opened.path, positions)  # an edited id sends the texts to the wrong document
+    refuse_repeated_rows(opened, positions, sampled, "id {!r} at position {}")
     docs = list(dict.fromkeys(doc for doc, _ in sampled))
     stored_texts = first_texts(opened, docs, int(positions[-1])) if level != "chunks" else {}
     if all(doc in stored_texts for doc in docs):
@@ -60,6 +61,16 @@ def check_rows(
             zip(made.table.column("id").to_pylist(), made.table.column("position").to_pylist(), strict=True)
         )
     }
+    if len(positions) == check.rows:  # every row read: each text's rows are all its fresh ones, no fewer
+        kept = set(sampled)
+        lost = [key for key in fresh_rows if key not in kept]  # every fresh row is of a sampled text
+        if lost:
+            doc, place = lost[0]
+            raise CorpusError(
+                f"{opened.path} lacks row {place} of text {doc} ({len(lost)} row(s) of its texts in all), "
+                f"which the store's settings make: rows were removed after it was written; "
+                f"{rebuild_hint(opened.path)}"
+            )
     present = [i for i, key in enumerate(sampled) if key in fresh_rows]
     for i in [i for i, key in enumerate(sampled) if key not in fresh_rows][:5]:
         doc, place = sampled[i]
@@ -119,12 +130,36 @@ def _level(level: str, model: Any, settings: dict[str, Any]) -> Any:
     return make_level(model, CorpusOptions(EmbedOptions.from_settings(settings), asked).for_level())
 
 
+def refuse_repeated_rows(
+    opened: Store, positions: np.ndarray, keys: Sequence[Hashable], shown: str = "id {!r}"
+) -> None:
+    """CorpusError where two sampled rows hold the same key (an id; an id and position): a job writes each
+    once and refuses repeated ids, so the store was edited after it was written, whatever its checksums
+    say (they can be made again). `shown` formats a key for the message."""
+    first: dict[Hashable, int] = {}
+    for row, key in zip(positions.tolist(), keys, strict=True):
+        if key in first:
+            named = shown.format(*key) if isinstance(key, tuple) else shown.format(key)
+            raise CorpusError(
+                f"{opened.path} holds {named} in rows {first[key]} and {row}: a job writes each once, so the "
+                f"store was edited after it was written; {rebuild_hint(opened.path, opened.collection)}"
+            )
+        first[key] = row
+
+
 def corpus_texts_differ(
-    labels: Sequence[str], ids: Sequence[str], texts: Sequence[str], corpus: dict[str, Any], path: Path
+    labels: Sequence[str],
+    ids: Sequence[str],
+    texts: Sequence[str],
+    corpus: dict[str, Any],
+    path: Path,
+    *,
+    rows: int | None = None,
 ) -> list[Difference]:
     """A difference for each stored text (named by `labels`) that is not the corpus's text of its id: ids
-    swapped or edited, which the vectors alone cannot show (a row's vector is its stored text's)."""
-    expected = texts_by_id(ids, corpus, path)
+    swapped or edited, which the vectors alone cannot show (a row's vector is its stored text's); `rows`
+    as `texts_by_id`'s (a row per text: the corpus must hold that many)."""
+    expected = texts_by_id(ids, corpus, path, rows=rows)
     return [
         Difference(f"{label} text", "the corpus's text of its id", f"another text: {_short(text)!r}")
         for label, text, want in zip(labels, texts, expected, strict=True)
@@ -163,7 +198,8 @@ def texts_by_id(
     if rows is not None and counted != rows:
         raise InvalidInput(
             f"{corpus['corpus']} holds {counted} texts and {path} {rows} rows: it is not the corpus the "
-            "store was made from; pass that one with --corpus (corpus=)"
+            "store was made from, or rows were added to or removed from the store after it was written; "
+            "pass the store's own corpus with --corpus (corpus=)"
         )
     missing = [i for i in ids if i not in found]
     if missing:

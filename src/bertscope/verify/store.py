@@ -21,7 +21,10 @@ settings' word (a note says so), one that records no checksums of its rows (writ
 carried them) is checked on the sampled rows alone (a note says so), one whose checksums cover its
 vectors but not its ids (written before they did) has its ids checked where the sample falls (a note
 says so), and its ids are checked against their texts only where the corpus is given (`corpus`: each
-sampled row's stored text must be the corpus's text of its id). A store whose settings carry their
+sampled row's stored text must be the corpus's text of its id, and a sentence store written by one job
+must hold a row per corpus text). A job writes each id (and each position of it) once, so two sampled
+rows with the same key are an edit, and where every row is sampled each text's rows must be all the
+fresh ones (rows.py): errors, whatever the checksums say. A store whose settings carry their
 checksum was written by a bertscope that stores row checksums too: missing ones were stripped (a
 re-save by another tool, an edit), so it is refused as damaged, never passed on its sample; its sealed
 settings also say which row checksums were kept (`checksums.ROW_CHECKS_KEY`), so those of its ids and
@@ -63,7 +66,7 @@ from ..io.stores import Store, open_store, view_settings, with_view
 from ..io.vector_files import check_npy_rows, npy_changed_rows, stored_checksums
 from .drift import StoreCheck, add_drift
 from .fingerprint import compare_fingerprints, fingerprint_problem, store_fingerprint
-from .rows import check_rows, corpus_texts_differ, texts_by_id
+from .rows import check_rows, corpus_texts_differ, refuse_repeated_rows, texts_by_id
 
 __all__ = [
     "NO_FINGERPRINT",
@@ -308,6 +311,7 @@ def _check_sentences(
         ids, stored_texts, stored = _read_rows(column, positions)
         labels = [f"row {int(p)} (id {i})" for p, i in zip(positions, ids, strict=True)]
         if texts is None:
+            refuse_repeated_rows(opened, positions, ids)
             whole = all(isinstance(t, str) for t in stored_texts)
             texts = (
                 [str(t) for t in stored_texts]
@@ -315,7 +319,8 @@ def _check_sentences(
                 else texts_by_id(ids, corpus, opened.path, rows=_rows_per_text(opened, check.rows))
             )
             if whole and corpus["corpus"] is not None:  # the ids too: each row's text is its id's
-                check.differences += corpus_texts_differ(labels, ids, texts, corpus, opened.path)
+                each = _rows_per_text(opened, check.rows)  # and a row per text: none removed, none added
+                check.differences += corpus_texts_differ(labels, ids, texts, corpus, opened.path, rows=each)
         settings = view_settings(column)
         options = replace(EmbedOptions.from_settings(settings, post=post), prompt=settings.get("prompt", ""))
         fresh = np.asarray(model.embed_with(texts, resolve(model, options)).vectors, dtype=np.float32)
