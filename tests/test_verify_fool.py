@@ -247,3 +247,16 @@ def test_a_npy_store_checked_against_another_corpus_is_refused_not_drift(tmp_pat
     assert "DRIFT" not in ran.stdout
     ran = run_main("verify", "--store", str(tmp_path / "s.npy"), "--corpus", str(mine))
     assert ran.code == 0 and ran.stdout.startswith("ok:"), ran
+
+
+def test_verify_store_takes_numpy_integers_and_refuses_what_is_not_a_path(made: dict[str, Path]) -> None:
+    """rows and seed of NumPy integer types were refused as not whole numbers; a store given as 123, None
+    or a list raised pathlib's TypeError."""
+    checked = verify_store(made["s.parquet"], rows=np.int64(3), seed=np.int64(7))
+    assert checked.ok and checked.seed == 7 and checked.rows_checked == 3
+    for store in (123, None, [str(made["s.parquet"])]):
+        with pytest.raises(InvalidInput, match=r"store=.*: give the path of a store \(a str or Path\)"):
+            verify_store(store, rows=1)  # type: ignore[arg-type]
+    for bad in ({"rows": True}, {"rows": 0}, {"seed": -1}, {"seed": 1.5}):
+        with pytest.raises(InvalidInput, match="give"):
+            verify_store(made["s.parquet"], **bad)  # type: ignore[arg-type]

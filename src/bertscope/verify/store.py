@@ -38,6 +38,8 @@ other than the store's is bad input (its fingerprint names it), not drift.
 
 from __future__ import annotations
 
+import numbers
+import os
 import secrets
 import time
 from dataclasses import replace
@@ -130,12 +132,16 @@ def verify_store(
     from ..io.search import model_for
 
     start = time.perf_counter()
-    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 1:
+    if isinstance(rows, bool) or not isinstance(rows, numbers.Integral) or rows < 1:
         raise InvalidInput(f"rows={rows!r}: give how many rows to check, at least 1")
+    rows = int(rows)
     if seed is None:  # a sample nobody can know in advance: edits that avoid it cannot be planned
         seed = secrets.randbelow(2**32)
-    elif isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+    elif isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
         raise InvalidInput(f"seed={seed!r}: give a whole number, 0 or more, or None for a fresh sample")
+    seed = int(seed)
+    if not isinstance(store, (str, os.PathLike, Store)):
+        raise InvalidInput(f"store={store!r}: give the path of a store (a str or Path)")
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
     refuse_edited_settings(opened)
     if "model" not in opened.settings:  # every job writes it: without it nothing says what made the rows
