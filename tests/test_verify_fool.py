@@ -110,7 +110,9 @@ def test_ids_swapped_between_rows_are_caught_where_the_corpus_is_given(
     forged = _rewrite(made["s.parquet"], tmp_path / "ids.parquet", _swap("id", 3, 17))
     assert verify_store(forged, model=bundled, rows=len(TEXTS)).ok  # no corpus: nothing names the ids
     check = verify_store(forged, model=bundled, rows=len(TEXTS), corpus=made["corpus"])
-    assert not check.ok and check.max_abs == 0.0
+    # every vector within the exact tolerance (batched otherwise than the job, a runtime may move the last
+    # bits: 1.5e-7 on a clean clone here): only the texts are wrong
+    assert not check.ok and check.rows_out == 0 and check.max_abs < 1e-5
     assert [d.what for d in check.differences] == ["row 3 (id 18) text", "row 17 (id 4) text"]
     ran = run_main("verify", "--store", str(forged), "--corpus", str(made["corpus"]), "--rows", "24")
     assert ran.code == 1 and "row 3 (id 18) text" in ran.stdout, ran.stdout
