@@ -377,6 +377,10 @@ def test_search_tells_python_view_not_the_flag(bundled: bertscope.Model, files: 
         (("embed", "hello", "--fast-min-cosine", "nan"), "'--fast-min-cosine': nan is not a number"),
         (("verify", "--store", "{store}", "--min-cosine", "nan"), "'--min-cosine': nan is not a number"),
         (("verify", "--rows", "5"), "--rows: with --store FILE only; add --store or leave it out"),
+        (  # the corpus's fields, given without it, were read nowhere
+            ("verify", "--store", "{store}", "--text-field", "body", "--id-field", "key"),
+            "--text-field, --id-field: the fields of --corpus FILE; add --corpus or leave them out",
+        ),
         (
             ("vocab", "add", "breadmaker", "-o", "{adir}/m", "--init-from", "zzz"),
             "--init-from 'zzz' is malformed",

@@ -184,6 +184,11 @@ def verify(
         _refuse_unused(
             store, against, sample, lines=lines, min_cosine=min_cosine, store_only=store_only, flag=flag
         )
+        if store is not None and not corpus and (named := [n for n in (text_flag, id_flag) if store_only[n]]):
+            them = "them" if len(named) > 1 else "it"  # they name the fields of the corpus, read nowhere else
+            raise InvalidInput(
+                f"{', '.join(named)}: the fields of --corpus FILE; add --corpus or leave {them} out"
+            )
         if overwrite and save is None:
             raise InvalidInput("--overwrite replaces an existing --save file; add --save FILE or drop it")
         if save is not None:
