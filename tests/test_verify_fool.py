@@ -262,3 +262,11 @@ def test_verify_store_takes_numpy_integers_and_refuses_what_is_not_a_path(made: 
     for bad in ({"rows": True}, {"rows": 0}, {"seed": -1}, {"seed": 1.5}):
         with pytest.raises(InvalidInput, match="give"):
             verify_store(made["s.parquet"], **bad)  # type: ignore[arg-type]
+
+
+def test_verify_min_cosine_is_bounded_as_the_flag_is(bundled: Model) -> None:
+    """min_cosine="x" was taken on float32 (unread: an exact model has no cosine floor) and -1 on int8;
+    the library now bounds it as --min-cosine is, on every precision, before any forward."""
+    for bad in ("x", -1.0, 1.5, True, float("nan")):
+        with pytest.raises(InvalidInput, match=r"min_cosine=.*: give a number in \[0, 1\], such as 0.99"):
+            bundled.verify(min_cosine=bad)  # type: ignore[arg-type]

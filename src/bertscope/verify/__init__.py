@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvalidInput
 from .drift import StoreCheck
 from .fingerprint import (
     Difference,
@@ -55,5 +56,9 @@ def verify_model(
     reference forward, no torch needed)."""
     if against is not None:
         return check_fingerprint(model, against)
+    number = isinstance(min_cosine, int | float) and not isinstance(min_cosine, bool)
+    bounded = number and 0 <= min_cosine <= 1  # type: ignore[operator]
+    if min_cosine is not None and not bounded:  # as --min-cosine is bounded: checked on every precision
+        raise InvalidInput(f"min_cosine={min_cosine!r}: give a number in [0, 1], such as 0.99, or None")
     given = [texts] if isinstance(texts, str) else [] if texts is None else list(texts)  # a lone string: one
     return compare_to_reference(model, [*reference_texts(model), *given], min_cosine=min_cosine)
