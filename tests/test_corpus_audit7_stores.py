@@ -116,7 +116,7 @@ def test_a_stopped_sqlite_job_is_refused_until_resumed(tmp_path: Path, static_m2
     )
     stopped = (
         f"cannot read {out}: its job stopped before it finished (collection 'default' holds the 6 texts it "
-        "wrote); run it again with --resume to finish it, then search it"
+        "wrote); run it again with --resume to finish it first"
     )
     for read in (
         lambda: open_store(out),

@@ -115,13 +115,13 @@ def _unfinished(path: Path) -> str | None:
     parts = path.with_name(path.name + ".parts")
     if (holder := running_job(path)) is not None:
         return (
-            f"a job is writing it ({holder}) and has not finished; search it once the job has "
-            "finished (a job that was stopped: run it again with --resume)"
+            f"a job is writing it ({holder}) and has not finished; wait until it has (a job that was "
+            "stopped: run it again with --resume)"
         )
     if parts.is_dir():
         return (
             f"its job stopped before it finished ({parts.name} holds what it wrote); run it again with "
-            "--resume to finish it, then search it"
+            "--resume to finish it first"
         )
     return None
 
@@ -133,13 +133,13 @@ def _unfinished_collection(path: Path, collection: str, rules: FormatRules) -> s
 
     if (holder := running_job(path, collection=collection)) is not None:
         return (
-            f"a job is writing collection {collection!r} ({holder}) and has not finished; search it once the "
-            "job has finished (a job that was stopped: run it again with --resume)"
+            f"a job is writing collection {collection!r} ({holder}) and has not finished; wait until it has "
+            "(a job that was stopped: run it again with --resume)"
         )
     count = rules.reader.count(path, collection)
     return (
         f"its job stopped before it finished (collection {collection!r} holds the {count} texts it wrote); "
-        "run it again with --resume to finish it, then search it"
+        "run it again with --resume to finish it first"
     )
 
 
