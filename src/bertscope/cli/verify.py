@@ -305,7 +305,10 @@ def _verify_model(
         if as_json:
             emit_json(made)
         return 0
-    result = compare_to_reference(loaded, [*reference_texts(loaded), *texts], min_cosine=min_cosine)
+    reference = reference_texts(loaded)  # problems name the -i texts from their first, text 0
+    result = compare_to_reference(
+        loaded, [*reference, *texts], min_cosine=min_cosine, reference=len(reference)
+    )
     if save is not None:
         made = save_fingerprint(loaded, save)
         warn(f"fingerprint {made['id']} written to {save}", label="saved:", style="green")

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..core.texts_given import text_items
 from ..errors import InvalidInput
 from .drift import StoreCheck
 from .fingerprint import (
@@ -30,6 +31,8 @@ from .fingerprint import (
     canary_texts,
     check_fingerprint,
     fingerprint,
+    fingerprint_given,
+    model_checked,
     read_fingerprint,
     save_fingerprint,
 )
@@ -54,11 +57,22 @@ def verify_model(
     held to `min_cosine`, default its fast bound, else 0.98 for int8 and 0.999 for bfloat16/float16); with
     `against` (a fingerprint or its file), against that fingerprint instead (a `FingerprintCheck`: no
     reference forward, no torch needed)."""
+    model_checked(model)
     if against is not None:
+        fingerprint_given(against, "against")
+        # as --against refuses -i and --min-cosine: read by no fingerprint check, they were dropped unsaid
+        if unread := [
+            name for name, value in (("texts", texts), ("min_cosine", min_cosine)) if value is not None
+        ]:
+            them = "them" if len(unread) > 1 else "it"
+            raise InvalidInput(
+                f"{' and '.join(unread)}: for the check against the reference forward; against= compares "
+                f"fingerprints: leave {them} out"
+            )
         return check_fingerprint(model, against)
-    number = isinstance(min_cosine, int | float) and not isinstance(min_cosine, bool)
-    bounded = number and 0 <= min_cosine <= 1  # type: ignore[operator]
-    if min_cosine is not None and not bounded:  # as --min-cosine is bounded: checked on every precision
-        raise InvalidInput(f"min_cosine={min_cosine!r}: give a number in [0, 1], such as 0.99, or None")
-    given = [texts] if isinstance(texts, str) else [] if texts is None else list(texts)  # a lone string: one
-    return compare_to_reference(model, [*reference_texts(model), *given], min_cosine=min_cosine)
+    # the caller's texts, checked there and named from their first (text 0), not after the reference's
+    given = [] if texts is None else list(text_items(texts))
+    reference = reference_texts(model)
+    return compare_to_reference(
+        model, [*reference, *given], min_cosine=min_cosine, reference=len(reference)
+    )  # min_cosine bounded to [0, 1] there, as --min-cosine is, on every precision

@@ -33,8 +33,9 @@ from .settings import environment, file_hashes, flatten, is_lossy, is_static, lo
 
 __all__ = [
     "CANARY_RTOL", "DIRECTIONS", "FORMAT", "Difference", "FingerprintCheck", "canary_texts",
-    "check_fingerprint", "compare_fingerprints", "fingerprint", "fingerprint_id", "fingerprint_problem",
-    "light_fingerprint", "read_fingerprint", "save_fingerprint", "store_fingerprint",
+    "check_fingerprint", "compare_fingerprints", "fingerprint", "fingerprint_given", "fingerprint_id",
+    "fingerprint_problem", "light_fingerprint", "model_checked", "read_fingerprint", "save_fingerprint",
+    "store_fingerprint",
 ]  # fmt: skip
 
 FORMAT = 1
@@ -132,10 +133,44 @@ def light_fingerprint(name: str | os.PathLike[str] | None) -> dict[str, Any] | N
     return store_fingerprint(Encoder(loaded, device="cpu", max_tokens=None, token_budget=None))
 
 
+def model_checked(model: Any) -> None:
+    """Refuse a `model` that is not a loaded one (a name, None) in one line naming `bertscope.load`: the
+    checks here read its files and run its forward. A static model (model2vec) is loaded too."""
+    from ..research.states import model_given
+
+    if not is_static(model):
+        model_given(model, "model")
+
+
+def fingerprint_given(value: Any, name: str) -> None:
+    """Refuse a `value` given as the argument `name` that is neither a fingerprint dict nor a path, in one
+    line (a list, a number: pathlib's TypeError named neither the argument nor what it takes)."""
+    if not isinstance(value, (dict, str, os.PathLike)):
+        shown = repr(value) if len(repr(value)) <= 40 else f"a {type(value).__name__}"
+        raise InvalidInput(
+            f"{name}={shown}: give a fingerprint, a dict from fingerprint() or the path of a file written "
+            "by save_fingerprint (`bertscope verify --save`)"
+        )
+
+
 def save_fingerprint(model: Any, path: str | Path) -> dict[str, Any]:
-    """Write `model`'s fingerprint to `path` as JSON; returns it."""
+    """Write `model`'s fingerprint to `path` as JSON (an existing file is replaced); returns it. A path
+    that is no file name, a folder or in no folder is refused before the forward runs."""
+    model_checked(model)
+    if not isinstance(path, (str, os.PathLike)):
+        shown = repr(path) if len(repr(path)) <= 40 else f"a {type(path).__name__}"
+        raise InvalidInput(f"path={shown}: give the path of a JSON file to write (a str or Path)")
+    path = Path(path)
+    if path.is_dir():  # as --save says it
+        raise InvalidInput(
+            f"path={str(path)!r} is a folder; name a JSON file, e.g. {path / 'fingerprint.json'}"
+        )
+    if not path.parent.is_dir():
+        raise InvalidInput(
+            f"path={str(path)!r}: the folder {path.parent} does not exist; create it or save elsewhere"
+        )
     made = fingerprint(model)
-    Path(path).write_text(json.dumps(made, indent=1) + "\n", encoding="utf-8")
+    path.write_text(json.dumps(made, indent=1) + "\n", encoding="utf-8")
     return made
 
 
@@ -222,6 +257,8 @@ def check_fingerprint(model: Any, expected: dict[str, Any] | str | Path) -> Fing
     """`model` (as set up) against a saved fingerprint: every difference named. A file is refused as
     damaged without canaries or with an id not its own settings' and files' (`read_fingerprint`); a dict
     is compared on what it holds (no canaries: settings and files alone)."""
+    model_checked(model)
+    fingerprint_given(expected, "expected")
     if not isinstance(expected, dict):
         expected = read_fingerprint(expected)
     problem = fingerprint_problem(expected)

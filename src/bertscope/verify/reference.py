@@ -28,7 +28,8 @@ from ..backends.quantize import SHORT_TEXTS
 from ..core._enums import Combine, Pooling
 from ..core.layers import combine_layers
 from ..core.pooling import pool_sentences
-from ..errors import InvalidSpec, TruncatedTextsWarning
+from ..core.texts_given import check_text, text_items
+from ..errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
 from .drift import pairwise_cosines
 from .settings import environment, is_lossy, is_static, lossy_floor, vector_settings, weights_dtype
 
@@ -130,17 +131,24 @@ def static_refusal(model: Any) -> InvalidSpec:
 
 
 def compare_to_reference(
-    model: Any, texts: Sequence[str], *, min_cosine: float | None = None
+    model: Any, texts: Sequence[str], *, min_cosine: float | None = None, reference: int = 0
 ) -> Verification:
     """Run `texts` through `model` as set up and through the reference; see the module docstring.
 
     `min_cosine` is a lossy mode's floor where given (default: fast mode's bound, else its precision's floor,
-    `settings.lossy_floor`: 0.98 for int8, 0.999 for bfloat16 and float16).
+    `settings.lossy_floor`: 0.98 for int8, 0.999 for bfloat16 and float16). `reference`: how many of the
+    first `texts` are `reference_texts`; problems name those `reference text i` and the caller's own after
+    them `text j` from 0, as the caller numbers them (default 0: every text by its place in `texts`).
     """
+    from .fingerprint import model_checked
+
+    model_checked(model)
     if is_static(model):
         raise static_refusal(model)
+    _check_min_cosine(min_cosine)
     start = time.perf_counter()
-    texts = list(texts)
+    items = list(text_items(texts))  # a lone string is one text; a number, bytes or a set refused
+    texts = [*items[:reference], *(check_text(text, i) for i, text in enumerate(items[reference:]))]
     tokens = model.tokenize(texts)
     with warnings.catch_warnings():
         # The canaries hold a text over the limit on purpose, cut alike on both sides: no vector is handed
@@ -156,15 +164,16 @@ def compare_to_reference(
     mismatched: list[str] = []
     spec = model.spec()
     for index, (tok, emb, want_ids, want) in enumerate(zip(tokens, found, ref_ids, ref_states, strict=True)):
+        named = f"reference text {index}" if index < reference else f"text {index - reference}"
         if list(tok.ids) != want_ids:
-            mismatched.append(_token_problem(index, tok.ids, want_ids))
+            mismatched.append(_token_problem(named, tok.ids, want_ids))
             continue
         got = emb.vectors.reshape(len(tok.ids), n_layers, -1).transpose(1, 0, 2)
         if got.shape != want.shape:
-            problems.append(f"text {index}: hidden states {got.shape} here, {want.shape} in the reference")
+            problems.append(f"{named}: hidden states {got.shape} here, {want.shape} in the reference")
             continue
         if not np.isfinite(got).all():  # NaN compares as neither near nor far: named, never passed
-            problems.append(f"text {index}: the model's vectors hold values that are not finite (NaN or inf)")
+            problems.append(f"{named}: the model's vectors hold values that are not finite (NaN or inf)")
             continue
         max_abs = np.maximum(max_abs, np.abs(got - want).max(axis=(1, 2)))
         min_cos = np.minimum(min_cos, pairwise_cosines(got, want).min(axis=1))
@@ -201,6 +210,14 @@ def compare_to_reference(
     )
 
 
+def _check_min_cosine(min_cosine: object) -> None:
+    """Refuse a floor that is not a number in [0, 1], as --min-cosine is refused, on every precision (an
+    exact mode reads no floor, so a wrong one passed unread there)."""
+    number = isinstance(min_cosine, int | float) and not isinstance(min_cosine, bool)
+    if min_cosine is not None and not (number and 0 <= min_cosine <= 1):  # type: ignore[operator]
+        raise InvalidInput(f"min_cosine={min_cosine!r}: give a number in [0, 1], such as 0.99, or None")
+
+
 def _tolerance(model: Any, settings: dict[str, Any], min_cosine: float | None) -> dict[str, Any]:
     if is_lossy(settings):
         floor = lossy_floor(model) if min_cosine is None else float(min_cosine)
@@ -218,12 +235,12 @@ def _sentence(states: np.ndarray, mask: np.ndarray | None, spec: Any) -> np.ndar
     return pool_sentences(hidden, weights[None], pooling)[0]
 
 
-def _token_problem(index: int, got: Sequence[int], want: Sequence[int]) -> str:
+def _token_problem(named: str, got: Sequence[int], want: Sequence[int]) -> str:
     at = next(
         (i for i, (a, b) in enumerate(zip(got, want, strict=False)) if a != b), min(len(got), len(want))
     )
     tokens = f"{len(got)} tokens" if len(got) == len(want) else f"{len(got)} tokens here, {len(want)} there"
-    return f"text {index}, {tokens}, ids differ from token {at} on"
+    return f"{named}, {tokens}, ids differ from token {at} on"
 
 
 def _setting_problems(settings: dict[str, Any]) -> list[str]:
