@@ -112,7 +112,7 @@ def test_a_stopped_sqlite_job_is_refused_until_resumed(tmp_path: Path, static_m2
     assert shown.code == 0 and "default (unfinished)" in shown.stdout and "job=" not in shown.stdout
     assert shown.stderr.strip() == (
         "warning: collection 'default' holds the 6 texts of a job that stopped before it finished; run that "
-        "job again with --resume to finish it, then search it"
+        "job again with --resume to finish it first"
     )
     stopped = (
         f"cannot read {out}: its job stopped before it finished (collection 'default' holds the 6 texts it "

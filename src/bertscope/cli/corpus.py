@@ -318,7 +318,7 @@ def collections(
             # a mark, not a setting: search, verify and index refuse the collection until it is finished
             warn(
                 f"collection {c['name']!r} holds the {c['count']} texts of a job that stopped before it "
-                "finished; run that job again with --resume to finish it, then search it"
+                "finished; run that job again with --resume to finish it first"
             )
 
 

@@ -3,6 +3,7 @@ probes, CKA and model comparison share (the engine's own batching, all layers at
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING
@@ -122,8 +123,10 @@ def model_given(value: object, name: str) -> None:
     from ..core.encoder import Encoder
 
     if not isinstance(value, Encoder):
+        # a name or folder loads as it is; None or 123 names nothing to load, so the call shows a placeholder
+        named = repr(value) if isinstance(value, (str, os.PathLike)) else "'model name or folder'"
         raise InvalidInput(
-            f"{name}={value!r} is not a loaded model: give one, {name}=bertscope.load({value!r})"
+            f"{name}={value!r} is not a loaded model: give one, {name}=bertscope.load({named})"
         )
 
 
