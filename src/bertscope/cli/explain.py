@@ -11,7 +11,10 @@ from rich.table import Table
 
 from ..errors import InvalidInput
 from .app import (
+    BackendOpt,
     CombineOpt,
+    DeviceOpt,
+    DtypeOpt,
     HiddenArgumentsUnsaid,
     JsonOpt,
     LayersOpt,
@@ -19,7 +22,9 @@ from .app import (
     MaskSpecialOpt,
     ModelOpt,
     PoolingOpt,
+    QuantizeOpt,
     StrideOpt,
+    ThreadsOpt,
     app,
     emit_json,
     err,
@@ -59,6 +64,11 @@ def explain(
     ] = None,
     overwrite: OverwriteOpt = False,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Why two texts score what they score: the cosine split into token-pair contributions.
@@ -69,7 +79,7 @@ def explain(
     """
     top = old_spelling(top, old_top, name="--top-k", old="--top", default=10)
     picture = picture_output(output, overwrite=overwrite)
-    m = load_model(model)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     options = dict(layers=layers, combine=combine, pooling=pooling, mask_special=mask_special)
     result = m.explain(
         a, b, post=post, top=top, exact=exact, normalize=normalize, long=long, stride=stride, **options
@@ -120,6 +130,11 @@ def calibrate(
     long: LongOpt = "truncate",
     post: PostOpt = None,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
     overwrite: Annotated[
         bool,
@@ -143,7 +158,7 @@ def calibrate(
         raise InvalidInput("name the pairs file with -i/--input FILE (TSV: text, text, 0/1 label per line)")
     rows = read_pairs(pairs)
     check_threshold_file(output, overwrite=overwrite)  # before the load and the fit, not after
-    m = load_model(model)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     threshold = fit_threshold(
         m, rows, post=post, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special,
         normalize=normalize, long=long,
@@ -178,6 +193,11 @@ def attention(
         int | None, typer.Option("--head", help="One head (default: the mean over heads).")
     ] = None,
     model: ModelOpt = None,
+    device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
+    threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Attention weights of one layer: what each token reads most (heads averaged, or one head).
@@ -186,7 +206,7 @@ def attention(
     """
     from ..attention import attention_layer, attention_of
 
-    m = load_model(model)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     index = attention_layer(m, layer, head=head)  # before any forward, or a first export
     tokens, weights = attention_of(m, text if pair is None else (text, pair))  # counts a cut, says none
     say_cut(

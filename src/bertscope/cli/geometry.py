@@ -8,11 +8,14 @@ import typer
 from rich.table import Table
 
 from .app import (
+    BackendOpt,
     DeviceOpt,
+    DtypeOpt,
     InputOpt,
     JsonOpt,
     LayersOpt,
     ModelOpt,
+    QuantizeOpt,
     ThreadsOpt,
     app,
     emit_json,
@@ -41,6 +44,9 @@ def geometry(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the TwoNN sample.")] = 0,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
     threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -58,7 +64,7 @@ def geometry(
 
     top = old_spelling(top, old_top, name="--top-k", old="--top", default=3)
     check_seed(seed)  # before the model loads
-    m = load_model(model, device=device, threads=threads)
+    m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     result = measure(
         m, read_lines(input_path), layers=layers or "all", top=top, max_tokens_sampled=max_tokens_sampled,
         seed=seed,

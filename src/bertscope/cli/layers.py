@@ -12,10 +12,13 @@ from rich.table import Table
 
 from ..errors import InvalidSpec
 from .app import (
+    BackendOpt,
     DeviceOpt,
+    DtypeOpt,
     InputOpt,
     JsonOpt,
     ModelOpt,
+    QuantizeOpt,
     ThreadsOpt,
     app,
     at_most_cpus,
@@ -155,6 +158,9 @@ def probe_command(
     overwrite: OverwriteOpt = False,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
     threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -174,6 +180,9 @@ def probe_command(
     label_field = old_spelling(label_field, old_column, name="--label-field", old="--column")
     probe_kind = old_spelling(probe_kind, old_probe, name="--kind", old="--probe")
     level = level_option(level, ["words", "sentence"])  # the probe's levels; --level word is words
+    run: dict[str, Any] = dict(
+        device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads
+    )
     picture = picture_output(output, overwrite=overwrite)  # before the work, with the matrix beside it
     if picture is not None and per_label and task.strip().lower() == "label":
         picture_output(_beside(picture, "confusion"), overwrite=overwrite)
@@ -199,7 +208,7 @@ def probe_command(
         from ..research.conllu import Punct
 
         rule = Punct.parse("upos" if punct is None else punct, what="--punct")  # before the model loads
-        m = load_model(model, device=device, threads=threads)
+        m = load_model(model, **run)
         run_structural(
             m, input_path, test, task=task, layers=layers, rank=128 if rank is None else rank,
             epochs=40 if epochs is None else epochs, subword=subword, seed=seed, output=picture,
@@ -215,7 +224,7 @@ def probe_command(
         )
     if per_label_layer is not None and not per_label:
         raise InvalidSpec("--per-label-layer chooses the row --per-label reports: add --per-label")
-    m = load_model(model, device=device, threads=threads)
+    m = load_model(model, **run)
     result = probe(
         m, input_path, level=level, layers=layers, folds=folds, control=control, subword=subword,
         label_field=label_field, seed=seed, n_jobs=n_jobs, test=test, kind=probe_kind, sweep=sweep,
@@ -309,6 +318,9 @@ def cka_command(
     overwrite: OverwriteOpt = False,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
     threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -317,13 +329,18 @@ def cka_command(
 
     Examples: `bertscope cka -i examples/news.txt -o cka.png`,
     `bertscope cka -i examples/news.txt --model-b ./finetuned --level sentence --debiased --json`
+    (--device, --dtype, --backend, --quantize and --threads load both models alike)
     """
     from ..research.cka import cka
 
     level = level_option(level, ["tokens", "sentence"])  # CKA's levels; --level token is tokens
     picture = picture_output(output, overwrite=overwrite)  # before the work, not after it
-    a = load_model(model, device=device, threads=threads)
-    b = None if model_b is None else load_model(model_b, device=device, threads=threads)
+    # the load options apply to both models alike
+    run: dict[str, Any] = dict(
+        device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads
+    )
+    a = load_model(model, **run)
+    b = None if model_b is None else load_model(model_b, **run)
     result = cka(a, read_lines(input_path), b, level=level, debiased=debiased)
     if result.note:
         warn(as_flags(result.note), label="note:", style="cyan")
@@ -359,6 +376,9 @@ def compare_command(
     output: PictureOpt = None,
     overwrite: OverwriteOpt = False,
     device: DeviceOpt = "auto",
+    dtype: DtypeOpt = "float32",
+    backend: BackendOpt = "auto",
+    quantize: QuantizeOpt = "none",
     threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -367,13 +387,18 @@ def compare_command(
 
     Examples: `bertscope compare bundled ./finetuned -i examples/news.txt`,
     `bertscope compare ./base ./child -i texts.txt -k 50 --json -o compare.png`
+    (--device, --dtype, --backend, --quantize and --threads load both models alike)
     """
     from ..research.compare import compare
 
     top = old_spelling(top, old_top, name="--top-k", old="--top", default=20)
     picture = picture_output(output, overwrite=overwrite)  # before the work, not after it
-    a = load_model(model_a, device=device, threads=threads)
-    b = load_model(model_b, device=device, threads=threads)
+    # the load options apply to both models alike
+    run: dict[str, Any] = dict(
+        device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads
+    )
+    a = load_model(model_a, **run)
+    b = load_model(model_b, **run)
     result = compare(a, b, read_lines(input_path), top=top, debiased=debiased)
     if result.note:
         warn(as_flags(result.note), label="note:", style="cyan")
