@@ -268,3 +268,23 @@ def test_the_command_refuses_an_impossible_layer_or_head_before_any_forward(
     monkeypatch.setattr(attention_module, "attention_of", no_forward)
     ran = run_main("attention", "a cat", *flags)
     assert ran.code != 0 and message in ran.stderr and len(ran.stderr.strip().splitlines()) == 1, ran
+
+
+def test_an_int8_model_is_told_its_weights_are_the_float32_models(
+    cache: Path, tiny_dirs: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The int8 graph returns no probabilities: the weights are the float32 model's (equal to Hugging
+    Face's within 1e-5), and that is said once per model, where it was said nowhere."""
+    folder = tiny_dirs["bert"]
+    torch.set_num_threads(1)
+    quantized = bertscope.load(folder, backend="onnxruntime", quantize="int8")
+    capsys.readouterr()
+    first = quantized.attentions("a cat")
+    said = capsys.readouterr().err
+    assert "attention: these are the float32 model's weights: the int8 graph" in said
+    np.testing.assert_allclose(first, _hf_reference(folder)("a cat"), rtol=0, atol=1e-5)
+    quantized.attentions("the dog")
+    assert "float32 model's weights" not in capsys.readouterr().err  # once per model
+    float32 = bertscope.load(folder, backend="onnxruntime")
+    float32.attentions("a cat")
+    assert "float32 model's weights" not in capsys.readouterr().err  # nothing to say of a float32 model

@@ -38,6 +38,8 @@ _OPENING = threading.Lock()
 # each is said once, not at every load of the model.
 _SAID_MISSES: set[Path] = set()
 _FALLBACK = "reading the weights from the PyTorch module"
+# The int8/bfloat16 models already told that their weights are the float32 graph's.
+_SAID_FLOAT: weakref.WeakSet[Encoder] = weakref.WeakSet()
 
 
 def attentions(model: Encoder, text: Text, *, long: LongText | str = "truncate") -> np.ndarray:
@@ -93,6 +95,7 @@ def attention_of(
         tokens = model.tokenize([text], long=long)[0]  # in a list: a pair is one item
     ids, mask = pad_batch([tokens.ids], model.pad_id)
     types, _ = pad_batch([tokens.token_type_ids], 0)
+    _say_float_weights(model)
     session = _graph_session(model)
     if session is not None:
         weights = _from_graph(session, ids, types, mask)
@@ -104,6 +107,21 @@ def attention_of(
             "its attention implementation does not report weights"
         )
     return tokens, np.stack([w[0] for w in weights]).astype(np.float32, copy=False)
+
+
+def _say_float_weights(model: Encoder) -> None:
+    """Say once per model that an int8 or bfloat16 runtime's model gets the float32 model's weights (its
+    attention graph, or the module): that graph returns no probabilities, and a caller comparing precisions
+    must not read them as its own."""
+    lossy = model.quantize or (model.runtime_dtype if model.runtime_dtype not in (None, "float32") else None)
+    if lossy and model not in _SAID_FLOAT:
+        from .core.encoder import stderr
+
+        _SAID_FLOAT.add(model)
+        stderr(
+            f"attention: these are the float32 model's weights: the {lossy} graph that answers this model's "
+            "embeddings gives none"
+        )
 
 
 def _refuse_static(model: Any) -> None:
