@@ -6,7 +6,8 @@ checked against its stored checksum first (`io.checksums`), with a Parquet row g
 counts (n_tokens, truncated), and a .npy batch's lines in its ids (or labels) file against theirs; a
 store written before checksums has its vectors checked to be finite, one written before ids (or counts)
 were covered has them read as they are. `npy_changed_rows` names the rows of a failed batch that
-changed.
+changed. A .npy matrix is read only as the float matrix of the shape its settings say (`matrix_shape`): one
+reshaped keeps its bytes, and so its checksums, but not its rows.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ __all__ = [
     "npy_changed_rows",
     "npy_checksums",
     "npy_settings",
+    "matrix_shape",
     "open_matrix",
     "stored_checksums",
 ]
@@ -171,14 +173,52 @@ class NpyReader:
 
 
 def open_matrix(path: Path) -> np.ndarray:
-    """A .npy store's matrix, memory-mapped read-only; CorpusError when the file is not a whole .npy."""
+    """A .npy store's matrix, memory-mapped read-only; CorpusError when the file is not a whole .npy, or
+    holds no float matrix of the shape its settings say (`matrix_shape`)."""
     try:
-        return np.load(path, mmap_mode="r")
+        # allow_pickle stays off: an object array is refused ("can't be memory-mapped"), never unpickled
+        matrix = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError) as exc:  # truncated: "mmap length is greater than file size"
         problem = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise CorpusError(
             f"{path} is not a whole .npy matrix ({problem}): the file is corrupt; {rebuild_hint(path)}"
         ) from None
+    _check_shape(path, matrix, npy_settings(path))
+    return matrix
+
+
+def matrix_shape(settings: dict[str, Any]) -> tuple[int | None, ...]:
+    """The shape a .npy store's settings say its matrix has, None where they do not say: (rows, d), or
+    (rows, layers, d) for token or word rows kept with combine="stack" and several layers (`NpySink`);
+    an empty store (dimension 0) is (0, 0), as the sink writes it."""
+    width = settings.get("dimension")
+    width = width if isinstance(width, int) and not isinstance(width, bool) else None
+    if width == 0:
+        return (0, 0)
+    layers = settings.get("layers")
+    if settings.get("combine") == "stack" and (not isinstance(layers, list) or len(layers) > 1):
+        return (None, len(layers) if isinstance(layers, list) else None, width)
+    return (None, width)
+
+
+def _check_shape(path: Path, matrix: np.ndarray, settings: dict[str, Any]) -> None:
+    """CorpusError where a .npy store's matrix is not the float matrix its settings say (`matrix_shape`):
+    reshaped or transposed after it was written, its bytes (and so its checksums) may be the same, but its
+    rows are not the vectors the job wrote."""
+    wanted = matrix_shape(settings)
+    fits = matrix.ndim == len(wanted) and all(
+        w is None or w == n for w, n in zip(wanted, matrix.shape, strict=True)
+    )
+    if fits and matrix.dtype.kind == "f":
+        return
+    names = ("rows", "d") if len(wanted) == 2 else ("rows", "layers", "d")
+    said = "(" + ", ".join(name if w is None else str(w) for name, w in zip(names, wanted, strict=True)) + ")"
+    found = f"shape {tuple(matrix.shape)}" + ("" if matrix.dtype.kind == "f" else f" of {matrix.dtype}")
+    raise CorpusError(
+        f"{path} holds a matrix of {found}, where its settings ({path.with_suffix('.settings.json').name}) "
+        f"say float vectors of shape {said}: it was reshaped or replaced after it was written, so its rows "
+        f"are not the vectors the job wrote; the store is damaged; {rebuild_hint(path)}"
+    )
 
 
 def npy_settings(path: Path) -> dict[str, Any]:
