@@ -16,11 +16,12 @@ import numpy as np
 import pytest
 
 import bertscope
-from bertscope.errors import CorpusError
+from bertscope.errors import CorpusError, InvalidInput
 from bertscope.io.checksums import SETTINGS_KEY, checksum, checksums_block, rebuild_hint, sealed
 from bertscope.io.index_build import build_index
 from bertscope.io.stores import open_store
 from bertscope.model import Model
+from bertscope.verify import check_fingerprint, verify_model
 from bertscope.verify.store import verify_store
 from console import run_main
 
@@ -131,3 +132,25 @@ def test_healthy_npy_stores_of_every_layout_still_read_and_no_object_array_is_un
     ints = _forge_npy(made["s.npy"], tmp_path / "i.npy", lambda m: m.view(np.int32))
     with pytest.raises(CorpusError, match=r"holds a matrix of shape \(4, 384\) of int32, where"):
         verify_store(ints, corpus=made["corpus"])
+
+
+@pytest.mark.parametrize("against", [{}, {"id": "x"}, {"files": {}}, {"settings": {}}])
+def test_a_dict_that_is_no_fingerprint_is_refused_naming_against(
+    bundled: Model, tmp_path: Path, against: dict[str, Any]
+) -> None:
+    """m.verify(against={}) listed every setting as a difference (a fingerprint of nothing); a dict
+    without the settings and files every fingerprint holds is refused in one line, as a list is."""
+    taken = r"give a fingerprint, a dict from fingerprint\(\) or the path of a file written by"
+    with pytest.raises(InvalidInput, match=rf"^against=.*is not a fingerprint; {taken}") as refused:
+        bundled.verify(against=against)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(InvalidInput, match=rf"^against=.*is not a fingerprint; {taken}"):
+        verify_model(bundled, against=against)
+    with pytest.raises(InvalidInput, match=rf"^expected=.*is not a fingerprint; {taken}"):
+        check_fingerprint(bundled, against)
+    empty = tmp_path / "empty.json"
+    empty.write_text("{}", encoding="utf-8")
+    with pytest.raises(
+        InvalidInput, match=rf"^{re.escape(str(empty))} is not a bertscope fingerprint; write one with"
+    ):
+        bundled.verify(against=empty)

@@ -43,6 +43,8 @@ DIRECTIONS = 8
 # Float32 runtimes move a canary by ~1e-6 of its size; a 1e-4 weight change or float16 weights by >3e-4.
 CANARY_RTOL = 5e-5
 _DIGITS = 6
+# What every fingerprint holds, the store's too (`store_fingerprint`): what a check compares.
+FINGERPRINT_KEYS = ("settings", "files")
 
 
 @dataclass
@@ -144,12 +146,21 @@ def model_checked(model: Any) -> None:
 
 def fingerprint_given(value: Any, name: str) -> None:
     """Refuse a `value` given as the argument `name` that is neither a fingerprint dict nor a path, in one
-    line (a list, a number: pathlib's TypeError named neither the argument nor what it takes)."""
+    line (a list, a number: pathlib's TypeError named neither the argument nor what it takes), and a dict
+    without the `settings` and `files` every fingerprint holds (`fingerprint`, `store_fingerprint`): {}
+    was compared as a fingerprint of nothing, every setting listed as a difference."""
+    shown = repr(value) if len(repr(value)) <= 40 else f"a {type(value).__name__}"
+    taken = (
+        "give a fingerprint, a dict from fingerprint() or the path of a file written by save_fingerprint "
+        "(`bertscope verify --save`)"
+    )
     if not isinstance(value, (dict, str, os.PathLike)):
-        shown = repr(value) if len(repr(value)) <= 40 else f"a {type(value).__name__}"
+        raise InvalidInput(f"{name}={shown}: {taken}")
+    lacks = [key for key in FINGERPRINT_KEYS if isinstance(value, dict) and key not in value]
+    if lacks:
         raise InvalidInput(
-            f"{name}={shown}: give a fingerprint, a dict from fingerprint() or the path of a file written "
-            "by save_fingerprint (`bertscope verify --save`)"
+            f"{name}={shown}: a dict with no {' or '.join(f'`{k}`' for k in lacks)} is not a fingerprint; "
+            f"{taken}"
         )
 
 
