@@ -154,3 +154,10 @@ def test_a_dict_that_is_no_fingerprint_is_refused_naming_against(
         InvalidInput, match=rf"^{re.escape(str(empty))} is not a bertscope fingerprint; write one with"
     ):
         bundled.verify(against=empty)
+
+
+def test_a_static_models_verify_names_against_in_its_refusal(static_m2v: Any) -> None:
+    """StaticModel.verify(against=123) named `expected=` (check_fingerprint's own argument)."""
+    for against in (123, {}):  # type: ignore[var-annotated]
+        with pytest.raises(InvalidInput, match=rf"^against={against!r}: "):
+            static_m2v.verify(against=against)

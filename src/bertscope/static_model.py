@@ -432,10 +432,12 @@ class StaticModel(SentenceTransformersAttributes):
         its files and its rows' canaries. Without `against`, refused in one line: a static model has no
         Hugging Face forward to be compared with."""
         from .verify import check_fingerprint
+        from .verify.fingerprint import fingerprint_given
         from .verify.reference import static_refusal
 
         if against is None:
             raise static_refusal(self)
+        fingerprint_given(against, "against")  # named as the caller named it, as Model.verify does
         return check_fingerprint(self, against)
 
     # Refused: a static model has no layers -------------------------------------------------------
