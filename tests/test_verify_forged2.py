@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -161,3 +163,25 @@ def test_a_static_models_verify_names_against_in_its_refusal(static_m2v: Any) ->
     for against in (123, {}):  # type: ignore[var-annotated]
         with pytest.raises(InvalidInput, match=rf"^against={against!r}: "):
             static_m2v.verify(against=against)
+
+
+@pytest.mark.parametrize("dimension", [192, 768])
+def test_an_sqlite_collections_edited_dimension_is_named_not_its_rows(
+    made: dict[str, Path], tmp_path: Path, dimension: int
+) -> None:
+    """A collection whose `dimension` was edited was refused as if every row had changed; the error now
+    says the dimension does not match its vectors."""
+    edited = tmp_path / "s.db"
+    shutil.copy(made["s.db"], edited)
+    with sqlite3.connect(edited) as db:
+        db.execute("UPDATE collections SET dimension = ?", (dimension,))
+    db.close()
+    said = (
+        rf"^collection 'default' in {re.escape(str(edited))} records a dimension of {dimension}, which does "
+        r"not match its vectors \(384 dimensions each, as their checksums say\): the dimension was edited"
+    )
+    for read in (lambda: verify_store(edited), lambda: bertscope.search(None, edited, item_id="1")):
+        with pytest.raises(CorpusError, match=said):
+            read()
+    ran = run_main("verify", "--store", str(edited))
+    assert ran.code == 2 and "records a dimension of" in ran.stderr and "changed" not in ran.stderr, ran

@@ -145,6 +145,7 @@ def iter_vectors(
         if not rows:
             return
         last = rows[-1][0]
+        _refuse_edited_width(rows, width, collection, path)
         bad = _mismatched(rows, width, generation, collection)
         if bad:
             _refuse(rows, bad, offset, MISMATCH, collection, path)
@@ -169,6 +170,24 @@ def _width(db: sqlite3.Connection, collection: str, path: str | Path) -> int | N
             f"of dimensions: the store is damaged; {rebuild_hint(path, collection)}"
         )
     return 4 * found[0]
+
+
+def _refuse_edited_width(rows: list[Any], width: int | None, collection: str, path: str | Path) -> None:
+    """CorpusError where a collection's recorded dimension (`width` bytes) fits none of `rows` while
+    their blobs are all one width and match their own checksums: the dimension was edited, not the rows
+    (each row would otherwise be named as changed)."""
+    widths = {len(r[3]) for r in rows}
+    if width is None or len(widths) != 1 or width in widths:
+        return
+    if any(r[4] is not None and checksum(r[3]) != r[4] for r in rows):
+        return  # rows changed too: named as changed rows
+    found = widths.pop()
+    each = f"{found // 4} dimensions" if found % 4 == 0 else f"{found} bytes"
+    raise CorpusError(
+        f"collection {collection!r} in {path} records a dimension of {width // 4}, which does not match its "
+        f"vectors ({each} each, as their checksums say): the dimension was edited after it was written; "
+        f"the store is damaged; {rebuild_hint(path, collection)}"
+    )
 
 
 def _mismatched(rows: list[Any], width: int | None, generation: int, collection: str) -> list[int]:
