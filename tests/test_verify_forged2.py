@@ -185,3 +185,29 @@ def test_an_sqlite_collections_edited_dimension_is_named_not_its_rows(
             read()
     ran = run_main("verify", "--store", str(edited))
     assert ran.code == 2 and "records a dimension of" in ran.stderr and "changed" not in ran.stderr, ran
+
+
+def test_a_store_made_with_skip_bad_verifies_against_its_own_corpus(tmp_path: Path) -> None:
+    """verify --corpus stopped at the malformed line the job had set aside (--skip-bad), so such a store
+    could not be verified; it skips the lines the job's .rejects lists, and those only."""
+    corpus = tmp_path / "bad.jsonl"
+    lines = [{"text": TEXTS[0]}, {"body": "no text here"}, {"text": TEXTS[1]}, None, {"text": TEXTS[2]}]
+    corpus.write_text("".join(("not json" if r is None else json.dumps(r)) + "\n" for r in lines))
+    store = tmp_path / "s.npy"
+    made = run_main("embed", "-i", str(corpus), "-o", str(store), "--skip-bad", "--quiet")
+    assert made.code == 0 and Path(f"{store}.rejects").is_file(), made
+    ran = run_main("verify", "--store", str(store), "--corpus", str(corpus))
+    assert ran.code == 0 and ran.stdout.startswith("ok: 3 of 3 rows"), ran
+    assert verify_store(store, corpus=corpus).ok
+    # a malformed line the job did not set aside is still refused
+    other = tmp_path / "other.jsonl"
+    other.write_text(corpus.read_text() + "oops\n")
+    ran = run_main("verify", "--store", str(store), "--corpus", str(other))
+    assert ran.code == 2 and f"{other}:6: not a JSON object" in ran.stderr, ran
+    assert "did not set this record aside" in ran.stderr
+    # without the job's list of what it set aside, as before: the first malformed line is refused
+    Path(f"{store}.rejects").unlink()
+    with pytest.raises(
+        CorpusError, match=rf"^{re.escape(str(corpus))}:2: no field 'text'; the fields are: body$"
+    ):
+        verify_store(store, corpus=corpus)

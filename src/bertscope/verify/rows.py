@@ -7,11 +7,14 @@ take each document's text from its first row; chunk rows hold their chunk only, 
 written without texts) needs the corpus it was made from. Parquet and .npy stores (a matrix with its row
 labels in `<stem>.rows.jsonl`); SQLite stores hold sentence vectors only. Only the sampled rows' labels,
 texts and vectors are read (row_labels.py), each vector checked against its stored checksum first (a
-.npy's labels too, up to the end of the last batch that holds the sample).
+.npy's labels too, up to the end of the last batch that holds the sample). A corpus is read as the job
+read it: the records a job run with --skip-bad set aside (its `<store>.rejects`) are set aside again, and
+those only (`texts_by_id`).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +28,7 @@ from ..io.checksums import column_values, rebuild_hint, vector_names
 from ..io.formats import Format
 from ..io.level_table import CorpusOptions, make_level
 from ..io.levels import LevelOptions
-from ..io.readers import Record
+from ..io.readers import Record, Rejects
 from ..io.stores import Store
 from ..io.vector_files import check_npy_rows, open_matrix
 from .drift import StoreCheck, add_drift
@@ -188,13 +191,21 @@ def texts_by_id(
     wanted = set(ids)
     found: dict[str, str] = {}
     counted = 0
-    records = read_corpus(corpus["corpus"], text_field=corpus["text_field"], id_field=corpus["id_field"])
+    # The records the job set aside (--skip-bad) are set aside here too, and those only: read as the job
+    # read them (its tokenizer too), each record skipped here must be one its .rejects file lists.
+    set_aside, rejects = _job_rejects(path), Rejects()
+    records = read_corpus(
+        corpus["corpus"], text_field=corpus["text_field"], id_field=corpus["id_field"],
+        skip_bad=set_aside is not None, rejects=rejects, tokenizer=corpus.get("tokenizer"),
+    )  # fmt: skip
     for record in records:
+        _refuse_unlisted(rejects, set_aside, path)
         counted += 1
         if record.id in wanted:
             found[record.id] = record.text
             if len(found) == len(wanted) and rows is None:
                 break
+    _refuse_unlisted(rejects, set_aside, path)
     if rows is not None and counted != rows:
         raise InvalidInput(
             f"{corpus['corpus']} holds {counted} texts and {path} {rows} rows: it is not the corpus the "
@@ -207,3 +218,32 @@ def texts_by_id(
             f"{corpus['corpus']} has no text with id {missing[0]!r} of {path}: is it the store's corpus?"
         )
     return [found[i] for i in ids]
+
+
+def _job_rejects(path: Path) -> set[str] | None:
+    """The records the job that wrote the store at `path` set aside (`bertscope embed --skip-bad` lists
+    them in `<store>.rejects`), each as `_reject_key` says it, or None where it set none aside."""
+    listed = Path(f"{path}.rejects")
+    if not listed.is_file():
+        return None
+    with listed.open(encoding="utf-8", errors="surrogateescape") as lines:
+        return {_reject_key(line.rstrip("\n")) for line in lines if line.strip()}
+
+
+def _reject_key(line: str) -> str:
+    """A set-aside record's complaint without its corpus's name ("c.jsonl:2: no field 'text'" is
+    ":2: no field 'text'"): the job's names the corpus as the job was given it, verify's as verify is."""
+    found = re.search(r":\d+(?:-\d+)?: ", line)
+    return line[found.start() :] if found else line
+
+
+def _refuse_unlisted(rejects: Rejects, set_aside: set[str] | None, path: Path) -> None:
+    """CorpusError for a record set aside here (`rejects.bad`) that the store's job did not set aside:
+    the corpus is not the one it read (a malformed record without --skip-bad is refused by the reader)."""
+    while rejects.bad:
+        complaint = rejects.bad.pop()
+        if set_aside is None or _reject_key(complaint) not in set_aside:
+            raise CorpusError(
+                f"{complaint}; the job that wrote {path} did not set this record aside ({path}.rejects "
+                "does not list it): is it the store's corpus?"
+            )

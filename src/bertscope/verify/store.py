@@ -167,7 +167,11 @@ def verify_store(
     found = None if recorded is None else store_fingerprint(m)
     if recorded is not None and found is not None:  # another model is refused before it embeds anything
         _refuse_another_model(opened, recorded, found, m.info().source, given=model is not None)
-    corpus_texts = {"corpus": corpus, "text_field": text_field, "id_field": id_field}
+    from ..core.encoder import Encoder
+
+    # the corpus is read as the job read it: a text its tokenizer gives no pieces is a bad record there too
+    tokenizer = m.tokenizer if isinstance(m, Encoder) else None
+    corpus_texts = {"corpus": corpus, "text_field": text_field, "id_field": id_field, "tokenizer": tokenizer}
     check.notes += _unchecked_rows(opened)  # checksums stripped are said before rows that miss them
     try:
         if opened.settings.get("level", "sentence") == "sentence":
