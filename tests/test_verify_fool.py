@@ -157,6 +157,25 @@ def test_rows_repeated_or_removed_are_caught_when_every_row_is_read(
     assert verify_store(tokens, **every).ok
 
 
+def test_a_text_whose_rows_were_all_removed_is_caught_where_the_corpus_is_given(
+    made: dict[str, Path], bundled: Model, tmp_path: Path
+) -> None:
+    """Each text's rows were compared with its fresh ones only for the texts the store holds: a token store
+    with every row of one text removed (checksums made again) passed with every row read and the corpus
+    given. A corpus text that makes rows must have them (exit 2)."""
+
+    def without_text(doc: str) -> Callable[[Any], Any]:
+        return lambda table: table.filter(pa.compute.not_equal(table.column("id"), doc))
+
+    every = {"model": bundled, "rows": 1000, "corpus": made["corpus"]}
+    lost = _rewrite(made["t.parquet"], tmp_path / "lost_text.parquet", without_text("2"))
+    assert pq.ParquetFile(lost).metadata.num_rows < pq.ParquetFile(made["t.parquet"]).metadata.num_rows
+    with pytest.raises(CorpusError, match=r"has no row of text 2 of the corpus, which the store's settings"):
+        verify_store(lost, **every)
+    ran = run_main("verify", "--store", str(lost), "--rows", "1000", "--corpus", str(made["corpus"]))
+    assert ran.code == 2 and "has no row of text 2" in ran.stderr and "Traceback" not in ran.stderr
+
+
 def test_a_post_processing_file_other_than_the_stores_is_bad_input(
     made: dict[str, Path], bundled: Model
 ) -> None:

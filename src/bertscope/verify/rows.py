@@ -15,7 +15,7 @@ those only (`texts_by_id`).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -65,6 +65,8 @@ def check_rows(
         )
     }
     if len(positions) == check.rows:  # every row read: each text's rows are all its fresh ones, no fewer
+        if corpus["corpus"] is not None:  # and each corpus text that makes rows has them
+            _refuse_lost_texts(opened, _level(level, model, settings), set(docs), corpus)
         kept = set(sampled)
         lost = [key for key in fresh_rows if key not in kept]  # every fresh row is of a sampled text
         if lost:
@@ -186,26 +188,15 @@ def texts_by_id(
         raise InvalidInput(
             f"{path} keeps no texts to re-embed: pass the corpus it was made from (corpus=, --corpus FILE)"
         )
-    from ..io.readers import read_corpus
-
     wanted = set(ids)
     found: dict[str, str] = {}
     counted = 0
-    # The records the job set aside (--skip-bad) are set aside here too, and those only: read as the job
-    # read them (its tokenizer too), each record skipped here must be one its .rejects file lists.
-    set_aside, rejects = _job_rejects(path), Rejects()
-    records = read_corpus(
-        corpus["corpus"], text_field=corpus["text_field"], id_field=corpus["id_field"],
-        skip_bad=set_aside is not None, rejects=rejects, tokenizer=corpus.get("tokenizer"),
-    )  # fmt: skip
-    for record in records:
-        _refuse_unlisted(rejects, set_aside, path)
+    for record in _corpus_records(corpus, path):
         counted += 1
         if record.id in wanted:
             found[record.id] = record.text
             if len(found) == len(wanted) and rows is None:
                 break
-    _refuse_unlisted(rejects, set_aside, path)
     if rows is not None and counted != rows:
         raise InvalidInput(
             f"{corpus['corpus']} holds {counted} texts and {path} {rows} rows: it is not the corpus the "
@@ -218,6 +209,56 @@ def texts_by_id(
             f"{corpus['corpus']} has no text with id {missing[0]!r} of {path}: is it the store's corpus?"
         )
     return [found[i] for i in ids]
+
+
+def _corpus_records(corpus: dict[str, Any], path: Path) -> Iterator[Record]:
+    """The records of the corpus a store was made from, read as its job read them: the records the job set
+    aside (--skip-bad) are set aside here too, and those only, read with its tokenizer too; each record
+    skipped here must be one its .rejects file lists."""
+    from ..io.readers import read_corpus
+
+    set_aside, rejects = _job_rejects(path), Rejects()
+    records = read_corpus(
+        corpus["corpus"], text_field=corpus["text_field"], id_field=corpus["id_field"],
+        skip_bad=set_aside is not None, rejects=rejects, tokenizer=corpus.get("tokenizer"),
+    )  # fmt: skip
+    for record in records:
+        _refuse_unlisted(rejects, set_aside, path)
+        yield record
+    _refuse_unlisted(rejects, set_aside, path)
+
+
+def _refuse_lost_texts(opened: Store, level: Any, docs: set[str], corpus: dict[str, Any]) -> None:
+    """CorpusError where the corpus holds a text the store has no row of, and the store's settings make rows
+    of it (every row read): its rows were removed after it was written. A text that makes no rows (none
+    kept at this level) is no loss; the texts not in the store are embedded a few at a time, up to the
+    first that makes rows."""
+    lost: list[Record] = []
+    for record in _corpus_records(corpus, opened.path):
+        if record.id not in docs:
+            lost.append(record)
+        if len(lost) == _LOST_BATCH:
+            _refuse_if_made(opened, level, lost)
+            lost = []
+    _refuse_if_made(opened, level, lost)
+
+
+# The texts missing from a store embedded at once to see whether they make rows.
+_LOST_BATCH = 16
+
+
+def _refuse_if_made(opened: Store, level: Any, records: list[Record]) -> None:
+    """CorpusError naming the first of `records` (corpus texts with no row in the store) that makes rows."""
+    if not records:
+        return
+    made = level.embed(records).table.column("id").to_pylist()
+    for record in records:
+        if record.id in made:
+            raise CorpusError(
+                f"{opened.path} has no row of text {record.id} of the corpus, which the store's settings "
+                f"make rows of ({made.count(record.id)} here): its rows were removed after it was written; "
+                f"{rebuild_hint(opened.path)}"
+            )
 
 
 def _job_rejects(path: Path) -> set[str] | None:
