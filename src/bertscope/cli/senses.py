@@ -77,8 +77,9 @@ def senses(
     if as_json:
         emit_json({**found.to_dict(), "picture": str(output) if output else None})
         return
+    # `score`, the examples' name in the library and --json (docs/names.md): their cosine to the centroid
     table = Table(
-        "sense", "size", "cosine", "central examples", title=f"senses of {word!r}: {found.criterion}"
+        "sense", "size", "score", "central examples", title=f"senses of {word!r}: {found.criterion}"
     )
     for sense in found.senses:
         for rank, example in enumerate(sense.examples):

@@ -93,14 +93,19 @@ LABEL_FIELD = "the CoNLL-U field holding the label"
 
 
 def read_words(
-    path: str | Path, *, label_field: str | int | None = None, column: str | int | None = None
+    path: str | Path,
+    *,
+    label_field: str | int | None = None,
+    column: str | int | None = None,
+    test: bool = False,
 ) -> list[LabelledSentence]:
     """Sentences of labelled words from `word<TAB>label` lines, or from CoNLL-U (`label_field`, default
     upos; `column` is its deprecated old name).
 
     A `.conllu` file, or any file when `label_field` is given, is read as CoNLL-U: comment lines,
     multiword ranges (1-2) and empty nodes (1.1) are skipped, the word is FORM and the label the field
-    asked.
+    asked. `test`: the file is a held-out probe's test file (an error says it is read as the training
+    file is).
     """
     label_field = renamed_keyword(
         label_field, column, name="label_field", old="column", caller="read_words", meaning=LABEL_FIELD
@@ -127,8 +132,9 @@ def read_words(
             if line.startswith("#") or "-" in fields[0] or "." in fields[0]:
                 continue
             if len(fields) != len(CONLLU_COLUMNS):
+                said = f"{path}:{number}: a CoNLL-U line has 10 tab-separated fields, found {len(fields)}"
                 raise CorpusError(
-                    f"{path}:{number}: a CoNLL-U line has 10 tab-separated fields, found {len(fields)}"
+                    said + (_test_as_conllu(label_field, index) if test and label_field else "")
                 )
             word, label = fields[1], fields[index]
         else:
@@ -146,6 +152,15 @@ def read_words(
     if not sentences:
         raise _empty(path, "CoNLL-U token" if conllu else "word<TAB>label")
     return sentences
+
+
+def _test_as_conllu(label_field: str | int, index: int) -> str:
+    """Why a test file is read as CoNLL-U, and the fix: label_field= reads every file of a probe so."""
+    return (
+        f"; label_field={label_field!r} reads the test file as CoNLL-U, as it reads the training file: give "
+        f"test= as CoNLL-U too (10 fields, the word in field 2, the label in field {index + 1}), or write "
+        "both files as word<TAB>label lines and leave label_field= out"
+    )
 
 
 def read_sentences(path: str | Path) -> tuple[list[str], list[str]]:

@@ -3,7 +3,8 @@ across probe capacity (Hewitt & Liang 2019).
 
 - Held out: one split, trained on every item of one file and scored on every item of another; the
   accuracy's 95% interval is Wilson's score interval over the test items (the folds' t-interval needs
-  several folds), macro-F1 has none.
+  several folds), macro-F1 has none. `wilson` is the one Wilson interval: the folds' rows use it too
+  (probe_score), over their pooled out-of-fold predictions.
 - The control task across two files: each word type of the training file gets its label as in the folds
   (`control_table`, one seeded draw per type in sorted order from the training labels' distribution); the
   types seen only in the test file then draw theirs from the same generator, sorted, so a type has one
@@ -108,13 +109,18 @@ def wilson(correct: int, n: int, z: float = 1.959963984540054) -> list[float]:
 
 
 def held_out_summary(scores: np.ndarray, n_test: int) -> dict[str, Any]:
-    """Accuracy (Wilson interval over the `n_test` items) and macro-F1 of one held-out split's (1, 2)."""
+    """Accuracy (Wilson interval over the `n_test` items) and macro-F1 of one held-out split's (1, 2), with
+    the keys of the folds' rows (probe_score._summary): no fold interval and no macro-F1 interval."""
     accuracy = float(scores[0, 0])
+    items = wilson(round(accuracy * n_test), n_test)
     return {
         "accuracy": accuracy,
-        "accuracy_ci": wilson(round(accuracy * n_test), n_test),
+        "accuracy_ci": items,
+        "accuracy_ci_folds": None,
+        "accuracy_ci_items": items,
         "macro_f1": float(scores[0, 1]),
         "macro_f1_ci": None,
+        "macro_f1_ci_zero_width": None,
     }
 
 

@@ -148,13 +148,15 @@ def read_features(
     checked: bool = True,
 ) -> Features:
     """One file's (or list's) features; `checked`: it is a training side (two labels or more; with
-    `folds`, as many distinct sentences)."""
+    `folds`, as many distinct sentences), else a held-out probe's test side."""
     kind = Level.parse(level, what="level")
     how = SubwordPooling.parse(subword, what="subword pooling")
     name = source_name(data)
     if kind is Level.WORDS:
         sentences = (
-            read_words(data, label_field=label_field) if isinstance(data, (str, Path)) else as_sentences(data)
+            read_words(data, label_field=label_field, test=not checked)
+            if isinstance(data, (str, Path))
+            else as_sentences(data)
         )
         labels = [label for s in sentences for label in s.labels if label != CONTEXT]
         groups = {s.text for s in sentences if set(s.labels) != {CONTEXT}}
@@ -197,7 +199,10 @@ def _check_labels(labels: Sequence[str], name: str, folds: int) -> None:
 
 def _check_groups(groups: set[str], name: str, folds: int) -> None:
     if len(groups) < folds:
+        # folds= is at least 2 (probe() refuses fewer): lowering it is a fix only down to that floor
+        fewest = "add sentences with other texts (2 folds, the fewest, need 2 distinct ones)"
+        fix = f"add sentences or lower folds= to {len(groups)}" if len(groups) >= 2 else fewest
         raise InvalidInput(
             f"{name} has {len(groups)} distinct labelled sentence(s) but folds={folds} needs at least "
-            f"{folds} (no sentence is split across folds); add sentences or lower folds="
+            f"{folds} (no sentence is split across folds); {fix}"
         )

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..core.progress import step_progress
-from .probe_eval import control_table, held_out_summary, label_report
+from .probe_eval import control_table, held_out_summary, label_report, wilson
 from .probe_features import Features, Level
 from .probe_fit import LINEAR, Classifier, Split, fit_workers, predictions, scores_of_rows
 
@@ -26,7 +26,12 @@ class ProbeResult:
     `n_groups` distinct texts of the `n_sentences` labelled ones given: a repeated text is one group, so
     it is never on both sides of a fold. Held out (`n_test` > 0): `folds` is 0, `n_items` and `labels`
     count the training file, `n_test` and `test_labels` the test file. `per_label`: see
-    probe_eval.label_report."""
+    probe_eval.label_report.
+
+    A row's intervals: `accuracy_ci` is the union of `accuracy_ci_folds` (the folds' t-interval, cut to
+    [0, 1]; None held out) and `accuracy_ci_items` (Wilson's over the items scored: the pooled out-of-fold
+    predictions, or the test file's); `macro_f1_ci` is the folds' t-interval (None held out), and
+    `macro_f1_ci_zero_width` says when the folds agreed and it has no width (not certainty)."""
 
     level: str
     n_items: int
@@ -115,11 +120,12 @@ def evaluate(
     with step_progress(len(fits) * len(splits), "fitting probes", enabled=progress) as fitted:
         scores = iter(scores_of_rows(fits, splits, workers=workers, fitted=fitted))
     n_test = 0 if n_train is None else len(y) - n_train
+    sizes = np.array([len(test) for _, test in splits])
     rows = []
     for c in probes:
         for layer, _ in named:
             task = next(scores)
-            summary = _summary(task) if n_train is None else held_out_summary(task, n_test)
+            summary = _summary(task, sizes) if n_train is None else held_out_summary(task, n_test)
             row: dict[str, Any] = {"layer": layer, "probe": c.kind, "capacity": c.capacity, **summary}
             if y_control is not None:
                 ctrl = next(scores)
@@ -174,7 +180,14 @@ def _majority_accuracy(train: np.ndarray, test: np.ndarray) -> float:
     return float(np.mean(test == names[np.argmax(counts)]))
 
 
-def _summary(scores: np.ndarray) -> dict[str, Any]:
+def _summary(scores: np.ndarray, sizes: np.ndarray) -> dict[str, Any]:
+    """Mean accuracy and macro-F1 of (folds, 2) `scores` on folds of `sizes` test items, with intervals.
+
+    The folds' t-interval alone reads as certainty where the folds agree (5 folds at 1.000 give
+    1.000-1.000 from 40 items), so the accuracy's interval is the union of it and Wilson's interval over
+    the pooled out-of-fold predictions (every item is predicted once, by the fold that tests it: correct of
+    `sizes.sum()`), as wide as the items allow. Macro-F1 is not a share of items: its interval stays the
+    folds' t-interval, flagged `macro_f1_ci_zero_width` where the folds agree."""
     from scipy import stats
 
     k = len(scores)
@@ -182,9 +195,16 @@ def _summary(scores: np.ndarray) -> dict[str, Any]:
     mean = scores.mean(axis=0)
     # A score is a share: the t-interval is cut to [0, 1] (5 folds at 0.95 would reach past 1).
     low, high = np.clip(mean - half, 0.0, 1.0), np.clip(mean + half, 0.0, 1.0)
+    # each fold's accuracy is its correct items over its test items: the pooled count, without a refit
+    correct = int(np.rint(scores[:, 0] * sizes).sum())
+    items = wilson(correct, int(sizes.sum()))
+    folds = [float(low[0]), float(high[0])]
     return {
         "accuracy": float(mean[0]),
-        "accuracy_ci": [float(low[0]), float(high[0])],
+        "accuracy_ci": [min(folds[0], items[0]), max(folds[1], items[1])],
+        "accuracy_ci_folds": folds,
+        "accuracy_ci_items": items,
         "macro_f1": float(mean[1]),
         "macro_f1_ci": [float(low[1]), float(high[1])],
+        "macro_f1_ci_zero_width": bool(high[1] - low[1] == 0.0),
     }
