@@ -124,9 +124,9 @@ def test_other_pictures_with_a_wrong_suffix_end_in_one_line(args: list[str], tmp
 def test_files_that_are_not_utf8_are_refused_in_one_line(tmp_path: Path) -> None:
     latin = tmp_path / "latin.txt"
     latin.write_bytes(LATIN1)
-    one_line_error(run_main("calibrate", str(latin)), "latin.txt: not UTF-8 text")
+    one_line_error(run_main("calibrate", str(latin)), "latin.txt:1: not UTF-8 text")
     ran = run_main("distill", "--vocabulary", str(latin), "-o", str(tmp_path / "d5"))
-    one_line_error(ran, "latin.txt: not UTF-8 text")
+    one_line_error(ran, "latin.txt:1: not UTF-8 text")
     assert "iconv" in ran.stderr and not (tmp_path / "d5").exists()
 
 

@@ -34,8 +34,9 @@ from .app import (
     top_k_option,
     warn,
 )
+from .embed_options import given_options
 from .evaluate import NoPlotOpt, OldPlotOpt, PlotOpt, eval_app, picture_path, records_table
-from .pictures import OverwriteOpt, one_input, plot_app, split_list, vocab_app
+from .pictures import OverwriteOpt, one_input, plot_app, vocab_app
 
 app.add_typer(eval_app, name="eval")
 app.add_typer(vocab_app, name="vocab")
@@ -44,6 +45,7 @@ app.add_typer(plot_app, name="plot")
 
 @app.command("contextuality", cls=HiddenArgumentsUnsaid)
 def contextuality_cmd(
+    ctx: typer.Context,
     input_path: Annotated[
         str | None,
         typer.Option(
@@ -99,12 +101,14 @@ def contextuality_cmd(
     whole_number(top, typed_top, meaning="the most frequent words measured")
     whole_number(min_contexts, "--min-contexts", meaning="sentences a word needs")
     whole_number(baseline_pairs, "--baseline-pairs", most=MAX_BASELINE_PAIRS, meaning=BASELINE_PAIRS)
+    _refuse_choosing_with_words(ctx, words, top=(typed_top, top), min_contexts=min_contexts)
     picture = picture_path(output, old_plot, no_plot, overwrite=overwrite)
     texts = list(read_lines(one_input(input_path, corpus, "sentences")))
     result = contextuality(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
         texts,
-        words=split_list(words) or None,
+        # as given: "--words ," is refused by the library (no word), never the most frequent in silence
+        words=None if words is None else words.split(","),
         top=top,
         min_contexts=min_contexts,
         baseline_pairs=baseline_pairs,
@@ -141,6 +145,29 @@ def contextuality_cmd(
         "static = the word's piece rows alone (self-similarity exactly 1); layer 0 = LayerNorm(word + "
         "position + segment), so occurrences differ only by position",
         highlight=False,
+    )
+
+
+def _refuse_choosing_with_words(
+    ctx: typer.Context, words: str | None, *, top: tuple[str, int], min_contexts: int
+) -> None:
+    """Refuse -k or --min-contexts with --words: they choose the most frequent words, which --words
+    replaces (their help says "Without --words"), so they would be ignored in silence."""
+    if words is None:
+        return
+    (top_flag, top_value), choosers = top, (("top", "old_top"), ("min_contexts",))
+    flags = [(top_flag, top_value), ("--min-contexts", min_contexts)]
+    typed = [flags[i] for i, names in enumerate(choosers) if any(given_options(ctx, n) for n in names)]
+    if not typed:
+        return
+    said = " and ".join(f"{flag} {value}" for flag, value in typed)
+    if len(typed) == 1:
+        verb, which, leave = "applies", "it chooses", typed[0][0]
+    else:
+        verb, which, leave = "apply", "they choose", "them"
+    raise InvalidInput(
+        f"{said} {verb} without --words ({which} the most frequent words, which --words names instead): "
+        f"leave {leave} out or drop --words"
     )
 
 
@@ -182,9 +209,14 @@ def fit_post_cmd(
     from ..core.post import fit_post_on_texts
 
     _check_post_output(output, overwrite=overwrite)
+    source = one_input(input_path, corpus, "texts to fit on")
+    texts = list(read_lines(source))
+    if len(texts) < 2:  # said in the file's words, before the model loads: a fit needs two vectors
+        name = "stdin" if source == "-" else source
+        raise InvalidInput(f"fit-post needs 2 texts or more; {name} gives {len(texts)}")
     processor = fit_post_on_texts(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
-        list(read_lines(one_input(input_path, corpus, "texts to fit on"))),
+        texts,
         kind,
         dim=dim,
         layers=layers,

@@ -146,35 +146,10 @@ class Whitening(PostProcessor):
 
     @classmethod
     def fit(cls, vectors: np.ndarray, *, dim: int | None = None, **settings: Any) -> Whitening:
-        """Fit on (n, d) vectors; `dim` keeps the top k directions (default: all the vectors span)."""
-        x, mean, values, axes = _principal(vectors)
-        rank = int((values > _EPS * max(values[0], _EPS)).sum())
-        # Centring costs one direction: n texts span at most n - 1, so a rank of n - 1 means "too few texts".
-        too_few_texts = rank >= len(x) - 1
-        k = _keep(dim, x, "dim")
-        if dim is None and rank < k and not too_few_texts:
-            warnings.warn(
-                f"whitening to {rank} dimensions, all the fitting vectors span: {x.shape[1] - rank} of their "
-                f"{x.shape[1]} directions are constant (as some LayerNorm output dimensions are); "
-                "pass dim to choose fewer",
-                UserWarning,
-                stacklevel=2,
-            )
-            k = rank
-        if rank < k and dim is None:
-            # Without dim the wish grows with the texts, up to the width: only width + 1 texts surely suffice.
-            raise InvalidInput(
-                f"{len(x)} texts span only {rank} directions (centring costs one), too few to whiten all "
-                f"{x.shape[1]} dimensions; fit on at least {x.shape[1] + 1} texts or whiten to fewer "
-                f"dimensions with dim<={rank} (--dim)"
-            )
-        if rank < k:
-            advice = (
-                f"fit on more texts (at least {k + 1}) or whiten to fewer dimensions with dim<={rank} (--dim)"
-                if too_few_texts
-                else f"more texts will not help (the rest are constant): whiten with dim<={rank} (--dim)"
-            )
-            raise InvalidInput(f"the fitting vectors span fewer than {k} directions (only {rank}); {advice}")
+        """Fit on (n, d) vectors; `dim` keeps the top k directions (see `_spanned` for the default and the
+        limit: never more directions than the centred vectors span)."""
+        x, mean, values, axes = _principal(vectors, cls.kind)
+        k = _spanned(cls.kind, x, values, dim)
         matrix = axes[:, :k] / np.sqrt(values[:k])
         return cls(mean, matrix, {"dim": k, "n_fit": len(x), **settings})
 
@@ -194,7 +169,7 @@ class AllButTheTop(PostProcessor):
         cls, vectors: np.ndarray, remove: int | None, name: str, settings: dict[str, Any]
     ) -> AllButTheTop:
         """`fit`, its count refused under `name`, the keyword the caller gave it by (`fit_post`'s dim)."""
-        x, mean, _, axes = _principal(vectors)
+        x, mean, _, axes = _principal(vectors, cls.kind)
         d = x.shape[1]
         count = max(1, round(d / 100)) if remove is None else remove
         most = min(len(x), d) - 1
@@ -220,9 +195,11 @@ class PCA(PostProcessor):
 
     @classmethod
     def fit(cls, vectors: np.ndarray, *, dim: int | None = None, **settings: Any) -> PCA:
-        """Fit on (n, d) vectors; `dim` keeps the top k directions (default min(n, d))."""
-        x, mean, values, axes = _principal(vectors)
-        k = _keep(dim, x, "dim")
+        """Fit on (n, d) vectors; `dim` keeps the top k directions, by whitening's rule (`_spanned`): never
+        more than the centred vectors span (n texts span at most n - 1); without dim, all the width, or all
+        the vectors span where the rest are constant (with a warning)."""
+        x, mean, values, axes = _principal(vectors, cls.kind)
+        k = _spanned(cls.kind, x, values, dim)
         explained = float(values[:k].sum() / max(values.sum(), _EPS))
         return cls(mean, axes[:, :k], {"dim": k, "n_fit": len(x), "explained": explained, **settings})
 
@@ -241,9 +218,7 @@ class Standardize(PostProcessor):
                 f"standardize keeps every dimension; dim={dim} is not taken: leave dim (--dim) out, or "
                 "use pca or whitening to keep fewer"
             )
-        x = np.asarray(vectors, dtype=np.float64)
-        if x.ndim != 2 or len(x) < 2:
-            raise InvalidInput(f"fitting needs (n, d) vectors with n >= 2; got shape {tuple(x.shape)}")
+        x = _fitting_vectors(vectors, cls.kind)
         mean, std = x.mean(axis=0), x.std(axis=0)
         constant = std <= _EPS * max(float(np.abs(x).max()), _EPS)
         if constant.any():
@@ -346,18 +321,97 @@ def load_post(path: str | Path) -> PostProcessor:
     if settings.pop("format", None) != _FORMAT:
         raise InvalidInput(f"{path} is not a bertscope post-processing file (format {_FORMAT} expected)")
     kind = PostKind.parse(settings.pop("kind"), what="post-processing kind")
-    return _KINDS[kind](mean.astype(np.float64), matrix.astype(np.float64), settings)
+    if mean.ndim != 1 or matrix.ndim != 2 or matrix.shape[0] != mean.shape[0]:
+        raise InvalidInput(
+            f"{path} is not a bertscope post-processing file (a mean (d,) and a matrix (d, k) expected; it "
+            f"holds {tuple(mean.shape)} and {tuple(matrix.shape)})"
+        )
+    processor = _KINDS[kind](mean.astype(np.float64), matrix.astype(np.float64), settings)
+    if processor.dim_in == 0 or processor.dim_out == 0:
+        # An old fit-post wrote one from texts that all gave one vector; applied, it gives empty vectors.
+        raise InvalidInput(
+            f"{path} is a {kind.value} to 0 dimensions: every vector would come out empty; fit it again "
+            "with `bertscope fit-post` on texts that differ"
+        )
+    return processor
 
 
-def _principal(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(x, mean, variances (desc), axes (d, r)) from the biased (1/n) covariance of x."""
+# What each kind finds in vectors that are all one vector: nothing (the fit would be arbitrary axes).
+_NOTHING = {
+    PostKind.WHITENING: "nothing to whiten",
+    PostKind.PCA: "no direction to keep",
+    PostKind.ABTT: "no direction to remove",
+    PostKind.STANDARDIZE: "no variation to scale",
+}
+
+
+def _fitting_vectors(vectors: np.ndarray, kind: PostKind) -> np.ndarray:
+    """The fitting vectors as float64 (n, d): two or more, not all one vector, or InvalidInput."""
     x = np.asarray(vectors, dtype=np.float64)
-    if x.ndim != 2 or len(x) < 2:
-        raise InvalidInput(f"fitting needs (n, d) vectors with n >= 2; got shape {tuple(x.shape)}")
+    if x.ndim != 2:
+        raise InvalidInput(f"fit_post needs (n, d) vectors, a row per text; got shape {tuple(x.shape)}")
+    if len(x) < 2:
+        raise InvalidInput(
+            f"fit_post needs (n, d) vectors with n >= 2; got {len(x)} (shape {tuple(x.shape)}): "
+            "fit on 2 texts or more"
+        )
+    if _one_vector(x):
+        raise InvalidInput(f"the {len(x)} texts give one vector: {_NOTHING[kind]}; give texts that differ")
+    return x
+
+
+def _one_vector(x: np.ndarray) -> bool:
+    """Whether every row of (n, d) `x` is one vector, to float32 rounding (as the sweep's NaN cells are,
+    research.analysis): the same text embedded in batches of other lengths differs in its last bits, and
+    whitening would blow that noise up."""
+    scale = max(float(np.abs(x).max()), 1.0)
+    return float(np.ptp(x, axis=0).max()) <= 1e-6 * scale  # ptp: no (n, d) temporary
+
+
+def _principal(vectors: np.ndarray, kind: PostKind) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(x, mean, variances (desc), axes (d, r)) from the biased (1/n) covariance of x."""
+    x = _fitting_vectors(vectors, kind)
     mean = x.mean(axis=0)
     # SVD of the centred data is more accurate than an eigendecomposition of its covariance.
     _, singular, vt = np.linalg.svd(x - mean, full_matrices=False)
     return x, mean, singular**2 / len(x), vt.T
+
+
+def _spanned(kind: PostKind, x: np.ndarray, values: np.ndarray, dim: int | None) -> int:
+    """k for whitening and pca, one rule for both: `dim` (1..min(n, d)), never more directions than the
+    centred vectors span. Without dim, every dimension (min(n, d)); where the vectors span fewer because
+    some dimensions are constant, those they span, with a warning; where they span fewer because the texts
+    are too few, refused (the wish grows with the texts, so only width + 1 texts surely suffice)."""
+    rank = int((values > _EPS * max(values[0], _EPS)).sum())
+    if rank == 0:  # `_fitting_vectors` refuses one vector first; a rank of 0 is that, said the same way
+        raise InvalidInput(f"the {len(x)} texts give one vector: {_NOTHING[kind]}; give texts that differ")
+    verb, fewer = ("whiten", "whiten to fewer") if kind is PostKind.WHITENING else ("keep", "keep fewer")
+    # Centring costs one direction: n texts span at most n - 1, so a rank of n - 1 means "too few texts".
+    too_few_texts = rank >= len(x) - 1
+    k = _keep(dim, x, "dim")
+    if dim is None and rank < k and not too_few_texts:
+        warnings.warn(
+            f"{kind.value} to {rank} dimensions, all the fitting vectors span: {x.shape[1] - rank} of their "
+            f"{x.shape[1]} directions are constant (as some LayerNorm output dimensions are); "
+            "pass dim to choose fewer",
+            UserWarning,
+            stacklevel=3,  # the caller of Whitening.fit / PCA.fit
+        )
+        k = rank
+    if rank < k and dim is None:
+        raise InvalidInput(
+            f"{len(x)} texts span only {rank} directions (centring costs one), too few to {verb} all "
+            f"{x.shape[1]} dimensions; fit on at least {x.shape[1] + 1} texts or {fewer} "
+            f"dimensions with dim<={rank} (--dim)"
+        )
+    if rank < k:
+        advice = (
+            f"fit on more texts (at least {k + 1}) or {fewer} dimensions with dim<={rank} (--dim)"
+            if too_few_texts
+            else f"more texts will not help (the rest are constant): {verb} with dim<={rank} (--dim)"
+        )
+        raise InvalidInput(f"the fitting vectors span fewer than {k} directions (only {rank}); {advice}")
+    return k
 
 
 def _keep(dim: int | None, x: np.ndarray, name: str) -> int:
@@ -403,4 +457,11 @@ def fit_post_on_texts(
         long=long,
         stride=stride,
     )
+    if len(set(texts)) > 1 and _one_vector(np.asarray(result.vectors, dtype=np.float64)):
+        # "give texts that differ" would send the user to texts that already differ: the options are why
+        nothing = _NOTHING[PostKind.parse(kind, what="post-processing kind")]
+        raise InvalidInput(
+            f"the {len(texts)} texts differ but give one vector with layers {list(result.spec['layers'])} "
+            f"and pooling {result.spec['pooling']}: {nothing}; choose another layer or pooling"
+        )
     return fit_post(result.vectors, kind, dim=dim, model=model.loaded.source, spec=result.spec)

@@ -33,20 +33,25 @@ def not_a_file(path: str | Path) -> str:
 
 def read_utf8(path: str | Path, what: str = "") -> str:
     """The text of `path` (named in errors as `what` + the path), or InvalidInput: missing, a folder,
-    not UTF-8, unreadable."""
+    not UTF-8 (named at the line of its first bad byte), unreadable."""
     path = Path(path)
     named = f"{what} {path}".strip()
     if not path.is_file():
         fix = "; give a text file" if path.exists() and not path.is_dir() else ""
         raise InvalidInput(f"cannot read {named}: {not_a_file(path)}{fix}")
     try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(
-            f"{named}: not UTF-8 text ({exc.reason}); convert the file to UTF-8 "
-            "(e.g. iconv -f latin1 -t utf-8)"
-        ) from None
+        raw = path.read_bytes()  # decoded whole below, so an error's offset is the file's, not a chunk's
     except OSError as exc:
         raise InvalidInput(
             f"cannot read {named} ({exc.strerror}); check the file and its permissions"
         ) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        # The line of the first bad byte, as the line-by-line readers name it (probe files, corpora).
+        line = raw[: exc.start].count(b"\n") + 1
+        raise InvalidInput(
+            f"{named}:{line}: not UTF-8 text ({exc.reason}); convert the file to UTF-8 "
+            "(e.g. iconv -f latin1 -t utf-8)"
+        ) from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")  # newlines as read_text reads them

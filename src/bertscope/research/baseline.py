@@ -23,6 +23,7 @@ import numpy as np
 from ..core.post import PostProcessor, prepare_post
 from ..core.similarity import unit
 from ..core.text_files import is_column_name, read_utf8
+from ..core.texts_given import text_refusal
 from ..errors import InvalidInput, InvalidSpec
 
 if TYPE_CHECKING:
@@ -244,6 +245,12 @@ def calibrate(
     """The threshold that best separates labelled pairs (text, text, 0/1) by F1, for these settings."""
     if not pairs:
         raise InvalidInput("no labelled pairs given: pass (text, text, 0/1) rows")
+    for index, pair in enumerate(pairs):
+        for column, text in zip(("first", "second"), pair[:2], strict=False):
+            # by pair and column: the embedding of one column would name "text 0" of a list never given
+            problem = text_refusal(text) if isinstance(text, str) else "is not a string"
+            if problem is not None:
+                raise InvalidInput(f"pair {index}: the {column} text {problem}; give both texts of the pair")
     labels = np.array([int(label) for _, _, label in pairs])
     if not set(labels.tolist()) <= {0, 1}:
         raise InvalidInput("labels must be 0 (different) or 1 (same)")
@@ -271,8 +278,9 @@ def read_pairs(path: str | Path) -> list[tuple[str, str, int]]:
     The first line is a header, skipped, only when it is one beyond doubt: its third field names a label
     column (`label`, `score`, `is_duplicate` ... see `LABEL_COLUMNS`), or it and both text fields read as
     column names (`sentence1<TAB>sentence2<TAB>gold_label`: no spaces, a name of a text column). Any other
-    line that is not a labelled pair (a label 'maybe', a missing one: 'n/a', '-', empty) is refused with
-    its line number, never dropped; a first line that may be a header says how to name its label column.
+    line that is not a labelled pair (a label 'maybe', a missing one: 'n/a', '-', empty; an empty text) is
+    refused with its line number, never dropped; a first line that may be a header says how to name its
+    label column. A file with no pair is refused naming it; one not UTF-8, at the line of its first bad byte.
     """
     path = Path(path)
     text = read_utf8(path)
@@ -288,7 +296,15 @@ def read_pairs(path: str | Path) -> list[tuple[str, str, int]]:
             if index == 0 and len(cells) == 3 and label is None and is_column_name(cells[2]):
                 hint = "; if this line is a header, name its third column 'label'"
             raise InvalidInput(f"{path}:{number}: expected text<TAB>text<TAB>0 or 1, got {line[:60]!r}{hint}")
+        for column, cell in zip(("first", "second"), cells[:2], strict=True):
+            # here, by its line and column: the embedding would say "text 0", of a list the user never saw
+            if (problem := text_refusal(cell)) is not None:
+                raise InvalidInput(
+                    f"{path}:{number}: the {column} text {problem}; give both texts of the pair"
+                )
         rows.append((cells[0], cells[1], int(label)))
+    if not rows:
+        raise InvalidInput(f"{path} holds no labelled pairs: give lines TEXT<TAB>TEXT<TAB>0/1")
     return rows
 
 
