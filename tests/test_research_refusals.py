@@ -117,9 +117,12 @@ def test_pca_refuses_more_directions_than_the_texts_span_as_whitening_does() -> 
         said = rf"span fewer than 30 directions \(only 29\); fit on more texts \(at least 31\) or {fewer}"
         with pytest.raises(InvalidInput, match=said):
             fit_post(vectors, kind, dim=30)
-        # without dim: all the width is asked, and 30 texts are too few for it
-        with pytest.raises(InvalidInput, match=r"30 texts span only 29 directions .*dim<=29"):
-            fit_post(vectors, kind)
+    # without dim: all the width is asked, and 30 texts are too few for it; whitening would divide by
+    # the missing directions' zero variance, PCA only rotates and keeps what they span, said
+    with pytest.raises(InvalidInput, match=r"30 texts span only 29 directions .*dim<=29"):
+        fit_post(vectors, "whitening")
+    with pytest.warns(UserWarning, match=r"pca to 29 dimensions.*30 texts span 29 directions"):
+        assert fit_post(vectors, "pca").dim_out == 29
     assert fit_post(vectors, "pca", dim=29).dim_out == 29
 
 

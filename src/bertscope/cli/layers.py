@@ -164,8 +164,9 @@ def probe_command(
     threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Linear probes per layer: accuracy and macro-F1 (95% CI over folds), the majority baseline, and with
-    --control the control task and selectivity. Rows: `static` (input rows alone), then layers 0..L.
+    """Linear probes per layer: accuracy and macro-F1 (95% CI over folds; accuracy's at least Wilson's),
+    the majority baseline, and with --control the control task and selectivity. Rows: `static` (input
+    rows alone), then layers 0..L.
 
     Examples: `bertscope probe -i examples/senses.tsv`,
     `bertscope probe -i examples/pos.conllu --label-field upos --control -o probe.png`,

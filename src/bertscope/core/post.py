@@ -381,7 +381,8 @@ def _spanned(kind: PostKind, x: np.ndarray, values: np.ndarray, dim: int | None)
     """k for whitening and pca, one rule for both: `dim` (1..min(n, d)), never more directions than the
     centred vectors span. Without dim, every dimension (min(n, d)); where the vectors span fewer because
     some dimensions are constant, those they span, with a warning; where they span fewer because the texts
-    are too few, refused (the wish grows with the texts, so only width + 1 texts surely suffice)."""
+    are too few, whitening is refused (the wish grows with the texts, so only width + 1 texts surely
+    suffice) and PCA keeps those they span, with a warning (it only rotates)."""
     rank = int((values > _EPS * max(values[0], _EPS)).sum())
     if rank == 0:  # `_fitting_vectors` refuses one vector first; a rank of 0 is that, said the same way
         raise InvalidInput(f"the {len(x)} texts give one vector: {_NOTHING[kind]}; give texts that differ")
@@ -389,10 +390,17 @@ def _spanned(kind: PostKind, x: np.ndarray, values: np.ndarray, dim: int | None)
     # Centring costs one direction: n texts span at most n - 1, so a rank of n - 1 means "too few texts".
     too_few_texts = rank >= len(x) - 1
     k = _keep(dim, x, "dim")
-    if dim is None and rank < k and not too_few_texts:
+    # PCA keeps what the texts span when they are too few too: it only rotates, where whitening would
+    # divide by the missing directions' zero variance
+    if dim is None and rank < k and (not too_few_texts or kind is PostKind.PCA):
+        why = (
+            f"{len(x)} texts span {rank} directions (centring costs one)"
+            if too_few_texts
+            else f"{x.shape[1] - rank} of their {x.shape[1]} directions are constant (as some LayerNorm "
+            "output dimensions are)"
+        )
         warnings.warn(
-            f"{kind.value} to {rank} dimensions, all the fitting vectors span: {x.shape[1] - rank} of their "
-            f"{x.shape[1]} directions are constant (as some LayerNorm output dimensions are); "
+            f"{kind.value} to {rank} dimensions, all the fitting vectors span: {why}; "
             "pass dim to choose fewer",
             UserWarning,
             stacklevel=3,  # the caller of Whitening.fit / PCA.fit

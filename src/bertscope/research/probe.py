@@ -5,8 +5,9 @@ forward pass per batch: a row `static` (the input embedding rows alone, no posit
 layer 0 (the embedding layer's output) to L. A logistic regression (scikit-learn, features standardised)
 is scored by k-fold cross-validation grouped by sentence (no sentence in both train and test, labels
 stratified where possible): accuracy and macro-F1 per layer, the mean over folds with a 95% t-interval
-(cut to [0, 1]). The fits are CPU-independent (float64, converged, and exact ties on identical rows
-broken by rule: see probe_fit).
+(cut to [0, 1]); accuracy's interval is widened to Wilson's over the pooled out-of-fold predictions, so
+folds that agree do not read as certainty (probe_score). The fits are CPU-independent (float64,
+converged, and exact ties on identical rows broken by rule: see probe_fit).
 
 `majority` is the same cross-validation's baseline: each fold predicts its training majority. The control
 task gives each word type (sentence level: each distinct text) one fixed random label drawn from the
