@@ -128,6 +128,11 @@ def test_files_that_are_not_utf8_are_refused_in_one_line(tmp_path: Path) -> None
     ran = run_main("distill", "--vocabulary", str(latin), "-o", str(tmp_path / "d5"))
     one_line_error(ran, "latin.txt:1: not UTF-8 text")
     assert "iconv" in ran.stderr and not (tmp_path / "d5").exists()
+    # the eval pair and word readers name the line of the bad byte too (they named none)
+    later = tmp_path / "later.tsv"
+    later.write_bytes("a cat\ta dog\t0.5\n".encode() + LATIN1)
+    for kind in ("pairs", "words"):
+        one_line_error(run_main("eval", kind, "-i", str(later)), "later.tsv:2: not UTF-8 text")
 
 
 def test_senses_reports_true_counts_and_refuses_a_limit_below_three(store: Path) -> None:

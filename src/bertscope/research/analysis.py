@@ -27,6 +27,7 @@ from ..core.text_files import MISSING_VALUES, is_column_name
 from ..core.tokens import check_texts
 from ..errors import CorpusError, InvalidInput, InvalidSpec
 from ..static import static_word
+from .probe_data import text_lines
 from .states import chunked_token_matrices
 
 if TYPE_CHECKING:
@@ -148,20 +149,15 @@ def read_word_pairs(path: str | Path) -> list[tuple[str, str, float]]:
 
 
 def _tsv(path: str | Path, width: int) -> Iterator[tuple[int, list[str]]]:
-    path = Path(path)
-    if not path.is_file():
-        what = "it is a folder: give the file inside it" if path.is_dir() else "no such file"
-        raise CorpusError(f"cannot read {path}: {what}")
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip() or line.startswith("#"):
-                continue
-            fields = line.rstrip("\n").split("\t")
-            if len(fields) < width:
-                raise CorpusError(
-                    f"{path}:{number}: expected {width} tab-separated fields, found {len(fields)}"
-                )
-            yield number, fields
+    # the probes' reader: a byte that is not UTF-8 is named at its line (a bare traceback-less
+    # UnicodeDecodeError named none), a byte-order mark and CRLF endings read as the probe files' are
+    for number, line in text_lines(Path(path)):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = line.split("\t")
+        if len(fields) < width:
+            raise CorpusError(f"{path}:{number}: expected {width} tab-separated fields, found {len(fields)}")
+        yield number, fields
 
 
 def correlations(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> dict[str, float]:
