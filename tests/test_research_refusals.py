@@ -159,6 +159,18 @@ def test_contextuality_refuses_a_count_that_words_replaces(flags: list[str], sai
     one_line(ran, said, "drop --words")
 
 
+def test_the_library_refuses_top_k_beside_words_and_an_empty_word_list(bundled: bertscope.Model) -> None:
+    """contextuality(words=[...], top_k=3) ignored top_k, and words=[] measured the most frequent words,
+    both in silence; `--words bank` alone still runs (the CLI no longer hands its default -k on)."""
+    texts = Path(CONTEXTS).read_text(encoding="utf-8").splitlines()
+    with pytest.raises(InvalidInput, match=r"^top_k=3 chooses the most frequent words, which words= replaces"):
+        bundled.contextuality(texts, words=["bank"], top_k=3)
+    with pytest.raises(InvalidInput, match=r"^words=\[\] names no word"):
+        bundled.contextuality(texts, words=[])
+    ran = run_main("contextuality", "-i", CONTEXTS, "--words", "bank", "--no-plot", "--json")
+    assert ran.code == 0 and '"bank"' in ran.stdout, ran.stderr
+
+
 # 5. calibrate's file ---------------------------------------------------------------------------------------
 
 

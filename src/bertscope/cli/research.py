@@ -109,7 +109,7 @@ def contextuality_cmd(
         texts,
         # as given: "--words ," is refused by the library (no word), never the most frequent in silence
         words=None if words is None else words.split(","),
-        top=top,
+        top=None if words is not None else top,  # the library refuses both; -k with --words is refused above
         min_contexts=min_contexts,
         baseline_pairs=baseline_pairs,
         seed=seed,

@@ -216,6 +216,15 @@ def contextuality(
     different sentences, drawn with `seed`. `progress`: a progress bar or log lines on stderr (None:
     from 256 sentences)."""
     # Checked before any work: a negative top would slice from the end, a zero one refuse confusingly.
+    if words is not None and (top_k is not None or top is not None):  # silently ignored before
+        raise InvalidInput(
+            f"top_k={top_k if top is None else top} chooses the most frequent words, which words= replaces: "
+            "leave top_k out or drop words"
+        )
+    if isinstance(words, (list, tuple)) and not words:
+        raise InvalidInput(
+            "words=[] names no word: name one or more, or leave words out for the most frequent"
+        )
     top = top_k_given(top_k, top, old="top", default=10, meaning="the most frequent words measured")
     whole_number(min_contexts, "min_contexts", meaning="sentences a word needs")
     whole_number(max_contexts, "max_contexts", least=2, meaning="occurrences kept per word")
