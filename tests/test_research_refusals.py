@@ -163,7 +163,9 @@ def test_the_library_refuses_top_k_beside_words_and_an_empty_word_list(bundled: 
     """contextuality(words=[...], top_k=3) ignored top_k, and words=[] measured the most frequent words,
     both in silence; `--words bank` alone still runs (the CLI no longer hands its default -k on)."""
     texts = Path(CONTEXTS).read_text(encoding="utf-8").splitlines()
-    with pytest.raises(InvalidInput, match=r"^top_k=3 chooses the most frequent words, which words= replaces"):
+    with pytest.raises(
+        InvalidInput, match=r"^top_k=3 chooses the most frequent words, which words= replaces"
+    ):
         bundled.contextuality(texts, words=["bank"], top_k=3)
     with pytest.raises(InvalidInput, match=r"^words=\[\] names no word"):
         bundled.contextuality(texts, words=[])
