@@ -31,8 +31,8 @@ pytestmark = pytest.mark.timeout(240)
 # The runtime of the jobs whose checks are the runner's (shards, levels, resume, retries), not the
 # actors' runtime: ONNX Runtime, its graph exported once by the first driver that loads it and opened
 # light (no torch) by each actor. The tiny BERT's exact default is torch, and an actor that imports torch
-# and transformers spent ~4 s of a ~5-s job starting on two cores. The default's torch actors are run by
-# test_ray_job_writes_the_local_sink_schema_and_rows, OpenVINO's by
+# and transformers spent ~4 s of a ~5-s job starting on two cores (two at once, ~10 s). The default's
+# torch actor is run by test_ray_chunk_job_writes_the_local_chunk_rows (one actor), OpenVINO's by
 # test_ray_job_runs_openvino_like_the_local_engine.
 LIGHT: dict[str, Any] = {"backend": "onnxruntime"}
 
@@ -81,10 +81,12 @@ def test_ray_job_writes_the_local_sink_schema_and_rows(
     monkeypatch.setattr(ray.data.DataContext.get_current(), "wait_for_min_actors_s", 300)
     corpus = _corpus(tmp_path / "c.jsonl", 300)
     model = str(tiny_dirs["bert"])
-    embed_corpus(str(corpus), tmp_path / "local.parquet", model=model, progress=False, layers="-2")
+    local_model = bertscope.load(model, device="cpu", **LIGHT)
+    embed_corpus(str(corpus), tmp_path / "local.parquet", model=local_model, progress=False, layers="-2")
     summary = run_ray_job(
-        str(corpus), tmp_path / "out", model=model, workers=2, batch_size=40, progress=False, layers="-2"
-    )
+        str(corpus), tmp_path / "out", model=model, workers=2, batch_size=40, progress=False, layers="-2",
+        **LIGHT,
+    )  # fmt: skip
     # One input file, read in blocks of a batch: both actors embed (one block would reach one actor).
     assert len(list(seen.iterdir())) == 2
     local = pq.read_table(tmp_path / "local.parquet")
@@ -322,12 +324,11 @@ def test_ray_chunk_job_writes_the_local_chunk_rows(
     corpus.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(docs)))
     model = str(tiny_dirs["bert"])
     options: dict[str, Any] = {"level": "chunks", "chunks": "sentence", "late": True, "id_field": "id"}
-    local_model = bertscope.load(model, device="cpu", **LIGHT)
-    embed_corpus(str(corpus), tmp_path / "local.parquet", model=local_model, progress=False, **options)
+    # The default runtime, the tiny BERT's torch, here and in the actor: the file's one torch actor (LIGHT)
+    embed_corpus(str(corpus), tmp_path / "local.parquet", model=model, progress=False, **options)
     summary = run_ray_job(
-        str(corpus), tmp_path / "out", model=model, workers=1, batch_size=25, progress=False, **LIGHT,
-        **options,
-    )  # fmt: skip
+        str(corpus), tmp_path / "out", model=model, workers=1, batch_size=25, progress=False, **options
+    )
     local = pq.read_table(tmp_path / "local.parquet")
     shards = sorted((tmp_path / "out").glob("part-*.parquet"))
     for shard in shards:
@@ -356,8 +357,10 @@ def test_ray_aggregation_equals_the_local_one(
     corpus = _corpus(tmp_path / "c.jsonl", 120)
     model = bertscope.load(tiny_dirs["bert"], device="cpu", **LIGHT)  # its runtime is the actors'
     local = model.static_from_corpus(str(corpus), layers="0,-1", min_count=2)
+    # One actor (a second one's start was a quarter of the test): the driver sums the words of every
+    # batch's table, four tables here, wherever they were embedded.
     remote = aggregate_on_ray(
-        str(corpus), model=model, layers="0,-1", min_count=2, batch_size=30, progress=False
+        str(corpus), model=model, layers="0,-1", min_count=2, batch_size=30, workers=1, progress=False
     )
     assert (
         sorted(remote.words) == sorted(local.words)
@@ -520,7 +523,7 @@ def test_static_from_corpus_on_ray_takes_device_and_threads(
     corpus.write_text("the bank of the river\n")
     done = run_main(
         "static", "--from-corpus", str(corpus), "-o", str(tmp_path / "v.npy"), "--engine", "ray",
-        "--device", "cpu", "--threads", "3",
+        "--device", "cpu", "--threads", "3", "--backend", "torch",
     )  # fmt: skip
     assert done.code == 1 and "stop here" in done.stderr
     assert (asked["device"], asked["cpus_per_worker"]) == ("cpu", 3)
@@ -587,7 +590,7 @@ def test_static_on_ray_loads_its_driver_on_the_cpu(tmp_path: Path, monkeypatch: 
     corpus.write_text("the bank of the river\n")
     done = run_main(
         "static", "--from-corpus", str(corpus), "-o", str(tmp_path / "v.npy"), "--engine", "ray",
-        "--device", "cuda",
+        "--device", "cuda", "--backend", "torch",
     )  # fmt: skip
     assert done.code == 1 and "stop here" in done.stderr
     assert (loaded, asked["device"]) == (["cpu"], "cuda")
@@ -666,10 +669,20 @@ def test_an_interrupted_ray_job_resumes_to_the_uninterrupted_output(
         "model": str(tiny_dirs["bert"]), "workers": 1, "batch_size": 40, "progress": False, "layers": "-2",
         **LIGHT,
     }  # fmt: skip
-    full = run_ray_job(str(corpus), tmp_path / "full", **job)
     out = tmp_path / "out"
     written = _stopped_job(monkeypatch, corpus, out, job)
     assert len(written) >= 4
+    # Stopped at its manifest, after its last shard: its shards are the uninterrupted job's (one Ray job
+    # less than running it to compare), copied before the cut below; its manifest is their totals.
+    (tmp_path / "full").mkdir()
+    for shard in written:
+        shutil.copy(shard, tmp_path / "full" / shard.name)
+    whole = _sorted_rows(tmp_path / "full")
+    full = SimpleNamespace(embedded=whole.num_rows)  # a row per text
+    totals = {
+        "texts": whole.num_rows, "rows": whole.num_rows, "tokens": sum(whole.column("n_tokens").to_pylist()),
+        "settings_digest": hashlib.sha256(pq.read_schema(written[0]).metadata[b"bertscope"]).hexdigest(),
+    }  # fmt: skip
     # A kill leaves some shards unwritten: one whose record of units was written (a kill before its
     # rename), one without, and a half-written one. The first text stays saved (see below).
     lost = [s for s in written if "1" not in pq.read_table(s, columns=["id"]).column("id").to_pylist()][:2]
@@ -695,10 +708,9 @@ def test_an_interrupted_ray_job_resumes_to_the_uninterrupted_output(
     assert (summary.resumed_from, summary.embedded) == (saved, full.embedded - saved)
     assert embedded == full.embedded - saved  # the saved texts were not embedded again
     assert "already done" in summary.line()
-    _assert_equal_rows(_sorted_rows(out), _sorted_rows(tmp_path / "full"))
-    manifests = [json.loads((folder / "_bertscope.json").read_text()) for folder in (out, tmp_path / "full")]
-    for key in ("texts", "tokens", "rows", "settings_digest"):
-        assert manifests[0][key] == manifests[1][key]
+    _assert_equal_rows(_sorted_rows(out), whole)
+    manifest = json.loads((out / "_bertscope.json").read_text())
+    assert {key: manifest[key] for key in totals} == totals
     assert not (out / "_resume").exists() and not list(out.glob("*.tmp"))
     with pytest.raises(CorpusError, match="already complete: nothing to resume"):
         run_ray_job(str(corpus), out, resume=True, **job)

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+import bertscope
 from bertscope.cli.explore import free_port
 from bertscope.errors import InvalidInput
 from bertscope.io.levels import arrow_texts
@@ -66,9 +67,10 @@ def test_an_actor_refuses_a_value_that_is_not_text_in_one_line(
 
     # A map's schema is known only by running it: the actors check each batch.
     dataset = ray.data.range(3).map(lambda r: {"id": str(r["id"]), "text": "a cat" if r["id"] else 7})
-    embedded = embed_dataset(
-        dataset, text_field="text", workers=1, model=str(tiny_dirs["bert"]), backend="onnxruntime"
-    )
+    # Loaded here, the model is exported once in this process (torch is loaded already) and the actor opens
+    # the export light; handed its name alone, the actor of a fresh cache imported torch to export it.
+    model = bertscope.load(tiny_dirs["bert"], device="cpu", backend="onnxruntime")
+    embedded = embed_dataset(dataset, text_field="text", workers=1, model=model)
     with pytest.raises(InvalidInput) as raised, raising_bertscope_errors(embedded):
         embedded.take_all()
     assert str(raised.value) == (
