@@ -12,7 +12,7 @@ import pytest
 import bertscope
 from bertscope.errors import CorpusError, InvalidSpec
 from bertscope.io.search import search
-from test_io import _embed_in_process, stop_and_resume
+from test_io import LIGHT, _embed_in_process, stop_and_resume
 
 DOCS = {
     "berlin": "Berlin is the capital of Germany. The city has 3.8 million people. It is known for its art.",
@@ -120,7 +120,7 @@ def test_chunk_job_killed_with_sigkill_resumes_exactly(
     tmp_path: Path, doc_corpus: Path, tiny_dirs: dict[str, Path]
 ) -> None:
     common = ["-i", str(doc_corpus), "--model", str(tiny_dirs["bert"]), "--batch-size", "50", "-q"]
-    common += ["--chunks", "sentence", "--late"]
+    common += ["--chunks", "sentence", "--late", *LIGHT]
     whole = tmp_path / "whole.parquet"
     _embed_in_process([*common, "-o", str(whole)])  # only the job that is killed needs its own process
     target = tmp_path / "resumed.parquet"

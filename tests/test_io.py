@@ -319,9 +319,16 @@ def big_corpus(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write_txt(tmp_path_factory.mktemp("big"), lines, "big.txt")
 
 
+# The runtime of the interrupted jobs, whose checks are the job's (parts, resume), not the runtime's: ONNX
+# Runtime, exported once by the first run (in this process, where torch is loaded already) and opened
+# light by the job that is stopped, whose start then imports neither torch nor transformers (the tiny
+# BERT's default, torch, was ~4 s of that process's ~5 s before its third part).
+LIGHT = ["--backend", "onnxruntime"]
+
+
 def _job_args(big_corpus: Path, tiny_dirs: dict[str, Path]) -> list[str]:
     """The options every run of the interrupted-job tests shares."""
-    return ["-i", str(big_corpus), "--model", str(tiny_dirs["bert"]), "--batch-size", "100", "-q"]
+    return ["-i", str(big_corpus), "--model", str(tiny_dirs["bert"]), "--batch-size", "100", "-q", *LIGHT]
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from bertscope.core.spec import EmbedOptions
 from bertscope.errors import CorpusError, InvalidSpec
 from bertscope.io.level_table import CorpusOptions, make_level
 from bertscope.io.levels import LevelOptions
-from test_io import _embed_in_process, stop_and_resume, write_txt
+from test_io import LIGHT, _embed_in_process, stop_and_resume, write_txt
 
 TEXTS = [
     "We sat on the bank of the river.",
@@ -190,7 +190,7 @@ def test_token_job_killed_with_sigkill_resumes_exactly(
         "-q",
         "--tokens",
     ]
-    common += ["--layers", "1,2", "--combine", "stack", "--precision", "float16"]
+    common += ["--layers", "1,2", "--combine", "stack", "--precision", "float16", *LIGHT]
     whole = tmp_path / "whole.parquet"
     _embed_in_process([*common, "-o", str(whole)])  # only the job that is killed needs its own process
     target = tmp_path / "resumed.parquet"

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 import bertscope
 from bertscope.cli import app
 from console import run_main
-from test_io import stop_and_resume, write_txt
+from test_io import LIGHT, stop_and_resume, write_txt
 
 TEXTS = [
     "The Bank of the river was muddy.",
@@ -87,7 +87,7 @@ def test_a_killed_aggregation_resumes_exactly(tmp_path: Path, tiny_dirs: dict[st
     lines = [" ".join(rng.choice(words, size=rng.integers(2, 16))) for _ in range(2000)]
     corpus = write_txt(tmp_path, lines, "big.txt")
     common = ["--from-corpus", str(corpus), "--layers", "0,1", "--model", str(tiny_dirs["bert"])]
-    common += ["--batch-size", "125", "-q"]
+    common += ["--batch-size", "125", "-q", *LIGHT]
 
     def three_batches(parts: Path) -> bool:
         try:
@@ -96,9 +96,10 @@ def test_a_killed_aggregation_resumes_exactly(tmp_path: Path, tiny_dirs: dict[st
         except (OSError, ValueError, KeyError):
             return False
 
+    # Loaded first: its export is the one the stopped job opens light (test_io.LIGHT)
+    model = bertscope.load(tiny_dirs["bert"], device="cpu", backend="onnxruntime")
     target = tmp_path / "resumed.npy"
     stop_and_resume(common, target, command="static", ready=three_batches)
-    model = bertscope.load(tiny_dirs["bert"], device="cpu")
     whole = model.static_from_corpus(lines, layers="0,1", batch_size=125)
     for k, layer in enumerate(whole.layers):
         again = np.load(target.with_name(f"resumed.layer{layer}.npy"))
