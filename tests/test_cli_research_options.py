@@ -130,7 +130,7 @@ def test_files_that_are_not_utf8_are_refused_in_one_line(tmp_path: Path) -> None
     assert "iconv" in ran.stderr and not (tmp_path / "d5").exists()
     # the eval pair and word readers name the line of the bad byte too (they named none)
     later = tmp_path / "later.tsv"
-    later.write_bytes("a cat\ta dog\t0.5\n".encode() + LATIN1)
+    later.write_bytes(b"a cat\ta dog\t0.5\n" + LATIN1)
     for kind in ("pairs", "words"):
         one_line_error(run_main("eval", kind, "-i", str(later)), "later.tsv:2: not UTF-8 text")
 
