@@ -429,7 +429,7 @@ DATA_DEPENDENT = (
 )
 
 
-# The routes tests/test_server_v2.py fuzzes on their own, 16 cases a mode.
+# The routes tests/test_server_v2.py fuzzes on their own, 8 cases a mode.
 V2_FUZZED = ("/v2/embed_chunks", "/v2/similarity", "/v2/cka")
 
 
@@ -454,7 +454,7 @@ def fuzz(
     url: str,
     *,
     paths: tuple[str, ...] | None = None,
-    examples: int = 9,
+    examples: int = 6,
     fewer: dict[str, int] | None = None,
 ) -> tuple[int, list[str]]:
     """Schemathesis over the served schema (or only `paths`): cases run and failures found.
@@ -462,9 +462,10 @@ def fuzz(
     Up to `examples` cases per operation and mode (`fewer[path]` for the paths it names, fuzzed deeper
     elsewhere), drawn derandomized: the same cases on every machine.
     No clock: a time cap made the count (and which operations, the later ones first, got no case at
-    all) depend on the machine's speed and load. 9 a mode: every operation still gets valid and
-    invalid cases (~360 in all, 3/4 of 12's time: generating and validating them costs as much as the
-    calls)."""
+    all) depend on the machine's speed and load. 6 a mode: every operation still gets valid and
+    invalid cases (~220 in all; drawing them costs twice what the calls do). Four routes broken on
+    purpose (a server error on a pair, on words=true and on dimensions; a valid list refused) were each
+    found at 6, as at 9 and 5."""
     schemathesis = pytest.importorskip("schemathesis")
     from hypothesis import HealthCheck, given, settings
     from hypothesis.errors import Unsatisfiable
@@ -531,10 +532,10 @@ def test_fuzzing_the_openapi_schema_finds_no_server_error_no_schema_violation_an
 ) -> None:
     """Generated valid requests are accepted, and every answer to valid and invalid ones is documented."""
     # Every route is reached, each with valid and invalid cases. The three routes that
-    # tests/test_server_v2.py fuzzes at 16 cases a mode take 3 a mode here: drawing their bodies (the
+    # tests/test_server_v2.py fuzzes at 8 cases a mode take 3 a mode here: drawing their bodies (the
     # chunk route's negative ones most) and running /v2/cka's 7 x 7 layer comparisons were a third of
     # this test's time, for cases the other test draws again (the same derandomized first ones, and
-    # more). ~320 cases in all.
+    # more). ~220 cases in all (6 a mode for the others: fuzz()).
     cases, failures = fuzz(url, fewer=dict.fromkeys(V2_FUZZED, 3))
-    assert cases > 300, cases
+    assert cases > 200, cases
     assert not failures, failures[:5]
