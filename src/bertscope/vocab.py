@@ -30,6 +30,8 @@ __all__ = ["Init", "add_tokens", "new_words", "save"]
 
 InitSpec = str | Mapping[str, Sequence[str]]
 E = TypeVar("E", bound="Encoder")
+# What a static model is refused (its own add_tokens says the same words)
+ADD_TOKENS_NEEDS = "new tokens with rows initialised for a transformer (add_tokens)"
 
 
 class Init(StrEnum):
@@ -83,6 +85,7 @@ def new_words(model: Encoder, words: Sequence[str]) -> list[str]:
 
 def _forms(model: Encoder, words: Sequence[str]) -> dict[str, str]:
     """Each word's form after the tokenizer's normalisation, checked to be one word."""
+    _refuse_static(model)
     if isinstance(words, str) or not words:
         raise InvalidInput("add_tokens takes a non-empty list of words, e.g. ['covid19', 'mRNA']")
     normalizer = model.loaded.tokenizer.backend_tokenizer.normalizer
@@ -91,6 +94,13 @@ def _forms(model: Encoder, words: Sequence[str]) -> dict[str, str]:
     if bad:
         raise InvalidInput(f"tokens must be single words without spaces; got {bad}")
     return forms
+
+
+def _refuse_static(model: Any) -> None:
+    """A static model (rows, no layers) refused first, in its own one line, as its `add_tokens` refuses."""
+    refusal = getattr(model, "refusal", None)  # StaticModel's; an Encoder has none
+    if getattr(model, "n_layers", None) == 0 and callable(refusal):
+        raise refusal(ADD_TOKENS_NEEDS)
 
 
 def _initial_rows(model: Encoder, words: Sequence[str], init: InitSpec, seed: int) -> np.ndarray:

@@ -141,8 +141,8 @@ def vocab_add(
                 "for each word added"
             )
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
+    added = new_words(m, words)  # first: a static model is refused here, in the library's one line
     before = {w: _pieces(m, w) for w in words}
-    added = new_words(m, words)
     extended = add_tokens(m, words, init=how)
     save(extended, output)
     records: list[dict[str, Any]] = [

@@ -1,0 +1,37 @@
+"""A static model (model2vec) refused in its own one line where a command needs a transformer or takes what
+a mean of rows has not got, and the library's refusals of a distillation or a vocabulary addition that
+name the fix as the caller spells it (`dim=` in Python, `--dim` on the command line)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bertscope.errors import InvalidSpec
+from console import run_main
+
+
+def _one_line(stderr: str) -> str:
+    """The CLI's error line, checked to be the only line (no traceback)."""
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr
+    return lines[0]
+
+
+def test_vocab_add_on_a_static_model_is_refused_in_the_librarys_line(
+    static_m2v: Any, m2v_folder: Path, tmp_path: Path
+) -> None:
+    from bertscope.vocab import add_tokens, new_words
+
+    with pytest.raises(InvalidSpec) as own:
+        static_m2v.add_tokens(["zzz"])
+    for call in (add_tokens, new_words):
+        with pytest.raises(InvalidSpec) as refused:
+            call(static_m2v, ["zzz"])
+        assert str(refused.value) == str(own.value)
+    ran = run_main("vocab", "add", "-m", str(m2v_folder), "zzz", "-o", str(tmp_path / "out"))
+    assert ran.code == 1
+    assert _one_line(ran.stderr) == f"error: {own.value}"
+    assert "static model (model2vec)" in ran.stderr and not (tmp_path / "out").exists()
