@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bertscope.errors import InvalidSpec
+from bertscope.errors import InvalidInput, InvalidSpec
 from console import run_main
 
 
@@ -35,3 +35,16 @@ def test_vocab_add_on_a_static_model_is_refused_in_the_librarys_line(
     assert ran.code == 1
     assert _one_line(ran.stderr) == f"error: {own.value}"
     assert "static model (model2vec)" in ran.stderr and not (tmp_path / "out").exists()
+
+
+def test_a_word_its_pieces_cannot_spell_is_sent_to_the_other_inits(bundled: Any, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput) as refused:
+        bundled.add_tokens(["😀"])
+    said = str(refused.value)
+    assert 'init="mean" or init="random"' in said and "['[UNK]']" in said
+    assert "vocabulary spells" not in said and "\n" not in said
+    assert bundled.add_tokens(["😀"], init="mean").tokenize("😀").tokens[1] == "😀"  # the fix it names works
+    ran = run_main("vocab", "add", "😀", "-o", str(tmp_path / "x"))
+    line = _one_line(ran.stderr)
+    assert ran.code == 1 and "--init mean or --init random, or --init-from 😀=a,b" in line
+    assert "init=" not in line and not (tmp_path / "x").exists()

@@ -26,7 +26,7 @@ from .static import static_word
 if TYPE_CHECKING:
     from .core.encoder import Encoder
 
-__all__ = ["Init", "add_tokens", "new_words", "save"]
+__all__ = ["Init", "add_tokens", "new_words", "pieces_refusal", "save", "unspelled"]
 
 InitSpec = str | Mapping[str, Sequence[str]]
 E = TypeVar("E", bound="Encoder")
@@ -113,11 +113,40 @@ def _initial_rows(model: Encoder, words: Sequence[str], init: InitSpec, seed: in
         return np.stack([np.mean([static_word(model, s).vector for s in init[w]], axis=0) for w in words])
     how = Init.parse(init, what="init")
     if how is Init.PIECES:
+        if bad := unspelled(model, words):
+            word, pieces = next(iter(bad.items()))
+            raise InvalidInput(pieces_refusal(word, pieces))
         return np.stack([static_word(model, w).vector for w in words]).astype(np.float32)
     if how is Init.MEAN:
         return np.repeat(matrix.mean(axis=0, keepdims=True), len(words), axis=0)
     rng = np.random.default_rng(seed)
     return rng.normal(0.0, float(matrix.std()), size=(len(words), matrix.shape[1])).astype(np.float32)
+
+
+def unspelled(model: Encoder, words: Sequence[str]) -> dict[str, list[str]]:
+    """The words whose pieces give no row of their own (the unknown token stands in, or none), each with its
+    pieces: init="pieces" has nothing of theirs to average."""
+    bad = {}
+    for word in words:
+        try:
+            static_word(model, word)
+        except InvalidInput:
+            bad[word] = list(model.pieces(word).tokens)
+    return bad
+
+
+def pieces_refusal(word: str, pieces: Sequence[str], *, option: str = "init") -> str:
+    """Why `word`'s row cannot come from its pieces, and the other inits, as the caller spells them
+    (`init=` in Python, `--init` on the command line)."""
+    if option.startswith("--"):
+        asked, fix = f"{option} pieces", f"{option} mean or {option} random, or --init-from {word}=a,b"
+    else:
+        asked = f'{option}="pieces"'
+        fix = f'{option}="mean" or {option}="random", or ' + f"{option}={{{word!r}: ['a', 'b']}}"
+    return (
+        f"{word!r} cannot take its row from its pieces ({asked}): they are {list(pieces)}, which are not the "
+        f"word's; give {fix} (the row from words a and b)"
+    )
 
 
 def save(model: Encoder, folder: str | Path) -> Path:

@@ -121,7 +121,7 @@ def vocab_add(
     Examples: `bertscope vocab add covid19 mRNA --init pieces -o ./extended`,
     `bertscope vocab add covid19 --init-from covid19=virus,disease -o ./extended`
     """
-    from ..vocab import add_tokens, new_words, save
+    from ..vocab import Init, add_tokens, new_words, pieces_refusal, save, unspelled
 
     how: Any = init
     if init_from:
@@ -142,6 +142,9 @@ def vocab_add(
             )
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     added = new_words(m, words)  # first: a static model is refused here, in the library's one line
+    if not init_from and Init.parse(init, what="--init") is Init.PIECES and (bad := unspelled(m, added)):
+        word, pieces = next(iter(bad.items()))
+        raise InvalidInput(pieces_refusal(word, pieces, option="--init"))
     before = {w: _pieces(m, w) for w in words}
     extended = add_tokens(m, words, init=how)
     save(extended, output)
