@@ -1,8 +1,9 @@
 """What fine-tuning changed: a base model against its fine-tuned child (same vocabulary, widths, depth).
 
 Static rows: the cosine between each piece's two input-embedding rows and their norms, most moved (lowest
-cosine) first; rows left exactly as they were are not listed (`vocabulary` counts them). Layers: per layer,
-linear CKA between the two models' token vectors on the same texts (streamed, see `research.cka`; the
+cosine) first; rows left exactly as they were are not listed (`vocabulary` counts them). A row zero in one
+model and not the other has no cosine (nan, listed first: it lost or gained all its direction). Layers: per
+layer, linear CKA between the two models' token vectors on the same texts (streamed, see `research.cka`; the
 debiased estimator with `debiased=True`, and a `note` when the tokens are too few for the linear one) and
 the mean cosine between the two vectors of each token (nan where a token's vector is zero in either model:
 a zero vector has no direction; the note names the layers). Vocabularies that differ are compared on the
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.renamed import top_k_given
+from ..core.similarity import unit
 from ..errors import InvalidInput
 from .cka import CkaLevel, Moments, cka_note, paired_rows
 from .states import model_given, text_stream
@@ -42,7 +44,8 @@ class Comparison:
     note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: static (token, id, cosine, norm_a, norm_b), layers (layer, cka, mean_cosine: nan
+        """JSON-able: static (token, id, cosine: nan where a row is zero in one model, null in --json;
+        norm_a, norm_b), layers (layer, cka, mean_cosine: nan
         where undefined, null in --json), the vocabulary overlap, how it was measured, and the note
         (null when none)."""
         return {
@@ -78,13 +81,16 @@ def moved_rows(
     x = a.embedding_rows(ids_a).astype(np.float64)
     y = b.embedding_rows([vocab_b[t] for t in shared]).astype(np.float64)
     norm_a, norm_b = np.linalg.norm(x, axis=1), np.linalg.norm(y, axis=1)
-    cosine = np.sum(x * y, axis=1) / np.maximum(norm_a * norm_b, 1e-300)
-    # A zero row (the pad row of many models) has no direction: it moved only if the other row is not zero.
-    zero = (norm_a == 0) | (norm_b == 0)
-    cosine[zero] = np.all(x[zero] == y[zero], axis=1).astype(np.float64)
+    # pairwise_cos_sim's cosine in float64 (it rounds to float32, and a row's move in fine-tuning can be
+    # in the 8th digit), clipped as `row_cosines` clips: rounding takes a negated row past -1
+    cosine = np.clip(np.sum(unit(x, dtype=np.float64) * unit(y, dtype=np.float64), axis=1), -1.0, 1.0)
+    # A zero row (the pad row of many models) has no direction: its cosine with a row that moved is
+    # undefined (nan), as the layers' mean cosine with a zero token vector; two zero rows did not move.
+    cosine[(norm_a == 0) | (norm_b == 0)] = np.nan
     unchanged = np.all(x == y, axis=1)
     changed = np.flatnonzero(~unchanged)
-    order = changed[np.argsort(cosine[changed], kind="stable")][:top]
+    # most moved first: a row that lost (or gained) all its direction before any with a cosine
+    order = changed[np.lexsort((cosine[changed], ~np.isnan(cosine[changed])))][:top]
     static = [
         {
             "token": shared[k],
@@ -167,8 +173,26 @@ def compare(
         "tokens": moments.n,
         "estimator": "debiased" if debiased else "linear",
     }
-    notes = [cka_note(moments, width, debiased=debiased), _zero_vectors_note(zeros, moments.n)]
+    notes = [
+        _zero_rows_note(static),
+        cka_note(moments, width, debiased=debiased),
+        _zero_vectors_note(zeros, moments.n),
+    ]
     return Comparison(static, layers, vocabulary, settings, note="; ".join(n for n in notes if n) or None)
+
+
+def _zero_rows_note(static: list[dict[str, Any]]) -> str | None:
+    """What to say of listed static rows that are zero in one model and not the other: their cosine is
+    undefined (nan); None where there are none."""
+    said = [
+        f"{r['token']!r} is zero in {'A' if r['norm_a'] == 0 else 'B'}"
+        for r in static
+        if np.isnan(r["cosine"])
+    ]
+    if not said:
+        return None
+    its = "its cosine is" if len(said) == 1 else "their cosines are"
+    return f"static rows: {', '.join(said)}, so {its} undefined (nan): a zero vector has no direction"
 
 
 def _zero_vectors_note(zeros: np.ndarray, n_tokens: int) -> str | None:

@@ -1,0 +1,52 @@
+"""Static rows say true things: compare's cosine of a zeroed row is undefined and a negated row's is -1,
+a word's neighbours leave out its own row as a piece's do, an export names each row once, and compare and
+cka refuse a static model as a static model."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+import bertscope
+from bertscope.cli import app
+
+runner = CliRunner()
+TEXTS = ["a cat and a dog.", "the bread is red."]
+
+
+def _zeroed_and_negated(source: Path, folder: Path, zero: int, negate: int) -> Path:
+    """The folder copied, with the input row `zero` set to 0 and the row `negate` negated."""
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(source, folder)
+    weights = load_file(folder / "model.safetensors")
+    rows = weights["embeddings.word_embeddings.weight"]
+    rows[zero] = 0.0
+    rows[negate] = -rows[negate]
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+def test_a_zeroed_row_has_no_cosine_and_a_negated_row_has_minus_one(tiny_dirs, tiny_models, tmp_path) -> None:
+    base = tiny_models["bert"]
+    cat, dog = base.static_ids(["cat", "dog"])
+    child = _zeroed_and_negated(tiny_dirs["bert"], tmp_path / "child", cat, dog)
+    result = bertscope.compare(base, bertscope.load(child, device="cpu"), TEXTS, top_k=5)
+    by_token = {r["token"]: r for r in result.static}
+    assert set(by_token) == {"cat", "dog"}
+    # a zero vector has no direction: nan (as the layers' mean cosine with a zero token vector), listed first
+    assert result.static[0]["token"] == "cat" and math.isnan(by_token["cat"]["cosine"])
+    assert by_token["cat"]["norm_b"] == 0.0
+    assert "'cat' is zero in B" in (result.note or "")
+    # a negated row is exactly -1: no cosine outside [-1, 1]
+    assert by_token["dog"]["cosine"] == -1.0
+    path = tmp_path / "texts.txt"
+    path.write_text("\n".join(TEXTS))
+    done = runner.invoke(app, ["compare", str(tiny_dirs["bert"]), str(child), "-i", str(path), "--json"])
+    assert done.exit_code == 0, done.output
+    rows = {r["token"]: r for r in json.loads(done.stdout)["static"]}
+    assert rows["cat"]["cosine"] is None and rows["dog"]["cosine"] == -1.0
