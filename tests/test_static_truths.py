@@ -9,10 +9,12 @@ import math
 import shutil
 from pathlib import Path
 
+import numpy as np
 from typer.testing import CliRunner
 
 import bertscope
 from bertscope.cli import app
+from bertscope.static import lookup, neighbors
 
 runner = CliRunner()
 TEXTS = ["a cat and a dog.", "the bread is red."]
@@ -50,3 +52,17 @@ def test_a_zeroed_row_has_no_cosine_and_a_negated_row_has_minus_one(tiny_dirs, t
     assert done.exit_code == 0, done.output
     rows = {r["token"]: r for r in json.loads(done.stdout)["static"]}
     assert rows["cat"]["cosine"] is None and rows["dog"]["cosine"] == -1.0
+
+
+def test_a_word_leaves_out_its_own_row_as_the_piece_does(tiny_models) -> None:
+    model = tiny_models["bert"]
+    (bread,) = model.static_ids(["bread"])
+    as_piece = lookup(model, "bread", top_k=3)["neighbors"]
+    as_word = lookup(model, "bread", as_words=True, top_k=3)["neighbors"]
+    assert bread not in [n["id"] for n in as_word]
+    assert as_word == as_piece
+    # a word of several pieces has no row of its own: nothing is left out, as for its vector as the query
+    several = lookup(model, "breadbread", as_words=True, top_k=3)
+    assert len(several["ids"]) > 1
+    vector = np.array(several["vector"], dtype=np.float32)
+    assert several["neighbors"] == [n.to_dict() for n in neighbors(model, vector, top_k=3)]

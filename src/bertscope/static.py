@@ -220,8 +220,12 @@ def lookup(
         found = static_word(model, item)
         record: dict[str, Any] = {"item": item, **found.to_dict()}
         query: int | np.ndarray = found.vector
+        # a word that is one piece has that piece's row as its vector: it is left out of its neighbours as
+        # the piece itself is (a word of several pieces has no row of its own, so nothing is left out)
+        own = found.ids if len(found.ids) == 1 else []
     else:
         query = token_ids(model, [item])[0]
+        own = []  # the piece's own row: left out by `_neighbors`
         vector = static_rows(model, [query])[0]
         record = {
             "item": item,
@@ -232,7 +236,8 @@ def lookup(
         }
     if count:
         record["neighbors"] = [
-            n.to_dict() for n in _neighbors(model, query, whole_number(count, given_as), include_special)
+            n.to_dict()
+            for n in _neighbors(model, query, whole_number(count, given_as), include_special, leave_out=own)
         ]
     return record
 
@@ -251,9 +256,15 @@ def neighbors(
 
 
 def _neighbors(
-    model: StaticSource, query: str | int | np.ndarray, k: int, include_special: bool
+    model: StaticSource,
+    query: str | int | np.ndarray,
+    k: int,
+    include_special: bool,
+    *,
+    leave_out: Sequence[int] = (),
 ) -> list[Neighbor]:
-    """The k (checked) vocabulary entries nearest to `query` by cosine."""
+    """The k (checked) vocabulary entries nearest to `query` by cosine: a piece's own row, and the rows
+    of `leave_out` (a one-piece word's), are left out."""
     if isinstance(query, np.ndarray):
         vector, own = query.astype(np.float32).reshape(-1), -1
         width = model.static_shape[1]
@@ -270,6 +281,7 @@ def _neighbors(
     scores[_excluded(model, include_special)] = -np.inf
     if own >= 0:
         scores[own] = -np.inf
+    scores[list(leave_out)] = -np.inf
     top = np.argpartition(-scores, min(k, len(scores) - 1))[:k]
     top = top[np.argsort(-scores[top])]
     return [
