@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import bertscope
 from bertscope.errors import InvalidInput, InvalidSpec
 from console import run_main
 
@@ -48,3 +49,40 @@ def test_a_word_its_pieces_cannot_spell_is_sent_to_the_other_inits(bundled: Any,
     line = _one_line(ran.stderr)
     assert ran.code == 1 and "--init mean or --init random, or --init-from 😀=a,b" in line
     assert "init=" not in line and not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(
+    ("vocabulary", "said"),
+    [("zebra", "vocabulary='zebra' is no list of words"), (["", " "], r"vocabulary holds 2 item\(s\)")],
+)
+def test_distill_refuses_a_string_or_blank_words_for_vocabulary(
+    tiny_models: dict[str, Any], tmp_path: Path, vocabulary: Any, said: str
+) -> None:
+    with pytest.raises(InvalidInput, match=said) as refused:
+        bertscope.distill(tiny_models["bert"], tmp_path / "o", dim=8, vocabulary=vocabulary, progress=False)
+    assert "\n" not in str(refused.value) and not (tmp_path / "o").exists()
+
+
+def test_distill_names_dim_as_the_caller_spells_it_and_refuses_a_static_model_first(
+    tiny_models: dict[str, Any], tiny_dirs: dict[str, Path], static_m2v: Any, m2v_folder: Path, tmp_path: Path
+) -> None:
+    bert, out = tiny_models["bert"], tmp_path / "o"
+    width = bert.info().hidden_size
+    with pytest.raises(InvalidInput) as wide:
+        bertscope.distill(bert, out, dim=width * 2, progress=False)
+    assert str(wide.value) == f"dim={width * 2} is wider than the model ({width}); give dim={width} or less"
+    with pytest.raises(InvalidInput, match=r"^dim=-3: .*\(or dim=None: the model's width\)$"):
+        bertscope.distill(bert, out, dim=-3, progress=False)
+    with pytest.raises(InvalidSpec) as static:
+        bertscope.distill(static_m2v, out, progress=False)  # dim=256 is wider than its 8 rows too
+    assert "is a static model (model2vec)" in str(static.value) and "dim" not in str(static.value)
+    ran = run_main("distill", "-m", str(tiny_dirs["bert"]), "--dim", str(width * 2), "-o", str(out))
+    assert (
+        _one_line(ran.stderr)
+        == f"error: --dim {width * 2} is wider than the model ({width}); give --dim {width} or less"
+    )
+    ran = run_main("distill", "-m", str(tiny_dirs["bert"]), "--dim", "-3", "-o", str(out))
+    assert "(or --dim 0: the model's width)" in _one_line(ran.stderr) and "None" not in ran.stderr
+    ran = run_main("distill", "-m", str(m2v_folder), "-o", str(out))
+    assert _one_line(ran.stderr) == f"error: {static.value}".replace(str(static_m2v.source), str(m2v_folder))
+    assert not out.exists()

@@ -131,15 +131,17 @@ def distill(
     Examples: `bertscope distill -o ./static-minilm`,
     `bertscope distill -o ./s128 --dim 128 --vocabulary words.txt`
     """
-    from ..research.distill import check_output, read_vocabulary
+    from ..research.distill import check_dim, check_output, distillable_width, read_vocabulary
     from ..research.distill import distill as run_distill
 
     vocabulary = old_spelling(vocabulary, old_vocab, name="--vocabulary", old="--vocab")
     words = read_vocabulary(vocabulary) if vocabulary is not None else None
     check_output(output, overwrite=overwrite)  # before the model loads: a wrong -o costs nothing
-    folder = run_distill(
-        load_model(model, device="cpu"), output, dim=dim or None, vocabulary=words, overwrite=overwrite
-    )
+    check_dim(dim or None, option="--dim", keep_all="0")
+    m = load_model(model, device="cpu")
+    # a static model refused first (the library's line), then a --dim wider than the model, said as --dim
+    check_dim(dim or None, width=distillable_width(m), option="--dim", keep_all="0")
+    folder = run_distill(m, output, dim=dim or None, vocabulary=words, overwrite=overwrite)
     summary = {"output": str(folder), "files": sorted(p.name for p in folder.iterdir())}
     if as_json:
         emit_json(summary)

@@ -17,7 +17,7 @@ in a log), as for every other long command.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
@@ -26,7 +26,10 @@ from ..core.progress import step_progress
 from ..core.text_files import read_utf8
 from ..errors import BackendUnavailable, InvalidInput
 
-__all__ = ["DISTILLED_FILES", "check_output", "distill", "load_static", "portable_name", "read_vocabulary"]
+__all__ = [
+    "DISTILLED_FILES", "check_dim", "check_output", "check_vocabulary", "distill", "distillable_width",
+    "load_static", "portable_name", "read_vocabulary",
+]  # fmt: skip
 
 # What model2vec's save_pretrained writes (model card included), and so what --overwrite may replace:
 # a folder holding anything else is not one distill made, and is never emptied.
@@ -75,21 +78,19 @@ def distill(
     """
     folder = Path(output)
     check_output(folder, overwrite=overwrite)
-    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int) or dim < 1):
-        raise InvalidInput(f"dim={dim!r}: give a whole number of dimensions, at least 1 (or None)")
+    check_dim(dim)
+    words = None if vocabulary is None else check_vocabulary(vocabulary)
     _, distill_from_model = _model2vec()
     if model is None or isinstance(model, (str, Path)):
         from ..core.encoder import open_encoder
 
         model = open_encoder(None if model is None else str(model), device="cpu")
-    width = int(model.info().hidden_size)
-    if dim is not None and dim > width:
-        raise InvalidInput(f"dim={dim} is wider than the model ({width}); give --dim {width} or less")
+    check_dim(dim, width=distillable_width(model))
     with _progress_of_model2vec(progress):
         static = distill_from_model(
             model.hf_model,
             model.loaded.tokenizer,
-            vocabulary=list(vocabulary) if vocabulary else None,
+            vocabulary=words or None,
             device=str(model.device),
             pca_dims=dim,
             sif_coefficient=sif,
@@ -100,6 +101,57 @@ def distill(
         (folder / name).unlink(missing_ok=True)
     static.save_pretrained(str(folder))
     return folder
+
+
+def _said(option: str, value: object) -> str:
+    """An option and its value as the caller wrote them: `dim=64` in Python, `--dim 64` on the CLI."""
+    return f"{option} {value}" if option.startswith("--") else f"{option}={value!r}"
+
+
+def check_dim(dim: object, *, width: int | None = None, option: str = "dim", keep_all: str = "None") -> None:
+    """Refuse a PCA width that is no whole number of at least 1 (`keep_all`, None in Python and 0 on the
+    command line, keeps the model's width) or, with the model's `width`, one wider than it; named as the
+    caller spells the option (`dim` or `--dim`)."""
+    if dim is None:
+        return
+    if isinstance(dim, bool) or not isinstance(dim, int) or dim < 1:
+        keep = f"{option} {keep_all}" if option.startswith("--") else f"{option}={keep_all}"
+        raise InvalidInput(
+            f"{_said(option, dim)}: give a whole number of dimensions, at least 1 "
+            f"(or {keep}: the model's width)"
+        )
+    if width is not None and dim > width:
+        raise InvalidInput(
+            f"{_said(option, dim)} is wider than the model ({width}); give {_said(option, width)} or less"
+        )
+
+
+def distillable_width(model: Any) -> int:
+    """The width of the model to distil; a static model (model2vec, rows and no layers) refused first, in
+    its own one line: there is no forward to distil from."""
+    refusal = getattr(model, "refusal", None)  # StaticModel's; an Encoder has none
+    if getattr(model, "n_layers", None) == 0 and callable(refusal):
+        raise refusal("distillation (every piece through the layers)")
+    return int(model.info().hidden_size)
+
+
+def check_vocabulary(vocabulary: object) -> list[str]:
+    """The words to distil as a list, or a one-line refusal: a lone string (it would be distilled letter
+    by letter), or an item that is no string or is blank."""
+    if isinstance(vocabulary, (str, bytes)) or not isinstance(vocabulary, Iterable):
+        example = [vocabulary] if isinstance(vocabulary, str) else ["zebra"]
+        raise InvalidInput(
+            f"vocabulary={vocabulary!r} is no list of words (a string would be distilled letter by letter): "
+            f"give a list of words, e.g. vocabulary={example!r}"
+        )
+    words = list(vocabulary)
+    bad = [w for w in words if not isinstance(w, str) or not w.strip()]
+    if bad:
+        raise InvalidInput(
+            f"vocabulary holds {len(bad)} item(s) that are no word ({bad[:3]!r}): give non-blank strings, "
+            "e.g. vocabulary=['covid19', 'mRNA']"
+        )
+    return words
 
 
 def check_output(folder: Path, *, overwrite: bool) -> None:
