@@ -10,11 +10,13 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 from typer.testing import CliRunner
 
 import bertscope
 from bertscope.cli import app
-from bertscope.static import lookup, neighbors
+from bertscope.errors import InvalidInput
+from bertscope.static import export, lookup, neighbors
 
 runner = CliRunner()
 TEXTS = ["a cat and a dog.", "the bread is red."]
@@ -66,3 +68,17 @@ def test_a_word_leaves_out_its_own_row_as_the_piece_does(tiny_models) -> None:
     assert len(several["ids"]) > 1
     vector = np.array(several["vector"], dtype=np.float32)
     assert several["neighbors"] == [n.to_dict() for n in neighbors(model, vector, top_k=3)]
+
+
+def test_an_export_names_each_row_once(tiny_dirs, tiny_models, tmp_path) -> None:
+    model = tiny_models["bert"]
+    (bread,) = model.static_ids(["bread"])
+    with pytest.raises(InvalidInput, match="'bread' is named twice"):
+        export(model, tmp_path / "twice.vec", items=["bread", "bread"])
+    with pytest.raises(InvalidInput, match=rf"'bread' and {bread} name one row \('bread', id {bread}\)"):
+        export(model, tmp_path / "twice.npy", items=["bread", bread])
+    assert list(tmp_path.iterdir()) == []  # refused before anything is written
+    out = tmp_path / "kk.vec"
+    done = runner.invoke(app, ["static", "bread", "bread", "-o", str(out), "-m", str(tiny_dirs["bert"])])
+    assert done.exit_code != 0 and "'bread' is named twice" in str(done.exception)
+    assert not out.exists()

@@ -333,6 +333,25 @@ def _blocks(model: StaticSource, ids: Sequence[int], chunk: int = 4096) -> Itera
         yield {"id": block, "token": names}, model.embedding_rows(block)
 
 
+def _each_once(model: StaticSource, ids: Sequence[int], items: Sequence[str | int]) -> None:
+    """Refuse a row named twice (`king king`, or a piece and its id): every export keys a row by its
+    piece, and a key written twice is one word with two vectors (gensim reads the second as None)."""
+    first: dict[int, str | int] = {}
+    for item, i in zip(items, ids, strict=True):
+        if i in first:
+            token = model.id_to_token[i]
+            again = (
+                f"{item!r} is named twice"
+                if first[i] == item
+                else f"{first[i]!r} and {item!r} name one row ({token!r}, id {i})"
+            )
+            raise InvalidInput(
+                f"{again}: an export keys each row by its piece, so {token!r} would be written twice (one "
+                "word, two vectors); name each row once"
+            )
+        first[i] = item
+
+
 def export(
     model: StaticSource,
     path: str | Path,
@@ -344,11 +363,16 @@ def export(
     """Write the static rows of `items` (pieces or ids; default every row) to `path`; returns the files.
 
     Without `fmt` the file's suffix chooses (.vec/.txt/.w2v word2vec text, .npy, .parquet; any other
-    suffix is refused). `overwrite=False` refuses a `path` that exists, before anything is written.
+    suffix is refused). `overwrite=False` refuses a `path` that exists, and a row named twice in `items` is
+    refused (every format keys a row by its piece), before anything is written.
     """
     export_format(Path(path), fmt)  # a wrong name is refused before the rows are checked
     if not overwrite and Path(path).exists():
         raise InvalidInput(f"{path} exists; replace it with overwrite=True (--overwrite) or name a new file")
-    chosen = list(range(model.static_shape[0])) if items is None else token_ids(model, items)
+    if items is None:
+        chosen = list(range(model.static_shape[0]))
+    else:
+        chosen = token_ids(model, items)
+        _each_once(model, chosen, [items] if isinstance(items, (str, int, np.integer)) else list(items))
     rows = Rows(_PIECES, len(chosen), model.static_shape[1], _blocks(model, chosen))
     return write_rows(path, fmt, rows)
