@@ -8,6 +8,7 @@ import json
 import math
 import shutil
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,7 +16,8 @@ from typer.testing import CliRunner
 
 import bertscope
 from bertscope.cli import app
-from bertscope.errors import InvalidInput
+from bertscope.errors import InvalidInput, InvalidSpec
+from bertscope.research.cka import cka
 from bertscope.static import export, lookup, neighbors
 
 runner = CliRunner()
@@ -82,3 +84,15 @@ def test_an_export_names_each_row_once(tiny_dirs, tiny_models, tmp_path) -> None
     done = runner.invoke(app, ["static", "bread", "bread", "-o", str(out), "-m", str(tiny_dirs["bert"])])
     assert done.exit_code != 0 and "'bread' is named twice" in str(done.exception)
     assert not out.exists()
+
+
+def test_compare_and_cka_refuse_a_static_model_as_one(static_m2v: Any, tiny_models) -> None:
+    bert = tiny_models["bert"]
+    for call in (
+        lambda: bertscope.compare(static_m2v, bert, TEXTS),
+        lambda: bertscope.compare(bert, static_m2v, TEXTS),
+        lambda: cka(bert, TEXTS, other=static_m2v),
+    ):
+        with pytest.raises(InvalidSpec, match=r"is a static model \(model2vec\) with no layers") as refused:
+            call()
+        assert "not a loaded model" not in str(refused.value)
