@@ -86,3 +86,15 @@ def test_distill_names_dim_as_the_caller_spells_it_and_refuses_a_static_model_fi
     ran = run_main("distill", "-m", str(m2v_folder), "-o", str(out))
     assert _one_line(ran.stderr) == f"error: {static.value}".replace(str(static_m2v.source), str(m2v_folder))
     assert not out.exists()
+
+
+def test_a_static_model_refuses_text_pairs_in_its_own_line(static_m2v: Any, m2v_folder: Path) -> None:
+    for call in (static_m2v.tokenize, static_m2v.embed, lambda texts: list(static_m2v.iter_embed(texts))):
+        with pytest.raises(InvalidInput, match=r"is a static model \(model2vec\): it takes no text pairs"):
+            call([("a cat", "b")])
+    assert len(static_m2v.tokenize(("a cat", "b"))) == 2  # a bare tuple: two texts, as before
+    for command in ("tokens", "embed"):
+        ran = run_main(command, "-m", str(m2v_folder), "a cat", "--pair", "b")
+        line = _one_line(ran.stderr)
+        assert ran.code == 1 and "static model (model2vec): it takes no text pairs (--pair" in line
+        assert "tuple" not in line

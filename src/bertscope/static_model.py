@@ -46,8 +46,9 @@ from .core.results import SentenceEmbeddings
 from .core.similarity import cos_sim, unit
 from .core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from .core.st_attributes import SentenceTransformersAttributes
+from .core.texts_given import is_pair, text_items
 from .core.tokens import TextTokenizer, check_texts, iter_checked, say_cut
-from .errors import InvalidSpec, ModelLoadError
+from .errors import InvalidInput, InvalidSpec, ModelLoadError
 from .static_engine import StaticEngine
 
 if TYPE_CHECKING:
@@ -208,8 +209,24 @@ class StaticModel(SentenceTransformersAttributes):
     def tokenize(self, texts: str | Sequence[str], *, long: LongText | str = "truncate") -> Any:
         """Tokens (no specials, [UNK] left out) of a text or of each text: the pieces whose rows average."""
         policy = LongText.parse(long, what="long-text policy")
-        tokens = self.engine.pieces_of(check_texts(texts), whole=policy is LongText.WINDOW)
+        tokens = self.engine.pieces_of(check_texts(self._unpaired(texts)), whole=policy is LongText.WINDOW)
         return tokens[0] if isinstance(texts, str) else tokens
+
+    def _unpaired(self, texts: object) -> Any:
+        """`texts` as given, an (A, B) pair among them refused in the static model's own line as it is
+        reached: a mean of rows has no segment for B (without this, "text 0 is a tuple, not a string")."""
+        if isinstance(texts, str):
+            return texts
+        for_each = text_items(texts)  # a set, bytes, a 2-D array ... refused as check_texts refuses them
+        return (self._no_pair(text) for text in for_each)
+
+    def _no_pair(self, text: object) -> object:
+        if is_pair(text):
+            raise InvalidInput(
+                f"{self.source} is a static model (model2vec): it takes no text pairs (--pair, (A, B)): its "
+                "vector is a mean of rows, with no segment for B; give single texts"
+            )
+        return text
 
     # Sentence vectors ----------------------------------------------------------------------------
 
@@ -244,7 +261,7 @@ class StaticModel(SentenceTransformersAttributes):
     ) -> SentenceEmbeddings:
         """Sentence vectors (n, d) with a recipe already resolved; a cut is counted in `n_dropped`, not said
         (the callers that report it their own way use this)."""
-        items = check_texts(texts)
+        items = check_texts(self._unpaired(texts))
         with progress_callback(len(items), enabled=progress) as on_batch:
             return recipe.finish(self.engine.sentences_once(items, recipe.spec, on_batch=on_batch))
 
@@ -260,7 +277,9 @@ class StaticModel(SentenceTransformersAttributes):
         recipe = self._recipe(options)
         dropped: list[np.ndarray] = []
         with progress_callback(total, enabled=progress) as on_batch:
-            for chunk in self.engine.sentences(iter_checked(texts), recipe.spec, on_batch=on_batch):
+            for chunk in self.engine.sentences(
+                iter_checked(self._unpaired(texts)), recipe.spec, on_batch=on_batch
+            ):
                 dropped.append(chunk.n_dropped)
                 yield recipe.finish(chunk)
         say_cut(np.concatenate(dropped) if dropped else np.zeros(0, np.int64), self.max_tokens)
