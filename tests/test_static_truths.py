@@ -56,6 +56,9 @@ def test_a_zeroed_row_has_no_cosine_and_a_negated_row_has_minus_one(tiny_dirs, t
     assert done.exit_code == 0, done.output
     rows = {r["token"]: r for r in json.loads(done.stdout)["static"]}
     assert rows["cat"]["cosine"] is None and rows["dog"]["cosine"] == -1.0
+    table = runner.invoke(app, ["compare", str(tiny_dirs["bert"]), str(child), "-i", str(path)])
+    cat_line = next(line for line in table.stdout.splitlines() if "│ cat " in line)
+    assert "nan" not in cat_line and " - " in cat_line  # the table shows it as the layers' columns do
 
 
 def test_a_word_leaves_out_its_own_row_as_the_piece_does(tiny_models) -> None:

@@ -417,7 +417,9 @@ def compare_command(
     if result.static:
         moved = Table("token", "id", "cosine", "norm A", "norm B", title="static rows that moved most")
         for r in result.static:
-            moved.add_row(r["token"], str(r["id"]), _fmt(r["cosine"]), _fmt(r["norm_a"]), _fmt(r["norm_b"]))
+            moved.add_row(
+                r["token"], str(r["id"]), _fmt(_defined(r["cosine"])), _fmt(r["norm_a"]), _fmt(r["norm_b"])
+            )
         out.print(moved)
     out.print(
         f"static rows: {changed} of the {vocab['shared']} shared rows changed, the others are identical",
