@@ -79,6 +79,11 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_light_pooler.py": 6.0,
     "test_static.py": 5.9,
     "test_verify_tamper.py": 5.6,
+    # added 2026-11-28 10:50 UTC, each file alone here (its own test time, the session model loaded)
+    "test_verify_forged2.py": 6,
+    "test_static_truths.py": 4,
+    "test_probe_intervals.py": 3.5,
+    "test_cli_load_options.py": 3,
     "test_explain.py": 5.5,
     "test_pictures_stable.py": 4.8,
     "test_long_line.py": 4.8,
