@@ -82,6 +82,7 @@ FILE_WEIGHTS: dict[str, float] = {
     # added 2026-11-28 10:50 UTC, each file alone here (its own test time, the session model loaded)
     "test_verify_forged2.py": 6,
     "test_static_truths.py": 4,
+    "test_static_refusals.py": 4,
     "test_probe_intervals.py": 3.5,
     "test_cli_load_options.py": 3,
     "test_explain.py": 5.5,
