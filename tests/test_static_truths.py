@@ -99,3 +99,20 @@ def test_compare_and_cka_refuse_a_static_model_as_one(static_m2v: Any, tiny_mode
         with pytest.raises(InvalidSpec, match=r"is a static model \(model2vec\) with no layers") as refused:
             call()
         assert "not a loaded model" not in str(refused.value)
+
+
+def test_a_folder_given_as_the_output_file_is_named_with_the_fix(tmp_path: Path) -> None:
+    """`static king -o d.vec` where d.vec is a folder said only 'Is a directory (d.vec)'."""
+    from console import run_main
+
+    folder = tmp_path / "d.vec"
+    folder.mkdir()
+    ran = run_main("static", "king", "-o", str(folder), "--overwrite")
+    assert ran.code == 1 and "Traceback" not in ran.stderr
+    assert ran.stderr.strip() == (
+        f"error: {folder} is a folder, not a file: give a file name (inside it, or beside it); "
+        "nothing already saved is lost"
+    )
+    assert folder.is_dir() and not any(folder.iterdir())
+    # the help lists every --subword the command takes (first_last was taken, not listed)
+    assert "first_last" in run_main("static", "--help").stdout

@@ -95,6 +95,14 @@ def main() -> None:
                 style="red",
             )
             sys.exit(1)
+        if isinstance(exc, IsADirectoryError) and filename:
+            warn(
+                f"{filename} is a folder, not a file: give a file name (inside it, or beside it); "
+                "nothing already saved is lost",
+                label="error:",
+                style="red",
+            )
+            sys.exit(1)
         where = f" ({filename})" if filename else ""
         what = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         warn(f"{what}{where}; nothing already saved is lost", label="error:", style="red")

@@ -177,7 +177,11 @@ def static(
         int, typer.Option("--min-count", min=1, help="With --corpus: leave out rarer words.")
     ] = 1,
     subword: Annotated[
-        str, typer.Option("--subword", help="With --corpus: pieces -> word: mean, first, last.")
+        str,
+        typer.Option(
+            "--subword",
+            help="With --corpus: pieces -> word: mean, first, last, first_last (both, concatenated).",
+        ),
     ] = "mean",
     long: Annotated[
         str,
