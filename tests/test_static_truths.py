@@ -116,3 +116,24 @@ def test_a_folder_given_as_the_output_file_is_named_with_the_fix(tmp_path: Path)
     assert folder.is_dir() and not any(folder.iterdir())
     # the help lists every --subword the command takes (first_last was taken, not listed)
     assert "first_last" in run_main("static", "--help").stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "feature"),
+    [
+        ("geometry", "layer geometry"),
+        ("cka", "CKA between layers"),
+        ("contextuality", "contextuality of layers"),
+    ],
+)
+def test_the_layer_commands_refuse_a_static_model_naming_their_feature(
+    command: str, feature: str, m2v_folder: Path, tmp_path: Path
+) -> None:
+    """They said '--layers all needs a transformer', an option nobody typed (the first layer read)."""
+    from console import run_main
+
+    texts = tmp_path / "t.txt"
+    texts.write_text("a cat sat\nthe dog ate bread\n", encoding="utf-8")
+    ran = run_main(command, "-i", str(texts), "-m", str(m2v_folder))
+    assert ran.code != 0 and "Traceback" not in ran.stderr and "--layers" not in ran.stderr
+    assert f"is a static model (model2vec) with no layers: {feature} needs a transformer" in ran.stderr

@@ -29,7 +29,7 @@ import numpy as np
 from ..core._enums import LevelName
 from ..core.tokens import Tokens
 from ..errors import InvalidInput
-from .states import layer_blocks, model_given, text_stream
+from .states import layer_blocks, layered, model_given, text_stream
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -360,6 +360,7 @@ def cka(
 ) -> CkaResult:
     """Linear CKA between every layer of `model` (0 = embedding output .. L), or against every layer of
     `other`; streamed (see the module docstring for the sums kept and their memory)."""
+    layered(model, "CKA between layers")
     how = CkaLevel.parse(level, what="level")
     texts = text_stream(texts)
     if other is not None:

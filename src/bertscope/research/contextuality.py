@@ -43,7 +43,7 @@ from ..core.similarity import unit
 from ..core.spec import whole_number
 from ..core.tokens import check_texts, refuse_unordered
 from ..errors import InvalidInput
-from .states import CHUNK, check_seed, chunked_token_matrices
+from .states import CHUNK, check_seed, chunked_token_matrices, layered
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -215,6 +215,7 @@ def contextuality(
     `max_contexts` occurrences each; the baseline is `baseline_pairs` random pairs of occurrences from
     different sentences, drawn with `seed`. `progress`: a progress bar or log lines on stderr (None:
     from 256 sentences)."""
+    layered(model, "contextuality of layers")
     # Checked before any work: a negative top would slice from the end, a zero one refuse confusingly.
     if words is not None and (top_k is not None or top is not None):  # silently ignored before
         raise InvalidInput(

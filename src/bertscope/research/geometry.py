@@ -37,7 +37,7 @@ from ..core.layers import LayerSpec, parse_layers
 from ..core.progress import step_progress
 from ..core.renamed import top_k_given
 from ..errors import InvalidInput, InvalidSpec
-from .states import check_seed, layer_blocks, text_stream
+from .states import check_seed, layer_blocks, layered, text_stream
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -308,6 +308,7 @@ def geometry(
     """IsoScore, rogue dimensions (the `top_k` largest shares, default 3; `top=` is its older spelling,
     still read) and TwoNN intrinsic dimension of each chosen layer's non-special token vectors (0 = the
     embedding layer's output .. L), streamed."""
+    layered(model, "layer geometry")
     top = top_k_given(top_k, top, old="top", default=3, least=0, meaning="rogue dimensions to name")
     check_seed(seed)
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))

@@ -43,6 +43,7 @@ from .probe_features import (
     word_features,
 )
 from .probe_score import ProbeResult, control_labels, evaluate, fold_splits
+from .states import layered
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -95,6 +96,7 @@ def probe(
     confusion matrix of the best row, or of layer `per_label_layer`. `n_jobs` processes run the fits
     (scikit-learn's convention, -1 every CPU; None: every CPU from 2,000 items, else this process).
     """
+    layered(model, "probing layers")
     label_field = renamed_keyword(
         label_field, column, name="label_field", old="column", caller="probe", meaning=LABEL_FIELD
     )

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..core.spec import EmbedSpec
 
 __all__ = [
-    "check_seed", "chunked_token_matrices", "layer_blocks", "layer_states", "static_rows", "CHUNK",
+    "check_seed", "chunked_token_matrices", "layer_blocks", "layered", "layer_states", "static_rows", "CHUNK",
     "LONG_TOKENS",
 ]  # fmt: skip
 
@@ -116,6 +116,15 @@ def text_stream(texts: Iterable[str] | str) -> Iterable[str]:
     if isinstance(texts, (bytes, bytearray)) or not isinstance(texts, Iterable):
         raise InvalidInput(f"texts: give a list (or any iterable) of strings, not {type(texts).__name__}")
     return texts
+
+
+def layered(model: object, feature: str) -> None:
+    """Refuse a static model (model2vec: rows, no layers) in its own line naming `feature`, before any
+    layer is parsed or read: the CLI calls the research functions with it directly, and the first layer
+    read named `layers='all'`, an option nobody gave."""
+    refusal = getattr(model, "refusal", None)  # StaticModel's; an Encoder has none
+    if callable(refusal) and getattr(model, "n_layers", None) == 0:
+        raise refusal(feature)
 
 
 def model_given(value: object, name: str) -> None:

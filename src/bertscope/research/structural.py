@@ -31,7 +31,7 @@ from ..errors import InvalidInput
 from .conllu import Punct, Tree, check_trees, read_trees, tree_depths, tree_distances, with_punct
 from .probe_data import shared_sentences
 from .row_file import RowFile
-from .states import check_seed, layer_states, static_rows
+from .states import check_seed, layer_states, layered, static_rows
 from .structural_fit import fit_probe, predict_depths, predict_distances
 from .structural_metrics import chain_depths, chain_distances, depth_scores, distance_scores
 from .word_pieces import word_pieces
@@ -157,6 +157,7 @@ def structural_probe(
     names the punctuation the scores leave out: UPOS `PUNCT` (upos), or Hewitt & Manning's Penn
     Treebank XPOS tags (xpos; see conllu).
     """
+    layered(model, "structural probes")
     kind = StructuralTask.parse(task, what="structural probe task")
     how = SubwordPooling.parse(subword, what="subword pooling")
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
