@@ -24,6 +24,7 @@ import numpy as np
 from .core._enums import LongText
 from .core.tokens import Text, Tokens, one_text_or_pair, pad_batch, say_cut
 from .errors import BertscopeError, InvalidInput
+from .research.states import layered
 
 if TYPE_CHECKING:
     from .core.encoder import Encoder
@@ -61,7 +62,7 @@ def attention_layer(model: Encoder, layer: int, *, head: int | None = None) -> i
     """The index (0..L-1) of attention layer `layer` (1..L, negative from the end) into `attentions`'
     first axis, once `layer` and `head` are the model's; refused in one line from its config, before any
     forward (or load)."""
-    _refuse_static(model)
+    layered(model, "attention")  # a static model: rows, no attention to read
     n_layers = model.n_layers
     if (
         isinstance(layer, bool)
@@ -86,7 +87,7 @@ def attention_of(
     `tokens`: the text already tokenized with `long` (the service counts them first), not tokenized again.
     A cut is counted in the tokens' n_dropped, not said (`attentions` says it).
     """
-    _refuse_static(model)
+    layered(model, "attention")  # a static model: rows, no attention to read
     if not one_text_or_pair(text):
         raise InvalidInput("attentions takes one text or one (A, B) pair (a tuple of two strings)")
     if LongText.parse(long, what="long-text policy") is LongText.WINDOW:
@@ -122,13 +123,6 @@ def _say_float_weights(model: Encoder) -> None:
             f"attention: these are the float32 model's weights: the {lossy} graph that answers this model's "
             "embeddings gives none"
         )
-
-
-def _refuse_static(model: Any) -> None:
-    """A static model (rows, no layers) refused in its own one line: there is no attention to read."""
-    refusal = getattr(model, "refusal", None)  # StaticModel's; an Encoder has none
-    if model.n_layers == 0 and callable(refusal):
-        raise refusal("attention")
 
 
 def _graph_session(model: Encoder) -> Any:
