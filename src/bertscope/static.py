@@ -30,6 +30,8 @@ __all__ = [
     "export_format",
     "static_rows",
     "static_word",
+    "spelled_pieces",
+    "stand_in",
     "neighbors",
     "export",
     "lookup",
@@ -150,7 +152,15 @@ def _not_a_piece(model: StaticSource, item: str) -> str:
     problem = text_problem(item)
     if problem:
         return f"{ascii(item)} {problem}"
-    pieces = model.pieces(item).tokens
+    encoding = model.pieces(item)
+    pieces = encoding.tokens
+    piece = stand_in(model, item, encoding)
+    if piece is not None:
+        # its pieces hold the unknown token: that row is no vector of it, as a piece or (--as-words) a word
+        return (
+            f"{item!r} has no piece in the vocabulary: the tokenizer reads it as {pieces}, and the row of "
+            f"{piece} is not its (nor is it a word with --as-words); `bertscope tokens` shows a text's pieces"
+        )
     if len(pieces) == 1:
         return (
             f"{item!r} is not in the vocabulary as written; the tokenizer normalises it to the piece "
@@ -168,6 +178,32 @@ def static_rows(model: StaticSource, items: str | int | Sequence[str | int]) -> 
     return model.embedding_rows(ids)
 
 
+def stand_in(model: StaticSource, word: str, encoding: Encoding) -> str | None:
+    """The first of `word`'s pieces (`encoding`) that is a special piece the word does not spell, or None.
+
+    Such a piece is the unknown token standing in for what the vocabulary lacks: its row (and its vector
+    in context) is no vector of the word, and a mean over it, with the word's other pieces or alone, would
+    pass for one. A word that spells a special token itself (the text '[UNK]') keeps it."""
+    special = set(model.special_ids)
+    pieces = zip(encoding.tokens, encoding.ids, strict=True)
+    return next((t for t, i in pieces if i in special and t not in word), None)
+
+
+def spelled_pieces(model: StaticSource, word: str) -> Encoding:
+    """`word`'s pieces, refused in one line when there are none or one is a stand-in (`stand_in`)."""
+    encoding = model.pieces(word)
+    if not encoding.ids:
+        raise InvalidInput(f"{word!r} gives no word pieces")
+    piece = stand_in(model, word, encoding)
+    if piece is not None:
+        raise InvalidInput(
+            f"{word!r} is not in this model's vocabulary: its pieces are {list(encoding.tokens)}, and "
+            f"the row of {piece} is not the word's; give a word the vocabulary spells "
+            "(`bertscope tokens` shows a text's pieces)"
+        )
+    return encoding
+
+
 def static_word(model: StaticSource, word: str) -> StaticWord:
     """One vector for a word split into pieces: the mean of its pieces' rows."""
     if not isinstance(word, str):
@@ -177,21 +213,7 @@ def static_word(model: StaticSource, word: str) -> StaticWord:
     if not word.strip():
         # said in words that serve a Python call, `static --as-words` and the service alike
         raise InvalidInput(f"{word!r} is no word (empty or only spaces): give a word, e.g. 'breadmaker'")
-    encoding = model.pieces(word)
-    if not encoding.ids:
-        raise InvalidInput(f"{word!r} gives no word pieces")
-    special = set(model.special_ids)
-    # A special piece the word does not spell is the unknown token standing in for what the vocabulary
-    # lacks: its row is no vector of the word, and a mean over it would pass for one.
-    stand_ins = [
-        t for t, i in zip(encoding.tokens, encoding.ids, strict=True) if i in special and t not in word
-    ]
-    if stand_ins:
-        raise InvalidInput(
-            f"{word!r} is not in this model's vocabulary: its pieces are {list(encoding.tokens)}, and "
-            f"the row of {stand_ins[0]} is not the word's; give a word the vocabulary spells "
-            "(`bertscope tokens` shows a text's pieces)"
-        )
+    encoding = spelled_pieces(model, word)
     rows = static_rows(model, list(encoding.ids))
     return StaticWord(word, list(encoding.tokens), list(encoding.ids), rows.mean(axis=0))
 

@@ -22,6 +22,7 @@ import numpy as np
 from ..core._enums import LongText
 from ..core.layers import LayerSpec, parse_layers
 from ..errors import InvalidInput
+from ..static import spelled_pieces
 from .aggregate import AggregatedStatic, layer_column, word_key
 from .analysis import constant_gold, correlations
 
@@ -57,7 +58,8 @@ def static_decontextualized(
     """[CLS] item [SEP] through the model: the mean of the item's pieces at each of `layers`.
 
     Items are words (split by the tokenizer) or, with `pieces=True`, vocabulary pieces or ids
-    (`##ing` alone, as model2vec distils). `model` is a loaded Model.
+    (`##ing` alone, as model2vec distils). `model` is a loaded Model. A word the vocabulary cannot spell
+    (a piece of it read as [UNK], `static.stand_in`) is refused, as `static_word` refuses it.
     """
     chosen = parse_layers(layers, model.n_layers)
     many = [items] if isinstance(items, (str, int)) else list(items)
@@ -70,6 +72,7 @@ def static_decontextualized(
         for n, word in enumerate(many):
             if not isinstance(word, str) or not word.strip():
                 raise InvalidInput(f"item {n} ({word!r}) is not a word: pass non-empty strings")
+            spelled_pieces(model, word)  # a word read as [UNK] has no vector of its own, alone or not
         tokens = model.tokenizer.encode_fitted(many, LongText.TRUNCATE)
     spec = model.spec(
         layers=list(chosen),
