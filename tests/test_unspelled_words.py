@@ -4,12 +4,39 @@ the [UNK] row, and a static model refuses --layers in its own words."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import bertscope
 from console import run_main
 
 EMOJI = ["😀 🎉 naïve café ﷽", "the cat sat", "a cat 😀 sat"]
+
+
+def test_aggregation_leaves_out_and_counts_words_read_as_unk(bundled: bertscope.Model) -> None:
+    """😀, 🎉 and ﷽ were kept, each the [UNK] token's contextual vector passed off as the word's."""
+    with pytest.warns(UserWarning, match=r"^3 word\(s\) the vocabulary cannot spell left out \(e\.g\. '😀'"):
+        agg = bundled.static_from_corpus(EMOJI)
+    assert not {"😀", "🎉", "﷽"} & set(agg.words)
+    assert {"naive", "cafe", "cat", "sat"} <= set(agg.words)
+    assert agg.settings["n_words_unspelled"] == 3
+    assert agg.settings["n_words_seen"] == len(agg.words) + 3 == agg.settings["n_words_kept"] + 3
+
+
+def test_a_corpus_of_only_unspelled_words_is_refused_in_one_line(bundled: bertscope.Model) -> None:
+    with pytest.raises(bertscope.CorpusError, match=r"the vocabulary spells none of its 2 words"):
+        bundled.static_from_corpus(["😀 🎉", "🎉"])
+
+
+def test_static_corpus_command_writes_no_unk_rows(tmp_path: Path) -> None:
+    corpus = tmp_path / "emoji.txt"
+    corpus.write_text("\n".join(EMOJI) + "\n", encoding="utf-8")
+    ran = run_main("static", "--corpus", str(corpus), "-o", str(tmp_path / "em.vec"))
+    assert ran.code == 0, ran
+    counted = (tmp_path / "em.counts.tsv").read_text(encoding="utf-8")
+    assert "😀" not in counted and "﷽" not in counted and "cafe\t1" in counted
+    assert "warning: 3 word(s) the vocabulary cannot spell left out (e.g. '😀'" in ran.stderr
 
 
 @pytest.mark.parametrize("words", [["😀"], ["cat", "🎉"]])

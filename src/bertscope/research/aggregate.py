@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -40,6 +41,7 @@ from ..io.levels import CorpusLevel, LevelOptions, Rows, WordLevel
 from ..io.readers import Record, Rejects, read_corpus
 from ..io.sink_base import RecordDigest, Sink
 from ..io.sink_settings import settings_diff, settings_differ
+from ..static import stand_in
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -514,8 +516,18 @@ def _result(
     running = sink.running
     n = len(running.words)
     counts = running.counts[:n]
-    keep = np.flatnonzero(counts >= min_count)
+    # A word read as [UNK] summed the unknown token's vectors, not its own: left out as rare words are.
+    unspelled = _unspelled(level.model, running.words)
+    spelled = np.ones(n, dtype=bool)
+    spelled[unspelled] = False
+    if not spelled.any():
+        raise CorpusError(
+            f"{corpus}: the vocabulary spells none of its {n} words (each reads as [UNK], e.g. "
+            f"{running.words[0]!r}): no word has a vector of its own"
+        )
+    keep = np.flatnonzero((counts >= min_count) & spelled)
     if len(keep) == 0:
+        counts = np.where(spelled, counts, 0)
         top = int(np.argmax(counts))
         raise CorpusError(
             f"{corpus}: no word occurs {min_count} times (the most frequent, {running.words[top]!r}, occurs "
@@ -530,9 +542,23 @@ def _result(
         "n_truncated": summary.n_truncated,
         "n_words_seen": n,
         "n_words_kept": len(keep),
+        "n_words_unspelled": len(unspelled),
     }
+    if unspelled:
+        example = running.words[unspelled[0]]
+        warnings.warn(
+            f"{len(unspelled)} word(s) the vocabulary cannot spell left out (e.g. {example!r}, read as "
+            f"{list(level.model.pieces(example).tokens)}): their vectors would be [UNK]'s, not theirs",
+            stacklevel=caller_level(),
+        )
     result_settings = {**settings, **counted}
     return AggregatedStatic(
         [running.words[i] for i in keep], counts[keep].copy(), tuple(level.spec.layers), means,
         result_settings, summary,
     )  # fmt: skip
+
+
+def _unspelled(model: Any, words: Sequence[str]) -> list[int]:
+    """Indices of the words a piece of which stands in for what the vocabulary lacks (`static.stand_in`:
+    a special piece the word does not spell, [UNK]); a word of known pieces and an [UNK] is one too."""
+    return [i for i, word in enumerate(words) if stand_in(model, word, model.pieces(word)) is not None]
