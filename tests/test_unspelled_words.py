@@ -54,3 +54,12 @@ def test_a_piece_read_as_unk_is_not_offered_the_unk_row() -> None:
     assert ran.code != 0 and "Traceback" not in ran.stderr
     assert "pass '[UNK]'" not in ran.stderr
     assert "has no piece in the vocabulary" in ran.stderr and "`bertscope tokens`" in ran.stderr
+
+
+def test_embed_layers_on_a_static_folder_says_it_is_static(m2v_folder: Path) -> None:
+    """`embed -m <static folder> --layers 1` said only 'layers are 0..0 (or -1..-1)'."""
+    for extra in ([], ["-o", str(m2v_folder.parent / "out.parquet")]):
+        ran = run_main("embed", "-m", str(m2v_folder), "a cat", "--layers", "1", *extra)
+        assert ran.code == 1, ran
+        assert "is a static model (model2vec) with no layers: --layers 1 needs a transformer" in ran.stderr
+        assert "0..0" not in ran.stderr

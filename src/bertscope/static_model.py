@@ -230,11 +230,16 @@ class StaticModel(SentenceTransformersAttributes):
 
     # Sentence vectors ----------------------------------------------------------------------------
 
+    def checked_options(self, options: EmbedOptions) -> EmbedOptions:
+        """`options` as given; a layer other than the rows refused in the static model's one line, before
+        a layer parser that knows only that layers are 0..0 (the command line resolves options itself)."""
+        if options.layers not in (None, 0, -1, "0", "-1"):
+            raise self.refusal(f"layers={options.layers!r}")
+        return options
+
     def _recipe(self, options: RecipeKeywords) -> Recipe:
         """The options resolved as for a Model; a layer other than the rows is refused in the one line."""
-        if options.get("layers") not in (None, 0, -1, "0", "-1"):
-            raise self.refusal(f"layers={options.get('layers')!r}")
-        return resolve(self, EmbedOptions.given(**options))
+        return resolve(self, self.checked_options(EmbedOptions.given(**options)))
 
     def pieces(self, text: str) -> Encoding:
         """The tokenizer's `Encoding` of `text` without special tokens, never cut."""

@@ -250,7 +250,7 @@ def embed(
     run: dict[str, Any] = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize}
     run.update(threads=threads, fast=fast, fast_min_cosine=fast_min_cosine)
     if chunks is not None and output is None:
-        m = load_model(model, **run)
+        m = _loaded(model, run, recipe)
         # Late chunks see every token (windows); chunks embedded alone are cut at the window, reported.
         shown = {k: v for k, v in asdict(recipe).items() if k != "post"}
         shown["long"] = None if long == "truncate" else long
@@ -297,7 +297,7 @@ def embed(
             text_field=text_field, id_field=id_field, collection=collection, resume=resume,
             overwrite=overwrite, skip_bad=skip_bad, batch_size=batch_size or 1024, views=view or None,
         )  # fmt: skip
-        m = load_model(model, **run)
+        m = _loaded(model, run, recipe)
         if level == "sentence":
             note_own_pooling(m, recipe)
         run_job(texts, input_path, output, model=m, options=asked, job=job, quiet=quiet, index=index)
@@ -306,11 +306,22 @@ def embed(
         raise InvalidInput(f"--level {level} rows are written by a corpus job: give -o FILE.parquet")
     given, ids = read_inputs(texts, input_path, text_field=text_field, id_field=id_field)
     items = with_pair(given, pair)
-    m = load_model(model, **run)
+    m = _loaded(model, run, recipe)
     if tokens or words:
         per_piece(m, items, ids, recipe, words=words, subword=subword, as_json=as_json)
         return
     print_sentences(m, items, given, ids, recipe, input_path=input_path, pair=pair, as_json=as_json)
+
+
+def _loaded(model: str | None, run: dict[str, Any], recipe: Any) -> Any:
+    """The model loaded; a static one refuses --layers first, in its own line (it has no layers), where the
+    layer parser would say only 'layers are 0..0'."""
+    from ..static_model import StaticModel
+
+    m = load_model(model, **run)
+    if isinstance(m, StaticModel):
+        m.checked_options(recipe)
+    return m
 
 
 # similarity's command, registered after embed's: `bertscope --help` lists the two in this order
