@@ -4,6 +4,7 @@ the [UNK] row, and a static model refuses --layers in its own words."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,12 @@ def test_static_corpus_command_writes_no_unk_rows(tmp_path: Path) -> None:
     counted = (tmp_path / "em.counts.tsv").read_text(encoding="utf-8")
     assert "😀" not in counted and "﷽" not in counted and "cafe\t1" in counted
     assert "warning: 3 word(s) the vocabulary cannot spell left out (e.g. '😀'" in ran.stderr
+    # the summary counts them as such, not as words seen too rarely
+    assert "(3 the vocabulary cannot spell left out)" in ran.stderr and "fewer than" not in ran.stderr
+    said = run_main(
+        "static", "--corpus", str(corpus), "-o", str(tmp_path / "em.vec"), "--overwrite", "--json"
+    )
+    assert json.loads(said.stdout)["n_words_unspelled"] == 3
 
 
 @pytest.mark.parametrize("words", [["😀"], ["cat", "🎉"]])

@@ -78,6 +78,8 @@ def aggregate_to_file(
         "layers": list(result.layers),
         "n_texts": result.settings["n_texts"],
         "n_words_seen": result.settings["n_words_seen"],
+        # an aggregation written before words the vocabulary cannot spell were left out counts none
+        "n_words_unspelled": int(result.settings.get("n_words_unspelled", 0)),
         "min_count": min_count,
         "n_truncated": truncated,
     }
@@ -99,11 +101,14 @@ def aggregate_to_file(
 
 
 def _words_line(summary: dict[str, Any], layers: Any) -> str:
-    """'N words at layer(s) L', with how many rarer words were left out when there were any."""
+    """'N words at layer(s) L', with how many rare and unspellable words were left out, if any."""
     line = f"{summary['n_words']} words at layer(s) {', '.join(map(str, layers))}"
-    dropped = summary["n_words_seen"] - summary["n_words"]
-    if dropped:
-        line += f" ({dropped} seen fewer than {summary['min_count']} times left out)"
+    unspelled = summary["n_words_unspelled"]
+    rare = summary["n_words_seen"] - summary["n_words"] - unspelled
+    parts = [f"{rare} seen fewer than {summary['min_count']} times"] if rare else []
+    parts += [f"{unspelled} the vocabulary cannot spell"] if unspelled else []
+    if parts:
+        line += f" ({' and '.join(parts)} left out)"
     return line
 
 
