@@ -21,7 +21,8 @@ from tokenizers import AddedToken
 
 from .core._enums import StrEnum
 from .errors import InvalidInput, InvalidSpec
-from .static import static_word
+from .research.states import layered
+from .static import spelled_pieces, static_word
 
 if TYPE_CHECKING:
     from .core.encoder import Encoder
@@ -85,7 +86,7 @@ def new_words(model: Encoder, words: Sequence[str]) -> list[str]:
 
 def _forms(model: Encoder, words: Sequence[str]) -> dict[str, str]:
     """Each word's form after the tokenizer's normalisation, checked to be one word."""
-    _refuse_static(model)
+    layered(model, ADD_TOKENS_NEEDS)  # a static model first, in its own line, as its add_tokens says
     if isinstance(words, str) or not words:
         raise InvalidInput("add_tokens takes a non-empty list of words, e.g. ['covid19', 'mRNA']")
     normalizer = model.loaded.tokenizer.backend_tokenizer.normalizer
@@ -94,13 +95,6 @@ def _forms(model: Encoder, words: Sequence[str]) -> dict[str, str]:
     if bad:
         raise InvalidInput(f"tokens must be single words without spaces; got {bad}")
     return forms
-
-
-def _refuse_static(model: Any) -> None:
-    """A static model (rows, no layers) refused first, in its own one line, as its `add_tokens` refuses."""
-    refusal = getattr(model, "refusal", None)  # StaticModel's; an Encoder has none
-    if getattr(model, "n_layers", None) == 0 and callable(refusal):
-        raise refusal(ADD_TOKENS_NEEDS)
 
 
 def _initial_rows(model: Encoder, words: Sequence[str], init: InitSpec, seed: int) -> np.ndarray:
@@ -129,7 +123,7 @@ def unspelled(model: Encoder, words: Sequence[str]) -> dict[str, list[str]]:
     bad = {}
     for word in words:
         try:
-            static_word(model, word)
+            spelled_pieces(model, word)
         except InvalidInput:
             bad[word] = list(model.pieces(word).tokens)
     return bad

@@ -25,6 +25,7 @@ from typing import Any
 from ..core.progress import step_progress
 from ..core.text_files import read_utf8
 from ..errors import BackendUnavailable, InvalidInput
+from .states import layered
 
 __all__ = [
     "DISTILLED_FILES", "check_dim", "check_output", "check_vocabulary", "distill", "distillable_width",
@@ -129,9 +130,7 @@ def check_dim(dim: object, *, width: int | None = None, option: str = "dim", kee
 def distillable_width(model: Any) -> int:
     """The width of the model to distil; a static model (model2vec, rows and no layers) refused first, in
     its own one line: there is no forward to distil from."""
-    refusal = getattr(model, "refusal", None)  # StaticModel's; an Encoder has none
-    if getattr(model, "n_layers", None) == 0 and callable(refusal):
-        raise refusal("distillation (every piece through the layers)")
+    layered(model, "distillation (every piece through the layers)")
     return int(model.info().hidden_size)
 
 

@@ -131,10 +131,8 @@ def model_given(value: object, name: str) -> None:
     """Refuse a model's name where a loaded model is taken (`other='bundled'`), naming the call to make."""
     from ..core.encoder import Encoder
 
-    # A static model (model2vec) is loaded but has no layers: it says so itself, in its own one line. Known
-    # by its family name, not by importing StaticModel (whose `verify` imports this module).
-    if getattr(type(value), "family_name", None) == "model2vec":
-        raise value.refusal(f"comparing its layers with another model's ({name}=)")  # type: ignore[attr-defined]
+    # A static model (model2vec) is loaded but has no layers: it says so itself, in its own one line.
+    layered(value, f"comparing its layers with another model's ({name}=)")
     if not isinstance(value, Encoder):
         # a name or folder loads as it is; None or 123 names nothing to load, so the call shows a placeholder
         named = repr(value) if isinstance(value, (str, os.PathLike)) else "'model name or folder'"
