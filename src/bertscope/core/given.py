@@ -12,7 +12,10 @@ import numpy as np
 from ..errors import InvalidInput, InvalidSpec, UnknownToken
 from .similarity import cos_sim
 
-__all__ = ["given_vectors", "is_tensor", "is_vectors", "row_id", "row_ids", "single", "vector_cosines"]
+__all__ = [
+    "given_vectors", "is_tensor", "is_vectors", "row_id", "row_ids", "shown_value", "single",
+    "vector_cosines",
+]  # fmt: skip
 
 
 def vector_cosines(a: object, b: object, options: Mapping[str, object]) -> np.ndarray:
@@ -113,13 +116,17 @@ def _vectors(given: object, name: str) -> np.ndarray:
     )
 
 
+def shown_value(value: object) -> str:
+    """A wrong argument as a one-line error shows it: its repr where short, else its type ('a list')."""
+    return repr(value) if len(repr(value)) <= 40 else f"a {type(value).__name__}"
+
+
 def row_id(item: object, rows: int) -> int:
     """`item` as a row of a (rows, d) embedding matrix: a whole number (not a bool, not 7852.0) in
     0..rows-1, else InvalidInput or UnknownToken (a negative id is out of range, never counted from the end).
     `static` (token_ids) and `embedding_rows` both check ids here."""
     if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
-        shown = repr(item) if len(repr(item)) <= 40 else f"a {type(item).__name__}"
-        raise InvalidInput(f"{shown} is not a token id: pass ids as ints (7852, not 7852.0)")
+        raise InvalidInput(f"{shown_value(item)} is not a token id: pass ids as ints (7852, not 7852.0)")
     if not 0 <= int(item) < rows:
         raise UnknownToken(f"token id {item} is out of range: this vocabulary has ids 0..{rows - 1}")
     return int(item)

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..core.fingerprint_facts import fingerprint_id, store_fingerprint
+from ..core.given import shown_value
 from ..errors import InvalidInput, TruncatedTextsWarning
 from .settings import environment, file_hashes, flatten, is_lossy, is_static, lossy_floor, vector_settings
 
@@ -149,7 +150,7 @@ def fingerprint_given(value: Any, name: str) -> None:
     line (a list, a number: pathlib's TypeError named neither the argument nor what it takes), and a dict
     without the `settings` and `files` every fingerprint holds (`fingerprint`, `store_fingerprint`): {}
     was compared as a fingerprint of nothing, every setting listed as a difference."""
-    shown = repr(value) if len(repr(value)) <= 40 else f"a {type(value).__name__}"
+    shown = shown_value(value)
     taken = (
         "give a fingerprint, a dict from fingerprint() or the path of a file written by save_fingerprint "
         "(`bertscope verify --save`)"
@@ -169,8 +170,7 @@ def save_fingerprint(model: Any, path: str | Path) -> dict[str, Any]:
     that is no file name, a folder or in no folder is refused before the forward runs."""
     model_checked(model)
     if not isinstance(path, (str, os.PathLike)):
-        shown = repr(path) if len(repr(path)) <= 40 else f"a {type(path).__name__}"
-        raise InvalidInput(f"path={shown}: give the path of a JSON file to write (a str or Path)")
+        raise InvalidInput(f"path={shown_value(path)}: give the path of a JSON file to write (a str or Path)")
     path = Path(path)
     if path.is_dir():  # as --save says it
         raise InvalidInput(
