@@ -57,7 +57,8 @@ def check_rows(
             check.differences += corpus_texts_differ(labels, docs, texts, corpus, opened.path)
     else:
         texts = texts_by_id(docs, corpus, opened.path)
-    made = _level(level, model, settings).embed([Record(d, t, 0) for d, t in zip(docs, texts, strict=True)])
+    rows_of = _level(level, model, settings)  # the job's level: the sampled texts' rows, and lost texts'
+    made = rows_of.embed([Record(d, t, 0) for d, t in zip(docs, texts, strict=True)])
     fresh_rows = {
         (str(doc), int(place)): row
         for row, (doc, place) in enumerate(
@@ -66,7 +67,7 @@ def check_rows(
     }
     if len(positions) == check.rows:  # every row read: each text's rows are all its fresh ones, no fewer
         if corpus["corpus"] is not None:  # and each corpus text that makes rows has them
-            _refuse_lost_texts(opened, _level(level, model, settings), set(docs), corpus)
+            _refuse_lost_texts(opened, rows_of, set(docs), corpus)
         kept = set(sampled)
         lost = [key for key in fresh_rows if key not in kept]  # every fresh row is of a sampled text
         if lost:
