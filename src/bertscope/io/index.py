@@ -47,6 +47,10 @@ __all__ = [
     "IndexState",
     "IndexStaleWarning",
     "check_nprobe",
+    "describe_store",
+    "faiss_module",
+    "opened_store",
+    "shown_index",
     "index_state",
     "index_paths",
     "index_copies",
@@ -96,7 +100,8 @@ def index_paths(store_path: str | Path, column: str = "embedding") -> tuple[Path
     return tuple(path.with_name(stem + end) for end in (".index", ".index.json", ".index.npy"))  # type: ignore[return-value]
 
 
-def _faiss() -> Any:
+def faiss_module() -> Any:
+    """faiss, imported on first use (an optional extra), or the one-line refusal naming how to install it."""
     try:
         import faiss
     except ImportError as exc:
@@ -106,7 +111,7 @@ def _faiss() -> Any:
     return faiss
 
 
-def _describe(store: Store, built: dict[str, Any] | None = None) -> dict[str, Any]:
+def describe_store(store: Store, built: dict[str, Any] | None = None) -> dict[str, Any]:
     """What an index must match: the store's settings, size, dimension and rows (`_rows_digest`; `built`:
     the index's description, whose digest is taken as it is while the store's file is the one it saw)."""
     settings = json.dumps(store.settings, sort_keys=True).encode()
@@ -140,7 +145,9 @@ def _rows_digest(path: Path, built: dict[str, Any] | None = None) -> str:
     return _FILE_DIGESTS[key]
 
 
-def _opened(store: str | Path | Store, view: str | None, column: str | None) -> Store:
+def opened_store(store: str | Path | Store, view: str | None, column: str | None) -> Store:
+    """The store an index is built on or searched, with its view and vector column; CorpusError where the
+    column is not one of its vector columns."""
     opened = store if isinstance(store, Store) else with_view(open_store(store), view)
     opened = replace(opened, column=column) if column else opened
     if opened.rules.columns:
@@ -168,7 +175,7 @@ def index_state(
     the checksum its build recorded (`index info`); a search checks it where it reads it (`ann_search`),
     and occurrence search, which reads only the index's copy, never pays for it.
     """
-    opened = _opened(store, view, column)
+    opened = opened_store(store, view, column)
     index_file, meta_file, copy_file = index_paths(opened.path, opened.column)
     copied = not opened.rules.mapped
     if not index_file.exists() or not meta_file.exists() or (copied and not copy_file.exists()):
@@ -182,7 +189,7 @@ def index_state(
         by = "an older" if isinstance(made, int) and made < FORMAT else "another"
         reason = f"{index_file} was built by {by} bertscope (index format {made}, this one reads {FORMAT})"
         return IndexState("stale", reason, index_file, meta)
-    now = _describe(opened, meta)
+    now = describe_store(opened, meta)
     changed = [key for key in now if meta.get(key) != now[key]]
     if changed:
         reason = f"{opened.path} changed since its index was built ({', '.join(changed)} differ)"
@@ -195,7 +202,7 @@ def index_state(
             if COPY_KEY not in meta
             else f"{meta_file} does not record the checksums of its vector copy as bertscope writes them"
         )
-        return IndexState("stale", reason, index_file, _shown(meta))
+        return IndexState("stale", reason, index_file, shown_index(meta))
     recorded = _index_checksum(meta.get(INDEX_KEY))
     if recorded is None:
         # As an index whose copy records no checksums (above): stale, so a search warns, runs exactly and
@@ -206,11 +213,11 @@ def index_state(
             if INDEX_KEY not in meta
             else f"{meta_file} does not record the checksum of its index file as bertscope writes it"
         )
-        return IndexState("stale", reason, index_file, _shown(meta))
+        return IndexState("stale", reason, index_file, shown_index(meta))
     if check_index:
         identity = file_identity(index_file.stat())
         _check_index_file(index_file, identity, recorded, rebuild_index(opened))
-    return IndexState("fresh", f"index of {meta['rows']} rows", index_file, _shown(meta), checks)
+    return IndexState("fresh", f"index of {meta['rows']} rows", index_file, shown_index(meta), checks)
 
 
 def _index_checksum(entry: object) -> tuple[int, int] | None:
@@ -246,7 +253,7 @@ def _check_index_file(path: Path, identity: tuple[int, ...], recorded: tuple[int
         )
 
 
-def _shown(meta: dict[str, Any]) -> dict[str, Any]:
+def shown_index(meta: dict[str, Any]) -> dict[str, Any]:
     """An index's description as `index info` shows it: the copy's checksums by their count, not listed."""
     sums = meta.get(COPY_KEY)
     if not isinstance(sums, dict):
@@ -309,7 +316,7 @@ def _load(path: str, identity: tuple[int, ...], recorded: tuple[int, int], rebui
     bad header raises faiss's own error, flipped ids crash the search, a swapped index proposes another
     store's rows), so nothing reaches it unproven. A refused file is not cached: each search refuses it."""
     _check_index_file(Path(path), identity, recorded, rebuild)
-    return _faiss().read_index(path)
+    return faiss_module().read_index(path)
 
 
 Labels = Callable[[np.ndarray], tuple[list[str], list[str | None]]]
@@ -392,7 +399,7 @@ def _candidates(index: Any, query: np.ndarray, count: int, nprobe: int) -> np.nd
     """Sorted row numbers of the index's `count` nearest rows to (1, d) `query`, from `nprobe` cells or
     more: faiss returns only what the cells visited hold, so they are doubled until that is `count`
     rows (every cell holds them all)."""
-    faiss = _faiss()
+    faiss = faiss_module()
     nprobe = min(nprobe, index.nlist)
     while True:
         _, found = index.search(query, count, params=faiss.SearchParametersIVF(nprobe=nprobe))

@@ -29,12 +29,12 @@ from .index import (
     INDEX_KEY,
     NPROBE,
     IndexState,
-    _describe,
-    _faiss,
-    _opened,
-    _shown,
     check_nprobe,
+    describe_store,
+    faiss_module,
     index_paths,
+    opened_store,
+    shown_index,
 )
 from .index_copy import KEY as COPY_KEY
 from .index_copy import copy_checksums, read_copy_checks
@@ -84,8 +84,8 @@ def build_index(
     check_nprobe(nprobe)
     if cells is not None:
         whole_number(cells, "cells", meaning="index cells to build", error=CorpusError)
-    faiss = _faiss()
-    opened = _opened(store, view, column)
+    faiss = faiss_module()
+    opened = opened_store(store, view, column)
     if not opened.rules.by_row:
         where = suffixes_where(lambda r: r.by_row)
         raise CorpusError(f"{opened.path}: an index is built for {where} stores only")
@@ -165,7 +165,7 @@ def build_index(
         "kind": "IVF, 8-bit scalar quantiser, inner product of unit vectors",
         "rows": added,
         "dimension": dimension,
-        **_describe(opened),
+        **describe_store(opened),
         "store_identity": identity,
         **({COPY_KEY: checks} if checks is not None else {}),
         INDEX_KEY: index_checksum,
@@ -175,7 +175,7 @@ def build_index(
     }
     atomic_write_text(meta_file, json.dumps(meta, indent=2))
     copied = read_copy_checks(checks, added, dimension) if checks is not None else None
-    return IndexState("fresh", "built", index_file, _shown(meta), copied)
+    return IndexState("fresh", "built", index_file, shown_index(meta), copied)
 
 
 def _write_index(faiss: Any, index: Any, path: Path) -> dict[str, Any]:
