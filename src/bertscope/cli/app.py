@@ -491,8 +491,9 @@ def read_lines(input_path: str, *, text_field: str = "text") -> Iterator[str]:
     """The texts of -i FILE (or stdin for -), streamed, read exactly as `embed -i` and corpus jobs read
     it: a line each of a .txt, the `text_field` of each .jsonl/.csv/.tsv/.parquet record. A file that
     holds no text is refused here, naming it (`no_text`), as `embed -i` refuses it."""
-    from ..io.readers import Rejects, read_corpus
+    from ..io.readers import Rejects, read_corpus, refuse_fields_without_records
 
+    refuse_fields_without_records(input_path, text_field=text_field)  # a .txt: no field to read it from
     rejects = Rejects()
     texts = (record.text for record in read_corpus(input_path, text_field=text_field, rejects=rejects))
     first = next(texts, None)

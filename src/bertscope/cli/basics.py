@@ -190,6 +190,10 @@ def static(
             help="With --corpus, texts over the model's limit: window (every word), truncate, error.",
         ),
     ] = "window",
+    text_field: Annotated[
+        str,
+        typer.Option("--text-field", help="With --corpus: its records' text field."),
+    ] = "text",
     resume: Annotated[bool, typer.Option("--resume", help="Continue an interrupted aggregation.")] = False,
     overwrite: Annotated[
         bool, typer.Option("--overwrite", help="Replace an existing --output file.")
@@ -244,6 +248,7 @@ def static(
             "--min-count": min_count != 1,
             "--subword": subword != "mean",
             "--long": long != "window",
+            "--text-field": text_field != "text",
             "--resume": resume,
             "--batch-size": batch_size != 64,
             "--engine": engine != "local",
@@ -290,6 +295,7 @@ def static(
                 m, corpus, output, layers=layers, fmt=fmt, min_count=min_count, subword=subword,
                 long=long, resume=resume, overwrite=overwrite, batch_size=batch_size, quiet=quiet,
                 as_json=as_json, engine=engine, workers=workers, device=device, threads=threads,
+                text_field=text_field,
             )  # fmt: skip
         return
     if output is not None:

@@ -9,7 +9,18 @@ import typer
 from rich.table import Table
 
 from ..errors import InvalidInput
-from .app import DeviceOpt, JsonOpt, ModelOpt, app, cuts_said_once, emit_json, err, out, read_lines
+from .app import (
+    DeviceOpt,
+    JsonOpt,
+    ModelOpt,
+    TextFieldOpt,
+    app,
+    cuts_said_once,
+    emit_json,
+    err,
+    out,
+    read_lines,
+)
 
 
 @app.command()
@@ -38,6 +49,7 @@ def bench(
     repeats: Annotated[
         int, typer.Option("--repeats", min=1, help="Timed runs per mode (their median is kept).")
     ] = 2,
+    text_field: TextFieldOpt = "text",
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     as_json: JsonOpt = False,
@@ -62,7 +74,12 @@ def bench(
         raise InvalidInput("--modes is empty: give e.g. float32,int8")
     if "float16" in names and device_kind(resolve_device(device)) != "cuda":  # bench has no --dtype to name
         raise InvalidInput("--modes float16 runs on CUDA only; on CPU use --modes bfloat16 or float32")
-    texts = list(islice(read_lines(input_path), limit)) if input_path else calibration_texts()[:limit]
+    if text_field != "text" and not input_path:
+        raise InvalidInput("--text-field names a field of -i FILE's records; add -i FILE or drop it")
+    if input_path:
+        texts = list(islice(read_lines(input_path, text_field=text_field), limit))
+    else:
+        texts = calibration_texts()[:limit]
     if not texts:
         raise InvalidInput(f"{input_path}: no texts (every line is empty)")
     if input_path is None:

@@ -16,6 +16,7 @@ from .app import (
     LayersOpt,
     ModelOpt,
     QuantizeOpt,
+    TextFieldOpt,
     ThreadsOpt,
     app,
     emit_json,
@@ -42,6 +43,7 @@ def geometry(
         ),
     ] = 5000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the TwoNN sample.")] = 0,
+    text_field: TextFieldOpt = "text",
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -66,8 +68,8 @@ def geometry(
     check_seed(seed)  # before the model loads
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     result = measure(
-        m, read_lines(input_path), layers=layers or "all", top=top, max_tokens_sampled=max_tokens_sampled,
-        seed=seed,
+        m, read_lines(input_path, text_field=text_field), layers=layers or "all", top=top,
+        max_tokens_sampled=max_tokens_sampled, seed=seed,
     )  # fmt: skip
     for note in (result.note, result.twonn_note):
         if note:

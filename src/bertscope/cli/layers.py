@@ -19,6 +19,7 @@ from .app import (
     JsonOpt,
     ModelOpt,
     QuantizeOpt,
+    TextFieldOpt,
     ThreadsOpt,
     app,
     at_most_cpus,
@@ -317,6 +318,7 @@ def cka_command(
     ] = False,
     output: PictureOpt = None,
     overwrite: OverwriteOpt = False,
+    text_field: TextFieldOpt = "text",
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -342,7 +344,7 @@ def cka_command(
     )
     a = load_model(model, **run)
     b = None if model_b is None else load_model(model_b, **run)
-    result = cka(a, read_lines(input_path), b, level=level, debiased=debiased)
+    result = cka(a, read_lines(input_path, text_field=text_field), b, level=level, debiased=debiased)
     if result.note:
         warn(as_flags(result.note), label="note:", style="cyan")
     if picture is not None:
@@ -374,6 +376,7 @@ def compare_command(
     debiased: Annotated[
         bool, typer.Option("--debiased", help="The debiased CKA estimator (Nguyen et al.): for few tokens.")
     ] = False,
+    text_field: TextFieldOpt = "text",
     output: PictureOpt = None,
     overwrite: OverwriteOpt = False,
     device: DeviceOpt = "auto",
@@ -400,7 +403,7 @@ def compare_command(
     )
     a = load_model(model_a, **run)
     b = load_model(model_b, **run)
-    result = compare(a, b, read_lines(input_path), top=top, debiased=debiased)
+    result = compare(a, b, read_lines(input_path, text_field=text_field), top=top, debiased=debiased)
     if result.note:
         warn(as_flags(result.note), label="note:", style="cyan")
     if picture is not None:

@@ -16,6 +16,7 @@ from .app import (
     JsonOpt,
     ModelOpt,
     QuantizeOpt,
+    TextFieldOpt,
     ThreadsOpt,
     cuts_said_once,
     emit_json,
@@ -191,6 +192,7 @@ def plot_words_cmd(
         Path | None, typer.Option("--output", "-o", help="PNG file to write (default: words.png).")
     ] = None,
     overwrite: OverwriteOpt = False,
+    text_field: TextFieldOpt = "text",
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -207,7 +209,7 @@ def plot_words_cmd(
 
     picture = picture_output(output, overwrite=overwrite, default="words.png")  # before the work
 
-    contexts_read = list(read_lines(one_input(input_path, contexts, "sentences")))
+    contexts_read = list(read_lines(one_input(input_path, contexts, "sentences"), text_field=text_field))
     found = word_points(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
         split_list(words),

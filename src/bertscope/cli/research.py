@@ -23,6 +23,7 @@ from .app import (
     PoolingOpt,
     QuantizeOpt,
     StrideOpt,
+    TextFieldOpt,
     ThreadsOpt,
     app,
     emit_json,
@@ -76,6 +77,7 @@ def contextuality_cmd(
     old_plot: OldPlotOpt = None,
     no_plot: NoPlotOpt = False,
     overwrite: OverwriteOpt = False,
+    text_field: TextFieldOpt = "text",
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -103,7 +105,7 @@ def contextuality_cmd(
     whole_number(baseline_pairs, "--baseline-pairs", most=MAX_BASELINE_PAIRS, meaning=BASELINE_PAIRS)
     _refuse_choosing_with_words(ctx, words, top=(typed_top, top), min_contexts=min_contexts)
     picture = picture_path(output, old_plot, no_plot, overwrite=overwrite)
-    texts = list(read_lines(one_input(input_path, corpus, "sentences")))
+    texts = list(read_lines(one_input(input_path, corpus, "sentences"), text_field=text_field))
     result = contextuality(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
         texts,
@@ -194,6 +196,7 @@ def fit_post_cmd(
     mask_special: MaskSpecialOpt = False,
     long: LongOpt = "truncate",
     stride: StrideOpt = None,
+    text_field: TextFieldOpt = "text",
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -210,7 +213,7 @@ def fit_post_cmd(
 
     _check_post_output(output, overwrite=overwrite)
     source = one_input(input_path, corpus, "texts to fit on")
-    texts = list(read_lines(source))
+    texts = list(read_lines(source, text_field=text_field))
     if len(texts) < 2:  # said in the file's words, before the model loads: a fit needs two vectors
         name = "stdin" if source == "-" else source
         raise InvalidInput(f"fit-post needs 2 texts or more; {name} gives {len(texts)}")

@@ -30,6 +30,7 @@ def aggregate_to_file(
     workers: int = 2,
     device: str = "auto",
     threads: int | None = None,
+    text_field: str = "text",
 ) -> None:
     """`bertscope static --corpus FILE -o OUT`: aggregate, checkpointing in `OUT.parts/`
     (or on Ray's actors with `--engine ray`, not resumable; `device` and `threads` are the actors')."""
@@ -62,14 +63,14 @@ def aggregate_to_file(
         result = aggregate_on_ray(
             corpus, model=model, layers=chosen, min_count=min_count, subword=subword, long=long,
             workers=workers, batch_size=batch_size, progress=not quiet, device=device,
-            cpus_per_worker=threads or 1,
+            cpus_per_worker=threads or 1, text_field=text_field,
         )  # fmt: skip
         result.files = result.export(export, format=fmt)
     else:
         result = model.static_from_corpus(
             corpus, layers=chosen, min_count=min_count, subword=subword, long=long, checkpoint=checkpoint,
             export=export, format=fmt, resume=resume, overwrite=overwrite, batch_size=batch_size,
-            progress=False if quiet else None,
+            progress=False if quiet else None, text_field=text_field,
         )  # fmt: skip
     truncated = result.summary.n_truncated if result.summary is not None else 0
     summary = {

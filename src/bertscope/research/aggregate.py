@@ -38,7 +38,7 @@ from ..errors import CorpusError, InvalidInput, InvalidSpec, TruncatedTextsWarni
 from ..io.job import JobSummary, run_level
 from ..io.level_table import CorpusOptions, make_level
 from ..io.levels import CorpusLevel, LevelOptions, Rows, WordLevel
-from ..io.readers import Record, Rejects, read_corpus
+from ..io.readers import Record, Rejects, read_corpus, refuse_fields_without_records
 from ..io.sink_base import RecordDigest, Sink
 from ..io.sink_settings import settings_diff, settings_differ
 from ..static import stand_in
@@ -427,6 +427,7 @@ def static_from_corpus(
     level, settings = word_level(model, aggregated(**options), subword)
     _check_min_count(min_count)
     folder = None if checkpoint is None else Path(checkpoint)
+    refuse_fields_without_records(corpus, text_field=text_field)  # a .txt has no field to read it from
     rejects = Rejects()
     records = read_corpus(corpus, text_field=text_field, rejects=rejects)
     if export is not None:  # before any forward: a finished output is not replaced by surprise
