@@ -11,6 +11,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import shutil
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -27,7 +29,7 @@ from .static import spelled_pieces, static_word
 if TYPE_CHECKING:
     from .core.encoder import Encoder
 
-__all__ = ["Init", "add_tokens", "new_words", "pieces_refusal", "save", "unspelled"]
+__all__ = ["Init", "add_tokens", "check_save_folder", "new_words", "pieces_refusal", "save", "unspelled"]
 
 InitSpec = str | Mapping[str, Sequence[str]]
 E = TypeVar("E", bound="Encoder")
@@ -143,14 +145,58 @@ def pieces_refusal(word: str, pieces: Sequence[str], *, option: str = "init") ->
     )
 
 
-def save(model: Encoder, folder: str | Path) -> Path:
-    """Write a model folder (weights, config, tokenizer, sentence-transformers pooling) that others load."""
+def save(model: Encoder, folder: str | Path, *, overwrite: bool = False) -> Path:
+    """Write a model folder (weights, config, tokenizer, sentence-transformers pooling) that others load.
+
+    An existing non-empty folder is refused unless `overwrite`, and replaced then only when it holds
+    nothing but what this save writes (an earlier save's folder): anything else is left alone.
+    """
     folder = Path(folder)
+    if not check_save_folder(folder, overwrite=overwrite):
+        folder.mkdir(parents=True, exist_ok=True)
+        _write_folder(model, folder)
+        return folder
+    # Written beside it first: the old folder is replaced only once the new one is whole, and only when
+    # it holds nothing this save would not write (a user's other files are never deleted).
+    staged = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
+    try:
+        _write_folder(model, staged)
+        others = sorted({p.name for p in folder.iterdir()} - {p.name for p in staged.iterdir()})
+        if others:
+            held = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+            raise InvalidInput(
+                f"{folder} is not a model folder a save wrote ({held}), so overwrite=True leaves it alone: "
+                "name another folder, or remove it yourself"
+            )
+        old = Path(tempfile.mkdtemp(prefix=f".{folder.name}.old.", dir=folder.parent))
+        folder.rename(old / folder.name)
+        staged.rename(folder)
+        shutil.rmtree(old)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)  # gone already when it became the folder
+    return folder
+
+
+def check_save_folder(folder: Path, *, overwrite: bool) -> bool:
+    """Refuse, before any work, a folder `save` must not write into; True when it would replace one."""
     if blocking := next((p for p in (folder, *folder.parents) if p.is_file()), None):
         raise InvalidInput(f"cannot write the model into {folder}: {blocking} is a file; give a new folder")
-    if folder.exists() and any(folder.iterdir()):
-        raise InvalidInput(f"{folder} exists and is not empty; choose a new folder")
-    folder.mkdir(parents=True, exist_ok=True)
+    if not (folder.is_dir() and any(folder.iterdir())):
+        return False
+    if not overwrite:
+        raise InvalidInput(
+            f"{folder} exists and is not empty; choose a new folder, or pass overwrite=True to replace it"
+        )
+    if not (folder / "config.json").is_file():
+        raise InvalidInput(
+            f"{folder} is not a model folder (no config.json), so overwrite=True leaves it alone: "
+            "name another folder, or remove it yourself"
+        )
+    return True
+
+
+def _write_folder(model: Encoder, folder: Path) -> None:
+    """The weights, config, tokenizer and sentence-transformers modules of `model`, into `folder`."""
     model.hf_model.save_pretrained(folder)
     model.loaded.tokenizer.save_pretrained(folder)
     loaded = model.loaded
@@ -158,7 +204,6 @@ def save(model: Encoder, folder: str | Path) -> Path:
         _write_sentence_transformers(
             folder, loaded, int(getattr(model.config, "hidden_size", 0) or model.config.dim)
         )
-    return folder
 
 
 def _write_sentence_transformers(folder: Path, loaded: Any, width: int) -> None:

@@ -109,6 +109,9 @@ def vocab_add(
     init_from: Annotated[
         list[str] | None, typer.Option("--init-from", help="word=a,b: row from these words.")
     ] = None,
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace a folder an earlier `vocab add` wrote.")
+    ] = False,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -122,7 +125,9 @@ def vocab_add(
     Examples: `bertscope vocab add covid19 mRNA --init pieces -o ./extended`,
     `bertscope vocab add covid19 --init-from covid19=virus,disease -o ./extended`
     """
-    from ..vocab import Init, add_tokens, new_words, pieces_refusal, save, unspelled
+    from ..vocab import Init, add_tokens, check_save_folder, new_words, pieces_refusal, save, unspelled
+
+    check_save_folder(output, overwrite=overwrite)  # before the model loads: a folder not to write
 
     how: Any = init
     if init_from:
@@ -148,7 +153,7 @@ def vocab_add(
         raise InvalidInput(pieces_refusal(word, pieces, option="--init"))
     before = {w: _pieces(m, w) for w in words}
     extended = add_tokens(m, words, init=how)
-    save(extended, output)
+    save(extended, output, overwrite=overwrite)
     records: list[dict[str, Any]] = [
         {"word": w, "before": before[w], "after": _pieces(extended, w), "added": w in added} for w in words
     ]

@@ -347,11 +347,12 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
 
         return add_tokens(self, words, init=init, seed=seed)
 
-    def save(self, folder: str | Path) -> Path:
-        """Write a model folder that bertscope.load and plain transformers load."""
+    def save(self, folder: str | Path, *, overwrite: bool = False) -> Path:
+        """Write a model folder that bertscope.load and plain transformers load (`overwrite`: replace
+        an earlier save's folder)."""
         from ..vocab import save
 
-        return save(self, folder)
+        return save(self, folder, overwrite=overwrite)
 
     def explain(
         self,
