@@ -168,7 +168,10 @@ def test_cli_prints_the_few_rows_note_on_stderr(tiny_dirs, tmp_path) -> None:
     ran = run_main("cka", "-i", str(path), "-m", str(tiny_dirs["bert"]), "--level", "sentence", "--json")
     assert ran.code == 0, ran.stderr
     assert "note: 6 rows for 32 dimensions" in " ".join(ran.stderr.split())
-    assert json.loads(ran.stdout)["note"].startswith("6 rows for 32 dimensions")
+    note = json.loads(ran.stdout)["note"]
+    # --json's note in the command line's words, as stderr's: the flag, not the library's keyword too
+    assert note.startswith("6 rows for 32 dimensions")
+    assert "--debiased" in note and "debiased=True" not in note
     debiased = run_main("cka", "-i", str(path), "-m", str(tiny_dirs["bert"]), "--level", "sentence",
                         "--debiased")  # fmt: skip
     assert debiased.code == 0 and "note:" not in debiased.stderr

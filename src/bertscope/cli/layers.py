@@ -54,6 +54,11 @@ def _defined(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
+def _worded(answer: dict[str, Any]) -> dict[str, Any]:
+    """`answer` with its note in the command line's words (--debiased), as the note printed on stderr."""
+    return {**answer, "note": as_flags(answer["note"])} if answer.get("note") else answer
+
+
 def _written(path: Path) -> None:
     err.print(f"wrote {path}", highlight=False)
 
@@ -352,7 +357,7 @@ def cka_command(
 
         _written(plot_cka(result, picture, overwrite=overwrite))
     if as_json:
-        emit_json(result.to_dict())
+        emit_json(_worded(result.to_dict()))
         return
     s = result.settings
     table = Table(
@@ -411,7 +416,7 @@ def compare_command(
 
         _written(plot_compare(result, picture, overwrite=overwrite))
     if as_json:
-        emit_json(result.to_dict())
+        emit_json(_worded(result.to_dict()))
         return
     if result.vocabulary["note"]:
         err.print(f"note: {result.vocabulary['note']}", highlight=False)
