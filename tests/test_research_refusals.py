@@ -140,11 +140,12 @@ def test_pca_without_dim_keeps_the_directions_spanned_when_the_rest_are_constant
 
 
 @pytest.mark.parametrize("words", [",", " , "])
-def test_contextuality_words_with_no_word_is_the_librarys_refusal(
+def test_contextuality_words_with_no_word_is_refused_in_flags(
     words: str, bundled_cli: bertscope.Model
 ) -> None:
     ran = run_main("contextuality", "-i", CONTEXTS, "--words", words, "--no-plot")
-    one_line(ran, "no word given (only blanks)")
+    one_line(ran, f"--words {words!r} names no word: give comma-separated words, e.g. --words bank")
+    assert "words=" not in ran.stderr  # the command line's words, not the library's keyword
 
 
 @pytest.mark.parametrize(

@@ -104,12 +104,14 @@ def contextuality_cmd(
     whole_number(min_contexts, "--min-contexts", meaning="sentences a word needs")
     whole_number(baseline_pairs, "--baseline-pairs", most=MAX_BASELINE_PAIRS, meaning=BASELINE_PAIRS)
     _refuse_choosing_with_words(ctx, words, top=(typed_top, top), min_contexts=min_contexts)
+    if words is not None and not any(w.strip() for w in words.split(",")):  # the library's, in flags
+        raise InvalidInput(f"--words {words!r} names no word: give comma-separated words, e.g. --words bank")
     picture = picture_path(output, old_plot, no_plot, overwrite=overwrite)
     texts = list(read_lines(one_input(input_path, corpus, "sentences"), text_field=text_field))
     result = contextuality(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
         texts,
-        # as given: "--words ," is refused by the library (no word), never the most frequent in silence
+        # as given: a blank among words is the library's to refuse, never the most frequent in silence
         words=None if words is None else words.split(","),
         top=None if words is not None else top,  # the library refuses both; -k with --words is refused above
         min_contexts=min_contexts,
