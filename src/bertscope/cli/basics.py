@@ -324,7 +324,7 @@ def static(
         line = f"  norm {rec['norm']:.4f}  [{preview} ...] ({len(rec['vector'])} dims)"
         out.print(Text.assemble((head, "bold"), line))
         if top_k:
-            table = Table("rank", "piece", "id", "cosine")
+            table = Table("rank", "piece", "id", "score")
             for rank, n in enumerate(rec["neighbors"], 1):
                 table.add_row(str(rank), n["token"], str(n["id"]), f"{n['score']:.4f}")
             out.print(table)

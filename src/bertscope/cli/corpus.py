@@ -204,7 +204,7 @@ def similar(
         return
     chunked = any(h.chunk is not None for h in hits)
     title = f"nearest to {query or 'id ' + str(item_id)!r}"
-    table = Table("rank", "id", *(("chunk", "span") if chunked else ()), "cosine", "text", title=title)
+    table = Table("rank", "id", *(("chunk", "span") if chunked else ()), "score", "text", title=title)
     for rank, hit in enumerate(hits, 1):
         where = (str(hit.chunk), f"{hit.start}-{hit.end}") if chunked else ()
         table.add_row(str(rank), hit.id, *where, f"{hit.score:.4f}", hit.text or "")
@@ -282,7 +282,7 @@ def _occurrences(
         )
         return
     what = f"{word!r} nearest to its use in {context!r}" if context else f"occurrences of {word!r}"
-    table = Table("rank", "id", "span", "cosine", "snippet", title=f"{what} ({found.total} in the store)")
+    table = Table("rank", "id", "span", "score", "snippet", title=f"{what} ({found.total} in the store)")
     for rank, hit in enumerate(found.hits, 1):
         score = "" if hit.score is None else f"{hit.score:.4f}"
         table.add_row(str(rank), hit.id, f"{hit.start}-{hit.end}", score, hit.snippet)
