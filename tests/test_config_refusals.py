@@ -39,6 +39,47 @@ def test_a_pair_on_a_model_of_one_segment_type_is_refused(
     assert model.embed(["a cat", "the dog ate bread"]).vectors.shape[0] == 2  # texts apart: fine
 
 
+@pytest.mark.parametrize(
+    ("family", "backend"), [("bert", "torch"), ("bert", "onnxruntime"), ("electra", "torch")]
+)
+def test_a_pair_on_one_segment_type_is_refused_where_the_tables_are_read(
+    tiny_dirs: dict[str, Path], tmp_path: Path, family: str, backend: str
+) -> None:
+    """anatomy, attention and the plain `forward` index the segment table themselves: each refuses the pair
+    in embed's one line (they raised torch's or numpy's IndexError), and the service answers 422, not 500."""
+    from fastapi.testclient import TestClient
+
+    from bertscope.server import create_app
+
+    folder = config_variant(tiny_dirs, tmp_path, family, type_vocab_size=1)
+    model = bertscope.load(folder, device="cpu", backend=backend)
+    pair = ("a cat", "the dog ate bread")
+    for call in (
+        lambda: model.anatomy([pair]),
+        lambda: model.attentions(pair),
+        lambda: model.forward([pair]),
+    ):
+        with pytest.raises(InvalidInput, match="type_vocab_size=1, so it takes no text pairs"):
+            call()
+    assert model.anatomy(["a cat"])[0].max_abs_error < 1e-5  # one text: the table has its row
+    with TestClient(create_app(model)) as client:
+        answer = client.post("/anatomy", json={"inputs": list(pair)})
+    assert answer.status_code == 422, answer.text
+    assert "type_vocab_size" in answer.text and "so it takes no text pairs" in answer.text
+
+
+@pytest.mark.parametrize("backend", ["auto", "torch"])  # auto: the folder opened light first
+def test_a_model_of_no_layers_is_refused_at_load(
+    tiny_dirs: dict[str, Path], tmp_path: Path, backend: str
+) -> None:
+    """num_hidden_layers=0: transformers returns no hidden state, not even the embedding output, so every
+    forward failed with an IndexError (and hidden_states named combine=, an option nobody gave)."""
+    folder = config_variant(tiny_dirs, tmp_path, "bert", num_hidden_layers=0)
+    with pytest.raises(ModelLoadError, match="num_hidden_layers=0: no encoder layer") as caught:
+        bertscope.load(folder, device="cpu", backend=backend).embed("a cat")
+    assert "\n" not in str(caught.value)
+
+
 def test_a_checkpoint_that_leaves_weights_out_is_refused(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
     """transformers fills a missing weight with random values, so every load would answer differently."""
     folder = tmp_path / "bert"

@@ -110,6 +110,7 @@ def decompose(model: Encoder, tokens: list[Tokens]) -> list[Anatomy]:
     say_cut([t.n_dropped for t in tokens], model.max_tokens, "split the text to see its end")
     ids_np, mask_np = pad_batch([t.ids for t in tokens], model.pad_id)
     types_np, _ = pad_batch([t.token_type_ids for t in tokens], 0)
+    model.engine.check_ids(ids_np, types_np)  # before the tables are indexed: a pair on a one-segment model
     view = model.loaded.view
     weights = view.embedding_weights if model.light and view is not None else None
     if weights is not None and view is not None:

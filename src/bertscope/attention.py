@@ -96,6 +96,7 @@ def attention_of(
         tokens = model.tokenize([text], long=long)[0]  # in a list: a pair is one item
     ids, mask = pad_batch([tokens.ids], model.pad_id)
     types, _ = pad_batch([tokens.token_type_ids], 0)
+    model.engine.check_ids(ids, types)  # the graph and the module index the tables without this check
     _say_float_weights(model)
     session = _graph_session(model)
     if session is not None:

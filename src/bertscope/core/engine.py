@@ -190,7 +190,18 @@ class Engine:
         `layers` names the states the caller reads: a runner may leave the others out (None), which
         spares it copying them out (OpenVINO also converting them from bfloat16).
         """
-        # Checked here, not per runtime: torch, ONNX Runtime and OpenVINO each fail differently on a bad id.
+        self.check_ids(ids, type_ids)
+        if self.runner is not None:
+            return self.runner(ids, type_ids, mask, deepest, layers)
+        self.model  # noqa: B018 - loads and warms the module on first use
+        return self._torch_forward(ids, type_ids, mask, deepest)
+
+    def check_ids(self, ids: np.ndarray, type_ids: np.ndarray) -> None:
+        """Refuse a token id outside the vocabulary or a segment id outside the model's table, in one line.
+
+        Checked here, not per runtime: torch, ONNX Runtime and OpenVINO each fail differently on a bad id;
+        the paths that index the tables themselves (anatomy, attention, `forward`) call it too.
+        """
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_rows):
             bad = int(ids.min() if ids.min() < 0 else ids.max())
             raise IndexError(
@@ -202,10 +213,6 @@ class Engine:
                     f"segment (token type) id {int(type_ids.max())} is out of range: this model has "
                     f"type_vocab_size={self.type_rows}, so it takes no text pairs; embed the texts apart"
                 )
-        if self.runner is not None:
-            return self.runner(ids, type_ids, mask, deepest, layers)
-        self.model  # noqa: B018 - loads and warms the module on first use
-        return self._torch_forward(ids, type_ids, mask, deepest)
 
     def _torch_forward(
         self, ids: np.ndarray, type_ids: np.ndarray, mask: np.ndarray, deepest: int, module: Any = None

@@ -123,6 +123,12 @@ class Family:
                 "alone, silently wrong); bertscope refuses it: use a checkpoint with "
                 "position_embedding_type=absolute"
             )
+        key = "n_layers" if _setting(config, "num_hidden_layers") is None else "num_hidden_layers"
+        if _setting(config, key) == 0:  # transformers 5 returns no hidden state then
+            return (
+                f"its config has {key}=0: no encoder layer, and transformers returns no hidden state for it "
+                "(not even the embedding output), so there is no vector to read; give a model with layers"
+            )
         if self.uses_token_types and not self.type_rows_optional and _setting(config, "type_vocab_size") == 0:
             return (
                 f"its config has type_vocab_size=0, but the {self.name} embedding layer adds a segment "

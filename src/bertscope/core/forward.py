@@ -68,6 +68,7 @@ def model_inputs(model: Encoder, batch: dict[str, np.ndarray]) -> dict[str, torc
     """The batch as the tensors the model's forward takes (token_type_ids only where the family has them)."""
     import torch  # here, not above: `padded_batch` (Model.batch) answers without torch
 
+    model.engine.check_ids(batch["input_ids"], batch["token_type_ids"])  # one line, not an IndexError
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if model.family.uses_token_types else [])
     return {name: torch.from_numpy(batch[name]).to(model.device) for name in names}
 
