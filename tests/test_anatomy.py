@@ -269,6 +269,30 @@ def test_a_light_model_takes_its_embedding_layer_apart_from_the_folder_as_torch_
                 np.testing.assert_allclose(a, b, rtol=0, atol=1e-5, err_msg=f"{family} {step}")
 
 
+@pytest.mark.parametrize("family", ["bert", "roberta", "xlm-roberta", "mpnet"])  # the light-read families
+def test_a_config_without_layer_norm_eps_reads_its_config_class_default(
+    family: str, tiny_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """A config.json without `layer_norm_eps` gets its config class's default in transformers; the light
+    rebuild reads the same epsilon (MPNet's was 1e-5 where MPNetConfig says 1e-12)."""
+    import json
+    import shutil
+
+    from bertscope.core.embedding_layer import embedding_weights
+    from bertscope.core.loading import open_light
+
+    folder = tmp_path / family
+    shutil.copytree(tiny_dirs[family], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config.pop("layer_norm_eps", None)
+    (folder / "config.json").write_text(json.dumps(config))
+    parts = open_light(folder)
+    assert parts is not None and parts.view is not None
+    weights = embedding_weights(parts.view)
+    assert weights is not None
+    assert weights.eps == transformers.AutoConfig.from_pretrained(folder).layer_norm_eps
+
+
 def test_a_light_rebuild_that_misses_layer_0_is_done_again_by_the_module(
     tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -20,7 +20,7 @@ __all__ = ["LIGHT_FAMILIES", "EmbeddingWeights", "embedding_weights"]
 
 # transformers' LayerNorm epsilon for each family: config.layer_norm_eps where its config class has one
 # (this being the class's default), DistilBERT's is fixed in its code
-_EPS_DEFAULT = {"bert": 1e-12, "roberta": 1e-12, "xlm-roberta": 1e-12, "mpnet": 1e-5, "electra": 1e-12}
+_EPS_DEFAULT = {"bert": 1e-12, "roberta": 1e-12, "xlm-roberta": 1e-12, "mpnet": 1e-12, "electra": 1e-12}
 _EPS_FIXED = {"distilbert": 1e-12}
 LIGHT_FAMILIES = frozenset((*_EPS_DEFAULT, *_EPS_FIXED))
 # Buffers some checkpoints keep inside the embedding layer; they hold ids, not weights.
