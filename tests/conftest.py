@@ -144,6 +144,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_damaged_folders.py": 1.6,
     "test_cli_chunks.py": 1.5,
     "test_store_fingerprint.py": 1.5,
+    "test_chunks_audit11.py": 4,
 }
 
 

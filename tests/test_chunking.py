@@ -151,7 +151,8 @@ def test_late_chunks_of_a_long_document_use_every_window(bundled: bertscope.Mode
 
 def test_naive_chunk_longer_than_the_window_is_truncated_and_reported(bundled: bertscope.Model) -> None:
     doc = "Short one. Words " + " ".join(["word"] * 400) + "."
-    result = bundled.embed_chunks(doc, late=False)
+    with pytest.warns(bertscope.TruncatedTextsWarning, match="1 of 2"):
+        result = bundled.embed_chunks(doc, late=False)
     assert result.n_dropped[0] == 0 and result.n_dropped[1] > 0
     with pytest.raises(bertscope.InputTooLong):
         bundled.embed_chunks(doc, late=False, long="error")

@@ -34,7 +34,7 @@ def test_embed_chunks_json_equals_the_library(bundled: bertscope.Model) -> None:
         np.testing.assert_allclose([c["vector"] for c in doc["chunks"]], expected.vectors, atol=1e-5)
         assert doc["spec"]["late"] is late and doc["spec"]["long"] == ("window" if late else "truncate")
     table = run_ok("embed", DOC, "--chunks", "tokens", "--chunk-size", "6", "--chunk-overlap", "2")
-    assert "document 0" in table and "chunk-size 6, chunk-overlap 2" in table
+    assert "document 1" in table and "chunk-size 6, chunk-overlap 2" in table  # titled by its id
 
 
 def test_naive_chunk_over_the_window_warns_and_bad_options_are_one_line() -> None:

@@ -420,6 +420,8 @@ DATA_DEPENDENT = (
     "holds no word piece the model sees",
     "one list of (start, end) spans per document",
     "0 <= chunk_overlap < chunk_size",
+    "it applies with",  # chunk_size or chunk_overlap sent with chunks other than tokens, which ignore them
+    "a window's stride must be between",  # the model's window less its specials: no schema states it
     "trained on the last layer",
     # Options that would do nothing or contradict the pooling (core/spec.py resolve): schemathesis cannot
     # generate beside the schema's other rules with these stated, so the schema leaves them out.

@@ -26,8 +26,8 @@ from .core.post import PostProcessor
 from .core.progress import progress_callback
 from .core.results import ChunkEmbeddings, SentenceEmbeddings
 from .core.spec import EmbedOptions, resolve
-from .core.tokens import Tokens, check_texts
-from .errors import InvalidInput, InvalidSpec
+from .core.tokens import Tokens, check_texts, say_cut
+from .errors import InputTooLong, InvalidInput, InvalidSpec
 
 __all__ = [
     "ChunkPlan", "ChunkRows", "embed_chunks", "plan_chunks", "late_spec", "iter_chunk_embeddings",
@@ -42,7 +42,9 @@ _COUNT_EVERY = 1024
 
 
 def late_spec(spec: EmbedSpec) -> EmbedSpec:
-    """The spec late chunking runs with: every token kept (windows), pooling that can pool a span."""
+    """The spec late chunking runs with: every token kept (windows), pooling that can pool a span, and
+    mask_special True: a chunk pools the tokens of its span, where no special token lies, whatever was
+    asked (recorded as it is done, so that a store's query is pooled as its chunks were)."""
     if spec.pooling not in POOLINGS:
         raise InvalidSpec(
             f"late chunking pools token vectors over each chunk's span; pooling={spec.pooling.value!r} "
@@ -59,7 +61,7 @@ def late_spec(spec: EmbedSpec) -> EmbedSpec:
             "late chunking needs every token of the document; use long='window' (the default for late "
             "chunks) or 'error', or late=False to embed each chunk alone"
         )
-    return spec
+    return replace(spec, mask_special=True)
 
 
 def iter_chunk_embeddings(
@@ -70,20 +72,64 @@ def iter_chunk_embeddings(
     late: bool,
     settings: dict[str, object],
     on_batch: OnBatch | None = None,
+    named: Callable[[int], str] = "document {}".format,
 ) -> Iterator[ChunkEmbeddings]:
     """Each (document, its chunk spans) as ChunkEmbeddings (vectors (chunks, d)), in input order.
 
     Documents go through the model a group at a time, so memory is bounded on any number of them.
+    A document or chunk over the model's limit under long='error' is refused by `named(its number)`
+    (counted from 0 over all the documents) and its chunk's number.
     """
     iterator = iter(docs)
     recorded = {**spec.as_dict(), **settings, "late": late}
+    first = 0  # the number of the group's first document
     while group := list(islice(iterator, _DOCS_PER_GROUP)):
         texts = [doc for doc, _ in group]
         spans = [doc_spans for _, doc_spans in group]
+        try:
+            if late:
+                yield from _late(engine, texts, spans, spec, recorded, on_batch)
+            else:
+                yield from _naive(engine, texts, spans, spec, recorded, on_batch)
+        except InputTooLong:
+            # The engine numbers the texts of one call: a group's documents, or their chunks flattened.
+            raise _too_long(engine, texts, spans, spec, late, named, first) from None
+        first += len(group)
+
+
+def _too_long(
+    engine: Engine,
+    docs: list[str],
+    spans: list[list[Span]],
+    spec: EmbedSpec,
+    late: bool,
+    named: Callable[[int], str],
+    first: int,
+) -> InputTooLong:
+    """The refusal of the first document (late) or chunk (not late) over the model's limit under
+    long='error', by its document's name (`named`, the group's first numbered `first`) and its chunk's
+    number, with only the fixes that work there.
+
+    Found again on the way out of the engine's refusal (error path only), which numbers the texts of one
+    call as it was handed them."""
+    limit = engine.tokenizer.max_tokens
+    whole = replace(spec, long=LongText.WINDOW)  # every piece counted, never refused
+    for k, (doc, doc_spans) in enumerate(zip(docs, spans, strict=True), first):
         if late:
-            yield from _late(engine, texts, spans, spec, recorded, on_batch)
-        else:
-            yield from _naive(engine, texts, spans, spec, recorded, on_batch)
+            if (n := len(engine.prepare([doc], whole)[0])) > limit:
+                return InputTooLong(
+                    f"{named(k)} has {n} tokens but the model takes at most {limit}; use long='window' "
+                    "(overlapping windows stitched, the default for late chunks) to pool every token"
+                )
+            continue
+        for number, (s, e) in enumerate(doc_spans):
+            if (n := len(engine.prepare([doc[s:e]], whole)[0])) > limit:
+                return InputTooLong(
+                    f"chunk {number} ({s}, {e}) of {named(k)} has {n} tokens but the model takes at most "
+                    f"{limit}; use long='truncate' (drops the chunk's end, reported) or long='window' "
+                    "(overlapping windows), smaller chunks, or late=True (each document once, windowed)"
+                )
+    raise AssertionError("the engine refused a text over the model's limit, and none is")
 
 
 def _late(
@@ -310,6 +356,9 @@ def embed_chunks(
         long=long, **options,
     )  # fmt: skip
     results = plan.run(encoder.engine, progress=progress)
+    if not late:  # chunks embedded alone are cut at the window as `embed` cuts a text: never in silence
+        cut = np.concatenate([r.n_dropped for r in results])
+        say_cut(cut, encoder.max_tokens, "late chunking (late=True) or long='window' keeps every token")
     return results[0] if isinstance(docs, str) else results
 
 
@@ -319,11 +368,23 @@ def _spans_per_doc(chunks: Any, docs: list[str], single: bool) -> list[Any]:
         return [chunks] * len(docs)
     if single:
         return [chunks]
-    if not isinstance(chunks, Sequence) or len(chunks) != len(docs):
+    if not isinstance(chunks, Sequence | np.ndarray) or len(chunks) != len(docs):
         raise InvalidInput(
             f"for {len(docs)} documents give one list of (start, end) spans per document, or a chunking name"
         )
+    for number, given in enumerate(chunks):
+        if len(given) and isinstance(given[0], int | float | np.number):
+            # [[0, 3], [4, 7]] for two documents: the spans of one, not a list of spans for each
+            raise InvalidInput(
+                f"chunks entry {number} ({_shown(given)}) is one span, where a list of {len(docs)} "
+                "document(s) takes a list of spans for each: give (start, end) spans per document, e.g. "
+                "[[(0, 3)], [(4, 7)]] for two"
+            )
     return list(chunks)
+
+
+def _shown(given: Any) -> str:
+    return repr(given.tolist() if isinstance(given, np.ndarray) else given)
 
 
 def refuse_idle_sizes(chunks: Any, **sizes: int | None) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from .app import emit_json, out, warn
+from .app import cuts_said_here, emit_json, out, warn
 
 ChunksOpt = Annotated[
     str | None,
@@ -33,7 +33,8 @@ def print_chunks(
     with its `id`: a line number, or the --id-field value). The spec the tables share is returned for
     the caller's `spec:` line (None after JSON, which holds it)."""
     ids = ids if ids is not None else [str(number) for number in range(1, len(docs) + 1)]
-    results = model.embed_chunks(docs, **options)
+    with cuts_said_here():  # said once below, in the command line's words
+        results = model.embed_chunks(docs, **options)
     truncated = sum(int((r.n_dropped > 0).sum()) for r in results)
     if truncated:
         warn(
@@ -43,8 +44,9 @@ def print_chunks(
     if as_json:
         emit_json([{**r.to_dict(), "id": id_} for r, id_ in zip(results, ids, strict=True)])
         return None
-    for number, r in enumerate(results):
-        table = Table("chunk", "start", "end", "tokens", "text", "vector", title=f"document {number}")
+    for id_, r in zip(ids, results, strict=True):
+        # titled by the id --json gives it (its line, or the --id-field value), not by its place
+        table = Table("chunk", "start", "end", "tokens", "text", "vector", title=f"document {id_}")
         for i, ((s, e), chunk, n, vec) in enumerate(
             zip(r.spans, r.chunks, r.n_tokens, r.vectors, strict=True)
         ):

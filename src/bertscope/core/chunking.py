@@ -1,18 +1,22 @@
 """Cutting a document into chunks: sentences, paragraphs, N tokens with overlap, or spans the user gives.
 
 Every chunk is a character span (start, end) into the document; `document[start:end]` is its text.
-Sentence and paragraph chunks cover every non-space character exactly once, in order, with the
-whitespace between them left out; token chunks cover every token, neighbours sharing `chunk_overlap`
-tokens (`chunk_size`/`chunk_overlap`, as the corpus jobs, `--chunk-size`/`--chunk-overlap` and
-LangChain's splitters name them).
+Sentence and paragraph chunks cover every character exactly once, in order, but the whitespace and
+invisible characters (control and format ones: zero-width space, BOM, word joiner) between them, which
+are left out as whitespace is; cut with the model's tokenizer, a chunk that gives the model no word
+piece (a lone combining mark an uncased model drops) joins the chunk before it (the first: the one
+after). Token chunks cover every token, neighbours sharing `chunk_overlap` tokens (`chunk_size`/
+`chunk_overlap`, as the corpus jobs, `--chunk-size`/`--chunk-overlap` and LangChain's splitters name them).
 A token counts as one with the pieces that share its characters (a byte-level BPE gives an emoji four
 pieces on one character), so token chunks never split a character; a piece of only whitespace (the
-byte-level "Ġ" before a character it could not join) counts with the token after it.
+byte-level "Ġ" before a character it could not join) counts with the token after it, and combining
+marks no piece covers (an accent an uncased model drops) with the token before them.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Generator, Iterator, Sequence
 
 from ..errors import InvalidInput, InvalidSpec
@@ -102,10 +106,9 @@ def iter_chunk_spans(
         yield from check_spans(text, chunks)
         return
     how = ChunkBy.parse(chunks, what="chunking")
-    if how is ChunkBy.SENTENCE:
-        yield from _sentences(text)
-    elif how is ChunkBy.PARAGRAPH:
-        yield from _paragraphs(text)
+    if how is not ChunkBy.TOKENS:
+        cut = _sentences(text) if how is ChunkBy.SENTENCE else _paragraphs(text)
+        yield from cut if tokenizer is None else _seen_by(text, cut, tokenizer)
     elif tokenizer is None:
         raise InvalidSpec("chunks='tokens' needs the model's tokenizer")
     else:
@@ -137,6 +140,30 @@ def _sentences(text: str) -> Iterator[Span]:
             yield from _trimmed(text, start, p_start + end)
             start = p_start + end
         yield from _trimmed(text, start, p_end)
+
+
+def _seen_by(text: str, spans: Iterator[Span], tokenizer: TextTokenizer) -> Iterator[Span]:
+    """The spans, each one that gives the model no word piece joined to the one before it (before the
+    first that does: to that one); none where no span gives one (the caller refuses the document)."""
+    held: Span | None = None  # the last span that gives a piece, extended by those after it that give none
+    lead: int | None = None  # where spans that give none begin, before the first that gives one
+    for start, end in spans:
+        if _gives_pieces(text[start:end], tokenizer):
+            if held is not None:
+                yield held
+            held, lead = (start if lead is None else lead, end), None
+        elif held is not None:
+            held = (held[0], end)
+        elif lead is None:
+            lead = start
+    if held is not None:
+        yield held
+
+
+def _gives_pieces(chunk: str, tokenizer: TextTokenizer) -> bool:
+    # A letter or digit is never dropped by a tokenizer (at worst it is [UNK], a piece): only the rest
+    # (punctuation, marks, symbols) is tokenized to see.
+    return any(char.isalnum() for char in chunk) or tokenizer.gives_pieces(chunk)
 
 
 def token_spans(text: str, tokenizer: TextTokenizer, *, size: int, overlap: int) -> list[Span]:
@@ -174,6 +201,18 @@ def _token_units(text: str, offsets: Sequence[Span]) -> list[Span]:
             pending = None
     if pending is not None and units:
         units[-1] = (units[-1][0], max(units[-1][1], max(e for _, e in offsets)))
+    return _with_marks(text, units)
+
+
+def _with_marks(text: str, units: list[Span]) -> list[Span]:
+    """Each unit's end moved over the combining marks just after it that no token covers (an uncased
+    model's normalizer drops the accent of "re\u0301sume\u0301"): a chunk's text takes the marks of its
+    last character, which would otherwise lie in no chunk."""
+    for number, (start, end) in enumerate(units):
+        stop = units[number + 1][0] if number + 1 < len(units) else len(text)
+        while end < stop and unicodedata.category(text[end]).startswith("M"):
+            end += 1
+        units[number] = (start, end)
     return units
 
 
@@ -181,11 +220,16 @@ def check_spans(text: str, spans: Sequence[Span]) -> list[Span]:
     """User spans as (start, end) tuples; InvalidInput names the first one out of range or overlapping."""
     checked: list[Span] = []
     for number, span in enumerate(spans):
-        try:
-            start, end = (int(x) for x in span)
-        except (TypeError, ValueError):
+        if isinstance(span, (int, float)):  # numpy's too: a span's own numbers given as the list of spans
             raise InvalidInput(
-                f"chunk span {number} is {span!r}; give (start, end) character offsets"
+                f"chunk span {number} is {span!r}, a number: give a list of (start, end) spans, e.g. "
+                "[(0, 3), (4, 7)], even for one span"
+            )
+        try:
+            start, end = (_offset(x) for x in span)
+        except (TypeError, ValueError, OverflowError):
+            raise InvalidInput(
+                f"chunk span {number} is {span!r}; give (start, end) character offsets, whole numbers"
             ) from None
         if not 0 <= start < end <= len(text):
             raise InvalidInput(
@@ -205,6 +249,16 @@ def check_spans(text: str, spans: Sequence[Span]) -> list[Span]:
     if not checked:
         raise InvalidInput("no chunk spans given: pass at least one (start, end)")
     return checked
+
+
+def _offset(value: object) -> int:
+    """A character offset as an int: a whole number (2.0 too), never a fraction cut to one (ValueError)."""
+    if isinstance(value, bool) or isinstance(value, str):
+        raise TypeError(value)
+    whole = int(value)  # type: ignore[call-overload]
+    if whole != value:
+        raise ValueError(value)
+    return whole
 
 
 def _sentence_ends(paragraph: str) -> list[int]:
@@ -239,10 +293,16 @@ def _abbreviation(paragraph: str, start: int, end: int, at: int) -> bool:
 
 
 def _trimmed(text: str, start: int, end: int) -> list[Span]:
-    """[(s, e)] with the whitespace at both ends of text[start:end] left out, or [] if nothing is left."""
-    piece = text[start:end]
-    stripped = piece.strip()
-    if not stripped:
-        return []
-    s = start + (len(piece) - len(piece.lstrip()))
-    return [(s, s + len(stripped))]
+    """[(s, e)] with the whitespace and invisible characters at both ends of text[start:end] left out,
+    or [] if nothing is left."""
+    while start < end and _invisible(text[start]):
+        start += 1
+    while end > start and _invisible(text[end - 1]):
+        end -= 1
+    return [(start, end)] if start < end else []
+
+
+def _invisible(char: str) -> bool:
+    """Whitespace, or a control or format character (zero-width space, BOM, word joiner, soft hyphen):
+    nothing a reader sees, and what BERT's normalizer deletes (str.strip keeps the format ones)."""
+    return char.isspace() or unicodedata.category(char) in ("Cc", "Cf")

@@ -400,6 +400,12 @@ def resolve_spec(
                 f"stride applies to long='window' (the step between windows), not long={policy.value!r}; "
                 "add long='window', or leave stride out"
             )
+        # Checked now, not at the first text long enough to window (a corpus job's, part-way through):
+        # a stride past the window was recorded in the spec and refused only there.
+        from .tokens import stride_refusal, window_width
+
+        if not 1 <= int(stride) <= (width := window_width(model.tokenizer)):
+            raise InvalidSpec(f"{stride_refusal(stride, width)}; leave stride out for half a window")
     _check_flag(mask_special, "mask_special")
     if normalize is not None:
         _check_flag(normalize, "normalize")

@@ -45,6 +45,8 @@ __all__ = [
     "iter_checked",
     "is_pair",
     "text_problem",
+    "stride_refusal",
+    "window_width",
 ]
 
 # A text, or a sentence pair (A, B) that the model reads as [CLS] A [SEP] B [SEP].
@@ -139,7 +141,7 @@ class Tokens:
         n_content = len(self) - self.n_prefix - self.n_suffix
         step = max(1, width // 2) if stride is None else stride
         if step < 1 or step > width:
-            raise InvalidInput(f"stride={stride}: a window's stride must be between 1 and {width} tokens")
+            raise InvalidInput(stride_refusal(stride, width))
         return [0] if n_content <= width else [*range(0, n_content - width, step), n_content - width]
 
     def _take(self, index: list[int], *, n_dropped: int) -> Tokens:
@@ -198,6 +200,18 @@ class Window:
     content_start: int
     content_stop: int
     n_prefix: int
+
+
+def stride_refusal(stride: int | None, width: int) -> str:
+    """The one line for a window `stride` outside 1..`width` (a window's content tokens): the windows'
+    own check, and the recipe's before any work (core/spec.py)."""
+    return f"stride={stride}: a window's stride must be between 1 and {width} tokens"
+
+
+def window_width(tokenizer: TextTokenizer) -> int:
+    """The content tokens one window holds: the model's limit less the specials one text gets."""
+    probe = tokenizer.encode(["a"])[0]
+    return tokenizer.max_tokens - probe.n_prefix - probe.n_suffix
 
 
 def window_owner(windows: Sequence[Window], n_content: int) -> np.ndarray:

@@ -91,8 +91,9 @@ class ChunkLevel(CorpusLevel):
         docs = ((r.text, chunk_spans(r.text, self.chunks, **cut)) for r in records)
         ids, positions, starts, ends, texts, n_tokens, truncated, vectors = [], [], [], [], [], [], [], []
         results = iter_chunk_embeddings(
-            self.model.engine, docs, self.spec, late=self.late, settings={}, on_batch=on_batch
-        )
+            self.model.engine, docs, self.spec, late=self.late, settings={}, on_batch=on_batch,
+            named=lambda number: f"the text of id {records[number].id!r}",
+        )  # fmt: skip
         for record, result in zip(records, results, strict=True):
             ids += [record.id] * len(result)
             positions += list(range(len(result)))

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
 
-from ..chunk_embed import ChunkPlan, plan_chunks
+from ..chunk_embed import ChunkPlan, plan_chunks, refuse_idle_sizes
 from ..core._enums import Combine
 from ..core.spec import EmbedSpec
 from .answers import Items, answer
@@ -44,6 +44,13 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
         chunks: Any = req.chunks.value if isinstance(req.chunks, str) else req.chunks
         post = svc.post(req.post)
         chunk_size, chunk_overlap = req.sizes
+        # Sizes sent with chunks other than tokens would be ignored: refused (422) as the library does.
+        sent = req.model_fields_set
+        refuse_idle_sizes(
+            chunks,
+            chunk_size=chunk_size if sent & {"chunk_size", "size"} else None,
+            chunk_overlap=chunk_overlap if sent & {"chunk_overlap", "overlap"} else None,
+        )
         left = threading.Event()
 
         def counted(count: int, spec: EmbedSpec) -> None:
