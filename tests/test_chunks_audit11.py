@@ -142,3 +142,20 @@ def test_spans_with_fractions_are_refused_not_cut(bundled: bertscope.Model) -> N
     assert check_spans("abc def", [(0, 3.0), (np.int64(4), 7)]) == [(0, 3), (4, 7)]
     with pytest.raises(bertscope.InvalidInput, match="a number: give a list of"):
         check_spans("abc def", [0, 3])  # type: ignore[list-item]
+
+
+def test_a_chunks_number_is_chunk_everywhere_with_number_kept_by_the_service(
+    bundled: bertscope.Model,
+) -> None:
+    from fastapi.testclient import TestClient
+
+    from bertscope.server import create_app
+
+    result = bundled.embed_chunks(DOC)
+    assert [c["chunk"] for c in result.to_dict()["chunks"]] == [0, 1]
+    assert "number" not in result.to_dict()["chunks"][0]  # a dict's keys are renamed outright
+    code, printed, _ = run_main("embed", DOC, "--chunks", "sentence", "--json")
+    assert code == 0 and '"chunk": 1' in printed and '"number"' not in printed
+    with TestClient(create_app(bundled)) as client:
+        answer = client.post("/v2/embed_chunks", json={"inputs": DOC}).json()
+    assert [(c["chunk"], c["number"]) for c in answer["items"][0]["chunks"]] == [(0, 0), (1, 1)]

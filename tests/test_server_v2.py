@@ -35,12 +35,13 @@ def post(url: str, path: str, body: dict[str, Any]) -> httpx.Response:
 
 def assert_same(answer: dict[str, Any], expected: dict[str, Any]) -> None:
     """A document's answer equals `ChunkEmbeddings.to_dict()`: every field, vectors within ATOL; and
-    `truncated`, the deprecated name the service sends beside `n_dropped`, the same number."""
+    `truncated` and `number`, the deprecated names the service sends beside `n_dropped` and `chunk`, the
+    same numbers."""
     assert answer["text"] == expected["text"] and answer["spec"] == expected["spec"]
     assert len(answer["chunks"]) == len(expected["chunks"]) > 0
     for got, want in zip(answer["chunks"], expected["chunks"], strict=True):
-        assert got["truncated"] == got["n_dropped"]
-        assert {k: v for k, v in got.items() if k not in ("vector", "truncated")} == {
+        assert got["truncated"] == got["n_dropped"] and got["number"] == got["chunk"]
+        assert {k: v for k, v in got.items() if k not in ("vector", "truncated", "number")} == {
             k: v for k, v in want.items() if k != "vector"
         }
         np.testing.assert_allclose(got["vector"], want["vector"], atol=ATOL)

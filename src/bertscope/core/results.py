@@ -224,10 +224,11 @@ class ChunkEmbeddings(_VectorsArray):
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: text, and per chunk its number, start, end, text, n_tokens, n_dropped and vector."""
+        """JSON-able: text, and per chunk its number (`chunk`, as a search hit names it), start, end, text,
+        n_tokens, n_dropped and vector."""
         chunks = [
             {
-                "number": n,
+                "chunk": n,
                 "start": s,
                 "end": e,
                 "text": c,

@@ -123,9 +123,11 @@ def _retrieved(task: asyncio.Future[Any]) -> None:
 
 
 def _with_old_names(document: dict[str, Any]) -> dict[str, Any]:
-    """A document's chunks with `truncated`, the deprecated name of `n_dropped`, beside it (same number)."""
+    """A document's chunks with the deprecated names beside the names (same numbers): `truncated` of
+    `n_dropped`, `number` of `chunk` (the chunk's number, as a search hit names it)."""
     for chunk in document["chunks"]:
         chunk["truncated"] = chunk["n_dropped"]
+        chunk["number"] = chunk["chunk"]
     return document
 
 
