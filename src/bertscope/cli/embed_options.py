@@ -42,6 +42,10 @@ def refuse_unused(output: Path | None, as_json: bool, **corpus_only: Any) -> Non
             "--json prints vectors; a corpus job (-o) writes them to its file and its summary on stderr: "
             "drop --json, or -o to print the vectors"
         )
+    if corpus_only.get("resume") and corpus_only.get("overwrite"):
+        from ..io.job import refuse_resume_with_overwrite
+
+        refuse_resume_with_overwrite(resume=True, overwrite=True)
     given = [f"--{name.replace('_', '-')}" for name, value in corpus_only.items() if value]
     if output is None and given:
         them = "them" if len(given) > 1 else "it"

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "JobSummary", "JobInterrupted", "embed_corpus", "nothing_to_embed", "refuse_idle_job_options",
-    "run_level",
+    "refuse_resume_with_overwrite", "run_level",
 ]  # fmt: skip
 
 
@@ -138,6 +138,7 @@ def embed_corpus(
     """
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidSpec(f"batch_size={batch_size!r}: give a whole number of texts per batch, at least 1")
+    refuse_resume_with_overwrite(resume=resume, overwrite=overwrite)
     if options is not None and keywords:
         raise InvalidSpec(f"give the options as options= or as keywords, not both ({', '.join(keywords)})")
     asked = options or CorpusOptions.of(**keywords)
@@ -208,6 +209,16 @@ def refuse_idle_job_options(
     refuse_idle_level_options(asked.level)
     refuse_fields_without_records(source, text_field=text_field, id_field=id_field)
     refuse_idle_store_options(output, collection=collection, precision=asked.level.precision)
+
+
+def refuse_resume_with_overwrite(*, resume: bool, overwrite: bool) -> None:
+    """Refuse resume and overwrite together: one goes on with the saved work, the other discards it."""
+    if resume and overwrite:
+        raise InvalidSpec(
+            "resume=True (--resume) goes on from the saved work and overwrite=True (--overwrite) "
+            "discards it: drop overwrite=True (--overwrite) to go on from it, or resume=True (--resume) to start "
+            "again"
+        )
 
 
 def _said_saved(records: Iterator[Record], sink: Sink) -> Iterator[Record]:

@@ -175,16 +175,29 @@ class NpySink(PartsSink):
                     labels_out.write(part.with_suffix(self.labels_suffix).read_text())
             matrix.flush()
             del matrix, blocks
-        os.replace(tmp, self.path)
-        os.replace(labels.with_name(labels.name + ".tmp"), labels)
         sums = checksums_block("batches", batches)
         # the settings' digest leaves the row checksums out: they are checked against the rows themselves
         settings = sealed({**self.settings, "dimension": int(shape[-1]), ROW_CHECKS_KEY: ROW_CHECKS})
-        atomic_write_text(
-            self.path.with_suffix(".settings.json"), json.dumps({**settings, "checksums": sums}, indent=2)
-        )
+        settings_file = self.path.with_suffix(".settings.json")
+        settings_tmp = settings_file.with_name(settings_file.name + ".tmp")
+        labels_tmp = labels.with_name(labels.name + ".tmp")
+        with removed_on_failure(tmp), removed_on_failure(labels_tmp), removed_on_failure(settings_tmp):
+            settings_tmp.write_text(json.dumps({**settings, "checksums": sums}, indent=2))
+        # The three files replace an old output's one after the other (it stays whole until then), and
+        # the labels of an output at another level go too: a reader would take them for this one's.
+        os.replace(tmp, self.path)
+        os.replace(labels_tmp, labels)
+        os.replace(settings_tmp, settings_file)
+        for stale in self.stale_outputs():
+            stale.unlink(missing_ok=True)
         self._cleanup()
         return self.outputs()
+
+    def stale_outputs(self) -> list[Path]:
+        """The labels file of the other levels (`.ids.txt` beside token rows, `.rows.jsonl` beside
+        sentences): an output this job replaces may have had it."""
+        other = ".rows.jsonl" if self.labels_suffix == ".ids.txt" else ".ids.txt"
+        return [self.path.with_suffix(other)]
 
 
 def npy_parts(table: Any) -> tuple[np.ndarray, str]:

@@ -31,6 +31,8 @@ __all__ = [
 ]  # fmt: skip
 
 REDO_ADVICE = "start the job again with overwrite=True (--overwrite)"
+# The file in an --overwrite job's part folder that says an old output waits to be replaced by it.
+_REPLACES = "replaces"
 
 
 class PartsSink(Sink):
@@ -47,10 +49,18 @@ class PartsSink(Sink):
         self.parts = path.with_name(path.name + ".parts")
         self.settings = settings
         state = self.parts / "settings.json"
+        # An --overwrite job's parts say that an old output waits for them (`_REPLACES`): it stays whole
+        # until `finish` renames the new one over it, so a job that fails leaves it as it was.
+        replacing = state.exists() and (self.parts / _REPLACES).exists()
         if overwrite:
-            shutil.rmtree(self.parts, ignore_errors=True)
-            for old in self.outputs():
-                old.unlink(missing_ok=True)
+            shutil.rmtree(self.parts, ignore_errors=True)  # an unfinished job's parts; the output stays
+        elif replacing:
+            if not resume:
+                raise CorpusError(
+                    f"{self.parts} holds an unfinished job that replaces {path}; pass resume=True (--resume) "
+                    "to finish it or overwrite=True (--overwrite) to start again"
+                )
+            _refuse_other_settings(path, state, settings)
         elif self.complete():
             # A job killed while removing its parts leaves the whole output and some parts: the output wins.
             shutil.rmtree(self.parts, ignore_errors=True)
@@ -60,13 +70,7 @@ class PartsSink(Sink):
                 )
             raise CorpusError(f"{path} exists; pass overwrite=True (--overwrite) to replace it")
         elif resume and state.exists():
-            stored = json.loads(state.read_text())
-            if settings_differ(stored, settings):
-                raise CorpusError(
-                    f"{path}: the unfinished job was started with other settings "
-                    f"({settings_diff(stored, settings)}); "
-                    "resume with the same options, or start again with overwrite=True (--overwrite)"
-                )
+            _refuse_other_settings(path, state, settings)
         elif self.parts.exists():
             raise CorpusError(
                 f"{self.parts} holds an unfinished job for {path}; "
@@ -75,6 +79,8 @@ class PartsSink(Sink):
         elif any(output.exists() for output in self.outputs()):
             raise CorpusError(f"{path} exists; pass overwrite=True (--overwrite) to replace it")
         self.parts.mkdir(exist_ok=True)
+        if overwrite and any(output.exists() for output in self.outputs()):
+            (self.parts / _REPLACES).touch()  # before the settings: parts with these are a job to resume
         if not state.exists():  # a resumed job keeps the settings it was started with
             atomic_write_text(state, json.dumps(settings, sort_keys=True))
         self.files: list[Path] = []
@@ -152,6 +158,17 @@ class PartsSink(Sink):
     def abandon(self) -> None:
         """Remove the part folder of a job that stored nothing."""
         self._cleanup()
+
+
+def _refuse_other_settings(path: Path, state: Path, settings: dict[str, Any]) -> None:
+    """Refuse to resume an unfinished job with settings other than those it was started with."""
+    stored = json.loads(state.read_text())
+    if settings_differ(stored, settings):
+        raise CorpusError(
+            f"{path}: the unfinished job was started with other settings "
+            f"({settings_diff(stored, settings)}); "
+            "resume with the same options, or start again with overwrite=True (--overwrite)"
+        )
 
 
 def is_vector_type(kind: Any) -> bool:

@@ -16,7 +16,18 @@ from .checksums import rebuild_hint, unsealed
 from .sqlite_rows import iter_vectors
 from .sqlite_schema import connect_read
 
-__all__ = ["SqliteReader", "list_collections"]
+__all__ = ["REPLACING", "SqliteReader", "list_collections", "replacement_of"]
+
+
+# The name an --overwrite job writes a collection's replacement under, before the collection's own name
+# (`replacement_of`): it takes the old collection's place only once whole, so a job that fails leaves the old
+# one as it was. Readers list no collection under such a name.
+REPLACING = "\x1freplacing "
+
+
+def replacement_of(collection: str) -> str:
+    """The name under which an --overwrite job writes the replacement of `collection` (`REPLACING`)."""
+    return REPLACING + collection
 
 
 def list_collections(path: str | Path) -> list[dict[str, Any]]:
@@ -45,7 +56,11 @@ def _collections(path: str | Path) -> list[dict[str, Any]]:
     finally:
         db.close()
     keys = ("name", "model", "settings", "dimension", "created", "count")
-    return [dict(zip(keys, (*r[:2], _settings(r[2], r[0], path), *r[3:]), strict=True)) for r in rows]
+    return [
+        dict(zip(keys, (*r[:2], _settings(r[2], r[0], path), *r[3:]), strict=True))
+        for r in rows
+        if not str(r[0]).startswith(REPLACING)  # an --overwrite job's collection on its way
+    ]
 
 
 def _settings(raw: Any, collection: str, path: str | Path) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from .npy_sink import npy_parts
 from .readers import Record
 from .sink_base import Sink
 from .sink_settings import settings_diff, settings_differ
-from .sqlite_reader import list_collections
+from .sqlite_reader import REPLACING, list_collections, replacement_of
 from .sqlite_rows import (
     changed_rows,
     content_hash,
@@ -137,6 +137,9 @@ class SqliteSink(Sink):
         resume: bool = False,
     ) -> None:
         self.path = path
+        self.name = collection  # the collection this job makes (or adds to); messages name it
+        # Where its rows go: the collection itself, or its replacement (`replacement_of`) while an
+        # --overwrite job writes one, put in its place by `finish` once whole.
         self.collection = collection
         self.settings = settings
         self.keep_text = keep_text
@@ -150,12 +153,9 @@ class SqliteSink(Sink):
         if schema_version(self.db) < len(MIGRATIONS):
             self.db.close()
             raise CorpusError(f"cannot write {path}: the file is read-only")
-        if overwrite:
-            with self.db:
-                self.db.execute("DELETE FROM embeddings WHERE collection = ?", (collection,))
-                self.db.execute("DELETE FROM collections WHERE name = ?", (collection,))
+        self.collection = self._target(collection, overwrite=overwrite, resume=resume)
         row = self.db.execute(
-            "SELECT model, settings FROM collections WHERE name = ?", (collection,)
+            "SELECT model, settings FROM collections WHERE name = ?", (self.collection,)
         ).fetchone()
         # The row checksums this collection's rows keep (`checksums.ROW_CHECKS_KEY`): a collection goes on
         # with its own generation, so that every row of it is read by one rule.
@@ -177,14 +177,42 @@ class SqliteSink(Sink):
                     "(--overwrite) to replace it"
                 )
         if row is not None:  # its rows are copied by content (`pending`): only from rows they prove
-            refuse_unproven(self.db, collection, path)
+            refuse_unproven(self.db, self.collection, path)
         self.created = row is not None
         self.done = 0
         self.reused = 0
         self.already = 0
         if resume and self.created:  # go on only from a collection whose rows are whole
-            for _ in iter_vectors(self.db, collection, 65536, path=path):
+            for _ in iter_vectors(self.db, self.collection, 65536, path=path):
                 pass
+
+    def _target(self, collection: str, *, overwrite: bool, resume: bool) -> str:
+        """Where the job's rows go: an --overwrite of a collection that exists writes its replacement
+        (an unfinished one before it discarded), which --resume goes on with; the collection itself stays
+        whole and searchable until `finish` puts the replacement in its place."""
+        replacement = replacement_of(collection)
+        if collection.startswith(REPLACING):
+            self.db.close()
+            raise CorpusError(
+                f"collection={collection!r}: a name starting with {REPLACING!r} is the one an --overwrite "
+                "job writes a replacement under; choose another name"
+            )
+        listed = "SELECT 1 FROM collections WHERE name = ?"
+        if overwrite:
+            with self.db:
+                self.db.execute("DELETE FROM embeddings WHERE collection = ?", (replacement,))
+                self.db.execute("DELETE FROM collections WHERE name = ?", (replacement,))
+            return replacement if self.db.execute(listed, (collection,)).fetchone() else collection
+        if self.db.execute(listed, (replacement,)).fetchone() is None:
+            return collection
+        if not resume:
+            self.db.close()
+            raise CorpusError(
+                f"collection {collection!r} in {self.path} has an unfinished replacement (a job started "
+                "with overwrite=True (--overwrite) stopped before it finished); pass resume=True (--resume) "
+                "to finish it, or overwrite=True (--overwrite) to start again"
+            )
+        return replacement
 
     def pending(self, records: list[Record]) -> list[Record]:
         """Records not yet stored; an id stored with other text is an error, a known text is copied."""
@@ -201,7 +229,7 @@ class SqliteSink(Sink):
             if row is not None:
                 if row[0] != digest:
                     raise CorpusError(
-                        f"id {record.id!r} (line {record.line}) is already in collection {self.collection!r} "
+                        f"id {record.id!r} (line {record.line}) is already in collection {self.name!r} "
                         "with "
                         "another text; give new ids, or overwrite=True (--overwrite) to rebuild the "
                         "collection"
@@ -261,8 +289,8 @@ class SqliteSink(Sink):
             problem = NOT_FINITE
         else:
             return
-        where = f"collection {self.collection!r} in {self.path}"
-        raise corrupt(where, None, problem, rebuild_hint(self.path, self.collection), ids=[known[4]])
+        where = f"collection {self.name!r} in {self.path}"
+        raise corrupt(where, None, problem, rebuild_hint(self.path, self.name), ids=[known[4]])
 
     def write(self, records: list[Record], rows: Rows) -> None:
         """Insert one batch in one transaction (the collection row comes with the first)."""
@@ -308,7 +336,7 @@ class SqliteSink(Sink):
                 "resume=True (--resume)"
             )
             raise CorpusError(
-                f"{self.path}: collection {self.collection!r} could not take this batch ({exc}); {advice}"
+                f"{self.path}: collection {self.name!r} could not take this batch ({exc}); {advice}"
             ) from None
         self.created = True
         self.done += len(records)
@@ -351,18 +379,68 @@ class SqliteSink(Sink):
         """Say the collection's job finished (its `JOB_KEY` taken off) and close the connection (every
         batch is already committed)."""
         try:
-            if self.marked:
+            if self.collection != self.name:
+                with self.db:  # one transaction: the old collection goes as its replacement takes its place
+                    self._replace()
+                    self._job_mark(None)
+                self.marked = False
+            elif self.marked:
                 with self.db:
                     self._job_mark(None)
                 self.marked = False
         except sqlite3.Error as exc:
             raise CorpusError(
-                f"{self.path}: collection {self.collection!r} holds every text ({self.done}), but could not "
+                f"{self.path}: collection {self.name!r} holds every text ({self.done}), but could not "
                 f"be marked finished ({exc}); fix that, then run again with resume=True (--resume)"
             ) from None
         finally:
             self.db.close()
         return [self.path]
+
+    def _replace(self) -> None:
+        """Put the replacement an --overwrite job wrote in the collection's place (inside the caller's
+        transaction): the old rows go, the new take the collection's name, and the checksums that bind the
+        name (each row's labels from row checks 5 on, the row count's) are proven under the replacement's
+        name, then bound to the collection's."""
+        old, new, generation = self.collection, self.name, self.generation
+        failed: list[str] = []
+
+        def rebound(*row: Any) -> Any:
+            item_id, text, digest, vector_sum, n_tokens, truncated, labels = row
+            counts = (n_tokens, truncated)
+            was = labels_crc(item_id, text, digest, vector_sum, counts, generation=generation, collection=old)
+            if labels is not None and was != labels:
+                failed.append(str(item_id))
+                return labels
+            return labels_crc(
+                item_id, text, digest, vector_sum, counts, generation=generation, collection=new
+            )
+
+        self.db.create_function("bertscope_rebound", 7, rebound, deterministic=True)
+        (count, count_sum) = self.db.execute(
+            "SELECT row_count, row_count_checksum FROM collections WHERE name = ?", (old,)
+        ).fetchone()
+        where, hint = f"collection {new!r} in {self.path}", rebuild_hint(self.path, new)
+        if count_sum is not None and count_sum != count_crc(old, count):
+            raise CorpusError(f"the row count of {where}'s replacement does not match its checksum; {hint}")
+        self.db.execute("DELETE FROM embeddings WHERE collection = ?", (new,))
+        self.db.execute("DELETE FROM collections WHERE name = ?", (new,))
+        self.db.execute(
+            "INSERT INTO collections "
+            "(name, model, settings, dimension, created, row_count, row_count_checksum) "
+            "SELECT ?, model, settings, dimension, created, row_count, ? FROM collections WHERE name = ?",
+            (new, None if count_sum is None else count_crc(new, count), old),
+        )
+        self.db.execute(
+            "UPDATE embeddings SET collection = ?, labels_checksum = "
+            "bertscope_rebound(id, text, content_hash, checksum, n_tokens, truncated, labels_checksum) "
+            "WHERE collection = ?",
+            (new, old),
+        )
+        if failed:
+            raise corrupt(where, None, MISMATCH, hint, ids=failed[:5])
+        self.db.execute("DELETE FROM collections WHERE name = ?", (old,))
+        self.collection = new
 
     def abandon(self) -> None:
         """Close the connection (a collection is only created with its first batch); a file this job made

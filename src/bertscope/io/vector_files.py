@@ -120,11 +120,9 @@ class NpyReader:
     def open(self, path: Path, collection: str | None) -> tuple[str | None, dict[str, Any]]:
         """(None, settings) from `<stem>.settings.json`; CorpusError when the files beside it are missing."""
         settings_path = path.with_suffix(".settings.json")
-        labels = [path.with_suffix(".ids.txt"), path.with_suffix(".rows.jsonl")]
-        if not settings_path.exists() or not any(p.exists() for p in labels):
-            raise CorpusError(
-                f"{path} has no {settings_path.name} / ids file beside it; was it written by bertscope?"
-            )
+        if not settings_path.exists() or not _labels_file(path).exists():
+            missing = settings_path.name if not settings_path.exists() else _labels_file(path).name
+            raise CorpusError(f"{path} has no {missing} beside it; was it written by bertscope?")
         settings = npy_settings(path)
         settings.pop("checksums", None)  # how the vectors are checked, not how they were made
         return None, settings
@@ -273,9 +271,11 @@ def npy_store_files(path: Path) -> list[Path]:
 
 
 def _labels_file(path: Path) -> Path:
-    """The ids (sentence rows) or labels (token, word, chunk rows) file beside a .npy store."""
-    ids = path.with_suffix(".ids.txt")
-    return ids if ids.exists() else path.with_suffix(".rows.jsonl")
+    """The ids (sentence rows) or labels (token, word, chunk rows) file beside a .npy store, as its settings
+    say its level: an .ids.txt left beside a token store (where an older bertscope rewrote a sentence store
+    at another level) is not its labels."""
+    level = npy_settings(path).get("level", "sentence")
+    return path.with_suffix(".ids.txt" if level == "sentence" else ".rows.jsonl")
 
 
 def _check_labels(
