@@ -29,7 +29,9 @@ def _ids(out: Path) -> list[str]:
 
     db = sqlite3.connect(out)
     try:
-        return [r[0] for r in db.execute("SELECT id FROM embeddings WHERE collection = 'default' ORDER BY id")]
+        return [
+            r[0] for r in db.execute("SELECT id FROM embeddings WHERE collection = 'default' ORDER BY id")
+        ]
     finally:
         db.close()
 
@@ -108,3 +110,57 @@ def test_a_stale_ids_file_beside_a_chunk_npy_is_not_read(tmp_path: Path, bundled
     out.with_suffix(".ids.txt").write_text("9\n8\n7\n6\n")  # as an older bertscope's --overwrite left it
     assert bertscope.search("storm", out, model=bundled, top_k=1)[0].id == "1"
     assert np.isfinite(np.load(out)).all()
+
+
+def _threshold_file(path: Path, settings: dict[str, object], threshold: float = 0.3) -> Path:
+    data = {
+        "format": "bertscope-threshold/1", "threshold": threshold, "precision": 1.0, "recall": 1.0, "f1": 1.0,
+        "positives": 8, "negatives": 8, "model": "all-MiniLM-L6-v2 (bundled)", "settings": settings,
+    }  # fmt: skip
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_the_threshold_file_is_checked_against_the_view_searched(
+    tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    out = tmp_path / "v1.parquet"
+    bertscope.embed_corpus(TEXTS, out, model=bundled, views=["a=-1/mean", "b=-2/cls"])
+    view_a = {"layers": [6], "combine": "mean", "pooling": "mean", "mask_special": False, "normalize": False}
+    thr = _threshold_file(tmp_path / "thr.json", {**view_a, "post": None})
+    args = ("similar", "storm", "--store", str(out), "--threshold-file", str(thr), "--backend", "torch")
+    ran = run_main(*args, "--view", "a", "--json")
+    assert ran.code == 0, ran.stderr
+    assert [h["id"] for h in json.loads(ran.stdout)] == ["1"] and "1 of 4 hits" in ran.stderr
+    other = run_main(*args, "--view", "b")
+    assert other.code != 0 and "layers: [5] in the store, [6] in the file" in other.stderr
+
+
+def test_job_options_every_view_sets_are_refused(tmp_path: Path, bundled: bertscope.Model) -> None:
+    views = ["a=-2:/mean/sum/no_normalize", "b=-2:/cls/concat/normalize"]
+    with pytest.raises(InvalidSpec, match="every view sets its own combine and normalize"):
+        bertscope.embed_corpus(TEXTS, tmp_path / "v.parquet", model=bundled, views=views,
+                               normalize=True, combine="sum")  # fmt: skip
+    base = ("embed", "-i", "-", "-o", str(tmp_path / "v.parquet"), "--backend", "torch")
+    ran = run_main(*base, "--view", views[0], "--view", views[1], "--normalize", "--combine", "mean")
+    assert ran.code != 0 and "--combine and --normalize/--no-normalize would be read by none" in ran.stderr
+    assert not (tmp_path / "v.parquet").exists()
+
+
+@pytest.mark.parametrize(
+    ("views", "option", "said"),
+    [
+        (["a=-2:/mean", "b=-2:/cls"], ["--mask-special"], "view 'b' takes the job's --mask-special"),
+        (["a=-1/mean", "b=-2:/cls"], ["--combine", "sum"], "view 'a' takes the job's --combine sum"),
+    ],
+)
+def test_a_job_option_that_does_nothing_to_a_view_advises_only_what_works(
+    tmp_path: Path, views: list[str], option: list[str], said: str
+) -> None:
+    source = tmp_path / "t.txt"
+    source.write_text("\n".join(TEXTS) + "\n")
+    args = [a for v in views for a in ("--view", v)]
+    ran = run_main("embed", "-i", str(source), "-o", str(tmp_path / "v.parquet"), *args, *option,
+                   "--backend", "torch")  # fmt: skip
+    assert ran.code != 0 and said in ran.stderr, ran.stderr
+    assert "--pooling" not in ran.stderr and "--layers" not in ran.stderr

@@ -198,7 +198,7 @@ def similar(
     for warning in caught:
         warn(warning.message)
     if threshold_file is not None:
-        hits = _above_threshold(hits, threshold_file, store, collection)
+        hits = _above_threshold(hits, threshold_file, store, collection, view)
     if as_json:
         emit_json([h.to_dict() for h in hits])
         return
@@ -245,13 +245,16 @@ def _store_model(store: Path, collection: str | None, model: str | None, run: di
     )
 
 
-def _above_threshold(hits: list[Any], path: Path, store: Path, collection: str | None) -> list[Any]:
-    """The hits at or above the threshold in `path`, refused unless it matches the store's settings."""
-    from ..io.stores import open_store
+def _above_threshold(
+    hits: list[Any], path: Path, store: Path, collection: str | None, view: str | None
+) -> list[Any]:
+    """The hits at or above the threshold in `path`, refused unless it matches the settings of what was
+    searched: the store's, or the view's in a store with several."""
+    from ..io.stores import open_store, view_settings, with_view
     from ..research.baseline import load_threshold
 
     threshold = load_threshold(path)
-    settings = open_store(store, collection=collection).settings
+    settings = view_settings(with_view(open_store(store, collection=collection), view))
     keys = ("layers", "combine", "pooling", "mask_special", "normalize", "post")
     threshold.check(str(settings.get("model")), {k: settings.get(k) for k in keys}, store=str(store))
     kept = [h for h in hits if h.score >= threshold.threshold]

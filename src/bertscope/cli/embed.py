@@ -58,6 +58,7 @@ from .embed_options import (
     refuse_idle_chunk_options,
     refuse_idle_options,
     refuse_index_options,
+    refuse_options_every_view_sets,
     refuse_unused,
 )
 from .embed_printed import CUT_FIX as CUT_FIX
@@ -228,6 +229,8 @@ def embed(
             "each --view names its own layers and pooling: put them in the view (NAME=LAYERS/POOLING) or "
             f"drop {'/'.join(job_level)}"
         )
+    if view:
+        refuse_options_every_view_sets(ctx, view)
     if index:
         refuse_index_options(output, level, engine)
     refuse_unused(output, as_json, collection=collection, resume=resume, overwrite=overwrite,

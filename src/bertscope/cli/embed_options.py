@@ -52,6 +52,22 @@ def refuse_unused(output: Path | None, as_json: bool, **corpus_only: Any) -> Non
         raise InvalidInput(f"{', '.join(given)}: for corpus jobs only; add -o FILE or leave {them} out")
 
 
+def refuse_options_every_view_sets(ctx: typer.Context, views: list[str]) -> None:
+    """Refuse --combine, --mask-special or --normalize/--no-normalize typed beside --view options that
+    all set it for themselves (at its default too, which the library cannot tell from left out)."""
+    from ..io.views import parse_views, unread_options
+
+    typed = [name for name in ("combine", "mask_special", "normalize") if given_options(ctx, name)]
+    unread = unread_options(parse_views(views), typed)
+    if unread:
+        flags = " and ".join("--normalize/--no-normalize" if k == "normalize" else f"--{k.replace('_', '-')}"
+                             for k in unread)  # fmt: skip
+        raise InvalidInput(
+            f"every --view sets its own {' and '.join(unread)}, so {flags} would be read by none: drop "
+            f"{'them' if len(unread) > 1 else 'it'}, or leave it out of a view that should take it"
+        )
+
+
 def given_options(ctx: typer.Context, name: str) -> bool:
     """Whether the option `name` was typed (or read from the environment), not left at its default."""
     # By name: typer ships its own copy of click, whose ParameterSource is not click's.

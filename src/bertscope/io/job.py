@@ -216,8 +216,8 @@ def refuse_resume_with_overwrite(*, resume: bool, overwrite: bool) -> None:
     if resume and overwrite:
         raise InvalidSpec(
             "resume=True (--resume) goes on from the saved work and overwrite=True (--overwrite) "
-            "discards it: drop overwrite=True (--overwrite) to go on from it, or resume=True (--resume) to start "
-            "again"
+            "discards it: drop overwrite=True (--overwrite) to go on from it, or resume=True (--resume) "
+            "to start again"
         )
 
 

@@ -14,8 +14,10 @@ OPTIONs: `mean`, `sum` or `concat` (combine); `mask_special`; `normalize` or `no
 What a view leaves out is the job's: a view given as {name: options} (library) may leave out any of
 `VIEW_KEYS`, and takes the job's `layers=`, `pooling=`, ... for it; a view string always names its
 layers and pooling, and takes the job's combine, mask_special and normalize where it sets none. A
-job-level `layers=` or `pooling=` that every view sets for itself would be read by none of them, and is
-refused (`views_level`), as the command line refuses --layers/--pooling beside --view.
+job-level option that every view sets for itself would be read by none of them, and is refused
+(`views_level`), as the command line refuses --layers/--pooling beside --view and --combine,
+--mask-special or --normalize beside views that all set it; one that does nothing to a view that takes
+it (--mask-special beside a cls view) is refused naming the view.
 `ViewsLevel` is the corpus level that writes them: one row per text, one `embedding_<name>` column
 per view, from one forward per batch (`Engine.sentence_views`).
 """
@@ -40,7 +42,7 @@ from .levels import CorpusLevel, LevelOptions, Rows, storage
 from .parquet_sink import view_column
 from .readers import Record
 
-__all__ = ["parse_view", "parse_views", "views_level", "ViewsLevel", "VIEW_KEYS"]
+__all__ = ["parse_view", "parse_views", "unread_options", "views_level", "ViewsLevel", "VIEW_KEYS"]
 
 # What a view may set; long texts and their stride are the job's (they decide the batches).
 VIEW_KEYS = ("layers", "combine", "pooling", "mask_special", "normalize")
@@ -169,20 +171,68 @@ def views_level(
     if not parsed:
         raise InvalidSpec("no views given: name at least one, e.g. last=-1/mean")
     _refuse_overridden(options, parsed)
-    specs = {name: resolve(model, replace(options, **view)).spec for name, view in parsed.items()}
+    specs = {name: _view_spec(model, options, name, view) for name, view in parsed.items()}
     return ViewsLevel(model, specs, **storage(asked))
 
 
+def unread_options(views: Mapping[str, Mapping[str, Any]], given: Iterable[str]) -> list[str]:
+    """The options of `given` (`VIEW_KEYS`) that every view sets for itself: the job's would be read by
+    none of them."""
+    return [key for key in VIEW_KEYS if key in given and all(key in view for view in views.values())]
+
+
 def _refuse_overridden(options: EmbedOptions, views: Mapping[str, Mapping[str, Any]]) -> None:
-    """Refuse a job-level layers= or pooling= that every view sets for itself: no view would read it."""
-    given = {
-        "layers": options.layers is not None,
-        "pooling": str(getattr(options.pooling, "value", options.pooling)) != "auto",
-    }
-    unread = [key for key, on in given.items() if on and all(key in view for view in views.values())]
+    """Refuse a job-level option of `VIEW_KEYS` (away from its default) that every view sets for itself:
+    no view would read it (the command line, which sees what was typed, refuses one at its default too)."""
+    defaults = EmbedOptions()
+    given = [key for key in VIEW_KEYS if _value(getattr(options, key)) != _value(getattr(defaults, key))]
+    unread = unread_options(views, given)
     if unread:
         named = " and ".join(f"{key}=" for key in unread)
         raise InvalidSpec(
             f"every view sets its own {' and '.join(unread)}, so the job's {named} would be read by none: "
             f"drop {named}, or leave it out of a view that should take it"
         )
+
+
+def _value(option: Any) -> Any:
+    return getattr(option, "value", option)
+
+
+def _view_spec(model: Any, options: EmbedOptions, name: str, view: Mapping[str, Any]) -> EmbedSpec:
+    """One view's spec: the job's options with the view's on top. A job-level option that does nothing to
+    this view (mask_special beside a cls view, combine beside one layer) is refused naming the view, and
+    advising to set it in the views it applies to: the job's own fixes (--pooling, --layers) are refused
+    beside views."""
+    try:
+        return resolve(model, replace(options, **view)).spec
+    except InvalidSpec:
+        defaults = EmbedOptions()
+        for key in ("mask_special", "combine", "normalize"):
+            value, default = getattr(options, key), getattr(defaults, key)
+            if key in view or _value(value) == _value(default):
+                continue
+            try:
+                resolve(model, replace(options, **{**view, key: default}))
+            except InvalidSpec:
+                continue
+            raise InvalidSpec(_not_for_view(name, view, key, _value(value))) from None
+        raise
+
+
+def _not_for_view(name: str, view: Mapping[str, Any], key: str, value: Any) -> str:
+    """Why the job's `key`=`value` does nothing to view `name`, and where to set it instead."""
+    why = {
+        "mask_special": f"pooling {_value(view.get('pooling'))} reads one token itself",
+        "combine": "it reads one layer",
+    }.get(key, "it does not apply there")
+    option = {"mask_special": "mask_special", "combine": str(value)}.get(
+        key, "normalize" if value else "no_normalize"
+    )
+    flag = {"mask_special": "--mask-special", "combine": f"--combine {value}"}.get(
+        key, "--normalize" if value else "--no-normalize"
+    )
+    return (
+        f"view {name!r} takes the job's {key}={value!r} ({flag}), which does nothing to it ({why}): "
+        f"leave it out of the job and put /{option} in the views it applies to (NAME=LAYERS/POOLING/{option})"
+    )
