@@ -139,7 +139,11 @@ class ChunksRequest(SpecFields):
 class ChunkItem(BaseModel):
     """One chunk: its number, character span, text, word pieces pooled, pieces cut, vector."""
 
-    number: int
+    chunk: int = Field(description="The chunk's number in its document, from 0 (a search hit's `chunk`).")
+    number: int = Field(
+        description='The older name of "chunk", the same number, kept beside it.',
+        json_schema_extra={"deprecated": True},
+    )
     start: int
     end: int
     text: str
