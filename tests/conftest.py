@@ -65,6 +65,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_plots.py": 9.4,
     "test_probe_overlap.py": 7.3,
     "test_server_limits.py": 8.9,
+    "test_service_audit11.py": 8,
     "test_static_kinds.py": 6.0,
     "test_server_hostile.py": 7.6,
     "test_chunk_level.py": 4.3,

@@ -96,19 +96,31 @@ def test_prompts_go_before_the_text_as_tei_puts_them(bundled_path: Path, tmp_pat
     )
     query = model.embed(TEXTS, prompt_name="query").vectors
     passage = model.embed(TEXTS).vectors
-    prompted_tokens = model.embed_tokens([PROMPTS["passage"] + TEXTS[0]], layers=-1)[0]
     with TestClient(create_app(model)) as c:
         np.testing.assert_allclose(
             ok(c, "/embed", {"inputs": TEXTS, "prompt_name": "query"}), query, atol=ATOL
         )
         np.testing.assert_allclose(ok(c, "/embed", {"inputs": TEXTS}), passage, atol=ATOL)
-        # /embed_all and /tokenize: the default prompt's tokens come first, offsets into prompt + text.
-        np.testing.assert_allclose(
-            ok(c, "/embed_all", {"inputs": TEXTS[0]})[0], prompted_tokens.vectors, atol=ATOL
-        )
+        # /embed_all and /tokenize: the prompt's tokens come first (once), offsets into prompt + text;
+        # the rows are the plain forward of prompt + text, the default prompt's or the one named.
+        for name, body in (("passage", {}), ("query", {"prompt_name": "query"})):
+            rows = ok(c, "/embed_all", {"inputs": TEXTS[0], **body})[0]
+            np.testing.assert_allclose(rows, _hf_rows(bundled_path, PROMPTS[name] + TEXTS[0]), atol=ATOL)
+            assert len(rows) == len(ok(c, "/tokenize", {"inputs": TEXTS[0], **body})[0])
         pieces = ok(c, "/tokenize", {"inputs": "a cat", "prompt_name": "query"})[0]
         assert [p["text"] for p in pieces] == ["[CLS]", "query", ":", "a", "cat", "[SEP]"]
         assert (pieces[3]["start"], pieces[4]["stop"]) == (len("query: "), len("query: a cat"))
         unknown = c.post("/tokenize", json={"inputs": "a", "prompt_name": "qeury"})
         assert unknown.status_code == 422 and unknown.json()["error_type"] == "Validation"
         assert "unknown prompt name 'qeury'" in unknown.json()["error"]
+
+
+def _hf_rows(folder: Path, text: str) -> np.ndarray:
+    """The last layer's token vectors of `text` alone through plain transformers: (tokens, d)."""
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model = AutoModel.from_pretrained(folder).eval()
+    with torch.no_grad():
+        return model(**tokenizer(text, return_tensors="pt")).last_hidden_state[0].numpy()

@@ -36,8 +36,10 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
         check_texts([req.a, req.b])
         recipe = svc.recipe(req.options(), req.post)  # checks the post's name and the spec it was fitted on
         post = recipe.post
+        # Counted as they run: the prompt asked (else the model's default) before each text.
+        texts = [recipe.spec.prompt + text for text in (req.a, req.b)]
         n_a, n_b = await svc.tokenizing(
-            [req.a, req.b], lambda: [svc.count_tokens(t, req.long, stride=req.stride) for t in (req.a, req.b)]
+            texts, lambda: [svc.count_tokens(t, req.long, stride=req.stride) for t in texts]
         )
         count = svc.check_tokens(n_a + n_b)
         # An exact split answers the (tokens of a) x (tokens of b) matrix of contributions.
@@ -57,6 +59,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
                 normalize=req.normalize,
                 long=req.long,
                 stride=req.stride,
+                prompt_name=req.prompt_name,
             ),  # fmt: skip
             n_tokens=count,
         )

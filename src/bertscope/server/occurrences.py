@@ -6,10 +6,11 @@ must have been made with the served model: each is opened and checked once, when
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
+from ..core.spec import EmbedOptions
 from ..errors import InvalidSpec
 from ..io.occurrences import search_occurrences, token_store
 from ..io.query import same_model
@@ -33,10 +34,15 @@ def occurrence_routes(app: FastAPI, svc: Service) -> None:
             loaded = ", ".join(stores) or "none (start the server with --store NAME=FILE)"
             raise InvalidSpec(f"store: no store named {req.store!r} is loaded; loaded: {loaded}")
         store = stores[req.store]
+        count = None
+        if req.context is not None:
+            # Counted before any forward, through the big-request gate, as every route that runs the model.
+            count = await svc.tokenizing(req.context, _context_tokens, svc, store.settings, req.context)
         found = await svc.on_worker(
             lambda: search_occurrences(
                 store, word=req.word, context=req.context, top_k=req.top_k, model=svc.model
-            )
+            ),
+            n_tokens=count,
         )
         return OccurrencesResponse(
             model=svc.name,
@@ -45,6 +51,18 @@ def occurrence_routes(app: FastAPI, svc: Service) -> None:
             total=found.total,
             hits=[hit.__dict__ for hit in found.hits],
         )
+
+
+def _context_tokens(svc: Service, settings: dict[str, Any], context: str) -> int:
+    """The tokens `context` runs, embedded as the store's rows were (`io.occurrences._query_vector`: the
+    model's default prompt before it, the store's long-text policy and stride, each stored layer kept), or
+    OverBudget (413) when they pass --max-request-tokens."""
+    layers = settings.get("layers") or [-1]
+    kept = len(layers) if settings.get("combine") in ("concat", "stack") else 1
+    prompted = svc.recipe(EmbedOptions()).spec.prompt + context
+    long, stride = settings.get("long", "truncate"), settings.get("stride")
+    count = svc.count_tokens(prompted, long, layers=kept, stride=stride)
+    return svc.check_tokens(count, layers=kept)
 
 
 def _served(store: Store, svc: Service) -> Store:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
+from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import FastAPI, Response
@@ -23,7 +24,7 @@ from ..core.results import plain
 from ..core.similarity import cos_sim, unit
 from ..core.spec import EmbedOptions, EmbedSpec
 from ..core.tokens import Tokens, check_texts
-from ..errors import InvalidInput, InvalidSpec, UnknownToken
+from ..errors import BertscopeError, InvalidInput, InvalidSpec, UnknownToken
 from ..static import lookup
 from .answers import Items, Rows, answer, with_rows
 from .batching import Metrics
@@ -44,6 +45,8 @@ if TYPE_CHECKING:
     from .service import Service
 
 _MAX_NEIGHBOURS = 16_384  # items x k of one /static request: bounds its matrix work and answer
+_QUOTED = 60  # characters of an input a refusal quotes
+_ERROR_CHARS = 1_000  # characters of a /static refusal at most
 
 __all__ = ["embedding_routes", "id_lists", "id_tokens", "model_routes", "ops_routes", "refuse_ids"]
 
@@ -240,6 +243,11 @@ def model_routes(app: FastAPI, svc: Service) -> None:
 
         return await answer(build, size=count * fields)
 
+    @cache
+    def longest_piece() -> int:
+        """Characters of the vocabulary's longest piece: a longer item is no piece of it."""
+        return max(map(len, svc.model.vocab), default=0)
+
     @app.post("/static", tags=["model"])
     async def static(req: StaticRequest) -> Response:
         """Static word-piece rows (no position, no segment), or words as their pieces' mean; neighbours."""
@@ -257,17 +265,44 @@ def model_routes(app: FastAPI, svc: Service) -> None:
         if words and (ids := [it for it in items if not isinstance(it, str)]):
             asked = "word=true" if req.word else "as_words=true"  # the spelling the client sent
             raise InvalidInput(f"{ids[0]!r} is not a word; with {asked} every item is a string")
+        if not words:
+            _refuse_long_pieces(items, longest_piece())
+        texts = [it for it in items if isinstance(it, str)]
+        # Each record: its vector, norm, id and item; each neighbour's token, id, score and cosine; and with
+        # as_words each of a word's pieces and ids, counted as they are made. All refused over the limit
+        # before the work: the fixed part before anything, the pieces on a cheap count first (`tokenized`'s
+        # rule), and the answer reserved.
+        per_item = svc.model.static_shape[1] + 3 + 4 * req.top_k
+        fixed = len(items) * per_item
+        made_of = f"{len(items)} items x {per_item} values"
+        fix = "send fewer items or shorter words, or ask for a smaller top_k"
+        svc.check_answer(fixed, made_of, fix)
 
-        def work() -> list[dict[str, Any]]:
+        def work() -> tuple[list[dict[str, Any]], int]:
+            if words:
+                over = max(svc.settings.max_answer_floats - fixed, 0) // 2
+                least = svc.least_tokens(texts, "window", over=over)
+                svc.check_answer(fixed + 2 * least, f"{made_of} + {least} pieces x 2", fix, least=True)
             special = req.include_special
-            return [
-                lookup(svc.model, it, as_words=words, top_k=req.top_k, include_special=special)
-                for it in items
-            ]
 
-        # Static rows only read the embedding matrix: they run beside the worker, never queue behind it.
-        records = [_scored(record) for record in await run_in_threadpool(work)]
-        return await answer(lambda: {"model": svc.name, "items": records}, size=len(items) * (req.top_k + 1))
+            def look(item: str | int) -> dict[str, Any]:
+                try:
+                    return lookup(svc.model, item, as_words=words, top_k=req.top_k, include_special=special)
+                except BertscopeError as exc:  # a word the vocabulary does not spell lists all its pieces
+                    raise _bounded(exc, item) from None
+
+            records = svc.gated(texts, lambda: [look(it) for it in items])
+            pieces = sum(len(record.get("ids", ())) for record in records)
+            return records, pieces
+
+        # Static rows only read the embedding matrix: they run beside the worker, never queue behind it;
+        # words are tokenized as every route tokenizes, long ones in their client's turn at the gate.
+        records, pieces = await svc.tokenizing(texts, work)
+        numbers = fixed + 2 * pieces
+        svc.check_answer(numbers, f"{made_of} + {pieces} pieces x 2", fix)
+        return await answer(
+            lambda: {"model": svc.name, "items": [_scored(record) for record in records]}, size=numbers
+        )
 
     @app.post("/anatomy", tags=["model"])
     async def anatomy(req: AnatomyRequest) -> Response:
@@ -292,6 +327,36 @@ def model_routes(app: FastAPI, svc: Service) -> None:
 
         a = await svc.on_worker(work, n_tokens=n)
         return await answer(lambda: {"model": svc.name, **a.to_dict()}, size=numbers)
+
+
+def _refuse_long_pieces(items: list[Any], longest: int) -> None:
+    """Refuse, in one line that quotes a short prefix, a string item longer than any piece of the
+    vocabulary: it is none, and the refusal of a piece not in it lists all its pieces (a 40 KB item: a
+    240 KB message), tokenized on the way."""
+    long = next((it for it in items if isinstance(it, str) and len(it) > longest), None)
+    if long is not None:
+        raise UnknownToken(
+            f"{_quoted(long)} is no word piece in the vocabulary: its pieces have at most {longest} "
+            "characters; send word pieces or token ids, or words with as_words=true"
+        )
+
+
+def _bounded(exc: BertscopeError, item: str | int) -> BertscopeError:
+    """`exc`, a long `item` in its message quoted by a short prefix, and the message cut to `_ERROR_CHARS`
+    characters: a refusal that quotes an item and its pieces never echoes a long one back whole."""
+    message = str(exc)
+    if isinstance(item, str) and len(item) > _QUOTED:
+        message = message.replace(repr(item), _quoted(item))
+    if len(message) <= _ERROR_CHARS:
+        return exc if message == str(exc) else type(exc)(message)
+    return type(exc)(
+        f"{message[:_ERROR_CHARS]}... (cut from {len(message):,} characters); send shorter items"
+    )
+
+
+def _quoted(text: str) -> str:
+    """`text` as a refusal quotes it: whole when short, else its first `_QUOTED` characters and length."""
+    return repr(text) if len(text) <= _QUOTED else f"{text[:_QUOTED]!r}... ({len(text):,} characters)"
 
 
 def _tokenized(tokens: Tokens) -> dict[str, Any]:

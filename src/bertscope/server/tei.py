@@ -155,6 +155,10 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
     async def embed(req: TEIEmbedRequest) -> Response:
         opts = _options(req.truncate, req.prompt_name, normalize=req.normalize)
         spec = svc.recipe(opts).spec
+        width = svc.model.info().hidden_size
+        if req.dimensions is not None and req.dimensions > width:
+            # Refused before any work, as /v1/embeddings refuses it: the vectors are `width` wide.
+            raise InvalidSpec(f"dimensions: {req.dimensions} is more than the model's {width}")
         _not_empty(req.inputs)
         lists = id_lists(req.inputs)
         if lists is None:
@@ -165,8 +169,6 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
             tokens = await run_in_threadpool(id_tokens, svc, lists, spec)
             vectors = (await svc.fitted_sentences(tokens, spec)).vectors
         if req.dimensions is not None:
-            if req.dimensions > vectors.shape[1]:
-                raise InvalidSpec(f"dimensions: {req.dimensions} is more than the model's {vectors.shape[1]}")
             vectors = vectors[:, : req.dimensions]
             vectors = unit(vectors) if req.normalize else vectors
         return await answer(lambda: Rows(vectors, dtype=float), size=vectors.size)
@@ -179,18 +181,19 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
     async def embed_all(req: TEIEmbedAllRequest) -> Response:
         """TEI: every token's last-layer vector, [[[...]]], specials included."""
         # TEI puts the prompt (the named one, else the model's default) before each text and answers
-        # every token of the whole, the prompt's included.
+        # every token of the whole, the prompt's included: once, as embed_tokens puts it there itself.
+        texts = _texts(svc, req.inputs)
         prompt = _prompt(svc, req.prompt_name)
-        texts = [prompt + text for text in _texts(svc, req.inputs)]
-        opts = _options(req.truncate, None)
+        long = str(_options(req.truncate, None).long)
         svc.check_count(len(texts))
         width = svc.model.info().hidden_size
-        long = str(opts.long)
-        count = await svc.tokenizing(texts, svc.count_tokens, texts, long)
+        prompted = [prompt + text for text in texts]  # counted as they run, the prompt's tokens too
+        count = await svc.tokenizing(prompted, svc.count_tokens, prompted, long)
         svc.check_answer(count * width, f"{count} tokens x {width} wide", "send fewer or shorter texts")
         svc.check_tokens(count)
         tokens = await svc.on_worker(
-            lambda: svc.model.embed_tokens(texts, layers=-1, long=long), n_tokens=count
+            lambda: svc.model.embed_tokens(texts, layers=-1, long=long, prompt_name=req.prompt_name),
+            n_tokens=count,
         )
         return await answer(lambda: Items(Rows(t.vectors, dtype=float) for t in tokens), size=count * width)
 
