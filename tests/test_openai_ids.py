@@ -52,7 +52,8 @@ def roberta(tmp_path_factory: pytest.TempPathFactory) -> tuple[bertscope.Model, 
 
 
 def _reference(model: bertscope.Model, hf: Any, ids: Sequence[int]) -> np.ndarray:
-    """The route's default recipe by hand: (d,) mean of the last layer over every token, normalized."""
+    """The route's default recipe by hand: (d,) mean of the last layer over every token, normalized (as
+    /v1/embeddings always answers, a model without a Normalize module too)."""
     spec = resolve(model, EmbedOptions()).spec
     # What the default resolves to on these models; the reference below does exactly that.
     assert spec.pooling is Pooling.MEAN and spec.layers == (model.n_layers,) and not spec.mask_special
@@ -61,7 +62,7 @@ def _reference(model: bertscope.Model, hf: Any, ids: Sequence[int]) -> np.ndarra
     with torch.inference_mode():
         hidden = hf(input_ids=input_ids, attention_mask=torch.ones_like(input_ids)).last_hidden_state
     pooled = hidden.mean(dim=1)
-    return (F.normalize(pooled, dim=1) if spec.normalize else pooled)[0].numpy()
+    return F.normalize(pooled, dim=1)[0].numpy()
 
 
 def _embed(client: TestClient, given: Any, **more: Any) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """The service audit of round 11: TEI's /embed_all puts the prompt in once (and embed_tokens takes
 prompt_name, as embed does), /explain reads prompt_name, /occurrences counts its context before any
-forward, /static bounds its answer and its refusals, and TEI's /embed refuses dimensions before any work."""
+forward, /static bounds its answer and its refusals, TEI's /embed refuses dimensions before any work, and
+/v1/embeddings answers unit vectors always."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +130,34 @@ def test_static_bounds_its_answer_and_its_refusals(bundled: bertscope.Model) -> 
         unknown = c.post("/static", json={"inputs": ["\u2603 " * 20_000], "as_words": True})
         assert unknown.status_code == 422 and len(unknown.content) < 2000
         assert "... (40,000 characters) is not in this model's vocabulary" in unknown.json()["detail"]
+
+
+@pytest.fixture(scope="module")
+def without_normalize(bundled_path: Path, tmp_path_factory: pytest.TempPathFactory) -> bertscope.Model:
+    """The bundled model with no Normalize module in its modules.json (links to its other files)."""
+    folder = tmp_path_factory.mktemp("nonorm")
+    for entry in bundled_path.iterdir():
+        if entry.name != "modules.json":
+            (folder / entry.name).symlink_to(entry)
+    modules = json.loads((bundled_path / "modules.json").read_text())
+    kept = [m for m in modules if not m["type"].endswith("Normalize")]
+    assert len(kept) < len(modules)
+    (folder / "modules.json").write_text(json.dumps(kept))
+    return bertscope.load(str(folder))
+
+
+def test_v1_embeddings_are_unit_length_as_tei_and_openai_answer(without_normalize: bertscope.Model) -> None:
+    """Without `dimensions` the model's raw vectors came back (norms 6.4, 8.0); with its full width, unit
+    ones: the same request gave two answers."""
+    texts = ["a cat sat", "stocks fell"]
+    raw = without_normalize.embed(texts).vectors
+    assert np.linalg.norm(raw, axis=1).min() > 2
+    with TestClient(create_app(without_normalize)) as c:
+        for extra in ({}, {"dimensions": 384}, {"dimensions": 16}):
+            body = {"input": texts, "encoding_format": "float", **extra}
+            got = np.array([d["embedding"] for d in ok(c, "/v1/embeddings", body)["data"]])
+            cut = raw[:, : extra.get("dimensions", 384)]
+            np.testing.assert_allclose(got, cut / np.linalg.norm(cut, axis=1, keepdims=True), atol=ATOL)
 
 
 def test_tei_embed_refuses_dimensions_over_the_width_before_any_work(bundled: bertscope.Model) -> None:

@@ -106,7 +106,8 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
 
     @app.post("/v1/embeddings", response_model=OpenAIResponse, tags=["embeddings"])
     async def openai_embeddings(req: OpenAIRequest) -> Response:
-        """OpenAI-compatible embeddings: the model's own sentence vectors (pooling auto), with usage."""
+        """OpenAI-compatible embeddings: the model's own sentence vectors (pooling auto), unit length as
+        OpenAI's and TEI's, with usage."""
         width = svc.model.info().hidden_size
         if req.dimensions is not None and req.dimensions > width:
             # Refused before any work: the model's sentence vectors are `width` wide whatever the texts.
@@ -121,9 +122,11 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
             # Batched with text requests and counted in the queue's tokens, like text.
             tokens = await run_in_threadpool(id_tokens, svc, lists, spec, "input")
             res = await svc.fitted_sentences(tokens, spec, field="input")
-        vectors = res.vectors
-        if req.dimensions is not None:
-            vectors = unit(vectors[:, : req.dimensions])
+        # Unit length always, as TEI's openai_embed (normalize: true) and OpenAI's vectors are: a model
+        # without a Normalize module is normalized here too, and `dimensions` cuts, then normalizes again.
+        vectors = res.vectors if req.dimensions is None else res.vectors[:, : req.dimensions]
+        if req.dimensions is not None or not spec.normalize:
+            vectors = unit(vectors)
         used = int(res.n_tokens.sum())
 
         def build() -> dict[str, Any]:
