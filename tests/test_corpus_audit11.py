@@ -164,3 +164,41 @@ def test_a_job_option_that_does_nothing_to_a_view_advises_only_what_works(
                    "--backend", "torch")  # fmt: skip
     assert ran.code != 0 and said in ran.stderr, ran.stderr
     assert "--pooling" not in ran.stderr and "--layers" not in ran.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [
+        ("cr.txt", "first text\rsecond text\rthird text\r"),
+        ("cr.csv", "text\rfirst text\rsecond text\r"),
+        ("cr.jsonl", '{"text": "first text"}\r{"text": "second text"}\r'),
+    ],
+)
+def test_cr_line_endings_are_refused_in_one_line(tmp_path: Path, name: str, body: str) -> None:
+    source = tmp_path / name
+    source.write_bytes(body.encode())
+    with pytest.raises(
+        CorpusError, match=rf"{name}:1: .*carriage return .*CR \(old Mac\) line endings"
+    ) as exc:
+        _read(source)
+    assert "\n" not in str(exc.value)
+
+
+def _read(source: Path | str) -> list[str]:
+    from bertscope.io.readers import read_corpus
+
+    return [r.text for r in read_corpus(source)]
+
+
+def test_crlf_line_endings_and_stdin_read_as_files_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+
+    source = tmp_path / "crlf.txt"
+    source.write_bytes(b"first text\r\nsecond text\r\n")
+    assert _read(source) == ["first text", "second text"]
+    stdin = io.TextIOWrapper(io.BytesIO(b"first text\rsecond text\r"), encoding="utf-8")
+    monkeypatch.setattr("sys.stdin", stdin)  # a pipe's stdin reads "\r" as a line end unless told
+    with pytest.raises(CorpusError, match=r"<stdin>:1: .*carriage return"):
+        _read("-")

@@ -35,6 +35,11 @@ SUPPORTED_INPUTS = (
 # temporary on-disk SQLite table (`_SeenIds`), so memory stays bounded whatever the corpus's size. Read
 # when a corpus is opened, so a test can lower it.
 IDS_IN_MEMORY = 65536
+# A line holding a carriage return that ends no line: lines end at "\n" ("\r\n" too) in every reader.
+_LONE_CR = (
+    "a carriage return (\\r) inside the line: the file has CR (old Mac) line endings, or a stray CR; "
+    "lines end at \\n: convert them (e.g. tr '\\r' '\\n' < FILE > FIXED)"
+)
 
 
 @dataclass
@@ -189,7 +194,11 @@ def read_lines(source: str | Path, *, text_field: str = "text") -> Iterator[str]
 def _text_lines(name: str, skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
     """One Record per line of a text file or stdin; a missing file fails here, before any reading."""
     if name == "-":
-        return _lines(sys.stdin, "<stdin>")
+        try:  # lines end at "\n" alone, as a file's do (a TTY's or pipe's stdin reads "\r" as one too)
+            sys.stdin.reconfigure(newline="\n")  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):  # not a text file (a test's StringIO), or read from
+            pass
+        return _lines(sys.stdin, "<stdin>", skip_bad, rejects)
     path = Path(name)
     if not path.is_file():
         raise _unreadable(name, path)
@@ -343,12 +352,12 @@ def _key(item_id: str) -> bytes:
     return item_id.encode("utf-8", "surrogatepass")
 
 
-def _lines(stream: TextIO, name: str) -> Iterator[Record]:
+def _lines(stream: TextIO, name: str, skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
     with stream:
         for number, line in enumerate(stream, 1):
             # stdin is not opened as utf-8-sig; a byte-order mark on it is dropped here alike
             text = line.removeprefix("\ufeff") if number == 1 else line
-            yield Record(str(number), text.rstrip("\r\n"), number)
+            yield from _line_record(text, number, name, skip_bad, rejects)
 
 
 def _decoded(path: Path, skip_bad: bool, rejects: Rejects) -> Iterator[tuple[int, str]]:
@@ -368,7 +377,19 @@ def _decoded(path: Path, skip_bad: bool, rejects: Rejects) -> Iterator[tuple[int
 
 def _file_lines(path: Path, skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
     for number, line in _decoded(path, skip_bad, rejects):
-        yield Record(str(number), line.rstrip("\r\n"), number)
+        yield from _line_record(line, number, str(path), skip_bad, rejects)
+
+
+def _line_record(line: str, number: int, name: str, skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
+    """The record of one line (its "\n" or "\r\n" ending dropped); a bad record where a carriage return
+    is left inside it. Lines end at "\n" in every reader (the CSV reader, resume's checks, verify's): a
+    file with CR (old Mac) line endings would be one text of all its lines, read as lines it would give
+    other ids than every reader before this gave it, so it is refused, with the fix."""
+    text = line.rstrip("\r\n")
+    if "\r" in text:
+        _bad(f"{name}:{number}: {_LONE_CR}", skip_bad, rejects)
+        return
+    yield Record(str(number), text, number)
 
 
 def _jsonl(
@@ -382,7 +403,8 @@ def _jsonl(
             if not isinstance(row, dict):
                 raise ValueError(f"a JSON {type(row).__name__}, not an object")
         except ValueError as exc:
-            _bad(f"{path}:{number}: not a JSON object: {exc}", skip_bad, rejects)
+            lone = f"; {_LONE_CR}" if "\r" in line.rstrip("\r\n") else ""
+            _bad(f"{path}:{number}: not a JSON object: {exc}{lone}", skip_bad, rejects)
             continue
         yield from _row_or_reject(row, number, path, text_field, id_field, skip_bad, rejects)
 
@@ -397,7 +419,10 @@ def _csv(
         reader = csv.reader(stream, delimiter=delimiter, quoting=csv.QUOTE_NONE, strict=True)
     else:
         reader = csv.reader(stream, delimiter=delimiter, strict=True)
-    header = next(reader, None)
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        raise CorpusError(_csv_error(path, 1, exc)) from None
     if header is None:
         return
     for wanted, what in ((text_field, "field"), (id_field, "id field")):
@@ -450,10 +475,17 @@ def _csv_rows(reader: Any, path: Path) -> Iterator[tuple[int, int, list[str]]]:
             yield first, reader.line_num, row
             first = reader.line_num + 1
     except csv.Error as exc:
-        raise CorpusError(
-            f"{path}:{first}: {exc} in the record that begins on this line (an unclosed quote?); "
-            "fix its quotes"
-        ) from None
+        raise CorpusError(_csv_error(path, first, exc)) from None
+
+
+def _csv_error(path: Path, first: int, exc: csv.Error) -> str:
+    """A CSV reader's error, at the line its record began on: a carriage return in an unquoted field
+    (CR line endings), or an unclosed quote."""
+    if "new-line character" in str(exc):
+        return f"{path}:{first}: {_LONE_CR}"
+    return (
+        f"{path}:{first}: {exc} in the record that begins on this line (an unclosed quote?); fix its quotes"
+    )
 
 
 def _parquet(path: Path, text_field: str, id_field: str | None) -> Iterator[Record]:
