@@ -202,3 +202,46 @@ def test_crlf_line_endings_and_stdin_read_as_files_do(
     monkeypatch.setattr("sys.stdin", stdin)  # a pipe's stdin reads "\r" as a line end unless told
     with pytest.raises(CorpusError, match=r"<stdin>:1: .*carriage return"):
         _read("-")
+
+
+@pytest.fixture(scope="module")
+def token_store(tmp_path_factory: pytest.TempPathFactory, bundled: bertscope.Model) -> Path:
+    out = tmp_path_factory.mktemp("tok") / "tok.parquet"
+    bertscope.embed_corpus(TEXTS, out, model=bundled, level="tokens")
+    return out
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        (["--view", "foo"], "--view: --word reads"),
+        (["--prompt", "query: ", "--post", "nonexist.npz"], "--post, --prompt: --word reads"),
+        (["--threshold-file", "thr.json"], "--threshold-file: --word reads"),
+        (["--prompt-name", "query"], "--prompt-name: --word reads"),
+    ],
+)
+def test_similar_word_refuses_what_it_would_ignore(token_store: Path, extra: list[str], said: str) -> None:
+    ran = run_main("similar", "--store", str(token_store), "--word", "bank", "--context", "the river bank",
+                   "--backend", "torch", *extra)  # fmt: skip
+    assert ran.code != 0 and said in ran.stderr and len(ran.stderr.strip().splitlines()) == 1, ran.stderr
+
+
+def test_similar_word_alone_and_id_run_no_model(
+    token_store: Path, tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    ran = run_main("similar", "--store", str(token_store), "--word", "bank", "-m", "/nonexistent/model")
+    assert ran.code != 0 and "no model runs: drop -m/--model" in ran.stderr
+    out = tmp_path / "n.db"
+    bertscope.embed_corpus(TEXTS, out, model=bundled)
+    for extra in (["-m", "/nonexistent/model"], ["--dtype", "bfloat16"]):
+        ran = run_main("similar", "--id", "1", "--store", str(out), *extra)
+        assert ran.code != 0 and "--id searches with the stored vector of '1', so no model runs" in ran.stderr
+    ran = run_main("similar", "--id", "1", "--store", str(out), "--json")
+    assert ran.code == 0 and json.loads(ran.stdout)[0]["id"] != "1"
+
+
+def test_a_npy_token_store_is_sent_to_a_parquet_one(tmp_path: Path, bundled: bertscope.Model) -> None:
+    out = tmp_path / "t.npy"
+    bertscope.embed_corpus(TEXTS, out, model=bundled, level="tokens")
+    with pytest.raises(CorpusError, match=r"occurrences are searched in a \.parquet store .* -o t\.parquet"):
+        bertscope.search("storm", out, model=bundled)

@@ -175,8 +175,8 @@ def similar(
 
     refuse_collection(store, collection)  # before the model loads: open_store's own check
     run = {"device": device, "dtype": dtype, "backend": backend, "quantize": quantize, "threads": threads}
-    if any(value is not None for value in run.values()):
-        model = _store_model(store, collection, model, run)
+    running = [f"--{name}" for name, value in run.items() if value is not None]
+    running = (["-m/--model"] if model is not None else []) + running
     if word is not None or context is not None:
         if word is None or query is not None or item_id is not None:
             raise InvalidInput("--context goes with --word (and no query text or --id)")
@@ -185,8 +185,21 @@ def similar(
                 "--nprobe is how many cells of the ANN index a query text visits, and --word reads the "
                 "word's own rows with exact cosines: leave --nprobe out"
             )
+        _refuse_unread_by_word(
+            context, running, view=view, post=post, threshold_file=threshold_file, prompt=prompt,
+            prompt_name=prompt_name,
+        )  # fmt: skip
+        if any(value is not None for value in run.values()):
+            model = _store_model(store, collection, model, run)
         _occurrences(store, word, context, k, model, as_json, exact=exact)
         return
+    if item_id is not None and running:
+        raise InvalidInput(
+            f"--id searches with the stored vector of {item_id!r}, so no model runs: "
+            f"drop {', '.join(running)}"
+        )
+    if any(value is not None for value in run.values()):
+        model = _store_model(store, collection, model, run)
     if (query is None) == (item_id is None):
         raise InvalidInput("give either a query text or --id ID (or --word WORD for a token store)")
     with warnings.catch_warnings(record=True) as caught:
@@ -209,6 +222,31 @@ def similar(
         where = (str(hit.chunk), f"{hit.start}-{hit.end}") if chunked else ()
         table.add_row(str(rank), hit.id, *where, f"{hit.score:.4f}", hit.text or "")
     out.print(table)
+
+
+def _refuse_unread_by_word(
+    context: str | None, running: list[str], *, view: str | None, post: Path | None,
+    threshold_file: Path | None, prompt: str | None, prompt_name: str | None,
+) -> None:  # fmt: skip
+    """Refuse what a --word search would ignore: a view, post-processing, a calibrated threshold or a
+    prompt (the occurrences are a token store's rows, the --context embedded its way), and a model or
+    how it runs where no --context is embedded."""
+    given = {
+        "--view": view, "--post": post, "--threshold-file": threshold_file, "--prompt": prompt,
+        "--prompt-name": prompt_name,
+    }  # fmt: skip
+    unread = [flag for flag, value in given.items() if value is not None]
+    if unread:
+        raise InvalidInput(
+            f"{', '.join(unread)}: --word reads a token or word store's rows, and embeds --context the "
+            "store's way (its layers, no view, post-processing, prompt or sentence threshold): drop "
+            f"{'them' if len(unread) > 1 else 'it'}"
+        )
+    if context is None and running:
+        raise InvalidInput(
+            "--word without --context lists the stored occurrences, so no model runs: "
+            f"drop {', '.join(running)}, or add --context TEXT to rank them by a use of the word"
+        )
 
 
 def ray_shards(store: Path, *, option: str, command: str) -> None:

@@ -20,7 +20,7 @@ from ..core.spec import EmbedOptions, whole_number
 from ..errors import CorpusError, InvalidInput
 from . import index as ann  # looked up per call: tests watch ann.ann_search
 from .checksums import column_values, rebuild_hint
-from .formats import refuse_collection
+from .formats import Format, refuse_collection
 from .level_table import level_of
 from .parquet_checked import CheckedParquet
 from .query import embed_query, model_for, query_vector, refuse_unread
@@ -94,6 +94,13 @@ def search(
     opened = store if isinstance(store, Store) else open_store(store, collection=collection)
     level = level_of(opened.settings.get("level", "sentence"))
     if not level.searchable:
+        if opened.rules.format is not Format.PARQUET:  # occurrences are read from a Parquet store's columns
+            raise CorpusError(
+                f"{opened.path} holds {level.name.value} rows, not one vector per text, and occurrences "
+                f"are searched in a .parquet store of them only: embed the corpus again with -o "
+                f"{opened.path.with_suffix('.parquet').name} --level {level.name.value} (output= a .parquet "
+                "file), then search it by occurrence (bertscope similar --store STORE --word WORD)"
+            )
         raise CorpusError(
             f"{opened.path} holds {level.name.value} rows, not one vector per text; search it by occurrence "
             "(search_occurrences, or bertscope similar --store STORE --word WORD --context TEXT)"
