@@ -408,9 +408,15 @@ def storage(asked: LevelOptions) -> dict[str, Any]:
     return {"keep_text": asked.keep_text, "precision": Precision.parse(asked.precision, what="precision")}
 
 
-def unpooled_spec(model: Any, recipe: EmbedOptions) -> EmbedSpec:
-    """The spec of rows that are not pooled: the recipe's layers, combine, long and stride."""
-    return resolve(model, replace(recipe, pooling=Pooling.MEAN, mask_special=False, normalize=None)).spec
+def unpooled_spec(model: Any, recipe: EmbedOptions, *, prompt: str = "") -> EmbedSpec:
+    """The spec of rows that are not pooled: the recipe's layers, combine, long and stride, and no prompt
+    (`prompt`: a store's recorded one, for a query made as its rows were): a row's span indexes the text
+    as given, and a model's default prompt is its sentence vectors' (it made 'passage' and ':' words of
+    every text, and shifted every span by the prompt's length)."""
+    unpooled = replace(
+        recipe, pooling=Pooling.MEAN, mask_special=False, normalize=None, prompt_name=None, prompt=prompt
+    )
+    return resolve(model, unpooled).spec
 
 
 def vector_columns(schema: pa.Schema) -> list[str]:

@@ -25,12 +25,14 @@ from ..core._enums import SubwordPooling
 from ..core.pooling import pool_words, text_words
 from ..core.renamed import top_k_given
 from ..core.similarity import unit
+from ..core.spec import EmbedOptions
+from ..core.tokens import check_texts
 from ..errors import CorpusError, InvalidInput
 from .formats import suffixes_where
 from .index import index_copies
 from .index_copy import CheckedCopy
 from .level_table import level_of
-from .levels import vector_columns
+from .levels import unpooled_spec, vector_columns
 from .parquet_checked import CheckedParquet
 from .query import model_for, same_model
 from .stores import Store, open_store
@@ -292,7 +294,13 @@ def _query_vector(store: Store, target: str, context: str, model: Any, layers: A
     options = {key: settings[key] for key in ("long", "stride") if key in settings}
     stacked = settings.get("combine") == "stack"
     combine = "concat" if stacked else settings.get("combine", "mean")
-    tok = m.embed_tokens(context, layers=settings["layers"], combine=combine, **options)[0]
+    # the store's recipe, its prompt included (none since token and word rows take none; an older store's
+    # default prompt as it was recorded), so that the context's spans and vectors are made as its rows were
+    recipe = EmbedOptions(
+        settings["layers"], combine, long=options.get("long", "truncate"), stride=options.get("stride")
+    )
+    spec = unpooled_spec(m, recipe, prompt=settings.get("prompt") or "")
+    tok = m.token_vectors(check_texts([context]), spec)[0]
     groups, spans = text_words(tok)
     if settings["level"] == "words":
         # Pooled per layer, as the word level pools each stacked layer on its own.
