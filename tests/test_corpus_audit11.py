@@ -245,3 +245,16 @@ def test_a_npy_token_store_is_sent_to_a_parquet_one(tmp_path: Path, bundled: ber
     bertscope.embed_corpus(TEXTS, out, model=bundled, level="tokens")
     with pytest.raises(CorpusError, match=r"occurrences are searched in a \.parquet store .* -o t\.parquet"):
         bertscope.search("storm", out, model=bundled)
+
+
+def test_names_the_table_help_and_errors_agree_on(tmp_path: Path, bundled: bertscope.Model) -> None:
+    out = tmp_path / "c.db"
+    bertscope.embed_corpus(TEXTS, out, model=bundled)
+    listed = json.loads(run_main("collections", str(out), "--json").stdout)[0]
+    assert listed["n_texts"] == listed["count"] == 4  # the count of texts is n_texts; count still reads
+    shown = run_main("collections", str(out)).stdout
+    assert "n_texts" in shown and "dimension" in shown
+    helped = run_main("index", "info", "--help").stdout
+    assert "CRC-32" in helped and "SHA-256" not in helped
+    ran = run_main("embed", "fine", "", "--backend", "torch")
+    assert ran.code != 0 and "text 2 is empty" in ran.stderr  # the ids printed count from 1

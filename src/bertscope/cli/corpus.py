@@ -346,19 +346,19 @@ def collections(
     if as_json:
         emit_json(found)
         return
-    table = Table("name", "texts", "dim", "model", "settings", "created", title=str(store))
+    table = Table("name", "n_texts", "dimension", "model", "settings", "created", title=str(store))
     for c in found:
         settings = ", ".join(
             f"{k}={_shown_setting(k, v)}" for k, v in c["settings"].items() if k not in (*_NOT_SHOWN, JOB_KEY)
         )
         name = f"{c['name']} (unfinished)" if JOB_KEY in c["settings"] else c["name"]
-        table.add_row(name, str(c["count"]), str(c["dimension"]), c["model"], settings, c["created"])
+        table.add_row(name, str(c["n_texts"]), str(c["dimension"]), c["model"], settings, c["created"])
     out.print(table)
     for c in found:
         if JOB_KEY in c["settings"]:
             # a mark, not a setting: search, verify and index refuse the collection until it is finished
             warn(
-                f"collection {c['name']!r} holds the {c['count']} texts of a job that stopped before it "
+                f"collection {c['name']!r} holds the {c['n_texts']} texts of a job that stopped before it "
                 "finished; run that job again with --resume to finish it first"
             )
 

@@ -237,6 +237,13 @@ def embed(
                    skip_bad=skip_bad, no_text=no_text, precision=given_options(ctx, "precision"),
                    batch_size=batch_size is not None)  # fmt: skip
     refuse_idle_options(ctx, output, input_path, level=level, engine=engine, collection=collection)
+    if output is None and texts:
+        from ..core.texts_given import text_refusal
+
+        # named as the ids that print them: the first argument is text 1 (the library counts from 0)
+        for number, text in enumerate(texts, 1):
+            if (why := text_refusal(text)) is not None:
+                raise InvalidInput(f"text {number} {why}")
     if stride is not None:
         # checked now, not at the first long text part-way through a corpus job
         from ..core.folder import FolderView

@@ -90,8 +90,8 @@ def info(
 ) -> None:
     """Whether a store has an index, what it was built from, and whether it is still fresh.
 
-    The index file is read whole and checked against the SHA-256 recorded when it was built: a damaged
-    or replaced one is an error naming the rebuild.
+    The index file is read whole and checked against its size and the CRC-32 recorded when it was built:
+    a damaged or replaced one is an error naming the rebuild.
 
     Example: `bertscope index info corpus.parquet`
     """

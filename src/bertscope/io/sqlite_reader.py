@@ -31,7 +31,8 @@ def replacement_of(collection: str) -> str:
 
 
 def list_collections(path: str | Path) -> list[dict[str, Any]]:
-    """Each collection's name, model, settings, dimension, created time and row count."""
+    """Each collection's name, model, settings, dimension, created time and texts (`n_texts`; `count`,
+    its older name, holds the same number)."""
     found = _collections(path)
     for listed in found:  # the settings as they were made; their digest is the store's own business
         listed["settings"] = unsealed(listed["settings"])[0]
@@ -55,12 +56,15 @@ def _collections(path: str | Path) -> list[dict[str, Any]]:
         ) from None
     finally:
         db.close()
-    keys = ("name", "model", "settings", "dimension", "created", "count")
-    return [
+    keys = ("name", "model", "settings", "dimension", "created", "n_texts")
+    found = [
         dict(zip(keys, (*r[:2], _settings(r[2], r[0], path), *r[3:]), strict=True))
         for r in rows
         if not str(r[0]).startswith(REPLACING)  # an --overwrite job's collection on its way
     ]
+    for listed in found:
+        listed["count"] = listed["n_texts"]  # its older name, still read
+    return found
 
 
 def _settings(raw: Any, collection: str, path: str | Path) -> dict[str, Any]:
