@@ -25,7 +25,9 @@ from .core._enums import Pooling
 from .core.given import given_vectors
 from .core.loading import device_kind
 from .core.similarity import cos_sim, pairwise_cos_sim, unit, vectors_given
-from .core.spec import EmbedOptions, resolve, unknown_option, whole_number
+from .core.spec import EmbedOptions, auto_refusal, resolve, unknown_option, whole_number
+from .core.st_attributes import ENCODE_INSTEAD
+from .core.texts_given import text_items
 from .core.tokens import check_texts, cut_warning
 from .errors import InvalidInput, InvalidSpec, UnknownOption
 
@@ -87,6 +89,8 @@ def encode(
 
         tensors = [torch.from_numpy(np.ascontiguousarray(row.vectors)) for row in rows]
         return tensors[0] if single else tensors
+    if model.loaded.st_unsupported:  # said here: embed's line sends the caller to pooling=, refused here
+        raise auto_refusal(model.loaded, "encode", f"{ENCODE_INSTEAD}, or use sentence-transformers for it")
     found = model.embed(
         texts, pooling="auto", prompt_name=prompt_name, prompt=prompt, progress=bool(show_progress_bar)
     )
@@ -318,9 +322,13 @@ def _texts_given(sentences: Any, options: dict[str, Any]) -> tuple[Any, dict[str
     return inputs, rest
 
 
-def _as_list(sentences: Any) -> list[str]:
+def _as_list(sentences: Any) -> list[Any]:
+    """The texts of `sentences` as a list, read as embed reads them (`text_items`: never an item's printed
+    form), and an (n, 2) array of strings as n (A, B) pairs, as sentence-transformers reads one."""
     if isinstance(sentences, np.ndarray):
-        return [str(s) for s in sentences.tolist()]
+        if sentences.ndim == 2 and sentences.shape[1] == 2 and sentences.dtype.kind in "UO":
+            return [tuple(row) for row in sentences.tolist()]  # each part checked as a text (check_texts)
+        return list(text_items(sentences, pairs=True))  # a 0-D or other 2-D array refused in one line
     if isinstance(sentences, Mapping):
         raise InvalidInput(
             "encode takes a str or a list of str, not a dict: it would embed the keys; pass list(d) for "

@@ -33,6 +33,7 @@ __all__ = [
     "EmbedOptions",
     "EmbedSpec",
     "Recipe",
+    "auto_refusal",
     "PostArg",
     "resolve",
     "resolve_spec",
@@ -411,11 +412,10 @@ def resolve_spec(
         _check_flag(normalize, "normalize")
     if pool is Pooling.AUTO:
         if model.loaded.st_unsupported:
-            raise InvalidSpec(
-                f"pooling='auto' cannot reproduce {model.loaded.source}: {model.loaded.st_unsupported}, "
-                "which bertscope does not apply; name a pooling (e.g. pooling='mean') to get the "
-                "encoder's own pooled vectors, or sentence-transformers for the full pipeline"
-            )
+            raise auto_refusal(
+                model.loaded, "pooling='auto'", "name a pooling (e.g. pooling='mean') to get the encoder's "
+                "own pooled vectors, or sentence-transformers for the full pipeline",
+            )  # fmt: skip
         pool = Pooling(model.loaded.st_pooling or "mean")
         normalize = model.loaded.st_normalize if normalize is None else normalize
     if pool is Pooling.FIRST_LAST_AVG:
@@ -456,6 +456,15 @@ def resolve_spec(
         long=policy,
         stride=None if stride is None else int(stride),
         **_prompt_fields(model, prompt_name, prompt),
+    )
+
+
+def auto_refusal(loaded: Any, who: str, fix: str) -> InvalidSpec:
+    """The one line for `who` (pooling='auto', encode, ...) asked for the sentence pipeline of a folder
+    whose pipeline bertscope does not apply (`loaded.st_unsupported`); `fix` is what that caller can do."""
+    return InvalidSpec(
+        f"{who} cannot reproduce {loaded.source}: {loaded.st_unsupported}, which bertscope does not apply; "
+        f"{fix}"
     )
 
 

@@ -4,8 +4,9 @@
 `default_prompt_name` (the prompt put before each text where none is asked) and `similarity_fn_name` (what
 `similarity` of vectors and `similarity_pairwise` compute), with sentence-transformers' setters, so
 `model.truncate_dim = 128` does the same on either kind of model. A class using the mixin has `info()` (its
-`hidden_size` is the full width), a settable `prompts` and `_settings_folder()` (the folder whose
-config_sentence_transformers.json names the similarity function).
+`hidden_size` is the full width), `loaded` (whose `st_unsupported` says why encode refuses the folder's
+pipeline), a settable `prompts` and `_settings_folder()` (the folder whose config_sentence_transformers.json
+names the similarity function).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import InvalidSpec
-from .spec import whole_number
+from .spec import auto_refusal, whole_number
 from .st_settings import SIMILARITY_FUNCTIONS, folder_similarity_fn_name, similarity_function
 
 if TYPE_CHECKING:
@@ -22,7 +23,10 @@ if TYPE_CHECKING:
     from .encoder import ModelInfo
     from .prompts import Prompts
 
-__all__ = ["SentenceTransformersAttributes"]
+__all__ = ["ENCODE_INSTEAD", "SentenceTransformersAttributes"]
+
+# What gives sentence vectors of a folder whose pipeline encode does not reproduce (`st_unsupported`).
+ENCODE_INSTEAD = "model.embed(texts, pooling='mean') gives the encoder's own pooled vectors"
 
 
 class SentenceTransformersAttributes:
@@ -30,6 +34,7 @@ class SentenceTransformersAttributes:
     sentence-transformers' model has them."""
 
     if TYPE_CHECKING:
+        loaded: Any  # the loaded folder's facts: its source and st_unsupported
 
         @property
         def prompts(self) -> Prompts: ...
@@ -89,8 +94,14 @@ class SentenceTransformersAttributes:
 
     def get_embedding_dimension(self) -> int:
         """sentence-transformers' width of `encode`'s vectors: the hidden size, or `truncate_dim` where
-        that is set and narrower."""
+        that is set and narrower; refused where `encode` refuses the folder's pipeline (a Dense module, a
+        pooling it does not apply), whose width is not the hidden size."""
         width = int(self.info().hidden_size)
+        if self.loaded.st_unsupported:  # a wrong width would size an index for vectors encode never gives
+            raise auto_refusal(
+                self.loaded, "encode", f"get_embedding_dimension() has no width to give: {ENCODE_INSTEAD} "
+                f"({width} wide), or use sentence-transformers for the full pipeline",
+            )  # fmt: skip
         return width if self.truncate_dim is None else min(width, self.truncate_dim)
 
     def get_sentence_embedding_dimension(self) -> int:

@@ -97,20 +97,31 @@ def bare_pair_message(texts: tuple[str, str]) -> str:
 def text_items(texts: object, *, pairs: bool = False) -> Iterable[Any]:
     """What `texts` holds, item by item, unread where it streams: a lone string is one text (never its
     characters); a 1-D array its items; any other iterable as given. Refused in one line: a bare (A, B)
-    tuple with `pairs` (it reads two ways), a set (no order), bytes, a mapping, a 2-D array and anything
-    not iterable. `check_texts` (embed) and `iter_checked` (iter_embed) both read texts through it."""
+    tuple with `pairs` (it reads two ways), a set (no order), bytes, a mapping, a 0-D or 2-D array and
+    anything not iterable. `check_texts` (embed) and `iter_checked` (iter_embed) both read texts through
+    it."""
     if isinstance(texts, str):
         return [texts]
     if pairs and isinstance(texts, tuple) and is_pair(texts):
         raise InvalidInput(bare_pair_message(texts))
     refuse_unordered(texts)
-    if isinstance(texts, np.ndarray) and texts.ndim != 1:
-        raise InvalidInput(f"texts must be a string or a 1-D list of strings, got a {texts.ndim}-D array")
     if isinstance(texts, np.ndarray):
-        return texts.tolist()  # np.str_ items as str
+        return _array_items(texts)
     if isinstance(texts, (bytes, bytearray, Mapping)) or not isinstance(texts, Iterable):
         raise InvalidInput(f"texts must be a string or a list of strings, got {type(texts).__name__}")
     return texts
+
+
+def _array_items(texts: np.ndarray) -> list[Any]:
+    """A 1-D NumPy array's texts (np.str_ items as str), never an item's printed form; any other shape
+    refused in one line."""
+    if texts.ndim == 0:
+        raise InvalidInput(
+            "texts must be a string or a 1-D list of strings, got a 0-D array: pass its text, array.item()"
+        )
+    if texts.ndim != 1:
+        raise InvalidInput(f"texts must be a string or a 1-D list of strings, got a {texts.ndim}-D array")
+    return texts.tolist()
 
 
 def check_text(text: object, index: int, *, pairs: bool = False) -> Any:
