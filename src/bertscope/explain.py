@@ -14,7 +14,7 @@ whole score sits, exactly, on the pair of first tokens ([CLS] and [CLS]: the sam
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +44,8 @@ class Explanation:
 
     contributions: (tokens of a, tokens of b), summing to `score` (None when not exact);
     share_a (tokens of a,) and share_b (tokens of b,): row and column sums (each sums to the score),
-    or, when not exact, the [CLS] row of the attention (each sums to 1).
+    or, when not exact, the [CLS] row of the attention (each sums to 1); n_dropped: the tokens cut from the
+    end of a and of b (a text past the model's limit, long="truncate"), as `embed` counts them.
     """
 
     score: float
@@ -62,6 +63,7 @@ class Explanation:
     spec: dict[str, Any] = field(default_factory=dict)
     text_a: str = ""
     text_b: str = ""
+    n_dropped: list[int] = field(default_factory=lambda: [0, 0])
 
     def __repr__(self) -> str:
         """One line for a notebook cell: the texts, the score, how it splits, the shape and the top pairs."""
@@ -92,6 +94,7 @@ class Explanation:
             else self.contributions.astype(float).tolist(),
             "top_pairs": self.top_pairs,
             "spec": self.spec,
+            "n_dropped": list(self.n_dropped),
         }
 
 
@@ -119,17 +122,20 @@ def explain(
     spec, processor = recipe.spec, recipe.post
     # Each text alone, as `similarity` embeds them, so the score is the one it reports.
     left, right = model.embed_with([a], recipe), model.embed_with([b], recipe)
-    say_cut(np.concatenate([left.n_dropped, right.n_dropped]), model.max_tokens)
+    dropped = np.concatenate([left.n_dropped, right.n_dropped])
+    say_cut(dropped, model.max_tokens)
+    # Said in the answer too (the service's /explain, the explorer's tab), not only in a warning.
+    cut = [int(n) for n in dropped]
     score = float(cos_sim(left.vectors, right.vectors)[0, 0])
     if spec.pooling not in exact_poolings():
         if max(spec.layers) == 0:
-            return _first_rows_view(model, a, b, spec, processor, score, top)
+            return replace(_first_rows_view(model, a, b, spec, processor, score, top), n_dropped=cut)
         if exact:
             raise InvalidSpec(
                 f"pooling {spec.pooling.value!r} has no exact split into tokens (the vector depends on "
                 f"every token through the layers); exact: {_exact_names()}"
             )
-        return _attention_view(model, a, b, spec, score)
+        return replace(_attention_view(model, a, b, spec, score), n_dropped=cut)
     (tok_a, mat_a), (tok_b, mat_b) = model.engine.token_matrices([a, b], spec)
     parts_a = token_parts(mat_a, tok_a.special_mask, spec, processor)
     parts_b = token_parts(mat_b, tok_b.special_mask, spec, processor)
@@ -150,6 +156,7 @@ def explain(
         spec=_spec(spec, processor),
         text_a=a,
         text_b=b,
+        n_dropped=cut,
     )
 
 

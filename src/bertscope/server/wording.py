@@ -137,7 +137,9 @@ def _drop(message: str, spans: list[tuple[int, int]], rest: Any) -> str:
     for start, end in spans:
         if start < at:
             continue  # inside a clause already dropped
-        clause = list(_CLAUSE.finditer(message, at, start))
+        clause = [
+            c for c in _CLAUSE.finditer(message, at, start) if _holds(message[c.start() : start], c.group(0))
+        ]
         if not clause:  # the option is what the sentence is about: keep it, without the `=`
             out.append(rest(message[at:start]) + message[start:end].replace("=", " ", 1))
             at = end
@@ -149,6 +151,19 @@ def _drop(message: str, spans: list[tuple[int, int]], rest: Any) -> str:
         at = closing or min(ends, default=len(message))
     out.append(rest(message[at:]))
     return "".join(out)
+
+
+def _holds(lead: str, separator: str) -> bool:
+    """Whether the clause that `separator` opens (`lead`: from it to the dropped option) holds the option;
+    not an aside closed before it, as ` (model2vec)` before `layers=` is: cut from there to the next ")",
+    a static model's refusal lost all but its first words, its fix too."""
+    depth = 0
+    for char in lead:
+        depth += (char == "(") - (char == ")")
+        if depth < 0:
+            return False
+    # A clause opening with "(" holds the option only while that parenthesis is still open.
+    return depth > 0 or "(" not in separator
 
 
 @cache

@@ -77,15 +77,19 @@ async function showTokens(text, text2, pair) {
   spans.replaceChildren();
   const marks = [];
   let at = 0;
+  // The service's offsets count code points (Python's str), JS strings UTF-16 units: an emoji or any
+  // character past U+FFFF is two units, so slicing the string itself shifted every span after it.
+  const chars = Array.from(text);
+  const slice = (from, to) => chars.slice(from, to).join("");
   const content = toks.filter((t) => !t.special && t.sequence !== 1);
   content.forEach((t) => {
-    if (t.start > at) spans.append(text.slice(at, t.start));
-    const m = el("mark", { "data-word": t.word, class: `w${t.word % 2}`, text: text.slice(t.start, t.end) });
+    if (t.start > at) spans.append(slice(at, t.start));
+    const m = el("mark", { "data-word": t.word, class: `w${t.word % 2}`, text: slice(t.start, t.end) });
     spans.append(m);
     marks.push(m);
     at = Math.max(at, t.end);
   });
-  if (at < text.length) spans.append(text.slice(at));
+  if (at < chars.length) spans.append(slice(at));
   const body = $("#tokens tbody");
   body.replaceChildren();
   toks.forEach((t, i) => {
@@ -317,10 +321,12 @@ async function compare() {
   const names = sentenceLines();
   const box = $("#matrices");
   box.replaceChildren();
+  $("#sentences-cut").hidden = true;  // a note of the last comparison says nothing of this one
   if (names.length < 2) { showError("write two or more sentences, one per line"); return; }
   try {
     const opts = sentenceOptions();
     const res = await api("/v2/embed", { inputs: names, ...opts });
+    noteCut("#sentences-cut", res.n_dropped.map((n, i) => [`S${i + 1}`, n]));
     const legend = el("ol", { class: "legend" });
     names.forEach((s, i) => legend.append(el("li", { text: `S${i + 1}: ${s}` })));
     box.append(el("div", {}, legend));
@@ -375,12 +381,14 @@ function fillLayerChoices(info) {
 async function explainPair() {
   showError(null);
   const a = $("#x-a").value.trim(), b = $("#x-b").value.trim();
+  $("#explain-cut").hidden = true;
   if (!a || !b) { showError("write both texts"); return; }
   const body = { a, b, pooling: $("#x-pooling").value, mask_special: $("#x-mask").checked, top_k: 8 };
   if ($("#x-layers").value !== "") body.layers = $("#x-layers").value;
   try {
     const r = await api("/explain", body);
     state.explanation = r;
+    noteCut("#explain-cut", [["A", r.n_dropped[0]], ["B", r.n_dropped[1]]]);
     $("#x-score").replaceChildren(el("b", { text: `cosine ${fmt(r.score)}` }), ` · ${r.method} · `,
       el("span", { id: "x-note", class: r.exact ? "ok" : "bad", text: r.note }));
     const svg = $("#x-map");

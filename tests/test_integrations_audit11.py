@@ -1,0 +1,135 @@
+"""The explorer and framework audit of round 11: /explain and the Explain and Sentences tabs say how many
+tokens a cut left out, the Tokens tab marks the right characters after an emoji, a static model's refusal
+reaches the page whole, `explore --port` is checked as `serve` checks it, and the LlamaIndex and LangChain
+adapters name the right text and keyword, take BaseEmbedding's own fields and pickle."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+import bertscope
+from bertscope.errors import TruncatedTextsWarning
+from bertscope.static_model import StaticModel
+from test_explorer import FLAGS, _chromium
+from test_server import serving
+
+LONG = " ".join(["bread"] * 40)  # 42 tokens: 18 past a 24-token limit
+
+
+@pytest.fixture(scope="module")
+def short() -> bertscope.Model:
+    """The bundled model cut at 24 tokens: a cut costs the page no seconds of drawing."""
+    return bertscope.load(device="cpu", max_tokens=24)
+
+
+@pytest.fixture(scope="module")
+def page(short: bertscope.Model) -> Iterator[tuple[Any, str]]:
+    """A headless Chromium page (Debian's, through Playwright) and the service on `short`."""
+    playwright = pytest.importorskip("playwright.sync_api", reason="the dev extra installs playwright")
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("Debian's Chromium is absent and could not be installed")
+    with (
+        serving(short) as base,
+        playwright.sync_playwright() as p,
+        tempfile.TemporaryDirectory() as profile,
+    ):
+        context = p.chromium.launch_persistent_context(
+            profile, executable_path=exe, args=FLAGS, viewport={"width": 1200, "height": 900}
+        )
+        context.set_default_timeout(120_000)
+        try:
+            yield context.new_page(), base
+        finally:
+            context.close()
+
+
+# 1 ------------------------------------------------------------------------------------------------
+
+
+def test_explain_answers_how_many_tokens_were_cut(short: bertscope.Model) -> None:
+    """/explain cut a long text to the limit and said nothing: tokens_a had 24 entries, no n_dropped."""
+    for pooling in ("mean", "cls"):  # an exact split and the [CLS] attention view
+        with pytest.warns(TruncatedTextsWarning):
+            said = short.explain(LONG, "bread", pooling=pooling).to_dict()
+        assert said["n_dropped"] == [18, 0] and len(said["tokens_a"]) == 24, pooling
+    with serving(short) as base:
+        body = {"a": "bread", "b": LONG, "pooling": "mean", "top_k": 2}
+        answer = httpx.post(base + "/explain", json=body, timeout=120).json()
+    assert answer["n_dropped"] == [0, 18] and len(answer["tokens_b"]) == 24, answer.get("detail")
+
+
+@pytest.mark.timeout(400)
+def test_explain_and_sentences_tabs_say_the_cut(page: tuple[Any, str]) -> None:
+    pg, base = page
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(base + "/")
+    pg.wait_for_selector("body[data-ready]")
+    pg.click("[data-tab=explain]")
+    pg.fill("#x-a", "bread")
+    pg.fill("#x-b", LONG)
+    pg.click("#explain")
+    pg.wait_for_selector("#explain-cut:not([hidden])")
+    assert pg.get_attribute("#explain-cut", "data-dropped") == "18"
+    assert "18 tokens at the end of B" in pg.text_content("#explain-cut")
+    pg.fill("#x-b", "a loaf of bread")
+    pg.click("#explain")
+    pg.wait_for_selector("#explain-cut[data-dropped='0'][hidden]", state="attached")
+
+    pg.click("[data-tab=sentences]")
+    pg.fill("#sentences", f"bread\n{LONG}")
+    pg.click("#compare")
+    pg.wait_for_selector("#sentences-cut:not([hidden])")
+    assert "18 tokens at the end of S2" in pg.text_content("#sentences-cut")
+    assert not errors, errors
+
+
+# 2 ------------------------------------------------------------------------------------------------
+
+
+def test_tokens_tab_marks_the_characters_after_an_emoji(page: tuple[Any, str]) -> None:
+    """The service counts code points and JS strings UTF-16 units: after 🍞 each mark was one off."""
+    pg, base = page
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    text = "🍞 I like eating 𝔟read"
+    pg.goto(base + "/")
+    pg.wait_for_selector("body[data-ready]")
+    pg.fill("#text", text)
+    pg.fill("#text2", "")
+    pg.click("#go")
+    pg.wait_for_selector(f"body[data-ready='{text}']")
+    marks = pg.eval_on_selector_all("#spans mark", "ms => ms.map(m => m.textContent)")
+    tokens = httpx.post(base + "/v2/tokenize", json={"inputs": [text]}, timeout=60).json()["items"][0]
+    want = [text[t["start"] : t["end"]] for t in tokens["tokens"] if not t["special"]]
+    assert marks == want and marks[0] == "🍞", marks
+    assert pg.text_content("#spans") == text
+    assert not errors, errors
+
+
+# 5 ------------------------------------------------------------------------------------------------
+
+
+def test_a_static_models_refusal_reaches_the_explorer_whole(static_m2v: StaticModel) -> None:
+    """The service's rewording dropped " (model2vec) ... (origin)" as the clause of layers=, which
+    /explore/layers does not take: the banner read "... is a static model", no fix."""
+    from bertscope.server.explorer import LayersRequest
+    from bertscope.server.wording import as_fields
+
+    with serving(static_m2v) as base:
+        refused = httpx.post(base + "/explore/layers", json={"inputs": "a cat"}, timeout=60)
+    said = refused.json()["detail"]
+    assert refused.status_code == 422, said
+    assert said.startswith(f"{static_m2v.source} is a static model (model2vec) with no layers: "), said
+    assert said.endswith(f"or the model it was distilled from ({static_m2v.origin})"), said
+    assert "layers=" not in said and "needs a transformer; use embed" in said
+    # An aside closed before the option is no clause of it; an open one still is (dropped with it).
+    message = "x (an aside) with no layers: layers='all' needs one; use y"
+    assert as_fields(message, LayersRequest) == "x (an aside) with no layers: layers 'all' needs one; use y"
+    assert as_fields("x (pass layers='all') here", LayersRequest) == "x here"
