@@ -5,6 +5,7 @@ adapters name the right text and keyword, take BaseEmbedding's own fields and pi
 
 from __future__ import annotations
 
+import socket
 import tempfile
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +16,7 @@ import pytest
 import bertscope
 from bertscope.errors import TruncatedTextsWarning
 from bertscope.static_model import StaticModel
+from console import run_main
 from test_explorer import FLAGS, _chromium
 from test_server import serving
 
@@ -133,3 +135,62 @@ def test_a_static_models_refusal_reaches_the_explorer_whole(static_m2v: StaticMo
     message = "x (an aside) with no layers: layers='all' needs one; use y"
     assert as_fields(message, LayersRequest) == "x (an aside) with no layers: layers 'all' needs one; use y"
     assert as_fields("x (pass layers='all') here", LayersRequest) == "x here"
+
+
+# 6 ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def no_loading(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """`explore`'s model loading, recorded instead of run: a refusal must come before it."""
+    import bertscope.cli.explore as explore
+
+    loads: list[object] = []
+    monkeypatch.setattr(explore, "load_model", lambda *a, **k: loads.append(a))
+    return loads
+
+
+def test_explore_refuses_a_port_past_65535_before_loading(no_loading: list[object]) -> None:
+    """It loaded the model, then ended in some 60 lines of OverflowError."""
+    ran = run_main("explore", "--port", "70000", "--no-open")
+    assert ran.code == 2 and "65535" in ran.stderr and "Traceback" not in ran.stderr, ran
+    assert no_loading == []
+
+
+def test_explore_says_a_busy_port_in_one_line_before_loading(no_loading: list[object]) -> None:
+    """It loaded the model, then uvicorn said "ERROR: [Errno 98] ..." and ended with 3."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        ran = run_main("explore", "--port", str(port), "--no-open")
+    assert ran.code == 1 and no_loading == [], ran
+    lines = ran.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"port {port} on 127.0.0.1 is in use: choose another --port" in lines[0], ran
+
+
+def test_explore_port_0_serves_on_the_port_it_bound(
+    short: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+
+    import bertscope.cli.explore as explore
+
+    bound: list[int] = []
+
+    class Bound:
+        """uvicorn.Server that records the socket it is handed instead of serving on it."""
+
+        started, should_exit = False, True
+
+        def __init__(self, config: Any) -> None:
+            pass
+
+        def run(self, *, sockets: list[socket.socket]) -> None:
+            bound.append(sockets[0].getsockname()[1])
+            sockets[0].close()
+
+    monkeypatch.setattr(explore, "load_model", lambda *a, **k: short)
+    monkeypatch.setattr(uvicorn, "Server", Bound)
+    ran = run_main("explore", "--port", "0", "--no-open")
+    assert ran.code == 0 and len(bound) == 1 and bound[0] != 0, ran

@@ -24,6 +24,7 @@ from .app import (
     err,
     load_model,
 )
+from .serve import listening_socket
 
 _HOST = "127.0.0.1"
 
@@ -38,7 +39,9 @@ def free_port(host: str = _HOST) -> int:
 @app.command()
 def explore(
     model: ModelOpt = None,
-    port: Annotated[int, typer.Option("--port", min=0, help="Port on 127.0.0.1 (0: a free one).")] = 0,
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0: a free one).")
+    ] = 0,
     open_browser: Annotated[
         bool, typer.Option("--open/--no-open", help="Open the page in the default browser.")
     ] = True,
@@ -59,6 +62,10 @@ def explore(
 
     from ..server import create_app
 
+    # Bound before the model loads, as `serve` binds it: a busy port is one line, not uvicorn's error
+    # after seconds of loading; --port 0 takes the free port the system gives.
+    listening = listening_socket(_HOST, port)
+    chosen = listening.getsockname()[1]
     m = load_model(
         model,
         device=device,
@@ -69,7 +76,6 @@ def explore(
         fast=fast,
         fast_min_cosine=fast_min_cosine,
     )
-    chosen = port or free_port()
     url = f"http://{_HOST}:{chosen}/"
     server = uvicorn.Server(uvicorn.Config(create_app(m), host=_HOST, port=chosen, log_level="warning"))
 
@@ -83,4 +89,4 @@ def explore(
                 webbrowser.open(url)
 
     threading.Thread(target=announce, daemon=True).start()
-    server.run()
+    server.run(sockets=[listening])

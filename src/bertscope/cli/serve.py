@@ -194,7 +194,7 @@ def serve(
         stores=tuple(named_stores),
         token_ids=TokenIds(token_ids),
     )
-    listening = _listening_socket(host, port)  # a busy port is said before seconds of loading, not after
+    listening = listening_socket(host, port)  # a busy port is said before seconds of loading, not after
     port = listening.getsockname()[1]  # --port 0: the free port the system chose, said below
     if host not in _LOOPBACK and not api_key:
         warn(f"listening on {host} with no --api-key: anyone who reaches it can use it")
@@ -215,8 +215,9 @@ def serve(
     uvicorn.Server(config).run(sockets=[listening])
 
 
-def _listening_socket(host: str, port: int) -> socket.socket:
-    """The service's socket, bound now: a port in use or a host this machine is not is one line."""
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The service's socket, bound now: a port in use or a host this machine is not is one line
+    (`serve` and `explore` bind it before the model loads)."""
     try:
         info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except socket.gaierror as error:
