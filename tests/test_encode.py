@@ -163,7 +163,7 @@ def test_an_empty_list_gives_an_empty_array(bundled: bertscope.Model, st_model: 
         ({"truncate_dim": 0}, "truncate_dim"),
         ({"truncate_dim": 2.5}, "truncate_dim must be a whole number of at least 1 (the dimensions to keep"),
         ({"truncate_dim": "64"}, "truncate_dim must be a whole number of at least 1"),
-        ({"prompt_name": "query"}, "prompt="),
+        ({"prompt_name": "qeury"}, "prompt="),  # "query" is sentence-transformers' empty one
         ({"device": "meta"}, "bertscope.load(device"),
         ({"device": "cuda:0"}, "bertscope.load(device"),
         ({"device": torch.device("meta")}, "bertscope.load(device"),

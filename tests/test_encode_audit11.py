@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 import bertscope
-from bertscope.errors import InvalidInput, InvalidSpec
+from bertscope.errors import InputTooLong, InvalidInput, InvalidSpec, TruncatedTextsWarning
 
 TOL = 1e-5
 
@@ -86,10 +87,14 @@ def odd_folders(bundled_path: Path, tmp_path_factory: pytest.TempPathFactory) ->
     return {
         "Dense module": _bundled_with(bundled_path, root / "dense"),
         "cls + mean": _bundled_with(
-            bundled_path, root / "clsmean", pooling={"embedding_dimension": 384, "pooling_mode": ["cls", "mean"]}
+            bundled_path,
+            root / "clsmean",
+            pooling={"embedding_dimension": 384, "pooling_mode": ["cls", "mean"]},
         ),
         "weightedmean": _bundled_with(
-            bundled_path, root / "weighted", pooling={"embedding_dimension": 384, "pooling_mode": "weightedmean"}
+            bundled_path,
+            root / "weighted",
+            pooling={"embedding_dimension": 384, "pooling_mode": "weightedmean"},
         ),
     }
 
@@ -119,3 +124,73 @@ def test_encode_names_its_own_fix_and_embed_keeps_its_line(odd_folders: dict[str
         model.embed(["a"])
     assert model.embed(["a"], pooling="mean").vectors.shape == (1, 384)  # the fix encode names works
     assert model.encode(["a"], output_value="token_embeddings")[0].shape == (3, 384)  # before any pooling
+
+
+# 6. sentence-transformers (5+) gives every model a "query" and a "document" prompt, "" unless it sets one.
+
+
+@pytest.mark.parametrize("name", ["query", "document"])
+def test_encode_takes_the_role_prompts_a_model_lacks_as_no_prompt(
+    bundled: bertscope.Model, st_model: object, name: str
+) -> None:
+    texts = ["a cat sat", "a dog ran"]
+    ours = bundled.encode(texts, prompt_name=name)
+    assert close(ours, st_model.encode(texts, prompt_name=name)) < TOL  # type: ignore[attr-defined]
+    assert close(ours, bundled.encode(texts)) == 0
+    assert bundled.encode(texts, prompt_name=name, output_value="token_embeddings")[0].shape == (5, 384)
+    with pytest.raises(InvalidSpec, match="unknown prompt name 'passage'"):
+        bundled.encode(texts, prompt_name="passage")  # only the two sentence-transformers gives every model
+
+
+def test_a_role_prompt_a_model_lacks_is_not_its_default(bundled_path: Path, tmp_path: Path) -> None:
+    from sentence_transformers import SentenceTransformer
+
+    from prompted import with_prompts
+
+    folder = with_prompts(bundled_path, tmp_path / "p", include_prompt=True, default="passage")
+    ours, theirs = bertscope.load(folder, device="cpu"), SentenceTransformer(str(folder), device="cpu")
+    texts = ["a cat sat"]
+    ours_document = ours.encode(texts, prompt_name="document")
+    assert close(ours_document, theirs.encode(texts, prompt_name="document")) < TOL
+    assert close(ours_document, ours.encode(texts, prompt="")) == 0 < close(ours_document, ours.encode(texts))
+    assert close(ours.encode_document(texts), theirs.encode_document(texts)) < TOL
+
+
+# 7. The truncation warning names the caller's line, however encode was reached.
+
+
+@pytest.mark.parametrize("method", ["encode", "encode_query", "encode_document"])
+def test_the_truncation_warning_points_at_the_callers_line(bundled: bertscope.Model, method: str) -> None:
+    call = getattr(bundled, method)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        call(["word " * 300])
+        call(["word " * 300], output_value="token_embeddings")
+    cut = [w for w in seen if issubclass(w.category, TruncatedTextsWarning)]
+    assert len(cut) == 2 and {w.filename for w in cut} == {__file__}, [(w.filename, w.lineno) for w in cut]
+
+
+# 5. A pair over the limit is refused, from encode too, saying where it parts from sentence-transformers.
+
+
+def test_a_pair_over_the_limit_is_refused_saying_encode_does_not_cut_it(bundled: bertscope.Model) -> None:
+    with pytest.raises(InputTooLong) as refused:
+        bundled.encode([["word " * 200, "other " * 200]])
+    said = str(refused.value)
+    assert said.startswith("pair 0 has 403 tokens") and len(said.splitlines()) == 1
+    assert "encode refuses it too, where sentence-transformers cuts the longer part first" in said
+    assert bundled.encode([["word " * 100, "other " * 100]]).shape == (1, 384)  # one within the limit
+
+
+# 2. Text is text: a special token's name in a text is its pieces, not the special token (docs/names.md).
+
+
+def test_a_special_tokens_name_in_a_text_is_text(bundled: bertscope.Model, st_model: object) -> None:
+    tokens = bundled.tokenize("a [SEP] b [MASK]")
+    assert tokens.tokens == ["[CLS]", "a", "[", "sep", "]", "b", "[", "mask", "]", "[SEP]"]
+    assert tokens.special_mask == [1, 0, 0, 0, 0, 0, 0, 0, 0, 1]
+    theirs = st_model.tokenize(["a [SEP] b [MASK]"])["input_ids"][0].tolist()  # type: ignore[attr-defined]
+    assert theirs == [101, 1037, 102, 1038, 103, 102]  # sentence-transformers reads them as the specials
+    ours = bundled.encode("a [SEP] b [MASK]")
+    assert close(ours, bundled.encode("a [ sep ] b [ mask ]")) < TOL
+    assert close(ours, st_model.encode("a [SEP] b [MASK]")) > 0.01  # type: ignore[attr-defined]

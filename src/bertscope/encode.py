@@ -29,11 +29,11 @@ from .core.spec import EmbedOptions, auto_refusal, resolve, unknown_option, whol
 from .core.st_attributes import ENCODE_INSTEAD
 from .core.texts_given import text_items
 from .core.tokens import check_texts, cut_warning
-from .errors import InvalidInput, InvalidSpec, UnknownOption
+from .errors import InputTooLong, InvalidInput, InvalidSpec, UnknownOption, caller_level
 
 __all__ = [
     "DOCUMENT_PROMPTS", "OUTPUT_VALUES", "QUERY_PROMPTS", "encode", "encode_role", "max_seq_length_refusal",
-    "role_prompt", "say_truncated", "similarity_pairwise", "vector_similarity", "warn_truncated",
+    "role_prompt", "say_truncated", "similarity_pairwise", "st_prompt", "vector_similarity", "warn_truncated",
 ]  # fmt: skip
 
 OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
@@ -76,6 +76,7 @@ def encode(
         show_progress_bar=show_progress_bar, convert_to_numpy=convert_to_numpy,
         convert_to_tensor=convert_to_tensor, normalize_embeddings=normalize_embeddings,
     )  # fmt: skip
+    prompt_name, prompt = st_prompt(model.prompts.prompts, prompt_name, prompt)
     single = isinstance(sentences, str)
     texts = [sentences] if single else _as_list(sentences)
     if not texts:  # before the texts are checked, which refuse an empty list: sentence-transformers' answers
@@ -91,9 +92,14 @@ def encode(
         return tensors[0] if single else tensors
     if model.loaded.st_unsupported:  # said here: embed's line sends the caller to pooling=, refused here
         raise auto_refusal(model.loaded, "encode", f"{ENCODE_INSTEAD}, or use sentence-transformers for it")
-    found = model.embed(
-        texts, pooling="auto", prompt_name=prompt_name, prompt=prompt, progress=bool(show_progress_bar)
-    )
+    try:
+        found = model.embed(
+            texts, pooling="auto", prompt_name=prompt_name, prompt=prompt, progress=bool(show_progress_bar)
+        )
+    except InputTooLong as exc:  # under truncation only a pair is: say where encode parts from theirs
+        raise InputTooLong(
+            f"{exc}; encode refuses it too, where sentence-transformers cuts the longer part first"
+        ) from None
     warn_truncated(found.n_dropped, model.max_tokens, _WINDOW)
     vectors = found.vectors
     if truncate_dim is not None:
@@ -119,19 +125,24 @@ def encode_role(
     """sentence-transformers' `encode_query` (names `QUERY_PROMPTS`) or `encode_document`
     (`DOCUMENT_PROMPTS`): `model.encode` with the role's prompt where none is named (`role_prompt`)."""
     if prompt_name is None and prompt is None:
-        prompt_name, prompt = role_prompt(model.prompts.prompts, names)
+        prompt_name = role_prompt(model.prompts.prompts, names)
     return model.encode(sentences, prompt_name, prompt, **options)
 
 
-def role_prompt(own: Mapping[str, str], names: Sequence[str]) -> tuple[str | None, str | None]:
-    """The (prompt_name, prompt) sentence-transformers' encode_query/encode_document pass: the first of
-    `names` among the model's prompts `own` over its own {"query": "", "document": ""}; "" for an empty
-    one (no prompt, not the model's default)."""
-    prompts = {**_ST_ROLE_PROMPTS, **own}
-    name = next((n for n in names if n in prompts), None)
-    if name is None:
-        return None, None
-    return (name, None) if name in own else (None, prompts[name])
+def role_prompt(own: Mapping[str, str], names: Sequence[str]) -> str | None:
+    """The prompt_name sentence-transformers' encode_query/encode_document pass: the first of `names`
+    among the model's prompts `own` and its own {"query": "", "document": ""}, else None."""
+    return next((name for name in names if name in own or name in _ST_ROLE_PROMPTS), None)
+
+
+def st_prompt(own: Mapping[str, str], prompt_name: object, prompt: object) -> tuple[Any, Any]:
+    """The (prompt_name, prompt) to embed with for encode's: sentence-transformers (5+) gives every model
+    a "query" and a "document" prompt, "" unless it sets them, so such a name the model's prompts `own`
+    lack is no prompt (prompt="", not the model's default one); anything else as given."""
+    if prompt is None and isinstance(prompt_name, str) and prompt_name in _ST_ROLE_PROMPTS:
+        if prompt_name not in own:
+            return None, _ST_ROLE_PROMPTS[prompt_name]
+    return prompt_name, prompt
 
 
 def vector_similarity(function: str, a: Any, b: Any, options: Mapping[str, object]) -> np.ndarray:
@@ -273,7 +284,9 @@ def warn_truncated(n_dropped: Sequence[int] | np.ndarray, max_tokens: int, inste
     does it at max_seq_length, never in silence; `instead` says what keeps all."""
     dropped = np.asarray(n_dropped, dtype=np.int64)
     cut = int(np.count_nonzero(dropped > 0))
-    say_truncated(cut, len(dropped), max_tokens, instead, tokens=int(dropped.sum()), stacklevel=5)
+    # the caller's own line, however it came in (encode, encode_query, StaticModel's, an integration)
+    level = caller_level() + 1
+    say_truncated(cut, len(dropped), max_tokens, instead, tokens=int(dropped.sum()), stacklevel=level)
 
 
 def say_truncated(
