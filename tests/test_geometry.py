@@ -305,3 +305,14 @@ def test_standardize_on_texts_applies_in_embed(bundled: bertscope.Model) -> None
     scaled = np.diag(processor.matrix) != 1.0
     assert np.abs(y.mean(0)).max() < 1e-5
     assert y.std(0)[scaled] == pytest.approx(np.ones(int(scaled.sum())), abs=1e-4)
+
+
+def test_json_figures_carry_the_digits_float32_states_hold(bundled: bertscope.Model) -> None:
+    """to_dict (--json, the service) gives each measure to 7 significant digits: the last digits of a
+    measure of float32 states differ by BLAS build and CPU, and the docs' figures must not."""
+    found = bundled.geometry(["The cat sat on the mat.", "Stocks fell sharply on Monday."], layers="-1")
+    row = found.to_dict()["layers"][0]
+    for key in ("isoscore", "intrinsic_dim", "expected_cosine"):
+        assert row[key] == float(f"{found.layers[0][key]:.7g}"), key
+    share = row["rogue"][0]["share"]
+    assert share == float(f"{share:.7g}") and share == float(f"{found.layers[0]['rogue'][0]['share']:.7g}")

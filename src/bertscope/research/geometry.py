@@ -288,8 +288,14 @@ class GeometryResult:
 
 
 def _plain(value: Any) -> Any:
+    """`value` as JSON says it: NaN as null, a float to 7 significant digits. Measures of float32 states
+    hold no more, and their last digits differ by BLAS build and CPU (the docs' figures must not)."""
     if isinstance(value, float):
-        return value if np.isfinite(value) else None
+        return float(f"{value:.7g}") if np.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
     return value
 
 
