@@ -6,7 +6,8 @@ tensor a list of 1-D tensors; `output_value="token_embeddings"` a list of (token
 layer, pad trimmed. Vectors use the model's own pooling and normalisation (`pooling="auto"`), so they
 equal sentence-transformers' within 1e-5. Texts are batched by a token budget, not by `batch_size`;
 the vectors do not depend on it. A text over the model's limit is truncated there, as
-sentence-transformers truncates at max_seq_length, with a `TruncatedTextsWarning` saying how many were.
+sentence-transformers truncates at max_seq_length, with a `TruncatedTextsWarning` saying how many were;
+a pair over it is refused, where sentence-transformers cuts its longer part first (bertscope cuts no pair).
 `Model.encode_query` / `encode_document`, `similarity` of vectors and `similarity_pairwise` (by the
 model's `similarity_fn_name`: cosine, dot, euclidean or manhattan), `get_sentence_embedding_dimension()`,
 `max_seq_length` and `similarity_fn_name` answer as sentence-transformers' (5+) do; a keyword of its
