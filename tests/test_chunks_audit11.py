@@ -12,6 +12,7 @@ import pytest
 
 import bertscope
 from bertscope.core.chunking import check_spans, paragraph_spans, sentence_spans
+from bertscope.errors import InvalidSpec
 from console import run_main
 
 DOC = "Berlin is big. It is old."
@@ -159,3 +160,18 @@ def test_a_chunks_number_is_chunk_everywhere_with_number_kept_by_the_service(
     with TestClient(create_app(bundled)) as client:
         answer = client.post("/v2/embed_chunks", json={"inputs": DOC}).json()
     assert [(c["chunk"], c["number"]) for c in answer["items"][0]["chunks"]] == [(0, 0), (1, 1)]
+
+
+def test_a_late_chunk_corpus_job_refuses_truncate_as_embed_chunks_does(tmp_path: Path) -> None:
+    """embed_corpus(level='chunks', long='truncate') ran windows and recorded long 'window' in silence;
+    it is refused as Model.embed_chunks refuses it, and without long the job windows as before."""
+    source = tmp_path / "c.txt"
+    source.write_text("Berlin is big. It is old.\nParis is bright.\n")
+    with pytest.raises(InvalidSpec, match="late chunking needs every token"):
+        bertscope.embed_corpus(source, tmp_path / "t.parquet", level="chunks", chunks="sentence",
+                               long="truncate", progress=False)  # fmt: skip
+    assert not (tmp_path / "t.parquet").exists()
+    from bertscope.io.stores import open_store
+
+    bertscope.embed_corpus(source, tmp_path / "w.parquet", level="chunks", chunks="sentence", progress=False)
+    assert open_store(tmp_path / "w.parquet").settings["long"] == "window"

@@ -7,7 +7,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -250,7 +250,8 @@ def embed(
 
         check_stride(FolderView.open(model) or load_model(model), stride, long)
     from ..core.spec import EmbedOptions
-    from ..io.level_table import CorpusOptions
+    from ..io.chunk_level import ChunkLevel
+    from ..io.level_table import CorpusOptions, level_of
     from ..io.levels import LevelOptions
 
     recipe = EmbedOptions(
@@ -276,6 +277,8 @@ def embed(
         level=level, keep_text=not no_text, precision=precision, subword=subword, chunks=chunks or "sentence",
         late=late, chunk_size=chunk_size, chunk_overlap=chunk_overlap,
     )  # fmt: skip
+    if not given_options(ctx, "long") and level_of(rows) is ChunkLevel and late:
+        recipe = replace(recipe, long="window")  # late chunks' own default (--long truncate is refused)
     # The level table says which options the level reads: token and word rows are not pooled.
     asked = CorpusOptions(recipe, rows).for_level()
     if engine is Engine.RAY:

@@ -10,14 +10,13 @@ It runs through the same resumable job, sinks and Ray runner as the other levels
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
 from ..chunk_embed import iter_chunk_embeddings, late_spec
-from ..core._enums import Level, LongText, Precision
+from ..core._enums import Level, Precision
 from ..core.chunking import ChunkBy, chunk_spans
 from ..core.engine import EmbedSpec, OnBatch
 from ..core.post import PostProcessor
@@ -41,10 +40,10 @@ class ChunkLevel(CorpusLevel):
     def build(cls, model: Any, recipe: EmbedOptions, asked: LevelOptions) -> ChunkLevel:
         """Documents cut by `chunks` (`chunk_size`, `chunk_overlap`), late or not, as `Model.embed_chunks`."""
         cut = ChunkBy.parse(asked.chunks, what="chunking")
-        long = LongText.TRUNCATE if recipe.long is None else LongText.parse(recipe.long, what="long")
-        if asked.late and long is LongText.TRUNCATE:
-            long = LongText.WINDOW  # late chunks see every token: truncation is the default, never their wish
-        resolved = resolve(model, replace(recipe, long=long))
+        # Late chunks see every token: their options say long="window" where none was given
+        # (CorpusOptions.of, the command line), and truncate asked of them is refused (late_spec), as
+        # Model.embed_chunks refuses it, not turned into windows in silence.
+        resolved = resolve(model, recipe)
         spec = late_spec(resolved.spec) if asked.late else resolved.spec
         return cls(
             model, spec, **storage(asked), processor=resolved.post, chunks=cut, late=asked.late,

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
-from ..core._enums import Level
+from ..core._enums import Level, LongText
 from ..core.chunking import TOKEN_CHUNK_SIZES, ChunkBy, refuse_unread_sizes
 from ..core.spec import EmbedOptions, RecipeKeywords, refuse_sentence_options, unknown_option
 from ..errors import InvalidSpec
@@ -63,7 +63,10 @@ class CorpusOptions:
         level: dict[str, Any] = {key: value for key, value in given.items() if key in names}
         refuse_idle_level_options(LevelOptions(**level), given=level)
         recipe: dict[str, Any] = {key: value for key, value in given.items() if key not in names}
-        return cls(EmbedOptions(**recipe), LevelOptions(**level))
+        asked = LevelOptions(**level)
+        if "long" not in recipe and level_of(asked) is ChunkLevel and asked.late:
+            recipe["long"] = LongText.WINDOW  # not given: late chunks' own default; truncate is refused
+        return cls(EmbedOptions(**recipe), asked)
 
     def for_level(self) -> CorpusOptions:
         """Only what the level reads: an unpooled level's pooling, normalisation, post and prompt left out.
