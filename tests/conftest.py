@@ -89,6 +89,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_text_field_commands.py": 3,
     "test_vocab_overwrite.py": 2,
     "test_prompted_rows.py": 2,
+    "test_model_identity.py": 2,
     "test_explain.py": 5.5,
     "test_pictures_stable.py": 3.2,
     "test_long_line.py": 4.8,

@@ -347,6 +347,9 @@ def stored_settings(model: Encoder, recorded: dict[str, Any], model_arg: str | N
     if info.fast:
         # The choice and its bound, not the measured speeds: a resumed job compares these settings.
         runtime["fast"] = {key: info.fast[key] for key in ("chosen", "min_cosine")}
+    if model_arg is not None and Path(model_arg).is_dir():
+        # a folder by its full path: the store is read again from any working folder (a hub id stays)
+        model_arg = str(Path(model_arg).resolve())
     settings = {"model": info.source, "model_arg": model_arg, **runtime, **recorded}
     settings["fingerprint"] = store_fingerprint(model)
     # The JSON round trip makes what is compared now equal what was stored (tuples become lists).

@@ -17,7 +17,8 @@ def settings_differ(stored: dict[str, Any], asked: dict[str, Any]) -> bool:
     1e-5, so a job started on one goes on on another: the exact default may choose again (`--remeasure`,
     another machine), and stores made before it existed say torch. A store written before stores carried
     the model's fingerprint, or whether it keeps the texts, goes on without them (its other settings
-    still compared).
+    still compared, the model's name and path among them); with a fingerprint, the model is the one its
+    fingerprint names, however it was loaded.
     """
     return _comparable(stored) != _comparable(asked, like=stored)
 
@@ -27,6 +28,10 @@ def _comparable(settings: dict[str, Any], *, like: dict[str, Any] | None = None)
     settings = {k: v for k, v in settings.items() if k != ROW_CHECKS_KEY}
     if like is not None:
         settings = {k: v for k, v in settings.items() if k not in _LATER or k in like}
+    if "fingerprint" in settings:
+        # the model is compared by its fingerprint (its files' hashes and settings), not by the name or
+        # path it was loaded by: './copy', 'copy' and the bundled folder's full path are one model
+        settings = {k: v for k, v in settings.items() if k not in ("model", "model_arg")}
     exact = (
         settings.get("mode", "exact") == "exact"
         and settings.get("dtype") == "float32"
