@@ -213,6 +213,14 @@ def bundled_path() -> Path:
 
 
 @pytest.fixture(scope="session")
+def st_model(bundled_path: Path) -> Any:
+    """The bundled model as a SentenceTransformer on CPU (the reference), loaded once per session."""
+    from sentence_transformers import SentenceTransformer
+
+    return SentenceTransformer(str(bundled_path), device="cpu")
+
+
+@pytest.fixture(scope="session")
 def tiny_dirs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """One tiny random model folder per family, built once per session."""
     root = tmp_path_factory.mktemp("tiny")

@@ -17,13 +17,6 @@ from bertscope.errors import InputTooLong, InvalidInput, InvalidSpec, TruncatedT
 TOL = 1e-5
 
 
-@pytest.fixture(scope="module")
-def st_model(bundled_path: Path) -> object:
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(str(bundled_path), device="cpu")
-
-
 def close(a: object, b: object) -> float:
     return float(np.abs(np.asarray(a, np.float64) - np.asarray(b, np.float64)).max())
 

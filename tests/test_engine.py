@@ -80,14 +80,6 @@ def reference(bundled_path: Path) -> tuple[Any, Any]:
 
 
 @pytest.fixture(scope="module")
-def st_model(bundled_path: Path) -> Any:
-    """The bundled model as a SentenceTransformer on CPU."""
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(str(bundled_path), device="cpu")
-
-
-@pytest.fixture(scope="module")
 def small_budget() -> bertscope.Model:
     """The bundled model with a token budget so small that almost every text gets its own batch."""
     return bertscope.load(device="cpu", token_budget=64)
