@@ -5,21 +5,27 @@ adapters name the right text and keyword, take BaseEmbedding's own fields and pi
 
 from __future__ import annotations
 
+import asyncio
+import pickle
 import socket
 import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 import bertscope
-from bertscope.errors import TruncatedTextsWarning
+from bertscope.errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
 from bertscope.static_model import StaticModel
 from console import run_main
 from test_explorer import FLAGS, _chromium
 from test_server import serving
 
+TEXTS = ["I like eating bread", "The banana bread was horrible", "a cat sat on the mat"]
+OPTIONS = {"layers": "-2", "pooling": "mean", "mask_special": True}
 LONG = " ".join(["bread"] * 40)  # 42 tokens: 18 past a 24-token limit
 
 
@@ -194,3 +200,68 @@ def test_explore_port_0_serves_on_the_port_it_bound(
     monkeypatch.setattr(uvicorn, "Server", Bound)
     ran = run_main("explore", "--port", "0", "--no-open")
     assert ran.code == 0 and len(bound) == 1 and bound[0] != 0, ran
+
+
+# 3, 8, 7, 4: the adapters ------------------------------------------------------------------------
+
+BLANK_AT_3 = ["a", "b", "c", "   ", "e"]
+
+
+def test_llamaindex_names_the_refused_text_by_its_place_in_the_list(bundled: bertscope.Model) -> None:
+    """LlamaIndex cuts the list into embed_batch_size batches: the fourth text was "text 1" of the second."""
+    li = pytest.importorskip("bertscope.integrations.llamaindex")
+    emb = li.BertscopeEmbedding(bundled, embed_batch_size=2)
+    for call in (
+        lambda: emb.get_text_embedding_batch(BLANK_AT_3),
+        lambda: asyncio.run(emb.aget_text_embedding_batch(BLANK_AT_3)),
+    ):
+        with pytest.raises(InvalidInput, match=r"^text 3 is empty"):
+            call()
+    # A batch with no list around it (LlamaIndex's own paths) quotes the text rather than guess a number.
+    with pytest.raises(InvalidInput, match=r"^the text '   ' is empty"):
+        emb._get_text_embeddings(["a", "   "])
+
+
+@pytest.mark.parametrize("module", ["langchain", "llamaindex"])
+def test_both_prompts_of_a_role_are_refused_in_the_classs_keywords(
+    module: str, bundled: bertscope.Model
+) -> None:
+    """It said "give prompt_name or prompt, not both": the library's keywords, which the classes lack."""
+    integration = pytest.importorskip(f"bertscope.integrations.{module}")
+    cls = integration.BertscopeEmbeddings if module == "langchain" else integration.BertscopeEmbedding
+    with pytest.raises(InvalidSpec, match=r"^give query_prompt_name or query_prompt, not both"):
+        cls(bundled, query_prompt_name="query", query_prompt="x: ")
+    # A prompt name the model lacks: the fix names the class's keyword, not prompt= (--prompt).
+    with pytest.raises(InvalidSpec, match=r"unknown prompt name 'query'.* give the text with query_prompt=$"):
+        cls(bundled, query_prompt_name="query")
+
+
+def test_llamaindex_takes_base_embeddings_fields_and_makes_itself_again(bundled: bertscope.Model) -> None:
+    """num_workers, embeddings_cache and model_name were UnknownOption, so from_dict(to_dict()) failed."""
+    li = pytest.importorskip("bertscope.integrations.llamaindex")
+    emb = li.BertscopeEmbedding(bundled, num_workers=2, embeddings_cache=None, model_name="mine", **OPTIONS)
+    assert (emb.num_workers, emb.model_name) == (2, "mine")
+    again = li.BertscopeEmbedding.from_dict(emb.to_dict())
+    assert again.model_name == "mine" and again.num_workers == 2
+    want = bundled.embed(TEXTS, **OPTIONS).vectors
+    np.testing.assert_allclose(again.get_text_embedding_batch(TEXTS), want, atol=1e-5)
+    # The recipe is in to_dict, so an IngestionPipeline's cache (a hash of it) tells two recipes apart.
+    assert emb.to_dict() != li.BertscopeEmbedding(bundled, num_workers=2, model_name="mine").to_dict()
+
+
+def test_llamaindex_pickles_by_loading_its_model_again(bundled_path: Path, bundled: bertscope.Model) -> None:
+    """IngestionPipeline(...).run(num_workers=2) pickles it: the model was dropped ("Removing unpickleable
+    private attribute _model") and the worker failed on an AttributeError."""
+    li = pytest.importorskip("bertscope.integrations.llamaindex")
+    emb = li.BertscopeEmbedding(bundled_path, device="cpu", query_prompt="q: ", embed_batch_size=2, **OPTIONS)
+    again = pickle.loads(pickle.dumps(emb))
+    assert again.embed_batch_size == 2 and again.to_dict() == emb.to_dict()
+    want = bundled.embed(TEXTS, **OPTIONS).vectors
+    np.testing.assert_allclose(again.get_text_embedding_batch(TEXTS), want, atol=1e-5)
+    query = bundled.embed(["pets"], prompt="q: ", **OPTIONS).vectors[0]
+    np.testing.assert_allclose(again.get_query_embedding("pets"), query, atol=1e-5)
+    # A model the caller loaded has load options no process can know: one line naming the fix.
+    with pytest.raises(
+        InvalidSpec, match=r"made from a loaded model does not pickle .* give its name or folder"
+    ):
+        pickle.dumps(li.BertscopeEmbedding(bundled))

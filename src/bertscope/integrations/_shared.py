@@ -74,6 +74,12 @@ def model_and_recipes(
                 f"{key}: give each role its own instead ({', '.join(f'{r}_{key}' for r in prompts)}), "
                 "or none for the model's default prompt"
             )
+    for role, (name, text) in prompts.items():
+        if name is not None and text is not None:
+            # resolve() would say it in the library's keywords (prompt_name, prompt), which the class lacks
+            raise InvalidSpec(
+                f"give {role}_prompt_name or {role}_prompt, not both ({role}_prompt is the text itself)"
+            )
     recipe = [name for name in EmbedOptions.__dataclass_fields__ if name not in ("prompt_name", "prompt")]
     for key in options:
         if key not in recipe:
@@ -90,11 +96,20 @@ def model_and_recipes(
         loaded = model
     else:
         loaded = load(model, **(load_kwargs or {}))
-    recipes = {
-        role: resolve(loaded, replace(EmbedOptions.given(**options), prompt_name=name, prompt=text))
-        for role, (name, text) in prompts.items()
-    }
+    recipes = {role: _recipe(loaded, options, role, name, text) for role, (name, text) in prompts.items()}
     return loaded, recipes
+
+
+def _recipe(loaded: Loaded, options: RecipeKeywords, role: str, name: str | None, text: str | None) -> Recipe:
+    """One role's recipe; a refusal of its prompt names the class's keyword (query_prompt=), not the
+    library's (prompt= (--prompt))."""
+    try:
+        return resolve(loaded, replace(EmbedOptions.given(**options), prompt_name=name, prompt=text))
+    except InvalidSpec as error:
+        said = str(error).replace("prompt= (--prompt)", f"{role}_prompt=")
+        if said == str(error):
+            raise
+        raise InvalidSpec(said) from None
 
 
 def listed(texts: Sequence[str], method: str, one: str) -> list[str]:

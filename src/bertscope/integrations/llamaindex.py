@@ -6,18 +6,29 @@ Settings.embed_model = BertscopeEmbedding(layers="-2", pooling="mean", query_pro
 Settings.embed_model.get_query_embedding("pets")    # with "query: " before it
 
 For a model that ships prompts, query_prompt_name="query" picks its own.
+
+It takes BaseEmbedding's own fields (model_name, num_workers, embeddings_cache, ...), and its `to_dict`
+holds the keywords that make it again (the model, how it loads, the prompts and options), so
+`from_dict(to_dict())` gives the same vectors and an IngestionPipeline's cache tells two recipes apart.
+It pickles as those keywords (IngestionPipeline(...).run(num_workers=2) sends it to other processes),
+each process loading the model again; one made from a loaded model is refused there in one line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from typing_extensions import Unpack
 
+from ..core.folder import DEFAULT_MODEL
 from ..core.spec import RecipeKeywords
-from ..errors import InvalidSpec
+from ..errors import InvalidInput, InvalidSpec
 from ._shared import Loaded, cut_said_once, listed, load_options, model_and_recipes, vectors
 
 try:
@@ -30,6 +41,12 @@ except ImportError as exc:  # the extra is optional: say which one to install
 
 __all__ = ["BertscopeEmbedding"]
 
+# The whole list a batch method was given, while it runs: LlamaIndex cuts it into embed_batch_size
+# batches itself, and a refusal names the text by its place in a batch ("text 1" of the second batch).
+_TEXTS: ContextVar[list[str] | None] = ContextVar("bertscope_llamaindex_texts", default=None)
+# BaseEmbedding's fields a pickle carries (the callback manager and rate limiter stay in this process).
+_FIELDS = ("model_name", "embed_batch_size", "num_workers", "embeddings_cache")
+
 
 class BertscopeEmbedding(BaseEmbedding):
     """LlamaIndex embeddings from a bertscope model: any layers, pooling, mode and prompts, equal to `embed`.
@@ -40,10 +57,16 @@ class BertscopeEmbedding(BaseEmbedding):
     `query_prompt` and `text_prompt_name` / `text_prompt`: each role's prompt (None: the model's
     default); `options`: `Model.embed`'s (layers, combine, pooling, mask_special, normalize, long,
     stride, post). `embed_batch_size` only sets how many texts go in one call: vectors do not depend on it.
+    `model_name`, `num_workers`, `embeddings_cache`: BaseEmbedding's; `model_name` is the name LlamaIndex
+    shows (default: the model's), and with no `model` the model to load, as in LlamaIndex's own classes.
     """
 
     _model: Loaded = PrivateAttr()
     _recipes: dict[str, Any] = PrivateAttr()
+    # The keywords that make these embeddings again (the model as a name or folder), and whether a
+    # process may load it from them: not a model loaded by the caller, whose load options are unknown.
+    _given: dict[str, Any] = PrivateAttr()
+    _reloads: bool = PrivateAttr()
 
     def __init__(
         self,
@@ -59,20 +82,41 @@ class BertscopeEmbedding(BaseEmbedding):
         text_prompt: str | None = None,
         embed_batch_size: int = 64,
         callback_manager: Any = None,
+        model_name: str | None = None,
+        num_workers: int | None = None,
+        embeddings_cache: Any = None,
         **options: Unpack[RecipeKeywords],
     ) -> None:
         load_kwargs = load_options(mode, device, dtype, backend)
         prompts = {"query": (query_prompt_name, query_prompt), "text": (text_prompt_name, text_prompt)}
-        own = ("embed_batch_size", "callback_manager")
+        own = ("embed_batch_size", "callback_manager", *_FIELDS)
         _check_batch_size(embed_batch_size)
+        if model is None and model_name is not None and model_name != DEFAULT_MODEL:
+            model = model_name  # the model to load, as LlamaIndex's own classes read model_name
         loaded, recipes = model_and_recipes(model, load_kwargs, prompts, options, own=own)
         super().__init__(
-            model_name=loaded.info().source,
+            model_name=model_name or loaded.info().source,
             embed_batch_size=embed_batch_size,
             callback_manager=callback_manager,
+            num_workers=num_workers,
+            embeddings_cache=embeddings_cache,
         )
         self._model = loaded
         self._recipes = recipes
+        self._reloads = not isinstance(model, Loaded)
+        named = {
+            "query_prompt_name": query_prompt_name,
+            "query_prompt": query_prompt,
+            "text_prompt_name": text_prompt_name,
+            "text_prompt": text_prompt,
+        }
+        source = (str(model) if model is not None else None) if self._reloads else str(loaded.info().path)
+        self._given = {
+            "model": source,
+            **load_kwargs,
+            **{key: value for key, value in named.items() if value is not None},
+            **options,
+        }
 
     @classmethod
     def class_name(cls) -> str:
@@ -84,12 +128,32 @@ class BertscopeEmbedding(BaseEmbedding):
         """The bertscope model behind these embeddings."""
         return self._model
 
+    def to_dict(self, **kwargs: Any) -> dict[str, Any]:
+        """BaseEmbedding's fields and the keywords that make these embeddings again (`from_dict` takes
+        them; one made from a loaded model names its folder, loaded there with `bertscope.load`'s
+        defaults)."""
+        return {**super().to_dict(**kwargs), **self._given}
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The keywords that make it again, not the model (which does not pickle): each process loads it."""
+        if not self._reloads:
+            raise InvalidSpec(
+                "a BertscopeEmbedding made from a loaded model does not pickle (IngestionPipeline's "
+                "num_workers sends it to other processes, which must load the model themselves): give "
+                "its name or folder and load options instead, BertscopeEmbedding(name, backend=...)"
+            )
+        return {"given": self._given, "fields": {key: getattr(self, key) for key in _FIELDS}}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Made again from its keywords: the model loads here, as it loaded where it was pickled."""
+        self.__init__(**state["given"], **state["fields"])  # type: ignore[misc]
+
     # LlamaIndex cuts a list into embed_batch_size batches (in tasks, when async): the texts they cut are
     # said once per call, at the caller's line.
     def get_text_embedding_batch(self, texts: list[str], show_progress: bool = False, **kwargs: Any) -> Any:
         """A vector per text, `embed_batch_size` texts a call (one string is refused: pass [text])."""
         checked = listed(texts, "get_text_embedding_batch", "get_text_embedding")
-        with cut_said_once(self._model):
+        with cut_said_once(self._model), _whole(checked):
             return super().get_text_embedding_batch(checked, show_progress, **kwargs)
 
     async def aget_text_embedding_batch(
@@ -97,7 +161,7 @@ class BertscopeEmbedding(BaseEmbedding):
     ) -> Any:
         """`get_text_embedding_batch` without blocking the event loop."""
         checked = listed(texts, "aget_text_embedding_batch", "aget_text_embedding")
-        with cut_said_once(self._model):
+        with cut_said_once(self._model), _whole(checked):
             return await super().aget_text_embedding_batch(checked, show_progress, **kwargs)
 
     async def aget_query_embedding(self, query: str) -> Any:
@@ -117,7 +181,10 @@ class BertscopeEmbedding(BaseEmbedding):
         return vectors(self._model, self._recipes["text"], [text])[0]
 
     def _get_text_embeddings(self, texts: list[str]) -> list[list[float]]:
-        return vectors(self._model, self._recipes["text"], texts)
+        try:
+            return vectors(self._model, self._recipes["text"], texts)
+        except InvalidInput as error:
+            raise _named_in_whole(error, texts) from None
 
     # The forward runs in a thread, so an async caller's event loop keeps serving while it runs.
     async def _aget_query_embedding(self, query: str) -> list[float]:
@@ -128,6 +195,31 @@ class BertscopeEmbedding(BaseEmbedding):
 
     async def _aget_text_embeddings(self, texts: list[str]) -> list[list[float]]:
         return await asyncio.to_thread(self._get_text_embeddings, texts)
+
+
+@contextmanager
+def _whole(texts: list[str]) -> Iterator[None]:
+    """Around one batch method: the list it was given, for a refusal to name its text's place in it."""
+    token = _TEXTS.set(texts)
+    try:
+        yield
+    finally:
+        _TEXTS.reset(token)
+
+
+def _named_in_whole(error: InvalidInput, batch: list[str]) -> InvalidInput:
+    """`error` ("text i ..." of `batch`) naming the text by its place in the list the caller gave (its
+    first: a text refused once is refused wherever it stands), or quoting it where no list is known."""
+    said = str(error)
+    found = re.match(r"text (\d+)\b", said)
+    if found is None or int(found[1]) >= len(batch):
+        return error
+    text, whole = batch[int(found[1])], _TEXTS.get()
+    if whole is not None and text in whole:
+        name = f"text {whole.index(text)}"
+    else:
+        name = f"the text {text if len(text) <= 40 else text[:37] + '...'!r}"
+    return type(error)(name + said[found.end() :])
 
 
 def _check_batch_size(size: object) -> None:
