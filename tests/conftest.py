@@ -149,7 +149,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_store_fingerprint.py": 1.5,
     "test_chunks_audit11.py": 4,
     "test_corpus_audit11.py": 5,
-    "test_integrations_audit11.py": 20,
+    "test_integrations_audit11.py": 17,
     "test_encode_audit11.py": 3,
 }
 

@@ -10,6 +10,7 @@ import pickle
 import socket
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -207,13 +208,20 @@ def test_explore_port_0_serves_on_the_port_it_bound(
 BLANK_AT_3 = ["a", "b", "c", "   ", "e"]
 
 
+def _run_apart(coroutine: Any) -> Any:
+    """asyncio.run in a thread of its own: Playwright's sync API (this module's page) holds an event
+    loop in this one."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
+
+
 def test_llamaindex_names_the_refused_text_by_its_place_in_the_list(bundled: bertscope.Model) -> None:
     """LlamaIndex cuts the list into embed_batch_size batches: the fourth text was "text 1" of the second."""
     li = pytest.importorskip("bertscope.integrations.llamaindex")
     emb = li.BertscopeEmbedding(bundled, embed_batch_size=2)
     for call in (
         lambda: emb.get_text_embedding_batch(BLANK_AT_3),
-        lambda: asyncio.run(emb.aget_text_embedding_batch(BLANK_AT_3)),
+        lambda: _run_apart(emb.aget_text_embedding_batch(BLANK_AT_3)),
     ):
         with pytest.raises(InvalidInput, match=r"^text 3 is empty"):
             call()
