@@ -30,6 +30,15 @@ def test_explain_equals_the_library(url: str, bundled: bertscope.Model) -> None:
     assert [p["token_a"] for p in body["top_pairs"]] == [p["token_a"] for p in expected.top_pairs]
 
 
+def test_explain_answer_and_its_schema_say_the_tokens_cut(url: str) -> None:
+    """/explain sends n_dropped ([a, b]) and the OpenAPI schema declares every key the answer sends."""
+    body = httpx.post(f"{url}/explain", json={"a": "bread " * 400, "b": B, "pooling": "mean"}, timeout=60)
+    answer = body.json()
+    assert answer["n_dropped"][0] > 0 and answer["n_dropped"][1] == 0
+    schema = httpx.get(f"{url}/openapi.json", timeout=60).json()["components"]["schemas"]["ExplainResponse"]
+    assert set(answer) <= set(schema["properties"]) and "n_dropped" in schema["required"]
+
+
 def test_explain_cls_is_labelled_and_exact_refuses_it(url: str) -> None:
     body = httpx.post(f"{url}/explain", json={"a": A, "b": B, "pooling": "cls"}, timeout=60).json()
     assert body["exact"] is False and body["contributions"] is None and "not an exact" in body["note"]

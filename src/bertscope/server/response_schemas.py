@@ -290,6 +290,9 @@ class ExplainResponse(BaseModel):
         description="(tokens of a, tokens of b), summing to the score; null when not exact."
     )
     top_pairs: list[TokenPair]
+    n_dropped: list[int] = Field(
+        description="[a, b]: the word pieces truncation cut from each text (0 where it was whole)."
+    )
     spec: dict[str, Any]
 
 
