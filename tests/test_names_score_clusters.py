@@ -75,7 +75,7 @@ def test_lookup_and_static_json_name_each_neighbours_score(bundled: bertscope.Mo
     )
     # The table keeps its readable header and prints the same score.
     table = run_main("static", "bread", "-k", "1")
-    assert table.code == 0 and "cosine" in table.stdout
+    assert table.code == 0 and "score" in table.stdout  # the table heads its column as --json names it
     assert f"{want[0].score:.4f}" in table.stdout
 
 

@@ -11,6 +11,7 @@ from .core.spec import (
     EmbedSpec,
     PostArg,
     Recipe,
+    auto_refusal,
     named_elsewhere,
     refuse_sentence_options,
     reload_arg,
@@ -23,6 +24,7 @@ from .core.spec import (
 )
 
 __all__ = [
+    "auto_refusal",
     "EmbedOptions",
     "EmbedSpec",
     "Recipe",

@@ -15,10 +15,14 @@ from .core.tokens import (
     iter_checked,
     pad_batch,
     say_cut,
+    stride_refusal,
     text_problem,
+    window_width,
 )
 
 __all__ = [
+    "stride_refusal",
+    "window_width",
     "Text",
     "Tokens",
     "Window",
