@@ -13,8 +13,8 @@ from ..errors import InvalidInput, InvalidSpec, UnknownToken
 from .similarity import cos_sim
 
 __all__ = [
-    "given_vectors", "is_tensor", "is_vectors", "row_id", "row_ids", "shown_value", "single",
-    "vector_cosines",
+    "QUOTED", "given_vectors", "is_tensor", "is_vectors", "quoted_text", "row_id", "row_ids", "shown_value",
+    "single", "vector_cosines",
 ]  # fmt: skip
 
 
@@ -119,6 +119,15 @@ def _vectors(given: object, name: str) -> np.ndarray:
 def shown_value(value: object) -> str:
     """A wrong argument as a one-line error shows it: its repr where short, else its type ('a list')."""
     return repr(value) if len(repr(value)) <= 40 else f"a {type(value).__name__}"
+
+
+QUOTED = 60  # characters of an input a refusal quotes
+
+
+def quoted_text(text: str, width: int = QUOTED) -> str:
+    """`text` as a refusal quotes it: whole when short, else its first `width` characters and its length,
+    so a refusal never echoes a long input back."""
+    return repr(text) if len(text) <= width else f"{text[:width]!r}... ({len(text):,} characters)"
 
 
 def row_id(item: object, rows: int) -> int:

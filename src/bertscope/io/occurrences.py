@@ -22,6 +22,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..core._enums import SubwordPooling
+from ..core.given import quoted_text
 from ..core.pooling import pool_words, text_words
 from ..core.renamed import top_k_given
 from ..core.similarity import unit
@@ -40,7 +41,6 @@ from .stores import Store, open_store
 __all__ = ["Occurrence", "Occurrences", "search_occurrences", "occurrence_vectors", "token_store"]
 
 _SNIPPET = 40
-_QUOTED = 60  # characters of an input a refusal quotes
 _CHUNK_ROWS = 65536
 
 
@@ -153,7 +153,7 @@ def occurrence_vectors(
 def _checked_word(word: str) -> str:
     if not isinstance(word, str) or not word.strip() or len(word.split()) != 1:
         raise InvalidInput(
-            f"word {_quoted(word) if isinstance(word, str) else repr(word)}: give one word (no spaces), "
+            f"word {quoted_text(word) if isinstance(word, str) else repr(word)}: give one word (no spaces), "
             "as it is written in the texts"
         )
     return word.strip().casefold()
@@ -162,7 +162,7 @@ def _checked_word(word: str) -> str:
 def _never(word: str, path: Path, seen: Counter[str]) -> str:
     close = difflib.get_close_matches(word.casefold(), list(seen), n=5, cutoff=0.6)
     hint = f"; close words that do: {', '.join(close)}" if close else "; no close word occurs either"
-    return f"{_quoted(word)} never occurs in {path}{hint}"
+    return f"{quoted_text(word)} never occurs in {path}{hint}"
 
 
 def _layer_column(store: Store, layer: int | None) -> str | None:
@@ -315,17 +315,9 @@ def _query_vector(store: Store, target: str, context: str, model: Any, layers: A
             stored = rows_of_word.astype(np.float16 if settings.get("precision") == "float16" else np.float32)
             return unit(stored.astype(np.float32).mean(axis=0)[None])[0]  # type: ignore[no-any-return]
     raise InvalidInput(
-        f"the context {_quoted(context)} does not contain the word {_quoted(target)} as a whole word; "
-        "give a sentence that uses it"
+        f"the context {quoted_text(context)} does not contain the word {quoted_text(target)} as a whole "
+        "word; give a sentence that uses it"
     )
-
-
-def _quoted(text: str, width: int = _QUOTED) -> str:
-    """`text` as an error message quotes it: whole when short, else its first `width` characters and its
-    length, so a refusal never echoes a long input back."""
-    if len(text) <= width:
-        return repr(text)
-    return f"{text[:width]!r}... ({len(text):,} characters)"
 
 
 def _check_same(store: Store, model: Any, layers: Any) -> None:

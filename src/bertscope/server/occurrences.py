@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
 
-from ..core.spec import EmbedOptions
 from ..errors import InvalidSpec
 from ..io.occurrences import search_occurrences, token_store
 from ..io.query import same_model
@@ -55,11 +54,11 @@ def occurrence_routes(app: FastAPI, svc: Service) -> None:
 
 def _context_tokens(svc: Service, settings: dict[str, Any], context: str) -> int:
     """The tokens `context` runs, embedded as the store's rows were (`io.occurrences._query_vector`: the
-    model's default prompt before it, the store's long-text policy and stride, each stored layer kept), or
-    OverBudget (413) when they pass --max-request-tokens."""
+    store's recorded prompt before it, none since token and word rows take none, its long-text policy and
+    stride, each stored layer kept), or OverBudget (413) when they pass --max-request-tokens."""
     layers = settings.get("layers") or [-1]
     kept = len(layers) if settings.get("combine") in ("concat", "stack") else 1
-    prompted = svc.recipe(EmbedOptions()).spec.prompt + context
+    prompted = (settings.get("prompt") or "") + context
     long, stride = settings.get("long", "truncate"), settings.get("stride")
     count = svc.count_tokens(prompted, long, layers=kept, stride=stride)
     return svc.check_tokens(count, layers=kept)

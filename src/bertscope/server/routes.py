@@ -19,6 +19,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from .. import __version__
 from ..core._enums import Combine, SubwordPooling
+from ..core.given import QUOTED, quoted_text
 from ..core.pooling import word_embeddings
 from ..core.results import plain
 from ..core.similarity import cos_sim, unit
@@ -45,7 +46,6 @@ if TYPE_CHECKING:
     from .service import Service
 
 _MAX_NEIGHBOURS = 16_384  # items x k of one /static request: bounds its matrix work and answer
-_QUOTED = 60  # characters of an input a refusal quotes
 _ERROR_CHARS = 1_000  # characters of a /static refusal at most
 
 __all__ = ["embedding_routes", "id_lists", "id_tokens", "model_routes", "ops_routes", "refuse_ids"]
@@ -339,7 +339,7 @@ def _refuse_long_pieces(items: list[Any], longest: int) -> None:
     long = next((it for it in items if isinstance(it, str) and len(it) > longest), None)
     if long is not None:
         raise UnknownToken(
-            f"{_quoted(long)} is no word piece in the vocabulary: its pieces have at most {longest} "
+            f"{quoted_text(long)} is no word piece in the vocabulary: its pieces have at most {longest} "
             "characters; send word pieces or token ids, or words with as_words=true"
         )
 
@@ -348,18 +348,13 @@ def _bounded(exc: BertscopeError, item: str | int) -> BertscopeError:
     """`exc`, a long `item` in its message quoted by a short prefix, and the message cut to `_ERROR_CHARS`
     characters: a refusal that quotes an item and its pieces never echoes a long one back whole."""
     message = str(exc)
-    if isinstance(item, str) and len(item) > _QUOTED:
-        message = message.replace(repr(item), _quoted(item))
+    if isinstance(item, str) and len(item) > QUOTED:
+        message = message.replace(repr(item), quoted_text(item))
     if len(message) <= _ERROR_CHARS:
         return exc if message == str(exc) else type(exc)(message)
     return type(exc)(
         f"{message[:_ERROR_CHARS]}... (cut from {len(message):,} characters); send shorter items"
     )
-
-
-def _quoted(text: str) -> str:
-    """`text` as a refusal quotes it: whole when short, else its first `_QUOTED` characters and length."""
-    return repr(text) if len(text) <= _QUOTED else f"{text[:_QUOTED]!r}... ({len(text):,} characters)"
 
 
 def _tokenized(tokens: Tokens) -> dict[str, Any]:
