@@ -94,6 +94,11 @@ def test_bad_input_says_what_to_do(
         search_occurrences(stores["tokens"], word="bank", context="the bank", model=bundled, layers="-1")
     with pytest.raises(CorpusError, match="tokens rows.*--word"):
         bertscope.search("a river", stores["tokens"], model=bundled)
+    # model= and layers= embed the context: without one they were ignored in silence
+    with pytest.raises(InvalidInput, match=r"^model= embed the context.*add context=TEXT, or drop model=$"):
+        search_occurrences(stores["tokens"], word="bank", model=tiny_models["bert"])
+    with pytest.raises(InvalidInput, match=r"^model= and layers= embed the context"):
+        search_occurrences(stores["tokens"], word="bank", model=bundled, layers="-1")
     npy = stores["tokens"].with_name("tokens.npy")
     bertscope.embed_corpus(SENSES, npy, model=bundled, level="tokens", overwrite=True)
     with pytest.raises(CorpusError, match="tokens rows in .npy; occurrences need a .parquet store"):
@@ -135,6 +140,9 @@ def test_service_occurrences(stores: dict[str, Path], bundled: bertscope.Model) 
         assert missing.status_code == 422 and "no store named 'nope'" in missing.text
         absent = httpx.post(f"{base}/occurrences", json={**body, "context": "money"}, timeout=60)
         assert absent.status_code == 422 and "does not contain" in absent.text
+        listed = httpx.post(f"{base}/occurrences", json={"store": "bank", "word": "bank", "k": 2}, timeout=60)
+        assert listed.status_code == 200, listed.text
+        assert listed.json()["total"] == 20 and [h["id"] for h in listed.json()["hits"]] == ["1", "2"]
 
 
 def test_service_refuses_a_store_of_another_model(

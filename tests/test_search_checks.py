@@ -260,6 +260,11 @@ def test_a_recipe_option_given_to_search_is_refused_not_dropped(
         search(vector, cls_store, k=1, post="white.safetensors")
     with pytest.raises(InvalidSpec, match=r"^the stored vector of '2' is searched as it is.*drop prompt=$"):
         search(None, cls_store, item_id="2", k=1, prompt="query: ")
+    # model= embeds a query text: with a vector or an id it was ignored in silence (any model, any family)
+    with pytest.raises(InvalidSpec, match=r"^the stored vector of '2' is searched as it is.*drop model=$"):
+        search(None, cls_store, item_id="2", k=1, model=bundled)
+    with pytest.raises(InvalidSpec, match=r"^the query vector is searched as it is.*drop model=$"):
+        search(vector, cls_store, k=1, model="no/such-model")
 
 
 def test_similar_words_the_refusals_as_flags(cls_store: Path) -> None:

@@ -94,12 +94,20 @@ def search_occurrences(
     """The stored occurrences of `word`: the `top_k` nearest to its use in `context` by cosine, or the
     first `top_k` (default 10; `k=` is its older spelling, still read).
 
-    `model` and `layers` default to the store's own; others are refused (vectors would not compare).
+    `model` and `layers` default to the store's own; others are refused (vectors would not compare), and
+    so are both without `context` (nothing is embedded).
     When every vector column has a fresh index (`bertscope index build STORE`), the occurrences' vectors
     are read from the index's copies instead of scanning the store's vectors, with the same exact
     cosines; `exact=True`, no index or a stale one (warned) scan the store.
     """
     k = top_k_given(top_k, k, old="k", default=10, error=InvalidInput)
+    unread = [name for name, value in (("model", model), ("layers", layers)) if value is not None]
+    if context is None and unread:
+        raise InvalidInput(
+            f"{' and '.join(f'{name}=' for name in unread)} embed the context, and without context= the "
+            f"occurrences of {word!r} are listed as stored: add context=TEXT, or drop "
+            f"{' and '.join(f'{name}=' for name in unread)}"
+        )
     opened = token_store(store)
     target = _checked_word(word)
     query = None if context is None else _query_vector(opened, target, context, model, layers)

@@ -36,13 +36,18 @@ __all__ = [
 _READ = ("post", "prompt_name", "prompt")
 
 
-def refuse_unread(asked: EmbedOptions, settings: dict[str, Any], path: Path, *, vector: str | None) -> None:
+def refuse_unread(
+    asked: EmbedOptions, settings: dict[str, Any], path: Path, *, vector: str | None, model_given: bool = False
+) -> None:
     """Refuse the options given (`asked`: those not left at their default) that the search would not read:
     the recipe (layers, pooling, ...), as the query text is embedded the store's way, and every option
-    where no text is embedded (`vector`: what the query is instead, as the refusal names it)."""
+    where no text is embedded (`vector`: what the query is instead, as the refusal names it), `model=`
+    (`model_given`) among them."""
     unset = EmbedOptions()
     given = [name for name in (*SPEC_KEYS, *_READ) if getattr(asked, name) != getattr(unset, name)]
     unread = [name for name in given if vector is not None or name not in _READ]
+    if vector is not None and model_given:
+        unread.append("model")
     if not unread:
         return
     drop = " and ".join(f"{name}=" for name in unread)

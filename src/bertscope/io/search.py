@@ -72,7 +72,7 @@ def search(
     model's query prompt where it has one (`prompt_name` / `prompt` choose another); `post` is the
     post-processing the store was made with (`QueryKeywords`). The store's recipe (layers, pooling,
     normalize, ...) is not an option here: one given is refused (InvalidSpec), as is any option given
-    with a query vector or an id, which are not embedded.
+    with a query vector or an id (`model` too), which are not embedded.
     """
     k = top_k_given(top_k, k, old="k", default=5, error=CorpusError)
     if nprobe is not None:
@@ -120,7 +120,7 @@ def search(
         vector = embed_query(query, settings, model, asked, opened.path)
     else:
         what = "the query vector" if item_id is None else f"the stored vector of {item_id!r}"
-        refuse_unread(asked, settings, opened.path, vector=what)
+        refuse_unread(asked, settings, opened.path, vector=what, model_given=model is not None)
         width = None if opened.view else settings.get("dimension")  # a view's own width is not recorded
         vector = opened.vector_of(str(item_id)) if item_id is not None else query_vector(query, width)
     _check_query(vector, item_id)

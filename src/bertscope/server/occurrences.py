@@ -39,7 +39,11 @@ def occurrence_routes(app: FastAPI, svc: Service) -> None:
             count = await svc.tokenizing(req.context, _context_tokens, svc, store.settings, req.context)
         found = await svc.on_worker(
             lambda: search_occurrences(
-                store, word=req.word, context=req.context, top_k=req.top_k, model=svc.model
+                store,
+                word=req.word,
+                context=req.context,
+                top_k=req.top_k,
+                model=None if req.context is None else svc.model,  # nothing is embedded without one
             ),
             n_tokens=count,
         )
