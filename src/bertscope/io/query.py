@@ -37,7 +37,12 @@ _READ = ("post", "prompt_name", "prompt")
 
 
 def refuse_unread(
-    asked: EmbedOptions, settings: dict[str, Any], path: Path, *, vector: str | None, model_given: bool = False
+    asked: EmbedOptions,
+    settings: dict[str, Any],
+    path: Path,
+    *,
+    vector: str | None,
+    model_given: bool = False,
 ) -> None:
     """Refuse the options given (`asked`: those not left at their default) that the search would not read:
     the recipe (layers, pooling, ...), as the query text is embedded the store's way, and every option
