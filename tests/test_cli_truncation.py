@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from bertscope.errors import TruncatedTextsWarning
+from bertscope.errors import InputTooLong, TruncatedTextsWarning
 from console import Ran, run_main
 
 LONG = "word " * 400  # 402 tokens: past the tiny BERT's 64 (and the bundled model's 256)
@@ -108,3 +109,31 @@ def test_verify_keeps_its_own_long_canary_quiet() -> None:
     ran = run(["verify", "--json"], "")
     assert ran.code == 0, ran.stderr
     assert cut_lines(ran) == [], ran.stderr
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [[], ["--tokens"], ["--level", "words"], ["--chunks", "sentence"], ["--chunks", "sentence", "--naive"]],
+)
+def test_long_error_names_the_text_as_its_table_and_file_do(
+    extra: list[str], tiny_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """`--long error` named the second argument "text 1" (the library's index from 0) where the tables
+    print it as 2 and `text 2 is empty` counts from 1, and a line of -i by that index, not its id."""
+    kind = "document" if "--chunks" in extra else "text"
+    ran = run_main("embed", SHORT, LONG, "--long", "error", *extra, "-m", str(tiny_dirs["bert"]))
+    assert ran.code == 1 and f" {kind} 2 has " in ran.stderr and f"{kind} 1 " not in ran.stderr, ran.stderr
+    corpus = tmp_path / "texts.txt"
+    corpus.write_text(f"{SHORT}\n\n{LONG}\n", encoding="utf-8")  # line 3: the id a corpus job gives it
+    ran = run_main("embed", "-i", str(corpus), "--long", "error", *extra, "-m", str(tiny_dirs["bert"]))
+    assert ran.code == 1 and f"the {kind} of id '3' has " in ran.stderr, ran.stderr
+
+
+def test_the_library_still_counts_its_texts_from_0(tiny_models: dict[str, Any]) -> None:
+    import bertscope
+
+    model: bertscope.Model = tiny_models["bert"]
+    with pytest.raises(InputTooLong, match=r"^text 1 has 402 tokens"):
+        model.embed([SHORT, LONG], long="error")
+    with pytest.raises(InputTooLong, match=r"^document 1 has 402 tokens"):
+        model.embed_chunks([SHORT, LONG], long="error")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, replace
+from functools import partial
 from itertools import islice
 from typing import Any
 
@@ -26,7 +27,7 @@ from .core.post import PostProcessor
 from .core.progress import progress_callback
 from .core.results import ChunkEmbeddings, SentenceEmbeddings
 from .core.spec import EmbedOptions, resolve
-from .core.tokens import Tokens, check_texts, say_cut
+from .core.tokens import Tokens, check_texts, say_cut, text_named
 from .errors import InputTooLong, InvalidInput, InvalidSpec
 
 __all__ = [
@@ -72,14 +73,17 @@ def iter_chunk_embeddings(
     late: bool,
     settings: dict[str, object],
     on_batch: OnBatch | None = None,
-    named: Callable[[int], str] = "document {}".format,
+    named: Callable[[int], str] | None = None,
 ) -> Iterator[ChunkEmbeddings]:
     """Each (document, its chunk spans) as ChunkEmbeddings (vectors (chunks, d)), in input order.
 
     Documents go through the model a group at a time, so memory is bounded on any number of them.
     A document or chunk over the model's limit under long='error' is refused by `named(its number)`
-    (counted from 0 over all the documents) and its chunk's number.
+    (counted from 0 over all the documents; by default "document 3", or as `core.tokens.named_as` names
+    it) and its chunk's number.
     """
+    if named is None:
+        named = partial(text_named, "document")
     iterator = iter(docs)
     recorded = {**spec.as_dict(), **settings, "late": late}
     first = 0  # the number of the group's first document
@@ -323,8 +327,8 @@ def plan_chunks(
         if not found:
             # Only token chunks can come out empty: a text whose characters the tokenizer drops.
             raise InvalidInput(
-                f"document {index} ({text[:20]!r}) gives no word pieces to chunk (only control or "
-                "zero-width characters?); give it some text"
+                f"{text_named('document', index)} ({text[:20]!r}) gives no word pieces to chunk (only "
+                "control or zero-width characters?); give it some text"
             )
         spans.append(found)
         if on_count is not None and index + 1 < len(items):

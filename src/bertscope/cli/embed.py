@@ -66,6 +66,7 @@ from .embed_printed import (
     note_own_pooling,
     per_piece,
     print_sentences,
+    printed_names,
     read_inputs,
     refuse_lone_dash,
     spec_line,
@@ -269,7 +270,12 @@ def embed(
         # The sizes reach the library only with token chunks, which read them (given otherwise: refused above)
         token_chunks = ChunkBy.parse(chunks, what="chunking") is ChunkBy.TOKENS
         sizes = {"chunk_size": chunk_size, "chunk_overlap": chunk_overlap} if token_chunks else {}
-        spec = print_chunks(m, docs, ids=doc_ids, as_json=as_json, chunks=chunks, late=late, **sizes, **shown)
+        from ..core.tokens import named_as
+
+        with named_as(printed_names(doc_ids, from_file=input_path is not None)):
+            spec = print_chunks(
+                m, docs, ids=doc_ids, as_json=as_json, chunks=chunks, late=late, **sizes, **shown
+            )
         if spec is not None:
             out.print(f"spec: {spec_line(spec)}", highlight=False)
         return
@@ -320,10 +326,13 @@ def embed(
     given, ids = read_inputs(texts, input_path, text_field=text_field, id_field=id_field)
     items = with_pair(given, pair)
     m = _loaded(model, run, recipe)
-    if tokens or words:
-        per_piece(m, items, ids, recipe, words=words, subword=subword, as_json=as_json)
-        return
-    print_sentences(m, items, given, ids, recipe, input_path=input_path, pair=pair, as_json=as_json)
+    from ..core.tokens import named_as
+
+    with named_as(printed_names(ids, from_file=input_path is not None)):
+        if tokens or words:
+            per_piece(m, items, ids, recipe, words=words, subword=subword, as_json=as_json)
+            return
+        print_sentences(m, items, given, ids, recipe, input_path=input_path, pair=pair, as_json=as_json)
 
 
 def _loaded(model: str | None, run: dict[str, Any], recipe: Any) -> Any:

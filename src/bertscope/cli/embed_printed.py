@@ -3,6 +3,7 @@ or word vectors as a table or JSON, and the settings line (`spec_line`, which ot
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
@@ -104,6 +105,14 @@ def read_inputs(
         unit = ("line" if lines else "record") + ("s" if rejects.empty != 1 else "")
         warn(f"{rejects.empty} empty {unit} skipped (ids name each text's own line)", label="note:")
     return [r.text for r in records], [r.id for r in records]
+
+
+def printed_names(ids: list[str], *, from_file: bool) -> Callable[[str, int], str]:
+    """How a refusal names a printed text (`core.tokens.named_as`): an argument by its number from 1
+    ("text 2"), a record of -i by its id as a corpus job names it ("the text of id '7'")."""
+    if from_file:
+        return lambda kind, index: f"the {kind} of id {ids[index]!r}"
+    return lambda kind, index: f"{kind} {ids[index]}"
 
 
 def spec_line(spec: Any) -> str:

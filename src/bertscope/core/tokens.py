@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import chain
@@ -51,6 +53,31 @@ __all__ = [
 
 # A text, or a sentence pair (A, B) that the model reads as [CLS] A [SEP] B [SEP].
 Text = str | tuple[str, str]
+
+
+# How a refusal names a text of one call: the library "text 3" by its index (from 0), the command line
+# by the number or id it prints the text under (`named_as`).
+def _by_index(kind: str, index: int) -> str:
+    return f"{kind} {index}"
+
+
+_NAMED: ContextVar[Callable[[str, int], str]] = ContextVar("named", default=_by_index)
+
+
+@contextmanager
+def named_as(name: Callable[[str, int], str]) -> Iterator[None]:
+    """Refusals raised inside name a call's text, pair or document `i` (counted from 0) as
+    `name(kind, i)` ("text 2", "the text of id '7'"), not "text i"."""
+    token = _NAMED.set(name)
+    try:
+        yield
+    finally:
+        _NAMED.reset(token)
+
+
+def text_named(kind: str, index: int) -> str:
+    """How a refusal names the call's `kind` ("text", "pair", "document") at `index` (from 0)."""
+    return _NAMED.get()(kind, index)
 
 
 @dataclass(frozen=True)
@@ -363,13 +390,14 @@ class TextTokenizer:
         """Apply the long-text policy to one text (window is resolved later by the engine)."""
         if all(tokens.special_mask):
             raise InvalidInput(
-                f"text {index} ({tokens.text[:20]!r}) gives no word pieces besides the special ones "
-                "(only control or zero-width characters, or combining marks?); give it some text"
+                f"{text_named('text', index)} ({tokens.text[:20]!r}) gives no word pieces besides the "
+                "special ones (only control or zero-width characters, or combining marks?); give it some text"
             )
         if len(tokens) > self.max_tokens and tokens.pair is not None:
             raise InputTooLong(
-                f"pair {index} has {len(tokens)} tokens but the model takes at most {self.max_tokens}, "
-                "and a pair is neither truncated nor windowed (either part could be cut); shorten A or B"
+                f"{text_named('pair', index)} has {len(tokens)} tokens but the model takes at most "
+                f"{self.max_tokens}, and a pair is neither truncated nor windowed (either part could be "
+                "cut); shorten A or B"
             )
         if len(tokens) <= self.max_tokens or long is LongText.WINDOW:
             return tokens
@@ -379,8 +407,9 @@ class TextTokenizer:
 
     def _too_long(self, index: int, n_tokens: int) -> InputTooLong:
         return InputTooLong(
-            f"text {index} has {n_tokens} tokens but the model takes at most {self.max_tokens}; "
-            "use long='truncate' (drops the end, reported) or long='window' (overlapping windows)"
+            f"{text_named('text', index)} has {n_tokens} tokens but the model takes at most "
+            f"{self.max_tokens}; use long='truncate' (drops the end, reported) or long='window' "
+            "(overlapping windows)"
         )
 
 
