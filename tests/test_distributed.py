@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import bertscope
-from bertscope.errors import CorpusError, InvalidInput
+from bertscope.errors import CorpusError, InvalidInput, InvalidSpec
 from bertscope.io.job import JobSummary, embed_corpus
 from console import run_main
 
@@ -695,6 +695,9 @@ def test_an_interrupted_ray_job_resumes_to_the_uninterrupted_output(
         run_ray_job(str(corpus), out, **job)
     with pytest.raises(CorpusError, match=r"started with other settings \(layers: \[1\] then, \[2\] now\)"):
         run_ray_job(str(corpus), out, resume=True, **{**job, "layers": "-1"})  # before any Ray work
+    # both: overwrite emptied the folder and resumed nothing; refused before the folder is touched
+    with pytest.raises(InvalidSpec, match=r"^resume=True \(--resume\) goes on from the saved work"):
+        run_ray_job(str(corpus), out, resume=True, overwrite=True, **job)
     changed = tmp_path / "changed" / "c.jsonl"
     changed.parent.mkdir()
     changed.write_text(corpus.read_text().replace("row 0 of cats 0", "row 0 of dogs 0", 1))

@@ -25,7 +25,7 @@ from ..core.encoder import Encoder
 from ..core.loaders import load_model
 from ..core.spec import reload_arg, stored_settings
 from ..errors import InvalidInput, InvalidSpec, JobInterrupted
-from ..io.job import JobSummary, refuse_idle_job_options
+from ..io.job import JobSummary, refuse_idle_job_options, refuse_resume_with_overwrite
 from ..io.job_lock import job_lock
 from ..io.level_table import LEVELS, CorpusOptions, make_level, refuse_idle_level_options
 from ..io.levels import SentenceLevel, vector_columns
@@ -242,7 +242,9 @@ def run_ray_job(
     `options`, as the command line gives them.
     """
     asked = _options(options, keywords)
-    # the local job's refusals, before a model loads: fields of texts without records, idle level options
+    # the local job's refusals, before a model loads: resume with overwrite (overwrite emptied the folder
+    # and resumed nothing), fields of texts without records, idle level options
+    refuse_resume_with_overwrite(resume=resume, overwrite=overwrite)
     refuse_idle_job_options(source, output, asked, text_field=text_field, id_field=id_field)
     ray = import_ray()
     out = Path(output)
