@@ -95,6 +95,7 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_long_line.py": 4.8,
     "test_store_counts_checksums.py": 4.7,
     "test_server_fairness.py": 4.4,
+    "test_verify_audit12.py": 4.4,
     "test_verify_row_checks.py": 4.2,
     "test_store_audit6_rest.py": 4.0,
     "test_names_round2.py": 3.9,

@@ -8,8 +8,10 @@ gets a CRC-32 (zlib) of its vectors' little-endian bytes in their stored precisi
              "text": .., "n_tokens": .., "truncated": ..}, ...]} (one entry per vector column: a view's
              `embedding_<name>`, a stacked store's `layer_N`; `id` and `text` over the column's values,
              `labels_checksum`; the counts `n_tokens` and `truncated`, row checks 4 on, over the
-             column's values as int64, `counts_checksum`), and `bertscope.row_digests` a JSON list,
-             one `row_digests` string per row group (the first ones)
+             column's values as int64, `counts_checksum`; and since `digest_columns` was recorded, an
+             entry for every other column too: a token, word or chunk row's `position`, `word`, `token`,
+             `start`, `end` ..., `column_checksum`), and `bertscope.row_digests` a JSON list, one
+             `row_digests` string per row group (the first ones)
     NumPy    `<stem>.settings.json` holds {"algorithm": "crc32", "batches": [{"rows": .., "embedding": ..,
              "labels": .., "row_digests": ..}]} under "checksums" (`labels`: the CRC-32 of the batch's
              lines in the `.ids.txt` or `.rows.jsonl` beside it, as stored: a token, word or chunk row's
@@ -29,9 +31,11 @@ named (that, or a store written before row digests), the error names the batch's
 first `ROW_DIGEST_ROWS` rows keep digests (whole batches; `keeps_digests`), so the footer and settings
 that hold them stay a few MB whatever the store's size; a failed batch past them names its rows too.
 Stores written before ids and texts were covered (no `id`/`labels` key), or before counts were (no
-`n_tokens`/`truncated` key; an SQLite collection of row checks 3 or less), are read as before. Row digests
-cover a row's labels and vectors, not its counts: a Parquet row group whose counts alone changed names
-its rows.
+`n_tokens`/`truncated` key; an SQLite collection of row checks 3 or less), are read as before. A Parquet
+store's row digests cover the columns its checksums list under `digest_columns` (every column but the
+vectors and the counts) and its vectors; one written before that list covers ids and texts only (its
+other columns, but the counts, by nothing) and is read as before. Row digests cover no counts: a row
+group whose counts alone changed names its rows.
 
 Reading checks each batch it decodes before handing its rows on, so memory stays bounded; vectors that
 are not finite are refused when written and, in stores written before checksums, when read. The
@@ -67,6 +71,7 @@ __all__ = [
     "ALGORITHM",
     "CHECKED_COLUMNS",
     "CHECKSUMS_DIGEST_KEY",
+    "DIGEST_COLUMNS_KEY",
     "COUNT_COLUMNS",
     "ChecksumMismatch",
     "MISMATCH",
@@ -88,6 +93,7 @@ __all__ = [
     "column_checksum",
     "column_labels_checksum",
     "column_values",
+    "covered_columns",
     "keeps_digests",
     "labels_checksum",
     "row_checks",
@@ -127,13 +133,21 @@ PARQUET_ROWS_KEY = b"bertscope.row_digests"
 # 2^21 rows keep them under 3 MB; a batch past them that fails is named by its rows, as in a store
 # written before row digests.
 ROW_DIGEST_ROWS = 1 << 21
-# The Parquet columns of labels a row group's checksums cover beside its vectors (and its row digests).
+# The Parquet columns of labels a row group's checksums cover beside its vectors (and its row digests) in a
+# store written before every column was covered (no `DIGEST_COLUMNS_KEY`); read as text.
 LABEL_COLUMNS = ("id", "text")
 # The Parquet columns of a row's counts (tokens pooled, tokens cut off) a row group's checksums cover too,
 # row checks 4 on: an entry each, as `LABEL_COLUMNS`' (not in row digests: a row group whose counts fail
 # is named by its rows). A store written before them keeps none, and is read as before.
 COUNT_COLUMNS = ("n_tokens", "truncated")
 CHECKED_COLUMNS = LABEL_COLUMNS + COUNT_COLUMNS
+# The key of a Parquet store's checksums listing the columns its row digests cover (every column but the
+# vectors and counts, in the file's order; the row groups keep a checksum of each, and of the counts). A
+# store written before it has none: its digests cover `LABEL_COLUMNS`, its row groups' checksums
+# `CHECKED_COLUMNS`, and it is read so.
+# A token, word or chunk row's `position`, `word`, `token`, `start` ... were covered by nothing before:
+# an edit to one passed every check.
+DIGEST_COLUMNS_KEY = "digest_columns"
 # The key of a store's settings that holds their SHA-256 (hex), beside the settings it covers.
 SETTINGS_KEY = "settings_sha256"
 # The key of a store's sealed settings that says which row checksums its writer kept (a generation; a
@@ -218,9 +232,11 @@ def counts_checksum(column: Any) -> int:
 
 
 def column_checksum(name: str, column: Any) -> int:
-    """The checksum of a Parquet row group's label or count column `name` (`CHECKED_COLUMNS`), as its
-    entry in `bertscope.checksums` keeps it."""
-    return counts_checksum(column) if name in COUNT_COLUMNS else column_labels_checksum(column)
+    """The checksum of a Parquet row group's column `name` (not a vector), as its entry in
+    `bertscope.checksums` keeps it: ids and texts (`LABEL_COLUMNS`) as text, any other column (counts,
+    positions, offsets ...) as `counts_checksum` reads it (an integer column as numbers, any other as
+    text)."""
+    return column_labels_checksum(column) if name in LABEL_COLUMNS else counts_checksum(column)
 
 
 def _joined_crc(pieces: Iterable[bytes | memoryview], crc: int = 0) -> int:
@@ -256,10 +272,11 @@ def _label_pieces(column: Any) -> Iterator[bytes | memoryview]:
             yield values[starts[row] : starts[row + 1]] if valid is None or valid[row] else b"\x01"
 
 
-def row_labels(table: Any) -> list[bytes]:
-    """Each row's labels (`LABEL_COLUMNS` it has) as bytes, for `row_digests` of a Parquet table (big
-    columns joined from views of their values: one copy of a long text, not three; `VIEW_BYTES`)."""
-    names = [n for n in LABEL_COLUMNS if n in table.schema.names]
+def row_labels(table: Any, columns: Sequence[str] = LABEL_COLUMNS) -> list[bytes]:
+    """Each row's labels (the `columns` it has: `covered_columns` in a store written with
+    `DIGEST_COLUMNS_KEY`) as bytes, for `row_digests` of a Parquet table (big columns joined from views of
+    their values: one copy of a long text, not three; `VIEW_BYTES`)."""
+    names = [n for n in columns if n in table.schema.names]
     if not names:
         return [b""] * table.num_rows
     if sum(table.column(n).nbytes for n in names) <= VIEW_BYTES:
@@ -333,12 +350,18 @@ def vector_names(schema: Any) -> list[str]:
     return [f.name for f in schema if pa.types.is_fixed_size_list(f.type)]
 
 
+def covered_columns(schema: Any) -> list[str]:
+    """The columns of an Arrow schema that a row group's label checksums and row digests cover, as this
+    bertscope writes them: every column but the vectors, in order (`DIGEST_COLUMNS_KEY`)."""
+    vectors = set(vector_names(schema))
+    return [name for name in schema.names if name not in vectors]
+
+
 def table_checksums(table: Any) -> dict[str, int]:
-    """{column: its checksum} for every vector column of an Arrow table and its `CHECKED_COLUMNS`."""
+    """{column: its checksum} for every column of an Arrow table: its vectors and `covered_columns`."""
     sums = {name: checksum(column_values(table.column(name))) for name in vector_names(table.schema)}
-    for name in CHECKED_COLUMNS:
-        if name in table.schema.names:
-            sums[name] = column_checksum(name, table.column(name))
+    for name in covered_columns(table.schema):
+        sums[name] = column_checksum(name, table.column(name))
     return sums
 
 
@@ -466,10 +489,18 @@ def _digest_broken(found: Mapping[str, Any], listed: list[Any]) -> str:
     return "their entries were changed (a value edited, or batches (row groups) moved with their checksums)"
 
 
-def checksums_block(key: str, entries: list[dict[str, Any]]) -> dict[str, Any]:
+def checksums_block(
+    key: str, entries: list[dict[str, Any]], extra: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """A store's checksums as written: each batch's `entries` under `key` ("row_groups", "batches"), their
-    total rows and the SHA-256 of it all (`CHECKSUMS_DIGEST_KEY`), which binds the batch list in order."""
-    block = {"algorithm": ALGORITHM, key: entries, "rows": sum(int(e["rows"]) for e in entries)}
+    total rows, any `extra` keys (a Parquet store's `DIGEST_COLUMNS_KEY`) and the SHA-256 of it all
+    (`CHECKSUMS_DIGEST_KEY`), which binds the batch list in order."""
+    block = {
+        "algorithm": ALGORITHM,
+        key: entries,
+        "rows": sum(int(e["rows"]) for e in entries),
+        **(extra or {}),
+    }
     return {**block, CHECKSUMS_DIGEST_KEY: _block_digest(block)}
 
 

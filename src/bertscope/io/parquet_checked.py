@@ -1,7 +1,9 @@
 """Parquet files whose vector columns carry a checksum per row group (see `io.checksums`).
 
-`write_checked` writes tables as row groups and records each group's checksums (its vectors, ids, texts
-and counts: `checksums.CHECKED_COLUMNS`) and row digests (the file's first groups only:
+`write_checked` writes tables as row groups and records each group's checksums (its vectors and every
+other column: ids, texts, counts, a token row's position, token, offsets ...: `checksums.covered_columns`,
+listed under `checksums.DIGEST_COLUMNS_KEY`; a file written before covered `checksums.CHECKED_COLUMNS`
+only and is read so) and row digests (the file's first groups only:
 `checksums.ROW_DIGEST_ROWS`) in the file's metadata; `CheckedParquet` reads groups back and refuses one
 whose vectors, labels or counts do not match (or, in a file written before checksums, whose vectors are
 not finite), and names the rows of a failed group that changed (`changed_rows`); `checked_tables` streams
@@ -19,9 +21,10 @@ import numpy as np
 
 from ..errors import CorpusError
 from .checksums import (
-    CHECKED_COLUMNS,
     CHECKSUMS_DIGEST_KEY,
     COUNT_COLUMNS,
+    DIGEST_COLUMNS_KEY,
+    LABEL_COLUMNS,
     LAYOUT,
     MISMATCH,
     NOT_FINITE,
@@ -34,6 +37,7 @@ from .checksums import (
     column_checksum,
     column_values,
     corrupt,
+    covered_columns,
     keeps_digests,
     non_finite,
     proven_settings,
@@ -136,19 +140,22 @@ def write_checked(path: Path, tables: Iterable[Any], schema: Any = None) -> int:
     groups: list[dict[str, int]] = []
     digests: list[str] = []
     written = 0
+    covered: list[str] = []
     try:
         for table in tables:
             if writer is None:
                 writer = _writer(path, schema if schema is not None else table.schema)
+                # Row digests leave the counts out, as before: a row group whose counts fail names its rows.
+                covered = [n for n in covered_columns(table.schema) if n not in COUNT_COLUMNS]
             for start in range(0, table.num_rows, GROUP_ROWS):
                 piece = table.slice(start, GROUP_ROWS)
                 writer.write_table(piece, row_group_size=piece.num_rows)
                 groups.append({"rows": piece.num_rows, **table_checksums(piece)})
                 written += piece.num_rows
                 if keeps_digests(written):  # rows only grow: the groups that keep them come first
-                    digests.append(_row_digests(piece))
+                    digests.append(_row_digests(piece, covered))
         if writer is not None:
-            sums = checksums_block("row_groups", groups)
+            sums = checksums_block("row_groups", groups, {DIGEST_COLUMNS_KEY: covered})
             writer.add_key_value_metadata(
                 {PARQUET_KEY: json.dumps(sums), PARQUET_ROWS_KEY: json.dumps(digests)}
             )
@@ -196,6 +203,11 @@ class CheckedParquet:
         self.starts = np.cumsum([0, *sizes])
         found = recorded((meta.metadata or {}).get(PARQUET_KEY), self.where, self.rebuild)
         self.sums = found  # the checksums as recorded (None: written before them)
+        # The columns the row digests cover (a file written before they were listed: ids and texts).
+        listed = (found or {}).get(DIGEST_COLUMNS_KEY)
+        self.digest_columns: tuple[str, ...] = (
+            tuple(str(n) for n in listed) if isinstance(listed, list) else LABEL_COLUMNS
+        )
         self.groups: list[dict[str, int]] | None = None if found is None else found["row_groups"]
         if self.groups is not None and [g["rows"] for g in self.groups] != sizes:
             raise self._error(0, max(0, int(self.starts[-1]) - 1), LAYOUT)
@@ -238,7 +250,7 @@ class CheckedParquet:
             table = self.file.read_row_group(number)
         except (KeyError, OSError, ValueError):
             return None
-        rows = changed_rows(recorded, _vectors(table), row_labels(table))
+        rows = changed_rows(recorded, _vectors(table), row_labels(table, self.digest_columns))
         if not rows:
             return None
         ids = table.column("id").to_pylist() if "id" in table.schema.names else [str(r) for r in rows]
@@ -246,11 +258,12 @@ class CheckedParquet:
         return [start + r for r in rows], [str(ids[r]) for r in rows]
 
     def check(self, table: Any, first: int, expected: dict[str, int] | None) -> None:
-        """Refuse a table of rows `first`.. whose vectors or labels miss their checksums, or whose vectors
-        are not finite."""
-        for name in CHECKED_COLUMNS:
+        """Refuse a table of rows `first`.. whose vectors or other columns miss their checksums (each
+        column the group keeps one for: a file written before every column was covered keeps none for
+        some), or whose vectors are not finite."""
+        for name in covered_columns(table.schema):
             wanted = None if expected is None else expected.get(name)
-            if wanted is not None and name in table.schema.names:
+            if wanted is not None:
                 if column_checksum(name, table.column(name)) != wanted:
                     raise self._error(first, first + table.num_rows - 1, MISMATCH)
         for name in vector_names(table.schema):
@@ -346,9 +359,9 @@ def _vectors(table: Any) -> list[np.ndarray]:
     return [column_values(table.column(name)) for name in vector_names(table.schema)]
 
 
-def _row_digests(table: Any) -> str:
-    """The row digests of a row group (its vectors, ids and texts): `checksums.row_digests`."""
-    return row_digests(_vectors(table), row_labels(table))
+def _row_digests(table: Any, columns: list[str]) -> str:
+    """The row digests of a row group (its vectors and `columns`): `checksums.row_digests`."""
+    return row_digests(_vectors(table), row_labels(table, columns))
 
 
 def checked_tables(path: Path, columns: list[str] | None, size: int) -> Iterator[Any]:

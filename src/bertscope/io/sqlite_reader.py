@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,10 +33,15 @@ def replacement_of(collection: str) -> str:
 
 def list_collections(path: str | Path) -> list[dict[str, Any]]:
     """Each collection's name, model, settings, dimension, created time and texts (`n_texts`; `count`,
-    its older name, holds the same number)."""
+    its older name, holds the same number). The model is the one its settings record (sealed by their
+    digest, which `verify` checks), not the `model` column beside them, which no checksum covers (an edit
+    there would be listed as is); a collection whose settings record none lists the column's."""
     found = _collections(path)
     for listed in found:  # the settings as they were made; their digest is the store's own business
         listed["settings"] = unsealed(listed["settings"])[0]
+        model = listed["settings"].get("model")
+        if isinstance(model, str):
+            listed["model"] = model
     return found
 
 
@@ -112,9 +118,11 @@ class SqliteReader:
         if collection is None and len(available) == 1:
             collection = next(iter(available))
         if collection is None and len(available) > 1:
+            # The keyword with its flag beside it: the CLI's wording layer keeps the flag alone.
+            first = next(iter(available))
             raise CorpusError(
                 f"{path} holds {len(available)} collections ({', '.join(available)}): name one with "
-                "--collection (collection= in Python)"
+                f"collection={first!r} (--collection {shlex.quote(first)})"
             )
         if not available:
             raise CorpusError(_no_collections(path))

@@ -420,7 +420,8 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
     ) -> Verification | FingerprintCheck:
         """This model as set up against the plain Hugging Face float32 forward, every layer, on the
         calibration sentences, a text over the limit and `texts` (a `Verification`: ok, per-layer max abs
-        and min cosine, settings; a lossy mode held to `min_cosine`, default its fast bound or 0.999);
+        and min cosine, settings; a lossy mode held to `min_cosine`, default its fast bound, else its
+        precision's floor: 0.98 for int8, 0.999 for bfloat16 and float16, `verify.settings.lossy_floor`);
         with `against` (a fingerprint dict or file from `bertscope.verify.save_fingerprint`), each
         difference from it (a `FingerprintCheck`)."""
         from ..verify import verify_model

@@ -1,9 +1,11 @@
 """Stored vectors against freshly made ones: the result of a store check, and the one comparison.
 
 Exact on both sides, each vector must match within `EXACT_ATOL` (a float16 store: within one float16
-step more); a lossy side (bfloat16, float16 or int8 arithmetic) holds the cosine to `2 floor^2 - 1`, where
-both are within `floor` of float32: the lowest of the bound fast mode chose under (either side) and each
-side's precision floor (`settings.STORE_FLOORS`: int8 0.98, since its scales move with the batch). A row
+step more); a lossy side (bfloat16, float16 or int8 arithmetic) is within `floor` of float32: the lowest
+of the bound fast mode chose under (either side) and each side's precision floor (`settings.STORE_FLOORS`:
+int8 0.98, since its scales move with the batch). One lossy side against an exact one (an int8 deployment
+checked against a float32 store) holds the cosine to `floor` itself; two lossy sides, each within `floor`
+of float32 in its own direction, to `2 floor^2 - 1` (the angles add). A row
 that is not finite (NaN or infinity) on either side is out of tolerance, and a zero vector against a
 non-zero one has cosine 0; the headline figures are those of the rows that hold numbers, so a poisoned
 row neither hides nor fakes the drift of the others.
@@ -113,14 +115,16 @@ def add_drift(
         check.max_abs = max(check.max_abs, float(diff[finite].max(initial=0.0)))
         check.min_cosine = min(check.min_cosine, float(cosines[finite].min(initial=1.0)))
     here = vector_settings(model)["precision"]
-    if _lossy_store(settings) or is_lossy({"precision": here}):
+    lossy_store, lossy_here = _lossy_store(settings), is_lossy({"precision": here})
+    if lossy_store or lossy_here:
         floor = min(
             lossy_floor(model),
             _stored_floor(settings),
             store_floor(here.get("dtype"), here.get("quantize")),
             store_floor(settings.get("dtype"), settings.get("quantize")),
         )
-        bound = 2 * floor**2 - 1
+        # The exact side is float32 itself: only the lossy side's angle to it counts.
+        bound = 2 * floor**2 - 1 if lossy_store and lossy_here else floor
         check.tolerance = {"min_cosine": bound}
         out = np.zeros(len(finite), dtype=bool)
         out[finite] = cosines[finite] < bound

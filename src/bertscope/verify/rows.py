@@ -7,7 +7,9 @@ take each document's text from its first row; chunk rows hold their chunk only, 
 written without texts) needs the corpus it was made from. Parquet and .npy stores (a matrix with its row
 labels in `<stem>.rows.jsonl`); SQLite stores hold sentence vectors only. Only the sampled rows' labels,
 texts and vectors are read (row_labels.py), each vector checked against its stored checksum first (a
-.npy's labels too, up to the end of the last batch that holds the sample). A corpus is read as the job
+.npy's labels too, up to the end of the last batch that holds the sample; a Parquet store's other
+columns, position, token, word, offsets ..., in the row groups that hold the sample, where its checksums
+cover them: `check_parquet_labels`). A corpus is read as the job
 read it: the records a job run with --skip-bad set aside (its `<store>.rejects`) are set aside again, and
 those only (`texts_by_id`).
 """
@@ -24,10 +26,11 @@ import numpy as np
 
 from ..core.spec import EmbedOptions
 from ..errors import CorpusError, InvalidInput
-from ..io.checksums import column_values, rebuild_hint, vector_names
+from ..io.checksums import column_values, covered_columns, rebuild_hint, vector_names
 from ..io.formats import Format
 from ..io.level_table import CorpusOptions, make_level
 from ..io.levels import LevelOptions
+from ..io.parquet_checked import CheckedParquet
 from ..io.readers import Record, Rejects
 from ..io.stores import Store
 from ..io.vector_files import check_npy_rows, open_matrix
@@ -35,7 +38,7 @@ from .drift import StoreCheck, add_drift
 from .fingerprint import Difference
 from .row_labels import first_texts, sampled_keys
 
-__all__ = ["check_rows", "corpus_texts_differ", "refuse_repeated_rows", "texts_by_id"]
+__all__ = ["check_parquet_labels", "check_rows", "corpus_texts_differ", "refuse_repeated_rows", "texts_by_id"]
 
 
 def check_rows(
@@ -44,6 +47,8 @@ def check_rows(
     """Add the drift of a token, word or chunk store's sampled rows to `check` (see the module docstring)."""
     settings = opened.settings
     level = settings["level"]
+    if opened.rules.format is Format.PARQUET:  # every column of the groups that hold the sample, first: an
+        check_parquet_labels(opened.path, positions)  # edited position or word is damage, not drift
     sampled = sampled_keys(opened, positions)  # a line that cannot be read is named as such
     if opened.rules.format is Format.NPY:  # the batches that hold the sample, vectors and labels, before
         check_npy_rows(opened.path, positions)  # an edited id sends the texts to the wrong document
@@ -121,6 +126,18 @@ def _npy_vectors(opened: Store, positions: np.ndarray) -> _Stored:
         return picked[:, number] if picked.ndim == 3 else picked
 
     return stored
+
+
+def check_parquet_labels(path: Path, rows: np.ndarray) -> None:
+    """Check the columns other than vectors (`covered_columns`) of the row groups of a Parquet store that
+    hold `rows` against their checksums (a group keeps one per column; one written before every column
+    was covered keeps them for ids, texts and counts only): a `ChecksumMismatch` for a group that fails.
+    The vectors are checked where they are read."""
+    checked = CheckedParquet(path)
+    columns = covered_columns(checked.file.schema_arrow)
+    groups = np.unique(np.searchsorted(checked.starts, np.asarray(rows, dtype=np.int64), side="right") - 1)
+    for number in groups:
+        checked.group(int(number), columns)
 
 
 def _parquet_columns(path: Path) -> list[str]:

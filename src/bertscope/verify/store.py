@@ -9,7 +9,7 @@ Token, word and chunk stores (rows.py) re-embed the sampled rows' documents with
 compare the rows by (id, position). The stored batches that hold the sample are checked against their
 checksums first (a damaged store is an error, never a verdict), and its settings against theirs: the
 settings say which model, precision and pooling to re-embed with and how far a row may drift (a store
-edited to claim int8 would be held to cosine 0.92), so settings changed since the store was written are
+edited to claim int8 would be held to cosine 0.98), so settings changed since the store was written are
 an error too. A fingerprint in the store's settings is compared with this deployment's too, before
 anything is embedded: a model of another architecture (type, layers, width) is refused as the wrong
 model, while a difference in its files or settings is drift that the headline names apart from the rows'.
