@@ -212,7 +212,10 @@ def test_a_file_of_several_collections_asks_which_one(tmp_path: Path, bundled: o
             "embed", "-i", str(source), "-o", str(tmp_path / "s.db"), "--collection", name, "--quiet"
         )
         assert ran.code == 0, ran
-    with pytest.raises(CorpusError, match=r"holds 2 collections \(news, other\): name one with --collection"):
+    with pytest.raises(
+        CorpusError,
+        match=r"holds 2 collections \(news, other\): name one with collection='news' \(--collection news\)",
+    ):
         open_store(tmp_path / "s.db")
     ran = run_main("similar", "storm", "--in", str(tmp_path / "s.db"))
     assert ran.code != 0 and "name one with --collection" in ran.stderr and "None" not in ran.stderr, ran
