@@ -458,6 +458,8 @@ def _measure_all(
             (_unit(vectors) * _unit(reference)).sum(axis=1),
             (_unit(held[label][1]) * _unit(held[_FLOAT32][1])).sum(axis=1),
         ])  # fmt: skip
+        # the largest |difference| to float32's vectors over the same texts (modes.compare_modes' max_abs)
+        gap = max(np.abs(vectors - reference).max(), np.abs(held[label][1] - held[_FLOAT32][1]).max())
         results.append(
             Measured(
                 mode=label,
@@ -466,6 +468,7 @@ def _measure_all(
                 vs_float32=speed / reference_speed,
                 cos_min=float(cos.min()),
                 cos_mean=float(cos.mean()),
+                max_abs=float(gap),
             )
         )
     return results

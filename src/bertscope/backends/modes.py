@@ -193,7 +193,7 @@ def compare_modes(
         raise InvalidSpec("no texts to compare the modes on")
     for mode in modes:
         mode_options(mode)
-    wanted = ["float32", *[m for m in modes if m != "float32"]]
+    wanted = list(dict.fromkeys(["float32", *modes]))  # a mode named twice is measured and reported once
 
     def build(dtype: torch.dtype) -> Encoder:
         return open_encoder(model, device=device, dtype=dtype)

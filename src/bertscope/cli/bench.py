@@ -69,7 +69,8 @@ def bench(
         raise load_static(model).refusal("bench (each fast mode of the forward against float32)")
 
     # int8_fused as int8-fused: the spelling --quantize takes names the same mode (Quantize.parse's rule)
-    names = [name.strip().lower().replace("_", "-") for name in modes.split(",") if name.strip()]
+    # (once each: int8_fused,int8-fused is one mode, one row)
+    names = list(dict.fromkeys(n.strip().lower().replace("_", "-") for n in modes.split(",") if n.strip()))
     if not names:
         raise InvalidInput("--modes is empty: give e.g. float32,int8")
     if "float16" in names and device_kind(resolve_device(device)) != "cuda":  # bench has no --dtype to name

@@ -14,8 +14,11 @@ same records), the settings must be the saved ones, and the output equals an uni
 
 from __future__ import annotations
 
+import shutil
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +49,7 @@ from .shards import (
     open_folder,
     shard_folder_note,
     shard_sink,
+    swap_in,
     write_manifest,
 )
 from .units import RECORD, embed_units
@@ -268,7 +272,10 @@ def run_ray_job(
     with job_lock(out):
         made = not out.exists()
         folder = open_folder(out, resume=resume, overwrite=overwrite)
-        with abandoned_if_unwritten(out, made=made):
+        # where this run writes: `out`, or beside it where it replaces an old job's output (swapped in
+        # once the manifest is written, so a job that fails or is stopped leaves the old output whole)
+        work = folder.out
+        with abandoned_if_unwritten(out, made=made), _dropped_if_failed(work, out):
             schema = folder.settled(with_settings(rows_of.empty(), settings).schema, settings)
             start_ray(ray, address)
             ray.data.DataContext.get_current().enable_progress_bars = progress
@@ -284,19 +291,44 @@ def run_ray_job(
                 quantize=quantize, cpus_per_worker=cpus_per_worker, batch_size=rows, options=asked,
             )  # fmt: skip
             try:
-                with raising_bertscope_errors(embedded, quiet=True):
+                with raising_bertscope_errors(embedded, quiet=True), warnings.catch_warnings():
+                    # Ray warns where its actor pool gets fewer blocks than actors (a resumed job with
+                    # nothing left gets none); the job prints no Ray output (docs/ray.md)
+                    warnings.filterwarnings("ignore", _FEW_INPUTS, UserWarning)
                     embedded.write_datasink(
-                        shard_sink(out, schema, folder.run), ray_remote_args={"num_cpus": IO_CPUS}
+                        shard_sink(work, schema, folder.run), ray_remote_args={"num_cpus": IO_CPUS}
                     )
             except KeyboardInterrupt:
+                if work != out:
+                    raise JobInterrupted(
+                        f"interrupted; {out} keeps the earlier job's output (this replacement of it is "
+                        "dropped). Run it again with overwrite=True (--overwrite) to replace it"
+                    ) from None
                 raise JobInterrupted(
                     f"interrupted; the texts of every shard written to {out} are saved. Run it again with "
                     "resume=True (--resume) to continue"
                 ) from None
+            seconds = time.perf_counter() - start
+            write_manifest(work, source, _totals(work, rows_of, schema), schema)
+            if work != out:
+                swap_in(work, out)
             summary = _summary(out, rows_of, schema, folder)
-            summary.seconds = time.perf_counter() - start
-            write_manifest(out, source, _totals(out, rows_of, schema), schema)
+            summary.seconds = seconds
     return summary
+
+
+@contextmanager
+def _dropped_if_failed(work: Path, out: Path) -> Iterator[None]:
+    """A replacement that fails or is stopped is dropped whole: the old output stays as it was."""
+    try:
+        yield
+    except BaseException:
+        if work != out:
+            shutil.rmtree(work, ignore_errors=True)
+        raise
+
+
+_FEW_INPUTS = "The minimum number of concurrent actors"
 
 
 def _tally(shards: list[Path], rows_of: Any, schema: Any) -> tuple[int, int, int, int]:

@@ -46,9 +46,15 @@ def input_sources(source: str | list[str]) -> list[Any]:
     paths = sorted(glob.glob(source)) if glob.has_magic(source) else [source]
     if not paths:
         raise CorpusError(f"{source}: no file matches")
-    stems = [Path(p).stem for p in paths]
-    if len(set(stems)) < len(stems):
-        raise CorpusError(f"{source}: several files share a name stem, so `<stem>:<row>` ids would clash")
+    seen: dict[str, str] = {}
+    for path in paths:
+        first = seen.setdefault(Path(path).stem, path)
+        if first != path:
+            raise CorpusError(
+                f"{source}: {first} and {path} share the name stem {Path(path).stem!r}, so their "
+                "'<stem>:<row>' ids would clash; rename one, or give ids of your own with id_field= "
+                "(--id-field)"
+            )
     for path in paths:
         read_corpus(path)  # checks existence and type now, on the driver; records are read lazily
     return paths

@@ -35,8 +35,10 @@ __all__ = [
     "RESUME",
     "ShardFolder",
     "abandoned_if_unwritten",
+    "beside",
     "open_folder",
     "shard_sink",
+    "swap_in",
     "write_manifest",
 ]
 
@@ -155,12 +157,14 @@ def open_folder(out: Path, *, resume: bool, overwrite: bool) -> ShardFolder:
         raise CorpusError(f"cannot write {out}: the folder {out.parent} does not exist")
     old = sorted(out.glob("part-*.parquet*"))
     manifest, state = out / MANIFEST, out / RESUME
-    if overwrite:
-        manifest.unlink(missing_ok=True)  # first: a job stopped while clearing the folder is not finished
-        shutil.rmtree(state, ignore_errors=True)
-        for shard in old:
-            shard.unlink()
-    elif manifest.exists():
+    if overwrite and (old or manifest.exists() or state.exists()):
+        # The old job's output stays whole until this one is (`swap_in`): this run writes beside it.
+        staging = beside(out)
+        shutil.rmtree(staging, ignore_errors=True)  # an earlier replacement that was stopped
+        staging.mkdir()
+        (staging / RESUME).mkdir()
+        return ShardFolder(staging)
+    if manifest.exists():  # (with overwrite, nothing of a job's is there by now)
         if resume:
             raise CorpusError(
                 f"{out} is already complete: nothing to resume (overwrite=True (--overwrite) redoes it)"
@@ -179,6 +183,24 @@ def open_folder(out: Path, *, resume: bool, overwrite: bool) -> ShardFolder:
         folder.load()
     state.mkdir(exist_ok=True)
     return folder
+
+
+def beside(out: Path) -> Path:
+    """The hidden folder beside `out` where a job that replaces `out`'s output writes, till it is whole."""
+    return out.with_name(f".{out.name}.new")
+
+
+def swap_in(new: Path, out: Path) -> None:
+    """Put a finished replacement (`beside(out)`, with its manifest) in the old job's place: the old
+    shards, manifest and resume records go only now; other files in `out` (not the job's) stay in it."""
+    old = out.with_name(f".{out.name}.old")
+    shutil.rmtree(old, ignore_errors=True)
+    for entry in out.iterdir():
+        if not (entry.name.startswith("part-") or entry.name in (MANIFEST, RESUME, MANIFEST + ".tmp")):
+            os.replace(entry, new / entry.name)
+    os.replace(out, old)
+    os.replace(new, out)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 @contextmanager

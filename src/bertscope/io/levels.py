@@ -20,7 +20,7 @@ absolute layer number); `precision="float16"` stores them at half the size. A le
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, TypedDict
 
@@ -34,6 +34,7 @@ from ..core.engine import OnBatch
 from ..core.pooling import pool_words, text_words
 from ..core.post import PostProcessor
 from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
+from ..core.tokens import named_as
 from ..errors import InvalidInput
 from .readers import Record
 
@@ -154,10 +155,10 @@ class CorpusLevel(ABC):
             fix = "give each row an id (this level's rows name it)"
             raise InvalidInput(missing_field("id", batch.column_names, fix))
         ids = batch.column("id").to_pylist()
-        records = [
-            Record(str(i), t, 0) for i, t in zip(ids, texts, strict=True) if isinstance(t, str) and t.strip()
-        ]
-        return self.embed(records).table if records else self.empty()
+        keep = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
+        records = [Record(str(ids[i]), texts[i], 0) for i in keep]
+        with named_as(_row_names([ids[i] for i in keep])):
+            return self.embed(records).table if records else self.empty()
 
 
 def arrow_texts(batch: pa.Table, text_column: str) -> list[Any]:
@@ -176,6 +177,16 @@ def arrow_texts(batch: pa.Table, text_column: str) -> list[Any]:
                 "only (cast the column to string, or filter such rows out first)"
             )
     return texts
+
+
+def _row_names(ids: list[Any] | None) -> Callable[[str, int], str]:
+    """How a refusal names text `i` of a Ray batch (`core.tokens.named_as`): by its row's id, as the
+    refusal of a text that is not a string does, not by its place in one actor's batch ("text 0")."""
+
+    def name(kind: str, index: int) -> str:
+        return f"the row with id {ids[index]!r}" if ids else "a row"
+
+    return name
 
 
 def missing_field(field: str, columns: Sequence[str], fix: str) -> str:
@@ -240,7 +251,9 @@ class SentenceLevel(CorpusLevel):
         if len(keep) < len(texts):
             batch = batch.take(pa.array(keep, pa.int64()))
         records = [Record("", texts[i], 0) for i in keep]
-        rows = self.embed(records).table if records else self.empty()
+        ids = batch.column("id").to_pylist() if "id" in batch.column_names else None
+        with named_as(_row_names(ids)):  # the batch holds the kept rows alone by now
+            rows = self.embed(records).table if records else self.empty()
         for name in ("embedding", "n_tokens", "truncated"):
             batch = batch.append_column(name, rows.column(name))
         return batch

@@ -43,6 +43,16 @@ def _comparable(settings: dict[str, Any], *, like: dict[str, Any] | None = None)
     return {**{k: v for k, v in settings.items() if k != "backend"}, "mode": "exact"}
 
 
+def _filled(settings: dict[str, Any]) -> dict[str, Any]:
+    # a sentence job records its level and precision only where not the defaults (as older stores did):
+    # beside another job's they are the defaults it ran with, not None (both sides get them, so settings
+    # that hold neither, such as file maps, show no difference)
+    return {**_DEFAULTS, **settings}
+
+
+_DEFAULTS = {"level": "sentence", "precision": "float32"}  # io.levels' defaults
+
+
 _EXACT_RUNTIMES = ("torch", "onnxruntime", "openvino")
 # Settings that stores carry since a later version: a store made before goes on without comparing them.
 _LATER = ("fingerprint", "keep_text")
@@ -51,10 +61,14 @@ _LATER = ("fingerprint", "keep_text")
 def settings_diff(stored: dict[str, Any], asked: dict[str, Any]) -> str:
     """Each setting that differs, as `key: stored then, asked now`; the model's fingerprint by the keys
     inside it that differ (`fingerprint files.model.safetensors: ...`; its id follows from them)."""
-    stored, asked = dict(_comparable(stored)), dict(_comparable(asked, like=stored))
+    stored, asked = _filled(_comparable(stored)), _filled(_comparable(asked, like=stored))
     for settings in (stored, asked):
         inner = {k: v for k, v in (settings.pop("fingerprint", None) or {}).items() if k != "id"}
         settings.update({f"fingerprint {k}": v for k, v in flatten(inner).items() if inner})
     keys = sorted(k for k in set(stored) | set(asked) if stored.get(k) != asked.get(k))
+    if stored.get("level") != asked.get("level"):
+        # another level owns other options (pooling for sentences, subword for words): name the level,
+        # not each option one level has and the other lacks, which nobody asked for
+        keys = [k for k in keys if k in stored and k in asked]
     said = [f"{k}: {stored.get(k)!r} then, {asked.get(k)!r} now" for k in keys[:4]]
     return "; ".join(said + [f"{len(keys) - 4} more"] * (len(keys) > 4))
