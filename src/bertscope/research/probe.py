@@ -31,7 +31,7 @@ from ..core.cpu import usable_cpus
 from ..core.layers import LayerSpec, parse_layers
 from ..core.renamed import renamed_keyword
 from ..errors import InvalidInput
-from .probe_data import LABEL_FIELD, shared_sentences
+from .probe_data import LABEL_FIELD, shared_sentences, unseen_labels
 from .probe_eval import ProbeKind, classifiers
 from .probe_features import (
     Features,
@@ -86,7 +86,8 @@ def probe(
 ) -> ProbeResult:
     """Probes on every layer asked (plus `static`) for a labelled file or list: cross-validated by
     sentence, or with `test` trained on `data` and scored on `test` (held out, no folds: the distinct
-    test sentences also in `data` are counted in settings `test_overlap` and warned of).
+    test sentences also in `data` are counted in settings `test_overlap` and warned of; test items with
+    a label `data` never has are warned of, and refused when every test item has one).
 
     `data` is a path (word level: `word<TAB>label`, blank line between sentences, or CoNLL-U with the
     label in the field `label_field`, e.g. upos: `column` is its deprecated old name; sentence level:
@@ -121,6 +122,7 @@ def probe(
     if test is not None:
         tested = read_features(model, test, folds=None, **read, checked=False)
         overlap = shared_sentences(feats.groups, tested.groups, train=data, test=test)
+        unseen_labels(feats.labels, tested.labels, train=data, test=test)
         n_train = len(feats.labels)
         feats = joined(feats, tested)
     if control:

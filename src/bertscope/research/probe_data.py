@@ -8,8 +8,9 @@ context only (it is read by the model but not probed), so a sense task can label
 from __future__ import annotations
 
 import warnings
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ from ..errors import CorpusError, InvalidInput
 
 __all__ = [
     "JoinedWords", "LabelledSentence", "LABEL_FIELD", "read_words", "read_sentences", "text_lines",
-    "CONLLU_COLUMNS", "CONTEXT", "shared_sentences",
+    "CONLLU_COLUMNS", "CONTEXT", "shared_sentences", "unseen_labels", "no_pieces",
 ]  # fmt: skip
 
 CONTEXT = "_"
@@ -46,10 +47,12 @@ class JoinedWords:
 
 @dataclass(frozen=True)
 class LabelledSentence(JoinedWords):
-    """One sentence's words and their labels (`_` = context only, not probed)."""
+    """One sentence's words and their labels (`_` = context only, not probed); `source` is where it was
+    read ("path:line" of its first word, "" when given in Python), for errors, as a Tree's is."""
 
     words: tuple[str, ...]
     labels: tuple[str, ...]
+    source: str = field(default="", compare=False)
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -116,10 +119,11 @@ def read_words(
     sentences: list[LabelledSentence] = []
     words: list[str] = []
     labels: list[str] = []
+    first = 0  # the line of the sentence's first word
 
     def close() -> None:
         if words:
-            sentences.append(LabelledSentence(tuple(words), tuple(labels)))
+            sentences.append(LabelledSentence(tuple(words), tuple(labels), source=f"{path}:{first}"))
             words.clear()
             labels.clear()
 
@@ -146,6 +150,8 @@ def read_words(
             word, label = fields
         if not word.strip() or not label.strip():
             raise CorpusError(f"{path}:{number}: an empty word or label; write _ for a context word's label")
+        if not words:
+            first = number
         words.append(word.strip())
         labels.append(label.strip())
     close()
@@ -211,3 +217,40 @@ def shared_sentences(train_texts: Iterable[str], test_texts: Iterable[str], *, t
             stacklevel=3,
         )
     return shared
+
+
+def unseen_labels(train_labels: Iterable[str], test_labels: Sequence[str], *, train: Any, test: Any) -> int:
+    """How many test items carry a label no training item has (no probe can predict it), said in a
+    warning; refused when every test item does (the scores would be 0 by construction, not a result).
+    `train`, `test`: what was given, named in the message (a path, or data given in Python)."""
+    known = set(train_labels)
+    unseen = Counter(label for label in test_labels if label not in known)
+    n_unseen = sum(unseen.values())
+    if not n_unseen:
+        return 0
+    test_name = str(test) if isinstance(test, (str, Path)) else "the test data"
+    train_name = str(train) if isinstance(train, (str, Path)) else "the training data"
+    counted = ", ".join(
+        f"{label}: {n}" for label, n in sorted(unseen.items(), key=lambda kv: (-kv[1], kv[0]))
+    )
+    if n_unseen == len(test_labels):
+        raise InvalidInput(
+            f"no label of {test_name} ({counted}) occurs in {train_name} (labels: "
+            f"{', '.join(sorted(known))}): a probe predicts only labels it trained on; give a test file "
+            "labelled with the training file's labels"
+        )
+    warnings.warn(
+        f"{n_unseen} of the {len(test_labels)} items of {test_name} carry labels {train_name} never has "
+        f"({counted}); no probe can predict them (they count as errors)",
+        stacklevel=3,
+    )
+    return n_unseen
+
+
+def no_pieces(where: str, word: str, number: int) -> InvalidInput:
+    """The refusal of a word (`number`, from 1, in its sentence at `where`) the tokenizer gives no
+    pieces: one wording for the label and the structural probes."""
+    return InvalidInput(
+        f"{where}: the word {word!r} (word {number}) gives no word pieces to the model's tokenizer; "
+        "fix or remove it"
+    )

@@ -18,7 +18,7 @@ import numpy as np
 from ..core._enums import LevelName, SubwordPooling
 from ..core.pooling import pool_words
 from ..errors import InvalidInput
-from .probe_data import CONTEXT, LabelledSentence, as_sentences, read_sentences, read_words
+from .probe_data import CONTEXT, LabelledSentence, as_sentences, no_pieces, read_sentences, read_words
 from .states import layer_states, static_rows
 from .word_pieces import word_pieces
 
@@ -80,7 +80,7 @@ def word_features(
         if not probed:
             continue
         n_texts += 1
-        groups_of = _pieces(tok, sentence, probed, f"{name}: sentence {number + 1}")
+        groups_of = _pieces(tok, sentence, probed, sentence.source or f"{name}: sentence {number + 1}")
         ids = [tok.ids[j] for group in groups_of for j in group]
         rows = static_rows(model, ids)
         start = 0
@@ -95,7 +95,7 @@ def word_features(
         types += [sentence.words[i] for i in probed]
     if not labels:
         raise InvalidInput(
-            "no word is labelled (every label is _): label the words to probe, _ marks context only"
+            f"{name} labels no word (every label is _): label the words to probe, _ marks context only"
         )
     return Features(
         np.concatenate(static), np.concatenate(stacked), list(layers), labels, groups, types, n_texts
@@ -103,13 +103,13 @@ def word_features(
 
 
 def _pieces(tok: Any, sentence: LabelledSentence, probed: list[int], where: str) -> list[list[int]]:
-    """The token indices of each probed word (`word_pieces`); `where` names its sentence ("FILE: sentence
-    4", counted from 1) where a word gets none."""
+    """The token indices of each probed word (`word_pieces`); `where` names its sentence ("FILE:LINE" of
+    its first word, or "the data given: sentence 4", counted from 1) where a word gets none, worded as
+    the structural probe words it (`probe_data.no_pieces`)."""
     groups = word_pieces(tok, sentence.spans())
     for i in probed:
         if not groups[i]:
-            word = sentence.words[i]
-            raise InvalidInput(f"{where}: the word {word!r} gives no word pieces; remove it or fix it")
+            raise no_pieces(where, sentence.words[i], i + 1)
     return [groups[i] for i in probed]
 
 

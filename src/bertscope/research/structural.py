@@ -15,7 +15,10 @@ bounded by a batch, not by the treebank (see row_file).
 
 from __future__ import annotations
 
+import math
+import numbers
 import tempfile
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +32,7 @@ from ..core.pooling import pool_words
 from ..core.progress import step_progress
 from ..errors import InvalidInput
 from .conllu import Punct, Tree, check_trees, read_trees, tree_depths, tree_distances, with_punct
-from .probe_data import shared_sentences
+from .probe_data import no_pieces, shared_sentences
 from .row_file import RowFile
 from .states import check_seed, layer_states, layered, static_rows
 from .structural_fit import fit_probe, predict_depths, predict_distances
@@ -42,6 +45,10 @@ if TYPE_CHECKING:
 __all__ = ["StructuralTask", "StructuralResult", "structural_probe", "tree_word_vectors"]
 
 HELD_OUT_EVERY = 5
+# Fewer training targets than one sentence of 5 words gives (10 word pairs for the distance probe, 5 depths
+# for the depth probe) are warned of: 5 words is the shortest sentence Hewitt & Manning's Spearman scores
+# (DSpr, NSpr) count, so a treebank below one such sentence cannot show the probe even one scored shape.
+FEW_WORDS = 5
 
 
 class StructuralTask(StrEnum):
@@ -125,10 +132,7 @@ def _word_pieces(tok: Any, tree: Tree, number: int, what: str = "given") -> list
     for word, group in enumerate(groups):
         if not group:
             where = tree.source or f"sentence {number + 1} of the {what} trees"
-            raise InvalidInput(
-                f"{where}: the word {tree.words[word]!r} (word {word + 1}) gives no word pieces to "
-                "the model's tokenizer; fix or remove it"
-            )
+            raise no_pieces(where, tree.words[word], word + 1)
     return groups
 
 
@@ -174,6 +178,7 @@ def structural_probe(
     rule = Punct.parse(punct, what="punctuation rule")
     test_trees = with_punct(test_trees, rule)
     distance = kind is StructuralTask.DISTANCE
+    _warn_few_targets(train_trees, train, distance=distance)
     settings: dict[str, Any] = {
         "model": model.loaded.source, "subword": how.value, "epochs": epochs, "batch_size": batch_size,
         "lr": lr, "seed": seed, "test": "given" if test is not None else f"every {HELD_OUT_EVERY}th",
@@ -198,6 +203,7 @@ def structural_probe(
             for layer, x, x_test in named:
                 fit = Fit(distance, rank, epochs, batch_size, lr, seed)
                 scores, k, loss = _layer_row(x, feats[2], golds, x_test, tested[2], test_trees, fit, step)
+                _check_loss(loss, layer, lr)
                 rows.append({"layer": layer, **scores})
                 settings["rank"][str(layer)] = k
                 settings["train_loss"][str(layer)] = round(loss, 6)
@@ -255,10 +261,15 @@ def _layer_row(
     scale = _scale(x)
     width = x.shape[1]
     rank = min(fit.rank, width)
-    b, loss = fit_probe(
-        lambda s: x[offsets[s] : offsets[s + 1]] / scale, golds, distance=fit.distance, rank=rank,
-        width=width, epochs=fit.epochs, batch=fit.batch_size, lr=fit.lr, seed=fit.seed, step=step,
-    )  # fmt: skip
+    # a learning rate too high overflows the steps: NumPy's warnings would precede the one-line refusal
+    # (_check_loss) that says so, so they are silenced here and the result checked
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        b, loss = fit_probe(
+            lambda s: x[offsets[s] : offsets[s + 1]] / scale, golds, distance=fit.distance, rank=rank,
+            width=width, epochs=fit.epochs, batch=fit.batch_size, lr=fit.lr, seed=fit.seed, step=step,
+        )  # fmt: skip
+    if not np.isfinite(b).all():  # the last step overflowed after the last loss was taken: no fit either
+        loss = float("nan")
     predict = predict_distances if fit.distance else predict_depths
     predicted = [
         predict(b, x_test[test_offsets[s] : test_offsets[s + 1]] / scale) for s in range(len(test_trees))
@@ -284,6 +295,36 @@ def _check_numbers(*, rank: int, epochs: int, batch_size: int, lr: float, seed: 
     for name, value in (("rank", rank), ("epochs", epochs), ("batch_size", batch_size)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InvalidInput(f"{name}={value!r}: give a whole number of 1 or more")
+    # inf passes `lr > 0` (its first step makes the map inf, then NaN): a rate is a finite number
+    if isinstance(lr, numbers.Real) and not isinstance(lr, bool) and not math.isfinite(lr):
+        raise InvalidInput(f"lr={lr!r}: a learning rate is a finite number above 0 (e.g. 0.005)")
     if not lr > 0:
         raise InvalidInput(f"lr={lr!r}: a learning rate is a number above 0 (e.g. 0.005)")
     check_seed(seed)
+
+
+def _check_loss(loss: float, layer: str | int, lr: float) -> None:
+    """Refuse a probe whose training loss overflowed (NaN or inf): its map is no fit, and its scores
+    (a UUAS of 0, no DSpr) would read as a layer's result."""
+    if not math.isfinite(loss):
+        row = "static row" if layer == "static" else f"layer {layer}"
+        raise InvalidInput(
+            f"the {row} probe's training loss became {loss} with lr={lr:g}: the steps overflowed; give a "
+            f"lower lr= (e.g. {lr / 100:g})"
+        )
+
+
+def _warn_few_targets(trees: Sequence[Tree], source: Any, *, distance: bool) -> None:
+    """Warn when the training trees give fewer targets (word pairs, or words for depth) than one
+    sentence of FEW_WORDS words does: the probe is fitted to almost nothing."""
+    n_words = [len(t) for t in trees]
+    given = sum(n * (n - 1) // 2 for n in n_words) if distance else sum(n_words)
+    floor = FEW_WORDS * (FEW_WORDS - 1) // 2 if distance else FEW_WORDS
+    if given < floor:
+        name = source if isinstance(source, (str, Path)) else "the training trees"
+        what = "word pairs" if distance else "words"
+        warnings.warn(
+            f"the training sentences of {name} give {given} {what} to fit (one sentence of {FEW_WORDS} "
+            f"words gives {floor}): the probe is fitted to almost nothing; train on a treebank",
+            stacklevel=3,
+        )
