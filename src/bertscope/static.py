@@ -156,15 +156,18 @@ def _not_a_piece(model: StaticSource, item: str) -> str:
     pieces = encoding.tokens
     piece = stand_in(model, item, encoding)
     if piece is not None:
-        # its pieces hold the unknown token: that row is no vector of it, as a piece or (--as-words) a word
+        # its pieces hold the unknown token: that row is no vector of it, as a piece or as a word (the mean
+        # of its pieces): no option of any command gives it one, so none is named
         return (
             f"{item!r} has no piece in the vocabulary: the tokenizer reads it as {pieces}, and the row of "
-            f"{piece} is not its (nor is it a word with --as-words); `bertscope tokens` shows a text's pieces"
+            f"{piece} is not its, as a piece or as a word; `bertscope tokens` shows a text's pieces"
         )
     if len(pieces) == 1:
+        # the vocabulary's own name of the piece: an added token's piece is the text it matched ("new york ")
+        name = model.id_to_token.get(encoding.ids[0], pieces[0])
         return (
             f"{item!r} is not in the vocabulary as written; the tokenizer normalises it to the piece "
-            f"{pieces[0]!r}: pass {pieces[0]!r}"
+            f"{name!r}: pass {name!r}"
         )
     return (
         f"{item!r} is not a single word piece in the vocabulary (the tokenizer splits it into {pieces}); "

@@ -48,8 +48,9 @@ class Init(StrEnum):
 def add_tokens(model: E, words: Sequence[str], *, init: InitSpec = "pieces", seed: int = 0) -> E:
     """A new Model whose tokenizer keeps each word whole, with initialised rows; `model` is left unchanged.
 
-    Words the tokenizer already keeps as one piece (after its own normalisation, e.g. lowercasing) are
-    left as they are. The new tokens match whole words only (`single_word`), so "covid19x" still splits.
+    Words the tokenizer already keeps as one piece (after its own normalisation, e.g. lowercasing, or a
+    special token such as "[MASK]", matched as written) are left as they are. The new tokens match whole
+    words only (`single_word`), so "covid19x" still splits.
     """
     new = new_words(model, words)
     if not new:
@@ -83,7 +84,11 @@ def add_tokens(model: E, words: Sequence[str], *, init: InitSpec = "pieces", see
 def new_words(model: Encoder, words: Sequence[str]) -> list[str]:
     """The words `add_tokens` adds: those whose normalised form (e.g. "mRNA" -> "mrna") is not yet one
     token of the vocabulary; the others are already single pieces and are left as they are."""
-    return [w for w, form in _forms(model, words).items() if form not in model.vocab]
+    # a special token ("[MASK]") is matched as written, before normalisation: it is one piece already,
+    # and its lowercased form added beside it would be a second token the tokenizer never reaches
+    forms = _forms(model, words)  # first: a static model is refused there, in its own line
+    added = set(model.loaded.tokenizer.get_added_vocab())
+    return [w for w, form in forms.items() if form not in model.vocab and w not in added]
 
 
 def _forms(model: Encoder, words: Sequence[str]) -> dict[str, str]:
@@ -92,10 +97,19 @@ def _forms(model: Encoder, words: Sequence[str]) -> dict[str, str]:
     if isinstance(words, str) or not words:
         raise InvalidInput("add_tokens takes a non-empty list of words, e.g. ['covid19', 'mRNA']")
     normalizer = model.loaded.tokenizer.backend_tokenizer.normalizer
+    if empty := [w for w in words if not w.strip()]:
+        raise InvalidInput(f"{empty[0]!r} is empty: give a word, e.g. 'covid19'")
     forms = {w: (normalizer.normalize_str(w) if normalizer else w).strip() for w in words}
-    bad = [w for w, form in forms.items() if not form or any(c.isspace() for c in form)]
-    if bad:
-        raise InvalidInput(f"tokens must be single words without spaces; got {bad}")
+    if spaced := [w for w in words if any(c.isspace() for c in w.strip())]:
+        raise InvalidInput(f"tokens must be single words without spaces; got {spaced}")
+    if gone := [w for w, form in forms.items() if not form]:
+        raise InvalidInput(f"{gone[0]!r} is nothing once the tokenizer normalises it: give a word it keeps")
+    if split := [w for w, form in forms.items() if any(c.isspace() for c in form)]:
+        # BERT's normaliser puts spaces around each CJK character: a token holding several never matches
+        raise InvalidInput(
+            f"{split[0]!r} cannot be added as one token: this tokenizer's normaliser splits it apart "
+            f"({forms[split[0]]!r}: each CJK character is a word of its own), so no text would ever match it"
+        )
     return forms
 
 
@@ -149,7 +163,8 @@ def save(model: Encoder, folder: str | Path, *, overwrite: bool = False) -> Path
     """Write a model folder (weights, config, tokenizer, sentence-transformers pooling) that others load.
 
     An existing non-empty folder is refused unless `overwrite`, and replaced then only when it holds
-    nothing but what this save writes (an earlier save's folder): anything else is left alone.
+    nothing but what this save writes (an earlier save's folder, compared in every subfolder): anything
+    else is left alone.
     """
     folder = Path(folder)
     if not check_save_folder(folder, overwrite=overwrite):
@@ -161,7 +176,8 @@ def save(model: Encoder, folder: str | Path, *, overwrite: bool = False) -> Path
     staged = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", dir=folder.parent))
     try:
         _write_folder(model, staged)
-        others = sorted({p.name for p in folder.iterdir()} - {p.name for p in staged.iterdir()})
+        # compared recursively: a user's file inside 1_Pooling/ is as much theirs as one beside config.json
+        others = sorted(_entries(folder) - _entries(staged))
         if others:
             held = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
             raise InvalidInput(
@@ -175,6 +191,11 @@ def save(model: Encoder, folder: str | Path, *, overwrite: bool = False) -> Path
     finally:
         shutil.rmtree(staged, ignore_errors=True)  # gone already when it became the folder
     return folder
+
+
+def _entries(folder: Path) -> set[str]:
+    """Every file and folder under `folder`, as paths relative to it."""
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*")}
 
 
 def check_save_folder(folder: Path, *, overwrite: bool) -> bool:

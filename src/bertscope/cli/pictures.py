@@ -130,6 +130,9 @@ def vocab_add(
     check_save_folder(output, overwrite=overwrite)  # before the model loads: a folder not to write
 
     how: Any = init
+    if init_from and init != "pieces":
+        # each --init-from gives its word's row: an --init beside them would be read by none
+        raise InvalidInput(f"--init {init} and --init-from both set the new rows; give one of them")
     if init_from:
         # read and checked before the model loads: each --init-from is WORD=a,b (the row from words a and b)
         how = {}

@@ -30,9 +30,12 @@ call (`eval pairs` gives fit_post's dim= by --post-dim):
 from __future__ import annotations
 
 import ast
+import importlib
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 
 from ..errors import BertscopeError
 
@@ -64,6 +67,9 @@ SWITCHES: dict[str, tuple[str, str | None]] = {
 MODES = {"fast": "--fast"}
 # Python calls whose command-line form is a flag of the same command (`static breadmaker --as-words`).
 CALLS = {"static_word": "--as-words"}
+# The command each call's flag belongs to: on another command (`plot static`, which draws pieces only)
+# the advice naming the call is left out, as no flag of that command gives it.
+CALL_COMMANDS = {"static_word": "static"}
 # Names with an underscore are Python names wherever a message has them bare ("fast_min_cosine applies
 # to ..."); mask_special is also a --view option's spelling (`--view a=-1/mean/mask_special`), so it stays
 # where the message speaks of a view.
@@ -88,6 +94,8 @@ _MUST = re.compile(rf"(?:^|(?<=; ))(?P<kw>{'|'.join(sorted(FLAGS, key=len, rever
 _PLAIN = "|".join(sorted((n for n in FLAGS if "_" not in n), key=len, reverse=True))
 _LEAVE = re.compile(rf"\bleave (?P<kw>{_PLAIN}) out\b(?! \()")
 _CALL = re.compile(rf"(?<![\w.])(?P<call>{'|'.join(CALLS)})\((?:'[^']*'|\"[^\"]*\")\)")
+# The advice a call stands in ("; use static_word('x') for the mean of its pieces"), to its clause's end.
+_CALL_ADVICE = re.compile(rf"[;,] use (?P<call>{'|'.join(CALLS)})\((?:'[^']*'|\"[^\"]*\")\)[^;()]*?(?=;|$)")
 # A flag said twice, as the flag and then in parentheses (`--debiased (debiased=True)` once rewritten).
 _TWICE = re.compile(r"(?P<flag>--?[\w-]+(?: [^\s()]+)?) \((?P=flag)\)")
 # A settings dict (`{'layers': [6], 'pooling': 'mean'}`): flags where every key is one.
@@ -117,6 +125,9 @@ def as_flags(message: str, named: Mapping[str, str] | None = None) -> str:
 
 def _as_usual_flags(message: str) -> str:
     """`message` with every keyword form of a flag written as the flag FLAGS gives it."""
+    command = _running_command()
+    if command is not None:  # on another command than the flag's, there is no such fix to name
+        message = _CALL_ADVICE.sub(lambda m: "" if CALL_COMMANDS[m["call"]] != command else m[0], message)
     message = _CALL.sub(lambda m: CALLS[m["call"]], message)
     message = _DICT.sub(_dict_flags, message)
     calls = _call_spans(message)
@@ -208,3 +219,18 @@ def _call_spans(text: str) -> list[tuple[int, int]]:
             if is_call:
                 spans.append((start, at))
     return spans
+
+
+def _running_command() -> str | None:
+    """The first word of the bertscope command running (`plot` for `plot static`), or None outside one."""
+    from .typer_setup import CLICK  # here: typer_setup reads this module
+
+    ctx = importlib.import_module(f"{CLICK}.globals").get_current_context(silent=True)
+    if ctx is not None:
+        words = ctx.command_path.split()[1:]
+    else:  # the command's context is closed by the time `main` prints its error: the command line read
+        program = Path(sys.argv[0]) if sys.argv else Path()
+        if "bertscope" not in (program.name, program.parent.name):
+            return None
+        words = [arg for arg in sys.argv[1:] if not arg.startswith("-")]
+    return words[0] if words else None

@@ -29,7 +29,7 @@ from ._enums import StrEnum
 
 __all__ = [
     "EXPORTS", "Block", "ExportFormat", "ExportRule", "RowKind", "Rows", "export_format", "formats_help",
-    "write_rows", "write_vectors",
+    "side_path", "write_rows", "write_vectors",
 ]  # fmt: skip
 
 
@@ -107,7 +107,7 @@ def _word2vec(path: Path, rows: Rows) -> list[Path]:
                 kept.append(columns)
     if len(rows.kind.side) == 1:
         return [path]
-    counts = path.with_name(path.stem + ".counts.tsv")
+    counts = side_path(path, ".counts.tsv")
     _side_file(counts, rows, kept, header=False)
     return [path, counts]
 
@@ -140,7 +140,7 @@ def _parquet(path: Path, rows: Rows) -> list[Path]:
 
 
 def _projector(path: Path, rows: Rows) -> list[Path]:
-    vectors_path, meta_path = path.with_suffix(".vectors.tsv"), path.with_suffix(".metadata.tsv")
+    vectors_path, meta_path = side_path(path, ".vectors.tsv"), side_path(path, ".metadata.tsv")
     with vectors_path.open("w") as vec_out, meta_path.open("w", encoding="utf-8") as meta_out:
         if len(rows.kind.side) > 1:  # the projector reads a header only where there are several columns
             meta_out.write("\t".join(rows.kind.side) + "\n")
@@ -158,6 +158,17 @@ EXPORTS: dict[ExportFormat, ExportRule] = {
     ExportFormat.PARQUET: ExportRule((".parquet",), ".parquet", _parquet),
     ExportFormat.PROJECTOR: ExportRule((), "", _projector),
 }
+
+
+# Suffixes a side file's name replaces: a format's own, and .tsv (`h.tsv` -> h.vectors.tsv). Any other
+# part after a dot is the name's own: `h.layer0` (a layer's files without a suffix) keeps its layer.
+_REPLACED = (".vec", ".txt", ".w2v", ".npy", ".parquet", ".tsv")
+
+
+def side_path(path: Path, tail: str) -> Path:
+    """The file ending in `tail` beside `path` (w.vec -> w.counts.tsv, h.layer0 -> h.layer0.vectors.tsv)."""
+    stem = path.stem if path.suffix.lower() in _REPLACED else path.name
+    return path.with_name(stem + tail)
 
 
 def formats_help() -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from .levels import Rows
 
 __all__ = ["RecordDigest", "Sink", "fewer_records", "other_input"]
+
+# The options that choose a corpus job's records, as a resume's refusal names them
+RECORD_FIELDS = ("text_field", "id_field")
 
 
 class Sink(ABC):
@@ -35,6 +38,9 @@ class Sink(ABC):
     # digest of those a resume skipped (`resumed`), for the sink to go on from
     saved_input: str | None = None
     read_before: RecordDigest | None = None
+    # The options that choose what a record is, named when a resume finds other records (a job that reads
+    # no ids, static --corpus, names its text field only)
+    record_fields: tuple[str, ...] = RECORD_FIELDS
 
     def pending(self, records: list[Record]) -> list[Record]:
         """The records of a batch that still need embedding (all of them, unless the sink deduplicates)."""
@@ -49,7 +55,7 @@ class Sink(ABC):
         if digest.count < self.done:
             raise CorpusError(fewer_records(source, digest.count, self.done))
         if self.saved_input is not None and digest.hexdigest() != self.saved_input:
-            raise CorpusError(other_input(source, self.path, digest))
+            raise CorpusError(other_input(source, self.path, digest, fields=self.record_fields))
         self.read_before = digest
         yield from records
 
@@ -89,14 +95,18 @@ class RecordDigest:
         return self.hash.hexdigest()
 
 
-def other_input(source: object, output: object, digest: RecordDigest) -> str:
-    """The one-line refusal of a resume whose input differs from what the unfinished job read."""
+def other_input(
+    source: object, output: object, digest: RecordDigest, *, fields: Sequence[str] = RECORD_FIELDS
+) -> str:
+    """The one-line refusal of a resume whose input differs from what the unfinished job read; `fields` are
+    the options of the job that choose a record (only those it has are named)."""
     name = source_name(source)
+    named = " and ".join(f"{field}=" for field in fields)
     where = str(digest.first) if digest.first == digest.last else f"{digest.first}-{digest.last}"
     return (
         f"{name}:{where}: these records are not the ones the unfinished job for {output} read from "
         "there (their ids or texts differ): the input changed since; resume with the input (and "
-        "text_field= and id_field=) it was started with, or start again with overwrite=True (--overwrite)"
+        f"{named}) it was started with, or start again with overwrite=True (--overwrite)"
     )
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..core._enums import Combine, Level, SubwordPooling
 from ..core.engine import OnBatch
-from ..core.exports import ExportFormat, export_format, write_vectors
+from ..core.exports import ExportFormat, export_format, side_path, write_vectors
 from ..core.pooling import pool_words, text_words
 from ..core.segments import MIN_ROWS
 from ..core.spec import EmbedOptions, reload_arg, stored_settings
@@ -138,12 +138,12 @@ def _word_files(path: Path, fmt: ExportFormat) -> list[Path]:
     """The files `write_vectors` writes for word rows (word and count beside each vector) at `path`, as
     core.exports' writers name them (tests/test_static_corpus_audit7.py proves the two agree)."""
     if fmt is ExportFormat.WORD2VEC:
-        return [path, path.with_name(path.stem + ".counts.tsv")]
+        return [path, side_path(path, ".counts.tsv")]
     if fmt is ExportFormat.NPY:
         path = path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
         return [path, path.with_suffix(".vocab.tsv")]
     if fmt is ExportFormat.PROJECTOR:
-        return [path.with_suffix(".vectors.tsv"), path.with_suffix(".metadata.tsv")]
+        return [side_path(path, ".vectors.tsv"), side_path(path, ".metadata.tsv")]
     return [path]
 
 
@@ -245,6 +245,8 @@ class _Running:
 
 class AggregateSink(Sink):
     """A corpus job's sink that reduces word rows into running sums instead of writing them."""
+
+    record_fields = ("text_field",)  # a record's id is its place: static --corpus reads no id field
 
     def __init__(
         self, level: WordLevel, key: Any, *, checkpoint: Path | None, settings: dict[str, Any],
@@ -478,6 +480,11 @@ def word_level(
     return level, stored_settings(model, recorded, reload_arg(model))
 
 
+def _times(count: int) -> str:
+    """`count` occurrences in words: once, 2 times."""
+    return "once" if count == 1 else f"{count} times"
+
+
 def _check_min_count(min_count: int) -> None:
     if isinstance(min_count, bool) or not isinstance(min_count, int) or min_count < 1:
         raise InvalidInput(f"min_count={min_count!r}: give a whole number of occurrences, at least 1")
@@ -530,10 +537,11 @@ def _result(
     if len(keep) == 0:
         counts = np.where(spelled, counts, 0)
         top = int(np.argmax(counts))
+        # in the library's words (min_count=, resume=True): the command line reads them as its flags
         raise CorpusError(
-            f"{corpus}: no word occurs {min_count} times (the most frequent, {running.words[top]!r}, occurs "
-            f"{int(counts[top])} times); lower --min-count"
-            + (f" (the sums are kept in {sink.checkpoint}: add --resume)" if sink.checkpoint else "")
+            f"{corpus}: no word occurs {_times(min_count)} (the most frequent, {running.words[top]!r}, "
+            f"occurs {_times(int(counts[top]))}); give a lower min_count="
+            + (f" (the sums are kept in {sink.checkpoint}: add resume=True)" if sink.checkpoint else "")
         )
     # Commonest first, then by first appearance: the order word2vec files use.
     keep = keep[np.argsort(-counts[keep], kind="stable")]
