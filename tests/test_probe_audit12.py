@@ -147,7 +147,9 @@ def test_a_word_without_pieces_is_worded_alike_with_its_line(bundled: Any, tmp_p
     path = _words_file(tmp_path / "zw.tsv", [*_train()[:2], [("the", "_"), ("cat", "NOUN"), ("\u200b", "X")]])
     with pytest.raises(InvalidInput) as label:
         probe(bundled, path, layers="0", folds=2, progress=False)
-    tail = "the word '\\u200b' (word 3) gives no word pieces to the model's tokenizer; fix or remove it"
+    tail = (
+        "word 3 of this sentence, '\\u200b', gives no word pieces to the model's tokenizer; fix or remove it"
+    )
     assert str(label.value) == f"{path}:9: {tail}"
     with pytest.raises(InvalidInput) as given:
         probe(bundled, [[("a", "X"), ("\u200b", "Y")], *_train()], layers="0", folds=2, progress=False)

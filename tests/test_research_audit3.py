@@ -285,7 +285,8 @@ def test_label_probe_names_the_file_and_the_sentence_from_one(tmp_path: Path) ->
     assert ran.code == 1
     assert (
         ran.stderr.strip()
-        == f"error: {path}: sentence 4: the word '\\u200b' gives no word pieces; remove it or fix it"
+        == f"error: {path}:13: word 3 of this sentence, '\\u200b', gives no word pieces to the model's "
+        "tokenizer; fix or remove it"
     )
 
 

@@ -545,12 +545,13 @@ def test_errors_name_the_source_of_the_trees(bundled, tmp_path) -> None:  # type
         "1\tHi\t_\tINTJ\t_\t_\t0\troot\t_\t_\n2\t\u200b\t_\tPUNCT\t_\t_\t1\tpunct\t_\t_\n",
         encoding="utf-8",
     )
-    told = re.escape(f"{path}:4: the word '\\u200b' (word 2) gives no word pieces")
+    told = re.escape(f"{path}:4: word 2 of this sentence, '\\u200b', gives no word pieces")
     with pytest.raises(InvalidInput, match=f"^{told}"):
         structural_probe(bundled, EXAMPLES / "trees-test.conllu", path, layers="0", epochs=1)
     built = [*trees, Tree(("Hi", "\u200b"), ("INTJ", "PUNCT"), (-1, 0))]
     with pytest.raises(
-        InvalidInput, match="^" + re.escape("sentence 4 of the training trees: the word '\\u200b'")
+        InvalidInput,
+        match="^" + re.escape("sentence 4 of the training trees: word 2 of this sentence, '\\u200b'"),
     ):
         structural_probe(bundled, built, trees, layers="0", epochs=1)
 

@@ -248,9 +248,9 @@ def unseen_labels(train_labels: Iterable[str], test_labels: Sequence[str], *, tr
 
 
 def no_pieces(where: str, word: str, number: int) -> InvalidInput:
-    """The refusal of a word (`number`, from 1, in its sentence at `where`) the tokenizer gives no
-    pieces: one wording for the label and the structural probes."""
+    """The refusal of a word (`number`, from 1, in its sentence at `where`: FILE:LINE of the sentence's
+    first word) the tokenizer gives no pieces: one wording for the label and the structural probes."""
     return InvalidInput(
-        f"{where}: the word {word!r} (word {number}) gives no word pieces to the model's tokenizer; "
-        "fix or remove it"
+        f"{where}: word {number} of this sentence, {word!r}, gives no word pieces to the model's "
+        "tokenizer; fix or remove it"
     )
