@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 from typer.core import TyperCommand
 
-from .wording import as_flags
+from .wording import CLICK, as_flags
 
 __all__ = ["CLICK", "HiddenArgumentsUnsaid", "err", "out", "warn"]
 
@@ -113,8 +113,6 @@ def _no_such_option(name: str, ctx: Any) -> str:
 
 # typer boxes these errors (several lines, a frame); the command line's errors are one line each.
 typer.rich_utils.rich_format_error = _usage_error  # type: ignore[assignment]
-# The click typer runs: its own copy (typer._click) in recent typer, click itself before.
-CLICK = typer.Context.__mro__[1].__module__.rpartition(".")[0]
 # Options where an empty value means something of its own (`--prompt ""`: no prompt, not the model's).
 EMPTY_MEANS_SOMETHING = frozenset({"prompt"})
 # Text options and arguments that name a file (`-i` also takes `-`): an empty one is an empty path.

@@ -37,6 +37,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
+import typer
+
 from ..errors import BertscopeError
 
 # keyword -> the flag that gives it on the command line (same meaning); names not listed stay as written
@@ -70,6 +72,9 @@ CALLS = {"static_word": "--as-words"}
 # The command each call's flag belongs to: on another command (`plot static`, which draws pieces only)
 # the advice naming the call is left out, as no flag of that command gives it.
 CALL_COMMANDS = {"static_word": "static"}
+# The click typer runs: its own copy (typer._click) in recent typer, click itself before (typer_setup
+# reads it from here too).
+CLICK = typer.Context.__mro__[1].__module__.rpartition(".")[0]
 # Names with an underscore are Python names wherever a message has them bare ("fast_min_cosine applies
 # to ..."); mask_special is also a --view option's spelling (`--view a=-1/mean/mask_special`), so it stays
 # where the message speaks of a view.
@@ -223,8 +228,6 @@ def _call_spans(text: str) -> list[tuple[int, int]]:
 
 def _running_command() -> str | None:
     """The first word of the bertscope command running (`plot` for `plot static`), or None outside one."""
-    from .typer_setup import CLICK  # here: typer_setup reads this module
-
     ctx = importlib.import_module(f"{CLICK}.globals").get_current_context(silent=True)
     if ctx is not None:
         words = ctx.command_path.split()[1:]
