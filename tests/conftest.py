@@ -192,10 +192,12 @@ def _set_cache(value: str | None) -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
-    """A local Ray cluster with the CI machine's 2 CPUs, shut down at the end of the module that asks."""
+def cluster(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A local Ray cluster with the CI machine's 2 CPUs (or the asking module's `RAY_CPUS`), shut down at
+    the end of the module that asks."""
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    cpus = getattr(request.module, "RAY_CPUS", 2)
+    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False, configure_logging=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
     yield ray
     ray.shutdown()

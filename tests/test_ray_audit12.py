@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,14 +23,8 @@ LIGHT: dict[str, Any] = {"backend": "onnxruntime"}
 ZERO_WIDTH = "\u200b"
 
 
-@pytest.fixture(scope="module")
-def ray1() -> Iterator[Any]:
-    """A local Ray cluster of 1 CPU (the one start of this module), shut down at its end."""
-    ray = pytest.importorskip("ray")
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, configure_logging=False)
-    ray.data.DataContext.get_current().enable_progress_bars = False
-    yield ray
-    ray.shutdown()
+# conftest's `cluster` starts Ray with this many CPUs for this module (one start)
+RAY_CPUS = 1
 
 
 @pytest.mark.parametrize("level", ["sentence", "tokens"])
@@ -101,7 +94,7 @@ def _rows(folder: Path) -> int:
 
 
 def test_resume_with_nothing_left_prints_no_ray_warning(
-    ray1: Any, tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    cluster: Any, tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import bertscope.distributed as distributed
 
@@ -128,7 +121,7 @@ def test_resume_with_nothing_left_prints_no_ray_warning(
 
 
 def test_overwrite_keeps_the_old_folder_until_the_new_job_is_whole(
-    ray1: Any, tiny_dirs: dict[str, Path], tmp_path: Path
+    cluster: Any, tiny_dirs: dict[str, Path], tmp_path: Path
 ) -> None:
     from bertscope.distributed import run_ray_job
 
