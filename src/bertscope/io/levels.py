@@ -171,7 +171,7 @@ def arrow_texts(batch: pa.Table, text_column: str) -> list[Any]:
     for index, text in enumerate(texts):
         if text is not None and not isinstance(text, str):
             ids = batch.column("id").to_pylist() if "id" in batch.column_names else None
-            row = f"the row with id {ids[index]!r}" if ids else f"a row ({_shown(text)})"
+            row = _row_names(ids)("text", index) if ids else f"a row ({_shown(text)})"
             raise InvalidInput(
                 f"field {text_column!r} of {row} is a {type(text).__name__}, not a string: give text "
                 "only (cast the column to string, or filter such rows out first)"
