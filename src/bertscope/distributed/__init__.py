@@ -46,6 +46,7 @@ from .shards import (
     MANIFEST,
     ShardFolder,
     abandoned_if_unwritten,
+    finish_swap,
     open_folder,
     shard_folder_note,
     shard_sink,
@@ -270,6 +271,9 @@ def run_ray_job(
     settings = {**stored_settings(m, rows_of.recorded(), model), "keep_text": asked.level.keep_text}
     # One job per output, as the local job: a second one (a --resume while this runs) is refused.
     with job_lock(out):
+        recovered = finish_swap(out)
+        if recovered is not None:
+            warnings.warn(recovered, UserWarning, stacklevel=2)
         made = not out.exists()
         folder = open_folder(out, resume=resume, overwrite=overwrite)
         # where this run writes: `out`, or beside it where it replaces an old job's output (swapped in

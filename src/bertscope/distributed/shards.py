@@ -36,6 +36,7 @@ __all__ = [
     "ShardFolder",
     "abandoned_if_unwritten",
     "beside",
+    "finish_swap",
     "open_folder",
     "shard_sink",
     "swap_in",
@@ -190,17 +191,55 @@ def beside(out: Path) -> Path:
     return out.with_name(f".{out.name}.new")
 
 
+def _job_entry(name: str) -> bool:
+    """Whether a file or folder in a job's output is the job's own (its shards, manifest, resume records)."""
+    return name.startswith("part-") or name in (MANIFEST, RESUME, MANIFEST + ".tmp")
+
+
+def _replaced(out: Path) -> Path:
+    """The hidden folder beside `out` that holds the replaced job's output while `swap_in` runs."""
+    return out.with_name(f".{out.name}.old")
+
+
 def swap_in(new: Path, out: Path) -> None:
     """Put a finished replacement (`beside(out)`, with its manifest) in the old job's place: the old
-    shards, manifest and resume records go only now; other files in `out` (not the job's) stay in it."""
-    old = out.with_name(f".{out.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    for entry in out.iterdir():
-        if not (entry.name.startswith("part-") or entry.name in (MANIFEST, RESUME, MANIFEST + ".tmp")):
-            os.replace(entry, new / entry.name)
-    os.replace(out, old)
+    shards, manifest and resume records go only now; other files in `out` (not the job's) stay in it.
+
+    Each step leaves a state `finish_swap` completes: a process stopped between the renames loses neither
+    output, nor the user's files (they stay with the old output until the new one is in place)."""
+    replaced = _replaced(out)
+    shutil.rmtree(replaced, ignore_errors=True)
+    os.replace(out, replaced)
     os.replace(new, out)
-    shutil.rmtree(old, ignore_errors=True)
+    _users_files_kept(replaced, out)
+
+
+def _users_files_kept(replaced: Path, out: Path) -> None:
+    """Move the files that are not the job's from the replaced output into `out`, then drop the rest."""
+    for entry in replaced.iterdir():
+        if not _job_entry(entry.name) and not (out / entry.name).exists():
+            os.replace(entry, out / entry.name)
+    shutil.rmtree(replaced, ignore_errors=True)
+
+
+def finish_swap(out: Path) -> str | None:
+    """Complete a replacement a stopped process left half done (run before anything reads `out`): what it
+    did, or None where there was nothing to do. A replacement whose manifest was written is finished, so it
+    goes in place; an unfinished one stays hidden beside `out` for the next --overwrite to drop."""
+    new, replaced = beside(out), _replaced(out)
+    finished = f"{out}: put in place the finished replacement an earlier run stopped while swapping it in"
+    if (new / MANIFEST).is_file() and out.exists() and not replaced.exists():
+        swap_in(new, out)  # stopped before its first rename
+        return finished
+    if (new / MANIFEST).is_file() and not out.exists():
+        os.replace(new, out)  # stopped between its renames: the replaced output waits beside it
+    elif not out.exists() and replaced.is_dir():
+        os.replace(replaced, out)
+        return f"{out}: put back the output that an earlier run stopped while replacing it"
+    if out.is_dir() and replaced.is_dir():
+        _users_files_kept(replaced, out)  # stopped before the user's files moved over
+        return finished
+    return None
 
 
 @contextmanager
