@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bertscope.backends.cache import by_model, cached_files
+from bertscope.backends.cache import by_model, cached_files, clear_cache
 from bertscope.backends.digest import content_digest
 from bertscope.backends.onnx import EXPORT_FORMAT
 from bertscope.backends.openvino import IR_FORMAT
@@ -133,3 +133,24 @@ def test_files_group_by_content_with_older_formats_counted_apart(cache: Path) ->
         "1 ONNX export, 1 ONNX export (older bertscope, unused), 1 OpenVINO model, 1 runtime measurement"
     )
     assert [f.bytes for f in model.files] == sorted((f.bytes for f in model.files), reverse=True)
+
+
+@pytest.mark.parametrize("family", ["xlm-roberta", "deberta-v2"])
+def test_a_family_named_with_a_hyphen_is_listed_and_cleared_per_model(cache: Path, family: str) -> None:
+    digest, other = "0123456789abcdef0123", "fedcba98765432100123"
+    _model_files(cache, digest, scale=2, family=family)
+    _model_files(cache, other, scale=1)
+    models = {m.digest: m for m in by_model(cached_files())}
+    assert set(models) == {digest, other} and models[digest].family == family
+    assert len(clear_cache(digest)) == 3  # what `bertscope cache --clear MODEL` removes
+    assert [m.digest for m in by_model(cached_files())] == [other]
+
+
+def test_a_tilde_in_bertscope_cache_is_the_home_folder(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from bertscope.backends.recorded import cache_root
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("BERTSCOPE_CACHE", "~/bscache")
+    assert cache_root() == tmp_path / "bscache"

@@ -3,6 +3,7 @@ measurements, each named by its model's content digest, listed and removed for `
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,7 +74,7 @@ def by_model(files: list[CachedFile]) -> list[CachedModel]:
     found = []
     for digest, group in groups.items():
         group.sort(key=lambda f: (-f.bytes, f.path.name))
-        families = {f.path.name.split("-", 1)[0] for f in group} if digest else set()
+        families = {_family_of(f.path) for f in group} if digest else set()
         folders = sorted({folder for f in group for folder in f.folders})
         found.append(CachedModel(digest, ", ".join(sorted(families)), tuple(group), tuple(folders)))
     return sorted(found, key=lambda m: (-m.bytes, m.digest or ""))
@@ -116,9 +117,19 @@ def _current_export(name: str) -> bool:
     return "-int8-" not in name or any(f"-int8-{scheme}-g{GRAPH_FORMAT}-" in name for scheme in SCHEMES)
 
 
+# <family>-<digest>-...: a family's name may hold hyphens itself (xlm-roberta, deberta-v2), the content
+# digest is the first part of 20 hex digits after it
+_NAMED = re.compile(r"^(?P<family>.+?)-(?P<digest>[0-9a-f]{20})(?=[-.])")
+
+
 def _digest_of(path: Path) -> str | None:
-    parts = path.name.split("-")
-    return parts[1] if len(parts) > 2 and len(parts[1]) == 20 else None
+    named = _NAMED.match(path.name)
+    return named["digest"] if named else None
+
+
+def _family_of(path: Path) -> str:
+    named = _NAMED.match(path.name)
+    return named["family"] if named else ""
 
 
 def cached_files() -> list[CachedFile]:

@@ -28,8 +28,10 @@ def cache_root() -> Path:
     """bertscope's cache: $BERTSCOPE_CACHE, else $XDG_CACHE_HOME/bertscope, else ~/.cache/bertscope."""
     root = os.environ.get("BERTSCOPE_CACHE")
     if root:
-        return Path(root)
-    return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")) / "bertscope"
+        # a ~ the shell did not expand (quoted, or set by Docker's ENV or systemd) means the home folder,
+        # as in HF_HOME, not a folder named ~ in whatever folder the process runs in
+        return Path(root).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")).expanduser() / "bertscope"
 
 
 def remember(folder: Path, runtime: dict[str, Any], device: str, *, measurement: str | None = None) -> None:
