@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -179,3 +180,26 @@ def test_a_transformer_module_in_a_subfolder_is_named(tiny_dirs: dict[str, Path]
     with pytest.raises(ModelLoadError, match="0_Transformer") as caught:
         bertscope.load(folder, device="cpu", backend="torch")
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("backend", ["torch", "onnxruntime"])
+def test_a_tokenizer_larger_than_the_embedding_matrix_is_refused_in_one_line(
+    tiny_dirs: dict[str, Path], tmp_path: Path, backend: str
+) -> None:
+    """Tokens added to a tokenizer without resizing the model's embeddings: a text with one of them raised
+    an IndexError, a traceback from the command line."""
+    from console import run_main
+
+    folder = config_variant(tiny_dirs, tmp_path, "bert", vocab_size=300)
+    model = bertscope.load(folder, device="cpu", backend=backend)
+    vocab = json.loads((folder / "tokenizer.json").read_text())["model"]["vocab"]
+    # a word the tokenizer splits into "a" and a continuation piece the model has no row for
+    piece = next(p for p, row in sorted(vocab.items(), key=lambda kv: kv[1]) if row >= 300 and p[:2] == "##")
+    past = "a" + piece[2:]
+    assert past not in vocab
+    with pytest.raises(InvalidInput, match=r"past this model's 300 embedding rows \(ids 0\.\.299\).*resize"):
+        model.embed(f"a {past}")
+    ran = run_main("embed", f"a {past}", "-m", str(folder), "--backend", backend)
+    assert (
+        ran.code == 1 and ran.stderr.count("\n") == 1 and "past this model's 300 embedding rows" in ran.stderr
+    )

@@ -20,6 +20,7 @@ import pytest
 import uvicorn
 
 import bertscope
+from bertscope.errors import InvalidInput
 from bertscope.server import ServerSettings, create_app
 from bertscope.server.batching import Batcher
 from bertscope.server.connection import uvicorn_config
@@ -399,7 +400,7 @@ def test_a_job_failing_inside_a_batch_leaves_the_others_their_answers(bundled: b
         np.testing.assert_allclose(
             good[0].result(60).vectors, bundled.embed("a fine text").vectors, atol=ATOL
         )
-        with pytest.raises(IndexError):
+        with pytest.raises(InvalidInput, match="past this model's 30522 embedding rows"):
             bad[0].result(60)
     finally:
         batcher.stop()

@@ -202,10 +202,15 @@ class Engine:
         Checked here, not per runtime: torch, ONNX Runtime and OpenVINO each fail differently on a bad id;
         the paths that index the tables themselves (anatomy, attention, `forward`) call it too.
         """
-        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_rows):
-            bad = int(ids.min() if ids.min() < 0 else ids.max())
-            raise IndexError(
-                f"token id {bad} is out of range: this vocabulary has ids 0..{self.vocab_rows - 1}"
+        if ids.size and ids.min() < 0:
+            raise InvalidInput(f"token id {int(ids.min())} is out of range: ids are 0..{self.vocab_rows - 1}")
+        if ids.size and ids.max() >= self.vocab_rows:
+            # the tokenizer's own ids: tokens added to it without resizing the model's embeddings
+            raise InvalidInput(
+                f"token id {int(ids.max())} is past this model's {self.vocab_rows} embedding rows (ids "
+                f"0..{self.vocab_rows - 1}): its tokenizer has tokens the model has no row for; resize the "
+                "embeddings (transformers: model.resize_token_embeddings(len(tokenizer)), then save the "
+                "folder) or add words with `bertscope vocab add`"
             )
         if self.type_rows is not None and self.family.uses_token_types and type_ids.size:
             if type_ids.max() >= self.type_rows:  # a pair's second text on a one-segment model
