@@ -410,6 +410,11 @@ def cached_export(
     if not path.is_file():
         return None
     about = read_record(path)
+    if about.get("file", path.name) != path.name:
+        # another model's export and record copied under this name: whole, but not this model's graph
+        if log is not None:
+            log(f"the cached export {path} is recorded as {about['file']!r}, another model's; {again}")
+        return None
     stat = path.stat()
     # the change time and inode too, not the modification time alone: an in-place edit whose time is set
     # back (touch -r, cp -p, rsync --inplace) keeps size and mtime, and would be read unhashed
@@ -505,7 +510,10 @@ def export_onnx(
                     attention_session=open_session if attentions else None,
                 )  # fmt: skip
                 # recorded after the file is in place: an export without its record is never trusted
-                about.update(format=EXPORT_FORMAT, sha256=file_sha256(path), **export_stamp(path))
+                # its own name too: a record names the model (its content digest) its graph is of
+                about.update(
+                    format=EXPORT_FORMAT, file=path.name, sha256=file_sha256(path), **export_stamp(path)
+                )
                 record_export(path, about)
             except OSError as exc:
                 raise ExportNotWritten(
