@@ -233,7 +233,10 @@ def finish_swap(out: Path) -> str | None:
         return finished
     if (new / MANIFEST).is_file() and not out.exists():
         os.replace(new, out)  # stopped between its renames: the replaced output waits beside it
-    elif not out.exists() and replaced.is_dir():
+        if replaced.is_dir():
+            _users_files_kept(replaced, out)
+        return finished
+    if not out.exists() and replaced.is_dir():
         os.replace(replaced, out)
         return f"{out}: put back the output that an earlier run stopped while replacing it"
     if out.is_dir() and replaced.is_dir():
