@@ -97,12 +97,6 @@ FILE_WEIGHTS: dict[str, float] = {
     "test_server_fairness.py": 4.4,
     "test_verify_audit12.py": 4.4,
     "test_ray_audit12.py": 24,
-    # measured 2026-11-28 18:47 UTC (the whole suite, cold cache: 532 s wall, 1,001 s of test time)
-    "test_integrations_audit11.py": 9.8,
-    "test_compare.py": 6.8,
-    "test_audit_checks.py": 4.8,
-    "test_modernbert.py": 4.7,
-    "test_search_checks.py": 4.3,
     "test_probe_audit12.py": 9,
     "test_static_audit12.py": 5,
     "test_verify_row_checks.py": 4.2,
