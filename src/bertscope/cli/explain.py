@@ -228,9 +228,11 @@ def attention(
 @plot_app.command("static")
 def plot_static_cmd(
     items: Annotated[list[str] | None, typer.Argument(help="Word pieces to draw.")] = None,
-    top: Annotated[
-        int | None, typer.Option("--top", min=1, help="Draw the first N whole-word pieces of the vocabulary.")
+    limit: Annotated[
+        int | None,
+        typer.Option("--limit", min=1, help="Draw the first N whole-word pieces of the vocabulary."),
     ] = None,
+    old_limit: Annotated[int | None, typer.Option("--top", hidden=True, min=1)] = None,
     method: Annotated[str, typer.Option("--method", help="pca, tsne, or umap (needs umap-learn).")] = "pca",
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="PNG file to write (default: static.png).")
@@ -241,13 +243,15 @@ def plot_static_cmd(
     """Static word-piece rows (no position, no segment) as points in 2-D, each labelled.
 
     Examples: `bertscope plot static king queen man woman bread cake -o static.png`,
-    `bertscope plot static --top 300 --method tsne`
+    `bertscope plot static --limit 300 --method tsne` (the first N, as `--limit` is elsewhere; `--top`, its
+    old spelling, is still read)
     """
     from ..research.plots import plot_static
     from ..static import first_words
 
+    top = old_spelling(limit, old_limit, name="--limit", old="--top")
     if bool(items) == (top is not None):
-        raise InvalidInput("name word pieces, or give --top N (not both)")
+        raise InvalidInput("name word pieces, or give --limit N (not both)")
     picture = picture_output(output, overwrite=overwrite, default="static.png")
     m = load_model(model)
     ids: list[Any] = first_words(m, top) if top is not None else m.static_ids(items or [])
