@@ -24,7 +24,7 @@ from .core.pooling import POOLING_RULES, exact_poolings
 from .core.post import PostKind, PostProcessor
 from .core.renamed import top_k_given
 from .core.similarity import cos_sim
-from .core.spec import EmbedOptions, EmbedSpec, resolve
+from .core.spec import EmbedOptions, EmbedSpec, LongText, resolve
 from .core.texts_given import text_refusal
 from .core.tokens import Tokens, say_cut
 from .errors import InvalidInput, InvalidSpec
@@ -139,13 +139,14 @@ def explain(
     (tok_a, mat_a), (tok_b, mat_b) = model.engine.token_matrices([a, b], spec)
     parts_a = token_parts(mat_a, tok_a.special_mask, spec, processor)
     parts_b = token_parts(mat_b, tok_b.special_mask, spec, processor)
+    tok_a, tok_b = _in_given_text(tok_a, spec), _in_given_text(tok_b, spec)
     norm = np.linalg.norm(parts_a.sum(axis=0)) * np.linalg.norm(parts_b.sum(axis=0))
     contributions = parts_a @ parts_b.T / max(norm, 1e-24)
     linear = POOLING_RULES[spec.pooling].linear
     how = "token pairs" if linear else f"dimension by dimension ({spec.pooling.value} pooling)"
     note = (
         f"exact: the {contributions.size} contributions sum to the score "
-        f"({contributions.sum():.6f} vs {score:.6f})"
+        f"({contributions.sum():.6f} vs {score:.6f}){_prompt_said(spec)}"
     )
     return Explanation(
         score=score,
@@ -174,10 +175,12 @@ def token_parts(
 ) -> np.ndarray:
     """(tokens, k) float64 parts that sum to the text's (post-processed) sentence vector.
 
-    vectors: (tokens, d) combined-layer token vectors of one text, as pooling sees them.
+    vectors: (tokens, d) combined-layer token vectors of one text, as pooling sees them (its prompt first,
+    where `spec` has one: the first `spec.prompt_length` tokens then hold no part).
     """
     x = np.asarray(vectors, dtype=np.float64)
     keep = np.array([not (s and spec.mask_special) for s in special], dtype=np.float64)
+    keep[: spec.prompt_length] = 0.0  # include_prompt false: the engine's pooling leaves the prompt out
     rule = POOLING_RULES[spec.pooling]
     if rule.weights is not None:
         weights = rule.weights(keep)
@@ -232,15 +235,28 @@ def _attention_view(model: Encoder, a: str, b: str, spec: EmbedSpec, score: floa
 
     layer = max(1, max(spec.layers))
     rows = []
-    for text in (a, b):
-        tokens, weights = attention_of(model, text, long=spec.long.value)
-        rows.append((tokens, weights[layer - 1].mean(axis=0)[0].astype(np.float64)))
+    for name, text in (("a", a), ("b", b)):
+        # The attention of the text the sentence vector was made from: its prompt first.
+        read = spec.prompt + text if spec.prompt else text
+        long = spec.long.value
+        if spec.long is LongText.WINDOW:
+            long = "truncate"  # attention is within one window: a text that fits is read whole
+            dropped = model.tokenize([read], long=long)[0].n_dropped
+            if dropped:
+                raise InvalidInput(
+                    f"text {name} is {dropped} tokens past the model's limit ({model.max_tokens}) and "
+                    f"{spec.pooling.value} pooling has no exact split: its view, the [CLS] attention, is "
+                    "within one window; use long='truncate', or an exact pooling (mean) to explain it window "
+                    "by window"
+                )
+        tokens, weights = attention_of(model, read, long=long)
+        rows.append((_in_given_text(tokens, spec), weights[layer - 1].mean(axis=0)[0].astype(np.float64)))
     (tok_a, row_a), (tok_b, row_b) = rows
     note = (
         f"not an exact attribution: {spec.pooling.value} pooling reads one vector that depends on every "
         f"token through the layers, so no exact split exists; shown is layer {layer}'s [CLS] attention "
         "row, averaged over heads (what [CLS] read in its last step). Exact splits: "
-        f"{_exact_names()}"
+        f"{_exact_names()}{_prompt_said(spec)}"
     )
     return Explanation(
         score=score,
@@ -258,6 +274,33 @@ def _attention_view(model: Encoder, a: str, b: str, spec: EmbedSpec, score: floa
         spec=_spec(spec, None),
         text_a=a,
         text_b=b,
+    )
+
+
+def _in_given_text(tokens: Tokens, spec: EmbedSpec) -> Tokens:
+    """`tokens` of the prompted text with offsets in the text as given: the prompt's own tokens at (0, 0),
+    as specials are, so a highlight lands on the caller's characters."""
+    if not spec.prompt:
+        return tokens
+    shift = len(spec.prompt)
+    offsets = [
+        (0, 0) if end <= shift else (max(start - shift, 0), end - shift) for start, end in tokens.offsets
+    ]
+    return replace(tokens, offsets=offsets)
+
+
+def _prompt_said(spec: EmbedSpec) -> str:
+    """The note's sentence on a prompt the model read before each text (empty without one)."""
+    if not spec.prompt:
+        return ""
+    pooled = (
+        "they hold no share: the model's include_prompt is false, so pooling leaves them out"
+        if spec.prompt_length
+        else "they are pooled with the text (include_prompt true)"
+    )
+    return (
+        f"; the model read the prompt {spec.prompt!r} before each text: its tokens come first, at offsets "
+        f"(0, 0), and {pooled}"
     )
 
 

@@ -22,6 +22,8 @@ from .app import (
     MaskSpecialOpt,
     ModelOpt,
     PoolingOpt,
+    PromptNameOpt,
+    PromptOpt,
     QuantizeOpt,
     StrideOpt,
     ThreadsOpt,
@@ -53,6 +55,8 @@ def explain(
     long: LongOpt = "truncate",
     stride: StrideOpt = None,
     post: PostOpt = None,
+    prompt_name: PromptNameOpt = None,
+    prompt: PromptOpt = None,
     top: Annotated[int, top_k_option("How many token pairs to list.", least=0)] = 10,
     # --top: --top-k's old name, still read, not shown
     old_top: Annotated[int | None, typer.Option("--top", hidden=True, min=0)] = None,
@@ -81,6 +85,7 @@ def explain(
     picture = picture_output(output, overwrite=overwrite)
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     options = dict(layers=layers, combine=combine, pooling=pooling, mask_special=mask_special)
+    options.update(prompt_name=prompt_name, prompt=prompt)
     result = m.explain(
         a, b, post=post, top=top, exact=exact, normalize=normalize, long=long, stride=stride, **options
     )
