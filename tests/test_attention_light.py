@@ -251,6 +251,18 @@ def test_an_impossible_layer_or_head_is_refused_before_anything_loads(
     assert light.light
 
 
+def test_a_light_distilbert_knows_its_heads_from_n_heads(cache: Path, tiny_dirs: dict[str, Path]) -> None:
+    """DistilBERT's config says n_heads: read light, no head was possible ("heads 0..-1")."""
+    folder = tiny_dirs["distilbert"]
+    heads = json.loads((folder / "config.json").read_text())["n_heads"]
+    light = _light(folder)
+    assert light.light and light.config.num_attention_heads == heads
+    assert attention_layer(light, 1, head=heads - 1) == 0
+    with pytest.raises(bertscope.InvalidInput, match=f"heads 0..{heads - 1}"):
+        attention_layer(light, 1, head=heads)
+    assert light.light
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [(("--layer", "99"), "attention layers are 1..6"), (("--head", "12"), "heads 0..11")],

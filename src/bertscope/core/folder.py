@@ -74,6 +74,7 @@ BUNDLED = "bundled"
 _CONFIG_ALIASES = {
     "hidden_size": ("hidden_size", "dim"),
     "num_hidden_layers": ("num_hidden_layers", "n_layers"),
+    "num_attention_heads": ("num_attention_heads", "n_heads"),
 }
 _PROJECTIONS = (
     "embeddings.embed_proj.weight",
