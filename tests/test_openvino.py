@@ -287,6 +287,33 @@ def test_int8_static_fixes_scales_but_the_feed_forward_outputs(ov8s: bertscope.M
     assert int(compiled.get_property("DYNAMIC_QUANTIZATION_GROUP_SIZE")) == ov_backend.DYNAMIC_GROUP
 
 
+def test_an_int8_static_anatomy_says_its_layer_0_is_rounded_not_the_parts_wrong(
+    bundled: bertscope.Model, ov8s: bertscope.Model
+) -> None:
+    """Its rebuild misses the graph's layer 0 (4e-2 on the bundled model): the anatomy says why (the graph's
+    rounding), where the command asked for a bug report on a sound anatomy."""
+    a, reference = ov8s.anatomy("I am Sinan"), bundled.anatomy("I am Sinan")
+    assert reference.max_abs_error < 1e-5
+    np.testing.assert_allclose(a.encoder_input, reference.encoder_input, rtol=0, atol=1e-6)
+    said = [note for note in a.notes if "int8_static runtime's layer 0" in note]
+    assert len(said) == (1 if a.max_abs_error > 1e-5 else 0), (a.max_abs_error, a.notes)
+
+
+def test_the_anatomy_command_s_error_names_the_runtime(capsys: pytest.CaptureFixture[str]) -> None:
+    import typer
+
+    from bertscope.cli.basics import _exit_if_proof_fails
+
+    for quantize, dtype, named in [("int8_static", None, "int8_static"), (None, "bfloat16", "bfloat16")]:
+        model = type("Lossy", (), {"quantize": quantize, "runtime_dtype": dtype})()
+        with pytest.raises(typer.Exit):
+            _exit_if_proof_fails(4.1e-2, model)
+        said = capsys.readouterr().err
+        assert f"its {named} runtime rounds layer 0; drop --quantize/--dtype" in said
+        assert "please report" not in said
+        _exit_if_proof_fails(2e-7, model)  # a rebuild within the bound passes on any runtime
+
+
 class QuantizeAsked(Exception):
     """Raised by `_stop_at_quantize`: the load missed its cache and went on to quantize."""
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .core.encoder import Encoder
     from .core.families import EmbeddingParts, Family
 
-__all__ = ["Anatomy", "decompose", "lacked_parts"]
+__all__ = ["Anatomy", "decompose", "lacked_parts", "lossy_runtime"]
 
 PROOF_TOLERANCE = 1e-5  # the most a light rebuild may miss the runtime's layer 0 by before torch redoes it
 
@@ -113,11 +113,35 @@ def decompose(model: Encoder, tokens: list[Tokens]) -> list[Anatomy]:
     model.engine.check_ids(ids_np, types_np)  # before the tables are indexed: a pair on a one-segment model
     view = model.loaded.view
     weights = view.embedding_weights if model.light and view is not None else None
+    lossy = lossy_runtime(model)
     if weights is not None and view is not None:
         light = _decompose_light(model, view.config, weights, tokens, (ids_np, types_np, mask_np))
-        if max(anatomy.max_abs_error for anatomy in light) <= PROOF_TOLERANCE:
-            return light
-    return _decompose_torch(model, tokens, ids_np, types_np, mask_np)
+        # A lossy graph's layer 0 is missed by the module's parts as much (its rounding, not theirs).
+        if lossy or max(anatomy.max_abs_error for anatomy in light) <= PROOF_TOLERANCE:
+            return _said_lossy(light, lossy)
+    return _said_lossy(_decompose_torch(model, tokens, ids_np, types_np, mask_np), lossy)
+
+
+def lossy_runtime(model: Encoder) -> str | None:
+    """The quantisation or reduced precision (int8_static, bfloat16) of the runtime that computes `model`'s
+    layer 0, or None where it runs float32."""
+    dtype = getattr(model, "runtime_dtype", None)
+    return getattr(model, "quantize", None) or (dtype if dtype not in (None, "float32") else None)
+
+
+def _said_lossy(anatomies: list[Anatomy], lossy: str | None) -> list[Anatomy]:
+    """`anatomies` with a note saying, where the runtime is lossy and the rebuild misses its layer 0, why."""
+    if lossy is None:
+        return anatomies
+    for anatomy in anatomies:
+        if not anatomy.max_abs_error <= PROOF_TOLERANCE:
+            note = (
+                f"the parts are the float32 weights; model_output is this model's {lossy} runtime's layer 0, "
+                f"which its rounding moves by {anatomy.max_abs_error:.1e}: load the model without "
+                "quantize/dtype to see the proof hold"
+            )
+            anatomy.notes = (*anatomy.notes, note)
+    return anatomies
 
 
 def lacked_parts(model: Encoder) -> tuple[str, ...]:

@@ -361,7 +361,7 @@ def anatomy(
     error = a.max_abs_error
     if as_json:
         emit_json(a.to_dict())
-        _exit_if_proof_fails(error)
+        _exit_if_proof_fails(error, m)
         return
     table = Table(title=f"embedding layer of {text!r}: the norm of each step's vector")
     shown = [s for s in steps if not (s == "encoder_input" and "projection" in a.lacks)]
@@ -396,11 +396,21 @@ def anatomy(
         out.print(note)
     if pair is not None and not any(a.tokens.token_type_ids):
         err.print(pair_note(m))
-    _exit_if_proof_fails(error)
+    _exit_if_proof_fails(error, m)
 
 
-def _exit_if_proof_fails(error: float) -> None:
-    """Exit 1 where the rebuild misses the model's own layer 0: the anatomy shown is not the model's."""
+def _exit_if_proof_fails(error: float, model: Any) -> None:
+    """Exit 1 where the rebuild misses the model's own layer 0: the anatomy shown is not the model's, or
+    the model runs a lossy graph whose layer 0 is not its float32 parts'."""
+    from ..anatomy import lossy_runtime
+
+    if not error < 1e-5 and (lossy := lossy_runtime(model)):
+        err.print(
+            f"error: the parts (the float32 weights) rebuild this model's layer 0 only to {error:.2e} (not "
+            f"< 1e-5): its {lossy} runtime rounds layer 0; drop --quantize/--dtype to take the float32 model "
+            "apart, where the proof holds"
+        )
+        raise typer.Exit(1)
     if not error < 1e-5:  # NaN fails too
         err.print(
             f"error: the parts rebuild the model's layer 0 only to {error:.2e} (not < 1e-5), so this anatomy "
