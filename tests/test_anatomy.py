@@ -116,6 +116,23 @@ def test_rotary_families_say_where_positions_go(
         assert "positions are rotary" in anatomy.notes[0]
 
 
+def test_mpnet_says_its_attention_adds_a_relative_bias_besides_its_position_rows(
+    anatomies: dict[str, list[bertscope.Anatomy]], tiny_models: dict[str, bertscope.Model]
+) -> None:
+    """MPNet's position rows were shown as its whole story (positions_in_attention null, no note)."""
+    module = tiny_models["mpnet"].hf_model
+    assert (
+        module.encoder.relative_attention_bias.num_embeddings == module.config.relative_attention_num_buckets
+    )
+    for anatomy in anatomies["mpnet"]:
+        assert anatomy.position is not None and "position" not in anatomy.lacks
+        assert anatomy.positions_in_attention == "relative"
+        assert any("positions enter twice" in note for note in anatomy.notes)
+    assert tiny_models["mpnet"].info().positions_in_attention == "relative"
+    for family in ("bert", "roberta", "distilbert"):
+        assert all(a.positions_in_attention is None for a in anatomies[family])
+
+
 def test_deberta_v2_lacks_position(anatomies: dict[str, list[bertscope.Anatomy]]) -> None:
     for anatomy in anatomies["deberta-v2"]:
         assert "position" in anatomy.lacks

@@ -77,6 +77,9 @@ class Family:
     final_norm_attr: str | None = None
     # "rotary" where every attention layer turns queries and keys by position (no position row is added).
     rotary: bool = False
+    # MPNet: besides its absolute position rows, every attention layer adds a learned bias per head for
+    # the bucketed distance between query and key (MPNetEncoder.relative_attention_bias).
+    relative_bias: bool = False
     # The trained pooler of the family's AutoModel, read from the folder's weights and run without torch
     # (core/pooler_weights.py; weights of another shape leave it to the module); None: AutoModel builds no
     # pooler, whatever the weights hold (tests/test_light_pooler.py holds both against transformers)
@@ -108,6 +111,8 @@ class Family:
         """`relative` or `rotary` where positions enter inside attention, else None (a config or its dict)."""
         if self.rotary:
             return "rotary"
+        if self.relative_bias:
+            return "relative"
         relative = config.get("relative_attention") if isinstance(config, dict) else None
         if not isinstance(config, dict):
             relative = getattr(config, "relative_attention", None)
@@ -190,6 +195,12 @@ class Family:
             notes.append(
                 "positions are rotary: each attention layer turns queries and keys by the token's position "
                 "(0, 1, 2, ...); no position row is added here"
+            )
+        elif where == "relative" and self.relative_bias:
+            notes.append(
+                "positions enter twice: the absolute position rows added here, and in each attention layer a "
+                "learned bias per head for the distance between query and key (bucketed, "
+                f"relative_attention_num_buckets={_setting(config, 'relative_attention_num_buckets')})"
             )
         elif where == "relative":
             notes.append("positions are relative: each attention layer adds position-to-content biases")
@@ -338,6 +349,7 @@ _FAMILIES: tuple[Family, ...] = (
         uses_token_types=False,
         pooler_layout=_DENSE_TANH,
         position_pad_fixed=1,
+        relative_bias=True,
     ),
     # ModernBERT: word rows and a bias-free LayerNorm; its layers alternate global and local (sliding
     # window) attention, and the last hidden state is the final LayerNorm of the last layer's output.
