@@ -219,7 +219,21 @@ def attention(
     )
     grid = weights[index].mean(axis=0) if head is None else weights[index, head]
     if as_json:
-        emit_json({"tokens": tokens.tokens, "layer": index % m.n_layers + 1, "head": head, "attention": grid})
+        # The service's /attention fields: head null with mean_heads true is the mean over heads.
+        answer = {
+            "model": m.loaded.source,
+            "tokens": tokens.tokens,
+            "token_type_ids": tokens.token_type_ids,
+            "special": tokens.special_mask,
+            "n_dropped": tokens.n_dropped,
+            "n_layers": int(weights.shape[0]),
+            "n_heads": int(weights.shape[1]),
+            "layer": index % m.n_layers + 1,
+            "head": head,
+            "mean_heads": head is None,
+            "attention": grid,
+        }
+        emit_json(answer)
         return
     which = "mean over heads" if head is None else f"head {head}"
     table = Table("token", "reads most", "weight", "then", title=f"layer {index % m.n_layers + 1}, {which}")
