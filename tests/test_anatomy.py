@@ -389,3 +389,30 @@ def test_deberta_v2_adds_its_position_row_before_the_segment_row(
     assert a.sum_order == ("word", "position", "token_type")
     assert any(a.tokens.token_type_ids)
     assert a.max_abs_error < 1e-5
+
+
+def test_the_proof_scales_with_layer_0_s_largest_value(
+    cache: Path, tiny_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    """A LayerNorm weight x40 puts layer 0 near 150, where float32 steps by 1.5e-5: the exported graph's
+    layer 0 missed the parts by that one step and an absolute 1e-5 called the sound anatomy wrong."""
+    import shutil
+
+    folder = tmp_path / "big-gamma"
+    shutil.copytree(tiny_dirs["bert"], folder)
+    module = transformers.AutoModel.from_pretrained(folder)
+    with torch.no_grad():
+        module.embeddings.LayerNorm.weight.mul_(40)
+    module.save_pretrained(folder)
+    m = bertscope.load(folder, backend="onnxruntime")
+    for text in ("the cat sat on the mat", "a b c d e f g h"):
+        a = m.anatomy(text)
+        scale = float(np.abs(a.model_output).max())
+        assert scale > 50 and a.proof_bound == pytest.approx(8 * 2.0**-23 * scale)
+        assert a.proof_holds, (a.max_abs_error, a.proof_bound)
+        assert a.to_dict()["proof_bound"] == a.proof_bound
+    small = bertscope.load(tiny_dirs["bert"], backend="torch").anatomy("the cat")
+    assert float(np.abs(small.model_output).max()) < 10
+    assert small.proof_bound == 1e-5 and small.proof_holds
+    small.encoder_input = small.encoder_input + 2 * small.proof_bound
+    assert not small.proof_holds

@@ -15,6 +15,7 @@ import sys
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import numpy as np
@@ -304,14 +305,17 @@ def test_the_anatomy_command_s_error_names_the_runtime(capsys: pytest.CaptureFix
 
     from bertscope.cli.basics import _exit_if_proof_fails
 
+    def anatomy(error: float) -> object:
+        return SimpleNamespace(max_abs_error=error, proof_bound=1e-5, proof_holds=error <= 1e-5)
+
     for quantize, dtype, named in [("int8_static", None, "int8_static"), (None, "bfloat16", "bfloat16")]:
-        model = type("Lossy", (), {"quantize": quantize, "runtime_dtype": dtype})()
+        model = SimpleNamespace(quantize=quantize, runtime_dtype=dtype)
         with pytest.raises(typer.Exit):
-            _exit_if_proof_fails(4.1e-2, model)
+            _exit_if_proof_fails(anatomy(4.1e-2), model)
         said = capsys.readouterr().err
         assert f"its {named} runtime rounds layer 0; drop --quantize/--dtype" in said
         assert "please report" not in said
-        _exit_if_proof_fails(2e-7, model)  # a rebuild within the bound passes on any runtime
+        _exit_if_proof_fails(anatomy(2e-7), model)  # a rebuild within the bound passes on any runtime
 
 
 class QuantizeAsked(Exception):

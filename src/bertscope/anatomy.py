@@ -4,8 +4,8 @@ The parts are recomputed from the model's own modules and compared with the mode
 (`output_hidden_states[0]`, the encoder's input); `max_abs_error` is that comparison. A model opened
 light (no PyTorch module loaded) is taken apart from its folder's weights with NumPy where its layer is
 rows and one LayerNorm (core/embedding_layer.py), and proved against its runtime's layer 0 the same way;
-a rebuild that misses it by more than `PROOF_TOLERANCE` is done again from the PyTorch module. A family whose
-positions enter inside attention (DeBERTa: relative; ModernBERT: rotary) has no position step: the
+a rebuild that misses it by more than `Anatomy.proof_bound` is done again from the PyTorch module. A family
+whose positions enter inside attention (DeBERTa: relative; ModernBERT: rotary) has no position step: the
 anatomy says where they go instead (`positions_in_attention`, `notes`). The rows are added in the order
 the family's own code adds them (`Family.sum_order`, named by `Anatomy.sum_order`): in bfloat16 another
 order misses the model's layer 0 by a rounding step, which the proof would call a wrong anatomy.
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 __all__ = ["Anatomy", "decompose", "lacked_parts", "lossy_runtime"]
 
-PROOF_TOLERANCE = 1e-5  # the most a light rebuild may miss the runtime's layer 0 by before torch redoes it
+PROOF_TOLERANCE = 1e-5  # the most a rebuild may miss the runtime's layer 0 by (`Anatomy.proof_bound`)
+ROUNDING_STEPS = 8  # float32 steps of layer 0's largest value a rebuild may miss by, where more than 1e-5
 
 _Rows = TypeVar("_Rows", "np.ndarray", "torch.Tensor")
 
@@ -73,13 +74,26 @@ class Anatomy:
         return float(np.abs(self.encoder_input - self.model_output).max())
 
     @property
+    def proof_bound(self) -> float:
+        """The most the rebuild may miss layer 0 by: 1e-5, or 8 float32 rounding steps of layer 0's largest
+        |value| where that is more (past 10.5: float32 steps by 1.5e-5 near 150, so an absolute 1e-5
+        failed sound anatomies of models with large layer-0 values)."""
+        scale = float(np.abs(self.model_output).max()) if self.model_output.size else 0.0
+        return max(PROOF_TOLERANCE, ROUNDING_STEPS * float(np.finfo(np.float32).eps) * scale)
+
+    @property
+    def proof_holds(self) -> bool:
+        """Whether the parts rebuild the model's own layer 0 within `proof_bound` (NaN fails)."""
+        return self.max_abs_error <= self.proof_bound
+
+    @property
     def n_dropped(self) -> int:
         """Tokens cut because the text is longer than the model's positions."""
         return self.tokens.n_dropped
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: text, pair, tokens, ids, token_type_ids, position_ids, lacks, positions_in_attention,
-        notes, n_dropped, max_abs_error, and `steps`.
+        notes, n_dropped, max_abs_error, proof_bound, and `steps`.
 
         position_ids are the rotary positions where `positions_in_attention` is "rotary", [] where the
         family uses none the anatomy can show.
@@ -99,6 +113,7 @@ class Anatomy:
             "notes": list(self.notes),
             "n_dropped": self.n_dropped,
             "max_abs_error": self.max_abs_error,
+            "proof_bound": self.proof_bound,
             "steps": {s: None if getattr(self, s) is None else rows(getattr(self, s)) for s in STEPS},
         }
 
@@ -117,7 +132,7 @@ def decompose(model: Encoder, tokens: list[Tokens]) -> list[Anatomy]:
     if weights is not None and view is not None:
         light = _decompose_light(model, view.config, weights, tokens, (ids_np, types_np, mask_np))
         # A lossy graph's layer 0 is missed by the module's parts as much (its rounding, not theirs).
-        if lossy or max(anatomy.max_abs_error for anatomy in light) <= PROOF_TOLERANCE:
+        if lossy or all(anatomy.proof_holds for anatomy in light):
             return _said_lossy(light, lossy)
     return _said_lossy(_decompose_torch(model, tokens, ids_np, types_np, mask_np), lossy)
 
@@ -134,7 +149,7 @@ def _said_lossy(anatomies: list[Anatomy], lossy: str | None) -> list[Anatomy]:
     if lossy is None:
         return anatomies
     for anatomy in anatomies:
-        if not anatomy.max_abs_error <= PROOF_TOLERANCE:
+        if not anatomy.proof_holds:
             note = (
                 f"the parts are the float32 weights; model_output is this model's {lossy} runtime's layer 0, "
                 f"which its rounding moves by {anatomy.max_abs_error:.1e}: load the model without "

@@ -361,7 +361,7 @@ def anatomy(
     error = a.max_abs_error
     if as_json:
         emit_json(a.to_dict())
-        _exit_if_proof_fails(error, m)
+        _exit_if_proof_fails(a, m)
         return
     table = Table(title=f"embedding layer of {text!r}: the norm of each step's vector")
     shown = [s for s in steps if not (s == "encoder_input" and "projection" in a.lacks)]
@@ -384,10 +384,12 @@ def anatomy(
         recipe = f"projection(LayerNorm({parts}))"
     else:
         recipe = f"LayerNorm({parts})"
-    verdict = ("holds", "green") if error < 1e-5 else ("FAILS", "red")
+    verdict = ("holds", "green") if a.proof_holds else ("FAILS", "red")
     out.print(
         Text.assemble(
-            f"proof: {recipe} rebuilds the model's own layer 0: max |error| = {error:.2e} (< 1e-5) ", verdict
+            f"proof: {recipe} rebuilds the model's own layer 0: max |error| = {error:.2e} "
+            f"(< {_bound_said(a)}) ",
+            verdict,
         )
     )
     if a.lacks:
@@ -396,27 +398,39 @@ def anatomy(
         out.print(note)
     if pair is not None and not any(a.tokens.token_type_ids):
         err.print(pair_note(m))
-    _exit_if_proof_fails(error, m)
+    _exit_if_proof_fails(a, m)
 
 
-def _exit_if_proof_fails(error: float, model: Any) -> None:
+def _bound_said(anatomy: Any) -> str:
+    """The proof's bound as the proof line says it: 1e-5, or the float32 steps of layer 0's largest value."""
+    from ..anatomy import PROOF_TOLERANCE, ROUNDING_STEPS
+
+    bound = anatomy.proof_bound
+    if bound <= PROOF_TOLERANCE:
+        return "1e-5"
+    return f"{bound:.1e}: {ROUNDING_STEPS} float32 steps of layer 0's largest |value|"
+
+
+def _exit_if_proof_fails(anatomy: Any, model: Any) -> None:
     """Exit 1 where the rebuild misses the model's own layer 0: the anatomy shown is not the model's, or
     the model runs a lossy graph whose layer 0 is not its float32 parts'."""
     from ..anatomy import lossy_runtime
 
-    if not error < 1e-5 and (lossy := lossy_runtime(model)):
+    if anatomy.proof_holds:
+        return
+    error, bound = anatomy.max_abs_error, _bound_said(anatomy)
+    if lossy := lossy_runtime(model):
         err.print(
             f"error: the parts (the float32 weights) rebuild this model's layer 0 only to {error:.2e} (not "
-            f"< 1e-5): its {lossy} runtime rounds layer 0; drop --quantize/--dtype to take the float32 model "
-            "apart, where the proof holds"
+            f"< {bound}): its {lossy} runtime rounds layer 0; drop --quantize/--dtype to take the float32 "
+            "model apart, where the proof holds"
         )
         raise typer.Exit(1)
-    if not error < 1e-5:  # NaN fails too
-        err.print(
-            f"error: the parts rebuild the model's layer 0 only to {error:.2e} (not < 1e-5), so this anatomy "
-            "is not the model's own; please report it with the model's config.json"
-        )
-        raise typer.Exit(1)
+    err.print(
+        f"error: the parts rebuild the model's layer 0 only to {error:.2e} (not < {bound}), so this anatomy "
+        "is not the model's own; please report it with the model's config.json"
+    )
+    raise typer.Exit(1)
 
 
 def _token_id(item: str) -> int:

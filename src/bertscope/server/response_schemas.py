@@ -254,6 +254,10 @@ class AnatomyResponse(BaseModel):
     notes: list[str]
     n_dropped: int
     max_abs_error: float
+    proof_bound: float = Field(
+        description="The most max_abs_error may be for the proof to hold: 1e-5, or 8 float32 rounding "
+        "steps of layer 0's largest |value| where that is more."
+    )
     steps: dict[str, list[list[float]] | None] = Field(
         description="Each step (word ... model_output, in order): its (tokens, width) rows, or null where "
         "the family lacks that part."
