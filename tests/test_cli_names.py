@@ -622,3 +622,13 @@ def test_probe_kind_and_the_old_probe(tiny_dirs: dict[str, Path], tmp_path: Path
     for flag in ("--kind", "--probe"):
         said = _refusal(*trees, flag, "mlp")
         assert said.startswith(f"error: {flag}: for label probes (--task label) only"), said
+
+
+def test_contextuality_names_a_word_given_beside_its_input(tmp_path: Path) -> None:
+    """`contextuality bank -i FILE` read `bank` as a second input file and said only 'give the sentences
+    once': the refusal names the argument and where a word goes."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("The bank raised rates.\nShe sat by the river bank.\n")
+    said = _refusal("contextuality", "bank", "-i", str(texts))
+    assert said.startswith("error: give the sentences once: -i/--input FILE ('bank', an argument, ")
+    assert said.endswith("words to measure go with --words bank)")

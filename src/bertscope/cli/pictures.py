@@ -90,10 +90,16 @@ def split_list(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
-def one_input(input_path: str | None, positional: str | None, what: str) -> str:
-    """The text file named by -i/--input, or by the older positional argument; exactly one of them."""
+def one_input(input_path: str | None, positional: str | None, what: str, *, instead: str = "") -> str:
+    """The text file named by -i/--input, or by the older positional argument; exactly one of them.
+
+    `instead`: what an argument given beside -i more likely meant (contextuality's words: --words)."""
     if input_path and positional:
-        raise InvalidInput(f"give the {what} once: -i/--input FILE")
+        meant = f"; {instead}" if instead else ""
+        raise InvalidInput(
+            f"give the {what} once: -i/--input FILE ({positional!r}, an argument, is read as a second file, "
+            f"the older form of -i{meant})"
+        )
     if not (input_path or positional):
         raise InvalidInput(f"name the {what} with -i/--input FILE (one per line, - for stdin)")
     return str(input_path or positional)

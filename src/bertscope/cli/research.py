@@ -107,7 +107,8 @@ def contextuality_cmd(
     if words is not None and not any(w.strip() for w in words.split(",")):  # the library's, in flags
         raise InvalidInput(f"--words {words!r} names no word: give comma-separated words, e.g. --words bank")
     picture = picture_path(output, old_plot, no_plot, overwrite=overwrite)
-    texts = list(read_lines(one_input(input_path, corpus, "sentences"), text_field=text_field))
+    source = one_input(input_path, corpus, "sentences", instead=f"words to measure go with --words {corpus}")
+    texts = list(read_lines(source, text_field=text_field))
     result = contextuality(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
         texts,
