@@ -17,3 +17,10 @@ def test_limit_draws_the_first_pieces_and_top_is_its_old_spelling(tmp_path: Path
     assert both.code == 1 and "--top is the old spelling of --limit; give --limit only" in both.stderr
     neither = run_main("plot", "static", "-o", str(tmp_path / "d.png"))
     assert neither.code == 1 and "name word pieces, or give --limit N (not both)" in neither.stderr
+
+
+def test_too_few_pieces_are_counted_in_words(tmp_path: Path) -> None:
+    one = run_main("plot", "static", "king", "-o", str(tmp_path / "one.png"))
+    assert one.code == 1 and "error: 1 piece given; a 2-D picture needs at least 3" in one.stderr
+    two = run_main("plot", "static", "king", "queen", "-o", str(tmp_path / "two.png"))
+    assert two.code == 1 and "2 pieces given" in two.stderr and not (tmp_path / "two.png").exists()

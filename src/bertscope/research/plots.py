@@ -354,7 +354,8 @@ def plot_static(
     """The static rows of word pieces `ids` as labelled points in 2-D (PCA, t-SNE or UMAP)."""
     how = Projection.parse(method, what="projection")
     if len(ids) < 3:
-        raise InvalidInput(f"{len(ids)} pieces given; a 2-D picture needs at least 3")
+        given = "1 piece" if len(ids) == 1 else f"{len(ids)} pieces"
+        raise InvalidInput(f"{given} given; a 2-D picture needs at least 3: name more word pieces")
     picture_file(path, overwrite=overwrite)
     flat = _project(static_rows(model, list(ids)), how, seed)
     side = min(14.0, 5.0 + 0.02 * len(ids))
