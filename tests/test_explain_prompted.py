@@ -49,9 +49,11 @@ def test_parts_sum_to_the_prompted_score(
         assert "they are pooled with the text" in e.note
 
 
-@pytest.mark.parametrize("pooling", ["mean", "cls"])
-def test_offsets_point_into_the_texts_as_given(prompted: dict[bool, bertscope.Model], pooling: str) -> None:
-    e = prompted[False].explain(A, B, pooling=pooling)
+@pytest.mark.parametrize(("pooling", "layers"), [("mean", "-1"), ("cls", "-1"), ("cls", "0")])
+def test_offsets_point_into_the_texts_as_given(
+    prompted: dict[bool, bertscope.Model], pooling: str, layers: str
+) -> None:
+    e = prompted[False].explain(A, B, pooling=pooling, layers=layers)
     assert e.tokens_a[1:3] == ["query", ":"] and e.offsets_a[1:3] == [(0, 0), (0, 0)]
     words = [A[s:t] for (s, t), tok in zip(e.offsets_a, e.tokens_a, strict=True) if t > s]
     assert words[:3] == ["The", "cat", "sat"]

@@ -330,7 +330,7 @@ def _first_rows_view(
     """cls or pooler at layer 0, the embedding output: each vector is its text's first token's own row
     (through the pooler, the post-processing and the norm), which reads no other token, so the score is
     exactly the first pair's, and 1 where both texts open with the same token."""
-    tok_a, tok_b = model.engine.prepare([a, b], spec)
+    tok_a, tok_b = (_in_given_text(t, spec) for t in model.engine.prepare([a, b], spec))
     contributions = np.zeros((len(tok_a), len(tok_b)))
     contributions[0, 0] = score
     first_a, first_b = tok_a.tokens[0], tok_b.tokens[0]
@@ -344,7 +344,7 @@ def _first_rows_view(
     note = (
         f"exact, and trivial: at layer 0 (the embedding output, before any attention) {spec.pooling.value} "
         "pooling reads the first token's own embedding row, which depends on no other token; "
-        f"{why}. A layer above 0 shows what [CLS] reads."
+        f"{why}. A layer above 0 shows what [CLS] reads{_prompt_said(spec)}."
     )
     return Explanation(
         score=score,
