@@ -193,3 +193,17 @@ def test_library_writers_refuse_an_existing_file_unless_overwrite(tmp_path: Path
     assert plot_contextuality(result, picture, overwrite=True) == picture
     assert picture.read_bytes().startswith(b"\x89PNG") and picture.read_bytes() != OLD
     assert picture_file(tmp_path / "new.png") == tmp_path / "new.png"
+
+
+@pytest.mark.parametrize("name", ["pictures.png", "pictures"])
+def test_a_folder_given_as_the_picture_is_named_a_folder_first(name: str, tmp_path: Path) -> None:
+    """A folder named like a picture was refused as an existing file ('pass --overwrite', which then met
+    the folder), and one without a suffix was refused for its suffix."""
+    folder = tmp_path / name
+    folder.mkdir()
+    for extra in ([], ["--overwrite"]):
+        ran = run_main("plot", "layers", "a cat", "-o", str(folder), *extra)
+        assert ran.code == 1 and ran.stderr == (
+            f"error: {folder} is a folder, not a file: give a picture's file name (inside it, or beside it)\n"
+        ), ran.stderr
+    assert folder.is_dir() and not any(folder.iterdir())

@@ -404,16 +404,20 @@ def plot_explanation(result: Explanation, path: str | Path, *, overwrite: bool =
 
 
 def picture_file(path: str | Path, *, overwrite: bool = False) -> Path:
-    """`path` checked as a picture to write: a suffix matplotlib writes (.png, .svg, .pdf ...), a folder
-    that exists, and no file there unless overwrite=True, else InvalidInput. Commands call it on their -o
-    (or default name) before the work, so no run ends in it and no picture is replaced unasked; every
-    function here and in research/ that saves a picture calls it too.
+    """`path` checked as a picture to write: not a folder, a suffix matplotlib writes (.png, .svg, .pdf
+    ...), a folder that exists, and no file there unless overwrite=True, else InvalidInput. Commands call
+    it on their -o (or default name) before the work, so no run ends in it and no picture is replaced
+    unasked; every function here and in research/ that saves a picture calls it too.
 
     Here, not in research/plots.py (which uses it too), so that `plot_explanation` one floor down shares it.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
     path = Path(path)
+    if path.is_dir():  # before its suffix or --overwrite are asked for: neither can make a folder a file
+        raise InvalidInput(
+            f"{path} is a folder, not a file: give a picture's file name (inside it, or beside it)"
+        )
     formats = sorted(FigureCanvasAgg.get_supported_filetypes())
     suffix = path.suffix.lower().removeprefix(".")
     if suffix not in formats:
