@@ -4,6 +4,7 @@ prompt's pieces are no words of it, and an occurrence's context is embedded as t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -52,3 +53,30 @@ def test_an_occurrence_found_in_context(prompted: bertscope.Model, tmp_path: Pat
     found = bertscope.search_occurrences(out, word="bank", context=TEXTS[0], model=prompted, top_k=2)
     assert [(h.id, h.start, h.end) for h in found.hits] == [("1", 14, 18), ("2", 13, 17)]
     assert found.hits[0].score == pytest.approx(1.0, abs=1e-5)  # the context is the first text itself
+
+
+@pytest.mark.parametrize(("flag", "level"), [("--tokens", "tokens"), ("--level", "words")])
+def test_printed_rows_are_the_stored_rows(
+    prompted: bertscope.Model, tmp_path: Path, flag: str, level: str
+) -> None:
+    """`embed --tokens --json` printed the prompted text's rows ('passage', ':' first; the bank vector at
+    cosine 0.984 to the stored one) where `-o` stored the text's own: one command, other vectors."""
+    from console import run_main
+
+    folder = str(prompted.loaded.source)
+    args = [flag] if flag == "--tokens" else [flag, "words"]
+    printed = run_main("embed", TEXTS[0], *args, "--json", "--model", folder, "--backend", "torch")
+    assert printed.code == 0, printed.stderr
+    (item,) = json.loads(printed.stdout)["items"]
+    out = tmp_path / f"{level}.parquet"
+    bertscope.embed_corpus([TEXTS[0]], out, model=prompted, level=level, progress=False)
+    stored = pq.read_table(out).to_pylist()
+    words = {"tokens": "tokens", "words": "words"}[level]
+    assert item[words] == [row[words[:-1]] for row in stored] and "passage" not in item[words]
+    np.testing.assert_allclose(
+        np.array(item["vectors"]), np.array([row["embedding"] for row in stored]), rtol=0, atol=1e-5
+    )
+    # The library's rows are the prompted text's, as TEI's /embed_all; prompt="" asks for the text as given.
+    assert prompted.embed_tokens(TEXTS[0])[0].tokens[1:3] == ["passage", ":"]
+    if level == "tokens":
+        assert prompted.embed_tokens(TEXTS[0], prompt="")[0].tokens == item["tokens"]

@@ -164,6 +164,9 @@ def per_piece(
         "long": recipe.long,
         "stride": recipe.stride,
     }
+    # The text as given, as the token and word stores keep it (`unpooled_spec`): a model's default prompt
+    # is its sentence vectors' (printed rows took it and stored ones did not: other vectors).
+    options["prompt"] = ""
     results = m.embed_words(items, subword=subword, **options) if words else m.embed_tokens(items, **options)
     labels = [(r.words if words else r.tokens) for r in results]
     if as_json:

@@ -391,6 +391,7 @@ class Encoder:
         *,
         progress: bool | None = None,
         prompt_name: str | None = None,
+        prompt: str | None = None,
         **options: Unpack[TokenKeywords],
     ) -> list[TokenEmbeddings]:
         """Per text (or pair): tokens, offsets and vectors (tokens, d) of the chosen layers, pad trimmed.
@@ -398,22 +399,27 @@ class Encoder:
         `options` (`TokenKeywords`): layers, combine, long, stride, as `embed`'s; combine="stack" keeps
         each layer apart: vectors (tokens, layers, d), in the order of `layers`. The vectors are those of
         the prompted text, as TEI's /embed_all answers them: `prompt_name` picks one of the model's prompts
-        as `embed` takes it (default: its default prompt, if any), and the prompt's tokens come first. The
-        options that only a sentence vector reads (pooling, mask_special, normalize, post) are refused.
+        as `embed` takes it (default: its default prompt, if any), or `prompt` gives the text ("" for none,
+        the text as given, as a token store keeps it), and the prompt's tokens come first. The options
+        that only a sentence vector reads (pooling, mask_special, normalize, post) are refused.
         """
         items = check_texts(texts, pairs=True)
-        spec = self._unpooled_spec(options, "token vectors", prompt_name)
+        spec = self._unpooled_spec(options, "token vectors", prompt_name, prompt)
         found = self.token_vectors(items, spec, progress)
         say_cut([t.n_dropped for t in found], self.max_tokens, "long='window' keeps every token")
         return found
 
-    def _unpooled_spec(self, options: TokenKeywords, rows: str, prompt_name: str | None = None) -> EmbedSpec:
+    def _unpooled_spec(
+        self, options: TokenKeywords, rows: str, prompt_name: str | None = None, prompt: str | None = None
+    ) -> EmbedSpec:
         """The spec of vectors that are not pooled into sentences (`rows`): a sentence-only option is
         refused (the rule the tokens and words levels follow), the rest resolved with mean pooling and the
-        prompt `prompt_name` names (None: the model's default prompt, if any), which the vectors are of."""
+        prompt `prompt_name` names or `prompt` gives (both None: the model's default prompt, if any; "":
+        none), which the vectors are of."""
         asked = EmbedOptions.given(**options)
         refuse_sentence_options(asked, rows)
-        return resolve(self, replace(asked, pooling=Pooling.MEAN, prompt_name=prompt_name)).spec
+        chosen = replace(asked, pooling=Pooling.MEAN, prompt_name=prompt_name, prompt=prompt)
+        return resolve(self, chosen).spec
 
     def token_vectors(
         self, items: list[Any], spec: EmbedSpec, progress: bool | None = None
@@ -435,15 +441,16 @@ class Encoder:
         subword: SubwordPooling | str = "mean",
         progress: bool | None = None,
         prompt_name: str | None = None,
+        prompt: str | None = None,
         **options: Unpack[TokenKeywords],
     ) -> list[WordEmbeddings]:
         """Per text: words (from the tokenizer's word ids), char spans, and word vectors: their pieces'
-        vectors (`embed_tokens` with `options` and `prompt_name`, the prompt's words first) pooled by
-        `subword`. A piece of whitespace alone (a byte-level BPE's line break or second space) is no word.
-        `progress` as `embed`'s."""
+        vectors (`embed_tokens` with `options`, `prompt_name` and `prompt`, the prompt's words first) pooled
+        by `subword`. A piece of whitespace alone (a byte-level BPE's line break or second space) is no
+        word. `progress` as `embed`'s."""
         how = SubwordPooling.parse(subword, what="subword pooling")
         items = check_texts(texts)  # words index into one text: pairs are not taken here
-        spec = self._unpooled_spec(options, "word vectors", prompt_name)
+        spec = self._unpooled_spec(options, "word vectors", prompt_name, prompt)
         found = self.token_vectors(items, spec, progress)
         say_cut([t.n_dropped for t in found], self.max_tokens)
         return [word_embeddings(tok, how) for tok in found]
