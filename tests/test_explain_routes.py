@@ -59,6 +59,11 @@ def test_attention_slices_equal_the_library(url: str, bundled: bertscope.Model) 
     assert np.asarray(everything["attention"]).shape == bundled.attentions(A).shape
     bad = httpx.post(f"{url}/attention", json={"text": A, "layer": 0}, timeout=60)
     assert bad.status_code == 422 and "1..6" in bad.text
+    # head 2's weights came back labelled mean_heads: true
+    both = httpx.post(
+        f"{url}/attention", json={"text": A, "layer": 1, "head": 2, "mean_heads": True}, timeout=60
+    )
+    assert both.status_code == 422 and "give one head or their mean, not both" in both.text
 
 
 def test_pairs_through_tokenize_anatomy_and_embed(url: str, bundled: bertscope.Model) -> None:

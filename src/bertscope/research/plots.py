@@ -160,32 +160,34 @@ class WordPoints:
 
 def word_points(
     model: Encoder,
-    words: Sequence[str],
-    sentences: Sequence[str],
+    words: Sequence[str] | str,
+    sentences: Sequence[str] | str,
     *,
     layer: int = -1,
     method: Projection | str = "pca",
     seed: int = 0,
 ) -> WordPoints:
     """Each occurrence of each word in the sentences, projected to 2-D (PCA or t-SNE) at one layer."""
-    from .contextuality import word_occurrences
+    from .contextuality import given_words, word_occurrences
 
     how = Projection.parse(method, what="projection")
     absolute = parse_layers(layer, model.n_layers)[0]
-    found, _, _ = word_occurrences(model, sentences, words)
-    present = [w.lower() for w in words if w.lower() in found.layered]
+    # Each word once, lowercased as occurrences are matched (bank,Bank drew every point twice); a lone
+    # string is one word and one sentence, as contextuality reads them (not its letters).
+    named, split = given_words(model, words)
+    texts = [sentences] if isinstance(sentences, str) else sentences
+    layered = word_occurrences(model, texts, named)[0].layered if named else {}
+    present = [w for w in named if w in layered]
+    why = {**split, **{w: "0 occurrences in the sentences given" for w in named if w not in present}}
     if not present:
-        raise InvalidInput(f"none of {list(words)} occurs in the sentences given")
-    missing = [w for w in words if w.lower() not in found.layered]
-    if missing:
+        shown = "; ".join(f"{w}: {reason}" for w, reason in why.items())
+        raise InvalidInput(f"none of the words occurs in the sentences given ({shown})")
+    if why:
         # The picture is still drawn, but a word left out of it must not go unnoticed.
-        warnings.warn(
-            f"not in the picture: {', '.join(missing)} (0 occurrences in the sentences given)",
-            UserWarning,
-            stacklevel=2,
-        )
-    points = np.stack([v[absolute] for w in present for v in found.layered[w]])
-    owner = [w for w in present for _ in found.layered[w]]
+        shown = "; ".join(f"{w} ({reason})" for w, reason in why.items())
+        warnings.warn(f"not in the picture: {shown}", UserWarning, stacklevel=2)
+    points = np.stack([v[absolute] for w in present for v in layered[w]])
+    owner = [w for w in present for _ in layered[w]]
     if len(points) < 3:
         raise InvalidInput(f"only {len(points)} occurrences found; a 2-D picture needs at least 3")
     return WordPoints(absolute, how.value, owner, _project(points, how, seed))
@@ -193,8 +195,8 @@ def word_points(
 
 def plot_words(
     model: Encoder,
-    words: Sequence[str],
-    sentences: Sequence[str],
+    words: Sequence[str] | str,
+    sentences: Sequence[str] | str,
     path: str | Path,
     *,
     layer: int = -1,
@@ -252,6 +254,14 @@ def plot_senses(
 
 
 def _project(points: np.ndarray, how: Projection, seed: int) -> np.ndarray:
+    """(n, 2) `points` laid out by `how`; InvalidInput where they are all one vector (no layout exists:
+    t-SNE crashed the process on them, PCA drew rounding noise)."""
+    spread = float(np.ptp(points, axis=0).max()) if len(points) else 0.0
+    if spread <= 1e-6 * max(1.0, float(np.abs(points).max(initial=0.0))):
+        raise InvalidInput(
+            f"the {len(points)} points are all one vector (the same piece at the same place, or the same "
+            "row): there is nothing to lay out in 2-D; give points that differ (other sentences or pieces)"
+        )
     if how is Projection.PCA:
         from sklearn.decomposition import PCA
 

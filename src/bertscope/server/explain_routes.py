@@ -130,6 +130,8 @@ def _heads(svc: Service) -> int:
 
 def _layer(req: AttentionRequest, n_layers: int, n_heads: int) -> int | None:
     """The layer asked, 1..L (None: every layer), once the layer and head asked are the model's."""
+    if req.head is not None and req.mean_heads:  # one head was answered, labelled as the heads' mean
+        raise InvalidInput(f"head: {req.head} and mean_heads: true; give one head or their mean, not both")
     if req.head is not None and req.head >= n_heads:
         raise InvalidInput(f"head: {req.head}; this model has heads 0..{n_heads - 1}")
     if req.layer is None:
