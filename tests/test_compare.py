@@ -108,3 +108,23 @@ def test_compare_of_light_models_reads_their_rows_without_the_module(bundled, bu
     want, vocabulary = moved_rows(bundled, child, top_k=5)
     assert found.static == want and found.vocabulary == vocabulary
     assert {r["id"] for r in found.static} == set(changed)
+
+
+def test_a_child_with_added_words_is_told_which_word_parts_the_tokenizers(tiny_dirs, tmp_path) -> None:
+    """A child made by `vocab add` was refused as if it were no child ('it takes a model and its fine-tuned
+    child'): the refusal names the word the two tokenizers read apart; texts without it still compare."""
+    from bertscope.vocab import add_tokens, save
+
+    base = bertscope.load(tiny_dirs["bert"], device="cpu", backend="torch")
+    child = bertscope.load(
+        save(add_tokens(base, ["zebra"]), tmp_path / "child"), device="cpu", backend="torch"
+    )
+    with pytest.raises(InvalidInput) as refused:
+        bertscope.compare(base, child, ["the zebra ate bread"])
+    said = str(refused.value)
+    assert "(at 'zebra': A reads 'z', '##e', '##b', '##r', '##a', B reads 'zebra')" in said
+    assert "a child with words added by `vocab add` pairs on texts without them" in said
+    assert [r["layer"] for r in bertscope.compare(base, child, TEXTS).layers] == [0, 1, 2]
+    with pytest.raises(InvalidInput) as other:  # another family: its specials differ, no word is shown
+        bertscope.compare(base, bertscope.load(tiny_dirs["roberta"], backend="torch"), TEXTS)
+    assert "(at " not in str(other.value)

@@ -213,11 +213,37 @@ def _same_pieces(a: Encoder, b: Encoder, texts: Iterable[str]) -> Iterator[str]:
     token k of A with token k of B, which takes a model and its fine-tuned child (one tokenizer)."""
     for number, text in enumerate(texts):
         if isinstance(text, str) and text.strip():
-            ids_a, ids_b = (m.tokenizer.encode([text])[0].ids for m in (a, b))
-            if ids_a != ids_b:
+            tok_a, tok_b = (m.tokenizer.encode([text])[0] for m in (a, b))
+            if tok_a.ids != tok_b.ids:
                 raise InvalidInput(
-                    f"text {number} ({text[:30]!r}) is tokenized differently by the two models, so compare "
-                    "cannot pair their tokens: it takes a model and its fine-tuned child (one tokenizer); "
-                    "for any two models use `bertscope cka --model-b B --level sentence`"
+                    f"text {number} ({text[:30]!r}) is tokenized differently by the two models"
+                    f"{_first_difference(text, tok_a, tok_b)}, so compare cannot pair their tokens: it takes "
+                    "a model and its fine-tuned child with one tokenizer (a child with words added by "
+                    "`vocab add` pairs on texts without them); for any two models use `bertscope cka "
+                    "--model-b B --level sentence`"
                 )
         yield text
+
+
+def _first_difference(text: str, tok_a: Any, tok_b: Any) -> str:
+    """Where two tokenizations of `text` first part, as the word there and each model's pieces of it:
+    " (at 'zebra': A reads 'z', '##eb', '##ra', B reads 'zebra')"; empty where no word is found."""
+    at = next((k for k, (x, y) in enumerate(zip(tok_a.ids, tok_b.ids, strict=False)) if x != y), None)
+    if at is None or at >= min(len(tok_a.offsets), len(tok_b.offsets)):
+        return ""
+    (start_a, end_a), (start_b, end_b) = tok_a.offsets[at], tok_b.offsets[at]
+    if end_a <= start_a or end_b <= start_b:  # a special token (another family's [CLS] and <s>)
+        return ""
+    char = min(start_a, start_b)
+    begin = text.rfind(" ", 0, char) + 1
+    end = text.find(" ", char)
+    end = len(text) if end < 0 else end
+
+    def pieces(tok: Any) -> str:
+        inside = [
+            t for t, (s, e) in zip(tok.tokens, tok.offsets, strict=True) if begin <= s and e <= end and e > s
+        ]
+        return ", ".join(map(repr, inside))
+
+    read_a, read_b = pieces(tok_a), pieces(tok_b)
+    return "" if read_a == read_b else f" (at {text[begin:end]!r}: A reads {read_a}, B reads {read_b})"
