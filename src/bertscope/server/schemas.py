@@ -80,7 +80,9 @@ class SpecFields(_LayerFields):
     )
     mask_special: StrictBool = Field(False, description="Leave [CLS]/[SEP] (<s>, </s>) out of pooling.")
     normalize: StrictBool | None = Field(
-        None, description="Unit-length vectors (null: the model's own choice)."
+        None,
+        description="Unit-length vectors (null: the model's own with pooling auto, off with a named "
+        "pooling).",
     )
     prompt_name: Annotated[str | None, named("prompt")] = Field(
         None, description="One of the model's own prompts (e.g. query); null: its default prompt, if any."
