@@ -57,3 +57,14 @@ def test_a_word_left_out_is_said_with_its_reason(bundled: bertscope.Model) -> No
     assert "zebra (0 occurrences in the sentences given)" in message
     with pytest.raises(bertscope.InvalidInput, match="none of the words occurs"):
         word_points(bundled, ["zebra"], SENTENCES)
+
+
+def test_a_word_past_the_occurrence_cap_is_said(bundled: bertscope.Model) -> None:
+    """plot words and contextuality kept the first 200 (max_contexts) occurrences of a word in silence."""
+    many = [f"the bank number {i}" for i in range(203)]
+    with pytest.warns(UserWarning, match="drawn: bank: the first 200 of 203 occurrences"):
+        assert word_points(bundled, ["bank"], many).words == ["bank"] * 200
+    result = bundled.contextuality(SENTENCES + ["A bank again."], words=["bank"], max_contexts=2)
+    assert result.occurrences == {"bank": 2}
+    assert result.note == "occurrences kept per word (max_contexts=2): bank: the first 2 of 4 occurrences"
+    assert bundled.contextuality(SENTENCES, words=["bank"]).note is None

@@ -82,11 +82,22 @@ class Contextuality:
 
 @dataclass
 class _Occurrences:
-    """Word occurrences found in a corpus: per word, sentence index and vectors per layer."""
+    """Word occurrences found in a corpus: per word, sentence index and vectors per layer (the first
+    `max_contexts`), and `seen`: every occurrence counted, kept or not."""
 
     sentences: dict[str, list[int]]
     layered: dict[str, list[np.ndarray]]
     static: dict[str, list[np.ndarray]]
+    seen: dict[str, int] = field(default_factory=dict)
+
+    def capped(self, kept: Sequence[str]) -> str:
+        """'bank: the first 200 of 230 occurrences' for each of `kept` past the cap, '' where none is."""
+        cut = [
+            f"{w}: the first {len(self.sentences[w])} of {self.seen[w]} occurrences"
+            for w in kept
+            if self.seen.get(w, 0) > len(self.sentences.get(w, []))
+        ]
+        return ", ".join(cut)
 
 
 def _words_of(tok: Any) -> tuple[list[list[int]], list[str]]:
@@ -168,6 +179,8 @@ def _offer(
         intra.append([_intra(static)] + [_intra(layered[:, k]) for k in range(count)])
     for name, lay, sta in zip(names, layered, static, strict=True):
         pool.offer((index, lay, sta))
+        if name in targets:
+            found.seen[name] = found.seen.get(name, 0) + 1
         if name in targets and len(found.sentences.get(name, [])) < max_contexts:
             found.sentences.setdefault(name, []).append(index)
             found.layered.setdefault(name, []).append(lay.copy())
@@ -253,6 +266,7 @@ def contextuality(
         {w: f"in {contexts[w]} distinct sentence(s), 2 needed" for w in chosen if contexts[w] < 2}
     )
     note = _left_out_note(left_out)
+    capped = found.capped(kept)
     if not kept:
         raise InvalidInput(
             f"no word to measure: {note}; name words that occur in two or more distinct sentences "
@@ -288,9 +302,10 @@ def contextuality(
         "baseline_pairs_used": used, "max_contexts": max_contexts,
         "words": "given" if words else f"the {top} most frequent in {min_contexts} sentences or more",
     }  # fmt: skip
-    return Contextuality(
-        records, per_word, occurrences, settings, f"words left out: {note}" if note else None
-    )
+    notes = [f"words left out: {note}"] if note else []
+    if capped:  # kept in corpus order, so a word past the cap is measured on the corpus's start
+        notes.append(f"occurrences kept per word (max_contexts={max_contexts}): {capped}")
+    return Contextuality(records, per_word, occurrences, settings, "; ".join(notes) or None)
 
 
 def _left_out_note(left_out: dict[str, str]) -> str:
