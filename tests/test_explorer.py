@@ -302,3 +302,14 @@ def test_explain_and_attention_tabs_and_pairs(
     assert pg.locator("#anatomy tbody tr").count() == len(expected)
     assert pg.get_attribute("#attention", "data-tokens") == str(len(expected))
     assert not errors, errors
+
+
+def test_explore_layers_refuses_inputs_beside_text(bundled: bertscope.Model) -> None:
+    from fastapi.testclient import TestClient
+
+    from bertscope.server import create_app
+
+    with TestClient(create_app(bundled)) as client:
+        both = client.post("/explore/layers", json={"inputs": TEXT, "text": TEXT})
+        assert both.status_code == 422 and both.json()["detail"].startswith('"inputs" and "text" both given')
+        assert client.post("/explore/layers", json={"text": TEXT}).status_code == 200

@@ -248,9 +248,30 @@ def test_attention_takes_inputs_as_anatomy_and_text_still(http: httpx.Client) ->
     assert answers[0] == answers[1] and answers[0]["tokens"][-1] == "[SEP]"
     for route in ("/attention", "/anatomy"):  # both names at once: the same refusal on both routes
         said = _refused(http, {"inputs": "a cat", "text": "a cat"}, route)
-        assert said == "text: Extra inputs are not permitted", said
+        assert (
+            said == '"inputs" and "text" both given: "text" is the older name of "inputs"; send "inputs" only'
+        )
     doc = http.get("/openapi.json").json()
     for name in ("AttentionRequest", "AnatomyRequest"):
         schema = doc["components"]["schemas"][name]
         assert schema["required"] == ["inputs"] and "text" not in schema["properties"]
         assert "`text`" in schema["properties"]["inputs"]["description"]
+
+
+@pytest.mark.parametrize(
+    ("route", "old", "body"),
+    [
+        ("/static", "items", {"inputs": "bread", "items": "cake"}),
+        ("/anatomy", "text", {"inputs": "a cat", "text": "a dog"}),
+        ("/attention", "text", {"inputs": "a cat", "text": "a dog", "layer": 1}),
+    ],
+)
+def test_inputs_beside_its_old_name_is_refused_in_those_words(
+    http: httpx.Client, route: str, old: str, body: dict[str, Any]
+) -> None:
+    """Each name alone is read; both said only '<old>: Extra inputs are not permitted'."""
+    assert _refused(http, body, route) == (
+        f'"inputs" and "{old}" both given: "{old}" is the older name of "inputs"; send "inputs" only'
+    )
+    alone = http.post(route, json={k: v for k, v in body.items() if k != "inputs"} | {old: body[old]})
+    assert alone.status_code == 200, alone.text

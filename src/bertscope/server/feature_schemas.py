@@ -29,6 +29,7 @@ from .schema_fields import (
     WholeInt,
     fitted_int,
     named,
+    one_inputs,
     one_name,
     one_top_k,
     spelled,
@@ -208,6 +209,11 @@ class AttentionRequest(Strict):
     )
     mean_heads: StrictBool = Field(False, description="Average over heads instead of listing them.")
     long: Cut = Field(LongText.TRUNCATE, description=CUT_HELP)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_inputs(cls, given: Any) -> Any:
+        return one_inputs(given, "text")
 
 
 class OccurrencesRequest(Strict):

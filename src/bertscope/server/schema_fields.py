@@ -135,6 +135,13 @@ def one_name(given: Any, name: str, old: str, message: str) -> Any:
     return given
 
 
+def one_inputs(given: Any, old: str) -> Any:
+    """The body as sent, or the one-line refusal of "inputs" beside `old` ("text", "items"), its older
+    name on the route (pydantic said only that the old name was an extra input)."""
+    message = f'"inputs" and "{old}" both given: "{old}" is the older name of "inputs"; send "inputs" only'
+    return one_name(given, "inputs", old, message)
+
+
 def top_k_field(default: int, *, least: int, what: str, old: str) -> Any:
     """A route's count of results: "top_k", as the library and the command line name it, at most 1000,
     with `old` ("k" or "top"), its older spelling on the route, still read but not advertised."""

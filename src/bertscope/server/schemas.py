@@ -22,6 +22,7 @@ from .schema_fields import (
     Texts,
     WholeInt,
     named,
+    one_inputs,
     one_name,
     one_top_k,
     spelled,
@@ -181,7 +182,7 @@ class StaticRequest(Strict):
     @model_validator(mode="before")
     @classmethod
     def _one_as_words(cls, given: Any) -> Any:
-        given = one_name(given, "top_k", "k", one_top_k("k"))
+        given = one_inputs(one_name(given, "top_k", "k", one_top_k("k")), "items")
         return one_name(given, "as_words", "word", ONE_AS_WORDS)
 
     @property
@@ -199,6 +200,11 @@ class AnatomyRequest(Strict):
         validation_alias=AliasChoices("inputs", "text"),
     )
     long: Cut = Field(LongText.TRUNCATE, description=CUT_HELP)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_inputs(cls, given: Any) -> Any:
+        return one_inputs(given, "text")
 
 
 class SimilarityRequest(SpecFields):
