@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+import bertscope
 from bertscope.errors import InputTooLong, TruncatedTextsWarning
 from console import Ran, run_main
 
@@ -89,7 +90,9 @@ def test_plot_layers_says_a_cut_once(tmp_path: Path, tiny_dirs: dict[str, Path])
     assert ran.code == 0, ran.stderr
     said = cut_lines(ran)
     assert len(said) == 1 and said[0].endswith(SPLIT), ran.stderr
-    json.loads(ran.stdout)
+    answer = json.loads(ran.stdout)
+    # the cut in the answer too, as /explore/layers sends it (it was said on stderr alone)
+    assert answer["n_dropped"] > 0 and answer["n_dropped"] == bertscope.load(model).tokenize(LONG).n_dropped
 
 
 def test_similar_says_a_long_query_is_cut(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
@@ -130,7 +133,6 @@ def test_long_error_names_the_text_as_its_table_and_file_do(
 
 
 def test_the_library_still_counts_its_texts_from_0(tiny_models: dict[str, Any]) -> None:
-    import bertscope
 
     model: bertscope.Model = tiny_models["bert"]
     with pytest.raises(InputTooLong, match=r"^text 1 has 402 tokens"):

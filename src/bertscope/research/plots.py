@@ -301,6 +301,7 @@ class LayerCosines:
     tokens: list[str]
     layers: list[int]
     cosines: np.ndarray
+    n_dropped: int = 0  # the tokens cut from the text's end (past the model's limit), as /explore/layers
 
     @property
     def cosine(self) -> np.ndarray:
@@ -314,6 +315,7 @@ class LayerCosines:
             "tokens": self.tokens,
             "layers": self.layers,
             "cosines": self.cosines.tolist(),
+            "n_dropped": self.n_dropped,
         }
 
 
@@ -325,7 +327,8 @@ def layer_cosines(model: Encoder, text: str, *, layers: str = "all") -> LayerCos
     states = tok.vectors.reshape(len(tok.tokens), model.n_layers + 1, -1).transpose(1, 0, 2)
     chosen = list(parse_layers(layers, model.n_layers))
     normed = unit(states[chosen])
-    return LayerCosines(text, list(tok.tokens), chosen, normed @ normed.transpose(0, 2, 1))
+    cosines = normed @ normed.transpose(0, 2, 1)
+    return LayerCosines(text, list(tok.tokens), chosen, cosines, n_dropped=tok.n_dropped)
 
 
 def plot_layers(
