@@ -270,6 +270,9 @@ def test_token_and_word_vectors_refuse_the_options_their_levels_refuse(
     for level, embed, rows in calls:
         with pytest.raises(InvalidSpec, match=f"{level} rows are not pooled, so {name} would be ignored"):
             CorpusOptions.of(level=level, **option).for_level()  # type: ignore[arg-type]
+        if name == "prompt":  # the library's rows are the prompted text's (prompt_name's too), as TEI's
+            assert bundled.embed_tokens("a big cat", prompt="query: ")[0].tokens[1:3] == ["query", ":"]
+            continue
         with pytest.raises(InvalidSpec, match=f"^{rows} vectors are not pooled, so {name} would be ignored"):
             embed("a big cat", **option)
     plain = bundled.embed_tokens("a big cat", pooling="auto", normalize=None, mask_special=False)[0]
