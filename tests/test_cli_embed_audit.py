@@ -216,3 +216,17 @@ def test_cut_is_said_in_the_shared_wording_and_singular() -> None:
     assert "--long window keeps every token" in ran.stderr
     assert JobSummary(output=Path("x.parquet"), embedded=1).line().startswith("1 text embedded,")
     assert JobSummary(output=Path("x.parquet"), embedded=2).line().startswith("2 texts embedded,")
+
+
+def test_info_lists_the_prompts_prompt_name_takes(bundled_path: Path, tmp_path: Path) -> None:
+    """`bertscope info` did not list a model's prompts (/v2/info does): a command-line user learned them
+    only from the refusal of an unknown name."""
+    from prompted import PROMPTS, with_prompts
+
+    folder = str(with_prompts(bundled_path, tmp_path / "prompted", include_prompt=False, default="query"))
+    answer = json.loads(run_main("info", "--model", folder, "--json").stdout)
+    assert answer["prompts"] == PROMPTS and answer["default_prompt_name"] == "query"
+    ran = run_main("info", "--model", folder)
+    assert ran.code == 0 and "query='query: ' (default), passage='passage: '" in ran.stdout
+    plain = json.loads(run_main("info", "--json").stdout)
+    assert plain["prompts"] == {} and plain["default_prompt_name"] is None

@@ -48,20 +48,30 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
     Example: `bertscope info --model ./my-bert`
     """
     from ..backends.recorded import folder_info
+    from ..core.prompts import read_prompts
     from ..verify.fingerprint import light_fingerprint, store_fingerprint
 
     view = FolderView.open(model)
     light = folder_info(view) if view is not None else None
     fingerprint = light_fingerprint(model) if light is not None else None
-    if light is None or fingerprint is None:
+    if view is not None and light is not None and fingerprint is not None:
+        prompts = read_prompts(view.path)
+    else:
         loaded = load_model(model)
-        light, fingerprint = loaded.info().to_dict(), store_fingerprint(loaded)
-    # what `bertscope verify --store` and /v2/info compare: the id, settings and file hashes
-    details = {**light, "fingerprint": fingerprint}
+        light, fingerprint, prompts = loaded.info().to_dict(), store_fingerprint(loaded), loaded.prompts
+    # The prompts prompt_name takes, as /v2/info lists them; what `bertscope verify --store` and /v2/info
+    # compare: the fingerprint's id, settings and file hashes.
+    details = {**light, "prompts": dict(prompts.prompts), "fingerprint": fingerprint}
     if as_json:
-        emit_json(details)
+        emit_json({**details, "default_prompt_name": prompts.default_name})
         return
     details["fingerprint"] = fingerprint["id"]
+    # quoted: a prompt's closing space is part of it
+    shown = [
+        f"{name}={text!r}" + (" (default)" if name == prompts.default_name else "")
+        for name, text in details["prompts"].items()
+    ]
+    details["prompts"] = shown
     from .embed_printed import plain_value
 
     table = Table(show_header=False, box=None)
