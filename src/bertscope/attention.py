@@ -115,7 +115,9 @@ def _say_float_weights(model: Encoder) -> None:
     """Say once per model that an int8 or bfloat16 runtime's model gets the float32 model's weights (its
     attention graph, or the module): that graph returns no probabilities, and a caller comparing precisions
     must not read them as its own."""
-    lossy = model.quantize or (model.runtime_dtype if model.runtime_dtype not in (None, "float32") else None)
+    from .anatomy import lossy_runtime
+
+    lossy = lossy_runtime(model)
     if lossy and model not in _SAID_FLOAT:
         from .core.encoder import stderr
 

@@ -238,18 +238,17 @@ def _attention_view(model: Encoder, a: str, b: str, spec: EmbedSpec, score: floa
     for name, text in (("a", a), ("b", b)):
         # The attention of the text the sentence vector was made from: its prompt first.
         read = spec.prompt + text if spec.prompt else text
-        long = spec.long.value
-        if spec.long is LongText.WINDOW:
-            long = "truncate"  # attention is within one window: a text that fits is read whole
-            dropped = model.tokenize([read], long=long)[0].n_dropped
-            if dropped:
-                raise InvalidInput(
-                    f"text {name} is {dropped} tokens past the model's limit ({model.max_tokens}) and "
-                    f"{spec.pooling.value} pooling has no exact split: its view, the [CLS] attention, is "
-                    "within one window; use long='truncate', or an exact pooling (mean) to explain it window "
-                    "by window"
-                )
-        tokens, weights = attention_of(model, read, long=long)
+        # attention is within one window: under long="window" a text that fits is read whole
+        long = "truncate" if spec.long is LongText.WINDOW else spec.long.value
+        counted = model.tokenize([read], long=long)[0]
+        if spec.long is LongText.WINDOW and counted.n_dropped:
+            raise InvalidInput(
+                f"text {name} is {counted.n_dropped} tokens past the model's limit ({model.max_tokens}) and "
+                f"{spec.pooling.value} pooling has no exact split: its view, the [CLS] attention, is "
+                "within one window; use long='truncate', or an exact pooling (mean) to explain it window "
+                "by window"
+            )
+        tokens, weights = attention_of(model, read, long=long, tokens=counted)
         rows.append((_in_given_text(tokens, spec), weights[layer - 1].mean(axis=0)[0].astype(np.float64)))
     (tok_a, row_a), (tok_b, row_b) = rows
     note = (

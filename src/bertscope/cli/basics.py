@@ -430,16 +430,17 @@ def _exit_if_proof_fails(anatomy: Any, model: Any) -> None:
         return
     error, bound = anatomy.max_abs_error, _bound_said(anatomy)
     if lossy := lossy_runtime(model):
-        err.print(
-            f"error: the parts (the float32 weights) rebuild this model's layer 0 only to {error:.2e} (not "
+        said = (
+            f"the parts (the float32 weights) rebuild this model's layer 0 only to {error:.2e} (not "
             f"< {bound}): its {lossy} runtime rounds layer 0; drop --quantize/--dtype to take the float32 "
             "model apart, where the proof holds"
         )
-        raise typer.Exit(1)
-    err.print(
-        f"error: the parts rebuild the model's layer 0 only to {error:.2e} (not < {bound}), so this anatomy "
-        "is not the model's own; please report it with the model's config.json"
-    )
+    else:
+        said = (
+            f"the parts rebuild the model's layer 0 only to {error:.2e} (not < {bound}), so this anatomy is "
+            "not the model's own; please report it with the model's config.json"
+        )
+    err.print(f"error: {said}")
     raise typer.Exit(1)
 
 

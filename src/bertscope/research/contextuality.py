@@ -179,9 +179,10 @@ def _offer(
         intra.append([_intra(static)] + [_intra(layered[:, k]) for k in range(count)])
     for name, lay, sta in zip(names, layered, static, strict=True):
         pool.offer((index, lay, sta))
-        if name in targets:
-            found.seen[name] = found.seen.get(name, 0) + 1
-        if name in targets and len(found.sentences.get(name, [])) < max_contexts:
+        if name not in targets:
+            continue
+        found.seen[name] = found.seen.get(name, 0) + 1
+        if len(found.sentences.get(name, [])) < max_contexts:
             found.sentences.setdefault(name, []).append(index)
             found.layered.setdefault(name, []).append(lay.copy())
             found.static.setdefault(name, []).append(sta.copy())
@@ -266,7 +267,6 @@ def contextuality(
         {w: f"in {contexts[w]} distinct sentence(s), 2 needed" for w in chosen if contexts[w] < 2}
     )
     note = _left_out_note(left_out)
-    capped = found.capped(kept)
     if not kept:
         raise InvalidInput(
             f"no word to measure: {note}; name words that occur in two or more distinct sentences "
@@ -303,7 +303,9 @@ def contextuality(
         "words": "given" if words else f"the {top} most frequent in {min_contexts} sentences or more",
     }  # fmt: skip
     notes = [f"words left out: {note}"] if note else []
-    if capped:  # kept in corpus order, so a word past the cap is measured on the corpus's start
+    if capped := found.capped(
+        kept
+    ):  # kept in corpus order, so a word past the cap is measured on the corpus's start
         notes.append(f"occurrences kept per word (max_contexts={max_contexts}): {capped}")
     return Contextuality(records, per_word, occurrences, settings, "; ".join(notes) or None)
 

@@ -176,11 +176,10 @@ def word_points(
     # string is one word and one sentence, as contextuality reads them (not its letters).
     named, split = given_words(model, words)
     texts = [sentences] if isinstance(sentences, str) else sentences
-    found = word_occurrences(model, texts, named) if named else None
-    layered = found[0].layered if found is not None else {}
+    found = word_occurrences(model, texts, named)[0] if named else None
+    layered = found.layered if found is not None else {}
     present = [w for w in named if w in layered]
-    capped = found[0].capped(present) if found is not None else ""
-    if capped:
+    if found is not None and (capped := found.capped(present)):
         warnings.warn(f"drawn: {capped} (the most a word is drawn with)", UserWarning, stacklevel=2)
     why = {**split, **{w: "0 occurrences in the sentences given" for w in named if w not in present}}
     if not present:
