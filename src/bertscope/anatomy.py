@@ -121,7 +121,7 @@ class Anatomy:
 def decompose(model: Encoder, tokens: list[Tokens]) -> list[Anatomy]:
     """Rebuild layer 0 from its parts for a padded batch of texts and compare with the model's own; a text
     cut at the model's limit is said with a `TruncatedTextsWarning`."""
-    # anatomy takes no long=: the fix it has is a shorter text
+    # one window at most (long= truncate or error): the fix for a cut is a shorter text
     say_cut([t.n_dropped for t in tokens], model.max_tokens, "split the text to see its end")
     ids_np, mask_np = pad_batch([t.ids for t in tokens], model.pad_id)
     types_np, _ = pad_batch([t.token_type_ids for t in tokens], 0)

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .core._enums import LongText
-from .core.tokens import Text, Tokens, one_text_or_pair, pad_batch, say_cut
+from .core.tokens import Text, Tokens, check_texts, one_text_or_pair, pad_batch, say_cut
 from .errors import BertscopeError, InvalidInput
 from .research.states import layered
 
@@ -90,10 +90,8 @@ def attention_of(
     layered(model, "attention")  # a static model: rows, no attention to read
     if not one_text_or_pair(text):
         raise InvalidInput("attentions takes one text or one (A, B) pair (a tuple of two strings)")
-    if LongText.parse(long, what="long-text policy") is LongText.WINDOW:
-        raise InvalidInput("attention is within one window: use long='truncate' or 'error', not 'window'")
-    if tokens is None:
-        tokens = model.tokenize([text], long=long)[0]  # in a list: a pair is one item
+    if tokens is None:  # in a list: a pair is one item
+        tokens = model.tokenizer.encode_one_window(check_texts([text], pairs=True), long, what="attention")[0]
     ids, mask = pad_batch([tokens.ids], model.pad_id)
     types, _ = pad_batch([tokens.token_type_ids], 0)
     model.engine.check_ids(ids, types)  # the graph and the module index the tables without this check

@@ -223,6 +223,10 @@ CombineOpt = Annotated[
 LongOpt = Annotated[
     str, typer.Option("--long", help="Texts over the model's limit: truncate, window, error.")
 ]
+# The commands that read one window (anatomy, attention): /anatomy's and /attention's `long`.
+CutOpt = Annotated[
+    str, typer.Option("--long", help="A text over the model's limit: truncate (the cut is said) or error.")
+]
 PromptNameOpt = Annotated[
     str | None,
     typer.Option("--prompt-name", help="One of the model's own prompts (default: its default prompt)."),

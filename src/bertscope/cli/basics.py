@@ -15,10 +15,12 @@ from ..core.folder import FolderView
 from ..errors import InvalidInput
 from .app import (
     BackendOpt,
+    CutOpt,
     DeviceOpt,
     DtypeOpt,
     EngineOpt,
     JsonOpt,
+    LongOpt,
     ModelOpt,
     PairOpt,
     QuantizeOpt,
@@ -36,8 +38,7 @@ from .app import (
     with_pair,
 )
 
-# tokens and anatomy take no --long: their cut line names the fix where one is.
-TOKENS_FIX = "embed and similarity cut them there too, and their --long window keeps every token"
+TOKENS_FIX = "embed and similarity cut them there too; --long window shows (and embeds) every token"
 ANATOMY_FIX = "the anatomy stops there; split the text to see its end"
 
 
@@ -88,20 +89,22 @@ def tokens(
         bool, typer.Option("--pad", help="Show the padded batch with its attention mask.")
     ] = False,
     pair: PairOpt = None,
+    long: LongOpt = "truncate",
     model: ModelOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Show how texts become word pieces: token, id, word, character span, special (and segment, --pair).
 
     Examples: `bertscope tokens "I like eating bread"`, `bertscope tokens "a" "b c" --pad`,
-    `bertscope tokens "How are you?" --pair "Fine."`
+    `bertscope tokens "How are you?" --pair "Fine."`, `bertscope tokens "$(cat long.txt)" --long window`
+    (every token, as embed's --long window reads them)
     """
     from .embed_printed import refuse_lone_dash
 
     refuse_lone_dash(texts, command="tokens", reads_input=False)
     # the tokenizer alone answers, without torch, where the folder has a tokenizer.json
     m: Any = FolderView.open(model) or load_model(model)
-    toks = m.tokenize(with_pair(texts, pair))
+    toks = m.tokenize(with_pair(texts, pair), long=long)
     say_cut([t.n_dropped for t in toks], m.max_tokens, TOKENS_FIX)
     if pad:
         from ..core.tokens import pad_batch
@@ -350,11 +353,13 @@ def anatomy(
     backend: BackendOpt = "auto",
     quantize: QuantizeOpt = "none",
     threads: ThreadsOpt = None,
+    long: CutOpt = "truncate",
     as_json: JsonOpt = False,
 ) -> None:
     """The embedding layer taken apart: word + segment + position rows, LayerNorm, and the proof.
 
-    Examples: `bertscope anatomy "I am Sinan"`, `bertscope anatomy "How are you?" --pair "Fine."`
+    Examples: `bertscope anatomy "I am Sinan"`, `bertscope anatomy "How are you?" --pair "Fine."`,
+    `bertscope anatomy "a long text ..." --long error` (refused if it is over the model's limit)
     """
     import numpy as np
 
@@ -362,8 +367,8 @@ def anatomy(
 
     refuse_lone_dash([text], command="anatomy", reads_input=False, takes="its text as an argument")
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
-    with cuts_said_here():  # the library's words name long=, which anatomy does not take
-        a = m.anatomy(text) if pair is None else m.anatomy([(text, pair)])[0]  # a pair sits in a list
+    with cuts_said_here():  # said below in the command line's words
+        a = m.anatomy(text, long=long) if pair is None else m.anatomy([(text, pair)], long=long)[0]
     say_cut([a.n_dropped], m.max_tokens, ANATOMY_FIX)
     from ..anatomy import STEPS
 

@@ -13,6 +13,7 @@ from ..errors import InvalidInput
 from .app import (
     BackendOpt,
     CombineOpt,
+    CutOpt,
     DeviceOpt,
     DtypeOpt,
     HiddenArgumentsUnsaid,
@@ -203,6 +204,7 @@ def attention(
     backend: BackendOpt = "auto",
     quantize: QuantizeOpt = "none",
     threads: ThreadsOpt = None,
+    long: CutOpt = "truncate",
     as_json: JsonOpt = False,
 ) -> None:
     """Attention weights of one layer: what each token reads most (heads averaged, or one head).
@@ -213,7 +215,8 @@ def attention(
 
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     index = attention_layer(m, layer, head=head)  # before any forward, or a first export
-    tokens, weights = attention_of(m, text if pair is None else (text, pair))  # counts a cut, says none
+    # counts a cut, says none
+    tokens, weights = attention_of(m, text if pair is None else (text, pair), long=long)
     say_cut(
         [tokens.n_dropped], m.max_tokens, "attention is read within one window; split the text to see its end"
     )

@@ -259,12 +259,13 @@ class FolderView:
         types = gives_token_types(self.config, self.tokenizer_config)  # as Encoder reads them
         return TextTokenizer(self.tokenizer, max_tokens=self.max_tokens, token_types=types)
 
-    def tokenize(self, texts: Sequence[Any]) -> list[Tokens]:
-        """Tokens of each text or (A, B) pair, cut to `max_tokens` as `Model.tokenize` cuts them."""
+    def tokenize(self, texts: Sequence[Any], *, long: LongText | str = "truncate") -> list[Tokens]:
+        """Tokens of each text or (A, B) pair, fitted under `long` as `Model.tokenize` fits them."""
         from .tokens import check_texts
 
+        policy = LongText.parse(long, what="long-text policy")
         items = check_texts(texts, pairs=True)  # as Model.tokenize: a bare (A, B) tuple reads two ways
-        return self.text_tokenizer.encode_fitted(items, LongText.TRUNCATE)
+        return self.text_tokenizer.encode_fitted(items, policy)
 
     # The static rows, read from the safetensors weights (the `StaticSource` of bertscope.static) ---------
 

@@ -405,6 +405,22 @@ class TextTokenizer:
             raise self._too_long(index, len(tokens))
         return tokens.truncated(self.max_tokens)
 
+    def encode_one_window(self, texts: Sequence[Text], long: LongText | str, *, what: str) -> list[Tokens]:
+        """`encode_fitted` for a view of one window (`what`: "the anatomy", "attention"): `window` refused,
+        and a text over the limit under `error` refused with the fixes one window has."""
+        policy = LongText.parse(long, what="long-text policy")
+        if policy is LongText.WINDOW:
+            raise InvalidInput(f"{what} reads one window: use long='truncate' or 'error', not 'window'")
+        tokens = self.encode_fitted(texts, LongText.TRUNCATE)
+        for index, fitted in enumerate(tokens):
+            if policy is LongText.ERROR and fitted.n_dropped:
+                raise InputTooLong(
+                    f"{text_named('text', index)} has {len(fitted) + fitted.n_dropped} tokens but the model "
+                    f"takes at most {self.max_tokens}, and {what} reads one window; use long='truncate' "
+                    "(drops the end, reported) or a shorter text"
+                )
+        return tokens
+
     def _too_long(self, index: int, n_tokens: int) -> InputTooLong:
         return InputTooLong(
             f"{text_named('text', index)} has {n_tokens} tokens but the model takes at most "

@@ -22,7 +22,7 @@ from ..core.given import single
 from ..core.layers import LayerSpec
 from ..core.spec import unknown_option
 from ..core.st_attributes import SentenceTransformersAttributes
-from ..core.tokens import Text, Tokens
+from ..core.tokens import Text, check_texts
 from ..errors import UnknownOption
 from ..research.methods import ResearchMethods
 
@@ -154,16 +154,23 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
     # What each layer holds (research/probe.py, research/cka.py) ---------------------------------
 
     @overload
-    def anatomy(self, texts: Text) -> Anatomy: ...  # type: ignore[overload-overlap]
+    def anatomy(self, texts: Text, *, long: LongText | str = ...) -> Anatomy: ...  # type: ignore[overload-overlap]
     @overload
-    def anatomy(self, texts: Sequence[Text]) -> list[Anatomy]: ...
+    def anatomy(self, texts: Sequence[Text], *, long: LongText | str = ...) -> list[Anatomy]: ...
 
-    def anatomy(self, texts: Text | Sequence[Text]) -> Anatomy | list[Anatomy]:
-        """The embedding layer taken apart for a text or pair (or a padded batch of them), with its proof."""
-        tokens = self.tokenize(texts)
+    def anatomy(
+        self, texts: Text | Sequence[Text], *, long: LongText | str = "truncate"
+    ) -> Anatomy | list[Anatomy]:
+        """The embedding layer taken apart for a text or pair (or a padded batch of them), with its proof.
+
+        `long`: a text over the model's limit is cut (`truncate`, said with a `TruncatedTextsWarning`) or
+        refused (`error`), as /anatomy's `long`; the anatomy is of one window, so `window` is refused.
+        """
+        items = check_texts(texts, pairs=True)
+        tokens = self.tokenizer.encode_one_window(items, long, what="the anatomy")
         from .. import anatomy as _anatomy
 
-        result = _anatomy.decompose(self, [tokens] if isinstance(tokens, Tokens) else tokens)
+        result = _anatomy.decompose(self, tokens)
         return result[0] if single(texts) else result
 
     def encode(

@@ -85,7 +85,8 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
 
         def count() -> Any:
             items = check_texts([text], pairs=True)  # in a list: a pair is one item
-            return svc.gated(items, lambda: svc.model.tokenize(items, long=req.long)[0])
+            fit = svc.model.tokenizer.encode_one_window
+            return svc.gated(items, lambda: fit(items, req.long, what="attention")[0])
 
         # Counted first (refused with long=error), so the answer is bounded before any forward; the
         # worker reads these tokens, not the text a second time.

@@ -315,7 +315,8 @@ def model_routes(app: FastAPI, svc: Service) -> None:
         def tokenize() -> tuple[Tokens, tuple[int, int]]:
             row = _anatomy_row(svc)  # first: a model with no layers is refused before any tokenizing
             items = check_texts([text], pairs=True)  # in a list: a pair is one item
-            return svc.gated(items, lambda: svc.model.tokenize(items, long=req.long)[0]), row
+            fit = svc.model.tokenizer.encode_one_window
+            return svc.gated(items, lambda: fit(items, req.long, what="the anatomy")[0]), row
 
         # Tokenized once (refused with long=error), and the answer bounded, before the worker.
         tokens, (steps, width) = await svc.tokenizing(req.inputs, tokenize)
