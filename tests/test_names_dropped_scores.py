@@ -118,7 +118,8 @@ def test_similarity_json_says_scores_as_the_service(client: TestClient, bundled:
     served = client.post("/v2/similarity", json={"source": "a cat", "sentences": ["a dog", "a car"]}).json()
     np.testing.assert_allclose(served["scores"], data["scores"][0][1:], atol=1e-5)
     ran = run_main("similarity", "a cat", "a dog", "--baseline", "--json")
-    assert ran.code == 0 and set(json.loads(ran.stdout)) == {"texts", "scores", "percentile"}
+    assert ran.code == 0
+    assert set(json.loads(ran.stdout)) == {"model", "texts", "scores", "spec", "percentile", "baseline"}
 
 
 def test_similar_json_gives_each_hit_a_score(bundled: bertscope.Model, tmp_path: Path) -> None:

@@ -96,18 +96,26 @@ def similarity(
         raise InvalidInput("--baseline and --threshold-file do not take a prompt yet; leave --prompt* out")
     items = with_pair(texts, pair)
     matrix = m.similarity(items, post=post, prompt_name=prompt_name, prompt=prompt, **options)
-    percentiles = same = None
+    percentiles = same = fitted = None
     if baseline:
         refs = list(read_lines(reference)) if reference is not None else None
-        percentiles = m.baseline(reference=refs, post=post, **options).percentile(matrix)
+        fitted = m.baseline(reference=refs, post=post, **options)
+        percentiles = fitted.percentile(matrix)
     if threshold_file is not None:
         threshold = checked_threshold(m, threshold_file, post, options)
         same = matrix >= threshold.threshold
     if as_json:
-        extra = {"percentile": percentiles} if percentiles is not None else {}
+        from ..core.spec import EmbedOptions, resolve
+
+        # /v2/similarity's fields: the model, the spec the scores were made with, the baseline's figures
+        recipe = resolve(m, EmbedOptions.given(post=post, prompt_name=prompt_name, prompt=prompt, **options))
+        answer: dict[str, Any] = {"model": m.loaded.source, "texts": texts, "scores": matrix}
+        answer["spec"] = recipe.provenance()
+        if fitted is not None:
+            answer.update(percentile=percentiles, baseline=fitted.describe())
         if same is not None:
-            extra["same"] = same.tolist()
-        emit_json({"texts": texts, "scores": matrix, **extra})
+            answer["same"] = same.tolist()
+        emit_json(answer)
         return
     title = "cosine similarity" + (" (percentile among unrelated pairs)" if baseline else "")
     table = Table("", *[f"{i}" for i in range(len(texts))], title=title)
