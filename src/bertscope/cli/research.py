@@ -38,6 +38,7 @@ from .app import (
 from .embed_options import given_options
 from .evaluate import NoPlotOpt, OldPlotOpt, PlotOpt, eval_app, picture_path, records_table
 from .pictures import OverwriteOpt, one_input, plot_app, vocab_app
+from .wording import as_flags
 
 app.add_typer(eval_app, name="eval")
 app.add_typer(vocab_app, name="vocab")
@@ -65,6 +66,10 @@ def contextuality_cmd(
     min_contexts: Annotated[
         int, typer.Option("--min-contexts", help="Without --words: sentences a word needs.")
     ] = 5,
+    max_contexts: Annotated[
+        int,
+        typer.Option("--max-contexts", help="Occurrences measured per word: its first N in the corpus."),
+    ] = 200,
     baseline_pairs: Annotated[
         int,
         typer.Option(
@@ -102,6 +107,7 @@ def contextuality_cmd(
     typed_top = "--top" if old_top is not None else "--top-k"  # named as typed
     whole_number(top, typed_top, meaning="the most frequent words measured")
     whole_number(min_contexts, "--min-contexts", meaning="sentences a word needs")
+    whole_number(max_contexts, "--max-contexts", least=2, meaning="occurrences measured per word")
     whole_number(baseline_pairs, "--baseline-pairs", most=MAX_BASELINE_PAIRS, meaning=BASELINE_PAIRS)
     _refuse_choosing_with_words(ctx, words, top=(typed_top, top), min_contexts=min_contexts)
     if words is not None and not any(w.strip() for w in words.split(",")):  # the library's, in flags
@@ -116,6 +122,7 @@ def contextuality_cmd(
         words=None if words is None else words.split(","),
         top=None if words is not None else top,  # the library refuses both; -k with --words is refused above
         min_contexts=min_contexts,
+        max_contexts=max_contexts,
         baseline_pairs=baseline_pairs,
         seed=seed,
     )
@@ -131,7 +138,7 @@ def contextuality_cmd(
             style="cyan",
         )
     if result.note:
-        warn(result.note, label="note:", style="cyan")
+        warn(as_flags(result.note), label="note:", style="cyan")
     if as_json:
         emit_json(result.to_dict())
         return

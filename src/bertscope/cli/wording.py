@@ -48,10 +48,10 @@ FLAGS: dict[str, str] = {
     for name in (
         "backend", "batch_size", "chunk_overlap", "chunk_size", "chunks", "collection", "column", "combine",
         "control", "corpus", "device", "dim", "dtype", "engine", "fast_min_cosine", "folds", "format",
-        "id_field", "kind", "label_field", "layers", "level", "limit", "long", "mask_special", "min_count",
-        "min_contexts", "n_clusters", "n_jobs", "nprobe", "normalize", "overwrite", "per_label_layer",
-        "pooling", "post", "precision", "prompt", "prompt_name", "quantize", "remeasure", "resume", "seed",
-        "stride", "subword", "sweep", "test", "text_field", "threads", "view", "workers",
+        "id_field", "kind", "label_field", "layers", "level", "limit", "long", "mask_special", "max_contexts",
+        "min_count", "min_contexts", "n_clusters", "n_jobs", "nprobe", "normalize", "overwrite",
+        "per_label_layer", "pooling", "post", "precision", "prompt", "prompt_name", "quantize", "remeasure",
+        "resume", "seed", "stride", "subword", "sweep", "test", "text_field", "threads", "view", "workers",
     )
 } | {"k": "-k", "top_k": "-k", "late": "--late", "model": "-m", "debiased": "--debiased"}  # fmt: skip
 # Booleans: the flag for True and, where one exists, for False (None: no flag turns it off).
