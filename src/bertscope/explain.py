@@ -14,7 +14,6 @@ whole score sits, exactly, on the pair of first tokens ([CLS] and [CLS]: the sam
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +27,7 @@ from .core.similarity import cos_sim
 from .core.spec import EmbedOptions, EmbedSpec, LongText, resolve
 from .core.texts_given import text_refusal
 from .core.tokens import Tokens, say_cut
+from .core.writable import refuse_unwritable
 from .errors import InvalidInput, InvalidSpec
 
 if TYPE_CHECKING:
@@ -431,12 +431,5 @@ def picture_file(path: str | Path, *, overwrite: bool = False) -> Path:
     if not overwrite and (path.exists() or path.is_symlink()):
         # the wording of every other writer's refusal (fit-post, embed -o); the CLI reads --overwrite
         raise InvalidInput(f"{path} exists; pass overwrite=True to replace it, or choose another name")
-    try:  # a folder that exists but takes no file (read-only, /proc) fails here, not after the work
-        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".bertscope-write-test-"):
-            pass
-    except OSError as exc:
-        raise InvalidInput(
-            f"cannot write the picture {path}: the folder {path.parent} takes no file ({exc.strerror}); "
-            "choose a folder you can write to"
-        ) from None
+    refuse_unwritable(path, "the picture")  # a read-only folder fails here, not after the work
     return path

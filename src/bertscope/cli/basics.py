@@ -12,6 +12,7 @@ from rich.text import Text
 
 from ..core.exports import formats_help
 from ..core.folder import FolderView
+from ..core.writable import refuse_unwritable
 from ..errors import InvalidInput
 from .app import (
     BackendOpt,
@@ -280,6 +281,8 @@ def static(
             raise InvalidInput("--overwrite replaces an existing --output file; add -o FILE or drop it")
         if fmt is not None and output is None:  # unread without a file to write: said, not ignored
             raise InvalidInput("--format names the format of -o FILE (or --corpus's); add -o FILE or drop it")
+    if output is not None and corpus is None and output.parent.is_dir():  # --corpus's job lock checks it
+        refuse_unwritable(output, "-o")  # before the rows are read, not after
     # Rows of the matrix need no forward: with the default load options they are read from the folder's
     # safetensors without torch (about 1 s where a load takes 6-9 s), the same float32 values a load gives.
     defaults = (device, dtype, backend, quantize, threads) == ("auto", "float32", "auto", "none", None)

@@ -17,6 +17,7 @@ from typer.core import TyperCommand
 from ..core._enums import Backend, DType, Quantize
 from ..core.spec import reloadable
 from ..core.text_files import not_a_file
+from ..core.writable import cannot_create
 from ..errors import BertscopeError, InvalidInput
 from .app import (
     FastMinCosineOpt,
@@ -251,8 +252,11 @@ def _check_writable(path: Path, *, overwrite: bool) -> None:
         raise InvalidInput(f"--save {path} exists; pass --overwrite to replace it, or choose another name")
     if not folder.is_dir():
         raise InvalidInput(f"--save {path}: the folder {folder} does not exist; create it or save elsewhere")
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise InvalidInput(f"--save {path}: not writable here; choose a path you can write to")
+    why = cannot_create(folder)  # os.access says yes to root in a folder that takes no file (/proc)
+    if why or (path.exists() and not os.access(path, os.W_OK)):
+        raise InvalidInput(
+            f"--save {path}: not writable here ({why or 'read-only'}); choose a path you can write to"
+        )
 
 
 def _load(model: str | None, run: dict[str, Any], stored: dict[str, Any] | None = None) -> Any:

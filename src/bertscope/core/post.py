@@ -26,6 +26,7 @@ from ..errors import InvalidInput, InvalidSpec
 from ._enums import Combine, LongText, Pooling, StrEnum
 from .layers import LayerSpec
 from .results import SentenceEmbeddings
+from .writable import refuse_unwritable
 
 __all__ = [
     "PostKind",
@@ -294,6 +295,7 @@ def check_post_path(path: Path) -> None:
         raise InvalidInput(f"cannot write {path}: it is a folder; give a file name ending in .safetensors")
     if not path.parent.exists():
         raise InvalidInput(f"cannot write {path}: the folder {path.parent} does not exist")
+    refuse_unwritable(path, "the post-processing")
 
 
 def load_post(path: str | Path) -> PostProcessor:

@@ -8,19 +8,18 @@ and its command, which the running job writes into the lock file. The lock is th
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import json
 import os
 import re
 import shlex
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
+from ..core.writable import cannot_create
 from ..errors import CorpusError
 
 __all__ = ["job_lock", "lock_path", "running_job"]
@@ -54,7 +53,7 @@ def job_lock(output: str | Path, *, collection: str | None = None) -> Iterator[N
         lock.acquire()
     except Timeout:
         # filelock also times out where the lock file cannot be created at all (/proc): no job holds it
-        why = _cannot_create(path.parent)
+        why = cannot_create(path.parent)
         if why is not None:
             raise _unwritable(output, path, why) from None
         raise CorpusError(
@@ -72,20 +71,6 @@ def job_lock(output: str | Path, *, collection: str | None = None) -> Iterator[N
         # Removed while still held: a job waiting on the old file sees it gone and takes a new one.
         path.unlink(missing_ok=True)
         lock.release()
-
-
-def _cannot_create(folder: Path) -> str | None:
-    """Why no new file can be made in `folder`, or None where one can (a file of its own, removed at
-    once: the lock file itself may be another job's)."""
-    try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".bertscope-lock-probe-")
-    except OSError as exc:
-        if exc.errno == errno.ENOENT:  # the folder is there: its file system takes no new files
-            return "its file system takes no new files"
-        return exc.strerror or str(exc)
-    os.close(fd)
-    os.unlink(probe)
-    return None
 
 
 def _unwritable(output: Path, path: Path, why: str) -> CorpusError:
