@@ -17,6 +17,7 @@ LONG = "word " * 400  # 402 tokens: past the tiny BERT's 64 (and the bundled mod
 SHORT = "a cat sat on the mat"
 WINDOW = "--long window keeps every token"
 SPLIT = "split the text to see its end"
+SHOWN = "--long window shows (and embeds) every token"  # tokens takes --long window itself
 
 # command (with {text} for the text) -> the fix its one line names
 COMMANDS: dict[str, tuple[list[str], str]] = {
@@ -27,9 +28,9 @@ COMMANDS: dict[str, tuple[list[str], str]] = {
     "embed --tokens": (["embed", "{text}", "--tokens"], WINDOW),
     "embed --tokens --json": (["embed", "{text}", "--tokens", "--json"], WINDOW),
     "embed --level words": (["embed", "{text}", "--level", "words"], WINDOW),
-    "tokens": (["tokens", "{text}", "a dog"], WINDOW),
-    "tokens --json": (["tokens", "{text}", "--json"], WINDOW),
-    "tokens --pad": (["tokens", "{text}", "--pad", "--json"], WINDOW),
+    "tokens": (["tokens", "{text}", "a dog"], SHOWN),
+    "tokens --json": (["tokens", "{text}", "--json"], SHOWN),
+    "tokens --pad": (["tokens", "{text}", "--pad", "--json"], SHOWN),
     "anatomy": (["anatomy", "{text}"], SPLIT),
     "anatomy --json": (["anatomy", "{text}", "--json"], SPLIT),
     "attention": (["attention", "{text}"], SPLIT),

@@ -92,8 +92,8 @@ def test_attention_reads_the_text_once(
 ) -> None:
     """The route counted the tokens (gated) and the worker tokenized the text again, ungated."""
     calls: list[object] = []
-    real = bundled.tokenize
-    monkeypatch.setattr(bundled, "tokenize", lambda *a, **k: calls.append(a) or real(*a, **k))
+    real = bundled.tokenizer.encode_fitted  # what every way of tokenizing a text calls
+    monkeypatch.setattr(bundled.tokenizer, "encode_fitted", lambda *a, **k: calls.append(a) or real(*a, **k))
     answer = httpx.post(f"{url}/attention", json={"text": A, "layer": 1, "head": 0}, timeout=60)
     assert answer.status_code == 200 and len(calls) == 1
     np.testing.assert_allclose(answer.json()["attention"], bundled.attentions(A)[0, 0], atol=1e-5)
