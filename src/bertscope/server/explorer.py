@@ -20,12 +20,12 @@ import numpy as np
 from fastapi import FastAPI, Response
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
 from ..core.similarity import unit
 from ..core.tokens import Tokens, check_texts, pad_batch
 from .answers import Rows, answer
-from .schema_fields import OneText, TextList, one_inputs
+from .schema_fields import InputsWasText, OneText, TextList
 
 if TYPE_CHECKING:
     from ..core.spec import EmbedSpec
@@ -37,7 +37,7 @@ __all__ = ["mount_explorer", "layer_cosines"]
 STATIC_DIR = Path(__file__).parent / "static"
 
 
-class LayersRequest(BaseModel):
+class LayersRequest(InputsWasText):
     """One text whose tokens are followed through every layer."""
 
     model_config = ConfigDict(extra="forbid")
@@ -46,11 +46,6 @@ class LayersRequest(BaseModel):
         examples=["I like eating bread"],
         validation_alias=AliasChoices("inputs", "text"),
     )
-
-    @model_validator(mode="before")
-    @classmethod
-    def _one_inputs(cls, given: Any) -> Any:
-        return one_inputs(given, "text")
 
 
 class BatchRequest(BaseModel):

@@ -22,6 +22,7 @@ from .schema_fields import (
     CUT_HELP,
     TEXT_SCHEMA,
     Cut,
+    InputsWasText,
     OneText,
     PositiveInt,
     Strict,
@@ -29,7 +30,6 @@ from .schema_fields import (
     WholeInt,
     fitted_int,
     named,
-    one_inputs,
     one_name,
     one_top_k,
     spelled,
@@ -193,7 +193,7 @@ class ExplainRequest(SpecFields):
         return one_name(given, "top_k", "top", one_top_k("top"))
 
 
-class AttentionRequest(Strict):
+class AttentionRequest(InputsWasText, Strict):
     """Attention weights of one text or (A, B) pair: one layer, one head, or all of them."""
 
     inputs: Text = Field(
@@ -209,11 +209,6 @@ class AttentionRequest(Strict):
     )
     mean_heads: StrictBool = Field(False, description="Average over heads instead of listing them.")
     long: Cut = Field(LongText.TRUNCATE, description=CUT_HELP)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _one_inputs(cls, given: Any) -> Any:
-        return one_inputs(given, "text")
 
 
 class OccurrencesRequest(Strict):

@@ -12,6 +12,7 @@ from pydantic import (
     Field,
     StrictInt,
     WithJsonSchema,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -140,6 +141,16 @@ def one_inputs(given: Any, old: str) -> Any:
     name on the route (pydantic said only that the old name was an extra input)."""
     message = f'"inputs" and "{old}" both given: "{old}" is the older name of "inputs"; send "inputs" only'
     return one_name(given, "inputs", old, message)
+
+
+class InputsWasText(BaseModel):
+    """A one-text body whose "inputs" was "text" (/anatomy, /attention, /explore/layers): both at once are
+    refused in `one_inputs`' one line, where pydantic said only that "text" was an extra input."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_inputs(cls, given: Any) -> Any:
+        return one_inputs(given, "text")
 
 
 def top_k_field(default: int, *, least: int, what: str, old: str) -> Any:

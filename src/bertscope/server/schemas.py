@@ -13,6 +13,7 @@ from .schema_fields import (
     ID_SCHEMA,
     TEXT_SCHEMA,
     Cut,
+    InputsWasText,
     Layers,
     OneText,
     PositiveInt,
@@ -191,7 +192,7 @@ class StaticRequest(Strict):
         return self.as_words or self.word
 
 
-class AnatomyRequest(Strict):
+class AnatomyRequest(InputsWasText, Strict):
     """The embedding layer of one text taken apart."""
 
     inputs: Text = Field(
@@ -200,11 +201,6 @@ class AnatomyRequest(Strict):
         validation_alias=AliasChoices("inputs", "text"),
     )
     long: Cut = Field(LongText.TRUNCATE, description=CUT_HELP)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _one_inputs(cls, given: Any) -> Any:
-        return one_inputs(given, "text")
 
 
 class SimilarityRequest(SpecFields):
