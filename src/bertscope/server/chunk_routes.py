@@ -93,7 +93,7 @@ def chunk_routes(app: FastAPI, svc: Service) -> None:
             raise
         _check_answer_size(svc, planned)
         counted_tokens = await svc.tokenizing(
-            planned.docs, lambda: svc.count_tokens(planned.docs, stride=options.stride)
+            planned.docs, lambda: svc.count_tokens(planned.docs, stride=options.stride, cuttable=False)
         )
         count = svc.check_tokens(counted_tokens)
         engine = svc.model.engine

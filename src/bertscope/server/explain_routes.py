@@ -20,6 +20,7 @@ from ..errors import InvalidInput
 from .answers import Rows, answer, with_rows
 from .feature_schemas import AttentionRequest, ExplainRequest
 from .response_schemas import AttentionResponse, ExplainResponse
+from .service import cut_offer
 
 if TYPE_CHECKING:
     from .service import Service
@@ -41,10 +42,10 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
         n_a, n_b = await svc.tokenizing(
             texts, lambda: [svc.count_tokens(t, req.long, stride=req.stride) for t in texts]
         )
-        count = svc.check_tokens(n_a + n_b)
+        count = svc.check_tokens(n_a + n_b, long=req.long)
         # An exact split answers the (tokens of a) x (tokens of b) matrix of contributions.
         numbers = n_a * n_b if recipe.spec.pooling in exact_poolings() else n_a + n_b
-        svc.check_answer(numbers, f"{n_a} x {n_b} token pairs", "send shorter texts, or cut them (truncate)")
+        svc.check_answer(numbers, f"{n_a} x {n_b} token pairs", f"send shorter texts{cut_offer(req.long)}")
         result = await svc.on_worker(
             lambda: svc.model.explain(
                 req.a,

@@ -64,7 +64,7 @@ def _context_tokens(svc: Service, settings: dict[str, Any], context: str) -> int
     kept = len(layers) if settings.get("combine") in ("concat", "stack") else 1
     prompted = (settings.get("prompt") or "") + context
     long, stride = settings.get("long", "truncate"), settings.get("stride")
-    count = svc.count_tokens(prompted, long, layers=kept, stride=stride)
+    count = svc.count_tokens(prompted, long, layers=kept, stride=stride, cuttable=False)  # the store's
     return svc.check_tokens(count, layers=kept)
 
 

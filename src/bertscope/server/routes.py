@@ -40,6 +40,7 @@ from .schemas import (
     TokenizeRequest,
     TokensRequest,
 )
+from .service import cut_offer
 from .settings import TokenIds
 
 if TYPE_CHECKING:
@@ -78,11 +79,11 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         over = min(svc.max_request_tokens // kept, svc.settings.max_answer_floats // width)
         least = await run_in_threadpool(svc.least_tokens, items, spec.long, over=over)
         _check_answer_size(svc, least, width, least=True)
-        svc.check_tokens(least, layers=kept, least=True)
+        svc.check_tokens(least, layers=kept, least=True, long=spec.long)
         tokens = await svc.tokenizing(items, svc.gated, items, lambda: svc.model.engine.prepare(items, spec))
         count = sum(len(t) for t in tokens)
         _check_answer_size(svc, count, width)
-        svc.check_tokens(count, layers=kept)
+        svc.check_tokens(count, layers=kept, long=spec.long)
         svc.check_windows(tokens, spec.long, spec.stride, layers=kept)
 
         def work() -> tuple[list[Any], list[Any] | None]:
@@ -229,7 +230,7 @@ def model_routes(app: FastAPI, svc: Service) -> None:
         # Each token is a record of 6 values (9 in a pair, the token type id under both its names): the
         # answer is bounded like every other.
         fields = 9 if any(isinstance(item, tuple) for item in items) else 6
-        fix = "send fewer or shorter texts, or cut them (truncate)"
+        fix = f"send fewer or shorter texts{cut_offer(req.long)}"
         toks, count = await svc.tokenizing(
             items,
             svc.tokenized,

@@ -116,6 +116,13 @@ def _memory_bytes() -> int:
     return total
 
 
+def cut_offer(long: Any) -> str:
+    """The cut a refusal may offer: `"long": "truncate"` where the request read long texts whole (window);
+    nothing where they were cut already, refused, or cannot be cut (late chunking, TEI's routes)."""
+    whole = long is not None and LongText.parse(long, what="long-text policy") is LongText.WINDOW
+    return ', or cut them ("long": "truncate")' if whole else ""
+
+
 def _window_tokens(tokens: Tokens, max_tokens: int, stride: int) -> int:
     """Half the tokens of the windows `stride` apart that a text is run in (`Tokens.n_windows`), or its
     own tokens where that is more: one window, or a stride out of range (the engine refuses it)."""
@@ -220,7 +227,7 @@ class Service:
                 tokens = self._prepare(texts, spec)
             else:
                 tokens = await self.tokenizing(texts, self._prepare, texts, spec)
-            self.check_tokens(sum(map(len, tokens)))
+            self.check_tokens(sum(map(len, tokens)), long=spec.long)
             self.check_windows(tokens, spec.long, spec.stride)
             futures = self._queue(tokens, spec)
         return SentenceEmbeddings.joined(await self._wait(futures))
@@ -251,7 +258,8 @@ class Service:
         # Everything that can reject a request happens here, before the queue: a batch only gets good
         # work, and the tokens made here are the ones embedded (a request is tokenized once).
         items = check_texts(texts, pairs=True)
-        self.check_tokens(self.least_tokens(items, spec.long, over=self.max_request_tokens), least=True)
+        least = self.least_tokens(items, spec.long, over=self.max_request_tokens)
+        self.check_tokens(least, least=True, long=spec.long)
         return self.gated(items, lambda: self.model.engine.prepare(items, spec))
 
     async def baseline(
@@ -271,7 +279,7 @@ class Service:
             counted = await self.tokenizing(
                 reference, lambda: self.count_tokens(reference, options.long, stride=options.stride)
             )
-            count = self.check_tokens(counted)
+            count = self.check_tokens(counted, long=options.long)
             texts = check_texts(reference)
 
             def fit() -> Baseline:
@@ -299,10 +307,12 @@ class Service:
             self.batcher.refuse_share_full(n_jobs, current_client())
 
     def check_tokens(
-        self, count: int, *, layers: int = 1, least: bool = False, stride: int | None = None
+        self, count: int, *, layers: int = 1, least: bool = False, stride: int | None = None, long: Any = None
     ) -> int:
         """`count` tokens (`least`: at least that many; `stride`: counted in windows that step so), or
-        OverBudget (413) when they (x the layers kept of each) pass the budget."""
+        OverBudget (413) when they (x the layers kept of each) pass the budget; the refusal offers the cut
+        only where the request's `long` read texts whole (window): cut already, or refused, or on a route
+        whose texts cannot be cut, it would not help."""
         limit = self.max_request_tokens
         cost = count * layers
         if cost > limit:
@@ -316,12 +326,18 @@ class Service:
             fix = "a longer stride, " if stride else ""
             raise OverBudget(
                 f"this request runs {runs}{count:,} tokens{how}{kept}, over the limit of {limit:,} per "
-                f"request (--max-request-tokens); send {fix}fewer or shorter texts, or cut them (truncate)"
+                f"request (--max-request-tokens); send {fix}fewer or shorter texts{cut_offer(long)}"
             )
         return count
 
     def check_windows(
-        self, tokens: Sequence[Tokens], long: Any, stride: int | None, *, layers: int = 1
+        self,
+        tokens: Sequence[Tokens],
+        long: Any,
+        stride: int | None,
+        *,
+        layers: int = 1,
+        cuttable: bool = True,
     ) -> None:
         """OverBudget (413) when the windows a short `stride` makes of long texts pass the budget.
 
@@ -334,7 +350,7 @@ class Service:
             return
         runs = sum(_window_tokens(t, self.model.max_tokens, stride) for t in tokens)
         if runs > sum(map(len, tokens)):
-            self.check_tokens(runs, layers=layers, stride=stride)
+            self.check_tokens(runs, layers=layers, stride=stride, long=long if cuttable else None)
 
     def check_answer(self, numbers: int, made_of: str, fix: str, *, least: bool = False) -> None:
         """AnswerTooLarge (413) when an answer would hold more than --max-answer-floats numbers; else the
@@ -447,16 +463,24 @@ class Service:
         return least_tokens(self.model.tokenizer.backend, items, stop_at=over)
 
     def count_tokens(
-        self, texts: Any, long: Any = "window", *, layers: int = 1, stride: int | None = None
+        self,
+        texts: Any,
+        long: Any = "window",
+        *,
+        layers: int = 1,
+        stride: int | None = None,
+        cuttable: bool = True,
     ) -> int:
         """Tokens the texts run under the long-text policy `long` (window: read whole), before any forward;
         OverBudget first when they pass --max-request-tokens (x `layers`) for sure, before tokenizing, and
-        when a short window `stride` makes them run more (`check_windows`)."""
+        when a short window `stride` makes them run more (`check_windows`). `cuttable`: whether the
+        request may ask for the cut (not late chunking's documents, nor a store's recorded policy)."""
         items = check_texts(texts)
         over = self.max_request_tokens // layers
-        self.check_tokens(self.least_tokens(items, long, over=over), layers=layers, least=True)
+        offered = long if cuttable else None
+        self.check_tokens(self.least_tokens(items, long, over=over), layers=layers, least=True, long=offered)
         tokens = self.gated(items, lambda: self.model.tokenize(items, long=long))
-        self.check_windows(tokens, long, stride, layers=layers)
+        self.check_windows(tokens, long, stride, layers=layers, cuttable=cuttable)
         return sum(len(t) for t in tokens)
 
     async def _wait(self, futures: list[Future[Any]]) -> list[Any]:
