@@ -265,5 +265,7 @@ def dripped(events: int, size: int) -> BodyRefused | None:
 def _too_large(size: int, limit: int) -> BodyRefused:
     # Answered without reading the rest: uvicorn discards it unbuffered, within --header-timeout.
     return BodyRefused(
-        413, f"request body of {size}+ bytes is over the limit of {limit} bytes (--max-body-bytes)"
+        413,
+        f"request body of {size}+ bytes is over the limit of {limit} bytes (--max-body-bytes); send fewer "
+        "or shorter texts per request, or start the server with a higher --max-body-bytes",
     )

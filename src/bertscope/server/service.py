@@ -250,7 +250,9 @@ class Service:
         if len(parts) > self.batcher.max_queue:
             raise TooManyInputs(
                 f"inputs: {len(tokens)} need {len(parts)} parts of {size}, more than the queue "
-                f"holds ({self.batcher.max_queue}, --max-queue)"
+                f"holds ({self.batcher.max_queue}, --max-queue); send at most "
+                f"{size * self.batcher.max_queue} per request, or start the server with a higher "
+                "--max-queue or --max-inputs"
             )
         return self.batcher.sentences(parts, spec, current_client())
 

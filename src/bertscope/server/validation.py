@@ -135,7 +135,9 @@ def readable(exc_errors: list[Any], body: Any, model: type[BaseModel] | None) ->
             line = unions[field] or ""
         elif err.get("type") == "json_invalid":
             reason = (err.get("ctx") or {}).get("error", "")
-            line = f"body: not valid JSON at character {loc[0] if loc else '?'} ({reason})"
+            line = (
+                f"body: not valid JSON at character {loc[0] if loc else '?'} ({reason}); send one JSON object"
+            )
         elif err.get("type") == "missing" and not loc:
             # No body at all (b""): the fix is the body itself, as TEI's routes say it.
             line = "body: empty; send one JSON object"
@@ -149,8 +151,11 @@ def readable(exc_errors: list[Any], body: Any, model: type[BaseModel] | None) ->
     message = "; ".join(shown)
     if len(lines) > len(shown):
         message += f"; ... ({len(exc_errors):,} errors in all, {len(shown)} named)"
+    # pydantic's msg names an enum's members by their Python repr (<LongText.TRUNCATE: 'truncate'>): the
+    # client sent, and sends, the value alone
     errors = [
-        {k: v for k, v in err.items() if k in ("loc", "msg", "type")} for err in exc_errors[:SHOWN_ERRORS]
+        {k: _MEMBER.sub(r"\1", v) if k == "msg" else v for k, v in err.items() if k in ("loc", "msg", "type")}
+        for err in exc_errors[:SHOWN_ERRORS]
     ]
     return message, jsonable_encoder(errors), len(exc_errors)
 
