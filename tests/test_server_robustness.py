@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import httpx
@@ -225,7 +226,13 @@ def test_requests_whose_clients_left_are_taken_out_of_the_queue(
     entered, release = _hold_first_call(
         monkeypatch, bundled.engine, "fitted_sentences", lambda args: embedded.extend(t.text for t in args[0])
     )
+    lines: list[logging.LogRecord] = []
+    access = logging.getLogger("uvicorn.access")
+    catcher = logging.Handler()
+    catcher.emit = lines.append  # type: ignore[method-assign]
     with serving(bundled) as base, httpx.Client(base_url=base, timeout=60) as client:
+        access.addHandler(catcher)
+        monkeypatch.setattr(access, "level", logging.INFO)
         holder = threading.Thread(
             target=client.post, args=("/v2/embed",), kwargs={"json": {"inputs": "hold the worker"}}
         )
@@ -246,6 +253,9 @@ def test_requests_whose_clients_left_are_taken_out_of_the_queue(
         assert (
             'bertscope_requests_total{endpoint="/v2/embed",status="499"} 5.0' in client.get("/metrics").text
         )
+        access.removeHandler(catcher)
+    left = [r.getMessage() for r in lines if r.args and r.args[-1] == 499]  # type: ignore[index]
+    assert len(left) == 5 and all('"POST /v2/embed HTTP/1.1" 499' in line for line in left), left
 
 
 def test_a_running_request_whose_client_left_stops_after_the_forward_in_progress(

@@ -31,6 +31,18 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 log = logging.getLogger("bertscope.server")
+# uvicorn logs a request as it answers it; one whose client left is answered nothing, so it is logged here,
+# in uvicorn's access line (off with uvicorn's access log).
+access_log = logging.getLogger("uvicorn.access")
+
+
+def _log_left(scope: Scope) -> None:
+    """The access line uvicorn would write for `scope`, with nginx's 499: its client left before an answer."""
+    from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
+
+    where = (get_client_addr(scope), scope["method"], get_path_with_query_string(scope))
+    access_log.info('%s - "%s %s HTTP/%s" %d', *where, scope.get("http_version", "1.1"), 499)
+
 
 # Open without a key: a load balancer's probe and the API's own description.
 # The explorer's page and files are open so a browser can load it and then ask for the key itself.
@@ -90,6 +102,7 @@ class Guard:
             await self._guarded(scope, receive, counted, path)
         except ClientLeft:
             status["code"] = 499  # nginx's "client closed request": nothing was answered
+            _log_left(scope)
         except Exception as exc:
             # A bug still answers JSON and is not re-raised, so the server keeps the client's connection.
             log.exception("unexpected error on %s", path)
