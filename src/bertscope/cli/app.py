@@ -400,8 +400,10 @@ def load_model(
     threads: int | None = None,
     fast: bool = False,
     fast_min_cosine: float | None = None,
+    max_tokens: int | None = None,
 ) -> Any:
-    """Load the model a command asked for with the shared load options (--fast: the fastest mode in bound).
+    """Load the model a command asked for with the shared load options (--fast: the fastest mode in bound;
+    `max_tokens`: a store's recorded limit, where it differs from the model's).
 
     With --remeasure, the options are checked as `load(remeasure=True)` checks them before this machine's
     measurements (every model's) are forgotten (`remeasure_if_asked`); the model then measures again."""
@@ -413,7 +415,7 @@ def load_model(
     )
     return load(
         model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize,
-        mode=mode, fast_min_cosine=fast_min_cosine, remeasure=remeasure,
+        mode=mode, fast_min_cosine=fast_min_cosine, remeasure=remeasure, max_tokens=max_tokens,
         trust_remote_code=bool(_state.get("trust_remote_code")),
     )  # fmt: skip
 

@@ -260,20 +260,35 @@ def _check_writable(path: Path, *, overwrite: bool) -> None:
 
 
 def _load(model: str | None, run: dict[str, Any], stored: dict[str, Any] | None = None) -> Any:
-    """The model with the load options given, the store's runtime (where given) for the rest."""
+    """The model with the load options given and a store's token limit; its runtime (backend, dtype,
+    quantize) too unless the options choose one: a store's runtime is a whole, and one part of it beside
+    a choice typed (--fast, --dtype bfloat16 on its onnxruntime) would be refused as if typed."""
+    from ..errors import InvalidSpec
+    from ..io.query import recorded_limit
+
     stored = stored or {}
     if model is None:
         reloadable(stored)
-    return load_model(
-        model,
+    chosen = any(run[name] for name in ("dtype", "backend", "quantize", "fast"))
+    runtime = {} if chosen else stored
+    options: dict[str, Any] = dict(
         device=run["device"] or "auto",
-        dtype=DType.parse(run["dtype"] or stored.get("dtype") or "float32", what="dtype"),
-        backend=Backend.parse(run["backend"] or stored.get("backend") or "auto", what="backend"),
-        quantize=Quantize.parse(run["quantize"] or stored.get("quantize") or "none", what="quantize"),
+        dtype=DType.parse(run["dtype"] or runtime.get("dtype") or "float32", what="dtype"),
+        backend=Backend.parse(run["backend"] or runtime.get("backend") or "auto", what="backend"),
+        quantize=Quantize.parse(run["quantize"] or runtime.get("quantize") or "none", what="quantize"),
         threads=run["threads"],
         fast=bool(run["fast"]),
         fast_min_cosine=run["fast_min_cosine"],
     )
+    # The store's rows were cut at its recorded limit (load(max_tokens=12)): re-embedded at it, as a
+    # verify without load options does (io.query.model_for)
+    limit = recorded_limit(stored)
+    if limit is None:
+        return load_model(model, **options)
+    try:
+        return load_model(model, max_tokens=limit, **options)
+    except InvalidSpec:  # over the model's positions: not the store's model, which the check names
+        return load_model(model, **options)
 
 
 def _verify_model(

@@ -26,6 +26,8 @@ from .settings import LOSSY_FLOOR, is_lossy, lossy_floor, store_floor, vector_se
 __all__ = ["StoreCheck", "add_drift", "pairwise_cosines"]
 
 _WORST_SHOWN = 5
+# A fingerprint's settings of how the model runs, not of which model it is (settings.precision.quantize)
+PRECISION = "settings.precision."
 
 
 @dataclass
@@ -59,13 +61,19 @@ class StoreCheck:
         shown = ", ".join(self.model_changes[:3])
         more = f" and {len(self.model_changes) - 3} more" if len(self.model_changes) > 3 else ""
         differs = f"DRIFT: the model differs from the store's ({shown}{more})"
+        fix = ""
+        if all(change.startswith(PRECISION) for change in self.model_changes):
+            # the deployment's precision, not the model: the store itself is checked as it ran
+            fix = (
+                "; only the precision differs: load the model as the store ran (leave out the dtype, "
+                "quantize and fast options) to check the store itself"
+            )
         if self.rows_out:
             rows = f"{self.rows_out} of the {self.rows_checked} rows checked are out of tolerance"
-            return f"{differs}, and {rows} ({what}: {figures})"
+            return f"{differs}, and {rows} ({what}: {figures}){fix}"
         same = "unchanged" if self.max_abs == 0 else "within tolerance"
-        return (
-            f"{differs}; the vectors of the {self.rows_checked} rows checked are {same} ({what}: {figures})"
-        )
+        checked = f"the vectors of the {self.rows_checked} rows checked are {same}"
+        return f"{differs}; {checked} ({what}: {figures}){fix}"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: ok, rows_checked, max_abs, min_cosine, differences [{what, expected, found}], notes,

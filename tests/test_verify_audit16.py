@@ -1,0 +1,40 @@
+"""`verify --store` with load options: a store made at a token limit of its own is re-embedded at it
+whatever options are given (a --threads 1 read it at the model's 64 and said DRIFT), and a runtime option
+typed (--dtype) replaces the store's runtime instead of meeting its backend as if typed beside it; where
+only the precision differs, the DRIFT headline names how to check the store itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import bertscope
+
+TEXTS = [f"sentence number {i} says a little more than the limit of twelve tokens does" for i in range(12)]
+
+
+def _store(tiny_dirs: dict[str, Path], tmp_path: Path, backend: str = "torch") -> Path:
+    path = tmp_path / "cut.parquet"
+    model = bertscope.load(tiny_dirs["bert"], device="cpu", backend=backend, max_tokens=12)
+    bertscope.embed_corpus(TEXTS, path, model=model, progress=False)
+    return path
+
+
+def test_load_options_keep_the_store_s_token_limit(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
+    from console import run_main
+
+    store = str(_store(tiny_dirs, tmp_path))
+    for options in ([], ["--threads", "1"], ["--backend", "torch"], ["--device", "cpu"]):
+        ran = run_main("verify", "--store", store, "--rows", "4", *options)
+        assert ran.code == 0, (options, ran.stdout, ran.stderr)
+        assert ran.stdout.startswith("ok: 4 of 12 rows"), ran.stdout
+
+
+def test_a_runtime_option_replaces_the_store_s_runtime(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
+    from console import run_main
+
+    store = str(_store(tiny_dirs, tmp_path, backend="onnxruntime"))  # which runs float32 only
+    ran = run_main("verify", "--store", store, "--rows", "4", "--dtype", "bfloat16")
+    assert ran.code == 1, ran.stderr  # DRIFT, not bad input (2)
+    assert ran.stdout.startswith("DRIFT: the model differs from the store's (settings.precision.dtype)")
+    assert "only the precision differs: load the model as the store ran" in ran.stdout
+    assert "truncation" not in ran.stdout  # read at the store's 12 tokens, as it was cut
