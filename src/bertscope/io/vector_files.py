@@ -156,8 +156,10 @@ class NpyReader:
                     found[number] = line
                     if len(found) == len(wanted):
                         break
-        if len(found) < len(wanted):
-            _too_few_ids(path, number + 1, len(matrix))
+            if len(found) < len(wanted):
+                _too_few_ids(path, number + 1, len(matrix))
+            if len(matrix) - 1 in wanted:  # read to its last row: nothing may follow
+                _no_more_lines(handle, path, len(matrix))
         ids, texts = _labelled(labels, [found[int(r)] for r in rows], path)
         picked = np.asarray(matrix[rows] if column is not None else matrix[:0, :0], dtype=np.float32)
         bad = non_finite(picked)  # scattered rows: their batches' checksums are checked by a full read
@@ -300,6 +302,8 @@ def _check_labels(
             wanted = batches[number].get("labels")
             if number in asked and wanted is not None and crc != wanted:
                 raise corrupt(str(labels), (start, start + rows - 1), MISMATCH, rebuild_hint(path))
+        if max(asked) == len(batches) - 1:  # read to its last row: nothing may follow
+            _no_more_lines(handle, path, total)
 
 
 def _batch_lines(handle: Any, path: Path, start: int, rows: int, total: int) -> list[bytes]:
@@ -420,6 +424,16 @@ def _settings_object(raw: str | bytes, where: str, path: Path) -> dict[str, Any]
     return settings
 
 
+def _no_more_lines(handle: Any, path: Path, rows: int) -> None:
+    """Refuse a labels file read to its last row that goes on (lines appended to .ids.txt or .rows.jsonl:
+    the ids would no longer be the rows')."""
+    if handle.readline():
+        raise CorpusError(
+            f"{_labels_file(path)} holds more lines than the {rows} rows of {path}: the store is damaged; "
+            f"{rebuild_hint(path)}"
+        )
+
+
 def _too_few_ids(path: Path, ids: int, rows: int) -> NoReturn:
     labels = _labels_file(path)
     held = f"holds {ids} ids for" if labels.suffix == ".txt" else f"ends before row {ids} of"
@@ -444,6 +458,7 @@ def _checked_blocks(
                 span = (start + int(bad[0]), start + int(bad[-1]))
                 raise corrupt(str(path), span, NOT_FINITE, rebuild_hint(path))
             yield _batch_lines(ids_file, path, start, len(block), rows), block
+        _no_more_lines(ids_file, path, rows)
         return
     batches = found["batches"]
     if sum(b["rows"] for b in batches) != rows:
@@ -461,6 +476,7 @@ def _checked_blocks(
                 raise corrupt(str(_labels_file(path)), span, MISMATCH, rebuild_hint(path))
             start += len(block)
             yield lines, block
+        _no_more_lines(ids_file, path, rows)
 
     yield from rechunk(
         checked(),
