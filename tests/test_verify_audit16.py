@@ -38,3 +38,16 @@ def test_a_runtime_option_replaces_the_store_s_runtime(tiny_dirs: dict[str, Path
     assert ran.stdout.startswith("DRIFT: the model differs from the store's (settings.precision.dtype)")
     assert "only the precision differs: load the model as the store ran" in ran.stdout
     assert "truncation" not in ran.stdout  # read at the store's 12 tokens, as it was cut
+
+
+def test_input_reads_a_record_file_s_text_field(tmp_path: Path) -> None:
+    import json
+
+    from console import run_main
+
+    records = tmp_path / "body.jsonl"
+    records.write_text("".join(json.dumps({"key": i, "body": t}) + "\n" for i, t in enumerate(TEXTS)))
+    ran = run_main("verify", "-i", str(records), "--text-field", "body", "--limit", "3", "--json")
+    assert ran.code == 0, ran.stderr
+    alone = run_main("verify", "--json")  # the canaries and short texts, without a sample
+    assert json.loads(ran.stdout)["texts"] == json.loads(alone.stdout)["texts"] + 3

@@ -181,7 +181,10 @@ def verify(
         # named in the spelling typed (--text-column/--id-column: the old ones)
         text_flag = "--text-field" if text_column is None else "--text-column"
         id_flag = "--id-field" if id_column is None else "--id-column"
-        store_only.update({text_flag: text_field != "text", id_flag: id_field, "--post": post})
+        # -i reads a .jsonl/.csv/.tsv text field too (as bench -i does): --text-field is its, there
+        store_only.update(
+            {text_flag: text_field != "text" and sample is None, id_flag: id_field, "--post": post}
+        )
         _refuse_unused(
             store, against, sample, lines=lines, min_cosine=min_cosine, store_only=store_only, flag=flag
         )
@@ -206,7 +209,7 @@ def verify(
             else:
                 code = _verify_model(
                     model, run, sample, lines, save=save, against=against, min_cosine=min_cosine,
-                    as_json=as_json, flag=flag,
+                    as_json=as_json, flag=flag, text_field=text_field,
                 )  # fmt: skip
     except BertscopeError as exc:
         warn(exc, label="error:", style="red")
@@ -302,6 +305,7 @@ def _verify_model(
     min_cosine: float | None,
     as_json: bool,
     flag: str = "--input",
+    text_field: str = "text",
 ) -> int:
     from ..verify import check_fingerprint, compare_to_reference, read_fingerprint, save_fingerprint
     from ..verify.reference import reference_texts
@@ -315,7 +319,7 @@ def _verify_model(
         same = f"same fingerprint as {against} (id {check.found_id})"
         _show_differences(check.to_dict(), as_json, same=same)
         return 0 if check.ok else 1
-    texts = _sample(sample, lines, flag) if sample is not None else []
+    texts = _sample(sample, lines, flag, text_field) if sample is not None else []
     loaded = _load(model, run)
     if save is not None and not texts and min_cosine is None and is_static(loaded):
         # no forward to compare with (compare_to_reference refuses one, naming --save): its fingerprint alone
@@ -339,13 +343,13 @@ def _verify_model(
     return 0 if result.ok else 1
 
 
-def _sample(path: Path, lines: int, flag: str) -> list[str]:
-    """The first `lines` texts of `path` (given as `flag`)."""
+def _sample(path: Path, lines: int, flag: str, text_field: str = "text") -> list[str]:
+    """The first `lines` texts of `path` (given as `flag`; a record file's `text_field`)."""
     if not path.is_file():
         fix = "" if path.is_dir() else "; give a text file, one text a line"
         raise InvalidInput(f"{flag} {path}: {not_a_file(path)}{fix}")
     texts = []
-    for line in read_lines(str(path)):
+    for line in read_lines(str(path), text_field=text_field):
         texts.append(line)
         if len(texts) >= lines:
             break
