@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import bertscope
 
 TEXTS = [f"sentence number {i} says a little more than the limit of twelve tokens does" for i in range(12)]
@@ -51,3 +53,24 @@ def test_input_reads_a_record_file_s_text_field(tmp_path: Path) -> None:
     assert ran.code == 0, ran.stderr
     alone = run_main("verify", "--json")  # the canaries and short texts, without a sample
     assert json.loads(ran.stdout)["texts"] == json.loads(alone.stdout)["texts"] + 3
+
+
+def test_a_moved_model_folder_is_named(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
+    import shutil
+
+    from bertscope.errors import ModelLoadError
+    from console import run_main
+
+    folder = tmp_path / "tinybert"
+    shutil.copytree(tiny_dirs["bert"], folder)
+    store = tmp_path / "tiny.parquet"
+    assert run_main("embed", *TEXTS[:3], "-m", str(folder), "-o", str(store), "-q").code == 0
+    moved = folder.rename(tmp_path / "moved")
+    for options in ([], ["--threads", "1"]):
+        ran = run_main("verify", "--store", str(store), *options)
+        assert ran.code == 2 and ran.stderr.count("\n") == 1, ran.stderr
+        assert f"made with the model folder {folder}, which is not there now" in ran.stderr
+        assert "new place with -m" in ran.stderr and "bundled" not in ran.stderr
+    with pytest.raises(ModelLoadError, match="give the folder's new place with model="):
+        bertscope.verify_store(store)
+    assert run_main("verify", "--store", str(store), "-m", str(moved)).code == 0

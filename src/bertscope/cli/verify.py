@@ -362,6 +362,7 @@ def _verify_store(
     path: Path, model: str | None, run: dict[str, Any], *, rows: int, collection: str | None,
     corpus: Path | None, fields: dict[str, Any], post: Path | None, seed: int | None, as_json: bool,
 ) -> int:  # fmt: skip
+    from ..io.query import moved_away
     from ..io.stores import open_store
     from ..verify.store import refuse_edited_settings, verify_store
     from .corpus import ray_shards
@@ -370,6 +371,8 @@ def _verify_store(
     opened = open_store(path, collection=collection)
     refuse_edited_settings(opened)  # before a load by the model and options they name
     chosen: Any = model
+    if model is None:
+        moved_away(opened.settings)  # before a load by its name offers another model
     if any(value is not None for value in run.values()):
         chosen = _load(model or opened.settings.get("model_arg"), run, opened.settings)
     check = verify_store(opened, model=chosen, rows=rows, corpus=corpus, post=post, seed=seed, **fields)

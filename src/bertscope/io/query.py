@@ -213,6 +213,7 @@ def model_for(settings: dict[str, Any], model: Any = None, *, store_limit: bool 
         return model
     if model is None:
         reloadable(settings)
+        moved_away(settings)
     name = model or settings.get("model_arg")
     options = {
         "dtype": settings.get("dtype", "float32"),
@@ -226,6 +227,22 @@ def model_for(settings: dict[str, Any], model: Any = None, *, store_limit: bool 
         return load_model(name, max_tokens=limit, **options)
     except InvalidSpec:  # over the model's positions: not the store's model, refused by the caller's check
         return load_model(name, **options)
+
+
+def moved_away(settings: dict[str, Any]) -> None:
+    """Refuse to reload a store's model from a local folder that is gone (recorded resolved, so a path
+    that does not exist now was moved or deleted), naming it and the fix, where the folder's own error
+    would offer the bundled model, another model than the store's."""
+    from pathlib import Path
+
+    from ..errors import ModelLoadError
+
+    arg = settings.get("model_arg")
+    if isinstance(arg, str) and Path(arg).is_absolute() and not Path(arg).exists():
+        raise ModelLoadError(
+            f"the store was made with the model folder {arg}, which is not there now; give the folder's new "
+            "place with model="
+        )
 
 
 def recorded_limit(settings: dict[str, Any]) -> int | None:
