@@ -74,3 +74,19 @@ def test_a_moved_model_folder_is_named(tiny_dirs: dict[str, Path], tmp_path: Pat
     with pytest.raises(ModelLoadError, match="give the folder's new place with model="):
         bertscope.verify_store(store)
     assert run_main("verify", "--store", str(store), "-m", str(moved)).code == 0
+
+
+def test_a_forgotten_id_field_is_named(bundled: bertscope.Model, tmp_path: Path) -> None:
+    import json
+
+    from console import run_main
+
+    records = tmp_path / "sb.jsonl"
+    records.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(TEXTS)))
+    store = tmp_path / "sb.parquet"
+    assert run_main("embed", "-i", str(records), "--id-field", "id", "-o", str(store), "-q").code == 0
+    ran = run_main("verify", "--store", str(store), "--corpus", str(records))
+    assert ran.code == 2 and "no text with id 'd" in ran.stderr
+    assert ran.stderr.rstrip().endswith("give the --id-field its job was given"), ran.stderr
+    fixed = run_main("verify", "--store", str(store), "--corpus", str(records), "--id-field", "id")
+    assert fixed.code == 0, fixed.stderr

@@ -223,8 +223,14 @@ def texts_by_id(
         )
     missing = [i for i in ids if i not in found]
     if missing:
+        # a store made with id_field= numbers its rows by that field; read without it, the corpus's ids
+        # are its line numbers, and no id of the store is found
+        fields = ""
+        if corpus["id_field"] is None:
+            fields = " If it is, the store was made with an id field: give the id_field= its job was given"
         raise InvalidInput(
-            f"{corpus['corpus']} has no text with id {missing[0]!r} of {path}: is it the store's corpus?"
+            f"{corpus['corpus']} has no text with id {missing[0]!r} of {path}: is it the store's "
+            f"corpus?{fields}"
         )
     return [found[i] for i in ids]
 
