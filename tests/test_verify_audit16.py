@@ -90,3 +90,17 @@ def test_a_forgotten_id_field_is_named(bundled: bertscope.Model, tmp_path: Path)
     assert ran.stderr.rstrip().endswith("give the --id-field its job was given"), ran.stderr
     fixed = run_main("verify", "--store", str(store), "--corpus", str(records), "--id-field", "id")
     assert fixed.code == 0, fixed.stderr
+
+
+def test_save_fingerprint_replaces_a_file_only_when_asked(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
+    from bertscope.errors import InvalidInput
+    from bertscope.verify import read_fingerprint, save_fingerprint
+
+    model = bertscope.load(tiny_dirs["bert"], device="cpu")
+    path = tmp_path / "fp.json"
+    path.write_text("{}")
+    with pytest.raises(InvalidInput, match="fp.json exists; pass overwrite=True to replace it"):
+        save_fingerprint(model, path)
+    assert path.read_text() == "{}"  # the reference left as it was
+    made = save_fingerprint(model, path, overwrite=True)
+    assert read_fingerprint(path)["id"] == made["id"]

@@ -323,7 +323,7 @@ def _verify_model(
     loaded = _load(model, run)
     if save is not None and not texts and min_cosine is None and is_static(loaded):
         # no forward to compare with (compare_to_reference refuses one, naming --save): its fingerprint alone
-        made = save_fingerprint(loaded, save)
+        made = save_fingerprint(loaded, save, overwrite=True)  # --overwrite checked before the work
         warn(f"fingerprint {made['id']} of a static model written to {save}", label="saved:", style="green")
         if as_json:
             emit_json(made)
@@ -333,7 +333,7 @@ def _verify_model(
         loaded, [*reference, *texts], min_cosine=min_cosine, reference=len(reference)
     )
     if save is not None:
-        made = save_fingerprint(loaded, save)
+        made = save_fingerprint(loaded, save, overwrite=True)  # --overwrite checked before the work
         warn(f"fingerprint {made['id']} written to {save}", label="saved:", style="green")
     if as_json:
         emit_json(result.to_dict())

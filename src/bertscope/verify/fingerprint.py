@@ -165,9 +165,10 @@ def fingerprint_given(value: Any, name: str) -> None:
         )
 
 
-def save_fingerprint(model: Any, path: str | Path) -> dict[str, Any]:
-    """Write `model`'s fingerprint to `path` as JSON (an existing file is replaced); returns it. A path
-    that is no file name, a folder or in no folder is refused before the forward runs."""
+def save_fingerprint(model: Any, path: str | Path, *, overwrite: bool = False) -> dict[str, Any]:
+    """Write `model`'s fingerprint to `path` as JSON; returns it. A path that is no file name, a folder, in
+    no folder, or a file already there without overwrite=True (it is the reference every later check
+    reads: replaced unasked, a check against it would pass) is refused before the forward runs."""
     model_checked(model)
     if not isinstance(path, (str, os.PathLike)):
         raise InvalidInput(f"path={shown_value(path)}: give the path of a JSON file to write (a str or Path)")
@@ -180,6 +181,8 @@ def save_fingerprint(model: Any, path: str | Path) -> dict[str, Any]:
         raise InvalidInput(
             f"path={str(path)!r}: the folder {path.parent} does not exist; create it or save elsewhere"
         )
+    if path.exists() and not overwrite:  # as --save says it
+        raise InvalidInput(f"{path} exists; pass overwrite=True to replace it, or choose another name")
     made = fingerprint(model)
     path.write_text(json.dumps(made, indent=1) + "\n", encoding="utf-8")
     return made
