@@ -80,6 +80,24 @@ def run_structural(
     if a == "uuas" and any(row[a] is None for row in rows):
         note += f"; {name_a} -: no test sentence has two words that are not punctuation"
     if any(row[b] is None for row in rows):
-        low, high = SPEARMAN_LENGTHS
-        note += f"; {name_b} -: no test sentence has {low}-{high} words"
+        note += f"; {name_b} -: {_no_spearman(result.task, rows, b, SPEARMAN_LENGTHS)}"
     out.print(note, highlight=False)
+
+
+def _no_spearman(task: str, rows: list[dict[str, Any]], key: str, lengths: tuple[int, int]) -> str:
+    """Why DSpr/NSpr is `-`: no test sentence of the counted lengths, or a row's constant predictions."""
+    low, high = lengths
+    # the chain's distances |i - j| and depths i vary on every sentence of 2 words or more, as gold ones
+    # do: its Spearman is None only where no test sentence has low-high words
+    if rows[-1][key] is None:
+        return f"no test sentence has {low}-{high} words"
+    named = [
+        "the static row's" if row["layer"] == "static" else f"layer {row['layer']}'s"
+        for row in rows[:-1]
+        if row[key] is None
+    ]
+    which = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+    what = "distances" if task == "distance" else "depths"
+    return (
+        f"{which} predicted {what} are constant on every {low}-{high}-word test sentence (Spearman undefined)"
+    )

@@ -7,12 +7,14 @@ tree of the gold distances over the words that are not punctuation, that is the 
 between them, and where a punctuation word has dependents, edges that reconnect across it. DSpr: per
 word the Spearman correlation of its predicted and gold distances to every word of its sentence,
 averaged per sentence, then per sentence length, then over the lengths 5-50 (None where no test
-sentence has 5-50 words).
+sentence has 5-50 words, or where the predicted distances are constant on every such sentence: Spearman
+is undefined there).
 
 Depth: root accuracy, the share of sentences whose least deep word that is not punctuation is the gold
 root (of every word where all are punctuation: Hewitt & Manning's get_nopunct_argmin falls back to the
 plain argmin), and NSpr, per sentence the Spearman correlation of predicted and gold depths, averaged
-per length and over the lengths 5-50 (None where no test sentence has 5-50 words).
+per length and over the lengths 5-50 (None where no test sentence has 5-50 words, or where the predicted
+depths are constant on every such sentence).
 
 The linear-chain baseline predicts from word order alone: distance |i - j| (each word linked to the
 next: its spanning tree is the chain), depth i (the first word is the root, each next one a level down).
@@ -94,7 +96,8 @@ def row_spearman(predicted: np.ndarray, gold: np.ndarray) -> np.ndarray:
 
 
 def _by_length(values: list[tuple[int, float]]) -> float | None:
-    """The mean over sentence lengths 5-50 of the mean per length; None where no sentence is that long."""
+    """The mean over sentence lengths 5-50 of the mean per length; None where no sentence is that long
+    or every such sentence's value is nan (constant predictions)."""
     low, high = SPEARMAN_LENGTHS
     per: dict[int, list[float]] = defaultdict(list)
     for length, value in values:
