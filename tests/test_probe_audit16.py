@@ -52,3 +52,23 @@ def test_the_note_keeps_the_length_reason_where_it_is_the_reason(tmp_path: Path)
     assert got.exit_code == 0, got.output
     said = " ".join(got.stdout.split())
     assert "NSpr -: no test sentence has 5-50 words" in said and "constant" not in said
+
+
+def test_the_picture_shows_a_negative_spearman_score(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The y axis ran from 0: a layer's NSpr of -0.181 was drawn off the picture."""
+    from bertscope.research import structural_plots
+    from bertscope.research.structural import StructuralResult
+
+    drawn = []
+
+    def keep(figure, path, *, overwrite):  # type: ignore[no-untyped-def]
+        drawn.append(figure)
+        return Path(path)
+
+    monkeypatch.setattr(structural_plots, "save_figure", keep)
+    rows = [{"layer": "static", "root_acc": 0.2, "nspr": -0.181}, {"layer": 0, "root_acc": 0.5, "nspr": 0.3}]
+    baseline = {"name": "linear chain", "root_acc": 0.4, "nspr": 0.5}
+    result = StructuralResult("depth", rows, baseline, 10, 5)
+    structural_plots.plot_structural(result, tmp_path / "depth.png")
+    low, high = drawn[0].axes[0].get_ylim()
+    assert low < -0.181 and high == 1.05
