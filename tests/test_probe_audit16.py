@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
 from bertscope.cli import app
+from bertscope.errors import InvalidInput
+from bertscope.research.conllu import Tree, check_trees, tree_depths, tree_distances
+from bertscope.research.structural import structural_probe
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 runner = CliRunner()
@@ -72,3 +77,84 @@ def test_the_picture_shows_a_negative_spearman_score(tmp_path: Path, monkeypatch
     structural_plots.plot_structural(result, tmp_path / "depth.png")
     low, high = drawn[0].axes[0].get_ylim()
     assert low < -0.181 and high == 1.05
+
+
+GOOD = Tree(("the", "cat", "sat", "down", "today"), ("DET", "NOUN", "VERB", "ADV", "NOUN"), (1, 2, -1, 2, 2))
+
+
+def test_numpy_heads_are_read_as_a_tree_not_a_crash_after_the_work(bundled: Any) -> None:
+    """Heads given as a NumPy array passed the checks, then Tree.root (heads.index) crashed the depth
+    probe after every layer's vectors were computed."""
+    arrayed = Tree(GOOD.words, GOOD.upos, np.array(GOOD.heads))  # type: ignore[arg-type]
+    checked = check_trees([arrayed], "test")
+    assert checked[0].heads == (1, 2, -1, 2, 2) and all(type(h) is int for h in checked[0].heads)
+    with pytest.warns(UserWarning, match="occur in the training data"):
+        result = structural_probe(bundled, [arrayed] * 6, [arrayed], task="depth", layers="3", epochs=1)
+    assert result.rows[0]["root_acc"] is not None
+
+
+@pytest.mark.parametrize(
+    ("call", "heads", "said"),
+    [
+        (tree_distances, (1, 0), r"^the heads \(1, 0\): the tree has 0 roots"),
+        (tree_distances, (5, -1), r"^the heads \(5, -1\): word 1 has head 5, no other word of the sentence"),
+        (tree_depths, (5, -1), r"^the heads \(5, -1\): word 1 has head 5, no other word of the sentence"),
+        (tree_depths, (1, 0, -1, 2, 2), r"^the heads \(1, 0, -1, 2, 2\) form a cycle, not a tree"),
+        (tree_distances, "ab", r"^heads 'ab': give a sequence of 0-based word indices"),
+    ],
+)
+def test_the_tree_helpers_refuse_what_is_no_tree_in_one_line(call: Any, heads: Any, said: str) -> None:
+    """tree_distances gave distances for a cycle (that tree_depths refused); a head outside the sentence
+    raised a raw ValueError or IndexError."""
+    with pytest.raises(InvalidInput, match=said):
+        call(heads)
+
+
+@pytest.mark.parametrize("task", [[], ["--task", "depth", "--epochs", "1"]])
+def test_a_treebank_without_its_text_is_refused_in_one_line(tmp_path: Path, task: list[str]) -> None:
+    """Every FORM `_` (as some UD treebanks ship): the model read `_ _ _ _` and the probes scored it."""
+    from console import run_main
+
+    withheld = _conllu(tmp_path / "withheld.conllu", [["_"] * 5, ["_"] * 6] * 3)
+    ran = run_main("probe", "-i", str(withheld), "--layers", "-1", *task)
+    said = " ".join(ran.stderr.split())
+    assert ran.code != 0 and "Traceback" not in ran.stderr
+    assert f"{withheld}: its word forms are withheld (every FORM is _); get the treebank's text" in said
+
+
+def test_the_readers_refuse_withheld_forms_but_read_a_few_underscore_words(tmp_path: Path) -> None:
+    from bertscope.errors import CorpusError
+    from bertscope.research.conllu import read_trees
+    from bertscope.research.probe_data import read_words
+
+    withheld = _conllu(tmp_path / "withheld.conllu", [["_"] * 5])
+    for read in (read_trees, read_words):
+        with pytest.raises(CorpusError, match="its word forms are withheld"):
+            read(withheld)
+    some = _conllu(tmp_path / "some.conllu", [["a", "_", "b", "_", "c"]])
+    assert len(read_trees(some)) == 1 and len(read_words(some)) == 1
+
+
+def test_a_conllu_file_of_comments_alone_has_no_sentence_not_empty(tmp_path: Path) -> None:
+    """A label probe file of comment lines only was called empty; the structural reader says it has no
+    sentence."""
+    from console import run_main
+
+    comments = tmp_path / "comments_only.conllu"
+    comments.write_text("# sent_id = 1\n# text = withheld\n\n", encoding="utf-8")
+    ran = run_main("probe", "-i", str(comments))
+    said = " ".join(ran.stderr.split())
+    assert ran.code != 0 and "Traceback" not in ran.stderr
+    assert f"{comments} has no sentence" in said and "is empty" not in said
+
+
+@pytest.mark.parametrize("field", ["1", "11"])
+def test_a_label_field_that_is_no_label_names_the_fields_that_are(field: str) -> None:
+    """--label-field 1 said "CoNLL-U field 1 does not exist", though field 1 is the ID column."""
+    from console import run_main
+
+    ran = run_main("probe", "-i", str(EXAMPLES / "trees.conllu"), "--label-field", field)
+    said = " ".join(ran.stderr.split())
+    assert ran.code != 0 and "Traceback" not in ran.stderr
+    assert "a label is field 2..10 (2 form, 3 lemma, 4 upos," in said
+    assert ("is the ID column" in said) == (field == "1")

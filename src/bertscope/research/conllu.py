@@ -21,7 +21,7 @@ import numpy as np
 
 from ..core._enums import StrEnum
 from ..errors import CorpusError, InvalidInput
-from .probe_data import CONLLU_COLUMNS, JoinedWords, text_lines
+from .probe_data import CONLLU_COLUMNS, JoinedWords, text_lines, withheld_forms
 
 __all__ = [
     "PUNCT",
@@ -93,10 +93,12 @@ def with_punct(trees: Sequence[Tree], punct: Punct | str) -> list[Tree]:
 
 
 def tree_distances(heads: tuple[int, ...] | list[int]) -> np.ndarray:
-    """(n, n) float64 number of edges on the path between words i and j of the undirected tree."""
+    """(n, n) float64 number of edges on the path between words i and j of the undirected tree; heads
+    that are no tree (a head outside the sentence, no root or two, a cycle) are refused."""
     from scipy.sparse import coo_matrix
     from scipy.sparse.csgraph import shortest_path
 
+    heads = _checked_heads(heads)
     n = len(heads)
     child = [i for i, h in enumerate(heads) if h >= 0]
     edges = coo_matrix((np.ones(len(child)), (child, [heads[i] for i in child])), shape=(n, n))
@@ -105,23 +107,33 @@ def tree_distances(heads: tuple[int, ...] | list[int]) -> np.ndarray:
 
 
 def tree_depths(heads: tuple[int, ...] | list[int]) -> np.ndarray:
-    """(n,) float64 number of edges from each word up to the root; heads that form a cycle are refused
-    (a walk up longer than the sentence never reaches the root)."""
+    """(n,) float64 number of edges from each word up to the root; heads that are no tree (a head
+    outside the sentence, no root or two, a cycle) are refused."""
+    heads = _checked_heads(heads)
     depths = []
     for i in range(len(heads)):
         depth, k = 0, heads[i]
         while k >= 0:
-            if depth >= len(heads):  # the walk of a cycle: the same bound as _has_cycle, in the one walk
-                raise InvalidInput(f"heads {tuple(heads)}: they form a cycle, not a tree; give one root (-1)")
             depth, k = depth + 1, heads[k]
         depths.append(depth)
     return np.array(depths, dtype=np.float64)
 
 
+def _checked_heads(heads: object) -> tuple[int, ...]:
+    """`heads` as a tuple of ints, refused in one line where they are no tree (as check_trees refuses)."""
+    if isinstance(heads, (str, bytes)) or not isinstance(heads, Sequence | np.ndarray):
+        raise InvalidInput(f"heads {heads!r}: give a sequence of 0-based word indices, -1 for the root")
+    listed = tuple(heads)
+    if why := _heads_problem(listed):
+        raise InvalidInput(why if why.startswith("the heads") else f"the heads {listed}: {why}")
+    return tuple(int(h) for h in listed)
+
+
 def check_trees(trees: object, what: str) -> list[Tree]:
     """`trees` (Trees built in code) as a list, each checked as `read_trees` checks a file's: words, upos
     and heads of one length, each head a word of the sentence (0-based) or -1, one root, no cycle. An
-    error names the sentence (its source, else its number among the `what` trees, from 1)."""
+    error names the sentence (its source, else its number among the `what` trees, from 1). Heads given
+    as a list or NumPy array come back as a tuple of ints, as a file's are."""
     if isinstance(trees, (str, bytes)) or not isinstance(trees, Iterable):
         raise InvalidInput(f"the {what} trees: give a CoNLL-U file or a list of Tree")
     listed = list(trees)
@@ -133,32 +145,48 @@ def check_trees(trees: object, what: str) -> list[Tree]:
             )
         if why := _tree_problem(tree):
             raise InvalidInput(f"{tree.source or where}: {why}")
+        # the probes call tuple methods (Tree.root: heads.index) after all the model work
+        listed[number] = replace(tree, heads=tuple(int(h) for h in tree.heads))
     return listed
 
 
 def _tree_problem(tree: Tree) -> str | None:
     """What keeps a Tree from being a tree, with the fix; None when it is one."""
+    for name in ("words", "upos", "heads"):
+        given = getattr(tree, name)
+        if isinstance(given, (str, bytes)) or not isinstance(given, Sequence | np.ndarray):
+            return f"{name}={given!r} is no sequence; give a tuple with one item per word"
     n = len(tree.words)
     if n == 0:
         return "the tree has no word; give at least one"
     if len(tree.upos) != n or len(tree.heads) != n:
         return f"{n} words but {len(tree.upos)} upos and {len(tree.heads)} heads; give one of each per word"
-    for i, head in enumerate(tree.heads):
+    return _heads_problem(tuple(tree.heads), tree.words)
+
+
+def _heads_problem(heads: tuple[object, ...], words: Sequence[str] | None = None) -> str | None:
+    """What keeps `heads` from being a tree's, with the fix; None when they are one."""
+    n = len(heads)
+    if n == 0:
+        return "the tree has no word; give at least one"
+    for i, head in enumerate(heads):
         if (
             not isinstance(head, int | np.integer)
             or isinstance(head, bool)
             or not -1 <= head < n
             or head == i
         ):
+            word = f"word {i + 1} ({words[i]!r})" if words is not None else f"word {i + 1}"
             return (
-                f"word {i + 1} ({tree.words[i]!r}) has head {head!r}, no other word of the sentence; "
+                f"{word} has head {head!r}, no other word of the sentence; "
                 f"a head is a 0-based word index (0 to {n - 1}), or -1 for the root"
             )
-    roots = list(tree.heads).count(-1)
+    ints = [int(h) for h in heads]  # type: ignore[call-overload]
+    roots = ints.count(-1)
     if roots != 1:
         return f"the tree has {roots} roots (head -1); a tree has exactly one"
-    if _has_cycle(tree.heads):
-        return f"the heads {tuple(tree.heads)} form a cycle, not a tree; every word must reach the root"
+    if _has_cycle(ints):
+        return f"the heads {tuple(ints)} form a cycle, not a tree; every word must reach the root"
     return None
 
 
@@ -205,6 +233,7 @@ def read_trees(path: str | Path) -> list[Tree]:
         trees.append(_tree(path, rows))
     if not trees:
         raise CorpusError(f"{path} has no sentence: a structural probe needs CoNLL-U with trees (HEAD)")
+    withheld_forms(path, (word for tree in trees for word in tree.words))
     return trees
 
 

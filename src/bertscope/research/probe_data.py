@@ -19,7 +19,7 @@ from ..errors import CorpusError, InvalidInput
 
 __all__ = [
     "JoinedWords", "LabelledSentence", "LABEL_FIELD", "read_words", "read_sentences", "text_lines",
-    "CONLLU_COLUMNS", "CONTEXT", "shared_sentences", "unseen_labels", "no_pieces",
+    "CONLLU_COLUMNS", "CONTEXT", "shared_sentences", "unseen_labels", "no_pieces", "withheld_forms",
 ]  # fmt: skip
 
 CONTEXT = "_"
@@ -75,6 +75,16 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 text_lines = _lines  # public: the structural probes' tree reader (conllu.py) reads files the same way
 
 
+def withheld_forms(path: Path, forms: Iterable[str]) -> None:
+    """Refuse a CoNLL-U file whose every FORM is `_`: some UD treebanks ship without their text, and the
+    model would read `_ _ _` for every sentence, each probe scoring the underscores."""
+    if all(form == CONTEXT for form in forms):
+        raise CorpusError(
+            f"{path}: its word forms are withheld (every FORM is _); get the treebank's text (UD's tools "
+            "restore it) or use another treebank"
+        )
+
+
 def _empty(path: Path, layout: str) -> CorpusError:
     return CorpusError(f"{path} is empty: a probe file holds one {layout} per line")
 
@@ -83,7 +93,11 @@ def _field_index(field: str | int) -> int:
     if isinstance(field, int) or field.isdigit():
         index = int(field) - 1
         if not 1 <= index < len(CONLLU_COLUMNS):
-            raise InvalidInput(f"CoNLL-U field {field} does not exist; give 2..10 or a name")
+            what = "is the ID column, no label" if index == 0 else "does not exist (a line has 10)"
+            named = ", ".join(f"{k + 1} {name}" for k, name in enumerate(CONLLU_COLUMNS) if k)
+            raise InvalidInput(
+                f"CoNLL-U field {field} {what}; a label is field 2..10 ({named}), by number or name"
+            )
         return index
     if field.lower() not in CONLLU_COLUMNS[1:]:
         raise InvalidInput(f"unknown CoNLL-U field {field!r}; choose one of: {', '.join(CONLLU_COLUMNS[2:])}")
@@ -156,7 +170,11 @@ def read_words(
         labels.append(label.strip())
     close()
     if not sentences:
+        if conllu and any(line.strip() for _, line in _lines(path)):  # comments, ranges or empty nodes alone
+            raise CorpusError(f"{path} has no sentence: a CoNLL-U probe file needs word lines (ID 1, 2, ...)")
         raise _empty(path, "CoNLL-U token" if conllu else "word<TAB>label")
+    if conllu:
+        withheld_forms(path, (word for sentence in sentences for word in sentence.words))
     return sentences
 
 
