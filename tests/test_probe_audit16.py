@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from bertscope.cli import app
-from bertscope.errors import InvalidInput
+from bertscope.errors import InvalidInput, InvalidSpec
 from bertscope.research.conllu import Tree, check_trees, tree_depths, tree_distances
 from bertscope.research.structural import structural_probe
 
@@ -158,3 +158,28 @@ def test_a_label_field_that_is_no_label_names_the_fields_that_are(field: str) ->
     assert ran.code != 0 and "Traceback" not in ran.stderr
     assert "a label is field 2..10 (2 form, 3 lemma, 4 upos," in said
     assert ("is the ID column" in said) == (field == "1")
+
+
+@pytest.mark.parametrize("lr", ["a", None, True, [0.1]])
+def test_a_learning_rate_of_another_type_is_refused_in_one_line(bundled: Any, lr: Any) -> None:
+    """lr="a" raised Python's TypeError from `lr > 0` (and lr=True trained at 1)."""
+    with pytest.raises(InvalidInput, match=r"^lr=.*: a learning rate is a number above 0 \(e.g. 0.005\)$"):
+        structural_probe(bundled, EXAMPLES / "trees.conllu", lr=lr)
+
+
+def test_tree_word_vectors_reads_subword_given_as_text(tiny_models: dict[str, Any], tmp_path: Path) -> None:
+    """subword="first_last" (text, not the enum) pooled a mean into first_last's width: a broadcast error."""
+    from bertscope.core._enums import SubwordPooling
+    from bertscope.research.conllu import read_trees
+    from bertscope.research.structural import tree_word_vectors
+
+    model, trees = tiny_models["bert"], read_trees(EXAMPLES / "trees.conllu")[:2]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    got = tree_word_vectors(model, trees, tmp_path / "a", layers=[1], subword="first_last")
+    want = tree_word_vectors(model, trees, tmp_path / "b", layers=[1], subword=SubwordPooling.FIRST_LAST)
+    for a, b in [(got[0], want[0]), (got[1][0], want[1][0])]:
+        with a, b:
+            np.testing.assert_array_equal(a[0 : len(a)], b[0 : len(b)])
+    with pytest.raises(InvalidSpec, match="unknown subword pooling .firstlast."):
+        tree_word_vectors(model, trees, tmp_path / "a", layers=[1], subword="firstlast")

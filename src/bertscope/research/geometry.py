@@ -36,6 +36,7 @@ import numpy as np
 from ..core.layers import LayerSpec, parse_layers
 from ..core.progress import step_progress
 from ..core.renamed import top_k_given
+from ..core.spec import whole_number
 from ..errors import InvalidInput, InvalidSpec
 from .states import check_seed, layer_blocks, layered, text_stream
 
@@ -190,9 +191,14 @@ class Reservoir:
     t-th draw of a seeded generator."""
 
     def __init__(self, size: int, *, seed: int = 0) -> None:
+        if isinstance(size, bool) or not isinstance(size, int | np.integer):
+            # a float or a string of digits would fail in the first comparison or in NumPy, mid-stream
+            whole_number(
+                size, "max_tokens_sampled", least=MIN_TOKENS, meaning="tokens TwoNN samples per layer"
+            )
         if size < MIN_TOKENS:
             raise InvalidSpec(f"max_tokens_sampled={size} is too small: TwoNN needs at least {MIN_TOKENS}")
-        self.size, self.seen = size, 0
+        self.size, self.seen = int(size), 0
         self.rng = np.random.default_rng(seed)
         self.rows: np.ndarray | None = None
 

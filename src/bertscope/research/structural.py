@@ -87,7 +87,7 @@ def tree_word_vectors(
     folder: Path,
     *,
     layers: Sequence[int],
-    subword: SubwordPooling = SubwordPooling.MEAN,
+    subword: SubwordPooling | str = SubwordPooling.MEAN,
     progress: bool | None = None,
     what: str = "given",
 ) -> tuple[RowFile, list[RowFile], np.ndarray]:
@@ -96,6 +96,9 @@ def tree_word_vectors(
     offsets[s]:offsets[s+1]. e' and d' are the pooled widths (2e and 2d for first_last). `what` names
     the trees in an error about a tree read from no file ("training", "test"). The caller closes the
     files."""
+    # pool_words tells the poolings apart by enum: a plain "first_last" would be pooled as a mean into
+    # the first_last width, and fail later with NumPy's broadcast error
+    subword = SubwordPooling.parse(subword, what="subword pooling")
     offsets = np.concatenate([[0], np.cumsum([len(t) for t in trees])]).astype(np.int64)
     static: RowFile | None = None
     stacked: list[RowFile] = []
@@ -295,8 +298,11 @@ def _check_numbers(*, rank: int, epochs: int, batch_size: int, lr: float, seed: 
     for name, value in (("rank", rank), ("epochs", epochs), ("batch_size", batch_size)):
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise InvalidInput(f"{name}={value!r}: give a whole number of 1 or more")
+    # a string or None would fail in `lr > 0` with Python's own TypeError
+    if not isinstance(lr, numbers.Real) or isinstance(lr, bool):
+        raise InvalidInput(f"lr={lr!r}: a learning rate is a number above 0 (e.g. 0.005)")
     # inf passes `lr > 0` (its first step makes the map inf, then NaN): a rate is a finite number
-    if isinstance(lr, numbers.Real) and not isinstance(lr, bool) and not math.isfinite(lr):
+    if not math.isfinite(lr):
         raise InvalidInput(f"lr={lr!r}: a learning rate is a finite number above 0 (e.g. 0.005)")
     if not lr > 0:
         raise InvalidInput(f"lr={lr!r}: a learning rate is a number above 0 (e.g. 0.005)")
