@@ -14,9 +14,10 @@
     intrinsic dim  TwoNN (Facco et al. 2017) with scikit-dimension's `skdim.id.TwoNN()` defaults: the ratio
                    mu = r2 / r1 of each point's second to first neighbour distance, the largest 10% of the
                    ratios discarded, the slope of -log(1 - F(mu)) against log mu by least squares through
-                   the origin. Points with a twin (r1 == 0: the same piece at the same position in layer 0)
-                   are dropped first, as scikit-dimension drops them. Under `FEW_POINTS` points (twins
-                   left out) the result carries a `twonn_note` that says the estimate is rough.
+                   the origin. Points with an exact twin (r1 == 0: the same piece at the same position in
+                   layer 0) are dropped first; scikit-dimension's chunked distances leave some twins ~3e-7
+                   apart, so its figure differs where twins exist (equal where none). Under `FEW_POINTS`
+                   points (twins left out) the result carries a `twonn_note` that says the estimate is rough.
 
 Streamed, memory bounded whatever the number and length of the texts (a book-length line comes a few
 windows at a time): per layer a running mean and d x d scatter (IsoScore), the sums of the unit vectors
