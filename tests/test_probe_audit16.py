@@ -183,3 +183,14 @@ def test_tree_word_vectors_reads_subword_given_as_text(tiny_models: dict[str, An
             np.testing.assert_array_equal(a[0 : len(a)], b[0 : len(b)])
     with pytest.raises(InvalidSpec, match="unknown subword pooling .firstlast."):
         tree_word_vectors(model, trees, tmp_path / "a", layers=[1], subword="firstlast")
+
+
+def test_label_field_zero_is_refused_and_form_is_listed(tmp_path: Path) -> None:
+    from bertscope.research.probe_data import read_words
+
+    path = tmp_path / "t.conllu"
+    path.write_text("1\tcats\tcat\tNOUN\tNNS\t_\t0\troot\t_\t_\n\n")
+    with pytest.raises(InvalidInput, match="field 0 does not exist"):
+        read_words(path, label_field=0)
+    with pytest.raises(InvalidInput, match="choose one of: form, lemma, upos"):
+        read_words(path, label_field="nope")

@@ -100,7 +100,7 @@ def _field_index(field: str | int) -> int:
             )
         return index
     if field.lower() not in CONLLU_COLUMNS[1:]:
-        raise InvalidInput(f"unknown CoNLL-U field {field!r}; choose one of: {', '.join(CONLLU_COLUMNS[2:])}")
+        raise InvalidInput(f"unknown CoNLL-U field {field!r}; choose one of: {', '.join(CONLLU_COLUMNS[1:])}")
     return CONLLU_COLUMNS.index(field.lower())
 
 
@@ -129,7 +129,7 @@ def read_words(
     )
     path = Path(path)
     conllu = label_field is not None or path.suffix.lower() == ".conllu"
-    index = _field_index(label_field or "upos") if conllu else 1
+    index = _field_index("upos" if label_field is None else label_field) if conllu else 1  # 0 is refused
     sentences: list[LabelledSentence] = []
     words: list[str] = []
     labels: list[str] = []
