@@ -217,8 +217,8 @@ def test_token_rows_are_the_rows_the_scan_found(bundled: bertscope.Model) -> Non
             with pytest.raises(bertscope.InvalidInput) as refused:
                 token_rows(tokens.offsets, tokens.special_mask, spans, shift=shift)
             assert str(refused.value) == (
-                f"chunk {first} {spans[first]} holds no word piece the model sees (only control or "
-                "zero-width characters?); give spans with text"
+                f"chunk {first} {spans[first]} of document 0 holds no word piece the model sees (only "
+                "control or zero-width characters?); give spans with text"
             ), name
     assert any(not all(_old_rows(t.offsets, t.special_mask, s, h)) for _, t, s, h in _cases(bundled))
 

@@ -8,6 +8,7 @@ Naive chunking embeds each chunk's text alone, exactly as `Model.embed` would.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, replace
@@ -18,7 +19,15 @@ from typing import Any
 import numpy as np
 
 from .core._enums import Combine, LongText
-from .core.chunk_pooling import ChunkRows, chunk_lengths, pool_spans, pool_streamed, sum_factor, token_rows
+from .core.chunk_pooling import (
+    ChunkRows,
+    chunk_lengths,
+    empty_chunk,
+    pool_spans,
+    pool_streamed,
+    sum_factor,
+    token_rows,
+)
 from .core.chunking import ChunkBy, Span, iter_chunk_spans, refuse_unread_sizes
 from .core.encoder import Encoder
 from .core.engine import LONG_TOKENS, EmbedSpec, Engine, OnBatch
@@ -149,8 +158,8 @@ def _late(
     short = iter(
         engine.fitted_token_matrices([t for t in fitted if len(t) <= LONG_TOKENS], spec, on_batch=on_batch)
     )
-    for doc, doc_spans, tokens in zip(docs, spans, fitted, strict=True):
-        rows = token_rows(tokens.offsets, tokens.special_mask, doc_spans, shift=shift)
+    for number, (doc, doc_spans, tokens) in enumerate(zip(docs, spans, fitted, strict=True)):
+        rows = token_rows(tokens.offsets, tokens.special_mask, doc_spans, shift=shift, document=number)
         if len(tokens) <= LONG_TOKENS:
             vectors = pool_spans(next(short)[1], rows, spec.pooling)
         else:  # a book-length document: its token vectors a few windows at a time, never whole
@@ -181,7 +190,7 @@ def _naive(
     # embedded, each document's result in turn: made all at once, chunks sharing most of their text held
     # chunks x chunk_size characters (chunk_size 10,000, chunk_overlap 9,999 on 20,000 pieces: ~500 MB).
     texts = (doc[s:e] for doc, doc_spans in zip(docs, spans, strict=True) for s, e in doc_spans)
-    parts = engine.sentences(texts, spec, on_batch=on_batch)
+    parts = _by_chunk(engine.sentences(texts, spec, on_batch=on_batch), spans)
     pending: list[SentenceEmbeddings] = []  # embedded rows not handed out yet, in order
     for doc, doc_spans in zip(docs, spans, strict=True):
         n = len(doc_spans)
@@ -262,9 +271,10 @@ class ChunkPlan:
 
     def _rows(self, engine: Engine, spec: EmbedSpec) -> Iterator[tuple[Tokens, ChunkRows | list[np.ndarray]]]:
         """Each document tokenized under `spec` (one at a time), with its chunks' token rows."""
-        for doc, spans in zip(self.docs, self.spans, strict=True):
+        for number, (doc, spans) in enumerate(zip(self.docs, self.spans, strict=True)):
             tokens = engine.prepare([doc], spec)[0]
-            yield tokens, token_rows(tokens.offsets, tokens.special_mask, spans, shift=len(spec.prompt))
+            shift = len(spec.prompt)
+            yield tokens, token_rows(tokens.offsets, tokens.special_mask, spans, shift=shift, document=number)
 
     def run(self, engine: Engine, *, progress: bool | None = None) -> list[ChunkEmbeddings]:
         """Each document's ChunkEmbeddings, in input order."""
@@ -306,6 +316,12 @@ def plan_chunks(
     its limit, or stops a plan whose client left).
     """
     items = check_texts(docs)
+    if not isinstance(late, bool | np.bool_):  # late='no' read as late chunking
+        raise InvalidSpec(f"late must be True or False, got {late!r}")
+    if chunks is None or not isinstance(chunks, str | Sequence | np.ndarray):
+        raise InvalidSpec(
+            f"chunks={chunks!r}: give 'sentence', 'paragraph' or 'tokens', or (start, end) spans per document"
+        )
     recipe = resolve(encoder, EmbedOptions.given(long=long or ("window" if late else "truncate"), **options))
     spec = recipe.spec
     if late:
@@ -364,6 +380,27 @@ def embed_chunks(
         cut = np.concatenate([r.n_dropped for r in results])
         say_cut(cut, encoder.max_tokens, "late chunking (late=True) or long='window' keeps every token")
     return results[0] if isinstance(docs, str) else results
+
+
+# The engine's refusal of a text with no word pieces (`TextTokenizer.fit`), its texts being the chunks
+_NO_PIECES = re.compile(r"^text (\d+) \(.*\) gives no word pieces", re.S)
+
+
+def _by_chunk(parts: Iterator[SentenceEmbeddings], spans: list[list[Span]]) -> Iterator[SentenceEmbeddings]:
+    """The engine's parts; its refusal of "text N", the Nth chunk of all documents, said by document and
+    chunk as the late path says it."""
+    try:
+        yield from parts
+    except InvalidInput as exc:
+        found = _NO_PIECES.match(str(exc))
+        if found is None:
+            raise
+        flat = int(found.group(1))
+        for document, doc_spans in enumerate(spans):
+            if flat < len(doc_spans):
+                raise empty_chunk(document, flat, doc_spans[flat]) from None
+            flat -= len(doc_spans)
+        raise
 
 
 def _spans_per_doc(chunks: Any, docs: list[str], single: bool) -> list[Any]:

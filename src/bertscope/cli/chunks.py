@@ -20,7 +20,14 @@ LateOpt = Annotated[
         help="Late chunking (the whole document once, token vectors pooled per chunk) or each chunk alone.",
     ),
 ]
-ChunkSizeOpt = Annotated[int, typer.Option("--chunk-size", help="Word pieces per chunk (--chunks tokens).")]
+ChunkSizeOpt = Annotated[
+    int,
+    typer.Option(
+        "--chunk-size",
+        help="Word pieces per chunk (--chunks tokens); the pieces of one character (a Hangul syllable an "
+        "uncased tokenizer splits) count as one.",
+    ),
+]
 ChunkOverlapOpt = Annotated[
     int, typer.Option("--chunk-overlap", help="Word pieces neighbouring token chunks share.")
 ]

@@ -207,7 +207,12 @@ def chunk_lengths(rows: ChunkRows | Sequence[Rows]) -> np.ndarray:
 
 
 def token_rows(
-    offsets: Iterable[Span], special_mask: Sequence[bool], spans: Sequence[Span], *, shift: int = 0
+    offsets: Iterable[Span],
+    special_mask: Sequence[bool],
+    spans: Sequence[Span],
+    *,
+    shift: int = 0,
+    document: int = 0,
 ) -> ChunkRows | list[np.ndarray]:
     """Each span's token rows (int arrays): the tokens, special ones left out, whose characters (less
     `shift`, a prompt's) overlap it; a piece cut by a span boundary counts for both.
@@ -230,8 +235,14 @@ def token_rows(
     else:
         rows = [kept[(starts < end) & (ends > start)] for start, end in bounds.tolist()]
     for number in np.flatnonzero(chunk_lengths(rows) == 0)[:1].tolist():  # the first empty chunk
-        raise InvalidInput(
-            f"chunk {number} {tuple(spans[number])} holds no word piece the model sees (only control or "
-            "zero-width characters?); give spans with text"
-        )
+        raise empty_chunk(document, number, spans[number])
     return rows
+
+
+def empty_chunk(document: int, number: int, span: Span) -> InvalidInput:
+    """The refusal of a chunk with no word piece the model sees, by its document (`document`, in the
+    list given) and its number there, whether it runs late or alone."""
+    return InvalidInput(
+        f"chunk {number} {tuple(span)} of document {document} holds no word piece the model sees (only "
+        "control or zero-width characters?); give spans with text"
+    )

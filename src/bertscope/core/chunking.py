@@ -21,6 +21,7 @@ from collections.abc import Generator, Iterator, Sequence
 
 from ..errors import InvalidInput, InvalidSpec
 from ._enums import StrEnum
+from .spec import whole_number
 from .tokens import TextTokenizer
 
 __all__ = [
@@ -37,7 +38,9 @@ Span = tuple[int, int]
 _END = re.compile(r"(?<![.!?…])[.!?…]+[\"'”’)\]]*(?=\s+[^\sa-z])")
 _WORD = re.compile(r"\S+")
 _OPENING = "(\"'“‘"  # what may open a word before its letters ("(e.g." is "e.g")
-_BLANK = re.compile(r"\n[ \t\r\f\v]*\n\s*")
+# A blank line: nothing a reader sees between two line ends (whitespace such as a no-break or ideographic
+# space, and the format characters _invisible counts: zero-width space, word joiner, BOM, soft hyphen)
+_BLANK = re.compile(r"\n(?:[^\S\n]|[\u00ad\u200b-\u200f\u2060-\u2064\ufeff])*\n\s*")
 _ABBREVIATIONS = frozenset(
     "mr mrs ms dr prof sr jr st vs etc e.g i.e u.s u.k no fig gen col lt sgt rep sen gov jan feb mar apr "
     "jun jul aug sep sept oct nov dec inc ltd co corp mt ft".split()
@@ -169,6 +172,8 @@ def _gives_pieces(chunk: str, tokenizer: TextTokenizer) -> bool:
 def token_spans(text: str, tokenizer: TextTokenizer, *, size: int, overlap: int) -> list[Span]:
     """Spans of `size` consecutive tokens each, the next one starting `size - overlap` tokens on; a token
     is a word piece, or the pieces that share characters (byte pieces of one character), as one."""
+    whole_number(size, "chunk_size", meaning="word pieces per chunk")  # a str or float: one line
+    whole_number(overlap, "chunk_overlap", least=0, meaning="word pieces two chunks share")
     if size < 1 or not 0 <= overlap < size:
         raise InvalidSpec(
             "token chunks need chunk_size >= 1 and 0 <= chunk_overlap < chunk_size; got "

@@ -99,7 +99,10 @@ class ChunksRequest(SpecFields):
     late: StrictBool = Field(
         True, description="Late chunking (the whole document once, windows stitched) or each chunk alone."
     )
-    chunk_size: PositiveInt = Field(128, description="Word pieces per chunk with chunks=tokens.")
+    chunk_size: PositiveInt = Field(
+        128,
+        description="Word pieces per chunk with chunks=tokens; the pieces of one character count as one.",
+    )
     chunk_overlap: _Overlap = Field(
         0, description="Word pieces neighbouring token chunks share (less than chunk_size)."
     )
