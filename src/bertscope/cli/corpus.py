@@ -288,13 +288,17 @@ def _above_threshold(
 ) -> list[Any]:
     """The hits at or above the threshold in `path`, refused unless it matches the settings of what was
     searched: the store's, or the view's in a store with several."""
+    from ..core.fingerprint_facts import files_digest
     from ..io.stores import open_store, view_settings, with_view
     from ..research.baseline import load_threshold
 
     threshold = load_threshold(path)
     settings = view_settings(with_view(open_store(store, collection=collection), view))
     keys = ("layers", "combine", "pooling", "mask_special", "normalize", "post")
-    threshold.check(str(settings.get("model")), {k: settings.get(k) for k in keys}, store=str(store))
+    recorded = settings.get("fingerprint")  # its files' hashes: the model whatever path named it
+    files = files_digest(recorded.get("files") or {}) if isinstance(recorded, dict) else None
+    given = {k: settings.get(k) for k in keys}
+    threshold.check(str(settings.get("model")), given, store=str(store), files=files)
     kept = [h for h in hits if h.score >= threshold.threshold]
     err.print(f"{len(kept)} of {len(hits)} hits at or above the calibrated {threshold.threshold:.4f}")
     return kept

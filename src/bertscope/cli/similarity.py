@@ -139,5 +139,8 @@ def checked_threshold(m: Any, path: Path, post: Path | None, options: dict[str, 
 
     threshold = load_threshold(path)
     spec = m.spec(**options).as_dict()
-    threshold.check(m.loaded.source, score_settings(spec, prepare_post(post, spec)))
+    from ..core.fingerprint_facts import model_files
+
+    settings = score_settings(spec, prepare_post(post, spec, model=m))
+    threshold.check(m.loaded.source, settings, files=model_files(m))
     return threshold

@@ -98,6 +98,20 @@ def file_hashes(folder: str | Path | None) -> dict[str, str]:
     return {name: _file_sha(folder / name) for name in sorted(set(names))}
 
 
+def model_files(model: Any) -> str | None:
+    """16 hex digits over the hashes of the files that make `model` (`files_digest`), or None for a model
+    with no folder: what a threshold or a post-processing was fitted with, whatever the path or runtime."""
+    path = getattr(getattr(model, "loaded", None), "path", None)
+    return files_digest(file_hashes(path)) if path is not None else None
+
+
+def files_digest(files: dict[str, str]) -> str | None:
+    """16 hex digits over a fingerprint's file hashes (a store records them), or None where there are none."""
+    if not files:
+        return None
+    return hashlib.sha256(json.dumps(files, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+
+
 def weights_dtype(folder: str | Path | None) -> str | None:
     """The dtype the weights are stored in (safetensors headers; "float16+float32" when mixed), or None
     where the folder holds no safetensors (a pytorch_model.bin is not read: that would need torch)."""

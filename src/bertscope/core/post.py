@@ -263,11 +263,26 @@ def as_post(value: PostProcessor | str | Path | None) -> PostProcessor | None:
     return load_post(value)
 
 
-def prepare_post(value: PostProcessor | str | Path | None, spec: dict[str, Any]) -> PostProcessor | None:
-    """The processor for `post=` (None, a processor or a file), checked against the embedding spec."""
+def prepare_post(
+    value: PostProcessor | str | Path | None, spec: dict[str, Any], *, model: Any = None
+) -> PostProcessor | None:
+    """The processor for `post=` (None, a processor or a file), checked against the embedding spec and,
+    where it records them and `model` is given, the files of the model it was fitted on: whitening fitted
+    on another model's vectors of the same width would apply in silence."""
     processor = as_post(value)
     if processor is not None:
         processor.check(spec)
+        fitted = processor.settings.get("model_files")
+        if fitted is not None and model is not None:
+            from .fingerprint_facts import model_files
+
+            here = model_files(model)
+            if here is not None and here != fitted:
+                raise InvalidSpec(
+                    f"this {processor.kind.value} was fitted on the vectors of "
+                    f"{processor.settings.get('model', 'another model')}, not of this model (their files "
+                    "differ); fit it on this model's vectors (fit_post_on_texts, bertscope fit-post)"
+                )
     return processor
 
 
@@ -474,4 +489,13 @@ def fit_post_on_texts(
             f"the {len(texts)} texts differ but give one vector with layers {list(result.spec['layers'])} "
             f"and pooling {result.spec['pooling']}: {nothing}; choose another layer or pooling"
         )
-    return fit_post(result.vectors, kind, dim=dim, model=model.loaded.source, spec=result.spec)
+    from .fingerprint_facts import model_files
+
+    return fit_post(
+        result.vectors,
+        kind,
+        dim=dim,
+        model=model.loaded.source,
+        spec=result.spec,
+        model_files=model_files(model),
+    )

@@ -371,7 +371,7 @@ def resolve(model: Encoder, options: EmbedOptions | None = None) -> Recipe:
         prompt_name=options.prompt_name,
         prompt=options.prompt,
     )
-    return Recipe(spec, prepare_post(options.post, spec.as_dict()))
+    return Recipe(spec, prepare_post(options.post, spec.as_dict(), model=model))
 
 
 def resolve_spec(

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.fingerprint_facts import model_files
 from ..core.post import PostProcessor, prepare_post
 from ..core.similarity import unit
 from ..core.text_files import is_column_name, read_utf8
@@ -101,7 +102,7 @@ def fit_baseline(
     if len(texts) < 3:
         raise InvalidInput(f"the reference corpus has {len(texts)} distinct texts; give at least 3")
     spec = model.spec(**options)
-    processor = prepare_post(post, spec.as_dict())
+    processor = prepare_post(post, spec.as_dict(), model=model)
     vectors = unit(model.embed(texts, post=processor, **options).vectors)
     left, right = np.triu_indices(len(texts), k=1)
     if len(left) > _MAX_PAIRS:
@@ -134,6 +135,9 @@ class Threshold:
     negatives: int
     model: str
     settings: dict[str, Any]
+    # the model's files (`model_files`): a model is the same whatever path names it (None: a file from
+    # before they were recorded, checked by the name alone)
+    model_files: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Everything as plain JSON-able values."""
@@ -146,9 +150,11 @@ class Threshold:
         path.write_text(json.dumps({"format": _FORMAT, **self.to_dict()}, indent=2) + "\n")
         return path
 
-    def check(self, model: str, settings: dict[str, Any], *, store: str | None = None) -> None:
-        """Raise InvalidSpec when scores made by `model` with `settings` (those `store` was made with, where
-        given) are not what this was fitted on."""
+    def check(
+        self, model: str, settings: dict[str, Any], *, store: str | None = None, files: str | None = None
+    ) -> None:
+        """Raise InvalidSpec when scores made by `model` (whose files' digest is `files`, where known)
+        with `settings` (those `store` was made with, where given) are not what this was fitted on."""
         # Unit length leaves a cosine as it is: normalize counts only where a post-processor reads it.
         unread = ("normalize",) if settings.get("post") is None and self.settings.get("post") is None else ()
         differ = {
@@ -156,8 +162,12 @@ class Threshold:
             for k in _KEYS
             if k not in unread and settings.get(k) != self.settings.get(k)
         }
-        if model != self.model:
-            differ["model"] = (model, self.model)
+        known = files is not None and self.model_files is not None
+        if (files != self.model_files) if known else (model != self.model):
+            # by their files where both are known: a name is a path, and two paths name one model
+            differ["model"] = (
+                (model, self.model) if model != self.model else (f"{model} (other files)", model)
+            )
         if differ:
             shown = "; ".join(f"{k}: {got} here, {want} in the file" for k, (got, want) in differ.items())
             if store is not None:  # a store's vectors are made: only the calibration can move to them
@@ -205,7 +215,26 @@ def load_threshold(path: str | Path) -> Threshold:
         data = None
     if not isinstance(data, dict) or data.pop("format", None) != _FORMAT:
         raise InvalidInput(f"{path} is not a bertscope threshold file; make one with `bertscope calibrate`")
-    return Threshold(**data)
+    try:
+        threshold = Threshold(**data)
+    except TypeError:  # fields missing or unknown
+        threshold = None
+    numbers = ("threshold", "precision", "recall", "f1", "positives", "negatives")
+    if (
+        threshold is None
+        or not all(
+            isinstance(getattr(threshold, name), int | float)
+            and not isinstance(getattr(threshold, name), bool)
+            for name in numbers
+        )
+        or not isinstance(threshold.settings, dict)
+        or not isinstance(threshold.model, str)
+    ):
+        raise InvalidInput(
+            f"{path} is a damaged threshold file (its fields are not calibrate's); make it again with "
+            "`bertscope calibrate`"
+        )
+    return threshold
 
 
 def best_threshold(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float, float, float]:
@@ -251,11 +280,13 @@ def calibrate(
             problem = text_refusal(text) if isinstance(text, str) else "is not a string"
             if problem is not None:
                 raise InvalidInput(f"pair {index}: the {column} text {problem}; give both texts of the pair")
-    labels = np.array([int(label) for _, _, label in pairs])
-    if not set(labels.tolist()) <= {0, 1}:
-        raise InvalidInput("labels must be 0 (different) or 1 (same)")
+    given = [label for _, _, label in pairs]
+    if not all(not isinstance(label, bool) and label in (0, 1) for label in given):  # 0.5 was read as 0
+        bad = next(label for label in given if isinstance(label, bool) or label not in (0, 1))
+        raise InvalidInput(f"labels must be 0 (different) or 1 (same), got {bad!r}")
+    labels = np.array([int(label) for label in given])
     spec = model.spec(**options)
-    processor = prepare_post(post, spec.as_dict())
+    processor = prepare_post(post, spec.as_dict(), model=model)
     left = unit(model.embed([p[0] for p in pairs], post=processor, **options).vectors)
     right = unit(model.embed([p[1] for p in pairs], post=processor, **options).vectors)
     scores = np.einsum("nd,nd->n", left, right)
@@ -269,6 +300,7 @@ def calibrate(
         negatives=int(len(labels) - labels.sum()),
         model=model.loaded.source,
         settings=score_settings(spec.as_dict(), processor),
+        model_files=model_files(model),
     )
 
 

@@ -1,0 +1,101 @@
+"""A threshold file and a fitted post-processing are matched to a model by its files, not by the path that
+named it: another model of the same name and width is refused (its scores were compared with the file's
+threshold, and whitening fitted on its vectors applied, in silence), the same model by another path is
+taken. A damaged threshold file is refused in one line; calibrate refuses labels that are not 0 or 1."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import bertscope
+from bertscope.core.post import fit_post_on_texts
+from bertscope.errors import InvalidInput, InvalidSpec
+from bertscope.research.baseline import calibrate
+
+WORDS = "cat dog car tree house river bank money road sky".split()
+PAIRS = [
+    (
+        " ".join(WORDS[i % 7 : i % 7 + 3]),
+        " ".join(WORDS[i % 7 : i % 7 + 3] if i % 2 else WORDS[::-1][:3]),
+        i % 2,
+    )
+    for i in range(20)
+]
+
+
+@pytest.fixture()
+def folders(tiny_dirs: dict[str, Path], tmp_path: Path) -> tuple[Path, Path]:
+    """A tiny BERT, and a tiny RoBERTa in another folder of the same name (the same width)."""
+    bert = shutil.copytree(tiny_dirs["bert"], tmp_path / "tinybert")
+    roberta = shutil.copytree(tiny_dirs["roberta"], tmp_path / "other" / "tinybert")
+    return bert, roberta
+
+
+def test_a_threshold_is_matched_by_the_model_s_files(
+    folders: tuple[Path, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from console import run_main
+
+    bert, roberta = folders
+    monkeypatch.chdir(tmp_path)
+    path = calibrate(bertscope.load("tinybert", device="cpu"), PAIRS, pooling="mean").save("threshold.json")
+    assert json.loads(path.read_text())["model"] == "tinybert"
+    scored = ["similarity", "a cat", "a dog", "-p", "mean", "--threshold-file", str(path.resolve())]
+    monkeypatch.chdir(roberta.parent)  # where -m tinybert is the RoBERTa
+    other = run_main(*scored, "-m", "tinybert")
+    assert other.code == 1 and "model: tinybert (other files) here, tinybert in the file" in other.stderr
+    monkeypatch.chdir(tmp_path)
+    same = run_main(*scored, "-m", str(bert))  # the BERT by its whole path
+    assert same.code == 0, same.stderr
+    older = json.loads(path.read_text())
+    del older["model_files"]  # a file from before they were recorded: the name decides, as before
+    path.write_text(json.dumps(older))
+    by_name = run_main(*scored, "-m", str(bert))
+    assert by_name.code == 1 and "model:" in by_name.stderr
+
+
+def test_a_post_processing_fitted_on_another_model_is_refused(
+    folders: tuple[Path, Path], tmp_path: Path
+) -> None:
+    bert, roberta = folders
+    texts = [" ".join(WORDS[i % 8 : i % 8 + 3]) + f" {i}" for i in range(40)]
+    fitted = fit_post_on_texts(
+        bertscope.load(str(roberta), device="cpu"), texts, "pca", dim=4, pooling="mean"
+    )
+    saved = fitted.save(tmp_path / "pca.safetensors")
+    model = bertscope.load(str(bert), device="cpu")
+    with pytest.raises(InvalidSpec, match="was fitted on the vectors of .*, not of this model"):
+        model.embed(["a cat"], pooling="mean", post=saved)
+    own = fit_post_on_texts(model, texts, "pca", dim=4, pooling="mean")
+    assert model.embed(["a cat"], pooling="mean", post=own).vectors.shape == (1, 4)
+
+
+def test_a_damaged_threshold_file_is_one_line(tmp_path: Path) -> None:
+    from console import run_main
+
+    for body in (
+        {"threshold": 0.5},
+        {
+            "threshold": "0.5",
+            "precision": 1,
+            "recall": 1,
+            "f1": 1,
+            "positives": 1,
+            "negatives": 1,
+            "model": "m",
+            "settings": {},
+        },
+    ):
+        path = tmp_path / "bad.json"
+        path.write_text(json.dumps({"format": "bertscope-threshold/1", **body}))
+        ran = run_main("similarity", "a", "b", "--threshold-file", str(path))
+        assert ran.code == 1 and ran.stderr.count("\n") == 1 and "damaged threshold file" in ran.stderr
+
+
+def test_calibrate_refuses_labels_that_are_not_0_or_1(bundled: bertscope.Model) -> None:
+    with pytest.raises(InvalidInput, match="labels must be 0 .* or 1 .*, got 0.5"):
+        calibrate(bundled, [("a cat", "a dog", 1), ("a car", "a tree", 0.5)], pooling="mean")
