@@ -99,3 +99,14 @@ def test_a_damaged_threshold_file_is_one_line(tmp_path: Path) -> None:
 def test_calibrate_refuses_labels_that_are_not_0_or_1(bundled: bertscope.Model) -> None:
     with pytest.raises(InvalidInput, match="labels must be 0 .* or 1 .*, got 0.5"):
         calibrate(bundled, [("a cat", "a dog", 1), ("a car", "a tree", 0.5)], pooling="mean")
+
+
+def test_an_f1_tie_goes_to_the_higher_threshold() -> None:
+    import numpy as np
+
+    from bertscope.research.baseline import best_threshold
+
+    scores = np.array([0.8, 0.1, 0.4, 0.3, 0.6, 0.7, 0.2, 0.5, 1.0, 0.0, 0.4, 0.3])
+    labels = np.array([1, 1, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0])
+    cut, precision, recall, f1 = best_threshold(scores, labels)  # 0.35 and 0.55 both give F1 2/3
+    assert (cut, precision, recall) == (pytest.approx(0.55), 0.75, 0.6) and f1 == pytest.approx(2 / 3)

@@ -257,7 +257,9 @@ def best_threshold(scores: np.ndarray, labels: np.ndarray) -> tuple[float, float
     last = np.r_[ranked[1:] != ranked[:-1], True]
     precision = true_pos / predicted
     recall = true_pos / hits.sum()
-    f1 = np.where(true_pos > 0, 2 * precision * recall / np.maximum(precision + recall, 1e-12), 0.0)
+    # 2tp / (predicted + positives): equal F1s are equal doubles (one rounding of equal fractions), so a
+    # tie goes to the higher threshold as said; 2PR/(P+R) rounds twice and split ties by the last bit
+    f1 = 2.0 * true_pos / (predicted + hits.sum())
     f1 = np.where(last, f1, -1.0)
     k = int(np.argmax(f1))
     cut = (ranked[k] + ranked[k + 1]) / 2 if k + 1 < len(ranked) else ranked[k] - 1e-6
