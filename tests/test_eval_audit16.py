@@ -110,3 +110,31 @@ def test_an_f1_tie_goes_to_the_higher_threshold() -> None:
     labels = np.array([1, 1, 0, 0, 1, 0, 0, 0, 1, 0, 1, 0])
     cut, precision, recall, f1 = best_threshold(scores, labels)  # 0.35 and 0.55 both give F1 2/3
     assert (cut, precision, recall) == (pytest.approx(0.55), 0.75, 0.6) and f1 == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize(
+    "line", ["a cat\ta dog\t1\textra", "He said\thello\tShe said hi\t3.5"], ids=["a fourth field", "a tab"]
+)
+def test_eval_pairs_refuses_a_line_it_would_drop(tmp_path: Path, line: str) -> None:
+    from bertscope.errors import CorpusError
+    from bertscope.research.analysis import read_pairs
+
+    rows = ["a man plays a guitar\tmusic\t4.2", line, "a dog runs\ta cat sleeps\t0.4", "x y\tz w\t1.0"]
+    path = tmp_path / "pairs.tsv"
+    path.write_text("\n".join(rows) + "\n")
+    with pytest.raises(CorpusError, match="pairs.tsv:2: expected 3 tab-separated fields, found 4"):
+        read_pairs(path)
+
+
+def test_a_first_line_is_a_header_only_beyond_doubt(tmp_path: Path) -> None:
+    from bertscope.errors import CorpusError
+    from bertscope.research.analysis import read_pairs
+
+    rest = ["a dog runs\ta cat sleeps\t0.4", "x y\tz w\t1.0", "p q\tr s\t2.0"]
+    path = tmp_path / "pairs.tsv"
+    path.write_text("\n".join(["a cat\ta dog\tsimilar", *rest]) + "\n")
+    with pytest.raises(CorpusError, match="pairs.tsv:1: .*name its third column 'score'"):
+        read_pairs(path)
+    for header in ("sentence1\tsentence2\tgold", "a text\tanother\tscore", "left\tright\tsim (0-5)"):
+        path.write_text("\n".join([header, *rest]) + "\n")
+        assert len(read_pairs(path)[0]) == 3, header

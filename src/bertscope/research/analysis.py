@@ -92,20 +92,31 @@ class SweepResult:
 
 
 def read_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
-    """Two texts and a gold score per tab-separated line; # comments and blank lines are skipped.
+    """Two texts and a gold score per tab-separated line (exactly three fields: a fourth, or a tab inside a
+    text, is refused by its line); blank lines and lines starting with # (comments, as gensim's word-pair
+    files have them) are skipped.
 
-    The first line is a header, skipped, only when its score field reads as a column name
-    (`text_a<TAB>text_b<TAB>score`); a missing score there ('n/a', 'NA', '-', empty), as on any line, is
-    refused with its line number, never dropped.
+    The first line is a header, skipped, only when its score field reads as a column name and it is one
+    beyond doubt: the score field names a score column (`score`, `similarity` ..., as `calibrate` reads
+    its label column) or both text fields name text columns (`sentence1`, `left` ...). Any other line that
+    is not a scored pair (a word for a score, a missing one: 'n/a', 'NA', '-', empty) is refused with its
+    line number, never dropped.
     """
+    from .baseline import _TEXT_COLUMN, LABEL_COLUMNS
+
     left, right, gold = [], [], []
     for index, (number, fields) in enumerate(_tsv(path, 3)):
+        third, texts = fields[2].strip(), [cell.strip() for cell in fields[:2]]
+        named = third.lower() in LABEL_COLUMNS or all(_TEXT_COLUMN.fullmatch(cell) for cell in texts)
+        if index == 0 and is_column_name(third) and named:
+            continue  # a header line
         try:
             score = float(fields[2])
         except ValueError:
+            hint = ""
             if index == 0 and is_column_name(fields[2]):
-                continue  # a header line
-            raise CorpusError(f"{path}:{number}: {_not_a_score(fields[2])}") from None
+                hint = "; if this line is a header, name its third column 'score'"
+            raise CorpusError(f"{path}:{number}: {_not_a_score(fields[2])}{hint}") from None
         if not fields[0].strip() or not fields[1].strip():
             raise CorpusError(f"{path}:{number}: a text of the pair is empty; give both texts")
         if not math.isfinite(score):
@@ -155,7 +166,7 @@ def _tsv(path: str | Path, width: int) -> Iterator[tuple[int, list[str]]]:
         if not line.strip() or line.startswith("#"):
             continue
         fields = line.split("\t")
-        if len(fields) < width:
+        if len(fields) != width:  # a fourth field, or a tab inside a text, would shift what is read
             raise CorpusError(f"{path}:{number}: expected {width} tab-separated fields, found {len(fields)}")
         yield number, fields
 
