@@ -138,3 +138,10 @@ def test_a_first_line_is_a_header_only_beyond_doubt(tmp_path: Path) -> None:
     for header in ("sentence1\tsentence2\tgold", "a text\tanother\tscore", "left\tright\tsim (0-5)"):
         path.write_text("\n".join([header, *rest]) + "\n")
         assert len(read_pairs(path)[0]) == 3, header
+
+
+def test_a_pooling_named_twice_is_refused_as_a_layer_is() -> None:
+    from console import run_main
+
+    ran = run_main("eval", "pairs", "-i", "tests/data/pairs.tsv", "-l", "6", "-p", "mean,cls,MEAN")
+    assert ran.code == 1 and ran.stderr == "error: pooling mean appears twice; name each pooling once\n"

@@ -273,6 +273,9 @@ def sweep(
         raise InvalidInput(why)
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
     names = [_sweep_pooling(p).value for p in poolings]
+    if twice := next((name for i, name in enumerate(names) if name in names[:i]), None):
+        # as a layer named twice is refused: the same records twice, and an empty row in the picture
+        raise InvalidSpec(f"pooling {twice} appears twice; name each pooling once")
     unique = list(dict.fromkeys([*left, *right]))
     where = {t: i for i, t in enumerate(unique)}
     ia, ib = np.array([where[t] for t in left]), np.array([where[t] for t in right])
