@@ -145,3 +145,11 @@ def test_a_pooling_named_twice_is_refused_as_a_layer_is() -> None:
 
     ran = run_main("eval", "pairs", "-i", "tests/data/pairs.tsv", "-l", "6", "-p", "mean,cls,MEAN")
     assert ran.code == 1 and ran.stderr == "error: pooling mean appears twice; name each pooling once\n"
+
+
+def test_eval_pairs_without_a_file_says_what_a_line_holds() -> None:
+    from console import run_main
+
+    ran = run_main("eval", "pairs")
+    assert ran.code == 1
+    assert ran.stderr == "error: name the pairs file with -i/--input FILE (text<TAB>text<TAB>score a line)\n"

@@ -144,7 +144,8 @@ def eval_pairs(
     from ..research.analysis import read_pairs, sweep
     from ..research.plots import plot_sweep
 
-    pairs = Path(one_input(input_path, pairs_file, "pairs file"))
+    layout = "text<TAB>text<TAB>score a line"
+    pairs = Path(one_input(input_path, pairs_file, "pairs file", layout=layout))
     if post_dim is not None and post is None:
         raise InvalidInput(
             "--post-dim is the dimensions --post whitening or pca keeps (or the directions abtt removes); "

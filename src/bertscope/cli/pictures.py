@@ -90,10 +90,13 @@ def split_list(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
 
 
-def one_input(input_path: str | None, positional: str | None, what: str, *, instead: str = "") -> str:
+def one_input(
+    input_path: str | None, positional: str | None, what: str, *, instead: str = "", layout: str = ""
+) -> str:
     """The text file named by -i/--input, or by the older positional argument; exactly one of them.
 
-    `instead`: what an argument given beside -i more likely meant (contextuality's words: --words)."""
+    `instead`: what an argument given beside -i more likely meant (contextuality's words: --words);
+    `layout`: what a line of the file holds, where it is not one text a line (- for stdin)."""
     if input_path and positional:
         meant = f"; {instead}" if instead else ""
         raise InvalidInput(
@@ -101,7 +104,8 @@ def one_input(input_path: str | None, positional: str | None, what: str, *, inst
             f"the older form of -i{meant})"
         )
     if not (input_path or positional):
-        raise InvalidInput(f"name the {what} with -i/--input FILE (one per line, - for stdin)")
+        said = layout or "one per line, - for stdin"
+        raise InvalidInput(f"name the {what} with -i/--input FILE ({said})")
     return str(input_path or positional)
 
 
