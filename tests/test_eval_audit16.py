@@ -153,3 +153,21 @@ def test_eval_pairs_without_a_file_says_what_a_line_holds() -> None:
     ran = run_main("eval", "pairs")
     assert ran.code == 1
     assert ran.stderr == "error: name the pairs file with -i/--input FILE (text<TAB>text<TAB>score a line)\n"
+
+
+def test_a_post_file_that_fits_no_cell_of_the_sweep_is_refused(
+    bundled: bertscope.Model, tmp_path: Path
+) -> None:
+    from console import run_main
+
+    texts = [
+        f"{w} and {v} number {i}" for i, (w, v) in enumerate(zip(WORDS * 4, WORDS[::-1] * 4, strict=True))
+    ]
+    saved = fit_post_on_texts(bundled, texts, "pca", dim=4, pooling="mean").save(tmp_path / "pca.safetensors")
+    sweep = ["eval", "pairs", "-i", "tests/data/pairs.tsv", "-p", "mean,cls", "--post", str(saved)]
+    ran = run_main(*sweep, "-l", "5")  # fitted on layer 6: it left the sweep in silence
+    assert ran.code == 1 and "was fitted on layers [6], pooling mean" in ran.stderr, ran.stderr
+    assert "no cell of this sweep" in ran.stderr
+    fits = run_main(*sweep, "-l", "6", "--json")
+    assert fits.code == 0, fits.stderr
+    assert {(r["post"], r["fitted"]) for r in json.loads(fits.stdout)["records"]} >= {("pca", "file")}

@@ -276,13 +276,23 @@ def sweep(
     if twice := next((name for i, name in enumerate(names) if name in names[:i]), None):
         # as a layer named twice is refused: the same records twice, and an empty row in the picture
         raise InvalidSpec(f"pooling {twice} appears twice; name each pooling once")
+    posts = [("none", None), *[_post_entry(p) for p in post]]
+    for label, processor in posts:  # a file that fits no cell would leave the sweep in silence
+        if isinstance(processor, PostProcessor) and not any(
+            _fitted_where(processor, layer, name, mask_special) for name in names for layer in chosen
+        ):
+            spec = processor.settings.get("spec") or {}
+            raise InvalidSpec(
+                f"the post-processing {label} was fitted on layers {spec.get('layers')}, pooling "
+                f"{spec.get('pooling')}, mask_special {bool(spec.get('mask_special'))}: no cell of this "
+                "sweep; add that layer and pooling to the sweep, or fit a file on a cell of it"
+            )
     unique = list(dict.fromkeys([*left, *right]))
     where = {t: i for i, t in enumerate(unique)}
     ia, ib = np.array([where[t] for t in left]), np.array([where[t] for t in right])
     vectors, dropped = _layer_vectors(  # the chosen layers only, column c for layer chosen[c]
         model, unique, names, chosen, mask_special=mask_special, long=long, stride=stride
     )
-    posts = [("none", None), *[_post_entry(p) for p in post]]
     records = []
     for label, processor in posts:
         for name in names:
