@@ -234,11 +234,12 @@ def test_eval_pairs_cli(tiny_dirs, tmp_path) -> None:
     same.write_text("".join(f"a cat\ta dog\t{g}\n" for g in GOLD))
     args = ("-m", str(tiny_dirs["bert"]), "--layers", "-1", "--no-plot")
     ran = run_main("eval", "pairs", "-i", str(same), *args)
-    assert ran.code == 0, ran.stderr
+    assert ran.code == 1, ran.stderr  # no result: a script must not read one (the table and note say why)
     said = " ".join(ran.stdout.split())
     assert "best:" not in said and "no correlation in any cell" in said
-    answer = json.loads(run_main("eval", "pairs", "-i", str(same), *args, "--json").stdout)
-    assert answer["best"] is None and "same two texts" in answer["note"]
+    as_json = run_main("eval", "pairs", "-i", str(same), *args, "--json")
+    answer = json.loads(as_json.stdout)
+    assert as_json.code == 1 and answer["best"] is None and "same two texts" in answer["note"]
     mixed = tmp_path / "mixed.tsv"
     mixed.write_text("".join(f"{a}\t{b}\t{g}\n" for a, b, g in zip(TEXTS[:4], TEXTS[2:], GOLD, strict=True)))
     ran = run_main("eval", "pairs", "-i", str(mixed), "-m", str(tiny_dirs["bert"]), "--layers", "0,-1",

@@ -182,13 +182,15 @@ def eval_pairs(
         emit_json(
             {"records": result.records, "best": result.best, "settings": result.settings, "note": result.note}
         )
-        return
-    keys = ["layer", "pooling", "post", "fitted", "spearman", "pearson"]
-    out.print(records_table(result.records, f"{pairs}: {len(gold)} pairs", keys))
-    if result.note:
-        out.print(result.note, highlight=False, soft_wrap=True)  # why cells are nan (all: why no best)
+    else:
+        keys = ["layer", "pooling", "post", "fitted", "spearman", "pearson"]
+        out.print(records_table(result.records, f"{pairs}: {len(gold)} pairs", keys))
+        if result.note:
+            out.print(result.note, highlight=False, soft_wrap=True)  # why cells are nan (all: why no best)
     best = result.best
-    if best is None:
+    if best is None:  # no cell has a correlation: the note says why, and a script must not read a result
+        raise typer.Exit(1)
+    if as_json:
         return
     # A post-processing fitted on these very pairs' texts flatters them: say so where it wins.
     mark = " (in-sample: fitted on these pairs' own texts)" if best.get("fitted") == "in-sample" else ""
