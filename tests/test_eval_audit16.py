@@ -171,3 +171,22 @@ def test_a_post_file_that_fits_no_cell_of_the_sweep_is_refused(
     fits = run_main(*sweep, "-l", "6", "--json")
     assert fits.code == 0, fits.stderr
     assert {(r["post"], r["fitted"]) for r in json.loads(fits.stdout)["records"]} >= {("pca", "file")}
+
+
+def test_a_threshold_records_how_long_texts_were_read(tmp_path: Path) -> None:
+    from console import run_main
+
+    path = tmp_path / "window.json"
+    made = run_main(
+        "calibrate", "-i", "tests/data/labelled_pairs.tsv", "-p", "mean", "--long", "window", "-o", str(path)
+    )
+    assert made.code == 0, made.stderr
+    assert json.loads(path.read_text())["settings"]["long"] == "window"
+    scored = ["similarity", "a cat", "a dog", "-p", "mean", "--threshold-file", str(path)]
+    cut = run_main(*scored)  # long='truncate', the default: another score for a text past the limit
+    assert cut.code == 1 and "long: truncate here, window in the file" in cut.stderr
+    assert run_main(*scored, "--long", "window").code == 0
+    older = json.loads(path.read_text())
+    del older["settings"]["long"], older["settings"]["stride"]  # a file from before: not checked
+    path.write_text(json.dumps(older))
+    assert run_main(*scored).code == 0

@@ -294,7 +294,7 @@ def _above_threshold(
 
     threshold = load_threshold(path)
     settings = view_settings(with_view(open_store(store, collection=collection), view))
-    keys = ("layers", "combine", "pooling", "mask_special", "normalize", "post")
+    keys = ("layers", "combine", "pooling", "mask_special", "normalize", "post", "long", "stride")
     recorded = settings.get("fingerprint")  # its files' hashes: the model whatever path named it
     files = files_digest(recorded.get("files") or {}) if isinstance(recorded, dict) else None
     given = {k: settings.get(k) for k in keys}

@@ -141,6 +141,6 @@ def checked_threshold(m: Any, path: Path, post: Path | None, options: dict[str, 
     spec = m.spec(**options).as_dict()
     from ..core.fingerprint_facts import model_files
 
-    settings = score_settings(spec, prepare_post(post, spec, model=m))
+    settings = score_settings(spec, prepare_post(post, spec, model=m), cut=True)
     threshold.check(m.loaded.source, settings, files=model_files(m))
     return threshold

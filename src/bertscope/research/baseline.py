@@ -47,6 +47,9 @@ _MAX_PAIRS = 20_000
 _FORMAT = "bertscope-threshold/1"
 # The settings that change a score: a threshold made with other values does not apply.
 _KEYS = ("layers", "combine", "pooling", "mask_special", "normalize", "post")
+# How a text over the model's limit was read, which moves its score: a threshold file records them (a
+# file from before does not, and is checked without them)
+_CUT_KEYS = ("long", "stride")
 
 
 def reference_sentences() -> list[str]:
@@ -117,10 +120,14 @@ def fit_baseline(
     return Baseline(cosines, settings)
 
 
-def score_settings(spec: dict[str, Any], processor: PostProcessor | None) -> dict[str, Any]:
-    """The settings that change a score: layers, combine, pooling, mask_special, normalize, post."""
+def score_settings(
+    spec: dict[str, Any], processor: PostProcessor | None, *, cut: bool = False
+) -> dict[str, Any]:
+    """The settings that change a score: layers, combine, pooling, mask_special, normalize, post, and with
+    `cut` (a threshold's) how long texts were read: long, stride."""
     post = None if processor is None else processor.describe()
-    return json.loads(json.dumps({**{k: spec.get(k) for k in _KEYS[:-1]}, "post": post}))
+    cuts = {k: spec.get(k) for k in _CUT_KEYS} if cut else {}
+    return json.loads(json.dumps({**{k: spec.get(k) for k in _KEYS[:-1]}, "post": post, **cuts}))
 
 
 @dataclass
@@ -157,9 +164,10 @@ class Threshold:
         with `settings` (those `store` was made with, where given) are not what this was fitted on."""
         # Unit length leaves a cosine as it is: normalize counts only where a post-processor reads it.
         unread = ("normalize",) if settings.get("post") is None and self.settings.get("post") is None else ()
+        recorded = [k for k in _CUT_KEYS if k in self.settings and k in settings]
         differ = {
             k: (settings.get(k), self.settings.get(k))
-            for k in _KEYS
+            for k in (*_KEYS, *recorded)
             if k not in unread and settings.get(k) != self.settings.get(k)
         }
         known = files is not None and self.model_files is not None
@@ -301,7 +309,7 @@ def calibrate(
         positives=int(labels.sum()),
         negatives=int(len(labels) - labels.sum()),
         model=model.loaded.source,
-        settings=score_settings(spec.as_dict(), processor),
+        settings=score_settings(spec.as_dict(), processor, cut=True),
         model_files=model_files(model),
     )
 
