@@ -294,10 +294,13 @@ def _above_threshold(
 
     threshold = load_threshold(path)
     settings = view_settings(with_view(open_store(store, collection=collection), view))
-    keys = ("layers", "combine", "pooling", "mask_special", "normalize", "post", "long", "stride")
+    keys = ("layers", "combine", "pooling", "mask_special", "normalize", "post")
     recorded = settings.get("fingerprint")  # its files' hashes: the model whatever path named it
     files = files_digest(recorded.get("files") or {}) if isinstance(recorded, dict) else None
     given = {k: settings.get(k) for k in keys}
+    # how its long texts were read, where the store says (a store from before may not): a threshold
+    # calibrated another way is refused
+    given.update({k: settings[k] for k in ("long", "stride") if k in settings})
     threshold.check(str(settings.get("model")), given, store=str(store), files=files)
     kept = [h for h in hits if h.score >= threshold.threshold]
     err.print(f"{len(kept)} of {len(hits)} hits at or above the calibrated {threshold.threshold:.4f}")
