@@ -40,7 +40,8 @@ def _log_left(scope: Scope) -> None:
     """The access line uvicorn would write for `scope`, with nginx's 499: its client left before an answer."""
     from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
-    where = (get_client_addr(scope), scope["method"], get_path_with_query_string(scope))
+    http: Any = scope  # an http scope, which uvicorn's helpers type apart from the ASGI mapping
+    where = (get_client_addr(http), scope["method"], get_path_with_query_string(http))
     access_log.info('%s - "%s %s HTTP/%s" %d', *where, scope.get("http_version", "1.1"), 499)
 
 
