@@ -190,3 +190,21 @@ def test_a_threshold_records_how_long_texts_were_read(tmp_path: Path) -> None:
     del older["settings"]["long"], older["settings"]["stride"]  # a file from before: not checked
     path.write_text(json.dumps(older))
     assert run_main(*scored).code == 0
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "gold", "said"),
+    [
+        (["a", "b"], ["c", "d"], [1.0, 2.0], "at least 3 pairs"),  # 2 pairs: a Spearman of +-1, always
+        (["a", "b", "e"], ["c", "d"], [1.0, 2.0, 3.0], "equally long"),
+        (["a", "b", "e"], ["c", "d", "f"], [1.0, float("nan"), 3.0], r"gold score 1 \(nan\) is not"),
+        (["a", "b", "e"], ["c", "d", "f"], [2.0, 2.0, 2.0], "all 3 gold scores are 2"),
+    ],
+)
+def test_evaluate_pairs_refuses_what_gives_no_correlation(
+    bundled: bertscope.Model, left: list[str], right: list[str], gold: list[float], said: str
+) -> None:
+    from bertscope.research.analysis import evaluate_pairs
+
+    with pytest.raises(InvalidInput, match=said):
+        evaluate_pairs(bundled, left, right, gold)

@@ -142,6 +142,25 @@ def _not_a_score(field: str) -> str:
     return f"the third field {field!r} is not a number; write scores with a decimal point (0.5)"
 
 
+def checked_gold(
+    left: Sequence[str], right: Sequence[str], gold: Sequence[float] | np.ndarray, who: str
+) -> np.ndarray:
+    """`gold` as float64, or the one-line refusal of what no correlation can be read from (`who`: the
+    function refusing): lists of unequal length, fewer than 3 pairs, a score that is not finite, every
+    score the same (a 2-pair Spearman is +-1 whatever the model, a NaN or constant gold gives nan)."""
+    scores = np.asarray(gold, dtype=np.float64)
+    if not len(left) == len(right) == len(scores) or len(scores) < 3:
+        raise InvalidInput(f"{who} needs equally long left, right and gold with at least 3 pairs")
+    if not np.isfinite(scores).all():
+        first = int(np.flatnonzero(~np.isfinite(scores))[0])
+        raise InvalidInput(
+            f"{who}: gold score {first} ({scores[first]}) is not a finite number; give a real score"
+        )
+    if (why := constant_gold(scores)) is not None:
+        raise InvalidInput(why)
+    return scores
+
+
 def constant_gold(gold: Sequence[float] | np.ndarray) -> str | None:
     """Why no correlation can be read against `gold` (every score the same), or None."""
     scores = np.asarray(gold, dtype=np.float64)
@@ -266,11 +285,7 @@ def sweep(
     fitted PostProcessor applies only to the layer and pooling its file says it was fitted on
     (`fitted: "file"`), or, from a file that does not say, to every cell of its width.
     """
-    gold = np.asarray(gold, dtype=np.float64)
-    if not len(left) == len(right) == len(gold) or len(gold) < 3:
-        raise InvalidInput("sweep needs equally long left, right and gold with at least 3 pairs")
-    if (why := constant_gold(gold)) is not None:
-        raise InvalidInput(why)
+    gold = checked_gold(left, right, gold, "sweep")
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
     names = [_sweep_pooling(p).value for p in poolings]
     if twice := next((name for i, name in enumerate(names) if name in names[:i]), None):
@@ -408,7 +423,7 @@ def evaluate_pairs(
 
     A `post` goes through the recipe like everywhere else: checked against the spec it was fitted on.
     """
-    gold = np.asarray(gold, dtype=np.float64)
+    gold = checked_gold(left, right, gold, "evaluate_pairs")
     unique = list(dict.fromkeys([*left, *right]))
     result = model.embed(unique, **options)
     vectors = result.vectors
