@@ -266,8 +266,7 @@ def _load(model: str | None, run: dict[str, Any], stored: dict[str, Any] | None 
     """The model with the load options given and a store's token limit; its runtime (backend, dtype,
     quantize) too unless the options choose one: a store's runtime is a whole, and one part of it beside
     a choice typed (--fast, --dtype bfloat16 on its onnxruntime) would be refused as if typed."""
-    from ..errors import InvalidSpec
-    from ..io.query import recorded_limit
+    from ..io.query import at_recorded_limit
 
     stored = stored or {}
     if model is None:
@@ -285,13 +284,7 @@ def _load(model: str | None, run: dict[str, Any], stored: dict[str, Any] | None 
     )
     # The store's rows were cut at its recorded limit (load(max_tokens=12)): re-embedded at it, as a
     # verify without load options does (io.query.model_for)
-    limit = recorded_limit(stored)
-    if limit is None:
-        return load_model(model, **options)
-    try:
-        return load_model(model, max_tokens=limit, **options)
-    except InvalidSpec:  # over the model's positions: not the store's model, which the check names
-        return load_model(model, **options)
+    return at_recorded_limit(load_model, stored, model, **options)
 
 
 def _verify_model(

@@ -12,6 +12,7 @@ place is another model, the bundled model loaded by its path is not.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -206,7 +207,6 @@ def model_for(settings: dict[str, Any], model: Any = None, *, store_limit: bool 
     """
     from ..core.encoder import Encoder
     from ..core.loaders import load_model
-    from ..errors import InvalidSpec
     from ..static_model import StaticModel
 
     if isinstance(model, (Encoder, StaticModel)):
@@ -220,21 +220,28 @@ def model_for(settings: dict[str, Any], model: Any = None, *, store_limit: bool 
         "backend": settings.get("backend") or "auto",
         "quantize": settings.get("quantize"),
     }
-    limit = recorded_limit(settings) if store_limit else None
+    if not store_limit:
+        return load_model(name, **options)
+    return at_recorded_limit(load_model, settings, name, **options)
+
+
+def at_recorded_limit(load: Callable[..., Any], settings: dict[str, Any], name: Any, **options: Any) -> Any:
+    """`load(name, **options)` cutting texts at the store's recorded token limit (`recorded_limit`), where
+    it records one: one load at the limit; a second, at the model's own, only where the model cannot take
+    it (over its positions: not the store's model, which the caller's check names)."""
+    limit = recorded_limit(settings)
     if limit is None:
-        return load_model(name, **options)
-    try:  # one load at the store's limit; a second only where the model cannot take it
-        return load_model(name, max_tokens=limit, **options)
-    except InvalidSpec:  # over the model's positions: not the store's model, refused by the caller's check
-        return load_model(name, **options)
+        return load(name, **options)
+    try:
+        return load(name, max_tokens=limit, **options)
+    except InvalidSpec:
+        return load(name, **options)
 
 
 def moved_away(settings: dict[str, Any]) -> None:
     """Refuse to reload a store's model from a local folder that is gone (recorded resolved, so a path
     that does not exist now was moved or deleted), naming it and the fix, where the folder's own error
     would offer the bundled model, another model than the store's."""
-    from pathlib import Path
-
     from ..errors import ModelLoadError
 
     arg = settings.get("model_arg")

@@ -102,14 +102,13 @@ def read_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
     is not a scored pair (a word for a score, a missing one: 'n/a', 'NA', '-', empty) is refused with its
     line number, never dropped.
     """
-    from .baseline import _TEXT_COLUMN, LABEL_COLUMNS
+    from .baseline import LABEL_COLUMNS, names_text_columns
 
     left, right, gold = [], [], []
     for index, (number, fields) in enumerate(_tsv(path, 3)):
-        third, texts = fields[2].strip(), [cell.strip() for cell in fields[:2]]
-        named = third.lower() in LABEL_COLUMNS or all(_TEXT_COLUMN.fullmatch(cell) for cell in texts)
-        if index == 0 and is_column_name(third) and named:
-            continue  # a header line
+        if index == 0 and is_column_name(third := fields[2].strip()):
+            if third.lower() in LABEL_COLUMNS or names_text_columns(fields):
+                continue  # a header line
         try:
             score = float(fields[2])
         except ValueError:

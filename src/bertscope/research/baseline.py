@@ -371,12 +371,12 @@ def _is_header(cells: list[str]) -> bool:
     label = cells[2].strip()
     if label.lower() in LABEL_COLUMNS:
         return True
-    texts = [cell.strip() for cell in cells[:2]]
-    return (
-        _NAME.fullmatch(label) is not None
-        and is_column_name(label)
-        and all(_TEXT_COLUMN.fullmatch(cell) for cell in texts)
-    )
+    return _NAME.fullmatch(label) is not None and is_column_name(label) and names_text_columns(cells)
+
+
+def names_text_columns(cells: Sequence[str]) -> bool:
+    """Whether a line's two text fields name text columns (`sentence1`, `left` ...), as a header's do."""
+    return all(_TEXT_COLUMN.fullmatch(cell.strip()) for cell in cells[:2])
 
 
 def _number(cell: str) -> float | None:
