@@ -4,6 +4,7 @@ shared with the other research commands (`cli.research`, which registers this gr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -89,6 +90,11 @@ def text_file(read: Any, path: Path) -> Any:
         ) from None
 
 
+def line_of(path: Path, numbers: list[int]) -> Callable[[str, int], str]:
+    """A `core.tokens.named_as` naming of pair i of a pairs file by its line: "pairs.tsv:4"."""
+    return lambda _kind, i: f"{path}:{numbers[i]}"
+
+
 def post_option(post: str | None) -> list[Any]:
     """--post's comma-separated kinds, each fitted file among them loaded."""
     from ..core.post import load_post
@@ -141,7 +147,8 @@ def eval_pairs(
     Examples: `bertscope eval pairs -i sts.tsv`, `bertscope eval pairs -i sts.tsv --layers -3: --pooling mean
     --post whitening -o sweep.png`
     """
-    from ..research.analysis import read_pairs, sweep
+    from ..core.tokens import named_as
+    from ..research.analysis import read_numbered_pairs, sweep
     from ..research.plots import plot_sweep
 
     layout = "text<TAB>text<TAB>score a line"
@@ -153,10 +160,11 @@ def eval_pairs(
         )
 
     picture = picture_path(output, old_plot, no_plot, overwrite=overwrite)
-    left, right, gold = text_file(read_pairs, pairs)
+    left, right, gold, numbers = text_file(read_numbered_pairs, pairs)
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     check_stride(m, stride, long)
-    with flags_named(dim="--post-dim"):  # the post fits' dim is this command's --post-dim
+    # the post fits' dim is this command's --post-dim; a pair is named by its line of the file
+    with flags_named(dim="--post-dim"), named_as(line_of(pairs, numbers)):
         result = sweep(
             m,
             left,

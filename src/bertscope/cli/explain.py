@@ -38,6 +38,7 @@ from .app import (
     top_k_option,
 )
 from .embed_options import NormalizeOpt
+from .evaluate import line_of
 from .pictures import OverwriteOpt, picture_output
 from .research import plot_app
 
@@ -153,8 +154,9 @@ def calibrate(
     `bertscope similarity "a" "b" -p mean --threshold-file threshold.json`
     (`bertscope calibrate pairs.tsv`, the older form, still works)
     """
+    from ..core.tokens import named_as
     from ..research.baseline import calibrate as fit_threshold
-    from ..research.baseline import check_threshold_file, read_pairs
+    from ..research.baseline import check_threshold_file, read_numbered_pairs
 
     if input_path is not None and pairs_file is not None:
         raise InvalidInput(
@@ -162,13 +164,14 @@ def calibrate(
         )
     if (pairs := input_path or pairs_file) is None:
         raise InvalidInput("name the pairs file with -i/--input FILE (TSV: text, text, 0/1 label per line)")
-    rows = read_pairs(pairs)
+    rows, numbers = read_numbered_pairs(pairs)
     check_threshold_file(output, overwrite=overwrite)  # before the load and the fit, not after
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
-    threshold = fit_threshold(
-        m, rows, post=post, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special,
-        normalize=normalize, long=long,
-    )  # fmt: skip
+    with named_as(line_of(pairs, numbers)):  # a refused text is named by its line of the file
+        threshold = fit_threshold(
+            m, rows, post=post, layers=layers, combine=combine, pooling=pooling, mask_special=mask_special,
+            normalize=normalize, long=long,
+        )  # fmt: skip
     threshold.save(output, overwrite=overwrite)
     err.print(f"wrote {output}")
     if as_json:

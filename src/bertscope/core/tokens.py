@@ -80,6 +80,19 @@ def text_named(kind: str, index: int) -> str:
     return _NAMED.get()(kind, index)
 
 
+def by_pair(left: Sequence[str], right: Sequence[str]) -> Callable[[str, int], str]:
+    """A `named_as` naming for the distinct texts of pairs (left[j], right[j]), in order of first
+    appearance (`dict.fromkeys([*left, *right])`): text i by the pair it first occurs in, "the first text
+    of pair 3", the pair named as the naming around names pairs (the command line: by its file and line)."""
+    outer = _NAMED.get()
+    first: dict[str, tuple[str, int]] = {}
+    for number, pair in enumerate(zip(left, right, strict=True)):
+        for column, text in zip(("first", "second"), pair, strict=True):
+            first.setdefault(text, (column, number))
+    where = [first[text] for text in dict.fromkeys([*left, *right])]
+    return lambda _kind, i: f"the {where[i][0]} text of {outer('pair', where[i][1])}"
+
+
 @dataclass(frozen=True)
 class Tokens:
     """One text's word pieces: tokens, ids, character offsets, word ids, which are special, and each

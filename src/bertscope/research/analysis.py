@@ -24,7 +24,7 @@ from ..core.pooling import pool_sentences
 from ..core.post import PostKind, PostProcessor, fit_post
 from ..core.similarity import unit
 from ..core.text_files import MISSING_VALUES, is_column_name
-from ..core.tokens import check_texts
+from ..core.tokens import by_pair, check_texts, named_as
 from ..errors import CorpusError, InvalidInput, InvalidSpec
 from ..static import static_word
 from .probe_data import text_lines
@@ -92,6 +92,12 @@ class SweepResult:
 
 
 def read_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
+    """Two texts and a gold score per line of a TSV file: `read_numbered_pairs` without the line numbers."""
+    left, right, gold, _ = read_numbered_pairs(path)
+    return left, right, gold
+
+
+def read_numbered_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndarray, list[int]]:
     """Two texts and a gold score per tab-separated line (exactly three fields: a fourth, or a tab inside a
     text, is refused by its line); blank lines and lines starting with # (comments, as gensim's word-pair
     files have them) are skipped.
@@ -104,7 +110,7 @@ def read_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
     """
     from .baseline import LABEL_COLUMNS, names_text_columns
 
-    left, right, gold = [], [], []
+    left, right, gold, numbers = [], [], [], []
     for index, (number, fields) in enumerate(_tsv(path, 3)):
         if index == 0 and is_column_name(third := fields[2].strip()):
             if third.lower() in LABEL_COLUMNS or names_text_columns(fields):
@@ -126,11 +132,12 @@ def read_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndarray]:
         left.append(fields[0])
         right.append(fields[1])
         gold.append(score)
+        numbers.append(number)
     if len(gold) < 3:
         raise CorpusError(f"{path} has {len(gold)} scored pairs; a correlation needs at least 3")
     if (why := constant_gold(gold)) is not None:
         raise CorpusError(f"{path}: {why}")
-    return left, right, np.array(gold)
+    return left, right, np.array(gold), numbers
 
 
 def _not_a_score(field: str) -> str:
@@ -304,9 +311,10 @@ def sweep(
     unique = list(dict.fromkeys([*left, *right]))
     where = {t: i for i, t in enumerate(unique)}
     ia, ib = np.array([where[t] for t in left]), np.array([where[t] for t in right])
-    vectors, dropped = _layer_vectors(  # the chosen layers only, column c for layer chosen[c]
-        model, unique, names, chosen, mask_special=mask_special, long=long, stride=stride
-    )
+    with named_as(by_pair(left, right)):  # a refusal names a text by its pair, not "text 6" of `unique`
+        vectors, dropped = _layer_vectors(  # the chosen layers only, column c for layer chosen[c]
+            model, unique, names, chosen, mask_special=mask_special, long=long, stride=stride
+        )
     records = []
     for label, processor in posts:
         for name in names:
@@ -424,7 +432,8 @@ def evaluate_pairs(
     """
     gold = checked_gold(left, right, gold, "evaluate_pairs")
     unique = list(dict.fromkeys([*left, *right]))
-    result = model.embed(unique, **options)
+    with named_as(by_pair(left, right)):
+        result = model.embed(unique, **options)
     vectors = result.vectors
     where = {t: i for i, t in enumerate(unique)}
     a = vectors[[where[t] for t in left]]

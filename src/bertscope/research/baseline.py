@@ -25,6 +25,7 @@ from ..core.post import PostProcessor, prepare_post
 from ..core.similarity import unit
 from ..core.text_files import is_column_name, read_utf8
 from ..core.texts_given import text_refusal
+from ..core.tokens import by_pair, named_as
 from ..errors import InvalidInput, InvalidSpec
 
 if TYPE_CHECKING:
@@ -297,8 +298,12 @@ def calibrate(
     labels = np.array([int(label) for label in given])
     spec = model.spec(**options)
     processor = prepare_post(post, spec.as_dict(), model=model)
-    left = unit(model.embed([p[0] for p in pairs], post=processor, **options).vectors)
-    right = unit(model.embed([p[1] for p in pairs], post=processor, **options).vectors)
+    first, second = [p[0] for p in pairs], [p[1] for p in pairs]
+    unique = list(dict.fromkeys([*first, *second]))  # each text through the model once
+    with named_as(by_pair(first, second)):  # a refusal names a text by its pair, not "text 6" of `unique`
+        vectors = unit(model.embed(unique, post=processor, **options).vectors)
+    where = {text: i for i, text in enumerate(unique)}
+    left, right = vectors[[where[t] for t in first]], vectors[[where[t] for t in second]]
     scores = np.einsum("nd,nd->n", left, right)
     cut, precision, recall, f1 = best_threshold(scores, labels)
     return Threshold(
@@ -315,7 +320,13 @@ def calibrate(
 
 
 def read_pairs(path: str | Path) -> list[tuple[str, str, int]]:
-    """Labelled pairs from a TSV file: text, text, 0/1 per line (1.0 and 0.0 read as 1 and 0).
+    """Labelled pairs from a TSV file: `read_numbered_pairs` without the line numbers."""
+    return read_numbered_pairs(path)[0]
+
+
+def read_numbered_pairs(path: str | Path) -> tuple[list[tuple[str, str, int]], list[int]]:
+    """Labelled pairs from a TSV file, text, text, 0/1 per line (1.0 and 0.0 read as 1 and 0), and the
+    line number of each pair.
 
     The first line is a header, skipped, only when it is one beyond doubt: its third field names a label
     column (`label`, `score`, `is_duplicate` ... see `LABEL_COLUMNS`), or it and both text fields read as
@@ -327,6 +338,7 @@ def read_pairs(path: str | Path) -> list[tuple[str, str, int]]:
     path = Path(path)
     text = read_utf8(path)
     rows: list[tuple[str, str, int]] = []
+    numbers: list[int] = []
     lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
     for index, (number, line) in enumerate(lines):
         cells = line.split("\t")
@@ -345,9 +357,10 @@ def read_pairs(path: str | Path) -> list[tuple[str, str, int]]:
                     f"{path}:{number}: the {column} text {problem}; give both texts of the pair"
                 )
         rows.append((cells[0], cells[1], int(label)))
+        numbers.append(number)
     if not rows:
         raise InvalidInput(f"{path} holds no labelled pairs: give lines TEXT<TAB>TEXT<TAB>0/1")
-    return rows
+    return rows, numbers
 
 
 # The third column's name in a header: what pair datasets call their label (a word no label value is).

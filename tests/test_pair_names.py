@@ -1,0 +1,72 @@
+"""A text of a pairs file that the model refuses (over its limit under long=error) is named by its pair and
+column, on the command line by the file's line ("the first text of pairs.tsv:4"), never as "text 2" of the
+distinct texts the evaluation embeds, which the user never saw."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bertscope
+from bertscope.core.similarity import unit
+from bertscope.errors import InputTooLong
+from bertscope.research.analysis import evaluate_pairs, sweep
+from bertscope.research.baseline import best_threshold, calibrate
+
+LONG = " ".join(["word"] * 80)  # over the tiny models' 64 positions
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tiny_dirs: dict[str, Path]) -> bertscope.Model:
+    return bertscope.load(str(tiny_dirs["bert"]), device="cpu")
+
+
+def test_the_library_names_a_refused_text_by_its_pair_and_column(tiny_bert: bertscope.Model) -> None:
+    left, right, gold = ["a cat", "a dog", "the sun"], ["a dog", LONG, "a cat"], [0.1, 0.5, 0.9]
+    with pytest.raises(InputTooLong, match=r"^the second text of pair 1 has \d+ tokens"):
+        evaluate_pairs(tiny_bert, left, right, gold, long="error")
+    with pytest.raises(InputTooLong, match=r"^the second text of pair 1 has \d+ tokens"):
+        sweep(tiny_bert, left, right, gold, layers="1", long="error")
+    labelled = [("a cat", "a dog", 1), ("the sun", "a cat", 0), (LONG, "a dog", 1)]
+    with pytest.raises(InputTooLong, match=r"^the first text of pair 2 has \d+ tokens"):
+        calibrate(tiny_bert, labelled, long="error")
+
+
+def test_calibrate_embeds_each_text_once_and_scores_as_before(tiny_bert: bertscope.Model) -> None:
+    labelled = [
+        ("a cat", "a dog", 1),
+        ("the sun", "a cat", 0),
+        ("a dog", "the sun", 1),
+        ("a cat", "a cat", 1),
+    ]
+    threshold = calibrate(tiny_bert, labelled, pooling="mean")
+    left = tiny_bert.embed([p[0] for p in labelled], pooling="mean").vectors
+    right = tiny_bert.embed([p[1] for p in labelled], pooling="mean").vectors
+    cosines = np.einsum("nd,nd->n", unit(left), unit(right))  # each column embedded on its own, as before
+    cut, precision, recall, f1 = best_threshold(cosines, np.array([p[2] for p in labelled]))
+    assert threshold.threshold == pytest.approx(cut, abs=1e-6) and threshold.f1 == pytest.approx(f1)
+    assert threshold.positives == 3 and threshold.negatives == 1
+
+
+def test_the_command_line_names_a_refused_text_by_its_line(
+    tiny_dirs: dict[str, Path], tmp_path: Path
+) -> None:
+    from console import run_main
+
+    scored = tmp_path / "pairs.tsv"
+    scored.write_text(
+        f"text_a\ttext_b\tscore\n# a comment\na cat\ta dog\t0.1\n{LONG}\tthe sun\t0.5\nx\ty\t0.9\n"
+    )
+    swept = run_main("eval", "pairs", str(scored), "-m", str(tiny_dirs["bert"]), "--long", "error")
+    assert swept.code == 1
+    assert f"the first text of {scored}:4 has" in swept.stderr and "--long truncate" in swept.stderr
+    labelled = tmp_path / "labelled.tsv"
+    labelled.write_text(f"a cat\ta dog\t1\n\nthe sun\t{LONG}\t0\n")
+    output = tmp_path / "threshold.json"
+    cut = run_main(
+        "calibrate", "-i", str(labelled), "-m", str(tiny_dirs["bert"]), "--long", "error", "-o", str(output)
+    )
+    assert cut.code == 1 and f"the second text of {labelled}:3 has" in cut.stderr
+    assert not output.exists()
