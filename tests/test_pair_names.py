@@ -4,6 +4,7 @@ distinct texts the evaluation embeds, which the user never saw."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -70,3 +71,26 @@ def test_the_command_line_names_a_refused_text_by_its_line(
     )
     assert cut.code == 1 and f"the second text of {labelled}:3 has" in cut.stderr
     assert not output.exists()
+
+
+def test_pairs_files_read_standard_input_as_embed_does(
+    tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import io
+    import sys
+
+    from console import run_main
+
+    def stdin(text: str) -> None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+
+    model = str(tiny_dirs["bert"])
+    stdin("a cat\ta dog\t1\nthe sun\ta cat\t0\na dog\tthe sun\t1\n")
+    output = tmp_path / "threshold.json"
+    cut = run_main("calibrate", "-i", "-", "-m", model, "-o", str(output), "--json")
+    assert cut.code == 0, cut.stderr
+    assert json.loads(output.read_text())["positives"] == 2
+    stdin("a cat\ta dog\t0.1\nthe sun\ta cat\t0.5\nx\ty\t0.9\n")
+    swept = run_main("eval", "pairs", "-", "-m", model, "--layers", "1", "-p", "mean", "--no-plot", "--json")
+    assert swept.code == 0, swept.stderr
+    assert json.loads(swept.stdout)["records"][0]["n"] == 3

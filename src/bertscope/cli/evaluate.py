@@ -106,7 +106,11 @@ def post_option(post: str | None) -> list[Any]:
 def eval_pairs(
     input_path: Annotated[
         str | None,
-        typer.Option("--input", "-i", help="TSV: text_a, text_b, gold score per line (header optional)."),
+        typer.Option(
+            "--input",
+            "-i",
+            help="TSV: text_a, text_b, gold score per line (header optional); - reads standard input.",
+        ),
     ] = None,
     pairs_file: Annotated[str | None, typer.Argument(hidden=True)] = None,
     layers: Annotated[str, typer.Option("--layers", "-l", help="Layers to sweep (a layer spec).")] = "all",
@@ -215,7 +219,10 @@ def eval_words(
         str | None, typer.Option("--dataset", help="simlex999 or wordsim353 (gensim's files).")
     ] = None,
     input_path: Annotated[
-        Path | None, typer.Option("--input", "-i", help="TSV: word_a, word_b, gold score per line.")
+        Path | None,
+        typer.Option(
+            "--input", "-i", help="TSV: word_a, word_b, gold score per line; - reads standard input."
+        ),
     ] = None,
     old_pairs: Annotated[Path | None, typer.Option("--pairs", hidden=True)] = None,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Use only the first N pairs.")] = None,

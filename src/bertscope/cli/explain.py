@@ -122,7 +122,11 @@ def _cells(tokens: list[str], shares: np.ndarray, row: int) -> tuple[str, str]:
 def calibrate(
     input_path: Annotated[
         Path | None,
-        typer.Option("--input", "-i", help="TSV file: text, text, 0/1 label per line (header allowed)."),
+        typer.Option(
+            "--input",
+            "-i",
+            help="TSV file: text, text, 0/1 label per line (header allowed); - reads standard input.",
+        ),
     ] = None,
     # `calibrate PAIRS`: the older form, still read (a script passes it), not shown: -i as `eval pairs`
     pairs_file: Annotated[Path | None, typer.Argument(hidden=True)] = None,

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 from ..errors import InvalidInput
 
-__all__ = ["MISSING_VALUES", "is_column_name", "not_a_file", "read_utf8"]
+__all__ = ["MISSING_VALUES", "STDIN", "is_column_name", "not_a_file", "read_utf8"]
+
+STDIN = "-"  # the file name that reads standard input, as `embed -i -` does
 
 # A score or label field that names a column starts with a letter ("score", "sim (0-10)"); a missing value
 # is no name, so a first pair without a score is refused by its line, never skipped as a header.
@@ -36,6 +39,8 @@ def read_utf8(path: str | Path, what: str = "") -> str:
     not UTF-8 (named at the line of its first bad byte), unreadable."""
     path = Path(path)
     named = f"{what} {path}".strip()
+    if str(path) == STDIN:  # `-i -`, as embed reads it
+        return _decoded(sys.stdin.buffer.read(), f"{what} stdin".strip())
     if not path.is_file():
         fix = "; give a text file" if path.exists() and not path.is_dir() else ""
         raise InvalidInput(f"cannot read {named}: {not_a_file(path)}{fix}")
@@ -45,6 +50,10 @@ def read_utf8(path: str | Path, what: str = "") -> str:
         raise InvalidInput(
             f"cannot read {named} ({exc.strerror}); check the file and its permissions"
         ) from None
+    return _decoded(raw, named)
+
+
+def _decoded(raw: bytes, named: str) -> str:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

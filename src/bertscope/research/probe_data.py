@@ -7,14 +7,17 @@ context only (it is read by the model but not probed), so a sense task can label
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..core.renamed import renamed_keyword
+from ..core.text_files import STDIN
 from ..errors import CorpusError, InvalidInput
 
 __all__ = [
@@ -56,11 +59,13 @@ class LabelledSentence(JoinedWords):
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
-    """(line number, text) of a UTF-8 file, a byte-order mark dropped; a bad byte is named at its line."""
-    if not path.is_file():
+    """(line number, text) of a UTF-8 file (`-`: standard input), a byte-order mark dropped; a bad byte is
+    named at its line."""
+    stdin = str(path) == STDIN
+    if not stdin and not path.is_file():
         what = "it is a folder: give a file inside it" if path.is_dir() else "no such file"
         raise CorpusError(f"cannot read {path}: {what}")
-    with path.open("rb") as handle:
+    with nullcontext(sys.stdin.buffer) if stdin else path.open("rb") as handle:
         for number, raw in enumerate(handle, 1):
             try:
                 line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
