@@ -157,7 +157,11 @@ def test_word_eval_on_a_simlex_subset(bundled: bertscope.Model) -> None:
     data = word_dataset("simlex999")
     assert len(data) == 999 and data[0] == ("old", "new", 1.58)
     result = evaluate_words(bundled, data[:150])
-    assert [r["layer"] for r in result.records] == ["static", 0, 1, 2, 3, 4, 5, 6]
+    # one naming with compare_kinds and `eval words`: the rows' kind, then each layer's decontextualised
+    assert [(r["kind"], r["layer"]) for r in result.records] == [
+        ("rows", None),
+        *[("decontextualized", k) for k in range(7)],
+    ]
     static = np.stack([[bundled.static_word(w).vector for w in (a, b)] for a, b, _ in data[:150]])
     from scipy.stats import spearmanr
 
