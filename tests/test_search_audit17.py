@@ -1,0 +1,52 @@
+"""Audit 17: occurrence search (`similar --word`, POST /occurrences) and its hints say what is so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+import bertscope
+from test_server import serving
+
+LINES = [
+    "We sat on the bank of the river and watched the boats.",
+    "The river overflowed its bank after the heavy rain.",
+    "She deposited her salary at the bank on Monday.",
+    "The zeppelin drifted slowly over the harbour.",
+]
+CONTEXT = LINES[0]
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    """A few lines about banks."""
+    path = tmp_path / "tok.txt"
+    path.write_text("\n".join(LINES) + "\n")
+    return path
+
+
+def test_service_reads_a_store_rewritten_while_it_runs(
+    corpus: Path, tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    """A store rewritten with other layers is read again (its own context at cosine 1, not 0.69); one
+    rewritten into sentence rows, or deleted, is refused in one line, never a 500."""
+    store = tmp_path / "tok.parquet"
+    bertscope.embed_corpus(corpus, store, model=bundled, level="tokens")
+    body = {"store": "tok", "word": "bank", "context": CONTEXT, "top_k": 2}
+    with serving(bundled, stores=(("tok", str(store)),)) as base:
+        first = httpx.post(f"{base}/occurrences", json=body, timeout=60)
+        assert first.status_code == 200 and first.json()["hits"][0]["score"] == pytest.approx(1.0, abs=1e-5)
+        bertscope.embed_corpus(corpus, store, model=bundled, level="tokens", layers="4", overwrite=True)
+        again = httpx.post(f"{base}/occurrences", json=body, timeout=60)
+        assert again.status_code == 200, again.text
+        assert again.json()["hits"][0]["score"] == pytest.approx(1.0, abs=1e-5)
+        bertscope.embed_corpus(corpus, store, model=bundled, overwrite=True)
+        pooled = httpx.post(f"{base}/occurrences", json=body, timeout=60)
+        assert pooled.status_code == 422, pooled.text
+        assert "changed since the server opened it" in pooled.json()["detail"]
+        assert "sentence rows" in pooled.json()["detail"]
+        store.unlink()
+        gone = httpx.post(f"{base}/occurrences", json=body, timeout=60)
+        assert gone.status_code == 422 and "is gone" in gone.json()["detail"], gone.text
