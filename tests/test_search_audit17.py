@@ -8,6 +8,8 @@ import httpx
 import pytest
 
 import bertscope
+from bertscope.errors import InvalidInput
+from bertscope.io.occurrences import search_occurrences
 from test_server import serving
 
 LINES = [
@@ -50,3 +52,14 @@ def test_service_reads_a_store_rewritten_while_it_runs(
         store.unlink()
         gone = httpx.post(f"{base}/occurrences", json=body, timeout=60)
         assert gone.status_code == 422 and "is gone" in gone.json()["detail"], gone.text
+
+
+def test_a_word_past_the_models_limit_is_named_so(
+    corpus: Path, tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    """A context whose word lies past the model's tokens is cut there: said so, not 'does not contain'."""
+    store = tmp_path / "tok.parquet"
+    bertscope.embed_corpus(corpus, store, model=bundled, level="tokens")
+    context = "word " * 300 + "we sat on the bank of the river"
+    with pytest.raises(InvalidInput, match=r"'bank' falls past the model's \d+ tokens.*shorter context"):
+        search_occurrences(store, word="bank", context=context, model=bundled)

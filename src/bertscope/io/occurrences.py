@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import heapq
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -322,6 +323,12 @@ def _query_vector(store: Store, target: str, context: str, model: Any, layers: A
             # Round through the stored precision first, as the stored rows were.
             stored = rows_of_word.astype(np.float16 if settings.get("precision") == "float16" else np.float32)
             return unit(stored.astype(np.float32).mean(axis=0)[None])[0]  # type: ignore[no-any-return]
+    covered = spans[-1][1] if spans else 0
+    if re.search(rf"(?<!\w){re.escape(target)}(?!\w)", context[covered:].casefold()):
+        raise InvalidInput(
+            f"the context's use of {quoted_text(target)} falls past the model's {m.max_tokens} tokens (the "
+            "context is cut there, as the store's rows were): give a shorter context around the word"
+        )
     raise InvalidInput(
         f"the context {quoted_text(context)} does not contain the word {quoted_text(target)} as a whole "
         "word; give a sentence that uses it"
