@@ -9,7 +9,7 @@ import pytest
 
 import bertscope
 from bertscope.errors import InvalidInput
-from bertscope.io.occurrences import search_occurrences
+from bertscope.io.occurrences import occurrence_vectors, search_occurrences
 from test_server import serving
 
 LINES = [
@@ -63,3 +63,19 @@ def test_a_word_past_the_models_limit_is_named_so(
     context = "word " * 300 + "we sat on the bank of the river"
     with pytest.raises(InvalidInput, match=r"'bank' falls past the model's \d+ tokens.*shorter context"):
         search_occurrences(store, word="bank", context=context, model=bundled)
+
+
+def test_a_word_the_tokenizer_splits_is_named_so(tmp_path: Path, bundled: bertscope.Model) -> None:
+    """low-lying is three words to the tokenizer, as plot words says: not 'never occurs; close: lying'."""
+    corpus = tmp_path / "tricky.txt"
+    corpus.write_text("The low-lying bank's café was naïve.\nA café near the low-lying river.\n")
+    store = tmp_path / "tricky.parquet"
+    bertscope.embed_corpus(corpus, store, model=bundled, level="tokens")
+    said = r"^word 'low-lying': the tokenizer reads 3 words, low - lying: name one of them$"
+    with pytest.raises(InvalidInput, match=said):
+        search_occurrences(store, word="low-lying")
+    with pytest.raises(InvalidInput, match=said):
+        search_occurrences(store, word="low-lying", context="the low-lying river", model=bundled)
+    with pytest.raises(InvalidInput, match="the tokenizer reads 2 words, bank '"):
+        occurrence_vectors(store, word="bank'")
+    assert search_occurrences(store, word="café").total == 2  # one word: found, no model loaded

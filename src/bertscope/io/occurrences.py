@@ -29,7 +29,7 @@ from ..core.renamed import top_k_given
 from ..core.similarity import unit
 from ..core.spec import EmbedOptions
 from ..core.tokens import check_texts
-from ..errors import CorpusError, InvalidInput
+from ..errors import BertscopeError, CorpusError, InvalidInput, ModelLoadError
 from .formats import suffixes_where
 from .index import index_copies
 from .index_copy import CheckedCopy
@@ -111,7 +111,12 @@ def search_occurrences(
         )
     opened = token_store(store)
     target = _checked_word(word)
-    query = None if context is None else _query_vector(opened, target, context, model, layers)
+    m = None
+    if context is not None:
+        m = model_for(opened.settings, model, store_limit=True)  # the context cut as the stored rows were
+        _check_same(opened, m, layers)
+        _one_word(word, m)  # before the context: a word the tokenizer splits is in no context either
+    query = None if m is None or context is None else _query_vector(opened, target, context, m)
     found = Occurrences(word=word, context=context, total=0, settings=opened.settings)
     best: list[tuple[float, int, Occurrence]] = []
     seen: Counter[str] = Counter()
@@ -132,7 +137,7 @@ def search_occurrences(
             item = (occurrence.score, -found.total, occurrence)
             (heapq.heappush if len(best) < k else heapq.heappushpop)(best, item)
     if found.total == 0:
-        raise CorpusError(_never(word, opened.path, seen))
+        raise _never(word, opened, seen, m)
     if query is not None:
         found.hits = [item[2] for item in sorted(best, key=lambda x: (-x[0], -x[1]))]
     return found
@@ -155,7 +160,7 @@ def occurrence_vectors(
             if len(hits) >= limit:
                 return hits, np.stack(vectors)
     if not hits:
-        raise CorpusError(_never(word, opened.path, seen))
+        raise _never(word, opened, seen)
     return hits, np.stack(vectors)
 
 
@@ -168,10 +173,29 @@ def _checked_word(word: str) -> str:
     return word.strip().casefold()
 
 
-def _never(word: str, path: Path, seen: Counter[str]) -> str:
+def _never(word: str, store: Store, seen: Counter[str], model: Any = None) -> BertscopeError:
+    """Why `word` was not found: the tokenizer reads it as several words, or it never occurs (and the
+    close words that do)."""
+    if not word.strip().isalpha():  # letters alone are one word to every tokenizer: no model is loaded
+        try:
+            _one_word(word, model if model is not None else model_for(store.settings, store_limit=True))
+        except ModelLoadError:
+            pass  # the store's model cannot be loaded here: say what the rows show
     close = difflib.get_close_matches(word.casefold(), list(seen), n=5, cutoff=0.6)
     hint = f"; close words that do: {', '.join(close)}" if close else "; no close word occurs either"
-    return f"{quoted_text(word)} never occurs in {path}{hint}"
+    return CorpusError(f"{quoted_text(word)} never occurs in {store.path}{hint}")
+
+
+def _one_word(word: str, model: Any) -> None:
+    """Refuse a word the model's tokenizer reads as several (low-lying: low - lying), as `plot words` and
+    `contextuality` do: its rows are those words' rows, so it never occurs as one."""
+    from ..research.contextuality import given_words  # its check, shared; loaded only for such a word
+
+    if word.strip().isalpha():
+        return
+    split = given_words(model, [word])[1]
+    if split:
+        raise InvalidInput(f"word {quoted_text(word)}: {next(iter(split.values()))}")
 
 
 def _layer_column(store: Store, layer: int | None) -> str | None:
@@ -295,11 +319,10 @@ def _floats(column: Any) -> np.ndarray:
     return np.asarray(array.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, width)
 
 
-def _query_vector(store: Store, target: str, context: str, model: Any, layers: Any) -> np.ndarray:
-    """(d,) unit vector of `target` in `context`, made exactly as the store made its rows."""
+def _query_vector(store: Store, target: str, context: str, m: Any) -> np.ndarray:
+    """(d,) unit vector of `target` in `context`, made exactly as the store made its rows by `m` (the
+    store's model, checked, at its recorded token limit)."""
     settings = store.settings
-    m = model_for(settings, model, store_limit=True)  # the context cut as the stored rows were
-    _check_same(store, m, layers)
     options = {key: settings[key] for key in ("long", "stride") if key in settings}
     stacked = settings.get("combine") == "stack"
     combine = "concat" if stacked else settings.get("combine", "mean")
