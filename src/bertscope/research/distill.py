@@ -96,6 +96,14 @@ def distill(
             pca_dims=dim,
             sif_coefficient=sif,
         )
+    pieces, width = static.embedding.shape
+    if dim is not None and width != dim:
+        # model2vec skips the PCA (its log line only) where the pieces are not more than the dimensions:
+        # the folder would say apply_pca=dim and hold the model's whole width
+        raise InvalidInput(
+            f"{_said('dim', dim)} is not below the {pieces} pieces distilled (PCA keeps fewer dimensions "
+            f"than pieces); give {_said('dim', pieces - 1)} or less, or a larger vocabulary"
+        )
     static.config["tokenizer_name"] = portable_name(str(model.loaded.source))
     check_output(folder, overwrite=overwrite)  # again: the folder may have changed while distilling
     for name in DISTILLED_FILES:  # only distill's own files, checked above to be all there is
