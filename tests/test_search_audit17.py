@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import httpx
 import pytest
 
 import bertscope
-from bertscope.errors import InvalidInput
+from bertscope.errors import CorpusError, InvalidInput
+from bertscope.io.index import IndexStaleWarning
+from bertscope.io.index_build import build_index
 from bertscope.io.occurrences import occurrence_vectors, search_occurrences
+from bertscope.io.search import search
 from test_server import serving
 
 LINES = [
@@ -79,3 +83,22 @@ def test_a_word_the_tokenizer_splits_is_named_so(tmp_path: Path, bundled: bertsc
     with pytest.raises(InvalidInput, match="the tokenizer reads 2 words, bank '"):
         occurrence_vectors(store, word="bank'")
     assert search_occurrences(store, word="café").total == 2  # one word: found, no model loaded
+
+
+@pytest.mark.filterwarnings("ignore:.*rows train")  # a tiny store's index: what is said is read here
+def test_index_hints_name_the_view(corpus: Path, tmp_path: Path, bundled: bertscope.Model) -> None:
+    """On a store of several views the stale-index and --nprobe hints name the view: the command they
+    gave ('index build views.parquet') fails with 'no view was named'."""
+    store = tmp_path / "views.parquet"
+    bertscope.embed_corpus(corpus, store, model=bundled, views=["a=-1/mean", "b=-2/cls"], progress=False)
+    build_index(store, view="a")
+    corpus.write_text(corpus.read_text() + "One more line about nothing.\n")
+    bertscope.embed_corpus(
+        corpus, store, model=bundled, views=["a=-1/mean", "b=-2/cls"], progress=False, overwrite=True
+    )
+    fix = f"`bertscope index build {store} --view a --overwrite`"
+    with pytest.warns(IndexStaleWarning, match=re.escape(fix)):
+        search(None, store, item_id="1", view="a")
+    built = f"build one (bertscope index build {store} --view b) or"
+    with pytest.raises(CorpusError, match=re.escape(built)):
+        search(None, store, item_id="1", view="b", nprobe=2)
