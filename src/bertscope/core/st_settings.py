@@ -49,6 +49,9 @@ _ST_LEGACY_KEYS = {
     "pooling_mode_lasttoken": "lasttoken",
 }
 _ST_MODULES_AUTO_APPLIES = ("Transformer", "Pooling", "Normalize")
+# The feature a Normalize module works on by default, the pooled sentence vector: the one bertscope
+# normalizes.
+_SENTENCE_VECTOR = "sentence_embedding"
 # The similarity functions a SentenceTransformer computes (its SUPPORTED_SIMILARITY_FN_NAMES: the values of
 # sentence-transformers' SimilarityFunction but the multi-vector maxsim ones), the first its default.
 SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
@@ -120,6 +123,8 @@ def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSet
     extra = [k for k in kinds if k not in _ST_MODULES_AUTO_APPLIES]
     if extra:
         unsupported = f"its sentence-transformers pipeline has a {', '.join(extra)} module (modules.json)"
+    if normalize and (odd := _odd_normalize(path, modules, kinds)) is not None:
+        normalize, unsupported = False, unsupported or odd
     pooling = None
     for number, (module, kind) in enumerate(zip(modules, kinds, strict=True)):
         if kind != "Pooling":
@@ -136,6 +141,31 @@ def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSet
     max_len, lower = settings.get("max_seq_length"), bool(settings.get("do_lower_case"))
     similarity = folder_similarity_fn_name(path)
     return SentenceTransformersSettings(pooling, normalize, max_len, unsupported, lower, similarity)
+
+
+def _odd_normalize(path: Path, modules: list[dict[str, Any]], kinds: list[str]) -> str | None:
+    """Why a Normalize module of modules.json is not the one bertscope applies (unit length of the pooled
+    sentence vector), or None where each is: after the Pooling module, on `sentence_embedding` and writing
+    it back (its config.json's `module_input_name` and `module_output_name`, sentence-transformers 6)."""
+    pooled = kinds.index("Pooling") if "Pooling" in kinds else len(kinds)
+    for number, (module, kind) in enumerate(zip(modules, kinds, strict=True)):
+        if kind != "Normalize":
+            continue
+        where = str(module.get("path") or "")
+        named = f"its Normalize module ({where or f'modules.json entry {number}'})"
+        if number < pooled:
+            return f"{named} before the Pooling module, where there is no sentence vector to normalize"
+        config_file = path / where / "config.json"
+        # sentence-transformers reads the two names from the module's config.json, defaults where absent
+        config = _settings_file(config_file, dict) if where and config_file.is_file() else {}
+        source = config.get("module_input_name", _SENTENCE_VECTOR)
+        target = config.get("module_output_name") or source
+        if (source, target) != (_SENTENCE_VECTOR, _SENTENCE_VECTOR):
+            return (
+                f"{named} normalizing {source!r} into {target!r} (its config.json), not the sentence vector "
+                f"{_SENTENCE_VECTOR!r} in place"
+            )
+    return None
 
 
 def similarity_function(value: object) -> str | None:
