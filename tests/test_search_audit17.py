@@ -7,8 +7,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
 import bertscope
+from bertscope.cli import app
 from bertscope.errors import CorpusError, InvalidInput
 from bertscope.io.index import IndexStaleWarning
 from bertscope.io.index_build import build_index
@@ -102,3 +104,17 @@ def test_index_hints_name_the_view(corpus: Path, tmp_path: Path, bundled: bertsc
     built = f"build one (bertscope index build {store} --view b) or"
     with pytest.raises(CorpusError, match=re.escape(built)):
         search(None, store, item_id="1", view="b", nprobe=2)
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["--word", "bank", "--id", "3"], "--word searches a word's occurrences and --id searches"),
+        (["x", "--word", "bank"], "--word searches a word's occurrences and a query text searches"),
+        (["--context", "the bank"], "--context goes with --word WORD"),
+    ],
+)
+def test_similar_names_what_was_given(tmp_path: Path, args: list[str], said: str) -> None:
+    """--word with --id or a query text is named so, not '--context goes with --word' (never given)."""
+    result = CliRunner().invoke(app, ["similar", "--store", str(tmp_path / "tok.parquet"), *args])
+    assert result.exit_code != 0 and said in str(result.exception), result.output

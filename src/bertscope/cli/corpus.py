@@ -178,8 +178,14 @@ def similar(
     running = [f"--{name}" for name, value in run.items() if value is not None]
     running = (["-m/--model"] if model is not None else []) + running
     if word is not None or context is not None:
-        if word is None or query is not None or item_id is not None:
-            raise InvalidInput("--context goes with --word (and no query text or --id)")
+        if word is None:
+            raise InvalidInput("--context goes with --word WORD: name the word it uses")
+        if query is not None or item_id is not None:
+            given = "a query text" if query is not None else "--id"
+            raise InvalidInput(
+                f"--word searches a word's occurrences and {given} searches whole texts: give one or the "
+                "other"
+            )
         if nprobe is not None:  # occurrences are read by their rows, every cosine exact: no cells to visit
             raise InvalidInput(
                 "--nprobe is how many cells of the ANN index a query text visits, and --word reads the "
