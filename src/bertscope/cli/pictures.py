@@ -170,20 +170,27 @@ def vocab_add(
     records: list[dict[str, Any]] = [
         {"word": w, "before": before[w], "after": _pieces(extended, w), "added": w in added} for w in words
     ]
-    whole = [w for w in words if w not in added]
+    # A special token ("[MASK]") is one piece of the vocabulary, but text that spells it is read as its
+    # characters ([ mask ]), never as the special id: it is no word a text can reach, so not "one piece"
+    specials = set(m.loaded.tokenizer.all_special_tokens)
+    special = [w for w in words if w not in added and w in specials]
+    whole = [w for w in words if w not in added and w not in specials]
     sizes = {"vocab_size_before": len(m.vocab), "vocab_size": len(extended.vocab)}
     if as_json:
-        emit_json(
-            {"output": str(output), "added": added, "already_one_piece": whole, **sizes, "words": records}
-        )
+        found = {"added": added, "already_one_piece": whole, "special_tokens": special}
+        emit_json({"output": str(output), **found, **sizes, "words": records})
         return
     title = f"saved to {output}: vocabulary {sizes['vocab_size_before']:,} -> {sizes['vocab_size']:,}"
     table = Table("word", "pieces before", "tokens now", "added", title=title)
     for rec in records:
         said = "yes" if rec["added"] else "no: already one piece"
+        if rec["word"] in special:
+            said = "no: a special token (text spelling it reads as characters)"
         table.add_row(rec["word"], " ".join(rec["before"]), " ".join(rec["after"]), said)
     out.print(table)
     kept = f"; not added, already one piece: {', '.join(whole)}" if whole else ""
+    if special:
+        kept += f"; not added, special tokens: {', '.join(special)}"
     out.print(f"added {len(added)} of {len(words)}: {', '.join(added) or 'none'}{kept}", highlight=False)
 
 

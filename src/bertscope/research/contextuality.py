@@ -246,6 +246,11 @@ def contextuality(
     whole_number(baseline_pairs, "baseline_pairs", most=MAX_BASELINE_PAIRS, meaning=BASELINE_PAIRS)
     check_seed(seed)
     refuse_unordered(sentences)
+    if isinstance(sentences, str):  # list() would make each character a sentence
+        raise InvalidInput(
+            f"sentences={sentences[:30]!r} is one string: give a list of sentences (a word is compared "
+            "across them), e.g. read from a file"
+        )
     given = check_texts(list(sentences))
     distinct = list(dict.fromkeys(given))  # a repeated sentence is one context, not several
     if words:
@@ -263,13 +268,21 @@ def contextuality(
     )  # fmt: skip
     contexts = {w: len(set(found.sentences.get(w, []))) for w in chosen}
     kept = [w for w in chosen if contexts[w] >= 2]
+    # a word past the cap is counted on its first max_contexts occurrences: the cap, not the corpus, is short
+    capped = {w for w in chosen if found.seen.get(w, 0) > max_contexts}
+    among = f" among its first {max_contexts} occurrences (max_contexts={max_contexts})"
     left_out.update(
-        {w: f"in {contexts[w]} distinct sentence(s), 2 needed" for w in chosen if contexts[w] < 2}
+        {
+            w: f"in {contexts[w]} distinct sentence(s){among if w in capped else ''}, 2 needed"
+            for w in chosen
+            if contexts[w] < 2
+        }
     )
     note = _left_out_note(left_out)
     if not kept:
+        fix = "raise max_contexts, " if capped & set(left_out) else ""
         raise InvalidInput(
-            f"no word to measure: {note}; name words that occur in two or more distinct sentences "
+            f"no word to measure: {note}; {fix}name words that occur in two or more distinct sentences "
             "(one word each, as the tokenizer splits text), or give a larger corpus"
         )
     labels: list[str | int] = ["static", *range(model.n_layers + 1)]
@@ -344,7 +357,11 @@ def _baseline(
     left, right = rng.integers(0, len(pool), size=(2, pairs * 2))
     keep = [(a, b) for a, b in zip(left, right, strict=True) if pool[a][0] != pool[b][0]][:pairs]
     if not keep:
-        raise InvalidInput("the anisotropy baseline needs words from at least two distinct sentences")
+        # the words measured are in two sentences at least, so the corpus has them: the draw is too small
+        raise InvalidInput(
+            f"baseline_pairs={pairs} drew no pair of words from two different sentences (of a sample of "
+            f"{len(pool)} word occurrences); give baseline_pairs=100 or more"
+        )
     # Summed a block of pairs at a time: the pairs' vectors are never stacked all at once.
     static, layers = 0.0, np.zeros(len(pool[0][1]))
     for start in range(0, len(keep), _PAIR_BLOCK):

@@ -131,8 +131,9 @@ def model_given(value: object, name: str) -> None:
     """Refuse a model's name where a loaded model is taken (`other='bundled'`), naming the call to make."""
     from ..core.encoder import Encoder
 
-    # A static model (model2vec) is loaded but has no layers: it says so itself, in its own one line.
-    layered(value, f"comparing its layers with another model's ({name}=)")
+    # A static model (model2vec) is loaded but has no layers: it says so itself, in its own one line, by
+    # its name (the keyword, other= or b=, is no name the command line has: --model-b, MODEL_B)
+    layered(value, "comparing its layers with another model's")
     if not isinstance(value, Encoder):
         # a name or folder loads as it is; None or 123 names nothing to load, so the call shows a placeholder
         named = repr(value) if isinstance(value, (str, os.PathLike)) else "'model name or folder'"
