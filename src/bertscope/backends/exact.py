@@ -26,7 +26,7 @@ import numpy as np
 from filelock import FileLock
 
 from ..core.cpu import cpu_threads, machine_key
-from ..errors import BackendUnavailable, ModelLoadError, TruncatedTextsWarning
+from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError, TruncatedTextsWarning
 from . import modes
 from .fast import (
     Measured,
@@ -88,11 +88,18 @@ def choose_exact(model: Any, *, remeasure: bool = False, record: bool = True) ->
     """Switch `model` (torch float32, just loaded) to its fastest exact runtime; record the choice.
 
     `record`: also keep it for `bertscope info` (backends/recorded.py); False where threads were asked.
+    `remeasure` where torch stays without a measurement (another dtype, CUDA, a tiny model, no other
+    runtime) is refused: it would be ignored without a word.
     """
     why = _torch_only(model)
     wanted = exact_candidates()
     if why is None and len(wanted) == 1:
         why = _ALONE
+    if why is not None and remeasure:
+        raise InvalidSpec(
+            f"remeasure=True times the exact default again, but this load measures nothing ({why}: torch "
+            "runs); leave remeasure out"
+        )
     stamp = None  # the measurement file as its figures were read, for the record
     if why is not None:
         model.exact_choice = {"chosen": _TORCH, "why": why}

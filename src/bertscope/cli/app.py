@@ -405,8 +405,8 @@ def load_model(
     """Load the model a command asked for with the shared load options (--fast: the fastest mode in bound;
     `max_tokens`: a store's recorded limit, where it differs from the model's).
 
-    With --remeasure, the options are checked as `load(remeasure=True)` checks them before this machine's
-    measurements (every model's) are forgotten (`remeasure_if_asked`); the model then measures again."""
+    With --remeasure, the options are checked as `load(remeasure=True)` checks them (`remeasure_if_asked`);
+    the load then measures this model's figures again, once its own options are accepted."""
     from ..model import load
 
     mode = "fast" if fast else "exact"
@@ -427,9 +427,13 @@ def remeasure_if_asked(
     fast: bool,
     fast_min_cosine: float | None = None,
 ) -> bool:
-    """Whether this load should measure again: where the command was given --remeasure, the options are
-    checked first (InvalidSpec where they name the runtime themselves, as `load(remeasure=True)` refuses),
-    then this machine's measurements of every model are forgotten, once per command."""
+    """Whether this load should measure again (`load(remeasure=True)`, once per command): where the command
+    was given --remeasure, the options are checked first (InvalidSpec where they name the runtime
+    themselves, as `load(remeasure=True)` refuses). Nothing is forgotten here: the load measures the
+    model's figures of the runtime choice it reads again once its own options are accepted, so a command
+    refused (a folder that is not there, --fast with --dtype, another dtype: nothing to measure) keeps
+    every measurement. A Ray job, whose driver loads without `remeasure`, forgets this machine's figures
+    instead, once the options are checked."""
     if not _state.get("remeasure"):
         return False
     from ..model import refuse_unread_options
@@ -440,11 +444,19 @@ def remeasure_if_asked(
     )
     if _state.get("forgotten"):  # a second load of the same command: the figures are fresh
         return False
-    from ..backends.fast import forget_measurements
-
-    forget_measurements()
     _state["forgotten"] = True
+    if _ray_job():
+        from ..backends.fast import forget_measurements
+
+        forget_measurements()
     return True
+
+
+def _ray_job() -> bool:
+    """Whether the running command is a Ray job (`embed --engine ray`), which loads on Ray's own loader."""
+    ctx = importlib.import_module(f"{CLICK}.globals").get_current_context(silent=True)
+    engine = ctx.params.get("engine") if ctx is not None else None
+    return getattr(engine, "value", engine) == Engine.RAY.value
 
 
 def emit_json(data: Any) -> None:

@@ -1,0 +1,86 @@
+"""Audit 17: the runtimes' measurements and caches (backends/fast.py, exact.py, onnx.py, cut_cache.py; the
+command line's --remeasure, `cache` and `bench`). Tiny models only, each test in its own BERTSCOPE_CACHE."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+import bertscope
+from bertscope.backends import fast
+from bertscope.cli import app
+from bertscope.cli.wording import as_flags
+from bertscope.core.cpu import machine_key
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh BERTSCOPE_CACHE for one test."""
+    monkeypatch.setenv("BERTSCOPE_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def _kept_figures(cache: Path) -> Path:
+    """Another model's measurement of this machine, as a load writes it: what --remeasure must not lose."""
+    folder = cache / "fast"
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"bert-0123456789abcdef-{machine_key()}-exact-f3.json"
+    path.write_text('{"measured": []}', encoding="utf-8")
+    return path
+
+
+def _invoke(*args: str) -> Any:
+    return CliRunner().invoke(app, list(args))
+
+
+# 1. --remeasure forgets nothing before the command's options are accepted, and only this model's ------
+
+
+def test_a_refused_remeasure_forgets_nothing(tiny_dirs: dict[str, Path], cache: Path, tmp_path: Path) -> None:
+    kept = _kept_figures(cache)
+    tiny = str(tiny_dirs["bert"])
+    for args in (
+        ["-m", str(tmp_path / "no-such-folder")],  # a folder that is not there
+        ["-m", tiny, "--fast", "--dtype", "bfloat16"],  # --fast picks the dtype itself
+        ["-m", tiny, "--quantize", "int8"],  # names the runtime: nothing is measured
+    ):
+        result = _invoke("embed", "a cat", "--device", "cpu", "--remeasure", "-q", *args)
+        assert result.exit_code != 0 and isinstance(result.exception, bertscope.BertscopeError), args
+        assert kept.exists(), args
+
+
+def test_remeasure_where_nothing_is_measured_is_refused_in_one_line(
+    tiny_dirs: dict[str, Path], cache: Path
+) -> None:
+    """Another dtype runs torch, unmeasured: remeasure=True was ignored in silence (exit 0, every figure
+    deleted); library and command line refuse it, naming why."""
+    kept = _kept_figures(cache)
+    for options in ({"dtype": "bfloat16"}, {}):  # the tiny model: under MIN_PARAMETERS, torch runs
+        with pytest.raises(bertscope.InvalidSpec, match="remeasure=True") as caught:
+            bertscope.load(tiny_dirs["bert"], device="cpu", remeasure=True, **options)
+        assert "\n" not in str(caught.value) and "leave remeasure out" in str(caught.value)
+    result = _invoke("embed", "a cat", "-m", str(tiny_dirs["bert"]), "--remeasure", "--dtype", "bfloat16")
+    assert isinstance(result.exception, bertscope.InvalidSpec)  # main() says it in one line, as flags:
+    said = as_flags(str(result.exception))
+    assert "--remeasure times" in said and "only float32" in said and "leave --remeasure out" in said
+    assert kept.exists()
+
+
+def test_remeasure_measures_this_model_again_and_keeps_the_others(
+    tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch_only = {"torch float32": fast.candidates("cpu")["torch float32"]}
+    monkeypatch.setattr(fast, "candidates", lambda device: dict(torch_only))
+    timed: list[int] = []
+    real = fast.measure
+    monkeypatch.setattr(fast, "measure", lambda ways, texts, **kw: timed.append(1) or real(ways, texts, **kw))
+    bertscope.load(tiny_dirs["bert"], device="cpu", mode="fast")
+    assert len(timed) == 2  # the timed rows and the held-out ones
+    kept = _kept_figures(cache)
+    tiny = str(tiny_dirs["bert"])
+    result = _invoke("embed", "a cat", "-m", tiny, "--device", "cpu", "--fast", "--remeasure")
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert len(timed) == 4 and kept.exists()
