@@ -23,6 +23,7 @@ LINES = [
     "The river overflowed its bank after the heavy rain.",
     "She deposited her salary at the bank on Monday.",
     "The zeppelin drifted slowly over the harbour.",
+    "The photosynthesis bank of the river.",  # photos ##yn ##thesis: one word of three pieces
 ]
 CONTEXT = LINES[0]
 
@@ -118,3 +119,18 @@ def test_similar_names_what_was_given(tmp_path: Path, args: list[str], said: str
     """--word with --id or a query text is named so, not '--context goes with --word' (never given)."""
     result = CliRunner().invoke(app, ["similar", "--store", str(tmp_path / "tok.parquet"), *args])
     assert result.exit_code != 0 and said in str(result.exception), result.output
+
+
+def test_position_is_the_word_number_on_both_store_kinds(
+    corpus: Path, tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    """'The zeppelin': position 1 in a token store (its first piece's token position, 2, before) as in a
+    words store, where it is the row's position; a word of several pieces counts once."""
+    found = {}
+    for level in ("tokens", "words"):
+        store = tmp_path / f"{level}.parquet"
+        bertscope.embed_corpus(corpus, store, model=bundled, level=level)
+        found[level] = [(h.id, h.position) for h in search_occurrences(store, word="zeppelin").hits]
+        found[level + " bank"] = [(h.id, h.position) for h in search_occurrences(store, word="bank").hits]
+    assert found["tokens"] == found["words"] == [("4", 1)]
+    assert found["tokens bank"] == found["words bank"] == [("1", 4), ("2", 4), ("3", 6), ("5", 2)]

@@ -47,7 +47,9 @@ _CHUNK_ROWS = 65536
 
 @dataclass
 class Occurrence:
-    """One use of a word: its text's id, word number, character span, a marked snippet, its cosine."""
+    """One use of a word: its text's id, `position` its word number in the text (0-based, specials not
+    counted, a word of several pieces once: a words store's row position), character span, a marked
+    snippet, its cosine."""
 
     id: str
     position: int
@@ -262,11 +264,19 @@ def _matches(
     text_of: str | None = None
     first = np.flatnonzero(positions == 0)
     owner = np.searchsorted(first, np.arange(len(ids)), side="right") - 1
+    number, text_row = 0, -1
     for rows, spelled in groups:
         row = rows[0]
-        text_of = texts[first[owner[row]]]
+        if first[owner[row]] != text_row:  # a new text: its words are numbered from 0
+            text_row, number = int(first[owner[row]]), 0
+        text_of = texts[text_row]
         start, end = int(starts[rows[0]]), int(ends[rows[-1]])
         written = text_of[start:end] if text_of is not None else spelled
+        if not written.strip():
+            continue  # whitespace alone is no word, as `text_words` (the word rows) leaves it out
+        # The word number: a word row's position; a token row's position counts pieces and specials.
+        word_number = int(positions[row]) if level == "words" else number
+        number += 1
         key = written.casefold()
         seen[key] += 1
         if key != target:
@@ -278,7 +288,7 @@ def _matches(
         else:
             vector = matrix[rows].mean(axis=0) if matrix is not None else np.empty(0, np.float32)
         snippet = _snippet(text_of, start, end) if text_of is not None else f"«{written}»"
-        yield Occurrence(ids[row], int(positions[row]), start, end, snippet), vector
+        yield Occurrence(ids[row], word_number, start, end, snippet), vector
 
 
 def _word_groups(chunk: pa.Table, level: str) -> list[tuple[list[int], str]]:

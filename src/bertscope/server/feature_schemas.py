@@ -235,10 +235,13 @@ class OccurrencesRequest(Strict):
 
 
 class OccurrenceHit(BaseModel):
-    """One stored occurrence: its text's id, row position, character span, marked snippet and cosine."""
+    """One stored occurrence: its text's id, word number, character span, marked snippet and cosine."""
 
     id: str
-    position: int
+    position: int = Field(
+        description="The word's number in its text (0-based, specials not counted, a word of several "
+        "pieces once): a words store's row position, the same on a token store."
+    )
     start: int
     end: int
     snippet: str
