@@ -100,3 +100,73 @@ def test_unreadable_normalize_config_is_named(bundled_path: Path, tmp_path: Path
     folder = st_folder(bundled_path, tmp_path / "bad", {"2_Normalize/config.json": ["x"]})
     with pytest.raises(BertscopeError, match=r"2_Normalize/config\.json: holds a list"):
         bertscope.load(folder, device="cpu")
+
+
+# --- 1: sentence_bert_config.json's processing_kwargs ----------------------------------------------------
+
+
+def st_config(**extra: Any) -> dict[str, Any]:
+    """The bundled model's sentence_bert_config.json with `extra` keys."""
+    return {"max_seq_length": 256, "do_lower_case": False, **extra}
+
+
+@pytest.fixture(scope="module")
+def cut_at_16(bundled_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled folder whose sentence_bert_config.json says processing_kwargs text max_length 16."""
+    config = st_config(processing_kwargs={"text": {"max_length": 16}})
+    return st_folder(
+        bundled_path, tmp_path_factory.mktemp("pk") / "pk16", {"sentence_bert_config.json": config}
+    )
+
+
+def test_processing_kwargs_text_max_length_is_the_token_limit(cut_at_16: Path) -> None:
+    """processing_kwargs {"text": {"max_length": 16}} was ignored: bertscope embedded every token of a long
+    text where sentence-transformers cuts at 16 (vectors 0.325 apart); the limit is now 16, as there."""
+    from sentence_transformers import SentenceTransformer
+
+    model = bertscope.load(cut_at_16, device="cpu")
+    assert model.max_tokens == 16
+    want = SentenceTransformer(str(cut_at_16), device="cpu").encode([TEXT])
+    with pytest.warns(UserWarning):  # a text cut is said, as encode says it
+        got = model.encode([TEXT])
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_processing_kwargs_max_length_wins_over_max_seq_length(bundled_path: Path, tmp_path: Path) -> None:
+    """sentence-transformers calls the tokenizer with the text max_length, past max_seq_length too."""
+    config = st_config(processing_kwargs={"text": {"max_length": 300}, "image": {"size": 4}})
+    folder = st_folder(bundled_path, tmp_path / "pk300", {"sentence_bert_config.json": config})
+    assert bertscope.load(folder, device="cpu").max_tokens == 300
+    config = st_config(processing_kwargs={"text": {"max_length": None}})  # null: as if not written
+    folder = st_folder(bundled_path, tmp_path / "pknull", {"sentence_bert_config.json": config})
+    assert bertscope.load(folder, device="cpu").max_tokens == 256
+
+
+def test_processing_kwargs_bertscope_does_not_apply_are_refused(bundled_path: Path, tmp_path: Path) -> None:
+    """Any other tokenizer setting (padding, common ones) is refused by encode in one line naming it."""
+    kwargs = {"text": {"max_length": 32, "padding": "max_length"}, "common": {"truncation": "only_first"}}
+    folder = st_folder(
+        bundled_path, tmp_path / "pkpad", {"sentence_bert_config.json": st_config(processing_kwargs=kwargs)}
+    )
+    model = bertscope.load(folder, device="cpu")
+    one_line_refusal(model, r"processing_kwargs text\.padding, common\.truncation for the tokenizer")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"text": {"max_length": "16"}},
+        {"text": {"max_length": 1}},
+        {"text": {"max_length": True}},
+        {"text": [16]},
+    ],
+    ids=["string", "one", "bool", "list"],
+)
+def test_malformed_processing_kwargs_are_named(bundled_path: Path, tmp_path: Path, kwargs: Any) -> None:
+    """A max_length that is no token count, or a text entry that is no object, is named in one line."""
+    config = st_config(processing_kwargs=kwargs)
+    folder = st_folder(bundled_path, tmp_path / "pkbad", {"sentence_bert_config.json": config})
+    said = r"sentence_bert_config\.json: its processing_kwargs\.text"
+    with pytest.raises(BertscopeError, match=said) as caught:
+        bertscope.load(folder, device="cpu")
+    assert "\n" not in str(caught.value)

@@ -1,7 +1,8 @@
 """A sentence-transformers folder's own sentence pipeline, read from its files without torch.
 
 modules.json names the modules; a Pooling module's config.json says its mode (`pooling_mode` from v5, the
-legacy `pooling_mode_*` booleans before); sentence_bert_config.json the max length and whether texts are
+legacy `pooling_mode_*` booleans before); sentence_bert_config.json the max length (`max_seq_length`, or
+`processing_kwargs`' text `max_length`, which wins, from v6) and whether texts are
 lowercased before tokenizing (`do_lower_case`, done by `lowercase_first` as sentence-transformers does it);
 config_sentence_transformers.json the similarity function `Model.similarity` computes on vectors
 (`similarity_fn_name`: cosine where it names none, as sentence-transformers 3+; a name it cannot compute is
@@ -139,8 +140,48 @@ def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSet
     st_config = path / "sentence_bert_config.json"
     settings = _settings_file(st_config, dict) if st_config.exists() else {}
     max_len, lower = settings.get("max_seq_length"), bool(settings.get("do_lower_case"))
+    text_max, unread = _processing_kwargs(st_config, settings.get("processing_kwargs"))
+    if text_max is not None:  # the tokenizer call's own max_length: it wins over max_seq_length there
+        max_len = text_max
+    unsupported = unsupported or unread
     similarity = folder_similarity_fn_name(path)
     return SentenceTransformersSettings(pooling, normalize, max_len, unsupported, lower, similarity)
+
+
+def _processing_kwargs(file: Path, given: object) -> tuple[int | None, str | None]:
+    """sentence_bert_config.json's `processing_kwargs` (sentence-transformers 6: the keywords its
+    Transformer module calls the tokenizer with, per modality) as (the text `max_length`, which cuts every
+    text there whatever max_seq_length says; why the rest is not applied, or None).
+
+    Audio, image and video settings never touch a text and keys sentence-transformers does not know it
+    ignores; any other setting (`text.padding`, `common`, `chat_template` ...) is one bertscope does not
+    apply, so the pipeline is refused, never run otherwise."""
+    if not given:
+        return None, None
+    if not isinstance(given, dict):
+        held = _JSON_KINDS.get(type(given), "a JSON value")
+        raise _malformed(
+            file, f"its processing_kwargs is {held} where sentence-transformers writes an object"
+        )
+    max_length, unread = None, []
+    for modality in ("text", "common", "chat_template"):
+        settings = given.get(modality) or {}
+        if not isinstance(settings, dict):
+            raise _malformed(file, f"its processing_kwargs.{modality} is not an object")
+        for key, value in settings.items():
+            if (modality, key) != ("text", "max_length"):
+                unread.append(f"{modality}.{key}")
+            elif value is not None:  # null is no max_length: the tokenizer's own limit, as without one
+                if isinstance(value, bool) or not isinstance(value, int) or value < 2:
+                    why = "is not a whole number of tokens of 2 or more ([CLS] and [SEP])"
+                    raise _malformed(file, f"its processing_kwargs.text.max_length {value!r} {why}")
+                max_length = value
+    if not unread:
+        return max_length, None
+    return (
+        max_length,
+        f"its sentence_bert_config.json sets processing_kwargs {', '.join(unread)} for the tokenizer",
+    )
 
 
 def _odd_normalize(path: Path, modules: list[dict[str, Any]], kinds: list[str]) -> str | None:
