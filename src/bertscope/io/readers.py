@@ -35,6 +35,9 @@ SUPPORTED_INPUTS = (
 # temporary on-disk SQLite table (`_SeenIds`), so memory stays bounded whatever the corpus's size. Read
 # when a corpus is opened, so a test can lower it.
 IDS_IN_MEMORY = 65536
+# The longest field the CSV and TSV readers take, in characters: csv's own limit is a C long (2**31 - 1
+# where a long is 32 bits), and a text this long is held whole, as a .txt line is.
+_FIELD_LIMIT = 2**31 - 1
 # A line holding a carriage return that ends no line: lines end at "\n" ("\r\n" too) in every reader.
 _LONE_CR = (
     "a carriage return (\\r) inside the line: the file has CR (old Mac) line endings, or a stray CR; "
@@ -415,6 +418,9 @@ def _csv(
     # TSV has no quoting, so a leading '"' is just text.
     bad_lines: set[int] = set()
     stream = _csv_lines(path, skip_bad, rejects, bad_lines)
+    # csv's default field limit (131,072 characters) refused a text that .txt and .jsonl read whole: a
+    # field may be as long as a line may be elsewhere (a C long on every platform bounds it).
+    csv.field_size_limit(_FIELD_LIMIT)
     if delimiter == "\t":
         reader = csv.reader(stream, delimiter=delimiter, quoting=csv.QUOTE_NONE, strict=True)
     else:
@@ -422,7 +428,7 @@ def _csv(
     try:
         header = next(reader, None)
     except csv.Error as exc:
-        raise CorpusError(_csv_error(path, 1, exc)) from None
+        raise CorpusError(_csv_error(path, 1, exc, delimiter)) from None
     if header is None:
         return
     for wanted, what in ((text_field, "field"), (id_field, "id field")):
@@ -430,7 +436,7 @@ def _csv(
             # the header alone says so: a header-only file is not an empty corpus
             raise CorpusError(f"{path}:1: no {what} {wanted!r}; the fields are: {', '.join(header)}")
     rows = 0
-    for first, number, row in _csv_rows(reader, path):
+    for first, number, row in _csv_rows(reader, path, delimiter):
         set_aside = any(first <= bad <= number for bad in bad_lines)
         if not row and not set_aside:
             continue  # a blank line
@@ -467,7 +473,7 @@ def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
         yield from enumerate(stream, 1)
 
 
-def _csv_rows(reader: Any, path: Path) -> Iterator[tuple[int, int, list[str]]]:
+def _csv_rows(reader: Any, path: Path, delimiter: str) -> Iterator[tuple[int, int, list[str]]]:
     """(first line, last line, fields) per record; a quoting error names the line its record began on."""
     first = reader.line_num + 1
     try:
@@ -475,14 +481,22 @@ def _csv_rows(reader: Any, path: Path) -> Iterator[tuple[int, int, list[str]]]:
             yield first, reader.line_num, row
             first = reader.line_num + 1
     except csv.Error as exc:
-        raise CorpusError(_csv_error(path, first, exc)) from None
+        raise CorpusError(_csv_error(path, first, exc, delimiter)) from None
 
 
-def _csv_error(path: Path, first: int, exc: csv.Error) -> str:
+def _csv_error(path: Path, first: int, exc: csv.Error, delimiter: str) -> str:
     """A CSV reader's error, at the line its record began on: a carriage return in an unquoted field
-    (CR line endings), or an unclosed quote."""
+    (CR line endings), a field past `_FIELD_LIMIT`, or (in a CSV: a TSV has no quoting) an unclosed quote."""
     if "new-line character" in str(exc):
         return f"{path}:{first}: {_LONE_CR}"
+    if "field limit" in str(exc):
+        unclosed = "" if delimiter == "\t" else " (or an unclosed quote ran on to the file's end: fix it)"
+        return (
+            f"{path}:{first}: a field of the record that begins on this line is longer than "
+            f"{_FIELD_LIMIT:,} characters{unclosed}; split the text into shorter records"
+        )
+    if delimiter == "\t":
+        return f"{path}:{first}: {exc} in the record that begins on this line"
     return (
         f"{path}:{first}: {exc} in the record that begins on this line (an unclosed quote?); fix its quotes"
     )
