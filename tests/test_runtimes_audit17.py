@@ -84,3 +84,37 @@ def test_remeasure_measures_this_model_again_and_keeps_the_others(
     result = _invoke("embed", "a cat", "-m", tiny, "--device", "cpu", "--fast", "--remeasure")
     assert result.exit_code == 0, (result.output, result.exception)
     assert len(timed) == 4 and kept.exists()
+
+
+# 2. A cache cleared under a running process: the export is made again, as a new process makes it -------
+
+
+def test_a_cleared_cache_under_a_loaded_model_is_exported_again(
+    tiny_dirs: dict[str, Path], cache: Path
+) -> None:
+    """`bertscope cache --clear` under a server: early stop raised FileNotFoundError (a 500) on every retry,
+    the whole graph ONNX Runtime's raw NoSuchFile."""
+    import shutil
+
+    import numpy as np
+
+    m = bertscope.load(tiny_dirs["bert"], device="cpu", backend="onnxruntime")
+    first = m.embed(["a cat"], layers="1").vectors  # opens the graph cut at layer 1 alone
+    shutil.rmtree(cache, ignore_errors=True)
+    reference = bertscope.load(tiny_dirs["bert"], device="cpu", backend="torch").embed(["a cat"]).vectors
+    np.testing.assert_allclose(m.embed(["a cat"]).vectors, reference, atol=1e-5)  # the whole graph
+    shutil.rmtree(cache, ignore_errors=True)
+    np.testing.assert_allclose(m.embed(["a cat"], layers="1").vectors, first, atol=1e-6)  # cached cut, in use
+    shutil.rmtree(cache, ignore_errors=True)
+    assert m.embed(["a cat"], layers="-2").vectors.shape == first.shape  # a cut not open yet
+
+
+def test_a_cleared_int8_graph_is_refused_in_one_line(tiny_dirs: dict[str, Path], cache: Path) -> None:
+    import shutil
+
+    m = bertscope.load(tiny_dirs["bert"], device="cpu", quantize="int8")
+    m.embed(["a cat"], layers="1")
+    shutil.rmtree(cache, ignore_errors=True)
+    with pytest.raises(bertscope.ModelLoadError, match="removed from the cache.*load the model again") as e:
+        m.embed(["a cat"])
+    assert "\n" not in str(e.value)

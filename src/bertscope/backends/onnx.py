@@ -17,6 +17,7 @@ once from the export's file.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -188,6 +189,23 @@ class OnnxRunner:
         # run over arena_tokens grew since they last shrank (threads that race on it cost at most one shrink
         # too many or too few, never a wrong answer)
         self._grew: set[int] = set()
+        # makes the export at `path` again (float32, `build`'s): None where this runner cannot
+        self.remake: Callable[[], Path] | None = None
+
+    def _export(self) -> Path:
+        """The export's file, exported again where it left the cache after this runner opened (`bertscope
+        cache --clear` under a running process or server), as a new process would export it."""
+        if self.path.is_file():
+            return self.path
+        if self.remake is None:  # an int8 graph: its calibration runs the forward this runner answers
+            raise ModelLoadError(
+                f"the ONNX graph {self.path} was removed from the cache after this model loaded (bertscope "
+                "cache --clear?); load the model again (restart the server) to make it anew"
+            )
+        if self.log is not None:
+            self.log(f"the ONNX export {self.path} left the cache after this model loaded; exporting again")
+        self.path = self.remake()
+        return self.path
 
     def _session(self, model: str | bytes) -> Any:
         session = open_session(model)
@@ -203,7 +221,7 @@ class OnnxRunner:
         if self._whole is None:
             with self._lock:
                 if self._whole is None:
-                    self._whole = self._session(str(self.path))
+                    self._whole = self._session(str(self._export()))
         return self._whole
 
     @session.setter
@@ -253,10 +271,11 @@ class OnnxRunner:
         """A session on the graph cut after hidden state `deepest`: the cached cut, or (where the cache takes
         no file) one cut in memory now."""
         outputs = self.output_names[: deepest + 1]
-        path = cached_cut(self.path, outputs, self._inputs, log=self.log)
+        export = self._export()
+        path = cached_cut(export, outputs, self._inputs, log=self.log)
         if path is not None:
             return self._session(str(path))
-        return self._session(cut_graph(self.path, self._inputs, outputs).SerializeToString())
+        return self._session(cut_graph(export, self._inputs, outputs).SerializeToString())
 
     def __call__(
         self, ids: Array, type_ids: Array, mask: Array, deepest: int, layers: AskedStates = None
@@ -312,7 +331,10 @@ class OnnxRunner:
             model, family, digest=digest, quantize=quantize, calibrate=calibrate, calibration=calibration,
             scheme=scheme, log=log,
         )  # fmt: skip
-        return cls(path, family.uses_token_types, n_layers + 1, log=log)
+        runner = cls(path, family.uses_token_types, n_layers + 1, log=log)
+        if quantize is None:  # float32 needs the module alone; int8's calibration runs the forward
+            runner.remake = functools.partial(export_onnx, model, family, digest=digest, log=log)
+        return runner
 
 
 def idle_threads_sleep() -> bool:
