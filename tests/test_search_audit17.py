@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -134,3 +135,33 @@ def test_position_is_the_word_number_on_both_store_kinds(
         found[level + " bank"] = [(h.id, h.position) for h in search_occurrences(store, word="bank").hits]
     assert found["tokens"] == found["words"] == [("4", 1)]
     assert found["tokens bank"] == found["words bank"] == [("1", 4), ("2", 4), ("3", 6), ("5", 2)]
+
+
+def test_one_default_count_the_context_said_and_an_empty_one_named(
+    corpus: Path, tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    """5 occurrences by default everywhere (the library and the service listed 10, similar 5); the
+    service answers the context and the span of its use, the first of two; an empty context is named so,
+    not 'text 0 is empty'."""
+    store = tmp_path / "tok.parquet"
+    bertscope.embed_corpus(corpus, store, model=bundled, level="tokens")
+    listed = search_occurrences(store, word="the")
+    assert listed.total > 5 and len(listed.hits) == 5 and listed.context_span is None
+    twice = "By the bank, the bank of the river."
+    found = search_occurrences(store, word="bank", context=twice, model=bundled)
+    assert found.context_span == (7, 11)
+    with pytest.raises(InvalidInput, match=r"^the context is empty: give a sentence that uses the word"):
+        search_occurrences(store, word="bank", context="  ", model=bundled)
+    with serving(bundled, stores=(("tok", str(store)),)) as base:
+        answer = httpx.post(f"{base}/occurrences", json={"store": "tok", "word": "the"}, timeout=60)
+        assert answer.status_code == 200 and len(answer.json()["hits"]) == 5, answer.text
+        assert answer.json()["context"] is None and answer.json()["context_span"] is None
+        body = {"store": "tok", "word": "bank", "context": twice}
+        answer = httpx.post(f"{base}/occurrences", json=body, timeout=60).json()
+        assert answer["context"] == twice and answer["context_span"] == [7, 11]
+        empty = httpx.post(f"{base}/occurrences", json={**body, "context": ""}, timeout=60)
+        assert empty.status_code == 422 and "the context is empty" in empty.json()["detail"], empty.text
+    shown = CliRunner().invoke(
+        app, ["similar", "--store", str(store), "--word", "bank", "--context", twice, "--json"]
+    )
+    assert shown.exit_code == 0 and json.loads(shown.output)["context_span"] == [7, 11], shown.output

@@ -113,9 +113,13 @@ def similar(
         str | None, typer.Option("--word", help="A token or word store: the occurrences of this word.")
     ] = None,
     context: Annotated[
-        str | None, typer.Option("--context", help="With --word: rank occurrences by the sense it has here.")
+        str | None,
+        typer.Option(
+            "--context",
+            help="With --word: rank occurrences by the sense it has here (its first use, if used twice).",
+        ),
     ] = None,
-    k: Annotated[int, top_k_option("How many results.")] = 5,
+    k: Annotated[int, top_k_option("How many results (texts, or a word's occurrences).")] = 5,
     post: Annotated[
         Path | None, typer.Option("--post", help="The post-processing file the store used.")
     ] = None,
@@ -330,6 +334,7 @@ def _occurrences(
             {
                 "word": word,
                 "context": context,
+                "context_span": None if found.context_span is None else list(found.context_span),
                 "total": found.total,
                 "hits": [h.__dict__ for h in found.hits],
             }

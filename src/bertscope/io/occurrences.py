@@ -39,7 +39,14 @@ from .parquet_checked import CheckedParquet
 from .query import model_for, same_model
 from .stores import Store, open_store
 
-__all__ = ["Occurrence", "Occurrences", "search_occurrences", "occurrence_vectors", "token_store"]
+__all__ = [
+    "Occurrence",
+    "Occurrences",
+    "checked_context",
+    "search_occurrences",
+    "occurrence_vectors",
+    "token_store",
+]
 
 _SNIPPET = 40
 _CHUNK_ROWS = 65536
@@ -61,13 +68,16 @@ class Occurrence:
 
 @dataclass
 class Occurrences:
-    """The occurrences found (nearest first when a context was given) and how many the store holds."""
+    """The occurrences found (nearest first when a context was given) and how many the store holds;
+    `context_span`: the (start, end) characters of the word's use in the context searched with, its first
+    where the context uses it more than once (None without a context)."""
 
     word: str
     context: str | None
     total: int
     hits: list[Occurrence] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
+    context_span: tuple[int, int] | None = None
 
 
 def token_store(store: str | Path | Store) -> Store:
@@ -95,7 +105,8 @@ def search_occurrences(
     k: int | None = None,
 ) -> Occurrences:
     """The stored occurrences of `word`: the `top_k` nearest to its use in `context` by cosine, or the
-    first `top_k` (default 10; `k=` is its older spelling, still read).
+    first `top_k` (default 5, as `search`; `k=` is its older spelling, still read). A context that uses
+    the word more than once is searched with its first use (`Occurrences.context_span`).
 
     `model` and `layers` default to the store's own; others are refused (vectors would not compare), and
     so are both without `context` (nothing is embedded).
@@ -103,7 +114,7 @@ def search_occurrences(
     are read from the index's copies instead of scanning the store's vectors, with the same exact
     cosines; `exact=True`, no index or a stale one (warned) scan the store.
     """
-    k = top_k_given(top_k, k, old="k", default=10, error=InvalidInput)
+    k = top_k_given(top_k, k, old="k", default=5, error=InvalidInput)
     unread = [name for name, value in (("model", model), ("layers", layers)) if value is not None]
     if context is None and unread:
         raise InvalidInput(
@@ -111,6 +122,7 @@ def search_occurrences(
             f"occurrences of {word!r} are listed as stored: add context=TEXT, or drop "
             f"{' and '.join(f'{name}=' for name in unread)}"
         )
+    checked_context(context)
     opened = token_store(store)
     target = _checked_word(word)
     m = None
@@ -118,8 +130,8 @@ def search_occurrences(
         m = model_for(opened.settings, model, store_limit=True)  # the context cut as the stored rows were
         _check_same(opened, m, layers)
         _one_word(word, m)  # before the context: a word the tokenizer splits is in no context either
-    query = None if m is None or context is None else _query_vector(opened, target, context, m)
-    found = Occurrences(word=word, context=context, total=0, settings=opened.settings)
+    query, span = (None, None) if m is None or context is None else _query_vector(opened, target, context, m)
+    found = Occurrences(word=word, context=context, total=0, settings=opened.settings, context_span=span)
     best: list[tuple[float, int, Occurrence]] = []
     seen: Counter[str] = Counter()
     # With a fresh index of every vector column, only the occurrences' own rows are read (from the
@@ -164,6 +176,12 @@ def occurrence_vectors(
     if not hits:
         raise _never(word, opened, seen)
     return hits, np.stack(vectors)
+
+
+def checked_context(context: str | None) -> None:
+    """Refuse an empty context, named as the context (embedding it would name it "text 0")."""
+    if isinstance(context, str) and not context.strip():
+        raise InvalidInput("the context is empty: give a sentence that uses the word, or leave it out")
 
 
 def _checked_word(word: str) -> str:
@@ -329,9 +347,9 @@ def _floats(column: Any) -> np.ndarray:
     return np.asarray(array.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, width)
 
 
-def _query_vector(store: Store, target: str, context: str, m: Any) -> np.ndarray:
+def _query_vector(store: Store, target: str, context: str, m: Any) -> tuple[np.ndarray, tuple[int, int]]:
     """(d,) unit vector of `target` in `context`, made exactly as the store made its rows by `m` (the
-    store's model, checked, at its recorded token limit)."""
+    store's model, checked, at its recorded token limit), and the characters of that use: the first."""
     settings = store.settings
     options = {key: settings[key] for key in ("long", "stride") if key in settings}
     stacked = settings.get("combine") == "stack"
@@ -355,7 +373,7 @@ def _query_vector(store: Store, target: str, context: str, m: Any) -> np.ndarray
         if context[start:end].casefold() == target:
             # Round through the stored precision first, as the stored rows were.
             stored = rows_of_word.astype(np.float16 if settings.get("precision") == "float16" else np.float32)
-            return unit(stored.astype(np.float32).mean(axis=0)[None])[0]  # type: ignore[no-any-return]
+            return unit(stored.astype(np.float32).mean(axis=0)[None])[0], (start, end)
     covered = spans[-1][1] if spans else 0
     if re.search(rf"(?<!\w){re.escape(target)}(?!\w)", context[covered:].casefold()):
         raise InvalidInput(

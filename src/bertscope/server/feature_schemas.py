@@ -223,10 +223,13 @@ class OccurrencesRequest(Strict):
     word: OneText = Field(description="One word, as written in the texts.", examples=["bank"])
     context: Annotated[str | None, WithJsonSchema({"anyOf": [TEXT_SCHEMA, {"type": "null"}]})] = Field(
         None,
-        description="A text using the word: occurrences are ranked by cosine to its use here.",
+        description="A text using the word: occurrences are ranked by cosine to its use here (its first use, "
+        "where it is used more than once).",
         examples=["we sat on the bank of the river"],
     )
-    top_k: WholeInt = top_k_field(10, least=1, what="How many occurrences", old="k")
+    top_k: WholeInt = top_k_field(
+        5, least=1, what="How many occurrences (5 by default, as `similar` lists)", old="k"
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -254,6 +257,12 @@ class OccurrencesResponse(BaseModel):
     model: str
     store: str
     word: str
+    context: str | None = Field(description="The context searched with, as sent (null: none).")
+    context_span: list[int] | None = Field(
+        None,
+        description="The [start, end] characters of the word's use in the context searched with: its first "
+        "where the context uses it more than once (null without a context).",
+    )
     total: int
     hits: list[OccurrenceHit]
 

@@ -17,7 +17,7 @@ from fastapi import FastAPI
 
 from ..core.fingerprint_facts import file_identity
 from ..errors import BertscopeError, CorpusError, InvalidSpec
-from ..io.occurrences import search_occurrences, token_store
+from ..io.occurrences import checked_context, search_occurrences, token_store
 from ..io.query import same_model
 from ..io.stores import Store
 from .feature_schemas import OccurrencesRequest, OccurrencesResponse
@@ -41,6 +41,7 @@ def occurrence_routes(app: FastAPI, svc: Service) -> None:
         served = stores[req.store]
         store, identity = served.fresh(svc)
         count = None
+        checked_context(req.context)  # before it is counted: named as the context, not as "text 0"
         if req.context is not None:
             # Counted before any forward, through the big-request gate, as every route that runs the model.
             count = await svc.tokenizing(req.context, _context_tokens, svc, store.settings, req.context)
@@ -63,6 +64,8 @@ def occurrence_routes(app: FastAPI, svc: Service) -> None:
             model=svc.name,
             store=req.store,
             word=req.word,
+            context=req.context,
+            context_span=None if found.context_span is None else list(found.context_span),
             total=found.total,
             hits=[hit.__dict__ for hit in found.hits],
         )
