@@ -118,3 +118,24 @@ def test_a_cleared_int8_graph_is_refused_in_one_line(tiny_dirs: dict[str, Path],
     with pytest.raises(bertscope.ModelLoadError, match="removed from the cache.*load the model again") as e:
         m.embed(["a cat"])
     assert "\n" not in str(e.value)
+
+
+# 3. --fast's first measurement says nothing of its own timing texts' cut -------------------------------
+
+
+def test_measuring_fast_modes_says_no_cut_of_its_own_texts(
+    tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a 64-token model the timing texts (calibration sentences joined in fours) run past the limit: a
+    first --fast load warned '162 of 400 text(s) ran past the model's 64 tokens', as if the user's."""
+    import warnings
+
+    torch_only = {"torch float32": fast.candidates("cpu")["torch float32"]}
+    monkeypatch.setattr(fast, "candidates", lambda device: dict(torch_only))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        m = bertscope.load(tiny_dirs["bert"], device="cpu", mode="fast")
+    assert m.fast_choice is not None and m.max_tokens == 64
+    assert not [w for w in caught if issubclass(w.category, bertscope.TruncatedTextsWarning)]
+    with pytest.warns(bertscope.TruncatedTextsWarning):  # the user's own cut is still said
+        m.embed(["word " * 200])

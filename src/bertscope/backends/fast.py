@@ -23,6 +23,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
@@ -35,7 +36,7 @@ from ..core._enums import Backend, DType, Quantize
 from ..core.cpu import cpu_name, cpu_threads, has_native_bf16, has_vnni, machine_key
 from ..core.encoder import Encoder
 from ..core.loading import device_kind
-from ..errors import InvalidSpec
+from ..errors import InvalidSpec, TruncatedTextsWarning
 from . import modes
 from .digest import settings_digest
 from .modes import MODES, Way, measure
@@ -442,6 +443,21 @@ def _measure_all(
     """Every candidate timed on `timing_texts(texts)` (alternating rounds) and compared with torch float32's
     vectors there, on the held-out sentences and on `SHORT_TEXTS`; int8 fitted on `calibration` (None: the
     shipped texts)."""
+    with warnings.catch_warnings():
+        # its own timing texts (the calibration sentences joined in fours) may run past the model's limit:
+        # not the user's cut, as in the exact default's measurement
+        warnings.simplefilter("ignore", TruncatedTextsWarning)
+        return _measured(base, wanted, texts, build, calibration)
+
+
+def _measured(
+    base: E,
+    wanted: dict[str, Way],
+    texts: Sequence[str],
+    build: Callable[[torch.dtype], E],
+    calibration: Sequence[str] | None,
+) -> list[Measured]:
+    """`_measure_all`'s measurement, its cut warnings not yet silenced."""
     ways = {}
     for label, way in wanted.items():
         model = (
