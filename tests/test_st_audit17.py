@@ -170,3 +170,85 @@ def test_malformed_processing_kwargs_are_named(bundled_path: Path, tmp_path: Pat
     with pytest.raises(BertscopeError, match=said) as caught:
         bertscope.load(folder, device="cpu")
     assert "\n" not in str(caught.value)
+
+
+# --- 2: query_length / document_length ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def role_lengths(bundled_path: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundled folder whose sentence_bert_config.json cuts queries at 8 tokens and documents at 12."""
+    config = st_config(query_length=8, document_length=12)
+    return st_folder(
+        bundled_path, tmp_path_factory.mktemp("ql") / "ql8", {"sentence_bert_config.json": config}
+    )
+
+
+def test_role_lengths_are_refused_where_the_limit_differs(role_lengths: Path) -> None:
+    """encode_query / encode_document embedded up to 256 tokens where sentence-transformers cuts queries at
+    query_length 8 and documents at document_length 12 (vectors 0.50 and 0.25 apart): role_refusal, which
+    those calls ask, gives the one line saying so and the load that matches."""
+    from bertscope.core.st_settings import role_refusal
+
+    model = bertscope.load(role_lengths, device="cpu")
+    for role, texts, length in (("query", "queries", 8), ("document", "documents", 12)):
+        refused = role_refusal(model, role)
+        assert isinstance(refused, InvalidSpec) and "\n" not in str(refused)
+        assert f"cuts {texts} at {length} tokens ({role}_length)" in str(refused)
+        assert f"max_tokens={length}" in str(refused)
+
+
+def test_role_length_matched_by_max_tokens_is_sentence_transformers_answer(role_lengths: Path) -> None:
+    """Loaded with max_tokens=8, as the line says, the model encodes queries as encode_query does there."""
+    from sentence_transformers import SentenceTransformer
+
+    from bertscope.core.st_settings import role_refusal
+
+    model = bertscope.load(role_lengths, device="cpu", max_tokens=8)
+    assert role_refusal(model, "query") is None and role_refusal(model, "document") is not None
+    want = SentenceTransformer(str(role_lengths), device="cpu").encode_query([TEXT])
+    with pytest.warns(UserWarning):
+        got = model.encode([TEXT])
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_processing_kwargs_max_length_wins_over_role_lengths(bundled_path: Path, tmp_path: Path) -> None:
+    """sentence-transformers lets processing_kwargs' text max_length override query_length and
+    document_length: with it, every role is cut at that limit, and nothing is refused."""
+    from bertscope.core.st_settings import role_refusal
+
+    config = st_config(query_length=8, document_length=12, processing_kwargs={"text": {"max_length": 20}})
+    folder = st_folder(bundled_path, tmp_path / "both", {"sentence_bert_config.json": config})
+    model = bertscope.load(folder, device="cpu")
+    assert model.max_tokens == 20
+    assert role_refusal(model, "query") is None and role_refusal(model, "document") is None
+
+
+@pytest.mark.xfail(reason="encode.py's encode_role is to call st_settings.role_refusal (not this fix's file)")
+def test_encode_query_refuses_a_query_length_it_does_not_apply(role_lengths: Path) -> None:
+    """The user-facing call: encode_query refuses in one line rather than answer 0.50 from there."""
+    model = bertscope.load(role_lengths, device="cpu")
+    with pytest.raises(InvalidSpec, match=r"query_length"):
+        model.encode_query(TEXT)
+    with pytest.raises(InvalidSpec, match=r"document_length"):
+        model.encode_document(TEXT)
+
+
+def test_malformed_role_length_is_named(bundled_path: Path, tmp_path: Path) -> None:
+    """A query_length that is no token count is a one-line load error naming the file."""
+    config = st_config(query_length="8")
+    folder = st_folder(bundled_path, tmp_path / "qlbad", {"sentence_bert_config.json": config})
+    with pytest.raises(BertscopeError, match=r"sentence_bert_config\.json: its query_length '8' is not"):
+        bertscope.load(folder, device="cpu")
+
+
+def test_query_expansion_is_refused_for_queries(bundled_path: Path, tmp_path: Path) -> None:
+    """query_expansion pads queries out with mask tokens in encode_query: refused for queries only."""
+    from bertscope.core.st_settings import role_refusal
+
+    config = st_config(query_expansion={"strategy": "fixed", "length": 32})
+    folder = st_folder(bundled_path, tmp_path / "qx", {"sentence_bert_config.json": config})
+    model = bertscope.load(folder, device="cpu")
+    refused = role_refusal(model, "query")
+    assert refused is not None and "query_expansion" in str(refused)
+    assert role_refusal(model, "document") is None

@@ -73,6 +73,10 @@ class Loaded:
     trust_remote_code: bool = False
     view: FolderView | None = None  # the folder read without torch, where it was opened light
     st_lower_case: bool = False  # sentence_bert_config.json's do_lower_case: every tokenizer lowercases first
+    # sentence_bert_config.json's query_length, document_length and query_expansion: st_settings.role_refusal
+    st_query_length: int | None = None
+    st_document_length: int | None = None
+    st_query_expansion: bool = False
 
     @property
     def model(self) -> Any:
@@ -147,7 +151,7 @@ def open_light(name: str | os.PathLike[str] | None) -> Loaded | None:
     st = sentence_transformers_settings(view.path)
     return Loaded(
         view.source, view.path, None, None, view.family, st.pooling, st.normalize, st.max_seq_length,
-        st.unsupported, False, view, st.lower_case,
+        st.unsupported, False, view, st.lower_case, st.query_length, st.document_length, st.query_expansion,
     )  # fmt: skip
 
 
@@ -322,7 +326,8 @@ def load_parts(
         lowercase_first(tokenizer.backend_tokenizer)
     return Loaded(
         source, path, model, tokenizer, family, st.pooling, st.normalize, st.max_seq_length, st.unsupported,
-        trust_remote_code, st_lower_case=st.lower_case,
+        trust_remote_code, st_lower_case=st.lower_case, st_query_length=st.query_length,
+        st_document_length=st.document_length, st_query_expansion=st.query_expansion,
     )  # fmt: skip
 
 

@@ -19,7 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ModelLoadError
+from ..errors import InvalidSpec, ModelLoadError
 from .pooling import POOLING_RULES
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ __all__ = [
     "lowercase_first",
     "pooling_config",
     "pooling_modes",
+    "role_refusal",
     "sentence_transformers_settings",
     "similarity_function",
 ]
@@ -68,6 +69,11 @@ class SentenceTransformersSettings:
     unsupported: str | None = None  # why pooling='auto' cannot reproduce the folder's pipeline
     lower_case: bool = False  # sentence_bert_config.json's do_lower_case: lowercase every text first
     similarity_fn_name: str = "cosine"  # config_sentence_transformers.json's, one of SIMILARITY_FUNCTIONS
+    # sentence_bert_config.json's query_length / document_length: where encode_query / encode_document cut
+    # (a processing_kwargs text max_length wins over them, as there); query_expansion: queries padded out
+    query_length: int | None = None
+    document_length: int | None = None
+    query_expansion: bool = False
 
 
 def lowercase_first(backend: Tokenizer) -> None:
@@ -145,7 +151,52 @@ def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSet
         max_len = text_max
     unsupported = unsupported or unread
     similarity = folder_similarity_fn_name(path)
-    return SentenceTransformersSettings(pooling, normalize, max_len, unsupported, lower, similarity)
+    query, document = (None, None) if text_max is not None else _role_lengths(st_config, settings)
+    return SentenceTransformersSettings(
+        pooling, normalize, max_len, unsupported, lower, similarity, query, document,
+        settings.get("query_expansion") is not None,
+    )  # fmt: skip
+
+
+def role_refusal(model: Any, role: str) -> InvalidSpec | None:
+    """encode_query's (`role` "query") or encode_document's ("document") one line where sentence-transformers
+    cuts that role's texts elsewhere than `model`'s token limit (sentence_bert_config.json's
+    `query_length` / `document_length`) or pads queries out (`query_expansion`); None where it does not.
+
+    `model` is the loaded model: its `loaded` facts, `max_tokens` and `max_positions`."""
+    loaded = model.loaded
+    source = loaded.source
+    if role == "query" and getattr(loaded, "st_query_expansion", False):
+        return InvalidSpec(
+            f"encode_query cannot reproduce {source}: its sentence_bert_config.json sets query_expansion "
+            "(queries padded out with mask tokens), which bertscope does not apply; use encode for the "
+            "texts as they are, or sentence-transformers for it"
+        )
+    length = getattr(loaded, f"st_{role}_length", None)
+    if length is None:
+        return None
+    # a text past the positions fails in sentence-transformers: a longer role length cuts at them here
+    cut = min(int(length), int(model.max_positions))
+    if cut == int(model.max_tokens):
+        return None
+    texts = {"query": "queries", "document": "documents"}.get(role, f"{role} texts")
+    return InvalidSpec(
+        f"encode_{role} cannot reproduce {source}: its sentence_bert_config.json cuts {texts} at {length} "
+        f"tokens ({role}_length) where this model cuts every text at {model.max_tokens}; load it with "
+        f"max_tokens={cut} for {texts} (bertscope.load(..., max_tokens={cut})), or use sentence-transformers"
+    )
+
+
+def _role_lengths(file: Path, settings: dict[str, Any]) -> tuple[int | None, int | None]:
+    """sentence_bert_config.json's (query_length, document_length), each None where it sets none; one that
+    is no token count is the one-line `ModelLoadError` naming the file."""
+    found: list[int | None] = []
+    for key in ("query_length", "document_length"):
+        value = settings.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 2):
+            raise _malformed(file, f"its {key} {value!r} is not a whole number of tokens of 2 or more")
+        found.append(value)
+    return found[0], found[1]
 
 
 def _processing_kwargs(file: Path, given: object) -> tuple[int | None, str | None]:
