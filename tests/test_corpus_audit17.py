@@ -5,13 +5,16 @@ CSV columns, bad bytes on stdin, a stale .rejects file after --overwrite, and Ct
 from __future__ import annotations
 
 import csv
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
-from bertscope.errors import CorpusError
-from bertscope.io import readers
+import bertscope
+from bertscope.errors import CorpusError, JobInterrupted
+from bertscope.io import job, readers
 from bertscope.io.readers import read_corpus
 
 # --- 1. texts past csv's field limit ------------------------------------------------------------------
@@ -51,3 +54,63 @@ def test_a_tsv_past_the_limit_is_never_told_to_fix_its_quotes(
     csv_file.write_text("id,text\n1," + "x" * 50 + "\n")
     with pytest.raises(CorpusError, match=r"long.csv:2: .* longer than 10 characters \(or an unclosed quote"):
         list(read_corpus(csv_file, id_field="id"))
+
+
+# --- 2. Ctrl-C in a job's last batch, and before a batch's forward ------------------------------------
+
+TEXTS = ["a storm hits the coast", "prices keep rising", "the river bank flooded", "a quiet day"]
+
+
+def _ctrl_c_in_forward(monkeypatch: pytest.MonkeyPatch, at: int) -> list[int]:
+    """Ctrl-C (SIGINT to this process) during forward number `at` (1-based) of the job's level; the
+    forwards run so far, counted."""
+    forwards: list[int] = []
+    make_level = job.make_level
+
+    def level_with_ctrl_c(model: object, options: object) -> object:
+        level = make_level(model, options)  # type: ignore[arg-type]
+        embed = level.embed
+
+        def embed_then_stop(records: list[object], **kwargs: object) -> object:
+            forwards.append(len(records))
+            if len(forwards) == at:
+                signal.raise_signal(signal.SIGINT)  # the job's handler sets its flag, as a Ctrl-C does
+            return embed(records, **kwargs)  # type: ignore[arg-type]
+
+        level.embed = embed_then_stop  # type: ignore[method-assign]
+        return level
+
+    monkeypatch.setattr(job, "make_level", level_with_ctrl_c)
+    return forwards
+
+
+def test_ctrl_c_in_the_last_batch_finishes_the_job(
+    tmp_path: Path, tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    forwards = _ctrl_c_in_forward(monkeypatch, at=2)
+    out = tmp_path / "last.parquet"
+    summary = bertscope.embed_corpus(TEXTS, out, model=str(tiny_dirs["bert"]), batch_size=2)
+    assert forwards == [2, 2] and summary.embedded == 4
+    assert pq.read_table(out).column("id").to_pylist() == ["1", "2", "3", "4"]
+    assert not (tmp_path / "last.parquet.parts").exists()
+
+
+def test_ctrl_c_before_a_batch_stops_before_its_forward(
+    tmp_path: Path, tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    forwards = _ctrl_c_in_forward(monkeypatch, at=1)
+    out = tmp_path / "first.parquet"
+    with pytest.raises(JobInterrupted, match=r"interrupted after 2 texts; .* resume=True"):
+        bertscope.embed_corpus(TEXTS + ["one more"], out, model=str(tiny_dirs["bert"]), batch_size=2)
+    assert forwards == [2]  # the second batch was never embedded
+    # Asked while the texts were read, before any forward: nothing embedded, nothing left behind.
+
+    def texts() -> Iterator[str]:
+        yield TEXTS[0]
+        signal.raise_signal(signal.SIGINT)
+        yield from TEXTS[1:]
+
+    early = tmp_path / "early.parquet"
+    with pytest.raises(JobInterrupted, match="interrupted before any text was saved; nothing was written"):
+        bertscope.embed_corpus(texts(), early, model=str(tiny_dirs["bert"]), batch_size=8)
+    assert forwards == [2] and not early.exists() and not (tmp_path / "early.parquet.parts").exists()

@@ -285,7 +285,13 @@ def run_level(
         _stop_on_interrupt() as stop,
         progress_callback(total, enabled=progress) as on_batch,
     ):
-        for batch in _batches(records, batch_size):
+        batches = _batches(records, batch_size)
+        batch = next(batches, None)
+        while batch is not None:
+            # Asked before a batch's forward: stop now, not after embedding it.
+            if stop.is_set():
+                summary.seconds = time.perf_counter() - start
+                raise JobInterrupted(_interrupted(summary.embedded, sink.done))
             todo = sink.pending(batch)
             if todo:
                 rows = rows_of.embed(todo, on_batch=on_batch)
@@ -297,17 +303,25 @@ def run_level(
                 summary.tokens += rows.tokens
                 summary.rows += rows.table.num_rows
                 summary.n_truncated += rows.truncated
-            if stop.is_set():
-                summary.seconds = time.perf_counter() - start
-                raise JobInterrupted(
-                    f"interrupted after {summary.embedded} texts; everything up to there is saved. "
-                    "Run it again with resume=True (--resume) to continue"
-                )
+            # Read on before looking at the flag: a stop asked during the last batch finishes the job,
+            # its whole input saved, rather than leave parts that --resume only writes out.
+            batch = next(batches, None)
     if sink.done == 0:
         sink.abandon()
         raise CorpusError(nothing_to_embed(input_path, output, rejects))
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _interrupted(embedded: int, saved: int) -> str:
+    """What a job stopped by Ctrl-C says: what it saved and how to go on from it."""
+    if not saved:
+        return "interrupted before any text was saved; nothing was written: run it again to start over"
+    texts = "text" if embedded == 1 else "texts"
+    return (
+        f"interrupted after {embedded} {texts}; everything up to there is saved. "
+        "Run it again with resume=True (--resume) to continue"
+    )
 
 
 def nothing_to_embed(source: object, output: str | Path, rejects: Rejects) -> str:
