@@ -18,6 +18,7 @@ from bertscope.io.index_build import build_index
 from bertscope.io.occurrences import occurrence_vectors, search_occurrences
 from bertscope.io.search import search
 from test_server import serving
+from tiny_models import build_tiny_model
 
 LINES = [
     "We sat on the bank of the river and watched the boats.",
@@ -165,3 +166,24 @@ def test_one_default_count_the_context_said_and_an_empty_one_named(
         app, ["similar", "--store", str(store), "--word", "bank", "--context", twice, "--json"]
     )
     assert shown.exit_code == 0 and json.loads(shown.output)["context_span"] == [7, 11], shown.output
+
+
+def test_a_byte_level_token_store_finds_its_words(tmp_path: Path) -> None:
+    """ModernBERT's offsets keep the space before a word ("Ġbank" at " bank"): its token store said
+    "'bank' never occurs; close words that do:  bank" for every word."""
+    model = bertscope.load(
+        str(build_tiny_model("modernbert", tmp_path / "mb", byte_level=True)), device="cpu"
+    )
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("We sat on the bank of the river.\nThe bank lent money.\n")
+    found = {}
+    for level in ("tokens", "words"):
+        store = tmp_path / f"{level}.parquet"
+        bertscope.embed_corpus(corpus, store, model=model, level=level, progress=False)
+        hits = search_occurrences(store, word="bank", context="the bank of the river", model=model).hits
+        found[level] = sorted((h.id, h.position, h.start, h.end, h.snippet) for h in hits)
+    assert found["tokens"] == found["words"]
+    assert found["tokens"][0] == ("1", 4, 14, 18, "We sat on the «bank» of the river.")
+    line = "We sat on the bank of the river."
+    top = search_occurrences(tmp_path / "tokens.parquet", word="bank", context=line, model=model).hits[0]
+    assert top.id == "1" and top.score == pytest.approx(1.0, abs=1e-5)

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from ..core._enums import SubwordPooling
 from ..core.given import quoted_text
-from ..core.pooling import pool_words, text_words
+from ..core.pooling import pool_words, text_words, word_spans
 from ..core.renamed import top_k_given
 from ..core.similarity import unit
 from ..core.spec import EmbedOptions
@@ -289,6 +289,8 @@ def _matches(
             text_row, number = int(first[owner[row]]), 0
         text_of = texts[text_row]
         start, end = int(starts[rows[0]]), int(ends[rows[-1]])
+        if text_of is not None:  # the space a byte-level BPE piece's offsets keep ("Ġbank") is no part of it
+            start, end = word_spans(text_of, [(start, end)], [[0]])[0]
         written = text_of[start:end] if text_of is not None else spelled
         if not written.strip():
             continue  # whitespace alone is no word, as `text_words` (the word rows) leaves it out
