@@ -139,3 +139,38 @@ def test_measuring_fast_modes_says_no_cut_of_its_own_texts(
     assert not [w for w in caught if issubclass(w.category, bertscope.TruncatedTextsWarning)]
     with pytest.warns(bertscope.TruncatedTextsWarning):  # the user's own cut is still said
         m.embed(["word " * 200])
+
+
+# 5. A read-only cache that holds the exact default's measurement and export is read, not refused --------
+
+
+def test_a_read_only_cache_that_holds_everything_is_read(
+    tiny_dirs: dict[str, Path],
+    cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The exact default said 'cannot write the cache folder .../fast (Read-only file system); running
+    torch' (and imported torch) though its measurement and export were there."""
+    from bertscope.backends import exact
+    from bertscope.errors import ModelLoadError
+
+    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)  # a tiny model measures, as a real one does
+    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    first = bertscope.load(tiny_dirs["bert"], device="cpu").exact_choice
+    assert first is not None and "measured" in first
+
+    def read_only(*args: Any, **kwargs: Any) -> Any:
+        raise ModelLoadError(f"cannot write the cache folder {cache} (Read-only file system)")
+
+    monkeypatch.setattr(exact, "writable_folder", read_only)
+    monkeypatch.setattr(exact, "FileLock", read_only)  # a lock file cannot be made there either
+    capsys.readouterr()
+    again = bertscope.load(tiny_dirs["bert"], device="cpu")
+    assert again.exact_choice == first and "cannot write" not in capsys.readouterr().err
+    (cache / "fast" / Path(first["measured"]).name).unlink()  # a measurement to take: only then refused
+    assert bertscope.load(tiny_dirs["bert"], device="cpu").exact_choice == {
+        "chosen": exact._TORCH,
+        "why": "the cache folder cannot be written",
+    }
+    assert "cannot write the cache folder" in capsys.readouterr().err

@@ -104,37 +104,21 @@ def choose_exact(model: Any, *, remeasure: bool = False, record: bool = True) ->
     if why is not None:
         model.exact_choice = {"chosen": _TORCH, "why": why}
     else:
-        texts = calibration_texts()
         digest = encoder_digest(model)
         path = _measured_path(model.family.name, digest)
         try:
-            writable_folder(path.parent)
+            measured, stamp = _figures(model, path, wanted, digest, remeasure=remeasure)
         except ModelLoadError as exc:  # no cache, no export: torch answers, exactly
             say(f"exact default: {exc}; running torch")
             model.exact_choice = {"chosen": _TORCH, "why": "the cache folder cannot be written"}
             return
-        # Two processes loading the same model at once (a test suite's workers, a server's replicas) measure
-        # it once: the second waits and reads the first's figures, so both run and record the same choice.
-        with FileLock(f"{path}.lock"):
-            measured = None if remeasure else read_measured(path, check_plausible=False)
-            if measured is None or set(wanted) - {m.mode for m in measured}:
-                start = time.perf_counter()
-                say(
-                    f"exact default: timing {', '.join(wanted)} on this model and machine, once (up to a "
-                    "minute on a small machine: an ONNX export, then each runtime timed; cached after)"
-                )
-                with warnings.catch_warnings():
-                    # its own calibration texts run past the model's limit on purpose: not the user's cut
-                    warnings.simplefilter("ignore", TruncatedTextsWarning)
-                    measured = _measure(model, wanted, texts, digest)
-                write_measured(path, measured)
-                say(f"exact default: measured in {time.perf_counter() - start:.1f} s")
-            stamp = measurement_stamp(path)
         for best in _exact_by_speed(measured, wanted):
             try:
                 _switch(model, best.mode, digest)
                 break
-            except BackendUnavailable as exc:  # found when measured, cannot be imported now
+            # found when measured, cannot be imported now; or its export is gone from a cache that takes no
+            # file (torch, last, always runs)
+            except (BackendUnavailable, ModelLoadError) as exc:
                 say(f"exact default: {best.mode} cannot run here ({exc}); the next fastest exact way runs")
         model.exact_choice = _recorded(best, path)
     folder = getattr(model.loaded, "path", None)
@@ -142,6 +126,36 @@ def choose_exact(model: Any, *, remeasure: bool = False, record: bool = True) ->
         info = model.info()
         runtime = {"backend": info.backend, "dtype": info.dtype, "exact": info.exact}
         remember(Path(folder), runtime, info.device, measurement=stamp)
+
+
+def _figures(
+    model: Any, path: Path, wanted: dict[str, dict[str, Any]], digest: str, *, remeasure: bool
+) -> tuple[list[Measured], Any]:
+    """The measurement at `path` and its stamp for the record: read where it is whole and covers `wanted`
+    (a read-only cache that holds it is enough), else measured now and written (ModelLoadError where the
+    cache folder takes no file)."""
+    if not remeasure:
+        found = read_measured(path, check_plausible=False, quiet=True)  # said below where measured again
+        if found is not None and not set(wanted) - {m.mode for m in found}:
+            return found, measurement_stamp(path)
+    writable_folder(path.parent)
+    # Two processes loading the same model at once (a test suite's workers, a server's replicas) measure
+    # it once: the second waits and reads the first's figures, so both run and record the same choice.
+    with FileLock(f"{path}.lock"):
+        measured = None if remeasure else read_measured(path, check_plausible=False)
+        if measured is None or set(wanted) - {m.mode for m in measured}:
+            start = time.perf_counter()
+            say(
+                f"exact default: timing {', '.join(wanted)} on this model and machine, once (up to a "
+                "minute on a small machine: an ONNX export, then each runtime timed; cached after)"
+            )
+            with warnings.catch_warnings():
+                # its own calibration texts run past the model's limit on purpose: not the user's cut
+                warnings.simplefilter("ignore", TruncatedTextsWarning)
+                measured = _measure(model, wanted, calibration_texts(), digest)
+            write_measured(path, measured)
+            say(f"exact default: measured in {time.perf_counter() - start:.1f} s")
+        return measured, measurement_stamp(path)
 
 
 _SMALL = f"under {MIN_PARAMETERS:,} weights: an export would cost more than it saves"
