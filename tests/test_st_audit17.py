@@ -19,7 +19,7 @@ TEXT = "The quick brown fox jumps over the lazy dog near the quiet river bank on
 
 def st_folder(bundled: Path, folder: Path, files: dict[str, Any]) -> Path:
     """The bundled folder at `folder` (links to its files) with `files` (relative path -> JSON) written."""
-    folder.mkdir()
+    folder.mkdir(parents=True)
     written = {name.split("/", 1)[0] for name in files}
     for entry in bundled.iterdir():
         if entry.name not in written:
@@ -252,3 +252,25 @@ def test_query_expansion_is_refused_for_queries(bundled_path: Path, tmp_path: Pa
     refused = role_refusal(model, "query")
     assert refused is not None and "query_expansion" in str(refused)
     assert role_refusal(model, "document") is None
+
+
+# --- 4: a Router folder ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("with_config", [True, False], ids=["router_config", "no_router_config"])
+def test_router_folder_is_named_as_such(bundled_path: Path, tmp_path: Path, with_config: bool) -> None:
+    """Router.for_query_document(...) saved: "is a folder but not a model: it has no config.json"; now the
+    line names the Router pipeline and its routes."""
+    folder = tmp_path / "router"
+    st_folder(bundled_path, folder / "query_0_Transformer", {})
+    router = {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.base.modules.router.Router"}
+    (folder / "modules.json").write_text(json.dumps([router]))
+    structure = {"query": ["query_0_Transformer", "query_1_Pooling"], "document": ["query_0_Transformer"]}
+    if with_config:
+        (folder / "router_config.json").write_text(json.dumps({"structure": structure}))
+    routes = "query: query_0_Transformer, query_1_Pooling; document: query_0_Transformer"
+    with pytest.raises(BertscopeError, match="sentence-transformers Router folder") as caught:
+        bertscope.load(folder, device="cpu")
+    said = str(caught.value)
+    assert "\n" not in said and (routes if with_config else "query and document") in said
+    assert "not a model" not in said

@@ -403,6 +403,27 @@ def _nested_transformer(path: Path) -> str | None:
     return None
 
 
+def _router_routes(path: Path) -> str | None:
+    """The routes of a sentence-transformers Router folder (modules.json names a Router module), each with
+    its modules' folders as router_config.json's `structure` lists them ("query: query_0_Transformer,
+    query_1_Pooling; ..."), "query and document" where it cannot be read; None for any other folder."""
+    try:
+        modules = json.loads((path / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    entries = modules if isinstance(modules, list) else []
+    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in entries if isinstance(m, dict)]
+    if "Router" not in kinds:
+        return None
+    structure = read_json_object(path / "router_config.json").get("structure")
+    if not isinstance(structure, dict) or not structure:
+        return "query and document"
+    return "; ".join(
+        f"{route}: {', '.join(map(str, folders)) if isinstance(folders, list) else folders}"
+        for route, folders in structure.items()
+    )
+
+
 def _quiet(transformers: Any) -> None:
     """transformers' warnings and progress bars off: bertscope says what matters in its own words."""
     transformers.utils.logging.set_verbosity_error()
@@ -464,6 +485,12 @@ def _not_loadable(source: str, path: Path | None, exc: Exception) -> ModelLoadEr
         return ModelLoadError(
             f"{named} is not a local folder and {why}. Download it where the hub is reachable "
             f"(`hf download {source} --local-dir DIR`), copy DIR here and {use}"
+        )
+    if not (path / "config.json").exists() and (routes := _router_routes(path)) is not None:
+        return ModelLoadError(
+            f"{source} is a sentence-transformers Router folder (router_config.json), whose texts take "
+            f"different modules by route ({routes}), which bertscope does not run: load the Transformer "
+            "folder of the route you want with the pooling its modules name, or use sentence-transformers"
         )
     if not (path / "config.json").exists() and (inner := _nested_transformer(path)) is not None:
         return ModelLoadError(
