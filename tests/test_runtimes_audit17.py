@@ -174,3 +174,26 @@ def test_a_read_only_cache_that_holds_everything_is_read(
         "why": "the cache folder cannot be written",
     }
     assert "cannot write the cache folder" in capsys.readouterr().err
+
+
+# 4. Low: the exact default's damaged file is its own; `cache` counts an OpenVINO model once; one spelling --
+
+
+def test_a_damaged_exact_measurement_is_said_as_the_exact_defaults(
+    tiny_dirs: dict[str, Path],
+    cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """It was said as 'fast mode: the measurements in ...-exact-...json cannot be used', no --fast asked."""
+    from bertscope.backends import exact
+
+    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
+    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    path = Path(bertscope.load(tiny_dirs["bert"], device="cpu").exact_choice["measured"])  # type: ignore[index]
+    path.write_text("not json", encoding="utf-8")
+    capsys.readouterr()
+    bertscope.load(tiny_dirs["bert"], device="cpu")
+    said = capsys.readouterr().err
+    assert f"exact default: the measurements in {path} cannot be used (not JSON)" in said
+    assert "fast mode" not in said

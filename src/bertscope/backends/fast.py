@@ -306,10 +306,12 @@ def plausible(measured: Sequence[Measured]) -> bool:
     )
 
 
-def read_measured(path: Path, *, check_plausible: bool = True, quiet: bool = False) -> list[Measured] | None:
+def read_measured(
+    path: Path, *, check_plausible: bool = True, quiet: bool = False, chooser: str = "fast mode"
+) -> list[Measured] | None:
     """The cached measurements, or None when missing, unreadable, damaged (a row not `Measured`'s fields
     and types), from another version or (with `check_plausible`) implausible (said on stderr, unless
-    `quiet`)."""
+    `quiet`, as `chooser`'s: the choice the figures are read for, "exact default" for its own)."""
     data: Any = None
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -324,7 +326,7 @@ def read_measured(path: Path, *, check_plausible: bool = True, quiet: bool = Fal
         damage = _rows_damage(data.get("measured") if isinstance(data, dict) else None)
     if damage is not None:
         if not quiet:
-            say(f"fast mode: the measurements in {path} cannot be used ({damage}); measuring again")
+            say(f"{chooser}: the measurements in {path} cannot be used ({damage}); measuring again")
         return None
     measured = [Measured(**row) for row in data["measured"]]
     # What the file holds decides, never the reader's own files: every process sharing the cache must take
@@ -333,7 +335,7 @@ def read_measured(path: Path, *, check_plausible: bool = True, quiet: bool = Fal
     stale = data.get("bertscope") != _version()
     if stale or (check_plausible and not plausible(measured)):
         if not quiet:
-            say(f"fast mode: the measurements in {path} are stale or implausible; measuring again")
+            say(f"{chooser}: the measurements in {path} are stale or implausible; measuring again")
         return None
     return measured
 
