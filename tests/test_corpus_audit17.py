@@ -114,3 +114,16 @@ def test_ctrl_c_before_a_batch_stops_before_its_forward(
     with pytest.raises(JobInterrupted, match="interrupted before any text was saved; nothing was written"):
         bertscope.embed_corpus(texts(), early, model=str(tiny_dirs["bert"]), batch_size=8)
     assert forwards == [2] and not early.exists() and not (tmp_path / "early.parquet.parts").exists()
+
+
+# --- 3. a store made with another model names the model first ------------------------------------------
+
+
+def test_another_model_is_named_before_its_fingerprint(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    db = tmp_path / "s.db"
+    bertscope.embed_corpus(TEXTS[:2], db, model=str(tiny_dirs["bert"]))
+    with pytest.raises(CorpusError) as refused:
+        bertscope.embed_corpus(TEXTS[2:], db, model=str(tiny_dirs["roberta"]))
+    said = str(refused.value)
+    models = f"model: '{tiny_dirs['bert']}' then, '{tiny_dirs['roberta']}' now"
+    assert f"made with other settings ({models}; fingerprint files.config.json: " in said, said

@@ -59,13 +59,24 @@ _LATER = ("fingerprint", "keep_text")
 
 
 def settings_diff(stored: dict[str, Any], asked: dict[str, Any]) -> str:
-    """Each setting that differs, as `key: stored then, asked now`; the model's fingerprint by the keys
-    inside it that differ (`fingerprint files.model.safetensors: ...`; its id follows from them)."""
+    """Each setting that differs, as `key: stored then, asked now`, the model's name first; the model's
+    fingerprint by the keys inside it that differ (`fingerprint files.model.safetensors: ...`; its id
+    follows from them), last: they follow from the model."""
+    models = stored.get("model"), asked.get("model")
     stored, asked = _filled(_comparable(stored)), _filled(_comparable(asked, like=stored))
     for settings in (stored, asked):
         inner = {k: v for k, v in (settings.pop("fingerprint", None) or {}).items() if k != "id"}
         settings.update({f"fingerprint {k}": v for k, v in flatten(inner).items() if inner})
-    keys = sorted(k for k in set(stored) | set(asked) if stored.get(k) != asked.get(k))
+    keys = sorted(
+        (k for k in set(stored) | set(asked) if stored.get(k) != asked.get(k)),
+        key=lambda k: (k != "model", k.startswith("fingerprint "), k),
+    )
+    fingerprinted = any(k.startswith("fingerprint ") for k in keys)
+    if fingerprinted and "model" not in keys and models[0] != models[1]:
+        # compared by fingerprint, the model's name was left out: another model is named first, not
+        # only by the hashes of its files ('fingerprint files.config.json: ...')
+        stored["model"], asked["model"] = models
+        keys.insert(0, "model")
     if stored.get("level") != asked.get("level"):
         # another level owns other options (pooling for sentences, subword for words): name the level,
         # not each option one level has and the other lacks, which nobody asked for
