@@ -5,6 +5,7 @@ CSV columns, bad bytes on stdin, a stale .rejects file after --overwrite, and Ct
 from __future__ import annotations
 
 import csv
+import re
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,3 +128,26 @@ def test_another_model_is_named_before_its_fingerprint(tmp_path: Path, tiny_dirs
     said = str(refused.value)
     models = f"model: '{tiny_dirs['bert']}' then, '{tiny_dirs['roberta']}' now"
     assert f"made with other settings ({models}; fingerprint files.config.json: " in said, said
+
+
+# --- 4. ids that are no string or number ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "what"),
+    [("true", "a boolean (true)"), ('{"a": 1}', "an object"), ("[1]", "a list"), ("NaN", "not a finite")],
+)
+def test_an_id_that_is_no_string_or_number_is_refused(tmp_path: Path, value: str, what: str) -> None:
+    path = tmp_path / "ids.jsonl"
+    path.write_text(f'{{"id": "a", "text": "one"}}\n{{"id": {value}, "text": "two"}}\n')
+    with pytest.raises(CorpusError, match=rf"ids.jsonl:2: the id field 'id' is {re.escape(what)}"):
+        list(read_corpus(path, id_field="id"))
+    skipped = readers.Rejects()
+    assert [r.id for r in read_corpus(path, id_field="id", skip_bad=True, rejects=skipped)] == ["a"]
+    assert "give every record a string or number id" in skipped.bad[0]
+
+
+def test_number_ids_are_kept_as_json_writes_them(tmp_path: Path) -> None:
+    path = tmp_path / "num.jsonl"
+    path.write_text('{"id": 1, "text": "one"}\n{"id": 1.0, "text": "two"}\n{"id": 2.5e-3, "text": "x"}\n')
+    assert [r.id for r in read_corpus(path, id_field="id")] == ["1", "1.0", "0.0025"]

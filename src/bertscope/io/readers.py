@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import sqlite3
 import sys
@@ -565,9 +566,25 @@ def _from_row(
     elif row[id_field] is None:
         raise CorpusError(f"{path}:{number}: the id field {id_field!r} is null; give every record an id")
     else:
-        record_id = str(row[id_field])
+        record_id = _id_text(row[id_field], f"{path}:{number}: the id field {id_field!r}")
     meta = {k: v for k, v in row.items() if k not in (text_field, id_field)}
     return Record(record_id, text, number, meta)
+
+
+def _id_text(value: object, where: str) -> str:
+    """An id as stored: a string as it is, a number as JSON writes it (1 is "1", 1.0 is "1.0"); a
+    boolean, an object, a list or a number that is not finite is refused (str() made "True", "{'a': 1}")."""
+    if isinstance(value, bool):
+        what = f"a boolean ({'true' if value else 'false'})"
+    elif isinstance(value, dict):
+        what = "an object"
+    elif isinstance(value, (list, tuple)):
+        what = "a list"
+    elif isinstance(value, float) and not math.isfinite(value):
+        what = f"not a finite number ({value})"
+    else:
+        return str(value)
+    raise CorpusError(f"{where} is {what}, not a string or number; give every record a string or number id")
 
 
 class _BadRecord(CorpusError):
