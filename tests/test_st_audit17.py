@@ -274,3 +274,41 @@ def test_router_folder_is_named_as_such(bundled_path: Path, tmp_path: Path, with
     said = str(caught.value)
     assert "\n" not in said and (routes if with_config else "query and document") in said
     assert "not a model" not in said
+
+
+# --- 5: info on a folder whose pipeline pooling auto refuses ---------------------------------------------
+
+
+def info_of(folder: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """`bertscope info -m FOLDER --json`'s answer and its table's rows (first word -> the rest)."""
+    from console import run_main
+
+    answer = json.loads(run_main("info", "-m", str(folder), "--json").stdout)
+    ran = run_main("info", "-m", str(folder))
+    assert ran.code == 0
+    pairs = [line.split(None, 1) for line in ran.stdout.splitlines()]
+    return answer, {pair[0]: pair[1].strip() for pair in pairs if len(pair) == 2}
+
+
+@pytest.mark.parametrize("light", [True, False], ids=["light", "loaded"])
+def test_info_says_the_pipeline_pooling_auto_refuses(
+    bundled_path: Path, tmp_path: Path, light: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """info on a folder whose pipeline embed refuses (Pooling mean then Dense) said `pooling mean` and
+    nothing more; for weightedmean `pooling -`. It now says why --pooling auto refuses it, --json too."""
+    if not light:  # the full load answers where the folder cannot be opened light
+        monkeypatch.setattr("bertscope.core.folder.FolderView.open", classmethod(lambda cls, name: None))
+    dense = {"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.models.Dense"}
+    order = [*json.loads((bundled_path / "modules.json").read_text()), dense]
+    answer, rows = info_of(st_folder(bundled_path, tmp_path / "dense", {"modules.json": order}))
+    assert answer["pooling"] == "mean"
+    assert answer["auto_refused"].startswith("its sentence-transformers pipeline has a Dense module")
+    assert rows["auto_refused"].startswith("its sentence-transformers pipeline has a Dense module")
+    assert "--pooling auto (the default) and encode refuse it" in answer["auto_refused"]
+    weighted = {"word_embedding_dimension": 384, "pooling_mode_weightedmean_tokens": True}
+    answer, rows = info_of(st_folder(bundled_path, tmp_path / "wmean", {"1_Pooling/config.json": weighted}))
+    assert answer["pooling"] is None and answer["auto_refused"].startswith(
+        "its Pooling module asks for weightedmean"
+    )
+    answer, rows = info_of(bundled_path)
+    assert answer["auto_refused"] is None and rows["auto_refused"] == "-"

@@ -51,6 +51,7 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
     """
     from ..backends.recorded import folder_info
     from ..core.prompts import read_prompts
+    from ..core.st_settings import sentence_transformers_settings
     from ..verify.fingerprint import light_fingerprint, store_fingerprint
 
     view = FolderView.open(model)
@@ -58,9 +59,14 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
     fingerprint = light_fingerprint(model) if light is not None else None
     if view is not None and light is not None and fingerprint is not None:
         prompts = read_prompts(view.path)
+        refused = sentence_transformers_settings(view.path).unsupported
     else:
         loaded = load_model(model)
         light, fingerprint, prompts = loaded.info().to_dict(), store_fingerprint(loaded), loaded.prompts
+        refused = loaded.loaded.st_unsupported
+    # beside pooling and normalize, which are the Pooling and Normalize modules' own: whether --pooling auto
+    # (the default) and encode do the folder's whole sentence pipeline, or refuse it and why
+    light = _beside(light, "normalize", auto_refused=_auto_refused(refused))
     # The prompts prompt_name takes, as /v2/info lists them; what `bertscope verify --store` and /v2/info
     # compare: the fingerprint's id, settings and file hashes.
     details = {**light, "prompts": dict(prompts.prompts), "fingerprint": fingerprint}
@@ -81,6 +87,21 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
         # `-` for none, lists without brackets; booleans as the model card says them
         table.add_row(key, str(value) if isinstance(value, bool) else plain_value(value))
     out.print(table)
+
+
+def _auto_refused(why: str | None) -> str | None:
+    """The info row for a folder whose sentence pipeline --pooling auto refuses (`why`: the module it does not
+    apply), None where it reproduces it."""
+    if why is None:
+        return None
+    return f"{why}; --pooling auto (the default) and encode refuse it: name a pooling"
+
+
+def _beside(facts: dict[str, Any], after: str, **added: Any) -> dict[str, Any]:
+    """`facts` with `added` put right after its key `after` (at the end where there is none)."""
+    keys = list(facts)
+    at = keys.index(after) + 1 if after in facts else len(keys)
+    return {**{k: facts[k] for k in keys[:at]}, **added, **{k: facts[k] for k in keys[at:]}}
 
 
 @app.command()
