@@ -197,3 +197,22 @@ def test_a_damaged_exact_measurement_is_said_as_the_exact_defaults(
     said = capsys.readouterr().err
     assert f"exact default: the measurements in {path} cannot be used (not JSON)" in said
     assert "fast mode" not in said
+
+
+def test_an_openvino_model_is_one_row_of_the_cache(cache: Path) -> None:
+    """Its graph (.xml) and weights (.bin) were two rows, '4 OpenVINO models' for 2."""
+    from bertscope.backends.cache import cached_files, clear_cache
+
+    stem = "bert-0123456789abcdef0123-float32-v2-int8-weights-ir3"
+    folder = cache / "openvino"
+    folder.mkdir(parents=True)
+    sizes = {".xml": 10, ".bin": 100, ".json": 1}
+    for suffix, size in sizes.items():
+        (folder / f"{stem}{suffix}").write_bytes(b"\0" * size)
+    (folder / "bert-0123456789abcdef0123-float32-v2-ir3.xml").write_bytes(b"\0" * 5)  # float32's, no weights
+    (row,) = [f for f in cached_files() if f.path.name == f"{stem}.xml"]
+    assert row.bytes == sum(sizes.values()) and len(cached_files()) == 2
+    result = _invoke("cache", "--all")
+    assert result.exit_code == 0 and "2 OpenVINO models" in result.output and ".bin" not in result.output
+    clear_cache("0123456789abcdef0123")
+    assert not list(folder.iterdir())

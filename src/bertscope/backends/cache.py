@@ -19,6 +19,8 @@ _KINDS = {"onnx": "ONNX export", "openvino": "OpenVINO model", "fast": "runtime 
 # The files whose record (size and SHA-256, a .json of the same name) sits beside them: an ONNX export, and
 # an OpenVINO model's weights (backends/onnx.py `cached_export`)
 _RECORDED = (".onnx", ".bin")
+# An OpenVINO model is its graph (.xml) and its weights (.bin, with their record): one model, one row
+_IR_PARTS = (".bin", ".json")
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,8 @@ def _files() -> Iterator[tuple[str, Path]]:
                 continue
             if path.suffix == ".json" and any(path.with_suffix(s).exists() for s in _RECORDED):
                 continue  # the record of an export or an OpenVINO model: counted with it
+            if path.suffix == ".bin" and path.with_suffix(".xml").exists():
+                continue  # an OpenVINO model's weights: counted with its graph
             unused = (folder == "onnx" and not _current_export(path.name)) or (
                 folder == "openvino"
                 and not (f"-v{EXPORT_FORMAT}-" in path.name and f"-ir{IR_FORMAT}." in path.name)
@@ -133,14 +137,14 @@ def _family_of(path: Path) -> str:
 
 
 def cached_files() -> list[CachedFile]:
-    """Every file in the cache that belongs to a model (exports with their records, measurements)."""
+    """Every file in the cache that belongs to a model (exports with their records, OpenVINO models with
+    their weights, measurements)."""
     folders = known_folders()
     found = []
     for kind, path in _files():
         digest = _digest_of(path)
         seen = tuple(sorted(folders.get(digest, ()))) if digest else ()
-        record = path.with_suffix(".json") if path.suffix in _RECORDED else None
-        size = path.stat().st_size + (record.stat().st_size if record and record.exists() else 0)
+        size = sum(part.stat().st_size for part in (path, *_parts(path)) if part.exists())
         found.append(CachedFile(kind, path, digest, size, seen))
     return found
 
@@ -149,7 +153,14 @@ def clear_cache(digest: str | None = None) -> list[CachedFile]:
     """Remove the cached files of the model whose content is `digest` (None: of every model); the removed."""
     removed = [f for f in cached_files() if digest is None or f.digest == digest]
     for cached in removed:
-        cached.path.unlink(missing_ok=True)
-        if cached.path.suffix in _RECORDED:
-            cached.path.with_suffix(".json").unlink(missing_ok=True)
+        for part in (cached.path, *_parts(cached.path)):
+            part.unlink(missing_ok=True)
     return removed
+
+
+def _parts(path: Path) -> list[Path]:
+    """The files counted and removed with `path`: an export's record; an OpenVINO graph's weights and
+    their record (where they are there: a weights file without its graph is a row of its own)."""
+    if path.suffix == ".xml":
+        return [path.with_suffix(suffix) for suffix in _IR_PARTS]
+    return [path.with_suffix(".json")] if path.suffix in _RECORDED else []
