@@ -5,6 +5,7 @@ CSV columns, bad bytes on stdin, a stale .rejects file after --overwrite, and Ct
 from __future__ import annotations
 
 import csv
+import io
 import re
 import signal
 from collections.abc import Iterator
@@ -151,3 +152,26 @@ def test_number_ids_are_kept_as_json_writes_them(tmp_path: Path) -> None:
     path = tmp_path / "num.jsonl"
     path.write_text('{"id": 1, "text": "one"}\n{"id": 1.0, "text": "two"}\n{"id": 2.5e-3, "text": "x"}\n')
     assert [r.id for r in read_corpus(path, id_field="id")] == ["1", "1.0", "0.0025"]
+
+
+# --- 6. bad bytes on stdin -----------------------------------------------------------------------------
+
+
+def _stdin(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
+    """stdin as a process gets it: bytes under a text layer that decodes as a C locale's does."""
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data), "utf-8", "surrogateescape"))
+
+
+def test_bad_bytes_on_stdin_are_named_as_in_a_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    _stdin(monkeypatch, b"ok\nbad \xff\n")
+    with pytest.raises(CorpusError) as caught:
+        list(read_corpus("-"))
+    said = str(caught.value)
+    assert said.startswith("<stdin>:2: not UTF-8 text (invalid start byte); convert the input to UTF-8"), said
+    _stdin(monkeypatch, b"\xef\xbb\xbfok\r\nbad \xff\nthird\n")
+    skipped = readers.Rejects()
+    assert [(r.id, r.text) for r in read_corpus("-", skip_bad=True, rejects=skipped)] == [
+        ("1", "ok"),
+        ("3", "third"),
+    ]
+    assert skipped.bad == ["<stdin>:2: not UTF-8 text (invalid start byte); convert the input to UTF-8"]

@@ -198,6 +198,11 @@ def read_lines(source: str | Path, *, text_field: str = "text") -> Iterator[str]
 def _text_lines(name: str, skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
     """One Record per line of a text file or stdin; a missing file fails here, before any reading."""
     if name == "-":
+        raw = getattr(sys.stdin, "buffer", None)
+        if raw is not None:
+            # read as bytes and decoded a line at a time, as a file is: a bad byte is named as it is in a
+            # file (stdin's own decoding made it a lone surrogate, blamed on the text)
+            return _stdin_lines(sys.stdin, raw, skip_bad, rejects)
         try:  # lines end at "\n" alone, as a file's do (a TTY's or pipe's stdin reads "\r" as one too)
             sys.stdin.reconfigure(newline="\n")  # type: ignore[union-attr]
         except (AttributeError, ValueError, OSError):  # not a text file (a test's StringIO), or read from
@@ -367,16 +372,26 @@ def _lines(stream: TextIO, name: str, skip_bad: bool, rejects: Rejects) -> Itera
 def _decoded(path: Path, skip_bad: bool, rejects: Rejects) -> Iterator[tuple[int, str]]:
     """(line number, text) of a UTF-8 file, decoded per line: a bad byte is a bad record at file:line."""
     with path.open("rb") as stream:
-        for number, raw in enumerate(stream, 1):
-            try:
-                # A byte-order mark (Excel, Notepad) is dropped from the first line only.
-                yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                _bad(
-                    f"{path}:{number}: not UTF-8 text ({exc.reason}); convert the file to UTF-8",
-                    skip_bad,
-                    rejects,
-                )
+        yield from _decoded_lines(stream, str(path), skip_bad, rejects)
+
+
+def _decoded_lines(
+    stream: Iterable[bytes], name: str, skip_bad: bool, rejects: Rejects
+) -> Iterator[tuple[int, str]]:
+    for number, raw in enumerate(stream, 1):
+        try:
+            # A byte-order mark (Excel, Notepad) is dropped from the first line only.
+            yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            what = "the file" if name != "<stdin>" else "the input"
+            message = f"{name}:{number}: not UTF-8 text ({exc.reason}); convert {what} to UTF-8"
+            _bad(message, skip_bad, rejects)
+
+
+def _stdin_lines(stdin: TextIO, raw: Iterable[bytes], skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
+    with stdin:
+        for number, line in _decoded_lines(raw, "<stdin>", skip_bad, rejects):
+            yield from _line_record(line, number, "<stdin>", skip_bad, rejects)
 
 
 def _file_lines(path: Path, skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
