@@ -224,7 +224,6 @@ def test_processing_kwargs_max_length_wins_over_role_lengths(bundled_path: Path,
     assert role_refusal(model, "query") is None and role_refusal(model, "document") is None
 
 
-@pytest.mark.xfail(reason="encode.py's encode_role is to call st_settings.role_refusal (not this fix's file)")
 def test_encode_query_refuses_a_query_length_it_does_not_apply(role_lengths: Path) -> None:
     """The user-facing call: encode_query refuses in one line rather than answer 0.50 from there."""
     model = bertscope.load(role_lengths, device="cpu")

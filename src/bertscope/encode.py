@@ -125,6 +125,11 @@ def encode_role(
 ) -> Any:
     """sentence-transformers' `encode_query` (names `QUERY_PROMPTS`) or `encode_document`
     (`DOCUMENT_PROMPTS`): `model.encode` with the role's prompt where none is named (`role_prompt`)."""
+    from .core.st_settings import role_refusal
+
+    # a folder's query_length / document_length cut the role's texts there; bertscope has one limit a model
+    if (refused := role_refusal(model, names[0])) is not None:
+        raise refused
     if prompt_name is None and prompt is None:
         prompt_name = role_prompt(model.prompts.prompts, names)
     return model.encode(sentences, prompt_name, prompt, **options)
