@@ -216,3 +216,29 @@ def test_an_openvino_model_is_one_row_of_the_cache(cache: Path) -> None:
     assert result.exit_code == 0 and "2 OpenVINO models" in result.output and ".bin" not in result.output
     clear_cache("0123456789abcdef0123")
     assert not list(folder.iterdir())
+
+
+def test_bench_spells_modes_as_quantize_does(
+    tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its help said int8_static (as --quantize spells it); its table, JSON and unknown-mode error said
+    int8-static."""
+    import json
+
+    from bertscope.backends import modes
+    from console import run_main
+
+    def compare(texts: Any, names: list[str], **kwargs: Any) -> list[Any]:
+        figures = {"texts": 8, "seconds": 1.0, "texts_per_s": 8.0, "vs_float32": 1.0}
+        return [modes.ModeReport(n, **figures, cos_min=0.99, cos_mean=0.999, max_abs=0.1) for n in names]
+
+    monkeypatch.setattr(modes, "compare_modes", compare)
+    asked = ("bench", "-m", str(tiny_dirs["bert"]), "--drift", "--modes")
+    ran = run_main(*asked, "int8_fused,openvino-int8-static", "--json")  # the library's spelling is read too
+    assert ran.code == 0, ran
+    assert [row["mode"] for row in json.loads(ran.stdout)] == ["int8_fused", "openvino-int8_static"]
+    ran = run_main(*asked, "int8-static")
+    assert ran.code == 0 and "int8_static" in ran.stdout and "int8-static" not in ran.stdout
+    ran = run_main(*asked, "int9")
+    assert ran.code != 0 and "unknown mode 'int9'" in ran.stderr and "openvino-int8_static" in ran.stderr
+    assert "int8-static" not in ran.stderr and "\n" not in ran.stderr.strip()

@@ -60,7 +60,7 @@ def bench(
     `bertscope bench --modes float32,bfloat16 --device cuda`. Read the min cosine before embedding a
     corpus with a fast mode; the bundled sample is the int8 calibration set, so pass your own texts.
     """
-    from ..backends.modes import compare_modes
+    from ..backends.modes import MODES, compare_modes
     from ..backends.onnx import calibration_texts
     from ..core.loading import device_kind, resolve_device
     from ..static_model import is_model2vec, load_static
@@ -73,6 +73,10 @@ def bench(
     names = list(dict.fromkeys(n.strip().lower().replace("_", "-") for n in modes.split(",") if n.strip()))
     if not names:
         raise InvalidInput("--modes is empty: give e.g. float32,int8")
+    for name in names:
+        if name not in MODES:
+            choices = ", ".join(spelled(mode) for mode in MODES)
+            raise InvalidInput(f"--modes: unknown mode {spelled(name)!r}; choose from: {choices}")
     if "float16" in names and device_kind(resolve_device(device)) != "cuda":  # bench has no --dtype to name
         raise InvalidInput("--modes float16 runs on CUDA only; on CPU use --modes bfloat16 or float32")
     if text_field != "text" and not input_path:
@@ -88,7 +92,7 @@ def bench(
     with cuts_said_once("they are timed as cut, as embed cuts them by default (--long truncate)"):
         reports = compare_modes(texts, names, model=model, device=device, repeats=repeats, time_it=not drift)
     if as_json:
-        emit_json([r.as_dict() for r in reports])
+        emit_json([{**r.as_dict(), "mode": spelled(r.mode)} for r in reports])
         return
     table = Table(title=f"{len(texts)} texts, against float32" + ("" if drift else f", median of {repeats}"))
     table.add_column("mode")
@@ -101,6 +105,14 @@ def bench(
     for r in reports:
         speed = [] if drift else [f"{r.texts_per_s:.1f}", f"{r.vs_float32:.2f}x"]
         # the mode asked, and what ran where that differs (OpenVINO bfloat16 without native bfloat16)
-        label = r.mode if r.ran_as_asked() else f"{r.mode} (ran {r.ran})"
+        label = spelled(r.mode) if r.ran_as_asked() else f"{spelled(r.mode)} (ran {r.ran})"
         table.add_row(label, *speed, f"{r.cos_min:.6f}", f"{r.cos_mean:.6f}", f"{r.max_abs:.2e}")
     out.print(table)
+
+
+def spelled(mode: str) -> str:
+    """A mode's name as --quantize spells its scheme (`int8_static`, `openvino-int8_static`), in the help,
+    the table, the JSON and the errors alike; the library's names (`int8-static`) are read too."""
+    for scheme in ("fused", "static"):
+        mode = mode.replace(f"int8-{scheme}", f"int8_{scheme}")
+    return mode
