@@ -175,3 +175,20 @@ def test_bad_bytes_on_stdin_are_named_as_in_a_file(monkeypatch: pytest.MonkeyPat
         ("3", "third"),
     ]
     assert skipped.bad == ["<stdin>:2: not UTF-8 text (invalid start byte); convert the input to UTF-8"]
+
+
+# --- 5. a repeated column name in a CSV header ---------------------------------------------------------
+
+
+def test_a_repeated_column_the_job_reads_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "dupcol.csv"
+    path.write_text("id,id,text,note,note\n1,2,hello,a,b\n")
+    said = r"dupcol.csv:1: the header names 2 columns 'id' \(columns 1, 2\), the id field read; give each"
+    with pytest.raises(CorpusError, match=said):
+        list(read_corpus(path, id_field="id"))
+    tsv = tmp_path / "dupcol.tsv"
+    tsv.write_text("text\tid\ttext\nhello\t1\tworld\n")
+    with pytest.raises(CorpusError, match=r"dupcol.tsv:1: .* 'text' \(columns 1, 3\), the text field read"):
+        list(read_corpus(tsv, id_field="id"))
+    # a repeated column the job does not read is left alone
+    assert [(r.id, r.text) for r in read_corpus(path, text_field="text")] == [("1", "hello")]

@@ -451,6 +451,14 @@ def _csv(
         if wanted is not None and wanted not in header:
             # the header alone says so: a header-only file is not an empty corpus
             raise CorpusError(f"{path}:1: no {what} {wanted!r}; the fields are: {', '.join(header)}")
+        columns = [str(n) for n, name in enumerate(header, 1) if name == wanted]
+        if len(columns) > 1:
+            # a row read as a dict keeps the last of them: another column than the user meant, in silence
+            read = "text field" if wanted == text_field else what
+            raise CorpusError(
+                f"{path}:1: the header names {len(columns)} columns {wanted!r} (columns "
+                f"{', '.join(columns)}), the {read} read; give each column its own name"
+            )
     rows = 0
     for first, number, row in _csv_rows(reader, path, delimiter):
         set_aside = any(first <= bad <= number for bad in bad_lines)
