@@ -311,3 +311,20 @@ def test_info_says_the_pipeline_pooling_auto_refuses(
     )
     answer, rows = info_of(bundled_path)
     assert answer["auto_refused"] is None and rows["auto_refused"] == "-"
+
+
+def test_the_service_info_says_the_pipeline_pooling_auto_refuses(bundled_path: Path, tmp_path: Path) -> None:
+    """/v2/info carries info's auto_refused (one concept, one name on the command line and the service)."""
+    from fastapi.testclient import TestClient
+
+    from bertscope.server import create_app
+
+    dense = {"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.models.Dense"}
+    order = [*json.loads((bundled_path / "modules.json").read_text()), dense]
+    folder = st_folder(bundled_path, tmp_path / "dense", {"modules.json": order})
+    with TestClient(create_app(bertscope.load(folder, device="cpu"))) as client:
+        said = client.get("/v2/info").json()["auto_refused"]
+    assert said.startswith("its sentence-transformers pipeline has a Dense module")
+    assert "pooling 'auto' (the default) and encode refuse it" in said
+    with TestClient(create_app(bertscope.load(bundled_path, device="cpu"))) as client:
+        assert client.get("/v2/info").json()["auto_refused"] is None

@@ -51,7 +51,7 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
     """
     from ..backends.recorded import folder_info
     from ..core.prompts import read_prompts
-    from ..core.st_settings import sentence_transformers_settings
+    from ..core.st_settings import auto_refused, sentence_transformers_settings
     from ..verify.fingerprint import light_fingerprint, store_fingerprint
 
     view = FolderView.open(model)
@@ -66,7 +66,7 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
         refused = loaded.loaded.st_unsupported
     # beside pooling and normalize, which are the Pooling and Normalize modules' own: whether --pooling auto
     # (the default) and encode do the folder's whole sentence pipeline, or refuse it and why
-    light = _beside(light, "normalize", auto_refused=_auto_refused(refused))
+    light = _beside(light, "normalize", auto_refused=auto_refused(refused, option="--pooling auto"))
     # The prompts prompt_name takes, as /v2/info lists them; what `bertscope verify --store` and /v2/info
     # compare: the fingerprint's id, settings and file hashes.
     details = {**light, "prompts": dict(prompts.prompts), "fingerprint": fingerprint}
@@ -87,14 +87,6 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
         # `-` for none, lists without brackets; booleans as the model card says them
         table.add_row(key, str(value) if isinstance(value, bool) else plain_value(value))
     out.print(table)
-
-
-def _auto_refused(why: str | None) -> str | None:
-    """The info row for a folder whose sentence pipeline --pooling auto refuses (`why`: the module it does not
-    apply), None where it reproduces it."""
-    if why is None:
-        return None
-    return f"{why}; --pooling auto (the default) and encode refuse it: name a pooling"
 
 
 def _beside(facts: dict[str, Any], after: str, **added: Any) -> dict[str, Any]:

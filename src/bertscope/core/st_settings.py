@@ -158,6 +158,15 @@ def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSet
     )  # fmt: skip
 
 
+def auto_refused(why: str | None, *, option: str = "pooling 'auto'") -> str | None:
+    """What info says of a folder whose sentence pipeline pooling auto refuses (`why`: the module it does
+    not apply, `st_unsupported`), `option` spelled as the caller's (the command line's `--pooling auto`);
+    None where the pipeline is reproduced."""
+    if why is None:
+        return None
+    return f"{why}; {option} (the default) and encode refuse it: name a pooling"
+
+
 def role_refusal(model: Any, role: str) -> InvalidSpec | None:
     """encode_query's (`role` "query") or encode_document's ("document") one line where sentence-transformers
     cuts that role's texts elsewhere than `model`'s token limit (sentence_bert_config.json's

@@ -168,6 +168,12 @@ class ServiceInfo(BaseModel):
         description="The model's sentence-transformers prompts, name -> text (prompt_name takes a name); "
         "empty where it has none."
     )
+    auto_refused: str | None = Field(
+        None,
+        description="Why pooling 'auto' (the default) and the TEI and OpenAI routes refuse this folder's own "
+        "sentence-transformers pipeline (a Dense module, weightedmean ...), as `bertscope info` says it; "
+        "null where it is reproduced.",
+    )
     fingerprint: dict[str, Any]
     limits: ServiceLimits
 

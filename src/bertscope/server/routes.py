@@ -24,6 +24,7 @@ from ..core.pooling import word_embeddings
 from ..core.results import plain
 from ..core.similarity import cos_sim, unit
 from ..core.spec import EmbedOptions, EmbedSpec
+from ..core.st_settings import auto_refused
 from ..core.tokens import Tokens, check_texts
 from ..errors import BertscopeError, InvalidInput, InvalidSpec, UnknownToken
 from ..static import lookup
@@ -423,6 +424,8 @@ def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
         model = svc.model.info().to_dict()
         # "layers", the count's older name, kept beside "n_layers" (deprecated in the schema)
         model.update(layers=model["n_layers"], prompts=dict(svc.model.prompts.prompts))
+        # as `bertscope info` says it: whether pooling auto does the folder's own sentence pipeline
+        model["auto_refused"] = auto_refused(getattr(svc.model.loaded, "st_unsupported", None))
         described = {"model": svc.name, "version": __version__, **model}
         return JSONResponse({**described, "fingerprint": fingerprint, "limits": limits})
 
