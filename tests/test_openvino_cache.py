@@ -194,8 +194,9 @@ def test_bertscope_cache_counts_an_irs_record_with_its_weights(
     monkeypatch.setenv("BERTSCOPE_CACHE", str(cache))
     weights = next((cache / "openvino").glob("*.bin"))
     rows = [f for f in cached_files() if f.path.parent.name == "openvino"]
-    assert {f.path.suffix for f in rows} == {".bin", ".xml"}
-    row = next(f for f in rows if f.path == weights)
-    assert row.bytes == weights.stat().st_size + weights.with_suffix(".json").stat().st_size
+    assert {f.path.suffix for f in rows} == {".xml"}  # one model, one row: its graph, weights and record
+    row = next(f for f in rows if f.path == weights.with_suffix(".xml"))
+    parts = (weights, weights.with_suffix(".xml"), weights.with_suffix(".json"))
+    assert row.bytes == sum(p.stat().st_size for p in parts)
     clear_cache(row.digest)
     assert not list((cache / "openvino").glob("*.json"))
