@@ -192,3 +192,22 @@ def test_a_repeated_column_the_job_reads_is_refused(tmp_path: Path) -> None:
         list(read_corpus(tsv, id_field="id"))
     # a repeated column the job does not read is left alone
     assert [(r.id, r.text) for r in read_corpus(path, text_field="text")] == [("1", "hello")]
+
+
+# --- 7. --overwrite and the old run's .rejects ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".db"])
+def test_overwrite_removes_the_old_runs_rejects(
+    tmp_path: Path, tiny_dirs: dict[str, Path], suffix: str
+) -> None:
+    model = str(tiny_dirs["bert"])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "ok one"}\nnot json\n')
+    out = tmp_path / f"rj{suffix}"
+    rejects = Path(f"{out}.rejects")
+    first = bertscope.embed_corpus(bad, out, model=model, skip_bad=True)
+    assert first.rejected == 1 and rejects.read_text().startswith(f"{bad}:2: not a JSON object")
+    again = bertscope.embed_corpus(TEXTS, out, model=model, skip_bad=True, overwrite=True)
+    assert again.rejected == 0 and again.rejects_file is None
+    assert not rejects.exists()

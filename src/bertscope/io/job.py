@@ -186,12 +186,25 @@ def embed_corpus(
             resume=resume, batch_size=batch_size, progress=progress,
         )  # fmt: skip
         _finish(sink, summary, output)
+        # a Parquet or NumPy output is this job's whole, as is one it overwrote; rows added to an SQLite
+        # collection sit beside an earlier job's, whose rejects list is kept
+        replaced = overwrite or format_of(output) is not Format.SQLITE
+        _put_rejects(summary, rejects, output, replaced=replaced)
+    return summary
+
+
+def _put_rejects(summary: JobSummary, rejects: Rejects, output: str | Path, *, replaced: bool) -> None:
+    """Count what the job passed over and write `OUTPUT.rejects`, the records this job set aside, once its
+    output is in place; an earlier job's rejects file goes where this job `replaced` the output and set
+    none aside (--overwrite kept the old run's list beside an output that had none)."""
     summary.empty = rejects.empty
     summary.rejected = len(rejects.bad)
+    path = Path(str(output) + ".rejects")
     if rejects.bad:
-        summary.rejects_file = Path(str(output) + ".rejects")
-        summary.rejects_file.write_text("".join(line + "\n" for line in rejects.bad))
-    return summary
+        summary.rejects_file = path
+        path.write_text("".join(line + "\n" for line in rejects.bad))
+    elif replaced:
+        path.unlink(missing_ok=True)
 
 
 def refuse_idle_job_options(
