@@ -128,7 +128,7 @@ def test_openvino_reads_dtype_and_quantize_as_every_option_is_read(
         ("torch.float32", None, "unknown dtype"),
         ("float32", "int 8", "unknown quantize"),
         ("float32", "INT8-FUSED", "is an ONNX Runtime graph"),
-        ("BFloat16", "int8", "leave dtype at 'float32'"),
+        ("BFloat16", "int8", "leave dtype out"),
     ],
 )
 def test_openvino_refuses_what_no_other_option_accepts(dtype: str, quantize: str | None, needle: str) -> None:

@@ -110,9 +110,7 @@ def resolve_backend(
             )
         if dtype is not torch.float32 and mode.int8_scheme:
             # not "use backend='torch'": torch refuses int8 (above)
-            raise InvalidSpec(
-                f"quantize='{mode.value}' keeps its float parts in float32; leave dtype at 'float32'"
-            )
+            raise InvalidSpec(f"quantize='{mode.value}' keeps its float parts in float32; leave dtype out")
         if dtype is not torch.float32:
             raise InvalidSpec(
                 "backend='onnxruntime' runs float32 (or int8 with quantize='int8'); "

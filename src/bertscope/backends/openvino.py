@@ -200,9 +200,7 @@ def resolve_precision(
         )
     if mode is not Quantize.NONE:
         if name != "float32":
-            raise InvalidSpec(
-                f"quantize='{mode.value}' keeps its float parts in float32; leave dtype at 'float32'"
-            )
+            raise InvalidSpec(f"quantize='{mode.value}' keeps its float parts in float32; leave dtype out")
         return mode.value
     if name == "bfloat16" and not has_native_bf16():
         warnings.warn(
