@@ -8,6 +8,8 @@ import csv
 import io
 import re
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -211,3 +213,42 @@ def test_overwrite_removes_the_old_runs_rejects(
     again = bertscope.embed_corpus(TEXTS, out, model=model, skip_bad=True, overwrite=True)
     assert again.rejected == 0 and again.rejects_file is None
     assert not rejects.exists()
+
+
+# --- 8. Ctrl-C while the command line's modules load ---------------------------------------------------
+
+# A Ctrl-C at a set place in the imports, with no signal and no timing: an import hook raises
+# KeyboardInterrupt where the audit's Ctrl-C met it (core/st_settings.py, imported by the first command).
+_CTRL_C_IN_IMPORTS = """
+import sys
+class CtrlC:
+    def find_spec(self, name, path=None, target=None):
+        if name == "bertscope.core.st_settings":
+            raise KeyboardInterrupt
+sys.meta_path.insert(0, CtrlC())
+how = sys.argv[1]
+if how == "console":  # as the console script runs: its file is named bertscope
+    sys.argv = ["/venv/bin/bertscope", "info"]
+    from bertscope.cli import main
+elif how == "module":  # python -m bertscope
+    import runpy
+    sys.argv = ["bertscope", "info"]
+    runpy.run_module("bertscope", run_name="__main__", alter_sys=True)
+else:  # a program importing the command line: its Ctrl-C is its own
+    import bertscope.cli
+"""
+
+
+@pytest.mark.parametrize("how", ["console", "module"])
+def test_ctrl_c_in_the_imports_exits_130_in_one_line(how: str) -> None:
+    ran = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_IN_IMPORTS, how], capture_output=True, text=True, timeout=120
+    )
+    assert (ran.returncode, ran.stderr) == (130, "interrupted\n"), ran.stderr
+
+
+def test_ctrl_c_importing_the_command_line_in_a_program_stays_a_keyboard_interrupt() -> None:
+    ran = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_IN_IMPORTS, "library"], capture_output=True, text=True, timeout=120
+    )
+    assert ran.returncode != 130 and ran.stderr.rstrip().endswith("KeyboardInterrupt"), ran.stderr

@@ -28,24 +28,35 @@ import warnings
 from pathlib import Path
 
 from ..errors import BertscopeError, JobInterrupted
-from . import (  # noqa: F401  (each registers its commands)
-    basics,
-    bench,
-    cache,
-    corpus,
-    embed,
-    explain,
-    explore,
-    geometry,
-    index,
-    layers,
-    research,
-    senses,
-    serve,
-    static_kinds,
-    verify,
-)
-from .app import app, err, is_debug, warn
+
+try:
+    from . import (  # noqa: F401  (each registers its commands)
+        basics,
+        bench,
+        cache,
+        corpus,
+        embed,
+        explain,
+        explore,
+        geometry,
+        index,
+        layers,
+        research,
+        senses,
+        serve,
+        static_kinds,
+        verify,
+    )
+    from .app import app, err, is_debug, warn
+except KeyboardInterrupt:
+    # Ctrl-C while the commands load: the console script imports this module before main() can catch it,
+    # and printed a traceback (exit -2). The command exits as main() does; an import in Python re-raises.
+    _main = sys.modules.get("__main__")
+    _spec = getattr(_main, "__spec__", None)
+    if getattr(_spec, "name", None) != "bertscope.__main__" and Path(sys.argv[0]).stem != "bertscope":
+        raise
+    sys.stderr.write("interrupted\n")
+    raise SystemExit(130) from None
 
 __all__ = ["app", "main"]
 
