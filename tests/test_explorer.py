@@ -313,3 +313,53 @@ def test_explore_layers_refuses_inputs_beside_text(bundled: bertscope.Model) -> 
         both = client.post("/explore/layers", json={"inputs": TEXT, "text": TEXT})
         assert both.status_code == 422 and both.json()["detail"].startswith('"inputs" and "text" both given')
         assert client.post("/explore/layers", json={"text": TEXT}).status_code == 200
+
+
+@pytest.mark.timeout(400)
+def test_the_page_reads_a_clicked_piece_its_errors_and_the_proof_bound(
+    page: tuple[Any, str], bundled: bertscope.Model
+) -> None:
+    """Audit 17f: a clicked piece of digits ("2000") showed the neighbours of id 2000 ("to"); an error of a
+    changed attention head was an uncaught page error; the anatomy's check used its own bound (1e-4)."""
+    import json
+
+    pg, base = page
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.goto(base + "/")
+    text = "born in 2000"
+    pg.fill("#text", text)
+    pg.fill("#text2", "")
+    pg.click("#go")
+    pg.wait_for_selector(f"body[data-ready='{text}']")
+    piece = bundled.tokenize(text)
+    clicked = piece.ids[piece.tokens.index("2000")]
+    assert clicked != 2000
+    pg.locator("#tokens tbody tr", has=pg.locator("td.piece", has_text="2000")).click()
+    pg.wait_for_function("() => document.querySelector('#piece-info').textContent.startsWith('2000 ')")
+    assert f"id {clicked} " in pg.text_content("#piece-info")
+    pg.fill("#piece", f"#{clicked}")  # an id typed as #id
+    pg.click("#neighbours")
+    pg.wait_for_selector(f"#piece-info:has-text('id {clicked} ')")
+
+    def busy(route: Any) -> None:
+        route.fulfill(status=503, content_type="application/json", body=json.dumps({"detail": "server busy"}))
+
+    pg.route("**/attention", busy)
+    pg.click("[data-tab=attention]")
+    pg.select_option("#a-head", "1")
+    pg.wait_for_selector("#error:has-text('server busy')")
+    pg.unroute("**/attention")
+
+    def near_miss(route: Any) -> None:
+        answer = route.fetch().json()
+        answer.update(max_abs_error=5e-5, proof_bound=1e-5)  # within the old 1e-4, past the library's bound
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(answer))
+
+    pg.route("**/anatomy", near_miss)
+    pg.click("#go")
+    pg.wait_for_selector(f"body[data-ready='{text}']")
+    pg.click("[data-tab=anatomy]")
+    assert "differs" in pg.text_content("#proof")
+    pg.unroute("**/anatomy")
+    assert not errors, errors

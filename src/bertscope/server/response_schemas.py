@@ -335,9 +335,14 @@ class ExploreLayersResponse(BaseModel):
     special: list[bool]
     n_dropped: int
     n_layers: int
-    cosines: list[list[list[float]]] = Field(description="(layers + 1, tokens, tokens)")
-    to_static: list[list[float]] = Field(description="(layers + 1, tokens)")
-    norms: list[list[float]] = Field(description="(layers + 1, tokens)")
+    cosines: list[list[list[float]]] = Field(
+        description="(layers + 1, tokens, tokens), rounded to 5 decimals (within 5e-6)"
+    )
+    to_static: list[list[float]] | None = Field(
+        description="(layers + 1, tokens), rounded to 5 decimals; null where the static rows are narrower "
+        "than the layers (ALBERT's projection)"
+    )
+    norms: list[list[float]] = Field(description="(layers + 1, tokens), rounded to 6 decimals")
 
 
 class ExploreBatchResponse(BaseModel):

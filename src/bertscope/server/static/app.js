@@ -145,13 +145,13 @@ function strip(values, scale) {
 
 async function showAnatomy(text) {
   const a = await api("/anatomy", { inputs: text });  // a string, or [A, B] for a pair
-  const err = a.max_abs_error;
+  const err = a.max_abs_error, holds = err <= a.proof_bound;  // the library's bound, not one of the page's
   noteCut("#anatomy-cut", [[Array.isArray(text) ? "the pair" : "the text", a.n_dropped]]);
   $("#proof").replaceChildren(
     el("b", { text: "Proof: " }),
     `rebuilding layer 0 from the parts gives the model's own layer 0 to within max |error| = `,
     el("code", { id: "rebuild-error", text: err.toExponential(2) }),
-    el("span", { class: err < 1e-4 ? "ok" : "bad", text: err < 1e-4 ? "  ✓ equal" : "  ✗ differs" }),
+    el("span", { class: holds ? "ok" : "bad", text: holds ? "  ✓ equal" : "  ✗ differs" }),
     a.lacks.length ? `  (this family has no ${a.lacks.join(", ")})` : "",
     ...(a.notes || []).map((note) => el("div", { class: "note", text: note })));
   const parts = PARTS.filter(([k]) => a.steps[k]);
@@ -356,7 +356,8 @@ async function neighbours() {
   showError(null);
   const raw = $("#piece").value.trim();
   if (!raw) return;
-  const item = /^\d+$/.test(raw) ? Number(raw) : raw;
+  // "#2456" is an id; any other text a piece, digits too (the piece "2000" is no id 2000)
+  const item = /^#\d+$/.test(raw) ? Number(raw.slice(1)) : raw;
   try {
     const r = (await api("/static", { inputs: [item], top_k: Number($("#k").value) })).items[0];
     $("#piece-info").textContent = `${r.token} · id ${r.id} · |row| = ${r.norm.toFixed(3)} · ${r.vector.length} dimensions`;
@@ -545,8 +546,10 @@ async function init() {
   $("#neighbours").addEventListener("click", neighbours);
   $("#piece").addEventListener("keydown", (e) => { if (e.key === "Enter") neighbours(); });
   $("#explain").addEventListener("click", explainPair);
-  $("#a-layer").addEventListener("change", showAttention);
-  $("#a-head").addEventListener("change", showAttention);
+  // a change of layer or head shows its error as every tab does, not as an uncaught page error
+  const attentionChosen = async () => { showError(null); try { await showAttention(); } catch (err) { showError(err); } };
+  $("#a-layer").addEventListener("change", attentionChosen);
+  $("#a-head").addEventListener("change", attentionChosen);
   $("#attention").addEventListener("mousemove", attentionHover);
   $("#attention").addEventListener("mouseleave", () => drawHeadView(null));
   try {
