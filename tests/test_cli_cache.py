@@ -121,6 +121,10 @@ def test_a_model_that_is_no_folder_is_refused(cache: Path, tmp_path: Path) -> No
     assert hub_id.code == 2 and "not a local folder" in hub_id.stderr
     missing = run_main("cache", str(tmp_path / "nowhere"))
     assert missing.code == 1 and "no model folder at" in missing.stderr
+    (tmp_path / "empty").mkdir()  # a folder of no model: its digest was the SHA-256 of nothing
+    for args in (("cache",), ("cache", "--clear")):
+        empty = run_main(*args, str(tmp_path / "empty"))
+        assert empty.code == 1 and "holds no config.json, so it is no model folder" in empty.stderr
 
 
 def test_files_group_by_content_with_older_formats_counted_apart(cache: Path) -> None:

@@ -111,6 +111,11 @@ def _digest(model: str) -> str:
     folder = bundled_path() if model in (BUNDLED, "default") else local_folder(model)
     if folder is None:
         raise typer.BadParameter(f"{model} is not a local folder; give the model's folder (or `bundled`)")
+    if not (folder / "config.json").is_file():
+        # its digest would be of whatever the folder holds (of nothing, for an empty one): no model's files
+        raise InvalidInput(
+            f"{model} holds no config.json, so it is no model folder; give the model's folder (or `bundled`)"
+        )
     return content_digest(folder)
 
 
