@@ -14,8 +14,8 @@ from bertscope.server import ServerSettings, create_app
 
 LIMIT = 4
 OVER = LIMIT + 1
-SPLIT = "start the server with --auto-split or a higher --max-inputs"
-NO_SPLIT = "start the server with a higher --max-inputs"
+SPLIT = "start bertscope serve with --auto-split or a higher --max-inputs"
+NO_SPLIT = "start bertscope serve with a higher --max-inputs"
 CASES = [
     # path, body, status, field, whether --auto-split takes it
     ("/embed", {"inputs": ["a"] * OVER}, 422, "inputs", True),

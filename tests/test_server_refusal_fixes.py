@@ -15,11 +15,11 @@ def test_the_fixes_are_named(bundled: bertscope.Model) -> None:
     with TestClient(create_app(bundled, settings=settings)) as client:
         big = client.post("/v2/embed", json={"inputs": ["word " * 1000]})
         assert big.status_code == 413
-        assert big.json()["detail"].endswith("or start the server with a higher --max-body-bytes")
+        assert big.json()["detail"].endswith("or start bertscope serve with a higher --max-body-bytes")
         many = client.post("/v2/embed", json={"inputs": ["a cat"] * 7})
         assert many.status_code == 413, many.text
         assert many.json()["detail"].endswith(
-            "send at most 6 per request, or start the server with a higher --max-queue or --max-inputs"
+            "send at most 6 per request, or start bertscope serve with a higher --max-queue or --max-inputs"
         )
         assert client.post("/v2/embed", json={"inputs": ["a cat"] * 6}).status_code == 200
         broken = client.post(

@@ -267,5 +267,5 @@ def _too_large(size: int, limit: int) -> BodyRefused:
     return BodyRefused(
         413,
         f"request body of {size}+ bytes is over the limit of {limit} bytes (--max-body-bytes); send fewer "
-        "or shorter texts per request, or start the server with a higher --max-body-bytes",
+        "or shorter texts per request, or start bertscope serve with a higher --max-body-bytes",
     )

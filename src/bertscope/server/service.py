@@ -211,7 +211,7 @@ class Service:
         fix = "--auto-split or a higher --max-inputs" if splittable else "a higher --max-inputs"
         raise TooManyInputs(
             f"{field}: {n} in one request, over the limit of {limit} per request (--max-inputs); send "
-            f"several requests, or start the server with {fix}"
+            f"several requests, or start bertscope serve with {fix}"
         )
 
     async def sentences(self, texts: Any, spec: EmbedSpec, *, field: str = "inputs") -> SentenceEmbeddings:
@@ -251,7 +251,7 @@ class Service:
             raise TooManyInputs(
                 f"inputs: {len(tokens)} need {len(parts)} parts of {size}, more than the queue "
                 f"holds ({self.batcher.max_queue}, --max-queue); send at most "
-                f"{size * self.batcher.max_queue} per request, or start the server with a higher "
+                f"{size * self.batcher.max_queue} per request, or start bertscope serve with a higher "
                 "--max-queue or --max-inputs"
             )
         return self.batcher.sentences(parts, spec, current_client())
