@@ -154,14 +154,15 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
     # What each layer holds (research/probe.py, research/cka.py) ---------------------------------
 
     @overload
-    def anatomy(self, texts: Text, *, long: LongText | str = ...) -> Anatomy: ...  # type: ignore[overload-overlap]
+    def anatomy(self, texts: str, *, long: LongText | str = ...) -> Anatomy: ...  # type: ignore[overload-overlap]
     @overload
     def anatomy(self, texts: Sequence[Text], *, long: LongText | str = ...) -> list[Anatomy]: ...
 
     def anatomy(
         self, texts: Text | Sequence[Text], *, long: LongText | str = "truncate"
     ) -> Anatomy | list[Anatomy]:
-        """The embedding layer taken apart for a text or pair (or a padded batch of them), with its proof.
+        """The embedding layer taken apart for a text, or a list of texts and (A, B) pairs (a padded batch:
+        `anatomy([("A", "B")])` for one pair, as a bare tuple reads two ways), with its proof.
 
         `long`: a text over the model's limit is cut (`truncate`, said with a `TruncatedTextsWarning`) or
         refused (`error`), as /anatomy's `long`; the anatomy is of one window, so `window` is refused.
