@@ -205,3 +205,23 @@ def test_compare_modes_reports_a_mode_named_twice_once(tiny_dirs: dict[str, Path
         ["a text", "another"], ["bfloat16", "bfloat16"], model=tiny_dirs["bert"], device="cpu", time_it=False
     )
     assert [r.mode for r in reports] == ["bfloat16"]
+
+
+@pytest.mark.parametrize(
+    ("asked", "said"),
+    [({"model": "/nowhere/model"}, "no model folder at /nowhere/model"), ({"layers": "99"}, "layer 99")],
+)
+def test_an_actor_that_cannot_load_is_the_local_job_s_one_line(
+    cluster: Any, tiny_dirs: dict[str, Path], asked: dict[str, Any], said: str
+) -> None:
+    """Audit 17f: an actor whose model or options failed in its __init__ was Ray's 44-line ActorDiedError
+    (retried without limit) inside raising_bertscope_errors; it is the bertscope error, as a batch's is."""
+    from bertscope.distributed import embed_dataset, raising_bertscope_errors
+    from bertscope.errors import BertscopeError
+
+    rows = cluster.data.from_items([{"id": "1", "text": "a cat"}, {"id": "2", "text": "a dog"}])
+    options = {"model": str(tiny_dirs["bert"]), **LIGHT, **asked}
+    dataset = embed_dataset(rows, workers=1, **options)
+    with pytest.raises(BertscopeError) as refused, raising_bertscope_errors(dataset, quiet=True):
+        dataset.take_all()
+    assert said in str(refused.value) and "\n" not in str(refused.value)

@@ -27,7 +27,7 @@ from ..core.cpu import usable_cpus
 from ..core.encoder import Encoder
 from ..core.loaders import load_model
 from ..core.spec import reload_arg, stored_settings
-from ..errors import InvalidInput, InvalidSpec, JobInterrupted
+from ..errors import BertscopeError, InvalidInput, InvalidSpec, JobInterrupted
 from ..io.job import JobSummary, refuse_idle_job_options, refuse_resume_with_overwrite
 from ..io.job_lock import job_lock
 from ..io.level_table import LEVELS, CorpusOptions, make_level, refuse_idle_level_options
@@ -90,17 +90,26 @@ class _Embedder:
         runtime: dict[str, Any],
         options: CorpusOptions,
     ) -> None:
-        # Ray may give an actor more logical CPUs than its node has: load() refuses more threads than CPUs
-        self.model = load_model(
-            model, device=device, dtype=dtype, threads=min(threads, usable_cpus()), **runtime
-        )
-        self.level = make_level(self.model, options)
+        self.refused: BertscopeError | None = None
         self.text_field = text_field
-        self.level.empty()  # the typed columns of a batch of only empty texts, found once
+        try:
+            # Ray may give an actor more logical CPUs than its node has: load() refuses more threads
+            self.model = load_model(
+                model, device=device, dtype=dtype, threads=min(threads, usable_cpus()), **runtime
+            )
+            self.level = make_level(self.model, options)
+            self.level.empty()  # the typed columns of a batch of only empty texts, found once
+        except BertscopeError as refused:
+            # Raised from the first batch instead: a failed __init__ is Ray's ActorDiedError, which keeps
+            # only the text of the error (a 40-line one) and is retried, where a batch's error is the
+            # exception itself, which raising_bertscope_errors gives back as the local job's one line.
+            self.refused = refused
 
     def __call__(self, batch: Any) -> Any:
         """(rows) Arrow table -> the level's rows (sentence: the same rows plus the vector columns); a
         corpus job's numbered rows come tagged with their units (`units`)."""
+        if self.refused is not None:
+            raise self.refused
         if RECORD in batch.column_names:
             return embed_units(self.level, batch, self.text_field)
         return self.level.embed_arrow(batch, self.text_field)
