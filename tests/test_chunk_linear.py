@@ -42,9 +42,16 @@ _ABBREVIATIONS = chunking._ABBREVIATIONS
 def _old_sentence_ends(paragraph: str) -> list[int]:
     ends = []
     for match in _OLD_END.finditer(paragraph):
-        word = paragraph[: match.start()].rsplit(None, 1)[-1] if paragraph[: match.start()].strip() else ""
+        words = paragraph[: match.start()].split()
+        word, before = (words[-1] if words else ""), (words[-2] if len(words) > 1 else None)
         stem = word.lower().lstrip("(\"'“‘")
-        if stem in _ABBREVIATIONS or (len(stem) == 1 and stem.isalpha() and paragraph[match.start()] == "."):
+        if stem == "no":  # "No. 5" only: "the answer is no. Then" ends a sentence
+            if paragraph[match.end() :].lstrip()[:1].isdigit():
+                continue
+        elif len(stem) == 1 and stem.isalpha() and paragraph[match.start()] == ".":
+            if before is None or not before[:1].islower():  # an initial; "vitamin C. Then" ends one
+                continue
+        elif stem in _ABBREVIATIONS:
             continue
         ends.append(match.end())
     return ends
@@ -590,3 +597,26 @@ def test_tokens_run_alone_are_what_the_chunks_run(bundled: bertscope.Model, opti
     window = bundled.engine.tokenizer.max_tokens
     assert overlapping.tokens_run_alone(bundled.engine) == 101 * window  # 101 chunks, each a whole window
     assert plan_chunks(bundled, _DOC, chunks="tokens").tokens_run_alone(bundled.engine) == 0  # late: once
+
+
+@pytest.mark.parametrize(
+    ("text", "sentences"),
+    [
+        ("The answer is no. Then we left.", ["The answer is no.", "Then we left."]),
+        ("See No. 5 of the list. Ok.", ["See No. 5 of the list.", "Ok."]),
+        ("Take vitamin C. Then sleep.", ["Take vitamin C.", "Then sleep."]),
+        (
+            "John F. Kennedy spoke. Then J. R. R. Tolkien wrote.",
+            ["John F. Kennedy spoke.", "Then J. R. R. Tolkien wrote."],
+        ),
+        ("A. Smith came. It rained.", ["A. Smith came.", "It rained."]),
+    ],
+)
+def test_no_and_a_letter_end_a_sentence_where_they_are_no_abbreviation(
+    text: str, sentences: list[str]
+) -> None:
+    """Audit 16d: 'no.' was always 'No. 5' and one capital always an initial, so 'the answer is no. Then'
+    and 'vitamin C. Then' were one sentence."""
+    from bertscope.core.chunking import sentence_spans
+
+    assert [text[a:b] for a, b in sentence_spans(text)] == sentences
