@@ -34,7 +34,8 @@ from .errors import InputTooLong, InvalidInput, InvalidSpec, UnknownOption, call
 
 __all__ = [
     "DOCUMENT_PROMPTS", "OUTPUT_VALUES", "QUERY_PROMPTS", "encode", "encode_role", "max_seq_length_refusal",
-    "role_prompt", "say_truncated", "similarity_pairwise", "st_prompt", "vector_similarity", "warn_truncated",
+    "role_prompt", "say_truncated", "similarity_pairwise", "st_prompt", "texts_as_list", "vector_similarity",
+    "warn_truncated",
 ]  # fmt: skip
 
 OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
@@ -348,20 +349,27 @@ def _as_list(sentences: Any) -> list[Any]:
         if sentences.ndim == 2 and sentences.shape[1] == 2 and sentences.dtype.kind in "UO":
             return [tuple(row) for row in sentences.tolist()]  # each part checked as a text (check_texts)
         return list(text_items(sentences, pairs=True))  # a 0-D or other 2-D array refused in one line
-    if isinstance(sentences, Mapping):
+    return texts_as_list(sentences, "encode takes a str or a list of str")
+
+
+def texts_as_list(texts: Any, takes: str) -> list[Any]:
+    """`texts` as a list, or one line refusing what would embed the wrong texts (a dict's keys, a set in
+    its hashes' order) or is no list; `takes` says what the caller takes ("encode takes a str or ...").
+    The framework integrations read their texts through it too, so they refuse what encode refuses."""
+    if isinstance(texts, Mapping):
         raise InvalidInput(
-            "encode takes a str or a list of str, not a dict: it would embed the keys; pass list(d) for "
-            "the keys or list(d.values()) for the values"
+            f"{takes}, not a dict: it would embed the keys; pass list(d) for the keys or list(d.values()) "
+            "for the values"
         )
-    if isinstance(sentences, Set):
+    if isinstance(texts, Set):
         raise InvalidInput(
-            "encode takes a str or a list of str, not a set: a set's order is not one you chose, and the "
-            "rows come back in that order; pass a list, such as sorted(texts)"
+            f"{takes}, not a set: a set's order is not one you chose, and the rows come back in that "
+            "order; pass a list, such as sorted(texts)"
         )
     try:
-        return list(sentences)
+        return list(texts)
     except TypeError:
-        raise InvalidInput(f"encode takes a str or a list of str, not a {type(sentences).__name__}") from None
+        raise InvalidInput(f"{takes}, not a {type(texts).__name__}") from None
 
 
 def _empty(convert_to_tensor: bool, convert_to_numpy: bool) -> Any:

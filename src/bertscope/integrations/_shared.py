@@ -22,6 +22,7 @@ import numpy as np
 
 from ..core.spec import EmbedOptions, Recipe, RecipeKeywords, resolve, unknown_option
 from ..core.tokens import cut_warning
+from ..encode import texts_as_list
 from ..errors import InvalidInput, InvalidSpec, caller_level
 from ..model import Model, load
 from ..static_model import StaticModel
@@ -113,13 +114,14 @@ def _recipe(loaded: Loaded, options: RecipeKeywords, role: str, name: str | None
 
 
 def listed(texts: Sequence[str], method: str, one: str) -> list[str]:
-    """`texts` as a list; one string is refused (it would be read as its characters, one vector each)."""
+    """`texts` as a list; one string is refused (it would be read as its characters, one vector each), and
+    what `encode` refuses (a dict, a set, ...) is refused here in the same words."""
     if isinstance(texts, str):
         raise InvalidInput(
             f"{method} takes a list of texts, not one string (it would embed each character): pass [text], "
             f"or {one}(text) for one vector"
         )
-    return list(texts)
+    return texts_as_list(texts, f"{method} takes a list of texts")
 
 
 def vectors(model: Loaded, recipe: Recipe, texts: Sequence[str]) -> list[list[float]]:

@@ -1,0 +1,36 @@
+"""Audit 17: encode and its neighbours (the framework adapters, similarity, encode_query) against
+sentence-transformers where they meet, and one-line refusals where they part."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import bertscope
+from bertscope.errors import InvalidInput
+from bertscope.integrations import langchain as lc
+from bertscope.integrations import llamaindex as li
+
+TEXTS = ["the cat sat", "a dog ran"]
+
+
+def _adapters(model: Any) -> list[Any]:
+    """Each adapter's list method, and LangChain's async one run to its end."""
+    chain, index = lc.BertscopeEmbeddings(model), li.BertscopeEmbedding(model)
+    return [
+        chain.embed_documents,
+        lambda texts: asyncio.run(chain.aembed_documents(texts)),
+        index.get_text_embedding_batch,
+        lambda texts: asyncio.run(index.aget_text_embedding_batch(texts)),
+    ]
+
+
+@pytest.mark.parametrize(("given", "kind"), [({"the cat": 1, "the dog": 2}, "dict"), ({"a", "b"}, "set")])
+def test_adapters_refuse_a_dict_or_a_set(bundled: bertscope.Model, given: Any, kind: str) -> None:
+    with pytest.raises(InvalidInput, match=f"encode takes a str or a list of str, not a {kind}: "):
+        bundled.encode(given)
+    for method in _adapters(bundled):
+        with pytest.raises(InvalidInput, match=f"takes a list of texts, not a {kind}: "):
+            method(given)
