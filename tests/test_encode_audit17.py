@@ -34,3 +34,13 @@ def test_adapters_refuse_a_dict_or_a_set(bundled: bertscope.Model, given: Any, k
     for method in _adapters(bundled):
         with pytest.raises(InvalidInput, match=f"takes a list of texts, not a {kind}: "):
             method(given)
+
+
+def test_bytes_are_refused_in_one_line_naming_the_fix(bundled: bertscope.Model, static_m2v: Any) -> None:
+    calls = [bundled.encode, bundled.encode_query, bundled.encode_document, static_m2v.encode]
+    for call in calls:
+        with pytest.raises(InvalidInput, match="a list of str, not bytes: decode them"):
+            call(b"ab")
+    for method in _adapters(bundled):
+        with pytest.raises(InvalidInput, match=r"takes a list of texts, not bytes: decode them"):
+            method(bytearray(b"ab"))
