@@ -44,3 +44,11 @@ def test_bytes_are_refused_in_one_line_naming_the_fix(bundled: bertscope.Model, 
     for method in _adapters(bundled):
         with pytest.raises(InvalidInput, match=r"takes a list of texts, not bytes: decode them"):
             method(bytearray(b"ab"))
+
+
+def test_none_is_refused_in_one_line_by_the_adapters(bundled: bertscope.Model) -> None:
+    with pytest.raises(InvalidInput, match="^encode needs texts"):
+        bundled.encode(None)
+    for method in _adapters(bundled):
+        with pytest.raises(InvalidInput, match=r"takes a list of texts, not None$"):
+            method(None)

@@ -361,6 +361,8 @@ def texts_as_list(texts: Any, takes: str) -> list[Any]:
             f"{takes}, not a dict: it would embed the keys; pass list(d) for the keys or list(d.values()) "
             "for the values"
         )
+    if texts is None:
+        raise InvalidInput(f"{takes}, not None")
     if isinstance(texts, (bytes, bytearray)):  # else read as its numbers, "text 0 is a int"
         raise InvalidInput(f"{takes}, not bytes: decode them first, such as texts.decode('utf-8')")
     if isinstance(texts, Set):
