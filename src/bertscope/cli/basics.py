@@ -113,9 +113,9 @@ def tokens(
     `bertscope tokens "How are you?" --pair "Fine."`, `bertscope tokens "$(cat long.txt)" --long window`
     (every token, as embed's --long window reads them)
     """
-    from .embed_printed import refuse_lone_dash
+    from .embed_printed import check_argument_texts
 
-    refuse_lone_dash(texts, command="tokens", reads_input=False)
+    check_argument_texts(texts, command="tokens", reads_input=False)
     # the tokenizer alone answers, without torch, where the folder has a tokenizer.json
     m: Any = FolderView.open(model) or load_model(model)
     toks = m.tokenize(with_pair(texts, pair), long=long)
@@ -379,9 +379,9 @@ def anatomy(
     """
     import numpy as np
 
-    from .embed_printed import refuse_lone_dash
+    from .embed_printed import check_argument_texts
 
-    refuse_lone_dash([text], command="anatomy", reads_input=False, takes="its text as an argument")
+    check_argument_texts([text], command="anatomy", reads_input=False, takes="its text as an argument")
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     with cuts_said_here():  # said below in the command line's words
         a = m.anatomy(text, long=long) if pair is None else m.anatomy([(text, pair)], long=long)[0]

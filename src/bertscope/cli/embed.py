@@ -63,12 +63,12 @@ from .embed_options import (
 )
 from .embed_printed import CUT_FIX as CUT_FIX
 from .embed_printed import (
+    check_argument_texts,
     note_own_pooling,
     per_piece,
     print_sentences,
     printed_names,
     read_inputs,
-    refuse_lone_dash,
     spec_line,
 )
 from .embed_printed import plain_value as plain_value
@@ -211,7 +211,7 @@ def embed(
     `bertscope embed "How are you?" --pair "Fine, thanks."` ([CLS] A [SEP] B [SEP]; with --tokens too)
     """
     text_field, id_field = record_fields(text_field, id_field, text_column, id_column)
-    refuse_lone_dash(texts, command="embed", reads_input=True)
+    check_argument_texts(texts, command="embed", reads_input=True)
     level = level_asked(level_name, tokens=tokens, words=words, chunks=chunks)
     tokens, words = level == "tokens", level == "words"
     if level == "chunks" and chunks is None:

@@ -4,6 +4,7 @@ or word vectors as a table or JSON, and the settings line (`spec_line`, which ot
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
@@ -62,12 +63,17 @@ def print_sentences(
 CUT_FIX = "their ends are not in the vectors; --long window keeps every token"
 
 
-def refuse_lone_dash(
+def check_argument_texts(
     texts: list[str] | None, *, command: str, reads_input: bool, takes: str = "its texts as arguments"
 ) -> None:
     """Refuse `-` given as a text: it would be embedded (tokenized, taken apart) as the text "-", not
     read from stdin. A command with -i is pointed to `-i -`; one without says it takes its text as an
-    argument."""
+    argument. A text that names a file is read as the text it is, with a note: `embed notes.txt` embedded
+    the word 'notes.txt' in silence."""
+    for text in texts or ():
+        if text != "-" and not any(c.isspace() for c in text) and Path(text).is_file():
+            how = f"give -i {text}" if reads_input else f'pass its text: bertscope {command} "$(cat {text})"'
+            warn(f"{text!r} is read as a text, though a file of that name is here; to read the file, {how}")
     if not texts or "-" not in texts:
         return
     if reads_input:

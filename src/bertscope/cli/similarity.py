@@ -35,7 +35,7 @@ from .app import (
     with_pair,
 )
 from .embed_options import NormalizeOpt
-from .embed_printed import refuse_lone_dash, short_text, shown_value
+from .embed_printed import check_argument_texts, short_text, shown_value
 
 
 def similarity(
@@ -81,7 +81,7 @@ def similarity(
     `bertscope similarity "a" "b" -p mean --threshold-file threshold.json` (as `calibrate -p mean` made it),
     `bertscope similarity "How are you?" "How old are you?" --pair "Fine."` (each text read with B)
     """
-    refuse_lone_dash(texts, command="similarity", reads_input=False)
+    check_argument_texts(texts, command="similarity", reads_input=False)
     if len(texts) < 2:
         raise InvalidInput("similarity needs at least two texts")
     if pair is not None and (baseline or threshold_file is not None):

@@ -59,17 +59,17 @@ def _short(spec: object) -> str:
 
 def _one(part: str, count: int, spec: object, allowed: str) -> list[int]:
     try:
-        if ":" in part:
-            bounds = [int(b) if b.strip() else None for b in part.split(":")]
-            if len(bounds) != 2:
-                raise ValueError
-            for bound in bounds:
-                if bound is not None and not -count <= bound <= count:
-                    raise InvalidSpec(f"layer {bound} in {_short(spec)} is out of range; {allowed}")
-            return list(range(count))[slice(*bounds)]
-        index = int(part)
+        bounds = [int(b) if b.strip() else None for b in part.split(":")] if ":" in part else []
+        if ":" in part and len(bounds) != 2:
+            raise ValueError
+        index = 0 if bounds else int(part)
     except ValueError:
         raise InvalidSpec(f"layer spec {_short(spec)} is malformed at {part!r}; {allowed}") from None
+    if bounds:  # checked outside the try: an InvalidSpec is a ValueError, which read as "malformed"
+        for bound in bounds:
+            if bound is not None and not -count <= bound <= count:
+                raise InvalidSpec(f"layer {bound} in {_short(spec)} is out of range; {allowed}")
+        return list(range(count))[slice(*bounds)]
     if not -count <= index < count:
         # Of a spec that is this one layer, "layer 99 does not exist in 99" would say it twice.
         within = "" if part.strip() == str(spec).strip() else f" (in {_short(spec)})"

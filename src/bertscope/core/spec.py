@@ -207,6 +207,7 @@ _LONG = "long= says what a text over the limit does (truncate, window, error)"
 # chunk_size and chunk_overlap (size and overlap were embed_chunks' old names). Then the names
 # sentence-transformers and transformers users bring, each with what bertscope offers instead: to the
 # embed methods and to bertscope.load alike (model/loader.py), so each hint reads true from either.
+_MODEL_ARGUMENT = "the model is bertscope.load's first argument, name=: bertscope.load('FOLDER or hub id')"
 _NAMED_ELSEWHERE = {
     "chunk_size": "chunks are embed_chunks' (or a corpus job's, with level='chunks')",
     "chunk_overlap": "chunks are embed_chunks' (or a corpus job's, with level='chunks')",
@@ -230,6 +231,12 @@ _NAMED_ELSEWHERE = {
     "bertscope.load(..., max_tokens=N); embed's long= says what a longer text does",
     "max_seq_length": "bertscope calls the token limit max_tokens, set when loading: "
     "bertscope.load(..., max_tokens=N)",
+    # the model itself, as the command line (-m/--model), the service ("model") and transformers name it
+    "model": _MODEL_ARGUMENT,
+    "model_name": _MODEL_ARGUMENT,
+    "model_name_or_path": _MODEL_ARGUMENT,
+    "pretrained_model_name_or_path": _MODEL_ARGUMENT,
+    "path": _MODEL_ARGUMENT,
     # transformers' from_pretrained names, as users bring them to bertscope.load
     "torch_dtype": "bertscope calls it dtype: bertscope.load(..., dtype='bfloat16')",
     "device_map": "bertscope calls it device: bertscope.load(..., device='cuda')",

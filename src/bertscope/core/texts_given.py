@@ -97,9 +97,9 @@ def bare_pair_message(texts: tuple[str, str]) -> str:
 def text_items(texts: object, *, pairs: bool = False) -> Iterable[Any]:
     """What `texts` holds, item by item, unread where it streams: a lone string is one text (never its
     characters); a 1-D array its items; any other iterable as given. Refused in one line: a bare (A, B)
-    tuple with `pairs` (it reads two ways), a set (no order), bytes, a mapping, a 0-D or 2-D array and
-    anything not iterable. `check_texts` (embed) and `iter_checked` (iter_embed) both read texts through
-    it."""
+    tuple with `pairs` (it reads two ways), a set (no order), bytes, a mapping, a 0-D or 2-D array, a table
+    (a DataFrame, which iterates its column names) and anything not iterable. `check_texts` (embed) and
+    `iter_checked` (iter_embed) both read texts through it."""
     if isinstance(texts, str):
         return [texts]
     if pairs and isinstance(texts, tuple) and is_pair(texts):
@@ -107,6 +107,12 @@ def text_items(texts: object, *, pairs: bool = False) -> Iterable[Any]:
     refuse_unordered(texts)
     if isinstance(texts, np.ndarray):
         return _array_items(texts)
+    shape = getattr(texts, "shape", None)
+    if isinstance(shape, tuple) and len(shape) == 2:  # a pandas or polars DataFrame iterates its column names
+        raise InvalidInput(
+            f"texts must be a string or a 1-D list of strings, got a table ({type(texts).__name__}, "
+            f"{shape[0]} x {shape[1]}): pass its text column, e.g. df['text']"
+        )
     if isinstance(texts, (bytes, bytearray, Mapping)) or not isinstance(texts, Iterable):
         raise InvalidInput(f"texts must be a string or a list of strings, got {type(texts).__name__}")
     return texts
