@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import numpy as np
 import pytest
 
 import bertscope
@@ -52,3 +53,24 @@ def test_none_is_refused_in_one_line_by_the_adapters(bundled: bertscope.Model) -
     for method in _adapters(bundled):
         with pytest.raises(InvalidInput, match=r"takes a list of texts, not None$"):
             method(None)
+
+
+def test_similarity_takes_sentence_transformers_keyword_names(
+    bundled: bertscope.Model, st_model: Any, static_m2v: Any
+) -> None:
+    e, f = bundled.encode(TEXTS), bundled.encode(["a car", "the cat sat", "rain"])
+    want = st_model.similarity(embeddings1=e, embeddings2=f).numpy()
+    np.testing.assert_allclose(bundled.similarity(embeddings1=e, embeddings2=f), want, atol=1e-6)
+    np.testing.assert_allclose(bundled.similarity(e, embeddings2=f), want, atol=1e-6)
+    np.testing.assert_allclose(bundled.similarity(a=e, b=f), want, atol=1e-6)  # the forms that worked work
+    np.testing.assert_allclose(bundled.similarity(TEXTS, ["a car"]), bundled.similarity(a=TEXTS, b=["a car"]))
+    s = static_m2v.encode(TEXTS)
+    given = static_m2v.similarity(embeddings1=s, embeddings2=s)
+    np.testing.assert_allclose(given, static_m2v.similarity(s, s))
+    for model, vectors in ((bundled, e), (static_m2v, s)):
+        with pytest.raises(InvalidInput, match=r"^give a= or embeddings1= .*not both"):
+            model.similarity(vectors, embeddings1=vectors)
+        with pytest.raises(InvalidInput, match=r"^give b= or embeddings2= .*not both"):
+            model.similarity(vectors, vectors, embeddings2=vectors)
+        with pytest.raises(InvalidInput, match=r"^similarity needs a"):
+            model.similarity(embeddings2=vectors)

@@ -34,8 +34,8 @@ from .errors import InputTooLong, InvalidInput, InvalidSpec, UnknownOption, call
 
 __all__ = [
     "DOCUMENT_PROMPTS", "OUTPUT_VALUES", "QUERY_PROMPTS", "encode", "encode_role", "max_seq_length_refusal",
-    "role_prompt", "say_truncated", "similarity_pairwise", "st_prompt", "texts_as_list", "vector_similarity",
-    "warn_truncated",
+    "role_prompt", "say_truncated", "similarity_operands", "similarity_pairwise", "st_prompt",
+    "texts_as_list", "vector_similarity", "warn_truncated",
 ]  # fmt: skip
 
 OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
@@ -171,6 +171,27 @@ def vector_similarity(function: str, a: Any, b: Any, options: Mapping[str, objec
             function, left64[start : start + block, None, :], right64[None, :, :]
         )
     return found
+
+
+def similarity_operands(a: Any, b: Any, embeddings1: Any, embeddings2: Any) -> tuple[Any, Any]:
+    """`similarity`'s (a, b), given as a and b or under sentence-transformers' names embeddings1 and
+    embeddings2, so its `model.similarity(embeddings1=e, embeddings2=f)` runs unchanged; a side given under
+    both names is refused in one line, and a missing `a` too."""
+    sides = []
+    given = (("a", a, "embeddings1", embeddings1), ("b", b, "embeddings2", embeddings2))
+    for name, value, st_name, st_value in given:
+        if value is not None and st_value is not None:
+            raise InvalidInput(
+                f"give {name}= or {st_name}= (sentence-transformers' name of it), not both: they are one "
+                "argument"
+            )
+        sides.append(value if st_value is None else st_value)
+    if sides[0] is None:
+        raise InvalidInput(
+            "similarity needs a: texts or vectors, similarity(a, b) (or embeddings1=, embeddings2=); "
+            "b defaults to a"
+        )
+    return sides[0], sides[1]
 
 
 def similarity_pairwise(embeddings1: Any, embeddings2: Any, function: str = "cosine") -> np.ndarray:

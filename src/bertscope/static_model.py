@@ -291,8 +291,11 @@ class StaticModel(SentenceTransformersAttributes):
 
     def similarity(
         self,
-        a: str | Sequence[str] | np.ndarray,
+        a: str | Sequence[str] | np.ndarray | None = None,
         b: str | Sequence[str] | np.ndarray | None = None,
+        *,
+        embeddings1: Any = None,
+        embeddings2: Any = None,
         **options: Unpack[RecipeKeywords],
     ) -> np.ndarray:
         """Cosine matrix (len(a), len(b)) of texts' sentence vectors (b defaults to a); of vectors already
@@ -302,8 +305,10 @@ class StaticModel(SentenceTransformersAttributes):
         arrays (n, d) and (m, d), or (d,) for one, give their (n, m) scores by `similarity_fn_name` (the
         folder's config_sentence_transformers.json: cosine where it names none; dot product, or negative
         euclidean or manhattan distance), as sentence-transformers computes them. Texts are always scored
-        by cosine, as `Model.similarity` scores them.
+        by cosine, as `Model.similarity` scores them. `embeddings1=` and `embeddings2=`,
+        sentence-transformers' names, are `a` and `b`.
         """
+        a, b = _st.similarity_operands(a, b, embeddings1, embeddings2)
         if is_vectors(a) or is_vectors(b):  # torch tensors and other array-likes too, as Model's
             # Model.similarity's own helper, so both refuse a bad array and stray options alike
             return _st.vector_similarity(self.similarity_fn_name, a, b, options)

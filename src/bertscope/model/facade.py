@@ -240,8 +240,11 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
 
     def similarity(
         self,
-        a: str | Sequence[str] | np.ndarray | Any,
+        a: str | Sequence[str] | np.ndarray | Any = None,
         b: str | Sequence[str] | np.ndarray | Any = None,
+        *,
+        embeddings1: Any = None,
+        embeddings2: Any = None,
         **options: Unpack[RecipeKeywords],
     ) -> np.ndarray:
         """Cosine matrix (len(a), len(b)) of texts' sentence vectors with `embed`'s options (b defaults to
@@ -255,9 +258,13 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
         the CPU), a list of rows or of (d,) tensors, a `SentenceEmbeddings`. Texts are always scored by
         cosine, as bertscope's own similarity (the command line, /v2/similarity, search) scores them. The
         answer is a NumPy float32 array, tensors given or not (sentence-transformers answers a tensor:
-        `torch.from_numpy` it).
+        `torch.from_numpy` it). `embeddings1=` and `embeddings2=`, sentence-transformers' names, are `a`
+        and `b`.
         """
         from ..core.given import is_vectors
+        from ..encode import similarity_operands
+
+        a, b = similarity_operands(a, b, embeddings1, embeddings2)
 
         if is_vectors(a) or is_vectors(b):
             from ..encode import vector_similarity
