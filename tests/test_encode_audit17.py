@@ -74,3 +74,15 @@ def test_similarity_takes_sentence_transformers_keyword_names(
             model.similarity(vectors, vectors, embeddings2=vectors)
         with pytest.raises(InvalidInput, match=r"^similarity needs a"):
             model.similarity(embeddings2=vectors)
+
+
+def test_encode_query_takes_encodes_positional_arguments(
+    bundled: bertscope.Model, st_model: Any, static_m2v: Any
+) -> None:
+    in_order = (None, None, 8, False, "sentence_embedding", "float32", True, True)  # ... convert_to_tensor
+    for role in ("encode_query", "encode_document"):
+        want = getattr(st_model, role)(TEXTS, *in_order)
+        found = getattr(bundled, role)(TEXTS, *in_order)
+        np.testing.assert_allclose(found.numpy(), want.numpy(), atol=1e-5)
+        static = getattr(static_m2v, role)(TEXTS, None, None, 8, False)
+        np.testing.assert_array_equal(static, static_m2v.encode(TEXTS))

@@ -123,9 +123,11 @@ def encode_role(
     prompt_name: str | None,
     prompt: str | None,
     options: dict[str, Any],
+    positional: Sequence[Any] = (),
 ) -> Any:
     """sentence-transformers' `encode_query` (names `QUERY_PROMPTS`) or `encode_document`
-    (`DOCUMENT_PROMPTS`): `model.encode` with the role's prompt where none is named (`role_prompt`)."""
+    (`DOCUMENT_PROMPTS`): `model.encode` with the role's prompt where none is named (`role_prompt`);
+    `positional`: encode's arguments after `prompt` given in order (batch_size, show_progress_bar, ...)."""
     from .core.st_settings import role_refusal
 
     # a folder's query_length / document_length cut the role's texts there; bertscope has one limit a model
@@ -133,7 +135,7 @@ def encode_role(
         raise refused
     if prompt_name is None and prompt is None:
         prompt_name = role_prompt(model.prompts.prompts, names)
-    return model.encode(sentences, prompt_name, prompt, **options)
+    return model.encode(sentences, prompt_name, prompt, *positional, **options)
 
 
 def role_prompt(own: Mapping[str, str], names: Sequence[str]) -> str | None:

@@ -359,22 +359,27 @@ class StaticModel(SentenceTransformersAttributes):
         sentences: str | Sequence[str] | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
+        *positional: Any,
         **options: Any,
     ) -> Any:
         """sentence-transformers' `encode_query`, as `Model.encode_query`: `encode` with the folder's "query"
-        prompt where none is named, else none (never its default prompt); other keywords are `encode`'s."""
-        return _st.encode_role(self, _st.QUERY_PROMPTS, sentences, prompt_name, prompt, options)
+        prompt where none is named, else none (never its default prompt); the other arguments are `encode`'s,
+        in its order or by name."""
+        return _st.encode_role(self, _st.QUERY_PROMPTS, sentences, prompt_name, prompt, options, positional)
 
     def encode_document(
         self,
         sentences: str | Sequence[str] | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
+        *positional: Any,
         **options: Any,
     ) -> Any:
         """sentence-transformers' `encode_document`, as `Model.encode_document`: `encode` with the folder's
-        "document" prompt where none is named, else none; the other keywords are `encode`'s."""
-        return _st.encode_role(self, _st.DOCUMENT_PROMPTS, sentences, prompt_name, prompt, options)
+        "document" prompt where none is named, else none; the other arguments are `encode`'s, in its order
+        or by name."""
+        names = _st.DOCUMENT_PROMPTS
+        return _st.encode_role(self, names, sentences, prompt_name, prompt, options, positional)
 
     def similarity_pairwise(self, embeddings1: Any, embeddings2: Any) -> np.ndarray:
         """sentence-transformers' `similarity_pairwise`: (n,) similarity of row i with row i of two (n, d)

@@ -215,28 +215,31 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
         sentences: str | Sequence[str] | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
+        *positional: Any,
         **options: Any,
     ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
         """sentence-transformers' `encode_query`: `encode` with the model's "query" prompt where none is
         named, and no prompt where the model has none (never its default prompt, as sentence-transformers
-        5+ gives it); the other keywords are `encode`'s."""
+        5+ gives it); the other arguments are `encode`'s, in its order (batch_size, ...) or by name."""
         from ..encode import QUERY_PROMPTS, encode_role
 
-        return encode_role(self, QUERY_PROMPTS, sentences, prompt_name, prompt, options)
+        return encode_role(self, QUERY_PROMPTS, sentences, prompt_name, prompt, options, positional)
 
     def encode_document(
         self,
         sentences: str | Sequence[str] | None = None,
         prompt_name: str | None = None,
         prompt: str | None = None,
+        *positional: Any,
         **options: Any,
     ) -> np.ndarray | torch.Tensor | list[torch.Tensor]:
         """sentence-transformers' `encode_document`: `encode` with the model's "document" prompt where none
         is named, and no prompt where the model has none (sentence-transformers 5+ gives every model a
-        "document" prompt, "" unless the model sets one, so "passage" or "corpus" are not tried)."""
+        "document" prompt, "" unless the model sets one, so "passage" or "corpus" are not tried); the other
+        arguments are `encode`'s, in its order (batch_size, ...) or by name."""
         from ..encode import DOCUMENT_PROMPTS, encode_role
 
-        return encode_role(self, DOCUMENT_PROMPTS, sentences, prompt_name, prompt, options)
+        return encode_role(self, DOCUMENT_PROMPTS, sentences, prompt_name, prompt, options, positional)
 
     def similarity(
         self,
