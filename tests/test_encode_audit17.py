@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import bertscope
-from bertscope.errors import InvalidInput
+from bertscope.errors import InputTooLong, InvalidInput
 from bertscope.integrations import langchain as lc
 from bertscope.integrations import llamaindex as li
 
@@ -86,3 +86,14 @@ def test_encode_query_takes_encodes_positional_arguments(
         np.testing.assert_allclose(found.numpy(), want.numpy(), atol=1e-5)
         static = getattr(static_m2v, role)(TEXTS, None, None, 8, False)
         np.testing.assert_array_equal(static, static_m2v.encode(TEXTS))
+
+
+def test_token_embeddings_of_pairs_as_sentence_transformers(bundled: bertscope.Model, st_model: Any) -> None:
+    pairs = [("a question here", "an answer"), ("x", "a much longer second part of the pair")]
+    found = bundled.encode(pairs, output_value="token_embeddings")
+    want = st_model.encode(pairs, output_value="token_embeddings")
+    for mine, theirs in zip(found, want, strict=True):
+        assert mine.shape == theirs.shape
+        np.testing.assert_allclose(mine.numpy(), theirs.numpy(), atol=1e-4)
+    with pytest.raises(InputTooLong, match="encode refuses it too, where sentence-transformers cuts"):
+        bundled.encode([("word " * 300, "b")], output_value="token_embeddings")

@@ -86,7 +86,12 @@ def encode(
     # The model's own prompts (and its default one) apply as in sentence-transformers, its tokens kept.
     if output_value == "token_embeddings":
         asked = EmbedOptions(layers="-1", pooling=Pooling.MEAN, prompt_name=prompt_name, prompt=prompt)
-        rows = model.token_vectors(check_texts(texts), resolve(model, asked).spec, bool(show_progress_bar))
+        # pairs too, as [CLS] A [SEP] B [SEP], as sentence-transformers gives their tokens
+        items = check_texts(texts, pairs=True)
+        try:
+            rows = model.token_vectors(items, resolve(model, asked).spec, bool(show_progress_bar))
+        except InputTooLong as exc:
+            raise _pair_too_long(exc) from None
         warn_truncated([row.n_dropped for row in rows], model.max_tokens, _TOKENS_WINDOW)
         import torch  # sentence-transformers gives token embeddings as tensors
 
@@ -98,10 +103,8 @@ def encode(
         found = model.embed(
             texts, pooling="auto", prompt_name=prompt_name, prompt=prompt, progress=bool(show_progress_bar)
         )
-    except InputTooLong as exc:  # under truncation only a pair is: say where encode parts from theirs
-        raise InputTooLong(
-            f"{exc}; encode refuses it too, where sentence-transformers cuts the longer part first"
-        ) from None
+    except InputTooLong as exc:
+        raise _pair_too_long(exc) from None
     warn_truncated(found.n_dropped, model.max_tokens, _WINDOW)
     vectors = found.vectors
     if truncate_dim is not None:
@@ -114,6 +117,13 @@ def encode(
 
         result = torch.from_numpy(vectors) if convert_to_tensor else list(torch.from_numpy(vectors))
     return result[0] if single else result
+
+
+def _pair_too_long(exc: InputTooLong) -> InputTooLong:
+    """Under truncation only a pair is too long: say where encode parts from sentence-transformers."""
+    return InputTooLong(
+        f"{exc}; encode refuses it too, where sentence-transformers cuts the longer part first"
+    )
 
 
 def encode_role(
