@@ -4,13 +4,14 @@ sentence-transformers where they meet, and one-line refusals where they part."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 import bertscope
-from bertscope.errors import InputTooLong, InvalidInput
+from bertscope.errors import InputTooLong, InvalidInput, InvalidSpec
 from bertscope.integrations import langchain as lc
 from bertscope.integrations import llamaindex as li
 
@@ -97,3 +98,19 @@ def test_token_embeddings_of_pairs_as_sentence_transformers(bundled: bertscope.M
         np.testing.assert_allclose(mine.numpy(), theirs.numpy(), atol=1e-4)
     with pytest.raises(InputTooLong, match="encode refuses it too, where sentence-transformers cuts"):
         bundled.encode([("word " * 300, "b")], output_value="token_embeddings")
+
+
+NAMES = Path(__file__).resolve().parents[1] / "docs" / "names.md"
+
+
+def test_where_encode_parts_from_sentence_transformers_is_said(bundled: bertscope.Model) -> None:
+    page = " ".join(NAMES.read_text().split())
+    with pytest.raises(InvalidSpec, match=r"^output_value=None .* model.batch\(texts\) the input_ids"):
+        bundled.encode(TEXTS, output_value=None)
+    assert "`encode(output_value=None)` is refused" in page
+    with pytest.raises(InvalidSpec, match="give prompt_name or prompt, not both"):
+        bundled.encode(TEXTS, prompt_name="query", prompt="x: ")
+    assert "sentence-transformers warns and uses `prompt`" in page
+    assert bundled.device == "cpu" and str(bundled.device) == "cpu"  # the default backend: no torch
+    assert '`m.device` is the str `"cpu"` on the default backend (onnxruntime)' in page
+    assert "A static (model2vec) folder stored in float16: `encode` gives float32" in page

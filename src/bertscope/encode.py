@@ -286,6 +286,12 @@ def _check(
     truncate_dim: int | None,
 ) -> None:
     whole_number(batch_size, "batch_size", meaning="texts per batch, such as 32")
+    if output_value is None:  # its rows are padded to a batch of batch_size texts: bertscope's differ
+        raise InvalidSpec(
+            "output_value=None (sentence-transformers' every feature per text, padded to its batch) is not "
+            "offered: output_value='token_embeddings' gives the token embeddings, model.batch(texts) the "
+            "input_ids and attention_mask"
+        )
     if output_value not in OUTPUT_VALUES:
         raise InvalidSpec(
             f"output_value={output_value!r} is not supported; choose one of: {', '.join(OUTPUT_VALUES)}"
