@@ -816,6 +816,7 @@ def test_an_actor_given_more_ray_cpus_than_its_node_has_loads_with_the_nodes_cpu
 
     monkeypatch.setattr(distributed, "load_model", record)
     monkeypatch.setattr(distributed, "usable_cpus", lambda: 2)
-    with pytest.raises(CorpusError, match="stop here"):
-        distributed._Embedder(None, "cpu", "float32", 8, "text", {}, None)  # type: ignore[arg-type]
+    embedder = distributed._Embedder(None, "cpu", "float32", 8, "text", {}, None)  # type: ignore[arg-type]
     assert asked["threads"] == 2
+    with pytest.raises(CorpusError, match="stop here"):  # a load's refusal comes with the first batch
+        embedder(None)
