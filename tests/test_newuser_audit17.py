@@ -21,6 +21,9 @@ def test_a_dataframe_is_refused_not_embedded_as_its_column_names(bundled: bertsc
         with pytest.raises(InvalidInput, match=r"got a table \(DataFrame, 3 x 1\): pass its text column"):
             call(table)
     assert bundled.embed(table["text"]).vectors.shape == (3, 384)  # one column is a list of texts
+    with pytest.raises(InvalidInput, match=r"^encode takes a str or a list of str, got a table"):
+        bundled.encode(table)
+    assert bundled.encode(table["text"]).shape == (3, 384)
 
 
 def test_a_range_past_the_last_layer_is_out_of_range_not_malformed() -> None:

@@ -28,7 +28,7 @@ from .core.loading import device_kind
 from .core.similarity import cos_sim, pairwise_cos_sim, unit, vectors_given
 from .core.spec import EmbedOptions, auto_refusal, resolve, unknown_option, whole_number
 from .core.st_attributes import ENCODE_INSTEAD
-from .core.texts_given import text_items
+from .core.texts_given import refuse_table, text_items
 from .core.tokens import check_texts, cut_warning
 from .errors import InputTooLong, InvalidInput, InvalidSpec, UnknownOption, caller_level
 
@@ -409,6 +409,7 @@ def texts_as_list(texts: Any, takes: str) -> list[Any]:
             f"{takes}, not a set: a set's order is not one you chose, and the rows come back in that "
             "order; pass a list, such as sorted(texts)"
         )
+    refuse_table(texts, takes)  # a DataFrame would give its column names
     try:
         return list(texts)
     except TypeError:

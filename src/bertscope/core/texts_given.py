@@ -107,15 +107,21 @@ def text_items(texts: object, *, pairs: bool = False) -> Iterable[Any]:
     refuse_unordered(texts)
     if isinstance(texts, np.ndarray):
         return _array_items(texts)
-    shape = getattr(texts, "shape", None)
-    if isinstance(shape, tuple) and len(shape) == 2:  # a pandas or polars DataFrame iterates its column names
-        raise InvalidInput(
-            f"texts must be a string or a 1-D list of strings, got a table ({type(texts).__name__}, "
-            f"{shape[0]} x {shape[1]}): pass its text column, e.g. df['text']"
-        )
+    refuse_table(texts, "texts must be a string or a 1-D list of strings")
     if isinstance(texts, (bytes, bytearray, Mapping)) or not isinstance(texts, Iterable):
         raise InvalidInput(f"texts must be a string or a list of strings, got {type(texts).__name__}")
     return texts
+
+
+def refuse_table(texts: object, takes: str) -> None:
+    """Refuse a 2-D table (a pandas or polars DataFrame), which iterates its column names, not its rows;
+    `takes` says what the caller takes."""
+    shape = getattr(texts, "shape", None)
+    if isinstance(shape, tuple) and len(shape) == 2 and not isinstance(texts, np.ndarray):
+        raise InvalidInput(
+            f"{takes}, got a table ({type(texts).__name__}, {shape[0]} x {shape[1]}): pass its text column, "
+            "e.g. df['text']"
+        )
 
 
 def _array_items(texts: np.ndarray) -> list[Any]:
