@@ -65,6 +65,16 @@ def test_a_tsv_past_the_limit_is_never_told_to_fix_its_quotes(
 TEXTS = ["a storm hits the coast", "prices keep rising", "the river bank flooded", "a quiet day"]
 
 
+def _ctrl_c() -> None:
+    """What a Ctrl-C does to a running job: its SIGINT handler is called. Called here, in this thread, not
+    raised as a signal: a raised one is run by the main thread when it next runs Python, which under
+    pytest-xdist could be after the job restored the default handler (a KeyboardInterrupt that stops the
+    worker)."""
+    handler = signal.getsignal(signal.SIGINT)
+    assert callable(handler) and handler is not signal.default_int_handler, "the job installs its own"
+    handler(signal.SIGINT, None)
+
+
 def _ctrl_c_in_forward(monkeypatch: pytest.MonkeyPatch, at: int) -> list[int]:
     """Ctrl-C (SIGINT to this process) during forward number `at` (1-based) of the job's level; the
     forwards run so far, counted."""
@@ -78,7 +88,7 @@ def _ctrl_c_in_forward(monkeypatch: pytest.MonkeyPatch, at: int) -> list[int]:
         def embed_then_stop(records: list[object], **kwargs: object) -> object:
             forwards.append(len(records))
             if len(forwards) == at:
-                signal.raise_signal(signal.SIGINT)  # the job's handler sets its flag, as a Ctrl-C does
+                _ctrl_c()
             return embed(records, **kwargs)  # type: ignore[arg-type]
 
         level.embed = embed_then_stop  # type: ignore[method-assign]
@@ -111,7 +121,7 @@ def test_ctrl_c_before_a_batch_stops_before_its_forward(
 
     def texts() -> Iterator[str]:
         yield TEXTS[0]
-        signal.raise_signal(signal.SIGINT)
+        _ctrl_c()
         yield from TEXTS[1:]
 
     early = tmp_path / "early.parquet"
