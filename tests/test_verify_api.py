@@ -140,12 +140,3 @@ def test_an_unfinished_job_is_refused_in_words_that_fit_verify(tmp_path: Path) -
     said = str(caught.value)
     assert said.endswith("run it again with --resume to finish it first"), said
     assert "search" not in said
-
-
-def test_verify_store_is_offered_beside_verify_model() -> None:
-    import bertscope.verify
-
-    assert bertscope.verify.verify_store is verify_store is bertscope.verify_store
-    assert "verify_store" in bertscope.verify.__all__
-    with pytest.raises(AttributeError, match="no attribute 'verify_stores'"):
-        bertscope.verify.verify_stores  # noqa: B018

@@ -9,7 +9,7 @@ Three checks, one per question:
     verify_store(store)                 do a store's vectors and this deployment share one space?
                                         (store.py: a stratified sample re-embedded and compared; it
                                         loads a store's model by name through the loader registered
-                                        low, core/loaders.py: `from bertscope.verify import
+                                        low, core/loaders.py: `from bertscope.verify.store import
                                         verify_store`, or `bertscope.verify_store`)
 
 What decides vectors (precision, stored weight dtype, attention mask, truncation, pooling, prompts,
@@ -41,18 +41,8 @@ from .reference import LayerDrift, Verification, compare_to_reference, reference
 __all__ = [
     "Difference", "FingerprintCheck", "LayerDrift", "StoreCheck", "Verification", "canary_texts",
     "check_fingerprint", "compare_to_reference", "fingerprint", "read_fingerprint", "reference_texts",
-    "save_fingerprint", "verify_model", "verify_store",
+    "save_fingerprint", "verify_model",
 ]  # fmt: skip
-
-
-def __getattr__(name: str) -> Any:
-    """`verify_store`, imported when first asked for: store.py imports the search and store code, which a
-    check of the model alone (`verify_model`, the torch-free fingerprint check) never needs."""
-    if name == "verify_store":
-        from .store import verify_store
-
-        return verify_store
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def verify_model(
