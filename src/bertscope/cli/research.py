@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import random
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -39,6 +41,8 @@ from .embed_options import given_options
 from .evaluate import NoPlotOpt, OldPlotOpt, PlotOpt, eval_app, picture_path, records_table
 from .pictures import OverwriteOpt, one_input, plot_app, vocab_app
 from .wording import as_flags
+
+T = TypeVar("T")
 
 app.add_typer(eval_app, name="eval")
 app.add_typer(vocab_app, name="vocab")
@@ -207,6 +211,14 @@ def fit_post_cmd(
     long: LongOpt = "truncate",
     stride: StrideOpt = None,
     text_field: TextFieldOpt = "text",
+    max_texts: Annotated[
+        int,
+        typer.Option(
+            "--max-texts",
+            min=2,
+            help="Fit on a uniform sample (seeded) of at most this many texts: memory stays bounded.",
+        ),
+    ] = 100_000,
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
     dtype: DtypeOpt = "float32",
@@ -217,16 +229,24 @@ def fit_post_cmd(
 ) -> None:
     """Fit whitening, all-but-the-top or PCA on a corpus's sentence vectors and save it.
 
+    A corpus of more than --max-texts texts (100,000) is read as a stream and fitted on a uniform sample
+    of that many (seeded: the same file gives the same fit), so memory does not grow with the corpus.
+
     Example: `bertscope fit-post -i corpus.txt --kind whitening --dim 256 -o white.safetensors`
     """
     from ..core.post import fit_post_on_texts
 
     _check_post_output(output, overwrite=overwrite)
     source = one_input(input_path, corpus, "texts to fit on")
-    texts = list(read_lines(source, text_field=text_field))
+    texts, seen = uniform_sample(read_lines(source, text_field=text_field), max_texts)
     if len(texts) < 2:  # said in the file's words, before the model loads: a fit needs two vectors
         name = "stdin" if source == "-" else source
         raise InvalidInput(f"fit-post needs 2 texts or more; {name} gives {len(texts)}")
+    if seen > len(texts):
+        warn(
+            f"fitting on a uniform sample of {len(texts):,} of {seen:,} texts (--max-texts)",
+            label="note:",
+        )
     processor = fit_post_on_texts(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
         texts,
@@ -254,6 +274,21 @@ def fit_post_cmd(
         f"wrote {output}: {processor.kind.value} {processor.dim_in} -> {processor.dim_out} dims, "
         f"fitted on {processor.settings['n_fit']} texts"
     )
+
+
+def uniform_sample(items: Iterable[T], size: int, *, seed: int = 0) -> tuple[list[T], int]:
+    """At most `size` of a stream's items, a uniform sample (Algorithm R, seeded), and how many it held;
+    all of them, in order, where it held no more."""
+    rng = random.Random(seed)
+    kept: list[T] = []
+    seen = 0
+    for item in items:
+        if seen < size:
+            kept.append(item)
+        elif (slot := rng.randrange(seen + 1)) < size:
+            kept[slot] = item
+        seen += 1
+    return kept, seen
 
 
 def _check_post_output(output: Path, *, overwrite: bool) -> None:
