@@ -275,35 +275,30 @@ def _sentence_ends(paragraph: str) -> list[int]:
     ends = []
     words = _WORD.finditer(paragraph)
     word: re.Match[str] | None = None  # the last word that starts before the mark
-    before: re.Match[str] | None = None  # the word before that one
     after = next(words, None)
     opened = 0  # where `word`'s letters start, its opening quotes and brackets passed over
     for match in _END.finditer(paragraph):
         at = match.start()
         while after is not None and after.start() < at:
-            before, word, after = word, after, next(words, None)
+            word, after = after, next(words, None)
             opened = word.start() + len(word.group()) - len(word.group().lstrip(_OPENING))
-        if word is not None and _abbreviation(paragraph, opened, min(word.end(), at), match, before):
+        if word is not None and _abbreviation(paragraph, opened, min(word.end(), at), match):
             continue
         ends.append(match.end())
     return ends
 
 
-def _abbreviation(
-    paragraph: str, start: int, end: int, mark: re.Match[str], before: re.Match[str] | None
-) -> bool:
+def _abbreviation(paragraph: str, start: int, end: int, mark: re.Match[str]) -> bool:
     """Whether the word paragraph[start:end] (its opening quotes left out) before `mark` is an
-    abbreviation or an initial, which ends no sentence. `before` is the word before it, if any."""
+    abbreviation or an initial, which ends no sentence."""
     if end - start > _LONGEST:  # lowercasing never shortens a word: too long to be one
         return False
     stem = paragraph[start:end].lower() if start < end else ""
     if stem == "no":  # "No. 5", but "the answer is no. Then ..." ends a sentence
         return paragraph[mark.end() :].lstrip()[:1].isdigit()
-    if len(stem) == 1 and stem.isalpha() and paragraph[mark.start()] == ".":
-        # an initial follows a name or another initial ("John F. Kennedy", "J. R. R."), or opens the
-        # sentence; after a lowercase word ("vitamin C. Then") it is a letter that ends one
-        return before is None or not before.group()[:1].islower()
-    return stem in _ABBREVIATIONS
+    # A lone letter is an initial ("J. Smith", "we met J. Smith"): "vitamin C. Then" reads the same, and
+    # cutting there would cut every "met J. Smith" too
+    return stem in _ABBREVIATIONS or (len(stem) == 1 and stem.isalpha() and paragraph[mark.start()] == ".")
 
 
 def _trimmed(text: str, start: int, end: int) -> list[Span]:
