@@ -148,7 +148,7 @@ LIBRARY = [
     ("/anatomy", {"text": LONG, "long": "error"}, 'send "long": "truncate"'),
     ("/v1/embeddings", {"input": "a", "normalize": False}, "send it to /v2/embed or TEI's /embed"),
     ("/v1/embeddings", {"input": [[101, 102]]}, "token ids are refused"),
-    ("/embed", {"inputs": [40, 1093]}, "start the server with --token-ids model"),
+    ("/embed", {"inputs": [40, 1093]}, "start bertscope serve with --token-ids model"),
 ]
 # A Python keyword form (`long='window'`, `late=False`, `prompt=`) or call (`static_word('x')`); advice
 # to a client's own Python (the openai client's extra_body=, LangChain's keyword) is a client's words.

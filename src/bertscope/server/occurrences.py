@@ -36,7 +36,7 @@ def occurrence_routes(app: FastAPI, svc: Service) -> None:
     async def occurrences(req: OccurrencesRequest) -> OccurrencesResponse:
         """The top_k stored occurrences of `word` nearest to its use in `context` (or the first top_k)."""
         if req.store not in stores:
-            loaded = ", ".join(stores) or "none (start the server with --store NAME=FILE)"
+            loaded = ", ".join(stores) or "none (start bertscope serve with --store NAME=FILE)"
             raise InvalidSpec(f"store: no store named {req.store!r} is loaded; loaded: {loaded}")
         served = stores[req.store]
         store, identity = served.fresh(svc)
@@ -108,7 +108,7 @@ class _Served:
             except BertscopeError as error:
                 raise CorpusError(
                     f"store {self.name!r}: {self.store.path} changed since the server opened it and can no "
-                    f"longer be served: {error} (or restart the server with --store {self.name}=FILE)"
+                    f"longer be served: {error} (or restart bertscope serve with --store {self.name}=FILE)"
                 ) from error
             self.identity = identity
         return self.store, identity
@@ -130,7 +130,7 @@ def _identity(name: str, path: Path) -> tuple[int, ...]:
     except FileNotFoundError:
         raise CorpusError(
             f"store {name!r}: {path} is gone (deleted or moved since the server opened it): put it back, or "
-            f"restart the server with --store {name}=FILE naming where it is now"
+            f"restart bertscope serve with --store {name}=FILE naming where it is now"
         ) from None
 
 

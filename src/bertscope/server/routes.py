@@ -172,8 +172,8 @@ def refuse_ids(svc: Service, field: str) -> None:
     raise InvalidInput(
         f"{field}: token ids are refused; they look like a client-side tokenizer's ids (tiktoken's "
         "cl100k), which would be embedded as this model's pieces and give silently wrong vectors. Send "
-        "text instead (LangChain OpenAIEmbeddings: check_embedding_ctx_length=False), or start the "
-        "server with --token-ids model if the ids are this model's own"
+        "text instead (LangChain OpenAIEmbeddings: check_embedding_ctx_length=False), or start "
+        "bertscope serve with --token-ids model if the ids are this model's own"
     )
 
 

@@ -198,7 +198,7 @@ class Service:
         if name is None:
             return None
         if name not in self.posts:
-            loaded = ", ".join(self.posts) or "none (start the server with --post NAME=FILE)"
+            loaded = ", ".join(self.posts) or "none (start bertscope serve with --post NAME=FILE)"
             raise InvalidSpec(f"post: no post-processing named {name!r} is loaded; loaded: {loaded}")
         return self.posts[name]
 
