@@ -74,15 +74,27 @@ def test_a_word_past_the_models_limit_is_named_so(
         search_occurrences(store, word="bank", context=context, model=bundled)
 
 
-def test_a_word_the_tokenizer_splits_is_named_so(tmp_path: Path, bundled: bertscope.Model) -> None:
+def test_a_word_the_tokenizer_splits_is_named_so(
+    tmp_path: Path, bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """low-lying is three words to the tokenizer, as plot words says: not 'never occurs; close: lying'."""
     corpus = tmp_path / "tricky.txt"
     corpus.write_text("The low-lying bank's café was naïve.\nA café near the low-lying river.\n")
     store = tmp_path / "tricky.parquet"
     bertscope.embed_corpus(corpus, store, model=bundled, level="tokens")
     said = r"^word 'low-lying': the tokenizer reads 3 words, low - lying: name one of them$"
-    with pytest.raises(InvalidInput, match=said):
-        search_occurrences(store, word="low-lying")
+    import bertscope.io.query as query
+
+    def no_load(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a search with no context loads no model (the store's tokenizer says it)")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(query, "load_model", no_load, raising=False)
+        patched.setattr("bertscope.core.loaders.load_model", no_load)
+        with pytest.raises(InvalidInput, match=said):
+            search_occurrences(store, word="low-lying")
+        with pytest.raises(bertscope.CorpusError, match="'1999' never occurs"):
+            search_occurrences(store, word="1999")
     with pytest.raises(InvalidInput, match=said):
         search_occurrences(store, word="low-lying", context="the low-lying river", model=bundled)
     with pytest.raises(InvalidInput, match="the tokenizer reads 2 words, bank '"):

@@ -29,7 +29,14 @@ from ..core.renamed import top_k_given
 from ..core.similarity import unit
 from ..core.spec import EmbedOptions
 from ..core.tokens import check_texts
-from ..errors import BertscopeError, CorpusError, InvalidInput, ModelLoadError
+from ..errors import (
+    BackendUnavailable,
+    BertscopeError,
+    CorpusError,
+    InvalidInput,
+    InvalidSpec,
+    ModelLoadError,
+)
 from .formats import suffixes_where
 from .index import index_copies
 from .index_copy import CheckedCopy
@@ -196,14 +203,24 @@ def _checked_word(word: str) -> str:
 def _never(word: str, store: Store, seen: Counter[str], model: Any = None) -> BertscopeError:
     """Why `word` was not found: the tokenizer reads it as several words, or it never occurs (and the
     close words that do)."""
-    if not word.strip().isalpha():  # letters alone are one word to every tokenizer: no model is loaded
+    if not word.strip().isalpha():  # letters alone are one word to every tokenizer
         try:
-            _one_word(word, model if model is not None else model_for(store.settings, store_limit=True))
-        except ModelLoadError:
-            pass  # the store's model cannot be loaded here: say what the rows show
+            # the model at hand (a context's), else the store's tokenizer alone: a search with no context
+            # loads no model (the service's no-context requests among them) to say a word is missing
+            _one_word(word, model if model is not None else _store_tokenizer(store))
+        except (ModelLoadError, InvalidSpec, BackendUnavailable):
+            pass  # the store's model or tokenizer cannot be read here: say what the rows show
     close = difflib.get_close_matches(word.casefold(), list(seen), n=5, cutoff=0.6)
     hint = f"; close words that do: {', '.join(close)}" if close else "; no close word occurs either"
     return CorpusError(f"{quoted_text(word)} never occurs in {store.path}{hint}")
+
+
+def _store_tokenizer(store: Store) -> Any:
+    """The store's model folder as a torch-free view (it tokenizes as the model does), or None where only a
+    load could read it (a hub id, code shipped with the folder)."""
+    from ..core.folder import FolderView
+
+    return FolderView.open(store.settings.get("model_arg"))  # None: the bundled model, as model_for loads it
 
 
 def _one_word(word: str, model: Any) -> None:
@@ -211,7 +228,7 @@ def _one_word(word: str, model: Any) -> None:
     `contextuality` do: its rows are those words' rows, so it never occurs as one."""
     from ..research.contextuality import given_words  # its check, shared; loaded only for such a word
 
-    if word.strip().isalpha():
+    if model is None or word.strip().isalpha():
         return
     split = given_words(model, [word])[1]
     if split:
