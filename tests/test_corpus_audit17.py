@@ -130,6 +130,37 @@ def test_ctrl_c_before_a_batch_stops_before_its_forward(
     assert forwards == [2] and not early.exists() and not (tmp_path / "early.parquet.parts").exists()
 
 
+class _WaitingStdin:
+    """stdin whose writer has sent two lines and not closed it: a third read would wait (here: fail)."""
+
+    def __init__(self) -> None:
+        self.buffer = self._lines()
+
+    @staticmethod
+    def _lines() -> Iterator[bytes]:
+        yield b"a storm hits the coast\n"
+        yield b"prices keep rising\n"
+        raise AssertionError("read on after the stop: stdin waits for lines that may never come")
+
+    def __enter__(self) -> _WaitingStdin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def test_ctrl_c_on_stdin_stops_without_reading_on(
+    tmp_path: Path, tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of 60439e1: reading the next batch before looking at the flag waits on stdin or a pipe."""
+    forwards = _ctrl_c_in_forward(monkeypatch, at=1)
+    monkeypatch.setattr("sys.stdin", _WaitingStdin())
+    out = tmp_path / "stdin.parquet"
+    with pytest.raises(JobInterrupted, match=r"^interrupted after 2 texts; everything up to there is saved"):
+        bertscope.embed_corpus("-", out, model=str(tiny_dirs["bert"]), batch_size=2)
+    assert forwards == [2]
+
+
 # --- 3. a store made with another model names the model first ------------------------------------------
 
 

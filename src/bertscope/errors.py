@@ -9,7 +9,7 @@ BertscopeError
 │   ├── UnknownToken          a token or id that is not in the vocabulary
 │   └── InputTooLong          a text longer than the model allows, with long="error"
 ├── CorpusError               a corpus file that cannot be read, or a malformed line in it
-└── JobInterrupted            a corpus job stopped on Ctrl-C after saving its last whole batch
+└── JobInterrupted            a corpus job stopped on Ctrl-C, every batch before the stop saved
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ class CorpusError(BertscopeError):
 
 
 class JobInterrupted(BertscopeError):
-    """The job stopped on Ctrl-C after saving its last whole batch; `--resume` continues it."""
+    """The job stopped on Ctrl-C with every batch before the stop saved (none, where it stopped before its
+    first); `--resume` continues it. A stop asked during the input's last batch finishes the job instead."""
 
 
 class TruncatedTextsWarning(UserWarning):

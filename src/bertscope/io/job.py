@@ -316,8 +316,13 @@ def run_level(
                 summary.tokens += rows.tokens
                 summary.rows += rows.table.num_rows
                 summary.n_truncated += rows.truncated
-            # Read on before looking at the flag: a stop asked during the last batch finishes the job,
-            # its whole input saved, rather than leave parts that --resume only writes out.
+            if stop.is_set() and len(batch) == batch_size and not _reads_without_waiting(source):
+                # stdin or a pipe may wait for lines that never come: stop now, not after a read
+                summary.seconds = time.perf_counter() - start
+                raise JobInterrupted(_interrupted(summary.embedded, sink.done))
+            # Else read on before looking at the flag (above): a stop asked during the last batch (a short
+            # one ended the input) finishes the job, its whole input saved, rather than leave parts that
+            # --resume only writes out.
             batch = next(batches, None)
     if sink.done == 0:
         sink.abandon()
@@ -326,11 +331,24 @@ def run_level(
     return summary
 
 
+def _reads_without_waiting(source: str | Path | Iterable[str]) -> bool:
+    """Whether reading the next batch of `source` returns at once: a regular file, or texts in memory;
+    not stdin or a pipe, which wait for a writer."""
+    if isinstance(source, (str, Path)):
+        return str(source) != "-" and Path(source).is_file()
+    return True
+
+
 def _interrupted(embedded: int, saved: int) -> str:
     """What a job stopped by Ctrl-C says: what it saved and how to go on from it."""
     if not saved:
         return "interrupted before any text was saved; nothing was written: run it again to start over"
     texts = "text" if embedded == 1 else "texts"
+    if not embedded:  # a resumed job stopped before its first batch
+        return (
+            f"interrupted before this run embedded a text; the {saved} saved before are kept: run it "
+            "again with resume=True (--resume) to continue"
+        )
     return (
         f"interrupted after {embedded} {texts}; everything up to there is saved. "
         "Run it again with resume=True (--resume) to continue"
