@@ -242,3 +242,25 @@ def test_bench_spells_modes_as_quantize_does(
     ran = run_main(*asked, "int9")
     assert ran.code != 0 and "unknown mode 'int9'" in ran.stderr and "openvino-int8_static" in ran.stderr
     assert "int8-static" not in ran.stderr and "\n" not in ran.stderr.strip()
+
+
+def test_remeasure_is_once_per_model_and_mode_and_never_for_a_facts_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Review of 07acb62: one boolean let the first load of a command (embed --stride's check of the model's
+    limit) use --remeasure up, so the command's own --fast load did not measure again."""
+    import importlib
+
+    import bertscope.model
+
+    cli_app = importlib.import_module("bertscope.cli.app")  # the module (bertscope.cli.app is the Typer app)
+
+    asked: list[bool] = []
+    monkeypatch.setattr(bertscope.model, "load", lambda *a, **k: asked.append(k["remeasure"]))
+    monkeypatch.setitem(cli_app._state, "remeasure", True)
+    monkeypatch.setattr(cli_app, "_remeasured", set())
+    cli_app.load_model("m", facts_only=True)  # the limit read before a job: measures nothing
+    cli_app.load_model("m", fast=True)
+    cli_app.load_model("m", fast=True)  # the same model and mode again: its figures are fresh
+    cli_app.load_model("m")  # the exact default of the same model: measured once too
+    assert asked == [False, True, False, True]

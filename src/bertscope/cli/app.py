@@ -45,6 +45,8 @@ app = typer.Typer(
 
 
 _state = {"debug": os.environ.get("BERTSCOPE_DEBUG", "") not in ("", "0")}
+# the (model, mode) loads of the running command that measured again (--remeasure): each once a command
+_remeasured: set[tuple[str, str]] = set()
 
 
 class _Notices(logging.Handler):
@@ -150,8 +152,8 @@ FastOpt = Annotated[
 
 
 def _remeasure_asked(asked: bool) -> bool:
-    # Only noted here: the measurements are forgotten by `load_model`, once the other options are
-    # accepted (a callback runs before the command checks anything, even where it then fails).
+    # Only noted here: `load_model` asks its load to measure again, once the other options are accepted
+    # (a callback runs before the command checks anything, even where it then fails).
     _state["remeasure"] = asked
     return asked
 
@@ -345,7 +347,8 @@ def _root(
     if debug:
         _state["debug"] = True
     _state["trust_remote_code"] = trust_remote_code  # per invocation: one test's flag must not leak
-    _state["remeasure"] = _state["forgotten"] = False  # a command's --remeasure: read by load_model
+    _state["remeasure"] = False  # a command's --remeasure: read by load_model
+    _remeasured.clear()
     _say_notices()
 
 
@@ -401,17 +404,20 @@ def load_model(
     fast: bool = False,
     fast_min_cosine: float | None = None,
     max_tokens: int | None = None,
+    facts_only: bool = False,
 ) -> Any:
     """Load the model a command asked for with the shared load options (--fast: the fastest mode in bound;
     `max_tokens`: a store's recorded limit, where it differs from the model's).
 
     With --remeasure, the options are checked as `load(remeasure=True)` checks them (`remeasure_if_asked`);
-    the load then measures this model's figures again, once its own options are accepted."""
+    the load then measures this model's figures again, once its own options are accepted. `facts_only`: a
+    load only to read the model's facts (its token limit, before a job), which never measures: the
+    command's own load does, once per model and mode."""
     from ..model import load
 
     mode = "fast" if fast else "exact"
-    remeasure = remeasure_if_asked(
-        backend=backend, quantize=quantize, fast=fast, fast_min_cosine=fast_min_cosine
+    remeasure = not facts_only and remeasure_if_asked(
+        backend=backend, quantize=quantize, fast=fast, fast_min_cosine=fast_min_cosine, key=(str(model), mode)
     )
     return load(
         model, device=device, dtype=dtype, threads=threads, backend=backend, quantize=quantize,
@@ -426,14 +432,15 @@ def remeasure_if_asked(
     quantize: Quantize | str | None,
     fast: bool,
     fast_min_cosine: float | None = None,
+    key: tuple[str, str] = ("", ""),
 ) -> bool:
     """Whether this load should measure again (`load(remeasure=True)`, once per command): where the command
     was given --remeasure, the options are checked first (InvalidSpec where they name the runtime
     themselves, as `load(remeasure=True)` refuses). Nothing is forgotten here: the load measures the
     model's figures of the runtime choice it reads again once its own options are accepted, so a command
     refused (a folder that is not there, --fast with --dtype, another dtype: nothing to measure) keeps
-    every measurement. A Ray job, whose driver loads without `remeasure`, forgets this machine's figures
-    instead, once the options are checked."""
+    every measurement. `key` (model, mode) measures each once per command. A Ray job, whose driver loads
+    without `remeasure`, forgets this machine's figures instead, once the options are checked."""
     if not _state.get("remeasure"):
         return False
     from ..model import refuse_unread_options
@@ -442,9 +449,9 @@ def remeasure_if_asked(
     refuse_unread_options(
         backend=backend, quantize=quantize, mode=mode, fast_min_cosine=fast_min_cosine, remeasure=True
     )
-    if _state.get("forgotten"):  # a second load of the same command: the figures are fresh
+    if key in _remeasured:  # a second load of the same model and mode in one command: the figures are fresh
         return False
-    _state["forgotten"] = True
+    _remeasured.add(key)
     if _ray_job():
         from ..backends.fast import forget_measurements
 

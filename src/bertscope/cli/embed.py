@@ -249,7 +249,7 @@ def embed(
         # checked now, not at the first long text part-way through a corpus job
         from ..core.folder import FolderView
 
-        check_stride(FolderView.open(model) or load_model(model), stride, long)
+        check_stride(FolderView.open(model) or load_model(model, facts_only=True), stride, long)
     from ..core.spec import EmbedOptions
     from ..io.chunk_level import ChunkLevel
     from ..io.level_table import CorpusOptions, level_of

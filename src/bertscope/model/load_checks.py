@@ -46,7 +46,7 @@ def refuse_unread_options(
 ) -> None:
     """Refuse an option that the other options asked leave unread: it would be ignored without a word;
     and calibration texts that are not a list of str. `load` checks these before anything loads, and the
-    command line before `--remeasure` forgets any measurement."""
+    command line before a load asked to measure again (`--remeasure`) changes any measurement."""
     from ..backends.quantize import check_calibration
 
     chosen = Backend.parse(backend, what="backend")
