@@ -189,21 +189,27 @@ class OnnxRunner:
         self._grew: set[int] = set()
         # makes the export at `path` again (float32, `build`'s): None where this runner cannot
         self.remake: Callable[[], Path] | None = None
+        self._remaking = threading.Lock()  # apart from _lock, which `session` holds when it asks
 
     def _export(self) -> Path:
         """The export's file, exported again where it left the cache after this runner opened (`bertscope
         cache --clear` under a running process or server), as a new process would export it."""
         if self.path.is_file():
             return self.path
-        if self.remake is None:  # an int8 graph: its calibration runs the forward this runner answers
-            raise ModelLoadError(
-                f"the ONNX graph {self.path} was removed from the cache after this model loaded (bertscope "
-                "cache --clear?); load the model again (restart the server) to make it anew"
-            )
-        if self.log is not None:
-            self.log(f"the ONNX export {self.path} left the cache after this model loaded; exporting again")
-        self.path = self.remake()
-        return self.path
+        with self._remaking:  # two requests that find it gone: one exports, the other finds it made
+            if self.path.is_file():
+                return self.path
+            if self.remake is None:  # an int8 graph: its calibration runs the forward this runner answers
+                raise ModelLoadError(
+                    f"the ONNX graph {self.path} was removed from the cache after this model loaded "
+                    "(bertscope cache --clear?); load the model again (restart the server) to make it anew"
+                )
+            if self.log is not None:
+                self.log(
+                    f"the ONNX export {self.path} left the cache after this model loaded; exporting again"
+                )
+            self.path = self.remake()
+            return self.path
 
     def _session(self, model: str | bytes) -> Any:
         session = open_session(model)
