@@ -51,6 +51,7 @@ __all__ = [
     "faiss_module",
     "opened_store",
     "shown_index",
+    "index_build_command",
     "index_state",
     "index_paths",
     "index_copies",
@@ -263,9 +264,14 @@ def shown_index(meta: dict[str, Any]) -> dict[str, Any]:
 
 def rebuild_index(store: Store) -> str:
     """The fix for an index that cannot be used: its `bertscope index build` command."""
+    return f"rebuild the index with `{index_build_command(store)} --overwrite`"
+
+
+def index_build_command(store: Store) -> str:
+    """The `bertscope index build` command for the column `store` searches, its view or column named."""
     named = f" --view {store.view}" if store.view else ""
     named = named or (f" --column {store.column}" if store.column != "embedding" else "")
-    return f"rebuild the index with `bertscope index build {store.path}{named} --overwrite`"
+    return f"bertscope index build {store.path}{named}"
 
 
 def _read_meta(path: Path) -> dict[str, Any] | None:

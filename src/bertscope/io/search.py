@@ -128,7 +128,7 @@ def search(
     found = None if exact else _index_state(opened)
     state = found if found is not None and found.fresh else None
     if nprobe is not None and (found is None or found.status == "missing"):
-        build = f"build one ({_build_command(opened)}) or " if opened.rules.by_row else ""
+        build = f"build one ({ann.index_build_command(opened)}) or " if opened.rules.by_row else ""
         raise CorpusError(
             f"nprobe= (--nprobe) is how many cells of the ANN index to visit, and {opened.path} has no "
             f"index (every row is read): {build}leave nprobe= out"
@@ -169,12 +169,6 @@ def _index_state(opened: Store) -> ann.IndexState | None:
             stacklevel=3,
         )
     return state
-
-
-def _build_command(store: Store) -> str:
-    """The `bertscope index build` command for the column searched, its view named (`index.rebuild_index`'s
-    command, which also replaces an index, without --overwrite)."""
-    return ann.rebuild_index(store).split("`")[1].removesuffix(" --overwrite")
 
 
 # A chunk store's rows are keyed by their chunk: (document id, chunk number, start, end) as JSON.
