@@ -293,3 +293,12 @@ def test_ctrl_c_importing_the_command_line_in_a_program_stays_a_keyboard_interru
         [sys.executable, "-c", _CTRL_C_IN_IMPORTS, "library"], capture_output=True, text=True, timeout=120
     )
     assert ran.returncode != 130 and ran.stderr.rstrip().endswith("KeyboardInterrupt"), ran.stderr
+
+
+def test_reading_a_csv_gives_the_program_its_own_field_limit_back(tmp_path: Path) -> None:
+    """Review of 2d5af8d: the raised limit stayed set for the whole host program."""
+    table = tmp_path / "t.csv"
+    table.write_text("id,text\n1,hello\n2,world\n")
+    before = csv.field_size_limit()
+    assert [r.text for r in read_corpus(table, id_field="id")] == ["hello", "world"]
+    assert csv.field_size_limit() == before

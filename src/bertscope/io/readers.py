@@ -9,6 +9,7 @@ import os
 import sqlite3
 import sys
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -435,8 +436,27 @@ def _csv(
     bad_lines: set[int] = set()
     stream = _csv_lines(path, skip_bad, rejects, bad_lines)
     # csv's default field limit (131,072 characters) refused a text that .txt and .jsonl read whole: a
-    # field may be as long as a line may be elsewhere (a C long on every platform bounds it).
-    csv.field_size_limit(_FIELD_LIMIT)
+    # field may be as long as a line may be elsewhere (a C long on every platform bounds it). The limit is
+    # the csv module's, process-wide: raised while this file is read, then given back (`_field_limit`).
+    with _field_limit(_FIELD_LIMIT):
+        yield from _csv_records(path, stream, text_field, id_field, delimiter, skip_bad, rejects, bad_lines)
+
+
+@contextmanager
+def _field_limit(limit: int) -> Iterator[None]:
+    """csv's field size limit set to `limit` inside, the caller's own given back after."""
+    previous = csv.field_size_limit(limit)
+    try:
+        yield
+    finally:
+        csv.field_size_limit(previous)
+
+
+def _csv_records(
+    path: Path, stream: Iterator[str], text_field: str, id_field: str | None, delimiter: str, skip_bad: bool,
+    rejects: Rejects, bad_lines: set[int],
+) -> Iterator[Record]:  # fmt: skip
+    """`_csv`'s records of the lines `stream` gives."""
     if delimiter == "\t":
         reader = csv.reader(stream, delimiter=delimiter, quoting=csv.QUOTE_NONE, strict=True)
     else:
