@@ -445,40 +445,40 @@ def _measure_all(
     """Every candidate timed on `timing_texts(texts)` (alternating rounds) and compared with torch float32's
     vectors there, on the held-out sentences and on `SHORT_TEXTS`; int8 fitted on `calibration` (None: the
     shipped texts)."""
+    ways = {}
+    for label, way in wanted.items():
+        model = base
+        if label != _FLOAT32:  # int8 fitted on the caller's calibration: a cut there is theirs, said
+            model = apply_way(base, way.options, build=build, calibration=calibration)
+        ways[label] = runtime_embedder(model, model.engine.runner)
+        base.use_torch()
     with warnings.catch_warnings():
         # its own timing texts (the calibration sentences joined in fours) may run past the model's limit:
         # not the user's cut, as in the exact default's measurement
         warnings.simplefilter("ignore", TruncatedTextsWarning)
-        ways = {}
-        for label, way in wanted.items():
-            model = base
-            if label != _FLOAT32:
-                model = apply_way(base, way.options, build=build, calibration=calibration)
-            ways[label] = runtime_embedder(model, model.engine.runner)
-            base.use_torch()
         timed = measure(ways, timing_texts(texts), rounds=_REPEATS)
         held = measure(ways, [*heldout_texts(), *SHORT_TEXTS], rounds=0)  # drift only: one untimed pass
-        reference_speed, reference = timed[_FLOAT32]
-        results = []
-        for label, (speed, vectors) in timed.items():
-            cos = np.concatenate([
-                (_unit(vectors) * _unit(reference)).sum(axis=1),
-                (_unit(held[label][1]) * _unit(held[_FLOAT32][1])).sum(axis=1),
-            ])  # fmt: skip
-            # the largest |difference| to float32's vectors over the same texts (modes.compare_modes' max_abs)
-            gap = max(np.abs(vectors - reference).max(), np.abs(held[label][1] - held[_FLOAT32][1]).max())
-            results.append(
-                Measured(
-                    mode=label,
-                    options=wanted[label].options,
-                    texts_per_s=speed,
-                    vs_float32=speed / reference_speed,
-                    cos_min=float(cos.min()),
-                    cos_mean=float(cos.mean()),
-                    max_abs=float(gap),
-                )
+    reference_speed, reference = timed[_FLOAT32]
+    results = []
+    for label, (speed, vectors) in timed.items():
+        cos = np.concatenate([
+            (_unit(vectors) * _unit(reference)).sum(axis=1),
+            (_unit(held[label][1]) * _unit(held[_FLOAT32][1])).sum(axis=1),
+        ])  # fmt: skip
+        # the largest |difference| to float32's vectors over the same texts (modes.compare_modes' max_abs)
+        gap = max(np.abs(vectors - reference).max(), np.abs(held[label][1] - held[_FLOAT32][1]).max())
+        results.append(
+            Measured(
+                mode=label,
+                options=wanted[label].options,
+                texts_per_s=speed,
+                vs_float32=speed / reference_speed,
+                cos_min=float(cos.min()),
+                cos_mean=float(cos.mean()),
+                max_abs=float(gap),
             )
-        return results
+        )
+    return results
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:
