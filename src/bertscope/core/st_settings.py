@@ -255,7 +255,8 @@ def _odd_normalize(path: Path, modules: list[dict[str, Any]], kinds: list[str]) 
         where = str(module.get("path") or "")
         named = f"its Normalize module ({where or f'modules.json entry {number}'})"
         if number < pooled:
-            return f"{named} before the Pooling module, where there is no sentence vector to normalize"
+            where = "before the Pooling module" if "Pooling" in kinds else "with no Pooling module"
+            return f"{named} {where}, where there is no sentence vector to normalize"
         config_file = path / where / "config.json"
         # sentence-transformers reads the two names from the module's config.json, defaults where absent
         config = _settings_file(config_file, dict) if where and config_file.is_file() else {}
