@@ -94,3 +94,27 @@ def test_pairs_files_read_standard_input_as_embed_does(
     swept = run_main("eval", "pairs", "-", "-m", model, "--layers", "1", "-p", "mean", "--no-plot", "--json")
     assert swept.code == 0, swept.stderr
     assert json.loads(swept.stdout)["records"][0]["n"] == 3
+
+
+def test_standard_input_is_named_as_embed_names_it(
+    tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of 4cfbdee: calibrate said '-:2' and 'stdin:2', embed '<stdin>:2'; one name, <stdin>."""
+    import io
+    import sys
+
+    from console import run_main
+
+    def stdin(data: bytes) -> None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+    model = str(tiny_dirs["bert"])
+    stdin(b"a cat\ta dog\tmaybe\n")
+    label = run_main("calibrate", "-i", "-", "-m", model, "-o", "t.json")
+    assert label.code == 1 and "<stdin>:1: expected text<TAB>text<TAB>0 or 1" in label.stderr
+    stdin(b"a cat\ta dog\t1\nbad \xff\tx\t0\n")
+    byte = run_main("calibrate", "-i", "-", "-m", model, "-o", "t.json")
+    assert byte.code == 1 and "<stdin>:2: not UTF-8 text" in byte.stderr
+    stdin(b"a cat\ta dog\t0.1\nx\ty\tz\n")
+    score = run_main("eval", "pairs", "-", "-m", model, "--no-plot")
+    assert score.code == 1 and "<stdin>:2:" in score.stderr

@@ -92,7 +92,9 @@ def text_file(read: Any, path: Path) -> Any:
 
 def line_of(path: Path, numbers: list[int]) -> Callable[[str, int], str]:
     """A `core.tokens.named_as` naming of pair i of a pairs file by its line: "pairs.tsv:4"."""
-    return lambda _kind, i: f"{path}:{numbers[i]}"
+    from ..core.text_files import shown_path
+
+    return lambda _kind, i: f"{shown_path(path)}:{numbers[i]}"
 
 
 def post_option(post: str | None) -> list[Any]:

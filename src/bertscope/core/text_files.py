@@ -8,9 +8,16 @@ from pathlib import Path
 
 from ..errors import InvalidInput
 
-__all__ = ["MISSING_VALUES", "STDIN", "is_column_name", "not_a_file", "read_utf8"]
+__all__ = ["MISSING_VALUES", "STDIN", "STDIN_NAME", "is_column_name", "not_a_file", "read_utf8", "shown_path"]
 
 STDIN = "-"  # the file name that reads standard input, as `embed -i -` does
+STDIN_NAME = "<stdin>"  # how a message names it
+
+
+def shown_path(path: str | Path) -> str:
+    """How a message names a file given as `path`: `<stdin>` for `-`."""
+    return STDIN_NAME if str(path) == STDIN else str(path)
+
 
 # A score or label field that names a column starts with a letter ("score", "sim (0-10)"); a missing value
 # is no name, so a first pair without a score is refused by its line, never skipped as a header.
@@ -39,8 +46,10 @@ def read_utf8(path: str | Path, what: str = "") -> str:
     not UTF-8 (named at the line of its first bad byte), unreadable."""
     path = Path(path)
     named = f"{what} {path}".strip()
-    if str(path) == STDIN:  # `-i -`, as embed reads it
-        return _decoded(sys.stdin.buffer.read(), f"{what} stdin".strip())
+    if str(path) == STDIN:  # `-i -`, as embed reads it, named as its reader names it
+        stdin = getattr(sys.stdin, "buffer", None)  # a StringIO put there in a program has none
+        raw = stdin.read() if stdin is not None else (sys.stdin.read() if sys.stdin else "").encode()
+        return _decoded(raw, f"{what} {STDIN_NAME}".strip())
     if not path.is_file():
         fix = "; give a text file" if path.exists() and not path.is_dir() else ""
         raise InvalidInput(f"cannot read {named}: {not_a_file(path)}{fix}")

@@ -23,7 +23,7 @@ from ..core.layers import LayerSpec, parse_layers
 from ..core.pooling import pool_sentences
 from ..core.post import PostKind, PostProcessor, fit_post
 from ..core.similarity import unit
-from ..core.text_files import MISSING_VALUES, is_column_name
+from ..core.text_files import MISSING_VALUES, is_column_name, shown_path
 from ..core.tokens import by_pair, check_texts, named_as
 from ..errors import CorpusError, InvalidInput, InvalidSpec
 from ..static import static_word
@@ -110,6 +110,7 @@ def read_numbered_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndar
     """
     from .baseline import LABEL_COLUMNS, names_text_columns
 
+    name = shown_path(path)  # <stdin> for -
     left, right, gold, numbers = [], [], [], []
     for index, (number, fields) in enumerate(_tsv(path, 3)):
         if index == 0 and is_column_name(third := fields[2].strip()):
@@ -121,22 +122,22 @@ def read_numbered_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndar
             hint = ""
             if index == 0 and is_column_name(fields[2]):
                 hint = "; if this line is a header, name its third column 'score'"
-            raise CorpusError(f"{path}:{number}: {_not_a_score(fields[2])}{hint}") from None
+            raise CorpusError(f"{name}:{number}: {_not_a_score(fields[2])}{hint}") from None
         if not fields[0].strip() or not fields[1].strip():
-            raise CorpusError(f"{path}:{number}: a text of the pair is empty; give both texts")
+            raise CorpusError(f"{name}:{number}: a text of the pair is empty; give both texts")
         if not math.isfinite(score):
             # a NaN gold score turns every correlation into nan, and the run would still exit 0
             raise CorpusError(
-                f"{path}:{number}: the gold score {fields[2]!r} is not a finite number; give a real score"
+                f"{name}:{number}: the gold score {fields[2]!r} is not a finite number; give a real score"
             )
         left.append(fields[0])
         right.append(fields[1])
         gold.append(score)
         numbers.append(number)
     if len(gold) < 3:
-        raise CorpusError(f"{path} has {len(gold)} scored pairs; a correlation needs at least 3")
+        raise CorpusError(f"{name} has {len(gold)} scored pairs; a correlation needs at least 3")
     if (why := constant_gold(gold)) is not None:
-        raise CorpusError(f"{path}: {why}")
+        raise CorpusError(f"{name}: {why}")
     return left, right, np.array(gold), numbers
 
 
@@ -192,7 +193,9 @@ def _tsv(path: str | Path, width: int) -> Iterator[tuple[int, list[str]]]:
             continue
         fields = line.split("\t")
         if len(fields) != width:  # a fourth field, or a tab inside a text, would shift what is read
-            raise CorpusError(f"{path}:{number}: expected {width} tab-separated fields, found {len(fields)}")
+            raise CorpusError(
+                f"{shown_path(path)}:{number}: expected {width} tab-separated fields, found {len(fields)}"
+            )
         yield number, fields
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from ..core.fingerprint_facts import model_files
 from ..core.post import PostProcessor, prepare_post
 from ..core.similarity import unit
-from ..core.text_files import is_column_name, read_utf8
+from ..core.text_files import is_column_name, read_utf8, shown_path
 from ..core.texts_given import text_refusal
 from ..core.tokens import by_pair, named_as
 from ..errors import InvalidInput, InvalidSpec
@@ -337,6 +337,7 @@ def read_numbered_pairs(path: str | Path) -> tuple[list[tuple[str, str, int]], l
     """
     path = Path(path)
     text = read_utf8(path)
+    name = shown_path(path)  # <stdin> for -
     rows: list[tuple[str, str, int]] = []
     numbers: list[int] = []
     lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
@@ -349,17 +350,17 @@ def read_numbered_pairs(path: str | Path) -> tuple[list[tuple[str, str, int]], l
             hint = ""
             if index == 0 and len(cells) == 3 and label is None and is_column_name(cells[2]):
                 hint = "; if this line is a header, name its third column 'label'"
-            raise InvalidInput(f"{path}:{number}: expected text<TAB>text<TAB>0 or 1, got {line[:60]!r}{hint}")
+            raise InvalidInput(f"{name}:{number}: expected text<TAB>text<TAB>0 or 1, got {line[:60]!r}{hint}")
         for column, cell in zip(("first", "second"), cells[:2], strict=True):
             # here, by its line and column: the embedding would say "text 0", of a list the user never saw
             if (problem := text_refusal(cell)) is not None:
                 raise InvalidInput(
-                    f"{path}:{number}: the {column} text {problem}; give both texts of the pair"
+                    f"{name}:{number}: the {column} text {problem}; give both texts of the pair"
                 )
         rows.append((cells[0], cells[1], int(label)))
         numbers.append(number)
     if not rows:
-        raise InvalidInput(f"{path} holds no labelled pairs: give lines TEXT<TAB>TEXT<TAB>0/1")
+        raise InvalidInput(f"{name} holds no labelled pairs: give lines TEXT<TAB>TEXT<TAB>0/1")
     return rows, numbers
 
 
