@@ -264,3 +264,19 @@ def test_remeasure_is_once_per_model_and_mode_and_never_for_a_facts_load(
     cli_app.load_model("m", fast=True)  # the same model and mode again: its figures are fresh
     cli_app.load_model("m")  # the exact default of the same model: measured once too
     assert asked == [False, True, False, True]
+
+
+def test_embed_refuses_a_layer_the_model_has_not_before_it_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`embed --remeasure --layers 99` timed the exact default (~30 s) before the layer was refused."""
+    import importlib
+
+    from console import run_main
+
+    embed_module = importlib.import_module("bertscope.cli.embed")
+
+    def no_load(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the layer is checked before any load")
+
+    monkeypatch.setattr(embed_module, "load_model", no_load)
+    ran = run_main("embed", "a cat", "--layers", "99", "--remeasure")
+    assert ran.code == 1 and "layer 99 does not exist; layers are 0..6" in ran.stderr
