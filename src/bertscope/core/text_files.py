@@ -14,7 +14,7 @@ STDIN = "-"  # the file name that reads standard input, as `embed -i -` does
 STDIN_NAME = "<stdin>"  # how a message names it
 
 
-def shown_path(path: str | Path) -> str:
+def shown_path(path: object) -> str:
     """How a message names a file given as `path`: `<stdin>` for `-`."""
     return STDIN_NAME if str(path) == STDIN else str(path)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..core.text_files import not_a_file
+from ..core.text_files import STDIN_NAME, not_a_file, shown_path
 from ..core.tokens import TextTokenizer, text_problem
 from ..errors import CorpusError, InvalidSpec
 
@@ -73,7 +73,7 @@ def given_texts(source: object) -> bool:
 
 def source_name(source: object) -> str:
     """How messages name a corpus: the file, <stdin>, or <texts> for texts given in code."""
-    return "<texts>" if given_texts(source) else "<stdin>" if str(source) == "-" else str(source)
+    return "<texts>" if given_texts(source) else shown_path(source)
 
 
 def refuse_fields_without_records(
@@ -208,7 +208,7 @@ def _text_lines(name: str, skip_bad: bool, rejects: Rejects) -> Iterator[Record]
             sys.stdin.reconfigure(newline="\n")  # type: ignore[union-attr]
         except (AttributeError, ValueError, OSError):  # not a text file (a test's StringIO), or read from
             pass
-        return _lines(sys.stdin, "<stdin>", skip_bad, rejects)
+        return _lines(sys.stdin, STDIN_NAME, skip_bad, rejects)
     path = Path(name)
     if not path.is_file():
         raise _unreadable(name, path)
@@ -384,15 +384,15 @@ def _decoded_lines(
             # A byte-order mark (Excel, Notepad) is dropped from the first line only.
             yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as exc:
-            what = "the file" if name != "<stdin>" else "the input"
+            what = "the file" if name != STDIN_NAME else "the input"
             message = f"{name}:{number}: not UTF-8 text ({exc.reason}); convert {what} to UTF-8"
             _bad(message, skip_bad, rejects)
 
 
 def _stdin_lines(stdin: TextIO, raw: Iterable[bytes], skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
     with stdin:
-        for number, line in _decoded_lines(raw, "<stdin>", skip_bad, rejects):
-            yield from _line_record(line, number, "<stdin>", skip_bad, rejects)
+        for number, line in _decoded_lines(raw, STDIN_NAME, skip_bad, rejects):
+            yield from _line_record(line, number, STDIN_NAME, skip_bad, rejects)
 
 
 def _file_lines(path: Path, skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
