@@ -15,10 +15,11 @@ import pytest
 import torch
 
 import bertscope
-from bertscope.backends import exact, fast
+from bertscope.backends import exact
 from bertscope.core.folder import FolderView
 from bertscope.core.safetensors_header import FloatRows, safetensors_tensors
 from bertscope.errors import ModelLoadError
+from tiny_models import measure_like_a_real_model
 
 _MODULES = [
     {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
@@ -221,8 +222,7 @@ def test_a_full_disk_on_a_first_load_tries_the_export_once_and_says_so_once(
         tried.append(1)
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
-    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    measure_like_a_real_model(monkeypatch)
     monkeypatch.setattr(exact, "_RUNNERS", {})  # no runtime another test of this process opened
     monkeypatch.setattr(torch.onnx, "export", disk_full)
     capsys.readouterr()

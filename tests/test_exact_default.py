@@ -18,8 +18,9 @@ import pytest
 import torch
 
 import bertscope
-from bertscope.backends import exact, fast, modes
+from bertscope.backends import exact, modes
 from bertscope.backends.quantize import calibration_texts
+from tiny_models import measure_like_a_real_model
 
 TEXTS = ["a small test sentence", "another one, a little longer than the first", ("a pair", "of texts")]
 
@@ -47,10 +48,7 @@ def test_tiny_models_stay_on_torch_and_say_why(tiny_dirs: dict[str, Path]) -> No
 def test_the_choice_is_measured_once_exact_and_every_method_agrees(
     tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
-    # Every ratio reads as taken under load (a tiny model's ONNX Runtime can run 20-40x its torch): the
-    # exact default keeps it all the same (only speed is at stake), or every load would measure again.
-    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    measure_like_a_real_model(monkeypatch)
     calls: list[int] = []
     real = exact._measure
     monkeypatch.setattr(exact, "_measure", lambda *a: calls.append(1) or real(*a))
@@ -82,8 +80,7 @@ def test_every_process_takes_the_figures_another_measured_and_info_says_the_ones
     2.458). The record `info` reads holds only while the file holds the figures it was read from."""
     from bertscope.backends import recorded
 
-    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
-    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    measure_like_a_real_model(monkeypatch)
     calls: list[int] = []
     real = exact._measure
     monkeypatch.setattr(exact, "_measure", lambda *a: calls.append(1) or real(*a))
@@ -119,8 +116,7 @@ def test_runtimes_are_timed_on_corpus_sized_batches_of_sentences_and_passages(
 ) -> None:
     # 8 sentences a call ranked runtimes by a call's fixed cost: OpenVINO measured 0.25-0.39x ONNX
     # Runtime on a Xeon where it embedded news 1.16-1.27x faster (bench/BENCHMARKS.md)
-    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
-    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    measure_like_a_real_model(monkeypatch)
     calls: list[tuple[list[str], list[str], dict[str, Any]]] = []
     real = exact.measure
 
@@ -174,8 +170,7 @@ def test_torch_is_timed_no_more_once_its_first_round_is_far_slower(monkeypatch: 
 def test_a_way_that_is_not_exact_is_neither_timed_nor_chosen(
     tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
-    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    measure_like_a_real_model(monkeypatch)
     real_all, real_measure, timed = exact._all_hidden, exact.measure, []
 
     def off(model: Any, texts: list[str]) -> np.ndarray:  # ONNX Runtime's states read 1e-3 off
@@ -254,8 +249,7 @@ def test_an_export_the_disk_could_not_take_is_tried_again_on_the_next_load(
     def disk_full(*_: object, **__: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
-    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    measure_like_a_real_model(monkeypatch)
     monkeypatch.setattr(exact, "_RUNNERS", {})  # no runtime another test of this process opened
     with monkeypatch.context() as full:
         full.setattr(torch.onnx, "export", disk_full)

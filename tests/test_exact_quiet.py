@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 
 import bertscope
-from bertscope.backends import exact, fast
+from bertscope.backends import exact
+from tiny_models import measure_like_a_real_model
 
 
 def test_measuring_emits_no_truncation_warning_but_a_users_cut_is_still_said(
     tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)  # a tiny model measures, as a real one does
-    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    measure_like_a_real_model(monkeypatch)
     cut: list[Any] = []
     real = exact._all_hidden
 

@@ -14,6 +14,7 @@ from bertscope.backends import fast
 from bertscope.cli import app
 from bertscope.cli.wording import as_flags
 from bertscope.core.cpu import machine_key
+from tiny_models import measure_like_a_real_model
 
 
 @pytest.fixture
@@ -155,8 +156,7 @@ def test_a_read_only_cache_that_holds_everything_is_read(
     from bertscope.backends import exact
     from bertscope.errors import ModelLoadError
 
-    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)  # a tiny model measures, as a real one does
-    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    measure_like_a_real_model(monkeypatch)
     first = bertscope.load(tiny_dirs["bert"], device="cpu").exact_choice
     assert first is not None and "measured" in first
 
@@ -186,10 +186,8 @@ def test_a_damaged_exact_measurement_is_said_as_the_exact_defaults(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """It was said as 'fast mode: the measurements in ...-exact-...json cannot be used', no --fast asked."""
-    from bertscope.backends import exact
 
-    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
-    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
+    measure_like_a_real_model(monkeypatch)
     path = Path(bertscope.load(tiny_dirs["bert"], device="cpu").exact_choice["measured"])  # type: ignore[index]
     path.write_text("not json", encoding="utf-8")
     capsys.readouterr()

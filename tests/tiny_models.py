@@ -309,3 +309,13 @@ def st_pooling_folder(source: pathlib.Path, target: pathlib.Path, pooling_mode: 
         json.dumps({"word_embedding_dimension": width, pooling_mode: True})
     )
     return folder
+
+
+def measure_like_a_real_model(monkeypatch: Any) -> None:
+    """Let the exact default measure a tiny model as it measures a real one, and keep what it measured."""
+    from bertscope.backends import exact, fast
+
+    monkeypatch.setattr(exact, "MIN_PARAMETERS", 0)
+    # Every ratio reads as taken under load (a tiny model's ONNX Runtime can run 20-40x its torch): the
+    # exact default keeps it all the same (only speed is at stake), or every load would measure again.
+    monkeypatch.setattr(fast, "_MAX_RATIO", 1.0)
