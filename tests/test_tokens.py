@@ -355,7 +355,10 @@ def test_the_folder_view_refuses_a_bare_pair_as_the_model_does(bundled: bertscop
     assert [t.ids for t in view.tokenize([BARE])] == [bundled.tokenize([BARE])[0].ids]
 
 
-SET = "a set has no order: give a list, e.g. sorted(texts)"
+SET = (
+    "texts must be a string or a list of strings, not a set: a set's order is not one you chose, and the "
+    "rows come back in that order; pass a list, such as sorted(texts)"
+)
 
 
 @pytest.mark.parametrize("texts", [{"a cat", "a dog"}, frozenset({"a cat", "a dog"}), {"one"}])
@@ -439,7 +442,7 @@ def test_any_iterable_of_texts_is_taken_as_a_list_is(bundled: bertscope.Model, g
         (lambda: np.array([1.5, 2.5], dtype=object), "text 0 is a float, not a string"),
         (lambda: (t for t in ["a", 3]), "text 1 is a int, not a string"),
         (lambda: np.array([TWO, TWO]), "got a 2-D array"),
-        (lambda: {"a": 1}, "got dict"),
+        (lambda: {"a": 1}, "not a dict: it would embed the keys"),
         (lambda: (t for t in []), "no texts given"),
     ],
 )

@@ -24,10 +24,13 @@ from bertscope.verify.store import verify_store
 FINGERPRINT_TAKEN = r"give a fingerprint, a dict from fingerprint\(\) or the path of a file written by"
 
 
-@pytest.mark.parametrize(("texts", "kind"), [(123, "int"), (b"abc", "bytes")])
-def test_texts_that_are_no_list_of_strings_are_refused(bundled: Model, texts: Any, kind: str) -> None:
+@pytest.mark.parametrize(
+    ("texts", "told"),
+    [(123, "got int"), (b"abc", r"not bytes: decode them first, such as texts\.decode\('utf-8'\)")],
+)
+def test_texts_that_are_no_list_of_strings_are_refused(bundled: Model, texts: Any, told: str) -> None:
     """123 raised "'int' object is not iterable"; b"abc" was read as three ints ("text 61 is a int")."""
-    with pytest.raises(InvalidInput, match=rf"^texts must be a string or a list of strings, got {kind}$"):
+    with pytest.raises(InvalidInput, match=rf"^texts must be a string or a list of strings, {told}$"):
         bundled.verify(texts)
 
 

@@ -17,7 +17,7 @@ model's `similarity_fn_name`: cosine, dot, euclidean or manhattan), `get_sentenc
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence, Set
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -28,7 +28,7 @@ from .core.loading import device_kind
 from .core.similarity import cos_sim, pairwise_cos_sim, unit, vectors_given
 from .core.spec import EmbedOptions, auto_refusal, resolve, unknown_option, whole_number
 from .core.st_attributes import ENCODE_INSTEAD
-from .core.texts_given import refuse_table, text_items
+from .core.texts_given import refuse_unusable, text_items
 from .core.tokens import check_texts, cut_warning
 from .errors import InputTooLong, InvalidInput, InvalidSpec, UnknownOption, caller_level
 
@@ -395,25 +395,8 @@ def texts_as_list(texts: Any, takes: str) -> list[Any]:
     """`texts` as a list, or one line refusing what would embed the wrong texts (a dict's keys, a set in
     its hashes' order) or is no list; `takes` says what the caller takes ("encode takes a str or ...").
     The framework integrations read their texts through it too, so they refuse what encode refuses."""
-    if isinstance(texts, Mapping):
-        raise InvalidInput(
-            f"{takes}, not a dict: it would embed the keys; pass list(d) for the keys or list(d.values()) "
-            "for the values"
-        )
-    if texts is None:
-        raise InvalidInput(f"{takes}, not None")
-    if isinstance(texts, (bytes, bytearray)):  # else read as its numbers, "text 0 is a int"
-        raise InvalidInput(f"{takes}, not bytes: decode them first, such as texts.decode('utf-8')")
-    if isinstance(texts, Set):
-        raise InvalidInput(
-            f"{takes}, not a set: a set's order is not one you chose, and the rows come back in that "
-            "order; pass a list, such as sorted(texts)"
-        )
-    refuse_table(texts, takes)  # a DataFrame would give its column names
-    try:
-        return list(texts)
-    except TypeError:
-        raise InvalidInput(f"{takes}, not a {type(texts).__name__}") from None
+    refuse_unusable(texts, takes)
+    return list(texts)
 
 
 def _empty(convert_to_tensor: bool, convert_to_numpy: bool) -> Any:

@@ -12,9 +12,11 @@ import numpy as np
 
 from ..errors import InvalidInput
 
+TEXTS_TAKEN = "texts must be a string or a list of strings"
+
 __all__ = [
     "bare_pair_message", "check_text", "check_texts", "is_pair", "iter_checked", "one_text_or_pair",
-    "refuse_unordered", "text_items", "text_problem", "text_refusal",
+    "refuse_unordered", "refuse_unusable", "TEXTS_TAKEN", "text_items", "text_problem", "text_refusal",
 ]  # fmt: skip
 
 
@@ -97,20 +99,36 @@ def bare_pair_message(texts: tuple[str, str]) -> str:
 def text_items(texts: object, *, pairs: bool = False) -> Iterable[Any]:
     """What `texts` holds, item by item, unread where it streams: a lone string is one text (never its
     characters); a 1-D array its items; any other iterable as given. Refused in one line: a bare (A, B)
-    tuple with `pairs` (it reads two ways), a set (no order), bytes, a mapping, a 0-D or 2-D array, a table
-    (a DataFrame, which iterates its column names) and anything not iterable. `check_texts` (embed) and
-    `iter_checked` (iter_embed) both read texts through it."""
+    tuple with `pairs` (it reads two ways), a 0-D or 2-D array and what `refuse_unusable` refuses.
+    `check_texts` (embed), `iter_checked` (iter_embed) and the research measures read texts through it."""
     if isinstance(texts, str):
         return [texts]
     if pairs and isinstance(texts, tuple) and is_pair(texts):
         raise InvalidInput(bare_pair_message(texts))
-    refuse_unordered(texts)
     if isinstance(texts, np.ndarray):
         return _array_items(texts)
-    refuse_table(texts, "texts must be a string or a 1-D list of strings")
-    if isinstance(texts, (bytes, bytearray, Mapping)) or not isinstance(texts, Iterable):
-        raise InvalidInput(f"texts must be a string or a list of strings, got {type(texts).__name__}")
-    return texts
+    refuse_unusable(texts, TEXTS_TAKEN)
+    return texts  # type: ignore[return-value]  # refuse_unusable passed only iterables
+
+
+def refuse_unusable(texts: object, takes: str) -> None:
+    """Refuse, in one line that begins with `takes` (what the caller takes), what would embed the wrong
+    texts or none: a mapping (its keys), a set (its hashes' order), bytes (their numbers), a table (its
+    column names), None and anything not iterable. encode and the framework integrations refuse in the
+    same words as embed."""
+    if isinstance(texts, Mapping):
+        raise InvalidInput(
+            f"{takes}, not a dict: it would embed the keys; pass list(d) for the keys or list(d.values()) "
+            "for the values"
+        )
+    if texts is None:
+        raise InvalidInput(f"{takes}, not None")
+    if isinstance(texts, (bytes, bytearray)):  # else read as its numbers, "text 0 is a int"
+        raise InvalidInput(f"{takes}, not bytes: decode them first, such as texts.decode('utf-8')")
+    refuse_unordered(texts, takes)
+    refuse_table(texts, takes)
+    if not isinstance(texts, Iterable):
+        raise InvalidInput(f"{takes}, got {type(texts).__name__}")
 
 
 def refuse_table(texts: object, takes: str) -> None:
@@ -158,11 +176,14 @@ def one_text_or_pair(value: object) -> bool:
     return isinstance(value, str) or (isinstance(value, tuple) and is_pair(value))
 
 
-def refuse_unordered(texts: object) -> None:
+def refuse_unordered(texts: object, takes: str = TEXTS_TAKEN) -> None:
     """Refuse a set of texts: row i of a result must be a text the caller can name, and a set's order is
-    its hashes'."""
+    its hashes'; `takes` says what the caller takes."""
     if isinstance(texts, (set, frozenset)):
-        raise InvalidInput("a set has no order: give a list, e.g. sorted(texts)")
+        raise InvalidInput(
+            f"{takes}, not a set: a set's order is not one you chose, and the rows come back in that order; "
+            "pass a list, such as sorted(texts)"
+        )
 
 
 def iter_checked(texts: Iterable[object], *, pairs: bool = False) -> Iterator[Any]:

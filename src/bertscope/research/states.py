@@ -12,6 +12,7 @@ import numpy as np
 
 from ..core.engine import LONG_TOKENS
 from ..core.progress import progress_callback
+from ..core.texts_given import text_items
 from ..core.tokens import Tokens, check_text
 from ..errors import InvalidInput
 
@@ -109,13 +110,9 @@ def static_rows(model: Encoder, ids: Sequence[int]) -> np.ndarray:
 
 
 def text_stream(texts: Iterable[str] | str) -> Iterable[str]:
-    """`texts` to stream: a lone string is one text (as `embed` reads it), never its characters; None or
-    anything not iterable is refused in one line."""
-    if isinstance(texts, str):
-        return [texts]
-    if isinstance(texts, (bytes, bytearray)) or not isinstance(texts, Iterable):
-        raise InvalidInput(f"texts: give a list (or any iterable) of strings, not {type(texts).__name__}")
-    return texts
+    """`texts` to stream: a lone string is one text (as `embed` reads it), never its characters; what embed
+    refuses (None, a dict, a set, bytes, a table, anything not iterable) is refused in the same line."""
+    return text_items(texts)
 
 
 def layered(model: object, feature: str) -> None:
