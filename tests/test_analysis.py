@@ -153,6 +153,22 @@ def test_equal_gold_scores_are_refused_before_the_model_is_read() -> None:
         compare_kinds(None, [("a", "b", 2.0), ("c", "d", 2.0), ("e", "f", 2.0)])
 
 
+@pytest.mark.parametrize(
+    ("gold", "told"),
+    [
+        ((1.0, float("nan"), 3.0), r"^word evaluation: pair 1 \('c', 'd'\) has the gold score nan: every"),
+        ((2.0, 2.0, 2.0), "^all 3 gold scores are 2; a correlation needs at least two different scores$"),
+    ],
+)
+def test_word_eval_refuses_a_gold_no_correlation_can_be_read_from(gold: tuple[float, ...], told: str) -> None:
+    """evaluate_words answered nan for every layer (compare_kinds refused the same pairs); both read the
+    pairs through one check now, before the model is read."""
+    pairs = [(a, b, g) for (a, b), g in zip([("a", "b"), ("c", "d"), ("e", "f")], gold, strict=True)]
+    for evaluate in (evaluate_words, compare_kinds):
+        with pytest.raises(InvalidInput, match=told):
+            evaluate(None, pairs)  # type: ignore[arg-type]
+
+
 def test_word_eval_on_a_simlex_subset(bundled: bertscope.Model) -> None:
     data = word_dataset("simlex999")
     assert len(data) == 999 and data[0] == ("old", "new", 1.58)

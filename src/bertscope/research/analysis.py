@@ -153,19 +153,37 @@ def checked_gold(
     left: Sequence[str], right: Sequence[str], gold: Sequence[float] | np.ndarray, who: str
 ) -> np.ndarray:
     """`gold` as float64, or the one-line refusal of what no correlation can be read from (`who`: the
-    function refusing): lists of unequal length, fewer than 3 pairs, a score that is not finite, every
-    score the same (a 2-pair Spearman is +-1 whatever the model, a NaN or constant gold gives nan)."""
+    function refusing): lists of unequal length, fewer than 3 pairs, a score that is not finite (named by
+    its pair), every score the same (a 2-pair Spearman is +-1 whatever the model, a NaN or constant gold
+    gives nan)."""
     scores = np.asarray(gold, dtype=np.float64)
-    if not len(left) == len(right) == len(scores) or len(scores) < 3:
-        raise InvalidInput(f"{who} needs equally long left, right and gold with at least 3 pairs")
-    if not np.isfinite(scores).all():
-        first = int(np.flatnonzero(~np.isfinite(scores))[0])
+    if not len(left) == len(right) == len(scores):
         raise InvalidInput(
-            f"{who}: gold score {first} ({scores[first]}) is not a finite number; give a real score"
+            f"{who} needs equally long left, right and gold, got {len(left)}, {len(right)} and {len(scores)}"
+        )
+    if len(scores) < 3:
+        raise InvalidInput(f"{who} needs at least 3 scored pairs, got {len(scores)}")
+    if not np.isfinite(scores).all():
+        bad = int(np.flatnonzero(~np.isfinite(scores))[0])
+        raise InvalidInput(
+            f"{who}: pair {bad} ({left[bad]!r}, {right[bad]!r}) has the gold score {scores[bad]}: every "
+            "score must be a finite number (a NaN would make every correlation nan)"
         )
     if (why := constant_gold(scores)) is not None:
         raise InvalidInput(why)
     return scores
+
+
+def indexed_word_pairs(
+    pairs: Sequence[tuple[str, str, float]], who: str
+) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """Scored word pairs as their distinct words, each pair's two indices into them and the gold scores
+    (`checked_gold`'s refusals, `who` naming the function), so each word is encoded once."""
+    left, right = [a for a, _, _ in pairs], [b for _, b, _ in pairs]
+    gold = checked_gold(left, right, [g for _, _, g in pairs], who)
+    words = list(dict.fromkeys(w for pair in zip(left, right, strict=True) for w in pair))
+    where = {w: i for i, w in enumerate(words)}
+    return words, np.array([where[a] for a in left]), np.array([where[b] for b in right]), gold
 
 
 def constant_gold(gold: Sequence[float] | np.ndarray) -> str | None:
@@ -478,12 +496,7 @@ def evaluate_words(model: Encoder, pairs: Sequence[tuple[str, str, float]]) -> W
     never dropped: its vector is the mean over its word pieces, both for the rows and at every layer.
     `coverage` counts words kept whole and words split into pieces.
     """
-    if len(pairs) < 3:
-        raise InvalidInput("word evaluation needs at least 3 scored pairs")
-    words = list(dict.fromkeys(w for a, b, _ in pairs for w in (a, b)))
-    where = {w: i for i, w in enumerate(words)}
-    ia, ib = np.array([where[a] for a, _, _ in pairs]), np.array([where[b] for _, b, _ in pairs])
-    gold = np.array([g for _, _, g in pairs], dtype=np.float64)
+    words, ia, ib, gold = indexed_word_pairs(pairs, "word evaluation")
     rows = np.stack([static_word(model, w).vector for w in words])
     layered = layer_vectors(model, words, [Pooling.MEAN], mask_special=True)["mean"]
     # named as compare_kinds (static_kinds.py, a floor above) and `eval words` name these two kinds

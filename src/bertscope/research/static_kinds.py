@@ -24,7 +24,7 @@ from ..core.layers import LayerSpec, parse_layers
 from ..errors import InvalidInput
 from ..static import spelled_pieces
 from .aggregate import AggregatedStatic, layer_column, word_key
-from .analysis import constant_gold, correlations
+from .analysis import correlations, indexed_word_pairs
 
 __all__ = ["DecontextualizedStatic", "static_decontextualized", "KindsEval", "compare_kinds", "plot_kinds"]
 
@@ -121,20 +121,7 @@ def compare_kinds(
     mean); aggregated vectors cover the pairs whose two words the corpus held (keyed as the tokenizer
     normalises them); the distilled model (a model2vec folder) covers every pair.
     """
-    if len(pairs) < 3:
-        raise InvalidInput("word evaluation needs at least 3 scored pairs")
-    words = list(dict.fromkeys(w for a, b, _ in pairs for w in (a, b)))
-    where = {w: i for i, w in enumerate(words)}
-    ia, ib = np.array([where[a] for a, _, _ in pairs]), np.array([where[b] for _, b, _ in pairs])
-    gold = np.array([g for _, _, g in pairs], dtype=np.float64)
-    if not np.isfinite(gold).all():
-        bad = int(np.flatnonzero(~np.isfinite(gold))[0])
-        raise InvalidInput(
-            f"pair {bad} ({pairs[bad][0]!r}, {pairs[bad][1]!r}) has the gold score {gold[bad]}: every score "
-            "must be a finite number (a NaN would make every correlation nan)"
-        )
-    if (why := constant_gold(gold)) is not None:
-        raise InvalidInput(why)
+    words, ia, ib, gold = indexed_word_pairs(pairs, "word evaluation")
     everyone = np.ones(len(pairs), dtype=bool)
 
     def record(kind: str, layer: int | None, vectors: np.ndarray, covered: np.ndarray) -> dict[str, Any]:
