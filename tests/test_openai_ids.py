@@ -199,3 +199,22 @@ def test_ids_are_refused_where_text_would_get_a_default_prompt(bundled_path: Pat
         refused = client.post("/v1/embeddings", json={"input": [1045, 2066]})
         assert refused.status_code == 400 and "default prompt 'query'" in refused.json()["detail"]
         assert client.post("/v1/embeddings", json={"input": "i like"}).status_code == 200
+
+
+def test_ids_with_a_prompt_name_asked_are_refused_naming_prompt_name(
+    bundled_path: Path, tmp_path: Path
+) -> None:
+    """A model with prompts and no default: ids with prompt_name were refused as if the model put its
+    'default prompt' before every text, which it does not; the client's prompt_name is the cause."""
+    folder = with_prompts(bundled_path, tmp_path / "prompted", include_prompt=False, default=None)
+    model = bertscope.load(folder, device="cpu")
+    with TestClient(create_app(model, settings=ServerSettings(token_ids=TokenIds.MODEL))) as client:
+        refused = client.post("/embed", json={"inputs": [1045, 2066], "prompt_name": "query"})
+        assert refused.status_code == 422, refused.text
+        told = refused.json()["error"]
+        assert (
+            told.startswith("prompt_name 'query' puts 'query: ' before the text")
+            and "leave prompt_name out" in told
+        )
+        assert "default" not in told
+        assert client.post("/embed", json={"inputs": [1045, 2066]}).status_code == 200

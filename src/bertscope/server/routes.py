@@ -195,6 +195,11 @@ def id_tokens(
     svc.check_count(len(lists), splittable=True, field=field)  # as text: one job, batched by the engine
     if spec.prompt:
         # The prompt is text before the text; tokenized apart from it, it could come out as other pieces.
+        if spec.prompt_name != svc.model.prompts.default_name:
+            raise InvalidInput(
+                f"prompt_name {spec.prompt_name!r} puts {spec.prompt!r} before the text, which token ids "
+                "cannot carry exactly; leave prompt_name out, or send the text itself instead of ids"
+            )
         raise InvalidInput(
             f"this model puts its default prompt {spec.prompt_name!r} ({spec.prompt!r}) before every text, "
             "which token ids cannot carry exactly; send the text itself instead of ids"
