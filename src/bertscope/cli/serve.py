@@ -68,7 +68,12 @@ def serve(
         ),
     ] = 0.5,
     max_inputs: Annotated[
-        int, typer.Option("--max-inputs", min=1, help="Texts per request (413 above).")
+        int,
+        typer.Option(
+            "--max-inputs",
+            min=1,
+            help="Texts per request (more: 413 on bertscope's routes, TEI's 422 Validation, OpenAI's 400).",
+        ),
     ] = 256,
     max_body_bytes: Annotated[
         int, typer.Option("--max-body-bytes", min=1, help="Request body size before 413.")
