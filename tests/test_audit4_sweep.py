@@ -272,6 +272,8 @@ def test_stride_refusals_name_the_flag_and_the_reason(files: dict[str, Path]) ->
         assert "not --long truncate" in line and "leave --stride out" in line, line
     line = one_error(run_main("embed", "hello", "--long", "window", "--stride", str(10**12)))
     assert f"--stride {10**12}: a window's stride must be between 1 and" in line, line
+    # the fix named as the library and the service name it (audit 18g: the CLI's line had none)
+    assert line.endswith("tokens; leave --stride out for half a window"), line
 
 
 # R8: one name for one concept: -k/--top-k counts results, -n/--n-clusters senses -------------------------

@@ -416,7 +416,7 @@ def resolve_spec(
         from .tokens import stride_refusal, window_width
 
         if not 1 <= int(stride) <= (width := window_width(model.tokenizer)):
-            raise InvalidSpec(f"{stride_refusal(stride, width)}; leave stride out for half a window")
+            raise InvalidSpec(stride_refusal(stride, width))
     _check_flag(mask_special, "mask_special")
     if normalize is not None:
         _check_flag(normalize, "normalize")

@@ -245,7 +245,10 @@ class Window:
 def stride_refusal(stride: int | None, width: int) -> str:
     """The one line for a window `stride` outside 1..`width` (a window's content tokens): the windows'
     own check, and the recipe's before any work (core/spec.py)."""
-    return f"stride={stride}: a window's stride must be between 1 and {width} tokens"
+    return (
+        f"stride={stride}: a window's stride must be between 1 and {width} tokens; leave stride out for half "
+        "a window"
+    )
 
 
 def window_width(tokenizer: TextTokenizer) -> int:
