@@ -618,3 +618,33 @@ def test_no_ends_a_sentence_unless_a_number_follows(text: str, sentences: list[s
     from bertscope.core.chunking import sentence_spans
 
     assert [text[a:b] for a, b in sentence_spans(text)] == sentences
+
+
+@pytest.mark.parametrize(
+    ("text", "sentences"),
+    [
+        ("日本語です。次の文です。", ["日本語です。", "次の文です。"]),
+        ("我爱你！你爱我吗？是的。", ["我爱你！", "你爱我吗？", "是的。"]),
+        ("「こんにちは。」次。", ["「こんにちは。」", "次。"]),
+        ("日本語です。。。次！", ["日本語です。。。", "次！"]),
+        ("هل أنت بخير؟ نعم أنا بخير.", ["هل أنت بخير؟", "نعم أنا بخير."]),
+        ("यह एक वाक्य है। यह दूसरा है।", ["यह एक वाक्य है।", "यह दूसरा है।"]),
+        ("Il est là. élève arrive.", ["Il est là. élève arrive."]),
+        ("Il est là. Élève arrive.", ["Il est là.", "Élève arrive."]),
+    ],
+)
+def test_sentences_end_at_the_marks_of_other_scripts(text: str, sentences: list[str]) -> None:
+    """Audit 18g: a Japanese, Chinese, Arabic or Hindi document was one sentence (only . ! ? … followed by
+    space ended one), so late chunking gave the whole document one vector; and a lowercase letter past
+    ASCII ('é') was read as a capital that starts a sentence."""
+    from bertscope.core.chunking import sentence_spans
+
+    assert [text[a:b] for a, b in sentence_spans(text)] == sentences
+
+
+def test_a_run_of_full_width_marks_at_the_end_is_one_sentence() -> None:
+    """Backtracking inside a run of 。 at a paragraph's end cut its last mark off as a sentence of its own."""
+    from bertscope.core.chunking import sentence_spans
+
+    for text in ("。" * 2000, "終わり。" + "。" * 2000, "終わり" + "！？" * 1000):
+        assert sentence_spans(text) == [(0, len(text))]

@@ -31,12 +31,18 @@ __all__ = [
 
 Span = tuple[int, int]
 
-# A sentence ends at . ! ? or … (with closing quotes or brackets) followed by space and a non-lowercase
-# start; a blank line always ends one. Abbreviations and initials do not end a sentence.
+# A sentence ends at . ! ? or … (with closing quotes or brackets) followed by space, at the Arabic and
+# Indic marks (؟ ۔ । ॥) followed by space, and at the CJK full-width marks (。！？) with or without space;
+# a blank line always ends one. What follows must not start in lowercase (any script's: "é" too), and
+# abbreviations and initials end no sentence (`_sentence_ends`).
 # Only at the first mark of a run: a run that ends no sentence is tried once, not from each of its marks
 # (from each, "." * 20,000 cost 13 s, every attempt running to the run's end and back).
-_END = re.compile(r"(?<![.!?…])[.!?…]+[\"'”’)\]]*(?=\s+[^\sa-z])")
+_CLOSING = "\"'”’)\\]」』）〕】"
+_END = re.compile(
+    rf"(?<![.!?…؟۔।॥])[.!?…؟۔।॥]+[{_CLOSING}]*(?=\s+\S)|(?<![。！？｡])[。！？｡]+[{_CLOSING}]*(?=\s*[^\s。！？｡])"
+)
 _WORD = re.compile(r"\S+")
+_VISIBLE = re.compile(r"\s*(\S)")
 _OPENING = "(\"'“‘"  # what may open a word before its letters ("(e.g." is "e.g")
 # A blank line: nothing a reader sees between two line ends (whitespace such as a no-break or ideographic
 # space, and the format characters _invisible counts: zero-width space, word joiner, BOM, soft hyphen)
@@ -278,6 +284,8 @@ def _sentence_ends(paragraph: str) -> list[int]:
     after = next(words, None)
     opened = 0  # where `word`'s letters start, its opening quotes and brackets passed over
     for match in _END.finditer(paragraph):
+        if _next_visible(paragraph, match.end()).islower():  # "là. élève" reads on; a capital starts one
+            continue
         at = match.start()
         while after is not None and after.start() < at:
             word, after = after, next(words, None)
@@ -288,6 +296,13 @@ def _sentence_ends(paragraph: str) -> list[int]:
     return ends
 
 
+def _next_visible(paragraph: str, at: int) -> str:
+    """The first character at or after `at` that is not whitespace ("" at the end), found in place: a slice
+    of the rest at every mark would cost the paragraph's length each time."""
+    found = _VISIBLE.match(paragraph, at)
+    return found.group(1) if found else ""
+
+
 def _abbreviation(paragraph: str, start: int, end: int, mark: re.Match[str]) -> bool:
     """Whether the word paragraph[start:end] (its opening quotes left out) before `mark` is an
     abbreviation or an initial, which ends no sentence."""
@@ -295,7 +310,7 @@ def _abbreviation(paragraph: str, start: int, end: int, mark: re.Match[str]) -> 
         return False
     stem = paragraph[start:end].lower() if start < end else ""
     if stem == "no":  # "No. 5", but "the answer is no. Then ..." ends a sentence
-        return paragraph[mark.end() :].lstrip()[:1].isdigit()
+        return _next_visible(paragraph, mark.end()).isdigit()
     # A lone letter is an initial ("J. Smith", "we met J. Smith"): "vitamin C. Then" reads the same, and
     # cutting there would cut every "met J. Smith" too
     return stem in _ABBREVIATIONS or (len(stem) == 1 and stem.isalpha() and paragraph[mark.start()] == ".")
