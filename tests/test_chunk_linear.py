@@ -218,13 +218,13 @@ def test_token_rows_are_the_rows_the_scan_found(bundled: bertscope.Model) -> Non
         if all(old):
             rows = token_rows(tokens.offsets, tokens.special_mask, spans, shift=shift)
             assert [r.tolist() for r in rows] == old, name
-        else:  # the first chunk without a piece is refused, in the old words
+        else:  # the first chunk without a piece is refused, why named as embed names it (audit 18g)
             first = next(number for number, found in enumerate(old) if not found)
             with pytest.raises(bertscope.InvalidInput) as refused:
                 token_rows(tokens.offsets, tokens.special_mask, spans, shift=shift)
             assert str(refused.value) == (
                 f"chunk {first} {spans[first]} of document 0 holds no word piece the model sees (only "
-                "control or zero-width characters?); give spans with text"
+                "control or zero-width characters, or combining marks?); give spans with text"
             ), name
     assert any(not all(_old_rows(t.offsets, t.special_mask, s, h)) for _, t, s, h in _cases(bundled))
 
@@ -648,3 +648,15 @@ def test_a_run_of_full_width_marks_at_the_end_is_one_sentence() -> None:
 
     for text in ("。" * 2000, "終わり。" + "。" * 2000, "終わり" + "！？" * 1000):
         assert sentence_spans(text) == [(0, len(text))]
+
+
+def test_a_lone_combining_mark_is_refused_for_the_same_reason_by_embed_and_embed_chunks(
+    bundled: bertscope.Model,
+) -> None:
+    """embed named combining marks as a cause, embed_chunks did not (audit 18g): the uncased model drops
+    the accent, and the document was said to hold only control or zero-width characters."""
+    why = "(only control or zero-width characters, or combining marks?); give it some text"
+    for call in (lambda: bundled.embed("\u0301"), lambda: bundled.embed_chunks("\u0301", chunks="tokens")):
+        with pytest.raises(bertscope.InvalidInput) as refused:
+            call()
+        assert str(refused.value).endswith(why), str(refused.value)

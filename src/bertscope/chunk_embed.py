@@ -36,7 +36,7 @@ from .core.post import PostProcessor
 from .core.progress import progress_callback
 from .core.results import ChunkEmbeddings, SentenceEmbeddings
 from .core.spec import EmbedOptions, resolve
-from .core.tokens import Tokens, check_texts, say_cut, text_named
+from .core.tokens import NO_PIECES_WHY, Tokens, check_texts, say_cut, text_named
 from .errors import InputTooLong, InvalidInput, InvalidSpec
 
 __all__ = [
@@ -343,8 +343,8 @@ def plan_chunks(
         if not found:
             # Only token chunks can come out empty: a text whose characters the tokenizer drops.
             raise InvalidInput(
-                f"{text_named('document', index)} ({text[:20]!r}) gives no word pieces to chunk (only "
-                "control or zero-width characters?); give it some text"
+                f"{text_named('document', index)} ({text[:20]!r}) gives no word pieces to chunk "
+                f"({NO_PIECES_WHY}); give it some text"
             )
         spans.append(found)
         if on_count is not None and index + 1 < len(items):

@@ -19,6 +19,7 @@ from ..errors import InvalidInput
 from ._enums import Pooling
 from .chunking import Span
 from .pooling import POOLINGS, pool_span
+from .tokens import NO_PIECES_WHY
 
 __all__ = ["ChunkRows", "Rows", "chunk_lengths", "pool_spans", "pool_streamed", "sum_factor", "token_rows"]
 
@@ -243,6 +244,6 @@ def empty_chunk(document: int, number: int, span: Span) -> InvalidInput:
     """The refusal of a chunk with no word piece the model sees, by its document (`document`, in the
     list given) and its number there, whether it runs late or alone."""
     return InvalidInput(
-        f"chunk {number} {tuple(span)} of document {document} holds no word piece the model sees (only "
-        "control or zero-width characters?); give spans with text"
+        f"chunk {number} {tuple(span)} of document {document} holds no word piece the model sees "
+        f"({NO_PIECES_WHY}); give spans with text"
     )

@@ -48,6 +48,7 @@ __all__ = [
     "is_pair",
     "text_problem",
     "stride_refusal",
+    "NO_PIECES_WHY",
     "window_width",
 ]
 
@@ -242,6 +243,10 @@ class Window:
     n_prefix: int
 
 
+# Why a text gives the model no word piece: its characters are ones the tokenizer drops.
+NO_PIECES_WHY = "only control or zero-width characters, or combining marks?"
+
+
 def stride_refusal(stride: int | None, width: int) -> str:
     """The one line for a window `stride` outside 1..`width` (a window's content tokens): the windows'
     own check, and the recipe's before any work (core/spec.py)."""
@@ -407,7 +412,7 @@ class TextTokenizer:
         if all(tokens.special_mask):
             raise InvalidInput(
                 f"{text_named('text', index)} ({tokens.text[:20]!r}) gives no word pieces besides the "
-                "special ones (only control or zero-width characters, or combining marks?); give it some text"
+                f"special ones ({NO_PIECES_WHY}); give it some text"
             )
         if len(tokens) > self.max_tokens and tokens.pair is not None:
             raise InputTooLong(
