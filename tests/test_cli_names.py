@@ -505,7 +505,9 @@ def test_record_fields_and_the_old_column_spellings(tmp_path: Path) -> None:
     assert _refusal(*base, "--text-field", "body", "--id-column", "id").endswith(
         "no id field 'id'; the fields are: key, body"
     )
-    assert _refusal(*base, "--text-column", "text").endswith("no field 'text'; the fields are: key, body")
+    assert _refusal(*base, "--text-column", "text").endswith(
+        "no field 'text'; the fields are: key, body; name the text's field, such as --text-field body"
+    )
     assert _refusal(*base, "--text-field", "body", "--text-column", "body") == (
         "error: --text-column is the old spelling of --text-field; give --text-field only"
     )

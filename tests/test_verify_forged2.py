@@ -208,6 +208,8 @@ def test_a_store_made_with_skip_bad_verifies_against_its_own_corpus(tmp_path: Pa
     # without the job's list of what it set aside, as before: the first malformed line is refused
     Path(f"{store}.rejects").unlink()
     with pytest.raises(
-        CorpusError, match=rf"^{re.escape(str(corpus))}:2: no field 'text'; the fields are: body$"
+        CorpusError,
+        match=rf"^{re.escape(str(corpus))}:2: no field 'text'; the fields are: body; name the text's field, "
+        "such as text_field='body'$",
     ):
         verify_store(store, corpus=corpus)

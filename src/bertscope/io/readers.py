@@ -592,8 +592,12 @@ def _from_row(
 ) -> Record:
     """A Record from a row at line `number`; without an id field its id is `index` (default: `number`)."""
     if text_field not in row:
+        # the fix names the field holding the longest text on this line (an id is a short one), else the first
+        texts = {key: len(value) for key, value in row.items() if isinstance(value, str)}
+        named = max(texts, key=texts.__getitem__) if texts else next(iter(row), None)
+        fix = f"; name the text's field, such as text_field={str(named)!r}" if named is not None else ""
         raise CorpusError(
-            f"{path}:{number}: no field {text_field!r}; the fields are: {', '.join(map(str, row))}"
+            f"{path}:{number}: no field {text_field!r}; the fields are: {', '.join(map(str, row))}{fix}"
         )
     text = row[text_field]
     if text is None:
