@@ -79,6 +79,23 @@ def folder_info(view: FolderView) -> dict[str, Any] | None:
     return None if light is None or runtime is None else {**light, **runtime}
 
 
+# What `bertscope info` says of the runtime before any load on this machine has chosen one.
+UNCHOSEN = (
+    "not chosen on this machine yet: the first load that runs the model times its exact runtimes (up to a "
+    "minute) and records the fastest, which info then shows"
+)
+
+
+def unchosen_info(view: FolderView) -> dict[str, Any] | None:
+    """The folder's facts where no load here has recorded its runtime yet, the runtime left unsaid
+    (`backend` None, `exact` saying why): `bertscope info` stays light (no torch, no export, no timing)
+    on a machine that has not run the model; None where only a load can tell the facts."""
+    light = view.info()
+    if light is None:
+        return None
+    return {**light, "backend": None, "exact": {"chosen": None, "why": UNCHOSEN}}
+
+
 def _holds_for(folder: Path, device: str) -> str:
     from ..core.version import __version__
 

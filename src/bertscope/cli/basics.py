@@ -49,13 +49,14 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
 
     Example: `bertscope info --model ./my-bert`
     """
-    from ..backends.recorded import folder_info
+    from ..backends.recorded import folder_info, unchosen_info
     from ..core.prompts import read_prompts
     from ..core.st_settings import auto_refused, sentence_transformers_settings
     from ..verify.fingerprint import light_fingerprint, store_fingerprint
 
     view = FolderView.open(model)
-    light = folder_info(view) if view is not None else None
+    # a runtime no load has chosen here yet is said so: timing it would make the first `info` a full load
+    light = (folder_info(view) or unchosen_info(view)) if view is not None else None
     fingerprint = light_fingerprint(model) if light is not None else None
     if view is not None and light is not None and fingerprint is not None:
         prompts = read_prompts(view.path)
