@@ -99,7 +99,9 @@ class Anatomy:
         family uses none the anatomy can show.
 
         `steps` maps each step name (word ... model_output, in order) to its (tokens, width) rows, or
-        None where the family lacks that part.
+        None where the family lacks that part. `projected` is a projection before the LayerNorm
+        (DeBERTa-v2 with embedding_size != hidden_size); one after it (ALBERT, ELECTRA with a narrower
+        embedding) is in `encoder_input`, so `projected` is None there while `lacks` names no projection.
         """
         return {
             "text": self.tokens.text,
@@ -151,7 +153,7 @@ def _said_lossy(anatomies: list[Anatomy], lossy: str | None) -> list[Anatomy]:
     for anatomy in anatomies:
         if not anatomy.proof_holds:
             note = (
-                f"the parts are the float32 weights; model_output is this model's {lossy} runtime's layer 0, "
+                f"the parts are the stored weights; model_output is this model's {lossy} runtime's layer 0, "
                 f"which its rounding moves by {anatomy.max_abs_error:.1e}: load the model without "
                 "quantize/dtype to see the proof hold"
             )

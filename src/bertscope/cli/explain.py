@@ -197,7 +197,11 @@ def calibrate(
 def attention(
     text: Annotated[str, typer.Argument(help="One text (A with --pair).")],
     pair: Annotated[
-        str | None, typer.Option("--pair", help="A second text: the model reads A [SEP] B.")
+        str | None,
+        typer.Option(
+            "--pair",
+            help="A second text B: the text is read as the pair [CLS] A [SEP] B [SEP].",
+        ),
     ] = None,
     layer: Annotated[
         int, typer.Option("--layer", help="Encoder layer 1..L (negative counts from the end).")

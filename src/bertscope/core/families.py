@@ -202,6 +202,11 @@ class Family:
                 "learned bias per head for the distance between query and key (bucketed, "
                 f"relative_attention_num_buckets={_setting(config, 'relative_attention_num_buckets')})"
             )
+        elif where == "relative" and _setting(config, "position_biased_input"):
+            notes.append(
+                "positions enter twice: the absolute position rows added here (position_biased_input), and "
+                "in each attention layer position-to-content biases"
+            )
         elif where == "relative":
             notes.append("positions are relative: each attention layer adds position-to-content biases")
         if not has_norm:
