@@ -114,12 +114,14 @@ def tokens(
     `bertscope tokens "How are you?" --pair "Fine."`, `bertscope tokens "$(cat long.txt)" --long window`
     (every token, as embed's --long window reads them)
     """
-    from .embed_printed import check_argument_texts
+    from ..core.tokens import named_as
+    from .embed_printed import argument_named, check_argument_texts
 
     check_argument_texts(texts, command="tokens", reads_input=False)
     # the tokenizer alone answers, without torch, where the folder has a tokenizer.json
     m: Any = FolderView.open(model) or load_model(model)
-    toks = m.tokenize(with_pair(texts, pair), long=long)
+    with named_as(argument_named):  # "text 2" is the second argument, as embed names it
+        toks = m.tokenize(with_pair(texts, pair), long=long)
     say_cut([t.n_dropped for t in toks], m.max_tokens, TOKENS_FIX)
     if pad:
         from ..core.tokens import pad_batch
@@ -380,11 +382,12 @@ def anatomy(
     """
     import numpy as np
 
-    from .embed_printed import check_argument_texts
+    from ..core.tokens import named_as
+    from .embed_printed import check_argument_texts, only_text_named
 
     check_argument_texts([text], command="anatomy", reads_input=False, takes="its text as an argument")
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
-    with cuts_said_here():  # said below in the command line's words
+    with cuts_said_here(), named_as(only_text_named):  # said below in the command line's words
         a = m.anatomy(text, long=long) if pair is None else m.anatomy([(text, pair)], long=long)[0]
     say_cut([a.n_dropped], m.max_tokens, ANATOMY_FIX)
     from ..anatomy import STEPS

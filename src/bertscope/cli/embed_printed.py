@@ -113,6 +113,16 @@ def read_inputs(
     return [r.text for r in records], [r.id for r in records]
 
 
+def argument_named(kind: str, index: int) -> str:
+    """A text given as an argument, named by its number from 1 ("text 2"), as `embed` names it."""
+    return f"{kind} {index + 1}"
+
+
+def only_text_named(kind: str, index: int) -> str:
+    """The one text a command takes ("the text", "the pair")."""
+    return f"the {kind}"
+
+
 def printed_names(ids: list[str], *, from_file: bool) -> Callable[[str, int], str]:
     """How a refusal names a printed text (`core.tokens.named_as`): an argument by its number from 1
     ("text 2"), a record of -i by its id as a corpus job names it ("the text of id '7'")."""

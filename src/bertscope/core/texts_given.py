@@ -5,19 +5,60 @@ and the fix (`check_texts`, `iter_checked`, `text_items`)."""
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Protocol
 
 import numpy as np
 
 from ..errors import InvalidInput
 
+__all__ = [
+    "bare_pair_message", "by_pair", "check_text", "check_texts", "is_pair", "iter_checked", "named_as",
+    "one_text_or_pair", "refuse_unordered", "refuse_unusable", "TEXTS_TAKEN", "text_items", "text_named",
+    "text_problem", "text_refusal",
+]  # fmt: skip
+
 TEXTS_TAKEN = "texts must be a string or a list of strings"
 
-__all__ = [
-    "bare_pair_message", "check_text", "check_texts", "is_pair", "iter_checked", "one_text_or_pair",
-    "refuse_unordered", "refuse_unusable", "TEXTS_TAKEN", "text_items", "text_problem", "text_refusal",
-]  # fmt: skip
+
+# How a refusal names a text of one call: the library "text 3" by its index (from 0), the command line
+# by the number or id it prints the text under (`named_as`).
+def _by_index(kind: str, index: int) -> str:
+    return f"{kind} {index}"
+
+
+_NAMED: ContextVar[Callable[[str, int], str]] = ContextVar("named", default=_by_index)
+
+
+@contextmanager
+def named_as(name: Callable[[str, int], str]) -> Iterator[None]:
+    """Refusals raised inside name a call's text, pair or document `i` (counted from 0) as
+    `name(kind, i)` ("text 2", "the text of id '7'"), not "text i"."""
+    token = _NAMED.set(name)
+    try:
+        yield
+    finally:
+        _NAMED.reset(token)
+
+
+def text_named(kind: str, index: int) -> str:
+    """How a refusal names the call's `kind` ("text", "pair", "document") at `index` (from 0)."""
+    return _NAMED.get()(kind, index)
+
+
+def by_pair(left: Sequence[str], right: Sequence[str]) -> Callable[[str, int], str]:
+    """A `named_as` naming for the distinct texts of pairs (left[j], right[j]), in order of first
+    appearance (`dict.fromkeys([*left, *right])`): text i by the pair it first occurs in, "the first text
+    of pair 3", the pair named as the naming around names pairs (the command line: by its file and line)."""
+    outer = _NAMED.get()
+    first: dict[str, tuple[str, int]] = {}
+    for number, pair in enumerate(zip(left, right, strict=True)):
+        for column, text in zip(("first", "second"), pair, strict=True):
+            first.setdefault(text, (column, number))
+    where = [first[text] for text in dict.fromkeys([*left, *right])]
+    return lambda _kind, i: f"the {where[i][0]} text of {outer('pair', where[i][1])}"
 
 
 def is_pair(value: object) -> bool:
@@ -161,11 +202,12 @@ def check_text(text: object, index: int, *, pairs: bool = False) -> Any:
         if not isinstance(part, str):
             kind = type(part).__name__
             hint = "strings or (A, B) pairs" if pairs else "str items only (pairs are not taken here)"
-            raise InvalidInput(f"text {index} is a {kind}, not a string: pass {hint}")
+            raise InvalidInput(f"{text_named('text', index)} is a {kind}, not a string: pass {hint}")
         problem = text_refusal(part)
         if problem:
             # In a pair, say which part: "text 0 is empty" of ("a", "") sends the user to the wrong one.
-            which = f"text {index} (pair part {side})" if len(parts) == 2 else f"text {index}"
+            named = text_named("text", index)
+            which = f"{named} (pair part {side})" if len(parts) == 2 else named
             raise InvalidInput(f"{which} {problem}")
     return parts if len(parts) == 2 else text
 

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from itertools import chain
@@ -26,13 +24,16 @@ from .cut_said import say_cut as say_cut
 from .renamed_fields import renamed_field
 from .text_pieces import Cuts, cuts_for, head_and_count
 from .texts_given import bare_pair_message as bare_pair_message
+from .texts_given import by_pair as by_pair
 from .texts_given import check_text as check_text
 from .texts_given import check_texts as check_texts
 from .texts_given import is_pair as is_pair
 from .texts_given import iter_checked as iter_checked
+from .texts_given import named_as as named_as
 from .texts_given import one_text_or_pair as one_text_or_pair
 from .texts_given import refuse_unordered as refuse_unordered
 from .texts_given import text_items as text_items
+from .texts_given import text_named as text_named
 from .texts_given import text_problem as text_problem
 
 __all__ = [
@@ -54,44 +55,6 @@ __all__ = [
 
 # A text, or a sentence pair (A, B) that the model reads as [CLS] A [SEP] B [SEP].
 Text = str | tuple[str, str]
-
-
-# How a refusal names a text of one call: the library "text 3" by its index (from 0), the command line
-# by the number or id it prints the text under (`named_as`).
-def _by_index(kind: str, index: int) -> str:
-    return f"{kind} {index}"
-
-
-_NAMED: ContextVar[Callable[[str, int], str]] = ContextVar("named", default=_by_index)
-
-
-@contextmanager
-def named_as(name: Callable[[str, int], str]) -> Iterator[None]:
-    """Refusals raised inside name a call's text, pair or document `i` (counted from 0) as
-    `name(kind, i)` ("text 2", "the text of id '7'"), not "text i"."""
-    token = _NAMED.set(name)
-    try:
-        yield
-    finally:
-        _NAMED.reset(token)
-
-
-def text_named(kind: str, index: int) -> str:
-    """How a refusal names the call's `kind` ("text", "pair", "document") at `index` (from 0)."""
-    return _NAMED.get()(kind, index)
-
-
-def by_pair(left: Sequence[str], right: Sequence[str]) -> Callable[[str, int], str]:
-    """A `named_as` naming for the distinct texts of pairs (left[j], right[j]), in order of first
-    appearance (`dict.fromkeys([*left, *right])`): text i by the pair it first occurs in, "the first text
-    of pair 3", the pair named as the naming around names pairs (the command line: by its file and line)."""
-    outer = _NAMED.get()
-    first: dict[str, tuple[str, int]] = {}
-    for number, pair in enumerate(zip(left, right, strict=True)):
-        for column, text in zip(("first", "second"), pair, strict=True):
-            first.setdefault(text, (column, number))
-    where = [first[text] for text in dict.fromkeys([*left, *right])]
-    return lambda _kind, i: f"the {where[i][0]} text of {outer('pair', where[i][1])}"
 
 
 @dataclass(frozen=True)
