@@ -118,6 +118,15 @@ def serve(
             "--send-timeout", min=0.1, help="Seconds a client may take none of its answer (dropped after)."
         ),
     ] = 30.0,
+    max_connections: Annotated[
+        int | None,
+        typer.Option(
+            "--max-connections",
+            min=1,
+            help="Connections open at once (more: 503 and closed; default: half the open-file limit, "
+            "at most 4096).",
+        ),
+    ] = None,
     max_answer_floats: Annotated[
         int, typer.Option("--max-answer-floats", min=1, help="Numbers one answer may hold before 413.")
     ] = 8 * 1024 * 1024,
@@ -158,9 +167,8 @@ def serve(
     Examples: `bertscope serve` (http://127.0.0.1:8000/docs), `bertscope serve --port 9000 --api-key s3cret`,
     `bertscope serve --token-ids model` (take this model's own token ids on /v1/embeddings and /embed)
     """
-    import uvicorn
-
     from ..server import ServerSettings, create_app
+    from ..server.capacity import Server
     from ..server.connection import uvicorn_config
     from ..server.settings import TokenIds
 
@@ -193,6 +201,7 @@ def serve(
         max_request_tokens=max_request_tokens,
         header_timeout_s=header_timeout,
         send_timeout_s=send_timeout,
+        max_connections=max_connections,
         auto_split=auto_split,
         batching=not no_batching,
         posts=tuple(named_files),
@@ -217,7 +226,7 @@ def serve(
     app = create_app(m, settings=settings)
     err.print(f"serving {m.info().source} on http://{host}:{port} (docs at /docs)", highlight=False)
     config = uvicorn_config(app, host=host, port=port, settings=settings, log_level=log_level)
-    uvicorn.Server(config).run(sockets=[listening])
+    Server(config).run(sockets=[listening])
 
 
 def listening_socket(host: str, port: int) -> socket.socket:

@@ -20,11 +20,17 @@ protocol (a few microseconds each, every other client waiting), so a body sent a
 far more than its size. The chunks h11 hands over are counted as it parses them, and a body in too many
 too small ones (the rule `bodies.reading` holds its pieces to) is answered 400 and its connection closed
 at once, the rest of the buffer left unparsed.
+
+Connections are capped (`--max-connections`, `capacity.default_max_connections`: half the open-file limit,
+at most 4,096): one over the cap is answered a fixed 503 and closed as it opens, before a byte of it is
+read or parsed, and counted (`bertscope_connections_refused_total`), so idle connections cannot take the
+file descriptors the model and its open connections need.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import TYPE_CHECKING, Any
 
 import h11
@@ -32,12 +38,14 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
 
 from .bodies import dripped
+from .capacity import default_max_connections, raise_open_file_limit
 from .error_answers import error_response
 from .validation import route_path
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
+    from .metrics import Metrics
     from .settings import ServerSettings
 
 __all__ = ["HeadTimedH11Protocol", "uvicorn_config"]
@@ -67,31 +75,61 @@ class _CountedConnection(h11.Connection):
         return event
 
 
+def busy_answer(max_connections: int) -> bytes:
+    """The fixed 503 a connection over the cap gets as it opens (TEI's error body: its route is unread)."""
+    body = json.dumps(
+        {
+            "error": f"the service holds its most connections ({max_connections}, --max-connections); "
+            "try again in a moment, or reuse a connection (keep-alive)",
+            "error_type": "Overloaded",
+        }
+    ).encode()
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+        f"content-length: {len(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode() + body
+
+
 class HeadTimedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol, closing a connection whose next request head is not in within the deadline.
 
     The clock starts when the connection opens and after every answer, and stops when a request's
-    head is complete (uvicorn starts a new request cycle); data in between does not reset it.
+    head is complete (uvicorn starts a new request cycle); data in between does not reset it. A
+    connection that opens with `max_connections` already open is answered `busy_answer` and closed.
     """
 
     head_timeout: float = 10.0
     send_timeout: float = 30.0
+    max_connections: int | None = None
+    metrics: Metrics | None = None
+    busy: bytes = b""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
         self._send_timer: asyncio.TimerHandle | None = None
         self._waiting_after: Any = None  # the request cycle the awaited head comes after (None: the first)
+        self._refused = False
         size = self.config.h11_max_incomplete_event_size
         self.conn = _CountedConnection(h11.SERVER) if size is None else _CountedConnection(h11.SERVER, size)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
-        """Start the clock for the first request's head."""
+        """Start the clock for the first request's head; over the cap, answer 503 and close unread."""
         super().connection_made(transport)  # type: ignore[arg-type]
+        self._refused = self.max_connections is not None and len(self.connections) > self.max_connections
+        if self.metrics is not None:
+            self.metrics.count_connections(len(self.connections), refused=self._refused)
+        if self._refused:
+            self.transport.write(self.busy)
+            self.transport.close()  # stops reading at once; the 503 goes out before the socket closes
+            return
         self._arm()
 
     def data_received(self, data: bytes) -> None:
         """Feed uvicorn; stop the clock once a new request's head is complete."""
+        if self._refused:
+            return
         super().data_received(data)
         self._disarm_if_started()
 
@@ -113,6 +151,8 @@ class HeadTimedH11Protocol(H11Protocol):
         self._disarm()
         self._stop_send_clock()
         super().connection_lost(exc)
+        if self.metrics is not None:
+            self.metrics.count_connections(len(self.connections))
 
     def pause_writing(self) -> None:
         """The socket holds all it can: the client must take some within the send deadline."""
@@ -176,9 +216,19 @@ class HeadTimedH11Protocol(H11Protocol):
 def uvicorn_config(
     app: FastAPI, *, host: str, port: int, settings: ServerSettings, log_level: str = "info"
 ) -> uvicorn.Config:
-    """uvicorn's configuration for the service: h11 with the head deadline of `settings`."""
-    timeouts = {"head_timeout": settings.header_timeout_s, "send_timeout": settings.send_timeout_s}
-    protocol = type("HeadTimedH11Protocol", (HeadTimedH11Protocol,), timeouts)
+    """uvicorn's configuration for the service: h11 with the head deadline and connection cap of `settings`
+    (run it with `capacity.Server`, which reads the cap's metrics from it)."""
+    open_files = raise_open_file_limit()  # before the first connection: every one takes a descriptor
+    cap = settings.max_connections or default_max_connections(open_files)
+    service = getattr(app.state, "service", None)
+    fitted = {
+        "head_timeout": settings.header_timeout_s,
+        "send_timeout": settings.send_timeout_s,
+        "max_connections": cap,
+        "metrics": None if service is None else service.batcher.metrics,
+        "busy": busy_answer(cap),
+    }
+    protocol = type("HeadTimedH11Protocol", (HeadTimedH11Protocol,), fitted)
     return uvicorn.Config(
         app,
         host=host,

@@ -40,7 +40,17 @@ class Metrics:
         self.batch_tokens = Histogram(
             "bertscope_forward_tokens", "Real (unpadded) tokens in one forward", buckets=_TOKENS, registry=r
         )
-
+        self.connections_open = Gauge("bertscope_connections_open", "HTTP connections open", registry=r)
+        self.connections_refused = Counter(
+            "bertscope_connections_refused",
+            "Connections answered 503 and closed on arrival: --max-connections were open",
+            registry=r,
+        )
+        self.accept_errors = Counter(
+            "bertscope_accept_errors",
+            "Connections the process could not accept: no file descriptor free (asyncio retries each second)",
+            registry=r,
+        )
         self.busy = Counter("bertscope_worker_busy_seconds", "Time the worker spent running jobs", registry=r)
         self.abandoned = Counter(
             "bertscope_requests_abandoned", "Requests whose client left before the answer", registry=r
@@ -55,6 +65,12 @@ class Metrics:
             "Texts of abandoned requests taken out of the queue or stopped before their forward",
             registry=r,
         )
+
+    def count_connections(self, open_now: int, *, refused: bool = False) -> None:
+        """Connection callback: the connections open now, and one refused on arrival."""
+        self.connections_open.set(open_now)
+        if refused:
+            self.connections_refused.inc()
 
     def on_forward(self, n_texts: int, n_tokens: int) -> None:
         """Engine callback: record one forward's size."""

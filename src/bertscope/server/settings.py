@@ -48,6 +48,9 @@ class ServerSettings:
     # Seconds a client may take none of an answer being written before its connection is closed (nginx's
     # send_timeout): a client that never reads cannot hold the answer's bytes (`connection`).
     send_timeout_s: float = 30.0
+    # Connections open at once; one more is answered 503 and closed as it opens (`connection`). None: half
+    # the open-file limit, at most 4,096 (`capacity.default_max_connections`).
+    max_connections: int | None = None
     # Seconds an idle connection stays open after an answer (uvicorn's timeout_keep_alive).
     keep_alive_s: float = 5.0
     # Numbers one answer may hold (token vectors of every layer for many texts grow past any memory).
@@ -66,6 +69,11 @@ class ServerSettings:
             raise InvalidSpec(
                 f"max_buffered_share is {self.max_buffered_share}: give a share of --max-buffered-bytes "
                 "above 0 and at most 1 (1: no share per client address)"
+            )
+        if self.max_connections is not None and self.max_connections < 1:
+            raise InvalidSpec(
+                f"max_connections is {self.max_connections}: give 1 or more, or None for half the "
+                "open-file limit"
             )
         if not 0 < self.queue_share <= 1:
             raise InvalidSpec(
