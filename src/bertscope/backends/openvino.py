@@ -55,7 +55,7 @@ from ..core.families import Family
 from ..core.fingerprint_facts import file_sha256
 from ..core.folder import read_json_object
 from ..core.loading import device_kind, faster_than_bfloat16
-from ..errors import BackendUnavailable, InvalidSpec
+from ..errors import BackendUnavailable, InvalidSpec, caller_level
 from .onnx import (
     cache_dir,
     cached_export,
@@ -208,7 +208,7 @@ def resolve_precision(
             f"bertscope runs and records float32. For speed on this CPU use {faster_than_bfloat16()} (or "
             "mode='fast')",
             UserWarning,
-            stacklevel=3,
+            stacklevel=caller_level(),  # the caller's line, as torch's bfloat16 warning says it
         )
         return "float32"
     return name
