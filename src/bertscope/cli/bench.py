@@ -92,7 +92,9 @@ def bench(
     with cuts_said_once("they are timed as cut, as embed cuts them by default (--long truncate)"):
         reports = compare_modes(texts, names, model=model, device=device, repeats=repeats, time_it=not drift)
     if as_json:
-        emit_json([{**r.as_dict(), "mode": spelled(r.mode)} for r in reports])
+        # a mode not timed (--drift) has no seconds, as it has no texts/s: null, not 0.0
+        rows = [{**r.as_dict(), "mode": spelled(r.mode)} for r in reports]
+        emit_json([{**row, "seconds": None} if row["texts_per_s"] is None else row for row in rows])
         return
     table = Table(title=f"{len(texts)} texts, against float32" + ("" if drift else f", median of {repeats}"))
     table.add_column("mode")
