@@ -3,11 +3,17 @@ measurements, each named by its model's content digest, listed and removed for `
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import re
+import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import BertscopeError
 from .onnx import EXPORT_FORMAT, cache_dir, known_folders
 from .openvino import IR_FORMAT
 from .quantize import GRAPH_FORMAT, SCHEMES
@@ -21,6 +27,14 @@ _KINDS = {"onnx": "ONNX export", "openvino": "OpenVINO model", "fast": "runtime 
 _RECORDED = (".onnx", ".bin")
 # An OpenVINO model is its graph (.xml) and its weights (.bin, with their record): one model, one row
 _IR_PARTS = (".bin", ".json")
+# What a killed export or write leaves behind: the temporary folders an export (.export-), an OpenVINO
+# model (.quantize-) and a static int8 graph (.static-, inside an .export- folder) are made in, and the
+# staged files (.tmp) a record or measurement is written to before its rename
+UNFINISHED_FOLDER, UNFINISHED_FILE = "unfinished export", "unfinished file"
+_TEMP_PREFIXES = (".export-", ".quantize-", ".static-")
+# A staged .tmp file is written and renamed in one call, some outside any lock (the digests, a missed
+# proof's record): one untouched this long was left by a killed process
+_STAGED_AGE_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -101,7 +115,13 @@ def _files() -> Iterator[tuple[str, Path]]:
         if not (root / folder).is_dir():
             continue
         for path in sorted((root / folder).iterdir()):
-            if not path.is_file() or path.name.endswith((".lock", ".tmp")) or path.name == "folders.json":
+            if path.is_dir() and path.name.startswith(_TEMP_PREFIXES):
+                yield UNFINISHED_FOLDER, path
+                continue
+            if path.is_file() and path.name.endswith(".tmp"):
+                yield UNFINISHED_FILE, path
+                continue
+            if not path.is_file() or path.name.endswith(".lock") or path.name == "folders.json":
                 continue
             if path.suffix == ".json" and any(path.with_suffix(s).exists() for s in _RECORDED):
                 continue  # the record of an export or an OpenVINO model: counted with it
@@ -138,24 +158,115 @@ def _family_of(path: Path) -> str:
 
 def cached_files() -> list[CachedFile]:
     """Every file in the cache that belongs to a model (exports with their records, OpenVINO models with
-    their weights, measurements)."""
+    their weights, measurements), and what killed exports and writes left (`UNFINISHED_FOLDER` and
+    `UNFINISHED_FILE`, of no model: their digest is None)."""
     folders = known_folders()
     found = []
     for kind, path in _files():
-        digest = _digest_of(path)
+        digest = _digest_of(path) if kind not in (UNFINISHED_FOLDER, UNFINISHED_FILE) else None
         seen = tuple(sorted(folders.get(digest, ()))) if digest else ()
-        size = sum(part.stat().st_size for part in (path, *_parts(path)) if part.exists())
-        found.append(CachedFile(kind, path, digest, size, seen))
+        found.append(CachedFile(kind, path, digest, _bytes(path), seen))
     return found
 
 
+def _bytes(path: Path) -> int:
+    """The size of `path` and the files counted with it; of every file inside, for a folder."""
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+    return sum(part.stat().st_size for part in (path, *_parts(path)) if part.exists())
+
+
 def clear_cache(digest: str | None = None) -> list[CachedFile]:
-    """Remove the cached files of the model whose content is `digest` (None: of every model); the removed."""
-    removed = [f for f in cached_files() if digest is None or f.digest == digest]
-    for cached in removed:
-        for part in (cached.path, *_parts(cached.path)):
-            part.unlink(missing_ok=True)
+    """Remove the cached files of the model whose content is `digest` (None: of every model, with what
+    killed exports left and the lock files no process holds); the removed. A cache that takes no change
+    raises a BertscopeError that says so."""
+    wanted = [f for f in cached_files() if digest is None or f.digest == digest]
+    removed: list[CachedFile] = []
+    folders = {f.path.parent for f in wanted} | _lock_folders(digest)
+    try:
+        _check_writable(folders)
+        for cached in wanted:
+            if cached.kind in (UNFINISHED_FOLDER, UNFINISHED_FILE):
+                continue  # removed below, only where no process is writing them
+            for part in (cached.path, *_parts(cached.path)):
+                part.unlink(missing_ok=True)
+            removed.append(cached)
+        for folder in sorted(folders):
+            removed += _sweep(folder, [f for f in wanted if f.path.parent == folder], digest)
+    except OSError as exc:
+        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise
+        where = Path(exc.filename) if exc.filename else cache_dir().parent
+        where = where if where.is_dir() else where.parent  # the folder, not the file it met
+        done = f"{len(removed)} cached files removed before it" if removed else "nothing was removed"
+        raise BertscopeError(
+            f"cannot clear the cache: {where} is read-only ({exc.strerror}); {done}"
+        ) from None
     return removed
+
+
+def _check_writable(folders: set[Path]) -> None:
+    """Raise the OSError of the first of `folders` whose files cannot be removed, before any is."""
+    for folder in sorted(folders):
+        if not os.access(folder, os.W_OK):
+            read_only = hasattr(os, "statvfs") and os.statvfs(folder).f_flag & os.ST_RDONLY
+            code = errno.EROFS if read_only else errno.EACCES
+            raise OSError(code, os.strerror(code), str(folder))
+
+
+def _lock_folders(digest: str | None) -> set[Path]:
+    """The cache folders holding lock files (of the model whose content is `digest`, or of any)."""
+    root = cache_dir().parent
+    return {
+        lock.parent for folder in _KINDS for lock in (root / folder).glob("*.lock")
+        if digest is None or _digest_of(lock) == digest
+    }  # fmt: skip
+
+
+def _sweep(folder: Path, wanted: list[CachedFile], digest: str | None) -> list[CachedFile]:
+    """Remove `folder`'s lock files (of `digest`'s model, or all) that no process holds, and, when every
+    lock file there is free, the unfinished exports among `wanted`; the unfinished removed.
+
+    Safe by the lock files: every export, OpenVINO model and cut graph is made in its temporary folder
+    while its writer holds a lock file in the same folder (`{target}.lock`), and removes that folder before
+    it lets go. So with every lock file there taken here (without waiting), and no new one made since the
+    folder was read, no process is writing any of them: they are a killed writer's. A writer that comes
+    now waits on its lock, which is removed only while held here (filelock retries a lock whose file went
+    away). Staged .tmp files are removed by age, as some are written outside any lock."""
+    from filelock import FileLock, Timeout
+
+    locks = sorted(folder.glob("*.lock"))
+    with contextlib.ExitStack() as held:
+        taken = set()
+        for lock in locks:
+            try:
+                held.enter_context(FileLock(lock, timeout=0))
+                taken.add(lock)
+            except Timeout:
+                continue  # a process is writing: its lock file stays
+        unfinished = [f for f in wanted if f.kind in (UNFINISHED_FOLDER, UNFINISHED_FILE)]
+        removed = []
+        every_free = len(taken) == len(locks) and set(folder.glob("*.lock")) <= taken
+        now = time.time()
+        for cached in unfinished:
+            if cached.kind == UNFINISHED_FOLDER and every_free:
+                shutil.rmtree(cached.path, ignore_errors=True)
+            elif cached.kind == UNFINISHED_FILE and now - _mtime(cached.path) > _STAGED_AGE_S:
+                cached.path.unlink(missing_ok=True)
+            else:
+                continue
+            removed.append(cached)
+        for lock in taken:
+            if digest is None or _digest_of(lock) == digest:
+                lock.unlink(missing_ok=True)  # while held: a process waiting on it takes it again anew
+    return removed
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return time.time()  # gone meanwhile: not removed here
 
 
 def _parts(path: Path) -> list[Path]:

@@ -51,7 +51,7 @@ def cache(
     model, every file), `bertscope cache ./my-model` (one model's files), `bertscope cache bundled --json`,
     `bertscope cache --clear` (every model's), `bertscope cache --clear ./my-model` (one model's)
     """
-    from ..backends.cache import by_model, cached_files, clear_cache
+    from ..backends.cache import UNFINISHED_FOLDER, by_model, cached_files, clear_cache
     from ..backends.recorded import cache_root
 
     if every and (clear or model is not None):
@@ -66,7 +66,13 @@ def cache(
             emit_json({"removed": [f.to_dict() for f in removed]})
         else:
             size = _size(sum(f.bytes for f in removed))
-            err.print(f"removed {len(removed)} cached files ({size})", highlight=False)
+            err.print(f"removed {_count(len(removed), 'cached file')} ({size})", highlight=False)
+            if digest is None and (busy := [f for f in cached_files() if f.kind == UNFINISHED_FOLDER]):
+                # their writers' lock files are held: a running export's folder is never removed
+                err.print(
+                    f"left {_count(len(busy), UNFINISHED_FOLDER)} ({_size(sum(f.bytes for f in busy))}) "
+                    "that a running process is writing", highlight=False,
+                )  # fmt: skip
         return
     files = [f for f in cached_files() if digest is None or f.digest == digest]
     models = by_model(files)
@@ -105,17 +111,26 @@ def _count(n: int, what: str) -> str:
 def _digest(model: str) -> str:
     """The content digest of the model `model` names: a folder, or `bundled`."""
     from ..backends.digest import content_digest
-    from ..core.folder import BUNDLED, bundled_path, local_folder
+    from ..core.folder import BUNDLED, bundled_path
+    from ..core.folder import _looks_like_hub_id as looks_like_hub_id
 
-    # "default" was this argument's first name for the bundled model
-    folder = bundled_path() if model in (BUNDLED, "default") else local_folder(model)
-    if folder is None:
-        raise typer.BadParameter(f"{model} is not a local folder; give the model's folder (or `bundled`)")
+    # load's message (local_folder's) offers leaving the model out for the bundled one: here that means
+    # every model, so cache says its own
+    fix = "give the model's folder, `bundled` for the bundled model, or no MODEL for every model's files"
+    path = Path(model).expanduser()
+    if model in (BUNDLED, "default"):  # "default": this argument's first name for the bundled model
+        folder = bundled_path()
+    elif path.is_dir():
+        folder = path
+    elif path.is_file():
+        raise InvalidInput(f"{model} is a file, not a model folder; {fix}")
+    elif not looks_like_hub_id(model):
+        raise InvalidInput(f"no model folder at {model}: the path does not exist; {fix}")
+    else:  # the cache knows a model by its folder's content, not its hub id
+        raise typer.BadParameter(f"{model} is not a local folder; {fix}")
     if not (folder / "config.json").is_file():
         # its digest would be of whatever the folder holds (of nothing, for an empty one): no model's files
-        raise InvalidInput(
-            f"{model} holds no config.json, so it is no model folder; give the model's folder (or `bundled`)"
-        )
+        raise InvalidInput(f"{model} holds no config.json, so it is no model folder; {fix}")
     return content_digest(folder)
 
 
