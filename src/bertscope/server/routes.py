@@ -43,6 +43,7 @@ from .schemas import (
 )
 from .service import cut_offer
 from .settings import TokenIds
+from .timing import RequestTimes, characters, tokenizing
 
 if TYPE_CHECKING:
     from .service import Service
@@ -110,6 +111,7 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
     async def openai_embeddings(req: OpenAIRequest) -> Response:
         """OpenAI-compatible embeddings: the model's own sentence vectors (pooling auto), unit length as
         OpenAI's and TEI's, with usage."""
+        times = RequestTimes.begin()
         width = svc.model.info().hidden_size
         if req.dimensions is not None and req.dimensions > width:
             # Refused before any work: the model's sentence vectors are `width` wide whatever the texts.
@@ -122,7 +124,8 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         else:
             refuse_ids(svc, "input")
             # Batched with text requests and counted in the queue's tokens, like text.
-            tokens = await run_in_threadpool(id_tokens, svc, lists, spec, "input")
+            with tokenizing():
+                tokens = await run_in_threadpool(id_tokens, svc, lists, spec, "input")
             res = await svc.fitted_sentences(tokens, spec, field="input")
         # Unit length always, as TEI's openai_embed (normalize: true) and OpenAI's vectors are: a model
         # without a Normalize module is normalized here too, and `dimensions` cuts, then normalizes again.
@@ -145,7 +148,11 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
             usage = {"prompt_tokens": used, "total_tokens": used}
             return {"object": "list", "data": data, "model": svc.name, "usage": usage}
 
-        return await answer(build, size=vectors.size)
+        # TEI's openai_embed sends its timing headers too
+        stamp = times.headers(characters=characters(req.input), tokens=used, compute_type=svc.compute_type)
+        made = await answer(build, size=vectors.size)
+        made.headers.update(stamp)
+        return made
 
     @app.post("/v2/similarity", response_model=SimilarityResponse, tags=["embeddings"])
     async def similarity(req: SimilarityRequest) -> Response:

@@ -37,6 +37,8 @@ from .bounds import least_tokens
 from .error_answers import AnswerTooLarge, OverBudget, TooManyInputs
 from .gate import FairGate
 from .settings import ServerSettings
+from .tickets import Ticket
+from .timing import record_jobs, tokenizing
 
 if TYPE_CHECKING:
     from ..model import Model
@@ -189,6 +191,11 @@ class Service:
         hashing the weights takes a moment."""
         return store_fingerprint(self.model)
 
+    @cached_property
+    def compute_type(self) -> str:
+        """TEI's x-compute-type: cpu, or gpu where the model runs on an accelerator."""
+        return "cpu" if str(self.model.info().device).startswith("cpu") else "gpu"
+
     def recipe(self, options: EmbedOptions, post: str | None = None) -> Recipe:
         """A request's options resolved once: the spec, and the loaded post-processing called `post`."""
         return resolve(self.model, options.with_post(self.post(post)))
@@ -222,11 +229,13 @@ class Service:
         # A client with its share of the queue's jobs waiting is refused before its texts are tokenized.
         self.refuse_when_full(-(-n // self.settings.max_inputs))
         with self.batcher.arriving():
-            if _small(texts):
-                # A thread hop costs more than tokenizing a few short texts, and under load waits for the GIL.
-                tokens = self._prepare(texts, spec)
-            else:
-                tokens = await self.tokenizing(texts, self._prepare, texts, spec)
+            with tokenizing():
+                if _small(texts):
+                    # A thread hop costs more than tokenizing a few short texts, and under load waits for
+                    # the GIL.
+                    tokens = self._prepare(texts, spec)
+                else:
+                    tokens = await self.tokenizing(texts, self._prepare, texts, spec)
             self.check_tokens(sum(map(len, tokens)), long=spec.long)
             self.check_windows(tokens, spec.long, spec.stride)
             futures = self._queue(tokens, spec)
@@ -488,10 +497,12 @@ class Service:
     async def _wait(self, futures: list[Future[Any]]) -> list[Any]:
         """The futures' results; when the request is cancelled (its client left), the work is abandoned."""
         try:
-            return await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+            done = await asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
         except asyncio.CancelledError:
             self.batcher.abandon(futures)
             raise
+        record_jobs(f for f in futures if isinstance(f, Ticket))  # TEI's x-queue-time, x-inference-time
+        return done
 
     def texts(self, inputs: Any, field: str = "inputs") -> list[str]:
         """Checked texts (and (A, B) pairs, given as 2-lists) within the per-request limit."""

@@ -38,6 +38,7 @@ from .tei_schemas import (
     TEISimilarityResponse,
     TEITokenizeResponse,
 )
+from .timing import RequestTimes, characters, tokenizing
 
 if TYPE_CHECKING:
     from .service import Service
@@ -153,6 +154,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
     """TEI's routes, answering in TEI's shapes."""
 
     async def embed(req: TEIEmbedRequest) -> Response:
+        times = RequestTimes.begin()
         opts = _options(req.truncate, req.prompt_name, normalize=req.normalize)
         spec = svc.recipe(opts).spec
         width = svc.model.info().hidden_size
@@ -162,16 +164,19 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         _not_empty(req.inputs)
         lists = id_lists(req.inputs)
         if lists is None:
-            vectors = (await svc.sentences(_texts(svc, req.inputs), spec)).vectors
+            res = await svc.sentences(_texts(svc, req.inputs), spec)
         else:
             _no_empty_input(lists)
             refuse_ids(svc, "inputs")
-            tokens = await run_in_threadpool(id_tokens, svc, lists, spec)
-            vectors = (await svc.fitted_sentences(tokens, spec)).vectors
+            with tokenizing():
+                tokens = await run_in_threadpool(id_tokens, svc, lists, spec)
+            res = await svc.fitted_sentences(tokens, spec)
+        vectors = res.vectors
         if req.dimensions is not None:
             vectors = vectors[:, : req.dimensions]
             vectors = unit(vectors) if req.normalize else vectors
-        return await answer(lambda: Rows(vectors, dtype=float), size=vectors.size)
+        stamp = _stamp(svc, times, req.inputs, int(res.n_tokens.sum()))
+        return _stamped(await answer(lambda: Rows(vectors, dtype=float), size=vectors.size), stamp)
 
     for path in ("/", "/embed"):
         summary = "TEI: sentence vectors as a bare [[...]]"
@@ -182,31 +187,39 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         """TEI: every token's last-layer vector, [[[...]]], specials included."""
         # TEI puts the prompt (the named one, else the model's default) before each text and answers
         # every token of the whole, the prompt's included: once, as embed_tokens puts it there itself.
+        times = RequestTimes.begin()
         texts = _texts(svc, req.inputs)
         prompt = _prompt(svc, req.prompt_name)
         long = str(_options(req.truncate, None).long)
         svc.check_count(len(texts))
         width = svc.model.info().hidden_size
         prompted = [prompt + text for text in texts]  # counted as they run, the prompt's tokens too
-        count = await svc.tokenizing(prompted, svc.count_tokens, prompted, long)
+        with tokenizing():  # counted here; the worker tokenizes them again, inside x-inference-time
+            count = await svc.tokenizing(prompted, svc.count_tokens, prompted, long)
         svc.check_answer(count * width, f"{count} tokens x {width} wide", "send fewer or shorter texts")
         svc.check_tokens(count)
         tokens = await svc.on_worker(
             lambda: svc.model.embed_tokens(texts, layers=-1, long=long, prompt_name=req.prompt_name),
             n_tokens=count,
         )
-        return await answer(lambda: Items(Rows(t.vectors, dtype=float) for t in tokens), size=count * width)
+        stamp = _stamp(svc, times, req.inputs, count)
+        made = await answer(lambda: Items(Rows(t.vectors, dtype=float) for t in tokens), size=count * width)
+        return _stamped(made, stamp)
 
     @app.post("/similarity", tags=["tei"], responses=_answer(TEISimilarityResponse))
     async def similarity(req: TEISimilarityRequest) -> Response:
         """TEI: the source sentence's cosine with each sentence, a bare list."""
+        times = RequestTimes.begin()
         _not_empty(req.inputs.sentences, "inputs.sentences")
         _no_empty_input([req.inputs.source_sentence, *req.inputs.sentences])
         p = req.parameters or TEISimilarityParameters()
         spec = svc.recipe(_options(p.truncate, p.prompt_name)).spec
         texts = [req.inputs.source_sentence, *req.inputs.sentences]
         res = await svc.sentences(texts, spec, field="inputs.source_sentence and inputs.sentences")
-        return JSONResponse(cos_sim(res.vectors[:1], res.vectors[1:])[0].astype(float).tolist())
+        stamp = _stamp(svc, times, texts, int(res.n_tokens.sum()))
+        return _stamped(
+            JSONResponse(cos_sim(res.vectors[:1], res.vectors[1:])[0].astype(float).tolist()), stamp
+        )
 
     @app.post("/tokenize", tags=["tei"], responses=_answer(TEITokenizeResponse))
     async def tokenize(req: TEITokenizeRequest) -> Response:
@@ -259,6 +272,16 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
         if svc.batcher.alive:
             return Response(status_code=200)
         return JSONResponse({"error": "unhealthy", "error_type": "Unhealthy"}, status_code=503)
+
+
+def _stamp(svc: Service, times: RequestTimes, inputs: Any, tokens: int) -> dict[str, str]:
+    """TEI's timing headers of a request whose inputs ran `tokens` tokens, measured now."""
+    return times.headers(characters=characters(inputs), tokens=tokens, compute_type=svc.compute_type)
+
+
+def _stamped(response: Response, stamp: dict[str, str]) -> Response:
+    response.headers.update(stamp)
+    return response
 
 
 def _answer(model: type[BaseModel]) -> dict[int | str, dict[str, Any]]:

@@ -3,6 +3,7 @@ worker, or work stopped because everyone waiting on it left."""
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future
 from typing import Any
 
@@ -26,6 +27,30 @@ class Abandoned(Exception):
 
 
 class Ticket(Future[Any]):
-    """A job's future that also knows when the request waiting on it has gone away while it runs."""
+    """A job's future that also knows when the request waiting on it has gone away while it runs, and
+    when it was queued, taken by the worker and done (monotonic seconds: TEI's queue and inference times)."""
 
     abandoned = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queued_at = time.monotonic()
+        self.started_at: float | None = None
+        self.finished_at: float | None = None
+
+    def set_running_or_notify_cancel(self) -> bool:
+        """Future's; the worker takes the job now (unless it was cancelled)."""
+        running = super().set_running_or_notify_cancel()
+        if running:
+            self.started_at = time.monotonic()
+        return running
+
+    def set_result(self, result: Any) -> None:
+        """Future's; the job is done now."""
+        self.finished_at = time.monotonic()
+        super().set_result(result)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        """Future's; the job is done now."""
+        self.finished_at = time.monotonic()
+        super().set_exception(exception)
