@@ -21,6 +21,7 @@ reads the body).
 from __future__ import annotations
 
 import enum
+import math
 import re
 import types
 from dataclasses import dataclass
@@ -232,10 +233,10 @@ def _problem(value: Any, shape: Shape, name: str) -> tuple[list[int], str, bool]
         chosen = _chosen(value, shape, name)
         if chosen is not None:
             return _problem(value, chosen, name)
-        return [], f"is {_kind(value)}, not {_noun(shape, name, short=True)}", False
+        return [], _is_not(value, _noun(shape, name, short=True)), False
     if shape.kind == "list":
         if not isinstance(value, list):
-            return [], f"is {_kind(value)}, not {_noun(shape, name)}", False
+            return [], _is_not(value, _noun(shape, name)), False
         for at, item in enumerate(value):
             found = None if shape.item is None else _problem(item, shape.item, name)
             if found is not None:
@@ -248,7 +249,13 @@ def _problem(value: Any, shape: Shape, name: str) -> tuple[list[int], str, bool]
         return None
     if _fits(value, shape):
         return None
-    return [], f"is {_kind(value)}, not {_noun(shape, name, short=True)}", False
+    return [], _is_not(value, _noun(shape, name, short=True)), False
+
+
+def _is_not(value: Any, noun: str) -> str:
+    """ "is a number (3), not a string"; "is not a finite number (inf), so not a token id"."""
+    kind = _kind(value)
+    return f"is {kind}, so not {noun}" if kind.startswith("not ") else f"is {kind}, not {noun}"
 
 
 def _fits(value: Any, shape: Shape) -> bool:
@@ -288,6 +295,9 @@ def _kind(value: Any) -> str:
         return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, float) and not math.isfinite(value):
+        # Infinity, NaN, or a number past a float's range (1e400 reads as inf), not one with a fraction
+        return f"not a finite number ({value:g})"
     if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
         return f"a number ({value:g})" if isinstance(value, float) else f"a number ({value})"
     if isinstance(value, float):
