@@ -187,6 +187,8 @@ class Moments:
             )  # fmt: skip
             denominator = self_x[i] * self_y[j]
             out[k] = cross / np.sqrt(denominator) if denominator > 0 else np.nan
+        # CKA is at most 1 (Cauchy-Schwarz); float error on a layer against itself gave 1.0000000000000868
+        out = np.minimum(out, 1.0)
         return out if self.diagonal else out.reshape(la, lb)
 
     def same_vector_layers(self, side: str = "x") -> list[int]:
