@@ -8,7 +8,8 @@ Per layer, for words seen in several sentences:
     mev               share of the variance of a word's (uncentred) occurrence vectors on their first
                       principal direction, as in the paper: 1 for a vector that never changes
 
-A context is a distinct sentence: identical sentences are merged before anything is measured (they would
+A context is a distinct sentence: sentences that tokenize to the same ids (identical, or case variants to
+an uncased model) are merged before anything is measured (they would
 give a word identical vectors, self-similarity 1, and pair a sentence with its own copy in the baseline);
 `settings` says how many repeats were merged, with the seed and size of the baseline's random sample.
 
@@ -52,6 +53,7 @@ __all__ = ["MAX_BASELINE_PAIRS", "BASELINE_PAIRS", "Contextuality", "contextuali
 
 # The baseline's sample keeps two occurrences per pair, each with a vector for every layer, in memory: the
 # pairs are bounded so that memory is (10000 pairs: 20000 x 8 x 384 float32, 246 MB, for the bundled model).
+MIN_CONTEXTS = 5  # sentences a most frequent word needs, by default
 MAX_BASELINE_PAIRS = 10_000
 BASELINE_PAIRS = "random pairs for the baseline; each holds two word vectors of every layer in memory"
 _PAIR_BLOCK = 1024
@@ -214,7 +216,7 @@ def contextuality(
     *,
     words: Sequence[str] | None = None,
     top_k: int | None = None,
-    min_contexts: int = 5,
+    min_contexts: int | None = None,
     max_contexts: int = 200,
     baseline_pairs: int = 2000,
     seed: int = 0,
@@ -223,8 +225,9 @@ def contextuality(
 ) -> Contextuality:
     """Self-similarity, intra-sentence similarity, anisotropy baseline, adjusted figures and MEV per layer.
 
-    Identical sentences are one context (merged first; `settings["repeats_merged"]` counts them). The
-    `words` (default: the `top_k` most frequent, default 10, in `min_contexts` sentences or more; `top=`
+    Sentences that tokenize to the same ids (identical, or case variants to an uncased model) are one
+    context (merged first; `settings["repeats_merged"]` counts them). The `words` (default: the `top_k`
+    most frequent, default 10, in `min_contexts` sentences or more, default 5, refused with words; `top=`
     is the older spelling of `top_k=`, still read) keep at most
     `max_contexts` occurrences each; the baseline is `baseline_pairs` random pairs of occurrences from
     different sentences, drawn with `seed`. `progress`: a progress bar or log lines on stderr (None:
@@ -236,6 +239,14 @@ def contextuality(
             f"top_k={top_k if top is None else top} chooses the most frequent words, which words= replaces: "
             "leave top_k out or drop words"
         )
+    # Ignored in silence before; the CLI refuses it too. The default's value is let through while the
+    # callers that pass it whatever words says (Model.contextuality, the CLI) still do.
+    if words is not None and min_contexts not in (None, MIN_CONTEXTS):
+        raise InvalidInput(
+            f"min_contexts={min_contexts} applies without words= (it chooses the most frequent words, which "
+            "words= names instead): leave min_contexts out or drop words"
+        )
+    min_contexts = MIN_CONTEXTS if min_contexts is None else min_contexts
     if isinstance(words, (list, tuple)) and not words:
         raise InvalidInput(
             "words=[] names no word: name one or more, or leave words out for the most frequent"
@@ -252,7 +263,7 @@ def contextuality(
             "across them), e.g. read from a file"
         )
     given = check_texts(list(sentences))
-    distinct = list(dict.fromkeys(given))  # a repeated sentence is one context, not several
+    distinct = _distinct_contexts(model, given)
     if words:
         chosen, left_out = given_words(model, words)
     else:
@@ -321,6 +332,21 @@ def contextuality(
     ):  # kept in corpus order, so a word past the cap is measured on the corpus's start
         notes.append(f"occurrences kept per word (max_contexts={max_contexts}): {capped}")
     return Contextuality(records, per_word, occurrences, settings, "; ".join(notes) or None)
+
+
+def _distinct_contexts(model: Encoder, sentences: list[str]) -> list[str]:
+    """The sentences, each first of those that tokenize to the same ids: a sentence given twice, or in
+    another case to an uncased model, has identical vectors, so it is one context, not several."""
+    seen: set[tuple[int, ...]] = set()
+    kept = []
+    for start in range(0, len(sentences), CHUNK):  # a chunk's Tokens at a time, never the corpus's
+        chunk = sentences[start : start + CHUNK]
+        for text, tok in zip(chunk, model.tokenize(chunk, long="window"), strict=True):
+            key = tuple(tok.ids)
+            if key not in seen:
+                seen.add(key)
+                kept.append(text)
+    return kept
 
 
 def _left_out_note(left_out: dict[str, str]) -> str:
