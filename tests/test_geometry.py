@@ -12,7 +12,6 @@ import pytest
 import skdim
 import torch
 from IsoScore import IsoScore
-from scipy.spatial.distance import cdist
 from sklearn.preprocessing import StandardScaler
 from typer.testing import CliRunner
 
@@ -38,13 +37,6 @@ def _cloud(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
     return rng.normal(size=(n, d)) @ rng.normal(size=(d, d)) + 3.0
 
 
-def _exact_r1_r2(x: np.ndarray) -> np.ndarray:
-    """(n, 2): each point's first and second neighbour distance, from exact pairwise differences."""
-    dist = cdist(x, x)
-    np.fill_diagonal(dist, np.inf)
-    return np.sort(dist, axis=1)[:, :2]
-
-
 @pytest.mark.parametrize(("n", "d"), [(300, 50), (200, 10), (120, 384)])
 def test_isoscore_and_twonn_equal_their_packages(n: int, d: int) -> None:
     """IsoScore equals IsoScore.IsoScore (float32 inside the package: 1e-6); TwoNN equals
@@ -64,18 +56,15 @@ def test_isoscore_bounds() -> None:
     assert isoscore(line) < 0.01
 
 
-def test_twonn_drops_twins_as_skdim_does() -> None:
-    """Points with a twin (r1 == 0) are dropped, as skdim drops them given exact distances; twins
-    counted. On a 2-d plane in 40-d, the dimension is about 2."""
+def test_twonn_merges_twins_as_skdim_on_unique_points() -> None:
+    """A repeated vector is one point (skdim on np.unique(x, axis=0)); the copies merged are counted. On a
+    2-d plane in 40-d, the dimension is about 2."""
     rng = np.random.default_rng(1)
     x = rng.normal(size=(300, 40))
     x[100:120] = x[:20]
     dim, twins = twonn(x)
-    assert twins == 40
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # skdim warns that it drops them
-        reference = skdim.id.TwoNN(dist=True).fit(_exact_r1_r2(x)).dimension_
-    assert dim == pytest.approx(reference, rel=1e-9)
+    assert twins == 20
+    assert dim == pytest.approx(skdim.id.TwoNN().fit(np.unique(x, axis=0)).dimension_, rel=1e-9)
     plane = rng.normal(size=(2000, 2)) @ rng.normal(size=(2, 40))
     assert twonn(plane)[0] == pytest.approx(2.0, abs=0.15)
 
@@ -83,8 +72,8 @@ def test_twonn_drops_twins_as_skdim_does() -> None:
 def test_twonn_too_few_points() -> None:
     with pytest.raises(InvalidInput, match="n >= 3"):
         twonn(np.eye(2))
-    dim, twins = twonn(np.ones((5, 3)))  # every point a twin: undefined, said as NaN
-    assert np.isnan(dim) and twins == 5
+    dim, twins = twonn(np.ones((5, 3)))  # one distinct point: undefined, said as NaN
+    assert np.isnan(dim) and twins == 4
 
 
 def test_rogue_shares_direct() -> None:
@@ -153,7 +142,7 @@ def test_geometry_equals_the_references_on_hidden_states(
     bundled: bertscope.Model, bundled_path: Path
 ) -> None:
     """Streamed per layer: IsoScore = the package on all the tokens, rogue = direct, TwoNN = skdim (all
-    tokens sampled; layer 0's twins dropped: "the" and "." at the same position in several texts)."""
+    tokens sampled; layer 0's twins merged: "the" and "." at the same position in several texts)."""
     result = geometry(bundled, iter(TEXTS), top=4)
     reference = _hf_tokens(bundled_path, TEXTS)
     assert [row["layer"] for row in result.layers] == list(range(bundled.n_layers + 1))
@@ -166,11 +155,9 @@ def test_geometry_equals_the_references_on_hidden_states(
         assert [r["dim"] for r in row["rogue"]] == top.tolist()
         assert [r["share"] for r in row["rogue"]] == pytest.approx(shares[top], rel=1e-4)
         if row["layer"] == 0:
-            _, seen = np.unique(x, axis=0, return_counts=True)
-            assert row["twins"] == int(seen[seen > 1].sum()) == 9
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                skd = skdim.id.TwoNN(dist=True).fit(_exact_r1_r2(x)).dimension_
+            distinct = np.unique(x, axis=0)
+            assert row["twins"] == len(x) - len(distinct) == 5
+            skd = skdim.id.TwoNN().fit(distinct).dimension_
         else:
             assert row["twins"] == 0
             skd = skdim.id.TwoNN().fit(x).dimension_
@@ -242,7 +229,7 @@ def test_cli_json_and_table(tmp_path: Path) -> None:
     table = runner.invoke(app, ["geometry", "-i", str(corpus)])
     assert table.exit_code == 0, table.output
     assert "IsoScore" in table.stdout and "intrinsic dim" in table.stdout
-    assert "layer 0: TwoNN left out 9 tokens with a twin" in table.stdout
+    assert "layer 0: TwoNN merged 5 tokens into another with the same vector" in table.stdout
 
 
 def test_cli_too_few_tokens_is_one_line(tmp_path: Path) -> None:

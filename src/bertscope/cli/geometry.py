@@ -33,9 +33,9 @@ from .app import (
 def geometry(
     input_path: InputOpt,
     layers: LayersOpt = None,
-    top: Annotated[int, top_k_option("How many rogue dimensions to name.", least=0)] = 3,
+    top: Annotated[int, top_k_option("How many rogue dimensions to name.", least=1)] = 3,
     # --top: --top-k's old name, still read, not shown
-    old_top: Annotated[int | None, typer.Option("--top", hidden=True, min=0)] = None,
+    old_top: Annotated[int | None, typer.Option("--top", hidden=True, min=1)] = None,
     max_tokens_sampled: Annotated[
         int,
         typer.Option(
@@ -71,6 +71,14 @@ def geometry(
         m, read_lines(input_path, text_field=text_field), layers=layers or "all", top=top,
         max_tokens_sampled=max_tokens_sampled, seed=seed,
     )  # fmt: skip
+    merged = result.settings["repeats_merged"]
+    if merged:
+        warn(
+            f"{merged} repeated text(s) merged: texts that tokenize alike have the same vectors, one text "
+            f"(of {result.settings['texts']} texts, {result.settings['distinct_texts']} distinct)",
+            label="note:",
+            style="cyan",
+        )
     for note in (result.note, result.twonn_note):
         if note:
             warn(note, label="note:", style="cyan")
@@ -94,8 +102,8 @@ def geometry(
     for row in result.layers:
         if row["twins"]:
             out.print(
-                f"layer {row['layer']}: TwoNN left out {row['twins']} tokens with a twin (the same vector: "
-                "the same piece at the same position)",
+                f"layer {row['layer']}: TwoNN merged {row['twins']} tokens into another with the same "
+                f"vector{' (the same piece at the same position)' if row['layer'] == 0 else ''}",
                 highlight=False,
             )
 

@@ -14,10 +14,14 @@
     intrinsic dim  TwoNN (Facco et al. 2017) with scikit-dimension's `skdim.id.TwoNN()` defaults: the ratio
                    mu = r2 / r1 of each point's second to first neighbour distance, the largest 10% of the
                    ratios discarded, the slope of -log(1 - F(mu)) against log mu by least squares through
-                   the origin. Points with an exact twin (r1 == 0: the same piece at the same position in
-                   layer 0) are dropped first; scikit-dimension's chunked distances leave some twins ~3e-7
-                   apart, so its figure differs where twins exist (equal where none). Under `FEW_POINTS`
-                   points (twins left out) the result carries a `twonn_note` that says the estimate is rough.
+                   the origin, on the distinct points: a repeated vector (the same piece at the same
+                   position in layer 0) is one point, as `skdim.id.TwoNN().fit(np.unique(x, axis=0))`
+                   takes it (a twin kept as a neighbour gives ratio 1 and lifts the estimate). Under
+                   `FEW_POINTS` distinct points the result carries a `twonn_note` that says it is rough.
+
+Texts that tokenize to the same ids (a text given twice, or in another case to an uncased model) have
+the same vectors at every layer: they are one text, merged as contextuality merges repeated sentences
+(`settings["repeats_merged"]` counts them), so no token is counted twice.
 
 Streamed, memory bounded whatever the number and length of the texts (a book-length line comes a few
 windows at a time): per layer a running mean and d x d scatter (IsoScore), the sums of the unit vectors
@@ -28,6 +32,7 @@ sampling) of at most `max_tokens_sampled` tokens whose vectors of every chosen l
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -79,6 +84,7 @@ def isoscore(points: np.ndarray) -> float:
     x = np.asarray(points, dtype=np.float64)
     if x.ndim != 2 or len(x) < 2:
         raise InvalidInput(f"IsoScore needs (n, d) points with n >= 2; got shape {tuple(x.shape)}")
+    finite_points(x, "IsoScore")
     return isoscore_of_covariance(np.cov(x, rowvar=False))
 
 
@@ -124,12 +130,13 @@ def few_points_note(n_points: int, *, sampled: bool = False) -> str | None:
         return None
     if n_points < MIN_TOKENS:  # twonn's nan: too few ratios to fit
         return (
-            f"TwoNN has {n_points} distinct points (twins left out) on a layer, fewer than {MIN_TOKENS}: "
-            "no intrinsic dimension there (-); give more text"
+            f"TwoNN has {n_points} distinct points (repeated vectors merged) on a layer, fewer than "
+            f"{MIN_TOKENS}: no intrinsic dimension there (-); give texts with more different words"
         )
     more = "give more text, or sample more tokens (max_tokens_sampled)" if sampled else "give more text"
     return (
-        f"TwoNN's intrinsic dimension rests on {n_points} points (fewer than {FEW_POINTS}; twins left out): "
+        f"TwoNN's intrinsic dimension rests on {n_points} points (fewer than {FEW_POINTS}; repeated "
+        "vectors merged): "
         f"from one sample of so few to another it moves by about {1.1 / np.sqrt(max(n_points, 1)):.0%}, "
         f"so read it as rough; {more}"
     )
@@ -145,6 +152,7 @@ def rogue_shares(points: np.ndarray) -> tuple[float, np.ndarray]:
             f"rogue_shares takes the (n, d) vectors themselves, n >= 2 (pairs of different points); got "
             f"shape {tuple(x.shape)}"
         )
+    finite_points(x, "rogue_shares")
     unit = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
     return rogue_shares_of_sums(unit.sum(axis=0), (unit**2).sum(axis=0), len(unit))
 
@@ -162,28 +170,44 @@ def rogue_shares_of_sums(
 
 
 def twonn(points: np.ndarray, *, discard_fraction: float = DISCARD_FRACTION) -> tuple[float, int]:
-    """(intrinsic dimension, points dropped as twins) of (n, d) points by TwoNN: equal to
-    `skdim.id.TwoNN(discard_fraction).fit(points).dimension_` on points without twins."""
+    """(intrinsic dimension, points merged as repeats) of (n, d) points by TwoNN on their distinct points:
+    equal to `skdim.id.TwoNN(discard_fraction).fit(np.unique(points, axis=0)).dimension_`."""
     from sklearn.neighbors import NearestNeighbors
 
     x = np.asarray(points, dtype=np.float64)
     if x.ndim != 2 or len(x) < MIN_TOKENS:
         raise InvalidInput(f"TwoNN needs (n, d) points with n >= {MIN_TOKENS}; got shape {tuple(x.shape)}")
-    _, index = NearestNeighbors(n_neighbors=2).fit(x).kneighbors()
-    # The two distances again, each as one difference: a twin is exactly 0 here, never rounding noise.
-    r1 = np.linalg.norm(x - x[index[:, 0]], axis=1)
-    r2 = np.linalg.norm(x - x[index[:, 1]], axis=1)
-    distinct = r1 > 0
-    ratios = np.sort(r2[distinct] / r1[distinct])
+    finite_points(x, "TwoNN")
+    # A repeated vector is one point: kept as its twin's neighbour it gives that neighbour's r1 = r2
+    # (ratio 1) and lifts the estimate (17% at 1 token in 6 repeated), so duplicates are collapsed first.
+    distinct = np.unique(x, axis=0)
+    merged = len(x) - len(distinct)
+    if len(distinct) < MIN_TOKENS:
+        return float("nan"), merged
+    _, index = NearestNeighbors(n_neighbors=2).fit(distinct).kneighbors()
+    # The two distances again, each as one difference: never the 0 that rounding can give two close points.
+    r1 = np.linalg.norm(distinct - distinct[index[:, 0]], axis=1)
+    r2 = np.linalg.norm(distinct - distinct[index[:, 1]], axis=1)
+    ratios = np.sort(r2 / r1)
     total = len(ratios)
     keep = int(total * (1 - discard_fraction))
     if keep < 2:
-        return float("nan"), int((~distinct).sum())
+        return float("nan"), merged
     log_mu = np.log(ratios[:keep])
     target = -np.log(1 - np.arange(1, keep + 1) / total)
     denominator = float(log_mu @ log_mu)
     slope = float(log_mu @ target) / denominator if denominator > 0 else float("nan")
-    return slope, int((~distinct).sum())
+    return slope, merged
+
+
+def finite_points(x: np.ndarray, measure: str) -> None:
+    """Refuse points holding NaN or infinity in one line (the libraries below fail in several)."""
+    if not np.isfinite(x).all():
+        bad = int((~np.isfinite(x)).any(axis=1).sum())
+        raise InvalidInput(
+            f"{measure} takes finite vectors; {bad} of the {len(x)} points hold NaN or infinity: drop "
+            "or fix those rows"
+        )
 
 
 class Reservoir:
@@ -274,9 +298,10 @@ class _Moments:
 @dataclass
 class GeometryResult:
     """One record per layer: layer, isoscore, intrinsic_dim, expected_cosine, rogue [{dim, share}],
-    twins (points TwoNN dropped); `settings` says how it was measured (tokens_per_dimension among it);
+    twins (tokens TwoNN merged into another with the same vector); `settings` says how it was measured
+    (tokens_per_dimension, and repeats_merged: texts that tokenize as one before);
     `note` says when the tokens were too few for IsoScore to reach 1, `twonn_note` when TwoNN's points
-    (on the layer with the fewest, twins left out) were too few for its estimate to be steady (else None).
+    (on the layer with the fewest distinct ones) were too few for its estimate to be steady (else None).
     """
 
     layers: list[dict[str, Any]]
@@ -295,8 +320,9 @@ class GeometryResult:
 
 
 def _plain(value: Any) -> Any:
-    """`value` as JSON says it: NaN as null, a float to 7 significant digits. Measures of float32 states
-    hold no more, and their last digits differ by BLAS build and CPU (the docs' figures must not)."""
+    """`value` as JSON says it: NaN as null, a float to 7 significant digits, what measures of float32
+    states hold. The 7th digit can still differ between runtimes (onnxruntime against torch: 8.949845 and
+    8.949844), so the docs' figures are generated on the torch backend, as their blocks say."""
     if isinstance(value, float):
         return float(f"{value:.7g}") if np.isfinite(value) else None
     if isinstance(value, dict):
@@ -330,10 +356,29 @@ def geometry(
     pending: list[np.ndarray] = []
     gathered = 0
     position = 0  # where the block starts in its text: a long text comes a few windows at a time
+    seen: set[bytes] = set()  # a digest of each text's token ids: 16 bytes a text, not the text
+    given = repeats = 0
+    skipping = False
+    specials: dict[str, None] = {}
     for _, tok, states, last in layer_blocks(model, texts, progress=progress, total=total):
+        if position == 0:  # a text's first block
+            # A text that tokenizes as one before (given twice, or in another case to an uncased model) has
+            # the same vectors at every layer: one text, as contextuality merges repeated sentences.
+            key = hashlib.blake2b(np.asarray(tok.ids, dtype=np.int64).tobytes(), digest_size=16).digest()
+            given += 1
+            skipping = key in seen
+            repeats += skipping
+            seen.add(key)
+            specials.update(
+                dict.fromkeys(
+                    t for t, is_special in zip(tok.tokens, tok.special_mask, strict=True) if is_special
+                )
+            )
         width = states.shape[1]
         keep = ~np.asarray(tok.special_mask[position : position + width], dtype=bool)
         position = 0 if last else position + width
+        if skipping:
+            continue
         pending.append(states[chosen][:, keep])
         gathered += int(keep.sum())
         if gathered >= _FLUSH:
@@ -342,8 +387,9 @@ def geometry(
     if gathered:
         _flush(pending, moments, reservoir)
     if moments.n < MIN_TOKENS or moments.mean is None:
+        named = ", ".join(specials) or "the model's special tokens"
         raise InvalidInput(
-            f"geometry needs at least {MIN_TOKENS} tokens that are not special ([CLS], [SEP]); the texts "
+            f"geometry needs at least {MIN_TOKENS} tokens that are not special ({named}); the texts "
             f"gave {moments.n}: give more text"
         )
     assert (
@@ -373,6 +419,9 @@ def geometry(
     width = int(moments.mean.shape[-1])
     settings = {
         "model": model.loaded.source,
+        "texts": given,
+        "distinct_texts": given - repeats,
+        "repeats_merged": repeats,
         "tokens": moments.n,
         "dimensions": width,
         "tokens_per_dimension": round(moments.n / width, 3),
