@@ -94,6 +94,7 @@ def test_contextuality_merges_texts_that_tokenize_alike(bundled: bertscope.Model
     corpus.write_text("bank\nBank\nBANK\n")
     refused = run_main("contextuality", "-i", str(corpus), "--words", "bank")
     assert refused.code == 1 and "in 1 distinct sentence(s), 2 needed" in refused.stderr
+    assert "(2 of the 3 sentences repeat another as tokens)" in refused.stderr
 
 
 def test_contextuality_refuses_min_contexts_with_words(bundled: bertscope.Model) -> None:

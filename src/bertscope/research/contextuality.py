@@ -292,9 +292,12 @@ def contextuality(
     note = _left_out_note(left_out)
     if not kept:
         fix = "raise max_contexts, " if capped & set(left_out) else ""
+        repeats = len(given) - len(distinct)
+        # bank/Bank/BANK to an uncased model are one sentence: say why the three count as one
+        merged = f" ({repeats} of the {len(given)} sentences repeat another as tokens)" if repeats else ""
         raise InvalidInput(
-            f"no word to measure: {note}; {fix}name words that occur in two or more distinct sentences "
-            "(one word each, as the tokenizer splits text), or give a larger corpus"
+            f"no word to measure: {note}{merged}; {fix}name words that occur in two or more distinct "
+            "sentences (one word each, as the tokenizer splits text), or give a larger corpus"
         )
     labels: list[str | int] = ["static", *range(model.n_layers + 1)]
     baseline, used = _baseline(pool, baseline_pairs, seed)
