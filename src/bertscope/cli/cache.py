@@ -111,8 +111,7 @@ def _count(n: int, what: str) -> str:
 def _digest(model: str) -> str:
     """The content digest of the model `model` names: a folder, or `bundled`."""
     from ..backends.digest import content_digest
-    from ..core.folder import BUNDLED, bundled_path
-    from ..core.folder import _looks_like_hub_id as looks_like_hub_id
+    from ..core.folder import BUNDLED, bundled_path, looks_like_hub_id
 
     # load's message (local_folder's) offers leaving the model out for the bundled one: here that means
     # every model, so cache says its own

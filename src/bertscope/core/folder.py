@@ -55,6 +55,7 @@ __all__ = [
     "check_env_model",
     "default_device",
     "local_folder",
+    "looks_like_hub_id",
     "model_name",
     "SentenceTransformersSettings",
     "pooling_config",
@@ -118,7 +119,7 @@ def check_env_model(value: str) -> None:
     if value == BUNDLED:
         return
     path = Path(value).expanduser()
-    if path.is_dir() or not path.exists() and _looks_like_hub_id(value):
+    if path.is_dir() or not path.exists() and looks_like_hub_id(value):
         return
     why = "it is a file, not a folder" if path.exists() else "the path does not exist"
     raise ModelLoadError(
@@ -128,7 +129,8 @@ def check_env_model(value: str) -> None:
     )
 
 
-def _looks_like_hub_id(name: str) -> bool:
+def looks_like_hub_id(name: str) -> bool:
+    """Whether `name` reads as a Hugging Face hub id rather than a local path."""
     # "org/name", and the org-less ids of the first models ("bert-base-uncased") are hub ids too.
     return name.count("/") <= 1 and not name.startswith((".", "/", "~")) and "\\" not in name
 
@@ -140,7 +142,7 @@ def local_folder(name: str) -> Path | None:
         if not path.is_dir():
             raise ModelLoadError(f"{name} is a file; a model is a folder holding config.json and the weights")
         return path
-    if not _looks_like_hub_id(name):
+    if not looks_like_hub_id(name):
         raise ModelLoadError(
             f"no model folder at {name}: the path does not exist. Pass a folder holding config.json, "
             "the weights and the tokenizer, or leave the model out to use the bundled all-MiniLM-L6-v2"
