@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core._enums import LevelName, SubwordPooling
 from ..core.pooling import pool_words
-from ..errors import InvalidInput
+from ..errors import InvalidInput, InvalidSpec
 from .probe_data import CONTEXT, LabelledSentence, as_sentences, no_pieces, read_sentences, read_words
 from .states import layer_states, static_rows
 from .word_pieces import word_pieces
@@ -161,6 +161,7 @@ def read_features(
         labels = [label for s in sentences for label in s.labels if label != CONTEXT]
         groups = {s.text for s in sentences if set(s.labels) != {CONTEXT}}
     else:
+        _check_sentence_level(data, label_field, name)
         texts, labels = read_sentences(data) if isinstance(data, (str, Path)) else _pairs(data)
         groups = set(texts)
     if checked:
@@ -170,6 +171,21 @@ def read_features(
     if kind is Level.WORDS:
         return word_features(model, sentences, layers=layers, subword=how, progress=progress, name=name)
     return sentence_features(model, texts, labels, layers=layers, progress=progress)
+
+
+def _check_sentence_level(data: Any, label_field: str | None, name: str) -> None:
+    """A CoNLL-U file and `label_field` label words, so level='sentence' would read each token line as a
+    text labelled by its last column: refused."""
+    if label_field is not None:
+        raise InvalidSpec(
+            f"label_field={label_field!r} names a CoNLL-U column, a word's label; a sentence-level file is "
+            "text<TAB>label lines: leave label_field out, or drop level='sentence' to probe words"
+        )
+    if isinstance(data, (str, Path)) and Path(data).suffix.lower() == ".conllu":
+        raise InvalidSpec(
+            f"{name} is a CoNLL-U file, labelled word by word: drop level='sentence' to probe its words, "
+            "or give text<TAB>label lines"
+        )
 
 
 def joined(train: Features, test: Features) -> Features:
