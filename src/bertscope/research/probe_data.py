@@ -164,9 +164,17 @@ def read_words(
             if len(fields) != 2:
                 raise CorpusError(
                     f"{path}:{number}: expected word<TAB>label (label _ for a context word), found "
-                    f"{len(fields)} field(s); a CoNLL-U file needs label_field= (--label-field), e.g. upos"
+                    f"{len(fields)} field(s); text<TAB>label lines (a label per text) need "
+                    "level='sentence' (--level sentence); a CoNLL-U file needs label_field= (--label-field), "
+                    "e.g. upos"
                 )
             word, label = fields
+            if len(word.split()) > 1:  # a text<TAB>label file would be read as one "word" a text
+                raise CorpusError(
+                    f"{path}:{number}: the word {word.strip()!r} has spaces, and a word<TAB>label file has "
+                    "one word a line; text<TAB>label lines (a label per text) need level='sentence' "
+                    "(--level sentence)"
+                )
         if not word.strip() or not label.strip():
             raise CorpusError(f"{path}:{number}: an empty word or label; write _ for a context word's label")
         if not words:
