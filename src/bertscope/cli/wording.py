@@ -49,7 +49,7 @@ FLAGS: dict[str, str] = {
         "backend", "baseline_pairs", "batch_size", "chunk_overlap", "chunk_size", "chunks", "collection",
         "column", "combine", "control", "corpus", "device", "dim", "dtype", "engine", "fast_min_cosine",
         "folds", "format", "id_field", "kind", "label_field", "layers", "level", "limit", "long",
-        "mask_special", "max_contexts",
+        "mask_special", "max_contexts", "punct",
         "min_count", "min_contexts", "n_clusters", "n_jobs", "nprobe", "normalize", "overwrite",
         "per_label_layer", "pooling", "post", "precision", "prompt", "prompt_name", "quantize", "remeasure",
         "resume", "seed", "stride", "subword", "sweep", "test", "text_field", "threads", "view", "workers",
