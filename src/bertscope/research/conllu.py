@@ -192,13 +192,21 @@ def _heads_problem(heads: tuple[object, ...], words: Sequence[str] | None = None
 
 def _has_cycle(heads: Sequence[int]) -> bool:
     """Whether some word's walk up its heads (each a word index, or -1 at the root) never reaches -1."""
+    return _in_cycle(heads) is not None
+
+
+def _in_cycle(heads: Sequence[int]) -> int | None:
+    """The first word on a cycle of heads (each a word index, or -1 at the root), or None: a tree."""
     for i in range(len(heads)):
         steps, k = 0, heads[i]
         while k >= 0:
             steps, k = steps + 1, heads[k]
-            if steps > len(heads):
-                return True
-    return False
+            if steps > len(heads):  # k now walks the cycle itself: name the first word on it
+                on = [k]
+                while heads[on[-1]] != k:
+                    on.append(heads[on[-1]])
+                return min(on)
+    return None
 
 
 def read_trees(path: str | Path) -> list[Tree]:
@@ -226,7 +234,9 @@ def read_trees(path: str | Path) -> list[Tree]:
             continue
         if len(fields) != len(CONLLU_COLUMNS):
             raise CorpusError(
-                f"{path}:{number}: a CoNLL-U line has 10 tab-separated fields, found {len(fields)}"
+                f"{path}:{number}: a CoNLL-U line has 10 tab-separated fields, found {len(fields)}; a "
+                "structural probe reads CoNLL-U with each word's HEAD (a parsed treebank such as "
+                "Universal Dependencies)"
             )
         rows.append((number, fields))
     if rows:
@@ -266,8 +276,17 @@ def _tree(path: Path, rows: list[tuple[int, list[str]]]) -> Tree:
         raise CorpusError(
             f"{path}:{first}: the sentence has {heads.count(-1)} roots (HEAD 0); a tree has exactly one"
         )
-    if _has_cycle(heads):
-        raise CorpusError(f"{path}:{first}: the heads of the sentence form a cycle, not a tree")
+    looped = _in_cycle(heads)
+    if looped is not None:
+        number, fields = rows[looped]
+        loop = [looped]
+        while heads[loop[-1]] != looped:
+            loop.append(heads[loop[-1]])
+        ids = " -> ".join(str(k + 1) for k in [*loop, looped])
+        raise CorpusError(
+            f"{path}:{number}: the word {fields[1]!r} (ID {fields[0]}) never reaches the root: its heads "
+            f"form a cycle ({ids}), not a tree; fix the HEAD column so each word's heads lead to HEAD 0"
+        )
     words = tuple(fields[1] for _, fields in rows)
     upos = tuple(fields[3] for _, fields in rows)
     xpos = tuple(fields[4] for _, fields in rows)
