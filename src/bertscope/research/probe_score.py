@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..core.progress import step_progress
+from ..errors import InvalidSpec
 from .probe_eval import control_table, held_out_summary, label_report, wilson
 from .probe_features import Features, Level
 from .probe_fit import LINEAR, Classifier, Split, fit_workers, predictions, scores_of_rows
@@ -111,6 +112,7 @@ def evaluate(
             feats.types[:n_train], feats.labels[:n_train], seed=seed, unseen=feats.types[n_train:]
         )
         y_control = np.asarray([table[t] for t in feats.types]) if control else None
+    _check_ranks(probes, feats.static.shape[1], min(len(train) for train, _ in splits))
     majority = float(np.mean([_majority_accuracy(y[train], y[test]) for train, test in splits]))
     named: list[tuple[str | int, np.ndarray]] = [("static", feats.static)]
     named += [(k, feats.layers[:, i]) for i, k in enumerate(feats.layer_numbers)]
@@ -151,6 +153,25 @@ def evaluate(
     if per_label:
         result.per_label = _per_label(result, named, y, splits, probes, report_row)
     return result
+
+
+def _check_ranks(probes: Sequence[Classifier], width: int, n_train: int) -> None:
+    """A rank above min(`width`, `n_train`) is refused: the probe would be cut to full rank in silence and
+    its row labelled with a rank it never had."""
+    usable = min(width, n_train)
+    over = [
+        c.capacity for c in probes if c.kind == "linear" and c.capacity is not None and c.capacity > usable
+    ]
+    if over:
+        why = (
+            f"{width} feature dimensions"
+            if width <= n_train
+            else f"{n_train} items in the smallest training side"
+        )
+        raise InvalidSpec(
+            f"a rank-{over[0]} linear probe needs {over[0]} principal components, and {why} give at most "
+            f"{usable}: sweep ranks up to {usable} ({usable} is the full-rank probe)"
+        )
 
 
 def _counts(y: np.ndarray) -> dict[str, int]:
