@@ -12,9 +12,10 @@ across probe capacity (Hewitt & Liang 2019).
 - Per label: precision, recall, F1, support and the confusion matrix of one row's predictions
   (scikit-learn's metrics; the folds' out-of-fold predictions pooled, or the test file's).
 - Capacity: `linear` (a logistic regression; a rank sweep projects the standardised features on their top
-  r principal components first) or `mlp` (one hidden layer); a sweep gives every layer a row per size,
-  each with its control task, so selectivity shows whether a layer holds the property or a big probe
-  memorises word identity.
+  r principal components first; a rank above the features' width or the smallest training side is
+  refused, as its row would be the full-rank probe's) or `mlp` (one hidden layer); a sweep gives every
+  layer a row per size, each with its control task, so selectivity shows whether a layer holds the
+  property or a big probe memorises word identity.
 """
 
 from __future__ import annotations
