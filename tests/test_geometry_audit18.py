@@ -100,6 +100,13 @@ def test_contextuality_merges_texts_that_tokenize_alike(bundled: bertscope.Model
 def test_contextuality_refuses_min_contexts_with_words(bundled: bertscope.Model) -> None:
     with pytest.raises(InvalidInput, match=r"min_contexts=30 applies without words="):
         contextuality(bundled, TEXTS, words=["bank"], min_contexts=30)
+    # the default's own value too, and through the Model method, whose default was 5 (any value given counts)
+    for call in (
+        lambda: contextuality(bundled, TEXTS, words=["bank"], min_contexts=5),
+        lambda: bundled.contextuality(TEXTS, words=["bank"], min_contexts=5),
+    ):
+        with pytest.raises(InvalidInput, match=r"min_contexts=5 applies without words="):
+            call()
 
 
 def test_debiased_cka_of_a_layer_with_itself_is_at_most_1() -> None:

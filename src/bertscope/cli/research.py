@@ -125,7 +125,7 @@ def contextuality_cmd(
         # as given: a blank among words is the library's to refuse, never the most frequent in silence
         words=None if words is None else words.split(","),
         top=None if words is not None else top,  # the library refuses both; -k with --words is refused above
-        min_contexts=min_contexts,
+        min_contexts=None if words is not None else min_contexts,  # with --words: refused above
         max_contexts=max_contexts,
         baseline_pairs=baseline_pairs,
         seed=seed,

@@ -241,7 +241,7 @@ def contextuality(
         )
     # Ignored in silence before; the CLI refuses it too. The default's value is let through while the
     # callers that pass it whatever words says (Model.contextuality, the CLI) still do.
-    if words is not None and min_contexts not in (None, MIN_CONTEXTS):
+    if words is not None and min_contexts is not None:
         raise InvalidInput(
             f"min_contexts={min_contexts} applies without words= (it chooses the most frequent words, which "
             "words= names instead): leave min_contexts out or drop words"

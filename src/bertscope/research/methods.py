@@ -134,7 +134,7 @@ class ResearchMethods(Encoder):
         *,
         words: Sequence[str] | None = None,
         top_k: int | None = None,
-        min_contexts: int = 5,
+        min_contexts: int | None = None,
         max_contexts: int = 200,
         baseline_pairs: int = 2000,
         seed: int = 0,
@@ -143,8 +143,9 @@ class ResearchMethods(Encoder):
     ) -> Contextuality:
         """How contextual words are per layer (Ethayarajh 2019): self-similarity, intra-sentence
         similarity, the anisotropy baseline (`baseline_pairs` random pairs, drawn with `seed`) and MEV of
-        `words` (default: the `top_k` most frequent, default 10; `top=` is its older spelling, still read);
-        identical sentences are one context. See
+        `words` (default: the `top_k` most frequent, default 10, in `min_contexts` sentences or more,
+        default 5; `top=` is its older spelling, still read); sentences that tokenize alike (identical, or
+        case variants to an uncased model) are one context. See
         `research.contextuality.contextuality`."""
         from .contextuality import contextuality
 
