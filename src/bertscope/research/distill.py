@@ -87,7 +87,7 @@ def distill(
 
         model = open_encoder(None if model is None else str(model), device="cpu")
     check_dim(dim, width=distillable_width(model))
-    with _progress_of_model2vec(progress):
+    with _progress_of_model2vec(progress), _quiet_libraries():
         static = distill_from_model(
             model.hf_model,
             model.loaded.tokenizer,
@@ -108,7 +108,8 @@ def distill(
     check_output(folder, overwrite=overwrite)  # again: the folder may have changed while distilling
     for name in DISTILLED_FILES:  # only distill's own files, checked above to be all there is
         (folder / name).unlink(missing_ok=True)
-    static.save_pretrained(str(folder))
+    with _quiet_libraries():
+        static.save_pretrained(str(folder))
     return folder
 
 
@@ -197,6 +198,28 @@ def portable_name(source: str) -> str:
         return "sentence-transformers/all-MiniLM-L6-v2"
     path = Path(source)
     return path.name if path.is_absolute() or path.exists() else source
+
+
+# The libraries whose log lines distill silences while it runs: model2vec's ("Token 'the' was already in
+# the vocabulary.") and skeletoken's ("... Setting it to '[PAD]'.") say what bertscope has checked or
+# decided already, on stderr, on every family; errors still pass.
+_QUIETED = ("model2vec", "skeletoken")
+
+
+@contextmanager
+def _quiet_libraries() -> Iterator[None]:
+    """While it lasts, model2vec's and skeletoken's loggers pass errors only; their levels are put back."""
+    import logging
+
+    loggers = [logging.getLogger(name) for name in _QUIETED]
+    levels = [one.level for one in loggers]
+    for one in loggers:
+        one.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for one, level in zip(loggers, levels, strict=True):
+            one.setLevel(level)
 
 
 @contextmanager
