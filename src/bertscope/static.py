@@ -31,6 +31,7 @@ __all__ = [
     "static_rows",
     "static_word",
     "spelled_pieces",
+    "several_words",
     "stand_in",
     "neighbors",
     "export",
@@ -192,8 +193,22 @@ def stand_in(model: StaticSource, word: str, encoding: Encoding) -> str | None:
     return next((t for t, i in pieces if i in special and t not in word), None)
 
 
+def several_words(word: str) -> str | None:
+    """Why `word` is no one word (a space inside it), or None: the one rule of `static_word`,
+    `static --as-words`, `static_decontextualized` and `add_tokens`."""
+    if any(c.isspace() for c in word.strip()):
+        return (
+            f"{word!r} is several words: a word's vector (or a new token) is one word without spaces; "
+            f"give each word on its own, e.g. {word.split()[0]!r}"
+        )
+    return None
+
+
 def spelled_pieces(model: StaticSource, word: str) -> Encoding:
-    """`word`'s pieces, refused in one line when there are none or one is a stand-in (`stand_in`)."""
+    """`word`'s pieces, refused in one line when it is several words (`several_words`), when there are
+    none or one is a stand-in (`stand_in`)."""
+    if spaced := several_words(word):
+        raise InvalidInput(spaced)
     encoding = model.pieces(word)
     if not encoding.ids:
         raise InvalidInput(f"{word!r} gives no word pieces")

@@ -3,7 +3,7 @@
 init="pieces"            the mean of the rows of the pieces the old tokenizer split the word into
 init="mean"              the mean of every row of the input embedding matrix
 init="random"            normal(0, std of the existing rows), seeded
-init={"covid19": ["virus", "disease"]}   the mean of the listed words' static vectors (mean of pieces)
+init={"covid19": ["virus", "disease"]}   the mean of the listed words' rows (each one piece of the vocabulary)
 """
 
 from __future__ import annotations
@@ -24,12 +24,15 @@ from tokenizers import AddedToken
 from .core._enums import StrEnum
 from .errors import InvalidInput, InvalidSpec
 from .research.states import layered
-from .static import spelled_pieces, static_word
+from .static import several_words, spelled_pieces, static_word
 
 if TYPE_CHECKING:
     from .core.encoder import Encoder
 
-__all__ = ["Init", "add_tokens", "check_save_folder", "new_words", "pieces_refusal", "save", "unspelled"]
+__all__ = [
+    "Init", "add_tokens", "check_save_folder", "new_words", "normalised_forms", "pieces_refusal", "save",
+    "unspelled",
+]  # fmt: skip
 
 InitSpec = str | Mapping[str, Sequence[str]]
 E = TypeVar("E", bound="Encoder")
@@ -50,15 +53,18 @@ def add_tokens(model: E, words: Sequence[str], *, init: InitSpec = "pieces", see
 
     Words the tokenizer already keeps as one piece (after its own normalisation, e.g. lowercasing, or a
     special token such as "[MASK]", matched as written) are left as they are. The new tokens match whole
-    words only (`single_word`), so "covid19x" still splits.
+    words only (`single_word`), so "covid19x" still splits. Words one token once normalised ("covid19",
+    "COVID19" on an uncased model) are added once. A tokenizer that would not keep the word one token after
+    a space (byte-level BPE: 'Ġ' is a piece of its own before an added token) is refused.
     """
     new = new_words(model, words)
     if not new:
         return model
-    forms = _forms(model, new)
-    rows = _initial_rows(model, new, init, seed)
+    forms = normalised_forms(model, new)
+    rows = _initial_rows(model, new, init, seed, same=_same_token(model, words))
     tokenizer = copy.deepcopy(model.loaded.tokenizer)
     tokenizer.add_tokens([AddedToken(forms[w], single_word=True, normalized=True) for w in new])
+    _check_whole_in_text(tokenizer, new, forms)
     hf_model = copy.deepcopy(model.hf_model)
     ids = [tokenizer.convert_tokens_to_ids(forms[w]) for w in new]
     size = max(int(hf_model.get_input_embeddings().weight.shape[0]), len(tokenizer), max(ids) + 1)
@@ -86,13 +92,39 @@ def new_words(model: Encoder, words: Sequence[str]) -> list[str]:
     token of the vocabulary; the others are already single pieces and are left as they are."""
     # a special token ("[MASK]") is matched as written, before normalisation: it is one piece already,
     # and its lowercased form added beside it would be a second token the tokenizer never reaches
-    forms = _forms(model, words)  # first: a static model is refused there, in its own line
+    forms = normalised_forms(model, words)  # first: a static model is refused there, in its own line
     added = set(model.loaded.tokenizer.get_added_vocab())
-    return [w for w, form in forms.items() if form not in model.vocab and w not in added]
+    # words one token once normalised ("covid19", "COVID19" on an uncased model) are added once, as the first
+    firsts = list({form: w for w, form in reversed(forms.items())}.values())[::-1]
+    return [w for w in firsts if forms[w] not in model.vocab and w not in added]
 
 
-def _forms(model: Encoder, words: Sequence[str]) -> dict[str, str]:
-    """Each word's form after the tokenizer's normalisation, checked to be one word."""
+def _same_token(model: Encoder, words: Sequence[str]) -> dict[str, list[str]]:
+    """Each normalised form with the words given that become it (one token, whatever they spell)."""
+    same: dict[str, list[str]] = {}
+    for w, form in normalised_forms(model, words).items():
+        same.setdefault(form, []).append(w)
+    return same
+
+
+def _check_whole_in_text(tokenizer: Any, words: Sequence[str], forms: Mapping[str, str]) -> None:
+    """Refuse a tokenizer that keeps a new token whole alone but not after a space (byte-level BPE reads
+    the space as a piece of its own, 'Ġ', before the added token): the row would never be the word's."""
+    for w in words:
+        alone = tokenizer("x", add_special_tokens=False)["input_ids"]
+        ids = tokenizer(f"x {w}", add_special_tokens=False)["input_ids"]
+        if len(ids) != len(alone) + 1:
+            pieces = tokenizer.convert_ids_to_tokens(ids[len(alone) :])
+            raise InvalidInput(
+                f"{w!r} cannot be added as one token of running text: this tokenizer (byte-level BPE or "
+                f"similar) reads ' {forms[w]}' as {pieces}, the space a piece of its own; vocab add "
+                "supports WordPiece tokenizers (BERT's)"
+            )
+
+
+def normalised_forms(model: Encoder, words: Sequence[str]) -> dict[str, str]:
+    """Each word's form after the tokenizer's normalisation (words of one form are one token), checked to be
+    one word."""
     layered(model, ADD_TOKENS_NEEDS)  # a static model first, in its own line, as its add_tokens says
     if isinstance(words, str) or not words:
         raise InvalidInput("add_tokens takes a non-empty list of words, e.g. ['covid19', 'mRNA']")
@@ -100,8 +132,8 @@ def _forms(model: Encoder, words: Sequence[str]) -> dict[str, str]:
     if empty := [w for w in words if not w.strip()]:
         raise InvalidInput(f"{empty[0]!r} is empty: give a word, e.g. 'covid19'")
     forms = {w: (normalizer.normalize_str(w) if normalizer else w).strip() for w in words}
-    if spaced := [w for w in words if any(c.isspace() for c in w.strip())]:
-        raise InvalidInput(f"tokens must be single words without spaces; got {spaced}")
+    if spaced := next(filter(None, map(several_words, words)), None):
+        raise InvalidInput(spaced)
     if gone := [w for w, form in forms.items() if not form]:
         raise InvalidInput(f"{gone[0]!r} is nothing once the tokenizer normalises it: give a word it keeps")
     if split := [w for w, form in forms.items() if any(c.isspace() for c in form)]:
@@ -113,14 +145,22 @@ def _forms(model: Encoder, words: Sequence[str]) -> dict[str, str]:
     return forms
 
 
-def _initial_rows(model: Encoder, words: Sequence[str], init: InitSpec, seed: int) -> np.ndarray:
+def _initial_rows(
+    model: Encoder,
+    words: Sequence[str],
+    init: InitSpec,
+    seed: int,
+    *,
+    same: Mapping[str, Sequence[str]] | None = None,
+) -> np.ndarray:
     """(len(words), d) float32 initial rows, computed from the old model's matrix."""
     matrix = model.input_embeddings.detach().float().cpu().numpy()
     if isinstance(init, Mapping):
         missing = [w for w in words if not init.get(w)]
         if missing:
             raise InvalidSpec(f"init lists no words for {missing}; give e.g. {{{missing[0]!r}: ['virus']}}")
-        return np.stack([np.mean([static_word(model, s).vector for s in init[w]], axis=0) for w in words])
+        _check_one_row_each(init, same or {})
+        return np.stack([np.mean([_source_row(model, w, s) for s in init[w]], axis=0) for w in words])
     how = Init.parse(init, what="init")
     if how is Init.PIECES:
         if bad := unspelled(model, words):
@@ -131,6 +171,29 @@ def _initial_rows(model: Encoder, words: Sequence[str], init: InitSpec, seed: in
         return np.repeat(matrix.mean(axis=0, keepdims=True), len(words), axis=0)
     rng = np.random.default_rng(seed)
     return rng.normal(0.0, float(matrix.std()), size=(len(words), matrix.shape[1])).astype(np.float32)
+
+
+def _check_one_row_each(init: Mapping[str, Sequence[str]], same: Mapping[str, Sequence[str]]) -> None:
+    """Refuse words that become one token (after normalisation) but are given different source words."""
+    for form, spelled in same.items():
+        given = {w: list(init[w]) for w in spelled if w in init}
+        if len({tuple(v) for v in given.values()}) > 1:
+            raise InvalidSpec(
+                f"{' and '.join(map(repr, given))} are one token ({form!r}) but init gives them different "
+                f"words ({', '.join(f'{w}: {v}' for w, v in given.items())}): give one list for the token"
+            )
+
+
+def _source_row(model: Encoder, word: str, source: str) -> np.ndarray:
+    """The row of `source`, one piece of the vocabulary (a word it splits has no row of its own)."""
+    found = static_word(model, source)
+    if len(found.ids) != 1:
+        raise InvalidInput(
+            f"{source!r}, a word to initialise {word!r} from, is not one piece of the vocabulary: the "
+            f"tokenizer splits it into {found.pieces}, whose mean is not its row; give words the vocabulary "
+            "keeps whole (`bertscope tokens` shows a word's pieces)"
+        )
+    return found.vector
 
 
 def unspelled(model: Encoder, words: Sequence[str]) -> dict[str, list[str]]:

@@ -135,7 +135,16 @@ def vocab_add(
     Examples: `bertscope vocab add covid19 mRNA --init pieces -o ./extended`,
     `bertscope vocab add covid19 --init-from covid19=virus,disease -o ./extended`
     """
-    from ..vocab import Init, add_tokens, check_save_folder, new_words, pieces_refusal, save, unspelled
+    from ..vocab import (
+        Init,
+        add_tokens,
+        check_save_folder,
+        new_words,
+        normalised_forms,
+        pieces_refusal,
+        save,
+        unspelled,
+    )  # fmt: skip
 
     check_save_folder(output, overwrite=overwrite)  # before the model loads: a folder not to write
 
@@ -153,6 +162,12 @@ def vocab_add(
                     f"--init-from {item!r} is malformed: give WORD=a,b (WORD's row from words a and b), "
                     f"e.g. --init-from {words[0]}=virus"
                 )
+            if word.strip() in how:
+                # two lists for one token: neither is quietly dropped
+                raise InvalidInput(
+                    f"--init-from {word.strip()} is given twice; give it once with all its words, "
+                    f"e.g. --init-from {word.strip()}=a,b"
+                )
             how[word.strip()] = split_list(sources)
         if missing := [w for w in words if w not in how]:
             raise InvalidInput(
@@ -167,14 +182,27 @@ def vocab_add(
     before = {w: _pieces(m, w) for w in words}
     extended = add_tokens(m, words, init=how)
     save(extended, output, overwrite=overwrite)
-    records: list[dict[str, Any]] = [
-        {"word": w, "before": before[w], "after": _pieces(extended, w), "added": w in added} for w in words
-    ]
     # A special token ("[MASK]") is one piece of the vocabulary, but text that spells it is read as its
     # characters ([ mask ]), never as the special id: it is no word a text can reach, so not "one piece"
     specials = set(m.loaded.tokenizer.all_special_tokens)
+    forms = normalised_forms(m, words)
+    firsts: dict[str, str] = {}  # each normalised form's first word: a later one is that same token
+    records: list[dict[str, Any]] = []
+    for w in words:
+        repeat = forms[w] in firsts
+        earlier = firsts.setdefault(forms[w], w)
+        rec: dict[str, Any] = {
+            "word": w,
+            "before": before[w],
+            "after": _pieces(extended, w),
+            "added": not repeat and w in added,
+        }
+        if repeat and earlier in added:
+            rec["same_token_as"] = earlier  # "COVID19" after "covid19" (uncased), or covid19 twice
+        records.append(rec)
+    twin = [r for r in records if "same_token_as" in r]
     special = [w for w in words if w not in added and w in specials]
-    whole = [w for w in words if w not in added and w not in specials]
+    whole = [r["word"] for r in records if not r["added"] and r["word"] not in specials and r not in twin]
     sizes = {"vocab_size_before": len(m.vocab), "vocab_size": len(extended.vocab)}
     if as_json:
         found = {"added": added, "already_one_piece": whole, "special_tokens": special}
@@ -186,11 +214,15 @@ def vocab_add(
         said = "yes" if rec["added"] else "no: already one piece"
         if rec["word"] in special:
             said = "no: a special token (text spelling it reads as characters)"
+        if "same_token_as" in rec:
+            said = f"no: the same token as {rec['same_token_as']}"
         table.add_row(rec["word"], " ".join(rec["before"]), " ".join(rec["after"]), said)
     out.print(table)
     kept = f"; not added, already one piece: {', '.join(whole)}" if whole else ""
     if special:
         kept += f"; not added, special tokens: {', '.join(special)}"
+    if twin:
+        kept += "; the same token: " + ", ".join(f"{r['word']} as {r['same_token_as']}" for r in twin)
     out.print(f"added {len(added)} of {len(words)}: {', '.join(added) or 'none'}{kept}", highlight=False)
 
 
