@@ -52,11 +52,12 @@ def geometry(
     threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The shape of the space per layer, over the vectors of every token but [CLS]/[SEP]: IsoScore
+    """The shape of the space per layer, over the vectors of every token but the special ones: IsoScore
     (1 isotropic, 0 one direction; capped below 1 when the tokens are not many more than the
     dimensions), the expected cosine of two different random tokens and the rogue dimensions that hold
-    most of it, and the intrinsic dimension (TwoNN). Streamed: memory does not grow with the
-    texts; TwoNN runs on a uniform sample of at most --max-tokens-sampled tokens.
+    most of it, and the intrinsic dimension (TwoNN, on distinct vectors). Repeated texts count once.
+    Streamed: memory does not grow with the texts; TwoNN runs on a uniform sample of at most
+    --max-tokens-sampled tokens.
 
     Examples: `bertscope geometry -i examples/news.txt`,
     `bertscope geometry -i corpus.txt --layers -1 -k 10 --json`
