@@ -34,7 +34,7 @@ vocab_app = typer.Typer(
     no_args_is_help=True,
 )
 plot_app = typer.Typer(
-    help="Pictures of word occurrences and of token-to-token cosine per layer.\n\n"
+    help="Pictures of word occurrences, of token-to-token cosine per layer and of static rows.\n\n"
     "Examples: `bertscope plot words bank,river -i corpus.txt -o words.png`, "
     '`bertscope plot layers "a cat"`.',
     no_args_is_help=True,
