@@ -207,3 +207,13 @@ def test_a_folder_given_as_the_picture_is_named_a_folder_first(name: str, tmp_pa
             f"error: {folder} is a folder, not a file: give a picture's file name (inside it, or beside it)\n"
         ), ran.stderr
     assert folder.is_dir() and not any(folder.iterdir())
+
+
+def test_a_layer_the_model_has_not_is_said_before_an_existing_picture(tmp_path: Path) -> None:
+    """plot layers -l 9 over an existing layers.png said 'exists; pass --overwrite' first, and the bad layer
+    only after the user had fixed that (audit 18i)."""
+    picture = tmp_path / "layers.png"
+    picture.write_bytes(b"an earlier picture")
+    ran = run_main("plot", "layers", "a cat", "-l", "9", "-o", str(picture))
+    assert ran.code != 0 and "layer 9 does not exist; layers are 0..6" in ran.stderr, ran.stderr
+    assert picture.read_bytes() == b"an earlier picture"

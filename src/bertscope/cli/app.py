@@ -393,6 +393,18 @@ def is_debug() -> bool:
     return _state["debug"]
 
 
+def check_layers_unloaded(model: str | None, layers: Any) -> None:
+    """Refuse a layer spec the model's folder has not (its layer count read torch-free) before anything
+    else: a load (and a --remeasure's timing), or an output check the user would fix first in vain."""
+    from ..core.folder import FolderView
+    from ..core.layers import parse_layers
+
+    view = FolderView.open(model) if layers is not None else None
+    facts = view.info() if view is not None else None
+    if facts is not None:
+        parse_layers(layers, int(facts["n_layers"]))
+
+
 def load_model(
     model: str | None,
     *,

@@ -42,6 +42,7 @@ from .app import (
     TextFieldOpt,
     ThreadsOpt,
     app,
+    check_layers_unloaded,
     check_stride,
     err,
     load_model,
@@ -338,14 +339,9 @@ def embed(
 def _loaded(model: str | None, run: dict[str, Any], recipe: Any) -> Any:
     """The model loaded; a static one refuses --layers first, in its own line (it has no layers), where the
     layer parser would say only 'layers are 0..0'."""
-    from ..core.folder import FolderView
-    from ..core.layers import parse_layers
     from ..static_model import StaticModel
 
-    view = FolderView.open(model) if recipe.layers is not None else None
-    facts = view.info() if view is not None else None
-    if facts is not None:  # a layer the model has not is refused before the load (and a --remeasure's timing)
-        parse_layers(recipe.layers, int(facts["n_layers"]))
+    check_layers_unloaded(model, recipe.layers)
     m = load_model(model, **run)
     if isinstance(m, StaticModel):
         m.checked_options(recipe)

@@ -18,6 +18,7 @@ from .app import (
     QuantizeOpt,
     TextFieldOpt,
     ThreadsOpt,
+    check_layers_unloaded,
     cuts_said_once,
     emit_json,
     err,
@@ -302,6 +303,7 @@ def plot_layers_cmd(
     """
     from ..research.plots import draw_layers, layer_cosines
 
+    check_layers_unloaded(model, layers)  # a layer the model has not, said before the picture's name
     picture = picture_output(output, overwrite=overwrite, default="layers.png")  # before the work
 
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
