@@ -1,6 +1,6 @@
 """Refusals end in their fix: a body over --max-body-bytes, an auto-split request longer than the queue,
-a /v2 body that is not JSON; and the first errors a 422 lists name an enum's values as the client sends
-them, not Python's repr of its members."""
+a /v2 body that is not JSON (400, a syntax error); and the first errors a 422 lists name an enum's values
+as the client sends them, not Python's repr of its members."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_the_fixes_are_named(bundled: bertscope.Model) -> None:
         broken = client.post(
             "/v2/embed", content=b'{"inputs": ', headers={"Content-Type": "application/json"}
         )
-        assert broken.status_code == 422
+        assert broken.status_code == 400  # a syntax error, as TEI and OpenAI answer it
         assert broken.json()["detail"].endswith("; send one JSON object")
 
 

@@ -124,8 +124,13 @@ def add_error_handlers(app: FastAPI) -> None:
         if wrong_type is not None and body_model(request) is not None:  # the body was never read as JSON
             return error_response(route_path(request.scope), 415, wrong_type)
         model = body_model(request)
-        message, errors, count = readable(other_names(list(exc.errors()), model), exc.body, model)
-        return error_response(route_path(request.scope), 422, message, errors=errors, n_errors=count)
+        found = list(exc.errors())
+        message, errors, count = readable(other_names(found, model), exc.body, model)
+        # Bytes that are not JSON are a syntax error, 400 on every route, as TEI's and OpenAI's answer it
+        # and as bertscope's own answer JSON nested too deeply or a number of too many digits (FastAPI's
+        # own 422 said otherwise); JSON of the wrong shape, or no body at all, is a 422.
+        status = 400 if any(e.get("type") == "json_invalid" for e in found) else 422
+        return error_response(route_path(request.scope), status, message, errors=errors, n_errors=count)
 
     async def bertscope_error(request: Request, exc: Exception) -> JSONResponse:
         return error_response(route_path(request.scope), 422, as_fields(str(exc), body_model(request)))

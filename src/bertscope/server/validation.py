@@ -142,6 +142,8 @@ def readable(exc_errors: list[Any], body: Any, model: type[BaseModel] | None) ->
         elif err.get("type") == "missing" and not loc:
             # No body at all (b""): the fix is the body itself, as TEI's routes say it.
             line = "body: empty; send one JSON object"
+        elif err.get("type") == "model_attributes_type" and not loc:
+            line = f"body is {_kind(body)}, not a JSON object: {_object_fix(model)}"
         elif err.get("type") in _OWN_LINES:
             line = str(err.get("msg"))
         else:
@@ -159,6 +161,13 @@ def readable(exc_errors: list[Any], body: Any, model: type[BaseModel] | None) ->
         for err in exc_errors[:SHOWN_ERRORS]
     ]
     return message, jsonable_encoder(errors), len(exc_errors)
+
+
+def _object_fix(model: type[BaseModel] | None) -> str:
+    """'send a JSON object such as {"inputs": ...}', named by the body's first required field."""
+    fields = dict(model.model_fields) if model is not None else {}
+    first = next((name for name, f in fields.items() if f.is_required()), next(iter(fields), "inputs"))
+    return f'send a JSON object such as {{"{first}": ...}}'
 
 
 def _union_field(loc: list[Any], model: type[BaseModel] | None) -> tuple[str, ...] | None:
