@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.table import Table
@@ -41,6 +41,7 @@ from .app import (
     warn,
 )
 from .typer_setup import CLICK
+from .wording import as_flags
 
 _Device = Annotated[str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 _Dtype = Annotated[str | None, typer.Option("--dtype", help="float32 (exact), bfloat16, float16 (CUDA).")]
@@ -212,12 +213,19 @@ def verify(
                     as_json=as_json, flag=flag, text_field=text_field,
                 )  # fmt: skip
     except BertscopeError as exc:
-        warn(exc, label="error:", style="red")
-        raise typer.Exit(2) from None
+        _refused(as_flags(str(exc)), as_json=as_json)
     except OSError as exc:  # a file it could not read or write: bad input (2), never drift (1)
-        warn(f"{exc.filename or 'a file'}: {exc.strerror or exc}", label="error:", style="red")
-        raise typer.Exit(2) from None
+        _refused(f"{exc.filename or 'a file'}: {exc.strerror or exc}", as_json=as_json)
     raise typer.Exit(code)
+
+
+def _refused(message: str, *, as_json: bool) -> NoReturn:
+    """Exit 2 (bad input) with `message` on stderr, and with --json a JSON object on stdout too, so that
+    `--json > verify.json || exit 1` in CI leaves a file that says why (an empty one said nothing)."""
+    warn(message, label="error:", style="red")
+    if as_json:
+        emit_json({"ok": False, "error": message})
+    raise typer.Exit(2)
 
 
 def _refuse_unused(
@@ -356,12 +364,11 @@ def _verify_store(
     corpus: Path | None, fields: dict[str, Any], post: Path | None, seed: int | None, as_json: bool,
 ) -> int:  # fmt: skip
     from ..io.query import moved_away
-    from ..io.stores import open_store
-    from ..verify.store import refuse_edited_settings, verify_store
+    from ..verify.store import open_checked, refuse_edited_settings, verify_store
     from .corpus import ray_shards
 
     ray_shards(path, option="--store", command="verify")  # a shard of an unfinished job holds some rows
-    opened = open_store(path, collection=collection)
+    opened = open_checked(path, collection=collection)
     refuse_edited_settings(opened)  # before a load by the model and options they name
     chosen: Any = model
     if model is None:

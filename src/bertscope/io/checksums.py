@@ -104,6 +104,7 @@ __all__ = [
     "table_checksums",
     "non_finite",
     "corrupt",
+    "count_differs",
     "file_checksum",
     "proven_settings",
     "rebuild_hint",
@@ -318,17 +319,30 @@ def changed_rows(recorded: str | None, vectors: Sequence[np.ndarray], labels: Se
     return [row for row, (a, b) in enumerate(zip(wanted, found, strict=True)) if a != b]
 
 
-def changed(where: str, rows: list[int], ids: list[str], rebuild: str) -> CorpusError:
+def changed(
+    where: str, rows: list[int], ids: list[str], rebuild: str, *, numbered: bool = True
+) -> CorpusError:
     """The one-line error for stored rows that changed after they were written, named with their ids
-    ("row 5 of s.npy (id '6') changed after it was written: it does not match its checksum; ...")."""
+    ("row 5 of s.npy (id '6') changed after it was written: it does not match its checksum; ..."), or by
+    their ids alone where the store has no row numbers (`numbered=False`: an SQLite collection, "the row
+    with id '6' of collection 'default' in s.db changed ...")."""
     one = len(rows) == 1
     shown = ", ".join(str(r) for r in rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
-    span, after = (f"row {shown}", "it was") if one else (f"rows {shown}", "they were")
+    after = "it was" if one else "they were"
     said = f"{'it' if one else 'they'} {_SINGULAR[MISMATCH] if one else MISMATCH}"
-    return CorpusError(
-        f"{span} of {where} (id {_ids(ids)}) changed after {after} written: {said}; the file is corrupt; "
-        f"{rebuild}"
+    named = (
+        _by_id(where, ids)
+        if not numbered
+        else f"{'row' if one else 'rows'} {shown} of {where} (id {_ids(ids)})"
     )
+    return CorpusError(f"{named} changed after {after} written: {said}; the file is corrupt; {rebuild}")
+
+
+def _by_id(where: str, ids: list[str]) -> str:
+    """Rows named by their ids alone ("the row with id '6' of collection 'default' in s.db"): an SQLite
+    collection has no row numbers (its rowid order is not the order its texts were read in)."""
+    one = len(dict.fromkeys(ids)) == 1
+    return f"the {'row' if one else 'rows'} with {'id' if one else 'ids'} {_ids(ids)} of {where}"
 
 
 def _little(values: np.ndarray) -> np.ndarray:
@@ -403,6 +417,17 @@ def corrupt(
     if problem == MISMATCH and rows is not None:
         return ChecksumMismatch(message, rows)
     return CorpusError(message)
+
+
+def count_differs(where: str, found: int, written: int, rebuild: str) -> CorpusError:
+    """The one-line error for a store holding another number of rows than its checksums say were written
+    ("s.npy holds 299 rows where 300 were written: rows were removed from it after it was written; ..."),
+    as an SQLite collection's recorded count says it."""
+    what = "removed from" if found < written else "added to"
+    return CorpusError(
+        f"{where} holds {found} rows where {written} were written: rows were {what} it after it was "
+        f"written; the file is corrupt; {rebuild}"
+    )
 
 
 def _ids(ids: list[str]) -> str:

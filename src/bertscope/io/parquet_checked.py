@@ -37,6 +37,7 @@ from .checksums import (
     column_checksum,
     column_values,
     corrupt,
+    count_differs,
     covered_columns,
     keeps_digests,
     non_finite,
@@ -60,6 +61,7 @@ __all__ = [
     "CheckedParquet",
     "checked_tables",
     "checks_missing",
+    "readable_parquet",
     "unproven",
     "with_coverage",
     "write_checked",
@@ -178,6 +180,20 @@ def _writer(path: Path, schema: Any) -> Any:
     return pq.ParquetWriter(path, schema, write_statistics=flat, use_dictionary=flat)
 
 
+def readable_parquet(path: Path, where: str | None = None, rebuild: str | None = None) -> Any:
+    """`path` opened as a `pyarrow.parquet.ParquetFile`, or a CorpusError naming the file corrupt (a broken
+    footer: a file cut short) and how to make it again (`rebuild`, default `rebuild_hint`)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path)
+    except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
+        raise CorpusError(
+            f"{where or path} is not a readable Parquet file ({_first_line(exc)}): the file is corrupt; "
+            f"{rebuild or rebuild_hint(path)}"
+        ) from None
+
+
 class CheckedParquet:
     """A Parquet file read row group by row group, each group's vectors checked before use.
 
@@ -185,19 +201,12 @@ class CheckedParquet:
     """
 
     def __init__(self, path: Path, *, where: str | None = None, rebuild: str | None = None) -> None:
-        import pyarrow.parquet as pq
 
         self.path = path
         self.where = where or str(path)
         self.rebuild = rebuild or rebuild_hint(path)
         self._store = rebuild is None  # a store (`verify` checks it), not a job's part
-        try:
-            self.file = pq.ParquetFile(path)
-        except (OSError, ValueError) as exc:  # a broken footer
-            raise CorpusError(
-                f"{self.where} is not a readable Parquet file ({_first_line(exc)}): the file is corrupt; "
-                f"{self.rebuild}"
-            ) from None
+        self.file = readable_parquet(path, self.where, self.rebuild)
         meta = self.file.metadata
         sizes = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
         self.starts = np.cumsum([0, *sizes])
@@ -210,6 +219,9 @@ class CheckedParquet:
         )
         self.groups: list[dict[str, int]] | None = None if found is None else found["row_groups"]
         if self.groups is not None and [g["rows"] for g in self.groups] != sizes:
+            written = sum(int(g["rows"]) for g in self.groups)
+            if written != int(self.starts[-1]):  # rows removed or added: said as a count, as SQLite's
+                raise count_differs(self.where, int(self.starts[-1]), written, self.rebuild)
             raise self._error(0, max(0, int(self.starts[-1]) - 1), LAYOUT)
         # What the checksums lack that the settings say were written (stripped): refused on reading rows
         # (`verify`, which reads only the checksums first, names it its own way), as settings edited since

@@ -51,8 +51,15 @@ import numpy as np
 from ..core.post import PostProcessor, as_post
 from ..core.spec import EmbedOptions, PostArg, resolve
 from ..errors import CorpusError, InvalidInput
-from ..io.checksums import ChecksumMismatch, changed, rebuild_hint, sealed, settings_edited
-from ..io.formats import Format
+from ..io.checksums import (
+    ChecksumMismatch,
+    changed,
+    count_differs,
+    rebuild_hint,
+    sealed,
+    settings_edited,
+)
+from ..io.formats import Format, store_rules
 from ..io.parquet_checked import (
     CHECKSUMS_MISSING,
     COUNTS_MISSING,
@@ -60,6 +67,7 @@ from ..io.parquet_checked import (
     RECORD_MISSING,
     CheckedParquet,
     checks_missing,
+    readable_parquet,
     unproven,
 )
 from ..io.sqlite_rows import changed_rows
@@ -76,6 +84,7 @@ __all__ = [
     "NO_ROW_CHECKSUMS",
     "NO_SETTINGS_CHECKSUM",
     "StoreCheck",
+    "open_checked",
     "refuse_edited_settings",
     "sample_rows",
     "verify_store",
@@ -142,7 +151,7 @@ def verify_store(
     seed = int(seed)
     if not isinstance(store, (str, os.PathLike, Store)):
         raise InvalidInput(f"store={store!r}: give the path of a store (a str or Path)")
-    opened = store if isinstance(store, Store) else open_store(store, collection=collection)
+    opened = store if isinstance(store, Store) else open_checked(store, collection=collection)
     refuse_edited_settings(opened)
     if "model" not in opened.settings:  # every job writes it: without it nothing says what made the rows
         hint = rebuild_hint(opened.path, opened.collection)
@@ -221,6 +230,29 @@ def _refuse_another_model(
         f"{store}, and its name loads another model here, {source} ({here}): give the model it was "
         "made with as model= (-m)"
     )
+
+
+def open_checked(path: str | Path, *, collection: str | None = None) -> Store:
+    """`open_store`, where a Parquet file cut short, or a store holding other rows than its checksums say
+    were written, is refused naming the fix (rebuild it), as a .npy cut short is."""
+    path = Path(path)
+    if path.is_file() and store_rules(path).format is Format.PARQUET:
+        readable_parquet(path)  # its footer first: open_store's refusal says no fix
+    opened = open_store(path, collection=collection)
+    if opened.rules.format is Format.NPY:
+        _refuse_other_count(opened)
+    return opened
+
+
+def _refuse_other_count(opened: Store) -> None:
+    """CorpusError where a .npy store holds another number of rows than its checksums say were written (a
+    row removed or added: "holds 299 rows where 300 were written", not rows "not laid out")."""
+    found = stored_checksums(opened.path)
+    if found is None:
+        return
+    written = sum(int(batch["rows"]) for batch in found["batches"])
+    if written != opened.count():
+        raise count_differs(str(opened.path), opened.count(), written, rebuild_hint(opened.path))
 
 
 def refuse_edited_settings(opened: Store) -> None:
@@ -304,7 +336,10 @@ def _named(opened: Store, exc: ChecksumMismatch) -> Exception:
     if found is None:
         return exc
     rows, ids = found
-    return changed(_store_where(opened), rows, ids, rebuild_hint(opened.path, opened.collection))
+    hint = rebuild_hint(opened.path, opened.collection)
+    # an SQLite collection has no row numbers (its rowid order is not its texts' order): ids alone
+    numbered = opened.rules.format is not Format.SQLITE
+    return changed(_store_where(opened), rows, ids, hint, numbered=numbered)
 
 
 def _check_sentences(
@@ -319,7 +354,7 @@ def _check_sentences(
     for view in list(opened.settings.get("views") or {}) or [None]:
         column = with_view(opened, view)
         ids, stored_texts, stored = _read_rows(column, positions)
-        labels = [f"row {int(p)} (id {i})" for p, i in zip(positions, ids, strict=True)]
+        labels = _labels(opened, positions, ids)
         if texts is None:
             refuse_repeated_rows(opened, positions, ids)
             whole = all(isinstance(t, str) for t in stored_texts)
@@ -335,6 +370,14 @@ def _check_sentences(
         options = replace(EmbedOptions.from_settings(settings, post=post), prompt=settings.get("prompt", ""))
         fresh = np.asarray(model.embed_with(texts, resolve(model, options)).vectors, dtype=np.float32)
         add_drift(check, model, settings, labels, stored, fresh, column=f"view {view}" if view else "")
+
+
+def _labels(opened: Store, positions: np.ndarray, ids: list[str]) -> list[str]:
+    """How the sampled rows are named: `row 5 (id 6)`, or `id 6` in an SQLite collection, which has no
+    row numbers (its rowid order is not the order its texts were read in)."""
+    if opened.rules.format is Format.SQLITE:
+        return [f"id {i}" for i in ids]
+    return [f"row {int(p)} (id {i})" for p, i in zip(positions, ids, strict=True)]
 
 
 def _rows_per_text(opened: Store, rows: int) -> int | None:

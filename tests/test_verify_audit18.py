@@ -1,0 +1,146 @@
+"""`verify --store` after audit 18c: a --corpus that is not the store's (another order) is bad input, not
+drift; a model changed is still drift; an SQLite row is named by its id; a Parquet file cut short and a
+row removed or added name the fix; --json says an error on stdout too."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import bertscope
+from bertscope.errors import CorpusError
+from bertscope.verify.store import verify_store
+from console import run_main
+from tiny_models import build_tiny_model
+
+WORDS = "market loan tree city river old green fast slow week neighbour runs after the a to".split()
+# 60 texts, each its own: sorted, none keeps its line (the ids are line numbers)
+TEXTS = [" ".join(WORDS[(i * k + k) % len(WORDS)] for k in range(2 + i % 5)) + f" {i}" for i in range(60)]
+
+
+@pytest.fixture(scope="module")
+def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A tiny BERT, another of the same shape (other weights), a 60-line corpus and its sentence stores,
+    and the corpus in another order (sorted)."""
+    folder = tmp_path_factory.mktemp("audit18c")
+    model = build_tiny_model("bert", folder / "tiny")
+    other = build_tiny_model("bert", folder / "other", seed=1)
+    corpus = folder / "corpus.txt"
+    corpus.write_text("\n".join(TEXTS) + "\n", encoding="utf-8")
+    shuffled = folder / "sorted.txt"
+    shuffled.write_text("\n".join(sorted(TEXTS)) + "\n", encoding="utf-8")
+    loaded = bertscope.load(str(model))
+    paths = {"model": model, "other": other, "corpus": corpus, "sorted": shuffled}
+    for name in ("s.npy", "s.parquet", "s.db"):
+        bertscope.embed_corpus(corpus, folder / name, model=loaded, progress=False, batch_size=16)
+        paths[name] = folder / name
+    return paths
+
+
+def _copy(made: dict[str, Path], name: str, to: Path) -> Path:
+    """A store and the files beside it, copied into `to` (to damage the copy)."""
+    source = made[name]
+    for path in source.parent.glob(f"{source.stem}.*"):
+        shutil.copy(path, to / path.name)
+    return to / source.name
+
+
+# 4. a Parquet file cut short names the fix, as a .npy cut short does -----------------------------------
+
+
+def test_a_parquet_store_cut_short_names_the_rebuild(made: dict[str, Path], tmp_path: Path) -> None:
+    store = _copy(made, "s.parquet", tmp_path)
+    with store.open("r+b") as cut:
+        cut.truncate(store.stat().st_size - 50)
+    ran = run_main("verify", "--store", str(store))
+    assert ran.code == 2, ran
+    assert ran.stderr.startswith(f"error: {store} is not a readable Parquet file ("), ran.stderr
+    assert f"the file is corrupt; rebuild it with `bertscope embed -i CORPUS -o {store} --overwrite`" in (
+        " ".join(ran.stderr.split())
+    )
+    with pytest.raises(CorpusError, match="the file is corrupt; rebuild it"):
+        verify_store(store)
+
+
+# 5. a row removed or added is said as a count; --json says an error on stdout ---------------------------
+
+
+def _drop_last(store: Path) -> None:
+    if store.suffix == ".npy":
+        np.save(store, np.load(store)[:-1])
+        return
+    file = pq.ParquetFile(store)
+    table = file.read()
+    pq.write_table(table.slice(0, table.num_rows - 1), store, row_group_size=16)
+
+
+def _append_first(store: Path) -> None:
+    if store.suffix == ".npy":
+        matrix = np.load(store)
+        np.save(store, np.concatenate([matrix, matrix[:1]]))
+        return
+    import pyarrow as pa
+
+    table = pq.ParquetFile(store).read()
+    pq.write_table(pa.concat_tables([table, table.slice(0, 1)]), store, row_group_size=16)
+
+
+@pytest.mark.parametrize("name", ["s.npy", "s.parquet"])
+def test_a_row_removed_or_added_is_said_as_a_count(made: dict[str, Path], tmp_path: Path, name: str) -> None:
+    """ "rows 0-58 of s.npy are not laid out as the file's checksums say" said nothing of a row gone."""
+    for edit, found, what in ((_drop_last, 59, "removed from"), (_append_first, 61, "added to")):
+        folder = tmp_path / what.split()[0]
+        folder.mkdir()
+        store = _copy(made, name, folder)
+        edit(store)
+        ran = run_main("verify", "--store", str(store), "--corpus", str(made["corpus"]), "--rows", "5")
+        line = " ".join(ran.stderr.split())
+        assert ran.code == 2, ran
+        assert line.startswith(
+            f"error: {store} holds {found} rows where 60 were written: rows were {what} it after it was "
+            f"written; the file is corrupt; rebuild it with `bertscope embed -i CORPUS -o {store} "
+            "--overwrite`"
+        ), line
+
+
+def test_json_says_an_error_on_stdout_too(made: dict[str, Path], tmp_path: Path) -> None:
+    """docs/verify.md's CI recipe (`--json > verify.json || exit 1`) left an empty file on exit 2."""
+    store = _copy(made, "s.npy", tmp_path)
+    _drop_last(store)
+    ran = run_main("verify", "--store", str(store), "--corpus", str(made["corpus"]), "--json")
+    assert ran.code == 2, ran
+    said = json.loads(ran.stdout)
+    assert said["ok"] is False and said["error"].startswith(f"{store} holds 59 rows where 60 were written")
+    assert ran.stderr.startswith("error: ")
+    ran = run_main("verify", "--store", str(tmp_path / "none.parquet"), "--json")
+    assert ran.code == 2 and json.loads(ran.stdout) == {
+        "ok": False, "error": f"cannot read {tmp_path / 'none.parquet'}: no such file"
+    }, ran  # fmt: skip
+
+
+# 3. an SQLite row is named by its id: a collection has no row numbers ----------------------------------
+
+
+def test_an_sqlite_row_that_changed_is_named_by_its_id_alone(made: dict[str, Path], tmp_path: Path) -> None:
+    """`row 152 of collection 'default' in s.db (id '151')` named a position in rowid order, where
+    .npy and .parquet name the row 150 for the same id: an SQLite collection has no row numbers."""
+    import sqlite3
+
+    store = _copy(made, "s.db", tmp_path)
+    with sqlite3.connect(store) as db:
+        (blob,) = db.execute("SELECT embedding FROM embeddings WHERE id = '41'").fetchone()
+        vector = np.frombuffer(blob, dtype="<f4").copy()
+        vector[3] += 1e-3
+        db.execute("UPDATE embeddings SET embedding = ? WHERE id = '41'", (vector.tobytes(),))
+    db.close()
+    ran = run_main("verify", "--store", str(store), "--rows", "60")
+    assert ran.code == 2, ran
+    assert " ".join(ran.stderr.split()).startswith(
+        f"error: the row with id '41' of collection 'default' in {store} changed after it was written: it "
+        "does not match its checksum; the file is corrupt; rebuild it"
+    ), ran.stderr
