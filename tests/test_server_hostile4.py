@@ -289,7 +289,7 @@ def test_v1_codes_are_openais_strings(bundled: bertscope.Model, client: TestClie
         refused = keyed.post("/v1/embeddings", json={"input": "a"})
     error = refused.json()["error"]
     assert refused.status_code == 401 and (error["type"], error["code"]) == (
-        "authentication_error",
+        "invalid_request_error",  # as OpenAI sends "Incorrect API key provided" (audit 18a-9)
         "invalid_api_key",
     )
 

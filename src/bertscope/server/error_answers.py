@@ -83,8 +83,12 @@ class EmptyInputs(Exception):
     """A TEI route got an empty batch: TEI answers 400 with error_type "Empty"."""
 
 
-# OpenAI's error type and code for a status (its API reference, "Error codes"); other codes are null.
-_OPENAI_TYPES = {401: "authentication_error", 429: "rate_limit_error"}
+# OpenAI's error type and code for a status, as its API sends them; other codes are null. A wrong key is
+# an invalid request there ("Incorrect API key provided": type invalid_request_error, code
+# invalid_api_key); a rate limit's type names the limit, "requests" for requests per minute ("tokens" for
+# tokens): the queue here counts requests. OpenAI's clients raise by the status (AuthenticationError,
+# RateLimitError), so the type is what a client that reads the body sees.
+_OPENAI_TYPES = {401: "invalid_request_error", 429: "requests"}
 _OPENAI_CODES = {401: "invalid_api_key", 429: "rate_limit_exceeded"}
 
 
@@ -158,9 +162,7 @@ def add_error_handlers(app: FastAPI) -> None:
 
     async def queue_full(request: Request, exc: Exception) -> JSONResponse:
         retry = str(getattr(exc, "retry_after", 1))
-        return error_response(
-            route_path(request.scope), 429, str(exc), kind="rate_limit_error", headers={"Retry-After": retry}
-        )
+        return error_response(route_path(request.scope), 429, str(exc), headers={"Retry-After": retry})
 
     async def shutting_down(request: Request, exc: Exception) -> JSONResponse:
         return error_response(

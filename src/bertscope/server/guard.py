@@ -128,9 +128,7 @@ class Guard:
         )
         if key and not is_open and scope["method"] != "OPTIONS" and not _key_ok(headers, key):
             message = "missing or wrong API key: send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'"
-            response = error_response(
-                path, 401, message, kind="authentication_error", headers={"WWW-Authenticate": "Bearer"}
-            )
+            response = error_response(path, 401, message, headers={"WWW-Authenticate": "Bearer"})
             await response(scope, receive, send)
             return
         declared = headers.get("content-length", "")
