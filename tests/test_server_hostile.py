@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import httpx
 import numpy as np
+import orjson
 import pytest
 from fastapi.testclient import TestClient
 
@@ -182,19 +183,23 @@ def test_health_answers_while_a_large_answer_is_written(
     lets /health through (on the loop, /health waits until the hold gives up)."""
     writing, health_answered = threading.Event(), threading.Event()
     held: dict[str, bool] = {}
-    dumps, here = json.dumps, threading.current_thread()
+    here = threading.current_thread()
 
-    def holding(obj: Any, *args: Any, **kwargs: Any) -> str:
-        health = isinstance(obj, dict) and "status" in obj
-        if threading.current_thread() is not here and not health and not held:
-            held["saw_health"] = False
-            writing.set()
-            held["saw_health"] = health_answered.wait(30)
-        return dumps(obj, *args, **kwargs)
+    def holding(dumps: Callable[..., Any]) -> Callable[..., Any]:
+        def held_dumps(obj: Any, *args: Any, **kwargs: Any) -> Any:
+            health = isinstance(obj, dict) and "status" in obj
+            if threading.current_thread() is not here and not health and not held:
+                held["saw_health"] = False
+                writing.set()
+                held["saw_health"] = health_answered.wait(30)
+            return dumps(obj, *args, **kwargs)
+
+        return held_dumps
 
     sent, headers = json.dumps(body).encode(), {"content-type": "application/json"}
     with httpx.Client(base_url=url, timeout=120) as client, ThreadPoolExecutor(1) as pool:
-        monkeypatch.setattr(json, "dumps", holding)
+        monkeypatch.setattr(json, "dumps", holding(json.dumps))
+        monkeypatch.setattr(orjson, "dumps", holding(orjson.dumps))  # float32 rows (audit 18a-10)
         large = pool.submit(client.post, path, content=sent, headers=headers)
         assert writing.wait(60), "the large answer was never written"
         assert client.get("/health").status_code == 200

@@ -18,9 +18,11 @@ anything; the reservation is held until the request ends (`Reservations`), and i
 writes within it. Each client address holds at most its share of the budget (`bodies.BodyBudget`,
 --max-buffered-share), bar one answer of a client that holds no other.
 
-The bytes are json.dumps' own (compact UTF-8, NaN refused), as Starlette's JSONResponse writes them:
-a float is written by `repr`, after `tolist()` turned the array's number into a Python float (float32
-and float64 alike), which is how every route wrote them when each built its lists whole.
+The bytes are json.dumps' own (compact UTF-8, NaN refused), as Starlette's JSONResponse writes them,
+but for float32 arrays: each float32 is written in the shortest form that reads back as the same float32
+(orjson's, as TEI writes them: 0.061733723, not the float64 repr 0.06173372268676758), a fifth fewer
+bytes and the same bits; a float64 array is written by `repr` of each number, as `tolist()` and
+json.dumps write it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from typing import Any
 
 import anyio.from_thread
 import numpy as np
+import orjson
 from fastapi import Response
 from fastapi.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -292,7 +295,7 @@ def _rows(array: np.ndarray, how: Rows) -> Iterator[str]:
     """An array's JSON: blocks of rows (about `_BLOCK` numbers) by one tolist and dumps each; a row
     longer than that is written as its own rows."""
     if array.ndim == 0:
-        yield _dumps(_as(array, how).tolist())
+        yield _block_json(_as(array.reshape(1), how))[1:-1]
         return
     row = max(1, array[0].size) if array.ndim > 1 and len(array) else 1
     yield "["
@@ -303,8 +306,19 @@ def _rows(array: np.ndarray, how: Rows) -> Iterator[str]:
     else:
         step = _BLOCK // row
         for at in range(0, len(array), step):
-            yield ("," if at else "") + _dumps(_as(array[at : at + step], how).tolist())[1:-1]
+            yield ("," if at else "") + _block_json(_as(array[at : at + step], how))[1:-1]
     yield "]"
+
+
+def _block_json(block: np.ndarray) -> str:
+    """A block of rows as JSON: float32 in its shortest form that reads back as the same float32
+    (orjson's, finite: `Rows` checked), anything else as json.dumps writes its `tolist()`."""
+    if block.dtype == np.float32:
+        return orjson.dumps(np.ascontiguousarray(block, dtype=np.float32), option=_NUMPY).decode("ascii")
+    return _dumps(block.tolist())
+
+
+_NUMPY = orjson.OPT_SERIALIZE_NUMPY
 
 
 def _as(block: np.ndarray, how: Rows) -> np.ndarray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
+import numpy as np
 from fastapi import FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
@@ -176,7 +177,7 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
             vectors = vectors[:, : req.dimensions]
             vectors = unit(vectors) if req.normalize else vectors
         stamp = _stamp(svc, times, req.inputs, int(res.n_tokens.sum()))
-        return _stamped(await answer(lambda: Rows(vectors, dtype=float), size=vectors.size), stamp)
+        return _stamped(await answer(lambda: Rows(vectors, dtype=np.float32), size=vectors.size), stamp)
 
     for path in ("/", "/embed"):
         summary = "TEI: sentence vectors as a bare [[...]]"
@@ -203,7 +204,9 @@ def tei_routes(app: FastAPI, svc: Service) -> None:
             n_tokens=count,
         )
         stamp = _stamp(svc, times, req.inputs, count)
-        made = await answer(lambda: Items(Rows(t.vectors, dtype=float) for t in tokens), size=count * width)
+        made = await answer(
+            lambda: Items(Rows(t.vectors, dtype=np.float32) for t in tokens), size=count * width
+        )
         return _stamped(made, stamp)
 
     @app.post("/similarity", tags=["tei"], responses=_answer(TEISimilarityResponse))
