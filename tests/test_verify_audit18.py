@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import bertscope
-from bertscope.errors import CorpusError
+from bertscope.errors import CorpusError, InvalidInput
 from bertscope.verify.store import verify_store
 from console import run_main
 from tiny_models import build_tiny_model
@@ -144,3 +144,60 @@ def test_an_sqlite_row_that_changed_is_named_by_its_id_alone(made: dict[str, Pat
         f"error: the row with id '41' of collection 'default' in {store} changed after it was written: it "
         "does not match its checksum; the file is corrupt; rebuild it"
     ), ran.stderr
+
+
+# 1. a .npy store against another corpus (same length, other order): bad input, not drift ----------------
+
+
+def test_a_npy_store_against_its_corpus_in_another_order_is_bad_input(made: dict[str, Path]) -> None:
+    """`DRIFT: 5 of 300 rows of s.npy re-embedded ...: min cosine 0.81`, exit 1, blamed the model for a
+    --corpus that was not the store's: the model is the store's own (its fingerprint matches), so rows far
+    off are other texts' vectors."""
+    store, shuffled = made["s.npy"], made["sorted"]
+    ran = run_main("verify", "--store", str(store), "--corpus", str(shuffled), "--rows", "10", "--seed", "2")
+    line = " ".join(ran.stderr.split())
+    assert ran.code == 2 and "DRIFT" not in ran.stdout, ran
+    assert line.startswith(f"error: {store}'s vectors do not match the texts of {shuffled}: "), line
+    assert "though the model is the store's own (its fingerprint's files and settings match)" in line
+    assert f"{shuffled} is not the corpus the store was made from, or not in the order it was read" in line
+    assert line.endswith("pass the store's own corpus, as it was read, with --corpus"), line
+    with pytest.raises(InvalidInput, match="do not match the texts of"):
+        verify_store(store, corpus=shuffled, rows=10, seed=2)
+    assert verify_store(store, corpus=made["corpus"], rows=10, seed=2).ok  # its own corpus: ok
+
+
+def test_a_model_changed_is_still_drift(made: dict[str, Path]) -> None:
+    """Another model of the same shape (other weights): its fingerprint differs, so rows far off are the
+    model's drift (exit 1), with the store's corpus or another one."""
+    for corpus in (made["corpus"], made["sorted"]):
+        ran = run_main(
+            "verify", "--store", str(made["s.npy"]), "-m", str(made["other"]), "--corpus", str(corpus),
+            "--rows", "10", "--seed", "2",
+        )  # fmt: skip
+        assert ran.code == 1, ran
+        assert ran.stdout.startswith("DRIFT: the model differs from the store's (files.model.safetensors"), (
+            ran
+        )
+        assert "rows checked are out of tolerance" in ran.stdout.split("\n")[0]
+    check = verify_store(made["s.npy"], model=str(made["other"]), corpus=made["corpus"], rows=10, seed=2)
+    assert not check.ok and check.rows_far > 5 and check.model_changes
+
+
+# 2. a store that keeps its texts against another corpus: said so, not "DRIFT ... min cosine 1" ----------
+
+
+@pytest.mark.parametrize("name", ["s.parquet", "s.db"])
+def test_stored_texts_not_the_corpus_texts_are_bad_input(made: dict[str, Path], name: str) -> None:
+    store, shuffled = made[name], made["sorted"]
+    ran = run_main("verify", "--store", str(store), "--corpus", str(shuffled), "--rows", "10", "--seed", "2")
+    line = " ".join(ran.stderr.split())
+    assert ran.code == 2 and "DRIFT" not in ran.stdout, ran
+    assert line.startswith(
+        f"error: {store}'s stored texts are not {shuffled}'s texts of their ids in 10 of the 10 rows "
+        "checked ("
+    ), line
+    assert line.endswith(
+        f"{shuffled} is not the corpus the store was made from, or not in the order it was read; pass the "
+        "store's own corpus with --corpus, or leave it out: the store keeps its texts"
+    ), line
+    assert verify_store(store, corpus=made["corpus"], rows=10, seed=2).ok

@@ -23,7 +23,7 @@ from ..backends.exact import EXACT_ATOL
 from .fingerprint import Difference
 from .settings import LOSSY_FLOOR, is_lossy, lossy_floor, store_floor, vector_settings
 
-__all__ = ["StoreCheck", "add_drift", "pairwise_cosines"]
+__all__ = ["FAR_COSINE", "StoreCheck", "add_drift", "far_cosine", "pairwise_cosines"]
 
 _WORST_SHOWN = 5
 # A fingerprint's settings of how the model runs, not of which model it is (settings.precision.quantize)
@@ -51,6 +51,10 @@ class StoreCheck:
     # and how many sampled rows are out of tolerance (the most of any vector column): the headline's.
     model_changes: list[str] = field(default_factory=list)
     rows_out: int = 0
+    # How many sampled rows are far off (`far_cosine`, the most of any vector column): further than any
+    # runtime or precision moves the same model's vectors, so, the model unchanged, another text's vector.
+    rows_far: int = 0
+    texts_from_corpus: bool = False  # the texts re-embedded were read from the corpus given, not the store
 
     def headline(self) -> str:
         """One line: the verdict, what differs (the model, the rows, or both) and the figures."""
@@ -143,6 +147,10 @@ def add_drift(
             out = (diff > allowed).any(axis=1)
     bad = np.flatnonzero(out | ~finite)
     check.rows_out = max(check.rows_out, len(bad))
+    # a zero vector stored is no text's vector (damage), so not another text's either
+    far = finite & (np.abs(stored).reshape(len(stored), -1).max(axis=1, initial=0.0) > 0)
+    far &= cosines < far_cosine(check.tolerance.get("min_cosine", 1.0))
+    check.rows_far = max(check.rows_far, int(far.sum()))
     worst = bad[np.argsort(np.where(finite[bad], cosines[bad], -np.inf), kind="stable")][:_WORST_SHOWN]
     for row in worst:
         if not stored_ok[row]:
@@ -155,6 +163,17 @@ def add_drift(
     if len(bad) > len(worst):
         more = f"{len(bad) - len(worst)} more rows out of tolerance"
         check.differences.append(Difference(f"{where}rows", "stored", more))
+
+
+# Below this cosine a row is far off, whatever the mode: float32 runtimes agree to ~1e-6, bfloat16 and
+# int8 to 0.99 and 0.98 (settings.STORE_FLOORS), while the vectors of two texts of one model differ more.
+FAR_COSINE = 0.95
+
+
+def far_cosine(bound: float) -> float:
+    """The cosine under which a row is far off against a cosine `bound` (1 for an exact check): twice as far
+    from 1 as the bound (`2 bound - 1`), at most `FAR_COSINE`."""
+    return min(FAR_COSINE, 2 * float(bound) - 1)
 
 
 def pairwise_cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -59,9 +59,10 @@ def check_rows(
         texts = [stored_texts[doc] for doc in docs]
         if corpus["corpus"] is not None:  # the ids too: each document's stored text is its id's
             labels = [f"text {doc}" for doc in docs]
-            check.differences += corpus_texts_differ(labels, docs, texts, corpus, opened.path)
+            corpus_texts_differ(labels, docs, texts, corpus, opened.path)
     else:
         texts = texts_by_id(docs, corpus, opened.path)
+        check.texts_from_corpus = True
     rows_of = _level(level, model, settings)  # the job's level: the sampled texts' rows, and lost texts'
     made = rows_of.embed([Record(d, t, 0) for d, t in zip(docs, texts, strict=True)])
     fresh_rows = {
@@ -178,16 +179,37 @@ def corpus_texts_differ(
     path: Path,
     *,
     rows: int | None = None,
-) -> list[Difference]:
-    """A difference for each stored text (named by `labels`) that is not the corpus's text of its id: ids
-    swapped or edited, which the vectors alone cannot show (a row's vector is its stored text's); `rows`
-    as `texts_by_id`'s (a row per text: the corpus must hold that many)."""
+    collection: str | None = None,
+) -> None:
+    """Refuse stored texts (named by `labels`) that are not the corpus's texts of their ids: most of them,
+    the corpus is not the store's (or not in its order: InvalidInput); a few, ids swapped or edited in the
+    store, which the vectors alone cannot show, a row's vector being its stored text's (CorpusError).
+    Never drift: the model is not at fault. `rows` as `texts_by_id`'s (a row per text: the corpus must
+    hold that many); `collection`: the store's, for the rebuild it names."""
     expected = texts_by_id(ids, corpus, path, rows=rows)
-    return [
-        Difference(f"{label} text", "the corpus's text of its id", f"another text: {_short(text)!r}")
+    differ = [
+        f"{label} holds {_short(text)!r}"
         for label, text, want in zip(labels, texts, expected, strict=True)
         if text != want
     ]
+    if not differ:
+        return
+    given = corpus["corpus"]
+    shown = "; ".join(differ[:2]) + (f"; and {len(differ) - 2} more" if len(differ) > 2 else "")
+    said = (
+        f"{path}'s stored texts are not {given}'s texts of their ids in {len(differ)} of the {len(labels)} "
+        f"{'texts' if labels and labels[0].startswith('text ') else 'rows'} checked ({shown})"
+    )
+    if 2 * len(differ) > len(labels):
+        raise InvalidInput(
+            f"{said}: {given} is not the corpus the store was made from, or not in the order it was read; "
+            "pass the store's own corpus with --corpus (corpus=), or leave it out: the store keeps its texts"
+        )
+    raise CorpusError(
+        f"{said}: their ids were swapped or edited after the store was written, or {given}'s texts of them "
+        f"changed since; pass the store's own corpus with --corpus (corpus=), or "
+        f"{rebuild_hint(path, collection)}"
+    )
 
 
 def _short(text: str, size: int = 40) -> str:

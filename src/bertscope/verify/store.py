@@ -195,13 +195,51 @@ def verify_store(
         changes = compare_fingerprints(recorded, found)
         check.differences += changes
         check.model_changes = [d.what for d in changes]
+        proven = _row_checksums(opened) is not None  # its vectors as the job wrote them
+        if not changes and proven:
+            _refuse_other_corpus(check, opened, corpus)  # the path given: texts were read from it
+        elif not changes and _mostly_far(check):
+            check.notes.append(_far_note(corpus, "no checksums of its rows to tell it from rows edited"))
     else:
         check.notes.append(NO_FINGERPRINT)
+        if _mostly_far(check):
+            check.notes.append(_far_note(corpus, "no fingerprint to tell it from the model changed"))
     if opened.settings_match is None:
         check.notes.append(NO_SETTINGS_CHECKSUM)
     check.ok = not check.differences
     check.seconds = time.perf_counter() - start
     return check
+
+
+def _mostly_far(check: StoreCheck) -> bool:
+    """Whether most sampled rows, their texts read from the corpus given, are far off (`drift.far_cosine`)."""
+    return check.texts_from_corpus and 2 * check.rows_far > check.rows_checked
+
+
+def _refuse_other_corpus(check: StoreCheck, opened: Store, corpus: str | Path | None) -> None:
+    """InvalidInput where the model is the store's own (its fingerprint's files and settings match), its
+    rows are as the job wrote them (their checksums held) and most sampled rows, their texts read from the
+    corpus given, are far off: the same model in any runtime or precision stays near its vectors, so the
+    texts are not the ones the store embedded (another corpus, or the store's in another order). A model
+    changed (another file, setting) is drift, never this."""
+    if not _mostly_far(check):
+        return
+    raise InvalidInput(
+        f"{opened.path}'s vectors do not match the texts of {corpus}: {check.rows_far} of the "
+        f"{check.rows_checked} rows checked are far off (min cosine {check.min_cosine:.8f}), though the "
+        f"model is the store's own (its fingerprint's files and settings match): {corpus} is not the "
+        "corpus the store was made from, or not in the order it was read; pass the store's own corpus, as "
+        "it was read, with --corpus (corpus=)"
+    )
+
+
+def _far_note(given: str | Path | None, lacks: str) -> str:
+    """The note for most rows far off where the store cannot prove the model its own, or its vectors as
+    written (`lacks`: what it records none of)."""
+    return (
+        f"most rows checked are far off, and their texts were read from {given}: if it is not the corpus "
+        f"the store was made from, in the order it was read, that is why; the store records {lacks}"
+    )
 
 
 # What makes a model another model, not this one changed: a store's rows cannot even be re-embedded by it.
@@ -363,9 +401,12 @@ def _check_sentences(
                 if whole
                 else texts_by_id(ids, corpus, opened.path, rows=_rows_per_text(opened, check.rows))
             )
+            check.texts_from_corpus = not whole
             if whole and corpus["corpus"] is not None:  # the ids too: each row's text is its id's
                 each = _rows_per_text(opened, check.rows)  # and a row per text: none removed, none added
-                check.differences += corpus_texts_differ(labels, ids, texts, corpus, opened.path, rows=each)
+                corpus_texts_differ(
+                    labels, ids, texts, corpus, opened.path, rows=each, collection=opened.collection
+                )
         settings = view_settings(column)
         options = replace(EmbedOptions.from_settings(settings, post=post), prompt=settings.get("prompt", ""))
         fresh = np.asarray(model.embed_with(texts, resolve(model, options)).vectors, dtype=np.float32)
