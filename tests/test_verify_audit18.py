@@ -141,7 +141,7 @@ def test_an_sqlite_row_that_changed_is_named_by_its_id_alone(made: dict[str, Pat
     ran = run_main("verify", "--store", str(store), "--rows", "60")
     assert ran.code == 2, ran
     assert " ".join(ran.stderr.split()).startswith(
-        f"error: the row with id '41' of collection 'default' in {store} changed after it was written: it "
+        f"error: the row of collection 'default' in {store} (id '41') changed after it was written: it "
         "does not match its checksum; the file is corrupt; rebuild it"
     ), ran.stderr
 

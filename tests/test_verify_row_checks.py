@@ -154,7 +154,7 @@ def test_a_vector_moved_to_another_row_with_its_checksum_is_found(
     _swap_vectors(store, a, b)
     line = _one_line_error(_verify(store, made), "the file is corrupt")
     if name == "s.db":  # a collection has no row numbers: its rows are named by their ids alone
-        assert f"the rows with ids '{a + 1}', '{b + 1}' of collection 'default' in {store} changed" in line
+        assert f"the rows of collection 'default' in {store} (id '{a + 1}', '{b + 1}') changed" in line
         return
     assert (
         f"rows {a}, {b} of " in line and f"(id '{a + 1}', '{b + 1}') changed after they were written" in line

@@ -192,7 +192,7 @@ def test_a_vector_edited_outside_the_sample_is_named_with_its_id(store: Path) ->
         db.execute("UPDATE embeddings SET embedding = ? WHERE id = ?", (vector.tobytes(), _id(edited_row)))
     line = _one_line_error(_verify(store), "s.db")
     assert line == (
-        f"error: the row with id '{_id(edited_row)}' of collection 'default' in {store} changed after "
+        f"error: the row of collection 'default' in {store} (id '{_id(edited_row)}') changed after "
         "it was written: it does not match its checksum; the file is corrupt; rebuild it with `bertscope "
         f"embed -i CORPUS -o {store} --collection default --overwrite` and the options it was made with"
     )
@@ -204,7 +204,7 @@ def test_ids_swapped_outside_the_sample_name_both_rows(store: Path) -> None:
         _swap_ids(db, a, b)
     line = _one_line_error(_verify(store), "the file is corrupt")
     assert (
-        f"the rows with ids '{_id(b)}', '{_id(a)}' of collection 'default' in {store} changed after they "
+        f"the rows of collection 'default' in {store} (id '{_id(b)}', '{_id(a)}') changed after they "
         "were written" in line
     )
 
@@ -223,7 +223,7 @@ def test_a_text_edited_outside_the_sample_is_named_and_not_copied(made: dict[str
     with edited(store) as db:
         db.execute("UPDATE embeddings SET text = 'a dog on a log' WHERE id = ?", (_id(edited_row),))
     line = _one_line_error(_verify(store))
-    assert f"the row with id '{_id(edited_row)}' of collection 'default' in {store} changed" in line
+    assert f"the row of collection 'default' in {store} (id '{_id(edited_row)}') changed" in line
     # A known text under a new id copies the stored row's vector: not from a row that fails its checksums.
     again = store.with_name("again.jsonl")
     again.write_text(json.dumps({"id": "new", "text": TEXTS[edited_row]}) + "\n", encoding="utf-8")

@@ -325,7 +325,7 @@ def changed(
     """The one-line error for stored rows that changed after they were written, named with their ids
     ("row 5 of s.npy (id '6') changed after it was written: it does not match its checksum; ..."), or by
     their ids alone where the store has no row numbers (`numbered=False`: an SQLite collection, "the row
-    with id '6' of collection 'default' in s.db changed ...")."""
+    of collection 'default' in s.db (id '6') changed ...")."""
     one = len(rows) == 1
     shown = ", ".join(str(r) for r in rows[:3]) + (f" and {len(rows) - 3} more" if len(rows) > 3 else "")
     after = "it was" if one else "they were"
@@ -339,10 +339,10 @@ def changed(
 
 
 def _by_id(where: str, ids: list[str]) -> str:
-    """Rows named by their ids alone ("the row with id '6' of collection 'default' in s.db"): an SQLite
+    """Rows named by their ids alone ("the row of collection 'default' in s.db (id '6')"): an SQLite
     collection has no row numbers (its rowid order is not the order its texts were read in)."""
     one = len(dict.fromkeys(ids)) == 1
-    return f"the {'row' if one else 'rows'} with {'id' if one else 'ids'} {_ids(ids)} of {where}"
+    return f"the {'row' if one else 'rows'} of {where} (id {_ids(ids)})"
 
 
 def _little(values: np.ndarray) -> np.ndarray:
