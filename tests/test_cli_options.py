@@ -65,8 +65,14 @@ def test_verify_refuses_an_unwritable_save_before_the_work(
     tmp_path: Path, tiny_dirs: dict[str, Path]
 ) -> None:
     save = tmp_path / "nodir" / "fp.json"
-    stderr = _refused("verify", "-m", str(tiny_dirs["bert"]), "--save", str(save), "--json", code=2)
+    stderr = _refused("verify", "-m", str(tiny_dirs["bert"]), "--save", str(save), code=2)
     assert "does not exist" in stderr and "verified in" not in stderr
+    # with --json, the refusal is also a JSON object on stdout (a CI step's verify.json says why)
+    ran = run_main("verify", "-m", str(tiny_dirs["bert"]), "--save", str(save), "--json")
+    assert ran.code == 2 and json.loads(ran.stdout) == {
+        "ok": False,
+        "error": stderr.removeprefix("error: ").strip(),
+    }
 
 
 def test_embed_chunks_refuses_fast_with_a_backend() -> None:

@@ -86,7 +86,7 @@ def test_an_edited_count_is_found_on_reading_and_by_verify(
     line = _one_line_error(run_main("verify", "--store", str(store)), str(store), "--overwrite")
     assert "checksum" in line and "corrupt" in line
     if name == "s.db":  # each row keeps its own checksums: the row edited is named by its id
-        assert f"row {ROW} of collection 'default'" in line and f"(id '{ROW + 1}')" in line
+        assert f"the row of collection 'default' in {store} (id '{ROW + 1}')" in line
     else:  # the row group that holds it
         assert "rows 4-7 of" in line
 
