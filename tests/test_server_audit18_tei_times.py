@@ -4,6 +4,7 @@ and x-inference-time, in TEI's units (whole milliseconds), measured on the reque
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Iterator
 from typing import Any
 
@@ -79,13 +80,17 @@ def test_the_worker_stamps_when_it_took_and_finished_each_job(client: TestClient
 
 
 def test_queue_and_inference_are_the_mean_over_the_request_jobs() -> None:
+    contextvars.copy_context().run(_mean_over_jobs)  # the request's times stay in a context of its own
+
+
+def _mean_over_jobs() -> None:
     times = RequestTimes.begin()
     tickets = [Ticket(), Ticket()]
-    stamps = [(0.0, 0.010, 0.050), (0.0, 0.030, 0.100)]
+    stamps = [(0.0, 0.25, 1.0), (0.0, 0.75, 2.5)]  # binary fractions: exact sums
     for ticket, (queued, started, finished) in zip(tickets, stamps, strict=True):
         ticket.queued_at, ticket.started_at, ticket.finished_at = queued, started, finished
     record_jobs(tickets)
     said = times.headers(characters=1, tokens=3, compute_type="gpu")
-    assert said["x-queue-time"] == "20"  # (10 + 30) / 2 ms
-    assert said["x-inference-time"] == "55"  # (40 + 70) / 2 ms
+    assert said["x-queue-time"] == "500"  # (250 + 750) / 2 ms
+    assert said["x-inference-time"] == "1250"  # (750 + 1750) / 2 ms
     assert said["x-compute-type"] == "gpu"
