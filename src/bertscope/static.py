@@ -194,21 +194,18 @@ def stand_in(model: StaticSource, word: str, encoding: Encoding) -> str | None:
 
 
 def several_words(word: str) -> str | None:
-    """Why `word` is no one word (a space inside it), or None: the one rule of `static_word`,
-    `static --as-words`, `static_decontextualized` and `add_tokens`."""
+    """Why `word` cannot be one new token (a space inside it), or None (`add_tokens`). A static vector
+    takes several words: `static_word("new york")` is the mean of the rows of both words' pieces."""
     if any(c.isspace() for c in word.strip()):
         return (
-            f"{word!r} is several words: a word's vector (or a new token) is one word without spaces; "
-            f"give each word on its own, e.g. {word.split()[0]!r}"
+            f"{word!r} is several words: a new token is one word without spaces; add each word on its own, "
+            f"e.g. {word.split()[0]!r} (a phrase's static vector is static_word({word!r}))"
         )
     return None
 
 
 def spelled_pieces(model: StaticSource, word: str) -> Encoding:
-    """`word`'s pieces, refused in one line when it is several words (`several_words`), when there are
-    none or one is a stand-in (`stand_in`)."""
-    if spaced := several_words(word):
-        raise InvalidInput(spaced)
+    """`word`'s pieces, refused in one line when there are none or one is a stand-in (`stand_in`)."""
     encoding = model.pieces(word)
     if not encoding.ids:
         raise InvalidInput(f"{word!r} gives no word pieces")
@@ -223,7 +220,8 @@ def spelled_pieces(model: StaticSource, word: str) -> Encoding:
 
 
 def static_word(model: StaticSource, word: str) -> StaticWord:
-    """One vector for a word split into pieces: the mean of its pieces' rows."""
+    """One vector for a word split into pieces: the mean of its pieces' rows (of every word's pieces for a
+    phrase, "new york", as model2vec encodes one)."""
     if not isinstance(word, str):
         raise InvalidInput(
             f"{word!r} is not a word ({type(word).__name__}): give a string, e.g. 'breadmaker'"
