@@ -95,9 +95,9 @@ def test_serve_port_0_binds_a_free_port_and_says_which(
     bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """It was refused ("Input should be greater than or equal to 1") while explore --port 0 took one."""
-    import uvicorn
 
     import bertscope.cli.serve as serve
+    from bertscope.server import capacity
 
     bound: list[int] = []
 
@@ -112,7 +112,7 @@ def test_serve_port_0_binds_a_free_port_and_says_which(
             sockets[0].close()
 
     monkeypatch.setattr(serve, "load_model", lambda *a, **k: bundled)
-    monkeypatch.setattr(uvicorn, "Server", Bound)
+    monkeypatch.setattr(capacity, "Server", Bound)  # serve's uvicorn.Server, with its connection cap
     ran = run_main("serve", "--port", "0")
     assert ran.code == 0, ran
     said = re.search(r"serving .* on http://127\.0\.0\.1:(\d+) ", ran.stderr)
@@ -141,7 +141,9 @@ def test_vocab_add_says_which_words_were_added(
 
 def test_new_words_are_those_not_yet_one_piece(bundled: bertscope.Model) -> None:
     assert new_words(bundled, ["covid19", "mRNA", "bank"]) == ["covid19"]
-    with pytest.raises(InvalidInput, match="single words"):
+    with pytest.raises(
+        InvalidInput, match="'two words' is several words: a new token is one word without spaces"
+    ):
         new_words(bundled, ["two words"])
 
 

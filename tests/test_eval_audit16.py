@@ -195,9 +195,14 @@ def test_a_threshold_records_how_long_texts_were_read(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("left", "right", "gold", "said"),
     [
-        (["a", "b"], ["c", "d"], [1.0, 2.0], "at least 3 pairs"),  # 2 pairs: a Spearman of +-1, always
+        (["a", "b"], ["c", "d"], [1.0, 2.0], "at least 3 scored pairs, got 2"),  # a Spearman of +-1, always
         (["a", "b", "e"], ["c", "d"], [1.0, 2.0, 3.0], "equally long"),
-        (["a", "b", "e"], ["c", "d", "f"], [1.0, float("nan"), 3.0], r"gold score 1 \(nan\) is not"),
+        (
+            ["a", "b", "e"],
+            ["c", "d", "f"],
+            [1.0, float("nan"), 3.0],
+            r"pair 1 \('b', 'd'\) has the gold score nan",
+        ),
         (["a", "b", "e"], ["c", "d", "f"], [2.0, 2.0, 2.0], "all 3 gold scores are 2"),
     ],
 )

@@ -49,7 +49,6 @@ __all__ = [
     "is_pair",
     "text_problem",
     "stride_refusal",
-    "NO_PIECES_WHY",
     "window_width",
 ]
 
