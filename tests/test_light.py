@@ -144,8 +144,7 @@ WORDS = ["bank", "bread", "river", "storm"]
 CONTEXTS = [*TEXTS, "The bank by the river.", "He took bread to the bank.", "The storm hit the bank."]
 _CONTEXTUALITY = (
     "from bertscope.research.contextuality import contextuality\n"
-    f"result = contextuality(bertscope.load(backend='onnxruntime'), {CONTEXTS!r}, words={WORDS!r}, "
-    "min_contexts=1)\n"
+    f"result = contextuality(bertscope.load(backend='onnxruntime'), {CONTEXTS!r}, words={WORDS!r})\n"
     "out = {'records': result.records}\n"
 )
 
@@ -461,7 +460,7 @@ def test_contextuality_runs_light_and_equals_the_torch_run(
 
     light = light_steps["contextuality"]
     assert light["torch"] is False
-    here = contextuality(bundled, CONTEXTS, words=WORDS, min_contexts=1).records
+    here = contextuality(bundled, CONTEXTS, words=WORDS).records
     assert [r["layer"] for r in light["records"]] == [r["layer"] for r in here]
     for mine, theirs in zip(light["records"], here, strict=True):
         for key, value in theirs.items():
