@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,3 +21,12 @@ def refused_line(call: Callable[[], Any], *named: str) -> str:
     for name in named:
         assert name in line, (name, line)
     return line
+
+
+def copied_store(made: dict[str, Path], name: str, to: Path) -> Path:
+    """The store `made[name]` and the files beside it (its settings, ids, checksums), copied into `to`,
+    to damage the copy."""
+    source = made[name]
+    for path in source.parent.glob(f"{source.stem}.*"):
+        shutil.copyfile(path, to / path.name)
+    return to / source.name

@@ -12,15 +12,8 @@ from typer.testing import CliRunner
 from bertscope.cli import app
 from bertscope.errors import InvalidInput, InvalidSpec
 from bertscope.research.cka import CkaLevel, cka, cka_of_arrays
+from sample_texts import TEXTS
 
-TEXTS = [
-    "The bank raised its interest rates.",
-    "We sat on the river bank and fished.",
-    "A storm closed two roads overnight.",
-    "She baked fresh bread this morning.",
-    "The striker scored twice in the final.",
-    "Snow fell all night on the mountain pass.",
-]
 runner = CliRunner()
 
 

@@ -20,15 +20,8 @@ from bertscope.cli import app
 from bertscope.core.post import PostKind, Standardize, fit_post, fit_post_on_texts, load_post
 from bertscope.errors import InvalidInput, InvalidSpec
 from bertscope.research.geometry import Reservoir, geometry, isoscore, rogue_shares, twonn
+from sample_texts import TEXTS
 
-TEXTS = [
-    "The bank raised its interest rates.",
-    "We sat on the river bank and fished.",
-    "A storm closed two roads overnight.",
-    "She baked fresh bread this morning.",
-    "The striker scored twice in the final.",
-    "Snow fell all night on the mountain pass.",
-]
 runner = CliRunner()
 
 

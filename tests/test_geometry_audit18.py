@@ -15,15 +15,7 @@ from bertscope.research.cka import cka_of_arrays
 from bertscope.research.contextuality import contextuality
 from bertscope.research.geometry import geometry, isoscore, rogue_shares, twonn
 from console import run_main
-
-TEXTS = [
-    "The bank raised its interest rates.",
-    "We sat on the river bank and fished.",
-    "A storm closed two roads overnight.",
-    "She baked fresh bread this morning.",
-    "The striker scored twice in the final.",
-    "Snow fell all night on the mountain pass.",
-]
+from sample_texts import TEXTS
 
 
 def test_twonn_collapses_repeated_vectors_as_skdim_on_unique_points() -> None:

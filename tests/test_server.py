@@ -43,11 +43,10 @@ def serving(model: bertscope.Model, **settings: Any) -> Iterator[str]:
 
 
 @contextmanager
-def serving_app(app: Any, given: ServerSettings) -> Iterator[str]:
-    """`serving` for an app already made (a test that reaches into its service)."""
-    server = uvicorn.Server(
-        uvicorn_config(app, host="127.0.0.1", port=0, settings=given, log_level="warning")
-    )
+def serving_app(app: Any, given: ServerSettings, server_type: Any = uvicorn.Server) -> Iterator[str]:
+    """`serving` for an app already made (a test that reaches into its service); `server_type`: the
+    uvicorn.Server that runs it (`server.capacity.Server`: as `bertscope serve` runs it, its cap on)."""
+    server = server_type(uvicorn_config(app, host="127.0.0.1", port=0, settings=given, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

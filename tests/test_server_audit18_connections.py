@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -17,8 +15,8 @@ import pytest
 import bertscope
 from bertscope.server import ServerSettings, create_app
 from bertscope.server.capacity import AcceptErrors, Server, default_max_connections
-from bertscope.server.connection import uvicorn_config
 from bertscope.server.metrics import Metrics
+from test_server import serving_app
 
 
 @contextmanager
@@ -26,18 +24,8 @@ def capped(model: bertscope.Model, cap: int) -> Iterator[tuple[int, Any]]:
     """The service on a free loopback port, run as `bertscope serve` runs it; yields its port and app."""
     settings = ServerSettings(max_connections=cap)
     app = create_app(model, settings=settings)
-    server = Server(uvicorn_config(app, host="127.0.0.1", port=0, settings=settings, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield server.servers[0].sockets[0].getsockname()[1], app
-    finally:
-        server.should_exit = True
-        thread.join(15)
+    with serving_app(app, settings, server_type=Server) as base:
+        yield int(base.rsplit(":", 1)[1]), app
 
 
 def everything(sock: socket.socket) -> bytes:

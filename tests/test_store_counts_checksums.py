@@ -29,7 +29,7 @@ from bertscope.io.checksums import (
 from bertscope.io.stores import open_store
 from bertscope.model import Model
 from console import run_main
-from test_verify_damage import _copy
+from store_checks import copied_store
 from test_verify_tamper import TEXTS, _one_line_error, _rewrite_parquet, embed_stores
 
 COUNTS = ("n_tokens", "truncated")
@@ -79,7 +79,7 @@ def _edit_sqlite(store: Path, column: str) -> None:
 def test_an_edited_count_is_found_on_reading_and_by_verify(
     made: dict[str, Path], tmp_path: Path, name: str, column: str
 ) -> None:
-    store = _copy(made, name, tmp_path)
+    store = copied_store(made, name, tmp_path)
     (_edit_parquet if name == "s.parquet" else _edit_sqlite)(store, column)
     with pytest.raises(CorpusError, match=r"do(es)? not match (its|their) checksum: the file is corrupt"):
         _read_all(store)
@@ -137,7 +137,7 @@ def test_count_checksums_stripped_from_a_store_that_kept_them_are_refused(
     """A store whose settings say row checks 4 was written with its counts' checksums: one without them
     was edited (re-saved by another tool, or stripped to hide an edit), and is refused, not read as an
     older store."""
-    store = _copy(made, "s.parquet", tmp_path)
+    store = copied_store(made, "s.parquet", tmp_path)
     _rewrite_parquet(store, lambda table: table, sums=_strip_counts)
     with pytest.raises(CorpusError, match="checksums of its rows' n_tokens and truncated are missing"):
         _read_all(store)
@@ -162,7 +162,7 @@ def _as_written_before_counts_sqlite(store: Path) -> None:
 def test_a_store_written_before_counts_were_covered_reads_as_before(
     made: dict[str, Path], tmp_path: Path, name: str
 ) -> None:
-    store = _copy(made, name, tmp_path)
+    store = copied_store(made, name, tmp_path)
     if name == "s.parquet":
         before = json.loads(pq.ParquetFile(store).metadata.metadata[PARQUET_KEY])["row_groups"]
         assert all("n_tokens" in g for g in before)  # the new store covers them; the old one did not

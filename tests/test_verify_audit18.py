@@ -5,7 +5,6 @@ row removed or added name the fix; --json says an error on stdout too."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +15,7 @@ import bertscope
 from bertscope.errors import CorpusError, InvalidInput
 from bertscope.verify.store import verify_store
 from console import run_main
+from store_checks import copied_store
 from tiny_models import build_tiny_model
 
 WORDS = "market loan tree city river old green fast slow week neighbour runs after the a to".split()
@@ -42,19 +42,11 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return paths
 
 
-def _copy(made: dict[str, Path], name: str, to: Path) -> Path:
-    """A store and the files beside it, copied into `to` (to damage the copy)."""
-    source = made[name]
-    for path in source.parent.glob(f"{source.stem}.*"):
-        shutil.copy(path, to / path.name)
-    return to / source.name
-
-
 # 4. a Parquet file cut short names the fix, as a .npy cut short does -----------------------------------
 
 
 def test_a_parquet_store_cut_short_names_the_rebuild(made: dict[str, Path], tmp_path: Path) -> None:
-    store = _copy(made, "s.parquet", tmp_path)
+    store = copied_store(made, "s.parquet", tmp_path)
     with store.open("r+b") as cut:
         cut.truncate(store.stat().st_size - 50)
     ran = run_main("verify", "--store", str(store))
@@ -96,7 +88,7 @@ def test_a_row_removed_or_added_is_said_as_a_count(made: dict[str, Path], tmp_pa
     for edit, found, what in ((_drop_last, 59, "removed from"), (_append_first, 61, "added to")):
         folder = tmp_path / what.split()[0]
         folder.mkdir()
-        store = _copy(made, name, folder)
+        store = copied_store(made, name, folder)
         edit(store)
         ran = run_main("verify", "--store", str(store), "--corpus", str(made["corpus"]), "--rows", "5")
         line = " ".join(ran.stderr.split())
@@ -110,7 +102,7 @@ def test_a_row_removed_or_added_is_said_as_a_count(made: dict[str, Path], tmp_pa
 
 def test_json_says_an_error_on_stdout_too(made: dict[str, Path], tmp_path: Path) -> None:
     """docs/verify.md's CI recipe (`--json > verify.json || exit 1`) left an empty file on exit 2."""
-    store = _copy(made, "s.npy", tmp_path)
+    store = copied_store(made, "s.npy", tmp_path)
     _drop_last(store)
     ran = run_main("verify", "--store", str(store), "--corpus", str(made["corpus"]), "--json")
     assert ran.code == 2, ran
@@ -131,7 +123,7 @@ def test_an_sqlite_row_that_changed_is_named_by_its_id_alone(made: dict[str, Pat
     .npy and .parquet name the row 150 for the same id: an SQLite collection has no row numbers."""
     import sqlite3
 
-    store = _copy(made, "s.db", tmp_path)
+    store = copied_store(made, "s.db", tmp_path)
     with sqlite3.connect(store) as db:
         (blob,) = db.execute("SELECT embedding FROM embeddings WHERE id = '41'").fetchone()
         vector = np.frombuffer(blob, dtype="<f4").copy()

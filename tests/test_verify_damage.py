@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +24,7 @@ from bertscope.verify import check_fingerprint, drift, fingerprint
 from bertscope.verify.drift import StoreCheck, add_drift
 from bertscope.verify.store import sample_rows, verify_store
 from console import run_main
+from store_checks import copied_store
 
 TEXTS = [f"{sentence} ({n})" for n in range(2) for sentence in calibration_texts()[:6]]
 
@@ -52,14 +52,6 @@ def made(tmp_path_factory: pytest.TempPathFactory, bundled: Model) -> dict[str, 
     )
     paths["docs.jsonl"], paths["j.npy"] = jsonl, folder / "j.npy"
     return paths
-
-
-def _copy(made: dict[str, Path], name: str, to: Path) -> Path:
-    """A store and the files beside it, copied into `to` (to damage the copy)."""
-    source = made[name]
-    for path in source.parent.glob(f"{source.stem}.*"):
-        shutil.copyfile(path, to / path.name)
-    return to / source.name
 
 
 def _drop_checksums(npy: Path) -> None:
@@ -101,7 +93,7 @@ def _one_line_error(ran: Any, *named: str) -> None:
 def test_nan_rows_of_a_token_npy_store_fail(
     made: dict[str, Path], bundled: Model, tmp_path: Path, checksums: bool
 ) -> None:
-    store = _copy(made, "t.npy", tmp_path)
+    store = copied_store(made, "t.npy", tmp_path)
     if not checksums:
         _drop_checksums(store)
     count = len(np.load(store, mmap_mode="r"))
@@ -146,7 +138,7 @@ def test_zeroed_rows_fail_in_a_lossy_store(made: dict[str, Path], bundled: Model
     assert "min_cosine" in check.tolerance and check.min_cosine == 0.0
     assert [d.what for d in check.differences] == ["r0", "r1"]
     # the same through a store (one written before checksums, so only the cosine can catch it)
-    store = _copy(made, "s.npy", tmp_path)
+    store = copied_store(made, "s.npy", tmp_path)
     _drop_checksums(store)
     settings_file = store.with_suffix(".settings.json")
     settings_file.write_text(json.dumps({**json.loads(settings_file.read_text()), "quantize": "int8"}))
@@ -161,7 +153,7 @@ def test_zeroed_rows_fail_in_a_lossy_store(made: dict[str, Path], bundled: Model
 def test_rows_swapped_outside_the_sample_break_a_npy_stores_checksums(
     made: dict[str, Path], bundled: Model, tmp_path: Path
 ) -> None:
-    store = _copy(made, "s.npy", tmp_path)
+    store = copied_store(made, "s.npy", tmp_path)
     sampled = set(sample_rows(len(TEXTS), 2).tolist())
     a, b = [r for r in range(len(TEXTS)) if r not in sampled][:2]
     with npy_in_place(store) as matrix:
@@ -199,7 +191,7 @@ def test_verify_never_writes_to_the_sqlite_file_it_reads(made: dict[str, Path], 
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
     db.close()
     # an old store (schema 1) is read at its own schema, not migrated
-    old = _copy(made, "s.db", tmp_path)
+    old = copied_store(made, "s.db", tmp_path)
     db = sqlite3.connect(old)
     db.execute("PRAGMA user_version = 1")
     db.commit()
@@ -281,7 +273,7 @@ def test_a_damaged_store_is_one_line_naming_the_file(
     made: dict[str, Path], tmp_path: Path, case: str
 ) -> None:
     name, suffix, damage, said = DAMAGE[case]
-    store = _copy(made, name, tmp_path)
+    store = copied_store(made, name, tmp_path)
     damaged = store.with_suffix(suffix)
     damage(damaged)
     ran = run_main("verify", "--store", str(store), "--corpus", str(made["corpus"]), "--rows", "8")
@@ -318,7 +310,7 @@ def test_verify_reads_the_corpus_with_the_fields_embed_was_given(made: dict[str,
 def test_a_token_store_is_read_only_as_far_as_its_sample(
     made: dict[str, Path], bundled: Model, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = _copy(made, "t.npy", tmp_path)
+    store = copied_store(made, "t.npy", tmp_path)
     count = len(np.load(store, mmap_mode="r"))
     # the lines of the stored batches that hold the sample are checked against their checksums; the
     # lines after them are not read: a seed whose sample's last batch ends before the store does

@@ -33,7 +33,8 @@ from bertscope.io.vector_files import stored_checksums
 from bertscope.model import Model
 from bertscope.verify.store import sample_rows
 from console import run_main
-from test_verify_damage import _copy, npy_in_place
+from store_checks import copied_store
+from test_verify_damage import npy_in_place
 from test_verify_tamper import (
     BATCH,
     TEXTS,
@@ -75,7 +76,7 @@ def test_every_store_says_which_row_checksums_it_keeps(made: dict[str, Path], na
 
 def test_sqlite_labels_checksums_nulled_are_damage(made: dict[str, Path], tmp_path: Path) -> None:
     """The audit's case: every labels_checksum NULLed, then an id outside the sample edited."""
-    store = _copy(made, "s.db", tmp_path)
+    store = copied_store(made, "s.db", tmp_path)
     row = OUTSIDE[0]
     _sql(
         store,
@@ -88,7 +89,7 @@ def test_sqlite_labels_checksums_nulled_are_damage(made: dict[str, Path], tmp_pa
 
 
 def test_npy_labels_checksums_removed_are_damage(made: dict[str, Path], tmp_path: Path) -> None:
-    store = _copy(made, "s.npy", tmp_path)
+    store = copied_store(made, "s.npy", tmp_path)
     _settings(store, lambda s: [b.pop("labels") for b in s["checksums"]["batches"]])
     _one_line_error(_verify(store, made), "s.npy", "checksums do not match their digest")
     _settings(store, lambda s: s["checksums"].pop(CHECKSUMS_DIGEST_KEY))  # stripped too
@@ -101,7 +102,7 @@ def test_npy_labels_checksums_removed_are_damage(made: dict[str, Path], tmp_path
 
 
 def test_parquet_labels_checksums_removed_are_damage(made: dict[str, Path], tmp_path: Path) -> None:
-    store = _copy(made, "s.parquet", tmp_path)
+    store = copied_store(made, "s.parquet", tmp_path)
     _rewrite_parquet(
         store, lambda t: t, sums=lambda s: [(g.pop("id"), g.pop("text")) for g in s["row_groups"]]
     )
@@ -144,7 +145,7 @@ def test_a_vector_moved_to_another_row_with_its_checksum_is_found(
 ) -> None:
     """SQLite checks every row, so rows anywhere outside the sample; a Parquet or .npy batch's checksum
     covers its rows in order, so rows of a batch the sample falls in (not the sampled row itself)."""
-    store = _copy(made, name, tmp_path)
+    store = copied_store(made, name, tmp_path)
     if name == "s.db":
         a, b = OUTSIDE[0], OUTSIDE[-1]
     else:
@@ -166,7 +167,7 @@ def test_a_collection_of_an_older_generation_is_read_and_added_to_by_its_own_rul
 ) -> None:
     """A collection sealed at row checks 1 (labels checksums of id, text and hash alone) verifies, and
     rows added to it keep that rule, so that every row of it is read by one."""
-    store = _copy(made, "s.db", tmp_path)
+    store = copied_store(made, "s.db", tmp_path)
     with closing(sqlite3.connect(store)) as db, db:
         (raw,) = db.execute("SELECT settings FROM collections").fetchone()
         settings = {k: v for k, v in json.loads(raw).items() if k != SETTINGS_KEY}
@@ -199,7 +200,7 @@ def test_every_store_records_its_rows(made: dict[str, Path], tmp_path: Path) -> 
     for name in ("s.npy", "s.parquet"):
         block = stored_checksums(made[name])
         assert block is not None and block["rows"] == len(TEXTS) and block["rows_recorded"]
-    store = _copy(made, "s.db", tmp_path)
+    store = copied_store(made, "s.db", tmp_path)
     more = tmp_path / "more.jsonl"  # a job added to it, with a text it holds (its row copied)
     lines = [{"id": "new", "text": "another sentence about a dog"}, {"id": "again", "text": TEXTS[0]}]
     more.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
@@ -211,7 +212,7 @@ def test_every_store_records_its_rows(made: dict[str, Path], tmp_path: Path) -> 
 
 
 def test_sqlite_rows_deleted_are_found(made: dict[str, Path], tmp_path: Path) -> None:
-    store = _copy(made, "s.db", tmp_path)
+    store = copied_store(made, "s.db", tmp_path)
     _sql(store, ("DELETE FROM embeddings WHERE id = ?", (str(OUTSIDE[0] + 1),)))
     line = _one_line_error(_verify(store, made), "collection 'default' in")
     assert f"holds {len(TEXTS) - 1} rows where the bertscope that wrote it stored {len(TEXTS)}" in line
@@ -249,14 +250,14 @@ def _parquet_groups(store: Path, edit: Any) -> None:
 def test_parquet_row_groups_dropped_duplicated_or_moved_with_their_checksums_are_found(
     made: dict[str, Path], tmp_path: Path, edit: Any
 ) -> None:
-    store = _copy(made, "s.parquet", tmp_path)
+    store = copied_store(made, "s.parquet", tmp_path)
     _parquet_groups(store, edit)
     line = _one_line_error(_verify(store, made), "s.parquet", "checksums do not match their digest")
     assert "with their checksums" in line
 
 
 def test_npy_batches_dropped_with_their_checksums_are_found(made: dict[str, Path], tmp_path: Path) -> None:
-    store = _copy(made, "s.npy", tmp_path)
+    store = copied_store(made, "s.npy", tmp_path)
     np.save(store, np.load(store)[:-BATCH])
     ids = store.with_suffix(".ids.txt")
     ids.write_text("".join(ids.read_text().splitlines(keepends=True)[:-BATCH]))
@@ -272,7 +273,7 @@ def test_a_job_adding_rows_while_verify_counts_them_is_not_damage(
     The batch is committed from the reader's trace hook, just before it reads the recorded count."""
     from bertscope.io import sqlite_store
 
-    store = _copy(made, "s.db", tmp_path)
+    store = copied_store(made, "s.db", tmp_path)
     opened = sqlite_store.connect_read
     landed: list[int] = []
 

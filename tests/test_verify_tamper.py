@@ -30,7 +30,8 @@ from bertscope.io.vector_files import stored_checksums
 from bertscope.model import Model
 from bertscope.verify.store import NO_IDS_CHECKSUM, NO_ROW_CHECKSUMS, sample_rows, verify_store
 from console import run_main
-from test_verify_damage import _copy, npy_in_place
+from store_checks import copied_store
+from test_verify_damage import npy_in_place
 
 TEXTS = [f"sentence number {n} about a cat on a mat" for n in range(12)]
 BATCH = 4  # three stored batches of four rows
@@ -169,7 +170,7 @@ def test_a_parquet_store_re_saved_without_its_checksums_is_damaged(
 
 
 def test_a_npy_store_whose_checksums_were_removed_is_damaged(made: dict[str, Path], tmp_path: Path) -> None:
-    store = _copy(made, "s.npy", tmp_path)
+    store = copied_store(made, "s.npy", tmp_path)
     _settings(
         store, lambda s: s.pop("checksums")
     )  # the settings' own digest leaves them out: it still matches
@@ -182,7 +183,7 @@ def test_a_npy_store_whose_checksums_were_removed_is_damaged(made: dict[str, Pat
 
 
 def test_a_store_written_before_checksums_verifies_with_a_note(made: dict[str, Path], tmp_path: Path) -> None:
-    store = _copy(made, "s.npy", tmp_path)
+    store = copied_store(made, "s.npy", tmp_path)
     _settings(store, lambda s: (s.pop("checksums"), s.pop(SETTINGS_KEY)))
     ran = _verify(store, made, "--json")
     assert ran.code == 0 and json.loads(ran.stdout)["ok"], ran
@@ -200,7 +201,7 @@ def test_a_store_written_before_checksums_verifies_with_a_note(made: dict[str, P
 def test_a_store_written_before_ids_were_covered_verifies_with_a_note(
     made: dict[str, Path], tmp_path: Path
 ) -> None:
-    store = _copy(made, "s.npy", tmp_path)
+    store = copied_store(made, "s.npy", tmp_path)
 
     def vectors_only(settings: dict[str, Any]) -> None:
         for batch in settings["checksums"]["batches"]:
@@ -210,7 +211,7 @@ def test_a_store_written_before_ids_were_covered_verifies_with_a_note(
     _settings(store, vectors_only)
     ran = _verify(store, made, "--json")
     assert ran.code == 0 and json.loads(ran.stdout)["notes"] == [NO_IDS_CHECKSUM], ran
-    parquet = _copy(made, "s.parquet", tmp_path)
+    parquet = copied_store(made, "s.parquet", tmp_path)
     _rewrite_parquet(
         parquet,
         _older_settings,
@@ -226,7 +227,7 @@ def test_a_store_written_before_ids_were_covered_verifies_with_a_note(
 
 
 def test_ids_swapped_outside_the_sample_name_both_rows(made: dict[str, Path], tmp_path: Path) -> None:
-    store = _copy(made, "s.npy", tmp_path)
+    store = copied_store(made, "s.npy", tmp_path)
     row, (a, b, *_) = _outside(1, 3)
     ids_file = store.with_suffix(".ids.txt")
     lines = ids_file.read_text().splitlines(keepends=True)
@@ -235,7 +236,7 @@ def test_ids_swapped_outside_the_sample_name_both_rows(made: dict[str, Path], tm
     line = _one_line_error(_verify(store, made), "s.npy", "the file is corrupt")
     assert f"rows {a}, {b} of {store} (id '{b + 1}', '{a + 1}') changed after they were written" in line
     assert str(row) not in line.split(" of ")[0]  # the sampled row is not among them
-    parquet = _copy(made, "s.parquet", tmp_path)  # the id and text columns are covered too
+    parquet = copied_store(made, "s.parquet", tmp_path)  # the id and text columns are covered too
 
     def swapped(table: Any) -> Any:
         order = list(range(table.num_rows))
@@ -252,7 +253,7 @@ def test_ids_swapped_outside_the_sample_name_both_rows(made: dict[str, Path], tm
 def test_a_row_edited_outside_the_sample_is_named_with_its_id(
     made: dict[str, Path], tmp_path: Path, name: str
 ) -> None:
-    store = _copy(made, name, tmp_path)
+    store = copied_store(made, name, tmp_path)
     _row, (edited, *_) = _outside(1, 3)
     _nudge(store, edited)
     line = _one_line_error(_verify(store, made), name)
@@ -265,7 +266,7 @@ def test_a_row_edited_outside_the_sample_is_named_with_its_id(
 
 def test_a_flipped_low_mantissa_bit_names_its_row(made: dict[str, Path], tmp_path: Path) -> None:
     """The audit's t_low: one bit of a float's lowest byte (a change under 1e-7) in row 5."""
-    store = _copy(made, "s.npy", tmp_path)
+    store = copied_store(made, "s.npy", tmp_path)
     raw = bytearray(store.read_bytes())
     header = len(raw) - np.load(store, mmap_mode="r").nbytes
     dim = np.load(store, mmap_mode="r").shape[1]
@@ -276,7 +277,7 @@ def test_a_flipped_low_mantissa_bit_names_its_row(made: dict[str, Path], tmp_pat
 
 
 def test_a_batch_without_row_digests_is_named_as_before(made: dict[str, Path], tmp_path: Path) -> None:
-    store = _copy(made, "s.npy", tmp_path)
+    store = copied_store(made, "s.npy", tmp_path)
     _settings(store, lambda s: ([b.pop("row_digests") for b in s["checksums"]["batches"]], _redigest(s)))
     _nudge(store, 5)
     with pytest.raises(CorpusError, match=r"^rows 4-7 of .*s\.npy do not match their checksum: the file is"):
@@ -308,7 +309,7 @@ def test_row_digests_stop_at_the_cap_and_later_batches_are_named_by_their_rows(
         (9, r"^rows 8-11 of .* do not match their checksum: the file is"),  # past it: its batch's rows
     ]:
         (tmp_path / str(row)).mkdir()
-        store = _copy(written, name, tmp_path / str(row))
+        store = copied_store(written, name, tmp_path / str(row))
         _nudge(store, row)
         with pytest.raises(CorpusError, match=error):
             verify_store(store, rows=12, corpus=made["corpus"], seed=0)
