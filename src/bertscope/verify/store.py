@@ -197,7 +197,7 @@ def verify_store(
         check.model_changes = [d.what for d in changes]
         proven = _row_checksums(opened) is not None  # its vectors as the job wrote them
         if not changes and proven:
-            _refuse_other_corpus(check, opened, corpus)  # the path given: texts were read from it
+            _other_corpus_note(check, opened, corpus)  # the path given: texts were read from it
         elif not changes and _mostly_far(check):
             check.notes.append(_far_note(corpus, "no checksums of its rows to tell it from rows edited"))
     else:
@@ -216,21 +216,20 @@ def _mostly_far(check: StoreCheck) -> bool:
     return check.texts_from_corpus and 2 * check.rows_far > check.rows_checked
 
 
-def _refuse_other_corpus(check: StoreCheck, opened: Store, corpus: str | Path | None) -> None:
-    """InvalidInput where the model is the store's own (its fingerprint's files and settings match), its
-    rows are as the job wrote them (their checksums held) and most sampled rows, their texts read from the
-    corpus given, are far off: the same model in any runtime or precision stays near its vectors, so the
-    texts are not the ones the store embedded (another corpus, or the store's in another order). A model
-    changed (another file, setting) is drift, never this."""
-    if not _mostly_far(check):
-        return
-    raise InvalidInput(
-        f"{opened.path}'s vectors do not match the texts of {corpus}: {check.rows_far} of the "
-        f"{check.rows_checked} rows checked are far off (min cosine {check.min_cosine:.8f}), though the "
-        f"model is the store's own (its fingerprint's files and settings match): {corpus} is not the "
-        "corpus the store was made from, or not in the order it was read; pass the store's own corpus, as "
-        "it was read, with --corpus (corpus=)"
-    )
+def _other_corpus_note(check: StoreCheck, opened: Store, corpus: str | Path | None) -> None:
+    """Where the model's files and settings are the store's own (its fingerprint matches), its rows are as
+    the job wrote them (their checksums held) and most sampled rows, their texts read from the corpus
+    given, are far off: a note naming the likeliest cause, texts that are not the ones the store embedded.
+    It stays drift (exit 1), never a refusal: the fingerprint holds files and settings, not vectors, so a
+    runtime that now gives other vectors (a library upgrade, a damaged export) reads the same."""
+    if _mostly_far(check):
+        check.notes.append(
+            f"{check.rows_far} of the {check.rows_checked} rows checked are far off (min cosine "
+            f"{check.min_cosine:.8f}) though the model's files and settings are the store's own: the "
+            f"likeliest cause is {corpus}, not the corpus the store was made from or not in the order it "
+            "was read (pass the store's own corpus, as it was read, with --corpus); if it is, this "
+            "runtime gives other vectors than the one that wrote the store"
+        )
 
 
 def _far_note(given: str | Path | None, lacks: str) -> str:
