@@ -236,6 +236,16 @@ def test_an_answer_written_in_parts_refuses_nan_as_json_response_does() -> None:
         render({"vectors": [[0.0] * 2000 + [float("nan")]]})
 
 
+def test_a_float64_past_float32s_range_is_refused_not_written_as_null() -> None:
+    """Rows written as float32 were checked before the conversion: 1e39 became infinity after it, which
+    orjson writes as null (a silently wrong answer; review of d10c768)."""
+    from bertscope.server.answers import Rows, render
+
+    with pytest.raises(ValueError):
+        render({"vectors": Rows(np.array([[0.5, 1e39]]), dtype=np.float32)})
+    assert render({"vectors": Rows(np.array([[0.5, 1e30]]), dtype=np.float32)}) == b'{"vectors":[[0.5,1e+30]]}'
+
+
 def test_big_bodies_are_tokenized_one_at_a_time(bundled: bertscope.Model, monkeypatch: Any) -> None:
     """Tokenizing a text whole holds about a kilobyte a token until it is cut (long="truncate"): requests
     past `_BIG_CHARACTERS` take turns (waiting on the event loop), on one thread (the allocator keeps a

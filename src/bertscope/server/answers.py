@@ -207,7 +207,7 @@ class Rows:
         self.array = np.asarray(array)
         self.dtype = dtype
         self.decimals = decimals
-        _check_finite(self.array)
+        _check_finite(self.array, dtype)
 
 
 class Items:
@@ -231,14 +231,17 @@ def with_rows(result: Any, field: str = "vectors", *, dtype: Any = np.float32) -
     return made
 
 
-def _check_finite(array: np.ndarray) -> None:
-    """json.dumps' refusal of NaN and infinity, raised before the first byte is sent, not mid-answer."""
+def _check_finite(array: np.ndarray, dtype: Any = None) -> None:
+    """json.dumps' refusal of NaN and infinity, raised before the first byte is sent, not mid-answer; of
+    the values as written (`dtype`: a float64 past float32's range is infinity once converted, which
+    orjson would write as null)."""
     if array.dtype.kind not in "fc" or array.size == 0:
         return
     rows = array.reshape(1) if array.ndim == 0 else array
     step = max(1, _BLOCK * 4 // max(1, rows[0].size))  # 32k booleans or so at a time
     for at in range(0, len(rows), step):
-        if not np.isfinite(rows[at : at + step]).all():
+        block = rows[at : at + step] if dtype is None else np.asarray(rows[at : at + step], dtype=dtype)
+        if not np.isfinite(block).all():
             raise ValueError("Out of range float values are not JSON compliant")
 
 
