@@ -631,6 +631,8 @@ def test_no_ends_a_sentence_unless_a_number_follows(text: str, sentences: list[s
         ("यह एक वाक्य है। यह दूसरा है।", ["यह एक वाक्य है।", "यह दूसरा है।"]),
         ("Il est là. élève arrive.", ["Il est là. élève arrive."]),
         ("Il est là. Élève arrive.", ["Il est là.", "Élève arrive."]),
+        ("Really？! Yes.", ["Really？!", "Yes."]),  # one run of marks of both kinds is one end (review)
+        ("本当？! はい。", ["本当？!", "はい。"]),
     ],
 )
 def test_sentences_end_at_the_marks_of_other_scripts(text: str, sentences: list[str]) -> None:

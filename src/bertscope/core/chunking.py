@@ -38,9 +38,11 @@ Span = tuple[int, int]
 # Only at the first mark of a run: a run that ends no sentence is tried once, not from each of its marks
 # (from each, "." * 20,000 cost 13 s, every attempt running to the run's end and back).
 _CLOSING = "\"'”’)\\]」』）〕】"
-_END = re.compile(
-    rf"(?<![.!?…؟۔।॥])[.!?…؟۔।॥]+[{_CLOSING}]*(?=\s+\S)|(?<![。！？｡])[。！？｡]+[{_CLOSING}]*(?=\s*[^\s。！？｡])"
-)
+_MARKS = ".!?…؟۔।॥。！？｡"  # every mark that can end a sentence: a run of any of them is one end
+_FULL_WIDTH = frozenset("。！？｡")  # a run holding one ends a sentence with or without a space after it
+# The run and its closing quotes are taken whole (a lookahead's capture, atomic, then consumed), so a run
+# that ends no sentence is tried once and never backtracked into: 20,000 marks cost one attempt.
+_END = re.compile(rf"(?<![{_MARKS}])(?=(?P<end>[{_MARKS}]+[{_CLOSING}]*))(?P=end)(?=\s*\S)")
 _WORD = re.compile(r"\S+")
 _VISIBLE = re.compile(r"\s*(\S)")
 _OPENING = "(\"'“‘"  # what may open a word before its letters ("(e.g." is "e.g")
@@ -284,6 +286,9 @@ def _sentence_ends(paragraph: str) -> list[int]:
     after = next(words, None)
     opened = 0  # where `word`'s letters start, its opening quotes and brackets passed over
     for match in _END.finditer(paragraph):
+        spaced = match.end() < len(paragraph) and paragraph[match.end()].isspace()
+        if not spaced and _FULL_WIDTH.isdisjoint(match.group("end")):  # "3.14", "e.g.x": no end
+            continue
         if _next_visible(paragraph, match.end()).islower():  # "là. élève" reads on; a capital starts one
             continue
         at = match.start()
