@@ -51,7 +51,8 @@ def test_a_killed_exports_folder_is_listed_with_its_size_and_cleared(cache: Path
     assert "0.2 MB" in listed.stdout
     cleared = run_main("cache", "--clear")
     assert cleared.code == 0 and cleared.stderr.startswith("removed 2 cached files (0.2 MB)"), cleared
-    assert sorted(p.name for p in (cache / "onnx").iterdir()) == []  # the lock file went too
+    # the empty lock file stays: removed under a waiting process, two exports could hold "the" lock (review)
+    assert sorted(p.name for p in (cache / "onnx").iterdir()) == [f"{EXPORT}.lock"]
 
 
 def test_a_folder_whose_writer_holds_its_lock_is_never_removed(cache: Path) -> None:
@@ -74,7 +75,7 @@ def test_a_fresh_staged_file_is_left_for_its_writer(cache: Path) -> None:
     assert fresh.is_file()
 
 
-def test_clear_removes_the_free_lock_files_and_counts_one_file_as_one(cache: Path, tmp_path: Path) -> None:
+def test_clear_leaves_the_lock_files_and_counts_one_file_as_one(cache: Path, tmp_path: Path) -> None:
     folder = tmp_path / "model"
     folder.mkdir()
     (folder / "config.json").write_text(json.dumps({"model_type": "bert"}))
@@ -89,8 +90,7 @@ def test_clear_removes_the_free_lock_files_and_counts_one_file_as_one(cache: Pat
     other.touch()
     cleared = run_main("cache", "--clear", str(folder))
     assert cleared.code == 0 and cleared.stderr.startswith("removed 1 cached file ("), cleared
-    assert not mine.exists() and not Path(f"{mine}.lock").exists()
-    assert other.is_file()  # another model's lock file: MODEL's clear leaves it
+    assert not mine.exists() and Path(f"{mine}.lock").is_file() and other.is_file()
 
 
 def test_clear_on_a_read_only_cache_says_so_in_one_line(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -224,15 +224,16 @@ def _lock_folders(digest: str | None) -> set[Path]:
 
 
 def _sweep(folder: Path, wanted: list[CachedFile], digest: str | None) -> list[CachedFile]:
-    """Remove `folder`'s lock files (of `digest`'s model, or all) that no process holds, and, when every
-    lock file there is free, the unfinished exports among `wanted`; the unfinished removed.
+    """Remove, when every lock file in `folder` is free, the unfinished exports among `wanted`; the
+    unfinished removed. Lock files stay (empty files): one removed while a process waits on it would let
+    that process and a newcomer, which makes the file again, both hold "the" lock (filelock releases
+    before 3.x's last do not look again at a lock file that went away).
 
     Safe by the lock files: every export, OpenVINO model and cut graph is made in its temporary folder
     while its writer holds a lock file in the same folder (`{target}.lock`), and removes that folder before
     it lets go. So with every lock file there taken here (without waiting), and no new one made since the
     folder was read, no process is writing any of them: they are a killed writer's. A writer that comes
-    now waits on its lock, which is removed only while held here (filelock retries a lock whose file went
-    away). Staged .tmp files are removed by age, as some are written outside any lock."""
+    now waits on its lock. Staged .tmp files are removed by age, as some are written outside any lock."""
     from filelock import FileLock, Timeout
 
     locks = sorted(folder.glob("*.lock"))
@@ -256,9 +257,6 @@ def _sweep(folder: Path, wanted: list[CachedFile], digest: str | None) -> list[C
             else:
                 continue
             removed.append(cached)
-        for lock in taken:
-            if digest is None or _digest_of(lock) == digest:
-                lock.unlink(missing_ok=True)  # while held: a process waiting on it takes it again anew
     return removed
 
 
