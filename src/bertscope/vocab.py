@@ -13,6 +13,7 @@ import dataclasses
 import json
 import shutil
 import tempfile
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -22,7 +23,7 @@ import torch
 from tokenizers import AddedToken
 
 from .core._enums import StrEnum
-from .errors import InvalidInput, InvalidSpec
+from .errors import InvalidInput, InvalidSpec, caller_level
 from .research.states import layered
 from .static import several_words, spelled_pieces, static_word
 
@@ -185,13 +186,17 @@ def _check_one_row_each(init: Mapping[str, Sequence[str]], same: Mapping[str, Se
 
 
 def _source_row(model: Encoder, word: str, source: str) -> np.ndarray:
-    """The row of `source`, one piece of the vocabulary (a word it splits has no row of its own)."""
+    """The row of `source`: its own where the vocabulary keeps it whole, else the mean of its pieces' rows
+    (as init="pieces" makes a new word's), said in a warning naming the pieces, so a misspelt source
+    ('zzqqxx': z ##z ##q ...) is seen, not averaged in silence."""
     found = static_word(model, source)
     if len(found.ids) != 1:
-        raise InvalidInput(
-            f"{source!r}, a word to initialise {word!r} from, is not one piece of the vocabulary: the "
-            f"tokenizer splits it into {found.pieces}, whose mean is not its row; give words the vocabulary "
-            "keeps whole (`bertscope tokens` shows a word's pieces)"
+        warnings.warn(
+            f"{source!r}, a word to initialise {word!r} from, is not one piece of the vocabulary: its row is "
+            f"the mean of its pieces {found.pieces}; check its spelling (`bertscope tokens` shows a word's "
+            "pieces)",
+            UserWarning,
+            stacklevel=caller_level(),
         )
     return found.vector
 
