@@ -81,8 +81,8 @@ def folder_info(view: FolderView) -> dict[str, Any] | None:
 
 # What `bertscope info` says of the runtime before any load on this machine has chosen one.
 UNCHOSEN = (
-    "not chosen on this machine yet: the first load that runs the model times its exact runtimes (up to a "
-    "minute) and records the fastest, which info then shows"
+    "not chosen on this machine yet: the first load that runs the model chooses its exact runtime (timing "
+    "each, up to a minute, for a model of 5,000,000 weights or more) and records it, which info then shows"
 )
 
 
