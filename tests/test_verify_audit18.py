@@ -59,6 +59,9 @@ def test_a_parquet_store_cut_short_names_the_rebuild(made: dict[str, Path], tmp_
     )
     with pytest.raises(CorpusError, match="the file is corrupt; rebuild it"):
         verify_store(store)
+    # every command that opens the store says so (similar said '...; is it whole?', no fix: review)
+    searched = run_main("similar", "a cat", "--store", str(store), "-m", str(made["model"]))
+    assert searched.code != 0 and "the file is corrupt; rebuild it with" in searched.stderr, searched
 
 
 # 5. a row removed or added is said as a count; --json says an error on stdout ---------------------------

@@ -34,7 +34,7 @@ from .checksums import (
     rechunk,
     recorded,
 )
-from .parquet_checked import CheckedParquet, checks_missing, unproven, with_coverage
+from .parquet_checked import CheckedParquet, checks_missing, readable_parquet, unproven, with_coverage
 from .parquet_sink import PARQUET_META_KEY
 
 __all__ = [
@@ -63,12 +63,7 @@ class ParquetReader:
 
     def open(self, path: Path, collection: str | None) -> tuple[str | None, dict[str, Any]]:
         """(None, settings) of the store, or CorpusError when it is not a whole bertscope file."""
-        import pyarrow.parquet as pq
-
-        try:
-            meta = pq.ParquetFile(path).schema_arrow.metadata or {}
-        except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
-            raise CorpusError(f"{path} is not a readable Parquet file ({exc}); is it whole?") from None
+        meta = readable_parquet(path).schema_arrow.metadata or {}  # a file cut short: named, with the rebuild
         if PARQUET_META_KEY not in meta:
             raise CorpusError(f"{path} was not written by bertscope (no settings in its metadata)")
         return None, _settings_object(meta[PARQUET_META_KEY], f"{path}'s `bertscope` metadata", path)
