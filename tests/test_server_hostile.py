@@ -243,7 +243,8 @@ def test_a_float64_past_float32s_range_is_refused_not_written_as_null() -> None:
 
     with pytest.raises(ValueError):
         render({"vectors": Rows(np.array([[0.5, 1e39]]), dtype=np.float32)})
-    assert render({"vectors": Rows(np.array([[0.5, 1e30]]), dtype=np.float32)}) == b'{"vectors":[[0.5,1e+30]]}'
+    within = Rows(np.array([[0.5, 1e30]]), dtype=np.float32)
+    assert render({"vectors": within}) == b'{"vectors":[[0.5,1e+30]]}'
 
 
 def test_big_bodies_are_tokenized_one_at_a_time(bundled: bertscope.Model, monkeypatch: Any) -> None:
