@@ -167,8 +167,11 @@ def test_verify_input_and_the_old_sample(tmp_path: Path, tiny_dirs: dict[str, Pa
     }
     alone = json.loads(_ok(*model[:3], "--json"))["texts"]
     assert texts["-i"] == texts["--input"] == texts["--sample"] == alone + 2
-    assert "--sample is the old spelling of -i; give -i only" in _refusal(  # named as typed (review 6 R4)
-        *model[:-1], "-i", str(sample), "--sample", str(sample)
+    assert (
+        "--sample is the old spelling of -i; give -i only"
+        in _refusal(  # named as typed (review 6 R4)
+            *model[:-1], "-i", str(sample), "--sample", str(sample)
+        )
     )  # without --json: with it, verify's refusal is also a JSON object on stdout
     missing = tmp_path / "missing.txt"
     assert _refusal("verify", "-i", str(missing)).startswith(f"error: --input {missing}")
