@@ -178,11 +178,11 @@ def _bytes(path: Path) -> int:
 
 def clear_cache(digest: str | None = None) -> list[CachedFile]:
     """Remove the cached files of the model whose content is `digest` (None: of every model, with what
-    killed exports left and the lock files no process holds); the removed. A cache that takes no change
-    raises a BertscopeError that says so."""
+    killed exports left where no process is writing); the removed. A cache that takes no change raises a
+    BertscopeError that says so."""
     wanted = [f for f in cached_files() if digest is None or f.digest == digest]
     removed: list[CachedFile] = []
-    folders = {f.path.parent for f in wanted} | _lock_folders(digest)
+    folders = {f.path.parent for f in wanted}
     try:
         _check_writable(folders)
         for cached in wanted:
@@ -192,7 +192,7 @@ def clear_cache(digest: str | None = None) -> list[CachedFile]:
                 part.unlink(missing_ok=True)
             removed.append(cached)
         for folder in sorted(folders):
-            removed += _sweep(folder, [f for f in wanted if f.path.parent == folder], digest)
+            removed += _sweep(folder, [f for f in wanted if f.path.parent == folder])
     except OSError as exc:
         if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
             raise
@@ -214,20 +214,11 @@ def _check_writable(folders: set[Path]) -> None:
             raise OSError(code, os.strerror(code), str(folder))
 
 
-def _lock_folders(digest: str | None) -> set[Path]:
-    """The cache folders holding lock files (of the model whose content is `digest`, or of any)."""
-    root = cache_dir().parent
-    return {
-        lock.parent for folder in _KINDS for lock in (root / folder).glob("*.lock")
-        if digest is None or _digest_of(lock) == digest
-    }  # fmt: skip
-
-
-def _sweep(folder: Path, wanted: list[CachedFile], digest: str | None) -> list[CachedFile]:
+def _sweep(folder: Path, wanted: list[CachedFile]) -> list[CachedFile]:
     """Remove, when every lock file in `folder` is free, the unfinished exports among `wanted`; the
     unfinished removed. Lock files stay (empty files): one removed while a process waits on it would let
-    that process and a newcomer, which makes the file again, both hold "the" lock (filelock releases
-    before 3.x's last do not look again at a lock file that went away).
+    that process and a newcomer, which makes the file again, both hold "the" lock (with a filelock that
+    does not look again at a lock file that went away; the dependency's floor is 3.12).
 
     Safe by the lock files: every export, OpenVINO model and cut graph is made in its temporary folder
     while its writer holds a lock file in the same folder (`{target}.lock`), and removes that folder before
