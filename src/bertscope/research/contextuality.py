@@ -44,7 +44,7 @@ from ..core.similarity import unit
 from ..core.spec import whole_number
 from ..core.tokens import check_texts, refuse_unordered
 from ..errors import InvalidInput
-from .states import CHUNK, check_seed, chunked_token_matrices, layered
+from .states import CHUNK, check_seed, chunked_token_matrices, layered, tokens_key
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -340,12 +340,12 @@ def contextuality(
 def _distinct_contexts(model: Encoder, sentences: list[str]) -> list[str]:
     """The sentences, each first of those that tokenize to the same ids: a sentence given twice, or in
     another case to an uncased model, has identical vectors, so it is one context, not several."""
-    seen: set[tuple[int, ...]] = set()
+    seen: set[bytes] = set()
     kept = []
     for start in range(0, len(sentences), CHUNK):  # a chunk's Tokens at a time, never the corpus's
         chunk = sentences[start : start + CHUNK]
         for text, tok in zip(chunk, model.tokenize(chunk, long="window"), strict=True):
-            key = tuple(tok.ids)
+            key = tokens_key(tok.ids)
             if key not in seen:
                 seen.add(key)
                 kept.append(text)

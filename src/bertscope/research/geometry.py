@@ -34,7 +34,6 @@ token ids (about 100 bytes a text in a Python set: 100 MB at a million texts).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -46,7 +45,7 @@ from ..core.progress import step_progress
 from ..core.renamed import top_k_given
 from ..core.spec import whole_number
 from ..errors import InvalidInput, InvalidSpec
-from .states import check_seed, layer_blocks, layered, text_stream
+from .states import check_seed, layer_blocks, layered, special_pieces, text_stream, tokens_key
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -361,21 +360,15 @@ def geometry(
     seen: set[bytes] = set()  # a digest of each text's token ids: 16 bytes a text, not the text
     given = repeats = 0
     skipping = False
-    specials: dict[str, None] = {}
     for _, tok, states, last in layer_blocks(model, texts, progress=progress, total=total):
         if position == 0:  # a text's first block
             # A text that tokenizes as one before (given twice, or in another case to an uncased model) has
             # the same vectors at every layer: one text, as contextuality merges repeated sentences.
-            key = hashlib.blake2b(np.asarray(tok.ids, dtype=np.int64).tobytes(), digest_size=16).digest()
+            key = tokens_key(tok.ids)
             given += 1
             skipping = key in seen
             repeats += skipping
             seen.add(key)
-            specials.update(
-                dict.fromkeys(
-                    t for t, is_special in zip(tok.tokens, tok.special_mask, strict=True) if is_special
-                )
-            )
         width = states.shape[1]
         keep = ~np.asarray(tok.special_mask[position : position + width], dtype=bool)
         position = 0 if last else position + width
@@ -389,10 +382,10 @@ def geometry(
     if gathered:
         _flush(pending, moments, reservoir)
     if moments.n < MIN_TOKENS or moments.mean is None:
-        named = ", ".join(specials) or "the model's special tokens"
+        named = special_pieces(model)
         raise InvalidInput(
-            f"geometry needs at least {MIN_TOKENS} tokens that are not special ({named}); the texts "
-            f"gave {moments.n}: give more text"
+            f"geometry needs at least {MIN_TOKENS} tokens that are not special ({named}); the texts gave "
+            f"{moments.n}: give more text"
         )
     assert (
         moments.scatter is not None and moments.unit_sum is not None and moments.unit_square_sum is not None

@@ -3,6 +3,7 @@ probes, CKA and model comparison share (the engine's own batching, all layers at
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
@@ -113,6 +114,19 @@ def text_stream(texts: Iterable[str] | str) -> Iterable[str]:
     """`texts` to stream: a lone string is one text (as `embed` reads it), never its characters; what embed
     refuses (None, a dict, a set, bytes, a table, anything not iterable) is refused in the same line."""
     return text_items(texts)
+
+
+def tokens_key(ids: Sequence[int]) -> bytes:
+    """A 16-byte digest of a text's token ids: texts with the same key (given twice, or in another case
+    to an uncased model) have the same vectors at every layer, so the measures count them once."""
+    return hashlib.blake2b(np.asarray(ids, dtype=np.int64).tobytes(), digest_size=16).digest()
+
+
+def special_pieces(model: Encoder) -> str:
+    """The special tokens the model puts around a text ("[CLS], [SEP]", "<s>, </s>"), for a refusal."""
+    probe = model.tokenize(["a"])[0]
+    named = dict.fromkeys(t for t, special in zip(probe.tokens, probe.special_mask, strict=True) if special)
+    return ", ".join(named) or "the model's special tokens"
 
 
 def layered(model: object, feature: str) -> None:
