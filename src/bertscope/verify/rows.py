@@ -59,7 +59,9 @@ def check_rows(
         texts = [stored_texts[doc] for doc in docs]
         if corpus["corpus"] is not None:  # the ids too: each document's stored text is its id's
             labels = [f"text {doc}" for doc in docs]
-            corpus_texts_differ(labels, docs, texts, corpus, opened.path)
+            corpus_texts_differ(
+                labels, docs, texts, corpus, opened.path, collection=opened.collection, checked="texts"
+            )
     else:
         texts = texts_by_id(docs, corpus, opened.path)
         check.texts_from_corpus = True
@@ -180,12 +182,14 @@ def corpus_texts_differ(
     *,
     rows: int | None = None,
     collection: str | None = None,
+    checked: str = "rows",
 ) -> None:
     """Refuse stored texts (named by `labels`) that are not the corpus's texts of their ids: most of them,
     the corpus is not the store's (or not in its order: InvalidInput); a few, ids swapped or edited in the
     store, which the vectors alone cannot show, a row's vector being its stored text's (CorpusError).
     Never drift: the model is not at fault. `rows` as `texts_by_id`'s (a row per text: the corpus must
-    hold that many); `collection`: the store's, for the rebuild it names."""
+    hold that many); `collection`: the store's, for the rebuild it names; `checked`: what `labels` name
+    ("rows", or "texts" of a token or word store)."""
     expected = texts_by_id(ids, corpus, path, rows=rows)
     differ = [
         f"{label} holds {_short(text)!r}"
@@ -198,7 +202,7 @@ def corpus_texts_differ(
     shown = "; ".join(differ[:2]) + (f"; and {len(differ) - 2} more" if len(differ) > 2 else "")
     said = (
         f"{path}'s stored texts are not {given}'s texts of their ids in {len(differ)} of the {len(labels)} "
-        f"{'texts' if labels and labels[0].startswith('text ') else 'rows'} checked ({shown})"
+        f"{checked} checked ({shown})"
     )
     if 2 * len(differ) > len(labels):
         raise InvalidInput(
