@@ -3,7 +3,8 @@
 init="pieces"            the mean of the rows of the pieces the old tokenizer split the word into
 init="mean"              the mean of every row of the input embedding matrix
 init="random"            normal(0, std of the existing rows), seeded
-init={"covid19": ["virus", "disease"]}   the mean of the listed words' rows (each one piece of the vocabulary)
+init={"covid19": ["virus", "disease"]}   the mean of the listed words' rows (a word the vocabulary splits:
+                                         its pieces' mean, with a warning naming them)
 """
 
 from __future__ import annotations
@@ -61,8 +62,9 @@ def add_tokens(model: E, words: Sequence[str], *, init: InitSpec = "pieces", see
     new = new_words(model, words)
     if not new:
         return model
-    forms = normalised_forms(model, new)
-    rows = _initial_rows(model, new, init, seed, same=_same_token(model, words))
+    given = normalised_forms(model, words)
+    forms = {w: given[w] for w in new}
+    rows = _initial_rows(model, new, init, seed, same=_same_token(given))
     tokenizer = copy.deepcopy(model.loaded.tokenizer)
     tokenizer.add_tokens([AddedToken(forms[w], single_word=True, normalized=True) for w in new])
     _check_whole_in_text(tokenizer, new, forms)
@@ -100,10 +102,10 @@ def new_words(model: Encoder, words: Sequence[str]) -> list[str]:
     return [w for w in firsts if forms[w] not in model.vocab and w not in added]
 
 
-def _same_token(model: Encoder, words: Sequence[str]) -> dict[str, list[str]]:
+def _same_token(forms: Mapping[str, str]) -> dict[str, list[str]]:
     """Each normalised form with the words given that become it (one token, whatever they spell)."""
     same: dict[str, list[str]] = {}
-    for w, form in normalised_forms(model, words).items():
+    for w, form in forms.items():
         same.setdefault(form, []).append(w)
     return same
 
@@ -111,8 +113,8 @@ def _same_token(model: Encoder, words: Sequence[str]) -> dict[str, list[str]]:
 def _check_whole_in_text(tokenizer: Any, words: Sequence[str], forms: Mapping[str, str]) -> None:
     """Refuse a tokenizer that keeps a new token whole alone but not after a space (byte-level BPE reads
     the space as a piece of its own, 'Ġ', before the added token): the row would never be the word's."""
+    alone = tokenizer("x", add_special_tokens=False)["input_ids"]
     for w in words:
-        alone = tokenizer("x", add_special_tokens=False)["input_ids"]
         ids = tokenizer(f"x {w}", add_special_tokens=False)["input_ids"]
         if len(ids) != len(alone) + 1:
             pieces = tokenizer.convert_ids_to_tokens(ids[len(alone) :])
