@@ -219,3 +219,19 @@ def test_stored_texts_not_the_corpus_texts_are_bad_input(made: dict[str, Path], 
         "store's own corpus with --corpus, or leave it out: the store keeps its texts"
     ), line
     assert verify_store(store, corpus=made["corpus"], rows=10, seed=2).ok
+
+
+def test_row_labels_of_a_parquet_cut_after_opening_name_the_rebuild(
+    made: dict[str, Path], tmp_path: Path
+) -> None:
+    """verify's row labels read the Parquet file again: cut between, they name the rebuild as opening does."""
+    from bertscope.io.stores import open_store
+    from bertscope.verify.row_labels import sampled_keys
+
+    store = copied_store(made, "s.parquet", tmp_path)
+    opened = open_store(store)
+    with store.open("r+b") as cut:
+        cut.truncate(store.stat().st_size - 50)
+    with pytest.raises(CorpusError, match=r"the file is corrupt; rebuild it with `bertscope embed") as raised:
+        sampled_keys(opened, np.array([0, 5]))
+    assert "is it whole" not in str(raised.value)

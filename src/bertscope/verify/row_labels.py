@@ -21,6 +21,7 @@ import numpy as np
 from ..errors import CorpusError
 from ..io.checksums import rebuild_hint
 from ..io.formats import Format
+from ..io.parquet_checked import readable_parquet
 from ..io.stores import Store
 from ..io.vector_files import open_matrix
 
@@ -95,14 +96,7 @@ def _parquet_texts(opened: Store, last: int) -> Iterator[tuple[str, str]]:
 
 def _parquet(path: Path) -> tuple[Any, np.ndarray]:
     """The file and its row groups' first rows (with the total last)."""
-    import pyarrow.parquet as pq
-
-    try:
-        file = pq.ParquetFile(path)
-    except (OSError, ValueError) as exc:
-        raise CorpusError(
-            f"{path} is not a readable Parquet file ({_first_line(exc)}); is it whole?"
-        ) from None
+    file = readable_parquet(path)
     meta = file.metadata
     return file, np.cumsum([0, *(meta.row_group(g).num_rows for g in range(meta.num_row_groups))])
 
