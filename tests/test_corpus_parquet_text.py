@@ -44,3 +44,16 @@ def test_a_column_checksum_is_the_checksum_of_its_values(
         rows = zip(table.column("id").to_pylist(), table.column("text").to_pylist(), strict=True)
         assert row_labels(table) == [f"{i}\x00{chr(1) if t is None else t}".encode() for i, t in rows]
     assert column_labels_checksum(pa.array([1, None, 3])) == labels_checksum([1, None, 3])
+
+
+def test_a_corpus_parquet_cut_short_names_the_fix(tmp_path: Path) -> None:
+    """A Parquet corpus (an input, with nothing to rebuild it from) that is cut short says what to do."""
+    from bertscope.errors import CorpusError
+    from bertscope.io.readers import read_lines
+
+    corpus = tmp_path / "corpus.parquet"
+    pq.write_table(pa.table({"text": [f"text {i}" for i in range(50)]}), corpus)
+    with corpus.open("r+b") as cut:
+        cut.truncate(corpus.stat().st_size - 40)
+    with pytest.raises(CorpusError, match=r"it is corrupt or cut short; write it again, or give the texts"):
+        list(read_lines(corpus))

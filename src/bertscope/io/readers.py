@@ -563,7 +563,10 @@ def _parquet(path: Path, text_field: str, id_field: str | None) -> Iterator[Reco
                 yield _from_row(row, number, path, text_field, id_field)
     except (OSError, ValueError) as exc:  # pyarrow's ArrowInvalid is a ValueError
         where = f" after row {number}" if number else ""
-        raise CorpusError(f"{path} is not a readable Parquet file{where} ({exc}); is it whole?") from None
+        raise CorpusError(
+            f"{path} is not a readable Parquet file{where} ({exc}): it is corrupt or cut short; write it "
+            "again, or give the texts as .txt or .jsonl"
+        ) from None
 
 
 def _row_or_reject(
