@@ -4,7 +4,7 @@ A sentence-transformers folder lists its prompts in `config_sentence_transformer
 `default_prompt_name`); its Pooling config says with `include_prompt` whether the prompt's tokens count
 in the pooled vector. The prompt is put before the text as a string, as sentence-transformers does, and
 with `include_prompt: false` the first `length` tokens ([CLS] and the prompt's pieces, counted by
-tokenizing the prompt alone) are left out of pooling.
+tokenizing the prompt alone, cut at the model's limit) are left out of pooling.
 """
 
 from __future__ import annotations
@@ -144,8 +144,15 @@ def prepend(prompt: str, texts: Sequence[Any]) -> list[Any]:
 
 
 def prompt_length(tokenizer: Any, prompt: str) -> int:
-    """Leading tokens a prompt fills: [CLS] and its pieces, without a closing special (as ST counts)."""
+    """Leading tokens a prompt fills: [CLS] and its pieces, without a closing special (as ST counts).
+
+    The prompt is measured cut at the model's limit, as sentence-transformers' `_get_prompt_length`
+    tokenizes it with max_seq_length truncation: a prompt that fills the window leaves the text's closing
+    [SEP] pooled, not an empty mask (a zero mean, a max of the mask's fill)."""
     tokens = tokenizer.encode([prompt])[0]
+    limit = getattr(tokenizer, "max_tokens", None)
+    if isinstance(limit, int) and len(tokens) > limit:
+        tokens = tokens.truncated(limit)
     return int(len(tokens) - (1 if tokens.special_mask and tokens.special_mask[-1] else 0))
 
 

@@ -1,0 +1,73 @@
+"""Audit 19b: encode's sentence-transformers parity where prompts, truncate_dim and similarity settings meet a
+folder's pipeline, each against SentenceTransformer 6 (equal within 1e-5) or a one-line refusal."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import bertscope
+from tiny_models import build_tiny_model
+
+TEXTS = ["the cat ate bread", "a dog saw the big red car"]
+# Far more pieces than the 24-token window: the prompt alone fills it.
+LONG_PROMPT = "the cat ate bread and the dog " * 8
+
+
+@pytest.fixture(scope="module")
+def tiny_bert(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_model("bert", tmp_path_factory.mktemp("audit19") / "bert")
+
+
+def _st_folder(
+    source: Path,
+    folder: Path,
+    mode: str,
+    *,
+    include_prompt: bool = True,
+    normalize: bool = False,
+    **settings: Any,
+) -> Path:
+    """A sentence-transformers folder saved by SentenceTransformer itself: Transformer (24 tokens) and
+    Pooling(`mode`, `include_prompt`), Normalize where asked, with `settings` (prompts, truncate_dim, ...)
+    given to its constructor."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, Pooling, Transformer
+
+    transformer = Transformer(str(source), max_seq_length=24)
+    pooling = Pooling(transformer.get_embedding_dimension(), pooling_mode=mode, include_prompt=include_prompt)
+    modules = [transformer, pooling, *([Normalize()] if normalize else [])]
+    SentenceTransformer(modules=modules, device="cpu", **settings).save(str(folder))
+    return folder
+
+
+def _pair(folder: Path) -> tuple[Any, bertscope.Model]:
+    from sentence_transformers import SentenceTransformer
+
+    model = bertscope.load(folder, device="cpu")
+    assert isinstance(model, bertscope.Model)
+    return SentenceTransformer(str(folder), device="cpu"), model
+
+
+@pytest.mark.parametrize("mode", ["mean", "max", "mean_sqrt_len_tokens"])
+def test_a_prompt_filling_the_window_leaves_the_closing_sep_pooled(
+    tiny_bert: Path, tmp_path: Path, mode: str
+) -> None:
+    # sentence-transformers measures the prompt cut at max_seq_length, so the closing [SEP] stays pooled
+    folder = _st_folder(
+        tiny_bert, tmp_path / mode, mode, include_prompt=False, prompts={"query": LONG_PROMPT}
+    )
+    st, model = _pair(folder)
+    want = st.encode(TEXTS, prompt=LONG_PROMPT)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the texts are cut at the limit, and said so
+        got = model.encode(TEXTS, prompt=LONG_PROMPT)
+        named = model.encode(TEXTS, prompt_name="query")
+        embedded = model.embed(TEXTS, prompt=LONG_PROMPT).vectors
+    assert np.abs(want).max() > 1e-3 and np.abs(want).max() < 1e3  # neither all zero nor the max's fill
+    for vectors in (got, named, embedded):
+        np.testing.assert_allclose(vectors, want, atol=1e-5)
