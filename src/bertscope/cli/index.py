@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -95,17 +96,22 @@ def info(
 
     Example: `bertscope index info corpus.parquet`
     """
-    from ..io.index import index_state
+    from ..io.index import index_build_command, index_state, rebuild_index
     from ..io.stores import open_store, with_view
 
-    state = index_state(with_view(open_store(store), view), column=column, check_index=True)
+    opened = with_view(open_store(store), view)
+    state = index_state(opened, column=column, check_index=True)
+    searched = replace(opened, column=column) if column else opened
+    # What to do about an index that is not used: build one, or rebuild a stale or damaged one.
+    fix = {"missing": f"build one with `{index_build_command(searched)}`", "stale": rebuild_index(searched)}
     if as_json:
-        emit_json(
-            {"status": state.status, "reason": state.reason, "index": str(state.index), **(state.meta or {})}
-        )
+        said = {"status": state.status, "reason": state.reason, "fix": fix.get(state.status)}
+        emit_json({**said, "index": str(state.index), **(state.meta or {})})
         return
     table = Table("field", "value", title=f"{state.index}: {state.status}")
     table.add_row("status", f"{state.status}: {state.reason}")
+    if state.status in fix:
+        table.add_row("fix", fix[state.status])
     for key, value in (state.meta or {}).items():
         table.add_row(key, str(value))
     out.print(table)

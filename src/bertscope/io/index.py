@@ -52,6 +52,7 @@ __all__ = [
     "opened_store",
     "shown_index",
     "index_build_command",
+    "rebuild_index",
     "index_state",
     "index_paths",
     "index_copies",
@@ -179,8 +180,18 @@ def index_state(
     opened = opened_store(store, view, column)
     index_file, meta_file, copy_file = index_paths(opened.path, opened.column)
     copied = not opened.rules.mapped
-    if not index_file.exists() or not meta_file.exists() or (copied and not copy_file.exists()):
+    files = (index_file, meta_file, copy_file) if copied else (index_file, meta_file)
+    gone = [path for path in files if not path.exists()]
+    if len(gone) == len(files):
         return IndexState("missing", f"no index beside {opened.path}", index_file)
+    if gone:
+        # Some of its files are there: a damaged index, not none (a build would refuse to overwrite it).
+        lost = " and ".join(str(path) for path in gone)
+        reason = (
+            f"the index of {opened.path} is incomplete: {lost} {'is' if len(gone) == 1 else 'are'} missing "
+            "(deleted, or a build that did not finish)"
+        )
+        return IndexState("stale", reason, index_file)
     meta = _read_meta(meta_file)
     if meta is None:
         reason = f"{meta_file} is not an index's description (rows, dimension, nprobe as whole numbers)"

@@ -1,0 +1,55 @@
+"""Audit 19g: search, the ANN index and the stores it reads say what is so, and what to do."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bertscope.io.index import IndexStaleWarning, index_paths, index_state
+from bertscope.io.index_build import build_index
+from bertscope.io.search import search
+from console import run_main
+from test_index import clustered, write_store
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Parquet store of 400 synthetic vectors ("r0".."r399") with its index, never changed by a test."""
+    path = write_store(tmp_path_factory.mktemp("indexed") / "store.parquet", clustered(400, 3))
+    build_index(path)
+    return path
+
+
+@pytest.mark.parametrize("lost", [1, 2])  # the description (.index.json), the vectors' copy (.index.npy)
+def test_a_half_deleted_index_is_damaged_not_missing(tmp_path: Path, lost: int) -> None:
+    """An index with one of its files deleted is stale, naming the file, with the rebuild: not 'no index'
+    (which sent `index build` into 'exists; pass --overwrite' and let --nprobe say 'build one')."""
+    path = write_store(tmp_path / "store.parquet", clustered(400, 4))
+    build_index(path)
+    gone = index_paths(path)[lost]
+    gone.unlink()
+    state = index_state(path)
+    assert state.status == "stale" and f"{gone} is missing" in state.reason
+    with pytest.warns(IndexStaleWarning, match=rf"{gone} is missing.*index build {path} --overwrite"):
+        hits = search(clustered(400, 4)[7], path, top_k=1, nprobe=4)
+    assert hits[0].id == "r7"  # read exactly, every row
+    info = run_main("index", "info", str(path), "--json")
+    shown = json.loads(info.stdout)
+    assert info.code == 0 and shown["status"] == "stale" and f"{gone} is missing" in shown["reason"]
+    assert shown["fix"] == f"rebuild the index with `bertscope index build {path} --overwrite`"
+    assert "--overwrite" in run_main("index", "info", str(path)).stdout
+    rebuilt = run_main("index", "build", str(path), "--overwrite", "-q")
+    assert rebuilt.code == 0 and index_state(path).fresh
+
+
+def test_an_npy_store_needs_no_copy_and_no_files_is_missing(tmp_path: Path) -> None:
+    """A .npy store's index has no copy (its matrix is read): two files make it whole; none is 'missing'."""
+    path = write_store(tmp_path / "store.npy", clustered(400, 5))
+    assert index_state(path).status == "missing"
+    build_index(path)
+    assert index_state(path).fresh and not index_paths(path)[2].exists()
+    index_paths(path)[0].unlink()
+    state = index_state(path)
+    assert state.status == "stale" and f"{index_paths(path)[0]} is missing" in state.reason
