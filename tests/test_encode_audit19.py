@@ -71,3 +71,35 @@ def test_a_prompt_filling_the_window_leaves_the_closing_sep_pooled(
     assert np.abs(want).max() > 1e-3 and np.abs(want).max() < 1e3  # neither all zero nor the max's fill
     for vectors in (got, named, embedded):
         np.testing.assert_allclose(vectors, want, atol=1e-5)
+
+
+def test_a_saved_truncate_dim_is_the_models_until_set(tiny_bert: Path, tmp_path: Path) -> None:
+    from bertscope.integrations import langchain as lc
+    from bertscope.integrations import llamaindex as li
+
+    folder = _st_folder(tiny_bert, tmp_path / "cut", "mean", normalize=True, truncate_dim=8)
+    st, model = _pair(folder)
+    assert model.truncate_dim == st.truncate_dim == 8
+    assert model.get_sentence_embedding_dimension() == st.get_embedding_dimension() == 8
+    want = st.encode(TEXTS)
+    for got in (
+        model.encode(TEXTS),
+        model.encode_query(TEXTS),
+        model.encode_document(TEXTS),
+        np.array(lc.BertscopeEmbeddings(model).embed_documents(TEXTS)),
+        np.array(li.BertscopeEmbedding(model).get_text_embedding_batch(TEXTS)),
+    ):
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    np.testing.assert_allclose(model.similarity(want, want), st.similarity(want, want).numpy(), atol=1e-5)
+    model.truncate_dim = st.truncate_dim = None  # set, as there: the full width again
+    np.testing.assert_allclose(model.encode(TEXTS), st.encode(TEXTS), atol=1e-5)
+
+
+def test_a_saved_truncate_dim_that_is_no_width_is_refused_at_load(tiny_bert: Path, tmp_path: Path) -> None:
+    import json
+
+    folder = _st_folder(tiny_bert, tmp_path / "bad", "mean")
+    config = folder / "config_sentence_transformers.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "truncate_dim": 0}))
+    with pytest.raises(bertscope.errors.ModelLoadError, match=r"its truncate_dim 0 is not a whole number"):
+        bertscope.load(folder, device="cpu")

@@ -15,7 +15,12 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import InvalidSpec
 from .spec import auto_refusal, whole_number
-from .st_settings import SIMILARITY_FUNCTIONS, folder_similarity_fn_name, similarity_function
+from .st_settings import (
+    SIMILARITY_FUNCTIONS,
+    folder_similarity_fn_name,
+    folder_truncate_dim,
+    similarity_function,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -56,9 +61,12 @@ class SentenceTransformersAttributes:
 
     @property
     def truncate_dim(self) -> int | None:
-        """sentence-transformers' dimensions `encode` keeps where its call names none (None: all), until
-        set; `embed` keeps the full width."""
-        return cast("int | None", self.__dict__.get("_truncate_dim"))
+        """sentence-transformers' dimensions `encode` keeps where its call names none (None: all): the
+        folder's config_sentence_transformers.json's `truncate_dim`, as sentence-transformers reads it at
+        load, until set; `embed` keeps the full width."""
+        if "_truncate_dim" not in self.__dict__:  # read on first use, as `similarity_fn_name` is
+            self.__dict__["_truncate_dim"] = folder_truncate_dim(self._settings_folder())
+        return cast("int | None", self.__dict__["_truncate_dim"])
 
     @truncate_dim.setter
     def truncate_dim(self, value: int | None) -> None:

@@ -6,7 +6,7 @@ legacy `pooling_mode_*` booleans before); sentence_bert_config.json the max leng
 lowercased before tokenizing (`do_lower_case`, done by `lowercase_first` as sentence-transformers does it);
 config_sentence_transformers.json the similarity function `Model.similarity` computes on vectors
 (`similarity_fn_name`: cosine where it names none, as sentence-transformers 3+; a name it cannot compute is
-refused at load, never read as cosine).
+refused at load, never read as cosine) and the width encode keeps (`truncate_dim`, the model's until set).
 Which of those modes bertscope can redo is the pooling table's fact (`PoolingRule.st_mode`,
 core/pooling.py), not this file's.
 """
@@ -30,6 +30,7 @@ __all__ = [
     "ST_POOLING_MODES",
     "SentenceTransformersSettings",
     "folder_similarity_fn_name",
+    "folder_truncate_dim",
     "lowercase_first",
     "pooling_config",
     "pooling_modes",
@@ -74,6 +75,7 @@ class SentenceTransformersSettings:
     query_length: int | None = None
     document_length: int | None = None
     query_expansion: bool = False
+    truncate_dim: int | None = None  # config_sentence_transformers.json's: encode's width until set
 
 
 def lowercase_first(backend: Tokenizer) -> None:
@@ -154,7 +156,7 @@ def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSet
     query, document = (None, None) if text_max is not None else _role_lengths(st_config, settings)
     return SentenceTransformersSettings(
         pooling, normalize, max_len, unsupported, lower, similarity, query, document,
-        settings.get("query_expansion") is not None,
+        settings.get("query_expansion") is not None, folder_truncate_dim(path),
     )  # fmt: skip
 
 
@@ -301,6 +303,22 @@ def folder_similarity_fn_name(path: Path | None) -> str:
             f"vector per text ({', '.join(SIMILARITY_FUNCTIONS)})",
         )
     return name
+
+
+def folder_truncate_dim(path: Path | None) -> int | None:
+    """The width a sentence-transformers folder saves for encode (config_sentence_transformers.json's
+    `truncate_dim`, which sentence-transformers' `_parse_model_config` makes the model's `truncate_dim`
+    until set); None where it names none or is no sentence-transformers folder. A value that is not a
+    whole number of at least 1 is a one-line `ModelLoadError`."""
+    if path is None or not (path / "modules.json").exists():
+        return None
+    config = path / "config_sentence_transformers.json"
+    given = _settings_file(config, dict).get("truncate_dim") if config.exists() else None
+    if given is None:
+        return None
+    if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+        raise _malformed(config, f"its truncate_dim {given!r} is not a whole number of at least 1 (or null)")
+    return given
 
 
 def _settings_file(file: Path, kind: type[list[Any]] | type[dict[str, Any]]) -> Any:

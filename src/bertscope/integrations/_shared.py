@@ -126,7 +126,9 @@ def listed(texts: Sequence[str], method: str, one: str) -> list[str]:
 
 def vectors(model: Loaded, recipe: Recipe, texts: Sequence[str]) -> list[list[float]]:
     """Sentence vectors as plain lists, as the frameworks want them; none for no texts. A cut is said
-    at the caller's line, or, inside `cut_said_once`, kept for it to say once."""
+    at the caller's line, or, inside `cut_said_once`, kept for it to say once. They keep the model's
+    `truncate_dim` dimensions where it has one, as sentence-transformers' encode (which the frameworks'
+    own classes call) does."""
     if not texts:
         return []
     found = model.embed_with(list(texts), recipe)
@@ -135,7 +137,8 @@ def vectors(model: Loaded, recipe: Recipe, texts: Sequence[str]) -> list[list[fl
         cuts.append(found.n_dropped)
     else:
         _say_cut(found.n_dropped, model.max_tokens)
-    return found.vectors.astype(float).tolist()
+    width = model.truncate_dim
+    return found.vectors[:, :width].astype(float).tolist()
 
 
 @contextmanager
