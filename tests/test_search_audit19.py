@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import bertscope
+from bertscope.errors import CorpusError
 from bertscope.io.index import IndexStaleWarning, index_paths, index_state
 from bertscope.io.index_build import build_index
 from bertscope.io.search import search
@@ -53,3 +55,26 @@ def test_an_npy_store_needs_no_copy_and_no_files_is_missing(tmp_path: Path) -> N
     index_paths(path)[0].unlink()
     state = index_state(path)
     assert state.status == "stale" and f"{index_paths(path)[0]} is missing" in state.reason
+
+
+def test_index_commands_refuse_a_db_before_asking_for_a_collection(
+    tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    """`index build/info` on a .db say it takes no index: not 'name one with --collection' (an option
+    neither has) for several collections, nor 'missing: no index beside one.db' for one."""
+    store = tmp_path / "c.db"
+    for name in ("a", "b"):
+        bertscope.embed_corpus(["one text", "another"], store, model=bundled, collection=name)
+    single = tmp_path / "one.db"
+    bertscope.embed_corpus(["one text", "another"], single, model=bundled)
+    for path in (store, single):
+        for command in ("build", "info"):
+            ran = run_main("index", command, str(path))
+            assert ran.code != 0 and "--collection" not in ran.stderr, ran.stderr
+            assert f"{path}: a .db store takes no index" in ran.stderr
+        with pytest.raises(CorpusError, match="a .db store takes no index"):
+            index_state(path)
+        with pytest.raises(CorpusError, match="a .db store takes no index"):
+            build_index(path)
+    helped = run_main("index", "info", "--help").stdout
+    assert "Which view's index" in helped and "to index" not in helped

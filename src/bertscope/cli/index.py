@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,6 +21,9 @@ app.add_typer(index_app, name="index")
 
 ViewOpt = Annotated[
     str | None, typer.Option("--view", help="Which view of a store with several views to index.")
+]
+InfoViewOpt = Annotated[
+    str | None, typer.Option("--view", help="Which view's index, of a store with several views.")
 ]
 ColumnOpt = Annotated[
     str | None, typer.Option("--column", help="Another vector column, e.g. layer_6 of a token store.")
@@ -44,10 +46,10 @@ def build(
 
     Examples: `bertscope index build corpus.parquet`, `bertscope index build tokens.parquet`
     """
+    from ..io.index import opened_store
     from ..io.index_build import build_index
-    from ..io.stores import open_store, with_view
 
-    opened = with_view(open_store(store), view)
+    opened = opened_store(store, view, None)  # a .db is refused before a collection is asked for
     built = []
     for name in [column] if column else _columns(opened):
         # A counter that updates in place and goes, then one summary line per index.
@@ -85,7 +87,7 @@ def _progress(quiet: bool) -> Iterator[Callable[[int], None]]:
 @index_app.command("info")
 def info(
     store: Annotated[Path, typer.Argument(help="A bertscope output: .parquet or .npy.")],
-    view: ViewOpt = None,
+    view: InfoViewOpt = None,
     column: ColumnOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -96,12 +98,10 @@ def info(
 
     Example: `bertscope index info corpus.parquet`
     """
-    from ..io.index import index_build_command, index_state, rebuild_index
-    from ..io.stores import open_store, with_view
+    from ..io.index import index_build_command, index_state, opened_store, rebuild_index
 
-    opened = with_view(open_store(store), view)
-    state = index_state(opened, column=column, check_index=True)
-    searched = replace(opened, column=column) if column else opened
+    searched = opened_store(store, view, column)  # a .db is refused before a collection is asked for
+    state = index_state(searched, check_index=True)
     # What to do about an index that is not used: build one, or rebuild a stale or damaged one.
     fix = {"missing": f"build one with `{index_build_command(searched)}`", "stale": rebuild_index(searched)}
     if as_json:

@@ -38,6 +38,7 @@ from ..core.similarity import Hit, TopK, row_cosines, unit
 from ..core.spec import whole_number
 from ..errors import BackendUnavailable, CorpusError, InvalidInput
 from .checksums import ALGORITHM, file_checksum
+from .formats import store_rules, suffixes_where
 from .index_copy import KEY as COPY_KEY
 from .index_copy import CheckedCopy, CopyChecks, read_copy_checks
 from .stores import Store, open_store, with_view
@@ -55,6 +56,7 @@ __all__ = [
     "rebuild_index",
     "index_state",
     "index_paths",
+    "indexable",
     "index_copies",
     "ann_search",
 ]
@@ -148,8 +150,9 @@ def _rows_digest(path: Path, built: dict[str, Any] | None = None) -> str:
 
 
 def opened_store(store: str | Path | Store, view: str | None, column: str | None) -> Store:
-    """The store an index is built on or searched, with its view and vector column; CorpusError where the
-    column is not one of its vector columns."""
+    """The store an index is built on or searched, with its view and vector column; CorpusError where its
+    format takes no index (checked before it is opened) or the column is not one of its vector columns."""
+    indexable(store.path if isinstance(store, Store) else store)
     opened = store if isinstance(store, Store) else with_view(open_store(store), view)
     opened = replace(opened, column=column) if column else opened
     if opened.rules.columns:
@@ -162,6 +165,18 @@ def opened_store(store: str | Path | Store, view: str | None, column: str | None
                 f"{', '.join(have) or 'none'}: name one with column={first!r} (--column {first})"
             )
     return opened
+
+
+def indexable(path: str | Path) -> None:
+    """Refuse, before the store is opened, a format that takes no index (SQLite: a search reads every row
+    of the collection; opening one of several collections would ask for a collection no index command
+    takes)."""
+    if not store_rules(path).by_row:
+        where = suffixes_where(lambda rules: rules.by_row)
+        raise CorpusError(
+            f"{path}: a {Path(path).suffix} store takes no index (an index is built for {where} stores "
+            "only); similar reads every row of it"
+        )
 
 
 def index_state(

@@ -84,11 +84,8 @@ def build_index(
     check_nprobe(nprobe)
     if cells is not None:
         whole_number(cells, "cells", meaning="index cells to build", error=CorpusError)
+    opened = opened_store(store, view, column)  # a format that takes no index is refused unopened
     faiss = faiss_module()
-    opened = opened_store(store, view, column)
-    if not opened.rules.by_row:
-        where = suffixes_where(lambda r: r.by_row)
-        raise CorpusError(f"{opened.path}: an index is built for {where} stores only")
     level = level_of(opened.settings.get("level", "sentence"))
     if not level.searchable and not opened.rules.columns:
         where = suffixes_where(lambda r: r.columns and r.by_row)
