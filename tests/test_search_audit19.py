@@ -78,3 +78,10 @@ def test_index_commands_refuse_a_db_before_asking_for_a_collection(
             build_index(path)
     helped = run_main("index", "info", "--help").stdout
     assert "Which view's index" in helped and "to index" not in helped
+
+
+def test_similar_refuses_stdin_dash_instead_of_searching_for_it(indexed: Path) -> None:
+    """`similar -` searched for the text "-" (every other command reads '-' as stdin): refused in one line."""
+    ran = run_main("similar", "-", "--store", str(indexed))
+    assert ran.code != 0 and ran.stdout == ""
+    assert "reads no stdin ('-'): give the text in quotes" in ran.stderr, ran.stderr

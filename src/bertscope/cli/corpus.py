@@ -167,6 +167,11 @@ def similar(
     store = old_spelling(store, old_in, name="--store", old="--in")
     if store is None:
         raise InvalidInput("name the store to search with --store FILE (.db, .parquet or .npy)")
+    if query == "-":  # '-' is stdin to every other command: searched as a text, it would find noise
+        raise InvalidInput(
+            "similar searches with one query text, its argument, and reads no stdin ('-'): give the text "
+            f'in quotes (bertscope similar "a storm hits the coast" --store {store})'
+        )
     if exact and nprobe is not None:
         raise InvalidInput(
             "--nprobe is how many cells of the ANN index to visit, and --exact reads every row without "
