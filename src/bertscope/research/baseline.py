@@ -11,6 +11,7 @@ to be applied to scores made with other settings.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -51,6 +52,9 @@ _KEYS = ("layers", "combine", "pooling", "mask_special", "normalize", "post")
 # How a text over the model's limit was read, which moves its score: a threshold file records them (a
 # file from before does not, and is checked without them)
 _CUT_KEYS = ("long", "stride")
+# a float32 cosine may pass 1 (or -1) by a few ulps, and calibrate's lowest cut sits 1e-6 under the
+# lowest score: a saved threshold is a cosine within this of [-1, 1]
+_CUT_SLACK = 1e-5
 
 
 def reference_sentences() -> list[str]:
@@ -242,6 +246,13 @@ def load_threshold(path: str | Path) -> Threshold:
         raise InvalidInput(
             f"{path} is a damaged threshold file (its fields are not calibrate's); make it again with "
             "`bertscope calibrate`"
+        )
+    # NaN, 5 or -3 would label every pair the same way, a text with itself "diff"
+    cut = threshold.threshold
+    if not (math.isfinite(cut) and -1.0 - _CUT_SLACK <= cut <= 1.0 + _CUT_SLACK):
+        raise InvalidInput(
+            f"{path} is a damaged threshold file (its threshold {cut!r} is no cosine in "
+            "[-1, 1]); make it again with `bertscope calibrate`"
         )
     return threshold
 
