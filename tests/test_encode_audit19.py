@@ -103,3 +103,20 @@ def test_a_saved_truncate_dim_that_is_no_width_is_refused_at_load(tiny_bert: Pat
     config.write_text(json.dumps({**json.loads(config.read_text()), "truncate_dim": 0}))
     with pytest.raises(bertscope.errors.ModelLoadError, match=r"its truncate_dim 0 is not a whole number"):
         bertscope.load(folder, device="cpu")
+
+
+def test_cls_pooling_leaving_the_prompt_out_reads_the_first_token_after_it(
+    tiny_bert: Path, tmp_path: Path
+) -> None:
+    # sentence-transformers 6 reads the first token the mask keeps (the argmax after zeroing the prompt)
+    prompts = {"query": "query : "}
+    folder = _st_folder(tiny_bert, tmp_path / "cls", "cls", include_prompt=False, prompts=prompts)
+    st, model = _pair(folder)
+    want = st.encode(TEXTS, prompt_name="query")
+    np.testing.assert_allclose(model.encode(TEXTS, prompt_name="query"), want, atol=1e-5)
+    np.testing.assert_allclose(model.embed(TEXTS, prompt_name="query").vectors, want, atol=1e-5)
+    np.testing.assert_allclose(model.encode(TEXTS), st.encode(TEXTS), atol=1e-5)  # no prompt: [CLS]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # cut at the limit, and said so
+        got = model.encode(TEXTS, prompt=LONG_PROMPT)
+    np.testing.assert_allclose(got, st.encode(TEXTS, prompt=LONG_PROMPT), atol=1e-5)

@@ -487,6 +487,8 @@ class Engine:
         """(batch, d) float32 sentence vectors of hidden (batch, tokens, d) float32 under a 0/1 mask.
 
         `hidden` is a NumPy array, or a torch tensor on a GPU (`pools_on_device`), pooled there."""
+        if spec.pooling is Pooling.CLS and spec.prompt_length:
+            hidden, mask = _first_kept(hidden, mask), np.ones((len(mask), 1), np.float32)
         if not isinstance(hidden, np.ndarray) and spec.pooling in TENSOR_POOLINGS:
             pooled = pool_tensor(hidden, mask, spec.pooling)
         else:  # NumPy's pooling, which the model's own pooler also takes
@@ -545,6 +547,19 @@ def as_array(state: Any) -> np.ndarray:
     if isinstance(state, np.ndarray):
         return state if state.dtype == np.float32 else state.astype(np.float32)
     return state.detach().float().cpu().numpy()
+
+
+def _first_kept(hidden: Any, mask: np.ndarray) -> Any:
+    """(batch, 1, d): each row's first token that `mask` (batch, tokens) keeps, as sentence-transformers 6's
+    cls pooling reads it (the mask's argmax, 0 where it keeps none): the first token after a prompt that
+    include_prompt false leaves out, not the [CLS] the prompt's tokens were read with."""
+    first = np.asarray(mask).argmax(axis=1)
+    if isinstance(hidden, np.ndarray):
+        return hidden[np.arange(len(first)), first][:, None]
+    import torch
+
+    rows = torch.arange(len(first), device=hidden.device)
+    return hidden[rows, torch.from_numpy(first).to(hidden.device)][:, None]
 
 
 def _check_views(specs: Mapping[str, EmbedSpec]) -> None:
