@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import bertscope
-from bertscope.errors import CorpusError
+from bertscope.errors import CorpusError, InvalidInput
 from bertscope.io.index import IndexStaleWarning, index_paths, index_state
 from bertscope.io.index_build import build_index
 from bertscope.io.search import search
@@ -85,3 +85,13 @@ def test_similar_refuses_stdin_dash_instead_of_searching_for_it(indexed: Path) -
     ran = run_main("similar", "-", "--store", str(indexed))
     assert ran.code != 0 and ran.stdout == ""
     assert "reads no stdin ('-'): give the text in quotes" in ran.stderr, ran.stderr
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+def test_an_empty_query_is_named_as_the_query_before_a_model_loads(indexed: Path, query: str) -> None:
+    """An empty query said "text 0 is empty" (after loading the store's model): now "the query is empty",
+    checked first (this store's model, "synthetic", cannot be loaded at all)."""
+    with pytest.raises(InvalidInput, match=r"^the query is empty: every text needs a non-space character"):
+        search(query, indexed)
+    ran = run_main("similar", query, "--store", str(indexed))
+    assert ran.code != 0 and "error: the query is empty" in ran.stderr, ran.stderr

@@ -23,7 +23,7 @@ from ..core.fingerprint_facts import file_hashes
 from ..core.post import PostProcessor, as_post
 from ..core.prompts import query_prompt_name
 from ..core.spec import SPEC_KEYS, EmbedOptions, reloadable, resolve
-from ..core.tokens import say_cut
+from ..core.tokens import check_text, named_as, say_cut
 from ..errors import CorpusError, InvalidInput, InvalidSpec
 from .sink_settings import settings_diff, settings_differ
 
@@ -97,6 +97,8 @@ def embed_query(
     Of `asked`, the post-processing (which must be the store's) and the prompt are read: the rest of the
     recipe is the store's own (`refuse_unread` refuses it first).
     """
+    with named_as(_the_query):  # before a model loads: "the query is empty", not "text 0 is empty"
+        check_text(query, 0)
     post, prompt_name, prompt = asked.post, asked.prompt_name, asked.prompt
     if settings.get("post") and post is None:
         kind = settings["post"].get("kind", "post-processing")
@@ -117,13 +119,19 @@ def embed_query(
         prompt = None if prompt_name else settings.get("prompt", "")
     options = EmbedOptions.from_settings(settings, post=processor)
     options = replace(options, prompt_name=prompt_name, prompt=prompt)
-    found = m.embed_with([query], resolve(m, options))
+    with named_as(_the_query):
+        found = m.embed_with([query], resolve(m, options))
     say_cut(
         found.n_dropped,
         m.max_tokens,
         "a query is cut as the store's texts were; shorten it to search by all of it",
     )
     return np.asarray(found.vectors[0])
+
+
+def _the_query(kind: str, index: int) -> str:
+    """How a refusal names a search's one query text (`core.tokens.named_as`)."""
+    return "the query"
 
 
 def _check_same_post(recorded: dict[str, Any] | None, processor: PostProcessor | None) -> None:
