@@ -120,3 +120,26 @@ def test_cls_pooling_leaving_the_prompt_out_reads_the_first_token_after_it(
         warnings.simplefilter("ignore")  # cut at the limit, and said so
         got = model.encode(TEXTS, prompt=LONG_PROMPT)
     np.testing.assert_allclose(got, st.encode(TEXTS, prompt=LONG_PROMPT), atol=1e-5)
+
+
+def test_prompts_set_in_code_replace_sentence_transformers_empty_roles(
+    tiny_bert: Path, tmp_path: Path
+) -> None:
+    # as loaded, sentence-transformers lists an empty "document" prompt; a dict set replaces that too
+    prompts = {"query": "query : "}
+    folder = _st_folder(tiny_bert, tmp_path / "roles", "mean", prompts=prompts, default_prompt_name="query")
+    st, model = _pair(folder)
+    np.testing.assert_allclose(model.encode_document(TEXTS), st.encode_document(TEXTS), atol=1e-5)
+    np.testing.assert_allclose(
+        model.encode(TEXTS, prompt_name="document"), st.encode(TEXTS, prompt_name="document"), atol=1e-5
+    )
+    model.prompts = st.prompts = {"query": "query : ", "other": "x : "}
+    assert st.default_prompt_name == model.default_prompt_name == "query"
+    want = st.encode_document(TEXTS)  # no document prompt left: the default one
+    np.testing.assert_allclose(want, st.encode(TEXTS, prompt_name="query"), atol=1e-6)
+    np.testing.assert_allclose(model.encode_document(TEXTS), want, atol=1e-5)
+    np.testing.assert_allclose(model.encode_query(TEXTS), st.encode_query(TEXTS), atol=1e-5)
+    with pytest.raises(ValueError, match="'document' not found"):
+        st.encode(TEXTS, prompt_name="document")
+    with pytest.raises(bertscope.errors.InvalidSpec, match=r"^unknown prompt name 'document'"):
+        model.encode(TEXTS, prompt_name="document")

@@ -25,6 +25,7 @@ import numpy as np
 from .core._enums import Pooling
 from .core.given import given_vectors
 from .core.loading import device_kind
+from .core.prompts import Prompts
 from .core.similarity import cos_sim, pairwise_cos_sim, unit, vectors_given
 from .core.spec import EmbedOptions, auto_refusal, resolve, unknown_option, whole_number
 from .core.st_attributes import ENCODE_INSTEAD
@@ -40,7 +41,8 @@ __all__ = [
 
 OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
 # The prompts sentence-transformers' encode_query / encode_document try, in order, where none is named,
-# and the (empty) ones it gives every model (sentence_transformers/base/model.py, 5+).
+# and the (empty) ones it gives every model at load (sentence_transformers/base/model.py, 5+), which
+# `model.prompts = {...}` replaces with the dict set.
 QUERY_PROMPTS = ("query",)
 DOCUMENT_PROMPTS = ("document", "passage", "corpus")
 _ST_ROLE_PROMPTS = {"query": "", "document": ""}
@@ -78,7 +80,7 @@ def encode(
         show_progress_bar=show_progress_bar, convert_to_numpy=convert_to_numpy,
         convert_to_tensor=convert_to_tensor, normalize_embeddings=normalize_embeddings,
     )  # fmt: skip
-    prompt_name, prompt = st_prompt(model.prompts.prompts, prompt_name, prompt)
+    prompt_name, prompt = st_prompt(model.prompts, prompt_name, prompt)
     single = isinstance(sentences, str)
     texts = [sentences] if single else _as_list(sentences)
     if not texts:  # before the texts are checked, which refuse an empty list: sentence-transformers' answers
@@ -144,23 +146,27 @@ def encode_role(
     if (refused := role_refusal(model, names[0])) is not None:
         raise refused
     if prompt_name is None and prompt is None:
-        prompt_name = role_prompt(model.prompts.prompts, names)
+        prompt_name = role_prompt(model.prompts, names)
     return model.encode(sentences, prompt_name, prompt, *positional, **options)
 
 
-def role_prompt(own: Mapping[str, str], names: Sequence[str]) -> str | None:
+def role_prompt(prompts: Prompts, names: Sequence[str]) -> str | None:
     """The prompt_name sentence-transformers' encode_query/encode_document pass: the first of `names`
-    among the model's prompts `own` and its own {"query": "", "document": ""}, else None."""
-    return next((name for name in names if name in own or name in _ST_ROLE_PROMPTS), None)
+    among the model's `prompts` (and its own {"query": "", "document": ""} while they are the ones
+    loaded), else None: encode's default prompt."""
+    roles = _ST_ROLE_PROMPTS if prompts.st_roles else {}
+    return next((name for name in names if name in prompts or name in roles), None)
 
 
-def st_prompt(own: Mapping[str, str], prompt_name: object, prompt: object) -> tuple[Any, Any]:
+def st_prompt(prompts: Prompts, prompt_name: object, prompt: object) -> tuple[Any, Any]:
     """The (prompt_name, prompt) to embed with for encode's: sentence-transformers (5+) gives every model
-    a "query" and a "document" prompt, "" unless it sets them, so such a name the model's prompts `own`
-    lack is no prompt (prompt="", not the model's default one); anything else as given."""
-    if prompt is None and isinstance(prompt_name, str) and prompt_name in _ST_ROLE_PROMPTS:
-        if prompt_name not in own:
-            return None, _ST_ROLE_PROMPTS[prompt_name]
+    a "query" and a "document" prompt at load, "" unless it sets them, so such a name the model's
+    `prompts` lack is no prompt (prompt="", not the model's default one) until `model.prompts = {...}`
+    replaces them (then it is unknown, as there); anything else as given."""
+    roles = _ST_ROLE_PROMPTS if prompts.st_roles else {}
+    if prompt is None and isinstance(prompt_name, str) and prompt_name in roles:
+        if prompt_name not in prompts:
+            return None, roles[prompt_name]
     return prompt_name, prompt
 
 

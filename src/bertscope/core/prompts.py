@@ -52,6 +52,9 @@ class Prompts(Mapping[str, str]):
     prompts: dict[str, str] = field(default_factory=dict)
     default_name: str | None = None
     include_prompt: bool = True
+    # True as loaded: sentence-transformers' model then lists an empty "query" and "document" prompt
+    # beside the folder's; False once `model.prompts = {...}` replaced them, as its dict is then the one set
+    st_roles: bool = field(default=True, compare=False)
 
     def __getitem__(self, name: str) -> str:
         return self.prompts[name]
@@ -90,9 +93,8 @@ class Prompts(Mapping[str, str]):
                 f"got {reprlib.repr(prompts)}"
             )
         given = dict(prompts)
-        return replace(
-            self, prompts=given, default_name=self.default_name if self.default_name in given else None
-        )
+        default = self.default_name if self.default_name in given else None
+        return replace(self, prompts=given, default_name=default, st_roles=False)
 
     def with_default(self, name: object) -> Prompts:
         """These prompts with `name` (one of them, or None for none) as the default, as sentence-transformers'
