@@ -6,9 +6,9 @@ Moved out of backends/onnx.py (issue 38: that module stays under 400 lines); onn
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -147,10 +147,23 @@ def installed_key() -> str:
     whether each way is exact is measured again."""
     stamps = []
     for name in ("torch", "transformers", "onnxruntime", "openvino"):
-        try:
-            spec = importlib.util.find_spec(name)
-        except ValueError:  # imported with no spec: nothing to stamp
-            spec = None
-        origin = spec.origin if spec is not None else None
+        origin = _installed_origin(name)
         stamps.append(f"{name}:{Path(origin).stat().st_mtime_ns if origin else '-'}")
     return hashlib.sha256("|".join(stamps).encode()).hexdigest()[:8]
+
+
+def _installed_origin(name: str) -> str | None:
+    """The file a top-level package is installed as, found by the import finders themselves, not through
+    sys.modules: a process that blocks an import (sys.modules["torch"] = None, as a slimmed install is
+    tried) or imported it with no spec stamps the same install, so it finds what was recorded there."""
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        if find_spec is None:
+            continue
+        try:
+            spec = find_spec(name, None)
+        except (ImportError, ValueError):  # a finder that refuses the name: the next may know it
+            continue
+        if spec is not None:
+            return spec.origin if isinstance(spec.origin, str) and os.path.exists(spec.origin) else None
+    return None

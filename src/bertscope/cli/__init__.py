@@ -83,6 +83,15 @@ def main() -> None:
     except KeyboardInterrupt:
         err.print("interrupted")
         sys.exit(130)
+    except ModuleNotFoundError as exc:
+        # An install without torch answers from exported graphs; a feature that needs the PyTorch module
+        # imports it where the library has no one-line error of its own (core/loading.py's has the words).
+        if is_debug() or exc.name not in ("torch", "transformers"):
+            raise
+        from ..core.loading import torch_missing
+
+        warn(torch_missing(exc.name, "this command"), label="error:", style="red")
+        sys.exit(1)
     except MemoryError:
         # An allocation past the machine's memory (numpy's _ArrayMemoryError is one): one line, never a
         # traceback; what to do is ask for less.

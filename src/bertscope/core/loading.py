@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from ..errors import ModelLoadError, caller_level
+from ..errors import BackendUnavailable, ModelLoadError, caller_level
 from ._enums import DType
 from .cpu import cpu_flags, has_native_bf16, has_vnni
 from .families import Family, family_for
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_MODEL", "Loaded", "device_kind", "faster_than_bfloat16", "is_model2vec", "load_parts",
-    "open_light", "warn_slow_bfloat16",
+    "open_light", "require_torch", "torch_missing", "warn_slow_bfloat16",
     "pooling_config", "resolve_device", "resolve_dtype",
 ]  # fmt: skip
 
@@ -51,6 +51,29 @@ __all__ = [
 _SAY_AFTER_S = 1.0
 _log = logging.getLogger(__name__)
 _TORCH_LOAD = threading.Lock()
+# The torch the Makefile installs (TORCH_VERSION; tests/test_cli_audit19.py holds them equal): what an
+# install without it is told to add.
+TORCH_PIN = "2.13.0"
+_INSTALL = {"torch": f"pip install 'torch=={TORCH_PIN}'", "transformers": "pip install 'transformers>=4.48'"}
+
+
+def torch_missing(missing: str, what: str) -> BackendUnavailable:
+    """The one-line error of `what` (a feature, a command) that runs on the PyTorch module where `missing`
+    (torch or transformers) cannot be imported: an install without it answers from exported graphs only."""
+    fix = _INSTALL.get(missing, f"pip install {missing}")
+    return BackendUnavailable(
+        f"{what} needs the model's PyTorch module, and {missing} is not installed here: {fix} (the version "
+        "bertscope's Makefile installs)"
+    )
+
+
+def require_torch(what: str) -> Any:
+    """The torch module, or `torch_missing`'s one-line error for `what` where it cannot be imported."""
+    try:
+        import torch
+    except ImportError:
+        raise torch_missing("torch", what) from None
+    return torch
 
 
 @dataclass
@@ -91,8 +114,10 @@ class Loaded:
     def tokenizer(self) -> Any:
         """transformers' tokenizer of the folder (loaded on first use where the folder was opened light)."""
         if self.hf_tokenizer is None:
-            import transformers
-
+            try:
+                import transformers
+            except ImportError:
+                raise torch_missing("transformers", f"{self.source}: transformers' tokenizer") from None
             assert self.path is not None
             _quiet(transformers)
             tokenizer = transformers.AutoTokenizer.from_pretrained(str(self.path))
@@ -107,11 +132,16 @@ class Loaded:
         return self.torch_model is not None
 
     def _load_torch(self) -> None:
-        import torch
-
+        what = (
+            f"{self.source}: what was asked (a first export, or a feature the exported graph does not serve)"
+        )
+        torch = require_torch(what)
         fresh = "transformers" not in sys.modules
         start = time.perf_counter()
-        import transformers
+        try:
+            import transformers
+        except ImportError:
+            raise torch_missing("transformers", what) from None
         from safetensors import SafetensorError
 
         # The folder passed `open_light`'s checks (a known family, no model code); the module alone is
