@@ -1,15 +1,22 @@
 """Audit 19 of eval, calibrate, similarity and explain: a threshold file whose threshold is no cosine is
-refused, ..."""
+refused; a text of explain (and /explain) is named as given, "text b", not by its place among the texts
+embedded alone ("text 0"), and attention's one text as anatomy names it ("the text", "the pair")."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 import bertscope
 from bertscope.research.baseline import load_threshold
+from bertscope.server import create_app
+from console import run_main
+
+LONG = " ".join(["word"] * 300)  # 302 tokens, past the bundled model's 256
 
 THRESHOLD = {
     "format": "bertscope-threshold/1",
@@ -31,3 +38,35 @@ def test_a_threshold_that_is_no_cosine_is_a_damaged_file(tmp_path: Path, value: 
         load_threshold(path)
     path.write_text(json.dumps({**THRESHOLD, "threshold": -1.000001}))  # calibrate's cut under a -1 score
     assert load_threshold(path).threshold == -1.000001
+
+
+@pytest.fixture(scope="module")
+def client(bundled: bertscope.Model) -> Iterator[TestClient]:
+    with TestClient(create_app(bundled)) as c:
+        yield c
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_explain_names_a_too_long_text_as_given(bundled: bertscope.Model, pooling: str) -> None:
+    for a, b, name in (("a cat", LONG, "b"), (LONG, "a cat", "a")):
+        with pytest.raises(bertscope.InputTooLong, match=f"^text {name} has 302 tokens"):
+            bundled.explain(a, b, pooling=pooling, long="error")
+
+
+def test_the_explain_command_names_a_too_long_text_b() -> None:
+    ran = run_main("explain", "a cat", LONG, "-p", "mean", "--long", "error")
+    assert ran.code == 1 and ran.stderr.startswith("error: text b has 302 tokens"), ran.stderr
+
+
+def test_explain_route_names_its_texts_by_their_fields(client: TestClient) -> None:
+    long_b = client.post("/explain", json={"a": "a cat", "b": LONG, "pooling": "mean", "long": "error"})
+    assert long_b.status_code in (400, 413, 422) and "text b has 302 tokens" in long_b.text, long_b.text
+    empty_b = client.post("/explain", json={"a": "a cat", "b": "", "pooling": "mean"})
+    assert empty_b.status_code == 422 and "text b is empty" in empty_b.text, empty_b.text
+
+
+def test_attention_names_its_one_text_as_anatomy_does() -> None:
+    alone = run_main("attention", LONG, "--long", "error")
+    assert alone.code == 1 and alone.stderr.startswith("error: the text has 302 tokens"), alone.stderr
+    paired = run_main("attention", LONG, "--pair", "x", "--long", "error")
+    assert paired.code == 1 and paired.stderr.startswith("error: the pair has 304 tokens"), paired.stderr

@@ -14,6 +14,7 @@ whole score sits, exactly, on the pair of first tokens ([CLS] and [CLS]: the sam
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +27,7 @@ from .core.renamed import top_k_given
 from .core.similarity import cos_sim
 from .core.spec import EmbedOptions, EmbedSpec, LongText, resolve
 from .core.texts_given import text_refusal
-from .core.tokens import Tokens, say_cut
+from .core.tokens import Tokens, named_as, say_cut
 from .core.writable import refuse_unwritable
 from .errors import InvalidInput, InvalidSpec
 
@@ -122,7 +123,10 @@ def explain(
     recipe = resolve(model, EmbedOptions.given(**options))
     spec, processor = recipe.spec, recipe.post
     # Each text alone, as `similarity` embeds them, so the score is the one it reports.
-    left, right = model.embed_with([a], recipe), model.embed_with([b], recipe)
+    with _named("a"):
+        left = model.embed_with([a], recipe)
+    with _named("b"):  # alone, it was refused as "text 0"
+        right = model.embed_with([b], recipe)
     dropped = np.concatenate([left.n_dropped, right.n_dropped])
     say_cut(dropped, model.max_tokens)
     # Said in the answer too (the service's /explain, the explorer's tab), not only in a warning.
@@ -130,14 +134,17 @@ def explain(
     score = float(cos_sim(left.vectors, right.vectors)[0, 0])
     if spec.pooling not in exact_poolings():
         if max(spec.layers) == 0:
-            return replace(_first_rows_view(model, a, b, spec, processor, score, top), n_dropped=cut)
+            with _named("a", "b"):
+                first_rows = _first_rows_view(model, a, b, spec, processor, score, top)
+            return replace(first_rows, n_dropped=cut)
         if exact:
             raise InvalidSpec(
                 f"pooling {spec.pooling.value!r} has no exact split into tokens (the vector depends on "
                 f"every token through the layers); exact: {_exact_names()}"
             )
         return replace(_attention_view(model, a, b, spec, score), n_dropped=cut)
-    (tok_a, mat_a), (tok_b, mat_b) = model.engine.token_matrices([a, b], spec)
+    with _named("a", "b"):
+        (tok_a, mat_a), (tok_b, mat_b) = model.engine.token_matrices([a, b], spec)
     parts_a = token_parts(mat_a, tok_a.special_mask, spec, processor)
     parts_b = token_parts(mat_b, tok_b.special_mask, spec, processor)
     tok_a, tok_b = _in_given_text(tok_a, spec), _in_given_text(tok_b, spec)
@@ -160,6 +167,12 @@ def explain(
         text_b=b,
         n_dropped=cut,
     )
+
+
+def _named(*names: str) -> AbstractContextManager[None]:
+    """Refusals raised inside name text i as the caller gave it, "text a" or "text b", not by its index in
+    the one or two texts embedded."""
+    return named_as(lambda kind, i: f"{kind} {names[i]}")
 
 
 def _check_texts(model: Encoder, a: str, b: str) -> None:
@@ -241,7 +254,8 @@ def _attention_view(model: Encoder, a: str, b: str, spec: EmbedSpec, score: floa
         read = spec.prompt + text if spec.prompt else text
         # attention is within one window: under long="window" a text that fits is read whole
         long = "truncate" if spec.long is LongText.WINDOW else spec.long.value
-        counted = model.tokenize([read], long=long)[0]
+        with _named(name):
+            counted = model.tokenize([read], long=long)[0]
         if spec.long is LongText.WINDOW and counted.n_dropped:
             raise InvalidInput(
                 f"text {name} is {counted.n_dropped} tokens past the model's limit ({model.max_tokens}) and "

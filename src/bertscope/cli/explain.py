@@ -223,11 +223,14 @@ def attention(
     Example: `bertscope attention "The animal didn't cross the street because it was tired" --layer 5`
     """
     from ..attention import attention_layer, attention_of
+    from ..core.tokens import named_as
+    from .embed_printed import only_text_named
 
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)
     index = attention_layer(m, layer, head=head)  # before any forward, or a first export
     # counts a cut, says none
-    tokens, weights = attention_of(m, text if pair is None else (text, pair), long=long)
+    with named_as(only_text_named):  # "the text", "the pair", as anatomy names its one text, not "text 0"
+        tokens, weights = attention_of(m, text if pair is None else (text, pair), long=long)
     say_cut(
         [tokens.n_dropped], m.max_tokens, "attention is read within one window; split the text to see its end"
     )
