@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -11,6 +12,7 @@ import bertscope
 from bertscope.errors import CorpusError, InvalidInput
 from bertscope.io.index import IndexStaleWarning, index_paths, index_state
 from bertscope.io.index_build import build_index
+from bertscope.io.query import PrecisionWarning, same_model
 from bertscope.io.search import search
 from console import run_main
 from test_index import clustered, write_store
@@ -95,3 +97,24 @@ def test_an_empty_query_is_named_as_the_query_before_a_model_loads(indexed: Path
         search(query, indexed)
     ran = run_main("similar", query, "--store", str(indexed))
     assert ran.code != 0 and "error: the query is empty" in ran.stderr, ran.stderr
+
+
+def test_a_precision_asked_by_flag_is_named_as_the_flag_not_as_a_model(
+    tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    """`similar --dtype bfloat16` with no -m warned "... or leave -m out": it names the flag given now,
+    and the library still names the model given, with the keyword that loads it at the store's precision."""
+    store = tmp_path / "s.parquet"
+    bertscope.embed_corpus(["a storm hits the coast", "the cat sat"], store, model=bundled)
+    ran = run_main("similar", "a storm", "--store", str(store), "--dtype", "bfloat16", "--backend", "torch")
+    assert ran.code == 0, ran.stderr
+    assert (
+        f"warning: {store} was made with dtype float32; the query's model runs with --dtype bfloat16: scores "
+        "may move a little; for the store's own cosines leave --dtype out"
+    ) in " ".join(ran.stderr.split()), ran.stderr
+    assert "leave -m out" not in ran.stderr
+    settings = {"model": "synthetic", "dtype": "float32", "quantize": None}
+    model = SimpleNamespace(source="synthetic", dtype="float32", quantize="int8")
+    given = SimpleNamespace(info=lambda: model, loaded=SimpleNamespace(path=None))
+    with pytest.warns(PrecisionWarning, match=r"at its precision \(quantize='none'\), or leave model= out"):
+        same_model(settings, given, path=store)

@@ -223,8 +223,7 @@ def similar(
             query, store, collection=collection, top_k=k, item_id=item_id, model=model, post=post,
             view=view, exact=exact, nprobe=nprobe, prompt_name=prompt_name, prompt=prompt,
         )  # fmt: skip
-    for warning in caught:
-        warn(warning.message)
+    _said(caught, store)
     if threshold_file is not None:
         hits = _above_threshold(hits, threshold_file, store, collection, view)
     if as_json:
@@ -237,6 +236,20 @@ def similar(
         where = (str(hit.chunk), f"{hit.start}-{hit.end}") if chunked else ()
         table.add_row(str(rank), hit.id, *where, f"{hit.score:.4f}", hit.text or "")
     out.print(table)
+
+
+def _said(caught: list[Any], store: Path) -> None:
+    """The search's warnings on stderr. A model at another precision than the store's ran as --dtype or
+    --quantize asked (the store's own files, or -m's: same_model refuses others), so leaving those flags
+    out is the fix, named, not the library's 'leave model= out'."""
+    from ..io.query import PrecisionWarning, precision_note
+
+    for warning in caught:
+        message = warning.message
+        if isinstance(message, PrecisionWarning) and message.differ:
+            warn(precision_note(store, message.differ, flags=True))
+        else:
+            warn(message)
 
 
 def _refuse_unread_by_word(
@@ -332,8 +345,7 @@ def _occurrences(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         found = search_occurrences(store, word=word, context=context, top_k=k, model=model, exact=exact)
-    for warning in caught:
-        warn(warning.message)
+    _said(caught, store)
     if as_json:
         emit_json(
             {

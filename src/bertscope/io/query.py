@@ -28,8 +28,8 @@ from ..errors import CorpusError, InvalidInput, InvalidSpec
 from .sink_settings import settings_diff, settings_differ
 
 __all__ = [
-    "PrecisionWarning", "embed_query", "model_for", "query_vector", "recorded_limit", "refuse_unread",
-    "same_model",
+    "PrecisionWarning", "embed_query", "model_for", "precision_note", "query_vector", "recorded_limit",
+    "refuse_unread", "same_model",
 ]  # fmt: skip
 
 # What a query text reads of the options given: the post-processing (checked to be the store's) and the
@@ -178,7 +178,33 @@ def same_model(
 
 
 class PrecisionWarning(UserWarning):
-    """The model given runs at another precision than the store was made with: scores may move a little."""
+    """The model given runs at another precision than the store was made with: scores may move a little.
+
+    `differ`: (setting, the store's, the model's) of each that differs, ("quantize", "none", "int8"), so a
+    caller that chose the precision by other means says it in its own words (`precision_note`)."""
+
+    def __init__(self, message: str, differ: tuple[tuple[str, str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.differ = differ
+
+
+def precision_note(path: Path | str, differ: tuple[tuple[str, str, str], ...], *, flags: bool = False) -> str:
+    """The PrecisionWarning's line: the library's (the model given), or with `flags` the command line's,
+    where the store's own model runs as --dtype/--quantize asked and leaving those out is the fix."""
+    if flags:
+        made = " and ".join(f"{name} {then}" for name, then, _ in differ)
+        runs = " and ".join(f"--{name} {now}" for name, _, now in differ)
+        left = " and ".join(f"--{name}" for name, _, _ in differ)
+        return (
+            f"{path} was made with {made}; the query's model runs with {runs}: scores may move a little; "
+            f"for the store's own cosines leave {left} out"
+        )
+    said = " and ".join(f"{name} {then} (the model given: {now})" for name, then, now in differ)
+    keywords = ", ".join(f"{name}={then!r}" for name, then, _ in differ)
+    return (
+        f"{path} was made with {said}: scores may move a little; for the store's own cosines load the "
+        f"model at its precision ({keywords}), or leave model= out"
+    )
 
 
 def _note_precision(settings: dict[str, Any], info: Any, path: Path) -> None:
@@ -193,14 +219,9 @@ def _note_precision(settings: dict[str, Any], info: Any, path: Path) -> None:
         (name, shown(settings.get(name), default), shown(getattr(info, name, None), default))
         for name, default in (("dtype", "float32"), ("quantize", "none"))
     ]
-    differ = [f"{name} {made} (the model given: {now})" for name, made, now in pairs if made != now]
+    differ = tuple((name, made, now) for name, made, now in pairs if made != now)
     if differ:
-        warnings.warn(
-            f"{path} was made with {' and '.join(differ)}: scores may move a little; for the store's own "
-            "cosines load the model at its precision (--dtype, --quantize), or leave model= out",
-            PrecisionWarning,
-            stacklevel=4,
-        )
+        warnings.warn(PrecisionWarning(precision_note(path, differ), differ), stacklevel=4)
 
 
 def model_for(settings: dict[str, Any], model: Any = None, *, store_limit: bool = False) -> Any:
