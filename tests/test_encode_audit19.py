@@ -143,3 +143,21 @@ def test_prompts_set_in_code_replace_sentence_transformers_empty_roles(
         st.encode(TEXTS, prompt_name="document")
     with pytest.raises(bertscope.errors.InvalidSpec, match=r"^unknown prompt name 'document'"):
         model.encode(TEXTS, prompt_name="document")
+
+
+@pytest.mark.parametrize("name", ["maxsim", "meanmaxsim"])
+def test_a_multi_vector_similarity_name_loads_as_cosine(tiny_bert: Path, tmp_path: Path, name: str) -> None:
+    # a SentenceTransformer inherits only the names it computes on one vector per text: cosine stays
+    import json
+
+    folder = _st_folder(tiny_bert, tmp_path / name, "mean", normalize=True)
+    config = folder / "config_sentence_transformers.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "similarity_fn_name": name}))
+    st, model = _pair(folder)
+    assert model.similarity_fn_name == st.similarity_fn_name == "cosine"
+    a, b = model.encode(TEXTS), st.encode(TEXTS[::-1])
+    np.testing.assert_allclose(a, st.encode(TEXTS), atol=1e-5)
+    np.testing.assert_allclose(model.similarity(a, b), st.similarity(a, b).numpy(), atol=1e-5)
+    np.testing.assert_allclose(
+        model.similarity_pairwise(a, b), st.similarity_pairwise(a, b).numpy(), atol=1e-5
+    )

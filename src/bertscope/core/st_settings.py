@@ -5,8 +5,9 @@ legacy `pooling_mode_*` booleans before); sentence_bert_config.json the max leng
 `processing_kwargs`' text `max_length`, which wins, from v6) and whether texts are
 lowercased before tokenizing (`do_lower_case`, done by `lowercase_first` as sentence-transformers does it);
 config_sentence_transformers.json the similarity function `Model.similarity` computes on vectors
-(`similarity_fn_name`: cosine where it names none, as sentence-transformers 3+; a name it cannot compute is
-refused at load, never read as cosine) and the width encode keeps (`truncate_dim`, the model's until set).
+(`similarity_fn_name`: cosine where it names none or names a multi-vector one such as maxsim, as
+sentence-transformers 6 loads it; any other name it cannot compute is refused at load, never read as
+cosine) and the width encode keeps (`truncate_dim`, the model's until set).
 Which of those modes bertscope can redo is the pooling table's fact (`PoolingRule.st_mode`,
 core/pooling.py), not this file's.
 """
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from tokenizers import Tokenizer
 
 __all__ = [
+    "MULTI_VECTOR_FUNCTIONS",
     "SIMILARITY_FUNCTIONS",
     "ST_POOLING_MODES",
     "SentenceTransformersSettings",
@@ -58,6 +60,10 @@ _SENTENCE_VECTOR = "sentence_embedding"
 # The similarity functions a SentenceTransformer computes (its SUPPORTED_SIMILARITY_FN_NAMES: the values of
 # sentence-transformers' SimilarityFunction but the multi-vector maxsim ones), the first its default.
 SIMILARITY_FUNCTIONS = ("cosine", "dot", "euclidean", "manhattan")
+# SimilarityFunction's multi-vector (late-interaction) values: a SentenceTransformer loading a folder that
+# names one keeps its own default, cosine, on its one vector per text (its `_parse_model_config` inherits
+# only the names it computes), so bertscope loads it so too; any other name is refused at load.
+MULTI_VECTOR_FUNCTIONS = ("maxsim", "meanmaxsim")
 
 
 @dataclass(frozen=True)
@@ -288,13 +294,16 @@ def folder_similarity_fn_name(path: Path | None) -> str:
     `similarity_fn_name`), "cosine" where it names none or is no sentence-transformers folder (no
     modules.json: sentence-transformers then builds its own pipeline and reads no config).
 
-    A name sentence-transformers' SentenceTransformer does not compute is a one-line `ModelLoadError`."""
+    A multi-vector name (`MULTI_VECTOR_FUNCTIONS`: maxsim, meanmaxsim) is cosine, as a SentenceTransformer
+    loads it; any other name it does not compute is a one-line `ModelLoadError`."""
     if path is None or not (path / "modules.json").exists():
         return SIMILARITY_FUNCTIONS[0]
     config = path / "config_sentence_transformers.json"
     if not config.exists():
         return SIMILARITY_FUNCTIONS[0]
     given = _settings_file(config, dict).get("similarity_fn_name")
+    if given in MULTI_VECTOR_FUNCTIONS:
+        return SIMILARITY_FUNCTIONS[0]
     name = similarity_function(given)
     if name is None:
         raise _malformed(
