@@ -118,3 +118,28 @@ def test_a_precision_asked_by_flag_is_named_as_the_flag_not_as_a_model(
     given = SimpleNamespace(info=lambda: model, loaded=SimpleNamespace(path=None))
     with pytest.warns(PrecisionWarning, match=r"at its precision \(quantize='none'\), or leave model= out"):
         same_model(settings, given, path=store)
+
+
+def test_a_query_vector_of_another_width_is_refused_alike_in_every_store(
+    tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    """A wrong-width query vector on SQLite or a view said "search with the model, settings and
+    post-processing the store was made with"; every store kind says the .parquet line now, before a row
+    is read: the collection's width, a view's own (concat of two layers: twice the store's first)."""
+    texts = ["a storm hits the coast", "the cat sat"]
+    db = tmp_path / "s.db"
+    bertscope.embed_corpus(texts, db, model=bundled, collection="news", progress=False)
+    views = tmp_path / "v.parquet"
+    bertscope.embed_corpus(
+        texts, views, model=bundled, views=["a=-1/mean", "b=-1,-2/mean/concat"], progress=False
+    )
+    npy = write_store(tmp_path / "s.npy", clustered(10, 6))
+    cases = [(db, {"collection": "news"}, 384), (views, {"view": "a"}, 384), (views, {"view": "b"}, 768)]
+    for path, options, width in [*cases, (npy, {}, 64)]:
+        with pytest.raises(
+            InvalidInput,
+            match=rf"^the query vector has 10 numbers but the store's vectors have {width}: give a vector of",
+        ):
+            search([1.0] * 10, path, **options)
+        hits = search([1.0] * width, path, top_k=1, **options)
+        assert len(hits) == 1

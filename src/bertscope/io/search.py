@@ -121,7 +121,7 @@ def search(
     else:
         what = "the query vector" if item_id is None else f"the stored vector of {item_id!r}"
         refuse_unread(asked, settings, opened.path, vector=what, model_given=model is not None)
-        width = None if opened.view else settings.get("dimension")  # a view's own width is not recorded
+        width = _stored_width(opened) if item_id is None else None  # a stored vector has the store's own
         vector = opened.vector_of(str(item_id)) if item_id is not None else query_vector(query, width)
     _check_query(vector, item_id)
     exclude = None if item_id is None else str(item_id)
@@ -142,6 +142,28 @@ def search(
             top.add(ids, texts, vectors)
         hits = top.hits
     return [_span_hit(hit) for hit in hits] if spans else hits
+
+
+def _stored_width(store: Store) -> int | None:
+    """The width of the vectors a search reads, for a query vector's check before any row is: the column's
+    (a view's own) in a Parquet store's schema, the collection's recorded dimension in SQLite, the
+    settings' of a .npy store; None where nothing says (an empty store: nothing to compare)."""
+    width: object = None
+    if store.rules.format is Format.PARQUET:
+        import pyarrow.parquet as pq
+
+        schema = pq.read_schema(store.path)
+        found = schema.get_field_index(store.read_column)
+        width = getattr(schema.field(found).type, "list_size", None) if found >= 0 else None
+    elif store.rules.format is Format.SQLITE:
+        from .sqlite_reader import list_collections
+
+        width = next(
+            (c["dimension"] for c in list_collections(store.path) if c["name"] == store.collection), None
+        )
+    else:
+        width = store.settings.get("dimension")
+    return width if isinstance(width, int) and not isinstance(width, bool) and width > 0 else None
 
 
 def _check_query(vector: np.ndarray, item_id: str | None) -> None:
