@@ -3,15 +3,19 @@ what is so, and what to do, in one line."""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import bertscope
 from bertscope.backends.digest import installed_key
 from bertscope.core.loading import TORCH_PIN, open_light
-from bertscope.errors import BackendUnavailable
+from bertscope.errors import BackendUnavailable, InvalidInput
 from console import run_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,3 +57,80 @@ def test_a_command_that_needs_torch_without_it_is_one_line(
         f"error: this command needs the model's PyTorch module, and torch is not installed here: pip install "
         f"'torch=={TORCH_PIN}' (the version bertscope's Makefile installs)"
     ]
+
+
+_DROPS_ATTENTIONS = """from transformers import BertModel
+
+
+class CustomBertModel(BertModel):
+    def forward(self, *args, output_attentions=None, **kwargs):
+        out = super().forward(*args, **kwargs)
+        out.attentions = None
+        return out
+"""
+_REFUSES_EAGER = """
+
+    def set_attn_implementation(self, implementation):
+        if implementation == "eager":
+            raise ValueError("CustomBertModel does not support eager attention (sdpa only)")
+        return super().set_attn_implementation(implementation)
+"""
+
+
+@pytest.mark.parametrize("refuses_eager", [False, True])
+def test_a_model_that_reports_no_weights_names_the_fix(
+    tiny_dirs: dict[str, Path], tmp_path: Path, refuses_eager: bool
+) -> None:
+    """Its own code drops the weights (0 maps) or refuses eager attention (a traceback from _eager): one
+    line that says to load it without trust_remote_code, transformers' own class on eager attention."""
+    folder = tmp_path / "custom"
+    shutil.copytree(tiny_dirs["bert"], folder)
+    config = json.loads((folder / "config.json").read_text())
+    config["auto_map"] = {"AutoModel": "modeling_custom.CustomBertModel"}
+    config["_attn_implementation"] = "sdpa"
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "modeling_custom.py").write_text(_DROPS_ATTENTIONS + (_REFUSES_EAGER if refuses_eager else ""))
+    ran = run_main("--trust-remote-code", "attention", "a cat", "-m", str(folder), "--backend", "torch")
+    assert ran.code == 1 and "Traceback" not in ran.stderr
+    said = " ".join(ran.stderr.split())
+    assert said.startswith("error: ") and "load it without trust_remote_code (no --trust-remote-code)" in said
+    if refuses_eager:
+        assert "attention weights need eager attention (its sdpa reports none)" in said
+        assert "does not support eager attention" in said
+    else:
+        assert "gave 0 attention maps for 2 layers" in said
+
+
+def test_no_weights_from_transformers_own_class_says_eager(
+    tiny_models: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bertscope import attention
+
+    monkeypatch.setattr(attention, "_from_module", lambda *_: [])
+    monkeypatch.setattr(attention, "_graph_session", lambda *_: None)
+    with pytest.raises(InvalidInput, match='set "attn_implementation": "eager" in its config.json'):
+        tiny_models["bert"].attentions("a cat")
+
+
+def test_openvino_without_onnxruntime_says_the_attention_graph_needs_it(
+    cache: Path,
+    tiny_dirs: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from bertscope.backends import onnx
+
+    folder = tiny_dirs["bert"]
+    bertscope.load(folder, backend="openvino")  # makes the OpenVINO export: the next load opens light
+    model = bertscope.load(folder, backend="openvino")
+    assert model.light
+
+    def missing() -> None:
+        raise BackendUnavailable("backend='onnxruntime' needs onnxruntime: pip install 'bertscope[onnx]'")
+
+    monkeypatch.setattr(onnx, "require_onnxruntime", missing)
+    capsys.readouterr()
+    model.attentions("a cat")
+    said = capsys.readouterr().err
+    assert "attention: the attention graph needs onnxruntime (pip install 'bertscope[onnx]'); reading" in said
+    assert "backend='onnxruntime'" not in said

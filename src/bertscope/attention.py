@@ -23,7 +23,7 @@ import numpy as np
 
 from .core._enums import LongText
 from .core.tokens import Text, Tokens, check_texts, one_text_or_pair, pad_batch, say_cut
-from .errors import BertscopeError, InvalidInput
+from .errors import BackendUnavailable, BertscopeError, InvalidInput
 from .research.states import layered
 
 if TYPE_CHECKING:
@@ -103,8 +103,8 @@ def attention_of(
         weights = _from_module(model, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
     if len(weights) != model.n_layers:
         raise InvalidInput(
-            f"{model.loaded.source} gave {len(weights)} attention maps for {model.n_layers} layers; "
-            "its attention implementation does not report weights"
+            f"{model.loaded.source} gave {len(weights)} attention maps for {model.n_layers} layers: its "
+            f"attention implementation does not report weights; {_weights_fix(model)}"
         )
     return tokens, np.stack([w[0] for w in weights]).astype(np.float32, copy=False)
 
@@ -148,8 +148,13 @@ def _graph_session(model: Encoder) -> Any:
         from .core.encoder import stderr
 
         graph: Path | None = None
+        try:  # an OpenVINO model without onnxruntime: nothing to export for or run the graph on
+            require_onnxruntime()
+        except BackendUnavailable:  # its message names backend='onnxruntime', which was not asked
+            install = "pip install 'bertscope[onnx]'"
+            stderr(f"attention: the attention graph needs onnxruntime ({install}); {_FALLBACK}")
+            return None
         try:
-            require_onnxruntime()  # an OpenVINO model without it: nothing to export for
             digest = encoder_digest(model)
             graph = export_path(model.family.name, digest, ATTENTIONS)
             if cached_export(graph) is None and _missed_here(model, graph):
@@ -198,18 +203,35 @@ def _from_module(model: Encoder, batch: dict[str, np.ndarray]) -> list[Any]:
 
     from .core.forward import model_inputs
 
-    with torch.inference_mode(), _eager(model.hf_model):
+    with torch.inference_mode(), _eager(model):
         out = model.hf_model(**model_inputs(model, batch), output_attentions=True, return_dict=True)
     return [a.float().cpu().numpy() for a in (out.attentions or ()) if a is not None]
 
 
+def _weights_fix(model: Encoder) -> str:
+    """What makes `model` report attention weights: transformers' own class on eager attention."""
+    if model.loaded.trust_remote_code:  # the code it ships drops them or refuses eager attention
+        return (
+            "load it without trust_remote_code (no --trust-remote-code), so transformers' own class "
+            "answers on eager attention, or use model code that returns output_attentions"
+        )
+    return 'set "attn_implementation": "eager" in its config.json (eager attention reports them)'
+
+
 @contextmanager
-def _eager(hf_model: Any) -> Iterator[None]:
+def _eager(model: Encoder) -> Iterator[None]:
     """The eager attention implementation for the block (sdpa and flash kernels return no weights)."""
+    hf_model = model.hf_model
     before = getattr(hf_model.config, "_attn_implementation", None)
     switch = before not in (None, "eager") and hasattr(hf_model, "set_attn_implementation")
     if switch:
-        hf_model.set_attn_implementation("eager")
+        try:
+            hf_model.set_attn_implementation("eager")
+        except (ValueError, ImportError, NotImplementedError, AttributeError) as exc:
+            raise InvalidInput(
+                f"{model.loaded.source}: attention weights need eager attention (its {before} reports none), "
+                f"and its model class refuses it ({exc}); {_weights_fix(model)}"
+            ) from None
     try:
         yield
     finally:
