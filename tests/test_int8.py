@@ -270,7 +270,7 @@ def test_spreading_the_outlier_channels_keeps_the_linear_s_product() -> None:
     [
         ({"quantize": "int8", "calibration": "The council approved the budget."}, "is one str"),
         ({"quantize": "int8", "calibration": b"rain"}, "is one bytes"),
-        ({"quantize": "int8", "calibration": [1, 2]}, r"calibration\[0\]=1 is a int, not a str"),
+        ({"quantize": "int8", "calibration": [1, 2]}, r"calibration\[0\]=1 is an int, not a str"),
         ({"quantize": "int8_static", "calibration": ["a", None]}, r"calibration\[1\]=None"),
         ({"backend": "openvino", "quantize": "int8_static", "calibration": [None, "a"]}, r"calibration\[0\]"),
         ({"mode": "fast", "calibration": 3}, "not a list of sentences"),

@@ -74,7 +74,7 @@ def test_an_actor_refuses_a_value_that_is_not_text_in_one_line(
     with pytest.raises(InvalidInput) as raised, raising_bertscope_errors(embedded):
         embedded.take_all()
     assert str(raised.value) == (
-        "field 'text' of the row with id '0' is a int, not a string: give text only (cast the column to "
+        "field 'text' of the row with id '0' is an int, not a string: give text only (cast the column to "
         "string, or filter such rows out first)"
     )
 

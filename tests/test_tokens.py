@@ -123,7 +123,7 @@ def test_bad_input_raises_invalid_input(bundled: bertscope.Model, bad: object) -
 
 
 def test_bad_input_message_names_the_item(bundled: bertscope.Model) -> None:
-    with pytest.raises(bertscope.InvalidInput, match="text 1 is a int"):
+    with pytest.raises(bertscope.InvalidInput, match="text 1 is an int"):
         bundled.tokenize(["fine", 3])  # type: ignore[list-item]
     with pytest.raises(bertscope.InvalidInput, match="no texts"):
         bundled.tokenize([])
@@ -440,7 +440,7 @@ def test_any_iterable_of_texts_is_taken_as_a_list_is(bundled: bertscope.Model, g
     [
         (lambda: _series(["a cat", float("nan")]), "text 1 is a float, not a string"),
         (lambda: np.array([1.5, 2.5], dtype=object), "text 0 is a float, not a string"),
-        (lambda: (t for t in ["a", 3]), "text 1 is a int, not a string"),
+        (lambda: (t for t in ["a", 3]), "text 1 is an int, not a string"),
         (lambda: np.array([TWO, TWO]), "got a 2-D array"),
         (lambda: {"a": 1}, "not a dict: it would embed the keys"),
         (lambda: (t for t in []), "no texts given"),

@@ -38,7 +38,7 @@ def test_the_callers_texts_are_numbered_from_their_first(bundled: Model) -> None
     """The second text given is text 1, as embed names it, not text 62 (after the reference texts)."""
     with pytest.raises(InvalidInput, match=r"^text 1 is empty: every text needs a non-space character$"):
         bundled.verify(["a fine text", " "])
-    with pytest.raises(InvalidInput, match=r"^text 0 is a int, not a string"):
+    with pytest.raises(InvalidInput, match=r"^text 0 is an int, not a string"):
         verify_model(bundled, [7])
 
 

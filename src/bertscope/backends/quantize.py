@@ -41,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.texts_given import type_named
 from ..errors import InvalidSpec
 
 __all__ = [
@@ -104,7 +105,7 @@ def check_calibration(calibration: Any) -> list[str]:
     for index, text in enumerate(texts):
         if not isinstance(text, str):
             raise InvalidSpec(
-                f"calibration[{index}]={_short(text)} is a {type(text).__name__}, not a str; every "
+                f"calibration[{index}]={_short(text)} is {type_named(text)}, not a str; every "
                 "calibration text must be a str"
             )
     return texts

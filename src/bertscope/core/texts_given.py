@@ -17,7 +17,7 @@ from ..errors import InvalidInput
 __all__ = [
     "bare_pair_message", "by_pair", "check_text", "check_texts", "is_pair", "iter_checked", "named_as",
     "one_text_or_pair", "refuse_unordered", "refuse_unusable", "TEXTS_TAKEN", "text_items", "text_named",
-    "text_problem", "text_refusal",
+    "text_problem", "text_refusal", "type_named",
 ]  # fmt: skip
 
 TEXTS_TAKEN = "texts must be a string or a list of strings"
@@ -41,6 +41,14 @@ def named_as(name: Callable[[str, int], str]) -> Iterator[None]:
         yield
     finally:
         _NAMED.reset(token)
+
+
+def type_named(value: object) -> str:
+    """`value`'s type as a refusal says it, with its article: 'an int', 'a list', 'None'."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
 
 
 def text_named(kind: str, index: int) -> str:
@@ -200,9 +208,9 @@ def check_text(text: object, index: int, *, pairs: bool = False) -> Any:
     parts = tuple(text) if pairs and is_pair(text) else (text,)  # type: ignore[arg-type]
     for side, part in zip("AB", parts, strict=False):
         if not isinstance(part, str):
-            kind = type(part).__name__
             hint = "strings or (A, B) pairs" if pairs else "str items only (pairs are not taken here)"
-            raise InvalidInput(f"{text_named('text', index)} is a {kind}, not a string: pass {hint}")
+            said = f"{text_named('text', index)} is {type_named(part)}"
+            raise InvalidInput(f"{said}, not a string: pass {hint}")
         problem = text_refusal(part)
         if problem:
             # In a pair, say which part: "text 0 is empty" of ("a", "") sends the user to the wrong one.

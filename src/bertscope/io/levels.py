@@ -34,6 +34,7 @@ from ..core.engine import OnBatch
 from ..core.pooling import pool_words, text_words
 from ..core.post import PostProcessor
 from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
+from ..core.texts_given import type_named
 from ..core.tokens import named_as
 from ..errors import InvalidInput
 from .readers import Record
@@ -173,7 +174,7 @@ def arrow_texts(batch: pa.Table, text_column: str) -> list[Any]:
             ids = batch.column("id").to_pylist() if "id" in batch.column_names else None
             row = _row_names(ids)("text", index) if ids else f"a row ({_shown(text)})"
             raise InvalidInput(
-                f"field {text_column!r} of {row} is a {type(text).__name__}, not a string: give text "
+                f"field {text_column!r} of {row} is {type_named(text)}, not a string: give text "
                 "only (cast the column to string, or filter such rows out first)"
             )
     return texts

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core._enums import StrEnum
+from ..core.texts_given import type_named
 from ..errors import CorpusError, InvalidInput
 from .probe_data import CONLLU_COLUMNS, JoinedWords, text_lines, withheld_forms
 
@@ -140,9 +141,7 @@ def check_trees(trees: object, what: str) -> list[Tree]:
     for number, tree in enumerate(listed):
         where = f"sentence {number + 1} of the {what} trees"
         if not isinstance(tree, Tree):
-            raise InvalidInput(
-                f"{where} is a {type(tree).__name__}, not a Tree: give Tree(words, upos, heads)"
-            )
+            raise InvalidInput(f"{where} is {type_named(tree)}, not a Tree: give Tree(words, upos, heads)")
         if why := _tree_problem(tree):
             raise InvalidInput(f"{tree.source or where}: {why}")
         # the probes call tuple methods (Tree.root: heads.index) after all the model work
