@@ -139,7 +139,7 @@ def test_geometry_equals_the_references_on_hidden_states(
     result = geometry(bundled, iter(TEXTS), top=4)
     reference = _hf_tokens(bundled_path, TEXTS)
     assert [row["layer"] for row in result.layers] == list(range(bundled.n_layers + 1))
-    assert result.settings["tokens"] == result.settings["twonn_sample"] == len(reference[0])
+    assert result.settings["n_tokens"] == result.settings["twonn_sample"] == len(reference[0])
     for row, x in zip(result.layers, reference, strict=True):
         assert row["isoscore"] == pytest.approx(float(IsoScore.IsoScore(x)), rel=1e-4)
         expected, shares = rogue_shares(x)  # over pairs of different tokens (checked by brute force above)
@@ -161,7 +161,7 @@ def test_geometry_samples_within_its_bound(bundled: bertscope.Model) -> None:
     """A sample of 20 tokens: TwoNN on 20 rows of the layer; the rest of the measures still over all."""
     full = geometry(bundled, TEXTS, layers="-1")
     small = geometry(bundled, TEXTS, layers="-1", max_tokens_sampled=20, seed=3)
-    assert small.settings["twonn_sample"] == 20 and small.settings["tokens"] == full.settings["tokens"]
+    assert small.settings["twonn_sample"] == 20 and small.settings["n_tokens"] == full.settings["n_tokens"]
     assert small.layers[0]["isoscore"] == pytest.approx(full.layers[0]["isoscore"], rel=1e-9)
     assert small.layers[0]["intrinsic_dim"] != full.layers[0]["intrinsic_dim"]
     again = bundled.geometry(TEXTS, layers="-1", max_tokens_sampled=20, seed=3)
@@ -182,7 +182,7 @@ def test_a_long_text_in_blocks_gives_the_same(
     count = sum(
         sum(not s for s in bundled.tokenize(t, long="window").special_mask) for t in [long_text, TEXTS[0]]
     )
-    assert whole.settings["tokens"] == blocks.settings["tokens"] == count > 900
+    assert whole.settings["n_tokens"] == blocks.settings["n_tokens"] == count > 900
     for a, b in zip(whole.layers, blocks.layers, strict=True):
         assert a["twins"] == b["twins"]
         for key in ("isoscore", "intrinsic_dim", "expected_cosine"):
@@ -194,7 +194,7 @@ def test_geometry_leaves_special_tokens_out_in_every_family(tiny_models: dict[st
         model = tiny_models[family]
         result = geometry(model, TEXTS[:3], layers="0,-1", top=2)
         count = sum(sum(not s for s in model.tokenize(t).special_mask) for t in TEXTS[:3])
-        assert result.settings["tokens"] == count, family
+        assert result.settings["n_tokens"] == count, family
         assert [row["layer"] for row in result.layers] == [0, model.n_layers]
         assert all(len(row["rogue"]) == 2 for row in result.layers)
 

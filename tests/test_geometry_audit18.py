@@ -42,8 +42,8 @@ def test_geometry_merges_repeated_texts(bundled: bertscope.Model) -> None:
     """Texts given twice (or in another case to this uncased model) are one text: the same figures."""
     once = geometry(bundled, TEXTS, layers="0,3")
     twice = geometry(bundled, TEXTS + TEXTS[:3] + [TEXTS[4].upper()], layers="0,3")
-    assert twice.settings["repeats_merged"] == 4 and twice.settings["distinct_texts"] == len(TEXTS)
-    assert twice.settings["tokens"] == once.settings["tokens"]
+    assert twice.settings["repeats_merged"] == 4 and twice.settings["n_distinct_texts"] == len(TEXTS)
+    assert twice.settings["n_tokens"] == once.settings["n_tokens"]
     assert twice.to_dict()["layers"] == once.to_dict()["layers"]
     assert twice.layers[1]["twins"] == 0
 

@@ -108,7 +108,7 @@ def test_few_tokens_note_threshold() -> None:
 def test_geometry_says_tokens_per_dimension_and_the_note(tiny_models, tiny_dirs, tmp_path) -> None:
     m = tiny_models["bert"]
     result = geometry(m, TEXTS, layers="-1")
-    n, d = result.settings["tokens"], result.settings["dimensions"]
+    n, d = result.settings["n_tokens"], result.settings["dimension"]
     assert d == 32 and n < FEW_TOKENS * d
     assert result.settings["tokens_per_dimension"] == round(n / d, 3)
     assert result.note is not None and result.note.startswith(f"{n} tokens for 32 dimensions")

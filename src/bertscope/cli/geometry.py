@@ -76,7 +76,7 @@ def geometry(
     if merged:
         warn(
             f"{merged} repeated text(s) merged: texts that tokenize alike have the same vectors, one text "
-            f"(of {result.settings['texts']} texts, {result.settings['distinct_texts']} distinct)",
+            f"(of {result.settings['n_texts']} texts, {result.settings['n_distinct_texts']} distinct)",
             label="note:",
             style="cyan",
         )
@@ -87,10 +87,10 @@ def geometry(
         emit_json(result.to_dict())
         return
     s = result.settings
-    sampled = "all of them" if s["twonn_sample"] == s["tokens"] else f"a sample of {s['twonn_sample']}"
+    sampled = "all of them" if s["twonn_sample"] == s["n_tokens"] else f"a sample of {s['twonn_sample']}"
     table = Table(
         "layer", "IsoScore", "intrinsic dim", "E[cos]", "rogue dimensions (share of E[cos])",
-        title=f"{s['tokens']} tokens, {s['tokens_per_dimension']:.1f} per dimension (special tokens left "
+        title=f"{s['n_tokens']} tokens, {s['tokens_per_dimension']:.1f} per dimension (special tokens left "
         f"out); TwoNN on {sampled}",
     )  # fmt: skip
     for row in result.layers:

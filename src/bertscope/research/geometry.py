@@ -300,7 +300,8 @@ class _Moments:
 class GeometryResult:
     """One record per layer: layer, isoscore, intrinsic_dim, expected_cosine, rogue [{dim, share}],
     twins (tokens TwoNN merged into another with the same vector); `settings` says how it was measured
-    (tokens_per_dimension, and repeats_merged: texts that tokenize as one before);
+    (n_texts, n_distinct_texts, n_tokens, the vectors' dimension, tokens_per_dimension, and
+    repeats_merged: texts that tokenize as one before);
     `note` says when the tokens were too few for IsoScore to reach 1, `twonn_note` when TwoNN's points
     (on the layer with the fewest distinct ones) were too few for its estimate to be steady (else None).
     """
@@ -414,11 +415,11 @@ def geometry(
     width = int(moments.mean.shape[-1])
     settings = {
         "model": model.loaded.source,
-        "texts": given,
-        "distinct_texts": given - repeats,
+        "n_texts": given,
+        "n_distinct_texts": given - repeats,
         "repeats_merged": repeats,
-        "tokens": moments.n,
-        "dimensions": width,
+        "n_tokens": moments.n,
+        "dimension": width,
         "tokens_per_dimension": round(moments.n / width, 3),
         "special_tokens": "left out",
         "twonn_sample": len(sample),
