@@ -143,3 +143,31 @@ def test_a_query_vector_of_another_width_is_refused_alike_in_every_store(
             search([1.0] * 10, path, **options)
         hits = search([1.0] * width, path, top_k=1, **options)
         assert len(hits) == 1
+
+
+def test_a_missing_word_is_said_of_the_store_the_caller_named(
+    tmp_path: Path, bundled: bertscope.Model
+) -> None:
+    """POST /occurrences for a word that never occurs named the server's file ('never occurs in
+    /srv/tok.parquet') where the client sent the store `news`: said of "the store" now; the library and
+    the command line, given a path, name it."""
+    from fastapi.testclient import TestClient
+
+    from bertscope.io.occurrences import search_occurrences
+    from bertscope.server import ServerSettings, create_app
+
+    store = tmp_path / "tok.parquet"
+    bertscope.embed_corpus(
+        ["we sat on the bank", "the bank was closed"], store, model=bundled, level="tokens"
+    )
+    settings = ServerSettings(stores=(("news", str(store)),))
+    with TestClient(create_app(bundled, settings=settings)) as client:
+        refused = client.post("/occurrences", json={"store": "news", "word": "bnak"})
+    assert refused.status_code == 422, refused.text
+    detail = refused.json()["detail"]
+    assert detail.startswith("'bnak' never occurs in the store; close words that do: bank"), detail
+    assert str(tmp_path) not in detail
+    with pytest.raises(CorpusError, match=rf"^'bnak' never occurs in {store}; close words"):
+        search_occurrences(store, word="bnak")
+    ran = run_main("similar", "--store", str(store), "--word", "bnak")
+    assert ran.code != 0 and f"'bnak' never occurs in {store}" in ran.stderr, ran.stderr

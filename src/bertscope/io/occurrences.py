@@ -158,7 +158,7 @@ def search_occurrences(
             item = (occurrence.score, -found.total, occurrence)
             (heapq.heappush if len(best) < k else heapq.heappushpop)(best, item)
     if found.total == 0:
-        raise _never(word, opened, seen, m)
+        raise _never(word, opened, seen, m, given=store)
     if query is not None:
         found.hits = [item[2] for item in sorted(best, key=lambda x: (-x[0], -x[1]))]
     return found
@@ -181,7 +181,7 @@ def occurrence_vectors(
             if len(hits) >= limit:
                 return hits, np.stack(vectors)
     if not hits:
-        raise _never(word, opened, seen)
+        raise _never(word, opened, seen, given=store)
     return hits, np.stack(vectors)
 
 
@@ -200,9 +200,12 @@ def _checked_word(word: str) -> str:
     return word.strip().casefold()
 
 
-def _never(word: str, store: Store, seen: Counter[str], model: Any = None) -> BertscopeError:
+def _never(
+    word: str, store: Store, seen: Counter[str], model: Any = None, *, given: object
+) -> BertscopeError:
     """Why `word` was not found: the tokenizer reads it as several words, or it never occurs (and the
-    close words that do)."""
+    close words that do). The store is named as the caller gave it (`given`): its path, or "the store"
+    for an opened Store (the service's, named by the client, whose path on the server is not theirs)."""
     if not word.strip().isalpha():  # letters alone are one word to every tokenizer
         try:
             # the model at hand (a context's), else the store's tokenizer alone: a search with no context
@@ -212,7 +215,8 @@ def _never(word: str, store: Store, seen: Counter[str], model: Any = None) -> Be
             pass  # the store's model or tokenizer cannot be read here: say what the rows show
     close = difflib.get_close_matches(word.casefold(), list(seen), n=5, cutoff=0.6)
     hint = f"; close words that do: {', '.join(close)}" if close else "; no close word occurs either"
-    return CorpusError(f"{quoted_text(word)} never occurs in {store.path}{hint}")
+    where = "the store" if isinstance(given, Store) else str(given)
+    return CorpusError(f"{quoted_text(word)} never occurs in {where}{hint}")
 
 
 def _store_tokenizer(store: Store) -> Any:
