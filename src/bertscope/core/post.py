@@ -271,7 +271,7 @@ def prepare_post(
     on another model's vectors of the same width would apply in silence."""
     processor = as_post(value)
     if processor is not None:
-        processor.check(spec)
+        # the model first: another model's post names settings (a layer) this model may not even have
         fitted = processor.settings.get("model_files")
         if fitted is not None and model is not None:
             from .fingerprint_facts import model_files
@@ -283,6 +283,7 @@ def prepare_post(
                     f"{processor.settings.get('model', 'another model')}, not of this model (their files "
                     "differ); fit it on this model's vectors (fit_post_on_texts, bertscope fit-post)"
                 )
+        processor.check(spec)
     return processor
 
 
