@@ -11,6 +11,7 @@ from rich.table import Table
 
 from ..errors import InvalidInput
 from .app import emit_json, no_text, out, warn
+from .typer_setup import missing_argument
 
 if TYPE_CHECKING:
     from ..core.spec import EmbedOptions
@@ -96,7 +97,7 @@ def read_inputs(
         raise InvalidInput("give texts as arguments or with -i/--input, not both")
     if input_path is None:
         if not texts:
-            raise InvalidInput(
+            raise missing_argument(
                 "no texts given: pass them as arguments, or -i FILE (one per line, - for stdin)"
             )
         return list(texts), [str(number) for number in range(1, len(texts) + 1)]

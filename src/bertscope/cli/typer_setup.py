@@ -26,7 +26,7 @@ from typer.core import TyperCommand
 
 from .wording import CLICK, as_flags
 
-__all__ = ["CLICK", "HiddenArgumentsUnsaid", "err", "out", "warn"]
+__all__ = ["CLICK", "HiddenArgumentsUnsaid", "err", "missing_argument", "out", "warn"]
 
 
 class HiddenArgumentsUnsaid(TyperCommand):
@@ -74,6 +74,14 @@ def warn(message: object, *, label: str = "warning:", style: str = "yellow") -> 
     (`dtype='bfloat16'` -> `--dtype bfloat16`, see `wording.as_flags`)."""
     text = message if isinstance(message, str) else as_flags(str(message))
     err.print(Text.assemble((label, style), " ", text), highlight=False)
+
+
+def missing_argument(message: str) -> Exception:
+    """click's usage error for arguments a command needs but did not get (no texts, one text where two are
+    needed): `error: MESSAGE; see `bertscope CMD --help``, exit 2, as click's own missing argument."""
+    context = importlib.import_module(f"{CLICK}.globals").get_current_context(silent=True)
+    error: Exception = importlib.import_module(f"{CLICK}.exceptions").UsageError(message, ctx=context)
+    return error
 
 
 def _usage_error(exc: Any) -> None:  # click's ClickException (typer's own copy of click, or click)
