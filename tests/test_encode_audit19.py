@@ -161,3 +161,26 @@ def test_a_multi_vector_similarity_name_loads_as_cosine(tiny_bert: Path, tmp_pat
     np.testing.assert_allclose(
         model.similarity_pairwise(a, b), st.similarity_pairwise(a, b).numpy(), atol=1e-5
     )
+
+
+def test_the_integrations_take_the_load_options_their_hint_names(tiny_bert: Path, tmp_path: Path) -> None:
+    import re
+
+    from bertscope.errors import UnknownOption
+    from bertscope.integrations import langchain as lc
+    from bertscope.integrations import llamaindex as li
+
+    folder = _st_folder(tiny_bert, tmp_path / "plain", "mean")
+    model = bertscope.load(folder, device="cpu")
+    for cls in (lc.BertscopeEmbeddings, li.BertscopeEmbedding):
+        with pytest.raises(UnknownOption) as refused:
+            cls(folder, model_kwargs={})
+        said = str(refused.value)
+        named = re.findall(r"(\w+)=", said.split("; the options are: ")[0])
+        listed = said.split("; the options are: ")[1].split(", ")
+        assert named == ["dtype", "device", "trust_remote_code"] and set(named) <= set(listed), said
+        assert len(listed) == len(set(listed)), said  # each option once
+        trusted = cls(folder, trust_remote_code=True, device="cpu")
+        np.testing.assert_allclose(trusted.model.encode(TEXTS), model.encode(TEXTS), atol=1e-6)
+        with pytest.raises(bertscope.errors.InvalidSpec, match=r"^trust_remote_code: how a model loads"):
+            cls(model, trust_remote_code=True)

@@ -45,16 +45,22 @@ _WINDOW = "long='window' keeps every token"
 _CUTS: ContextVar[list[np.ndarray] | None] = ContextVar("bertscope_integration_cuts", default=None)
 
 
-# The `bertscope.load` options each framework class takes.
-LOAD_OPTIONS = ("mode", "device", "dtype", "backend")
+# The `bertscope.load` options each framework class takes: those the hint for sentence-transformers'
+# model_kwargs= names (dtype=, device=, trust_remote_code=) among them, so the hint holds for the classes.
+LOAD_OPTIONS = ("mode", "device", "dtype", "backend", "trust_remote_code")
 
 
 def load_options(
-    mode: str | None, device: str | None, dtype: str | None, backend: str | None
-) -> dict[str, str]:
+    mode: str | None,
+    device: str | None,
+    dtype: str | None,
+    backend: str | None,
+    trust_remote_code: bool = False,
+) -> dict[str, Any]:
     """The `bertscope.load` options a framework class was given (those left out take load's defaults)."""
-    given = {"mode": mode, "device": device, "dtype": dtype, "backend": backend}
-    return {key: value for key, value in given.items() if value}
+    given: dict[str, Any] = {"mode": mode, "device": device, "dtype": dtype, "backend": backend}
+    given["trust_remote_code"] = trust_remote_code
+    return {key: value for key, value in given.items() if value is not None and value is not False}
 
 
 def model_and_recipes(

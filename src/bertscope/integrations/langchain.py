@@ -33,10 +33,10 @@ class BertscopeEmbeddings(Embeddings):
 
     `model`: a name or folder (None: the bundled all-MiniLM-L6-v2) or what `bertscope.load` returned
     (a `Model`, or a `StaticModel` for a model2vec folder);
-    `mode`, `device`, `dtype`, `backend`: how it loads (`bertscope.load`); `query_prompt_name` /
-    `query_prompt` and `document_prompt_name` / `document_prompt`: each role's prompt (None: the
-    model's default); `options`: `Model.embed`'s (layers, combine, pooling, mask_special, normalize,
-    long, stride, post).
+    `mode`, `device`, `dtype`, `backend`, `trust_remote_code`: how it loads (`bertscope.load`);
+    `query_prompt_name` / `query_prompt` and `document_prompt_name` / `document_prompt`: each role's
+    prompt (None: the model's default); `options`: `Model.embed`'s (layers, combine, pooling,
+    mask_special, normalize, long, stride, post).
     """
 
     def __init__(
@@ -47,13 +47,14 @@ class BertscopeEmbeddings(Embeddings):
         device: str | None = None,
         dtype: str | None = None,
         backend: str | None = None,
+        trust_remote_code: bool = False,
         query_prompt_name: str | None = None,
         query_prompt: str | None = None,
         document_prompt_name: str | None = None,
         document_prompt: str | None = None,
         **options: Unpack[RecipeKeywords],
     ) -> None:
-        load_kwargs = load_options(mode, device, dtype, backend)
+        load_kwargs = load_options(mode, device, dtype, backend, trust_remote_code)
         prompts = {
             "query": (query_prompt_name, query_prompt),
             "document": (document_prompt_name, document_prompt),

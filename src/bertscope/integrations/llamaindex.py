@@ -53,10 +53,11 @@ class BertscopeEmbedding(BaseEmbedding):
 
     `model`: a name or folder (None: the bundled all-MiniLM-L6-v2) or what `bertscope.load` returned
     (a `Model`, or a `StaticModel` for a model2vec folder);
-    `mode`, `device`, `dtype`, `backend`: how it loads (`bertscope.load`); `query_prompt_name` /
-    `query_prompt` and `text_prompt_name` / `text_prompt`: each role's prompt (None: the model's
-    default); `options`: `Model.embed`'s (layers, combine, pooling, mask_special, normalize, long,
-    stride, post). `embed_batch_size` only sets how many texts go in one call: vectors do not depend on it.
+    `mode`, `device`, `dtype`, `backend`, `trust_remote_code`: how it loads (`bertscope.load`);
+    `query_prompt_name` / `query_prompt` and `text_prompt_name` / `text_prompt`: each role's prompt
+    (None: the model's default); `options`: `Model.embed`'s (layers, combine, pooling, mask_special,
+    normalize, long, stride, post). `embed_batch_size` only sets how many texts go in one call: vectors
+    do not depend on it.
     `model_name`, `num_workers`, `embeddings_cache`: BaseEmbedding's; `model_name` is the name LlamaIndex
     shows (default: the model's), and with no `model` the model to load, as in LlamaIndex's own classes.
     """
@@ -76,6 +77,7 @@ class BertscopeEmbedding(BaseEmbedding):
         device: str | None = None,
         dtype: str | None = None,
         backend: str | None = None,
+        trust_remote_code: bool = False,
         query_prompt_name: str | None = None,
         query_prompt: str | None = None,
         text_prompt_name: str | None = None,
@@ -87,9 +89,9 @@ class BertscopeEmbedding(BaseEmbedding):
         embeddings_cache: Any = None,
         **options: Unpack[RecipeKeywords],
     ) -> None:
-        load_kwargs = load_options(mode, device, dtype, backend)
+        load_kwargs = load_options(mode, device, dtype, backend, trust_remote_code)
         prompts = {"query": (query_prompt_name, query_prompt), "text": (text_prompt_name, text_prompt)}
-        own = ("embed_batch_size", "callback_manager", *_FIELDS)
+        own = ("callback_manager", *_FIELDS)  # _FIELDS names embed_batch_size
         _check_batch_size(embed_batch_size)
         if model is None and model_name is not None and model_name != DEFAULT_MODEL:
             model = model_name  # the model to load, as LlamaIndex's own classes read model_name
