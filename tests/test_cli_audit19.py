@@ -134,3 +134,16 @@ def test_openvino_without_onnxruntime_says_the_attention_graph_needs_it(
     said = capsys.readouterr().err
     assert "attention: the attention graph needs onnxruntime (pip install 'bertscope[onnx]'); reading" in said
     assert "backend='onnxruntime'" not in said
+
+
+@pytest.mark.parametrize("command", ["tokens", "anatomy"])
+def test_a_pair_note_says_what_the_tokenizer_gives(tiny_dirs: dict[str, Path], command: str) -> None:
+    """RoBERTa has a segment row; its tokenizer gives no token_type_ids (it said 'no token types')."""
+    ran = run_main(command, "a cat", "--pair", "a dog", "-m", str(tiny_dirs["roberta"]))
+    said = " ".join(ran.stderr.split())
+    assert "tokenizer gives no token_type_ids: every token, B's included, reads segment 0" in said
+    assert "has no token types" not in said
+    ran = run_main(command, "a cat", "--pair", "a dog", "-m", str(tiny_dirs["distilbert"]))
+    assert "has no token types (segment rows): B is marked by the separators only" in " ".join(
+        ran.stderr.split()
+    )

@@ -323,12 +323,23 @@ def with_pair(texts: list[str], pair: str | None) -> list[Any]:
 
 
 def pair_note(model: Any) -> str:
-    """The note for a pair on a model whose tokenizer gives B no token type of its own."""
-    # A Model names its source; a tokenizer-only folder view does not.
-    source = getattr(getattr(model, "loaded", None), "source", "this model")
+    """The note for a pair whose token type ids are all 0: the family has no segment rows, or its tokenizer
+    gives no token_type_ids (model_input_names without them: every token, B's included, reads segment 0,
+    as transformers does), or gives B segment 0 as A."""
+    # A Model names its source on `loaded`; a tokenizer-only folder view on itself.
+    source = getattr(getattr(model, "loaded", None), "source", None) or getattr(model, "source", "this model")
+    family = getattr(model, "family", None)
+    if family is not None and not family.uses_token_types:
+        return f"note: {source} has no token types (segment rows): B is marked by the separators only"
+    # the tokenizer Model runs (a folder view's is text_tokenizer; its `tokenizer` is the Rust one)
+    tokenizer = getattr(model, "text_tokenizer", None) or getattr(model, "tokenizer", None)
+    if getattr(tokenizer, "token_types", True):
+        given = "gives B token type 0, as A"
+    else:
+        given = "gives no token_type_ids"
     return (
-        f"note: {source} has no token types (segment rows): B is marked by the separators "
-        "only, and every token type id is 0"
+        f"note: {source}'s tokenizer {given}: every token, B's included, reads segment 0, as transformers "
+        "does; B is marked by the separators only"
     )
 
 
