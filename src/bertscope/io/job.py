@@ -6,7 +6,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import chain, islice
@@ -18,7 +18,8 @@ from ..core.encoder import Encoder, open_encoder
 from ..core.folder import BUNDLED
 from ..core.renamed_fields import renamed_field
 from ..core.spec import reload_arg, stored_settings
-from ..errors import CorpusError, InvalidSpec, JobInterrupted
+from ..core.tokens import named_as
+from ..errors import CorpusError, InvalidInput, InvalidSpec, JobInterrupted
 from ..static_model import StaticModel, is_model2vec, load_static
 from .formats import Format, format_of, open_sink, refuse_idle_store_options
 from .job_lock import job_lock
@@ -242,11 +243,32 @@ def _said_saved(records: Iterator[Record], sink: Sink) -> Iterator[Record]:
     except CorpusError as exc:
         if not sink.done:
             raise
-        saved = "1 text is" if sink.done == 1 else f"{sink.done} texts are"
-        raise CorpusError(
-            f"{exc}; {saved} saved: fix the input, then run again with resume=True (--resume) to go on "
-            "from them"
-        ) from None
+        raise CorpusError(f"{exc}{_saved_tail(sink.done)}") from None
+
+
+def _saved_tail(done: int) -> str:
+    """What a job stopped by a bad record adds once `done` texts are saved: --resume goes on from them."""
+    saved = "1 text is" if done == 1 else f"{done} texts are"
+    return f"; {saved} saved: fix the input, then run again with resume=True (--resume) to go on from them"
+
+
+def _record_named(records: list[Record], source: object) -> Callable[[str, int], str]:
+    """How a refusal raised embedding a batch names its text `i`: by its file and line, as a bad record is
+    named ("long.txt:23: the text has 402 tokens ..."), not by its place in the batch ("text 2")."""
+    name = source_name(source)
+    return lambda kind, i: f"{name}:{records[i].line}: the {kind}"
+
+
+@contextmanager
+def _refused_here(sink: Sink) -> Iterator[None]:
+    """A text the model refuses (over its limit under long='error') stops the job as a bad record does:
+    once some texts are saved, the refusal says how many and that --resume goes on from them."""
+    try:
+        yield
+    except InvalidInput as exc:
+        if not sink.done:
+            raise
+        raise type(exc)(f"{exc}{_saved_tail(sink.done)}") from None
 
 
 def _finish(sink: Sink, summary: JobSummary, output: str | Path) -> None:
@@ -307,7 +329,8 @@ def run_level(
                 raise JobInterrupted(_interrupted(summary.embedded, sink.done))
             todo = sink.pending(batch)
             if todo:
-                rows = rows_of.embed(todo, on_batch=on_batch)
+                with _refused_here(sink), named_as(_record_named(todo, source)):
+                    rows = rows_of.embed(todo, on_batch=on_batch)
                 try:
                     sink.write(todo, rows)
                 except OSError as exc:
