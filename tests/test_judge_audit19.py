@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
@@ -70,3 +71,21 @@ def test_attention_names_its_one_text_as_anatomy_does() -> None:
     assert alone.code == 1 and alone.stderr.startswith("error: the text has 302 tokens"), alone.stderr
     paired = run_main("attention", LONG, "--pair", "x", "--long", "error")
     assert paired.code == 1 and paired.stderr.startswith("error: the pair has 304 tokens"), paired.stderr
+
+
+def test_cosines_apart_only_by_float32_rounding_have_no_correlation(bundled: bertscope.Model) -> None:
+    from bertscope.research.analysis import correlations, read_pairs, sweep
+
+    rng = np.random.default_rng(0)
+    base = rng.normal(size=(1, 8))
+    a = np.repeat(base, 30, axis=0)
+    b = a + rng.normal(scale=1e-4, size=a.shape)  # cosines within ~1e-7 of 1: ordered by rounding
+    gold = rng.random(30)
+    assert np.isnan(correlations(a, b, gold)["spearman"])
+    assert np.isfinite(correlations(a, b + rng.normal(scale=0.1, size=a.shape), gold)["spearman"])
+    left, right, scores = read_pairs(Path(__file__).parent / "data" / "pairs.tsv")
+    result = sweep(bundled, left, right, scores, layers=[1, 6], poolings=["cls", "mean"])
+    cells = {(r["layer"], r["pooling"]): r["spearman"] for r in result.records}
+    # MiniLM's layer-1 cls cosines all lie within 5e-6 of 1: their order is float32 rounding
+    assert np.isnan(cells[1, "cls"]) and np.isfinite(cells[6, "cls"]) and np.isfinite(cells[1, "mean"])
+    assert result.note is not None and "span less than 1e-5 (float32's exactness" in result.note

@@ -217,10 +217,17 @@ def _tsv(path: str | Path, width: int) -> Iterator[tuple[int, list[str]]]:
         yield number, fields
 
 
+# Cosines of float32 vectors are exact to about 1e-6: cosines that span less than this (cls at MiniLM's
+# layers 1-5, all within 5e-6 of 1) are ordered by rounding, and their Spearman moved 0.03-0.05 with a
+# 1e-7 change of one vector; such a cell has no correlation, as a constant one has none
+_EXACT_SPREAD = 1e-5  # said as "1e-5" in nan_note
+
+
 def correlations(a: np.ndarray, b: np.ndarray, gold: np.ndarray) -> dict[str, float]:
-    """Spearman and Pearson of row-wise cosine(a_i, b_i) against gold (NaN when cosines are constant)."""
+    """Spearman and Pearson of row-wise cosine(a_i, b_i) against gold (NaN when the cosines span less than
+    `_EXACT_SPREAD`: constant, or apart only by float32 rounding)."""
     cos = np.sum(unit(a, dtype=np.float64) * unit(b, dtype=np.float64), axis=1)
-    if np.ptp(cos) < 1e-9:
+    if np.ptp(cos) < _EXACT_SPREAD:
         return {"spearman": float("nan"), "pearson": float("nan")}
     return {
         "spearman": float(stats.spearmanr(cos, gold).statistic),
@@ -375,7 +382,8 @@ def sweep(
 
 def nan_note(records: list[dict[str, Any]], left: Sequence[str], right: Sequence[str]) -> str | None:
     """Why some or all sweep cells have no correlation (NaN), or None when every cell has one. A cell is
-    NaN when its cosine is the same for every pair: then it correlates with nothing."""
+    NaN when its cosine is the same for every pair, within float32's exactness (`_EXACT_SPREAD`): then it
+    correlates with nothing."""
     empty = [r for r in records if not np.isfinite(r["spearman"])]
     if not empty:
         return None
@@ -389,10 +397,14 @@ def nan_note(records: list[dict[str, Any]], left: Sequence[str], right: Sequence
         else:
             why = "are the pairs identical texts?"
         return (
-            f"no correlation in any cell: the cosine is the same for every pair in every cell ({why}); "
+            "no correlation in any cell: the cosine is the same for every pair in every cell (within "
+            f"1e-5, float32's exactness; {why}); "
             "give pairs of different texts"
         )
-    said = "nan: the cell's cosine is the same for every pair, so it correlates with nothing"
+    said = (
+        "nan: the cell's cosines span less than 1e-5 (float32's exactness: the same for every "
+        "pair, or apart only by rounding), so it correlates with nothing"
+    )
     if any(r["pooling"] == Pooling.CLS.value and r["layer"] == 0 for r in empty):
         said += "; cls at layer 0 is the same vector for every text (the first token's row, before any layer)"
     return said
