@@ -116,8 +116,9 @@ class PostProcessor:
             if json.dumps(fitted.get(k), default=_plain) != json.dumps(spec.get(k), default=_plain)
         ]
         if differ:
-            got = {k: spec.get(k) for k in differ}
-            want = {k: fitted.get(k) for k in differ}
+            # keyword words (layers=[6]): the CLI and the service rewrite them into flags and JSON fields
+            want = " and ".join(f"{k}={_said(fitted.get(k))}" for k in differ)
+            got = " and ".join(f"{k}={_said(spec.get(k))}" for k in differ)
             raise InvalidSpec(
                 f"this {self.kind.value} was fitted on {want}, not {got}; embed with those options"
             )
@@ -448,6 +449,13 @@ def _keep(dim: int | None, x: np.ndarray, name: str) -> int:
             f"{name}={dim} is out of range: {len(x)} vectors of width {x.shape[1]} allow 1..{limit}"
         )
     return k
+
+
+def _said(value: Any) -> str:
+    """A setting as a Python caller types it: `[6]` for the layers (a tuple too), `'mean'`, `True`."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_said(item) for item in value) + "]"
+    return repr(_plain(value) if isinstance(value, (np.integer, np.floating)) else value)
 
 
 def _plain(value: Any) -> Any:
