@@ -3,6 +3,7 @@ what is so, and what to do, in one line."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import shutil
@@ -15,7 +16,7 @@ import pytest
 import bertscope
 from bertscope.backends.digest import installed_key
 from bertscope.core.loading import TORCH_PIN, open_light
-from bertscope.errors import BackendUnavailable, InvalidInput
+from bertscope.errors import BackendUnavailable, InvalidInput, InvalidSpec
 from console import run_main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -147,3 +148,29 @@ def test_a_pair_note_says_what_the_tokenizer_gives(tiny_dirs: dict[str, Path], c
     assert "has no token types (segment rows): B is marked by the separators only" in " ".join(
         ran.stderr.split()
     )
+
+
+def test_debug_after_the_command_shows_the_traceback(
+    tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--debug` at the end (as "add --debug" reads) was 'No such option: --debug'; after `--` it is text."""
+    from bertscope.cli import debug_first
+
+    cli_app = importlib.import_module("bertscope.cli.app")  # the module: bertscope.cli.app is the Typer
+
+    monkeypatch.setitem(cli_app._state, "debug", False)  # --debug sets it for the process: restored after
+    assert debug_first(["embed", "a", "--debug", "--", "--debug"]) == [
+        "--debug",
+        "embed",
+        "a",
+        "--",
+        "--debug",
+    ]
+    assert debug_first(["tokens", "--", "--debug"]) == ["tokens", "--", "--debug"]
+    folder = str(tiny_dirs["bert"])
+    assert "No such option" not in run_main("embed", "a", "-m", folder, "--pooling", "foo").stderr
+    with pytest.raises(InvalidSpec, match="unknown pooling 'foo'"):  # raised through main: the traceback
+        run_main("embed", "a", "-m", folder, "--pooling", "foo", "--debug")
+    monkeypatch.setitem(cli_app._state, "debug", False)
+    ran = run_main("tokens", "-m", folder, "--json", "--", "--debug")
+    assert ran.code == 0 and "--debug" in ran.stdout

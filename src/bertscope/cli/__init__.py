@@ -58,7 +58,7 @@ except KeyboardInterrupt:
     sys.stderr.write("interrupted\n")
     raise SystemExit(130) from None
 
-__all__ = ["app", "main"]
+__all__ = ["app", "debug_first", "main"]
 
 
 def main() -> None:
@@ -71,7 +71,7 @@ def main() -> None:
     warnings.showwarning = one_line  # type: ignore[assignment]
     try:
         # click names the program `python -m X` where __main__ is a package's (pytest's): it is bertscope
-        app(prog_name="bertscope")
+        app(args=debug_first(sys.argv[1:]), prog_name="bertscope")
     except JobInterrupted as exc:
         warn(exc, label="stopped:", style="yellow")  # in the flags typed: --resume
         sys.exit(130)
@@ -127,6 +127,16 @@ def main() -> None:
         what = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         warn(f"{what}{where}; nothing already saved is lost", label="error:", style="red")
         sys.exit(1)
+
+
+def debug_first(args: list[str]) -> list[str]:
+    """`args` with a --debug typed anywhere before a `--` moved to the front, where the app's option is
+    read: errors say "add --debug", and a user adds it at the end (`embed "a" --pooling foo --debug`).
+    After `--` it is a text, left as typed."""
+    end = args.index("--") if "--" in args else len(args)
+    if "--debug" not in args[:end]:
+        return args
+    return ["--debug", *(a for a in args[:end] if a != "--debug"), *args[end:]]
 
 
 def _file_in_the_way(filename: object) -> Path | None:
