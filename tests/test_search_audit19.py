@@ -171,3 +171,34 @@ def test_a_missing_word_is_said_of_the_store_the_caller_named(
         search_occurrences(store, word="bnak")
     ran = run_main("similar", "--store", str(store), "--word", "bnak")
     assert ran.code != 0 and f"'bnak' never occurs in {store}" in ran.stderr, ran.stderr
+
+
+def test_a_model_folder_of_other_files_is_refused_before_it_loads(
+    tmp_path: Path,
+    bundled: bertscope.Model,
+    bundled_path: Path,
+    tiny_dirs: dict[str, Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`similar -m OTHER --dtype ...` loaded and exported OTHER (~7 s) before the files check refused it:
+    the folder's files are compared first now; the store's own folder still loads."""
+    import sys
+
+    import bertscope.cli
+
+    cli_app = sys.modules["bertscope.cli.app"]  # the module: `bertscope.cli.app` is also the Typer app
+    store = tmp_path / "s.parquet"
+    bertscope.embed_corpus(["a storm hits the coast", "the cat sat"], store, model=bundled, progress=False)
+    loads: list[object] = []
+
+    def load_model(name: object, **options: object) -> None:
+        loads.append(name)
+        raise InvalidInput("stop: the model would load here")
+
+    monkeypatch.setattr(cli_app, "load_model", load_model)
+    other = tiny_dirs["bert"]
+    ran = run_main("similar", "a storm", "--store", str(store), "-m", str(other), "--dtype", "float32")
+    assert ran.code != 0 and loads == [], ran.stderr
+    assert f"the files of the model {other} are not those it was made with" in ran.stderr
+    ran = run_main("similar", "a storm", "--store", str(store), "-m", str(bundled_path), "--dtype", "float32")
+    assert "stop: the model would load here" in ran.stderr and loads == [str(bundled_path)], ran.stderr

@@ -296,11 +296,16 @@ def ray_shards(store: Path, *, option: str, command: str) -> None:
 
 
 def _store_model(store: Path, collection: str | None, model: str | None, run: dict[str, Any]) -> Any:
-    """The query's model loaded with the run options given, the store's own settings for the rest."""
+    """The query's model loaded with the run options given, the store's own settings for the rest; a -m
+    folder whose files are not the store's model's is refused before it loads (seconds, an export)."""
+    from ..core.fingerprint_facts import file_hashes
+    from ..io.query import refuse_other_files
     from ..io.stores import open_store
     from .app import load_model
 
     settings = open_store(store, collection=collection).settings
+    if model is not None and Path(model).is_dir():
+        refuse_other_files(settings, file_hashes(model), path=store, source=model)
     return load_model(
         model or settings.get("model_arg"),
         device=run["device"] or "auto",

@@ -29,7 +29,7 @@ from .sink_settings import settings_diff, settings_differ
 
 __all__ = [
     "PrecisionWarning", "embed_query", "model_for", "precision_note", "query_vector", "recorded_limit",
-    "refuse_unread", "same_model",
+    "refuse_other_files", "refuse_unread", "same_model",
 ]  # fmt: skip
 
 # What a query text reads of the options given: the post-processing (checked to be the store's) and the
@@ -162,19 +162,37 @@ def same_model(
     stored = (settings.get("fingerprint") or {}).get("files")
     now = file_hashes(getattr(model.loaded, "path", None)) if stored else {}
     if stored and now:
-        then_files, now_files = {"fingerprint": {"files": stored}}, {"fingerprint": {"files": now}}
-        if settings_differ(then_files, now_files):
-            raise CorpusError(
-                f"{path} was made with {made}; the files of the model {source} are not those it was made "
-                f"with ({settings_diff(then_files, now_files)}): "
-                + (fix or "search with the model the store was made with, or embed the corpus again with it")
-            )
+        refuse_other_files(settings, now, path=path, source=source, made=made, fix=fix)
     elif settings.get("model") and source != settings.get("model"):
         raise CorpusError(
             f"{path} was made with {made}; the model given is {source}: "
             + (fix or "search it with the store's own model (leave model= out)")
         )
     _note_precision(settings, info, path)
+
+
+def refuse_other_files(
+    settings: dict[str, Any],
+    now: dict[str, str],
+    *,
+    path: Path,
+    source: str,
+    made: str | None = None,
+    fix: str | None = None,
+) -> None:
+    """`same_model`'s refusal by the files alone: `now`, the SHA-256 of a model's files (`file_hashes` of
+    its folder, which can be read before the model loads), against those the store's fingerprint records
+    (a store that records none is not refused here)."""
+    stored = (settings.get("fingerprint") or {}).get("files")
+    if not stored or not now:
+        return
+    then_files, now_files = {"fingerprint": {"files": stored}}, {"fingerprint": {"files": now}}
+    if settings_differ(then_files, now_files):
+        raise CorpusError(
+            f"{path} was made with {made or settings.get('model')}; the files of the model {source} are not "
+            f"those it was made with ({settings_diff(then_files, now_files)}): "
+            + (fix or "search with the model the store was made with, or embed the corpus again with it")
+        )
 
 
 class PrecisionWarning(UserWarning):
