@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import bertscope
 from bertscope.research.geometry import geometry
@@ -79,4 +80,45 @@ def test_service_page_says_which_field_holds_each_routes_texts(bundled: bertscop
     assert (
         "`/explain` takes `a` and `b`" in others
         and "`/v2/similarity` a `source` and its `sentences`" in others
+    )
+
+
+def _hidden() -> dict[str, set[str]]:
+    """Each command's hidden options and arguments (its older spellings), by its name as typed."""
+    import typer.main
+
+    from bertscope.cli import app
+
+    found: dict[str, set[str]] = {}
+
+    def walk(command: Any, name: str) -> None:
+        for sub, child in getattr(command, "commands", {}).items():
+            walk(child, f"{name} {sub}".strip())
+        if not hasattr(command, "commands"):
+            found[name] = {
+                p.opts[0] if p.param_type_name == "option" else "ARG"
+                for p in command.params
+                if getattr(p, "hidden", False)
+            }
+
+    walk(typer.main.get_command(app), "")
+    return found
+
+
+def test_older_file_flags_are_named_on_the_commands_that_read_them() -> None:
+    """The page said the older `--pairs FILE` works for contextuality, fit-post, eval pairs and calibrate:
+    only `eval words` reads it, and calibrate and eval pairs read the pairs file as an argument."""
+    hidden = _hidden()
+    page = Path(__file__).resolve().parent.parent / "docs" / "tokens-and-layers.md"
+    text = " ".join(page.read_text(encoding="utf-8").split())
+    said = text.split("The older spellings", 1)[1].split("still work", 1)[0]
+    for flag in ("--pairs", "--contexts"):
+        readers = sorted(name for name, old in hidden.items() if flag in old)
+        named = re.findall(rf"`([a-z -]+) {flag} FILE`", said)
+        assert named == readers, (flag, named, readers)
+    plots = said.split("`--plot FILE` of ", 1)[1].split(" (now", 1)[0]
+    assert sorted(plots.strip("`").split("`/`")) == sorted(n for n, old in hidden.items() if "--plot" in old)
+    as_argument = said.split("a file as an argument where `-i/--input` names it now (", 1)[1].split(")", 1)[0]
+    assert sorted(re.findall(r"`([a-z -]+)`", as_argument)) == sorted(
+        n for n, old in hidden.items() if "ARG" in old
     )
