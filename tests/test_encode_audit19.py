@@ -184,3 +184,18 @@ def test_the_integrations_take_the_load_options_their_hint_names(tiny_bert: Path
         np.testing.assert_allclose(trusted.model.encode(TEXTS), model.encode(TEXTS), atol=1e-6)
         with pytest.raises(bertscope.errors.InvalidSpec, match=r"^trust_remote_code: how a model loads"):
             cls(model, trust_remote_code=True)
+
+
+def test_encode_refusals_name_the_choices_and_the_library_arguments(bundled: bertscope.Model) -> None:
+    from bertscope.errors import InvalidSpec
+
+    with pytest.raises(
+        InvalidSpec, match=r"^precision=.bogus. is not one of .*: choose one of float32, int8,"
+    ):
+        bundled.encode(TEXTS, precision="bogus")
+    with pytest.raises(InvalidSpec, match=r"^precision='int8': encode returns float32; quantize"):
+        bundled.encode(TEXTS, precision="int8")
+    for call in (bundled.encode, bundled.encode_query, bundled.encode_document):
+        with pytest.raises(InvalidSpec, match=r"^unknown prompt name 'nope'") as refused:
+            call(TEXTS, prompt_name="nope")
+        assert str(refused.value).endswith("give the text with prompt="), refused.value  # no --prompt

@@ -34,12 +34,14 @@ from .core.tokens import check_texts, cut_warning
 from .errors import InputTooLong, InvalidInput, InvalidSpec, UnknownOption, caller_level
 
 __all__ = [
-    "DOCUMENT_PROMPTS", "OUTPUT_VALUES", "QUERY_PROMPTS", "encode", "encode_role", "max_seq_length_refusal",
-    "role_prompt", "say_truncated", "similarity_operands", "similarity_pairwise", "st_prompt",
-    "texts_as_list", "vector_similarity", "warn_truncated",
+    "DOCUMENT_PROMPTS", "OUTPUT_VALUES", "PRECISIONS", "QUERY_PROMPTS", "encode", "encode_role",
+    "max_seq_length_refusal", "role_prompt", "say_truncated", "similarity_operands", "similarity_pairwise",
+    "st_prompt", "texts_as_list", "vector_similarity", "warn_truncated",
 ]  # fmt: skip
 
 OUTPUT_VALUES = ("sentence_embedding", "token_embeddings")
+# sentence-transformers' encode precisions: encode gives float32, the others are quantize_embeddings'
+PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
 # The prompts sentence-transformers' encode_query / encode_document try, in order, where none is named,
 # and the (empty) ones it gives every model at load (sentence_transformers/base/model.py, 5+), which
 # `model.prompts = {...}` replaces with the dict set.
@@ -81,6 +83,7 @@ def encode(
         convert_to_tensor=convert_to_tensor, normalize_embeddings=normalize_embeddings,
     )  # fmt: skip
     prompt_name, prompt = st_prompt(model.prompts, prompt_name, prompt)
+    _check_prompt(model.prompts, prompt_name, prompt)
     single = isinstance(sentences, str)
     texts = [sentences] if single else _as_list(sentences)
     if not texts:  # before the texts are checked, which refuse an empty list: sentence-transformers' answers
@@ -119,6 +122,18 @@ def encode(
 
         result = torch.from_numpy(vectors) if convert_to_tensor else list(torch.from_numpy(vectors))
     return result[0] if single else result
+
+
+def _check_prompt(prompts: Prompts, prompt_name: Any, prompt: Any) -> None:
+    """Refuse a prompt encode cannot apply in the library's words: the shared refusal also names the
+    command line's flag (prompt= (--prompt)), which a Python caller of encode has no use for."""
+    try:
+        prompts.resolve(prompt_name=prompt_name, prompt=prompt)
+    except InvalidSpec as error:
+        said = str(error).replace("prompt= (--prompt)", "prompt=")
+        if said == str(error):
+            raise
+        raise InvalidSpec(said) from None
 
 
 def _pair_too_long(exc: InputTooLong) -> InputTooLong:
@@ -301,6 +316,11 @@ def _check(
     if output_value not in OUTPUT_VALUES:
         raise InvalidSpec(
             f"output_value={output_value!r} is not supported; choose one of: {', '.join(OUTPUT_VALUES)}"
+        )
+    if precision not in PRECISIONS:
+        raise InvalidSpec(
+            f"precision={precision!r} is not one of sentence-transformers' precisions: choose one of "
+            f"{', '.join(PRECISIONS)}"
         )
     if precision != "float32":
         raise InvalidSpec(
