@@ -174,3 +174,15 @@ def test_debug_after_the_command_shows_the_traceback(
     monkeypatch.setitem(cli_app._state, "debug", False)
     ran = run_main("tokens", "-m", folder, "--json", "--", "--debug")
     assert ran.code == 0 and "--debug" in ran.stdout
+
+
+@pytest.mark.parametrize("command", ["attention", "anatomy"])
+def test_an_unknown_long_on_a_view_of_one_window_lists_what_it_takes(
+    tiny_dirs: dict[str, Path], command: str
+) -> None:
+    """It listed 'truncate, window, error' and then refused window."""
+    ran = run_main(command, "x", "-m", str(tiny_dirs["bert"]), "--long", "bogus")
+    said = " ".join(ran.stderr.split())
+    assert (
+        ran.code == 1 and "reads one window: choose one of: truncate, error" in said and "window," not in said
+    )

@@ -12,7 +12,7 @@ import numpy as np
 from tokenizers import Encoding
 from tokenizers import Tokenizer as RustTokenizer
 
-from ..errors import InputTooLong, InvalidInput
+from ..errors import InputTooLong, InvalidInput, InvalidSpec
 from ._enums import LongText
 
 # Moved out with the code unchanged; every import path is kept.
@@ -391,7 +391,12 @@ class TextTokenizer:
     def encode_one_window(self, texts: Sequence[Text], long: LongText | str, *, what: str) -> list[Tokens]:
         """`encode_fitted` for a view of one window (`what`: "the anatomy", "attention"): `window` refused,
         and a text over the limit under `error` refused with the fixes one window has."""
-        policy = LongText.parse(long, what="long-text policy")
+        try:
+            policy = LongText.parse(long, what="long-text policy")
+        except InvalidSpec:  # its list offers window, which a view of one window refuses next
+            raise InvalidSpec(
+                f"unknown long-text policy {long!r}; {what} reads one window: choose one of: truncate, error"
+            ) from None
         if policy is LongText.WINDOW:
             raise InvalidInput(f"{what} reads one window: use long='truncate' or 'error', not 'window'")
         tokens = self.encode_fitted(texts, LongText.TRUNCATE)
