@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from console import run_main
 
 
@@ -11,3 +13,11 @@ def test_embed_with_no_texts_is_a_usage_error() -> None:
     assert ran.code == 2, ran
     assert ran.stderr.startswith("error: no texts given: pass them as arguments, or -i FILE"), ran.stderr
     assert "see `bertscope embed --help`" in " ".join(ran.stderr.split()), ran.stderr
+
+
+def test_a_corpus_job_with_no_texts_is_a_usage_error(tmp_path: Path) -> None:
+    out = tmp_path / "x.parquet"
+    ran = run_main("embed", "-o", str(out))
+    assert ran.code == 2, ran
+    assert ran.stderr.startswith("error: no texts given: pass them as arguments, or -i FILE"), ran.stderr
+    assert not out.exists()

@@ -24,6 +24,7 @@ from .app import (
     top_k_option,
     warn,
 )
+from .typer_setup import missing_argument
 
 if TYPE_CHECKING:
     from ..io.level_table import CorpusOptions
@@ -73,7 +74,7 @@ def run_job(
     if items and input_path:
         raise InvalidInput("give texts as arguments or with -i/--input, not both")
     if not items and not input_path:
-        raise InvalidInput("no texts given: pass them as arguments, or -i FILE (- for stdin)")
+        raise missing_argument("no texts given: pass them as arguments, or -i FILE (- for stdin)")
     summary = embed_corpus(
         items if items else str(input_path), output, model=model, options=options,
         progress=False if quiet else None, **asdict(job),

@@ -39,7 +39,8 @@ def build(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Build STORE.index (faiss IVF) and STORE.index.json; `similar` then uses it while it is fresh.
+    """Build STORE.index (faiss IVF), STORE.index.json and, beside a .parquet, STORE.index.npy (a copy of
+    the vectors it re-ranks from); `similar` then uses it while it is fresh.
 
     A token store made with `--combine stack` gets one index per layer column (or name one with
     --column); `similar --word` then reads only the occurrences' vectors.
