@@ -5,12 +5,15 @@ counted, and changed views said as two whole dicts."""
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import pytest
 
 import bertscope
-from bertscope.errors import InputTooLong
+from bertscope.errors import CorpusError, InputTooLong
+from bertscope.io import parts_sink
 
 RESUME_FIX = "fix the input, then run again with resume=True (--resume) to go on from them"
 TEXTS = ["a storm hits the coast", "prices keep rising", "the river bank flooded", "a quiet day"]
@@ -35,3 +38,38 @@ def test_an_over_long_text_is_named_by_its_line_and_says_what_is_saved(
     assert said.startswith(f"{corpus}:6: the text has ")
     assert "text 1 " not in said
     assert said.endswith(f"; 4 texts are saved: {RESUME_FIX}")
+
+
+# --- 2. a parts folder whose settings write failed --------------------------------------------------------
+
+
+def _disk_full(*_args: object, **_kwargs: object) -> None:
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".npy"])
+def test_a_failed_settings_write_says_so_and_leaves_nothing_to_resume(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_dirs: dict[str, Path], suffix: str
+) -> None:
+    out = tmp_path / f"out{suffix}"
+    with monkeypatch.context() as patched:
+        patched.setattr(parts_sink, "atomic_write_text", _disk_full)
+        with pytest.raises(CorpusError) as caught:
+            bertscope.embed_corpus(TEXTS, out, model=str(tiny_dirs["bert"]))
+    assert str(caught.value) == (
+        f"{out}: could not write the job's settings (No space left on device); nothing was saved: fix that, "
+        "then run it again"
+    )
+    assert not out.with_name(out.name + ".parts").exists()
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_a_parts_folder_without_settings_is_nothing_saved(
+    tmp_path: Path, tiny_dirs: dict[str, Path], resume: bool
+) -> None:
+    out = tmp_path / "out.parquet"
+    parts = out.with_name(out.name + ".parts")
+    parts.mkdir()
+    (parts / "settings.json.tmp").touch()  # what a full disk left before this fix
+    summary = bertscope.embed_corpus(TEXTS, out, model=str(tiny_dirs["bert"]), resume=resume)
+    assert summary.embedded == len(TEXTS) and out.exists() and not parts.exists()

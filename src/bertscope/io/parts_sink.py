@@ -71,6 +71,10 @@ class PartsSink(Sink):
             raise CorpusError(f"{path} exists; pass overwrite=True (--overwrite) to replace it")
         elif resume and state.exists():
             _refuse_other_settings(path, state, settings)
+        elif self.parts.exists() and not state.exists():
+            # The settings are written before any part and removed first: without them nothing was saved
+            # (a job whose settings write failed, a full disk): a fresh start, resumed or not.
+            shutil.rmtree(self.parts, ignore_errors=True)
         elif self.parts.exists():
             raise CorpusError(
                 f"{self.parts} holds an unfinished job for {path}; "
@@ -82,7 +86,7 @@ class PartsSink(Sink):
         if overwrite and any(output.exists() for output in self.outputs()):
             (self.parts / _REPLACES).touch()  # before the settings: parts with these are a job to resume
         if not state.exists():  # a resumed job keeps the settings it was started with
-            atomic_write_text(state, json.dumps(settings, sort_keys=True))
+            self._start(state)
         self.files: list[Path] = []
         self.input = ""  # the digest of the records written so far (`resumed` sets it from the parts)
         while (part := self._next_part()).with_suffix(".done").exists():
@@ -97,6 +101,19 @@ class PartsSink(Sink):
             )
         for part in self.files:  # a resumed job goes on only from parts that are whole
             self._check_part(part)
+
+    def _start(self, state: Path) -> None:
+        """Write the job's settings, its first file; a failed write (a full disk) leaves no folder behind
+        and says so in the words of a failed batch."""
+        try:
+            atomic_write_text(state, json.dumps(self.settings, sort_keys=True))
+        except OSError as exc:
+            shutil.rmtree(self.parts, ignore_errors=True)
+            reason = exc.strerror or str(exc) or type(exc).__name__
+            raise CorpusError(
+                f"{self.path}: could not write the job's settings ({reason}); nothing was saved: fix that, "
+                "then run it again"
+            ) from None
 
     def complete(self) -> bool:
         """Whether the finished output is in place: every file of it (written before the cleanup)."""
