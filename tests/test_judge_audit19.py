@@ -89,3 +89,45 @@ def test_cosines_apart_only_by_float32_rounding_have_no_correlation(bundled: ber
     # MiniLM's layer-1 cls cosines all lie within 5e-6 of 1: their order is float32 rounding
     assert np.isnan(cells[1, "cls"]) and np.isfinite(cells[6, "cls"]) and np.isfinite(cells[1, "mean"])
     assert result.note is not None and "span less than 1e-5 (float32's exactness" in result.note
+
+
+def test_a_threshold_mismatch_is_said_in_the_command_line_s_words() -> None:
+    from bertscope.cli.wording import as_flags
+    from bertscope.research.baseline import Threshold
+
+    made = {"layers": [6], "combine": "mean", "pooling": "mean", "mask_special": False, "normalize": False}
+    post = {"kind": "whitening", "dim_in": 384, "dim_out": 20, "fingerprint": "33a8e557f3e04b63", "n_fit": 60}
+    threshold = Threshold(0.5, 1.0, 1.0, 1.0, 1, 1, "m", {**made, "post": post})
+    with pytest.raises(bertscope.InvalidSpec) as refused:
+        threshold.check("m", {**made, "mask_special": True, "post": None})
+    said = as_flags(str(refused.value))
+    assert "post: none here, whitening to 20 dims (fingerprint 33a8e557f3e0) in the file" in said, said
+    assert "--mask-special: true here, false in the file" in said and "{" not in said, said
+    # a 2-layer model scored against a 6-layer model's file: the model first, the settings go with it
+    with pytest.raises(bertscope.InvalidSpec) as refused:
+        threshold.check("tiny", {**made, "layers": [2], "post": post})
+    said = as_flags(str(refused.value))
+    assert (
+        "to apply it, load the model it was calibrated with (m) by -m: it is another model than this one, "
+        "and pass --layers 6" in said
+    ), said
+
+
+def test_eval_pairs_messages_say_the_real_bound_and_choices(tmp_path: Path) -> None:
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("a cat\ta dog\t3\na car\ta bus\t1\na man\ta woman\t2\n")  # 6 distinct texts
+    for dim in ("6", "7"):
+        ran = run_main(
+            "eval", "pairs", "-i", str(pairs), "--post", "whitening", "--post-dim", dim, "-p", "mean"
+        )
+        assert ran.code == 1 and f"--post-dim {dim} is out of range" in ran.stderr, ran.stderr
+        assert "keep 1..5; give --post-dim 5 or fewer" in ran.stderr, ran.stderr
+    bogus = run_main("eval", "pairs", "-i", str(pairs), "-p", "bogus")
+    assert bogus.code == 1 and bogus.stderr.rstrip().endswith("one of: cls, mean, max, mean_sqrt_len"), (
+        bogus.stderr
+    )
+    pairs.write_text("a cat\ta dog\thigh\na car\ta bus\t1\na man\ta woman\t2\ne\tf\t0\n")
+    word = run_main("eval", "pairs", "-i", str(pairs), "-p", "mean")
+    assert (
+        "'high' is not a number; give each pair a gold score" in word.stderr and "decimal" not in word.stderr
+    )

@@ -10,6 +10,7 @@ to the engine `states.CHUNK` at a time, and only the pooled vectors of the layer
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -146,7 +147,9 @@ def _not_a_score(field: str) -> str:
     cell = field.strip()
     if cell.lower() in MISSING_VALUES:
         return f"the gold score is missing ({field!r}); give the pair a score, or leave the line out"
-    return f"the third field {field!r} is not a number; write scores with a decimal point (0.5)"
+    if re.fullmatch(r"[+-]?\d*,\d+", cell):  # 0,5: a decimal comma
+        return f"the third field {field!r} is not a number; write scores with a decimal point (0.5)"
+    return f"the third field {field!r} is not a number; give each pair a gold score that is one (3, 0.5)"
 
 
 def checked_gold(
@@ -284,9 +287,17 @@ def _layer_vectors(
 
 
 def _sweep_pooling(value: Pooling | str) -> Pooling:
-    pool = Pooling.parse(value, what="pooling")
+    allowed = ", ".join(p.value for p in SWEEP_POOLINGS)
+    try:
+        pool = Pooling.parse(value, what="pooling")
+    except InvalidSpec as exc:
+        # Pooling's own list named pooler, first_last_avg and auto, which the sweep then refuses
+        every = ", ".join(p.value for p in Pooling)
+        said = str(exc).replace(
+            f"choose one of: {every}", f"the sweep pools every layer with one of: {allowed}"
+        )
+        raise InvalidSpec(said) from None
     if pool not in SWEEP_POOLINGS:
-        allowed = ", ".join(p.value for p in SWEEP_POOLINGS)
         raise InvalidSpec(
             f"the sweep pools every layer with one of: {allowed}; {pool.value} is not per layer "
             "(first_last_avg is layers 1 and -1 with mean, pooler and auto belong to the last layer)"
@@ -337,6 +348,7 @@ def sweep(
                 "sweep; add that layer and pooling to the sweep, or fit a file on a cell of it"
             )
     unique = list(dict.fromkeys([*left, *right]))
+    _check_post_dim(post_dim, [p for _, p in posts], len(unique))
     where = {t: i for i, t in enumerate(unique)}
     ia, ib = np.array([where[t] for t in left]), np.array([where[t] for t in right])
     with named_as(by_pair(left, right)):  # a refusal names a text by its pair, not "text 6" of `unique`
@@ -438,6 +450,18 @@ def _all_equal(x: np.ndarray) -> bool:
     """Whether every row of (n, d) `x` is the first one (to float32 rounding): a cell with one vector."""
     scale = max(float(np.abs(x).max(initial=0.0)), 1.0)
     return bool(np.abs(x - x[:1]).max(initial=0.0) <= 1e-6 * scale)
+
+
+def _check_post_dim(dim: int | None, posts: Sequence[PostKind | PostProcessor | None], n_texts: int) -> None:
+    """Refuse a whitening or pca `dim` past what `n_texts` centred vectors span (n - 1), before any
+    forward: the fit's own bound, min(n, d), named one more (6 texts "allow 1..6", then 6 was refused)."""
+    fitted_here = any(p in (PostKind.WHITENING, PostKind.PCA) for p in posts)
+    if dim is not None and fitted_here and 1 < n_texts <= dim:
+        raise InvalidSpec(
+            f"dim={dim} is out of range: the {n_texts} distinct texts span at most {n_texts - 1} "
+            f"directions (centring costs one), so whitening and pca keep 1..{n_texts - 1}; give "
+            f"dim={n_texts - 1} or fewer, or more pairs"
+        )
 
 
 def _post_apply(

@@ -182,7 +182,10 @@ class Threshold:
                 (model, self.model) if model != self.model else (f"{model} (other files)", model)
             )
         if differ:
-            shown = "; ".join(f"{k}: {got} here, {want} in the file" for k, (got, want) in differ.items())
+            shown = "; ".join(
+                f"{k}: {_said(k, got)} here, {_said(k, want)} in the file"
+                for k, (got, want) in differ.items()
+            )
             if store is not None:  # a store's vectors are made: only the calibration can move to them
                 raise InvalidSpec(
                     f"the threshold file was calibrated with other settings than {store} was made with "
@@ -195,13 +198,27 @@ class Threshold:
             )
 
 
+def _said(key: str, value: Any) -> str:
+    """A setting's value as a message shows it: a post-processing by its kind and fingerprint (its whole
+    record was a Python dict), none for no post, a switch as true or false (not Python's True)."""
+    if key == "post":
+        if not isinstance(value, dict):
+            return "none"
+        fingerprint = str(value.get("fingerprint"))[:12]
+        return f"{value.get('kind')} to {value.get('dim_out')} dims (fingerprint {fingerprint})"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def _as_calibrated(differ: dict[str, tuple[Any, Any]]) -> str:
     """What to pass to score as the file was calibrated, in keyword form (`pooling='mean'`): the command
-    line shows each as its flag (`--pooling mean`, `--no-normalize`)."""
+    line shows each as its flag (`--pooling mean`, `--no-normalize`). Where the model differs, the
+    settings go with the file's model: passed to this one they may ask what it lacks (a layer 6 of 2)."""
     steps, keywords = [], []
     for key, (_, want) in differ.items():
         if key == "model":
-            steps.append(f"load the model it was calibrated with ({want})")
+            continue
         elif key == "post":
             steps.append(
                 "pass post= (--post), the file it was calibrated with" if want else "leave post= (--post) out"
@@ -212,6 +229,14 @@ def _as_calibrated(differ: dict[str, tuple[Any, Any]]) -> str:
             keywords.append(f"{key}={want!r}")
     if keywords:
         steps.insert(0, "pass " + " ".join(keywords))
+    if "model" in differ:
+        want = differ["model"][1]
+        # first: the settings go with the file's model (the command line shows model= as -m)
+        load = (
+            f"load the model it was calibrated with ({want}) by model= (-m): it is another model "
+            "than this one"
+        )
+        return ", and ".join([load, ", ".join(steps)] if steps else [load])
     return ", ".join(steps)
 
 
