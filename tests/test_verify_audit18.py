@@ -235,3 +235,21 @@ def test_row_labels_of_a_parquet_cut_after_opening_name_the_rebuild(
     with pytest.raises(CorpusError, match=r"the file is corrupt; rebuild it with `bertscope embed") as raised:
         sampled_keys(opened, np.array([0, 5]))
     assert "is it whole" not in str(raised.value)
+
+
+@pytest.mark.parametrize("command", ["similar", "verify"])
+def test_a_npy_store_emptied_says_its_count(made: dict[str, Path], tmp_path: Path, command: str) -> None:
+    """A .npy store whose rows are all gone said 'rows 0--1 of s.npy are not laid out ...' (a reversed
+    range) on a full read: the count is said, as for a row removed (audit 19g)."""
+    store = copied_store(made, "s.npy", tmp_path)
+    np.save(store, np.load(store)[:0])
+    args = (
+        ("similar", "a cat", "--store", str(store))
+        if command == "similar"
+        else ("verify", "--store", str(store))
+    )
+    ran = run_main(*args, "-m", str(made["model"])) if command == "similar" else run_main(*args)
+    assert ran.code != 0, ran
+    said = " ".join(ran.stderr.split())
+    assert f"{store} holds 0 rows where 60 were written: rows were removed" in said, said
+    assert "0--1" not in said

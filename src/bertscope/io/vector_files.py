@@ -22,12 +22,12 @@ import numpy as np
 
 from ..errors import CorpusError
 from .checksums import (
-    LAYOUT,
     MISMATCH,
     NOT_FINITE,
     changed_rows,
     checksum,
     corrupt,
+    count_differs,
     non_finite,
     proven_settings,
     rebuild_hint,
@@ -247,7 +247,7 @@ def check_npy_rows(path: Path, rows: np.ndarray | None = None) -> None:
     batches = found["batches"]
     starts = np.cumsum([0, *(int(b["rows"]) for b in batches)])
     if starts[-1] != total:
-        raise corrupt(str(path), (0, max(0, total - 1)), LAYOUT, rebuild_hint(path))
+        raise count_differs(str(path), total, int(starts[-1]), rebuild_hint(path))
     asked = (
         range(len(batches)) if rows is None else np.unique(np.searchsorted(starts, rows, side="right") - 1)
     )
@@ -456,8 +456,8 @@ def _checked_blocks(
         _no_more_lines(ids_file, path, rows)
         return
     batches = found["batches"]
-    if sum(b["rows"] for b in batches) != rows:
-        raise corrupt(str(path), (0, rows - 1), LAYOUT, rebuild_hint(path))
+    if (written := sum(int(b["rows"]) for b in batches)) != rows:
+        raise count_differs(str(path), rows, written, rebuild_hint(path))
 
     def checked() -> Iterator[tuple[list[bytes], np.ndarray]]:
         start = 0
