@@ -186,3 +186,13 @@ def test_an_unknown_long_on_a_view_of_one_window_lists_what_it_takes(
     assert (
         ran.code == 1 and "reads one window: choose one of: truncate, error" in said and "window," not in said
     )
+
+
+def test_pair_tables_are_titled_with_both_texts(tiny_dirs: dict[str, Path]) -> None:
+    """anatomy --pair was titled with A alone, and tokens --pair --pad's tables too."""
+    folder = str(tiny_dirs["bert"])
+    anatomy = run_main("anatomy", "How are you?", "--pair", "Fine.", "-m", folder)
+    assert "embedding layer of 'How are you?' + 'Fine.':" in anatomy.stdout
+    padded = run_main("tokens", "How are you?", "a cat", "--pair", "Fine.", "--pad", "-m", folder)
+    assert "text 0: 'How are you?' + 'Fine.'" in padded.stdout
+    assert "text 1: 'a cat' + 'Fine.'" in padded.stdout

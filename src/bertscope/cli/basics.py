@@ -133,7 +133,7 @@ def tokens(
             emit_json({**batch, "pad_id": m.pad_id})
             return
         for row, tok in enumerate(toks):
-            table = Table(title=f"text {row}: {tok.text!r}")
+            table = Table(title=f"text {row}: {_titled(tok.text, tok.pair)}")
             table.add_column("")
             for col in range(ids.shape[1]):
                 table.add_column(str(col), justify="right")
@@ -147,7 +147,7 @@ def tokens(
         emit_json({"items": [t.to_dict() for t in toks]})
         return
     for tok in toks:
-        table = Table(title=repr(tok.text) if tok.pair is None else f"{tok.text!r} + {tok.pair!r}")
+        table = Table(title=_titled(tok.text, tok.pair))
         for heading in ("token", "id", "word", "chars", "text", "special", *(["segment"] if pair else [])):
             table.add_column(heading)
         for index, rec in enumerate(tok.as_records()):
@@ -398,7 +398,7 @@ def anatomy(
         emit_json(a.to_dict())
         _exit_if_proof_fails(a, m)
         return
-    table = Table(title=f"embedding layer of {text!r}: the norm of each step's vector")
+    table = Table(title=f"embedding layer of {_titled(text, pair)}: the norm of each step's vector")
     shown = [s for s in steps if not (s == "encoder_input" and "projection" in a.lacks)]
     labels = {"token_type": "segment", "normalized": "LayerNorm", "encoder_input": "enc. input"}
     for col in ("token", "id", "pos", "seg", *(labels.get(s, s) for s in shown), "rebuild err"):
@@ -434,6 +434,12 @@ def anatomy(
     if pair is not None and not any(a.tokens.token_type_ids):
         err.print(pair_note(m))
     _exit_if_proof_fails(a, m)
+
+
+def _titled(text: str, pair: str | None) -> str:
+    """A table's name for a text or an (A, B) pair: 'A' or 'A' + 'B', as tokens, anatomy and similarity
+    title them."""
+    return repr(text) if pair is None else f"{text!r} + {pair!r}"
 
 
 def _bound_said(anatomy: Any) -> str:
