@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from fastapi.testclient import TestClient
+from safetensors import safe_open
 
 import bertscope
-from bertscope.core.post import fit_post_on_texts
-from bertscope.errors import InvalidSpec
+from bertscope.core.post import fit_post, fit_post_on_texts, load_post
+from bertscope.errors import InvalidInput, InvalidSpec
 from bertscope.server import ServerSettings, create_app
 from console import run_main
 from tiny_models import build_tiny_model, config_variant
@@ -71,3 +74,62 @@ def test_settings_mismatch_is_said_in_keywords_flags_and_fields(
     with TestClient(create_app(model, settings=settings)) as client:
         answer = client.post("/v2/embed", json={"inputs": "a text", "post": "pca", "layers": "1"})
     assert answer.status_code == 422 and '"layers": [2], not "layers": [1]' in answer.json()["detail"]
+
+
+def _edited(source: Path, target: Path, **changes: object) -> Path:
+    """`source` written to `target` with its recorded settings changed (a key given None is removed), or
+    its metadata replaced whole (`meta=` the JSON text), or its arrays (`mean=`, `matrix=`)."""
+    from safetensors.numpy import load_file, save_file
+
+    arrays = load_file(str(source))
+    with safe_open(str(source), framework="numpy") as handle:
+        meta = json.loads(handle.metadata()["bertscope_post"])
+    for key in ("mean", "matrix"):
+        if key in changes:
+            arrays[key] = np.asarray(changes.pop(key), dtype=np.float32)
+    text = changes.pop("meta", None)
+    for key, value in changes.items():
+        meta.pop(key) if value is None else meta.__setitem__(key, value)
+    save_file(
+        arrays, str(target), metadata={"bertscope_post": text if text is not None else json.dumps(meta)}
+    )
+    return target
+
+
+def test_an_edited_post_file_is_refused_in_one_line(pca_file: Path, tmp_path: Path) -> None:
+    """Metadata that is no JSON object, a spec that is none, a spec's layers as a string, NaN arrays, a kind
+    edited and a spec removed: a TypeError, an AttributeError, 'fitted on --layers 6, not --layers 6', NaN
+    vectors blamed on --dtype and wrong vectors in silence before; each is refused naming the file now."""
+    spec = {"layers": [2], "combine": "mean", "pooling": "mean", "mask_special": False, "normalize": False}
+    nan = np.full(32, np.nan)
+    cases = {
+        "list": ({"meta": "[1, 2]"}, "its settings are JSON array, not an object"),
+        "null": ({"meta": "null"}, "its settings are JSON null, not an object"),
+        "spec": ({"spec": "hello"}, "its spec is JSON string, not an object of embedding settings"),
+        "layers": (
+            {"spec": {**spec, "layers": "2"}},
+            'its spec\'s layers is "2", not a list of layer numbers',
+        ),
+        "nan": ({"mean": nan}, "its mean holds 32 values that are NaN or infinite"),
+        "kind": (
+            {"kind": "abtt"},
+            "abtt records remove=, the width of its matrix, 2 here; it records remove=None",
+        ),
+        "nospec": ({"spec": None}, "it names the model it was fitted on but not the embedding settings"),
+    }
+    for name, (changes, said) in cases.items():
+        edited = _edited(pca_file, tmp_path / f"{name}.safetensors", **changes)
+        with pytest.raises(InvalidInput) as refused:
+            load_post(edited)
+        assert str(refused.value).startswith(f"{edited} is not a bertscope post-processing file ({said}"), (
+            name
+        )
+    # whitening's matrix (columns scaled by 1 / sqrt(variance)) recorded as abtt, with abtt's count: not unit
+    white = fit_post(np.random.default_rng(0).normal(size=(40, 6)) * 5, "whitening", dim=3)
+    relabelled = _edited(
+        white.save(tmp_path / "white.safetensors"), tmp_path / "relabelled.safetensors", kind="abtt", remove=3
+    )
+    with pytest.raises(InvalidInput, match=r"an abtt's matrix holds unit directions, orthogonal"):
+        load_post(relabelled)
+    # a file fitted on vectors alone records no model and no spec: it loads, as it always did
+    assert load_post(white.save(tmp_path / "alone.safetensors")).dim_out == 3

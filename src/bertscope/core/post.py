@@ -337,9 +337,22 @@ def load_post(path: str | Path) -> PostProcessor:
         settings = json.loads(meta)
     except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, SafetensorError) as exc:
         raise InvalidInput(f"{path} is not a bertscope post-processing file ({exc})") from None
+    if not isinstance(settings, dict):  # an edited file: "[1, 2]" or "null" has no settings to read
+        raise InvalidInput(
+            f"{path} is not a bertscope post-processing file (its settings are JSON {_json_kind(settings)}, "
+            "not an object)"
+        )
     if settings.pop("format", None) != _FORMAT:
         raise InvalidInput(f"{path} is not a bertscope post-processing file (format {_FORMAT} expected)")
-    kind = PostKind.parse(settings.pop("kind"), what="post-processing kind")
+    recorded = settings.pop("kind", None)
+    try:
+        kind = PostKind.parse(str(recorded), what="kind")
+    except InvalidSpec:
+        kinds = ", ".join(k.value for k in PostKind)
+        raise InvalidInput(
+            f"{path} is not a bertscope post-processing file (its kind is {json.dumps(recorded)}, not one of "
+            f"{kinds})"
+        ) from None
     if mean.ndim != 1 or matrix.ndim != 2 or matrix.shape[0] != mean.shape[0]:
         raise InvalidInput(
             f"{path} is not a bertscope post-processing file (a mean (d,) and a matrix (d, k) expected; it "
@@ -352,7 +365,95 @@ def load_post(path: str | Path) -> PostProcessor:
             f"{path} is a {kind.value} to 0 dimensions: every vector would come out empty; fit it again "
             "with `bertscope fit-post` on texts that differ"
         )
+    why = _not_finite(processor) or _not_its_kind(processor) or _unreadable_spec(settings)
+    if why:
+        raise InvalidInput(f"{path} is not a bertscope post-processing file ({why})")
     return processor
+
+
+def _json_kind(value: Any) -> str:
+    """What JSON calls the type of a parsed value: array, null, string, ..."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    names: dict[type, str] = {dict: "object", list: "array", str: "string"}
+    return names.get(type(value), "number")
+
+
+def _not_finite(processor: PostProcessor) -> str | None:
+    """Why the arrays cannot be applied (NaN or inf in them), or None: every vector would come out NaN,
+    which a check of the model's dtype would later be blamed for."""
+    for name, array in (("mean", processor.mean), ("matrix", processor.matrix)):
+        bad = int((~np.isfinite(array)).sum())
+        if bad:
+            return (
+                f"its {name} holds {bad} values that are NaN or infinite; fit it again (bertscope fit-post)"
+            )
+    return None
+
+
+# The count each kind records, the width of its (d, k) matrix, since the first release: a file whose kind was
+# edited lacks it (whitening's matrix read as abtt's would remove, not keep, in silence).
+_COUNTS = {PostKind.WHITENING: "dim", PostKind.PCA: "dim", PostKind.ABTT: "remove"}
+
+
+def _not_its_kind(processor: PostProcessor) -> str | None:
+    """Why the arrays are not the recorded kind's, or None: each kind's count is its matrix's width,
+    abtt's matrix has orthonormal columns (the directions removed), standardize's is diagonal."""
+    kind, matrix = processor.kind, processor.matrix
+    key = _COUNTS.get(kind)
+    if key is not None:
+        count = processor.settings.get(key)
+        if isinstance(count, bool) or count != matrix.shape[1]:
+            return (
+                f"{kind.value} records {key}=, the width of its matrix, {matrix.shape[1]} here; it records "
+                f"{key}={count!r}: was its kind edited?"
+            )
+    if kind is PostKind.ABTT and np.abs(matrix.T @ matrix - np.eye(matrix.shape[1])).max() > 1e-3:
+        return "an abtt's matrix holds unit directions, orthogonal; this one does not: was its kind edited?"
+    if kind is PostKind.STANDARDIZE and (
+        matrix.shape[0] != matrix.shape[1] or np.count_nonzero(matrix - np.diag(np.diagonal(matrix)))
+    ):
+        return "a standardize's matrix is diagonal, this one is not: was its kind edited?"
+    return None
+
+
+# The settings `PostProcessor.check` compares, and what each must be (an EmbedSpec's, as JSON).
+_SPEC_KEYS = {
+    "layers": "a list of layer numbers",
+    "combine": "a name",
+    "pooling": "a name",
+    "mask_special": "true or false",
+    "normalize": "true, false or null",
+}
+
+
+def _unreadable_spec(settings: dict[str, Any]) -> str | None:
+    """Why the recorded embedding settings cannot be checked against a caller's, or None. A file without
+    them is one fitted on vectors alone (fit_post); one that names its model but lost them was edited."""
+    spec = settings.get("spec")
+    if spec is None:
+        if "model" in settings or "model_files" in settings:
+            return (
+                "it names the model it was fitted on but not the embedding settings, its spec, which every "
+                "use checks: was it edited? fit it again with bertscope fit-post"
+            )
+        return None
+    if not isinstance(spec, dict):
+        return f"its spec is JSON {_json_kind(spec)}, not an object of embedding settings"
+    for key, what in _SPEC_KEYS.items():
+        value = spec.get(key)
+        fits = {
+            "layers": isinstance(value, list)
+            and all(isinstance(n, int) and not isinstance(n, bool) for n in value),
+            "combine": isinstance(value, str),
+            "pooling": isinstance(value, str),
+            "mask_special": isinstance(value, bool),
+            "normalize": value is None or isinstance(value, bool),
+        }[key]
+        if key not in spec or not fits:
+            said = "missing" if key not in spec else json.dumps(value)
+            return f"its spec's {key} is {said}, not {what}"
+    return None
 
 
 # What each kind finds in vectors that are all one vector: nothing (the fit would be arbitrary axes).
