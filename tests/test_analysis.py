@@ -206,7 +206,7 @@ def test_contextuality_static_row_layer_zero_and_baseline(bundled: bertscope.Mod
     for r in result.records:
         assert r["self_adjusted"] == pytest.approx(r["self_similarity"] - r["baseline"])
         assert -1 < r["baseline"] < 1 and 0 < r["mev"] <= 1 + 1e-9
-    assert result.occurrences["bank"] >= 12
+    assert result.n_occurrences["bank"] >= 12
 
 
 def test_layer_zero_occurrences_differ_only_by_position(bundled: bertscope.Model) -> None:
@@ -219,8 +219,8 @@ def test_layer_zero_occurrences_differ_only_by_position(bundled: bertscope.Model
 
 def test_contextuality_picks_frequent_words(bundled: bertscope.Model) -> None:
     result = contextuality(bundled, CONTEXTS, top=3, min_contexts=15)
-    assert set(result.occurrences) <= {"the", "river", "money", "bank", "bread", "a"}
-    assert len(result.occurrences) == 3 and all(n >= 15 for n in result.occurrences.values())
+    assert set(result.n_occurrences) <= {"the", "river", "money", "bank", "bread", "a"}
+    assert len(result.n_occurrences) == 3 and all(n >= 15 for n in result.n_occurrences.values())
 
 
 def test_long_texts_are_never_cut_in_silence(bundled: bertscope.Model) -> None:
@@ -235,7 +235,7 @@ def test_long_texts_are_never_cut_in_silence(bundled: bertscope.Model) -> None:
     whole = sweep(bundled, left, right, gold, layers="6", poolings=["mean"], long="window")
     assert whole.settings["n_truncated"] == whole.settings["n_dropped"] == 0
     sentences = ["the bank is closed", "a bank was robbed", prefix + "the bank was closed"]
-    assert contextuality(bundled, sentences, words=["bank"]).occurrences["bank"] == 3
+    assert contextuality(bundled, sentences, words=["bank"]).n_occurrences["bank"] == 3
 
 
 def test_eval_and_contextuality_commands(tmp_path: Path) -> None:

@@ -33,7 +33,7 @@ def test_repeated_sentences_are_one_context(bundled: bertscope.Model) -> None:
     merged = contextuality(bundled, REPEATED, words=["bank", "river"], baseline_pairs=50)
     alone = contextuality(bundled, DISTINCT, words=["bank", "river"], baseline_pairs=50)
     assert merged.records == alone.records and merged.per_word == alone.per_word
-    assert merged.occurrences == {"bank": 2, "river": 2}
+    assert merged.n_occurrences == {"bank": 2, "river": 2}
     s = merged.settings
     assert (s["sentences"], s["distinct_sentences"], s["repeats_merged"]) == (7, 4, 3)
     assert alone.settings["repeats_merged"] == 0
@@ -68,7 +68,7 @@ def test_the_model_method_is_the_function(bundled: bertscope.Model) -> None:
     got = bundled.contextuality(DISTINCT, words=["bank", "river"], baseline_pairs=40, seed=2)
     want = contextuality(bundled, DISTINCT, words=["bank", "river"], baseline_pairs=40, seed=2)
     assert got.to_dict() == want.to_dict()
-    assert set(got.to_dict()) == {"records", "per_word", "occurrences", "settings", "note"}
+    assert set(got.to_dict()) == {"records", "per_word", "n_occurrences", "settings", "note"}
 
 
 def test_progress_lines_on_stderr(
@@ -97,7 +97,7 @@ def test_command_takes_seed_and_pairs_and_says_the_merge(tmp_path: Path) -> None
     s = data["settings"]
     assert (s["seed"], s["baseline_pairs"], s["sentences"], s["distinct_sentences"]) == (3, 20, 7, 4)
     assert {"model", "repeats_merged", "baseline_pairs_used"} <= set(s)
-    assert data["occurrences"] == {"bank": 2, "river": 2}
+    assert data["n_occurrences"] == {"bank": 2, "river": 2}
     said = " ".join(ran.stderr.split())
     assert "note: 3 repeated sentence(s) merged: identical sentences are one context" in said
     ran = run_main(*args, "--baseline-pairs", "0")

@@ -81,7 +81,7 @@ def test_contextuality_merges_texts_that_tokenize_alike(bundled: bertscope.Model
     """Case variants to an uncased model have identical vectors: one context, counted as a repeat."""
     found = contextuality(bundled, [*TEXTS[:2], "The Bank raised its interest rates."], words=["bank"])
     assert found.settings["distinct_sentences"] == 2 and found.settings["repeats_merged"] == 1
-    assert found.occurrences == {"bank": 2}
+    assert found.n_occurrences == {"bank": 2}
     corpus = tmp_path / "bank.txt"
     corpus.write_text("bank\nBank\nBANK\n")
     refused = run_main("contextuality", "-i", str(corpus), "--words", "bank")

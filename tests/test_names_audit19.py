@@ -9,7 +9,10 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import bertscope
+from bertscope.research.contextuality import contextuality
 from bertscope.research.geometry import geometry
 from console import run_main
 from sample_texts import TEXTS
@@ -122,3 +125,33 @@ def test_older_file_flags_are_named_on_the_commands_that_read_them() -> None:
     assert sorted(re.findall(r"`([a-z -]+)`", as_argument)) == sorted(
         n for n, old in hidden.items() if "ARG" in old
     )
+
+
+CONTEXTS = [
+    "The bank is open today.",
+    "The bank is open today.",
+    "We sat on the river bank.",
+    "The river rose.",
+    "The bank raised its rates.",
+]
+
+
+def test_contextuality_counts_each_words_occurrences_as_n_occurrences(
+    bundled: bertscope.Model, tmp_path: Path
+) -> None:
+    """`occurrences` was a dict of counts ({"bank": 3}), the name docs/names.md keeps for a list: the
+    counts are `n_occurrences` in the result and in --json; the old attribute still reads, warning."""
+    result = contextuality(bundled, CONTEXTS, words=["bank", "river"], baseline_pairs=20)
+    assert result.n_occurrences == {"bank": 3, "river": 2}
+    assert "occurrences" not in result.to_dict() and result.to_dict()["n_occurrences"] == result.n_occurrences
+    with pytest.warns(
+        DeprecationWarning, match=r"Contextuality.occurrences is deprecated; use .n_occurrences"
+    ):
+        assert result.occurrences == result.n_occurrences
+    corpus = tmp_path / "contexts.txt"
+    corpus.write_text("\n".join(CONTEXTS) + "\n")
+    args = ("contextuality", "-i", str(corpus), "--words", "bank,river", "--baseline-pairs", "20", "--json")
+    ran = run_main(*args)
+    assert ran.code == 0, ran.stderr
+    data = json.loads(ran.stdout)
+    assert data["n_occurrences"] == {"bank": 3, "river": 2} and "occurrences" not in data

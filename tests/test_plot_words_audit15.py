@@ -65,6 +65,6 @@ def test_a_word_past_the_occurrence_cap_is_said(bundled: bertscope.Model) -> Non
     with pytest.warns(UserWarning, match="drawn: bank: the first 200 of 203 occurrences"):
         assert word_points(bundled, ["bank"], many).words == ["bank"] * 200
     result = bundled.contextuality(SENTENCES + ["A bank again."], words=["bank"], max_contexts=2)
-    assert result.occurrences == {"bank": 2}
+    assert result.n_occurrences == {"bank": 2}
     assert result.note == "occurrences kept per word (max_contexts=2): bank: the first 2 of 4 occurrences"
     assert bundled.contextuality(SENTENCES, words=["bank"]).note is None

@@ -82,7 +82,7 @@ def test_contextuality_names_the_cap_that_leaves_a_word_one_context(
     ran = run_main("contextuality", "-i", str(corpus), "-m", str(tiny_dirs["bert"]), "--words", "bank",
                    "--max-contexts", "2")  # fmt: skip
     assert ran.code == 1 and "(--max-contexts 2)" in ran.stderr and "raise --max-contexts" in ran.stderr
-    assert tiny_models["bert"].contextuality(sentences, words=["bank"], max_contexts=4).occurrences == {
+    assert tiny_models["bert"].contextuality(sentences, words=["bank"], max_contexts=4).n_occurrences == {
         "bank": 4
     }
 

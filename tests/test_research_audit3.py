@@ -59,7 +59,7 @@ def test_a_word_named_twice_counts_once(bundled: bertscope.Model) -> None:
 
 def test_split_and_missing_words_are_named_in_a_note(bundled: bertscope.Model) -> None:
     result = contextuality(bundled, _texts(), words=["bank", "don't", "zebra"], baseline_pairs=50)
-    assert list(result.occurrences) == ["bank"]
+    assert list(result.n_occurrences) == ["bank"]
     assert result.note is not None
     assert "don't (the tokenizer reads 3 words, don ' t: name one of them)" in result.note
     assert "zebra (in 0 distinct sentence(s), 2 needed)" in result.note

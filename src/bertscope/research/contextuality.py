@@ -40,6 +40,7 @@ from ..core._enums import SubwordPooling
 from ..core.pooling import pool_words, text_words
 from ..core.progress import progress_callback
 from ..core.renamed import top_k_given
+from ..core.renamed_fields import renamed_field
 from ..core.similarity import unit
 from ..core.spec import whole_number
 from ..core.tokens import check_texts, refuse_unordered
@@ -61,22 +62,31 @@ _PAIR_BLOCK = 1024
 
 @dataclass
 class Contextuality:
-    """Per-layer records (layer "static", 0..L) and per-word self-similarity; `occurrences` per word (in
-    distinct sentences); `settings`: model, sentences and distinct sentences (`repeats_merged`), seed,
-    baseline_pairs and the words' choice; `note` names the words left out and why, or is None."""
+    """Per-layer records (layer "static", 0..L) and per-word self-similarity; `n_occurrences`, each word's
+    count of occurrences measured (in distinct sentences; `occurrences` is its deprecated old name);
+    `settings`: model, sentences and distinct sentences (`repeats_merged`), seed, baseline_pairs and the
+    words' choice; `note` names the words left out and why, or is None."""
 
     records: list[dict[str, Any]]
     per_word: dict[str, list[float]]
-    occurrences: dict[str, int]
+    n_occurrences: dict[str, int]
     settings: dict[str, Any] = field(default_factory=dict)
     note: str | None = None
 
+    @property
+    def occurrences(self) -> dict[str, int]:
+        """Deprecated: the old name of `n_occurrences` (the same counts; docs/names.md keeps `occurrences`
+        for a list of occurrences)."""
+        return renamed_field(
+            self.n_occurrences, owner="Contextuality", name="n_occurrences", old="occurrences"
+        )
+
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: {"records", "per_word", "occurrences", "settings", "note"}."""
+        """JSON-able: {"records", "per_word", "n_occurrences", "settings", "note"}."""
         return {
             "records": self.records,
             "per_word": self.per_word,
-            "occurrences": self.occurrences,
+            "n_occurrences": self.n_occurrences,
             "settings": self.settings,
             "note": self.note,
         }
@@ -322,7 +332,7 @@ def contextuality(
                 "mev": float(np.mean([mev[w][i] for w in kept])),
             }
         )
-    occurrences = {w: len(found.sentences[w]) for w in kept}
+    n_occurrences = {w: len(found.sentences[w]) for w in kept}
     settings = {
         "model": model.loaded.source, "sentences": len(given), "distinct_sentences": len(distinct),
         "repeats_merged": len(given) - len(distinct), "seed": seed, "baseline_pairs": baseline_pairs,
@@ -334,7 +344,7 @@ def contextuality(
         kept
     ):  # kept in corpus order, so a word past the cap is measured on the corpus's start
         notes.append(f"occurrences kept per word (max_contexts={max_contexts}): {capped}")
-    return Contextuality(records, per_word, occurrences, settings, "; ".join(notes) or None)
+    return Contextuality(records, per_word, n_occurrences, settings, "; ".join(notes) or None)
 
 
 def _distinct_contexts(model: Encoder, sentences: list[str]) -> list[str]:
