@@ -131,3 +131,24 @@ def test_eval_pairs_messages_say_the_real_bound_and_choices(tmp_path: Path) -> N
     assert (
         "'high' is not a number; give each pair a gold score" in word.stderr and "decimal" not in word.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("pairs", "said"),
+    [
+        (
+            [("a cat", "a dog")],
+            r"^pair 0 is \('a cat', 'a dog'\), not a \(text, text, 0/1\) row; pass a list",
+        ),
+        ("not a list", r"^pairs must be a list of \(text, text, 0/1\) rows, not str; pass a list"),
+        (5, r"^pairs must be a list of \(text, text, 0/1\) rows, not int"),
+        ([], r"^no labelled pairs given: pass a list of \(text, text, 0/1\) rows"),
+    ],
+)
+def test_calibrate_refuses_rows_that_are_not_labelled_pairs(
+    bundled: bertscope.Model, pairs: object, said: str
+) -> None:
+    from bertscope.research.baseline import calibrate
+
+    with pytest.raises(bertscope.InvalidInput, match=said):
+        calibrate(bundled, pairs, pooling="mean")  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -319,8 +319,7 @@ def calibrate(
     **options: Any,
 ) -> Threshold:
     """The threshold that best separates labelled pairs (text, text, 0/1) by F1, for these settings."""
-    if not pairs:
-        raise InvalidInput("no labelled pairs given: pass (text, text, 0/1) rows")
+    pairs = _labelled_rows(pairs)
     for index, pair in enumerate(pairs):
         for column, text in zip(("first", "second"), pair[:2], strict=False):
             # by pair and column: the embedding of one column would name "text 0" of a list never given
@@ -353,6 +352,24 @@ def calibrate(
         settings=score_settings(spec.as_dict(), processor, cut=True),
         model_files=model_files(model),
     )
+
+
+def _labelled_rows(pairs: object) -> list[tuple[str, str, int]]:
+    """`pairs` as a list of (text, text, 0/1) rows, or one InvalidInput line: a string was iterated as
+    its characters, a row of two fields failed to unpack (a ValueError)."""
+    rows = "pass a list of (text, text, 0/1) rows"
+    if isinstance(pairs, str | bytes) or not isinstance(pairs, Iterable):
+        raise InvalidInput(
+            f"pairs must be a list of (text, text, 0/1) rows, not {type(pairs).__name__}; {rows}"
+        )
+    given = list(pairs)
+    if not given:
+        raise InvalidInput(f"no labelled pairs given: {rows}")
+    for index, row in enumerate(given):
+        if isinstance(row, str | bytes) or not isinstance(row, Sequence) or len(row) != 3:
+            shown = repr(row) if len(repr(row)) <= 60 else repr(row)[:57] + "..."
+            raise InvalidInput(f"pair {index} is {shown}, not a (text, text, 0/1) row; {rows}")
+    return given
 
 
 def read_pairs(path: str | Path) -> list[tuple[str, str, int]]:
