@@ -135,11 +135,12 @@ def test_an_unknown_name_is_refused_by_the_setter_in_one_line(
 
 
 @pytest.mark.parametrize("backend", ["torch", "onnxruntime"])
-@pytest.mark.parametrize("value", ["maxsim", "dot_product", 1])
+@pytest.mark.parametrize("value", ["dot_product", "max_sim", 1])
 def test_an_unknown_name_in_the_folder_is_refused_at_load(
     tiny_bert: Path, tmp_path: Path, backend: str, value: Any
 ) -> None:
-    """Never read as cosine (sentence-transformers 6 falls back to it silently for maxsim)."""
+    """Never read as cosine (the multi-vector maxsim and meanmaxsim load as cosine, as a
+    SentenceTransformer 6 loads them: tests/test_encode_audit19.py)."""
     folder = st_folder(tiny_bert, tmp_path / "bad", {"similarity_fn_name": value})
     with pytest.raises(
         ModelLoadError, match=r"similarity_fn_name .* \(cosine, dot, euclidean, manhattan\)"

@@ -325,7 +325,7 @@ def test_a_folder_naming_an_unknown_similarity_fn_name_is_refused_when_loaded(
     plain_folder: Path, tmp_path: Path
 ) -> None:
     """As `Model`'s load (and sentence-transformers'), not at the first similarity."""
-    folder = _naming_similarity(plain_folder, tmp_path / "maxsim", "maxsim")
-    with pytest.raises(bertscope.ModelLoadError, match="maxsim") as refused:
+    folder = _naming_similarity(plain_folder, tmp_path / "dot_product", "dot_product")
+    with pytest.raises(bertscope.ModelLoadError, match="dot_product") as refused:
         bertscope.load(folder)
     assert "\n" not in str(refused.value)
