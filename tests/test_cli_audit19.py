@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 import bertscope
@@ -196,3 +197,18 @@ def test_pair_tables_are_titled_with_both_texts(tiny_dirs: dict[str, Path]) -> N
     padded = run_main("tokens", "How are you?", "a cat", "--pair", "Fine.", "--pad", "-m", folder)
     assert "text 0: 'How are you?' + 'Fine.'" in padded.stdout
     assert "text 1: 'a cat' + 'Fine.'" in padded.stdout
+
+
+def test_a_torch_bfloat16_load_reads_its_own_attention_weights_as_the_docs_say(
+    tiny_dirs: dict[str, Path], tiny_models: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/fast-modes.md said a bfloat16 model gets the float32 model's weights: on torch it is its own."""
+    text = "the cat ate the bread"
+    capsys.readouterr()
+    half = bertscope.load(tiny_dirs["bert"], backend="torch", dtype="bfloat16")
+    weights = half.attentions(text)
+    assert "float32 model's weights" not in capsys.readouterr().err
+    assert not np.allclose(weights, tiny_models["bert"].attentions(text), rtol=0, atol=1e-6)
+    said = " ".join((ROOT / "docs" / "fast-modes.md").read_text().split())
+    assert "run in bfloat16 on OpenVINO gets the float32 model's weights" in said
+    assert '`dtype="bfloat16"` load on torch returns its bfloat16 module\'s own weights, with no note' in said
