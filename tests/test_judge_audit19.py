@@ -152,3 +152,26 @@ def test_calibrate_refuses_rows_that_are_not_labelled_pairs(
 
     with pytest.raises(bertscope.InvalidInput, match=said):
         calibrate(bundled, pairs, pooling="mean")  # type: ignore[arg-type]
+
+
+def test_explain_json_names_the_model_and_similarity_json_the_pair() -> None:
+    explained = run_main("explain", "a cat", "a dog", "-p", "mean", "--json")
+    assert explained.code == 0 and json.loads(explained.stdout)["model"], explained.stderr
+    paired = run_main("similarity", "How are you?", "How old are you?", "--pair", "Fine.", "--json")
+    answer = json.loads(paired.stdout)
+    assert answer["pair"] == "Fine." and answer["spec"]["pair"] == "Fine.", answer
+    alone = json.loads(run_main("similarity", "a cat", "a dog", "--json").stdout)
+    assert "pair" not in alone and "pair" not in alone["spec"]
+
+
+def test_a_baseline_s_counts_are_n_keys(bundled: bertscope.Model) -> None:
+    from bertscope.research.baseline import reference_sentences
+
+    info = bundled.baseline(reference=reference_sentences()[:10], pooling="mean").describe()
+    assert (info["n_pairs"], info["n_texts"]) == (45, 10) and "pairs" not in info and "reference" not in info
+
+
+def test_similarity_of_one_text_is_a_usage_error() -> None:
+    ran = run_main("similarity", "a")
+    assert ran.code == 2 and "similarity needs at least two texts" in ran.stderr, ran.stderr
+    assert "see `bertscope similarity --help`" in ran.stderr and ran.stderr.count("\n") == 1

@@ -96,7 +96,7 @@ def explain(
 
         err.print(f"wrote {plot_explanation(result, picture, overwrite=overwrite)}")
     if as_json:
-        emit_json(result.to_dict())
+        emit_json({"model": m.loaded.source, **result.to_dict()})  # as /explain and similarity --json
         return
     out.print(f"cosine {result.score:.4f}  ({result.method})", highlight=False)
     out.print(result.note, highlight=False)

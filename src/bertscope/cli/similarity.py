@@ -36,6 +36,7 @@ from .app import (
 )
 from .embed_options import NormalizeOpt
 from .embed_printed import check_argument_texts, short_text, shown_value
+from .typer_setup import missing_argument
 
 
 def similarity(
@@ -82,8 +83,8 @@ def similarity(
     `bertscope similarity "How are you?" "How old are you?" --pair "Fine."` (each text read with B)
     """
     check_argument_texts(texts, command="similarity", reads_input=False)
-    if len(texts) < 2:
-        raise InvalidInput("similarity needs at least two texts")
+    if len(texts) < 2:  # a missing argument, as click's own: exit 2 (docs/errors.md)
+        raise missing_argument("similarity needs at least two texts (every pair is compared); give another")
     if pair is not None and (baseline or threshold_file is not None):
         raise InvalidInput("--baseline and --threshold-file score single texts; leave --pair out with them")
     if reference is not None:
@@ -111,6 +112,8 @@ def similarity(
         recipe = resolve(m, EmbedOptions.given(post=post, prompt_name=prompt_name, prompt=prompt, **options))
         answer: dict[str, Any] = {"model": m.loaded.source, "texts": texts, "scores": matrix}
         answer["spec"] = recipe.provenance()
+        if pair is not None:  # each text was read with B, named as tokens --pair --json names it
+            answer["pair"] = answer["spec"]["pair"] = pair
         if fitted is not None:
             answer.update(percentile=percentiles, baseline=fitted.describe())
         if same is not None:

@@ -87,9 +87,10 @@ class Baseline:
         return float(share) if share.ndim == 0 else share
 
     def describe(self) -> dict[str, Any]:
-        """Pairs, reference size, median and 95th/99th percentile cosines, and the settings."""
+        """Pairs (n_pairs), reference texts (n_texts), median and 95th/99th percentile cosines, and the
+        settings; counts are n_* as docs/names.md names them."""
         return {
-            "pairs": len(self.cosines),
+            "n_pairs": len(self.cosines),
             "median": float(np.median(self.cosines)),
             "p95": float(np.quantile(self.cosines, 0.95)),
             "p99": float(np.quantile(self.cosines, 0.99)),
@@ -119,7 +120,7 @@ def fit_baseline(
     cosines = np.sort(np.einsum("nd,nd->n", vectors[left], vectors[right]).astype(np.float64))
     settings = {
         "model": model.loaded.source,
-        "reference": len(texts),
+        "n_texts": len(texts),  # the reference texts
         **score_settings(spec.as_dict(), processor),
     }
     return Baseline(cosines, settings)
