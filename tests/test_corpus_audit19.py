@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import errno
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 import bertscope
 from bertscope.errors import CorpusError, InputTooLong
-from bertscope.io import parts_sink
+from bertscope.io import parts_sink, sqlite_store
 
 RESUME_FIX = "fix the input, then run again with resume=True (--resume) to go on from them"
 TEXTS = ["a storm hits the coast", "prices keep rising", "the river bank flooded", "a quiet day"]
@@ -73,3 +74,40 @@ def test_a_parts_folder_without_settings_is_nothing_saved(
     (parts / "settings.json.tmp").touch()  # what a full disk left before this fix
     summary = bertscope.embed_corpus(TEXTS, out, model=str(tiny_dirs["bert"]), resume=resume)
     assert summary.embedded == len(TEXTS) and out.exists() and not parts.exists()
+
+
+# --- 3. a full disk while an SQLite store opens -----------------------------------------------------------
+
+
+class _FailingAt:
+    """An SQLite connection whose statement beginning with `failing` fails as SQLite does on a full disk."""
+
+    def __init__(self, db: sqlite3.Connection, failing: str, said: str) -> None:
+        self.db, self.failing, self.said = db, failing, said
+
+    def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+        if sql.startswith(self.failing):
+            raise sqlite3.OperationalError(self.said)
+        return self.db.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.db, name)
+
+
+@pytest.mark.parametrize(
+    ("failing", "said"),
+    [("PRAGMA journal_mode", "database or disk is full"), ("PRAGMA user_version", "disk I/O error")],
+)
+def test_a_full_disk_opening_a_store_says_so_not_a_foreign_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_dirs: dict[str, Path], failing: str, said: str
+) -> None:
+    db = tmp_path / "out.db"
+    opened = sqlite3.connect
+    with monkeypatch.context() as patched:
+        patched.setattr(sqlite_store.sqlite3, "connect", lambda path: _FailingAt(opened(path), failing, said))
+        with pytest.raises(CorpusError) as caught:
+            bertscope.embed_corpus(TEXTS, db, model=str(tiny_dirs["bert"]))
+    assert str(caught.value) == (
+        f"{db}: could not open the store ({said}); nothing was written to it: free the disk or lift the "
+        "limit, then run again with resume=True (--resume)"
+    )

@@ -17,7 +17,10 @@ from sqlite3 import connect as _sqlite_connect
 
 from ..errors import CorpusError
 
-__all__ = ["MIGRATIONS", "connect_read", "refuse_foreign", "refuse_newer", "schema_tables", "schema_version"]
+__all__ = [
+    "MIGRATIONS", "connect_read", "refuse_foreign", "refuse_newer", "schema_tables", "schema_version",
+    "unopened",
+]  # fmt: skip
 
 MIGRATIONS = (
     """
@@ -59,16 +62,38 @@ MIGRATIONS = (
 _TABLES = frozenset({"collections", "embeddings"})  # a store's own; SQLite keeps its own as sqlite_*
 
 
-def schema_tables(db: sqlite3.Connection, path: str | Path) -> tuple[int, set[str]]:
+def schema_tables(db: sqlite3.Connection, path: str | Path, *, writing: bool = True) -> tuple[int, set[str]]:
     """The file's schema number and the names of its tables and views (not SQLite's own `sqlite_*`),
-    read without writing; CorpusError, the connection closed, when the file is not SQLite."""
+    read without writing; CorpusError, the connection closed, when the file is not SQLite or cannot be
+    read (`unopened`: a job `writing` to it is told to resume)."""
     try:
         version = int(db.execute("PRAGMA user_version").fetchone()[0])
         rows = db.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')").fetchall()
     except sqlite3.DatabaseError as exc:
         db.close()
-        raise CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote") from None
+        raise unopened(path, exc, writing=writing) from None
     return version, {row[0] for row in rows if not row[0].startswith("sqlite_")}
+
+
+# SQLite's codes for a file that is no database, or a broken one: anything else met opening a store (a full
+# disk, an I/O error, a lock) is the machine's, not the file's
+_NOT_A_STORE = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
+
+
+def unopened(path: str | Path, exc: sqlite3.DatabaseError, *, writing: bool = True) -> CorpusError:
+    """The one line for a store that could not be opened: a file that is not SQLite, or (a full disk, an
+    I/O error) what stopped it, with the fix a failed batch gives where a job was `writing` to it."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if not isinstance(exc, sqlite3.OperationalError) or name in _NOT_A_STORE:
+        return CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote")
+    written = "; nothing was written to it" if writing else ""
+    if name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or (not name and "disk" in str(exc)):
+        fix = "free the disk or lift the limit, then run again" + (" with resume=True (--resume)" * writing)
+    elif name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        fix = "is another program writing it? Close it, then run again"
+    else:  # permissions, a folder or file SQLite cannot open
+        fix = "check the file and its folder, then run again"
+    return CorpusError(f"{path}: could not open the store ({exc}){written}: {fix}")
 
 
 def refuse_foreign(db: sqlite3.Connection, path: str | Path, version: int, tables: set[str]) -> None:
@@ -162,7 +187,7 @@ def connect_read(path: str | Path) -> sqlite3.Connection:
         db.execute("PRAGMA query_only = ON")
     except sqlite3.Error as exc:
         raise CorpusError(f"cannot read {path} ({exc}); name a .db file bertscope wrote") from None
-    version, tables = schema_tables(db, path)
+    version, tables = schema_tables(db, path, writing=False)
     # tables first: another program's database may keep a schema number of its own, of any size
     if version < 1 or not _TABLES <= tables:
         lost = _lost_schema(db, path, version, tables)

@@ -65,6 +65,7 @@ from .sqlite_schema import (
     refuse_newer,
     schema_tables,
     schema_version,
+    unopened,
 )
 
 if TYPE_CHECKING:
@@ -105,7 +106,7 @@ def connect(path: str | Path) -> sqlite3.Connection:
         db.execute("PRAGMA foreign_keys=ON")
     except sqlite3.DatabaseError as exc:
         db.close()
-        raise CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote") from None
+        raise unopened(path, exc) from None
     for number, script in enumerate(MIGRATIONS[version:], version + 1):
         try:
             # One transaction with its number (executescript would commit each statement): a job killed
@@ -116,7 +117,7 @@ def connect(path: str | Path) -> sqlite3.Connection:
                 db.rollback()
             if "readonly" not in str(exc):
                 db.close()
-                raise
+                raise unopened(path, exc) from None
             break  # a store on read-only media is read at its own schema (a write says it cannot)
     return db
 
