@@ -199,3 +199,23 @@ def test_encode_refusals_name_the_choices_and_the_library_arguments(bundled: ber
         with pytest.raises(InvalidSpec, match=r"^unknown prompt name 'nope'") as refused:
             call(TEXTS, prompt_name="nope")
         assert str(refused.value).endswith("give the text with prompt="), refused.value  # no --prompt
+
+
+def test_cls_after_the_prompt_is_read_in_windows_too(tiny_bert: Path, tmp_path: Path) -> None:
+    """long="window" pools cls from the window that holds the first token after the prompt: the row the
+    first window's forward gives it, as a text cut at the limit reads it (not the [CLS] before the prompt)."""
+    prompts = {"query": "query : "}
+    folder = _st_folder(tiny_bert, tmp_path / "cls_w", "cls", include_prompt=False, prompts=prompts)
+    model = bertscope.load(folder, device="cpu")
+    long_text = "the cat ate bread and the dog saw the big red car " * 6  # several 24-token windows
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cut = model.embed([long_text], prompt_name="query", pooling="cls", long="truncate").vectors
+    windowed = model.embed([long_text], prompt_name="query", pooling="cls", long="window").vectors
+    np.testing.assert_allclose(windowed, cut, atol=1e-5)
+    plain = model.embed([long_text], pooling="cls", long="window").vectors  # no prompt: [CLS]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        np.testing.assert_allclose(
+            plain, model.embed([long_text], pooling="cls", long="truncate").vectors, atol=1e-5
+        )

@@ -354,7 +354,10 @@ class Engine:
         every view (`layouts`, by text index)."""
         if index not in layouts:
             layouts[index] = WindowLayout(tokens[index], self.tokenizer.max_tokens, spec.stride)
-        return WindowPool(layouts[index], _kept(tokens[index], spec), spec.pooling)
+        keep = _kept(tokens[index], spec)
+        # cls under a prompt include_prompt false leaves out reads the first token after it (_first_kept)
+        first = int(keep.argmax()) if spec.pooling is Pooling.CLS and spec.prompt_length else 0
+        return WindowPool(layouts[index], keep, spec.pooling, first=first)
 
     def _pool_windows(self, pool: WindowPool, spec: EmbedSpec) -> np.ndarray:
         """One long text's sentence vector (d,) from its windows pooled as they came: what pooling the

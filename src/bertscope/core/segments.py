@@ -168,11 +168,13 @@ class WindowPool:
     """One long text's sentence vector pooled as its windows come, in any order: the vector `stitch` then
     pooling gives (equal to float32 rounding: the sums run in float64), never holding the stitched
     (tokens, d) matrix or more than the window in hand. A linear pooling (mean, mean_sqrt_len,
-    first_last_avg) keeps a running weighted sum (d,), max a running maximum (d,), cls and pooler the first
-    window's first row (1, d) (`first`, which the engine pools as a one-token text)."""
+    first_last_avg) keeps a running weighted sum (d,), max a running maximum (d,), cls and pooler the row
+    of the text's token `first` (1, d) (0, the first window's first row; the first token after a prompt
+    for cls where the prompt is left out), which the engine pools as a one-token text."""
 
-    def __init__(self, layout: WindowLayout, keep: np.ndarray, pooling: Pooling) -> None:
-        """`keep`: (tokens,) 0/1 float32, which of the text's tokens count (the pooling mask)."""
+    def __init__(self, layout: WindowLayout, keep: np.ndarray, pooling: Pooling, *, first: int = 0) -> None:
+        """`keep`: (tokens,) 0/1 float32, which of the text's tokens count (the pooling mask); `first`: the
+        token position cls and pooler read."""
         rule = POOLING_RULES[pooling]
         if rule.tokens is not None and not rule.linear and pooling is not Pooling.MAX:
             raise ValueError(f"pooling {pooling.value!r} has no window-by-window rule")
@@ -181,13 +183,19 @@ class WindowPool:
         self.weights = rule.weights(keep) if rule.weights is not None else None
         self.reads_tokens = rule.tokens is not None
         self.total: np.ndarray | None = None  # (d,) float64 running sum, or (d,) float32 running max
-        self.first: np.ndarray | None = None  # (1, d) float32: the text's first token (cls, pooler)
+        self.first_position = first
+        self.first: np.ndarray | None = None  # (1, d) float32: token `first`'s row (cls, pooler)
 
     def add(self, k: int, window: np.ndarray) -> None:
         """Window `k`'s token vectors (window tokens, d) float32, taken into the running pool."""
         if not self.reads_tokens:
-            if k == 0:
-                self.first = np.array(window[:1], dtype=np.float32)  # a copy: the batch is not kept
+            rows, positions = self.layout.rows(k, len(window))
+            hit = np.flatnonzero(positions == self.first_position)
+            if len(hit):  # the window that owns the token: one, whatever the order windows come in
+                row = int(rows[hit[0]])
+                self.first = np.array(
+                    window[row : row + 1], dtype=np.float32
+                )  # a copy: the batch is not kept
             return
         rows, positions = self.layout.rows(k, len(window))
         vectors = window[rows]
