@@ -133,3 +133,23 @@ def test_an_edited_post_file_is_refused_in_one_line(pca_file: Path, tmp_path: Pa
         load_post(relabelled)
     # a file fitted on vectors alone records no model and no spec: it loads, as it always did
     assert load_post(white.save(tmp_path / "alone.safetensors")).dim_out == 3
+
+
+def test_the_dim_range_said_is_the_one_kept_and_a_bad_count_is_one_line() -> None:
+    """'50 vectors of width 384 allow 1..50', then dim=50 refused ('only 49 directions'): the range said is
+    what centred vectors span now. dim=3.5 was a TypeError, dim=True kept 1 direction, NaN vectors raised
+    LinAlgError: each is one InvalidInput line."""
+    vectors = np.random.default_rng(0).normal(size=(50, 64))
+    with pytest.raises(
+        InvalidSpec, match=r"^dim=60 is out of range: .* span at most 49 directions .*dim=1\.\.49$"
+    ):
+        fit_post(vectors, "whitening", dim=60)
+    assert fit_post(vectors, "whitening", dim=49).dim_out == 49  # the top of the range said is kept
+    for kind, dim in (("pca", 3.5), ("pca", True), ("whitening", "3"), ("abtt", 2.0)):
+        with pytest.raises(InvalidInput, match=rf"^dim={dim!r} is not a whole number"):
+            fit_post(vectors, kind, dim=dim)  # type: ignore[arg-type]
+    broken = vectors.copy()
+    broken[3, 4] = np.nan
+    for kind in ("whitening", "pca", "abtt", "standardize"):
+        with pytest.raises(InvalidInput, match=r"finite vectors; NaN or infinite values in 1 of the 50 rows"):
+            fit_post(broken, kind)

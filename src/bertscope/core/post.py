@@ -171,6 +171,7 @@ class AllButTheTop(PostProcessor):
         cls, vectors: np.ndarray, remove: int | None, name: str, settings: dict[str, Any]
     ) -> AllButTheTop:
         """`fit`, its count refused under `name`, the keyword the caller gave it by (`fit_post`'s dim)."""
+        _whole(remove, name)
         x, mean, _, axes = _principal(vectors, cls.kind)
         d = x.shape[1]
         count = max(1, round(d / 100)) if remove is None else remove
@@ -476,6 +477,13 @@ def _fitting_vectors(vectors: np.ndarray, kind: PostKind) -> np.ndarray:
             f"fit_post needs (n, d) vectors with n >= 2; got {len(x)} (shape {tuple(x.shape)}): "
             "fit on 2 texts or more"
         )
+    bad = ~np.isfinite(x)
+    if bad.any():  # the SVD fails on them (LinAlgError), or the fit comes out NaN
+        rows = np.flatnonzero(bad.any(axis=1))
+        raise InvalidInput(
+            f"fit_post needs finite vectors; NaN or infinite values in {len(rows)} of the {len(x)} rows (the "
+            f"first: row {rows[0]}): drop those rows or fix what made them"
+        )
     if _one_vector(x):
         raise InvalidInput(f"the {len(x)} texts give one vector: {_NOTHING[kind]}; give texts that differ")
     return x
@@ -544,13 +552,24 @@ def _spanned(kind: PostKind, x: np.ndarray, values: np.ndarray, dim: int | None)
 
 
 def _keep(dim: int | None, x: np.ndarray, name: str) -> int:
+    """k asked (all min(n, d) without dim), or InvalidSpec where no fit could keep it; the range said is what
+    centred vectors span, min(n - 1, d), which `_spanned` holds a k inside min(n, d) to as well."""
+    _whole(dim, name)
     limit = min(x.shape)
     k = limit if dim is None else dim
     if not 1 <= k <= limit:
+        most = min(len(x) - 1, x.shape[1])
         raise InvalidSpec(
-            f"{name}={dim} is out of range: {len(x)} vectors of width {x.shape[1]} allow 1..{limit}"
+            f"{name}={dim} is out of range: {len(x)} vectors of width {x.shape[1]} span at most {most} "
+            f"directions once centred; give {name}=1..{most}"
         )
     return k
+
+
+def _whole(count: object, name: str) -> None:
+    """Refuse a count of directions that is no whole number (3.5, True, '3'): numpy would slice by it."""
+    if count is not None and (isinstance(count, bool) or not isinstance(count, (int, np.integer))):
+        raise InvalidInput(f"{name}={count!r} is not a whole number: give the count of directions as an int")
 
 
 def _said(value: Any) -> str:
