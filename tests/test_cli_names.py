@@ -234,7 +234,7 @@ def test_no_keyword_form_survives_in_the_real_messages() -> None:
          "attention is within one window: use --long truncate or error, not window"),
         ("quantize='int8_fused' is an ONNX Runtime graph", "--quantize int8_fused is an ONNX Runtime graph"),
         ("fast_min_cosine=0.99 is the bound", "--fast-min-cosine 0.99 is the bound"),
-        ("give the text with prompt= (--prompt)", "give the text with --prompt"),
+        ("give the text with prompt=", "give the text with --prompt"),
         ("name one with column='layer_6' (--column layer_6)", "name one with --column layer_6"),
         ("a CoNLL-U file needs label_field= (--label-field), e.g. upos",
          "a CoNLL-U file needs --label-field, e.g. upos"),

@@ -239,7 +239,7 @@ def test_both_prompts_of_a_role_are_refused_in_the_classs_keywords(
     cls = integration.BertscopeEmbeddings if module == "langchain" else integration.BertscopeEmbedding
     with pytest.raises(InvalidSpec, match=r"^give query_prompt_name or query_prompt, not both"):
         cls(bundled, query_prompt_name="query", query_prompt="x: ")
-    # A prompt name the model lacks: the fix names the class's keyword, not prompt= (--prompt).
+    # A prompt name the model lacks: the fix names the class's keyword, not prompt=.
     with pytest.raises(InvalidSpec, match=r"unknown prompt name 'query'.* give the text with query_prompt=$"):
         cls(bundled, query_prompt_name="query")
 

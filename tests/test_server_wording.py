@@ -178,7 +178,7 @@ def test_a_suggestion_of_a_field_the_route_lacks_is_dropped() -> None:
     )
     chunks = "use long='window', or late=False to embed each chunk alone; then retry"
     assert as_fields(chunks, EmbedRequest) == 'use "long": "window"; then retry'
-    prompt = "unknown prompt name 'q'. Use one of them, or give the text with prompt= (--prompt)"
+    prompt = "unknown prompt name 'q'. Use one of them, or give the text with prompt="
     assert (
         as_fields(prompt, EmbedRequest)
         == "unknown prompt name 'q'. Use one of them, or leave \"prompt_name\" out"

@@ -83,7 +83,7 @@ def encode(
         convert_to_tensor=convert_to_tensor, normalize_embeddings=normalize_embeddings,
     )  # fmt: skip
     prompt_name, prompt = st_prompt(model.prompts, prompt_name, prompt)
-    _check_prompt(model.prompts, prompt_name, prompt)
+    model.prompts.resolve(prompt_name=prompt_name, prompt=prompt)  # refused before the texts are read
     single = isinstance(sentences, str)
     texts = [sentences] if single else _as_list(sentences)
     if not texts:  # before the texts are checked, which refuse an empty list: sentence-transformers' answers
@@ -122,18 +122,6 @@ def encode(
 
         result = torch.from_numpy(vectors) if convert_to_tensor else list(torch.from_numpy(vectors))
     return result[0] if single else result
-
-
-def _check_prompt(prompts: Prompts, prompt_name: Any, prompt: Any) -> None:
-    """Refuse a prompt encode cannot apply in the library's words: the shared refusal also names the
-    command line's flag (prompt= (--prompt)), which a Python caller of encode has no use for."""
-    try:
-        prompts.resolve(prompt_name=prompt_name, prompt=prompt)
-    except InvalidSpec as error:
-        said = str(error).replace("prompt= (--prompt)", "prompt=")
-        if said == str(error):
-            raise
-        raise InvalidSpec(said) from None
 
 
 def _pair_too_long(exc: InputTooLong) -> InputTooLong:

@@ -134,7 +134,7 @@ class Prompts(Mapping[str, str]):
             known = ", ".join(repr(n) for n in self.prompts) if self.prompts else "none"
             raise InvalidSpec(
                 f"unknown prompt name {name!r}; this model's prompts: {known}. "
-                "Use one of them, or give the text with prompt= (--prompt)"
+                "Use one of them, or give the text with prompt="
             )
         text = self.prompts[name]
         return Prompt(name, text, self.include_prompt) if text else None

@@ -109,11 +109,11 @@ def model_and_recipes(
 
 def _recipe(loaded: Loaded, options: RecipeKeywords, role: str, name: str | None, text: str | None) -> Recipe:
     """One role's recipe; a refusal of its prompt names the class's keyword (query_prompt=), not the
-    library's (prompt= (--prompt))."""
+    library's (prompt=)."""
     try:
         return resolve(loaded, replace(EmbedOptions.given(**options), prompt_name=name, prompt=text))
     except InvalidSpec as error:
-        said = str(error).replace("prompt= (--prompt)", f"{role}_prompt=")
+        said = str(error).replace("give the text with prompt=", f"give the text with {role}_prompt=")
         if said == str(error):
             raise
         raise InvalidSpec(said) from None

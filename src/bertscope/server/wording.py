@@ -44,7 +44,7 @@ _CONFIG = frozenset({"type_vocab_size", "inner_group_num"})
 # Whole phrases with no field of their own, said in the service's terms first.
 _PHRASES = (
     # prompt= is the prompt's text; the service takes only the model's prompts by name.
-    (re.compile(r"give the text with prompt= \(--prompt\)"), "leave prompt_name= out"),
+    (re.compile(r"give the text with prompt="), "leave prompt_name= out"),
     (re.compile(r"\(level='tokens' or 'words'\)"), "(POST /embed_tokens)"),
     (re.compile(r"use static_word\((?:'[^']*'|\"[^\"]*\")\)"), "send as_words=true"),
 )
