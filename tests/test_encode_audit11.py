@@ -45,7 +45,7 @@ def _bundled_with(bundled_path: Path, dest: Path, *, pooling: dict[str, object] 
         (lambda: np.array("cat"), "got a 0-D array: pass its text, array.item()"),
         (lambda: np.array(["a cat", None], dtype=object), "text 1 is None, not a string"),
         (lambda: np.array(["a cat", float("nan")], dtype=object), "text 1 is a float, not a string"),
-        (lambda: np.array([b"bytes"], dtype=object), "text 0 is a bytes, not a string"),
+        (lambda: np.array([b"bytes"], dtype=object), "text 0 is bytes, not a string"),
         (lambda: np.array([[1.0, 2.0]]), "got a 2-D array"),
         (lambda: np.array([["a", "b", "c"]]), "got a 2-D array"),
     ],

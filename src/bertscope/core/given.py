@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import InvalidInput, InvalidSpec, UnknownToken
 from .similarity import cos_sim
+from .texts_given import type_named
 
 __all__ = [
     "QUOTED", "given_vectors", "is_tensor", "is_vectors", "quoted_text", "row_id", "row_ids", "shown_value",
@@ -118,7 +119,7 @@ def _vectors(given: object, name: str) -> np.ndarray:
 
 def shown_value(value: object) -> str:
     """A wrong argument as a one-line error shows it: its repr where short, else its type ('a list')."""
-    return repr(value) if len(repr(value)) <= 40 else f"a {type(value).__name__}"
+    return repr(value) if len(repr(value)) <= 40 else type_named(value)
 
 
 QUOTED = 60  # characters of an input a refusal quotes

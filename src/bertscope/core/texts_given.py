@@ -44,10 +44,12 @@ def named_as(name: Callable[[str, int], str]) -> Iterator[None]:
 
 
 def type_named(value: object) -> str:
-    """`value`'s type as a refusal says it, with its article: 'an int', 'a list', 'None'."""
+    """`value`'s type as a refusal says it, with its article: 'an int', 'a list', 'None', 'bytes'."""
     if value is None:
         return "None"
     name = type(value).__name__
+    if name == "bytes":  # a plural noun takes no article
+        return name
     return ("an " if name[:1].lower() in "aeiou" else "a ") + name
 
 

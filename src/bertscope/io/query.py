@@ -23,6 +23,7 @@ from ..core.fingerprint_facts import file_hashes
 from ..core.post import PostProcessor, as_post
 from ..core.prompts import query_prompt_name
 from ..core.spec import SPEC_KEYS, EmbedOptions, reloadable, resolve
+from ..core.texts_given import type_named
 from ..core.tokens import check_text, named_as, say_cut
 from ..errors import CorpusError, InvalidInput, InvalidSpec
 from .sink_settings import settings_diff, settings_differ
@@ -76,7 +77,7 @@ def query_vector(query: Any, width: int | None) -> np.ndarray:
     except (TypeError, ValueError, RuntimeError):  # not numbers (a torch tensor on a GPU: .cpu() first)
         vector = None
     if vector is None or vector.ndim != 1 or vector.size == 0:
-        what = f"a {type(query).__name__}" if vector is None else f"an array of shape {vector.shape}"
+        what = type_named(query) if vector is None else f"an array of shape {vector.shape}"
         raise InvalidInput(
             f"the query is {what}: give a query text, a vector (a 1-D sequence of "
             f"{width or 'the stored'} numbers) or a stored id (item_id=)"
