@@ -8,6 +8,8 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,29 @@ def test_a_full_disk_opening_a_store_says_so_not_a_foreign_file(
         f"{db}: could not open the store ({said}); nothing was written to it: free the disk or lift the "
         "limit, then run again with resume=True (--resume)"
     )
+
+
+# --- 4. a .npy part cut short by the disk says why ---------------------------------------------------------
+
+# Files past RLIMIT_FSIZE fail as a full disk does (a short write), with SIGXFSZ ignored: numpy's fwrite
+# said only how many bytes it wrote. Run in a child process, whose limit ends with it.
+_SHORT_WRITE = """
+import resource, signal, sys
+import bertscope
+model = bertscope.load(sys.argv[1], device="cpu")
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (8192, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+try:
+    bertscope.embed_corpus([f"text number {i}" for i in range(200)], sys.argv[2], model=model)
+except bertscope.CorpusError as exc:
+    print(exc)
+"""
+
+
+def test_a_short_npy_write_says_the_cause(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    out = tmp_path / "out.npy"
+    done = subprocess.run(
+        [sys.executable, "-c", _SHORT_WRITE, str(tiny_dirs["bert"]), str(out)],
+        capture_output=True, text=True, timeout=300, check=True,
+    )  # fmt: skip
+    assert done.stdout.strip() == f"{out}: could not write a batch (File too large); nothing was saved"

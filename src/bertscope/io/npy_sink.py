@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
@@ -82,8 +82,10 @@ class NpySink(PartsSink):
         vectors, labels = npy_parts(rows.table)
         part = self._next_part()
         tmp = part.with_name(part.name + ".tmp")
-        with tmp.open("wb") as handle:
-            np.save(handle, vectors)
+        with removed_on_failure(tmp), tmp.open("wb") as handle:
+            # through Python's writes, not numpy's fwrite: a full disk then says "No space left on device"
+            # (errno ENOSPC), where fwrite's short count said only "19200 requested and 10208 written"
+            np.save(_Writes(handle), vectors)
         labels_file = part.with_suffix(self.labels_suffix)
         atomic_write_text(labels_file, labels)
         os.replace(tmp, part)
@@ -198,6 +200,17 @@ class NpySink(PartsSink):
         sentences): an output this job replaces may have had it."""
         other = ".rows.jsonl" if self.labels_suffix == ".ids.txt" else ".ids.txt"
         return [self.path.with_suffix(other)]
+
+
+class _Writes:
+    """A binary file seen by `np.save` as a writable object only, so it writes with `write`."""
+
+    def __init__(self, handle: BinaryIO) -> None:
+        self.handle = handle
+
+    def write(self, data: bytes) -> int:
+        """Write `data` to the file; an OSError with its errno where the disk refuses it."""
+        return self.handle.write(data)
 
 
 def npy_parts(table: Any) -> tuple[np.ndarray, str]:
