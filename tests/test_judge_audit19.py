@@ -175,3 +175,15 @@ def test_similarity_of_one_text_is_a_usage_error() -> None:
     ran = run_main("similarity", "a")
     assert ran.code == 2 and "similarity needs at least two texts" in ran.stderr, ran.stderr
     assert "see `bertscope similarity --help`" in ran.stderr and ran.stderr.count("\n") == 1
+
+
+def test_a_commented_line_that_reads_as_a_pair_is_said(tmp_path: Path) -> None:
+    from bertscope.research.analysis import read_numbered_pairs
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text(
+        "#MeToo rally\ta protest\t4\n# a comment\na cat\ta dog\t3\na car\ta bus\t1\na man\ta woman\t2\n"
+    )
+    with pytest.warns(UserWarning, match=r"1 line\(s\) starting with # .* skipped as comments \(line 1\)"):
+        left, _, _, numbers = read_numbered_pairs(pairs)
+    assert left == ["a cat", "a car", "a man"] and numbers == [3, 4, 5]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -113,7 +114,8 @@ def read_numbered_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndar
 
     name = shown_path(path)  # <stdin> for -
     left, right, gold, numbers = [], [], [], []
-    for index, (number, fields) in enumerate(_tsv(path, 3)):
+    commented: list[int] = []
+    for index, (number, fields) in enumerate(_tsv(path, 3, commented)):
         if index == 0 and is_column_name(third := fields[2].strip()):
             if third.lower() in LABEL_COLUMNS or names_text_columns(fields):
                 continue  # a header line
@@ -135,6 +137,15 @@ def read_numbered_pairs(path: str | Path) -> tuple[list[str], list[str], np.ndar
         right.append(fields[1])
         gold.append(score)
         numbers.append(number)
+    if commented:
+        # a hashtag is text: a pair whose first text starts with # was dropped in silence
+        lines = ", ".join(str(n) for n in commented[:5]) + (" ..." if len(commented) > 5 else "")
+        warnings.warn(
+            f"{name}: {len(commented)} line(s) starting with # read as scored pairs but were skipped as "
+            f"comments (line {lines}); to score such a pair, put the text that starts with # second",
+            UserWarning,
+            stacklevel=2,
+        )
     if len(gold) < 3:
         raise CorpusError(f"{name} has {len(gold)} scored pairs; a correlation needs at least 3")
     if (why := constant_gold(gold)) is not None:
@@ -206,10 +217,13 @@ def read_word_pairs(path: str | Path) -> list[tuple[str, str, float]]:
     return list(zip(left, right, gold.tolist(), strict=True))
 
 
-def _tsv(path: str | Path, width: int) -> Iterator[tuple[int, list[str]]]:
+def _tsv(path: str | Path, width: int, commented: list[int]) -> Iterator[tuple[int, list[str]]]:
     # the probes' reader: a byte that is not UTF-8 is named at its line (a bare traceback-less
-    # UnicodeDecodeError named none), a byte-order mark and CRLF endings read as the probe files' are
+    # UnicodeDecodeError named none), a byte-order mark and CRLF endings read as the probe files' are;
+    # a comment line that reads as a scored pair (width fields, a finite number last) goes in `commented`
     for number, line in text_lines(Path(path)):
+        if line.startswith("#") and _scored(line.split("\t"), width):
+            commented.append(number)
         if not line.strip() or line.startswith("#"):
             continue
         fields = line.split("\t")
@@ -218,6 +232,14 @@ def _tsv(path: str | Path, width: int) -> Iterator[tuple[int, list[str]]]:
                 f"{shown_path(path)}:{number}: expected {width} tab-separated fields, found {len(fields)}"
             )
         yield number, fields
+
+
+def _scored(fields: list[str], width: int) -> bool:
+    """Whether `fields` read as a scored pair: `width` of them, the last a finite number."""
+    try:
+        return len(fields) == width and math.isfinite(float(fields[-1]))
+    except ValueError:
+        return False
 
 
 # Cosines of float32 vectors are exact to about 1e-6: cosines that span less than this (cls at MiniLM's
