@@ -1,6 +1,11 @@
 """Audit 19 of eval, calibrate, similarity and explain: a threshold file whose threshold is no cosine is
 refused; a text of explain (and /explain) is named as given, "text b", not by its place among the texts
-embedded alone ("text 0"), and attention's one text as anatomy names it ("the text", "the pair")."""
+embedded alone ("text 0"), and attention's one text as anatomy names it ("the text", "the pair"); cells
+whose cosines span less than float32's exactness have no correlation; eval's and the threshold's
+messages say the real bound, the sweep's choices and the settings in the command line's words; calibrate
+refuses rows that are not labelled pairs in one line; explain --json names the model, similarity --pair
+--json the pair, a baseline's counts are n_*; one text to similarity is a usage error; a # line that
+reads as a pair is named when skipped as a comment."""
 
 from __future__ import annotations
 
