@@ -153,3 +153,24 @@ def test_the_dim_range_said_is_the_one_kept_and_a_bad_count_is_one_line() -> Non
     for kind in ("whitening", "pca", "abtt", "standardize"):
         with pytest.raises(InvalidInput, match=r"finite vectors; NaN or infinite values in 1 of the 50 rows"):
             fit_post(broken, kind)
+
+
+def test_fit_post_refuses_a_bad_kind_or_dim_before_the_model_loads(tmp_path: Path) -> None:
+    """--kind and --dim were checked only once the whole corpus was embedded: a typo cost the run. They are
+    checked before the model loads now (a model that does not exist is never reached)."""
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(TEXTS) + "\n")
+    missing = str(tmp_path / "no-such-model")
+    cases = {
+        ("--kind", "whitenning"): "unknown post-processing kind 'whitenning'",
+        ("--kind", "standardize", "--dim", "5"): "standardize keeps every dimension; --dim 5 is not taken",
+        ("--dim", "0"): "--dim 0 is out of range: whitening keeps 1 direction or more; give --dim 1 or more",
+        ("--kind", "abtt", "--dim", "-1"): "--dim -1 is out of range: abtt removes 0 or more directions",
+        ("--kind", "pca", "--dim", "8"): "--dim 8 is out of range: the 8 distinct texts span at most 7 "
+        "directions once centred; give --dim 1..7 or fit on more texts",
+    }
+    for flags, said in cases.items():
+        ran = run_main("fit-post", "-i", str(texts), "-m", missing, "-o", str(tmp_path / "p.npz"), *flags)
+        assert ran.code != 0 and said in ran.stderr and len(ran.stderr.strip().splitlines()) == 1, ran.stderr
+    with pytest.raises(InvalidSpec, match="the 8 distinct texts span at most 7"):
+        fit_post_on_texts(None, TEXTS, "whitening", dim=8)  # no model reached: refused before embedding

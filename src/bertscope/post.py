@@ -12,6 +12,7 @@ from .core.post import (
     Standardize,
     Whitening,
     as_post,
+    check_post_count,
     check_post_path,
     fit_post,
     fit_post_on_texts,
@@ -30,4 +31,5 @@ __all__ = [
     "load_post",
     "as_post",
     "check_post_path",
+    "check_post_count",
 ]

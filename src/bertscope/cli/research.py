@@ -234,14 +234,16 @@ def fit_post_cmd(
 
     Example: `bertscope fit-post -i corpus.txt --kind whitening --dim 256 -o white.safetensors`
     """
-    from ..core.post import fit_post_on_texts
+    from ..core.post import check_post_count, fit_post_on_texts
 
     _check_post_output(output, overwrite=overwrite)
+    check_post_count(kind, dim)  # --kind and --dim, before the corpus is read or the model loads
     source = one_input(input_path, corpus, "texts to fit on")
     texts, seen = uniform_sample(read_lines(source, text_field=text_field), max_texts)
     if len(texts) < 2:  # said in the file's words, before the model loads: a fit needs two vectors
         name = "stdin" if source == "-" else source
         raise InvalidInput(f"fit-post needs 2 texts or more; {name} gives {len(texts)}")
+    check_post_count(kind, dim, n_texts=len(set(texts)))
     if seen > len(texts):
         warn(
             f"fitting on a uniform sample of {len(texts):,} of {seen:,} texts (--max-texts)",

@@ -40,6 +40,7 @@ __all__ = [
     "load_post",
     "as_post",
     "check_post_path",
+    "check_post_count",
 ]
 
 _FORMAT = "bertscope-post/1"
@@ -207,6 +208,12 @@ class PCA(PostProcessor):
         return cls(mean, axes[:, :k], {"dim": k, "n_fit": len(x), "explained": explained, **settings})
 
 
+_STANDARDIZE_TAKES_NO_DIM = (
+    "standardize keeps every dimension; dim={dim} is not taken: leave dim (--dim) out, or use pca or "
+    "whitening to keep fewer"
+)
+
+
 class Standardize(PostProcessor):
     """Standardisation: each dimension centred and divided by its standard deviation (a z-score), as
     scikit-learn's StandardScaler does; a dimension constant on the corpus is only centred."""
@@ -217,10 +224,7 @@ class Standardize(PostProcessor):
     def fit(cls, vectors: np.ndarray, *, dim: int | None = None, **settings: Any) -> Standardize:
         """Fit on (n, d) vectors; every dimension is kept, so `dim` must be left out."""
         if dim is not None:
-            raise InvalidSpec(
-                f"standardize keeps every dimension; dim={dim} is not taken: leave dim (--dim) out, or "
-                "use pca or whitening to keep fewer"
-            )
+            raise InvalidSpec(_STANDARDIZE_TAKES_NO_DIM.format(dim=dim))
         x = _fitting_vectors(vectors, cls.kind)
         mean, std = x.mean(axis=0), x.std(axis=0)
         constant = std <= _EPS * max(float(np.abs(x).max()), _EPS)
@@ -252,6 +256,29 @@ def fit_post(
     if which is PostKind.ABTT:
         return AllButTheTop._fit(vectors, dim, "dim", settings)  # D said as dim, the keyword given
     return _KINDS[which].fit(vectors, dim=dim, **settings)  # type: ignore[attr-defined, no-any-return]
+
+
+def check_post_count(kind: PostKind | str, dim: int | None, *, n_texts: int | None = None) -> PostKind:
+    """`kind` parsed and `dim` checked as far as they can be before any vector is made (a whole number;
+    none for standardize; at least 1, or 0 for abtt; whitening and pca keep at most what `n_texts`
+    distinct texts span once centred, n - 1): a typo refused before a corpus is embedded."""
+    which = PostKind.parse(kind, what="post-processing kind")
+    _whole(dim, "dim")
+    if dim is None:
+        return which
+    if which is PostKind.STANDARDIZE:
+        raise InvalidSpec(_STANDARDIZE_TAKES_NO_DIM.format(dim=dim))
+    least = 0 if which is PostKind.ABTT else 1
+    if dim < least:
+        verb = "removes 0 or more directions" if least == 0 else "keeps 1 direction or more"
+        raise InvalidSpec(f"dim={dim} is out of range: {which.value} {verb}; give dim={least} or more")
+    # abtt's bound needs the vectors' width too (min(n, d) - 1): its fit says it
+    if n_texts is not None and which is not PostKind.ABTT and dim > n_texts - 1:
+        raise InvalidSpec(
+            f"dim={dim} is out of range: the {n_texts} distinct texts span at most {n_texts - 1} directions "
+            f"once centred; give dim=1..{n_texts - 1} or fit on more texts"
+        )
+    return which
 
 
 def as_post(value: PostProcessor | str | Path | None) -> PostProcessor | None:
@@ -602,6 +629,7 @@ def fit_post_on_texts(
     stride: int | None = None,
 ) -> PostProcessor:
     """Embed texts with `model.embed` and these options, fit on the (n, d) vectors; the spec is recorded."""
+    check_post_count(kind, dim, n_texts=len(set(texts)))  # before the corpus is embedded
     result = model.embed(
         texts,
         layers=layers,
