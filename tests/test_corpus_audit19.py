@@ -139,3 +139,20 @@ def test_a_short_npy_write_says_the_cause(tmp_path: Path, tiny_dirs: dict[str, P
         capture_output=True, text=True, timeout=300, check=True,
     )  # fmt: skip
     assert done.stdout.strip() == f"{out}: could not write a batch (File too large); nothing was saved"
+
+
+# --- 5. a job whose every record was set aside says why ----------------------------------------------------
+
+
+def test_a_job_with_every_record_rejected_says_why(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_text('{"text": ["a"]}\n{"text": ""}\nnot json\n')
+    out = tmp_path / "out.parquet"
+    with pytest.raises(CorpusError) as caught:
+        bertscope.embed_corpus(corpus, out, model=str(tiny_dirs["bert"]), skip_bad=True)
+    assert str(caught.value) == (
+        f"{corpus}: no texts to embed (1 empty, 2 rejected); nothing was written to {out}. Rejected: "
+        f"{corpus}:1: field 'text' is a list, not text; {corpus}:3: not a JSON object: Expecting value: "
+        "line 1 column 1 (char 0)"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]

@@ -389,7 +389,16 @@ def nothing_to_embed(source: object, output: str | Path, rejects: Rejects) -> st
         what = f"no texts to embed ({rejects.empty} empty, {len(rejects.bad)} rejected)"
     # an aggregation in memory (static_from_corpus without a checkpoint) writes nowhere to speak of
     written = "" if str(output) == "memory" else f"; nothing was written to {output}"
-    return f"{name}: {what}{written}"
+    return f"{name}: {what}{written}{_rejected(rejects.bad)}"
+
+
+def _rejected(bad: list[str], *, shown: int = 3) -> str:
+    """Why the records a job set aside were (its first `shown`): with nothing written, no .rejects file
+    lists them."""
+    if not bad:
+        return ""
+    more = f" (and {len(bad) - shown} more)" if len(bad) > shown else ""
+    return f". Rejected: {'; '.join(bad[:shown])}{more}"
 
 
 def _write_failed(output: str | Path, exc: OSError, done: int) -> str:
