@@ -328,3 +328,24 @@ def test_the_service_info_says_the_pipeline_pooling_auto_refuses(bundled_path: P
     assert "pooling 'auto' (the default) and encode refuse it" in said
     with TestClient(create_app(bertscope.load(bundled_path, device="cpu"))) as client:
         assert client.get("/v2/info").json()["auto_refused"] is None
+
+
+# --- audit 19a: a Pooling config naming no mode sentence-transformers knows ------------------------------
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"word_embedding_dimension": 384, "pooling_mode_cls": True},  # a misspelt legacy key
+        {"word_embedding_dimension": 384, "pooling_mode_mean_tokens": False},  # no mode at all
+    ],
+)
+def test_a_pooling_config_naming_no_mode_is_not_mean_pooled_by_auto(
+    bundled_path: Path, tmp_path: Path, config: dict[str, Any]
+) -> None:
+    """sentence-transformers refuses such a config; 'auto' mean-pooled it in silence."""
+    folder = st_folder(bundled_path, tmp_path / "odd", {"1_Pooling/config.json": config})
+    model = bertscope.load(folder, device="cpu")
+    said = one_line_refusal(model, r"its Pooling module's config.json \(1_Pooling\) names no pooling mode")
+    assert ("pooling_mode_cls: no sentence-transformers option" in said) == ("pooling_mode_cls" in config)
+    assert model.embed(TEXT, pooling="mean").vectors.shape == (1, 384)  # a named pooling still answers

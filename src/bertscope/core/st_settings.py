@@ -146,11 +146,18 @@ def sentence_transformers_settings(path: Path | None) -> SentenceTransformersSet
             continue
         if not isinstance(module.get("path"), str):
             raise _malformed(path / "modules.json", f'its Pooling entry ({number}) has no "path"')
-        modes = pooling_modes(_settings_file(path / module["path"] / "config.json", dict))
+        config = _settings_file(path / module["path"] / "config.json", dict)
+        modes = pooling_modes(config)
         if len(modes) == 1 and modes[0] in ST_POOLING_MODES:
             pooling = ST_POOLING_MODES[modes[0]]
         elif modes:
             unsupported = unsupported or f"its Pooling module asks for {' + '.join(modes)}"
+        else:  # sentence-transformers refuses such a config; 'auto' must not guess a pooling for it
+            unknown = [k for k in config if k.startswith("pooling_mode") and k not in _ST_LEGACY_KEYS]
+            named = f" ({', '.join(unknown)}: no sentence-transformers option)" if unknown else ""
+            unsupported = unsupported or (
+                f"its Pooling module's config.json ({module['path']}) names no pooling mode{named}"
+            )
     st_config = path / "sentence_bert_config.json"
     settings = _settings_file(st_config, dict) if st_config.exists() else {}
     max_len, lower = settings.get("max_seq_length"), bool(settings.get("do_lower_case"))
