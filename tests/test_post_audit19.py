@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+import typer
 from fastapi.testclient import TestClient
 from safetensors import safe_open
 
 import bertscope
+from bertscope.cli import app as cli_app
 from bertscope.core.post import fit_post, fit_post_on_texts, load_post
 from bertscope.errors import InvalidInput, InvalidSpec
 from bertscope.server import ServerSettings, create_app
@@ -174,3 +177,28 @@ def test_fit_post_refuses_a_bad_kind_or_dim_before_the_model_loads(tmp_path: Pat
         assert ran.code != 0 and said in ran.stderr and len(ran.stderr.strip().splitlines()) == 1, ran.stderr
     with pytest.raises(InvalidSpec, match="the 8 distinct texts span at most 7"):
         fit_post_on_texts(None, TEXTS, "whitening", dim=8)  # no model reached: refused before embedding
+
+
+@pytest.fixture(scope="module")
+def bank_store(tiny: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bank corpus as word rows of the tiny BERT's last layer."""
+    path = tmp_path_factory.mktemp("senses") / "bank.parquet"
+    model = bertscope.load(tiny["two"], device="cpu")
+    bertscope.embed_corpus(
+        Path(__file__).parent / "data" / "bank_senses.txt", path, model=model, level="words"
+    )
+    return path
+
+
+def test_senses_shows_sizes_without_examples_and_names_the_sense(bank_store: Path) -> None:
+    """--examples 0 printed an empty table (the senses' sizes vanished); --json named each sense's id
+    `number`, which docs/names.md retired, where the table's column says `sense`."""
+    plain = run_main("senses", "bank", "--store", str(bank_store), "-n", "2", "--examples", "0")
+    rows = [line for line in plain.stdout.splitlines() if line.startswith("│")]
+    assert plain.code == 0 and len(rows) == 2, plain.stdout
+    sizes = [int(row.split("│")[2]) for row in rows]
+    assert sum(sizes) == 20  # every occurrence of bank in the corpus, in one sense or the other
+    said = json.loads(run_main("senses", "bank", "--store", str(bank_store), "-n", "2", "--json").stdout)
+    assert [sense["sense"] for sense in said["senses"]] == [0, 1]
+    assert "number" not in said["senses"][0]
+

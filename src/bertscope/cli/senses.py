@@ -82,6 +82,8 @@ def senses(
         "sense", "size", "score", "central examples", title=f"senses of {word!r}: {found.criterion}"
     )
     for sense in found.senses:
+        if not sense.examples:  # --examples 0: each sense's size still shown
+            table.add_row(str(sense.number), str(sense.size), "", "")
         for rank, example in enumerate(sense.examples):
             first = rank == 0
             table.add_row(

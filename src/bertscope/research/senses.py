@@ -71,7 +71,8 @@ class Senses:
             "n_occurrences": len(self.occurrences),
             "capped": self.capped,
             "senses": [
-                {"number": s.number, "size": s.size, "examples": [e.__dict__ for e in s.examples]}
+                # `sense`, as the table's column says it (docs/names.md retired `number` as a key)
+                {"sense": s.number, "size": s.size, "examples": [e.__dict__ for e in s.examples]}
                 for s in self.senses
             ],
         }
