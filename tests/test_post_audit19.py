@@ -202,3 +202,22 @@ def test_senses_shows_sizes_without_examples_and_names_the_sense(bank_store: Pat
     assert [sense["sense"] for sense in said["senses"]] == [0, 1]
     assert "number" not in said["senses"][0]
 
+
+def test_plot_and_senses_list_every_method_and_words_are_said_as_flags(tmp_path: Path) -> None:
+    """--help said --method takes 'pca or tsne', but umap is accepted too; `plot words ""` said the
+    library's `e.g. words=['bank']` after the model loaded: the command line's words, before it now."""
+    for path in (("senses",), ("plot", "words")):
+        command: Any = typer.main.get_command(cli_app)
+        for name in path:
+            command = command.commands[name]
+        said = {param.name: param.help or "" for param in command.params}
+        assert "pca, tsne or umap" in said["method"], path
+    texts = tmp_path / "texts.txt"
+    texts.write_text("\n".join(TEXTS) + "\n")
+    missing = str(tmp_path / "no-such-model")
+    for words in ("", " , "):
+        ran = run_main("plot", "words", words, "-i", str(texts), "-m", missing, "-o", str(tmp_path / "w.png"))
+        assert ran.code != 0 and "no word given" in ran.stderr and "words=[" not in ran.stderr, ran.stderr
+        assert "bertscope plot words bank,river" in ran.stderr
+    ran = run_main("plot", "words", "bank", "-i", str(texts), "-m", missing, "--method", "umapp")
+    assert ran.code != 0 and "unknown projection 'umapp'; choose one of: pca, tsne, umap" in ran.stderr

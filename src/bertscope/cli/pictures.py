@@ -86,6 +86,10 @@ def picture_output(
         ) from None
 
 
+# --method of `plot words` and `senses`: research.plots.Projection's members (its import is heavy)
+METHODS = "pca, tsne or umap (umap needs pip install umap-learn)."
+
+
 def split_list(value: str | None) -> list[str]:
     """The items of a comma-separated option, stripped, empty ones left out."""
     return [v.strip() for v in (value or "").split(",") if v.strip()]
@@ -245,7 +249,7 @@ def plot_words_cmd(
     ] = None,
     contexts: Annotated[str | None, typer.Option("--contexts", hidden=True)] = None,
     layer: Annotated[int, typer.Option("--layer", help="Layer (0 = embedding output, -1 = last).")] = -1,
-    method: Annotated[str, typer.Option("--method", help="pca or tsne.")] = "pca",
+    method: Annotated[str, typer.Option("--method", help=f"2-D layout: {METHODS}")] = "pca",
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="PNG file to write (default: words.png).")
     ] = None,
@@ -263,14 +267,21 @@ def plot_words_cmd(
 
     Example: `bertscope plot words bank,river,money,bread -i corpus.txt --layer 6 -o words.png`
     """
-    from ..research.plots import draw_words, word_points
+    from ..research.plots import Projection, draw_words, word_points
 
+    chosen = split_list(words)
+    if not chosen:  # the library's words=['bank'] in the command line's words, before the model loads
+        raise InvalidInput(
+            f"no word given in {words!r}: name one or more, comma-separated, e.g. bertscope plot words "
+            "bank,river -i corpus.txt"
+        )
+    Projection.parse(method, what="projection")  # --method, before the model loads
     picture = picture_output(output, overwrite=overwrite, default="words.png")  # before the work
 
     contexts_read = list(read_lines(one_input(input_path, contexts, "sentences"), text_field=text_field))
     found = word_points(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
-        split_list(words),
+        chosen,
         contexts_read,
         layer=layer,
         method=method,

@@ -10,7 +10,7 @@ from rich.table import Table
 
 from ..errors import InvalidInput
 from .app import JsonOpt, app, emit_json, err, old_spelling, out, warn
-from .pictures import OverwriteOpt, picture_output
+from .pictures import METHODS, OverwriteOpt, picture_output
 
 
 @app.command()
@@ -34,7 +34,7 @@ def senses(
         Path | None, typer.Option("--output", "-o", help="Draw the occurrences to this PNG.")
     ] = None,
     overwrite: OverwriteOpt = False,
-    method: Annotated[str, typer.Option("--method", help="2-D layout of the picture: pca or tsne.")] = "pca",
+    method: Annotated[str, typer.Option("--method", help=f"2-D layout of the picture: {METHODS}")] = "pca",
     examples: Annotated[int, typer.Option("--examples", min=0, help="Central examples shown per sense.")] = 3,
     limit: Annotated[
         int, typer.Option("--limit", min=3, help="Cluster at most this many occurrences (at least 3).")
