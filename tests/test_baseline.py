@@ -45,7 +45,7 @@ def test_unrelated_pairs_sit_near_the_middle(bundled: bertscope.Model) -> None:
 def test_baseline_records_its_settings_and_pairs(baseline: object) -> None:
     info = baseline.describe()  # type: ignore[attr-defined]
     n = len(reference_sentences())
-    assert info["pairs"] == n * (n - 1) // 2 and info["pooling"] == "mean" and info["layers"] == [6]
+    assert info["n_pairs"] == n * (n - 1) // 2 and info["pooling"] == "mean" and info["layers"] == [6]
     assert info["median"] < info["p95"] < info["p99"] < 1
 
 

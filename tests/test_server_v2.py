@@ -140,7 +140,7 @@ def test_similarity_takes_its_own_reference(url: str, bundled: bertscope.Model) 
     body = {"source": "a cat", "sentences": ["a kitten"], "reference": reference}
     answer = post(url, "/v2/similarity", body).json()
     baseline = bundled.baseline(reference=reference)
-    assert answer["baseline"]["reference"] == 4 and answer["baseline"]["pairs"] == 6
+    assert answer["baseline"]["n_texts"] == 4 and answer["baseline"]["n_pairs"] == 6
     np.testing.assert_allclose(
         answer["percentile"], baseline.percentile(np.array(answer["scores"])), atol=ATOL
     )

@@ -92,7 +92,9 @@ class SimilarityResponse(BaseModel):
         None, description="The share (0..1) of unrelated reference pairs scoring at or below each score."
     )
     baseline: dict[str, Any] | None = Field(
-        None, description="The baseline's pairs, median, p95, p99 and the settings it was fitted with."
+        None,
+        description="The baseline's n_pairs, median, p95, p99, n_texts (its reference texts) and the "
+        "settings it was fitted with.",
     )
 
 
