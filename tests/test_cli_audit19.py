@@ -212,3 +212,14 @@ def test_a_torch_bfloat16_load_reads_its_own_attention_weights_as_the_docs_say(
     said = " ".join((ROOT / "docs" / "fast-modes.md").read_text().split())
     assert "run in bfloat16 on OpenVINO gets the float32 model's weights" in said
     assert '`dtype="bfloat16"` load on torch returns its bfloat16 module\'s own weights, with no note' in said
+
+
+def test_attention_from_the_module_without_torch_is_one_line(
+    tiny_models: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bertscope import attention
+
+    monkeypatch.setattr(attention, "_graph_session", lambda *_: None)  # no graph: the module answers
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(BackendUnavailable, match=r"reading attention weights needs the model.s PyTorch"):
+        tiny_models["bert"].attentions("a cat")

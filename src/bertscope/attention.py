@@ -199,9 +199,11 @@ def _from_graph(session: Any, ids: np.ndarray, types: np.ndarray, mask: np.ndarr
 
 def _from_module(model: Encoder, batch: dict[str, np.ndarray]) -> list[Any]:
     """Each layer's (batch, heads, tokens, tokens) probabilities from the PyTorch module (eager)."""
-    import torch  # attention weights are the PyTorch module's own
-
     from .core.forward import model_inputs
+    from .core.loading import require_torch
+
+    # attention weights are the PyTorch module's own: without torch, one line that says what to install
+    torch = require_torch(f"{model.loaded.source}: reading attention weights")
 
     with torch.inference_mode(), _eager(model):
         out = model.hf_model(**model_inputs(model, batch), output_attentions=True, return_dict=True)
