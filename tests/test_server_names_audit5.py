@@ -146,3 +146,18 @@ def test_a_raw_prompt_is_refused_with_prompt_name(client: TestClient) -> None:
     assert _refused(client, "/v2/embed", {"inputs": "a cat", "prompt": "query: "}) == expected
     body = {"source": "a cat", "sentences": ["a dog"], "prompt": "query: "}
     assert _refused(client, "/v2/similarity", body) == expected
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [
+        ({"source": " ", "sentences": ["x"]}, "source is empty"),
+        ({"source": "a", "sentences": ["x", ""]}, "sentences[1] is empty"),
+        ({"source": "a", "sentences": ["x", "word " * 300], "long": "error"}, "sentences[1] has 302 tokens"),
+    ],
+)
+def test_similarity_names_a_bad_text_by_its_field(
+    client: TestClient, body: dict[str, Any], said: str
+) -> None:
+    """/v2/similarity said "text 0 is empty" of its source (audit 19a): the request's own fields."""
+    assert _refused(client, "/v2/similarity", body).startswith(said)

@@ -25,7 +25,7 @@ from ..core.results import plain
 from ..core.similarity import cos_sim, unit
 from ..core.spec import EmbedOptions, EmbedSpec
 from ..core.st_settings import auto_refused
-from ..core.tokens import Tokens, check_texts
+from ..core.tokens import Tokens, check_texts, named_as
 from ..errors import BertscopeError, InvalidInput, InvalidSpec, UnknownToken
 from ..static import lookup
 from .answers import Items, Rows, answer, with_rows
@@ -159,11 +159,13 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         """Cosine of the source sentence with each sentence, embedded with the same options (and `post`,
         as `Model.similarity(..., post=)`); with baseline, each cosine's percentile among unrelated pairs
         of a reference corpus embedded the same way, post-processing included (`Model.baseline`)."""
-        check_texts(req.sentences)
-        options = req.options()
-        recipe = svc.recipe(options, req.post)  # checks the post's name and the spec it was fitted on
         texts = [req.source, *req.sentences]
-        res = recipe.finish(await svc.sentences(texts, recipe.spec, field="source and sentences"))
+        # "source is empty", "sentences[1] has 300 tokens": the request's fields, not "text 0" of the list
+        with named_as(lambda kind, i: "source" if i == 0 else f"sentences[{i - 1}]"):
+            check_texts(texts)
+            options = req.options()
+            recipe = svc.recipe(options, req.post)  # checks the post's name and the spec it was fitted on
+            res = recipe.finish(await svc.sentences(texts, recipe.spec, field="source and sentences"))
         scores = cos_sim(res.vectors[:1], res.vectors[1:])[0]
         scored = {"model": svc.name, "scores": scores.astype(float).tolist(), "spec": res.spec}
         if req.baseline or req.reference is not None:
