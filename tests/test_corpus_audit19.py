@@ -17,6 +17,7 @@ import pytest
 import bertscope
 from bertscope.errors import CorpusError, InputTooLong
 from bertscope.io import parts_sink, sqlite_store
+from bertscope.io.readers import read_corpus
 
 RESUME_FIX = "fix the input, then run again with resume=True (--resume) to go on from them"
 TEXTS = ["a storm hits the coast", "prices keep rising", "the river bank flooded", "a quiet day"]
@@ -156,3 +157,39 @@ def test_a_job_with_every_record_rejected_says_why(tmp_path: Path, tiny_dirs: di
         "line 1 column 1 (char 0)"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl"]
+
+
+# --- 6. blank lines: one behaviour in every reader ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "lines"), [("blank.txt", "\n \n\n"), ("blank.jsonl", "\n \n\n")])
+def test_a_corpus_of_blank_lines_is_empty_in_every_reader(
+    tmp_path: Path, tiny_dirs: dict[str, Path], name: str, lines: str
+) -> None:
+    corpus = tmp_path / name
+    corpus.write_text(lines)
+    out = tmp_path / "out.parquet"
+    with pytest.raises(CorpusError) as caught:
+        bertscope.embed_corpus(corpus, out, model=str(tiny_dirs["bert"]))
+    assert str(caught.value) == (
+        f"{corpus}: the corpus is empty (no text in it): give a file with one text or more; "
+        f"nothing was written to {out}"
+    )
+
+
+def test_blank_jsonl_lines_are_counted_as_empty_as_in_a_txt(
+    tmp_path: Path, tiny_dirs: dict[str, Path]
+) -> None:
+    for name, lines in (("c.txt", "a\n\nb\n"), ("c.jsonl", '{"text": "a"}\n\n{"text": "b"}\n')):
+        (tmp_path / name).write_text(lines)
+        summary = bertscope.embed_corpus(
+            tmp_path / name, tmp_path / f"{name}.parquet", model=str(tiny_dirs["bert"])
+        )
+        assert (summary.embedded, summary.empty) == (2, 1), name
+
+
+def test_a_field_of_another_type_is_named_with_its_article(tmp_path: Path) -> None:
+    corpus = tmp_path / "n.jsonl"
+    corpus.write_text('{"text": 3}\n')
+    with pytest.raises(CorpusError, match=r"n.jsonl:1: field 'text' is an int, not text"):
+        list(read_corpus(corpus))

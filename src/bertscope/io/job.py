@@ -381,7 +381,7 @@ def _interrupted(embedded: int, saved: int) -> str:
 def nothing_to_embed(source: object, output: str | Path, rejects: Rejects) -> str:
     """Why a job found no text: the corpus is empty, or every text in it was empty or rejected."""
     name = "the texts given" if given_texts(source) else source_name(source)
-    if not rejects.empty and not rejects.bad:
+    if not rejects.bad:  # nothing, or blank lines and empty texts only: as docs/corpus.md says it
         what = "the corpus is empty (no text in it): give " + (
             "one text or more" if given_texts(source) else "a file with one text or more"
         )

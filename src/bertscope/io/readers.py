@@ -417,6 +417,7 @@ def _jsonl(
 ) -> Iterator[Record]:
     for number, line in _decoded(path, skip_bad, rejects):
         if not line.strip():
+            rejects.empty += 1  # counted as a .txt's blank line is: its line has no text
             continue
         try:
             row = json.loads(line)
@@ -606,7 +607,9 @@ def _from_row(
     if text is None:
         text = ""
     if not isinstance(text, str):
-        raise CorpusError(f"{path}:{number}: field {text_field!r} is a {type(text).__name__}, not text")
+        kind = type(text).__name__
+        article = "an" if kind[0] in "aeiou" else "a"
+        raise CorpusError(f"{path}:{number}: field {text_field!r} is {article} {kind}, not text")
     if id_field is None:
         record_id = str(number if index is None else index)
     elif id_field not in row:
