@@ -159,6 +159,8 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         """Cosine of the source sentence with each sentence, embedded with the same options (and `post`,
         as `Model.similarity(..., post=)`); with baseline, each cosine's percentile among unrelated pairs
         of a reference corpus embedded the same way, post-processing included (`Model.baseline`)."""
+        if not req.sentences:
+            check_texts(req.sentences)  # "no texts given", as every route refuses none
         texts = [req.source, *req.sentences]
         # "source is empty", "sentences[1] has 300 tokens": the request's fields, not "text 0" of the list
         with named_as(lambda kind, i: "source" if i == 0 else f"sentences[{i - 1}]"):
