@@ -16,7 +16,7 @@ import typer
 
 from bertscope.cli import app
 from bertscope.core.post import AllButTheTop, fit_post
-from bertscope.errors import InvalidInput, InvalidSpec
+from bertscope.errors import InvalidSpec
 from bertscope.research.analysis import sweep
 from test_cli_names import _refusal
 
@@ -50,7 +50,7 @@ def test_eval_pairs_refuses_a_count_the_texts_do_not_allow_naming_post_dim(pairs
     for post, dim in (("pca", "50"), ("standardize", "5"), ("whitening", "12")):
         line = _refusal(*_eval(pairs, "--post", post, "--post-dim", dim))
         assert "--post-dim" in line and "--dim" not in line and "dim=" not in line, line
-    assert "--post-dim 50 is out of range: 12 vectors" in _refusal(
+    assert "--post-dim 50 is out of range: the 12 distinct texts span at most 11 directions" in _refusal(
         *_eval(pairs, "--post", "pca", "--post-dim", "50")
     )
 
@@ -80,7 +80,7 @@ def test_the_library_names_the_keyword_given() -> None:
 def test_sweep_gives_nan_only_to_a_cell_whose_vectors_are_all_equal(bundled: Any) -> None:
     left, right, gold = (list(column) for column in zip(*PAIRS, strict=True))
     # whitening 12 texts to 12 dimensions: they span 11; was a NaN cell, now the fit's own reason
-    with pytest.raises(InvalidInput, match="span fewer than 12 directions"):
+    with pytest.raises(InvalidSpec, match="the 12 distinct texts span at most 11 directions"):
         sweep(bundled, left, right, gold, layers="6", poolings=["cls"], post=["whitening"], post_dim=12)
     with pytest.raises(InvalidSpec, match="abtt removes 0..11"):
         sweep(bundled, left, right, gold, layers="6", poolings=["cls"], post=["abtt"], post_dim=50)
