@@ -35,7 +35,7 @@ def test_repeated_sentences_are_one_context(bundled: bertscope.Model) -> None:
     assert merged.records == alone.records and merged.per_word == alone.per_word
     assert merged.n_occurrences == {"bank": 2, "river": 2}
     s = merged.settings
-    assert (s["sentences"], s["distinct_sentences"], s["repeats_merged"]) == (7, 4, 3)
+    assert (s["n_sentences"], s["n_distinct_sentences"], s["repeats_merged"]) == (7, 4, 3)
     assert alone.settings["repeats_merged"] == 0
     by_layer = {r["layer"]: r for r in merged.records}
     assert by_layer[6]["self_similarity"] < 0.99 and by_layer[6]["mev"] < 0.99
@@ -95,7 +95,7 @@ def test_command_takes_seed_and_pairs_and_says_the_merge(tmp_path: Path) -> None
     assert ran.code == 0, ran.stderr
     data = json.loads(ran.stdout)
     s = data["settings"]
-    assert (s["seed"], s["baseline_pairs"], s["sentences"], s["distinct_sentences"]) == (3, 20, 7, 4)
+    assert (s["seed"], s["baseline_pairs"], s["n_sentences"], s["n_distinct_sentences"]) == (3, 20, 7, 4)
     assert {"model", "repeats_merged", "baseline_pairs_used"} <= set(s)
     assert data["n_occurrences"] == {"bank": 2, "river": 2}
     said = " ".join(ran.stderr.split())

@@ -80,7 +80,7 @@ def test_geometry_refusal_names_the_model_s_own_special_tokens(
 def test_contextuality_merges_texts_that_tokenize_alike(bundled: bertscope.Model, tmp_path: Path) -> None:
     """Case variants to an uncased model have identical vectors: one context, counted as a repeat."""
     found = contextuality(bundled, [*TEXTS[:2], "The Bank raised its interest rates."], words=["bank"])
-    assert found.settings["distinct_sentences"] == 2 and found.settings["repeats_merged"] == 1
+    assert found.settings["n_distinct_sentences"] == 2 and found.settings["repeats_merged"] == 1
     assert found.n_occurrences == {"bank": 2}
     corpus = tmp_path / "bank.txt"
     corpus.write_text("bank\nBank\nBANK\n")

@@ -155,3 +155,21 @@ def test_contextuality_counts_each_words_occurrences_as_n_occurrences(
     assert ran.code == 0, ran.stderr
     data = json.loads(ran.stdout)
     assert data["n_occurrences"] == {"bank": 3, "river": 2} and "occurrences" not in data
+
+
+def test_contextuality_settings_count_the_sentences_as_n(bundled: bertscope.Model, tmp_path: Path) -> None:
+    """The settings said "sentences": 5 and "distinct_sentences", counts under the names of lists: they
+    are n_sentences and n_distinct_sentences, in the result, in --json and in the merge's note."""
+    s = contextuality(bundled, CONTEXTS, words=["bank", "river"], baseline_pairs=20).settings
+    assert (s["n_sentences"], s["n_distinct_sentences"], s["repeats_merged"]) == (5, 4, 1)
+    assert not {"sentences", "distinct_sentences"} & set(s)
+    corpus = tmp_path / "contexts.txt"
+    corpus.write_text("\n".join(CONTEXTS) + "\n")
+    args = ("contextuality", "-i", str(corpus), "--words", "bank,river", "--baseline-pairs", "20")
+    ran = run_main(*args, "--json")
+    assert ran.code == 0, ran.stderr
+    assert json.loads(ran.stdout)["settings"]["n_distinct_sentences"] == 4
+    assert "(of 5 sentences, 4 distinct)" in " ".join(ran.stderr.split())
+    table = run_main(*args)
+    assert table.code == 0 and "words (occurrences): bank (3), river (2)" in table.stdout
+    assert "deprecated" not in table.stderr  # the command reads n_occurrences, not the old name

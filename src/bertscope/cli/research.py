@@ -133,11 +133,11 @@ def contextuality_cmd(
     if picture is not None:
         plot_contextuality(result, picture, overwrite=overwrite)
         err.print(f"wrote {picture}")
-    merged = result.settings["repeats_merged"]
-    if merged:
+    s = result.settings
+    if merged := s["repeats_merged"]:
         warn(
             f"{merged} repeated sentence(s) merged: identical sentences are one context (of "
-            f"{result.settings['sentences']} sentences, {result.settings['distinct_sentences']} distinct)",
+            f"{s['n_sentences']} sentences, {s['n_distinct_sentences']} distinct)",
             label="note:",
             style="cyan",
         )
@@ -156,7 +156,7 @@ def contextuality_cmd(
         "mev",
     ]
     out.print(records_table(result.records, "contextuality per layer", keys))
-    out.print("words (occurrences): " + ", ".join(f"{w} ({n})" for w, n in result.occurrences.items()))
+    out.print("words (occurrences): " + ", ".join(f"{w} ({n})" for w, n in result.n_occurrences.items()))
     out.print(
         "static = the word's piece rows alone (self-similarity exactly 1); layer 0 = LayerNorm(word + "
         "position + segment), so occurrences differ only by position",

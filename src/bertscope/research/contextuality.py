@@ -64,8 +64,8 @@ _PAIR_BLOCK = 1024
 class Contextuality:
     """Per-layer records (layer "static", 0..L) and per-word self-similarity; `n_occurrences`, each word's
     count of occurrences measured (in distinct sentences; `occurrences` is its deprecated old name);
-    `settings`: model, sentences and distinct sentences (`repeats_merged`), seed, baseline_pairs and the
-    words' choice; `note` names the words left out and why, or is None."""
+    `settings`: model, n_sentences and n_distinct_sentences (`repeats_merged`), seed, baseline_pairs and
+    the words' choice; `note` names the words left out and why, or is None."""
 
     records: list[dict[str, Any]]
     per_word: dict[str, list[float]]
@@ -334,7 +334,7 @@ def contextuality(
         )
     n_occurrences = {w: len(found.sentences[w]) for w in kept}
     settings = {
-        "model": model.loaded.source, "sentences": len(given), "distinct_sentences": len(distinct),
+        "model": model.loaded.source, "n_sentences": len(given), "n_distinct_sentences": len(distinct),
         "repeats_merged": len(given) - len(distinct), "seed": seed, "baseline_pairs": baseline_pairs,
         "baseline_pairs_used": used, "max_contexts": max_contexts,
         "words": "given" if words else f"the {top} most frequent in {min_contexts} sentences or more",

@@ -132,7 +132,7 @@ def plot_contextuality(result: Contextuality, path: str | Path, *, overwrite: bo
     ax.set_xticks(range(len(labels)), labels)
     ax.set_xlabel("static rows, then layer (0 = embedding layer output)")
     ax.set_ylabel("cosine / share of variance")
-    words = ", ".join(f"{w} ({n})" for w, n in list(result.occurrences.items())[:6])
+    words = ", ".join(f"{w} ({n})" for w, n in list(result.n_occurrences.items())[:6])
     ax.set_title(f"contextuality of {words}")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
