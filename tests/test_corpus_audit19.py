@@ -193,3 +193,22 @@ def test_a_field_of_another_type_is_named_with_its_article(tmp_path: Path) -> No
     corpus.write_text('{"text": 3}\n')
     with pytest.raises(CorpusError, match=r"n.jsonl:1: field 'text' is an int, not text"):
         list(read_corpus(corpus))
+
+
+# --- 8. a Ray job resumed before its first shard keeps the settings it was started with ------------------
+
+
+def test_a_ray_job_killed_before_its_first_shard_resumes_with_its_own_settings_only(tmp_path: Path) -> None:
+    from bertscope.distributed.shards import open_folder
+
+    out = tmp_path / "out"
+    started = {"model": "m", "layers": "-1", "pooling": "mean"}
+    assert open_folder(out, resume=False, overwrite=False).settled("schema", started) == "schema"
+    # killed here, before a shard: a resume with other settings is refused, as the local job refuses it
+    with pytest.raises(CorpusError) as caught:
+        open_folder(out, resume=True, overwrite=False).settled("schema", {**started, "layers": "-2"})
+    assert str(caught.value) == (
+        f"{out}: the unfinished job was started with other settings (layers: '-1' then, '-2' now); "
+        "resume with the same options, or start again with overwrite=True (--overwrite)"
+    )
+    assert open_folder(out, resume=True, overwrite=False).settled("schema", started) == "schema"

@@ -27,6 +27,7 @@ from ..errors import CorpusError, InvalidInput
 from ..io.checksums import vector_names
 from ..io.parquet_checked import CheckedParquet, write_checked
 from ..io.parquet_sink import PARQUET_META_KEY
+from ..io.parts_sink import atomic_write_text
 from ..io.sink_settings import settings_diff, settings_differ
 from .units import UNIT, Unit
 
@@ -47,6 +48,8 @@ __all__ = [
 # (pyarrow, Ray, Spark) from taking it (or the _resume folder) for data.
 MANIFEST = "_bertscope.json"
 RESUME = "_resume"
+# The settings a job started with, in `RESUME`: written before its first shard
+_STARTED = "settings.json"
 _SHARD_BYTES = 128 << 20  # the rows a write task gathers into one shard: Ray's default largest block
 _REDO = "start the job again with overwrite=True (--overwrite)"
 
@@ -126,20 +129,23 @@ class ShardFolder:
         differ from the asked ones (`settings`, which `schema` holds in its metadata)."""
         import pyarrow.parquet as pq
 
+        # The settings a job started with are kept before its first shard: a job killed before it wrote
+        # one is resumed with the same settings only, as the local job is (its part folder's settings).
+        started = self.out / RESUME / _STARTED
+        if started.exists():
+            _refuse_other_settings(self.out, json.loads(started.read_text()), settings)
         if not self.kept:
+            if not started.exists():
+                atomic_write_text(started, json.dumps(settings, sort_keys=True))
             return schema
         saved = pq.read_schema(self.kept[0])
         # Compared as the local job compares them: the settings alone, without what the metadata adds
         # (the vector width, which the columns show, and any digest of the settings themselves).
         added = json.loads(schema.metadata[PARQUET_META_KEY]).keys() - settings.keys()
         stored = {k: v for k, v in json.loads(saved.metadata[PARQUET_META_KEY]).items() if k not in added}
-        asked = {k: v for k, v in settings.items() if k not in added}
-        if settings_differ(stored, asked):
-            raise CorpusError(
-                f"{self.out}: the unfinished job was started with other settings "
-                f"({settings_diff(stored, asked)}); resume with the same options, or start again with "
-                "overwrite=True (--overwrite)"
-            )
+        _refuse_other_settings(self.out, stored, {k: v for k, v in settings.items() if k not in added})
+        if not started.exists():  # a job saved before it kept them: its shards' settings, proven above
+            atomic_write_text(started, json.dumps(settings, sort_keys=True))
         if not saved.remove_metadata().equals(schema.remove_metadata()):
             raise CorpusError(
                 f"{self.out}: the saved shards hold the columns {', '.join(saved.names)} where this run "
@@ -147,6 +153,15 @@ class ShardFolder:
                 "(--no-text leaves the text out), or start again with overwrite=True (--overwrite)"
             )
         return saved
+
+
+def _refuse_other_settings(out: Path, stored: dict[str, Any], asked: dict[str, Any]) -> None:
+    """Refuse to resume an unfinished job with settings other than those it was started with."""
+    if settings_differ(stored, asked):
+        raise CorpusError(
+            f"{out}: the unfinished job was started with other settings ({settings_diff(stored, asked)}); "
+            "resume with the same options, or start again with overwrite=True (--overwrite)"
+        )
 
 
 def open_folder(out: Path, *, resume: bool, overwrite: bool) -> ShardFolder:
