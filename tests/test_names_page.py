@@ -16,6 +16,7 @@ import typer.main
 import bertscope
 from bertscope.cli import app
 from bertscope.core.results import ChunkEmbeddings
+from bertscope.research.contextuality import Contextuality
 from bertscope.research.plots import LayerCosines
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "names.md"
@@ -28,6 +29,7 @@ LIBRARY = {
     "Neighbor": bertscope.Neighbor,
     "Senses": bertscope.Senses,
     "LayerCosines": LayerCosines,
+    "Contextuality": Contextuality,
 }
 FUNCTIONS = {"Model.use_openvino": bertscope.Model.use_openvino, "word_senses": bertscope.word_senses}
 

@@ -180,7 +180,7 @@ SHORT = ["a cat sat", "the dog ran"]  # fewer tokens than twice the tiny model's
 def test_compare_says_few_rows_and_offers_debiased(tiny_models) -> None:
     m = tiny_models["bert"]
     linear = compare(m, m, SHORT)
-    tokens = linear.settings["tokens"]
+    tokens = linear.settings["n_tokens"]
     assert linear.settings["estimator"] == "linear" and tokens < 2 * 32
     assert linear.note is not None and linear.note.startswith(f"{tokens} rows for 32 dimensions")
     assert linear.to_dict()["note"] == linear.note

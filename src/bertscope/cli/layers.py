@@ -433,7 +433,7 @@ def compare_command(
         f"static rows: {changed} of the {vocab['shared']} shared rows changed, the others are identical",
         highlight=False,
     )
-    layers = Table("layer", "CKA", "mean cosine", title=f"per layer, {result.settings['tokens']} tokens")
+    layers = Table("layer", "CKA", "mean cosine", title=f"per layer, {result.settings['n_tokens']} tokens")
     for r in result.layers:  # an undefined figure (nan: the note says why) is '-', as in --json's null
         layers.add_row(str(r["layer"]), *(_fmt(_defined(r[key])) for key in ("cka", "mean_cosine")))
     out.print(layers)

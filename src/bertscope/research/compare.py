@@ -170,7 +170,7 @@ def compare(
     settings = {
         "model_a": a.loaded.source,
         "model_b": b.loaded.source,
-        "tokens": moments.n,
+        "n_tokens": moments.n,
         "estimator": "debiased" if debiased else "linear",
     }
     notes = [
