@@ -192,3 +192,26 @@ def test_a_commented_line_that_reads_as_a_pair_is_said(tmp_path: Path) -> None:
     with pytest.warns(UserWarning, match=r"1 line\(s\) starting with # .* skipped as comments \(line 1\)"):
         left, _, _, numbers = read_numbered_pairs(pairs)
     assert left == ["a cat", "a car", "a man"] and numbers == [3, 4, 5]
+
+
+def test_a_post_file_fitted_on_unit_vectors_is_applied_to_unit_vectors_in_the_sweep(
+    bundled: bertscope.Model,
+) -> None:
+    """eval pairs --post FILE applied fit-post's default file (mean, normalized) to the sweep's raw mean
+    vectors (audit 19d): its cell equals the file applied to the vectors it was fitted on."""
+    from scipy.stats import pearsonr, spearmanr
+
+    from bertscope.core.post import fit_post_on_texts
+    from bertscope.research.analysis import read_pairs, sweep
+    from bertscope.research.baseline import reference_sentences
+
+    left, right, gold = read_pairs(Path(__file__).parent / "data" / "pairs.tsv")
+    texts = reference_sentences()
+    post = fit_post_on_texts(bundled, texts, "whitening", dim=32, pooling="mean", normalize=True)
+    result = sweep(bundled, left, right, gold, layers="-1", poolings=["mean"], post=[post])
+    cell = next(r for r in result.records if r["fitted"] == "file")
+    spec = {"layers": "-1", "pooling": "mean", "normalize": True}
+    a, b = (post.apply(bundled.embed(list(side), **spec).vectors) for side in (left, right))
+    cos = np.sum(a * b, axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+    assert abs(cell["spearman"] - spearmanr(cos, gold).statistic) < 1e-6
+    assert abs(cell["pearson"] - pearsonr(cos, gold).statistic) < 1e-5

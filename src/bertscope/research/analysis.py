@@ -350,7 +350,8 @@ def sweep(
     refused, as `fit_post` refuses it (under its name, dim); only a cell whose vectors are all equal
     scores NaN. A
     fitted PostProcessor applies only to the layer and pooling its file says it was fitted on
-    (`fitted: "file"`), or, from a file that does not say, to every cell of its width.
+    (`fitted: "file"`), to unit vectors where its file was fitted on normalized ones, or, from a file
+    that does not say, to every cell of its width.
     """
     gold = checked_gold(left, right, gold, "sweep")
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
@@ -492,7 +493,13 @@ def _post_apply(
     if processor is None:
         return x
     if isinstance(processor, PostProcessor):
-        return processor.apply(x) if processor.dim_in == x.shape[1] else None
+        if processor.dim_in != x.shape[1]:
+            return None
+        # The file was fitted on the vectors its spec made (fit-post's default pooling normalizes): its
+        # centre and axes belong to unit vectors there, never to the sweep's raw ones.
+        if (processor.settings.get("spec") or {}).get("normalize"):
+            x = unit(x)
+        return processor.apply(x)
     if dim is None and processor not in (PostKind.ABTT, PostKind.STANDARDIZE):
         dim = max(1, min(x.shape[1], len(x) // 2))
     return fit_post(x, processor, dim=dim).apply(x)
