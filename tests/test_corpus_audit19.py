@@ -93,13 +93,22 @@ class _FailingAt:
             raise sqlite3.OperationalError(self.said)
         return self.db.execute(sql, *args)
 
+    def executescript(self, sql: str) -> sqlite3.Cursor:
+        if sql.startswith(self.failing):
+            raise sqlite3.OperationalError(self.said)
+        return self.db.executescript(sql)
+
     def __getattr__(self, name: str) -> object:
         return getattr(self.db, name)
 
 
 @pytest.mark.parametrize(
     ("failing", "said"),
-    [("PRAGMA journal_mode", "database or disk is full"), ("PRAGMA user_version", "disk I/O error")],
+    [
+        ("PRAGMA journal_mode", "database or disk is full"),
+        ("PRAGMA user_version", "disk I/O error"),
+        ("BEGIN;", "database or disk is full"),  # the first migration
+    ],
 )
 def test_a_full_disk_opening_a_store_says_so_not_a_foreign_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiny_dirs: dict[str, Path], failing: str, said: str

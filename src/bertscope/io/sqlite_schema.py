@@ -18,8 +18,8 @@ from sqlite3 import connect as _sqlite_connect
 from ..errors import CorpusError
 
 __all__ = [
-    "MIGRATIONS", "connect_read", "refuse_foreign", "refuse_newer", "schema_tables", "schema_version",
-    "unopened",
+    "MIGRATIONS", "connect_read", "disk_fault", "refuse_foreign", "refuse_newer", "schema_tables",
+    "schema_version", "unopened",
 ]  # fmt: skip
 
 MIGRATIONS = (
@@ -80,6 +80,12 @@ def schema_tables(db: sqlite3.Connection, path: str | Path, *, writing: bool = T
 _NOT_A_STORE = frozenset({"SQLITE_NOTADB", "SQLITE_CORRUPT"})
 
 
+def disk_fault(exc: sqlite3.Error) -> bool:
+    """Whether SQLite failed for want of disk (SQLITE_FULL) or on an I/O error, not for the file's sake."""
+    name = getattr(exc, "sqlite_errorname", "")
+    return bool(name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or (not name and "disk" in str(exc)))
+
+
 def unopened(path: str | Path, exc: sqlite3.DatabaseError, *, writing: bool = True) -> CorpusError:
     """The one line for a store that could not be opened: a file that is not SQLite, or (a full disk, an
     I/O error) what stopped it, with the fix a failed batch gives where a job was `writing` to it."""
@@ -87,7 +93,7 @@ def unopened(path: str | Path, exc: sqlite3.DatabaseError, *, writing: bool = Tr
     if not isinstance(exc, sqlite3.OperationalError) or name in _NOT_A_STORE:
         return CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote")
     written = "; nothing was written to it" if writing else ""
-    if name.startswith(("SQLITE_FULL", "SQLITE_IOERR")) or (not name and "disk" in str(exc)):
+    if disk_fault(exc):
         fix = "free the disk or lift the limit, then run again" + (" with resume=True (--resume)" * writing)
     elif name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
         fix = "is another program writing it? Close it, then run again"

@@ -61,6 +61,7 @@ from .sqlite_rows import (
 from .sqlite_schema import (
     MIGRATIONS,
     connect_read,
+    disk_fault,
     refuse_foreign,
     refuse_newer,
     schema_tables,
@@ -115,9 +116,12 @@ def connect(path: str | Path) -> sqlite3.Connection:
         except sqlite3.OperationalError as exc:
             if db.in_transaction:
                 db.rollback()
-            if "readonly" not in str(exc):
+            if disk_fault(exc):
                 db.close()
                 raise unopened(path, exc) from None
+            if "readonly" not in str(exc):
+                db.close()
+                raise
             break  # a store on read-only media is read at its own schema (a write says it cannot)
     return db
 
