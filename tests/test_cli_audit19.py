@@ -223,3 +223,19 @@ def test_attention_from_the_module_without_torch_is_one_line(
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(BackendUnavailable, match=r"reading attention weights needs the model.s PyTorch"):
         tiny_models["bert"].attentions("a cat")
+
+
+def test_library_paths_that_need_torch_say_so_in_one_line(
+    tiny_dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A full load on torch, an ONNX export and an anatomy on the PyTorch module's parts ended in a raw
+    ModuleNotFoundError where torch cannot be imported (fix helper 19e's report)."""
+    import bertscope
+
+    monkeypatch.setenv("BERTSCOPE_CACHE", str(tmp_path / "cache"))  # no export made yet
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(BackendUnavailable, match=r"^loading .* needs the model's PyTorch module"):
+        bertscope.load(str(tiny_dirs["bert"]), backend="torch")
+    with pytest.raises(BackendUnavailable, match=r"needs the model's PyTorch module") as refused:
+        bertscope.load(str(tiny_dirs["bert"]), backend="onnxruntime").embed("a cat")
+    assert "\n" not in str(refused.value)

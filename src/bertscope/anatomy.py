@@ -226,6 +226,9 @@ def _decompose_torch(
     model: Encoder, tokens: list[Tokens], ids_np: np.ndarray, types_np: np.ndarray, mask_np: np.ndarray
 ) -> list[Anatomy]:
     """The embedding layer taken apart by the PyTorch module's own parts."""
+    from .core.loading import require_torch
+
+    require_torch("anatomy of this model")  # a family whose light anatomy does not serve: one line
     import torch
 
     family, hf = model.family, model.hf_model

@@ -519,7 +519,10 @@ def export_onnx(
         ) from exc
     from filelock import FileLock
 
+    from ..core.loading import require_torch
     from .attention_proof import missed_proof
+
+    require_torch("exporting the model to ONNX")  # the export traces the PyTorch module
     from .export import write_export
 
     writable_folder(path.parent)

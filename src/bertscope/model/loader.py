@@ -15,7 +15,7 @@ from ..backends import light as _light
 from ..backends.onnx import resolve_backend
 from ..core._enums import Backend, DType, Mode, Quantize
 from ..core.folder import model_name
-from ..core.loading import load_parts, resolve_device, resolve_dtype, warn_slow_bfloat16
+from ..core.loading import load_parts, require_torch, resolve_device, resolve_dtype, warn_slow_bfloat16
 from ..core.spec import unknown_option
 from ..errors import InvalidSpec
 from ..static_model import StaticModel, is_model2vec, load_static
@@ -156,6 +156,7 @@ def load(
         )  # fmt: skip
         if light is not None:
             return light
+    require_torch(f"loading {name}")  # one line where torch cannot be imported
     import torch
 
     if threads is not None:
