@@ -56,8 +56,8 @@ def test_a_command_that_needs_torch_without_it_is_one_line(
     ran = run_main("embed", "a cat", "-m", str(tiny_dirs["bert"]), "--backend", "torch")
     assert ran.code == 1 and "Traceback" not in ran.stderr
     assert ran.stderr.strip().splitlines() == [
-        f"error: this command needs the model's PyTorch module, and torch is not installed here: pip install "
-        f"'torch=={TORCH_PIN}' (the version bertscope's Makefile installs)"
+        f"error: loading {tiny_dirs['bert']} needs the model's PyTorch module, and torch is not installed "
+        f"here: pip install 'torch=={TORCH_PIN}' (the version bertscope's Makefile installs)"
     ]
 
 
