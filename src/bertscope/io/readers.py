@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..core.text_files import STDIN_NAME, not_a_file, shown_path
+from ..core.texts_given import type_named
 from ..core.tokens import TextTokenizer, text_problem
 from ..errors import CorpusError, InvalidSpec
 
@@ -607,9 +608,7 @@ def _from_row(
     if text is None:
         text = ""
     if not isinstance(text, str):
-        kind = type(text).__name__
-        article = "an" if kind[0] in "aeiou" else "a"
-        raise CorpusError(f"{path}:{number}: field {text_field!r} is {article} {kind}, not text")
+        raise CorpusError(f"{path}:{number}: field {text_field!r} is {type_named(text)}, not text")
     if id_field is None:
         record_id = str(number if index is None else index)
     elif id_field not in row:
