@@ -92,7 +92,7 @@ def test_an_empty_corpus_on_ray_is_refused_before_anything_is_written(tmp_path: 
     (tmp_path / "empty.txt").write_text("")
     (tmp_path / "blank.jsonl").write_text('{"text": ""}\n\n{"text": "  "}\n')
     empty = "the corpus is empty (no text in it): give a file with one text or more"
-    for name, what in (("empty.txt", empty), ("blank.jsonl", "no texts to embed (2 empty, 0 rejected)")):
+    for name, what in (("empty.txt", empty), ("blank.jsonl", empty)):
         corpus, out = tmp_path / name, tmp_path / f"{name}.out"
         ran = run_main("embed", "-i", str(corpus), "-o", str(out), "--engine", "ray", "-q")
         assert ran.code == 1
