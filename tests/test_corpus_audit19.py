@@ -221,3 +221,13 @@ def test_a_ray_job_killed_before_its_first_shard_resumes_with_its_own_settings_o
         "resume with the same options, or start again with overwrite=True (--overwrite)"
     )
     assert open_folder(out, resume=True, overwrite=False).settled("schema", started) == "schema"
+
+
+def test_a_resume_with_a_view_changed_names_only_what_changed() -> None:
+    """Resuming with another --view printed both whole view dicts, in different key orders (audit 19c)."""
+    from bertscope.io.sink_settings import settings_diff
+
+    last = {"combine": "mean", "layers": [6], "pooling": "mean"}
+    then = {"views": {"cls4": {"combine": "mean", "layers": [3, 4, 5, 6], "pooling": "cls"}, "last": last}}
+    now = {"views": {"last": last, "cls4": {"combine": "mean", "layers": [4, 5, 6], "pooling": "cls"}}}
+    assert settings_diff(then, now) == "view cls4 layers: [3, 4, 5, 6] then, [4, 5, 6] now"

@@ -67,6 +67,14 @@ def settings_diff(stored: dict[str, Any], asked: dict[str, Any]) -> str:
     for settings in (stored, asked):
         inner = {k: v for k, v in (settings.pop("fingerprint", None) or {}).items() if k != "id"}
         settings.update({f"fingerprint {k}": v for k, v in flatten(inner).items() if inner})
+        # each view's settings said on their own ('view cls4 layers: ...'), not both whole dicts
+        views = settings.pop("views", None)
+        if isinstance(views, dict):
+            for name, view in views.items():
+                named = view.items() if isinstance(view, dict) else [("", view)]
+                settings.update({f"view {name} {k}".rstrip(): v for k, v in named})
+        elif views is not None:
+            settings["views"] = views
     keys = sorted(
         (k for k in set(stored) | set(asked) if stored.get(k) != asked.get(k)),
         key=lambda k: (k != "model", k.startswith("fingerprint "), k),
