@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -231,3 +232,13 @@ def test_a_resume_with_a_view_changed_names_only_what_changed() -> None:
     then = {"views": {"cls4": {"combine": "mean", "layers": [3, 4, 5, 6], "pooling": "cls"}, "last": last}}
     now = {"views": {"last": last, "cls4": {"combine": "mean", "layers": [4, 5, 6], "pooling": "cls"}}}
     assert settings_diff(then, now) == "view cls4 layers: [3, 4, 5, 6] then, [4, 5, 6] now"
+
+
+def test_a_static_models_over_long_text_is_named_by_its_line(tmp_path: Path, static_m2v: Any) -> None:
+    """A static model's long='error' named the text by its place in the batch too (fix helper 19c)."""
+    corpus = tmp_path / "long.txt"
+    long_text = "word " * (static_m2v.max_seq_length + 10)
+    corpus.write_text("\n".join([*TEXTS, "one more", long_text]) + "\n")
+    with pytest.raises(InputTooLong) as caught:
+        bertscope.embed_corpus(corpus, tmp_path / "out.parquet", model=static_m2v, batch_size=2, long="error")
+    assert str(caught.value).startswith(f"{corpus}:6: the text has "), caught.value

@@ -22,6 +22,7 @@ from .core.prompts import prepend
 from .core.results import SentenceEmbeddings
 from .core.spec import EmbedSpec
 from .core.text_pieces import cuts_for
+from .core.texts_given import text_named
 from .core.tokens import Tokens
 from .errors import BertscopeError, InputTooLong, InvalidSpec
 
@@ -134,8 +135,8 @@ class StaticEngine:
             for index, t in enumerate(tokens):
                 if t.n_dropped:
                     raise InputTooLong(
-                        f"text {index} has {len(t) + t.n_dropped} pieces but the static model averages at "
-                        f"most {self.max_length}; use long='truncate' or long='window'"
+                        f"{text_named('text', index)} has {len(t) + t.n_dropped} pieces but the static model "
+                        f"averages at most {self.max_length}; use long='truncate' or long='window'"
                     )
         return tokens
 
