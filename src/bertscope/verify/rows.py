@@ -83,7 +83,7 @@ def check_rows(
             raise CorpusError(
                 f"{opened.path} lacks row {place} of text {doc} ({len(lost)} row(s) of its texts in all), "
                 f"which the store's settings make: rows were removed after it was written; "
-                f"{rebuild_hint(opened.path)}"
+                f"{rebuild_hint(opened.path, opened.collection)}"
             )
     present = [i for i, key in enumerate(sampled) if key in fresh_rows]
     for i in [i for i, key in enumerate(sampled) if key not in fresh_rows][:5]:
@@ -307,7 +307,7 @@ def _refuse_if_made(opened: Store, level: Any, records: list[Record]) -> None:
             raise CorpusError(
                 f"{opened.path} has no row of text {record.id} of the corpus, which the store's settings "
                 f"make rows of ({made.count(record.id)} here): its rows were removed after it was written; "
-                f"{rebuild_hint(opened.path)}"
+                f"{rebuild_hint(opened.path, opened.collection)}"
             )
 
 
