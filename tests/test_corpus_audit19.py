@@ -45,6 +45,23 @@ def test_an_over_long_text_is_named_by_its_line_and_says_what_is_saved(
     assert said.endswith(f"; 4 texts are saved: {RESUME_FIX}")
 
 
+@pytest.mark.parametrize("late", [True, False])
+def test_an_over_long_text_in_a_chunk_job_is_named_by_its_line(
+    tmp_path: Path, tiny_models: dict[str, bertscope.Model], late: bool
+) -> None:
+    """Chunk jobs named it "the text of id '6'" while every other level says its file and line (review)."""
+    model = tiny_models["bert"]
+    corpus = tmp_path / "long.txt"
+    corpus.write_text("\n".join([*TEXTS, "one more", _long_text(model)]) + "\n")
+    out = tmp_path / "chunks.parquet"
+    options = {"level": "chunks", "chunks": "paragraph", "late": late, "long": "error", "batch_size": 2}
+    with pytest.raises(InputTooLong) as caught:
+        bertscope.embed_corpus(corpus, out, model=model, **options)  # type: ignore[arg-type]
+    said = str(caught.value)
+    assert f"{corpus}:6: the text" in said and "of id" not in said, said
+    assert said.endswith(f"; 4 texts are saved: {RESUME_FIX}"), said
+
+
 # --- 2. a parts folder whose settings write failed --------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from ..core.chunking import ChunkBy, chunk_spans
 from ..core.engine import EmbedSpec, OnBatch
 from ..core.post import PostProcessor
 from ..core.spec import EmbedOptions, resolve
+from ..core.texts_given import text_named
 from .levels import CorpusLevel, LevelOptions, Rows, storage, vector_array
 from .readers import Record
 
@@ -91,7 +92,8 @@ class ChunkLevel(CorpusLevel):
         ids, positions, starts, ends, texts, n_tokens, truncated, vectors = [], [], [], [], [], [], [], []
         results = iter_chunk_embeddings(
             self.model.engine, docs, self.spec, late=self.late, settings={}, on_batch=on_batch,
-            named=lambda number: f"the text of id {records[number].id!r}",
+            # as the job names its texts (a file and line; a Ray row's id), as the other levels say it
+            named=lambda number: text_named("text", number),
         )  # fmt: skip
         for record, result in zip(records, results, strict=True):
             ids += [record.id] * len(result)
