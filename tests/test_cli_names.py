@@ -422,7 +422,8 @@ def test_similar_store_and_the_old_in(tmp_path: Path) -> None:
         "error: --in is the old spelling of --store; give --store only"
     )
     assert _refusal("similar", "a kitten") == (
-        "error: name the store to search with --store FILE (.db, .parquet or .npy)"
+        "error: name the store to search with --store FILE (.db, .parquet or .npy); see `bertscope similar "
+        "--help`"
     )
 
 

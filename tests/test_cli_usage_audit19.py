@@ -21,3 +21,15 @@ def test_a_corpus_job_with_no_texts_is_a_usage_error(tmp_path: Path) -> None:
     assert ran.code == 2, ran
     assert ran.stderr.startswith("error: no texts given: pass them as arguments, or -i FILE"), ran.stderr
     assert not out.exists()
+
+
+def test_a_command_missing_its_input_is_a_usage_error() -> None:
+    """contextuality without -i exited 1 where geometry (click's required option) exits 2 (review)."""
+    for args, said in (
+        (("contextuality",), "error: name the sentences with -i/--input FILE"),
+        (("calibrate",), "error: name the pairs file with -i/--input FILE"),
+        (("similar", "a cat"), "error: name the store to search with --store FILE"),
+        (("senses", "bank"), "error: name the token or word store with --store FILE"),
+    ):
+        ran = run_main(*args)
+        assert ran.code == 2 and ran.stderr.startswith(said), ran

@@ -151,8 +151,11 @@ def test_eval_pairs_without_a_file_says_what_a_line_holds() -> None:
     from console import run_main
 
     ran = run_main("eval", "pairs")
-    assert ran.code == 1
-    assert ran.stderr == "error: name the pairs file with -i/--input FILE (text<TAB>text<TAB>score a line)\n"
+    assert ran.code == 2  # a missing input is a usage error, as click's own
+    assert ran.stderr == (
+        "error: name the pairs file with -i/--input FILE (text<TAB>text<TAB>score a line); see `bertscope "
+        "eval pairs --help`\n"
+    )
 
 
 def test_a_post_file_that_fits_no_cell_of_the_sweep_is_refused(

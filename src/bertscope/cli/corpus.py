@@ -74,7 +74,9 @@ def run_job(
     if items and input_path:
         raise InvalidInput("give texts as arguments or with -i/--input, not both")
     if not items and not input_path:
-        raise missing_argument("no texts given: pass them as arguments, or -i FILE (- for stdin)")
+        raise missing_argument(
+            "no texts given: pass them as arguments, or -i FILE (one per line, - for stdin)"
+        )
     summary = embed_corpus(
         items if items else str(input_path), output, model=model, options=options,
         progress=False if quiet else None, **asdict(job),
@@ -167,7 +169,7 @@ def similar(
 
     store = old_spelling(store, old_in, name="--store", old="--in")
     if store is None:
-        raise InvalidInput("name the store to search with --store FILE (.db, .parquet or .npy)")
+        raise missing_argument("name the store to search with --store FILE (.db, .parquet or .npy)")
     if query == "-":  # '-' is stdin to every other command: searched as a text, it would find noise
         raise InvalidInput(
             "similar searches with one query text, its argument, and reads no stdin ('-'): give the text "

@@ -41,6 +41,7 @@ from .embed_options import NormalizeOpt
 from .evaluate import line_of
 from .pictures import OverwriteOpt, picture_output
 from .research import plot_app
+from .typer_setup import missing_argument
 
 PostOpt = Annotated[Path | None, typer.Option("--post", help="A fitted post-processing file (see fit-post).")]
 
@@ -167,7 +168,9 @@ def calibrate(
             "give the pairs file once: -i/--input FILE (a file as an argument is its older form)"
         )
     if (pairs := input_path or pairs_file) is None:
-        raise InvalidInput("name the pairs file with -i/--input FILE (TSV: text, text, 0/1 label per line)")
+        raise missing_argument(
+            "name the pairs file with -i/--input FILE (TSV: text, text, 0/1 label per line)"
+        )
     rows, numbers = read_numbered_pairs(pairs)
     check_threshold_file(output, overwrite=overwrite)  # before the load and the fit, not after
     m = load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads)

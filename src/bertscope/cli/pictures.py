@@ -26,6 +26,7 @@ from .app import (
     out,
     read_lines,
 )
+from .typer_setup import missing_argument
 
 __all__ = ["OverwriteOpt", "one_input", "picture_output", "plot_app", "split_list", "vocab_app"]
 
@@ -110,7 +111,7 @@ def one_input(
         )
     if not (input_path or positional):
         said = layout or "one per line, - for stdin"
-        raise InvalidInput(f"name the {what} with -i/--input FILE ({said})")
+        raise missing_argument(f"name the {what} with -i/--input FILE ({said})")
     return str(input_path or positional)
 
 

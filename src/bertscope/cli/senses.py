@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from ..errors import InvalidInput
 from .app import JsonOpt, app, emit_json, err, old_spelling, out, warn
 from .pictures import METHODS, OverwriteOpt, picture_output
+from .typer_setup import missing_argument
 
 
 @app.command()
@@ -58,7 +58,9 @@ def senses(
     store = old_spelling(store, old_in, name="--store", old="--in")
     n_clusters = old_spelling(n_clusters, old_k, name="--n-clusters", old="-k")
     if store is None:
-        raise InvalidInput("name the token or word store with --store FILE (.parquet from embed --tokens)")
+        raise missing_argument(
+            "name the token or word store with --store FILE (.parquet from embed --tokens)"
+        )
     how = Projection.parse(method, what="projection")
     picture = picture_output(output, overwrite=overwrite)
     found = word_senses(
