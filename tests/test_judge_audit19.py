@@ -145,8 +145,8 @@ def test_eval_pairs_messages_say_the_real_bound_and_choices(tmp_path: Path) -> N
             [("a cat", "a dog")],
             r"^pair 0 is \('a cat', 'a dog'\), not a \(text, text, 0/1\) row; pass a list",
         ),
-        ("not a list", r"^pairs must be a list of \(text, text, 0/1\) rows, not str; pass a list"),
-        (5, r"^pairs must be a list of \(text, text, 0/1\) rows, not int"),
+        ("not a list", r"^pairs is a str, not a list of \(text, text, 0/1\) rows; pass one$"),
+        (5, r"^pairs is an int, not a list of \(text, text, 0/1\) rows; pass one$"),
         ([], r"^no labelled pairs given: pass a list of \(text, text, 0/1\) rows"),
     ],
 )

@@ -511,3 +511,12 @@ def test_encode_says_a_cut_once_in_its_own_words(bundled: bertscope.Model) -> No
     said = [w.message for w in caught if isinstance(w.message, bertscope.TruncatedTextsWarning)]
     assert len(said) == 1 and "sentence-transformers" in str(said[0])
     assert (said[0].cut, said[0].texts, said[0].max_tokens) == (1, 2, 256)
+
+
+def test_a_type_is_named_with_the_article_its_sound_takes() -> None:
+    """'a int', 'a NoneType', 'an uint8' read wrong in refusals (audits 19b, 19c; review)."""
+    from bertscope.core.texts_given import type_named
+
+    assert [type_named(v) for v in (3, None, b"x", np.uint8(3), object(), [1])] == [
+        "an int", "None", "bytes", "a uint8", "an object", "a list",
+    ]  # fmt: skip

@@ -50,7 +50,9 @@ def type_named(value: object) -> str:
     name = type(value).__name__
     if name == "bytes":  # a plural noun takes no article
         return name
-    return ("an " if name[:1].lower() in "aeiou" else "a ") + name
+    # by the sound: an int, an object; a uint8, a ubinary (said "you-")
+    vowel = name[:1].lower() in "aeiou" and not name.lower().startswith(("ui", "ub", "uu", "us"))
+    return ("an " if vowel else "a ") + name
 
 
 def text_named(kind: str, index: int) -> str:

@@ -25,7 +25,7 @@ from ..core.fingerprint_facts import model_files
 from ..core.post import PostProcessor, prepare_post
 from ..core.similarity import unit
 from ..core.text_files import is_column_name, read_utf8, shown_path
-from ..core.texts_given import text_refusal
+from ..core.texts_given import text_refusal, type_named
 from ..core.tokens import by_pair, named_as
 from ..errors import InvalidInput, InvalidSpec
 
@@ -360,9 +360,7 @@ def _labelled_rows(pairs: object) -> list[tuple[str, str, int]]:
     its characters, a row of two fields failed to unpack (a ValueError)."""
     rows = "pass a list of (text, text, 0/1) rows"
     if isinstance(pairs, str | bytes) or not isinstance(pairs, Iterable):
-        raise InvalidInput(
-            f"pairs must be a list of (text, text, 0/1) rows, not {type(pairs).__name__}; {rows}"
-        )
+        raise InvalidInput(f"pairs is {type_named(pairs)}, not a list of (text, text, 0/1) rows; pass one")
     given = list(pairs)
     if not given:
         raise InvalidInput(f"no labelled pairs given: {rows}")
