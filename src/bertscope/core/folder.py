@@ -104,10 +104,11 @@ def model_name(name: str | os.PathLike[str] | None) -> str | os.PathLike[str]:
         check_env_model(name)
     if not isinstance(name, (str, os.PathLike)):
         from ..errors import InvalidSpec
+        from .texts_given import type_named
 
         raise InvalidSpec(
-            f"a model is named by a folder path or a hub id (a str or a path), not {type(name).__name__} "
-            f"{name!r}; leave it out for the bundled model"
+            f"a model is named by a folder path or a hub id (a str or a path), not {type_named(name)} "
+            f"({name!r}); leave it out for the bundled model"
         )
     return name
 
