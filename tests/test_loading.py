@@ -155,5 +155,7 @@ def test_bundled_is_one_name_everywhere(
 
 @pytest.mark.parametrize("name", [123, 1.5, ["bundled"]])
 def test_a_model_that_is_no_name_or_path_is_refused_in_one_line(name: object) -> None:
-    with pytest.raises(bertscope.InvalidSpec, match=r"a folder path or a hub id .* not (an int|a float|a list) \("):
+    with pytest.raises(
+        bertscope.InvalidSpec, match=r"a folder path or a hub id .* not (an int|a float|a list) \("
+    ):
         bertscope.load(name)  # type: ignore[arg-type]
