@@ -259,3 +259,13 @@ def test_a_static_models_over_long_text_is_named_by_its_line(tmp_path: Path, sta
     with pytest.raises(InputTooLong) as caught:
         bertscope.embed_corpus(corpus, tmp_path / "out.parquet", model=static_m2v, batch_size=2, long="error")
     assert str(caught.value).startswith(f"{corpus}:6: the text has "), caught.value
+
+
+def test_a_resume_with_a_view_added_names_it_once() -> None:
+    """A view on one side only was said as one 'None then' line per setting (review)."""
+    from bertscope.io.sink_settings import settings_diff
+
+    last = {"layers": [6], "pooling": "mean"}
+    added = {"combine": "mean", "layers": [1], "pooling": "cls"}
+    said = settings_diff({"views": {"last": last}}, {"views": {"last": last, "cls": added}})
+    assert said == f"view cls: None then, {added!r} now"

@@ -64,17 +64,21 @@ def settings_diff(stored: dict[str, Any], asked: dict[str, Any]) -> str:
     follows from them), last: they follow from the model."""
     models = stored.get("model"), asked.get("model")
     stored, asked = _filled(_comparable(stored)), _filled(_comparable(asked, like=stored))
-    for settings in (stored, asked):
+    views = [settings.pop("views", None) for settings in (stored, asked)]
+    for settings, these, other in ((stored, *views), (asked, *views[::-1])):
         inner = {k: v for k, v in (settings.pop("fingerprint", None) or {}).items() if k != "id"}
         settings.update({f"fingerprint {k}": v for k, v in flatten(inner).items() if inner})
-        # each view's settings said on their own ('view cls4 layers: ...'), not both whole dicts
-        views = settings.pop("views", None)
-        if isinstance(views, dict):
-            for name, view in views.items():
-                named = view.items() if isinstance(view, dict) else [("", view)]
-                settings.update({f"view {name} {k}".rstrip(): v for k, v in named})
-        elif views is not None:
-            settings["views"] = views
+        # a view on both sides said by the settings that differ ('view cls4 layers: ...'), one on one side
+        # whole ('view cls: None then, {...} now'), never both whole dicts
+        if not isinstance(these, dict) or not isinstance(other, dict):
+            if these is not None:
+                settings["views"] = these
+            continue
+        for name, view in these.items():
+            if isinstance(view, dict) and isinstance(other.get(name), dict):
+                settings.update({f"view {name} {k}": v for k, v in view.items()})
+            else:
+                settings[f"view {name}"] = view
     keys = sorted(
         (k for k in set(stored) | set(asked) if stored.get(k) != asked.get(k)),
         key=lambda k: (k != "model", k.startswith("fingerprint "), k),
