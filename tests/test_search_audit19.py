@@ -202,3 +202,14 @@ def test_a_model_folder_of_other_files_is_refused_before_it_loads(
     assert f"the files of the model {other} are not those it was made with" in ran.stderr
     ran = run_main("similar", "a storm", "--store", str(store), "-m", str(bundled_path), "--dtype", "float32")
     assert "stop: the model would load here" in ran.stderr and loads == [str(bundled_path)], ran.stderr
+
+
+def test_index_on_a_path_of_no_known_kind_is_left_to_the_store_to_name(tmp_path: Path) -> None:
+    """A Ray job's output folder read 'not a bertscope output' once the format was checked first (review):
+    the store's own reading names it, as before."""
+    folder = tmp_path / "rayout"
+    folder.mkdir()
+    for command in ("build", "info"):
+        ran = run_main("index", command, str(folder))
+        assert ran.code != 0 and "not a bertscope output" not in ran.stderr, ran
+        assert "a folder, not a file" in ran.stderr, ran

@@ -38,7 +38,7 @@ from ..core.similarity import Hit, TopK, row_cosines, unit
 from ..core.spec import whole_number
 from ..errors import BackendUnavailable, CorpusError, InvalidInput
 from .checksums import ALGORITHM, file_checksum
-from .formats import store_rules, suffixes_where
+from .formats import rules_of, suffixes_where
 from .index_copy import KEY as COPY_KEY
 from .index_copy import CheckedCopy, CopyChecks, read_copy_checks
 from .stores import Store, open_store, with_view
@@ -171,7 +171,8 @@ def indexable(path: str | Path) -> None:
     """Refuse, before the store is opened, a format that takes no index (SQLite: a search reads every row
     of the collection; opening one of several collections would ask for a collection no index command
     takes)."""
-    if not store_rules(path).by_row:
+    rules = rules_of(path)  # a path of no known kind (a Ray job's folder) is left to open_store to name
+    if rules is not None and not rules.by_row:
         where = suffixes_where(lambda rules: rules.by_row)
         raise CorpusError(
             f"{path}: a {Path(path).suffix} store takes no index (an index is built for {where} stores "
