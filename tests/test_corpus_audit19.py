@@ -241,6 +241,21 @@ def test_a_ray_job_killed_before_its_first_shard_resumes_with_its_own_settings_o
     assert open_folder(out, resume=True, overwrite=False).settled("schema", started) == "schema"
 
 
+def test_a_ray_jobs_settings_write_that_fails_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Ray job's settings kept before its first shard: a full disk was a raw OSError (review)."""
+    from bertscope.distributed import shards
+
+    monkeypatch.setattr(shards, "atomic_write_text", _disk_full)
+    out = tmp_path / "out"
+    with pytest.raises(CorpusError) as caught:
+        shards.open_folder(out, resume=False, overwrite=False).settled("schema", {"layers": "-1"})
+    assert str(caught.value) == (
+        f"{out}: could not write the job's settings (No space left on device): fix that, then run it again"
+    )
+
+
 def test_a_resume_with_a_view_changed_names_only_what_changed() -> None:
     """Resuming with another --view printed both whole view dicts, in different key orders (audit 19c)."""
     from bertscope.io.sink_settings import settings_diff
