@@ -139,7 +139,7 @@ def test_a_full_disk_opening_a_store_says_so_not_a_foreign_file(
             bertscope.embed_corpus(TEXTS, db, model=str(tiny_dirs["bert"]))
     assert str(caught.value) == (
         f"{db}: could not open the store ({said}); nothing was written to it: free the disk or lift the "
-        "limit, then run again with resume=True (--resume)"
+        "limit, then run the same job again"
     )
 
 

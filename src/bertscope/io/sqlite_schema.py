@@ -94,7 +94,12 @@ def unopened(path: str | Path, exc: sqlite3.DatabaseError, *, writing: bool = Tr
         return CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote")
     written = "; nothing was written to it" if writing else ""
     if disk_fault(exc):
-        fix = "free the disk or lift the limit, then run again" + (" with resume=True (--resume)" * writing)
+        # nothing of this run is in it: the same call again, whether it was starting or resuming
+        fix = (
+            "free the disk or lift the limit, then run the same "
+            + ("job" if writing else "command")
+            + " again"
+        )
     elif name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
         fix = "is another program writing it? Close it, then run again"
     else:  # permissions, a folder or file SQLite cannot open
