@@ -185,13 +185,13 @@ def test_word_eval_on_a_simlex_subset(bundled: bertscope.Model) -> None:
     expected = spearmanr((unit[:, 0] * unit[:, 1]).sum(1), [g for *_, g in data[:150]]).statistic
     assert result.records[0]["spearman"] == pytest.approx(expected, abs=1e-6)
     cov = result.coverage
-    assert cov["pairs"] == 150 and cov["whole"] + cov["split"] == cov["n_words"] and cov["split"] >= 1
+    assert cov["n_pairs"] == 150 and cov["whole"] + cov["split"] == cov["n_words"] and cov["split"] >= 1
     assert all(-1 <= r["spearman"] <= 1 for r in result.records)
 
 
 def test_docsim_on_the_lee_corpus(bundled: bertscope.Model) -> None:
     result = evaluate_docsim(bundled, layers=-1, pooling="mean")
-    assert result["documents"] == 50 and result["pairs"] == 1225
+    assert result["n_documents"] == 50 and result["n_pairs"] == 1225
     assert result["pearson"] > 0.4 and result["spearman"] > 0.3
 
 
@@ -265,7 +265,7 @@ def test_eval_and_contextuality_commands(tmp_path: Path) -> None:
     words.write_text("bread\tloaf\t9\nbread\tcar\t1\nbank\tmoney\t7\nriver\tstream\t9\ncat\tdog\t6\n")
     result = runner.invoke(app, ["eval", "words", "--pairs", str(words), "--no-plot", "--json"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["coverage"]["pairs"] == 5
+    assert json.loads(result.stdout)["coverage"]["n_pairs"] == 5
     result = runner.invoke(
         app,
         [

@@ -173,3 +173,16 @@ def test_contextuality_settings_count_the_sentences_as_n(bundled: bertscope.Mode
     table = run_main(*args)
     assert table.code == 0 and "words (occurrences): bank (3), river (2)" in table.stdout
     assert "deprecated" not in table.stderr  # the command reads n_occurrences, not the old name
+
+
+def test_a_senses_number_is_sense_as_its_json_says(tmp_path: Path) -> None:
+    """senses --json named each sense 'sense' while the library's field was Sense.number (review)."""
+    import warnings
+
+    from bertscope.research.senses import Sense
+
+    made = Sense(sense=2, size=5, examples=[])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert made.number == 2
+    assert any(issubclass(w.category, DeprecationWarning) and "use .sense" in str(w.message) for w in caught)

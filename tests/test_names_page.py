@@ -18,6 +18,7 @@ from bertscope.cli import app
 from bertscope.core.results import ChunkEmbeddings
 from bertscope.research.contextuality import Contextuality
 from bertscope.research.plots import LayerCosines
+from bertscope.research.senses import Sense
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "names.md"
 LIBRARY = {
@@ -30,6 +31,7 @@ LIBRARY = {
     "Senses": bertscope.Senses,
     "LayerCosines": LayerCosines,
     "Contextuality": Contextuality,
+    "Sense": Sense,
 }
 FUNCTIONS = {"Model.use_openvino": bertscope.Model.use_openvino, "word_senses": bertscope.word_senses}
 

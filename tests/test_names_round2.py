@@ -50,7 +50,7 @@ def test_sweep_and_eval_pairs_say_n_truncated_and_n_dropped(bundled: bertscope.M
 def test_eval_docsim_json_says_n_truncated() -> None:
     pytest.importorskip("gensim")
     said = json_of("eval", "docsim", "--layers", "-1", "--pooling", "mean")
-    assert said["n_truncated"] >= 0 and "truncated" not in said and said["documents"] == 50
+    assert said["n_truncated"] >= 0 and "truncated" not in said and said["n_documents"] == 50
 
 
 def test_static_corpus_says_counts_with_n(bundled: bertscope.Model, tmp_path: Path) -> None:

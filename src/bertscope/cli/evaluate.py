@@ -289,8 +289,8 @@ def eval_words(
     out.print(records_table(shown, f"{name}: Spearman of cosine vs gold, per kind of static vector", keys))
     cov = result.coverage
     out.print(
-        f"coverage: {cov['pairs']} pairs, {cov['n_words']} words: {cov['whole']} whole, {cov['split']} split "
-        "into word pieces (rows and decontextualised: a split word is the mean of its pieces)",
+        f"coverage: {cov['n_pairs']} pairs, {cov['n_words']} words: {cov['whole']} whole, {cov['split']} "
+        "split into word pieces (rows and decontextualised: a split word is the mean of its pieces)",
         highlight=False,
     )
     if aggregated is not None:
@@ -345,7 +345,15 @@ def eval_docsim(
         return
     out.print(
         records_table(
-            [{**result, "truncated": result["n_truncated"]}],  # the table's column keeps the plain word
+            # the table's columns keep the plain words
+            [
+                {
+                    **result,
+                    "documents": result["n_documents"],
+                    "pairs": result["n_pairs"],
+                    "truncated": result["n_truncated"],
+                }
+            ],
             "Lee corpus: document cosine vs human similarity",
             ["documents", "pairs", "pearson", "spearman", "truncated"],
         )

@@ -85,11 +85,11 @@ def senses(
     )
     for sense in found.senses:
         if not sense.examples:  # --examples 0: each sense's size still shown
-            table.add_row(str(sense.number), str(sense.size), "", "")
+            table.add_row(str(sense.sense), str(sense.size), "", "")
         for rank, example in enumerate(sense.examples):
             first = rank == 0
             table.add_row(
-                str(sense.number) if first else "",
+                str(sense.sense) if first else "",
                 str(sense.size) if first else "",
                 f"{example.score:.3f}",
                 f"{example.id}: {example.snippet}",

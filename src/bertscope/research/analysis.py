@@ -572,7 +572,7 @@ def evaluate_words(model: Encoder, pairs: Sequence[tuple[str, str, float]]) -> W
     ]
     split = [w for w in words if len(static_word(model, w).ids) > 1]
     coverage = {
-        "pairs": len(pairs),
+        "n_pairs": len(pairs),
         "n_words": len(words),
         "whole": len(words) - len(split),
         "split": len(split),
@@ -604,8 +604,8 @@ def evaluate_docsim(
     return {
         "pearson": float(stats.pearsonr(cos, truth)[0]),
         "spearman": float(stats.spearmanr(cos, truth).statistic),
-        "documents": len(docs),
-        "pairs": len(truth),
+        "n_documents": len(docs),
+        "n_pairs": len(truth),
         "n_truncated": result.n_truncated,
         "spec": result.spec,
     }

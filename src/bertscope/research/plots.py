@@ -116,7 +116,7 @@ def plot_word_eval(
     ax.set_xlabel("layer (0 = embedding layer output)")
     ax.set_ylabel("Spearman vs gold")
     cov = result.coverage
-    ax.set_title(f"{title}: {cov['pairs']} pairs, {cov['split']}/{cov['n_words']} words split into pieces")
+    ax.set_title(f"{title}: {cov['n_pairs']} pairs, {cov['split']}/{cov['n_words']} words split into pieces")
     ax.legend()
     ax.grid(alpha=0.3)
     return save_figure(figure, path, overwrite=overwrite)
@@ -243,10 +243,10 @@ def plot_senses(
     figure = Figure(figsize=(6.4, 5.2))
     ax = figure.add_subplot()
     for sense in senses.senses:
-        chosen = senses.labels == sense.number
+        chosen = senses.labels == sense.sense
         first = sense.examples[0].snippet if sense.examples else ""
         label = (
-            f"{sense.number}: {sense.size} ({first[:40]}…)" if len(first) > 40 else f"{sense.number}: {first}"
+            f"{sense.sense}: {sense.size} ({first[:40]}…)" if len(first) > 40 else f"{sense.sense}: {first}"
         )
         ax.scatter(flat[chosen, 0], flat[chosen, 1], label=label, alpha=0.75)
     ax.set_xlabel(f"{how.value} 1")

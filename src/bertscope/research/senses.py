@@ -32,11 +32,17 @@ _MIN_OCCURRENCES = 3
 
 @dataclass
 class Sense:
-    """One cluster of occurrences: its number, size and most central examples (with their cosine)."""
+    """One cluster of occurrences: its number (`sense`, as `senses --json` says it), size and most central
+    examples (with their cosine)."""
 
-    number: int
+    sense: int
     size: int
     examples: list[Occurrence]
+
+    @property
+    def number(self) -> int:
+        """Deprecated: the old name of `sense` (the same number), as a chunk's `number` is now `chunk`."""
+        return renamed_field(self.sense, owner="Sense", name="sense", old="number")
 
 
 @dataclass
@@ -72,7 +78,7 @@ class Senses:
             "capped": self.capped,
             "senses": [
                 # `sense`, as the table's column says it (docs/names.md retired `number` as a key)
-                {"sense": s.number, "size": s.size, "examples": [e.__dict__ for e in s.examples]}
+                {"sense": s.sense, "size": s.size, "examples": [e.__dict__ for e in s.examples]}
                 for s in self.senses
             ],
         }

@@ -158,7 +158,7 @@ def compare_kinds(
     if aggregated is not None:
         settings["corpus"] = {k: aggregated.settings.get(k) for k in ("n_texts", "n_words_kept", "subword")}
     split = sum(1 for f in found if len(f.ids) > 1)
-    coverage = {"pairs": len(pairs), "n_words": len(words), "whole": len(words) - split, "split": split}
+    coverage = {"n_pairs": len(pairs), "n_words": len(words), "whole": len(words) - split, "split": split}
     return KindsEval(records, coverage, settings)
 
 
@@ -182,7 +182,7 @@ def plot_kinds(
 
     picture_file(path, overwrite=overwrite)  # before drawing: a refused path costs no figure
     common = result.records[0]["common"]
-    metric = "spearman_common" if common < result.coverage["pairs"] else "spearman"
+    metric = "spearman_common" if common < result.coverage["n_pairs"] else "spearman"
     figure = Figure(figsize=(6.4, 4.0))
     ax = figure.add_subplot()
     for kind in ("decontextualized", "aggregated"):
@@ -194,7 +194,7 @@ def plot_kinds(
             ax.axhline(r[metric], linestyle=style, color="gray", label=f"{kind} (no layer)")
     ax.set_xlabel("layer (0 = embedding layer output)")
     ax.set_ylabel("Spearman vs gold")
-    scope = f"the {common} of {result.coverage['pairs']} pairs every kind covers"
+    scope = f"the {common} of {result.coverage['n_pairs']} pairs every kind covers"
     ax.set_title(f"{title}: {scope if metric == 'spearman_common' else str(common) + ' pairs'}", fontsize=10)
     ax.legend(fontsize=8)
     return save_figure(figure, path, overwrite=overwrite)
