@@ -47,10 +47,13 @@ def build(
 
     Examples: `bertscope index build corpus.parquet`, `bertscope index build tokens.parquet`
     """
-    from ..io.index import opened_store
+    from ..io.index import indexable
     from ..io.index_build import build_index
+    from ..io.stores import open_store, with_view
 
-    opened = opened_store(store, view, None)  # a .db is refused before a collection is asked for
+    indexable(store)  # a .db is refused before a collection is asked for
+    # opened with no column: a stacked token store has none of its own, and each layer column is built
+    opened = with_view(open_store(store), view)
     built = []
     for name in [column] if column else _columns(opened):
         # A counter that updates in place and goes, then one summary line per index.
