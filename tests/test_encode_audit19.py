@@ -219,3 +219,12 @@ def test_cls_after_the_prompt_is_read_in_windows_too(tiny_bert: Path, tmp_path: 
         np.testing.assert_allclose(
             plain, model.embed([long_text], pooling="cls", long="truncate").vectors, atol=1e-5
         )
+
+
+def test_a_stores_fingerprint_is_the_same_as_before_the_prompt_roles(bundled: bertscope.Model) -> None:
+    """Prompts.st_roles (146060f) entered the fingerprint and changed every model's id, so every store
+    written before read as made by another model: the fingerprint holds what decides vectors only."""
+    from bertscope.core.fingerprint_facts import store_fingerprint, vector_settings
+
+    assert set(vector_settings(bundled)["prompts"]) == {"prompts", "default_name", "include_prompt"}
+    assert store_fingerprint(bundled)["id"] == "11138381b84f0c0b"  # docs/verify.md's, from before this round

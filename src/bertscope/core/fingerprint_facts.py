@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -57,10 +57,17 @@ def vector_settings(model: Any) -> dict[str, Any]:
         "attention": {"mask": "causal" if is_decoder else "bidirectional", "is_decoder": is_decoder},
         "truncation": {"max_tokens": model.max_tokens, "side": "right", "long": spec.long.value},
         "pooling": pooling,
-        "prompts": asdict(model.prompts),
+        "prompts": _compared(model.prompts),
         "tokenizer": _tokenizer_facts(model),
         "special_tokens": dict(sorted(info.special_tokens.items())),
     }
+
+
+def _compared(prompts: Any) -> dict[str, Any]:
+    """The prompts' fields that decide vectors (those its equality compares): a field kept for
+    sentence-transformers' attribute behaviour alone (`st_roles`) would change every store's id."""
+    whole = asdict(prompts)
+    return {f.name: whole[f.name] for f in fields(prompts) if f.compare}
 
 
 def store_fingerprint(model: Any) -> dict[str, Any]:
