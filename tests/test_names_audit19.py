@@ -186,3 +186,27 @@ def test_a_senses_number_is_sense_as_its_json_says(tmp_path: Path) -> None:
         warnings.simplefilter("always")
         assert made.number == 2
     assert any(issubclass(w.category, DeprecationWarning) and "use .sense" in str(w.message) for w in caught)
+
+
+def test_bench_json_counts_its_texts_as_n_texts(
+    monkeypatch: pytest.MonkeyPatch, tiny_dirs: dict[str, Path]
+) -> None:
+    """bench --json wrote "texts": 5, a count under a list's name (audit 19h)."""
+    import warnings
+
+    from bertscope.backends import modes
+    from console import run_main
+
+    def compare(texts: object, names: list[str], **kwargs: object) -> list[modes.ModeReport]:
+        figures = {"n_texts": 8, "seconds": 1.0, "texts_per_s": 8.0, "vs_float32": 1.0}
+        return [modes.ModeReport(n, **figures, cos_min=0.99, cos_mean=0.999, max_abs=0.1) for n in names]
+
+    monkeypatch.setattr(modes, "compare_modes", compare)
+    ran = run_main("bench", "-m", str(tiny_dirs["bert"]), "--modes", "int8", "--json")
+    (row,) = json.loads(ran.stdout)
+    assert row["n_texts"] == 8 and "texts" not in row, row
+    report = compare([], ["int8"])[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert report.texts == 8  # the old attribute still reads, with a DeprecationWarning
+    assert any(issubclass(w.category, DeprecationWarning) for w in caught)

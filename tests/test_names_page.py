@@ -14,6 +14,7 @@ import pytest
 import typer.main
 
 import bertscope
+from bertscope.backends.modes import ModeReport
 from bertscope.cli import app
 from bertscope.core.results import ChunkEmbeddings
 from bertscope.research.contextuality import Contextuality
@@ -32,6 +33,7 @@ LIBRARY = {
     "LayerCosines": LayerCosines,
     "Contextuality": Contextuality,
     "Sense": Sense,
+    "ModeReport": ModeReport,
 }
 FUNCTIONS = {"Model.use_openvino": bertscope.Model.use_openvino, "word_senses": bertscope.word_senses}
 

@@ -227,7 +227,7 @@ def test_bench_spells_modes_as_quantize_does(
     from console import run_main
 
     def compare(texts: Any, names: list[str], **kwargs: Any) -> list[Any]:
-        figures = {"texts": 8, "seconds": 1.0, "texts_per_s": 8.0, "vs_float32": 1.0}
+        figures = {"n_texts": 8, "seconds": 1.0, "texts_per_s": 8.0, "vs_float32": 1.0}
         return [modes.ModeReport(n, **figures, cos_min=0.99, cos_mean=0.999, max_abs=0.1) for n in names]
 
     monkeypatch.setattr(modes, "compare_modes", compare)

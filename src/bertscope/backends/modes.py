@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.encoder import Encoder
+from ..core.renamed_fields import renamed_field
 from ..core.similarity import unit
 from ..errors import InvalidSpec
 from .digest import installed_key
@@ -89,7 +90,7 @@ class ModeReport:
     """One mode's speed and drift on the texts compared."""
 
     mode: str
-    texts: int
+    n_texts: int
     seconds: float
     texts_per_s: float
     vs_float32: float
@@ -105,6 +106,11 @@ class ModeReport:
     def as_dict(self) -> dict[str, Any]:
         """Plain JSON-able fields."""
         return dict(self.__dict__)
+
+    @property
+    def texts(self) -> int:
+        """Deprecated: the old name of `n_texts` (a count, where `texts` names a list elsewhere)."""
+        return renamed_field(self.n_texts, owner="ModeReport", name="n_texts", old="texts")
 
     @property
     def ran(self) -> str:
@@ -216,7 +222,7 @@ def compare_modes(
         reports.append(
             ModeReport(
                 mode=mode,
-                texts=len(texts),
+                n_texts=len(texts),
                 seconds=len(texts) / speed if speed else 0.0,
                 texts_per_s=speed if speed else float("nan"),
                 vs_float32=speed / reference_speed if speed else float("nan"),
