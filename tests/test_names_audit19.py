@@ -210,3 +210,23 @@ def test_bench_json_counts_its_texts_as_n_texts(
         warnings.simplefilter("always")
         assert report.texts == 8  # the old attribute still reads, with a DeprecationWarning
     assert any(issubclass(w.category, DeprecationWarning) for w in caught)
+
+
+def test_the_explorer_sends_the_fields_its_routes_name(bundled: Any) -> None:
+    """The explorer's Attention tab posted {text: ...}, /attention's older name of inputs (audit 19h): every
+    body the explorer builds in place names fields of its route's request schema."""
+    from fastapi.testclient import TestClient
+
+    from bertscope.server import create_app
+
+    app_js = (Path(bertscope.__file__).parent / "server" / "static" / "app.js").read_text(encoding="utf-8")
+    sent = re.findall(r'api\("(/[\w/]+)", \{ ?(\w+):', app_js)
+    sent += [("/attention", key) for key in re.findall(r"const body = \{ (\w+): state\.source", app_js)]
+    with TestClient(create_app(bundled)) as http:
+        spec = http.get("/openapi.json").json()
+    schemas = spec["components"]["schemas"]
+    assert ("/attention", "inputs") in sent, sent
+    for route, key in sent:
+        ref = spec["paths"][route]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        properties = schemas[ref.rsplit("/", 1)[1]]["properties"]
+        assert key in properties and not properties[key].get("deprecated"), (route, key)

@@ -445,7 +445,7 @@ function fillHeads(n) {
 async function showAttention() {
   if (!state.source) return;
   const layer = Number($("#a-layer").value || -1), head = $("#a-head").value || "mean";
-  const body = { text: state.source, layer };
+  const body = { inputs: state.source, layer };
   if (head === "mean") body.mean_heads = true; else body.head = Number(head);
   const r = await api("/attention", body);
   fillHeads(r.n_heads);
