@@ -93,7 +93,7 @@ def test_pairs_files_read_standard_input_as_embed_does(
     stdin("a cat\ta dog\t0.1\nthe sun\ta cat\t0.5\nx\ty\t0.9\n")
     swept = run_main("eval", "pairs", "-", "-m", model, "--layers", "1", "-p", "mean", "--no-plot", "--json")
     assert swept.code == 0, swept.stderr
-    assert json.loads(swept.stdout)["records"][0]["n"] == 3
+    assert json.loads(swept.stdout)["records"][0]["n_pairs"] == 3
 
 
 def test_standard_input_is_named_as_embed_names_it(
@@ -118,3 +118,15 @@ def test_standard_input_is_named_as_embed_names_it(
     stdin(b"a cat\ta dog\t0.1\nx\ty\tz\n")
     score = run_main("eval", "pairs", "-", "-m", model, "--no-plot")
     assert score.code == 1 and "<stdin>:2:" in score.stderr
+
+
+def test_an_eval_record_counts_its_pairs_as_n_pairs(bundled: bertscope.Model) -> None:
+    """eval's records and evaluate_pairs counted the pairs as "n" (audit 19h: names.md's n_pairs)."""
+    from bertscope.research.analysis import evaluate_pairs
+
+    left, right, gold = (
+        ["a cat", "a car", "a dog"],
+        ["a kitten", "a truck", "the stock market"],
+        [4.0, 3.0, 0.0],
+    )
+    assert evaluate_pairs(bundled, left, right, gold, layers=6, pooling="mean")["n_pairs"] == 3

@@ -397,7 +397,7 @@ def sweep(
                     continue
                 scores = correlations(y[ia], y[ib], gold)
                 cell = {"layer": layer, "pooling": name, "post": label, "fitted": fitted}
-                records.append({**cell, **scores, "n": len(gold)})
+                records.append({**cell, **scores, "n_pairs": len(gold)})
     return SweepResult(
         records,
         chosen,
@@ -526,7 +526,7 @@ def evaluate_pairs(
     b = vectors[[where[t] for t in right]]
     return {
         **correlations(a, b, gold),
-        "n": len(gold),
+        "n_pairs": len(gold),
         "n_truncated": result.n_truncated,
         "spec": result.spec,
     }
