@@ -221,7 +221,7 @@ def test_occurrences_read_through_the_index(
     monkeypatch.setattr(occurrences, "_chunks", watched)
     indexed = occurrences.search_occurrences(stacked, word="bank", context=context, k=3, model=bundled)
     assert read == [False]  # the store's vector columns were not read
-    assert indexed.total == exact.total == 4
+    assert indexed.n_occurrences == exact.n_occurrences == 4
     assert [h.id for h in indexed.hits] == [h.id for h in exact.hits]
     np.testing.assert_allclose([h.score for h in indexed.hits], [h.score for h in exact.hits], atol=1e-6)
     # The store rewritten after its index was built: warned, and scanned as without an index.

@@ -17,6 +17,7 @@ import bertscope
 from bertscope.backends.modes import ModeReport
 from bertscope.cli import app
 from bertscope.core.results import ChunkEmbeddings
+from bertscope.io.occurrences import Occurrences
 from bertscope.research.contextuality import Contextuality
 from bertscope.research.plots import LayerCosines
 from bertscope.research.senses import Sense
@@ -34,6 +35,7 @@ LIBRARY = {
     "Contextuality": Contextuality,
     "Sense": Sense,
     "ModeReport": ModeReport,
+    "Occurrences": Occurrences,
 }
 FUNCTIONS = {"Model.use_openvino": bertscope.Model.use_openvino, "word_senses": bertscope.word_senses}
 

@@ -55,7 +55,7 @@ def test_the_sense_of_the_context_comes_first(
     stores: dict[str, Path], bundled: bertscope.Model, level: str, context: str, sense: set[str]
 ) -> None:
     found = search_occurrences(stores[level], word="bank", context=context, k=5, model=bundled)
-    assert found.total == 20
+    assert found.n_occurrences == 20
     assert {hit.id for hit in found.hits} <= sense
     scores = [hit.score for hit in found.hits]
     assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]
@@ -73,7 +73,7 @@ def test_a_stored_context_finds_its_own_occurrence_at_cosine_one(
 
 def test_listing_and_vectors_of_a_word(stores: dict[str, Path]) -> None:
     listed = search_occurrences(stores["tokens"], word="Bank", k=3)
-    assert listed.total == 20 and [h.id for h in listed.hits] == ["1", "2", "3"]
+    assert listed.n_occurrences == 20 and [h.id for h in listed.hits] == ["1", "2", "3"]
     assert all(h.score is None for h in listed.hits)
     hits, vectors = occurrence_vectors(stores["tokens"], word="bank")
     assert len(hits) == 20 and vectors.shape == (20, 2 * 384)
@@ -120,7 +120,7 @@ def test_cli_similar_by_word(stores: dict[str, Path]) -> None:
             "--json",
         )  # fmt: skip
     )
-    assert found["total"] == 20 and {h["id"] for h in found["hits"]} <= MONEY
+    assert found["n_occurrences"] == 20 and {h["id"] for h in found["hits"]} <= MONEY
     table = run_ok("similar", "--in", str(stores["tokens"]), "--word", "bank", "-k", "2")
     assert "occurrences of 'bank' (20 in the store)" in table and "«bank»" in table
     result = CliRunner().invoke(app, ["similar", "--in", str(stores["tokens"]), "--word", "banks"])
@@ -133,7 +133,7 @@ def test_service_occurrences(stores: dict[str, Path], bundled: bertscope.Model) 
         answer = httpx.post(f"{base}/occurrences", json=body, timeout=60)
         assert answer.status_code == 200, answer.text
         hits = answer.json()["hits"]
-        assert answer.json()["total"] == 20 and {h["id"] for h in hits} <= RIVER
+        assert answer.json()["n_occurrences"] == answer.json()["total"] == 20 and {h["id"] for h in hits} <= RIVER
         local = search_occurrences(stores["tokens"], word="bank", context=body["context"], k=4, model=bundled)
         np.testing.assert_allclose([h["score"] for h in hits], [h.score for h in local.hits], atol=1e-6)
         missing = httpx.post(f"{base}/occurrences", json={**body, "store": "nope"}, timeout=60)
@@ -142,7 +142,7 @@ def test_service_occurrences(stores: dict[str, Path], bundled: bertscope.Model) 
         assert absent.status_code == 422 and "does not contain" in absent.text
         listed = httpx.post(f"{base}/occurrences", json={"store": "bank", "word": "bank", "k": 2}, timeout=60)
         assert listed.status_code == 200, listed.text
-        assert listed.json()["total"] == 20 and [h["id"] for h in listed.json()["hits"]] == ["1", "2"]
+        assert listed.json()["n_occurrences"] == 20 and [h["id"] for h in listed.json()["hits"]] == ["1", "2"]
 
 
 def test_service_refuses_a_store_of_another_model(

@@ -99,7 +99,7 @@ def test_a_word_the_tokenizer_splits_is_named_so(
         search_occurrences(store, word="low-lying", context="the low-lying river", model=bundled)
     with pytest.raises(InvalidInput, match="the tokenizer reads 2 words, bank '"):
         occurrence_vectors(store, word="bank'")
-    assert search_occurrences(store, word="café").total == 2  # one word: found, no model loaded
+    assert search_occurrences(store, word="café").n_occurrences == 2  # one word: found, no model loaded
 
 
 @pytest.mark.filterwarnings("ignore:.*rows train")  # a tiny store's index: what is said is read here
@@ -159,7 +159,7 @@ def test_one_default_count_the_context_said_and_an_empty_one_named(
     store = tmp_path / "tok.parquet"
     bertscope.embed_corpus(corpus, store, model=bundled, level="tokens")
     listed = search_occurrences(store, word="the")
-    assert listed.total > 5 and len(listed.hits) == 5 and listed.context_span is None
+    assert listed.n_occurrences > 5 and len(listed.hits) == 5 and listed.context_span is None
     twice = "By the bank, the bank of the river."
     found = search_occurrences(store, word="bank", context=twice, model=bundled)
     assert found.context_span == (7, 11)

@@ -360,13 +360,15 @@ def _occurrences(
                 "word": word,
                 "context": context,
                 "context_span": None if found.context_span is None else list(found.context_span),
-                "total": found.total,
+                "n_occurrences": found.n_occurrences,
                 "hits": [h.__dict__ for h in found.hits],
             }
         )
         return
     what = f"{word!r} nearest to its use in {context!r}" if context else f"occurrences of {word!r}"
-    table = Table("rank", "id", "span", "score", "snippet", title=f"{what} ({found.total} in the store)")
+    table = Table(
+        "rank", "id", "span", "score", "snippet", title=f"{what} ({found.n_occurrences} in the store)"
+    )
     for rank, hit in enumerate(found.hits, 1):
         score = "" if hit.score is None else f"{hit.score:.4f}"
         table.add_row(str(rank), hit.id, f"{hit.start}-{hit.end}", score, hit.snippet)

@@ -26,6 +26,7 @@ from ..core._enums import SubwordPooling
 from ..core.given import quoted_text
 from ..core.pooling import pool_words, text_words, word_spans
 from ..core.renamed import top_k_given
+from ..core.renamed_fields import renamed_field
 from ..core.similarity import unit
 from ..core.spec import EmbedOptions
 from ..core.tokens import check_texts
@@ -81,10 +82,15 @@ class Occurrences:
 
     word: str
     context: str | None
-    total: int
+    n_occurrences: int
     hits: list[Occurrence] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
     context_span: tuple[int, int] | None = None
+
+    @property
+    def total(self) -> int:
+        """Deprecated: the old name of `n_occurrences` (the same count), as senses names it."""
+        return renamed_field(self.n_occurrences, owner="Occurrences", name="n_occurrences", old="total")
 
 
 def token_store(store: str | Path | Store) -> Store:
@@ -138,7 +144,9 @@ def search_occurrences(
         _check_same(opened, m, layers)
         _one_word(word, m)  # before the context: a word the tokenizer splits is in no context either
     query, span = (None, None) if m is None or context is None else _query_vector(opened, target, context, m)
-    found = Occurrences(word=word, context=context, total=0, settings=opened.settings, context_span=span)
+    found = Occurrences(
+        word=word, context=context, n_occurrences=0, settings=opened.settings, context_span=span
+    )
     best: list[tuple[float, int, Occurrence]] = []
     seen: Counter[str] = Counter()
     # With a fresh index of every vector column, only the occurrences' own rows are read (from the
@@ -149,15 +157,15 @@ def search_occurrences(
         matches = _matches(chunk, target, opened.settings["level"], seen, copies=copies, offset=offset)
         offset += chunk.num_rows
         for occurrence, vector in matches:
-            found.total += 1
+            found.n_occurrences += 1
             if query is None:
                 if len(found.hits) < k:
                     found.hits.append(occurrence)
                 continue
             occurrence.score = float(unit(vector[None])[0] @ query)
-            item = (occurrence.score, -found.total, occurrence)
+            item = (occurrence.score, -found.n_occurrences, occurrence)
             (heapq.heappush if len(best) < k else heapq.heappushpop)(best, item)
-    if found.total == 0:
+    if found.n_occurrences == 0:
         raise _never(word, opened, seen, m, given=store)
     if query is not None:
         found.hits = [item[2] for item in sorted(best, key=lambda x: (-x[0], -x[1]))]

@@ -263,7 +263,11 @@ class OccurrencesResponse(BaseModel):
         description="The [start, end] characters of the word's use in the context searched with: its first "
         "where the context uses it more than once (null without a context).",
     )
-    total: int
+    n_occurrences: int = Field(description="How many times the word occurs in the store.")
+    total: int = Field(
+        description='The older name of "n_occurrences" (the same count).',
+        json_schema_extra={"deprecated": True},
+    )
     hits: list[OccurrenceHit]
 
 

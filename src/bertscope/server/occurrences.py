@@ -66,7 +66,8 @@ def occurrence_routes(app: FastAPI, svc: Service) -> None:
             word=req.word,
             context=req.context,
             context_span=None if found.context_span is None else list(found.context_span),
-            total=found.total,
+            n_occurrences=found.n_occurrences,
+            total=found.n_occurrences,  # its older name, still sent beside it
             hits=[hit.__dict__ for hit in found.hits],
         )
 
