@@ -133,7 +133,8 @@ def test_service_occurrences(stores: dict[str, Path], bundled: bertscope.Model) 
         answer = httpx.post(f"{base}/occurrences", json=body, timeout=60)
         assert answer.status_code == 200, answer.text
         hits = answer.json()["hits"]
-        assert answer.json()["n_occurrences"] == answer.json()["total"] == 20 and {h["id"] for h in hits} <= RIVER
+        assert answer.json()["n_occurrences"] == answer.json()["total"] == 20  # its older name beside it
+        assert {h["id"] for h in hits} <= RIVER
         local = search_occurrences(stores["tokens"], word="bank", context=body["context"], k=4, model=bundled)
         np.testing.assert_allclose([h["score"] for h in hits], [h.score for h in local.hits], atol=1e-6)
         missing = httpx.post(f"{base}/occurrences", json={**body, "store": "nope"}, timeout=60)
