@@ -247,7 +247,7 @@ def test_a_ray_jobs_settings_write_that_fails_is_one_line(
     """The Ray job's settings kept before its first shard: a full disk was a raw OSError (review)."""
     from bertscope.distributed import shards
 
-    monkeypatch.setattr(shards, "atomic_write_text", _disk_full)
+    monkeypatch.setattr(parts_sink, "atomic_write_text", _disk_full)  # what write_settings writes with
     out = tmp_path / "out"
     with pytest.raises(CorpusError) as caught:
         shards.open_folder(out, resume=False, overwrite=False).settled("schema", {"layers": "-1"})

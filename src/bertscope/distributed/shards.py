@@ -27,7 +27,7 @@ from ..errors import CorpusError, InvalidInput
 from ..io.checksums import vector_names
 from ..io.parquet_checked import CheckedParquet, write_checked
 from ..io.parquet_sink import PARQUET_META_KEY
-from ..io.parts_sink import atomic_write_text
+from ..io.parts_sink import write_settings
 from ..io.sink_settings import settings_diff, settings_differ
 from .units import UNIT, Unit
 
@@ -124,16 +124,6 @@ class ShardFolder:
         (self.out / RESUME / f"{shard.stem}.json").unlink()
         return new
 
-    def _keep_settings(self, started: Path, settings: dict[str, Any], *, then: str) -> None:
-        """The job's settings kept for its resume, or one line (a full disk) saying what to do `then`."""
-        try:
-            atomic_write_text(started, json.dumps(settings, sort_keys=True))
-        except OSError as exc:
-            reason = exc.strerror or str(exc) or type(exc).__name__
-            raise CorpusError(
-                f"{self.out}: could not write the job's settings ({reason}): fix that, then {then}"
-            ) from None
-
     def settled(self, schema: Any, settings: dict[str, Any]) -> Any:
         """The schema this run writes: the kept shards' own, refused where their settings or columns
         differ from the asked ones (`settings`, which `schema` holds in its metadata)."""
@@ -146,7 +136,7 @@ class ShardFolder:
             _refuse_other_settings(self.out, json.loads(started.read_text()), settings)
         if not self.kept:
             if not started.exists():
-                self._keep_settings(started, settings, then="run it again")
+                write_settings(started, settings, self.out, fix=": fix that, then run it again")
             return schema
         saved = pq.read_schema(self.kept[0])
         # Compared as the local job compares them: the settings alone, without what the metadata adds
@@ -155,7 +145,7 @@ class ShardFolder:
         stored = {k: v for k, v in json.loads(saved.metadata[PARQUET_META_KEY]).items() if k not in added}
         _refuse_other_settings(self.out, stored, {k: v for k, v in settings.items() if k not in added})
         if not started.exists():  # a job saved before it kept them: its shards' settings, proven above
-            self._keep_settings(started, settings, then="run it again with --resume")
+            write_settings(started, settings, self.out, fix=": fix that, then run it again with --resume")
         if not saved.remove_metadata().equals(schema.remove_metadata()):
             raise CorpusError(
                 f"{self.out}: the saved shards hold the columns {', '.join(saved.names)} where this run "

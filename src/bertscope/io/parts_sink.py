@@ -27,7 +27,7 @@ from .sink_settings import settings_diff, settings_differ
 # How a job whose saved parts fail their checks is made again.
 __all__ = [
     "REDO_ADVICE", "PartsSink", "atomic_write_text", "column_matrix", "is_vector_type", "part_marker",
-    "removed_on_failure",
+    "removed_on_failure", "write_settings",
 ]  # fmt: skip
 
 REDO_ADVICE = "start the job again with overwrite=True (--overwrite)"
@@ -106,14 +106,12 @@ class PartsSink(Sink):
         """Write the job's settings, its first file; a failed write (a full disk) leaves no folder behind
         and says so in the words of a failed batch."""
         try:
-            atomic_write_text(state, json.dumps(self.settings, sort_keys=True))
-        except OSError as exc:
+            write_settings(
+                state, self.settings, self.path, fix="; nothing was saved: fix that, then run it again"
+            )
+        except CorpusError:
             shutil.rmtree(self.parts, ignore_errors=True)
-            reason = exc.strerror or str(exc) or type(exc).__name__
-            raise CorpusError(
-                f"{self.path}: could not write the job's settings ({reason}); nothing was saved: fix that, "
-                "then run it again"
-            ) from None
+            raise
 
     def complete(self) -> bool:
         """Whether the finished output is in place: every file of it (written before the cleanup)."""
@@ -216,6 +214,16 @@ def part_marker(part: Path) -> dict[str, Any]:
     part its rows and checksum (a plain count in parts saved before checksums and digests)."""
     text = part.with_suffix(".done").read_text()
     return json.loads(text) if text.lstrip().startswith("{") else {"records": int(text)}  # type: ignore[no-any-return]
+
+
+def write_settings(state: Path, settings: dict[str, Any], output: Path | str, *, fix: str) -> None:
+    """A job's settings written to `state` (a local job's part folder, a Ray job's resume folder); a failed
+    write (a full disk) is one CorpusError naming `output`, the reason, and then `fix`."""
+    try:
+        atomic_write_text(state, json.dumps(settings, sort_keys=True))
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise CorpusError(f"{output}: could not write the job's settings ({reason}){fix}") from None
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -95,11 +95,7 @@ def unopened(path: str | Path, exc: sqlite3.DatabaseError, *, writing: bool = Tr
     written = "; nothing was written to it" if writing else ""
     if disk_fault(exc):
         # nothing of this run is in it: the same call again, whether it was starting or resuming
-        fix = (
-            "free the disk or lift the limit, then run the same "
-            + ("job" if writing else "command")
-            + " again"
-        )
+        fix = f"free the disk or lift the limit, then run the same {'job' if writing else 'command'} again"
     elif name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
         fix = "is another program writing it? Close it, then run again"
     else:  # permissions, a folder or file SQLite cannot open
