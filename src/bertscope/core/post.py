@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -445,13 +446,16 @@ def _not_its_kind(processor: PostProcessor) -> str | None:
     return None
 
 
-# The settings `PostProcessor.check` compares, and what each must be (an EmbedSpec's, as JSON).
-_SPEC_KEYS = {
-    "layers": "a list of layer numbers",
-    "combine": "a name",
-    "pooling": "a name",
-    "mask_special": "true or false",
-    "normalize": "true, false or null",
+# The settings `PostProcessor.check` compares, what each must be (an EmbedSpec's, as JSON), and its test.
+_SPEC_KEYS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+    "layers": (
+        "a list of layer numbers",
+        lambda v: isinstance(v, list) and all(isinstance(n, int) and not isinstance(n, bool) for n in v),
+    ),
+    "combine": ("a name", lambda v: isinstance(v, str)),
+    "pooling": ("a name", lambda v: isinstance(v, str)),
+    "mask_special": ("true or false", lambda v: isinstance(v, bool)),
+    "normalize": ("true, false or null", lambda v: v is None or isinstance(v, bool)),
 }
 
 
@@ -468,20 +472,10 @@ def _unreadable_spec(settings: dict[str, Any]) -> str | None:
         return None
     if not isinstance(spec, dict):
         return f"its spec is JSON {_json_kind(spec)}, not an object of embedding settings"
-    for key, what in _SPEC_KEYS.items():
-        if key not in spec:  # fit_post(spec=...) records what its caller gave: those are checked
-            continue
-        value = spec[key]
-        fits = {
-            "layers": isinstance(value, list)
-            and all(isinstance(n, int) and not isinstance(n, bool) for n in value),
-            "combine": isinstance(value, str),
-            "pooling": isinstance(value, str),
-            "mask_special": isinstance(value, bool),
-            "normalize": value is None or isinstance(value, bool),
-        }[key]
-        if not fits:
-            return f"its spec's {key} is {json.dumps(value)}, not {what}"
+    for key, (what, fits) in _SPEC_KEYS.items():
+        # fit_post(spec=...) records what its caller gave: those are checked
+        if key in spec and not fits(spec[key]):
+            return f"its spec's {key} is {json.dumps(spec[key])}, not {what}"
     return None
 
 
