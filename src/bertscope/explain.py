@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from .core.encoder import Encoder
     from .core.spec import RecipeKeywords
 
-__all__ = ["Explanation", "explain", "token_parts", "plot_explanation", "picture_file"]
+__all__ = ["Explanation", "explain", "token_parts", "plot_explanation", "picture_file", "texts_named"]
 
 
 @dataclass(repr=False)
@@ -123,9 +123,9 @@ def explain(
     recipe = resolve(model, EmbedOptions.given(**options))
     spec, processor = recipe.spec, recipe.post
     # Each text alone, as `similarity` embeds them, so the score is the one it reports.
-    with _named("a"):
+    with texts_named("a"):
         left = model.embed_with([a], recipe)
-    with _named("b"):  # alone, it was refused as "text 0"
+    with texts_named("b"):  # alone, it was refused as "text 0"
         right = model.embed_with([b], recipe)
     dropped = np.concatenate([left.n_dropped, right.n_dropped])
     say_cut(dropped, model.max_tokens)
@@ -134,7 +134,7 @@ def explain(
     score = float(cos_sim(left.vectors, right.vectors)[0, 0])
     if spec.pooling not in exact_poolings():
         if max(spec.layers) == 0:
-            with _named("a", "b"):
+            with texts_named("a", "b"):
                 first_rows = _first_rows_view(model, a, b, spec, processor, score, top)
             return replace(first_rows, n_dropped=cut)
         if exact:
@@ -143,7 +143,7 @@ def explain(
                 f"every token through the layers); exact: {_exact_names()}"
             )
         return replace(_attention_view(model, a, b, spec, score), n_dropped=cut)
-    with _named("a", "b"):
+    with texts_named("a", "b"):
         (tok_a, mat_a), (tok_b, mat_b) = model.engine.token_matrices([a, b], spec)
     parts_a = token_parts(mat_a, tok_a.special_mask, spec, processor)
     parts_b = token_parts(mat_b, tok_b.special_mask, spec, processor)
@@ -169,9 +169,9 @@ def explain(
     )
 
 
-def _named(*names: str) -> AbstractContextManager[None]:
+def texts_named(*names: str) -> AbstractContextManager[None]:
     """Refusals raised inside name text i as the caller gave it, "text a" or "text b", not by its index in
-    the one or two texts embedded."""
+    the one or two texts embedded (the library's explain and the service's /explain alike)."""
     return named_as(lambda kind, i: f"{kind} {names[i]}")
 
 
@@ -254,7 +254,7 @@ def _attention_view(model: Encoder, a: str, b: str, spec: EmbedSpec, score: floa
         read = spec.prompt + text if spec.prompt else text
         # attention is within one window: under long="window" a text that fits is read whole
         long = "truncate" if spec.long is LongText.WINDOW else spec.long.value
-        with _named(name):
+        with texts_named(name):
             counted = model.tokenize([read], long=long)[0]
         if spec.long is LongText.WINDOW and counted.n_dropped:
             raise InvalidInput(

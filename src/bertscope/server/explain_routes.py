@@ -7,7 +7,6 @@ Both count their tokens first (through the big-request gate) and refuse an answe
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,8 +15,9 @@ from fastapi.concurrency import run_in_threadpool
 
 from ..attention import attention_of
 from ..core.pooling import exact_poolings
-from ..core.tokens import check_texts, named_as
+from ..core.tokens import check_texts
 from ..errors import InvalidInput
+from ..explain import texts_named
 from .answers import Rows, answer, with_rows
 from .feature_schemas import AttentionRequest, ExplainRequest
 from .response_schemas import AttentionResponse, ExplainResponse
@@ -35,7 +35,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
     @app.post("/explain", response_model=ExplainResponse, tags=["explain"])
     async def explain(req: ExplainRequest) -> Response:
         """The cosine of a and b as token-pair contributions (exact), or [CLS] attention (marked)."""
-        with named_as(_field):  # "text b is empty", as the library names it, not "text 1"
+        with texts_named("a", "b"):  # "text b is empty", as the library names it, not "text 1"
             check_texts([req.a, req.b])
         recipe = svc.recipe(req.options(), req.post)  # checks the post's name and the spec it was fitted on
         post = recipe.post
@@ -46,7 +46,7 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
             # each text counted alone, named by its field: alone, b was "text 0"
             counts = []
             for name, text in zip("ab", texts, strict=True):
-                with named_as(_field_named(name)):
+                with texts_named(name):
                     counts.append(svc.count_tokens(text, req.long, stride=req.stride))
             return counts
 
@@ -132,16 +132,6 @@ def explain_routes(app: FastAPI, svc: Service) -> None:
             },
             size=picked.size,
         )
-
-
-def _field(kind: str, index: int) -> str:
-    """/explain's text `index` named by its field, as the library names it: "text a", "text b"."""
-    return f"{kind} {'ab'[index]}"
-
-
-def _field_named(name: str) -> Callable[[str, int], str]:
-    """A naming for the one text counted alone, by its field `name`."""
-    return lambda kind, _index: f"{kind} {name}"
 
 
 def _heads(svc: Service) -> int:
