@@ -50,7 +50,7 @@ def test_sentence_json_carries_texts_and_line_ids(small: Path) -> None:
     assert ran.code == 0, ran.stderr
     found = json.loads(ran.stdout)
     # additive: the old keys are all still there
-    assert {"dim", "vectors", "n_tokens", "n_dropped", "spec"} <= set(found)
+    assert {"dimension", "vectors", "n_tokens", "n_dropped", "spec"} <= set(found)
     assert found["texts"] == ["a cat", "a dog", "the car"]
     assert found["ids"] == ["1", "2", "4"]  # the blank third line skipped, the line numbers kept
     assert len(found["vectors"]) == 3

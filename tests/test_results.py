@@ -79,17 +79,17 @@ def test_every_result_dict_is_plain_json(bundled: bertscope.Model) -> None:
         assert json.loads(json.dumps(data)) == data, type(result).__name__  # no NumPy, no tuples
     sentence = results[0].to_dict()
     assert sentence["spec"]["layers"] == [0, 6] and sentence["n_dropped"] == [0, 0]
-    assert sentence["dim"] == 768 and np.array(sentence["vectors"]).shape == (2, 768)
+    assert sentence["dimension"] == 768 and np.array(sentence["vectors"]).shape == (2, 768)
     anatomy = results[4].to_dict()
     assert list(anatomy["steps"]) == list(bertscope.anatomy.STEPS) and anatomy["steps"]["projected"] is None
 
 
 def test_cli_json_equals_the_services_answer(client: httpx.Client) -> None:
     options = ["--layers", "-2", "--pooling", "mean", "--mask-special"]
-    assert_same(
-        cli_json("embed", *TEXTS, *options),
-        ask(client, "/v2/embed", {"inputs": TEXTS, "layers": "-2", "pooling": "mean", "mask_special": True}),
-    )
+    body = {"inputs": TEXTS, "layers": "-2", "pooling": "mean", "mask_special": True}
+    served = ask(client, "/v2/embed", body)
+    assert served.pop("dim") == served["dimension"]  # the deprecated name the service still sends
+    assert_same(cli_json("embed", *TEXTS, *options), served)
     assert_same(
         cli_json("embed", *TEXTS, "--tokens", "--layers", "0,6"),
         ask(client, "/embed_tokens", {"inputs": TEXTS, "layers": "0,6"}),

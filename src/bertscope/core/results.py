@@ -83,9 +83,9 @@ class SentenceEmbeddings(_VectorsArray):
         return int((self.n_dropped > 0).sum())
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: dim, vectors (n, d), n_tokens (n,), n_dropped (n,) and the spec."""
+        """JSON-able: dimension (d), vectors (n, d), n_tokens (n,), n_dropped (n,) and the spec."""
         return {
-            "dim": int(self.vectors.shape[1]),
+            "dimension": int(self.vectors.shape[1]),
             "vectors": rows(self.vectors),
             "n_tokens": np.asarray(self.n_tokens).astype(int).tolist(),
             "n_dropped": np.asarray(self.n_dropped).astype(int).tolist(),

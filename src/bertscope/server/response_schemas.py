@@ -30,7 +30,10 @@ class EmbedResponse(BaseModel):
     """Sentence vectors (n, d) in input order, with per-text token counts and tokens cut by truncation."""
 
     model: str
-    dim: int
+    dimension: int = Field(description="Each vector's width (d).")
+    dim: int = Field(
+        description='The older name of "dimension" (the same number).', json_schema_extra={"deprecated": True}
+    )
     vectors: list[list[float]]
     n_tokens: list[int]
     n_dropped: list[int]

@@ -62,7 +62,9 @@ def embedding_routes(app: FastAPI, svc: Service) -> None:
         """Sentence vectors: any layers, combine, pooling, masking, normalisation, long-text policy."""
         recipe = svc.recipe(req.options(), req.post)
         res = recipe.finish(await svc.sentences(req.inputs, recipe.spec))
-        return await answer(lambda: {"model": svc.name, **with_rows(res)}, size=res.vectors.size)
+        return await answer(
+            lambda: _with_old_width({"model": svc.name, **with_rows(res)}), size=res.vectors.size
+        )
 
     @app.post("/embed_tokens", response_model=TokensResponse, tags=["embeddings"])
     async def embed_tokens(req: TokensRequest) -> Response:
@@ -349,6 +351,16 @@ def model_routes(app: FastAPI, svc: Service) -> None:
 
         a = await svc.on_worker(work, n_tokens=n)
         return await answer(lambda: {"model": svc.name, **a.to_dict()}, size=numbers)
+
+
+def _with_old_width(answer: dict[str, Any]) -> dict[str, Any]:
+    """/v2/embed's answer with `dim`, the deprecated name of `dimension`, beside it (same number)."""
+    made: dict[str, Any] = {}
+    for name, value in answer.items():
+        made[name] = value
+        if name == "dimension":
+            made["dim"] = value
+    return made
 
 
 def _refuse_long_pieces(items: list[Any], longest: int) -> None:
