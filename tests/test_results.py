@@ -119,7 +119,7 @@ def test_cli_json_equals_the_services_answer(client: httpx.Client) -> None:
     info = client.get("/v2/info").json()
     assert info.pop("layers") == info["n_layers"] and info["prompts"] == {}  # layers: the service's own
     mine = cli_json("info")
-    assert mine.pop("default_prompt_name") is None  # the command's own (the service's is the spec's)
+    assert mine["default_prompt_name"] is None and mine["similarity_fn_name"] == "cosine"
     assert_same(mine, {k: v for k, v in info.items() if k not in ("model", "version", "limits")})
 
 

@@ -51,7 +51,12 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
     """
     from ..backends.recorded import folder_info, unchosen_info
     from ..core.prompts import read_prompts
-    from ..core.st_settings import auto_refused, sentence_transformers_settings
+    from ..core.st_settings import (
+        auto_refused,
+        folder_similarity_fn_name,
+        folder_truncate_dim,
+        sentence_transformers_settings,
+    )
     from ..verify.fingerprint import light_fingerprint, store_fingerprint
 
     view = FolderView.open(model)
@@ -61,16 +66,23 @@ def info(model: ModelOpt = None, as_json: JsonOpt = False) -> None:
     if view is not None and light is not None and fingerprint is not None:
         prompts = read_prompts(view.path)
         refused = sentence_transformers_settings(view.path).unsupported
+        # sentence-transformers' attributes as a load sets them from the folder (a name it cannot
+        # compute is the load's one-line refusal)
+        attributes = {
+            "truncate_dim": folder_truncate_dim(view.path),
+            "similarity_fn_name": folder_similarity_fn_name(view.path),
+        }
     else:
         loaded = load_model(model)
         light, fingerprint, prompts = loaded.info().to_dict(), store_fingerprint(loaded), loaded.prompts
         refused = loaded.loaded.st_unsupported
+        attributes = {"truncate_dim": loaded.truncate_dim, "similarity_fn_name": loaded.similarity_fn_name}
     # beside pooling and normalize, which are the Pooling and Normalize modules' own: whether --pooling auto
     # (the default) and encode do the folder's whole sentence pipeline, or refuse it and why
     light = _beside(light, "normalize", auto_refused=auto_refused(refused, option="--pooling auto"))
     # The prompts prompt_name takes, as /v2/info lists them; what `bertscope verify --store` and /v2/info
     # compare: the fingerprint's id, settings and file hashes.
-    details = {**light, "prompts": dict(prompts.prompts), "fingerprint": fingerprint}
+    details = {**light, "prompts": dict(prompts.prompts), **attributes, "fingerprint": fingerprint}
     if as_json:
         emit_json({**details, "default_prompt_name": prompts.default_name})
         return

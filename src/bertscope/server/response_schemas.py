@@ -173,6 +173,18 @@ class ServiceInfo(BaseModel):
         description="The model's sentence-transformers prompts, name -> text (prompt_name takes a name); "
         "empty where it has none."
     )
+    default_prompt_name: str | None = Field(
+        None,
+        description="The prompt put before each text where a request names none (one of prompts), or null.",
+    )
+    truncate_dim: int | None = Field(
+        None,
+        description="The folder's sentence-transformers truncate_dim (null: none), which its encode keeps; "
+        "the routes keep every dimension unless a request's dimensions says fewer, as TEI's.",
+    )
+    similarity_fn_name: str = Field(
+        "cosine", description="sentence-transformers' similarity function of the model's vectors."
+    )
     auto_refused: str | None = Field(
         None,
         description="Why pooling 'auto' (the default) and the TEI and OpenAI routes refuse this folder's own "

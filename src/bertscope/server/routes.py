@@ -452,6 +452,12 @@ def ops_routes(app: FastAPI, svc: Service, metrics: Metrics) -> None:
         model = svc.model.info().to_dict()
         # "layers", the count's older name, kept beside "n_layers" (deprecated in the schema)
         model.update(layers=model["n_layers"], prompts=dict(svc.model.prompts.prompts))
+        # sentence-transformers' attributes, as `bertscope info --json` lists them
+        model.update(
+            default_prompt_name=svc.model.default_prompt_name,
+            truncate_dim=svc.model.truncate_dim,
+            similarity_fn_name=svc.model.similarity_fn_name,
+        )
         # as `bertscope info` says it: whether pooling auto does the folder's own sentence pipeline
         model["auto_refused"] = auto_refused(getattr(svc.model.loaded, "st_unsupported", None))
         described = {"model": svc.name, "version": __version__, **model}
