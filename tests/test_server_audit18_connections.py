@@ -22,7 +22,9 @@ from test_server import serving_app
 @contextmanager
 def capped(model: bertscope.Model, cap: int) -> Iterator[tuple[int, Any]]:
     """The service on a free loopback port, run as `bertscope serve` runs it; yields its port and app."""
-    settings = ServerSettings(max_connections=cap)
+    settings = ServerSettings(
+        max_connections=cap, connection_share=1.0
+    )  # the whole cap: every test is 127.0.0.1
     app = create_app(model, settings=settings)
     with serving_app(app, settings, server_type=Server) as base:
         yield int(base.rsplit(":", 1)[1]), app

@@ -127,6 +127,15 @@ def serve(
             "at most 4096).",
         ),
     ] = None,
+    connection_share: Annotated[
+        float,
+        typer.Option(
+            "--connection-share",
+            min=0.01,
+            max=1.0,
+            help="Share of --max-connections one client address may hold (1: none; behind a proxy).",
+        ),
+    ] = 0.5,
     max_answer_floats: Annotated[
         int, typer.Option("--max-answer-floats", min=1, help="Numbers one answer may hold before 413.")
     ] = 8 * 1024 * 1024,
@@ -202,6 +211,7 @@ def serve(
         header_timeout_s=header_timeout,
         send_timeout_s=send_timeout,
         max_connections=max_connections,
+        connection_share=connection_share,
         auto_split=auto_split,
         batching=not no_batching,
         posts=tuple(named_files),

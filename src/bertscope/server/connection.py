@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 import h11
@@ -75,15 +76,21 @@ class _CountedConnection(h11.Connection):
         return event
 
 
-def busy_answer(max_connections: int) -> bytes:
-    """The fixed 503 a connection over the cap gets as it opens (TEI's error body: its route is unread)."""
-    body = json.dumps(
-        {
-            "error": f"the service holds its most connections ({max_connections}, --max-connections); "
-            "try again in a moment, or reuse a connection (keep-alive)",
-            "error_type": "Overloaded",
-        }
-    ).encode()
+def busy_answer(max_connections: int, *, share: float | None = None) -> bytes:
+    """The fixed 503 a connection over the cap gets as it opens (TEI's error body: its route is unread);
+    with `share`, the one for a connection over its client address's share of the cap."""
+    if share is None:
+        error = (
+            f"the service holds its most connections ({max_connections:,}, --max-connections); "
+            "try again in a moment, or reuse a connection (keep-alive)"
+        )
+    else:
+        error = (
+            f"this client address holds its most connections ({peer_cap(max_connections, share):,}: "
+            f"--connection-share {share:g} of --max-connections {max_connections:,}); close one, or reuse "
+            "a connection (keep-alive), and try again"
+        )
+    body = json.dumps({"error": error, "error_type": "Overloaded"}).encode()
     head = (
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
         f"content-length: {len(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n"
@@ -91,19 +98,29 @@ def busy_answer(max_connections: int) -> bytes:
     return head.encode() + body
 
 
+def peer_cap(max_connections: int, share: float) -> int:
+    """The connections one client address may hold: its share of the cap, at least one."""
+    return max(1, int(max_connections * share))
+
+
 class HeadTimedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol, closing a connection whose next request head is not in within the deadline.
 
     The clock starts when the connection opens and after every answer, and stops when a request's
     head is complete (uvicorn starts a new request cycle); data in between does not reset it. A
-    connection that opens with `max_connections` already open is answered `busy_answer` and closed.
+    connection that opens with `max_connections` already open, or with `max_peer_connections` open from
+    its client address (`peers` counts them, one Counter per server), is answered `busy` (`busy_peer`)
+    and closed.
     """
 
     head_timeout: float = 10.0
     send_timeout: float = 30.0
     max_connections: int | None = None
+    max_peer_connections: int | None = None
+    peers: Counter[str] | None = None
     metrics: Metrics | None = None
     busy: bytes = b""
+    busy_peer: bytes = b""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -111,19 +128,33 @@ class HeadTimedH11Protocol(H11Protocol):
         self._send_timer: asyncio.TimerHandle | None = None
         self._waiting_after: Any = None  # the request cycle the awaited head comes after (None: the first)
         self._refused = False
+        self._peer: str | None = None  # the client address counted in `peers` while this one is open
         size = self.config.h11_max_incomplete_event_size
         self.conn = _CountedConnection(h11.SERVER) if size is None else _CountedConnection(h11.SERVER, size)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:  # type: ignore[override]
-        """Start the clock for the first request's head; over the cap, answer 503 and close unread."""
+        """Start the clock for the first request's head; over the cap or its address's share of it, answer
+        503 and close unread."""
         super().connection_made(transport)  # type: ignore[arg-type]
-        self._refused = self.max_connections is not None and len(self.connections) > self.max_connections
+        over_cap = self.max_connections is not None and len(self.connections) > self.max_connections
+        peer = self.client[0] if self.client else None
+        over_share = (
+            not over_cap
+            and peer is not None
+            and self.peers is not None
+            and self.max_peer_connections is not None
+            and self.peers[peer] >= self.max_peer_connections
+        )
+        self._refused = over_cap or over_share
         if self.metrics is not None:
             self.metrics.count_connections(len(self.connections), refused=self._refused)
         if self._refused:
-            self.transport.write(self.busy)
+            self.transport.write(self.busy_peer if over_share else self.busy)
             self.transport.close()  # stops reading at once; the 503 goes out before the socket closes
             return
+        if peer is not None and self.peers is not None:
+            self.peers[peer] += 1
+            self._peer = peer
         self._arm()
 
     def data_received(self, data: bytes) -> None:
@@ -150,6 +181,11 @@ class HeadTimedH11Protocol(H11Protocol):
         """Stop the clocks with the connection."""
         self._disarm()
         self._stop_send_clock()
+        if self._peer is not None and self.peers is not None:
+            self.peers[self._peer] -= 1
+            if not self.peers[self._peer]:
+                del self.peers[self._peer]
+            self._peer = None
         super().connection_lost(exc)
         if self.metrics is not None:
             self.metrics.count_connections(len(self.connections))
@@ -220,13 +256,18 @@ def uvicorn_config(
     (run it with `capacity.Server`, which reads the cap's metrics from it)."""
     open_files = raise_open_file_limit()  # before the first connection: every one takes a descriptor
     cap = settings.max_connections or default_max_connections(open_files)
+    share = settings.connection_share
     service = getattr(app.state, "service", None)
-    fitted = {
+    fitted: dict[str, Any] = {
         "head_timeout": settings.header_timeout_s,
         "send_timeout": settings.send_timeout_s,
         "max_connections": cap,
+        # 1: no share per address (every client behind one proxy's address)
+        "max_peer_connections": None if share >= 1 else peer_cap(cap, share),
+        "peers": Counter(),  # this server's own: the connections open per client address
         "metrics": None if service is None else service.batcher.metrics,
         "busy": busy_answer(cap),
+        "busy_peer": busy_answer(cap, share=share),
     }
     protocol = type("HeadTimedH11Protocol", (HeadTimedH11Protocol,), fitted)
     return uvicorn.Config(

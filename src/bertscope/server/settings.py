@@ -51,6 +51,9 @@ class ServerSettings:
     # Connections open at once; one more is answered 503 and closed as it opens (`connection`). None: half
     # the open-file limit, at most 4,096 (`capacity.default_max_connections`).
     max_connections: int | None = None
+    # The share of max_connections one client address may hold open (`connection`), so one client's idle
+    # connections cannot lock the others out; 1.0 where every client comes through one proxy's address.
+    connection_share: float = 0.5
     # Seconds an idle connection stays open after an answer (uvicorn's timeout_keep_alive).
     keep_alive_s: float = 5.0
     # Numbers one answer may hold (token vectors of every layer for many texts grow past any memory).
@@ -74,6 +77,11 @@ class ServerSettings:
             raise InvalidSpec(
                 f"max_connections is {self.max_connections}: give 1 or more, or None for half the "
                 "open-file limit"
+            )
+        if not 0 < self.connection_share <= 1:
+            raise InvalidSpec(
+                f"connection_share is {self.connection_share}: give a share of --max-connections above 0 "
+                "and at most 1 (1: no share per client address)"
             )
         if not 0 < self.queue_share <= 1:
             raise InvalidSpec(
