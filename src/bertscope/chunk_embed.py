@@ -28,7 +28,7 @@ from .core.chunk_pooling import (
     sum_factor,
     token_rows,
 )
-from .core.chunking import ChunkBy, Span, iter_chunk_spans, refuse_unread_sizes
+from .core.chunking import ChunkBy, Span, check_late, iter_chunk_spans, refuse_unread_sizes
 from .core.encoder import Encoder
 from .core.engine import LONG_TOKENS, EmbedSpec, Engine, OnBatch
 from .core.pooling import POOLINGS
@@ -316,8 +316,7 @@ def plan_chunks(
     its limit, or stops a plan whose client left).
     """
     items = check_texts(docs)
-    if not isinstance(late, bool | np.bool_):  # late='no' read as late chunking
-        raise InvalidSpec(f"late must be True or False, got {late!r}")
+    late = check_late(late)
     if chunks is None or not isinstance(chunks, str | Sequence | np.ndarray):
         raise InvalidSpec(
             f"chunks={chunks!r}: give 'sentence', 'paragraph' or 'tokens', or (start, end) spans per document"

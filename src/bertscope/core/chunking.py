@@ -19,6 +19,8 @@ import re
 import unicodedata
 from collections.abc import Generator, Iterator, Sequence
 
+import numpy as np
+
 from ..errors import InvalidInput, InvalidSpec
 from ._enums import StrEnum
 from .spec import whole_number
@@ -26,7 +28,7 @@ from .tokens import TextTokenizer
 
 __all__ = [
     "ChunkBy", "Span", "TOKEN_CHUNK_SIZES", "chunk_spans", "iter_chunk_spans", "sentence_spans",
-    "paragraph_spans", "check_spans", "refuse_unread_sizes",
+    "paragraph_spans", "check_spans", "check_late", "refuse_unread_sizes",
 ]  # fmt: skip
 
 Span = tuple[int, int]
@@ -66,6 +68,14 @@ class ChunkBy(StrEnum):
 
 # The options only token chunks read: with another chunking they would be ignored in silence.
 TOKEN_CHUNK_SIZES = ("chunk_size", "chunk_overlap")
+
+
+def check_late(late: object) -> bool:
+    """`late` as a bool, or InvalidSpec: the one check of embed_chunks, the service and the corpus jobs'
+    chunk level ("no" and "false" are truthy and would run late chunking; 0 and None would store as such)."""
+    if not isinstance(late, bool | np.bool_):
+        raise InvalidSpec(f"late must be True or False, got {late!r}")
+    return bool(late)
 
 
 def refuse_unread_sizes(chunking: str, **sizes: object) -> None:

@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from ..chunk_embed import iter_chunk_embeddings, late_spec
 from ..core._enums import Level, Precision
-from ..core.chunking import ChunkBy, chunk_spans
+from ..core.chunking import ChunkBy, check_late, chunk_spans
 from ..core.engine import EmbedSpec, OnBatch
 from ..core.post import PostProcessor
 from ..core.spec import EmbedOptions, resolve
@@ -41,13 +41,14 @@ class ChunkLevel(CorpusLevel):
     def build(cls, model: Any, recipe: EmbedOptions, asked: LevelOptions) -> ChunkLevel:
         """Documents cut by `chunks` (`chunk_size`, `chunk_overlap`), late or not, as `Model.embed_chunks`."""
         cut = ChunkBy.parse(asked.chunks, what="chunking")
+        late = check_late(asked.late)  # options built directly (not by CorpusOptions.of) checked too
         # Late chunks see every token: their options say long="window" where none was given
         # (CorpusOptions.of, the command line), and truncate asked of them is refused (late_spec), as
         # Model.embed_chunks refuses it, not turned into windows in silence.
         resolved = resolve(model, recipe)
-        spec = late_spec(resolved.spec) if asked.late else resolved.spec
+        spec = late_spec(resolved.spec) if late else resolved.spec
         return cls(
-            model, spec, **storage(asked), processor=resolved.post, chunks=cut, late=asked.late,
+            model, spec, **storage(asked), processor=resolved.post, chunks=cut, late=late,
             size=asked.chunk_size, overlap=asked.chunk_overlap,
         )  # fmt: skip
 

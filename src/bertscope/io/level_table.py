@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from ..core._enums import Level, LongText
-from ..core.chunking import TOKEN_CHUNK_SIZES, ChunkBy, refuse_unread_sizes
+from ..core.chunking import TOKEN_CHUNK_SIZES, ChunkBy, check_late, refuse_unread_sizes
 from ..core.spec import EmbedOptions, RecipeKeywords, refuse_sentence_options, unknown_option
 from ..errors import InvalidSpec
 from .chunk_level import ChunkLevel
@@ -62,6 +62,8 @@ class CorpusOptions:
             raise unknown_option(unknown[0], known)
         level: dict[str, Any] = {key: value for key, value in given.items() if key in names}
         refuse_idle_level_options(LevelOptions(**level), given=level)
+        if "late" in level:  # late="no" is truthy: refused before it picks late chunking and is stored
+            level["late"] = check_late(level["late"])
         recipe: dict[str, Any] = {key: value for key, value in given.items() if key not in names}
         asked = LevelOptions(**level)
         if "long" not in recipe and level_of(asked) is ChunkLevel and asked.late:
