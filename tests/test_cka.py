@@ -142,14 +142,16 @@ def test_cli_json_shape(tiny_dirs, tmp_path) -> None:
 
 def test_few_rows_for_their_width_bring_a_note(tiny_models) -> None:
     """Linear CKA over fewer rows than twice the width reads too high (400 rows of 384 dims: .535 against
-    .478 debiased): the result says so and names --debiased; the debiased estimator needs no note."""
+    .478 debiased): the result says so and names --debiased; the debiased one, unbiased but scattered over
+    few rows, says its spread (tests/test_research_audit20.py)."""
     from bertscope.research.cka import few_rows_note
 
     few = cka(tiny_models["bert"], TEXTS, level="sentence")  # 6 rows, 32 dimensions
     assert few.note is not None and "6 rows for 32 dimensions" in few.note and "--debiased" in few.note
     assert few.to_dict()["note"] == few.note
     debiased = cka(tiny_models["bert"], TEXTS, level="sentence", debiased=True)
-    assert debiased.note is None and debiased.to_dict()["note"] is None
+    assert debiased.note is not None and debiased.note.startswith("debiased CKA over 6 rows")
+    assert debiased.to_dict()["note"] == debiased.note
     assert few_rows_note(400, 384) is not None and few_rows_note(777, 384) is None
 
 
@@ -167,12 +169,12 @@ def test_cli_prints_the_few_rows_note_on_stderr(tiny_dirs, tmp_path) -> None:
     assert "--debiased" in note and "debiased=True" not in note
     debiased = run_main("cka", "-i", str(path), "-m", str(tiny_dirs["bert"]), "--level", "sentence",
                         "--debiased")  # fmt: skip
-    assert debiased.code == 0 and "note:" not in debiased.stderr
+    assert debiased.code == 0 and "note: debiased CKA over 6 rows" in " ".join(debiased.stderr.split())
 
 
 def test_the_service_answers_the_few_rows_note(tiny_models) -> None:
-    """POST /v2/cka carries the library's `note` (null for the debiased estimator), and the answer's
-    schema declares it."""
+    """POST /v2/cka carries the library's `note` (the debiased estimator's spread over few rows too), and
+    the answer's schema declares it."""
     import httpx
 
     from test_server import serving
@@ -190,5 +192,5 @@ def test_the_service_answers_the_few_rows_note(tiny_models) -> None:
     assert expected is not None and few.json()["note"] == expected.replace(
         "--debiased (debiased=True)", '"debiased": true'
     )
-    assert debiased.json()["note"] is None
+    assert debiased.json()["note"] == cka(model, TEXTS, level="sentence", debiased=True, progress=False).note
     assert "note" in schema["CkaResponse"]["properties"]

@@ -366,7 +366,8 @@ def cka_command(
         f"{s['model_a']}, columns layers of {s['model_b']}",
     )  # fmt: skip
     for layer, row in zip(result.layers_a, result.cka, strict=True):
-        table.add_row(str(layer), *(_fmt(float(v)) for v in row))
+        # an undefined cell (nan: the note says why) is '-', as compare's table and --json's null
+        table.add_row(str(layer), *(_fmt(_defined(float(v))) for v in row))
     out.print(table)
 
 

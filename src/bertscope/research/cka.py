@@ -13,12 +13,18 @@ sum y |x|^2 and sum |x|^2 |y|^2, from which the Gram-matrix formulas follow exac
 Memory is the sums: (L_a+1) x d_a x (L_b+1) x d_b float64 (58 MB for the bundled model against
 itself), whatever the number of texts. Rows are shifted by the first batch's mean before summing (both
 estimators are unchanged by a shift; it keeps float64 sums of large-mean BERT vectors exact).
-The linear estimator is biased upward when n is not much larger than d; use `debiased` for few rows
-(a linear result over fewer than `FEW_ROWS` x d rows carries a `note` that says so).
+The linear estimator is biased upward when n is not much larger than d (a linear result over fewer than
+`FEW_ROWS` x d rows carries a `note` that says so); the debiased one removes that bias but scatters widely
+over few rows (a debiased result over fewer than `DEBIASED_FEW_ROWS` rows carries a `note` with the spread).
+Rows are counted distinct: 800 rows of two texts repeated are two points, and CKA over them is 1 by
+construction, so the refusal and the notes count distinct rows (hashed, up to the largest count any of
+them needs, so memory stays bounded).
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import tee
@@ -28,7 +34,7 @@ import numpy as np
 
 from ..core._enums import LevelName
 from ..core.tokens import Tokens
-from ..errors import InvalidInput
+from ..errors import InvalidInput, InvalidSpec
 from .states import layer_blocks, layered, model_given, text_stream
 
 if TYPE_CHECKING:
@@ -37,10 +43,14 @@ if TYPE_CHECKING:
 __all__ = [
     "CkaLevel",
     "CkaResult",
+    "DEBIASED_FEW_ROWS",
     "FEW_ROWS",
     "MIN_ROWS",
     "cka",
     "cka_note",
+    "debiased_given",
+    "debiased_note",
+    "debiased_spread",
     "few_rows_note",
     "same_vector_note",
     "too_few_rows",
@@ -56,8 +66,14 @@ MIN_ROWS = {False: 4, True: 4}
 # A side whose rows all lie within this (relative, squared) of their mean is one vector repeated: CKA is 0/0.
 _SAME_VECTOR = 1e-10
 # Below this many rows per dimension linear CKA reads high (400 rows of 384 dims: .535 linear, .478
-# debiased between two layers): the result says so and points at the debiased estimator.
+# debiased between two layers): the result says so.
 FEW_ROWS = 2
+# The debiased estimator is unbiased but not steady: between independent layers its chance readings have a
+# standard deviation of about sqrt(2 / (n (n - 3))) (Gaussian noise, 50 seeds of 384 dims: .72 at n=4, .17
+# at 10, .034 at 40, as the formula gives). Below this many rows two of them exceed 0.1 (n (n - 3) < 800),
+# so a reading is not told from chance to a tenth: the result says so, with the spread at its n.
+DEBIASED_SPREAD = 0.1
+DEBIASED_FEW_ROWS = 30
 _FLUSH = 2048  # rows gathered before one matrix product
 
 
@@ -122,6 +138,30 @@ class Moments:
         self.n = 0
         self._sums: dict[str, np.ndarray] = {}
         self._shift: tuple[np.ndarray, np.ndarray] | None = None
+        # distinct rows, as hashes of their bytes, counted up to `_enough` (the most any check needs)
+        self._hashes: set[bytes] = set()
+        self._enough = 0
+
+    @property
+    def distinct(self) -> int:
+        """Distinct rows added (A's and B's vectors together, every layer), counted exactly up to the
+        largest count a refusal or note needs (past it, that count): repeats give CKA no new point."""
+        return len(self._hashes)
+
+    def _count(self, a: np.ndarray, b: np.ndarray | None) -> None:
+        width = max(a.shape[-1], 0 if b is None else b.shape[-1])
+        self._enough = max(self._enough, MIN_ROWS[True], DEBIASED_FEW_ROWS, FEW_ROWS * width)
+        if len(self._hashes) >= self._enough:
+            return
+        rows_a = np.ascontiguousarray(a).reshape(len(a), -1)
+        rows_b = None if b is None else np.ascontiguousarray(b).reshape(len(b), -1)
+        for k in range(len(rows_a)):
+            digest = hashlib.blake2b(rows_a[k].tobytes(), digest_size=16)
+            if rows_b is not None:
+                digest.update(rows_b[k].tobytes())
+            self._hashes.add(digest.digest())
+            if len(self._hashes) >= self._enough:
+                return
 
     def _add(self, name: str, value: np.ndarray) -> None:
         if name in self._sums:
@@ -131,6 +171,7 @@ class Moments:
 
     def add(self, a: np.ndarray, b: np.ndarray | None = None) -> None:
         """Add rows: a (n, L_a, d_a) and b (n, L_b, d_b) (b ignored when `same`)."""
+        self._count(a, None if self.same else b)
         if self._shift is None:
             other = a if self.same or b is None else b
             self._shift = (a.mean(axis=0, dtype=np.float64), other.mean(axis=0, dtype=np.float64))
@@ -160,6 +201,7 @@ class Moments:
 
     def matrix(self, *, debiased: bool = False) -> np.ndarray:
         """CKA per layer pair: (L_a, L_b), or (L,) for `diagonal`."""
+        debiased = debiased_given(debiased)
         s = self._sums
         if self.n < MIN_ROWS[debiased]:
             raise InvalidInput(too_few_rows(self.n, debiased, "give more texts"))
@@ -170,6 +212,10 @@ class Moments:
                     f"all {self.n} rows are the same vector at every layer{model} (the texts are "
                     "identical?): CKA compares how the rows differ; give texts that differ"
                 )
+        if self.distinct < MIN_ROWS[debiased]:  # 800 rows of two texts: two points, CKA 1 by construction
+            raise InvalidInput(
+                too_few_rows(self.n, debiased, "give more distinct texts", distinct=self.distinct)
+            )
         la, lb = s["sx"].shape[0], s["ay"].shape[0] if not self.same else s["sx"].shape[0]
         self_x = [self._self_hsic("x", i, debiased) for i in range(la)]
         self_y = self_x if self.same else [self._self_hsic("y", j, debiased) for j in range(lb)]
@@ -189,7 +235,11 @@ class Moments:
             out[k] = cross / np.sqrt(denominator) if denominator > 0 else np.nan
         # CKA is at most 1 (Cauchy-Schwarz); float error on a layer against itself gave 1.0000000000000868
         out = np.minimum(out, 1.0)
-        return out if self.diagonal else out.reshape(la, lb)
+        if self.diagonal:
+            return out
+        out = out.reshape(la, lb)
+        # one model: CKA(i, j) is CKA(j, i); the two sums' float error differed in the 16th digit
+        return (out + out.T) / 2 if self.same else out
 
     def same_vector_layers(self, side: str = "x") -> list[int]:
         """The layers of one side ("x": A, "y": B) whose rows are all the same vector: no spread, so their
@@ -241,6 +291,7 @@ def _hsic(
 
 def cka_of_arrays(a: np.ndarray, b: np.ndarray | None = None, *, debiased: bool = False) -> np.ndarray:
     """CKA of in-memory rows: a (n, L_a, d_a) against b (n, L_b, d_b), or a against itself."""
+    debiased = debiased_given(debiased)
     moments = Moments(same=b is None)
     for start in range(0, len(a), _FLUSH):
         moments.add(a[start : start + _FLUSH], None if b is None else b[start : start + _FLUSH])
@@ -363,6 +414,7 @@ def cka(
     """Linear CKA between every layer of `model` (0 = embedding output .. L), or against every layer of
     `other`; streamed (see the module docstring for the sums kept and their memory)."""
     layered(model, "CKA between layers")
+    debiased = debiased_given(debiased)  # before any work: a wrong value fails after it otherwise
     how = CkaLevel.parse(level, what="level")
     texts = text_stream(texts)
     if other is not None:
@@ -391,18 +443,58 @@ def cka(
     )  # fmt: skip
 
 
+def debiased_given(value: object) -> bool:
+    """`debiased` checked: True or False (a numpy bool too), else one line."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise InvalidSpec(f"debiased={value!r}: give True or False")
+
+
 def cka_note(moments: Moments, width: int, *, debiased: bool) -> str | None:
-    """What a CKA result should say beside its figures (cka's and compare's alike): too few rows for the
-    linear estimator, and layers whose rows are all one vector; None where there is nothing to say."""
-    notes = [None if debiased else few_rows_note(moments.n, width), same_vector_note(moments)]
+    """What a CKA result should say beside its figures (cka's and compare's alike): too few distinct rows
+    for the estimator, and layers whose rows are all one vector; None where there is nothing to say."""
+    distinct = moments.distinct if moments.distinct < moments.n else None
+    few = (
+        debiased_note(moments.n, distinct=distinct)
+        if debiased
+        else few_rows_note(moments.n, width, distinct=distinct)
+    )
+    notes = [few, same_vector_note(moments)]
     return "; ".join(n for n in notes if n) or None
 
 
-def too_few_rows(n_rows: int, debiased: bool, fix: str) -> str:
-    """The refusal of CKA over fewer than `MIN_ROWS` rows, ending in `fix`."""
+def _counted(n_rows: int, distinct: int | None) -> str:
+    """'800 rows but only 2 distinct' where rows repeat, else '800 rows'."""
+    return f"{n_rows} rows" + ("" if distinct is None else f" but only {distinct} distinct")
+
+
+def too_few_rows(n_rows: int, debiased: bool, fix: str, *, distinct: int | None = None) -> str:
+    """The refusal of CKA over fewer than `MIN_ROWS` (distinct) rows, ending in `fix`."""
+    rows = f"{n_rows} row(s)" if distinct is None else _counted(n_rows, distinct)
     return (
-        f"CKA over {n_rows} row(s): the {'debiased' if debiased else 'linear'} estimator needs at least "
-        f"{MIN_ROWS[debiased]} (over 2 rows linear CKA is 1 for any two layers); {fix}"
+        f"CKA over {rows}: the {'debiased' if debiased else 'linear'} estimator needs at least "
+        f"{MIN_ROWS[debiased]}{'' if distinct is None else ' distinct'} (over 2 rows linear CKA is 1 for "
+        f"any two layers); {fix}"
+    )
+
+
+def debiased_spread(n_rows: int) -> float:
+    """Two standard deviations of debiased CKA between independent layers over `n_rows` rows (Gaussian
+    rows: sqrt(2 / (n (n - 3))) each), at most 1: how far a reading may be from 0 by chance alone."""
+    return min(1.0, 2 * math.sqrt(2 / (n_rows * (n_rows - 3)))) if n_rows > 3 else 1.0
+
+
+def debiased_note(n_rows: int, *, distinct: int | None = None) -> str | None:
+    """What to say of debiased CKA over `n_rows` rows (`distinct` of them where rows repeat): None when
+    they are `DEBIASED_FEW_ROWS` or more."""
+    counted = n_rows if distinct is None else distinct
+    if counted >= DEBIASED_FEW_ROWS:
+        return None
+    return (
+        f"debiased CKA over {_counted(n_rows, distinct)}: between unrelated layers it reads within about "
+        f"+-{debiased_spread(counted):.2f} of 0 by chance at this count (two standard deviations); "
+        f"give more {'distinct ' if distinct is not None else ''}texts ({DEBIASED_FEW_ROWS} rows or more "
+        f"bring it within +-{DEBIASED_SPREAD})"
     )
 
 
@@ -421,12 +513,14 @@ def same_vector_note(moments: Moments, names: tuple[str, str] = ("A", "B")) -> s
     )
 
 
-def few_rows_note(n_rows: int, width: int) -> str | None:
-    """What to say of linear CKA over `n_rows` rows of vectors `width` wide: None when they are enough."""
-    if n_rows >= FEW_ROWS * width:
+def few_rows_note(n_rows: int, width: int, *, distinct: int | None = None) -> str | None:
+    """What to say of linear CKA over `n_rows` rows (`distinct` of them where rows repeat) of vectors
+    `width` wide: None when they are enough."""
+    if (n_rows if distinct is None else distinct) >= FEW_ROWS * width:
         return None
+    more = "distinct texts" if distinct is not None else "texts"
     return (
-        f"{n_rows} rows for {width} dimensions: linear CKA reads too high when the rows are not many more "
-        f"than the dimensions (here fewer than {FEW_ROWS}x); --debiased (debiased=True) corrects it, or "
-        "give more texts"
+        f"{_counted(n_rows, distinct)} for {width} dimensions: linear CKA reads too high when the rows are "
+        f"not many more than the dimensions (here fewer than {FEW_ROWS}x); --debiased (debiased=True) "
+        f"corrects it on average but scatters widely over few rows: give more {more}"
     )

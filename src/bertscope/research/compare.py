@@ -22,7 +22,7 @@ import numpy as np
 from ..core.renamed import top_k_given
 from ..core.similarity import unit
 from ..errors import InvalidInput
-from .cka import CkaLevel, Moments, cka_note, paired_rows
+from .cka import CkaLevel, Moments, cka_note, debiased_given, paired_rows
 from .states import model_given, text_stream
 
 if TYPE_CHECKING:
@@ -44,17 +44,21 @@ class Comparison:
     note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able: static (token, id, cosine: nan where a row is zero in one model, null in --json;
-        norm_a, norm_b), layers (layer, cka, mean_cosine: nan
-        where undefined, null in --json), the vocabulary overlap, how it was measured, and the note
-        (null when none)."""
+        """JSON-able: static (token, id, cosine: None where a row is zero in one model; norm_a, norm_b),
+        layers (layer, cka, mean_cosine: None where undefined), as `CkaResult.to_dict` gives an undefined
+        cell, the vocabulary overlap, how it was measured, and the note (null when none)."""
         return {
-            "static": self.static,
-            "layers": self.layers,
+            "static": [_defined(row) for row in self.static],
+            "layers": [_defined(row) for row in self.layers],
             "vocabulary": self.vocabulary,
             "settings": self.settings,
             "note": self.note,
         }
+
+
+def _defined(row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with each nan figure None: JSON has no nan (json.dumps would write a bare NaN)."""
+    return {k: None if isinstance(v, float) and np.isnan(v) else v for k, v in row.items()}
 
 
 def moved_rows(
@@ -127,6 +131,7 @@ def compare(
     """Static rows that moved most (the `top_k`, default 20; `top=` is its older spelling, still read),
     and per layer CKA (linear, or `debiased` as in `cka`) and mean token cosine of A vs B on `texts`."""
     top = top_k_given(top_k, top, old="top", default=20, meaning="moved rows to list")
+    debiased = debiased_given(debiased)  # before any work: a wrong value fails after it otherwise
     model_given(a, "a")
     model_given(b, "b")
     texts = text_stream(texts)

@@ -1,0 +1,152 @@
+"""The 20th audit of comparing spaces: CKA counts distinct rows (repeated texts are not more points), a
+wrong `debiased` is one line before any work, the debiased estimator's spread over few rows said, an
+undefined cell printed '-', Comparison.to_dict's undefined figures None, contextuality streamed."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bertscope.research.cka as cka_module
+from bertscope.errors import InvalidInput, InvalidSpec
+from bertscope.research.cka import cka, cka_of_arrays
+from bertscope.research.compare import Comparison, compare
+from console import run_main
+from sample_texts import TEXTS
+
+# --- finding 1: rows counted distinct
+
+
+def test_repeated_texts_are_refused_as_two_rows(tiny_models) -> None:
+    """800 rows of two texts are two points: CKA 1 by construction, refused, saying so."""
+    m = tiny_models["bert"]
+    for debiased in (False, True):
+        with pytest.raises(InvalidInput, match=r"800 rows but only 2 distinct.*give more distinct texts"):
+            cka(m, ["the cat", "a dog"] * 400, level="sentence", debiased=debiased)
+    # one word repeated at token level: [CLS], the word and [SEP], three distinct rows of 900
+    with pytest.raises(InvalidInput, match="900 rows but only 3 distinct"):
+        cka(m, ["same"] * 300, level="tokens")
+
+
+def test_repeated_texts_bring_the_few_rows_note(tiny_models) -> None:
+    """400 rows of four texts are four points for 32 dimensions: the note counts the distinct ones."""
+    result = cka(tiny_models["bert"], TEXTS[:4] * 100, level="sentence")
+    assert result.n_rows == 400
+    assert result.note is not None and result.note.startswith(
+        "400 rows but only 4 distinct for 32 dimensions"
+    )
+    assert "give more distinct texts" in result.note
+    debiased = cka(tiny_models["bert"], TEXTS[:4] * 100, level="sentence", debiased=True)
+    assert debiased.note is not None and "400 rows but only 4 distinct" in debiased.note
+
+
+def test_the_cli_says_the_distinct_rows(tiny_dirs, tmp_path: Path) -> None:
+    path = tmp_path / "two800.txt"
+    path.write_text("the cat\na dog\n" * 400)
+    ran = run_main("cka", "-i", str(path), "-m", str(tiny_dirs["bert"]), "--level", "sentence", "--json")
+    assert ran.code != 0 and ran.stdout == ""
+    assert "800 rows but only 2 distinct" in " ".join(ran.stderr.split())
+
+
+# --- finding 2: debiased checked before any work
+
+
+def _unread() -> Iterator[str]:
+    raise AssertionError("the texts were read before debiased was checked")
+    yield ""  # pragma: no cover
+
+
+@pytest.mark.parametrize("value", ["yes", None, 2])
+def test_a_wrong_debiased_is_one_line_before_any_work(tiny_models, value: object) -> None:
+    m = tiny_models["bert"]
+    said = rf"debiased={value!r}: give True or False"
+    with pytest.raises(InvalidSpec, match=said):
+        cka(m, _unread(), debiased=value)  # type: ignore[arg-type]
+    with pytest.raises(InvalidSpec, match=said):
+        compare(m, m, _unread(), debiased=value)  # type: ignore[arg-type]
+    with pytest.raises(InvalidSpec, match=said):
+        cka_of_arrays(np.zeros((5, 2, 3)), debiased=value)  # type: ignore[arg-type]
+    assert cka(m, TEXTS, level="sentence", debiased=np.bool_(True)).settings["estimator"] == "debiased"
+
+
+# --- finding 3: the debiased estimator's spread over few rows said
+
+
+def test_the_debiased_spread_is_what_noise_gives() -> None:
+    """Between independent layers of Gaussian rows, debiased CKA's standard deviation is about
+    sqrt(2 / (n (n - 3))): the note's figure (two of them) holds to a fifth at n = 10 and n = 40."""
+    for n in (10, 40):
+        readings = [
+            cka_of_arrays(np.random.default_rng(seed).normal(size=(n, 2, 64)), debiased=True)[0, 1]
+            for seed in range(200)
+        ]
+        assert 2 * np.std(readings) == pytest.approx(cka_module.debiased_spread(n), rel=0.2)
+    assert cka_module.debiased_spread(4) == 1.0 and cka_module.debiased_spread(
+        30
+    ) < 0.1 < cka_module.debiased_spread(29)
+
+
+def test_debiased_over_few_rows_brings_a_note(tiny_models) -> None:
+    result = cka(tiny_models["bert"], TEXTS, level="sentence", debiased=True)  # 6 rows
+    assert result.note is not None and result.note.startswith("debiased CKA over 6 rows")
+    assert f"+-{cka_module.debiased_spread(6):.2f}" in result.note and "30 rows or more" in result.note
+    assert cka_module.debiased_note(30) is None and cka_module.debiased_note(29) is not None
+    # the linear note no longer says the debiased estimator fixes few rows
+    linear = cka(tiny_models["bert"], TEXTS, level="sentence").note
+    assert linear is not None and "scatters widely over few rows" in linear
+
+
+# --- finding 7: an undefined cell is '-'
+
+
+def _flat(source: Path, folder: Path) -> Path:
+    """`source` copied with layer 1's output LayerNorm weight zeroed: every row of layer 2 is its bias."""
+    import shutil
+
+    from safetensors.numpy import load_file, save_file
+
+    shutil.copytree(source, folder)
+    weights = load_file(folder / "model.safetensors")
+    name = next(k for k in weights if k.endswith("layer.1.output.LayerNorm.weight"))
+    weights[name] = np.zeros_like(weights[name])
+    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+def test_the_table_prints_an_undefined_cell_as_compare_does(tiny_dirs, tmp_path: Path) -> None:
+    flat = _flat(tiny_dirs["bert"], tmp_path / "flat")
+    path = tmp_path / "texts.txt"
+    path.write_text("\n".join(TEXTS))
+    ran = run_main("cka", "-i", str(path), "-m", str(flat), "--level", "sentence")
+    assert ran.code == 0, ran.stderr
+    assert "nan" not in ran.stdout and " - " in ran.stdout.replace("│", " ")
+
+
+# --- finding 8: Comparison.to_dict's undefined figures are None
+
+
+def test_comparison_to_dict_gives_none_for_nan() -> None:
+    nan = float("nan")
+    result = Comparison(
+        [{"token": "a", "id": 1, "cosine": nan, "norm_a": 0.0, "norm_b": 1.0}],
+        [{"layer": 0, "cka": nan, "mean_cosine": 0.5}],
+        {"same": True},
+    )
+    answer = result.to_dict()
+    assert answer["static"][0]["cosine"] is None and answer["layers"][0]["cka"] is None
+    assert answer["layers"][0]["mean_cosine"] == 0.5
+    json.dumps(answer, allow_nan=False)  # standard JSON
+    assert np.isnan(result.layers[0]["cka"])  # the result itself keeps nan
+
+
+# --- finding 10: one model's CKA matrix exactly symmetric
+
+
+def test_one_models_matrix_is_exactly_symmetric(tiny_models) -> None:
+    for debiased in (False, True):
+        matrix = cka(tiny_models["bert"], TEXTS, debiased=debiased).cka
+        np.testing.assert_array_equal(matrix, matrix.T)
