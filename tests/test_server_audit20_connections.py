@@ -90,3 +90,20 @@ def test_a_share_of_one_is_no_share(bundled: bertscope.Model) -> None:
 def test_a_share_outside_0_to_1_is_refused(share: float) -> None:
     with pytest.raises(InvalidSpec, match="connection_share"):
         ServerSettings(connection_share=share)
+
+
+SMUGGLED = (
+    b"POST /embed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 4\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+)
+
+
+def test_content_length_beside_transfer_encoding_is_refused_and_closed(bundled: bertscope.Model) -> None:
+    with served(bundled) as (port, _), connect(port, "127.0.0.1") as sock:
+        sock.sendall(SMUGGLED)  # a chunked empty body, then a second request a Content-Length reader misses
+        answer = everything(sock)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), answer[:300]
+    assert b"connection: close" in head.lower()
+    assert b"Invalid HTTP request received." in body  # uvicorn's own refusal (chunked), as the docs say
+    assert answer.count(b"HTTP/1.1 ") == 1  # the request behind it was never read

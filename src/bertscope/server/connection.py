@@ -19,7 +19,9 @@ A body costs what its bytes cost here too: h11 parses a chunked body a chunk at 
 protocol (a few microseconds each, every other client waiting), so a body sent as a byte a chunk costs
 far more than its size. The chunks h11 hands over are counted as it parses them, and a body in too many
 too small ones (the rule `bodies.reading` holds its pieces to) is answered 400 and its connection closed
-at once, the rest of the buffer left unparsed.
+at once, the rest of the buffer left unparsed. A request with both a Content-Length and a
+Transfer-Encoding is refused as uvicorn refuses a request it cannot parse (its plain-text 400, and the
+connection closed, its body unread), as RFC 9112 6.1 asks (h11 alone would take the chunked body).
 
 Connections are capped (`--max-connections`, `capacity.default_max_connections`: half the open-file limit,
 at most 4,096): one over the cap is answered a fixed 503 and closed as it opens, before a byte of it is
@@ -73,6 +75,11 @@ class _CountedConnection(h11.Connection):
                 raise _Dripped(str(refused))
         elif type(event) is h11.Request:
             self.pieces = self.size = 0
+            names = {name for name, _ in event.headers}
+            if b"content-length" in names and b"transfer-encoding" in names:
+                # RFC 9112 6.1: two framings of one body are how requests are smuggled past a proxy that
+                # reads the other one; uvicorn answers its plain-text 400 and closes the connection.
+                raise h11.RemoteProtocolError("both Content-Length and Transfer-Encoding", 400)
         return event
 
 
