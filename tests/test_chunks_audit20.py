@@ -1,21 +1,25 @@
 """Chunks' edges found by audit 20: a corpus job's `late` of the wrong type is refused as embed_chunks
 refuses it (late="no" ran late chunking and stored "no"); an empty chunk past the first group of 64
-documents is named by its own document."""
+documents is named by its own document, and an empty document is a "document" as in embed_chunks'
+other refusals."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 import bertscope
-from bertscope.errors import InvalidSpec
+from bertscope.core.tokens import named_as
+from bertscope.errors import InvalidInput, InvalidSpec
 from bertscope.io.level_table import CorpusOptions, make_level
 from bertscope.io.levels import LevelOptions
+from bertscope.io.readers import Record
 
 TEXTS = ["Berlin is big. It has parks.", "Tokyo has trains. Many of them."]
 
@@ -41,3 +45,43 @@ def test_a_corpus_job_stores_late_as_a_bool(bundled: bertscope.Model, tmp_path: 
     bertscope.embed_corpus(TEXTS, out, model=bundled, level="chunks", late=np.bool_(False), progress=False)
     stored = json.loads(pq.read_schema(out).metadata[b"bertscope"])
     assert stored["late"] is False and stored["long"] == "truncate"
+
+
+@pytest.mark.parametrize("late", [True, False])
+def test_an_empty_chunk_past_the_first_group_names_its_own_document(
+    bundled: bertscope.Model, late: bool
+) -> None:
+    """Past 64 documents (one group) the refusal named the document by its number in its group: 5."""
+    docs = ["hi there"] * 69 + ["x \u0301 y"]
+    spans = [[(0, 2)]] * 69 + [[(0, 1), (2, 3), (4, 5)]]
+    with pytest.raises(InvalidInput, match=r"^chunk 1 \(2, 3\) of document 69 holds no word piece"):
+        bundled.embed_chunks(docs, chunks=spans, late=late)
+
+
+def test_the_corpus_job_names_an_empty_chunk_as_its_other_refusals_do(bundled: bertscope.Model) -> None:
+    """The chunk level names its texts as the job does ("text 69"), the empty chunk's too."""
+    level = make_level(bundled, CorpusOptions.of(level="chunks", chunks="sentence"))
+    records = [Record(str(i), "hi there", i + 1) for i in range(69)] + [Record("69", "x \u0301 y", 70)]
+    # spans as a caller's: the level's own chunkings join a chunk with no word piece to its neighbour
+    spans = {"hi there": [(0, 2)], "x \u0301 y": [(0, 1), (2, 3), (4, 5)]}
+    with patch("bertscope.io.chunk_level.chunk_spans", lambda text, *_, **__: spans[text]):
+        with pytest.raises(InvalidInput, match=r"^chunk 1 \(2, 3\) of text 69 holds no word piece"):
+            level.embed(records)
+
+
+def test_embed_chunks_names_an_empty_document_a_document(bundled: bertscope.Model) -> None:
+    """check_texts said "text 1 is empty" where every other refusal of embed_chunks says "document 1"."""
+    with pytest.raises(InvalidInput, match=r"^document 1 is empty"):
+        bundled.embed_chunks(["fine", " "])
+    with named_as(lambda kind, i: f"the {kind} of id {i + 1!r}"):  # the command line's naming, kept
+        with pytest.raises(InvalidInput, match=r"^the document of id 2 is empty"):
+            bundled.embed_chunks(["fine", " "])
+
+
+def test_an_empty_chunk_alone_is_named_through_the_callers_naming(bundled: bertscope.Model) -> None:
+    """The engine's "text N" of a chunk embedded alone is read back as document and chunk under the
+    command line's naming too (it said the naming's name of text N, its Nth chunk, in raw words)."""
+    docs = ["hi there", "x \u0301 y"]
+    with named_as(lambda kind, i: f"the {kind} of id {i + 1!r}"):
+        with pytest.raises(InvalidInput, match=r"^chunk 1 \(2, 3\) of the document of id 2 holds no word"):
+            bundled.embed_chunks(docs, chunks=[[(0, 2)], [(0, 1), (2, 3), (4, 5)]], late=False)

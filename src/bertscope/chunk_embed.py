@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
+from contextvars import copy_context
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import islice
@@ -36,7 +37,7 @@ from .core.post import PostProcessor
 from .core.progress import progress_callback
 from .core.results import ChunkEmbeddings, SentenceEmbeddings
 from .core.spec import EmbedOptions, resolve
-from .core.tokens import NO_PIECES_WHY, Tokens, check_texts, say_cut, text_named
+from .core.tokens import NO_PIECES_WHY, Tokens, check_texts, named_as, say_cut, text_named
 from .errors import InputTooLong, InvalidInput, InvalidSpec
 
 __all__ = [
@@ -100,14 +101,20 @@ def iter_chunk_embeddings(
         texts = [doc for doc, _ in group]
         spans = [doc_spans for _, doc_spans in group]
         try:
+            # the group's documents named by their number among all (`first` on), as `_too_long` names them
+            name = partial(_offset_named, named, first)
             if late:
-                yield from _late(engine, texts, spans, spec, recorded, on_batch)
+                yield from _late(engine, texts, spans, spec, recorded, on_batch, name)
             else:
-                yield from _naive(engine, texts, spans, spec, recorded, on_batch)
+                yield from _naive(engine, texts, spans, spec, recorded, on_batch, name)
         except InputTooLong:
             # The engine numbers the texts of one call: a group's documents, or their chunks flattened.
             raise _too_long(engine, texts, spans, spec, late, named, first) from None
         first += len(group)
+
+
+def _offset_named(named: Callable[[int], str], first: int, number: int) -> str:
+    return named(first + number)
 
 
 def _too_long(
@@ -152,6 +159,7 @@ def _late(
     spec: EmbedSpec,
     recorded: dict[str, object],
     on_batch: OnBatch | None,
+    named: Callable[[int], str],
 ) -> Iterator[ChunkEmbeddings]:
     shift = len(spec.prompt)
     fitted = engine.prepare(docs, spec)
@@ -159,7 +167,7 @@ def _late(
         engine.fitted_token_matrices([t for t in fitted if len(t) <= LONG_TOKENS], spec, on_batch=on_batch)
     )
     for number, (doc, doc_spans, tokens) in enumerate(zip(docs, spans, fitted, strict=True)):
-        rows = token_rows(tokens.offsets, tokens.special_mask, doc_spans, shift=shift, document=number)
+        rows = token_rows(tokens.offsets, tokens.special_mask, doc_spans, shift=shift, document=named(number))
         if len(tokens) <= LONG_TOKENS:
             vectors = pool_spans(next(short)[1], rows, spec.pooling)
         else:  # a book-length document: its token vectors a few windows at a time, never whole
@@ -185,12 +193,13 @@ def _naive(
     spec: EmbedSpec,
     recorded: dict[str, object],
     on_batch: OnBatch | None,
+    named: Callable[[int], str],
 ) -> Iterator[ChunkEmbeddings]:
     # The chunk texts made as the engine takes them (`engine.chunk_size` at a time) and dropped once
     # embedded, each document's result in turn: made all at once, chunks sharing most of their text held
     # chunks x chunk_size characters (chunk_size 10,000, chunk_overlap 9,999 on 20,000 pieces: ~500 MB).
     texts = (doc[s:e] for doc, doc_spans in zip(docs, spans, strict=True) for s, e in doc_spans)
-    parts = _by_chunk(engine.sentences(texts, spec, on_batch=on_batch), spans)
+    parts = _by_chunk(engine.sentences(texts, spec, on_batch=on_batch), spans, named)
     pending: list[SentenceEmbeddings] = []  # embedded rows not handed out yet, in order
     for doc, doc_spans in zip(docs, spans, strict=True):
         n = len(doc_spans)
@@ -274,7 +283,8 @@ class ChunkPlan:
         for number, (doc, spans) in enumerate(zip(self.docs, self.spans, strict=True)):
             tokens = engine.prepare([doc], spec)[0]
             shift = len(spec.prompt)
-            yield tokens, token_rows(tokens.offsets, tokens.special_mask, spans, shift=shift, document=number)
+            named = text_named("document", number)
+            yield tokens, token_rows(tokens.offsets, tokens.special_mask, spans, shift=shift, document=named)
 
     def run(self, engine: Engine, *, progress: bool | None = None) -> list[ChunkEmbeddings]:
         """Each document's ChunkEmbeddings, in input order."""
@@ -315,7 +325,7 @@ def plan_chunks(
     caller may raise there to stop before the rest is cut (the service refuses an answer already over
     its limit, or stops a plan whose client left).
     """
-    items = check_texts(docs)
+    items = _checked_documents(docs)
     late = check_late(late)
     if chunks is None or not isinstance(chunks, str | Sequence | np.ndarray):
         raise InvalidSpec(
@@ -354,6 +364,14 @@ def plan_chunks(
     return ChunkPlan(items, spans, spec, late, settings, recipe.post)
 
 
+def _checked_documents(docs: object) -> list[str]:
+    """`check_texts` naming each input a document ("document 1 is empty"), as embed_chunks' other
+    refusals do, through the caller's naming (`named_as`: the command line's numbers and ids)."""
+    outer = copy_context()  # the caller's naming, read from outside the one set here
+    with named_as(lambda kind, i: outer.run(text_named, "document" if kind == "text" else kind, i)):
+        return check_texts(docs)
+
+
 def embed_chunks(
     encoder: Encoder,
     docs: str | Sequence[str],
@@ -385,11 +403,20 @@ def embed_chunks(
 _NO_PIECES = re.compile(r"^text (\d+) \(.*\) gives no word pieces", re.S)
 
 
-def _by_chunk(parts: Iterator[SentenceEmbeddings], spans: list[list[Span]]) -> Iterator[SentenceEmbeddings]:
-    """The engine's parts; its refusal of "text N", the Nth chunk of all documents, said by document and
-    chunk as the late path says it."""
+def _by_chunk(
+    parts: Iterator[SentenceEmbeddings], spans: list[list[Span]], named: Callable[[int], str]
+) -> Iterator[SentenceEmbeddings]:
+    """The engine's parts; its refusal of "text N", the Nth chunk of the group's documents, said by the
+    document's name (`named`, by its number in the group) and the chunk's, as the late path says it."""
     try:
-        yield from parts
+        while True:
+            # The engine's "text N" is the Nth chunk, not a text the caller's naming (`named_as`) knows:
+            # each part made under the plain "text N", the caller's naming kept between parts.
+            with named_as(_plain_named):
+                part = next(parts, None)
+            if part is None:
+                return
+            yield part
     except InvalidInput as exc:
         found = _NO_PIECES.match(str(exc))
         if found is None:
@@ -397,9 +424,13 @@ def _by_chunk(parts: Iterator[SentenceEmbeddings], spans: list[list[Span]]) -> I
         flat = int(found.group(1))
         for document, doc_spans in enumerate(spans):
             if flat < len(doc_spans):
-                raise empty_chunk(document, flat, doc_spans[flat]) from None
+                raise empty_chunk(named(document), flat, doc_spans[flat]) from None
             flat -= len(doc_spans)
         raise
+
+
+def _plain_named(kind: str, index: int) -> str:
+    return f"{kind} {index}"
 
 
 def _spans_per_doc(chunks: Any, docs: list[str], single: bool) -> list[Any]:

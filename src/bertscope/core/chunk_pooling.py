@@ -213,10 +213,11 @@ def token_rows(
     spans: Sequence[Span],
     *,
     shift: int = 0,
-    document: int = 0,
+    document: str = "document 0",
 ) -> ChunkRows | list[np.ndarray]:
     """Each span's token rows (int arrays): the tokens, special ones left out, whose characters (less
-    `shift`, a prompt's) overlap it; a piece cut by a span boundary counts for both.
+    `shift`, a prompt's) overlap it; a piece cut by a span boundary counts for both. An empty chunk is
+    refused by `document`, the name of its document ("document 3", as the caller names its texts).
 
     One sweep: tokenizers give offsets in order, so the rows of a span are the tokens that start before
     its end among those that end after its start, found by binary search; (tokens + chunks) log tokens,
@@ -240,10 +241,10 @@ def token_rows(
     return rows
 
 
-def empty_chunk(document: int, number: int, span: Span) -> InvalidInput:
-    """The refusal of a chunk with no word piece the model sees, by its document (`document`, in the
-    list given) and its number there, whether it runs late or alone."""
+def empty_chunk(document: str, number: int, span: Span) -> InvalidInput:
+    """The refusal of a chunk with no word piece the model sees, by its document's name (`document`:
+    "document 3", as the caller names its texts) and its number there, whether it runs late or alone."""
     return InvalidInput(
-        f"chunk {number} {tuple(span)} of document {document} holds no word piece the model sees "
+        f"chunk {number} {tuple(span)} of {document} holds no word piece the model sees "
         f"({NO_PIECES_WHY}); give spans with text"
     )
