@@ -152,6 +152,7 @@ class Loaded:
                 str(self.path), dtype=torch.float32, output_loading_info=True
             )
         except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
+            _refuse_misshaped(transformers, self.source, str(self.path), exc, {"dtype": torch.float32})
             raise _not_loadable(self.source, self.path, exc) from None
         _check_weights(self.source, module, loading)
         self.torch_model = module.eval()
@@ -339,6 +340,7 @@ def load_parts(
     except (OSError, ValueError, RuntimeError, SafetensorError) as exc:  # corrupt weights raise the last two
         if path is not None and isinstance(exc, (RuntimeError, SafetensorError)):
             safetensors_tensors(path)  # a damaged safetensors file: named as the light path names it
+        _refuse_misshaped(transformers, source, target, exc, {"dtype": dtype, **remote})
         raise _not_loadable(source, path, exc) from None
     _check_weights(source, model, loading)
     if getattr(tokenizer, "backend_tokenizer", None) is None:
@@ -384,26 +386,75 @@ def _check_weights(source: str, model: Any, loading: dict[str, Any]) -> None:
     has none, and a head's weights (`cls.`, a classifier) are not the encoder's."""
     dropped = _dropped_weights(model, loading.get("unexpected_keys") or ())
     if dropped:
-        more = f" and {len(dropped) - 3} more" if len(dropped) > 3 else ""
-        import transformers
-
-        raise ModelLoadError(
-            f"{source}: the checkpoint holds {', '.join(dropped[:3])}{more}, which transformers "
-            f"{transformers.__version__} builds no place for from this config.json, so the model would run "
-            "without them (silently another model); bertscope refuses it: use a checkpoint whose config "
-            "matches its weights"
-        )
+        raise weights_dropped(source, dropped)
     missing = sorted(loading.get("missing_keys") or ())
     if missing and all(key.startswith("pooler.") for key in missing):
         model.pooler = None  # random, not trained: pooling="pooler" is refused as on a model without one
         return
-    wrong = missing + sorted(loading.get("mismatched_keys") or ())
+    wrong = missing + sorted(map(_misshaped_key, loading.get("mismatched_keys") or ()))
     if wrong:
-        more = f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""
-        raise ModelLoadError(
-            f"{source}: the weights leave out or misshape {', '.join(map(str, wrong[:3]))}{more}; the model "
-            "would run them at random values (another answer at every load): copy the whole checkpoint"
+        raise weights_left_out(source, wrong)
+
+
+def weights_dropped(source: str, dropped: list[str]) -> ModelLoadError:
+    """The one line refusing a checkpoint that holds encoder weights transformers builds no place for."""
+    more = f" and {len(dropped) - 3} more" if len(dropped) > 3 else ""
+    return ModelLoadError(
+        f"{source}: the checkpoint holds {', '.join(dropped[:3])}{more}, which transformers "
+        f"{_transformers_version()} builds no place for from this config.json, so the model would run "
+        "without them (silently another model); bertscope refuses it: use a checkpoint whose config "
+        "matches its weights"
+    )
+
+
+def weights_left_out(source: str, wrong: list[str]) -> ModelLoadError:
+    """The one line refusing a checkpoint that leaves out or misshapes weights the config asks for
+    (`wrong`: names, a misshaped one with its shape in the file and the shape the config gives it)."""
+    more = f" and {len(wrong) - 3} more" if len(wrong) > 3 else ""
+    return ModelLoadError(
+        f"{source}: the weights leave out or misshape {', '.join(wrong[:3])}{more}; the model would run "
+        "them at random values (another answer at every load): copy the whole checkpoint"
+    )
+
+
+def _transformers_version() -> str:
+    """transformers' version, read from its install without importing it (the light path has no torch)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("transformers")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
+def _misshaped_key(entry: Any) -> str:
+    """A mismatched key of transformers' loading info, `(name, shape in the file, shape in the model)`
+    in transformers 4.48 to 5, as `name (37x32 in the file, 40x32 by config.json)`."""
+    if isinstance(entry, (tuple, list)) and len(entry) == 3:
+        name, stored, asked = entry
+        return f"{name} ({_shape(stored)} in the file, {_shape(asked)} by config.json)"
+    return str(entry)
+
+
+def _shape(shape: Any) -> str:
+    return "x".join(str(int(size)) for size in shape)
+
+
+def _refuse_misshaped(
+    transformers: Any, source: str, target: str, exc: Exception, options: dict[str, Any]
+) -> None:
+    """Where transformers refused tensors shaped otherwise than the config asks (its error names only
+    `ignore_mismatched_sizes`, the shapes went to a log bertscope keeps quiet), load again letting them
+    through to read which (`mismatched_keys`), and refuse with them named, as a missing weight is."""
+    if "ignore_mismatched_sizes" not in str(exc):
+        return
+    try:
+        model, loading = transformers.AutoModel.from_pretrained(
+            target, output_loading_info=True, ignore_mismatched_sizes=True, **options
         )
+    except Exception:  # the second load fails otherwise: the first error's line says what it can
+        return
+    _check_weights(source, model, loading)
 
 
 def _dropped_weights(model: Any, unexpected: Any) -> list[str]:
