@@ -85,3 +85,18 @@ def test_an_empty_chunk_alone_is_named_through_the_callers_naming(bundled: berts
     with named_as(lambda kind, i: f"the {kind} of id {i + 1!r}"):
         with pytest.raises(InvalidInput, match=r"^chunk 1 \(2, 3\) of the document of id 2 holds no word"):
             bundled.embed_chunks(docs, chunks=[[(0, 2)], [(0, 1), (2, 3), (4, 5)]], late=False)
+
+
+def test_a_bare_tuple_of_two_texts_is_refused_as_embed_refuses_it(bundled: bertscope.Model) -> None:
+    """("How are you?", "Fine, thanks.") was read as two documents where embed refuses it as ambiguous."""
+    given = ("How are you?", "Fine, thanks.")
+    with pytest.raises(
+        InvalidInput, match=r"^a bare tuple \('How are you\?', 'Fine, thanks.'\) reads two ways"
+    ):
+        bundled.embed(given)
+    with pytest.raises(
+        InvalidInput, match=r"^a bare tuple .* reads two ways.* chunks take no pairs: pass the list"
+    ):
+        bundled.embed_chunks(given)
+    assert len(bundled.embed_chunks(list(given))) == 2
+    assert len(bundled.embed_chunks(("One.", "Two.", "Three."))) == 3  # no pair: three documents
