@@ -51,7 +51,11 @@ if TYPE_CHECKING:
     from .metrics import Metrics
     from .settings import ServerSettings
 
-__all__ = ["HeadTimedH11Protocol", "uvicorn_config"]
+__all__ = ["CONNECTION_ANSWERED", "HeadTimedH11Protocol", "uvicorn_config"]
+
+# The status of an answer the connection sent itself, noted in the request's scope: the app's request ends
+# as if its client left, and the guard logs and counts what was sent (`guard.Guard`), not a 499.
+CONNECTION_ANSWERED = "bertscope.connection_answered"
 
 
 class _Dripped(Exception):
@@ -233,6 +237,8 @@ class HeadTimedH11Protocol(H11Protocol):
             body = b"" if self.scope["method"] == "HEAD" else bytes(answer.body)
             for event in (head, h11.Data(data=body), h11.EndOfMessage()):
                 self.transport.write(self.conn.send(event) or b"")
+            if self.cycle is not None and not self.cycle.response_started:
+                self.cycle.scope[CONNECTION_ANSWERED] = 400  # type: ignore[literal-required]
         self.transport.close()
 
     def _arm(self) -> None:

@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse
 
 from .answers import ANSWERS, HeldAnswers, hold_answer
 from .bodies import PEER, BodyBudget, BodyRefused, ClientLeft, reading, release_when_idle
+from .connection import CONNECTION_ANSWERED
 from .error_answers import error_response
 from .metrics import Metrics
 from .settings import ServerSettings
@@ -36,13 +37,14 @@ log = logging.getLogger("bertscope.server")
 access_log = logging.getLogger("uvicorn.access")
 
 
-def _log_left(scope: Scope) -> None:
-    """The access line uvicorn would write for `scope`, with nginx's 499: its client left before an answer."""
+def _log_access(scope: Scope, code: int) -> None:
+    """The access line uvicorn would write for `scope` answered `code`: nginx's 499 where its client left
+    before an answer, or the status the connection itself sent (uvicorn logs only the app's answers)."""
     from uvicorn.protocols.utils import get_client_addr, get_path_with_query_string
 
     http: Any = scope  # an http scope, which uvicorn's helpers type apart from the ASGI mapping
     where = (get_client_addr(http), scope["method"], get_path_with_query_string(http))
-    access_log.info('%s - "%s %s HTTP/%s" %d', *where, scope.get("http_version", "1.1"), 499)
+    access_log.info('%s - "%s %s HTTP/%s" %d', *where, scope.get("http_version", "1.1"), code)
 
 
 # Open without a key: a load balancer's probe and the API's own description.
@@ -84,6 +86,7 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        sent = scope  # the connection's own scope, where it notes an answer it sent itself
         if scope["method"] == "HEAD":
             scope, send = _head_as_get(scope, send)
         path = route_path(scope)
@@ -102,8 +105,14 @@ class Guard:
         try:
             await self._guarded(scope, receive, counted, path)
         except ClientLeft:
-            status["code"] = 499  # nginx's "client closed request": nothing was answered
-            _log_left(scope)
+            # One line and one count per request, with the status sent: uvicorn logged an answer the app
+            # began; one the connection sent itself (a dripped body's 400) is logged here, as is 499.
+            if (answered := sent.get(CONNECTION_ANSWERED)) is not None:
+                status["code"] = answered
+                _log_access(scope, answered)
+            elif not status["started"]:
+                status["code"] = 499  # nginx's "client closed request": nothing was answered
+                _log_access(scope, 499)
         except Exception as exc:
             # A bug still answers JSON and is not re-raised, so the server keeps the client's connection.
             log.exception("unexpected error on %s", path)
