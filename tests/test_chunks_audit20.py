@@ -1,7 +1,8 @@
 """Chunks' edges found by audit 20: a corpus job's `late` of the wrong type is refused as embed_chunks
 refuses it (late="no" ran late chunking and stored "no"); an empty chunk past the first group of 64
 documents is named by its own document, and an empty document is a "document" as in embed_chunks'
-other refusals."""
+other refusals; a bare (A, B) tuple is refused; a zero-width space, BOM or word joiner after a sentence's
+mark ends it as a space does."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import bertscope
+from bertscope.core.chunking import sentence_spans
 from bertscope.core.tokens import named_as
 from bertscope.errors import InvalidInput, InvalidSpec
 from bertscope.io.level_table import CorpusOptions, make_level
@@ -100,3 +102,19 @@ def test_a_bare_tuple_of_two_texts_is_refused_as_embed_refuses_it(bundled: berts
         bundled.embed_chunks(given)
     assert len(bundled.embed_chunks(list(given))) == 2
     assert len(bundled.embed_chunks(("One.", "Two.", "Three."))) == 3  # no pair: three documents
+
+
+@pytest.mark.parametrize(
+    "gap", ["\u200b\n", "\u200b ", "\ufeff ", "\u2060", "\u200b", " \u200b", "\u00a0", "\u2066 "]
+)
+def test_a_zero_width_space_after_the_mark_ends_a_sentence(gap: str) -> None:
+    """'Hello world.\u200b\nNext' was one sentence: the character after the mark had to be whitespace."""
+    text = f"Hello world.{gap}Next line here."
+    assert [text[s:e] for s, e in sentence_spans(text)] == ["Hello world.", "Next line here."]
+
+
+@pytest.mark.parametrize(
+    "text", ["See e.g.\u200b that one.", "Dr.\u200b Smith came.", "Done.\u200b\u200b next."]
+)
+def test_past_a_zero_width_space_abbreviations_and_lowercase_still_read_on(text: str) -> None:
+    assert sentence_spans(text) == [(0, len(text))]

@@ -46,7 +46,9 @@ _FULL_WIDTH = frozenset("。！？｡")  # a run holding one ends a sentence wit
 # that ends no sentence is tried once and never backtracked into: 20,000 marks cost one attempt.
 _END = re.compile(rf"(?<![{_MARKS}])(?=(?P<end>[{_MARKS}]+[{_CLOSING}]*))(?P=end)(?=\s*\S)")
 _WORD = re.compile(r"\S+")
-_VISIBLE = re.compile(r"\s*(\S)")
+# The first visible character: whitespace and the common invisible ones passed over in the pattern (the
+# rarer control and format characters `_invisible` counts by the caller's loop)
+_VISIBLE = re.compile(r"[\s\u00ad\u200b-\u200f\u2060-\u2064\ufeff]*(\S)")
 _OPENING = "(\"'“‘"  # what may open a word before its letters ("(e.g." is "e.g")
 # A blank line: nothing a reader sees between two line ends (whitespace such as a no-break or ideographic
 # space, and the format characters _invisible counts: zero-width space, word joiner, BOM, soft hyphen)
@@ -296,7 +298,8 @@ def _sentence_ends(paragraph: str) -> list[int]:
     after = next(words, None)
     opened = 0  # where `word`'s letters start, its opening quotes and brackets passed over
     for match in _END.finditer(paragraph):
-        spaced = match.end() < len(paragraph) and paragraph[match.end()].isspace()
+        # a zero-width space, BOM or word joiner after the mark is a space too, as _invisible trims it
+        spaced = match.end() < len(paragraph) and _invisible(paragraph[match.end()])
         if not spaced and _FULL_WIDTH.isdisjoint(match.group("end")):  # "3.14", "e.g.x": no end
             continue
         if _next_visible(paragraph, match.end()).islower():  # "là. élève" reads on; a capital starts one
@@ -312,9 +315,10 @@ def _sentence_ends(paragraph: str) -> list[int]:
 
 
 def _next_visible(paragraph: str, at: int) -> str:
-    """The first character at or after `at` that is not whitespace ("" at the end), found in place: a slice
-    of the rest at every mark would cost the paragraph's length each time."""
-    found = _VISIBLE.match(paragraph, at)
+    """The first character at or after `at` that is not whitespace nor invisible (`_invisible`; "" at the
+    end), found in place: a slice of the rest at every mark would cost the paragraph's length each time."""
+    while (found := _VISIBLE.match(paragraph, at)) and _invisible(found.group(1)):
+        at = found.end()  # a zero-width space or BOM: passed over as whitespace is
     return found.group(1) if found else ""
 
 
