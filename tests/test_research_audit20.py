@@ -150,3 +150,85 @@ def test_one_models_matrix_is_exactly_symmetric(tiny_models) -> None:
     for debiased in (False, True):
         matrix = cka(tiny_models["bert"], TEXTS, debiased=debiased).cka
         np.testing.assert_array_equal(matrix, matrix.T)
+
+
+# --- finding 5: contextuality streams its corpus
+
+
+def _figures(result: object) -> list[float]:
+    records = result.records  # type: ignore[attr-defined]
+    return [r[k] for r in records for k in ("self_similarity", "intra_sentence", "baseline", "mev")]
+
+
+CORPUS = [f"The bank by the river {i} was closed, said the bank." for i in range(6)] + [
+    "I went to the bank to deposit my bread.",
+    "the bank by the river 0 was closed, said the bank.",  # a repeat to an uncased model: merged
+    "Fresh bread from the river bank.",
+]
+
+
+class _Again:
+    """A corpus that can be read again, never a list (a file re-opened)."""
+
+    def __init__(self, texts: list[str]) -> None:
+        self.texts, self.passes = texts, 0
+
+    def __iter__(self) -> Iterator[str]:
+        self.passes += 1
+        return iter(self.texts)
+
+
+@pytest.mark.parametrize("words", [["bank", "river"], None])
+def test_contextuality_over_a_stream_is_as_over_the_list(tiny_models, words: list[str] | None) -> None:
+    m = tiny_models["bert"]
+    chosen = {"words": words} if words else {"min_contexts": 2, "top_k": 3}
+    listed = m.contextuality(CORPUS, **chosen)
+    streamed = m.contextuality((text for text in CORPUS), **chosen)
+    again = _Again(CORPUS)
+    reread = m.contextuality(again, **chosen)
+    assert again.passes == 2  # counted (and the words chosen), then measured: never copied whole
+    for other in (streamed, reread):
+        np.testing.assert_allclose(_figures(other), _figures(listed), rtol=0, atol=1e-12)
+        assert other.settings == listed.settings and other.n_occurrences == listed.n_occurrences
+    assert listed.settings["repeats_merged"] == 1 and listed.settings["n_sentences"] == len(CORPUS)
+
+
+def test_contextuality_refuses_an_empty_stream(tiny_models) -> None:
+    with pytest.raises(InvalidInput, match="no texts given"):
+        tiny_models["bert"].contextuality(iter([]), words=["bank"])
+
+
+def test_the_cli_reads_the_corpus_lazily(tiny_dirs, tmp_path: Path, monkeypatch) -> None:
+    """The command hands the library the file's texts to iterate, never a list read whole."""
+    from bertscope.research import contextuality as module
+
+    given: list[object] = []
+    real = module.contextuality
+
+    def spy(model: object, sentences: object, **options: object) -> object:
+        given.append(sentences)
+        return real(model, sentences, **options)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(module, "contextuality", spy)
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(CORPUS) + "\n")
+    ran = run_main(
+        "contextuality", "-i", str(path), "-m", str(tiny_dirs["bert"]), "--words", "bank", "--json"
+    )
+    assert ran.code == 0, ran.stderr
+    assert len(given) == 1 and not isinstance(given[0], (list, tuple))
+    assert list(given[0]) == CORPUS  # type: ignore[call-overload]
+
+
+# --- finding 6: contextuality's --json note in the flags' words
+
+
+def test_the_json_note_names_the_flag(tiny_dirs, tmp_path: Path) -> None:
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(CORPUS) + "\n")
+    args = ["-i", str(path), "-m", str(tiny_dirs["bert"]), "--words", "bank", "--max-contexts", "3"]
+    ran = run_main("contextuality", *args, "--json")
+    assert ran.code == 0, ran.stderr
+    note = json.loads(ran.stdout)["note"]
+    assert "(--max-contexts 3): bank: the first 3 of" in note and "max_contexts=" not in note
+    assert note in " ".join(ran.stderr.split())

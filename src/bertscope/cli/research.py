@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -47,6 +47,27 @@ T = TypeVar("T")
 app.add_typer(eval_app, name="eval")
 app.add_typer(vocab_app, name="vocab")
 app.add_typer(plot_app, name="plot")
+
+
+class _Reread:
+    """A file's texts, read again from the start at each pass (contextuality chooses the most frequent
+    words in one and measures them in the next), never held whole."""
+
+    def __init__(self, source: str, text_field: str) -> None:
+        self.source, self.text_field = source, text_field
+        self._first: Iterable[str] | None = read_lines(source, text_field=text_field)  # refuses at once
+
+    def __iter__(self) -> Iterator[str]:
+        first, self._first = self._first, None
+        return iter(first if first is not None else read_lines(self.source, text_field=self.text_field))
+
+
+def _reread(source: str, text_field: str) -> Iterable[str]:
+    """The texts of -i: a file re-read at each pass, stdin (-) read once as it streams (the library keeps
+    what it must of a one-pass stream)."""
+    if source == "-":
+        return read_lines(source, text_field=text_field)
+    return _Reread(source, text_field)
 
 
 @app.command("contextuality", cls=HiddenArgumentsUnsaid)
@@ -118,7 +139,7 @@ def contextuality_cmd(
         raise InvalidInput(f"--words {words!r} names no word: give comma-separated words, e.g. --words bank")
     picture = picture_path(output, old_plot, no_plot, overwrite=overwrite)
     source = one_input(input_path, corpus, "sentences", instead=f"words to measure go with --words {corpus}")
-    texts = list(read_lines(source, text_field=text_field))
+    texts = _reread(source, text_field)
     result = contextuality(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
         texts,
@@ -144,7 +165,10 @@ def contextuality_cmd(
     if result.note:
         warn(as_flags(result.note), label="note:", style="cyan")
     if as_json:
-        emit_json(result.to_dict())
+        answer = (
+            result.to_dict()
+        )  # its note in the flags' words, as on stderr (max_contexts=5: --max-contexts 5)
+        emit_json({**answer, "note": as_flags(answer["note"])} if answer["note"] else answer)
         return
     keys = [
         "layer",

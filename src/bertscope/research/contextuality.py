@@ -17,7 +17,11 @@ A word is one of the tokenizer's pre-tokenised words (its word ids: "don't" is t
 WordPiece tokenizer), matched without case; a word named twice, or in two cases, is measured once. Named
 words that cannot be measured (split by the tokenizer, or in fewer than two distinct sentences) are
 left out and named in `note`. The corpus streams through the model CHUNK sentences at a time: memory
-holds one chunk's token vectors, the kept occurrences and the baseline's sample, not the corpus.
+holds one chunk's token vectors, the kept occurrences, the baseline's sample, a 16-byte hash per distinct
+sentence (to merge repeats) and, without `words`, a count per distinct word (to choose the most
+frequent), never the corpus. Choosing the most frequent words takes two passes: a corpus that can be
+read again (a list, a file re-opened) is read twice; a one-pass iterator (a generator, stdin) has its
+distinct sentences kept between the passes, the one thing that then grows with it.
 
 The rows are "static" and the layers 0..L. "static" is the mean of the word's piece rows in the input
 embedding matrix (the word part of layer 0, with no position, no segment and no LayerNorm): its
@@ -30,8 +34,9 @@ positions they differ only through the position row, so layer-0 self-similarity 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -43,7 +48,8 @@ from ..core.renamed import top_k_given
 from ..core.renamed_fields import renamed_field
 from ..core.similarity import unit
 from ..core.spec import whole_number
-from ..core.tokens import check_texts, refuse_unordered
+from ..core.texts_given import iter_checked, text_items
+from ..core.tokens import refuse_unordered
 from ..errors import InvalidInput
 from .states import CHUNK, check_seed, chunked_token_matrices, layered, tokens_key
 
@@ -117,11 +123,12 @@ def _words_of(tok: Any) -> tuple[list[list[int]], list[str]]:
     return groups, [tok.text[s:e].lower() for s, e in spans]
 
 
-def frequent_words(model: Encoder, sentences: Sequence[str], *, top: int, min_contexts: int) -> list[str]:
+def frequent_words(model: Encoder, sentences: Iterable[str], *, top: int, min_contexts: int) -> list[str]:
     """The `top` most frequent alphabetic words that occur in at least `min_contexts` sentences."""
     counts: Counter[str] = Counter()
-    for start in range(0, len(sentences), CHUNK):  # a chunk's Tokens at a time, never the corpus's
-        for tok in model.tokenize(list(sentences[start : start + CHUNK]), long="window"):  # every word
+    iterator = iter(sentences)
+    while chunk := list(islice(iterator, CHUNK)):  # a chunk's Tokens at a time, never the corpus's
+        for tok in model.tokenize(chunk, long="window"):  # every word
             counts.update({w for w in _words_of(tok)[1] if w.isalpha()})
     return [w for w, n in counts.most_common() if n >= min_contexts][:top]
 
@@ -147,37 +154,57 @@ def given_words(model: Encoder, words: Sequence[str] | str) -> tuple[list[str], 
     return kept, split
 
 
+class _Intra:
+    """The intra-sentence figures summed over sentences (static, 0..L), a running sum: one row per
+    sentence is never kept."""
+
+    def __init__(self, count: int) -> None:
+        self.total, self.sentences = np.zeros(count + 1), 0
+
+    def add(self, row: list[float]) -> None:
+        self.total += row
+        self.sentences += 1
+
+    def mean(self) -> np.ndarray:
+        """(L+2,) mean over the sentences of two words or more; nan where there were none."""
+        return self.total / self.sentences if self.sentences else np.full(len(self.total), np.nan)
+
+
 def word_occurrences(
     model: Encoder,
-    sentences: Sequence[str],
+    sentences: Iterable[str],
     words: Sequence[str],
     *,
     max_contexts: int = 200,
     sample: int = 4000,
     seed: int = 0,
     progress: bool | None = None,
+    total: int | None = None,
 ) -> Any:
-    """Target words' vectors (L+1, d) and static vectors per sentence (one pass), intra-sentence figures,
-    and a uniform sample of `sample` word occurrences for the anisotropy baseline. A sentence is keyed by
-    its position in `sentences`: give distinct sentences where a repeat must be the same context
-    (`contextuality` does). `progress` as `layer_states`'s."""
+    """Target words' vectors (L+1, d) and static vectors per sentence (one pass over `sentences`, which may
+    stream), the mean intra-sentence figures (static, 0..L), and a uniform sample of `sample` word
+    occurrences for the anisotropy baseline. A sentence is keyed by its position in `sentences`: give
+    distinct sentences where a repeat must be the same context (`contextuality` does). `progress` as
+    `layer_states`'s, over `total` sentences (None: their number where `sentences` has one)."""
     targets = {w.lower() for w in words}
     # windowed, so a word past the model's limit is counted in its context, never dropped in silence
     spec = model.spec(layers="all", combine="concat", pooling="mean", long="window")
     count = model.n_layers + 1
     found = _Occurrences({}, {}, {})
-    intra: list[list[float]] = []
+    intra = _Intra(count)
     pool = _Reservoir(sample, np.random.default_rng(seed))
-    with progress_callback(len(sentences), enabled=progress) as on_batch:
+    if total is None and isinstance(sentences, Sequence):
+        total = len(sentences)
+    with progress_callback(total, enabled=progress) as on_batch:
         matrices = chunked_token_matrices(model, sentences, spec, on_batch=on_batch)
         for index, (tok, vectors) in enumerate(matrices):
             _offer(model, index, tok, vectors, count, found, intra, pool, targets, max_contexts)
-    return found, np.array(intra), pool.items
+    return found, intra.mean(), pool.items
 
 
 def _offer(
     model: Encoder, index: int, tok: Any, vectors: np.ndarray, count: int, found: _Occurrences,
-    intra: list[list[float]], pool: _Reservoir, targets: set[str], max_contexts: int,
+    intra: _Intra, pool: _Reservoir, targets: set[str], max_contexts: int,
 ) -> None:  # fmt: skip
     """One sentence's words: its intra-sentence figures, the baseline's sample, the target occurrences.
     What is kept is copied, so that no kept row holds its sentence's whole array."""
@@ -188,7 +215,7 @@ def _offer(
     rows = model.embedding_rows(tok.ids)  # float32, read from the folder where the model is light
     static = pool_words(rows, groups, SubwordPooling.MEAN)
     if len(groups) > 1:
-        intra.append([_intra(static)] + [_intra(layered[:, k]) for k in range(count)])
+        intra.add([_intra(static)] + [_intra(layered[:, k]) for k in range(count)])
     for name, lay, sta in zip(names, layered, static, strict=True):
         pool.offer((index, lay, sta))
         if name not in targets:
@@ -222,7 +249,7 @@ class _Reservoir:
 
 def contextuality(
     model: Encoder,
-    sentences: Sequence[str],
+    sentences: Iterable[str],
     *,
     words: Sequence[str] | None = None,
     top_k: int | None = None,
@@ -241,7 +268,7 @@ def contextuality(
     is the older spelling of `top_k=`, still read) keep at most
     `max_contexts` occurrences each; the baseline is `baseline_pairs` random pairs of occurrences from
     different sentences, drawn with `seed`. `progress`: a progress bar or log lines on stderr (None:
-    from 256 sentences)."""
+    from 256 sentences). `sentences` stream (see the module docstring for what memory keeps)."""
     layered(model, "contextuality of layers")
     # Checked before any work: a negative top would slice from the end, a zero one refuse confusingly.
     if words is not None and (top_k is not None or top is not None):  # silently ignored before
@@ -272,21 +299,32 @@ def contextuality(
             f"sentences={sentences[:30]!r} is one string: give a list of sentences (a word is compared "
             "across them), e.g. read from a file"
         )
-    given = check_texts(list(sentences))
-    distinct = _distinct_contexts(model, given)
+    items = text_items(sentences)  # refused here if no stream of texts, before any work
+    contexts_of = _Distinct(model, items)
+    # A corpus that can be read again is read twice: first to count its distinct sentences (the
+    # progress's total) and choose the most frequent words, then to measure. A one-pass stream (a
+    # generator, stdin) is measured as it comes with words given; without, its distinct sentences are
+    # kept for the second pass, the one thing that grows with it.
+    once = isinstance(items, Iterator)
+    first: Iterable[str] = list(contexts_of.stream()) if once and not words else contexts_of.stream()
     if words:
         chosen, left_out = given_words(model, words)
+        if not once:
+            for _ in first:  # counted only
+                pass
     else:
-        chosen, left_out = frequent_words(model, distinct, top=top, min_contexts=min_contexts), {}
+        chosen, left_out = frequent_words(model, first, top=top, min_contexts=min_contexts), {}
         if not chosen:
             raise InvalidInput(
                 f"no word occurs in {min_contexts} or more distinct sentences of the corpus "
-                f"({len(distinct)} distinct); lower min_contexts, give a larger corpus, or name words"
+                f"({contexts_of.distinct} distinct); lower min_contexts, give a larger corpus, or name words"
             )
+    distinct = first if once else contexts_of.stream()
     found, intra, pool = word_occurrences(
         model, distinct, chosen, max_contexts=max_contexts, sample=2 * baseline_pairs, seed=seed,
-        progress=progress,
+        progress=progress, total=None if once and words else contexts_of.distinct,
     )  # fmt: skip
+    n_given, n_distinct = contexts_of.given, contexts_of.distinct
     contexts = {w: len(set(found.sentences.get(w, []))) for w in chosen}
     kept = [w for w in chosen if contexts[w] >= 2]
     # a word past the cap is counted on its first max_contexts occurrences: the cap, not the corpus, is short
@@ -302,9 +340,9 @@ def contextuality(
     note = _left_out_note(left_out)
     if not kept:
         fix = "raise max_contexts, " if capped & set(left_out) else ""
-        repeats = len(given) - len(distinct)
+        repeats = n_given - n_distinct
         # bank/Bank/BANK to an uncased model are one sentence: say why the three count as one
-        merged = f" ({repeats} of the {len(given)} sentences repeat another as tokens)" if repeats else ""
+        merged = f" ({repeats} of the {n_given} sentences repeat another as tokens)" if repeats else ""
         raise InvalidInput(
             f"no word to measure: {note}{merged}; {fix}name words that occur in two or more distinct "
             "sentences (one word each, as the tokenizer splits text), or give a larger corpus"
@@ -320,7 +358,7 @@ def contextuality(
     records = []
     for i, label in enumerate(labels):
         self_sim = float(np.mean([per_word[w][i] for w in kept]))
-        intra_sim = float(intra[:, i].mean()) if len(intra) else float("nan")
+        intra_sim = float(intra[i])
         records.append(
             {
                 "layer": label,
@@ -334,8 +372,8 @@ def contextuality(
         )
     n_occurrences = {w: len(found.sentences[w]) for w in kept}
     settings = {
-        "model": model.loaded.source, "n_sentences": len(given), "n_distinct_sentences": len(distinct),
-        "repeats_merged": len(given) - len(distinct), "seed": seed, "baseline_pairs": baseline_pairs,
+        "model": model.loaded.source, "n_sentences": n_given, "n_distinct_sentences": n_distinct,
+        "repeats_merged": n_given - n_distinct, "seed": seed, "baseline_pairs": baseline_pairs,
         "baseline_pairs_used": used, "max_contexts": max_contexts,
         "words": "given" if words else f"the {top} most frequent in {min_contexts} sentences or more",
     }  # fmt: skip
@@ -347,19 +385,30 @@ def contextuality(
     return Contextuality(records, per_word, n_occurrences, settings, "; ".join(notes) or None)
 
 
-def _distinct_contexts(model: Encoder, sentences: list[str]) -> list[str]:
+class _Distinct:
     """The sentences, each first of those that tokenize to the same ids: a sentence given twice, or in
-    another case to an uncased model, has identical vectors, so it is one context, not several."""
-    seen: set[bytes] = set()
-    kept = []
-    for start in range(0, len(sentences), CHUNK):  # a chunk's Tokens at a time, never the corpus's
-        chunk = sentences[start : start + CHUNK]
-        for text, tok in zip(chunk, model.tokenize(chunk, long="window"), strict=True):
-            key = tokens_key(tok.ids)
-            if key not in seen:
-                seen.add(key)
-                kept.append(text)
-    return kept
+    another case to an uncased model, has identical vectors, so it is one context, not several. Streamed:
+    what is kept is a 16-byte hash per distinct sentence; `given` and `distinct` count the last pass."""
+
+    def __init__(self, model: Encoder, items: Iterable[object]) -> None:
+        self.model, self.items = model, items
+        self.given = self.distinct = 0
+
+    def stream(self) -> Iterator[str]:
+        """One pass over the sentences (checked one by one), repeats left out; counted as it goes."""
+        seen: set[bytes] = set()
+        self.given = self.distinct = 0
+        iterator = iter_checked(self.items)
+        while chunk := list(islice(iterator, CHUNK)):  # a chunk's Tokens at a time, never the corpus's
+            self.given += len(chunk)
+            for text, tok in zip(chunk, self.model.tokenize(chunk, long="window"), strict=True):
+                key = tokens_key(tok.ids)
+                if key not in seen:
+                    seen.add(key)
+                    self.distinct += 1
+                    yield text
+        if not self.given:
+            raise InvalidInput("no texts given: pass at least one non-empty string")
 
 
 def _left_out_note(left_out: dict[str, str]) -> str:
