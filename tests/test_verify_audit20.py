@@ -3,6 +3,8 @@ damaged fingerprint is refused as damaged; verify's bounds on long lines, --json
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +12,9 @@ import pytest
 
 import bertscope
 from bertscope.backends import int8_gate
+from bertscope.model import Model
+from bertscope.verify import fingerprint
+from console import run_main
 
 NEWS = [
     "The council approved the budget on Tuesday.",
@@ -56,3 +61,52 @@ def test_the_shipped_calibration_and_two_short_texts_load(cache: Path) -> None:
 
     m = bertscope.load(device="cpu", quantize="int8", calibration=[*calibration_texts(), "Thanks!", "No."])
     assert m.info().quantize == "int8"
+
+
+# 2: canaries edited or cut are a damaged file, not drift ------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def saved(bundled: Model) -> dict[str, Any]:
+    return fingerprint(bundled)
+
+
+def _bump(f: dict[str, Any]) -> None:
+    f["canaries"]["layers"][6]["mean"][3][0] += 0.5
+
+
+def _rows(f: dict[str, Any]) -> None:
+    f["canaries"]["layers"][6]["mean"] = f["canaries"]["layers"][6]["mean"][:10]
+
+
+EDITS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "a value": _bump,
+    "layers cut": lambda f: f["canaries"].update(layers=f["canaries"]["layers"][:3]),
+    "a token count": lambda f: f["canaries"]["tokens"].__setitem__(0, 99),
+    "rows cut": _rows,
+    "directions": lambda f: f["canaries"].update(directions="sha256-signs/4"),
+}
+
+
+@pytest.mark.parametrize("edit", list(EDITS))
+def test_edited_canaries_are_a_damaged_file(saved: dict[str, Any], tmp_path: Path, edit: str) -> None:
+    copy = json.loads(json.dumps(saved))
+    EDITS[edit](copy)
+    path = tmp_path / "fp.json"
+    path.write_text(json.dumps(copy))
+    ran = run_main("verify", "--against", str(path))
+    assert ran.code == 2 and ran.stderr.startswith("error:"), ran
+    line = " ".join(ran.stderr.split())
+    assert "damaged fingerprint" in line and "verify --save" in line, line
+    assert len(ran.stderr.strip().splitlines()) <= 3
+
+
+def test_a_file_saved_before_canaries_had_a_checksum_still_reads(
+    saved: dict[str, Any], tmp_path: Path
+) -> None:
+    copy = json.loads(json.dumps(saved))
+    del copy["canaries"]["checksum"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(copy))
+    ran = run_main("verify", "--against", str(path))
+    assert ran.code == 0, ran

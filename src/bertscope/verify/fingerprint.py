@@ -43,6 +43,8 @@ FORMAT = 1
 DIRECTIONS = 8
 # Float32 runtimes move a canary by ~1e-6 of its size; a 1e-4 weight change or float16 weights by >3e-4.
 CANARY_RTOL = 5e-5
+# How the canaries' directions are drawn, written beside them: a file naming others was not made here.
+_DIRECTIONS_NAME = f"sha256-signs/{DIRECTIONS}"
 _DIGITS = 6
 # What every fingerprint holds, the store's too (`store_fingerprint`): what a check compares.
 FINGERPRINT_KEYS = ("settings", "files")
@@ -222,7 +224,7 @@ def fingerprint_problem(made: Any, *, canaries: bool = True) -> str | None:
     if not isinstance(files, dict) or not all(isinstance(v, str) for v in files.values()):
         return "files is not an object of file name to hash"
     if canaries and "canaries" in made:
-        return _canaries_problem(made["canaries"])
+        return _canaries_problem(made["canaries"], made.get("settings", {}))
     return None
 
 
@@ -244,7 +246,10 @@ def _saved_problem(made: dict[str, Any]) -> str | None:
     return None
 
 
-def _canaries_problem(found: Any) -> str | None:
+def _canaries_problem(found: Any, settings: dict[str, Any]) -> str | None:
+    """What makes canaries contradict what `_canaries` writes: their shape (a row per text, `DIRECTIONS`
+    columns, a layer per hidden state of `settings`' layers, the directions this bertscope draws), or a
+    checksum (written since the canaries carry one; older files have none) that is not their own."""
     if not isinstance(found, dict):
         return "canaries is not an object"
     tokens = found.get("tokens", [])
@@ -252,19 +257,39 @@ def _canaries_problem(found: Any) -> str | None:
         isinstance(t, int) and not isinstance(t, bool) for t in tokens
     ):
         return "canaries.tokens is not a list of token counts"
+    if found.get("directions", _DIRECTIONS_NAME) != _DIRECTIONS_NAME:
+        return f"canaries.directions is {shown_value(found['directions'])}, not {_DIRECTIONS_NAME!r}"
     layers = found.get("layers", [])
     if not isinstance(layers, list):
         return "canaries.layers is not a list"
     for number, layer in enumerate(layers):
         if not isinstance(layer, dict) or not isinstance(layer.get("layer"), int) or "mean" not in layer:
             return f"canaries.layers[{number}] has no layer number and mean"
+        if layer["layer"] != number:
+            return f"canaries.layers[{number}] is layer {layer['layer']}: layers are kept in order from 0"
         try:
             mean = np.asarray(layer["mean"], dtype=np.float64)
         except (TypeError, ValueError):
             mean = np.empty(0)
         if mean.ndim != 2 or not np.isfinite(mean).all():
             return f"canaries.layers[{number}].mean is not a table of finite numbers (texts x directions)"
+        if "tokens" in found and mean.shape != (len(tokens), DIRECTIONS):
+            return (
+                f"canaries.layers[{number}].mean is {mean.shape[0]} texts x {mean.shape[1]} directions, "
+                f"not {len(tokens)} x {DIRECTIONS} (a row per text of canaries.tokens)"
+            )
+    n_layers = settings.get("layers") if isinstance(settings, dict) else None
+    if "layers" in found and isinstance(n_layers, int) and len(layers) != n_layers + 1:
+        return f"canaries hold {len(layers)} layers where its settings' {n_layers} layers make {n_layers + 1}"
+    if "checksum" in found and found["checksum"] != _checksum(found):
+        return "its canaries are not those it was saved with (their checksum differs): they were edited"
     return None
+
+
+def _checksum(canaries: dict[str, Any]) -> str:
+    """The SHA-256 of canaries as JSON (keys sorted), their own `checksum` left out: an edit changes it."""
+    kept = {key: value for key, value in canaries.items() if key != "checksum"}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode("utf-8")).hexdigest()[:16]
 
 
 def check_fingerprint(model: Any, expected: dict[str, Any] | str | Path) -> FingerprintCheck:
@@ -314,16 +339,17 @@ def _canaries(model: Any) -> dict[str, Any]:
     n_layers = means.shape[1]
     projected = means.astype(np.float64) @ _directions(means.shape[-1])  # (texts, layers, DIRECTIONS)
     ids = json.dumps([list(t.ids) for t in tokens])
-    return {
+    canaries = {
         "texts": hashlib.sha256("\n".join(texts).encode("utf-8")).hexdigest()[:16],
         "tokens": [len(t.ids) for t in tokens],
         "ids": hashlib.sha256(ids.encode("utf-8")).hexdigest()[:16],
-        "directions": f"sha256-signs/{DIRECTIONS}",
+        "directions": _DIRECTIONS_NAME,
         "layers": [
             {"layer": layer, "mean": [[_rounded(v) for v in row] for row in projected[:, layer]]}
             for layer in range(n_layers)
         ],
     }
+    return {**canaries, "checksum": _checksum(canaries)}
 
 
 def _directions(width: int) -> np.ndarray:
