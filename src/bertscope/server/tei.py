@@ -15,7 +15,8 @@ import numpy as np
 from fastapi import FastAPI, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field, StrictBool, WithJsonSchema
+from pydantic import BaseModel, BeforeValidator, Field, StrictBool, WithJsonSchema, model_validator
+from pydantic_core import PydanticCustomError
 
 from .. import __version__
 from ..core.similarity import cos_sim, unit
@@ -50,12 +51,44 @@ from .error_answers import TEI_PATHS
 
 # Values in each of /tokenize's token records: id, text, special, start, stop.
 _TOKEN_FIELDS = 5
+
+
+def _right_only(value: Any) -> Any:
+    """The direction as sent, or one line refusing TEI's "left" with the reason and the fix (pydantic's own
+    words name only the values allowed)."""
+    if isinstance(value, str) and value.lower() == "left":
+        raise PydanticCustomError(
+            "one_name",  # one line as written (`validation.readable`)
+            f"truncation_direction: {value!r} is not taken: bertscope cuts long texts on the right only; "
+            'shorten the text, or send "truncate": false to have one over the model\'s length refused',
+        )
+    return value
+
+
 # TEI also takes "left"; bertscope cuts long texts on the right only, so the schema offers right alone.
-_Direction = Literal["right", "Right"]
+_Direction = Annotated[Literal["right", "Right"], BeforeValidator(_right_only)]
+
+
+def _no_pairs(given: Any) -> Any:
+    """The body as sent, or one line refusing a pair of texts in `inputs` (TEI's /embed takes none; the
+    union's own words would call its first text a string that is not a token id)."""
+    inputs = given.get("inputs") if isinstance(given, dict) else None
+    if isinstance(inputs, list):
+        for at, item in enumerate(inputs):
+            if isinstance(item, list) and len(item) == 2 and all(isinstance(text, str) for text in item):
+                raise PydanticCustomError(
+                    "one_name",  # one line as written (`validation.readable`)
+                    f"inputs: item {at} is a pair of texts, which TEI's /embed does not take (a list in "
+                    "inputs is token ids); send the pair to /v2/embed, which embeds [A, B] pairs, or each "
+                    "text alone here",
+                )
+    return given
 
 
 class TEIEmbedRequest(Strict):
     """TEI's EmbedRequest: `inputs` is a text, a list of texts, or token ids (with --token-ids model)."""
+
+    _pairs = model_validator(mode="before")(_no_pairs)
 
     inputs: Annotated[str | list[str] | list[WholeInt] | list[list[WholeInt]], TEI_INPUT] = Field(
         examples=["I like eating bread"]
