@@ -2,11 +2,12 @@
 refuses it (late="no" ran late chunking and stored "no"); an empty chunk past the first group of 64
 documents is named by its own document, and an empty document is a "document" as in embed_chunks'
 other refusals; a bare (A, B) tuple is refused; a zero-width space, BOM or word joiner after a sentence's
-mark ends it as a space does."""
+mark ends it as a space does; the long-documents page lists every pooling late chunks take."""
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
@@ -17,6 +18,7 @@ import pytest
 
 import bertscope
 from bertscope.core.chunking import sentence_spans
+from bertscope.core.pooling import POOLINGS
 from bertscope.core.tokens import named_as
 from bertscope.errors import InvalidInput, InvalidSpec
 from bertscope.io.level_table import CorpusOptions, make_level
@@ -118,3 +120,10 @@ def test_a_zero_width_space_after_the_mark_ends_a_sentence(gap: str) -> None:
 )
 def test_past_a_zero_width_space_abbreviations_and_lowercase_still_read_on(text: str) -> None:
     assert sentence_spans(text) == [(0, len(text))]
+
+
+def test_the_page_lists_every_pooling_late_chunks_take() -> None:
+    """docs/long-documents.md listed mean, max and mean_sqrt_len; first_last_avg is taken too."""
+    page = (Path(__file__).parents[1] / "docs" / "long-documents.md").read_text(encoding="utf-8")
+    said = page[page.index("- Late chunks pool with") :].split("\n- ")[0]
+    assert {pooling.value for pooling in POOLINGS} <= set(re.findall(r"`(\w+)`", said))
