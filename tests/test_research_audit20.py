@@ -232,3 +232,23 @@ def test_the_json_note_names_the_flag(tiny_dirs, tmp_path: Path) -> None:
     note = json.loads(ran.stdout)["note"]
     assert "(--max-contexts 3): bank: the first 3 of" in note and "max_contexts=" not in note
     assert note in " ".join(ran.stderr.split())
+
+
+# --- finding 9: compare's picture
+
+
+def test_the_compare_picture_has_whole_layers_and_names_the_estimator(tmp_path: Path, monkeypatch) -> None:
+    from bertscope.research import layer_plots
+
+    drawn: list[object] = []
+    monkeypatch.setattr(layer_plots, "save_figure", lambda figure, path, **_: drawn.append(figure) or path)
+    layers = [
+        {"layer": 0, "cka": 0.9, "mean_cosine": 0.95},
+        {"layer": 1, "cka": -0.3, "mean_cosine": 0.9},
+        {"layer": 2, "cka": float("nan"), "mean_cosine": 0.8},
+    ]
+    settings = {"model_a": "a", "model_b": "b", "estimator": "debiased"}
+    layer_plots.plot_compare(Comparison([], layers, {}, settings), tmp_path / "x.png")
+    ax = drawn[0].axes[0]  # type: ignore[attr-defined]
+    assert list(ax.get_xticks()) == [0, 1, 2]
+    assert "debiased CKA" in ax.get_title() and ax.get_ylim()[0] < -0.3

@@ -125,15 +125,21 @@ def plot_cka(
 
 
 def plot_compare(result: Comparison, path: str | Path, *, overwrite: bool = False) -> Path:
-    """Per layer CKA and mean token cosine between the two models."""
+    """Per layer CKA (its estimator named) and mean token cosine between the two models."""
     layers = [r["layer"] for r in result.layers]
+    cka, cosine = ([r[key] for r in result.layers] for key in ("cka", "mean_cosine"))
+    estimator = result.settings.get("estimator", "linear")
     figure = _figure((6.4, 4.0))
     ax = figure.add_subplot()
-    ax.plot(layers, [r["cka"] for r in result.layers], marker="o", label="CKA (A vs B)")
-    ax.plot(layers, [r["mean_cosine"] for r in result.layers], marker="s", label="mean token cosine")
+    ax.plot(layers, cka, marker="o", label=f"{estimator} CKA (A vs B)")
+    ax.plot(layers, cosine, marker="s", label="mean token cosine")
+    ax.set_xticks(layers)  # whole layers: matplotlib's own ticks read 0.25, 0.5 on a 2-layer model
     ax.set_xlabel("layer (0 = embedding layer output)")
-    ax.set_ylim(min(0.0, *(r["mean_cosine"] for r in result.layers)) - 0.05, 1.05)
-    ax.set_title(f"{result.settings['model_a']} vs {result.settings['model_b']}", fontsize=9)
+    # debiased CKA and a cosine can be negative: the axis reaches the lowest figure (nan left out)
+    shown = np.array([*cka, *cosine], dtype=float)
+    lowest = float(np.nanmin(shown)) if np.isfinite(shown).any() else 0.0
+    ax.set_ylim(min(0.0, lowest) - 0.05, 1.05)
+    ax.set_title(f"{result.settings['model_a']} vs {result.settings['model_b']}, {estimator} CKA", fontsize=9)
     ax.legend()
     ax.grid(alpha=0.3)
     return save_figure(figure, path, overwrite=overwrite)
