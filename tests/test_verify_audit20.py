@@ -110,3 +110,29 @@ def test_a_file_saved_before_canaries_had_a_checksum_still_reads(
     path.write_text(json.dumps(copy))
     ran = run_main("verify", "--against", str(path))
     assert ran.code == 0, ran
+
+
+# 3: the reference tokenizer sees a long line's head, not the whole line ----------------------------------
+
+
+def test_the_reference_tokenizes_a_long_line_s_head_with_the_same_ids(
+    bundled: Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from transformers import PreTrainedTokenizerBase
+
+    from bertscope.verify.reference import reference_states
+
+    line = " ".join(["The council approved the budget on Tuesday."] * 40_000)  # ~1.8 MB, one line
+    given: list[int] = []
+    real = PreTrainedTokenizerBase.__call__
+
+    def recorded(self: Any, text: Any, *args: Any, **kwargs: Any) -> Any:
+        given.extend(len(t) for t in (text if isinstance(text, list) else [text]))
+        return real(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(PreTrainedTokenizerBase, "__call__", recorded)
+    ids, states = reference_states(bundled, [line, "Ok."])
+    assert max(given) < 100_000  # the head, not the 1.8 MB line
+    assert ids[0] == bundled.tokenize(line).ids and len(ids[0]) == bundled.max_tokens
+    assert ids[1] == bundled.tokenize("Ok.").ids
+    assert states[0].shape == (bundled.n_layers + 1, bundled.max_tokens, bundled.info().hidden_size)

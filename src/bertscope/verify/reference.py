@@ -28,6 +28,7 @@ from ..backends.quantize import SHORT_TEXTS
 from ..core._enums import Combine, Pooling
 from ..core.layers import combine_layers
 from ..core.pooling import pool_sentences
+from ..core.text_pieces import Cuts, cuts_for
 from ..core.texts_given import check_text, text_items
 from ..errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
 from .drift import pairwise_cosines
@@ -107,7 +108,7 @@ def reference_states(model: Any, texts: Sequence[str]) -> tuple[list[list[int]],
 
         lowercase_first(tokenizer.backend_tokenizer)
     hf = AutoModel.from_pretrained(target, dtype=torch.float32, **remote).eval()
-    encoded = tokenizer(list(texts), truncation=True, max_length=model.max_tokens)
+    encoded = tokenizer(_heads(model, texts), truncation=True, max_length=model.max_tokens)
     ids: list[list[int]] = [list(row) for row in encoded["input_ids"]]
     states: list[np.ndarray] = [np.empty(0)] * len(ids)
     order = sorted(range(len(ids)), key=lambda i: len(ids[i]))  # like lengths together: little padding
@@ -119,6 +120,31 @@ def reference_states(model: Any, texts: Sequence[str]) -> tuple[list[list[int]],
             for row, index in enumerate(chosen):
                 states[index] = hidden[row, :, : len(ids[index])]
     return ids, states
+
+
+def _heads(model: Any, texts: Sequence[str]) -> list[str]:
+    """Each text, a long one cut to a prefix that makes more tokens than the model keeps, as the embed
+    engine bounds it (core/text_pieces.py): the reference tokenizer then keeps the same first tokens in
+    memory bounded by the prefix, not by the text (a 30 MB line took 5 GB tokenized whole)."""
+    backend = getattr(model.tokenizer, "backend", None)
+    long_chars: int = getattr(model.tokenizer, "long_chars", 0)
+    cuts = cuts_for(backend) if backend is not None and long_chars else None
+    if cuts is None:  # a tokenizer that cannot be cut (text_pieces.cuts_for): whole, as embed tokenizes it
+        return list(texts)
+    return [
+        text if len(text) <= long_chars else _head(backend, cuts, text, model.max_tokens) for text in texts
+    ]
+
+
+def _head(backend: Any, cuts: Cuts, text: str, max_tokens: int) -> str:
+    """The shortest prefix of `text`, cut where its words tokenize as in the whole text, that makes more
+    than `max_tokens` tokens (8 characters a token first, then twice as long), or the whole text."""
+    size = 8 * max_tokens
+    while True:
+        cut = cuts.at(text, size)
+        if cut == len(text) or len(backend.encode(text[:cut])) > max_tokens:
+            return text[:cut]
+        size = 2 * cut
 
 
 def static_refusal(model: Any) -> InvalidSpec:
