@@ -136,3 +136,23 @@ def test_the_reference_tokenizes_a_long_line_s_head_with_the_same_ids(
     assert ids[0] == bundled.tokenize(line).ids and len(ids[0]) == bundled.max_tokens
     assert ids[1] == bundled.tokenize("Ok.").ids
     assert states[0].shape == (bundled.n_layers + 1, bundled.max_tokens, bundled.info().hidden_size)
+
+
+# 4: --json keeps its promise on a command line click cannot read -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    "words",
+    [["--store", "x.parquet", "--rows", "0"], ["--rows", "abc"], ["--bogus"]],
+)
+def test_verify_json_answers_a_usage_error_with_one_object(words: list[str]) -> None:
+    ran = run_main("verify", *words, "--json")
+    assert ran.code == 2 and ran.stderr.startswith("error:"), ran
+    answer = json.loads(ran.stdout)
+    assert answer["ok"] is False and "verify --help" in answer["error"]
+    assert answer["error"] == " ".join(ran.stderr.split())[len("error: ") :]
+
+
+def test_another_command_s_usage_error_writes_nothing_on_stdout() -> None:
+    ran = run_main("embed", "--bogus", "--json", "x")
+    assert ran.code == 2 and ran.stdout == ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +27,11 @@ from typer.core import TyperCommand
 
 from .wording import CLICK, as_flags
 
-__all__ = ["CLICK", "HiddenArgumentsUnsaid", "err", "missing_argument", "out", "warn"]
+__all__ = ["CLICK", "JSON_ON_USAGE_ERROR", "HiddenArgumentsUnsaid", "err", "missing_argument", "out", "warn"]
+
+# Commands whose --json promises one JSON object on stdout on every exit, a command line click cannot read
+# included (`{"ok": false, "error": ...}`, exit 2: docs/verify.md); each command declares itself here.
+JSON_ON_USAGE_ERROR: set[str] = set()
 
 
 class HiddenArgumentsUnsaid(TyperCommand):
@@ -95,6 +100,14 @@ def _usage_error(exc: Any) -> None:  # click's ClickException (typer's own copy 
     message = _no_such_option(exc.option_name, ctx) if unknown else exc.format_message()
     fix = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
     warn(f"{message.rstrip('.')}{fix}", label="error:", style="red")
+    if ctx is not None and ctx.command.name in JSON_ON_USAGE_ERROR and _json_typed():
+        sys.stdout.write(json.dumps({"ok": False, "error": f"{message.rstrip('.')}{fix}"}) + "\n")
+
+
+def _json_typed() -> bool:
+    """Whether --json was typed (before a `--`): click stops at the error, so its value was never read."""
+    words = sys.argv[1:]
+    return "--json" in (words[: words.index("--")] if "--" in words else words)
 
 
 def _no_such_option(name: str, ctx: Any) -> str:

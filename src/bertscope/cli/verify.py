@@ -40,8 +40,10 @@ from .app import (
     record_fields,
     warn,
 )
-from .typer_setup import CLICK
+from .typer_setup import CLICK, JSON_ON_USAGE_ERROR
 from .wording import as_flags
+
+JSON_ON_USAGE_ERROR.add("verify")  # docs/verify.md: with --json, one JSON object on every exit
 
 _Device = Annotated[str | None, typer.Option("--device", help="auto, cpu, cuda or cuda:N.")]
 _Dtype = Annotated[str | None, typer.Option("--dtype", help="float32 (exact), bfloat16, float16 (CUDA).")]
