@@ -252,3 +252,15 @@ def test_the_compare_picture_has_whole_layers_and_names_the_estimator(tmp_path: 
     ax = drawn[0].axes[0]  # type: ignore[attr-defined]
     assert list(ax.get_xticks()) == [0, 1, 2]
     assert "debiased CKA" in ax.get_title() and ax.get_ylim()[0] < -0.3
+
+
+# --- finding 10: static self-similarity said as what is true
+
+
+def test_the_table_says_static_self_similarity_to_float_precision(tiny_dirs, tmp_path: Path) -> None:
+    path = tmp_path / "corpus.txt"
+    path.write_text("\n".join(CORPUS) + "\n")
+    ran = run_main("contextuality", "-i", str(path), "-m", str(tiny_dirs["bert"]), "--words", "bank")
+    assert ran.code == 0, ran.stderr
+    said = " ".join(ran.stdout.split())
+    assert "self-similarity 1 to float precision" in said and "exactly 1" not in said

@@ -182,8 +182,8 @@ def contextuality_cmd(
     out.print(records_table(result.records, "contextuality per layer", keys))
     out.print("words (occurrences): " + ", ".join(f"{w} ({n})" for w, n in result.n_occurrences.items()))
     out.print(
-        "static = the word's piece rows alone (self-similarity exactly 1); layer 0 = LayerNorm(word + "
-        "position + segment), so occurrences differ only by position",
+        "static = the word's piece rows (self-similarity 1 to float precision); layer 0 = "
+        "LayerNorm(word + position + segment): occurrences differ only by position",
         highlight=False,
     )
 

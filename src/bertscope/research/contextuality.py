@@ -25,10 +25,11 @@ distinct sentences kept between the passes, the one thing that then grows with i
 
 The rows are "static" and the layers 0..L. "static" is the mean of the word's piece rows in the input
 embedding matrix (the word part of layer 0, with no position, no segment and no LayerNorm): its
-self-similarity is exactly 1 whenever the tokenizer gives the word the same pieces (always in an uncased
-WordPiece vocabulary). Layer 0 is the embedding layer's output, LayerNorm(word + position + segment): two
-occurrences at the same position in different sentences have identical layer-0 vectors, and at other
-positions they differ only through the position row, so layer-0 self-similarity is high but below 1.
+self-similarity is 1 (to float precision) whenever the tokenizer gives the word the same pieces (always in
+an uncased WordPiece vocabulary). Layer 0 is the embedding layer's output, LayerNorm(word + position +
+segment): two occurrences at the same position in different sentences have identical layer-0 vectors,
+and at other positions they differ only through the position row, so layer-0 self-similarity is high but
+below 1.
 """
 
 from __future__ import annotations
