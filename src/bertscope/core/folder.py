@@ -29,7 +29,14 @@ from .families import Family, family_for
 from .hf_tokenizer import class_special_tokens, gives_token_types, light_tokenizer
 from .hf_tokenizer_builds import SPECIAL_TOKENS, extra_specials
 from .pooler_weights import PoolerWeights, pooler_weights
-from .safetensors_header import FloatRows, Stored, float32_tensor, safetensors_tensors
+from .safetensors_header import (
+    FloatRows,
+    Misfits,
+    Stored,
+    config_misfits,
+    float32_tensor,
+    safetensors_tensors,
+)
 
 # Kept importable from here (core/loading.py reads them so); their home is st_settings.py.
 from .st_settings import (
@@ -290,6 +297,10 @@ class FolderView:
     @cached_property
     def _tensors(self) -> dict[str, Stored]:
         return safetensors_tensors(self.path)
+
+    def misfits(self) -> Misfits:
+        """The weights that do not fit config.json, read from the headers as a load would refuse them."""
+        return config_misfits(self._tensors, self.config)
 
     @property
     def weight_names(self) -> list[str]:

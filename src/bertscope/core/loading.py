@@ -173,12 +173,20 @@ def say_torch_loaded(took: float) -> None:
 
 def open_light(name: str | os.PathLike[str] | None) -> Loaded | None:
     """`name`'s folder opened without torch or transformers, or None where only a full load can open it
-    (no tokenizer.json or safetensors matrix, model code shipped with it, a family not known)."""
+    (no tokenizer.json or safetensors matrix, model code shipped with it, a family not known); a folder
+    whose config or weights the load refuses is refused so here (ModelLoadError)."""
     view = FolderView.open(name)
     if view is None or view.info() is None:
         return None
     if (why := view.family.unsupported(view.config)) is not None:
         raise ModelLoadError(f"{view.source}: {why}")
+    # the weights held against config.json, as the load refuses them (`bertscope info` says what the
+    # loaded model would, and a folder no load takes is refused here in the same words)
+    misfits = view.misfits()
+    if misfits.extra:
+        raise weights_dropped(view.source, misfits.extra)
+    if misfits.left_out:
+        raise weights_left_out(view.source, misfits.left_out)
     st = sentence_transformers_settings(view.path)
     return Loaded(
         view.source, view.path, None, None, view.family, st.pooling, st.normalize, st.max_seq_length,

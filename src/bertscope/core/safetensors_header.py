@@ -2,13 +2,16 @@
 
 Only the headers are parsed (8-byte length, JSON); a tensor's bytes are read with NumPy from its offsets,
 so a folder's matrix shapes and its word-piece matrix are known without torch or the safetensors package.
+`config_misfits` holds the headers against config.json: the layers and shapes a load would refuse.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import struct
+from collections import Counter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -16,7 +19,10 @@ import numpy as np
 
 from ..errors import ModelLoadError
 
-__all__ = ["FloatRows", "Stored", "damaged", "float32_tensor", "safetensors_header", "safetensors_tensors"]
+__all__ = [
+    "FloatRows", "Misfits", "Stored", "config_misfits", "damaged", "float32_tensor", "safetensors_header",
+    "safetensors_tensors",
+]  # fmt: skip
 
 
 class Stored(NamedTuple):
@@ -151,3 +157,184 @@ class FloatRows:
     def __getitem__(self, ids: np.ndarray) -> np.ndarray:
         """The rows of an integer array of ids, float32, shaped ids.shape + (width,)."""
         return _widened(np.asarray(self._raw[ids]), self._dtype)
+
+
+class Misfits(NamedTuple):
+    """What a folder's weights hold otherwise than its config.json asks, as a load would refuse it."""
+
+    left_out: list[str]  # tensors missing, or misshaped (with the shape in the file and the config's)
+    extra: list[str]  # tensors of layers past num_hidden_layers: transformers builds no place for them
+
+
+# A tensor of an encoder layer: what comes before `layer.N.` / `layers.N.` (the first such part), N, the
+# rest. ALBERT's shared layers (albert_layer_groups.G.albert_layers.K) do not match: num_hidden_layers
+# counts how often the group runs, not stored layers, so its layers are left to the load to check.
+_LAYER = re.compile(r"^((?:.*?\.)?layers?)\.(\d+)\.(.+)$")
+# The config's names of the sizes (DistilBERT's dim, n_layers, n_heads, hidden_dim) as transformers reads
+_SIZES = {
+    "hidden": ("hidden_size", "dim"),
+    "layers": ("num_hidden_layers", "n_layers"),
+    "heads": ("num_attention_heads", "n_heads"),
+    "intermediate": ("intermediate_size", "hidden_dim"),
+    "kv_heads": ("num_key_value_heads",),
+}
+# The embedding matrices whose rows a config value sets (one tensor each, the name's end)
+_ROWS = {
+    "vocab_size": ("word_embeddings.weight", "tok_embeddings.weight", "embed_tokens.weight"),
+    "max_position_embeddings": ("embeddings.position_embeddings.weight", "encoder.embed_positions.weight"),
+    "type_vocab_size": ("embeddings.token_type_embeddings.weight",),
+}
+
+
+def config_misfits(tensors: dict[str, Stored], config: dict[str, Any]) -> Misfits:
+    """The tensors of `tensors` (a folder's headers) that do not fit `config` (its config.json), read
+    generically, without torch: embedding rows against vocab_size, max_position_embeddings and
+    type_vocab_size; the layers stored against num_hidden_layers; the tensors of a module some layers
+    leave out or hold alone (`_layer_tensors`); and a layer tensor with a size neither hidden_size nor
+    intermediate_size gives. Only what every family's load refuses is said: a layout not
+    read here is left to the load (which still checks every tensor)."""
+    left_out = _embedding_rows(tensors, config)
+    sizes = {key: _size(config, names) for key, names in _SIZES.items()}
+    layers = _layers(tensors)
+    if layers is None or sizes["layers"] is None:
+        return Misfits(left_out, [])
+    prefix, stored = layers
+    count = sizes["layers"]
+    extra = [f"{prefix}.{i}.{rest}" for i in sorted(stored) if i >= count for rest in sorted(stored[i])]
+    kept = {i: names for i, names in stored.items() if i < count}
+    if not kept:  # none of the config's layers stored: a layout not read here
+        return Misfits(left_out, extra)
+    left, dropped = _layer_tensors(prefix, kept, count)
+    return Misfits(left_out + left + _layer_sizes(prefix, kept, sizes), extra + dropped)
+
+
+def _layer_tensors(
+    prefix: str, kept: dict[int, dict[str, list[int]]], count: int
+) -> tuple[list[str], list[str]]:
+    """The tensors the layers under num_hidden_layers leave out, and those only some of them hold: a
+    whole layer missing; a module (a name less its last part) some layers lack of the parameters every
+    other layer holds (a bias without its weight); a module held by fewer than half the layers (a
+    setting transformers no longer reads left its weights there), or lacked whole by fewer than half.
+    A module the first layer alone lacks is ModernBERT's design (no attn_norm before its first
+    attention), and a module held by half the layers cannot tell which: both left to the load."""
+    left: list[str] = []
+    most = max(kept.values(), key=len)
+    for i in range(count):
+        if i not in kept:  # a whole layer missing: each tensor the fullest layer holds
+            left += [f"{prefix}.{i}.{rest}" for rest in sorted(most)]
+            continue
+        others = [set(names) for j, names in kept.items() if j != i]
+        held = {rest.rsplit(".", 1)[0] for rest in kept[i]}
+        every_other = set.intersection(*others) if others else set()
+        left += [
+            f"{prefix}.{i}.{rest}"
+            for rest in sorted(every_other)
+            if rest not in kept[i] and rest.rsplit(".", 1)[0] in held
+        ]
+    holders: dict[str, list[int]] = {}
+    for i, names in sorted(kept.items()):
+        for module in sorted({rest.rsplit(".", 1)[0] for rest in names}):
+            holders.setdefault(module, []).append(i)
+    dropped: list[str] = []
+    layers = sorted(kept)
+    for module, held_by in sorted(holders.items()):
+        lacking = [i for i in layers if i not in held_by]
+        params = sorted(rest for rest in kept[held_by[0]] if rest.rsplit(".", 1)[0] == module)
+        if not lacking or lacking == [0]:
+            continue
+        if 2 * len(held_by) < len(layers):
+            dropped += [f"{prefix}.{i}.{rest}" for i in held_by for rest in params]
+        elif 2 * len(held_by) > len(layers):
+            left += [f"{prefix}.{i}.{rest}" for i in lacking for rest in params]
+    return left, dropped
+
+
+def _size(config: dict[str, Any], names: tuple[str, ...]) -> int | None:
+    value = next((config[name] for name in names if name in config), None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _embedding_rows(tensors: dict[str, Stored], config: dict[str, Any]) -> list[str]:
+    """The embedding matrices whose row count is not the config value that sets it."""
+    wrong = []
+    for key, ends in _ROWS.items():
+        rows = _size(config, (key,))
+        found = [(name, stored.shape) for name, stored in tensors.items() if name.endswith(ends)]
+        if rows is None or len(found) != 1 or len(found[0][1]) != 2:
+            continue  # none, several (a head's copy): the load reads which one the model takes
+        name, shape = found[0]
+        if shape[0] != rows:
+            wrong.append(f"{name} ({_shape(shape)} in the file, {_shape([rows, shape[1]])} by config.json)")
+    return wrong
+
+
+def _layers(tensors: dict[str, Stored]) -> tuple[str, dict[int, dict[str, list[int]]]] | None:
+    """The encoder layers' tensors by layer index (name after `layer.N.` -> shape), with the name before
+    the index; None where no tensor is a layer's, or layers are stored under two names (two encoders)."""
+    layers: dict[int, dict[str, list[int]]] = {}
+    prefixes = set()
+    for name, stored in tensors.items():
+        found = _LAYER.match(name)
+        if found is not None:
+            prefixes.add(found.group(1))
+            layers.setdefault(int(found.group(2)), {})[found.group(3)] = stored.shape
+    return (prefixes.pop(), layers) if len(prefixes) == 1 else None
+
+
+def _layer_sizes(
+    prefix: str, kept: dict[int, dict[str, list[int]]], sizes: dict[str, int | None]
+) -> list[str]:
+    """The layer weights and biases every layer holds whose sizes neither hidden_size nor
+    intermediate_size give (a query, a fused qkv, a gated MLP's doubled rows and the keys and values of
+    fewer heads allowed): the tensors a config of other sizes misshapes."""
+    hidden, intermediate = sizes["hidden"], sizes["intermediate"]
+    if hidden is None or intermediate is None:
+        return []
+    fits = {hidden, 2 * hidden, 3 * hidden, intermediate, 2 * intermediate}
+    heads, kv = sizes["heads"], sizes["kv_heads"]
+    if heads and kv and kv != heads:  # grouped-query attention: keys and values of fewer heads
+        width = kv * (hidden // heads)
+        fits |= {width, 2 * width, hidden + 2 * width}
+    every = set.intersection(*(set(names) for names in kept.values()))
+    checked = sorted(
+        rest for rest in every if rest.endswith((".weight", ".bias")) and len(kept[min(kept)][rest]) <= 2
+    )
+    asked = _asked_sizes([kept[i][rest] for i in kept for rest in checked], hidden, intermediate)
+    wrong = []
+    for i in sorted(kept):
+        for rest in checked:
+            shape = kept[i][rest]
+            if set(shape) <= fits:
+                continue
+            if all(size in fits or size in asked for size in shape):
+                ask = [size if size in fits else asked[size] for size in shape]
+                wrong.append(
+                    f"{prefix}.{i}.{rest} ({_shape(shape)} in the file, {_shape(ask)} by config.json)"
+                )
+            else:
+                wrong.append(
+                    f"{prefix}.{i}.{rest} ({_shape(shape)} in the file, which config.json's hidden_size "
+                    f"{hidden} and intermediate_size {intermediate} do not give)"
+                )
+    return wrong
+
+
+def _asked_sizes(shapes: list[list[int]], hidden: int, intermediate: int) -> dict[int, int]:
+    """A stored size -> the size the config gives it, where the file's own hidden and intermediate sizes
+    read plainly: its hidden size the size its layer tensors hold most, its intermediate size the most
+    held of the others (each also doubled, and the hidden tripled for a fused qkv); {} where they do not."""
+    held = Counter(size for shape in shapes for size in shape)
+    if not held:
+        return {}
+    stored_hidden = held.most_common(1)[0][0]
+    hiddens = {k * stored_hidden: k * hidden for k in (1, 2, 3)}
+    # a gated MLP holds its intermediate size and twice it alike: the smaller of the most held
+    rest = sorted((size for size in held if size not in hiddens), key=lambda size: (-held[size], size))
+    inner = {k * rest[0]: k * intermediate for k in (1, 2)} if rest else {}
+    if set(hiddens) & set(inner):
+        return {}  # the file's sizes overlap (an intermediate twice the hidden): no plain reading
+    return {**hiddens, **inner}
+
+
+def _shape(shape: list[int]) -> str:
+    return "x".join(map(str, shape))
