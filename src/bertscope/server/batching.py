@@ -16,11 +16,12 @@ starts with the next client's oldest job, and is filled with each client's oldes
 they fit; one client alone is served oldest first, its batches as full as before.
 
 Fair at every batch boundary: before each forward of a running job (the engine's `forward`, which
-every route's model work goes through, is wrapped while the worker runs), the worker first runs the small
-jobs waiting (known to fit one batch, `max_batch_tokens` of them at most), then goes on. A long document
-is thus cut into its batches with other clients' work between them, so a small request waits about
-one batch, not a whole document; long jobs keep their order among themselves (the small go first
-because they finish in one step, and the long are cut up anyway).
+every route's model work goes through, is wrapped while the worker runs), the worker first runs the jobs
+waiting that fit one batch (`max_batch_tokens` of them at most), and, of a client with no job running
+whose oldest job is sentences over what is left, its leading texts as a piece (`FairQueue._small_waiting`),
+then goes on. A long document is thus cut into its batches with other clients' work between them, so a
+request waits about one batch, not a whole document, even one over a batch; other long jobs keep their
+order among themselves (they are cut up anyway).
 
 Work nobody waits for is not done: a request whose client left calls `abandon`, which takes its queued
 jobs out of the queue, and stops a running job (any route's, and a group of sentence jobs once every
@@ -262,7 +263,8 @@ class Batcher(FairQueue):
             self.metrics.stopped.inc()
             raise Abandoned("the request waiting on this work has gone away")
         if len(running) == 1:
-            waiting = self._small_waiting()
+            jobs = current.jobs if isinstance(current, _Group) else [current]
+            waiting = self._small_waiting(frozenset(job.client for job in jobs))
             if waiting:
                 self.metrics.batch_requests.observe(len(waiting))
                 self._run(waiting)

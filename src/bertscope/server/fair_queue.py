@@ -32,17 +32,66 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from ..core.results import SentenceEmbeddings
 from ..core.spec import EmbedSpec
 from ..core.tokens import Tokens
 from .metrics import Metrics
 from .tickets import QueueFull, ShuttingDown, Ticket
 
-__all__ = ["CLIENT_SHARE", "FairQueue", "Job", "oldest_in_round"]
+__all__ = ["CLIENT_SHARE", "FairQueue", "Job", "SentenceTicket", "oldest_in_round"]
 
 T = TypeVar("T")
 
 # The share of the queue's jobs and tokens one client may have waiting at once (`Batcher.client_share`).
 CLIENT_SHARE = 0.5
+
+
+class SentenceTicket(Ticket):
+    """A sentence job's future, whose leading texts may run first as pieces between another job's batches
+    (`FairQueue._slice`): their rows (`before`) lead the rows the rest of the job ends with."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before: list[SentenceEmbeddings] = []
+
+    def set_running_or_notify_cancel(self) -> bool:
+        """Future's; False where a piece's failure has already ended it (the rest is not run)."""
+        return False if self.done() else super().set_running_or_notify_cancel()
+
+    def set_result(self, result: Any) -> None:
+        """Future's, with the pieces' rows first."""
+        super().set_result(SentenceEmbeddings.joined([*self.before, result]) if self.before else result)
+
+
+class _Piece(Ticket):
+    """The future of a job's leading texts run ahead of the rest: its rows and failure are the job's."""
+
+    def __init__(self, whole: SentenceTicket) -> None:
+        super().__init__()
+        self.whole = whole
+
+    @property
+    def abandoned(self) -> bool:  # type: ignore[override]
+        """The job's request has gone away (its queued rest was cancelled, or its running one flagged)."""
+        return self.whole.cancelled() or self.whole.abandoned
+
+    def set_running_or_notify_cancel(self) -> bool:
+        """Future's; the job's start is its first piece's."""
+        running = super().set_running_or_notify_cancel()
+        if running and self.whole.started_at is None:
+            self.whole.started_at = self.started_at
+        return running
+
+    def set_result(self, result: Any) -> None:
+        """Future's; the rows wait for the rest of the job."""
+        super().set_result(result)
+        self.whole.before.append(result)
+
+    def set_exception(self, exception: BaseException | None) -> None:
+        """Future's; the job fails with it (its rest is skipped)."""
+        super().set_exception(exception)
+        if not self.whole.done():
+            self.whole.set_exception(exception)
 
 
 @dataclass
@@ -119,7 +168,9 @@ class FairQueue:
         self, parts: Sequence[tuple[Sequence[Tokens], int]], spec: EmbedSpec, client: str = ""
     ) -> list[Future[Any]]:
         """Queue (fitted tokens, n_tokens) parts, all or none, for sentence vectors; one future per part."""
-        jobs = [Job(Ticket(), n_tokens=n, tokens=tokens, spec=spec, client=client) for tokens, n in parts]
+        jobs = [
+            Job(SentenceTicket(), n_tokens=n, tokens=tokens, spec=spec, client=client) for tokens, n in parts
+        ]
         return self._put(jobs, client)
 
     def call(self, fn: Callable[[], Any], n_tokens: int | None = None, client: str = "") -> Future[Any]:
@@ -274,11 +325,14 @@ class FairQueue:
         self._uncount(job)
         return job
 
-    def _small_waiting(self) -> list[Job]:
+    def _small_waiting(self, running: frozenset[str] = frozenset()) -> list[Job]:
         """Queued jobs that each fit one batch, within one batch's tokens together: each client's oldest
-        that fits in turn, round-robin."""
+        that fits in turn, round-robin. A client not in `running` whose oldest job is sentences over what
+        is left has its leading texts that fit taken as a piece (`_slice`), so a request over one batch
+        gets its turns between another's batches too, in its own order."""
         with self._cond:
             taken: list[Job] = []
+            pieces: list[Job] = []
             tokens = 0
             left = {
                 client: deque(job for job in queue if job.known) for client, queue in self._queues.items()
@@ -286,6 +340,14 @@ class FairQueue:
             while left:
                 for client in list(left):
                     candidates = left[client]
+                    oldest = self._queues[client][0]
+                    if candidates and candidates[0] is oldest and client not in running:
+                        piece = self._slice(oldest, self.max_batch_tokens - tokens)
+                        if piece is not None:  # the rest of it waits for the client's next turn
+                            pieces.append(piece)
+                            tokens += piece.n_tokens
+                            del left[client]
+                            continue
                     while candidates and tokens + candidates[0].n_tokens > self.max_batch_tokens:
                         candidates.popleft()
                     if not candidates:
@@ -294,6 +356,8 @@ class FairQueue:
                     job = candidates.popleft()
                     taken.append(job)
                     tokens += job.n_tokens
+            if pieces:
+                self.metrics.queue_size.set(self.queued)
             if taken:
                 chosen = {id(job) for job in taken}
                 for client, queue in list(self._queues.items()):
@@ -305,7 +369,30 @@ class FairQueue:
                 for job in taken:
                     self._uncount(job)
                 self.metrics.queue_size.set(self.queued)
-        return taken
+        return taken + pieces
+
+    def _slice(self, job: Job, room: int) -> Job | None:
+        """The leading texts of sentence `job` that fit `room` tokens, taken out of it as a piece (its rows
+        go to the job's future), or None where the job fits whole or its first text does not fit; the
+        tokens the piece takes leave the job's count (the rest counts them in turn, as `_uncount` does)."""
+        if job.call is not None or not isinstance(job.future, SentenceTicket) or job.n_tokens <= room:
+            return None
+        k, size = 0, 0
+        while k < len(job.tokens) - 1 and size + len(job.tokens[k]) <= room:
+            size += len(job.tokens[k])
+            k += 1
+        if not k:
+            return None
+        piece = Job(
+            _Piece(job.future), n_tokens=size, tokens=job.tokens[:k], spec=job.spec, client=job.client
+        )
+        piece.counted, piece.counts = 0, False  # never queued
+        job.tokens, job.n_tokens = job.tokens[k:], job.n_tokens - size
+        freed = job.counted - min(job.counted, job.n_tokens)
+        job.counted -= freed
+        self._queued_tokens -= freed
+        self._client_tokens[job.client] -= freed
+        return piece
 
 
 def oldest_in_round(queues: dict[str, deque[T]], client: str) -> T:
