@@ -2,7 +2,8 @@
 refuses it (late="no" ran late chunking and stored "no"); an empty chunk past the first group of 64
 documents is named by its own document, and an empty document is a "document" as in embed_chunks'
 other refusals; a bare (A, B) tuple is refused; a zero-width space, BOM or word joiner after a sentence's
-mark ends it as a space does; the long-documents page lists every pooling late chunks take."""
+mark ends it as a space does; the long-documents page lists every pooling late chunks take; a token a
+prompt shares with the document's first word counts for its chunk."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import bertscope
+from bertscope.chunk_embed import plan_chunks
 from bertscope.core.chunking import sentence_spans
 from bertscope.core.pooling import POOLINGS
 from bertscope.core.tokens import named_as
@@ -127,3 +129,20 @@ def test_the_page_lists_every_pooling_late_chunks_take() -> None:
     page = (Path(__file__).parents[1] / "docs" / "long-documents.md").read_text(encoding="utf-8")
     said = page[page.index("- Late chunks pool with") :].split("\n- ")[0]
     assert {pooling.value for pooling in POOLINGS} <= set(re.findall(r"`(\w+)`", said))
+
+
+def test_a_token_the_prompt_shares_with_the_first_word_counts_for_its_chunk(bundled: bertscope.Model) -> None:
+    """prompt="pre" before "fix is": "prefix" starts in the prompt and was left out of chunk 0 in silence
+    (and spans [(0, 3), ...] were refused as holding no word piece); it counts as embed counts it."""
+    doc = "fix is good. Next one."
+    late = bundled.embed_chunks(doc, chunks="sentence", prompt="pre")
+    whole = bundled.embed_tokens("pre" + doc)[0]
+    assert whole.tokens[1:5] == ["prefix", "is", "good", "."]
+    assert late.n_tokens.tolist() == [4, 3]
+    expected = whole.vectors[1:5].mean(axis=0)
+    np.testing.assert_allclose(late.vectors[0], expected / np.linalg.norm(expected), atol=1e-5)
+    spans = bundled.embed_chunks(doc, chunks=[(0, 3), (4, 6)], prompt="pre", pooling="max")
+    assert spans.n_tokens.tolist() == [1, 1]
+    # the plan's bounds read the same rows (max pools chunk by chunk: its reads are the chunks' lengths)
+    plan = plan_chunks(bundled, doc, chunks=[(0, 3), (4, 6)], prompt="pre", pooling="max")
+    assert plan.rows_read_one_by_one(bundled.engine) == 2

@@ -167,7 +167,8 @@ def _late(
         engine.fitted_token_matrices([t for t in fitted if len(t) <= LONG_TOKENS], spec, on_batch=on_batch)
     )
     for number, (doc, doc_spans, tokens) in enumerate(zip(docs, spans, fitted, strict=True)):
-        rows = token_rows(tokens.offsets, tokens.special_mask, doc_spans, shift=shift, document=named(number))
+        offsets = _document_offsets(tokens.offsets, shift)
+        rows = token_rows(offsets, tokens.special_mask, doc_spans, shift=shift, document=named(number))
         if len(tokens) <= LONG_TOKENS:
             vectors = pool_spans(next(short)[1], rows, spec.pooling)
         else:  # a book-length document: its token vectors a few windows at a time, never whole
@@ -184,6 +185,21 @@ def _late(
             n_dropped=np.zeros(len(doc_spans), dtype=np.int64),
             spec=recorded,
         )
+
+
+def _document_offsets(offsets: Sequence[Span], shift: int) -> Sequence[Span]:
+    """The tokens' offsets in the prompted text, a token the prompt shares with the document's first word
+    (no space after the prompt: "pre" + "fix is" gives "prefix") starting where the document does: it
+    counts for the chunks it overlaps, as a piece a span boundary cuts does and as `embed` pools it,
+    where `token_rows` leaves out every token that starts in the prompt."""
+    if not shift:
+        return offsets
+    pairs = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)
+    shared = (pairs[:, 0] < shift) & (pairs[:, 1] > shift)
+    if not shared.any():
+        return offsets
+    pairs[shared, 0] = shift
+    return [(int(start), int(end)) for start, end in pairs.tolist()]
 
 
 def _naive(
@@ -284,7 +300,8 @@ class ChunkPlan:
             tokens = engine.prepare([doc], spec)[0]
             shift = len(spec.prompt)
             named = text_named("document", number)
-            yield tokens, token_rows(tokens.offsets, tokens.special_mask, spans, shift=shift, document=named)
+            offsets = _document_offsets(tokens.offsets, shift)
+            yield tokens, token_rows(offsets, tokens.special_mask, spans, shift=shift, document=named)
 
     def run(self, engine: Engine, *, progress: bool | None = None) -> list[ChunkEmbeddings]:
         """Each document's ChunkEmbeddings, in input order."""
