@@ -59,7 +59,7 @@ class StoreCheck:
     def headline(self) -> str:
         """One line: the verdict, what differs (the model, the rows, or both) and the figures."""
         what = f"{self.rows_checked} of {self.rows} rows of {self.store} re-embedded with {self.model}"
-        figures = f"max abs {self.max_abs:.3g}, min cosine {self.min_cosine:.8f}"
+        figures = f"max abs {self.max_abs:.3g}, min cosine {self.min_cosine:.8f}{self._tolerance_said()}"
         if not self.model_changes:
             return f"{'ok' if self.ok else 'DRIFT'}: {what}: {figures}"
         shown = ", ".join(self.model_changes[:3])
@@ -78,6 +78,15 @@ class StoreCheck:
         same = "unchanged" if self.max_abs == 0 else "within tolerance"
         checked = f"the vectors of the {self.rows_checked} rows checked are {same}"
         return f"{differs}; {checked} ({what}: {figures}){fix}"
+
+    def _tolerance_said(self) -> str:
+        """The tolerance the figures were held to, as `bertscope verify` states it ("" before any row)."""
+        if "min_cosine" in self.tolerance:
+            return f"; tolerance min cosine >= {self.tolerance['min_cosine']:.6g}"
+        if "max_abs" in self.tolerance:
+            step = " (plus a float16 step: stored in float16)" if self.tolerance.get("float16_step") else ""
+            return f"; tolerance max abs <= {self.tolerance['max_abs']:g}{step}"
+        return ""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: ok, rows_checked, max_abs, min_cosine, differences [{what, expected, found}], notes,

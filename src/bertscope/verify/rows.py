@@ -63,7 +63,7 @@ def check_rows(
                 labels, docs, texts, corpus, opened.path, collection=opened.collection, checked="texts"
             )
     else:
-        texts = texts_by_id(docs, corpus, opened.path)
+        texts = texts_by_id(docs, corpus, opened.path, chunks=level == "chunks")
         check.texts_from_corpus = True
     rows_of = _level(level, model, settings)  # the job's level: the sampled texts' rows, and lost texts'
     made = rows_of.embed([Record(d, t, 0) for d, t in zip(docs, texts, strict=True)])
@@ -221,16 +221,20 @@ def _short(text: str, size: int = 40) -> str:
 
 
 def texts_by_id(
-    ids: Sequence[str], corpus: dict[str, Any], path: Path, *, rows: int | None = None
+    ids: Sequence[str], corpus: dict[str, Any], path: Path, *, rows: int | None = None, chunks: bool = False
 ) -> list[str]:
     """The texts of `ids` read from the corpus a store was made from (`corpus`: verify_store's options).
 
     `rows`: the store holds a row per text (sentence vectors), so the corpus must hold that many texts:
     another corpus whose ids overlap would otherwise pass its texts off as the store's and read as drift.
+    `chunks`: the store keeps its chunks' texts, which are re-embedded from their whole documents.
     """
     if corpus["corpus"] is None:
+        kept = (
+            "its chunks' texts, not the whole documents they are re-embedded from" if chunks else "no texts"
+        )
         raise InvalidInput(
-            f"{path} keeps no texts to re-embed: pass the corpus it was made from (corpus=, --corpus FILE)"
+            f"{path} keeps {kept} to re-embed: pass the corpus it was made from (corpus=, --corpus FILE)"
         )
     wanted = set(ids)
     found: dict[str, str] = {}
@@ -288,17 +292,18 @@ def _refuse_lost_texts(opened: Store, level: Any, docs: set[str], corpus: dict[s
         if record.id not in docs:
             lost.append(record)
         if len(lost) == _LOST_BATCH:
-            _refuse_if_made(opened, level, lost)
+            _refuse_if_made(opened, level, lost, corpus["corpus"])
             lost = []
-    _refuse_if_made(opened, level, lost)
+    _refuse_if_made(opened, level, lost, corpus["corpus"])
 
 
 # The texts missing from a store embedded at once to see whether they make rows.
 _LOST_BATCH = 16
 
 
-def _refuse_if_made(opened: Store, level: Any, records: list[Record]) -> None:
-    """CorpusError naming the first of `records` (corpus texts with no row in the store) that makes rows."""
+def _refuse_if_made(opened: Store, level: Any, records: list[Record], given: Any) -> None:
+    """CorpusError naming the first of `records` (texts of the corpus `given` with no row in the store) that
+    makes rows: the corpus is another (a larger one) or the store's rows were removed."""
     if not records:
         return
     made = level.embed(records).table.column("id").to_pylist()
@@ -306,8 +311,9 @@ def _refuse_if_made(opened: Store, level: Any, records: list[Record]) -> None:
         if record.id in made:
             raise CorpusError(
                 f"{opened.path} has no row of text {record.id} of the corpus, which the store's settings "
-                f"make rows of ({made.count(record.id)} here): its rows were removed after it was written; "
-                f"{rebuild_hint(opened.path, opened.collection)}"
+                f"make rows of ({made.count(record.id)} here): {given} is not the corpus the store was made "
+                "from, or rows were removed from the store after it was written; pass the store's own corpus "
+                f"with --corpus (corpus=), or {rebuild_hint(opened.path, opened.collection)}"
             )
 
 
