@@ -130,12 +130,16 @@ def test_smoothing_the_attention_inputs_keeps_the_float_graph_s_answers(
     assert same_answers(fused, smoothed)
 
 
-def test_the_default_int8_is_within_0_99_on_calibration_and_held_out_texts(
+def test_the_default_int8_keeps_verify_s_int8_floor_on_calibration_and_held_out_texts(
     dynamic: bertscope.Model, reference: np.ndarray
 ) -> None:
+    """The floor `bertscope verify` holds every int8 vector to (0.98), not this CPU's figure: the held-out
+    minimum read 0.9921 on one CPU, 0.002 over 0.99, and int8's kernels differ by CPU."""
+    from bertscope.verify.settings import STORE_FLOORS
+
     cos = cosines(np.asarray(dynamic.embed(TEXTS).vectors), reference)
     n = len(calibration_texts())
-    assert cos[:n].min() >= 0.99 and cos[n:].min() >= 0.99
+    assert cos[:n].min() >= STORE_FLOORS["int8"] and cos[n:].min() >= STORE_FLOORS["int8"]
     assert cos.max() < 1 - 1e-7  # int8 really ran
     ops = op_counts(dynamic.engine.runner.path)  # type: ignore[union-attr]
     assert ops["MatMulInteger"] == 6 * dynamic.n_layers  # every Linear, once: no float32 side matmul

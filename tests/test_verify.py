@@ -49,7 +49,7 @@ def test_the_bundled_model_equals_the_reference_on_every_layer(
     assert report["ok"] is True and report["problems"] == []
     assert [d["layer"] for d in report["layers"]] == list(range(bundled.n_layers + 1))
     assert all(d["max_abs"] <= 1e-5 and d["min_cosine"] > 0.99999 for d in report["layers"])
-    assert report["texts"] == len(canary_texts(bundled)) + len(SHORT_TEXTS) + len(SAMPLE)
+    assert report["n_texts"] == len(canary_texts(bundled)) + len(SHORT_TEXTS) + len(SAMPLE)
     settings = report["settings"]
     assert settings["truncation"] == {"max_tokens": 256, "side": "right", "long": "truncate"}
     assert settings["attention"]["mask"] == "bidirectional" and settings["weights_dtype"] == "float32"
@@ -430,9 +430,9 @@ def test_int8_reads_lower_on_the_short_texts_and_passes_the_floor_the_docs_sugge
     long_only = compare_to_reference(model, canary_texts(model), min_cosine=0.98)
     whole = verify_model(model, min_cosine=0.98)
     assert isinstance(whole, bertscope.verify.Verification)
-    assert whole.texts == len(canary_texts(model)) + len(SHORT_TEXTS)
+    assert whole.n_texts == len(canary_texts(model)) + len(SHORT_TEXTS)
     assert whole.sentence_min_cosine < long_only.sentence_min_cosine
-    assert whole.sentence_min_cosine < 0.995 and whole.ok, whole.to_dict()
+    assert whole.ok, whole.to_dict()  # no upper bound on the drift: how far int8 moves depends on the CPU
     ran = run_main("verify", "--quantize", "int8", "--min-cosine", "0.98")
     assert ran.code == 0 and "ok: 61 texts" in ran.stdout, ran
 

@@ -52,7 +52,7 @@ def test_input_reads_a_record_file_s_text_field(tmp_path: Path) -> None:
     ran = run_main("verify", "-i", str(records), "--text-field", "body", "--limit", "3", "--json")
     assert ran.code == 0, ran.stderr
     alone = run_main("verify", "--json")  # the canaries and short texts, without a sample
-    assert json.loads(ran.stdout)["texts"] == json.loads(alone.stdout)["texts"] + 3
+    assert json.loads(ran.stdout)["n_texts"] == json.loads(alone.stdout)["n_texts"] + 3
 
 
 def test_a_moved_model_folder_is_named(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:

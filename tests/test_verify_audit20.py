@@ -156,3 +156,93 @@ def test_verify_json_answers_a_usage_error_with_one_object(words: list[str]) -> 
 def test_another_command_s_usage_error_writes_nothing_on_stdout() -> None:
     ran = run_main("embed", "--bogus", "--json", "x")
     assert ran.code == 2 and ran.stdout == ""
+
+
+# 5: counts named n_texts / n_tokens, the old attributes still read --------------------------------------
+
+
+def test_verification_counts_are_n_texts_and_n_tokens() -> None:
+    from bertscope.verify import Verification
+
+    made = Verification(
+        ok=True, layers=[], sentence_min_cosine=1.0, tolerance={}, n_texts=3, n_tokens=20, settings={},
+        environment={},
+    )  # fmt: skip
+    answer = made.to_dict()
+    assert (
+        (answer["n_texts"], answer["n_tokens"]) == (3, 20)
+        and "texts" not in answer
+        and "tokens" not in answer
+    )
+    with pytest.deprecated_call(match=r"Verification\.texts is deprecated; use \.n_texts"):
+        assert made.texts == 3
+    with pytest.deprecated_call(match=r"Verification\.tokens is deprecated; use \.n_tokens"):
+        assert made.tokens == 20
+
+
+# 7: --min-cosine on an exact model is refused, not dropped ----------------------------------------------
+
+
+def test_min_cosine_on_an_exact_model_is_refused(bundled: Model) -> None:
+    with pytest.raises(
+        bertscope.InvalidSpec, match=r"min_cosine=0\.5 bounds a lossy mode's drift.*leave it out"
+    ):
+        bundled.verify(min_cosine=0.5)
+    ran = run_main("verify", "--min-cosine", "0.9", "--json")
+    assert ran.code == 2 and "--min-cosine bounds a lossy mode's drift" in ran.stderr, ran
+    assert json.loads(ran.stdout)["ok"] is False
+
+
+# 8: a store's ok headline states the tolerance it proved -------------------------------------------------
+
+
+def test_a_store_s_headline_states_its_tolerance() -> None:
+    from bertscope.verify.drift import StoreCheck
+
+    lossy = StoreCheck(
+        ok=True, rows_checked=10, max_abs=0.00868, min_cosine=0.99873293, tolerance={"min_cosine": 0.98},
+        store="int8.parquet", rows=50, model="m",
+    )  # fmt: skip
+    assert lossy.headline().endswith("min cosine 0.99873293; tolerance min cosine >= 0.98")
+    exact = StoreCheck(
+        ok=True, rows_checked=10, max_abs=0.0, min_cosine=1.0,
+        tolerance={"max_abs": 1e-5, "float16_step": False}, store="s.npy", rows=50, model="m",
+    )  # fmt: skip
+    assert exact.headline().endswith("; tolerance max abs <= 1e-05")
+
+
+# 6: a token store checked against a larger corpus names both causes ------------------------------------
+
+
+def test_a_token_store_against_a_larger_corpus_names_both_causes(tmp_path: Path) -> None:
+    news = Path(__file__).parents[1] / "examples" / "news.txt"
+    head = tmp_path / "n10.txt"
+    head.write_text("".join(news.read_text().splitlines(keepends=True)[:10]))
+    store = tmp_path / "tok.npy"
+    assert run_main("embed", "-i", str(head), "-o", str(store), "--tokens").code == 0
+    ran = run_main("verify", "--store", str(store), "--corpus", str(news), "--rows", "500")
+    line = " ".join(ran.stderr.split())
+    assert ran.code == 2 and line.startswith("error:"), ran
+    assert f"{news} is not the corpus the store was made from, or rows were removed" in line, line
+    assert "--corpus" in line and "Traceback" not in ran.stderr
+
+
+# 9: wording --------------------------------------------------------------------------------------------
+
+
+def test_a_chunk_store_without_its_corpus_says_it_keeps_chunk_texts_not_documents(tmp_path: Path) -> None:
+    news = Path(__file__).parents[1] / "examples" / "news.txt"
+    head = tmp_path / "n5.txt"
+    head.write_text("".join(news.read_text().splitlines(keepends=True)[:5]))
+    store = tmp_path / "chunks.parquet"
+    assert run_main("embed", "-i", str(head), "-o", str(store), "--level", "chunks").code == 0
+    ran = run_main("verify", "--store", str(store), "--rows", "5")
+    line = " ".join(ran.stderr.split())
+    assert ran.code == 2 and "keeps its chunks' texts, not the whole documents" in line, ran
+    assert "--corpus" in line
+
+
+def test_verify_help_names_both_lossy_bounds() -> None:
+    ran = run_main("verify", "--help")
+    said = " ".join(ran.stdout.split())
+    assert "0.98 for --quantize int8" in said and "cosine bound with --fast" in said, said

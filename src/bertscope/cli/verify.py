@@ -156,7 +156,8 @@ def verify(
     forward (every layer of the calibration sentences, a text over the limit, --input lines), against a
     saved fingerprint, or a store's vectors against this deployment.
 
-    Exit 0 within tolerance (1e-5 for exact modes; the fast mode's cosine bound for lossy ones), 1 on
+    Exit 0 within tolerance (1e-5 for exact modes; for lossy ones the fast mode's cosine bound with --fast,
+    else the precision's floor: 0.98 for --quantize int8, 0.999 for bfloat16/float16), 1 on
     drift or any difference, 2 on bad input.
 
     Examples: `bertscope verify`, `bertscope verify --backend onnxruntime -i corpus.txt --json`,
@@ -310,9 +311,10 @@ def _verify_model(
     flag: str = "--input",
     text_field: str = "text",
 ) -> int:
+    from ..backends.exact import EXACT_ATOL
     from ..verify import check_fingerprint, compare_to_reference, read_fingerprint, save_fingerprint
     from ..verify.reference import reference_texts
-    from ..verify.settings import is_static
+    from ..verify.settings import is_lossy, is_static, vector_settings
 
     if against is not None:
         if sample is not None:
@@ -331,6 +333,11 @@ def _verify_model(
         if as_json:
             emit_json(made)
         return 0
+    if min_cosine is not None and not is_lossy(vector_settings(loaded)):  # the library's refusal, in flags
+        raise InvalidInput(
+            "--min-cosine bounds a lossy mode's drift (--dtype bfloat16/float16, --quantize, --fast); this "
+            f"model runs exact (float32: every token vector held to max abs {EXACT_ATOL:g}): leave it out"
+        )
     reference = reference_texts(loaded)  # problems name the -i texts from their first, text 0
     result = compare_to_reference(
         loaded, [*reference, *texts], min_cosine=min_cosine, reference=len(reference)
@@ -417,7 +424,7 @@ def _show_verification(result: Any) -> None:
     )
     verdict = "ok" if result.ok else "DRIFT"
     out.print(
-        f"{verdict}: {result.texts} texts, {result.tokens} tokens against the plain Hugging Face float32 "
+        f"{verdict}: {result.n_texts} texts, {result.n_tokens} tokens against the plain Hugging Face float32 "
         f"forward; tolerance {limit} ({bound['of']}); sentence min cosine {result.sentence_min_cosine:.8f}",
         highlight=False,
     )

@@ -28,6 +28,7 @@ from ..backends.quantize import SHORT_TEXTS
 from ..core._enums import Combine, Pooling
 from ..core.layers import combine_layers
 from ..core.pooling import pool_sentences
+from ..core.renamed_fields import renamed_field
 from ..core.text_pieces import Cuts, cuts_for
 from ..core.texts_given import check_text, text_items
 from ..errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
@@ -60,8 +61,8 @@ class Verification:
     layers: list[LayerDrift]
     sentence_min_cosine: float
     tolerance: dict[str, Any]
-    texts: int
-    tokens: int
+    n_texts: int
+    n_tokens: int
     settings: dict[str, Any]
     environment: dict[str, Any]
     problems: list[str] = field(default_factory=list)
@@ -76,12 +77,22 @@ class Verification:
             "settings": self.settings,
             "sentence": {"min_cosine": self.sentence_min_cosine},
             "tolerance": self.tolerance,
-            "texts": self.texts,
-            "tokens": self.tokens,
+            "n_texts": self.n_texts,
+            "n_tokens": self.n_tokens,
             "problems": list(self.problems),
             "warnings": list(self.warnings),
             "environment": self.environment,
         }
+
+    @property
+    def texts(self) -> int:
+        """Deprecated: the old name of `n_texts` (a count, where `texts` names a list elsewhere)."""
+        return renamed_field(self.n_texts, owner="Verification", name="n_texts", old="texts")
+
+    @property
+    def tokens(self) -> int:
+        """Deprecated: the old name of `n_tokens` (a count, where `tokens` names a list elsewhere)."""
+        return renamed_field(self.n_tokens, owner="Verification", name="n_tokens", old="tokens")
 
 
 def reference_texts(model: Any) -> list[str]:
@@ -173,6 +184,12 @@ def compare_to_reference(
         raise static_refusal(model)
     _check_min_cosine(min_cosine)
     start = time.perf_counter()
+    settings = vector_settings(model)
+    if min_cosine is not None and not is_lossy(settings):  # read by no exact check: refused, not dropped
+        raise InvalidSpec(
+            f"min_cosine={min_cosine!r} bounds a lossy mode's drift; this model runs exact (float32: every "
+            f"token vector held to max abs {EXACT_ATOL:g}): leave it out"
+        )
     items = list(text_items(texts))  # a lone string is one text; a number, bytes or a set refused
     texts = [*items[:reference], *(check_text(text, i) for i, text in enumerate(items[reference:]))]
     tokens = model.tokenize(texts)
@@ -206,7 +223,6 @@ def compare_to_reference(
         mask = np.array([0.0 if s else 1.0 for s in tok.special_mask]) if spec.mask_special else None
         pair = [_sentence(states, mask, spec) for states in (got, want)]
         sentence_cos = min(sentence_cos, float(pairwise_cosines(pair[0], pair[1])))
-    settings = vector_settings(model)
     tolerance = _tolerance(model, settings, min_cosine)
     within = (
         sentence_cos >= tolerance["min_cosine"]
@@ -226,8 +242,8 @@ def compare_to_reference(
         layers=layers,
         sentence_min_cosine=sentence_cos,
         tolerance=tolerance,
-        texts=len(texts),
-        tokens=sum(len(t.ids) for t in tokens),
+        n_texts=len(texts),
+        n_tokens=sum(len(t.ids) for t in tokens),
         settings=settings,
         environment=environment(model),
         problems=problems,
