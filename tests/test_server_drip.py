@@ -72,7 +72,7 @@ def test_a_body_dripped_a_byte_a_chunk_is_answered_400_before_it_ends(base: str,
         sock.sendall(_chunked_head(path) + b"1\r\nx\r\n" * 2000)
         answer = _refused_as_a_drip(_until_closed(sock))
     # Counted as h11 parsed them: the 1,025th chunk is refused; the 975 behind it were never parsed.
-    said = "request body: 1025 bytes arrived in 1025 pieces (about 1 byte each)"
+    said = "request body: 1,025 bytes arrived in 1,025 pieces (about 1 byte each)"
     assert answer["detail"].startswith(said), answer["detail"]
     if path.startswith("/v1/"):  # the app's own error shape for the path
         assert answer["error"]["type"] == "invalid_request_error"

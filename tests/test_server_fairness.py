@@ -74,7 +74,7 @@ def test_one_client_cannot_fill_the_queue_another_clients_request_goes_in() -> N
     assert (batcher.max_queue_tokens, batcher.share_tokens, batcher.share_jobs) == (3200, 1600, 4)
     _call(batcher, 800, ME)
     _call(batcher, 800, ME)
-    with pytest.raises(QueueFull, match="this client's queued requests hold 1600 tokens of work"):
+    with pytest.raises(QueueFull, match="this client's queued requests hold 1,600 tokens of work"):
         _call(batcher, 4, ME)  # its share is used up: its own small one waits
     _call(batcher, 4, OTHER)  # the queue is half empty: the other client's goes in
     _call(batcher, 1400, OTHER)
@@ -91,9 +91,9 @@ def test_a_newcomers_small_request_finds_room_when_others_filled_the_queue() -> 
     batcher, _ = _batcher()
     _call(batcher, 1600, ME)
     _call(batcher, 1500, OTHER)  # 3,100 queued: all but the batch kept for a newcomer
-    with pytest.raises(QueueFull, match="the queue holds 3100 tokens of work, and 4 more would pass 3100"):
+    with pytest.raises(QueueFull, match="the queue holds 3,100 tokens of work, and 4 more would pass 3,100"):
         _call(batcher, 4, OTHER)  # a client with work queued does not get the newcomer's room
-    with pytest.raises(QueueFull, match="would pass 3100"):
+    with pytest.raises(QueueFull, match="would pass 3,100"):
         _call(batcher, 101, THIRD)  # more than a batch: not a small request
     _call(batcher, 100, THIRD)  # one batch's worth from a client with nothing queued: room kept for it
     with pytest.raises(QueueFull):
@@ -108,7 +108,7 @@ def test_a_request_counts_at_most_a_share_so_the_same_rule_takes_any_size() -> N
         _sentences(batcher, "the whole queue or more", big, OTHER)  # counts as a client's share, 16,384
         assert batcher.queued_by(OTHER) == (1, 16_384) and batcher.queued == 2
         with pytest.raises(
-            QueueFull, match="the queue holds 16388 tokens of work, and 16000 more would pass 31744"
+            QueueFull, match="the queue holds 16,388 tokens of work, and 16,000 more would pass 31,744"
         ):
             _sentences(batcher, "no room left for it now", 16_000, THIRD)
 

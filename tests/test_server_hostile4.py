@@ -144,7 +144,7 @@ def test_a_clients_share_holds_one_whole_body_and_no_more() -> None:
         return str(refused.value)
 
     said = asyncio.run(run())
-    assert "this client (A) holds 3000 bytes" in said and "its share, 3000 bytes (one whole body" in said
+    assert "this client (A) holds 3,000 bytes" in said and "its share, 3,000 bytes (one whole body" in said
 
 
 def test_a_share_outside_zero_to_one_is_refused_naming_it() -> None:

@@ -82,7 +82,7 @@ class BodyBudget:
         cap: int,
         gauge: Gauge | None = None,
         *,
-        what: str = "request bodies",
+        what: str = "request bodies in flight",
         one: str = "body",
         share: float = 1.0,
         retry_after: float = 1.0,
@@ -105,8 +105,8 @@ class BodyBudget:
             return
         if self.held + size > self.cap and not (alone_fits and self.held == 0):
             raise self._refused(
-                f"the service holds {self.held} bytes of {self._what} in flight, and this {self._one}'s "
-                f"{size} more would pass {self.cap} (--max-buffered-bytes)"
+                f"the service holds {self.held:,} bytes of {self._what}, and this {self._one}'s "
+                f"{size:,} more would pass {self.cap:,} (--max-buffered-bytes)"
             )
         peer = peer if peer is not None else PEER.get()
         share = int(self.cap * self.share)
@@ -121,8 +121,8 @@ class BodyBudget:
                     "--max-buffered-share"
                 )
                 raise self._refused(
-                    f"this client ({peer}) holds {mine} bytes of {self._what} in flight, and this "
-                    f"{self._one}'s {size} more would pass its share, {most} bytes ({of})"
+                    f"this client ({peer}) holds {mine:,} bytes of {self._what}, and this "
+                    f"{self._one}'s {size:,} more would pass its share, {most:,} bytes ({of})"
                 )
             self.per_peer[peer] = mine + size
         self.held += size
@@ -255,7 +255,7 @@ def dripped(events: int, size: int) -> BodyRefused | None:
     # The connection is closed: the rest of the drip is not parsed a piece at a time either.
     return BodyRefused(
         400,
-        f"request body: {size} bytes arrived in {events} pieces (about {size // events} byte"
+        f"request body: {size:,} bytes arrived in {events:,} pieces (about {size // events} byte"
         f"{'' if size // events == 1 else 's'} each); send "
         f"the body in larger chunks (at least {_SMALL_PIECE} bytes each, or whole)",
         {"Connection": "close"},
@@ -266,6 +266,6 @@ def _too_large(size: int, limit: int) -> BodyRefused:
     # Answered without reading the rest: uvicorn discards it unbuffered, within --header-timeout.
     return BodyRefused(
         413,
-        f"request body of {size}+ bytes is over the limit of {limit} bytes (--max-body-bytes); send fewer "
-        "or shorter texts per request, or start bertscope serve with a higher --max-body-bytes",
+        f"request body of {size:,}+ bytes is over the limit of {limit:,} bytes (--max-body-bytes); send "
+        "fewer or shorter texts per request, or start bertscope serve with a higher --max-body-bytes",
     )

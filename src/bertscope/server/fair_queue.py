@@ -236,9 +236,9 @@ class FairQueue:
         self._refuse_share_jobs(n, client)
         if mine_tokens + tokens > self.share_tokens:
             raise QueueFull(
-                f"this client's queued requests hold {mine_tokens} tokens of work, and {tokens} more would "
-                f"pass its share of {self.share_tokens} (of the queue's {self.max_queue_tokens}); retry "
-                "after the Retry-After seconds",
+                f"this client's queued requests hold {mine_tokens:,} tokens of work, and {tokens:,} more "
+                f"would pass its share of {self.share_tokens:,} (of the queue's {self.max_queue_tokens:,}); "
+                "retry after the Retry-After seconds",
                 self._retry_after((mine_tokens + tokens - self.share_tokens) * clients),
             )
         if self._queued_jobs + n > room_jobs:
@@ -250,8 +250,8 @@ class FairQueue:
             )
         if self._queued_tokens + tokens > room_tokens:
             raise QueueFull(
-                f"the queue holds {self._queued_tokens} tokens of work, and {tokens} more would pass "
-                f"{room_tokens}; retry after the Retry-After seconds",
+                f"the queue holds {self._queued_tokens:,} tokens of work, and {tokens:,} more would pass "
+                f"{room_tokens:,}; retry after the Retry-After seconds",
                 self._retry_after(self._queued_tokens + tokens - room_tokens),
             )
 
