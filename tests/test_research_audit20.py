@@ -264,3 +264,16 @@ def test_the_table_says_static_self_similarity_to_float_precision(tiny_dirs, tmp
     assert ran.code == 0, ran.stderr
     said = " ".join(ran.stdout.split())
     assert "self-similarity 1 to float precision" in said and "exactly 1" not in said
+
+
+def test_the_cka_heatmap_reaches_a_negative_debiased_cell(tmp_path: Path, monkeypatch) -> None:
+    from bertscope.research import layer_plots
+    from bertscope.research.cka import CkaResult
+
+    drawn: list[object] = []
+    monkeypatch.setattr(layer_plots, "save_figure", lambda figure, path, **_: drawn.append(figure) or path)
+    values = np.array([[1.0, -0.4], [-0.4, 1.0]])
+    result = CkaResult([0, 1], [0, 1], values, 6, {"level": "sentence", "estimator": "debiased"})
+    layer_plots.plot_cka(result, tmp_path / "x.png")
+    image = drawn[0].axes[0].images[0]  # type: ignore[attr-defined]
+    assert image.norm.vmin <= -0.4

@@ -110,7 +110,9 @@ def plot_cka(
     values = np.asarray(result.cka, dtype=float)
     figure = _figure((1.6 + 0.55 * len(result.layers_b), 1.4 + 0.5 * len(result.layers_a)))
     ax = figure.add_subplot()
-    image = ax.imshow(values, cmap="viridis", vmin=0.0, vmax=1.0)
+    # debiased CKA can read below 0 over few rows: the scale reaches it rather than clip it to 0's colour
+    lowest = float(np.nanmin(values)) if np.isfinite(values).any() else 0.0
+    image = ax.imshow(values, cmap="viridis", vmin=min(0.0, lowest), vmax=1.0)
     figure.colorbar(image, ax=ax, label="CKA")
     ax.set_xticks(range(len(result.layers_b)), [str(k) for k in result.layers_b])
     ax.set_yticks(range(len(result.layers_a)), [str(k) for k in result.layers_a])
