@@ -15,7 +15,7 @@ from typing import Any
 from ..core.fingerprint_facts import file_identity
 from ..core.folder import read_json_object
 
-__all__ = ["content_digest", "installed_key", "known_folders", "settings_digest"]
+__all__ = ["content_digest", "installed_key", "known_folders", "runtimes_key", "settings_digest"]
 
 
 def _cache_parent() -> Path:
@@ -145,8 +145,19 @@ def installed_key() -> str:
     """A short key for the installed torch, transformers and runtimes (their files' times, read without
     importing them or their metadata): an upgrade changes the reference or a runtime's kernels, so
     whether each way is exact is measured again."""
+    return _stamps_key(("torch", "transformers", "onnxruntime", "openvino"))
+
+
+def runtimes_key() -> str:
+    """A short key for the installed ONNX Runtime and OpenVINO alone (as `installed_key` stamps them): the
+    exact default's measurement carries it too, so an install without torch finds the one a run with torch
+    made over these same runtimes (the exports were proven against torch then)."""
+    return _stamps_key(("onnxruntime", "openvino"))
+
+
+def _stamps_key(names: tuple[str, ...]) -> str:
     stamps = []
-    for name in ("torch", "transformers", "onnxruntime", "openvino"):
+    for name in names:
         origin = _installed_origin(name)
         stamps.append(f"{name}:{Path(origin).stat().st_mtime_ns if origin else '-'}")
     return hashlib.sha256("|".join(stamps).encode()).hexdigest()[:8]

@@ -26,8 +26,10 @@ import numpy as np
 from filelock import FileLock
 
 from ..core.cpu import cpu_threads, machine_key
+from ..core.loading import TORCH_PIN
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError, TruncatedTextsWarning
 from . import modes
+from .digest import runtimes_key
 from .fast import (
     Measured,
     fast_cache_dir,
@@ -80,8 +82,12 @@ _TORCH_DROPPED = 1.5
 
 
 def exact_candidates() -> dict[str, dict[str, Any]]:
-    """Label -> load options of the exact ways whose packages are installed (torch always)."""
-    return {way.label: way.options for way in MODES.values() if way.exact and is_installed(*way.needs)}
+    """Label -> load options of the exact ways whose packages are installed (torch where it is)."""
+    return {
+        way.label: way.options
+        for way in MODES.values()
+        if way.exact and is_installed(*way.needs, *(() if way.options.get("backend") else ("torch",)))
+    }
 
 
 def choose_exact(model: Any, *, remeasure: bool = False, record: bool = True) -> None:
@@ -89,43 +95,95 @@ def choose_exact(model: Any, *, remeasure: bool = False, record: bool = True) ->
 
     `record`: also keep it for `bertscope info` (backends/recorded.py); False where threads were asked.
     `remeasure` where torch stays without a measurement (another dtype, CUDA, a tiny model, no other
-    runtime) is refused: it would be ignored without a word.
+    runtime) is refused: it would be ignored without a word. Where torch is not installed, the choice a
+    run with torch recorded for this model, machine and runtimes runs; with none, a one-line
+    BackendUnavailable (nothing can be measured).
     """
     why = _torch_only(model)
     wanted = exact_candidates()
-    if why is None and len(wanted) == 1:
-        why = _ALONE
-    if why is not None and remeasure:
-        raise InvalidSpec(
-            f"remeasure=True times the exact default again, but this load measures nothing ({why}: torch "
-            "runs); leave remeasure out"
-        )
-    stamp = None  # the measurement file as its figures were read, for the record
-    if why is not None:
-        model.exact_choice = {"chosen": _TORCH, "why": why}
+    if _TORCH not in wanted:
+        stamp = _without_torch(model, wanted, why, remeasure=remeasure)
     else:
-        digest = encoder_digest(model)
-        path = _measured_path(model.family.name, digest)
-        try:
-            measured, stamp = _figures(model, path, wanted, digest, remeasure=remeasure)
-        except ModelLoadError as exc:  # no cache, no export: torch answers, exactly
-            say(f"exact default: {exc}; running torch")
-            model.exact_choice = {"chosen": _TORCH, "why": "the cache folder cannot be written"}
-            return
-        for best in _exact_by_speed(measured, wanted):
+        if why is None and len(wanted) == 1:
+            why = _ALONE
+        if why is not None and remeasure:
+            raise InvalidSpec(
+                f"remeasure=True times the exact default again, but this load measures nothing ({why}: "
+                "torch runs); leave remeasure out"
+            )
+        stamp = None  # the measurement file as its figures were read, for the record
+        if why is not None:
+            model.exact_choice = {"chosen": _TORCH, "why": why}
+        else:
             try:
-                _switch(model, best.mode, digest)
-                break
-            # found when measured, cannot be imported now; or its export is gone from a cache that takes no
-            # file (torch, last, always runs)
-            except (BackendUnavailable, ModelLoadError) as exc:
-                say(f"exact default: {best.mode} cannot run here ({exc}); the next fastest exact way runs")
-        model.exact_choice = _recorded(best, path)
+                stamp = _choose_measured(model, wanted, remeasure=remeasure)
+            except ModelLoadError as exc:  # no cache, no export: torch answers, exactly
+                say(f"exact default: {exc}; running torch")
+                model.exact_choice = {"chosen": _TORCH, "why": "the cache folder cannot be written"}
+                return
     folder = getattr(model.loaded, "path", None)
     if record and folder is not None:
         info = model.info()
         runtime = {"backend": info.backend, "dtype": info.dtype, "exact": info.exact}
         remember(Path(folder), runtime, info.device, measurement=stamp)
+
+
+def _choose_measured(model: Any, wanted: dict[str, dict[str, Any]], *, remeasure: bool) -> str | None:
+    """Switch `model` to the fastest exact way of its measurement (measured now where none is cached);
+    the measurement's stamp (ModelLoadError where the cache folder takes no file)."""
+    digest = encoder_digest(model)
+    path = _measured_path(model.family.name, digest)
+    measured, stamp = _figures(model, path, wanted, digest, remeasure=remeasure)
+    for best in _exact_by_speed(measured, wanted):
+        try:
+            _switch(model, best.mode, digest)
+            break
+        # found when measured, cannot be imported now; or its export is gone from a cache that takes no
+        # file (torch, last, always runs)
+        except (BackendUnavailable, ModelLoadError) as exc:
+            say(f"exact default: {best.mode} cannot run here ({exc}); the next fastest exact way runs")
+    model.exact_choice = _recorded(best, path)
+    return stamp
+
+
+def _without_torch(
+    model: Any, wanted: dict[str, dict[str, Any]], why: str | None, *, remeasure: bool
+) -> str | None:
+    """Switch `model` to the fastest exact way that a run with torch measured for this model and machine
+    over the runtimes installed now (the torch it had does not matter: its exports were proven against it
+    then); the measurement's stamp. BackendUnavailable where torch would run or nothing is recorded."""
+    if why is None and wanted and not remeasure:
+        digest = encoder_digest(model)
+        for path in _measured_with_torch(model.family.name, digest):
+            found = read_measured(path, check_plausible=False, quiet=True)
+            if found is None or {_TORCH, *wanted} - {m.mode for m in found}:
+                continue
+            stamp = measurement_stamp(path)
+            for best in _exact_by_speed(found, wanted):
+                try:
+                    _switch(model, best.mode, digest)
+                except (BackendUnavailable, ModelLoadError) as exc:
+                    say(
+                        f"exact default: {best.mode} cannot run here ({exc}); the next fastest exact way runs"
+                    )
+                    continue
+                model.exact_choice = _recorded(best, path)
+                return stamp
+            break  # the newest measurement decides: an older one holds for these runtimes no better
+    if remeasure:
+        reason = "remeasure=True times each runtime against torch, and torch is not installed here"
+    elif why is not None or not wanted:
+        reason = f"torch runs this model here ({why or 'no other runtime installed'}), and it is missing"
+    else:
+        reason = (
+            "torch is not installed here, and no run with torch recorded which runtime is exact for this "
+            "model on this machine with the runtimes installed now"
+        )
+    raise BackendUnavailable(
+        f"{reason}: load with backend='onnxruntime' to run its cached ONNX export without torch, or pip "
+        f"install 'torch=={TORCH_PIN}' (the version bertscope's Makefile "
+        "installs)"
+    )
 
 
 def _figures(
@@ -164,10 +222,19 @@ _ALONE = "no other runtime installed (pip install 'bertscope[onnx]')"
 
 
 def _measured_path(family: str, digest: str) -> Path:
-    name = (
-        f"{family}-{digest}-{machine_key()}-{modes.installed_key()}-exact-f{EXACT_FORMAT}-{graphs_key()}.json"
-    )
+    name = f"{family}-{digest}-{machine_key()}-{modes.installed_key()}-r{runtimes_key()}-{_tail()}"
     return fast_cache_dir() / name
+
+
+def _tail() -> str:
+    return f"exact-f{EXACT_FORMAT}-{graphs_key()}.json"
+
+
+def _measured_with_torch(family: str, digest: str) -> list[Path]:
+    """This model's measurements on this machine over the runtimes installed now, whatever torch and
+    transformers they were taken with (`_measured_path`'s names), newest first."""
+    found = fast_cache_dir().glob(f"{family}-{digest}-{machine_key()}-*-r{runtimes_key()}-{_tail()}")
+    return sorted(found, key=lambda path: path.stat().st_mtime_ns, reverse=True)
 
 
 def _exact_by_speed(measured: list[Measured], wanted: dict[str, dict[str, Any]]) -> list[Measured]:

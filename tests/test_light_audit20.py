@@ -1,0 +1,76 @@
+"""An install without torch (as `pip uninstall torch` leaves it: the import finders find no torch, so
+`importlib.util.find_spec("torch")` is None) runs what a run with torch recorded, and refuses the rest in
+one line; the light engine decides the device without importing torch where no GPU can be there."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bertscope.core.loading import TORCH_PIN
+
+pytest.importorskip("onnxruntime")
+
+# A meta_path finder that finds no torch: what an uninstalled torch looks like (sys.modules["torch"] = None
+# is not: the finders still find torch's files, and the installed packages' key still stamps them).
+_NO_TORCH = """
+import importlib.util, sys
+class _Hide:
+    def __init__(self, finder): self.finder = finder
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."): return None
+        find = getattr(self.finder, "find_spec", None)
+        return find(name, path, target) if find else None
+    def __getattr__(self, name): return getattr(self.finder, name)
+sys.meta_path[:] = [_Hide(finder) for finder in sys.meta_path]
+assert importlib.util.find_spec("torch") is None
+"""
+# The tiny test models are under exact.MIN_PARAMETERS, where torch stays: measured as a bigger model is.
+_MEASURED_SMALL = "from bertscope.backends import exact; exact.MIN_PARAMETERS = 0\n"
+
+
+def _python(code: str, *, torch: bool) -> subprocess.CompletedProcess[str]:
+    """`code` run in a fresh Python, with or without torch installed as far as it can tell."""
+    script = ("" if torch else _NO_TORCH) + _MEASURED_SMALL + code
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, check=False
+    )
+
+
+_LOAD = """
+import json, sys, bertscope
+model = bertscope.load({folder!r})
+model.embed("a cat")
+print(json.dumps({{"backend": model.info().backend, "torch": "torch" in sys.modules}}))
+"""
+
+
+def test_without_torch_the_exact_default_runs_what_a_run_with_torch_measured(
+    tiny_dirs: dict[str, Path], cache: Path
+) -> None:
+    folder = str(tiny_dirs["bert"])
+    with_torch = _python(_LOAD.format(folder=folder), torch=True)
+    assert with_torch.returncode == 0, with_torch.stderr
+    assert "exact default: timing" in with_torch.stderr
+    without = _python(_LOAD.format(folder=folder), torch=False)
+    assert without.returncode == 0, without.stderr
+    assert "timing" not in without.stderr  # nothing measured: it could not be
+    ran = json.loads(without.stdout)
+    assert ran["backend"] in ("onnxruntime", "openvino") and not ran["torch"]
+
+
+def test_without_torch_and_no_measurement_the_exact_default_refuses_in_one_line(
+    tiny_dirs: dict[str, Path], cache: Path
+) -> None:
+    without = _python(_LOAD.format(folder=str(tiny_dirs["bert"])), torch=False)
+    assert without.returncode == 1
+    assert "timing" not in without.stderr  # never announced: it cannot be made
+    said = without.stderr.strip().splitlines()[-1]
+    assert said.startswith("bertscope.errors.BackendUnavailable: torch is not installed here")
+    assert "backend='onnxruntime'" in said and f"pip install 'torch=={TORCH_PIN}'" in said
