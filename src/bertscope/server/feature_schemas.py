@@ -17,7 +17,7 @@ from pydantic import (
 
 from ..core._enums import LongText
 from ..core.chunking import ChunkBy
-from ..research.cka import FEW_ROWS, MIN_ROWS, CkaLevel
+from ..research.cka import DEBIASED_FEW_ROWS, FEW_ROWS, MIN_ROWS, CkaLevel
 from .schema_fields import (
     CUT_HELP,
     TEXT_SCHEMA,
@@ -302,6 +302,7 @@ class CkaResponse(BaseModel):
     settings: dict[str, Any]
     note: str | None = Field(
         None,
-        description=f"Says when the rows are too few for the linear estimator (under {FEW_ROWS} x the "
-        "width), which then reads high, and points at debiased; null otherwise.",
+        description=f"Says when the distinct rows are too few: under {FEW_ROWS} x the width for the linear "
+        f"estimator, which then reads high; under {DEBIASED_FEW_ROWS} for the debiased one, with its chance "
+        "spread; null otherwise.",
     )
