@@ -74,3 +74,53 @@ def test_without_torch_and_no_measurement_the_exact_default_refuses_in_one_line(
     said = without.stderr.strip().splitlines()[-1]
     assert said.startswith("bertscope.errors.BackendUnavailable: torch is not installed here")
     assert "backend='onnxruntime'" in said and f"pip install 'torch=={TORCH_PIN}'" in said
+
+
+class _CudaTorch:
+    """A torch in sys.modules that counts the times it is asked for a GPU (and says one is there)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+        self.cuda = self
+
+    def is_available(self) -> bool:
+        self.asked += 1
+        return True
+
+
+@pytest.fixture
+def cuda_torch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> _CudaTorch:
+    """torch found as a CUDA build (its lib folder holds libc10_cuda.so), and a stand-in imported."""
+    from importlib.machinery import ModuleSpec
+
+    from bertscope.core import folder
+
+    package = tmp_path / "site" / "torch"
+    (package / "lib").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "lib" / "libc10_cuda.so").write_bytes(b"")
+    spec = ModuleSpec("torch", None, origin=str(package / "__init__.py"))
+    monkeypatch.setattr(folder, "find_spec", lambda name: spec if name == "torch" else None)
+    fake = _CudaTorch()
+    monkeypatch.setitem(sys.modules, "torch", fake)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return fake
+
+
+def test_a_cuda_torch_on_a_machine_without_a_gpu_is_not_asked(
+    cuda_torch: _CudaTorch, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from bertscope.backends.light import opens_light
+    from bertscope.core import folder
+
+    monkeypatch.setattr(folder, "_GPU_SIGNS", (str(tmp_path / "dev" / "nvidia[0-9]*"),), raising=False)
+    monkeypatch.setattr(sys, "platform", "linux")
+    asked = {"device": None, "dtype": "float32", "backend": "onnxruntime", "quantize": None, "mode": "exact"}
+    assert opens_light(asked, False, calibration=None, remeasure=False)
+    assert folder.default_device() == "cpu" and cuda_torch.asked == 0
+    (tmp_path / "dev").mkdir()
+    (tmp_path / "dev" / "nvidia0").write_bytes(b"")  # a GPU's device node: torch tells
+    assert folder.default_device() == "cuda" and cuda_torch.asked == 1
+    for hidden in ("", "-1"):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
+        assert folder.default_device() == "cpu" and cuda_torch.asked == 1

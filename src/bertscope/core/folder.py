@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -506,11 +507,32 @@ def _config_value(config: dict[str, Any], name: str) -> Any:
 
 
 def default_device() -> str:
-    """The device `load()` picks by default, asking torch only where torch was built for a GPU."""
+    """The device `load()` picks by default, asking torch only where torch was built for a GPU and a GPU
+    may be there (importing a CUDA build of torch costs seconds and hundreds of MB: never on a CPU-only
+    machine's light load)."""
     spec = find_spec("torch")
     lib = Path(spec.origin).parent / "lib" if spec is not None and spec.origin else None
     if lib is None or not any(lib.glob("libc10_cuda*")) and not any(lib.glob("libc10_hip*")):
         return "cpu"
+    if not _gpu_may_be_here():
+        return "cpu"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+# Where a GPU's driver shows itself on Linux: NVIDIA's device nodes and driver folder (also what the NVIDIA
+# container runtime mounts), AMD's ROCm compute node, WSL2's GPU node.
+_GPU_SIGNS = ("/dev/nvidia[0-9]*", "/proc/driver/nvidia", "/dev/kfd", "/dev/dxg")
+
+
+def _gpu_may_be_here() -> bool:
+    """Whether a GPU may be visible to this process, told without importing torch: False where
+    CUDA_VISIBLE_DEVICES hides every one ("" or "-1"), or on Linux where no GPU driver shows itself
+    (`_GPU_SIGNS`); True elsewhere (another system: torch tells)."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None and visible.strip() in ("", "-1"):
+        return False
+    if not sys.platform.startswith("linux"):
+        return True
+    return any(any(Path("/").glob(sign.lstrip("/"))) for sign in _GPU_SIGNS)
