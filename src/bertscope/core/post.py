@@ -365,28 +365,20 @@ def load_post(path: str | Path) -> PostProcessor:
                 mean, matrix = handle.get_tensor("mean"), handle.get_tensor("matrix")
         settings = json.loads(meta)
     except (KeyError, ValueError, OSError, EOFError, zipfile.BadZipFile, SafetensorError) as exc:
-        raise InvalidInput(f"{path} is not a bertscope post-processing file ({exc})") from None
+        raise _not_post(path, str(exc)) from None
     if not isinstance(settings, dict):  # an edited file: "[1, 2]" or "null" has no settings to read
-        raise InvalidInput(
-            f"{path} is not a bertscope post-processing file (its settings are JSON {_json_kind(settings)}, "
-            "not an object)"
-        )
+        raise _not_post(path, f"its settings are JSON {_json_kind(settings)}, not an object")
     if settings.pop("format", None) != _FORMAT:
-        raise InvalidInput(f"{path} is not a bertscope post-processing file (format {_FORMAT} expected)")
+        raise _not_post(path, f"format {_FORMAT} expected")
     recorded = settings.pop("kind", None)
     try:
         kind = PostKind.parse(str(recorded), what="kind")
     except InvalidSpec:
         kinds = ", ".join(k.value for k in PostKind)
-        raise InvalidInput(
-            f"{path} is not a bertscope post-processing file (its kind is {json.dumps(recorded)}, not one of "
-            f"{kinds})"
-        ) from None
+        raise _not_post(path, f"its kind is {json.dumps(recorded)}, not one of {kinds}") from None
     if mean.ndim != 1 or matrix.ndim != 2 or matrix.shape[0] != mean.shape[0]:
-        raise InvalidInput(
-            f"{path} is not a bertscope post-processing file (a mean (d,) and a matrix (d, k) expected; it "
-            f"holds {tuple(mean.shape)} and {tuple(matrix.shape)})"
-        )
+        shapes = f"{tuple(mean.shape)} and {tuple(matrix.shape)}"
+        raise _not_post(path, f"a mean (d,) and a matrix (d, k) expected; it holds {shapes}")
     processor = _KINDS[kind](mean.astype(np.float64), matrix.astype(np.float64), settings)
     if processor.dim_in == 0 or processor.dim_out == 0:
         # An old fit-post wrote one from texts that all gave one vector; applied, it gives empty vectors.
@@ -396,8 +388,16 @@ def load_post(path: str | Path) -> PostProcessor:
         )
     why = _not_finite(processor) or _not_its_kind(processor) or _unreadable_spec(settings)
     if why:
-        raise InvalidInput(f"{path} is not a bertscope post-processing file ({why})")
+        raise _not_post(path, why)
     return processor
+
+
+def _not_post(path: Path, why: str) -> InvalidInput:
+    """The one line for a file load_post cannot read as a post-processing file: what it found, and the fix."""
+    return InvalidInput(
+        f"{path} is not a bertscope post-processing file ({why}); give the file `bertscope fit-post` wrote, "
+        "or fit it again"
+    )
 
 
 def _json_kind(value: Any) -> str:

@@ -90,6 +90,8 @@ def unopened(path: str | Path, exc: sqlite3.DatabaseError, *, writing: bool = Tr
     """The one line for a store that could not be opened: a file that is not SQLite, or (a full disk, an
     I/O error) what stopped it, with the fix a failed batch gives where a job was `writing` to it."""
     name = getattr(exc, "sqlite_errorname", "")
+    if name == "SQLITE_CORRUPT":  # an SQLite file whose pages are broken (cut short, overwritten)
+        return CorpusError(f"{path} is damaged ({exc}): rebuild the store from its corpus, or restore a copy")
     if not isinstance(exc, sqlite3.OperationalError) or name in _NOT_A_STORE:
         return CorpusError(f"{path} is not an SQLite store ({exc}); name a .db file bertscope wrote")
     written = "; nothing was written to it" if writing else ""
