@@ -9,6 +9,7 @@ pools a text's tokens. A new pooling is a `Pooling` member and an entry here.
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -21,7 +22,7 @@ from .results import TokenEmbeddings, WordEmbeddings
 
 __all__ = [
     "POOLINGS", "POOLING_RULES", "PoolingRule", "exact_poolings", "pool_sentences", "pool_span", "pool_words",
-    "group_words", "text_words", "word_embeddings", "word_spans",
+    "group_words", "text_words", "whole_words", "word_embeddings", "word_spans",
 ]  # fmt: skip
 
 # NumPy, not torch: a process that answers from an exported graph imports no torch (DESIGN.md).
@@ -208,6 +209,36 @@ def text_words(tok: Pieces) -> tuple[list[list[int]], list[tuple[int, int]]]:
     spans = word_spans(tok.text, tok.offsets, groups)
     kept = [i for i, (start, end) in enumerate(spans) if start < end]
     return [groups[i] for i in kept], [spans[i] for i in kept]
+
+
+class CutPieces(Pieces, Protocol):
+    """A text's word pieces with how many of its tokens the limit cut off (Tokens, TokenEmbeddings)."""
+
+    @property
+    def n_dropped(self) -> int: ...
+
+
+def whole_words(tok: CutPieces) -> tuple[list[list[int]], list[tuple[int, int]]]:
+    """`text_words` less a word whose last pieces a truncation cut off ("storm" kept as st ##or).
+
+    The cut text has lost the pieces that tell, so the text tells: a word is cut where its last kept
+    character and the next one are both word characters (letters, digits, marks). A word before a space or
+    punctuation is whole, as every pre-tokenizer here splits there; a cut between a letter and a digit or
+    two CJK characters drops a word that may have been whole, which loses one occurrence, never invents one.
+    """
+    groups, spans = text_words(tok)
+    if not tok.n_dropped or not groups:
+        return groups, spans
+    content = [i for i, special in enumerate(tok.special_mask) if not special]
+    end = tok.offsets[groups[-1][-1]][1]
+    if content and groups[-1][-1] == content[-1] and 0 < end < len(tok.text):
+        if _word_character(tok.text[end - 1]) and _word_character(tok.text[end]):
+            return groups[:-1], spans[:-1]
+    return groups, spans
+
+
+def _word_character(char: str) -> bool:
+    return char.isalnum() or unicodedata.category(char).startswith("M")
 
 
 def pool_words(vectors: np.ndarray, groups: Sequence[Sequence[int]], subword: SubwordPooling) -> np.ndarray:

@@ -30,7 +30,7 @@ import numpy as np
 from ..core._enums import Combine, Level, SubwordPooling
 from ..core.engine import OnBatch
 from ..core.exports import ExportFormat, export_format, side_path, write_vectors
-from ..core.pooling import pool_words, text_words
+from ..core.pooling import pool_words, whole_words
 from ..core.segments import MIN_ROWS
 from ..core.spec import EmbedOptions, reload_arg, stored_settings
 from ..encode import say_truncated
@@ -367,8 +367,9 @@ class _SummedWords(CorpusLevel):
 
     def _add(self, tok: Any, blocks: Iterable[np.ndarray]) -> int:
         """Pool and sum one text's words from its (tokens, k*d) rows given in consecutive blocks; the
-        word pieces read. Rows are kept only from the first word not yet complete."""
-        groups, spans = text_words(tok)
+        word pieces read. Rows are kept only from the first word not yet complete. A word whose end
+        `long="truncate"` cut off is no word of the corpus ("stor" of "storm"): it is left out."""
+        groups, spans = whole_words(tok)
         layers = len(self.spec.layers)
         carry: np.ndarray | None = None
         base = first = 0  # the token index of carry's first row; the first word not summed yet

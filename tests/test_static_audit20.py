@@ -1,0 +1,47 @@
+"""Audit 20 of static vectors: a word cut at the limit is no corpus word, exports are replaced only when
+asked, the static plot counts distinct pieces, distilled vectors are of the model evaluated."""
+
+from __future__ import annotations
+
+import warnings
+
+import bertscope
+from bertscope.core.pooling import whole_words
+from bertscope.core.tokens import Tokens
+from bertscope.research.aggregate import static_from_corpus
+
+
+def test_a_word_cut_by_truncate_is_not_aggregated(tiny_models: dict[str, bertscope.Model]) -> None:
+    # 62 pieces of content: four times the 14 of "storm coast power", a fifth "storm" and the "c" of "coast"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cut = static_from_corpus(
+            tiny_models["bert"], ["storm coast power " * 70], long="truncate", layers=[1], progress=False
+        )
+    assert sorted(cut.words) == ["coast", "power", "storm"]
+    assert [cut.counts[cut.index[w]] for w in ("storm", "coast", "power")] == [5, 4, 4]
+
+
+def _tok(text: str, words: list[tuple[int, int]], n_dropped: int) -> Tokens:
+    n = len(words)
+    return Tokens(
+        text=text,
+        tokens=["[CLS]", *(text[a:b] for a, b in words), "[SEP]"],
+        ids=list(range(n + 2)),
+        offsets=[(0, 0), *words, (0, 0)],
+        word_ids=[None, *range(n), None],
+        special_mask=[True, *[False] * n, True],
+        token_type_ids=[0] * (n + 2),
+        n_dropped=n_dropped,
+    )
+
+
+def test_whole_words_keeps_a_word_the_cut_left_whole() -> None:
+    cut_inside = _tok("cold storm", [(0, 4), (5, 7)], n_dropped=2)  # "st" of storm
+    assert whole_words(cut_inside)[1] == [(0, 4)]
+    before_space = _tok("cold storm", [(0, 4)], n_dropped=1)
+    before_comma = _tok("cold, storm", [(0, 4)], n_dropped=2)
+    untruncated = _tok("cold st", [(0, 4), (5, 7)], n_dropped=0)
+    assert whole_words(before_space)[1] == [(0, 4)]
+    assert whole_words(before_comma)[1] == [(0, 4)]
+    assert whole_words(untruncated)[1] == [(0, 4), (5, 7)]
