@@ -124,3 +124,33 @@ def test_a_cuda_torch_on_a_machine_without_a_gpu_is_not_asked(
     for hidden in ("", "-1"):
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
         assert folder.default_device() == "cpu" and cuda_torch.asked == 1
+
+
+_NEED_TORCH = {
+    "encode tensor": lambda m: m.encode(["a cat"], convert_to_tensor=True),
+    "encode tokens": lambda m: m.encode(["a cat"], output_value="token_embeddings"),
+    "encode list": lambda m: m.encode(["a cat"], convert_to_numpy=False),
+    "forward": lambda m: m.forward(["a cat"]),
+    "verify": lambda m: m.verify(["a cat"]),
+    "add_tokens": lambda m: m.add_tokens(["zorblax"]),
+    "save": lambda m: m.save("unwritten"),
+    "use_torch": lambda m: m.use_torch(),
+}
+
+
+def test_calls_that_need_torch_say_so_in_one_line_where_it_is_missing(
+    tiny_dirs: dict[str, Path], cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each names what to install (a bare ModuleNotFoundError before; use_torch() was taken and the error
+    came at the next embed); the NumPy answers run on."""
+    import bertscope
+    from bertscope.errors import BackendUnavailable
+
+    model = bertscope.load(tiny_dirs["bert"], device="cpu", backend="onnxruntime")
+    monkeypatch.setitem(sys.modules, "torch", None)
+    for name, call in _NEED_TORCH.items():
+        with pytest.raises(BackendUnavailable, match=rf"torch is not installed here: pip install 'torch=="):
+            call(model)
+        assert model.backend == "onnxruntime", name
+    assert model.encode(["a cat"]).shape == model.embed(["a cat"]).vectors.shape
+    assert model.encode([], convert_to_numpy=True).shape == (0,)

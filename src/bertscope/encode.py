@@ -24,7 +24,7 @@ import numpy as np
 
 from .core._enums import Pooling
 from .core.given import given_vectors
-from .core.loading import device_kind
+from .core.loading import device_kind, require_torch
 from .core.prompts import Prompts
 from .core.similarity import cos_sim, pairwise_cos_sim, unit, vectors_given
 from .core.spec import EmbedOptions, auto_refusal, resolve, unknown_option, whole_number
@@ -86,8 +86,11 @@ def encode(
     model.prompts.resolve(prompt_name=prompt_name, prompt=prompt)  # refused before the texts are read
     single = isinstance(sentences, str)
     texts = [sentences] if single else _as_list(sentences)
+    torch = _torch_for_tensors(output_value, convert_to_tensor, convert_to_numpy)
     if not texts:  # before the texts are checked, which refuse an empty list: sentence-transformers' answers
-        return [] if output_value == "token_embeddings" else _empty(convert_to_tensor, convert_to_numpy)
+        return (
+            [] if output_value == "token_embeddings" else _empty(torch, convert_to_tensor, convert_to_numpy)
+        )
     # The model's own prompts (and its default one) apply as in sentence-transformers, its tokens kept.
     if output_value == "token_embeddings":
         asked = EmbedOptions(layers="-1", pooling=Pooling.MEAN, prompt_name=prompt_name, prompt=prompt)
@@ -98,8 +101,6 @@ def encode(
         except InputTooLong as exc:
             raise _pair_too_long(exc) from None
         warn_truncated([row.n_dropped for row in rows], model.max_tokens, _TOKENS_WINDOW)
-        import torch  # sentence-transformers gives token embeddings as tensors
-
         tensors = [torch.from_numpy(np.ascontiguousarray(row.vectors)) for row in rows]
         return tensors[0] if single else tensors
     if model.loaded.st_unsupported:  # said here: embed's line sends the caller to pooling=, refused here
@@ -117,9 +118,7 @@ def encode(
     if normalize_embeddings:
         vectors = unit(vectors)
     result: Any = vectors
-    if convert_to_tensor or not convert_to_numpy:  # sentence-transformers' tensor and list-of-tensor outputs
-        import torch
-
+    if torch is not None:  # sentence-transformers' tensor and list-of-tensor outputs
         result = torch.from_numpy(vectors) if convert_to_tensor else list(torch.from_numpy(vectors))
     return result[0] if single else result
 
@@ -413,9 +412,29 @@ def texts_as_list(texts: Any, takes: str) -> list[Any]:
     return list(texts)
 
 
-def _empty(convert_to_tensor: bool, convert_to_numpy: bool) -> Any:
+def _torch_for_tensors(output_value: str | None, convert_to_tensor: bool, convert_to_numpy: bool) -> Any:
+    """torch where the answer is torch tensors (sentence-transformers' token embeddings, its tensor and
+    list-of-tensor outputs), else None: asked before anything runs, so an install without torch is told
+    in one line (core/loading.py `require_torch`) what to install, or how to get NumPy arrays instead."""
+    if output_value == "token_embeddings":
+        return require_torch(
+            "encode(output_value='token_embeddings')", needs="torch (its answer is torch tensors)",
+            instead="model.embed_tokens(texts) for NumPy arrays",
+        )  # fmt: skip
     if convert_to_tensor:
-        import torch
+        return require_torch(
+            "encode(convert_to_tensor=True)", needs="torch (its answer is a torch tensor)",
+            instead="leave convert_to_tensor out for a NumPy array",
+        )  # fmt: skip
+    if not convert_to_numpy:
+        return require_torch(
+            "encode(convert_to_numpy=False)", needs="torch (its answer is a list of torch tensors)",
+            instead="leave convert_to_numpy out for a NumPy array",
+        )  # fmt: skip
+    return None
 
+
+def _empty(torch: Any, convert_to_tensor: bool, convert_to_numpy: bool) -> Any:
+    if convert_to_tensor:
         return torch.tensor([])
     return np.array([]) if convert_to_numpy else []

@@ -57,22 +57,25 @@ TORCH_PIN = "2.13.0"
 _INSTALL = {"torch": f"pip install 'torch=={TORCH_PIN}'", "transformers": "pip install 'transformers>=4.48'"}
 
 
-def torch_missing(missing: str, what: str) -> BackendUnavailable:
-    """The one-line error of `what` (a feature, a command) that runs on the PyTorch module where `missing`
-    (torch or transformers) cannot be imported: an install without it answers from exported graphs only."""
+def torch_missing(
+    missing: str, what: str, *, needs: str = "the model's PyTorch module", instead: str | None = None
+) -> BackendUnavailable:
+    """The one-line error of `what` (a feature, a command) that runs on the PyTorch module (or `needs`
+    torch for something else: its tensors) where `missing` (torch or transformers) cannot be imported: an
+    install without it answers from exported graphs only. `instead`: what else gives it without torch."""
     fix = _INSTALL.get(missing, f"pip install {missing}")
     return BackendUnavailable(
-        f"{what} needs the model's PyTorch module, and {missing} is not installed here: {fix} (the version "
-        "bertscope's Makefile installs)"
+        f"{what} needs {needs}, and {missing} is not installed here: {fix} (the version bertscope's "
+        f"Makefile installs){f', or {instead}' if instead else ''}"
     )
 
 
-def require_torch(what: str) -> Any:
+def require_torch(what: str, *, needs: str = "the model's PyTorch module", instead: str | None = None) -> Any:
     """The torch module, or `torch_missing`'s one-line error for `what` where it cannot be imported."""
     try:
         import torch
     except ImportError:
-        raise torch_missing("torch", what) from None
+        raise torch_missing("torch", what, needs=needs, instead=instead) from None
     return torch
 
 

@@ -20,6 +20,7 @@ from ..core._enums import DType, LongText, Quantize, SubwordPooling
 from ..core.chunking import ChunkBy
 from ..core.given import single
 from ..core.layers import LayerSpec
+from ..core.loading import require_torch
 from ..core.spec import unknown_option
 from ..core.st_attributes import SentenceTransformersAttributes
 from ..core.tokens import Text, check_texts
@@ -85,7 +86,9 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
 
     def use_torch(self) -> None:
         """Run every forward in torch again (the model's own dtype); `info()` then says torch, with no
-        runtime choice of load's left beside it."""
+        runtime choice of load's left beside it. Refused in one line where torch is not installed (an
+        install that answers from exported graphs only), not at the next forward."""
+        require_torch("use_torch()")
         super().use_torch()
         _runtimes.runs_as_asked(self)
 
@@ -361,6 +364,7 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
 
     def add_tokens(self, words: Sequence[str], *, init: Any = "pieces", seed: int = 0) -> Model:
         """A new Model whose tokenizer keeps each word whole, its rows initialised from `init`."""
+        require_torch("add_tokens")  # it edits the PyTorch module's embedding rows
         from ..vocab import add_tokens
 
         return add_tokens(self, words, init=init, seed=seed)
@@ -368,6 +372,7 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
     def save(self, folder: str | Path, *, overwrite: bool = False) -> Path:
         """Write a model folder that bertscope.load and plain transformers load (`overwrite`: replace
         an earlier save's folder)."""
+        require_torch("save")  # it writes the PyTorch module's weights
         from ..vocab import save
 
         return save(self, folder, overwrite=overwrite)
@@ -425,6 +430,7 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
         `output_attentions` is refused, pointing at `attentions(text)`.
         """
         _refuse_forward_options(hf_options)
+        require_torch("forward")  # transformers' forward on the PyTorch module
         from ..core.forward import forward
 
         return forward(self, texts)
@@ -442,6 +448,8 @@ class Model(ResearchMethods, SentenceTransformersAttributes):
         precision's floor: 0.98 for int8, 0.999 for bfloat16 and float16, `verify.settings.lossy_floor`);
         with `against` (a fingerprint dict or file from `bertscope.verify.save_fingerprint`), each
         difference from it (a `FingerprintCheck`)."""
+        if against is None:  # the reference is the PyTorch module's forward; a fingerprint needs no torch
+            require_torch("verify against the Hugging Face forward")
         from ..verify import verify_model
 
         return verify_model(self, texts, against=against, min_cosine=min_cosine)
