@@ -4,11 +4,19 @@ asked, the static plot counts distinct pieces, distilled vectors are of the mode
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
 
 import bertscope
+from bertscope.cli import app
 from bertscope.core.pooling import whole_words
 from bertscope.core.tokens import Tokens
 from bertscope.research.aggregate import static_from_corpus
+from console import run_main
+
+runner = CliRunner()
 
 
 def test_a_word_cut_by_truncate_is_not_aggregated(tiny_models: dict[str, bertscope.Model]) -> None:
@@ -45,3 +53,23 @@ def test_whole_words_keeps_a_word_the_cut_left_whole() -> None:
     assert whole_words(before_space)[1] == [(0, 4)]
     assert whole_words(before_comma)[1] == [(0, 4)]
     assert whole_words(untruncated)[1] == [(0, 4), (5, 7)]
+
+
+@pytest.mark.parametrize(
+    ("name", "fmt", "kept"),
+    [("proj", "projector", "proj.metadata.tsv"), ("rows.npy", "npy", "rows.vocab.txt")],
+)
+def test_a_static_export_replaces_no_side_file_unasked(
+    tmp_path: Path, tiny_dirs: dict[str, Path], name: str, fmt: str, kept: str
+) -> None:
+    out, args = tmp_path / name, ["static", "-m", str(tiny_dirs["bert"]), "--format", fmt]
+    assert runner.invoke(app, [*args, "s", "t", "-o", str(out)]).exit_code == 0
+    (tmp_path / kept).write_text("mine\n")
+    for file in tmp_path.iterdir():
+        if file.name != kept:
+            file.unlink()
+    again = run_main(*args, "s", "-o", str(out))
+    assert again.code == 1
+    assert again.stderr == f"error: {tmp_path / kept} exists; pass --overwrite to replace it\n"
+    assert (tmp_path / kept).read_text() == "mine\n" and list(tmp_path.iterdir()) == [tmp_path / kept]
+    assert runner.invoke(app, [*args, "s", "-o", str(out), "--overwrite"]).exit_code == 0

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from .core.exports import Block, ExportFormat, RowKind, Rows, export_format, write_rows
+from .core.exports import Block, ExportFormat, RowKind, Rows, export_format, side_path, write_rows
 from .core.given import row_id
 from .core.renamed import older_spelling, renamed_keyword, top_k_given
 from .core.renamed_fields import renamed_field
@@ -28,6 +28,8 @@ __all__ = [
     "Neighbor",
     "ExportFormat",
     "export_format",
+    "written_files",
+    "refuse_replacing",
     "static_rows",
     "static_word",
     "spelled_pieces",
@@ -390,6 +392,30 @@ def _each_once(model: StaticSource, ids: Sequence[int], items: Sequence[str | in
         first[i] = item
 
 
+def written_files(path: str | Path, fmt: ExportFormat | str | None, *, columns: int = 1) -> list[Path]:
+    """Every file `write_rows` writes at `path` in `fmt` for rows of `columns` side columns (1: a static
+    row's piece; 2: a word and its count), as core/exports.py's writers name them."""
+    path = Path(path)
+    chosen = export_format(path, fmt)
+    if chosen is ExportFormat.WORD2VEC:
+        return [path] if columns == 1 else [path, side_path(path, ".counts.tsv")]
+    if chosen is ExportFormat.NPY:
+        path = path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
+        return [path, path.with_suffix(".vocab.txt" if columns == 1 else ".vocab.tsv")]
+    if chosen is ExportFormat.PROJECTOR:
+        return [side_path(path, ".vectors.tsv"), side_path(path, ".metadata.tsv")]
+    return [path]
+
+
+def refuse_replacing(files: Sequence[Path], error: type[Exception] = InvalidInput) -> None:
+    """Raise `error` naming those of `files` that exist: an export replaces them only with overwrite."""
+    there = [file for file in files if file.exists()]
+    if there:
+        verb, them = ("exist", "them") if len(there) > 1 else ("exists", "it")
+        named = ", ".join(map(str, there))
+        raise error(f"{named} {verb}; pass overwrite=True (--overwrite) to replace {them}")
+
+
 def export(
     model: StaticSource,
     path: str | Path,
@@ -401,12 +427,13 @@ def export(
     """Write the static rows of `items` (pieces or ids; default every row) to `path`; returns the files.
 
     Without `fmt` the file's suffix chooses (.vec/.txt/.w2v word2vec text, .npy, .parquet; any other
-    suffix is refused). `overwrite=False` refuses a `path` that exists, and a row named twice in `items` is
+    suffix is refused). `overwrite=False` refuses any file the export would write that exists (a
+    projector's .vectors.tsv and .metadata.tsv, an .npy's vocabulary), and a row named twice in `items` is
     refused (every format keys a row by its piece), before anything is written.
     """
-    export_format(Path(path), fmt)  # a wrong name is refused before the rows are checked
-    if not overwrite and Path(path).exists():
-        raise InvalidInput(f"{path} exists; replace it with overwrite=True (--overwrite) or name a new file")
+    files = written_files(path, fmt)  # a wrong name is refused before the rows are checked
+    if not overwrite:
+        refuse_replacing(files)
     if items is None:
         chosen = list(range(model.static_shape[0]))
     else:

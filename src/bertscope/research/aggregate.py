@@ -29,7 +29,7 @@ import numpy as np
 
 from ..core._enums import Combine, Level, SubwordPooling
 from ..core.engine import OnBatch
-from ..core.exports import ExportFormat, export_format, side_path, write_vectors
+from ..core.exports import ExportFormat, export_format, write_vectors
 from ..core.pooling import pool_words, whole_words
 from ..core.segments import MIN_ROWS
 from ..core.spec import EmbedOptions, reload_arg, stored_settings
@@ -41,7 +41,7 @@ from ..io.levels import CorpusLevel, LevelOptions, Rows, WordLevel
 from ..io.readers import Record, Rejects, read_corpus, refuse_fields_without_records
 from ..io.sink_base import RecordDigest, Sink
 from ..io.sink_settings import settings_diff, settings_differ
-from ..static import stand_in
+from ..static import refuse_replacing, stand_in, written_files
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -137,14 +137,7 @@ def _layer_paths(path: Path, layers: Sequence[int]) -> list[Path]:
 def _word_files(path: Path, fmt: ExportFormat) -> list[Path]:
     """The files `write_vectors` writes for word rows (word and count beside each vector) at `path`, as
     core.exports' writers name them (tests/test_static_corpus_audit7.py proves the two agree)."""
-    if fmt is ExportFormat.WORD2VEC:
-        return [path, side_path(path, ".counts.tsv")]
-    if fmt is ExportFormat.NPY:
-        path = path if path.suffix == ".npy" else path.with_name(path.name + ".npy")
-        return [path, path.with_suffix(".vocab.tsv")]
-    if fmt is ExportFormat.PROJECTOR:
-        return [side_path(path, ".vectors.tsv"), side_path(path, ".metadata.tsv")]
-    return [path]
+    return written_files(path, fmt, columns=2)
 
 
 def export_files(path: str | Path, layers: Sequence[int], *, format: str | None = None) -> list[Path]:
@@ -168,15 +161,13 @@ def check_export(
         return
     if resume and checkpoint is not None and (checkpoint / _STATE).exists():
         return  # killed after writing its export but before clearing its state: the sink checks the rest
-    named = ", ".join(map(str, there))
     if resume:
         # embed's wording (io.parts_sink); a layer's files are named when the path itself is none of them
-        shown = str(path) if Path(path) in there else f"{path} ({named})"
+        shown = str(path) if Path(path) in there else f"{path} ({', '.join(map(str, there))})"
         raise CorpusError(
             f"{shown} is already complete: nothing to resume (overwrite=True (--overwrite) redoes it)"
         )
-    verb, them = ("exist", "them") if len(there) > 1 else ("exists", "it")
-    raise CorpusError(f"{named} {verb}; pass overwrite=True (--overwrite) to replace {them}")
+    refuse_replacing(there, CorpusError)  # static rows' exports say it in the same words
 
 
 def word_key(model: Any) -> Any:
