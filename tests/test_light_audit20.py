@@ -149,8 +149,37 @@ def test_calls_that_need_torch_say_so_in_one_line_where_it_is_missing(
     model = bertscope.load(tiny_dirs["bert"], device="cpu", backend="onnxruntime")
     monkeypatch.setitem(sys.modules, "torch", None)
     for name, call in _NEED_TORCH.items():
-        with pytest.raises(BackendUnavailable, match=rf"torch is not installed here: pip install 'torch=="):
+        with pytest.raises(BackendUnavailable, match=r"torch is not installed here: pip install 'torch=="):
             call(model)
         assert model.backend == "onnxruntime", name
     assert model.encode(["a cat"]).shape == model.embed(["a cat"]).vectors.shape
     assert model.encode([], convert_to_numpy=True).shape == (0,)
+
+
+def test_a_damaged_export_is_named_for_what_is_wrong(
+    tiny_dirs: dict[str, Path],
+    cache: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A deleted record is said as missing (not as a size and SHA-256 the file fails); with torch gone, a
+    cut-short export is said to be damaged before torch is asked for a new one."""
+    import bertscope
+    from bertscope.errors import BackendUnavailable
+
+    bertscope.load(tiny_dirs["bert"], device="cpu", backend="onnxruntime")
+    (export,) = (cache / "onnx").glob("bert-*-float32-v*.onnx")
+    export.with_suffix(".json").unlink()
+    capsys.readouterr()
+    bertscope.load(tiny_dirs["bert"], device="cpu", backend="onnxruntime")
+    said = capsys.readouterr().err
+    assert f"the cached export {export} cannot be checked: its record {export.stem}.json is missing" in said
+    assert "does not match" not in said
+    export.write_bytes(export.read_bytes()[:100])
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(BackendUnavailable) as refused:
+        bertscope.load(tiny_dirs["bert"], device="cpu", backend="onnxruntime")
+    assert str(refused.value).startswith(
+        f"the cached export {export} does not match its recorded size and SHA-256; exporting the model to "
+        "ONNX needs the model's PyTorch module, and torch is not installed here"
+    )

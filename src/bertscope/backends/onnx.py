@@ -435,26 +435,37 @@ def cached_export(
     """
     if not path.is_file():
         return None
+    damage = _damage(path)
+    if damage is None:
+        return path
+    if log is not None:
+        log(f"{damage}; {again}")
+    return None
+
+
+def _damage(path: Path) -> str | None:
+    """Why the file at `path` is not the export its record describes, in words; None where it is whole
+    (a whole file copied or touched since is recorded again, so it is not hashed next time)."""
     about = read_record(path)
+    record = path.with_suffix(".json")
+    if not about:  # never written (an export another process is still writing), deleted, or damaged
+        state = "is unreadable" if record.is_file() else "is missing"
+        return f"the cached export {path} cannot be checked: its record {record.name} {state}"
     if about.get("file", path.name) != path.name:
         # another model's export and record copied under this name: whole, but not this model's graph
-        if log is not None:
-            log(f"the cached export {path} is recorded as {about['file']!r}, another model's; {again}")
-        return None
+        return f"the cached export {path} is recorded as {about['file']!r}, another model's"
     stat = path.stat()
     # the change time and inode too, not the modification time alone: an in-place edit whose time is set
     # back (touch -r, cp -p, rsync --inplace) keeps size and mtime, and would be read unhashed
     if about.get("bytes") == stat.st_size and about.get("identity") == list(file_identity(stat)):
-        return path
+        return None
     if about.get("bytes") == stat.st_size and about.get("sha256") == file_sha256(path):
         try:  # copied, touched or from an older record, still whole: remember it, so it is not hashed again
             record_export(path, {**about, **export_stamp(path)})
         except OSError:  # a read-only cache: hashed again next time, never refused
             pass
-        return path
-    if log is not None:
-        log(f"the cached export {path} does not match its recorded size and SHA-256; {again}")
-    return None
+        return None
+    return f"the cached export {path} does not match its recorded size and SHA-256"
 
 
 def export_stamp(path: Path) -> dict[str, Any]:
@@ -522,7 +533,14 @@ def export_onnx(
     from ..core.loading import require_torch
     from .attention_proof import missed_proof
 
-    require_torch("exporting the model to ONNX")  # the export traces the PyTorch module
+    try:
+        require_torch("exporting the model to ONNX")  # the export traces the PyTorch module
+    except BackendUnavailable as exc:
+        # a damaged export is why one is made: said first, or the caller reads only that torch is missing
+        damage = _damage(path) if path.is_file() else None
+        if damage is None:
+            raise
+        raise BackendUnavailable(f"{damage}; {exc}") from None
     from .export import write_export
 
     writable_folder(path.parent)
