@@ -25,8 +25,12 @@ def test_repeated_texts_are_refused_as_two_rows(tiny_models) -> None:
     """800 rows of two texts are two points: CKA 1 by construction, refused, saying so."""
     m = tiny_models["bert"]
     for debiased in (False, True):
-        with pytest.raises(InvalidInput, match=r"800 rows but only 2 distinct.*give more distinct texts"):
+        with pytest.raises(
+            InvalidInput, match=r"800 rows but only 2 distinct.*give more distinct texts"
+        ) as no:
             cka(m, ["the cat", "a dog"] * 400, level="sentence", debiased=debiased)
+        # the reason the refusal gives is its own estimator's, never the other's
+        assert ("linear CKA is 1" in str(no.value)) is not debiased, str(no.value)
     # one word repeated at token level: [CLS], the word and [SEP], three distinct rows of 900
     with pytest.raises(InvalidInput, match="900 rows but only 3 distinct"):
         cka(m, ["same"] * 300, level="tokens")

@@ -63,6 +63,12 @@ __all__ = [
 # so linear CKA is 1 for any two layers by construction (3 rows of independent noise still read .995); the
 # debiased estimator divides by n (n - 3). One minimum for both: a run one estimator takes, the other takes.
 MIN_ROWS = {False: 4, True: 4}
+# why, as the refusal says it: the linear estimator's figure is fixed by so few points; the debiased one's
+# unbiased HSIC divides by (n - 1)(n - 2)(n - 3) (Song et al. 2012)
+_WHY_FOUR = {
+    False: "over 2 rows linear CKA is 1 for any two layers",
+    True: "its HSIC divides by (n - 1)(n - 2)(n - 3)",
+}
 # A side whose rows all lie within this (relative, squared) of their mean is one vector repeated: CKA is 0/0.
 _SAME_VECTOR = 1e-10
 # Below this many rows per dimension linear CKA reads high (400 rows of 384 dims: .535 linear, .478
@@ -473,8 +479,7 @@ def too_few_rows(n_rows: int, debiased: bool, fix: str, *, distinct: int | None 
     rows = f"{n_rows} row(s)" if distinct is None else _counted(n_rows, distinct)
     return (
         f"CKA over {rows}: the {'debiased' if debiased else 'linear'} estimator needs at least "
-        f"{MIN_ROWS[debiased]}{'' if distinct is None else ' distinct'} (over 2 rows linear CKA is 1 for "
-        f"any two layers); {fix}"
+        f"{MIN_ROWS[debiased]}{'' if distinct is None else ' distinct'} ({_WHY_FOUR[debiased]}); {fix}"
     )
 
 
