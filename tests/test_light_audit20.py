@@ -183,3 +183,30 @@ def test_a_damaged_export_is_named_for_what_is_wrong(
         f"the cached export {export} does not match its recorded size and SHA-256; exporting the model to "
         "ONNX needs the model's PyTorch module, and torch is not installed here"
     )
+
+
+_OWN_INT8 = """
+import bertscope
+from bertscope.errors import InvalidSpec
+texts = [f"sentence {{i}} of the caller's own corpus, about cats and the weather" for i in range(16)]
+try:
+    model = bertscope.load(
+        {folder!r}, device="cpu", backend="onnxruntime", quantize="int8", calibration=texts
+    )
+    print("runs", model.quantize)
+except InvalidSpec as exc:
+    print("refused", exc)
+"""
+
+
+def test_without_torch_int8_on_own_texts_reads_the_verdict_a_run_with_torch_kept(
+    tiny_dirs: dict[str, Path], cache: Path
+) -> None:
+    """Its drift against torch float32 was kept beside the graph under a key that stamped torch: an
+    install without torch missed it and went to measure it again, which needs torch."""
+    code = _OWN_INT8.format(folder=str(tiny_dirs["bert"]))
+    with_torch = _python(code, torch=True)
+    assert with_torch.returncode == 0, with_torch.stderr
+    without = _python(code, torch=False)
+    assert without.returncode == 0, without.stderr
+    assert without.stdout == with_torch.stdout
