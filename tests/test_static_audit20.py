@@ -73,3 +73,30 @@ def test_a_static_export_replaces_no_side_file_unasked(
     assert again.stderr == f"error: {tmp_path / kept} exists; pass --overwrite to replace it\n"
     assert (tmp_path / kept).read_text() == "mine\n" and list(tmp_path.iterdir()) == [tmp_path / kept]
     assert runner.invoke(app, [*args, "s", "-o", str(out), "--overwrite"]).exit_code == 0
+
+
+WORD_PAIRS = [("cat", "dog", 7.0), ("bank", "river", 3.0), ("cake", "bread", 6.0), ("sun", "moon", 5.0)]
+
+
+def test_eval_words_refuses_vectors_distilled_from_another_tokenizer(
+    tiny_models: dict[str, bertscope.Model], bundled: bertscope.Model, m2v_folder: Path
+) -> None:
+    from bertscope.errors import InvalidInput
+    from bertscope.research.static_kinds import compare_kinds
+
+    own = compare_kinds(tiny_models["bert"], WORD_PAIRS, layers=[1], distilled=m2v_folder)
+    assert "distilled" in [r["kind"] for r in own.records]
+    with pytest.raises(InvalidInput, match=r"was distilled from bert \(another tokenizer\) but the model"):
+        compare_kinds(bundled, WORD_PAIRS, layers=[1], distilled=m2v_folder)
+
+
+def test_eval_words_warns_of_vectors_distilled_from_a_model_of_the_same_vocabulary(
+    tiny_models: dict[str, bertscope.Model], m2v_folder: Path
+) -> None:
+    from bertscope.research.static_kinds import compare_kinds
+
+    # the tiny families share one vocabulary: RoBERTa's tokenizer has every piece of BERT's
+    with pytest.warns(
+        UserWarning, match="distilled from bert \\(the same vocabulary\\) but the model evaluated is"
+    ):
+        compare_kinds(tiny_models["roberta"], WORD_PAIRS, layers=[1], distilled=m2v_folder)

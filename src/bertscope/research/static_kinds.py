@@ -12,6 +12,7 @@ instead averages [CLS], the piece and [SEP] of the last layer; the distilled kin
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,7 +22,7 @@ import numpy as np
 
 from ..core._enums import LongText
 from ..core.layers import LayerSpec, parse_layers
-from ..errors import InvalidInput
+from ..errors import InvalidInput, caller_level
 from ..static import spelled_pieces
 from .aggregate import AggregatedStatic, layer_column, word_key
 from .analysis import correlations, indexed_word_pairs
@@ -123,6 +124,7 @@ def compare_kinds(
     """
     words, ia, ib, gold = indexed_word_pairs(pairs, "word evaluation")
     everyone = np.ones(len(pairs), dtype=bool)
+    static = None if distilled is None else _distilled_from(model, distilled)
 
     def record(kind: str, layer: int | None, vectors: np.ndarray, covered: np.ndarray) -> dict[str, Any]:
         scores = {"spearman": float("nan"), "pearson": float("nan")}
@@ -144,10 +146,7 @@ def compare_kinds(
         for k in aggregated.layers:
             matrix = np.vstack([aggregated.layer(k), np.zeros((1, aggregated.vectors.shape[2]), np.float32)])
             records.append(record("aggregated", k, matrix[slots], covered))
-    if distilled is not None:
-        from .distill import load_static
-
-        static = load_static(distilled)
+    if static is not None:
         records.append(record("distilled", None, static.encode(words), everyone))
     # Kinds that cover fewer pairs are also scored on the pairs every kind covers, to compare like with like.
     common = np.logical_and.reduce([r.pop("_covered") for r in records])
@@ -160,6 +159,33 @@ def compare_kinds(
     split = sum(1 for f in found if len(f.ids) > 1)
     coverage = {"n_pairs": len(pairs), "n_words": len(words), "whole": len(words) - split, "split": split}
     return KindsEval(records, coverage, settings)
+
+
+def _distilled_from(model: Any, folder: str | Path) -> Any:
+    """The model2vec model in `folder`, refused where another tokenizer made it (most of the model's pieces
+    are not its own: another model's vectors, scored as this one's) and warned of where config.json's
+    `tokenizer_name` names another model of the same vocabulary (bert-base-uncased beside all-MiniLM)."""
+    from .distill import load_static, portable_name
+
+    static = load_static(folder)
+    source = portable_name(str(model.loaded.source))
+    recorded = static.config.get("tokenizer_name")
+    if recorded is None or recorded == source:
+        return static
+    # distill drops the specials ([CLS], [SEP], [MASK]) and may add words: another tokenizer lacks most pieces
+    missing = set(model.tokenizer.backend.get_vocab()) - set(static.tokenizer.get_vocab())
+    if len(missing) > model.tokenizer.backend.get_vocab_size() // 2:
+        raise InvalidInput(
+            f"distilled={str(folder)!r} was distilled from {recorded} (another tokenizer) but the model "
+            f"evaluated is {source}; distil this model (bertscope distill) or evaluate {recorded}"
+        )
+    warnings.warn(
+        f"distilled={str(folder)!r} was distilled from {recorded} (the same vocabulary) but the model "
+        f"evaluated is {source}: its kind is {recorded}'s vectors",
+        UserWarning,
+        stacklevel=caller_level(),
+    )
+    return static
 
 
 def _spearman_on(
