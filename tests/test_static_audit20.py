@@ -100,3 +100,11 @@ def test_eval_words_warns_of_vectors_distilled_from_a_model_of_the_same_vocabula
         UserWarning, match="distilled from bert \\(the same vocabulary\\) but the model evaluated is"
     ):
         compare_kinds(tiny_models["roberta"], WORD_PAIRS, layers=[1], distilled=m2v_folder)
+
+
+def test_the_docs_say_as_words_with_o_is_refused(tiny_dirs: dict[str, Path]) -> None:
+    refused = run_main("static", "-m", str(tiny_dirs["bert"]), "cat", "--as-words", "-o", "w.vec")
+    assert refused.code == 1 and refused.stderr.startswith("error: ")
+    docs = " ".join((Path(__file__).parents[1] / "docs" / "static-vectors.md").read_text().split())
+    said = f"refused (`{refused.stderr.strip()}`); a file of word vectors is `static --corpus FILE -o w.vec`"
+    assert said in docs
