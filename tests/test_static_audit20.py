@@ -108,3 +108,18 @@ def test_the_docs_say_as_words_with_o_is_refused(tiny_dirs: dict[str, Path]) -> 
     docs = " ".join((Path(__file__).parents[1] / "docs" / "static-vectors.md").read_text().split())
     said = f"refused (`{refused.stderr.strip()}`); a file of word vectors is `static --corpus FILE -o w.vec`"
     assert said in docs
+
+
+def test_distill_warns_of_a_vocabulary_line_of_several_words(
+    tmp_path: Path, tiny_dirs: dict[str, Path]
+) -> None:
+    vocabulary = tmp_path / "words.txt"
+    vocabulary.write_text("storm\nnew york\n")
+    ran = run_main(
+        "distill", "-m", str(tiny_dirs["bert"]), "-o", str(tmp_path / "s"), "--dim", "8", "--vocabulary",
+        str(vocabulary),
+    )  # fmt: skip
+    assert ran.code == 0, ran
+    warned = [line for line in ran.stderr.splitlines() if "new york" in line]
+    assert len(warned) == 1 and "'new york': several words to the tokenizer" in warned[0]
+    assert "storm" not in ran.stderr

@@ -17,6 +17,7 @@ in a log), as for every other long command.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 
 from ..core.progress import step_progress
 from ..core.text_files import read_utf8
-from ..errors import BackendUnavailable, InvalidInput
+from ..errors import BackendUnavailable, InvalidInput, caller_level
 from .states import layered
 
 __all__ = [
@@ -87,6 +88,8 @@ def distill(
 
         model = open_encoder(None if model is None else str(model), device="cpu")
     check_dim(dim, width=distillable_width(model))
+    if words:
+        say_multi_word(words, model.tokenizer.backend)
     with _progress_of_model2vec(progress), _quiet_libraries():
         static = distill_from_model(
             model.hf_model,
@@ -160,6 +163,31 @@ def check_vocabulary(vocabulary: object) -> list[str]:
             "e.g. vocabulary=['covid19', 'mRNA']"
         )
     return words
+
+
+def say_multi_word(words: Sequence[str], tokenizer: Any) -> None:
+    """Warn, in one line naming them, of vocabulary lines the tokenizer reads as several words ("new
+    york"): model2vec adds each as one token that matches wherever a text holds it, inside other words
+    too ("renew yorker"), where its log line saying so is kept off stderr."""
+    normalizer, pre_tokenizer = tokenizer.normalizer, tokenizer.pre_tokenizer
+    if pre_tokenizer is None:
+        return
+    several = [
+        word
+        for word in words
+        if len(pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(word) if normalizer else word)) > 1
+    ]
+    if several:
+        named = ", ".join(map(repr, several[:3])) + (
+            f" and {len(several) - 3} more" if len(several) > 3 else ""
+        )
+        them = "it" if len(several) == 1 else "each"
+        warnings.warn(
+            f"the vocabulary's {named}: several words to the tokenizer; model2vec adds {them} as one token "
+            "that matches wherever a text holds it, inside other words too; give one word a line",
+            UserWarning,
+            stacklevel=caller_level(),
+        )
 
 
 def check_output(folder: Path, *, overwrite: bool) -> None:
