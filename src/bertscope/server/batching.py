@@ -16,12 +16,14 @@ starts with the next client's oldest job, and is filled with each client's oldes
 they fit; one client alone is served oldest first, its batches as full as before.
 
 Fair at every batch boundary: before each forward of a running job (the engine's `forward`, which
-every route's model work goes through, is wrapped while the worker runs), the worker first runs the jobs
-waiting that fit one batch (`max_batch_tokens` of them at most), and, of a client with no job running
-whose oldest job is sentences over what is left, its leading texts as a piece (`FairQueue._small_waiting`),
-then goes on. A long document is thus cut into its batches with other clients' work between them, so a
-request waits about one batch, not a whole document, even one over a batch; other long jobs keep their
-order among themselves (they are cut up anyway).
+every route's model work goes through, is wrapped while the worker runs), the worker first gives the
+jobs waiting a turn, `max_batch_tokens` of them at most (`FairQueue._small_waiting`): those that fit it
+whole, each client's in turn, then, in the room left, of a client with no job running whose oldest job
+is sentences over it, its leading texts as a piece; then it goes on. Each client served goes to the end
+of the round, so two long requests take turns, and neither takes a small one's. A long document is thus
+cut into its batches with other clients' work between them, so a request waits about one batch, not a
+whole document, even one over a batch; long jobs that cannot be cut there (calls, a first text over the
+room) keep their order among themselves (they are cut up anyway).
 
 Work nobody waits for is not done: a request whose client left calls `abandon`, which takes its queued
 jobs out of the queue, and stops a running job (any route's, and a group of sentence jobs once every

@@ -14,9 +14,9 @@ queue is bounded in jobs (`max_queue`) and tokens (`max_queue_tokens`), and a re
     request is ever too big for an empty queue, and none is refused behind a few tokens that an empty
     queue would have taken.
 A client's counted jobs and tokens stay what it really has waiting, up to what its requests count: when
-a counted job leaves the queue, its count passes to that client's oldest job not counted in full, so
-the rest of a long request counts once its first jobs have run (`_uncount`), and one client never has
-more than its share waiting.
+a counted job leaves the queue, or a piece is taken out of one to run between another's batches, its
+count passes to that client's oldest job not counted in full, so the rest of a long request counts once
+its first jobs have run (`_pass_on`), and one client never has more than its share waiting.
 A refusal's Retry-After is the time the worker needs, at its measured rate, to free the room this
 request lacks (its client's turn coming round once per other client waiting), 1 to 60 seconds.
 """
@@ -55,8 +55,15 @@ class SentenceTicket(Ticket):
         self.before: list[SentenceEmbeddings] = []
 
     def set_running_or_notify_cancel(self) -> bool:
-        """Future's; False where a piece's failure has already ended it (the rest is not run)."""
-        return False if self.done() else super().set_running_or_notify_cancel()
+        """Future's; False where a piece's failure has already ended it (the rest is not run). A job whose
+        first piece ran started then: TEI's queue time ends there, not at its last part."""
+        if self.done():
+            return False
+        started = self.started_at
+        running = super().set_running_or_notify_cancel()
+        if started is not None:
+            self.started_at = started
+        return running
 
     def set_result(self, result: Any) -> None:
         """Future's, with the pieces' rows first."""
@@ -66,14 +73,16 @@ class SentenceTicket(Ticket):
 class _Piece(Ticket):
     """The future of a job's leading texts run ahead of the rest: its rows and failure are the job's."""
 
-    def __init__(self, whole: SentenceTicket) -> None:
+    def __init__(self, whole: SentenceTicket, drop_rest: Callable[[], None]) -> None:
         super().__init__()
         self.whole = whole
+        self.drop_rest = drop_rest
 
     @property
     def abandoned(self) -> bool:  # type: ignore[override]
-        """The job's request has gone away (its queued rest was cancelled, or its running one flagged)."""
-        return self.whole.cancelled() or self.whole.abandoned
+        """Nothing more of the job is wanted: its request has gone away (its queued rest was cancelled, or
+        its running one flagged), or it has ended (another piece of it failed)."""
+        return self.whole.done() or self.whole.abandoned
 
     def set_running_or_notify_cancel(self) -> bool:
         """Future's; the job's start is its first piece's."""
@@ -88,10 +97,11 @@ class _Piece(Ticket):
         self.whole.before.append(result)
 
     def set_exception(self, exception: BaseException | None) -> None:
-        """Future's; the job fails with it (its rest is skipped)."""
+        """Future's; the job fails with it, and its rest leaves the queue (it would be run for nobody)."""
         super().set_exception(exception)
         if not self.whole.done():
             self.whole.set_exception(exception)
+        self.drop_rest()
 
 
 @dataclass
@@ -185,16 +195,21 @@ class FairQueue:
 
     def abandon(self, futures: Sequence[Future[Any]]) -> None:
         """Nobody waits for these any more: drop the queued ones, and flag the running ones to stop."""
-        dropped: list[Job] = []
         with self._cond:
             for future in futures:
                 if not future.cancel() and isinstance(future, Ticket) and not future.done():
                     future.abandoned = True  # running: its group stops after the forward in progress
+            self._drop_done()
+
+    def _drop_done(self) -> None:
+        """Take the queued jobs whose future is done (cancelled, or failed in a piece) out of the queue."""
+        dropped: list[Job] = []
+        with self._cond:
             for client, queue in list(self._queues.items()):
-                gone = [job for job in queue if job.future.cancelled()]
+                gone = [job for job in queue if job.future.done()]
                 if gone:
                     dropped += gone
-                    self._queues[client] = deque(job for job in queue if not job.future.cancelled())
+                    self._queues[client] = deque(job for job in queue if not job.future.done())
                     for job in gone:
                         self._uncount(job)
                     if not self._queues[client]:
@@ -294,28 +309,28 @@ class FairQueue:
         """`job` has left the queue (call it once the client's queue is without it): what it counted
         passes to its client's oldest jobs still queued that are not counted in full, so the rest of a
         request longer than a share counts once its first jobs are gone."""
-        client = job.client
-        jobs, tokens = int(job.counts), job.counted
-        self._queued_tokens -= tokens
-        self._queued_jobs -= jobs
-        self._client_tokens[client] -= tokens
-        self._client_jobs[client] -= jobs
+        self._queued_tokens -= job.counted
+        self._queued_jobs -= job.counts
+        self._client_tokens[job.client] -= job.counted
+        self._client_jobs[job.client] -= job.counts
+        self._pass_on(job.client, int(job.counts), job.counted)
+
+    def _pass_on(self, client: str, jobs: int, tokens: int) -> None:
+        """Count up to `jobs` jobs and `tokens` tokens that `client` no longer has waiting (a job left, or
+        a piece was taken out of one) for its oldest queued jobs not counted in full."""
         for other in self._queues.get(client, ()):
             if not jobs and not tokens:
                 break
-            if other is job:
-                continue
             more_jobs = int(jobs > 0 and not other.counts)
             more_tokens = min(tokens, other.n_tokens - other.counted)
-            if more_jobs or more_tokens:
-                other.counts = other.counts or bool(more_jobs)
-                other.counted += more_tokens
-                jobs -= more_jobs
-                tokens -= more_tokens
-                self._queued_jobs += more_jobs
-                self._queued_tokens += more_tokens
-                self._client_jobs[client] += more_jobs
-                self._client_tokens[client] += more_tokens
+            other.counts = other.counts or bool(more_jobs)
+            other.counted += more_tokens
+            jobs -= more_jobs
+            tokens -= more_tokens
+            self._queued_jobs += more_jobs
+            self._queued_tokens += more_tokens
+            self._client_jobs[client] += more_jobs
+            self._client_tokens[client] += more_tokens
         if not self._client_jobs[client] and not self._client_tokens[client]:
             del self._client_jobs[client], self._client_tokens[client]
 
@@ -326,28 +341,21 @@ class FairQueue:
         return job
 
     def _small_waiting(self, running: frozenset[str] = frozenset()) -> list[Job]:
-        """Queued jobs that each fit one batch, within one batch's tokens together: each client's oldest
-        that fits in turn, round-robin. A client not in `running` whose oldest job is sentences over what
-        is left has its leading texts that fit taken as a piece (`_slice`), so a request over one batch
-        gets its turns between another's batches too, in its own order."""
+        """The queued jobs' turn between a running job's batches, within one batch's tokens: each client's
+        oldest job that fits whole, in turn (round-robin); then, in the room left, of each client not in
+        `running` whose oldest job is sentences over it, its leading texts as a piece (`_slice`), the rest
+        at a later turn. Every client served goes to the end of the round, so the next turn starts with
+        the others: two long requests take turns, and neither takes a small one's."""
         with self._cond:
             taken: list[Job] = []
-            pieces: list[Job] = []
             tokens = 0
             left = {
-                client: deque(job for job in queue if job.known) for client, queue in self._queues.items()
+                client: deque(job for job in queue if job.known and not job.future.done())
+                for client, queue in self._queues.items()
             }
             while left:
                 for client in list(left):
                     candidates = left[client]
-                    oldest = self._queues[client][0]
-                    if candidates and candidates[0] is oldest and client not in running:
-                        piece = self._slice(oldest, self.max_batch_tokens - tokens)
-                        if piece is not None:  # the rest of it waits for the client's next turn
-                            pieces.append(piece)
-                            tokens += piece.n_tokens
-                            del left[client]
-                            continue
                     while candidates and tokens + candidates[0].n_tokens > self.max_batch_tokens:
                         candidates.popleft()
                     if not candidates:
@@ -356,26 +364,37 @@ class FairQueue:
                     job = candidates.popleft()
                     taken.append(job)
                     tokens += job.n_tokens
-            if pieces:
-                self.metrics.queue_size.set(self.queued)
-            if taken:
-                chosen = {id(job) for job in taken}
-                for client, queue in list(self._queues.items()):
-                    kept = deque(job for job in queue if id(job) not in chosen)
-                    if kept:
-                        self._queues[client] = kept
-                    else:
-                        del self._queues[client]
-                for job in taken:
-                    self._uncount(job)
+            chosen = {id(job) for job in taken}
+            for client, queue in list(self._queues.items()):
+                kept = deque(job for job in queue if id(job) not in chosen)
+                if kept:
+                    self._queues[client] = kept
+                else:
+                    del self._queues[client]
+            for job in taken:
+                self._uncount(job)
+                if job.client in self._queues:  # served: to the end of the round
+                    self._queues[job.client] = self._queues.pop(job.client)
+            pieces: list[Job] = []
+            for client in list(self._queues):
+                piece = None if client in running else self._slice(self._queues[client][0], tokens)
+                if piece is not None:
+                    pieces.append(piece)
+                    tokens += piece.n_tokens
+                    self._queues[client] = self._queues.pop(client)  # served: to the end of the round
+            if taken or pieces:
                 self.metrics.queue_size.set(self.queued)
         return taken + pieces
 
-    def _slice(self, job: Job, room: int) -> Job | None:
-        """The leading texts of sentence `job` that fit `room` tokens, taken out of it as a piece (its rows
-        go to the job's future), or None where the job fits whole or its first text does not fit; the
-        tokens the piece takes leave the job's count (the rest counts them in turn, as `_uncount` does)."""
-        if job.call is not None or not isinstance(job.future, SentenceTicket) or job.n_tokens <= room:
+    def _slice(self, job: Job, used: int) -> Job | None:
+        """The leading texts of sentence `job` that fit the batch beside `used` tokens, taken out of it as
+        a piece (its rows go to the job's future), or None where the job fits whole, its first text does
+        not fit, or it has ended; the tokens the piece takes leave the job's count, and pass to the
+        client's jobs not counted in full (as `_uncount`'s do)."""
+        room = self.max_batch_tokens - used
+        if job.call is not None or not isinstance(job.future, SentenceTicket) or job.future.done():
+            return None
+        if job.n_tokens <= room:
             return None
         k, size = 0, 0
         while k < len(job.tokens) - 1 and size + len(job.tokens[k]) <= room:
@@ -384,7 +403,11 @@ class FairQueue:
         if not k:
             return None
         piece = Job(
-            _Piece(job.future), n_tokens=size, tokens=job.tokens[:k], spec=job.spec, client=job.client
+            _Piece(job.future, self._drop_done),
+            n_tokens=size,
+            tokens=job.tokens[:k],
+            spec=job.spec,
+            client=job.client,
         )
         piece.counted, piece.counts = 0, False  # never queued
         job.tokens, job.n_tokens = job.tokens[k:], job.n_tokens - size
@@ -392,6 +415,7 @@ class FairQueue:
         job.counted -= freed
         self._queued_tokens -= freed
         self._client_tokens[job.client] -= freed
+        self._pass_on(job.client, 0, freed)
         return piece
 
 
