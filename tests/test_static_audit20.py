@@ -123,3 +123,11 @@ def test_distill_warns_of_a_vocabulary_line_of_several_words(
     warned = [line for line in ran.stderr.splitlines() if "new york" in line]
     assert len(warned) == 1 and "'new york': several words to the tokenizer" in warned[0]
     assert "storm" not in ran.stderr
+
+
+def test_embed_words_gives_no_word_the_cut_left_half(tiny_models: dict[str, bertscope.Model]) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        (cut,) = tiny_models["bert"].embed_words(["storm coast power " * 70], long="truncate")
+    assert cut.n_dropped > 0 and cut.words[-1] == "storm" and set(cut.words) == {"storm", "coast", "power"}
+    assert len(cut.words) == len(cut.pieces) == len(cut.spans) == len(cut.vectors) == 13
