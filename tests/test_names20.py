@@ -77,3 +77,25 @@ def test_info_and_v2_info_list_sentence_transformers_attributes(st_folder: Path)
         assert {key: served[key] for key in want} == want
         schema = client.get("/openapi.json").json()["components"]["schemas"]
         assert set(want) <= set(schema["ServiceInfo"]["properties"])
+
+
+def test_vocab_add_and_save_keep_sentence_transformers_attributes(st_folder: Path, tmp_path: Path) -> None:
+    """vocab add wrote no config_sentence_transformers.json: the copy lost its prompts, default prompt,
+    similarity function and truncate_dim, so an e5-style model's copy stopped putting "query: " first."""
+    from sentence_transformers import SentenceTransformer
+
+    out = tmp_path / "extended"
+    code, _, err = run_main("vocab", "add", "thecoast", "-m", str(st_folder), "-o", str(out))
+    assert code == 0, err
+    st = SentenceTransformer(str(out), device="cpu")
+    assert (st.prompts["query"], st.default_prompt_name, st.similarity_fn_name) == ("query: ", "query", "dot")
+    assert st.truncate_dim == 8
+    model = bertscope.load(out)
+    assert (model.default_prompt_name, model.similarity_fn_name, model.truncate_dim) == ("query", "dot", 8)
+    # what is set in code is what is saved, as sentence-transformers' save writes its attributes
+    model.prompts = {"passage": "passage: "}
+    model.similarity_fn_name = "cosine"
+    model.truncate_dim = None
+    saved = bertscope.load(model.save(tmp_path / "saved"))
+    assert dict(saved.prompts) == {"passage": "passage: "} and saved.default_prompt_name is None
+    assert (saved.similarity_fn_name, saved.truncate_dim) == ("cosine", None)

@@ -85,9 +85,16 @@ def add_tokens(model: E, words: Sequence[str], *, init: InitSpec = "pieces", see
         view=None,
     )
     # the caller's own class (bertscope.Model from the facade), without this module importing it
-    return type(model)(
+    made = type(model)(
         extended, device=model.device, max_tokens=model.max_tokens, token_budget=model.engine.token_budget
     )
+    # Its sentence-transformers attributes as the source's are now: it has no folder to read them from
+    # (path None), and without them an e5-style model's extension would embed without its "query: ".
+    made.__dict__["_prompts"] = model.prompts
+    for name in ("truncate_dim", "similarity_fn_name"):
+        if hasattr(model, name):
+            setattr(made, name, getattr(model, name))
+    return made
 
 
 def new_words(model: Encoder, words: Sequence[str]) -> list[str]:
@@ -295,6 +302,37 @@ def _write_folder(model: Encoder, folder: Path) -> None:
         _write_sentence_transformers(
             folder, loaded, int(getattr(model.config, "hidden_size", 0) or model.config.dim)
         )
+    _write_st_attributes(model, folder)
+
+
+def _write_st_attributes(model: Any, folder: Path) -> None:
+    """config_sentence_transformers.json with the model's prompts, default prompt, similarity function
+    and truncate_dim as they are now (the source folder's other keys kept), where the source had one or
+    any differs from sentence-transformers' defaults: without it an e5-style model's saved copy stops
+    putting "query: " before its texts."""
+    source = model.loaded.path
+    kept: dict[str, Any] = {}
+    if source is not None and (Path(source) / _ST_CONFIG).is_file():
+        read = json.loads((Path(source) / _ST_CONFIG).read_text(encoding="utf-8"))
+        kept = read if isinstance(read, dict) else {}
+    prompts = model.prompts
+    now = {
+        "prompts": dict(prompts.prompts),
+        "default_prompt_name": prompts.default_name,
+        "similarity_fn_name": getattr(model, "similarity_fn_name", "cosine"),
+    }
+    truncate_dim = getattr(model, "truncate_dim", None)
+    if truncate_dim is not None:
+        now["truncate_dim"] = truncate_dim
+    default = (
+        not now["prompts"] and now["default_prompt_name"] is None and now["similarity_fn_name"] == "cosine"
+    )
+    if kept or not default or truncate_dim is not None:
+        kept.pop("truncate_dim", None)  # the model's own now, set or cleared
+        (folder / _ST_CONFIG).write_text(json.dumps({**kept, **now}, indent=2), encoding="utf-8")
+
+
+_ST_CONFIG = "config_sentence_transformers.json"
 
 
 def _write_sentence_transformers(folder: Path, loaded: Any, width: int) -> None:
