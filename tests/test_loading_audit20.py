@@ -148,3 +148,79 @@ def test_a_module_some_layers_lack_or_hold_alone() -> None:
         "layers.0.k.weight (4x8 in the file, which config.json's hidden_size 8 and intermediate_size 8 do "
         "not give)"
     )
+
+
+def _without_pooler(tiny_dirs: dict[str, Path], tmp_path: Path, **changed: object) -> Path:
+    """A copy of the tiny BERT folder with no pooler tensors (as sentence-transformers exports often are)
+    and config.json's `changed` values."""
+    from safetensors.torch import save_file
+
+    folder = _with_config(tiny_dirs, tmp_path, "bert", **changed)
+    weights = load_file(folder / "model.safetensors")
+    kept = {k: v for k, v in weights.items() if not k.startswith("pooler.")}
+    assert len(kept) < len(weights)
+    save_file(kept, folder / "model.safetensors", metadata={"format": "pt"})
+    return folder
+
+
+@pytest.mark.parametrize("backend", ["auto", "torch"])
+def test_a_misshaped_checkpoint_without_a_pooler_is_named(
+    tiny_dirs: dict[str, Path], tmp_path: Path, backend: str
+) -> None:
+    """Review of dbd79f0: with the pooler missing, the weight check took its pooler shortcut before
+    reading the mismatched keys, so backend="torch" raised transformers' bare 'You set
+    `ignore_mismatched_sizes` to `False`...' line; the misshaped tensors are named now."""
+    folder = _without_pooler(tiny_dirs, tmp_path, intermediate_size=40)
+    with pytest.raises(ModelLoadError) as caught:
+        bertscope.load(folder, device="cpu", backend=backend).embed("a cat")
+    said = str(caught.value)
+    assert "\n" not in said and "ignore_mismatched_sizes" not in said and "pooler" not in said
+    assert "intermediate.dense.weight (37x32 in the file, 40x32 by config.json)" in said
+
+
+def test_a_checkpoint_without_a_pooler_still_loads(tiny_dirs: dict[str, Path], tmp_path: Path) -> None:
+    """A missing pooler alone is no wrong weight: the model loads, with no pooler."""
+    folder = _without_pooler(tiny_dirs, tmp_path)
+    model = bertscope.load(folder, device="cpu", backend="torch")
+    assert model.embed("a cat").vectors.shape == (1, 32)
+    assert model.loaded.model.pooler is None
+
+
+def _live_models(folder: Path) -> int:
+    """How many transformers models loaded from `folder` are alive (gc run first)."""
+    import gc
+
+    import transformers
+
+    gc.collect()
+    return sum(
+        1
+        for o in gc.get_objects()
+        if issubclass(type(o), transformers.PreTrainedModel) and str(o.name_or_path) == str(folder)
+    )
+
+
+def test_the_retry_naming_misshaped_weights_holds_one_model_at_a_time(
+    tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review of dbd79f0: the load again with ignore_mismatched_sizes ran while the first error's
+    traceback kept the first model alive (two models at the peak), and the refusal kept the first
+    error as its context and the second model in its own traceback. Now none is alive at the second load,
+    nor while the caller holds the refusal."""
+    import transformers
+
+    folder = _with_config(tiny_dirs, tmp_path, "bert", intermediate_size=40)
+    plain = transformers.AutoModel.from_pretrained
+    alive: list[int] = []
+
+    def counting(*args: object, **kwargs: object) -> object:
+        if kwargs.get("ignore_mismatched_sizes"):
+            alive.append(_live_models(folder))
+        return plain(*args, **kwargs)
+
+    monkeypatch.setattr(transformers.AutoModel, "from_pretrained", counting)
+    with pytest.raises(ModelLoadError, match="misshape") as caught:
+        bertscope.load(folder, device="cpu", backend="torch")
+    assert alive == [0]
+    assert caught.value.__context__ is None and caught.value.__cause__ is None
+    assert _live_models(folder) == 0

@@ -150,13 +150,20 @@ class Loaded:
         # The folder passed `open_light`'s checks (a known family, no model code); the module alone is
         # loaded: transformers' tokenizer only if something asks for it (`tokenizer`).
         _quiet(transformers)
+        failed: ModelLoadError | None = None
+        misshaped = False
         try:
             module, loading = transformers.AutoModel.from_pretrained(
                 str(self.path), dtype=torch.float32, output_loading_info=True
             )
         except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
-            _refuse_misshaped(transformers, self.source, str(self.path), exc, {"dtype": torch.float32})
-            raise _not_loadable(self.source, self.path, exc) from None
+            misshaped = "ignore_mismatched_sizes" in str(exc)
+            failed = _not_loadable(self.source, self.path, exc)
+            exc.__traceback__ = None  # its frames hold the model from_pretrained built: let it go now
+        if failed is not None:  # outside `except`: neither the first model nor its error stays alive
+            if misshaped:
+                _refuse_misshaped(transformers, self.source, str(self.path), {"dtype": torch.float32})
+            raise failed
         _check_weights(self.source, module, loading)
         self.torch_model = module.eval()
         if fresh:  # a process that had transformers loaded paid for it before: nothing to say
@@ -343,6 +350,8 @@ def load_parts(
         raise ModelLoadError(f"{source}: {why}")
     from safetensors import SafetensorError
 
+    failed: ModelLoadError | None = None
+    misshaped = False
     try:
         model, loading = transformers.AutoModel.from_pretrained(
             target, dtype=dtype, output_loading_info=True, **remote
@@ -351,8 +360,14 @@ def load_parts(
     except (OSError, ValueError, RuntimeError, SafetensorError) as exc:  # corrupt weights raise the last two
         if path is not None and isinstance(exc, (RuntimeError, SafetensorError)):
             safetensors_tensors(path)  # a damaged safetensors file: named as the light path names it
-        _refuse_misshaped(transformers, source, target, exc, {"dtype": dtype, **remote})
-        raise _not_loadable(source, path, exc) from None
+        misshaped = "ignore_mismatched_sizes" in str(exc)
+        failed = _not_loadable(source, path, exc)
+        # its traceback holds from_pretrained's frames and the model they built: let them go now
+        exc.__traceback__ = None
+    if failed is not None:  # outside `except`: neither the first model nor its error stays alive
+        if misshaped:
+            _refuse_misshaped(transformers, source, target, {"dtype": dtype, **remote})
+        raise failed
     _check_weights(source, model, loading)
     if getattr(tokenizer, "backend_tokenizer", None) is None:
         raise ModelLoadError(f"{source}: bertscope needs a fast (tokenizers) tokenizer; this folder has none")
@@ -398,13 +413,18 @@ def _check_weights(source: str, model: Any, loading: dict[str, Any]) -> None:
     dropped = _dropped_weights(model, loading.get("unexpected_keys") or ())
     if dropped:
         raise weights_dropped(source, dropped)
-    missing = sorted(loading.get("missing_keys") or ())
-    if missing and all(key.startswith("pooler.") for key in missing):
-        model.pooler = None  # random, not trained: pooling="pooler" is refused as on a model without one
-        return
-    wrong = missing + sorted(map(_misshaped_key, loading.get("mismatched_keys") or ()))
+    wrong = _wrong_weights(loading)
     if wrong:
         raise weights_left_out(source, wrong)
+    if loading.get("missing_keys"):  # only the pooler's: it is random, not trained
+        model.pooler = None  # pooling="pooler" is refused as on a model without one
+
+
+def _wrong_weights(loading: dict[str, Any]) -> list[str]:
+    """The weights a load left out (a missing pooler aside: the model has none) or misshaped, named as
+    `weights_left_out` names them; a pooler missing beside misshaped weights hides none of them."""
+    missing = sorted(key for key in loading.get("missing_keys") or () if not key.startswith("pooler."))
+    return missing + sorted(map(_misshaped_key, loading.get("mismatched_keys") or ()))
 
 
 def weights_dropped(source: str, dropped: list[str]) -> ModelLoadError:
@@ -451,21 +471,22 @@ def _shape(shape: Any) -> str:
     return "x".join(str(int(size)) for size in shape)
 
 
-def _refuse_misshaped(
-    transformers: Any, source: str, target: str, exc: Exception, options: dict[str, Any]
-) -> None:
+def _refuse_misshaped(transformers: Any, source: str, target: str, options: dict[str, Any]) -> None:
     """Where transformers refused tensors shaped otherwise than the config asks (its error names only
     `ignore_mismatched_sizes`, the shapes went to a log bertscope keeps quiet), load again letting them
-    through to read which (`mismatched_keys`), and refuse with them named, as a missing weight is."""
-    if "ignore_mismatched_sizes" not in str(exc):
-        return
+    through to read which (`mismatched_keys`), and refuse with them named, as a missing weight is. Called
+    once the first load's model is gone; the second is dropped before the refusal is raised (its
+    traceback would keep it)."""
     try:
         model, loading = transformers.AutoModel.from_pretrained(
             target, output_loading_info=True, ignore_mismatched_sizes=True, **options
         )
     except Exception:  # the second load fails otherwise: the first error's line says what it can
         return
-    _check_weights(source, model, loading)
+    del model
+    wrong = _wrong_weights(loading)
+    if wrong:
+        raise weights_left_out(source, wrong)
 
 
 def _dropped_weights(model: Any, unexpected: Any) -> list[str]:
