@@ -20,14 +20,17 @@ from test_server import serving_app
 
 
 @contextmanager
-def capped(model: bertscope.Model, cap: int) -> Iterator[tuple[int, Any]]:
+def served(model: bertscope.Model, **settings: Any) -> Iterator[tuple[int, Any]]:
     """The service on a free loopback port, run as `bertscope serve` runs it; yields its port and app."""
-    settings = ServerSettings(
-        max_connections=cap, connection_share=1.0
-    )  # the whole cap: every test is 127.0.0.1
-    app = create_app(model, settings=settings)
-    with serving_app(app, settings, server_type=Server) as base:
+    given = ServerSettings(**settings)
+    app = create_app(model, settings=given)
+    with serving_app(app, given, server_type=Server) as base:
         yield int(base.rsplit(":", 1)[1]), app
+
+
+def capped(model: bertscope.Model, cap: int) -> Any:
+    """`served` under a cap of `cap` connections, the whole cap one address's (every test is 127.0.0.1)."""
+    return served(model, max_connections=cap, connection_share=1.0)
 
 
 def everything(sock: socket.socket) -> bytes:

@@ -7,34 +7,13 @@ Every test waits on an answer or a closed socket, never on a clock."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
 
 import pytest
 
 import bertscope
 from bertscope.errors import InvalidSpec
-from bertscope.server import ServerSettings, create_app
-from bertscope.server.capacity import Server
-from test_server import serving_app
-
-
-@contextmanager
-def served(model: bertscope.Model, **settings: Any) -> Iterator[tuple[int, Any]]:
-    """The service on a free loopback port, run as `bertscope serve` runs it; yields its port and app."""
-    given = ServerSettings(**settings)
-    app = create_app(model, settings=given)
-    with serving_app(app, given, server_type=Server) as base:
-        yield int(base.rsplit(":", 1)[1]), app
-
-
-def everything(sock: socket.socket) -> bytes:
-    """What the server sends until it closes the connection."""
-    out = b""
-    while chunk := sock.recv(65536):
-        out += chunk
-    return out
+from bertscope.server import ServerSettings
+from test_server_audit18_connections import everything, served
 
 
 def connect(port: int, address: str) -> socket.socket:
