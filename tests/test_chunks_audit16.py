@@ -31,7 +31,7 @@ def test_a_line_a_reader_sees_nothing_on_ends_a_paragraph(blank: str) -> None:
         ({"chunks": "tokens", "chunk_size": 4, "chunk_overlap": 1.5}, "chunk_overlap must be a whole number"),
         ({"chunks": None}, "chunks=None: give 'sentence', 'paragraph' or 'tokens'"),
         ({"chunks": 5}, "chunks=5: give 'sentence', 'paragraph' or 'tokens'"),
-        ({"late": "no"}, "late must be True or False, got 'no'"),
+        ({"late": "no"}, "late must be True or False, not 'no'"),
     ],
 )
 def test_options_of_the_wrong_type_are_refused_by_name(

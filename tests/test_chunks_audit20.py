@@ -36,7 +36,7 @@ def test_a_corpus_job_refuses_late_of_the_wrong_type_before_any_work(
 ) -> None:
     """late="no" ran late chunking and stored late: "no"; 0 and None ran naive and stored 0 and None."""
     out = tmp_path / "chunks.parquet"
-    with pytest.raises(InvalidSpec, match=rf"^late must be True or False, got {late!r}$"):
+    with pytest.raises(InvalidSpec, match=rf"^late must be True or False, not {late!r}$"):
         bertscope.embed_corpus(TEXTS, out, model=bundled, level="chunks", late=late, progress=False)
     assert not out.exists()
     with pytest.raises(InvalidSpec, match=r"^late must be True or False"):

@@ -326,7 +326,7 @@ def test_verify_limit_and_the_old_lines(tmp_path: Path, tiny_dirs: dict[str, Pat
     model = ["-m", str(tiny_dirs["bert"]), "-i", str(sample), "--json"]
 
     def texts(flag: str, count: str) -> int:
-        return int(json.loads(_ok("verify", *model, flag, count))["texts"])
+        return int(json.loads(_ok("verify", *model, flag, count))["n_texts"])
 
     assert texts("--limit", "1") == texts("--lines", "1") == texts("--limit", "3") - 2
     for flag in ("--limit", "--lines"):

@@ -21,6 +21,7 @@ from bertscope.io.occurrences import Occurrences
 from bertscope.research.contextuality import Contextuality
 from bertscope.research.plots import LayerCosines
 from bertscope.research.senses import Sense
+from bertscope.verify.reference import Verification
 
 PAGE = Path(__file__).resolve().parent.parent / "docs" / "names.md"
 LIBRARY = {
@@ -36,6 +37,7 @@ LIBRARY = {
     "Sense": Sense,
     "ModeReport": ModeReport,
     "Occurrences": Occurrences,
+    "Verification": Verification,
 }
 FUNCTIONS = {"Model.use_openvino": bertscope.Model.use_openvino, "word_senses": bertscope.word_senses}
 

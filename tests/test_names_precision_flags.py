@@ -163,9 +163,9 @@ def test_verify_input_and_the_old_sample(tmp_path: Path, tiny_dirs: dict[str, Pa
     sample.write_text("a cat sat\na dog ran\nthe stock fell\n")
     model = ["verify", "-m", str(tiny_dirs["bert"]), "--limit", "2", "--json"]
     texts = {
-        flag: json.loads(_ok(*model, flag, str(sample)))["texts"] for flag in ("-i", "--input", "--sample")
+        flag: json.loads(_ok(*model, flag, str(sample)))["n_texts"] for flag in ("-i", "--input", "--sample")
     }
-    alone = json.loads(_ok(*model[:3], "--json"))["texts"]
+    alone = json.loads(_ok(*model[:3], "--json"))["n_texts"]
     assert texts["-i"] == texts["--input"] == texts["--sample"] == alone + 2
     assert (
         "--sample is the old spelling of -i; give -i only"

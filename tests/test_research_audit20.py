@@ -67,7 +67,7 @@ def _unread() -> Iterator[str]:
 @pytest.mark.parametrize("value", ["yes", None, 2])
 def test_a_wrong_debiased_is_one_line_before_any_work(tiny_models, value: object) -> None:
     m = tiny_models["bert"]
-    said = rf"debiased={value!r}: give True or False"
+    said = rf"debiased must be True or False, not {value!r}"
     with pytest.raises(InvalidSpec, match=said):
         cka(m, _unread(), debiased=value)  # type: ignore[arg-type]
     with pytest.raises(InvalidSpec, match=said):

@@ -76,7 +76,7 @@ def check_late(late: object) -> bool:
     """`late` as a bool, or InvalidSpec: the one check of embed_chunks, the service and the corpus jobs'
     chunk level ("no" and "false" are truthy and would run late chunking; 0 and None would store as such)."""
     if not isinstance(late, bool | np.bool_):
-        raise InvalidSpec(f"late must be True or False, got {late!r}")
+        raise InvalidSpec(f"late must be True or False, not {late!r}")
     return bool(late)
 
 

@@ -453,7 +453,7 @@ def debiased_given(value: object) -> bool:
     """`debiased` checked: True or False (a numpy bool too), else one line."""
     if isinstance(value, (bool, np.bool_)):
         return bool(value)
-    raise InvalidSpec(f"debiased={value!r}: give True or False")
+    raise InvalidSpec(f"debiased must be True or False, not {value!r}")
 
 
 def cka_note(moments: Moments, width: int, *, debiased: bool) -> str | None:
