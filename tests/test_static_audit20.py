@@ -168,3 +168,26 @@ def test_a_context_whose_word_the_limit_cut_says_so(
         warnings.simplefilter("ignore")
         with pytest.raises(InvalidInput, match="falls past the model's 64 tokens"):
             search_occurrences(out, word="coast", context="storm power " * 6 + "storm coast", model=model)
+
+
+def test_plot_static_refuses_a_piece_named_twice(
+    tmp_path: Path, tiny_models: dict[str, bertscope.Model]
+) -> None:
+    from bertscope.errors import InvalidInput
+    from bertscope.research.plots import plot_static
+
+    twice = run_main("plot", "static", "king", "king", "queen", "-o", str(tmp_path / "p.png"))
+    assert twice.code == 1 and twice.stderr.startswith("error: 'king' is named twice: "), twice.stderr
+    assert not (tmp_path / "p.png").exists()
+    model = tiny_models["bert"]
+    ids = [model.static_ids(["[CLS]"])[0], *model.static_ids(["[SEP]", "[CLS]"])]
+    with pytest.raises(InvalidInput, match=r"^'\[CLS\]' is named twice: "):
+        plot_static(model, ids, tmp_path / "q.png")
+
+
+def test_plot_static_with_neither_pieces_nor_limit_asks_for_one(tmp_path: Path) -> None:
+    neither = run_main("plot", "static", "-o", str(tmp_path / "p0.png"))
+    assert neither.code == 1
+    assert neither.stderr == "error: name word pieces (e.g. king queen bread), or give --limit N\n"
+    both = run_main("plot", "static", "king", "queen", "man", "--limit", "3", "-o", str(tmp_path / "p1.png"))
+    assert both.code == 1 and both.stderr == "error: name word pieces, or give --limit N (not both)\n"

@@ -285,12 +285,15 @@ def plot_static_cmd(
     `bertscope plot static --limit 300 --method tsne` (the first N, as `--limit` is elsewhere; `--top`, its
     old spelling, is still read)
     """
-    from ..research.plots import plot_static
+    from ..research.plots import each_piece_once, plot_static
     from ..static import first_words
 
     top = old_spelling(limit, old_limit, name="--limit", old="--top")
-    if bool(items) == (top is not None):
+    if not items and top is None:
+        raise InvalidInput("name word pieces (e.g. king queen bread), or give --limit N")
+    if items and top is not None:
         raise InvalidInput("name word pieces, or give --limit N (not both)")
+    each_piece_once(items or [])  # before the model loads; plot_static also finds a piece and its id
     picture = picture_output(output, overwrite=overwrite, default="static.png")
     m = load_model(model)
     ids: list[Any] = first_words(m, top) if top is not None else m.static_ids(items or [])

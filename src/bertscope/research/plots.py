@@ -44,6 +44,7 @@ __all__ = [
     "word_points",
     "plot_static",
     "plot_senses",
+    "each_piece_once",
 ]
 
 
@@ -358,6 +359,16 @@ def draw_layers(found: LayerCosines, path: str | Path, *, overwrite: bool = Fals
     return save_figure(figure, path, overwrite=overwrite)
 
 
+def each_piece_once(pieces: Sequence[str]) -> None:
+    """Refuse a piece named twice (`king king queen`): its second point lies on its first (a PCA axis of
+    ~1e-8 noise), and it would count towards the 3 a picture needs, as `static -o` refuses it too."""
+    seen: set[str] = set()
+    for piece in pieces:
+        if piece in seen:
+            raise InvalidInput(f"{piece!r} is named twice: a picture draws each piece once; name each once")
+        seen.add(piece)
+
+
 def plot_static(
     model: Encoder,
     ids: Sequence[int],
@@ -369,6 +380,7 @@ def plot_static(
 ) -> Path:
     """The static rows of word pieces `ids` as labelled points in 2-D (PCA, t-SNE or UMAP)."""
     how = Projection.parse(method, what="projection")
+    each_piece_once([model.id_to_token.get(i, str(i)) for i in ids])
     if len(ids) < 3:
         given = "1 piece" if len(ids) == 1 else f"{len(ids)} pieces"
         raise InvalidInput(f"{given} given; a 2-D picture needs at least 3: name more word pieces")
