@@ -191,3 +191,13 @@ def test_plot_static_with_neither_pieces_nor_limit_asks_for_one(tmp_path: Path) 
     assert neither.stderr == "error: name word pieces (e.g. king queen bread), or give --limit N\n"
     both = run_main("plot", "static", "king", "queen", "man", "--limit", "3", "-o", str(tmp_path / "p1.png"))
     assert both.code == 1 and both.stderr == "error: name word pieces, or give --limit N (not both)\n"
+
+
+def test_static_corpus_checks_its_file_before_the_model_loads(tmp_path: Path) -> None:
+    # a model that is nowhere: the corpus is refused before any load is tried
+    args = ["static", "-m", str(tmp_path / "no-model"), "-o", str(tmp_path / "a.vec")]
+    missing = run_main(*args, "--corpus", str(tmp_path / "nofile.txt"))
+    assert missing.code == 1
+    assert missing.stderr == f"error: cannot read {tmp_path / 'nofile.txt'}: no such file\n"
+    folder = run_main(*args, "--corpus", str(tmp_path))
+    assert folder.code == 1 and folder.stderr.startswith(f"error: cannot read {tmp_path}: a folder")

@@ -314,14 +314,18 @@ def static(
     # Rows of the matrix need no forward: with the default load options they are read from the folder's
     # safetensors without torch (about 1 s where a load takes 6-9 s), the same float32 values a load gives.
     defaults = (device, dtype, backend, quantize, threads) == ("auto", "float32", "auto", "none", None)
+    from ..core._enums import Engine
+
+    on_ray = corpus is not None and Engine.parse(engine, what="engine") is Engine.RAY
+    if corpus is not None and corpus != "-" and not on_ray:  # Ray reads patterns and URIs itself
+        from ..io.readers import read_corpus
+
+        read_corpus(corpus, text_field=text_field)  # checks the file at once (reads lazily): before the load
     view = FolderView.open(model) if corpus is None and defaults else None
     m: Any = view
     if view is None or view.static_rows is None:
         # On Ray the driver only checks the options and reads the vocabulary, on the CPU as `embed --engine
         # ray`'s does: --device is the actors' (a head node without a GPU drives GPU actors).
-        from ..core._enums import Engine
-
-        on_ray = corpus is not None and Engine.parse(engine, what="engine") is Engine.RAY
         where = "cpu" if on_ray else device
         # --threads on Ray is each actor's CPUs (on machines of their own), not the driver's
         here = None if on_ray else threads
