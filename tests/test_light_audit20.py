@@ -210,3 +210,61 @@ def test_without_torch_int8_on_own_texts_reads_the_verdict_a_run_with_torch_kept
     without = _python(code, torch=False)
     assert without.returncode == 0, without.stderr
     assert without.stdout == with_torch.stdout
+
+
+# `bertscope embed --fast` as the console script runs it, its one-line error and exit code included
+_EMBED_FAST = """
+import sys
+from bertscope.cli import main
+sys.argv = ["bertscope", "embed", "--fast", "-m", {folder!r}, "a cat"]
+main()
+"""
+
+
+def _fastest_only(cache: Path, fastest: str) -> None:
+    """The measurement a run with torch kept, rewritten so `fastest` is the one way worth choosing (the
+    tiny model's own timings decide nothing here)."""
+    (path,) = (cache / "fast").glob("*.json")
+    data = json.loads(path.read_text())
+    for row in data["measured"]:
+        row["vs_float32"] = 1.0 if row["mode"] == "torch float32" else 2.0 if row["mode"] == fastest else 0.5
+        row["texts_per_s"] = 100.0 * row["vs_float32"]
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize("fastest", ["onnxruntime float32", "torch float32"])
+def test_without_torch_fast_runs_what_a_run_with_torch_measured(
+    tiny_dirs: dict[str, Path], cache: Path, fastest: str
+) -> None:
+    """After `embed --fast` with torch, an install without torch said 'loading ... needs the model's
+    PyTorch module': the measurement's name stamped torch, so nothing was found. It now reads the newest
+    measurement a run with torch made for these runtimes (digest.runtimes_key in the name): a runtime it
+    chose runs; a torch way chosen is refused in one line, nothing measured or announced."""
+    code = _EMBED_FAST.format(folder=str(tiny_dirs["bert"]))
+    with_torch = _python(code, torch=True)
+    assert with_torch.returncode == 0, with_torch.stderr
+    assert "fast mode: measuring" in with_torch.stderr
+    _fastest_only(cache, fastest)
+    without = _python(code, torch=False)
+    assert "measuring" not in without.stderr  # it cannot be measured: never announced
+    if fastest == "torch float32":
+        assert without.returncode == 1 and without.stdout == ""
+        (said,) = without.stderr.strip().splitlines()
+        assert "that a run with torch measured is torch float32, which runs on torch" in said
+        assert "--backend onnxruntime" in said and f"pip install 'torch=={TORCH_PIN}'" in said
+    else:
+        assert without.returncode == 0, without.stderr
+        assert "fast mode: onnxruntime float32, 2.00x torch float32" in without.stderr
+        assert without.stdout.strip()
+
+
+def test_without_torch_and_no_measurement_fast_refuses_in_one_line(
+    tiny_dirs: dict[str, Path], cache: Path
+) -> None:
+    without = _python(_EMBED_FAST.format(folder=str(tiny_dirs["bert"])), torch=False)
+    assert without.returncode == 1 and without.stdout == ""
+    assert "measuring" not in without.stderr
+    (said,) = without.stderr.strip().splitlines()
+    assert said.startswith("error: --fast is measured against torch, which is not installed here")
+    assert "drop --fast and load with --backend onnxruntime" in said
+    assert f"pip install 'torch=={TORCH_PIN}'" in said

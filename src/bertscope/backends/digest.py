@@ -150,8 +150,8 @@ def installed_key() -> str:
 
 def runtimes_key() -> str:
     """A short key for the installed ONNX Runtime and OpenVINO alone (as `installed_key` stamps them): the
-    exact default's measurement carries it too, so an install without torch finds the one a run with torch
-    made over these same runtimes (the exports were proven against torch then)."""
+    exact default's and mode="fast"'s measurements carry it too, so an install without torch finds the
+    one a run with torch made over these same runtimes (the exports were proven against torch then)."""
     return _stamps_key(("onnxruntime", "openvino"))
 
 

@@ -12,7 +12,8 @@ settings), machine (CPU model, flags, threads) and calibration texts (their dige
 taken on other texts are never read), so a second load does not measure again, and another bound reuses them;
 they are measured again when written by another bertscope version, damaged (`_rows_damage`), implausible,
 or when asked (`remeasure`). A load that finds its figures recorded and a runtime chosen opens without torch
-(`load_fast_recorded`, shipped texts or the caller's).
+(`load_fast_recorded`, shipped texts or the caller's); an install without torch reads the newest figures a
+run with torch recorded over the same runtimes (digest.runtimes_key in the name), and refuses without them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import math
 import os
 import sys
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import MISSING, asdict, dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -35,10 +36,10 @@ from filelock import FileLock
 from ..core._enums import Backend, DType, Quantize
 from ..core.cpu import cpu_name, cpu_threads, has_native_bf16, has_vnni, machine_key
 from ..core.encoder import Encoder
-from ..core.loading import device_kind
-from ..errors import InvalidSpec, TruncatedTextsWarning
+from ..core.loading import TORCH_PIN, device_kind
+from ..errors import BackendUnavailable, InvalidSpec, TruncatedTextsWarning
 from . import modes
-from .digest import settings_digest
+from .digest import runtimes_key, settings_digest
 from .modes import MODES, Way, measure
 from .onnx import EXPORT_FORMAT, cache_dir, encoder_digest, writable_folder
 from .openvino import IR_FORMAT
@@ -208,19 +209,62 @@ def load_fast_recorded(
     for this model, machine, installed versions and calibration texts (the file's name carries their
     digest, so one made on other texts is never read), a stale or implausible one, or a torch mode chosen
     (it needs the module, or other torch weights). Nothing is measured or written here; an int8 way's
-    graph fitted on `calibration` is read from the cache (made, with torch, where it is not there)."""
+    graph fitted on `calibration` is read from the cache (made, with torch, where it is not there).
+    Where torch is not installed, the newest measurement a run with torch made for this model, machine,
+    calibration texts and the runtimes installed now decides (the name's torch stamp aside); with none, or
+    a torch mode chosen, a one-line BackendUnavailable (nothing can be measured)."""
     _check_asked(asked, min_cosine)
     wanted = candidates("cpu")
-    path = _cache_path(base, calibration_or_shipped(calibration), wanted)
-    measured = read_measured(path, quiet=True)  # load_fast says why it measures again
-    if measured is None or set(wanted) - {m.mode for m in measured}:
+    texts = calibration_or_shipped(calibration)
+    torchless = not is_installed("torch")
+    if torchless:  # the newest measurement a run with torch made, over the runtimes installed now
+        found = next(_measured_with_torch(base, texts, wanted), None)
+    else:
+        path = _cache_path(base, texts, wanted)
+        measured = read_measured(path, quiet=True)  # load_fast says why it measures again
+        found = None if measured is None or set(wanted) - {m.mode for m in measured} else (path, measured)
+    if found is None:
+        if torchless:
+            raise _without_torch(
+                "no run with torch recorded which way is fastest within the bound for this model, "
+                "calibration texts and machine with the runtimes installed now"
+            )
         return None
+    path, measured = found
     best = choose([m for m in measured if m.mode in wanted], min_cosine)
     if best.options.get("backend") not in (Backend.ONNXRUNTIME.value, Backend.OPENVINO.value):
+        if torchless:
+            raise _without_torch(
+                f"the fastest way within min cosine {min_cosine} that a run with torch measured is "
+                f"{best.mode}, which runs on torch"
+            )
         return None
     say(_choice_line(best))
     model = apply_way(base, best.options, build=_no_build, calibration=calibration)
     return _chosen(model, best, min_cosine, path)
+
+
+def _measured_with_torch(
+    base: Any, texts: Sequence[str], wanted: dict[str, Way]
+) -> Iterator[tuple[Path, list[Measured]]]:
+    """This model's usable measurements on this machine over the runtimes installed now, whatever torch
+    and transformers they were taken with (`_cache_path`'s names), newest first: what an install without
+    torch reads (the exports were proven against torch when they were made)."""
+    pattern = _cache_path(base, texts, wanted, libraries=f"*{_nncf_part(wanted)}").name
+    paths = sorted(fast_cache_dir().glob(pattern), key=lambda path: path.stat().st_mtime_ns, reverse=True)
+    for path in paths:
+        measured = read_measured(path, quiet=True)
+        if measured is not None and not set(wanted) - {m.mode for m in measured}:
+            yield path, measured
+
+
+def _without_torch(reason: str) -> BackendUnavailable:
+    """The one line refusing mode='fast' where torch is not installed, nothing measured or announced."""
+    return BackendUnavailable(
+        f"mode='fast' is measured against torch, which is not installed here, and {reason}: drop "
+        "mode='fast' and load with backend='onnxruntime' to run the cached ONNX export without torch, or "
+        f"pip install 'torch=={TORCH_PIN}' (the version bertscope's Makefile installs)"
+    )
 
 
 def _choice_line(best: Measured) -> str:
@@ -266,15 +310,20 @@ def graphs_key() -> str:
     return f"e{EXPORT_FORMAT}g{GRAPH_FORMAT}i{IR_FORMAT}"
 
 
-def _cache_path(base: Any, texts: Sequence[str], wanted: dict[str, Way]) -> Path:
+def _cache_path(
+    base: Any, texts: Sequence[str], wanted: dict[str, Way], *, libraries: str | None = None
+) -> Path:
     """The measurement file: per model, its pooling settings (sentence-transformers' files: the min cosine
-    is read on its sentence vectors), machine, installed runtimes, calibration texts and the limits the
-    texts ran under (tokens per text, tokens per forward: both change what int8's scales see)."""
+    is read on its sentence vectors), machine, installed libraries (`libraries_key`; `libraries` in its
+    place: a glob pattern), calibration texts and the limits the texts ran under (tokens per text, tokens
+    per forward: both change what int8's scales see). The runtimes' key (digest.runtimes_key) follows the
+    libraries' so that an install without torch finds the figures a run with torch kept."""
     calib = hashlib.sha256(json.dumps(list(texts)).encode()).hexdigest()[:10]
     limits = f"t{base.max_tokens}b{base.engine.token_budget}r{base.engine.min_rows}"
     pooling = settings_digest(getattr(base.loaded, "path", None))
+    key = f"{libraries_key(wanted) if libraries is None else libraries}-r{runtimes_key()}"
     name = (
-        f"{base.family.name}-{encoder_digest(base)}-s{pooling}-{machine_key()}-{libraries_key(wanted)}-c{calib}"
+        f"{base.family.name}-{encoder_digest(base)}-s{pooling}-{machine_key()}-{key}-c{calib}"
         f"-{limits}-f{FAST_FORMAT}-{graphs_key()}.json"
     )
     return fast_cache_dir() / name
@@ -284,15 +333,19 @@ def libraries_key(wanted: dict[str, Way]) -> str:
     """The exact default's key of the installed torch, transformers and runtimes (an upgrade changes a
     way's kernels, so its drift and speed are measured again), with NNCF's version where a candidate is
     made by it (OpenVINO's int8)."""
-    key = modes.installed_key()
-    if any("nncf" in way.needs for way in wanted.values()):
-        from importlib import metadata
+    return modes.installed_key() + _nncf_part(wanted)
 
-        try:
-            key += f"n{metadata.version('nncf')}"
-        except metadata.PackageNotFoundError:
-            key += "n-"
-    return key
+
+def _nncf_part(wanted: dict[str, Way]) -> str:
+    """NNCF's version where a candidate is made by it (`n2.x`, `n-` where it is missing), else ''."""
+    if not any("nncf" in way.needs for way in wanted.values()):
+        return ""
+    from importlib import metadata
+
+    try:
+        return f"n{metadata.version('nncf')}"
+    except metadata.PackageNotFoundError:
+        return "n-"
 
 
 def plausible(measured: Sequence[Measured]) -> bool:
