@@ -201,3 +201,31 @@ def test_static_corpus_checks_its_file_before_the_model_loads(tmp_path: Path) ->
     assert missing.stderr == f"error: cannot read {tmp_path / 'nofile.txt'}: no such file\n"
     folder = run_main(*args, "--corpus", str(tmp_path))
     assert folder.code == 1 and folder.stderr.startswith(f"error: cannot read {tmp_path}: a folder")
+
+
+def test_static_as_words_with_o_is_refused_with_or_without_words(
+    tmp_path: Path, tiny_dirs: dict[str, Path]
+) -> None:
+    args = ["static", "-m", str(tiny_dirs["bert"]), "--as-words", "-o", str(tmp_path / "x.vec")]
+    named, every = run_main(*args[:3], "cat", *args[3:]), run_main(*args)
+    assert (
+        every.code == 1 and every.stderr == named.stderr and named.stderr.startswith("error: --output writes")
+    )
+    assert not (tmp_path / "x.vec").exists()
+    shown = " ".join(run_main("static", "--help").stdout.replace("│", " ").split())
+    assert "refused with -o" in shown and "static --corpus FILE -o w.vec" in shown
+
+
+def test_static_o_counts_one_row_in_the_singular(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    one = run_main("static", "-m", str(tiny_dirs["bert"]), "[CLS]", "-o", str(tmp_path / "one.vec"))
+    assert one.code == 0 and one.stderr == f"wrote {tmp_path / 'one.vec'} (1 row)\n", one.stderr
+
+
+def test_a_static_models_plural_feature_needs_a_transformer_in_the_plural(m2v_folder: Path) -> None:
+    from bertscope.errors import InvalidSpec
+
+    static = bertscope.load(m2v_folder)
+    with pytest.raises(InvalidSpec, match="contextual vectors aggregated over a corpus need a transformer; "):
+        static.static_from_corpus(["a cat"])
+    with pytest.raises(InvalidSpec, match="with no layers: attention needs a transformer; "):
+        static.attentions("a cat")

@@ -100,9 +100,9 @@ def load_static(
     return StaticModel(Path(name), max_tokens=max_tokens, token_budget=token_budget)
 
 
-def _refused(feature: str) -> Callable[..., Any]:
+def _refused(feature: str, *, plural: bool = False) -> Callable[..., Any]:
     def refuse(self: StaticModel, *args: Any, **options: Any) -> Any:
-        raise self.refusal(feature)
+        raise self.refusal(feature, plural=plural)
 
     refuse.__doc__ = f"Refused: a static model has no layers ({feature})."
     return refuse
@@ -169,10 +169,11 @@ class StaticModel(SentenceTransformersAttributes):
         """The model it was distilled from, as its config records it."""
         return str(self.settings.get("tokenizer_name") or "unknown")
 
-    def refusal(self, feature: str) -> InvalidSpec:
-        """The one line for a feature a static model has not got."""
+    def refusal(self, feature: str, *, plural: bool = False) -> InvalidSpec:
+        """The one line for a feature a static model has not got (`plural`: "token vectors need")."""
+        verb = "need" if plural else "needs"
         return InvalidSpec(
-            f"{self.source} is a static model (model2vec) with no layers: {feature} needs a transformer; "
+            f"{self.source} is a static model (model2vec) with no layers: {feature} {verb} a transformer; "
             f"use {_INSTEAD.format(origin=self.origin)}"
         )
 
@@ -479,11 +480,11 @@ class StaticModel(SentenceTransformersAttributes):
     # narrowing to Model before them.
 
     if not TYPE_CHECKING:
-        embed_tokens = _refused("token vectors (embed_tokens, --tokens)")
-        embed_fitted_tokens = _refused("token vectors")
-        embed_words = _refused("word vectors (embed_words, --level words)")
-        embed_chunks = _refused("chunk vectors (embed_chunks, --chunks)")
-        hidden_states = _refused("hidden states")
+        embed_tokens = _refused("token vectors (embed_tokens, --tokens)", plural=True)
+        embed_fitted_tokens = _refused("token vectors", plural=True)
+        embed_words = _refused("word vectors (embed_words, --level words)", plural=True)
+        embed_chunks = _refused("chunk vectors (embed_chunks, --chunks)", plural=True)
+        hidden_states = _refused("hidden states", plural=True)
         anatomy = _refused("the embedding layer's anatomy")
         attentions = _refused("attention")
         forward = _refused("a forward pass")
@@ -492,10 +493,10 @@ class StaticModel(SentenceTransformersAttributes):
         geometry = _refused("layer geometry")
         explain = _refused("explain (token-pair contributions)")
         baseline = _refused("a baseline of random pairs")
-        static_from_corpus = _refused("contextual vectors aggregated over a corpus")
-        static_decontextualized = _refused("decontextualised vectors")
-        token_vectors = _refused("token vectors")
-        structural_probe = _refused("structural probes")
+        static_from_corpus = _refused("contextual vectors aggregated over a corpus", plural=True)
+        static_decontextualized = _refused("decontextualised vectors", plural=True)
+        token_vectors = _refused("token vectors", plural=True)
+        structural_probe = _refused("structural probes", plural=True)
         batch = _refused("a padded batch for a forward (batch)")
         use_torch = _refused("another runtime (use_torch)")
         use_onnxruntime = _refused("another runtime (use_onnxruntime)")

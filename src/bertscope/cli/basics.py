@@ -187,7 +187,12 @@ def static(
     neighbors: Annotated[int | None, typer.Option("--neighbors", min=0, hidden=True)] = None,
     ids: Annotated[bool, typer.Option("--ids", help="Read the items as token ids.")] = False,
     word: Annotated[
-        bool, typer.Option("--as-words", help="Read the items as words: each the mean of its pieces' rows.")
+        bool,
+        typer.Option(
+            "--as-words",
+            help="Read the items as words: each the mean of its pieces' rows (refused with -o, which writes "
+            "word-piece rows: a file of word vectors is static --corpus FILE -o w.vec).",
+        ),
     ] = False,
     # --word: --as-words' old name, still read, not shown (`similar --word bank` takes the word itself)
     old_word: Annotated[bool, typer.Option("--word", hidden=True)] = False,
@@ -347,13 +352,13 @@ def static(
             )  # fmt: skip
         return
     if output is not None:
-        if word and items:
+        if word:  # with no words named too: every row written would be a piece's, --as-words unread
             raise InvalidInput(
                 f"--output writes word-piece rows; name pieces (or --ids), not {words_flag} words"
             )
         named: list[Any] | None = ([_token_id(i) for i in items] if ids else list(items)) if items else None
         written = export_static(m, output, fmt, items=named, overwrite=overwrite)
-        rows = f"{len(named)} rows" if named else "every row"
+        rows = (f"{len(named)} row" + ("s" if len(named) > 1 else "")) if named else "every row"
         emit_json([str(p) for p in written]) if as_json else err.print(
             f"wrote {', '.join(map(str, written))} ({rows})", highlight=False
         )
