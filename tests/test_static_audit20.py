@@ -125,51 +125,6 @@ def test_distill_warns_of_a_vocabulary_line_of_several_words(
     assert "storm" not in ran.stderr
 
 
-def test_embed_words_gives_no_word_the_cut_left_half(tiny_models: dict[str, bertscope.Model]) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        (cut,) = tiny_models["bert"].embed_words(["storm coast power " * 70], long="truncate")
-    assert cut.n_dropped > 0 and cut.words[-1] == "storm" and set(cut.words) == {"storm", "coast", "power"}
-    assert len(cut.words) == len(cut.pieces) == len(cut.spans) == len(cut.vectors) == 13
-
-
-def test_word_rows_leave_out_the_cut_word_and_count_a_text_left_with_none(
-    tmp_path: Path, tiny_models: dict[str, bertscope.Model]
-) -> None:
-    import pyarrow.parquet as pq
-
-    texts = ["storm coast power " * 70, "stormcoastpower" * 5, "cold storm"]
-    out = tmp_path / "w.parquet"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        summary = bertscope.embed_corpus(
-            texts, out, model=tiny_models["bert"], level="words", long="truncate", progress=False
-        )
-    table = pq.read_table(out)
-    words = table.column("word").to_pylist()
-    ids = table.column("id").to_pylist()
-    # the first text's cut "c" of "coast" and the second's one cut word are no rows
-    first = words[: ids.count("1")]
-    assert set(first) == {"storm", "coast", "power"} and first[-1] == "storm"
-    assert "2" not in ids and words[-2:] == ["cold", "storm"]
-    assert (summary.embedded, summary.n_truncated) == (3, 2)
-
-
-def test_a_context_whose_word_the_limit_cut_says_so(
-    tmp_path: Path, tiny_models: dict[str, bertscope.Model]
-) -> None:
-    from bertscope.errors import InvalidInput
-    from bertscope.io.occurrences import search_occurrences
-
-    out, model = tmp_path / "w.parquet", tiny_models["bert"]
-    bertscope.embed_corpus(["cold coast"], out, model=model, level="words", progress=False)
-    # 62 pieces of content: six "storm power" (9 each), "storm" (5) and "c o a" of "coast"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        with pytest.raises(InvalidInput, match="falls past the model's 64 tokens"):
-            search_occurrences(out, word="coast", context="storm power " * 6 + "storm coast", model=model)
-
-
 def test_plot_static_refuses_a_piece_named_twice(
     tmp_path: Path, tiny_models: dict[str, bertscope.Model]
 ) -> None:

@@ -9,8 +9,7 @@ builds itself from the options types (`build`); the job, Ray, the CLI and search
     tokens    one row per word piece: id, position, token, token_id, start, end, word_index, special,
               text and truncated (on each text's first row only), then the vectors
     words     one row per word, its pieces pooled by `subword`: id, position, word, pieces, start, end,
-              text and truncated (first row only), then the vectors; a word the token limit cut is no
-              row, so a text of one cut word has no rows (the job's counts still hold it)
+              text and truncated (first row only), then the vectors
     chunks    one row per chunk of a document, late-chunked or each alone (`bertscope.io.chunk_level`)
 
 Vectors are one `embedding` column, or with combine="stack" one `layer_N` column per kept layer (N the
@@ -32,7 +31,7 @@ import pyarrow.compute as pc
 from ..core._enums import Combine, Level, Pooling, Precision, SubwordPooling
 from ..core.chunking import ChunkBy
 from ..core.engine import OnBatch
-from ..core.pooling import pool_words, whole_words
+from ..core.pooling import pool_words, text_words
 from ..core.post import PostProcessor
 from ..core.spec import EmbedOptions, EmbedSpec, Recipe, resolve
 from ..core.texts_given import type_named
@@ -299,12 +298,9 @@ class _PieceLevel(CorpusLevel):
         return ["embedding"]
 
     def _first_row(self, counts: list[int], values: list[Any]) -> list[Any]:
-        """Each text's value on its first row, null on the others (Parquet stores the nulls in bits); a text
-        of no rows (its one word cut by the limit) has none, so it is counted in `Rows` only."""
+        """Each text's value on its first row, null on the others (Parquet stores the nulls in bits)."""
         out: list[Any] = []
         for count, value in zip(counts, values, strict=True):
-            if not count:
-                continue
             out.append(value)
             out.extend([None] * (count - 1))
         return out
@@ -399,8 +395,7 @@ class WordLevel(_PieceLevel):
         words, pieces, starts, ends = [], [], [], []
         counts, dropped, blocks, n_pieces = [], [], [], 0
         for tok, matrix in self.model.engine.token_matrices(texts, self.spec, on_batch=on_batch):
-            # the word a truncation cut (its "c" of "coast") is no word row, as no corpus word either
-            groups, spans = whole_words(tok)
+            groups, spans = text_words(tok)
             counts.append(len(groups))
             dropped.append(tok.n_dropped)
             words += [tok.text[s:e] for s, e in spans]

@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from ..core._enums import SubwordPooling
 from ..core.given import quoted_text
-from ..core.pooling import pool_words, whole_words, word_spans
+from ..core.pooling import pool_words, text_words, word_spans
 from ..core.renamed import top_k_given
 from ..core.renamed_fields import renamed_field
 from ..core.similarity import unit
@@ -322,7 +322,7 @@ def _matches(
             start, end = word_spans(text_of, [(start, end)], [[0]])[0]
         written = text_of[start:end] if text_of is not None else spelled
         if not written.strip():
-            continue  # whitespace alone is no word, as `whole_words` (the word rows) leaves it out
+            continue  # whitespace alone is no word, as `text_words` (the word rows) leaves it out
         # The word number: a word row's position; a token row's position counts pieces and specials.
         word_number = int(positions[row]) if level == "words" else number
         number += 1
@@ -392,9 +392,7 @@ def _query_vector(store: Store, target: str, context: str, m: Any) -> tuple[np.n
     )
     spec = unpooled_spec(m, recipe, prompt=settings.get("prompt") or "")
     tok = m.token_vectors(check_texts([context]), spec)[0]
-    # the words the store's word rows hold: a word the limit cut ("c" of "coast") is none, so its use
-    # is said to fall past the limit, not to be missing
-    groups, spans = whole_words(tok)
+    groups, spans = text_words(tok)
     if settings["level"] == "words":
         # Pooled per layer, as the word level pools each stacked layer on its own.
         how = SubwordPooling.parse(settings["subword"], what="subword pooling")
