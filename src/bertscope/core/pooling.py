@@ -223,8 +223,11 @@ def whole_words(tok: CutPieces) -> tuple[list[list[int]], list[tuple[int, int]]]
 
     The cut text has lost the pieces that tell, so the text tells: a word is cut where its last kept
     character and the next one are both word characters (letters, digits, marks). A word before a space or
-    punctuation is whole, as every pre-tokenizer here splits there; a cut between a letter and a digit or
-    two CJK characters drops a word that may have been whole, which loses one occurrence, never invents one.
+    punctuation is taken as whole, as WordPiece and byte-level BPE pre-tokenizers split there; a cut between
+    a letter and a digit or two CJK characters drops a word that may have been whole (one occurrence lost).
+    Not caught: SentencePiece splits at spaces only and WordPiece not at symbols, so a cut landing exactly
+    before a word's trailing punctuation ("coast" of "coast,") or symbol ("100" of "100€") keeps its
+    kept part; asking the tokenizer for the next piece's word id would tell.
     """
     groups, spans = text_words(tok)
     if not tok.n_dropped or not groups:
