@@ -126,6 +126,25 @@ def test_a_cuda_torch_on_a_machine_without_a_gpu_is_not_asked(
         assert folder.default_device() == "cpu" and cuda_torch.asked == 1
 
 
+@pytest.mark.parametrize(
+    "node", ["dev/nvhost-ctrl-gpu", "dev/nvgpu", "sys/module/nvidia", "dev/dxg", "dev/kfd"]
+)
+def test_a_jetson_or_wsl_or_rocm_gpu_is_asked_of_torch(
+    cuda_torch: _CudaTorch, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, node: str
+) -> None:
+    """The driver signs that mean "ask torch" include Jetson's integrated GPU (no /dev/nvidia0 there; it was
+    told "cpu" and ran on the CPU), a module loaded before its nodes are made, WSL and ROCm."""
+    from bertscope.core import folder
+
+    signs = tuple(str(tmp_path) + sign for sign in folder._GPU_SIGNS)
+    monkeypatch.setattr(folder, "_GPU_SIGNS", signs)
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert folder.default_device() == "cpu" and cuda_torch.asked == 0
+    (tmp_path / node).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / node).write_bytes(b"")
+    assert folder.default_device() == "cuda" and cuda_torch.asked == 1
+
+
 _NEED_TORCH = {
     "encode tensor": lambda m: m.encode(["a cat"], convert_to_tensor=True),
     "encode tokens": lambda m: m.encode(["a cat"], output_value="token_embeddings"),

@@ -523,7 +523,19 @@ def default_device() -> str:
 
 # Where a GPU's driver shows itself on Linux: NVIDIA's device nodes and driver folder (also what the NVIDIA
 # container runtime mounts), AMD's ROCm compute node, WSL2's GPU node.
-_GPU_SIGNS = ("/dev/nvidia[0-9]*", "/proc/driver/nvidia", "/dev/kfd", "/dev/dxg")
+# A driver's device nodes or module: NVIDIA's (desktop and data centre; /sys/module/nvidia where the
+# nodes are made only when CUDA first runs), Jetson's integrated GPU (nvhost, nvgpu, nvmap: no
+# /dev/nvidia0 there), ROCm's (kfd) and WSL's (dxg).
+_GPU_SIGNS = (
+    "/dev/nvidia[0-9]*",
+    "/proc/driver/nvidia",
+    "/sys/module/nvidia",
+    "/dev/nvhost-ctrl-gpu",
+    "/dev/nvgpu",
+    "/dev/nvmap",
+    "/dev/kfd",
+    "/dev/dxg",
+)
 
 
 def _gpu_may_be_here() -> bool:
