@@ -287,3 +287,25 @@ def test_without_torch_and_no_measurement_fast_refuses_in_one_line(
     assert said.startswith("error: --fast is measured against torch, which is not installed here")
     assert "drop --fast and load with --backend onnxruntime" in said
     assert f"pip install 'torch=={TORCH_PIN}'" in said
+
+
+def test_an_upgrade_changes_the_stamp_where_installs_share_one_file_time(tmp_path: Path) -> None:
+    """The runtimes' key read only a file's time: under Nix (every file's time is 1) an upgraded
+    onnxruntime kept its key, and an install without torch would trust the older version's measurement."""
+    import os
+
+    from bertscope.backends.digest import _stamp
+
+    package = tmp_path / "site" / "onnxruntime"
+    package.mkdir(parents=True)
+    origin = package / "__init__.py"
+    origin.write_text("")
+    os.utime(origin, (1, 1))
+    (tmp_path / "site" / "onnxruntime-1.32.0.dist-info").mkdir()
+    before = _stamp(str(origin))
+    (tmp_path / "site" / "onnxruntime-1.32.0.dist-info").rename(
+        tmp_path / "site" / "onnxruntime-1.33.0.dist-info"
+    )
+    os.utime(origin, (1, 1))
+    assert _stamp(str(origin)) != before and "onnxruntime-1.33.0.dist-info" in _stamp(str(origin))
+    assert _stamp(None) == "-"

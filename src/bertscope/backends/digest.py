@@ -156,11 +156,30 @@ def runtimes_key() -> str:
 
 
 def _stamps_key(names: tuple[str, ...]) -> str:
-    stamps = []
-    for name in names:
-        origin = _installed_origin(name)
-        stamps.append(f"{name}:{Path(origin).stat().st_mtime_ns if origin else '-'}")
+    stamps = [f"{name}:{_stamp(_installed_origin(name))}" for name in names]
     return hashlib.sha256("|".join(stamps).encode()).hexdigest()[:8]
+
+
+def _stamp(origin: str | None) -> str:
+    """One install's stamp: its file's time and size, and the versions its site folder's dist-info names
+    give (one listing, no metadata import): where installs share one file time (Nix sets every file's to
+    1, some images normalise them), an upgrade still changes the stamp."""
+    if origin is None:
+        return "-"
+    path = Path(origin)
+    found = path.stat()
+    package = path.parent if path.name == "__init__.py" else path
+    site = package.parent
+    stem = package.name.split(".")[0].replace("-", "_").lower()
+    try:
+        versions = sorted(
+            entry.name
+            for entry in site.iterdir()
+            if entry.name.lower().startswith(stem) and entry.suffix == ".dist-info"
+        )
+    except OSError:
+        versions = []
+    return f"{found.st_mtime_ns}:{found.st_size}:{','.join(versions)}"
 
 
 def _installed_origin(name: str) -> str | None:
