@@ -142,9 +142,9 @@ def _write_digest(key: str, digest: dict[str, str]) -> None:
 
 
 def installed_key() -> str:
-    """A short key for the installed torch, transformers and runtimes (their files' times, read without
-    importing them or their metadata): an upgrade changes the reference or a runtime's kernels, so
-    whether each way is exact is measured again."""
+    """A short key for the installed torch, transformers and runtimes (their files' times and sizes and
+    their dist-info versions, read without importing them or their metadata): an upgrade changes the
+    reference or a runtime's kernels, so whether each way is exact is measured again."""
     return _stamps_key(("torch", "transformers", "onnxruntime", "openvino"))
 
 
