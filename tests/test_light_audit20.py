@@ -76,6 +76,26 @@ def test_without_torch_and_no_measurement_the_exact_default_refuses_in_one_line(
     assert "backend='onnxruntime'" in said and f"pip install 'torch=={TORCH_PIN}'" in said
 
 
+def test_without_torch_a_measurement_that_found_no_exact_runtime_is_said(
+    tiny_dirs: dict[str, Path], cache: Path
+) -> None:
+    """Where the run with torch measured every runtime off by more than 1e-5, the torch-less refusal said
+    "no run with torch recorded which runtime is exact" and offered backend='onnxruntime' as if nothing
+    were known: it says what was measured."""
+    folder = str(tiny_dirs["bert"])
+    assert _python(_LOAD.format(folder=folder), torch=True).returncode == 0
+    (measured,) = [path for path in (cache / "fast").glob("*exact*.json") if "-r" in path.name]
+    record = json.loads(measured.read_text())
+    for row in record["measured"]:
+        if row["mode"] != "torch float32":
+            row["max_abs"] = 1e-3
+    measured.write_text(json.dumps(record))
+    without = _python(_LOAD.format(folder=folder), torch=False)
+    assert without.returncode == 1 and "timing" not in without.stderr
+    said = without.stderr.strip().splitlines()[-1]
+    assert "found no runtime within 1e-5 of it: only torch runs it exactly" in said, said
+
+
 class _CudaTorch:
     """A torch in sys.modules that counts the times it is asked for a GPU (and says one is there)."""
 

@@ -152,6 +152,7 @@ def _without_torch(
     """Switch `model` to the fastest exact way that a run with torch measured for this model and machine
     over the runtimes installed now (the torch it had does not matter: its exports were proven against it
     then); the measurement's stamp. BackendUnavailable where torch would run or nothing is recorded."""
+    measured: str | None = None  # what the newest measurement said, where it left nothing to run
     if why is None and wanted and not remeasure:
         digest = encoder_digest(model)
         for path in _measured_with_torch(model.family.name, digest):
@@ -159,7 +160,8 @@ def _without_torch(
             if found is None or {_TORCH, *wanted} - {m.mode for m in found}:
                 continue
             stamp = measurement_stamp(path)
-            for best in _exact_by_speed(found, wanted):
+            exact = _exact_by_speed(found, wanted)
+            for best in exact:
                 try:
                     _switch(model, best.mode, digest)
                 except (BackendUnavailable, ModelLoadError) as exc:
@@ -169,7 +171,17 @@ def _without_torch(
                     continue
                 model.exact_choice = _recorded(best, path)
                 return stamp
+            measured = (
+                "the run with torch that measured this model here found no runtime within 1e-5 of it: "
+                f"only torch runs it exactly; pip install 'torch=={TORCH_PIN}', or load with "
+                "backend='onnxruntime' knowing its vectors are not within 1e-5"
+                if not exact
+                else "the runtimes measured exact for this model cannot run now (an export to make again "
+                f"needs torch): pip install 'torch=={TORCH_PIN}' (the version bertscope's Makefile installs)"
+            )
             break  # the newest measurement decides: an older one holds for these runtimes no better
+    if measured is not None:
+        raise BackendUnavailable(f"torch is not installed here, and {measured}")
     if remeasure:
         reason = "remeasure=True times each runtime against torch, and torch is not installed here"
     elif why is not None or not wanted:
