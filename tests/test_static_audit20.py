@@ -13,6 +13,7 @@ import bertscope
 from bertscope.cli import app
 from bertscope.core.pooling import whole_words
 from bertscope.core.tokens import Tokens
+from bertscope.errors import InvalidSpec
 from bertscope.research.aggregate import static_from_corpus
 from console import run_main
 
@@ -184,3 +185,20 @@ def test_a_static_models_plural_feature_needs_a_transformer_in_the_plural(m2v_fo
         static.static_from_corpus(["a cat"])
     with pytest.raises(InvalidSpec, match="with no layers: attention needs a transformer; "):
         static.attentions("a cat")
+
+
+def test_every_plural_refusal_of_a_static_model_says_need(m2v_folder: Path) -> None:
+    """ "token vectors of each layer needs a transformer": plural features read "need" wherever refused."""
+    model = bertscope.load(m2v_folder)
+    from bertscope.research.states import layered
+
+    refusals = []
+    for call in (
+        lambda: model.engine.token_matrices,
+        lambda: layered(model, "structural probes", plural=True),
+        lambda: model.add_tokens(["zorblax"]),
+    ):
+        with pytest.raises(InvalidSpec) as refused:
+            call()
+        refusals.append(str(refused.value))
+    assert all(" need a transformer" in said and "needs" not in said for said in refusals), refusals

@@ -53,7 +53,7 @@ class StaticEngine:
         *,
         max_length: int | None,
         token_budget: int | None,
-        refusal: Callable[[str], BertscopeError],
+        refusal: Callable[..., BertscopeError],
     ) -> None:
         self.rows = tensors["embeddings"]
         self.weights = tensors.get("weights")
@@ -192,7 +192,11 @@ class StaticEngine:
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__"):
             raise AttributeError(name)
-        raise self.refusal(_LAYER_METHODS.get(name, f"the engine's {name.strip('_').replace('_', ' ')}"))
+        # every named feature is plural ("token vectors ... need"); an unnamed one is "the engine's x"
+        feature = _LAYER_METHODS.get(name)
+        raise self.refusal(
+            feature or f"the engine's {name.strip('_').replace('_', ' ')}", plural=bool(feature)
+        )
 
 
 def _unk_id(backend: Any) -> int | None:

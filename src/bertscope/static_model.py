@@ -501,5 +501,5 @@ class StaticModel(SentenceTransformersAttributes):
         use_torch = _refused("another runtime (use_torch)")
         use_onnxruntime = _refused("another runtime (use_onnxruntime)")
         use_openvino = _refused("another runtime (use_openvino)")
-        add_tokens = _refused("new tokens with rows initialised for a transformer (add_tokens)")
+        add_tokens = _refused("new tokens with rows initialised for a transformer (add_tokens)", plural=True)
         save = _refused("save as a transformers folder (it is a model2vec folder already: copy it)")

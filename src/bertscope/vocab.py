@@ -135,7 +135,9 @@ def _check_whole_in_text(tokenizer: Any, words: Sequence[str], forms: Mapping[st
 def normalised_forms(model: Encoder, words: Sequence[str]) -> dict[str, str]:
     """Each word's form after the tokenizer's normalisation (words of one form are one token), checked to be
     one word."""
-    layered(model, ADD_TOKENS_NEEDS)  # a static model first, in its own line, as its add_tokens says
+    layered(
+        model, ADD_TOKENS_NEEDS, plural=True
+    )  # a static model first, in its own line, as its add_tokens says
     if isinstance(words, str) or not words:
         raise InvalidInput("add_tokens takes a non-empty list of words, e.g. ['covid19', 'mRNA']")
     normalizer = model.loaded.tokenizer.backend_tokenizer.normalizer

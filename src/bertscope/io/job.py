@@ -150,7 +150,7 @@ def embed_corpus(
     m = model if loaded else load_static(model_arg) if is_model2vec(model_arg) else open_encoder(model_arg)
     kind = Level.parse(asked.level.level, what="level")
     if isinstance(m, StaticModel) and (views or kind is not Level.SENTENCE):
-        raise m.refusal("several views" if views else f"{kind.value} rows")
+        raise m.refusal("several views" if views else f"{kind.value} rows", plural=True)
     if views:
         from .views import views_level
 

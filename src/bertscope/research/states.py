@@ -129,13 +129,13 @@ def special_pieces(model: Encoder) -> str:
     return ", ".join(named) or "the model's special tokens"
 
 
-def layered(model: object, feature: str) -> None:
+def layered(model: object, feature: str, *, plural: bool = False) -> None:
     """Refuse a static model (model2vec: rows, no layers) in its own line naming `feature`, before any
     layer is parsed or read: the CLI calls the research functions with it directly, and the first layer
     read named `layers='all'`, an option nobody gave."""
     refusal = getattr(model, "refusal", None)  # StaticModel's; an Encoder has none
     if callable(refusal) and getattr(model, "n_layers", None) == 0:
-        raise refusal(feature)
+        raise refusal(feature, plural=plural)
 
 
 def model_given(value: object, name: str) -> None:

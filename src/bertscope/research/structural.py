@@ -164,7 +164,7 @@ def structural_probe(
     names the punctuation the scores leave out: UPOS `PUNCT` (upos), or Hewitt & Manning's Penn
     Treebank XPOS tags (xpos; see conllu).
     """
-    layered(model, "structural probes")
+    layered(model, "structural probes", plural=True)
     kind = StructuralTask.parse(task, what="structural probe task")
     how = SubwordPooling.parse(subword, what="subword pooling")
     chosen = list(dict.fromkeys(parse_layers(layers, model.n_layers)))
