@@ -16,7 +16,9 @@ def test_limit_draws_the_first_pieces_and_top_is_its_old_spelling(tmp_path: Path
     both = run_main("plot", "static", "--limit", "12", "--top", "12", "-o", str(tmp_path / "c.png"))
     assert both.code == 1 and "--top is the old spelling of --limit; give --limit only" in both.stderr
     neither = run_main("plot", "static", "-o", str(tmp_path / "d.png"))
-    assert neither.code == 1 and "name word pieces (e.g. king queen bread), or give --limit N" in neither.stderr
+    assert (
+        neither.code == 1 and "name word pieces (e.g. king queen bread), or give --limit N" in neither.stderr
+    )
 
 
 def test_too_few_pieces_are_counted_in_words(tmp_path: Path) -> None:
