@@ -281,3 +281,26 @@ def test_the_cka_heatmap_reaches_a_negative_debiased_cell(tmp_path: Path, monkey
     layer_plots.plot_cka(result, tmp_path / "x.png")
     image = drawn[0].axes[0].images[0]  # type: ignore[attr-defined]
     assert image.norm.vmin <= -0.4
+
+
+def test_repeats_are_counted_by_their_text_not_their_floats_last_bits(
+    tiny_models, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows were told apart by their float bytes: where a runtime gives a repeated text's vectors a last
+    bit of difference by batch (the padding around it), 800 rows of two texts read as 800 points and the
+    refusal never came. They are keyed by the text's pieces and the row's place."""
+    plain = cka_module.layer_blocks
+    rng = np.random.default_rng(0)
+
+    def jittered(*args: object, **kwargs: object) -> Iterator[tuple[int, object, np.ndarray, bool]]:
+        for number, tok, states, last in plain(*args, **kwargs):  # type: ignore[arg-type]
+            yield number, tok, states + rng.normal(scale=1e-7, size=states.shape).astype(states.dtype), last
+
+    monkeypatch.setattr(cka_module, "layer_blocks", jittered)
+    with pytest.raises(InvalidInput, match="800 rows but only 2 distinct"):
+        cka(tiny_models["bert"], ["the cat", "a dog"] * 400, level="sentence")
+    with pytest.raises(InvalidInput, match="900 rows but only 3 distinct"):
+        cka(tiny_models["bert"], ["same"] * 300, level="tokens")
+    moments = cka_module.Moments(same=True)
+    moments.add(rng.normal(size=(800, 2, 8)), keys=[b"a", b"b"] * 400)
+    assert moments.distinct == 2

@@ -17,15 +17,16 @@ The linear estimator is biased upward when n is not much larger than d (a linear
 `FEW_ROWS` x d rows carries a `note` that says so); the debiased one removes that bias but scatters widely
 over few rows (a debiased result over fewer than `DEBIASED_FEW_ROWS` rows carries a `note` with the spread).
 Rows are counted distinct: 800 rows of two texts repeated are two points, and CKA over them is 1 by
-construction, so the refusal and the notes count distinct rows (hashed, up to the largest count any of
-them needs, so memory stays bounded).
+construction, so the refusal and the notes count distinct rows (keyed by their text's pieces and place,
+not their floats, which a runtime may vary in a last bit by batch; in-memory arrays by their bytes; up to
+the largest count any of them needs, so memory stays bounded).
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import tee
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -144,7 +145,8 @@ class Moments:
         self.n = 0
         self._sums: dict[str, np.ndarray] = {}
         self._shift: tuple[np.ndarray, np.ndarray] | None = None
-        # distinct rows, as hashes of their bytes, counted up to `_enough` (the most any check needs)
+        # distinct rows, as their keys (or hashes of their bytes), counted up to `_enough` (the most any
+        # check needs)
         self._hashes: set[bytes] = set()
         self._enough = 0
 
@@ -154,10 +156,16 @@ class Moments:
         largest count a refusal or note needs (past it, that count): repeats give CKA no new point."""
         return len(self._hashes)
 
-    def _count(self, a: np.ndarray, b: np.ndarray | None) -> None:
+    def _count(self, a: np.ndarray, b: np.ndarray | None, keys: Sequence[bytes] | None) -> None:
         width = max(a.shape[-1], 0 if b is None else b.shape[-1])
         self._enough = max(self._enough, MIN_ROWS[True], DEBIASED_FEW_ROWS, FEW_ROWS * width)
         if len(self._hashes) >= self._enough:
+            return
+        if keys is not None:  # what each row is (its text's pieces, its place): no float's last bit decides
+            for key in keys:
+                self._hashes.add(key)
+                if len(self._hashes) >= self._enough:
+                    return
             return
         rows_a = np.ascontiguousarray(a).reshape(len(a), -1)
         rows_b = None if b is None else np.ascontiguousarray(b).reshape(len(b), -1)
@@ -175,9 +183,10 @@ class Moments:
         else:
             self._sums[name] = value.copy()
 
-    def add(self, a: np.ndarray, b: np.ndarray | None = None) -> None:
-        """Add rows: a (n, L_a, d_a) and b (n, L_b, d_b) (b ignored when `same`)."""
-        self._count(a, None if self.same else b)
+    def add(self, a: np.ndarray, b: np.ndarray | None = None, *, keys: Sequence[bytes] | None = None) -> None:
+        """Add rows: a (n, L_a, d_a) and b (n, L_b, d_b) (b ignored when `same`); `keys`, one a row, say
+        which rows are the same (the rows' own bytes where none are given)."""
+        self._count(a, None if self.same else b, keys)
         if self._shift is None:
             other = a if self.same or b is None else b
             self._shift = (a.mean(axis=0, dtype=np.float64), other.mean(axis=0, dtype=np.float64))
@@ -312,18 +321,24 @@ def paired_rows(
     level: CkaLevel,
     progress: bool | None = None,
     total: int | None = None,
-) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
-    """Rows of A and of B for the same texts, about `_FLUSH` rows at a time: (n, L_a, d_a), (n, L_b, d_b).
+) -> Iterator[tuple[np.ndarray, np.ndarray | None, list[bytes]]]:
+    """Rows of A and of B for the same texts, about `_FLUSH` rows at a time: (n, L_a, d_a), (n, L_b, d_b),
+    and a key a row that is the same for the same text's same token (`_row_keys`).
 
     Token level needs both tokenizers to give the same pieces (checked text by text). A long text comes
     a few windows at a time (`layer_blocks`), so memory is bounded by them, not by the text.
     """
+    keys: list[bytes] = []  # A's rows' keys, made as _aligned reads each of A's blocks
     if other is None:
-        side_a = _level_rows(layer_blocks(model, texts, progress=progress, total=total), level)
+        side_a = _row_keys(
+            _level_rows(layer_blocks(model, texts, progress=progress, total=total), level), keys
+        )
         pairs: Iterator[tuple[np.ndarray, np.ndarray | None]] = ((rows, None) for rows, _ in side_a)
     else:
         first, second = tee(texts)
-        side_a = _level_rows(layer_blocks(model, first, progress=progress, total=total), level)
+        side_a = _row_keys(
+            _level_rows(layer_blocks(model, first, progress=progress, total=total), level), keys
+        )
         side_b = _level_rows(layer_blocks(other, second, progress=False), level)
         pairs = _aligned(side_a, side_b, level)
     rows_a: list[np.ndarray] = []
@@ -335,10 +350,27 @@ def paired_rows(
             rows_b.append(b)
         count += len(a)
         if count >= _FLUSH:
-            yield _joined(rows_a, rows_b)
+            yield (*_joined(rows_a, rows_b), keys[:count])
+            del keys[:count]
             rows_a, rows_b, count = [], [], 0
     if rows_a:
-        yield _joined(rows_a, rows_b)
+        yield (*_joined(rows_a, rows_b), keys[:count])
+
+
+def _row_keys(
+    side: Iterator[tuple[np.ndarray, _Text]], keys: list[bytes]
+) -> Iterator[tuple[np.ndarray, _Text]]:
+    """`side` as it is, each block's row keys put in `keys`: its text's pieces' digest and the row's place
+    in the text (a sentence row: the text's alone). Repeats of a text give the same keys wherever their
+    batch ran, where the rows' float bytes may differ in a last bit with the padding around them."""
+    current, start, digest = -1, 0, b""
+    for rows, (number, tok) in side:
+        if number != current:  # a long text's blocks come one after another
+            current, start = number, 0
+            digest = hashlib.blake2b(np.asarray(tok.ids, dtype=np.int64).tobytes(), digest_size=16).digest()
+        keys.extend(digest + place.to_bytes(4, "little") for place in range(start, start + len(rows)))
+        start += len(rows)
+        yield rows, (number, tok)
 
 
 _Block = tuple[int, Tokens, np.ndarray, bool]
@@ -427,8 +459,8 @@ def cka(
         model_given(other, "other")
     moments = Moments(same=other is None)
     width = 0
-    for a, b in paired_rows(model, other, texts, level=how, progress=progress, total=total):
-        moments.add(a, b)
+    for a, b, keys in paired_rows(model, other, texts, level=how, progress=progress, total=total):
+        moments.add(a, b, keys=keys)
         width = max(a.shape[-1], 0 if b is None else b.shape[-1])
     if moments.n < MIN_ROWS[debiased]:
         fix = "give more texts" + (

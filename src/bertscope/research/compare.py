@@ -149,13 +149,13 @@ def compare(
     paired = paired_rows(
         a, b, _same_pieces(a, b, texts), level=CkaLevel.TOKENS, progress=progress, total=total
     )
-    for x, y in paired:
+    for x, y, keys in paired:
         assert y is not None
         if x.shape[2] != y.shape[2]:
             raise InvalidInput(
                 f"the models' layers are {x.shape[2]} and {y.shape[2]} wide; use cka --model-b"
             )
-        moments.add(x, y)
+        moments.add(x, y, keys=keys)
         dot = np.einsum("nld,nld->nl", x, y, dtype=np.float64)
         norm_x, norm_y = (np.linalg.norm(v.astype(np.float64), axis=2) for v in (x, y))
         zeros += [(norm_x == 0).sum(axis=0), (norm_y == 0).sum(axis=0)]
