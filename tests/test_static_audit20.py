@@ -103,6 +103,29 @@ def test_eval_words_warns_of_vectors_distilled_from_a_model_of_the_same_vocabula
         compare_kinds(tiny_models["roberta"], WORD_PAIRS, layers=[1], distilled=m2v_folder)
 
 
+def test_eval_words_tells_the_distilled_source_by_its_weights_not_its_folder_name(
+    tiny_dirs: dict[str, Path], m2v_folder: Path, tmp_path: Path
+) -> None:
+    """The check went by the recorded name alone (a local folder's last part): the same model in a folder
+    of another name was warned of as another model, and another model in a folder named alike passed."""
+    import shutil
+    import warnings
+
+    from bertscope.research.static_kinds import compare_kinds
+
+    renamed = shutil.copytree(tiny_dirs["bert"], tmp_path / "renamed")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the same weights: no warning
+        own = compare_kinds(bertscope.load(renamed), WORD_PAIRS, layers=[1], distilled=m2v_folder)
+    assert "distilled" in [r["kind"] for r in own.records]
+    other = shutil.copytree(tiny_dirs["bert"], tmp_path / "other" / "bert")  # named as the source was
+    (other / "config.json").write_text(
+        (other / "config.json").read_text().replace('"layer_norm_eps": 1e-12', '"layer_norm_eps": 1e-05')
+    )
+    with pytest.warns(UserWarning, match=r"distilled from bert \(other weights of that name\) \(the same"):
+        compare_kinds(bertscope.load(other), WORD_PAIRS, layers=[1], distilled=m2v_folder)
+
+
 def test_the_docs_say_as_words_with_o_is_refused(tiny_dirs: dict[str, Path]) -> None:
     refused = run_main("static", "-m", str(tiny_dirs["bert"]), "cat", "--as-words", "-o", "w.vec")
     assert refused.code == 1 and refused.stderr.startswith("error: ")

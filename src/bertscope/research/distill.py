@@ -29,7 +29,8 @@ from ..errors import BackendUnavailable, InvalidInput, caller_level
 from .states import layered
 
 __all__ = [
-    "DISTILLED_FILES", "check_dim", "check_output", "check_vocabulary", "distill", "distillable_width",
+    "DISTILLED_FILES", "SOURCE_DIGEST", "check_dim", "check_output", "check_vocabulary", "distill",
+    "distillable_width",
     "load_static", "portable_name", "read_vocabulary",
 ]  # fmt: skip
 
@@ -108,6 +109,10 @@ def distill(
             f"than pieces); give {_said('dim', pieces - 1)} or less, or a larger vocabulary"
         )
     static.config["tokenizer_name"] = portable_name(str(model.loaded.source))
+    # which model's weights, whatever its name here: a local folder's name is its last part alone
+    from ..backends.onnx import encoder_digest
+
+    static.config[SOURCE_DIGEST] = encoder_digest(model)
     check_output(folder, overwrite=overwrite)  # again: the folder may have changed while distilling
     for name in DISTILLED_FILES:  # only distill's own files, checked above to be all there is
         (folder / name).unlink(missing_ok=True)
@@ -215,6 +220,9 @@ def check_output(folder: Path, *, overwrite: bool) -> None:
             f"{folder} is not a static model distill wrote ({held}), so --overwrite leaves it alone: "
             "name another folder with -o, or remove it yourself"
         )
+
+
+SOURCE_DIGEST = "bertscope_source_digest"
 
 
 def portable_name(source: str) -> str:

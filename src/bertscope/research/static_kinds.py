@@ -165,13 +165,19 @@ def _distilled_from(model: Any, folder: str | Path) -> Any:
     """The model2vec model in `folder`, refused where another tokenizer made it (most of the model's pieces
     are not its own: another model's vectors, scored as this one's) and warned of where config.json's
     `tokenizer_name` names another model of the same vocabulary (bert-base-uncased beside all-MiniLM)."""
-    from .distill import load_static, portable_name
+    from ..backends.onnx import encoder_digest
+    from .distill import SOURCE_DIGEST, load_static, portable_name
 
     static = load_static(folder)
     source = portable_name(str(model.loaded.source))
     recorded = static.config.get("tokenizer_name")
-    if recorded is None or recorded == source:
+    digest = static.config.get(SOURCE_DIGEST)  # bertscope distill's record of the weights it read
+    if digest is not None and digest == encoder_digest(model):
+        return static  # this model's own, under whatever name each was given
+    if recorded is None or (recorded == source and digest is None):
         return static
+    if recorded == source:  # one name, other weights: two folders named `model`, a fine-tune and its base
+        recorded = f"{recorded} (other weights of that name)"
     # distill drops the specials ([CLS], [SEP], [MASK]) and may add words: another tokenizer lacks most pieces
     missing = set(model.tokenizer.backend.get_vocab()) - set(static.tokenizer.get_vocab())
     if len(missing) > model.tokenizer.backend.get_vocab_size() // 2:
