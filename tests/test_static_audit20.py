@@ -225,3 +225,13 @@ def test_every_plural_refusal_of_a_static_model_says_need(m2v_folder: Path) -> N
             call()
         refusals.append(str(refused.value))
     assert all(" need a transformer" in said and "needs" not in said for said in refusals), refusals
+
+
+def test_a_load_option_on_a_static_model_is_said_as_typed(m2v_folder: Path) -> None:
+    """The command line said 'dtype=bfloat16 does not apply ...; leave --dtype out', half a keyword."""
+    ran = run_main("embed", "-m", str(m2v_folder), "a cat", "--dtype", "bfloat16")
+    assert ran.code == 1 and "--dtype bfloat16 does not apply, there is no forward to run; leave it out" in (
+        ran.stderr
+    ), ran.stderr
+    with pytest.raises(InvalidSpec, match=r"dtype='bfloat16' does not apply, .*; leave it out$"):
+        bertscope.load(m2v_folder, dtype="bfloat16")

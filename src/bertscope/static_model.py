@@ -93,9 +93,11 @@ def load_static(
         if key == "trust_remote_code" and not value or shown in _NEUTRAL.get(key, ()):
             continue
         shown = shown if len(shown) <= 40 else shown[:37] + "..."  # calibration= is a list of texts
+        # a text quoted, as Python writes it: the command line then says it as its flag (--dtype bfloat16)
+        said = repr(shown) if isinstance(getattr(value, "value", value), str) else shown
         raise InvalidSpec(
-            f"{name} is a static model (model2vec): {key}={shown} does not apply, there is no forward "
-            f"to run; leave {key} out"
+            f"{name} is a static model (model2vec): {key}={said} does not apply, there is no forward "
+            "to run; leave it out"
         )
     return StaticModel(Path(name), max_tokens=max_tokens, token_budget=token_budget)
 
