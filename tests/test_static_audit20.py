@@ -235,3 +235,11 @@ def test_a_load_option_on_a_static_model_is_said_as_typed(m2v_folder: Path) -> N
     ), ran.stderr
     with pytest.raises(InvalidSpec, match=r"dtype='bfloat16' does not apply, .*; leave it out$"):
         bertscope.load(m2v_folder, dtype="bfloat16")
+
+
+def test_static_corpus_counts_one_word_in_the_singular(tmp_path: Path, tiny_dirs: dict[str, Path]) -> None:
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("cat cat\ncat\n", encoding="utf-8")
+    args = ["static", "-m", str(tiny_dirs["bert"]), "--corpus", str(corpus), "-o", str(tmp_path / "w.vec")]
+    ran = run_main(*args, "--layers", "1")
+    assert ran.code == 0 and ": 1 word at layer(s) 1" in ran.stderr, ran.stderr

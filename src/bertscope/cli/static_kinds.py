@@ -103,7 +103,8 @@ def aggregate_to_file(
 
 def _words_line(summary: dict[str, Any], layers: Any) -> str:
     """'N words at layer(s) L', with how many rare and unspellable words were left out, if any."""
-    line = f"{summary['n_words']} words at layer(s) {', '.join(map(str, layers))}"
+    count = summary["n_words"]
+    line = f"{count} word{'' if count == 1 else 's'} at layer(s) {', '.join(map(str, layers))}"
     unspelled = summary["n_words_unspelled"]
     rare = summary["n_words_seen"] - summary["n_words"] - unspelled
     parts = [f"{rare} seen fewer than {summary['min_count']} times"] if rare else []
