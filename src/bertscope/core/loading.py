@@ -145,25 +145,12 @@ class Loaded:
             import transformers
         except ImportError:
             raise torch_missing("transformers", what) from None
-        from safetensors import SafetensorError
-
         # The folder passed `open_light`'s checks (a known family, no model code); the module alone is
         # loaded: transformers' tokenizer only if something asks for it (`tokenizer`).
         _quiet(transformers)
-        failed: ModelLoadError | None = None
-        misshaped = False
-        try:
-            module, loading = transformers.AutoModel.from_pretrained(
-                str(self.path), dtype=torch.float32, output_loading_info=True
-            )
-        except (OSError, ValueError, RuntimeError, SafetensorError) as exc:
-            misshaped = "ignore_mismatched_sizes" in str(exc)
-            failed = _not_loadable(self.source, self.path, exc)
-            exc.__traceback__ = None  # its frames hold the model from_pretrained built: let it go now
-        if failed is not None:  # outside `except`: neither the first model nor its error stays alive
-            if misshaped:
-                _refuse_misshaped(transformers, self.source, str(self.path), {"dtype": torch.float32})
-            raise failed
+        module, loading = _pretrained(
+            transformers, self.source, self.path, str(self.path), {"dtype": torch.float32}
+        )
         _check_weights(self.source, module, loading)
         self.torch_model = module.eval()
         if fresh:  # a process that had transformers loaded paid for it before: nothing to say
@@ -348,26 +335,11 @@ def load_parts(
     family = family_for(config.model_type)
     if (why := family.unsupported(config)) is not None:
         raise ModelLoadError(f"{source}: {why}")
-    from safetensors import SafetensorError
-
-    failed: ModelLoadError | None = None
-    misshaped = False
+    model, loading = _pretrained(transformers, source, path, target, {"dtype": dtype, **remote})
     try:
-        model, loading = transformers.AutoModel.from_pretrained(
-            target, dtype=dtype, output_loading_info=True, **remote
-        )
         tokenizer = _auto_tokenizer(transformers, target, remote)
-    except (OSError, ValueError, RuntimeError, SafetensorError) as exc:  # corrupt weights raise the last two
-        if path is not None and isinstance(exc, (RuntimeError, SafetensorError)):
-            safetensors_tensors(path)  # a damaged safetensors file: named as the light path names it
-        misshaped = "ignore_mismatched_sizes" in str(exc)
-        failed = _not_loadable(source, path, exc)
-        # its traceback holds from_pretrained's frames and the model they built: let them go now
-        exc.__traceback__ = None
-    if failed is not None:  # outside `except`: neither the first model nor its error stays alive
-        if misshaped:
-            _refuse_misshaped(transformers, source, target, {"dtype": dtype, **remote})
-        raise failed
+    except (OSError, ValueError, RuntimeError) as exc:
+        raise _not_loadable(source, path, exc) from None
     _check_weights(source, model, loading)
     if getattr(tokenizer, "backend_tokenizer", None) is None:
         raise ModelLoadError(f"{source}: bertscope needs a fast (tokenizers) tokenizer; this folder has none")
@@ -403,6 +375,29 @@ def _auto_tokenizer(transformers: Any, target: str, remote: dict[str, Any]) -> A
             f"its tokenizer files hold no tokenizer ({type(exc).__name__}: {said}); copy tokenizer.json "
             "and tokenizer_config.json again from the model's source"
         ) from None
+
+
+def _pretrained(
+    transformers: Any, source: str, path: Path | None, target: str, options: dict[str, Any]
+) -> tuple[Any, dict[str, Any]]:
+    """transformers' AutoModel of `target` and its loading info, or the load's one-line refusal: a damaged
+    safetensors file named as the light path names it, tensors shaped otherwise than the config named
+    (`_refuse_misshaped`), else transformers' reason (`_not_loadable`)."""
+    from safetensors import SafetensorError
+
+    try:
+        return transformers.AutoModel.from_pretrained(target, output_loading_info=True, **options)
+    except (OSError, ValueError, RuntimeError, SafetensorError) as exc:  # corrupt weights raise the last two
+        if path is not None and isinstance(exc, (RuntimeError, SafetensorError)):
+            safetensors_tensors(path)  # a damaged safetensors file: named as the light path names it
+        misshaped = "ignore_mismatched_sizes" in str(exc)
+        failed = _not_loadable(source, path, exc)
+        # its traceback holds from_pretrained's frames and the model they built: let them go now
+        exc.__traceback__ = None
+    # outside `except`: neither the first model nor its error stays alive
+    if misshaped:
+        _refuse_misshaped(transformers, source, target, options)
+    raise failed
 
 
 def _check_weights(source: str, model: Any, loading: dict[str, Any]) -> None:
