@@ -38,6 +38,7 @@ __all__ = [
     "SHORT_PIECES",
     "check_own_calibration",
     "fitted_drift",
+    "kept_key",
 ]
 
 # int8's bound (docs/fast-modes.md: min cosine ~0.99; the shipped texts' graphs read 0.9915-0.995 on the
@@ -91,6 +92,20 @@ def check_own_calibration(
             f"(lowest on {_shown(verdict['short_text'])}, over your texts of at most {SHORT_PIECES} word "
             f"pieces), under int8's bound {INT8_SHORT_MIN_COSINE} for texts that short; {fix}"
         )
+
+
+def kept_key(record: Path, prefix: str, suffix: str) -> str | None:
+    """The key of a drift verdict kept in `record` that starts with `prefix` and ends with `suffix` (the
+    last kept), or None: an install without torch reads the verdict a process with torch kept for the same
+    settings, machine and runtimes, whatever torch it had (it measured against that torch's float32
+    forward, as any would)."""
+    kept = read_json_object(record).get(_DRIFT_RECORD)
+    found = (
+        [key for key in kept if key.startswith(prefix) and key.endswith(suffix)]
+        if isinstance(kept, dict)
+        else []
+    )
+    return found[-1] if found else None
 
 
 def _measured(encoder: Any, runner: Any, calibration: Sequence[str]) -> dict[str, Any]:

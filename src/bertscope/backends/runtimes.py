@@ -18,12 +18,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..core._enums import Backend, Quantize
 from ..core.cpu import cpu_flags, has_vnni, machine_key
 from ..core.encoder import Encoder, stderr
-from ..core.folder import read_json_object
 from ..core.spec import EmbedSpec
 from ..errors import InvalidSpec, caller_level
 from .digest import installed_key, runtimes_key, settings_digest
-from .int8_gate import _DRIFT_RECORD as DRIFT_RECORD
-from .int8_gate import check_own_calibration
+from .int8_gate import check_own_calibration, kept_key
 from .onnx import OnnxRunner, encoder_digest, resolve_backend
 from .quantize import calibration_or_shipped
 
@@ -175,24 +173,12 @@ def _gate(encoder: Encoder, runner: Any, graph: Path, calibration: Sequence[str]
     base, runtimes = f"s{settings}-t{encoder.max_tokens}-m{machine_key()}-", f"-r{runtimes_key()}"
     key = f"{base}{installed_key()}{runtimes}"
     if importlib.util.find_spec("torch") is None:  # nothing can be measured: a verdict taken with torch
-        key = _kept_with_torch(graph.with_suffix(".json"), base, runtimes) or key
+        key = kept_key(graph.with_suffix(".json"), base, runtimes) or key
     try:
         check_own_calibration(encoder, runner, graph.with_suffix(".json"), calibration, asked=asked, key=key)
     except InvalidSpec:
         encoder.engine.runner = None
         raise
-
-
-def _kept_with_torch(record: Path, base: str, runtimes: str) -> str | None:
-    """The key of a drift verdict kept in `record` for these settings, machine and runtimes by a process
-    with torch, whatever torch it had (it measured against that torch's float32 forward, as any would)."""
-    kept = read_json_object(record).get(DRIFT_RECORD)
-    found = (
-        [key for key in kept if key.startswith(base) and key.endswith(runtimes)]
-        if isinstance(kept, dict)
-        else []
-    )
-    return found[-1] if found else None
 
 
 def calibration_digest(texts: Sequence[str] | None) -> str | None:

@@ -521,9 +521,8 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-# Where a GPU's driver shows itself on Linux: NVIDIA's device nodes and driver folder (also what the NVIDIA
-# container runtime mounts), AMD's ROCm compute node, WSL2's GPU node.
-# A driver's device nodes or module: NVIDIA's (desktop and data centre; /sys/module/nvidia where the
+# Where a GPU's driver shows itself on Linux (also what the NVIDIA container runtime mounts): a driver's
+# device nodes or module: NVIDIA's (desktop and data centre; /sys/module/nvidia where the
 # nodes are made only when CUDA first runs), Jetson's integrated GPU (nvhost, nvgpu, nvmap: no
 # /dev/nvidia0 there), ROCm's (kfd) and WSL's (dxg).
 _GPU_SIGNS = (
