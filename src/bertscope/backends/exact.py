@@ -26,7 +26,7 @@ import numpy as np
 from filelock import FileLock
 
 from ..core.cpu import cpu_threads, machine_key
-from ..core.loading import TORCH_PIN
+from ..core.loading import TORCH_INSTALL, TORCH_PIN
 from ..errors import BackendUnavailable, InvalidSpec, ModelLoadError, TruncatedTextsWarning
 from . import modes
 from .digest import runtimes_key
@@ -35,6 +35,7 @@ from .fast import (
     fast_cache_dir,
     graphs_key,
     is_installed,
+    newest_first,
     read_measured,
     runtime_embedder,
     say,
@@ -134,16 +135,23 @@ def _choose_measured(model: Any, wanted: dict[str, dict[str, Any]], *, remeasure
     digest = encoder_digest(model)
     path = _measured_path(model.family.name, digest)
     measured, stamp = _figures(model, path, wanted, digest, remeasure=remeasure)
-    for best in _exact_by_speed(measured, wanted):
-        try:
-            _switch(model, best.mode, digest)
-            break
-        # found when measured, cannot be imported now; or its export is gone from a cache that takes no
-        # file (torch, last, always runs)
-        except (BackendUnavailable, ModelLoadError) as exc:
-            say(f"exact default: {best.mode} cannot run here ({exc}); the next fastest exact way runs")
+    exact = _exact_by_speed(measured, wanted)
+    best = _switch_fastest(model, exact, digest) or exact[-1]  # torch, last, always runs
     model.exact_choice = _recorded(best, path)
     return stamp
+
+
+def _switch_fastest(model: Any, exact: list[Measured], digest: str) -> Measured | None:
+    """Switch `model` to the fastest of the `exact` ways that runs here, or None where none does: a way
+    found when measured may not import now, or its export be gone from a cache that takes no file (each
+    said on stderr)."""
+    for best in exact:
+        try:
+            _switch(model, best.mode, digest)
+            return best
+        except (BackendUnavailable, ModelLoadError) as exc:
+            say(f"exact default: {best.mode} cannot run here ({exc}); the next fastest exact way runs")
+    return None
 
 
 def _without_torch(
@@ -161,14 +169,8 @@ def _without_torch(
                 continue
             stamp = measurement_stamp(path)
             exact = _exact_by_speed(found, wanted)
-            for best in exact:
-                try:
-                    _switch(model, best.mode, digest)
-                except (BackendUnavailable, ModelLoadError) as exc:
-                    say(
-                        f"exact default: {best.mode} cannot run here ({exc}); the next fastest exact way runs"
-                    )
-                    continue
+            best = _switch_fastest(model, exact, digest)
+            if best is not None:
                 model.exact_choice = _recorded(best, path)
                 return stamp
             measured = (
@@ -177,7 +179,7 @@ def _without_torch(
                 "backend='onnxruntime' knowing its vectors are not within 1e-5"
                 if not exact
                 else "the runtimes measured exact for this model cannot run now (an export to make again "
-                f"needs torch): pip install 'torch=={TORCH_PIN}' (the version bertscope's Makefile installs)"
+                f"needs torch): {TORCH_INSTALL}"
             )
             break  # the newest measurement decides: an older one holds for these runtimes no better
     if measured is not None:
@@ -192,9 +194,8 @@ def _without_torch(
             "model on this machine with the runtimes installed now"
         )
     raise BackendUnavailable(
-        f"{reason}: load with backend='onnxruntime' to run its cached ONNX export without torch, or pip "
-        f"install 'torch=={TORCH_PIN}' (the version bertscope's Makefile "
-        "installs)"
+        f"{reason}: load with backend='onnxruntime' to run its cached ONNX export without torch, or "
+        f"{TORCH_INSTALL}"
     )
 
 
@@ -245,8 +246,7 @@ def _tail() -> str:
 def _measured_with_torch(family: str, digest: str) -> list[Path]:
     """This model's measurements on this machine over the runtimes installed now, whatever torch and
     transformers they were taken with (`_measured_path`'s names), newest first."""
-    found = fast_cache_dir().glob(f"{family}-{digest}-{machine_key()}-*-r{runtimes_key()}-{_tail()}")
-    return sorted(found, key=lambda path: path.stat().st_mtime_ns, reverse=True)
+    return newest_first(f"{family}-{digest}-{machine_key()}-*-r{runtimes_key()}-{_tail()}")
 
 
 def _exact_by_speed(measured: list[Measured], wanted: dict[str, dict[str, Any]]) -> list[Measured]:

@@ -36,7 +36,7 @@ from filelock import FileLock
 from ..core._enums import Backend, DType, Quantize
 from ..core.cpu import cpu_name, cpu_threads, has_native_bf16, has_vnni, machine_key
 from ..core.encoder import Encoder
-from ..core.loading import TORCH_PIN, device_kind
+from ..core.loading import TORCH_INSTALL, device_kind
 from ..errors import BackendUnavailable, InvalidSpec, TruncatedTextsWarning
 from . import modes
 from .digest import runtimes_key, settings_digest
@@ -67,6 +67,7 @@ __all__ = [
     "load_fast",
     "load_fast_recorded",
     "plausible",
+    "newest_first",
     "read_measured",
     "runtime_embedder",
     "timing_texts",
@@ -250,12 +251,15 @@ def _measured_with_torch(
     """This model's usable measurements on this machine over the runtimes installed now, whatever torch
     and transformers they were taken with (`_cache_path`'s names), newest first: what an install without
     torch reads (the exports were proven against torch when they were made)."""
-    pattern = _cache_path(base, texts, wanted, libraries=f"*{_nncf_part(wanted)}").name
-    paths = sorted(fast_cache_dir().glob(pattern), key=lambda path: path.stat().st_mtime_ns, reverse=True)
-    for path in paths:
+    for path in newest_first(_cache_path(base, texts, wanted, libraries=f"*{_nncf_part(wanted)}").name):
         measured = read_measured(path, quiet=True)
         if measured is not None and not set(wanted) - {m.mode for m in measured}:
             yield path, measured
+
+
+def newest_first(pattern: str) -> list[Path]:
+    """The measurement files matching `pattern` (a glob of names in the cache), newest first."""
+    return sorted(fast_cache_dir().glob(pattern), key=lambda path: path.stat().st_mtime_ns, reverse=True)
 
 
 def _without_torch(reason: str) -> BackendUnavailable:
@@ -263,7 +267,7 @@ def _without_torch(reason: str) -> BackendUnavailable:
     return BackendUnavailable(
         f"mode='fast' is measured against torch, which is not installed here, and {reason}: drop "
         "mode='fast' and load with backend='onnxruntime' to run the cached ONNX export without torch, or "
-        f"pip install 'torch=={TORCH_PIN}' (the version bertscope's Makefile installs)"
+        f"{TORCH_INSTALL}"
     )
 
 

@@ -55,6 +55,8 @@ _TORCH_LOAD = threading.Lock()
 # install without it is told to add.
 TORCH_PIN = "2.13.0"
 _INSTALL = {"torch": f"pip install 'torch=={TORCH_PIN}'", "transformers": "pip install 'transformers>=4.48'"}
+# The fix every refusal for want of torch names.
+TORCH_INSTALL = f"{_INSTALL['torch']} (the version bertscope's Makefile installs)"
 
 
 def torch_missing(
