@@ -24,6 +24,7 @@ import torch
 from tokenizers import AddedToken
 
 from .core._enums import StrEnum
+from .core.folder import read_json_object
 from .errors import InvalidInput, InvalidSpec, caller_level
 from .research.states import layered
 from .static import several_words, spelled_pieces, static_word
@@ -135,9 +136,8 @@ def _check_whole_in_text(tokenizer: Any, words: Sequence[str], forms: Mapping[st
 def normalised_forms(model: Encoder, words: Sequence[str]) -> dict[str, str]:
     """Each word's form after the tokenizer's normalisation (words of one form are one token), checked to be
     one word."""
-    layered(
-        model, ADD_TOKENS_NEEDS, plural=True
-    )  # a static model first, in its own line, as its add_tokens says
+    # a static model first, in its own line, as its add_tokens says
+    layered(model, ADD_TOKENS_NEEDS, plural=True)
     if isinstance(words, str) or not words:
         raise InvalidInput("add_tokens takes a non-empty list of words, e.g. ['covid19', 'mRNA']")
     normalizer = model.loaded.tokenizer.backend_tokenizer.normalizer
@@ -313,10 +313,7 @@ def _write_st_attributes(model: Any, folder: Path) -> None:
     any differs from sentence-transformers' defaults: without it an e5-style model's saved copy stops
     putting "query: " before its texts."""
     source = model.loaded.path
-    kept: dict[str, Any] = {}
-    if source is not None and (Path(source) / _ST_CONFIG).is_file():
-        read = json.loads((Path(source) / _ST_CONFIG).read_text(encoding="utf-8"))
-        kept = read if isinstance(read, dict) else {}
+    kept = read_json_object(Path(source) / _ST_CONFIG) if source is not None else {}
     prompts = model.prompts
     now = {
         "prompts": dict(prompts.prompts),
