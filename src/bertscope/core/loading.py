@@ -34,7 +34,7 @@ from .folder import (
     read_json_object,
     sentence_transformers_settings,
 )
-from .safetensors_header import safetensors_tensors
+from .safetensors_header import misshaped, safetensors_tensors
 from .st_settings import lowercase_first
 
 if TYPE_CHECKING:
@@ -460,12 +460,8 @@ def _misshaped_key(entry: Any) -> str:
     in transformers 4.48 to 5, as `name (37x32 in the file, 40x32 by config.json)`."""
     if isinstance(entry, (tuple, list)) and len(entry) == 3:
         name, stored, asked = entry
-        return f"{name} ({_shape(stored)} in the file, {_shape(asked)} by config.json)"
+        return misshaped(name, stored, asked)
     return str(entry)
-
-
-def _shape(shape: Any) -> str:
-    return "x".join(str(int(size)) for size in shape)
 
 
 def _refuse_misshaped(transformers: Any, source: str, target: str, options: dict[str, Any]) -> None:

@@ -12,6 +12,7 @@ import os
 import re
 import struct
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -20,8 +21,8 @@ import numpy as np
 from ..errors import ModelLoadError
 
 __all__ = [
-    "FloatRows", "Misfits", "Stored", "config_misfits", "damaged", "float32_tensor", "safetensors_header",
-    "safetensors_tensors",
+    "FloatRows", "Misfits", "Stored", "config_misfits", "damaged", "float32_tensor", "misshaped",
+    "safetensors_header", "safetensors_tensors",
 ]  # fmt: skip
 
 
@@ -264,7 +265,7 @@ def _embedding_rows(tensors: dict[str, Stored], config: dict[str, Any]) -> list[
             continue  # none, several (a head's copy): the load reads which one the model takes
         name, shape = found[0]
         if shape[0] != rows:
-            wrong.append(f"{name} ({_shape(shape)} in the file, {_shape([rows, shape[1]])} by config.json)")
+            wrong.append(misshaped(name, shape, [rows, shape[1]]))
     return wrong
 
 
@@ -308,9 +309,7 @@ def _layer_sizes(
                 continue
             if all(size in fits or size in asked for size in shape):
                 ask = [size if size in fits else asked[size] for size in shape]
-                wrong.append(
-                    f"{prefix}.{i}.{rest} ({_shape(shape)} in the file, {_shape(ask)} by config.json)"
-                )
+                wrong.append(misshaped(f"{prefix}.{i}.{rest}", shape, ask))
             else:
                 wrong.append(
                     f"{prefix}.{i}.{rest} ({_shape(shape)} in the file, which config.json's hidden_size "
@@ -336,5 +335,11 @@ def _asked_sizes(shapes: list[list[int]], hidden: int, intermediate: int) -> dic
     return {**hiddens, **inner}
 
 
-def _shape(shape: list[int]) -> str:
-    return "x".join(map(str, shape))
+def misshaped(name: str, stored: Sequence[int], asked: Sequence[int]) -> str:
+    """A tensor shaped otherwise than config.json asks, as every refusal names it:
+    `name (37x32 in the file, 40x32 by config.json)` (the light check's and the load's alike)."""
+    return f"{name} ({_shape(stored)} in the file, {_shape(asked)} by config.json)"
+
+
+def _shape(shape: Sequence[int]) -> str:
+    return "x".join(str(int(size)) for size in shape)
