@@ -37,6 +37,7 @@ from .core.post import PostProcessor
 from .core.progress import progress_callback
 from .core.results import ChunkEmbeddings, SentenceEmbeddings
 from .core.spec import EmbedOptions, resolve
+from .core.texts_given import shortened_pair
 from .core.tokens import NO_PIECES_WHY, Tokens, check_texts, is_pair, named_as, say_cut, text_named
 from .errors import InputTooLong, InvalidInput, InvalidSpec
 
@@ -386,7 +387,7 @@ def _checked_documents(docs: object) -> list[str]:
     refusals do, through the caller's naming (`named_as`: the command line's numbers and ids); a bare
     (A, B) tuple refused, as embed refuses it."""
     if isinstance(docs, tuple) and is_pair(docs):  # as embed refuses it: ("Q?", "A.") may be meant a pair
-        a, b = (t if len(t) <= 24 else t[:21] + "..." for t in docs)
+        a, b = shortened_pair(docs)
         raise InvalidInput(
             f"a bare tuple {(a, b)!r} reads two ways, one pair or two documents, and chunks take no pairs: "
             f"pass the list {[a, b]!r} for two documents"

@@ -17,7 +17,7 @@ from ..errors import InvalidInput
 __all__ = [
     "bare_pair_message", "by_pair", "check_text", "check_texts", "is_pair", "iter_checked", "named_as",
     "one_text_or_pair", "refuse_unordered", "refuse_unusable", "TEXTS_TAKEN", "text_items", "text_named",
-    "text_problem", "text_refusal", "type_named",
+    "shortened_pair", "text_problem", "text_refusal", "type_named",
 ]  # fmt: skip
 
 TEXTS_TAKEN = "texts must be a string or a list of strings"
@@ -142,11 +142,17 @@ def check_texts(texts: object, *, pairs: bool = False) -> list[Any]:
 
 def bare_pair_message(texts: tuple[str, str]) -> str:
     """Why a bare tuple of two strings is refused where texts and pairs are both taken, with both readings."""
-    a, b = (t if len(t) <= 24 else t[:21] + "..." for t in texts)
+    a, b = shortened_pair(texts)
     return (
         f"a bare tuple {(a, b)!r} reads two ways: [{(a, b)!r}] is one pair [CLS] A [SEP] B [SEP], "
         f"{[a, b]!r} two texts; pass the list you mean"
     )
+
+
+def shortened_pair(texts: tuple[str, str]) -> tuple[str, str]:
+    """A bare (A, B) tuple as its refusals quote it: each text cut to 24 characters."""
+    a, b = (t if len(t) <= 24 else t[:21] + "..." for t in texts)
+    return a, b
 
 
 def text_items(texts: object, *, pairs: bool = False) -> Iterable[Any]:
