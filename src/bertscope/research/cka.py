@@ -36,7 +36,7 @@ import numpy as np
 from ..core._enums import LevelName
 from ..core.tokens import Tokens
 from ..errors import InvalidInput, InvalidSpec
-from .states import layer_blocks, layered, model_given, text_stream
+from .states import layer_blocks, layered, model_given, text_stream, tokens_key
 
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
@@ -367,7 +367,7 @@ def _row_keys(
     for rows, (number, tok) in side:
         if number != current:  # a long text's blocks come one after another
             current, start = number, 0
-            digest = hashlib.blake2b(np.asarray(tok.ids, dtype=np.int64).tobytes(), digest_size=16).digest()
+            digest = tokens_key(tok.ids)
         keys.extend(digest + place.to_bytes(4, "little") for place in range(start, start + len(rows)))
         start += len(rows)
         yield rows, (number, tok)
