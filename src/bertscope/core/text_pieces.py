@@ -27,7 +27,7 @@ from typing import Any
 from tokenizers import Encoding
 from tokenizers import Tokenizer as RustTokenizer
 
-__all__ = ["PIECE_CHARS", "GROUP_CHARS", "Cuts", "cuts_for", "head_and_count"]
+__all__ = ["PIECE_CHARS", "GROUP_CHARS", "Cuts", "cuts_for", "head_and_count", "head_of"]
 
 PIECE_CHARS = 1 << 14  # characters of a counted piece, at least (it ends at the next cut)
 GROUP_CHARS = 1 << 17  # characters tokenized at once while counting (~20 MB of the tokenizer's memory)
@@ -102,21 +102,28 @@ def _count(backend: RustTokenizer, group: list[str], skip_id: int | None) -> int
     return sum(len(e.ids) - e.ids.count(skip_id) for e in found)
 
 
-def head_and_count(backend: RustTokenizer, cuts: Cuts, text: str, *, max_tokens: int) -> tuple[Encoding, int]:
-    """The encoding (specials added) of a prefix of `text` that makes more than `max_tokens` tokens, or of
-    the whole text where it makes no more; and how many tokens the whole text makes, specials included.
-
-    The first prefix tried is 8 characters a token, to the next cut; each next one twice as long.
-    """
+def head_of(backend: RustTokenizer, cuts: Cuts, text: str, *, max_tokens: int) -> tuple[int, Encoding]:
+    """The length of the shortest prefix of `text`, cut where its words tokenize as in the whole text,
+    that makes more than `max_tokens` tokens (the whole text where it makes no more), and that prefix's
+    encoding (specials added). The first prefix tried is 8 characters a token, to the next cut; each next
+    one twice as long."""
     size = 8 * max_tokens
     while True:
         cut = cuts.at(text, size)
         head = backend.encode(text[:cut])
-        if cut == len(text):
-            return head, len(head)
-        if len(head) > max_tokens:
-            return head, len(head) + cuts.count(backend, text, start=cut)
+        if cut == len(text) or len(head) > max_tokens:
+            return cut, head
         size = 2 * cut
+
+
+def head_and_count(backend: RustTokenizer, cuts: Cuts, text: str, *, max_tokens: int) -> tuple[Encoding, int]:
+    """The encoding (specials added) of a prefix of `text` that makes more than `max_tokens` tokens, or of
+    the whole text where it makes no more (`head_of`); and how many tokens the whole text makes, specials
+    included."""
+    cut, head = head_of(backend, cuts, text, max_tokens=max_tokens)
+    if cut == len(text):
+        return head, len(head)
+    return head, len(head) + cuts.count(backend, text, start=cut)
 
 
 def cuts_for(backend: RustTokenizer) -> Cuts | None:

@@ -29,7 +29,7 @@ from ..core._enums import Combine, Pooling
 from ..core.layers import combine_layers
 from ..core.pooling import pool_sentences
 from ..core.renamed_fields import renamed_field
-from ..core.text_pieces import Cuts, cuts_for
+from ..core.text_pieces import cuts_for, head_of
 from ..core.texts_given import check_text, text_items
 from ..errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
 from .drift import pairwise_cosines
@@ -137,25 +137,17 @@ def _heads(model: Any, texts: Sequence[str]) -> list[str]:
     """Each text, a long one cut to a prefix that makes more tokens than the model keeps, as the embed
     engine bounds it (core/text_pieces.py): the reference tokenizer then keeps the same first tokens in
     memory bounded by the prefix, not by the text (a 30 MB line took 5 GB tokenized whole)."""
-    backend = getattr(model.tokenizer, "backend", None)
+    backend: Any = getattr(model.tokenizer, "backend", None)
     long_chars: int = getattr(model.tokenizer, "long_chars", 0)
     cuts = cuts_for(backend) if backend is not None and long_chars else None
     if cuts is None:  # a tokenizer that cannot be cut (text_pieces.cuts_for): whole, as embed tokenizes it
         return list(texts)
     return [
-        text if len(text) <= long_chars else _head(backend, cuts, text, model.max_tokens) for text in texts
+        text
+        if len(text) <= long_chars
+        else text[: head_of(backend, cuts, text, max_tokens=model.max_tokens)[0]]
+        for text in texts
     ]
-
-
-def _head(backend: Any, cuts: Cuts, text: str, max_tokens: int) -> str:
-    """The shortest prefix of `text`, cut where its words tokenize as in the whole text, that makes more
-    than `max_tokens` tokens (8 characters a token first, then twice as long), or the whole text."""
-    size = 8 * max_tokens
-    while True:
-        cut = cuts.at(text, size)
-        if cut == len(text) or len(backend.encode(text[:cut])) > max_tokens:
-            return text[:cut]
-        size = 2 * cut
 
 
 def static_refusal(model: Any) -> InvalidSpec:
