@@ -7,12 +7,14 @@ import warnings
 from pathlib import Path
 
 import pytest
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from typer.testing import CliRunner
 
 import bertscope
 from bertscope.cli import app
+from bertscope.core._enums import LongText
 from bertscope.core.pooling import whole_words
-from bertscope.core.tokens import Tokens
+from bertscope.core.tokens import TextTokenizer
 from bertscope.errors import InvalidSpec
 from bertscope.research.aggregate import static_from_corpus
 from console import run_main
@@ -31,29 +33,45 @@ def test_a_word_cut_by_truncate_is_not_aggregated(tiny_models: dict[str, bertsco
     assert [cut.counts[cut.index[w]] for w in ("storm", "coast", "power")] == [5, 4, 4]
 
 
-def _tok(text: str, words: list[tuple[int, int]], n_dropped: int) -> Tokens:
-    n = len(words)
-    return Tokens(
-        text=text,
-        tokens=["[CLS]", *(text[a:b] for a, b in words), "[SEP]"],
-        ids=list(range(n + 2)),
-        offsets=[(0, 0), *words, (0, 0)],
-        word_ids=[None, *range(n), None],
-        special_mask=[True, *[False] * n, True],
-        token_type_ids=[0] * (n + 2),
-        n_dropped=n_dropped,
+def _tokenizer(pre_tokenizer: pre_tokenizers.PreTokenizer, pieces: list[str]) -> TextTokenizer:
+    vocab = {piece: i for i, piece in enumerate(["[UNK]", "[CLS]", "[SEP]", *pieces])}
+    backend = Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
+    backend.pre_tokenizer = pre_tokenizer
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 1), ("[SEP]", 2)]
     )
+    return TextTokenizer(backend, max_tokens=4)
 
 
-def test_whole_words_keeps_a_word_the_cut_left_whole() -> None:
-    cut_inside = _tok("cold storm", [(0, 4), (5, 7)], n_dropped=2)  # "st" of storm
-    assert whole_words(cut_inside)[1] == [(0, 4)]
-    before_space = _tok("cold storm", [(0, 4)], n_dropped=1)
-    before_comma = _tok("cold, storm", [(0, 4)], n_dropped=2)
-    untruncated = _tok("cold st", [(0, 4), (5, 7)], n_dropped=0)
-    assert whole_words(before_space)[1] == [(0, 4)]
-    assert whole_words(before_comma)[1] == [(0, 4)]
-    assert whole_words(untruncated)[1] == [(0, 4), (5, 7)]
+@pytest.mark.parametrize(
+    ("pre_tokenizer", "pieces", "text", "kept"),
+    [
+        # SentencePiece splits at spaces only: "coast," is one word, so a cut before "," cuts the word
+        (pre_tokenizers.Metaspace(), ["▁cold", "▁coast", "##,", "▁storm"], "cold coast, storm", ["cold"]),
+        # WordPiece's "," is a word of its own: "coast" before a cut "," is whole
+        (
+            pre_tokenizers.BertPreTokenizer(),
+            ["cold", "coast", ",", "storm"],
+            "cold coast, storm",
+            ["cold", "coast"],
+        ),
+        # a cut inside a word's pieces ("st" of st ##orm) on either
+        (pre_tokenizers.BertPreTokenizer(), ["cold", "st", "##orm"], "cold storm", ["cold"]),
+    ],
+)
+def test_whole_words_asks_the_tokenizer_where_a_word_ends(
+    pre_tokenizer: pre_tokenizers.PreTokenizer, pieces: list[str], text: str, kept: list[str]
+) -> None:
+    tok = _tokenizer(pre_tokenizer, pieces).encode_fitted([text], LongText.TRUNCATE)[0]
+    assert tok.n_dropped > 0
+    assert [text[a:b] for a, b in whole_words(tok)[1]] == kept
+
+
+def test_an_untruncated_text_keeps_every_word() -> None:
+    tokenizer = _tokenizer(pre_tokenizers.Metaspace(), ["▁cold", "▁coast", "##,"])
+    tok = tokenizer.encode_fitted(["coast,"], LongText.TRUNCATE)[0]
+    assert tok.n_dropped == 0 and not tok.last_word_cut
+    assert [tok.text[a:b] for a, b in whole_words(tok)[1]] == ["coast,"]
 
 
 @pytest.mark.parametrize(

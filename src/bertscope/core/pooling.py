@@ -9,7 +9,6 @@ pools a text's tokens. A new pooling is a `Pooling` member and an entry here.
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -212,36 +211,24 @@ def text_words(tok: Pieces) -> tuple[list[list[int]], list[tuple[int, int]]]:
 
 
 class CutPieces(Pieces, Protocol):
-    """A text's word pieces with how many of its tokens the limit cut off (Tokens, TokenEmbeddings)."""
+    """A text's word pieces with whether the limit cut inside its last word (Tokens, TokenEmbeddings)."""
 
     @property
-    def n_dropped(self) -> int: ...
+    def last_word_cut(self) -> bool: ...
 
 
 def whole_words(tok: CutPieces) -> tuple[list[list[int]], list[tuple[int, int]]]:
     """`text_words` less a word whose last pieces a truncation cut off ("storm" kept as st ##or).
 
-    The cut text has lost the pieces that tell, so the text tells: a word is cut where its last kept
-    character and the next one are both word characters (letters, digits, marks). A word before a space or
-    punctuation is taken as whole, as WordPiece and byte-level BPE pre-tokenizers split there; a cut between
-    a letter and a digit or two CJK characters drops a word that may have been whole (one occurrence lost).
-    Not caught: SentencePiece splits at spaces only and WordPiece not at symbols, so a cut landing exactly
-    before a word's trailing punctuation ("coast" of "coast,") or symbol ("100" of "100€") keeps its
-    kept part; asking the tokenizer for the next piece's word id would tell.
+    The tokenizer tells (`Tokens.last_word_cut`: the first dropped piece has the last kept one's word id),
+    so a word is whole or cut as the tokenizer splits words: WordPiece's "coast" before a cut "," is whole
+    (the comma is a word of its own), SentencePiece's "coast" of "coast," is not (one word there).
     """
     groups, spans = text_words(tok)
-    if not tok.n_dropped or not groups:
-        return groups, spans
     content = [i for i, special in enumerate(tok.special_mask) if not special]
-    end = tok.offsets[groups[-1][-1]][1]
-    if content and groups[-1][-1] == content[-1] and 0 < end < len(tok.text):
-        if _word_character(tok.text[end - 1]) and _word_character(tok.text[end]):
-            return groups[:-1], spans[:-1]
+    if tok.last_word_cut and groups and content and groups[-1][-1] == content[-1]:
+        return groups[:-1], spans[:-1]
     return groups, spans
-
-
-def _word_character(char: str) -> bool:
-    return char.isalnum() or unicodedata.category(char).startswith("M")
 
 
 def pool_words(vectors: np.ndarray, groups: Sequence[Sequence[int]], subword: SubwordPooling) -> np.ndarray:

@@ -113,6 +113,8 @@ class TokenEmbeddings(_VectorsArray):
     spec: dict[str, Any] = field(default_factory=dict)
     pair: str | None = None
     sequence_ids: list[int | None] | None = None
+    # Whether the truncation cut inside the last kept word (Tokens.last_word_cut): not a whole word.
+    last_word_cut: bool = False
 
     @classmethod
     def of(cls, tokens: Any, matrix: np.ndarray, spec: dict[str, Any]) -> TokenEmbeddings:
@@ -123,6 +125,7 @@ class TokenEmbeddings(_VectorsArray):
         return cls(
             tokens.text, tokens.tokens, tokens.offsets, tokens.word_ids, tokens.special_mask, matrix,
             tokens.n_dropped, spec, tokens.pair, tokens.sequence_ids if tokens.pair is not None else None,
+            tokens.last_word_cut,
         )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:

@@ -72,6 +72,8 @@ class Tokens:
     n_dropped: int = 0
     pair: str | None = None
     sequence_ids: list[int | None] | None = field(default=None, repr=False)
+    # Whether the truncation cut inside the last kept word: its next piece (same word id) was dropped.
+    last_word_cut: bool = False
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -108,7 +110,11 @@ class Tokens:
                 f"max_tokens={max_tokens} leaves no room for text between {head + tail} specials"
             )
         index = list(range(head + keep)) + list(range(len(self) - tail, len(self)))
-        return self._take(index, n_dropped=len(self) - len(index))
+        # the tokenizer's own word ids tell a cut word: "st" of st ##or ##m, SentencePiece's "coast" of
+        # "coast," (one word there; WordPiece's "," is a word of its own, so its "coast" is whole)
+        last, dropped = self.word_ids[head + keep - 1], self.word_ids[head + keep]
+        cut = last is not None and last == dropped and not self.special_mask[head + keep - 1]
+        return replace(self._take(index, n_dropped=len(self) - len(index)), last_word_cut=cut)
 
     def windows(self, max_tokens: int, stride: int | None = None) -> list[Window]:
         """Overlapping windows of at most `max_tokens`, each with the specials; `stride` is the step."""
