@@ -23,7 +23,7 @@
       --max-buffered-bytes (one alone always fits)     503  with Retry-After: --send-timeout
     the queue full                                     429  with Retry-After
     no or a wrong key with --api-key                   401
-    a method the path does not take                    405  naming the one it takes
+    a method the path does not take                    405  naming those every route on it takes
     a path no route takes                              404  naming where the routes are listed (/docs)
 Under /v1/ the body also carries OpenAI's {"error": {"message", "type", "param", "code"}} so its clients
 show the message, with OpenAI's statuses: an invalid request is 400 (not 422), and `code` is OpenAI's
@@ -57,6 +57,7 @@ __all__ = [
     "add_error_handlers",
     "error_response",
     "other_names",
+    "service_path",
     "unreadable_body",
 ]
 
@@ -176,20 +177,22 @@ def add_error_handlers(app: FastAPI) -> None:
             # FastAPI's own words for a body it could not parse ("There was an error parsing the body")
             # say nothing of the cause or the fix; the cause is the parser's exception.
             message = unreadable_body(exc.__cause__)
-        elif exc.status_code == 404 and message == "Not Found":  # the router's own: no such route
+        path = service_path(request.scope)
+        headers = dict(exc.headers or {})
+        if exc.status_code == 404 and message == "Not Found":  # the router's own: no such route
             message = _no_route(request)
         elif exc.status_code == 405:
-            allowed = (exc.headers or {}).get("Allow", "")
-            message = (
-                f"method {request.method} is not allowed on {route_path(request.scope)}; send it as "
-                f"{_as_methods(allowed)}"
-            )
+            # The router names the methods of the first route on the path (TEI's POST /), not those of
+            # every route there (the page's GET /).
+            headers["Allow"] = ", ".join(_methods_on(request, path)) or headers.get("Allow", "")
+            methods = _as_methods(headers["Allow"])
+            message = f"method {request.method} is not allowed on {path}; send it as {methods}"
         # TEI calls a body it cannot read a validation error; its 400 means an empty batch.
         return error_response(
-            route_path(request.scope),
+            path,
             exc.status_code,
             message,
-            headers=dict(exc.headers or {}),
+            headers=headers,
             tei_type="Validation" if exc.status_code == 400 else None,
         )
 
@@ -260,12 +263,38 @@ def unreadable_body(cause: BaseException | None) -> str:
     return f"body: not read as JSON ({type(cause).__name__}: {cause}); send one JSON object"
 
 
+def service_path(scope: Any) -> str:
+    """The request's path within the service (`route_path`), also where a mount answers it: a mount (the
+    explorer's files under /explorer) adds its prefix to root_path; app_root_path keeps the service's."""
+    return route_path({**scope, "root_path": _service_root(scope)})
+
+
+def _service_root(scope: Any) -> str:
+    root: str = scope.get("app_root_path", scope.get("root_path", ""))
+    return root
+
+
 def _no_route(request: Request) -> str:
     """The line for a path no route takes (the router's bare "Not Found"), naming where the routes are."""
-    path = route_path(request.scope)
+    path = service_path(request.scope)
     shown = path if len(path) <= 200 else path[:200] + "..."  # a path is the client's: its length too
-    docs = request.scope.get("root_path", "") + "/docs"
-    return f"no route {request.method} {shown}; the routes are listed at {docs} (and /openapi.json)"
+    root = _service_root(request.scope)
+    return (
+        f"no route {request.method} {shown}; the routes are listed at {root}/docs (and {root}/openapi.json)"
+    )
+
+
+def _methods_on(request: Request, path: str) -> list[str]:
+    """Every method some route on `path` takes, HEAD beside GET (the guard answers HEAD on every GET
+    route); none where only a mount serves the path."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        taken, pattern = getattr(route, "methods", None), getattr(route, "path_regex", None)
+        if taken and pattern is not None and pattern.match(path):
+            methods |= set(taken)
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
 
 
 def _as_methods(allowed: str) -> str:
