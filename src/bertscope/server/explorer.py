@@ -4,7 +4,8 @@
 
 The page calls the service's own endpoints (/tokenize, /anatomy, /embed, /static, /info) and these:
 POST /explore/layers (token-to-token cosines per layer, each token's cosine to its static row per layer),
-POST /explore/batch (the padded id batch and attention mask), GET /explore/posts (loaded post-processings).
+POST /explore/batch (the padded batch by `Model.batch`'s names: input_ids, attention_mask,
+token_type_ids), GET /explore/posts (loaded post-processings); /explorer/ and /explorer/index.html go to /.
 
 Both POST routes are bounded as the service's others: their texts are tokenized through the big-request
 gate (`Service.gated`), their answers are refused (413) past --max-answer-floats before any forward, and
@@ -17,13 +18,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from fastapi import FastAPI, Response
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import FileResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from ..core.similarity import unit
 from ..core.tokens import Tokens, check_texts, pad_batch
+from ..errors import InvalidInput
 from .answers import Rows, answer
 from .schema_fields import InputsWasText, OneText, TextList
 
@@ -46,6 +49,16 @@ class LayersRequest(InputsWasText):
         examples=["I like eating bread"],
         validation_alias=AliasChoices("inputs", "text"),
     )
+
+    @field_validator("inputs", mode="before")
+    @classmethod
+    def _one_text(cls, given: Any) -> Any:
+        # pydantic said only "Input should be a valid string", with no fix
+        if isinstance(given, list):
+            raise PydanticCustomError(
+                "one_text", "give one text (a string), not a list; /v2/embed takes several"
+            )
+        return given
 
 
 class BatchRequest(BaseModel):
@@ -100,6 +113,11 @@ def cosines_of(model: Model, tokens: Tokens, rows: np.ndarray) -> dict[str, Any]
     }
 
 
+def _one_text_said(message: str) -> str:
+    """The library's refusal of "text 0" said of the one text /explore/layers takes, its field `inputs`."""
+    return "inputs" + message[len("text 0") :] if message.startswith("text 0 ") else message
+
+
 def mount_explorer(app: FastAPI) -> None:
     """Serve the explorer page at `/`, its files under /explorer, and its /explore/* endpoints."""
     svc: Service = app.state.service
@@ -115,8 +133,11 @@ def mount_explorer(app: FastAPI) -> None:
         spec = every_layer(svc.model)
 
         def tokenize() -> Tokens:
-            items = check_texts(req.inputs)
-            return svc.gated(items, lambda: svc.model.engine.prepare(items, spec))[0]
+            try:
+                items = check_texts(req.inputs)
+                return svc.gated(items, lambda: svc.model.engine.prepare(items, spec))[0]
+            except InvalidInput as exc:  # "text 0 is empty": the route takes one text, its field "inputs"
+                raise InvalidInput(_one_text_said(str(exc))) from exc
 
         tokens = await svc.tokenizing(req.inputs, tokenize)
         n, kept = len(tokens), svc.model.n_layers + 1
@@ -138,20 +159,30 @@ def mount_explorer(app: FastAPI) -> None:
 
         toks = await svc.tokenizing(req.inputs, tokenize)
         width = max(map(len, toks))
-        numbers = 3 * len(toks) * width  # a piece, an id and a mask value at each padded position
+        types = svc.model.family.uses_token_types
+        # at each padded position: a piece, its id (twice: input_ids and ids), a mask value, a type id
+        per_token = 4 + int(types)
+        numbers = per_token * len(toks) * width
         svc.check_answer(
-            numbers, f"{len(toks)} texts x {width} padded tokens x 3 values", "send fewer or shorter texts"
+            numbers,
+            f"{len(toks)} texts x {width} padded tokens x {per_token} values",
+            "send fewer or shorter texts",
         )
 
         def build() -> dict[str, Any]:
             ids, mask = pad_batch([t.ids for t in toks], svc.model.pad_id)
             pad = svc.model.id_to_token.get(svc.model.pad_id, "[PAD]")
+            # Model.batch's names (transformers'); null token_type_ids where the family has none
+            type_ids = Rows(pad_batch([t.token_type_ids for t in toks], 0)[0]) if types else None
             return {
-                "pad_id": svc.model.pad_id,
-                "tokens": [t.tokens + [pad] * (width - len(t)) for t in toks],
-                "ids": Rows(ids),
+                "model": svc.name,
+                "input_ids": Rows(ids),
                 "attention_mask": Rows(mask),
+                "token_type_ids": type_ids,
+                "tokens": [t.tokens + [pad] * (width - len(t)) for t in toks],
+                "pad_id": svc.model.pad_id,
                 "n_dropped": [t.n_dropped for t in toks],
+                "ids": Rows(ids),  # the older name of input_ids, kept beside it (deprecated)
             }
 
         return await answer(build, size=numbers)
@@ -159,6 +190,13 @@ def mount_explorer(app: FastAPI) -> None:
     @app.get("/explore/posts", tags=["explorer"])
     async def explore_posts() -> Response:
         """Names of the post-processings (whitening, PCA, ...) this server has loaded."""
-        return JSONResponse({"posts": sorted(getattr(svc, "posts", None) or {})})
+        return JSONResponse({"model": svc.name, "posts": sorted(getattr(svc, "posts", None) or {})})
+
+    @app.get("/explorer/index.html", include_in_schema=False)
+    @app.get("/explorer/", include_in_schema=False)
+    async def page_file(request: Request) -> Response:
+        """The page is served at / only: its relative links (explorer/app.js) resolve from there, and
+        from /explorer/ they named /explorer/explorer/app.js, a broken copy of the page."""
+        return RedirectResponse(request.scope.get("root_path", "") + "/")
 
     app.mount("/explorer", StaticFiles(directory=STATIC_DIR), name="explorer")
