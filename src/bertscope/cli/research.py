@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import typer
 
@@ -89,7 +89,8 @@ def contextuality_cmd(
     # --top: --top-k's old name, still read, not shown
     old_top: Annotated[int | None, typer.Option("--top", hidden=True)] = None,
     min_contexts: Annotated[
-        int, typer.Option("--min-contexts", help="Without --words: sentences a word needs.")
+        int,
+        typer.Option("--min-contexts", help="Without --words: distinct sentences a word needs (2 or more)."),
     ] = 5,
     max_contexts: Annotated[
         int,
@@ -124,14 +125,20 @@ def contextuality_cmd(
     Example: `bertscope contextuality -i corpus.txt --words bread,bank -o contextuality.png`
     """
     from ..core.spec import whole_number
-    from ..research.contextuality import BASELINE_PAIRS, MAX_BASELINE_PAIRS, contextuality
+    from ..research.contextuality import (
+        BASELINE_PAIRS,
+        MAX_BASELINE_PAIRS,
+        MIN_CONTEXTS_LEAST,
+        MIN_CONTEXTS_MEANS,
+        contextuality,
+    )
     from ..research.plots import plot_contextuality
 
     # The library's own check, in flag words, before the model loads.
     top = old_spelling(top, old_top, name="--top-k", old="--top", default=10)
     typed_top = "--top" if old_top is not None else "--top-k"  # named as typed
     whole_number(top, typed_top, meaning="the most frequent words measured")
-    whole_number(min_contexts, "--min-contexts", meaning="sentences a word needs")
+    whole_number(min_contexts, "--min-contexts", least=MIN_CONTEXTS_LEAST, meaning=MIN_CONTEXTS_MEANS)
     whole_number(max_contexts, "--max-contexts", least=2, meaning="occurrences measured per word")
     whole_number(baseline_pairs, "--baseline-pairs", most=MAX_BASELINE_PAIRS, meaning=BASELINE_PAIRS)
     _refuse_choosing_with_words(ctx, words, top=(typed_top, top), min_contexts=min_contexts)
@@ -178,14 +185,30 @@ def contextuality_cmd(
         "self_adjusted",
         "intra_adjusted",
         "mev",
+        "mev_adjusted",
     ]
     out.print(records_table(result.records, "contextuality per layer", keys))
-    out.print("words (occurrences): " + ", ".join(f"{w} ({n})" for w, n in result.n_occurrences.items()))
+    for line in counts_lines(result):
+        out.print(line, highlight=False)
     out.print(
         "static = the word's piece rows (self-similarity 1 to float precision); layer 0 = "
         "LayerNorm(word + position + segment): occurrences differ only by position",
         highlight=False,
     )
+
+
+def counts_lines(result: Any) -> list[str]:
+    """The n behind each column of contextuality's table: the words' occurrences (self_similarity, mev),
+    the sentences intra_sentence averages, the baseline's pairs and sample."""
+    s = result.settings
+    words = ", ".join(f"{w} ({n})" for w, n in result.n_occurrences.items())
+    return [
+        f"words (occurrences): {words}; the n of self_similarity and mev",
+        f"intra_sentence over {s['n_intra_sentences']} sentences of 2 words or more (of "
+        f"{s['n_distinct_sentences']} distinct sentences, {s['n_sentences']} given); baseline over "
+        f"{s['n_baseline_pairs']} pairs of occurrences from different sentences (a sample of "
+        f"{s['n_baseline_sample']}); mev_adjusted = mev minus the MEV of that sample",
+    ]
 
 
 def _refuse_choosing_with_words(

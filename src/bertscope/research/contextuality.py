@@ -4,9 +4,15 @@ Per layer, for words seen in several sentences:
     self_similarity   mean cosine between a word's vectors in different sentences
     intra_sentence    mean cosine between each word of a sentence and the sentence's mean word vector
     baseline          anisotropy: mean cosine between random word occurrences from different sentences
-    *_adjusted        the figure minus the baseline
+    *_adjusted        the figure minus its baseline (self and intra: the baseline above; mev: the share
+                      the first principal direction holds of the baseline's sample, the paper's adjustment)
     mev               share of the variance of a word's (uncentred) occurrence vectors on their first
-                      principal direction, as in the paper: 1 for a vector that never changes
+                      principal direction, as in the paper: 1 for a vector that never changes, and at
+                      least 1/n of n vectors (1/2 of 2), so a word of few occurrences scores high
+
+Each figure says its n (`settings`: n_occurrences per word, n_baseline_pairs, n_intra_sentences, the
+sentences of two words or more that intra_sentence averages), and `note` says where it is small: a word
+measured on fewer than FEW_OCCURRENCES occurrences, a baseline of fewer than FEW_PAIRS pairs.
 
 A context is a distinct sentence: sentences that tokenize to the same ids (identical, or case variants to
 an uncased model) are merged before anything is measured (they would
@@ -57,12 +63,29 @@ from .states import CHUNK, check_seed, chunked_token_matrices, layered, tokens_k
 if TYPE_CHECKING:
     from ..core.encoder import Encoder
 
-__all__ = ["MAX_BASELINE_PAIRS", "BASELINE_PAIRS", "Contextuality", "contextuality", "word_occurrences"]
+__all__ = [
+    "BASELINE_PAIRS",
+    "FEW_OCCURRENCES",
+    "FEW_PAIRS",
+    "MAX_BASELINE_PAIRS",
+    "MIN_CONTEXTS_LEAST",
+    "Contextuality",
+    "contextuality",
+    "word_occurrences",
+]
 
 # The baseline's sample keeps two occurrences per pair, each with a vector for every layer, in memory: the
 # pairs are bounded so that memory is (10000 pairs: 20000 x 8 x 384 float32, 246 MB, for the bundled model).
 MIN_CONTEXTS = 5  # sentences a most frequent word needs, by default
+MIN_CONTEXTS_LEAST = 2  # a word is measured across two distinct sentences at least: fewer chooses nothing
+# Under these a figure is said to rest on few: self-similarity of n occurrences averages n(n-1)/2 pairs
+# (1 pair at n = 2) and MEV of n vectors is at least 1/n; the baseline, a mean of P cosines, moves from
+# seed to seed by their standard deviation over sqrt(P): 0.13 to 0.20 by layer for the bundled model on
+# tests/data/contexts.txt, so about 0.03 at 50 pairs.
+FEW_OCCURRENCES = 5
+FEW_PAIRS = 50
 MAX_BASELINE_PAIRS = 10_000
+MIN_CONTEXTS_MEANS = "distinct sentences a word needs; a word is compared across two at least"
 BASELINE_PAIRS = "random pairs for the baseline; each holds two word vectors of every layer in memory"
 _PAIR_BLOCK = 1024
 
@@ -71,8 +94,10 @@ _PAIR_BLOCK = 1024
 class Contextuality:
     """Per-layer records (layer "static", 0..L) and per-word self-similarity; `n_occurrences`, each word's
     count of occurrences measured (in distinct sentences; `occurrences` is its deprecated old name);
-    `settings`: model, n_sentences and n_distinct_sentences (`repeats_merged`), seed, baseline_pairs and
-    the words' choice; `note` names the words left out and why, or is None."""
+    `settings`: model, n_sentences and n_distinct_sentences (`repeats_merged`), n_intra_sentences (those
+    of two words or more, which intra_sentence averages), seed, baseline_pairs, n_baseline_pairs (drawn
+    from different sentences; `baseline_pairs_used` its older name) and the words' choice; `note` names
+    the words left out and why, and the figures that rest on few occurrences or pairs, or is None."""
 
     records: list[dict[str, Any]]
     per_word: dict[str, list[float]]
@@ -184,9 +209,10 @@ def word_occurrences(
 ) -> Any:
     """Target words' vectors (L+1, d) and static vectors per sentence (one pass over `sentences`, which may
     stream), the mean intra-sentence figures (static, 0..L), and a uniform sample of `sample` word
-    occurrences for the anisotropy baseline. A sentence is keyed by its position in `sentences`: give
-    distinct sentences where a repeat must be the same context (`contextuality` does). `progress` as
-    `layer_states`'s, over `total` sentences (None: their number where `sentences` has one)."""
+    occurrences for the anisotropy baseline (`sample=0`: none, where no baseline is read). A sentence is
+    keyed by its position in `sentences`: give distinct sentences where a repeat must be the same context
+    (`contextuality` does). `progress` as `layer_states`'s, over `total` sentences (None: their number
+    where `sentences` has one)."""
     targets = {w.lower() for w in words}
     # windowed, so a word past the model's limit is counted in its context, never dropped in silence
     spec = model.spec(layers="all", combine="concat", pooling="mean", long="window")
@@ -200,7 +226,7 @@ def word_occurrences(
         matrices = chunked_token_matrices(model, sentences, spec, on_batch=on_batch)
         for index, (tok, vectors) in enumerate(matrices):
             _offer(model, index, tok, vectors, count, found, intra, pool, targets, max_contexts)
-    return found, intra.mean(), pool.items
+    return found, intra.mean(), pool.items, intra.sentences
 
 
 def _offer(
@@ -237,6 +263,8 @@ class _Reservoir:
         self.items: list[tuple[int, np.ndarray, np.ndarray]] = []
 
     def offer(self, item: tuple[int, np.ndarray, np.ndarray]) -> None:
+        if not self.size:  # no sample asked (a picture reads none): no draw per word
+            return
         self.seen += 1
         slot = len(self.items) if len(self.items) < self.size else int(self.rng.integers(0, self.seen))
         if slot < self.size:
@@ -290,7 +318,7 @@ def contextuality(
             "words=[] names no word: name one or more, or leave words out for the most frequent"
         )
     top = top_k_given(top_k, top, old="top", default=10, meaning="the most frequent words measured")
-    whole_number(min_contexts, "min_contexts", meaning="sentences a word needs")
+    whole_number(min_contexts, "min_contexts", least=MIN_CONTEXTS_LEAST, meaning=MIN_CONTEXTS_MEANS)
     whole_number(max_contexts, "max_contexts", least=2, meaning="occurrences kept per word")
     whole_number(baseline_pairs, "baseline_pairs", most=MAX_BASELINE_PAIRS, meaning=BASELINE_PAIRS)
     check_seed(seed)
@@ -321,7 +349,7 @@ def contextuality(
                 f"({contexts_of.distinct} distinct); lower min_contexts, give a larger corpus, or name words"
             )
     distinct = first if once else contexts_of.stream()
-    found, intra, pool = word_occurrences(
+    found, intra, pool, n_intra = word_occurrences(
         model, distinct, chosen, max_contexts=max_contexts, sample=2 * baseline_pairs, seed=seed,
         progress=progress, total=None if once and words else contexts_of.distinct,
     )  # fmt: skip
@@ -350,6 +378,7 @@ def contextuality(
         )
     labels: list[str | int] = ["static", *range(model.n_layers + 1)]
     baseline, used = _baseline(pool, baseline_pairs, seed)
+    mev_baseline = _mev_baseline(pool)
     per_word: dict[str, list[float]] = {}
     mev: dict[str, list[float]] = {}
     for w in kept:
@@ -369,13 +398,15 @@ def contextuality(
                 "self_adjusted": self_sim - baseline[i],
                 "intra_adjusted": intra_sim - baseline[i],
                 "mev": float(np.mean([mev[w][i] for w in kept])),
+                "mev_adjusted": float(np.mean([mev[w][i] for w in kept])) - mev_baseline[i],
             }
         )
     n_occurrences = {w: len(found.sentences[w]) for w in kept}
     settings = {
         "model": model.loaded.source, "n_sentences": n_given, "n_distinct_sentences": n_distinct,
-        "repeats_merged": n_given - n_distinct, "seed": seed, "baseline_pairs": baseline_pairs,
-        "baseline_pairs_used": used, "max_contexts": max_contexts,
+        "repeats_merged": n_given - n_distinct, "n_intra_sentences": n_intra, "seed": seed,
+        "baseline_pairs": baseline_pairs, "n_baseline_pairs": used, "baseline_pairs_used": used,
+        "n_baseline_sample": len(pool), "max_contexts": max_contexts,
         "words": "given" if words else f"the {top} most frequent in {min_contexts} sentences or more",
     }  # fmt: skip
     notes = [f"words left out: {note}"] if note else []
@@ -383,6 +414,8 @@ def contextuality(
         kept
     ):  # kept in corpus order, so a word past the cap is measured on the corpus's start
         notes.append(f"occurrences kept per word (max_contexts={max_contexts}): {capped}")
+    pairs = {w: _pairs_across(found.sentences[w]) for w in kept}
+    notes += _few_note(n_occurrences, pairs, used, len(pool))
     return Contextuality(records, per_word, n_occurrences, settings, "; ".join(notes) or None)
 
 
@@ -431,6 +464,43 @@ def _self_similarity(vectors: np.ndarray, sentence_ids: Sequence[int]) -> float:
     return float((rows @ rows.T)[np.triu(different, 1)].mean())
 
 
+def _pairs_across(sentence_ids: Sequence[int]) -> int:
+    """How many pairs of occurrences come from different sentences: those self-similarity averages."""
+    n = len(sentence_ids)
+    return n * (n - 1) // 2 - sum(c * (c - 1) // 2 for c in Counter(sentence_ids).values())
+
+
+def _few_note(
+    n_occurrences: dict[str, int], word_pairs: dict[str, int], pairs: int, sample: int
+) -> list[str]:
+    """The figures that rest on few: the words of under FEW_OCCURRENCES occurrences, a baseline of under
+    FEW_PAIRS pairs; [] where none does."""
+    notes = []
+    if few := {w: n for w, n in n_occurrences.items() if n < FEW_OCCURRENCES}:
+        shown = ", ".join(f"{w} ({n} occurrences, {word_pairs[w]} pair(s))" for w, n in few.items())
+        notes.append(
+            f"few occurrences (under {FEW_OCCURRENCES}): {shown}; self-similarity averages those pairs and "
+            "MEV of n vectors is at least 1/n (1/2 of 2), so read these words' figures as rough, or give "
+            "more sentences"
+        )
+    if pairs < FEW_PAIRS:
+        notes.append(
+            f"the baseline rests on {pairs} pair(s) of occurrences from different sentences (under "
+            f"{FEW_PAIRS}; a sample of {sample} occurrences): it moves with the seed; give "
+            f"baseline_pairs={FEW_PAIRS} or more"
+        )
+    return notes
+
+
+def _mev_baseline(pool: list[tuple[int, np.ndarray, np.ndarray]]) -> list[float]:
+    """Per row (static, 0..L): MEV of the baseline's sample, uniformly drawn word occurrences: the share
+    of their variance the first principal direction holds, what Ethayarajh (2019) subtracts from
+    MEV to adjust it for anisotropy."""
+    static = np.stack([item[2] for item in pool])
+    layers = np.stack([item[1] for item in pool])  # (sample, L+1, d)
+    return [_mev(static), *(_mev(layers[:, k]) for k in range(layers.shape[1]))]
+
+
 def _mev(vectors: np.ndarray) -> float:
     singular = np.linalg.svd(np.asarray(vectors, dtype=np.float64), compute_uv=False)
     return float(singular[0] ** 2 / max(float((singular**2).sum()), 1e-24))
@@ -449,7 +519,8 @@ def _baseline(
         # the words measured are in two sentences at least, so the corpus has them: the draw is too small
         raise InvalidInput(
             f"baseline_pairs={pairs} drew no pair of words from two different sentences (of a sample of "
-            f"{len(pool)} word occurrences); give baseline_pairs=100 or more"
+            f"{len(pool)} word occurrences, 2 x baseline_pairs); give baseline_pairs={FEW_PAIRS} or more "
+            f"(fewer are measured where they draw a pair, with a note that the baseline rests on few)"
         )
     # Summed a block of pairs at a time: the pairs' vectors are never stacked all at once.
     static, layers = 0.0, np.zeros(len(pool[0][1]))

@@ -134,7 +134,13 @@ def plot_contextuality(result: Contextuality, path: str | Path, *, overwrite: bo
     ax.set_xlabel("static rows, then layer (0 = embedding layer output)")
     ax.set_ylabel("cosine / share of variance")
     words = ", ".join(f"{w} ({n})" for w, n in list(result.n_occurrences.items())[:6])
-    ax.set_title(f"contextuality of {words}")
+    s = result.settings
+    counts = (
+        f"\nintra-sentence: {s['n_intra_sentences']} sentences; baseline: {s['n_baseline_pairs']} pairs"
+        if {"n_intra_sentences", "n_baseline_pairs"} <= set(s)
+        else ""  # a result built by hand, without the counts
+    )
+    ax.set_title(f"contextuality of {words} (occurrences){counts}", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return save_figure(figure, path, overwrite=overwrite)

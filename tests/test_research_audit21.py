@@ -1,0 +1,89 @@
+"""Audit 21f: the research measures say the n behind each figure and flag the small ones. Contextuality
+notes a word of few occurrences and a baseline of few pairs, labels each column with its n and adjusts
+MEV for anisotropy; --min-contexts 1 is refused; `plot words` streams and takes --seed; senses says the
+silhouette search starts at 2 and when it chose nothing; eval pairs' best cell carries its interval;
+geometry's intrinsic dimension carries the number of points it rests on."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import bertscope
+from bertscope.errors import InvalidInput, InvalidSpec
+from bertscope.research.contextuality import _mev, contextuality
+from console import run_main
+
+FEW_PAIRS = 50  # contextuality.FEW_PAIRS: under it the baseline is said to rest on few pairs
+TINY = ["The bank is open.", "We sat on the river bank.", "The river rose fast."]
+
+
+def test_a_word_of_few_occurrences_and_a_baseline_of_few_pairs_are_noted(bundled: bertscope.Model) -> None:
+    """`bank` in 2 sentences (1 pair) and a baseline of 3 pairs gave a full table with no note."""
+    result = contextuality(bundled, TINY, words=["bank"], baseline_pairs=3)
+    assert result.note is not None
+    assert "few occurrences (under 5): bank (2 occurrences, 1 pair(s))" in result.note
+    assert "the baseline rests on 3 pair(s)" in result.note and f"baseline_pairs={FEW_PAIRS}" in result.note
+    assert result.to_dict()["note"] == result.note
+
+
+def test_enough_occurrences_and_pairs_leave_no_note(bundled: bertscope.Model) -> None:
+    texts = [f"The bank number {n} is open on day {n + 1}." for n in range(6)]
+    result = contextuality(bundled, texts, words=["bank"], baseline_pairs=FEW_PAIRS)
+    assert result.settings["n_baseline_pairs"] == FEW_PAIRS and result.note is None
+
+
+def test_the_refusal_of_too_few_pairs_states_the_bound_it_means(bundled: bertscope.Model) -> None:
+    """'give baseline_pairs=100 or more' while 3 was measured: it now says fewer are measured, noted."""
+    with pytest.raises(InvalidInput, match="baseline_pairs=1 drew no pair") as refused:
+        contextuality(bundled, TINY, words=["bank"], baseline_pairs=1)
+    assert "fewer are measured where they draw a pair, with a note" in str(refused.value)
+
+
+def test_each_column_says_its_n(bundled: bertscope.Model, tmp_path: Path) -> None:
+    """The sentences behind intra_sentence were counted but never output; the baseline's pairs were
+    JSON-only, under a name without n_."""
+    texts = [*TINY, "Bank"]  # a sentence of one word adds nothing to intra_sentence
+    s = contextuality(bundled, texts, words=["bank"], baseline_pairs=3).settings
+    assert (s["n_intra_sentences"], s["n_distinct_sentences"], s["n_baseline_pairs"]) == (3, 4, 3)
+    assert s["n_baseline_sample"] == 6
+    corpus = tmp_path / "tiny.txt"
+    corpus.write_text("\n".join(texts) + "\n")
+    args = ("contextuality", "-i", str(corpus), "--words", "bank", "--baseline-pairs", "3")
+    table = run_main(*args)
+    said = " ".join(table.stdout.split())
+    assert table.code == 0, table.stderr
+    assert "intra_sentence over 3 sentences of 2 words or more (of 4 distinct sentences, 4 given)" in said
+    assert "baseline over 3 pairs of occurrences from different sentences (a sample of 6)" in said
+    assert "few occurrences" in " ".join(table.stderr.split())
+    answer = json.loads(run_main(*args, "--json").stdout)
+    assert answer["settings"]["n_intra_sentences"] == 3 and "few occurrences" in answer["note"]
+
+
+def test_mev_is_adjusted_by_the_mev_of_the_baseline_sample(bundled: bertscope.Model) -> None:
+    """Ethayarajh (2019) subtracts the first principal component's share of uniformly sampled word
+    vectors from MEV, as self-similarity and intra-sentence by the baseline; only raw MEV was given.
+    With a sample as large as the corpus's words, the sample is every word occurrence of the corpus."""
+    result = contextuality(bundled, TINY, words=["bank"], baseline_pairs=1000)
+    every = [
+        np.concatenate([t.vectors[~np.array(t.special_mask)] for t in bundled.embed_tokens(TINY, layers=k)])
+        for k in (3, 6)
+    ]
+    for k, vectors in zip((3, 6), every, strict=True):
+        row = next(r for r in result.records if r["layer"] == k)
+        # words are single pieces here, so a word's vector is its token's
+        assert row["mev_adjusted"] == pytest.approx(row["mev"] - _mev(vectors), abs=1e-5)
+
+
+def test_min_contexts_under_two_is_refused(bundled: bertscope.Model, tmp_path: Path) -> None:
+    """A word is compared across two distinct sentences at least; --min-contexts 1 was accepted."""
+    with pytest.raises(InvalidSpec, match="min_contexts must be a whole number of at least 2"):
+        contextuality(bundled, TINY, min_contexts=1)
+    corpus = tmp_path / "tiny.txt"
+    corpus.write_text("\n".join(TINY) + "\n")
+    ran = run_main("contextuality", "-i", str(corpus), "--min-contexts", "1")
+    assert ran.code != 0 and "--min-contexts must be a whole number of at least 2" in ran.stderr
+    assert "Traceback" not in ran.stderr
