@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -75,6 +76,7 @@ def test_explore_batch_has_no_token_types_where_the_family_has_none(tmp_path: Pa
     from tiny_models import build_tiny_model
 
     model = bertscope.load(build_tiny_model("distilbert", tmp_path / "distilbert"), device="cpu")
+    assert isinstance(model, bertscope.Model)
     with TestClient(create_app(model)) as served:
         found = served.post("/explore/batch", json={"inputs": ["a cat", "a"]}).json()
     assert found["token_type_ids"] is None
@@ -98,3 +100,86 @@ def test_explore_layers_refuses_a_list_or_an_empty_text_naming_inputs(client: Te
     empty = client.post("/explore/layers", json={"inputs": "  "})
     assert empty.status_code == 422
     assert empty.json()["detail"] == "inputs is empty: every text needs a non-space character"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Debian's Chromium headless (as tests/test_explorer.py drives it), for the page's own logic."""
+    from test_explorer import FLAGS, _chromium
+
+    playwright = pytest.importorskip("playwright.sync_api", reason="the dev extra installs playwright")
+    exe = _chromium()
+    if exe is None:
+        pytest.skip("Chromium is absent and could not be installed (apt-get install chromium needs root)")
+    with playwright.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=exe, args=FLAGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+def _page_with_key(browser: Any, key: str) -> Any:
+    """A fresh page whose tab holds `key` as a key given earlier (sessionStorage, as a reload keeps it)."""
+    context = browser.new_context()
+    context.set_default_timeout(120_000)  # a wait ends early only when the page is wrong
+    context.add_init_script(f"sessionStorage.setItem('bertscope-key', {key!r})")
+    return context.new_page()
+
+
+@pytest.mark.timeout(400)
+@pytest.mark.parametrize("answer", ["secret", None])
+def test_a_refused_key_is_dropped_and_asked_again(
+    browser: Any, bundled: bertscope.Model, answer: str | None
+) -> None:
+    """A mistyped key stayed in the tab: every call failed with the server's 401 and no prompt came."""
+    from test_server import serving
+
+    asked: list[str] = []
+
+    def reply(dialog: Any) -> None:
+        asked.append(dialog.message)
+        dialog.accept(answer) if answer else dialog.dismiss()
+
+    with serving(bundled, api_key="secret") as base:
+        pg = _page_with_key(browser, "mistyped")
+        pg.on("dialog", reply)
+        pg.goto(base + "/")
+        if answer:
+            pg.wait_for_selector("body[data-ready]")  # every panel drawn with the key given
+            assert pg.evaluate("sessionStorage.getItem('bertscope-key')") == "secret"
+        else:
+            pg.wait_for_selector("#error:has-text('--api-key')")
+            assert "wants the key it was started with (its --api-key)" in pg.inner_text("#error")
+            assert pg.evaluate("sessionStorage.getItem('bertscope-key')") is None
+        assert asked[0] == "That API key was refused; this server's key:"
+        pg.context.close()
+
+
+@pytest.mark.timeout(400)
+def test_anatomy_draws_the_projection_the_proof_speaks_of(
+    browser: Any, bundled: bertscope.Model, tmp_path: Path
+) -> None:
+    """ALBERT projects after the LayerNorm (16 wide to 32): the page drew the parts up to the LayerNorm
+    only, while the proof compared the projected rows with layer 0."""
+    from test_server import serving
+    from tiny_models import build_tiny_model
+
+    albert = bertscope.load(build_tiny_model("albert", tmp_path / "albert"), device="cpu")
+    assert isinstance(albert, bertscope.Model)
+    drawn: dict[str, tuple[list[str], list[int]]] = {}
+    for name, model in (("albert", albert), ("bert", bundled)):
+        with serving(model) as base:
+            pg = _page_with_key(browser, "")
+            pg.goto(base + "/")
+            pg.wait_for_selector("body[data-ready]")
+            heads = pg.locator("#anatomy thead th").all_inner_texts()[3:]
+            widths = pg.eval_on_selector_all(
+                "#anatomy tbody tr:first-child canvas", "cs => cs.map(c => c.width)"
+            )
+            drawn[name] = (heads, widths)
+            pg.context.close()
+    heads, widths = drawn["albert"]
+    assert heads == ["word", "+ position", "+ segment", "= sum", "LayerNorm", "projected (encoder input)"]
+    assert widths == [16, 16, 16, 16, 16, 32]
+    assert drawn["bert"][0] == ["word", "+ position", "+ segment", "= sum", "LayerNorm"]  # no copy of it

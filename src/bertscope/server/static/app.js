@@ -8,15 +8,19 @@ const PALETTE = ["#2563eb", "#dc2626", "#059669", "#d97706", "#7c3aed", "#db2777
 const SVGNS = "http://www.w3.org/2000/svg";
 
 // ---------- talking to the service ----------
-async function api(path, body) {
+// `asked`: the key was asked for once already in this call (a refused key is not asked for twice).
+async function api(path, body, asked = false) {
   const headers = { "Content-Type": "application/json" };
   const key = sessionStorage.getItem("bertscope-key");
   if (key) headers["X-API-Key"] = key;
   // "." + path: the page's own folder, so a service mounted under a prefix is asked there, not at the root
   const res = await fetch("." + path, body === undefined ? { headers } : { method: "POST", headers, body: JSON.stringify(body) });
-  if (res.status === 401 && !key) {
-    const given = window.prompt("This server needs an API key:");
-    if (given) { sessionStorage.setItem("bertscope-key", given); return api(path, body); }
+  if (res.status === 401) {
+    // A refused key is dropped: kept, it failed every call of the tab, reloads included.
+    sessionStorage.removeItem("bertscope-key");
+    const given = asked ? null : window.prompt(key ? "That API key was refused; this server's key:" : "This server needs an API key:");
+    if (given) { sessionStorage.setItem("bertscope-key", given); return api(path, body, true); }
+    if (!asked) throw new Error(`${path}: this server wants the key it was started with (its --api-key); the next request asks for it again`);
   }
   const data = await res.json().catch(() => ({}));
   if (!res.ok) {
@@ -113,15 +117,16 @@ function showBatch(b) {
   noteCut("#batch-cut", b.n_dropped.map((n, i) => [`text ${i + 1}`, n]));
   const table = $("#batch");
   table.replaceChildren();
-  const width = b.ids[0].length;
+  const ids = b.input_ids;
+  const width = ids[0].length;
   const head = el("tr", {}, el("th", { text: "" }));
   for (let j = 0; j < width; j++) head.append(el("th", { text: j }));
   table.append(el("thead", {}, head));
   const body = el("tbody");
-  b.ids.forEach((ids, i) => {
+  ids.forEach((row, i) => {
     const pieces = el("tr", {}, el("th", { text: `text ${i + 1}` }));
     const mask = el("tr", { class: "mask" }, el("th", { text: "mask" }));
-    ids.forEach((id, j) => {
+    row.forEach((id, j) => {
       const pad = b.attention_mask[i][j] === 0;
       pieces.append(el("td", { class: pad ? "pad" : "" }, el("div", { class: "piece", text: b.tokens[i][j] }),
         el("div", { class: "id", text: id })));
@@ -133,8 +138,13 @@ function showBatch(b) {
 }
 
 // ---------- 2 · anatomy ----------
+// The steps drawn, in order; `projected` is a projection before the LayerNorm, `encoder_input` what layer 0
+// is compared with (the proof): ALBERT's and ELECTRA's projection (embedding_size to hidden_size) comes after
+// the LayerNorm, folded in there, so it is drawn where it is not the LayerNorm's rows again.
 const PARTS = [["word", "word"], ["position", "+ position"], ["token_type", "+ segment"], ["summed", "= sum"],
-  ["normalized", "LayerNorm"]];
+  ["projected", "projected"], ["normalized", "LayerNorm"], ["encoder_input", "projected (encoder input)"]];
+const sameRows = (x, y) => x.length === y.length && x.every((row, i) => row.length === y[i].length
+  && row.every((v, j) => v === y[i][j]));
 
 function strip(values, scale) {
   const c = el("canvas", { width: values.length, height: 1, class: "strip" });
@@ -154,7 +164,8 @@ async function showAnatomy(text) {
     el("span", { class: holds ? "ok" : "bad", text: holds ? "  ✓ equal" : "  ✗ differs" }),
     a.lacks.length ? `  (this family has no ${a.lacks.join(", ")})` : "",
     ...(a.notes || []).map((note) => el("div", { class: "note", text: note })));
-  const parts = PARTS.filter(([k]) => a.steps[k]);
+  const parts = PARTS.filter(([k]) => a.steps[k]
+    && !(k === "encoder_input" && a.steps.normalized && sameRows(a.steps[k], a.steps.normalized)));
   const table = $("#anatomy");
   table.replaceChildren();
   const head = el("tr", {}, el("th", { text: "piece" }), el("th", { text: "id" }), el("th", { text: "pos" }));
