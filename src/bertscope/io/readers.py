@@ -200,6 +200,11 @@ def read_lines(source: str | Path, *, text_field: str = "text") -> Iterator[str]
 def _text_lines(name: str, skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
     """One Record per line of a text file or stdin; a missing file fails here, before any reading."""
     if name == "-":
+        if sys.stdin is None:  # closed (`<&-`, a daemon): Python sets no stream, there is nothing to read
+            raise CorpusError(
+                f"{STDIN_NAME} is closed: nothing can be read from it; pipe the texts in (or < FILE), or give "
+                "the file's path instead of -"
+            )
         raw = getattr(sys.stdin, "buffer", None)
         if raw is not None:
             # read as bytes and decoded a line at a time, as a file is: a bad byte is named as it is in a
