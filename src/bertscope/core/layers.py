@@ -14,7 +14,7 @@ import numpy as np
 from ..errors import InvalidSpec
 from ._enums import Combine
 
-__all__ = ["parse_layers", "combine_layers"]
+__all__ = ["parse_layers", "combine_layers", "spec_examples"]
 
 LayerSpec = str | int | Sequence[int]
 
@@ -22,7 +22,7 @@ LayerSpec = str | int | Sequence[int]
 def parse_layers(spec: LayerSpec, n_layers: int) -> tuple[int, ...]:
     """Absolute hidden-state indices (0..n_layers) selected by `spec` for a model of n_layers layers."""
     count = n_layers + 1
-    allowed = f"layers are 0..{n_layers} (or -1..-{count}); specs look like -1, 0, 6, -4:, 1:4, 0,6, all"
+    allowed = f"layers are 0..{n_layers} (or -1..-{count}); specs look like {spec_examples(n_layers)}"
     if isinstance(spec, np.integer):  # a layer picked by np.argmax over a sweep, say
         spec = int(spec)
     elif isinstance(spec, np.ndarray) and spec.ndim == 1 and np.issubdtype(spec.dtype, np.integer):
@@ -50,6 +50,15 @@ def parse_layers(spec: LayerSpec, n_layers: int) -> tuple[int, ...]:
     if not chosen:
         raise InvalidSpec(f"layer spec {_short(spec)} selects no layer; {allowed}")
     return tuple(chosen)
+
+
+def spec_examples(n_layers: int) -> str:
+    """Layer specs valid on a model of `n_layers` layers, one of each form: "-1, 0, 6, -4:, 1:4, 0,6, all"
+    on six or more, "-1, 0, 2, -2:, 1:3, 0,2, all" on two (a refusal's examples must be specs it takes)."""
+    if n_layers < 1:
+        return "-1, 0, all"
+    middle, tail, span = min(6, n_layers), min(4, max(2, n_layers)), min(3, n_layers)
+    return f"-1, 0, {middle}, -{tail}:, 1:{1 + span}, 0,{middle}, all"
 
 
 def _short(spec: object) -> str:
