@@ -87,3 +87,50 @@ def test_min_contexts_under_two_is_refused(bundled: bertscope.Model, tmp_path: P
     ran = run_main("contextuality", "-i", str(corpus), "--min-contexts", "1")
     assert ran.code != 0 and "--min-contexts must be a whole number of at least 2" in ran.stderr
     assert "Traceback" not in ran.stderr
+
+
+def test_plot_words_draws_no_baseline_sample(
+    bundled: bertscope.Model, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """word_points computed word_occurrences' 4,000-occurrence baseline sample; a picture reads none."""
+    from bertscope.research import contextuality as module
+    from bertscope.research.plots import word_points
+
+    pools: list[list[object]] = []
+    measure = module.word_occurrences
+
+    def kept(*args: object, **kwargs: object) -> object:
+        found = measure(*args, **kwargs)
+        pools.append(found[2])
+        return found
+
+    monkeypatch.setattr(module, "word_occurrences", kept)
+    points = word_points(bundled, ["bank", "river"], iter(TINY))  # a one-pass stream is enough
+    assert points.words == ["bank", "bank", "river", "river"] and pools == [[]]
+
+
+def test_plot_words_streams_its_file_and_takes_a_seed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`plot words` read the whole file into a list and had no --seed (the library's seed= existed)."""
+    from bertscope.research import plots
+
+    given: dict[str, object] = {}
+    draw = plots.word_points
+
+    def seen(model: object, words: object, sentences: object, **kwargs: object) -> object:
+        given.update(kind=type(sentences), seed=kwargs.get("seed"))
+        return draw(model, words, sentences, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(plots, "word_points", seen)
+    corpus = tmp_path / "tiny.txt"
+    corpus.write_text("\n".join(TINY) + "\n")
+    picture = tmp_path / "w.png"
+    ran = run_main("plot", "words", "bank,river", "-i", str(corpus), "--seed", "7", "-o", str(picture))
+    assert ran.code == 0, ran.stderr
+    assert given["seed"] == 7 and not issubclass(given["kind"], (list, tuple))  # type: ignore[arg-type]
+    assert picture.stat().st_size > 0
+    refused = run_main(
+        "plot", "words", "bank", "-i", str(corpus), "--seed", "-1", "-o", str(tmp_path / "x.png")
+    )
+    assert refused.code != 0 and "seed" in refused.stderr and "Traceback" not in refused.stderr

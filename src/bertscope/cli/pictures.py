@@ -255,6 +255,9 @@ def plot_words_cmd(
         Path | None, typer.Option("--output", "-o", help="PNG file to write (default: words.png).")
     ] = None,
     overwrite: OverwriteOpt = False,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Seed of the 2-D layout (t-SNE, UMAP; PCA's solver).")
+    ] = 0,
     text_field: TextFieldOpt = "text",
     model: ModelOpt = None,
     device: DeviceOpt = "auto",
@@ -264,11 +267,13 @@ def plot_words_cmd(
     threads: ThreadsOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Each occurrence of each word as a point in 2-D, coloured by word (--json: the points too).
+    """Each occurrence of each word as a point in 2-D, coloured by word (--json: the points too). The
+    texts stream: a file is never held whole.
 
     Example: `bertscope plot words bank,river,money,bread -i corpus.txt --layer 6 -o words.png`
     """
     from ..research.plots import Projection, draw_words, word_points
+    from ..research.states import check_seed
 
     chosen = split_list(words)
     if not chosen:  # the library's words=['bank'] in the command line's words, before the model loads
@@ -277,15 +282,18 @@ def plot_words_cmd(
             "bank,river -i corpus.txt"
         )
     Projection.parse(method, what="projection")  # --method, before the model loads
+    check_seed(seed)
     picture = picture_output(output, overwrite=overwrite, default="words.png")  # before the work
 
-    contexts_read = list(read_lines(one_input(input_path, contexts, "sentences"), text_field=text_field))
+    # streamed, as contextuality reads them: only the words' occurrences are kept, never the file
+    contexts_read = read_lines(one_input(input_path, contexts, "sentences"), text_field=text_field)
     found = word_points(
         load_model(model, device=device, dtype=dtype, backend=backend, quantize=quantize, threads=threads),
         chosen,
         contexts_read,
         layer=layer,
         method=method,
+        seed=seed,
     )
     draw_words(found, picture, overwrite=overwrite)
     err.print(f"wrote {picture}")

@@ -4,7 +4,7 @@ word occurrences in 2-D, and token-to-token cosine at every layer."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -168,13 +168,14 @@ class WordPoints:
 def word_points(
     model: Encoder,
     words: Sequence[str] | str,
-    sentences: Sequence[str] | str,
+    sentences: Iterable[str] | str,
     *,
     layer: int = -1,
     method: Projection | str = "pca",
     seed: int = 0,
 ) -> WordPoints:
-    """Each occurrence of each word in the sentences, projected to 2-D (PCA or t-SNE) at one layer."""
+    """Each occurrence of each word in the sentences, projected to 2-D (PCA or t-SNE) at one layer;
+    `sentences` stream (a file's lines are never held whole), `seed` seeds the projection."""
     from .contextuality import given_words, word_occurrences
 
     how = Projection.parse(method, what="projection")
@@ -183,7 +184,8 @@ def word_points(
     # string is one word and one sentence, as contextuality reads them (not its letters).
     named, split = given_words(model, words)
     texts = [sentences] if isinstance(sentences, str) else sentences
-    found = word_occurrences(model, texts, named)[0] if named else None
+    # sample=0: the picture reads no anisotropy baseline, so no sample of every word is drawn for one
+    found = word_occurrences(model, texts, named, sample=0)[0] if named else None
     layered = found.layered if found is not None else {}
     present = [w for w in named if w in layered]
     if found is not None and (capped := found.capped(present)):
@@ -206,7 +208,7 @@ def word_points(
 def plot_words(
     model: Encoder,
     words: Sequence[str] | str,
-    sentences: Sequence[str] | str,
+    sentences: Iterable[str] | str,
     path: str | Path,
     *,
     layer: int = -1,
