@@ -415,7 +415,9 @@ def contextuality(
     ):  # kept in corpus order, so a word past the cap is measured on the corpus's start
         notes.append(f"occurrences kept per word (max_contexts={max_contexts}): {capped}")
     pairs = {w: _pairs_across(found.sentences[w]) for w in kept}
-    notes += _few_note(n_occurrences, pairs, used, len(pool))
+    # a word cut at max_contexts has its count said by the cap's note: the few it rests on were asked for
+    uncut = {w: n for w, n in n_occurrences.items() if found.seen.get(w, 0) <= max_contexts}
+    notes += _few_note(uncut, pairs, used, len(pool))
     return Contextuality(records, per_word, n_occurrences, settings, "; ".join(notes) or None)
 
 
