@@ -9,7 +9,26 @@ import pytest
 
 import bertscope
 from bertscope.core.layers import parse_layers
-from bertscope.errors import InvalidSpec
+from bertscope.errors import InvalidInput, InvalidSpec
+
+
+def test_pre_split_words_are_refused_saying_so(tiny_models: dict[str, bertscope.Model]) -> None:
+    """A 2-list is a pair (the service's JSON, CrossEncoder's [[a, b]]); any other list says why it is not
+    one, and a pair's B that is None is named."""
+    model = tiny_models["bert"]
+    assert model.embed_tokens([["New", "old"]])[0].tokens == ["[CLS]", "new", "[SEP]", "old", "[SEP]"]
+    said = (
+        r"^text 0 is a list of 3 texts, not a string: a pair is \(A, B\), two texts; pre-split words are "
+        r"not taken: join them with spaces$"
+    )
+    with pytest.raises(InvalidInput, match=said):
+        model.embed_tokens([["hello", "world", "again"]])
+    with pytest.raises(InvalidInput, match=r"^pair 0's B is None, not a string: a pair is \(A, B\), two"):
+        model.embed_tokens([("a", None)])
+    with pytest.raises(
+        InvalidInput, match=r"^text 0 is a list of 2 texts, not a string: pairs are not taken"
+    ):
+        model.embed_words([["New", "York"]])
 
 
 def test_layer_spec_examples_are_specs_the_model_takes(tiny_models: dict[str, bertscope.Model]) -> None:

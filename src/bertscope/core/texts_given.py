@@ -215,6 +215,8 @@ def _array_items(texts: np.ndarray) -> list[Any]:
 
 def check_text(text: object, index: int, *, pairs: bool = False) -> Any:
     """One text (or (A, B) tuple with `pairs`) checked, or InvalidInput naming its index and the fix."""
+    if isinstance(text, (list, tuple)):
+        _refuse_not_a_pair(text, index, pairs=pairs)
     parts = tuple(text) if pairs and is_pair(text) else (text,)  # type: ignore[arg-type]
     for side, part in zip("AB", parts, strict=False):
         if not isinstance(part, str):
@@ -228,6 +230,27 @@ def check_text(text: object, index: int, *, pairs: bool = False) -> Any:
             which = f"{named} (pair part {side})" if len(parts) == 2 else named
             raise InvalidInput(f"{which} {problem}")
     return parts if len(parts) == 2 else text
+
+
+def _refuse_not_a_pair(value: list[Any] | tuple[Any, ...], index: int, *, pairs: bool) -> None:
+    """Refuse a list or tuple that is no (A, B) pair, saying why: a pair's A or B that is no string, or
+    another count of texts, such as words split beforehand (transformers' is_split_into_words), which
+    would read as a pair where there are two."""
+    kind = type(value).__name__
+    if pairs and len(value) == 2:
+        for side, part in zip("AB", value, strict=True):
+            if not isinstance(part, str):
+                said = f"{text_named('pair', index)}'s {side} is {type_named(part)}, not a string"
+                raise InvalidInput(f"{said}: a pair is (A, B), two strings")
+        return
+    if not value or not all(isinstance(part, str) for part in value):
+        return  # said as what it is: "text 0 is a list, not a string"
+    count = f"{len(value)} text{'' if len(value) == 1 else 's'}"
+    taken = "a pair is (A, B), two texts" if pairs else "pairs are not taken here"
+    raise InvalidInput(
+        f"{text_named('text', index)} is a {kind} of {count}, not a string: {taken}; pre-split words are not "
+        "taken: join them with spaces"
+    )
 
 
 def one_text_or_pair(value: object) -> bool:
