@@ -4,12 +4,69 @@ pre-split words and pairs, the layer spec's examples."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 import bertscope
 from bertscope.core.layers import parse_layers
-from bertscope.errors import InvalidInput, InvalidSpec
+from bertscope.errors import InvalidInput, InvalidSpec, TruncatedTextsWarning
+from bertscope.io.occurrences import search_occurrences
+from bertscope.server import ServerSettings, create_app
+
+# 61 words and "token" fill the tiny model's 64 tokens with [CLS] and [SEP]: "##ization" is cut
+CUT = "word " * 61 + "tokenization here"
+
+
+@pytest.fixture(scope="module")
+def token_store(tmp_path_factory: pytest.TempPathFactory, tiny_models: dict[str, bertscope.Model]) -> Path:
+    """Token rows of the tiny WordPiece model, with "token" whole in each text."""
+    root = tmp_path_factory.mktemp("words21")
+    corpus = root / "corpus.txt"
+    corpus.write_text("the token is here\nmy token was good\n")
+    store = root / "tokens.parquet"
+    bertscope.embed_corpus(corpus, store, model=tiny_models["bert"], level="tokens", progress=False)
+    return store
+
+
+def test_a_context_word_the_cut_split_is_not_the_word(
+    token_store: Path, tiny_models: dict[str, bertscope.Model]
+) -> None:
+    """ "token" of token ##ization (##ization cut at 64 tokens) is not the word "token": refused, and the
+    cut said; "tokenization" itself is named as cut, not as missing from the context."""
+    model = tiny_models["bert"]
+    with pytest.warns(TruncatedTextsWarning):
+        assert model.embed_tokens(CUT)[0].tokens[-3:] == ["word", "token", "[SEP]"]
+    with pytest.warns(TruncatedTextsWarning, match="the context is cut as the store's texts were"):
+        with pytest.raises(InvalidInput, match=r"'token' as a whole word within the model's 64 tokens"):
+            search_occurrences(token_store, word="token", context=CUT, model=model)
+    with (
+        pytest.warns(TruncatedTextsWarning),
+        pytest.raises(InvalidInput, match=r"'tokenization' falls past the model's 64 tokens or is cut"),
+    ):
+        search_occurrences(token_store, word="tokenization", context=CUT, model=model)
+
+
+def test_a_cut_context_is_said_and_counted(
+    token_store: Path, tiny_models: dict[str, bertscope.Model]
+) -> None:
+    """A word before the cut is found; the cut is said (TruncatedTextsWarning) and counted (n_dropped)."""
+    context = "the token " + "word " * 70
+    with pytest.warns(TruncatedTextsWarning, match="1 of 1 text"):
+        found = search_occurrences(token_store, word="token", context=context, model=tiny_models["bert"])
+    assert found.context_span == (4, 9) and found.n_dropped == 72 - 62 and found.n_occurrences == 2
+
+
+def test_the_service_refuses_a_context_word_the_cut_split(
+    token_store: Path, tiny_models: dict[str, bertscope.Model]
+) -> None:
+    settings = ServerSettings(stores=(("tok", str(token_store)),))
+    with TestClient(create_app(tiny_models["bert"], settings=settings)) as client:
+        body = {"store": "tok", "word": "token", "context": CUT}
+        answer = client.post("/occurrences", json=body)
+    assert answer.status_code == 422, answer.text
+    assert "'token' as a whole word within the model's 64 tokens" in answer.json()["detail"]
 
 
 def test_pre_split_words_are_refused_saying_so(tiny_models: dict[str, bertscope.Model]) -> None:

@@ -24,12 +24,12 @@ import pyarrow as pa
 
 from ..core._enums import SubwordPooling
 from ..core.given import quoted_text
-from ..core.pooling import pool_words, text_words, word_spans
+from ..core.pooling import pool_words, whole_words, word_spans
 from ..core.renamed import top_k_given
 from ..core.renamed_fields import renamed_field
 from ..core.similarity import unit
 from ..core.spec import EmbedOptions
-from ..core.tokens import check_texts
+from ..core.tokens import check_texts, say_cut
 from ..errors import (
     BackendUnavailable,
     BertscopeError,
@@ -57,6 +57,8 @@ __all__ = [
 ]
 
 _SNIPPET = 40
+# A context cut at the model's limit, as a query (io/query.py) and as the store's own texts were.
+_CONTEXT_CUT = "the context is cut as the store's texts were; give a shorter context around the word"
 _CHUNK_ROWS = 65536
 
 
@@ -78,7 +80,8 @@ class Occurrence:
 class Occurrences:
     """The occurrences found (nearest first when a context was given) and how many the store holds;
     `context_span`: the (start, end) characters of the word's use in the context searched with, its first
-    where the context uses it more than once (None without a context)."""
+    where the context uses it more than once (None without a context); `n_dropped`: the context's word
+    pieces the model's limit cut (0 where it was whole, or without a context), as embed_tokens counts them."""
 
     word: str
     context: str | None
@@ -86,6 +89,7 @@ class Occurrences:
     hits: list[Occurrence] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
     context_span: tuple[int, int] | None = None
+    n_dropped: int = 0
 
     @property
     def total(self) -> int:
@@ -143,10 +147,13 @@ def search_occurrences(
         m = model_for(opened.settings, model, store_limit=True)  # the context cut as the stored rows were
         _check_same(opened, m, layers)
         _one_word(word, m)  # before the context: a word the tokenizer splits is in no context either
-    query, span = (None, None) if m is None or context is None else _query_vector(opened, target, context, m)
-    found = Occurrences(
-        word=word, context=context, n_occurrences=0, settings=opened.settings, context_span=span
+    query, span, dropped = (
+        (None, None, 0) if m is None or context is None else _query_vector(opened, target, context, m)
     )
+    found = Occurrences(
+        word=word, context=context, n_occurrences=0, settings=opened.settings, context_span=span,
+        n_dropped=dropped,
+    )  # fmt: skip
     best: list[tuple[float, int, Occurrence]] = []
     seen: Counter[str] = Counter()
     # With a fresh index of every vector column, only the occurrences' own rows are read (from the
@@ -378,9 +385,10 @@ def _floats(column: Any) -> np.ndarray:
     return np.asarray(array.flatten().to_numpy(zero_copy_only=False), dtype=np.float32).reshape(-1, width)
 
 
-def _query_vector(store: Store, target: str, context: str, m: Any) -> tuple[np.ndarray, tuple[int, int]]:
+def _query_vector(store: Store, target: str, context: str, m: Any) -> tuple[np.ndarray, tuple[int, int], int]:
     """(d,) unit vector of `target` in `context`, made exactly as the store made its rows by `m` (the
-    store's model, checked, at its recorded token limit), and the characters of that use: the first."""
+    store's model, checked, at its recorded token limit), the characters of that use (the first), and the
+    context's pieces the limit cut (said: `say_cut`)."""
     settings = store.settings
     options = {key: settings[key] for key in ("long", "stride") if key in settings}
     stacked = settings.get("combine") == "stack"
@@ -392,7 +400,8 @@ def _query_vector(store: Store, target: str, context: str, m: Any) -> tuple[np.n
     )
     spec = unpooled_spec(m, recipe, prompt=settings.get("prompt") or "")
     tok = m.token_vectors(check_texts([context]), spec)[0]
-    groups, spans = text_words(tok)
+    say_cut([tok.n_dropped], m.max_tokens, _CONTEXT_CUT)
+    groups, spans = whole_words(tok)  # a word the cut split ("bank" of bank ##note) is not the word
     if settings["level"] == "words":
         # Pooled per layer, as the word level pools each stacked layer on its own.
         how = SubwordPooling.parse(settings["subword"], what="subword pooling")
@@ -404,16 +413,23 @@ def _query_vector(store: Store, target: str, context: str, m: Any) -> tuple[np.n
         if context[start:end].casefold() == target:
             # Round through the stored precision first, as the stored rows were.
             stored = rows_of_word.astype(np.float16 if settings.get("precision") == "float16" else np.float32)
-            return unit(stored.astype(np.float32).mean(axis=0)[None])[0], (start, end)
-    covered = spans[-1][1] if spans else 0
+            return unit(stored.astype(np.float32).mean(axis=0)[None])[0], (start, end), tok.n_dropped
+    covered = spans[-1][1] if spans else 0  # the end of the last whole word: a cut one is past it
     if re.search(rf"(?<!\w){re.escape(target)}(?!\w)", context[covered:].casefold()):
         raise InvalidInput(
-            f"the context's use of {quoted_text(target)} falls past the model's {m.max_tokens} tokens (the "
-            "context is cut there, as the store's rows were): give a shorter context around the word"
+            f"the context's use of {quoted_text(target)} falls past the model's {m.max_tokens} tokens or is "
+            "cut by them (the context is cut there, as the store's rows were): give a shorter context around "
+            "the word"
         )
+    within = (
+        f" within the model's {m.max_tokens} tokens (the context is cut there, as the store's rows were, and "
+        "a word the cut splits is not whole)"
+        if tok.n_dropped
+        else ""
+    )
     raise InvalidInput(
         f"the context {quoted_text(context)} does not contain the word {quoted_text(target)} as a whole "
-        "word; give a sentence that uses it"
+        f"word{within}; give a sentence that uses it"
     )
 
 
