@@ -31,3 +31,35 @@ def test_a_closed_stdin_is_named_not_a_traceback(monkeypatch: pytest.MonkeyPatch
         assert ran.code == 1, ran
         assert _one_error_line(ran.stderr).startswith("error: <stdin> is closed: "), ran
     assert not (tmp_path / "x.parquet").exists()
+
+
+@pytest.mark.parametrize(
+    ("name", "encoding", "said"), [("u16.txt", "utf-16", "UTF-16"), ("u32.csv", "utf-32", "UTF-32")]
+)
+def test_a_utf16_or_utf32_file_is_named_with_its_conversion(
+    tmp_path: Path, name: str, encoding: str, said: str
+) -> None:
+    """It said `u16.txt:1: not UTF-8 text (invalid start byte); convert the file to UTF-8`."""
+    corpus = tmp_path / name
+    corpus.write_bytes("text\na cat\na dog\n".encode(encoding))  # Python writes the byte-order mark
+    fix = f"iconv -f {encoding} -t utf-8 {corpus} > {corpus.with_name(corpus.stem + '.utf8' + corpus.suffix)}"
+    expected = (
+        f"{corpus}:1: {said} text (it begins with a {said} byte-order mark), not UTF-8; convert it: {fix}"
+    )
+    for skip_bad in (False, True):  # the whole file is refused: no line of it is text to keep
+        with pytest.raises(CorpusError) as refused:
+            list(read_corpus(corpus, skip_bad=skip_bad))
+        assert str(refused.value) == expected
+    ran = run_main("embed", "-i", str(corpus), "-o", str(tmp_path / "x.parquet"))
+    assert ran.code == 1 and _one_error_line(ran.stderr) == f"error: {expected}", ran
+
+
+def test_latin1_bytes_are_named_with_an_iconv_example(tmp_path: Path) -> None:
+    corpus = tmp_path / "latin.txt"
+    corpus.write_bytes("fine\ncaf\xe9\n".encode("latin-1"))
+    with pytest.raises(CorpusError) as refused:
+        list(read_corpus(corpus))
+    assert str(refused.value) == (
+        f"{corpus}:2: not UTF-8 text (invalid continuation byte); convert the file to UTF-8 "
+        "(e.g. iconv -f latin1 -t utf-8)"
+    )

@@ -217,7 +217,10 @@ def test_bad_bytes_on_stdin_are_named_as_in_a_file(monkeypatch: pytest.MonkeyPat
         ("1", "ok"),
         ("3", "third"),
     ]
-    assert skipped.bad == ["<stdin>:2: not UTF-8 text (invalid start byte); convert the input to UTF-8"]
+    assert skipped.bad == [
+        "<stdin>:2: not UTF-8 text (invalid start byte); convert the input to UTF-8 "
+        "(e.g. iconv -f latin1 -t utf-8)"
+    ]
 
 
 # --- 5. a repeated column name in a CSV header ---------------------------------------------------------

@@ -132,8 +132,9 @@ def test_not_utf8_advises_skip_bad_only_where_the_caller_has_it(
         with pytest.raises(bertscope.CorpusError) as refused:
             reading()
         assert str(refused.value).endswith("latin.txt:2: not UTF-8 text (invalid continuation byte); "
-                                           "convert the file to UTF-8")  # fmt: skip
-    with pytest.raises(bertscope.CorpusError, match=r"convert the file to UTF-8 \(--skip-bad sets such"):
+                                           "convert the file to UTF-8 "
+                                           "(e.g. iconv -f latin1 -t utf-8)")  # fmt: skip
+    with pytest.raises(bertscope.CorpusError, match=r"-t utf-8\) \(--skip-bad sets such"):
         bertscope.embed_corpus(source, tmp_path / "out.parquet", model=bundled)
     summary = bertscope.embed_corpus(source, tmp_path / "out.parquet", model=bundled, skip_bad=True)
     assert (summary.embedded, summary.rejected) == (1, 1)

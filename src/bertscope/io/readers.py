@@ -6,6 +6,7 @@ import csv
 import json
 import math
 import os
+import shlex
 import sqlite3
 import sys
 from collections.abc import Iterable, Iterator
@@ -46,6 +47,14 @@ _LONE_CR = (
     "a carriage return (\\r) inside the line: the file has CR (old Mac) line endings, or a stray CR; "
     "lines end at \\n: convert them (e.g. tr '\\r' '\\n' < FILE > FIXED)"
 )
+# The byte-order marks of the other Unicode encodings ("Unicode" in Notepad, PowerShell's >, iconv -t
+# utf-16), the longer first: UTF-32's little-endian mark begins with UTF-16's.
+_WIDE_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"),
+)  # fmt: skip
+# The usual non-UTF-8 text is Latin-1 (or Windows-1252): the example conversion every reader names.
+_LATIN1_FIX = "(e.g. iconv -f latin1 -t utf-8)"
 
 
 @dataclass
@@ -152,6 +161,8 @@ def read_corpus(
         elif _is_text(path):
             records = _file_lines(path, skip_bad, rejects)  # lee_background.cor: text is text, any suffix
         else:
+            with path.open("rb") as stream:
+                _refuse_wide(stream.read(4), name)  # a UTF-16 text of another suffix is text all the same
             raise CorpusError(
                 f"{name}: unknown corpus type {suffix or '(none)'} and not UTF-8 text; supported: "
                 f"{', '.join(SUPPORTED_INPUTS)}"
@@ -202,8 +213,8 @@ def _text_lines(name: str, skip_bad: bool, rejects: Rejects) -> Iterator[Record]
     if name == "-":
         if sys.stdin is None:  # closed (`<&-`, a daemon): Python sets no stream, there is nothing to read
             raise CorpusError(
-                f"{STDIN_NAME} is closed: nothing can be read from it; pipe the texts in (or < FILE), or give "
-                "the file's path instead of -"
+                f"{STDIN_NAME} is closed: nothing can be read from it; pipe the texts in (or < FILE), or "
+                "give the file's path instead of -"
             )
         raw = getattr(sys.stdin, "buffer", None)
         if raw is not None:
@@ -268,7 +279,7 @@ def _checked(
     except UnicodeDecodeError as exc:
         where = f"after line {line}" if line else "in its first lines"
         raise CorpusError(
-            f"{name}: not UTF-8 text {where} ({exc.reason}); convert the file to UTF-8"
+            f"{name}: not UTF-8 text {where} ({exc.reason}); convert the file to UTF-8 {_LATIN1_FIX}"
         ) from None
     finally:
         if seen is not None:
@@ -386,13 +397,38 @@ def _decoded_lines(
     stream: Iterable[bytes], name: str, skip_bad: bool, rejects: Rejects
 ) -> Iterator[tuple[int, str]]:
     for number, raw in enumerate(stream, 1):
+        if number == 1:
+            _refuse_wide(raw, name)
         try:
             # A byte-order mark (Excel, Notepad) is dropped from the first line only.
             yield number, raw.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as exc:
-            what = "the file" if name != STDIN_NAME else "the input"
-            message = f"{name}:{number}: not UTF-8 text ({exc.reason}); convert {what} to UTF-8"
-            _bad(message, skip_bad, rejects)
+            _bad(_not_utf8(name, number, exc), skip_bad, rejects)
+
+
+def _not_utf8(name: str, number: int, exc: UnicodeDecodeError) -> str:
+    """A line that is not UTF-8, named with the usual conversion (from Latin-1)."""
+    what = "the file" if name != STDIN_NAME else "the input"
+    return f"{name}:{number}: not UTF-8 text ({exc.reason}); convert {what} to UTF-8 {_LATIN1_FIX}"
+
+
+def _refuse_wide(head: bytes, name: str) -> None:
+    """Refuse a file (or stdin) that begins with a UTF-16 or UTF-32 byte-order mark, naming the conversion.
+    Every line of it is unreadable as UTF-8 (or a text of NULs), so the whole file is refused, even with
+    skip_bad: setting its lines aside one by one would leave nothing, or garbage, to embed."""
+    encoding = next((enc for bom, enc in _WIDE_BOMS if head.startswith(bom)), None)
+    if encoding is None:
+        return
+    lower = encoding.lower()
+    if name == STDIN_NAME:
+        fix = f"convert the input to UTF-8 first (iconv -f {lower} -t utf-8)"
+    else:
+        path = Path(name)
+        converted = path.with_name(f"{path.stem}.utf8{path.suffix}")
+        fix = f"convert it: iconv -f {lower} -t utf-8 {shlex.quote(name)} > {shlex.quote(str(converted))}"
+    raise CorpusError(
+        f"{name}:1: {encoding} text (it begins with a {encoding} byte-order mark), not UTF-8; {fix}"
+    )
 
 
 def _stdin_lines(stdin: TextIO, raw: Iterable[bytes], skip_bad: bool, rejects: Rejects) -> Iterator[Record]:
@@ -509,12 +545,13 @@ def _csv_records(
 def _csv_lines(path: Path, skip_bad: bool, rejects: Rejects, bad_lines: set[int]) -> Iterator[str]:
     """The lines of a CSV decoded one by one, so a bad byte is named at its own line (not "after line 0")."""
     for number, raw in _raw_lines(path):
+        if number == 1:
+            _refuse_wide(raw, str(path))
         try:
             # Excel writes a byte-order mark (utf-8-sig) at the start of the file.
             yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
         except UnicodeDecodeError as exc:
-            message = f"{path}:{number}: not UTF-8 text ({exc.reason}); convert the file to UTF-8"
-            _bad(message, skip_bad, rejects)
+            _bad(_not_utf8(str(path), number, exc), skip_bad, rejects)
             bad_lines.add(number)
             yield "\n"  # an empty line keeps the reader's line numbers the file's own
 
