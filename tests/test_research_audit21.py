@@ -134,3 +134,27 @@ def test_plot_words_streams_its_file_and_takes_a_seed(
         "plot", "words", "bank", "-i", str(corpus), "--seed", "-1", "-o", str(tmp_path / "x.png")
     )
     assert refused.code != 0 and "seed" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_senses_says_the_search_starts_at_two_and_when_it_chose_nothing(
+    bundled: bertscope.Model, tmp_path: Path
+) -> None:
+    """3 occurrences left n_clusters=2 the only candidate, yet it read as 'the highest mean silhouette of
+    n_clusters=2..2', and no note said a word of one meaning is still split in two."""
+    from bertscope.research.senses import word_senses
+
+    texts = [*TINY[:2], "The bank raised its rates.", "A boat on the river."]
+    store = tmp_path / "b3.parquet"
+    corpus = tmp_path / "b3.txt"
+    corpus.write_text("\n".join(texts) + "\n")
+    assert run_main("embed", "-i", str(corpus), "-o", str(store), "--tokens").code == 0
+    found = word_senses(store, "bank")
+    assert found.n_clusters == 2 and "2..2" not in found.criterion
+    assert "the only number the silhouette search could try (nothing chosen)" in found.criterion
+    assert found.note is not None and "the search starts at n_clusters=2" in found.note
+    assert "n_clusters=2 was the only number tried" in found.note
+    assert found.to_dict()["note"] == found.note
+    ran = run_main("senses", "bank", "--store", str(store))
+    said = " ".join(ran.stderr.split())
+    assert ran.code == 0 and "note: silhouette cannot score one cluster" in said and "--n-clusters" in said
+    assert word_senses(store, "bank", n_clusters=2).note is None  # a number given is no search

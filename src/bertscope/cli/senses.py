@@ -76,6 +76,8 @@ def senses(
             f"the word occurs more than {limit} times; clustered the first {limit} only (--limit)",
             label="note:",
         )
+    if found.note:  # the silhouette search's limits, in the flags' words
+        warn(found.note.replace("or n_clusters", "or --n-clusters"), label="note:", style="cyan")
     if as_json:
         emit_json({**found.to_dict(), "picture": str(output) if output else None})
         return

@@ -7,6 +7,11 @@ occurrences (the same sentence twice gives the same vector) are clustered once, 
 they occur, so `n_clusters` is at most the number of distinct vectors: a larger one is capped there and
 the criterion says so, and no sense is ever empty. Clusters are numbered by size, largest first; each
 keeps its most central occurrences (highest cosine to its centroid).
+
+Silhouette is not defined for one cluster, so the search never answers one sense: a word of one meaning
+is still split in two. `note` says so whenever the number is chosen, with the best mean silhouette
+(Kaufman & Rousseeuw read one under 0.25 as no substantial structure), and says that nothing was chosen
+where the occurrences left one candidate (n_clusters=2 the only one tried).
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ __all__ = ["Sense", "Senses", "word_senses"]
 
 _N_CLUSTERS_RANGE = range(2, 9)
 _MIN_OCCURRENCES = 3
+# Kaufman & Rousseeuw (1990): a mean silhouette under it finds no substantial structure
+WEAK_SILHOUETTE = 0.25
 
 
 @dataclass
@@ -48,7 +55,8 @@ class Sense:
 @dataclass
 class Senses:
     """A word's occurrences, the cluster of each, and how many clusters (`n_clusters`; `k` is its
-    deprecated old name) and how that number was chosen."""
+    deprecated old name) and how that number was chosen; `note` what the choice cannot say (one sense
+    is never a candidate; one candidate is no choice), None where the number was given."""
 
     word: str
     n_clusters: int
@@ -59,6 +67,7 @@ class Senses:
     labels: np.ndarray
     vectors: np.ndarray = field(repr=False)
     capped: bool = False
+    note: str | None = None
 
     @property
     def k(self) -> int:
@@ -76,6 +85,7 @@ class Senses:
             "silhouettes": {str(n): v for n, v in self.silhouettes.items()},
             "n_occurrences": len(self.occurrences),
             "capped": self.capped,
+            "note": self.note,
             "senses": [
                 # `sense`, as the table's column says it (docs/names.md retired `number` as a key)
                 {"sense": s.sense, "size": s.size, "examples": [e.__dict__ for e in s.examples]}
@@ -150,6 +160,7 @@ def word_senses(
         return _by_size(np.asarray(model.fit_predict(distinct, sample_weight=weights))[inverse])
 
     silhouettes: dict[int, float] = {}
+    note = None
     if n_clusters is None:
         for n in (n for n in _N_CLUSTERS_RANGE if n <= len(distinct) and n < len(points)):
             labels = cluster(n)
@@ -157,7 +168,12 @@ def word_senses(
                 silhouettes[n] = float(silhouette_score(points, labels, metric="cosine"))
         best = max(silhouettes, key=lambda n: silhouettes[n])
         labels = cluster(best)
-        criterion = f"the highest mean silhouette (cosine) of n_clusters=2..{max(silhouettes)}"
+        criterion = (
+            f"the highest mean silhouette (cosine) of n_clusters=2..{max(silhouettes)}"
+            if len(silhouettes) > 1
+            else "n_clusters=2, the only number the silhouette search could try (nothing chosen)"
+        )
+        note = _search_note(silhouettes, best, len(points), len(distinct))
     else:
         labels = cluster(min(n_clusters, len(distinct)))
         criterion = (
@@ -168,8 +184,30 @@ def word_senses(
     used = int(labels.max()) + 1
     senses = [_sense(number, labels, points, hits, examples) for number in range(used)]
     return Senses(
-        word, used, f"{used} clusters: {criterion}", silhouettes, senses, hits, labels, points, capped=capped
-    )
+        word, used, f"{used} clusters: {criterion}", silhouettes, senses, hits, labels, points,
+        capped=capped, note=note,
+    )  # fmt: skip
+
+
+def _search_note(silhouettes: dict[int, float], best: int, n_points: int, n_distinct: int) -> str:
+    """What the silhouette search cannot tell: one sense is never tried, one candidate is no choice, a
+    weak silhouette finds no structure."""
+    said = [
+        "silhouette cannot score one cluster, so the search starts at n_clusters=2: a word of one meaning "
+        "is still split in two"
+    ]
+    if len(silhouettes) == 1:
+        said.append(
+            f"n_clusters=2 was the only number tried (fewer clusters than occurrences: {n_points} "
+            f"occurrences, {n_distinct} distinct), so nothing was chosen: give more occurrences, or "
+            "n_clusters"
+        )
+    if silhouettes[best] < WEAK_SILHOUETTE:
+        said.append(
+            f"its mean silhouette {silhouettes[best]:.3f} is under {WEAK_SILHOUETTE} (no substantial "
+            "structure, as Kaufman & Rousseeuw read it): the occurrences may be one sense"
+        )
+    return "; ".join(said)
 
 
 def _sense(
