@@ -238,7 +238,9 @@ def shared_sentences(train_texts: Iterable[str], test_texts: Iterable[str], *, t
         test_name = str(test) if isinstance(test, (str, Path)) else "the test data"
         train_name = str(train) if isinstance(train, (str, Path)) else "the training data"
         which = (
-            f"all {shared} distinct sentences of {test_name} occur"
+            f"the 1 distinct sentence of {test_name} occurs"
+            if shared == len(tested) == 1
+            else f"all {shared} distinct sentences of {test_name} occur"
             if shared == len(tested)
             else f"{shared} of the {len(tested)} distinct sentences of {test_name} also occur"
         )
