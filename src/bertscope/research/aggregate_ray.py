@@ -57,15 +57,20 @@ def aggregate_on_ray(
         input_sources,
         raising_bertscope_errors,
     )
+    from ..distributed.cluster import start_ray
+    from ..distributed.reading import refuse_empty_corpus
 
     ray = import_ray()
     sources = input_sources(source)
+    # An empty corpus is refused in the local job's words before a model loads or Ray starts (an
+    # aggregation in memory: no output to name)
+    refuse_empty_corpus(source, sources, Path("memory"), text_field=text_field, id_field=None)
     # The driver's model checks the options and gives the word level and settings the actors match.
     driver = load_model(model, device="cpu") if model is None or isinstance(model, (str, Path)) else model
     recipe = aggregated(**options)
     level, settings = word_level(driver, recipe, subword)
-    if not ray.is_initialized():
-        ray.init(address=address, log_to_driver=False)
+    # as `run_ray_job` starts it: Ray's log lines held to errors, a cluster not there refused in one line
+    start_ray(ray, address)
     ray.data.DataContext.get_current().enable_progress_bars = progress
     rows = batch_size or default_batch(gpus_per_worker(ray, device))
     # blocks of about `rows` rows, so that every actor gets some; a text of no word pieces named by its line
@@ -78,7 +83,9 @@ def aggregate_on_ray(
         batch_size=rows, options=CorpusOptions(recipe, asked),
     )  # fmt: skip
     wanted = ["position", "word", "pieces", "truncated", *level.vector_names()]  # tally counts the cut texts
-    tables = (batch.select(wanted) for batch in words.iter_batches(batch_format="pyarrow", batch_size=None))
     shown = source if isinstance(source, str) else Path("texts")
-    with raising_bertscope_errors(words):  # an actor's bad record is the local job's one line
+    # an actor's bad record is the local job's one line, and Ray's own lines stay in its logs (docs/ray.md)
+    with raising_bertscope_errors(words, quiet=True):
+        batches = words.iter_batches(batch_format="pyarrow", batch_size=None)
+        tables = (batch.select(wanted) for batch in batches)
         return reduce_tables(driver, level, settings, tables, min_count=min_count, corpus=shown)

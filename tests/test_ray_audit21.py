@@ -1,0 +1,155 @@
+"""Audit 21 of the Ray runner: static --corpus on Ray starts Ray as embed does (its lines held, a cluster
+not there refused at once, an empty corpus refused before Ray), Ray's false no-CPU warning held, the
+summary's truncation warning and empty count, --long error naming FILE:LINE, a Ctrl-C before the first
+shard, and a half-written shard not counted as one."""
+
+from __future__ import annotations
+
+import io
+import logging
+import warnings
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from bertscope.cli.explore import free_port
+from bertscope.errors import CorpusError, InvalidInput
+
+ray = pytest.importorskip("ray")
+
+pytestmark = pytest.mark.timeout(240)
+
+# conftest's `cluster` starts Ray with this many CPUs for this module (one start)
+RAY_CPUS = 2
+LIGHT = ("--backend", "onnxruntime")  # the runner's lines, not the actors' runtime (as test_ray_audit12)
+NO_FREE_CPUS = (
+    "Warning: The Ray cluster currently does not have any available CPUs. The Dataset job will hang unless "
+    "more CPUs are freed up."
+)
+FEW_INPUTS = "The minimum number of concurrent actors for the pool (2) is more than its inputs (1)"
+
+
+class _Ray:
+    """Ray as the driver sees it before it starts: `init` records what it was asked and starts it."""
+
+    def __init__(self) -> None:
+        self.inits: list[dict[str, Any]] = []
+        context = SimpleNamespace(enable_progress_bars=True)
+        self.data = SimpleNamespace(
+            DataContext=SimpleNamespace(get_current=lambda: context), ActorPoolStrategy=lambda *, size: size
+        )
+
+    def is_initialized(self) -> bool:
+        return bool(self.inits)
+
+    def init(self, **kwargs: Any) -> None:
+        self.inits.append(kwargs)
+
+
+class _Words:
+    """Stands for the word rows of the actor pool: running it logs and warns as Ray does, then fails."""
+
+    def __init__(self) -> None:
+        self.context = SimpleNamespace()
+
+    def schema(self, fetch_if_missing: bool = True) -> None:
+        return None
+
+    def map_batches(self, fn: Any, **kwargs: Any) -> _Words:
+        return self
+
+    def iter_batches(self, **kwargs: Any) -> Any:
+        yield from ()  # Ray's runs the dataset when it is iterated
+        logger = logging.getLogger("ray.data")
+        logger.info("Starting execution of Dataset ...")
+        logger.warning(NO_FREE_CPUS)
+        warnings.warn(FEW_INPUTS, UserWarning, stacklevel=1)
+        raise CorpusError("stop here")
+
+
+def _console() -> tuple[io.StringIO, logging.Handler]:
+    console = io.StringIO()
+    handler = logging.StreamHandler(console)
+    logging.getLogger("ray.data").addHandler(handler)
+    return console, handler
+
+
+def test_static_on_ray_starts_ray_as_embed_does_and_keeps_its_lines_off_the_console(
+    tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aggregate_on_ray called ray.init itself (Ray's INFO lines on the console, no logging_level) and ran
+    the dataset without quiet=True: 26 lines of Ray on stderr, 8 with -q."""
+    import bertscope.distributed as distributed
+    from bertscope.research.aggregate_ray import aggregate_on_ray
+
+    fake = _Ray()
+    monkeypatch.setattr(distributed, "import_ray", lambda: fake)
+    monkeypatch.setattr(distributed, "corpus_dataset", lambda *args, **kwargs: _Words())
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the bank of the river\n")
+    console, handler = _console()
+    try:
+        with warnings.catch_warnings(record=True) as said, pytest.raises(CorpusError, match="stop here"):
+            warnings.simplefilter("always")
+            aggregate_on_ray(str(corpus), model=str(tiny_dirs["bert"]), device="cpu", progress=False)
+    finally:
+        logging.getLogger("ray.data").removeHandler(handler)
+    assert [(kw["log_to_driver"], kw["logging_level"]) for kw in fake.inits] == [(False, logging.ERROR)]
+    assert console.getvalue() == ""  # Ray's plan and its false warnings stay in the session's logs
+    assert not [w for w in said if FEW_INPUTS in str(w.message)]
+
+
+def test_static_on_ray_refuses_a_cluster_that_is_not_there_at_once(
+    tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """aggregate_on_ray(address=...) handed an address nothing answers at to Ray: minutes of retries."""
+    import bertscope.distributed as distributed
+    from bertscope.research.aggregate_ray import aggregate_on_ray
+
+    fake = SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: pytest.fail("Ray was asked"))
+    monkeypatch.setattr(distributed, "import_ray", lambda: fake)
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("the bank of the river\n")
+    port = free_port()
+    with pytest.raises(InvalidInput) as refused:
+        aggregate_on_ray(str(corpus), model=str(tiny_dirs["bert"]), address=f"127.0.0.1:{port}")
+    assert str(refused.value).startswith(f"no Ray cluster answers at 127.0.0.1:{port} (Connection refused): ")
+
+
+def test_static_on_ray_refuses_an_empty_corpus_before_a_model_or_ray(
+    tiny_dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An empty corpus started Ray and ran ~30 s before 'no texts to embed (all empty)'."""
+    import bertscope.core.loaders as loaders
+    import bertscope.distributed as distributed
+    from bertscope.research.aggregate_ray import aggregate_on_ray
+
+    fake = SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: pytest.fail("Ray was asked"))
+    monkeypatch.setattr(distributed, "import_ray", lambda: fake)
+    monkeypatch.setattr(loaders, "load_model", lambda *a, **kw: pytest.fail("a model was loaded"))
+    corpus = tmp_path / "empty.txt"
+    corpus.write_text("\n  \n")
+    said = f"{corpus}: the corpus is empty (no text in it): give a file with one text or more"
+    with pytest.raises(CorpusError) as refused:
+        aggregate_on_ray(str(corpus), model=str(tiny_dirs["bert"]))
+    assert str(refused.value) == said
+
+
+def test_the_false_no_cpu_warning_is_held_and_other_warnings_shown() -> None:
+    """Ray Data's 'does not have any available CPUs ... will hang' reached the console of a quiet job on 2
+    CPUs (the readers and writers ask for no CPU: it does not hang); real warnings still show."""
+    from bertscope.distributed import raising_bertscope_errors
+
+    console, handler = _console()
+    logger = logging.getLogger("ray.data")
+    try:
+        with raising_bertscope_errors(SimpleNamespace(context=SimpleNamespace()), quiet=True):
+            logger.warning(NO_FREE_CPUS)
+            logger.warning("a warning is shown")
+        with raising_bertscope_errors(SimpleNamespace(context=SimpleNamespace())):
+            logger.warning(NO_FREE_CPUS)  # not quiet: as Ray has it
+    finally:
+        logger.removeHandler(handler)
+    assert console.getvalue().splitlines() == ["a warning is shown", NO_FREE_CPUS]
