@@ -12,10 +12,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
+import bertscope
 from bertscope.cli.explore import free_port
 from bertscope.errors import CorpusError, InvalidInput
+from bertscope.io.level_table import CorpusOptions, make_level
+from console import run_main
 
 ray = pytest.importorskip("ray")
 
@@ -153,3 +157,45 @@ def test_the_false_no_cpu_warning_is_held_and_other_warnings_shown() -> None:
     finally:
         logger.removeHandler(handler)
     assert console.getvalue().splitlines() == ["a warning is shown", NO_FREE_CPUS]
+
+
+def _long(words: int) -> str:
+    return " ".join(["river"] * words)
+
+
+@pytest.mark.parametrize("level", ["sentence", "tokens", "words"])
+def test_an_actor_names_a_text_too_long_by_its_file_and_line(
+    tiny_models: dict[str, bertscope.Model], tmp_path: Path, level: str
+) -> None:
+    """--long error on Ray said "the row with id '21' has 302 tokens", the local job "c.txt:21: the text
+    has 302 tokens": the read tasks now give each record's FILE:LINE, which the actors name."""
+    from bertscope.distributed.reading import _reader
+    from bertscope.distributed.units import embed_located, embed_units
+
+    model = tiny_models["bert"]
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(f"a cat\n\nthe dog\n{_long(model.max_tokens * 2)}\n")
+    rows_of = make_level(model, CorpusOptions.of(level=level, long="error"))
+    plain = pa.concat_tables(_reader(str(corpus), "text", None, "", 10, None, None)())
+    assert plain.column("_where").to_pylist() == [f"{corpus}:1", f"{corpus}:3", f"{corpus}:4"]
+    said = rf"^{corpus}:4: the text has \d+ tokens"
+    with pytest.raises(InvalidInput, match=said):
+        embed_located(rows_of, plain, "text")
+    numbered = pa.concat_tables(_reader(str(corpus), "text", None, "", 10, None, (0, [], tmp_path / "o"))())
+    with pytest.raises(InvalidInput, match=said):
+        embed_units(rows_of, numbered, "text")
+    done = embed_located(rows_of, plain.slice(0, 2), "text")
+    assert "_where" not in done.column_names  # read, and dropped
+
+
+def test_long_error_on_ray_names_file_and_line(
+    cluster: Any, tiny_dirs: dict[str, Path], tiny_models: dict[str, bertscope.Model], tmp_path: Path
+) -> None:
+    """The job's one line names the text as the local job does, FILE:LINE, not the row's id."""
+    corpus = tmp_path / "c.txt"
+    corpus.write_text(f"a cat\n\nthe dog\n{_long(tiny_models['bert'].max_tokens * 2)}\n")
+    out = tmp_path / "out"
+    ran = run_main("embed", "-i", str(corpus), "-o", str(out), "--engine", "ray", "--workers", "1",
+                   "--model", str(tiny_dirs["bert"]), "--long", "error", "-q", *LIGHT)  # fmt: skip
+    assert ran.code == 1
+    assert ran.stderr.startswith(f"error: {corpus}:4: the text has ") and ran.stderr.count("\n") == 1

@@ -53,7 +53,7 @@ from .shards import (
     swap_in,
     write_manifest,
 )
-from .units import RECORD, embed_units
+from .units import RECORD, embed_located, embed_units
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -112,7 +112,7 @@ class _Embedder:
             raise self.refused
         if RECORD in batch.column_names:
             return embed_units(self.level, batch, self.text_field)
-        return self.level.embed_arrow(batch, self.text_field)
+        return embed_located(self.level, batch, self.text_field)
 
 
 def embed_dataset(

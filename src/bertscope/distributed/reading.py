@@ -19,9 +19,9 @@ from typing import Any
 from ..errors import CorpusError, InvalidInput
 from ..io.job import nothing_to_embed
 from ..io.levels import missing_field
-from ..io.readers import Record, Rejects, read_corpus
+from ..io.readers import Record, Rejects, read_corpus, source_name
 from .cluster import IO_CPUS, import_ray
-from .units import RECORD, SOURCE, Unit, skip_done
+from .units import RECORD, SOURCE, WHERE, Unit, skip_done
 
 __all__ = [
     "input_sources",
@@ -127,7 +127,8 @@ def corpus_dataset(
     each read task's blocks so; how many does not change the rows or their ids. `tokenizer` (the model's)
     makes a text it gives no word pieces a bad record, named by FILE:LINE as the local job names it.
     `numbered` (a corpus job's units done, and its output) adds the `_source` and `_record` columns and
-    skips the records of the units done.
+    skips the records of the units done. Each row's FILE:LINE is in a `_where` column, which the actors
+    of `embed_dataset` read (a refusal names it, as the local job's) and drop.
     """
     ray = import_ray()
     blocks = sum(max(1, math.ceil(_estimated_rows(s) / rows)) for s in sources)
@@ -211,21 +212,27 @@ def _reader(
         tok = None if tokenizer is None else import_ray().get(tokenizer)
         records = read_corpus(source, text_field=text_field, id_field=id_field, tokenizer=tok)
         ided = (Record(prefix + r.id, r.text, r.line) for r in records)
+        shown = source_name(source)  # as the local job names a record: FILE:LINE
+
+        def table(chunk: list[tuple[int, Record]]) -> dict[str, Any]:
+            return {
+                "id": [r.id for _, r in chunk],
+                "text": [r.text for _, r in chunk],
+                WHERE: [f"{shown}:{r.line}" for _, r in chunk],
+            }
+
         if at is None:
             for chunk in _chunks(((0, r) for r in ided), rows):
-                yield pa.table({"id": [r.id for _, r in chunk], "text": [r.text for _, r in chunk]})
+                yield pa.table(table(chunk))
             return
         number, done, output = at
         name = "<texts>" if isinstance(source, list) else str(source)
         for chunk in _chunks(skip_done(ided, done, source=name, output=output), rows):
-            yield pa.table(
-                {
-                    "id": [r.id for _, r in chunk],
-                    "text": [r.text for _, r in chunk],
-                    SOURCE: pa.array([number] * len(chunk), pa.int32()),
-                    RECORD: pa.array([n for n, _ in chunk], pa.int64()),
-                }
-            )
+            numbered = {
+                SOURCE: pa.array([number] * len(chunk), pa.int32()),
+                RECORD: pa.array([n for n, _ in chunk], pa.int64()),
+            }
+            yield pa.table({**table(chunk), **numbered})
 
     return read
 

@@ -17,11 +17,12 @@ from ..errors import CorpusError
 from ..io.readers import Record
 from ..io.sink_base import RecordDigest, other_input
 
-__all__ = ["SOURCE", "RECORD", "UNIT", "Unit", "embed_units", "skip_done"]
+__all__ = ["SOURCE", "RECORD", "UNIT", "WHERE", "Unit", "embed_units", "embed_located", "skip_done"]
 
 # The columns a numbered read task adds (the input's number, the record's number in it) and the column
-# the actors add to each output row; the shard writer drops all three.
-SOURCE, RECORD, UNIT = "_source", "_record", "_unit"
+# the actors add to each output row; the shard writer drops all three. Every read task adds each
+# record's FILE:LINE (WHERE), which the actors read and drop: a refusal names it as the local job does.
+SOURCE, RECORD, UNIT, WHERE = "_source", "_record", "_unit", "_where"
 
 
 class Unit(NamedTuple):
@@ -53,16 +54,30 @@ def embed_units(level: Any, batch: Any, text_field: str) -> Any:
     sources = batch.column(SOURCE).to_pylist()
     numbers = batch.column(RECORD).to_pylist()
     ids, texts = batch.column("id").to_pylist(), batch.column(text_field).to_pylist()
-    plain = batch.drop_columns([SOURCE, RECORD])
+    plain, where = _located(batch.drop_columns([SOURCE, RECORD]))
     tables = []
     for first, count in _runs(sources, numbers):
-        rows = level.embed_arrow(plain.slice(first, count), text_field)
+        at = None if where is None else where[first : first + count]
+        rows = level.embed_arrow(plain.slice(first, count), text_field, where=at)
         digest = RecordDigest("")
         for i in range(first, first + count):
             digest.add(Record(ids[i], texts[i], 0))
         unit = Unit(sources[first], numbers[first], count, rows.num_rows, digest.hexdigest())
         tables.append(rows.append_column(UNIT, pa.array([unit.key] * rows.num_rows, pa.string())))
     return pa.concat_tables(tables) if tables else level.embed_arrow(plain, text_field)
+
+
+def embed_located(level: Any, batch: Any, text_field: str) -> Any:
+    """An Arrow batch's rows of `level`; a refusal names a record by its FILE:LINE where the read gave it."""
+    plain, where = _located(batch)
+    return level.embed_arrow(plain, text_field, where=where)
+
+
+def _located(batch: Any) -> tuple[Any, list[str] | None]:
+    """The batch without its WHERE column, and that column's FILE:LINE of each row (None without it)."""
+    if WHERE not in batch.column_names:
+        return batch, None
+    return batch.drop_columns([WHERE]), batch.column(WHERE).to_pylist()
 
 
 def _runs(sources: list[int], numbers: list[int]) -> Iterator[tuple[int, int]]:

@@ -149,8 +149,11 @@ class CorpusLevel(ABC):
             self._empty = self.embed([Record("probe", "a", 0)]).table.slice(0, 0)
         return self._empty
 
-    def embed_arrow(self, batch: pa.Table, text_column: str) -> pa.Table:
-        """Rows for an Arrow batch with `id` and `text_column` columns (Ray); empty texts are skipped."""
+    def embed_arrow(
+        self, batch: pa.Table, text_column: str, *, where: Sequence[str] | None = None
+    ) -> pa.Table:
+        """Rows for an Arrow batch with `id` and `text_column` columns (Ray); empty texts are skipped.
+        `where`: each row's FILE:LINE, where the corpus reader gave it, which a refusal names."""
         texts = arrow_texts(batch, text_column)
         if "id" not in batch.column_names:
             fix = "give each row an id (this level's rows name it)"
@@ -158,7 +161,8 @@ class CorpusLevel(ABC):
         ids = batch.column("id").to_pylist()
         keep = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
         records = [Record(str(ids[i]), texts[i], 0) for i in keep]
-        with named_as(_row_names([ids[i] for i in keep])):
+        named = _row_names([ids[i] for i in keep], None if where is None else [where[i] for i in keep])
+        with named_as(named):
             return self.embed(records).table if records else self.empty()
 
 
@@ -180,11 +184,14 @@ def arrow_texts(batch: pa.Table, text_column: str) -> list[Any]:
     return texts
 
 
-def _row_names(ids: list[Any] | None) -> Callable[[str, int], str]:
-    """How a refusal names text `i` of a Ray batch (`core.tokens.named_as`): by its row's id, as the
-    refusal of a text that is not a string does, not by its place in one actor's batch ("text 0")."""
+def _row_names(ids: list[Any] | None, where: list[str] | None = None) -> Callable[[str, int], str]:
+    """How a refusal names text `i` of a Ray batch (`core.tokens.named_as`): by its FILE:LINE where the
+    corpus reader gave it, as the local job names it ("c.txt:21: the text"), else by its row's id, as
+    the refusal of a text that is not a string does; not by its place in one actor's batch ("text 0")."""
 
     def name(kind: str, index: int) -> str:
+        if where:
+            return f"{where[index]}: the {kind}"
         return f"the row with id {ids[index]!r}" if ids else "a row"
 
     return name
@@ -245,15 +252,19 @@ class SentenceLevel(CorpusLevel):
         columns["truncated"] = pa.array(result.n_dropped.astype(np.int32))
         return Rows(pa.table(columns), len(records), int(result.n_tokens.sum()), result.n_truncated)
 
-    def embed_arrow(self, batch: pa.Table, text_column: str) -> pa.Table:
-        """The batch's own columns with embedding, n_tokens and truncated added; empty texts dropped."""
+    def embed_arrow(
+        self, batch: pa.Table, text_column: str, *, where: Sequence[str] | None = None
+    ) -> pa.Table:
+        """The batch's own columns with embedding, n_tokens and truncated added; empty texts dropped.
+        `where`: each row's FILE:LINE, as `CorpusLevel.embed_arrow`'s."""
         texts = arrow_texts(batch, text_column)
         keep = [i for i, t in enumerate(texts) if isinstance(t, str) and t.strip()]
         if len(keep) < len(texts):
             batch = batch.take(pa.array(keep, pa.int64()))
         records = [Record("", texts[i], 0) for i in keep]
         ids = batch.column("id").to_pylist() if "id" in batch.column_names else None
-        with named_as(_row_names(ids)):  # the batch holds the kept rows alone by now
+        kept = None if where is None else [where[i] for i in keep]
+        with named_as(_row_names(ids, kept)):  # the batch holds the kept rows alone by now
             rows = self.embed(records).table if records else self.empty()
         for name in ("embedding", "n_tokens", "truncated"):
             batch = batch.append_column(name, rows.column(name))
